@@ -1,0 +1,30 @@
+// CPU features detected at run time (cpuid + xgetbv), used to pick kernels.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kail {
+
+struct cpu_features {
+    bool sse3 = false, ssse3 = false, sse4_1 = false, sse4_2 = false;
+    bool avx = false, avx2 = false, fma = false, f16c = false;
+    bool avx_vnni = false;
+    bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+    bool avx512_vnni = false, avx512_bf16 = false;
+    bool neon = false;
+    int  logical_cores = 1;
+    int  physical_cores = 1;
+};
+
+// Detected once and cached; thread-safe.
+const cpu_features & cpu_features_get();
+
+// Names of the features present, e.g. {"avx2","fma","avx512f",...}.
+std::vector<std::string> cpu_features_names(const cpu_features & f);
+
+// The best kernel level this build can use on this CPU: "avx512", "avx2" or "scalar".
+// KAIL_FORCE_ISA=scalar|avx2|avx512 lowers it (never raises it beyond what the CPU has).
+const char * cpu_kernel_level();
+
+} // namespace kail

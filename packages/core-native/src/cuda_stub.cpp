@@ -1,0 +1,15 @@
+// Without the CUDA backend these entry points report "no device"; with it, src/cuda/*.cu
+// defines them and this file compiles to nothing.
+#include "kail/cuda.h"
+
+#ifndef KAIL_HAVE_CUDA
+namespace kail {
+bool cuda_compiled() { return false; }
+int cuda_device_count() { return 0; }
+bool cuda_device_info_get(int, cuda_device_info &) { return false; }
+bool cuda_dequantize_q8_0(int, const void *, int64_t, float *, std::string & err) {
+    err = "this build has no CUDA backend (nvcc was not found when it was built)";
+    return false;
+}
+} // namespace kail
+#endif
