@@ -1,0 +1,59 @@
+import { bindingCandidates, loadBinding, NativeLoadError } from './index';
+
+describe('native addon', () => {
+  it('loads from the local build and reports SIMD features detected at run time', () => {
+    const info = loadBinding().systemInfo();
+    expect(info.logicalCores).toBeGreaterThanOrEqual(1);
+    expect(info.physicalCores).toBeGreaterThanOrEqual(1);
+    expect(['avx512', 'avx2', 'scalar']).toContain(info.kernelLevel);
+    // Compare with the kernel's own view of the CPU flags, where /proc/cpuinfo exists.
+    const fs = require('node:fs') as typeof import('node:fs');
+    if (fs.existsSync('/proc/cpuinfo')) {
+      const flags = new Set(fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1].trim().split(/\s+/));
+      expect(info.simd.includes('avx2')).toBe(flags.has('avx2'));
+      expect(info.simd.includes('avx512f')).toBe(flags.has('avx512f'));
+      expect(info.simd.includes('avx512_vnni')).toBe(flags.has('avx512_vnni'));
+    }
+  });
+
+  it('fails with one error listing every attempt when nothing loads', () => {
+    const env = { KAIL_NATIVE_PATH: '/nonexistent/kail_native.node' };
+    expect(bindingCandidates(env)[0].path).toBe('/nonexistent/kail_native.node');
+    // A fresh module registry so the cached addon is not reused.
+    jest.isolateModules(() => {
+      const fs = require('node:fs') as typeof import('node:fs');
+      const spy = jest.spyOn(fs, 'existsSync').mockReturnValue(false);
+      try {
+        const mod = require('./load-binding') as typeof import('./load-binding');
+        let err: unknown;
+        try {
+          mod.loadBinding(env);
+        } catch (e) {
+          err = e;
+        }
+        expect(err).toBeInstanceOf(Error);
+        expect((err as NativeLoadError).code).toBe('KAIL_E_NATIVE_LOAD');
+        expect((err as NativeLoadError).attempts).toHaveLength(3);
+        expect((err as Error).message).toContain('/nonexistent/kail_native.node');
+        expect((err as Error).message).toContain('build/addon/Release/kail_native.node');
+        expect((err as Error).message).toContain('nx run core-native:build-native');
+      } finally {
+        spy.mockRestore();
+      }
+    });
+  });
+
+  it('runs the CUDA kernel where a GPU exists, and says why not elsewhere', () => {
+    const addon = loadBinding();
+    const info = addon.systemInfo();
+    const block = new Uint8Array(34);
+    block[0] = 0x00; block[1] = 0x3c; // fp16 1.0
+    for (let i = 0; i < 32; i++) block[2 + i] = (i - 16) & 0xff;
+    if (info.cudaDevices.length === 0) {
+      expect(() => addon.cudaDequantizeQ8_0(block)).toThrow(/CUDA/);
+      return;
+    }
+    const out = addon.cudaDequantizeQ8_0(block);
+    expect(Array.from(out)).toEqual(Array.from({ length: 32 }, (_, i) => i - 16));
+  });
+});

@@ -1,0 +1,2 @@
+export { native, systemInfo } from './native';
+export type { SystemInfo } from '@kailstream/core-native';
