@@ -6,7 +6,20 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
-import type { handleServerStreamingCall, handleUnaryCall, UntypedServiceImplementation } from "@grpc/grpc-js";
+import {
+  type CallOptions,
+  type ChannelCredentials,
+  Client,
+  type ClientOptions,
+  type ClientReadableStream,
+  type ClientUnaryCall,
+  type handleServerStreamingCall,
+  type handleUnaryCall,
+  makeGenericClientConstructor,
+  type Metadata,
+  type ServiceError,
+  type UntypedServiceImplementation,
+} from "@grpc/grpc-js";
 import {
   FinishReason,
   finishReasonFromJSON,
@@ -1914,6 +1927,110 @@ export interface EngineServiceServer extends UntypedServiceImplementation {
   /** Streams a telemetry snapshot every interval_ms until the client cancels. */
   watchTelemetry: handleServerStreamingCall<WatchTelemetryRequest, TelemetrySnapshot>;
 }
+
+export interface EngineServiceClient extends Client {
+  health(
+    request: HealthRequest,
+    callback: (error: ServiceError | null, response: HealthResponse) => void,
+  ): ClientUnaryCall;
+  health(
+    request: HealthRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: HealthResponse) => void,
+  ): ClientUnaryCall;
+  health(
+    request: HealthRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: HealthResponse) => void,
+  ): ClientUnaryCall;
+  listModels(
+    request: ListModelsRequest,
+    callback: (error: ServiceError | null, response: ListModelsResponse) => void,
+  ): ClientUnaryCall;
+  listModels(
+    request: ListModelsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListModelsResponse) => void,
+  ): ClientUnaryCall;
+  listModels(
+    request: ListModelsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListModelsResponse) => void,
+  ): ClientUnaryCall;
+  loadModel(
+    request: LoadModelRequest,
+    callback: (error: ServiceError | null, response: LoadModelResponse) => void,
+  ): ClientUnaryCall;
+  loadModel(
+    request: LoadModelRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: LoadModelResponse) => void,
+  ): ClientUnaryCall;
+  loadModel(
+    request: LoadModelRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: LoadModelResponse) => void,
+  ): ClientUnaryCall;
+  unloadModel(
+    request: UnloadModelRequest,
+    callback: (error: ServiceError | null, response: UnloadModelResponse) => void,
+  ): ClientUnaryCall;
+  unloadModel(
+    request: UnloadModelRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: UnloadModelResponse) => void,
+  ): ClientUnaryCall;
+  unloadModel(
+    request: UnloadModelRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: UnloadModelResponse) => void,
+  ): ClientUnaryCall;
+  /** Streams generated text as it is produced; the last message carries finish reason and usage. */
+  generate(request: GenerateRequest, options?: Partial<CallOptions>): ClientReadableStream<GenerateResponse>;
+  generate(
+    request: GenerateRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<GenerateResponse>;
+  cancel(
+    request: CancelRequest,
+    callback: (error: ServiceError | null, response: CancelResponse) => void,
+  ): ClientUnaryCall;
+  cancel(
+    request: CancelRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CancelResponse) => void,
+  ): ClientUnaryCall;
+  cancel(
+    request: CancelRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CancelResponse) => void,
+  ): ClientUnaryCall;
+  /** Streams a telemetry snapshot every interval_ms until the client cancels. */
+  watchTelemetry(
+    request: WatchTelemetryRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<TelemetrySnapshot>;
+  watchTelemetry(
+    request: WatchTelemetryRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<TelemetrySnapshot>;
+}
+
+export const EngineServiceClient = makeGenericClientConstructor(
+  EngineServiceService,
+  "kailstream.engine.v1.EngineService",
+) as unknown as {
+  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): EngineServiceClient;
+  service: typeof EngineServiceService;
+  serviceName: string;
+};
 
 function floatToJson(value: number | null | undefined): number | string | null | undefined {
   return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;

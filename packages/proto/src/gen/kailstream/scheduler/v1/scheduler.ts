@@ -6,7 +6,20 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
-import type { handleServerStreamingCall, handleUnaryCall, UntypedServiceImplementation } from "@grpc/grpc-js";
+import {
+  type CallOptions,
+  type ChannelCredentials,
+  Client,
+  type ClientOptions,
+  type ClientReadableStream,
+  type ClientUnaryCall,
+  type handleServerStreamingCall,
+  type handleUnaryCall,
+  makeGenericClientConstructor,
+  type Metadata,
+  type ServiceError,
+  type UntypedServiceImplementation,
+} from "@grpc/grpc-js";
 import {
   HealthRequest,
   HealthResponse,
@@ -1297,6 +1310,105 @@ export interface SchedulerServiceServer extends UntypedServiceImplementation {
   listEngines: handleUnaryCall<ListEnginesRequest, ListEnginesResponse>;
   watchQueue: handleServerStreamingCall<WatchQueueRequest, QueueSnapshot>;
 }
+
+export interface SchedulerServiceClient extends Client {
+  health(
+    request: HealthRequest,
+    callback: (error: ServiceError | null, response: HealthResponse) => void,
+  ): ClientUnaryCall;
+  health(
+    request: HealthRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: HealthResponse) => void,
+  ): ClientUnaryCall;
+  health(
+    request: HealthRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: HealthResponse) => void,
+  ): ClientUnaryCall;
+  listModels(
+    request: ListModelsRequest,
+    callback: (error: ServiceError | null, response: ListModelsResponse) => void,
+  ): ClientUnaryCall;
+  listModels(
+    request: ListModelsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListModelsResponse) => void,
+  ): ClientUnaryCall;
+  listModels(
+    request: ListModelsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListModelsResponse) => void,
+  ): ClientUnaryCall;
+  submit(request: SubmitRequest, options?: Partial<CallOptions>): ClientReadableStream<GenerateResponse>;
+  submit(
+    request: SubmitRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<GenerateResponse>;
+  cancel(
+    request: CancelRequest,
+    callback: (error: ServiceError | null, response: CancelResponse) => void,
+  ): ClientUnaryCall;
+  cancel(
+    request: CancelRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CancelResponse) => void,
+  ): ClientUnaryCall;
+  cancel(
+    request: CancelRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CancelResponse) => void,
+  ): ClientUnaryCall;
+  registerEngine(
+    request: RegisterEngineRequest,
+    callback: (error: ServiceError | null, response: RegisterEngineResponse) => void,
+  ): ClientUnaryCall;
+  registerEngine(
+    request: RegisterEngineRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RegisterEngineResponse) => void,
+  ): ClientUnaryCall;
+  registerEngine(
+    request: RegisterEngineRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RegisterEngineResponse) => void,
+  ): ClientUnaryCall;
+  listEngines(
+    request: ListEnginesRequest,
+    callback: (error: ServiceError | null, response: ListEnginesResponse) => void,
+  ): ClientUnaryCall;
+  listEngines(
+    request: ListEnginesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListEnginesResponse) => void,
+  ): ClientUnaryCall;
+  listEngines(
+    request: ListEnginesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListEnginesResponse) => void,
+  ): ClientUnaryCall;
+  watchQueue(request: WatchQueueRequest, options?: Partial<CallOptions>): ClientReadableStream<QueueSnapshot>;
+  watchQueue(
+    request: WatchQueueRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<QueueSnapshot>;
+}
+
+export const SchedulerServiceClient = makeGenericClientConstructor(
+  SchedulerServiceService,
+  "kailstream.scheduler.v1.SchedulerService",
+) as unknown as {
+  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): SchedulerServiceClient;
+  service: typeof SchedulerServiceService;
+  serviceName: string;
+};
 
 function floatToJson(value: number | null | undefined): number | string | null | undefined {
   return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;

@@ -1,0 +1,34 @@
+/** Stable error codes of the engine package. */
+export type EngineErrorCode =
+  | 'KAIL_E_BAD_MODEL'
+  | 'KAIL_E_IO'
+  | 'KAIL_E_BUDGET'
+  | 'KAIL_E_INVALID_ARG'
+  | 'KAIL_E_UNSUPPORTED'
+  | 'KAIL_E_CANCELLED'
+  | 'KAIL_E_NOT_FOUND'
+  | 'KAIL_E_ALREADY_EXISTS'
+  | 'KAIL_E_CONTEXT_OVERFLOW'
+  | 'KAIL_E_INTERNAL';
+
+/** An expected failure: one request or one load fails, the engine keeps serving. */
+export class EngineError extends Error {
+  constructor(
+    readonly code: EngineErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'EngineError';
+  }
+}
+
+/** Wraps any thrown value (native errors carry a string `code`) as an EngineError. */
+export function toEngineError(e: unknown): EngineError {
+  if (e instanceof EngineError) return e;
+  if (e instanceof Error) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && code.startsWith('KAIL_E_')) return new EngineError(code as EngineErrorCode, e.message);
+    return new EngineError('KAIL_E_INTERNAL', e.message);
+  }
+  return new EngineError('KAIL_E_INTERNAL', String(e));
+}

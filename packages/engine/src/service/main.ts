@@ -1,0 +1,30 @@
+#!/usr/bin/env node
+// The engine service process: `node packages/engine/dist/service/main.js --port 0 [--host H]`.
+// Prints one JSON line {"service":"engine","address":...} once listening, for supervisors.
+import { parseArgs } from 'node:util';
+
+import { LocalModelHost } from './model-host';
+import { startEngineServer } from './engine-service';
+
+async function main() {
+  const { values } = parseArgs({
+    options: {
+      host: { type: 'string', default: '127.0.0.1' },
+      port: { type: 'string', default: '0' },
+    },
+  });
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be 0..65535, got '${values.port}'`);
+  const running = await startEngineServer(new LocalModelHost(), { host: values.host, port });
+  process.stdout.write(JSON.stringify({ service: 'engine', address: `${running.host}:${running.port}`, pid: process.pid }) + '\n');
+  const stop = () => {
+    running.close().then(() => process.exit(0));
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}
+
+main().catch((e) => {
+  process.stderr.write(`engine: ${(e as Error).message}\n`);
+  process.exit(1);
+});
