@@ -1,0 +1,32 @@
+#!/usr/bin/env node
+// The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port]`.
+// Binds 127.0.0.1 unless --host says otherwise. Prints one JSON line once listening.
+import { parseArgs } from 'node:util';
+
+import { parseApiConfig } from './env';
+import { startApi } from './server';
+
+async function main() {
+  const { values } = parseArgs({
+    options: {
+      host: { type: 'string' },
+      port: { type: 'string' },
+      scheduler: { type: 'string' },
+    },
+  });
+  const config = parseApiConfig({
+    host: values.host ?? process.env.KAIL_API_HOST,
+    port: values.port ?? process.env.KAIL_API_PORT,
+    schedulerAddress: values.scheduler ?? process.env.KAIL_SCHEDULER_ADDRESS,
+  });
+  const api = await startApi(config);
+  process.stdout.write(JSON.stringify({ service: 'api', address: api.url, pid: process.pid }) + '\n');
+  const stop = () => void api.close().then(() => process.exit(0));
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}
+
+main().catch((e) => {
+  process.stderr.write(`api: ${(e as Error).message}\n`);
+  process.exit(1);
+});
