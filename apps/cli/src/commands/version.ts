@@ -1,0 +1,33 @@
+import type { Command } from 'commander';
+import { VERSION, systemInfo } from '@kailstream/engine';
+
+export function registerVersion(program: Command): void {
+  program
+    .command('version')
+    .description('print the version, the native kernel level and CPU/GPU features')
+    .option('--json', 'print one JSON object')
+    .action((opts: { json?: boolean }) => {
+      let native: ReturnType<typeof systemInfo> | { error: string };
+      try {
+        native = systemInfo();
+      } catch (e) {
+        native = { error: (e as Error).message };
+      }
+      if (opts.json) {
+        process.stdout.write(JSON.stringify({ version: VERSION, node: process.version, native }) + '\n');
+        return;
+      }
+      process.stdout.write(`kail ${VERSION} (node ${process.version})\n`);
+      if ('error' in native) {
+        process.stdout.write(`native core: unavailable\n${native.error}\n`);
+        return;
+      }
+      process.stdout.write(`native core: kernels ${native.kernelLevel}; ${native.physicalCores} physical / ${native.logicalCores} logical cores\n`);
+      process.stdout.write(`SIMD: ${native.simd.join(' ')}\n`);
+      process.stdout.write(
+        `CUDA: ${native.cudaCompiled ? 'compiled' : 'not compiled'}; ` +
+          (native.cudaDevices.length ? native.cudaDevices.map((d) => `${d.name} (${(d.totalBytes / 2 ** 30).toFixed(1)} GiB)`).join(', ') : 'no device') +
+          '\n',
+      );
+    });
+}

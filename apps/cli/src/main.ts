@@ -1,0 +1,36 @@
+import { Command, CommanderError } from 'commander';
+import { VERSION } from '@kailstream/engine';
+
+import { registerVersion } from './commands/version';
+import { registerServe } from './commands/serve';
+
+export function buildProgram(): Command {
+  const program = new Command();
+  program
+    .name('kail')
+    .description('KailStream: local inference for Mixture-of-Experts models larger than memory')
+    .version(VERSION, '-V, --version-flag', 'print the version number')
+    .showHelpAfterError()
+    .exitOverride();
+  registerVersion(program);
+  registerServe(program);
+  return program;
+}
+
+export async function runCli(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (e) {
+    if (e instanceof CommanderError) return e.exitCode;
+    process.stderr.write(`kail: ${(e as Error).message}\n`);
+    return 1;
+  }
+}
+
+if (require.main === module || process.argv[1]?.endsWith('kail.js') || process.argv[1]?.endsWith('/kail')) {
+  runCli(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  });
+}

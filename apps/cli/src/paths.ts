@@ -1,0 +1,21 @@
+import os from 'node:os';
+import path from 'node:path';
+
+/** Repository root (the CLI runs from its build output inside the repository). */
+export const REPO_ROOT = path.resolve(__dirname, '../../..');
+
+/**
+ * The data directory: models the project generates, caches, profiles, keys, usage history.
+ * `--data-dir` wins, then KAIL_DATA_DIR, then ~/.kailstream.
+ */
+export function dataDir(flag?: string): string {
+  return path.resolve(flag ?? process.env.KAIL_DATA_DIR ?? path.join(os.homedir(), '.kailstream'));
+}
+
+/** Entry scripts of the service processes (built outputs). */
+export const SERVICE_ENTRIES = {
+  engine: path.join(REPO_ROOT, 'packages/engine/dist/service/main.js'),
+  scheduler: path.join(REPO_ROOT, 'packages/scheduler/dist/main.js'),
+  api: path.join(REPO_ROOT, 'apps/api/dist/main.js'),
+  web: path.join(REPO_ROOT, 'apps/web'),
+} as const;

@@ -1,0 +1,66 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
+
+import { serve } from './commands/serve';
+import type { Supervisor } from './supervisor';
+
+function unary<Res>(fn: (req: object, md: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Res) => void) => unknown): Promise<Res> {
+  return new Promise((resolve, reject) => fn({}, new grpc.Metadata(), { deadline: Date.now() + 5000 }, (e, r) => (e ? reject(e) : resolve(r))));
+}
+
+describe('kail serve', () => {
+  let sup: Supervisor;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-serve-'));
+  const lines: string[] = [];
+
+  beforeAll(async () => {
+    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true }, (l) => lines.push(l));
+  }, 120_000);
+
+  afterAll(async () => {
+    await sup?.stopAll();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('starts every service as its own process and prints their addresses', () => {
+    expect([...sup.services.keys()]).toEqual(['engine', 'scheduler', 'api', 'web']);
+    const pids = new Set([...sup.services.values()].map((s) => s.child.pid));
+    expect(pids.size).toBe(4);
+    expect(lines.join('\n')).toMatch(/engine\s+grpc:\/\/127\.0\.0\.1:\d+/);
+    const state = JSON.parse(fs.readFileSync(path.join(dir, 'serve.json'), 'utf8'));
+    expect(Object.keys(state.services)).toEqual(['engine', 'scheduler', 'api', 'web']);
+  });
+
+  it('engine and scheduler answer health over gRPC', async () => {
+    const e = new pb.EngineServiceClient(sup.services.get('engine')!.address, grpc.credentials.createInsecure());
+    const s = new spb.SchedulerServiceClient(sup.services.get('scheduler')!.address, grpc.credentials.createInsecure());
+    try {
+      expect((await unary<common.HealthResponse>(e.health.bind(e))).status).toBe(common.ServingStatus.SERVING_STATUS_SERVING);
+      expect((await unary<common.HealthResponse>(s.health.bind(s))).status).toBe(common.ServingStatus.SERVING_STATUS_SERVING);
+      const engines = await unary<spb.ListEnginesResponse>(s.listEngines.bind(s));
+      expect(engines.engines[0].address).toBe(sup.services.get('engine')!.address);
+    } finally {
+      e.close();
+      s.close();
+    }
+  });
+
+  it('the API answers /health and /v1/models through the scheduler', async () => {
+    const api = sup.services.get('api')!.address;
+    expect(api).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect((await fetch(`${api}/health`)).status).toBe(200);
+    const models = (await (await fetch(`${api}/v1/models`)).json()) as { object: string; data: unknown[] };
+    expect(models.object).toBe('list');
+  });
+
+  it('the web console renders its page', async () => {
+    const res = await fetch(sup.services.get('web')!.address);
+    expect(res.status).toBe(200);
+    const html = await res.text();
+    expect(html).toContain('KailStream');
+    expect(html).toContain(sup.services.get('api')!.address);
+  });
+});

@@ -1,0 +1,1 @@
+module.exports = require('../../jest.preset.js')(__dirname, { testMatch: ['<rootDir>/app/**/*.spec.tsx', '<rootDir>/app/**/*.spec.ts'] });
