@@ -32,8 +32,11 @@ fi
 export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
 export NX_DAEMON=false NX_NO_CLOUD=true NEXT_TELEMETRY_DISABLED=1
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  say "npm ci"
-  npm ci --no-audit --no-fund --loglevel=error
+  # `npm install` rather than `npm ci`: node-llama-cpp lists optional per-platform packages that
+  # the registry does not serve for every platform, which `npm ci` reports as a lock mismatch.
+  # The lock file still pins every package that is installed.
+  say "npm install (from package-lock.json)"
+  npm install --no-audit --no-fund --loglevel=error
 fi
 
 # --- builds (Nx caches them; native first since everything that computes depends on it) --------
