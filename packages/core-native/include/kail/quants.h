@@ -1,0 +1,64 @@
+// Tensor-type kernels: fp16/bf16 conversion, (de)quantization and dot products with ggml's
+// semantics (block layouts of ggml-common.h, the activation types of ggml-cpu's type_traits_cpu).
+//
+// Every function here validates its type and size and throws kail::error (KAIL_E_UNSUPPORTED for a
+// type without kernels, KAIL_E_INVALID_ARG for a size that is not a whole number of blocks). The
+// kernels are picked once per process from cpu_kernel_level() (KAIL_FORCE_ISA lowers it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kail/types.h"
+
+namespace kail {
+
+// ---- scalar conversions (exact; fp16 rounding is round-to-nearest-even like F16C) ----
+float    fp16_to_fp32(uint16_t h);
+uint16_t fp32_to_fp16(float f);
+float    bf16_to_fp32(uint16_t h);
+// Round-to-nearest-even, NaN kept quiet: ggml's GGML_FP32_TO_BF16.
+uint16_t fp32_to_bf16(float f);
+
+// Row conversions (F16C / AVX-512 where present; bit-identical to the scalar ones).
+void fp16_to_fp32_row(const uint16_t * x, float * y, int64_t n);
+void fp32_to_fp16_row(const float * x, uint16_t * y, int64_t n);
+void bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n);
+void fp32_to_bf16_row(const float * x, uint16_t * y, int64_t n);
+
+// ---- what a type supports ----
+// dequantize_row: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q8_1 Q2_K..Q6_K Q8_K.
+bool type_can_dequantize(uint32_t type);
+// quantize_row: the same set.
+bool type_can_quantize(uint32_t type);
+// As the weight of a dot product / matmul: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K..Q6_K.
+bool type_can_dot(uint32_t type);
+
+// The type activations are converted to before a dot product with weights of `type`
+// (ggml-cpu's vec_dot_type): F32->F32, F16->F16, BF16->BF16, Q4_0/Q5_0/Q8_0->Q8_0,
+// Q4_1/Q5_1->Q8_1, K-quants->Q8_K. Throws KAIL_E_UNSUPPORTED when type_can_dot(type) is false.
+uint32_t vec_dot_type(uint32_t type);
+
+// ---- rows ----
+// n elements of `type` (n a multiple of the block size) to float, bit-exact with ggml's
+// dequantize_row_* evaluated without FMA contraction.
+void dequantize_row(uint32_t type, const void * src, float * dst, int64_t n);
+
+// n floats to `type`; returns the bytes written (row_size(type, n)). Q4_0..Q8_1 are exactly
+// ggml's quantize_row_*_ref; K-quants follow ggml's *_ref algorithms (no importance matrix).
+// Q8_K is ggml's quantize_row_q8_K_ref (bsums included).
+size_t quantize_row(uint32_t type, const float * src, void * dst, int64_t n);
+
+// Activation quantizer for a vec_dot_type (F32, F16, BF16, Q8_0, Q8_1, Q8_K), exactly as ggml-cpu
+// computes it on x86: Q8_0/Q8_1 use d = amax/127, q = round-half-even(x * 127/amax) (the AVX path of
+// quantize_row_q8_0/q8_1, with Q8_1's s = fp16(d * sum(q))), Q8_K is quantize_row_q8_K_ref.
+// Returns the bytes written.
+size_t quantize_row_activations(uint32_t vd_type, const float * src, void * dst, int64_t n);
+
+// Dot product of n weights of `type` with n activations already in vec_dot_type(type).
+float vec_dot(uint32_t type, int64_t n, const void * w, const void * a);
+
+// Level of the kernels in use: "avx512", "avx2" or "scalar".
+const char * quants_kernel_level();
+
+} // namespace kail

@@ -1,0 +1,1511 @@
+// Scalar reference kernels (baseline x86-64, no FMA contraction possible) and the public
+// quants.h entry points. The formulas follow ggml-quants.c / ggml-cpu/quants.c term by term so the
+// scalar level reproduces ggml's generic results; the SIMD files only change summation order.
+#include "kail/quants.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/fp16.h"
+#include "cpu/quants_impl.h"
+#include "kail/cpu_features.h"
+#include "kail/status.h"
+
+namespace kail::cpu {
+
+namespace {
+
+inline float h2f(uint16_t h) { return fp16_to_fp32_sw(h); }
+inline uint16_t f2h(float f) { return fp32_to_fp16_sw(f); }
+
+// ggml's nearest_int: round half to even through the 1.5*2^23 trick (valid for |x| < 2^22).
+inline int nearest_int(float fval) {
+    float val = fval + 12582912.f;
+    int i;
+    std::memcpy(&i, &val, sizeof(int));
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+constexpr float GROUP_MAX_EPS = 1e-15f;
+
+// ============================ dequantize ============================
+
+void dequantize_q4_0(const void * vx, float * y, int64_t k) {
+    const block_q4_0 * x = static_cast<const block_q4_0 *>(vx);
+    for (int64_t i = 0; i < k / QK4_0; i++) {
+        const float d = h2f(x[i].d);
+        for (int j = 0; j < QK4_0 / 2; ++j) {
+            const int x0 = (x[i].qs[j] & 0x0F) - 8;
+            const int x1 = (x[i].qs[j] >> 4) - 8;
+            y[i * QK4_0 + j] = x0 * d;
+            y[i * QK4_0 + j + QK4_0 / 2] = x1 * d;
+        }
+    }
+}
+
+void dequantize_q4_1(const void * vx, float * y, int64_t k) {
+    const block_q4_1 * x = static_cast<const block_q4_1 *>(vx);
+    for (int64_t i = 0; i < k / QK4_1; i++) {
+        const float d = h2f(x[i].d), m = h2f(x[i].m);
+        for (int j = 0; j < QK4_1 / 2; ++j) {
+            const int x0 = x[i].qs[j] & 0x0F;
+            const int x1 = x[i].qs[j] >> 4;
+            y[i * QK4_1 + j] = x0 * d + m;
+            y[i * QK4_1 + j + QK4_1 / 2] = x1 * d + m;
+        }
+    }
+}
+
+void dequantize_q5_0(const void * vx, float * y, int64_t k) {
+    const block_q5_0 * x = static_cast<const block_q5_0 *>(vx);
+    for (int64_t i = 0; i < k / QK5_0; i++) {
+        const float d = h2f(x[i].d);
+        uint32_t qh;
+        std::memcpy(&qh, x[i].qh, 4);
+        for (int j = 0; j < QK5_0 / 2; ++j) {
+            const uint8_t xh_0 = ((qh >> (j + 0)) << 4) & 0x10;
+            const uint8_t xh_1 = ((qh >> (j + 12))) & 0x10;
+            const int32_t x0 = ((x[i].qs[j] & 0x0F) | xh_0) - 16;
+            const int32_t x1 = ((x[i].qs[j] >> 4) | xh_1) - 16;
+            y[i * QK5_0 + j] = x0 * d;
+            y[i * QK5_0 + j + QK5_0 / 2] = x1 * d;
+        }
+    }
+}
+
+void dequantize_q5_1(const void * vx, float * y, int64_t k) {
+    const block_q5_1 * x = static_cast<const block_q5_1 *>(vx);
+    for (int64_t i = 0; i < k / QK5_1; i++) {
+        const float d = h2f(x[i].d), m = h2f(x[i].m);
+        uint32_t qh;
+        std::memcpy(&qh, x[i].qh, 4);
+        for (int j = 0; j < QK5_1 / 2; ++j) {
+            const uint8_t xh_0 = ((qh >> (j + 0)) << 4) & 0x10;
+            const uint8_t xh_1 = ((qh >> (j + 12))) & 0x10;
+            const int x0 = (x[i].qs[j] & 0x0F) | xh_0;
+            const int x1 = (x[i].qs[j] >> 4) | xh_1;
+            y[i * QK5_1 + j] = x0 * d + m;
+            y[i * QK5_1 + j + QK5_1 / 2] = x1 * d + m;
+        }
+    }
+}
+
+void dequantize_q8_0(const void * vx, float * y, int64_t k) {
+    const block_q8_0 * x = static_cast<const block_q8_0 *>(vx);
+    for (int64_t i = 0; i < k / QK8_0; i++) {
+        const float d = h2f(x[i].d);
+        for (int j = 0; j < QK8_0; ++j) y[i * QK8_0 + j] = x[i].qs[j] * d;
+    }
+}
+
+// ggml has no dequantize_row_q8_1; this is the obvious one (s is redundant).
+void dequantize_q8_1(const void * vx, float * y, int64_t k) {
+    const block_q8_1 * x = static_cast<const block_q8_1 *>(vx);
+    for (int64_t i = 0; i < k / QK8_1; i++) {
+        const float d = h2f(x[i].d);
+        for (int j = 0; j < QK8_1; ++j) y[i * QK8_1 + j] = x[i].qs[j] * d;
+    }
+}
+
+void dequantize_q2_K(const void * vx, float * y, int64_t k) {
+    const block_q2_K * x = static_cast<const block_q2_K *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const float d = h2f(x[i].d);
+        const float min = h2f(x[i].dmin);
+        const uint8_t * q = x[i].qs;
+        int is = 0;
+        for (int n = 0; n < QK_K; n += 128) {
+            int shift = 0;
+            for (int j = 0; j < 4; ++j) {
+                uint8_t sc = x[i].scales[is++];
+                float dl = d * (sc & 0xF), ml = min * (sc >> 4);
+                for (int l = 0; l < 16; ++l) *y++ = dl * ((int8_t)((q[l] >> shift) & 3)) - ml;
+                sc = x[i].scales[is++];
+                dl = d * (sc & 0xF); ml = min * (sc >> 4);
+                for (int l = 0; l < 16; ++l) *y++ = dl * ((int8_t)((q[l + 16] >> shift) & 3)) - ml;
+                shift += 2;
+            }
+            q += 32;
+        }
+    }
+}
+
+// The 16 six-bit scales of a Q3_K block, unpacked (value - 32 is the signed scale).
+inline void q3_K_scales(const uint8_t * packed, int8_t out[16]) {
+    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    uint32_t aux[4];
+    std::memcpy(aux, packed, 12);
+    const uint32_t tmp = aux[2];
+    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+    std::memcpy(out, aux, 16);
+}
+
+void dequantize_q3_K(const void * vx, float * y, int64_t k) {
+    const block_q3_K * x = static_cast<const block_q3_K *>(vx);
+    int8_t scales[16];
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const float d_all = h2f(x[i].d);
+        const uint8_t * q = x[i].qs;
+        const uint8_t * hm = x[i].hmask;
+        uint8_t m = 1;
+        q3_K_scales(x[i].scales, scales);
+        int is = 0;
+        for (int n = 0; n < QK_K; n += 128) {
+            int shift = 0;
+            for (int j = 0; j < 4; ++j) {
+                float dl = d_all * (scales[is++] - 32);
+                for (int l = 0; l < 16; ++l) *y++ = dl * ((int8_t)((q[l + 0] >> shift) & 3) - ((hm[l + 0] & m) ? 0 : 4));
+                dl = d_all * (scales[is++] - 32);
+                for (int l = 0; l < 16; ++l) *y++ = dl * ((int8_t)((q[l + 16] >> shift) & 3) - ((hm[l + 16] & m) ? 0 : 4));
+                shift += 2;
+                m <<= 1;
+            }
+            q += 32;
+        }
+    }
+}
+
+inline void get_scale_min_k4(int j, const uint8_t * q, uint8_t * d, uint8_t * m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+    }
+}
+
+void dequantize_q4_K(const void * vx, float * y, int64_t k) {
+    const block_q4_K * x = static_cast<const block_q4_K *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const uint8_t * q = x[i].qs;
+        const float d = h2f(x[i].d), min = h2f(x[i].dmin);
+        int is = 0;
+        uint8_t sc, m;
+        for (int j = 0; j < QK_K; j += 64) {
+            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+            const float d1 = d * sc, m1 = min * m;
+            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+            const float d2 = d * sc, m2 = min * m;
+            for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
+            for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+            q += 32;
+            is += 2;
+        }
+    }
+}
+
+void dequantize_q5_K(const void * vx, float * y, int64_t k) {
+    const block_q5_K * x = static_cast<const block_q5_K *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const uint8_t * ql = x[i].qs;
+        const uint8_t * qh = x[i].qh;
+        const float d = h2f(x[i].d), min = h2f(x[i].dmin);
+        int is = 0;
+        uint8_t sc, m;
+        uint8_t u1 = 1, u2 = 2;
+        for (int j = 0; j < QK_K; j += 64) {
+            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+            const float d1 = d * sc, m1 = min * m;
+            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+            const float d2 = d * sc, m2 = min * m;
+            for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+            ql += 32;
+            is += 2;
+            u1 <<= 2;
+            u2 <<= 2;
+        }
+    }
+}
+
+void dequantize_q6_K(const void * vx, float * y, int64_t k) {
+    const block_q6_K * x = static_cast<const block_q6_K *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const float d = h2f(x[i].d);
+        const uint8_t * ql = x[i].ql;
+        const uint8_t * qh = x[i].qh;
+        const int8_t * sc = x[i].scales;
+        for (int n = 0; n < QK_K; n += 128) {
+            for (int l = 0; l < 32; ++l) {
+                const int is = l / 16;
+                const int8_t q1 = (int8_t)((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int8_t q2 = (int8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int8_t q3 = (int8_t)((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int8_t q4 = (int8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l + 0] = d * sc[is + 0] * q1;
+                y[l + 32] = d * sc[is + 2] * q2;
+                y[l + 64] = d * sc[is + 4] * q3;
+                y[l + 96] = d * sc[is + 6] * q4;
+            }
+            y += 128;
+            ql += 64;
+            qh += 32;
+            sc += 8;
+        }
+    }
+}
+
+void dequantize_q8_K(const void * vx, float * y, int64_t k) {
+    const block_q8_K * x = static_cast<const block_q8_K *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++)
+        for (int j = 0; j < QK_K; ++j) *y++ = x[i].d * x[i].qs[j];
+}
+
+// ============================ reference quantizers ============================
+
+void quantize_q4_0_ref(const float * x, void * vy, int64_t k) {
+    block_q4_0 * y = static_cast<block_q4_0 *>(vy);
+    const int qk = QK4_0;
+    for (int64_t i = 0; i < k / qk; i++) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < qk; j++) {
+            const float v = x[i * qk + j];
+            if (amax < std::fabs(v)) { amax = std::fabs(v); max = v; }
+        }
+        const float d = max / -8;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = f2h(d);
+        for (int j = 0; j < qk / 2; ++j) {
+            const float x0 = x[i * qk + 0 + j] * id;
+            const float x1 = x[i * qk + qk / 2 + j] * id;
+            const uint8_t xi0 = std::min<int8_t>(15, (int8_t)(x0 + 8.5f));
+            const uint8_t xi1 = std::min<int8_t>(15, (int8_t)(x1 + 8.5f));
+            y[i].qs[j] = xi0 | (xi1 << 4);
+        }
+    }
+}
+
+void quantize_q4_1_ref(const float * x, void * vy, int64_t k) {
+    block_q4_1 * y = static_cast<block_q4_1 *>(vy);
+    const int qk = QK4_1;
+    for (int64_t i = 0; i < k / qk; i++) {
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < qk; j++) {
+            const float v = x[i * qk + j];
+            if (v < min) min = v;
+            if (v > max) max = v;
+        }
+        const float d = (max - min) / ((1 << 4) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = f2h(d);
+        y[i].m = f2h(min);
+        for (int j = 0; j < qk / 2; ++j) {
+            const float x0 = (x[i * qk + 0 + j] - min) * id;
+            const float x1 = (x[i * qk + qk / 2 + j] - min) * id;
+            const uint8_t xi0 = std::min<int8_t>(15, (int8_t)(x0 + 0.5f));
+            const uint8_t xi1 = std::min<int8_t>(15, (int8_t)(x1 + 0.5f));
+            y[i].qs[j] = xi0 | (xi1 << 4);
+        }
+    }
+}
+
+void quantize_q5_0_ref(const float * x, void * vy, int64_t k) {
+    block_q5_0 * y = static_cast<block_q5_0 *>(vy);
+    const int qk = QK5_0;
+    for (int64_t i = 0; i < k / qk; i++) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < qk; j++) {
+            const float v = x[i * qk + j];
+            if (amax < std::fabs(v)) { amax = std::fabs(v); max = v; }
+        }
+        const float d = max / -16;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = f2h(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < qk / 2; ++j) {
+            const float x0 = x[i * qk + 0 + j] * id;
+            const float x1 = x[i * qk + qk / 2 + j] * id;
+            const uint8_t xi0 = std::min<int8_t>(31, (int8_t)(x0 + 16.5f));
+            const uint8_t xi1 = std::min<int8_t>(31, (int8_t)(x1 + 16.5f));
+            y[i].qs[j] = (xi0 & 0x0F) | ((xi1 & 0x0F) << 4);
+            qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
+            qh |= ((xi1 & 0x10u) >> 4) << (j + qk / 2);
+        }
+        std::memcpy(y[i].qh, &qh, 4);
+    }
+}
+
+void quantize_q5_1_ref(const float * x, void * vy, int64_t k) {
+    block_q5_1 * y = static_cast<block_q5_1 *>(vy);
+    const int qk = QK5_1;
+    for (int64_t i = 0; i < k / qk; i++) {
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < qk; j++) {
+            const float v = x[i * qk + j];
+            if (v < min) min = v;
+            if (v > max) max = v;
+        }
+        const float d = (max - min) / ((1 << 5) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = f2h(d);
+        y[i].m = f2h(min);
+        uint32_t qh = 0;
+        for (int j = 0; j < qk / 2; ++j) {
+            const float x0 = (x[i * qk + 0 + j] - min) * id;
+            const float x1 = (x[i * qk + qk / 2 + j] - min) * id;
+            const uint8_t xi0 = (uint8_t)(x0 + 0.5f);
+            const uint8_t xi1 = (uint8_t)(x1 + 0.5f);
+            y[i].qs[j] = (xi0 & 0x0F) | ((xi1 & 0x0F) << 4);
+            qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
+            qh |= ((xi1 & 0x10u) >> 4) << (j + qk / 2);
+        }
+        std::memcpy(y[i].qh, &qh, 4);
+    }
+}
+
+void quantize_q8_0_ref(const float * x, void * vy, int64_t k) {
+    block_q8_0 * y = static_cast<block_q8_0 *>(vy);
+    for (int64_t i = 0; i < k / QK8_0; i++) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; j++) amax = std::max(amax, std::fabs(x[i * QK8_0 + j]));
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = f2h(d);
+        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = (int8_t)std::round(x[i * QK8_0 + j] * id);
+    }
+}
+
+void quantize_q8_1_ref(const float * x, void * vy, int64_t k) {
+    block_q8_1 * y = static_cast<block_q8_1 *>(vy);
+    for (int64_t i = 0; i < k / QK8_1; i++) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_1; j++) amax = std::max(amax, std::fabs(x[i * QK8_1 + j]));
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = f2h(d);
+        int sum = 0;
+        for (int j = 0; j < QK8_1 / 2; ++j) {
+            const float v0 = x[i * QK8_1 + j] * id;
+            const float v1 = x[i * QK8_1 + QK8_1 / 2 + j] * id;
+            y[i].qs[j] = (int8_t)std::round(v0);
+            y[i].qs[QK8_1 / 2 + j] = (int8_t)std::round(v1);
+            sum += y[i].qs[j] + y[i].qs[QK8_1 / 2 + j];
+        }
+        y[i].s = f2h(sum * d);
+    }
+}
+
+float make_qx_quants(int n, int nmax, const float * x, int8_t * L, int rmse_type, const float * qw) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        const float ax = std::fabs(x[i]);
+        if (ax > amax) { amax = ax; max = x[i]; }
+    }
+    if (amax < GROUP_MAX_EPS) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    if (rmse_type == 0) {
+        for (int i = 0; i < n; ++i) {
+            const int l = nearest_int(iscale * x[i]);
+            L[i] = nmax + std::max(-nmax, std::min(nmax - 1, l));
+        }
+        return 1 / iscale;
+    }
+    bool return_early = false;
+    if (rmse_type < 0) { rmse_type = -rmse_type; return_early = true; }
+    auto weight = [&](int i) {
+        return qw ? qw[i] : rmse_type == 1 ? x[i] * x[i] : rmse_type == 2 ? 1 : rmse_type == 3 ? std::fabs(x[i]) : std::sqrt(std::fabs(x[i]));
+    };
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * x[i]);
+        l = std::max(-nmax, std::min(nmax - 1, l));
+        L[i] = l + nmax;
+        const float w = weight(i);
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f;
+    if (return_early) return suml2 > 0 ? 0.5f * (scale + 1 / iscale) : 1 / iscale;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        iscale = -(nmax + 0.1f * is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * x[i]);
+            l = std::max(-nmax, std::min(nmax - 1, l));
+            const float w = weight(i);
+            sumlx += w * x[i] * l;
+            suml2 += w * l * l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; ++i) {
+                const int l = nearest_int(iscale * x[i]);
+                L[i] = nmax + std::max(-nmax, std::min(nmax - 1, l));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+float make_q3_quants(int n, int nmax, const float * x, int8_t * L, bool do_rmse) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        const float ax = std::fabs(x[i]);
+        if (ax > amax) { amax = ax; max = x[i]; }
+    }
+    if (amax < GROUP_MAX_EPS) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.f;
+    }
+    const float iscale = -nmax / max;
+    if (do_rmse) {
+        float sumlx = 0, suml2 = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * x[i]);
+            l = std::max(-nmax, std::min(nmax - 1, l));
+            L[i] = l;
+            const float w = x[i] * x[i];
+            sumlx += w * x[i] * l;
+            suml2 += w * l * l;
+        }
+        for (int itry = 0; itry < 5; ++itry) {
+            int n_changed = 0;
+            for (int i = 0; i < n; ++i) {
+                const float w = x[i] * x[i];
+                float slx = sumlx - w * x[i] * L[i];
+                if (slx > 0) {
+                    float sl2 = suml2 - w * L[i] * L[i];
+                    int new_l = nearest_int(x[i] * sl2 / slx);
+                    new_l = std::max(-nmax, std::min(nmax - 1, new_l));
+                    if (new_l != L[i]) {
+                        slx += w * x[i] * new_l;
+                        sl2 += w * new_l * new_l;
+                        if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                            L[i] = new_l;
+                            sumlx = slx;
+                            suml2 = sl2;
+                            ++n_changed;
+                        }
+                    }
+                }
+            }
+            if (!n_changed) break;
+        }
+        for (int i = 0; i < n; ++i) L[i] += nmax;
+        return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+    }
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * x[i]);
+        l = std::max(-nmax, std::min(nmax - 1, l));
+        L[i] = l + nmax;
+    }
+    return 1 / iscale;
+}
+
+float make_qkx2_quants(int n, int nmax, const float * x, const float * weights, uint8_t * L, float * the_min,
+                       uint8_t * Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+    float min = x[0], max = x[0];
+    float sum_w = weights[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        const float w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_error = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l = nearest_int(iscale * (x[i] - min));
+        L[i] = std::max(0, std::min(nmax, l));
+        float diff = scale * L[i] + min - x[i];
+        diff = use_mad ? std::fabs(diff) : diff * diff;
+        best_error += weights[i] * diff;
+    }
+    if (nstep < 1) {
+        *the_min = -min;
+        return scale;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * (x[i] - min));
+            l = std::max(0, std::min(nmax, l));
+            Laux[i] = l;
+            const float w = weights[i];
+            sum_l += w * l;
+            sum_l2 += w * l * l;
+            sum_xl += w * l * x[i];
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float cur_error = 0;
+            for (int i = 0; i < n; ++i) {
+                float diff = this_scale * Laux[i] + this_min - x[i];
+                diff = use_mad ? std::fabs(diff) : diff * diff;
+                cur_error += weights[i] * diff;
+            }
+            if (cur_error < best_error) {
+                for (int i = 0; i < n; ++i) L[i] = Laux[i];
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+void quantize_q2_K_ref(const float * x, void * vy, int64_t k) {
+    block_q2_K * y = static_cast<block_q2_K *>(vy);
+    uint8_t L[QK_K], Laux[16];
+    float weights[16], mins[QK_K / 16], scales[QK_K / 16];
+    const float q4scale = 15.f;
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < QK_K / 16; ++j) {
+            for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+            scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+            max_scale = std::max(max_scale, scales[j]);
+            max_min = std::max(max_min, mins[j]);
+        }
+        if (max_scale > 0) {
+            const float iscale = q4scale / max_scale;
+            for (int j = 0; j < QK_K / 16; ++j) y[i].scales[j] = nearest_int(iscale * scales[j]);
+            y[i].d = f2h(max_scale / q4scale);
+        } else {
+            for (int j = 0; j < QK_K / 16; ++j) y[i].scales[j] = 0;
+            y[i].d = f2h(0.f);
+        }
+        if (max_min > 0) {
+            const float iscale = q4scale / max_min;
+            for (int j = 0; j < QK_K / 16; ++j) y[i].scales[j] |= (nearest_int(iscale * mins[j]) << 4);
+            y[i].dmin = f2h(max_min / q4scale);
+        } else {
+            y[i].dmin = f2h(0.f);
+        }
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d = h2f(y[i].d) * (y[i].scales[j] & 0xF);
+            if (!d) continue;
+            const float dm = h2f(y[i].dmin) * (y[i].scales[j] >> 4);
+            for (int ii = 0; ii < 16; ++ii) {
+                const int l = nearest_int((x[16 * j + ii] + dm) / d);
+                L[16 * j + ii] = std::max(0, std::min(3, l));
+            }
+        }
+        for (int j = 0; j < QK_K; j += 128)
+            for (int l = 0; l < 32; ++l)
+                y[i].qs[j / 4 + l] = L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6);
+        x += QK_K;
+    }
+}
+
+void quantize_q3_K_ref(const float * x, void * vy, int64_t k) {
+    block_q3_K * y = static_cast<block_q3_K *>(vy);
+    int8_t L[QK_K];
+    float scales[QK_K / 16];
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        float max_scale = 0, amax = 0;
+        for (int j = 0; j < QK_K / 16; ++j) {
+            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j, true);
+            const float scale = std::fabs(scales[j]);
+            if (scale > amax) { amax = scale; max_scale = scales[j]; }
+        }
+        std::memset(y[i].scales, 0, 12);
+        if (max_scale) {
+            const float iscale = -32.f / max_scale;
+            for (int j = 0; j < QK_K / 16; ++j) {
+                int8_t l = nearest_int(iscale * scales[j]);
+                l = std::max<int8_t>(-32, std::min<int8_t>(31, l)) + 32;
+                if (j < 8) y[i].scales[j] = l & 0xF;
+                else y[i].scales[j - 8] |= ((l & 0xF) << 4);
+                l >>= 4;
+                y[i].scales[j % 4 + 8] |= (l << (2 * (j / 4)));
+            }
+            y[i].d = f2h(1 / iscale);
+        } else {
+            y[i].d = f2h(0.f);
+        }
+        for (int j = 0; j < QK_K / 16; ++j) {
+            int8_t sc = j < 8 ? y[i].scales[j] & 0xF : y[i].scales[j - 8] >> 4;
+            sc = (sc | (((y[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+            const float d = h2f(y[i].d) * sc;
+            if (!d) continue;
+            for (int ii = 0; ii < 16; ++ii) {
+                const int l = nearest_int(x[16 * j + ii] / d);
+                L[16 * j + ii] = std::max(-4, std::min(3, l)) + 4;
+            }
+        }
+        std::memset(y[i].hmask, 0, QK_K / 8);
+        // High bit of the first 8 sub-blocks' quants goes to bit 0 of hmask, the next 8 to bit 1, ...
+        int m = 0;
+        uint8_t hm = 1;
+        for (int j = 0; j < QK_K; ++j) {
+            if (L[j] > 3) {
+                y[i].hmask[m] |= hm;
+                L[j] -= 4;
+            }
+            if (++m == QK_K / 8) { m = 0; hm <<= 1; }
+        }
+        for (int j = 0; j < QK_K; j += 128)
+            for (int l = 0; l < 32; ++l)
+                y[i].qs[j / 4 + l] = L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6);
+        x += QK_K;
+    }
+}
+
+// Q4_K and Q5_K share the 6-bit scale/min packing.
+void pack_scale_min_k4(uint8_t * packed, const float * scales, const float * mins, float max_scale, float max_min) {
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        uint8_t ls = nearest_int(inv_scale * scales[j]);
+        uint8_t lm = nearest_int(inv_min * mins[j]);
+        ls = std::min<uint8_t>(63, ls);
+        lm = std::min<uint8_t>(63, lm);
+        if (j < 4) {
+            packed[j] = ls;
+            packed[j + 4] = lm;
+        } else {
+            packed[j + 4] = (ls & 0xF) | ((lm & 0xF) << 4);
+            packed[j - 4] |= ((ls >> 4) << 6);
+            packed[j - 0] |= ((lm >> 4) << 6);
+        }
+    }
+}
+
+void quantize_q4_K_ref(const float * x, void * vy, int64_t k) {
+    block_q4_K * y = static_cast<block_q4_K *>(vy);
+    uint8_t L[QK_K], Laux[32];
+    float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            float sum_x2 = 0;
+            for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+            const float av_x = std::sqrt(sum_x2 / 32);
+            for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+            scales[j] = make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -1.f, 0.1f, 20, false);
+            max_scale = std::max(max_scale, scales[j]);
+            max_min = std::max(max_min, mins[j]);
+        }
+        std::memset(y[i].scales, 0, K_SCALE_SIZE);
+        pack_scale_min_k4(y[i].scales, scales, mins, max_scale, max_min);
+        y[i].d = f2h(max_scale / 63.f);
+        y[i].dmin = f2h(max_min / 63.f);
+        uint8_t sc, m;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            get_scale_min_k4(j, y[i].scales, &sc, &m);
+            const float d = h2f(y[i].d) * sc;
+            if (!d) continue;
+            const float dm = h2f(y[i].dmin) * m;
+            for (int ii = 0; ii < 32; ++ii) {
+                const int l = nearest_int((x[32 * j + ii] + dm) / d);
+                L[32 * j + ii] = std::max(0, std::min(15, l));
+            }
+        }
+        uint8_t * q = y[i].qs;
+        for (int j = 0; j < QK_K; j += 64) {
+            for (int l = 0; l < 32; ++l) q[l] = L[j + l] | (L[j + l + 32] << 4);
+            q += 32;
+        }
+        x += QK_K;
+    }
+}
+
+void quantize_q5_K_ref(const float * x, void * vy, int64_t k) {
+    block_q5_K * y = static_cast<block_q5_K *>(vy);
+    uint8_t L[QK_K], Laux[32];
+    float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            float sum_x2 = 0;
+            for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+            const float av_x = std::sqrt(sum_x2 / 32);
+            for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+            scales[j] = make_qkx2_quants(32, 31, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.5f, 0.1f, 15, false);
+            max_scale = std::max(max_scale, scales[j]);
+            max_min = std::max(max_min, mins[j]);
+        }
+        std::memset(y[i].scales, 0, K_SCALE_SIZE);
+        pack_scale_min_k4(y[i].scales, scales, mins, max_scale, max_min);
+        y[i].d = f2h(max_scale / 63.f);
+        y[i].dmin = f2h(max_min / 63.f);
+        uint8_t sc, m;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            get_scale_min_k4(j, y[i].scales, &sc, &m);
+            const float d = h2f(y[i].d) * sc;
+            if (!d) continue;
+            const float dm = h2f(y[i].dmin) * m;
+            for (int ii = 0; ii < 32; ++ii) {
+                const int l = nearest_int((x[32 * j + ii] + dm) / d);
+                L[32 * j + ii] = std::max(0, std::min(31, l));
+            }
+        }
+        uint8_t * qh = y[i].qh;
+        uint8_t * ql = y[i].qs;
+        std::memset(qh, 0, QK_K / 8);
+        uint8_t m1 = 1, m2 = 2;
+        for (int n = 0; n < QK_K; n += 64) {
+            for (int j = 0; j < 32; ++j) {
+                int l1 = L[n + j];
+                if (l1 > 15) { l1 -= 16; qh[j] |= m1; }
+                int l2 = L[n + j + 32];
+                if (l2 > 15) { l2 -= 16; qh[j] |= m2; }
+                ql[j] = l1 | (l2 << 4);
+            }
+            m1 <<= 2;
+            m2 <<= 2;
+            ql += 32;
+        }
+        x += QK_K;
+    }
+}
+
+void quantize_q6_K_ref(const float * x, void * vy, int64_t k) {
+    block_q6_K * y = static_cast<block_q6_K *>(vy);
+    int8_t L[QK_K];
+    float scales[QK_K / 16];
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        float max_scale = 0, max_abs_scale = 0;
+        for (int ib = 0; ib < QK_K / 16; ++ib) {
+            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, nullptr);
+            scales[ib] = scale;
+            const float abs_scale = std::fabs(scale);
+            if (abs_scale > max_abs_scale) { max_abs_scale = abs_scale; max_scale = scale; }
+        }
+        if (max_abs_scale < GROUP_MAX_EPS) {
+            std::memset(&y[i], 0, sizeof(block_q6_K));
+            y[i].d = f2h(0.f);
+            x += QK_K;
+            continue;
+        }
+        const float iscale = -128.f / max_scale;
+        y[i].d = f2h(1 / iscale);
+        for (int ib = 0; ib < QK_K / 16; ++ib) y[i].scales[ib] = std::min(127, nearest_int(iscale * scales[ib]));
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d = h2f(y[i].d) * y[i].scales[j];
+            if (!d) continue;
+            for (int ii = 0; ii < 16; ++ii) {
+                const int l = nearest_int(x[16 * j + ii] / d);
+                L[16 * j + ii] = std::max(-32, std::min(31, l)) + 32;
+            }
+        }
+        uint8_t * ql = y[i].ql;
+        uint8_t * qh = y[i].qh;
+        for (int j = 0; j < QK_K; j += 128) {
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t q1 = L[j + l + 0] & 0xF;
+                const uint8_t q2 = L[j + l + 32] & 0xF;
+                const uint8_t q3 = L[j + l + 64] & 0xF;
+                const uint8_t q4 = L[j + l + 96] & 0xF;
+                ql[l + 0] = q1 | (q3 << 4);
+                ql[l + 32] = q2 | (q4 << 4);
+                qh[l] = (L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6);
+            }
+            ql += 64;
+            qh += 32;
+        }
+        x += QK_K;
+    }
+}
+
+void quantize_q8_K_ref(const float * x, void * vy, int64_t k) {
+    block_q8_K * y = static_cast<block_q8_K *>(vy);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        float max = 0, amax = 0;
+        for (int j = 0; j < QK_K; ++j) {
+            const float ax = std::fabs(x[j]);
+            if (ax > amax) { amax = ax; max = x[j]; }
+        }
+        if (!amax) {
+            y[i].d = 0;
+            std::memset(y[i].qs, 0, QK_K);
+            std::memset(y[i].bsums, 0, sizeof y[i].bsums);
+            x += QK_K;
+            continue;
+        }
+        // -127 rather than -128 keeps every quant in [-127, 127] (ggml needs it for IQ2_XXS).
+        const float iscale = -127.f / max;
+        for (int j = 0; j < QK_K; ++j) y[i].qs[j] = std::min(127, nearest_int(iscale * x[j]));
+        for (int j = 0; j < QK_K / 16; ++j) {
+            int sum = 0;
+            for (int ii = 0; ii < 16; ++ii) sum += y[i].qs[j * 16 + ii];
+            y[i].bsums[j] = sum;
+        }
+        y[i].d = 1 / iscale;
+        x += QK_K;
+    }
+}
+
+// ============================ activation quantizers ============================
+// ggml-cpu's x86 quantize_row_q8_0 / q8_1 (the AVX path): id = 127/amax, round half to even.
+
+inline int8_t round_even_i8(float v) { return static_cast<int8_t>(nearest_int(v)); }
+
+void from_float_q8_0(const float * x, void * vy, int64_t k) {
+    block_q8_0 * y = static_cast<block_q8_0 *>(vy);
+    for (int64_t i = 0; i < k / QK8_0; i++, x += QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; j++) amax = std::max(amax, std::fabs(x[j]));
+        const float d = amax / 127.f;
+        y[i].d = f2h(d);
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = round_even_i8(x[j] * id);
+    }
+}
+
+void from_float_q8_1(const float * x, void * vy, int64_t k) {
+    block_q8_1 * y = static_cast<block_q8_1 *>(vy);
+    for (int64_t i = 0; i < k / QK8_1; i++, x += QK8_1) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_1; j++) amax = std::max(amax, std::fabs(x[j]));
+        const float d = amax / 127.f;
+        y[i].d = f2h(d);
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < QK8_1; ++j) {
+            y[i].qs[j] = round_even_i8(x[j] * id);
+            sum += y[i].qs[j];
+        }
+        y[i].s = f2h(d * static_cast<float>(sum));
+    }
+}
+
+void from_float_f32(const float * x, void * y, int64_t k) { std::memcpy(y, x, static_cast<size_t>(k) * 4); }
+void from_float_f16(const float * x, void * vy, int64_t k) {
+    uint16_t * y = static_cast<uint16_t *>(vy);
+    for (int64_t i = 0; i < k; i++) y[i] = f2h(x[i]);
+}
+void from_float_bf16(const float * x, void * vy, int64_t k) {
+    uint16_t * y = static_cast<uint16_t *>(vy);
+    for (int64_t i = 0; i < k; i++) y[i] = fp32_to_bf16_sw(x[i]);
+}
+
+void cvt_f16_f32(const void * x, void * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) static_cast<float *>(y)[i] = h2f(static_cast<const uint16_t *>(x)[i]);
+}
+void cvt_f32_f16(const void * x, void * y, int64_t n) { from_float_f16(static_cast<const float *>(x), y, n); }
+void cvt_bf16_f32(const void * x, void * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) static_cast<float *>(y)[i] = bf16_to_fp32_sw(static_cast<const uint16_t *>(x)[i]);
+}
+void cvt_f32_bf16(const void * x, void * y, int64_t n) { from_float_bf16(static_cast<const float *>(x), y, n); }
+
+// ============================ scalar dot products ============================
+// One weight row x one activation row, mirroring ggml's *_generic functions.
+
+float dot_f32(int64_t n, const void * vx, const void * vy) {
+    const float * x = static_cast<const float *>(vx);
+    const float * y = static_cast<const float *>(vy);
+    double sumf = 0;
+    for (int64_t i = 0; i < n; ++i) sumf += static_cast<double>(x[i] * y[i]);
+    return static_cast<float>(sumf);
+}
+
+float dot_f16(int64_t n, const void * vx, const void * vy) {
+    const uint16_t * x = static_cast<const uint16_t *>(vx);
+    const uint16_t * y = static_cast<const uint16_t *>(vy);
+    double sumf = 0;
+    for (int64_t i = 0; i < n; ++i) sumf += static_cast<double>(h2f(x[i]) * h2f(y[i]));
+    return static_cast<float>(sumf);
+}
+
+float dot_bf16(int64_t n, const void * vx, const void * vy) {
+    const uint16_t * x = static_cast<const uint16_t *>(vx);
+    const uint16_t * y = static_cast<const uint16_t *>(vy);
+    double sumf = 0;
+    for (int64_t i = 0; i < n; ++i) sumf += static_cast<double>(bf16_to_fp32_sw(x[i]) * bf16_to_fp32_sw(y[i]));
+    return static_cast<float>(sumf);
+}
+
+float dot_q4_0(int64_t n, const void * vx, const void * vy) {
+    const block_q4_0 * x = static_cast<const block_q4_0 *>(vx);
+    const block_q8_0 * y = static_cast<const block_q8_0 *>(vy);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / QK8_0; ++ib) {
+        int sumi0 = 0, sumi1 = 0;
+        for (int j = 0; j < QK8_0 / 2; ++j) {
+            const int v0 = (x[ib].qs[j] & 0x0F) - 8;
+            const int v1 = (x[ib].qs[j] >> 4) - 8;
+            sumi0 += v0 * y[ib].qs[j];
+            sumi1 += v1 * y[ib].qs[j + QK8_0 / 2];
+        }
+        const int sumi = sumi0 + sumi1;
+        sumf += sumi * h2f(x[ib].d) * h2f(y[ib].d);
+    }
+    return sumf;
+}
+
+float dot_q4_1(int64_t n, const void * vx, const void * vy) {
+    const block_q4_1 * x = static_cast<const block_q4_1 *>(vx);
+    const block_q8_1 * y = static_cast<const block_q8_1 *>(vy);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / QK8_1; ++ib) {
+        int sumi0 = 0, sumi1 = 0;
+        for (int j = 0; j < QK8_1 / 2; ++j) {
+            sumi0 += (x[ib].qs[j] & 0x0F) * y[ib].qs[j];
+            sumi1 += (x[ib].qs[j] >> 4) * y[ib].qs[j + QK8_1 / 2];
+        }
+        const int sumi = sumi0 + sumi1;
+        sumf += (h2f(x[ib].d) * h2f(y[ib].d)) * sumi + h2f(x[ib].m) * h2f(y[ib].s);
+    }
+    return sumf;
+}
+
+float dot_q5_0(int64_t n, const void * vx, const void * vy) {
+    const block_q5_0 * x = static_cast<const block_q5_0 *>(vx);
+    const block_q8_0 * y = static_cast<const block_q8_0 *>(vy);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / QK8_0; ++ib) {
+        uint32_t qh;
+        std::memcpy(&qh, x[ib].qh, 4);
+        int sumi0 = 0, sumi1 = 0;
+        for (int j = 0; j < QK8_0 / 2; ++j) {
+            const uint8_t xh_0 = ((qh & (1u << (j + 0))) >> (j + 0)) << 4;
+            const uint8_t xh_1 = ((qh & (1u << (j + 16))) >> (j + 12));
+            const int32_t x0 = (int8_t)(((x[ib].qs[j] & 0x0F) | xh_0) - 16);
+            const int32_t x1 = (int8_t)(((x[ib].qs[j] >> 4) | xh_1) - 16);
+            sumi0 += x0 * y[ib].qs[j];
+            sumi1 += x1 * y[ib].qs[j + QK8_0 / 2];
+        }
+        const int sumi = sumi0 + sumi1;
+        sumf += (h2f(x[ib].d) * h2f(y[ib].d)) * sumi;
+    }
+    return sumf;
+}
+
+float dot_q5_1(int64_t n, const void * vx, const void * vy) {
+    const block_q5_1 * x = static_cast<const block_q5_1 *>(vx);
+    const block_q8_1 * y = static_cast<const block_q8_1 *>(vy);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / QK8_1; ++ib) {
+        uint32_t qh;
+        std::memcpy(&qh, x[ib].qh, 4);
+        int sumi0 = 0, sumi1 = 0;
+        for (int j = 0; j < QK8_1 / 2; ++j) {
+            const uint8_t xh_0 = ((qh >> (j + 0)) << 4) & 0x10;
+            const uint8_t xh_1 = ((qh >> (j + 12))) & 0x10;
+            const int32_t x0 = (x[ib].qs[j] & 0xF) | xh_0;
+            const int32_t x1 = (x[ib].qs[j] >> 4) | xh_1;
+            sumi0 += x0 * y[ib].qs[j];
+            sumi1 += x1 * y[ib].qs[j + QK8_1 / 2];
+        }
+        const int sumi = sumi0 + sumi1;
+        sumf += (h2f(x[ib].d) * h2f(y[ib].d)) * sumi + h2f(x[ib].m) * h2f(y[ib].s);
+    }
+    return sumf;
+}
+
+float dot_q8_0(int64_t n, const void * vx, const void * vy) {
+    const block_q8_0 * x = static_cast<const block_q8_0 *>(vx);
+    const block_q8_0 * y = static_cast<const block_q8_0 *>(vy);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / QK8_0; ++ib) {
+        int sumi = 0;
+        for (int j = 0; j < QK8_0; j++) sumi += x[ib].qs[j] * y[ib].qs[j];
+        sumf += sumi * (h2f(x[ib].d) * h2f(y[ib].d));
+    }
+    return sumf;
+}
+
+float dot_q2_K(int64_t n, const void * vx, const void * vy) {
+    const block_q2_K * x = static_cast<const block_q2_K *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const uint8_t * q2 = x[i].qs;
+        const int8_t * q8 = y[i].qs;
+        const uint8_t * sc = x[i].scales;
+        int summs = 0;
+        for (int j = 0; j < 16; ++j) summs += y[i].bsums[j] * (sc[j] >> 4);
+        const float dall = y[i].d * h2f(x[i].d);
+        const float dmin = y[i].d * h2f(x[i].dmin);
+        int isum = 0, is = 0;
+        for (int k = 0; k < QK_K / 128; ++k) {
+            int shift = 0;
+            for (int j = 0; j < 4; ++j) {
+                int d = sc[is++] & 0xF;
+                int isuml = 0;
+                for (int l = 0; l < 16; ++l) isuml += q8[l] * ((q2[l] >> shift) & 3);
+                isum += d * isuml;
+                d = sc[is++] & 0xF;
+                isuml = 0;
+                for (int l = 16; l < 32; ++l) isuml += q8[l] * ((q2[l] >> shift) & 3);
+                isum += d * isuml;
+                shift += 2;
+                q8 += 32;
+            }
+            q2 += 32;
+        }
+        sumf += dall * isum - dmin * summs;
+    }
+    return sumf;
+}
+
+// The K-quant references accumulate in 8 interleaved lanes, like ggml's generic versions.
+float dot_q3_K(int64_t n, const void * vx, const void * vy) {
+    const block_q3_K * x = static_cast<const block_q3_K *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    int8_t aux8[QK_K];
+    int16_t aux16[8];
+    float sums[8] = {};
+    int32_t aux32[8];
+    int8_t scales[16];
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const uint8_t * q3 = x[i].qs;
+        const uint8_t * hm = x[i].hmask;
+        const int8_t * q8 = y[i].qs;
+        std::memset(aux32, 0, sizeof aux32);
+        int8_t * a = aux8;
+        uint8_t m = 1;
+        for (int j = 0; j < QK_K; j += 128) {
+            for (int s = 0; s < 8; s += 2) {
+                for (int l = 0; l < 32; ++l) a[l] = (int8_t)(((q3[l] >> s) & 3) - (hm[l] & m ? 0 : 4));
+                a += 32;
+                m <<= 1;
+            }
+            q3 += 32;
+        }
+        a = aux8;
+        q3_K_scales(x[i].scales, scales);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            for (int h = 0; h < 2; ++h) {
+                for (int l = 0; l < 8; ++l) aux16[l] = q8[l] * a[l];
+                for (int l = 0; l < 8; ++l) aux32[l] += (scales[j] - 32) * aux16[l];
+                q8 += 8;
+                a += 8;
+            }
+        }
+        const float d = h2f(x[i].d) * y[i].d;
+        for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+    }
+    float sumf = 0;
+    for (int l = 0; l < 8; ++l) sumf += sums[l];
+    return sumf;
+}
+
+// Unpacks the 8 six-bit scales and mins of a Q4_K/Q5_K block (ggml's utmp trick).
+inline void k4_scales_mins(const uint8_t * packed, uint8_t scales[8], uint8_t mins[8]) {
+    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+    uint32_t utmp[4];
+    std::memcpy(utmp, packed, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+    std::memcpy(scales, &utmp[0], 8);
+    std::memcpy(mins, &utmp[2], 8);
+}
+
+float dot_q4_K(int64_t n, const void * vx, const void * vy) {
+    const block_q4_K * x = static_cast<const block_q4_K *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    int8_t aux8[QK_K];
+    int16_t aux16[8];
+    float sums[8] = {};
+    int32_t aux32[8];
+    uint8_t scales[8], mins[8];
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const uint8_t * q4 = x[i].qs;
+        const int8_t * q8 = y[i].qs;
+        std::memset(aux32, 0, sizeof aux32);
+        int8_t * a = aux8;
+        for (int j = 0; j < QK_K / 64; ++j) {
+            for (int l = 0; l < 32; ++l) a[l] = (int8_t)(q4[l] & 0xF);
+            a += 32;
+            for (int l = 0; l < 32; ++l) a[l] = (int8_t)(q4[l] >> 4);
+            a += 32;
+            q4 += 32;
+        }
+        k4_scales_mins(x[i].scales, scales, mins);
+        int sumi = 0;
+        for (int j = 0; j < QK_K / 16; ++j) sumi += y[i].bsums[j] * mins[j / 2];
+        a = aux8;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            const int32_t scale = scales[j];
+            for (int h = 0; h < 4; ++h) {
+                for (int l = 0; l < 8; ++l) aux16[l] = q8[l] * a[l];
+                for (int l = 0; l < 8; ++l) aux32[l] += scale * aux16[l];
+                q8 += 8;
+                a += 8;
+            }
+        }
+        const float d = h2f(x[i].d) * y[i].d;
+        for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+        const float dmin = h2f(x[i].dmin) * y[i].d;
+        sumf -= dmin * sumi;
+    }
+    for (int l = 0; l < 8; ++l) sumf += sums[l];
+    return sumf;
+}
+
+float dot_q5_K(int64_t n, const void * vx, const void * vy) {
+    const block_q5_K * x = static_cast<const block_q5_K *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    int8_t aux8[QK_K];
+    int16_t aux16[8];
+    float sums[8] = {};
+    int32_t aux32[8];
+    uint8_t scales[8], mins[8];
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const uint8_t * q4 = x[i].qs;
+        const uint8_t * hm = x[i].qh;
+        const int8_t * q8 = y[i].qs;
+        std::memset(aux32, 0, sizeof aux32);
+        int8_t * a = aux8;
+        uint8_t m = 1;
+        for (int j = 0; j < QK_K / 64; ++j) {
+            for (int l = 0; l < 32; ++l) a[l] = (int8_t)((q4[l] & 0xF) + (hm[l] & m ? 16 : 0));
+            a += 32;
+            m <<= 1;
+            for (int l = 0; l < 32; ++l) a[l] = (int8_t)((q4[l] >> 4) + (hm[l] & m ? 16 : 0));
+            a += 32;
+            m <<= 1;
+            q4 += 32;
+        }
+        k4_scales_mins(x[i].scales, scales, mins);
+        int sumi = 0;
+        for (int j = 0; j < QK_K / 16; ++j) sumi += y[i].bsums[j] * mins[j / 2];
+        a = aux8;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            const int32_t scale = scales[j];
+            for (int h = 0; h < 4; ++h) {
+                for (int l = 0; l < 8; ++l) aux16[l] = q8[l] * a[l];
+                for (int l = 0; l < 8; ++l) aux32[l] += scale * aux16[l];
+                q8 += 8;
+                a += 8;
+            }
+        }
+        const float d = h2f(x[i].d) * y[i].d;
+        for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+        const float dmin = h2f(x[i].dmin) * y[i].d;
+        sumf -= dmin * sumi;
+    }
+    for (int l = 0; l < 8; ++l) sumf += sums[l];
+    return sumf;
+}
+
+float dot_q6_K(int64_t n, const void * vx, const void * vy) {
+    const block_q6_K * x = static_cast<const block_q6_K *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    int8_t aux8[QK_K];
+    int16_t aux16[8];
+    float sums[8] = {};
+    int32_t aux32[8];
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const uint8_t * q4 = x[i].ql;
+        const uint8_t * qh = x[i].qh;
+        const int8_t * q8 = y[i].qs;
+        std::memset(aux32, 0, sizeof aux32);
+        int8_t * a = aux8;
+        for (int j = 0; j < QK_K; j += 128) {
+            for (int l = 0; l < 32; ++l) {
+                a[l + 0] = (int8_t)((q4[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                a[l + 32] = (int8_t)((q4[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                a[l + 64] = (int8_t)((q4[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                a[l + 96] = (int8_t)((q4[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            }
+            a += 128;
+            q4 += 64;
+            qh += 32;
+        }
+        a = aux8;
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const int scale = x[i].scales[j];
+            for (int h = 0; h < 2; ++h) {
+                for (int l = 0; l < 8; ++l) aux16[l] = q8[l] * a[l];
+                for (int l = 0; l < 8; ++l) aux32[l] += scale * aux16[l];
+                q8 += 8;
+                a += 8;
+            }
+        }
+        const float d = h2f(x[i].d) * y[i].d;
+        for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+    }
+    float sumf = 0;
+    for (int l = 0; l < 8; ++l) sumf += sums[l];
+    return sumf;
+}
+
+using dot_fn = float (*)(int64_t n, const void * w, const void * a);
+
+// Scalar tiles: the 1x1 reference applied to each (row, token) pair.
+template <dot_fn DOT, size_t VD_ROW_DIV, size_t VD_ROW_MUL>
+void gemm_scalar(int64_t k, const uint8_t * w, size_t w_stride, int nr, const uint8_t * const * a, int nt,
+                 float * const * out) {
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++) out[t][r] = DOT(k, w + r * w_stride, a[t]);
+}
+
+struct scalar_entry {
+    uint32_t type, vd;
+    gemm_fn gemm;
+};
+
+} // namespace
+
+void kernels_init_scalar(kernel_table & t) {
+    t.level = "scalar";
+    const scalar_entry entries[] = {
+        {KAIL_TYPE_F32, KAIL_TYPE_F32, gemm_scalar<dot_f32, 1, 1>},
+        {KAIL_TYPE_F16, KAIL_TYPE_F16, gemm_scalar<dot_f16, 1, 1>},
+        {KAIL_TYPE_BF16, KAIL_TYPE_BF16, gemm_scalar<dot_bf16, 1, 1>},
+        {KAIL_TYPE_Q4_0, KAIL_TYPE_Q8_0, gemm_scalar<dot_q4_0, 1, 1>},
+        {KAIL_TYPE_Q4_1, KAIL_TYPE_Q8_1, gemm_scalar<dot_q4_1, 1, 1>},
+        {KAIL_TYPE_Q5_0, KAIL_TYPE_Q8_0, gemm_scalar<dot_q5_0, 1, 1>},
+        {KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_1, gemm_scalar<dot_q5_1, 1, 1>},
+        {KAIL_TYPE_Q8_0, KAIL_TYPE_Q8_0, gemm_scalar<dot_q8_0, 1, 1>},
+        {KAIL_TYPE_Q2_K, KAIL_TYPE_Q8_K, gemm_scalar<dot_q2_K, 1, 1>},
+        {KAIL_TYPE_Q3_K, KAIL_TYPE_Q8_K, gemm_scalar<dot_q3_K, 1, 1>},
+        {KAIL_TYPE_Q4_K, KAIL_TYPE_Q8_K, gemm_scalar<dot_q4_K, 1, 1>},
+        {KAIL_TYPE_Q5_K, KAIL_TYPE_Q8_K, gemm_scalar<dot_q5_K, 1, 1>},
+        {KAIL_TYPE_Q6_K, KAIL_TYPE_Q8_K, gemm_scalar<dot_q6_K, 1, 1>},
+    };
+    for (const auto & e : entries) {
+        weight_kernels & wk = t.w[e.type];
+        wk = weight_kernels{};
+        wk.vd_type = e.vd;
+        wk.gemm = e.gemm;
+        wk.max_r = 4;
+        wk.max_t = 4;
+        wk.decode_r = 4;
+    }
+    t.from_float[KAIL_TYPE_F32] = from_float_f32;
+    t.from_float[KAIL_TYPE_F16] = from_float_f16;
+    t.from_float[KAIL_TYPE_BF16] = from_float_bf16;
+    t.from_float[KAIL_TYPE_Q8_0] = from_float_q8_0;
+    t.from_float[KAIL_TYPE_Q8_1] = from_float_q8_1;
+    t.from_float[KAIL_TYPE_Q8_K] = quantize_q8_K_ref;
+    t.fp16_to_fp32 = cvt_f16_f32;
+    t.fp32_to_fp16 = cvt_f32_f16;
+    t.bf16_to_fp32 = cvt_bf16_f32;
+    t.fp32_to_bf16 = cvt_f32_bf16;
+}
+
+namespace {
+
+struct tables {
+    kernel_table scalar;
+    kernel_table avx2;
+    kernel_table avx512;
+    bool has_avx2 = false, has_avx512 = false;
+    tables() {
+        kernels_init_scalar(scalar);
+#if defined(__x86_64__) || defined(_M_X64)
+        const cpu_features & f = cpu_features_get();
+        if (f.avx2 && f.fma && f.f16c) {
+            kernels_init_scalar(avx2);
+            kernels_init_avx2(avx2, f.avx_vnni);
+            has_avx2 = true;
+        }
+        // The AVX-512 kernels use VNNI (vpdpbusd/vpdpwssd); without it the AVX2 ones serve.
+        if (has_avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_vnni) {
+            kernels_init_scalar(avx512);
+            kernels_init_avx2(avx512, f.avx_vnni);
+            kernels_init_avx512(avx512);
+            has_avx512 = true;
+        }
+#endif
+    }
+};
+
+const tables & all_tables() {
+    static const tables t;
+    return t;
+}
+
+} // namespace
+
+const kernel_table & kernels_scalar() { return all_tables().scalar; }
+const kernel_table * kernels_avx2() { return all_tables().has_avx2 ? &all_tables().avx2 : nullptr; }
+const kernel_table * kernels_avx512() { return all_tables().has_avx512 ? &all_tables().avx512 : nullptr; }
+
+const kernel_table * kernels_for_level(const char * level) {
+    if (std::strcmp(level, "scalar") == 0) return &kernels_scalar();
+    if (std::strcmp(level, "avx2") == 0) return kernels_avx2();
+    if (std::strcmp(level, "avx512") == 0) return kernels_avx512();
+    return nullptr;
+}
+
+const kernel_table & kernels_active() {
+    static const kernel_table * t = [] {
+        const char * lvl = cpu_kernel_level();
+        const kernel_table * k = nullptr;
+        if (std::strcmp(lvl, "avx512") == 0) k = kernels_avx512();
+        if (!k && std::strcmp(lvl, "scalar") != 0) k = kernels_avx2();
+        return k ? k : &kernels_scalar();
+    }();
+    return *t;
+}
+
+// Public lookups used by quants.h below.
+namespace {
+
+using row_fn = void (*)(const void *, float *, int64_t);
+using quant_fn = void (*)(const float *, void *, int64_t);
+
+row_fn dequant_fn(uint32_t type) {
+    switch (type) {
+        case KAIL_TYPE_Q4_0: return dequantize_q4_0;
+        case KAIL_TYPE_Q4_1: return dequantize_q4_1;
+        case KAIL_TYPE_Q5_0: return dequantize_q5_0;
+        case KAIL_TYPE_Q5_1: return dequantize_q5_1;
+        case KAIL_TYPE_Q8_0: return dequantize_q8_0;
+        case KAIL_TYPE_Q8_1: return dequantize_q8_1;
+        case KAIL_TYPE_Q2_K: return dequantize_q2_K;
+        case KAIL_TYPE_Q3_K: return dequantize_q3_K;
+        case KAIL_TYPE_Q4_K: return dequantize_q4_K;
+        case KAIL_TYPE_Q5_K: return dequantize_q5_K;
+        case KAIL_TYPE_Q6_K: return dequantize_q6_K;
+        case KAIL_TYPE_Q8_K: return dequantize_q8_K;
+        default: return nullptr;
+    }
+}
+
+quant_fn quant_ref_fn(uint32_t type) {
+    switch (type) {
+        case KAIL_TYPE_Q4_0: return quantize_q4_0_ref;
+        case KAIL_TYPE_Q4_1: return quantize_q4_1_ref;
+        case KAIL_TYPE_Q5_0: return quantize_q5_0_ref;
+        case KAIL_TYPE_Q5_1: return quantize_q5_1_ref;
+        case KAIL_TYPE_Q8_0: return quantize_q8_0_ref;
+        case KAIL_TYPE_Q8_1: return quantize_q8_1_ref;
+        case KAIL_TYPE_Q2_K: return quantize_q2_K_ref;
+        case KAIL_TYPE_Q3_K: return quantize_q3_K_ref;
+        case KAIL_TYPE_Q4_K: return quantize_q4_K_ref;
+        case KAIL_TYPE_Q5_K: return quantize_q5_K_ref;
+        case KAIL_TYPE_Q6_K: return quantize_q6_K_ref;
+        case KAIL_TYPE_Q8_K: return quantize_q8_K_ref;
+        default: return nullptr;
+    }
+}
+
+} // namespace
+
+} // namespace kail::cpu
+
+namespace kail {
+
+using namespace kail::cpu;
+
+namespace {
+
+[[noreturn]] void unsupported(const char * what, uint32_t type) {
+    throw error(KAIL_E_UNSUPPORTED, std::string(what) + ": type " + type_name(type) + " is not supported");
+}
+
+void check_n(uint32_t type, int64_t n) {
+    const type_traits * tr = type_traits_get(type);
+    if (!tr) throw error(KAIL_E_UNSUPPORTED, std::string("unknown tensor type ") + type_name(type));
+    if (n < 0 || n % tr->block_size != 0)
+        throw error(KAIL_E_INVALID_ARG, std::string(type_name(type)) + ": " + std::to_string(n) +
+                                            " elements is not a multiple of the block size " +
+                                            std::to_string(tr->block_size));
+}
+
+} // namespace
+
+float fp16_to_fp32(uint16_t h) { return fp16_to_fp32_sw(h); }
+uint16_t fp32_to_fp16(float f) { return fp32_to_fp16_sw(f); }
+float bf16_to_fp32(uint16_t h) { return bf16_to_fp32_sw(h); }
+uint16_t fp32_to_bf16(float f) { return fp32_to_bf16_sw(f); }
+
+void fp16_to_fp32_row(const uint16_t * x, float * y, int64_t n) { kernels_active().fp16_to_fp32(x, y, n); }
+void fp32_to_fp16_row(const float * x, uint16_t * y, int64_t n) { kernels_active().fp32_to_fp16(x, y, n); }
+void bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n) { kernels_active().bf16_to_fp32(x, y, n); }
+void fp32_to_bf16_row(const float * x, uint16_t * y, int64_t n) { kernels_active().fp32_to_bf16(x, y, n); }
+
+bool type_can_dequantize(uint32_t type) {
+    return type == KAIL_TYPE_F32 || type == KAIL_TYPE_F16 || type == KAIL_TYPE_BF16 || dequant_fn(type) != nullptr;
+}
+
+bool type_can_quantize(uint32_t type) { return type_can_dequantize(type); }
+
+bool type_can_dot(uint32_t type) { return type < KAIL_TYPE_COUNT && kernels_scalar().w[type].gemm != nullptr; }
+
+uint32_t vec_dot_type(uint32_t type) {
+    if (!type_can_dot(type)) unsupported("vec_dot_type", type);
+    return kernels_scalar().w[type].vd_type;
+}
+
+void dequantize_row(uint32_t type, const void * src, float * dst, int64_t n) {
+    check_n(type, n);
+    switch (type) {
+        case KAIL_TYPE_F32: std::memmove(dst, src, static_cast<size_t>(n) * 4); return;
+        case KAIL_TYPE_F16: fp16_to_fp32_row(static_cast<const uint16_t *>(src), dst, n); return;
+        case KAIL_TYPE_BF16: bf16_to_fp32_row(static_cast<const uint16_t *>(src), dst, n); return;
+        default: break;
+    }
+    row_fn fn = dequant_fn(type);
+    if (!fn) unsupported("dequantize_row", type);
+    fn(src, dst, n);
+}
+
+size_t quantize_row(uint32_t type, const float * src, void * dst, int64_t n) {
+    check_n(type, n);
+    switch (type) {
+        case KAIL_TYPE_F32: std::memmove(dst, src, static_cast<size_t>(n) * 4); break;
+        case KAIL_TYPE_F16: fp32_to_fp16_row(src, static_cast<uint16_t *>(dst), n); break;
+        case KAIL_TYPE_BF16: fp32_to_bf16_row(src, static_cast<uint16_t *>(dst), n); break;
+        default: {
+            quant_fn fn = quant_ref_fn(type);
+            if (!fn) unsupported("quantize_row", type);
+            fn(src, dst, n);
+        }
+    }
+    return row_size(type, n);
+}
+
+size_t quantize_row_activations(uint32_t vd_type, const float * src, void * dst, int64_t n) {
+    check_n(vd_type, n);
+    from_float_fn fn = vd_type < KAIL_TYPE_COUNT ? kernels_active().from_float[vd_type] : nullptr;
+    if (!fn) unsupported("quantize_row_activations", vd_type);
+    fn(src, dst, n);
+    return row_size(vd_type, n);
+}
+
+float vec_dot(uint32_t type, int64_t n, const void * w, const void * a) {
+    if (!type_can_dot(type)) unsupported("vec_dot", type);
+    check_n(type, n);
+    const weight_kernels & wk = kernels_active().w[type];
+    check_n(wk.vd_type, n);
+    const uint8_t * act = static_cast<const uint8_t *>(a);
+    std::vector<uint8_t> prepared;
+    if (wk.prepare) {
+        prepared.resize(wk.prepared_size(n));
+        wk.prepare(n, a, prepared.data());
+        act = prepared.data();
+    }
+    float out = 0;
+    float * outp = &out;
+    wk.gemm(n, static_cast<const uint8_t *>(w), 0, 1, &act, 1, &outp);
+    return out;
+}
+
+const char * quants_kernel_level() { return kernels_active().level; }
+
+} // namespace kail

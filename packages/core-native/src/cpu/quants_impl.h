@@ -1,0 +1,86 @@
+// Internal to the CPU kernels: ggml's block layouts and the per-ISA kernel tables that the public
+// quants.h / matmul.h entry points dispatch through.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kail/types.h"
+
+namespace kail::cpu {
+
+constexpr int QK4_0 = 32, QK4_1 = 32, QK5_0 = 32, QK5_1 = 32, QK8_0 = 32, QK8_1 = 32;
+constexpr int QK_K = 256;
+constexpr int K_SCALE_SIZE = 12;
+
+// Block layouts, byte for byte those of ggml-common.h. fp16 fields are raw uint16_t bits.
+struct block_q4_0 { uint16_t d; uint8_t qs[QK4_0 / 2]; };
+struct block_q4_1 { uint16_t d; uint16_t m; uint8_t qs[QK4_1 / 2]; };
+struct block_q5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; };
+struct block_q5_1 { uint16_t d; uint16_t m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; };
+struct block_q8_0 { uint16_t d; int8_t qs[QK8_0]; };
+struct block_q8_1 { uint16_t d; uint16_t s; int8_t qs[QK8_1]; };
+struct block_q2_K { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; uint16_t d; uint16_t dmin; };
+struct block_q3_K { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; uint16_t d; };
+struct block_q4_K { uint16_t d; uint16_t dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; };
+struct block_q5_K { uint16_t d; uint16_t dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; };
+struct block_q6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; };
+struct block_q8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
+
+static_assert(sizeof(block_q4_0) == 18 && sizeof(block_q4_1) == 20 && sizeof(block_q5_0) == 22 &&
+              sizeof(block_q5_1) == 24 && sizeof(block_q8_0) == 34 && sizeof(block_q8_1) == 36,
+              "legacy block layout");
+static_assert(sizeof(block_q2_K) == 84 && sizeof(block_q3_K) == 110 && sizeof(block_q4_K) == 144 &&
+              sizeof(block_q5_K) == 176 && sizeof(block_q6_K) == 210 && sizeof(block_q8_K) == 292,
+              "k-quant block layout");
+
+// One tile of a matrix product: out[t][r] = dot(weight row r, activation row a[t]) for r < nr,
+// t < nt, over k elements. Weight rows start at w and are w_stride bytes apart; a[t] points at
+// an activation row in the kernel's layout (see weight_kernels::prepare); out[t] points at the
+// float that receives row 0's result for token t.
+using gemm_fn = void (*)(int64_t k, const uint8_t * w, size_t w_stride, int nr,
+                         const uint8_t * const * a, int nt, float * const * out);
+// Converts one row of k elements of the standard vec_dot_type layout into the kernel's layout.
+using prepare_fn = void (*)(int64_t k, const void * src, void * dst);
+using prepared_size_fn = size_t (*)(int64_t k);
+// Activation quantizer: k floats to the standard layout of a vec_dot_type.
+using from_float_fn = void (*)(const float * x, void * y, int64_t k);
+using convert_fn = void (*)(const void * x, void * y, int64_t n);
+
+struct weight_kernels {
+    uint32_t vd_type = 0;        // ggml's vec_dot_type
+    gemm_fn gemm = nullptr;      // null: the type has no dot product
+    int max_r = 1;               // gemm accepts nr <= max_r
+    int max_t = 1;               // gemm accepts nt <= max_t
+    int decode_r = 1;            // rows per gemm call in matrix x vector
+    // Optional: a layout the kernel prefers for activations. When null the kernel reads standard
+    // vec_dot_type rows (row_size(vd_type, k) bytes each).
+    prepare_fn prepare = nullptr;
+    prepared_size_fn prepared_size = nullptr;
+};
+
+struct kernel_table {
+    const char * level = "scalar";
+    weight_kernels w[KAIL_TYPE_COUNT];
+    from_float_fn from_float[KAIL_TYPE_COUNT] = {};  // indexed by vec_dot_type
+    convert_fn fp16_to_fp32 = nullptr, fp32_to_fp16 = nullptr;
+    convert_fn bf16_to_fp32 = nullptr, fp32_to_bf16 = nullptr;
+};
+
+// Tables per level. The SIMD ones return nullptr when this build or this CPU lacks the level.
+const kernel_table & kernels_scalar();
+const kernel_table * kernels_avx2();
+const kernel_table * kernels_avx512();
+// The table for a level name ("scalar", "avx2", "avx512"), or nullptr if unavailable.
+const kernel_table * kernels_for_level(const char * level);
+// The table chosen once from cpu_kernel_level().
+const kernel_table & kernels_active();
+
+// Filled by the ISA files (declared here so quants.cpp can build the tables).
+void kernels_init_avx2(kernel_table & t, bool vnni);
+void kernels_init_avx512(kernel_table & t);
+
+// Scalar reference pieces reused by the SIMD tables for types they do not accelerate.
+void kernels_init_scalar(kernel_table & t);
+
+} // namespace kail::cpu

@@ -1,0 +1,435 @@
+// Type conversions, (de)quantization and dot products, at every kernel level this CPU has.
+//
+// Golden hashes below come from the real ggml (node-llama-cpp 3.22.1's libggml-base.so and
+// libggml-cpu-zen4.so, llama.cpp release v0.5.0) run on the same generated input: quantize with
+// ggml_quantize_chunk (no imatrix), dequantize with to_float, activations with the CPU backend's
+// from_float, and vec_dot values from its vec_dot.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/fp16.h"
+#include "cpu/quants_impl.h"
+#include "kail/quants.h"
+#include "kail/status.h"
+
+using namespace kail;
+using namespace kail::cpu;
+
+namespace {
+
+int g_fails = 0;
+
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            std::fprintf(stderr, __VA_ARGS__);                   \
+            std::fprintf(stderr, "\n");                          \
+            g_fails++;                                           \
+        }                                                        \
+    } while (0)
+
+uint64_t fnv(const void * p, size_t n) {
+    const uint8_t * b = static_cast<const uint8_t *>(p);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 1099511628211ull; }
+    return h;
+}
+
+struct rng {
+    uint64_t s;
+    uint64_t next() {
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    float uniform() { return static_cast<float>((next() >> 40) * (1.0 / 16777216.0)); }
+};
+
+// Mixed scales, outliers and all-zero blocks (same generator as the golden-data program).
+void fill(std::vector<float> & v, uint64_t seed) {
+    rng r{seed};
+    for (size_t i = 0; i < v.size(); i++) {
+        const float u = r.uniform() * 2.f - 1.f;
+        const float scale = (i / 256) % 3 == 0 ? 0.02f : (i / 256) % 3 == 1 ? 1.0f : 37.5f;
+        float x = u * scale;
+        if ((r.next() & 63) == 0) x *= 8.f;
+        if ((i / 32) % 17 == 5) x = 0.f;
+        v[i] = x;
+    }
+}
+
+struct level {
+    std::string name;
+    const kernel_table * t;
+};
+
+std::vector<level> levels() {
+    static kernel_table avx2_novnni;
+    std::vector<level> out{{"scalar", &kernels_scalar()}};
+    if (const kernel_table * t = kernels_avx2()) {
+        out.push_back({"avx2", t});
+        kernels_init_scalar(avx2_novnni);
+        kernels_init_avx2(avx2_novnni, false);
+        out.push_back({"avx2-novnni", &avx2_novnni});
+    }
+    if (const kernel_table * t = kernels_avx512()) out.push_back({"avx512", t});
+    return out;
+}
+
+const uint32_t kWeightTypes[] = {KAIL_TYPE_F32, KAIL_TYPE_F16, KAIL_TYPE_BF16, KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1,
+                                 KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K, KAIL_TYPE_Q3_K,
+                                 KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K};
+
+// ---------------------------------------------------------------- fp16 / bf16
+
+// Round-to-nearest-even reference for fp32 -> fp16 by searching the neighbouring halves.
+uint16_t fp16_reference(float f) {
+    if (std::isnan(f)) return 0;  // not compared here
+    const double v = f;
+    const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+    const double a = std::fabs(v);
+    if (a >= 65520.0) return sign | 0x7c00;
+    uint16_t best = 0;
+    double best_err = 1e300;
+    // Halves are monotonic in their bit pattern; binary search the magnitude.
+    uint32_t lo = 0, hi = 0x7bff;
+    while (lo < hi) {
+        const uint32_t mid = (lo + hi + 1) / 2;
+        if (fp16_to_fp32_sw(static_cast<uint16_t>(mid)) <= a) lo = mid; else hi = mid - 1;
+    }
+    for (uint32_t c = lo; c <= std::min<uint32_t>(lo + 1, 0x7c00); c++) {
+        const double err = std::fabs(static_cast<double>(fp16_to_fp32_sw(static_cast<uint16_t>(c))) - a);
+        if (err < best_err || (err == best_err && !(c & 1))) { best = static_cast<uint16_t>(c); best_err = err; }
+    }
+    return sign | best;
+}
+
+void test_fp16() {
+    // Every half round-trips; NaNs stay NaN.
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float f = fp16_to_fp32(static_cast<uint16_t>(h));
+        const uint16_t back = fp32_to_fp16(f);
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) {
+            CHECK(std::isnan(f) && (back & 0x7e00) == 0x7e00, "fp16 NaN %04x", h);
+        } else {
+            CHECK(back == h, "fp16 round trip %04x -> %g -> %04x", h, f, back);
+        }
+    }
+    // Correct rounding of arbitrary floats in and around the half range.
+    rng r{1};
+    for (int i = 0; i < 200000; i++) {
+        uint32_t bits = static_cast<uint32_t>(r.next());
+        const uint32_t e = 100 + (bits >> 24) % 50;  // exponents 2^-27 .. 2^22
+        bits = (bits & 0x807fffffu) | (e << 23);
+        if (i % 7 == 0) bits &= ~0x1fffu, bits |= 0x1000u;  // exact ties
+        const float f = bits_f32(bits);
+        CHECK(fp32_to_fp16(f) == fp16_reference(f), "fp32->fp16 %a: %04x vs %04x", f, fp32_to_fp16(f), fp16_reference(f));
+    }
+    // Row conversions at every level agree with the scalar ones bit for bit (NaNs included).
+    std::vector<uint16_t> halves(65536 + 37);
+    for (size_t i = 0; i < halves.size(); i++) halves[i] = static_cast<uint16_t>(i * 40503u);
+    std::vector<float> floats(70001);
+    for (size_t i = 0; i < floats.size(); i++) floats[i] = bits_f32(static_cast<uint32_t>(r.next()));
+    floats[0] = 65519.99f; floats[1] = 65520.f; floats[2] = -0.f; floats[3] = 5.9604645e-08f; floats[4] = 2.9802322e-08f;
+    for (const level & L : levels()) {
+        std::vector<float> f(halves.size());
+        L.t->fp16_to_fp32(halves.data(), f.data(), static_cast<int64_t>(halves.size()));
+        for (size_t i = 0; i < halves.size(); i++)
+            CHECK(f32_bits(f[i]) == f32_bits(fp16_to_fp32(halves[i])), "%s fp16_to_fp32 %04x", L.name.c_str(), halves[i]);
+        std::vector<uint16_t> h(floats.size());
+        L.t->fp32_to_fp16(floats.data(), h.data(), static_cast<int64_t>(floats.size()));
+        for (size_t i = 0; i < floats.size(); i++)
+            CHECK(h[i] == fp32_to_fp16(floats[i]), "%s fp32_to_fp16 %08x: %04x vs %04x", L.name.c_str(), f32_bits(floats[i]), h[i], fp32_to_fp16(floats[i]));
+        L.t->fp32_to_bf16(floats.data(), h.data(), static_cast<int64_t>(floats.size()));
+        for (size_t i = 0; i < floats.size(); i++)
+            CHECK(h[i] == fp32_to_bf16(floats[i]), "%s fp32_to_bf16 %08x", L.name.c_str(), f32_bits(floats[i]));
+        L.t->bf16_to_fp32(halves.data(), f.data(), static_cast<int64_t>(halves.size()));
+        for (size_t i = 0; i < halves.size(); i++)
+            CHECK(f32_bits(f[i]) == static_cast<uint32_t>(halves[i]) << 16, "%s bf16_to_fp32", L.name.c_str());
+    }
+    // bf16 rounding: ties to even, NaN quiet.
+    CHECK(fp32_to_bf16(bits_f32(0x3f808000u)) == 0x3f80, "bf16 tie to even (down)");
+    CHECK(fp32_to_bf16(bits_f32(0x3f818000u)) == 0x3f82, "bf16 tie to even (up)");
+    CHECK(fp32_to_bf16(bits_f32(0x3f808001u)) == 0x3f81, "bf16 above tie");
+    CHECK(fp32_to_bf16(bits_f32(0x7f800001u)) == 0x7fc0, "bf16 NaN quiet");
+}
+
+// ---------------------------------------------------------------- golden ggml data
+
+struct golden_q { uint32_t type; uint64_t quant, dequant; };
+const golden_q kGoldenQuant[] = {
+    {1, 0x89920555bae59be9ull, 0x3145a100732f7773ull},   // F16
+    {30, 0x86994233bc161991ull, 0x26d829b3f6bf79b1ull},  // BF16
+    {2, 0xd57a075100cf90e2ull, 0xd262b804cdf65846ull},   // Q4_0
+    {3, 0x99a470855484d081ull, 0x6db49b4e1358c24aull},   // Q4_1
+    {6, 0xa8f341fce000207bull, 0xdb8448f6c2914550ull},   // Q5_0
+    {7, 0x8dea4e258ce7fcbdull, 0xf71033662c3f89fbull},   // Q5_1
+    {8, 0xc4088131f00794e8ull, 0x42f02a2a49c45557ull},   // Q8_0
+    {10, 0x0de3a1929e32dedeull, 0xf016fb5de01bd52eull},  // Q2_K
+    {11, 0x3646fc55aa0239bcull, 0x1b34f7d22c1ff4d9ull},  // Q3_K
+    {12, 0x3084d8b3c8867a26ull, 0x85e46223dd440d35ull},  // Q4_K
+    {13, 0xbe1a7f30516fd140ull, 0x5efc172f198fdbb9ull},  // Q5_K
+    {14, 0xd8ea84a26ed4f365ull, 0xa361a69cb25e742dull},  // Q6_K
+};
+struct golden_a { uint32_t type; uint64_t hash; };
+const golden_a kGoldenAct[] = {
+    {8, 0xc4088131f00794e8ull},   // Q8_0
+    {9, 0xeb05d2157ed33d32ull},   // Q8_1
+    {15, 0x6e1ba661d146fe43ull},  // Q8_K
+    {1, 0x89920555bae59be9ull},   // F16
+    {30, 0x86994233bc161991ull},  // BF16
+};
+struct golden_d { uint32_t type; double value; };
+const golden_d kGoldenDot[] = {
+    {0, 27257.0703}, {1, 27254.9219}, {30, 27493.418}, {2, 26679.1191}, {3, 24514.5977}, {6, 25765.0215}, {7, 28386.9688},
+    {8, 27152.1367}, {10, 28677.0605}, {11, 33630.418}, {12, 22220.4375}, {13, 25845.6719}, {14, 26128.7305},
+};
+
+void test_golden() {
+    const int N = 4096;
+    std::vector<float> x(N), w(N);
+    fill(x, 42);
+    fill(w, 7);
+    CHECK(fnv(x.data(), N * 4) == 0x0b3d1ed98a3a9a49ull, "generated input differs from the golden program's");
+    for (const golden_q & g : kGoldenQuant) {
+        std::vector<uint8_t> q(row_size(g.type, N));
+        const size_t written = quantize_row(g.type, x.data(), q.data(), N);
+        CHECK(written == q.size(), "%s quantize_row size", type_name(g.type));
+        CHECK(fnv(q.data(), q.size()) == g.quant, "%s quantize differs from ggml", type_name(g.type));
+        std::vector<float> d(N);
+        dequantize_row(g.type, q.data(), d.data(), N);
+        CHECK(fnv(d.data(), N * 4) == g.dequant, "%s dequantize differs from ggml", type_name(g.type));
+    }
+    for (const level & L : levels()) {
+        for (const golden_a & g : kGoldenAct) {
+            std::vector<uint8_t> q(row_size(g.type, N));
+            L.t->from_float[g.type](x.data(), q.data(), N);
+            CHECK(fnv(q.data(), q.size()) == g.hash, "%s: %s activation quantizer differs from ggml-cpu", L.name.c_str(), type_name(g.type));
+        }
+        for (const golden_d & g : kGoldenDot) {
+            const weight_kernels & wk = L.t->w[g.type];
+            std::vector<uint8_t> q(row_size(g.type, N));
+            quantize_row(g.type, w.data(), q.data(), N);
+            std::vector<uint8_t> a(row_size(wk.vd_type, N));
+            L.t->from_float[wk.vd_type](x.data(), a.data(), N);
+            std::vector<uint8_t> prep;
+            const uint8_t * ap = a.data();
+            if (wk.prepare) {
+                prep.resize(wk.prepared_size(N));
+                wk.prepare(N, a.data(), prep.data());
+                ap = prep.data();
+            }
+            float out = 0, *outp = &out;
+            wk.gemm(N, q.data(), 0, 1, &ap, 1, &outp);
+            CHECK(std::fabs(out - g.value) <= 2e-5 * std::fabs(g.value) + 1e-3, "%s: %s vec_dot %.9g vs ggml %.9g",
+                  L.name.c_str(), type_name(g.type), out, g.value);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- round trips
+
+void test_round_trip() {
+    // ggml's test-quantize-fns data and error metric (sqrt(sum sq) / n) with its thresholds.
+    const size_t N = 32 * 256;
+    std::vector<float> x(N);
+    for (size_t i = 0; i < N; i++) x[i] = 0.1f + 2.0f * std::cos(static_cast<float>(i) + 0.0f);
+    struct { uint32_t t; float max_err; } cases[] = {
+        {KAIL_TYPE_F16, 0.002f}, {KAIL_TYPE_BF16, 0.002f}, {KAIL_TYPE_Q4_0, 0.002f}, {KAIL_TYPE_Q4_1, 0.002f},
+        {KAIL_TYPE_Q5_0, 0.002f}, {KAIL_TYPE_Q5_1, 0.002f}, {KAIL_TYPE_Q8_0, 0.002f}, {KAIL_TYPE_Q8_1, 0.002f},
+        {KAIL_TYPE_Q2_K, 0.0075f}, {KAIL_TYPE_Q3_K, 0.0040f}, {KAIL_TYPE_Q4_K, 0.002f}, {KAIL_TYPE_Q5_K, 0.002f},
+        {KAIL_TYPE_Q6_K, 0.002f}, {KAIL_TYPE_Q8_K, 0.002f}, {KAIL_TYPE_F32, 0.0f},
+    };
+    for (auto & c : cases) {
+        std::vector<uint8_t> q(row_size(c.t, N));
+        quantize_row(c.t, x.data(), q.data(), N);
+        std::vector<float> y(N);
+        dequantize_row(c.t, q.data(), y.data(), N);
+        double sum = 0;
+        for (size_t i = 0; i < N; i++) sum += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+        const float err = static_cast<float>(std::sqrt(sum) / N);
+        CHECK(err <= c.max_err, "%s round-trip error %g > %g", type_name(c.t), err, c.max_err);
+        // A second pass over the dequantized values must be (nearly) a fixed point.
+        std::vector<uint8_t> q2(q.size());
+        quantize_row(c.t, y.data(), q2.data(), N);
+        std::vector<float> y2(N);
+        dequantize_row(c.t, q2.data(), y2.data(), N);
+        double sum2 = 0;
+        for (size_t i = 0; i < N; i++) sum2 += (double(y[i]) - y2[i]) * (double(y[i]) - y2[i]);
+        CHECK(std::sqrt(sum2) / N <= c.max_err, "%s requantize error", type_name(c.t));
+    }
+    // All-zero and constant rows are exact for every type.
+    for (uint32_t t : {KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1, KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K,
+                       KAIL_TYPE_Q3_K, KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_Q8_K}) {
+        std::vector<float> z(512, 0.f), y(512, 1.f);
+        std::vector<uint8_t> q(row_size(t, 512));
+        quantize_row(t, z.data(), q.data(), 512);
+        dequantize_row(t, q.data(), y.data(), 512);
+        bool ok = true;
+        for (float v : y) ok = ok && v == 0.f;
+        CHECK(ok, "%s zeros", type_name(t));
+    }
+    // Errors: bad sizes and unsupported types.
+    bool threw = false;
+    try { std::vector<float> v(33); std::vector<uint8_t> q(64); quantize_row(KAIL_TYPE_Q4_0, v.data(), q.data(), 33); }
+    catch (const kail::error & e) { threw = e.code() == KAIL_E_INVALID_ARG; }
+    CHECK(threw, "quantize_row with a partial block must throw KAIL_E_INVALID_ARG");
+    threw = false;
+    try { float f[32]; uint8_t q[64]; dequantize_row(KAIL_TYPE_IQ2_XXS, q, f, 256); }
+    catch (const kail::error & e) { threw = e.code() == KAIL_E_UNSUPPORTED; }
+    CHECK(threw, "dequantize_row of IQ2_XXS must throw KAIL_E_UNSUPPORTED");
+}
+
+// ---------------------------------------------------------------- dot products
+
+// Double-precision reference: dequantize both sides (exact) and sum in double.
+double dot_reference(uint32_t type, uint32_t vd, int64_t n, const void * w, const void * a, double * abs_sum) {
+    std::vector<float> fw(n), fa(n);
+    dequantize_row(type, w, fw.data(), n);
+    dequantize_row(vd, a, fa.data(), n);
+    double s = 0, s_abs = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += double(fw[i]) * fa[i];
+        s_abs += std::fabs(double(fw[i]) * fa[i]);
+    }
+    // Q8_1 carries s = fp16(d * sum(q)), and ggml's Q4_1/Q5_1 dot uses it for the min term:
+    // replace the exact m * d * sum(q) by m * s, block by block.
+    if (vd == KAIL_TYPE_Q8_1) {
+        const block_q8_1 * ab = static_cast<const block_q8_1 *>(a);
+        for (int64_t b = 0; b < n / 32; b++) {
+            uint16_t mbits;
+            std::memcpy(&mbits, static_cast<const uint8_t *>(w) + row_size(type, 32) * b + 2, 2);
+            int sumq = 0;
+            for (int j = 0; j < 32; j++) sumq += ab[b].qs[j];
+            const double m = fp16_to_fp32(mbits);
+            s += m * (double(fp16_to_fp32(ab[b].s)) - double(fp16_to_fp32(ab[b].d)) * sumq);
+        }
+    }
+    *abs_sum = s_abs;
+    return s;
+}
+
+void test_dot() {
+    const int64_t sizes_blocks[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 64};
+    for (const level & L : levels()) {
+        for (uint32_t type : kWeightTypes) {
+            const weight_kernels & wk = L.t->w[type];
+            CHECK(wk.gemm != nullptr, "%s: %s has no gemm", L.name.c_str(), type_name(type));
+            if (!wk.gemm) continue;
+            const int64_t bs = std::max<int64_t>(type_traits_get(type)->block_size, type_traits_get(wk.vd_type)->block_size);
+            const int64_t bs_unit = bs == 1 ? 16 : bs;
+            for (int64_t nb : sizes_blocks) {
+                int64_t n = nb * bs_unit;
+                if (bs == 1) n += nb % 5;  // odd lengths for the float types
+                const int R = wk.max_r, T = wk.max_t;
+                // R weight rows and T activation rows; check every tile shape against the reference.
+                std::vector<std::vector<uint8_t>> wq(R), aq(T), prep(T);
+                std::vector<const uint8_t *> ap(T);
+                const size_t wrs = row_size(type, n);
+                std::vector<uint8_t> wall(wrs * R + 64);
+                for (int r = 0; r < R; r++) {
+                    std::vector<float> v(n);
+                    fill(v, 1000 + r * 31 + nb);
+                    quantize_row(type, v.data(), wall.data() + wrs * r, n);
+                }
+                for (int t = 0; t < T; t++) {
+                    std::vector<float> v(n);
+                    fill(v, 5000 + t * 17 + nb);
+                    aq[t].resize(row_size(wk.vd_type, n));
+                    L.t->from_float[wk.vd_type](v.data(), aq[t].data(), n);
+                    ap[t] = aq[t].data();
+                    if (wk.prepare) {
+                        prep[t].resize(wk.prepared_size(n));
+                        wk.prepare(n, aq[t].data(), prep[t].data());
+                        ap[t] = prep[t].data();
+                    }
+                }
+                for (int nr = 1; nr <= R; nr++) {
+                    for (int nt = 1; nt <= T; nt++) {
+                        std::vector<float> out(T * R, -12345.f);
+                        std::vector<float *> op(T);
+                        for (int t = 0; t < nt; t++) op[t] = out.data() + t * R;
+                        wk.gemm(n, wall.data(), wrs, nr, ap.data(), nt, op.data());
+                        for (int t = 0; t < T; t++) {
+                            for (int r = 0; r < R; r++) {
+                                const float got = out[t * R + r];
+                                if (t >= nt || r >= nr) {
+                                    CHECK(got == -12345.f, "%s %s gemm wrote outside its %dx%d tile", L.name.c_str(), type_name(type), nr, nt);
+                                    continue;
+                                }
+                                double abs_sum;
+                                const double ref = dot_reference(type, wk.vd_type, n, wall.data() + wrs * r, aq[t].data(), &abs_sum);
+                                const double tol = 2e-6 * abs_sum + 1e-30;
+                                CHECK(std::fabs(got - ref) <= tol, "%s %s n=%lld tile %dx%d [%d,%d]: %.9g vs ref %.9g (tol %.3g)",
+                                      L.name.c_str(), type_name(type), (long long)n, nr, nt, r, t, got, ref, tol);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Every level gives the scalar level's answer (up to summation order) on large rows.
+void test_levels_agree() {
+    const int64_t n = 4096 + 256;
+    std::vector<float> w(n), x(n);
+    fill(w, 99);
+    fill(x, 77);
+    const std::vector<level> ls = levels();
+    for (uint32_t type : kWeightTypes) {
+        std::vector<uint8_t> q(row_size(type, n));
+        quantize_row(type, w.data(), q.data(), n);
+        std::vector<float> results;
+        for (const level & L : ls) {
+            const weight_kernels & wk = L.t->w[type];
+            std::vector<uint8_t> a(row_size(wk.vd_type, n));
+            L.t->from_float[wk.vd_type](x.data(), a.data(), n);
+            std::vector<uint8_t> prep;
+            const uint8_t * ap = a.data();
+            if (wk.prepare) {
+                prep.resize(wk.prepared_size(n));
+                wk.prepare(n, a.data(), prep.data());
+                ap = prep.data();
+            }
+            float out = 0, *op = &out;
+            wk.gemm(n, q.data(), 0, 1, &ap, 1, &op);
+            results.push_back(out);
+        }
+        for (size_t i = 1; i < results.size(); i++)
+            CHECK(std::fabs(results[i] - results[0]) <= 1e-5 * std::fabs(results[0]) + 1e-4, "%s: %s gives %.9g, scalar %.9g",
+                  type_name(type), ls[i].name.c_str(), results[i], results[0]);
+    }
+    // The public entry point works and validates.
+    std::vector<uint8_t> q(row_size(KAIL_TYPE_Q4_0, 256)), a(row_size(KAIL_TYPE_Q8_0, 256));
+    std::vector<float> v(256, 0.5f);
+    quantize_row(KAIL_TYPE_Q4_0, v.data(), q.data(), 256);
+    quantize_row_activations(KAIL_TYPE_Q8_0, v.data(), a.data(), 256);
+    const float d = vec_dot(KAIL_TYPE_Q4_0, 256, q.data(), a.data());
+    CHECK(std::fabs(d - 64.f) < 0.5f, "public vec_dot %g", d);
+    CHECK(vec_dot_type(KAIL_TYPE_Q4_K) == KAIL_TYPE_Q8_K && vec_dot_type(KAIL_TYPE_Q5_1) == KAIL_TYPE_Q8_1 &&
+              vec_dot_type(KAIL_TYPE_BF16) == KAIL_TYPE_BF16, "vec_dot_type table");
+}
+
+} // namespace
+
+int main() {
+    std::printf("kernel level in use: %s; testing:", quants_kernel_level());
+    for (const level & L : levels()) std::printf(" %s", L.name.c_str());
+    std::printf("\n");
+    test_fp16();
+    test_golden();
+    test_round_trip();
+    test_dot();
+    test_levels_agree();
+    if (g_fails) std::fprintf(stderr, "%d check(s) failed\n", g_fails);
+    else std::printf("all quants checks passed\n");
+    return g_fails ? 1 : 0;
+}
