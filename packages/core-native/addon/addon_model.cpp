@@ -1,0 +1,273 @@
+// Model runtime binding: createModel(path, program, params) -> Model with an async forward().
+#include "addon_common.h"
+
+#include <memory>
+#include <vector>
+
+#include "kail/gguf.h"
+#include "kail/model.h"
+
+namespace kail_addon {
+
+namespace {
+
+double get_num(Napi::Object o, const char * key, double def) {
+    Napi::Value v = o.Get(key);
+    if (v.IsUndefined() || v.IsNull()) return def;
+    if (!v.IsNumber()) throw kail::error(kail::KAIL_E_INVALID_ARG, std::string(key) + " must be a number");
+    return v.As<Napi::Number>().DoubleValue();
+}
+
+kail::program program_from_js(Napi::Object p) {
+    kail::program prog;
+    Napi::Value bv = p.Get("buffers");
+    Napi::Value ov = p.Get("ops");
+    if (!bv.IsArray() || !ov.IsArray()) throw kail::error(kail::KAIL_E_INVALID_ARG, "program needs buffers[] and ops[]");
+    Napi::Array bufs = bv.As<Napi::Array>();
+    for (uint32_t i = 0; i < bufs.Length(); i++) {
+        Napi::Object b = bufs.Get(i).As<Napi::Object>();
+        kail::buffer_desc d;
+        d.name = b.Get("name").ToString().Utf8Value();
+        d.width = static_cast<int64_t>(get_num(b, "width", 0));
+        d.out_rows = b.Get("outRows").ToBoolean().Value();
+        if (d.width <= 0) throw kail::error(kail::KAIL_E_INVALID_ARG, "buffer '" + d.name + "' needs a positive width");
+        prog.buffers.push_back(d);
+    }
+    Napi::Array ops = ov.As<Napi::Array>();
+    for (uint32_t i = 0; i < ops.Length(); i++) {
+        Napi::Object o = ops.Get(i).As<Napi::Object>();
+        kail::op_desc d;
+        d.type = kail::op_type_from_name(o.Get("op").ToString().Utf8Value());
+        d.out = static_cast<int>(get_num(o, "out", -1));
+        d.a = static_cast<int>(get_num(o, "a", -1));
+        d.b = static_cast<int>(get_num(o, "b", -1));
+        d.c = static_cast<int>(get_num(o, "c", -1));
+        if (d.out < 0) throw kail::error(kail::KAIL_E_INVALID_ARG, "op " + std::to_string(i) + " has no output buffer");
+        Napi::Value wv = o.Get("weights");
+        if (wv.IsObject()) {
+            Napi::Object w = wv.As<Napi::Object>();
+            Napi::Array keys = w.GetPropertyNames();
+            for (uint32_t k = 0; k < keys.Length(); k++) {
+                std::string key = keys.Get(k).ToString().Utf8Value();
+                Napi::Value val = w.Get(key);
+                if (val.IsString()) d.weights[key] = val.As<Napi::String>().Utf8Value();
+            }
+        }
+        Napi::Value pv = o.Get("params");
+        if (pv.IsObject()) {
+            Napi::Object pp = pv.As<Napi::Object>();
+            Napi::Array keys = pp.GetPropertyNames();
+            for (uint32_t k = 0; k < keys.Length(); k++) {
+                std::string key = keys.Get(k).ToString().Utf8Value();
+                Napi::Value val = pp.Get(key);
+                if (val.IsNumber()) d.params[key] = val.As<Napi::Number>().DoubleValue();
+                else if (val.IsBoolean()) d.params[key] = val.As<Napi::Boolean>().Value() ? 1.0 : 0.0;
+                else throw kail::error(kail::KAIL_E_INVALID_ARG, "op " + std::to_string(i) + " parameter '" + key + "' must be a number or boolean");
+            }
+        }
+        prog.ops.push_back(d);
+    }
+    prog.logits = static_cast<int>(get_num(p, "logits", -1));
+    Napi::Value kk = p.Get("kvKWidth"), kv = p.Get("kvVWidth");
+    if (kk.IsArray() && kv.IsArray()) {
+        Napi::Array a = kk.As<Napi::Array>(), b = kv.As<Napi::Array>();
+        for (uint32_t i = 0; i < a.Length(); i++) prog.kv_k_width.push_back(static_cast<int64_t>(a.Get(i).As<Napi::Number>().Int64Value()));
+        for (uint32_t i = 0; i < b.Length(); i++) prog.kv_v_width.push_back(static_cast<int64_t>(b.Get(i).As<Napi::Number>().Int64Value()));
+    }
+    prog.n_kv_layers = static_cast<int>(prog.kv_k_width.size());
+    prog.n_moe_layers = static_cast<int>(get_num(p, "nMoeLayers", 0));
+    prog.n_expert = static_cast<int>(get_num(p, "nExpert", 0));
+    return prog;
+}
+
+class AddonModel;
+
+class ForwardWorker : public Napi::AsyncWorker {
+  public:
+    ForwardWorker(Napi::Env env, std::shared_ptr<kail::model> m, AddonModel * owner, Napi::Object keep,
+                  std::vector<int32_t> tokens, std::vector<int32_t> pos, std::vector<int32_t> seq, std::vector<uint8_t> out)
+        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), model_(std::move(m)), owner_(owner),
+          tokens_(std::move(tokens)), pos_(std::move(pos)), seq_(std::move(seq)), out_(std::move(out)) {
+        keep_ = Napi::Persistent(keep);
+    }
+    Napi::Promise promise() { return deferred_.Promise(); }
+
+    void Execute() override {
+        capture(err_, [&] {
+            kail::batch b;
+            b.tokens = tokens_.data();
+            b.pos = pos_.data();
+            b.seq = seq_.data();
+            b.output = out_.data();
+            b.n = static_cast<int64_t>(tokens_.size());
+            model_->forward(b, logits_);
+        });
+    }
+    void OnOK() override;
+    void OnError(const Napi::Error & e) override;
+
+  private:
+    Napi::Promise::Deferred deferred_;
+    std::shared_ptr<kail::model> model_;
+    AddonModel * owner_;
+    Napi::ObjectReference keep_;
+    std::vector<int32_t> tokens_, pos_, seq_;
+    std::vector<uint8_t> out_;
+    std::vector<float> logits_;
+    captured_error err_;
+};
+
+class AddonModel : public Napi::ObjectWrap<AddonModel> {
+  public:
+    static Napi::Function define(Napi::Env env) {
+        return DefineClass(env, "Model", {
+            InstanceMethod("forward", &AddonModel::forward),
+            InstanceMethod("seqLen", &AddonModel::seq_len),
+            InstanceMethod("seqTruncate", &AddonModel::seq_truncate),
+            InstanceMethod("seqCopy", &AddonModel::seq_copy),
+            InstanceMethod("stats", &AddonModel::stats),
+            InstanceMethod("cancel", &AddonModel::cancel),
+            InstanceMethod("close", &AddonModel::close),
+            InstanceAccessor("nVocab", &AddonModel::n_vocab, nullptr),
+            InstanceAccessor("nThreads", &AddonModel::n_threads, nullptr),
+            InstanceAccessor("kvBytesPerToken", &AddonModel::kv_per_token, nullptr),
+        });
+    }
+
+    AddonModel(const Napi::CallbackInfo & info) : Napi::ObjectWrap<AddonModel>(info) {
+        Napi::Env env = info.Env();
+        guarded(env, [&]() -> Napi::Value {
+            std::string path = arg_string(info, 0, "path");
+            if (info.Length() < 2 || !info[1].IsObject()) throw make_error(env, "KAIL_E_INVALID_ARG", "program must be an object");
+            kail::program prog = program_from_js(info[1].As<Napi::Object>());
+            kail::model_params mp;
+            if (info.Length() > 2 && info[2].IsObject()) {
+                Napi::Object p = info[2].As<Napi::Object>();
+                mp.n_threads = static_cast<int>(get_num(p, "threads", 0));
+                mp.kv_type = static_cast<uint32_t>(get_num(p, "kvType", 1));
+                mp.n_ctx = static_cast<int64_t>(get_num(p, "nCtx", 4096));
+                mp.n_seq_max = static_cast<int>(get_num(p, "nSeqMax", 1));
+                mp.kv_max_bytes = static_cast<uint64_t>(get_num(p, "kvMaxBytes", 0));
+            }
+            std::shared_ptr<kail::gguf_file> file(kail::gguf_file::open(path));
+            model_ = std::make_shared<kail::model>(file, std::move(prog), mp);
+            return env.Undefined();
+        });
+    }
+
+    std::shared_ptr<kail::model> model_;
+    bool busy_ = false;
+
+  private:
+    kail::model & m(Napi::Env env) {
+        if (!model_) throw make_error(env, "KAIL_E_INVALID_ARG", "model is closed");
+        return *model_;
+    }
+
+    template <typename T, typename A>
+    static std::vector<T> vec(Napi::Env env, Napi::Object o, const char * key) {
+        Napi::Value v = o.Get(key);
+        if (!v.IsTypedArray()) throw make_error(env, "KAIL_E_INVALID_ARG", std::string(key) + " must be a typed array");
+        A a = v.As<A>();
+        return std::vector<T>(a.Data(), a.Data() + a.ElementLength());
+    }
+
+    Napi::Value forward(const Napi::CallbackInfo & info) {
+        Napi::Env env = info.Env();
+        return guarded(env, [&]() -> Napi::Value {
+            m(env);
+            if (busy_) throw make_error(env, "KAIL_E_INVALID_ARG", "a forward pass is already running on this model");
+            if (info.Length() < 1 || !info[0].IsObject()) throw make_error(env, "KAIL_E_INVALID_ARG", "batch must be an object");
+            Napi::Object b = info[0].As<Napi::Object>();
+            auto tokens = vec<int32_t, Napi::Int32Array>(env, b, "tokens");
+            auto pos = vec<int32_t, Napi::Int32Array>(env, b, "pos");
+            auto seq = vec<int32_t, Napi::Int32Array>(env, b, "seq");
+            auto out = vec<uint8_t, Napi::Uint8Array>(env, b, "output");
+            if (pos.size() != tokens.size() || seq.size() != tokens.size() || out.size() != tokens.size())
+                throw make_error(env, "KAIL_E_INVALID_ARG", "tokens, pos, seq and output must have the same length");
+            busy_ = true;
+            auto * w = new ForwardWorker(env, model_, this, Value(), std::move(tokens), std::move(pos), std::move(seq), std::move(out));
+            Napi::Promise p = w->promise();
+            w->Queue();
+            return p;
+        });
+    }
+
+    Napi::Value seq_len(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value {
+            return Napi::Number::New(info.Env(), static_cast<double>(m(info.Env()).seq_len(static_cast<int>(arg_number(info, 0, "seq")))));
+        });
+    }
+    Napi::Value seq_truncate(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value {
+            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+            m(info.Env()).seq_truncate(static_cast<int>(arg_number(info, 0, "seq")), static_cast<int64_t>(arg_number(info, 1, "len")));
+            return info.Env().Undefined();
+        });
+    }
+    Napi::Value seq_copy(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value {
+            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+            m(info.Env()).seq_copy(static_cast<int>(arg_number(info, 0, "src")), static_cast<int>(arg_number(info, 1, "dst")));
+            return info.Env().Undefined();
+        });
+    }
+    Napi::Value stats(const Napi::CallbackInfo & info) {
+        Napi::Env env = info.Env();
+        return guarded(env, [&]() -> Napi::Value {
+            kail::model_stats s = m(env).stats();
+            Napi::Object o = Napi::Object::New(env);
+            o.Set("forwardCalls", Napi::Number::New(env, static_cast<double>(s.forward_calls)));
+            o.Set("tokens", Napi::Number::New(env, static_cast<double>(s.tokens)));
+            o.Set("computeSeconds", Napi::Number::New(env, s.compute_seconds));
+            o.Set("kvBytes", Napi::Number::New(env, static_cast<double>(m(env).kv_bytes_used())));
+            Napi::Float64Array counts = Napi::Float64Array::New(env, s.expert_counts.size());
+            for (size_t i = 0; i < s.expert_counts.size(); i++) counts[i] = static_cast<double>(s.expert_counts[i]);
+            o.Set("expertCounts", counts);
+            return o;
+        });
+    }
+    Napi::Value cancel(const Napi::CallbackInfo & info) {
+        if (model_) model_->cancel();
+        return info.Env().Undefined();
+    }
+    Napi::Value close(const Napi::CallbackInfo & info) {
+        // A running forward keeps its own reference; the memory goes when it finishes.
+        model_.reset();
+        return info.Env().Undefined();
+    }
+    Napi::Value n_vocab(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value { return Napi::Number::New(info.Env(), static_cast<double>(m(info.Env()).n_vocab())); });
+    }
+    Napi::Value n_threads(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value { return Napi::Number::New(info.Env(), m(info.Env()).n_threads()); });
+    }
+    Napi::Value kv_per_token(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value { return Napi::Number::New(info.Env(), static_cast<double>(m(info.Env()).kv_bytes_per_token())); });
+    }
+};
+
+void ForwardWorker::OnOK() {
+    Napi::Env env = Env();
+    owner_->busy_ = false;
+    if (err_.set) {
+        deferred_.Reject(make_error(env, err_.code.c_str(), err_.message).Value());
+        return;
+    }
+    Napi::Float32Array out = Napi::Float32Array::New(env, logits_.size());
+    std::copy(logits_.begin(), logits_.end(), out.Data());
+    deferred_.Resolve(out);
+}
+
+void ForwardWorker::OnError(const Napi::Error & e) {
+    owner_->busy_ = false;
+    deferred_.Reject(e.Value());
+}
+
+} // namespace
+
+void register_model(Napi::Env env, Napi::Object exports) {
+    exports.Set("Model", AddonModel::define(env));
+}
+
+} // namespace kail_addon

@@ -1,0 +1,125 @@
+// A model runtime: an op program (composed per architecture by the engine package) executed over
+// GGUF weights, with a per-sequence KV cache. One forward() call processes a batch of tokens that
+// may belong to several sequences (continuous batching) and returns logits for the rows asked for.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kail/gguf.h"
+
+namespace kail {
+
+class threadpool;
+
+enum op_type {
+    OP_EMBED,          // out[t] = dequant(w.weight row tokens[t])                      weights: weight
+    OP_RMS_NORM,       // out = a / sqrt(mean(a^2) + eps) * weight                      weights: weight?
+    OP_HEAD_RMS_NORM,  // per head of width head_dim: rms norm with a [head_dim] weight  weights: weight
+    OP_MATMUL,         // out = a · weightᵀ (+ bias)                                    weights: weight, bias?
+    OP_ADD,            // out = a + b
+    OP_MUL,            // out = a * b
+    OP_SCALE,          // out = a * scale
+    OP_SWIGLU,         // out = silu(a) * b
+    OP_SIGMOID_MUL,    // out[t] = a[t] * sigmoid(b[t][0])  (shared-expert gate)
+    OP_ROPE,           // rotates heads of a in place (positions of the batch)          weights: freq_factors?
+    OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a)
+    OP_MOE,            // routed experts on a                                           weights: gate_inp, exp_probs_b?, gate_exps, up_exps, down_exps
+    OP_GATHER_OUT,     // out (out-rows) = rows of a whose output flag is set
+    OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
+    OP_COUNT_
+};
+
+// One step of the program. Buffers are indices into program::buffers; columns of a buffer can be
+// addressed through params (e.g. "a_off", "n").
+struct op_desc {
+    op_type                             type = OP_COPY;
+    int                                 out = -1, a = -1, b = -1, c = -1;
+    std::map<std::string, std::string>  weights;  // role -> tensor name
+    std::map<std::string, double>       params;
+    double param(const std::string & k, double def) const {
+        auto it = params.find(k);
+        return it == params.end() ? def : it->second;
+    }
+    double param_req(const std::string & k) const;
+};
+
+struct buffer_desc {
+    std::string name;
+    int64_t     width = 0;      // floats per row
+    bool        out_rows = false; // rows = outputs of the batch (else one row per token)
+};
+
+struct program {
+    std::vector<buffer_desc> buffers;
+    std::vector<op_desc>     ops;
+    int                      logits = -1; // buffer holding the logits (out rows)
+    int                      n_kv_layers = 0;
+    std::vector<int64_t>     kv_k_width;  // per KV layer: floats of K per token (n_head_kv * head_dim)
+    std::vector<int64_t>     kv_v_width;
+    int                      n_moe_layers = 0; // for expert-usage statistics
+    int                      n_expert = 0;
+};
+
+struct model_params {
+    int      n_threads = 0;       // 0 = physical cores
+    uint32_t kv_type = 1;         // KAIL_TYPE_F16 or KAIL_TYPE_F32
+    int64_t  n_ctx = 4096;        // max positions per sequence
+    int      n_seq_max = 1;       // sequence slots
+    uint64_t kv_max_bytes = 0;    // 0 = unlimited
+};
+
+struct batch {
+    const int32_t * tokens = nullptr;
+    const int32_t * pos = nullptr;
+    const int32_t * seq = nullptr;
+    const uint8_t * output = nullptr; // 1 = return logits for this row
+    int64_t         n = 0;
+};
+
+struct model_stats {
+    uint64_t forward_calls = 0;
+    uint64_t tokens = 0;
+    double   compute_seconds = 0;
+    std::vector<uint64_t> expert_counts; // n_moe_layers * n_expert
+};
+
+class model {
+  public:
+    // Validates the program against the file (every weight present, shapes consistent) before
+    // any compute; throws KAIL_E_BAD_MODEL naming the tensor and the mismatch.
+    model(std::shared_ptr<gguf_file> file, program prog, const model_params & params);
+    ~model();
+
+    // Runs the program; fills logits (n_out * n_vocab floats, n_out = rows with output set).
+    // Throws KAIL_E_INVALID_ARG for bad tokens/positions/sequences, KAIL_E_BUDGET when the KV
+    // cache would pass its budget, KAIL_E_CANCELLED when cancel() was called during the call.
+    void forward(const batch & b, std::vector<float> & logits);
+
+    int64_t n_vocab() const { return n_vocab_; }
+    int64_t seq_len(int seq) const;
+    void    seq_truncate(int seq, int64_t len);  // keep positions [0, len)
+    void    seq_clear(int seq) { seq_truncate(seq, 0); }
+    void    seq_copy(int src, int dst);          // dst becomes a copy of src's cache
+    uint64_t kv_bytes_used() const;
+    uint64_t kv_bytes_per_token() const;
+    model_stats stats() const;
+    void    cancel() { cancel_.store(true); }
+    int     n_threads() const;
+
+    struct impl;
+
+  private:
+    std::unique_ptr<impl> impl_;
+    int64_t               n_vocab_ = 0;
+    std::atomic<bool>     cancel_{false};
+};
+
+op_type op_type_from_name(const std::string & name); // throws KAIL_E_INVALID_ARG
+
+} // namespace kail

@@ -1,0 +1,677 @@
+#include "kail/model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <numeric>
+
+#include "kail/matmul.h"
+#include "kail/quants.h"
+#include "kail/status.h"
+#include "kail/threadpool.h"
+#include "kail/types.h"
+
+namespace kail {
+
+double op_desc::param_req(const std::string & k) const {
+    auto it = params.find(k);
+    if (it == params.end()) throw error(KAIL_E_INVALID_ARG, "program: op is missing parameter '" + k + "'");
+    return it->second;
+}
+
+op_type op_type_from_name(const std::string & name) {
+    static const std::pair<const char *, op_type> names[] = {
+        {"embed", OP_EMBED}, {"rms_norm", OP_RMS_NORM}, {"head_rms_norm", OP_HEAD_RMS_NORM},
+        {"matmul", OP_MATMUL}, {"add", OP_ADD}, {"mul", OP_MUL}, {"scale", OP_SCALE},
+        {"swiglu", OP_SWIGLU}, {"sigmoid_mul", OP_SIGMOID_MUL}, {"rope", OP_ROPE},
+        {"attention", OP_ATTENTION}, {"moe", OP_MOE}, {"gather_out", OP_GATHER_OUT}, {"copy", OP_COPY},
+    };
+    for (auto & n : names) if (name == n.first) return n.second;
+    throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
+}
+
+namespace {
+
+struct tensor_ref {
+    const gguf_tensor_info * info = nullptr;
+    const uint8_t *          data = nullptr;
+    uint32_t type() const { return info->type; }
+    int64_t  ne(int i) const { return info->ne[i]; }
+    size_t   row_bytes() const { return row_size(info->type, info->ne[0]); }
+    size_t   matrix_bytes() const { return row_bytes() * static_cast<size_t>(info->ne[1]); }
+};
+
+// One sequence's cache for one layer: positions [0, len) of K and V rows.
+struct kv_seq_layer {
+    std::vector<uint8_t> k, v;
+};
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+void store_row(uint32_t kv_type, const float * src, uint8_t * dst, int64_t n) {
+    if (kv_type == KAIL_TYPE_F32) std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+    else fp32_to_fp16_row(src, reinterpret_cast<uint16_t *>(dst), n);
+}
+
+} // namespace
+
+struct model::impl {
+    std::shared_ptr<gguf_file> file;
+    program                    prog;
+    model_params               params;
+    std::unique_ptr<threadpool> pool;
+
+    // resolved weights per op: role -> tensor
+    std::vector<std::map<std::string, tensor_ref>> wts;
+
+    // scratch
+    std::vector<std::vector<float>> bufs;
+    std::vector<uint8_t>            qscratch;
+
+    // KV cache: [seq][layer]
+    std::vector<std::vector<kv_seq_layer>> kv;
+    std::vector<int64_t>                   seq_len;
+    uint64_t                               kv_bytes = 0;
+    size_t                                 kv_elem = 2;
+
+    model_stats stats;
+    mutable std::mutex stats_mu;
+
+    tensor_ref weight(size_t op_i, const std::string & role) const {
+        auto it = wts[op_i].find(role);
+        if (it == wts[op_i].end()) return {};
+        return it->second;
+    }
+};
+
+namespace {
+
+void check(bool ok, const std::string & msg) {
+    if (!ok) throw error(KAIL_E_BAD_MODEL, msg);
+}
+
+std::string shape_str(const gguf_tensor_info * t) {
+    std::string s = "[";
+    for (uint32_t i = 0; i < std::max<uint32_t>(t->n_dims, 1); i++) s += (i ? ", " : "") + std::to_string(t->ne[i]);
+    return s + "]";
+}
+
+} // namespace
+
+model::model(std::shared_ptr<gguf_file> file, program prog, const model_params & params) : impl_(new impl) {
+    impl & m = *impl_;
+    m.file = std::move(file);
+    m.prog = std::move(prog);
+    m.params = params;
+    if (m.params.kv_type != KAIL_TYPE_F16 && m.params.kv_type != KAIL_TYPE_F32)
+        throw error(KAIL_E_INVALID_ARG, "kv cache type must be F16 or F32");
+    m.kv_elem = m.params.kv_type == KAIL_TYPE_F32 ? 4 : 2;
+    if (m.params.n_seq_max < 1 || m.params.n_ctx < 1) throw error(KAIL_E_INVALID_ARG, "n_seq_max and n_ctx must be >= 1");
+    const int nb = static_cast<int>(m.prog.buffers.size());
+    auto check_buf = [&](int b, const char * what, size_t op_i) {
+        if (b < -1 || b >= nb) throw error(KAIL_E_INVALID_ARG, "program: op " + std::to_string(op_i) + " " + what + " buffer out of range");
+    };
+    m.wts.resize(m.prog.ops.size());
+    for (size_t i = 0; i < m.prog.ops.size(); i++) {
+        const op_desc & op = m.prog.ops[i];
+        check_buf(op.out, "out", i); check_buf(op.a, "a", i); check_buf(op.b, "b", i); check_buf(op.c, "c", i);
+        for (auto & [role, name] : op.weights) {
+            const gguf_tensor_info * t = m.file->find_tensor(name);
+            check(t != nullptr, "model file lacks tensor '" + name + "' (" + role + ")");
+            const type_traits * tr = type_traits_get(t->type);
+            check(tr && tr->compute, "tensor '" + name + "' has type " + std::string(type_name(t->type)) + ", which kail cannot compute with");
+            m.wts[i][role] = tensor_ref{t, m.file->tensor_data(*t)};
+        }
+        // Shape checks for the ops whose shapes are implied by their buffers.
+        auto width = [&](int b) { return m.prog.buffers[b].width; };
+        if (op.type == OP_MATMUL) {
+            const tensor_ref w = m.weight(i, "weight");
+            check(w.info != nullptr, "program: matmul op without weight");
+            const int64_t a_n = static_cast<int64_t>(op.param("n_in", static_cast<double>(width(op.a))));
+            check(w.ne(0) == a_n, "tensor '" + w.info->name + "' " + shape_str(w.info) + ": expected " + std::to_string(a_n) + " inputs");
+            const int64_t out_n = static_cast<int64_t>(op.param("n_out", static_cast<double>(width(op.out))));
+            check(w.ne(1) == out_n, "tensor '" + w.info->name + "' " + shape_str(w.info) + ": expected " + std::to_string(out_n) + " outputs");
+            const tensor_ref bias = m.weight(i, "bias");
+            if (bias.info) check(bias.info->n_elements == out_n && bias.type() == KAIL_TYPE_F32, "bias '" + bias.info->name + "' must be F32 with " + std::to_string(out_n) + " elements");
+        } else if (op.type == OP_EMBED) {
+            const tensor_ref w = m.weight(i, "weight");
+            check(w.info && w.ne(0) == width(op.out), "embedding tensor width does not match the model dimension");
+            n_vocab_ = std::max(n_vocab_, w.ne(1));
+        } else if (op.type == OP_RMS_NORM || op.type == OP_HEAD_RMS_NORM) {
+            const tensor_ref w = m.weight(i, "weight");
+            if (w.info) {
+                const int64_t want = op.type == OP_RMS_NORM ? width(op.a) : static_cast<int64_t>(op.param_req("head_dim"));
+                check(w.type() == KAIL_TYPE_F32 && w.info->n_elements == want, "norm '" + w.info->name + "' must be F32 with " + std::to_string(want) + " elements, is " + type_name(w.type()) + " " + shape_str(w.info));
+            }
+        } else if (op.type == OP_MOE) {
+            for (const char * role : {"gate_inp", "gate_exps", "up_exps", "down_exps"})
+                check(m.weight(i, role).info != nullptr, std::string("program: moe op without ") + role);
+            const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
+            const tensor_ref g = m.weight(i, "gate_exps"), u = m.weight(i, "up_exps"), d = m.weight(i, "down_exps"), r = m.weight(i, "gate_inp");
+            const int64_t dm = width(op.a);
+            check(r.ne(0) == dm && r.ne(1) == n_expert, "router '" + r.info->name + "' " + shape_str(r.info) + " does not match [" + std::to_string(dm) + ", " + std::to_string(n_expert) + "]");
+            check(g.ne(0) == dm && g.ne(2) == n_expert && u.ne(0) == dm && u.ne(1) == g.ne(1) && u.ne(2) == n_expert,
+                  "expert tensors '" + g.info->name + "' " + shape_str(g.info) + " / '" + u.info->name + "' " + shape_str(u.info) + " do not match d_model " + std::to_string(dm) + " and " + std::to_string(n_expert) + " experts");
+            check(d.ne(0) == g.ne(1) && d.ne(1) == dm && d.ne(2) == n_expert, "expert tensor '" + d.info->name + "' " + shape_str(d.info) + " does not match");
+        }
+    }
+    for (size_t i = 0; i < m.prog.ops.size(); i++) {
+        if (m.prog.ops[i].type == OP_MATMUL && m.prog.ops[i].out == m.prog.logits) n_vocab_ = m.weight(i, "weight").ne(1);
+    }
+    if (m.prog.logits < 0 || m.prog.logits >= nb || !m.prog.buffers[m.prog.logits].out_rows)
+        throw error(KAIL_E_INVALID_ARG, "program: logits buffer must be an out-rows buffer");
+    n_vocab_ = m.prog.buffers[m.prog.logits].width;
+    if (static_cast<int>(m.prog.kv_k_width.size()) != m.prog.n_kv_layers || static_cast<int>(m.prog.kv_v_width.size()) != m.prog.n_kv_layers)
+        throw error(KAIL_E_INVALID_ARG, "program: kv widths do not match n_kv_layers");
+    m.kv.assign(m.params.n_seq_max, std::vector<kv_seq_layer>(m.prog.n_kv_layers));
+    m.seq_len.assign(m.params.n_seq_max, 0);
+    m.bufs.resize(m.prog.buffers.size());
+    m.stats.expert_counts.assign(static_cast<size_t>(m.prog.n_moe_layers) * m.prog.n_expert, 0);
+    m.pool.reset(new threadpool(m.params.n_threads));
+}
+
+model::~model() = default;
+
+int model::n_threads() const { return impl_->pool->n_threads(); }
+
+int64_t model::seq_len(int seq) const {
+    if (seq < 0 || seq >= impl_->params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    return impl_->seq_len[seq];
+}
+
+void model::seq_truncate(int seq, int64_t len) {
+    impl & m = *impl_;
+    if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    if (len < 0) throw error(KAIL_E_INVALID_ARG, "length must be >= 0");
+    m.seq_len[seq] = std::min(m.seq_len[seq], len);
+    if (len == 0) {
+        for (auto & l : m.kv[seq]) {
+            m.kv_bytes -= l.k.capacity() + l.v.capacity();
+            std::vector<uint8_t>().swap(l.k);
+            std::vector<uint8_t>().swap(l.v);
+        }
+    }
+}
+
+void model::seq_copy(int src, int dst) {
+    impl & m = *impl_;
+    if (src < 0 || src >= m.params.n_seq_max || dst < 0 || dst >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    if (src == dst) return;
+    seq_truncate(dst, 0);
+    for (int l = 0; l < m.prog.n_kv_layers; l++) {
+        m.kv[dst][l].k = m.kv[src][l].k;
+        m.kv[dst][l].v = m.kv[src][l].v;
+        m.kv_bytes += m.kv[dst][l].k.capacity() + m.kv[dst][l].v.capacity();
+    }
+    m.seq_len[dst] = m.seq_len[src];
+}
+
+uint64_t model::kv_bytes_used() const { return impl_->kv_bytes; }
+
+uint64_t model::kv_bytes_per_token() const {
+    uint64_t b = 0;
+    for (int l = 0; l < impl_->prog.n_kv_layers; l++) b += (impl_->prog.kv_k_width[l] + impl_->prog.kv_v_width[l]) * impl_->kv_elem;
+    return b;
+}
+
+model_stats model::stats() const {
+    std::lock_guard<std::mutex> lk(impl_->stats_mu);
+    return impl_->stats;
+}
+
+namespace {
+
+// ---- ops ----------------------------------------------------------------------------------------
+
+struct exec_ctx {
+    model::impl & m;
+    const batch & b;
+    int64_t       n_tok;
+    int64_t       n_out;
+    std::atomic<bool> & cancel;
+    int64_t rows(int buf) const { return m.prog.buffers[buf].out_rows ? n_out : n_tok; }
+    float * ptr(int buf) { return m.bufs[buf].data(); }
+    int64_t width(int buf) const { return m.prog.buffers[buf].width; }
+};
+
+void op_embed(exec_ctx & x, const op_desc & op, size_t oi) {
+    const tensor_ref w = x.m.weight(oi, "weight");
+    const int64_t d = w.ne(0), n_vocab = w.ne(1);
+    float * out = x.ptr(op.out);
+    const int64_t ow = x.width(op.out);
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        const int32_t tok = x.b.tokens[t];
+        if (tok < 0 || tok >= n_vocab) throw error(KAIL_E_INVALID_ARG, "token id " + std::to_string(tok) + " outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
+        dequantize_row(w.type(), w.data + static_cast<size_t>(tok) * w.row_bytes(), out + t * ow, d);
+    }
+}
+
+void rms_norm_row(const float * x, float * y, int64_t n, float eps, const float * w) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += static_cast<double>(x[i] * x[i]);
+    const float mean = static_cast<float>(sum / static_cast<double>(n));
+    const float scale = 1.0f / std::sqrt(mean + eps);
+    if (w) for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+    else for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+}
+
+void op_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
+    const tensor_ref w = x.m.weight(oi, "weight");
+    const float eps = static_cast<float>(op.param_req("eps"));
+    const int64_t n = x.width(op.a), rows = x.rows(op.a);
+    const float * wp = w.info ? reinterpret_cast<const float *>(w.data) : nullptr;
+    for (int64_t t = 0; t < rows; t++) rms_norm_row(x.ptr(op.a) + t * n, x.ptr(op.out) + t * x.width(op.out), n, eps, wp);
+}
+
+void op_head_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
+    const tensor_ref w = x.m.weight(oi, "weight");
+    const float eps = static_cast<float>(op.param_req("eps"));
+    const int64_t hd = static_cast<int64_t>(op.param_req("head_dim"));
+    const int64_t n_head = static_cast<int64_t>(op.param_req("n_head"));
+    const int64_t off = static_cast<int64_t>(op.param("a_off", 0));
+    const float * wp = w.info ? reinterpret_cast<const float *>(w.data) : nullptr;
+    const int64_t aw = x.width(op.a), ow = x.width(op.out);
+    for (int64_t t = 0; t < x.rows(op.a); t++)
+        for (int64_t h = 0; h < n_head; h++)
+            rms_norm_row(x.ptr(op.a) + t * aw + off + h * hd, x.ptr(op.out) + t * ow + off + h * hd, hd, eps, wp);
+}
+
+void op_matmul(exec_ctx & x, const op_desc & op, size_t oi) {
+    const tensor_ref w = x.m.weight(oi, "weight");
+    const int64_t rows = x.rows(op.a);
+    const int64_t a_off = static_cast<int64_t>(op.param("a_off", 0));
+    const int64_t o_off = static_cast<int64_t>(op.param("out_off", 0));
+    matmul(w.type(), w.data, w.row_bytes(), w.ne(1), w.ne(0),
+           x.ptr(op.a) + a_off, static_cast<size_t>(x.width(op.a)) * 4, rows,
+           x.ptr(op.out) + o_off, static_cast<size_t>(x.width(op.out)) * 4, x.m.pool.get());
+    const tensor_ref bias = x.m.weight(oi, "bias");
+    if (bias.info) {
+        const float * bp = reinterpret_cast<const float *>(bias.data);
+        for (int64_t t = 0; t < rows; t++) {
+            float * y = x.ptr(op.out) + t * x.width(op.out) + o_off;
+            for (int64_t i = 0; i < w.ne(1); i++) y[i] += bp[i];
+        }
+    }
+}
+
+template <typename F>
+void elementwise(exec_ctx & x, const op_desc & op, F f) {
+    const int64_t n = static_cast<int64_t>(op.param("n", static_cast<double>(x.width(op.out))));
+    const int64_t rows = x.rows(op.out);
+    const int64_t ao = static_cast<int64_t>(op.param("a_off", 0)), bo = static_cast<int64_t>(op.param("b_off", 0)), oo = static_cast<int64_t>(op.param("out_off", 0));
+    for (int64_t t = 0; t < rows; t++) {
+        const float * a = x.ptr(op.a) + t * x.width(op.a) + ao;
+        const float * bb = op.b >= 0 ? x.ptr(op.b) + t * x.width(op.b) + bo : nullptr;
+        float * o = x.ptr(op.out) + t * x.width(op.out) + oo;
+        for (int64_t i = 0; i < n; i++) o[i] = f(a[i], bb ? bb[i] : 0.0f);
+    }
+}
+
+void op_sigmoid_mul(exec_ctx & x, const op_desc & op) {
+    const int64_t n = x.width(op.out);
+    for (int64_t t = 0; t < x.rows(op.out); t++) {
+        const float g = x.ptr(op.b)[t * x.width(op.b)];
+        const float s = 1.0f / (1.0f + std::exp(-g));
+        const float * a = x.ptr(op.a) + t * x.width(op.a);
+        float * o = x.ptr(op.out) + t * n;
+        for (int64_t i = 0; i < n; i++) o[i] = a[i] * s;
+    }
+}
+
+float rope_yarn_ramp(float low, float high, int i0) {
+    const float y = (i0 / 2 - low) / std::max(0.001f, high - low);
+    return 1 - std::min(1.0f, std::max(0.0f, y));
+}
+
+float rope_yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return n_dims * std::log(n_ctx_orig / (n_rot * 2 * static_cast<float>(M_PI))) / (2 * std::log(base));
+}
+
+// Rotates n_head heads (stride head_dim, rotation over n_dims dims starting at rot_off within each
+// head) of buffer a in place, ggml's rope_ext semantics incl. YaRN and freq factors.
+void op_rope(exec_ctx & x, const op_desc & op, size_t oi) {
+    const int n_dims = static_cast<int>(op.param_req("n_dims"));
+    const int64_t head_dim = static_cast<int64_t>(op.param_req("head_dim"));
+    const int64_t n_head = static_cast<int64_t>(op.param_req("n_head"));
+    const int64_t a_off = static_cast<int64_t>(op.param("a_off", 0));
+    const int64_t rot_off = static_cast<int64_t>(op.param("rot_off", 0));
+    const bool neox = op.param("neox", 0) != 0;
+    const float freq_base = static_cast<float>(op.param("freq_base", 10000.0));
+    const float freq_scale = static_cast<float>(op.param("freq_scale", 1.0));
+    const float ext_factor = static_cast<float>(op.param("ext_factor", 0.0));
+    const float attn_factor = static_cast<float>(op.param("attn_factor", 1.0));
+    const float beta_fast = static_cast<float>(op.param("beta_fast", 32.0));
+    const float beta_slow = static_cast<float>(op.param("beta_slow", 1.0));
+    const int n_ctx_orig = static_cast<int>(op.param("n_ctx_orig", 0));
+    const tensor_ref ff = x.m.weight(oi, "freq_factors");
+    const float * freq_factors = ff.info ? reinterpret_cast<const float *>(ff.data) : nullptr;
+    const float theta_scale = std::pow(freq_base, -2.0f / n_dims);
+    float corr_dims[2];
+    {
+        const float start = std::floor(rope_yarn_corr_dim(n_dims, n_ctx_orig, beta_fast, freq_base));
+        const float end = std::ceil(rope_yarn_corr_dim(n_dims, n_ctx_orig, beta_slow, freq_base));
+        corr_dims[0] = std::max(0.0f, start);
+        corr_dims[1] = std::min(static_cast<float>(n_dims - 1), end);
+    }
+    std::vector<float> cache(static_cast<size_t>(n_dims));
+    const int64_t aw = x.width(op.a);
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        float theta = static_cast<float>(x.b.pos[t]);
+        for (int i0 = 0; i0 < n_dims; i0 += 2) {
+            const float f = freq_factors ? freq_factors[i0 / 2] : 1.0f;
+            const float theta_extrap = theta / f;
+            const float theta_interp = freq_scale * theta_extrap;
+            float th = theta_interp;
+            float mscale = attn_factor;
+            if (ext_factor != 0.0f) {
+                const float ramp_mix = rope_yarn_ramp(corr_dims[0], corr_dims[1], i0) * ext_factor;
+                th = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
+                mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+            }
+            cache[i0] = std::cos(th) * mscale;
+            cache[i0 + 1] = std::sin(th) * mscale;
+            theta *= theta_scale;
+        }
+        for (int64_t h = 0; h < n_head; h++) {
+            float * v = x.ptr(op.a) + t * aw + a_off + h * head_dim + rot_off;
+            for (int i0 = 0; i0 < n_dims; i0 += 2) {
+                const float c = cache[i0], s = cache[i0 + 1];
+                float * p0;
+                float * p1;
+                if (neox) { p0 = v + i0 / 2; p1 = v + i0 / 2 + n_dims / 2; }
+                else { p0 = v + i0; p1 = v + i0 + 1; }
+                const float x0 = *p0, x1 = *p1;
+                *p0 = x0 * c - x1 * s;
+                *p1 = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+void op_attention(exec_ctx & x, const op_desc & op) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t n_head = static_cast<int64_t>(op.param_req("n_head"));
+    const int64_t n_head_kv = static_cast<int64_t>(op.param_req("n_head_kv"));
+    const int64_t hd_k = static_cast<int64_t>(op.param_req("head_dim"));
+    const int64_t hd_v = static_cast<int64_t>(op.param("head_dim_v", static_cast<double>(hd_k)));
+    const float scale = static_cast<float>(op.param("scale", 1.0 / std::sqrt(static_cast<double>(hd_k))));
+    const int64_t kw = m.prog.kv_k_width[layer], vw = m.prog.kv_v_width[layer];
+    if (kw != n_head_kv * hd_k || vw != n_head_kv * hd_v) throw error(KAIL_E_INVALID_ARG, "program: attention kv widths do not match heads");
+    const size_t es = m.kv_elem;
+    const uint32_t kvt = m.params.kv_type;
+    // 1. store K and V rows of the batch.
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        const int s = x.b.seq[t];
+        const int64_t p = x.b.pos[t];
+        kv_seq_layer & c = m.kv[s][layer];
+        const size_t need_k = static_cast<size_t>(p + 1) * kw * es, need_v = static_cast<size_t>(p + 1) * vw * es;
+        if (c.k.size() < need_k) {
+            const size_t old = c.k.capacity() + c.v.capacity();
+            size_t cap_tok = std::max<size_t>(static_cast<size_t>(p + 1), c.k.size() / (kw * es) * 2);
+            cap_tok = std::min<size_t>(std::max<size_t>(cap_tok, 16), static_cast<size_t>(m.params.n_ctx));
+            const uint64_t grow = cap_tok * (kw + vw) * es - std::min<uint64_t>(old, cap_tok * (kw + vw) * es);
+            if (m.params.kv_max_bytes && m.kv_bytes + grow > m.params.kv_max_bytes)
+                throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes + grow) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
+            c.k.reserve(cap_tok * kw * es);
+            c.v.reserve(cap_tok * vw * es);
+            c.k.resize(need_k);
+            c.v.resize(need_v);
+            m.kv_bytes += c.k.capacity() + c.v.capacity() - old;
+        }
+        store_row(kvt, x.ptr(op.b) + t * x.width(op.b) + static_cast<int64_t>(op.param("b_off", 0)), c.k.data() + static_cast<size_t>(p) * kw * es, kw);
+        store_row(kvt, x.ptr(op.c) + t * x.width(op.c) + static_cast<int64_t>(op.param("c_off", 0)), c.v.data() + static_cast<size_t>(p) * vw * es, vw);
+    }
+    // 2. attention per (token, head).
+    const int64_t group = n_head / n_head_kv;
+    const int64_t qw = x.width(op.a), ow = x.width(op.out);
+    const int64_t q_off = static_cast<int64_t>(op.param("a_off", 0));
+    const int64_t n_tasks = x.n_tok * n_head;
+    exec_ctx * xp = &x;
+    m.pool->parallel_for(n_tasks, [&, xp](int64_t begin, int64_t end, int) {
+        std::vector<float> scores;
+        std::vector<float> q16(static_cast<size_t>(hd_k));
+        std::vector<float> kf(static_cast<size_t>(hd_k)), acc(static_cast<size_t>(hd_v));
+        for (int64_t task = begin; task < end; task++) {
+            const int64_t t = task / n_head, h = task % n_head, hk = h / group;
+            const int s = xp->b.seq[t];
+            const int64_t p = xp->b.pos[t];
+            const kv_seq_layer & c = m.kv[s][layer];
+            const float * q = xp->ptr(op.a) + t * qw + q_off + h * hd_k;
+            const float * qq = q;
+            if (kvt == KAIL_TYPE_F16) {
+                // ggml rounds the query to F16 for an F16 cache (vec_dot_type of F16 is F16).
+                for (int64_t i = 0; i < hd_k; i++) q16[i] = fp16_to_fp32(fp32_to_fp16(q[i]));
+                qq = q16.data();
+            }
+            scores.resize(static_cast<size_t>(p + 1));
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j <= p; j++) {
+                const uint8_t * kr = c.k.data() + (static_cast<size_t>(j) * kw + hk * hd_k) * es;
+                float dot = 0.0f;
+                if (kvt == KAIL_TYPE_F32) {
+                    const float * kk = reinterpret_cast<const float *>(kr);
+                    for (int64_t i = 0; i < hd_k; i++) dot += qq[i] * kk[i];
+                } else {
+                    fp16_to_fp32_row(reinterpret_cast<const uint16_t *>(kr), kf.data(), hd_k);
+                    for (int64_t i = 0; i < hd_k; i++) dot += qq[i] * kf[i];
+                }
+                scores[j] = dot * scale;
+                mx = std::max(mx, scores[j]);
+            }
+            double sum = 0.0;
+            for (int64_t j = 0; j <= p; j++) {
+                scores[j] = std::exp(scores[j] - mx);
+                sum += scores[j];
+            }
+            const float inv = static_cast<float>(1.0 / sum);
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            for (int64_t j = 0; j <= p; j++) {
+                float pj = scores[j] * inv;
+                const uint8_t * vr = c.v.data() + (static_cast<size_t>(j) * vw + hk * hd_v) * es;
+                if (kvt == KAIL_TYPE_F32) {
+                    const float * vv = reinterpret_cast<const float *>(vr);
+                    for (int64_t i = 0; i < hd_v; i++) acc[i] += pj * vv[i];
+                } else {
+                    pj = fp16_to_fp32(fp32_to_fp16(pj)); // ggml rounds the probabilities to F16 here
+                    const uint16_t * vv = reinterpret_cast<const uint16_t *>(vr);
+                    for (int64_t i = 0; i < hd_v; i++) acc[i] += pj * fp16_to_fp32(vv[i]);
+                }
+            }
+            float * o = xp->ptr(op.out) + t * ow + static_cast<int64_t>(op.param("out_off", 0)) + h * hd_v;
+            std::copy(acc.begin(), acc.end(), o);
+        }
+    }, 1);
+}
+
+void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    const tensor_ref router = m.weight(oi, "gate_inp"), bias = m.weight(oi, "exp_probs_b");
+    const tensor_ref wg = m.weight(oi, "gate_exps"), wu = m.weight(oi, "up_exps"), wd = m.weight(oi, "down_exps");
+    const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
+    const int64_t k = static_cast<int64_t>(op.param_req("n_expert_used"));
+    const int gating = static_cast<int>(op.param("gating", 0)); // 0 softmax, 1 sigmoid
+    const bool norm_w = op.param("norm_w", 0) != 0;
+    const float w_scale = static_cast<float>(op.param("w_scale", 0));
+    const int64_t n_group = static_cast<int64_t>(op.param("n_group", 0));
+    const int64_t n_group_used = static_cast<int64_t>(op.param("n_group_used", 0));
+    const int moe_layer = static_cast<int>(op.param("moe_layer", -1));
+    const int64_t d = x.width(op.a), ff = wg.ne(1), n = x.n_tok;
+    if (k < 1 || k > n_expert) throw error(KAIL_E_INVALID_ARG, "moe: n_expert_used out of range");
+
+    // 1. router
+    std::vector<float> logits(static_cast<size_t>(n * n_expert));
+    matmul(router.type(), router.data, router.row_bytes(), n_expert, d, x.ptr(op.a), d * 4, n, logits.data(), n_expert * 4, m.pool.get());
+    std::vector<int32_t> sel(static_cast<size_t>(n * k));
+    std::vector<float> wsel(static_cast<size_t>(n * k));
+    std::vector<float> probs(static_cast<size_t>(n_expert)), sprobs(static_cast<size_t>(n_expert));
+    std::vector<int32_t> idx(static_cast<size_t>(n_expert));
+    for (int64_t t = 0; t < n; t++) {
+        const float * lg = logits.data() + t * n_expert;
+        if (gating == 0) {
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int64_t e = 0; e < n_expert; e++) mx = std::max(mx, lg[e]);
+            double sum = 0;
+            for (int64_t e = 0; e < n_expert; e++) { probs[e] = std::exp(lg[e] - mx); sum += probs[e]; }
+            const float inv = static_cast<float>(1.0 / sum);
+            for (int64_t e = 0; e < n_expert; e++) probs[e] *= inv;
+        } else {
+            for (int64_t e = 0; e < n_expert; e++) probs[e] = 1.0f / (1.0f + std::exp(-lg[e]));
+        }
+        for (int64_t e = 0; e < n_expert; e++) sprobs[e] = probs[e] + (bias.info ? reinterpret_cast<const float *>(bias.data)[e] : 0.0f);
+        if (n_group > 1 && n_group_used > 0 && n_group_used < n_group) {
+            const int64_t per = n_expert / n_group;
+            std::vector<std::pair<float, int64_t>> gs;
+            for (int64_t g = 0; g < n_group; g++) {
+                float a = -INFINITY, b2 = -INFINITY;
+                for (int64_t e = g * per; e < (g + 1) * per; e++) {
+                    const float v = sprobs[e];
+                    if (v > a) { b2 = a; a = v; } else if (v > b2) b2 = v;
+                }
+                gs.push_back({a + b2, g});
+            }
+            std::stable_sort(gs.begin(), gs.end(), [](auto & l, auto & r) { return l.first > r.first; });
+            std::vector<bool> keep(static_cast<size_t>(n_group), false);
+            for (int64_t i = 0; i < n_group_used; i++) keep[gs[i].second] = true;
+            for (int64_t e = 0; e < n_expert; e++) if (!keep[e / per]) sprobs[e] = -INFINITY;
+        }
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t l, int32_t r) {
+            return sprobs[l] > sprobs[r] || (sprobs[l] == sprobs[r] && l < r);
+        });
+        float wsum = 0;
+        for (int64_t i = 0; i < k; i++) {
+            sel[t * k + i] = idx[i];
+            wsel[t * k + i] = probs[idx[i]];
+            wsum += probs[idx[i]];
+        }
+        if (norm_w) {
+            wsum = std::max(wsum, 6.103515625e-5f);
+            for (int64_t i = 0; i < k; i++) wsel[t * k + i] /= wsum;
+        }
+        if (w_scale != 0.0f && w_scale != 1.0f) for (int64_t i = 0; i < k; i++) wsel[t * k + i] *= w_scale;
+    }
+    if (moe_layer >= 0 && moe_layer < m.prog.n_moe_layers) {
+        std::lock_guard<std::mutex> lk(m.stats_mu);
+        for (int64_t i = 0; i < n * k; i++) m.stats.expert_counts[static_cast<size_t>(moe_layer) * m.prog.n_expert + sel[i]]++;
+    }
+
+    // 2. experts: gather the tokens of each expert, gate/up, swiglu, down; results per (token, slot).
+    const uint32_t gvt = vec_dot_type(wg.type()), dvt = vec_dot_type(wd.type());
+    const size_t xq_row = row_size(gvt, d), hq_row = row_size(dvt, ff);
+    std::vector<uint8_t> xq(static_cast<size_t>(n) * xq_row);
+    matmul_quantize_activations(wg.type(), d, x.ptr(op.a), d * 4, n, xq.data(), xq_row, m.pool.get());
+    if (vec_dot_type(wu.type()) != gvt) throw error(KAIL_E_UNSUPPORTED, "moe: gate and up experts need the same activation type");
+    std::vector<float> slot_out(static_cast<size_t>(n * k * d));
+    std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(n_expert));
+    for (int64_t i = 0; i < n * k; i++) by_expert[sel[i]].push_back(i);
+    std::vector<float> g, u;
+    std::vector<uint8_t> hq;
+    std::vector<const void *> xrows;
+    std::vector<float *> yrows;
+    for (int64_t e = 0; e < n_expert; e++) {
+        const auto & slots = by_expert[e];
+        if (slots.empty()) continue;
+        const int64_t ne_ = static_cast<int64_t>(slots.size());
+        g.resize(static_cast<size_t>(ne_ * ff));
+        u.resize(static_cast<size_t>(ne_ * ff));
+        xrows.resize(ne_);
+        yrows.resize(ne_);
+        for (int64_t i = 0; i < ne_; i++) xrows[i] = xq.data() + static_cast<size_t>(slots[i] / k) * xq_row;
+        for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
+        matmul_quantized_rows(wg.type(), wg.data + static_cast<size_t>(e) * wg.matrix_bytes(), wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, m.pool.get());
+        for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
+        matmul_quantized_rows(wu.type(), wu.data + static_cast<size_t>(e) * wu.matrix_bytes(), wu.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, m.pool.get());
+        for (int64_t i = 0; i < ne_ * ff; i++) g[i] = silu(g[i]) * u[i];
+        hq.resize(static_cast<size_t>(ne_) * hq_row);
+        matmul_quantize_activations(wd.type(), ff, g.data(), ff * 4, ne_, hq.data(), hq_row, m.pool.get());
+        for (int64_t i = 0; i < ne_; i++) {
+            xrows[i] = hq.data() + static_cast<size_t>(i) * hq_row;
+            yrows[i] = slot_out.data() + slots[i] * d;
+        }
+        matmul_quantized_rows(wd.type(), wd.data + static_cast<size_t>(e) * wd.matrix_bytes(), wd.row_bytes(), d, ff, xrows.data(), yrows.data(), ne_, m.pool.get());
+    }
+    // 3. weighted sum in slot order, as ggml adds the expert views one after another.
+    for (int64_t t = 0; t < n; t++) {
+        float * o = x.ptr(op.out) + t * x.width(op.out);
+        for (int64_t i = 0; i < d; i++) o[i] = slot_out[(t * k) * d + i] * wsel[t * k];
+        for (int64_t s = 1; s < k; s++) {
+            const float * so = slot_out.data() + (t * k + s) * d;
+            const float w = wsel[t * k + s];
+            for (int64_t i = 0; i < d; i++) o[i] += so[i] * w;
+        }
+    }
+}
+
+void op_gather_out(exec_ctx & x, const op_desc & op) {
+    const int64_t w = x.width(op.a);
+    int64_t r = 0;
+    for (int64_t t = 0; t < x.n_tok; t++)
+        if (x.b.output[t]) std::memcpy(x.ptr(op.out) + (r++) * x.width(op.out), x.ptr(op.a) + t * w, static_cast<size_t>(w) * 4);
+}
+
+} // namespace
+
+void model::forward(const batch & b, std::vector<float> & logits) {
+    impl & m = *impl_;
+    cancel_.store(false);
+    if (b.n <= 0) throw error(KAIL_E_INVALID_ARG, "empty batch");
+    // Validate the batch: sequences in range, positions contiguous with each sequence's cache.
+    std::vector<int64_t> next(m.seq_len);
+    int64_t n_out = 0;
+    for (int64_t t = 0; t < b.n; t++) {
+        const int s = b.seq[t];
+        if (s < 0 || s >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id " + std::to_string(s) + " out of range (0.." + std::to_string(m.params.n_seq_max - 1) + ")");
+        const int64_t p = b.pos[t];
+        if (p != next[s]) throw error(KAIL_E_INVALID_ARG, "position " + std::to_string(p) + " of sequence " + std::to_string(s) + " is not the next one (" + std::to_string(next[s]) + ")");
+        if (p >= m.params.n_ctx) throw error(KAIL_E_INVALID_ARG, "position " + std::to_string(p) + " is past the context length " + std::to_string(m.params.n_ctx));
+        next[s] = p + 1;
+        if (b.output[t]) n_out++;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < m.prog.buffers.size(); i++) {
+        const int64_t rows = m.prog.buffers[i].out_rows ? n_out : b.n;
+        const size_t need = static_cast<size_t>(rows * m.prog.buffers[i].width);
+        if (m.bufs[i].size() < need) m.bufs[i].resize(need);
+    }
+    std::atomic<bool> & cancel = cancel_;
+    exec_ctx x{m, b, b.n, n_out, cancel};
+    for (size_t oi = 0; oi < m.prog.ops.size(); oi++) {
+        if (cancel.load(std::memory_order_relaxed)) throw error(KAIL_E_CANCELLED, "forward cancelled");
+        const op_desc & op = m.prog.ops[oi];
+        if (n_out == 0 && (m.prog.buffers[op.out].out_rows)) continue;
+        switch (op.type) {
+            case OP_EMBED: op_embed(x, op, oi); break;
+            case OP_RMS_NORM: op_rms_norm(x, op, oi); break;
+            case OP_HEAD_RMS_NORM: op_head_rms_norm(x, op, oi); break;
+            case OP_MATMUL: op_matmul(x, op, oi); break;
+            case OP_ADD: elementwise(x, op, [](float a, float c) { return a + c; }); break;
+            case OP_MUL: elementwise(x, op, [](float a, float c) { return a * c; }); break;
+            case OP_SCALE: {
+                const float s = static_cast<float>(op.param_req("scale"));
+                elementwise(x, op, [s](float a, float) { return a * s; });
+                break;
+            }
+            case OP_SWIGLU: elementwise(x, op, [](float a, float c) { return silu(a) * c; }); break;
+            case OP_SIGMOID_MUL: op_sigmoid_mul(x, op); break;
+            case OP_ROPE: op_rope(x, op, oi); break;
+            case OP_ATTENTION: op_attention(x, op); break;
+            case OP_MOE: op_moe(x, op, oi); break;
+            case OP_GATHER_OUT: op_gather_out(x, op); break;
+            case OP_COPY: elementwise(x, op, [](float a, float) { return a; }); break;
+            default: throw error(KAIL_E_INTERNAL, "unhandled op");
+        }
+    }
+    for (int s = 0; s < m.params.n_seq_max; s++) m.seq_len[s] = next[s];
+    logits.assign(m.bufs[m.prog.logits].begin(), m.bufs[m.prog.logits].begin() + n_out * n_vocab_);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::lock_guard<std::mutex> lk(m.stats_mu);
+    m.stats.forward_calls++;
+    m.stats.tokens += static_cast<uint64_t>(b.n);
+    m.stats.compute_seconds += secs;
+}
+
+} // namespace kail
