@@ -15,7 +15,9 @@ inline float fp16_to_fp32_sw(uint16_t h) {
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     const uint32_t exp = (h >> 10) & 0x1f;
     uint32_t mant = h & 0x3ffu;
-    if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (mant << 13));  // inf / NaN
+    if (exp == 0x1f) {  // inf / NaN; NaNs come out quiet, as VCVTPH2PS makes them
+        return bits_f32(sign | 0x7f800000u | (mant ? 0x400000u : 0u) | (mant << 13));
+    }
     if (exp != 0) return bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
     if (mant == 0) return bits_f32(sign);
     // Subnormal half: normalise the mantissa into an fp32 normal.

@@ -1261,12 +1261,82 @@ void gemm_scalar(int64_t k, const uint8_t * w, size_t w_stride, int nr, const ui
         for (int r = 0; r < nr; r++) out[t][r] = DOT(k, w + r * w_stride, a[t]);
 }
 
+template <int OFF, bool Q8_1>
+void prepare_split(int64_t k, const void * src, void * dst) {
+    const int64_t nb = k / 32;
+    const int64_t ng = (nb + 3) / 4;
+    uint8_t * out = static_cast<uint8_t *>(dst);
+    std::memset(out, 0, static_cast<size_t>(ng) * PREP_SPLIT_GROUP);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t * g = out + (b / 4) * PREP_SPLIT_GROUP;
+        const int j = static_cast<int>(b % 4);
+        int8_t * lo = reinterpret_cast<int8_t *>(g) + 16 * j;
+        int8_t * hi = reinterpret_cast<int8_t *>(g + 64) + 16 * j;
+        int32_t c[4];
+        float d[4], s[4] = {0, 0, 0, 0};
+        const int8_t * qs;
+        if (Q8_1) {
+            const block_q8_1 & blk = static_cast<const block_q8_1 *>(src)[b];
+            qs = blk.qs;
+            d[0] = h2f(blk.d);
+            s[0] = h2f(blk.s);
+        } else {
+            const block_q8_0 & blk = static_cast<const block_q8_0 *>(src)[b];
+            qs = blk.qs;
+            d[0] = h2f(blk.d);
+        }
+        d[1] = d[2] = d[3] = d[0];
+        for (int i = 0; i < 16; i++) {
+            lo[i] = qs[i];
+            hi[i] = qs[16 + i];
+        }
+        for (int l = 0; l < 4; l++) {
+            int sum = 0;
+            for (int i = 0; i < 4; i++) sum += lo[4 * l + i] + hi[4 * l + i];
+            c[l] = -OFF * sum;
+        }
+        std::memcpy(g + 128 + 16 * j, Q8_1 ? static_cast<const void *>(s) : static_cast<const void *>(c), 16);
+        std::memcpy(g + 192 + 16 * j, d, 16);
+    }
+}
+
 struct scalar_entry {
     uint32_t type, vd;
     gemm_fn gemm;
 };
 
 } // namespace
+
+size_t prepared_size_split(int64_t k) { return static_cast<size_t>((k / 32 + 3) / 4) * PREP_SPLIT_GROUP; }
+size_t prepared_size_nat(int64_t k) { return static_cast<size_t>((k / 32 + 1) / 2) * PREP_NAT_GROUP; }
+void prepare_split_q8_0_off8(int64_t k, const void * src, void * dst) { prepare_split<8, false>(k, src, dst); }
+void prepare_split_q8_0_off16(int64_t k, const void * src, void * dst) { prepare_split<16, false>(k, src, dst); }
+void prepare_split_q8_1(int64_t k, const void * src, void * dst) { prepare_split<0, true>(k, src, dst); }
+
+void prepare_nat_q8_0(int64_t k, const void * src, void * dst) {
+    const int64_t nb = k / 32;
+    const int64_t ng = (nb + 1) / 2;
+    uint8_t * out = static_cast<uint8_t *>(dst);
+    std::memset(out, 0, static_cast<size_t>(ng) * PREP_NAT_GROUP);
+    for (int64_t b = 0; b < nb; b++) {
+        const block_q8_0 & blk = static_cast<const block_q8_0 *>(src)[b];
+        uint8_t * g = out + (b / 2) * PREP_NAT_GROUP;
+        const int j = static_cast<int>(b % 2);
+        std::memcpy(g + 32 * j, blk.qs, 32);
+        int32_t c[8];
+        float d[8];
+        for (int l = 0; l < 8; l++) {
+            c[l] = -128 * (blk.qs[4 * l] + blk.qs[4 * l + 1] + blk.qs[4 * l + 2] + blk.qs[4 * l + 3]);
+            d[l] = h2f(blk.d);
+        }
+        std::memcpy(g + 64 + 32 * j, c, 32);
+        std::memcpy(g + 128 + 32 * j, d, 32);
+    }
+}
+
+size_t prepared_size_f32(int64_t k) { return static_cast<size_t>(k) * 4; }
+void prepare_f16_as_f32(int64_t k, const void * src, void * dst) { kernels_active().fp16_to_fp32(src, dst, k); }
+void prepare_bf16_as_f32(int64_t k, const void * src, void * dst) { kernels_active().bf16_to_fp32(src, dst, k); }
 
 void kernels_init_scalar(kernel_table & t) {
     t.level = "scalar";

@@ -1,8 +1,700 @@
-// AVX-512 (F/BW/VL/DQ + VNNI) kernels.
+// AVX-512 (F/BW/VL/DQ + VNNI) kernels. Only reached through kernels_avx512(), which exists only
+// when the CPU has all of these.
+//
+// Integer products use VPDPBUSD (unsigned x signed bytes) for the Q8_0-activation family: weights
+// are made unsigned (q + offset) and the prepared activations carry -offset * sum(q) per lane, so
+// the int32 sums are exactly ggml's. K-quants use VPMADDUBSW + VPDPWSSD, which folds the
+// sub-block scale into the integer accumulation.
+#include <immintrin.h>
+
+// GCC 12's _mm512_undefined_* helpers (used inside reduce/cast intrinsics) trip -Wuninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <cstring>
+
+#include "cpu/fp16.h"
 #include "cpu/quants_impl.h"
 
 namespace kail::cpu {
 
-void kernels_init_avx512(kernel_table & t) { t.level = "avx512"; }
+namespace {
+
+#define KAIL_INLINE inline __attribute__((always_inline))
+
+KAIL_INLINE __m512 h16_to_f32x16(const void * p) { return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i *>(p))); }
+
+KAIL_INLINE __mmask64 bytes_mask(int64_t n) {
+    return n >= 64 ? ~__mmask64(0) : n <= 0 ? __mmask64(0) : (__mmask64(1) << n) - 1;
+}
+
+// ---------------------------------------------------------------- tile dispatch
+
+template <template <int, int> class TILE, int R, int T>
+struct tile_table {
+    using fn = void (*)(int64_t, const uint8_t *, size_t, const uint8_t * const *, float * const *);
+    fn f[R][T];
+    constexpr tile_table() : f() { fill<1, 1>(); }
+    template <int r, int t>
+    constexpr void fill() {
+        if constexpr (r <= R) {
+            if constexpr (t <= T) {
+                f[r - 1][t - 1] = &TILE<r, t>::run;
+                fill<r, t + 1>();
+            } else {
+                fill<r + 1, 1>();
+            }
+        }
+    }
+};
+
+template <template <int, int> class TILE, int R, int T>
+void gemm_dispatch(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
+    static constexpr tile_table<TILE, R, T> table{};
+    table.f[nr - 1][nt - 1](k, w, ws, a, out);
+}
+
+template <int R, int T>
+KAIL_INLINE void store_tile(__m512 (&acc)[R][T], float * const * out) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) out[t][r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+// ---------------------------------------------------------------- legacy 32-element blocks
+
+// Word indices that gather a group's quant bytes (and scales) from two 64-byte loads:
+// A = group bytes [0, 64), B = group bytes [GB*BB - 64, GB*BB).
+template <int GB, int BB>
+struct group_layout {
+    static constexpr int bytes = GB * BB;
+    static constexpr int boff = bytes - 64;
+    static constexpr int word(int off) { return off + 2 <= 64 ? off / 2 : 32 + (off - boff) / 2; }
+};
+
+template <int GB, int BB, int QS_OFF, int QS_BYTES>
+struct qs_index {
+    alignas(64) int16_t v[32];
+    constexpr qs_index() : v() {
+        // QS_BYTES quant bytes per block, GB blocks, 64 bytes in all.
+        for (int b = 0; b < GB; b++)
+            for (int w = 0; w < QS_BYTES / 2; w++) v[b * (QS_BYTES / 2) + w] = static_cast<int16_t>(group_layout<GB, BB>::word(BB * b + QS_OFF + 2 * w));
+    }
+};
+
+// 16 words (then widened to 16 floats): lane l takes the fp16 at FIELD_OFF of block l / (16/GB).
+template <int GB, int BB, int FIELD_OFF>
+struct scale_index {
+    alignas(64) int16_t v[32];
+    constexpr scale_index() : v() {
+        for (int l = 0; l < 16; l++) v[l] = static_cast<int16_t>(group_layout<GB, BB>::word(BB * (l / (16 / GB)) + FIELD_OFF));
+        for (int l = 16; l < 32; l++) v[l] = 0;
+    }
+};
+
+template <class IDX>
+KAIL_INLINE __m512i idx_load() {
+    static constexpr IDX idx{};
+    return _mm512_load_si512(idx.v);
+}
+
+// Loads one group's two 64-byte windows (masked for a partial last group).
+template <int GB, int BB, bool TAIL>
+KAIL_INLINE void load_group(const uint8_t * p, int rem, __m512i & A, __m512i & B) {
+    constexpr int boff = GB * BB - 64;
+    if (!TAIL) {
+        A = _mm512_loadu_si512(p);
+        B = _mm512_loadu_si512(p + boff);
+    } else {
+        const int64_t valid = int64_t(rem) * BB;
+        A = _mm512_maskz_loadu_epi8(bytes_mask(valid), p);
+        B = _mm512_maskz_loadu_epi8(bytes_mask(valid - boff), p + boff);
+    }
+}
+
+// Weights of one group, in the split layout (4 blocks) or natural layout (Q8_0, 2 blocks).
+struct wsplit {
+    __m512i lo, hi;
+    __m512 d, m;
+};
+
+// Sets bit 4 of the quant bytes whose qh bit is set (Q5_0/Q5_1), from 4 blocks' 32-bit qh.
+template <int BB, int QH_OFF, bool TAIL>
+KAIL_INLINE void add_qh(const uint8_t * p, int rem, wsplit & w) {
+    uint64_t u01 = 0, u23 = 0;
+    uint32_t q[4] = {0, 0, 0, 0};
+    const int nbk = TAIL ? rem : 4;
+    for (int b = 0; b < nbk; b++) std::memcpy(&q[b], p + BB * b + QH_OFF, 4);
+    u01 = q[0] | (uint64_t(q[1]) << 32);
+    u23 = q[2] | (uint64_t(q[3]) << 32);
+    const uint64_t mlo = _pext_u64(u01, 0x0000FFFF0000FFFFull) | (_pext_u64(u23, 0x0000FFFF0000FFFFull) << 32);
+    const uint64_t mhi = _pext_u64(u01, 0xFFFF0000FFFF0000ull) | (_pext_u64(u23, 0xFFFF0000FFFF0000ull) << 32);
+    const __m512i k16 = _mm512_set1_epi8(16);
+    w.lo = _mm512_mask_add_epi8(w.lo, _cvtu64_mask64(mlo), w.lo, k16);
+    w.hi = _mm512_mask_add_epi8(w.hi, _cvtu64_mask64(mhi), w.hi, k16);
+}
+
+// TYPE: 0 = Q4_0, 1 = Q4_1, 2 = Q5_0, 3 = Q5_1
+template <int TYPE>
+struct split_dec {
+    static constexpr int GB = 4;
+    static constexpr int BB = TYPE == 0 ? 18 : TYPE == 1 ? 20 : TYPE == 2 ? 22 : 24;
+    static constexpr int QS_OFF = TYPE == 0 ? 2 : TYPE == 1 ? 4 : TYPE == 2 ? 6 : 8;
+    static constexpr bool HAS_MIN = TYPE == 1 || TYPE == 3;
+    static constexpr bool HAS_QH = TYPE >= 2;
+
+    template <bool TAIL>
+    static KAIL_INLINE wsplit load(const uint8_t * p, int rem) {
+        __m512i A, B;
+        load_group<GB, BB, TAIL>(p, rem, A, B);
+        wsplit w;
+        const __m512i q = _mm512_permutex2var_epi16(A, idx_load<qs_index<GB, BB, QS_OFF, 16>>(), B);
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        w.lo = _mm512_and_si512(q, m4);
+        w.hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        w.d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(A, idx_load<scale_index<GB, BB, 0>>(), B)));
+        if constexpr (HAS_MIN)
+            w.m = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(A, idx_load<scale_index<GB, BB, 2>>(), B)));
+        else
+            w.m = _mm512_setzero_ps();
+        if constexpr (HAS_QH) add_qh<BB, HAS_MIN ? 4 : 2, TAIL>(p, rem, w);
+        return w;
+    }
+
+    static KAIL_INLINE __m512 dot(const wsplit & w, const uint8_t * ap, __m512 acc) {
+        __m512i c = HAS_MIN ? _mm512_setzero_si512() : _mm512_loadu_si512(ap + 128);
+        c = _mm512_dpbusd_epi32(c, w.lo, _mm512_loadu_si512(ap));
+        c = _mm512_dpbusd_epi32(c, w.hi, _mm512_loadu_si512(ap + 64));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), _mm512_mul_ps(w.d, _mm512_loadu_ps(reinterpret_cast<const float *>(ap + 192))), acc);
+        if constexpr (HAS_MIN) acc = _mm512_fmadd_ps(w.m, _mm512_loadu_ps(reinterpret_cast<const float *>(ap + 128)), acc);
+        return acc;
+    }
+};
+
+struct q8_0_dec {
+    static constexpr int GB = 2, BB = 34;
+    template <bool TAIL>
+    static KAIL_INLINE wsplit load(const uint8_t * p, int rem) {
+        __m512i A, B;
+        load_group<GB, BB, TAIL>(p, rem, A, B);
+        wsplit w;
+        const __m512i q = _mm512_permutex2var_epi16(A, idx_load<qs_index<GB, BB, 2, 32>>(), B);
+        w.lo = _mm512_xor_si512(q, _mm512_set1_epi8(char(0x80)));
+        w.hi = w.lo;
+        w.d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(A, idx_load<scale_index<GB, BB, 0>>(), B)));
+        w.m = _mm512_setzero_ps();
+        return w;
+    }
+    static KAIL_INLINE __m512 dot(const wsplit & w, const uint8_t * ap, __m512 acc) {
+        __m512i c = _mm512_loadu_si512(ap + 64);
+        c = _mm512_dpbusd_epi32(c, w.lo, _mm512_loadu_si512(ap));
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), _mm512_mul_ps(w.d, _mm512_loadu_ps(reinterpret_cast<const float *>(ap + 128))), acc);
+    }
+};
+
+template <class D>
+struct legacy {
+    static constexpr size_t PREP = D::GB == 4 ? PREP_SPLIT_GROUP : PREP_NAT_GROUP;
+
+    template <int R, int T, bool TAIL>
+    static KAIL_INLINE void group(const uint8_t * w, size_t ws, int64_t g, int rem, const uint8_t * const * a, __m512 (&acc)[R][T]) {
+        wsplit wv[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) wv[r] = D::template load<TAIL>(w + r * ws + g * (D::GB * D::BB), rem);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const uint8_t * ap = a[t] + g * PREP;
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) acc[r][t] = D::dot(wv[r], ap, acc[r][t]);
+        }
+    }
+
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const int64_t nb = k / 32;
+            const int64_t ng = nb / D::GB;
+            const int rem = static_cast<int>(nb % D::GB);
+            __m512 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+            for (int64_t g = 0; g < ng; g++) group<R, T, false>(w, ws, g, 0, a, acc);
+            if (rem) group<R, T, true>(w, ws, ng, rem, a, acc);
+            store_tile<R, T>(acc, out);
+        }
+    };
+};
+
+// ---------------------------------------------------------------- K-quants (Q8_K activations)
+
+KAIL_INLINE void k4_unpack_scales(const uint8_t * packed, __m128i & sc8, __m128i & mn8) {
+    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+    uint32_t utmp[4];
+    std::memcpy(utmp, packed, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(utmp));
+    sc8 = _mm_cvtepu8_epi16(v);
+    mn8 = _mm_cvtepu8_epi16(_mm_srli_si128(v, 8));
+}
+
+template <int A0, int A1>
+KAIL_INLINE __m512i pair_bcast16(__m512i words) {
+    // [w[A0] x16, w[A1] x16]
+    const __m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(A0)), _mm256_set1_epi16(A1), 1);
+    return _mm512_permutexvar_epi16(idx, words);
+}
+
+template <int G>
+KAIL_INLINE __m512i quad_bcast8(__m512i words) {
+    // [w[G] x8, w[G+1] x8, w[G+2] x8, w[G+3] x8]
+    const __m512i idx = _mm512_set_epi16(G + 3, G + 3, G + 3, G + 3, G + 3, G + 3, G + 3, G + 3, G + 2, G + 2, G + 2, G + 2, G + 2, G + 2, G + 2, G + 2,
+                                         G + 1, G + 1, G + 1, G + 1, G + 1, G + 1, G + 1, G + 1, G, G, G, G, G, G, G, G);
+    return _mm512_permutexvar_epi16(idx, words);
+}
+
+struct kv {
+    __m512i u[4];   // unsigned quants, 64 per vector, natural order
+    __m512i sc[4];  // int16 sub-block scale per maddubs lane
+    __m256i mn;     // Q4_K/Q5_K/Q2_K: int16 mins per bsum; Q6_K/Q3_K: -offset * scale per bsum
+    float d, dmin;
+};
+
+struct q4_K_dec {
+    static constexpr int BB = 144;
+    static constexpr bool MIN = true;
+    static KAIL_INLINE void load(const uint8_t * p, kv & w) {
+        const block_q4_K * b = reinterpret_cast<const block_q4_K *>(p);
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i z = _mm512_loadu_si512(b->qs + 64 * h);
+            const __m512i lo = _mm512_and_si512(z, m4);                       // [sb 4h, sb 4h+2]
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);  // [sb 4h+1, sb 4h+3]
+            w.u[2 * h] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+            w.u[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+        }
+        __m128i sc8, mn8;
+        k4_unpack_scales(b->scales, sc8, mn8);
+        const __m512i s = _mm512_castsi128_si512(sc8);
+        w.sc[0] = pair_bcast16<0, 1>(s);
+        w.sc[1] = pair_bcast16<2, 3>(s);
+        w.sc[2] = pair_bcast16<4, 5>(s);
+        w.sc[3] = pair_bcast16<6, 7>(s);
+        w.mn = _mm256_permutexvar_epi16(_mm256_set_epi16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), _mm256_castsi128_si256(mn8));
+        w.d = fp16_to_fp32_sw(b->d);
+        w.dmin = fp16_to_fp32_sw(b->dmin);
+    }
+};
+
+struct q5_K_dec {
+    static constexpr int BB = 176;
+    static constexpr bool MIN = true;
+    static KAIL_INLINE void load(const uint8_t * p, kv & w) {
+        const block_q5_K * b = reinterpret_cast<const block_q5_K *>(p);
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qh)));
+        const __m512i k16 = _mm512_set1_epi8(16);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i z = _mm512_loadu_si512(b->qs + 64 * h);
+            const __m512i lo = _mm512_and_si512(z, m4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+#pragma GCC unroll 2
+            for (int j = 0; j < 2; j++) {
+                const int k = 2 * h + j;  // sub-blocks 2k, 2k+1 <- qh bits 2k, 2k+1
+                __m512i u = j == 0 ? _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0)) : _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+                const __m512i bits = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(char(1 << (2 * k)))), _mm256_set1_epi8(char(1 << (2 * k + 1))), 1);
+                u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(qh, bits), u, k16);
+                w.u[k] = u;
+            }
+        }
+        __m128i sc8, mn8;
+        k4_unpack_scales(b->scales, sc8, mn8);
+        const __m512i s = _mm512_castsi128_si512(sc8);
+        w.sc[0] = pair_bcast16<0, 1>(s);
+        w.sc[1] = pair_bcast16<2, 3>(s);
+        w.sc[2] = pair_bcast16<4, 5>(s);
+        w.sc[3] = pair_bcast16<6, 7>(s);
+        w.mn = _mm256_permutexvar_epi16(_mm256_set_epi16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), _mm256_castsi128_si256(mn8));
+        w.d = fp16_to_fp32_sw(b->d);
+        w.dmin = fp16_to_fp32_sw(b->dmin);
+    }
+};
+
+struct q6_K_dec {
+    static constexpr int BB = 210;
+    static constexpr bool MIN = false;
+    static KAIL_INLINE void load(const uint8_t * p, kv & w) {
+        const block_q6_K * b = reinterpret_cast<const block_q6_K *>(p);
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        const __m512i m30 = _mm512_set1_epi8(0x30);
+        const __m512i sh_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+        const __m512i sh_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qh + 32 * h)));
+            const __m512i hl = _mm512_and_si512(_mm512_sllv_epi16(qh, sh_lo), m30);
+            const __m512i hh = _mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m30);
+            w.u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), hl);
+            w.u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hh);
+        }
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->scales)));
+        const __m512i s = _mm512_castsi256_si512(sc16);
+        w.sc[0] = quad_bcast8<0>(s);
+        w.sc[1] = quad_bcast8<4>(s);
+        w.sc[2] = quad_bcast8<8>(s);
+        w.sc[3] = quad_bcast8<12>(s);
+        w.mn = _mm256_slli_epi16(sc16, 5);  // 32 * scale; subtracted times bsums
+        w.d = fp16_to_fp32_sw(b->d);
+        w.dmin = 0;
+    }
+};
+
+struct q3_K_dec {
+    static constexpr int BB = 110;
+    static constexpr bool MIN = false;
+    static KAIL_INLINE void load(const uint8_t * p, kv & w) {
+        const block_q3_K * b = reinterpret_cast<const block_q3_K *>(p);
+        const __m512i m3 = _mm512_set1_epi8(3);
+        const __m512i k4 = _mm512_set1_epi8(4);
+        const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->hmask)));
+        const __m512i sh01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+        const __m512i sh23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+#pragma GCC unroll 2
+        for (int c = 0; c < 2; c++) {
+            const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * c)));
+#pragma GCC unroll 2
+            for (int j = 0; j < 2; j++) {
+                const int k = 2 * c + j;  // elements 64k.. : shifts 4j, 4j+2; hmask bits 2k, 2k+1
+                __m512i u = _mm512_and_si512(_mm512_srlv_epi16(q, j == 0 ? sh01 : sh23), m3);
+                const __m512i bits = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(char(1 << (2 * k)))), _mm256_set1_epi8(char(1 << (2 * k + 1))), 1);
+                u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(hm, bits), u, k4);
+                w.u[k] = u;
+            }
+        }
+        const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+        uint32_t aux[4];
+        std::memcpy(aux, b->scales, 12);
+        const uint32_t tmp = aux[2];
+        aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+        aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+        aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+        aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+        const __m128i s8 = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(aux)), _mm_set1_epi8(32));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(s8);
+        const __m512i s = _mm512_castsi256_si512(sc16);
+        w.sc[0] = quad_bcast8<0>(s);
+        w.sc[1] = quad_bcast8<4>(s);
+        w.sc[2] = quad_bcast8<8>(s);
+        w.sc[3] = quad_bcast8<12>(s);
+        w.mn = _mm256_slli_epi16(sc16, 2);  // 4 * scale
+        w.d = fp16_to_fp32_sw(b->d);
+        w.dmin = 0;
+    }
+};
+
+struct q2_K_dec {
+    static constexpr int BB = 84;
+    static constexpr bool MIN = true;
+    static KAIL_INLINE void load(const uint8_t * p, kv & w) {
+        const block_q2_K * b = reinterpret_cast<const block_q2_K *>(p);
+        const __m512i m3 = _mm512_set1_epi8(3);
+        const __m512i sh01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+        const __m512i sh23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+#pragma GCC unroll 2
+        for (int c = 0; c < 2; c++) {
+            const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * c)));
+            w.u[2 * c] = _mm512_and_si512(_mm512_srlv_epi16(q, sh01), m3);
+            w.u[2 * c + 1] = _mm512_and_si512(_mm512_srlv_epi16(q, sh23), m3);
+        }
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->scales));
+        const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
+        const __m512i s = _mm512_castsi256_si512(sc16);
+        w.sc[0] = quad_bcast8<0>(s);
+        w.sc[1] = quad_bcast8<4>(s);
+        w.sc[2] = quad_bcast8<8>(s);
+        w.sc[3] = quad_bcast8<12>(s);
+        w.mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+        w.d = fp16_to_fp32_sw(b->d);
+        w.dmin = fp16_to_fp32_sw(b->dmin);
+    }
+};
+
+template <class D>
+struct kquant {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const int64_t nsb = k / QK_K;
+            __m512 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+            for (int64_t i = 0; i < nsb; i++) {
+                kv wv[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) D::load(w + r * ws + i * D::BB, wv[r]);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[t]) + i;
+                    const __m512i y0 = _mm512_loadu_si512(y->qs), y1 = _mm512_loadu_si512(y->qs + 64);
+                    const __m512i y2 = _mm512_loadu_si512(y->qs + 128), y3 = _mm512_loadu_si512(y->qs + 192);
+                    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->bsums));
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) {
+                        __m512i is = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(wv[r].u[0], y0), wv[r].sc[0]);
+                        is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv[r].u[1], y1), wv[r].sc[1]);
+                        is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv[r].u[2], y2), wv[r].sc[2]);
+                        is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv[r].u[3], y3), wv[r].sc[3]);
+                        if constexpr (D::MIN) {
+                            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(wv[r].d * y->d), acc[r][t]);
+                            const __m256 ms = _mm256_cvtepi32_ps(_mm256_madd_epi16(wv[r].mn, bs));
+                            acc[r][t] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(ms), _mm512_set1_ps(wv[r].dmin * y->d), acc[r][t]);
+                        } else {
+                            // quants are u = q + offset: subtract offset * sum(scale * bsum)
+                            const __m256i corr = _mm256_madd_epi16(wv[r].mn, bs);
+                            is = _mm512_sub_epi32(is, _mm512_zextsi256_si512(corr));
+                            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(wv[r].d * y->d), acc[r][t]);
+                        }
+                    }
+                }
+            }
+            store_tile<R, T>(acc, out);
+        }
+    };
+};
+
+// ---------------------------------------------------------------- float types
+
+// W: F32 / F16 / BF16 rows; activations are floats (F16/BF16 ones already rounded).
+template <int WT>  // 0 = F32, 1 = F16, 2 = BF16
+KAIL_INLINE __m512 load_w16(const uint8_t * p, int64_t i) {
+    if constexpr (WT == 0) return _mm512_loadu_ps(reinterpret_cast<const float *>(p) + i);
+    else if constexpr (WT == 1) return h16_to_f32x16(reinterpret_cast<const uint16_t *>(p) + i);
+    else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(reinterpret_cast<const uint16_t *>(p) + i))), 16));
+}
+
+template <int WT>
+KAIL_INLINE __m512 load_w16_masked(const uint8_t * p, int64_t i, __mmask16 m) {
+    if constexpr (WT == 0) return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float *>(p) + i);
+    else if constexpr (WT == 1) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t *>(p) + i));
+    else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t *>(p) + i)), 16));
+}
+
+template <int WT>
+struct floats {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            __m512 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+            int64_t i = 0;
+            for (; i + 16 <= k; i += 16) {
+                __m512 wv[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) wv[r] = load_w16<WT>(w + r * ws, i);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const __m512 x = _mm512_loadu_ps(reinterpret_cast<const float *>(a[t]) + i);
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], x, acc[r][t]);
+                }
+            }
+            if (i < k) {
+                const __mmask16 m = static_cast<__mmask16>((1u << (k - i)) - 1);
+                __m512 wv[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) wv[r] = load_w16_masked<WT>(w + r * ws, i, m);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const __m512 x = _mm512_maskz_loadu_ps(m, reinterpret_cast<const float *>(a[t]) + i);
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], x, acc[r][t]);
+                }
+            }
+            store_tile<R, T>(acc, out);
+        }
+    };
+};
+
+// ---------------------------------------------------------------- activation quantizers / conversions
+
+// ggml-cpu's x86 quantize_row_q8_0 / q8_1: d = amax/127, q = round-half-even(x * 127/amax).
+template <bool Q8_1>
+void from_float_q8(const float * x, void * vy, int64_t k) {
+    const int64_t nb = k / 32;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+        const float d = amax / 127.f;
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        const __m512 mul = _mm512_set1_ps(id);
+        const __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, mul));  // MXCSR default: nearest even
+        const __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, mul));
+        int8_t * qs;
+        if (Q8_1) {
+            block_q8_1 * y = static_cast<block_q8_1 *>(vy) + i;
+            y->d = fp32_to_fp16_sw(d);
+            y->s = fp32_to_fp16_sw(d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1))));
+            qs = y->qs;
+        } else {
+            block_q8_0 * y = static_cast<block_q8_0 *>(vy) + i;
+            y->d = fp32_to_fp16_sw(d);
+            qs = y->qs;
+        }
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(qs), _mm512_cvtsepi32_epi8(i0));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(qs + 16), _mm512_cvtsepi32_epi8(i1));
+    }
+}
+
+// quantize_row_q8_K_ref: iscale = -127/max where max is the first element of largest magnitude.
+void from_float_q8_K(const float * x, void * vy, int64_t k) {
+    block_q8_K * y = static_cast<block_q8_K *>(vy);
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        __m512 am = _mm512_setzero_ps();
+        for (int j = 0; j < QK_K; j += 16) am = _mm512_max_ps(am, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)));
+        const float amax = _mm512_reduce_max_ps(am);
+        if (!(amax > 0)) {  // also NaN-free zero rows; ggml tests !amax
+            y[i].d = 0;
+            std::memset(y[i].qs, 0, QK_K);
+            std::memset(y[i].bsums, 0, sizeof y[i].bsums);
+            continue;
+        }
+        float max = 0;
+        const __m512 vam = _mm512_set1_ps(amax);
+        for (int j = 0; j < QK_K; j += 16) {
+            const __mmask16 m = _mm512_cmpeq_ps_mask(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)), vam);
+            if (m) { max = x[j + __builtin_ctz(m)]; break; }
+        }
+        const float iscale = -127.f / max;
+        const __m512 vs = _mm512_set1_ps(iscale);
+        const __m512i k127 = _mm512_set1_epi32(127);
+        for (int j = 0; j < QK_K; j += 16) {
+            __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(vs, _mm512_loadu_ps(x + j))), k127);
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(y[i].qs + j), _mm512_cvtsepi32_epi8(q));
+            y[i].bsums[j / 16] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+void cvt_f16_f32(const void * vx, void * vy, int64_t n) {
+    const uint16_t * x = static_cast<const uint16_t *>(vx);
+    float * y = static_cast<float *>(vy);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, h16_to_f32x16(x + i));
+    if (i < n) {
+        const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)));
+    }
+}
+
+void cvt_f32_f16(const void * vx, void * vy, int64_t n) {
+    const float * x = static_cast<const float *>(vx);
+    uint16_t * y = static_cast<uint16_t *>(vy);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(y + i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+        _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+void cvt_bf16_f32(const void * vx, void * vy, int64_t n) {
+    const uint16_t * x = static_cast<const uint16_t *>(vx);
+    float * y = static_cast<float *>(vy);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_si512(y + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + i))), 16));
+    for (; i < n; i++) y[i] = bf16_to_fp32_sw(x[i]);
+}
+
+// ggml's GGML_FP32_TO_BF16 (round to nearest even, NaN quietened), 16 at a time.
+void cvt_f32_bf16(const void * vx, void * vy, int64_t n) {
+    const float * x = static_cast<const float *>(vx);
+    uint16_t * y = static_cast<uint16_t *>(vy);
+    int64_t i = 0;
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_loadu_si512(x + i);
+        const __m512i rounded = _mm512_srli_epi32(
+            _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)))), 16);
+        const __m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(64));
+        const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(y + i), _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, is_nan, nan)));
+    }
+    for (; i < n; i++) y[i] = fp32_to_bf16_sw(x[i]);
+}
+
+void from_float_f16(const float * x, void * y, int64_t k) { cvt_f32_f16(x, y, k); }
+void from_float_bf16(const float * x, void * y, int64_t k) { cvt_f32_bf16(x, y, k); }
+
+template <template <int, int> class TILE, int R, int T>
+void set(kernel_table & t, uint32_t type, int decode_r, prepare_fn prep = nullptr, prepared_size_fn psz = nullptr) {
+    weight_kernels & wk = t.w[type];
+    wk.gemm = gemm_dispatch<TILE, R, T>;
+    wk.max_r = R;
+    wk.max_t = T;
+    wk.decode_r = decode_r;
+    wk.prepare = prep;
+    wk.prepared_size = psz;
+}
+
+template <int R, int T> using q4_0_tile = legacy<split_dec<0>>::tile<R, T>;
+template <int R, int T> using q4_1_tile = legacy<split_dec<1>>::tile<R, T>;
+template <int R, int T> using q5_0_tile = legacy<split_dec<2>>::tile<R, T>;
+template <int R, int T> using q5_1_tile = legacy<split_dec<3>>::tile<R, T>;
+template <int R, int T> using q8_0_tile = legacy<q8_0_dec>::tile<R, T>;
+template <int R, int T> using q2_K_tile = kquant<q2_K_dec>::tile<R, T>;
+template <int R, int T> using q3_K_tile = kquant<q3_K_dec>::tile<R, T>;
+template <int R, int T> using q4_K_tile = kquant<q4_K_dec>::tile<R, T>;
+template <int R, int T> using q5_K_tile = kquant<q5_K_dec>::tile<R, T>;
+template <int R, int T> using q6_K_tile = kquant<q6_K_dec>::tile<R, T>;
+template <int R, int T> using f32_tile = floats<0>::tile<R, T>;
+template <int R, int T> using f16_tile = floats<1>::tile<R, T>;
+template <int R, int T> using bf16_tile = floats<2>::tile<R, T>;
+
+} // namespace
+
+void kernels_init_avx512(kernel_table & t) {
+    t.level = "avx512";
+    set<q4_0_tile, 4, 4>(t, KAIL_TYPE_Q4_0, 4, prepare_split_q8_0_off8, prepared_size_split);
+    set<q4_1_tile, 4, 4>(t, KAIL_TYPE_Q4_1, 4, prepare_split_q8_1, prepared_size_split);
+    set<q5_0_tile, 4, 4>(t, KAIL_TYPE_Q5_0, 4, prepare_split_q8_0_off16, prepared_size_split);
+    set<q5_1_tile, 4, 4>(t, KAIL_TYPE_Q5_1, 4, prepare_split_q8_1, prepared_size_split);
+    set<q8_0_tile, 4, 4>(t, KAIL_TYPE_Q8_0, 4, prepare_nat_q8_0, prepared_size_nat);
+    set<q2_K_tile, 2, 4>(t, KAIL_TYPE_Q2_K, 2);
+    set<q3_K_tile, 2, 4>(t, KAIL_TYPE_Q3_K, 2);
+    set<q4_K_tile, 2, 4>(t, KAIL_TYPE_Q4_K, 2);
+    set<q5_K_tile, 2, 4>(t, KAIL_TYPE_Q5_K, 2);
+    set<q6_K_tile, 2, 4>(t, KAIL_TYPE_Q6_K, 2);
+    set<f32_tile, 4, 4>(t, KAIL_TYPE_F32, 4);
+    set<f16_tile, 4, 4>(t, KAIL_TYPE_F16, 4, prepare_f16_as_f32, prepared_size_f32);
+    set<bf16_tile, 4, 4>(t, KAIL_TYPE_BF16, 4, prepare_bf16_as_f32, prepared_size_f32);
+    t.from_float[KAIL_TYPE_Q8_0] = from_float_q8<false>;
+    t.from_float[KAIL_TYPE_Q8_1] = from_float_q8<true>;
+    t.from_float[KAIL_TYPE_Q8_K] = from_float_q8_K;
+    t.from_float[KAIL_TYPE_F16] = from_float_f16;
+    t.from_float[KAIL_TYPE_BF16] = from_float_bf16;
+    t.fp16_to_fp32 = cvt_f16_f32;
+    t.fp32_to_fp16 = cvt_f32_f16;
+    t.bf16_to_fp32 = cvt_bf16_f32;
+    t.fp32_to_bf16 = cvt_f32_bf16;
+}
 
 } // namespace kail::cpu
