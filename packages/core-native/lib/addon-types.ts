@@ -27,4 +27,154 @@ export interface AddonSystem {
   cudaDequantizeQ8_0(blocks: Uint8Array): Float32Array;
 }
 
-export type NativeAddon = AddonSystem;
+/** A GGUF metadata value: numbers (BigInt past 2^53), strings, booleans, arrays (large numeric arrays as typed arrays). */
+export type GgufValue =
+  | number
+  | bigint
+  | string
+  | boolean
+  | GgufValue[]
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Uint8Array
+  | Int16Array
+  | Uint16Array
+  | Int32Array
+  | Uint32Array
+  | BigInt64Array
+  | BigUint64Array;
+
+export interface GgufTensorInfo {
+  name: string;
+  /** ggml type id. */
+  type: number;
+  typeName: string;
+  /** Elements per dimension, ne[0] first (contiguous). */
+  dims: number[];
+  /** Absolute file offset of the data. */
+  offset: number;
+  nbytes: number;
+}
+
+export interface NativeGgufFile {
+  readonly version: number;
+  readonly alignment: number;
+  readonly dataOffset: number;
+  readonly fileSize: number;
+  readonly path: string;
+  readonly closed: boolean;
+  readonly metadata: Record<string, GgufValue>;
+  /** GGUF type name of each key, e.g. "u32", "arr[str]". */
+  readonly metadataTypes: Record<string, string>;
+  readonly tensors: GgufTensorInfo[];
+  tensorData(name: string): Uint8Array;
+  close(): void;
+}
+
+export interface AddonGguf {
+  /** Opens and validates a GGUF file; throws KAIL_E_BAD_MODEL / KAIL_E_IO naming the problem. */
+  openGguf(path: string, options?: { mapData?: boolean }): NativeGgufFile;
+}
+
+/** One op of a model program (see include/kail/model.h for the op set). */
+export interface ProgramOp {
+  op:
+    | 'embed'
+    | 'rms_norm'
+    | 'head_rms_norm'
+    | 'matmul'
+    | 'add'
+    | 'mul'
+    | 'scale'
+    | 'swiglu'
+    | 'sigmoid_mul'
+    | 'rope'
+    | 'attention'
+    | 'moe'
+    | 'gather_out'
+    | 'copy';
+  out: number;
+  a?: number;
+  b?: number;
+  c?: number;
+  /** Role -> tensor name. */
+  weights?: Record<string, string>;
+  params?: Record<string, number | boolean>;
+}
+
+export interface ProgramBuffer {
+  name: string;
+  /** Floats per row. */
+  width: number;
+  /** Rows are the batch's output rows (else one per token). */
+  outRows: boolean;
+}
+
+export interface ModelProgram {
+  buffers: ProgramBuffer[];
+  ops: ProgramOp[];
+  logits: number;
+  kvKWidth: number[];
+  kvVWidth: number[];
+  nMoeLayers: number;
+  nExpert: number;
+}
+
+export interface ModelParams {
+  /** Compute threads; 0 = physical cores. */
+  threads?: number;
+  /** KV cache element type: 1 (F16, default) or 0 (F32). */
+  kvType?: number;
+  /** Positions per sequence. */
+  nCtx?: number;
+  /** Sequence slots. */
+  nSeqMax?: number;
+  /** KV budget in bytes; 0 = unlimited. */
+  kvMaxBytes?: number;
+}
+
+export interface ForwardBatch {
+  tokens: Int32Array;
+  pos: Int32Array;
+  seq: Int32Array;
+  /** 1 where logits are wanted. */
+  output: Uint8Array;
+}
+
+export interface NativeModelStats {
+  forwardCalls: number;
+  tokens: number;
+  computeSeconds: number;
+  kvBytes: number;
+  /** nMoeLayers x nExpert activation counts. */
+  expertCounts: Float64Array;
+}
+
+export interface NativeModel {
+  /** Resolves n_out x nVocab logits for the rows with output set. */
+  forward(batch: ForwardBatch): Promise<Float32Array>;
+  seqLen(seq: number): number;
+  seqTruncate(seq: number, len: number): void;
+  seqCopy(src: number, dst: number): void;
+  stats(): NativeModelStats;
+  cancel(): void;
+  close(): void;
+  readonly nVocab: number;
+  readonly nThreads: number;
+  readonly kvBytesPerToken: number;
+}
+
+export interface AddonModel {
+  Model: new (path: string, program: ModelProgram, params?: ModelParams) => NativeModel;
+}
+
+export interface AddonQuants {
+  /** Quantizes floats to a ggml type id; returns the blocks. */
+  quantize(type: number, data: Float32Array): Uint8Array;
+  /** Dequantizes n values of a ggml type. */
+  dequantize(type: number, data: Uint8Array, n: number): Float32Array;
+  matmul(type: number, weights: Uint8Array, rows: number, cols: number, x: Float32Array, n: number): Float32Array;
+}
+
+export type NativeAddon = AddonSystem & AddonGguf & AddonModel & AddonQuants;

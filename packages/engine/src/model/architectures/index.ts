@@ -1,0 +1,24 @@
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
+
+import { EngineError } from '../../errors';
+import type { HParams } from '../hparams';
+import { buildLlamaFamily } from './llama-family';
+
+type Builder = (hp: HParams, tensors: Map<string, GgufTensorInfo>) => ModelProgram;
+
+const ARCHITECTURES: Record<string, Builder> = {
+  llama: (hp, ts) => buildLlamaFamily(hp, ts, { neox: false, qkNorm: false, normExpertWeights: true, sharedExpertGate: false }),
+  qwen2: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: false, normExpertWeights: false, sharedExpertGate: false }),
+  qwen2moe: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: false, normExpertWeights: false, sharedExpertGate: true }),
+  qwen3: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false }),
+  qwen3moe: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: true, sharedExpertGate: false }),
+};
+
+/** Architectures (GGUF `general.architecture`) this build can run. */
+export const SUPPORTED_ARCHITECTURES = Object.keys(ARCHITECTURES).sort();
+
+export function buildProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  const b = ARCHITECTURES[hp.arch];
+  if (!b) throw new EngineError('KAIL_E_UNSUPPORTED', `architecture '${hp.arch}' is not supported; supported: ${SUPPORTED_ARCHITECTURES.join(', ')}`);
+  return b(hp, tensors);
+}

@@ -1,0 +1,150 @@
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
+
+import { EngineError } from '../../errors';
+import type { HParams } from '../hparams';
+import { ProgramBuilder } from '../program-builder';
+
+/** What differs between the members of the Llama family of decoder graphs. */
+export interface LlamaFamilyOptions {
+  /** NeoX-style RoPE (rotate halves) instead of adjacent pairs. */
+  neox: boolean;
+  /** Per-head RMS norm on Q and K before RoPE (Qwen3, OLMoE). */
+  qkNorm: boolean;
+  /** Renormalize the top-k expert weights to sum to 1. */
+  normExpertWeights: boolean;
+  /** Shared expert with a sigmoid gate (Qwen2-MoE). */
+  sharedExpertGate: boolean;
+}
+
+const t = (i: number, name: string) => `blk.${i}.${name}`;
+
+/**
+ * The Llama family: token embedding, per layer RMSNorm → GQA attention with RoPE → residual →
+ * RMSNorm → SwiGLU FFN or routed experts (softmax → top-k) → residual; output norm and head
+ * (tied to the embedding when output.weight is absent). Covers llama (dense and Mixtral-style
+ * MoE), qwen2, qwen2moe, qwen3, qwen3moe and olmoe.
+ */
+export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: LlamaFamilyOptions): ModelProgram {
+  const need = (name: string): string => {
+    if (!tensors.has(name)) throw new EngineError('KAIL_E_BAD_MODEL', `model file lacks tensor '${name}', which the ${hp.arch} architecture requires`);
+    return name;
+  };
+  const maybe = (name: string): string | undefined => (tensors.has(name) ? name : undefined);
+  const withBias = (w: string, b: string | undefined): Record<string, string> => (b ? { weight: w, bias: b } : { weight: w });
+
+  const p = new ProgramBuilder();
+  const d = hp.nEmbd;
+  const x = p.buf('x', d);
+  const h = p.buf('h', d);
+  const attnOut = p.buf('attn_out', d);
+  p.op('embed', x, { weights: { weight: need('token_embd.weight') } });
+  const ropeParams = {
+    n_dims: hp.ropeDims,
+    neox: opt.neox,
+    freq_base: hp.ropeFreqBase,
+    freq_scale: hp.ropeFreqScale,
+    ext_factor: hp.ropeYarn.extFactor,
+    attn_factor: hp.ropeYarn.attnFactor,
+    beta_fast: hp.ropeYarn.betaFast,
+    beta_slow: hp.ropeYarn.betaSlow,
+    n_ctx_orig: hp.ropeYarn.nCtxOrig,
+  };
+  const ropeFreqs = maybe('rope_freqs.weight');
+
+  for (let il = 0; il < hp.nLayer; il++) {
+    const nHead = hp.nHead[il];
+    const nHeadKv = hp.nHeadKv[il];
+    if (nHead % nHeadKv !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: head_count ${nHead} is not a multiple of head_count_kv ${nHeadKv}`);
+    const qw = nHead * hp.headDimK;
+    const kw = nHeadKv * hp.headDimK;
+    const vw = nHeadKv * hp.headDimV;
+    const q = p.buf(`q${qw}`, qw);
+    const k = p.buf(`k${kw}`, kw);
+    const v = p.buf(`v${vw}`, vw);
+    const attn = p.buf(`attn${nHead * hp.headDimV}`, nHead * hp.headDimV);
+
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+    p.op('matmul', q, { a: h, weights: withBias(need(t(il, 'attn_q.weight')), maybe(t(il, 'attn_q.bias'))) });
+    p.op('matmul', k, { a: h, weights: withBias(need(t(il, 'attn_k.weight')), maybe(t(il, 'attn_k.bias'))) });
+    p.op('matmul', v, { a: h, weights: withBias(need(t(il, 'attn_v.weight')), maybe(t(il, 'attn_v.bias'))) });
+    if (opt.qkNorm) {
+      const qn = need(t(il, 'attn_q_norm.weight'));
+      const kn = need(t(il, 'attn_k_norm.weight'));
+      // OLMoE normalizes the whole projection; Qwen3 each head.
+      const qnDims = tensors.get(qn)!.dims[0];
+      if (qnDims === qw) {
+        p.op('rms_norm', q, { a: q, weights: { weight: qn }, params: { eps: hp.rmsEps } });
+        p.op('rms_norm', k, { a: k, weights: { weight: kn }, params: { eps: hp.rmsEps } });
+      } else {
+        p.op('head_rms_norm', q, { a: q, weights: { weight: qn }, params: { eps: hp.rmsEps, head_dim: hp.headDimK, n_head: nHead } });
+        p.op('head_rms_norm', k, { a: k, weights: { weight: kn }, params: { eps: hp.rmsEps, head_dim: hp.headDimK, n_head: nHeadKv } });
+      }
+    }
+    const rw = ropeFreqs ? { freq_factors: ropeFreqs } : undefined;
+    p.op('rope', q, { a: q, weights: rw, params: { ...ropeParams, head_dim: hp.headDimK, n_head: nHead } });
+    p.op('rope', k, { a: k, weights: rw, params: { ...ropeParams, head_dim: hp.headDimK, n_head: nHeadKv } });
+    const layer = p.kvLayer(kw, vw);
+    const scale = hp.attentionScale || 1 / Math.sqrt(hp.headDimK);
+    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: nHead, n_head_kv: nHeadKv, head_dim: hp.headDimK, head_dim_v: hp.headDimV, scale } });
+    p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), maybe(t(il, 'attn_output.bias'))) });
+    p.op('add', x, { a: x, b: attnOut });
+
+    // FFN
+    const ffnNorm = maybe(t(il, 'ffn_norm.weight')) ?? need(t(il, 'post_attention_norm.weight'));
+    p.op('rms_norm', h, { a: x, weights: { weight: ffnNorm }, params: { eps: hp.rmsEps } });
+    const ffnOut = p.buf('ffn_out', d);
+    if (tensors.has(t(il, 'ffn_gate_inp.weight'))) {
+      if (hp.nExpert <= 0 || hp.nExpertUsed <= 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il} has a router but expert_count/expert_used_count are missing`);
+      const moeLayer = p.moeLayer(hp.nExpert);
+      p.op('moe', ffnOut, {
+        a: h,
+        weights: {
+          gate_inp: need(t(il, 'ffn_gate_inp.weight')),
+          gate_exps: need(t(il, 'ffn_gate_exps.weight')),
+          up_exps: need(t(il, 'ffn_up_exps.weight')),
+          down_exps: need(t(il, 'ffn_down_exps.weight')),
+        },
+        params: {
+          n_expert: hp.nExpert,
+          n_expert_used: hp.nExpertUsed,
+          gating: 0,
+          norm_w: opt.normExpertWeights,
+          w_scale: hp.expertWeightsScale,
+          moe_layer: moeLayer,
+        },
+      });
+      if (opt.sharedExpertGate) {
+        const ffS = tensors.get(need(t(il, 'ffn_up_shexp.weight')))!.dims[1];
+        const sg = p.buf(`sh_gate${ffS}`, ffS);
+        const su = p.buf(`sh_up${ffS}`, ffS);
+        const so = p.buf('sh_out', d);
+        const sgate = p.buf('sh_gate_logit', 1);
+        p.op('matmul', sg, { a: h, weights: { weight: need(t(il, 'ffn_gate_shexp.weight')) } });
+        p.op('matmul', su, { a: h, weights: { weight: need(t(il, 'ffn_up_shexp.weight')) } });
+        p.op('swiglu', sg, { a: sg, b: su });
+        p.op('matmul', so, { a: sg, weights: { weight: need(t(il, 'ffn_down_shexp.weight')) } });
+        p.op('matmul', sgate, { a: h, weights: { weight: need(t(il, 'ffn_gate_inp_shexp.weight')) } });
+        p.op('sigmoid_mul', so, { a: so, b: sgate });
+        p.op('add', ffnOut, { a: ffnOut, b: so });
+      }
+    } else {
+      const ff = tensors.get(need(t(il, 'ffn_up.weight')))!.dims[1];
+      const g = p.buf(`ffn_gate${ff}`, ff);
+      const u = p.buf(`ffn_up${ff}`, ff);
+      p.op('matmul', g, { a: h, weights: { weight: need(t(il, 'ffn_gate.weight')) } });
+      p.op('matmul', u, { a: h, weights: { weight: need(t(il, 'ffn_up.weight')) } });
+      p.op('swiglu', g, { a: g, b: u });
+      p.op('matmul', ffnOut, { a: g, weights: { weight: need(t(il, 'ffn_down.weight')) } });
+    }
+    p.op('add', x, { a: x, b: ffnOut });
+  }
+  const xo = p.buf('x_out', d, true);
+  const ho = p.buf('h_out', d, true);
+  p.op('gather_out', xo, { a: x });
+  p.op('rms_norm', ho, { a: xo, weights: { weight: need('output_norm.weight') }, params: { eps: hp.rmsEps } });
+  const head = maybe('output.weight') ?? need('token_embd.weight');
+  const nVocab = tensors.get(head)!.dims[1];
+  const logits = p.buf('logits', nVocab, true);
+  p.op('matmul', logits, { a: ho, weights: { weight: head } });
+  return p.build(logits);
+}

@@ -1,0 +1,54 @@
+import type { ModelProgram, ProgramOp } from '@kailstream/core-native';
+
+/** Composes a model program: named float buffers and the ops that run over them, in order. */
+export class ProgramBuilder {
+  private readonly buffers: ModelProgram['buffers'] = [];
+  private readonly byName = new Map<string, number>();
+  private readonly ops: ProgramOp[] = [];
+  private readonly kvK: number[] = [];
+  private readonly kvV: number[] = [];
+  private nMoeLayers = 0;
+  private nExpert = 0;
+
+  /** A buffer of `width` floats per row (per token, or per output row); reused by name. */
+  buf(name: string, width: number, outRows = false): number {
+    const have = this.byName.get(name);
+    if (have !== undefined) {
+      const b = this.buffers[have];
+      if (b.width !== width || b.outRows !== outRows) throw new Error(`program: buffer '${name}' redeclared with another shape`);
+      return have;
+    }
+    this.buffers.push({ name, width, outRows });
+    this.byName.set(name, this.buffers.length - 1);
+    return this.buffers.length - 1;
+  }
+
+  op(op: ProgramOp['op'], out: number, rest: Omit<ProgramOp, 'op' | 'out'> = {}): void {
+    this.ops.push({ op, out, ...rest });
+  }
+
+  /** Declares a KV layer and returns its index for attention ops. */
+  kvLayer(kWidth: number, vWidth: number): number {
+    this.kvK.push(kWidth);
+    this.kvV.push(vWidth);
+    return this.kvK.length - 1;
+  }
+
+  /** Declares a MoE layer for expert statistics and returns its index. */
+  moeLayer(nExpert: number): number {
+    this.nExpert = Math.max(this.nExpert, nExpert);
+    return this.nMoeLayers++;
+  }
+
+  build(logits: number): ModelProgram {
+    return {
+      buffers: this.buffers,
+      ops: this.ops,
+      logits,
+      kvKWidth: this.kvK,
+      kvVWidth: this.kvV,
+      nMoeLayers: this.nMoeLayers,
+      nExpert: this.nExpert,
+    };
+  }
+}
