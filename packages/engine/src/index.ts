@@ -7,3 +7,13 @@ export { ENGINE_SERVICE_NAME, createEngineClient, createEngineServiceImpl, start
 export type { EngineServerOptions, RunningEngineServer } from './service/engine-service';
 export { LocalModelHost } from './service/model-host';
 export type { ModelHost } from './service/model-host';
+export { Tokenizer, TokenStreamDecoder } from './tokenizer/tokenizer';
+export type { DetokenizeOptions, PieceOptions, TokenizeOptions } from './tokenizer/tokenizer';
+export { SUPPORTED_TOKENIZER_MODELS, TokenAttr, TokenType, Vocab } from './tokenizer/vocab';
+export type { SpecialTokens, VocabMetadata, VocabType } from './tokenizer/vocab';
+export { PRE_TOKENIZER_NAMES } from './tokenizer/pre-tokenizers';
+export { Utf8StreamDecoder } from './tokenizer/detokenize';
+export { CHATML_TEMPLATE, ChatTemplate } from './tokenizer/chat-template';
+export type { ChatMessage, ChatTemplateRenderOptions, ChatTemplateTokens } from './tokenizer/chat-template';
+export { TokenizerError } from './tokenizer/errors';
+export type { TokenizerErrorCode } from './tokenizer/errors';

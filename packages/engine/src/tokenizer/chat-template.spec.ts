@@ -1,0 +1,82 @@
+import { CHATML_TEMPLATE, ChatTemplate } from './chat-template';
+import type { ChatMessage } from './chat-template';
+import { bpeMetadata } from './test-vocabs';
+import { Tokenizer } from './tokenizer';
+
+const messages: ChatMessage[] = [
+  { role: 'system', content: 'Be brief.' },
+  { role: 'user', content: 'Hi!' },
+  { role: 'assistant', content: 'Hello.' },
+  { role: 'user', content: 'Bye?' },
+];
+
+// Qwen2's template, as in its GGUF
+const QWEN2_TEMPLATE =
+  "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are a helpful assistant<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+// Meta-Llama-3-8B-Instruct's template
+const LLAMA3_TEMPLATE =
+  "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
+
+describe('chat templates', () => {
+  it('renders a ChatML template, with and without the generation prompt', () => {
+    const t = new ChatTemplate(QWEN2_TEMPLATE);
+    expect(t.render(messages)).toBe(
+      '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n' +
+        '<|im_start|>user\nBye?<|im_end|>\n<|im_start|>assistant\n',
+    );
+    expect(t.render([{ role: 'user', content: 'Hi!' }], { addGenerationPrompt: false })).toBe(
+      '<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n',
+    );
+  });
+
+  it('renders a Llama-3 template with bos_token, dropping the BOS the tokenizer adds itself', () => {
+    const tokens = { bosToken: '<|begin_of_text|>', eosToken: '<|end_of_text|>' };
+    const expected =
+      '<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n';
+    const msgs = [{ role: 'user', content: '  Hi!\n' }];
+    expect(new ChatTemplate(LLAMA3_TEMPLATE, tokens).render(msgs)).toBe('<|begin_of_text|>' + expected);
+    expect(new ChatTemplate(LLAMA3_TEMPLATE, { ...tokens, addBos: true }).render(msgs)).toBe(expected);
+  });
+
+  it('falls back to ChatML (llama.cpp\'s default) when the model has no template', () => {
+    const expected = '<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n';
+    for (const source of [undefined, '', 'chatml']) {
+      const t = new ChatTemplate(source);
+      expect(t.usesDefault).toBe(true);
+      expect(t.source).toBe(CHATML_TEMPLATE);
+      expect(t.render([{ role: 'user', content: 'Hi!' }])).toBe(expected);
+    }
+  });
+
+  it('takes the template and BOS/EOS texts from the model, and its output tokenizes with parseSpecial', () => {
+    const meta = bpeMetadata(
+      [['H', 'i']],
+      [{ text: '<|begin_of_text|>' }, { text: '<|start_header_id|>' }, { text: '<|end_header_id|>' }, { text: '<|eot_id|>' }],
+      {
+        'tokenizer.ggml.pre': 'llama-bpe',
+        'tokenizer.ggml.bos_token_id': 257,
+        'tokenizer.ggml.eos_token_id': 260,
+        'tokenizer.chat_template': LLAMA3_TEMPLATE,
+      },
+    );
+    const tok = Tokenizer.fromMetadata(meta);
+    const t = ChatTemplate.fromTokenizer(tok);
+    const prompt = t.render([{ role: 'user', content: 'Hi' }]);
+    expect(prompt.startsWith('<|start_header_id|>')).toBe(true); // BOS left to the tokenizer
+    const ids = tok.tokenize(prompt, { addSpecial: true, parseSpecial: true });
+    expect(ids.slice(0, 2)).toEqual([257, 258]);
+    expect(ids.filter((id) => tok.vocab.isControl(id))).toEqual([257, 258, 259, 260, 258, 259]);
+    expect(tok.detokenize(ids, { special: true })).toBe('<|begin_of_text|>' + prompt);
+  });
+
+  it('passes tools and extra variables, and reports template errors', () => {
+    const t = new ChatTemplate(
+      "{% if tools %}{{ tools | length }} tools;{% endif %}{% if not enable_thinking %}no-think;{% endif %}{{ x }}",
+    );
+    expect(t.render([], { tools: [{ type: 'function' }], enableThinking: false, variables: { x: 'X' } })).toBe('1 tools;no-think;X');
+    const strict = new ChatTemplate("{{ raise_exception('roles must alternate') }}");
+    expect(() => strict.render(messages)).toThrow(/roles must alternate/);
+    expect(() => new ChatTemplate('{% for %}')).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL' }));
+  });
+});

@@ -1,0 +1,188 @@
+import { bpeMetadata, SPM_FIRST_PIECE, spmMetadata } from './test-vocabs';
+import { Tokenizer } from './tokenizer';
+import { TokenAttr, TokenType } from './vocab';
+
+const byteId = (b: number) => 3 + b; // spmMetadata: <0xXX> follows <unk>, <s>, </s>
+
+describe('SentencePiece vocabulary', () => {
+  // ids from SPM_FIRST_PIECE: ▁ h i hi ▁hi a b c ab bc <|user|>
+  const pieces = [
+    { text: '\u2581', score: -5 },
+    { text: 'h', score: -4 },
+    { text: 'i', score: -4 },
+    { text: 'hi', score: -2 },
+    { text: '\u2581hi', score: -1 },
+    { text: 'a', score: -4 },
+    { text: 'b', score: -4 },
+    { text: 'c', score: -4 },
+    { text: 'ab', score: -1 },
+    { text: 'bc', score: -0.5 },
+    { text: '<|user|>', type: TokenType.CONTROL },
+  ];
+  const id = (text: string) => SPM_FIRST_PIECE + pieces.findIndex((p) => p.text === text);
+  const tok = Tokenizer.fromMetadata(spmMetadata(pieces));
+
+  it('adds BOS and a space prefix by default, and merges the best-scoring pair first', () => {
+    expect(tok.tokenize('hi')).toEqual([1, id('▁hi')]);
+    expect(tok.tokenize('hi', { addSpecial: false })).toEqual([id('▁hi')]);
+    // "bc" (-0.5) beats "ab" (-1)
+    const noPrefix = Tokenizer.fromMetadata(spmMetadata(pieces, { 'tokenizer.ggml.add_space_prefix': false }));
+    expect(noPrefix.tokenize('abc', { addSpecial: false })).toEqual([id('a'), id('bc')]);
+  });
+
+  it('falls back to byte tokens for what the vocabulary lacks', () => {
+    expect(tok.tokenize('hi€', { addSpecial: false })).toEqual([id('▁hi'), byteId(0xe2), byteId(0x82), byteId(0xac)]);
+  });
+
+  it('adds EOS when the model says so', () => {
+    const t = Tokenizer.fromMetadata(spmMetadata(pieces, { 'tokenizer.ggml.add_eos_token': true }));
+    expect(t.tokenize('hi')).toEqual([1, id('▁hi'), 2]);
+    const noBos = Tokenizer.fromMetadata(spmMetadata(pieces, { 'tokenizer.ggml.add_bos_token': false }));
+    expect(noBos.tokenize('hi')).toEqual([id('▁hi')]);
+  });
+
+  it('matches control-token text only with parseSpecial, and space-prefixes the text after it', () => {
+    expect(tok.tokenize('<|user|>hi', { addSpecial: false, parseSpecial: true })).toEqual([id('<|user|>'), id('▁hi')]);
+    const plain = tok.tokenize('<|user|>hi', { addSpecial: false });
+    expect(plain).not.toContain(id('<|user|>'));
+    expect(tok.detokenize(plain)).toBe('<|user|>hi');
+  });
+
+  it('strips spaces after special tokens for Phi-3, as llama.cpp does', () => {
+    const phi = Tokenizer.fromMetadata(spmMetadata(pieces, { 'general.name': 'Phi3' }));
+    expect(phi.vocab.tokenAttr(id('<|user|>')) & TokenAttr.RSTRIP).toBeTruthy();
+    expect(phi.tokenize('<|user|>  hi', { addSpecial: false, parseSpecial: true })).toEqual([id('<|user|>'), id('▁hi')]);
+    expect(tok.tokenize('<|user|>  hi', { addSpecial: false, parseSpecial: true })).toEqual([
+      id('<|user|>'),
+      id('▁'),
+      id('▁'),
+      id('▁hi'),
+    ]);
+  });
+
+  it('detokenizes: drops the prefix space, turns byte tokens back into bytes, hides control tokens', () => {
+    const ids = [1, id('▁hi'), byteId(0xe2), byteId(0x82), byteId(0xac), id('<|user|>')];
+    expect(tok.detokenize(ids.slice(1))).toBe('hi€');
+    // as in llama.cpp, the first token takes the prefix-space removal even when it renders as nothing
+    expect(tok.detokenize(ids)).toBe(' hi€');
+    expect(tok.detokenize(ids, { special: true })).toBe('<s> hi€<|user|>');
+    expect(tok.detokenize(ids, { special: true, removeSpecial: true })).toBe(' hi€<|user|>');
+    expect(tok.newline).toBe(byteId(0x0a));
+  });
+});
+
+describe('byte-level BPE vocabulary', () => {
+  // ids: bytes 0–255, then 256 he, 257 ll, 258 hell, 259 hello, 260 Ġw, 261 or, 262 bc
+  const merges: [string, string][] = [
+    ['h', 'e'],
+    ['l', 'l'],
+    ['he', 'll'],
+    ['hell', 'o'],
+    [' ', 'w'],
+    ['o', 'r'],
+    ['b', 'c'],
+  ];
+  const specials = [
+    { text: '<|endoftext|>', type: TokenType.CONTROL },
+    { text: '<|end|>', type: TokenType.CONTROL },
+    { text: '<tool>', type: TokenType.USER_DEFINED },
+  ];
+  const meta = bpeMetadata(merges, specials, { 'tokenizer.ggml.bos_token_id': 263, 'tokenizer.ggml.eos_token_id': 263 });
+  const tok = Tokenizer.fromMetadata(meta);
+  const [EOT, END, TOOL] = [263, 264, 265];
+
+  it('applies merges in rank order within each pre-tokenized word', () => {
+    expect(tok.tokenize('hello world', { addSpecial: false })).toEqual([259, 260, 261, 0x6c, 0x64]);
+    // rank 6 "b c" goes before any "a b" (which does not exist): a + bc
+    expect(tok.tokenize('abc', { addSpecial: false })).toEqual([0x61, 262]);
+  });
+
+  it('spells unmerged text byte by byte in the GPT-2 alphabet', () => {
+    // é = C3 A9: two byte tokens
+    expect(tok.tokenize('é', { addSpecial: false })).toEqual([0xc3, 0xa9]);
+  });
+
+  it('splits special tokens out longest first, control ones only with parseSpecial, user-defined always', () => {
+    expect(tok.tokenize('a<|endoftext|>b', { addSpecial: false, parseSpecial: true })).toEqual([0x61, EOT, 0x62]);
+    expect(tok.tokenize('<|end|><|endoftext|>', { addSpecial: false, parseSpecial: true })).toEqual([END, EOT]);
+    expect(tok.tokenize('a<|endoftext|>b', { addSpecial: false })).not.toContain(EOT);
+    expect(tok.tokenize('x<tool>y', { addSpecial: false })).toEqual([0x78, TOOL, 0x79]);
+  });
+
+  it('adds BOS only where the pre-tokenizer or metadata asks for it', () => {
+    expect(tok.tokenize('hello')).toEqual([259]); // gpt-2: no BOS
+    const llama3 = Tokenizer.fromMetadata({ ...meta, 'tokenizer.ggml.pre': 'llama-bpe' });
+    expect(llama3.tokenize('hello')).toEqual([EOT, 259]);
+    const withEos = Tokenizer.fromMetadata({ ...meta, 'tokenizer.ggml.add_eos_token': true });
+    expect(withEos.tokenize('hello')).toEqual([259, EOT]);
+    const noBos = Tokenizer.fromMetadata({ ...meta, 'tokenizer.ggml.pre': 'llama-bpe', 'tokenizer.ggml.bos_token_id': undefined });
+    // llama.cpp's default BPE BOS id (11) applies when the file names none
+    expect(noBos.tokenize('hello')).toEqual([11, 259]);
+    const glm = Tokenizer.fromMetadata({ ...meta, 'tokenizer.ggml.pre': 'chatglm-bpe', 'tokenizer.ggml.bos_token_id': undefined });
+    expect(() => glm.tokenize('hello', { addSpecial: true })).not.toThrow();
+    const glmBos = Tokenizer.fromMetadata({
+      ...meta,
+      'tokenizer.ggml.pre': 'chatglm-bpe',
+      'tokenizer.ggml.bos_token_id': undefined,
+      'tokenizer.ggml.add_bos_token': true,
+    });
+    expect(() => glmBos.tokenize('hello')).toThrow(/BOS/);
+  });
+
+  it('knows end-of-generation tokens', () => {
+    expect(tok.isEog(EOT)).toBe(true);
+    expect(tok.isEog(END)).toBe(true);
+    expect(tok.isEog(TOOL)).toBe(false);
+    expect(tok.vocab.special.eot).toBe(EOT); // detected by text; the lower id of the candidates
+  });
+
+  it('detokenizes byte-level text, with llama.cpp space clean-up for GPT-2', () => {
+    const ids = tok.tokenize('hello world , é !', { addSpecial: false });
+    expect(tok.detokenize(ids)).toBe('hello world, é!');
+    const qwen = Tokenizer.fromMetadata({ ...meta, 'tokenizer.ggml.pre': 'qwen2' });
+    expect(qwen.detokenize(qwen.tokenize('hello world , é !', { addSpecial: false }))).toBe('hello world , é !');
+    expect(tok.detokenize([EOT, 259])).toBe('hello');
+    expect(tok.detokenize([EOT, 259], { special: true })).toBe('<|endoftext|>hello');
+    expect(tok.newline).toBe(10); // "\n" is the byte token Ċ
+  });
+
+  it('rejects out-of-range ids', () => {
+    expect(() => tok.tokenToPiece(99999)).toThrow(/out of range/);
+    expect(() => tok.detokenize([-1])).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG' }));
+  });
+});
+
+describe('WordPiece vocabulary', () => {
+  const tokens = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '\u2581hello', '\u2581world', '\u2581!', 'ing', '\u2581walk'];
+  const tok = Tokenizer.fromMetadata({
+    'tokenizer.ggml.model': 'bert',
+    'tokenizer.ggml.tokens': tokens,
+    'tokenizer.ggml.token_type': Int32Array.from([3, 2, 3, 3, 1, 1, 1, 1, 1]),
+    'tokenizer.ggml.unknown_token_id': 1,
+    'tokenizer.ggml.cls_token_id': 2,
+    'tokenizer.ggml.bos_token_id': 2,
+    'tokenizer.ggml.seperator_token_id': 3,
+    'tokenizer.ggml.padding_token_id': 0,
+  });
+
+  it('lowercases, strips accents, splits punctuation, matches longest pieces and wraps in CLS/SEP', () => {
+    expect(tok.tokenize('Héllo WALKING world!')).toEqual([2, 4, 8, 7, 5, 6, 3]);
+    expect(tok.tokenize('hello xyz', { addSpecial: false })).toEqual([4, 1]);
+  });
+});
+
+describe('unsupported metadata', () => {
+  it('names the supported tokenizer models', () => {
+    expect(() => Tokenizer.fromMetadata({ 'tokenizer.ggml.model': 'rwkv', 'tokenizer.ggml.tokens': ['a'] })).toThrow(
+      /unsupported tokenizer model 'rwkv'.*supported: llama, gpt2/,
+    );
+    expect(() => Tokenizer.fromMetadata({ 'tokenizer.ggml.model': 'nope', 'tokenizer.ggml.tokens': ['a'] })).toThrow(
+      expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringContaining("unknown tokenizer model 'nope'") }),
+    );
+  });
+
+  it('needs merges for BPE and tokens for any model', () => {
+    expect(() => Tokenizer.fromMetadata({ 'tokenizer.ggml.model': 'gpt2', 'tokenizer.ggml.tokens': ['a'] })).toThrow(/merges/);
+    expect(() => Tokenizer.fromMetadata({ 'tokenizer.ggml.model': 'llama' })).toThrow(/tokens/);
+  });
+});
