@@ -3,6 +3,7 @@ import { VERSION } from '@kailstream/engine';
 
 import { registerVersion } from './commands/version';
 import { registerServe } from './commands/serve';
+import { registerModelCommands } from './commands/model-commands';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -14,6 +15,7 @@ export function buildProgram(): Command {
     .exitOverride();
   registerVersion(program);
   registerServe(program);
+  registerModelCommands(program);
   return program;
 }
 

@@ -7,6 +7,13 @@ export { ENGINE_SERVICE_NAME, createEngineClient, createEngineServiceImpl, start
 export type { EngineServerOptions, RunningEngineServer } from './service/engine-service';
 export { LocalModelHost } from './service/model-host';
 export type { ModelHost } from './service/model-host';
+export { EngineModel, openGgufMetadata, summarize } from './model/model';
+export type { LoadModelOptions, ModelSummary } from './model/model';
+export { SUPPORTED_ARCHITECTURES } from './model/architectures';
+export { generate } from './generate';
+export type { GenerateOptions, GenerateResult } from './generate';
+export { createSampler } from './sampling/sampler';
+export type { SamplerParams } from './sampling/sampler';
 export { Tokenizer, TokenStreamDecoder } from './tokenizer/tokenizer';
 export type { DetokenizeOptions, PieceOptions, TokenizeOptions } from './tokenizer/tokenizer';
 export { SUPPORTED_TOKENIZER_MODELS, TokenAttr, TokenType, Vocab } from './tokenizer/vocab';
