@@ -1,11 +1,730 @@
-// AVX2 (+FMA, F16C, optional AVX-VNNI) kernels.
+// AVX2 (+FMA, F16C, BMI2) kernels, each in two flavours: with AVX-VNNI (VPDPBUSD / VPDPWSSD) and
+// without (VPMADDUBSW + VPMADDWD). The file is compiled with -mavxvnni, so it must hold no plain C
+// loops the vectoriser could turn into VNNI dot products: the non-VNNI table runs on CPUs without
+// them. Everything here is written with intrinsics for that reason (scalar loops live in
+// quants.cpp).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "cpu/fp16.h"
 #include "cpu/quants_impl.h"
 
 namespace kail::cpu {
 
+namespace {
+
+#define KAIL_INLINE inline __attribute__((always_inline))
+
+KAIL_INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+KAIL_INLINE int hsum8i(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+KAIL_INLINE float h2f(const uint8_t * p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+// Sum of u8 x s8 products in 4-byte groups, added to acc.
+template <bool VNNI>
+KAIL_INLINE __m256i dp4(__m256i acc, __m256i u, __m256i s) {
+    if constexpr (VNNI) return _mm256_dpbusd_avx_epi32(acc, u, s);
+    else return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+
+// acc + (16-bit pairs of p) x (16-bit pairs of sc).
+template <bool VNNI>
+KAIL_INLINE __m256i dpw(__m256i acc, __m256i p, __m256i sc) {
+    if constexpr (VNNI) return _mm256_dpwssd_avx_epi32(acc, p, sc);
+    else return _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
+}
+
+// 32 bits -> 32 bytes of 0xFF where the bit is set.
+KAIL_INLINE __m256i bits_to_bytes(uint32_t x) {
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000);
+    const __m256i sel = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+    const __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x)), shuf), sel);
+    return _mm256_cmpeq_epi8(b, sel);
+}
+
+// ---------------------------------------------------------------- tile dispatch
+
+template <template <int, int> class TILE, int R, int T>
+struct tile_table {
+    using fn = void (*)(int64_t, const uint8_t *, size_t, const uint8_t * const *, float * const *);
+    fn f[R][T];
+    constexpr tile_table() : f() { fill<1, 1>(); }
+    template <int r, int t>
+    constexpr void fill() {
+        if constexpr (r <= R) {
+            if constexpr (t <= T) {
+                f[r - 1][t - 1] = &TILE<r, t>::run;
+                fill<r, t + 1>();
+            } else {
+                fill<r + 1, 1>();
+            }
+        }
+    }
+};
+
+template <template <int, int> class TILE, int R, int T>
+void gemm_dispatch(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
+    static constexpr tile_table<TILE, R, T> table{};
+    table.f[nr - 1][nt - 1](k, w, ws, a, out);
+}
+
+template <int R, int T>
+KAIL_INLINE void store_tile(__m256 (&acc)[R][T], float * const * out) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) out[t][r] = hsum8(acc[r][t]);
+}
+
+// ---------------------------------------------------------------- legacy 32-element blocks
+
+// Two blocks of one weight row, matching half of a prepared split group.
+struct whalf {
+    __m256i lo, hi;
+    __m256 d, m;
+};
+
+// TYPE: 0 = Q4_0, 1 = Q4_1, 2 = Q5_0, 3 = Q5_1
+template <int TYPE, bool VNNI>
+struct split_dec {
+    static constexpr int GB = 4;
+    static constexpr int BB = TYPE == 0 ? 18 : TYPE == 1 ? 20 : TYPE == 2 ? 22 : 24;
+    static constexpr int QS_OFF = TYPE == 0 ? 2 : TYPE == 1 ? 4 : TYPE == 2 ? 6 : 8;
+    static constexpr bool HAS_MIN = TYPE == 1 || TYPE == 3;
+    static constexpr bool HAS_QH = TYPE >= 2;
+    static constexpr int QH_OFF = HAS_MIN ? 4 : 2;
+
+    // nbk = 1 or 2 blocks present (the second of a pair may be missing at the end of a row).
+    static KAIL_INLINE whalf load(const uint8_t * p, int nbk) {
+        whalf w;
+        const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + QS_OFF));
+        const __m128i q1 = nbk > 1 ? _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + BB + QS_OFF)) : _mm_setzero_si128();
+        const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        w.lo = _mm256_and_si256(q, m4);
+        w.hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if constexpr (HAS_QH) {
+            uint32_t h0, h1 = 0;
+            std::memcpy(&h0, p + QH_OFF, 4);
+            if (nbk > 1) std::memcpy(&h1, p + BB + QH_OFF, 4);
+            const __m256i k16 = _mm256_set1_epi8(16);
+            w.lo = _mm256_or_si256(w.lo, _mm256_and_si256(bits_to_bytes((h0 & 0xFFFFu) | (h1 << 16)), k16));
+            w.hi = _mm256_or_si256(w.hi, _mm256_and_si256(bits_to_bytes((h0 >> 16) | (h1 & 0xFFFF0000u)), k16));
+        }
+        const float d0 = h2f(p), d1 = nbk > 1 ? h2f(p + BB) : 0.f;
+        w.d = _mm256_setr_m128(_mm_set1_ps(d0), _mm_set1_ps(d1));
+        if constexpr (HAS_MIN) {
+            const float m0 = h2f(p + 2), m1 = nbk > 1 ? h2f(p + BB + 2) : 0.f;
+            w.m = _mm256_setr_m128(_mm_set1_ps(m0), _mm_set1_ps(m1));
+        } else {
+            w.m = _mm256_setzero_ps();
+        }
+        return w;
+    }
+
+    // ap: prepared group; h: which half (blocks 2h, 2h+1).
+    static KAIL_INLINE __m256 dot(const whalf & w, const uint8_t * ap, int h, __m256 acc) {
+        const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 32 * h));
+        const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 64 + 32 * h));
+        __m256i c = HAS_MIN ? _mm256_setzero_si256() : _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 128 + 32 * h));
+        if constexpr (VNNI) {
+            c = _mm256_dpbusd_avx_epi32(c, w.lo, alo);
+            c = _mm256_dpbusd_avx_epi32(c, w.hi, ahi);
+        } else {
+            // Both halves fit in int16 (<= 2 * 31 * 127 * 2) before widening.
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w.lo, alo), _mm256_maddubs_epi16(w.hi, ahi));
+            c = _mm256_add_epi32(c, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        }
+        const __m256 ad = _mm256_loadu_ps(reinterpret_cast<const float *>(ap + 192 + 32 * h));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_mul_ps(w.d, ad), acc);
+        if constexpr (HAS_MIN) acc = _mm256_fmadd_ps(w.m, _mm256_loadu_ps(reinterpret_cast<const float *>(ap + 128 + 32 * h)), acc);
+        return acc;
+    }
+
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const int64_t nb = k / 32;
+            __m256 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; b += 2) {
+                const int nbk = nb - b >= 2 ? 2 : 1;
+                whalf wv[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) wv[r] = load(w + r * ws + b * BB, nbk);
+                const int64_t g = b / 4;
+                const int h = static_cast<int>((b / 2) % 2);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const uint8_t * ap = a[t] + g * PREP_SPLIT_GROUP;
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) acc[r][t] = dot(wv[r], ap, h, acc[r][t]);
+                }
+            }
+            store_tile<R, T>(acc, out);
+        }
+    };
+};
+
+template <bool VNNI>
+struct q8_0_dec {
+    struct wq {
+        __m256i q;  // VNNI: q ^ 0x80 (unsigned); otherwise |q|
+        __m256i s;  // otherwise: q itself, for the sign trick
+        __m256 d;
+    };
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const int64_t nb = k / 32;
+            __m256 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                wq wv[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const uint8_t * p = w + r * ws + b * 34;
+                    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + 2));
+                    if constexpr (VNNI) {
+                        wv[r].q = _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80)));
+                    } else {
+                        wv[r].q = _mm256_sign_epi8(q, q);
+                        wv[r].s = q;
+                    }
+                    wv[r].d = _mm256_set1_ps(h2f(p));
+                }
+                const int64_t g = b / 2;
+                const int h = static_cast<int>(b % 2);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const uint8_t * ap = a[t] + g * PREP_NAT_GROUP;
+                    const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 32 * h));
+                    const __m256 ad = _mm256_loadu_ps(reinterpret_cast<const float *>(ap + 128 + 32 * h));
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) {
+                        __m256i c;
+                        if constexpr (VNNI) {
+                            c = _mm256_dpbusd_avx_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 64 + 32 * h)), wv[r].q, aq);
+                        } else {
+                            c = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r].q, _mm256_sign_epi8(aq, wv[r].s)), _mm256_set1_epi16(1));
+                        }
+                        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_mul_ps(wv[r].d, ad), acc[r][t]);
+                    }
+                }
+            }
+            store_tile<R, T>(acc, out);
+        }
+    };
+};
+
+// ---------------------------------------------------------------- K-quants (Q8_K activations)
+// Weights are decoded 64 values (two sub-blocks of 32, or four groups of 16) at a time, each token
+// of the tile accumulating into its own int32 vector; scales are folded in with VPMADDWD/VPDPWSSD.
+
+// Scale for the maddubs lanes of 32 values of sub-block j: the 16-bit word j of sc, 16 times.
+KAIL_INLINE __m256i bcast_word(__m256i sc2, int j) {
+    const __m256i idx = _mm256_set1_epi16(static_cast<short>((2 * j) | ((2 * j + 1) << 8)));
+    return _mm256_shuffle_epi8(sc2, idx);
+}
+
+// Scales for four groups of 16 values (words j..j+3 of sc2: 8 lanes each).
+KAIL_INLINE __m256i quad_words(__m256i sc2, int j) {
+    const short a = static_cast<short>((2 * j) | ((2 * j + 1) << 8)), b = static_cast<short>((2 * j + 2) | ((2 * j + 3) << 8));
+    const short c = static_cast<short>((2 * j + 4) | ((2 * j + 5) << 8)), d = static_cast<short>((2 * j + 6) | ((2 * j + 7) << 8));
+    const __m256i idx = _mm256_setr_epi16(a, a, a, a, b, b, b, b, c, c, c, c, d, d, d, d);
+    return _mm256_shuffle_epi8(sc2, idx);
+}
+
+KAIL_INLINE void k4_scales(const uint8_t * packed, __m256i & sc2, __m256i & mins_pairs) {
+    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+    uint32_t utmp[4];
+    std::memcpy(utmp, packed, 12);
+    utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4);
+    const uint32_t uaux = utmp[1] & kmask1;
+    utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
+    utmp[2] = uaux;
+    utmp[0] &= kmask1;
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(utmp));
+    const __m128i sc = _mm_cvtepu8_epi16(v);
+    sc2 = _mm256_inserti128_si256(_mm256_castsi128_si256(sc), sc, 1);
+    const __m128i mn = _mm_cvtepu8_epi16(_mm_srli_si128(v, 8));
+    mins_pairs = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(mn, mn)), _mm_unpackhi_epi16(mn, mn), 1);
+}
+
+// Row state of one super-block that survives across the tokens of a tile.
+struct kstate {
+    __m256i sc2;    // int16 scales (both 128-bit lanes hold the same words)
+    __m256i mn;     // per-bsum multiplier: mins (Q2/4/5_K) or offset * scale (Q3/Q6_K)
+    float d, dmin;
+};
+
+template <bool VNNI>
+struct q4_K_dec {
+    static constexpr int BB = 144, NCHUNK = 4;
+    static constexpr bool MIN = true;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) {
+        const block_q4_K * b = reinterpret_cast<const block_q4_K *>(p);
+        k4_scales(b->scales, s.sc2, s.mn);
+        s.d = _cvtsh_ss(b->d);
+        s.dmin = _cvtsh_ss(b->dmin);
+    }
+    // Chunk c: values 64c .. 64c+63 as two vectors, and their scales.
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate & s, int c, __m256i (&u)[2], __m256i (&sc)[2]) {
+        const block_q4_K * b = reinterpret_cast<const block_q4_K *>(p);
+        const __m256i z = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * c));
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        u[0] = _mm256_and_si256(z, m4);
+        u[1] = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+        sc[0] = bcast_word(s.sc2, 2 * c);
+        sc[1] = bcast_word(s.sc2, 2 * c + 1);
+    }
+};
+
+template <bool VNNI>
+struct q5_K_dec {
+    static constexpr int BB = 176, NCHUNK = 4;
+    static constexpr bool MIN = true;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) {
+        const block_q5_K * b = reinterpret_cast<const block_q5_K *>(p);
+        k4_scales(b->scales, s.sc2, s.mn);
+        s.d = _cvtsh_ss(b->d);
+        s.dmin = _cvtsh_ss(b->dmin);
+    }
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate & s, int c, __m256i (&u)[2], __m256i (&sc)[2]) {
+        const block_q5_K * b = reinterpret_cast<const block_q5_K *>(p);
+        const __m256i z = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * c));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qh));
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        const __m256i b0 = _mm256_set1_epi8(char(1 << (2 * c))), b1 = _mm256_set1_epi8(char(1 << (2 * c + 1)));
+        const __m256i k16 = _mm256_set1_epi8(16);
+        u[0] = _mm256_or_si256(_mm256_and_si256(z, m4), _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), k16));
+        u[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(z, 4), m4), _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), k16));
+        sc[0] = bcast_word(s.sc2, 2 * c);
+        sc[1] = bcast_word(s.sc2, 2 * c + 1);
+    }
+};
+
+template <bool VNNI>
+struct q6_K_dec {
+    static constexpr int BB = 210, NCHUNK = 4;
+    static constexpr bool MIN = false;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) {
+        const block_q6_K * b = reinterpret_cast<const block_q6_K *>(p);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->scales)));
+        s.sc2 = sc16;  // words 0..15 across both lanes (quad_words handles the lane split)
+        s.mn = _mm256_slli_epi16(sc16, 5);
+        s.d = _cvtsh_ss(b->d);
+        s.dmin = 0;
+    }
+    // Chunk c: values 64c .. 64c+63 (groups 4c .. 4c+3).
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate & s, int c, __m256i (&u)[2], __m256i (&sc)[2]) {
+        const block_q6_K * b = reinterpret_cast<const block_q6_K *>(p);
+        const int half = c / 2, sub = c % 2;  // sub 0: ql low nibbles (values l, l+32); 1: high nibbles
+        const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->ql + 64 * half));
+        const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->ql + 64 * half + 32));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qh + 32 * half));
+        if (sub == 0) {
+            u[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            u[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        } else {
+            u[0] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+            u[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        }
+        // Groups 4c, 4c+1 cover u[0]; 4c+2, 4c+3 cover u[1]. sc2 holds 16 words: words 0-7 in the
+        // low lane, 8-15 in the high lane; shuffles stay within a lane, so pick the right lane.
+        const __m256i lane = (4 * c) < 8 ? _mm256_permute2x128_si256(s.sc2, s.sc2, 0x00) : _mm256_permute2x128_si256(s.sc2, s.sc2, 0x11);
+        const int j = (4 * c) % 8;
+        const short w0 = static_cast<short>((2 * j) | ((2 * j + 1) << 8)), w1 = static_cast<short>((2 * j + 2) | ((2 * j + 3) << 8));
+        const short w2 = static_cast<short>((2 * j + 4) | ((2 * j + 5) << 8)), w3 = static_cast<short>((2 * j + 6) | ((2 * j + 7) << 8));
+        sc[0] = _mm256_shuffle_epi8(lane, _mm256_setr_epi16(w0, w0, w0, w0, w0, w0, w0, w0, w1, w1, w1, w1, w1, w1, w1, w1));
+        sc[1] = _mm256_shuffle_epi8(lane, _mm256_setr_epi16(w2, w2, w2, w2, w2, w2, w2, w2, w3, w3, w3, w3, w3, w3, w3, w3));
+    }
+};
+
+template <bool VNNI>
+struct q3_K_dec {
+    static constexpr int BB = 110, NCHUNK = 4;
+    static constexpr bool MIN = false;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) {
+        const block_q3_K * b = reinterpret_cast<const block_q3_K *>(p);
+        const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+        uint32_t aux[4];
+        std::memcpy(aux, b->scales, 12);
+        const uint32_t tmp = aux[2];
+        aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+        aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+        aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+        aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(aux)), _mm_set1_epi8(32)));
+        s.sc2 = sc16;
+        s.mn = _mm256_slli_epi16(sc16, 2);
+        s.d = _cvtsh_ss(b->d);
+        s.dmin = 0;
+    }
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate & s, int c, __m256i (&u)[2], __m256i (&sc)[2]) {
+        const block_q3_K * b = reinterpret_cast<const block_q3_K *>(p);
+        // Chunk c: values 64c.. = qs half c/2, shifts 4*(c%2) and 4*(c%2)+2; hmask bits 2c, 2c+1.
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * (c / 2)));
+        const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->hmask));
+        const __m256i m3 = _mm256_set1_epi8(3), k4 = _mm256_set1_epi8(4);
+        const int sh = 4 * (c % 2);
+        const __m256i b0 = _mm256_set1_epi8(char(1 << (2 * c))), b1 = _mm256_set1_epi8(char(1 << (2 * c + 1)));
+        u[0] = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(sh)), m3),
+                               _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, b0), b0), k4));
+        u[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(sh + 2)), m3),
+                               _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, b1), b1), k4));
+        const __m256i lane = (4 * c) < 8 ? _mm256_permute2x128_si256(s.sc2, s.sc2, 0x00) : _mm256_permute2x128_si256(s.sc2, s.sc2, 0x11);
+        const int j = (4 * c) % 8;
+        const short w0 = static_cast<short>((2 * j) | ((2 * j + 1) << 8)), w1 = static_cast<short>((2 * j + 2) | ((2 * j + 3) << 8));
+        const short w2 = static_cast<short>((2 * j + 4) | ((2 * j + 5) << 8)), w3 = static_cast<short>((2 * j + 6) | ((2 * j + 7) << 8));
+        sc[0] = _mm256_shuffle_epi8(lane, _mm256_setr_epi16(w0, w0, w0, w0, w0, w0, w0, w0, w1, w1, w1, w1, w1, w1, w1, w1));
+        sc[1] = _mm256_shuffle_epi8(lane, _mm256_setr_epi16(w2, w2, w2, w2, w2, w2, w2, w2, w3, w3, w3, w3, w3, w3, w3, w3));
+    }
+};
+
+template <bool VNNI>
+struct q2_K_dec {
+    static constexpr int BB = 84, NCHUNK = 4;
+    static constexpr bool MIN = true;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) {
+        const block_q2_K * b = reinterpret_cast<const block_q2_K *>(p);
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->scales));
+        s.sc2 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
+        s.mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+        s.d = _cvtsh_ss(b->d);
+        s.dmin = _cvtsh_ss(b->dmin);
+    }
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate & s, int c, __m256i (&u)[2], __m256i (&sc)[2]) {
+        const block_q2_K * b = reinterpret_cast<const block_q2_K *>(p);
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * (c / 2)));
+        const __m256i m3 = _mm256_set1_epi8(3);
+        const int sh = 4 * (c % 2);
+        u[0] = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(sh)), m3);
+        u[1] = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(sh + 2)), m3);
+        const __m256i lane = (4 * c) < 8 ? _mm256_permute2x128_si256(s.sc2, s.sc2, 0x00) : _mm256_permute2x128_si256(s.sc2, s.sc2, 0x11);
+        const int j = (4 * c) % 8;
+        const short w0 = static_cast<short>((2 * j) | ((2 * j + 1) << 8)), w1 = static_cast<short>((2 * j + 2) | ((2 * j + 3) << 8));
+        const short w2 = static_cast<short>((2 * j + 4) | ((2 * j + 5) << 8)), w3 = static_cast<short>((2 * j + 6) | ((2 * j + 7) << 8));
+        sc[0] = _mm256_shuffle_epi8(lane, _mm256_setr_epi16(w0, w0, w0, w0, w0, w0, w0, w0, w1, w1, w1, w1, w1, w1, w1, w1));
+        sc[1] = _mm256_shuffle_epi8(lane, _mm256_setr_epi16(w2, w2, w2, w2, w2, w2, w2, w2, w3, w3, w3, w3, w3, w3, w3, w3));
+    }
+};
+
+template <template <bool> class DEC, bool VNNI>
+struct kquant {
+    using D = DEC<VNNI>;
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const int64_t nsb = k / QK_K;
+            __m256 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+            for (int64_t i = 0; i < nsb; i++) {
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const uint8_t * p = w + r * ws + i * D::BB;
+                    kstate s;
+                    D::state(p, s);
+                    __m256i is[T];
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) is[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                    for (int c = 0; c < D::NCHUNK; c++) {
+                        __m256i u[2], sc[2];
+                        D::chunk(p, s, c, u, sc);
+#pragma GCC unroll 8
+                        for (int t = 0; t < T; t++) {
+                            const int8_t * yq = reinterpret_cast<const block_q8_K *>(a[t])[i].qs + 64 * c;
+                            const __m256i p0 = _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(yq)));
+                            const __m256i p1 = _mm256_maddubs_epi16(u[1], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(yq + 32)));
+                            is[t] = dpw<VNNI>(dpw<VNNI>(is[t], p0, sc[0]), p1, sc[1]);
+                        }
+                    }
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[t]) + i;
+                        const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->bsums));
+                        const __m256i mterm = _mm256_madd_epi16(s.mn, bs);
+                        if constexpr (D::MIN) {
+                            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_set1_ps(s.d * y->d), acc[r][t]);
+                            acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mterm), _mm256_set1_ps(s.dmin * y->d), acc[r][t]);
+                        } else {
+                            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(is[t], mterm)), _mm256_set1_ps(s.d * y->d), acc[r][t]);
+                        }
+                    }
+                }
+            }
+            store_tile<R, T>(acc, out);
+        }
+    };
+};
+
+// ---------------------------------------------------------------- float types
+
+template <int WT>  // 0 = F32, 1 = F16, 2 = BF16
+KAIL_INLINE __m256 load_w8(const uint8_t * p, int64_t i) {
+    if constexpr (WT == 0) return _mm256_loadu_ps(reinterpret_cast<const float *>(p) + i);
+    else if constexpr (WT == 1) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(reinterpret_cast<const uint16_t *>(p) + i)));
+    else return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(reinterpret_cast<const uint16_t *>(p) + i))), 16));
+}
+
+template <int WT>
+struct floats {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            __m256 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+            int64_t i = 0;
+            for (; i + 8 <= k; i += 8) {
+                __m256 wv[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) wv[r] = load_w8<WT>(w + r * ws, i);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const __m256 x = _mm256_loadu_ps(reinterpret_cast<const float *>(a[t]) + i);
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], x, acc[r][t]);
+                }
+            }
+            if (i < k) {
+                // Ragged end: copy into zero-padded buffers and run one more vector step, so every
+                // (row, token) gets the same arithmetic wherever it sits in a tile.
+                const int rest = static_cast<int>(k - i);
+                const size_t esz = WT == 0 ? 4 : 2;
+                alignas(32) uint8_t wb[R][32] = {};
+                alignas(32) float xb[T][8] = {};
+                for (int r = 0; r < R; r++) std::memcpy(wb[r], w + r * ws + i * esz, rest * esz);
+                for (int t = 0; t < T; t++) std::memcpy(xb[t], reinterpret_cast<const float *>(a[t]) + i, rest * 4);
+                __m256 wv[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) wv[r] = load_w8<WT>(wb[r], 0);
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const __m256 x = _mm256_load_ps(xb[t]);
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], x, acc[r][t]);
+                }
+            }
+            store_tile<R, T>(acc, out);
+        }
+    };
+};
+
+// ---------------------------------------------------------------- activation quantizers / conversions
+
+// ggml-cpu's AVX2 quantize_row_q8_0 / q8_1.
+template <bool Q8_1>
+void from_float_q8(const float * x, void * vy, int64_t k) {
+    const int64_t nb = k / 32;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8), v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+        __m256 am = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                  _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(am, 1), _mm256_castps256_ps128(am));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float d = amax / 127.f;
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        const __m256 mul = _mm256_set1_ps(id);
+        const __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, mul), _MM_ROUND_NEAREST));
+        const __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, mul), _MM_ROUND_NEAREST));
+        const __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, mul), _MM_ROUND_NEAREST));
+        const __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, mul), _MM_ROUND_NEAREST));
+        int8_t * qs;
+        if (Q8_1) {
+            block_q8_1 * y = static_cast<block_q8_1 *>(vy) + i;
+            y->d = fp32_to_fp16_sw(d);
+            y->s = fp32_to_fp16_sw(d * static_cast<float>(hsum8i(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)))));
+            qs = y->qs;
+        } else {
+            block_q8_0 * y = static_cast<block_q8_0 *>(vy) + i;
+            y->d = fp32_to_fp16_sw(d);
+            qs = y->qs;
+        }
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(qs), _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
+}
+
+// quantize_row_q8_K_ref with the magnitude search and rounding vectorised.
+void from_float_q8_K(const float * x, void * vy, int64_t k) {
+    block_q8_K * y = static_cast<block_q8_K *>(vy);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        __m256 am = _mm256_setzero_ps();
+        for (int j = 0; j < QK_K; j += 8) am = _mm256_max_ps(am, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+        __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(am, 1), _mm256_castps256_ps128(am));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (!(amax > 0)) {
+            y[i].d = 0;
+            std::memset(y[i].qs, 0, QK_K);
+            std::memset(y[i].bsums, 0, sizeof y[i].bsums);
+            continue;
+        }
+        float max = 0;
+        const __m256 vam = _mm256_set1_ps(amax);
+        for (int j = 0; j < QK_K; j += 8) {
+            const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), vam, _CMP_EQ_OQ));
+            if (m) { max = x[j + __builtin_ctz(static_cast<unsigned>(m))]; break; }
+        }
+        const float iscale = -127.f / max;
+        const __m256 vs = _mm256_set1_ps(iscale);
+        const __m256i k127 = _mm256_set1_epi32(127);
+        for (int j = 0; j < QK_K; j += 16) {
+            const __m256i a = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + j))), k127);
+            const __m256i b = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + j + 8))), k127);
+            const __m256i p16 = _mm256_packs_epi32(a, b);  // lanes: a0-3 b0-3 | a4-7 b4-7
+            const __m128i p8 = _mm_packs_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1));
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(y[i].qs + j), _mm_shuffle_epi8(p8, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15)));
+            y[i].bsums[j / 16] = static_cast<int16_t>(hsum8i(_mm256_add_epi32(a, b)));
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+void cvt_f16_f32(const void * vx, void * vy, int64_t n) {
+    const uint16_t * x = static_cast<const uint16_t *>(vx);
+    float * y = static_cast<float *>(vy);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + i))));
+    for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
+}
+
+void cvt_f32_f16(const void * vx, void * vy, int64_t n) {
+    const float * x = static_cast<const float *>(vx);
+    uint16_t * y = static_cast<uint16_t *>(vy);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(x[i]), _MM_FROUND_TO_NEAREST_INT), 0));
+}
+
+void cvt_bf16_f32(const void * vx, void * vy, int64_t n) {
+    const uint16_t * x = static_cast<const uint16_t *>(vx);
+    float * y = static_cast<float *>(vy);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(y + i),
+                            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + i))), 16));
+    for (; i < n; i++) y[i] = bf16_to_fp32_sw(x[i]);
+}
+
+void cvt_f32_bf16(const void * vx, void * vy, int64_t n) {
+    const float * x = static_cast<const float *>(vx);
+    uint16_t * y = static_cast<uint16_t *>(vy);
+    int64_t i = 0;
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + i));
+        const __m256i rounded = _mm256_srli_epi32(
+            _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1)))), 16);
+        const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(64));
+        const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);  // both non-negative
+        const __m256i r = _mm256_blendv_epi8(rounded, nan, is_nan);
+        const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(y + i), packed);
+    }
+    for (; i < n; i++) y[i] = fp32_to_bf16_sw(x[i]);
+}
+
+void from_float_f16(const float * x, void * y, int64_t k) { cvt_f32_f16(x, y, k); }
+void from_float_bf16(const float * x, void * y, int64_t k) { cvt_f32_bf16(x, y, k); }
+
+template <template <int, int> class TILE, int R, int T>
+void set(kernel_table & t, uint32_t type, int decode_r, prepare_fn prep = nullptr, prepared_size_fn psz = nullptr) {
+    weight_kernels & wk = t.w[type];
+    wk.gemm = gemm_dispatch<TILE, R, T>;
+    wk.max_r = R;
+    wk.max_t = T;
+    wk.decode_r = decode_r;
+    wk.prepare = prep;
+    wk.prepared_size = psz;
+}
+
+template <bool V> struct tiles {
+    template <int R, int T> using q4_0 = typename split_dec<0, V>::template tile<R, T>;
+    template <int R, int T> using q4_1 = typename split_dec<1, V>::template tile<R, T>;
+    template <int R, int T> using q5_0 = typename split_dec<2, V>::template tile<R, T>;
+    template <int R, int T> using q5_1 = typename split_dec<3, V>::template tile<R, T>;
+    template <int R, int T> using q8_0 = typename q8_0_dec<V>::template tile<R, T>;
+    template <int R, int T> using q2_K = typename kquant<q2_K_dec, V>::template tile<R, T>;
+    template <int R, int T> using q3_K = typename kquant<q3_K_dec, V>::template tile<R, T>;
+    template <int R, int T> using q4_K = typename kquant<q4_K_dec, V>::template tile<R, T>;
+    template <int R, int T> using q5_K = typename kquant<q5_K_dec, V>::template tile<R, T>;
+    template <int R, int T> using q6_K = typename kquant<q6_K_dec, V>::template tile<R, T>;
+};
+
+template <int R, int T> using f32_tile = floats<0>::tile<R, T>;
+template <int R, int T> using f16_tile = floats<1>::tile<R, T>;
+template <int R, int T> using bf16_tile = floats<2>::tile<R, T>;
+
+template <bool V>
+void init(kernel_table & t) {
+    using TS = tiles<V>;
+    set<TS::template q4_0, 2, 4>(t, KAIL_TYPE_Q4_0, 2, prepare_split_q8_0_off8, prepared_size_split);
+    set<TS::template q4_1, 2, 4>(t, KAIL_TYPE_Q4_1, 2, prepare_split_q8_1, prepared_size_split);
+    set<TS::template q5_0, 2, 4>(t, KAIL_TYPE_Q5_0, 2, prepare_split_q8_0_off16, prepared_size_split);
+    set<TS::template q5_1, 2, 4>(t, KAIL_TYPE_Q5_1, 2, prepare_split_q8_1, prepared_size_split);
+    set<TS::template q8_0, 2, 4>(t, KAIL_TYPE_Q8_0, 2, prepare_nat_q8_0, prepared_size_nat);
+    set<TS::template q2_K, 2, 4>(t, KAIL_TYPE_Q2_K, 2);
+    set<TS::template q3_K, 2, 4>(t, KAIL_TYPE_Q3_K, 2);
+    set<TS::template q4_K, 2, 4>(t, KAIL_TYPE_Q4_K, 2);
+    set<TS::template q5_K, 2, 4>(t, KAIL_TYPE_Q5_K, 2);
+    set<TS::template q6_K, 2, 4>(t, KAIL_TYPE_Q6_K, 2);
+}
+
+} // namespace
+
 void kernels_init_avx2(kernel_table & t, bool vnni) {
     t.level = "avx2";
-    (void)vnni;
+    if (vnni) init<true>(t);
+    else init<false>(t);
+    set<f32_tile, 3, 4>(t, KAIL_TYPE_F32, 3);
+    set<f16_tile, 3, 4>(t, KAIL_TYPE_F16, 3, prepare_f16_as_f32, prepared_size_f32);
+    set<bf16_tile, 3, 4>(t, KAIL_TYPE_BF16, 3, prepare_bf16_as_f32, prepared_size_f32);
+    t.from_float[KAIL_TYPE_Q8_0] = from_float_q8<false>;
+    t.from_float[KAIL_TYPE_Q8_1] = from_float_q8<true>;
+    t.from_float[KAIL_TYPE_Q8_K] = from_float_q8_K;
+    t.from_float[KAIL_TYPE_F16] = from_float_f16;
+    t.from_float[KAIL_TYPE_BF16] = from_float_bf16;
+    t.fp16_to_fp32 = cvt_f16_f32;
+    t.fp32_to_fp16 = cvt_f32_f16;
+    t.bf16_to_fp32 = cvt_bf16_f32;
+    t.fp32_to_bf16 = cvt_f32_bf16;
 }
 
 } // namespace kail::cpu
