@@ -1,0 +1,443 @@
+import { EngineError } from '../errors';
+import { applyPenalties, penaltiesActive } from './penalties';
+import { Mt19937, foldSeed, randomSeed } from './rng';
+import { selectTop, sortIdsByValue } from './select-top';
+
+// Module-level aliases: under jest's vm context every global lookup (Math, Infinity) goes through an
+// interceptor and the hot loops ran ~7x slower; plain Node is unaffected either way.
+const { exp, log, fround: f32 } = Math;
+const INF = Infinity;
+
+/** Mass bins for wide nuclei: 1/64 nat each, covering 64 nats below the top logit. */
+const BINS = 4096;
+const BINS_PER_NAT = 64;
+
+/**
+ * How to pick the next token. Applied in llama.cpp's default chain order: penalties, top-k, top-p,
+ * min-p, temperature, then one draw from the softmax of what is left. As there, top-p and min-p see
+ * the distribution before temperature (temperature only reshapes the kept candidates).
+ */
+export interface SamplerParams {
+  /** Divides the kept logits before the draw; in [0, 100]. 0 = greedy (argmax, ties to the lowest id). Default 1. */
+  temperature?: number;
+  /** Keeps the k most likely tokens; an integer ≥ 0. 0 = off. Default 0. */
+  topK?: number;
+  /** Keeps the smallest most-likely set whose probability reaches p; in (0, 1]. 1 = off. Default 1. */
+  topP?: number;
+  /** Keeps tokens at least minP times as likely as the most likely one; in [0, 1]. 0 = off. Default 0. */
+  minP?: number;
+  /**
+   * Divides positive (multiplies negative) logits of tokens seen in the penalty window; a number
+   * in (0, 100]. 1 = off, above 1 discourages repeats. Default 1.
+   */
+  repetitionPenalty?: number;
+  /** Subtracted once from the logit of every token seen in the window; in [-2, 2]. 0 = off. Default 0. */
+  presencePenalty?: number;
+  /** Subtracted per occurrence in the window; in [-2, 2]. 0 = off. Default 0. */
+  frequencyPenalty?: number;
+  /** How many of the last history tokens the penalties look at; an integer ≥ -1. -1 = all, 0 = penalties off. Default 64. */
+  penaltyLastN?: number;
+  /**
+   * Makes draws reproducible: any safe integer. Seeds in [0, 2^32) give the same draws as
+   * llama.cpp's dist sampler with that seed. Default: a random seed (see `Sampler.params.seed`).
+   */
+  seed?: number;
+  /** How many of the most likely candidates of the sampling distribution to report in `top`; an integer in [0, 1000]. 0 = none. Default 0. */
+  nProbs?: number;
+}
+
+export type ResolvedSamplerParams = Required<SamplerParams>;
+
+export interface TokenLogprob {
+  token: number;
+  logprob: number;
+}
+
+export interface SampleResult {
+  token: number;
+  /**
+   * Natural log of the chosen token's probability in the distribution it was drawn from (after
+   * penalties, truncation and temperature; 0 when greedy). For the model's own log-probabilities,
+   * as the OpenAI API reports them, use `logprobs()`.
+   */
+  logprob: number;
+  /** The `nProbs` most likely candidates of that same distribution, most likely first; only when nProbs > 0. */
+  top?: TokenLogprob[];
+}
+
+export interface Sampler {
+  /** The validated parameters, defaults filled in; `seed` is the one in use, also when drawn at random. */
+  readonly params: Readonly<ResolvedSamplerParams>;
+  /**
+   * Picks the next token from one row of logits (not modified). `history` holds the tokens so far
+   * (prompt and generated, oldest first), which the penalties look at; ids outside the vocabulary
+   * are ignored. NaN logits count as -Infinity. Throws when no token has a finite logit.
+   */
+  sample(logits: Float32Array, history?: ArrayLike<number>): SampleResult;
+  /** Restarts the random stream from the seed, so the same calls give the same tokens again. */
+  reset(): void;
+}
+
+/** Validates `params` and returns a sampler with its own random stream. */
+export function createSampler(params: SamplerParams = {}): Sampler {
+  return new ChainSampler(resolveParams(params));
+}
+
+
+function resolveParams(p: SamplerParams): ResolvedSamplerParams {
+  if (p === null || typeof p !== 'object') throw invalid(`sampler params must be an object, got ${show(p)}`);
+  const r: ResolvedSamplerParams = {
+    temperature: p.temperature ?? 1,
+    topK: p.topK ?? 0,
+    topP: p.topP ?? 1,
+    minP: p.minP ?? 0,
+    repetitionPenalty: p.repetitionPenalty ?? 1,
+    presencePenalty: p.presencePenalty ?? 0,
+    frequencyPenalty: p.frequencyPenalty ?? 0,
+    penaltyLastN: p.penaltyLastN ?? 64,
+    seed: p.seed ?? randomSeed(),
+    nProbs: p.nProbs ?? 0,
+  };
+  checkRange('temperature', r.temperature, 0, 100, false, '0 = greedy');
+  checkInt('topK', r.topK, 0, 2 ** 31 - 1, '0 = off');
+  checkRange('topP', r.topP, 0, 1, true, '1 = off');
+  checkRange('minP', r.minP, 0, 1, false, '0 = off');
+  checkRange('repetitionPenalty', r.repetitionPenalty, 0, 100, true, '1 = off');
+  checkRange('presencePenalty', r.presencePenalty, -2, 2, false, '0 = off');
+  checkRange('frequencyPenalty', r.frequencyPenalty, -2, 2, false, '0 = off');
+  checkInt('penaltyLastN', r.penaltyLastN, -1, 2 ** 31 - 1, '-1 = whole history, 0 = off');
+  checkInt('seed', r.seed, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, 'any safe integer');
+  checkInt('nProbs', r.nProbs, 0, 1000, '0 = none');
+  return r;
+}
+
+function checkRange(name: string, v: unknown, lo: number, hi: number, loOpen: boolean, hint: string): void {
+  const ok = typeof v === 'number' && (loOpen ? v > lo : v >= lo) && v <= hi;
+  if (!ok) throw invalid(`${name} must be a number in ${loOpen ? '(' : '['}${lo}, ${hi}] (${hint}), got ${show(v)}`);
+}
+
+function checkInt(name: string, v: unknown, lo: number, hi: number, hint: string): void {
+  const ok = typeof v === 'number' && Number.isInteger(v) && v >= lo && v <= hi;
+  const range = lo === Number.MIN_SAFE_INTEGER ? '' : hi === 2 ** 31 - 1 ? ` ≥ ${lo}` : ` in [${lo}, ${hi}]`;
+  if (!ok) throw invalid(`${name} must be an integer${range} (${hint}), got ${show(v)}`);
+}
+
+function show(v: unknown): string {
+  return typeof v === 'string' ? JSON.stringify(v) : String(v);
+}
+
+function invalid(message: string): EngineError {
+  return new EngineError('KAIL_E_INVALID_ARG', message);
+}
+
+function noToken(): EngineError {
+  return new EngineError('KAIL_E_INTERNAL', 'cannot sample: every logit is -Infinity or NaN');
+}
+
+/**
+ * exp(x - max) as llama.cpp computes it in float32, with the edge cases made total: NaN and
+ * -Infinity give 0, and when the maximum is +Infinity the +Infinity tokens share the mass.
+ */
+function expRel(x: number, max: number): number {
+  if (max === INF) return x === INF ? 1 : 0;
+  return x > -INF ? f32(exp(f32(x - max))) : 0;
+}
+
+/**
+ * The sampler chain. Arithmetic on logits and probabilities is rounded to float32 where llama.cpp
+ * works in float, and sums are taken in the same order, so a seed picks the same tokens as there.
+ *
+ * The surviving candidates live in `ids`/`vals` (`count` of them, sorted best-first or in id
+ * order); `whole` means no stage has cut the vocabulary yet, so nothing was copied.
+ */
+class ChainSampler implements Sampler {
+  readonly params: Readonly<ResolvedSamplerParams>;
+  private readonly rng: Mt19937;
+  private readonly seed32: number;
+  private readonly temp: number;
+  private readonly topP: number;
+  private readonly logMinP: number;
+  private readonly penalize: boolean;
+
+  private nVocab = 0;
+  private penalized = new Float32Array(0);
+  private probs = new Float32Array(0);
+  private ids = new Int32Array(0);
+  private vals = new Float32Array(0);
+  private readonly binMass = new Float64Array(BINS);
+  private count = 0;
+  private sorted = false;
+  private whole = true;
+
+  constructor(params: ResolvedSamplerParams) {
+    this.params = Object.freeze({ ...params });
+    this.seed32 = foldSeed(params.seed);
+    this.rng = new Mt19937(this.seed32);
+    this.temp = f32(params.temperature);
+    this.topP = f32(params.topP);
+    this.logMinP = f32(log(params.minP));
+    this.penalize = penaltiesActive(params);
+  }
+
+  reset(): void {
+    this.rng.seed(this.seed32);
+  }
+
+  sample(logits: Float32Array, history: ArrayLike<number> = []): SampleResult {
+    if (!(logits instanceof Float32Array)) throw invalid('logits must be a Float32Array');
+    const n = logits.length;
+    if (n === 0) throw invalid('logits must not be empty');
+    this.ensureCapacity(n);
+    const src = this.penalize ? applyPenalties(logits, history, this.params, this.penalized) : logits;
+
+    if (this.temp === 0) return this.greedy(src);
+
+    const { topK, minP } = this.params;
+    this.whole = true;
+    this.sorted = false;
+    this.count = n;
+    if (topK > 0) this.keepTopK(src, Math.min(topK, n));
+    let minPDone = false;
+    if (this.topP < 1) minPDone = this.keepTopP(src);
+    if (minP > 0 && !minPDone) this.keepMinP(src);
+    return this.draw(src);
+  }
+
+  private ensureCapacity(n: number): void {
+    if (n === this.nVocab) return;
+    this.nVocab = n;
+    this.penalized = new Float32Array(n);
+    this.probs = new Float32Array(n);
+    this.ids = new Int32Array(n);
+    this.vals = new Float32Array(n);
+  }
+
+  private greedy(src: Float32Array): SampleResult {
+    let best = -1;
+    let bestVal = -INF;
+    for (let i = 0; i < src.length; i++) {
+      if (src[i] > bestVal) {
+        bestVal = src[i];
+        best = i;
+      }
+    }
+    if (best < 0) throw noToken();
+    const result: SampleResult = { token: best, logprob: 0 };
+    if (this.params.nProbs > 0) result.top = [{ token: best, logprob: 0 }];
+    return result;
+  }
+
+  private keepTopK(src: Float32Array, k: number): void {
+    this.count = selectTop(src, src.length, k, this.ids, this.vals);
+    this.whole = false;
+    this.sorted = true;
+  }
+
+  /**
+   * Cuts the (sorted) candidates to the shortest prefix whose probability reaches topP. Returns
+   * true when it applied min-p as well: over the whole vocabulary, both keep a best-first prefix,
+   * so the result is the shorter of the two, and min-p's threshold bounds what needs sorting.
+   */
+  private keepTopP(src: Float32Array): boolean {
+    const probs = this.probs;
+    const topP = this.topP;
+    if (!this.whole) {
+      const m = this.count;
+      const vals = this.vals;
+      const max = vals[0];
+      let sum = 0;
+      for (let i = 0; i < m; i++) {
+        probs[i] = expRel(vals[i], max);
+        sum = f32(sum + probs[i]);
+      }
+      let cum = 0;
+      for (let i = 0; i < m; i++) {
+        cum = f32(cum + f32(probs[i] / sum));
+        if (cum >= topP) {
+          this.count = i + 1;
+          break;
+        }
+      }
+      return false;
+    }
+
+    // Softmax over the whole vocabulary, kept by id in `probs`.
+    const n = src.length;
+    const max = maxOf(src);
+    if (max === -INF) throw noToken();
+    let sum = 0;
+    for (let i = 0; i < n; i++) {
+      probs[i] = expRel(src[i], max);
+      sum = f32(sum + probs[i]);
+    }
+    const minPToo = this.params.minP > 0;
+    if (minPToo) {
+      this.filterAtLeast(src, f32(max + this.logMinP));
+      this.sortCandidates(src);
+      this.cutAtMass(probs, sum);
+    } else {
+      // Most nuclei are a few hundred tokens: select that many; bin the mass only when it falls short.
+      this.count = selectTop(src, n, Math.min(256, n), this.ids, this.vals);
+      if (!this.cutAtMass(probs, sum) && this.count === 256) {
+        this.nucleusCandidates(src, probs, sum, max);
+        this.sortCandidates(src);
+        if (!this.cutAtMass(probs, sum)) this.count = selectTop(src, n, n, this.ids, this.vals);
+      }
+    }
+    this.whole = false;
+    this.sorted = true;
+    return minPToo;
+  }
+
+  /**
+   * Candidates for a wide nucleus without sorting the vocabulary: bins the probability mass by
+   * distance below the top logit, finds the bin where the running mass reaches topP and keeps every
+   * token down to one bin past it (slack for float32 rounding), in id order. Bins are monotone in
+   * the logit, so this is a best-first prefix that contains the nucleus.
+   */
+  private nucleusCandidates(src: Float32Array, probs: Float32Array, sum: number, max: number): void {
+    const mass = this.binMass;
+    mass.fill(0);
+    const last = BINS - 1;
+    for (let i = 0; i < src.length; i++) {
+      const x = src[i];
+      if (!(x > -INF)) continue;
+      const d = (max - x) * BINS_PER_NAT;
+      mass[d < last ? d | 0 : last] += probs[i];
+    }
+    let cut = last;
+    let cum = 0;
+    for (let b = 0; b < last; b++) {
+      cum += mass[b] / sum;
+      if (cum >= this.topP) {
+        cut = b + 1;
+        break;
+      }
+    }
+    const ids = this.ids;
+    let m = 0;
+    for (let i = 0; i < src.length; i++) {
+      const x = src[i];
+      if (!(x > -INF)) continue;
+      const d = (max - x) * BINS_PER_NAT;
+      if ((d < last ? d | 0 : last) <= cut) ids[m++] = i;
+    }
+    this.count = m;
+  }
+
+  /** Sorts the candidate ids best-first and fills in their logits. */
+  private sortCandidates(src: Float32Array): void {
+    const ids = this.ids.subarray(0, this.count);
+    sortIdsByValue(ids, src);
+    for (let i = 0; i < ids.length; i++) this.vals[i] = src[ids[i]];
+  }
+
+  /** Shortens the sorted candidates to where their mass reaches topP; false when it never does. */
+  private cutAtMass(probs: Float32Array, sum: number): boolean {
+    const ids = this.ids;
+    let cum = 0;
+    for (let i = 0; i < this.count; i++) {
+      cum = f32(cum + f32(probs[ids[i]] / sum));
+      if (cum >= this.topP) {
+        this.count = i + 1;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private keepMinP(src: Float32Array): void {
+    if (this.whole) {
+      const max = maxOf(src);
+      if (max === -INF) throw noToken();
+      // Kept in id order, as llama.cpp's unsorted path leaves them.
+      this.filterAtLeast(src, f32(max + this.logMinP));
+      this.whole = false;
+      this.sorted = false;
+      return;
+    }
+    if (this.count === 0) return;
+    const vals = this.vals;
+    const threshold = f32(vals[0] + this.logMinP);
+    let i = 1;
+    while (i < this.count && vals[i] >= threshold) i++;
+    this.count = i;
+  }
+
+  /** Candidates := tokens whose logit is ≥ threshold, in id order. */
+  private filterAtLeast(src: Float32Array, threshold: number): void {
+    const ids = this.ids;
+    const vals = this.vals;
+    let m = 0;
+    for (let i = 0; i < src.length; i++) {
+      if (src[i] >= threshold) {
+        ids[m] = i;
+        vals[m++] = src[i];
+      }
+    }
+    this.count = m;
+  }
+
+  /** Temperature, softmax and one uniform draw, as llama.cpp's temp + dist samplers. */
+  private draw(src: Float32Array): SampleResult {
+    const whole = this.whole;
+    const m = this.count;
+    if (m === 0) throw noToken();
+    // Tempered logits: over the whole vocabulary they go to scratch, never into the caller's array.
+    const temp = this.temp;
+    const from = whole ? src : this.vals;
+    const vals = whole && temp !== 1 ? this.penalized : from;
+    if (temp !== 1) for (let i = 0; i < m; i++) vals[i] = f32(from[i] / temp);
+    const max = this.sorted ? vals[0] : maxOf(vals.subarray(0, m));
+    if (max === -INF) throw noToken();
+
+    const probs = this.probs;
+    let sum = 0;
+    for (let i = 0; i < m; i++) {
+      const p = expRel(vals[i], max);
+      probs[i] = p;
+      sum += p;
+    }
+    const target = sum * this.rng.nextDouble();
+    let chosen = -1;
+    let run = 0;
+    for (let i = 0; i < m; i++) {
+      run += probs[i];
+      // `probs[i] > 0`: a draw of exactly 0 must not pick a leading impossible token.
+      if (run >= target && probs[i] > 0) {
+        chosen = i;
+        break;
+      }
+    }
+    if (chosen < 0) chosen = lastPositive(probs, m);
+
+    const logSum = log(sum);
+    const idOf = (i: number) => (whole ? i : this.ids[i]);
+    const result: SampleResult = { token: idOf(chosen), logprob: log(probs[chosen]) - logSum };
+    const nProbs = this.params.nProbs;
+    if (nProbs > 0) {
+      const top: TokenLogprob[] = [];
+      if (this.sorted) {
+        for (let i = 0; i < Math.min(nProbs, m); i++) top.push({ token: idOf(i), logprob: log(probs[i]) - logSum });
+      } else {
+        const topIds = new Int32Array(nProbs);
+        const topVals = new Float32Array(nProbs);
+        const k = selectTop(vals, m, nProbs, topIds, topVals);
+        for (let i = 0; i < k; i++) top.push({ token: idOf(topIds[i]), logprob: log(probs[topIds[i]]) - logSum });
+      }
+      result.top = top;
+    }
+    return result;
+  }
+}
+
+function maxOf(a: Float32Array): number {
+  let max = -INF;
+  for (let i = 0; i < a.length; i++) if (a[i] > max) max = a[i];
+  return max;
+}
+
+function lastPositive(probs: Float32Array, m: number): number {
+  for (let i = m - 1; i >= 0; i--) if (probs[i] > 0) return i;
+  return m - 1;
+}

@@ -1,0 +1,118 @@
+const INF = Infinity; // local alias: global lookups are slow under jest's vm context
+
+/**
+ * Writes the ids and values of the `k` largest of `values[0..n)` into `outIds`/`outVals`, in
+ * descending order, equal values by ascending id; returns how many were written. NaN and -Infinity
+ * are never selected, so fewer than `k` come back when fewer are finite or +Infinity.
+ *
+ * A bounded heap: one compare per element against the heap's worst, so picking 40 of 152k logits
+ * costs a single pass instead of a sort of the vocabulary. Large `k` sorts the survivors instead.
+ */
+export function selectTop(
+  values: Float32Array,
+  n: number,
+  k: number,
+  outIds: Int32Array,
+  outVals: Float32Array,
+): number {
+  if (k <= 0 || n <= 0) return 0;
+  if (k >= n || k > 4096 || k * 16 > n) return selectBySort(values, n, k, outIds, outVals);
+
+  // Min-heap on (value, -id): the root is the worst kept candidate.
+  let size = 0;
+  for (let i = 0; i < n; i++) {
+    const v = values[i];
+    if (size === k) {
+      // Ids arrive in ascending order, so an equal value never beats the root.
+      if (!(v > outVals[0])) continue;
+      outIds[0] = i;
+      outVals[0] = v;
+      siftDown(outIds, outVals, 0, size);
+    } else if (v > -INF) {
+      let c = size++;
+      outIds[c] = i;
+      outVals[c] = v;
+      while (c > 0) {
+        const p = (c - 1) >> 1;
+        if (!worse(outVals[c], outIds[c], outVals[p], outIds[p])) break;
+        swap(outIds, outVals, c, p);
+        c = p;
+      }
+    }
+  }
+  // Heap sort in place: moving the worst to the end each time leaves the best first.
+  for (let end = size - 1; end > 0; end--) {
+    swap(outIds, outVals, 0, end);
+    siftDown(outIds, outVals, 0, end);
+  }
+  return size;
+}
+
+function selectBySort(values: Float32Array, n: number, k: number, outIds: Int32Array, outVals: Float32Array): number {
+  const idx = new Int32Array(n);
+  let m = 0;
+  for (let i = 0; i < n; i++) if (values[i] > -INF) idx[m++] = i;
+  const kept = idx.subarray(0, m);
+  sortIdsByValue(kept, values);
+  const count = Math.min(k, m);
+  for (let i = 0; i < count; i++) {
+    outIds[i] = kept[i];
+    outVals[i] = values[kept[i]];
+  }
+  return count;
+}
+
+/** Ids up to 2^21 fit beside a 32-bit value key in a double's 53 bits. */
+const ID_SPACE = 2 ** 21;
+
+/**
+ * Sorts `ids` in place by `values[id]` descending, equal values by ascending id. The ids must not
+ * point at NaN. Packs (value, id) into one exact double so that the native comparator-free
+ * Float64Array sort does the work: several times faster than a comparator on 152k ids.
+ */
+export function sortIdsByValue(ids: Int32Array, values: Float32Array): void {
+  const m = ids.length;
+  if (m < 2) return;
+  if (values.length > ID_SPACE) {
+    ids.sort((a, b) => values[b] - values[a] || a - b);
+    return;
+  }
+  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  const keys = new Float64Array(m);
+  for (let i = 0; i < m; i++) {
+    const id = ids[i];
+    // Float bits made monotonic as unsigned integers (-0 and +0 alike), then inverted for descending.
+    const b = values[id] === 0 ? 0 : bits[id];
+    const ordered = b & 0x80000000 ? ~b >>> 0 : (b | 0x80000000) >>> 0;
+    keys[i] = (0xffffffff - ordered) * ID_SPACE + id;
+  }
+  keys.sort();
+  for (let i = 0; i < m; i++) ids[i] = keys[i] % ID_SPACE;
+}
+
+/** Whether (va, ia) ranks below (vb, ib): smaller value, or equal value and larger id. */
+function worse(va: number, ia: number, vb: number, ib: number): boolean {
+  return va < vb || (va === vb && ia > ib);
+}
+
+function siftDown(ids: Int32Array, vals: Float32Array, i: number, size: number): void {
+  for (;;) {
+    const l = 2 * i + 1;
+    if (l >= size) return;
+    const r = l + 1;
+    let w = l;
+    if (r < size && worse(vals[r], ids[r], vals[l], ids[l])) w = r;
+    if (!worse(vals[w], ids[w], vals[i], ids[i])) return;
+    swap(ids, vals, i, w);
+    i = w;
+  }
+}
+
+function swap(ids: Int32Array, vals: Float32Array, a: number, b: number): void {
+  const ti = ids[a];
+  ids[a] = ids[b];
+  ids[b] = ti;
+  const tv = vals[a];
+  vals[a] = vals[b];
+  vals[b] = tv;
+}
