@@ -1,5 +1,28 @@
 // Workspace tools. Each tool is a module under src/ with its own entry script.
-export { writeModel, planModel, WEIGHT_RECIPE_VERSION } from './models/build';
-export type { WriteModelOptions, WriteModelResult } from './models/build';
-export { PRESETS, getPreset } from './models/presets';
+export { writeModel, planModel, generateTensorF32, WEIGHT_RECIPE_VERSION } from './models/build';
+export type { WriteModelOptions, WriteModelResult, WrittenTensor } from './models/build';
+export { PRESETS, getPreset, DEFAULT_PRESET_FOR_ARCH } from './models/presets';
 export type { Preset } from './models/presets';
+export type { ModelConfig, ArchDefinition, TensorSpec, TensorRole, WeightInit } from './models/arch';
+export { registerArch, getArch, archNames } from './models/architectures';
+export { FILE_TYPES, parseFileType, tensorType, useMoreBits } from './models/quant-plan';
+export type { FileTypeName } from './models/quant-plan';
+export type { QuantizeFn } from './models/quantizer';
+export { buildVocab, VOCAB_KINDS, TokenType } from './models/vocab';
+export type { Vocab, VocabKind } from './models/vocab';
+export { GgufWriter, kv } from './gguf/writer';
+export type { GgufValue, GgufTensorInfo, GgufWriterOptions } from './gguf/writer';
+export { readGgufHeader, readGgufTensorBytes } from './gguf/reader';
+export type { GgufHeader, GgufReadTensor, GgufReadKv } from './gguf/reader';
+export { GgmlType, GgufType, ggmlTypeTraits, ggmlTensorBytes, LlamaFileType, GGUF_DEFAULT_ALIGNMENT } from './gguf/constants';
+export { encodeF16, encodeBf16, decodeF16, decodeBf16, f32ToF16Bits, f32ToBf16Bits } from './gguf/float-encode';
+export {
+  llamaLogits,
+  llamaLogitsBatch,
+  llamaTokenize,
+  llamaDetokenize,
+  llamaGenerateGreedy,
+  llamaRefScript,
+  readLogitsFiles,
+} from './parity/llama-ref';
+export type { LlamaLogits, LlamaRefOptions } from './parity/llama-ref';

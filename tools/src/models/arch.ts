@@ -1,0 +1,198 @@
+// An architecture is a small declarative description: the GGUF metadata it needs and the list of
+// tensors (name, ggml shape, how to initialize, what role it plays for quantization). Everything
+// else (weight generation, type selection, writing) is shared. Names and shapes follow
+// llama.cpp's src/llama-arch.cpp (LLM_TENSOR_* names) and src/models/<arch>.cpp (load_arch_tensors).
+import type { GgufValue } from '../gguf/writer';
+import type { VocabKind } from './vocab';
+
+/** Shape of a generated model. Fields an architecture does not use are ignored by it. */
+export interface ModelConfig {
+  /** Builder name (`--arch`): llama, mixtral, qwen2moe, qwen3moe, ... */
+  arch: string;
+  name: string;
+  nLayers: number;
+  /** Hidden size (n_embd). */
+  dim: number;
+  /** Dense FFN size; for llama-style MoE (mixtral) also the expert FFN size. */
+  ff: number;
+  nHeads: number;
+  nKvHeads: number;
+  /** Per-head size; defaults to dim / nHeads. */
+  headDim?: number;
+  nExperts: number;
+  nExpertsUsed: number;
+  /** Expert FFN size (qwen2moe/qwen3moe `expert_feed_forward_length`). */
+  expertFf: number;
+  /** Shared-expert FFN size (qwen2moe). */
+  sharedFf: number;
+  vocabSize: number;
+  vocabKind: VocabKind;
+  /** Training context length written to the file. */
+  ctx: number;
+  ropeBase: number;
+  normEps: number;
+  /** No `output.weight`; llama.cpp reuses token_embd. */
+  tiedEmbeddings: boolean;
+}
+
+/** How a tensor's values are drawn (always in F32, before any conversion). */
+export type WeightInit =
+  /** Approximately normal with this mean and standard deviation. */
+  | { kind: 'normal'; std: number; mean?: number }
+  | { kind: 'const'; value: number };
+
+/** What a tensor is, for the type rules of mixed quantizations (llama.cpp's tensor categories). */
+export type TensorRole =
+  | 'token_embd'
+  | 'output'
+  | 'norm'
+  | 'attn_q'
+  | 'attn_k'
+  | 'attn_v'
+  | 'attn_output'
+  | 'attn_bias'
+  | 'ffn_gate'
+  | 'ffn_up'
+  | 'ffn_down'
+  | 'router'
+  | 'shexp_gate';
+
+export interface TensorSpec {
+  name: string;
+  /** ggml order: shape[0] is the row length (input features for a weight matrix). */
+  shape: number[];
+  init: WeightInit;
+  role: TensorRole;
+  /** Block index for per-layer tensors. */
+  layer?: number;
+}
+
+export interface ArchDefinition {
+  /** The `--arch` name. */
+  name: string;
+  /** `general.architecture`. */
+  ggufArch: string;
+  /** Checks the config and fills derived defaults; throws on shapes the architecture cannot take. */
+  normalize(config: ModelConfig): ModelConfig;
+  /** Architecture keys (`<arch>.*`); general.* and tokenizer.* are written by the builder. */
+  metadata(config: ModelConfig): [string, GgufValue][];
+  tensors(config: ModelConfig): TensorSpec[];
+}
+
+// ---- shared helpers -------------------------------------------------------------------------
+
+export function headDim(c: ModelConfig): number {
+  return c.headDim ?? c.dim / c.nHeads;
+}
+
+/** Norm gains near 1 so normalized activations keep unit scale. */
+export const NORM_INIT: WeightInit = { kind: 'normal', mean: 1, std: 0.1 };
+
+/** A projection with `nIn` inputs: std 1/sqrt(nIn) keeps outputs at the scale of the inputs. */
+export function linearInit(nIn: number, gain = 1): WeightInit {
+  return { kind: 'normal', std: gain / Math.sqrt(nIn) };
+}
+
+export function norm(name: string, n: number, layer?: number): TensorSpec {
+  return { name, shape: [n], init: NORM_INIT, role: 'norm', layer };
+}
+
+export function linear(name: string, nIn: number, nOut: number, role: TensorRole, layer?: number, gain = 1): TensorSpec {
+  return { name, shape: [nIn, nOut], init: linearInit(nIn, gain), role, layer };
+}
+
+/** token_embd, output_norm and (unless tied) output. */
+export function embeddings(c: ModelConfig): TensorSpec[] {
+  // Logits end up with std ~2: peaked enough that greedy choices are stable, not one-hot.
+  const out: TensorSpec[] = [
+    {
+      name: 'token_embd.weight',
+      shape: [c.dim, c.vocabSize],
+      // Tied: the same matrix makes the logits, so it gets the output scale.
+      init: c.tiedEmbeddings ? linearInit(c.dim, 2) : { kind: 'normal', std: 1 },
+      role: 'token_embd',
+    },
+    norm('output_norm.weight', c.dim),
+  ];
+  if (!c.tiedEmbeddings) out.push(linear('output.weight', c.dim, c.vocabSize, 'output', undefined, 2));
+  return out;
+}
+
+export interface AttentionOptions {
+  /** q/k/v biases (qwen2 family). */
+  qkvBias?: boolean;
+  /** Per-head RMS norms on q and k (qwen3 family). */
+  qkNorm?: boolean;
+}
+
+/** attn_norm, q/k/v/o projections and their optional extras for block `i`. */
+export function attention(c: ModelConfig, i: number, opts: AttentionOptions = {}): TensorSpec[] {
+  const hd = headDim(c);
+  const nQ = hd * c.nHeads;
+  const nKv = hd * c.nKvHeads;
+  const p = `blk.${i}`;
+  const t: TensorSpec[] = [
+    norm(`${p}.attn_norm.weight`, c.dim, i),
+    linear(`${p}.attn_q.weight`, c.dim, nQ, 'attn_q', i),
+    linear(`${p}.attn_k.weight`, c.dim, nKv, 'attn_k', i),
+    linear(`${p}.attn_v.weight`, c.dim, nKv, 'attn_v', i),
+  ];
+  if (opts.qkvBias) {
+    const bias = (name: string, n: number): TensorSpec => ({ name, shape: [n], init: { kind: 'normal', std: 0.1 }, role: 'attn_bias', layer: i });
+    t.push(bias(`${p}.attn_q.bias`, nQ), bias(`${p}.attn_k.bias`, nKv), bias(`${p}.attn_v.bias`, nKv));
+  }
+  if (opts.qkNorm) t.push(norm(`${p}.attn_q_norm.weight`, hd, i), norm(`${p}.attn_k_norm.weight`, hd, i));
+  t.push(linear(`${p}.attn_output.weight`, nQ, c.dim, 'attn_output', i));
+  return t;
+}
+
+/** Dense SwiGLU FFN with its norm. */
+export function denseFfn(c: ModelConfig, i: number): TensorSpec[] {
+  const p = `blk.${i}`;
+  return [
+    norm(`${p}.ffn_norm.weight`, c.dim, i),
+    linear(`${p}.ffn_gate.weight`, c.dim, c.ff, 'ffn_gate', i),
+    linear(`${p}.ffn_up.weight`, c.dim, c.ff, 'ffn_up', i),
+    linear(`${p}.ffn_down.weight`, c.ff, c.dim, 'ffn_down', i),
+  ];
+}
+
+/**
+ * Router and merged expert tensors (`ffn_*_exps`, shape [in, out, n_expert]). Router logits get
+ * std ~2 so the top-k choice changes from token to token without collapsing onto one expert.
+ */
+export function moeFfn(c: ModelConfig, i: number, expertFf: number): TensorSpec[] {
+  const p = `blk.${i}`;
+  const e = c.nExperts;
+  return [
+    norm(`${p}.ffn_norm.weight`, c.dim, i),
+    linear(`${p}.ffn_gate_inp.weight`, c.dim, e, 'router', i, 2),
+    { name: `${p}.ffn_gate_exps.weight`, shape: [c.dim, expertFf, e], init: linearInit(c.dim), role: 'ffn_gate', layer: i },
+    { name: `${p}.ffn_up_exps.weight`, shape: [c.dim, expertFf, e], init: linearInit(c.dim), role: 'ffn_up', layer: i },
+    { name: `${p}.ffn_down_exps.weight`, shape: [expertFf, c.dim, e], init: linearInit(expertFf), role: 'ffn_down', layer: i },
+  ];
+}
+
+/** Shared expert with its sigmoid gate (qwen2moe). */
+export function sharedExpert(c: ModelConfig, i: number): TensorSpec[] {
+  const p = `blk.${i}`;
+  return [
+    { name: `${p}.ffn_gate_inp_shexp.weight`, shape: [c.dim], init: linearInit(c.dim), role: 'shexp_gate', layer: i },
+    linear(`${p}.ffn_gate_shexp.weight`, c.dim, c.sharedFf, 'ffn_gate', i),
+    linear(`${p}.ffn_up_shexp.weight`, c.dim, c.sharedFf, 'ffn_up', i),
+    linear(`${p}.ffn_down_shexp.weight`, c.sharedFf, c.dim, 'ffn_down', i),
+  ];
+}
+
+export function requirePositive(c: ModelConfig, fields: (keyof ModelConfig)[]): void {
+  for (const f of fields) {
+    const v = c[f];
+    if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) throw new Error(`${c.arch}: ${String(f)} must be a positive integer, got ${String(v)}`);
+  }
+}
+
+export function checkHeads(c: ModelConfig): void {
+  if (c.headDim === undefined && c.dim % c.nHeads !== 0) throw new Error(`${c.arch}: dim ${c.dim} not divisible by heads ${c.nHeads}`);
+  if (c.nHeads % c.nKvHeads !== 0) throw new Error(`${c.arch}: heads ${c.nHeads} not divisible by kv heads ${c.nKvHeads}`);
+  if (headDim(c) % 2 !== 0) throw new Error(`${c.arch}: head size ${headDim(c)} must be even for RoPE`);
+}

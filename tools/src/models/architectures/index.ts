@@ -1,0 +1,24 @@
+import type { ArchDefinition } from '../arch';
+import { llama, mixtral } from './llama';
+import { qwen2moe } from './qwen2moe';
+import { qwen3moe } from './qwen3moe';
+
+const ARCHS = new Map<string, ArchDefinition>();
+
+/** Adds an architecture builder (deepseek2, glm4moe, olmoe, ... register here). */
+export function registerArch(def: ArchDefinition): void {
+  if (ARCHS.has(def.name)) throw new Error(`architecture '${def.name}' already registered`);
+  ARCHS.set(def.name, def);
+}
+
+export function getArch(name: string): ArchDefinition {
+  const a = ARCHS.get(name);
+  if (!a) throw new Error(`unknown architecture '${name}'; known: ${[...ARCHS.keys()].join(', ')}`);
+  return a;
+}
+
+export function archNames(): string[] {
+  return [...ARCHS.keys()];
+}
+
+for (const a of [llama, mixtral, qwen2moe, qwen3moe]) registerArch(a);

@@ -1,0 +1,80 @@
+// Named model shapes. tiny-*: seconds to write and to run in llama.cpp, for tests (dims are
+// multiples of 256 so every K-quant applies without fallbacks). bench-*: the shapes of real
+// models (random weights), for throughput work; use --layers to cut them down.
+import type { ModelConfig } from './arch';
+
+export interface Preset {
+  description: string;
+  config: ModelConfig;
+}
+
+const tiny = { ctx: 4096, normEps: 1e-5, tiedEmbeddings: false, expertFf: 0, sharedFf: 0, nExperts: 0, nExpertsUsed: 0 };
+
+export const PRESETS: Record<string, Preset> = {
+  'tiny-llama': {
+    description: 'dense llama, Llama 3 byte-level BPE tokenizer',
+    config: {
+      ...tiny, arch: 'llama', name: 'tiny-llama', nLayers: 4, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2,
+      vocabSize: 1024, vocabKind: 'llama3', ropeBase: 500000,
+    },
+  },
+  'tiny-mixtral': {
+    description: 'llama-architecture MoE (8 experts, top-2), SentencePiece tokenizer',
+    config: {
+      ...tiny, arch: 'mixtral', name: 'tiny-mixtral', nLayers: 2, dim: 256, ff: 512, nHeads: 8, nKvHeads: 4,
+      nExperts: 8, nExpertsUsed: 2, vocabSize: 1024, vocabKind: 'spm', ropeBase: 1e6,
+    },
+  },
+  'tiny-qwen2moe': {
+    description: 'qwen2moe: q/k/v biases, 16 experts top-4 plus a gated shared expert, Qwen2 tokenizer',
+    config: {
+      ...tiny, arch: 'qwen2moe', name: 'tiny-qwen2moe', nLayers: 2, dim: 256, ff: 1024, nHeads: 4, nKvHeads: 4,
+      nExperts: 16, nExpertsUsed: 4, expertFf: 256, sharedFf: 512, vocabSize: 1024, vocabKind: 'qwen2',
+      ropeBase: 1e6, normEps: 1e-6,
+    },
+  },
+  'tiny-qwen3moe': {
+    description: 'qwen3moe: q/k norms, head size 128 (attention width 512 > dim 256), 16 experts top-4',
+    config: {
+      ...tiny, arch: 'qwen3moe', name: 'tiny-qwen3moe', nLayers: 2, dim: 256, ff: 768, nHeads: 4, nKvHeads: 2,
+      headDim: 128, nExperts: 16, nExpertsUsed: 4, expertFf: 256, vocabSize: 1024, vocabKind: 'qwen2',
+      ropeBase: 1e6, normEps: 1e-6,
+    },
+  },
+  'bench-llama-1b': {
+    description: 'Llama 3.2 1B shape (16 x 2048, ff 8192, GQA 32/8, tied embeddings), vocab 32000: ~1.0B params',
+    config: {
+      ...tiny, arch: 'llama', name: 'bench-llama-1b', nLayers: 16, dim: 2048, ff: 8192, nHeads: 32, nKvHeads: 8,
+      vocabSize: 32000, vocabKind: 'llama3', ctx: 131072, ropeBase: 500000, tiedEmbeddings: true,
+    },
+  },
+  'bench-qwen3-30b-a3b-shaped': {
+    description: 'Qwen3-30B-A3B shape (48 x 2048, 128 experts top-8 of ff 768, head 128, GQA 32/4), vocab 32000',
+    config: {
+      ...tiny, arch: 'qwen3moe', name: 'bench-qwen3-30b-a3b-shaped', nLayers: 48, dim: 2048, ff: 6144, nHeads: 32,
+      nKvHeads: 4, headDim: 128, nExperts: 128, nExpertsUsed: 8, expertFf: 768, vocabSize: 32000, vocabKind: 'qwen2',
+      ctx: 40960, ropeBase: 1e6, normEps: 1e-6,
+    },
+  },
+  'bench-mixtral-8x7b-shaped': {
+    description: 'Mixtral 8x7B shape (32 x 4096, 8 experts top-2 of ff 14336, GQA 32/8), vocab 32000',
+    config: {
+      ...tiny, arch: 'mixtral', name: 'bench-mixtral-8x7b-shaped', nLayers: 32, dim: 4096, ff: 14336, nHeads: 32,
+      nKvHeads: 8, nExperts: 8, nExpertsUsed: 2, vocabSize: 32000, vocabKind: 'spm', ctx: 32768, ropeBase: 1e6,
+    },
+  },
+};
+
+/** The tiny preset used as the base for `--arch X` without `--preset`. */
+export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
+  llama: 'tiny-llama',
+  mixtral: 'tiny-mixtral',
+  qwen2moe: 'tiny-qwen2moe',
+  qwen3moe: 'tiny-qwen3moe',
+};
+
+export function getPreset(name: string): Preset {
+  const p = PRESETS[name];
+  if (!p) throw new Error(`unknown preset '${name}'; known: ${Object.keys(PRESETS).join(', ')}`);
+  return { description: p.description, config: { ...p.config } };
+}

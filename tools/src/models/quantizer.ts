@@ -1,0 +1,39 @@
+// Quantized tensor types come from the native core's quantizer (ggml's reference quantization),
+// reached through the engine; nothing here reimplements a quantization format.
+import { GgmlType, ggmlTypeTraits } from '../gguf/constants';
+
+/** Quantizes whole rows of F32 values (length a multiple of the type's block size) to ggml blocks. */
+export type QuantizeFn = (type: GgmlType, data: Float32Array) => Uint8Array;
+
+interface NativeWithQuantize {
+  quantize?: (typeId: number, data: Float32Array) => Uint8Array;
+}
+
+let cached: QuantizeFn | undefined;
+
+/** The native quantizer; throws with what to do when the addon or its `quantize` is missing. */
+export function resolveQuantizer(): QuantizeFn {
+  if (cached) return cached;
+  let addon: NativeWithQuantize;
+  try {
+    // Loaded lazily: float files need neither the engine build nor the addon.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const engine = require('@kailstream/engine') as { native: () => unknown };
+    addon = engine.native() as NativeWithQuantize;
+  } catch (e) {
+    throw new Error(`quantized types need the native addon through @kailstream/engine: ${(e as Error).message}`);
+  }
+  const q = addon.quantize;
+  if (typeof q !== 'function') {
+    throw new Error('the native addon has no quantize(); rebuild it (cd packages/core-native && node scripts/build-native.js) or write F32/F16/BF16');
+  }
+  cached = (type, data) => {
+    const t = ggmlTypeTraits(type);
+    if (data.length % t.blockSize !== 0) throw new Error(`${t.name}: ${data.length} values is not a whole number of blocks`);
+    const out = q.call(addon, type, data);
+    const expected = (data.length / t.blockSize) * t.typeSize;
+    if (out.byteLength !== expected) throw new Error(`native quantize(${t.name}) returned ${out.byteLength} bytes, expected ${expected}`);
+    return out;
+  };
+  return cached;
+}

@@ -1,0 +1,260 @@
+// Small but real tokenizers for generated models, stored in the GGUF so llama.cpp (and our engine)
+// tokenize with them: a byte-level BPE ("gpt2" with the qwen2 or llama-bpe pre-tokenizer) or a
+// SentencePiece-style vocabulary ("llama", with scores and <0xNN> byte-fallback tokens). Merges
+// are learned from a built-in corpus; a larger vocabulary is filled with further merges of
+// existing tokens, so every token is a valid BPE product.
+import { GgufType } from '../gguf/constants';
+import type { GgufWriter } from '../gguf/writer';
+import { kv } from '../gguf/writer';
+import { TRAINING_CORPUS } from './corpus';
+import { Xoshiro128 } from './rng';
+
+/** llama_token_type (llama.cpp's vocab token types). */
+export enum TokenType {
+  NORMAL = 1,
+  UNKNOWN = 2,
+  CONTROL = 3,
+  USER_DEFINED = 4,
+  UNUSED = 5,
+  BYTE = 6,
+}
+
+/** Which tokenizer and chat format a vocabulary follows. */
+export type VocabKind =
+  /** byte-level BPE, pre-tokenizer "qwen2", ChatML specials and template. */
+  | 'qwen2'
+  /** byte-level BPE, pre-tokenizer "llama-bpe", Llama 3 specials and template. */
+  | 'llama3'
+  /** SentencePiece-style ("llama" model), byte fallback, Mistral [INST] template. */
+  | 'spm';
+
+export const VOCAB_KINDS: readonly VocabKind[] = ['qwen2', 'llama3', 'spm'];
+
+export interface Vocab {
+  kind: VocabKind;
+  model: 'gpt2' | 'llama';
+  pre?: string;
+  tokens: string[];
+  types: TokenType[];
+  scores?: Float32Array;
+  merges?: string[];
+  bosId: number;
+  eosId: number;
+  unkId?: number;
+  padId?: number;
+  addBos: boolean;
+  chatTemplate: string;
+}
+
+// Chat templates as published with the models they imitate (Qwen2 ChatML, Llama 3 instruct,
+// Mixtral instruct); llama.cpp recognizes each by its markers.
+export const CHATML_TEMPLATE =
+  "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+export const LLAMA3_TEMPLATE =
+  "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+
+export const MISTRAL_TEMPLATE =
+  "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}";
+
+/** GPT-2's byte -> printable character map (bytes_to_unicode), in GPT-2's token order. */
+export function bytesToUnicode(): { order: number[]; map: string[] } {
+  const order: number[] = [];
+  for (let b = 0x21; b <= 0x7e; b++) order.push(b);
+  for (let b = 0xa1; b <= 0xac; b++) order.push(b);
+  for (let b = 0xae; b <= 0xff; b++) order.push(b);
+  const map: string[] = new Array(256);
+  for (const b of order) map[b] = String.fromCodePoint(b);
+  let n = 0;
+  for (let b = 0; b < 256; b++) {
+    if (map[b] === undefined) {
+      map[b] = String.fromCodePoint(256 + n++);
+      order.push(b);
+    }
+  }
+  return { order, map };
+}
+
+// GPT-2 style pre-tokenization, close enough to qwen2/llama3 for learning merges.
+const PRETOKENIZE = /'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
+
+/** Learns BPE merges over `words` (symbol sequences with counts), most frequent pair first. */
+function learnMerges(words: Map<string, number>, split: (w: string) => string[], maxMerges: number): [string, string][] {
+  const seqs = [...words].map(([w, count]) => ({ syms: split(w), count }));
+  const merges: [string, string][] = [];
+  while (merges.length < maxMerges) {
+    const counts = new Map<string, number>();
+    for (const { syms, count } of seqs) {
+      for (let i = 0; i + 1 < syms.length; i++) {
+        const k = syms[i] + '\u0000' + syms[i + 1];
+        counts.set(k, (counts.get(k) ?? 0) + count);
+      }
+    }
+    let best = '';
+    let bestCount = 1;
+    for (const [k, c] of counts) if (c > bestCount || (c === bestCount && best !== '' && k < best)) { best = k; bestCount = c; }
+    if (best === '') break;
+    const [a, b] = best.split('\u0000');
+    merges.push([a, b]);
+    const ab = a + b;
+    for (const s of seqs) {
+      const out: string[] = [];
+      for (let i = 0; i < s.syms.length; i++) {
+        if (i + 1 < s.syms.length && s.syms[i] === a && s.syms[i + 1] === b) { out.push(ab); i++; }
+        else out.push(s.syms[i]);
+      }
+      s.syms = out;
+    }
+  }
+  return merges;
+}
+
+/**
+ * Adds merges of existing tokens until `target` tokens exist: A + B where B does not start a word,
+ * so the new tokens are plausible word pieces. Deterministic (fixed seed).
+ */
+function fillMerges(
+  tokens: string[],
+  have: Set<string>,
+  merges: [string, string][],
+  target: number,
+  wordStart: string,
+  poolStart: number,
+): void {
+  const rng = new Xoshiro128(0x5eed);
+  const pool = tokens.slice(poolStart);
+  const tails = pool.filter((t) => !t.startsWith(wordStart));
+  let guard = 0;
+  while (tokens.length < target) {
+    if (++guard > target * 200) throw new Error(`cannot fill the vocabulary to ${target} tokens`);
+    const a = pool[Math.floor(rng.nextFloat() * pool.length)];
+    const b = tails[Math.floor(rng.nextFloat() * tails.length)];
+    const ab = a + b;
+    if (ab.length > 16 || have.has(ab)) continue;
+    have.add(ab);
+    tokens.push(ab);
+    merges.push([a, b]);
+    pool.push(ab);
+    if (!ab.startsWith(wordStart)) tails.push(ab);
+  }
+}
+
+function corpusWords(mapChar: (s: string) => string): Map<string, number> {
+  const words = new Map<string, number>();
+  for (const m of TRAINING_CORPUS.matchAll(PRETOKENIZE)) {
+    const w = mapChar(m[0]);
+    words.set(w, (words.get(w) ?? 0) + 1);
+  }
+  return words;
+}
+
+function byteLevel(s: string, map: string[]): string {
+  let out = '';
+  for (const b of Buffer.from(s, 'utf8')) out += map[b];
+  return out;
+}
+
+function specialsFor(kind: 'qwen2' | 'llama3'): string[] {
+  if (kind === 'qwen2') return ['<|endoftext|>', '<|im_start|>', '<|im_end|>'];
+  const s = ['<|begin_of_text|>', '<|end_of_text|>', '<|reserved_special_token_0|>', '<|reserved_special_token_1|>', '<|finetune_right_pad_id|>', '<|reserved_special_token_2|>', '<|start_header_id|>', '<|end_header_id|>', '<|eom_id|>', '<|eot_id|>', '<|python_tag|>'];
+  return s;
+}
+
+/** Byte-level BPE vocabulary of exactly `vocabSize` tokens, special tokens last (as Qwen and Llama 3 do). */
+export function buildBpeVocab(kind: 'qwen2' | 'llama3', vocabSize: number): Vocab {
+  const specials = specialsFor(kind);
+  const nRegular = vocabSize - specials.length;
+  if (nRegular < 256) throw new Error(`vocab size ${vocabSize} too small for ${kind}: needs at least ${256 + specials.length}`);
+  const { order, map } = bytesToUnicode();
+  const tokens = order.map((b) => map[b]);
+  const have = new Set(tokens);
+  const learned = learnMerges(corpusWords((w) => byteLevel(w, map)), (w) => [...w], nRegular - 256);
+  const merges: [string, string][] = [];
+  for (const [a, b] of learned) {
+    const ab = a + b;
+    if (have.has(ab)) continue;
+    have.add(ab);
+    tokens.push(ab);
+    merges.push([a, b]);
+  }
+  fillMerges(tokens, have, merges, nRegular, map[0x20], 0);
+  const types = tokens.map(() => TokenType.NORMAL);
+  for (const s of specials) { tokens.push(s); types.push(TokenType.CONTROL); }
+  const id = (t: string) => tokens.indexOf(t);
+  if (kind === 'qwen2') {
+    return {
+      kind, model: 'gpt2', pre: 'qwen2', tokens, types, merges: merges.map(([a, b]) => `${a} ${b}`),
+      bosId: id('<|endoftext|>'), eosId: id('<|im_end|>'), padId: id('<|endoftext|>'), addBos: false,
+      chatTemplate: CHATML_TEMPLATE,
+    };
+  }
+  return {
+    kind, model: 'gpt2', pre: 'llama-bpe', tokens, types, merges: merges.map(([a, b]) => `${a} ${b}`),
+    bosId: id('<|begin_of_text|>'), eosId: id('<|eot_id|>'), padId: id('<|finetune_right_pad_id|>'), addBos: true,
+    chatTemplate: LLAMA3_TEMPLATE,
+  };
+}
+
+const SPM_SPACE = '\u2581';
+
+/** SentencePiece-style vocabulary: <unk>, <s>, </s>, 256 byte-fallback tokens, then scored pieces. */
+export function buildSpmVocab(vocabSize: number): Vocab {
+  const tokens = ['<unk>', '<s>', '</s>'];
+  const types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL];
+  for (let b = 0; b < 256; b++) {
+    tokens.push(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
+    types.push(TokenType.BYTE);
+  }
+  const firstPiece = tokens.length;
+  if (vocabSize < firstPiece + 64) throw new Error(`vocab size ${vocabSize} too small for spm: needs at least ${firstPiece + 64}`);
+  // SentencePiece marks word starts with U+2581 and (llama.cpp's add_space_prefix) prefixes the text with one.
+  const words = new Map<string, number>();
+  for (const line of TRAINING_CORPUS.split('\n')) {
+    for (const w of line.split(' ')) {
+      if (!w) continue;
+      const piece = SPM_SPACE + w;
+      words.set(piece, (words.get(piece) ?? 0) + 1);
+    }
+  }
+  const chars = [...new Set([...words.keys()].flatMap((w) => [...w]))].sort();
+  const have = new Set(tokens);
+  for (const c of chars) { if (!have.has(c)) { have.add(c); tokens.push(c); } }
+  const merges: [string, string][] = [];
+  for (const [a, b] of learnMerges(words, (w) => [...w], vocabSize - tokens.length)) {
+    const ab = a + b;
+    if (have.has(ab)) continue;
+    have.add(ab);
+    tokens.push(ab);
+    merges.push([a, b]);
+  }
+  fillMerges(tokens, have, merges, vocabSize, SPM_SPACE, firstPiece);
+  while (types.length < tokens.length) types.push(TokenType.NORMAL);
+  // llama.cpp's SPM tokenizer merges the bigram whose result scores highest: earlier merges score higher.
+  const scores = new Float32Array(tokens.length);
+  for (let i = firstPiece; i < tokens.length; i++) scores[i] = -(i - firstPiece);
+  return {
+    kind: 'spm', model: 'llama', tokens, types, scores, bosId: 1, eosId: 2, unkId: 0, addBos: true,
+    chatTemplate: MISTRAL_TEMPLATE,
+  };
+}
+
+export function buildVocab(kind: VocabKind, vocabSize: number): Vocab {
+  return kind === 'spm' ? buildSpmVocab(vocabSize) : buildBpeVocab(kind, vocabSize);
+}
+
+/** Writes the `tokenizer.*` keys. */
+export function writeVocab(w: GgufWriter, v: Vocab): void {
+  w.set('tokenizer.ggml.model', kv.str(v.model));
+  if (v.pre) w.set('tokenizer.ggml.pre', kv.str(v.pre));
+  w.set('tokenizer.ggml.tokens', kv.arr(GgufType.STRING, v.tokens));
+  if (v.scores) w.set('tokenizer.ggml.scores', kv.arr(GgufType.FLOAT32, v.scores));
+  w.set('tokenizer.ggml.token_type', kv.arr(GgufType.INT32, v.types));
+  if (v.merges) w.set('tokenizer.ggml.merges', kv.arr(GgufType.STRING, v.merges));
+  w.set('tokenizer.ggml.bos_token_id', kv.u32(v.bosId));
+  w.set('tokenizer.ggml.eos_token_id', kv.u32(v.eosId));
+  if (v.unkId !== undefined) w.set('tokenizer.ggml.unknown_token_id', kv.u32(v.unkId));
+  if (v.padId !== undefined) w.set('tokenizer.ggml.padding_token_id', kv.u32(v.padId));
+  w.set('tokenizer.ggml.add_bos_token', kv.bool(v.addBos));
+  w.set('tokenizer.ggml.add_eos_token', kv.bool(false));
+  w.set('tokenizer.chat_template', kv.str(v.chatTemplate));
+}

@@ -1,0 +1,313 @@
+#!/usr/bin/env node
+// Reference runs through llama.cpp (the node-llama-cpp devDependency, CPU prebuilt, never built
+// or downloaded): raw logits for every position, llama.cpp's tokenizer, greedy generation.
+//
+//   node tools/src/parity/llama-ref.mjs logits --model M.gguf --tokens 1,2,3 --out /tmp/ref
+//       -> /tmp/ref.f32 (n_tokens x n_vocab float32 LE, row per position) + /tmp/ref.json
+//   node tools/src/parity/llama-ref.mjs tokenize --model M.gguf --text "Hello" [--special] [--bos]
+//   node tools/src/parity/llama-ref.mjs detokenize --model M.gguf --tokens 1,2,3 [--special]
+//   node tools/src/parity/llama-ref.mjs generate --model M.gguf --text "Hi" --max-tokens 16
+//   node tools/src/parity/llama-ref.mjs batch --jobs jobs.json
+//       jobs.json: [{"model": "a.gguf", "tokens": [1, 2] | "text": "...", "out": "/tmp/a"}, ...]; one
+//       process for many logits runs (loading llama.cpp takes seconds on a busy machine)
+//
+// Common options: --threads N (default 2), --kv f32|f16 (default f32: the exact reference; f16 is
+// llama.cpp's default), --flash-attention off|on|auto (default off), --ctx N, --batch N,
+// --verbose (llama.cpp logs). Output is JSON on stdout; errors go to stderr with exit code 1.
+//
+// The functions are exported too, for scripts that import this module.
+process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD = 'true';
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { fileURLToPath } from 'node:url';
+
+const FA = { off: false, on: true, auto: 'auto' };
+const KV = { f32: 'F32', f16: 'F16' };
+
+let llamaPromise;
+
+/** The CPU llama.cpp backend; loaded once per process. */
+export async function getCpuLlama({ threads = 2, verbose = false } = {}) {
+  if (!llamaPromise) {
+    const { getLlama } = await import('node-llama-cpp');
+    llamaPromise = getLlama({
+      gpu: false,
+      build: 'never',
+      usePrebuiltBinaries: true,
+      progressLogs: false,
+      maxThreads: threads,
+      logLevel: verbose ? 'debug' : 'error',
+    });
+  }
+  return llamaPromise;
+}
+
+/**
+ * Opens a model and one context sequence.
+ * @param {string} modelPath
+ * @param {{threads?: number, kv?: 'f32'|'f16', flashAttention?: 'off'|'on'|'auto', ctx?: number, batch?: number, verbose?: boolean}} [opts]
+ */
+export async function openModel(modelPath, opts = {}) {
+  const threads = opts.threads ?? 2;
+  const kv = opts.kv ?? 'f32';
+  const fa = opts.flashAttention ?? 'off';
+  if (!(kv in KV)) throw new Error(`--kv must be f32 or f16, got ${kv}`);
+  if (!(fa in FA)) throw new Error(`--flash-attention must be off, on or auto, got ${fa}`);
+  const llama = await getCpuLlama({ threads, verbose: opts.verbose });
+  const model = await llama.loadModel({ modelPath: path.resolve(modelPath), gpuLayers: 0 });
+  const contextSize = opts.ctx ?? 512;
+  const context = await model.createContext({
+    contextSize,
+    batchSize: opts.batch ?? Math.min(512, contextSize),
+    sequences: 1,
+    threads: { ideal: threads, min: threads },
+    flashAttention: FA[fa],
+    experimentalKvCacheKeyType: KV[kv],
+    experimentalKvCacheValueType: KV[kv],
+  });
+  const sequence = context.getSequence();
+  const settings = { threads, kv, flashAttention: fa, ctx: context.contextSize, batch: context.batchSize };
+  return {
+    llama,
+    model,
+    context,
+    sequence,
+    settings,
+    async dispose() {
+      await context.dispose();
+      await model.dispose();
+    },
+  };
+}
+
+function vocabSize(model) {
+  return model.fileInfo.metadata?.tokenizer?.ggml?.tokens?.length;
+}
+
+/**
+ * Evaluates `tokens` from an empty sequence and returns the raw logits of every position
+ * (row i predicts the token after tokens[i]).
+ * @returns {Promise<{nTokens: number, nVocab: number, logits: Float32Array}>}
+ */
+export async function computeLogits(handle, tokens) {
+  const { sequence, model } = handle;
+  const nVocab = vocabSize(model);
+  if (!Number.isInteger(nVocab) || nVocab <= 0) throw new Error('cannot determine the vocabulary size');
+  for (const t of tokens) {
+    if (!Number.isInteger(t) || t < 0 || t >= nVocab) throw new Error(`token ${t} out of range [0, ${nVocab})`);
+  }
+  await sequence.clearHistory();
+  const input = tokens.map((t) => [t, { generateNext: { logits: true } }]);
+  const results = await sequence.controlledEvaluate(input);
+  const logits = new Float32Array(tokens.length * nVocab);
+  for (let i = 0; i < tokens.length; i++) {
+    const m = results[i]?.next?.logits;
+    if (!m) throw new Error(`no logits for position ${i}`);
+    if (m.size !== nVocab) throw new Error(`position ${i}: ${m.size} logits, expected ${nVocab}`);
+    const row = logits.subarray(i * nVocab, (i + 1) * nVocab);
+    for (const [tok, val] of m) row[tok] = val;
+  }
+  return { nTokens: tokens.length, nVocab, logits };
+}
+
+/** llama.cpp's tokenizer. `bos`: prepend BOS when the model asks for it (tokenizer.ggml.add_bos_token). */
+export function tokenize(handle, text, { special = false, bos = false } = {}) {
+  const { model } = handle;
+  const ids = Array.from(model.tokenize(text, special));
+  if (bos && model.tokens.shouldPrependBosToken && model.tokens.bos != null) ids.unshift(model.tokens.bos);
+  return ids;
+}
+
+export function detokenize(handle, tokens, { special = false } = {}) {
+  return handle.model.detokenize(tokens, special);
+}
+
+/**
+ * Greedy generation (argmax of the raw logits each step, no penalties) after `prompt` tokens.
+ * Stops after `maxTokens`, or at an end-of-generation token when `stopAtEog`.
+ */
+export async function generateGreedy(handle, prompt, { maxTokens = 16, stopAtEog = false } = {}) {
+  const { sequence, model } = handle;
+  if (prompt.length === 0) throw new Error('generation needs at least one prompt token');
+  await sequence.clearHistory();
+  const out = [];
+  let feed = prompt.map((t, i) => (i === prompt.length - 1 ? [t, { generateNext: { token: true } }] : t));
+  while (out.length < maxTokens) {
+    const res = await sequence.controlledEvaluate(feed);
+    const next = res[feed.length - 1]?.next?.token;
+    if (next == null) throw new Error('llama.cpp returned no token');
+    out.push(next);
+    if (stopAtEog && model.isEogToken(next)) break;
+    feed = [[next, { generateNext: { token: true } }]];
+  }
+  return out;
+}
+
+function parseTokenList(s) {
+  const trimmed = s.trim();
+  const arr = trimmed.startsWith('[') ? JSON.parse(trimmed) : trimmed.split(/[\s,]+/).filter(Boolean).map(Number);
+  if (!Array.isArray(arr) || arr.some((t) => !Number.isInteger(t))) throw new Error(`bad token list: ${s.slice(0, 80)}`);
+  return arr;
+}
+
+function logitsMeta(handle, modelPath, tokens, nTokens, nVocab, seconds) {
+  return {
+    n_tokens: nTokens,
+    n_vocab: nVocab,
+    dtype: 'float32',
+    layout: 'row-major [n_tokens][n_vocab], little-endian',
+    model: path.resolve(modelPath),
+    tokens,
+    settings: handle.settings,
+    llama_cpp: handle.llama.llamaCppRelease,
+    seconds,
+  };
+}
+
+/** Writes OUT.f32 (raw logits) and OUT.json (sidecar); returns the sidecar. */
+export function writeLogits(out, meta, logits) {
+  fs.mkdirSync(path.dirname(path.resolve(out)), { recursive: true });
+  fs.writeFileSync(`${out}.f32`, new Uint8Array(logits.buffer, logits.byteOffset, logits.byteLength));
+  fs.writeFileSync(`${out}.json`, JSON.stringify(meta, null, 2) + '\n');
+  return meta;
+}
+
+async function runBatch(jobsFile, opts) {
+  const jobs = JSON.parse(fs.readFileSync(jobsFile, 'utf8'));
+  if (!Array.isArray(jobs)) throw new Error('--jobs must hold a JSON array');
+  const results = [];
+  for (const job of jobs) {
+    if (!job.model || !job.out) throw new Error('each job needs "model" and "out"');
+    const handle = await openModel(job.model, opts);
+    try {
+      const tokens = job.tokens ?? tokenize(handle, String(job.text ?? ''), { special: !!job.special, bos: job.bos ?? true });
+      if (tokens.length === 0) throw new Error(`job for ${job.model} has no tokens`);
+      const t0 = performance.now();
+      const { nTokens, nVocab, logits } = await computeLogits(handle, tokens);
+      const meta = logitsMeta(handle, job.model, tokens, nTokens, nVocab, (performance.now() - t0) / 1000);
+      if (job.text !== undefined) {
+        meta.text = job.text;
+        meta.detokenized = detokenize(handle, tokens);
+      }
+      writeLogits(job.out, meta, logits);
+      results.push({ ...meta, logits: `${job.out}.f32`, meta: `${job.out}.json` });
+    } finally {
+      await handle.dispose();
+    }
+  }
+  return results;
+}
+
+async function main(argv) {
+  const [command, ...rest] = argv;
+  const { values: v } = parseArgs({
+    args: rest,
+    options: {
+      model: { type: 'string' },
+      tokens: { type: 'string' },
+      'tokens-file': { type: 'string' },
+      text: { type: 'string' },
+      out: { type: 'string' },
+      threads: { type: 'string' },
+      kv: { type: 'string' },
+      'flash-attention': { type: 'string' },
+      ctx: { type: 'string' },
+      batch: { type: 'string' },
+      'max-tokens': { type: 'string' },
+      'stop-at-eog': { type: 'boolean' },
+      special: { type: 'boolean' },
+      bos: { type: 'boolean' },
+      verbose: { type: 'boolean' },
+      jobs: { type: 'string' },
+    },
+    strict: true,
+  });
+  const int = (name, dflt) => {
+    if (v[name] === undefined) return dflt;
+    const n = Number(v[name]);
+    if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name} expects a positive integer`);
+    return n;
+  };
+  if (command === 'batch') {
+    if (!v.jobs) throw new Error('batch needs --jobs FILE');
+    const results = await runBatch(v.jobs, {
+      threads: int('threads', 2),
+      kv: v.kv ?? 'f32',
+      flashAttention: v['flash-attention'] ?? 'off',
+      ctx: int('ctx', 512),
+      batch: int('batch', undefined),
+      verbose: v.verbose,
+    });
+    console.log(JSON.stringify(results.map((r) => ({ ...r, tokens: undefined }))));
+    return;
+  }
+  if (!['logits', 'tokenize', 'detokenize', 'generate'].includes(command) || !v.model) {
+    throw new Error('usage: llama-ref.mjs logits|tokenize|detokenize|generate|batch --model FILE [options] (see the header of this file)');
+  }
+  let tokens;
+  if (v.tokens !== undefined) tokens = parseTokenList(v.tokens);
+  else if (v['tokens-file'] !== undefined) tokens = parseTokenList(fs.readFileSync(v['tokens-file'], 'utf8'));
+  const wantTokens = command === 'logits' || command === 'generate' || command === 'detokenize';
+  const maxTokens = int('max-tokens', 16);
+  const promptLen = tokens?.length ?? 0;
+  const handle = await openModel(v.model, {
+    threads: int('threads', 2),
+    kv: v.kv ?? 'f32',
+    flashAttention: v['flash-attention'] ?? 'off',
+    ctx: int('ctx', Math.max(512, Math.ceil((promptLen + (command === 'generate' ? maxTokens : 0) + 256) / 256) * 256)),
+    batch: int('batch', undefined),
+    verbose: v.verbose,
+  });
+  try {
+    if (tokens === undefined && v.text !== undefined && command !== 'detokenize') {
+      tokens = tokenize(handle, v.text, { special: v.special, bos: command !== 'tokenize' || v.bos });
+    }
+    if (command === 'tokenize') {
+      if (v.text === undefined) throw new Error('tokenize needs --text');
+      console.log(JSON.stringify({ tokens: tokenize(handle, v.text, { special: v.special, bos: v.bos }) }));
+      return;
+    }
+    if (wantTokens && (!tokens || tokens.length === 0)) throw new Error(`${command} needs --tokens, --tokens-file or --text`);
+    if (command === 'detokenize') {
+      console.log(JSON.stringify({ text: detokenize(handle, tokens, { special: v.special }) }));
+      return;
+    }
+    if (command === 'generate') {
+      const t0 = performance.now();
+      const out = await generateGreedy(handle, tokens, { maxTokens, stopAtEog: v['stop-at-eog'] });
+      console.log(JSON.stringify({
+        prompt: tokens,
+        tokens: out,
+        text: detokenize(handle, out, { special: true }),
+        seconds: (performance.now() - t0) / 1000,
+        settings: handle.settings,
+      }));
+      return;
+    }
+    const t0 = performance.now();
+    const { nTokens, nVocab, logits } = await computeLogits(handle, tokens);
+    const meta = logitsMeta(handle, v.model, tokens, nTokens, nVocab, (performance.now() - t0) / 1000);
+    if (v.out) {
+      writeLogits(v.out, meta, logits);
+      console.log(JSON.stringify({ ...meta, tokens: undefined, logits: `${v.out}.f32`, meta: `${v.out}.json` }));
+    } else {
+      const rows = [];
+      for (let i = 0; i < nTokens; i++) rows.push(Array.from(logits.subarray(i * nVocab, (i + 1) * nVocab)));
+      console.log(JSON.stringify({ ...meta, logits: rows }));
+    }
+  } finally {
+    await handle.dispose();
+  }
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main(process.argv.slice(2)).then(
+    () => process.exit(0),
+    (e) => {
+      console.error(`llama-ref: ${e?.message ?? e}`);
+      process.exit(1);
+    },
+  );
+}

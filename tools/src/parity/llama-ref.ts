@@ -1,0 +1,135 @@
+// Typed access to the llama.cpp reference harness (llama-ref.mjs), run as a child process so
+// node-llama-cpp's native library never shares a process with our addon or with jest.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+export interface LlamaRefOptions {
+  /** CPU threads. Default 2. */
+  threads?: number;
+  /** KV cache type: 'f32' (default; the exact reference) or 'f16' (llama.cpp's default). */
+  kv?: 'f32' | 'f16';
+  /** Flash attention: 'off' (default; the exact reference), 'on' or 'auto' (llama.cpp's default). */
+  flashAttention?: 'off' | 'on' | 'auto';
+  /** Context size. Default: 512, or more for long inputs. */
+  ctx?: number;
+  /** Logical batch size. Default min(512, ctx). */
+  batch?: number;
+  /** Kill the child after this long. Default 120 s. */
+  timeoutMs?: number;
+}
+
+export interface LlamaLogits {
+  nTokens: number;
+  nVocab: number;
+  /** Row-major [nTokens][nVocab]; row i holds the logits after tokens[0..i]. */
+  logits: Float32Array;
+  meta: Record<string, unknown>;
+}
+
+/** Path of the harness script (it stays a source file: it is plain ESM and is not compiled). */
+export function llamaRefScript(): string {
+  const candidates = [path.join(__dirname, 'llama-ref.mjs'), path.resolve(__dirname, '../../src/parity/llama-ref.mjs')];
+  const found = candidates.find((p) => fs.existsSync(p));
+  if (!found) throw new Error(`llama-ref.mjs not found; looked in ${candidates.join(', ')}`);
+  return found;
+}
+
+function optionArgs(o: LlamaRefOptions): string[] {
+  const a: string[] = [];
+  if (o.threads !== undefined) a.push('--threads', String(o.threads));
+  if (o.kv !== undefined) a.push('--kv', o.kv);
+  if (o.flashAttention !== undefined) a.push('--flash-attention', o.flashAttention);
+  if (o.ctx !== undefined) a.push('--ctx', String(o.ctx));
+  if (o.batch !== undefined) a.push('--batch', String(o.batch));
+  return a;
+}
+
+/** Runs the harness with `args` and parses its JSON stdout. */
+export function runLlamaRef<T = unknown>(args: string[], timeoutMs = 120_000): Promise<T> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [llamaRefScript(), ...args],
+      {
+        env: { ...process.env, NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true' },
+        timeout: timeoutMs,
+        maxBuffer: 256 << 20,
+      },
+      (err, stdout, stderr) => {
+        if (err) {
+          reject(new Error(`llama-ref ${args[0]} failed: ${err.message}\n${stderr}`));
+          return;
+        }
+        try {
+          resolve(JSON.parse(stdout) as T);
+        } catch {
+          reject(new Error(`llama-ref ${args[0]}: unparsable output: ${stdout.slice(0, 500)}\n${stderr}`));
+        }
+      },
+    );
+  });
+}
+
+/** Reads OUT.f32 + OUT.json as written by the harness. */
+export function readLogitsFiles(out: string): LlamaLogits {
+  const meta = JSON.parse(fs.readFileSync(`${out}.json`, 'utf8')) as Record<string, unknown> & { n_tokens: number; n_vocab: number };
+  const buf = fs.readFileSync(`${out}.f32`);
+  const logits = new Float32Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength));
+  if (logits.length !== meta.n_tokens * meta.n_vocab) throw new Error(`${out}.f32: ${logits.length} floats, expected ${meta.n_tokens}x${meta.n_vocab}`);
+  return { nTokens: meta.n_tokens, nVocab: meta.n_vocab, logits, meta };
+}
+
+function tempPrefix(): { dir: string; out: string } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-llama-ref-'));
+  return { dir, out: path.join(dir, 'logits') };
+}
+
+/** llama.cpp's raw logits for every position of `tokens`. */
+export async function llamaLogits(model: string, tokens: number[], opts: LlamaRefOptions = {}): Promise<LlamaLogits> {
+  const [r] = await llamaLogitsBatch([{ model, tokens }], opts);
+  return r;
+}
+
+/** Several logits runs in one child process (llama.cpp loads once). */
+export async function llamaLogitsBatch(
+  jobs: { model: string; tokens?: number[]; text?: string }[],
+  opts: LlamaRefOptions = {},
+): Promise<LlamaLogits[]> {
+  const { dir } = tempPrefix();
+  try {
+    const withOut = jobs.map((j, i) => ({ ...j, out: path.join(dir, `job${i}`) }));
+    const jobsFile = path.join(dir, 'jobs.json');
+    fs.writeFileSync(jobsFile, JSON.stringify(withOut));
+    await runLlamaRef(['batch', '--jobs', jobsFile, ...optionArgs(opts)], opts.timeoutMs);
+    return withOut.map((j) => readLogitsFiles(j.out));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** llama.cpp's tokenization of `text`; `bos` prepends BOS when the model's metadata asks for it. */
+export async function llamaTokenize(model: string, text: string, opts: { special?: boolean; bos?: boolean; timeoutMs?: number } = {}): Promise<number[]> {
+  const args = ['tokenize', '--model', model, '--text', text];
+  if (opts.special) args.push('--special');
+  if (opts.bos) args.push('--bos');
+  return (await runLlamaRef<{ tokens: number[] }>(args, opts.timeoutMs)).tokens;
+}
+
+export async function llamaDetokenize(model: string, tokens: number[], opts: { special?: boolean; timeoutMs?: number } = {}): Promise<string> {
+  const args = ['detokenize', '--model', model, '--tokens', tokens.join(',')];
+  if (opts.special) args.push('--special');
+  return (await runLlamaRef<{ text: string }>(args, opts.timeoutMs)).text;
+}
+
+/** Greedy continuation of `prompt` (argmax of raw logits, no penalties). */
+export async function llamaGenerateGreedy(
+  model: string,
+  prompt: number[],
+  opts: LlamaRefOptions & { maxTokens?: number; stopAtEog?: boolean } = {},
+): Promise<{ tokens: number[]; text: string }> {
+  const args = ['generate', '--model', model, '--tokens', prompt.join(','), '--max-tokens', String(opts.maxTokens ?? 16), ...optionArgs(opts)];
+  if (opts.stopAtEog) args.push('--stop-at-eog');
+  return runLlamaRef<{ tokens: number[]; text: string }>(args, opts.timeoutMs);
+}
