@@ -650,11 +650,22 @@ void test_validation() {
         CHECK(msg.find("...") != std::string::npos && msg.size() < 400 && msg.find('\n') == std::string::npos);
     }
     {
-        // A huge array of empty arrays stays within the memory bound (checked in consistent()).
+        // A huge array of empty arrays stays within the memory bound (checked in consistent()),
+        // and the metadata cap stops it when set lower.
         gguf_builder g;
         g.kv("many", arr_arr(std::vector<tval>(100000, arr<uint8_t>({}))));
         auto img = g.build();
         CHECK(try_parse(img, img.size()) == outcome::parsed);
+        gguf_open_params p;
+        p.max_metadata_bytes = 1 << 20;
+        expect_error("metadata cap", [&] { gguf_file::from_buffer(img.data(), img.size(), p); }, KAIL_E_BAD_MODEL,
+                     {"key 'many'", "would take more than 1048576 bytes", "max_metadata_bytes"});
+        auto t = tensors_builder(3).build();
+        p.max_metadata_bytes = 1000;
+        expect_error("metadata cap tensors", [&] { gguf_file::from_buffer(t.data(), t.size(), p); }, KAIL_E_BAD_MODEL,
+                     {"would take more than 1000 bytes"});
+        p.max_metadata_bytes = 1 << 16;
+        CHECK(gguf_file::from_buffer(t.data(), t.size(), p)->tensors().size() == 4);
     }
 }
 
@@ -855,6 +866,45 @@ void test_files() {
         // The file shrinking under us is reported, not a SIGBUS.
         CHECK(truncate(path.c_str(), 100) == 0);
         expect_error("shrunk", [&] { f->tensor_map_private(*t); }, KAIL_E_IO, {"shrank"});
+    }
+    {
+        // A 64 GiB sparse file whose counts claim billions of entries: rejected quickly, without
+        // allocating for the claimed counts (they are only bounded by the bytes left).
+        std::vector<uint8_t> hdr;
+        auto put_raw = [&](const void * p, size_t n) { hdr.insert(hdr.end(), (const uint8_t *) p, (const uint8_t *) p + n); };
+        uint32_t version = 3;
+        uint64_t n_tensors = uint64_t(1) << 30, n_kv = 0;  // 35 GB of minimal entries: fits
+        put_raw("GGUF", 4);
+        put_raw(&version, 4);
+        put_raw(&n_tensors, 8);
+        put_raw(&n_kv, 8);
+        std::string big = write_temp(hdr);
+        if (truncate(big.c_str(), int64_t(64) << 30) == 0) {
+            expect_error("sparse tensors", [&] { gguf_file::open(big); }, KAIL_E_BAD_MODEL, {"tensor #0", "empty tensor name"});
+            // one key: an array of 2^31 arrays, each (zero bytes) a valid empty uint8 array
+            hdr.resize(16);
+            n_tensors = 0;
+            n_kv = 1;
+            put_raw(&n_kv, 8);
+            uint64_t klen = 1;
+            uint32_t t_arr = GGUF_TYPE_ARRAY;
+            uint64_t count = uint64_t(1) << 31;
+            put_raw(&klen, 8);
+            put_raw("k", 1);
+            put_raw(&t_arr, 4);
+            put_raw(&t_arr, 4);
+            put_raw(&count, 8);
+            std::memcpy(hdr.data() + 8, &n_tensors, 8);
+            int fd = ::open(big.c_str(), O_WRONLY);
+            CHECK(fd >= 0 && pwrite(fd, hdr.data(), hdr.size(), 0) == (ssize_t) hdr.size());
+            close(fd);
+            gguf_open_params p;
+            p.max_metadata_bytes = 16 << 20;
+            expect_error("sparse nested", [&] { gguf_file::open(big, p); }, KAIL_E_BAD_MODEL, {"key 'k'", "would take more than"});
+        } else {
+            std::printf("no sparse files in /tmp: 64 GiB check skipped\n");
+        }
+        unlink(big.c_str());
     }
     expect_error("truncated file", [&] { gguf_file::open(path); }, KAIL_E_BAD_MODEL, {"truncated", "(file " + path + ")"});
     CHECK(truncate(path.c_str(), 0) == 0);

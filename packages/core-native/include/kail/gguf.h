@@ -107,7 +107,12 @@ struct gguf_tensor_info {
 struct gguf_open_params {
     // false: parse, then drop the mapping, so only metadata and the tensor table stay in memory
     // (vocabulary files, inspect). tensor_data() then throws; tensor_map_private() still works.
+    // (Ignored by from_buffer.)
     bool map_data = true;
+    // Cap on the heap the parsed metadata and tensor table may take. Counts are also checked
+    // against the bytes left in the file, but in a 40 GB model that alone would still let one
+    // corrupt count ask for tens of GB. Real files need a few MB (a 150k-token vocabulary ~6 MB).
+    uint64_t max_metadata_bytes = uint64_t(1) << 30;
 };
 
 // A private copy-on-write mapping of one tensor's bytes: writable by the holder, never written back
@@ -136,7 +141,7 @@ class gguf_file {
     static std::unique_ptr<gguf_file> open(const std::string & path, const gguf_open_params & params = {});
     // Parses a file image in memory. The buffer is borrowed: it must outlive the gguf_file, and
     // tensor_data() points into it.
-    static std::unique_ptr<gguf_file> from_buffer(const void * data, size_t size);
+    static std::unique_ptr<gguf_file> from_buffer(const void * data, size_t size, const gguf_open_params & params = {});
 
     gguf_file(const gguf_file &) = delete;
     gguf_file & operator=(const gguf_file &) = delete;
@@ -197,7 +202,7 @@ class gguf_file {
   private:
     friend struct gguf_parser;
     gguf_file() = default;
-    void parse(const uint8_t * base, uint64_t size);
+    void parse(const uint8_t * base, uint64_t size, uint64_t max_heap);
 
     std::string                   path_;
     int                           fd_ = -1;

@@ -236,7 +236,7 @@ std::unique_ptr<gguf_file> gguf_file::open(const std::string & path, const gguf_
         f->file_size_ = size;
     }
     try {
-        f->parse(f->data_, size);
+        f->parse(f->data_, size, params.max_metadata_bytes);
     } catch (const error & e) {
         throw error(e.code(), std::string(e.what()) + " (file " + path + ")");
     }
@@ -248,11 +248,11 @@ std::unique_ptr<gguf_file> gguf_file::open(const std::string & path, const gguf_
     return f;
 }
 
-std::unique_ptr<gguf_file> gguf_file::from_buffer(const void * data, size_t size) {
+std::unique_ptr<gguf_file> gguf_file::from_buffer(const void * data, size_t size, const gguf_open_params & params) {
     if (!data && size) throw error(KAIL_E_INVALID_ARG, "GGUF: null buffer");
     std::unique_ptr<gguf_file> f(new gguf_file());
     f->data_ = static_cast<const uint8_t *>(data);
-    f->parse(f->data_, size);
+    f->parse(f->data_, size, params.max_metadata_bytes);
     return f;
 }
 

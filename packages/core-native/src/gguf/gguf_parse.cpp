@@ -36,6 +36,9 @@ uint64_t min_element_bytes(uint32_t t) {
     return gguf_type_size(t);
 }
 
+// What one entry of a key or tensor-name index costs, roughly (node, bucket, hash).
+constexpr uint64_t INDEX_ENTRY_BYTES = 48;
+
 std::string u64s(uint64_t v) { return std::to_string(v); }
 
 // Names taken from the file go into messages escaped and capped, so a hostile name can neither
@@ -70,9 +73,20 @@ struct gguf_parser {
     const uint8_t * base;
     uint64_t        size;
     uint64_t        pos = 0;
+    uint64_t        heap = 0;      // bytes allocated for metadata and the tensor table so far
+    uint64_t        max_heap;
     std::string     ctx;  // "header", "key 'k'", "tensor 'name'": prefixes every message
 
-    gguf_parser(gguf_file & file, const uint8_t * b, uint64_t s) : f(file), base(b), size(s) {}
+    gguf_parser(gguf_file & file, const uint8_t * b, uint64_t s, uint64_t max) : f(file), base(b), size(s), max_heap(max) {}
+
+    // Called before every allocation driven by the file, so no count can make us allocate more
+    // than max_heap (containers grow only as entries are actually parsed).
+    void charge(uint64_t bytes, uint64_t at) {
+        if (bytes > max_heap - std::min(heap, max_heap))
+            fail("metadata at offset " + u64s(at) + " would take more than " + u64s(max_heap) +
+                 " bytes of memory (gguf_open_params::max_metadata_bytes)");
+        heap += bytes;
+    }
 
     uint64_t remain() const { return size - pos; }
 
@@ -147,6 +161,7 @@ struct gguf_parser {
         v.type_ = static_cast<gguf_type>(type);
         if (type == GGUF_TYPE_STRING) {
             std::string_view s = read_str("string value");
+            charge(s.size(), type_at);
             v.bytes_.assign(s.begin(), s.end());
             return;
         }
@@ -176,10 +191,14 @@ struct gguf_parser {
         if (elem == GGUF_TYPE_STRING) {
             parse_string_array(v, n);
         } else if (elem == GGUF_TYPE_ARRAY) {
-            v.items_.resize(static_cast<size_t>(n));  // n * 12 <= remaining bytes
-            for (uint64_t i = 0; i < n; i++) parse_value(v.items_[i], GGUF_TYPE_ARRAY, pos, depth + 1);
+            for (uint64_t i = 0; i < n; i++) {
+                charge(sizeof(gguf_value), pos);
+                v.items_.emplace_back();
+                parse_value(v.items_.back(), GGUF_TYPE_ARRAY, pos, depth + 1);
+            }
         } else {
             uint64_t nbytes = n * min;  // cannot overflow: n * min <= remain()
+            charge(nbytes, at);
             v.bytes_.assign(base + pos, base + pos + nbytes);
             if (elem == GGUF_TYPE_BOOL)
                 for (auto & b : v.bytes_) b = b != 0;
@@ -190,6 +209,7 @@ struct gguf_parser {
     // Two passes: validate every length and sum them, then copy into one allocation of exactly
     // the string bytes plus n + 1 offsets (about the size of the array in the file).
     void parse_string_array(gguf_value & v, uint64_t n) {
+        const uint64_t at = pos;
         uint64_t p = pos;
         uint64_t total = 0;
         for (uint64_t i = 0; i < n; i++) {
@@ -201,6 +221,7 @@ struct gguf_parser {
             p += 8 + len;
             total += len;
         }
+        charge(total + (n + 1) * sizeof(uint64_t), at);
         v.bytes_.resize(static_cast<size_t>(total));
         v.str_offs_.resize(static_cast<size_t>(n) + 1);
         uint64_t off = 0;
@@ -217,13 +238,13 @@ struct gguf_parser {
     }
 
     void parse_kvs(uint64_t n_kv) {
-        f.kv_.reserve(static_cast<size_t>(n_kv));  // n_kv * MIN_KV_BYTES <= remaining bytes
         for (uint64_t i = 0; i < n_kv; i++) {
             ctx = "key/value pair #" + u64s(i);
             gguf_kv kv;
             kv.offset = pos;
             std::string_view key = read_str("key");
             if (key.empty()) fail("empty key at offset " + u64s(kv.offset));
+            charge(sizeof(gguf_kv) + INDEX_ENTRY_BYTES + key.size(), kv.offset);
             kv.key.assign(key);
             ctx = "key '" + printable(key) + "'";
             uint64_t type_at = pos;
@@ -246,6 +267,7 @@ struct gguf_parser {
         t.info_offset = pos;
         std::string_view name = read_str("tensor name");
         if (name.empty()) fail("empty tensor name at offset " + u64s(t.info_offset));
+        charge(sizeof(gguf_tensor_info) + INDEX_ENTRY_BYTES + name.size(), t.info_offset);
         t.name.assign(name);
         ctx = "tensor '" + printable(name) + "'";
         uint64_t at = pos;
@@ -291,8 +313,11 @@ struct gguf_parser {
             fail("tensor count " + u64s(n_tensors) + " at offset 8 is impossible: at least " +
                  u64s(MIN_TENSOR_INFO_BYTES) + " bytes per tensor table entry but only " + u64s(remain()) +
                  " bytes remain after the metadata (corrupt count or truncated file)");
-        f.tensors_.resize(static_cast<size_t>(n_tensors));  // n_tensors * MIN_TENSOR_INFO_BYTES <= file size
-        for (uint64_t i = 0; i < n_tensors; i++) parse_tensor_info(i, f.tensors_[i]);
+        for (uint64_t i = 0; i < n_tensors; i++) {
+            gguf_tensor_info t;
+            parse_tensor_info(i, t);
+            f.tensors_.push_back(std::move(t));
+        }
         ctx.clear();
         f.tensor_index_.reserve(f.tensors_.size());
         for (size_t i = 0; i < f.tensors_.size(); i++) {
@@ -369,9 +394,9 @@ struct gguf_parser {
     }
 };
 
-void gguf_file::parse(const uint8_t * base, uint64_t size) {
+void gguf_file::parse(const uint8_t * base, uint64_t size, uint64_t max_heap) {
     file_size_ = size;
-    gguf_parser p(*this, base, size);
+    gguf_parser p(*this, base, size, max_heap);
     p.run();
     size_t bytes = kv_.capacity() * sizeof(gguf_kv) + tensors_.capacity() * sizeof(gguf_tensor_info);
     for (auto & kv : kv_) bytes += kv.key.capacity() + kv.value.heap_bytes();
