@@ -19,6 +19,7 @@ double arg_number(const Napi::CallbackInfo & info, size_t i, const char * name) 
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     kail_addon::register_system(env, exports);
+    kail_addon::register_quants(env, exports);
     kail_addon::register_gguf(env, exports);
     kail_addon::register_model(env, exports);
     return exports;

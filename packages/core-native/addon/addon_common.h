@@ -64,6 +64,7 @@ double arg_number(const Napi::CallbackInfo & info, size_t i, const char * name);
 
 // Each subsystem registers its functions/classes on the exports object.
 void register_system(Napi::Env env, Napi::Object exports);
+void register_quants(Napi::Env env, Napi::Object exports);
 void register_gguf(Napi::Env env, Napi::Object exports);
 void register_model(Napi::Env env, Napi::Object exports);
 

@@ -1,0 +1,130 @@
+// Tensor-type kernels for tests and benchmarks: quantize, dequantize, matmul.
+#include "addon_common.h"
+
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "kail/cpu_features.h"
+#include "kail/matmul.h"
+#include "kail/quants.h"
+#include "kail/threadpool.h"
+#include "kail/types.h"
+
+namespace kail_addon {
+
+namespace {
+
+uint32_t arg_type(const Napi::CallbackInfo & info, size_t i) {
+    const double v = arg_number(info, i, "type");
+    if (!(v >= 0 && v < kail::KAIL_TYPE_COUNT) || std::floor(v) != v || !kail::type_traits_get(static_cast<uint32_t>(v)))
+        throw make_error(info.Env(), "KAIL_E_UNSUPPORTED",
+                         "unknown tensor type " + (std::floor(v) == v && std::fabs(v) < 1e15 ? std::to_string(static_cast<long long>(v)) : std::to_string(v)));
+    return static_cast<uint32_t>(v);
+}
+
+int64_t arg_count(const Napi::CallbackInfo & info, size_t i, const char * name) {
+    const double v = arg_number(info, i, name);
+    if (!(v >= 0 && v <= 9007199254740991.0) || std::floor(v) != v)
+        throw make_error(info.Env(), "KAIL_E_INVALID_ARG", std::string(name) + " must be a non-negative integer");
+    return static_cast<int64_t>(v);
+}
+
+template <typename T>
+T arg_typed(const Napi::CallbackInfo & info, size_t i, const char * name, napi_typedarray_type want, const char * what) {
+    if (info.Length() <= i || !info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != want)
+        throw make_error(info.Env(), "KAIL_E_INVALID_ARG", std::string(name) + " must be a " + what);
+    return info[i].As<T>();
+}
+
+// One pool per thread count, kept for the life of the process (benchmarks call matmul in loops).
+kail::threadpool * pool_for(int n_threads) {
+    static std::mutex mtx;
+    static std::unique_ptr<kail::threadpool> pools[65];
+    if (n_threads < 1 || n_threads > 64) return nullptr;
+    std::lock_guard<std::mutex> lk(mtx);
+    if (!pools[n_threads]) pools[n_threads].reset(new kail::threadpool(n_threads));
+    return pools[n_threads].get();
+}
+
+// quantize(type, data: Float32Array): Uint8Array
+Napi::Value quantize(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+        const uint32_t type = arg_type(info, 0);
+        Napi::Float32Array src = arg_typed<Napi::Float32Array>(info, 1, "data", napi_float32_array, "Float32Array");
+        const int64_t n = static_cast<int64_t>(src.ElementLength());
+        if (!kail::type_can_quantize(type))
+            throw make_error(env, "KAIL_E_UNSUPPORTED", std::string("quantize: type ") + kail::type_name(type) + " is not supported");
+        const int64_t bs = kail::type_traits_get(type)->block_size;
+        if (n % bs != 0)
+            throw make_error(env, "KAIL_E_INVALID_ARG", std::string(kail::type_name(type)) + ": data length " + std::to_string(n) +
+                                                            " is not a multiple of the block size " + std::to_string(bs));
+        Napi::Uint8Array out = Napi::Uint8Array::New(env, kail::row_size(type, n));
+        kail::quantize_row(type, src.Data(), out.Data(), n);
+        return out;
+    });
+}
+
+// dequantize(type, data: Uint8Array, n): Float32Array
+Napi::Value dequantize(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+        const uint32_t type = arg_type(info, 0);
+        Napi::Uint8Array src = arg_typed<Napi::Uint8Array>(info, 1, "data", napi_uint8_array, "Uint8Array");
+        const int64_t n = arg_count(info, 2, "n");
+        if (!kail::type_can_dequantize(type))
+            throw make_error(env, "KAIL_E_UNSUPPORTED", std::string("dequantize: type ") + kail::type_name(type) + " is not supported");
+        const int64_t bs = kail::type_traits_get(type)->block_size;
+        if (n % bs != 0 || src.ByteLength() != kail::row_size(type, n))
+            throw make_error(env, "KAIL_E_INVALID_ARG", std::string(kail::type_name(type)) + ": " + std::to_string(n) + " elements need " +
+                                                            (n % bs ? std::string("a multiple of ") + std::to_string(bs)
+                                                                    : std::to_string(kail::row_size(type, n)) + " bytes, got " +
+                                                                          std::to_string(src.ByteLength())));
+        Napi::Float32Array out = Napi::Float32Array::New(env, static_cast<size_t>(n));
+        kail::dequantize_row(type, src.Data(), out.Data(), n);
+        return out;
+    });
+}
+
+// matmul(type, weights: Uint8Array, rows, cols, x: Float32Array, n, threads?): Float32Array of n * rows
+Napi::Value matmul(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+        const uint32_t type = arg_type(info, 0);
+        Napi::Uint8Array w = arg_typed<Napi::Uint8Array>(info, 1, "weights", napi_uint8_array, "Uint8Array");
+        const int64_t rows = arg_count(info, 2, "rows");
+        const int64_t cols = arg_count(info, 3, "cols");
+        Napi::Float32Array x = arg_typed<Napi::Float32Array>(info, 4, "x", napi_float32_array, "Float32Array");
+        const int64_t n = arg_count(info, 5, "n");
+        int threads = 0;
+        if (info.Length() > 6 && !info[6].IsUndefined()) threads = static_cast<int>(arg_count(info, 6, "threads"));
+        if (!kail::type_can_dot(type))
+            throw make_error(env, "KAIL_E_UNSUPPORTED", std::string("matmul: type ") + kail::type_name(type) + " has no dot product");
+        const int64_t bs = kail::type_traits_get(type)->block_size;
+        if (cols <= 0 || cols % bs != 0)
+            throw make_error(env, "KAIL_E_INVALID_ARG", std::string("matmul: cols must be a positive multiple of ") + std::to_string(bs));
+        const size_t rs = kail::row_size(type, cols);
+        if (w.ByteLength() != rs * static_cast<size_t>(rows))
+            throw make_error(env, "KAIL_E_INVALID_ARG", "matmul: weights must be rows * " + std::to_string(rs) + " bytes, got " +
+                                                            std::to_string(w.ByteLength()));
+        if (x.ElementLength() != static_cast<size_t>(n * cols))
+            throw make_error(env, "KAIL_E_INVALID_ARG", "matmul: x must hold n * cols = " + std::to_string(n * cols) + " floats");
+        kail::threadpool * pool = pool_for(threads > 0 ? threads : kail::cpu_features_get().physical_cores);
+        Napi::Float32Array y = Napi::Float32Array::New(env, static_cast<size_t>(n * rows));
+        kail::matmul(type, w.Data(), rs, rows, cols, x.Data(), static_cast<size_t>(cols) * 4, n, y.Data(),
+                     static_cast<size_t>(rows) * 4, pool);
+        return y;
+    });
+}
+
+} // namespace
+
+void register_quants(Napi::Env env, Napi::Object exports) {
+    exports.Set("quantize", Napi::Function::New(env, quantize, "quantize"));
+    exports.Set("dequantize", Napi::Function::New(env, dequantize, "dequantize"));
+    exports.Set("matmul", Napi::Function::New(env, matmul, "matmul"));
+}
+
+} // namespace kail_addon
