@@ -93,6 +93,16 @@ export function linearInit(nIn: number, gain = 1): WeightInit {
   return { kind: 'normal', std: gain / Math.sqrt(nIn) };
 }
 
+/**
+ * Gain for projections that write into the residual stream (attn_output, ffn_down*): 1/sqrt(2L),
+ * as GPT-2 initializes them. The stream's variance then stays O(1) at any depth and remains
+ * dominated by the token embedding, so deep layers still see token-specific inputs (without it,
+ * attention averaging builds a shared direction and deep routers send every token to one expert).
+ */
+export function residualGain(c: ModelConfig): number {
+  return 1 / Math.sqrt(2 * c.nLayers);
+}
+
 export function norm(name: string, n: number, layer?: number): TensorSpec {
   return { name, shape: [n], init: NORM_INIT, role: 'norm', layer };
 }
@@ -142,7 +152,7 @@ export function attention(c: ModelConfig, i: number, opts: AttentionOptions = {}
     t.push(bias(`${p}.attn_q.bias`, nQ), bias(`${p}.attn_k.bias`, nKv), bias(`${p}.attn_v.bias`, nKv));
   }
   if (opts.qkNorm) t.push(norm(`${p}.attn_q_norm.weight`, hd, i), norm(`${p}.attn_k_norm.weight`, hd, i));
-  t.push(linear(`${p}.attn_output.weight`, nQ, c.dim, 'attn_output', i));
+  t.push(linear(`${p}.attn_output.weight`, nQ, c.dim, 'attn_output', i, residualGain(c)));
   return t;
 }
 
@@ -153,7 +163,7 @@ export function denseFfn(c: ModelConfig, i: number): TensorSpec[] {
     norm(`${p}.ffn_norm.weight`, c.dim, i),
     linear(`${p}.ffn_gate.weight`, c.dim, c.ff, 'ffn_gate', i),
     linear(`${p}.ffn_up.weight`, c.dim, c.ff, 'ffn_up', i),
-    linear(`${p}.ffn_down.weight`, c.ff, c.dim, 'ffn_down', i),
+    linear(`${p}.ffn_down.weight`, c.ff, c.dim, 'ffn_down', i, residualGain(c)),
   ];
 }
 
@@ -169,7 +179,7 @@ export function moeFfn(c: ModelConfig, i: number, expertFf: number): TensorSpec[
     linear(`${p}.ffn_gate_inp.weight`, c.dim, e, 'router', i, 2),
     { name: `${p}.ffn_gate_exps.weight`, shape: [c.dim, expertFf, e], init: linearInit(c.dim), role: 'ffn_gate', layer: i },
     { name: `${p}.ffn_up_exps.weight`, shape: [c.dim, expertFf, e], init: linearInit(c.dim), role: 'ffn_up', layer: i },
-    { name: `${p}.ffn_down_exps.weight`, shape: [expertFf, c.dim, e], init: linearInit(expertFf), role: 'ffn_down', layer: i },
+    { name: `${p}.ffn_down_exps.weight`, shape: [expertFf, c.dim, e], init: linearInit(expertFf, residualGain(c)), role: 'ffn_down', layer: i },
   ];
 }
 
@@ -180,7 +190,7 @@ export function sharedExpert(c: ModelConfig, i: number): TensorSpec[] {
     { name: `${p}.ffn_gate_inp_shexp.weight`, shape: [c.dim], init: linearInit(c.dim), role: 'shexp_gate', layer: i },
     linear(`${p}.ffn_gate_shexp.weight`, c.dim, c.sharedFf, 'ffn_gate', i),
     linear(`${p}.ffn_up_shexp.weight`, c.dim, c.sharedFf, 'ffn_up', i),
-    linear(`${p}.ffn_down_shexp.weight`, c.sharedFf, c.dim, 'ffn_down', i),
+    linear(`${p}.ffn_down_shexp.weight`, c.sharedFf, c.dim, 'ffn_down', i, residualGain(c)),
   ];
 }
 

@@ -133,12 +133,14 @@ describe('writeModel', () => {
     expect(fa.equals(fc)).toBe(false);
   });
 
-  it('scales weights so activations stay O(1): std 1/sqrt(fan_in), norms near 1, routers differ per layer', () => {
+  it('scales weights so activations stay O(1): std 1/sqrt(fan_in), 1/sqrt(2L) more into the residual, norms near 1', () => {
     const { config } = getPreset('tiny-qwen3moe');
     const g = (n: string) => stats(generateTensorF32(config, 1, n));
-    expect(g('blk.0.attn_q.weight').std).toBeCloseTo(1 / Math.sqrt(256), 2);
-    expect(g('blk.0.ffn_down_exps.weight').std).toBeCloseTo(1 / Math.sqrt(256), 2);
-    expect(g('blk.0.attn_output.weight').std).toBeCloseTo(1 / Math.sqrt(512), 2);
+    const res = 1 / Math.sqrt(2 * config.nLayers);
+    expect(g('blk.0.attn_q.weight').std).toBeCloseTo(1 / Math.sqrt(256), 3);
+    expect(g('blk.0.ffn_gate_exps.weight').std).toBeCloseTo(1 / Math.sqrt(256), 3);
+    expect(g('blk.0.ffn_down_exps.weight').std).toBeCloseTo(res / Math.sqrt(256), 3);
+    expect(g('blk.0.attn_output.weight').std).toBeCloseTo(res / Math.sqrt(512), 3);
     expect(g('token_embd.weight').std).toBeCloseTo(1, 1);
     const n = g('blk.1.ffn_norm.weight');
     expect(n.mean).toBeCloseTo(1, 1);
