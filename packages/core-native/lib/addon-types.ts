@@ -27,55 +27,8 @@ export interface AddonSystem {
   cudaDequantizeQ8_0(blocks: Uint8Array): Float32Array;
 }
 
-/** A GGUF metadata value: numbers (BigInt past 2^53), strings, booleans, arrays (large numeric arrays as typed arrays). */
-export type GgufValue =
-  | number
-  | bigint
-  | string
-  | boolean
-  | GgufValue[]
-  | Float32Array
-  | Float64Array
-  | Int8Array
-  | Uint8Array
-  | Int16Array
-  | Uint16Array
-  | Int32Array
-  | Uint32Array
-  | BigInt64Array
-  | BigUint64Array;
-
-export interface GgufTensorInfo {
-  name: string;
-  /** ggml type id. */
-  type: number;
-  typeName: string;
-  /** Elements per dimension, ne[0] first (contiguous). */
-  dims: number[];
-  /** Absolute file offset of the data. */
-  offset: number;
-  nbytes: number;
-}
-
-export interface NativeGgufFile {
-  readonly version: number;
-  readonly alignment: number;
-  readonly dataOffset: number;
-  readonly fileSize: number;
-  readonly path: string;
-  readonly closed: boolean;
-  readonly metadata: Record<string, GgufValue>;
-  /** GGUF type name of each key, e.g. "u32", "arr[str]". */
-  readonly metadataTypes: Record<string, string>;
-  readonly tensors: GgufTensorInfo[];
-  tensorData(name: string): Uint8Array;
-  close(): void;
-}
-
-export interface AddonGguf {
-  /** Opens and validates a GGUF file; throws KAIL_E_BAD_MODEL / KAIL_E_IO naming the problem. */
-  openGguf(path: string, options?: { mapData?: boolean }): NativeGgufFile;
-}
+export type { AddonGguf, GgufOpenOptions, GgufTensorInfo, GgufTypeName, GgufValue, NativeGgufFile } from './gguf-types';
+import type { AddonGguf } from './gguf-types';
 
 /** One op of a model program (see include/kail/model.h for the op set). */
 export interface ProgramOp {
