@@ -1,4 +1,5 @@
 import { EngineError } from '../errors';
+import llamaCppCases from './__fixtures__/llama-cpp-sampling.json';
 import { Mt19937 } from './rng';
 import { createSampler, type SamplerParams } from './sampler';
 
@@ -329,5 +330,40 @@ describe('createSampler: parameter validation', () => {
     expect(() =>
       createSampler({ temperature: 100, topK: 0, topP: 1, minP: 1, repetitionPenalty: 100, presencePenalty: -2, frequencyPenalty: 2, penaltyLastN: -1, seed: -5 }),
     ).not.toThrow();
+  });
+});
+
+describe('createSampler: parity with llama.cpp', () => {
+  // Tokens llama.cpp's chain picked for the same logits and seeds (see __fixtures__/gen-llama-cpp-sampling.cpp).
+  interface Case extends Required<Omit<SamplerParams, 'nProbs'>> {
+    name: string;
+    nVocab: number;
+    scale: number;
+    tokens: number[];
+  }
+  const cases = llamaCppCases as Case[];
+
+  const mix = (x: number) => {
+    x = (x ^ (x >>> 16)) >>> 0;
+    x = Math.imul(x, 0x7feb352d) >>> 0;
+    x = (x ^ (x >>> 15)) >>> 0;
+    x = Math.imul(x, 0x846ca68b) >>> 0;
+    return (x ^ (x >>> 16)) >>> 0;
+  };
+  const logitsAt = (step: number, n: number, scale: number) => {
+    const out = new Float32Array(n);
+    for (let i = 0; i < n; i++) {
+      const u = mix((Math.imul(step, 0x9e3779b9) ^ Math.imul(i, 0x85ebca6b)) >>> 0);
+      out[i] = ((u % 2000001) / 100000 - 10) * scale;
+    }
+    return out;
+  };
+
+  it.each(cases.map((c) => [c.name, c] as const))('%s: the same tokens for the same seed', (_name, c) => {
+    const { name, nVocab, scale, tokens, ...params } = c;
+    const s = createSampler(params);
+    const history: number[] = [];
+    for (let step = 0; step < tokens.length; step++) history.push(s.sample(logitsAt(step, nVocab, scale), history).token);
+    expect(history).toEqual(tokens);
   });
 });

@@ -383,20 +383,27 @@ class ChainSampler implements Sampler {
     const whole = this.whole;
     const m = this.count;
     if (m === 0) throw noToken();
-    // Tempered logits: over the whole vocabulary they go to scratch, never into the caller's array.
+    // Candidate logits before temperature; tempering is fused into the exp pass, so the caller's
+    // array is never written. Dividing by temp > 0 and rounding keep the order, so the max maps over.
+    const vals = whole ? src : this.vals;
     const temp = this.temp;
-    const from = whole ? src : this.vals;
-    const vals = whole && temp !== 1 ? this.penalized : from;
-    if (temp !== 1) for (let i = 0; i < m; i++) vals[i] = f32(from[i] / temp);
-    const max = this.sorted ? vals[0] : maxOf(vals.subarray(0, m));
+    let max = this.sorted ? vals[0] : maxOf(vals, m);
     if (max === -INF) throw noToken();
-
     const probs = this.probs;
     let sum = 0;
-    for (let i = 0; i < m; i++) {
-      const p = expRel(vals[i], max);
-      probs[i] = p;
-      sum += p;
+    if (temp === 1) {
+      for (let i = 0; i < m; i++) {
+        const p = expRel(vals[i], max);
+        probs[i] = p;
+        sum += p;
+      }
+    } else {
+      max = f32(max / temp);
+      for (let i = 0; i < m; i++) {
+        const p = expRel(f32(vals[i] / temp), max);
+        probs[i] = p;
+        sum += p;
+      }
     }
     const target = sum * this.rng.nextDouble();
     let chosen = -1;
@@ -431,9 +438,9 @@ class ChainSampler implements Sampler {
   }
 }
 
-function maxOf(a: Float32Array): number {
+function maxOf(a: Float32Array, n = a.length): number {
   let max = -INF;
-  for (let i = 0; i < a.length; i++) if (a[i] > max) max = a[i];
+  for (let i = 0; i < n; i++) if (a[i] > max) max = a[i];
   return max;
 }
 

@@ -18,16 +18,18 @@ export function selectTop(
   if (k <= 0 || n <= 0) return 0;
   if (k >= n || k > 4096 || k * 16 > n) return selectBySort(values, n, k, outIds, outVals);
 
-  // Min-heap on (value, -id): the root is the worst kept candidate.
+  // Min-heap on (value, -id): the root is the worst kept candidate, its value cached in `floor`.
   let size = 0;
+  let floor = INF;
   for (let i = 0; i < n; i++) {
     const v = values[i];
     if (size === k) {
       // Ids arrive in ascending order, so an equal value never beats the root.
-      if (!(v > outVals[0])) continue;
+      if (!(v > floor)) continue;
       outIds[0] = i;
       outVals[0] = v;
       siftDown(outIds, outVals, 0, size);
+      floor = outVals[0];
     } else if (v > -INF) {
       let c = size++;
       outIds[c] = i;
@@ -38,6 +40,7 @@ export function selectTop(
         swap(outIds, outVals, c, p);
         c = p;
       }
+      if (size === k) floor = outVals[0];
     }
   }
   // Heap sort in place: moving the worst to the end each time leaves the best first.
