@@ -1,16 +1,20 @@
-/** Stable codes of tokenizer errors, shared with the native core's codes where the meaning is the same. */
+import { EngineError } from '../errors';
+
+/** The codes a tokenizer error carries (a subset of the engine's codes). */
 export type TokenizerErrorCode =
-  /** The GGUF metadata does not describe a vocabulary this tokenizer can build. */
+  /** The GGUF metadata does not describe a valid vocabulary (missing keys, unknown pre-tokenizer…). */
   | 'KAIL_E_BAD_MODEL'
-  /** A caller passed something invalid: an out-of-range token id, a bad template. */
+  /** A valid vocabulary of a kind this tokenizer does not implement (t5, rwkv, plamo2). */
+  | 'KAIL_E_UNSUPPORTED'
+  /** A caller passed something invalid: an out-of-range token id, a template that fails. */
   | 'KAIL_E_INVALID_ARG';
 
-export class TokenizerError extends Error {
+export class TokenizerError extends EngineError {
   constructor(
-    readonly code: TokenizerErrorCode,
+    override readonly code: TokenizerErrorCode,
     message: string,
   ) {
-    super(message);
+    super(code, message);
     this.name = 'TokenizerError';
   }
 }

@@ -8,10 +8,6 @@ import path from 'node:path';
 import { native } from '../native';
 import { Tokenizer } from './tokenizer';
 
-interface GgufReader {
-  openGguf(file: string): { metadata: Record<string, unknown>; close(): void };
-}
-
 function fixtureDirs(): string[] {
   const dirs: string[] = [];
   for (let dir = __dirname; ; dir = path.dirname(dir)) {
@@ -66,7 +62,7 @@ describe('llama.cpp tokenizer fixtures', () => {
     let loadMs = 0;
 
     beforeAll(() => {
-      const gguf = (native() as unknown as GgufReader).openGguf(file);
+      const gguf = native().openGguf(file, { mapData: false });
       try {
         const t0 = performance.now();
         tok = Tokenizer.fromMetadata(gguf.metadata);

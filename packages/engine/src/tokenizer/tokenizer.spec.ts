@@ -133,7 +133,7 @@ describe('byte-level BPE vocabulary', () => {
     expect(tok.isEog(EOT)).toBe(true);
     expect(tok.isEog(END)).toBe(true);
     expect(tok.isEog(TOOL)).toBe(false);
-    expect(tok.vocab.special.eot).toBe(EOT); // detected by text; the lower id of the candidates
+    expect(tok.vocab.special.eot).toBe(END); // detected by text: "<|end|>" comes before "<|endoftext|>"
   });
 
   it('detokenizes byte-level text, with llama.cpp space clean-up for GPT-2', () => {

@@ -214,6 +214,7 @@ export class Tokenizer {
       const attr = v.tokenAttr(id);
       if (!parseSpecial && attr & (TokenAttr.CONTROL | TokenAttr.UNKNOWN)) continue;
       const text = v.tokenText(id);
+      if (raw.indexOf(text) < 0) continue; // most special tokens are not in the text at all
       const next: Fragment[] = [];
       for (const f of buffer) {
         if ('token' in f) {

@@ -240,7 +240,7 @@ export class Vocab {
     } else {
       const known = ['t5', 'rwkv', 'plamo2', 'no_vocab', 'none', 'test'].includes(model);
       throw new TokenizerError(
-        'KAIL_E_BAD_MODEL',
+        known ? 'KAIL_E_UNSUPPORTED' : 'KAIL_E_BAD_MODEL',
         `${known ? 'unsupported' : 'unknown'} tokenizer model '${model}' (${K}model); supported: ${SUPPORTED_TOKENIZER_MODELS.join(', ')}`,
       );
     }
@@ -345,7 +345,9 @@ export class Vocab {
     this.stripAccents = getBool(meta, K + 'normalizer.strip_accents') ?? lowercase;
 
     // Text-based detection of EOT/EOM/FIM tokens. llama.cpp walks an unordered_map, so with several
-    // candidates its pick depends on hashing; here the lowest id wins.
+    // candidates its pick depends on the C++ library's hashing; here the first text of the list wins
+    // (the chat-turn terminator before <|endoftext|>, which is what llama.cpp on Linux picks for
+    // Qwen2, Llama 3 and Phi-3).
     const detect: [keyof SpecialTokens, string[]][] = [
       ['eot', EOT_TEXTS], ['eom', EOM_TEXTS], ['fimPre', FIM_PRE_TEXTS], ['fimSuf', FIM_SUF_TEXTS], ['fimMid', FIM_MID_TEXTS],
       ['fimPad', FIM_PAD_TEXTS], ['fimRep', FIM_REP_TEXTS], ['fimSep', FIM_SEP_TEXTS],
@@ -355,7 +357,10 @@ export class Vocab {
       let best: number | null = null;
       for (const t of texts) {
         const id = this.textToId.get(t);
-        if (id !== undefined && (best === null || id < best)) best = id;
+        if (id !== undefined) {
+          best = id;
+          break;
+        }
       }
       if (best !== null) {
         special[field] = best;
