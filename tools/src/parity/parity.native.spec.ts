@@ -1,0 +1,127 @@
+// kail's logits against llama.cpp's (node-llama-cpp 3.22.1 in a child process) on models the
+// project writes itself: F32/F16/BF16 files certify the semantics of every architecture, quantized
+// dense files certify the kernels, quantized MoE files must stay within llama.cpp's own spread.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { EngineModel } from '@kailstream/engine';
+
+import { writeModel } from '../models/build';
+import { getPreset } from '../models/presets';
+import type { FileTypeName } from '../models/quant-plan';
+import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
+import { nmse, top1Agreement } from './metrics';
+
+const ARCHS = ['tiny-llama', 'tiny-mixtral', 'tiny-qwen2moe', 'tiny-qwen3moe'];
+const DENSE_QUANTS: FileTypeName[] = ['Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M'];
+const MOE_QUANTS: FileTypeName[] = ['Q8_0', 'Q4_K_M'];
+
+let dir: string;
+const table: string[] = [];
+const record = (row: string) => table.push(row);
+const file = (preset: string, type: string) => path.join(dir, `${preset}-${type}.gguf`);
+
+/** Deterministic pseudo-random token ids (not a greedy loop, so routing varies). */
+function tokenIds(n: number, nVocab: number, seed: number): number[] {
+  let s = seed >>> 0 || 1;
+  return Array.from({ length: n }, () => {
+    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+    return s % nVocab;
+  });
+}
+
+async function kailLogits(model: string, tokens: number[], kv: 'f32' | 'f16' = 'f32'): Promise<Float32Array> {
+  const m = EngineModel.load(model, { kvType: kv, threads: 2, nCtx: tokens.length + 8 });
+  try {
+    return await m.evaluate(0, tokens, 'all', 64);
+  } finally {
+    m.close();
+  }
+}
+
+beforeAll(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-'));
+}, 60_000);
+afterAll(() => {
+  fs.rmSync(dir, { recursive: true, force: true });
+  // The measured numbers, for the record (jest prints them after the run).
+  process.stdout.write(`\nparity with llama.cpp (measured):\n${table.join('\n')}\n`);
+});
+
+describe('float files certify the semantics of every architecture', () => {
+  const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5], ['BF16', 1e-5]];
+  let refs: LlamaLogits[];
+  const jobs: { preset: string; type: FileTypeName; bound: number; tokens: number[] }[] = [];
+
+  beforeAll(async () => {
+    for (const preset of ARCHS) {
+      const cfg = getPreset(preset).config;
+      for (const [type, bound] of TYPES) {
+        writeModel({ config: cfg, fileType: type, seed: 7, out: file(preset, type) });
+        jobs.push({ preset, type, bound, tokens: tokenIds(64, cfg.vocabSize, 11) });
+      }
+    }
+    refs = await llamaLogitsBatch(jobs.map((j) => ({ model: file(j.preset, j.type), tokens: j.tokens })), { kv: 'f32', flashAttention: 'off', timeoutMs: 240_000 });
+  }, 300_000);
+
+  it.each(ARCHS.flatMap((a) => TYPES.map(([t]) => [a, t] as const)))('%s %s', async (preset, type) => {
+    const i = jobs.findIndex((j) => j.preset === preset && j.type === type);
+    const ours = await kailLogits(file(preset, type), jobs[i].tokens);
+    const e = nmse(ours, refs[i].logits);
+    const { agree, total } = top1Agreement(ours, refs[i].logits, refs[i].nVocab);
+    record(`${preset.padEnd(14)} ${type.padEnd(7)} NMSE ${e.toExponential(2)}  top-1 ${agree}/${total}  (bound ${jobs[i].bound})`);
+    expect(e).toBeLessThanOrEqual(jobs[i].bound);
+    expect(agree).toBe(total);
+  });
+});
+
+describe('quantized dense files certify the kernels', () => {
+  let refs: LlamaLogits[];
+  let tokens: number[];
+  beforeAll(async () => {
+    const cfg = getPreset('tiny-llama').config;
+    tokens = tokenIds(256, cfg.vocabSize, 3);
+    for (const t of DENSE_QUANTS) writeModel({ config: cfg, fileType: t, seed: 7, out: file('tiny-llama', t) });
+    refs = await llamaLogitsBatch(DENSE_QUANTS.map((t) => ({ model: file('tiny-llama', t), tokens })), { kv: 'f32', flashAttention: 'off', timeoutMs: 240_000 });
+  }, 300_000);
+
+  it.each(DENSE_QUANTS)('tiny-llama %s: NMSE ≤ 1e-3, top-1 ≥ 99% (0.1 margin)', async (type) => {
+    const i = DENSE_QUANTS.indexOf(type);
+    const ours = await kailLogits(file('tiny-llama', type), tokens);
+    const e = nmse(ours, refs[i].logits);
+    const { agree, total } = top1Agreement(ours, refs[i].logits, refs[i].nVocab, 0.1);
+    const strict = top1Agreement(ours, refs[i].logits, refs[i].nVocab).agree;
+    record(`tiny-llama     ${type.padEnd(7)} NMSE ${e.toExponential(2)}  top-1 ${agree}/${total} (strict ${strict})  (bound 1e-3, 99%)`);
+    expect(total).toBe(256);
+    expect(e).toBeLessThanOrEqual(1e-3);
+    expect(agree / total).toBeGreaterThanOrEqual(0.99);
+  });
+});
+
+describe('quantized MoE files stay within llama.cpp’s own spread', () => {
+  const MOES = ['tiny-mixtral', 'tiny-qwen3moe'];
+  const cases = MOES.flatMap((p) => MOE_QUANTS.map((t) => [p, t] as const));
+  let exact: LlamaLogits[];
+  let runtime: LlamaLogits[];
+  const toks: Record<string, number[]> = {};
+  beforeAll(async () => {
+    for (const [p, t] of cases) {
+      writeModel({ config: getPreset(p).config, fileType: t, seed: 7, out: file(p, t) });
+      toks[p] = tokenIds(128, getPreset(p).config.vocabSize, 5);
+    }
+    const jobs = cases.map(([p, t]) => ({ model: file(p, t), tokens: toks[p] }));
+    exact = await llamaLogitsBatch(jobs, { kv: 'f32', flashAttention: 'off', timeoutMs: 240_000 });
+    runtime = await llamaLogitsBatch(jobs, { kv: 'f16', flashAttention: 'auto', timeoutMs: 240_000 });
+  }, 300_000);
+
+  it.each(cases)('%s %s', async (p, t) => {
+    const i = cases.findIndex(([a, b]) => a === p && b === t);
+    const ours = await kailLogits(file(p, t), toks[p]);
+    const ourDistance = nmse(ours, exact[i].logits);
+    const llamaSpread = nmse(runtime[i].logits, exact[i].logits);
+    record(`${p.padEnd(14)} ${t.padEnd(7)} kail↔llama.cpp exact ${ourDistance.toExponential(2)}  llama.cpp default↔exact ${llamaSpread.toExponential(2)}`);
+    // kail's distance to llama.cpp's exact mode may not exceed llama.cpp's own default-vs-exact
+    // distance by more than a factor covering measurement noise.
+    expect(ourDistance).toBeLessThanOrEqual(Math.max(llamaSpread * 2, 1e-6));
+  });
+});
