@@ -1,7 +1,7 @@
 import { EngineError } from '../errors';
 import { applyPenalties, penaltiesActive } from './penalties';
 import { Mt19937, foldSeed, randomSeed } from './rng';
-import { selectTop, sortIdsByValue } from './select-top';
+import { SORT_KEY_ID_LIMIT, floatBits, idOfSortKey, selectTop, sortIdsByValue, sortKey } from './select-top';
 
 // Module-level aliases: under jest's vm context every global lookup (Math, Infinity) goes through an
 // interceptor and the hot loops ran ~7x slower; plain Node is unaffected either way.
@@ -165,6 +165,9 @@ class ChainSampler implements Sampler {
   private ids = new Int32Array(0);
   private vals = new Float32Array(0);
   private readonly binMass = new Float64Array(BINS);
+  private readonly binFill = new Int32Array(BINS);
+  private binOf = new Uint16Array(0);
+  private keys = new Float64Array(0);
   private count = 0;
   private sorted = false;
   private whole = true;
@@ -280,7 +283,6 @@ class ChainSampler implements Sampler {
       this.count = selectTop(src, n, Math.min(256, n), this.ids, this.vals);
       if (!this.cutAtMass(probs, sum) && this.count === 256) {
         this.nucleusCandidates(src, probs, sum, max);
-        this.sortCandidates(src);
         if (!this.cutAtMass(probs, sum)) this.count = selectTop(src, n, n, this.ids, this.vals);
       }
     }
@@ -290,20 +292,40 @@ class ChainSampler implements Sampler {
   }
 
   /**
-   * Candidates for a wide nucleus without sorting the vocabulary: bins the probability mass by
-   * distance below the top logit, finds the bin where the running mass reaches topP and keeps every
-   * token down to one bin past it (slack for float32 rounding), in id order. Bins are monotone in
-   * the logit, so this is a best-first prefix that contains the nucleus.
+   * Candidates for a wide nucleus without sorting the vocabulary: bins the tokens by distance below
+   * the top logit, finds the bin where the running mass reaches topP and keeps every token down to
+   * one bin past it (slack for float32 rounding). Bins are monotone in the logit, so that is a
+   * best-first prefix containing the nucleus; a bucket sort (scatter by bin, then order each small
+   * bin) leaves it sorted.
    */
   private nucleusCandidates(src: Float32Array, probs: Float32Array, sum: number, max: number): void {
+    const n = src.length;
+    if (n > SORT_KEY_ID_LIMIT) {
+      this.count = selectTop(src, n, n, this.ids, this.vals);
+      return;
+    }
+    // Allocated on first use: most samplers never see a nucleus this wide.
+    if (this.keys.length !== n) {
+      this.binOf = new Uint16Array(n);
+      this.keys = new Float64Array(n);
+    }
     const mass = this.binMass;
+    const fill = this.binFill;
+    const binOf = this.binOf;
     mass.fill(0);
+    fill.fill(0);
     const last = BINS - 1;
-    for (let i = 0; i < src.length; i++) {
+    for (let i = 0; i < n; i++) {
       const x = src[i];
-      if (!(x > -INF)) continue;
-      const d = (max - x) * BINS_PER_NAT;
-      mass[d < last ? d | 0 : last] += probs[i];
+      // NaN and -Infinity go past the last bin, out of every cut.
+      let b = BINS;
+      if (x > -INF) {
+        const d = (max - x) * BINS_PER_NAT;
+        b = d < last ? d | 0 : last;
+        mass[b] += probs[i];
+        fill[b]++;
+      }
+      binOf[i] = b;
     }
     let cut = last;
     let cum = 0;
@@ -314,13 +336,29 @@ class ChainSampler implements Sampler {
         break;
       }
     }
-    const ids = this.ids;
     let m = 0;
-    for (let i = 0; i < src.length; i++) {
-      const x = src[i];
-      if (!(x > -INF)) continue;
-      const d = (max - x) * BINS_PER_NAT;
-      if ((d < last ? d | 0 : last) <= cut) ids[m++] = i;
+    for (let b = 0; b <= cut; b++) {
+      const c = fill[b];
+      fill[b] = m;
+      m += c;
+    }
+    // Scatter sort keys by bin, then sort each bin's keys: bins are small, the whole is sorted.
+    const keys = this.keys;
+    const bits = floatBits(src);
+    for (let i = 0; i < n; i++) {
+      const b = binOf[i];
+      if (b <= cut) keys[fill[b]++] = sortKey(src, bits, i);
+    }
+    // fill[b] is now the end of bin b.
+    for (let b = 0, start = 0; b <= cut; start = fill[b++]) {
+      if (fill[b] - start > 1) keys.subarray(start, fill[b]).sort();
+    }
+    const ids = this.ids;
+    const vals = this.vals;
+    for (let i = 0; i < m; i++) {
+      const id = idOfSortKey(keys[i]);
+      ids[i] = id;
+      vals[i] = src[id];
     }
     this.count = m;
   }

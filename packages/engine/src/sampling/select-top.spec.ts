@@ -59,4 +59,14 @@ describe('sortIdsByValue', () => {
     sortIdsByValue(ids, values);
     expect([...ids]).toEqual(reference(values, values.length));
   });
+
+  it('falls back to a comparator beyond 2^21 ids', () => {
+    const values = new Float32Array(2 ** 21 + 10);
+    const ids = Int32Array.from([2 ** 21 + 5, 3, 2 ** 21 + 1, 7, 2 ** 21 + 9, 1, 0, 2, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14]);
+    values[2 ** 21 + 5] = 2;
+    values[7] = 2;
+    values[3] = -1;
+    sortIdsByValue(ids, values);
+    expect([...ids]).toEqual([7, 2 ** 21 + 5, 0, 1, 2, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 2 ** 21 + 1, 2 ** 21 + 9, 3]);
+  });
 });

@@ -65,32 +65,57 @@ function selectBySort(values: Float32Array, n: number, k: number, outIds: Int32A
   return count;
 }
 
-/** Ids up to 2^21 fit beside a 32-bit value key in a double's 53 bits. */
-const ID_SPACE = 2 ** 21;
+/** Ids below this fit beside a 32-bit value key in a double's 53 bits (see `sortKey`). */
+export const SORT_KEY_ID_LIMIT = 2 ** 21;
 
 /**
- * Sorts `ids` in place by `values[id]` descending, equal values by ascending id. The ids must not
- * point at NaN. Packs (value, id) into one exact double so that the native comparator-free
- * Float64Array sort does the work: several times faster than a comparator on 152k ids.
+ * A double that orders (value desc, id asc) as plain numbers ascending, so the native
+ * comparator-free Float64Array sort can do the work: several times faster than a comparator on
+ * 152k ids. `bits` is `values` viewed as Uint32Array; `id` < SORT_KEY_ID_LIMIT; not for NaN.
  */
+export function sortKey(values: Float32Array, bits: Uint32Array, id: number): number {
+  // Float bits made monotonic as unsigned integers (-0 and +0 alike), then inverted for descending.
+  const b = values[id] === 0 ? 0 : bits[id];
+  const ordered = b & 0x80000000 ? ~b >>> 0 : (b | 0x80000000) >>> 0;
+  return (0xffffffff - ordered) * SORT_KEY_ID_LIMIT + id;
+}
+
+/** The id a `sortKey` was made from. */
+export function idOfSortKey(key: number): number {
+  return key % SORT_KEY_ID_LIMIT;
+}
+
+/** `values` viewed as its float bits, for `sortKey`. */
+export function floatBits(values: Float32Array): Uint32Array {
+  return new Uint32Array(values.buffer, values.byteOffset, values.length);
+}
+
+/** Sorts `ids` in place by `values[id]` descending, equal values by ascending id. The ids must not point at NaN. */
 export function sortIdsByValue(ids: Int32Array, values: Float32Array): void {
   const m = ids.length;
   if (m < 2) return;
-  if (values.length > ID_SPACE) {
+  if (m <= 16) {
+    for (let i = 1; i < m; i++) {
+      const id = ids[i];
+      const v = values[id];
+      let j = i - 1;
+      while (j >= 0 && worse(values[ids[j]], ids[j], v, id)) {
+        ids[j + 1] = ids[j];
+        j--;
+      }
+      ids[j + 1] = id;
+    }
+    return;
+  }
+  if (values.length > SORT_KEY_ID_LIMIT) {
     ids.sort((a, b) => values[b] - values[a] || a - b);
     return;
   }
-  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  const bits = floatBits(values);
   const keys = new Float64Array(m);
-  for (let i = 0; i < m; i++) {
-    const id = ids[i];
-    // Float bits made monotonic as unsigned integers (-0 and +0 alike), then inverted for descending.
-    const b = values[id] === 0 ? 0 : bits[id];
-    const ordered = b & 0x80000000 ? ~b >>> 0 : (b | 0x80000000) >>> 0;
-    keys[i] = (0xffffffff - ordered) * ID_SPACE + id;
-  }
+  for (let i = 0; i < m; i++) keys[i] = sortKey(values, bits, ids[i]);
   keys.sort();
-  for (let i = 0; i < m; i++) ids[i] = keys[i] % ID_SPACE;
+  for (let i = 0; i < m; i++) ids[i] = idOfSortKey(keys[i]);
 }
 
 /** Whether (va, ia) ranks below (vb, ib): smaller value, or equal value and larger id. */
