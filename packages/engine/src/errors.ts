@@ -25,10 +25,12 @@ export class EngineError extends Error {
 /** Wraps any thrown value (native errors carry a string `code`) as an EngineError. */
 export function toEngineError(e: unknown): EngineError {
   if (e instanceof EngineError) return e;
-  if (e instanceof Error) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && code.startsWith('KAIL_E_')) return new EngineError(code as EngineErrorCode, e.message);
-    return new EngineError('KAIL_E_INTERNAL', e.message);
+  // Duck-typed: errors thrown by the addon come from the main realm's Error, which is not this
+  // realm's Error under jest's vm contexts or worker threads.
+  if (typeof e === 'object' && e !== null && typeof (e as { message?: unknown }).message === 'string') {
+    const { code, message } = e as { code?: unknown; message: string };
+    if (typeof code === 'string' && code.startsWith('KAIL_E_')) return new EngineError(code as EngineErrorCode, message);
+    return new EngineError('KAIL_E_INTERNAL', message);
   }
   return new EngineError('KAIL_E_INTERNAL', String(e));
 }

@@ -1,10 +1,11 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import type { GgufTensorInfo, ModelProgram, NativeGgufFile, NativeModel } from '@kailstream/core-native';
 
 import { EngineError, toEngineError } from '../errors';
 import { native } from '../native';
 import { Tokenizer } from '../tokenizer/tokenizer';
-import { buildProgram } from './architectures';
+import { SUPPORTED_ARCHITECTURES, buildProgram } from './architectures';
 import { Metadata, readHParams, type HParams } from './hparams';
 
 export interface LoadModelOptions {
@@ -16,6 +17,21 @@ export interface LoadModelOptions {
   nSeqMax?: number;
   /** KV cache element type. Default 'f16' (llama.cpp's default). */
   kvType?: 'f16' | 'f32';
+  /** Memory the load may plan against; default: MemAvailable from /proc/meminfo (or os.freemem()). */
+  memoryAvailableBytes?: number;
+}
+
+const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
+
+/** Memory the kernel says is available for new allocations without swapping. */
+export function availableMemoryBytes(): number {
+  try {
+    const m = /^MemAvailable:\s+(\d+) kB/m.exec(fs.readFileSync('/proc/meminfo', 'utf8'));
+    if (m) return Number(m[1]) * 1024;
+  } catch {
+    // not Linux
+  }
+  return os.freemem();
 }
 
 /** What `kail inspect` and the model list show about a file, read from its metadata alone. */
@@ -108,6 +124,8 @@ export class EngineModel {
     try {
       const arch = file.metadata['general.architecture'];
       if (typeof arch !== 'string') throw new EngineError('KAIL_E_BAD_MODEL', `${path}: metadata 'general.architecture' is missing`);
+      if (!SUPPORTED_ARCHITECTURES.includes(arch))
+        throw new EngineError('KAIL_E_UNSUPPORTED', `architecture '${arch}' is not supported; supported: ${SUPPORTED_ARCHITECTURES.join(', ')}`);
       const md = new Metadata(file.metadata, arch);
       const tensors = new Map<string, GgufTensorInfo>(file.tensors.map((t) => [t.name, t]));
       const hp = readHParams(md, tensors);
@@ -116,6 +134,18 @@ export class EngineModel {
       const nCtx = Math.max(1, Math.min(opts.nCtx ?? Math.min(hp.nCtxTrain || 4096, 4096), 1 << 20));
       const nSeqMax = Math.max(1, opts.nSeqMax ?? 1);
       const summary = summarize(file);
+      // Refuse before allocating: the KV cache at full context for every sequence must fit in
+      // what the machine has available (the weights are mapped, not allocated).
+      const kvElem = opts.kvType === 'f32' ? 4 : 2;
+      const kvPerToken = program.kvKWidth.reduce((a, b) => a + b, 0) * kvElem + program.kvVWidth.reduce((a, b) => a + b, 0) * kvElem;
+      const kvBytes = kvPerToken * nCtx * nSeqMax;
+      const available = opts.memoryAvailableBytes ?? availableMemoryBytes();
+      if (kvBytes > available)
+        throw new EngineError(
+          'KAIL_E_BUDGET',
+          `not enough memory: the KV cache for ${nSeqMax} sequence(s) of ${nCtx} tokens needs ${gib(kvBytes)} ` +
+            `(${kvPerToken} bytes per token), ${gib(available)} is available; lower the context (--ctx) or the number of sequences`,
+        );
       let runtime: NativeModel;
       try {
         runtime = new (native().Model)(path, program, {
@@ -123,6 +153,7 @@ export class EngineModel {
           kvType: opts.kvType === 'f32' ? 0 : 1,
           nCtx,
           nSeqMax,
+          kvMaxBytes: kvBytes,
         });
       } catch (e) {
         throw toEngineError(e);

@@ -1,0 +1,32 @@
+// Helpers for tests of this and other packages. Test models come from the project's own GGUF
+// writer (tools/), run as a child process so the engine does not depend on the tools package.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const GEN_MODEL = path.resolve(__dirname, '../../../tools/dist/gen-model.js');
+
+/** Writes a preset model (e.g. 'tiny-qwen3moe', 'F32') into dir and returns its path. */
+export function writeTestModel(dir: string, preset: string, type = 'F32', seed = 1): string {
+  const out = path.join(dir, `${preset}-${type}-${seed}.gguf`);
+  if (fs.existsSync(out)) return out;
+  if (!fs.existsSync(GEN_MODEL)) throw new Error(`${GEN_MODEL} is missing: build the tools first (npx nx run tools:build)`);
+  execFileSync(process.execPath, [GEN_MODEL, '--preset', preset, '--type', type, '--seed', String(seed), '--out', out], { stdio: 'pipe' });
+  return out;
+}
+
+export function tempDir(prefix = 'kail-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/** Copies a file, replacing the first occurrence of `from` with `to` (same length) in its bytes. */
+export function patchedCopy(src: string, dst: string, from: string, to: string): string {
+  if (Buffer.byteLength(from) !== Buffer.byteLength(to)) throw new Error('patch must keep the length');
+  const buf = fs.readFileSync(src);
+  const at = buf.indexOf(Buffer.from(from));
+  if (at < 0) throw new Error(`'${from}' not found in ${src}`);
+  Buffer.from(to).copy(buf, at);
+  fs.writeFileSync(dst, buf);
+  return dst;
+}
