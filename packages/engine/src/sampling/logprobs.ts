@@ -1,6 +1,6 @@
 import { EngineError } from '../errors';
 import type { TokenLogprob } from './sampler';
-import { selectTop } from './select-top';
+import { isFloat32Array, selectTop } from './select-top';
 
 // Local aliases: global lookups are slow under jest's vm context.
 const { exp, log, log1p } = Math;
@@ -24,7 +24,7 @@ export interface TokenLogprobs {
  */
 export function logprobs(logits: Float32Array, token: number, k = 0): TokenLogprobs {
   const n = logits.length;
-  if (!(logits instanceof Float32Array) || n === 0) throw invalid('logits must be a non-empty Float32Array');
+  if (!isFloat32Array(logits) || n === 0) throw invalid('logits must be a non-empty Float32Array');
   if (!Number.isInteger(token) || token < 0 || token >= n) throw invalid(`token must be an id in [0, ${n}), got ${token}`);
   if (!Number.isInteger(k) || k < 0) throw invalid(`k must be an integer ≥ 0, got ${k}`);
 

@@ -1,3 +1,5 @@
+import vm from 'node:vm';
+
 import { EngineError } from '../errors';
 import llamaCppCases from './__fixtures__/llama-cpp-sampling.json';
 import { Mt19937 } from './rng';
@@ -276,6 +278,14 @@ describe('createSampler: inputs', () => {
     const s = createSampler();
     expect(() => s.sample(new Float32Array(0))).toThrow(/must not be empty/);
     expect(() => s.sample([1, 2] as unknown as Float32Array)).toThrow(/Float32Array/);
+    expect(() => s.sample(new Float64Array(2) as unknown as Float32Array)).toThrow(/Float32Array/);
+  });
+
+  it('accepts Float32Arrays from another realm (native addons, vm contexts)', () => {
+    const foreign = vm.runInNewContext('new Float32Array([0, 5, 1])') as Float32Array;
+    expect(foreign instanceof Float32Array).toBe(false);
+    expect(createSampler({ temperature: 0 }).sample(foreign).token).toBe(1);
+    expect(createSampler({ seed: 1, topP: 0.5 }).sample(foreign).token).toBe(1);
   });
 });
 

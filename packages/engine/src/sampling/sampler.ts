@@ -1,7 +1,7 @@
 import { EngineError } from '../errors';
 import { applyPenalties, penaltiesActive } from './penalties';
 import { Mt19937, foldSeed, randomSeed } from './rng';
-import { SORT_KEY_ID_LIMIT, floatBits, idOfSortKey, selectTop, sortIdsByValue, sortKey } from './select-top';
+import { SORT_KEY_ID_LIMIT, floatBits, idOfSortKey, isFloat32Array, selectTop, sortIdsByValue, sortKey } from './select-top';
 
 // Module-level aliases: under jest's vm context every global lookup (Math, Infinity) goes through an
 // interceptor and the hot loops ran ~7x slower; plain Node is unaffected either way.
@@ -187,7 +187,7 @@ class ChainSampler implements Sampler {
   }
 
   sample(logits: Float32Array, history: ArrayLike<number> = []): SampleResult {
-    if (!(logits instanceof Float32Array)) throw invalid('logits must be a Float32Array');
+    if (!isFloat32Array(logits)) throw invalid('logits must be a Float32Array');
     const n = logits.length;
     if (n === 0) throw invalid('logits must not be empty');
     this.ensureCapacity(n);

@@ -144,3 +144,11 @@ function swap(ids: Int32Array, vals: Float32Array, a: number, b: number): void {
   vals[a] = vals[b];
   vals[b] = tv;
 }
+
+/**
+ * Whether `x` is a Float32Array from any realm: `instanceof` fails for arrays made by a native
+ * addon or in another vm context (as under jest).
+ */
+export function isFloat32Array(x: unknown): x is Float32Array {
+  return ArrayBuffer.isView(x) && (x as { [Symbol.toStringTag]?: string })[Symbol.toStringTag] === 'Float32Array';
+}
