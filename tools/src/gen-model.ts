@@ -30,6 +30,7 @@ const USAGE = `usage: gen-model (--preset NAME | --arch ARCH) --out FILE [option
   --tied / --untied   tie output to token_embd or not
   --name S            general.name
   --alignment N       GGUF data alignment (default 32)
+  --simulate-type T   write --type floats holding T's quantize->dequantize values (format checks)
   --json              print the summary as JSON
   --quiet             no progress on stderr`;
 
@@ -52,7 +53,7 @@ function parseNum(name: string, s: string): number {
 
 export function main(argv: string[]): number {
   const strOpts = Object.fromEntries(
-    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect'].map(
+    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type'].map(
       (k) => [k, { type: 'string' as const }],
     ),
   );
@@ -117,6 +118,7 @@ export function main(argv: string[]): number {
     seed,
     out: path.resolve(v.out as string),
     alignment: typeof v.alignment === 'string' ? parseIntStrict('alignment', v.alignment) : undefined,
+    simulateType: typeof v['simulate-type'] === 'string' ? parseFileType(v['simulate-type']) : undefined,
     onTensor: quiet
       ? undefined
       : ({ index, count, name }) => {

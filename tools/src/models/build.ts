@@ -7,7 +7,7 @@ import type { ModelConfig, TensorSpec } from './arch';
 import { getArch } from './architectures';
 import { llamaFileType, tensorType } from './quant-plan';
 import type { FileTypeName } from './quant-plan';
-import { resolveQuantizer } from './quantizer';
+import { resolveDequantizer, resolveQuantizer } from './quantizer';
 import type { QuantizeFn } from './quantizer';
 import { hashSeed, Xoshiro128 } from './rng';
 import { buildVocab, writeVocab } from './vocab';
@@ -26,6 +26,12 @@ export interface WriteModelOptions {
   alignment?: number;
   /** Elements generated per chunk (rounded to whole rows). Default 4 Mi. */
   chunkElements?: number;
+  /**
+   * Writes F32 (or F16/BF16) values that went through this type plan's quantization and back
+   * (native quantize + dequantize): the same numbers a `simulateType` file decodes to, in a float
+   * file. Comparing the two in llama.cpp separates format errors from quantization error.
+   */
+  simulateType?: FileTypeName;
   /** Called after each tensor. */
   onTensor?: (info: { name: string; index: number; count: number; type: GgmlType; bytes: number }) => void;
 }
@@ -82,6 +88,9 @@ export function writeModel(opts: WriteModelOptions): WriteModelResult {
   const { config: c, tensors } = planModel(opts.config, opts.fileType);
   const quantized = tensors.some((t) => ggmlTypeTraits(t.type).quantized);
   const quantize = quantized ? (opts.quantize ?? resolveQuantizer()) : undefined;
+  const simulated = opts.simulateType ? planModel(opts.config, opts.simulateType).tensors : undefined;
+  const simQuantize = simulated ? (opts.quantize ?? resolveQuantizer()) : undefined;
+  const simDequantize = simulated ? resolveDequantizer() : undefined;
 
   const w = new GgufWriter(opts.out, { alignment: opts.alignment });
   w.set('general.architecture', kv.str(arch.ggufArch));
@@ -106,6 +115,7 @@ export function writeModel(opts: WriteModelOptions): WriteModelResult {
   try {
     w.begin();
     tensors.forEach((spec, index) => {
+      const simType = simulated?.[index].type;
       const rowLen = spec.shape[0];
       const nRows = spec.shape.slice(1).reduce((a, b) => a * b, 1);
       const rowsPerChunk = Math.max(1, Math.floor(chunkElements / rowLen));
@@ -116,6 +126,9 @@ export function writeModel(opts: WriteModelOptions): WriteModelResult {
         if (f32.length < n) f32 = new Float32Array(n);
         const chunk = f32.subarray(0, n);
         fill(rng, spec, chunk);
+        if (simType !== undefined && ggmlTypeTraits(simType).quantized) {
+          chunk.set(simDequantize!(simType, simQuantize!(simType, chunk), chunk.length));
+        }
         let data: Uint8Array;
         switch (spec.type) {
           case GgmlType.F32: data = encodeF32(chunk); break;

@@ -5,24 +5,39 @@ import { GgmlType, ggmlTypeTraits } from '../gguf/constants';
 /** Quantizes whole rows of F32 values (length a multiple of the type's block size) to ggml blocks. */
 export type QuantizeFn = (type: GgmlType, data: Float32Array) => Uint8Array;
 
+/** Expands `n` values of a ggml type back to F32. */
+export type DequantizeFn = (type: GgmlType, data: Uint8Array, n: number) => Float32Array;
+
 interface NativeWithQuantize {
   quantize?: (typeId: number, data: Float32Array) => Uint8Array;
+  dequantize?: (typeId: number, data: Uint8Array, n: number) => Float32Array;
 }
 
 let cached: QuantizeFn | undefined;
 
-/** The native quantizer; throws with what to do when the addon or its `quantize` is missing. */
-export function resolveQuantizer(): QuantizeFn {
-  if (cached) return cached;
-  let addon: NativeWithQuantize;
+function nativeAddon(): NativeWithQuantize {
   try {
     // Loaded lazily: float files need neither the engine build nor the addon.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const engine = require('@kailstream/engine') as { native: () => unknown };
-    addon = engine.native() as NativeWithQuantize;
+    return engine.native() as NativeWithQuantize;
   } catch (e) {
     throw new Error(`quantized types need the native addon through @kailstream/engine: ${(e as Error).message}`);
   }
+}
+
+/** The native dequantizer (to build F32 files holding exactly the values a quantized file decodes to). */
+export function resolveDequantizer(): DequantizeFn {
+  const addon = nativeAddon();
+  const d = addon.dequantize;
+  if (typeof d !== 'function') throw new Error('the native addon has no dequantize(); rebuild it');
+  return (type, data, n) => d.call(addon, type, data, n);
+}
+
+/** The native quantizer; throws with what to do when the addon or its `quantize` is missing. */
+export function resolveQuantizer(): QuantizeFn {
+  if (cached) return cached;
+  const addon = nativeAddon();
   const q = addon.quantize;
   if (typeof q !== 'function') {
     throw new Error('the native addon has no quantize(); rebuild it (cd packages/core-native && node scripts/build-native.js) or write F32/F16/BF16');

@@ -8,8 +8,9 @@
 //   node tools/src/parity/llama-ref.mjs detokenize --model M.gguf --tokens 1,2,3 [--special]
 //   node tools/src/parity/llama-ref.mjs generate --model M.gguf --text "Hi" --max-tokens 16
 //   node tools/src/parity/llama-ref.mjs batch --jobs jobs.json
-//       jobs.json: [{"model": "a.gguf", "tokens": [1, 2] | "text": "...", "out": "/tmp/a"}, ...]; one
-//       process for many logits runs (loading llama.cpp takes seconds on a busy machine)
+//       jobs.json: [{"model": "a.gguf", "tokens": [1, 2] | "text": "...", "out": "/tmp/a",
+//       "generate": 8}, ...]; one process for many logits runs (loading llama.cpp takes seconds on a
+//       busy machine); "generate" adds that many greedy tokens to the sidecar ("generated")
 //
 // Common options: --threads N (default 2), --kv f32|f16 (default f32: the exact reference; f16 is
 // llama.cpp's default), --flash-attention off|on|auto (default off), --ctx N, --batch N,
@@ -191,6 +192,7 @@ async function runBatch(jobsFile, opts) {
         meta.text = job.text;
         meta.detokenized = detokenize(handle, tokens);
       }
+      if (job.generate) meta.generated = await generateGreedy(handle, tokens, { maxTokens: job.generate });
       writeLogits(job.out, meta, logits);
       results.push({ ...meta, logits: `${job.out}.f32`, meta: `${job.out}.json` });
     } finally {

@@ -92,9 +92,13 @@ export async function llamaLogits(model: string, tokens: number[], opts: LlamaRe
   return r;
 }
 
-/** Several logits runs in one child process (llama.cpp loads once). */
+/**
+ * Several logits runs in one child process (llama.cpp loads once). A job gives `tokens`, or `text`
+ * for llama.cpp to tokenize (BOS as the model asks; `meta.tokens`, `meta.detokenized` report it);
+ * `generate: n` also records n greedy tokens after the input in `meta.generated`.
+ */
 export async function llamaLogitsBatch(
-  jobs: { model: string; tokens?: number[]; text?: string }[],
+  jobs: { model: string; tokens?: number[]; text?: string; generate?: number }[],
   opts: LlamaRefOptions = {},
 ): Promise<LlamaLogits[]> {
   const { dir } = tempPrefix();
