@@ -28,3 +28,5 @@ export { CHATML_TEMPLATE, ChatTemplate } from './tokenizer/chat-template';
 export type { ChatMessage, ChatTemplateRenderOptions, ChatTemplateTokens } from './tokenizer/chat-template';
 export { TokenizerError } from './tokenizer/errors';
 export type { TokenizerErrorCode } from './tokenizer/errors';
+export { benchmark } from './bench';
+export type { BenchOptions, BenchResult } from './bench';

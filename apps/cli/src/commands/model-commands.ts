@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { ChatTemplate, EngineModel, Tokenizer, generate, openGgufMetadata, summarize, type GenerateResult } from '@kailstream/engine';
+import { ChatTemplate, EngineModel, Tokenizer, benchmark, generate, openGgufMetadata, summarize, type GenerateResult } from '@kailstream/engine';
 import { getPreset, writeModel, WEIGHT_RECIPE_VERSION } from '@kailstream/tools';
 
 import { dataDir } from '../paths';
@@ -105,6 +105,33 @@ export function registerModelCommands(program: Command): void {
           process.stdout.write('\n');
           log(`prompt: ${r.promptTokens} tokens, ${r.promptTps.toFixed(1)} tokens/s | generation: ${r.tokens.length} tokens, ${r.genTps.toFixed(1)} tokens/s | ${r.finishReason}`);
         }
+      } finally {
+        model.close();
+      }
+    });
+
+  program
+    .command('bench')
+    .description('prompt and generation tokens/s, like llama-bench')
+    .requiredOption('-m, --model <file>', 'GGUF model file')
+    .option('-p, --n-prompt <n>', 'prompt tokens', int('--n-prompt', 1, 1 << 20), 512)
+    .option('-n, --n-gen <n>', 'generated tokens', int('--n-gen', 0, 1 << 20), 128)
+    .option('-t, --threads <n>', 'compute threads (default: physical cores)', int('--threads', 1, 1024))
+    .option('--feed <kind>', 'what each decode step feeds: greedy or random', 'greedy')
+    .option('-r, --reps <n>', 'repetitions (median reported)', int('--reps', 1, 100), 1)
+    .option('--json', 'print one JSON object')
+    .action(async (o: { model: string; nPrompt: number; nGen: number; threads?: number; feed: string; reps: number; json?: boolean }) => {
+      if (o.feed !== 'greedy' && o.feed !== 'random') throw new Error(`--feed must be greedy or random, got '${o.feed}'`);
+      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1 });
+      try {
+        const r = await benchmark(model, { promptTokens: o.nPrompt, genTokens: o.nGen, feed: o.feed, reps: o.reps });
+        if (o.json) process.stdout.write(JSON.stringify(r) + '\n');
+        else
+          process.stdout.write(
+            `${path.basename(o.model)} (${r.arch}), ${r.threads} threads, feed ${r.feed}, median of ${r.reps}\n` +
+              `pp${r.prompt_tokens}: ${r.prompt_tps.toFixed(2)} tokens/s\n` +
+              `tg${r.gen_tokens}: ${r.gen_tps.toFixed(2)} tokens/s\n`,
+          );
       } finally {
         model.close();
       }
