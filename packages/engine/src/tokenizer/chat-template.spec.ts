@@ -70,6 +70,30 @@ describe('chat templates', () => {
     expect(tok.detokenize(ids, { special: true })).toBe('<|begin_of_text|>' + prompt);
   });
 
+  it('merges a system message into the first user turn when the template cannot show it, as llama.cpp does', () => {
+    // google/gemma-7b-it and the expected text from llama.cpp's tests/test-chat-template.cpp
+    const gemma = new ChatTemplate(
+      "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}",
+    );
+    expect(gemma.caps).toEqual({ systemRole: false, stringContent: true, typedContent: false });
+    expect(gemma.render(messages)).toBe(
+      '<start_of_turn>user\nBe brief.\nHi!<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n' +
+        '<start_of_turn>user\nBye?<end_of_turn>\n<start_of_turn>model\n',
+    );
+    // a template that shows the system message keeps it; "developer" is a system message
+    expect(new ChatTemplate(QWEN2_TEMPLATE).caps.systemRole).toBe(true);
+    expect(new ChatTemplate(undefined).render([{ role: 'developer', content: 'D' }])).toBe(
+      '<|im_start|>system\nD<|im_end|>\n<|im_start|>assistant\n',
+    );
+  });
+
+  it('turns content parts into text for templates that only take strings', () => {
+    const parts = [{ type: 'text', text: 'a' }, { type: 'image' }, { type: 'text', text: 'b' }];
+    expect(new ChatTemplate(undefined).render([{ role: 'user', content: parts }], { addGenerationPrompt: false })).toBe(
+      '<|im_start|>user\na\nb<|im_end|>\n',
+    );
+  });
+
   it('passes tools and extra variables, and reports template errors', () => {
     const t = new ChatTemplate(
       "{% if tools %}{{ tools | length }} tools;{% endif %}{% if not enable_thinking %}no-think;{% endif %}{{ x }}",

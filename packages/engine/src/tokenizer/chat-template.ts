@@ -56,17 +56,56 @@ export const CHATML_TEMPLATE =
   "  {{- '<|im_start|>assistant\\n' -}}\n" +
   '{%- endif -%}';
 
+/** What a template does with its input, found by trial renders (llama.cpp's jinja caps). */
+export interface ChatTemplateCaps {
+  /** Renders the content of a leading system message. */
+  systemRole: boolean;
+  /** Renders string message content. */
+  stringContent: boolean;
+  /** Renders content given as parts ([{type: 'text', text}]). */
+  typedContent: boolean;
+}
+
+// Digits only, so they survive the case changes and trimming templates apply to content.
+const MARKER = '80417395526184';
+const MARKER_2 = '36290158473621';
+
+// llama.cpp patches two known templates so they render (common_chat_templates_init): gpt-oss's
+// check that rejects its own channel markup, and Mistral's rejection of tool-call turns without content.
+const TEMPLATE_PATCHES: [when: string[], from: string, to: string][] = [
+  [
+    ['<|channel|>', 'in message.content or'],
+    '{%- if "<|channel|>analysis<|message|>" in message.content or "<|channel|>final<|message|>" in message.content %}',
+    '{%- if false %}',
+  ],
+  [
+    ['[TOOL_CALLS]', "if (message['content'] is none or"],
+    "{%- if (message['content'] is none or message['content'] == '' or message['content']|length == 0) and (message['tool_calls'] is not defined or message['tool_calls'] is none or message['tool_calls']|length == 0) %}",
+    '{%- if false %}',
+  ],
+];
+
+/**
+ * A chat template, rendered the way llama.cpp's Jinja path renders it: the variables it passes,
+ * its message workarounds (see `caps`), and its removal of a BOS/EOS the tokenizer adds anyway.
+ */
 export class ChatTemplate {
+  /** The template as given (CHATML_TEMPLATE when none was). */
   readonly source: string;
   private readonly template: JinjaTemplate;
   private readonly tokens: Required<ChatTemplateTokens>;
+  private capsCache: ChatTemplateCaps | undefined;
 
   /** Parses a Jinja chat template; an empty source or "chatml" means CHATML_TEMPLATE. */
   constructor(source: string | undefined, tokens: ChatTemplateTokens = {}) {
     this.source = source === undefined || source === '' || source === 'chatml' ? CHATML_TEMPLATE : source;
     this.tokens = { bosToken: '', eosToken: '', addBos: false, addEos: false, ...tokens };
+    let src = this.source;
+    for (const [when, from, to] of TEMPLATE_PATCHES) {
+      if (when.every((w) => src.includes(w))) src = src.split(from).join(to);
+    }
     try {
-      this.template = new Template(this.source);
+      this.template = new Template(src);
     } catch (e) {
       throw new TokenizerError('KAIL_E_BAD_MODEL', `cannot parse chat template: ${(e as Error).message}`);
     }
@@ -80,7 +119,9 @@ export class ChatTemplate {
     const v = tokenizer.vocab;
     let source = options.override;
     if (source === undefined) source = options.name ? v.namedChatTemplates.get(options.name) : v.chatTemplate;
-    if (source === undefined && !options.name) source = v.namedChatTemplates.get('tool_use');
+    if ((source === undefined || source === '' || source === 'chatml') && !options.name) {
+      source = v.namedChatTemplates.get('tool_use') ?? source;
+    }
     const text = (id: number | null) =>
       id === null ? '' : new TextDecoder().decode(tokenizer.tokenToPiece(id, { special: true }));
     return new ChatTemplate(source, {
@@ -91,6 +132,7 @@ export class ChatTemplate {
     });
   }
 
+  /** True when rendering with the ChatML fallback. */
   get usesDefault(): boolean {
     return this.source === CHATML_TEMPLATE;
   }
@@ -101,7 +143,7 @@ export class ChatTemplate {
    */
   render(messages: readonly ChatMessage[], options: ChatTemplateRenderOptions = {}): string {
     const vars: Record<string, unknown> = {
-      messages,
+      messages: this.normalize(messages),
       bos_token: this.tokens.bosToken,
       eos_token: this.tokens.eosToken,
       enable_thinking: options.enableThinking ?? true,
@@ -117,8 +159,78 @@ export class ChatTemplate {
       throw new TokenizerError('KAIL_E_INVALID_ARG', `chat template failed: ${(e as Error).message}`);
     }
     const { bosToken, eosToken, addBos, addEos } = this.tokens;
+    // llama.cpp strips these because tokenizing with add_special adds them again
     if (addBos && bosToken !== '' && out.startsWith(bosToken)) out = out.slice(bosToken.length);
     if (addEos && eosToken !== '' && out.endsWith(eosToken)) out = out.slice(0, out.length - eosToken.length);
     return out;
   }
+
+  /** What the template renders, tried once with marker messages. */
+  get caps(): ChatTemplateCaps {
+    if (!this.capsCache) {
+      let rendered = false;
+      const render = (messages: ChatMessage[]) => {
+        try {
+          // an empty tools list: some tool-use templates loop over `tools` unguarded, which this
+          // Jinja (unlike Python's) rejects when it is undefined
+          const out = this.template.render({ messages, tools: [], bos_token: '', eos_token: '', add_generation_prompt: true });
+          rendered = true;
+          return out;
+        } catch {
+          return '';
+        }
+      };
+      const shows = (messages: ChatMessage[]) => render(messages).includes(MARKER);
+      // Parts are handled when their text shows but not the whole part (an array dumped as a string
+      // would show its other keys too).
+      const typed = render([{ role: 'user', content: [{ type: 'text', text: MARKER, id: MARKER_2 }] }]);
+      this.capsCache = {
+        systemRole: shows([
+          { role: 'system', content: MARKER },
+          { role: 'user', content: 'User message' },
+        ]),
+        stringContent: shows([{ role: 'user', content: MARKER }]),
+        typedContent: typed.includes(MARKER) && !typed.includes(MARKER_2),
+      };
+      // a template that renders nothing here tells nothing: keep llama.cpp's defaults
+      if (!rendered) this.capsCache = { systemRole: true, stringContent: true, typedContent: false };
+    }
+    return this.capsCache;
+  }
+
+  /**
+   * llama.cpp's message workarounds: "developer" becomes "system" (except for gpt-oss templates);
+   * a system message the template would drop or reject is merged into the next message; content
+   * parts become text for templates that only take strings, and the reverse.
+   */
+  private normalize(messages: readonly ChatMessage[]): ChatMessage[] {
+    let out = messages.map((m) => ({ ...m }));
+    if (!this.source.includes('<|channel|>')) {
+      for (const m of out) if (m.role === 'developer') m.role = 'system';
+    }
+    const caps = this.caps;
+    if (!caps.systemRole && out.length > 0 && out[0].role === 'system') {
+      if (out.length > 1) out[1].content = `${textOf(out[0].content)}\n${textOf(out[1].content)}`;
+      out = out.slice(1);
+    }
+    const onlyString = caps.stringContent && !caps.typedContent;
+    const onlyTyped = !caps.stringContent && caps.typedContent;
+    for (const m of out) {
+      if (onlyString && Array.isArray(m.content)) m.content = textOf(m.content);
+      else if (onlyTyped && typeof m.content === 'string') m.content = [{ type: 'text', text: m.content }];
+    }
+    return out;
+  }
+}
+
+/** Content as text: parts joined with newlines (llama.cpp's concat_content_parts, text parts only). */
+function textOf(content: ChatMessage['content']): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  const texts: string[] = [];
+  for (const part of content) {
+    const p = part as { type?: unknown; text?: unknown };
+    if (p && p.type === 'text' && typeof p.text === 'string') texts.push(p.text);
+  }
+  return texts.join('\n');
 }
