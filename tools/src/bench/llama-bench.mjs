@@ -1,0 +1,55 @@
+#!/usr/bin/env node
+// llama.cpp (node-llama-cpp 3.22.1, CPU build) timed the way `kail bench` times kail: prompt
+// processing of N random tokens, then M single-token decode steps feeding the greedy token or a
+// random one. Prints one JSON line. Run as a script file (node-llama-cpp is ESM):
+//   node tools/src/bench/llama-bench.mjs --model F --pp 512 --tg 128 --threads 2 [--feed random] [--reps 3]
+import { parseArgs } from 'node:util';
+
+process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD ??= 'true';
+const { getLlama } = await import('node-llama-cpp');
+
+const { values } = parseArgs({
+  options: {
+    model: { type: 'string' },
+    pp: { type: 'string', default: '512' },
+    tg: { type: 'string', default: '128' },
+    threads: { type: 'string', default: '2' },
+    feed: { type: 'string', default: 'greedy' },
+    reps: { type: 'string', default: '1' },
+    seed: { type: 'string', default: '42' },
+    'no-mmap': { type: 'boolean', default: false },
+  },
+});
+if (!values.model) throw new Error('--model is required');
+const pp = Number(values.pp), tg = Number(values.tg), reps = Number(values.reps);
+let s = Number(values.seed) >>> 0 || 1;
+const rand = () => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s; };
+
+const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
+const model = await llama.loadModel({ modelPath: values.model, useMmap: !values['no-mmap'] });
+const ctx = await model.createContext({ contextSize: pp + tg + 16, batchSize: Math.min(512, pp), threads: Number(values.threads) });
+const seq = ctx.getSequence();
+const nTokens = Number(model.fileInfo.metadata?.tokenizer?.ggml?.tokens?.length ?? 0) || 1000;
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const ppMs = [], tgMs = [];
+for (let r = 0; r < reps; r++) {
+  await seq.clearHistory();
+  const prompt = Array.from({ length: pp }, () => rand() % nTokens);
+  let t = performance.now();
+  const res = await seq.controlledEvaluate(prompt.map((tok, i) => (i === pp - 1 ? [tok, { generateNext: { token: true, options: { temperature: 0 } } }] : tok)));
+  ppMs.push(performance.now() - t);
+  let next = res[pp - 1]?.next?.token ?? 0;
+  let ms = 0;
+  for (let i = 0; i < tg; i++) {
+    const feedTok = values.feed === 'random' ? rand() % nTokens : next;
+    t = performance.now();
+    const out = await seq.controlledEvaluate([[feedTok, { generateNext: { token: true, options: { temperature: 0 } } }]]);
+    ms += performance.now() - t;
+    next = out[0]?.next?.token ?? 0;
+  }
+  tgMs.push(ms);
+}
+const pms = median(ppMs), gms = median(tgMs);
+process.stdout.write(JSON.stringify({ engine: 'llama.cpp', prompt_tokens: pp, gen_tokens: tg, prompt_tps: pp / (pms / 1000), gen_tps: tg / (gms / 1000), prompt_ms: pms, gen_ms: gms, feed: values.feed, reps, threads: Number(values.threads) }) + '\n');
+await ctx.dispose();
+await model.dispose();
