@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import type { GgufTensorInfo, ModelProgram, NativeGgufFile, NativeModel } from '@kailstream/core-native';
+import type { ForwardBatch, GgufTensorInfo, ModelProgram, NativeGgufFile, NativeModel } from '@kailstream/core-native';
 
 import { EngineError, toEngineError } from '../errors';
 import { native } from '../native';
@@ -204,6 +204,17 @@ export class EngineModel {
         }
       }
       return out;
+    });
+  }
+
+  /** One forward pass over a batch that may mix sequences; logits for rows with output set. */
+  forwardBatch(batch: ForwardBatch): Promise<Float32Array> {
+    return this.exclusive(async () => {
+      try {
+        return await this.runtime.forward(batch);
+      } catch (e) {
+        throw toEngineError(e);
+      }
     });
   }
 

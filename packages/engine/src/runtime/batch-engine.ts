@@ -1,0 +1,346 @@
+import { EngineError, toEngineError } from '../errors';
+import type { EngineModel } from '../model/model';
+import { logprobs as computeLogprobs, type TokenLogprobs } from '../sampling/logprobs';
+import { createSampler, type Sampler, type SamplerParams } from '../sampling/sampler';
+import { StopMatcher } from '../sampling/stop';
+import type { TokenStreamDecoder } from '../tokenizer/tokenizer';
+
+export type FinishReason = 'stop' | 'length' | 'cancelled' | 'error';
+
+/** A chunk streamed to the caller: text decoded so far (complete UTF-8) and its tokens. */
+export interface GenerationChunk {
+  text: string;
+  tokens: number[];
+  logprobs?: TokenLogprobs[];
+  /** Set on the last chunk. */
+  finish?: {
+    reason: FinishReason;
+    promptTokens: number;
+    completionTokens: number;
+    promptMs: number;
+    generationMs: number;
+    timeToFirstTokenMs: number;
+    queueMs: number;
+    error?: EngineError;
+  };
+}
+
+export interface GenerationRequest {
+  id: string;
+  prompt: readonly number[];
+  maxTokens: number;
+  sampling?: SamplerParams;
+  stop?: string[];
+  /** Return the chosen token's logprob (and `topLogprobs` alternatives) with each token. */
+  logprobs?: boolean;
+  topLogprobs?: number;
+  /** Ignore end-of-generation tokens (benchmarks). */
+  ignoreEog?: boolean;
+}
+
+interface Active {
+  req: GenerationRequest;
+  slot: number;
+  sampler: Sampler;
+  stop: StopMatcher;
+  decoder: TokenStreamDecoder;
+  history: number[];
+  /** Prompt tokens already in the KV cache. */
+  prefilled: number;
+  /** The token to feed next while decoding. */
+  pending: number | undefined;
+  generated: number;
+  push: (c: GenerationChunk) => void;
+  end: () => void;
+  cancelled: boolean;
+  t0: number;
+  tQueue: number;
+  tFirst: number;
+  tPromptDone: number;
+}
+
+export interface BatchEngineOptions {
+  /** Most tokens in one forward pass (prompt chunks plus one per decoding sequence). Default 512. */
+  maxBatchTokens?: number;
+}
+
+export interface BatchEngineStats {
+  running: number;
+  waiting: number;
+  tokensGenerated: number;
+  promptTokens: number;
+  steps: number;
+  /** Decode tokens per second over the last few seconds. */
+  tokensPerSecond: number;
+}
+
+/**
+ * Continuous batching over one model: every running sequence advances in each forward pass,
+ * requests join and leave between passes, prompts are fed in chunks under a per-step token
+ * budget so a long prompt does not stall everyone else's decoding, and an expert read once
+ * serves every sequence routed to it in that pass. The model's sequence slots bound how many run
+ * at once; the rest wait in arrival order.
+ */
+export class BatchEngine {
+  private readonly waiting: Active[] = [];
+  private readonly running = new Map<number, Active>();
+  private readonly freeSlots: number[];
+  private loopRunning = false;
+  private closed = false;
+  private readonly maxBatchTokens: number;
+  private readonly eog = new Set<number>();
+  private tokensGenerated = 0;
+  private promptTokens = 0;
+  private steps = 0;
+  private readonly recent: { t: number; n: number }[] = [];
+
+  constructor(
+    readonly model: EngineModel,
+    opts: BatchEngineOptions = {},
+  ) {
+    this.maxBatchTokens = Math.max(1, opts.maxBatchTokens ?? 512);
+    this.freeSlots = Array.from({ length: model.nSeqMax }, (_, i) => model.nSeqMax - 1 - i);
+    for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) this.eog.add(id);
+  }
+
+  /** Starts a generation; chunks stream until the last one carries `finish`. */
+  generate(req: GenerationRequest, signal?: AbortSignal): AsyncIterable<GenerationChunk> {
+    if (this.closed) throw new EngineError('KAIL_E_INVALID_ARG', 'the model is being unloaded');
+    if (req.prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
+    if (!Number.isInteger(req.maxTokens) || req.maxTokens < 0) throw new EngineError('KAIL_E_INVALID_ARG', `max tokens must be a non-negative integer, got ${req.maxTokens}`);
+    if (req.prompt.length >= this.model.nCtx)
+      throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the context holds ${this.model.nCtx}`);
+    for (const t of req.prompt)
+      if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `token id ${t} is outside the vocabulary (0..${this.model.nVocab - 1})`);
+    const queue: GenerationChunk[] = [];
+    let wake: (() => void) | undefined;
+    let done = false;
+    const a: Active = {
+      req,
+      slot: -1,
+      sampler: createSampler(req.sampling ?? {}),
+      stop: new StopMatcher({ stop: req.stop, eogTokens: req.ignoreEog ? new Set() : this.eog }),
+      decoder: this.model.tokenizer.createStreamDecoder(),
+      history: [...req.prompt],
+      prefilled: 0,
+      pending: undefined,
+      generated: 0,
+      push: (c) => {
+        queue.push(c);
+        wake?.();
+      },
+      end: () => {
+        done = true;
+        wake?.();
+      },
+      cancelled: false,
+      t0: performance.now(),
+      tQueue: 0,
+      tFirst: 0,
+      tPromptDone: 0,
+    };
+    const onAbort = () => this.cancelActive(a);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    this.waiting.push(a);
+    this.kick();
+    return {
+      [Symbol.asyncIterator]: () => ({
+        next: async (): Promise<IteratorResult<GenerationChunk>> => {
+          for (;;) {
+            if (queue.length) return { value: queue.shift()!, done: false };
+            if (done) {
+              signal?.removeEventListener('abort', onAbort);
+              return { value: undefined, done: true };
+            }
+            await new Promise<void>((r) => (wake = r));
+            wake = undefined;
+          }
+        },
+        return: async () => {
+          this.cancelActive(a);
+          signal?.removeEventListener('abort', onAbort);
+          return { value: undefined, done: true };
+        },
+      }),
+    };
+  }
+
+  /** Cancels by request id; takes effect before the next forward pass. */
+  cancel(id: string): boolean {
+    for (const a of [...this.waiting, ...this.running.values()]) {
+      if (a.req.id === id) {
+        this.cancelActive(a);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  stats(): BatchEngineStats {
+    const now = performance.now();
+    while (this.recent.length && now - this.recent[0].t > 5000) this.recent.shift();
+    const n = this.recent.reduce((s, r) => s + r.n, 0);
+    const span = this.recent.length ? Math.max(1000, now - this.recent[0].t) : 1000;
+    return {
+      running: this.running.size,
+      waiting: this.waiting.length,
+      tokensGenerated: this.tokensGenerated,
+      promptTokens: this.promptTokens,
+      steps: this.steps,
+      tokensPerSecond: (n * 1000) / span,
+    };
+  }
+
+  /** Cancels everything and waits for the loop to stop. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const a of [...this.waiting, ...this.running.values()]) this.cancelActive(a);
+    while (this.loopRunning) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  private cancelActive(a: Active): void {
+    if (a.cancelled) return;
+    a.cancelled = true;
+    const i = this.waiting.indexOf(a);
+    if (i >= 0) {
+      this.waiting.splice(i, 1);
+      this.finish(a, 'cancelled');
+    }
+    // Running ones are finished by the loop between passes.
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.loopRunning) return;
+    this.loopRunning = true;
+    setImmediate(() => void this.loop());
+  }
+
+  private admit(): void {
+    while (this.waiting.length && this.freeSlots.length) {
+      const a = this.waiting.shift()!;
+      a.slot = this.freeSlots.pop()!;
+      a.tQueue = performance.now();
+      this.model.truncate(a.slot, 0);
+      this.running.set(a.slot, a);
+    }
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      for (;;) {
+        for (const a of [...this.running.values()]) if (a.cancelled) this.finish(a, 'cancelled');
+        this.admit();
+        if (this.running.size === 0) break;
+        await this.step();
+      }
+    } finally {
+      this.loopRunning = false;
+      if (this.waiting.length || this.running.size) this.kick();
+    }
+  }
+
+  private async step(): Promise<void> {
+    const tokens: number[] = [];
+    const pos: number[] = [];
+    const seq: number[] = [];
+    const output: number[] = [];
+    const rows: Active[] = [];
+    let budget = this.maxBatchTokens;
+    // Decoding sequences first (one token each), then prompt chunks with what budget is left.
+    for (const a of this.running.values()) {
+      if (a.pending === undefined || budget <= 0) continue;
+      tokens.push(a.pending);
+      pos.push(a.req.prompt.length + a.generated - 1);
+      seq.push(a.slot);
+      output.push(1);
+      rows.push(a);
+      budget--;
+    }
+    const prefilling: Active[] = [];
+    for (const a of this.running.values()) {
+      if (a.pending !== undefined || a.prefilled >= a.req.prompt.length || budget <= 0) continue;
+      const n = Math.min(budget, a.req.prompt.length - a.prefilled);
+      for (let i = 0; i < n; i++) {
+        tokens.push(a.req.prompt[a.prefilled + i]);
+        pos.push(a.prefilled + i);
+        seq.push(a.slot);
+        const last = a.prefilled + i === a.req.prompt.length - 1;
+        output.push(last ? 1 : 0);
+        if (last) rows.push(a);
+      }
+      a.prefilled += n;
+      budget -= n;
+      this.promptTokens += n;
+      prefilling.push(a);
+    }
+    if (tokens.length === 0) return;
+    let logits: Float32Array;
+    try {
+      logits = await this.model.forwardBatch({
+        tokens: Int32Array.from(tokens),
+        pos: Int32Array.from(pos),
+        seq: Int32Array.from(seq),
+        output: Uint8Array.from(output),
+      });
+    } catch (e) {
+      // A failed pass fails the sequences in it; the engine keeps serving the others.
+      const err = toEngineError(e);
+      const inPass = new Set([...rows, ...prefilling]);
+      for (const a of inPass) this.finish(a, 'error', err);
+      return;
+    }
+    this.steps++;
+    const nv = this.model.nVocab;
+    const now = performance.now();
+    let produced = 0;
+    rows.forEach((a, r) => {
+      if (a.cancelled) return;
+      const row = logits.subarray(r * nv, (r + 1) * nv);
+      if (a.generated === 0) a.tPromptDone = now;
+      if (a.req.maxTokens === 0) return this.finish(a, 'length');
+      const { token } = a.sampler.sample(row, a.history);
+      a.history.push(token);
+      a.generated++;
+      produced++;
+      if (a.generated === 1) a.tFirst = now;
+      const lp = a.req.logprobs ? [computeLogprobs(row, token, a.req.topLogprobs ?? 0)] : undefined;
+      const step = a.stop.pushToken(token, a.decoder.push(token));
+      if (step.text || lp) a.push({ text: step.text, tokens: [token], logprobs: lp });
+      if (step.done) return this.finish(a, 'stop');
+      if (a.generated >= a.req.maxTokens || a.req.prompt.length + a.generated >= this.model.nCtx) return this.finish(a, 'length');
+      a.pending = token;
+    });
+    this.tokensGenerated += produced;
+    this.recent.push({ t: now, n: produced });
+  }
+
+  private finish(a: Active, reason: FinishReason, error?: EngineError): void {
+    if (a.slot >= 0 && this.running.get(a.slot) === a) {
+      this.running.delete(a.slot);
+      this.freeSlots.push(a.slot);
+      a.slot = -1;
+    }
+    let tail = '';
+    if (reason !== 'stop' && !a.stop.done) {
+      tail = a.stop.push(a.decoder.flush()).text;
+      if (!a.stop.done) tail += a.stop.flush();
+    }
+    const now = performance.now();
+    a.push({
+      text: tail,
+      tokens: [],
+      finish: {
+        reason,
+        promptTokens: a.req.prompt.length,
+        completionTokens: a.generated,
+        queueMs: (a.tQueue || now) - a.t0,
+        promptMs: a.tPromptDone ? a.tPromptDone - (a.tQueue || a.t0) : 0,
+        generationMs: a.tPromptDone ? now - a.tPromptDone : 0,
+        timeToFirstTokenMs: a.tFirst ? a.tFirst - a.t0 : 0,
+        error,
+      },
+    });
+    a.end();
+  }
+}
