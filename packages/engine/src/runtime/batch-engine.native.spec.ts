@@ -35,7 +35,7 @@ describe('BatchEngine (continuous batching)', () => {
 
   it('gives each request the tokens it gets alone, while many run together (more than the slots)', async () => {
     const reqs = prompts.map((p, i) => ({ id: `r${i}`, prompt: model.tokenizer.tokenize(p, { addSpecial: true }), maxTokens: 12, sampling: { temperature: 0 }, ignoreEog: true }));
-    const alone = [];
+    const alone: { tokens: number[] }[] = [];
     for (const r of reqs) alone.push(await collect(engine.generate(r)));
     const together = await Promise.all(reqs.map((r) => collect(engine.generate({ ...r, id: `${r.id}-b` }))));
     together.forEach((t, i) => {

@@ -69,3 +69,54 @@ describe('engine gRPC service', () => {
     r.close();
   });
 });
+
+describe('engine gRPC service with a loaded model', () => {
+  const { tempDir, writeTestModel } = require('../testing') as typeof import('../testing');
+  const fs = require('node:fs') as typeof import('node:fs');
+  const dir = tempDir();
+  let running: RunningEngineServer;
+  let client: pb.EngineServiceClient;
+
+  beforeAll(async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    running = await startEngineServer(new LocalModelHost({ seqsPerModel: 4, defaultContext: 512 }), { port: 0 });
+    client = createEngineClient(`127.0.0.1:${running.port}`);
+    const res = await unary<pb.LoadModelRequest, pb.LoadModelResponse>(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny' }));
+    expect(res.model?.architecture).toBe('qwen3moe');
+  }, 60_000);
+
+  afterAll(async () => {
+    client.close();
+    await running.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('lists the loaded model with its residency', async () => {
+    const res = await unary<pb.ListModelsRequest, pb.ListModelsResponse>(client.listModels.bind(client), {});
+    expect(res.models.map((m) => m.id)).toEqual(['tiny']);
+    expect(res.models[0].residency?.expertBytes).toBeGreaterThan(0);
+  });
+
+  it('streams a generation with usage on the last message', async () => {
+    const stream = client.generate(pb.GenerateRequest.fromPartial({ requestId: 'g1', model: 'tiny', prompt: 'Hello', maxTokens: 8, wantLogprobs: true, topLogprobs: 2 }));
+    const chunks: pb.GenerateResponse[] = [];
+    await new Promise<void>((resolve, reject) => {
+      stream.on('data', (c: pb.GenerateResponse) => chunks.push(c));
+      stream.on('end', resolve);
+      stream.on('error', reject);
+    });
+    const last = chunks.at(-1)!;
+    expect(last.usage?.completionTokens).toBeGreaterThan(0);
+    expect([common.FinishReason.FINISH_REASON_LENGTH, common.FinishReason.FINISH_REASON_STOP]).toContain(last.finishReason);
+    const toks = chunks.flatMap((c) => c.tokens);
+    expect(toks.length).toBe(last.usage?.completionTokens);
+    expect(chunks.flatMap((c) => c.topLogprobs).every((t) => t.candidates.length === 2)).toBe(true);
+  });
+
+  it('answers a bad load with INVALID_ARGUMENT and keeps serving', async () => {
+    const err = await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: __filename })).catch((e) => e as grpc.ServiceError);
+    expect((err as grpc.ServiceError).code).toBe(grpc.status.INVALID_ARGUMENT);
+    const h = await unary<common.HealthRequest, common.HealthResponse>(client.health.bind(client), {});
+    expect(h.status).toBe(common.ServingStatus.SERVING_STATUS_SERVING);
+  });
+});
