@@ -1,4 +1,8 @@
-// Small hand-built vocabularies, as GGUF metadata objects, for tests that need no model file.
+// Test helpers: small hand-built vocabularies as GGUF metadata objects, for tests that need no
+// model file, and the llama.cpp vocabulary fixtures for those that read real ones.
+
+import fs from 'node:fs';
+import path from 'node:path';
 
 import { BYTE_TO_CHAR } from './unicode';
 import { TokenType } from './vocab';
@@ -73,4 +77,45 @@ export function bpeMetadata(
 /** Text in GPT-2's byte alphabet, as byte-level BPE vocabularies store it. */
 export function byteText(s: string): string {
   return Array.from(new TextEncoder().encode(s), (b) => BYTE_TO_CHAR[b]).join('');
+}
+
+/**
+ * llama.cpp's vocabulary fixtures (GGUF + .inp + .out): shared/fixtures/tokenizers, searched upward
+ * from here, plus the directories listed in KAIL_TOKENIZER_FIXTURES (path-delimiter separated).
+ */
+export function fixtureVocabs(): string[] {
+  const dirs: string[] = [];
+  for (let dir = __dirname; ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, 'shared/fixtures/tokenizers');
+    if (fs.existsSync(candidate)) {
+      dirs.push(candidate);
+      break;
+    }
+    if (path.dirname(dir) === dir) break;
+  }
+  for (const d of (process.env.KAIL_TOKENIZER_FIXTURES ?? '').split(path.delimiter)) if (d) dirs.push(path.resolve(d));
+  return dirs.flatMap((dir) =>
+    fs
+      .readdirSync(dir)
+      .filter((f) => f.endsWith('.gguf') && fs.existsSync(path.join(dir, f + '.inp')) && fs.existsSync(path.join(dir, f + '.out')))
+      .sort()
+      .map((f) => path.join(dir, f)),
+  );
+}
+
+/** The test strings of a .inp file: each is followed by a line "__ggml_vocab_test__" (llama.cpp's test-tokenizer-0). */
+export function readVocabTests(file: string): string[] {
+  const raw = fs.readFileSync(file, 'utf8');
+  const sep = '\n__ggml_vocab_test__\n';
+  const out: string[] = [];
+  for (let pos = 0; pos < raw.length; ) {
+    const next = raw.indexOf(sep, pos);
+    if (next < 0) {
+      out.push(raw.slice(pos));
+      break;
+    }
+    out.push(raw.slice(pos, next));
+    pos = next + sep.length;
+  }
+  return out;
 }

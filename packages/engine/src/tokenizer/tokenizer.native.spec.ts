@@ -6,46 +6,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { native } from '../native';
+import { fixtureVocabs, readVocabTests } from './test-vocabs';
 import { Tokenizer } from './tokenizer';
 
-function fixtureDirs(): string[] {
-  const dirs: string[] = [];
-  for (let dir = __dirname; ; dir = path.dirname(dir)) {
-    const candidate = path.join(dir, 'shared/fixtures/tokenizers');
-    if (fs.existsSync(candidate)) {
-      dirs.push(candidate);
-      break;
-    }
-    if (path.dirname(dir) === dir) break;
-  }
-  for (const d of (process.env.KAIL_TOKENIZER_FIXTURES ?? '').split(path.delimiter)) if (d) dirs.push(path.resolve(d));
-  return dirs;
-}
-
-/** The test strings: each is followed by a line "__ggml_vocab_test__" (llama.cpp's test-tokenizer-0). */
-function readInputs(file: string): string[] {
-  const raw = fs.readFileSync(file, 'utf8');
-  const sep = '\n__ggml_vocab_test__\n';
-  const out: string[] = [];
-  for (let pos = 0; pos < raw.length; ) {
-    const next = raw.indexOf(sep, pos);
-    if (next < 0) {
-      out.push(raw.slice(pos));
-      break;
-    }
-    out.push(raw.slice(pos, next));
-    pos = next + sep.length;
-  }
-  return out;
-}
-
-const vocabs = fixtureDirs().flatMap((dir) =>
-  fs
-    .readdirSync(dir)
-    .filter((f) => f.endsWith('.gguf') && fs.existsSync(path.join(dir, f + '.inp')) && fs.existsSync(path.join(dir, f + '.out')))
-    .sort()
-    .map((f) => path.join(dir, f)),
-);
+const vocabs = fixtureVocabs();
 
 const summary: string[] = [];
 afterAll(() => {
@@ -73,7 +37,7 @@ describe('llama.cpp tokenizer fixtures', () => {
     });
 
     it('tokenizes every test string to the expected ids (no BOS/EOS, special text not parsed)', () => {
-      const inputs = readInputs(file + '.inp');
+      const inputs = readVocabTests(file + '.inp');
       const expected = fs.readFileSync(file + '.out', 'utf8').split('\n');
       const failures: { line: number; text: string; got: string; want: string }[] = [];
       const t0 = performance.now();
@@ -95,7 +59,7 @@ describe('llama.cpp tokenizer fixtures', () => {
       const v = tok.vocab;
       // byte-level BPE without llama.cpp's space clean-up gives back exactly what went in
       if (v.type !== 'bpe' || !v.byteEncode || v.cleanSpaces) return;
-      for (const text of readInputs(file + '.inp')) {
+      for (const text of readVocabTests(file + '.inp')) {
         expect(tok.detokenize(tok.tokenize(text, { addSpecial: false }))).toBe(text);
       }
     });

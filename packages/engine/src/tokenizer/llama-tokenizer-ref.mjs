@@ -1,0 +1,43 @@
+#!/usr/bin/env node
+// llama.cpp's own tokenizer, for parity tests: the node-llama-cpp devDependency (CPU prebuilt,
+// never built or downloaded) loads a vocabulary and answers for it. Run as a child process so
+// node-llama-cpp's native library never shares a process with our addon or with jest.
+//
+//   node llama-tokenizer-ref.mjs JOB.json
+//     JOB.json: [{"model": "v.gguf", "nVocab": 32000, "texts": ["..."], "ids": [[1, 2], ...]}, ...]
+//     stdout:   one object per job: {"tokenize": [[...]], "tokenizeSpecial": [[...]],
+//               "detokenize": ["..."], "detokenizeSpecial": ["..."], "attrs": [...], "eog": [...],
+//               "bos", "eos", "eot", "nl", "addBos", "addEos"}
+// tokenize is llama.cpp's common_tokenize(text, add_special=false, parse_special=false|true);
+// detokenize is llama_detokenize(ids, remove_special=false, unparse_special=false|true).
+process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD = 'true';
+
+import fs from 'node:fs';
+
+const jobs = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const { getLlama } = await import('node-llama-cpp');
+const llama = await getLlama({ gpu: false, build: 'never', usePrebuiltBinaries: true, progressLogs: false, logLevel: 'error' });
+const results = [];
+for (const job of jobs) {
+  // vocab-only files have no tensors; llama.cpp complains about that after it has read the vocabulary
+  const model = await llama.loadModel({ modelPath: job.model, vocabOnly: true });
+  const m = model._model;
+  const all = Array.from({ length: job.nVocab }, (_, i) => i);
+  results.push({
+    tokenize: job.texts.map((t) => Array.from(m.tokenize(t, false))),
+    tokenizeSpecial: job.texts.map((t) => Array.from(m.tokenize(t, true))),
+    detokenize: job.ids.map((ids) => m.detokenize(Uint32Array.from(ids), false)),
+    detokenizeSpecial: job.ids.map((ids) => m.detokenize(Uint32Array.from(ids), true)),
+    attrs: all.map((i) => m.getTokenAttributes(i)),
+    eog: all.filter((i) => m.isEogToken(i)),
+    bos: m.tokenBos(),
+    eos: m.tokenEos(),
+    eot: m.eotToken(),
+    nl: m.tokenNl(),
+    addBos: m.shouldPrependBosToken(),
+    addEos: m.shouldAppendEosToken(),
+  });
+  await model.dispose();
+}
+process.stdout.write(JSON.stringify(results));
+await llama.dispose();

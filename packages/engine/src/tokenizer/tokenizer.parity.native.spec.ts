@@ -1,0 +1,147 @@
+// Parity with llama.cpp itself (through the node-llama-cpp devDependency, in a child process) on
+// seeded random text: tokenization with and without special-token parsing, detokenization of
+// random ids, token attributes, end-of-generation tokens and special ids, for every fixture
+// vocabulary. Skipped where node-llama-cpp is not installed.
+
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { native } from '../native';
+import { fixtureVocabs } from './test-vocabs';
+import { Tokenizer } from './tokenizer';
+import { TokenAttr } from './vocab';
+
+interface RefResult {
+  tokenize: number[][];
+  tokenizeSpecial: number[][];
+  detokenize: string[];
+  detokenizeSpecial: string[];
+  attrs: number[];
+  eog: number[];
+  bos: number;
+  eos: number;
+  eot: number;
+  nl: number;
+  addBos: boolean;
+  addEos: boolean;
+}
+
+const N_TEXTS = 60;
+
+let haveReference = true;
+try {
+  require.resolve('node-llama-cpp');
+} catch {
+  haveReference = false;
+}
+
+/** Seeded text mixing scripts, spaces, digits, contractions, special-token text and token pieces. */
+function randomTexts(tok: Tokenizer, n: number, seed: number): { texts: string[]; ids: number[][] } {
+  let s = seed;
+  const rnd = () => {
+    s = (s * 1103515245 + 12345) % 2147483648;
+    return s / 2147483648;
+  };
+  const pick = <T>(a: readonly T[]): T => a[Math.floor(rnd() * a.length)];
+  const pools = [
+    'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', '0123456789', '!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~',
+    '    \t\n\n\r', 'éèàçñüößÀÉÎÕÜ', 'αβγδΩΣπ', 'привет мир', '中文字符测试你好世界', '한국어텍스트', 'ひらがなカタカナ',
+    '😀🙂👍🏽🚀🦙', '\u0301\u0308\u200d\u00a0\u3000\u2028\u0085\ufeff', 'مرحبا', 'नमस्ते', 'สวัสดี', '½¼①²³', '…—–“”‘’«»',
+  ].map((p) => Array.from(p));
+  const words = ["'s", "'t", "'RE", "'Ve", "'ll", "'D", 'Hello', ' world', '  ', '\n\n', ' \n ', '123456789', '3.14', '...', "don't", '<|', '|>', '▁'];
+  const v = tok.vocab;
+  const specials = v.specialTokenIds.map((id) => v.tokenText(id));
+  const texts: string[] = [];
+  const ids: number[][] = [];
+  for (let t = 0; t < n; t++) {
+    let text = '';
+    const len = Math.floor(rnd() * 30);
+    for (let k = 0; k < len; k++) {
+      const r = rnd();
+      if (r < 0.5) {
+        const p = pick(pools);
+        for (let q = 1 + Math.floor(rnd() * 4); q > 0; q--) text += pick(p);
+      } else if (r < 0.75) text += pick(words);
+      else if (r < 0.85 && specials.length) text += pick(specials);
+      else text += tok.detokenize([Math.floor(rnd() * v.nTokens)], { special: rnd() < 0.3 });
+    }
+    texts.push(text);
+    ids.push(Array.from({ length: Math.floor(rnd() * 12) }, () => Math.floor(rnd() * v.nTokens)));
+  }
+  return { texts, ids };
+}
+
+const describeIf = haveReference ? describe : describe.skip;
+
+describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
+  const vocabs = fixtureVocabs();
+  const cases: { file: string; tok: Tokenizer; texts: string[]; ids: number[][]; ref: RefResult }[] = [];
+
+  beforeAll(() => {
+    for (const file of vocabs) {
+      const gguf = native().openGguf(file, { mapData: false });
+      try {
+        const tok = Tokenizer.fromMetadata(gguf.metadata);
+        cases.push({ file, tok, ...randomTexts(tok, N_TEXTS, 12345), ref: undefined as unknown as RefResult });
+      } finally {
+        gguf.close();
+      }
+    }
+    // one child process for all vocabularies: loading llama.cpp takes seconds
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-tok-'));
+    try {
+      const jobFile = path.join(dir, 'jobs.json');
+      const jobs = cases.map((c) => ({ model: c.file, nVocab: c.tok.nTokens, texts: c.texts, ids: c.ids }));
+      fs.writeFileSync(jobFile, JSON.stringify(jobs));
+      const stdout = execFileSync(process.execPath, [path.join(__dirname, 'llama-tokenizer-ref.mjs'), jobFile], {
+        env: { ...process.env, NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true' },
+        maxBuffer: 512 << 20,
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
+      const refs = JSON.parse(stdout.toString('utf8')) as RefResult[];
+      refs.forEach((r, i) => (cases[i].ref = r));
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 600_000);
+
+  it.each(vocabs.map((f, i) => [path.basename(f), i]))('%s', (_name, index) => {
+    const { tok, texts, ids, ref } = cases[index];
+    const v = tok.vocab;
+    const mismatches: unknown[] = [];
+    texts.forEach((text, i) => {
+      for (const [parseSpecial, want] of [
+        [false, ref.tokenize[i]],
+        [true, ref.tokenizeSpecial[i]],
+      ] as const) {
+        const got = tok.tokenize(text, { addSpecial: false, parseSpecial });
+        if (got.join(' ') !== want.join(' ')) mismatches.push({ text, parseSpecial, got, want });
+      }
+    });
+    ids.forEach((seq, i) => {
+      for (const [special, want] of [
+        [false, ref.detokenize[i]],
+        [true, ref.detokenizeSpecial[i]],
+      ] as const) {
+        const got = tok.detokenize(seq, { special });
+        if (got !== want) mismatches.push({ ids: seq, special, got, want });
+      }
+    });
+    expect(mismatches).toEqual([]);
+
+    const attrs = Array.from({ length: v.nTokens }, (_, i) => v.tokenAttr(i));
+    expect(attrs.filter((a, i) => a !== ref.attrs[i]).length).toBe(0);
+    expect(v.eogIds).toEqual(ref.eog);
+    // node-llama-cpp reports BOS/EOS only when they are control tokens
+    const control = (id: number | null) => (id !== null && v.tokenAttr(id) & TokenAttr.CONTROL ? id : -1);
+    expect({ bos: control(v.special.bos), eos: control(v.special.eos), eot: v.special.eot ?? -1, nl: tok.newline ?? -1 }).toEqual({
+      bos: ref.bos,
+      eos: ref.eos,
+      eot: ref.eot,
+      nl: ref.nl,
+    });
+    expect({ addBos: v.addBos, addEos: v.addEos }).toEqual({ addBos: ref.addBos, addEos: ref.addEos });
+  });
+});
