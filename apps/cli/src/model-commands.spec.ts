@@ -1,0 +1,76 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const KAIL = path.resolve(__dirname, '../bin/kail.js');
+const VOCAB = path.resolve(__dirname, '../../../../shared/fixtures/tokenizers/ggml-vocab-qwen2.gguf');
+
+function kail(...args: string[]) {
+  return spawnSync(process.execPath, [KAIL, ...args], { encoding: 'utf8', timeout: 120_000 });
+}
+
+describe('kail model commands', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-cli-'));
+  let model: string;
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('run --demo writes the built-in model once and generates text, with JSON for scripts', () => {
+    const r = kail('run', '--demo', '--data-dir', dir, '-p', 'Hello', '-n', '8', '--json');
+    expect(r.status).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.tokens).toHaveLength(out.finish_reason === 'length' ? 8 : out.tokens.length);
+    expect(typeof out.text).toBe('string');
+    expect(out.timings.prompt_tps).toBeGreaterThan(0);
+    model = out.model;
+    expect(fs.existsSync(model)).toBe(true);
+    // Greedy runs repeat exactly.
+    const again = JSON.parse(kail('run', '-m', model, '-p', 'Hello', '-n', '8', '--json').stdout);
+    expect(again.tokens).toEqual(out.tokens);
+  });
+
+  it('run streams text and prints tokens/s; --chat applies the template', () => {
+    const r = kail('run', '-m', model, '-p', 'Hi', '-n', '4', '--chat');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('<|im_start|>user');
+    expect(r.stderr).toMatch(/prompt: \d+ tokens, [\d.]+ tokens\/s \| generation: \d+ tokens, [\d.]+ tokens\/s/);
+  });
+
+  it('logits writes n_tokens x n_vocab float32 and a JSON sidecar', () => {
+    const out = path.join(dir, 'l.f32');
+    const r = kail('logits', '-m', model, '--tokens', '1,2,3,4', '--out', out);
+    expect(r.status).toBe(0);
+    const meta = JSON.parse(fs.readFileSync(path.join(dir, 'l.json'), 'utf8'));
+    expect(meta.n_tokens).toBe(4);
+    expect(fs.statSync(out).size).toBe(4 * meta.n_vocab * 4);
+  });
+
+  it('tokenize works on a vocabulary-only file', () => {
+    const r = kail('tokenize', '-m', VOCAB, 'Hello world', '--no-add-special');
+    expect(r.status).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual([9707, 1879]);
+  });
+
+  it('inspect and bench report on the model', () => {
+    const i = JSON.parse(kail('inspect', model, '--json').stdout);
+    expect(i.architecture).toBe('qwen3moe');
+    expect(i.expertCount).toBeGreaterThan(1);
+    expect(i.bytesPerToken).toBeLessThan(i.fileBytes);
+    const b = JSON.parse(kail('bench', '-m', model, '-p', '16', '-n', '4', '--json').stdout);
+    expect(b.prompt_tps).toBeGreaterThan(0);
+    expect(b.gen_tps).toBeGreaterThan(0);
+  });
+
+  it('bad input gets a clear error and a non-zero exit', () => {
+    const missing = kail('run', '-m', path.join(dir, 'nope.gguf'), '-n', '1');
+    expect(missing.status).not.toBe(0);
+    expect(missing.stderr).toContain('model file not found');
+    const notGguf = path.join(dir, 'bad.gguf');
+    fs.writeFileSync(notGguf, 'this is not a model');
+    const bad = kail('inspect', notGguf);
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toMatch(/GGUF/);
+    const badTokens = kail('logits', '-m', model, '--tokens', '1,x', '--out', path.join(dir, 'x.f32'));
+    expect(badTokens.stderr).toContain("'x' is not a token id");
+  });
+});
