@@ -171,10 +171,29 @@ describe('WordPiece vocabulary', () => {
   });
 });
 
+describe('unigram vocabulary', () => {
+  // ids: 0 <pad>, 1 </s>, 2 <unk>, 3 ▁, 4 ▁a, 5 b, 6 ab, 7 ▁ab, 8 <sep>
+  const tok = Tokenizer.fromMetadata({
+    'tokenizer.ggml.model': 't5',
+    'tokenizer.ggml.tokens': ['<pad>', '</s>', '<unk>', '\u2581', '\u2581a', 'b', 'ab', '\u2581ab', '<sep>'],
+    'tokenizer.ggml.scores': Float32Array.from([0, 0, 0, -2, -1, -1, -5, -2.5, 0]),
+    'tokenizer.ggml.token_type': Int32Array.from([3, 3, 2, 1, 1, 1, 1, 1, 4]),
+    'tokenizer.ggml.add_space_prefix': true,
+  });
+
+  it('picks the best-scoring segmentation, merges unknown runs, and adds EOS', () => {
+    expect(tok.tokenize('ab')).toEqual([4, 5, 1]); // ▁a + b (-2) beats ▁ab (-2.5)
+    expect(tok.tokenize('ab€€', { addSpecial: false })).toEqual([4, 5, 2]);
+    // user-defined text stays whole and scores 0
+    expect(tok.tokenize('ab<sep>', { addSpecial: false })).toEqual([4, 5, 8]);
+    expect(tok.detokenize([4, 5, 1])).toBe('ab');
+  });
+});
+
 describe('unsupported metadata', () => {
   it('names the supported tokenizer models', () => {
     expect(() => Tokenizer.fromMetadata({ 'tokenizer.ggml.model': 'rwkv', 'tokenizer.ggml.tokens': ['a'] })).toThrow(
-      /unsupported tokenizer model 'rwkv'.*supported: llama, gpt2/,
+      expect.objectContaining({ code: 'KAIL_E_UNSUPPORTED', message: expect.stringMatching(/unsupported tokenizer model 'rwkv'.*supported: llama, gpt2/) }),
     );
     expect(() => Tokenizer.fromMetadata({ 'tokenizer.ggml.model': 'nope', 'tokenizer.ggml.tokens': ['a'] })).toThrow(
       expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringContaining("unknown tokenizer model 'nope'") }),

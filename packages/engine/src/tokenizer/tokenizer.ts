@@ -5,6 +5,7 @@ import { bpeTokenize } from './bpe';
 import { cleanSpaces, tokenPieceBytes, Utf8StreamDecoder } from './detokenize';
 import { TokenizerError } from './errors';
 import { spmTokenize } from './spm';
+import { ugmTokenize } from './ugm';
 import { wellFormed } from './unicode';
 import { TokenAttr, Vocab } from './vocab';
 import type { VocabMetadata } from './vocab';
@@ -102,6 +103,15 @@ export class Tokenizer {
         if (addSpecial && v.addEos) output.push(this.need(sp.eos, 'EOS'));
         break;
       }
+      case 'ugm': {
+        if (addSpecial && v.addBos) output.push(this.need(sp.bos, 'BOS'));
+        for (const f of fragments) {
+          if ('token' in f) output.push(f.token);
+          else ugmTokenize(v, raw.slice(f.offset, f.offset + f.length), output);
+        }
+        if (addSpecial && v.addEos) output.push(this.need(sp.eos, 'EOS'));
+        break;
+      }
       case 'wpm': {
         if (addSpecial) output.push(this.need(sp.bos, 'BOS'));
         for (const f of fragments) {
@@ -178,22 +188,26 @@ export class Tokenizer {
     return this.vocab.isEog(id);
   }
 
-  /** The token for "\n" (llama.cpp's linefeed token), or null. */
+  /**
+   * The token for "\n" (llama.cpp's linefeed token), or null. Found as llama.cpp finds it while
+   * loading: tokenizing "\n" without special tokens, else the model type's default padding id.
+   */
   get newline(): number | null {
     if (this.newlineId === undefined) {
       const v = this.vocab;
+      const ids: number[] = [];
       if (v.type === 'spm') {
         try {
-          this.newlineId = v.byteToToken(0x0a);
+          ids.push(v.byteToToken(0x0a));
         } catch {
-          this.newlineId = v.special.pad;
+          // none: the fallback below
         }
-      } else if (v.type === 'wpm') {
-        this.newlineId = v.special.pad;
-      } else {
-        const ids = this.tokenize('\n', { addSpecial: false });
-        this.newlineId = ids.length > 0 ? ids[0] : v.special.pad;
+      } else if (v.type === 'bpe') {
+        bpeTokenize(v, '\n', ids);
+      } else if (v.type === 'ugm') {
+        ugmTokenize(v, '\n', ids);
       }
+      this.newlineId = ids.length > 0 ? ids[0] : v.newlineFallback;
     }
     return this.newlineId;
   }

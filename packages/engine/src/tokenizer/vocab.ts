@@ -51,11 +51,14 @@ const TYPE_TO_ATTR: Record<number, number> = {
   [TokenType.UNDEFINED]: TokenAttr.UNDEFINED,
 };
 
-/** 'spm': SentencePiece BPE (model "llama"); 'bpe': byte-level BPE ("gpt2" and kin); 'wpm': WordPiece ("bert"). */
-export type VocabType = 'spm' | 'bpe' | 'wpm';
+/**
+ * 'spm': SentencePiece BPE (model "llama"); 'bpe': byte-level BPE ("gpt2" and kin); 'wpm': WordPiece
+ * ("bert"); 'ugm': SentencePiece unigram ("t5").
+ */
+export type VocabType = 'spm' | 'bpe' | 'wpm' | 'ugm';
 
 /** `tokenizer.ggml.model` values this tokenizer implements. */
-export const SUPPORTED_TOKENIZER_MODELS = ['llama', 'gpt2', 'gemma4', 'whitespace', 'hybriddna', 'bert'] as const;
+export const SUPPORTED_TOKENIZER_MODELS = ['llama', 'gpt2', 'gemma4', 'whitespace', 'hybriddna', 'bert', 't5'] as const;
 
 /** Special token ids; null where the vocabulary has none. */
 export interface SpecialTokens {
@@ -173,10 +176,17 @@ export class Vocab {
   readonly lowercase: boolean;
   readonly stripAccents: boolean;
 
+  /** `tokenizer.ggml.precompiled_charsmap` (unigram normalization), when present. */
+  readonly precompiledCharsmap: Uint8Array | undefined;
   /** `tokenizer.chat_template`, when present. */
   readonly chatTemplate: string | undefined;
   /** Named templates, `tokenizer.chat_template.<name>` (e.g. "tool_use"). */
   readonly namedChatTemplates = new Map<string, string>();
+  /**
+   * The padding id llama.cpp falls back to for the newline token: its per-model default, since it
+   * looks for the newline before reading the special ids from the metadata.
+   */
+  readonly newlineFallback: number | null;
   /** Longest token text in UTF-8 bytes. */
   readonly maxTokenLen: number;
 
@@ -213,6 +223,9 @@ export class Vocab {
     if (model === 'llama') {
       type = 'spm';
       Object.assign(special, { bos: 1, eos: 2, unk: 0 });
+    } else if (model === 't5') {
+      type = 'ugm';
+      Object.assign(special, { eos: 1, unk: 2, pad: 0 });
     } else if (model === 'bert') {
       type = 'wpm';
       Object.assign(special, { bos: 101, unk: 100, sep: 102, pad: 0, mask: 103 });
@@ -238,12 +251,14 @@ export class Vocab {
         Object.assign(special, { bos: 11, eos: 11 });
       }
     } else {
-      const known = ['t5', 'rwkv', 'plamo2', 'no_vocab', 'none', 'test'].includes(model);
+      const known = ['rwkv', 'plamo2', 'no_vocab', 'none', 'test'].includes(model);
       throw new TokenizerError(
         known ? 'KAIL_E_UNSUPPORTED' : 'KAIL_E_BAD_MODEL',
         `${known ? 'unsupported' : 'unknown'} tokenizer model '${model}' (${K}model); supported: ${SUPPORTED_TOKENIZER_MODELS.join(', ')}`,
       );
     }
+
+    this.newlineFallback = special.pad;
 
     let regexes: readonly string[] = [];
     let byteEncode = true;
@@ -266,6 +281,9 @@ export class Vocab {
       cleanSpaces = false;
       addBos = true;
       addEos = false;
+    } else if (type === 'ugm') {
+      addBos = false;
+      addEos = true;
     } else {
       addSpacePrefix = false;
       cleanSpaces = true;
@@ -464,6 +482,12 @@ export class Vocab {
     this.ignoreMerges = ignoreMerges;
     this.cleanSpaces = cleanSpaces;
     this.escapeWhitespaces = escapeWhitespaces;
+    const charsmap = meta[K + 'precompiled_charsmap'];
+    if (charsmap === undefined) this.precompiledCharsmap = undefined;
+    else if (charsmap instanceof Uint8Array) this.precompiledCharsmap = charsmap;
+    else if (charsmap instanceof Int8Array) this.precompiledCharsmap = new Uint8Array(charsmap.buffer, charsmap.byteOffset, charsmap.length);
+    else if (Array.isArray(charsmap)) this.precompiledCharsmap = Uint8Array.from(charsmap as number[]);
+    else bad(K + 'precompiled_charsmap', 'uint8 array', charsmap);
     this.chatTemplate = getString(meta, 'tokenizer.chat_template');
     for (const key of Object.keys(meta)) {
       if (key.startsWith('tokenizer.chat_template.')) {
