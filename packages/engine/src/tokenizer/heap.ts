@@ -10,14 +10,15 @@ export class Heap<T> {
 
   push(item: T): void {
     const a = this.items;
+    let i = a.length;
     a.push(item);
-    let i = a.length - 1;
     while (i > 0) {
       const parent = (i - 1) >> 1;
-      if (!this.before(a[i], a[parent])) break;
-      [a[i], a[parent]] = [a[parent], a[i]];
+      if (!this.before(item, a[parent])) break;
+      a[i] = a[parent];
       i = parent;
     }
+    a[i] = item;
   }
 
   pop(): T | undefined {
@@ -25,19 +26,19 @@ export class Heap<T> {
     if (a.length === 0) return undefined;
     const top = a[0];
     const last = a.pop()!;
-    if (a.length > 0) {
-      a[0] = last;
+    const n = a.length;
+    if (n > 0) {
       let i = 0;
       for (;;) {
         const l = 2 * i + 1;
+        if (l >= n) break;
         const r = l + 1;
-        let best = i;
-        if (l < a.length && this.before(a[l], a[best])) best = l;
-        if (r < a.length && this.before(a[r], a[best])) best = r;
-        if (best === i) break;
-        [a[i], a[best]] = [a[best], a[i]];
-        i = best;
+        const child = r < n && this.before(a[r], a[l]) ? r : l;
+        if (!this.before(a[child], last)) break;
+        a[i] = a[child];
+        i = child;
       }
+      a[i] = last;
     }
     return top;
   }

@@ -185,8 +185,33 @@ export function charToByte(cpt: number): number | undefined {
 
 /** GPT-2 byte-level encoding of a string: its UTF-8 bytes, each as its printable character. */
 export function byteEncode(s: string): string {
-  const bytes = utf8Encode(s);
   let out = '';
-  for (let i = 0; i < bytes.length; i++) out += BYTE_TO_CHAR[bytes[i]];
+  for (let i = 0; i < s.length; i++) {
+    let c = s.charCodeAt(i);
+    if (c < 0x80) {
+      out += BYTE_TO_CHAR[c];
+      continue;
+    }
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        c = ((c - 0xd800) << 10) + (d - 0xdc00) + 0x10000;
+        i++;
+      } else c = 0xfffd;
+    } else if (c >= 0xd800 && c <= 0xdfff) {
+      c = 0xfffd;
+    }
+    if (c < 0x800) {
+      out += BYTE_TO_CHAR[0xc0 | (c >> 6)] + BYTE_TO_CHAR[0x80 | (c & 0x3f)];
+    } else if (c < 0x10000) {
+      out += BYTE_TO_CHAR[0xe0 | (c >> 12)] + BYTE_TO_CHAR[0x80 | ((c >> 6) & 0x3f)] + BYTE_TO_CHAR[0x80 | (c & 0x3f)];
+    } else {
+      out +=
+        BYTE_TO_CHAR[0xf0 | (c >> 18)] +
+        BYTE_TO_CHAR[0x80 | ((c >> 12) & 0x3f)] +
+        BYTE_TO_CHAR[0x80 | ((c >> 6) & 0x3f)] +
+        BYTE_TO_CHAR[0x80 | (c & 0x3f)];
+    }
+  }
   return out;
 }
