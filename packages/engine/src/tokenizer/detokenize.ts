@@ -3,6 +3,7 @@
 // space, and control tokens render only when asked. Pieces are bytes, not strings, because one
 // character can be split over several tokens; StreamDecoder turns a stream of them into text.
 
+import { unescapeRwkv } from './rwkv';
 import { charToByte, utf8Encode } from './unicode';
 import { TokenAttr } from './vocab';
 import type { Vocab } from './vocab';
@@ -13,6 +14,7 @@ const EMPTY = new Uint8Array(0);
 /** The bytes of a token with control and unknown tokens included (llama.cpp's piece cache). */
 export function tokenPieceBytes(vocab: Vocab, id: number): Uint8Array {
   const text = vocab.tokenText(id);
+  if (vocab.type === 'rwkv') return unescapeRwkv(text);
   const attr = vocab.tokenAttr(id);
   if (attr & (TokenAttr.UNKNOWN | TokenAttr.CONTROL | TokenAttr.USER_DEFINED)) return utf8Encode(text);
   if (attr & TokenAttr.NORMAL) {

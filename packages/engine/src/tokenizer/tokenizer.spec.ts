@@ -190,10 +190,26 @@ describe('unigram vocabulary', () => {
   });
 });
 
+describe('RWKV world vocabulary', () => {
+  // escaped byte strings: ids 0 a, 1 b, 2 ab, 3 \n, 4 €, 5 <unk>
+  const tok = Tokenizer.fromMetadata({
+    'tokenizer.ggml.model': 'rwkv',
+    'tokenizer.ggml.tokens': ['a', 'b', 'ab', '\\n', '\\xe2\\x82\\xac', '<unk>'],
+    'tokenizer.ggml.token_type': Int32Array.from([1, 1, 1, 1, 1, 2]),
+    'tokenizer.ggml.unknown_token_id': 5,
+  });
+
+  it('takes the longest byte token at each point and unescapes on the way back', () => {
+    expect(tok.tokenize('aab€\nz')).toEqual([0, 2, 4, 3, 5]);
+    expect(tok.detokenize([0, 2, 4, 3])).toBe('aab€\n');
+    expect(tok.newline).toBe(3);
+  });
+});
+
 describe('unsupported metadata', () => {
   it('names the supported tokenizer models', () => {
-    expect(() => Tokenizer.fromMetadata({ 'tokenizer.ggml.model': 'rwkv', 'tokenizer.ggml.tokens': ['a'] })).toThrow(
-      expect.objectContaining({ code: 'KAIL_E_UNSUPPORTED', message: expect.stringMatching(/unsupported tokenizer model 'rwkv'.*supported: llama, gpt2/) }),
+    expect(() => Tokenizer.fromMetadata({ 'tokenizer.ggml.model': 'plamo2', 'tokenizer.ggml.tokens': ['a'] })).toThrow(
+      expect.objectContaining({ code: 'KAIL_E_UNSUPPORTED', message: expect.stringMatching(/unsupported tokenizer model 'plamo2'.*supported: llama, gpt2/) }),
     );
     expect(() => Tokenizer.fromMetadata({ 'tokenizer.ggml.model': 'nope', 'tokenizer.ggml.tokens': ['a'] })).toThrow(
       expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringContaining("unknown tokenizer model 'nope'") }),

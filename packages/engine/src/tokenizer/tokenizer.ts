@@ -4,6 +4,7 @@
 import { bpeTokenize } from './bpe';
 import { cleanSpaces, tokenPieceBytes, Utf8StreamDecoder } from './detokenize';
 import { TokenizerError } from './errors';
+import { rwkvTokenize } from './rwkv';
 import { spmTokenize } from './spm';
 import { ugmTokenize } from './ugm';
 import { wellFormed } from './unicode';
@@ -112,6 +113,13 @@ export class Tokenizer {
         if (addSpecial && v.addEos) output.push(this.need(sp.eos, 'EOS'));
         break;
       }
+      case 'rwkv': {
+        for (const f of fragments) {
+          if ('token' in f) output.push(f.token);
+          else rwkvTokenize(v, raw.slice(f.offset, f.offset + f.length), output);
+        }
+        break;
+      }
       case 'wpm': {
         if (addSpecial) output.push(this.need(sp.bos, 'BOS'));
         for (const f of fragments) {
@@ -206,6 +214,8 @@ export class Tokenizer {
         bpeTokenize(v, '\n', ids);
       } else if (v.type === 'ugm') {
         ugmTokenize(v, '\n', ids);
+      } else if (v.type === 'rwkv') {
+        rwkvTokenize(v, '\n', ids);
       }
       this.newlineId = ids.length > 0 ? ids[0] : v.newlineFallback;
     }

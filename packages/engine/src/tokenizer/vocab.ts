@@ -53,12 +53,12 @@ const TYPE_TO_ATTR: Record<number, number> = {
 
 /**
  * 'spm': SentencePiece BPE (model "llama"); 'bpe': byte-level BPE ("gpt2" and kin); 'wpm': WordPiece
- * ("bert"); 'ugm': SentencePiece unigram ("t5").
+ * ("bert"); 'ugm': SentencePiece unigram ("t5"); 'rwkv': RWKV world ("rwkv").
  */
-export type VocabType = 'spm' | 'bpe' | 'wpm' | 'ugm';
+export type VocabType = 'spm' | 'bpe' | 'wpm' | 'ugm' | 'rwkv';
 
 /** `tokenizer.ggml.model` values this tokenizer implements. */
-export const SUPPORTED_TOKENIZER_MODELS = ['llama', 'gpt2', 'gemma4', 'whitespace', 'hybriddna', 'bert', 't5'] as const;
+export const SUPPORTED_TOKENIZER_MODELS = ['llama', 'gpt2', 'gemma4', 'whitespace', 'hybriddna', 'bert', 't5', 'rwkv'] as const;
 
 /** Special token ids; null where the vocabulary has none. */
 export interface SpecialTokens {
@@ -226,6 +226,8 @@ export class Vocab {
     } else if (model === 't5') {
       type = 'ugm';
       Object.assign(special, { eos: 1, unk: 2, pad: 0 });
+    } else if (model === 'rwkv') {
+      type = 'rwkv';
     } else if (model === 'bert') {
       type = 'wpm';
       Object.assign(special, { bos: 101, unk: 100, sep: 102, pad: 0, mask: 103 });
@@ -251,7 +253,7 @@ export class Vocab {
         Object.assign(special, { bos: 11, eos: 11 });
       }
     } else {
-      const known = ['rwkv', 'plamo2', 'no_vocab', 'none', 'test'].includes(model);
+      const known = ['plamo2', 'no_vocab', 'none', 'test'].includes(model);
       throw new TokenizerError(
         known ? 'KAIL_E_UNSUPPORTED' : 'KAIL_E_BAD_MODEL',
         `${known ? 'unsupported' : 'unknown'} tokenizer model '${model}' (${K}model); supported: ${SUPPORTED_TOKENIZER_MODELS.join(', ')}`,
@@ -284,6 +286,11 @@ export class Vocab {
     } else if (type === 'ugm') {
       addBos = false;
       addEos = true;
+    } else if (type === 'rwkv') {
+      addSpacePrefix = false;
+      cleanSpaces = false;
+      addBos = false;
+      addEos = false;
     } else {
       addSpacePrefix = false;
       cleanSpaces = true;
