@@ -9,7 +9,7 @@ import { GgmlType, ggmlTypeTraits, GgufType } from './gguf/constants';
 import { readGgufHeader } from './gguf/reader';
 import type { ModelConfig } from './models/arch';
 import { archNames } from './models/architectures';
-import { writeModel } from './models/build';
+import { writeModelParallel } from './models/parallel';
 import { DEFAULT_PRESET_FOR_ARCH, getPreset, PRESETS } from './models/presets';
 import { FILE_TYPES, parseFileType } from './models/quant-plan';
 import { VOCAB_KINDS } from './models/vocab';
@@ -31,6 +31,7 @@ const USAGE = `usage: gen-model (--preset NAME | --arch ARCH) --out FILE [option
   --name S            general.name
   --alignment N       GGUF data alignment (default 32)
   --simulate-type T   write --type floats holding T's quantize->dequantize values (format checks)
+  --threads N         worker threads for generation and quantization (default: all cores)
   --json              print the summary as JSON
   --quiet             no progress on stderr`;
 
@@ -51,9 +52,9 @@ function parseNum(name: string, s: string): number {
   return v;
 }
 
-export function main(argv: string[]): number {
+export async function main(argv: string[]): Promise<number> {
   const strOpts = Object.fromEntries(
-    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type'].map(
+    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type', 'threads'].map(
       (k) => [k, { type: 'string' as const }],
     ),
   );
@@ -112,7 +113,8 @@ export function main(argv: string[]): number {
   const quiet = !!v.quiet || !!v.json;
 
   let lastReport = 0;
-  const res = writeModel({
+  const res = await writeModelParallel({
+    threads: typeof v.threads === 'string' ? parseIntStrict('threads', v.threads) : undefined,
     config,
     fileType,
     seed,
@@ -174,10 +176,11 @@ function inspect(file: string, json: boolean): void {
 }
 
 if (require.main === module) {
-  try {
-    process.exitCode = main(process.argv.slice(2));
-  } catch (e) {
-    console.error(`gen-model: ${(e as Error).message}`);
-    process.exitCode = 1;
-  }
+  main(process.argv.slice(2)).then(
+    (code) => (process.exitCode = code),
+    (e: unknown) => {
+      console.error(`gen-model: ${(e as Error).message}`);
+      process.exitCode = 1;
+    },
+  );
 }

@@ -1,6 +1,8 @@
 // Workspace tools. Each tool is a module under src/ with its own entry script.
-export { writeModel, planModel, generateTensorF32, WEIGHT_RECIPE_VERSION } from './models/build';
+export { writeModel, planModel, generateTensorF32, fillTensorRange, WEIGHT_RECIPE_VERSION } from './models/build';
 export type { WriteModelOptions, WriteModelResult, WrittenTensor } from './models/build';
+export { writeModelParallel } from './models/parallel';
+export type { ParallelOptions } from './models/parallel';
 export { PRESETS, getPreset, DEFAULT_PRESET_FOR_ARCH } from './models/presets';
 export type { Preset } from './models/presets';
 export type { ModelConfig, ArchDefinition, TensorSpec, TensorRole, WeightInit } from './models/arch';

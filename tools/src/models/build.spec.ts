@@ -6,7 +6,8 @@ import { GgmlType, ggmlTypeTraits, GgufType } from '../gguf/constants';
 import { encodeBf16, encodeF16 } from '../gguf/float-encode';
 import { readGgufHeader, readGgufTensorBytes } from '../gguf/reader';
 import type { ModelConfig } from './arch';
-import { generateTensorF32, planModel, writeModel } from './build';
+import { fillTensorRange, generateTensorF32, planModel, planWithSimulation, UnitEncoder, writeModel, writeModelWith } from './build';
+import type { WorkUnit } from './build';
 import { getPreset, PRESETS } from './presets';
 import { fitType, tensorType, useMoreBits } from './quant-plan';
 import { Xoshiro128 } from './rng';
@@ -131,6 +132,37 @@ describe('writeModel', () => {
     const fc = fs.readFileSync(c);
     expect(fc.length).toBe(fa.length);
     expect(fa.equals(fc)).toBe(false);
+  });
+
+  it('generates any range of a tensor on its own (what parallel writers rely on)', () => {
+    const { config } = getPreset('tiny-qwen2moe');
+    const spec = planModel(config, 'F32').tensors.find((t) => t.name === 'blk.1.ffn_up_exps.weight')!;
+    const all = generateTensorF32(config, 9, spec.name);
+    for (const [start, n] of [[0, 10], [65533, 7], [5 * 65536 + 12345, 2 * 65536 + 1], [all.length - 100, 100]]) {
+      const part = new Float32Array(n);
+      fillTensorRange(9, spec, start, part);
+      expect([start, sameBytes(part, all.subarray(start, start + n))]).toEqual([start, true]);
+    }
+  });
+
+  it('writeModelWith (units computed out of order, written in order) gives the same bytes', async () => {
+    const { config } = getPreset('tiny-qwen2moe');
+    const a = path.join(dir, 'seq.gguf');
+    const b = path.join(dir, 'pool.gguf');
+    writeModel({ config, fileType: 'BF16', seed: 4, out: a, chunkElements: 50_000 });
+    const encoder = new UnitEncoder(4, planWithSimulation({ config, fileType: 'BF16' }).tensors);
+    let k = 0;
+    const runner = {
+      // Completes units in a scrambled order, as a worker pool would.
+      run: (u: WorkUnit) => new Promise<Uint8Array>((resolve) => {
+        const bytes = encoder.encode(u).slice();
+        setTimeout(() => resolve(bytes), (k++ * 7) % 5);
+      }),
+      close: async () => undefined,
+    };
+    const res = await writeModelWith({ config, fileType: 'BF16', seed: 4, out: b, chunkElements: 50_000 }, runner, 6);
+    expect(fs.readFileSync(a).equals(fs.readFileSync(b))).toBe(true);
+    expect(res.tensors.map((t) => t.name)).toEqual(planModel(config, 'BF16').tensors.map((t) => t.name));
   });
 
   it('scales weights so activations stay O(1): std 1/sqrt(fan_in), 1/sqrt(2L) more into the residual, norms near 1', () => {

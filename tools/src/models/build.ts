@@ -1,5 +1,7 @@
-// Writes a generated model: metadata, tokenizer, then every tensor generated chunk by chunk
-// (whole rows at a time), converted to its file type and streamed into the GGUF writer.
+// Writes a generated model: metadata, tokenizer, then every tensor generated in work units of
+// whole rows, converted to its file type and streamed into the GGUF writer. Each tensor is one
+// RNG stream, and any range of it can be generated on its own (jump-ahead), so units can be
+// computed in any order or in parallel (writeModelParallel) with the bytes of one sequential pass.
 import { GgmlType, ggmlTypeTraits } from '../gguf/constants';
 import { encodeBf16, encodeF16, encodeF32 } from '../gguf/float-encode';
 import { GgufWriter, kv } from '../gguf/writer';
@@ -8,7 +10,7 @@ import { getArch } from './architectures';
 import { llamaFileType, tensorType } from './quant-plan';
 import type { FileTypeName } from './quant-plan';
 import { resolveDequantizer, resolveQuantizer } from './quantizer';
-import type { QuantizeFn } from './quantizer';
+import type { DequantizeFn, QuantizeFn } from './quantizer';
 import { hashSeed, Xoshiro128 } from './rng';
 import { buildVocab, writeVocab } from './vocab';
 
@@ -24,7 +26,7 @@ export interface WriteModelOptions {
   quantize?: QuantizeFn;
   /** GGUF alignment. Default 32. */
   alignment?: number;
-  /** Elements generated per chunk (rounded to whole rows). Default 4 Mi. */
+  /** Elements per work unit (rounded to whole rows). Default 4 Mi. */
   chunkElements?: number;
   /**
    * Writes F32 (or F16/BF16) values that went through this type plan's quantization and back
@@ -52,24 +54,38 @@ export interface WriteModelResult {
   tensors: WrittenTensor[];
 }
 
+export type PlannedTensor = TensorSpec & { type: GgmlType; simType?: GgmlType };
+
 /** The tensors a config produces, with their file types. */
-export function planModel(config: ModelConfig, fileType: FileTypeName): { config: ModelConfig; tensors: (TensorSpec & { type: GgmlType })[] } {
+export function planModel(config: ModelConfig, fileType: FileTypeName): { config: ModelConfig; tensors: PlannedTensor[] } {
   const arch = getArch(config.arch);
   const c = arch.normalize({ ...config });
   return { config: c, tensors: arch.tensors(c).map((s) => ({ ...s, type: tensorType(fileType, s, c) })) };
 }
 
-function tensorRng(seed: number, name: string): Xoshiro128 {
-  return new Xoshiro128(hashSeed(seed, name));
+/** planModel plus, with `simulateType`, the type each tensor's values are passed through. */
+export function planWithSimulation(opts: Pick<WriteModelOptions, 'config' | 'fileType' | 'simulateType'>): { config: ModelConfig; tensors: PlannedTensor[] } {
+  const plan = planModel(opts.config, opts.fileType);
+  if (opts.simulateType) {
+    const sim = planModel(opts.config, opts.simulateType).tensors;
+    plan.tensors.forEach((t, i) => (t.simType = sim[i].type));
+  }
+  return plan;
 }
 
-function fill(rng: Xoshiro128, spec: TensorSpec, out: Float32Array): void {
-  if (spec.init.kind === 'const') out.fill(spec.init.value);
-  else rng.fillNormal(out, spec.init.mean ?? 0, spec.init.std);
+/** Fills `out` with the tensor's values [start, start + out.length). */
+export function fillTensorRange(seed: number, spec: TensorSpec, start: number, out: Float32Array): void {
+  if (spec.init.kind === 'const') {
+    out.fill(spec.init.value);
+    return;
+  }
+  const rng = new Xoshiro128(hashSeed(seed, spec.name));
+  rng.jump(2 * start); // fillNormal draws two 32-bit words per value
+  rng.fillNormal(out, spec.init.mean ?? 0, spec.init.std);
 }
 
 /**
- * The F32 values of one tensor exactly as `writeModel` generates them for this seed, before any
+ * The F32 values of one tensor exactly as the writers generate them for this seed, before any
  * conversion: parity tests use it to rebuild weights without reading the file.
  */
 export function generateTensorF32(config: ModelConfig, seed: number, name: string): Float32Array {
@@ -78,20 +94,76 @@ export function generateTensorF32(config: ModelConfig, seed: number, name: strin
   const spec = arch.tensors(c).find((t) => t.name === name);
   if (!spec) throw new Error(`no tensor '${name}' in ${c.arch}`);
   const out = new Float32Array(spec.shape.reduce((a, b) => a * b, 1));
-  fill(tensorRng(seed, name), spec, out);
+  fillTensorRange(seed, spec, 0, out);
   return out;
 }
 
-export function writeModel(opts: WriteModelOptions): WriteModelResult {
-  const t0 = performance.now();
-  const arch = getArch(opts.config.arch);
-  const { config: c, tensors } = planModel(opts.config, opts.fileType);
-  const quantized = tensors.some((t) => ggmlTypeTraits(t.type).quantized);
-  const quantize = quantized ? (opts.quantize ?? resolveQuantizer()) : undefined;
-  const simulated = opts.simulateType ? planModel(opts.config, opts.simulateType).tensors : undefined;
-  const simQuantize = simulated ? (opts.quantize ?? resolveQuantizer()) : undefined;
-  const simDequantize = simulated ? resolveDequantizer() : undefined;
+/** One piece of work: `nRows` whole rows of tensor `tensor` starting at `rowStart`. */
+export interface WorkUnit {
+  tensor: number;
+  rowStart: number;
+  nRows: number;
+}
 
+export function workUnits(tensors: readonly TensorSpec[], chunkElements: number): WorkUnit[] {
+  const units: WorkUnit[] = [];
+  tensors.forEach((spec, tensor) => {
+    const rowLen = spec.shape[0];
+    const nRows = spec.shape.slice(1).reduce((a, b) => a * b, 1);
+    const rowsPerUnit = Math.max(1, Math.floor(chunkElements / rowLen));
+    for (let r = 0; r < nRows; r += rowsPerUnit) units.push({ tensor, rowStart: r, nRows: Math.min(rowsPerUnit, nRows - r) });
+  });
+  return units;
+}
+
+/** Generates and encodes work units; reuses its scratch buffers between calls. */
+export class UnitEncoder {
+  private f32 = new Float32Array(0);
+  private half = new Uint8Array(0);
+  private quantize?: QuantizeFn;
+  private dequantize?: DequantizeFn;
+
+  constructor(
+    private readonly seed: number,
+    private readonly tensors: readonly PlannedTensor[],
+    quantize?: QuantizeFn,
+  ) {
+    const needsQuant = tensors.some((t) => ggmlTypeTraits(t.type).quantized || (t.simType !== undefined && ggmlTypeTraits(t.simType).quantized));
+    if (needsQuant) this.quantize = quantize ?? resolveQuantizer();
+    if (tensors.some((t) => t.simType !== undefined && ggmlTypeTraits(t.simType).quantized)) this.dequantize = resolveDequantizer();
+  }
+
+  /**
+   * The unit's bytes in the file type. The result may alias scratch memory: use it (or copy it)
+   * before the next call.
+   */
+  encode(u: WorkUnit): Uint8Array {
+    const spec = this.tensors[u.tensor];
+    const rowLen = spec.shape[0];
+    const n = u.nRows * rowLen;
+    if (this.f32.length < n) this.f32 = new Float32Array(n);
+    const chunk = this.f32.subarray(0, n);
+    fillTensorRange(this.seed, spec, u.rowStart * rowLen, chunk);
+    if (spec.simType !== undefined && ggmlTypeTraits(spec.simType).quantized) {
+      chunk.set(this.dequantize!(spec.simType, this.quantize!(spec.simType, chunk), n));
+    }
+    switch (spec.type) {
+      case GgmlType.F32:
+        return encodeF32(chunk);
+      case GgmlType.F16:
+      case GgmlType.BF16:
+        if (this.half.length < n * 2) this.half = new Uint8Array(n * 2);
+        return spec.type === GgmlType.F16 ? encodeF16(chunk, this.half) : encodeBf16(chunk, this.half);
+      default:
+        return this.quantize!(spec.type, chunk);
+    }
+  }
+}
+
+/** Opens the writer with all metadata and the tensor table set. */
+function openWriter(opts: WriteModelOptions, c: ModelConfig, tensors: readonly PlannedTensor[]): GgufWriter {
+  const arch = getArch(c.arch);
+  const quantized = tensors.some((t) => ggmlTypeTraits(t.type).quantized);
   const w = new GgufWriter(opts.out, { alignment: opts.alignment });
   w.set('general.architecture', kv.str(arch.ggufArch));
   w.set('general.type', kv.str('model'));
@@ -106,51 +178,103 @@ export function writeModel(opts: WriteModelOptions): WriteModelResult {
   w.set('kailstream.generator.recipe', kv.u32(WEIGHT_RECIPE_VERSION));
   w.set('kailstream.generator.arch', kv.str(c.arch));
   for (const t of tensors) w.addTensor({ name: t.name, shape: t.shape, type: t.type });
+  w.begin();
+  return w;
+}
 
-  const chunkElements = opts.chunkElements ?? 4 << 20;
-  let f32 = new Float32Array(0);
-  let half = new Uint8Array(0);
-  let params = 0;
-  const written: WrittenTensor[] = [];
+/** Tracks bytes per tensor and reports finished tensors. */
+class Progress {
+  readonly written: WrittenTensor[] = [];
+  private bytes = 0;
+  private unitsLeft: number[];
+
+  constructor(
+    private readonly tensors: readonly PlannedTensor[],
+    units: readonly WorkUnit[],
+    private readonly onTensor?: WriteModelOptions['onTensor'],
+  ) {
+    this.unitsLeft = tensors.map(() => 0);
+    for (const u of units) this.unitsLeft[u.tensor]++;
+  }
+
+  add(u: WorkUnit, n: number): void {
+    this.bytes += n;
+    if (--this.unitsLeft[u.tensor] > 0) return;
+    const t = this.tensors[u.tensor];
+    this.written.push({ name: t.name, shape: t.shape, type: t.type, bytes: this.bytes });
+    this.onTensor?.({ name: t.name, index: u.tensor, count: this.tensors.length, type: t.type, bytes: this.bytes });
+    this.bytes = 0;
+  }
+
+  get params(): number {
+    return this.tensors.reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0);
+  }
+}
+
+/** Writes the model on this thread. */
+export function writeModel(opts: WriteModelOptions): WriteModelResult {
+  const t0 = performance.now();
+  const { config: c, tensors } = planWithSimulation(opts);
+  const encoder = new UnitEncoder(opts.seed, tensors, opts.quantize);
+  const units = workUnits(tensors, opts.chunkElements ?? 4 << 20);
+  const progress = new Progress(tensors, units, opts.onTensor);
+  const w = openWriter(opts, c, tensors);
   try {
-    w.begin();
-    tensors.forEach((spec, index) => {
-      const simType = simulated?.[index].type;
-      const rowLen = spec.shape[0];
-      const nRows = spec.shape.slice(1).reduce((a, b) => a * b, 1);
-      const rowsPerChunk = Math.max(1, Math.floor(chunkElements / rowLen));
-      const rng = tensorRng(opts.seed, spec.name);
-      let bytes = 0;
-      for (let r = 0; r < nRows; r += rowsPerChunk) {
-        const n = Math.min(rowsPerChunk, nRows - r) * rowLen;
-        if (f32.length < n) f32 = new Float32Array(n);
-        const chunk = f32.subarray(0, n);
-        fill(rng, spec, chunk);
-        if (simType !== undefined && ggmlTypeTraits(simType).quantized) {
-          chunk.set(simDequantize!(simType, simQuantize!(simType, chunk), chunk.length));
-        }
-        let data: Uint8Array;
-        switch (spec.type) {
-          case GgmlType.F32: data = encodeF32(chunk); break;
-          case GgmlType.F16:
-          case GgmlType.BF16:
-            if (half.length < n * 2) half = new Uint8Array(n * 2);
-            data = spec.type === GgmlType.F16 ? encodeF16(chunk, half) : encodeBf16(chunk, half);
-            break;
-          default:
-            data = quantize!(spec.type, chunk);
-        }
-        w.writeTensorData(spec.name, data);
-        bytes += data.byteLength;
-      }
-      params += rowLen * nRows;
-      written.push({ name: spec.name, shape: spec.shape, type: spec.type, bytes });
-      opts.onTensor?.({ name: spec.name, index, count: tensors.length, type: spec.type, bytes });
-    });
+    for (const u of units) {
+      const data = encoder.encode(u);
+      w.writeTensorData(tensors[u.tensor].name, data);
+      progress.add(u, data.byteLength);
+    }
     const res = w.finish();
-    return { path: res.path, bytes: res.bytes, params, seconds: (performance.now() - t0) / 1000, config: c, tensors: written };
+    return { path: res.path, bytes: res.bytes, params: progress.params, seconds: (performance.now() - t0) / 1000, config: c, tensors: progress.written };
   } catch (e) {
     w.abort();
     throw e;
+  }
+}
+
+/** Runs work units somewhere (worker threads, or this thread for tests) and returns their bytes. */
+export interface UnitRunner {
+  run(u: WorkUnit): Promise<Uint8Array>;
+  close(): Promise<void>;
+}
+
+/**
+ * Writes the model with work units computed by `runner` (e.g. a worker pool), at most `inFlight`
+ * at a time, written in file order. Produces the same bytes as `writeModel`.
+ */
+export async function writeModelWith(opts: WriteModelOptions, runner: UnitRunner, inFlight: number): Promise<WriteModelResult> {
+  const t0 = performance.now();
+  const { config: c, tensors } = planWithSimulation(opts);
+  const units = workUnits(tensors, opts.chunkElements ?? 4 << 20);
+  const progress = new Progress(tensors, units, opts.onTensor);
+  const w = openWriter(opts, c, tensors);
+  const pending = new Map<number, Promise<Uint8Array>>();
+  let next = 0;
+  const launch = () => {
+    while (next < units.length && pending.size < Math.max(1, inFlight)) {
+      const i = next++;
+      const p = runner.run(units[i]);
+      p.catch(() => undefined); // observed when awaited in order; avoid an unhandled rejection meanwhile
+      pending.set(i, p);
+    }
+  };
+  try {
+    for (let i = 0; i < units.length; i++) {
+      launch();
+      const data = await pending.get(i)!;
+      pending.delete(i);
+      launch();
+      w.writeTensorData(tensors[units[i].tensor].name, data);
+      progress.add(units[i], data.byteLength);
+    }
+    const res = w.finish();
+    return { path: res.path, bytes: res.bytes, params: progress.params, seconds: (performance.now() - t0) / 1000, config: c, tensors: progress.written };
+  } catch (e) {
+    w.abort();
+    throw e;
+  } finally {
+    await Promise.allSettled(pending.values());
+    await runner.close();
   }
 }

@@ -50,6 +50,26 @@ export class Xoshiro128 {
     return r >>> 0;
   }
 
+  /** Skips `n` 32-bit outputs, one step at a time. */
+  discard(n: number): void {
+    for (let i = 0; i < n; i++) this.nextU32();
+  }
+
+  /**
+   * Skips `n` 32-bit outputs in O(log n): the state update is linear over GF(2), so n steps are
+   * the matrix M^n, applied as products of precomputed M^(2^k). Lets any range of a stream be
+   * generated on its own (parallel writers) with the same values as one sequential pass.
+   */
+  jump(n: number): void {
+    if (!Number.isSafeInteger(n) || n < 0) throw new Error(`jump: bad step count ${n}`);
+    const powers = stepPowers();
+    const s = new Uint32Array([this.a, this.b, this.c, this.d]);
+    for (let k = 0; n > 0; k++, n = Math.floor(n / 2)) {
+      if (n % 2 === 1) applyMatrix(powers[k], s);
+    }
+    this.a = s[0] | 0; this.b = s[1] | 0; this.c = s[2] | 0; this.d = s[3] | 0;
+  }
+
   /** Uniform in [0, 1) with 24 bits of resolution. */
   nextFloat(): number {
     return (this.nextU32() >>> 8) * 5.9604644775390625e-8;
@@ -85,6 +105,59 @@ export class Xoshiro128 {
     const span = hi - lo;
     for (let i = 0; i < out.length; i++) out[i] = lo + span * this.nextFloat();
   }
+}
+
+/** A 128x128 GF(2) matrix as 128 columns of 4 words: column j is the image of state bit j. */
+type BitMatrix = Uint32Array;
+
+function stepState(s: Uint32Array): void {
+  const t = s[1] << 9;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 11);
+}
+
+/** s <- m s */
+function applyMatrix(m: BitMatrix, s: Uint32Array): void {
+  let r0 = 0, r1 = 0, r2 = 0, r3 = 0;
+  for (let j = 0; j < 128; j++) {
+    if ((s[j >>> 5] >>> (j & 31)) & 1) {
+      const o = j * 4;
+      r0 ^= m[o]; r1 ^= m[o + 1]; r2 ^= m[o + 2]; r3 ^= m[o + 3];
+    }
+  }
+  s[0] = r0; s[1] = r1; s[2] = r2; s[3] = r3;
+}
+
+let powersCache: BitMatrix[] | undefined;
+
+/** M^(2^k) for k = 0..52 (enough for any safe-integer jump). */
+function stepPowers(): BitMatrix[] {
+  if (powersCache) return powersCache;
+  const m = new Uint32Array(128 * 4);
+  const col = new Uint32Array(4);
+  for (let j = 0; j < 128; j++) {
+    col.fill(0);
+    col[j >>> 5] = (1 << (j & 31)) >>> 0;
+    stepState(col);
+    m.set(col, j * 4);
+  }
+  const powers = [m];
+  for (let k = 1; k < 53; k++) {
+    const prev = powers[k - 1];
+    const sq = new Uint32Array(128 * 4);
+    for (let j = 0; j < 128; j++) {
+      const c = prev.slice(j * 4, j * 4 + 4);
+      applyMatrix(prev, c);
+      sq.set(c, j * 4);
+    }
+    powers.push(sq);
+  }
+  powersCache = powers;
+  return powers;
 }
 
 function rotl(x: number, k: number): number {
