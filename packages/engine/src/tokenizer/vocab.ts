@@ -320,11 +320,9 @@ export class Vocab {
     for (let i = 0; i < n; i++) {
       let word = tokens[i];
       if (word === '') word = `[EMPTY_${i}]`;
+      // A later token with the same text takes the text, as in llama.cpp's map. (llama.cpp refuses
+      // such files; here texts can also coincide when invalid UTF-8 was decoded to U+FFFD.)
       this.textToId.set(word, i);
-      if (this.textToId.size !== i + 1) {
-        // llama.cpp asserts on this too
-        throw new TokenizerError('KAIL_E_BAD_MODEL', `token ${i} repeats the text of an earlier token: ${JSON.stringify(word)}`);
-      }
       this.texts[i] = word;
       const len = utf8Length(word);
       if (len > maxLen) maxLen = len;
