@@ -6,6 +6,7 @@
 
 #include "kail/gguf.h"
 #include "kail/model.h"
+#include "kail/residency.h"
 
 namespace kail_addon {
 
@@ -80,6 +81,108 @@ kail::program program_from_js(Napi::Object p) {
     return prog;
 }
 
+bool get_bool(Napi::Object o, const char * key, bool def) {
+    Napi::Value v = o.Get(key);
+    if (v.IsUndefined() || v.IsNull()) return def;
+    if (!v.IsBoolean()) throw kail::error(kail::KAIL_E_INVALID_ARG, std::string(key) + " must be a boolean");
+    return v.As<Napi::Boolean>().Value();
+}
+
+kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
+    kail::model_params mp;
+    if (info.Length() > i && info[i].IsObject()) {
+        Napi::Object p = info[i].As<Napi::Object>();
+        mp.n_threads = static_cast<int>(get_num(p, "threads", 0));
+        mp.kv_type = static_cast<uint32_t>(get_num(p, "kvType", 1));
+        mp.n_ctx = static_cast<int64_t>(get_num(p, "nCtx", 4096));
+        mp.n_seq_max = static_cast<int>(get_num(p, "nSeqMax", 1));
+        mp.kv_max_bytes = static_cast<uint64_t>(get_num(p, "kvMaxBytes", 0));
+        const double ram = get_num(p, "ramBytes", 0);
+        if (ram < 0) throw kail::error(kail::KAIL_E_INVALID_ARG, "ramBytes must be >= 0");
+        mp.ram_budget = static_cast<uint64_t>(ram);
+        mp.ram_reserve = static_cast<uint64_t>(std::max(0.0, get_num(p, "ramReserveBytes", 0)));
+        mp.n_batch = static_cast<int64_t>(get_num(p, "nBatch", 512));
+        mp.io_threads = static_cast<int>(get_num(p, "ioThreads", 4));
+        mp.direct_io = get_bool(p, "directIo", true);
+        mp.prefetch = get_bool(p, "prefetch", true);
+        if (mp.n_batch < 1) throw kail::error(kail::KAIL_E_INVALID_ARG, "nBatch must be >= 1");
+        if (mp.io_threads < 1 || mp.io_threads > 64) throw kail::error(kail::KAIL_E_INVALID_ARG, "ioThreads must be in 1..64");
+    }
+    return mp;
+}
+
+Napi::Object plan_to_js(Napi::Env env, const kail::residency_plan & p) {
+    Napi::Object o = Napi::Object::New(env);
+    auto num = [&](const char * k, double v) { o.Set(k, Napi::Number::New(env, v)); };
+    num("ramBytes", static_cast<double>(p.ram_budget));
+    num("reserveBytes", static_cast<double>(p.reserve_bytes));
+    num("residentBytes", static_cast<double>(p.resident_bytes));
+    num("residentTensors", static_cast<double>(p.resident_tensors));
+    num("kvBytes", static_cast<double>(p.kv_bytes));
+    num("nCtx", static_cast<double>(p.n_ctx));
+    num("nSeqMax", p.n_seq_max);
+    num("scratchBytes", static_cast<double>(p.scratch_bytes));
+    num("nBatch", static_cast<double>(p.n_batch));
+    num("fixedBytes", static_cast<double>(p.fixed_bytes));
+    num("expertBytes", static_cast<double>(p.expert_bytes));
+    num("nMoeLayers", p.n_moe_layers);
+    num("nExpert", p.n_expert);
+    num("nExpertUsed", p.n_expert_used);
+    num("expertEntryBytes", static_cast<double>(p.expert_entry_bytes));
+    num("cacheBytes", static_cast<double>(p.cache_bytes));
+    num("minCacheBytes", static_cast<double>(p.min_cache_bytes));
+    num("cacheExperts", static_cast<double>(p.cache_experts));
+    num("cacheExpertsPerLayer", p.cache_experts_per_layer);
+    num("coldReadBytesPerToken", static_cast<double>(p.cold_read_bytes_per_token));
+    o.Set("fits", Napi::Boolean::New(env, p.fits));
+    num("shortfallBytes", static_cast<double>(p.shortfall_bytes));
+    o.Set("message", Napi::String::New(env, p.message));
+    return o;
+}
+
+Napi::Object stream_to_js(Napi::Env env, const kail::model_stats & s) {
+    const kail::expert_stream_stats & st = s.stream;
+    Napi::Object o = Napi::Object::New(env);
+    auto num = [&](Napi::Object t, const char * k, double v) { t.Set(k, Napi::Number::New(env, v)); };
+    o.Set("directIo", Napi::Boolean::New(env, st.direct_io));
+    o.Set("ioNote", Napi::String::New(env, st.io_note));
+    num(o, "ioThreads", st.io_threads);
+    num(o, "residentBytes", static_cast<double>(s.resident_bytes));
+    num(o, "capacityBytes", static_cast<double>(st.capacity_bytes));
+    num(o, "usedBytes", static_cast<double>(st.used_bytes));
+    num(o, "peakBytes", static_cast<double>(st.peak_bytes));
+    num(o, "pinnedBytes", static_cast<double>(st.pinned_bytes));
+    num(o, "entries", static_cast<double>(st.entries));
+    num(o, "evictions", static_cast<double>(st.evictions));
+    num(o, "prefetchCancelled", static_cast<double>(st.prefetch_cancelled));
+    num(o, "prefetchDropped", static_cast<double>(st.prefetch_dropped));
+    num(o, "readErrors", static_cast<double>(st.read_errors));
+    Napi::Array layers = Napi::Array::New(env, st.layers.size());
+    for (size_t i = 0; i < st.layers.size(); i++) {
+        const kail::expert_layer_stats & l = st.layers[i];
+        Napi::Object t = Napi::Object::New(env);
+        num(t, "accesses", static_cast<double>(l.accesses));
+        num(t, "hits", static_cast<double>(l.hits));
+        num(t, "misses", static_cast<double>(l.misses));
+        num(t, "missesInflight", static_cast<double>(l.misses_inflight));
+        num(t, "reads", static_cast<double>(l.reads));
+        num(t, "bytesRead", static_cast<double>(l.bytes_read));
+        num(t, "readSeconds", l.read_seconds);
+        num(t, "computeSeconds", l.compute_seconds);
+        num(t, "stallSeconds", l.stall_seconds);
+        num(t, "prefetchReads", static_cast<double>(l.prefetch_reads));
+        num(t, "prefetchBytes", static_cast<double>(l.prefetch_bytes));
+        num(t, "prefetchUsed", static_cast<double>(l.prefetch_used));
+        num(t, "prefetchWasted", static_cast<double>(l.prefetch_wasted));
+        num(t, "predicted", static_cast<double>(l.predicted));
+        num(t, "predictedCorrect", static_cast<double>(l.predicted_correct));
+        num(t, "predictedActual", static_cast<double>(l.predicted_actual));
+        layers.Set(static_cast<uint32_t>(i), t);
+    }
+    o.Set("layers", layers);
+    return o;
+}
+
 class AddonModel;
 
 class ForwardWorker : public Napi::AsyncWorker {
@@ -126,6 +229,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             InstanceMethod("seqTruncate", &AddonModel::seq_truncate),
             InstanceMethod("seqCopy", &AddonModel::seq_copy),
             InstanceMethod("stats", &AddonModel::stats),
+            InstanceMethod("plan", &AddonModel::plan),
             InstanceMethod("cancel", &AddonModel::cancel),
             InstanceMethod("close", &AddonModel::close),
             InstanceAccessor("nVocab", &AddonModel::n_vocab, nullptr),
@@ -140,16 +244,11 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             std::string path = arg_string(info, 0, "path");
             if (info.Length() < 2 || !info[1].IsObject()) throw make_error(env, "KAIL_E_INVALID_ARG", "program must be an object");
             kail::program prog = program_from_js(info[1].As<Napi::Object>());
-            kail::model_params mp;
-            if (info.Length() > 2 && info[2].IsObject()) {
-                Napi::Object p = info[2].As<Napi::Object>();
-                mp.n_threads = static_cast<int>(get_num(p, "threads", 0));
-                mp.kv_type = static_cast<uint32_t>(get_num(p, "kvType", 1));
-                mp.n_ctx = static_cast<int64_t>(get_num(p, "nCtx", 4096));
-                mp.n_seq_max = static_cast<int>(get_num(p, "nSeqMax", 1));
-                mp.kv_max_bytes = static_cast<uint64_t>(get_num(p, "kvMaxBytes", 0));
-            }
-            std::shared_ptr<kail::gguf_file> file(kail::gguf_file::open(path));
+            kail::model_params mp = params_from_js(info, 2);
+            // Streaming reads no weight through a mapping: parse, then drop it.
+            kail::gguf_open_params op;
+            op.map_data = mp.ram_budget == 0;
+            std::shared_ptr<kail::gguf_file> file(kail::gguf_file::open(path, op));
             model_ = std::make_shared<kail::model>(file, std::move(prog), mp);
             return env.Undefined();
         });
@@ -224,7 +323,17 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             Napi::Float64Array counts = Napi::Float64Array::New(env, s.expert_counts.size());
             for (size_t i = 0; i < s.expert_counts.size(); i++) counts[i] = static_cast<double>(s.expert_counts[i]);
             o.Set("expertCounts", counts);
+            o.Set("scratchBytes", Napi::Number::New(env, static_cast<double>(s.scratch_bytes)));
+            o.Set("stream", s.streaming ? Napi::Value(stream_to_js(env, s)) : env.Null());
             return o;
+        });
+    }
+    Napi::Value plan(const Napi::CallbackInfo & info) {
+        Napi::Env env = info.Env();
+        return guarded(env, [&]() -> Napi::Value {
+            kail::model & mm = m(env);
+            if (!mm.stats().streaming) return env.Null();
+            return plan_to_js(env, mm.plan());
         });
     }
     Napi::Value cancel(const Napi::CallbackInfo & info) {
@@ -264,10 +373,27 @@ void ForwardWorker::OnError(const Napi::Error & e) {
     deferred_.Reject(e.Value());
 }
 
+// planModel(path, program, params) -> the residency plan for params.ramBytes, from the tensor table
+// alone (nothing is mapped or read).
+Napi::Value plan_model(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+        std::string path = arg_string(info, 0, "path");
+        if (info.Length() < 2 || !info[1].IsObject()) throw make_error(env, "KAIL_E_INVALID_ARG", "program must be an object");
+        kail::program prog = program_from_js(info[1].As<Napi::Object>());
+        kail::model_params mp = params_from_js(info, 2);
+        kail::gguf_open_params op;
+        op.map_data = false;
+        std::unique_ptr<kail::gguf_file> file = kail::gguf_file::open(path, op);
+        return plan_to_js(env, kail::residency_plan_compute(*file, prog, mp));
+    });
+}
+
 } // namespace
 
 void register_model(Napi::Env env, Napi::Object exports) {
     exports.Set("Model", AddonModel::define(env));
+    exports.Set("planModel", Napi::Function::New(env, plan_model, "planModel"));
 }
 
 } // namespace kail_addon

@@ -85,6 +85,111 @@ export interface ModelParams {
   nSeqMax?: number;
   /** KV budget in bytes; 0 = unlimited. */
   kvMaxBytes?: number;
+  /**
+   * Expert streaming: the RAM budget in bytes for the whole model (resident weights, KV cache,
+   * scratch, reserve and the expert cache). Non-expert weights are copied into RAM at load and
+   * routed experts are read from the file on demand; the load throws KAIL_E_BUDGET with the
+   * plan's numbers when the resident part does not fit. Default 0: every weight is read through
+   * a mapping of the file (the in-memory path).
+   */
+  ramBytes?: number;
+  /** Part of ramBytes held back for the rest of the process (runtime, heap). Default 0. */
+  ramReserveBytes?: number;
+  /** Most tokens per forward() the budget's scratch is planned for (streaming only). Default 512. */
+  nBatch?: number;
+  /** Expert reads in flight at once (I/O threads), 1..64. Default 4. */
+  ioThreads?: number;
+  /** O_DIRECT expert reads; false: buffered reads + POSIX_FADV_DONTNEED. Default true. */
+  directIo?: boolean;
+  /** Predict the next MoE layer's experts and read them early. Default true. */
+  prefetch?: boolean;
+}
+
+/** What a RAM budget holds with routed experts streaming from storage (include/kail/residency.h). */
+export interface NativeResidencyPlan {
+  ramBytes: number;
+  reserveBytes: number;
+  /** Non-expert weights the program reads, copied into RAM. */
+  residentBytes: number;
+  residentTensors: number;
+  /** KV cache at nCtx positions for nSeqMax sequences. */
+  kvBytes: number;
+  nCtx: number;
+  nSeqMax: number;
+  /** Activations for a batch of nBatch tokens (an estimate). */
+  scratchBytes: number;
+  nBatch: number;
+  /** reserve + resident + KV + scratch. */
+  fixedBytes: number;
+  /** Routed expert tensors in the file. */
+  expertBytes: number;
+  nMoeLayers: number;
+  nExpert: number;
+  nExpertUsed: number;
+  /** One cached expert (gate+up+down, 4 KiB-aligned read buffers), largest layer. */
+  expertEntryBytes: number;
+  /** ramBytes - fixedBytes (0 when smaller). */
+  cacheBytes: number;
+  /** The least the expert cache may have: nExpertUsed experts of the largest layer. */
+  minCacheBytes: number;
+  cacheExperts: number;
+  /** cacheBytes / one expert of every MoE layer. */
+  cacheExpertsPerLayer: number;
+  /** Bytes read for one token with nothing cached: nExpertUsed experts per MoE layer. */
+  coldReadBytesPerToken: number;
+  fits: boolean;
+  /** How much larger ramBytes must be; 0 when it fits. */
+  shortfallBytes: number;
+  /** The refusal with its numbers; '' when it fits. */
+  message: string;
+}
+
+/**
+ * One MoE layer's expert traffic. accesses counts distinct experts per forward pass;
+ * hits + misses = accesses. Prefetch precision = predictedCorrect / predicted, recall =
+ * predictedCorrect / predictedActual.
+ */
+export interface NativeExpertLayerStats {
+  accesses: number;
+  hits: number;
+  misses: number;
+  /** Misses whose read (a prefetch) was already in flight. */
+  missesInflight: number;
+  reads: number;
+  bytesRead: number;
+  readSeconds: number;
+  computeSeconds: number;
+  /** Time the forward pass waited with no expert of this layer ready. */
+  stallSeconds: number;
+  prefetchReads: number;
+  prefetchBytes: number;
+  prefetchUsed: number;
+  prefetchWasted: number;
+  predicted: number;
+  predictedCorrect: number;
+  predictedActual: number;
+}
+
+export interface NativeExpertStreamStats {
+  /** Expert reads use O_DIRECT. */
+  directIo: boolean;
+  /** Why reads are buffered, when they are. */
+  ioNote: string;
+  ioThreads: number;
+  /** Weights copied into RAM at load. */
+  residentBytes: number;
+  capacityBytes: number;
+  /** Every expert read buffer alive (cached, loading, queued). */
+  usedBytes: number;
+  peakBytes: number;
+  pinnedBytes: number;
+  entries: number;
+  evictions: number;
+  prefetchCancelled: number;
+  prefetchDropped: number;
+  readErrors: number;
+  /** One per MoE op, in program order. */
+  layers: NativeExpertLayerStats[];
 }
 
 export interface ForwardBatch {
@@ -102,6 +207,10 @@ export interface NativeModelStats {
   kvBytes: number;
   /** nMoeLayers x nExpert activation counts. */
   expertCounts: Float64Array;
+  /** Activation buffers allocated now. */
+  scratchBytes: number;
+  /** Expert streaming telemetry; null on the in-memory path. */
+  stream: NativeExpertStreamStats | null;
 }
 
 export interface NativeModel {
@@ -111,6 +220,8 @@ export interface NativeModel {
   seqTruncate(seq: number, len: number): void;
   seqCopy(src: number, dst: number): void;
   stats(): NativeModelStats;
+  /** The residency plan the model was loaded with; null on the in-memory path. */
+  plan(): NativeResidencyPlan | null;
   cancel(): void;
   close(): void;
   readonly nVocab: number;
@@ -120,6 +231,8 @@ export interface NativeModel {
 
 export interface AddonModel {
   Model: new (path: string, program: ModelProgram, params?: ModelParams) => NativeModel;
+  /** The residency plan for params.ramBytes, from the file's tensor table alone (nothing is read). */
+  planModel(path: string, program: ModelProgram, params?: ModelParams): NativeResidencyPlan;
 }
 
 export interface AddonQuants {

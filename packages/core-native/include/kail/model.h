@@ -11,11 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "kail/expert_stream.h"
 #include "kail/gguf.h"
 
 namespace kail {
 
 class threadpool;
+struct residency_plan;
 
 enum op_type {
     OP_EMBED,          // out[t] = dequant(w.weight row tokens[t])                      weights: weight
@@ -72,6 +74,18 @@ struct model_params {
     int64_t  n_ctx = 4096;        // max positions per sequence
     int      n_seq_max = 1;       // sequence slots
     uint64_t kv_max_bytes = 0;    // 0 = unlimited
+
+    // Expert streaming, on when ram_budget > 0 (see residency.h): the non-expert weights the
+    // program uses are copied into RAM at load, routed experts are read from the file on demand
+    // into a cache of what the budget leaves, and no weight is read through a file mapping (the
+    // file may be opened with map_data = false). The load throws KAIL_E_BUDGET, with the plan's
+    // numbers, before reading anything when the resident part does not fit.
+    uint64_t ram_budget = 0;      // bytes for everything; 0 = weights read through the mapping
+    uint64_t ram_reserve = 0;     // part of the budget held back for the rest of the process
+    int64_t  n_batch = 512;       // most tokens per forward() the plan's scratch covers
+    int      io_threads = 4;      // expert reads in flight
+    bool     direct_io = true;    // O_DIRECT reads (false: buffered + POSIX_FADV_DONTNEED)
+    bool     prefetch = true;     // predict the next MoE layer's experts and read them early
 };
 
 struct batch {
@@ -87,6 +101,10 @@ struct model_stats {
     uint64_t tokens = 0;
     double   compute_seconds = 0;
     std::vector<uint64_t> expert_counts; // n_moe_layers * n_expert
+    bool     streaming = false;   // experts stream from the file (model_params::ram_budget)
+    uint64_t resident_bytes = 0;  // streaming: weights copied into RAM
+    uint64_t scratch_bytes = 0;   // activation buffers allocated now
+    expert_stream_stats stream;   // streaming: the expert cache and its reads, per MoE op in order
 };
 
 class model {
@@ -109,6 +127,8 @@ class model {
     uint64_t kv_bytes_used() const;
     uint64_t kv_bytes_per_token() const;
     model_stats stats() const;
+    // The residency plan the model was loaded with (streaming); all zero for the in-memory path.
+    residency_plan plan() const;
     void    cancel() { cancel_.store(true); }
     int     n_threads() const;
 

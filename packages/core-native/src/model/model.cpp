@@ -1,6 +1,7 @@
 #include "kail/model.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -8,8 +9,13 @@
 #include <mutex>
 #include <numeric>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "kail/matmul.h"
 #include "kail/quants.h"
+#include "kail/residency.h"
 #include "kail/status.h"
 #include "kail/threadpool.h"
 #include "kail/types.h"
@@ -80,6 +86,20 @@ struct model::impl {
     model_stats stats;
     mutable std::mutex stats_mu;
 
+    // Expert streaming (params.ram_budget > 0): resident weights live in one anonymous mapping,
+    // routed experts come from the stream; nothing is read through a mapping of the file.
+    std::unique_ptr<residency_plan> plan;
+    uint8_t *                      resident = nullptr;
+    size_t                         resident_size = 0;
+    std::unique_ptr<expert_stream> stream;
+    std::vector<int>               stream_layer;  // per op: its index among the MoE ops, else -1
+    std::vector<int>               next_moe;      // per op: the next MoE op's index, else -1
+
+    ~impl() {
+        stream.reset();
+        if (resident) munmap(resident, resident_size);
+    }
+
     tensor_ref weight(size_t op_i, const std::string & role) const {
         auto it = wts[op_i].find(role);
         if (it == wts[op_i].end()) return {};
@@ -101,11 +121,93 @@ std::string shape_str(const gguf_tensor_info * t) {
 
 } // namespace
 
+namespace {
+
+// Streaming mode: plans (refusing before any read when the resident part does not fit), copies the
+// resident weights into RAM with pread and starts the expert stream.
+void setup_streaming(model::impl & m) {
+    std::unique_ptr<residency_plan> plan(new residency_plan(residency_plan_compute(*m.file, m.prog, m.params)));
+    if (!plan->fits) throw error(KAIL_E_BUDGET, plan->message);
+    const std::string & path = m.file->path();
+    if (path.empty()) throw error(KAIL_E_INVALID_ARG, "expert streaming needs a model file opened from a path");
+
+    // Resident tensors in file order, so the load reads the file front to back.
+    std::vector<std::pair<const gguf_tensor_info *, size_t>> res;  // tensor, offset in the mapping
+    for (size_t i = 0; i < m.prog.ops.size(); i++) {
+        const bool moe = m.prog.ops[i].type == OP_MOE;
+        for (auto & [role, ref] : m.wts[i]) {
+            if (moe && (role == "gate_exps" || role == "up_exps" || role == "down_exps")) continue;
+            if (std::none_of(res.begin(), res.end(), [&](auto & r) { return r.first == ref.info; })) res.push_back({ref.info, 0});
+        }
+    }
+    std::sort(res.begin(), res.end(), [](auto & a, auto & b) { return a.first->file_offset < b.first->file_offset; });
+    size_t total = 0;
+    for (auto & r : res) {
+        r.second = total;
+        total += (static_cast<size_t>(r.first->nbytes) + 63) & ~size_t(63);
+    }
+    const size_t page = 4096;
+    m.resident_size = std::max<size_t>(page, (total + page - 1) / page * page);
+    void * mem = mmap(nullptr, m.resident_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        m.resident_size = 0;
+        throw error(KAIL_E_BUDGET, "cannot allocate " + format_bytes(total) + " for the resident weights: " + std::strerror(errno));
+    }
+    m.resident = static_cast<uint8_t *>(mem);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw error(KAIL_E_IO, "cannot open '" + path + "': " + std::strerror(errno));
+    std::string err;
+    for (auto & r : res) {
+        uint8_t * dst = m.resident + r.second;
+        const uint64_t off = r.first->file_offset, len = r.first->nbytes;
+        uint64_t got = 0;
+        while (got < len && err.empty()) {
+            const ssize_t n = pread(fd, dst + got, static_cast<size_t>(std::min<uint64_t>(len - got, 16u << 20)), static_cast<off_t>(off + got));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) err = n == 0 ? std::string("the file ends early") : std::string(std::strerror(errno));
+            else got += static_cast<uint64_t>(n);
+        }
+        // The copy is what counts against the budget; the page cache need not keep the file too.
+        posix_fadvise(fd, static_cast<off_t>(off), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
+        if (!err.empty()) {
+            ::close(fd);
+            throw error(KAIL_E_IO, "cannot read tensor '" + r.first->name + "' (" + std::to_string(len) + " bytes at offset " + std::to_string(off + got) + ") from '" + path + "': " + err);
+        }
+    }
+    ::close(fd);
+    for (size_t i = 0; i < m.prog.ops.size(); i++)
+        for (auto & [role, ref] : m.wts[i])
+            for (auto & r : res)
+                if (r.first == ref.info) ref.data = m.resident + r.second;
+
+    m.stream_layer.assign(m.prog.ops.size(), -1);
+    m.next_moe.assign(m.prog.ops.size(), -1);
+    int n_moe = 0, last = -1;
+    for (size_t i = 0; i < m.prog.ops.size(); i++) {
+        if (m.prog.ops[i].type != OP_MOE) continue;
+        m.stream_layer[i] = n_moe++;
+        if (last >= 0) m.next_moe[last] = static_cast<int>(i);
+        last = static_cast<int>(i);
+    }
+    if (n_moe > 0) {
+        expert_stream_params sp;
+        sp.cache_bytes = plan->cache_bytes;
+        sp.io_threads = m.params.io_threads;
+        sp.direct_io = m.params.direct_io;
+        sp.prefetch = m.params.prefetch;
+        m.stream.reset(new expert_stream(path, residency_expert_sources(*m.file, m.prog), sp));
+    }
+    m.plan = std::move(plan);
+}
+
+} // namespace
+
 model::model(std::shared_ptr<gguf_file> file, program prog, const model_params & params) : impl_(new impl) {
     impl & m = *impl_;
     m.file = std::move(file);
     m.prog = std::move(prog);
     m.params = params;
+    const bool streaming = m.params.ram_budget > 0;
     if (m.params.kv_type != KAIL_TYPE_F16 && m.params.kv_type != KAIL_TYPE_F32)
         throw error(KAIL_E_INVALID_ARG, "kv cache type must be F16 or F32");
     m.kv_elem = m.params.kv_type == KAIL_TYPE_F32 ? 4 : 2;
@@ -123,7 +225,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             check(t != nullptr, "model file lacks tensor '" + name + "' (" + role + ")");
             const type_traits * tr = type_traits_get(t->type);
             check(tr && tr->compute, "tensor '" + name + "' has type " + std::string(type_name(t->type)) + ", which kail cannot compute with");
-            m.wts[i][role] = tensor_ref{t, m.file->tensor_data(*t)};
+            m.wts[i][role] = tensor_ref{t, streaming ? nullptr : m.file->tensor_data(*t)};
         }
         // Shape checks for the ops whose shapes are implied by their buffers.
         auto width = [&](int b) { return m.prog.buffers[b].width; };
@@ -170,6 +272,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.seq_len.assign(m.params.n_seq_max, 0);
     m.bufs.resize(m.prog.buffers.size());
     m.stats.expert_counts.assign(static_cast<size_t>(m.prog.n_moe_layers) * m.prog.n_expert, 0);
+    if (streaming) setup_streaming(m);
     m.pool.reset(new threadpool(m.params.n_threads));
 }
 
@@ -218,9 +321,20 @@ uint64_t model::kv_bytes_per_token() const {
 }
 
 model_stats model::stats() const {
-    std::lock_guard<std::mutex> lk(impl_->stats_mu);
-    return impl_->stats;
+    model_stats s;
+    {
+        std::lock_guard<std::mutex> lk(impl_->stats_mu);
+        s = impl_->stats;
+    }
+    if (impl_->plan) {
+        s.streaming = true;
+        s.resident_bytes = impl_->plan->resident_bytes;
+    }
+    if (impl_->stream) s.stream = impl_->stream->stats();
+    return s;
 }
+
+residency_plan model::plan() const { return impl_->plan ? *impl_->plan : residency_plan{}; }
 
 namespace {
 
@@ -487,10 +601,12 @@ void op_attention(exec_ctx & x, const op_desc & op) {
     }, 1);
 }
 
-void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
-    model::impl & m = x.m;
+// Routes n tokens (rows of a, width d) with op's router as llama.cpp does (softmax or sigmoid,
+// bias for selection only, group-limited top-k, renormalization, scale): sel/wsel get n * k
+// experts and weights in rank order.
+void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, int64_t n, int64_t d,
+               std::vector<int32_t> & sel, std::vector<float> & wsel) {
     const tensor_ref router = m.weight(oi, "gate_inp"), bias = m.weight(oi, "exp_probs_b");
-    const tensor_ref wg = m.weight(oi, "gate_exps"), wu = m.weight(oi, "up_exps"), wd = m.weight(oi, "down_exps");
     const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
     const int64_t k = static_cast<int64_t>(op.param_req("n_expert_used"));
     const int gating = static_cast<int>(op.param("gating", 0)); // 0 softmax, 1 sigmoid
@@ -498,15 +614,11 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     const float w_scale = static_cast<float>(op.param("w_scale", 0));
     const int64_t n_group = static_cast<int64_t>(op.param("n_group", 0));
     const int64_t n_group_used = static_cast<int64_t>(op.param("n_group_used", 0));
-    const int moe_layer = static_cast<int>(op.param("moe_layer", -1));
-    const int64_t d = x.width(op.a), ff = wg.ne(1), n = x.n_tok;
     if (k < 1 || k > n_expert) throw error(KAIL_E_INVALID_ARG, "moe: n_expert_used out of range");
-
-    // 1. router
     std::vector<float> logits(static_cast<size_t>(n * n_expert));
-    matmul(router.type(), router.data, router.row_bytes(), n_expert, d, x.ptr(op.a), d * 4, n, logits.data(), n_expert * 4, m.pool.get());
-    std::vector<int32_t> sel(static_cast<size_t>(n * k));
-    std::vector<float> wsel(static_cast<size_t>(n * k));
+    matmul(router.type(), router.data, router.row_bytes(), n_expert, d, a, d * 4, n, logits.data(), n_expert * 4, m.pool.get());
+    sel.resize(static_cast<size_t>(n * k));
+    wsel.resize(static_cast<size_t>(n * k));
     std::vector<float> probs(static_cast<size_t>(n_expert)), sprobs(static_cast<size_t>(n_expert));
     std::vector<int32_t> idx(static_cast<size_t>(n_expert));
     for (int64_t t = 0; t < n; t++) {
@@ -554,6 +666,20 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         }
         if (w_scale != 0.0f && w_scale != 1.0f) for (int64_t i = 0; i < k; i++) wsel[t * k + i] *= w_scale;
     }
+}
+
+void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    const tensor_ref wg = m.weight(oi, "gate_exps"), wu = m.weight(oi, "up_exps"), wd = m.weight(oi, "down_exps");
+    const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
+    const int64_t k = static_cast<int64_t>(op.param_req("n_expert_used"));
+    const int moe_layer = static_cast<int>(op.param("moe_layer", -1));
+    const int64_t d = x.width(op.a), ff = wg.ne(1), n = x.n_tok;
+
+    // 1. router
+    std::vector<int32_t> sel;
+    std::vector<float> wsel;
+    moe_route(m, op, oi, x.ptr(op.a), n, d, sel, wsel);
     if (moe_layer >= 0 && moe_layer < m.prog.n_moe_layers) {
         std::lock_guard<std::mutex> lk(m.stats_mu);
         for (int64_t i = 0; i < n * k; i++) m.stats.expert_counts[static_cast<size_t>(moe_layer) * m.prog.n_expert + sel[i]]++;
@@ -572,9 +698,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     std::vector<uint8_t> hq;
     std::vector<const void *> xrows;
     std::vector<float *> yrows;
-    for (int64_t e = 0; e < n_expert; e++) {
+    auto run_expert = [&](int64_t e, const uint8_t * gw, const uint8_t * uw, const uint8_t * dw) {
         const auto & slots = by_expert[e];
-        if (slots.empty()) continue;
         const int64_t ne_ = static_cast<int64_t>(slots.size());
         g.resize(static_cast<size_t>(ne_ * ff));
         u.resize(static_cast<size_t>(ne_ * ff));
@@ -582,9 +707,9 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         yrows.resize(ne_);
         for (int64_t i = 0; i < ne_; i++) xrows[i] = xq.data() + static_cast<size_t>(slots[i] / k) * xq_row;
         for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
-        matmul_quantized_rows(wg.type(), wg.data + static_cast<size_t>(e) * wg.matrix_bytes(), wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, m.pool.get());
+        matmul_quantized_rows(wg.type(), gw, wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, m.pool.get());
         for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
-        matmul_quantized_rows(wu.type(), wu.data + static_cast<size_t>(e) * wu.matrix_bytes(), wu.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, m.pool.get());
+        matmul_quantized_rows(wu.type(), uw, wu.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, m.pool.get());
         for (int64_t i = 0; i < ne_ * ff; i++) g[i] = silu(g[i]) * u[i];
         hq.resize(static_cast<size_t>(ne_) * hq_row);
         matmul_quantize_activations(wd.type(), ff, g.data(), ff * 4, ne_, hq.data(), hq_row, m.pool.get());
@@ -592,7 +717,45 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             xrows[i] = hq.data() + static_cast<size_t>(i) * hq_row;
             yrows[i] = slot_out.data() + slots[i] * d;
         }
-        matmul_quantized_rows(wd.type(), wd.data + static_cast<size_t>(e) * wd.matrix_bytes(), wd.row_bytes(), d, ff, xrows.data(), yrows.data(), ne_, m.pool.get());
+        matmul_quantized_rows(wd.type(), dw, wd.row_bytes(), d, ff, xrows.data(), yrows.data(), ne_, m.pool.get());
+    };
+    if (!m.stream) {
+        for (int64_t e = 0; e < n_expert; e++) {
+            if (by_expert[e].empty()) continue;
+            run_expert(e, wg.data + static_cast<size_t>(e) * wg.matrix_bytes(), wu.data + static_cast<size_t>(e) * wu.matrix_bytes(),
+                       wd.data + static_cast<size_t>(e) * wd.matrix_bytes());
+        }
+    } else {
+        // Streaming: ask for every expert at once, predict the next MoE layer's experts from this
+        // layer's input while the reads run, then compute experts in the order they arrive (the
+        // sum below is in slot order, so the order of compute does not change the result).
+        std::vector<int32_t> need;
+        for (int64_t e = 0; e < n_expert; e++)
+            if (!by_expert[e].empty()) need.push_back(static_cast<int32_t>(e));
+        expert_request req = m.stream->request(m.stream_layer[oi], need.data(), static_cast<int>(need.size()), &x.cancel);
+        const int nx = m.next_moe[oi];
+        if (m.params.prefetch && nx >= 0 && x.width(m.prog.ops[nx].a) == d) {
+            const op_desc & nop = m.prog.ops[nx];
+            std::vector<int32_t> psel;
+            std::vector<float> pw;
+            moe_route(m, nop, static_cast<size_t>(nx), x.ptr(op.a), n, d, psel, pw);
+            // Most-wanted first: the stream drops what does not fit.
+            std::vector<std::pair<int64_t, int32_t>> votes;
+            std::vector<int64_t> cnt(static_cast<size_t>(nop.param_req("n_expert")), 0);
+            for (int32_t e : psel) cnt[e]++;
+            for (size_t e = 0; e < cnt.size(); e++)
+                if (cnt[e]) votes.push_back({cnt[e], static_cast<int32_t>(e)});
+            std::stable_sort(votes.begin(), votes.end(), [](auto & l, auto & r) { return l.first > r.first; });
+            std::vector<int32_t> guess;
+            for (auto & v : votes) guess.push_back(v.second);
+            m.stream->prefetch(m.stream_layer[nx], guess.data(), static_cast<int>(guess.size()));
+        }
+        expert_request::view v;
+        while (req.next(v)) {
+            const auto t0 = std::chrono::steady_clock::now();
+            run_expert(v.expert, v.data[0], v.data[1], v.data[2]);
+            req.done(v, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
     }
     // 3. weighted sum in slot order, as ggml adds the expert views one after another.
     for (int64_t t = 0; t < n; t++) {
@@ -619,6 +782,8 @@ void model::forward(const batch & b, std::vector<float> & logits) {
     impl & m = *impl_;
     cancel_.store(false);
     if (b.n <= 0) throw error(KAIL_E_INVALID_ARG, "empty batch");
+    if (m.plan && b.n > m.params.n_batch)
+        throw error(KAIL_E_BUDGET, "a batch of " + std::to_string(b.n) + " tokens is larger than the " + std::to_string(m.params.n_batch) + " the RAM budget was planned for");
     // Validate the batch: sequences in range, positions contiguous with each sequence's cache.
     std::vector<int64_t> next(m.seq_len);
     int64_t n_out = 0;
@@ -672,6 +837,9 @@ void model::forward(const batch & b, std::vector<float> & logits) {
     m.stats.forward_calls++;
     m.stats.tokens += static_cast<uint64_t>(b.n);
     m.stats.compute_seconds += secs;
+    uint64_t scratch = 0;
+    for (auto & buf : m.bufs) scratch += buf.capacity() * sizeof(float);
+    m.stats.scratch_bytes = scratch;
 }
 
 } // namespace kail

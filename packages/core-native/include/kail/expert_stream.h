@@ -1,0 +1,147 @@
+// Expert streaming: routed experts stay on storage and are read on demand, by file offset, into a
+// byte-budgeted RAM cache.
+//
+// Each expert's gate/up/down matrices are read straight from the GGUF file (no conversion) by a pool
+// of I/O threads, with O_DIRECT into 4 KiB-aligned buffers so the page cache does not silently hold
+// the model; where the filesystem refuses O_DIRECT the stream falls back to buffered reads followed
+// by POSIX_FADV_DONTNEED, and says so in its stats. Demand reads go before prefetch reads.
+//
+// Every byte of every read buffer is counted against cache_bytes; an entry is pinned while a
+// forward pass uses it and only unpinned entries are evicted. Expert bytes are never touched
+// through a mapping of the file, so a file that shrinks while open gives a KAIL_E_IO naming the
+// file and offset, never a SIGBUS.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kail {
+
+// Alignment of O_DIRECT reads (offset, length and buffer address).
+constexpr uint64_t EXPERT_READ_ALIGN = 4096;
+
+// The slices of one MoE layer's expert tensors in the file: expert e's matrix s (0 gate, 1 up,
+// 2 down) is stride[s] bytes at offset[s] + e * stride[s].
+struct expert_layer_source {
+    uint64_t offset[3] = {0, 0, 0};
+    uint64_t stride[3] = {0, 0, 0};
+    int32_t  n_expert = 0;
+};
+
+// Bytes one cached expert takes: its three slices rounded out to EXPERT_READ_ALIGN.
+uint64_t expert_entry_bytes(const expert_layer_source & src, int32_t expert);
+// The largest expert_entry_bytes() over the layer's experts.
+uint64_t expert_entry_bytes_max(const expert_layer_source & src);
+
+struct expert_stream_params {
+    uint64_t cache_bytes = 0;   // budget for cached experts, read buffers included
+    int      io_threads = 4;    // reader threads: reads in flight at once (the queue depth)
+    bool     direct_io = true;  // false: buffered reads + POSIX_FADV_DONTNEED
+    bool     prefetch = true;   // false: prefetch() does nothing
+};
+
+// Per MoE layer. accesses counts distinct experts per request (one forward pass asks each layer
+// for each expert its tokens routed to once); hits + misses = accesses.
+struct expert_layer_stats {
+    uint64_t accesses = 0;
+    uint64_t hits = 0;             // cached and ready when asked for
+    uint64_t misses = 0;           // not ready: a read was needed or was still in flight
+    uint64_t misses_inflight = 0;  // misses whose read (a prefetch) had already been issued
+    uint64_t reads = 0;            // reads completed for this layer (demand and prefetch)
+    uint64_t bytes_read = 0;
+    double   read_seconds = 0;     // time the I/O threads spent reading for this layer
+    double   compute_seconds = 0;  // time the forward pass spent computing this layer's experts
+    double   stall_seconds = 0;    // time the forward pass waited with no expert of this layer ready
+    uint64_t prefetch_reads = 0;   // reads issued by prefetch()
+    uint64_t prefetch_bytes = 0;
+    uint64_t prefetch_used = 0;    // prefetched entries later asked for
+    uint64_t prefetch_wasted = 0;  // prefetched entries evicted or cancelled before any use
+    // Prefetch prediction quality, over requests that had a prediction: precision =
+    // predicted_correct / predicted, recall = predicted_correct / predicted_actual.
+    uint64_t predicted = 0;
+    uint64_t predicted_correct = 0;
+    uint64_t predicted_actual = 0;
+};
+
+struct expert_stream_stats {
+    bool        direct_io = false;  // reads use O_DIRECT
+    std::string io_note;            // why reads are buffered, when they are
+    int         io_threads = 0;
+    uint64_t    capacity_bytes = 0;
+    uint64_t    used_bytes = 0;     // every read buffer alive (cached, loading, queued)
+    uint64_t    peak_bytes = 0;
+    uint64_t    pinned_bytes = 0;
+    uint64_t    entries = 0;
+    uint64_t    evictions = 0;
+    uint64_t    prefetch_cancelled = 0;  // queued prefetches dropped to make room for demand reads
+    uint64_t    prefetch_dropped = 0;    // predictions not read because the cache had no room
+    uint64_t    read_errors = 0;
+    std::vector<expert_layer_stats> layers;
+};
+
+class expert_stream;
+
+// One layer's demand in one forward pass: every expert it needs, requested at once. next() hands
+// them out as they become ready (hits first), pinned until done() or the request's destruction.
+class expert_request {
+  public:
+    struct view {
+        int32_t         expert = -1;
+        const uint8_t * data[3] = {nullptr, nullptr, nullptr}; // gate, up, down matrices
+    };
+
+    expert_request(expert_request &&) noexcept;
+    expert_request & operator=(expert_request &&) = delete;
+    expert_request(const expert_request &) = delete;
+    ~expert_request();  // unpins everything still held; reads in flight complete into the cache
+
+    // Blocks until an expert of this request is ready and returns it (pinned); false once all
+    // have been handed out. Throws KAIL_E_IO when its read failed (naming the file and offset) and
+    // KAIL_E_CANCELLED when *cancel becomes true while waiting.
+    bool next(view & out);
+    // Unpins the expert next() handed out last and adds the compute time to the layer's stats.
+    void done(const view & v, double compute_seconds);
+
+    struct state;
+
+  private:
+    friend class expert_stream;
+    explicit expert_request(std::unique_ptr<state> s);
+    std::unique_ptr<state> s_;
+};
+
+class expert_stream {
+  public:
+    // Opens path for reading (O_DIRECT unless refused or params.direct_io is false) and starts
+    // the I/O threads. Throws KAIL_E_IO if the file cannot be opened, KAIL_E_BUDGET if cache_bytes
+    // cannot hold the largest expert.
+    expert_stream(const std::string & path, std::vector<expert_layer_source> layers, const expert_stream_params & params);
+    ~expert_stream();
+    expert_stream(const expert_stream &) = delete;
+    expert_stream & operator=(const expert_stream &) = delete;
+
+    // Requests `n` distinct experts of `layer` at once: hits are pinned, misses are read with
+    // demand priority as fast as the budget lets them in (evicting unpinned entries by policy).
+    // cancel may be null.
+    expert_request request(int layer, const int32_t * experts, int n, const std::atomic<bool> * cancel = nullptr);
+
+    // A prediction of `layer`'s next request: experts not cached are read at low priority, only
+    // into room that holds no other fresh prediction, and are evicted first if never used. Also
+    // records the prediction for precision/recall.
+    void prefetch(int layer, const int32_t * experts, int n);
+
+    expert_stream_stats stats() const;
+    int n_layers() const;
+    const std::string & path() const;
+
+    struct impl;
+
+  private:
+    std::shared_ptr<impl> impl_;
+};
+
+} // namespace kail

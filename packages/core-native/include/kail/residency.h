@@ -1,0 +1,58 @@
+// Residency plan: what a RAM budget holds when routed experts stream from storage.
+//
+// Computed from the file's tensor table and the program alone, before anything is loaded: the
+// non-expert weights the program reads (embeddings, attention, norms, routers, shared experts,
+// dense blocks, output) are resident; the KV cache at the planned context, the activation scratch
+// for a batch and a reserve for the rest of the process come off the budget too; what is left is the
+// expert cache. The plan fits when that cache holds at least the experts one token uses in one MoE
+// layer (n_expert_used of the largest), since a forward pass pins what it computes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kail/expert_stream.h"
+#include "kail/gguf.h"
+#include "kail/model.h"
+
+namespace kail {
+
+struct residency_plan {
+    uint64_t ram_budget = 0;
+    uint64_t reserve_bytes = 0;        // held back for the rest of the process
+    uint64_t resident_bytes = 0;       // non-expert weights the program reads, copied into RAM
+    int64_t  resident_tensors = 0;
+    uint64_t kv_bytes = 0;             // KV cache at n_ctx positions for n_seq_max sequences
+    int64_t  n_ctx = 0;
+    int      n_seq_max = 0;
+    uint64_t scratch_bytes = 0;        // activations for a batch of n_batch tokens (an estimate)
+    int64_t  n_batch = 0;
+    uint64_t fixed_bytes = 0;          // reserve + resident + kv + scratch
+    uint64_t expert_bytes = 0;         // routed expert tensors in the file
+    int      n_moe_layers = 0;
+    int      n_expert = 0;             // largest over MoE layers
+    int      n_expert_used = 0;        // largest over MoE layers
+    uint64_t expert_entry_bytes = 0;   // one cached expert (gate+up+down read buffers), largest layer
+    uint64_t cache_bytes = 0;          // budget - fixed (0 when the budget is smaller)
+    uint64_t min_cache_bytes = 0;      // n_expert_used experts of the largest layer
+    uint64_t cache_experts = 0;        // whole experts the cache holds (of the largest size)
+    double   cache_experts_per_layer = 0;      // cache_bytes / one expert of every MoE layer
+    uint64_t cold_read_bytes_per_token = 0;    // one token, nothing cached: n_expert_used experts per MoE layer
+    bool     fits = false;
+    uint64_t shortfall_bytes = 0;      // how much larger the budget must be (0 when it fits)
+    std::string message;               // the refusal with its numbers, empty when it fits
+};
+
+// The expert slices of every OP_MOE op, in program order. Throws KAIL_E_BAD_MODEL naming a tensor
+// that is missing or smaller than its shape.
+std::vector<expert_layer_source> residency_expert_sources(const gguf_file & file, const program & prog);
+
+// Uses params.ram_budget, ram_reserve, n_ctx, n_seq_max, kv_type and n_batch. Throws
+// KAIL_E_BAD_MODEL for programs that name tensors the file lacks; never throws for budgets.
+residency_plan residency_plan_compute(const gguf_file & file, const program & prog, const model_params & params);
+
+// "1.50 GiB", "768.0 KiB", "12 B": the unit the plan's messages use.
+std::string format_bytes(uint64_t bytes);
+
+} // namespace kail

@@ -1,0 +1,155 @@
+#include "kail/residency.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "kail/quants.h"
+#include "kail/status.h"
+#include "kail/types.h"
+
+namespace kail {
+
+namespace {
+
+const char * const EXPERT_ROLES[3] = {"gate_exps", "up_exps", "down_exps"};
+
+uint64_t align64(uint64_t v) { return (v + 63) & ~uint64_t(63); }
+
+std::set<std::string> expert_tensor_names(const program & prog) {
+    std::set<std::string> names;
+    for (const op_desc & op : prog.ops) {
+        if (op.type != OP_MOE) continue;
+        for (const char * role : EXPERT_ROLES) {
+            auto it = op.weights.find(role);
+            if (it != op.weights.end()) names.insert(it->second);
+        }
+    }
+    return names;
+}
+
+} // namespace
+
+std::string format_bytes(uint64_t b) {
+    char buf[64];
+    const double d = static_cast<double>(b);
+    if (b >= (uint64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", d / (1ull << 30));
+    else if (b >= (uint64_t(1) << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", d / (1ull << 20));
+    else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", d / 1024);
+    else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+    return buf;
+}
+
+std::vector<expert_layer_source> residency_expert_sources(const gguf_file & file, const program & prog) {
+    std::vector<expert_layer_source> out;
+    for (const op_desc & op : prog.ops) {
+        if (op.type != OP_MOE) continue;
+        expert_layer_source src;
+        for (int s = 0; s < 3; s++) {
+            auto it = op.weights.find(EXPERT_ROLES[s]);
+            if (it == op.weights.end()) throw error(KAIL_E_BAD_MODEL, std::string("program: moe op without ") + EXPERT_ROLES[s]);
+            const gguf_tensor_info * t = file.find_tensor(it->second);
+            if (!t) throw error(KAIL_E_BAD_MODEL, "model file lacks tensor '" + it->second + "' (" + EXPERT_ROLES[s] + ")");
+            const uint64_t stride = row_size(t->type, t->ne[0]) * static_cast<uint64_t>(t->ne[1]);
+            if (stride == 0 || t->ne[2] < 1 || stride * static_cast<uint64_t>(t->ne[2]) > t->nbytes)
+                throw error(KAIL_E_BAD_MODEL, "expert tensor '" + t->name + "' is smaller than its shape");
+            if (s == 0) src.n_expert = static_cast<int32_t>(t->ne[2]);
+            else if (t->ne[2] != src.n_expert) throw error(KAIL_E_BAD_MODEL, "expert tensor '" + t->name + "' has " + std::to_string(t->ne[2]) + " experts, gate has " + std::to_string(src.n_expert));
+            src.offset[s] = t->file_offset;
+            src.stride[s] = stride;
+        }
+        out.push_back(src);
+    }
+    return out;
+}
+
+residency_plan residency_plan_compute(const gguf_file & file, const program & prog, const model_params & params) {
+    residency_plan p;
+    p.ram_budget = params.ram_budget;
+    p.reserve_bytes = params.ram_reserve;
+    p.n_ctx = params.n_ctx;
+    p.n_seq_max = params.n_seq_max;
+    p.n_batch = std::max<int64_t>(1, params.n_batch);
+
+    // Resident weights: every tensor the program names that is not a routed expert.
+    const std::set<std::string> experts = expert_tensor_names(prog);
+    std::set<std::string> resident;
+    for (const op_desc & op : prog.ops)
+        for (auto & kv : op.weights)
+            if (!experts.count(kv.second)) resident.insert(kv.second);
+    for (const std::string & name : resident) {
+        const gguf_tensor_info * t = file.find_tensor(name);
+        if (!t) throw error(KAIL_E_BAD_MODEL, "model file lacks tensor '" + name + "'");
+        p.resident_bytes += align64(t->nbytes);
+        p.resident_tensors++;
+    }
+    for (const std::string & name : experts) p.expert_bytes += file.find_tensor(name) ? file.find_tensor(name)->nbytes : 0;
+
+    // KV cache at full context for every sequence.
+    const uint64_t kv_elem = params.kv_type == KAIL_TYPE_F32 ? 4 : 2;
+    uint64_t kv_per_token = 0;
+    for (size_t l = 0; l < prog.kv_k_width.size() && l < prog.kv_v_width.size(); l++)
+        kv_per_token += static_cast<uint64_t>(prog.kv_k_width[l] + prog.kv_v_width[l]) * kv_elem;
+    p.kv_bytes = kv_per_token * static_cast<uint64_t>(std::max<int64_t>(0, params.n_ctx)) * static_cast<uint64_t>(std::max(0, params.n_seq_max));
+
+    // Scratch for a batch: the program's buffers (output rows: one per sequence, the decode case),
+    // the MoE op's temporaries, matmul's quantized activations, and the logits handed to the caller.
+    const uint64_t nb = static_cast<uint64_t>(p.n_batch);
+    const uint64_t n_out = std::min<uint64_t>(nb, static_cast<uint64_t>(std::max(1, params.n_seq_max)));
+    uint64_t scratch = 0, max_width = 0, n_vocab = 0;
+    for (size_t b = 0; b < prog.buffers.size(); b++) {
+        const uint64_t w = static_cast<uint64_t>(std::max<int64_t>(0, prog.buffers[b].width));
+        scratch += (prog.buffers[b].out_rows ? n_out : nb) * w * 4;
+        max_width = std::max(max_width, w);
+        if (static_cast<int>(b) == prog.logits) n_vocab = w;
+    }
+    scratch += nb * max_width * 4;        // activations quantized for one matmul
+    scratch += 2 * n_out * n_vocab * 4;   // logits: the runtime's copy and the caller's
+    scratch += 16 * static_cast<uint64_t>(std::max<int64_t>(0, params.n_ctx)) * 4;  // attention scores per thread
+
+    // Experts.
+    const std::vector<expert_layer_source> sources = residency_expert_sources(file, prog);
+    p.n_moe_layers = static_cast<int>(sources.size());
+    uint64_t moe_scratch = 0, sum_entry = 0;
+    size_t moe_i = 0;
+    for (const op_desc & op : prog.ops) {
+        if (op.type != OP_MOE) continue;
+        const expert_layer_source & src = sources[moe_i++];
+        const int k = static_cast<int>(op.param("n_expert_used", 0));
+        const uint64_t entry = expert_entry_bytes_max(src);
+        p.n_expert = std::max(p.n_expert, src.n_expert);
+        p.n_expert_used = std::max(p.n_expert_used, k);
+        p.expert_entry_bytes = std::max(p.expert_entry_bytes, entry);
+        p.min_cache_bytes = std::max(p.min_cache_bytes, entry * static_cast<uint64_t>(std::max(1, k)));
+        p.cold_read_bytes_per_token += entry * static_cast<uint64_t>(std::max(0, k));
+        sum_entry += entry;
+        const gguf_tensor_info * g = file.find_tensor(op.weights.at("gate_exps"));
+        const gguf_tensor_info * d = file.find_tensor(op.weights.at("down_exps"));
+        const uint64_t dm = static_cast<uint64_t>(g->ne[0]), ff = static_cast<uint64_t>(g->ne[1]);
+        const uint64_t tmp = nb * (static_cast<uint64_t>(src.n_expert) * 4 + static_cast<uint64_t>(k) * (8 + dm * 4) + row_size(vec_dot_type(g->type), g->ne[0])) +
+                             nb * (2 * ff * 4 + row_size(vec_dot_type(d->type), d->ne[0]));
+        moe_scratch = std::max(moe_scratch, tmp);
+    }
+    p.scratch_bytes = scratch + moe_scratch;
+    p.fixed_bytes = p.reserve_bytes + p.resident_bytes + p.kv_bytes + p.scratch_bytes;
+    p.cache_bytes = p.ram_budget > p.fixed_bytes ? p.ram_budget - p.fixed_bytes : 0;
+    p.cache_experts = p.expert_entry_bytes ? p.cache_bytes / p.expert_entry_bytes : 0;
+    p.cache_experts_per_layer = sum_entry ? static_cast<double>(p.cache_bytes) / static_cast<double>(sum_entry) : 0;
+    const uint64_t need = p.fixed_bytes + p.min_cache_bytes;
+    p.fits = p.ram_budget >= need;
+    p.shortfall_bytes = p.fits ? 0 : need - p.ram_budget;
+    if (!p.fits) {
+        std::string m = "RAM budget " + format_bytes(p.ram_budget) + " (" + std::to_string(p.ram_budget) + " bytes) is " + format_bytes(p.shortfall_bytes) +
+                        " short: resident weights " + format_bytes(p.resident_bytes) + " + KV cache " + format_bytes(p.kv_bytes) + " (" +
+                        std::to_string(p.n_ctx) + " tokens x " + std::to_string(p.n_seq_max) + " sequence(s)) + scratch " + format_bytes(p.scratch_bytes) +
+                        " (batch of " + std::to_string(p.n_batch) + ") + reserve " + format_bytes(p.reserve_bytes) + " = " + format_bytes(p.fixed_bytes);
+        if (p.n_moe_layers > 0)
+            m += ", and the expert cache needs at least " + format_bytes(p.min_cache_bytes) + " (" + std::to_string(p.n_expert_used) + " experts of " +
+                 format_bytes(p.expert_entry_bytes) + ")";
+        m += "; the budget must be at least " + format_bytes(need) + " (" + std::to_string(need) + " bytes)";
+        p.message = m;
+    }
+    return p;
+}
+
+} // namespace kail

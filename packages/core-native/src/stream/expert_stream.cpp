@@ -1,0 +1,597 @@
+// The expert stream: RAM cache of routed experts, read by offset from the GGUF file by I/O threads.
+//
+// One mutex guards the cache (entries, byte accounting, queues, stats); reads run outside it. An
+// entry is QUEUED (buffer allocated, waiting for a reader), READING, READY or FAILED. Requests pin
+// entries; only unpinned READY entries are evicted (unpinned QUEUED prefetches may be cancelled).
+// Buffers are anonymous mappings of exactly the entry's size, so freeing one returns it to the
+// kernel at once; an eviction that makes room for an entry of the same size hands its buffer over.
+#include "kail/expert_stream.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kail/status.h"
+#include "stream/victim_policy.h"
+
+namespace kail {
+
+namespace {
+
+constexpr uint64_t A = EXPERT_READ_ALIGN;
+const char * const SLICE_NAMES[3] = {"gate", "up", "down"};
+
+uint64_t align_down(uint64_t v) { return v & ~(A - 1); }
+uint64_t align_up(uint64_t v) { return (v + A - 1) & ~(A - 1); }
+
+// Bytes of the aligned read that covers [off, off + len).
+uint64_t span_bytes(uint64_t off, uint64_t len) { return align_up(off + len) - align_down(off); }
+
+uint64_t key_of(int layer, int32_t expert) { return (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) | static_cast<uint32_t>(expert); }
+
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+
+struct entry {
+    enum state_t { QUEUED, READING, READY, FAILED, CANCELLED };
+    int             layer = 0;
+    int32_t         expert = 0;
+    state_t         state = QUEUED;
+    int             pins = 0;
+    bool            speculative = false;  // read by prefetch() and not asked for since
+    bool            stale = false;        // speculative, and its layer was asked for without it
+    bool            in_policy = false;
+    bool            demand = false;       // queued with demand priority
+    uint8_t *       buf = nullptr;
+    uint64_t        bytes = 0;
+    const uint8_t * data[3] = {nullptr, nullptr, nullptr};
+    std::string     error;
+};
+using entry_ptr = std::shared_ptr<entry>;
+
+} // namespace
+
+uint64_t expert_entry_bytes(const expert_layer_source & src, int32_t expert) {
+    uint64_t b = 0;
+    for (int s = 0; s < 3; s++) b += span_bytes(src.offset[s] + static_cast<uint64_t>(expert) * src.stride[s], src.stride[s]);
+    return b;
+}
+
+uint64_t expert_entry_bytes_max(const expert_layer_source & src) {
+    uint64_t b = 0;
+    for (int32_t e = 0; e < src.n_expert; e++) b = std::max(b, expert_entry_bytes(src, e));
+    return b;
+}
+
+struct expert_stream::impl {
+    std::string                      path;
+    std::vector<expert_layer_source> layers;
+    expert_stream_params             params;
+    int                              fd_direct = -1;
+    int                              fd_buffered = -1;
+    bool                             direct = false;  // guarded by mu
+    std::string                      io_note;
+
+    mutable std::mutex               mu;
+    std::condition_variable          io_cv;     // readers wait for work
+    std::condition_variable          ready_cv;  // requests wait for reads and room
+    std::unordered_map<uint64_t, entry_ptr> map;
+    std::deque<entry_ptr>            q_demand, q_prefetch;
+    std::list<entry_ptr>             spec;      // speculative entries, oldest first
+    uint64_t                         spec_bytes = 0;
+    std::unique_ptr<victim_policy>   policy;
+    uint64_t                         used = 0;
+    expert_stream_stats              st;
+    std::vector<std::vector<uint8_t>> predicted;  // per layer: the last prediction not yet checked
+    int                              protect_layer = -1;  // prefetch(): its predicted set is not evictable
+    size_t                           pending_total = 0;   // experts requests wait to get room for
+    bool                             stop = false;
+    std::vector<std::thread>         threads;
+
+    ~impl() {
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            stop = true;
+        }
+        io_cv.notify_all();
+        for (auto & t : threads) t.join();
+        for (auto & kv : map) free_buffer(*kv.second);
+        if (fd_direct >= 0) ::close(fd_direct);
+        if (fd_buffered >= 0) ::close(fd_buffered);
+    }
+
+    void free_buffer(entry & e) {
+        if (!e.buf) return;
+        munmap(e.buf, e.bytes);
+        used -= e.bytes;
+        e.buf = nullptr;
+        e.bytes = 0;
+    }
+
+    // Removes an entry from the cache's books (not its buffer).
+    void unlink(const entry_ptr & e) {
+        auto it = map.find(key_of(e->layer, e->expert));
+        if (it != map.end() && it->second == e) map.erase(it);
+        if (e->in_policy) {
+            policy->erase(e->layer, e->expert);
+            e->in_policy = false;
+        }
+        if (e->speculative) {
+            spec.remove(e);
+            spec_bytes -= e->bytes;
+            e->speculative = false;
+        }
+    }
+
+    bool predicted_now(int layer, int32_t expert) const {
+        return layer == protect_layer && !predicted[layer].empty() && predicted[layer][expert];
+    }
+
+    // The next entry to give up for room: stale predictions first, then the policy's choice, and
+    // for demand reads also fresh predictions (ready, then still queued: cancelled).
+    entry_ptr pick_victim(bool for_demand) {
+        for (auto & e : spec)
+            if (e->stale && e->pins == 0 && e->state == entry::READY) return e;
+        int l = 0;
+        int32_t x = 0;
+        auto evictable = [&](int layer, int32_t expert) {
+            auto it = map.find(key_of(layer, expert));
+            return it != map.end() && it->second->pins == 0 && it->second->state == entry::READY && !predicted_now(layer, expert);
+        };
+        if (policy->victim(evictable, l, x)) return map.at(key_of(l, x));
+        if (!for_demand) return nullptr;
+        for (auto & e : spec)
+            if (e->pins == 0 && e->state == entry::READY) return e;
+        for (auto & e : spec)
+            if (e->pins == 0 && e->state == entry::QUEUED) return e;
+        return nullptr;
+    }
+
+    void drop(const entry_ptr & v) {
+        if (v->speculative) st.layers[v->layer].prefetch_wasted++;
+        if (v->state == entry::QUEUED) {
+            v->state = entry::CANCELLED;
+            st.prefetch_cancelled++;
+        } else {
+            st.evictions++;
+        }
+        unlink(v);
+    }
+
+    // A buffer of `bytes` within the budget, evicting as needed; nullptr when there is no room.
+    uint8_t * alloc(uint64_t bytes, bool for_demand) {
+        while (used + bytes > params.cache_bytes) {
+            entry_ptr v = pick_victim(for_demand);
+            if (!v) return nullptr;
+            drop(v);
+            if (v->bytes == bytes) {  // hand the victim's buffer over
+                uint8_t * b = v->buf;
+                v->buf = nullptr;
+                v->bytes = 0;
+                return b;
+            }
+            free_buffer(*v);
+        }
+        void * p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) throw error(KAIL_E_BUDGET, "expert stream: cannot allocate a " + std::to_string(bytes) + "-byte read buffer: " + std::strerror(errno));
+        used += bytes;
+        st.peak_bytes = std::max(st.peak_bytes, used);
+        return static_cast<uint8_t *>(p);
+    }
+
+    entry_ptr new_entry(int layer, int32_t expert, uint8_t * buf, uint64_t bytes) {
+        auto e = std::make_shared<entry>();
+        e->layer = layer;
+        e->expert = expert;
+        e->buf = buf;
+        e->bytes = bytes;
+        map[key_of(layer, expert)] = e;
+        return e;
+    }
+
+    // Tries to start demand reads for `pending` (in order) as room allows; moves them to `held`.
+    void admit(int layer, std::vector<int32_t> & pending, std::vector<entry_ptr> & held) {
+        size_t i = 0;
+        bool queued = false;
+        for (; i < pending.size(); i++) {
+            const int32_t x = pending[i];
+            auto it = map.find(key_of(layer, x));
+            if (it != map.end()) {  // read meanwhile by another request or a prefetch
+                pin_existing(it->second);
+                held.push_back(it->second);
+                continue;
+            }
+            const uint64_t bytes = expert_entry_bytes(layers[layer], x);
+            uint8_t * buf = alloc(bytes, true);
+            if (!buf) break;
+            entry_ptr e = new_entry(layer, x, buf, bytes);
+            e->pins = 1;
+            e->demand = true;
+            policy->insert(layer, x);
+            e->in_policy = true;
+            q_demand.push_back(e);
+            held.push_back(e);
+            queued = true;
+        }
+        pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(i));
+        if (queued) io_cv.notify_all();
+    }
+
+    void pin_existing(const entry_ptr & e) {
+        e->pins++;
+        if (e->speculative) {
+            st.layers[e->layer].prefetch_used++;
+            spec.remove(e);
+            spec_bytes -= e->bytes;
+            e->speculative = false;
+            e->stale = false;
+        }
+        if (e->in_policy) policy->access(e->layer, e->expert);
+        else {
+            policy->insert(e->layer, e->expert);
+            e->in_policy = true;
+        }
+        if (e->state == entry::QUEUED && !e->demand) {
+            e->demand = true;
+            q_demand.push_back(e);
+            io_cv.notify_all();
+        }
+    }
+
+    // Reads one entry's three slices; returns "" or the error.
+    std::string read_entry(const entry & e, bool & direct_now, std::string & note) {
+        const expert_layer_source & src = layers[e.layer];
+        uint64_t part = 0;
+        for (int s = 0; s < 3; s++) {
+            const uint64_t off = src.offset[s] + static_cast<uint64_t>(e.expert) * src.stride[s];
+            const uint64_t len = src.stride[s];
+            const uint64_t a0 = align_down(off), span = span_bytes(off, len);
+            uint8_t * dst = e.buf + part;
+            std::string err;
+            bool done = false;
+            if (direct_now) {
+                int rc = read_full(fd_direct, dst, span, a0, off + len - a0, err);
+                if (rc == 0) done = true;
+                else if (rc == EINVAL) {
+                    direct_now = false;
+                    note = std::string("O_DIRECT reads refused (") + std::strerror(EINVAL) + "); buffered reads + POSIX_FADV_DONTNEED";
+                } else {
+                    return describe(e, s, off, len, err);
+                }
+            }
+            if (!done) {
+                int rc = read_full(fd_buffered, dst + (off - a0), len, off, len, err);
+                posix_fadvise(fd_buffered, static_cast<off_t>(off), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
+                if (rc != 0) return describe(e, s, off, len, err);
+            }
+            part += span;
+        }
+        return "";
+    }
+
+    std::string describe(const entry & e, int s, uint64_t off, uint64_t len, const std::string & why) const {
+        return "expert stream: cannot read expert " + std::to_string(e.expert) + " of MoE layer " + std::to_string(e.layer) + " (" + SLICE_NAMES[s] +
+               " matrix, " + std::to_string(len) + " bytes at offset " + std::to_string(off) + ") from '" + path + "': " + why;
+    }
+
+    // Reads until `need` bytes are in (up to `len`); 0, EINVAL (for the O_DIRECT fallback) or -1 with err set.
+    int read_full(int fd, uint8_t * dst, uint64_t len, uint64_t off, uint64_t need, std::string & err) const {
+        uint64_t got = 0;
+        while (got < need) {
+            const ssize_t r = pread(fd, dst + got, static_cast<size_t>(len - got), static_cast<off_t>(off + got));
+            if (r < 0) {
+                if (errno == EINTR) continue;
+                if (errno == EINVAL && fd == fd_direct) return EINVAL;
+                err = std::strerror(errno);
+                return -1;
+            }
+            if (r == 0) {
+                struct stat sb;
+                const long long size = fstat(fd_buffered, &sb) == 0 ? static_cast<long long>(sb.st_size) : -1;
+                err = "the file ends at " + std::to_string(size) + " bytes (truncated while open?)";
+                return -1;
+            }
+            got += static_cast<uint64_t>(r);
+        }
+        return 0;
+    }
+
+    void set_views(entry & e) {
+        const expert_layer_source & src = layers[e.layer];
+        uint64_t part = 0;
+        for (int s = 0; s < 3; s++) {
+            const uint64_t off = src.offset[s] + static_cast<uint64_t>(e.expert) * src.stride[s];
+            e.data[s] = e.buf + part + (off - align_down(off));
+            part += span_bytes(off, src.stride[s]);
+        }
+    }
+
+    void reader() {
+        for (;;) {
+            entry_ptr e;
+            bool direct_now;
+            {
+                std::unique_lock<std::mutex> lk(mu);
+                io_cv.wait(lk, [&] { return stop || !q_demand.empty() || !q_prefetch.empty(); });
+                if (stop) return;
+                for (auto * q : {&q_demand, &q_prefetch}) {
+                    while (!e && !q->empty()) {
+                        entry_ptr c = q->front();
+                        q->pop_front();
+                        if (c->state == entry::QUEUED) e = c;
+                    }
+                }
+                if (!e) continue;
+                e->state = entry::READING;
+                direct_now = direct;
+            }
+            const auto t0 = clock_type::now();
+            std::string note;
+            const bool was_direct = direct_now;
+            std::string err = read_entry(*e, direct_now, note);
+            const double secs = seconds_since(t0);
+            {
+                std::lock_guard<std::mutex> lk(mu);
+                if (was_direct && !direct_now && direct) {
+                    direct = false;
+                    io_note = note;
+                }
+                expert_layer_stats & ls = st.layers[e->layer];
+                ls.read_seconds += secs;
+                if (err.empty()) {
+                    set_views(*e);
+                    e->state = entry::READY;
+                    ls.reads++;
+                    ls.bytes_read += e->bytes;
+                } else {
+                    e->state = entry::FAILED;
+                    e->error = err;
+                    st.read_errors++;
+                    if (e->speculative) ls.prefetch_wasted++;
+                    unlink(e);
+                    free_buffer(*e);
+                }
+            }
+            ready_cv.notify_all();
+        }
+    }
+};
+
+// ---- requests -----------------------------------------------------------------------------------
+
+struct expert_request::state {
+    std::shared_ptr<expert_stream::impl> s;
+    int                        layer = 0;
+    std::vector<entry_ptr>     held;     // pinned, not handed out yet
+    std::vector<entry_ptr>     handed;   // pinned, handed out by next()
+    std::vector<int32_t>       pending;  // not cached and no room yet
+    const std::atomic<bool> *  cancel = nullptr;
+};
+
+expert_request::expert_request(std::unique_ptr<state> s) : s_(std::move(s)) {}
+expert_request::expert_request(expert_request && o) noexcept : s_(std::move(o.s_)) {}
+
+expert_request::~expert_request() {
+    if (!s_) return;
+    expert_stream::impl & m = *s_->s;
+    {
+        std::lock_guard<std::mutex> lk(m.mu);
+        for (auto & e : s_->held) e->pins--;
+        for (auto & e : s_->handed) e->pins--;
+        m.pending_total -= s_->pending.size();
+    }
+    m.ready_cv.notify_all();
+}
+
+bool expert_request::next(view & out) {
+    expert_stream::impl & m = *s_->s;
+    std::unique_lock<std::mutex> lk(m.mu);
+    bool waited = false;
+    clock_type::time_point t0;
+    for (;;) {
+        if (!s_->pending.empty()) {
+            const size_t before = s_->pending.size();
+            m.admit(s_->layer, s_->pending, s_->held);
+            m.pending_total -= before - s_->pending.size();
+        }
+        for (size_t i = 0; i < s_->held.size(); i++) {
+            entry_ptr e = s_->held[i];
+            if (e->state == entry::FAILED) {
+                const std::string msg = e->error;
+                s_->held.erase(s_->held.begin() + static_cast<std::ptrdiff_t>(i));
+                e->pins--;
+                if (waited) m.st.layers[s_->layer].stall_seconds += seconds_since(t0);
+                throw error(KAIL_E_IO, msg);
+            }
+        }
+        for (size_t i = 0; i < s_->held.size(); i++) {
+            entry_ptr e = s_->held[i];
+            if (e->state != entry::READY) continue;
+            s_->held.erase(s_->held.begin() + static_cast<std::ptrdiff_t>(i));
+            s_->handed.push_back(e);
+            out.expert = e->expert;
+            for (int k = 0; k < 3; k++) out.data[k] = e->data[k];
+            if (waited) m.st.layers[s_->layer].stall_seconds += seconds_since(t0);
+            return true;
+        }
+        if (s_->held.empty() && s_->pending.empty()) return false;
+        if (s_->cancel && s_->cancel->load(std::memory_order_relaxed)) {
+            if (waited) m.st.layers[s_->layer].stall_seconds += seconds_since(t0);
+            throw error(KAIL_E_CANCELLED, "forward cancelled");
+        }
+        if (!waited) {
+            waited = true;
+            t0 = clock_type::now();
+        }
+        m.ready_cv.wait_for(lk, std::chrono::milliseconds(20));
+    }
+}
+
+void expert_request::done(const view & v, double compute_seconds) {
+    expert_stream::impl & m = *s_->s;
+    {
+        std::lock_guard<std::mutex> lk(m.mu);
+        for (size_t i = 0; i < s_->handed.size(); i++) {
+            if (s_->handed[i]->expert != v.expert) continue;
+            s_->handed[i]->pins--;
+            s_->handed.erase(s_->handed.begin() + static_cast<std::ptrdiff_t>(i));
+            break;
+        }
+        m.st.layers[s_->layer].compute_seconds += compute_seconds;
+    }
+    m.ready_cv.notify_all();
+}
+
+// ---- the stream ---------------------------------------------------------------------------------
+
+expert_stream::expert_stream(const std::string & path, std::vector<expert_layer_source> layers, const expert_stream_params & params)
+    : impl_(std::make_shared<impl>()) {
+    impl & m = *impl_;
+    m.path = path;
+    m.layers = std::move(layers);
+    m.params = params;
+    m.params.io_threads = std::max(1, std::min(params.io_threads, 64));
+    m.policy = make_victim_policy();
+    m.st.layers.resize(m.layers.size());
+    m.predicted.resize(m.layers.size());
+    m.st.capacity_bytes = m.params.cache_bytes;
+    uint64_t largest = 0;
+    for (auto & l : m.layers) largest = std::max(largest, expert_entry_bytes_max(l));
+    if (largest > m.params.cache_bytes)
+        throw error(KAIL_E_BUDGET, "expert stream: a cache of " + std::to_string(m.params.cache_bytes) + " bytes cannot hold one expert (" + std::to_string(largest) + " bytes)");
+    m.fd_buffered = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (m.fd_buffered < 0) throw error(KAIL_E_IO, "expert stream: cannot open '" + path + "': " + std::strerror(errno));
+    if (m.params.direct_io) {
+        m.fd_direct = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+        if (m.fd_direct >= 0) m.direct = true;
+        else m.io_note = std::string("O_DIRECT refused by the filesystem (open: ") + std::strerror(errno) + "); buffered reads + POSIX_FADV_DONTNEED";
+    } else {
+        m.io_note = "direct I/O off by request; buffered reads + POSIX_FADV_DONTNEED";
+    }
+    for (int i = 0; i < m.params.io_threads; i++) m.threads.emplace_back([p = impl_.get()] { p->reader(); });
+}
+
+expert_stream::~expert_stream() = default;
+
+int expert_stream::n_layers() const { return static_cast<int>(impl_->layers.size()); }
+const std::string & expert_stream::path() const { return impl_->path; }
+
+expert_request expert_stream::request(int layer, const int32_t * experts, int n, const std::atomic<bool> * cancel) {
+    impl & m = *impl_;
+    if (layer < 0 || layer >= n_layers()) throw error(KAIL_E_INVALID_ARG, "expert stream: layer " + std::to_string(layer) + " out of range");
+    std::unique_ptr<expert_request::state> s(new expert_request::state);
+    s->s = impl_;
+    s->layer = layer;
+    s->cancel = cancel;
+    std::lock_guard<std::mutex> lk(m.mu);
+    expert_layer_stats & ls = m.st.layers[layer];
+    std::vector<uint8_t> & pred = m.predicted[layer];
+    std::vector<uint8_t> asked(static_cast<size_t>(m.layers[layer].n_expert), 0);
+    for (int i = 0; i < n; i++) {
+        const int32_t x = experts[i];
+        if (x < 0 || x >= m.layers[layer].n_expert) throw error(KAIL_E_INVALID_ARG, "expert stream: expert " + std::to_string(x) + " out of range");
+        asked[x] = 1;
+    }
+    if (!pred.empty()) {
+        for (int32_t x = 0; x < m.layers[layer].n_expert; x++) {
+            ls.predicted += pred[x];
+            ls.predicted_correct += pred[x] & asked[x];
+            ls.predicted_actual += asked[x];
+        }
+        pred.clear();
+    }
+    std::vector<uint8_t> seen(asked.size(), 0);
+    for (int i = 0; i < n; i++) {
+        const int32_t x = experts[i];
+        if (seen[x]) continue;
+        seen[x] = 1;
+        ls.accesses++;
+        auto it = m.map.find(key_of(layer, x));
+        if (it == m.map.end()) {
+            ls.misses++;
+            s->pending.push_back(x);
+            continue;
+        }
+        const entry_ptr & e = it->second;
+        if (e->state == entry::READY) ls.hits++;
+        else {
+            ls.misses++;
+            ls.misses_inflight++;
+        }
+        m.pin_existing(e);
+        s->held.push_back(e);
+    }
+    for (auto & e : m.spec)
+        if (e->layer == layer && !asked[e->expert]) e->stale = true;
+    m.admit(layer, s->pending, s->held);
+    m.pending_total += s->pending.size();
+    return expert_request(std::move(s));
+}
+
+void expert_stream::prefetch(int layer, const int32_t * experts, int n) {
+    impl & m = *impl_;
+    if (layer < 0 || layer >= n_layers()) throw error(KAIL_E_INVALID_ARG, "expert stream: layer " + std::to_string(layer) + " out of range");
+    std::lock_guard<std::mutex> lk(m.mu);
+    std::vector<uint8_t> & pred = m.predicted[layer];
+    pred.assign(static_cast<size_t>(m.layers[layer].n_expert), 0);
+    for (int i = 0; i < n; i++)
+        if (experts[i] >= 0 && experts[i] < m.layers[layer].n_expert) pred[experts[i]] = 1;
+    // Room a waiting demand read needs is not for guesses.
+    if (!m.params.prefetch || m.pending_total > 0) {
+        if (m.params.prefetch) m.st.prefetch_dropped += static_cast<uint64_t>(n);
+        return;
+    }
+    m.protect_layer = layer;
+    bool queued = false;
+    for (int i = 0; i < n; i++) {
+        const int32_t x = experts[i];
+        if (x < 0 || x >= m.layers[layer].n_expert || m.map.count(key_of(layer, x))) continue;
+        const uint64_t bytes = expert_entry_bytes(m.layers[layer], x);
+        // Predictions may take at most half the cache, so a wrong guess never flushes it.
+        uint8_t * buf = m.spec_bytes + bytes <= m.params.cache_bytes / 2 ? m.alloc(bytes, false) : nullptr;
+        if (!buf) {
+            m.st.prefetch_dropped++;
+            continue;
+        }
+        entry_ptr e = m.new_entry(layer, x, buf, bytes);
+        e->speculative = true;
+        m.spec.push_back(e);
+        m.spec_bytes += bytes;
+        m.q_prefetch.push_back(e);
+        m.st.layers[layer].prefetch_reads++;
+        m.st.layers[layer].prefetch_bytes += bytes;
+        queued = true;
+    }
+    m.protect_layer = -1;
+    if (queued) m.io_cv.notify_all();
+}
+
+expert_stream_stats expert_stream::stats() const {
+    const impl & m = *impl_;
+    std::lock_guard<std::mutex> lk(m.mu);
+    expert_stream_stats s = m.st;
+    s.direct_io = m.direct;
+    s.io_note = m.direct ? "" : m.io_note;
+    s.io_threads = m.params.io_threads;
+    s.capacity_bytes = m.params.cache_bytes;
+    s.used_bytes = m.used;
+    s.entries = m.map.size();
+    s.pinned_bytes = 0;
+    for (auto & kv : m.map)
+        if (kv.second->pins > 0) s.pinned_bytes += kv.second->bytes;
+    return s;
+}
+
+} // namespace kail

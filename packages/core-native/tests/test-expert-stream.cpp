@@ -1,0 +1,330 @@
+// Expert stream: slices read by offset (O_DIRECT and buffered) match the file byte for byte, the
+// byte budget holds under eviction, requests larger than the cache complete, concurrent requests
+// pin and release without deadlock, prefetch is counted, and a file truncated while open fails the
+// request with KAIL_E_IO naming the file and offset, after which the stream serves again.
+#include "kail/expert_stream.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kail/status.h"
+
+using namespace kail;
+
+static int g_failures = 0;
+
+#define CHECK(cond)                                                                       \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            g_failures++;                                                                 \
+        }                                                                                 \
+    } while (0)
+
+static uint8_t byte_at(uint64_t pos) { return static_cast<uint8_t>((pos * 2654435761u) >> 13); }
+
+// Two "MoE layers" of 8 experts; strides and offsets deliberately not multiples of 4096.
+struct test_file {
+    std::string path;
+    std::vector<expert_layer_source> layers;
+    uint64_t size = 0;
+};
+
+static test_file make_file(const std::string & dir, const char * name) {
+    test_file f;
+    f.path = dir + "/" + name;
+    const uint64_t strides[3] = {10000, 10000, 7000};
+    uint64_t off = 1000;
+    for (int l = 0; l < 2; l++) {
+        expert_layer_source s;
+        s.n_expert = 8;
+        for (int k = 0; k < 3; k++) {
+            s.offset[k] = off;
+            s.stride[k] = strides[k];
+            off += strides[k] * 8 + 96;
+        }
+        f.layers.push_back(s);
+    }
+    f.size = off + 500;
+    std::vector<uint8_t> data(f.size);
+    for (uint64_t i = 0; i < f.size; i++) data[i] = byte_at(i);
+    FILE * fp = std::fopen(f.path.c_str(), "wb");
+    std::fwrite(data.data(), 1, data.size(), fp);
+    std::fclose(fp);
+    return f;
+}
+
+static bool view_ok(const test_file & f, int layer, const expert_request::view & v) {
+    for (int k = 0; k < 3; k++) {
+        const uint64_t off = f.layers[layer].offset[k] + static_cast<uint64_t>(v.expert) * f.layers[layer].stride[k];
+        for (uint64_t i = 0; i < f.layers[layer].stride[k]; i++)
+            if (v.data[k][i] != byte_at(off + i)) return false;
+    }
+    return true;
+}
+
+// Requests experts of one layer, checks every byte, returns how many came back.
+static int fetch(expert_stream & s, const test_file & f, int layer, std::vector<int32_t> experts) {
+    expert_request r = s.request(layer, experts.data(), static_cast<int>(experts.size()));
+    expert_request::view v;
+    int n = 0;
+    while (r.next(v)) {
+        CHECK(view_ok(f, layer, v));
+        r.done(v, 0.0);
+        n++;
+    }
+    return n;
+}
+
+static uint64_t entry_max(const test_file & f) {
+    uint64_t m = 0;
+    for (auto & l : f.layers) m = std::max(m, expert_entry_bytes_max(l));
+    return m;
+}
+
+static void test_entry_bytes() {
+    expert_layer_source s;
+    s.n_expert = 2;
+    s.offset[0] = 4096; s.stride[0] = 4096;   // aligned: exactly one block
+    s.offset[1] = 100;  s.stride[1] = 4000;   // [100, 4100): crosses a block boundary
+    s.offset[2] = 4000; s.stride[2] = 200;    // [4000, 4200): crosses one too
+    CHECK(expert_entry_bytes(s, 0) == 4096 + 8192 + 8192);
+    // expert 1: [8192, 12288), [4100, 8100) and [4200, 4400) each lie in one block
+    CHECK(expert_entry_bytes(s, 1) == 3 * 4096);
+    CHECK(expert_entry_bytes_max(s) == 4096 + 8192 + 8192);
+}
+
+static void test_reads(const test_file & f, bool direct) {
+    expert_stream_params p;
+    p.cache_bytes = 64ull << 20;
+    p.io_threads = 3;
+    p.direct_io = direct;
+    expert_stream s(f.path, f.layers, p);
+    for (int l = 0; l < 2; l++) CHECK(fetch(s, f, l, {0, 1, 2, 3, 4, 5, 6, 7}) == 8);
+    expert_stream_stats st = s.stats();
+    if (direct) {
+        if (!st.direct_io) std::printf("note: O_DIRECT not available here: %s\n", st.io_note.c_str());
+    } else {
+        CHECK(!st.direct_io);
+        CHECK(!st.io_note.empty());
+    }
+    uint64_t bytes = 0, acc = 0, hits = 0, misses = 0;
+    for (auto & l : st.layers) {
+        bytes += l.bytes_read;
+        acc += l.accesses;
+        hits += l.hits;
+        misses += l.misses;
+    }
+    CHECK(acc == 16 && misses == 16 && hits == 0);
+    CHECK(bytes == st.used_bytes);
+    CHECK(st.entries == 16);
+    CHECK(st.pinned_bytes == 0);
+    // Everything is cached now: all hits, nothing more read.
+    CHECK(fetch(s, f, 1, {7, 3}) == 2);
+    st = s.stats();
+    CHECK(st.layers[1].hits == 2);
+    CHECK(st.layers[0].bytes_read + st.layers[1].bytes_read == bytes);
+    std::printf("reads (%s): %llu bytes in 16 experts, io %s\n", direct ? "direct requested" : "buffered", static_cast<unsigned long long>(bytes),
+                st.direct_io ? "O_DIRECT" : st.io_note.c_str());
+}
+
+static void test_eviction(const test_file & f) {
+    expert_stream_params p;
+    p.cache_bytes = 2 * entry_max(f);  // two experts
+    p.io_threads = 2;
+    expert_stream s(f.path, f.layers, p);
+    CHECK(fetch(s, f, 0, {0}) == 1);
+    CHECK(fetch(s, f, 0, {1}) == 1);
+    CHECK(fetch(s, f, 0, {0}) == 1);  // hit; 1 is now least recent
+    CHECK(fetch(s, f, 0, {2}) == 1);  // evicts 1
+    CHECK(fetch(s, f, 0, {0}) == 1);  // still cached
+    expert_stream_stats st = s.stats();
+    CHECK(st.layers[0].hits == 2);
+    CHECK(st.layers[0].misses == 3);
+    CHECK(st.evictions == 1);
+    CHECK(st.used_bytes <= p.cache_bytes);
+    CHECK(st.peak_bytes <= p.cache_bytes);
+    // A request for more experts than the cache holds completes: reads are admitted as computed
+    // experts are released.
+    CHECK(fetch(s, f, 1, {0, 1, 2, 3, 4, 5, 6, 7}) == 8);
+    st = s.stats();
+    CHECK(st.peak_bytes <= p.cache_bytes);
+    CHECK(st.entries <= 2);
+    CHECK(st.pinned_bytes == 0);
+}
+
+static void test_budget_too_small(const test_file & f) {
+    expert_stream_params p;
+    p.cache_bytes = entry_max(f) - 1;
+    bool threw = false;
+    try {
+        expert_stream s(f.path, f.layers, p);
+    } catch (const error & e) {
+        threw = e.code() == KAIL_E_BUDGET;
+    }
+    CHECK(threw);
+}
+
+static void test_concurrent(const test_file & f) {
+    expert_stream_params p;
+    p.cache_bytes = 4 * entry_max(f);
+    p.io_threads = 4;
+    expert_stream s(f.path, f.layers, p);
+    std::atomic<int> bad{0}, served{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; t++) {
+        ts.emplace_back([&, t] {
+            std::mt19937 rng(1234 + t);
+            for (int it = 0; it < 150; it++) {
+                const int layer = static_cast<int>(rng() % 2);
+                std::vector<int32_t> want;
+                const int n = 1 + static_cast<int>(rng() % 3);
+                while (static_cast<int>(want.size()) < n) {
+                    int32_t x = static_cast<int32_t>(rng() % 8);
+                    if (std::find(want.begin(), want.end(), x) == want.end()) want.push_back(x);
+                }
+                expert_request r = s.request(layer, want.data(), n);
+                expert_request::view v;
+                int got = 0;
+                while (r.next(v)) {
+                    if (!view_ok(f, layer, v)) bad++;
+                    if (rng() % 4 == 0) std::this_thread::yield();
+                    r.done(v, 0.0);
+                    got++;
+                }
+                if (got != n) bad++;
+                served += got;
+                if (it % 10 == 0) s.prefetch(1 - layer, want.data(), n);
+            }
+        });
+    }
+    for (auto & th : ts) th.join();
+    expert_stream_stats st = s.stats();
+    CHECK(bad == 0);
+    CHECK(st.peak_bytes <= p.cache_bytes);
+    CHECK(st.pinned_bytes == 0);
+    uint64_t acc = 0, hm = 0;
+    for (auto & l : st.layers) {
+        acc += l.accesses;
+        hm += l.hits + l.misses;
+    }
+    CHECK(acc == hm);
+    CHECK(acc == static_cast<uint64_t>(served.load()));
+    std::printf("concurrent: %d experts served to 4 threads, %llu evictions, peak %llu of %llu bytes\n", served.load(),
+                static_cast<unsigned long long>(st.evictions), static_cast<unsigned long long>(st.peak_bytes), static_cast<unsigned long long>(p.cache_bytes));
+}
+
+static void test_prefetch(const test_file & f) {
+    expert_stream_params p;
+    p.cache_bytes = 5 * entry_max(f);  // 5 to 6 experts (sizes differ with alignment)
+    p.io_threads = 2;
+    expert_stream s(f.path, f.layers, p);
+    const int32_t guess[2] = {2, 3};
+    s.prefetch(1, guess, 2);
+    for (int i = 0; i < 500 && s.stats().layers[1].reads < 2; i++) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    CHECK(fetch(s, f, 1, {2, 5}) == 2);
+    expert_stream_stats st = s.stats();
+    const expert_layer_stats & l = st.layers[1];
+    CHECK(l.prefetch_reads == 2);
+    CHECK(l.prefetch_used == 1);
+    CHECK(l.hits == 1 && l.misses == 1);
+    CHECK(l.predicted == 2 && l.predicted_correct == 1 && l.predicted_actual == 2);
+    // The wrong guess (3) is the first to go when room is needed.
+    for (int32_t x = 0; x < 8 && s.stats().evictions == 0; x++) fetch(s, f, 0, {x});
+    st = s.stats();
+    CHECK(st.evictions == 1);
+    CHECK(st.layers[1].prefetch_wasted == 1);
+    CHECK(fetch(s, f, 1, {2, 5}) == 2);
+    CHECK(s.stats().layers[1].hits == 3);  // 2 and 5 survived
+}
+
+static void test_truncation(const test_file & f) {
+    const std::string copy = f.path + ".trunc";
+    {
+        std::vector<uint8_t> data(f.size);
+        for (uint64_t i = 0; i < f.size; i++) data[i] = byte_at(i);
+        FILE * fp = std::fopen(copy.c_str(), "wb");
+        std::fwrite(data.data(), 1, data.size(), fp);
+        std::fclose(fp);
+    }
+    test_file g = f;
+    g.path = copy;
+    expert_stream_params p;
+    p.cache_bytes = 2 * entry_max(g);
+    expert_stream s(copy, g.layers, p);
+    CHECK(fetch(s, g, 0, {0}) == 1);
+    // Cut the file in the middle of layer 1's gate experts.
+    const uint64_t cut = g.layers[1].offset[0] + 3 * g.layers[1].stride[0];
+    CHECK(truncate(copy.c_str(), static_cast<off_t>(cut)) == 0);
+    bool io = false;
+    std::string msg;
+    try {
+        fetch(s, g, 1, {6});
+    } catch (const error & e) {
+        io = e.code() == KAIL_E_IO;
+        msg = e.what();
+    }
+    CHECK(io);
+    CHECK(msg.find(copy) != std::string::npos);
+    CHECK(msg.find("offset " + std::to_string(g.layers[1].offset[0] + 6 * g.layers[1].stride[0])) != std::string::npos);
+    CHECK(msg.find("ends at " + std::to_string(cut)) != std::string::npos);
+    std::printf("truncated: %s\n", msg.c_str());
+    // Experts before the cut still stream; after the file is restored, the rest does too.
+    CHECK(fetch(s, g, 0, {1, 2}) == 2);
+    {
+        std::vector<uint8_t> data(f.size);
+        for (uint64_t i = 0; i < f.size; i++) data[i] = byte_at(i);
+        int fd = ::open(copy.c_str(), O_WRONLY);
+        CHECK(pwrite(fd, data.data() + cut, f.size - cut, static_cast<off_t>(cut)) == static_cast<ssize_t>(f.size - cut));
+        ::close(fd);
+    }
+    CHECK(fetch(s, g, 1, {6, 7}) == 2);
+    expert_stream_stats st = s.stats();
+    CHECK(st.read_errors == 1);
+    CHECK(st.pinned_bytes == 0);
+    CHECK(st.used_bytes <= p.cache_bytes);
+    // A file deleted while open keeps serving from its open descriptor.
+    CHECK(unlink(copy.c_str()) == 0);
+    CHECK(fetch(s, g, 1, {1, 2, 3}) == 3);
+}
+
+int main() {
+    char tmpl[] = "/tmp/kail-test-stream-XXXXXX";
+    const char * env_dir = std::getenv("KAIL_TEST_TMPDIR");
+    std::string dir;
+    if (env_dir) dir = env_dir;
+    else {
+        char * d = mkdtemp(tmpl);
+        if (!d) return 1;
+        dir = d;
+    }
+    const test_file f = make_file(dir, "experts.bin");
+    test_entry_bytes();
+    test_reads(f, true);
+    test_reads(f, false);
+    test_eviction(f);
+    test_budget_too_small(f);
+    test_concurrent(f);
+    test_prefetch(f);
+    test_truncation(f);
+    std::remove(f.path.c_str());
+    if (!env_dir) rmdir(dir.c_str());
+    if (g_failures) {
+        std::fprintf(stderr, "test-expert-stream: %d failure(s)\n", g_failures);
+        return 1;
+    }
+    std::printf("test-expert-stream: ok\n");
+    return 0;
+}
