@@ -1,4 +1,7 @@
+import type { NativeExpertStreamStats } from '@kailstream/core-native';
+
 import type { EngineModel } from './model/model';
+import { summarizeStream } from './model/stream-summary';
 
 export interface BenchOptions {
   /** Prompt tokens (pp). Default 512. */
@@ -27,6 +30,23 @@ export interface BenchResult {
   threads: number;
   arch: string;
   model: string;
+  /** Expert streaming over the generation phases of all reps; null on the in-memory path. */
+  stream: BenchStreamResult | null;
+}
+
+export interface BenchStreamResult {
+  ram_bytes: number;
+  cache_bytes: number;
+  direct_io: boolean;
+  io_threads: number;
+  /** Distinct experts asked for per layer and step that were cached and ready. */
+  hit_rate: number;
+  bytes_read_per_token: number;
+  stall_s: number;
+  read_s: number;
+  prefetch_precision: number;
+  prefetch_recall: number;
+  peak_cache_bytes: number;
 }
 
 function xorshift(seed: number): () => number {
@@ -49,6 +69,7 @@ export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Pr
   const nv = model.nVocab;
   const ppMs: number[] = [];
   const tgMs: number[] = [];
+  const gen: { before: NativeExpertStreamStats; after: NativeExpertStreamStats }[] = [];
   for (let r = 0; r < reps; r++) {
     model.truncate(0, 0);
     const prompt = Array.from({ length: Math.max(1, pp) }, () => rand() % nv);
@@ -56,6 +77,7 @@ export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Pr
     let logits = await model.evaluate(0, prompt, 'last');
     ppMs.push(performance.now() - t0);
     let ms = 0;
+    const before = model.runtime.stats().stream;
     for (let i = 0; i < tg; i++) {
       let next = 0;
       if (feed === 'random') next = rand() % nv;
@@ -65,6 +87,8 @@ export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Pr
       ms += performance.now() - t;
     }
     tgMs.push(ms);
+    const after = model.runtime.stats().stream;
+    if (before && after) gen.push({ before, after });
   }
   const pms = median(ppMs);
   const gms = median(tgMs);
@@ -80,5 +104,29 @@ export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Pr
     threads: model.runtime.nThreads,
     arch: model.hparams.arch,
     model: model.path,
+    stream: gen.length && model.plan ? benchStream(gen, tg * reps, model.plan.ramBytes) : null,
+  };
+}
+
+function benchStream(gen: { before: NativeExpertStreamStats; after: NativeExpertStreamStats }[], tokens: number, ramBytes: number): BenchStreamResult {
+  const parts = gen.map((g) => summarizeStream(g.after, g.before));
+  const sum = (f: (p: (typeof parts)[number]) => number) => parts.reduce((a, p) => a + f(p), 0);
+  const accesses = sum((p) => p.accesses);
+  const last = gen[gen.length - 1].after;
+  const predicted = gen.reduce((a, g) => a + g.after.layers.reduce((b, l, i) => b + l.predicted - g.before.layers[i].predicted, 0), 0);
+  const correct = gen.reduce((a, g) => a + g.after.layers.reduce((b, l, i) => b + l.predictedCorrect - g.before.layers[i].predictedCorrect, 0), 0);
+  const actual = gen.reduce((a, g) => a + g.after.layers.reduce((b, l, i) => b + l.predictedActual - g.before.layers[i].predictedActual, 0), 0);
+  return {
+    ram_bytes: ramBytes,
+    cache_bytes: last.capacityBytes,
+    direct_io: last.directIo,
+    io_threads: last.ioThreads,
+    hit_rate: accesses ? sum((p) => p.hits) / accesses : 0,
+    bytes_read_per_token: tokens ? sum((p) => p.bytesRead) / tokens : 0,
+    stall_s: sum((p) => p.stallSeconds),
+    read_s: sum((p) => p.readSeconds),
+    prefetch_precision: predicted ? correct / predicted : 0,
+    prefetch_recall: actual ? correct / actual : 0,
+    peak_cache_bytes: last.peakBytes,
   };
 }

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import type { ForwardBatch, GgufTensorInfo, ModelProgram, NativeGgufFile, NativeModel } from '@kailstream/core-native';
+import type { ForwardBatch, GgufTensorInfo, ModelParams, ModelProgram, NativeGgufFile, NativeModel, NativeResidencyPlan } from '@kailstream/core-native';
 
 import { EngineError, toEngineError } from '../errors';
 import { native } from '../native';
@@ -19,7 +19,32 @@ export interface LoadModelOptions {
   kvType?: 'f16' | 'f32';
   /** Memory the load may plan against; default: MemAvailable from /proc/meminfo (or os.freemem()). */
   memoryAvailableBytes?: number;
+  /**
+   * RAM budget in bytes for the whole model: turns on expert streaming. Non-expert weights are
+   * copied into RAM at load, routed experts are read from the file on demand (O_DIRECT) into a
+   * cache of what the budget leaves after the resident weights, the KV cache at nCtx, the scratch
+   * for nBatch tokens and ramReserveBytes. The load refuses with KAIL_E_BUDGET, naming the
+   * numbers, before reading any weight when the resident part does not fit. Default: unset, every
+   * weight is read through a mapping of the file.
+   */
+  ramBytes?: number;
+  /** Part of ramBytes held back for the rest of this process (Node, tokenizer, heaps). Default DEFAULT_RAM_RESERVE_BYTES. */
+  ramReserveBytes?: number;
+  /** Most tokens per forward pass; with ramBytes, the scratch the budget plans for. Default 512. */
+  nBatch?: number;
+  /** Expert reads in flight at once (I/O threads, 1..64). Default 4. */
+  ioThreads?: number;
+  /** O_DIRECT expert reads; false: buffered reads + POSIX_FADV_DONTNEED. Default true. */
+  directIo?: boolean;
+  /** Read the next MoE layer's predicted experts ahead of its router. Default true. */
+  prefetch?: boolean;
 }
+
+/** What a RAM budget holds with routed experts streaming from storage. */
+export type ResidencyPlan = NativeResidencyPlan;
+
+/** Part of a RAM budget held back for the process itself (Node runtime, tokenizer, JS heap) by default. */
+export const DEFAULT_RAM_RESERVE_BYTES = 256 * 2 ** 20;
 
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
 
@@ -103,6 +128,64 @@ export function openGgufMetadata(path: string): NativeGgufFile {
   }
 }
 
+interface Prepared {
+  md: Metadata;
+  hp: HParams;
+  program: ModelProgram;
+  nCtx: number;
+  nSeqMax: number;
+  nBatch: number;
+  params: ModelParams;
+}
+
+// Architecture checks, hyperparameters, program and the native parameters: what both planning
+// and loading need, from the metadata alone.
+function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Prepared {
+  const arch = file.metadata['general.architecture'];
+  if (typeof arch !== 'string') throw new EngineError('KAIL_E_BAD_MODEL', `${path}: metadata 'general.architecture' is missing`);
+  if (!SUPPORTED_ARCHITECTURES.includes(arch))
+    throw new EngineError('KAIL_E_UNSUPPORTED', `architecture '${arch}' is not supported; supported: ${SUPPORTED_ARCHITECTURES.join(', ')}`);
+  const md = new Metadata(file.metadata, arch);
+  const tensors = new Map<string, GgufTensorInfo>(file.tensors.map((t) => [t.name, t]));
+  const hp = readHParams(md, tensors);
+  const program = buildProgram(hp, tensors);
+  const nCtx = Math.max(1, Math.min(opts.nCtx ?? Math.min(hp.nCtxTrain || 4096, 4096), 1 << 20));
+  const nSeqMax = Math.max(1, opts.nSeqMax ?? 1);
+  const nBatch = Math.max(1, Math.floor(opts.nBatch ?? 512));
+  if (opts.ramBytes !== undefined && !(Number.isSafeInteger(opts.ramBytes) && opts.ramBytes > 0))
+    throw new EngineError('KAIL_E_INVALID_ARG', `ramBytes must be a positive integer, got ${opts.ramBytes}`);
+  const params: ModelParams = {
+    threads: opts.threads ?? 0,
+    kvType: opts.kvType === 'f32' ? 0 : 1,
+    nCtx,
+    nSeqMax,
+    nBatch,
+    ramBytes: opts.ramBytes ?? 0,
+    ramReserveBytes: opts.ramBytes ? (opts.ramReserveBytes ?? DEFAULT_RAM_RESERVE_BYTES) : 0,
+    ioThreads: opts.ioThreads ?? 4,
+    directIo: opts.directIo ?? true,
+    prefetch: opts.prefetch ?? true,
+  };
+  return { md, hp, program, nCtx, nSeqMax, nBatch, params };
+}
+
+/**
+ * The residency plan for opts.ramBytes (required): resident bytes, KV bytes at the context, expert
+ * bytes, cache capacity in experts per layer and cold-cache bytes read per token, from the file's
+ * tensor table alone. `fits` false means a load with this budget would be refused (see `message`).
+ */
+export function planModel(path: string, opts: LoadModelOptions & { ramBytes: number }): ResidencyPlan {
+  const file = openGgufMetadata(path);
+  try {
+    const p = prepare(path, file, opts);
+    return native().planModel(path, p.program, p.params);
+  } catch (e) {
+    throw toEngineError(e);
+  } finally {
+    file.close();
+  }
+}
+
 /** A loaded model: hyperparameters, tokenizer and the native runtime with its KV cache. */
 export class EngineModel {
   private busy: Promise<unknown> = Promise.resolve();
@@ -117,30 +200,35 @@ export class EngineModel {
     readonly nCtx: number,
     readonly nSeqMax: number,
     readonly summary: ModelSummary,
+    /** Most tokens per forward pass. */
+    readonly nBatch: number,
+    /** The residency plan when experts stream (LoadModelOptions.ramBytes), else null. */
+    readonly plan: ResidencyPlan | null,
   ) {}
 
   static load(path: string, opts: LoadModelOptions = {}): EngineModel {
     const file = openGgufMetadata(path);
     try {
-      const arch = file.metadata['general.architecture'];
-      if (typeof arch !== 'string') throw new EngineError('KAIL_E_BAD_MODEL', `${path}: metadata 'general.architecture' is missing`);
-      if (!SUPPORTED_ARCHITECTURES.includes(arch))
-        throw new EngineError('KAIL_E_UNSUPPORTED', `architecture '${arch}' is not supported; supported: ${SUPPORTED_ARCHITECTURES.join(', ')}`);
-      const md = new Metadata(file.metadata, arch);
-      const tensors = new Map<string, GgufTensorInfo>(file.tensors.map((t) => [t.name, t]));
-      const hp = readHParams(md, tensors);
-      const program = buildProgram(hp, tensors);
+      const { md, hp, program, nCtx, nSeqMax, nBatch, params } = prepare(path, file, opts);
       const tokenizer = Tokenizer.fromMetadata(file.metadata);
-      const nCtx = Math.max(1, Math.min(opts.nCtx ?? Math.min(hp.nCtxTrain || 4096, 4096), 1 << 20));
-      const nSeqMax = Math.max(1, opts.nSeqMax ?? 1);
       const summary = summarize(file);
       // Refuse before allocating: the KV cache at full context for every sequence must fit in
       // what the machine has available (the weights are mapped, not allocated).
       const kvElem = opts.kvType === 'f32' ? 4 : 2;
       const kvPerToken = program.kvKWidth.reduce((a, b) => a + b, 0) * kvElem + program.kvVWidth.reduce((a, b) => a + b, 0) * kvElem;
       const kvBytes = kvPerToken * nCtx * nSeqMax;
+      let plan: ResidencyPlan | null = null;
+      if (params.ramBytes) {
+        // The budget is the user's: refuse before reading any weight when its resident part does not fit.
+        try {
+          plan = native().planModel(path, program, params);
+        } catch (e) {
+          throw toEngineError(e);
+        }
+        if (!plan.fits) throw new EngineError('KAIL_E_BUDGET', `${path}: ${plan.message}`);
+      }
       const available = opts.memoryAvailableBytes ?? availableMemoryBytes();
-      if (kvBytes > available)
+      if (!plan && kvBytes > available)
         throw new EngineError(
           'KAIL_E_BUDGET',
           `not enough memory: the KV cache for ${nSeqMax} sequence(s) of ${nCtx} tokens needs ${gib(kvBytes)} ` +
@@ -148,17 +236,11 @@ export class EngineModel {
         );
       let runtime: NativeModel;
       try {
-        runtime = new (native().Model)(path, program, {
-          threads: opts.threads ?? 0,
-          kvType: opts.kvType === 'f32' ? 0 : 1,
-          nCtx,
-          nSeqMax,
-          kvMaxBytes: kvBytes,
-        });
+        runtime = new (native().Model)(path, program, { ...params, kvMaxBytes: kvBytes });
       } catch (e) {
         throw toEngineError(e);
       }
-      return new EngineModel(path, hp, md, tokenizer, program, runtime, nCtx, nSeqMax, summary);
+      return new EngineModel(path, hp, md, tokenizer, program, runtime, nCtx, nSeqMax, summary, nBatch, plan);
     } finally {
       file.close();
     }
@@ -179,7 +261,7 @@ export class EngineModel {
    * Evaluates tokens of one sequence starting at its current length, in batches of nBatch;
    * returns logits for the rows selected by `outputs` ('last' or 'all').
    */
-  async evaluate(seq: number, tokens: readonly number[], outputs: 'last' | 'all', nBatch = 512): Promise<Float32Array> {
+  async evaluate(seq: number, tokens: readonly number[], outputs: 'last' | 'all', nBatch = this.nBatch): Promise<Float32Array> {
     return this.exclusive(async () => {
       const start = this.runtime.seqLen(seq);
       if (start + tokens.length > this.nCtx)

@@ -1,0 +1,184 @@
+// Expert streaming end to end: with a RAM budget that holds two or three experts per MoE layer,
+// greedy generation gives exactly the tokens (and logits) of the in-memory run while reading
+// experts from the file; a file truncated while open fails one request with KAIL_E_IO naming the
+// file and offset, and the model serves the next; budgets too small are refused with numbers.
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { generate } from '../generate';
+import { tempDir, writeTestModel } from '../testing';
+import { summarizeStream } from './stream-summary';
+import { EngineModel, openGgufMetadata, planModel, type LoadModelOptions } from './model';
+
+const CASES: [preset: string, type: string][] = [
+  ['tiny-qwen3moe', 'F32'],
+  ['tiny-qwen3moe', 'Q4_K'],
+  ['tiny-mixtral', 'Q8_0'],
+  ['tiny-qwen2moe', 'Q4_K'],
+];
+
+/** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */
+function budgetFor(file: string, perLayer: number, opts: LoadModelOptions = {}): number {
+  const p = planModel(file, { ...opts, ramBytes: 2 ** 40, ramReserveBytes: 0 });
+  return p.fixedBytes + Math.round(perLayer * p.nMoeLayers * p.expertEntryBytes);
+}
+
+const PROMPT = [1, 17, 99, 3, 250, 7, 42, 8];
+/** A byte count as the plan's messages print it. */
+const B = '[\\d.]+ (?:B|KiB|MiB|GiB)';
+
+describe('expert streaming', () => {
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  describe.each(CASES)('%s %s', (preset, type) => {
+    let file: string;
+    beforeAll(() => {
+      file = writeTestModel(dir, preset, type);
+    }, 120_000);
+
+    it('generates exactly the in-memory tokens with ~2.5 experts per layer cached', async () => {
+      const opts: LoadModelOptions = { threads: 2, nCtx: 256 };
+      const mem = EngineModel.load(file, opts);
+      let want: number[];
+      let wantLogits: Float32Array;
+      try {
+        wantLogits = await mem.evaluate(0, PROMPT, 'all');
+        mem.truncate(0, 0);
+        want = (await generate(mem, PROMPT, { maxTokens: 16, sampling: { temperature: 0 } })).tokens;
+        expect(mem.runtime.stats().stream).toBeNull();
+        expect(mem.plan).toBeNull();
+      } finally {
+        mem.close();
+      }
+
+      const ramBytes = budgetFor(file, 2.5, opts);
+      const m = EngineModel.load(file, { ...opts, ramBytes, ramReserveBytes: 0 });
+      try {
+        expect(m.plan!.fits).toBe(true);
+        expect(m.plan!.cacheExpertsPerLayer).toBeGreaterThanOrEqual(2);
+        expect(m.plan!.cacheExpertsPerLayer).toBeLessThan(3);
+        const logits = await m.evaluate(0, PROMPT, 'all');
+        expect(Buffer.from(logits.buffer).equals(Buffer.from(wantLogits.buffer))).toBe(true);
+        m.truncate(0, 0);
+        const got = (await generate(m, PROMPT, { maxTokens: 16, sampling: { temperature: 0 } })).tokens;
+        expect(got).toEqual(want);
+
+        const st = m.runtime.stats().stream!;
+        expect(st.layers).toHaveLength(m.plan!.nMoeLayers);
+        for (const l of st.layers) {
+          expect(l.hits + l.misses).toBe(l.accesses);
+          expect(l.bytesRead).toBeGreaterThan(0);
+        }
+        const s = summarizeStream(st);
+        expect(s.bytesRead).toBeGreaterThan(0);
+        expect(st.peakBytes).toBeLessThanOrEqual(st.capacityBytes);
+        expect(st.capacityBytes).toBe(m.plan!.cacheBytes);
+        expect(st.pinnedBytes).toBe(0);
+        expect(st.readErrors).toBe(0);
+        expect(st.residentBytes).toBe(m.plan!.residentBytes);
+      } finally {
+        m.close();
+      }
+    }, 120_000);
+  });
+
+  it('gives the same tokens with buffered reads and without prefetch, and says why reads are buffered', async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'Q4_K');
+    const opts: LoadModelOptions = { threads: 2, nCtx: 256 };
+    const runs: number[][] = [];
+    for (const extra of [{}, { directIo: false, prefetch: false, ioThreads: 1 }] as LoadModelOptions[]) {
+      const m = EngineModel.load(file, { ...opts, ...extra, ramBytes: budgetFor(file, 2, opts), ramReserveBytes: 0 });
+      try {
+        runs.push((await generate(m, PROMPT, { maxTokens: 12, sampling: { temperature: 0 } })).tokens);
+        const st = m.runtime.stats().stream!;
+        if (extra.directIo === false) {
+          expect(st.directIo).toBe(false);
+          expect(st.ioNote).toMatch(/buffered reads/);
+          expect(st.layers.every((l) => l.prefetchReads === 0 && l.predicted === 0)).toBe(true);
+          expect(st.ioThreads).toBe(1);
+        } else {
+          expect(st.layers.some((l) => l.predicted > 0)).toBe(true);
+        }
+      } finally {
+        m.close();
+      }
+    }
+    expect(runs[1]).toEqual(runs[0]);
+  }, 120_000);
+
+  it('fails a request on a file truncated while open with KAIL_E_IO naming file and offset, then serves the next', async () => {
+    const src = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const file = path.join(dir, 'truncate-me.gguf');
+    const original = fs.readFileSync(src);
+    fs.writeFileSync(file, original);
+    const opts: LoadModelOptions = { threads: 2, nCtx: 256 };
+    const mem = EngineModel.load(src, opts);
+    let want: number[];
+    try {
+      want = (await generate(mem, PROMPT, { maxTokens: 8, sampling: { temperature: 0 } })).tokens;
+    } finally {
+      mem.close();
+    }
+    const meta = openGgufMetadata(file);
+    const firstExpert = Math.min(...meta.tensors.filter((t) => /_exps\./.test(t.name)).map((t) => t.offset));
+    meta.close();
+
+    const m = EngineModel.load(file, { ...opts, ramBytes: budgetFor(file, 2, opts), ramReserveBytes: 0 });
+    try {
+      await m.evaluate(0, [5, 6], 'last');
+      m.truncate(0, 0);
+      // Cut the file where the experts begin: eight prompt tokens need more experts than are cached.
+      fs.truncateSync(file, firstExpert);
+      const err = await m.evaluate(0, PROMPT, 'last').then(
+        () => null,
+        (e: unknown) => e as { code: string; message: string },
+      );
+      expect(err).not.toBeNull();
+      expect(err!.code).toBe('KAIL_E_IO');
+      expect(err!.message).toContain(file);
+      expect(err!.message).toMatch(/bytes at offset \d+\) .*the file ends at \d+ bytes/);
+      expect(m.runtime.stats().stream!.readErrors).toBeGreaterThan(0);
+      expect(m.runtime.stats().stream!.pinnedBytes).toBe(0);
+
+      // The same file (same inode) gets its bytes back: the model serves again, exactly.
+      fs.writeFileSync(file, original);
+      m.truncate(0, 0);
+      const got = (await generate(m, PROMPT, { maxTokens: 8, sampling: { temperature: 0 } })).tokens;
+      expect(got).toEqual(want);
+    } finally {
+      m.close();
+    }
+  }, 120_000);
+
+  it('refuses a budget below the resident part before loading, naming the numbers', () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const opts: LoadModelOptions = { nCtx: 256, ramReserveBytes: 0 };
+    const need = budgetFor(file, 0, opts);
+    const p = planModel(file, { ...opts, ramBytes: need - 1 });
+    // need covers resident + KV + scratch; the cache must hold one token's experts of a layer too.
+    expect(p.fits).toBe(false);
+    expect(p.shortfallBytes).toBe(p.fixedBytes + p.minCacheBytes - (need - 1));
+    expect(p.minCacheBytes).toBe(p.nExpertUsed * p.expertEntryBytes);
+    expect(() => EngineModel.load(file, { ...opts, ramBytes: need - 1 })).toThrow(
+      expect.objectContaining({
+        code: 'KAIL_E_BUDGET',
+        message: expect.stringMatching(
+          new RegExp(
+            `RAM budget ${B} \\(\\d+ bytes\\) is ${B} short: resident weights ${B} \\+ KV cache ${B} \\(256 tokens x 1 sequence\\(s\\)\\) ` +
+              `\\+ scratch ${B} \\(batch of 512\\) \\+ reserve 0 B = ${B}, and the expert cache needs at least ${B} \\(4 experts of ${B}\\); ` +
+              `the budget must be at least ${B} \\(\\d+ bytes\\)`,
+          ),
+        ),
+      }),
+    );
+    // Exactly the minimum loads.
+    const min = p.fixedBytes + p.minCacheBytes;
+    const m = EngineModel.load(file, { ...opts, ramBytes: min });
+    try {
+      expect(m.plan!.cacheBytes).toBe(p.minCacheBytes);
+    } finally {
+      m.close();
+    }
+  });
+});
