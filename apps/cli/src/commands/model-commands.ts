@@ -1,7 +1,23 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { ChatTemplate, EngineModel, Tokenizer, benchmark, generate, openGgufMetadata, summarize, type GenerateResult } from '@kailstream/engine';
+import {
+  ChatTemplate,
+  DEFAULT_RAM_RESERVE_BYTES,
+  EngineModel,
+  Tokenizer,
+  benchmark,
+  formatBytes,
+  generate,
+  openGgufMetadata,
+  parseByteSize,
+  planModel,
+  summarize,
+  summarizeStream,
+  type GenerateResult,
+  type LoadModelOptions,
+  type ResidencyPlan,
+} from '@kailstream/engine';
 import { getPreset, writeModel, WEIGHT_RECIPE_VERSION } from '@kailstream/tools';
 
 import { dataDir } from '../paths';
@@ -19,6 +35,52 @@ function num(name: string, min: number, max: number) {
     if (!Number.isFinite(n) || n < min || n > max) throw new Error(`${name} must be a number in ${min}..${max}, got '${v}'`);
     return n;
   };
+}
+
+function bytes(name: string) {
+  return (v: string) => {
+    try {
+      return parseByteSize(v);
+    } catch (e) {
+      throw new Error(`${name}: ${(e as Error).message}`);
+    }
+  };
+}
+
+/** Flags of the expert-streaming budget, shared by run, bench and plan. */
+interface StreamOpts {
+  ram?: number;
+  reserve?: number;
+  ioThreads?: number;
+  directIo: boolean;
+  prefetch: boolean;
+}
+
+function addStreamOptions(cmd: Command): Command {
+  return cmd
+    .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes): routed experts stream from storage into what it leaves', bytes('--ram'))
+    .option('--reserve <bytes>', `part of --ram held back for this process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
+    .option('--io-threads <n>', 'expert reads in flight (default 4)', int('--io-threads', 1, 64))
+    .option('--no-direct-io', 'read experts through the page cache (then drop it) instead of O_DIRECT')
+    .option('--no-prefetch', "do not read the next layer's predicted experts early");
+}
+
+function streamLoadOptions(o: StreamOpts): LoadModelOptions {
+  return { ramBytes: o.ram, ramReserveBytes: o.reserve, ioThreads: o.ioThreads, directIo: o.directIo, prefetch: o.prefetch };
+}
+
+/** One line about expert streaming after a run; '' on the in-memory path. */
+function streamLine(model: EngineModel, tokens: number): string {
+  const st = model.runtime.stats().stream;
+  if (!st || !model.plan) return '';
+  const s = summarizeStream(st);
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  return (
+    `experts: ${s.accesses} asked, hit rate ${pct(s.hitRate)}, read ${formatBytes(s.bytesRead)}` +
+    `${tokens ? ` (${formatBytes(s.bytesRead / tokens)}/token)` : ''} in ${s.readSeconds.toFixed(2)} s of I/O, stalled ${s.stallSeconds.toFixed(2)} s, ` +
+    `prefetch precision ${pct(s.prefetchPrecision)} recall ${pct(s.prefetchRecall)} | cache ${formatBytes(s.usedBytes)} used, ` +
+    `${formatBytes(s.peakBytes)} peak of ${formatBytes(s.capacityBytes)} | ${s.directIo ? 'O_DIRECT' : s.ioNote}`
+  );
 }
 
 /** The built-in default model: a tiny Qwen3-MoE the project writes itself (no download). */
@@ -50,8 +112,31 @@ interface RunOpts {
   dataDir?: string;
 }
 
+function planLines(file: string, p: ResidencyPlan): string[] {
+  const b = formatBytes;
+  const lines = [
+    `model            ${file}`,
+    `RAM budget       ${b(p.ramBytes)} (${p.ramBytes} bytes)`,
+    `  reserve        ${b(p.reserveBytes)} (this process: runtime, tokenizer, heaps)`,
+    `  resident       ${b(p.residentBytes)} (${p.residentTensors} non-expert tensors, copied into RAM at load)`,
+    `  KV cache       ${b(p.kvBytes)} (${p.nCtx} tokens x ${p.nSeqMax} sequence${p.nSeqMax > 1 ? 's' : ''})`,
+    `  scratch        ${b(p.scratchBytes)} (batch of ${p.nBatch} tokens)`,
+  ];
+  if (p.nMoeLayers) {
+    lines.push(
+      `  expert cache   ${b(p.cacheBytes)}: ${p.cacheExperts} experts of ${b(p.expertEntryBytes)}, ${p.cacheExpertsPerLayer.toFixed(1)} per MoE layer`,
+      `experts          ${b(p.expertBytes)} on storage: ${p.nMoeLayers} MoE layers x ${p.nExpert} experts, ${p.nExpertUsed} used per token`,
+      `cold read/token  ${b(p.coldReadBytesPerToken)} (${p.nExpertUsed} experts x ${p.nMoeLayers} layers, nothing cached)`,
+    );
+  } else {
+    lines.push('experts          none (dense model: everything is resident)');
+  }
+  lines.push(p.fits ? 'fits             yes' : `fits             no: ${b(p.shortfallBytes)} short`);
+  return lines;
+}
+
 export function registerModelCommands(program: Command): void {
-  program
+  const run = program
     .command('run')
     .description('generate text from a prompt, streaming it; then print prompt and generation tokens/s')
     .option('-m, --model <file>', 'GGUF model file')
@@ -67,50 +152,56 @@ export function registerModelCommands(program: Command): void {
     .option('-c, --ctx <n>', 'context length', int('--ctx', 1, 1 << 20))
     .option('--json', 'print one JSON object (token ids, text, timings) instead of streaming')
     .option('--demo', 'use the built-in demo model (written on first use into the data directory)')
-    .option('--data-dir <dir>', 'data directory')
-    .action(async (o: RunOpts) => {
-      const log = (l: string) => process.stderr.write(l + '\n');
-      const modelPath = o.model ?? (o.demo ? ensureDemoModel(dataDir(o.dataDir), log) : undefined);
-      if (!modelPath) throw new Error('give a model with -m FILE.gguf, or --demo for the built-in one');
-      const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx });
-      try {
-        let text = o.prompt ?? '';
-        let parseSpecial = false;
-        if (o.chat) {
-          text = ChatTemplate.fromTokenizer(model.tokenizer).render([{ role: 'user', content: text }], { addGenerationPrompt: true });
-          parseSpecial = true;
-        }
-        const prompt = model.tokenizer.tokenize(text, { addSpecial: !o.chat, parseSpecial });
-        if (!o.json) {
-          log(`model: ${path.basename(modelPath)} (${model.hparams.arch}, ${model.hparams.nLayer} layers${model.hparams.nExpert ? `, ${model.hparams.nExpert} experts / ${model.hparams.nExpertUsed} used` : ''}), ${model.runtime.nThreads} threads`);
-          process.stdout.write(text);
-        }
-        const r: GenerateResult = await generate(model, prompt, {
-          maxTokens: o.nPredict,
-          sampling: { temperature: o.temp, topK: o.topK, topP: o.topP, minP: o.minP, seed: o.seed },
-          onText: o.json ? undefined : (t) => process.stdout.write(t),
-        });
-        if (o.json) {
-          process.stdout.write(
-            JSON.stringify({
-              model: modelPath,
-              prompt_tokens: prompt,
-              tokens: r.tokens,
-              text: r.text,
-              finish_reason: r.finishReason,
-              timings: { prompt_ms: r.promptMs, generation_ms: r.generationMs, prompt_tps: r.promptTps, gen_tps: r.genTps },
-            }) + '\n',
-          );
-        } else {
-          process.stdout.write('\n');
-          log(`prompt: ${r.promptTokens} tokens, ${r.promptTps.toFixed(1)} tokens/s | generation: ${r.tokens.length} tokens, ${r.genTps.toFixed(1)} tokens/s | ${r.finishReason}`);
-        }
-      } finally {
-        model.close();
+    .option('--data-dir <dir>', 'data directory');
+  addStreamOptions(run).action(async (o: RunOpts & StreamOpts) => {
+    const log = (l: string) => process.stderr.write(l + '\n');
+    const modelPath = o.model ?? (o.demo ? ensureDemoModel(dataDir(o.dataDir), log) : undefined);
+    if (!modelPath) throw new Error('give a model with -m FILE.gguf, or --demo for the built-in one');
+    const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...streamLoadOptions(o) });
+    try {
+      let text = o.prompt ?? '';
+      let parseSpecial = false;
+      if (o.chat) {
+        text = ChatTemplate.fromTokenizer(model.tokenizer).render([{ role: 'user', content: text }], { addGenerationPrompt: true });
+        parseSpecial = true;
       }
-    });
+      const prompt = model.tokenizer.tokenize(text, { addSpecial: !o.chat, parseSpecial });
+      if (!o.json) {
+        log(`model: ${path.basename(modelPath)} (${model.hparams.arch}, ${model.hparams.nLayer} layers${model.hparams.nExpert ? `, ${model.hparams.nExpert} experts / ${model.hparams.nExpertUsed} used` : ''}), ${model.runtime.nThreads} threads` +
+            (model.plan ? `, RAM budget ${formatBytes(model.plan.ramBytes)}: ${formatBytes(model.plan.residentBytes)} resident, expert cache ${formatBytes(model.plan.cacheBytes)}` : ''),
+        );
+        process.stdout.write(text);
+      }
+      const r: GenerateResult = await generate(model, prompt, {
+        maxTokens: o.nPredict,
+        sampling: { temperature: o.temp, topK: o.topK, topP: o.topP, minP: o.minP, seed: o.seed },
+        onText: o.json ? undefined : (t) => process.stdout.write(t),
+      });
+      if (o.json) {
+        const stream = model.runtime.stats().stream;
+        process.stdout.write(
+          JSON.stringify({
+            model: modelPath,
+            prompt_tokens: prompt,
+            tokens: r.tokens,
+            text: r.text,
+            finish_reason: r.finishReason,
+            timings: { prompt_ms: r.promptMs, generation_ms: r.generationMs, prompt_tps: r.promptTps, gen_tps: r.genTps },
+            stream: stream ? summarizeStream(stream) : null,
+          }) + '\n',
+        );
+      } else {
+        process.stdout.write('\n');
+        log(`prompt: ${r.promptTokens} tokens, ${r.promptTps.toFixed(1)} tokens/s | generation: ${r.tokens.length} tokens, ${r.genTps.toFixed(1)} tokens/s | ${r.finishReason}`);
+        const sl = streamLine(model, r.promptTokens + r.tokens.length);
+        if (sl) log(sl);
+      }
+    } finally {
+      model.close();
+    }
+  });
 
-  program
+  const bench = program
     .command('bench')
     .description('prompt and generation tokens/s, like llama-bench')
     .requiredOption('-m, --model <file>', 'GGUF model file')
@@ -119,10 +210,11 @@ export function registerModelCommands(program: Command): void {
     .option('-t, --threads <n>', 'compute threads (default: physical cores)', int('--threads', 1, 1024))
     .option('--feed <kind>', 'what each decode step feeds: greedy or random', 'greedy')
     .option('-r, --reps <n>', 'repetitions (median reported)', int('--reps', 1, 100), 1)
-    .option('--json', 'print one JSON object')
-    .action(async (o: { model: string; nPrompt: number; nGen: number; threads?: number; feed: string; reps: number; json?: boolean }) => {
+    .option('--json', 'print one JSON object');
+  addStreamOptions(bench).action(
+    async (o: { model: string; nPrompt: number; nGen: number; threads?: number; feed: string; reps: number; json?: boolean } & StreamOpts) => {
       if (o.feed !== 'greedy' && o.feed !== 'random') throw new Error(`--feed must be greedy or random, got '${o.feed}'`);
-      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1 });
+      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1, ...streamLoadOptions(o) });
       try {
         const r = await benchmark(model, { promptTokens: o.nPrompt, genTokens: o.nGen, feed: o.feed, reps: o.reps });
         if (o.json) process.stdout.write(JSON.stringify(r) + '\n');
@@ -130,11 +222,35 @@ export function registerModelCommands(program: Command): void {
           process.stdout.write(
             `${path.basename(o.model)} (${r.arch}), ${r.threads} threads, feed ${r.feed}, median of ${r.reps}\n` +
               `pp${r.prompt_tokens}: ${r.prompt_tps.toFixed(2)} tokens/s\n` +
-              `tg${r.gen_tokens}: ${r.gen_tps.toFixed(2)} tokens/s\n`,
+              `tg${r.gen_tokens}: ${r.gen_tps.toFixed(2)} tokens/s\n` +
+              (r.stream
+                ? `experts (generation): hit rate ${(100 * r.stream.hit_rate).toFixed(1)}%, ${formatBytes(r.stream.bytes_read_per_token)} read per token, ` +
+                  `stalled ${r.stream.stall_s.toFixed(2)} s, prefetch precision ${(100 * r.stream.prefetch_precision).toFixed(1)}% recall ` +
+                  `${(100 * r.stream.prefetch_recall).toFixed(1)}%, cache ${formatBytes(r.stream.cache_bytes)} (budget ${formatBytes(r.stream.ram_bytes)}), ` +
+                  `${r.stream.direct_io ? 'O_DIRECT' : 'buffered reads'}\n`
+                : ''),
           );
       } finally {
         model.close();
       }
+    },
+  );
+
+  program
+    .command('plan')
+    .description('what a RAM budget holds with experts streaming from storage: resident, KV, cache capacity, cold bytes per token (exit 1 when it does not fit)')
+    .requiredOption('-m, --model <file>', 'GGUF model file')
+    .requiredOption('--ram <bytes>', 'RAM budget (8G, 512M, bytes)', bytes('--ram'))
+    .option('-c, --ctx <n>', 'context length (default: the model\'s, at most 4096)', int('--ctx', 1, 1 << 20))
+    .option('--seqs <n>', 'concurrent sequences', int('--seqs', 1, 1024), 1)
+    .option('--batch <n>', 'most tokens per forward pass', int('--batch', 1, 1 << 16), 512)
+    .option('--reserve <bytes>', `part of --ram held back for the process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
+    .option('--json', 'print one JSON object')
+    .action((o: { model: string; ram: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean }) => {
+      const p = planModel(o.model, { ramBytes: o.ram, nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve });
+      if (o.json) process.stdout.write(JSON.stringify(p) + '\n');
+      else process.stdout.write(planLines(o.model, p).join('\n') + '\n');
+      if (!p.fits) throw new Error(p.message);
     });
 
   program

@@ -1,0 +1,74 @@
+// kail plan, and run/bench with --ram (experts streaming from storage), on the built-in demo model.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const KAIL = path.resolve(__dirname, '../bin/kail.js');
+
+function kail(...args: string[]) {
+  return spawnSync(process.execPath, [KAIL, ...args], { encoding: 'utf8', timeout: 120_000 });
+}
+
+describe('kail plan and --ram', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-cli-stream-'));
+  let model: string;
+  let inMemory: number[];
+  let ram: number;
+  beforeAll(() => {
+    const r = kail('run', '--demo', '--data-dir', dir, '-p', 'Hello', '-n', '8', '-t', '2', '--json');
+    expect(r.status).toBe(0);
+    const out = JSON.parse(r.stdout);
+    model = out.model;
+    inMemory = out.tokens;
+    expect(out.stream).toBeNull();
+  }, 120_000);
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('plan prints resident, KV, cache capacity and cold bytes per token; --json too', () => {
+    const p = JSON.parse(kail('plan', '-m', model, '--ram', '64M', '--reserve', '0', '--ctx', '256', '--json').stdout);
+    expect(p.fits).toBe(true);
+    expect(p.ramBytes).toBe(64 * 2 ** 20);
+    expect(p.kvBytes).toBeGreaterThan(0);
+    expect(p.nCtx).toBe(256);
+    expect(p.cacheBytes).toBe(p.ramBytes - p.residentBytes - p.kvBytes - p.scratchBytes);
+    expect(p.coldReadBytesPerToken).toBe(p.nExpertUsed * p.nMoeLayers * p.expertEntryBytes);
+    // A budget with room for 2.5 experts per MoE layer, for the runs below.
+    ram = p.fixedBytes + Math.round(2.5 * p.nMoeLayers * p.expertEntryBytes);
+    const text = kail('plan', '-m', model, '--ram', '512M', '--ctx', '256');
+    expect(text.status).toBe(0);
+    for (const label of ['resident', 'KV cache', 'expert cache', 'per MoE layer', 'cold read/token', 'fits             yes']) expect(text.stdout).toContain(label);
+  });
+
+  it('plan exits non-zero with the numbers when the budget is too small; bad sizes are named', () => {
+    const r = kail('plan', '-m', model, '--ram', '1M');
+    expect(r.status).not.toBe(0);
+    expect(r.stdout).toContain('fits             no');
+    expect(r.stderr).toMatch(/RAM budget 1\.00 MiB .* short: resident weights .* the budget must be at least/);
+    const bad = kail('plan', '-m', model, '--ram', '8X');
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain("--ram: '8X' is not a byte size");
+  });
+
+  it('run --ram streams experts and gives the in-memory tokens', () => {
+    const r = kail('run', '-m', model, '-p', 'Hello', '-n', '8', '-t', '2', '--ctx', '256', '--ram', String(ram), '--reserve', '0', '--json');
+    expect(r.status).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.tokens).toEqual(inMemory);
+    expect(out.stream.bytesRead).toBeGreaterThan(0);
+    expect(out.stream.hits + out.stream.misses).toBe(out.stream.accesses);
+    const text = kail('run', '-m', model, '-p', 'Hello', '-n', '4', '-t', '2', '--ctx', '256', '--ram', String(ram), '--reserve', '0');
+    expect(text.stderr).toMatch(/experts: \d+ asked, hit rate [\d.]+%, read .* prefetch precision/);
+    const refused = kail('run', '-m', model, '-n', '1', '--ram', '2M');
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr).toContain('short');
+  });
+
+  it('bench --ram reports the generation phase of the stream', () => {
+    const b = JSON.parse(kail('bench', '-m', model, '-p', '8', '-n', '4', '-t', '2', '--feed', 'random', '--ram', String(ram + 2 ** 20), '--reserve', '0', '--json').stdout);
+    expect(b.gen_tps).toBeGreaterThan(0);
+    expect(b.stream.bytes_read_per_token).toBeGreaterThanOrEqual(0);
+    expect(b.stream.hit_rate).toBeGreaterThanOrEqual(0);
+    expect(b.stream.peak_cache_bytes).toBeLessThanOrEqual(b.stream.cache_bytes);
+  });
+});
