@@ -67,6 +67,7 @@ int main(int argc, char ** argv) {
     std::string threads = "1,2";
     int64_t rows = 4096, cols = 4096, prompt = 128;
     double secs = 0.5;
+    bool hot = false;  // --hot 1: one weight copy (cache-resident when small), to see kernel speed
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         if (a == "--types") types = argv[i + 1];
@@ -75,6 +76,7 @@ int main(int argc, char ** argv) {
         else if (a == "--cols") cols = std::atoll(argv[i + 1]);
         else if (a == "--prompt") prompt = std::atoll(argv[i + 1]);
         else if (a == "--secs") secs = std::atof(argv[i + 1]);
+        else if (a == "--hot") hot = std::atoi(argv[i + 1]) != 0;
     }
     const cpu_features & f = cpu_features_get();
     std::printf("kernels %s, %d physical cores; W %lld x %lld, prompt %lld tokens\n", quants_kernel_level(), f.physical_cores,
@@ -92,7 +94,7 @@ int main(int argc, char ** argv) {
         const size_t rs = row_size(type, cols);
         const size_t mat_bytes = rs * rows;
         // Enough copies to overflow the last-level cache (>= 256 MiB) for the decode figure.
-        const int copies = static_cast<int>(std::max<size_t>(1, (size_t(256) << 20) / mat_bytes + 1));
+        const int copies = hot ? 1 : static_cast<int>(std::max<size_t>(1, (size_t(256) << 20) / mat_bytes + 1));
         aligned_buf w(mat_bytes * copies);
         for (int64_t r = 0; r < rows; r++)
             quantize_row(type, src.data() + (r % 64) * cols, w.p + rs * r, cols);

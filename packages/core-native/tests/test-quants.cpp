@@ -350,12 +350,17 @@ void test_dot() {
                         ap[t] = prep[t].data();
                     }
                 }
-                for (int nr = 1; nr <= R; nr++) {
-                    for (int nt = 1; nt <= T; nt++) {
+                // Tile shapes of gemm, then the matrix x vector kernel (nt = 1, nr <= decode_r).
+                const int shapes = R * T + (wk.gemm_decode ? wk.decode_r : 0);
+                for (int shape = 0; shape < shapes; shape++) {
+                    const bool dec = shape >= R * T;
+                    const int nr = dec ? shape - R * T + 1 : shape / T + 1;
+                    const int nt = dec ? 1 : shape % T + 1;
+                    {
                         std::vector<float> out(T * R, -12345.f);
                         std::vector<float *> op(T);
                         for (int t = 0; t < nt; t++) op[t] = out.data() + t * R;
-                        wk.gemm(n, wall.data(), wrs, nr, ap.data(), nt, op.data());
+                        (dec ? wk.gemm_decode : wk.gemm)(n, wall.data(), wrs, nr, ap.data(), nt, op.data());
                         for (int t = 0; t < T; t++) {
                             for (int r = 0; r < R; r++) {
                                 const float got = out[t * R + r];

@@ -76,13 +76,14 @@ constexpr int kMaxTileT = 64;
 
 void gemm_decode(const gemm_job & j, threadpool * pool) {
     const int R = std::max(1, j.wk->decode_r);
+    const gemm_fn fn = j.wk->gemm_decode ? j.wk->gemm_decode : j.wk->gemm;
     const int64_t n_groups = (j.rows + R - 1) / R;
     auto body = [&](int64_t gb, int64_t ge, int) {
         for (int64_t g = gb; g < ge; g++) {
             const int64_t r = g * R;
             const int nr = static_cast<int>(std::min<int64_t>(R, j.rows - r));
             float * out = j.y[0] + r;
-            j.wk->gemm(j.cols, j.w + r * j.ws, j.ws, nr, j.a, 1, &out);
+            fn(j.cols, j.w + r * j.ws, j.ws, nr, j.a, 1, &out);
         }
     };
     if (pool && pool->n_threads() > 1 && n_groups > 1) {

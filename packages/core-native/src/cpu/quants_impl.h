@@ -52,7 +52,10 @@ struct weight_kernels {
     gemm_fn gemm = nullptr;      // null: the type has no dot product
     int max_r = 1;               // gemm accepts nr <= max_r
     int max_t = 1;               // gemm accepts nt <= max_t
-    int decode_r = 1;            // rows per gemm call in matrix x vector
+    int decode_r = 1;            // rows per call in matrix x vector
+    // Optional kernel for matrix x vector (nt == 1, nr <= decode_r); null means gemm. Lets a level
+    // stream weights with a different loop shape than its prefill tiles.
+    gemm_fn gemm_decode = nullptr;
     // Optional: a layout the kernel prefers for activations. When null the kernel reads standard
     // vec_dot_type rows (row_size(vd_type, k) bytes each).
     prepare_fn prepare = nullptr;
