@@ -46,7 +46,8 @@ export interface ProgramOp {
     | 'attention'
     | 'moe'
     | 'gather_out'
-    | 'copy';
+    | 'copy'
+    | 'mla_attention';
   out: number;
   a?: number;
   b?: number;

@@ -2,6 +2,7 @@
 // multiples of 256 so every K-quant applies without fallbacks). bench-*: the shapes of real
 // models (random weights), for throughput work; use --layers to cut them down.
 import type { ModelConfig } from './arch';
+import { MOE_FAMILY_PRESETS } from './presets-moe-families';
 
 export interface Preset {
   description: string;
@@ -63,6 +64,7 @@ export const PRESETS: Record<string, Preset> = {
       nKvHeads: 8, nExperts: 8, nExpertsUsed: 2, vocabSize: 32000, vocabKind: 'spm', ctx: 32768, ropeBase: 1e6,
     },
   },
+  ...MOE_FAMILY_PRESETS,
 };
 
 /** The tiny preset used as the base for `--arch X` without `--preset`. */
@@ -71,6 +73,9 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   mixtral: 'tiny-mixtral',
   qwen2moe: 'tiny-qwen2moe',
   qwen3moe: 'tiny-qwen3moe',
+  deepseek2: 'tiny-deepseek3',
+  glm4moe: 'tiny-glm4moe',
+  olmoe: 'tiny-olmoe',
 };
 
 export function getPreset(name: string): Preset {

@@ -34,6 +34,7 @@ enum op_type {
     OP_MOE,            // routed experts on a                                           weights: gate_inp, exp_probs_b?, gate_exps, up_exps, down_exps
     OP_GATHER_OUT,     // out (out-rows) = rows of a whose output flag is set
     OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
+    OP_MLA_ATTENTION,  // stores the latent row b (kv_lora + qk_rope) in the KV cache, out = absorbed MLA(q=a)   weights: k_b, v_b | kv_b
     OP_COUNT_
 };
 

@@ -19,6 +19,7 @@
 #include "kail/status.h"
 #include "kail/threadpool.h"
 #include "kail/types.h"
+#include "model/mla.h"
 
 namespace kail {
 
@@ -33,7 +34,7 @@ op_type op_type_from_name(const std::string & name) {
         {"embed", OP_EMBED}, {"rms_norm", OP_RMS_NORM}, {"head_rms_norm", OP_HEAD_RMS_NORM},
         {"matmul", OP_MATMUL}, {"add", OP_ADD}, {"mul", OP_MUL}, {"scale", OP_SCALE},
         {"swiglu", OP_SWIGLU}, {"sigmoid_mul", OP_SIGMOID_MUL}, {"rope", OP_ROPE},
-        {"attention", OP_ATTENTION}, {"moe", OP_MOE}, {"gather_out", OP_GATHER_OUT}, {"copy", OP_COPY},
+        {"attention", OP_ATTENTION}, {"moe", OP_MOE}, {"gather_out", OP_GATHER_OUT}, {"copy", OP_COPY}, {"mla_attention", OP_MLA_ATTENTION},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -108,6 +109,23 @@ struct model::impl {
 };
 
 namespace {
+
+// An mla_attention op's dimensions and up-projection weights (the batch parts are filled at run).
+mla_args mla_args_of(const model::impl & m, const op_desc & op, size_t oi) {
+    mla_args a;
+    a.n_head = static_cast<int64_t>(op.param_req("n_head"));
+    a.kv_lora = static_cast<int64_t>(op.param_req("kv_lora"));
+    a.qk_nope = static_cast<int64_t>(op.param_req("qk_nope"));
+    a.qk_rope = static_cast<int64_t>(op.param_req("qk_rope"));
+    a.v_head = static_cast<int64_t>(op.param_req("v_head"));
+    a.scale = static_cast<float>(op.param_req("scale"));
+    a.naive = op.param("naive", 0) != 0;
+    for (auto [role, w] : {std::pair<const char *, mla_weight *>{"k_b", &a.k_b}, {"v_b", &a.v_b}, {"kv_b", &a.kv_b}}) {
+        const tensor_ref r = m.weight(oi, role);
+        *w = mla_weight{r.info, r.data};
+    }
+    return a;
+}
 
 void check(bool ok, const std::string & msg) {
     if (!ok) throw error(KAIL_E_BAD_MODEL, msg);
@@ -248,6 +266,9 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
                 const int64_t want = op.type == OP_RMS_NORM ? width(op.a) : static_cast<int64_t>(op.param_req("head_dim"));
                 check(w.type() == KAIL_TYPE_F32 && w.info->n_elements == want, "norm '" + w.info->name + "' must be F32 with " + std::to_string(want) + " elements, is " + type_name(w.type()) + " " + shape_str(w.info));
             }
+        } else if (op.type == OP_MLA_ATTENTION) {
+            const std::string err = mla_check_weights(mla_args_of(m, op, i));
+            check(err.empty(), err);
         } else if (op.type == OP_MOE) {
             for (const char * role : {"gate_inp", "gate_exps", "up_exps", "down_exps"})
                 check(m.weight(i, role).info != nullptr, std::string("program: moe op without ") + role);
@@ -601,6 +622,47 @@ void op_attention(exec_ctx & x, const op_desc & op) {
     }, 1);
 }
 
+// MLA (mla.h): appends each token's latent row to its sequence's cache (one shared row per
+// token, no V), then attends with the query absorbed into the latent space.
+void op_mla_attention(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    mla_args a = mla_args_of(m, op, oi);
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t kw = m.prog.kv_k_width[layer];
+    if (kw != a.kv_lora + a.qk_rope || m.prog.kv_v_width[layer] != 0)
+        throw error(KAIL_E_INVALID_ARG, "program: mla_attention needs a kv layer of width kv_lora + qk_rope and no V");
+    const size_t es = m.kv_elem;
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        kv_seq_layer & c = m.kv[x.b.seq[t]][layer];
+        const int64_t p = x.b.pos[t];
+        const size_t need = static_cast<size_t>(p + 1) * kw * es;
+        if (c.k.size() < need) {
+            const size_t old = c.k.capacity();
+            size_t cap_tok = std::max<size_t>(static_cast<size_t>(p + 1), c.k.size() / (kw * es) * 2);
+            cap_tok = std::min<size_t>(std::max<size_t>(cap_tok, 16), static_cast<size_t>(m.params.n_ctx));
+            const uint64_t grow = cap_tok * kw * es - std::min<uint64_t>(old, cap_tok * kw * es);
+            if (m.params.kv_max_bytes && m.kv_bytes + grow > m.params.kv_max_bytes)
+                throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes + grow) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
+            c.k.reserve(cap_tok * kw * es);
+            c.k.resize(need);
+            m.kv_bytes += c.k.capacity() - old;
+        }
+        store_row(m.params.kv_type, x.ptr(op.b) + t * x.width(op.b), c.k.data() + static_cast<size_t>(p) * kw * es, kw);
+    }
+    std::vector<const uint8_t *> cache(static_cast<size_t>(x.n_tok));
+    for (int64_t t = 0; t < x.n_tok; t++) cache[t] = m.kv[x.b.seq[t]][layer].k.data();
+    a.n_tok = x.n_tok;
+    a.q = x.ptr(op.a);
+    a.q_stride = x.width(op.a);
+    a.out = x.ptr(op.out);
+    a.out_stride = x.width(op.out);
+    a.cache = cache.data();
+    a.pos = x.b.pos;
+    a.kv_type = m.params.kv_type;
+    a.pool = m.pool.get();
+    mla_attend(a);
+}
+
 // Routes n tokens (rows of a, width d) with op's router as llama.cpp does (softmax or sigmoid,
 // bias for selection only, group-limited top-k, renormalization, scale): sel/wsel get n * k
 // experts and weights in rank order.
@@ -827,6 +889,7 @@ void model::forward(const batch & b, std::vector<float> & logits) {
             case OP_MOE: op_moe(x, op, oi); break;
             case OP_GATHER_OUT: op_gather_out(x, op); break;
             case OP_COPY: elementwise(x, op, [](float a, float) { return a; }); break;
+            case OP_MLA_ATTENTION: op_mla_attention(x, op, oi); break;
             default: throw error(KAIL_E_INTERNAL, "unhandled op");
         }
     }

@@ -85,6 +85,8 @@ export interface HParams {
   expertWeightsScale: number;
   attentionScale: number;
   nVocab: number;
+  /** The file's metadata, for architecture-specific keys. */
+  meta: Metadata;
 }
 
 export function readHParams(md: Metadata, tensors: Map<string, GgufTensorInfo>): HParams {
@@ -131,5 +133,6 @@ export function readHParams(md: Metadata, tensors: Map<string, GgufTensorInfo>):
     expertWeightsScale: md.num('expert_weights_scale', 0),
     attentionScale: md.num('attention.scale', 0),
     nVocab,
+    meta: md,
   };
 }

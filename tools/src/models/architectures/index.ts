@@ -1,4 +1,7 @@
 import type { ArchDefinition } from '../arch';
+import { deepseek2 } from './deepseek2';
+import { glm4moe } from './glm4moe';
+import { olmoe } from './olmoe';
 import { llama, mixtral } from './llama';
 import { qwen2moe } from './qwen2moe';
 import { qwen3moe } from './qwen3moe';
@@ -22,3 +25,4 @@ export function archNames(): string[] {
 }
 
 for (const a of [llama, mixtral, qwen2moe, qwen3moe]) registerArch(a);
+for (const a of [deepseek2, glm4moe, olmoe]) registerArch(a);

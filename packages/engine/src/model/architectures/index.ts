@@ -2,6 +2,8 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
+import { buildDeepseek2 } from './deepseek2';
+import { buildGlm4Moe } from './glm4moe';
 import { buildLlamaFamily } from './llama-family';
 
 type Builder = (hp: HParams, tensors: Map<string, GgufTensorInfo>) => ModelProgram;
@@ -12,6 +14,9 @@ const ARCHITECTURES: Record<string, Builder> = {
   qwen2moe: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: false, normExpertWeights: false, sharedExpertGate: true }),
   qwen3: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false }),
   qwen3moe: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: true, sharedExpertGate: false }),
+  olmoe: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false }),
+  deepseek2: (hp, ts) => buildDeepseek2(hp, ts),
+  glm4moe: (hp, ts) => buildGlm4Moe(hp, ts),
 };
 
 /** Architectures (GGUF `general.architecture`) this build can run. */

@@ -1,0 +1,205 @@
+#include "model/mla.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kail/gguf.h"
+#include "kail/matmul.h"
+#include "kail/quants.h"
+#include "kail/threadpool.h"
+#include "kail/types.h"
+
+namespace kail {
+
+namespace {
+
+std::string shape(const gguf_tensor_info * t) {
+    std::string s = "[";
+    for (uint32_t i = 0; i < std::max<uint32_t>(t->n_dims, 1); i++) s += (i ? ", " : "") + std::to_string(t->ne[i]);
+    return s + "]";
+}
+
+size_t row_bytes(const mla_weight & w) { return row_size(w.info->type, w.info->ne[0]); }
+
+// Head h's up-projections as F32: wk (qk_nope rows of kv_lora) and wv (v_head rows of kv_lora).
+void dequant_head(const mla_args & a, int64_t h, std::vector<float> & wk, std::vector<float> & wv) {
+    const int64_t L = a.kv_lora;
+    wk.resize(static_cast<size_t>(a.qk_nope * L));
+    wv.resize(static_cast<size_t>(a.v_head * L));
+    if (a.kv_b.info) {
+        const size_t rb = row_bytes(a.kv_b);
+        const int64_t r0 = h * (a.qk_nope + a.v_head);
+        for (int64_t i = 0; i < a.qk_nope; i++) dequantize_row(a.kv_b.info->type, a.kv_b.data + (r0 + i) * rb, wk.data() + i * L, L);
+        for (int64_t c = 0; c < a.v_head; c++) dequantize_row(a.kv_b.info->type, a.kv_b.data + (r0 + a.qk_nope + c) * rb, wv.data() + c * L, L);
+        return;
+    }
+    // k_b holds W_kᵀ per head (kv_lora rows of qk_nope); v_b holds W_v (v_head rows of kv_lora).
+    std::vector<float> row(static_cast<size_t>(a.qk_nope));
+    const size_t kb = row_bytes(a.k_b), vb = row_bytes(a.v_b);
+    for (int64_t l = 0; l < L; l++) {
+        dequantize_row(a.k_b.info->type, a.k_b.data + (h * L + l) * kb, row.data(), a.qk_nope);
+        for (int64_t i = 0; i < a.qk_nope; i++) wk[i * L + l] = row[i];
+    }
+    for (int64_t c = 0; c < a.v_head; c++) dequantize_row(a.v_b.info->type, a.v_b.data + (h * a.v_head + c) * vb, wv.data() + c * L, L);
+}
+
+// Softmax-weighted attention over rows [0, p] of one sequence's cache: scores from `score(j)`,
+// weights handed to `acc(j, w)`; probabilities rounded to F16 for an F16 cache as ggml does.
+template <typename S, typename A>
+void attend_rows(int64_t p, float scale, uint32_t kv_type, std::vector<float> & scores, S score, A acc) {
+    scores.resize(static_cast<size_t>(p + 1));
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j <= p; j++) {
+        scores[j] = score(j) * scale;
+        mx = std::max(mx, scores[j]);
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j <= p; j++) {
+        scores[j] = std::exp(scores[j] - mx);
+        sum += scores[j];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j <= p; j++) {
+        float w = scores[j] * inv;
+        if (kv_type == KAIL_TYPE_F16) w = fp16_to_fp32(fp32_to_fp16(w));
+        acc(j, w);
+    }
+}
+
+void cache_row(const mla_args & a, const uint8_t * base, int64_t j, float * dst) {
+    const int64_t w = a.kv_lora + a.qk_rope;
+    if (a.kv_type == KAIL_TYPE_F32) std::copy_n(reinterpret_cast<const float *>(base) + j * w, w, dst);
+    else fp16_to_fp32_row(reinterpret_cast<const uint16_t *>(base) + j * w, dst, w);
+}
+
+void attend_absorbed(const mla_args & a) {
+    const int64_t L = a.kv_lora, R = a.qk_rope, W = L + R, H = a.n_head, n = a.n_tok, hq = a.qk_nope + R;
+    // 1. Absorbed queries: per head [W_kᵀ q_nope, q_pe].
+    std::vector<float> qa(static_cast<size_t>(n * H * W));
+    if (a.k_b.info) {
+        const size_t kb = row_bytes(a.k_b);
+        for (int64_t h = 0; h < H; h++)
+            matmul(a.k_b.info->type, a.k_b.data + static_cast<size_t>(h * L) * kb, kb, L, a.qk_nope,
+                   a.q + h * hq, static_cast<size_t>(a.q_stride) * 4, n, qa.data() + h * W, static_cast<size_t>(H * W) * 4, a.pool);
+    } else {
+        std::vector<float> wk, wv;
+        for (int64_t h = 0; h < H; h++) {
+            dequant_head(a, h, wk, wv);
+            for (int64_t t = 0; t < n; t++) {
+                float * o = qa.data() + (t * H + h) * W;
+                const float * qn = a.q + t * a.q_stride + h * hq;
+                std::fill(o, o + L, 0.0f);
+                for (int64_t i = 0; i < a.qk_nope; i++) {
+                    const float qi = qn[i];
+                    const float * r = wk.data() + i * L;
+                    for (int64_t l = 0; l < L; l++) o[l] += qi * r[l];
+                }
+            }
+        }
+    }
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < H; h++)
+            std::copy_n(a.q + t * a.q_stride + h * hq + a.qk_nope, R, qa.data() + (t * H + h) * W + L);
+
+    // 2. MQA over the latent cache: one shared key row of width L + R, the value is its latent part.
+    std::vector<float> lat(static_cast<size_t>(n * H * L));
+    a.pool->parallel_for(n * H, [&](int64_t begin, int64_t end, int) {
+        std::vector<float> scores, kr(static_cast<size_t>(W)), acc(static_cast<size_t>(L));
+        for (int64_t task = begin; task < end; task++) {
+            const int64_t t = task / H, h = task % H;
+            float * q = qa.data() + (t * H + h) * W;
+            if (a.kv_type == KAIL_TYPE_F16) for (int64_t i = 0; i < W; i++) q[i] = fp16_to_fp32(fp32_to_fp16(q[i]));
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            attend_rows(a.pos[t], a.scale, a.kv_type, scores,
+                [&](int64_t j) {
+                    cache_row(a, a.cache[t], j, kr.data());
+                    float d = 0.0f;
+                    for (int64_t i = 0; i < W; i++) d += q[i] * kr[i];
+                    return d;
+                },
+                [&](int64_t j, float w) {
+                    cache_row(a, a.cache[t], j, kr.data());
+                    for (int64_t l = 0; l < L; l++) acc[l] += w * kr[l];
+                });
+            std::copy(acc.begin(), acc.end(), lat.begin() + (t * H + h) * L);
+        }
+    }, 1);
+
+    // 3. Value up-projection per head.
+    for (int64_t h = 0; h < H; h++) {
+        const float * x = lat.data() + h * L;
+        const size_t xs = static_cast<size_t>(H * L) * 4, ys = static_cast<size_t>(a.out_stride) * 4;
+        float * y = a.out + h * a.v_head;
+        if (a.v_b.info) {
+            const size_t vb = row_bytes(a.v_b);
+            matmul(a.v_b.info->type, a.v_b.data + static_cast<size_t>(h * a.v_head) * vb, vb, a.v_head, L, x, xs, n, y, ys, a.pool);
+        } else {
+            const size_t rb = row_bytes(a.kv_b);
+            matmul(a.kv_b.info->type, a.kv_b.data + static_cast<size_t>(h * (a.qk_nope + a.v_head) + a.qk_nope) * rb, rb, a.v_head, L, x, xs, n, y, ys, a.pool);
+        }
+    }
+}
+
+void attend_naive(const mla_args & a) {
+    const int64_t L = a.kv_lora, R = a.qk_rope, W = L + R, H = a.n_head, hq = a.qk_nope + R;
+    std::vector<float> wk, wv, kr(static_cast<size_t>(W)), k(static_cast<size_t>(hq)), v(static_cast<size_t>(a.v_head)), scores;
+    for (int64_t h = 0; h < H; h++) {
+        dequant_head(a, h, wk, wv);
+        for (int64_t t = 0; t < a.n_tok; t++) {
+            const float * q = a.q + t * a.q_stride + h * hq;
+            float * o = a.out + t * a.out_stride + h * a.v_head;
+            std::fill(o, o + a.v_head, 0.0f);
+            attend_rows(a.pos[t], a.scale, KAIL_TYPE_F32, scores,
+                [&](int64_t j) {
+                    cache_row(a, a.cache[t], j, kr.data());
+                    for (int64_t i = 0; i < a.qk_nope; i++) {
+                        float s = 0.0f;
+                        for (int64_t l = 0; l < L; l++) s += wk[i * L + l] * kr[l];
+                        k[i] = s;
+                    }
+                    std::copy_n(kr.data() + L, R, k.data() + a.qk_nope);
+                    float d = 0.0f;
+                    for (int64_t i = 0; i < hq; i++) d += q[i] * k[i];
+                    return d;
+                },
+                [&](int64_t j, float w) {
+                    cache_row(a, a.cache[t], j, kr.data());
+                    for (int64_t c = 0; c < a.v_head; c++) {
+                        float s = 0.0f;
+                        for (int64_t l = 0; l < L; l++) s += wv[c * L + l] * kr[l];
+                        o[c] += w * s;
+                    }
+                });
+        }
+    }
+}
+
+} // namespace
+
+std::string mla_check_weights(const mla_args & a) {
+    const int64_t L = a.kv_lora, H = a.n_head;
+    if (L <= 0 || H <= 0 || a.qk_nope <= 0 || a.qk_rope <= 0 || a.v_head <= 0) return "mla_attention needs positive n_head, kv_lora, qk_nope, qk_rope, v_head";
+    if (a.kv_b.info) {
+        const auto * t = a.kv_b.info;
+        if (t->ne[0] != L || t->ne[1] != H * (a.qk_nope + a.v_head))
+            return "tensor '" + t->name + "' " + shape(t) + " does not match [" + std::to_string(L) + ", " + std::to_string(H * (a.qk_nope + a.v_head)) + "]";
+        return {};
+    }
+    if (!a.k_b.info || !a.v_b.info) return "mla_attention needs weights k_b and v_b, or kv_b";
+    const auto * k = a.k_b.info;
+    const auto * v = a.v_b.info;
+    if (k->ne[0] != a.qk_nope || k->ne[1] != L || k->ne[2] != H)
+        return "tensor '" + k->name + "' " + shape(k) + " does not match [" + std::to_string(a.qk_nope) + ", " + std::to_string(L) + ", " + std::to_string(H) + "]";
+    if (v->ne[0] != L || v->ne[1] != a.v_head || v->ne[2] != H)
+        return "tensor '" + v->name + "' " + shape(v) + " does not match [" + std::to_string(L) + ", " + std::to_string(a.v_head) + ", " + std::to_string(H) + "]";
+    return {};
+}
+
+void mla_attend(const mla_args & a) {
+    if (a.naive) attend_naive(a);
+    else attend_absorbed(a);
+}
+
+} // namespace kail

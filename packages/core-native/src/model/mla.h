@@ -1,0 +1,47 @@
+// Multi-head Latent Attention (DeepSeek-V2/V3) with the absorbed form: the KV cache holds, per
+// token, only the normalized latent (kv_lora) followed by the RoPE key (qk_rope), shared by all
+// heads. The key up-projection is folded into the query (q_nope -> kv_lora per head) and the value
+// up-projection is applied to the attention output, so per-head K/V never exist. Internal to the
+// model runtime (model.cpp stores the rows; this file computes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kail {
+
+class threadpool;
+struct gguf_tensor_info;
+
+struct mla_weight {
+    const gguf_tensor_info * info = nullptr;
+    const uint8_t *          data = nullptr;
+};
+
+struct mla_args {
+    int64_t n_tok = 0, n_head = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
+    float   scale = 1.0f;
+    // Reference form for tests: decompress every cached latent into per-head K and V and run
+    // ordinary attention. Same cache, same inputs, no absorption.
+    bool    naive = false;
+    const float *           q = nullptr;      // row t: n_head heads of qk_nope + qk_rope, RoPE applied
+    int64_t                 q_stride = 0;     // floats
+    float *                 out = nullptr;    // row t: n_head * v_head
+    int64_t                 out_stride = 0;   // floats
+    const uint8_t * const * cache = nullptr;  // per token: its sequence's rows (kv_lora + qk_rope each)
+    const int32_t *         pos = nullptr;    // per token: attends to cache rows [0, pos]
+    uint32_t                kv_type = 0;      // KAIL_TYPE_F16 or KAIL_TYPE_F32
+    // llama.cpp's two layouts: attn_k_b [qk_nope, kv_lora, n_head] + attn_v_b [kv_lora, v_head,
+    // n_head], or the older attn_kv_b [kv_lora, n_head * (qk_nope + v_head)].
+    mla_weight k_b, v_b, kv_b;
+    threadpool * pool = nullptr;
+};
+
+// Shape check of the up-projections against the op's dimensions; empty when they match.
+std::string mla_check_weights(const mla_args & a);
+
+// out = attention of q over the cached rows (cache rows for the batch already stored).
+void mla_attend(const mla_args & a);
+
+} // namespace kail

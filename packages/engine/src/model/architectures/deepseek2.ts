@@ -1,0 +1,260 @@
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
+
+import { EngineError } from '../../errors';
+import type { HParams } from '../hparams';
+import { ProgramBuilder } from '../program-builder';
+
+const t = (i: number, name: string) => `blk.${i}.${name}`;
+
+/** llama.cpp's `expert_gating_func` values. */
+const GATING_SOFTMAX = 1;
+const GATING_SIGMOID = 2;
+
+export interface Deepseek2Options {
+  /**
+   * Run MLA in its naive form (decompress every cached latent into per-head K/V) instead of the
+   * absorbed one. For tests that check the two agree; default false.
+   */
+  naiveMla?: boolean;
+}
+
+/** Tensor lookup that names the architecture in its errors. */
+export function tensorLookup(hp: HParams, tensors: Map<string, GgufTensorInfo>) {
+  const need = (name: string): string => {
+    if (!tensors.has(name)) throw new EngineError('KAIL_E_BAD_MODEL', `model file lacks tensor '${name}', which the ${hp.arch} architecture requires`);
+    return name;
+  };
+  const maybe = (name: string): string | undefined => (tensors.has(name) ? name : undefined);
+  return { need, maybe };
+}
+
+/** Routing options of llama.cpp's build_moe_ffn as this file's metadata gives them. */
+export interface MoeRouting {
+  gating: number;
+  normW: boolean;
+  wScale: number;
+  nGroup: number;
+  nGroupUsed: number;
+}
+
+export function readMoeRouting(hp: HParams, defaultGating: number): MoeRouting {
+  const md = hp.meta;
+  const g = md.num('expert_gating_func', 0) || defaultGating;
+  if (g !== GATING_SOFTMAX && g !== GATING_SIGMOID) throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: expert_gating_func ${g} is not supported (1 softmax, 2 sigmoid)`);
+  return {
+    gating: g === GATING_SIGMOID ? 1 : 0,
+    normW: md.bool('expert_weights_norm', false),
+    wScale: md.num('expert_weights_scale', 0),
+    nGroup: md.num('expert_group_count', 0),
+    nGroupUsed: md.num('expert_group_used_count', 0),
+  };
+}
+
+/**
+ * The FFN half of a DeepSeek/GLM block on `h` into `out`: a dense SwiGLU FFN for the leading dense
+ * blocks, else routed experts (optional selection bias `exp_probs_b`) plus ungated shared experts.
+ */
+export function moeBlockFfn(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, h: number, out: number, routing: MoeRouting, dense: boolean): void {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const d = hp.nEmbd;
+  const swiglu = (prefix: string, suffix: string, into: number) => {
+    const ff = tensors.get(need(t(il, `${prefix}_up${suffix}.weight`)))!.dims[1];
+    const g = p.buf(`ffn_gate${ff}`, ff);
+    const u = p.buf(`ffn_up${ff}`, ff);
+    p.op('matmul', g, { a: h, weights: { weight: need(t(il, `${prefix}_gate${suffix}.weight`)) } });
+    p.op('matmul', u, { a: h, weights: { weight: need(t(il, `${prefix}_up${suffix}.weight`)) } });
+    p.op('swiglu', g, { a: g, b: u });
+    p.op('matmul', into, { a: g, weights: { weight: need(t(il, `${prefix}_down${suffix}.weight`)) } });
+  };
+  if (dense) {
+    swiglu('ffn', '', out);
+    return;
+  }
+  if (hp.nExpert <= 0 || hp.nExpertUsed <= 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il} has a router but expert_count/expert_used_count are missing`);
+  const bias = maybe(t(il, 'exp_probs_b.bias'));
+  p.op('moe', out, {
+    a: h,
+    weights: {
+      gate_inp: need(t(il, 'ffn_gate_inp.weight')),
+      ...(bias ? { exp_probs_b: bias } : {}),
+      gate_exps: need(t(il, 'ffn_gate_exps.weight')),
+      up_exps: need(t(il, 'ffn_up_exps.weight')),
+      down_exps: need(t(il, 'ffn_down_exps.weight')),
+    },
+    params: {
+      n_expert: hp.nExpert,
+      n_expert_used: hp.nExpertUsed,
+      gating: routing.gating,
+      norm_w: routing.normW,
+      w_scale: routing.wScale,
+      n_group: routing.nGroup,
+      n_group_used: routing.nGroupUsed,
+      moe_layer: p.moeLayer(hp.nExpert),
+    },
+  });
+  if (tensors.has(t(il, 'ffn_up_shexp.weight'))) {
+    const so = p.buf('sh_out', d);
+    swiglu('ffn', '_shexp', so);
+    p.op('add', out, { a: out, b: so });
+  }
+}
+
+/** Output norm and head (tied to the embedding when output.weight is absent) over the kept rows. */
+export function outputHead(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, x: number): ModelProgram {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const xo = p.buf('x_out', hp.nEmbd, true);
+  const ho = p.buf('h_out', hp.nEmbd, true);
+  p.op('gather_out', xo, { a: x });
+  p.op('rms_norm', ho, { a: xo, weights: { weight: need('output_norm.weight') }, params: { eps: hp.rmsEps } });
+  const head = maybe('output.weight') ?? need('token_embd.weight');
+  const logits = p.buf('logits', tensors.get(head)!.dims[1], true);
+  p.op('matmul', logits, { a: ho, weights: { weight: head } });
+  return p.build(logits);
+}
+
+/** MLA dimensions of a deepseek2 file (llama.cpp load_hparams). */
+export interface MlaDims {
+  qLora: number;
+  kvLora: number;
+  qkNope: number;
+  qkRope: number;
+  vHead: number;
+}
+
+export function readMlaDims(hp: HParams): MlaDims {
+  const md = hp.meta;
+  // Files with the split attn_k_b/attn_v_b layout carry the per-head sizes in *_mla keys (their
+  // key_length/value_length then describe the latent cache).
+  const mla = md.has('attention.key_length_mla') && md.has('attention.value_length_mla');
+  const qkHead = mla ? md.num('attention.key_length_mla') : hp.headDimK;
+  const vHead = mla ? md.num('attention.value_length_mla') : hp.headDimV;
+  const qkRope = hp.ropeDims;
+  const dims = { qLora: md.num('attention.q_lora_rank', 0), kvLora: md.num('attention.kv_lora_rank'), qkNope: qkHead - qkRope, qkRope, vHead };
+  if (dims.qkNope < 1 || dims.qkRope < 2 || dims.qkRope % 2 !== 0 || dims.kvLora < 1 || dims.vHead < 1)
+    throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: inconsistent MLA sizes (key ${qkHead}, rope ${qkRope}, kv_lora ${dims.kvLora}, value ${vHead})`);
+  return dims;
+}
+
+/**
+ * The YaRN scales DeepSeek uses: cos/sin unscaled (the rope's own magnitude factor is cancelled)
+ * and the whole correction mscale² in the attention scale, mscale = 1 + 0.1·mscale_all_dim·ln(factor)
+ * (the file stores 0.1·mscale_all_dim as rope.scaling.yarn_log_multiplier). As llama.cpp's
+ * llama_context + deepseek2 graph compute them.
+ */
+export function deepseekYarn(hp: HParams, headK: number): { ropeAttnFactor: number; kqScale: number } {
+  const ropeAttn = hp.meta.num('rope.scaling.attn_factor', 1);
+  if (hp.ropeYarn.extFactor === 0) return { ropeAttnFactor: hp.ropeYarn.attnFactor, kqScale: 1 / Math.sqrt(headK) };
+  const factor = 1 / hp.ropeFreqScale;
+  const logMul = hp.meta.num('rope.scaling.yarn_log_multiplier', 0) / 0.1; // mscale_all_dim
+  const getMscale = (scale: number, m: number) => (scale <= 1 ? 1 : 0.1 * m * Math.log(scale) + 1);
+  let a: number;
+  if (logMul !== 0) {
+    const mscale = logMul !== 1 ? logMul : 1;
+    a = getMscale(factor, mscale) / getMscale(factor, logMul);
+  } else {
+    a = getMscale(factor, 1);
+  }
+  a = (a / (1 + 0.1 * Math.log(factor))) * ropeAttn;
+  const f32 = Math.fround;
+  const org = f32(a * f32(1 + 0.1 * Math.log(1 / hp.ropeFreqScale)));
+  const mscale = f32(org * f32(1 + 0.1 * logMul * Math.log(1 / hp.ropeFreqScale)));
+  return { ropeAttnFactor: a, kqScale: f32((mscale * mscale) / Math.sqrt(headK)) };
+}
+
+/**
+ * DeepSeek-V2/V2-Lite/V3 and Kimi-K2 (`deepseek2`): MLA attention with an optional q LoRA, a
+ * latent KV cache (absorbed form), YaRN with DeepSeek's mscale, leading dense blocks, routed
+ * experts (softmax, or sigmoid with a selection bias and group-limited top-k) plus shared experts.
+ */
+export function buildDeepseek2(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deepseek2Options = {}): ModelProgram {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const dims = readMlaDims(hp);
+  const { kvLora: L, qkNope, qkRope: R, vHead } = dims;
+  const routing = readMoeRouting(hp, GATING_SOFTMAX);
+  const nDense = hp.meta.num('leading_dense_block_count', 0);
+  const { ropeAttnFactor, kqScale } = deepseekYarn(hp, qkNope + R);
+
+  const p = new ProgramBuilder();
+  const d = hp.nEmbd;
+  const x = p.buf('x', d);
+  const h = p.buf('h', d);
+  const attnOut = p.buf('attn_out', d);
+  const kva = p.buf('kv_cmpr_pe', L + R);
+  const lat = p.buf('kv_cmpr', L);
+  p.op('embed', x, { weights: { weight: need('token_embd.weight') } });
+  const rope = {
+    n_dims: R,
+    neox: false,
+    freq_base: hp.ropeFreqBase,
+    freq_scale: hp.ropeFreqScale,
+    ext_factor: hp.ropeYarn.extFactor,
+    attn_factor: ropeAttnFactor,
+    beta_fast: hp.ropeYarn.betaFast,
+    beta_slow: hp.ropeYarn.betaSlow,
+    n_ctx_orig: hp.ropeYarn.nCtxOrig,
+  };
+
+  for (let il = 0; il < hp.nLayer; il++) {
+    const H = hp.nHead[il];
+    const q = p.buf(`q${H}`, H * (qkNope + R));
+    const attn = p.buf(`attn${H}`, H * vHead);
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+    const wq = maybe(t(il, 'attn_q.weight'));
+    if (wq) {
+      p.op('matmul', q, { a: h, weights: { weight: wq } });
+    } else {
+      const qa = p.buf('q_a', tensors.get(need(t(il, 'attn_q_a.weight')))!.dims[1]);
+      p.op('matmul', qa, { a: h, weights: { weight: need(t(il, 'attn_q_a.weight')) } });
+      p.op('rms_norm', qa, { a: qa, weights: { weight: need(t(il, 'attn_q_a_norm.weight')) }, params: { eps: hp.rmsEps } });
+      p.op('matmul', q, { a: qa, weights: { weight: need(t(il, 'attn_q_b.weight')) } });
+    }
+    p.op('matmul', kva, { a: h, weights: { weight: need(t(il, 'attn_kv_a_mqa.weight')) } });
+    p.op('copy', lat, { a: kva, params: { n: L } });
+    p.op('rms_norm', lat, { a: lat, weights: { weight: need(t(il, 'attn_kv_a_norm.weight')) }, params: { eps: hp.rmsEps } });
+    p.op('copy', kva, { a: lat, params: { n: L } });
+    p.op('rope', kva, { a: kva, params: { ...rope, head_dim: L + R, n_head: 1, rot_off: L } });
+    p.op('rope', q, { a: q, params: { ...rope, head_dim: qkNope + R, n_head: H, rot_off: qkNope } });
+    const kb = maybe(t(il, 'attn_k_b.weight'));
+    const weights: Record<string, string> = kb ? { k_b: kb, v_b: need(t(il, 'attn_v_b.weight')) } : { kv_b: need(t(il, 'attn_kv_b.weight')) };
+    const layer = p.kvLayer(L + R, 0);
+    p.op('mla_attention', attn, {
+      a: q,
+      b: kva,
+      weights,
+      params: { layer, n_head: H, kv_lora: L, qk_nope: qkNope, qk_rope: R, v_head: vHead, scale: kqScale, naive: opt.naiveMla ?? false },
+    });
+    p.op('matmul', attnOut, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
+    p.op('add', x, { a: x, b: attnOut });
+
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
+    const ffnOut = p.buf('ffn_out', d);
+    moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, il < nDense);
+    p.op('add', x, { a: x, b: ffnOut });
+  }
+  return outputHead(p, hp, tensors, x);
+}
+
+export interface MlaKvShape {
+  nLayer: number;
+  nHead: number;
+  kvLora: number;
+  qkNope: number;
+  qkRope: number;
+  vHead: number;
+  /** Bytes per cached element: 2 for an F16 cache (default), 4 for F32. */
+  elemBytes?: number;
+}
+
+/**
+ * KV cache bytes per token: the latent cache kail keeps (kv_lora + qk_rope per layer) against a
+ * naive per-head cache. `naiveFull` is what a decompressed MHA cache holds (per head the whole key,
+ * nope + rope, and the value: llama.cpp's layout for attn_kv_b files); `naiveShared` keeps the RoPE
+ * key once per layer (per head nope + value, plus qk_rope), the comparison the DeepSeek-V2 paper makes.
+ */
+export function mlaKvBytesPerToken(s: MlaKvShape): { absorbed: number; naiveShared: number; naiveFull: number; ratioShared: number; ratioFull: number } {
+  const e = s.elemBytes ?? 2;
+  const absorbed = s.nLayer * (s.kvLora + s.qkRope) * e;
+  const naiveShared = s.nLayer * (s.nHead * (s.qkNope + s.vHead) + s.qkRope) * e;
+  const naiveFull = s.nLayer * s.nHead * (s.qkNope + s.qkRope + s.vHead) * e;
+  return { absorbed, naiveShared, naiveFull, ratioShared: naiveShared / absorbed, ratioFull: naiveFull / absorbed };
+}

@@ -1,0 +1,71 @@
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
+
+import { EngineError } from '../../errors';
+import type { HParams } from '../hparams';
+import { ProgramBuilder } from '../program-builder';
+import { moeBlockFfn, outputHead, readMoeRouting, tensorLookup } from './deepseek2';
+
+const t = (i: number, name: string) => `blk.${i}.${name}`;
+
+/**
+ * GLM-4.5 (`glm4moe`, llama.cpp src/models/glm4-moe.cpp): Q/K/V biases, per-head q/k RMS norms
+ * when the file has them, partial NeoX RoPE (rope.dimension_count of each head), the FFN input norm
+ * is `post_attention_norm`, leading dense blocks, routed experts with sigmoid gating (default) and
+ * a selection bias, plus shared experts.
+ */
+export function buildGlm4Moe(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  if (hp.headDimK !== hp.headDimV) throw new EngineError('KAIL_E_BAD_MODEL', `glm4moe: key_length ${hp.headDimK} and value_length ${hp.headDimV} must match`);
+  const routing = readMoeRouting(hp, 2);
+  const nDense = hp.meta.num('leading_dense_block_count', 0);
+  const hd = hp.headDimK;
+  const withBias = (w: string, b: string | undefined): Record<string, string> => (b ? { weight: w, bias: b } : { weight: w });
+
+  const p = new ProgramBuilder();
+  const d = hp.nEmbd;
+  const x = p.buf('x', d);
+  const h = p.buf('h', d);
+  const attnOut = p.buf('attn_out', d);
+  p.op('embed', x, { weights: { weight: need('token_embd.weight') } });
+  const rope = {
+    n_dims: hp.ropeDims,
+    neox: true,
+    freq_base: hp.ropeFreqBase,
+    freq_scale: hp.ropeFreqScale,
+    ext_factor: hp.ropeYarn.extFactor,
+    attn_factor: hp.ropeYarn.attnFactor,
+    beta_fast: hp.ropeYarn.betaFast,
+    beta_slow: hp.ropeYarn.betaSlow,
+    n_ctx_orig: hp.ropeYarn.nCtxOrig,
+    head_dim: hd,
+  };
+  for (let il = 0; il < hp.nLayer; il++) {
+    const H = hp.nHead[il];
+    const Hkv = hp.nHeadKv[il];
+    if (H % Hkv !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: head_count ${H} is not a multiple of head_count_kv ${Hkv}`);
+    const q = p.buf(`q${H * hd}`, H * hd);
+    const k = p.buf(`k${Hkv * hd}`, Hkv * hd);
+    const v = p.buf(`v${Hkv * hd}`, Hkv * hd);
+    const attn = p.buf(`attn${H * hd}`, H * hd);
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+    p.op('matmul', q, { a: h, weights: withBias(need(t(il, 'attn_q.weight')), maybe(t(il, 'attn_q.bias'))) });
+    p.op('matmul', k, { a: h, weights: withBias(need(t(il, 'attn_k.weight')), maybe(t(il, 'attn_k.bias'))) });
+    p.op('matmul', v, { a: h, weights: withBias(need(t(il, 'attn_v.weight')), maybe(t(il, 'attn_v.bias'))) });
+    const qn = maybe(t(il, 'attn_q_norm.weight'));
+    const kn = maybe(t(il, 'attn_k_norm.weight'));
+    if (qn) p.op('head_rms_norm', q, { a: q, weights: { weight: qn }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });
+    if (kn) p.op('head_rms_norm', k, { a: k, weights: { weight: kn }, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
+    p.op('rope', q, { a: q, params: { ...rope, n_head: H } });
+    p.op('rope', k, { a: k, params: { ...rope, n_head: Hkv } });
+    const layer = p.kvLayer(Hkv * hd, Hkv * hd);
+    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1 / Math.sqrt(hd) } });
+    p.op('matmul', attnOut, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
+    p.op('add', x, { a: x, b: attnOut });
+
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });
+    const ffnOut = p.buf('ffn_out', d);
+    moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, il < nDense);
+    p.op('add', x, { a: x, b: ffnOut });
+  }
+  return outputHead(p, hp, tensors, x);
+}

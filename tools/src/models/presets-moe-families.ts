@@ -1,0 +1,54 @@
+// Presets for deepseek2 (MLA), glm4moe and olmoe. tiny-*: for parity tests (two MLA layouts each
+// for a V2-Lite-style and a V3-style configuration); bench-*: real shapes with random weights.
+import type { Deepseek2Config } from './architectures/deepseek2';
+import type { Glm4MoeConfig } from './architectures/glm4moe';
+import type { Preset } from './presets';
+
+const base = { ctx: 4096, normEps: 1e-6, tiedEmbeddings: false, sharedFf: 0, vocabKind: 'llama3' as const, vocabSize: 1024 };
+
+// V2-Lite style: no q LoRA, softmax routing without renormalization, 2 shared experts, YaRN with
+// mscale_all_dim 0.707 (factor 40 over 4096 positions, as the real model).
+const v2lite = (layout: 'kv_b' | 'split'): Deepseek2Config => ({
+  ...base, arch: 'deepseek2', name: `tiny-deepseek2-lite${layout === 'split' ? '-split' : ''}`, nLayers: 3, dim: 256, ff: 512,
+  nHeads: 4, nKvHeads: 4, nExperts: 16, nExpertsUsed: 4, expertFf: 256, ropeBase: 10000, ctx: 163840,
+  mla: { qLora: 0, kvLora: 256, qkNope: 64, qkRope: 32, vHead: 64, layout },
+  moe: { nDense: 1, nShared: 2, gating: 'softmax', probsBias: false, nGroup: 0, nGroupUsed: 0, normW: false, wScale: 1 },
+  yarn: { factor: 40, origCtx: 4096, logMul: 0.0707 },
+});
+
+// V3 style: q LoRA, sigmoid routing with exp_probs_b, 4 expert groups of which 2 are used,
+// renormalized then scaled by 2.5, one shared expert, YaRN factor 40 with mscale_all_dim 1.
+const v3 = (layout: 'kv_b' | 'split'): Deepseek2Config => ({
+  ...base, arch: 'deepseek2', name: `tiny-deepseek3${layout === 'kv_b' ? '-kvb' : ''}`, nLayers: 3, dim: 256, ff: 512,
+  nHeads: 4, nKvHeads: 4, nExperts: 16, nExpertsUsed: 4, expertFf: 256, ropeBase: 10000, ctx: 163840,
+  mla: { qLora: 256, kvLora: 256, qkNope: 64, qkRope: 32, vHead: 64, layout },
+  moe: { nDense: 1, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 4, nGroupUsed: 2, normW: true, wScale: 2.5 },
+  yarn: { factor: 40, origCtx: 4096, logMul: 0.1 },
+});
+
+const glm = (qkNorm: boolean): Glm4MoeConfig => ({
+  ...base, arch: 'glm4moe', name: `tiny-glm4moe${qkNorm ? '-qknorm' : ''}`, nLayers: 3, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2,
+  headDim: 128, ropeDims: 64, nExperts: 16, nExpertsUsed: 4, expertFf: 256, ropeBase: 1e6, qkNorm,
+  moe: { nDense: 1, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 0, nGroupUsed: 0, normW: true, wScale: 2.5 },
+});
+
+export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-deepseek2-lite': { description: 'deepseek2, V2-Lite style: MLA without q LoRA (attn_kv_b layout), YaRN, softmax experts, 2 shared', config: v2lite('kv_b') },
+  'tiny-deepseek2-lite-split': { description: 'tiny-deepseek2-lite with the split attn_k_b/attn_v_b layout', config: v2lite('split') },
+  'tiny-deepseek3': { description: 'deepseek2, V3 style: q LoRA, split MLA layout, YaRN, sigmoid + exp_probs_b, 4 groups (2 used), norm + scale', config: v3('split') },
+  'tiny-deepseek3-kvb': { description: 'tiny-deepseek3 with the attn_kv_b layout', config: v3('kv_b') },
+  'tiny-glm4moe': { description: 'glm4moe: q/k/v biases, partial NeoX RoPE, 1 dense block, sigmoid + bias experts, shared expert', config: glm(false) },
+  'tiny-glm4moe-qknorm': { description: 'tiny-glm4moe with per-head q/k norms', config: glm(true) },
+  'tiny-olmoe': {
+    description: 'olmoe: q/k norms over n_embd, NeoX RoPE, 16 experts top-4 without renormalization',
+    config: { ...base, arch: 'olmoe', name: 'tiny-olmoe', nLayers: 2, dim: 256, ff: 256, nHeads: 4, nKvHeads: 4, nExperts: 16, nExpertsUsed: 4, expertFf: 0, ropeBase: 10000 },
+  },
+  'bench-deepseek-v2-lite-shaped': {
+    description: 'DeepSeek-V2-Lite shape (27 x 2048, 64 routed + 2 shared experts top-6 of ff 1408, kv_lora 512, no q LoRA), vocab 32000',
+    config: {
+      ...v2lite('split'), name: 'bench-deepseek-v2-lite-shaped', nLayers: 27, dim: 2048, ff: 10944, nHeads: 16, nKvHeads: 16, nExperts: 64,
+      nExpertsUsed: 6, expertFf: 1408, vocabSize: 32000,
+      mla: { qLora: 0, kvLora: 512, qkNope: 128, qkRope: 64, vHead: 128, layout: 'split' },
+    } as Deepseek2Config,
+  },
+};

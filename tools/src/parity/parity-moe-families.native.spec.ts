@@ -1,0 +1,103 @@
+// Parity with llama.cpp for deepseek2 (absorbed MLA, both tensor layouts, q LoRA on and off,
+// YaRN, softmax and sigmoid+bias group-limited routing), glm4moe (with and without q/k norms) and
+// olmoe, on models the project writes itself. Same rules as parity.native.spec.ts.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { EngineModel } from '@kailstream/engine';
+
+import { writeModel } from '../models/build';
+import { getPreset } from '../models/presets';
+import type { FileTypeName } from '../models/quant-plan';
+import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
+import { nmse, top1Agreement } from './metrics';
+
+const PRESETS = [
+  'tiny-deepseek2-lite',
+  'tiny-deepseek2-lite-split',
+  'tiny-deepseek3',
+  'tiny-deepseek3-kvb',
+  'tiny-glm4moe',
+  'tiny-glm4moe-qknorm',
+  'tiny-olmoe',
+];
+const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5]];
+const QUANT_CASES: [string, FileTypeName][] = [['tiny-deepseek3', 'Q8_0'], ['tiny-deepseek2-lite', 'Q4_K_M'], ['tiny-glm4moe', 'Q4_K_M']];
+
+let dir: string;
+const table: string[] = [];
+const file = (preset: string, type: string) => path.join(dir, `${preset}-${type}.gguf`);
+
+function tokenIds(n: number, nVocab: number, seed: number): number[] {
+  let s = seed >>> 0 || 1;
+  return Array.from({ length: n }, () => {
+    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+    return s % nVocab;
+  });
+}
+
+async function kailLogits(model: string, tokens: number[], kv: 'f32' | 'f16' = 'f32'): Promise<Float32Array> {
+  const m = EngineModel.load(model, { kvType: kv, threads: 2, nCtx: tokens.length + 8 });
+  try {
+    return await m.evaluate(0, tokens, 'all', 64);
+  } finally {
+    m.close();
+  }
+}
+
+beforeAll(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-moe-'));
+}, 60_000);
+afterAll(() => {
+  fs.rmSync(dir, { recursive: true, force: true });
+  process.stdout.write(`\nparity with llama.cpp (deepseek2/glm4moe/olmoe, measured):\n${table.join('\n')}\n`);
+});
+
+describe('float files', () => {
+  let refs: LlamaLogits[];
+  const jobs: { preset: string; type: FileTypeName; bound: number; tokens: number[] }[] = [];
+  beforeAll(async () => {
+    for (const preset of PRESETS) {
+      const cfg = getPreset(preset).config;
+      for (const [type, bound] of TYPES) {
+        writeModel({ config: cfg, fileType: type, seed: 7, out: file(preset, type) });
+        jobs.push({ preset, type, bound, tokens: tokenIds(64, cfg.vocabSize, 11) });
+      }
+    }
+    refs = await llamaLogitsBatch(jobs.map((j) => ({ model: file(j.preset, j.type), tokens: j.tokens })), { kv: 'f32', flashAttention: 'off', timeoutMs: 400_000 });
+  }, 500_000);
+
+  it.each(PRESETS.flatMap((a) => TYPES.map(([t]) => [a, t] as const)))('%s %s', async (preset, type) => {
+    const i = jobs.findIndex((j) => j.preset === preset && j.type === type);
+    const ours = await kailLogits(file(preset, type), jobs[i].tokens);
+    const e = nmse(ours, refs[i].logits);
+    const { agree, total } = top1Agreement(ours, refs[i].logits, refs[i].nVocab);
+    table.push(`${preset.padEnd(26)} ${type.padEnd(7)} NMSE ${e.toExponential(2)}  top-1 ${agree}/${total}  (bound ${jobs[i].bound})`);
+    expect(e).toBeLessThanOrEqual(jobs[i].bound);
+    expect(agree).toBe(total);
+  });
+});
+
+describe('quantized MoE files stay within llama.cpp’s own spread', () => {
+  let exact: LlamaLogits[];
+  let runtime: LlamaLogits[];
+  const toks: Record<string, number[]> = {};
+  beforeAll(async () => {
+    for (const [p, t] of QUANT_CASES) {
+      writeModel({ config: getPreset(p).config, fileType: t, seed: 7, out: file(p, t) });
+      toks[p] = tokenIds(128, getPreset(p).config.vocabSize, 5);
+    }
+    const jobs = QUANT_CASES.map(([p, t]) => ({ model: file(p, t), tokens: toks[p] }));
+    exact = await llamaLogitsBatch(jobs, { kv: 'f32', flashAttention: 'off', timeoutMs: 400_000 });
+    runtime = await llamaLogitsBatch(jobs, { kv: 'f16', flashAttention: 'auto', timeoutMs: 400_000 });
+  }, 500_000);
+
+  it.each(QUANT_CASES)('%s %s', async (p, t) => {
+    const i = QUANT_CASES.findIndex(([a, b]) => a === p && b === t);
+    const ours = await kailLogits(file(p, t), toks[p]);
+    const ourDistance = nmse(ours, exact[i].logits);
+    const llamaSpread = nmse(runtime[i].logits, exact[i].logits);
+    table.push(`${p.padEnd(26)} ${t.padEnd(7)} kail↔llama.cpp exact ${ourDistance.toExponential(2)}  llama.cpp default↔exact ${llamaSpread.toExponential(2)}`);
+    expect(ourDistance).toBeLessThanOrEqual(Math.max(llamaSpread * 2, 1e-6));
+  });
+});
