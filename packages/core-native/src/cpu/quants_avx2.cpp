@@ -158,31 +158,53 @@ struct split_dec {
     }
 
     template <int R, int T>
-    struct tile {
-        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
-            const int64_t nb = k / 32;
-            __m256 acc[R][T];
+    static KAIL_INLINE void step(const uint8_t * w, size_t ws, int64_t b, int nbk, const uint8_t * const * a, __m256 (&acc)[R][T]) {
+        whalf wv[R];
 #pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
+        for (int r = 0; r < R; r++) wv[r] = load(w + r * ws + b * BB, nbk);
+        const int64_t g = b / 4;
+        const int h = static_cast<int>((b / 2) % 2);
 #pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
-            for (int64_t b = 0; b < nb; b += 2) {
-                const int nbk = nb - b >= 2 ? 2 : 1;
-                whalf wv[R];
+        for (int t = 0; t < T; t++) {
+            const uint8_t * ap = a[t] + g * PREP_SPLIT_GROUP;
 #pragma GCC unroll 8
-                for (int r = 0; r < R; r++) wv[r] = load(w + r * ws + b * BB, nbk);
-                const int64_t g = b / 4;
-                const int h = static_cast<int>((b / 2) % 2);
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) {
-                    const uint8_t * ap = a[t] + g * PREP_SPLIT_GROUP;
-#pragma GCC unroll 8
-                    for (int r = 0; r < R; r++) acc[r][t] = dot(wv[r], ap, h, acc[r][t]);
-                }
-            }
-            store_tile<R, T>(acc, out);
+            for (int r = 0; r < R; r++) acc[r][t] = dot(wv[r], ap, h, acc[r][t]);
         }
+    }
+
+    // U interleaved accumulators per (row, token): 2 hides the FMA latency of a lone row x vector.
+    template <int R, int T, int U>
+    static void run_u(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+        {
+            const int64_t nb = k / 32;
+            __m256 acc[U][R][T];
+#pragma GCC unroll 2
+            for (int u = 0; u < U; u++)
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) acc[u][r][t] = _mm256_setzero_ps();
+            int64_t b = 0;
+            for (; b + 2 * U <= nb; b += 2 * U)
+#pragma GCC unroll 2
+                for (int u = 0; u < U; u++) step<R, T>(w, ws, b + 2 * u, 2, a, acc[u]);
+            for (; b < nb; b += 2) step<R, T>(w, ws, b, nb - b >= 2 ? 2 : 1, a, acc[0]);
+            if constexpr (U == 2)
+                for (int r = 0; r < R; r++)
+                    for (int t = 0; t < T; t++) acc[0][r][t] = _mm256_add_ps(acc[0][r][t], acc[1][r][t]);
+            store_tile<R, T>(acc[0], out);
+        }
+    }
+
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) { run_u<R, T, 1>(k, w, ws, a, out); }
     };
+
+    static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
+        if (nr == 1) run_u<1, 1, 2>(k, w, ws, a, out);
+        else run_u<2, 1, 1>(k, w, ws, a, out);
+    }
 };
 
 template <bool VNNI>
@@ -193,50 +215,74 @@ struct q8_0_dec {
         __m256 d;
     };
     template <int R, int T>
-    struct tile {
-        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
-            const int64_t nb = k / 32;
-            __m256 acc[R][T];
+    static KAIL_INLINE void step(const uint8_t * w, size_t ws, int64_t b, const uint8_t * const * a, __m256 (&acc)[R][T]) {
+        wq wv[R];
 #pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
-            for (int64_t b = 0; b < nb; b++) {
-                wq wv[R];
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++) {
-                    const uint8_t * p = w + r * ws + b * 34;
-                    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + 2));
-                    if constexpr (VNNI) {
-                        wv[r].q = _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80)));
-                    } else {
-                        wv[r].q = _mm256_sign_epi8(q, q);
-                        wv[r].s = q;
-                    }
-                    wv[r].d = _mm256_set1_ps(h2f(p));
-                }
-                const int64_t g = b / 2;
-                const int h = static_cast<int>(b % 2);
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) {
-                    const uint8_t * ap = a[t] + g * PREP_NAT_GROUP;
-                    const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 32 * h));
-                    const __m256 ad = _mm256_loadu_ps(reinterpret_cast<const float *>(ap + 128 + 32 * h));
-#pragma GCC unroll 8
-                    for (int r = 0; r < R; r++) {
-                        __m256i c;
-                        if constexpr (VNNI) {
-                            c = _mm256_dpbusd_avx_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 64 + 32 * h)), wv[r].q, aq);
-                        } else {
-                            c = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r].q, _mm256_sign_epi8(aq, wv[r].s)), _mm256_set1_epi16(1));
-                        }
-                        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_mul_ps(wv[r].d, ad), acc[r][t]);
-                    }
-                }
+        for (int r = 0; r < R; r++) {
+            const uint8_t * p = w + r * ws + b * 34;
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + 2));
+            if constexpr (VNNI) {
+                wv[r].q = _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80)));
+                wv[r].s = q;
+            } else {
+                wv[r].q = _mm256_sign_epi8(q, q);
+                wv[r].s = q;
             }
-            store_tile<R, T>(acc, out);
+            wv[r].d = _mm256_set1_ps(h2f(p));
         }
+        const int64_t g = b / 2;
+        const int h = static_cast<int>(b % 2);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const uint8_t * ap = a[t] + g * PREP_NAT_GROUP;
+            const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 32 * h));
+            const __m256 ad = _mm256_loadu_ps(reinterpret_cast<const float *>(ap + 128 + 32 * h));
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                __m256i c;
+                if constexpr (VNNI) {
+                    c = _mm256_dpbusd_avx_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 64 + 32 * h)), wv[r].q, aq);
+                } else {
+                    c = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r].q, _mm256_sign_epi8(aq, wv[r].s)), _mm256_set1_epi16(1));
+                }
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_mul_ps(wv[r].d, ad), acc[r][t]);
+            }
+        }
+    }
+
+    // U interleaved accumulators per (row, token): 2 hides the FMA latency of a lone row x vector.
+    template <int R, int T, int U>
+    static void run_u(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+        {
+            const int64_t nb = k / 32;
+            __m256 acc[U][R][T];
+#pragma GCC unroll 2
+            for (int u = 0; u < U; u++)
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) acc[u][r][t] = _mm256_setzero_ps();
+            int64_t b = 0;
+            for (; b + U <= nb; b += U)
+#pragma GCC unroll 2
+                for (int u = 0; u < U; u++) step<R, T>(w, ws, b + u, a, acc[u]);
+            for (; b < nb; b++) step<R, T>(w, ws, b, a, acc[0]);
+            if constexpr (U == 2)
+                for (int r = 0; r < R; r++)
+                    for (int t = 0; t < T; t++) acc[0][r][t] = _mm256_add_ps(acc[0][r][t], acc[1][r][t]);
+            store_tile<R, T>(acc[0], out);
+        }
+    }
+
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) { run_u<R, T, 1>(k, w, ws, a, out); }
     };
+
+    static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
+        if (nr == 1) run_u<1, 1, 2>(k, w, ws, a, out);
+        else run_u<2, 1, 1>(k, w, ws, a, out);
+    }
 };
 
 // ---------------------------------------------------------------- K-quants (Q8_K activations)
@@ -496,8 +542,8 @@ KAIL_INLINE __m256 load_w8(const uint8_t * p, int64_t i) {
 
 template <int WT>
 struct floats {
-    template <int R, int T>
-    struct tile {
+    template <int R, int T, bool MULTI>
+    struct impl {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
             __m256 acc[R][T];
 #pragma GCC unroll 8
@@ -505,6 +551,33 @@ struct floats {
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
             int64_t i = 0;
+            if constexpr (MULTI) {
+                // Matrix x vector: four accumulators keep the FMA pipes busy.
+                __m256 acc2[3][R][T];
+                for (int u = 0; u < 3; u++)
+                    for (int r = 0; r < R; r++)
+                        for (int t = 0; t < T; t++) acc2[u][r][t] = _mm256_setzero_ps();
+                for (; i + 32 <= k; i += 32) {
+#pragma GCC unroll 4
+                    for (int u = 0; u < 4; u++) {
+                        __m256 wv[R];
+#pragma GCC unroll 8
+                        for (int r = 0; r < R; r++) wv[r] = load_w8<WT>(w + r * ws, i + 8 * u);
+#pragma GCC unroll 8
+                        for (int t = 0; t < T; t++) {
+                            const __m256 x = _mm256_loadu_ps(reinterpret_cast<const float *>(a[t]) + i + 8 * u);
+#pragma GCC unroll 8
+                            for (int r = 0; r < R; r++) {
+                                if (u == 0) acc[r][t] = _mm256_fmadd_ps(wv[r], x, acc[r][t]);
+                                else acc2[u - 1][r][t] = _mm256_fmadd_ps(wv[r], x, acc2[u - 1][r][t]);
+                            }
+                        }
+                    }
+                }
+                for (int r = 0; r < R; r++)
+                    for (int t = 0; t < T; t++)
+                        acc[r][t] = _mm256_add_ps(_mm256_add_ps(acc[r][t], acc2[0][r][t]), _mm256_add_ps(acc2[1][r][t], acc2[2][r][t]));
+            }
             for (; i + 8 <= k; i += 8) {
                 __m256 wv[R];
 #pragma GCC unroll 8
@@ -538,6 +611,13 @@ struct floats {
             store_tile<R, T>(acc, out);
         }
     };
+    template <int R, int T>
+    using tile = impl<R, T, false>;
+
+    static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
+        if (nr == 1) impl<1, 1, true>::run(k, w, ws, a, out);
+        else impl<2, 1, true>::run(k, w, ws, a, out);
+    }
 };
 
 // ---------------------------------------------------------------- activation quantizers / conversions
@@ -665,8 +745,10 @@ void from_float_f16(const float * x, void * y, int64_t k) { cvt_f32_f16(x, y, k)
 void from_float_bf16(const float * x, void * y, int64_t k) { cvt_f32_bf16(x, y, k); }
 
 template <template <int, int> class TILE, int R, int T>
-void set(kernel_table & t, uint32_t type, int decode_r, prepare_fn prep = nullptr, prepared_size_fn psz = nullptr) {
+void set(kernel_table & t, uint32_t type, gemm_fn decode, prepare_fn prep = nullptr, prepared_size_fn psz = nullptr) {
     weight_kernels & wk = t.w[type];
+    wk.gemm_decode = decode;
+    const int decode_r = 1;
     wk.gemm = gemm_dispatch<TILE, R, T>;
     wk.max_r = R;
     wk.max_t = T;
@@ -697,16 +779,16 @@ template <int R, int T> using bf16_tile = floats<2>::tile<R, T>;
 template <bool V>
 void init(kernel_table & t) {
     using TS = tiles<V>;
-    set<TS::template q4_0, 2, 4>(t, KAIL_TYPE_Q4_0, 1, prepare_split_q8_0_off8, prepared_size_split);
-    set<TS::template q4_1, 2, 4>(t, KAIL_TYPE_Q4_1, 1, prepare_split_q8_1, prepared_size_split);
-    set<TS::template q5_0, 2, 4>(t, KAIL_TYPE_Q5_0, 1, prepare_split_q8_0_off16, prepared_size_split);
-    set<TS::template q5_1, 2, 4>(t, KAIL_TYPE_Q5_1, 1, prepare_split_q8_1, prepared_size_split);
-    set<TS::template q8_0, 2, 4>(t, KAIL_TYPE_Q8_0, 1, prepare_nat_q8_0, prepared_size_nat);
-    set<TS::template q2_K, 2, 4>(t, KAIL_TYPE_Q2_K, 1);
-    set<TS::template q3_K, 2, 4>(t, KAIL_TYPE_Q3_K, 1);
-    set<TS::template q4_K, 2, 4>(t, KAIL_TYPE_Q4_K, 1);
-    set<TS::template q5_K, 2, 4>(t, KAIL_TYPE_Q5_K, 1);
-    set<TS::template q6_K, 2, 4>(t, KAIL_TYPE_Q6_K, 1);
+    set<TS::template q4_0, 2, 4>(t, KAIL_TYPE_Q4_0, split_dec<0, V>::decode, prepare_split_q8_0_off8, prepared_size_split);
+    set<TS::template q4_1, 2, 4>(t, KAIL_TYPE_Q4_1, split_dec<1, V>::decode, prepare_split_q8_1, prepared_size_split);
+    set<TS::template q5_0, 2, 4>(t, KAIL_TYPE_Q5_0, split_dec<2, V>::decode, prepare_split_q8_0_off16, prepared_size_split);
+    set<TS::template q5_1, 2, 4>(t, KAIL_TYPE_Q5_1, split_dec<3, V>::decode, prepare_split_q8_1, prepared_size_split);
+    set<TS::template q8_0, 2, 4>(t, KAIL_TYPE_Q8_0, q8_0_dec<V>::decode, prepare_nat_q8_0, prepared_size_nat);
+    set<TS::template q2_K, 2, 4>(t, KAIL_TYPE_Q2_K, nullptr);
+    set<TS::template q3_K, 2, 4>(t, KAIL_TYPE_Q3_K, nullptr);
+    set<TS::template q4_K, 2, 4>(t, KAIL_TYPE_Q4_K, nullptr);
+    set<TS::template q5_K, 2, 4>(t, KAIL_TYPE_Q5_K, nullptr);
+    set<TS::template q6_K, 2, 4>(t, KAIL_TYPE_Q6_K, nullptr);
 }
 
 } // namespace
@@ -715,9 +797,9 @@ void kernels_init_avx2(kernel_table & t, bool vnni) {
     t.level = "avx2";
     if (vnni) init<true>(t);
     else init<false>(t);
-    set<f32_tile, 3, 4>(t, KAIL_TYPE_F32, 1);
-    set<f16_tile, 3, 4>(t, KAIL_TYPE_F16, 1, prepare_f16_as_f32, prepared_size_f32);
-    set<bf16_tile, 3, 4>(t, KAIL_TYPE_BF16, 1, prepare_bf16_as_f32, prepared_size_f32);
+    set<f32_tile, 3, 4>(t, KAIL_TYPE_F32, floats<0>::decode);
+    set<f16_tile, 3, 4>(t, KAIL_TYPE_F16, floats<1>::decode, prepare_f16_as_f32, prepared_size_f32);
+    set<bf16_tile, 3, 4>(t, KAIL_TYPE_BF16, floats<2>::decode, prepare_bf16_as_f32, prepared_size_f32);
     t.from_float[KAIL_TYPE_Q8_0] = from_float_q8<false>;
     t.from_float[KAIL_TYPE_Q8_1] = from_float_q8<true>;
     t.from_float[KAIL_TYPE_Q8_K] = from_float_q8_K;

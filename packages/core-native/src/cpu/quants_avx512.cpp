@@ -493,8 +493,8 @@ KAIL_INLINE __m512 load_w16_masked(const uint8_t * p, int64_t i, __mmask16 m) {
 
 template <int WT>
 struct floats {
-    template <int R, int T>
-    struct tile {
+    template <int R, int T, bool MULTI>
+    struct impl {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
             __m512 acc[R][T];
 #pragma GCC unroll 8
@@ -502,6 +502,33 @@ struct floats {
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
             int64_t i = 0;
+            if constexpr (MULTI) {
+                // Matrix x vector: four accumulators keep the FMA pipes busy.
+                __m512 acc2[3][R][T];
+                for (int u = 0; u < 3; u++)
+                    for (int r = 0; r < R; r++)
+                        for (int t = 0; t < T; t++) acc2[u][r][t] = _mm512_setzero_ps();
+                for (; i + 64 <= k; i += 64) {
+#pragma GCC unroll 4
+                    for (int u = 0; u < 4; u++) {
+                        __m512 wv[R];
+#pragma GCC unroll 8
+                        for (int r = 0; r < R; r++) wv[r] = load_w16<WT>(w + r * ws, i + 16 * u);
+#pragma GCC unroll 8
+                        for (int t = 0; t < T; t++) {
+                            const __m512 x = _mm512_loadu_ps(reinterpret_cast<const float *>(a[t]) + i + 16 * u);
+#pragma GCC unroll 8
+                            for (int r = 0; r < R; r++) {
+                                if (u == 0) acc[r][t] = _mm512_fmadd_ps(wv[r], x, acc[r][t]);
+                                else acc2[u - 1][r][t] = _mm512_fmadd_ps(wv[r], x, acc2[u - 1][r][t]);
+                            }
+                        }
+                    }
+                }
+                for (int r = 0; r < R; r++)
+                    for (int t = 0; t < T; t++)
+                        acc[r][t] = _mm512_add_ps(_mm512_add_ps(acc[r][t], acc2[0][r][t]), _mm512_add_ps(acc2[1][r][t], acc2[2][r][t]));
+            }
             for (; i + 16 <= k; i += 16) {
                 __m512 wv[R];
 #pragma GCC unroll 8
@@ -528,6 +555,13 @@ struct floats {
             store_tile<R, T>(acc, out);
         }
     };
+    template <int R, int T>
+    using tile = impl<R, T, false>;
+
+    static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
+        if (nr == 1) impl<1, 1, true>::run(k, w, ws, a, out);
+        else impl<2, 1, true>::run(k, w, ws, a, out);
+    }
 };
 
 // ---------------------------------------------------------------- activation quantizers / conversions
@@ -679,10 +713,6 @@ void kernels_init_avx512(kernel_table & t) {
     // table: on Zen 5 its 16/32-byte loads stream from DRAM at ~1.7x the rate of the VPERMT2W
     // gather below, which only pays off when a weight group is reused across several tokens. Both
     // read the same prepared activation layout.
-    for (uint32_t type : {KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1, KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0}) {
-        t.w[type].gemm_decode = t.w[type].gemm;
-        t.w[type].decode_r = 1;
-    }
     const weight_kernels saved[5] = {t.w[KAIL_TYPE_Q4_0], t.w[KAIL_TYPE_Q4_1], t.w[KAIL_TYPE_Q5_0], t.w[KAIL_TYPE_Q5_1], t.w[KAIL_TYPE_Q8_0]};
     set<q4_0_tile, 4, 4>(t, KAIL_TYPE_Q4_0, 1, prepare_split_q8_0_off8, prepared_size_split);
     set<q4_1_tile, 4, 4>(t, KAIL_TYPE_Q4_1, 1, prepare_split_q8_1, prepared_size_split);
@@ -699,9 +729,12 @@ void kernels_init_avx512(kernel_table & t) {
     set<q4_K_tile, 2, 4>(t, KAIL_TYPE_Q4_K, 1);
     set<q5_K_tile, 2, 4>(t, KAIL_TYPE_Q5_K, 1);
     set<q6_K_tile, 2, 4>(t, KAIL_TYPE_Q6_K, 1);
-    set<f32_tile, 4, 4>(t, KAIL_TYPE_F32, 4);
-    set<f16_tile, 4, 4>(t, KAIL_TYPE_F16, 4, prepare_f16_as_f32, prepared_size_f32);
-    set<bf16_tile, 4, 4>(t, KAIL_TYPE_BF16, 4, prepare_bf16_as_f32, prepared_size_f32);
+    set<f32_tile, 4, 4>(t, KAIL_TYPE_F32, 1);
+    set<f16_tile, 4, 4>(t, KAIL_TYPE_F16, 1, prepare_f16_as_f32, prepared_size_f32);
+    set<bf16_tile, 4, 4>(t, KAIL_TYPE_BF16, 1, prepare_bf16_as_f32, prepared_size_f32);
+    t.w[KAIL_TYPE_F32].gemm_decode = floats<0>::decode;
+    t.w[KAIL_TYPE_F16].gemm_decode = floats<1>::decode;
+    t.w[KAIL_TYPE_BF16].gemm_decode = floats<2>::decode;
     t.from_float[KAIL_TYPE_Q8_0] = from_float_q8<false>;
     t.from_float[KAIL_TYPE_Q8_1] = from_float_q8<true>;
     t.from_float[KAIL_TYPE_Q8_K] = from_float_q8_K;
