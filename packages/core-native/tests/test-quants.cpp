@@ -382,6 +382,27 @@ void test_dot() {
     }
 }
 
+// A fused float -> prepared quantizer writes exactly what from_float + prepare would.
+void test_quantize_prepared() {
+    for (const level & L : levels()) {
+        for (uint32_t type : kWeightTypes) {
+            const weight_kernels & wk = L.t->w[type];
+            if (!wk.quantize_prepared) continue;
+            CHECK(wk.prepare != nullptr, "%s %s: quantize_prepared without prepare", L.name.c_str(), type_name(type));
+            for (int64_t n : {32, 64, 96, 128, 160, 224, 4096, 4128, 77 * 32}) {
+                if (n % type_traits_get(wk.vd_type)->block_size) continue;
+                std::vector<float> x(n);
+                fill(x, 300 + n);
+                std::vector<uint8_t> std_row(row_size(wk.vd_type, n)), a(wk.prepared_size(n), 0xAB), b(wk.prepared_size(n), 0xCD);
+                L.t->from_float[wk.vd_type](x.data(), std_row.data(), n);
+                wk.prepare(n, std_row.data(), a.data());
+                wk.quantize_prepared(x.data(), b.data(), n);
+                CHECK(a == b, "%s %s n=%lld: quantize_prepared differs from from_float + prepare", L.name.c_str(), type_name(type), (long long)n);
+            }
+        }
+    }
+}
+
 // Every level gives the scalar level's answer (up to summation order) on large rows.
 void test_levels_agree() {
     const int64_t n = 4096 + 256;
@@ -433,6 +454,7 @@ int main() {
     test_golden();
     test_round_trip();
     test_dot();
+    test_quantize_prepared();
     test_levels_agree();
     if (g_fails) std::fprintf(stderr, "%d check(s) failed\n", g_fails);
     else std::printf("all quants checks passed\n");

@@ -223,6 +223,18 @@ void matmul(uint32_t type, const void * w, size_t w_stride, int64_t rows, int64_
     if (wk.vd_type == KAIL_TYPE_F32 && !wk.prepare) {
         // F32 weights read the caller's floats directly.
         for (int64_t t = 0; t < n; t++) tl_aptr[t] = reinterpret_cast<const uint8_t *>(x) + x_stride * t;
+    } else if (wk.prepare && wk.quantize_prepared) {
+        // Straight to the kernel's layout in one pass.
+        const size_t psz = (wk.prepared_size(cols) + 63) & ~size_t(63);
+        uint8_t * buf = tl_prep.get(psz * static_cast<size_t>(n));
+        maybe_parallel(pool, n, n * cols >= 65536, [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; t++)
+                wk.quantize_prepared(reinterpret_cast<const float *>(reinterpret_cast<const uint8_t *>(x) + x_stride * t), buf + psz * t, cols);
+        });
+        for (int64_t t = 0; t < n; t++) tl_aptr[t] = buf + psz * t;
+        gemm_job j{type, &wk, static_cast<const uint8_t *>(w), w_stride, rows, cols, tl_aptr.data(), tl_yptr.data(), n};
+        gemm_run(j, pool);
+        return;
     } else {
         const size_t rs = (row_size(wk.vd_type, cols) + 63) & ~size_t(63);
         uint8_t * buf = tl_quant.get(rs * static_cast<size_t>(n));

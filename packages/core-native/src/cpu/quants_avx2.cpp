@@ -741,6 +741,111 @@ void cvt_f32_bf16(const void * vx, void * vy, int64_t n) {
     for (; i < n; i++) y[i] = fp32_to_bf16_sw(x[i]);
 }
 
+// ---------------------------------------------------------------- floats straight to prepared layouts
+// Same arithmetic as from_float_q8 (hence bit-identical to from_float + prepare_* in quants.cpp).
+
+// One 32-value block: quants (in order), the fp16-rounded d, d itself and the sum of the quants.
+struct q8_block {
+    __m256i q;
+    float d16, d;
+    int sum;
+};
+
+KAIL_INLINE q8_block quantize_block(const float * x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8), v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+    const __m256 am = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                    _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(am, 1), _mm256_castps256_ps128(am));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    q8_block b;
+    b.d = amax / 127.f;
+    b.d16 = fp16_to_fp32_sw(fp32_to_fp16_sw(b.d));
+    const __m256 mul = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+    const __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, mul), _MM_ROUND_NEAREST));
+    const __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, mul), _MM_ROUND_NEAREST));
+    const __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, mul), _MM_ROUND_NEAREST));
+    const __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, mul), _MM_ROUND_NEAREST));
+    b.sum = hsum8i(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    b.q = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    return b;
+}
+
+// Sum of each 4-byte lane of q (int8), as int32.
+KAIL_INLINE __m128i lane_sums4(__m128i q) { return _mm_madd_epi16(_mm_maddubs_epi16(_mm_set1_epi8(1), q), _mm_set1_epi16(1)); }
+
+template <int OFF, bool Q8_1>
+void quantize_prepared_split(const float * x, void * dst, int64_t k) {
+    const int64_t nb = k / 32;
+    uint8_t * out = static_cast<uint8_t *>(dst);
+    const int64_t ng = (nb + 3) / 4;
+    for (int64_t g = 0; g < ng; g++) {
+        uint8_t * G = out + g * PREP_SPLIT_GROUP;
+        for (int j = 0; j < 4; j++) {
+            const int64_t b = g * 4 + j;
+            __m128i lo = _mm_setzero_si128(), hi = _mm_setzero_si128(), c = _mm_setzero_si128();
+            __m128 d = _mm_setzero_ps();
+            if (b < nb) {
+                const q8_block q = quantize_block(x + 32 * b);
+                lo = _mm256_castsi256_si128(q.q);
+                hi = _mm256_extracti128_si256(q.q, 1);
+                d = _mm_set1_ps(q.d16);
+                if (Q8_1) c = _mm_castps_si128(_mm_set_ss(fp16_to_fp32_sw(fp32_to_fp16_sw(q.d * static_cast<float>(q.sum)))));
+                else c = _mm_mullo_epi32(_mm_add_epi32(lane_sums4(lo), lane_sums4(hi)), _mm_set1_epi32(-OFF));
+            }
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(G + 16 * j), lo);
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(G + 64 + 16 * j), hi);
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(G + 128 + 16 * j), c);
+            _mm_storeu_ps(reinterpret_cast<float *>(G + 192 + 16 * j), d);
+        }
+    }
+}
+
+void quantize_prepared_nat(const float * x, void * dst, int64_t k) {
+    const int64_t nb = k / 32;
+    uint8_t * out = static_cast<uint8_t *>(dst);
+    const int64_t ng = (nb + 1) / 2;
+    for (int64_t g = 0; g < ng; g++) {
+        uint8_t * G = out + g * PREP_NAT_GROUP;
+        for (int j = 0; j < 2; j++) {
+            const int64_t b = g * 2 + j;
+            __m256i q = _mm256_setzero_si256(), c = _mm256_setzero_si256();
+            __m256 d = _mm256_setzero_ps();
+            if (b < nb) {
+                const q8_block qb = quantize_block(x + 32 * b);
+                q = qb.q;
+                c = _mm256_mullo_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)), _mm256_set1_epi32(-128));
+                d = _mm256_set1_ps(qb.d16);
+            }
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(G + 32 * j), q);
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(G + 64 + 32 * j), c);
+            _mm256_storeu_ps(reinterpret_cast<float *>(G + 128 + 32 * j), d);
+        }
+    }
+}
+
+// F16 / BF16 weights: the activations rounded to the weight type and widened back.
+void quantize_prepared_f16(const float * x, void * dst, int64_t k) {
+    float * y = static_cast<float *>(dst);
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+    for (; i < k; i++) y[i] = fp16_to_fp32_sw(fp32_to_fp16_sw(x[i]));
+}
+
+void quantize_prepared_bf16(const float * x, void * dst, int64_t k) {
+    float * y = static_cast<float *>(dst);
+    for (int64_t i = 0; i < k; i += 256) {
+        uint16_t tmp[256];
+        const int64_t m = k - i < 256 ? k - i : 256;
+        cvt_f32_bf16(x + i, tmp, m);
+        cvt_bf16_f32(tmp, y + i, m);
+    }
+}
+
 void from_float_f16(const float * x, void * y, int64_t k) { cvt_f32_f16(x, y, k); }
 void from_float_bf16(const float * x, void * y, int64_t k) { cvt_f32_bf16(x, y, k); }
 
@@ -800,6 +905,13 @@ void kernels_init_avx2(kernel_table & t, bool vnni) {
     set<f32_tile, 3, 4>(t, KAIL_TYPE_F32, floats<0>::decode);
     set<f16_tile, 3, 4>(t, KAIL_TYPE_F16, floats<1>::decode, prepare_f16_as_f32, prepared_size_f32);
     set<bf16_tile, 3, 4>(t, KAIL_TYPE_BF16, floats<2>::decode, prepare_bf16_as_f32, prepared_size_f32);
+    t.w[KAIL_TYPE_Q4_0].quantize_prepared = quantize_prepared_split<8, false>;
+    t.w[KAIL_TYPE_Q5_0].quantize_prepared = quantize_prepared_split<16, false>;
+    t.w[KAIL_TYPE_Q4_1].quantize_prepared = quantize_prepared_split<0, true>;
+    t.w[KAIL_TYPE_Q5_1].quantize_prepared = quantize_prepared_split<0, true>;
+    t.w[KAIL_TYPE_Q8_0].quantize_prepared = quantize_prepared_nat;
+    t.w[KAIL_TYPE_F16].quantize_prepared = quantize_prepared_f16;
+    t.w[KAIL_TYPE_BF16].quantize_prepared = quantize_prepared_bf16;
     t.from_float[KAIL_TYPE_Q8_0] = from_float_q8<false>;
     t.from_float[KAIL_TYPE_Q8_1] = from_float_q8<true>;
     t.from_float[KAIL_TYPE_Q8_K] = from_float_q8_K;

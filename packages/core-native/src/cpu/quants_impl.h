@@ -60,6 +60,9 @@ struct weight_kernels {
     // vec_dot_type rows (row_size(vd_type, k) bytes each).
     prepare_fn prepare = nullptr;
     prepared_size_fn prepared_size = nullptr;
+    // Optional: floats straight to the prepared layout, bit-identical to from_float[vd_type]
+    // followed by prepare (saves a pass per matmul call).
+    from_float_fn quantize_prepared = nullptr;
 };
 
 struct kernel_table {
