@@ -3,6 +3,8 @@ import * as grpc from '@grpc/grpc-js';
 import { common, scheduler as spb } from '@kailstream/proto';
 
 import type { ApiConfig } from './env';
+import { registerOpenAiRoutes } from './openai/routes';
+import { openAiError } from './openai/schemas';
 import { VERSION } from './version';
 
 export interface RunningApi {
@@ -11,9 +13,6 @@ export interface RunningApi {
   close(): Promise<void>;
 }
 
-function openAiError(message: string, type: string, code: string | null = null, param: string | null = null) {
-  return { error: { message, type, param, code } };
-}
 
 /** Builds the HTTP API. Routes grow with the services issue; this is the public door. */
 export async function startApi(config: ApiConfig): Promise<RunningApi> {
@@ -40,12 +39,15 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     }
   });
 
+  registerOpenAiRoutes(app, { scheduler: () => scheduler, tenantOf: () => 'anonymous' });
+
   app.setNotFoundHandler((req, reply) => {
-    reply.code(404).send(openAiError(`no route ${req.method} ${req.url}`, 'invalid_request_error', 'not_found'));
+    reply.code(404).send(openAiError(`no route ${req.method} ${req.url}`, 'invalid_request_error', null, 'not_found'));
   });
-  app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+    // Fastify's own errors (malformed JSON, wrong content type, body too large) carry a 4xx status.
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
-    reply.code(status).send(openAiError(err.message, status < 500 ? 'invalid_request_error' : 'server_error'));
+    reply.code(status).send(openAiError(err.message, status < 500 ? 'invalid_request_error' : 'server_error', null, err.code ?? null));
   });
 
   await app.listen({ host: config.host, port: config.port });

@@ -3,6 +3,7 @@ import { common, type engine as pb } from '@kailstream/proto';
 
 import { EngineError } from '../errors';
 import { EngineModel } from '../model/model';
+import { ChatTemplate } from '../tokenizer/chat-template';
 import { BatchEngine, type FinishReason } from '../runtime/batch-engine';
 import type { SamplerParams } from '../sampling/sampler';
 
@@ -33,6 +34,7 @@ interface Loaded {
   info: common.ModelInfo;
   model: EngineModel;
   engine: BatchEngine;
+  chat?: ChatTemplate;
 }
 
 const FINISH: Record<FinishReason, common.FinishReason> = {
@@ -117,7 +119,8 @@ export class LocalModelHost implements ModelHost {
       const loaded = [...this.models.keys()];
       throw new EngineError('KAIL_E_NOT_FOUND', `model '${req.model}' is not loaded (loaded: ${loaded.length ? loaded.join(', ') : 'none'})`);
     }
-    const prompt = req.promptTokens.length ? req.promptTokens : m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true });
+    const prompt = this.promptTokens(m, req);
+    if (prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
     const id = req.requestId || `req-${Date.now()}-${Math.random().toString(36).slice(2)}`;
     const stream = m.engine.generate(
       {
@@ -162,6 +165,20 @@ export class LocalModelHost implements ModelHost {
     } finally {
       this.requests.delete(id);
     }
+  }
+
+  private promptTokens(m: Loaded, req: pb.GenerateRequest): number[] {
+    if (req.messages.length) {
+      if (!m.chat) m.chat = ChatTemplate.fromTokenizer(m.model.tokenizer);
+      const text = m.chat.render(
+        req.messages.map((x) => ({ role: x.role, content: x.content })),
+        { addGenerationPrompt: true },
+      );
+      // The template writes BOS itself where the model wants it.
+      return m.model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
+    }
+    if (req.promptTokens.length) return req.promptTokens;
+    return m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true });
   }
 
   cancel(requestId: string): boolean {

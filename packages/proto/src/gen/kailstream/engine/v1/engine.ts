@@ -86,6 +86,17 @@ export interface GenerateRequest {
    */
   topLogprobs: number;
   wantLogprobs: boolean;
+  /**
+   * Chat messages, rendered with the model's chat template (ChatML when it has none) and
+   * followed by the assistant turn's opening; used instead of prompt/prompt_tokens when set.
+   */
+  messages: ChatMessage[];
+}
+
+export interface ChatMessage {
+  /** "system", "user", "assistant" or "tool". */
+  role: string;
+  content: string;
 }
 
 export interface GenerateResponse {
@@ -630,6 +641,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     stop: [],
     topLogprobs: 0,
     wantLogprobs: false,
+    messages: [],
   };
 }
 
@@ -665,6 +677,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.wantLogprobs !== false) {
       writer.uint32(72).bool(message.wantLogprobs);
+    }
+    for (const v of message.messages) {
+      ChatMessage.encode(v!, writer.uint32(82).fork()).join();
     }
     return writer;
   },
@@ -764,6 +779,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.wantLogprobs = reader.bool();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.messages.push(ChatMessage.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -807,6 +830,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.want_logprobs)
         ? globalThis.Boolean(object.want_logprobs)
         : false,
+      messages: globalThis.Array.isArray(object?.messages)
+        ? object.messages.map((e: any) => ChatMessage.fromJSON(e))
+        : [],
     };
   },
 
@@ -839,6 +865,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.wantLogprobs !== false) {
       obj.wantLogprobs = message.wantLogprobs;
     }
+    if (message.messages?.length) {
+      obj.messages = message.messages.map((e) => ChatMessage.toJSON(e));
+    }
     return obj;
   },
 
@@ -858,6 +887,92 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.stop = object.stop?.map((e) => e) || [];
     message.topLogprobs = object.topLogprobs ?? 0;
     message.wantLogprobs = object.wantLogprobs ?? false;
+    message.messages = object.messages?.map((e) => ChatMessage.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseChatMessage(): ChatMessage {
+  return { role: "", content: "" };
+}
+
+export const ChatMessage: MessageFns<ChatMessage> = {
+  encode(message: ChatMessage, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.role !== "") {
+      writer.uint32(10).string(message.role);
+    }
+    if (message.content !== "") {
+      writer.uint32(18).string(message.content);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChatMessage {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChatMessage();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.role = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.content = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ChatMessage {
+    return {
+      role: isSet(object.role) ? globalThis.String(object.role) : "",
+      content: isSet(object.content) ? globalThis.String(object.content) : "",
+    };
+  },
+
+  toJSON(message: ChatMessage): unknown {
+    const obj: any = {};
+    if (message.role !== "") {
+      obj.role = message.role;
+    }
+    if (message.content !== "") {
+      obj.content = message.content;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChatMessage>, I>>(base?: I): ChatMessage {
+    return ChatMessage.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChatMessage>, I>>(object: I): ChatMessage {
+    const message = createBaseChatMessage();
+    message.role = object.role ?? "";
+    message.content = object.content ?? "";
     return message;
   },
 };

@@ -1,0 +1,202 @@
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import * as grpc from '@grpc/grpc-js';
+import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
+
+import { ChatCompletionRequest, CompletionRequest, openAiError, zodToOpenAi } from './schemas';
+
+type Finish = 'stop' | 'length' | null;
+
+function finishName(f: common.FinishReason): Finish {
+  if (f === common.FinishReason.FINISH_REASON_STOP) return 'stop';
+  if (f === common.FinishReason.FINISH_REASON_LENGTH) return 'length';
+  return null;
+}
+
+/** gRPC status -> HTTP status and OpenAI error body (the one place this mapping lives). */
+export function grpcToHttp(e: grpc.ServiceError): { status: number; body: ReturnType<typeof openAiError>; retryAfter?: number } {
+  const msg = e.details || e.message;
+  switch (e.code) {
+    case grpc.status.NOT_FOUND:
+      return { status: 404, body: openAiError(msg, 'invalid_request_error', 'model', 'model_not_found') };
+    case grpc.status.INVALID_ARGUMENT:
+      return { status: 400, body: openAiError(msg, 'invalid_request_error', null, 'invalid_value') };
+    case grpc.status.OUT_OF_RANGE:
+      return { status: 400, body: openAiError(msg, 'invalid_request_error', 'messages', 'context_length_exceeded') };
+    case grpc.status.RESOURCE_EXHAUSTED:
+      return { status: 503, body: openAiError(msg, 'server_error', null, 'overloaded'), retryAfter: 1 };
+    case grpc.status.UNAVAILABLE:
+    case grpc.status.DEADLINE_EXCEEDED:
+      return { status: 503, body: openAiError(msg, 'server_error', null, 'unavailable'), retryAfter: 1 };
+    case grpc.status.UNIMPLEMENTED:
+      return { status: 501, body: openAiError(msg, 'invalid_request_error', null, 'unsupported') };
+    default:
+      return { status: 500, body: openAiError(msg, 'server_error', null, null) };
+  }
+}
+
+interface Common {
+  model: string;
+  max: number;
+  stop: string[];
+  sampling: common.SamplingParams;
+  stream: boolean;
+  includeUsage: boolean;
+  logprobs: boolean;
+  topLogprobs: number;
+}
+
+function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: number, logprobs: boolean, topLogprobs: number): Common {
+  const seed = b.seed ?? undefined;
+  return {
+    model: b.model,
+    max: ('max_completion_tokens' in b && b.max_completion_tokens) || b.max_tokens || defaultMax,
+    stop: b.stop == null ? [] : Array.isArray(b.stop) ? b.stop.filter((s) => s.length > 0) : b.stop ? [b.stop] : [],
+    sampling: common.SamplingParams.fromPartial({
+      // OpenAI's default temperature is 1.
+      temperature: b.temperature ?? 1,
+      topP: b.top_p ?? 1,
+      topK: b.top_k ?? 0,
+      minP: b.min_p ?? 0,
+      repetitionPenalty: b.repeat_penalty ?? 1,
+      presencePenalty: b.presence_penalty ?? 0,
+      frequencyPenalty: b.frequency_penalty ?? 0,
+      seed: seed ?? 0,
+      hasSeed: seed !== undefined,
+    }),
+    stream: !!b.stream,
+    includeUsage: !!b.stream_options?.include_usage,
+    logprobs,
+    topLogprobs,
+  };
+}
+
+export interface OpenAiDeps {
+  scheduler: () => spb.SchedulerServiceClient | undefined;
+  /** Tenant (API key id) of a request, for fairness. */
+  tenantOf: (req: FastifyRequest) => string;
+  onUsage?: (tenant: string, promptTokens: number, completionTokens: number) => void;
+}
+
+export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): void {
+  app.post('/v1/chat/completions', async (req, reply) => {
+    const parsed = ChatCompletionRequest.safeParse(req.body);
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    const b = parsed.data;
+    const messages = b.messages.map((m) => ({
+      role: m.role === 'developer' ? 'system' : m.role,
+      content: typeof m.content === 'string' ? m.content : (m.content ?? []).map((p) => p.text).join(''),
+    }));
+    const c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
+    const gen = pb.GenerateRequest.fromPartial({ messages, model: c.model, maxTokens: c.max, stop: c.stop, sampling: c.sampling, wantLogprobs: c.logprobs, topLogprobs: c.topLogprobs });
+    return run(req, reply, deps, gen, c, 'chat');
+  });
+
+  app.post('/v1/completions', async (req, reply) => {
+    const parsed = CompletionRequest.safeParse(req.body);
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    const b = parsed.data;
+    const c = commonFields(b, 16, (b.logprobs ?? 0) > 0, b.logprobs ?? 0);
+    const gen = pb.GenerateRequest.fromPartial({
+      model: c.model,
+      prompt: typeof b.prompt === 'string' ? b.prompt : '',
+      promptTokens: typeof b.prompt === 'string' ? [] : b.prompt,
+      maxTokens: c.max,
+      stop: c.stop,
+      sampling: c.sampling,
+      wantLogprobs: c.logprobs,
+      topLogprobs: c.topLogprobs,
+    });
+    if (typeof b.prompt === 'string' && b.prompt.length === 0) return reply.code(400).send(openAiError('prompt must not be empty', 'invalid_request_error', 'prompt', 'invalid_value'));
+    return run(req, reply, deps, gen, c, 'text');
+  });
+}
+
+async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, gen: pb.GenerateRequest, c: Common, kind: 'chat' | 'text') {
+  const scheduler = deps.scheduler();
+  if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
+  const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`;
+  gen.requestId = id;
+  const tenant = deps.tenantOf(req);
+  const created = Math.floor(Date.now() / 1000);
+  const call = scheduler.submit(spb.SubmitRequest.fromPartial({ generate: gen, tenant }));
+  // A client that goes away cancels its request (within one decode step in the engine). The
+  // response's 'close' is the signal: the request's own 'close' fires as soon as its body is read.
+  let finished = false;
+  reply.raw.on('close', () => {
+    if (!finished && !reply.raw.writableFinished) call.cancel();
+  });
+
+  let text = '';
+  let finish: Finish = null;
+  let usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  const lp: { token: string; logprob: number; top_logprobs: { token: string; logprob: number }[] }[] = [];
+  let headersSent = false;
+  const sse = (obj: unknown) => reply.raw.write(`data: ${JSON.stringify(obj)}\n\n`);
+  const chunkObj = (delta: string | null, fin: Finish, chunkLp?: typeof lp) =>
+    kind === 'chat'
+      ? {
+          id, object: 'chat.completion.chunk', created, model: c.model,
+          choices: [{ index: 0, delta: delta === null ? {} : { content: delta }, logprobs: chunkLp ? { content: chunkLp } : null, finish_reason: fin }],
+        }
+      : { id, object: 'text_completion', created, model: c.model, choices: [{ index: 0, text: delta ?? '', logprobs: null, finish_reason: fin }] };
+
+  try {
+    await new Promise<void>((resolve, reject) => {
+      call.on('data', (msg: pb.GenerateResponse) => {
+        const msgLp = msg.logprobs.map((l, i) => ({
+          token: l.text,
+          logprob: l.logprob,
+          top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map((t) => ({ token: t.text, logprob: t.logprob })),
+        }));
+        if (c.logprobs) lp.push(...msgLp);
+        if (msg.usage) usage = { prompt_tokens: msg.usage.promptTokens, completion_tokens: msg.usage.completionTokens, total_tokens: msg.usage.promptTokens + msg.usage.completionTokens };
+        if (msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED) finish = finishName(msg.finishReason);
+        text += msg.text;
+        if (c.stream) {
+          if (!headersSent) {
+            headersSent = true;
+            reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+            if (kind === 'chat') sse({ id, object: 'chat.completion.chunk', created, model: c.model, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] });
+          }
+          if (msg.text || (c.logprobs && msgLp.length)) sse(chunkObj(msg.text, null, c.logprobs ? msgLp : undefined));
+        }
+      });
+      call.on('end', () => resolve());
+      call.on('error', (e: grpc.ServiceError) => reject(e));
+    });
+  } catch (e) {
+    finished = true;
+    const err = e as grpc.ServiceError;
+    if (err.code === grpc.status.CANCELLED && reply.raw.destroyed) return reply;
+    const { status, body, retryAfter } = grpcToHttp(err);
+    if (headersSent) {
+      sse(body);
+      reply.raw.end();
+      return reply;
+    }
+    if (retryAfter) reply.header('retry-after', String(retryAfter));
+    return reply.code(status).send(body);
+  }
+  finished = true;
+  deps.onUsage?.(tenant, usage.prompt_tokens, usage.completion_tokens);
+  if (c.stream) {
+    if (!headersSent) reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    sse(chunkObj(null, finish ?? 'stop'));
+    if (c.includeUsage) sse({ id, object: kind === 'chat' ? 'chat.completion.chunk' : 'text_completion', created, model: c.model, choices: [], usage });
+    reply.raw.write('data: [DONE]\n\n');
+    reply.raw.end();
+    return reply;
+  }
+  if (kind === 'chat')
+    return reply.send({
+      id, object: 'chat.completion', created, model: c.model,
+      choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: c.logprobs ? { content: lp } : null, finish_reason: finish ?? 'stop' }],
+      usage,
+    });
+  return reply.send({
+    id, object: 'text_completion', created, model: c.model,
+    choices: [{ index: 0, text, logprobs: c.logprobs ? { tokens: lp.map((l) => l.token), token_logprobs: lp.map((l) => l.logprob), top_logprobs: lp.map((l) => Object.fromEntries(l.top_logprobs.map((t) => [t.token, t.logprob]))) } : null, finish_reason: finish ?? 'stop' }],
+    usage,
+  });
+}

@@ -1,0 +1,91 @@
+import { z } from 'zod';
+
+// Request bodies in the order of OpenAI's API reference. Unknown fields are ignored, as OpenAI's
+// own server and llama-server do; wrong types and out-of-range values are 400s naming the field.
+
+const stop = z.union([z.string(), z.array(z.string()).max(16)]).optional().nullable();
+const maxTokens = z.number().int().min(1).max(1_000_000).optional().nullable();
+
+const sampling = {
+  temperature: z.number().min(0).max(2).optional().nullable(),
+  top_p: z.number().gt(0).max(1).optional().nullable(),
+  seed: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
+  presence_penalty: z.number().min(-2).max(2).optional().nullable(),
+  frequency_penalty: z.number().min(-2).max(2).optional().nullable(),
+  n: z.literal(1).optional().nullable(),
+  stream: z.boolean().optional().nullable(),
+  stream_options: z.object({ include_usage: z.boolean().optional() }).optional().nullable(),
+  user: z.string().optional(),
+  // llama.cpp extensions many clients send
+  top_k: z.number().int().min(0).optional(),
+  min_p: z.number().min(0).max(1).optional(),
+  repeat_penalty: z.number().gt(0).max(10).optional(),
+};
+
+const contentPart = z.object({ type: z.literal('text'), text: z.string() });
+
+export const ChatCompletionRequest = z.object({
+  messages: z
+    .array(
+      z.object({
+        role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
+        content: z.union([z.string(), z.array(contentPart)]).nullable().optional(),
+        name: z.string().optional(),
+      }),
+    )
+    .min(1, 'messages must not be empty'),
+  model: z.string().min(1),
+  frequency_penalty: sampling.frequency_penalty,
+  logprobs: z.boolean().optional().nullable(),
+  top_logprobs: z.number().int().min(0).max(20).optional().nullable(),
+  max_completion_tokens: maxTokens,
+  max_tokens: maxTokens,
+  n: sampling.n,
+  presence_penalty: sampling.presence_penalty,
+  seed: sampling.seed,
+  stop,
+  stream: sampling.stream,
+  stream_options: sampling.stream_options,
+  temperature: sampling.temperature,
+  top_p: sampling.top_p,
+  user: sampling.user,
+  top_k: sampling.top_k,
+  min_p: sampling.min_p,
+  repeat_penalty: sampling.repeat_penalty,
+});
+export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>;
+
+export const CompletionRequest = z.object({
+  model: z.string().min(1),
+  prompt: z.union([z.string(), z.array(z.number().int().min(0)).min(1)]),
+  echo: z.boolean().optional().nullable(),
+  frequency_penalty: sampling.frequency_penalty,
+  logprobs: z.number().int().min(0).max(20).optional().nullable(),
+  max_tokens: maxTokens,
+  n: sampling.n,
+  presence_penalty: sampling.presence_penalty,
+  seed: sampling.seed,
+  stop,
+  stream: sampling.stream,
+  stream_options: sampling.stream_options,
+  suffix: z.null().optional(),
+  temperature: sampling.temperature,
+  top_p: sampling.top_p,
+  user: sampling.user,
+  top_k: sampling.top_k,
+  min_p: sampling.min_p,
+  repeat_penalty: sampling.repeat_penalty,
+});
+export type CompletionRequest = z.infer<typeof CompletionRequest>;
+
+/** OpenAI's error body. */
+export function openAiError(message: string, type: string, param: string | null = null, code: string | null = null) {
+  return { error: { message, type, param, code } };
+}
+
+/** The first zod issue as an OpenAI 400 body naming the field. */
+export function zodToOpenAi(err: z.ZodError) {
+  const issue = err.issues[0];
+  const param = issue.path.length ? issue.path.join('.') : null;
+  return openAiError(`${param ? `${param}: ` : ''}${issue.message}`, 'invalid_request_error', param, 'invalid_value');
+}
