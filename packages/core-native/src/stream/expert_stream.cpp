@@ -97,6 +97,7 @@ struct expert_stream::impl {
     std::vector<std::vector<uint8_t>> predicted;  // per layer: the last prediction not yet checked
     int                              protect_layer = -1;  // prefetch(): its predicted set is not evictable
     size_t                           pending_total = 0;   // experts requests wait to get room for
+    int                              prefetch_reading = 0;  // prefetch reads in flight
     bool                             stop = false;
     std::vector<std::thread>         threads;
 
@@ -318,19 +319,30 @@ struct expert_stream::impl {
         }
     }
 
+    // Prefetch reads may hold at most half the readers, so a demand read never waits for a
+    // free reader behind a row of guesses.
+    int prefetch_cap() const { return std::max(1, params.io_threads / 2); }
+
     void reader() {
         for (;;) {
             entry_ptr e;
-            bool direct_now;
+            bool direct_now, is_prefetch = false;
             {
                 std::unique_lock<std::mutex> lk(mu);
-                io_cv.wait(lk, [&] { return stop || !q_demand.empty() || !q_prefetch.empty(); });
+                io_cv.wait(lk, [&] { return stop || !q_demand.empty() || (!q_prefetch.empty() && prefetch_reading < prefetch_cap()); });
                 if (stop) return;
-                for (auto * q : {&q_demand, &q_prefetch}) {
-                    while (!e && !q->empty()) {
-                        entry_ptr c = q->front();
-                        q->pop_front();
-                        if (c->state == entry::QUEUED) e = c;
+                while (!e && !q_demand.empty()) {
+                    entry_ptr c = q_demand.front();
+                    q_demand.pop_front();
+                    if (c->state == entry::QUEUED) e = c;
+                }
+                while (!e && !q_prefetch.empty() && prefetch_reading < prefetch_cap()) {
+                    entry_ptr c = q_prefetch.front();
+                    q_prefetch.pop_front();
+                    if (c->state == entry::QUEUED) {
+                        e = c;
+                        is_prefetch = true;
+                        prefetch_reading++;
                     }
                 }
                 if (!e) continue;
@@ -348,6 +360,7 @@ struct expert_stream::impl {
                     direct = false;
                     io_note = note;
                 }
+                if (is_prefetch) prefetch_reading--;
                 expert_layer_stats & ls = st.layers[e->layer];
                 ls.read_seconds += secs;
                 if (err.empty()) {
@@ -365,6 +378,7 @@ struct expert_stream::impl {
                 }
             }
             ready_cv.notify_all();
+            if (is_prefetch) io_cv.notify_one();
         }
     }
 };
