@@ -22,6 +22,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
     kail_addon::register_quants(env, exports);
     kail_addon::register_gguf(env, exports);
     kail_addon::register_model(env, exports);
+    kail_addon::register_cache(env, exports);
     return exports;
 }
 

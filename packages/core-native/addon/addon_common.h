@@ -67,5 +67,6 @@ void register_system(Napi::Env env, Napi::Object exports);
 void register_quants(Napi::Env env, Napi::Object exports);
 void register_gguf(Napi::Env env, Napi::Object exports);
 void register_model(Napi::Env env, Napi::Object exports);
+void register_cache(Napi::Env env, Napi::Object exports);
 
 } // namespace kail_addon

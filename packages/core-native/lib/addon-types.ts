@@ -244,4 +244,36 @@ export interface AddonQuants {
   matmul(type: number, weights: Uint8Array, rows: number, cols: number, x: Float32Array, n: number): Float32Array;
 }
 
-export type NativeAddon = AddonSystem & AddonGguf & AddonModel & AddonQuants;
+/** A routing trace for the expert-cache simulator: one record per (token, layer). */
+export interface CacheTrace {
+  layer: Int32Array;
+  /** Global decode step of each record (numbered across prompts in decoding order). */
+  token: Int32Array;
+  /** k expert ids per record, router order (highest probability first); -1 pads shorter records. */
+  experts: Int32Array;
+  /** k gating probabilities per record, or an empty array (then 1/k each). */
+  probs: Float32Array;
+  k: number;
+}
+
+export interface CacheSimResult {
+  /** Expert accesses replayed (padding excluded). */
+  accesses: number;
+  /** Hits per policy name, as given. */
+  hits: Record<string, number>;
+}
+
+export interface AddonCache {
+  /**
+   * Replays the trace through a demand-fetch cache of `slots` experts per layer, once per policy
+   * ("lru", "lfu", "lrfu", "context", "belady", optionally with options: "lfu:half_life=16").
+   * Throws KAIL_E_INVALID_ARG for a malformed trace or an unknown policy or option.
+   */
+  cacheSimulate(trace: CacheTrace, slots: number, policies: string[]): CacheSimResult;
+  /** Policy names the simulator knows, the default ("context") among them. */
+  cachePolicies(): string[];
+  /** The policy the runtime cache uses by default. */
+  cacheDefaultPolicy(): string;
+}
+
+export type NativeAddon = AddonSystem & AddonGguf & AddonModel & AddonQuants & AddonCache;
