@@ -17,6 +17,8 @@ export { summarizeStream } from './model/stream-summary';
 export type { StreamSummary } from './model/stream-summary';
 export type { NativeExpertLayerStats as ExpertLayerStats, NativeExpertStreamStats as ExpertStreamStats } from '@kailstream/core-native';
 export { SUPPORTED_ARCHITECTURES } from './model/architectures';
+export { mlaKvBytesPerToken } from './model/architectures/deepseek2';
+export type { MlaKvShape } from './model/architectures/deepseek2';
 export { generate } from './generate';
 export type { GenerateOptions, GenerateResult } from './generate';
 export { createSampler } from './sampling/sampler';

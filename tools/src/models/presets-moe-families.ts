@@ -27,7 +27,7 @@ const v3 = (layout: 'kv_b' | 'split'): Deepseek2Config => ({
 });
 
 const glm = (qkNorm: boolean): Glm4MoeConfig => ({
-  ...base, arch: 'glm4moe', name: `tiny-glm4moe${qkNorm ? '-qknorm' : ''}`, nLayers: 3, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2,
+  ...base, arch: 'glm4moe', name: `tiny-glm4moe${qkNorm ? '-qknorm' : ''}`, nextn: qkNorm ? 1 : 0, nLayers: 3, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2,
   headDim: 128, ropeDims: 64, nExperts: 16, nExpertsUsed: 4, expertFf: 256, ropeBase: 1e6, qkNorm,
   moe: { nDense: 1, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 0, nGroupUsed: 0, normW: true, wScale: 2.5 },
 });
@@ -38,7 +38,7 @@ export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
   'tiny-deepseek3': { description: 'deepseek2, V3 style: q LoRA, split MLA layout, YaRN, sigmoid + exp_probs_b, 4 groups (2 used), norm + scale', config: v3('split') },
   'tiny-deepseek3-kvb': { description: 'tiny-deepseek3 with the attn_kv_b layout', config: v3('kv_b') },
   'tiny-glm4moe': { description: 'glm4moe: q/k/v biases, partial NeoX RoPE, 1 dense block, sigmoid + bias experts, shared expert', config: glm(false) },
-  'tiny-glm4moe-qknorm': { description: 'tiny-glm4moe with per-head q/k norms', config: glm(true) },
+  'tiny-glm4moe-qknorm': { description: 'tiny-glm4moe with per-head q/k norms and one (unwritten) NextN block in block_count, as GLM-4.5 files', config: glm(true) },
   'tiny-olmoe': {
     description: 'olmoe: q/k norms over n_embd, NeoX RoPE, 16 experts top-4 without renormalization',
     config: { ...base, arch: 'olmoe', name: 'tiny-olmoe', nLayers: 2, dim: 256, ff: 256, nHeads: 4, nKvHeads: 4, nExperts: 16, nExpertsUsed: 4, expertFf: 0, ropeBase: 10000 },

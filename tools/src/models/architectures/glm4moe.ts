@@ -8,7 +8,11 @@ import { baseMetadata } from './common';
 import { checkDeepseekMoe, deepseekFfn, deepseekMoeMetadata } from './deepseek2';
 import type { DeepseekMoeOptions } from './deepseek2';
 
-export type Glm4MoeConfig = ModelConfig & { moe: DeepseekMoeOptions; qkNorm: boolean; ropeDims: number };
+/**
+ * nextn: multi-token-prediction blocks counted in block_count (as GLM-4.5 files do) but not written
+ * (a trunk-only file, which llama.cpp accepts); the decoder must leave them out.
+ */
+export type Glm4MoeConfig = ModelConfig & { moe: DeepseekMoeOptions; qkNorm: boolean; ropeDims: number; nextn?: number };
 
 export const glm4moe: ArchDefinition = {
   name: 'glm4moe',
@@ -24,7 +28,9 @@ export const glm4moe: ArchDefinition = {
   metadata(c: ModelConfig) {
     const g = c as Glm4MoeConfig;
     return [
-      ...baseMetadata('glm4moe', c).filter(([k]) => k !== 'glm4moe.rope.dimension_count'),
+      ...baseMetadata('glm4moe', c).filter(([k]) => k !== 'glm4moe.rope.dimension_count' && k !== 'glm4moe.block_count'),
+      ['glm4moe.block_count', kv.u32(c.nLayers + (g.nextn ?? 0))],
+      ['glm4moe.nextn_predict_layers', kv.u32(g.nextn ?? 0)],
       ['glm4moe.rope.dimension_count', kv.u32(g.ropeDims)],
       ...deepseekMoeMetadata('glm4moe', c, g.moe),
     ];

@@ -28,6 +28,24 @@ export function tensorLookup(hp: HParams, tensors: Map<string, GgufTensorInfo>) 
   return { need, maybe };
 }
 
+/**
+ * Blocks of the main model: block_count includes the multi-token-prediction (NextN) blocks that
+ * GLM-4.5 and some deepseek2 files append, which llama.cpp leaves out of the decoder graph.
+ */
+export function trunkLayers(hp: HParams): number {
+  const n = hp.nLayer - hp.meta.num('nextn_predict_layers', 0);
+  if (n < 1) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: nextn_predict_layers leaves no decoder blocks`);
+  return n;
+}
+
+/** Metadata llama.cpp reads for these architectures that changes the graph in ways kail does not run yet. */
+export function refuseUnsupported(hp: HParams): void {
+  if (hp.meta.num('attention.temperature_scale', 0) !== 0) throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: attention temperature scaling (attention.temperature_scale) is not supported`);
+  const sections = hp.meta.kv[`${hp.arch}.rope.dimension_sections`];
+  if (sections !== undefined && Array.from(sections as ArrayLike<number>, Number).some((x) => x !== 0))
+    throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: multimodal RoPE sections (rope.dimension_sections) are not supported`);
+}
+
 /** Routing options of llama.cpp's build_moe_ffn as this file's metadata gives them. */
 export interface MoeRouting {
   gating: number;
@@ -168,6 +186,7 @@ export function deepseekYarn(hp: HParams, headK: number): { ropeAttnFactor: numb
  */
 export function buildDeepseek2(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deepseek2Options = {}): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
+  refuseUnsupported(hp);
   const dims = readMlaDims(hp);
   const { kvLora: L, qkNope, qkRope: R, vHead } = dims;
   const routing = readMoeRouting(hp, GATING_SOFTMAX);
@@ -194,7 +213,7 @@ export function buildDeepseek2(hp: HParams, tensors: Map<string, GgufTensorInfo>
     n_ctx_orig: hp.ropeYarn.nCtxOrig,
   };
 
-  for (let il = 0; il < hp.nLayer; il++) {
+  for (let il = 0; il < trunkLayers(hp); il++) {
     const H = hp.nHead[il];
     const q = p.buf(`q${H}`, H * (qkNope + R));
     const attn = p.buf(`attn${H}`, H * vHead);

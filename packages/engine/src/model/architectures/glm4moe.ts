@@ -3,7 +3,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
 import { ProgramBuilder } from '../program-builder';
-import { moeBlockFfn, outputHead, readMoeRouting, tensorLookup } from './deepseek2';
+import { moeBlockFfn, outputHead, readMoeRouting, refuseUnsupported, tensorLookup, trunkLayers } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
@@ -15,6 +15,7 @@ const t = (i: number, name: string) => `blk.${i}.${name}`;
  */
 export function buildGlm4Moe(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
+  refuseUnsupported(hp);
   if (hp.headDimK !== hp.headDimV) throw new EngineError('KAIL_E_BAD_MODEL', `glm4moe: key_length ${hp.headDimK} and value_length ${hp.headDimV} must match`);
   const routing = readMoeRouting(hp, 2);
   const nDense = hp.meta.num('leading_dense_block_count', 0);
@@ -39,7 +40,7 @@ export function buildGlm4Moe(hp: HParams, tensors: Map<string, GgufTensorInfo>):
     n_ctx_orig: hp.ropeYarn.nCtxOrig,
     head_dim: hd,
   };
-  for (let il = 0; il < hp.nLayer; il++) {
+  for (let il = 0; il < trunkLayers(hp); il++) {
     const H = hp.nHead[il];
     const Hkv = hp.nHeadKv[il];
     if (H % Hkv !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: head_count ${H} is not a multiple of head_count_kv ${Hkv}`);
