@@ -15,6 +15,9 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-qwen3moe', 'Q4_K'],
   ['tiny-mixtral', 'Q8_0'],
   ['tiny-qwen2moe', 'Q4_K'],
+  ['tiny-deepseek3', 'Q8_0'],
+  ['tiny-glm4moe', 'Q4_K'],
+  ['tiny-olmoe', 'F32'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */
