@@ -4,6 +4,8 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
+import { writeTestModel } from '@kailstream/engine/testing';
+
 import { serve } from './commands/serve';
 import type { Supervisor } from './supervisor';
 
@@ -17,13 +19,14 @@ describe('kail serve', () => {
   const lines: string[] = [];
 
   beforeAll(async () => {
-    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true }, (l) => lines.push(l));
+    const model = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '512' }, (l) => lines.push(l));
   }, 120_000);
 
   afterAll(async () => {
     await sup?.stopAll();
     fs.rmSync(dir, { recursive: true, force: true });
-  });
+  }, 30_000);
 
   it('starts every service as its own process and prints their addresses', () => {
     expect([...sup.services.keys()]).toEqual(['engine', 'scheduler', 'api', 'web']);
@@ -48,13 +51,22 @@ describe('kail serve', () => {
     }
   });
 
-  it('the API answers /health and /v1/models through the scheduler', async () => {
+  it('the API answers /health, /v1/models and a chat completion through scheduler and engine', async () => {
     const api = sup.services.get('api')!.address;
     expect(api).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect((await fetch(`${api}/health`)).status).toBe(200);
-    const models = (await (await fetch(`${api}/v1/models`)).json()) as { object: string; data: unknown[] };
+    const models = (await (await fetch(`${api}/v1/models`)).json()) as { object: string; data: { id: string }[] };
     expect(models.object).toBe('list');
-  });
+    expect(models.data.map((m) => m.id)).toEqual(['tiny']);
+    const r = await fetch(`${api}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 5 }),
+    });
+    expect(r.status).toBe(200);
+    const body = (await r.json()) as { usage: { completion_tokens: number } };
+    expect(body.usage.completion_tokens).toBeGreaterThan(0);
+  }, 60_000);
 
   it('the web console renders its page', async () => {
     const res = await fetch(sup.services.get('web')!.address);

@@ -6,6 +6,10 @@ import { dataDir, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 import { freePort, Supervisor } from '../supervisor';
 
 export interface ServeOptions {
+  /** GGUF files to load at start (`id=path` names the model). */
+  model?: string[];
+  /** Context length per sequence for loaded models. */
+  ctx?: string;
   host: string;
   port: string;
   dataDir?: string;
@@ -33,7 +37,9 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
   const sup = new Supervisor(log);
   const node = process.execPath;
   try {
-    const engine = await sup.start({ name: 'engine', command: node, args: [SERVICE_ENTRIES.engine, '--port', '0'], restart: true });
+    const engineArgs = [SERVICE_ENTRIES.engine, '--port', '0', ...(opts.ctx ? ['--ctx', opts.ctx] : [])];
+    for (const m of opts.model ?? []) engineArgs.push('--model', m);
+    const engine = await sup.start({ name: 'engine', command: node, args: engineArgs, restart: true }, 300_000);
     log(`engine     grpc://${engine.address}`);
     const sched = await sup.start({ name: 'scheduler', command: node, args: [SERVICE_ENTRIES.scheduler, '--port', '0', '--engine', engine.address] });
     log(`scheduler  grpc://${sched.address}`);
@@ -72,6 +78,8 @@ export function registerServe(program: Command): void {
   program
     .command('serve')
     .description('start the engine, scheduler, API and web console as separate processes')
+    .option('-m, --model <file...>', 'GGUF model(s) to load at start (id=FILE names one)')
+    .option('-c, --ctx <n>', 'context length per sequence', '4096')
     .option('--host <host>', 'API bind address (loopback unless you say otherwise)', '127.0.0.1')
     .option('--port <port>', 'API port', '8080')
     .option('--data-dir <dir>', 'data directory (default: $KAIL_DATA_DIR or ~/.kailstream)')
