@@ -39,3 +39,7 @@ export { TokenizerError } from './tokenizer/errors';
 export type { TokenizerErrorCode } from './tokenizer/errors';
 export { benchmark } from './bench';
 export type { BenchOptions, BenchResult } from './bench';
+export { parseRoutingTrace, readRoutingTrace } from './cache/trace';
+export type { RoutingTrace } from './cache/trace';
+export { cachePolicies, defaultCachePolicy, simulateCache } from './cache/simulate';
+export type { CacheSimulation } from './cache/simulate';
