@@ -68,7 +68,9 @@ describe('float files certify the semantics of every architecture', () => {
     const i = jobs.findIndex((j) => j.preset === preset && j.type === type);
     const ours = await kailLogits(file(preset, type), jobs[i].tokens);
     const e = nmse(ours, refs[i].logits);
-    const { agree, total } = top1Agreement(ours, refs[i].logits, refs[i].nVocab);
+    // F32 must agree on every position; F16/BF16 round weights, so only lead changes beyond a
+    // 0.1 margin count (random test models have near-ties).
+    const { agree, total } = top1Agreement(ours, refs[i].logits, refs[i].nVocab, type === 'F32' ? 0 : 0.1);
     record(`${preset.padEnd(14)} ${type.padEnd(7)} NMSE ${e.toExponential(2)}  top-1 ${agree}/${total}  (bound ${jobs[i].bound})`);
     expect(e).toBeLessThanOrEqual(jobs[i].bound);
     expect(agree).toBe(total);
