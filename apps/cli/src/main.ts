@@ -4,6 +4,7 @@ import { VERSION } from '@kailstream/engine';
 import { registerVersion } from './commands/version';
 import { registerServe } from './commands/serve';
 import { registerModelCommands } from './commands/model-commands';
+import { registerCacheSim } from './commands/cache-sim';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -16,6 +17,7 @@ export function buildProgram(): Command {
   registerVersion(program);
   registerServe(program);
   registerModelCommands(program);
+  registerCacheSim(program);
   return program;
 }
 
