@@ -126,8 +126,8 @@ class expert_stream {
 
     // Requests `n` distinct experts of `layer` at once: hits are pinned, misses are read with
     // demand priority as fast as the budget lets them in (evicting unpinned entries by policy).
-    // cancel may be null.
-    expert_request request(int layer, const int32_t * experts, int n, const std::atomic<bool> * cancel = nullptr);
+    // probs (may be null): each expert's gating weight, for the policy. cancel may be null.
+    expert_request request(int layer, const int32_t * experts, int n, const std::atomic<bool> * cancel = nullptr, const float * probs = nullptr);
 
     // A prediction of `layer`'s next request: experts not cached are read at low priority, only
     // into room that holds no other fresh prediction, and are evicted first if never used. Also

@@ -792,9 +792,15 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         // layer's input while the reads run, then compute experts in the order they arrive (the
         // sum below is in slot order, so the order of compute does not change the result).
         std::vector<int32_t> need;
-        for (int64_t e = 0; e < n_expert; e++)
-            if (!by_expert[e].empty()) need.push_back(static_cast<int32_t>(e));
-        expert_request req = m.stream->request(m.stream_layer[oi], need.data(), static_cast<int>(need.size()), &x.cancel);
+        std::vector<float> need_w;  // each expert's largest routing weight in the batch, for the cache policy
+        for (int64_t e = 0; e < n_expert; e++) {
+            if (by_expert[e].empty()) continue;
+            float w = 0;
+            for (int64_t slot : by_expert[e]) w = std::max(w, wsel[slot]);
+            need.push_back(static_cast<int32_t>(e));
+            need_w.push_back(w);
+        }
+        expert_request req = m.stream->request(m.stream_layer[oi], need.data(), static_cast<int>(need.size()), &x.cancel, need_w.data());
         const int nx = m.next_moe[oi];
         if (m.params.prefetch && nx >= 0 && x.width(m.prog.ops[nx].a) == d) {
             const op_desc & nop = m.prog.ops[nx];

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -98,6 +99,9 @@ struct expert_stream::impl {
     int                              protect_layer = -1;  // prefetch(): its predicted set is not evictable
     size_t                           pending_total = 0;   // experts requests wait to get room for
     int                              prefetch_reading = 0;  // prefetch reads in flight
+    int64_t                          step = -1;           // forward passes seen (for the policy)
+    int                              last_layer = INT_MAX;
+    std::vector<stream_key>          candidates;          // pick_victim's scratch
     bool                             stop = false;
     std::vector<std::thread>         threads;
 
@@ -126,7 +130,7 @@ struct expert_stream::impl {
         auto it = map.find(key_of(e->layer, e->expert));
         if (it != map.end() && it->second == e) map.erase(it);
         if (e->in_policy) {
-            policy->erase(e->layer, e->expert);
+            policy->on_evict(e->layer, e->expert);
             e->in_policy = false;
         }
         if (e->speculative) {
@@ -145,13 +149,16 @@ struct expert_stream::impl {
     entry_ptr pick_victim(bool for_demand) {
         for (auto & e : spec)
             if (e->stale && e->pins == 0 && e->state == entry::READY) return e;
-        int l = 0;
-        int32_t x = 0;
-        auto evictable = [&](int layer, int32_t expert) {
-            auto it = map.find(key_of(layer, expert));
-            return it != map.end() && it->second->pins == 0 && it->second->state == entry::READY && !predicted_now(layer, expert);
-        };
-        if (policy->victim(evictable, l, x)) return map.at(key_of(l, x));
+        candidates.clear();
+        for (auto & kv : map) {
+            const entry & e = *kv.second;
+            if (e.in_policy && e.pins == 0 && e.state == entry::READY && !predicted_now(e.layer, e.expert)) candidates.push_back({e.layer, e.expert});
+        }
+        if (!candidates.empty()) {
+            const size_t i = policy->choose_victim(candidates.data(), candidates.size());
+            if (i >= candidates.size()) throw error(KAIL_E_INTERNAL, "expert stream: the cache policy chose no candidate");
+            return map.at(key_of(candidates[i].layer, candidates[i].expert));
+        }
         if (!for_demand) return nullptr;
         for (auto & e : spec)
             if (e->pins == 0 && e->state == entry::READY) return e;
@@ -220,7 +227,7 @@ struct expert_stream::impl {
             entry_ptr e = new_entry(layer, x, buf, bytes);
             e->pins = 1;
             e->demand = true;
-            policy->insert(layer, x);
+            policy->on_insert(layer, x, step, false);
             e->in_policy = true;
             q_demand.push_back(e);
             held.push_back(e);
@@ -239,9 +246,8 @@ struct expert_stream::impl {
             e->speculative = false;
             e->stale = false;
         }
-        if (e->in_policy) policy->access(e->layer, e->expert);
-        else {
-            policy->insert(e->layer, e->expert);
+        if (!e->in_policy) {
+            policy->on_insert(e->layer, e->expert, step, false);
             e->in_policy = true;
         }
         if (e->state == entry::QUEUED && !e->demand) {
@@ -477,7 +483,9 @@ expert_stream::expert_stream(const std::string & path, std::vector<expert_layer_
     m.layers = std::move(layers);
     m.params = params;
     m.params.io_threads = std::max(1, std::min(params.io_threads, 64));
-    m.policy = make_victim_policy();
+    int32_t max_expert = 1;
+    for (auto & l : m.layers) max_expert = std::max(max_expert, l.n_expert);
+    m.policy = make_victim_policy(static_cast<int32_t>(std::max<size_t>(1, m.layers.size())), max_expert);
     m.st.layers.resize(m.layers.size());
     m.predicted.resize(m.layers.size());
     m.st.capacity_bytes = m.params.cache_bytes;
@@ -502,7 +510,7 @@ expert_stream::~expert_stream() = default;
 int expert_stream::n_layers() const { return static_cast<int>(impl_->layers.size()); }
 const std::string & expert_stream::path() const { return impl_->path; }
 
-expert_request expert_stream::request(int layer, const int32_t * experts, int n, const std::atomic<bool> * cancel) {
+expert_request expert_stream::request(int layer, const int32_t * experts, int n, const std::atomic<bool> * cancel, const float * probs) {
     impl & m = *impl_;
     if (layer < 0 || layer >= n_layers()) throw error(KAIL_E_INVALID_ARG, "expert stream: layer " + std::to_string(layer) + " out of range");
     std::unique_ptr<expert_request::state> s(new expert_request::state);
@@ -526,11 +534,22 @@ expert_request expert_stream::request(int layer, const int32_t * experts, int n,
         }
         pred.clear();
     }
+    // The policy hears of the request first: the distinct experts and their weights.
+    if (layer <= m.last_layer) m.step++;
+    m.last_layer = layer;
+    std::vector<int32_t> distinct;
+    std::vector<float> dprobs;
     std::vector<uint8_t> seen(asked.size(), 0);
     for (int i = 0; i < n; i++) {
-        const int32_t x = experts[i];
-        if (seen[x]) continue;
-        seen[x] = 1;
+        if (seen[experts[i]]) continue;
+        seen[experts[i]] = 1;
+        distinct.push_back(experts[i]);
+        dprobs.push_back(probs ? probs[i] : 1.0f);
+    }
+    m.policy->on_route(layer, m.step, distinct.data(), probs ? dprobs.data() : nullptr, static_cast<int32_t>(distinct.size()));
+    for (size_t i = 0; i < distinct.size(); i++) {
+        const int32_t x = distinct[i];
+        m.policy->on_access(layer, x, dprobs[i], m.step);
         ls.accesses++;
         auto it = m.map.find(key_of(layer, x));
         if (it == m.map.end()) {

@@ -1,51 +1,36 @@
-// LRU, until the policies of include/kail/expert_cache.h land.
+// LRU, until the stream takes the policies of include/kail/expert_cache.h.
 #include "stream/victim_policy.h"
 
-#include <list>
-#include <unordered_map>
+#include <vector>
 
 namespace kail {
 
 namespace {
 
-uint64_t key_of(int layer, int32_t expert) { return (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) | static_cast<uint32_t>(expert); }
-
 class lru_policy final : public victim_policy {
   public:
-    void insert(int layer, int32_t expert) override { access(layer, expert); }
-    void access(int layer, int32_t expert) override {
-        const uint64_t k = key_of(layer, expert);
-        auto it = pos_.find(k);
-        if (it != pos_.end()) order_.erase(it->second);
-        order_.push_front(k);
-        pos_[k] = order_.begin();
-    }
-    void erase(int layer, int32_t expert) override {
-        auto it = pos_.find(key_of(layer, expert));
-        if (it == pos_.end()) return;
-        order_.erase(it->second);
-        pos_.erase(it);
-    }
-    bool victim(const std::function<bool(int, int32_t)> & evictable, int & layer, int32_t & expert) override {
-        for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
-            const int l = static_cast<int>(*it >> 32);
-            const int32_t e = static_cast<int32_t>(*it & 0xffffffffu);
-            if (evictable(l, e)) {
-                layer = l;
-                expert = e;
-                return true;
-            }
-        }
-        return false;
+    lru_policy(int32_t n_layer, int32_t n_expert) : n_expert_(n_expert), last_(static_cast<size_t>(n_layer) * static_cast<size_t>(n_expert), 0) {}
+    void on_access(int32_t layer, int32_t expert, float, int64_t) override { last_[index(layer, expert)] = ++clock_; }
+    void on_insert(int32_t layer, int32_t expert, int64_t, bool) override { last_[index(layer, expert)] = ++clock_; }
+    void on_evict(int32_t, int32_t) override {}
+    size_t choose_victim(const stream_key * c, size_t n) override {
+        size_t best = 0;
+        for (size_t i = 1; i < n; i++)
+            if (last_[index(c[i].layer, c[i].expert)] < last_[index(c[best].layer, c[best].expert)]) best = i;
+        return best;
     }
 
   private:
-    std::list<uint64_t> order_;  // most recent first
-    std::unordered_map<uint64_t, std::list<uint64_t>::iterator> pos_;
+    size_t index(int32_t layer, int32_t expert) const { return static_cast<size_t>(layer) * static_cast<size_t>(n_expert_) + static_cast<size_t>(expert); }
+    int32_t               n_expert_;
+    std::vector<uint64_t> last_;  // per (layer, expert): the clock at its last use
+    uint64_t              clock_ = 0;
 };
 
 } // namespace
 
-std::unique_ptr<victim_policy> make_victim_policy() { return std::unique_ptr<victim_policy>(new lru_policy()); }
+std::unique_ptr<victim_policy> make_victim_policy(int32_t n_layer, int32_t n_expert) {
+    return std::unique_ptr<victim_policy>(new lru_policy(n_layer, n_expert));
+}
 
 } // namespace kail
