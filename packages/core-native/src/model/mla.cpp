@@ -23,8 +23,9 @@ std::string shape(const gguf_tensor_info * t) {
 
 size_t row_bytes(const mla_weight & w) { return row_size(w.info->type, w.info->ne[0]); }
 
-// Head h's up-projections as F32: wk (qk_nope rows of kv_lora) and wv (v_head rows of kv_lora).
-void dequant_head(const mla_args & a, int64_t h, std::vector<float> & wk, std::vector<float> & wv) {
+// Head h's up-projections as F32: wk (qk_nope rows of kv_lora) and, with want_v, wv (v_head rows
+// of kv_lora).
+void dequant_head(const mla_args & a, int64_t h, std::vector<float> & wk, std::vector<float> & wv, bool want_v = true) {
     const int64_t L = a.kv_lora;
     wk.resize(static_cast<size_t>(a.qk_nope * L));
     wv.resize(static_cast<size_t>(a.v_head * L));
@@ -32,7 +33,8 @@ void dequant_head(const mla_args & a, int64_t h, std::vector<float> & wk, std::v
         const size_t rb = row_bytes(a.kv_b);
         const int64_t r0 = h * (a.qk_nope + a.v_head);
         for (int64_t i = 0; i < a.qk_nope; i++) dequantize_row(a.kv_b.info->type, a.kv_b.data + (r0 + i) * rb, wk.data() + i * L, L);
-        for (int64_t c = 0; c < a.v_head; c++) dequantize_row(a.kv_b.info->type, a.kv_b.data + (r0 + a.qk_nope + c) * rb, wv.data() + c * L, L);
+        if (want_v)
+            for (int64_t c = 0; c < a.v_head; c++) dequantize_row(a.kv_b.info->type, a.kv_b.data + (r0 + a.qk_nope + c) * rb, wv.data() + c * L, L);
         return;
     }
     // k_b holds W_kᵀ per head (kv_lora rows of qk_nope); v_b holds W_v (v_head rows of kv_lora).
@@ -84,20 +86,24 @@ void attend_absorbed(const mla_args & a) {
             matmul(a.k_b.info->type, a.k_b.data + static_cast<size_t>(h * L) * kb, kb, L, a.qk_nope,
                    a.q + h * hq, static_cast<size_t>(a.q_stride) * 4, n, qa.data() + h * W, static_cast<size_t>(H * W) * 4, a.pool);
     } else {
-        std::vector<float> wk, wv;
-        for (int64_t h = 0; h < H; h++) {
-            dequant_head(a, h, wk, wv);
-            for (int64_t t = 0; t < n; t++) {
-                float * o = qa.data() + (t * H + h) * W;
-                const float * qn = a.q + t * a.q_stride + h * hq;
-                std::fill(o, o + L, 0.0f);
-                for (int64_t i = 0; i < a.qk_nope; i++) {
-                    const float qi = qn[i];
-                    const float * r = wk.data() + i * L;
-                    for (int64_t l = 0; l < L; l++) o[l] += qi * r[l];
+        // attn_kv_b holds W_k, not its transpose: dequantize each head's rows and accumulate
+        // q_nope[i] * row_i, heads in parallel.
+        a.pool->parallel_for(H, [&](int64_t h0, int64_t h1, int) {
+            std::vector<float> wk, wv;
+            for (int64_t h = h0; h < h1; h++) {
+                dequant_head(a, h, wk, wv, false);
+                for (int64_t t = 0; t < n; t++) {
+                    float * o = qa.data() + (t * H + h) * W;
+                    const float * qn = a.q + t * a.q_stride + h * hq;
+                    std::fill(o, o + L, 0.0f);
+                    for (int64_t i = 0; i < a.qk_nope; i++) {
+                        const float qi = qn[i];
+                        const float * r = wk.data() + i * L;
+                        for (int64_t l = 0; l < L; l++) o[l] += qi * r[l];
+                    }
                 }
             }
-        }
+        }, 1);
     }
     for (int64_t t = 0; t < n; t++)
         for (int64_t h = 0; h < H; h++)

@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 
 import { native } from '../../native';
+import { EngineModel } from '../model';
 import { tempDir, writeTestModel } from '../../testing';
 import { Metadata, readHParams } from '../hparams';
 import { buildDeepseek2 } from './deepseek2';
@@ -48,5 +49,19 @@ describe('deepseek2 MLA', () => {
     const r = await logits(file, false, [1, 2, 3]);
     // 3 layers x (kv_lora 256 + rope 32) F32, 16-token minimum allocation per layer.
     expect(r.kvPerToken).toBe(3 * (256 + 32) * 4);
+  }, 60_000);
+
+  it('streams experts with exactly the logits of the mapped path', async () => {
+    const file = writeTestModel(dir, 'tiny-deepseek3', 'F32');
+    const toks = [5, 17, 99, 3, 250, 7, 42, 8];
+    const a = EngineModel.load(file, { kvType: 'f32', threads: 2, nCtx: 32 });
+    const ref = await a.evaluate(0, toks, 'all');
+    a.close();
+    const b = EngineModel.load(file, { kvType: 'f32', threads: 2, nCtx: 32, ramBytes: 30 * 2 ** 20, ramReserveBytes: 1 });
+    try {
+      expect(Array.from(await b.evaluate(0, toks, 'all'))).toEqual(Array.from(ref));
+    } finally {
+      b.close();
+    }
   }, 60_000);
 });
