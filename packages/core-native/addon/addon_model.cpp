@@ -105,6 +105,11 @@ kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
         mp.io_threads = static_cast<int>(get_num(p, "ioThreads", 4));
         mp.direct_io = get_bool(p, "directIo", true);
         mp.prefetch = get_bool(p, "prefetch", true);
+        Napi::Value pol = p.Get("cachePolicy");
+        if (!pol.IsUndefined() && !pol.IsNull()) {
+            if (!pol.IsString()) throw kail::error(kail::KAIL_E_INVALID_ARG, "cachePolicy must be a string");
+            mp.cache_policy = pol.As<Napi::String>().Utf8Value();
+        }
         if (mp.n_batch < 1) throw kail::error(kail::KAIL_E_INVALID_ARG, "nBatch must be >= 1");
         if (mp.io_threads < 1 || mp.io_threads > 64) throw kail::error(kail::KAIL_E_INVALID_ARG, "ioThreads must be in 1..64");
     }
@@ -147,6 +152,7 @@ Napi::Object stream_to_js(Napi::Env env, const kail::model_stats & s) {
     o.Set("directIo", Napi::Boolean::New(env, st.direct_io));
     o.Set("ioNote", Napi::String::New(env, st.io_note));
     num(o, "ioThreads", st.io_threads);
+    o.Set("policy", Napi::String::New(env, st.policy));
     num(o, "residentBytes", static_cast<double>(s.resident_bytes));
     num(o, "capacityBytes", static_cast<double>(st.capacity_bytes));
     num(o, "usedBytes", static_cast<double>(st.used_bytes));

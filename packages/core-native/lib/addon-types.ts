@@ -104,6 +104,11 @@ export interface ModelParams {
   directIo?: boolean;
   /** Predict the next MoE layer's experts and read them early. Default true. */
   prefetch?: boolean;
+  /**
+   * Expert cache eviction policy: 'lru', 'lfu', 'lrfu' or 'context' (include/kail/expert_cache.h),
+   * options after a colon ('lfu:half_life=16'). Default: the cache's default ('context').
+   */
+  cachePolicy?: string;
 }
 
 /** What a RAM budget holds with routed experts streaming from storage (include/kail/residency.h). */
@@ -177,6 +182,8 @@ export interface NativeExpertStreamStats {
   /** Why reads are buffered, when they are. */
   ioNote: string;
   ioThreads: number;
+  /** The eviction policy in use. */
+  policy: string;
   /** Weights copied into RAM at load. */
   residentBytes: number;
   capacityBytes: number;

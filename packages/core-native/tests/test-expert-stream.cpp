@@ -144,7 +144,9 @@ static void test_eviction(const test_file & f) {
     expert_stream_params p;
     p.cache_bytes = 2 * entry_max(f);  // two experts
     p.io_threads = 2;
+    p.policy = "lru";
     expert_stream s(f.path, f.layers, p);
+    CHECK(s.stats().policy == "lru");
     CHECK(fetch(s, f, 0, {0}) == 1);
     CHECK(fetch(s, f, 0, {1}) == 1);
     CHECK(fetch(s, f, 0, {0}) == 1);  // hit; 1 is now least recent
@@ -175,6 +177,46 @@ static void test_budget_too_small(const test_file & f) {
         threw = e.code() == KAIL_E_BUDGET;
     }
     CHECK(threw);
+    p.cache_bytes = 4 * entry_max(f);
+    for (const char * bad : {"fifo", "belady", "lfu:half_lif=3"}) {
+        p.policy = bad;
+        threw = false;
+        try {
+            expert_stream s(f.path, f.layers, p);
+        } catch (const error & e) {
+            threw = e.code() == KAIL_E_INVALID_ARG;
+        }
+        CHECK(threw);
+    }
+}
+
+// Every online policy keeps the budget and serves every byte right under churn.
+static void test_policies(const test_file & f) {
+    for (const char * name : {"lru", "lfu", "lrfu", "context", ""}) {
+        expert_stream_params p;
+        p.cache_bytes = 5 * entry_max(f);
+        p.io_threads = 2;
+        p.policy = name;
+        expert_stream s(f.path, f.layers, p);
+        std::mt19937 rng(7);
+        for (int step = 0; step < 60; step++) {
+            for (int layer = 0; layer < 2; layer++) {
+                std::vector<int32_t> want;
+                while (want.size() < 3) {
+                    const int32_t x = static_cast<int32_t>(rng() % 8);
+                    if (std::find(want.begin(), want.end(), x) == want.end()) want.push_back(x);
+                }
+                CHECK(fetch(s, f, layer, want) == 3);
+            }
+        }
+        expert_stream_stats st = s.stats();
+        CHECK(st.peak_bytes <= p.cache_bytes);
+        CHECK(st.evictions > 0);
+        CHECK(st.layers[0].hits + st.layers[0].misses == st.layers[0].accesses);
+        CHECK(!st.policy.empty());
+        std::printf("policy %-8s hits %llu of %llu\n", st.policy.c_str(), static_cast<unsigned long long>(st.layers[0].hits + st.layers[1].hits),
+                    static_cast<unsigned long long>(st.layers[0].accesses + st.layers[1].accesses));
+    }
 }
 
 static void test_concurrent(const test_file & f) {
@@ -316,6 +358,7 @@ int main() {
     test_reads(f, false);
     test_eviction(f);
     test_budget_too_small(f);
+    test_policies(f);
     test_concurrent(f);
     test_prefetch(f);
     test_truncation(f);

@@ -39,6 +39,7 @@ export interface BenchStreamResult {
   cache_bytes: number;
   direct_io: boolean;
   io_threads: number;
+  policy: string;
   /** Distinct experts asked for per layer and step that were cached and ready. */
   hit_rate: number;
   bytes_read_per_token: number;
@@ -121,6 +122,7 @@ function benchStream(gen: { before: NativeExpertStreamStats; after: NativeExpert
     cache_bytes: last.capacityBytes,
     direct_io: last.directIo,
     io_threads: last.ioThreads,
+    policy: last.policy,
     hit_rate: accesses ? sum((p) => p.hits) / accesses : 0,
     bytes_read_per_token: tokens ? sum((p) => p.bytesRead) / tokens : 0,
     stall_s: sum((p) => p.stallSeconds),

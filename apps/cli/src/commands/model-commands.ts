@@ -54,6 +54,7 @@ interface StreamOpts {
   ioThreads?: number;
   directIo: boolean;
   prefetch: boolean;
+  cachePolicy?: string;
 }
 
 function addStreamOptions(cmd: Command): Command {
@@ -62,11 +63,12 @@ function addStreamOptions(cmd: Command): Command {
     .option('--reserve <bytes>', `part of --ram held back for this process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
     .option('--io-threads <n>', 'expert reads in flight (default 4)', int('--io-threads', 1, 64))
     .option('--no-direct-io', 'read experts through the page cache (then drop it) instead of O_DIRECT')
-    .option('--no-prefetch', "do not read the next layer's predicted experts early");
+    .option('--no-prefetch', "do not read the next layer's predicted experts early")
+    .option('--cache-policy <name>', "expert cache eviction: lru, lfu, lrfu or context, options after a colon (default: context)");
 }
 
 function streamLoadOptions(o: StreamOpts): LoadModelOptions {
-  return { ramBytes: o.ram, ramReserveBytes: o.reserve, ioThreads: o.ioThreads, directIo: o.directIo, prefetch: o.prefetch };
+  return { ramBytes: o.ram, ramReserveBytes: o.reserve, ioThreads: o.ioThreads, directIo: o.directIo, prefetch: o.prefetch, cachePolicy: o.cachePolicy };
 }
 
 /** One line about expert streaming after a run; '' on the in-memory path. */
@@ -79,7 +81,7 @@ function streamLine(model: EngineModel, tokens: number): string {
     `experts: ${s.accesses} asked, hit rate ${pct(s.hitRate)}, read ${formatBytes(s.bytesRead)}` +
     `${tokens ? ` (${formatBytes(s.bytesRead / tokens)}/token)` : ''} in ${s.readSeconds.toFixed(2)} s of I/O, stalled ${s.stallSeconds.toFixed(2)} s, ` +
     `prefetch precision ${pct(s.prefetchPrecision)} recall ${pct(s.prefetchRecall)} | cache ${formatBytes(s.usedBytes)} used, ` +
-    `${formatBytes(s.peakBytes)} peak of ${formatBytes(s.capacityBytes)} | ${s.directIo ? 'O_DIRECT' : s.ioNote}`
+    `${formatBytes(s.peakBytes)} peak of ${formatBytes(s.capacityBytes)}, ${st.policy} | ${s.directIo ? 'O_DIRECT' : s.ioNote}`
   );
 }
 
@@ -226,7 +228,7 @@ export function registerModelCommands(program: Command): void {
               (r.stream
                 ? `experts (generation): hit rate ${(100 * r.stream.hit_rate).toFixed(1)}%, ${formatBytes(r.stream.bytes_read_per_token)} read per token, ` +
                   `stalled ${r.stream.stall_s.toFixed(2)} s, prefetch precision ${(100 * r.stream.prefetch_precision).toFixed(1)}% recall ` +
-                  `${(100 * r.stream.prefetch_recall).toFixed(1)}%, cache ${formatBytes(r.stream.cache_bytes)} (budget ${formatBytes(r.stream.ram_bytes)}), ` +
+                  `${(100 * r.stream.prefetch_recall).toFixed(1)}%, cache ${formatBytes(r.stream.cache_bytes)} (budget ${formatBytes(r.stream.ram_bytes)}, ${r.stream.policy}), ` +
                   `${r.stream.direct_io ? 'O_DIRECT' : 'buffered reads'}\n`
                 : ''),
           );

@@ -42,6 +42,10 @@ struct expert_stream_params {
     int      io_threads = 4;    // reader threads: reads in flight at once (the queue depth)
     bool     direct_io = true;  // false: buffered reads + POSIX_FADV_DONTNEED
     bool     prefetch = true;   // false: prefetch() does nothing
+    // Eviction policy: a name of include/kail/expert_cache.h ("lru", "lfu", "lrfu", "context",
+    // with options as "lfu:half_life=16"); empty = expert_cache_default_policy(). "belady" is
+    // refused (it needs the future).
+    std::string policy;
 };
 
 // Per MoE layer. accesses counts distinct experts per request (one forward pass asks each layer
@@ -71,6 +75,7 @@ struct expert_stream_stats {
     bool        direct_io = false;  // reads use O_DIRECT
     std::string io_note;            // why reads are buffered, when they are
     int         io_threads = 0;
+    std::string policy;             // the eviction policy's name
     uint64_t    capacity_bytes = 0;
     uint64_t    used_bytes = 0;     // every read buffer alive (cached, loading, queued)
     uint64_t    peak_bytes = 0;
@@ -118,7 +123,7 @@ class expert_stream {
   public:
     // Opens path for reading (O_DIRECT unless refused or params.direct_io is false) and starts
     // the I/O threads. Throws KAIL_E_IO if the file cannot be opened, KAIL_E_BUDGET if cache_bytes
-    // cannot hold the largest expert.
+    // cannot hold the largest expert, KAIL_E_INVALID_ARG for an unknown policy.
     expert_stream(const std::string & path, std::vector<expert_layer_source> layers, const expert_stream_params & params);
     ~expert_stream();
     expert_stream(const expert_stream &) = delete;

@@ -87,6 +87,7 @@ struct model_params {
     int      io_threads = 4;      // expert reads in flight
     bool     direct_io = true;    // O_DIRECT reads (false: buffered + POSIX_FADV_DONTNEED)
     bool     prefetch = true;     // predict the next MoE layer's experts and read them early
+    std::string cache_policy;     // expert cache eviction policy (expert_cache.h); empty = its default
 };
 
 struct batch {

@@ -213,6 +213,7 @@ void setup_streaming(model::impl & m) {
         sp.io_threads = m.params.io_threads;
         sp.direct_io = m.params.direct_io;
         sp.prefetch = m.params.prefetch;
+        sp.policy = m.params.cache_policy;
         m.stream.reset(new expert_stream(path, residency_expert_sources(*m.file, m.prog), sp));
     }
     m.plan = std::move(plan);

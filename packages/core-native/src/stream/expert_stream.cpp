@@ -3,6 +3,10 @@
 // One mutex guards the cache (entries, byte accounting, queues, stats); reads run outside it. An
 // entry is QUEUED (buffer allocated, waiting for a reader), READING, READY or FAILED. Requests pin
 // entries; only unpinned READY entries are evicted (unpinned QUEUED prefetches may be cancelled).
+// The victim among demand-used entries is the choice of an expert_cache.h policy, which hears of
+// every request (on_route, on_access: distinct experts with their largest gating weight; a step is
+// one forward pass) and of entries entering (on_insert when first used) and leaving (on_evict).
+// Speculative (prefetched, unused) entries stay outside the policy: stale ones go first.
 // Buffers are anonymous mappings of exactly the entry's size, so freeing one returns it to the
 // kernel at once; an eviction that makes room for an entry of the same size hands its buffer over.
 #include "kail/expert_stream.h"
@@ -24,8 +28,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kail/expert_cache.h"
 #include "kail/status.h"
-#include "stream/victim_policy.h"
 
 namespace kail {
 
@@ -92,7 +96,7 @@ struct expert_stream::impl {
     std::deque<entry_ptr>            q_demand, q_prefetch;
     std::list<entry_ptr>             spec;      // speculative entries, oldest first
     uint64_t                         spec_bytes = 0;
-    std::unique_ptr<victim_policy>   policy;
+    std::unique_ptr<expert_cache_policy> policy;  // ranks demand-used entries for eviction
     uint64_t                         used = 0;
     expert_stream_stats              st;
     std::vector<std::vector<uint8_t>> predicted;  // per layer: the last prediction not yet checked
@@ -101,7 +105,7 @@ struct expert_stream::impl {
     int                              prefetch_reading = 0;  // prefetch reads in flight
     int64_t                          step = -1;           // forward passes seen (for the policy)
     int                              last_layer = INT_MAX;
-    std::vector<stream_key>          candidates;          // pick_victim's scratch
+    std::vector<expert_key>          candidates;          // pick_victim's scratch
     bool                             stop = false;
     std::vector<std::thread>         threads;
 
@@ -485,7 +489,11 @@ expert_stream::expert_stream(const std::string & path, std::vector<expert_layer_
     m.params.io_threads = std::max(1, std::min(params.io_threads, 64));
     int32_t max_expert = 1;
     for (auto & l : m.layers) max_expert = std::max(max_expert, l.n_expert);
-    m.policy = make_victim_policy(static_cast<int32_t>(std::max<size_t>(1, m.layers.size())), max_expert);
+    expert_cache_policy_params pp;
+    pp.n_layer = static_cast<int32_t>(std::max<size_t>(1, m.layers.size()));
+    pp.n_expert = max_expert;
+    m.policy = expert_cache_policy_init(params.policy.empty() ? expert_cache_default_policy() : params.policy, pp);
+    if (m.policy->name() == "belady") throw error(KAIL_E_INVALID_ARG, "expert stream: belady needs the future; it is for cache-sim only");
     m.st.layers.resize(m.layers.size());
     m.predicted.resize(m.layers.size());
     m.st.capacity_bytes = m.params.cache_bytes;
@@ -618,6 +626,7 @@ expert_stream_stats expert_stream::stats() const {
     s.direct_io = m.direct;
     s.io_note = m.direct ? "" : m.io_note;
     s.io_threads = m.params.io_threads;
+    s.policy = m.policy->name();
     s.capacity_bytes = m.params.cache_bytes;
     s.used_bytes = m.used;
     s.entries = m.map.size();

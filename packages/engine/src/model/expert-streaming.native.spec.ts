@@ -86,11 +86,11 @@ describe('expert streaming', () => {
     }, 120_000);
   });
 
-  it('gives the same tokens with buffered reads and without prefetch, and says why reads are buffered', async () => {
+  it('gives the same tokens with buffered reads, without prefetch and with another policy, and says why reads are buffered', async () => {
     const file = writeTestModel(dir, 'tiny-qwen3moe', 'Q4_K');
     const opts: LoadModelOptions = { threads: 2, nCtx: 256 };
     const runs: number[][] = [];
-    for (const extra of [{}, { directIo: false, prefetch: false, ioThreads: 1 }] as LoadModelOptions[]) {
+    for (const extra of [{}, { directIo: false, prefetch: false, ioThreads: 1, cachePolicy: 'lru' }] as LoadModelOptions[]) {
       const m = EngineModel.load(file, { ...opts, ...extra, ramBytes: budgetFor(file, 2, opts), ramReserveBytes: 0 });
       try {
         runs.push((await generate(m, PROMPT, { maxTokens: 12, sampling: { temperature: 0 } })).tokens);
@@ -100,8 +100,10 @@ describe('expert streaming', () => {
           expect(st.ioNote).toMatch(/buffered reads/);
           expect(st.layers.every((l) => l.prefetchReads === 0 && l.predicted === 0)).toBe(true);
           expect(st.ioThreads).toBe(1);
+          expect(st.policy).toBe('lru');
         } else {
           expect(st.layers.some((l) => l.predicted > 0)).toBe(true);
+          expect(st.policy).toBe('context');
         }
       } finally {
         m.close();

@@ -38,6 +38,11 @@ export interface LoadModelOptions {
   directIo?: boolean;
   /** Read the next MoE layer's predicted experts ahead of its router. Default true. */
   prefetch?: boolean;
+  /**
+   * Expert cache eviction policy: 'lru', 'lfu', 'lrfu' or 'context', options after a colon
+   * ('lfu:half_life=16'). Default: the native cache's default ('context').
+   */
+  cachePolicy?: string;
 }
 
 /** What a RAM budget holds with routed experts streaming from storage. */
@@ -165,6 +170,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     ioThreads: opts.ioThreads ?? 4,
     directIo: opts.directIo ?? true,
     prefetch: opts.prefetch ?? true,
+    cachePolicy: opts.cachePolicy,
   };
   return { md, hp, program, nCtx, nSeqMax, nBatch, params };
 }
