@@ -29,9 +29,11 @@ using namespace kail;
 namespace {
 
 int g_fails = 0;
+long g_checks = 0;
 
 #define CHECK(cond, ...)                                              \
     do {                                                              \
+        g_checks++;                                                   \
         if (!(cond)) {                                                \
             std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
             std::fprintf(stderr, __VA_ARGS__);                        \
@@ -251,6 +253,6 @@ int main(int argc, char ** argv) {
         }
     }
     if (g_fails) std::fprintf(stderr, "%d check(s) failed\n", g_fails);
-    else std::printf("all matmul checks passed\n");
+    else std::printf("all %ld matmul checks passed\n", g_checks);
     return g_fails ? 1 : 0;
 }

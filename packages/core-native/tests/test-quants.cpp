@@ -22,9 +22,11 @@ using namespace kail::cpu;
 namespace {
 
 int g_fails = 0;
+long g_checks = 0;
 
 #define CHECK(cond, ...)                                         \
     do {                                                         \
+        g_checks++;                                              \
         if (!(cond)) {                                           \
             std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
             std::fprintf(stderr, __VA_ARGS__);                   \
@@ -457,6 +459,6 @@ int main() {
     test_quantize_prepared();
     test_levels_agree();
     if (g_fails) std::fprintf(stderr, "%d check(s) failed\n", g_fails);
-    else std::printf("all quants checks passed\n");
+    else std::printf("all %ld quants checks passed\n", g_checks);
     return g_fails ? 1 : 0;
 }

@@ -724,11 +724,11 @@ void kernels_init_avx512(kernel_table & t) {
         for (int i = 0; i < 5; i++) t.w[types[i]].gemm_decode = saved[i].gemm_decode;
     }
     // One row at a time streams best for the super-block types.
-    set<q2_K_tile, 2, 4>(t, KAIL_TYPE_Q2_K, 1);
-    set<q3_K_tile, 2, 4>(t, KAIL_TYPE_Q3_K, 1);
-    set<q4_K_tile, 2, 4>(t, KAIL_TYPE_Q4_K, 1);
-    set<q5_K_tile, 2, 4>(t, KAIL_TYPE_Q5_K, 1);
-    set<q6_K_tile, 2, 4>(t, KAIL_TYPE_Q6_K, 1);
+    set<q2_K_tile, 2, 8>(t, KAIL_TYPE_Q2_K, 1);
+    set<q3_K_tile, 2, 8>(t, KAIL_TYPE_Q3_K, 1);
+    set<q4_K_tile, 2, 8>(t, KAIL_TYPE_Q4_K, 1);
+    set<q5_K_tile, 2, 8>(t, KAIL_TYPE_Q5_K, 1);
+    set<q6_K_tile, 1, 8>(t, KAIL_TYPE_Q6_K, 1);
     set<f32_tile, 4, 4>(t, KAIL_TYPE_F32, 1);
     set<f16_tile, 4, 4>(t, KAIL_TYPE_F16, 1, prepare_f16_as_f32, prepared_size_f32);
     set<bf16_tile, 4, 4>(t, KAIL_TYPE_BF16, 1, prepare_bf16_as_f32, prepared_size_f32);
