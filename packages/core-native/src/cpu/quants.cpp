@@ -1308,31 +1308,10 @@ struct scalar_entry {
 } // namespace
 
 size_t prepared_size_split(int64_t k) { return static_cast<size_t>((k / 32 + 3) / 4) * PREP_SPLIT_GROUP; }
-size_t prepared_size_nat(int64_t k) { return static_cast<size_t>((k / 32 + 1) / 2) * PREP_NAT_GROUP; }
 void prepare_split_q8_0_off8(int64_t k, const void * src, void * dst) { prepare_split<8, false>(k, src, dst); }
 void prepare_split_q8_0_off16(int64_t k, const void * src, void * dst) { prepare_split<16, false>(k, src, dst); }
+void prepare_split_q8_0_off128(int64_t k, const void * src, void * dst) { prepare_split<128, false>(k, src, dst); }
 void prepare_split_q8_1(int64_t k, const void * src, void * dst) { prepare_split<0, true>(k, src, dst); }
-
-void prepare_nat_q8_0(int64_t k, const void * src, void * dst) {
-    const int64_t nb = k / 32;
-    const int64_t ng = (nb + 1) / 2;
-    uint8_t * out = static_cast<uint8_t *>(dst);
-    std::memset(out, 0, static_cast<size_t>(ng) * PREP_NAT_GROUP);
-    for (int64_t b = 0; b < nb; b++) {
-        const block_q8_0 & blk = static_cast<const block_q8_0 *>(src)[b];
-        uint8_t * g = out + (b / 2) * PREP_NAT_GROUP;
-        const int j = static_cast<int>(b % 2);
-        std::memcpy(g + 32 * j, blk.qs, 32);
-        int32_t c[8];
-        float d[8];
-        for (int l = 0; l < 8; l++) {
-            c[l] = -128 * (blk.qs[4 * l] + blk.qs[4 * l + 1] + blk.qs[4 * l + 2] + blk.qs[4 * l + 3]);
-            d[l] = h2f(blk.d);
-        }
-        std::memcpy(g + 64 + 32 * j, c, 32);
-        std::memcpy(g + 128 + 32 * j, d, 32);
-    }
-}
 
 size_t prepared_size_f32(int64_t k) { return static_cast<size_t>(k) * 4; }
 void prepare_f16_as_f32(int64_t k, const void * src, void * dst) { kernels_active().fp16_to_fp32(src, dst, k); }

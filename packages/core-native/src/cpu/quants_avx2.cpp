@@ -96,29 +96,50 @@ KAIL_INLINE void store_tile(__m256 (&acc)[R][T], float * const * out) {
 
 // Two blocks of one weight row, matching half of a prepared split group.
 struct whalf {
-    __m256i lo, hi;
+    __m256i lo, hi;    // unsigned quants (q + offset), or |q| for Q8_0 without VNNI
+    __m256i slo, shi;  // Q8_0 without VNNI: the signed quants, for the sign trick
     __m256 d, m;
 };
 
-// TYPE: 0 = Q4_0, 1 = Q4_1, 2 = Q5_0, 3 = Q5_1
+KAIL_INLINE __m256i load_pair16(const uint8_t * p0, const uint8_t * p1, bool has1) {
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p0));
+    const __m128i q1 = has1 ? _mm_loadu_si128(reinterpret_cast<const __m128i *>(p1)) : _mm_setzero_si128();
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
+}
+
+// TYPE: 0 = Q4_0, 1 = Q4_1, 2 = Q5_0, 3 = Q5_1, 4 = Q8_0
 template <int TYPE, bool VNNI>
 struct split_dec {
     static constexpr int GB = 4;
-    static constexpr int BB = TYPE == 0 ? 18 : TYPE == 1 ? 20 : TYPE == 2 ? 22 : 24;
-    static constexpr int QS_OFF = TYPE == 0 ? 2 : TYPE == 1 ? 4 : TYPE == 2 ? 6 : 8;
+    static constexpr int BB = TYPE == 0 ? 18 : TYPE == 1 ? 20 : TYPE == 2 ? 22 : TYPE == 3 ? 24 : 34;
+    static constexpr int QS_OFF = TYPE == 0 ? 2 : TYPE == 1 ? 4 : TYPE == 2 ? 6 : TYPE == 3 ? 8 : 2;
     static constexpr bool HAS_MIN = TYPE == 1 || TYPE == 3;
-    static constexpr bool HAS_QH = TYPE >= 2;
+    static constexpr bool HAS_QH = TYPE == 2 || TYPE == 3;
+    static constexpr bool Q8 = TYPE == 4;
+    static constexpr bool SIGN_TRICK = Q8 && !VNNI;
     static constexpr int QH_OFF = HAS_MIN ? 4 : 2;
 
     // nbk = 1 or 2 blocks present (the second of a pair may be missing at the end of a row).
     static KAIL_INLINE whalf load(const uint8_t * p, int nbk) {
         whalf w;
-        const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + QS_OFF));
-        const __m128i q1 = nbk > 1 ? _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + BB + QS_OFF)) : _mm_setzero_si128();
-        const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
-        const __m256i m4 = _mm256_set1_epi8(0x0F);
-        w.lo = _mm256_and_si256(q, m4);
-        w.hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if constexpr (Q8) {
+            const __m256i lo = load_pair16(p + QS_OFF, p + BB + QS_OFF, nbk > 1);
+            const __m256i hi = load_pair16(p + QS_OFF + 16, p + BB + QS_OFF + 16, nbk > 1);
+            if constexpr (VNNI) {
+                w.lo = _mm256_xor_si256(lo, _mm256_set1_epi8(char(0x80)));
+                w.hi = _mm256_xor_si256(hi, _mm256_set1_epi8(char(0x80)));
+            } else {
+                w.slo = lo;
+                w.shi = hi;
+                w.lo = _mm256_sign_epi8(lo, lo);
+                w.hi = _mm256_sign_epi8(hi, hi);
+            }
+        } else {
+            const __m256i q = load_pair16(p + QS_OFF, p + BB + QS_OFF, nbk > 1);
+            const __m256i m4 = _mm256_set1_epi8(0x0F);
+            w.lo = _mm256_and_si256(q, m4);
+            w.hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        }
         if constexpr (HAS_QH) {
             uint32_t h0, h1 = 0;
             std::memcpy(&h0, p + QH_OFF, 4);
@@ -142,8 +163,13 @@ struct split_dec {
     static KAIL_INLINE __m256 dot(const whalf & w, const uint8_t * ap, int h, __m256 acc) {
         const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 32 * h));
         const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 64 + 32 * h));
-        __m256i c = HAS_MIN ? _mm256_setzero_si256() : _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 128 + 32 * h));
-        if constexpr (VNNI) {
+        __m256i c = HAS_MIN || SIGN_TRICK ? _mm256_setzero_si256() : _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 128 + 32 * h));
+        if constexpr (SIGN_TRICK) {
+            // |w| x sign(a, w) per half; the halves cannot share an int16 sum (2 * 127 * 128 each).
+            const __m256i ones = _mm256_set1_epi16(1);
+            c = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(w.lo, _mm256_sign_epi8(alo, w.slo)), ones),
+                                 _mm256_madd_epi16(_mm256_maddubs_epi16(w.hi, _mm256_sign_epi8(ahi, w.shi)), ones));
+        } else if constexpr (VNNI) {
             c = _mm256_dpbusd_avx_epi32(c, w.lo, alo);
             c = _mm256_dpbusd_avx_epi32(c, w.hi, ahi);
         } else {
@@ -189,84 +215,6 @@ struct split_dec {
 #pragma GCC unroll 2
                 for (int u = 0; u < U; u++) step<R, T>(w, ws, b + 2 * u, 2, a, acc[u]);
             for (; b < nb; b += 2) step<R, T>(w, ws, b, nb - b >= 2 ? 2 : 1, a, acc[0]);
-            if constexpr (U == 2)
-                for (int r = 0; r < R; r++)
-                    for (int t = 0; t < T; t++) acc[0][r][t] = _mm256_add_ps(acc[0][r][t], acc[1][r][t]);
-            store_tile<R, T>(acc[0], out);
-        }
-    }
-
-    template <int R, int T>
-    struct tile {
-        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) { run_u<R, T, 1>(k, w, ws, a, out); }
-    };
-
-    static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
-        if (nr == 1) run_u<1, 1, 2>(k, w, ws, a, out);
-        else run_u<2, 1, 1>(k, w, ws, a, out);
-    }
-};
-
-template <bool VNNI>
-struct q8_0_dec {
-    struct wq {
-        __m256i q;  // VNNI: q ^ 0x80 (unsigned); otherwise |q|
-        __m256i s;  // otherwise: q itself, for the sign trick
-        __m256 d;
-    };
-    template <int R, int T>
-    static KAIL_INLINE void step(const uint8_t * w, size_t ws, int64_t b, const uint8_t * const * a, __m256 (&acc)[R][T]) {
-        wq wv[R];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            const uint8_t * p = w + r * ws + b * 34;
-            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p + 2));
-            if constexpr (VNNI) {
-                wv[r].q = _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80)));
-                wv[r].s = q;
-            } else {
-                wv[r].q = _mm256_sign_epi8(q, q);
-                wv[r].s = q;
-            }
-            wv[r].d = _mm256_set1_ps(h2f(p));
-        }
-        const int64_t g = b / 2;
-        const int h = static_cast<int>(b % 2);
-#pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            const uint8_t * ap = a[t] + g * PREP_NAT_GROUP;
-            const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 32 * h));
-            const __m256 ad = _mm256_loadu_ps(reinterpret_cast<const float *>(ap + 128 + 32 * h));
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++) {
-                __m256i c;
-                if constexpr (VNNI) {
-                    c = _mm256_dpbusd_avx_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(ap + 64 + 32 * h)), wv[r].q, aq);
-                } else {
-                    c = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[r].q, _mm256_sign_epi8(aq, wv[r].s)), _mm256_set1_epi16(1));
-                }
-                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_mul_ps(wv[r].d, ad), acc[r][t]);
-            }
-        }
-    }
-
-    // U interleaved accumulators per (row, token): 2 hides the FMA latency of a lone row x vector.
-    template <int R, int T, int U>
-    static void run_u(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
-        {
-            const int64_t nb = k / 32;
-            __m256 acc[U][R][T];
-#pragma GCC unroll 2
-            for (int u = 0; u < U; u++)
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-                    for (int t = 0; t < T; t++) acc[u][r][t] = _mm256_setzero_ps();
-            int64_t b = 0;
-            for (; b + U <= nb; b += U)
-#pragma GCC unroll 2
-                for (int u = 0; u < U; u++) step<R, T>(w, ws, b + u, a, acc[u]);
-            for (; b < nb; b++) step<R, T>(w, ws, b, a, acc[0]);
             if constexpr (U == 2)
                 for (int r = 0; r < R; r++)
                     for (int t = 0; t < T; t++) acc[0][r][t] = _mm256_add_ps(acc[0][r][t], acc[1][r][t]);
@@ -804,29 +752,6 @@ void quantize_prepared_split(const float * x, void * dst, int64_t k) {
     }
 }
 
-void quantize_prepared_nat(const float * x, void * dst, int64_t k) {
-    const int64_t nb = k / 32;
-    uint8_t * out = static_cast<uint8_t *>(dst);
-    const int64_t ng = (nb + 1) / 2;
-    for (int64_t g = 0; g < ng; g++) {
-        uint8_t * G = out + g * PREP_NAT_GROUP;
-        for (int j = 0; j < 2; j++) {
-            const int64_t b = g * 2 + j;
-            __m256i q = _mm256_setzero_si256(), c = _mm256_setzero_si256();
-            __m256 d = _mm256_setzero_ps();
-            if (b < nb) {
-                const q8_block qb = quantize_block(x + 32 * b);
-                q = qb.q;
-                c = _mm256_mullo_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)), _mm256_set1_epi32(-128));
-                d = _mm256_set1_ps(qb.d16);
-            }
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(G + 32 * j), q);
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(G + 64 + 32 * j), c);
-            _mm256_storeu_ps(reinterpret_cast<float *>(G + 128 + 32 * j), d);
-        }
-    }
-}
-
 // F16 / BF16 weights: the activations rounded to the weight type and widened back.
 void quantize_prepared_f16(const float * x, void * dst, int64_t k) {
     float * y = static_cast<float *>(dst);
@@ -867,7 +792,7 @@ template <bool V> struct tiles {
     template <int R, int T> using q4_1 = typename split_dec<1, V>::template tile<R, T>;
     template <int R, int T> using q5_0 = typename split_dec<2, V>::template tile<R, T>;
     template <int R, int T> using q5_1 = typename split_dec<3, V>::template tile<R, T>;
-    template <int R, int T> using q8_0 = typename q8_0_dec<V>::template tile<R, T>;
+    template <int R, int T> using q8_0 = typename split_dec<4, V>::template tile<R, T>;
     template <int R, int T> using q2_K = typename kquant<q2_K_dec, V>::template tile<R, T>;
     template <int R, int T> using q3_K = typename kquant<q3_K_dec, V>::template tile<R, T>;
     template <int R, int T> using q4_K = typename kquant<q4_K_dec, V>::template tile<R, T>;
@@ -888,7 +813,7 @@ void init(kernel_table & t) {
     set<TS::template q4_1, 2, 4>(t, KAIL_TYPE_Q4_1, split_dec<1, V>::decode, prepare_split_q8_1, prepared_size_split);
     set<TS::template q5_0, 2, 4>(t, KAIL_TYPE_Q5_0, split_dec<2, V>::decode, prepare_split_q8_0_off16, prepared_size_split);
     set<TS::template q5_1, 2, 4>(t, KAIL_TYPE_Q5_1, split_dec<3, V>::decode, prepare_split_q8_1, prepared_size_split);
-    set<TS::template q8_0, 2, 4>(t, KAIL_TYPE_Q8_0, q8_0_dec<V>::decode, prepare_nat_q8_0, prepared_size_nat);
+    set<TS::template q8_0, 2, 4>(t, KAIL_TYPE_Q8_0, split_dec<4, V>::decode, prepare_split_q8_0_off128, prepared_size_split);
     set<TS::template q2_K, 2, 4>(t, KAIL_TYPE_Q2_K, nullptr);
     set<TS::template q3_K, 2, 4>(t, KAIL_TYPE_Q3_K, nullptr);
     set<TS::template q4_K, 2, 4>(t, KAIL_TYPE_Q4_K, nullptr);
@@ -909,7 +834,7 @@ void kernels_init_avx2(kernel_table & t, bool vnni) {
     t.w[KAIL_TYPE_Q5_0].quantize_prepared = quantize_prepared_split<16, false>;
     t.w[KAIL_TYPE_Q4_1].quantize_prepared = quantize_prepared_split<0, true>;
     t.w[KAIL_TYPE_Q5_1].quantize_prepared = quantize_prepared_split<0, true>;
-    t.w[KAIL_TYPE_Q8_0].quantize_prepared = quantize_prepared_nat;
+    t.w[KAIL_TYPE_Q8_0].quantize_prepared = quantize_prepared_split<128, false>;
     t.w[KAIL_TYPE_F16].quantize_prepared = quantize_prepared_f16;
     t.w[KAIL_TYPE_BF16].quantize_prepared = quantize_prepared_bf16;
     t.from_float[KAIL_TYPE_Q8_0] = from_float_q8<false>;

@@ -173,30 +173,43 @@ struct split_dec {
     }
 };
 
+// Q8_0 in the split layout: four 16-byte pieces per half, gathered with inserts (the quants of
+// four 34-byte blocks span more than two 64-byte windows).
 struct q8_0_dec {
-    static constexpr int GB = 2, BB = 34;
+    static constexpr int GB = 4, BB = 34;
     template <bool TAIL>
     static KAIL_INLINE wsplit load(const uint8_t * p, int rem) {
-        __m512i A, B;
-        load_group<GB, BB, TAIL>(p, rem, A, B);
+        const int nbk = TAIL ? rem : 4;
+        __m128i lo[4], hi[4];
+        uint64_t dbits = 0;
+#pragma GCC unroll 4
+        for (int b = 0; b < 4; b++) {
+            if (b < nbk) {
+                lo[b] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + BB * b + 2));
+                hi[b] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + BB * b + 18));
+                uint16_t h;
+                std::memcpy(&h, p + BB * b, 2);
+                dbits |= uint64_t(h) << (16 * b);
+            } else {
+                lo[b] = hi[b] = _mm_setzero_si128();
+            }
+        }
+        const __m512i k80 = _mm512_set1_epi8(char(0x80));
         wsplit w;
-        const __m512i q = _mm512_permutex2var_epi16(A, idx_load<qs_index<GB, BB, 2, 32>>(), B);
-        w.lo = _mm512_xor_si512(q, _mm512_set1_epi8(char(0x80)));
-        w.hi = w.lo;
-        w.d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(A, idx_load<scale_index<GB, BB, 0>>(), B)));
+        w.lo = _mm512_xor_si512(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(lo[0]), lo[1], 1), lo[2], 2), lo[3], 3), k80);
+        w.hi = _mm512_xor_si512(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(hi[0]), hi[1], 1), hi[2], 2), hi[3], 3), k80);
+        // Missing blocks have d = 0, so their (offset) quants contribute nothing.
+        const __m128 d4 = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(dbits)));
+        w.d = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_castps128_ps512(d4));
         w.m = _mm512_setzero_ps();
         return w;
     }
-    static KAIL_INLINE __m512 dot(const wsplit & w, const uint8_t * ap, __m512 acc) {
-        __m512i c = _mm512_loadu_si512(ap + 64);
-        c = _mm512_dpbusd_epi32(c, w.lo, _mm512_loadu_si512(ap));
-        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), _mm512_mul_ps(w.d, _mm512_loadu_ps(reinterpret_cast<const float *>(ap + 128))), acc);
-    }
+    static KAIL_INLINE __m512 dot(const wsplit & w, const uint8_t * ap, __m512 acc) { return split_dec<0>::dot(w, ap, acc); }
 };
 
 template <class D>
 struct legacy {
-    static constexpr size_t PREP = D::GB == 4 ? PREP_SPLIT_GROUP : PREP_NAT_GROUP;
+    static constexpr size_t PREP = PREP_SPLIT_GROUP;
 
     template <int R, int T, bool TAIL>
     static KAIL_INLINE void group(const uint8_t * w, size_t ws, int64_t g, int rem, const uint8_t * const * a, __m512 (&acc)[R][T]) {
@@ -714,11 +727,11 @@ void kernels_init_avx512(kernel_table & t) {
     // gather below, which only pays off when a weight group is reused across several tokens. Both
     // read the same prepared activation layout.
     const weight_kernels saved[5] = {t.w[KAIL_TYPE_Q4_0], t.w[KAIL_TYPE_Q4_1], t.w[KAIL_TYPE_Q5_0], t.w[KAIL_TYPE_Q5_1], t.w[KAIL_TYPE_Q8_0]};
-    set<q4_0_tile, 4, 4>(t, KAIL_TYPE_Q4_0, 1, prepare_split_q8_0_off8, prepared_size_split);
-    set<q4_1_tile, 4, 4>(t, KAIL_TYPE_Q4_1, 1, prepare_split_q8_1, prepared_size_split);
-    set<q5_0_tile, 4, 4>(t, KAIL_TYPE_Q5_0, 1, prepare_split_q8_0_off16, prepared_size_split);
-    set<q5_1_tile, 4, 4>(t, KAIL_TYPE_Q5_1, 1, prepare_split_q8_1, prepared_size_split);
-    set<q8_0_tile, 4, 4>(t, KAIL_TYPE_Q8_0, 1, prepare_nat_q8_0, prepared_size_nat);
+    set<q4_0_tile, 4, 6>(t, KAIL_TYPE_Q4_0, 1, prepare_split_q8_0_off8, prepared_size_split);
+    set<q4_1_tile, 4, 6>(t, KAIL_TYPE_Q4_1, 1, prepare_split_q8_1, prepared_size_split);
+    set<q5_0_tile, 4, 6>(t, KAIL_TYPE_Q5_0, 1, prepare_split_q8_0_off16, prepared_size_split);
+    set<q5_1_tile, 4, 6>(t, KAIL_TYPE_Q5_1, 1, prepare_split_q8_1, prepared_size_split);
+    set<q8_0_tile, 4, 6>(t, KAIL_TYPE_Q8_0, 1, prepare_split_q8_0_off128, prepared_size_split);
     {
         const uint32_t types[5] = {KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1, KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0};
         for (int i = 0; i < 5; i++) t.w[types[i]].gemm_decode = saved[i].gemm_decode;

@@ -76,23 +76,21 @@ struct kernel_table {
 // Prepared activation layouts shared by the AVX2 and AVX-512 kernels (built by scalar code in
 // quants.cpp so they are identical whatever the level).
 //
-// "Split" groups serve Q4_0/Q5_0 (Q8_0 activations) and Q4_1/Q5_1 (Q8_1): 4 blocks = 128 values
-// per 256-byte group, laid out to match the nibble order of the weights:
+// "Split" groups serve Q4_0/Q5_0/Q8_0 (Q8_0 activations) and Q4_1/Q5_1 (Q8_1): 4 blocks = 128
+// values per 256-byte group, laid out to match the nibble order of the 4-bit weights:
 //   lo[64]  = first 16 quants of blocks 0..3      hi[64] = last 16 quants of blocks 0..3
 //   c[16]   = int32 per 4-byte lane: -offset * (sum of that lane's lo and hi bytes), which turns
 //             a product with unsigned weights (q + offset) back into one with signed ones
-//             (Q8_1 groups store the block's d * sum(q) as float in lane 4b instead, for the min)
+//             (Q8_1 groups store the block's s = d * sum(q) as float in lane 4b instead, for the
+//             min term)
 //   d[16]   = float activation scale, lane 4b..4b+3 = block b
-// "Natural" groups serve Q8_0: 2 blocks = 64 values per 192 bytes: q[64], c[16] (offset 128), d[16]
-// with lanes 8b..8b+7 = block b. Missing blocks of a last partial group are zero.
+// Missing blocks of a last partial group are zero.
 constexpr size_t PREP_SPLIT_GROUP = 256;
-constexpr size_t PREP_NAT_GROUP = 192;
 size_t prepared_size_split(int64_t k);
-size_t prepared_size_nat(int64_t k);
-void prepare_split_q8_0_off8(int64_t k, const void * src, void * dst);   // for Q4_0
-void prepare_split_q8_0_off16(int64_t k, const void * src, void * dst);  // for Q5_0
-void prepare_split_q8_1(int64_t k, const void * src, void * dst);        // for Q4_1 / Q5_1
-void prepare_nat_q8_0(int64_t k, const void * src, void * dst);          // for Q8_0
+void prepare_split_q8_0_off8(int64_t k, const void * src, void * dst);    // for Q4_0
+void prepare_split_q8_0_off16(int64_t k, const void * src, void * dst);   // for Q5_0
+void prepare_split_q8_0_off128(int64_t k, const void * src, void * dst);  // for Q8_0
+void prepare_split_q8_1(int64_t k, const void * src, void * dst);         // for Q4_1 / Q5_1
 // F16 / BF16 weights: activations (already rounded to fp16 / bf16) widened back to float.
 size_t prepared_size_f32(int64_t k);
 void prepare_f16_as_f32(int64_t k, const void * src, void * dst);
