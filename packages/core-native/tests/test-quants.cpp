@@ -384,6 +384,30 @@ void test_dot() {
     }
 }
 
+// Vectorised prepare functions write exactly what the scalar ones in quants.cpp write.
+void test_prepare_matches_scalar() {
+    struct { uint32_t type; prepare_fn scalar; } cases[] = {
+        {KAIL_TYPE_Q4_0, prepare_split_q8_0_off8}, {KAIL_TYPE_Q5_0, prepare_split_q8_0_off16},
+        {KAIL_TYPE_Q8_0, prepare_split_q8_0_off128}, {KAIL_TYPE_Q4_1, prepare_split_q8_1}, {KAIL_TYPE_Q5_1, prepare_split_q8_1},
+    };
+    for (const level & L : levels()) {
+        for (auto & c : cases) {
+            const weight_kernels & wk = L.t->w[c.type];
+            if (!wk.prepare) continue;
+            for (int64_t n : {32, 96, 128, 160, 4096, 77 * 32}) {
+                std::vector<float> x(n);
+                fill(x, 900 + n);
+                std::vector<uint8_t> std_row(row_size(wk.vd_type, n));
+                quantize_row_activations(wk.vd_type, x.data(), std_row.data(), n);
+                std::vector<uint8_t> a(prepared_size_split(n), 0x11), b(prepared_size_split(n), 0x22);
+                c.scalar(n, std_row.data(), a.data());
+                wk.prepare(n, std_row.data(), b.data());
+                CHECK(a == b, "%s %s n=%lld: prepare differs from the scalar one", L.name.c_str(), type_name(c.type), (long long)n);
+            }
+        }
+    }
+}
+
 // A fused float -> prepared quantizer writes exactly what from_float + prepare would.
 void test_quantize_prepared() {
     for (const level & L : levels()) {
@@ -456,6 +480,7 @@ int main() {
     test_golden();
     test_round_trip();
     test_dot();
+    test_prepare_matches_scalar();
     test_quantize_prepared();
     test_levels_agree();
     if (g_fails) std::fprintf(stderr, "%d check(s) failed\n", g_fails);

@@ -752,6 +752,45 @@ void quantize_prepared_split(const float * x, void * dst, int64_t k) {
     }
 }
 
+// Standard Q8_0 / Q8_1 rows to the split layout (same bytes as prepare_split_* in quants.cpp), for
+// activations quantized ahead of time (matmul_quantized, expert routing).
+template <int OFF, bool Q8_1>
+void prepare_split_fast(int64_t k, const void * src, void * dst) {
+    const int64_t nb = k / 32;
+    constexpr size_t BS = Q8_1 ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    constexpr size_t QOFF = Q8_1 ? 4 : 2;
+    const uint8_t * in = static_cast<const uint8_t *>(src);
+    uint8_t * out = static_cast<uint8_t *>(dst);
+    const int64_t ng = (nb + 3) / 4;
+    for (int64_t g = 0; g < ng; g++) {
+        uint8_t * G = out + g * PREP_SPLIT_GROUP;
+        for (int j = 0; j < 4; j++) {
+            const int64_t b = g * 4 + j;
+            __m128i lo = _mm_setzero_si128(), hi = _mm_setzero_si128(), c = _mm_setzero_si128();
+            __m128 d = _mm_setzero_ps();
+            if (b < nb) {
+                const uint8_t * blk = in + BS * b;
+                lo = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk + QOFF));
+                hi = _mm_loadu_si128(reinterpret_cast<const __m128i *>(blk + QOFF + 16));
+                uint16_t dh;
+                std::memcpy(&dh, blk, 2);
+                d = _mm_set1_ps(_cvtsh_ss(dh));
+                if (Q8_1) {
+                    uint16_t sh;
+                    std::memcpy(&sh, blk + 2, 2);
+                    c = _mm_castps_si128(_mm_set_ss(_cvtsh_ss(sh)));
+                } else {
+                    c = _mm_mullo_epi32(_mm_add_epi32(lane_sums4(lo), lane_sums4(hi)), _mm_set1_epi32(-OFF));
+                }
+            }
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(G + 16 * j), lo);
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(G + 64 + 16 * j), hi);
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(G + 128 + 16 * j), c);
+            _mm_storeu_ps(reinterpret_cast<float *>(G + 192 + 16 * j), d);
+        }
+    }
+}
+
 // F16 / BF16 weights: the activations rounded to the weight type and widened back.
 void quantize_prepared_f16(const float * x, void * dst, int64_t k) {
     float * y = static_cast<float *>(dst);
@@ -830,6 +869,11 @@ void kernels_init_avx2(kernel_table & t, bool vnni) {
     set<f32_tile, 3, 4>(t, KAIL_TYPE_F32, floats<0>::decode);
     set<f16_tile, 3, 4>(t, KAIL_TYPE_F16, floats<1>::decode, prepare_f16_as_f32, prepared_size_f32);
     set<bf16_tile, 3, 4>(t, KAIL_TYPE_BF16, floats<2>::decode, prepare_bf16_as_f32, prepared_size_f32);
+    t.w[KAIL_TYPE_Q4_0].prepare = prepare_split_fast<8, false>;
+    t.w[KAIL_TYPE_Q5_0].prepare = prepare_split_fast<16, false>;
+    t.w[KAIL_TYPE_Q8_0].prepare = prepare_split_fast<128, false>;
+    t.w[KAIL_TYPE_Q4_1].prepare = prepare_split_fast<0, true>;
+    t.w[KAIL_TYPE_Q5_1].prepare = prepare_split_fast<0, true>;
     t.w[KAIL_TYPE_Q4_0].quantize_prepared = quantize_prepared_split<8, false>;
     t.w[KAIL_TYPE_Q5_0].quantize_prepared = quantize_prepared_split<16, false>;
     t.w[KAIL_TYPE_Q4_1].quantize_prepared = quantize_prepared_split<0, true>;

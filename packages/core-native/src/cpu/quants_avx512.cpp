@@ -695,6 +695,8 @@ void from_float_bf16(const float * x, void * y, int64_t k) { cvt_f32_bf16(x, y, 
 template <template <int, int> class TILE, int R, int T>
 void set(kernel_table & t, uint32_t type, int decode_r, prepare_fn prep = nullptr, prepared_size_fn psz = nullptr) {
     weight_kernels & wk = t.w[type];
+    // A vectorised prepare of the same layout from the AVX2 init stays in place.
+    if (prep && wk.prepared_size == psz && wk.prepare) prep = wk.prepare;
     wk.gemm = gemm_dispatch<TILE, R, T>;
     wk.max_r = R;
     wk.max_t = T;
