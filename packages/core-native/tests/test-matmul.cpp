@@ -207,6 +207,8 @@ void test_matmul() {
             }
         }
         check_matmul(type, 1, kq ? 256 : 32, 1, nullptr, "single row");
+        // Rows long enough for prefill to cut them into chunks (summed across chunks).
+        check_matmul(type, 9, 6400, 17, &p2, "long rows");
     }
     // Validation.
     std::vector<uint8_t> w(4096);

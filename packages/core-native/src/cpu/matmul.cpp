@@ -97,7 +97,7 @@ void gemm_decode(const gemm_job & j, threadpool * pool) {
 }
 
 void gemm_prefill(const gemm_job & j, threadpool * pool) {
-    const int R = std::max(1, j.wk->max_r);
+    const int R = std::max(1, std::min(8, j.wk->max_r));
     const int T = std::max(1, std::min(kMaxTileT, j.wk->max_t));
     const size_t row_bytes = row_size(j.type, j.cols);
     // A block of weight rows small enough to stay in L2 while every token tile passes over it.
@@ -114,17 +114,48 @@ void gemm_prefill(const gemm_job & j, threadpool * pool) {
     tb = ((tb + T - 1) / T) * T;
     n_tb = (j.n + tb - 1) / tb;
 
+    // Long rows are cut into chunks of kc values so the activation chunks of a token tile stay in
+    // L1 while every row group of the block passes over them; chunk results are summed into Y.
+    const size_t act_row = j.wk->prepare ? j.wk->prepared_size(j.cols) : row_size(j.wk->vd_type, j.cols);
+    const double act_bytes_per_value = double(act_row) / double(j.cols);
+    int64_t kc = static_cast<int64_t>((24 * 1024) / (act_bytes_per_value * T));
+    kc = std::max<int64_t>(256, (kc / 256) * 256);
+    if (kc >= j.cols || j.cols % 256 != 0) kc = j.cols;
+    auto act_offset = [&](int64_t k0) -> size_t {
+        return j.wk->prepare ? j.wk->prepared_size(k0) : row_size(j.wk->vd_type, k0);
+    };
+
     auto body = [&](int64_t b, int64_t e, int) {
         float * outp[kMaxTileT];
+        const uint8_t * ap[kMaxTileT];
+        float tmp[kMaxTileT * 8];
         for (int64_t task = b; task < e; task++) {
             const int64_t r0 = (task / n_tb) * rb, r1 = std::min(j.rows, r0 + rb);
             const int64_t t0 = (task % n_tb) * tb, t1 = std::min(j.n, t0 + tb);
-            for (int64_t t = t0; t < t1; t += T) {
-                const int nt = static_cast<int>(std::min<int64_t>(T, t1 - t));
-                for (int64_t r = r0; r < r1; r += R) {
-                    const int nr = static_cast<int>(std::min<int64_t>(R, r1 - r));
-                    for (int i = 0; i < nt; i++) outp[i] = j.y[t + i] + r;
-                    j.wk->gemm(j.cols, j.w + r * j.ws, j.ws, nr, j.a + t, nt, outp);
+            for (int64_t k0 = 0; k0 < j.cols; k0 += kc) {
+                const int64_t kn = std::min(kc, j.cols - k0);
+                const size_t woff = row_size(j.type, k0), aoff = act_offset(k0);
+                const bool first = k0 == 0, single = kn == j.cols;
+                for (int64_t t = t0; t < t1; t += T) {
+                    const int nt = static_cast<int>(std::min<int64_t>(T, t1 - t));
+                    for (int i = 0; i < nt; i++) ap[i] = j.a[t + i] + aoff;
+                    for (int64_t r = r0; r < r1; r += R) {
+                        const int nr = static_cast<int>(std::min<int64_t>(R, r1 - r));
+                        if (single) {
+                            for (int i = 0; i < nt; i++) outp[i] = j.y[t + i] + r;
+                            j.wk->gemm(kn, j.w + r * j.ws + woff, j.ws, nr, ap, nt, outp);
+                            continue;
+                        }
+                        for (int i = 0; i < nt; i++) outp[i] = tmp + i * R;
+                        j.wk->gemm(kn, j.w + r * j.ws + woff, j.ws, nr, ap, nt, outp);
+                        for (int i = 0; i < nt; i++) {
+                            float * yrow = j.y[t + i] + r;
+                            if (first)
+                                for (int q = 0; q < nr; q++) yrow[q] = tmp[i * R + q];
+                            else
+                                for (int q = 0; q < nr; q++) yrow[q] += tmp[i * R + q];
+                        }
+                    }
                 }
             }
         }
