@@ -853,11 +853,11 @@ void init(kernel_table & t) {
     set<TS::template q5_0, 2, 4>(t, KAIL_TYPE_Q5_0, split_dec<2, V>::decode, prepare_split_q8_0_off16, prepared_size_split);
     set<TS::template q5_1, 2, 4>(t, KAIL_TYPE_Q5_1, split_dec<3, V>::decode, prepare_split_q8_1, prepared_size_split);
     set<TS::template q8_0, 2, 4>(t, KAIL_TYPE_Q8_0, split_dec<4, V>::decode, prepare_split_q8_0_off128, prepared_size_split);
-    set<TS::template q2_K, 2, 4>(t, KAIL_TYPE_Q2_K, nullptr);
-    set<TS::template q3_K, 2, 4>(t, KAIL_TYPE_Q3_K, nullptr);
-    set<TS::template q4_K, 2, 4>(t, KAIL_TYPE_Q4_K, nullptr);
-    set<TS::template q5_K, 2, 4>(t, KAIL_TYPE_Q5_K, nullptr);
-    set<TS::template q6_K, 2, 4>(t, KAIL_TYPE_Q6_K, nullptr);
+    set<TS::template q2_K, 1, 4>(t, KAIL_TYPE_Q2_K, nullptr);
+    set<TS::template q3_K, 1, 4>(t, KAIL_TYPE_Q3_K, nullptr);
+    set<TS::template q4_K, 1, 4>(t, KAIL_TYPE_Q4_K, nullptr);
+    set<TS::template q5_K, 1, 4>(t, KAIL_TYPE_Q5_K, nullptr);
+    set<TS::template q6_K, 1, 4>(t, KAIL_TYPE_Q6_K, nullptr);
 }
 
 } // namespace
