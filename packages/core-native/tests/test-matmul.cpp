@@ -209,6 +209,8 @@ void test_matmul() {
         check_matmul(type, 1, kq ? 256 : 32, 1, nullptr, "single row");
         // Rows long enough for prefill to cut them into chunks (summed across chunks).
         check_matmul(type, 9, 6400, 17, &p2, "long rows");
+        // Matrix x vector big enough to be split across threads.
+        check_matmul(type, 40, 6400, 1, &p3, "threaded decode");
     }
     // Validation.
     std::vector<uint8_t> w(4096);

@@ -86,7 +86,9 @@ void gemm_decode(const gemm_job & j, threadpool * pool) {
             fn(j.cols, j.w + r * j.ws, j.ws, nr, j.a, 1, &out);
         }
     };
-    if (pool && pool->n_threads() > 1 && n_groups > 1) {
+    // Below ~32 KiB of weights a dispatch costs more than it saves.
+    const bool worth_it = row_size(j.type, j.cols) * static_cast<size_t>(j.rows) >= 32 * 1024;
+    if (pool && pool->n_threads() > 1 && n_groups > 1 && worth_it) {
         // Several chunks per thread so a thread the OS slows down does not hold the others back;
         // each chunk still streams tens of kilobytes.
         const int64_t chunk = std::max<int64_t>(1, n_groups / (int64_t(pool->n_threads()) * 8));
