@@ -244,7 +244,7 @@ struct legacy {
 
 // ---------------------------------------------------------------- K-quants (Q8_K activations)
 
-KAIL_INLINE void k4_unpack_scales(const uint8_t * packed, __m128i & sc8, __m128i & mn8) {
+KAIL_INLINE void k4_unpack_scales_scalar(const uint8_t * packed, __m128i & sc8, __m128i & mn8) {
     const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
     uint32_t utmp[4];
     std::memcpy(utmp, packed, 12);
@@ -256,6 +256,31 @@ KAIL_INLINE void k4_unpack_scales(const uint8_t * packed, __m128i & sc8, __m128i
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(utmp));
     sc8 = _mm_cvtepu8_epi16(v);
     mn8 = _mm_cvtepu8_epi16(_mm_srli_si128(v, 8));
+}
+
+// The 8 six-bit scales and mins of a Q4_K/Q5_K block as 16-bit words (get_scale_min_k4 for
+// j = 0..7), unpacked with byte shuffles. Reads 16 bytes from `packed` (the 12 scale bytes and the
+// first 4 quant bytes, which are ignored).
+KAIL_INLINE void k4_unpack_scales_vec(const uint8_t * packed, __m128i & sc8, __m128i & mn8) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(packed));
+    const __m128i m3f = _mm_set1_epi8(0x3F), m0f = _mm_set1_epi8(0x0F), m03 = _mm_set1_epi8(0x03);
+    const __m128i lo8 = _mm_and_si128(q, m3f);  // bytes 0-3: sc0-3, 4-7: mn0-3
+    const __m128i y = _mm_shuffle_epi8(q, _mm_setr_epi8(8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11));
+    // bytes 0-3: q[8..11] & 15 (sc4-7 low bits), 4-7: q[8..11] >> 4 (mn4-7 low bits)
+    const __m128i z = _mm_blend_epi16(_mm_and_si128(y, m0f), _mm_and_si128(_mm_srli_epi16(y, 4), m0f), 0x0C);
+    const __m128i top = _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(q, 6), m03), 4);  // (q[0..7] >> 6) << 4
+    const __m128i hi8 = _mm_or_si128(z, top);  // bytes 0-3: sc4-7, 4-7: mn4-7
+    const __m128i v = _mm_unpacklo_epi32(lo8, hi8);  // sc0-3 sc4-7 mn0-3 mn4-7
+    sc8 = _mm_cvtepu8_epi16(v);
+    mn8 = _mm_cvtepu8_epi16(_mm_srli_si128(v, 8));
+}
+
+// Vector unpacking is faster when a block is used once (matrix x vector); the scalar one leaves
+// the vector pipes to the dot products when the block serves a whole token tile.
+template <bool VEC>
+KAIL_INLINE void k4_unpack_scales(const uint8_t * packed, __m128i & sc8, __m128i & mn8) {
+    if constexpr (VEC) k4_unpack_scales_vec(packed, sc8, mn8);
+    else k4_unpack_scales_scalar(packed, sc8, mn8);
 }
 
 template <int A0, int A1>
@@ -283,19 +308,20 @@ struct kv {
 struct q4_K_dec {
     static constexpr int BB = 144;
     static constexpr bool MIN = true;
+    template <bool VEC = false>
     static KAIL_INLINE void load(const uint8_t * p, kv & w) {
         const block_q4_K * b = reinterpret_cast<const block_q4_K *>(p);
         const __m512i m4 = _mm512_set1_epi8(0x0F);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const __m512i z = _mm512_loadu_si512(b->qs + 64 * h);
-            const __m512i lo = _mm512_and_si512(z, m4);                       // [sb 4h, sb 4h+2]
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);  // [sb 4h+1, sb 4h+3]
-            w.u[2 * h] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
-            w.u[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+        // Chunk c (32 bytes) holds sub-block 2c in its low nibbles and 2c+1 in its high ones:
+        // broadcast it to both halves and shift the upper half by 4.
+        const __m512i sh = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * c)));
+            w.u[c] = _mm512_and_si512(_mm512_srlv_epi16(z, sh), m4);
         }
         __m128i sc8, mn8;
-        k4_unpack_scales(b->scales, sc8, mn8);
+        k4_unpack_scales<VEC>(b->scales, sc8, mn8);
         const __m512i s = _mm512_castsi128_si512(sc8);
         w.sc[0] = pair_bcast16<0, 1>(s);
         w.sc[1] = pair_bcast16<2, 3>(s);
@@ -310,6 +336,7 @@ struct q4_K_dec {
 struct q5_K_dec {
     static constexpr int BB = 176;
     static constexpr bool MIN = true;
+    template <bool VEC = false>
     static KAIL_INLINE void load(const uint8_t * p, kv & w) {
         const block_q5_K * b = reinterpret_cast<const block_q5_K *>(p);
         const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -330,7 +357,7 @@ struct q5_K_dec {
             }
         }
         __m128i sc8, mn8;
-        k4_unpack_scales(b->scales, sc8, mn8);
+        k4_unpack_scales<VEC>(b->scales, sc8, mn8);
         const __m512i s = _mm512_castsi128_si512(sc8);
         w.sc[0] = pair_bcast16<0, 1>(s);
         w.sc[1] = pair_bcast16<2, 3>(s);
@@ -345,6 +372,7 @@ struct q5_K_dec {
 struct q6_K_dec {
     static constexpr int BB = 210;
     static constexpr bool MIN = false;
+    template <bool VEC = false>
     static KAIL_INLINE void load(const uint8_t * p, kv & w) {
         const block_q6_K * b = reinterpret_cast<const block_q6_K *>(p);
         const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -375,6 +403,7 @@ struct q6_K_dec {
 struct q3_K_dec {
     static constexpr int BB = 110;
     static constexpr bool MIN = false;
+    template <bool VEC = false>
     static KAIL_INLINE void load(const uint8_t * p, kv & w) {
         const block_q3_K * b = reinterpret_cast<const block_q3_K *>(p);
         const __m512i m3 = _mm512_set1_epi8(3);
@@ -418,6 +447,7 @@ struct q3_K_dec {
 struct q2_K_dec {
     static constexpr int BB = 84;
     static constexpr bool MIN = true;
+    template <bool VEC = false>
     static KAIL_INLINE void load(const uint8_t * p, kv & w) {
         const block_q2_K * b = reinterpret_cast<const block_q2_K *>(p);
         const __m512i m3 = _mm512_set1_epi8(3);
@@ -456,7 +486,7 @@ struct kquant {
             for (int64_t i = 0; i < nsb; i++) {
                 kv wv[R];
 #pragma GCC unroll 8
-                for (int r = 0; r < R; r++) D::load(w + r * ws + i * D::BB, wv[r]);
+                for (int r = 0; r < R; r++) D::template load<false>(w + r * ws + i * D::BB, wv[r]);
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
                     const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[t]) + i;
@@ -485,6 +515,34 @@ struct kquant {
             store_tile<R, T>(acc, out);
         }
     };
+
+    // Matrix x vector: one row, with the scale and min terms in separate accumulators so the two
+    // FMA chains run side by side.
+    static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
+        for (int r = 0; r < nr; r++) {
+            const int64_t nsb = k / QK_K;
+            __m512 acc = _mm512_setzero_ps();
+            __m256 accm = _mm256_setzero_ps();
+            for (int64_t i = 0; i < nsb; i++) {
+                kv wv;
+                D::template load<true>(w + r * ws + i * D::BB, wv);
+                const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[0]) + i;
+                __m512i is = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(wv.u[0], _mm512_loadu_si512(y->qs)), wv.sc[0]);
+                is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv.u[1], _mm512_loadu_si512(y->qs + 64)), wv.sc[1]);
+                is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv.u[2], _mm512_loadu_si512(y->qs + 128)), wv.sc[2]);
+                is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv.u[3], _mm512_loadu_si512(y->qs + 192)), wv.sc[3]);
+                const __m256i mt = _mm256_madd_epi16(wv.mn, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->bsums)));
+                if constexpr (D::MIN) {
+                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(wv.d * y->d), acc);
+                    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(wv.dmin * y->d), accm);
+                } else {
+                    is = _mm512_sub_epi32(is, _mm512_zextsi256_si512(mt));
+                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(wv.d * y->d), acc);
+                }
+            }
+            out[0][r] = _mm512_reduce_add_ps(acc) - (D::MIN ? _mm512_reduce_add_ps(_mm512_zextps256_ps512(accm)) : 0.f);
+        }
+    }
 };
 
 // ---------------------------------------------------------------- float types
@@ -744,6 +802,11 @@ void kernels_init_avx512(kernel_table & t) {
     set<q4_K_tile, 2, 8>(t, KAIL_TYPE_Q4_K, 1);
     set<q5_K_tile, 2, 8>(t, KAIL_TYPE_Q5_K, 1);
     set<q6_K_tile, 1, 8>(t, KAIL_TYPE_Q6_K, 1);
+    t.w[KAIL_TYPE_Q2_K].gemm_decode = kquant<q2_K_dec>::decode;
+    t.w[KAIL_TYPE_Q3_K].gemm_decode = kquant<q3_K_dec>::decode;
+    t.w[KAIL_TYPE_Q4_K].gemm_decode = kquant<q4_K_dec>::decode;
+    t.w[KAIL_TYPE_Q5_K].gemm_decode = kquant<q5_K_dec>::decode;
+    t.w[KAIL_TYPE_Q6_K].gemm_decode = kquant<q6_K_dec>::decode;
     set<f32_tile, 4, 4>(t, KAIL_TYPE_F32, 1);
     set<f16_tile, 4, 4>(t, KAIL_TYPE_F16, 1, prepare_f16_as_f32, prepared_size_f32);
     set<bf16_tile, 4, 4>(t, KAIL_TYPE_BF16, 1, prepare_bf16_as_f32, prepared_size_f32);
