@@ -36,13 +36,6 @@ KAIL_INLINE float h2f(const uint8_t * p) {
     return _cvtsh_ss(h);
 }
 
-// Sum of u8 x s8 products in 4-byte groups, added to acc.
-template <bool VNNI>
-KAIL_INLINE __m256i dp4(__m256i acc, __m256i u, __m256i s) {
-    if constexpr (VNNI) return _mm256_dpbusd_avx_epi32(acc, u, s);
-    else return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
-}
-
 // acc + (16-bit pairs of p) x (16-bit pairs of sc).
 template <bool VNNI>
 KAIL_INLINE __m256i dpw(__m256i acc, __m256i p, __m256i sc) {
@@ -243,14 +236,6 @@ KAIL_INLINE __m256i bcast_word(__m256i sc2, int j) {
     return _mm256_shuffle_epi8(sc2, idx);
 }
 
-// Scales for four groups of 16 values (words j..j+3 of sc2: 8 lanes each).
-KAIL_INLINE __m256i quad_words(__m256i sc2, int j) {
-    const short a = static_cast<short>((2 * j) | ((2 * j + 1) << 8)), b = static_cast<short>((2 * j + 2) | ((2 * j + 3) << 8));
-    const short c = static_cast<short>((2 * j + 4) | ((2 * j + 5) << 8)), d = static_cast<short>((2 * j + 6) | ((2 * j + 7) << 8));
-    const __m256i idx = _mm256_setr_epi16(a, a, a, a, b, b, b, b, c, c, c, c, d, d, d, d);
-    return _mm256_shuffle_epi8(sc2, idx);
-}
-
 KAIL_INLINE void k4_scales(const uint8_t * packed, __m256i & sc2, __m256i & mins_pairs) {
     const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
     uint32_t utmp[4];
@@ -327,7 +312,7 @@ struct q6_K_dec {
     static KAIL_INLINE void state(const uint8_t * p, kstate & s) {
         const block_q6_K * b = reinterpret_cast<const block_q6_K *>(p);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->scales)));
-        s.sc2 = sc16;  // words 0..15 across both lanes (quad_words handles the lane split)
+        s.sc2 = sc16;  // words 0-7 in the low lane, 8-15 in the high lane (chunk() picks the lane)
         s.mn = _mm256_slli_epi16(sc16, 5);
         s.d = _cvtsh_ss(b->d);
         s.dmin = 0;
