@@ -8,6 +8,15 @@
 //
 // All strides are in bytes. Errors throw kail::error: KAIL_E_UNSUPPORTED for a type without dot
 // products, KAIL_E_INVALID_ARG for sizes (cols not a multiple of the block size, strides too small).
+//
+// Numerics: integer block sums are exact (as in ggml); only the float summation order differs from
+// ggml's. For n > 1 a token's results do not depend on the other tokens of the batch or on its
+// position in it (tiles and row chunking depend on the shapes only); n == 1 runs a separate
+// streaming loop whose last bits may differ from the n > 1 ones.
+//
+// Threads: pool == nullptr runs on the calling thread. Decode splits rows into chunks streamed one
+// row at a time (one sequential stream per thread measured fastest from DRAM); calls smaller than
+// ~32 KiB of weights stay on the calling thread.
 #pragma once
 
 #include <cstddef>
