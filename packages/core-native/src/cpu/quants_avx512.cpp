@@ -253,7 +253,7 @@ KAIL_INLINE void k4_unpack_scales_scalar(const uint8_t * packed, __m128i & sc8, 
     utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4);
     utmp[2] = uaux;
     utmp[0] &= kmask1;
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i *>(utmp));
+    const __m128i v = _mm_setr_epi32(static_cast<int>(utmp[0]), static_cast<int>(utmp[1]), static_cast<int>(utmp[2]), static_cast<int>(utmp[3]));
     sc8 = _mm_cvtepu8_epi16(v);
     mn8 = _mm_cvtepu8_epi16(_mm_srli_si128(v, 8));
 }
@@ -431,7 +431,7 @@ struct q3_K_dec {
         aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
         aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
         aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-        const __m128i s8 = _mm_sub_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i *>(aux)), _mm_set1_epi8(32));
+        const __m128i s8 = _mm_sub_epi8(_mm_setr_epi32(static_cast<int>(aux[0]), static_cast<int>(aux[1]), static_cast<int>(aux[2]), static_cast<int>(aux[3])), _mm_set1_epi8(32));
         const __m256i sc16 = _mm256_cvtepi8_epi16(s8);
         const __m512i s = _mm512_castsi256_si512(sc16);
         w.sc[0] = quad_bcast8<0>(s);
