@@ -76,9 +76,12 @@ std::vector<level> levels() {
     std::vector<level> out{{"scalar", &kernels_scalar()}};
     if (const kernel_table * t = kernels_avx2()) {
         out.push_back({"avx2", t});
+#if defined(__x86_64__) || defined(_M_X64)
+        // The table a CPU without AVX-VNNI would get (the ISA files exist only on x86-64 builds).
         kernels_init_scalar(avx2_novnni);
         kernels_init_avx2(avx2_novnni, false);
         out.push_back({"avx2-novnni", &avx2_novnni});
+#endif
     }
     if (const kernel_table * t = kernels_avx512()) out.push_back({"avx512", t});
     return out;
