@@ -342,19 +342,14 @@ struct q5_K_dec {
         const __m512i m4 = _mm512_set1_epi8(0x0F);
         const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qh)));
         const __m512i k16 = _mm512_set1_epi8(16);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const __m512i z = _mm512_loadu_si512(b->qs + 64 * h);
-            const __m512i lo = _mm512_and_si512(z, m4);
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
-#pragma GCC unroll 2
-            for (int j = 0; j < 2; j++) {
-                const int k = 2 * h + j;  // sub-blocks 2k, 2k+1 <- qh bits 2k, 2k+1
-                __m512i u = j == 0 ? _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0)) : _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
-                const __m512i bits = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(char(1 << (2 * k)))), _mm256_set1_epi8(char(1 << (2 * k + 1))), 1);
-                u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(qh, bits), u, k16);
-                w.u[k] = u;
-            }
+        const __m512i sh = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+        // As Q4_K (chunk c = sub-blocks 2c, 2c+1), plus 16 where qh bit 2c / 2c+1 is set.
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * c)));
+            const __m512i u = _mm512_and_si512(_mm512_srlv_epi16(z, sh), m4);
+            const __m512i bits = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(char(1 << (2 * c)))), _mm256_set1_epi8(char(1 << (2 * c + 1))), 1);
+            w.u[c] = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(qh, bits), u, k16);
         }
         __m128i sc8, mn8;
         k4_unpack_scales<VEC>(b->scales, sc8, mn8);
