@@ -21,6 +21,7 @@ const { values } = parseArgs({
   },
 });
 if (!values.model) throw new Error('--model is required');
+if (values.feed !== 'greedy') throw new Error('llama-bench.mjs feeds the greedy token only (--feed greedy)');
 const pp = Number(values.pp), tg = Number(values.tg), reps = Number(values.reps);
 let s = Number(values.seed) >>> 0 || 1;
 const rand = () => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s; };
@@ -35,19 +36,22 @@ const ppMs = [], tgMs = [];
 for (let r = 0; r < reps; r++) {
   await seq.clearHistory();
   const prompt = Array.from({ length: pp }, () => rand() % nTokens);
+  // The generator evaluates the prompt, samples, yields, then evaluates each yielded token: the
+  // first yield marks the end of prompt processing, the next tg yields are tg decode steps. Greedy
+  // feeding only: a random feed would need controlledEvaluate, whose per-call overhead (it reads the
+  // whole vocabulary's probabilities back into JS) swamps a decode step.
   let t = performance.now();
-  const res = await seq.controlledEvaluate(prompt.map((tok, i) => (i === pp - 1 ? [tok, { generateNext: { token: true, options: { temperature: 0 } } }] : tok)));
-  ppMs.push(performance.now() - t);
-  let next = res[pp - 1]?.next?.token ?? 0;
-  let ms = 0;
-  for (let i = 0; i < tg; i++) {
-    const feedTok = values.feed === 'random' ? rand() % nTokens : next;
-    t = performance.now();
-    const out = await seq.controlledEvaluate([[feedTok, { generateNext: { token: true, options: { temperature: 0 } } }]]);
-    ms += performance.now() - t;
-    next = out[0]?.next?.token ?? 0;
+  let n = 0;
+  let tFirst = 0;
+  for await (const _tok of seq.evaluate(prompt, { temperature: 0 })) {
+    if (n === 0) {
+      tFirst = performance.now();
+      ppMs.push(tFirst - t);
+    }
+    if (n === tg) break;
+    n++;
   }
-  tgMs.push(ms);
+  tgMs.push(performance.now() - tFirst);
 }
 const pms = median(ppMs), gms = median(tgMs);
 process.stdout.write(JSON.stringify({ engine: 'llama.cpp', prompt_tokens: pp, gen_tokens: tg, prompt_tps: pp / (pms / 1000), gen_tps: tg / (gms / 1000), prompt_ms: pms, gen_ms: gms, feed: values.feed, reps, threads: Number(values.threads) }) + '\n');

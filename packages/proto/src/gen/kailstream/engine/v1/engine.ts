@@ -27,6 +27,7 @@ import {
   HealthRequest,
   HealthResponse,
   ModelInfo,
+  ModelTierBytes,
   SamplingParams,
   Timings,
   TokenLogprob,
@@ -57,6 +58,12 @@ export interface LoadModelRequest {
   vramBudgetBytes: number;
   /** Compute threads; 0 = physical cores. */
   threads: number;
+  /** Speculative decoding: a draft GGUF with the same vocabulary (empty = none) ... */
+  draftPath: string;
+  /** ... or prompt-lookup (n-gram) drafting from the context. */
+  lookupDecoding: boolean;
+  /** Drafted tokens per target pass to start from (0 = engine default; adapts to acceptance). */
+  speculativeK: number;
 }
 
 export interface LoadModelResponse {
@@ -158,6 +165,89 @@ export interface TelemetrySnapshot {
   tiers: TierStats[];
   experts: LayerExpertCounts[];
   model: string;
+  /** Storage bandwidth measured by the hardware profile, bytes/s (0 = not profiled). */
+  storageBandwidthBytesPerSecond: number;
+  /** KV cache bytes in use and available. */
+  kvUsedBytes: number;
+  kvCapacityBytes: number;
+  speculative: SpeculativeStats | undefined;
+}
+
+export interface SpeculativeStats {
+  enabled: boolean;
+  /** "draft" or "lookup". */
+  mode: string;
+  draftedTokens: number;
+  acceptedTokens: number;
+  targetPasses: number;
+  /** Tokens committed per target pass (accepted + the one the target adds). */
+  tokensPerPass: number;
+  currentK: number;
+  /** Estimated target time saved against one pass per token, seconds. */
+  timeSavedSeconds: number;
+}
+
+export interface ListModelFilesRequest {
+}
+
+export interface ModelFile {
+  path: string;
+  /** Name it would be served under (file name without .gguf). */
+  id: string;
+  sizeBytes: number;
+  /** Empty when the header could not be read; error says why. */
+  architecture: string;
+  error: string;
+  /** Header summary (loaded = false; residency filled by PlanModel). */
+  info: ModelInfo | undefined;
+}
+
+export interface ListModelFilesResponse {
+  modelsDir: string;
+  files: ModelFile[];
+}
+
+export interface PlanModelRequest {
+  path: string;
+  contextLength: number;
+  ramBudgetBytes: number;
+  vramBudgetBytes: number;
+}
+
+export interface PlanModelResponse {
+  residency:
+    | ModelTierBytes
+    | undefined;
+  /** Routed experts the RAM cache holds per layer, and bytes read per token at a cold cache. */
+  cacheExpertsPerLayer: number;
+  coldBytesPerToken: number;
+  /** True when the resident part, KV and reserve fit the budget. */
+  fits: boolean;
+  /** Why it does not fit (names the shortfall in bytes), or notes. */
+  detail: string;
+  /** The plan as the engine reports it (JSON, for display). */
+  planJson: string;
+}
+
+export interface TokenizeRequest {
+  model: string;
+  text: string;
+  /** Parse special tokens in text (default false: special-token text is plain text). */
+  parseSpecial: boolean;
+  addSpecial: boolean;
+}
+
+export interface TokenizeResponse {
+  tokens: number[];
+}
+
+export interface DetokenizeRequest {
+  model: string;
+  tokens: number[];
+}
+
+export interface DetokenizeResponse {
+  text: string;
 }
 
 function createBaseListModelsRequest(): ListModelsRequest {
@@ -282,7 +372,17 @@ export const ListModelsResponse: MessageFns<ListModelsResponse> = {
 };
 
 function createBaseLoadModelRequest(): LoadModelRequest {
-  return { path: "", id: "", contextLength: 0, ramBudgetBytes: 0, vramBudgetBytes: 0, threads: 0 };
+  return {
+    path: "",
+    id: "",
+    contextLength: 0,
+    ramBudgetBytes: 0,
+    vramBudgetBytes: 0,
+    threads: 0,
+    draftPath: "",
+    lookupDecoding: false,
+    speculativeK: 0,
+  };
 }
 
 export const LoadModelRequest: MessageFns<LoadModelRequest> = {
@@ -304,6 +404,15 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
     }
     if (message.threads !== 0) {
       writer.uint32(48).uint32(message.threads);
+    }
+    if (message.draftPath !== "") {
+      writer.uint32(58).string(message.draftPath);
+    }
+    if (message.lookupDecoding !== false) {
+      writer.uint32(64).bool(message.lookupDecoding);
+    }
+    if (message.speculativeK !== 0) {
+      writer.uint32(72).uint32(message.speculativeK);
     }
     return writer;
   },
@@ -369,6 +478,30 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
             message.threads = reader.uint32();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.draftPath = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.lookupDecoding = reader.bool();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.speculativeK = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -401,6 +534,21 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
         ? globalThis.Number(object.vram_budget_bytes)
         : 0,
       threads: isSet(object.threads) ? globalThis.Number(object.threads) : 0,
+      draftPath: isSet(object.draftPath)
+        ? globalThis.String(object.draftPath)
+        : isSet(object.draft_path)
+        ? globalThis.String(object.draft_path)
+        : "",
+      lookupDecoding: isSet(object.lookupDecoding)
+        ? globalThis.Boolean(object.lookupDecoding)
+        : isSet(object.lookup_decoding)
+        ? globalThis.Boolean(object.lookup_decoding)
+        : false,
+      speculativeK: isSet(object.speculativeK)
+        ? globalThis.Number(object.speculativeK)
+        : isSet(object.speculative_k)
+        ? globalThis.Number(object.speculative_k)
+        : 0,
     };
   },
 
@@ -424,6 +572,15 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
     if (message.threads !== 0) {
       obj.threads = Math.round(message.threads);
     }
+    if (message.draftPath !== "") {
+      obj.draftPath = message.draftPath;
+    }
+    if (message.lookupDecoding !== false) {
+      obj.lookupDecoding = message.lookupDecoding;
+    }
+    if (message.speculativeK !== 0) {
+      obj.speculativeK = Math.round(message.speculativeK);
+    }
     return obj;
   },
 
@@ -438,6 +595,9 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
     message.ramBudgetBytes = object.ramBudgetBytes ?? 0;
     message.vramBudgetBytes = object.vramBudgetBytes ?? 0;
     message.threads = object.threads ?? 0;
+    message.draftPath = object.draftPath ?? "";
+    message.lookupDecoding = object.lookupDecoding ?? false;
+    message.speculativeK = object.speculativeK ?? 0;
     return message;
   },
 };
@@ -1733,6 +1893,10 @@ function createBaseTelemetrySnapshot(): TelemetrySnapshot {
     tiers: [],
     experts: [],
     model: "",
+    storageBandwidthBytesPerSecond: 0,
+    kvUsedBytes: 0,
+    kvCapacityBytes: 0,
+    speculative: undefined,
   };
 }
 
@@ -1764,6 +1928,18 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
     }
     if (message.model !== "") {
       writer.uint32(74).string(message.model);
+    }
+    if (message.storageBandwidthBytesPerSecond !== 0) {
+      writer.uint32(81).double(message.storageBandwidthBytesPerSecond);
+    }
+    if (message.kvUsedBytes !== 0) {
+      writer.uint32(88).uint64(message.kvUsedBytes);
+    }
+    if (message.kvCapacityBytes !== 0) {
+      writer.uint32(96).uint64(message.kvCapacityBytes);
+    }
+    if (message.speculative !== undefined) {
+      SpeculativeStats.encode(message.speculative, writer.uint32(106).fork()).join();
     }
     return writer;
   },
@@ -1853,6 +2029,38 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
             message.model = reader.string();
             continue;
           }
+          case 10: {
+            if (tag !== 81) {
+              break;
+            }
+
+            message.storageBandwidthBytesPerSecond = reader.double();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.kvUsedBytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.kvCapacityBytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.speculative = SpeculativeStats.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1904,6 +2112,22 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
         ? object.experts.map((e: any) => LayerExpertCounts.fromJSON(e))
         : [],
       model: isSet(object.model) ? globalThis.String(object.model) : "",
+      storageBandwidthBytesPerSecond: isSet(object.storageBandwidthBytesPerSecond)
+        ? globalThis.Number(object.storageBandwidthBytesPerSecond)
+        : isSet(object.storage_bandwidth_bytes_per_second)
+        ? globalThis.Number(object.storage_bandwidth_bytes_per_second)
+        : 0,
+      kvUsedBytes: isSet(object.kvUsedBytes)
+        ? globalThis.Number(object.kvUsedBytes)
+        : isSet(object.kv_used_bytes)
+        ? globalThis.Number(object.kv_used_bytes)
+        : 0,
+      kvCapacityBytes: isSet(object.kvCapacityBytes)
+        ? globalThis.Number(object.kvCapacityBytes)
+        : isSet(object.kv_capacity_bytes)
+        ? globalThis.Number(object.kv_capacity_bytes)
+        : 0,
+      speculative: isSet(object.speculative) ? SpeculativeStats.fromJSON(object.speculative) : undefined,
     };
   },
 
@@ -1936,6 +2160,18 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
     if (message.model !== "") {
       obj.model = message.model;
     }
+    if (message.storageBandwidthBytesPerSecond !== 0) {
+      obj.storageBandwidthBytesPerSecond = floatToJson(message.storageBandwidthBytesPerSecond);
+    }
+    if (message.kvUsedBytes !== 0) {
+      obj.kvUsedBytes = Math.round(message.kvUsedBytes);
+    }
+    if (message.kvCapacityBytes !== 0) {
+      obj.kvCapacityBytes = Math.round(message.kvCapacityBytes);
+    }
+    if (message.speculative !== undefined) {
+      obj.speculative = SpeculativeStats.toJSON(message.speculative);
+    }
     return obj;
   },
 
@@ -1953,6 +2189,1186 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
     message.tiers = object.tiers?.map((e) => TierStats.fromPartial(e)) || [];
     message.experts = object.experts?.map((e) => LayerExpertCounts.fromPartial(e)) || [];
     message.model = object.model ?? "";
+    message.storageBandwidthBytesPerSecond = object.storageBandwidthBytesPerSecond ?? 0;
+    message.kvUsedBytes = object.kvUsedBytes ?? 0;
+    message.kvCapacityBytes = object.kvCapacityBytes ?? 0;
+    message.speculative = (object.speculative !== undefined && object.speculative !== null)
+      ? SpeculativeStats.fromPartial(object.speculative)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSpeculativeStats(): SpeculativeStats {
+  return {
+    enabled: false,
+    mode: "",
+    draftedTokens: 0,
+    acceptedTokens: 0,
+    targetPasses: 0,
+    tokensPerPass: 0,
+    currentK: 0,
+    timeSavedSeconds: 0,
+  };
+}
+
+export const SpeculativeStats: MessageFns<SpeculativeStats> = {
+  encode(message: SpeculativeStats, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.enabled !== false) {
+      writer.uint32(8).bool(message.enabled);
+    }
+    if (message.mode !== "") {
+      writer.uint32(18).string(message.mode);
+    }
+    if (message.draftedTokens !== 0) {
+      writer.uint32(24).uint64(message.draftedTokens);
+    }
+    if (message.acceptedTokens !== 0) {
+      writer.uint32(32).uint64(message.acceptedTokens);
+    }
+    if (message.targetPasses !== 0) {
+      writer.uint32(40).uint64(message.targetPasses);
+    }
+    if (message.tokensPerPass !== 0) {
+      writer.uint32(49).double(message.tokensPerPass);
+    }
+    if (message.currentK !== 0) {
+      writer.uint32(56).uint32(message.currentK);
+    }
+    if (message.timeSavedSeconds !== 0) {
+      writer.uint32(65).double(message.timeSavedSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SpeculativeStats {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSpeculativeStats();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.enabled = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.mode = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.draftedTokens = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.acceptedTokens = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.targetPasses = longToNumber(reader.uint64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 49) {
+              break;
+            }
+
+            message.tokensPerPass = reader.double();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.currentK = reader.uint32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 65) {
+              break;
+            }
+
+            message.timeSavedSeconds = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SpeculativeStats {
+    return {
+      enabled: isSet(object.enabled) ? globalThis.Boolean(object.enabled) : false,
+      mode: isSet(object.mode) ? globalThis.String(object.mode) : "",
+      draftedTokens: isSet(object.draftedTokens)
+        ? globalThis.Number(object.draftedTokens)
+        : isSet(object.drafted_tokens)
+        ? globalThis.Number(object.drafted_tokens)
+        : 0,
+      acceptedTokens: isSet(object.acceptedTokens)
+        ? globalThis.Number(object.acceptedTokens)
+        : isSet(object.accepted_tokens)
+        ? globalThis.Number(object.accepted_tokens)
+        : 0,
+      targetPasses: isSet(object.targetPasses)
+        ? globalThis.Number(object.targetPasses)
+        : isSet(object.target_passes)
+        ? globalThis.Number(object.target_passes)
+        : 0,
+      tokensPerPass: isSet(object.tokensPerPass)
+        ? globalThis.Number(object.tokensPerPass)
+        : isSet(object.tokens_per_pass)
+        ? globalThis.Number(object.tokens_per_pass)
+        : 0,
+      currentK: isSet(object.currentK)
+        ? globalThis.Number(object.currentK)
+        : isSet(object.current_k)
+        ? globalThis.Number(object.current_k)
+        : 0,
+      timeSavedSeconds: isSet(object.timeSavedSeconds)
+        ? globalThis.Number(object.timeSavedSeconds)
+        : isSet(object.time_saved_seconds)
+        ? globalThis.Number(object.time_saved_seconds)
+        : 0,
+    };
+  },
+
+  toJSON(message: SpeculativeStats): unknown {
+    const obj: any = {};
+    if (message.enabled !== false) {
+      obj.enabled = message.enabled;
+    }
+    if (message.mode !== "") {
+      obj.mode = message.mode;
+    }
+    if (message.draftedTokens !== 0) {
+      obj.draftedTokens = Math.round(message.draftedTokens);
+    }
+    if (message.acceptedTokens !== 0) {
+      obj.acceptedTokens = Math.round(message.acceptedTokens);
+    }
+    if (message.targetPasses !== 0) {
+      obj.targetPasses = Math.round(message.targetPasses);
+    }
+    if (message.tokensPerPass !== 0) {
+      obj.tokensPerPass = floatToJson(message.tokensPerPass);
+    }
+    if (message.currentK !== 0) {
+      obj.currentK = Math.round(message.currentK);
+    }
+    if (message.timeSavedSeconds !== 0) {
+      obj.timeSavedSeconds = floatToJson(message.timeSavedSeconds);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SpeculativeStats>, I>>(base?: I): SpeculativeStats {
+    return SpeculativeStats.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SpeculativeStats>, I>>(object: I): SpeculativeStats {
+    const message = createBaseSpeculativeStats();
+    message.enabled = object.enabled ?? false;
+    message.mode = object.mode ?? "";
+    message.draftedTokens = object.draftedTokens ?? 0;
+    message.acceptedTokens = object.acceptedTokens ?? 0;
+    message.targetPasses = object.targetPasses ?? 0;
+    message.tokensPerPass = object.tokensPerPass ?? 0;
+    message.currentK = object.currentK ?? 0;
+    message.timeSavedSeconds = object.timeSavedSeconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseListModelFilesRequest(): ListModelFilesRequest {
+  return {};
+}
+
+export const ListModelFilesRequest: MessageFns<ListModelFilesRequest> = {
+  encode(_: ListModelFilesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListModelFilesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListModelFilesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): ListModelFilesRequest {
+    return {};
+  },
+
+  toJSON(_: ListModelFilesRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListModelFilesRequest>, I>>(base?: I): ListModelFilesRequest {
+    return ListModelFilesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListModelFilesRequest>, I>>(_: I): ListModelFilesRequest {
+    const message = createBaseListModelFilesRequest();
+    return message;
+  },
+};
+
+function createBaseModelFile(): ModelFile {
+  return { path: "", id: "", sizeBytes: 0, architecture: "", error: "", info: undefined };
+}
+
+export const ModelFile: MessageFns<ModelFile> = {
+  encode(message: ModelFile, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.path !== "") {
+      writer.uint32(10).string(message.path);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    if (message.sizeBytes !== 0) {
+      writer.uint32(24).uint64(message.sizeBytes);
+    }
+    if (message.architecture !== "") {
+      writer.uint32(34).string(message.architecture);
+    }
+    if (message.error !== "") {
+      writer.uint32(42).string(message.error);
+    }
+    if (message.info !== undefined) {
+      ModelInfo.encode(message.info, writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ModelFile {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseModelFile();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.path = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.sizeBytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.architecture = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.info = ModelInfo.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ModelFile {
+    return {
+      path: isSet(object.path) ? globalThis.String(object.path) : "",
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      sizeBytes: isSet(object.sizeBytes)
+        ? globalThis.Number(object.sizeBytes)
+        : isSet(object.size_bytes)
+        ? globalThis.Number(object.size_bytes)
+        : 0,
+      architecture: isSet(object.architecture) ? globalThis.String(object.architecture) : "",
+      error: isSet(object.error) ? globalThis.String(object.error) : "",
+      info: isSet(object.info) ? ModelInfo.fromJSON(object.info) : undefined,
+    };
+  },
+
+  toJSON(message: ModelFile): unknown {
+    const obj: any = {};
+    if (message.path !== "") {
+      obj.path = message.path;
+    }
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.sizeBytes !== 0) {
+      obj.sizeBytes = Math.round(message.sizeBytes);
+    }
+    if (message.architecture !== "") {
+      obj.architecture = message.architecture;
+    }
+    if (message.error !== "") {
+      obj.error = message.error;
+    }
+    if (message.info !== undefined) {
+      obj.info = ModelInfo.toJSON(message.info);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ModelFile>, I>>(base?: I): ModelFile {
+    return ModelFile.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ModelFile>, I>>(object: I): ModelFile {
+    const message = createBaseModelFile();
+    message.path = object.path ?? "";
+    message.id = object.id ?? "";
+    message.sizeBytes = object.sizeBytes ?? 0;
+    message.architecture = object.architecture ?? "";
+    message.error = object.error ?? "";
+    message.info = (object.info !== undefined && object.info !== null) ? ModelInfo.fromPartial(object.info) : undefined;
+    return message;
+  },
+};
+
+function createBaseListModelFilesResponse(): ListModelFilesResponse {
+  return { modelsDir: "", files: [] };
+}
+
+export const ListModelFilesResponse: MessageFns<ListModelFilesResponse> = {
+  encode(message: ListModelFilesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.modelsDir !== "") {
+      writer.uint32(10).string(message.modelsDir);
+    }
+    for (const v of message.files) {
+      ModelFile.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListModelFilesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListModelFilesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.modelsDir = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.files.push(ModelFile.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListModelFilesResponse {
+    return {
+      modelsDir: isSet(object.modelsDir)
+        ? globalThis.String(object.modelsDir)
+        : isSet(object.models_dir)
+        ? globalThis.String(object.models_dir)
+        : "",
+      files: globalThis.Array.isArray(object?.files) ? object.files.map((e: any) => ModelFile.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ListModelFilesResponse): unknown {
+    const obj: any = {};
+    if (message.modelsDir !== "") {
+      obj.modelsDir = message.modelsDir;
+    }
+    if (message.files?.length) {
+      obj.files = message.files.map((e) => ModelFile.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListModelFilesResponse>, I>>(base?: I): ListModelFilesResponse {
+    return ListModelFilesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListModelFilesResponse>, I>>(object: I): ListModelFilesResponse {
+    const message = createBaseListModelFilesResponse();
+    message.modelsDir = object.modelsDir ?? "";
+    message.files = object.files?.map((e) => ModelFile.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBasePlanModelRequest(): PlanModelRequest {
+  return { path: "", contextLength: 0, ramBudgetBytes: 0, vramBudgetBytes: 0 };
+}
+
+export const PlanModelRequest: MessageFns<PlanModelRequest> = {
+  encode(message: PlanModelRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.path !== "") {
+      writer.uint32(10).string(message.path);
+    }
+    if (message.contextLength !== 0) {
+      writer.uint32(16).uint32(message.contextLength);
+    }
+    if (message.ramBudgetBytes !== 0) {
+      writer.uint32(24).uint64(message.ramBudgetBytes);
+    }
+    if (message.vramBudgetBytes !== 0) {
+      writer.uint32(32).uint64(message.vramBudgetBytes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlanModelRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlanModelRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.path = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.contextLength = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.ramBudgetBytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.vramBudgetBytes = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PlanModelRequest {
+    return {
+      path: isSet(object.path) ? globalThis.String(object.path) : "",
+      contextLength: isSet(object.contextLength)
+        ? globalThis.Number(object.contextLength)
+        : isSet(object.context_length)
+        ? globalThis.Number(object.context_length)
+        : 0,
+      ramBudgetBytes: isSet(object.ramBudgetBytes)
+        ? globalThis.Number(object.ramBudgetBytes)
+        : isSet(object.ram_budget_bytes)
+        ? globalThis.Number(object.ram_budget_bytes)
+        : 0,
+      vramBudgetBytes: isSet(object.vramBudgetBytes)
+        ? globalThis.Number(object.vramBudgetBytes)
+        : isSet(object.vram_budget_bytes)
+        ? globalThis.Number(object.vram_budget_bytes)
+        : 0,
+    };
+  },
+
+  toJSON(message: PlanModelRequest): unknown {
+    const obj: any = {};
+    if (message.path !== "") {
+      obj.path = message.path;
+    }
+    if (message.contextLength !== 0) {
+      obj.contextLength = Math.round(message.contextLength);
+    }
+    if (message.ramBudgetBytes !== 0) {
+      obj.ramBudgetBytes = Math.round(message.ramBudgetBytes);
+    }
+    if (message.vramBudgetBytes !== 0) {
+      obj.vramBudgetBytes = Math.round(message.vramBudgetBytes);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PlanModelRequest>, I>>(base?: I): PlanModelRequest {
+    return PlanModelRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlanModelRequest>, I>>(object: I): PlanModelRequest {
+    const message = createBasePlanModelRequest();
+    message.path = object.path ?? "";
+    message.contextLength = object.contextLength ?? 0;
+    message.ramBudgetBytes = object.ramBudgetBytes ?? 0;
+    message.vramBudgetBytes = object.vramBudgetBytes ?? 0;
+    return message;
+  },
+};
+
+function createBasePlanModelResponse(): PlanModelResponse {
+  return { residency: undefined, cacheExpertsPerLayer: 0, coldBytesPerToken: 0, fits: false, detail: "", planJson: "" };
+}
+
+export const PlanModelResponse: MessageFns<PlanModelResponse> = {
+  encode(message: PlanModelResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.residency !== undefined) {
+      ModelTierBytes.encode(message.residency, writer.uint32(10).fork()).join();
+    }
+    if (message.cacheExpertsPerLayer !== 0) {
+      writer.uint32(16).uint32(message.cacheExpertsPerLayer);
+    }
+    if (message.coldBytesPerToken !== 0) {
+      writer.uint32(24).uint64(message.coldBytesPerToken);
+    }
+    if (message.fits !== false) {
+      writer.uint32(32).bool(message.fits);
+    }
+    if (message.detail !== "") {
+      writer.uint32(42).string(message.detail);
+    }
+    if (message.planJson !== "") {
+      writer.uint32(50).string(message.planJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlanModelResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlanModelResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.residency = ModelTierBytes.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.cacheExpertsPerLayer = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.coldBytesPerToken = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.fits = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.planJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PlanModelResponse {
+    return {
+      residency: isSet(object.residency) ? ModelTierBytes.fromJSON(object.residency) : undefined,
+      cacheExpertsPerLayer: isSet(object.cacheExpertsPerLayer)
+        ? globalThis.Number(object.cacheExpertsPerLayer)
+        : isSet(object.cache_experts_per_layer)
+        ? globalThis.Number(object.cache_experts_per_layer)
+        : 0,
+      coldBytesPerToken: isSet(object.coldBytesPerToken)
+        ? globalThis.Number(object.coldBytesPerToken)
+        : isSet(object.cold_bytes_per_token)
+        ? globalThis.Number(object.cold_bytes_per_token)
+        : 0,
+      fits: isSet(object.fits) ? globalThis.Boolean(object.fits) : false,
+      detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
+      planJson: isSet(object.planJson)
+        ? globalThis.String(object.planJson)
+        : isSet(object.plan_json)
+        ? globalThis.String(object.plan_json)
+        : "",
+    };
+  },
+
+  toJSON(message: PlanModelResponse): unknown {
+    const obj: any = {};
+    if (message.residency !== undefined) {
+      obj.residency = ModelTierBytes.toJSON(message.residency);
+    }
+    if (message.cacheExpertsPerLayer !== 0) {
+      obj.cacheExpertsPerLayer = Math.round(message.cacheExpertsPerLayer);
+    }
+    if (message.coldBytesPerToken !== 0) {
+      obj.coldBytesPerToken = Math.round(message.coldBytesPerToken);
+    }
+    if (message.fits !== false) {
+      obj.fits = message.fits;
+    }
+    if (message.detail !== "") {
+      obj.detail = message.detail;
+    }
+    if (message.planJson !== "") {
+      obj.planJson = message.planJson;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PlanModelResponse>, I>>(base?: I): PlanModelResponse {
+    return PlanModelResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlanModelResponse>, I>>(object: I): PlanModelResponse {
+    const message = createBasePlanModelResponse();
+    message.residency = (object.residency !== undefined && object.residency !== null)
+      ? ModelTierBytes.fromPartial(object.residency)
+      : undefined;
+    message.cacheExpertsPerLayer = object.cacheExpertsPerLayer ?? 0;
+    message.coldBytesPerToken = object.coldBytesPerToken ?? 0;
+    message.fits = object.fits ?? false;
+    message.detail = object.detail ?? "";
+    message.planJson = object.planJson ?? "";
+    return message;
+  },
+};
+
+function createBaseTokenizeRequest(): TokenizeRequest {
+  return { model: "", text: "", parseSpecial: false, addSpecial: false };
+}
+
+export const TokenizeRequest: MessageFns<TokenizeRequest> = {
+  encode(message: TokenizeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.model !== "") {
+      writer.uint32(10).string(message.model);
+    }
+    if (message.text !== "") {
+      writer.uint32(18).string(message.text);
+    }
+    if (message.parseSpecial !== false) {
+      writer.uint32(24).bool(message.parseSpecial);
+    }
+    if (message.addSpecial !== false) {
+      writer.uint32(32).bool(message.addSpecial);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TokenizeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTokenizeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.model = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.parseSpecial = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.addSpecial = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TokenizeRequest {
+    return {
+      model: isSet(object.model) ? globalThis.String(object.model) : "",
+      text: isSet(object.text) ? globalThis.String(object.text) : "",
+      parseSpecial: isSet(object.parseSpecial)
+        ? globalThis.Boolean(object.parseSpecial)
+        : isSet(object.parse_special)
+        ? globalThis.Boolean(object.parse_special)
+        : false,
+      addSpecial: isSet(object.addSpecial)
+        ? globalThis.Boolean(object.addSpecial)
+        : isSet(object.add_special)
+        ? globalThis.Boolean(object.add_special)
+        : false,
+    };
+  },
+
+  toJSON(message: TokenizeRequest): unknown {
+    const obj: any = {};
+    if (message.model !== "") {
+      obj.model = message.model;
+    }
+    if (message.text !== "") {
+      obj.text = message.text;
+    }
+    if (message.parseSpecial !== false) {
+      obj.parseSpecial = message.parseSpecial;
+    }
+    if (message.addSpecial !== false) {
+      obj.addSpecial = message.addSpecial;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TokenizeRequest>, I>>(base?: I): TokenizeRequest {
+    return TokenizeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TokenizeRequest>, I>>(object: I): TokenizeRequest {
+    const message = createBaseTokenizeRequest();
+    message.model = object.model ?? "";
+    message.text = object.text ?? "";
+    message.parseSpecial = object.parseSpecial ?? false;
+    message.addSpecial = object.addSpecial ?? false;
+    return message;
+  },
+};
+
+function createBaseTokenizeResponse(): TokenizeResponse {
+  return { tokens: [] };
+}
+
+export const TokenizeResponse: MessageFns<TokenizeResponse> = {
+  encode(message: TokenizeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.tokens.length !== 0) {
+      writer.uint32(10).fork();
+      for (const v of message.tokens) {
+        writer.int32(v);
+      }
+      writer.join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TokenizeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTokenizeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag === 8) {
+              message.tokens.push(reader.int32());
+
+              continue;
+            }
+
+            if (tag === 10) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.tokens.push(reader.int32());
+              }
+
+              continue;
+            }
+
+            break;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TokenizeResponse {
+    return {
+      tokens: globalThis.Array.isArray(object?.tokens) ? object.tokens.map((e: any) => globalThis.Number(e)) : [],
+    };
+  },
+
+  toJSON(message: TokenizeResponse): unknown {
+    const obj: any = {};
+    if (message.tokens?.length) {
+      obj.tokens = message.tokens.map((e) => Math.round(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TokenizeResponse>, I>>(base?: I): TokenizeResponse {
+    return TokenizeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TokenizeResponse>, I>>(object: I): TokenizeResponse {
+    const message = createBaseTokenizeResponse();
+    message.tokens = object.tokens?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseDetokenizeRequest(): DetokenizeRequest {
+  return { model: "", tokens: [] };
+}
+
+export const DetokenizeRequest: MessageFns<DetokenizeRequest> = {
+  encode(message: DetokenizeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.model !== "") {
+      writer.uint32(10).string(message.model);
+    }
+    if (message.tokens.length !== 0) {
+      writer.uint32(18).fork();
+      for (const v of message.tokens) {
+        writer.int32(v);
+      }
+      writer.join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DetokenizeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDetokenizeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.model = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.tokens.push(reader.int32());
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.tokens.push(reader.int32());
+              }
+
+              continue;
+            }
+
+            break;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DetokenizeRequest {
+    return {
+      model: isSet(object.model) ? globalThis.String(object.model) : "",
+      tokens: globalThis.Array.isArray(object?.tokens) ? object.tokens.map((e: any) => globalThis.Number(e)) : [],
+    };
+  },
+
+  toJSON(message: DetokenizeRequest): unknown {
+    const obj: any = {};
+    if (message.model !== "") {
+      obj.model = message.model;
+    }
+    if (message.tokens?.length) {
+      obj.tokens = message.tokens.map((e) => Math.round(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DetokenizeRequest>, I>>(base?: I): DetokenizeRequest {
+    return DetokenizeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DetokenizeRequest>, I>>(object: I): DetokenizeRequest {
+    const message = createBaseDetokenizeRequest();
+    message.model = object.model ?? "";
+    message.tokens = object.tokens?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseDetokenizeResponse(): DetokenizeResponse {
+  return { text: "" };
+}
+
+export const DetokenizeResponse: MessageFns<DetokenizeResponse> = {
+  encode(message: DetokenizeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.text !== "") {
+      writer.uint32(10).string(message.text);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DetokenizeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDetokenizeResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DetokenizeResponse {
+    return { text: isSet(object.text) ? globalThis.String(object.text) : "" };
+  },
+
+  toJSON(message: DetokenizeResponse): unknown {
+    const obj: any = {};
+    if (message.text !== "") {
+      obj.text = message.text;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DetokenizeResponse>, I>>(base?: I): DetokenizeResponse {
+    return DetokenizeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DetokenizeResponse>, I>>(object: I): DetokenizeResponse {
+    const message = createBaseDetokenizeResponse();
+    message.text = object.text ?? "";
     return message;
   },
 };
@@ -2029,6 +3445,46 @@ export const EngineServiceService = {
     responseSerialize: (value: TelemetrySnapshot): Buffer => Buffer.from(TelemetrySnapshot.encode(value).finish()),
     responseDeserialize: (value: Buffer): TelemetrySnapshot => TelemetrySnapshot.decode(value),
   },
+  /** GGUF files in the engine's models directory, with what the header says about them. */
+  listModelFiles: {
+    path: "/kailstream.engine.v1.EngineService/ListModelFiles" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListModelFilesRequest): Buffer =>
+      Buffer.from(ListModelFilesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListModelFilesRequest => ListModelFilesRequest.decode(value),
+    responseSerialize: (value: ListModelFilesResponse): Buffer =>
+      Buffer.from(ListModelFilesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListModelFilesResponse => ListModelFilesResponse.decode(value),
+  },
+  /** Residency plan for a file under given budgets, computed from the header before loading. */
+  planModel: {
+    path: "/kailstream.engine.v1.EngineService/PlanModel" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PlanModelRequest): Buffer => Buffer.from(PlanModelRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PlanModelRequest => PlanModelRequest.decode(value),
+    responseSerialize: (value: PlanModelResponse): Buffer => Buffer.from(PlanModelResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PlanModelResponse => PlanModelResponse.decode(value),
+  },
+  tokenize: {
+    path: "/kailstream.engine.v1.EngineService/Tokenize" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: TokenizeRequest): Buffer => Buffer.from(TokenizeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): TokenizeRequest => TokenizeRequest.decode(value),
+    responseSerialize: (value: TokenizeResponse): Buffer => Buffer.from(TokenizeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): TokenizeResponse => TokenizeResponse.decode(value),
+  },
+  detokenize: {
+    path: "/kailstream.engine.v1.EngineService/Detokenize" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DetokenizeRequest): Buffer => Buffer.from(DetokenizeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DetokenizeRequest => DetokenizeRequest.decode(value),
+    responseSerialize: (value: DetokenizeResponse): Buffer => Buffer.from(DetokenizeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DetokenizeResponse => DetokenizeResponse.decode(value),
+  },
 } as const;
 
 export interface EngineServiceServer extends UntypedServiceImplementation {
@@ -2041,6 +3497,12 @@ export interface EngineServiceServer extends UntypedServiceImplementation {
   cancel: handleUnaryCall<CancelRequest, CancelResponse>;
   /** Streams a telemetry snapshot every interval_ms until the client cancels. */
   watchTelemetry: handleServerStreamingCall<WatchTelemetryRequest, TelemetrySnapshot>;
+  /** GGUF files in the engine's models directory, with what the header says about them. */
+  listModelFiles: handleUnaryCall<ListModelFilesRequest, ListModelFilesResponse>;
+  /** Residency plan for a file under given budgets, computed from the header before loading. */
+  planModel: handleUnaryCall<PlanModelRequest, PlanModelResponse>;
+  tokenize: handleUnaryCall<TokenizeRequest, TokenizeResponse>;
+  detokenize: handleUnaryCall<DetokenizeRequest, DetokenizeResponse>;
 }
 
 export interface EngineServiceClient extends Client {
@@ -2136,6 +3598,68 @@ export interface EngineServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<TelemetrySnapshot>;
+  /** GGUF files in the engine's models directory, with what the header says about them. */
+  listModelFiles(
+    request: ListModelFilesRequest,
+    callback: (error: ServiceError | null, response: ListModelFilesResponse) => void,
+  ): ClientUnaryCall;
+  listModelFiles(
+    request: ListModelFilesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListModelFilesResponse) => void,
+  ): ClientUnaryCall;
+  listModelFiles(
+    request: ListModelFilesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListModelFilesResponse) => void,
+  ): ClientUnaryCall;
+  /** Residency plan for a file under given budgets, computed from the header before loading. */
+  planModel(
+    request: PlanModelRequest,
+    callback: (error: ServiceError | null, response: PlanModelResponse) => void,
+  ): ClientUnaryCall;
+  planModel(
+    request: PlanModelRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PlanModelResponse) => void,
+  ): ClientUnaryCall;
+  planModel(
+    request: PlanModelRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PlanModelResponse) => void,
+  ): ClientUnaryCall;
+  tokenize(
+    request: TokenizeRequest,
+    callback: (error: ServiceError | null, response: TokenizeResponse) => void,
+  ): ClientUnaryCall;
+  tokenize(
+    request: TokenizeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: TokenizeResponse) => void,
+  ): ClientUnaryCall;
+  tokenize(
+    request: TokenizeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: TokenizeResponse) => void,
+  ): ClientUnaryCall;
+  detokenize(
+    request: DetokenizeRequest,
+    callback: (error: ServiceError | null, response: DetokenizeResponse) => void,
+  ): ClientUnaryCall;
+  detokenize(
+    request: DetokenizeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DetokenizeResponse) => void,
+  ): ClientUnaryCall;
+  detokenize(
+    request: DetokenizeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DetokenizeResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const EngineServiceClient = makeGenericClientConstructor(

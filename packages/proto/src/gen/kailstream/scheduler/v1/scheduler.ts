@@ -28,11 +28,51 @@ import {
   servingStatusFromJSON,
   servingStatusToJSON,
 } from "../../common/v1/common";
-import { GenerateRequest, GenerateResponse } from "../../engine/v1/engine";
+import {
+  GenerateRequest,
+  GenerateResponse,
+  ListModelFilesResponse,
+  LoadModelRequest as LoadModelRequest2,
+  LoadModelResponse,
+  PlanModelRequest as PlanModelRequest1,
+  PlanModelResponse,
+  TelemetrySnapshot,
+  UnloadModelRequest as UnloadModelRequest3,
+  UnloadModelResponse,
+} from "../../engine/v1/engine";
 
 export const protobufPackage = "kailstream.scheduler.v1";
 
 export const protobufFileName = "kailstream/scheduler/v1/scheduler.proto";
+
+export interface WatchTelemetryRequest {
+  intervalMs: number;
+}
+
+export interface EngineTelemetry {
+  engineId: string;
+  address: string;
+  snapshot: TelemetrySnapshot | undefined;
+}
+
+export interface ListModelFilesRequest {
+  engineId: string;
+}
+
+export interface PlanModelRequest {
+  engineId: string;
+  plan: PlanModelRequest1 | undefined;
+}
+
+export interface LoadModelRequest {
+  engineId: string;
+  load: LoadModelRequest2 | undefined;
+}
+
+export interface UnloadModelRequest {
+  engineId: string;
+  unload: UnloadModelRequest3 | undefined;
+}
 
 export interface ListModelsRequest {
 }
@@ -101,6 +141,532 @@ export interface QueueSnapshot_QueuedPerTenantEntry {
   key: string;
   value: number;
 }
+
+function createBaseWatchTelemetryRequest(): WatchTelemetryRequest {
+  return { intervalMs: 0 };
+}
+
+export const WatchTelemetryRequest: MessageFns<WatchTelemetryRequest> = {
+  encode(message: WatchTelemetryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.intervalMs !== 0) {
+      writer.uint32(8).uint32(message.intervalMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchTelemetryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchTelemetryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.intervalMs = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WatchTelemetryRequest {
+    return {
+      intervalMs: isSet(object.intervalMs)
+        ? globalThis.Number(object.intervalMs)
+        : isSet(object.interval_ms)
+        ? globalThis.Number(object.interval_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: WatchTelemetryRequest): unknown {
+    const obj: any = {};
+    if (message.intervalMs !== 0) {
+      obj.intervalMs = Math.round(message.intervalMs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WatchTelemetryRequest>, I>>(base?: I): WatchTelemetryRequest {
+    return WatchTelemetryRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchTelemetryRequest>, I>>(object: I): WatchTelemetryRequest {
+    const message = createBaseWatchTelemetryRequest();
+    message.intervalMs = object.intervalMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseEngineTelemetry(): EngineTelemetry {
+  return { engineId: "", address: "", snapshot: undefined };
+}
+
+export const EngineTelemetry: MessageFns<EngineTelemetry> = {
+  encode(message: EngineTelemetry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.engineId !== "") {
+      writer.uint32(10).string(message.engineId);
+    }
+    if (message.address !== "") {
+      writer.uint32(18).string(message.address);
+    }
+    if (message.snapshot !== undefined) {
+      TelemetrySnapshot.encode(message.snapshot, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EngineTelemetry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEngineTelemetry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.engineId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.address = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.snapshot = TelemetrySnapshot.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EngineTelemetry {
+    return {
+      engineId: isSet(object.engineId)
+        ? globalThis.String(object.engineId)
+        : isSet(object.engine_id)
+        ? globalThis.String(object.engine_id)
+        : "",
+      address: isSet(object.address) ? globalThis.String(object.address) : "",
+      snapshot: isSet(object.snapshot) ? TelemetrySnapshot.fromJSON(object.snapshot) : undefined,
+    };
+  },
+
+  toJSON(message: EngineTelemetry): unknown {
+    const obj: any = {};
+    if (message.engineId !== "") {
+      obj.engineId = message.engineId;
+    }
+    if (message.address !== "") {
+      obj.address = message.address;
+    }
+    if (message.snapshot !== undefined) {
+      obj.snapshot = TelemetrySnapshot.toJSON(message.snapshot);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<EngineTelemetry>, I>>(base?: I): EngineTelemetry {
+    return EngineTelemetry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EngineTelemetry>, I>>(object: I): EngineTelemetry {
+    const message = createBaseEngineTelemetry();
+    message.engineId = object.engineId ?? "";
+    message.address = object.address ?? "";
+    message.snapshot = (object.snapshot !== undefined && object.snapshot !== null)
+      ? TelemetrySnapshot.fromPartial(object.snapshot)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseListModelFilesRequest(): ListModelFilesRequest {
+  return { engineId: "" };
+}
+
+export const ListModelFilesRequest: MessageFns<ListModelFilesRequest> = {
+  encode(message: ListModelFilesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.engineId !== "") {
+      writer.uint32(10).string(message.engineId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListModelFilesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListModelFilesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.engineId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListModelFilesRequest {
+    return {
+      engineId: isSet(object.engineId)
+        ? globalThis.String(object.engineId)
+        : isSet(object.engine_id)
+        ? globalThis.String(object.engine_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ListModelFilesRequest): unknown {
+    const obj: any = {};
+    if (message.engineId !== "") {
+      obj.engineId = message.engineId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListModelFilesRequest>, I>>(base?: I): ListModelFilesRequest {
+    return ListModelFilesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListModelFilesRequest>, I>>(object: I): ListModelFilesRequest {
+    const message = createBaseListModelFilesRequest();
+    message.engineId = object.engineId ?? "";
+    return message;
+  },
+};
+
+function createBasePlanModelRequest(): PlanModelRequest {
+  return { engineId: "", plan: undefined };
+}
+
+export const PlanModelRequest: MessageFns<PlanModelRequest> = {
+  encode(message: PlanModelRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.engineId !== "") {
+      writer.uint32(10).string(message.engineId);
+    }
+    if (message.plan !== undefined) {
+      PlanModelRequest1.encode(message.plan, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlanModelRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlanModelRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.engineId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.plan = PlanModelRequest1.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PlanModelRequest {
+    return {
+      engineId: isSet(object.engineId)
+        ? globalThis.String(object.engineId)
+        : isSet(object.engine_id)
+        ? globalThis.String(object.engine_id)
+        : "",
+      plan: isSet(object.plan) ? PlanModelRequest1.fromJSON(object.plan) : undefined,
+    };
+  },
+
+  toJSON(message: PlanModelRequest): unknown {
+    const obj: any = {};
+    if (message.engineId !== "") {
+      obj.engineId = message.engineId;
+    }
+    if (message.plan !== undefined) {
+      obj.plan = PlanModelRequest1.toJSON(message.plan);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PlanModelRequest>, I>>(base?: I): PlanModelRequest {
+    return PlanModelRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlanModelRequest>, I>>(object: I): PlanModelRequest {
+    const message = createBasePlanModelRequest();
+    message.engineId = object.engineId ?? "";
+    message.plan = (object.plan !== undefined && object.plan !== null)
+      ? PlanModelRequest1.fromPartial(object.plan)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseLoadModelRequest(): LoadModelRequest {
+  return { engineId: "", load: undefined };
+}
+
+export const LoadModelRequest: MessageFns<LoadModelRequest> = {
+  encode(message: LoadModelRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.engineId !== "") {
+      writer.uint32(10).string(message.engineId);
+    }
+    if (message.load !== undefined) {
+      LoadModelRequest2.encode(message.load, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoadModelRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoadModelRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.engineId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.load = LoadModelRequest2.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoadModelRequest {
+    return {
+      engineId: isSet(object.engineId)
+        ? globalThis.String(object.engineId)
+        : isSet(object.engine_id)
+        ? globalThis.String(object.engine_id)
+        : "",
+      load: isSet(object.load) ? LoadModelRequest2.fromJSON(object.load) : undefined,
+    };
+  },
+
+  toJSON(message: LoadModelRequest): unknown {
+    const obj: any = {};
+    if (message.engineId !== "") {
+      obj.engineId = message.engineId;
+    }
+    if (message.load !== undefined) {
+      obj.load = LoadModelRequest2.toJSON(message.load);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoadModelRequest>, I>>(base?: I): LoadModelRequest {
+    return LoadModelRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoadModelRequest>, I>>(object: I): LoadModelRequest {
+    const message = createBaseLoadModelRequest();
+    message.engineId = object.engineId ?? "";
+    message.load = (object.load !== undefined && object.load !== null)
+      ? LoadModelRequest2.fromPartial(object.load)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseUnloadModelRequest(): UnloadModelRequest {
+  return { engineId: "", unload: undefined };
+}
+
+export const UnloadModelRequest: MessageFns<UnloadModelRequest> = {
+  encode(message: UnloadModelRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.engineId !== "") {
+      writer.uint32(10).string(message.engineId);
+    }
+    if (message.unload !== undefined) {
+      UnloadModelRequest3.encode(message.unload, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UnloadModelRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUnloadModelRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.engineId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.unload = UnloadModelRequest3.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UnloadModelRequest {
+    return {
+      engineId: isSet(object.engineId)
+        ? globalThis.String(object.engineId)
+        : isSet(object.engine_id)
+        ? globalThis.String(object.engine_id)
+        : "",
+      unload: isSet(object.unload) ? UnloadModelRequest3.fromJSON(object.unload) : undefined,
+    };
+  },
+
+  toJSON(message: UnloadModelRequest): unknown {
+    const obj: any = {};
+    if (message.engineId !== "") {
+      obj.engineId = message.engineId;
+    }
+    if (message.unload !== undefined) {
+      obj.unload = UnloadModelRequest3.toJSON(message.unload);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UnloadModelRequest>, I>>(base?: I): UnloadModelRequest {
+    return UnloadModelRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UnloadModelRequest>, I>>(object: I): UnloadModelRequest {
+    const message = createBaseUnloadModelRequest();
+    message.engineId = object.engineId ?? "";
+    message.unload = (object.unload !== undefined && object.unload !== null)
+      ? UnloadModelRequest3.fromPartial(object.unload)
+      : undefined;
+    return message;
+  },
+};
 
 function createBaseListModelsRequest(): ListModelsRequest {
   return {};
@@ -1299,6 +1865,56 @@ export const SchedulerServiceService = {
     responseSerialize: (value: QueueSnapshot): Buffer => Buffer.from(QueueSnapshot.encode(value).finish()),
     responseDeserialize: (value: Buffer): QueueSnapshot => QueueSnapshot.decode(value),
   },
+  /** Merged telemetry of every registered engine, one message per engine snapshot. */
+  watchTelemetry: {
+    path: "/kailstream.scheduler.v1.SchedulerService/WatchTelemetry" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchTelemetryRequest): Buffer =>
+      Buffer.from(WatchTelemetryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchTelemetryRequest => WatchTelemetryRequest.decode(value),
+    responseSerialize: (value: EngineTelemetry): Buffer => Buffer.from(EngineTelemetry.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EngineTelemetry => EngineTelemetry.decode(value),
+  },
+  /** Model management, passed to one engine (engine_id, or the only / first healthy one). */
+  listModelFiles: {
+    path: "/kailstream.scheduler.v1.SchedulerService/ListModelFiles" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListModelFilesRequest): Buffer =>
+      Buffer.from(ListModelFilesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListModelFilesRequest => ListModelFilesRequest.decode(value),
+    responseSerialize: (value: ListModelFilesResponse): Buffer =>
+      Buffer.from(ListModelFilesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListModelFilesResponse => ListModelFilesResponse.decode(value),
+  },
+  planModel: {
+    path: "/kailstream.scheduler.v1.SchedulerService/PlanModel" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PlanModelRequest): Buffer => Buffer.from(PlanModelRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PlanModelRequest => PlanModelRequest.decode(value),
+    responseSerialize: (value: PlanModelResponse): Buffer => Buffer.from(PlanModelResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PlanModelResponse => PlanModelResponse.decode(value),
+  },
+  loadModel: {
+    path: "/kailstream.scheduler.v1.SchedulerService/LoadModel" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: LoadModelRequest): Buffer => Buffer.from(LoadModelRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): LoadModelRequest => LoadModelRequest.decode(value),
+    responseSerialize: (value: LoadModelResponse): Buffer => Buffer.from(LoadModelResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): LoadModelResponse => LoadModelResponse.decode(value),
+  },
+  unloadModel: {
+    path: "/kailstream.scheduler.v1.SchedulerService/UnloadModel" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: UnloadModelRequest): Buffer => Buffer.from(UnloadModelRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UnloadModelRequest => UnloadModelRequest.decode(value),
+    responseSerialize: (value: UnloadModelResponse): Buffer => Buffer.from(UnloadModelResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): UnloadModelResponse => UnloadModelResponse.decode(value),
+  },
 } as const;
 
 export interface SchedulerServiceServer extends UntypedServiceImplementation {
@@ -1309,6 +1925,13 @@ export interface SchedulerServiceServer extends UntypedServiceImplementation {
   registerEngine: handleUnaryCall<RegisterEngineRequest, RegisterEngineResponse>;
   listEngines: handleUnaryCall<ListEnginesRequest, ListEnginesResponse>;
   watchQueue: handleServerStreamingCall<WatchQueueRequest, QueueSnapshot>;
+  /** Merged telemetry of every registered engine, one message per engine snapshot. */
+  watchTelemetry: handleServerStreamingCall<WatchTelemetryRequest, EngineTelemetry>;
+  /** Model management, passed to one engine (engine_id, or the only / first healthy one). */
+  listModelFiles: handleUnaryCall<ListModelFilesRequest, ListModelFilesResponse>;
+  planModel: handleUnaryCall<PlanModelRequest, PlanModelResponse>;
+  loadModel: handleUnaryCall<LoadModelRequest, LoadModelResponse>;
+  unloadModel: handleUnaryCall<UnloadModelRequest, UnloadModelResponse>;
 }
 
 export interface SchedulerServiceClient extends Client {
@@ -1399,6 +2022,74 @@ export interface SchedulerServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<QueueSnapshot>;
+  /** Merged telemetry of every registered engine, one message per engine snapshot. */
+  watchTelemetry(request: WatchTelemetryRequest, options?: Partial<CallOptions>): ClientReadableStream<EngineTelemetry>;
+  watchTelemetry(
+    request: WatchTelemetryRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<EngineTelemetry>;
+  /** Model management, passed to one engine (engine_id, or the only / first healthy one). */
+  listModelFiles(
+    request: ListModelFilesRequest,
+    callback: (error: ServiceError | null, response: ListModelFilesResponse) => void,
+  ): ClientUnaryCall;
+  listModelFiles(
+    request: ListModelFilesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListModelFilesResponse) => void,
+  ): ClientUnaryCall;
+  listModelFiles(
+    request: ListModelFilesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListModelFilesResponse) => void,
+  ): ClientUnaryCall;
+  planModel(
+    request: PlanModelRequest,
+    callback: (error: ServiceError | null, response: PlanModelResponse) => void,
+  ): ClientUnaryCall;
+  planModel(
+    request: PlanModelRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PlanModelResponse) => void,
+  ): ClientUnaryCall;
+  planModel(
+    request: PlanModelRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PlanModelResponse) => void,
+  ): ClientUnaryCall;
+  loadModel(
+    request: LoadModelRequest,
+    callback: (error: ServiceError | null, response: LoadModelResponse) => void,
+  ): ClientUnaryCall;
+  loadModel(
+    request: LoadModelRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: LoadModelResponse) => void,
+  ): ClientUnaryCall;
+  loadModel(
+    request: LoadModelRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: LoadModelResponse) => void,
+  ): ClientUnaryCall;
+  unloadModel(
+    request: UnloadModelRequest,
+    callback: (error: ServiceError | null, response: UnloadModelResponse) => void,
+  ): ClientUnaryCall;
+  unloadModel(
+    request: UnloadModelRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: UnloadModelResponse) => void,
+  ): ClientUnaryCall;
+  unloadModel(
+    request: UnloadModelRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: UnloadModelResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const SchedulerServiceClient = makeGenericClientConstructor(
