@@ -67,6 +67,14 @@ export class EnginePool {
     this.timer.unref();
   }
 
+  get(id: string): EngineEntry | undefined {
+    return this.engines.get(id);
+  }
+
+  firstHealthy(): EngineEntry | undefined {
+    return this.list().find((e) => e.status === common.ServingStatus.SERVING_STATUS_SERVING);
+  }
+
   list(): EngineEntry[] {
     return [...this.engines.values()];
   }

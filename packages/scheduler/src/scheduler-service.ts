@@ -27,6 +27,33 @@ function grpcError(code: grpc.status, message: string): grpc.ServiceError {
   return Object.assign(new Error(message), { code, details: message, metadata: new grpc.Metadata() });
 }
 
+type Unary<Res> = (
+  client: pb.EngineServiceClient,
+  md: grpc.Metadata,
+  opts: grpc.CallOptions,
+  done: (e: grpc.ServiceError | null, r?: Res) => void,
+) => unknown;
+
+/** Runs a model-management call on one engine (by id, or the first healthy one) and refreshes it after changes. */
+function passThrough<Res>(pool: EnginePool, engineId: string, fn: Unary<Res>, cb: grpc.sendUnaryData<Res>, refresh = false): void {
+  const e = engineId ? pool.get(engineId) : pool.firstHealthy();
+  if (!e) {
+    const known = pool.list().map((x) => `${x.id} (${x.address})`);
+    return cb(
+      grpcError(
+        engineId ? grpc.status.NOT_FOUND : grpc.status.UNAVAILABLE,
+        engineId ? `no engine '${engineId}' is registered (registered: ${known.join(', ') || 'none'})` : 'no healthy engine is registered',
+      ),
+    );
+  }
+  fn(e.client, new grpc.Metadata(), {}, (err, res) => {
+    const reply = () => (err ? cb(err) : cb(null, res as Res));
+    // After a load or unload, refresh the engine's model list before answering so dispatch sees it.
+    if (refresh) void pool.probe(e).then(reply);
+    else reply();
+  });
+}
+
 /** The SchedulerService: accepts requests and dispatches them to registered engines. */
 export function createSchedulerServiceImpl(pool: EnginePool): spb.SchedulerServiceServer {
   const started = Date.now();
@@ -100,6 +127,53 @@ export function createSchedulerServiceImpl(pool: EnginePool): spb.SchedulerServi
       const r = running.get(call.request.requestId);
       if (r) r.call.cancel();
       cb(null, { cancelled: !!r });
+    },
+    listModelFiles: (call, cb) =>
+      passThrough(pool, call.request.engineId, (c, md, o, done) => c.listModelFiles({}, md, o, done), cb),
+    planModel: (call, cb) => {
+      if (!call.request.plan) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'plan is required'));
+      passThrough(pool, call.request.engineId, (c, md, o, done) => c.planModel(call.request.plan!, md, o, done), cb);
+    },
+    loadModel: (call, cb) => {
+      if (!call.request.load) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'load is required'));
+      passThrough(pool, call.request.engineId, (c, md, o, done) => c.loadModel(call.request.load!, md, o, done), cb, true);
+    },
+    unloadModel: (call, cb) => {
+      if (!call.request.unload) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'unload is required'));
+      passThrough(pool, call.request.engineId, (c, md, o, done) => c.unloadModel(call.request.unload!, md, o, done), cb, true);
+    },
+    watchTelemetry: (call) => {
+      const interval = Math.max(100, call.request.intervalMs || 1000);
+      const streams = new Map<string, grpc.ClientReadableStream<pb.TelemetrySnapshot>>();
+      let stopped = false;
+      // Follow every engine, including ones registered after the watch began; reconnect after errors.
+      const attach = () => {
+        if (stopped) return;
+        for (const e of pool.list()) {
+          if (streams.has(e.id) || e.status !== common.ServingStatus.SERVING_STATUS_SERVING) continue;
+          const s = e.client.watchTelemetry({ intervalMs: interval });
+          streams.set(e.id, s);
+          s.on('data', (snap: pb.TelemetrySnapshot) => {
+            if (!stopped) call.write({ engineId: e.id, address: e.address, snapshot: snap });
+          });
+          const drop = () => {
+            if (streams.get(e.id) === s) streams.delete(e.id);
+          };
+          s.on('error', drop);
+          s.on('end', drop);
+        }
+      };
+      attach();
+      const timer = setInterval(attach, interval);
+      const stop = () => {
+        stopped = true;
+        clearInterval(timer);
+        for (const s of streams.values()) s.cancel();
+        streams.clear();
+      };
+      call.on('cancelled', stop);
+      call.on('close', stop);
+      call.on('error', stop);
     },
     watchQueue: (call) => {
       const send = () =>

@@ -306,7 +306,8 @@ export class BatchEngine {
       if (a.generated === 1) a.tFirst = now;
       const lp = a.req.logprobs ? [computeLogprobs(row, token, a.req.topLogprobs ?? 0)] : undefined;
       const step = a.stop.pushToken(token, a.decoder.push(token));
-      if (step.text || lp) a.push({ text: step.text, tokens: [token], logprobs: lp });
+      // Every token goes out with its chunk (the text may lag behind while a stop string or a UTF-8 sequence is incomplete).
+      a.push({ text: step.text, tokens: [token], logprobs: lp });
       if (step.done) return this.finish(a, 'stop');
       if (a.generated >= a.req.maxTokens || a.req.prompt.length + a.generated >= this.model.nCtx) return this.finish(a, 'length');
       a.pending = token;

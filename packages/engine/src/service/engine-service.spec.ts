@@ -79,7 +79,7 @@ describe('engine gRPC service with a loaded model', () => {
 
   beforeAll(async () => {
     const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
-    running = await startEngineServer(new LocalModelHost({ seqsPerModel: 4, defaultContext: 512 }), { port: 0 });
+    running = await startEngineServer(new LocalModelHost({ seqsPerModel: 4, defaultContext: 512, modelsDir: dir }), { port: 0 });
     client = createEngineClient(`127.0.0.1:${running.port}`);
     const res = await unary<pb.LoadModelRequest, pb.LoadModelResponse>(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny' }));
     expect(res.model?.architecture).toBe('qwen3moe');
@@ -118,5 +118,84 @@ describe('engine gRPC service with a loaded model', () => {
     expect((err as grpc.ServiceError).code).toBe(grpc.status.INVALID_ARGUMENT);
     const h = await unary<common.HealthRequest, common.HealthResponse>(client.health.bind(client), {});
     expect(h.status).toBe(common.ServingStatus.SERVING_STATUS_SERVING);
+  });
+
+  it('tokenizes and detokenizes with the model vocabulary', async () => {
+    const t = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(client.tokenize.bind(client), pb.TokenizeRequest.fromPartial({ model: 'tiny', text: 'Hello world' }));
+    expect(t.tokens.length).toBeGreaterThan(0);
+    const d = await unary<pb.DetokenizeRequest, pb.DetokenizeResponse>(client.detokenize.bind(client), { model: 'tiny', tokens: t.tokens });
+    expect(d.text).toBe('Hello world');
+    const bad = await unary(client.detokenize.bind(client), { model: 'tiny', tokens: [1 << 30] }).catch((e) => e as grpc.ServiceError);
+    expect((bad as grpc.ServiceError).code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect((bad as grpc.ServiceError).details).toContain('outside the vocabulary');
+  });
+
+  it('lists the files of the models directory with their headers', async () => {
+    fs.writeFileSync(`${dir}/broken.gguf`, 'not a gguf');
+    const res = await unary<pb.ListModelFilesRequest, pb.ListModelFilesResponse>(client.listModelFiles.bind(client), {});
+    expect(res.modelsDir).toBe(dir);
+    const good = res.files.find((f) => f.id === 'tiny-qwen3moe-F32-1')!;
+    expect(good.architecture).toBe('qwen3moe');
+    expect(good.info?.loaded).toBe(true);
+    expect(good.info?.expertCount).toBeGreaterThan(0);
+    const broken = res.files.find((f) => f.id === 'broken')!;
+    expect(broken.architecture).toBe('');
+    expect(broken.error).not.toBe('');
+  });
+
+  it('plans a file by its name in the models directory and refuses a budget too small, naming the shortfall', async () => {
+    const big = await unary<pb.PlanModelRequest, pb.PlanModelResponse>(client.planModel.bind(client), pb.PlanModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', ramBudgetBytes: 2 ** 32 }));
+    expect(big.fits).toBe(true);
+    expect(big.residency?.residentBytes).toBeGreaterThan(0);
+    expect(big.coldBytesPerToken).toBeGreaterThan(0);
+    expect(JSON.parse(big.planJson).fits).toBe(true);
+    const small = await unary<pb.PlanModelRequest, pb.PlanModelResponse>(client.planModel.bind(client), pb.PlanModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', ramBudgetBytes: 1024 }));
+    expect(small.fits).toBe(false);
+    expect(small.detail).toMatch(/\d/);
+  });
+
+  it('loads a model under a RAM budget (experts stream) and reports its residency and cache tier in telemetry', async () => {
+    const plan = JSON.parse(
+      (await unary<pb.PlanModelRequest, pb.PlanModelResponse>(client.planModel.bind(client), pb.PlanModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', ramBudgetBytes: 2 ** 32 }))).planJson,
+    );
+    // Fixed part plus about two experts per MoE layer, reserve included.
+    const ram = plan.fixedBytes + 2 * plan.nMoeLayers * plan.expertEntryBytes;
+    const res = await unary<pb.LoadModelRequest, pb.LoadModelResponse>(
+      client.loadModel.bind(client),
+      pb.LoadModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', id: 'streamed', ramBudgetBytes: ram }),
+    );
+    expect(res.model?.residency?.ramExpertCacheBytes).toBeGreaterThan(0);
+    expect(res.model?.residency?.ramExpertCacheBytes).toBeLessThan(res.model!.residency!.expertBytes);
+    const stream = client.generate(pb.GenerateRequest.fromPartial({ requestId: 's1', model: 'streamed', prompt: 'Hello there', maxTokens: 6 }));
+    await new Promise<void>((resolve, reject) => {
+      stream.on('data', () => undefined);
+      stream.on('end', resolve);
+      stream.on('error', reject);
+    });
+    const tel = client.watchTelemetry({ intervalMs: 100 });
+    const snaps: pb.TelemetrySnapshot[] = [];
+    await new Promise<void>((resolve) => {
+      tel.on('data', (s: pb.TelemetrySnapshot) => {
+        snaps.push(s);
+        if (snaps.length === 1) {
+          tel.cancel();
+          resolve();
+        }
+      });
+      tel.on('error', () => resolve());
+    });
+    const snap = snaps[0];
+    expect(snap.kvCapacityBytes).toBeGreaterThan(0);
+    expect(snap.kvUsedBytes).toBeGreaterThan(0);
+    expect(snap.kvUsedBytes).toBeLessThanOrEqual(snap.kvCapacityBytes);
+    expect(snap.tiers[0].tier).toBe('ram');
+    expect(snap.bytesRead).toBeGreaterThan(0);
+    expect(snap.experts.length).toBeGreaterThan(0);
+    await unary(client.unloadModel.bind(client), { id: 'streamed' });
+  });
+
+  it('refuses speculative decoding options clearly until the drafter is wired', async () => {
+    const err = await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', id: 'spec', lookupDecoding: true })).catch((e) => e as grpc.ServiceError);
+    expect((err as grpc.ServiceError).code).toBe(grpc.status.UNIMPLEMENTED);
   });
 });

@@ -70,6 +70,32 @@ export function createEngineServiceImpl(host: ModelHost): pb.EngineServiceServer
     cancel: (call, cb) => {
       cb(null, { cancelled: host.cancel(call.request.requestId) });
     },
+    listModelFiles: (_call, cb) => {
+      host.listModelFiles().then(
+        (res) => cb(null, res),
+        (e) => cb(toServiceError(e)),
+      );
+    },
+    planModel: (call, cb) => {
+      host.planModel(call.request).then(
+        (res) => cb(null, res),
+        (e) => cb(toServiceError(e)),
+      );
+    },
+    tokenize: (call, cb) => {
+      try {
+        cb(null, { tokens: host.tokenize(call.request) });
+      } catch (e) {
+        cb(toServiceError(e));
+      }
+    },
+    detokenize: (call, cb) => {
+      try {
+        cb(null, { text: host.detokenize(call.request) });
+      } catch (e) {
+        cb(toServiceError(e));
+      }
+    },
     watchTelemetry: (call) => {
       const interval = Math.max(100, call.request.intervalMs || 1000);
       const send = () => {

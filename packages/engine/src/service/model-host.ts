@@ -1,11 +1,13 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { common, type engine as pb } from '@kailstream/proto';
 
-import { EngineError } from '../errors';
-import { EngineModel } from '../model/model';
+import { EngineError, toEngineError } from '../errors';
+import { EngineModel, availableMemoryBytes, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { ChatTemplate } from '../tokenizer/chat-template';
 import { BatchEngine, type FinishReason } from '../runtime/batch-engine';
 import type { SamplerParams } from '../sampling/sampler';
+import type { NativeExpertLayerStats, NativeExpertStreamStats } from '@kailstream/core-native';
 
 /** What the engine gRPC service needs from whatever owns models and runs generation. */
 export interface ModelHost {
@@ -18,6 +20,12 @@ export interface ModelHost {
   /** Cancels a running request by id; false when none is running. */
   cancel(requestId: string): boolean;
   telemetry(): pb.TelemetrySnapshot;
+  /** GGUF files in the models directory with their header summaries. */
+  listModelFiles(): Promise<pb.ListModelFilesResponse>;
+  /** Residency plan for a file under the given budgets (nothing is loaded). */
+  planModel(req: pb.PlanModelRequest): Promise<pb.PlanModelResponse>;
+  tokenize(req: pb.TokenizeRequest): number[];
+  detokenize(req: pb.DetokenizeRequest): string;
   close(): Promise<void>;
 }
 
@@ -28,6 +36,25 @@ export interface LocalModelHostOptions {
   defaultContext?: number;
   /** Compute threads when a load request gives none (0 = physical cores). */
   threads?: number;
+  /**
+   * RAM budget per model when a load request gives none (LoadModelRequest.ram_budget_bytes = 0).
+   * Set: routed experts stream from storage into what the budget leaves. Default: unset, the
+   * whole file is mapped (experts are read through the page cache).
+   */
+  defaultRamBudgetBytes?: number;
+  /** Directory ListModelFiles lists and relative load paths resolve against. Default: none. */
+  modelsDir?: string;
+  /**
+   * Requests that may wait per model for a sequence slot (whose KV cache is reserved at the full
+   * context) before new ones are refused with KAIL_E_BUDGET. Default 64.
+   */
+  maxWaitingPerModel?: number;
+  /** Storage bandwidth from the hardware profile (bytes/s) for telemetry; 0 = not profiled. */
+  storageBandwidthBytesPerSecond?: number;
+  /** Options passed to every EngineModel.load (I/O threads, direct I/O, prefetch, cache policy). */
+  loadOptions?: Pick<LoadModelOptions, 'ioThreads' | 'directIo' | 'prefetch' | 'cachePolicy' | 'ramReserveBytes' | 'kvType'>;
+  /** A running request with no forward pass completed for this long makes health NOT_SERVING. Default 60000 ms. */
+  stallTimeoutMs?: number;
 }
 
 interface Loaded {
@@ -35,6 +62,9 @@ interface Loaded {
   model: EngineModel;
   engine: BatchEngine;
   chat?: ChatTemplate;
+  /** Forward passes seen at the last health check and when they last advanced. */
+  lastSteps: number;
+  lastProgress: number;
 }
 
 const FINISH: Record<FinishReason, common.FinishReason> = {
@@ -64,11 +94,26 @@ export function samplingFromProto(s: common.SamplingParams | undefined): Sampler
 export class LocalModelHost implements ModelHost {
   private readonly models = new Map<string, Loaded>();
   private readonly requests = new Map<string, Loaded>();
+  private readonly loading = new Set<string>();
   private tokensGenerated = 0;
+  private closed = false;
 
   constructor(private readonly opts: LocalModelHostOptions = {}) {}
 
+  /** Not serving while a running request has made no forward pass for stallTimeoutMs (a hung engine). */
   health() {
+    if (this.closed) return { ok: false, detail: 'shutting down' };
+    const now = Date.now();
+    const limit = this.opts.stallTimeoutMs ?? 60_000;
+    for (const [id, m] of this.models) {
+      const st = m.engine.stats();
+      if (st.steps !== m.lastSteps || st.running === 0) {
+        m.lastSteps = st.steps;
+        m.lastProgress = now;
+      } else if (now - m.lastProgress > limit) {
+        return { ok: false, detail: `model '${id}': ${st.running} running request(s), no forward pass finished for ${Math.round((now - m.lastProgress) / 1000)} s` };
+      }
+    }
     return { ok: true, detail: `${this.models.size} model(s) loaded` };
   }
 
@@ -76,32 +121,51 @@ export class LocalModelHost implements ModelHost {
     return [...this.models.values()].map((m) => m.info);
   }
 
+  /** A load path: absolute as given; relative ones are looked up in the models directory first (with or without .gguf). */
+  resolveModelPath(p: string): string {
+    if (path.isAbsolute(p)) return p;
+    const dir = this.opts.modelsDir;
+    if (dir) {
+      for (const c of [p, `${p}.gguf`]) {
+        const full = path.resolve(dir, c);
+        if (fs.existsSync(full)) return full;
+      }
+    }
+    return path.resolve(p);
+  }
+
   async loadModel(req: pb.LoadModelRequest): Promise<common.ModelInfo> {
     if (!req.path) throw new EngineError('KAIL_E_INVALID_ARG', 'path is required');
-    const id = req.id || path.basename(req.path).replace(/\.gguf$/i, '');
-    if (this.models.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a model with id '${id}' is already loaded`);
-    const model = EngineModel.load(req.path, {
-      nCtx: req.contextLength || this.opts.defaultContext || 4096,
-      threads: req.threads || this.opts.threads || 0,
-      nSeqMax: this.opts.seqsPerModel ?? 8,
-    });
-    const s = model.summary;
-    const kvBytes = model.runtime.kvBytesPerToken * model.nCtx * model.nSeqMax;
+    if (this.closed) throw new EngineError('KAIL_E_INVALID_ARG', 'the engine is shutting down');
+    const file = this.resolveModelPath(req.path);
+    const id = req.id || path.basename(file).replace(/\.gguf$/i, '');
+    if (this.models.has(id) || this.loading.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a model with id '${id}' is already loaded`);
+    if (req.draftPath || req.lookupDecoding) {
+      // Speculative decoding (packages/engine/src/speculative) plugs in here once its API lands:
+      // the draft model / lookup drafter is built next to the target and handed to the BatchEngine.
+      throw new EngineError('KAIL_E_UNSUPPORTED', 'speculative decoding (draft_path / lookup_decoding) is not available in this engine build yet');
+    }
+    const ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || 0;
+    this.loading.add(id);
+    let model: EngineModel;
+    try {
+      model = EngineModel.load(file, {
+        ...this.opts.loadOptions,
+        nCtx: req.contextLength || this.opts.defaultContext || 4096,
+        threads: req.threads || this.opts.threads || 0,
+        nSeqMax: this.opts.seqsPerModel ?? 8,
+        ramBytes: ram > 0 ? ram : undefined,
+      });
+    } finally {
+      this.loading.delete(id);
+    }
     const info = common.ModelInfo.fromPartial({
-      id,
-      path: path.resolve(req.path),
-      architecture: s.architecture,
-      parameterCount: s.parameterCount,
-      fileBytes: s.fileBytes,
+      ...summaryInfo(id, file, model.summary),
       contextLength: model.nCtx,
-      expertCount: s.expertCount,
-      expertUsedCount: s.expertUsedCount,
-      layerCount: s.layerCount,
       loaded: true,
-      residency: { residentBytes: s.residentBytes, expertBytes: s.expertBytes, kvBytes, ramExpertCacheBytes: 0, vramExpertCacheBytes: 0 },
-      tensorTypeBytes: s.tensorTypeBytes,
+      residency: residencyOf(model),
     });
-    this.models.set(id, { info, model, engine: new BatchEngine(model) });
+    this.models.set(id, { info, model, engine: new BatchEngine(model), lastSteps: 0, lastProgress: Date.now() });
     return info;
   }
 
@@ -113,15 +177,28 @@ export class LocalModelHost implements ModelHost {
     m.model.close();
   }
 
-  async *generate(req: pb.GenerateRequest, signal: AbortSignal): AsyncIterable<pb.GenerateResponse> {
-    const m = this.models.get(req.model);
+  private get(id: string): Loaded {
+    const m = this.models.get(id);
     if (!m) {
       const loaded = [...this.models.keys()];
-      throw new EngineError('KAIL_E_NOT_FOUND', `model '${req.model}' is not loaded (loaded: ${loaded.length ? loaded.join(', ') : 'none'})`);
+      throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not loaded (loaded: ${loaded.length ? loaded.join(', ') : 'none'})`);
     }
+    return m;
+  }
+
+  async *generate(req: pb.GenerateRequest, signal: AbortSignal): AsyncIterable<pb.GenerateResponse> {
+    const m = this.get(req.model);
     const prompt = this.promptTokens(m, req);
     if (prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
+    const maxWaiting = this.opts.maxWaitingPerModel ?? 64;
+    const st = m.engine.stats();
+    if (st.waiting >= maxWaiting)
+      throw new EngineError(
+        'KAIL_E_BUDGET',
+        `model '${req.model}' is at capacity: ${st.running} running (all ${m.model.nSeqMax} sequence slots with their KV cache in use) and ${st.waiting} waiting; retry later`,
+      );
     const id = req.requestId || `req-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+    if (this.requests.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a request with id '${id}' is already running`);
     const stream = m.engine.generate(
       {
         id,
@@ -186,37 +263,170 @@ export class LocalModelHost implements ModelHost {
     return m ? m.engine.cancel(requestId) : false;
   }
 
+  tokenize(req: pb.TokenizeRequest): number[] {
+    return this.get(req.model).model.tokenizer.tokenize(req.text, { addSpecial: req.addSpecial, parseSpecial: req.parseSpecial });
+  }
+
+  detokenize(req: pb.DetokenizeRequest): string {
+    const m = this.get(req.model);
+    for (const t of req.tokens)
+      if (!Number.isInteger(t) || t < 0 || t >= m.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `token id ${t} is outside the vocabulary (0..${m.model.nVocab - 1})`);
+    return m.model.tokenizer.detokenize(req.tokens);
+  }
+
+  async listModelFiles(): Promise<pb.ListModelFilesResponse> {
+    const dir = this.opts.modelsDir;
+    if (!dir) return { modelsDir: '', files: [] };
+    let names: string[];
+    try {
+      names = fs.readdirSync(dir).filter((n) => n.toLowerCase().endsWith('.gguf')).sort();
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { modelsDir: dir, files: [] };
+      throw new EngineError('KAIL_E_IO', `cannot read the models directory ${dir}: ${(e as Error).message}`);
+    }
+    const loadedPaths = new Set([...this.models.values()].map((m) => m.info.path));
+    const files: pb.ModelFile[] = [];
+    for (const name of names) {
+      const full = path.join(dir, name);
+      const id = name.replace(/\.gguf$/i, '');
+      let size = 0;
+      try {
+        const st = fs.statSync(full);
+        if (!st.isFile()) continue;
+        size = st.size;
+        const f = openGgufMetadata(full);
+        try {
+          const s = summarize(f);
+          files.push({ path: full, id, sizeBytes: size, architecture: s.architecture, error: '', info: common.ModelInfo.fromPartial({ ...summaryInfo(id, full, s), loaded: loadedPaths.has(full) }) });
+        } finally {
+          f.close();
+        }
+      } catch (e) {
+        files.push({ path: full, id, sizeBytes: size, architecture: '', error: toEngineError(e).message, info: undefined });
+      }
+    }
+    return { modelsDir: dir, files };
+  }
+
+  async planModel(req: pb.PlanModelRequest): Promise<pb.PlanModelResponse> {
+    if (!req.path) throw new EngineError('KAIL_E_INVALID_ARG', 'path is required');
+    const file = this.resolveModelPath(req.path);
+    // No hardware profile yet: an unset budget plans against what the machine has available now.
+    const ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || availableMemoryBytes();
+    const p = planModel(file, {
+      ...this.opts.loadOptions,
+      ramBytes: ram,
+      nCtx: req.contextLength || this.opts.defaultContext || 4096,
+      nSeqMax: this.opts.seqsPerModel ?? 8,
+    });
+    return {
+      residency: { residentBytes: p.residentBytes, expertBytes: p.expertBytes, kvBytes: p.kvBytes, ramExpertCacheBytes: p.cacheBytes, vramExpertCacheBytes: 0 },
+      cacheExpertsPerLayer: Math.floor(p.cacheExpertsPerLayer),
+      coldBytesPerToken: p.coldReadBytesPerToken,
+      fits: p.fits,
+      detail: p.fits ? `${file}: fits in ${p.ramBytes} bytes (reserve ${p.reserveBytes}, scratch ${p.scratchBytes})` : p.message,
+      planJson: JSON.stringify(p),
+    };
+  }
+
   telemetry(): pb.TelemetrySnapshot {
     let tps = 0;
     let running = 0;
+    let bytesRead = 0;
+    let stall = 0;
+    let kvUsed = 0;
+    let kvCap = 0;
     const experts: pb.LayerExpertCounts[] = [];
+    const ram: pb.TierStats = { tier: 'ram', budgetBytes: 0, usedBytes: 0, hits: 0, misses: 0 };
     let name = '';
     for (const [id, m] of this.models) {
       const st = m.engine.stats();
       tps += st.tokensPerSecond;
       running += st.running;
+      const ns = m.model.runtime.stats();
+      kvUsed += ns.kvBytes;
+      kvCap += m.model.runtime.kvBytesPerToken * m.model.nCtx * m.model.nSeqMax;
+      const nExpert = m.model.program.nExpert;
+      const nLayers = m.model.program.nMoeLayers;
+      if (ns.stream) {
+        ram.budgetBytes += ns.stream.capacityBytes;
+        ram.usedBytes += ns.stream.usedBytes;
+        for (const l of ns.stream.layers) {
+          ram.hits += l.hits;
+          ram.misses += l.misses;
+          bytesRead += l.bytesRead;
+          stall += l.stallSeconds;
+        }
+      } else {
+        // Mapped path: every expert is in RAM (through the page cache); each activation is a hit.
+        ram.budgetBytes += m.model.summary.expertBytes;
+        ram.usedBytes += m.model.summary.expertBytes;
+        for (let i = 0; i < ns.expertCounts.length; i++) ram.hits += ns.expertCounts[i];
+      }
       if (!name) {
         name = id;
-        const ns = m.model.runtime.stats();
-        const nExpert = m.model.program.nExpert;
-        for (let l = 0; l < m.model.program.nMoeLayers; l++)
-          experts.push({ layer: l, counts: Array.from(ns.expertCounts.subarray(l * nExpert, (l + 1) * nExpert)), resident: [] });
+        for (let l = 0; l < nLayers; l++) {
+          const resident = residentExperts(ns.stream, l, nExpert);
+          experts.push({ layer: l, counts: Array.from(ns.expertCounts.subarray(l * nExpert, (l + 1) * nExpert)), resident });
+        }
       }
     }
     return {
       unixMs: Date.now(),
       tokensPerSecond: tps,
       tokensGenerated: this.tokensGenerated,
-      bytesRead: 0,
-      ioStallSeconds: 0,
+      bytesRead,
+      ioStallSeconds: stall,
       runningRequests: running,
-      tiers: [],
+      tiers: this.models.size ? [ram] : [],
       experts,
       model: name,
+      storageBandwidthBytesPerSecond: this.opts.storageBandwidthBytesPerSecond ?? 0,
+      kvUsedBytes: kvUsed,
+      kvCapacityBytes: kvCap,
+      // Filled by the speculative decoder once it is wired (see loadModel).
+      speculative: { enabled: false, mode: '', draftedTokens: 0, acceptedTokens: 0, targetPasses: 0, tokensPerPass: 0, currentK: 0, timeSavedSeconds: 0 },
     };
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     for (const id of [...this.models.keys()]) await this.unloadModel(id);
   }
+}
+
+/** Header facts shared by ListModels and ListModelFiles. */
+function summaryInfo(id: string, file: string, s: ModelSummary): Partial<common.ModelInfo> {
+  return {
+    id,
+    path: path.resolve(file),
+    architecture: s.architecture,
+    parameterCount: s.parameterCount,
+    fileBytes: s.fileBytes,
+    contextLength: s.contextLength,
+    expertCount: s.expertCount,
+    expertUsedCount: s.expertUsedCount,
+    layerCount: s.layerCount,
+    tensorTypeBytes: s.tensorTypeBytes,
+  };
+}
+
+/**
+ * Where a loaded model's bytes live. Streaming: the resident weights copied into RAM, the expert
+ * cache's budget and the KV reservation from the plan. Mapped: every weight is read through the
+ * file mapping, so all experts count as RAM-resident.
+ */
+function residencyOf(model: EngineModel): common.ModelTierBytes {
+  const s = model.summary;
+  const kvBytes = model.runtime.kvBytesPerToken * model.nCtx * model.nSeqMax;
+  const p = model.plan;
+  if (p) return { residentBytes: p.residentBytes, expertBytes: p.expertBytes, kvBytes, ramExpertCacheBytes: p.cacheBytes, vramExpertCacheBytes: 0 };
+  return { residentBytes: s.residentBytes, expertBytes: s.expertBytes, kvBytes, ramExpertCacheBytes: s.expertBytes, vramExpertCacheBytes: 0 };
+}
+
+/** Experts of MoE layer l held in RAM now: all of them on the mapped path; the cache's entries when streaming. */
+function residentExperts(stream: NativeExpertStreamStats | null, l: number, nExpert: number): number[] {
+  if (!stream) return Array.from({ length: nExpert }, (_, i) => i);
+  const r = (stream.layers[l] as NativeExpertLayerStats & { resident?: ArrayLike<number> }).resident;
+  return r ? Array.from(r) : [];
 }
