@@ -5,6 +5,7 @@ import { common, scheduler as spb } from '@kailstream/proto';
 import type { ApiConfig } from './env';
 import { registerOpenAiRoutes } from './openai/routes';
 import { openAiError } from './openai/schemas';
+import { mountTrpc } from './trpc';
 import { VERSION } from './version';
 
 export interface RunningApi {
@@ -40,6 +41,10 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   });
 
   registerOpenAiRoutes(app, { scheduler: () => scheduler, tenantOf: () => 'anonymous' });
+
+  // The console's tRPC router (apps/api/src/trpc); a key is required under the same rule as the routes.
+  const loopback = ['127.0.0.1', 'localhost', '::1'].includes(config.host);
+  await mountTrpc(app, { scheduler: () => scheduler, authRequired: () => !loopback });
 
   app.setNotFoundHandler((req, reply) => {
     reply.code(404).send(openAiError(`no route ${req.method} ${req.url}`, 'invalid_request_error', null, 'not_found'));

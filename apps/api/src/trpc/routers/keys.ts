@@ -1,0 +1,37 @@
+import { TRPCError } from '@trpc/server';
+import { z } from 'zod';
+
+import type { KeyAdmin, TrpcContext } from '../context';
+import { protectedProcedure, router } from '../trpc';
+
+function store(ctx: TrpcContext): KeyAdmin {
+  const k = ctx.deps.keys?.();
+  if (!k) throw new TRPCError({ code: 'PRECONDITION_FAILED', message: 'this API runs without a key store (start it with a data directory)' });
+  return k;
+}
+
+const time = (v: unknown): string | null => (v == null ? null : v instanceof Date ? v.toISOString() : typeof v === 'number' ? new Date(v).toISOString() : String(v));
+
+export const keysRouter = router({
+  /** Creates a key; the response is the only time the raw key is shown. */
+  create: protectedProcedure.input(z.object({ name: z.string().trim().min(1, 'name is required').max(100) })).mutation(({ ctx, input }) => {
+    const k = store(ctx).create(input.name);
+    return { id: k.id, name: k.name, key: k.key, prefix: k.prefix, createdAt: time(k.createdAt) };
+  }),
+
+  list: protectedProcedure.query(({ ctx }) =>
+    store(ctx)
+      .list()
+      .map((k) => ({ id: k.id, name: k.name, prefix: k.prefix ?? '', createdAt: time(k.createdAt), revokedAt: time(k.revokedAt), lastUsedAt: time(k.lastUsedAt) })),
+  ),
+
+  revoke: protectedProcedure.input(z.object({ id: z.string().min(1).max(200) })).mutation(({ ctx, input }) => {
+    const s = store(ctx);
+    if (!s.list().some((k) => k.id === input.id)) throw new TRPCError({ code: 'NOT_FOUND', message: `no key with id '${input.id}'` });
+    s.revoke(input.id);
+    return { revoked: input.id };
+  }),
+
+  /** Requests and tokens per key, as the key store records them. */
+  usage: protectedProcedure.query(({ ctx }) => store(ctx).usage()),
+});

@@ -1,0 +1,98 @@
+import { z } from 'zod';
+import { engine as pb, scheduler as spb, type common } from '@kailstream/proto';
+
+import { unary } from '../grpc-call';
+import { protectedProcedure, router } from '../trpc';
+
+const engineId = z.string().max(200).default('');
+const bytes = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
+/** ModelInfo as the console shows it (tensor type bytes as a sorted list). */
+function modelView(m: common.ModelInfo) {
+  return {
+    id: m.id,
+    path: m.path,
+    architecture: m.architecture,
+    parameterCount: m.parameterCount,
+    fileBytes: m.fileBytes,
+    contextLength: m.contextLength,
+    expertCount: m.expertCount,
+    expertUsedCount: m.expertUsedCount,
+    layerCount: m.layerCount,
+    loaded: m.loaded,
+    residency: m.residency ?? null,
+    tensorTypes: Object.entries(m.tensorTypeBytes)
+      .map(([type, b]) => ({ type, bytes: b }))
+      .sort((a, b) => b.bytes - a.bytes),
+  };
+}
+export type ModelView = ReturnType<typeof modelView>;
+
+const planInput = z.object({
+  engineId,
+  path: z.string().min(1, 'path is required').max(4096),
+  contextLength: z.number().int().min(0).max(1 << 24).default(0),
+  ramBudgetBytes: bytes.default(0),
+  vramBudgetBytes: bytes.default(0),
+});
+
+export const modelsRouter = router({
+  /** GGUF files in the engine's models directory, with their header summaries. */
+  files: protectedProcedure.input(z.object({ engineId }).default({ engineId: '' })).query(async ({ ctx, input }) => {
+    const s = ctx.deps.scheduler();
+    const r = await unary<spb.ListModelFilesRequest, pb.ListModelFilesResponse>(s, s?.listModelFiles, { engineId: input.engineId });
+    return {
+      modelsDir: r.modelsDir,
+      files: r.files.map((f) => ({ path: f.path, id: f.id, sizeBytes: f.sizeBytes, architecture: f.architecture, error: f.error, info: f.info ? modelView(f.info) : null })),
+    };
+  }),
+
+  /** Models loaded on the engines. */
+  loaded: protectedProcedure.query(async ({ ctx }) => {
+    const s = ctx.deps.scheduler();
+    const r = await unary<spb.ListModelsRequest, spb.ListModelsResponse>(s, s?.listModels, {});
+    return r.models.map(modelView);
+  }),
+
+  /** The residency plan (resident, expert and KV bytes per tier) a load would apply; changes nothing. */
+  plan: protectedProcedure.input(planInput).query(async ({ ctx, input }) => {
+    const s = ctx.deps.scheduler();
+    const { engineId: eid, ...plan } = input;
+    const r = await unary<spb.PlanModelRequest, pb.PlanModelResponse>(s, s?.planModel, { engineId: eid, plan: pb.PlanModelRequest.fromPartial(plan) }, 30_000);
+    let detailJson: unknown = null;
+    try {
+      detailJson = r.planJson ? JSON.parse(r.planJson) : null;
+    } catch {
+      detailJson = r.planJson;
+    }
+    return {
+      residency: r.residency ?? null,
+      cacheExpertsPerLayer: r.cacheExpertsPerLayer,
+      coldBytesPerToken: r.coldBytesPerToken,
+      fits: r.fits,
+      detail: r.detail,
+      plan: detailJson,
+    };
+  }),
+
+  load: protectedProcedure
+    .input(
+      planInput.extend({
+        id: z.string().max(200).regex(/^[A-Za-z0-9._:-]*$/, 'id may hold letters, digits and . _ : - only').default(''),
+        threads: z.number().int().min(0).max(1024).default(0),
+      }),
+    )
+    .mutation(async ({ ctx, input }) => {
+      const s = ctx.deps.scheduler();
+      const { engineId: eid, ...load } = input;
+      // Loading maps and plans the whole file: minutes for a large model.
+      const r = await unary<spb.LoadModelRequest, pb.LoadModelResponse>(s, s?.loadModel, { engineId: eid, load: pb.LoadModelRequest.fromPartial(load) }, 600_000);
+      return r.model ? modelView(r.model) : null;
+    }),
+
+  unload: protectedProcedure.input(z.object({ engineId, id: z.string().min(1, 'id is required').max(200) })).mutation(async ({ ctx, input }) => {
+    const s = ctx.deps.scheduler();
+    await unary<spb.UnloadModelRequest, pb.UnloadModelResponse>(s, s?.unloadModel, { engineId: input.engineId, unload: { id: input.id } }, 60_000);
+    return { unloaded: input.id };
+  }),
+});

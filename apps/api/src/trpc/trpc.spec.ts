@@ -1,0 +1,122 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
+import { tempDir, writeTestModel } from '@kailstream/engine/testing';
+import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
+
+import { parseApiConfig } from '../env';
+import { startApi, type RunningApi } from '../server';
+import type { ExpertWindow, TelemetryPoint } from './telemetry-hub';
+
+// The console's router over the real stack: engine (tiny MoE model in a models directory),
+// scheduler, API. Calls go over HTTP in tRPC's own wire format, as the console sends them.
+describe('console tRPC router', () => {
+  const dir = tempDir('kail-trpc-');
+  const modelsDir = path.join(dir, 'models');
+  let engine: RunningEngineServer;
+  let sched: RunningSchedulerServer;
+  let api: RunningApi;
+  let file: string;
+
+  beforeAll(async () => {
+    fs.mkdirSync(modelsDir);
+    file = writeTestModel(modelsDir, 'tiny-qwen3moe', 'F32');
+    const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 256, modelsDir });
+    engine = await startEngineServer(host, { port: 0 });
+    sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`] });
+    api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}` }));
+  }, 60_000);
+
+  afterAll(async () => {
+    await api.close();
+    await sched.close(100);
+    await engine.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  type Res<T> = { status: number; data?: T; error?: { message: string; data: { code: string; httpStatus: number; zodIssues: { path: string }[] | null } } };
+  async function query<T>(name: string, input?: unknown): Promise<Res<T>> {
+    const q = input === undefined ? '' : `?input=${encodeURIComponent(JSON.stringify(input))}`;
+    const r = await fetch(`${api.url}/trpc/${name}${q}`);
+    const body = (await r.json()) as { result?: { data: T }; error?: Res<T>['error'] };
+    return { status: r.status, data: body.result?.data, error: body.error };
+  }
+  async function mutate<T>(name: string, input: unknown): Promise<Res<T>> {
+    const r = await fetch(`${api.url}/trpc/${name}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(input) });
+    const body = (await r.json()) as { result?: { data: T }; error?: Res<T>['error'] };
+    return { status: r.status, data: body.result?.data, error: body.error };
+  }
+
+  it('lists the files in the models directory with their header summaries', async () => {
+    const r = await query<{ modelsDir: string; files: { id: string; architecture: string; info: { expertCount: number } }[] }>('models.files');
+    expect(r.status).toBe(200);
+    expect(r.data!.modelsDir).toBe(modelsDir);
+    expect(r.data!.files).toHaveLength(1);
+    expect(r.data!.files[0].architecture).toBe('qwen3moe');
+    expect(r.data!.files[0].info.expertCount).toBeGreaterThan(1);
+  });
+
+  it('plans before loading, loads, and the model shows as loaded', async () => {
+    const plan = await query<{ residency: { residentBytes: number; expertBytes: number; kvBytes: number }; fits: boolean }>('models.plan', { path: file, contextLength: 256 });
+    expect(plan.status).toBe(200);
+    expect(plan.data!.residency.expertBytes).toBeGreaterThan(0);
+    expect(plan.data!.fits).toBe(true);
+    const loaded = await mutate<{ id: string; loaded: boolean }>('models.load', { path: file, id: 'tiny', contextLength: 256 });
+    expect(loaded.status).toBe(200);
+    expect(loaded.data).toMatchObject({ id: 'tiny', loaded: true });
+    const list = await query<{ id: string }[]>('models.loaded');
+    expect(list.data!.map((m) => m.id)).toEqual(['tiny']);
+  }, 30_000);
+
+  it('telemetry history and the expert window move after a generation', async () => {
+    const before = await query<{ points: TelemetryPoint[] }>('telemetry.history', { seconds: 30 });
+    const gen0 = before.data!.points.at(-1)?.tokensGenerated ?? 0;
+    const r = await fetch(`${api.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 8, temperature: 0 }),
+    });
+    expect(r.status).toBe(200);
+    // The hub samples every 500 ms; wait for a point that includes the generation.
+    let last: TelemetryPoint | undefined;
+    for (let i = 0; i < 20; i++) {
+      await new Promise((res) => setTimeout(res, 250));
+      last = (await query<{ points: TelemetryPoint[] }>('telemetry.history', { seconds: 30 })).data!.points.at(-1);
+      if (last && last.tokensGenerated > gen0) break;
+    }
+    expect(last!.tokensGenerated).toBeGreaterThan(gen0);
+    expect(last!.tiers.map((t) => t.tier)).toContain('ram');
+    expect(last!.models).toEqual(['tiny']);
+    const ex = await query<ExpertWindow>('telemetry.experts', { windowSeconds: 0 });
+    expect(ex.data!.model).toBe('tiny');
+    expect(ex.data!.layers.length).toBeGreaterThan(0);
+    expect(ex.data!.max).toBeGreaterThan(0);
+    const q = await query<{ engines: { serving: boolean }[] }>('requests.queue');
+    expect(q.data!.engines[0].serving).toBe(true);
+  }, 30_000);
+
+  it('names the bad field of a bad input and maps engine errors', async () => {
+    const bad = await query('models.plan', { path: '' });
+    expect(bad.status).toBe(400);
+    expect(bad.error!.data.zodIssues![0].path).toBe('path');
+    const missing = await query('models.plan', { path: path.join(modelsDir, 'nope.gguf') });
+    expect(missing.status).toBeGreaterThanOrEqual(400);
+    expect(missing.error!.message).toMatch(/nope\.gguf/);
+    const unload = await mutate('models.unload', { id: 'not-loaded' });
+    expect(unload.status).toBe(404);
+  });
+
+  it('says that no key store is configured instead of failing on key routes', async () => {
+    const s = await query<{ required: boolean; keyStore: boolean }>('auth.session');
+    expect(s.data).toMatchObject({ required: false, keyStore: false });
+    const k = await query('keys.list');
+    expect(k.status).toBe(412);
+    expect(k.error!.message).toMatch(/key store/);
+  });
+
+  it('unloads', async () => {
+    const r = await mutate<{ unloaded: string }>('models.unload', { id: 'tiny' });
+    expect(r.data).toEqual({ unloaded: 'tiny' });
+    expect((await query<unknown[]>('models.loaded')).data).toEqual([]);
+  });
+});
