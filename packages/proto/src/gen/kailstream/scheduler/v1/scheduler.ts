@@ -104,6 +104,8 @@ export interface CancelResponse {
 export interface RegisterEngineRequest {
   /** host:port of an engine service. */
   address: string;
+  /** Requests the scheduler runs on it at once (0 = the scheduler's default). */
+  slots: number;
 }
 
 export interface RegisterEngineResponse {
@@ -120,6 +122,10 @@ export interface EngineStatus {
   models: string[];
   running: number;
   lastSeenUnixMs: number;
+  /** Requests it may run at once. */
+  slots: number;
+  /** Why it is not serving (the last probe's error), empty when serving. */
+  detail: string;
 }
 
 export interface ListEnginesResponse {
@@ -1053,13 +1059,16 @@ export const CancelResponse: MessageFns<CancelResponse> = {
 };
 
 function createBaseRegisterEngineRequest(): RegisterEngineRequest {
-  return { address: "" };
+  return { address: "", slots: 0 };
 }
 
 export const RegisterEngineRequest: MessageFns<RegisterEngineRequest> = {
   encode(message: RegisterEngineRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.address !== "") {
       writer.uint32(10).string(message.address);
+    }
+    if (message.slots !== 0) {
+      writer.uint32(16).uint32(message.slots);
     }
     return writer;
   },
@@ -1085,6 +1094,14 @@ export const RegisterEngineRequest: MessageFns<RegisterEngineRequest> = {
             message.address = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.slots = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1098,13 +1115,19 @@ export const RegisterEngineRequest: MessageFns<RegisterEngineRequest> = {
   },
 
   fromJSON(object: any): RegisterEngineRequest {
-    return { address: isSet(object.address) ? globalThis.String(object.address) : "" };
+    return {
+      address: isSet(object.address) ? globalThis.String(object.address) : "",
+      slots: isSet(object.slots) ? globalThis.Number(object.slots) : 0,
+    };
   },
 
   toJSON(message: RegisterEngineRequest): unknown {
     const obj: any = {};
     if (message.address !== "") {
       obj.address = message.address;
+    }
+    if (message.slots !== 0) {
+      obj.slots = Math.round(message.slots);
     }
     return obj;
   },
@@ -1115,6 +1138,7 @@ export const RegisterEngineRequest: MessageFns<RegisterEngineRequest> = {
   fromPartial<I extends Exact<DeepPartial<RegisterEngineRequest>, I>>(object: I): RegisterEngineRequest {
     const message = createBaseRegisterEngineRequest();
     message.address = object.address ?? "";
+    message.slots = object.slots ?? 0;
     return message;
   },
 };
@@ -1245,7 +1269,7 @@ export const ListEnginesRequest: MessageFns<ListEnginesRequest> = {
 };
 
 function createBaseEngineStatus(): EngineStatus {
-  return { engineId: "", address: "", status: 0, models: [], running: 0, lastSeenUnixMs: 0 };
+  return { engineId: "", address: "", status: 0, models: [], running: 0, lastSeenUnixMs: 0, slots: 0, detail: "" };
 }
 
 export const EngineStatus: MessageFns<EngineStatus> = {
@@ -1267,6 +1291,12 @@ export const EngineStatus: MessageFns<EngineStatus> = {
     }
     if (message.lastSeenUnixMs !== 0) {
       writer.uint32(49).double(message.lastSeenUnixMs);
+    }
+    if (message.slots !== 0) {
+      writer.uint32(56).uint32(message.slots);
+    }
+    if (message.detail !== "") {
+      writer.uint32(66).string(message.detail);
     }
     return writer;
   },
@@ -1332,6 +1362,22 @@ export const EngineStatus: MessageFns<EngineStatus> = {
             message.lastSeenUnixMs = reader.double();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.slots = reader.uint32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1360,6 +1406,8 @@ export const EngineStatus: MessageFns<EngineStatus> = {
         : isSet(object.last_seen_unix_ms)
         ? globalThis.Number(object.last_seen_unix_ms)
         : 0,
+      slots: isSet(object.slots) ? globalThis.Number(object.slots) : 0,
+      detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
     };
   },
 
@@ -1383,6 +1431,12 @@ export const EngineStatus: MessageFns<EngineStatus> = {
     if (message.lastSeenUnixMs !== 0) {
       obj.lastSeenUnixMs = floatToJson(message.lastSeenUnixMs);
     }
+    if (message.slots !== 0) {
+      obj.slots = Math.round(message.slots);
+    }
+    if (message.detail !== "") {
+      obj.detail = message.detail;
+    }
     return obj;
   },
 
@@ -1397,6 +1451,8 @@ export const EngineStatus: MessageFns<EngineStatus> = {
     message.models = object.models?.map((e) => e) || [];
     message.running = object.running ?? 0;
     message.lastSeenUnixMs = object.lastSeenUnixMs ?? 0;
+    message.slots = object.slots ?? 0;
+    message.detail = object.detail ?? "";
     return message;
   },
 };
