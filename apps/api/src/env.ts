@@ -8,6 +8,15 @@ export const ApiConfigSchema = z.object({
   port: z.coerce.number().int().min(0).max(65535).default(8080),
   /** Scheduler gRPC address host:port; empty = not connected (health only). */
   schedulerAddress: z.string().default(''),
+  /**
+   * Data directory holding the API key store (`keys.sqlite`); empty = no key store, which is
+   * allowed only on loopback (no auth). `kail serve` passes its --data-dir.
+   */
+  dataDir: z.string().default(''),
+  /** Deadline for one generation request, seconds from its arrival; 0 = none. Default 600. */
+  requestTimeoutS: z.coerce.number().min(0).default(600),
+  /** /ready needs an engine probe newer than this, seconds. Default 10. */
+  readyMaxAgeS: z.coerce.number().gt(0).default(10),
 });
 
 export type ApiConfig = z.infer<typeof ApiConfigSchema>;

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port]`.
+// The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR]`.
 // Binds 127.0.0.1 unless --host says otherwise. Prints one JSON line once listening.
 import { parseArgs } from 'node:util';
 
@@ -12,12 +12,14 @@ async function main() {
       host: { type: 'string' },
       port: { type: 'string' },
       scheduler: { type: 'string' },
+      'data-dir': { type: 'string' },
     },
   });
   const config = parseApiConfig({
     host: values.host ?? process.env.KAIL_API_HOST,
     port: values.port ?? process.env.KAIL_API_PORT,
     schedulerAddress: values.scheduler ?? process.env.KAIL_SCHEDULER_ADDRESS,
+    dataDir: values['data-dir'] ?? process.env.KAIL_DATA_DIR,
   });
   const api = await startApi(config);
   process.stdout.write(JSON.stringify({ service: 'api', address: api.url, pid: process.pid }) + '\n');

@@ -1,29 +1,62 @@
+import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
 import { common, scheduler as spb } from '@kailstream/proto';
 
+import { isLoopback, registerAuth, tenantOf } from './auth/auth';
+import { KEYS_FILE, KeyStore } from './auth/keys';
 import type { ApiConfig } from './env';
+import { ApiMetrics } from './metrics';
 import { registerOpenAiRoutes } from './openai/routes';
 import { openAiError } from './openai/schemas';
-import { mountTrpc } from './trpc';
+import { readiness } from './ready';
 import { VERSION } from './version';
 
 export interface RunningApi {
   app: FastifyInstance;
   url: string;
+  /** The key store (undefined without a data directory). */
+  keys?: KeyStore;
+  metrics: ApiMetrics;
   close(): Promise<void>;
 }
 
-
-/** Builds the HTTP API. Routes grow with the services issue; this is the public door. */
+/** Builds the HTTP API: OpenAI routes, keys, metrics, health and readiness. */
 export async function startApi(config: ApiConfig): Promise<RunningApi> {
+  const beyondLoopback = !isLoopback(config.host);
+  const keys = config.dataDir ? KeyStore.open(path.join(config.dataDir, KEYS_FILE)) : undefined;
+  if (beyondLoopback && (!keys || keys.activeCount() === 0)) {
+    keys?.close();
+    throw new Error(
+      `refusing to listen on ${config.host} (beyond loopback) without an API key: create one with ` +
+        `\`kail keys create <name>${config.dataDir ? ` --data-dir ${config.dataDir}` : ''}\`` +
+        (config.dataDir ? '' : ' and pass the data directory (--data-dir)') +
+        ', or bind 127.0.0.1',
+    );
+  }
+
   const app = Fastify({ logger: false });
   const scheduler = config.schedulerAddress
     ? new spb.SchedulerServiceClient(config.schedulerAddress, grpc.credentials.createInsecure())
     : undefined;
+  const metrics = new ApiMetrics();
+  if (scheduler) metrics.follow(scheduler);
 
-  // Liveness: the process is up and its event loop answers.
+  registerAuth(app, { store: keys, always: beyondLoopback });
+
+  // Liveness: the process is up and its event loop answers (no key needed).
   app.get('/health', async () => ({ status: 'ok', version: VERSION }));
+
+  // Readiness: a model is loaded and an engine answered a probe recently.
+  app.get('/ready', async (_req, reply) => {
+    const r = await readiness(scheduler, config.readyMaxAgeS * 1000);
+    return reply.code(r.ready ? 200 : 503).send(r);
+  });
+
+  app.get('/metrics', async (_req, reply) => {
+    const body = await metrics.registry.metrics();
+    return reply.type(metrics.registry.contentType).send(body);
+  });
 
   app.get('/v1/models', async (_req, reply) => {
     if (!scheduler) return { object: 'list', data: [] };
@@ -36,15 +69,30 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
         data: res.models.map((m: common.ModelInfo) => ({ id: m.id, object: 'model', created: 0, owned_by: 'kailstream' })),
       };
     } catch (e) {
-      return reply.code(503).send(openAiError(`scheduler unavailable: ${(e as Error).message}`, 'service_unavailable'));
+      return reply.code(503).header('retry-after', '1').send(openAiError(`scheduler unavailable: ${(e as Error).message}`, 'server_error', null, 'unavailable'));
     }
   });
 
-  registerOpenAiRoutes(app, { scheduler: () => scheduler, tenantOf: () => 'anonymous' });
+  registerOpenAiRoutes(app, {
+    scheduler: () => scheduler,
+    tenantOf,
+    metrics,
+    requestTimeoutMs: config.requestTimeoutS * 1000,
+    onUsage: (req, promptTokens, completionTokens) => {
+      if (!req.apiKey || !keys) return;
+      try {
+        keys.recordUsage(req.apiKey.id, { requests: 1, promptTokens, completionTokens });
+      } catch (e) {
+        // Usage accounting must not fail a request that already succeeded.
+        app.log.error(e);
+      }
+    },
+  });
 
-  // The console's tRPC router (apps/api/src/trpc); a key is required under the same rule as the routes.
-  const loopback = ['127.0.0.1', 'localhost', '::1'].includes(config.host);
-  await mountTrpc(app, { scheduler: () => scheduler, authRequired: () => !loopback });
+  // Errors answered as whole responses (streams that fail midway count themselves).
+  app.addHook('onResponse', async (req, reply) => {
+    if (reply.statusCode >= 400 && req.url.startsWith('/v1/')) metrics.requestErrors.inc({ status: String(reply.statusCode) });
+  });
 
   app.setNotFoundHandler((req, reply) => {
     reply.code(404).send(openAiError(`no route ${req.method} ${req.url}`, 'invalid_request_error', null, 'not_found'));
@@ -55,16 +103,27 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     reply.code(status).send(openAiError(err.message, status < 500 ? 'invalid_request_error' : 'server_error', null, err.code ?? null));
   });
 
-  await app.listen({ host: config.host, port: config.port });
+  try {
+    await app.listen({ host: config.host, port: config.port });
+  } catch (e) {
+    metrics.close();
+    scheduler?.close();
+    keys?.close();
+    throw e;
+  }
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
   const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
   return {
     app,
     url: `http://${hostForUrl}:${port}`,
+    keys,
+    metrics,
     close: async () => {
-      scheduler?.close();
+      metrics.close();
       await app.close();
+      scheduler?.close();
+      keys?.close();
     },
   };
 }

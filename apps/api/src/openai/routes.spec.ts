@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { engine as pb } from '@kailstream/proto';
 import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
 import { tempDir, writeTestModel } from '@kailstream/engine/testing';
 import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
@@ -16,7 +17,7 @@ describe('OpenAI-compatible routes', () => {
   beforeAll(async () => {
     const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
     const host = new LocalModelHost({ seqsPerModel: 4, defaultContext: 256 });
-    await host.loadModel({ path: file, id: 'tiny', contextLength: 256, ramBudgetBytes: 0, vramBudgetBytes: 0, threads: 2 });
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny', contextLength: 256, threads: 2 }));
     engine = await startEngineServer(host, { port: 0 });
     sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`] });
     api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}` }));

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
+import type { ApiMetrics } from '../metrics';
 import { ChatCompletionRequest, CompletionRequest, openAiError, zodToOpenAi } from './schemas';
 
 type Finish = 'stop' | 'length' | null;
@@ -13,25 +14,37 @@ function finishName(f: common.FinishReason): Finish {
   return null;
 }
 
-/** gRPC status -> HTTP status and OpenAI error body (the one place this mapping lives). */
+/**
+ * gRPC status -> HTTP status and OpenAI error body (the one place this mapping lives). Overload
+ * and unavailability are 503 with Retry-After (clients such as `openai` retry those); a request
+ * that ran past its deadline is 504.
+ */
 export function grpcToHttp(e: grpc.ServiceError): { status: number; body: ReturnType<typeof openAiError>; retryAfter?: number } {
   const msg = e.details || e.message;
   switch (e.code) {
     case grpc.status.NOT_FOUND:
       return { status: 404, body: openAiError(msg, 'invalid_request_error', 'model', 'model_not_found') };
     case grpc.status.INVALID_ARGUMENT:
+    case grpc.status.FAILED_PRECONDITION:
       return { status: 400, body: openAiError(msg, 'invalid_request_error', null, 'invalid_value') };
     case grpc.status.OUT_OF_RANGE:
       return { status: 400, body: openAiError(msg, 'invalid_request_error', 'messages', 'context_length_exceeded') };
+    case grpc.status.UNAUTHENTICATED:
+      return { status: 401, body: openAiError(msg, 'invalid_request_error', null, 'invalid_api_key') };
+    case grpc.status.PERMISSION_DENIED:
+      return { status: 403, body: openAiError(msg, 'invalid_request_error', null, 'permission_denied') };
     case grpc.status.RESOURCE_EXHAUSTED:
       return { status: 503, body: openAiError(msg, 'server_error', null, 'overloaded'), retryAfter: 1 };
     case grpc.status.UNAVAILABLE:
-    case grpc.status.DEADLINE_EXCEEDED:
+    case grpc.status.CANCELLED:
+    case grpc.status.ABORTED:
       return { status: 503, body: openAiError(msg, 'server_error', null, 'unavailable'), retryAfter: 1 };
+    case grpc.status.DEADLINE_EXCEEDED:
+      return { status: 504, body: openAiError(msg, 'server_error', null, 'timeout') };
     case grpc.status.UNIMPLEMENTED:
       return { status: 501, body: openAiError(msg, 'invalid_request_error', null, 'unsupported') };
     default:
-      return { status: 500, body: openAiError(msg, 'server_error', null, null) };
+      return { status: 500, body: openAiError(msg, 'server_error', null, 'internal_error') };
   }
 }
 
@@ -75,7 +88,11 @@ export interface OpenAiDeps {
   scheduler: () => spb.SchedulerServiceClient | undefined;
   /** Tenant (API key id) of a request, for fairness. */
   tenantOf: (req: FastifyRequest) => string;
-  onUsage?: (tenant: string, promptTokens: number, completionTokens: number) => void;
+  /** Called once per request that reached the scheduler (tokens are 0 when it failed). */
+  onUsage?: (req: FastifyRequest, promptTokens: number, completionTokens: number) => void;
+  metrics?: ApiMetrics;
+  /** Deadline given to the scheduler, ms after the request arrives; 0 = none. */
+  requestTimeoutMs?: number;
 }
 
 export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): void {
@@ -119,7 +136,11 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
   gen.requestId = id;
   const tenant = deps.tenantOf(req);
   const created = Math.floor(Date.now() / 1000);
-  const call = scheduler.submit(spb.SubmitRequest.fromPartial({ generate: gen, tenant }));
+  const timeout = deps.requestTimeoutMs ?? 0;
+  const call = scheduler.submit(spb.SubmitRequest.fromPartial({ generate: gen, tenant, deadlineUnixMs: timeout > 0 ? Date.now() + timeout : 0 }));
+  const m = deps.metrics;
+  const t0 = performance.now();
+  let tLast = 0;
   // A client that goes away cancels its request (within one decode step in the engine). The
   // response's 'close' is the signal: the request's own 'close' fires as soon as its body is read.
   let finished = false;
@@ -153,6 +174,12 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
         if (msg.usage) usage = { prompt_tokens: msg.usage.promptTokens, completion_tokens: msg.usage.completionTokens, total_tokens: msg.usage.promptTokens + msg.usage.completionTokens };
         if (msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED) finish = finishName(msg.finishReason);
         text += msg.text;
+        if (m && msg.tokens.length > 0) {
+          const now = performance.now();
+          if (tLast === 0) m.ttft.observe({ model: c.model }, (now - t0) / 1000);
+          else for (let i = 0; i < msg.tokens.length; i++) m.perToken.observe({ model: c.model }, (now - tLast) / 1000 / msg.tokens.length);
+          tLast = now;
+        }
         if (c.stream) {
           if (!headersSent) {
             headersSent = true;
@@ -167,10 +194,12 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     });
   } catch (e) {
     finished = true;
+    deps.onUsage?.(req, 0, 0);
     const err = e as grpc.ServiceError;
     if (err.code === grpc.status.CANCELLED && reply.raw.destroyed) return reply;
     const { status, body, retryAfter } = grpcToHttp(err);
     if (headersSent) {
+      m?.requestErrors.inc({ status: String(status) });
       sse(body);
       reply.raw.end();
       return reply;
@@ -179,7 +208,13 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     return reply.code(status).send(body);
   }
   finished = true;
-  deps.onUsage?.(tenant, usage.prompt_tokens, usage.completion_tokens);
+  deps.onUsage?.(req, usage.prompt_tokens, usage.completion_tokens);
+  if (m) {
+    m.promptTokens.inc({ model: c.model }, usage.prompt_tokens);
+    m.generationTokens.inc({ model: c.model }, usage.completion_tokens);
+    m.requestSuccess.inc({ model: c.model, finished_reason: finish ?? 'stop' });
+    m.e2e.observe({ model: c.model }, (performance.now() - t0) / 1000);
+  }
   if (c.stream) {
     if (!headersSent) reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
     sse(chunkObj(null, finish ?? 'stop'));

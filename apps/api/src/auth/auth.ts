@@ -1,0 +1,84 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+
+import { openAiError } from '../openai/schemas';
+import type { ApiKeyInfo, KeyStore } from './keys';
+
+/** Routes anyone may call without a key: liveness only. */
+const PUBLIC_ROUTES = new Set(['/health']);
+
+/** Tenant name used for requests made without a key (auth off: loopback and no key exists). */
+export const ANONYMOUS_TENANT = 'anonymous';
+
+/** True when `host` only accepts connections from this machine. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h) || h === '::ffff:127.0.0.1';
+}
+
+/** The key a request carries: `Authorization: Bearer KEY` (OpenAI's way) or `x-api-key: KEY`. */
+export function keyOf(req: FastifyRequest): string | undefined {
+  const auth = req.headers.authorization;
+  if (typeof auth === 'string') {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    if (m) return m[1];
+  }
+  const x = req.headers['x-api-key'];
+  return typeof x === 'string' && x ? x : undefined;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The verified API key of this request; undefined when auth is off. */
+    apiKey?: ApiKeyInfo;
+  }
+}
+
+export interface AuthOptions {
+  /** The key store; undefined = no store (auth off, allowed only on loopback). */
+  store?: KeyStore;
+  /** Require a key even when none exists yet (bound beyond loopback). */
+  always: boolean;
+}
+
+/**
+ * Requires a valid key on every route but /health as soon as one key exists (checked per request,
+ * so a key made by `kail keys create` while the server runs applies at once), and always when
+ * `always` is set. Missing key: 401; invalid or revoked: 401 with a message saying which.
+ */
+export function registerAuth(app: FastifyInstance, opts: AuthOptions): void {
+  app.decorateRequest('apiKey', undefined);
+  app.addHook('onRequest', async (req, reply) => {
+    const route = req.url.split('?')[0];
+    if (PUBLIC_ROUTES.has(route)) return;
+    const required = opts.always || (opts.store !== undefined && opts.store.activeCount() > 0);
+    const key = keyOf(req);
+    if (!required) {
+      // Auth is off; a valid key still names the tenant, anything else (clients such as `openai`
+      // always send some key) is ignored.
+      if (key !== undefined && opts.store) req.apiKey = opts.store.verify(key) ?? undefined;
+      return;
+    }
+    if (!opts.store) {
+      return reply.code(401).send(openAiError('this server has no key store; API keys cannot be checked', 'invalid_request_error', null, 'invalid_api_key'));
+    }
+    if (key === undefined) {
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Bearer')
+        .send(openAiError('an API key is required: send "Authorization: Bearer <key>" (create one with `kail keys create <name>`)', 'invalid_request_error', null, 'missing_api_key'));
+    }
+    const info = opts.store.verify(key);
+    if (!info) {
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Bearer')
+        .send(openAiError('invalid or revoked API key', 'invalid_request_error', null, 'invalid_api_key'));
+    }
+    req.apiKey = info;
+  });
+}
+
+/** The scheduler tenant of a request: its key id, or `anonymous`. */
+export function tenantOf(req: FastifyRequest): string {
+  return req.apiKey?.id ?? ANONYMOUS_TENANT;
+}
