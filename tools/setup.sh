@@ -39,6 +39,23 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
   npm install --no-audit --no-fund --loglevel=error
 fi
 
+# --- better-sqlite3 (API key store): npm runs no install scripts here and prebuild-install cannot
+# download, so its native module is built from source with npm's own node-gyp and the local Node
+# headers (the same --nodedir packages/core-native/scripts/build-native.js uses).
+if ! node -e "require('better-sqlite3')(':memory:').close()" >/dev/null 2>&1; then
+  say "building better-sqlite3 from source (node-gyp, Node headers in $node_prefix)"
+  gyp=""
+  for c in "$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js" \
+           "$(dirname "$(readlink -f "$(command -v npm)")")/../node_modules/node-gyp/bin/node-gyp.js" \
+           node_modules/node-gyp/bin/node-gyp.js; do
+    [ -f "$c" ] && { gyp="$c"; break; }
+  done
+  [ -n "$gyp" ] || { echo "[setup] node-gyp not found (it ships with npm); cannot build better-sqlite3" >&2; exit 1; }
+  nodedir="${npm_config_nodedir:-$node_prefix}"
+  (cd node_modules/better-sqlite3 && node "$gyp" rebuild --release --nodedir="$nodedir" -j "$(nproc)" --loglevel=warn)
+  node -e "require('better-sqlite3')(':memory:').close()"
+fi
+
 # --- builds (Nx caches them; native first since everything that computes depends on it) --------
 say "building (native core, TypeScript packages, web console)"
 npx nx run-many -t build --outputStyle=static
