@@ -88,6 +88,42 @@ bool get_bool(Napi::Object o, const char * key, bool def) {
     return v.As<Napi::Boolean>().Value();
 }
 
+// { files: string[], layers: [{ sliceOffset: [g, u, d], blockBytes, file: Int32Array, offset: Float64Array }] }
+kail::expert_pack pack_from_js(Napi::Value v) {
+    auto bad = [](const std::string & why) { return kail::error(kail::KAIL_E_INVALID_ARG, "expertPack: " + why); };
+    if (!v.IsObject()) throw bad("must be an object");
+    Napi::Object o = v.As<Napi::Object>();
+    kail::expert_pack pk;
+    Napi::Value files = o.Get("files"), layers = o.Get("layers");
+    if (!files.IsArray() || !layers.IsArray()) throw bad("needs arrays 'files' and 'layers'");
+    Napi::Array fa = files.As<Napi::Array>(), la = layers.As<Napi::Array>();
+    for (uint32_t i = 0; i < fa.Length(); i++) {
+        Napi::Value f = fa.Get(i);
+        if (!f.IsString()) throw bad("files[" + std::to_string(i) + "] must be a string");
+        pk.files.push_back(f.As<Napi::String>().Utf8Value());
+    }
+    for (uint32_t i = 0; i < la.Length(); i++) {
+        Napi::Value lv = la.Get(i);
+        const std::string at = "layers[" + std::to_string(i) + "]";
+        if (!lv.IsObject()) throw bad(at + " must be an object");
+        Napi::Object l = lv.As<Napi::Object>();
+        kail::expert_pack_layer pl;
+        Napi::Value so = l.Get("sliceOffset"), fi = l.Get("file"), of = l.Get("offset");
+        if (!so.IsArray() || so.As<Napi::Array>().Length() != 3) throw bad(at + ".sliceOffset must be 3 numbers");
+        for (uint32_t s = 0; s < 3; s++) pl.slice_offset[s] = static_cast<uint64_t>(so.As<Napi::Array>().Get(s).As<Napi::Number>().DoubleValue());
+        pl.block_bytes = static_cast<uint64_t>(get_num(l, "blockBytes", 0));
+        if (!fi.IsTypedArray() || fi.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) throw bad(at + ".file must be an Int32Array");
+        if (!of.IsTypedArray() || of.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) throw bad(at + ".offset must be a Float64Array");
+        Napi::Int32Array fa2 = fi.As<Napi::Int32Array>();
+        Napi::Float64Array oa = of.As<Napi::Float64Array>();
+        pl.file.assign(fa2.Data(), fa2.Data() + fa2.ElementLength());
+        for (size_t k = 0; k < oa.ElementLength(); k++) pl.offset.push_back(static_cast<uint64_t>(oa[k]));
+        pk.layers.push_back(std::move(pl));
+    }
+    if (pk.files.empty()) throw bad("no files");
+    return pk;
+}
+
 kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
     kail::model_params mp;
     if (info.Length() > i && info[i].IsObject()) {
@@ -110,6 +146,8 @@ kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
             if (!pol.IsString()) throw kail::error(kail::KAIL_E_INVALID_ARG, "cachePolicy must be a string");
             mp.cache_policy = pol.As<Napi::String>().Utf8Value();
         }
+        Napi::Value pk = p.Get("expertPack");
+        if (!pk.IsUndefined() && !pk.IsNull()) mp.pack = pack_from_js(pk);
         if (mp.n_batch < 1) throw kail::error(kail::KAIL_E_INVALID_ARG, "nBatch must be >= 1");
         if (mp.io_threads < 1 || mp.io_threads > 64) throw kail::error(kail::KAIL_E_INVALID_ARG, "ioThreads must be in 1..64");
     }
@@ -163,6 +201,15 @@ Napi::Object stream_to_js(Napi::Env env, const kail::model_stats & s) {
     num(o, "prefetchCancelled", static_cast<double>(st.prefetch_cancelled));
     num(o, "prefetchDropped", static_cast<double>(st.prefetch_dropped));
     num(o, "readErrors", static_cast<double>(st.read_errors));
+    num(o, "warmQueued", static_cast<double>(st.warm_queued));
+    num(o, "warmReads", static_cast<double>(st.warm_reads));
+    num(o, "warmBytes", static_cast<double>(st.warm_bytes));
+    num(o, "warmUsed", static_cast<double>(st.warm_used));
+    num(o, "warmCancelled", static_cast<double>(st.warm_cancelled));
+    num(o, "warmPending", static_cast<double>(st.warm_pending));
+    Napi::Array files = Napi::Array::New(env, st.files.size());
+    for (size_t i = 0; i < st.files.size(); i++) files.Set(static_cast<uint32_t>(i), Napi::String::New(env, st.files[i]));
+    o.Set("files", files);
     Napi::Array layers = Napi::Array::New(env, st.layers.size());
     for (size_t i = 0; i < st.layers.size(); i++) {
         const kail::expert_layer_stats & l = st.layers[i];
@@ -237,6 +284,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             InstanceMethod("stats", &AddonModel::stats),
             InstanceMethod("plan", &AddonModel::plan),
             InstanceMethod("cancel", &AddonModel::cancel),
+            InstanceMethod("warmExperts", &AddonModel::warm_experts),
             InstanceMethod("close", &AddonModel::close),
             InstanceAccessor("nVocab", &AddonModel::n_vocab, nullptr),
             InstanceAccessor("nThreads", &AddonModel::n_threads, nullptr),
@@ -340,6 +388,24 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             kail::model & mm = m(env);
             if (!mm.stats().streaming) return env.Null();
             return plan_to_js(env, mm.plan());
+        });
+    }
+    // warmExperts(layers: Int32Array, experts: Int32Array, shares: Float64Array): hottest first.
+    Napi::Value warm_experts(const Napi::CallbackInfo & info) {
+        Napi::Env env = info.Env();
+        return guarded(env, [&]() -> Napi::Value {
+            kail::model & mm = m(env);
+            if (info.Length() < 3 || !info[0].IsTypedArray() || !info[1].IsTypedArray() || !info[2].IsTypedArray())
+                throw make_error(env, "KAIL_E_INVALID_ARG", "warmExperts(layers: Int32Array, experts: Int32Array, shares: Float64Array)");
+            Napi::Int32Array l = info[0].As<Napi::Int32Array>(), e = info[1].As<Napi::Int32Array>();
+            Napi::Float64Array sh = info[2].As<Napi::Float64Array>();
+            if (l.ElementLength() != e.ElementLength() || sh.ElementLength() != e.ElementLength())
+                throw make_error(env, "KAIL_E_INVALID_ARG", "warmExperts: layers, experts and shares differ in length");
+            std::vector<kail::expert_key> keys(e.ElementLength());
+            std::vector<double> shares(sh.Data(), sh.Data() + sh.ElementLength());
+            for (size_t i = 0; i < keys.size(); i++) keys[i] = {l[i], e[i]};
+            mm.warm_experts(keys, shares);
+            return env.Undefined();
         });
     }
     Napi::Value cancel(const Napi::CallbackInfo & info) {

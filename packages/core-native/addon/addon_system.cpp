@@ -1,10 +1,12 @@
 // System information: build, CPU features, CUDA devices.
 #include "addon_common.h"
 
+#include <functional>
 #include <vector>
 
 #include "kail/cpu_features.h"
 #include "kail/cuda.h"
+#include "kail/storage_bench.h"
 
 namespace kail_addon {
 
@@ -59,10 +61,94 @@ Napi::Value cuda_dequantize_q8_0(const Napi::CallbackInfo & info) {
     });
 }
 
+// Runs a bench off the JS thread; resolves with the object to_js builds.
+template <typename R>
+class BenchWorker : public Napi::AsyncWorker {
+  public:
+    BenchWorker(Napi::Env env, std::function<R()> run, std::function<Napi::Value(Napi::Env, const R &)> to_js)
+        : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), run_(std::move(run)), to_js_(std::move(to_js)) {}
+    Napi::Promise promise() { return deferred_.Promise(); }
+    void Execute() override { capture(err_, [&] { r_ = run_(); }); }
+    void OnOK() override {
+        if (err_.set) deferred_.Reject(make_error(Env(), err_.code.c_str(), err_.message).Value());
+        else deferred_.Resolve(to_js_(Env(), r_));
+    }
+    void OnError(const Napi::Error & e) override { deferred_.Reject(e.Value()); }
+
+  private:
+    Napi::Promise::Deferred deferred_;
+    std::function<R()> run_;
+    std::function<Napi::Value(Napi::Env, const R &)> to_js_;
+    R r_;
+    captured_error err_;
+};
+
+double opt_num(Napi::Object o, const char * k, double def) {
+    Napi::Value v = o.Get(k);
+    if (v.IsUndefined()) return def;
+    if (!v.IsNumber()) throw kail::error(kail::KAIL_E_INVALID_ARG, std::string(k) + " must be a number");
+    return v.As<Napi::Number>().DoubleValue();
+}
+
+// ioBench({path, blockBytes, queueDepth, random, seconds, direct}) -> Promise<{bytes, reads, seconds, direct, note}>
+Napi::Value io_bench(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+        if (info.Length() < 1 || !info[0].IsObject()) throw make_error(env, "KAIL_E_INVALID_ARG", "ioBench(options) needs an object");
+        Napi::Object o = info[0].As<Napi::Object>();
+        kail::io_bench_params p;
+        p.path = o.Get("path").IsString() ? o.Get("path").As<Napi::String>().Utf8Value() : throw make_error(env, "KAIL_E_INVALID_ARG", "path must be a string");
+        p.block_bytes = static_cast<uint64_t>(opt_num(o, "blockBytes", 1 << 20));
+        p.queue_depth = static_cast<int>(opt_num(o, "queueDepth", 1));
+        p.seconds = opt_num(o, "seconds", 1);
+        p.random = o.Get("random").ToBoolean().Value();
+        p.direct = o.Get("direct").IsUndefined() ? true : o.Get("direct").ToBoolean().Value();
+        auto * w = new BenchWorker<kail::io_bench_result>(
+            env, [p] { return kail::io_bench_run(p); },
+            [](Napi::Env e, const kail::io_bench_result & r) -> Napi::Value {
+                Napi::Object out = Napi::Object::New(e);
+                out.Set("bytes", Napi::Number::New(e, static_cast<double>(r.bytes)));
+                out.Set("reads", Napi::Number::New(e, static_cast<double>(r.reads)));
+                out.Set("seconds", Napi::Number::New(e, r.seconds));
+                out.Set("direct", Napi::Boolean::New(e, r.direct));
+                out.Set("note", Napi::String::New(e, r.note));
+                return out;
+            });
+        Napi::Promise pr = w->promise();
+        w->Queue();
+        return pr;
+    });
+}
+
+// memBench({bytes, threads, seconds}) -> Promise<{readBytesPerSecond, copyBytesPerSecond, threads}>
+Napi::Value mem_bench(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+        Napi::Object o = info.Length() > 0 && info[0].IsObject() ? info[0].As<Napi::Object>() : Napi::Object::New(env);
+        const uint64_t bytes = static_cast<uint64_t>(opt_num(o, "bytes", 256.0 * (1 << 20)));
+        const int threads = static_cast<int>(opt_num(o, "threads", 1));
+        const double seconds = opt_num(o, "seconds", 1);
+        auto * w = new BenchWorker<kail::mem_bench_result>(
+            env, [=] { return kail::mem_bench_run(bytes, threads, seconds); },
+            [](Napi::Env e, const kail::mem_bench_result & r) -> Napi::Value {
+                Napi::Object out = Napi::Object::New(e);
+                out.Set("readBytesPerSecond", Napi::Number::New(e, r.read_bytes_per_second));
+                out.Set("copyBytesPerSecond", Napi::Number::New(e, r.copy_bytes_per_second));
+                out.Set("threads", Napi::Number::New(e, r.threads));
+                return out;
+            });
+        Napi::Promise pr = w->promise();
+        w->Queue();
+        return pr;
+    });
+}
+
 } // namespace
 
 void register_system(Napi::Env env, Napi::Object exports) {
     exports.Set("systemInfo", Napi::Function::New(env, system_info, "systemInfo"));
+    exports.Set("ioBench", Napi::Function::New(env, io_bench, "ioBench"));
+    exports.Set("memBench", Napi::Function::New(env, mem_bench, "memBench"));
     exports.Set("cudaDequantizeQ8_0", Napi::Function::New(env, cuda_dequantize_q8_0, "cudaDequantizeQ8_0"));
 }
 

@@ -21,8 +21,46 @@ export interface SystemInfo {
   cudaDevices: CudaDeviceInfo[];
 }
 
+/** Options of ioBench (include/kail/storage_bench.h). */
+export interface IoBenchOptions {
+  /** An existing file of at least one block. */
+  path: string;
+  /** Bytes per read, a multiple of 4096. Default 1 MiB. */
+  blockBytes?: number;
+  /** Reads in flight (one thread each), 1..256. Default 1. */
+  queueDepth?: number;
+  /** Random aligned offsets; default false (sequential). */
+  random?: boolean;
+  /** Stop after this many seconds (or at the end of a sequential pass). Default 1. */
+  seconds?: number;
+  /** O_DIRECT (default true); buffered reads + POSIX_FADV_DONTNEED where refused. */
+  direct?: boolean;
+}
+
+export interface IoBenchResult {
+  bytes: number;
+  reads: number;
+  seconds: number;
+  /** O_DIRECT was used. */
+  direct: boolean;
+  /** Why not, when not. */
+  note: string;
+}
+
+export interface MemBenchResult {
+  /** All threads summing one buffer. */
+  readBytesPerSecond: number;
+  /** One thread, memcpy: bytes copied per second. */
+  copyBytesPerSecond: number;
+  threads: number;
+}
+
 export interface AddonSystem {
   systemInfo(): SystemInfo;
+  /** Read bandwidth of a file at one block size and queue depth. */
+  ioBench(options: IoBenchOptions): Promise<IoBenchResult>;
+  /** Memory bandwidth over a buffer of `bytes` (default 256 MiB). */
+  memBench(options?: { bytes?: number; threads?: number; seconds?: number }): Promise<MemBenchResult>;
   /** Dequantizes Q8_0 blocks on GPU 0; throws KAIL_E_UNSUPPORTED without a device. */
   cudaDequantizeQ8_0(blocks: Uint8Array): Float32Array;
 }
@@ -109,6 +147,18 @@ export interface ModelParams {
    * options after a colon ('lfu:half_life=16'). Default: the cache's default ('context').
    */
   cachePolicy?: string;
+  /** Read experts from an expert pack (`kail repack`) instead of the GGUF. */
+  expertPack?: NativeExpertPack;
+}
+
+/**
+ * Where each routed expert lies in an expert pack: one 4 KiB-aligned block per expert with its
+ * gate, up and down slices at sliceOffset, in files[file[e]] at offset[e] (include/kail/expert_stream.h).
+ */
+export interface NativeExpertPack {
+  files: string[];
+  /** One per MoE layer, in program order. */
+  layers: { sliceOffset: [number, number, number]; blockBytes: number; file: Int32Array; offset: Float64Array }[];
 }
 
 /** What a RAM budget holds with routed experts streaming from storage (include/kail/residency.h). */
@@ -196,6 +246,15 @@ export interface NativeExpertStreamStats {
   prefetchCancelled: number;
   prefetchDropped: number;
   readErrors: number;
+  /** Usage-history warming: entries queued, read, later asked for, dropped unread, still queued or reading. */
+  warmQueued: number;
+  warmReads: number;
+  warmBytes: number;
+  warmUsed: number;
+  warmCancelled: number;
+  warmPending: number;
+  /** The files experts are read from (the GGUF, or the expert pack's stripes). */
+  files: string[];
   /** One per MoE op, in program order. */
   layers: NativeExpertLayerStats[];
 }
@@ -230,6 +289,12 @@ export interface NativeModel {
   stats(): NativeModelStats;
   /** The residency plan the model was loaded with; null on the in-memory path. */
   plan(): NativeResidencyPlan | null;
+  /**
+   * Warms the expert cache from usage history: seeds the eviction policy with each expert's
+   * share of tokens and reads the experts, hottest first, into free cache room in the background.
+   * No-op on the in-memory path.
+   */
+  warmExperts(layers: Int32Array, experts: Int32Array, shares: Float64Array): void;
   cancel(): void;
   close(): void;
   readonly nVocab: number;

@@ -52,6 +52,11 @@ class expert_cache_policy {
     // The entry left the cache.
     virtual void on_evict(int32_t layer, int32_t expert) = 0;
 
+    // Usage remembered from earlier runs, before the first token: `expert` of `layer` was used by
+    // this share of tokens (0..1, decayed over runs). Frequency policies start their counts where
+    // that rate settles; recency-only policies ignore it.
+    virtual void on_history(int32_t layer, int32_t expert, double share) {}
+
     // The index in candidates[0..n) of the entry to evict. Candidates are resident and evictable
     // (n >= 1); they may span layers. The cache evicts it and then calls on_evict.
     virtual size_t choose_victim(const expert_key * candidates, size_t n) = 0;

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "kail/expert_cache.h"
+
 namespace kail {
 
 // Alignment of O_DIRECT reads (offset, length and buffer address).
@@ -37,6 +39,21 @@ uint64_t expert_entry_bytes(const expert_layer_source & src, int32_t expert);
 // The largest expert_entry_bytes() over the layer's experts.
 uint64_t expert_entry_bytes_max(const expert_layer_source & src);
 
+// An expert-major copy of a model's routed experts, written by `kail repack`: each expert's gate,
+// up and down slices lie together in one EXPERT_READ_ALIGN-aligned block, so one read fetches an
+// expert, and blocks may be striped over several files (one per storage device) that are read at
+// once. Slices keep the GGUF's bytes exactly; only their place changes.
+struct expert_pack_layer {
+    uint64_t              slice_offset[3] = {0, 0, 0};  // gate, up, down within the block
+    uint64_t              block_bytes = 0;              // a multiple of EXPERT_READ_ALIGN
+    std::vector<int32_t>  file;                         // per expert: index into expert_pack::files
+    std::vector<uint64_t> offset;                       // per expert: the block's offset (aligned)
+};
+struct expert_pack {
+    std::vector<std::string>       files;   // empty: experts are read from the GGUF itself
+    std::vector<expert_pack_layer> layers;  // one per MoE layer, as the expert_layer_source list
+};
+
 struct expert_stream_params {
     uint64_t cache_bytes = 0;   // budget for cached experts, read buffers included
     int      io_threads = 4;    // reader threads: reads in flight at once (the queue depth)
@@ -46,6 +63,8 @@ struct expert_stream_params {
     // with options as "lfu:half_life=16"); empty = expert_cache_default_policy(). "belady" is
     // refused (it needs the future).
     std::string policy;
+    // Where experts are read from: the GGUF (default) or an expert pack of the same model.
+    expert_pack pack;
 };
 
 // Per MoE layer. accesses counts distinct experts per request (one forward pass asks each layer
@@ -85,6 +104,15 @@ struct expert_stream_stats {
     uint64_t    prefetch_cancelled = 0;  // queued prefetches dropped to make room for demand reads
     uint64_t    prefetch_dropped = 0;    // predictions not read because the cache had no room
     uint64_t    read_errors = 0;
+    // Warming from usage history (warm()): entries queued, read, asked for later, dropped unread,
+    // and reads still queued or running now.
+    uint64_t    warm_queued = 0;
+    uint64_t    warm_reads = 0;
+    uint64_t    warm_bytes = 0;
+    uint64_t    warm_used = 0;
+    uint64_t    warm_cancelled = 0;
+    uint64_t    warm_pending = 0;
+    std::vector<std::string> files;  // the files experts are read from
     std::vector<expert_layer_stats> layers;
 };
 
@@ -138,6 +166,13 @@ class expert_stream {
     // into room that holds no other fresh prediction, and are evicted first if never used. Also
     // records the prediction for precision/recall.
     void prefetch(int layer, const int32_t * experts, int n);
+
+    // Warms the cache from usage history: seeds the policy with each listed expert's historical
+    // share of tokens (shares may be null), then queues reads of the experts in the given order
+    // (hottest first) into free room only, never evicting. The reads run in the background below
+    // demand and prefetch reads and leave one reader free for demand; a demand read that needs
+    // room cancels queued warm reads, coldest first. Call before the first request.
+    void warm(const expert_key * experts, const double * shares, size_t n);
 
     expert_stream_stats stats() const;
     int n_layers() const;

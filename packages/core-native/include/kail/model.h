@@ -88,6 +88,7 @@ struct model_params {
     bool     direct_io = true;    // O_DIRECT reads (false: buffered + POSIX_FADV_DONTNEED)
     bool     prefetch = true;     // predict the next MoE layer's experts and read them early
     std::string cache_policy;     // expert cache eviction policy (expert_cache.h); empty = its default
+    expert_pack pack;             // read experts from this pack (kail repack) instead of the GGUF
 };
 
 struct batch {
@@ -131,6 +132,8 @@ class model {
     model_stats stats() const;
     // The residency plan the model was loaded with (streaming); all zero for the in-memory path.
     residency_plan plan() const;
+    // Streaming: warms the expert cache from usage history (expert_stream::warm); no-op otherwise.
+    void    warm_experts(const std::vector<expert_key> & experts, const std::vector<double> & shares);
     void    cancel() { cancel_.store(true); }
     int     n_threads() const;
 

@@ -1,6 +1,7 @@
 // Internal to src/cache: option parsing, shared bookkeeping and the policy factories.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -58,6 +59,11 @@ class decayed_counts {
     double value(size_t i, int64_t step) const;
     // The value a count settles at when the expert is used once every token.
     double saturation() const { return 1.0 / (1.0 - decay_); }
+    // Starts a count at what `share` (accesses per token) settles at, before the first token.
+    void   seed(size_t i, double share) {
+        value_[i] = std::max(0.0, std::min(1.0, share)) * saturation();
+        at_[i] = 0;
+    }
 
   private:
     std::vector<double>  value_;

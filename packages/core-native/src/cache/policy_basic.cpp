@@ -150,6 +150,7 @@ class counting_policy final : public dense_policy {
         const size_t i = index(layer, expert);
         if (last_[i] == 0) last_[i] = ++clock_;
     }
+    void on_history(int32_t layer, int32_t expert, double share) override { counts_.seed(index(layer, expert), share); }
     void on_evict(int32_t, int32_t) override {}
     size_t choose_victim(const expert_key * c, size_t n) override {
         size_t best = 0;

@@ -142,6 +142,8 @@ class context_policy final : public dense_policy {
         if (last_[k] == 0) last_[k] = ++clock_;
     }
 
+    void on_history(int32_t layer, int32_t expert, double share) override { prior_.seed(index(layer, expert), share); }
+
     void on_evict(int32_t, int32_t) override {}
 
     size_t choose_victim(const expert_key * c, size_t n) override {

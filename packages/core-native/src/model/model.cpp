@@ -214,6 +214,7 @@ void setup_streaming(model::impl & m) {
         sp.direct_io = m.params.direct_io;
         sp.prefetch = m.params.prefetch;
         sp.policy = m.params.cache_policy;
+        sp.pack = m.params.pack;
         m.stream.reset(new expert_stream(path, residency_expert_sources(*m.file, m.prog), sp));
     }
     m.plan = std::move(plan);
@@ -354,6 +355,12 @@ model_stats model::stats() const {
     }
     if (impl_->stream) s.stream = impl_->stream->stats();
     return s;
+}
+
+void model::warm_experts(const std::vector<expert_key> & experts, const std::vector<double> & shares) {
+    if (!impl_->stream) return;
+    if (!shares.empty() && shares.size() != experts.size()) throw error(KAIL_E_INVALID_ARG, "warm_experts: shares and experts differ in length");
+    impl_->stream->warm(experts.data(), shares.empty() ? nullptr : shares.data(), experts.size());
 }
 
 residency_plan model::plan() const { return impl_->plan ? *impl_->plan : residency_plan{}; }

@@ -59,6 +59,7 @@ struct entry {
     bool            stale = false;        // speculative, and its layer was asked for without it
     bool            in_policy = false;
     bool            demand = false;       // queued with demand priority
+    bool            warm = false;         // read by warm() and not asked for since
     uint8_t *       buf = nullptr;
     uint64_t        bytes = 0;
     const uint8_t * data[3] = {nullptr, nullptr, nullptr};
@@ -84,8 +85,10 @@ struct expert_stream::impl {
     std::string                      path;
     std::vector<expert_layer_source> layers;
     expert_stream_params             params;
-    int                              fd_direct = -1;
-    int                              fd_buffered = -1;
+    std::vector<std::string>         files;        // the GGUF, or the pack's stripes
+    std::vector<int>                 fd_direct;    // per file; -1 without O_DIRECT
+    std::vector<int>                 fd_buffered;  // per file
+    bool                             packed = false;
     bool                             direct = false;  // guarded by mu
     std::string                      io_note;
 
@@ -93,7 +96,8 @@ struct expert_stream::impl {
     std::condition_variable          io_cv;     // readers wait for work
     std::condition_variable          ready_cv;  // requests wait for reads and room
     std::unordered_map<uint64_t, entry_ptr> map;
-    std::deque<entry_ptr>            q_demand, q_prefetch;
+    std::deque<entry_ptr>            q_demand, q_prefetch, q_warm;
+    int                              warm_reading = 0;  // warm reads in flight
     std::list<entry_ptr>             spec;      // speculative entries, oldest first
     uint64_t                         spec_bytes = 0;
     std::unique_ptr<expert_cache_policy> policy;  // ranks demand-used entries for eviction
@@ -117,8 +121,15 @@ struct expert_stream::impl {
         io_cv.notify_all();
         for (auto & t : threads) t.join();
         for (auto & kv : map) free_buffer(*kv.second);
-        if (fd_direct >= 0) ::close(fd_direct);
-        if (fd_buffered >= 0) ::close(fd_buffered);
+        for (int fd : fd_direct)
+            if (fd >= 0) ::close(fd);
+        for (int fd : fd_buffered)
+            if (fd >= 0) ::close(fd);
+    }
+
+    // Bytes of one entry's buffer: its three aligned spans in the GGUF, or its pack block.
+    uint64_t entry_bytes(int layer, int32_t expert) const {
+        return packed ? params.pack.layers[layer].block_bytes : expert_entry_bytes(layers[layer], expert);
     }
 
     void free_buffer(entry & e) {
@@ -168,6 +179,8 @@ struct expert_stream::impl {
             if (e->pins == 0 && e->state == entry::READY) return e;
         for (auto & e : spec)
             if (e->pins == 0 && e->state == entry::QUEUED) return e;
+        for (auto it = q_warm.rbegin(); it != q_warm.rend(); ++it)  // coldest first
+            if ((*it)->pins == 0 && (*it)->state == entry::QUEUED && (*it)->warm) return *it;
         return nullptr;
     }
 
@@ -175,7 +188,8 @@ struct expert_stream::impl {
         if (v->speculative) st.layers[v->layer].prefetch_wasted++;
         if (v->state == entry::QUEUED) {
             v->state = entry::CANCELLED;
-            st.prefetch_cancelled++;
+            if (v->warm) st.warm_cancelled++;
+            else st.prefetch_cancelled++;
         } else {
             st.evictions++;
         }
@@ -225,7 +239,7 @@ struct expert_stream::impl {
                 held.push_back(it->second);
                 continue;
             }
-            const uint64_t bytes = expert_entry_bytes(layers[layer], x);
+            const uint64_t bytes = entry_bytes(layer, x);
             uint8_t * buf = alloc(bytes, true);
             if (!buf) break;
             entry_ptr e = new_entry(layer, x, buf, bytes);
@@ -243,6 +257,10 @@ struct expert_stream::impl {
 
     void pin_existing(const entry_ptr & e) {
         e->pins++;
+        if (e->warm) {
+            st.warm_used++;
+            e->warm = false;
+        }
         if (e->speculative) {
             st.layers[e->layer].prefetch_used++;
             spec.remove(e);
@@ -263,6 +281,7 @@ struct expert_stream::impl {
 
     // Reads one entry's three slices; returns "" or the error.
     std::string read_entry(const entry & e, bool & direct_now, std::string & note) {
+        if (packed) return read_block(e, direct_now, note);
         const expert_layer_source & src = layers[e.layer];
         uint64_t part = 0;
         for (int s = 0; s < 3; s++) {
@@ -273,7 +292,7 @@ struct expert_stream::impl {
             std::string err;
             bool done = false;
             if (direct_now) {
-                int rc = read_full(fd_direct, dst, span, a0, off + len - a0, err);
+                int rc = read_full(0, true, dst, span, a0, off + len - a0, err);
                 if (rc == 0) done = true;
                 else if (rc == EINVAL) {
                     direct_now = false;
@@ -283,8 +302,8 @@ struct expert_stream::impl {
                 }
             }
             if (!done) {
-                int rc = read_full(fd_buffered, dst + (off - a0), len, off, len, err);
-                posix_fadvise(fd_buffered, static_cast<off_t>(off), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
+                int rc = read_full(0, false, dst + (off - a0), len, off, len, err);
+                posix_fadvise(fd_buffered[0], static_cast<off_t>(off), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
                 if (rc != 0) return describe(e, s, off, len, err);
             }
             part += span;
@@ -292,25 +311,49 @@ struct expert_stream::impl {
         return "";
     }
 
+    // Pack: the expert's block in one read.
+    std::string read_block(const entry & e, bool & direct_now, std::string & note) {
+        const expert_pack_layer & pl = params.pack.layers[e.layer];
+        const int f = pl.file[e.expert];
+        const uint64_t off = pl.offset[e.expert], len = pl.block_bytes;
+        std::string err;
+        if (direct_now) {
+            const int rc = read_full(f, true, e.buf, len, off, len, err);
+            if (rc == 0) return "";
+            if (rc != EINVAL) return describe_block(e, f, off, len, err);
+            direct_now = false;
+            note = std::string("O_DIRECT reads refused (") + std::strerror(EINVAL) + "); buffered reads + POSIX_FADV_DONTNEED";
+        }
+        const int rc = read_full(f, false, e.buf, len, off, len, err);
+        posix_fadvise(fd_buffered[f], static_cast<off_t>(off), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
+        return rc == 0 ? "" : describe_block(e, f, off, len, err);
+    }
+
+    std::string describe_block(const entry & e, int f, uint64_t off, uint64_t len, const std::string & why) const {
+        return "expert stream: cannot read expert " + std::to_string(e.expert) + " of MoE layer " + std::to_string(e.layer) + " (" + std::to_string(len) +
+               "-byte block at offset " + std::to_string(off) + ") from expert pack '" + files[f] + "': " + why;
+    }
+
     std::string describe(const entry & e, int s, uint64_t off, uint64_t len, const std::string & why) const {
         return "expert stream: cannot read expert " + std::to_string(e.expert) + " of MoE layer " + std::to_string(e.layer) + " (" + SLICE_NAMES[s] +
                " matrix, " + std::to_string(len) + " bytes at offset " + std::to_string(off) + ") from '" + path + "': " + why;
     }
 
-    // Reads until `need` bytes are in (up to `len`); 0, EINVAL (for the O_DIRECT fallback) or -1 with err set.
-    int read_full(int fd, uint8_t * dst, uint64_t len, uint64_t off, uint64_t need, std::string & err) const {
+    // Reads file f until `need` bytes are in (up to `len`); 0, EINVAL (for the O_DIRECT fallback) or -1 with err set.
+    int read_full(int f, bool use_direct, uint8_t * dst, uint64_t len, uint64_t off, uint64_t need, std::string & err) const {
+        const int fd = use_direct ? fd_direct[f] : fd_buffered[f];
         uint64_t got = 0;
         while (got < need) {
             const ssize_t r = pread(fd, dst + got, static_cast<size_t>(len - got), static_cast<off_t>(off + got));
             if (r < 0) {
                 if (errno == EINTR) continue;
-                if (errno == EINVAL && fd == fd_direct) return EINVAL;
+                if (errno == EINVAL && use_direct) return EINVAL;
                 err = std::strerror(errno);
                 return -1;
             }
             if (r == 0) {
                 struct stat sb;
-                const long long size = fstat(fd_buffered, &sb) == 0 ? static_cast<long long>(sb.st_size) : -1;
+                const long long size = fstat(fd_buffered[f], &sb) == 0 ? static_cast<long long>(sb.st_size) : -1;
                 err = "the file ends at " + std::to_string(size) + " bytes (truncated while open?)";
                 return -1;
             }
@@ -320,6 +363,10 @@ struct expert_stream::impl {
     }
 
     void set_views(entry & e) {
+        if (packed) {
+            for (int s = 0; s < 3; s++) e.data[s] = e.buf + params.pack.layers[e.layer].slice_offset[s];
+            return;
+        }
         const expert_layer_source & src = layers[e.layer];
         uint64_t part = 0;
         for (int s = 0; s < 3; s++) {
@@ -332,14 +379,19 @@ struct expert_stream::impl {
     // Prefetch reads may hold at most half the readers, so a demand read never waits for a
     // free reader behind a row of guesses.
     int prefetch_cap() const { return std::max(1, params.io_threads / 2); }
+    // Warm reads leave one reader free for demand.
+    int warm_cap() const { return std::max(1, params.io_threads - 1); }
 
     void reader() {
         for (;;) {
             entry_ptr e;
-            bool direct_now, is_prefetch = false;
+            bool direct_now, is_prefetch = false, is_warm = false;
             {
                 std::unique_lock<std::mutex> lk(mu);
-                io_cv.wait(lk, [&] { return stop || !q_demand.empty() || (!q_prefetch.empty() && prefetch_reading < prefetch_cap()); });
+                io_cv.wait(lk, [&] {
+                    return stop || !q_demand.empty() || (!q_prefetch.empty() && prefetch_reading < prefetch_cap()) ||
+                           (!q_warm.empty() && warm_reading < warm_cap());
+                });
                 if (stop) return;
                 while (!e && !q_demand.empty()) {
                     entry_ptr c = q_demand.front();
@@ -353,6 +405,15 @@ struct expert_stream::impl {
                         e = c;
                         is_prefetch = true;
                         prefetch_reading++;
+                    }
+                }
+                while (!e && !q_warm.empty() && warm_reading < warm_cap()) {
+                    entry_ptr c = q_warm.front();
+                    q_warm.pop_front();
+                    if (c->state == entry::QUEUED) {
+                        e = c;
+                        is_warm = true;
+                        warm_reading++;
                     }
                 }
                 if (!e) continue;
@@ -371,6 +432,7 @@ struct expert_stream::impl {
                     io_note = note;
                 }
                 if (is_prefetch) prefetch_reading--;
+                if (is_warm) warm_reading--;
                 expert_layer_stats & ls = st.layers[e->layer];
                 ls.read_seconds += secs;
                 if (err.empty()) {
@@ -378,6 +440,10 @@ struct expert_stream::impl {
                     e->state = entry::READY;
                     ls.reads++;
                     ls.bytes_read += e->bytes;
+                    if (is_warm) {
+                        st.warm_reads++;
+                        st.warm_bytes += e->bytes;
+                    }
                 } else {
                     e->state = entry::FAILED;
                     e->error = err;
@@ -388,7 +454,7 @@ struct expert_stream::impl {
                 }
             }
             ready_cv.notify_all();
-            if (is_prefetch) io_cv.notify_one();
+            if (is_prefetch || is_warm) io_cv.notify_one();
         }
     }
 };
@@ -497,18 +563,47 @@ expert_stream::expert_stream(const std::string & path, std::vector<expert_layer_
     m.st.layers.resize(m.layers.size());
     m.predicted.resize(m.layers.size());
     m.st.capacity_bytes = m.params.cache_bytes;
+    m.packed = !m.params.pack.files.empty();
+    if (m.packed) {
+        const expert_pack & pk = m.params.pack;
+        if (pk.layers.size() != m.layers.size())
+            throw error(KAIL_E_INVALID_ARG, "expert pack: " + std::to_string(pk.layers.size()) + " MoE layers, the model has " + std::to_string(m.layers.size()));
+        for (size_t l = 0; l < pk.layers.size(); l++) {
+            const expert_pack_layer & pl = pk.layers[l];
+            const expert_layer_source & src = m.layers[l];
+            const std::string at = "expert pack, MoE layer " + std::to_string(l) + ": ";
+            if (pl.block_bytes == 0 || pl.block_bytes % A != 0) throw error(KAIL_E_INVALID_ARG, at + "block size " + std::to_string(pl.block_bytes) + " is not a positive multiple of 4096");
+            for (int s = 0; s < 3; s++)
+                if (pl.slice_offset[s] + src.stride[s] > pl.block_bytes) throw error(KAIL_E_INVALID_ARG, at + std::string(SLICE_NAMES[s]) + " slice passes the block's end");
+            if (pl.file.size() != static_cast<size_t>(src.n_expert) || pl.offset.size() != static_cast<size_t>(src.n_expert))
+                throw error(KAIL_E_INVALID_ARG, at + "needs " + std::to_string(src.n_expert) + " expert blocks");
+            for (int32_t e = 0; e < src.n_expert; e++)
+                if (pl.file[e] < 0 || static_cast<size_t>(pl.file[e]) >= pk.files.size() || pl.offset[e] % A != 0)
+                    throw error(KAIL_E_INVALID_ARG, at + "expert " + std::to_string(e) + " has a bad file index or an unaligned offset");
+        }
+        m.files = pk.files;
+    } else {
+        m.files = {path};
+    }
     uint64_t largest = 0;
-    for (auto & l : m.layers) largest = std::max(largest, expert_entry_bytes_max(l));
+    for (size_t l = 0; l < m.layers.size(); l++) largest = std::max(largest, m.packed ? m.params.pack.layers[l].block_bytes : expert_entry_bytes_max(m.layers[l]));
     if (largest > m.params.cache_bytes)
         throw error(KAIL_E_BUDGET, "expert stream: a cache of " + std::to_string(m.params.cache_bytes) + " bytes cannot hold one expert (" + std::to_string(largest) + " bytes)");
-    m.fd_buffered = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (m.fd_buffered < 0) throw error(KAIL_E_IO, "expert stream: cannot open '" + path + "': " + std::strerror(errno));
-    if (m.params.direct_io) {
-        m.fd_direct = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-        if (m.fd_direct >= 0) m.direct = true;
-        else m.io_note = std::string("O_DIRECT refused by the filesystem (open: ") + std::strerror(errno) + "); buffered reads + POSIX_FADV_DONTNEED";
-    } else {
-        m.io_note = "direct I/O off by request; buffered reads + POSIX_FADV_DONTNEED";
+    m.direct = m.params.direct_io;
+    if (!m.params.direct_io) m.io_note = "direct I/O off by request; buffered reads + POSIX_FADV_DONTNEED";
+    for (const std::string & f : m.files) {
+        const int fb = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fb < 0) throw error(KAIL_E_IO, "expert stream: cannot open '" + f + "': " + std::strerror(errno));
+        m.fd_buffered.push_back(fb);
+        int fdd = -1;
+        if (m.params.direct_io) {
+            fdd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+            if (fdd < 0 && m.direct) {
+                m.direct = false;
+                m.io_note = std::string("O_DIRECT refused by the filesystem of '") + f + "' (open: " + std::strerror(errno) + "); buffered reads + POSIX_FADV_DONTNEED";
+            }
+        }
+        m.fd_direct.push_back(fdd);
     }
     for (int i = 0; i < m.params.io_threads; i++) m.threads.emplace_back([p = impl_.get()] { p->reader(); });
 }
@@ -581,6 +676,36 @@ expert_request expert_stream::request(int layer, const int32_t * experts, int n,
     return expert_request(std::move(s));
 }
 
+void expert_stream::warm(const expert_key * experts, const double * shares, size_t n) {
+    impl & m = *impl_;
+    std::lock_guard<std::mutex> lk(m.mu);
+    std::vector<entry_ptr> queued;
+    for (size_t i = 0; i < n; i++) {
+        const expert_key k = experts[i];
+        if (k.layer < 0 || k.layer >= n_layers() || k.expert < 0 || k.expert >= m.layers[k.layer].n_expert)
+            throw error(KAIL_E_INVALID_ARG, "expert stream: warm(): expert " + std::to_string(k.expert) + " of MoE layer " + std::to_string(k.layer) + " out of range");
+        if (shares) m.policy->on_history(k.layer, k.expert, shares[i]);
+        if (m.map.count(key_of(k.layer, k.expert))) continue;
+        const uint64_t bytes = m.entry_bytes(k.layer, k.expert);
+        if (m.used + bytes > m.params.cache_bytes) continue;  // never evicts; a smaller entry may still fit
+        void * p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) break;
+        m.used += bytes;
+        m.st.peak_bytes = std::max(m.st.peak_bytes, m.used);
+        entry_ptr e = m.new_entry(k.layer, k.expert, static_cast<uint8_t *>(p), bytes);
+        e->warm = true;
+        m.q_warm.push_back(e);
+        queued.push_back(e);
+        m.st.warm_queued++;
+    }
+    // Coldest first into the policy, so recency-only policies keep the hottest longest.
+    for (auto it = queued.rbegin(); it != queued.rend(); ++it) {
+        m.policy->on_insert((*it)->layer, (*it)->expert, m.step, true);
+        (*it)->in_policy = true;
+    }
+    if (!queued.empty()) m.io_cv.notify_all();
+}
+
 void expert_stream::prefetch(int layer, const int32_t * experts, int n) {
     impl & m = *impl_;
     if (layer < 0 || layer >= n_layers()) throw error(KAIL_E_INVALID_ARG, "expert stream: layer " + std::to_string(layer) + " out of range");
@@ -599,7 +724,7 @@ void expert_stream::prefetch(int layer, const int32_t * experts, int n) {
     for (int i = 0; i < n; i++) {
         const int32_t x = experts[i];
         if (x < 0 || x >= m.layers[layer].n_expert || m.map.count(key_of(layer, x))) continue;
-        const uint64_t bytes = expert_entry_bytes(m.layers[layer], x);
+        const uint64_t bytes = m.entry_bytes(layer, x);
         // Predictions may take at most half the cache, so a wrong guess never flushes it.
         uint8_t * buf = m.spec_bytes + bytes <= m.params.cache_bytes / 2 ? m.alloc(bytes, false) : nullptr;
         if (!buf) {
@@ -633,6 +758,11 @@ expert_stream_stats expert_stream::stats() const {
     s.pinned_bytes = 0;
     for (auto & kv : m.map)
         if (kv.second->pins > 0) s.pinned_bytes += kv.second->bytes;
+    s.warm_pending = 0;
+    for (auto & e : m.q_warm)
+        if (e->state == entry::QUEUED) s.warm_pending++;
+    s.warm_pending += static_cast<uint64_t>(m.warm_reading);
+    s.files = m.files;
     return s;
 }
 

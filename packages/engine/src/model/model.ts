@@ -3,6 +3,7 @@ import os from 'node:os';
 import type { ForwardBatch, GgufTensorInfo, ModelParams, ModelProgram, NativeGgufFile, NativeModel, NativeResidencyPlan } from '@kailstream/core-native';
 
 import { EngineError, toEngineError } from '../errors';
+import { DEFAULT_USAGE_DECAY, mergeUsage, modelIdentity, readUsageHistory, warmOrder, writeUsageHistory, type UsageHistory } from '../cache/usage-history';
 import { native } from '../native';
 import { Tokenizer } from '../tokenizer/tokenizer';
 import { SUPPORTED_ARCHITECTURES, buildProgram } from './architectures';
@@ -43,6 +44,17 @@ export interface LoadModelOptions {
    * ('lfu:half_life=16'). Default: the native cache's default ('context').
    */
   cachePolicy?: string;
+  /**
+   * Directory of per-model usage histories (decayed expert activation counts, one small JSON file
+   * per model keyed by modelIdentity()). When set, a streaming load warms the expert cache with the
+   * historically hottest experts in the background (reads below demand priority, never evicting)
+   * and seeds the eviction policy's frequency state; close() (or saveUsageHistory()) merges this
+   * run's counts in. A missing or unreadable history starts cold (see usageHistoryNote). Default:
+   * unset, no history. The CLI uses <data dir>/usage (USAGE_HISTORY_SUBDIR).
+   */
+  usageHistoryDir?: string;
+  /** Weight of the stored history against this run when merging, 0..1. Default DEFAULT_USAGE_DECAY (0.5). */
+  usageDecay?: number;
 }
 
 /** What a RAM budget holds with routed experts streaming from storage. */
@@ -192,9 +204,21 @@ export function planModel(path: string, opts: LoadModelOptions & { ramBytes: num
   }
 }
 
+interface UsageState {
+  dir: string;
+  key: string;
+  decay: number;
+  /** Counts and tokens already merged into the file by this model. */
+  savedCounts: Float64Array;
+  savedTokens: number;
+}
+
 /** A loaded model: hyperparameters, tokenizer and the native runtime with its KV cache. */
 export class EngineModel {
   private busy: Promise<unknown> = Promise.resolve();
+  private usage: UsageState | null = null;
+  /** What became of the usage history at load: warmed from it, none yet, or why it was ignored. '' without a history dir. */
+  usageHistoryNote = '';
 
   private constructor(
     readonly path: string,
@@ -246,9 +270,85 @@ export class EngineModel {
       } catch (e) {
         throw toEngineError(e);
       }
-      return new EngineModel(path, hp, md, tokenizer, program, runtime, nCtx, nSeqMax, summary, nBatch, plan);
+      const model = new EngineModel(path, hp, md, tokenizer, program, runtime, nCtx, nSeqMax, summary, nBatch, plan);
+      if (opts.usageHistoryDir && program.nMoeLayers > 0) model.startUsageHistory(opts.usageHistoryDir, opts.usageDecay);
+      return model;
     } finally {
       file.close();
+    }
+  }
+
+  private startUsageHistory(dir: string, decay = DEFAULT_USAGE_DECAY): void {
+    if (!(decay >= 0 && decay <= 1)) throw new EngineError('KAIL_E_INVALID_ARG', `usageDecay must be in 0..1, got ${decay}`);
+    const n = this.program.nMoeLayers * this.program.nExpert;
+    const key = modelIdentity(this.path);
+    this.usage = { dir, key, decay, savedCounts: new Float64Array(n), savedTokens: 0 };
+    let h: UsageHistory | null = null;
+    try {
+      h = readUsageHistory(dir, key, this.program.nMoeLayers, this.program.nExpert);
+    } catch (e) {
+      this.usageHistoryNote = `usage history ignored: ${(e as Error).message}`;
+      return;
+    }
+    if (!h) {
+      this.usageHistoryNote = `no usage history yet (${dir}); this run starts one`;
+      return;
+    }
+    if (!this.plan) {
+      this.usageHistoryNote = `usage history of ${h.runs} run(s) kept; nothing to warm (experts are not streaming)`;
+      return;
+    }
+    const w = warmOrder(h);
+    try {
+      this.runtime.warmExperts(w.layers, w.experts, w.shares);
+    } catch (e) {
+      throw toEngineError(e);
+    }
+    const st = this.runtime.stats().stream;
+    this.usageHistoryNote = `warming ${st?.warmQueued ?? 0} of ${w.experts.length} experts used in ${h.runs} earlier run(s)`;
+  }
+
+  /**
+   * Merges the counts since the last save into this model's usage history file; returns its path,
+   * or null without a history directory.
+   */
+  saveUsageHistory(): string | null {
+    const u = this.usage;
+    if (!u) return null;
+    const st = this.runtime.stats();
+    const n = u.savedCounts.length;
+    if (st.expertCounts.length !== n) return null;
+    const delta = new Float64Array(n);
+    let any = 0;
+    for (let i = 0; i < n; i++) {
+      delta[i] = st.expertCounts[i] - u.savedCounts[i];
+      any += delta[i];
+    }
+    const tokens = st.tokens - u.savedTokens;
+    if (!any || tokens <= 0) return null;
+    let prev: UsageHistory | null = null;
+    try {
+      prev = readUsageHistory(u.dir, u.key, this.program.nMoeLayers, this.program.nExpert);
+    } catch {
+      prev = null; // unreadable or another shape: start over rather than keep a broken file
+    }
+    const file = writeUsageHistory(
+      u.dir,
+      mergeUsage(prev, { key: u.key, model: this.path, nMoeLayers: this.program.nMoeLayers, nExpert: this.program.nExpert, counts: delta, tokens }, u.decay),
+    );
+    u.savedCounts = Float64Array.from(st.expertCounts);
+    u.savedTokens = st.tokens;
+    return file;
+  }
+
+  /** Resolves once the usage-history warm reads are done (true), or false after timeoutMs. */
+  async warmed(timeoutMs = 30_000): Promise<boolean> {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      const st = this.runtime.stats().stream;
+      if (!st || st.warmPending === 0) return true;
+      if (Date.now() >= end) return false;
+      await new Promise((r) => setTimeout(r, 5));
     }
   }
 
@@ -311,7 +411,13 @@ export class EngineModel {
     this.runtime.seqTruncate(seq, len);
   }
 
+  /** Saves the usage history (errors are kept in usageHistoryNote, never thrown) and frees the model. */
   close(): void {
+    try {
+      this.saveUsageHistory();
+    } catch (e) {
+      this.usageHistoryNote = `usage history not saved: ${(e as Error).message}`;
+    }
     this.runtime.close();
   }
 }
