@@ -2,6 +2,7 @@ import { EngineError } from './errors';
 import type { EngineModel } from './model/model';
 import { createSampler, type SamplerParams } from './sampling/sampler';
 import { StopMatcher } from './sampling/stop';
+import type { SpeculativeDecoder, SpeculativeStats } from './speculative/speculative-decoder';
 
 export interface GenerateOptions {
   /** Most tokens to generate. Default 128. */
@@ -19,6 +20,12 @@ export interface GenerateOptions {
    * instead (benchmarks: varies routing like real text, unlike a greedy loop on random weights).
    */
   feed?: 'sampled' | 'random';
+  /**
+   * Speculative decoding (draft model or prompt lookup, see SpeculativeDecoder): the same tokens
+   * (greedy) or the same distribution (sampled) as without it, several tokens per target pass.
+   * The draft model, when it is the target itself, drafts in sequence slot `seq + 1`.
+   */
+  speculative?: SpeculativeDecoder;
 }
 
 export interface GenerateResult {
@@ -30,8 +37,13 @@ export interface GenerateResult {
   generationMs: number;
   /** Prompt tokens per second. */
   promptTps: number;
-  /** Decode forward passes per second (llama.cpp's eval rate). */
+  /**
+   * Decode forward passes per second (llama.cpp's eval rate); with speculation, tokens committed
+   * after the first per second of decoding (drafting included).
+   */
   genTps: number;
+  /** Speculation counters of this call; only with `speculative`. */
+  speculative?: SpeculativeStats;
 }
 
 /** Evaluates the prompt, then samples tokens one at a time until EOG, a stop string or maxTokens. */
@@ -42,6 +54,7 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   if (prompt.length + maxTokens > model.nCtx && prompt.length >= model.nCtx)
     throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${prompt.length} tokens; the context holds ${model.nCtx}`);
   const seq = opts.seq ?? 0;
+  if (opts.speculative) return generateSpeculative(model, prompt, maxTokens, seq, opts.speculative, opts);
   model.truncate(seq, 0);
   const sampler = createSampler(opts.sampling ?? {});
   const eog = new Set<number>();
@@ -102,5 +115,103 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
     generationMs,
     promptTps: prompt.length / (promptMs / 1000),
     genTps: decodes > 0 ? decodes / (decodeMs / 1000) : 0,
+  };
+}
+
+/**
+ * The speculative loop: the prompt but its last token is prefilled, then each step verifies
+ * [pending, drafts…] in one target pass and commits 1..k+1 tokens, fed one by one through the
+ * same stop matcher, so EOG, stop strings and maxTokens cut exactly where they would without
+ * speculation (committed tokens past the cut are dropped).
+ */
+async function generateSpeculative(
+  model: EngineModel,
+  prompt: readonly number[],
+  maxTokens: number,
+  seq: number,
+  spec: SpeculativeDecoder,
+  opts: GenerateOptions,
+): Promise<GenerateResult> {
+  if (spec.target !== model) throw new EngineError('KAIL_E_INVALID_ARG', 'the speculative decoder was made for another target model');
+  if (opts.feed === 'random') throw new EngineError('KAIL_E_INVALID_ARG', "feed 'random' cannot be combined with speculative decoding");
+  model.truncate(seq, 0);
+  const before = spec.stats();
+  const s = spec.begin(seq, opts.sampling ?? {}, spec.draft === model ? seq + 1 : 0);
+  const eog = new Set<number>();
+  for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) eog.add(id);
+  const stop = new StopMatcher({ stop: opts.stop, eogTokens: eog });
+  const decoder = model.tokenizer.createStreamDecoder();
+  const history: number[] = [...prompt];
+  const out: number[] = [];
+  let text = '';
+  const emit = (t: string) => {
+    if (!t) return;
+    text += t;
+    opts.onText?.(t);
+  };
+  const t0 = performance.now();
+  if (prompt.length > 1) await model.evaluate(seq, prompt.slice(0, -1), 'last');
+  const t1 = performance.now();
+  let finish: GenerateResult['finishReason'] = 'length';
+  // The first target pass also finishes the prompt: tokens/s counts what came after it.
+  let tFirst = 0;
+  let firstCount = -1;
+  loop: while (out.length < maxTokens && history.length < model.nCtx) {
+    if (opts.signal?.aborted) {
+      finish = 'cancelled';
+      break;
+    }
+    const maxNew = Math.min(maxTokens - out.length, model.nCtx - history.length);
+    const { tokens } = await s.step(history, maxNew);
+    if (firstCount < 0) {
+      tFirst = performance.now();
+      firstCount = Math.min(tokens.length, maxTokens);
+    }
+    for (const token of tokens) {
+      out.push(token);
+      history.push(token);
+      const st = stop.pushToken(token, decoder.push(token));
+      emit(st.text);
+      if (st.done) {
+        finish = 'stop';
+        break loop;
+      }
+      if (out.length >= maxTokens || history.length >= model.nCtx) break loop;
+    }
+  }
+  if (finish !== 'stop') emit(stop.push(decoder.flush()).text + stop.flush());
+  const t2 = performance.now();
+  const after = spec.stats();
+  const promptMs = t1 - t0;
+  const decodeMs = tFirst ? t2 - tFirst : 0;
+  return {
+    tokens: out,
+    text,
+    finishReason: finish,
+    promptTokens: prompt.length,
+    promptMs,
+    generationMs: t2 - t1,
+    promptTps: prompt.length / (promptMs / 1000),
+    genTps: decodeMs > 0 && out.length > firstCount ? (out.length - firstCount) / (decodeMs / 1000) : 0,
+    speculative: diffStats(before, after),
+  };
+}
+
+function diffStats(a: SpeculativeStats, b: SpeculativeStats): SpeculativeStats {
+  const drafted = b.draftedTokens - a.draftedTokens;
+  const accepted = b.acceptedTokens - a.acceptedTokens;
+  const passes = b.targetPasses - a.targetPasses;
+  const committed = b.committedTokens - a.committedTokens;
+  return {
+    ...b,
+    draftedTokens: drafted,
+    acceptedTokens: accepted,
+    targetPasses: passes,
+    committedTokens: committed,
+    tokensPerPass: passes ? committed / passes : 0,
+    acceptanceRate: drafted ? accepted / drafted : 0,
+    timeSavedSeconds: b.timeSavedSeconds - a.timeSavedSeconds,
+    verifySeconds: b.verifySeconds - a.verifySeconds,
+    draftSeconds: b.draftSeconds - a.draftSeconds,
   };
 }

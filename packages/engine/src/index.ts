@@ -43,3 +43,28 @@ export { parseRoutingTrace, readRoutingTrace } from './cache/trace';
 export type { RoutingTrace } from './cache/trace';
 export { cachePolicies, defaultCachePolicy, simulateCache } from './cache/simulate';
 export type { CacheSimulation } from './cache/simulate';
+export { SpeculativeDecoder, SpeculativeSequence, chooseK } from './speculative/speculative-decoder';
+export type { Draft, SpeculativeOptions, SpeculativeStats, VerifyResult } from './speculative/speculative-decoder';
+export { lookupDraft } from './speculative/ngram-lookup';
+export type { LookupOptions } from './speculative/ngram-lookup';
+export { checkVocabCompatible } from './speculative/vocab-check';
+export {
+  DEFAULT_USAGE_DECAY,
+  USAGE_HISTORY_SUBDIR,
+  mergeUsage,
+  modelIdentity,
+  readUsageHistory,
+  usageHistoryPath,
+  warmOrder,
+  writeUsageHistory,
+} from './cache/usage-history';
+export type { UsageHistory, WarmOrder } from './cache/usage-history';
+export {
+  HARDWARE_PROFILE_FILE,
+  hardwareProfilePath,
+  measureHardware,
+  profileDefaults,
+  readHardwareProfile,
+  writeHardwareProfile,
+} from './model/hardware-profile';
+export type { HardwareProfile, ProfileDefaults, ProfileOptions, StorageProfile } from './model/hardware-profile';

@@ -7,12 +7,17 @@ import path from 'node:path';
 
 const GEN_MODEL = path.resolve(__dirname, '../../../tools/dist/gen-model.js');
 
-/** Writes a preset model (e.g. 'tiny-qwen3moe', 'F32') into dir and returns its path. */
-export function writeTestModel(dir: string, preset: string, type = 'F32', seed = 1): string {
-  const out = path.join(dir, `${preset}-${type}-${seed}.gguf`);
+/**
+ * Writes a preset model (e.g. 'tiny-qwen3moe', 'F32') into dir and returns its path. `extra` are
+ * more gen-model flags (e.g. ['--layers', '1'] for a same-vocabulary draft: weights are seeded per
+ * tensor name, so the shared tensors equal the full model's).
+ */
+export function writeTestModel(dir: string, preset: string, type = 'F32', seed = 1, extra: string[] = []): string {
+  const tag = extra.length ? `-${extra.join('').replace(/[^\w.]+/g, '_')}` : '';
+  const out = path.join(dir, `${preset}-${type}-${seed}${tag}.gguf`);
   if (fs.existsSync(out)) return out;
   if (!fs.existsSync(GEN_MODEL)) throw new Error(`${GEN_MODEL} is missing: build the tools first (npx nx run tools:build)`);
-  execFileSync(process.execPath, [GEN_MODEL, '--preset', preset, '--type', type, '--seed', String(seed), '--out', out], { stdio: 'pipe' });
+  execFileSync(process.execPath, [GEN_MODEL, '--preset', preset, '--type', type, '--seed', String(seed), '--out', out, ...extra], { stdio: 'pipe' });
   return out;
 }
 

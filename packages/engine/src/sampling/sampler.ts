@@ -74,6 +74,13 @@ export interface Sampler {
    * are ignored. NaN logits count as -Infinity. Throws when no token has a finite logit.
    */
   sample(logits: Float32Array, history?: ArrayLike<number>): SampleResult;
+  /**
+   * The distribution `sample` would draw from for this row, dense over the vocabulary: penalties,
+   * truncation and temperature applied, normalized, 0 outside the kept candidates; a one-hot row
+   * at the argmax when greedy. Consumes no randomness. Speculative decoding compares the target's
+   * and the draft's rows of it, so both see the same transforms.
+   */
+  probabilities(logits: Float32Array, history?: ArrayLike<number>, out?: Float32Array): Float32Array;
   /** Restarts the random stream from the seed, so the same calls give the same tokens again. */
   reset(): void;
 }
@@ -204,6 +211,43 @@ class ChainSampler implements Sampler {
     if (this.topP < 1) minPDone = this.keepTopP(src);
     if (minP > 0 && !minPDone) this.keepMinP(src);
     return this.draw(src);
+  }
+
+  probabilities(logits: Float32Array, history: ArrayLike<number> = [], out = new Float32Array(logits.length)): Float32Array {
+    if (!isFloat32Array(logits)) throw invalid('logits must be a Float32Array');
+    const n = logits.length;
+    if (n === 0) throw invalid('logits must not be empty');
+    if (out.length !== n) throw invalid(`out must have ${n} entries, got ${out.length}`);
+    this.ensureCapacity(n);
+    const src = this.penalize ? applyPenalties(logits, history, this.params, this.penalized) : logits;
+    out.fill(0);
+    if (this.temp === 0) {
+      out[this.greedy(src).token] = 1;
+      return out;
+    }
+    const { topK, minP } = this.params;
+    this.whole = true;
+    this.sorted = false;
+    this.count = n;
+    if (topK > 0) this.keepTopK(src, Math.min(topK, n));
+    let minPDone = false;
+    if (this.topP < 1) minPDone = this.keepTopP(src);
+    if (minP > 0 && !minPDone) this.keepMinP(src);
+    const m = this.count;
+    if (m === 0) throw noToken();
+    const vals = this.whole ? src : this.vals;
+    const temp = this.temp;
+    let max = this.sorted ? vals[0] : maxOf(vals, m);
+    if (max === -INF) throw noToken();
+    if (temp !== 1) max = f32(max / temp);
+    let sum = 0;
+    for (let i = 0; i < m; i++) {
+      const p = expRel(temp === 1 ? vals[i] : f32(vals[i] / temp), max);
+      out[this.whole ? i : this.ids[i]] = p;
+      sum += p;
+    }
+    for (let i = 0; i < n; i++) out[i] /= sum;
+    return out;
   }
 
   private ensureCapacity(n: number): void {

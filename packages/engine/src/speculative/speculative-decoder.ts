@@ -1,0 +1,410 @@
+import { EngineError } from '../errors';
+import type { EngineModel } from '../model/model';
+import { Mt19937, foldSeed } from '../sampling/rng';
+import { createSampler, type Sampler, type SamplerParams } from '../sampling/sampler';
+import { lookupDraft, type LookupOptions } from './ngram-lookup';
+import { checkVocabCompatible } from './vocab-check';
+
+/** How speculation drafts and how many tokens it drafts per target pass. */
+export interface SpeculativeOptions {
+  /**
+   * A smaller model with the same vocabulary (checked: refused with KAIL_E_INVALID_ARG otherwise).
+   * It may be the target itself (an upper bound for benchmarks) when `draftSeq` names another
+   * sequence slot. Exactly one of `draft` and `lookup` must be given.
+   */
+  draft?: EngineModel;
+  /** Prompt-lookup (n-gram) drafting from the context instead of a draft model; true = default n-gram sizes. */
+  lookup?: boolean | LookupOptions;
+  /** Drafted tokens per target pass to start from; an integer in [1, 32]. Default 4. */
+  k?: number;
+  /** Let k follow the measured acceptance rate (see `chooseK`). Default true. */
+  adaptive?: boolean;
+  /** Bounds for the adaptive k; integers, 1 ≤ kMin ≤ k ≤ kMax ≤ 32. Defaults 1 and 12. */
+  kMin?: number;
+  kMax?: number;
+  /**
+   * What one drafted token costs relative to one single-token target pass, for the adaptive rule.
+   * Default: draft bytes per token / target bytes per token (weights read per token, from the
+   * files) plus 0.05 for the extra verified position; 0.05 for lookup.
+   */
+  draftCost?: number;
+}
+
+/**
+ * Speculation counters of one decoder, shaped like the proto's SpeculativeStats
+ * (kailstream.engine.v1): drafted_tokens, accepted_tokens, target_passes, tokens_per_pass,
+ * current_k, time_saved_seconds.
+ */
+export interface SpeculativeStats {
+  enabled: boolean;
+  mode: 'draft' | 'lookup';
+  draftedTokens: number;
+  acceptedTokens: number;
+  /** Target forward passes while decoding (verification passes, and plain steps when nothing was drafted). */
+  targetPasses: number;
+  /** Tokens committed per target pass (accepted + the one the target adds). */
+  tokensPerPass: number;
+  /** acceptedTokens / draftedTokens. */
+  acceptanceRate: number;
+  currentK: number;
+  /** Estimated: target time one pass per token would have taken, minus the time spent drafting and verifying. Can be negative. */
+  timeSavedSeconds: number;
+  /** Measured: time in target verification passes and in drafting. */
+  verifySeconds: number;
+  draftSeconds: number;
+  committedTokens: number;
+}
+
+/** A proposal: drafted tokens and, for a sampled draft model, the distribution each was drawn from. */
+export interface Draft {
+  tokens: number[];
+  /** q rows (dense over the vocabulary); null when the drafts are deterministic (greedy or lookup): q is one-hot. */
+  q: Float32Array[] | null;
+}
+
+export interface VerifyResult {
+  /** Tokens to commit: the accepted drafts, then the target's own token. */
+  tokens: number[];
+  accepted: number;
+}
+
+const MAX_K = 32;
+
+function checkInt(name: string, v: number, lo: number, hi: number): void {
+  if (!Number.isInteger(v) || v < lo || v > hi) throw new EngineError('KAIL_E_INVALID_ARG', `${name} must be an integer in [${lo}, ${hi}], got ${v}`);
+}
+
+/**
+ * The adaptive rule. With per-token acceptance rate a, drafting k tokens commits on average
+ * E(k) = 1 + a + … + a^k tokens per target pass (the accepted run plus the target's own token) and
+ * costs about 1 + c·k single-token passes (c = draftCost). k is the value in [kMin, kMax] that
+ * maximizes E(k) / (1 + c·k): high acceptance and a cheap draft give long drafts, a draft that is
+ * mostly wrong gives k = kMin. Deterministic in the accepted counts (not in timings), so a seed
+ * still reproduces a run.
+ */
+export function chooseK(a: number, c: number, kMin: number, kMax: number): number {
+  let best = kMin;
+  let bestRate = -1;
+  for (let k = kMin; k <= kMax; k++) {
+    const e = a >= 1 ? k + 1 : (1 - a ** (k + 1)) / (1 - a);
+    const rate = e / (1 + c * k);
+    if (rate > bestRate + 1e-12) {
+      best = k;
+      bestRate = rate;
+    }
+  }
+  return best;
+}
+
+/** Draws an index from a dense distribution that sums to ~1. */
+function drawFrom(p: Float32Array, u: number, sum = 1): number {
+  const target = u * sum;
+  let run = 0;
+  let last = -1;
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] <= 0) continue;
+    run += p[i];
+    last = i;
+    if (run > target) return i;
+  }
+  if (last < 0) throw new EngineError('KAIL_E_INTERNAL', 'speculative sampling: empty distribution');
+  return last;
+}
+
+/**
+ * Speculative decoding for one target model: a drafter (draft model or prompt lookup) proposes k
+ * tokens, the target scores all of them in one forward pass with logits for every position, and
+ * the rule in `SpeculativeSequence.verify` keeps a prefix of them plus one token of the target's
+ * own, so the output has exactly the target's distribution (greedy: exactly its tokens). One
+ * decoder serves many sequences (`begin` per sequence) and sums their statistics.
+ */
+export class SpeculativeDecoder {
+  readonly mode: 'draft' | 'lookup';
+  readonly draft: EngineModel | null;
+  readonly adaptive: boolean;
+  readonly kMin: number;
+  readonly kMax: number;
+  readonly initialK: number;
+  readonly draftCost: number;
+  readonly lookupMaxN: number;
+  readonly lookupMinN: number;
+  /** The k the most recent sequence step chose (adaptive) or the fixed k. */
+  currentK: number;
+
+  private drafted = 0;
+  private accepted = 0;
+  private passes = 0;
+  private committed = 0;
+  private verifyMs = 0;
+  private draftMs = 0;
+  // Pass time against tokens in the pass, for the single-token-pass estimate behind timeSaved.
+  private fit = { n: 0, sx: 0, sy: 0, sxx: 0, sxy: 0, ones: 0, onesMs: 0 };
+  /** @internal Tokens in the draft model's cache, per draft slot: a new sequence on a slot reuses the common prefix. */
+  readonly draftCaches = new Map<number, number[]>();
+
+  constructor(
+    readonly target: EngineModel,
+    opts: SpeculativeOptions,
+  ) {
+    if (!opts || (!opts.draft && !opts.lookup)) throw new EngineError('KAIL_E_INVALID_ARG', 'speculative decoding needs a draft model or lookup: true');
+    if (opts.draft && opts.lookup) throw new EngineError('KAIL_E_INVALID_ARG', 'give a draft model or lookup, not both');
+    this.mode = opts.draft ? 'draft' : 'lookup';
+    this.draft = opts.draft ?? null;
+    const k = opts.k ?? 4;
+    checkInt('speculative k', k, 1, MAX_K);
+    this.kMin = opts.kMin ?? Math.min(1, k);
+    this.kMax = opts.kMax ?? Math.max(12, k);
+    checkInt('kMin', this.kMin, 1, k);
+    checkInt('kMax', this.kMax, k, MAX_K);
+    this.initialK = this.currentK = k;
+    this.adaptive = opts.adaptive ?? true;
+    const lk = typeof opts.lookup === 'object' ? opts.lookup : {};
+    this.lookupMaxN = lk.maxN ?? 3;
+    this.lookupMinN = lk.minN ?? 1;
+    checkInt('lookup maxN', this.lookupMaxN, 1, 16);
+    checkInt('lookup minN', this.lookupMinN, 1, this.lookupMaxN);
+    if (this.draft) {
+      if (this.draft !== target) checkVocabCompatible(target.tokenizer, this.draft.tokenizer, { target: target.path, draft: this.draft.path });
+      if (this.draft.nVocab !== target.nVocab)
+        throw new EngineError('KAIL_E_INVALID_ARG', `the draft model's output has ${this.draft.nVocab} logits, the target's ${target.nVocab}`);
+    }
+    const bpt = (m: EngineModel) => m.summary.bytesPerToken || 1;
+    this.draftCost = opts.draftCost ?? (this.draft ? bpt(this.draft) / bpt(target) + 0.05 : 0.05);
+    if (!(this.draftCost >= 0 && Number.isFinite(this.draftCost))) throw new EngineError('KAIL_E_INVALID_ARG', `draftCost must be a finite number ≥ 0, got ${opts.draftCost}`);
+  }
+
+  /**
+   * Starts a sequence: the target's KV cache of `seq` must hold the history but its last token
+   * (see `SpeculativeSequence.step`). `draftSeq` is the draft model's slot (default `seq`; it must
+   * differ from `seq` when the draft is the target itself).
+   */
+  begin(seq: number, sampling: SamplerParams = {}, draftSeq = seq): SpeculativeSequence {
+    if (this.draft === this.target && draftSeq === seq) throw new EngineError('KAIL_E_INVALID_ARG', 'a target drafting for itself needs its own sequence slot for the draft (draftSeq ≠ seq)');
+    if (this.draft && (draftSeq < 0 || draftSeq >= this.draft.nSeqMax))
+      throw new EngineError('KAIL_E_INVALID_ARG', `draft sequence slot ${draftSeq} is outside the draft model's ${this.draft.nSeqMax} slot(s)`);
+    return new SpeculativeSequence(this, seq, draftSeq, sampling);
+  }
+
+  stats(): SpeculativeStats {
+    const verifyS = this.verifyMs / 1000;
+    const draftS = this.draftMs / 1000;
+    return {
+      enabled: true,
+      mode: this.mode,
+      draftedTokens: this.drafted,
+      acceptedTokens: this.accepted,
+      targetPasses: this.passes,
+      tokensPerPass: this.passes ? this.committed / this.passes : 0,
+      acceptanceRate: this.drafted ? this.accepted / this.drafted : 0,
+      currentK: this.currentK,
+      timeSavedSeconds: (this.committed * this.singlePassMs()) / 1000 - verifyS - draftS,
+      verifySeconds: verifyS,
+      draftSeconds: draftS,
+      committedTokens: this.committed,
+    };
+  }
+
+  /**
+   * Estimated time of a single-token target pass: the mean of the plain passes when there were
+   * any, else the intercept+slope at 1 token of a least-squares line through (tokens, ms) of the
+   * verification passes, else (one pass size only) their mean time, which assumes an extra
+   * verified position is free (the memory-bound case).
+   */
+  private singlePassMs(): number {
+    const f = this.fit;
+    if (f.ones) return f.onesMs / f.ones;
+    if (!f.n) return 0;
+    const den = f.n * f.sxx - f.sx * f.sx;
+    if (den > 1e-9) {
+      const slope = (f.n * f.sxy - f.sx * f.sy) / den;
+      const icpt = (f.sy - slope * f.sx) / f.n;
+      const t1 = icpt + slope;
+      if (t1 > 0) return t1;
+    }
+    return f.sy / f.n;
+  }
+
+  /** @internal Counts one target pass of `n` tokens that took `ms` and committed `committed`. */
+  record(pass: { n: number; ms: number; drafted: number; accepted: number; committed: number; draftMs: number }): void {
+    this.passes++;
+    this.drafted += pass.drafted;
+    this.accepted += pass.accepted;
+    this.committed += pass.committed;
+    this.verifyMs += pass.ms;
+    this.draftMs += pass.draftMs;
+    const f = this.fit;
+    if (pass.n === 1) {
+      f.ones++;
+      f.onesMs += pass.ms;
+    } else {
+      f.n++;
+      f.sx += pass.n;
+      f.sy += pass.ms;
+      f.sxx += pass.n * pass.n;
+      f.sxy += pass.n * pass.ms;
+    }
+  }
+}
+
+/**
+ * One sequence's speculation. Invariant between steps: the target's KV cache of `seq` holds
+ * every history token but the last (the pending one), which the next verification pass feeds
+ * first, so the pass yields logits for the pending position and each drafted one.
+ */
+export class SpeculativeSequence {
+  private readonly targetSampler: Sampler;
+  private readonly draftSampler: Sampler;
+  private readonly rng: Mt19937;
+  private readonly greedy: boolean;
+  /** Acceptance rate estimate (moving average) for the adaptive k; null before the first measurement. */
+  private rate: number | null = null;
+  k: number;
+
+  constructor(
+    readonly decoder: SpeculativeDecoder,
+    readonly seq: number,
+    readonly draftSeq: number,
+    sampling: SamplerParams,
+  ) {
+    // Both rows go through the same transforms (penalties, top-k/p, min-p, temperature).
+    this.targetSampler = createSampler(sampling);
+    this.draftSampler = createSampler({ ...sampling, seed: this.targetSampler.params.seed });
+    this.rng = new Mt19937(foldSeed(this.targetSampler.params.seed));
+    this.greedy = this.targetSampler.params.temperature === 0;
+    this.k = decoder.currentK;
+  }
+
+  /** The sampler params in use (seed filled in). */
+  get sampling(): Readonly<SamplerParams> {
+    return this.targetSampler.params;
+  }
+
+  /**
+   * Drafts up to min(k, maxDraft) tokens to follow `history` (prompt and generated so far, the
+   * pending token last). Lookup may find nothing (an empty draft: the step is a plain one).
+   */
+  async propose(history: readonly number[], maxDraft: number): Promise<Draft> {
+    const d = this.decoder;
+    let k = Math.min(this.k, maxDraft);
+    if (k <= 0) return { tokens: [], q: null };
+    if (d.mode === 'lookup') return { tokens: lookupDraft(history, k, d.lookupMaxN, d.lookupMinN), q: null };
+    const draft = d.draft!;
+    k = Math.min(k, draft.nCtx - history.length);
+    if (k <= 0) return { tokens: [], q: null };
+    // Bring the draft's cache to history minus what it already holds (a common prefix survives).
+    let c = 0;
+    let cache = d.draftCaches.get(this.draftSeq);
+    if (!cache || draft.runtime.seqLen(this.draftSeq) !== cache.length) d.draftCaches.set(this.draftSeq, (cache = []));
+    while (c < cache.length && c < history.length - 1 && cache[c] === history[c]) c++;
+    draft.truncate(this.draftSeq, c);
+    cache.length = c;
+    const feed = history.slice(c);
+    let logits = await draft.evaluate(this.draftSeq, feed, 'last');
+    cache.push(...feed);
+    const tokens: number[] = [];
+    const q: Float32Array[] | null = this.greedy ? null : [];
+    const ctx = [...history];
+    for (let i = 0; i < k; i++) {
+      let x: number;
+      if (q) {
+        const row = this.draftSampler.probabilities(logits, ctx);
+        x = drawFrom(row, this.rng.nextDouble());
+        q.push(row);
+      } else {
+        x = this.draftSampler.sample(logits, ctx).token;
+      }
+      tokens.push(x);
+      ctx.push(x);
+      // Past an end-of-generation token nothing would be used.
+      if (i + 1 === k || draft.tokenizer.isEog(x)) break;
+      logits = await draft.evaluate(this.draftSeq, [x], 'last');
+      cache.push(x);
+    }
+    return { tokens, q };
+  }
+
+  /**
+   * The acceptance rule over the target's rows (k+1 rows of logits: after the pending token and
+   * after each drafted one). Greedy: keep drafts while each equals the target's argmax, then add
+   * the target's argmax. Sampled (Leviathan et al. / Chen et al.): keep draft x with probability
+   * min(1, p(x)/q(x)); at the first rejection draw from max(0, p − q) renormalized; when all are
+   * kept, draw the bonus token from the last row's p. p and q are the sampler's distributions
+   * (same penalties, truncation, temperature) given the history up to that position.
+   */
+  verify(history: readonly number[], draft: Draft, logits: Float32Array): VerifyResult {
+    const nv = this.decoder.target.nVocab;
+    const k = draft.tokens.length;
+    if (logits.length !== (k + 1) * nv) throw new EngineError('KAIL_E_INTERNAL', `verify: ${logits.length / nv} logit rows for ${k} drafted tokens`);
+    const ctx = [...history];
+    const out: number[] = [];
+    for (let i = 0; i <= k; i++) {
+      const row = logits.subarray(i * nv, (i + 1) * nv);
+      if (this.greedy) {
+        const t = this.targetSampler.sample(row, ctx).token;
+        out.push(t);
+        if (i === k || t !== draft.tokens[i]) return { tokens: out, accepted: i };
+        ctx.push(t);
+        continue;
+      }
+      const p = this.targetSampler.probabilities(row, ctx);
+      if (i === k) {
+        out.push(drawFrom(p, this.rng.nextDouble()));
+        return { tokens: out, accepted: k };
+      }
+      const x = draft.tokens[i];
+      const qRow = draft.q?.[i];
+      const qx = qRow ? qRow[x] : 1;
+      if (p[x] >= qx || this.rng.nextDouble() * qx < p[x]) {
+        out.push(x);
+        ctx.push(x);
+        continue;
+      }
+      // Rejected: the residual max(0, p − q).
+      let sum = 0;
+      for (let j = 0; j < nv; j++) {
+        const r = p[j] - (qRow ? qRow[j] : j === x ? 1 : 0);
+        p[j] = r > 0 ? r : 0;
+        sum += p[j];
+      }
+      out.push(drawFrom(p, this.rng.nextDouble(), sum));
+      return { tokens: out, accepted: i };
+    }
+    throw new EngineError('KAIL_E_INTERNAL', 'unreachable');
+  }
+
+  /** Updates the acceptance estimate and, when adaptive, k. */
+  adapt(drafted: number, accepted: number): void {
+    const d = this.decoder;
+    if (drafted > 0) {
+      // Per-token acceptance of this pass, as a rate a with a^drafted ≈ chance the run survives;
+      // the plain ratio is close enough and stays deterministic.
+      const a = accepted / drafted;
+      this.rate = this.rate === null ? a : 0.7 * this.rate + 0.3 * a;
+    }
+    if (d.adaptive && this.rate !== null) this.k = chooseK(Math.min(this.rate, 0.999), d.draftCost, d.kMin, d.kMax);
+    d.currentK = this.k;
+  }
+
+  /**
+   * One speculative step for single-sequence generation: drafts, verifies in one target pass of
+   * [pending, drafts…] with logits for every position, commits, and rolls the target's cache back
+   * to the accepted length (the draft's cache is synced at the next proposal). Returns 1..k+1
+   * tokens; `maxNew` bounds them (max tokens, context).
+   */
+  async step(history: readonly number[], maxNew: number): Promise<VerifyResult> {
+    const target = this.decoder.target;
+    const h = history.length;
+    if (target.runtime.seqLen(this.seq) !== h - 1)
+      throw new EngineError('KAIL_E_INTERNAL', `speculative step: the target cache holds ${target.runtime.seqLen(this.seq)} tokens, expected ${h - 1}`);
+    const td = performance.now();
+    const draft = await this.propose(history, Math.min(maxNew - 1, target.nCtx - h));
+    const tv = performance.now();
+    const logits = await target.evaluate(this.seq, [history[h - 1], ...draft.tokens], 'all');
+    const ms = performance.now() - tv;
+    const res = this.verify(history, draft, logits);
+    target.truncate(this.seq, h + res.accepted);
+    this.decoder.record({ n: draft.tokens.length + 1, ms, drafted: draft.tokens.length, accepted: res.accepted, committed: res.tokens.length, draftMs: tv - td });
+    this.adapt(draft.tokens.length, res.accepted);
+    return res;
+  }
+}

@@ -1,0 +1,300 @@
+// Speculative decoding never changes the output: greedy gives exactly the target's tokens (MoE and
+// MLA models, draft model and prompt lookup, k in {1,2,4,8} and adaptive), the KV roll-back keeps
+// the caches exact, and sampling gives the target's distribution (chi-square against the exact
+// distribution, with a deliberately wrong rule shown to fail the same test).
+import fs from 'node:fs';
+
+import { generate } from '../generate';
+import { EngineModel } from '../model/model';
+import { createSampler } from '../sampling/sampler';
+import { patchedCopy, tempDir, writeTestModel } from '../testing';
+import { SpeculativeDecoder } from './speculative-decoder';
+
+const dir = tempDir('kail-spec-');
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+/** Deterministic prompts: some random, some with repeats (lookup finds n-grams in them). */
+function prompts(nVocab: number): number[][] {
+  let s = 12345;
+  const r = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) >>> 8) % nVocab;
+  const out: number[][] = [];
+  for (let i = 0; i < 5; i++) out.push(Array.from({ length: 3 + 2 * i }, r));
+  const base = Array.from({ length: 5 }, r);
+  out.push([...base, ...base, base[0]]);
+  return out;
+}
+
+describe.each([
+  ['tiny-qwen3moe', 'F32'],
+  ['tiny-deepseek2-lite', 'F32'],
+])('greedy speculation on %s gives exactly the target tokens', (preset, type) => {
+  let target: EngineModel;
+  let draft: EngineModel;
+  let want: number[][];
+  const opts = { threads: 2, nCtx: 128, kvType: 'f32' as const };
+  beforeAll(async () => {
+    target = EngineModel.load(writeTestModel(dir, preset, type), opts);
+    draft = EngineModel.load(writeTestModel(dir, preset, type, 1, ['--layers', '1']), opts);
+    want = [];
+    for (const p of prompts(target.nVocab)) want.push((await generate(target, p, { maxTokens: 20, sampling: { temperature: 0 } })).tokens);
+  }, 120_000);
+  afterAll(() => {
+    target?.close();
+    draft?.close();
+  });
+
+  it.each([1, 2, 4, 8])('draft model, k = %i', async (k) => {
+    const spec = new SpeculativeDecoder(target, { draft, k, adaptive: false });
+    const ps = prompts(target.nVocab);
+    for (let i = 0; i < ps.length; i++) {
+      const r = await generate(target, ps[i], { maxTokens: 20, sampling: { temperature: 0 }, speculative: spec });
+      expect(r.tokens).toEqual(want[i]);
+    }
+    const st = spec.stats();
+    expect(st.draftedTokens).toBeGreaterThan(0);
+    expect(st.acceptedTokens).toBeLessThanOrEqual(st.draftedTokens);
+    expect(st.currentK).toBe(k);
+    // Each pass commits the accepted drafts plus one.
+    expect(st.committedTokens).toBe(st.acceptedTokens + st.targetPasses);
+  }, 60_000);
+
+  it('prompt lookup, k = 4, and adaptive draft', async () => {
+    const ps = prompts(target.nVocab);
+    const lookup = new SpeculativeDecoder(target, { lookup: true, k: 4 });
+    const adaptive = new SpeculativeDecoder(target, { draft, k: 2, kMax: 8 });
+    for (let i = 0; i < ps.length; i++) {
+      expect((await generate(target, ps[i], { maxTokens: 20, sampling: { temperature: 0 }, speculative: lookup })).tokens).toEqual(want[i]);
+      expect((await generate(target, ps[i], { maxTokens: 20, sampling: { temperature: 0 }, speculative: adaptive })).tokens).toEqual(want[i]);
+    }
+    expect(lookup.stats().draftedTokens).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('the target as its own draft accepts every drafted token', async () => {
+    const self = EngineModel.load(target.path, { ...opts, nSeqMax: 2 });
+    try {
+      const spec = new SpeculativeDecoder(self, { draft: self, k: 4, adaptive: false });
+      const p = prompts(self.nVocab)[2];
+      const r = await generate(self, p, { maxTokens: 20, sampling: { temperature: 0 }, speculative: spec });
+      expect(r.tokens).toEqual(want[2]);
+      const st = r.speculative!;
+      expect(st.acceptedTokens).toBe(st.draftedTokens);
+      expect(st.tokensPerPass).toBeGreaterThan(3);
+    } finally {
+      self.close();
+    }
+  }, 60_000);
+
+  it('penalties, stop strings and max tokens cut where they do without speculation', async () => {
+    const sampling = { temperature: 0, repetitionPenalty: 1.5, penaltyLastN: 16 };
+    const p = prompts(target.nVocab)[5];
+    const plain = await generate(target, p, { maxTokens: 24, sampling });
+    // A stop string from the middle of the plain text (its first occurrence decides where both stop).
+    const mid = Math.floor(plain.text.length / 2);
+    const stopText = plain.text.slice(mid, mid + 2);
+    expect(stopText.length).toBe(2);
+    const plainStop = await generate(target, p, { maxTokens: 24, sampling, stop: [stopText] });
+    expect(plainStop.finishReason).toBe('stop');
+    for (const k of [3, 8]) {
+      const spec = new SpeculativeDecoder(target, { lookup: true, k, adaptive: false });
+      const r = await generate(target, p, { maxTokens: 24, sampling, speculative: spec });
+      expect(r.tokens).toEqual(plain.tokens);
+      const spec2 = new SpeculativeDecoder(target, { draft, k, adaptive: false });
+      const rs = await generate(target, p, { maxTokens: 24, sampling, stop: [stopText], speculative: spec2 });
+      expect(rs.tokens).toEqual(plainStop.tokens);
+      expect(rs.text).toBe(plainStop.text);
+      expect(rs.finishReason).toBe(plainStop.finishReason);
+      const r7 = await generate(target, p, { maxTokens: 7, sampling, speculative: spec2 });
+      expect(r7.tokens).toEqual(plain.tokens.slice(0, 7));
+    }
+  }, 60_000);
+
+  it('truncate rolls the KV cache back exactly (MLA latent cache included)', async () => {
+    const [P, X, Y] = [prompts(target.nVocab)[3], [5, 6, 7], [900, 901, 902, 903]];
+    target.truncate(0, 0);
+    await target.evaluate(0, P, 'last');
+    const want = await target.evaluate(0, X, 'all');
+    target.truncate(0, 0);
+    await target.evaluate(0, P, 'last');
+    await target.evaluate(0, Y, 'all');
+    target.truncate(0, P.length);
+    expect(target.runtime.seqLen(0)).toBe(P.length);
+    const got = await target.evaluate(0, X, 'all');
+    expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer))).toBe(true);
+  });
+});
+
+describe('draft compatibility', () => {
+  it('refuses a draft whose vocabulary differs, naming the difference', () => {
+    const o = { threads: 1, nCtx: 32 };
+    const target = EngineModel.load(writeTestModel(dir, 'tiny-qwen3moe', 'F32'), o);
+    const other = EngineModel.load(writeTestModel(dir, 'tiny-mixtral', 'F32'), o);
+    const src = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--layers', '1']);
+    // Same size and type, one token's text changed (a same-length byte patch of the token table).
+    const file = patchedCopy(src, `${dir}/patched.gguf`, 'Ġthe', 'Ġteh');
+    const patched = EngineModel.load(file, o);
+    try {
+      expect(() => new SpeculativeDecoder(target, { draft: other })).toThrow(/cannot draft for this target: .*(tokenizer types differ|token 0 )/);
+      expect(() => new SpeculativeDecoder(target, { draft: patched })).toThrow(/token \d+ is "Ġteh" in the draft and "Ġthe" in the target/);
+      expect(() => new SpeculativeDecoder(target, { draft: target, k: 2 }).begin(0)).toThrow(/own sequence slot/);
+      expect(() => new SpeculativeDecoder(target, {})).toThrow(/draft model or lookup/);
+      expect(() => new SpeculativeDecoder(target, { lookup: true, k: 0 })).toThrow(/k must be an integer in \[1, 32\]/);
+    } finally {
+      target.close();
+      other.close();
+      patched.close();
+    }
+  });
+});
+
+describe('speculative sampling keeps the target distribution', () => {
+  let target: EngineModel;
+  let draft: EngineModel;
+  const opts = { threads: 2, nCtx: 64, kvType: 'f32' as const };
+  const sampling = { temperature: 1.5, topK: 6 };
+  // [400, y, 11, 23, 7, 400]: lookup proposes y, 11, 23; y is the target's likeliest token there.
+  let P: number[];
+  const N = 1000;
+  const SEED0 = 1000;
+  let exact: Map<string, number>;
+  beforeAll(async () => {
+    target = EngineModel.load(writeTestModel(dir, 'tiny-qwen3moe', 'F32'), opts);
+    draft = EngineModel.load(writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--layers', '1']), opts);
+    const s = createSampler({ ...sampling, seed: 1 });
+    // Fixed-point search: y := the likeliest token after [400, y, …]; keep the y most likely there.
+    let best = -1;
+    let y = 0;
+    for (let it = 0; it < 12; it++) {
+      const p = [400, y, 11, 23, 7, 400];
+      target.truncate(0, 0);
+      const probs = s.probabilities(await target.evaluate(0, p, 'last'), p);
+      if (probs[y] > best) [best, P] = [probs[y], p];
+      y = probs.indexOf(Math.max(...probs));
+    }
+    expect(best).toBeGreaterThan(0.1);
+    exact = await exactJoint(target, P, 3);
+  }, 120_000);
+  afterAll(() => {
+    target?.close();
+    draft?.close();
+  });
+
+  /** The target's exact distribution of its first `n` tokens after `prompt` (a tree over the top-k supports). */
+  async function exactJoint(m: EngineModel, prompt: number[], n: number): Promise<Map<string, number>> {
+    const s = createSampler({ ...sampling, seed: 1 });
+    const out = new Map<string, number>();
+    const walk = async (prefix: number[], prob: number) => {
+      if (prefix.length === n) return void out.set(prefix.join(','), prob);
+      m.truncate(0, 0);
+      const p = s.probabilities(await m.evaluate(0, [...prompt, ...prefix], 'last'), [...prompt, ...prefix]);
+      for (let t = 0; t < p.length; t++) if (p[t] > 0) await walk([...prefix, t], prob * p[t]);
+    };
+    await walk([], 1);
+    return out;
+  }
+
+  /**
+   * Pearson's chi-square of counts against the exact distribution, cells with expected count < 5
+   * pooled; fails above the 1 - 1e-6 quantile (Wilson–Hilferty), so a correct rule passes for
+   * these fixed seeds and a biased one fails once N shows the bias.
+   */
+  function chiSquare(counts: Map<string, number>, total: number): { stat: number; limit: number; df: number } {
+    let stat = 0;
+    let cells = 0;
+    let poolE = 0;
+    let poolO = 0;
+    for (const [key, p] of exact) {
+      const e = p * total;
+      const o = counts.get(key) ?? 0;
+      if (e < 5) {
+        poolE += e;
+        poolO += o;
+        continue;
+      }
+      stat += (o - e) ** 2 / e;
+      cells++;
+    }
+    const unexpected = [...counts.keys()].filter((k) => !exact.has(k)).reduce((a, k) => a + counts.get(k)!, 0);
+    poolO += unexpected;
+    if (poolE > 0) {
+      stat += (poolO - poolE) ** 2 / poolE;
+      cells++;
+    } else if (unexpected) stat = Infinity;
+    const df = cells - 1;
+    const z = 4.753; // 1 - 1e-6
+    const limit = df * (1 - 2 / (9 * df) + z * Math.sqrt(2 / (9 * df))) ** 3;
+    return { stat, limit, df };
+  }
+
+  async function trials(spec: SpeculativeDecoder, rule?: 'accept-all' | 'resample-from-p'): Promise<Map<string, number>> {
+    const counts = new Map<string, number>();
+    target.truncate(0, 0);
+    await target.evaluate(0, P.slice(0, -1), 'last');
+    for (let i = 0; i < N; i++) {
+      target.truncate(0, P.length - 1);
+      const s = spec.begin(0, { ...sampling, seed: SEED0 + i });
+      const hist = [...P];
+      while (hist.length < P.length + 3) {
+        let tokens: number[];
+        if (!rule) tokens = (await s.step(hist, P.length + 3 - hist.length)).tokens;
+        else tokens = await wrongStep(s, hist, rule, 1000 + i);
+        hist.push(...tokens);
+      }
+      const key = hist.slice(P.length, P.length + 3).join(',');
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+    return counts;
+  }
+
+  /** Wrong rules built from the same parts, to show the test can fail. */
+  async function wrongStep(s: ReturnType<SpeculativeDecoder['begin']>, hist: number[], rule: string, seed: number): Promise<number[]> {
+    const h = hist.length;
+    const d = await s.propose(hist, P.length + 3 - h - 1);
+    const logits = await target.evaluate(0, [hist[h - 1], ...d.tokens], 'all');
+    const pS = createSampler({ ...sampling, seed: seed * 7 + h });
+    const nv = target.nVocab;
+    const out: number[] = [];
+    const ctx = [...hist];
+    for (let i = 0; i <= d.tokens.length; i++) {
+      const row = logits.subarray(i * nv, (i + 1) * nv);
+      if (i === d.tokens.length) {
+        out.push(pS.sample(row, ctx).token);
+        break;
+      }
+      const x = d.tokens[i];
+      const p = pS.probabilities(row, ctx);
+      const u = ((seed * 2654435761 + h * 97 + i * 13) >>> 0) / 2 ** 32;
+      if (rule === 'accept-all' || u * d.q![i][x] < p[x]) {
+        out.push(x);
+        ctx.push(x);
+        continue;
+      }
+      out.push(pS.sample(row, ctx).token); // wrong: should draw from max(0, p - q)
+      break;
+    }
+    target.truncate(0, h + out.length - 1);
+    return out;
+  }
+
+  it('draft model, k = 2: joint of the first 3 tokens matches the exact distribution', async () => {
+    const spec = new SpeculativeDecoder(target, { draft, k: 2, adaptive: false });
+    const { stat, limit, df } = chiSquare(await trials(spec), N);
+    expect(df).toBeGreaterThan(10);
+    expect(stat).toBeLessThan(limit);
+    const st = spec.stats();
+    expect(st.acceptedTokens).toBeGreaterThan(0);
+    expect(st.acceptedTokens).toBeLessThan(st.draftedTokens);
+  }, 120_000);
+
+  it('prompt lookup, k = 3: same', async () => {
+    const spec = new SpeculativeDecoder(target, { lookup: true, k: 3, adaptive: false });
+    const { stat, limit } = chiSquare(await trials(spec), N);
+    expect(stat).toBeLessThan(limit);
+    expect(spec.stats().acceptedTokens).toBeGreaterThan(0);
+  }, 120_000);
+
+  it.each(['accept-all', 'resample-from-p'] as const)('a wrong rule (%s) fails the same test', async (rule) => {
+    const spec = new SpeculativeDecoder(target, { draft, k: 2, adaptive: false });
+    const { stat, limit } = chiSquare(await trials(spec, rule), N);
+    expect(stat).toBeGreaterThan(limit);
+  }, 120_000);
+});
