@@ -3,7 +3,9 @@
 // package.json dependencies) plus the edges found by scanning every source file's imports and
 // requires (package names of workspace projects, and relative paths that reach into another
 // project), so an undeclared import is caught too:
-//   - nothing depends on an app (tag type:app);
+//   - nothing depends on an app (tag type:app) at run time: a type-only import (`import type … from`,
+//     `export type … from`) of an app is allowed, since the compiler erases it (the web console
+//     imports the API's `type AppRouter` this way and nothing else);
 //   - only the engine (tag scope:engine) depends on the native core (tag scope:native).
 // Fails with one line per violation. Used by `nx run tools:check-boundaries` in the test command.
 'use strict';
@@ -15,7 +17,7 @@ const path = require('node:path');
 const RULES = [
   {
     name: 'apps are leaves',
-    forbids: (src, dst) => dst.tags.includes('type:app'),
+    forbids: (src, dst, edge) => dst.tags.includes('type:app') && !edge.typeOnly,
     why: 'nothing may import an app; move shared code into a package',
   },
   {
@@ -25,7 +27,7 @@ const RULES = [
   },
 ];
 
-/** @param {{nodes: Record<string, {tags: string[]}>, dependencies: Record<string, {target: string, type: string}[]>}} graph */
+/** @param {{nodes: Record<string, {tags: string[]}>, dependencies: Record<string, {target: string, type: string, typeOnly?: boolean}[]>}} graph */
 function violations(graph) {
   const out = [];
   for (const [src, deps] of Object.entries(graph.dependencies)) {
@@ -35,7 +37,7 @@ function violations(graph) {
       const t = graph.nodes[d.target];
       if (!t || d.target === src) continue; // npm packages are not workspace projects
       for (const rule of RULES) {
-        if (rule.forbids({ name: src, tags: s.tags }, { name: d.target, tags: t.tags }))
+        if (rule.forbids({ name: src, tags: s.tags }, { name: d.target, tags: t.tags }, d))
           out.push(`${src} -> ${d.target} (${d.type}): ${rule.name}: ${rule.why}`);
       }
     }
@@ -60,12 +62,15 @@ function readGraph(root) {
   }
   const dependencies = {};
   for (const [src, deps] of Object.entries(raw.dependencies)) dependencies[src] = deps.map((d) => ({ target: d.target, type: d.type }));
-  for (const edge of scanImports(root, roots)) (dependencies[edge.source] ??= []).push({ target: edge.target, type: `import in ${edge.file}` });
+  for (const edge of scanImports(root, roots))
+    (dependencies[edge.source] ??= []).push({ target: edge.target, type: `${edge.typeOnly ? 'type-only import' : 'import'} in ${edge.file}`, typeOnly: edge.typeOnly });
   return { nodes, dependencies };
 }
 
 const SOURCE_EXT = /\.(c|m)?(t|j)sx?$/;
 const SKIP_DIRS = new Set(['node_modules', 'dist', 'build', '.next', '.nx', 'coverage']);
+// `import type {…} from` / `export type {…} from` (not `import type from '…'`, a default import named type).
+const TYPE_ONLY_RE = /^(?:import|export)\s+type\s+(?!from\b)/;
 const IMPORT_RE = /(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)|require\(\s*['"]([^'"]+)['"]\s*\)|import\s+['"]([^'"]+)['"]/g;
 
 /** Edges from import specifiers in each project's source files to other workspace projects. */
@@ -97,7 +102,7 @@ function scanImports(root, roots) {
           const pkg = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0];
           target = byPackage[pkg];
         }
-        if (target && target !== project) edges.push({ source: project, target, file: path.relative(root, p) });
+        if (target && target !== project) edges.push({ source: project, target, file: path.relative(root, p), typeOnly: TYPE_ONLY_RE.test(m[0]) });
       }
     }
   };

@@ -4,8 +4,8 @@ import path from 'node:path';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { violations, scanImports } = require('../scripts/check-boundaries.js') as {
-  violations: (g: { nodes: Record<string, { tags: string[] }>; dependencies: Record<string, { target: string; type: string }[]> }) => string[];
-  scanImports: (root: string, roots: Record<string, string>) => { source: string; target: string; file: string }[];
+  violations: (g: { nodes: Record<string, { tags: string[] }>; dependencies: Record<string, { target: string; type: string; typeOnly?: boolean }[]> }) => string[];
+  scanImports: (root: string, roots: Record<string, string>) => { source: string; target: string; file: string; typeOnly: boolean }[];
 };
 
 const nodes = {
@@ -49,6 +49,35 @@ describe('dependency boundaries', () => {
     expect(edges.map((e) => `${e.source}->${e.target}:${e.file}`).sort()).toEqual([
       'api->core-native:apps/api/src/a.ts',
       'api->core-native:apps/api/src/b.ts',
+    ]);
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+
+  it('lets an app import only types from another app; a value import or type imports of the native core still fail', () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-bounds-'));
+    const mk = (rel: string, text: string) => {
+      fs.mkdirSync(path.dirname(path.join(root, rel)), { recursive: true });
+      fs.writeFileSync(path.join(root, rel), text);
+    };
+    mk('apps/api/package.json', '{"name":"@kailstream/api"}');
+    mk('apps/web/package.json', '{"name":"@kailstream/web"}');
+    mk('packages/core-native/package.json', '{"name":"@kailstream/core-native"}');
+    const q = "'";
+    mk('apps/web/a.ts', `import type { AppRouter } from ${q}@kailstream/${'api'}${q};\n`);
+    mk('apps/web/b.ts', `import { startApi } from ${q}@kailstream/${'api'}${q};\n`);
+    mk('apps/web/c.ts', `import type from ${q}@kailstream/${'api'}${q};\n`);
+    mk('apps/web/d.ts', `export type { X } from ${q}@kailstream/${'core-native'}${q};\n`);
+    const roots = { api: path.join(root, 'apps/api'), web: path.join(root, 'apps/web'), 'core-native': path.join(root, 'packages/core-native') };
+    const edges = scanImports(root, roots);
+    expect(edges.map((e) => `${e.file}:${e.typeOnly}`).sort()).toEqual(['apps/web/a.ts:true', 'apps/web/b.ts:false', 'apps/web/c.ts:false', 'apps/web/d.ts:true']);
+    const v = violations({
+      nodes: { ...nodes, web: { tags: ['type:app'] } },
+      dependencies: { web: edges.map((e) => ({ target: e.target, type: `import in ${e.file}`, typeOnly: e.typeOnly })) },
+    });
+    expect(v.sort()).toEqual([
+      expect.stringMatching(/^web -> api \(import in apps\/web\/b\.ts\): apps are leaves/),
+      expect.stringMatching(/^web -> api \(import in apps\/web\/c\.ts\): apps are leaves/),
+      expect.stringMatching(/^web -> core-native \(import in apps\/web\/d\.ts\): only the engine/),
     ]);
     fs.rmSync(root, { recursive: true, force: true });
   });
