@@ -1,5 +1,8 @@
 import type { ReactNode } from 'react';
 
+import { Shell } from './_components/shell';
+import './globals.css';
+
 export const metadata = {
   title: 'KailStream console',
   description: 'Models, chat and live telemetry for a KailStream server',
@@ -8,7 +11,9 @@ export const metadata = {
 export default function RootLayout({ children }: { children: ReactNode }) {
   return (
     <html lang="en">
-      <body style={{ fontFamily: 'system-ui, sans-serif', margin: 0, background: '#0f1115', color: '#e6e6e6' }}>{children}</body>
+      <body>
+        <Shell>{children}</Shell>
+      </body>
     </html>
   );
 }

@@ -1,0 +1,7 @@
+import { ChatView } from './chat-view';
+
+export const metadata = { title: 'Chat · KailStream' };
+
+export default function ChatPage() {
+  return <ChatView />;
+}

@@ -1,0 +1,50 @@
+import { renderToString } from 'react-dom/server';
+import type { ModelView } from '@kailstream/api';
+
+import { ModelDetails, PlanView } from './models-view';
+
+const model: ModelView = {
+  id: 'tiny',
+  path: '/m/tiny.gguf',
+  architecture: 'qwen3moe',
+  parameterCount: 1_500_000,
+  fileBytes: 6 * 1024 * 1024,
+  contextLength: 512,
+  expertCount: 8,
+  expertUsedCount: 2,
+  layerCount: 4,
+  loaded: false,
+  residency: { residentBytes: 1024 * 1024, expertBytes: 5 * 1024 * 1024, kvBytes: 0, ramExpertCacheBytes: 0, vramExpertCacheBytes: 0 },
+  tensorTypes: [
+    { type: 'Q4_K', bytes: 5 * 1024 * 1024 },
+    { type: 'F32', bytes: 1024 * 1024 },
+  ],
+};
+
+describe('models page parts', () => {
+  it('shows architecture, experts, quant types, sizes and bytes per token', () => {
+    const html = renderToString(<ModelDetails m={model} coldBytesPerToken={3 * 1024} />);
+    expect(html).toContain('qwen3moe');
+    expect(html).toContain('2 of 8 per token');
+    expect(html).toContain('Q4_K 5.00 MiB · F32 1.00 MiB');
+    expect(html).toContain('6.00 MiB');
+    expect(html).toContain('3.00 KiB');
+  });
+
+  it('draws the plan per tier and says when it does not fit', () => {
+    const plan = {
+      residency: { residentBytes: 2048, expertBytes: 8192, kvBytes: 1024, ramExpertCacheBytes: 4096, vramExpertCacheBytes: 0 },
+      cacheExpertsPerLayer: 3,
+      coldBytesPerToken: 512,
+      fits: false,
+      detail: 'short by 1 KiB',
+      plan: null,
+    };
+    const html = renderToString(<PlanView plan={plan} />);
+    expect(html).toContain('does not fit<!-- -->: short by 1 KiB');
+    for (const s of ['2.00 KiB', '8.00 KiB', '1.00 KiB', '4.00 KiB', '0 B']) expect(html).toContain(s);
+    expect(html).toContain('3<!-- --> experts per layer cached in RAM');
+    // The largest row (experts in the file) spans the full bar.
+    expect(html).toContain('width:100%');
+  });
+});

@@ -1,0 +1,194 @@
+'use client';
+import { useState } from 'react';
+import type { ModelView } from '@kailstream/api';
+
+import { api, errorMessage } from '../_lib/api';
+import { formatBytes, formatCount } from '../_lib/format';
+import { usePoll } from '../_lib/use-poll';
+
+type Plan = Awaited<ReturnType<typeof api.models.plan.query>>;
+type FileRow = Awaited<ReturnType<typeof api.models.files.query>>['files'][number];
+
+/** Architecture, experts, quant types and sizes of one model. */
+export function ModelDetails({ m, coldBytesPerToken }: { m: ModelView; coldBytesPerToken?: number }) {
+  const total = m.tensorTypes.reduce((a, t) => a + t.bytes, 0) || 1;
+  return (
+    <dl className="details" data-testid={`details-${m.id}`}>
+      <dt>architecture</dt>
+      <dd>{m.architecture}</dd>
+      <dt>parameters</dt>
+      <dd>{formatCount(m.parameterCount)}</dd>
+      <dt>layers</dt>
+      <dd>{m.layerCount}</dd>
+      <dt>experts</dt>
+      <dd>{m.expertCount ? `${m.expertUsedCount} of ${m.expertCount} per token` : 'dense'}</dd>
+      <dt>context</dt>
+      <dd>{m.contextLength}</dd>
+      <dt>file</dt>
+      <dd>{formatBytes(m.fileBytes)}</dd>
+      {m.residency && (
+        <>
+          <dt>resident / experts</dt>
+          <dd>
+            {formatBytes(m.residency.residentBytes)} / {formatBytes(m.residency.expertBytes)}
+          </dd>
+        </>
+      )}
+      {coldBytesPerToken !== undefined && (
+        <>
+          <dt>bytes per token (cold cache)</dt>
+          <dd>{formatBytes(coldBytesPerToken)}</dd>
+        </>
+      )}
+      <dt>quant types</dt>
+      <dd>
+        <div className="stackbar" title="bytes per tensor type">
+          {m.tensorTypes.map((t, i) => (
+            <span key={t.type} style={{ width: `${(t.bytes / total) * 100}%`, background: `hsl(${(i * 67) % 360} 45% 45%)` }} />
+          ))}
+        </div>
+        {m.tensorTypes.map((t) => `${t.type} ${formatBytes(t.bytes)}`).join(' · ')}
+      </dd>
+    </dl>
+  );
+}
+
+/** The residency plan as a bar per tier: what sits where before anything is loaded. */
+export function PlanView({ plan }: { plan: Plan }) {
+  const r = plan.residency;
+  if (!r) return <p className="muted">the engine returned no residency</p>;
+  const rows = [
+    { label: 'resident weights (RAM)', bytes: r.residentBytes, color: '#5ab0f0' },
+    { label: 'RAM expert cache', bytes: r.ramExpertCacheBytes, color: '#88c0d0' },
+    { label: 'VRAM expert cache', bytes: r.vramExpertCacheBytes, color: '#b48ead' },
+    { label: 'KV cache', bytes: r.kvBytes, color: '#a3be8c' },
+    { label: 'routed experts in the file', bytes: r.expertBytes, color: '#4c566a' },
+  ];
+  const max = Math.max(1, ...rows.map((x) => x.bytes));
+  return (
+    <div className="plan" data-testid="plan">
+      <p className={plan.fits ? 'ok' : 'error'}>
+        {plan.fits ? 'fits the budget' : 'does not fit'}
+        {plan.detail ? `: ${plan.detail}` : ''}
+      </p>
+      {rows.map((x) => (
+        <div key={x.label} className="planrow">
+          <span className="planlabel">{x.label}</span>
+          <span className="planbar">
+            <span style={{ width: `${(x.bytes / max) * 100}%`, background: x.color }} />
+          </span>
+          <span className="planval">{formatBytes(x.bytes)}</span>
+        </div>
+      ))}
+      <p className="muted">
+        {plan.cacheExpertsPerLayer} experts per layer cached in RAM; {formatBytes(plan.coldBytesPerToken)} read per token at a cold cache
+      </p>
+    </div>
+  );
+}
+
+function FileCard({ f, onLoaded }: { f: FileRow; onLoaded: () => void }) {
+  const [ctx, setCtx] = useState(f.info?.contextLength ? Math.min(4096, f.info.contextLength) : 4096);
+  const [ramMiB, setRamMiB] = useState(0);
+  const [plan, setPlan] = useState<Plan | null>(null);
+  const [busy, setBusy] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const input = () => ({ path: f.path, contextLength: ctx, ramBudgetBytes: Math.round(ramMiB * 1024 * 1024) });
+  const doPlan = async () => {
+    setBusy('planning…');
+    setError(null);
+    try {
+      setPlan(await api.models.plan.query(input()));
+    } catch (e) {
+      setError(errorMessage(e));
+    } finally {
+      setBusy(null);
+    }
+  };
+  const doLoad = async () => {
+    setBusy('loading…');
+    setError(null);
+    try {
+      await api.models.load.mutate({ ...input(), id: f.id });
+      setPlan(null);
+      onLoaded();
+    } catch (e) {
+      setError(errorMessage(e));
+    } finally {
+      setBusy(null);
+    }
+  };
+  return (
+    <div className="card" data-testid={`file-${f.id}`}>
+      <div className="row spread">
+        <h3>{f.id}</h3>
+        <span className="muted">{formatBytes(f.sizeBytes)}</span>
+      </div>
+      {f.error ? <p className="error">{f.error}</p> : f.info && <ModelDetails m={f.info} coldBytesPerToken={plan?.coldBytesPerToken} />}
+      {!f.error && !f.info?.loaded && (
+        <div className="row">
+          <label>
+            context <input type="number" min={0} value={ctx} onChange={(e) => setCtx(Number(e.target.value))} style={{ width: 80 }} aria-label="context length" />
+          </label>
+          <label>
+            RAM budget MiB (0 = engine default){' '}
+            <input type="number" min={0} value={ramMiB} onChange={(e) => setRamMiB(Number(e.target.value))} style={{ width: 90 }} aria-label="RAM budget" />
+          </label>
+          <button onClick={doPlan} disabled={!!busy}>
+            Plan
+          </button>
+          <button onClick={doLoad} disabled={!!busy || !plan} title={plan ? 'load with this plan' : 'plan first'}>
+            Load
+          </button>
+          {busy && <span className="muted">{busy}</span>}
+        </div>
+      )}
+      {f.info?.loaded && <p className="ok">loaded</p>}
+      {plan && <PlanView plan={plan} />}
+      {error && <p className="error">{error}</p>}
+    </div>
+  );
+}
+
+export function ModelsView() {
+  const files = usePoll(() => api.models.files.query(), 5000);
+  const loaded = usePoll(() => api.models.loaded.query(), 5000);
+  const [error, setError] = useState<string | null>(null);
+  const refresh = () => {
+    files.refresh();
+    loaded.refresh();
+  };
+  const unload = async (id: string) => {
+    setError(null);
+    try {
+      await api.models.unload.mutate({ id });
+      refresh();
+    } catch (e) {
+      setError(errorMessage(e));
+    }
+  };
+  return (
+    <div>
+      <h1>Models</h1>
+      <h2>Loaded</h2>
+      {loaded.error && <p className="error">{loaded.error}</p>}
+      {error && <p className="error">{error}</p>}
+      {loaded.data && !loaded.data.length && <p className="muted">No model is loaded.</p>}
+      <div data-testid="loaded">
+        {loaded.data?.map((m) => (
+          <div className="card" key={m.id} data-testid={`loaded-${m.id}`}>
+            <div className="row spread">
+              <h3>{m.id}</h3>
+              <button onClick={() => unload(m.id)}>Unload</button>
+            </div>
+            <ModelDetails m={m} />
+          </div>
+        ))}
+      </div>
+      <h2>Files{files.data?.modelsDir ? ` in ${files.data.modelsDir}` : ''}</h2>
+      {files.error && <p className="error">{files.error}</p>}
+      {files.data && !files.data.files.length && <p className="muted">No .gguf files in the models directory.</p>}
+      {files.data?.files.map((f) => <FileCard key={f.path} f={f} onLoaded={refresh} />)}
+    </div>
+  );
+}

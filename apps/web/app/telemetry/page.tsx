@@ -1,0 +1,7 @@
+import { TelemetryView } from './telemetry-view';
+
+export const metadata = { title: 'Telemetry · KailStream' };
+
+export default function TelemetryPage() {
+  return <TelemetryView />;
+}

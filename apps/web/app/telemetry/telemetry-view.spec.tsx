@@ -1,0 +1,49 @@
+import { renderToString } from 'react-dom/server';
+import type { TelemetryPoint } from '@kailstream/api';
+
+import { TelemetryCharts, telemetrySeries } from './telemetry-view';
+
+function point(t: number, over: Partial<TelemetryPoint> = {}): TelemetryPoint {
+  return {
+    t,
+    tokensPerSecond: 12,
+    tokensGenerated: 100,
+    bytesRead: 0,
+    bytesReadPerSecond: 2048,
+    ioStallSeconds: 0,
+    ioStallPerSecond: 0.1,
+    storageBandwidthBytesPerSecond: 0,
+    running: 1,
+    queued: 2,
+    queueCapacity: 64,
+    kvUsedBytes: 10,
+    kvCapacityBytes: 100,
+    tiers: [{ tier: 'ram', budgetBytes: 1000, usedBytes: 600, hits: 9, misses: 1, hitRate: 0.9 }],
+    models: ['tiny'],
+    engines: 1,
+    speculative: null,
+    ...over,
+  };
+}
+
+describe('telemetry charts', () => {
+  it('turns the history into series: memory against budgets per tier, hit rate with gaps', () => {
+    const pts = [point(0), point(500, { tiers: [{ tier: 'ram', budgetBytes: 1000, usedBytes: 700, hits: 9, misses: 1, hitRate: null }] })];
+    const s = telemetrySeries(pts);
+    expect(s.memory.map((x) => x.name)).toEqual(['RAM used', 'RAM budget', 'KV used', 'KV capacity']);
+    expect(s.memory[0].points).toEqual([[0, 600], [500, 700]]);
+    expect(s.memory[1].dashed).toBe(true);
+    expect(s.hitRate[0].points).toEqual([[0, 0.9], [500, null]]);
+    // Without a profiled bandwidth there is no reference line.
+    expect(s.storage.map((x) => x.name)).toEqual(['bytes read/s']);
+    expect(telemetrySeries([point(0, { storageBandwidthBytesPerSecond: 1e9 })]).storage.map((x) => x.name)).toEqual(['bytes read/s', 'profiled bandwidth']);
+  });
+
+  it('renders six charts (no tables) with the latest values', () => {
+    const html = renderToString(<TelemetryCharts points={[point(0), point(1000)]} windowSeconds={60} />);
+    for (const id of ['tokens', 'memory', 'hits', 'storage', 'stall', 'queue']) expect(html).toContain(`data-testid="chart-${id}"`);
+    expect(html).not.toContain('<table');
+    expect(html).toMatch(/data-legend="RAM hit rate">90.0%</);
+    expect(html).toMatch(/data-legend="bytes read\/s">2.00 KiB\/s</);
+  });
+});

@@ -1,0 +1,128 @@
+'use client';
+import { useState } from 'react';
+import type { ExpertWindow, TelemetryPoint } from '@kailstream/api';
+
+import { ExpertHeatmap } from '../_components/expert-heatmap';
+import { LineChart, type Series } from '../_components/line-chart';
+import { api } from '../_lib/api';
+import { formatBytes, formatCount, formatPercent, formatRate } from '../_lib/format';
+import { usePoll } from '../_lib/use-poll';
+
+const TIER_COLORS: Record<string, string> = { vram: '#b48ead', ram: '#5ab0f0', kv: '#a3be8c' };
+const tierColor = (t: string) => TIER_COLORS[t] ?? '#d08770';
+
+/** Window choices for the heatmap, seconds (0 = since the engine started). */
+export const HEATMAP_WINDOWS = [
+  { seconds: 10, label: 'last 10 s' },
+  { seconds: 60, label: 'last 60 s' },
+  { seconds: 300, label: 'last 5 min' },
+  { seconds: 0, label: 'since start' },
+];
+
+/** The chart series of a history, one function per chart so the component tests can read them. */
+export function telemetrySeries(points: TelemetryPoint[]) {
+  const at = <T,>(f: (p: TelemetryPoint) => T) => points.map((p) => [p.t, f(p)] as [number, T]);
+  const tiers = [...new Set(points.flatMap((p) => p.tiers.map((t) => t.tier)))];
+  const tierOf = (p: TelemetryPoint, tier: string) => p.tiers.find((t) => t.tier === tier);
+  const memory: Series[] = [];
+  for (const tier of tiers) {
+    memory.push({ name: `${tier.toUpperCase()} used`, color: tierColor(tier), points: at((p) => tierOf(p, tier)?.usedBytes ?? null), area: true });
+    memory.push({ name: `${tier.toUpperCase()} budget`, color: tierColor(tier), points: at((p) => tierOf(p, tier)?.budgetBytes ?? null), dashed: true });
+  }
+  memory.push({ name: 'KV used', color: tierColor('kv'), points: at((p) => (p.kvCapacityBytes ? p.kvUsedBytes : null)), area: true });
+  memory.push({ name: 'KV capacity', color: tierColor('kv'), points: at((p) => (p.kvCapacityBytes ? p.kvCapacityBytes : null)), dashed: true });
+  const hitRate: Series[] = tiers.map((tier) => ({ name: `${tier.toUpperCase()} hit rate`, color: tierColor(tier), points: at((p) => tierOf(p, tier)?.hitRate ?? null) }));
+  const profiled = points.some((p) => p.storageBandwidthBytesPerSecond > 0);
+  return {
+    tokens: [{ name: 'tokens/s', color: '#ebcb8b', points: at((p) => p.tokensPerSecond), area: true }] as Series[],
+    memory,
+    hitRate,
+    storage: [
+      { name: 'bytes read/s', color: '#88c0d0', points: at((p) => p.bytesReadPerSecond), area: true },
+      ...(profiled ? [{ name: 'profiled bandwidth', color: '#bf616a', points: at((p) => p.storageBandwidthBytesPerSecond || null), dashed: true }] : []),
+    ] as Series[],
+    stall: [{ name: 'I/O stall (s per s)', color: '#bf616a', points: at((p) => p.ioStallPerSecond), area: true }] as Series[],
+    queue: [
+      { name: 'queued', color: '#d08770', points: at((p) => p.queued) },
+      { name: 'running', color: '#a3be8c', points: at((p) => p.running) },
+    ] as Series[],
+  };
+}
+
+export interface TelemetryChartsProps {
+  points: TelemetryPoint[];
+  windowSeconds: number;
+  now?: number;
+}
+
+export function TelemetryCharts({ points, windowSeconds, now }: TelemetryChartsProps) {
+  const s = telemetrySeries(points);
+  const common = { windowSeconds, now };
+  const last = points.at(-1);
+  return (
+    <div className="grid2" data-testid="charts">
+      <LineChart title="Generation (tokens/s, all engines)" series={s.tokens} format={(v) => formatCount(v)} testId="chart-tokens" {...common} />
+      <LineChart title="Memory per tier against its budget" series={s.memory} format={formatBytes} testId="chart-memory" {...common} />
+      <LineChart title="Expert-cache hit rate per tier" series={s.hitRate} format={formatPercent} yMax={1} testId="chart-hits" {...common} />
+      <LineChart
+        title={`Storage read rate${last && last.storageBandwidthBytesPerSecond ? '' : ' (bandwidth not profiled)'}`}
+        series={s.storage}
+        format={formatRate}
+        testId="chart-storage"
+        {...common}
+      />
+      <LineChart title="I/O stall (seconds waiting on storage per second)" series={s.stall} format={(v) => v.toFixed(2)} testId="chart-stall" {...common} />
+      <LineChart title="Queue depth and running requests" series={s.queue} format={(v) => v.toFixed(0)} testId="chart-queue" {...common} />
+    </div>
+  );
+}
+
+export function TelemetryView() {
+  const [windowSeconds, setWindowSeconds] = useState(60);
+  const [heatWindow, setHeatWindow] = useState(60);
+  const hist = usePoll(() => api.telemetry.history.query({ seconds: windowSeconds }), 1000, [windowSeconds]);
+  const experts = usePoll<ExpertWindow | null>(() => api.telemetry.experts.query({ windowSeconds: heatWindow }), 1000, [heatWindow]);
+  const points = hist.data?.points ?? [];
+  const last = points.at(-1);
+  const heatLabel = HEATMAP_WINDOWS.find((w) => w.seconds === heatWindow)?.label ?? `${heatWindow} s`;
+  return (
+    <div>
+      <div className="row spread">
+        <h1>Telemetry</h1>
+        <label className="muted">
+          charts over{' '}
+          <select value={windowSeconds} onChange={(e) => setWindowSeconds(Number(e.target.value))} aria-label="chart window">
+            <option value={30}>30 s</option>
+            <option value={60}>60 s</option>
+            <option value={300}>5 min</option>
+          </select>
+        </label>
+      </div>
+      {hist.error && <p className="error">{hist.error}</p>}
+      {hist.data?.status.error && <p className="error">telemetry: {hist.data.status.error}</p>}
+      <p className="muted" data-testid="telemetry-summary">
+        {last
+          ? `${last.models.join(', ') || 'no model loaded'} · ${last.engines} engine(s) · ${formatCount(last.tokensGenerated)} tokens generated · ${formatBytes(last.bytesRead)} read from storage`
+          : 'waiting for the first sample…'}
+      </p>
+      <TelemetryCharts points={points} windowSeconds={windowSeconds} now={last?.t} />
+      <section id="heatmap" style={{ marginTop: 24 }}>
+        <div className="row spread">
+          <h2>Expert heatmap{experts.data?.model ? ` · ${experts.data.model}` : ''}</h2>
+          <label className="muted">
+            window{' '}
+            <select value={heatWindow} onChange={(e) => setHeatWindow(Number(e.target.value))} aria-label="heatmap window">
+              {HEATMAP_WINDOWS.map((w) => (
+                <option key={w.seconds} value={w.seconds}>
+                  {w.label}
+                </option>
+              ))}
+            </select>
+          </label>
+        </div>
+        {experts.error && <p className="error">{experts.error}</p>}
+        <ExpertHeatmap layers={experts.data?.layers ?? []} max={experts.data?.max ?? 0} windowLabel={heatLabel} />
+      </section>
+    </div>
+  );
+}
