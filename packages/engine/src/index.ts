@@ -48,3 +48,28 @@ export type { Draft, SpeculativeOptions, SpeculativeStats, VerifyResult } from '
 export { lookupDraft } from './speculative/ngram-lookup';
 export type { LookupOptions } from './speculative/ngram-lookup';
 export { checkVocabCompatible } from './speculative/vocab-check';
+export {
+  DEFAULT_USAGE_DECAY,
+  USAGE_HISTORY_SUBDIR,
+  mergeUsage,
+  modelIdentity,
+  readUsageHistory,
+  usageHistoryPath,
+  warmOrder,
+  writeUsageHistory,
+} from './cache/usage-history';
+export type { UsageHistory, WarmOrder } from './cache/usage-history';
+export {
+  HARDWARE_PROFILE_FILE,
+  hardwareProfilePath,
+  measureHardware,
+  profileDefaults,
+  readHardwareProfile,
+  writeHardwareProfile,
+} from './model/hardware-profile';
+export type { HardwareProfile, ProfileDefaults, ProfileOptions, StorageProfile } from './model/hardware-profile';
+export { benchmarkSpeculative } from './speculative/spec-benchmark';
+export type { SpecBenchOptions, SpecBenchResult } from './speculative/spec-benchmark';
+export { repackModel } from './model/model';
+export { EXPERT_PACK_EXT, readPackHeader, resolveExpertPack } from './model/expert-pack';
+export type { ExpertPackHeader } from './model/expert-pack';

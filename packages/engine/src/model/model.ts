@@ -7,6 +7,7 @@ import { DEFAULT_USAGE_DECAY, mergeUsage, modelIdentity, readUsageHistory, warmO
 import { native } from '../native';
 import { Tokenizer } from '../tokenizer/tokenizer';
 import { SUPPORTED_ARCHITECTURES, buildProgram } from './architectures';
+import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { Metadata, readHParams, type HParams } from './hparams';
 
 export interface LoadModelOptions {
@@ -55,6 +56,12 @@ export interface LoadModelOptions {
   usageHistoryDir?: string;
   /** Weight of the stored history against this run when merging, 0..1. Default DEFAULT_USAGE_DECAY (0.5). */
   usageDecay?: number;
+  /**
+   * Read routed experts from this model's expert pack (`kail repack`, see expert-pack.ts) instead of
+   * the GGUF: directories to scan for its *.kxp stripes, or the stripe files. Needs ramBytes. The
+   * load fails with KAIL_E_IO naming what is missing when no complete pack of this file is found.
+   */
+  storage?: string[];
 }
 
 /** What a RAM budget holds with routed experts streaming from storage. */
@@ -184,7 +191,27 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     prefetch: opts.prefetch ?? true,
     cachePolicy: opts.cachePolicy,
   };
+  if (opts.storage?.length) {
+    if (!opts.ramBytes) throw new EngineError('KAIL_E_INVALID_ARG', 'storage (an expert pack) needs a RAM budget (ramBytes / --ram): experts stream only then');
+    params.expertPack = resolveExpertPack(path, program, file, opts.storage);
+  }
   return { md, hp, program, nCtx, nSeqMax, nBatch, params };
+}
+
+/**
+ * Writes an expert pack of `path` (`kail repack`): one stripe file named `name` (*.kxp) in each
+ * storage directory; returns their paths. The GGUF is not changed and stays needed.
+ */
+export function repackModel(path: string, name: string, storage: string[], log?: (line: string) => void): string[] {
+  const file = openGgufMetadata(path);
+  try {
+    const p = prepare(path, file, {});
+    return writeExpertPack(path, p.program, file, { name, storage, log });
+  } catch (e) {
+    throw toEngineError(e);
+  } finally {
+    file.close();
+  }
 }
 
 /**

@@ -1,0 +1,242 @@
+// The hardware profile (`kail profile`): measured RAM, memory bandwidth, CPU, GPUs and each storage
+// path's direct-I/O read bandwidth at several block sizes and queue depths, plus the defaults a run
+// takes from it (RAM budget, I/O threads) and why. Stored as <data dir>/profile.json.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import type { IoBenchResult } from '@kailstream/core-native';
+
+import { EngineError, toEngineError } from '../errors';
+import { native } from '../native';
+import { formatBytes } from './byte-size';
+import { availableMemoryBytes } from './model';
+
+export const HARDWARE_PROFILE_FORMAT = 'kailstream-hardware-profile';
+export const HARDWARE_PROFILE_VERSION = 1;
+export const HARDWARE_PROFILE_FILE = 'profile.json';
+
+export interface StorageMeasurement {
+  pattern: 'sequential' | 'random';
+  blockBytes: number;
+  queueDepth: number;
+  bytesPerSecond: number;
+  seconds: number;
+}
+
+export interface StorageProfile {
+  /** The directory measured (the temp file lived there). */
+  path: string;
+  /** O_DIRECT worked there. */
+  directIo: boolean;
+  note: string;
+  testFileBytes: number;
+  results: StorageMeasurement[];
+  /** Best sequential bandwidth measured. */
+  sequentialBytesPerSecond: number;
+  /** Best random bandwidth with blocks of randomBlockBytes (the size nearest a typical expert). */
+  randomBytesPerSecond: number;
+  randomBlockBytes: number;
+  /** Smallest queue depth reaching 90% of randomBytesPerSecond. */
+  queueDepth: number;
+}
+
+export interface GpuProfile {
+  index: number;
+  name: string;
+  totalBytes: number;
+  freeBytes: number;
+  /** freeBytes less headroom for a display and the driver (max(512 MiB, 5% of total)). */
+  usableBytes: number;
+}
+
+export interface HardwareProfile {
+  format: typeof HARDWARE_PROFILE_FORMAT;
+  version: typeof HARDWARE_PROFILE_VERSION;
+  measured: string;
+  host: string;
+  cpu: { model: string; logicalCores: number; physicalCores: number; simd: string[]; kernelLevel: string };
+  memory: { totalBytes: number; availableBytes: number; readBytesPerSecond: number; copyBytesPerSecond: number; threads: number };
+  gpus: GpuProfile[];
+  storage: StorageProfile[];
+  /** What runs take when their flags are absent, and why. */
+  defaults: { ramBytes: number; ioThreads: number; storagePath: string; why: { ramBytes: string; ioThreads: string } };
+}
+
+export interface ProfileOptions {
+  /** Directories to measure (a temp file is written in each, then removed). Default: [os.tmpdir()]. */
+  storagePaths?: string[];
+  /** Size of each temp file. Default 256 MiB (larger than any drive cache we can avoid is not the point: O_DIRECT skips the page cache). */
+  testFileBytes?: number;
+  /** Seconds per measurement. Default 0.5. */
+  seconds?: number;
+  /** Block sizes for random reads. Default 64 KiB, 1 MiB, 4 MiB. */
+  randomBlocks?: number[];
+  /** Queue depths. Default 1, 2, 4, 8, 16. */
+  queueDepths?: number[];
+  /** Share of available RAM the default budget takes, 0..1. Default 0.8. */
+  ramShare?: number;
+  /** One line per step (progress). */
+  log?: (line: string) => void;
+}
+
+const MIB = 2 ** 20;
+/** Random-read block the default I/O depth is chosen at: near one Q4_K expert of a 30B-A3B-class model. */
+export const TYPICAL_EXPERT_BYTES = 2 * MIB;
+
+async function writeTestFile(file: string, bytes: number): Promise<void> {
+  const fd = fs.openSync(file, 'w', 0o600);
+  try {
+    const chunk = Buffer.alloc(8 * MIB);
+    for (let i = 0; i < chunk.length; i += 4) chunk.writeUInt32LE((i * 2654435761) >>> 0, i);
+    for (let off = 0; off < bytes; off += chunk.length) fs.writeSync(fd, chunk, 0, Math.min(chunk.length, bytes - off), off);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+async function ioBench(o: Parameters<ReturnType<typeof native>['ioBench']>[0]): Promise<IoBenchResult> {
+  try {
+    return await native().ioBench(o);
+  } catch (e) {
+    throw toEngineError(e);
+  }
+}
+
+/** Measures the machine. Temp files are removed even when a measurement fails. */
+export async function measureHardware(opts: ProfileOptions = {}): Promise<HardwareProfile> {
+  const log = opts.log ?? (() => undefined);
+  const seconds = opts.seconds ?? 0.5;
+  const fileBytes = Math.max(16 * MIB, Math.floor((opts.testFileBytes ?? 256 * MIB) / MIB) * MIB);
+  const blocks = opts.randomBlocks ?? [64 * 1024, MIB, 4 * MIB];
+  const depths = opts.queueDepths ?? [1, 2, 4, 8, 16];
+  const ramShare = opts.ramShare ?? 0.8;
+  if (!(ramShare > 0 && ramShare <= 1)) throw new EngineError('KAIL_E_INVALID_ARG', `ramShare must be in (0, 1], got ${ramShare}`);
+  for (const b of blocks) if (!(Number.isInteger(b) && b > 0 && b % 4096 === 0)) throw new EngineError('KAIL_E_INVALID_ARG', `block size ${b} is not a positive multiple of 4096`);
+
+  const sys = native().systemInfo();
+  const cpuModel = os.cpus()[0]?.model ?? 'unknown';
+  log(`cpu: ${cpuModel}, ${sys.physicalCores} physical / ${sys.logicalCores} logical cores, SIMD ${sys.simd.join(' ')} (kernels ${sys.kernelLevel})`);
+  const total = os.totalmem();
+  const available = availableMemoryBytes();
+  log(`memory: ${formatBytes(total)} total, ${formatBytes(available)} available; measuring bandwidth ...`);
+  const mem = await native().memBench({ bytes: Math.min(256 * MIB, Math.floor(available / 8)), threads: sys.physicalCores, seconds });
+  log(`memory: read ${formatBytes(mem.readBytesPerSecond)}/s (${mem.threads} threads), copy ${formatBytes(mem.copyBytesPerSecond)}/s (1 thread)`);
+  const gpus: GpuProfile[] = sys.cudaDevices.map((d) => ({
+    index: d.index,
+    name: d.name,
+    totalBytes: d.totalBytes,
+    freeBytes: d.freeBytes,
+    usableBytes: Math.max(0, d.freeBytes - Math.max(512 * MIB, Math.round(0.05 * d.totalBytes))),
+  }));
+  log(gpus.length ? `gpus: ${gpus.map((g) => `${g.name} ${formatBytes(g.usableBytes)} usable`).join(', ')}` : 'gpus: none');
+
+  const storage: StorageProfile[] = [];
+  for (const dir of opts.storagePaths?.length ? opts.storagePaths : [os.tmpdir()]) {
+    if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new EngineError('KAIL_E_INVALID_ARG', `storage path ${dir} is not a directory`);
+    const file = path.join(dir, `.kail-profile-${process.pid}-${Date.now()}.tmp`);
+    const results: StorageMeasurement[] = [];
+    let direct = true;
+    let note = '';
+    try {
+      log(`storage ${dir}: writing a ${formatBytes(fileBytes)} test file ...`);
+      await writeTestFile(file, fileBytes);
+      const runs: [StorageMeasurement['pattern'], number, number][] = [
+        ['sequential', 4 * MIB, 1],
+        ['sequential', MIB, 4],
+        ...blocks.flatMap((b) => depths.map((q): [StorageMeasurement['pattern'], number, number] => ['random', b, q])),
+      ];
+      for (const [pattern, blockBytes, queueDepth] of runs) {
+        const r = await ioBench({ path: file, blockBytes, queueDepth, random: pattern === 'random', seconds, direct: true });
+        direct &&= r.direct;
+        note ||= r.note;
+        const m: StorageMeasurement = { pattern, blockBytes, queueDepth, bytesPerSecond: r.seconds > 0 ? r.bytes / r.seconds : 0, seconds: r.seconds };
+        results.push(m);
+        log(`storage ${dir}: ${pattern} ${formatBytes(blockBytes)} blocks, queue depth ${queueDepth}: ${formatBytes(m.bytesPerSecond)}/s${r.direct ? '' : ' (buffered)'}`);
+      }
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
+    const seq = Math.max(...results.filter((r) => r.pattern === 'sequential').map((r) => r.bytesPerSecond));
+    const randomBlockBytes = blocks.reduce((a, b) => (Math.abs(Math.log(b / TYPICAL_EXPERT_BYTES)) < Math.abs(Math.log(a / TYPICAL_EXPERT_BYTES)) ? b : a));
+    const atBlock = results.filter((r) => r.pattern === 'random' && r.blockBytes === randomBlockBytes).sort((a, b) => a.queueDepth - b.queueDepth);
+    const best = Math.max(...atBlock.map((r) => r.bytesPerSecond));
+    const qd = atBlock.find((r) => r.bytesPerSecond >= 0.9 * best)?.queueDepth ?? 4;
+    storage.push({ path: path.resolve(dir), directIo: direct, note, testFileBytes: fileBytes, results, sequentialBytesPerSecond: seq, randomBytesPerSecond: best, randomBlockBytes, queueDepth: qd });
+  }
+  const fastest = storage.reduce((a, b) => (b.randomBytesPerSecond > a.randomBytesPerSecond ? b : a));
+  const ramBytes = Math.floor((available * ramShare) / MIB) * MIB;
+  return {
+    format: HARDWARE_PROFILE_FORMAT,
+    version: HARDWARE_PROFILE_VERSION,
+    measured: new Date().toISOString(),
+    host: os.hostname(),
+    cpu: { model: cpuModel, logicalCores: sys.logicalCores, physicalCores: sys.physicalCores, simd: sys.simd, kernelLevel: sys.kernelLevel },
+    memory: { totalBytes: total, availableBytes: available, readBytesPerSecond: mem.readBytesPerSecond, copyBytesPerSecond: mem.copyBytesPerSecond, threads: mem.threads },
+    gpus,
+    storage,
+    defaults: {
+      ramBytes,
+      ioThreads: fastest.queueDepth,
+      storagePath: fastest.path,
+      why: {
+        ramBytes: `${Math.round(ramShare * 100)}% of the ${formatBytes(available)} available when profiled`,
+        ioThreads: `the smallest queue depth reaching 90% of the best random-read bandwidth (${formatBytes(fastest.randomBytesPerSecond)}/s) with ${formatBytes(fastest.randomBlockBytes)} blocks on ${fastest.path}`,
+      },
+    },
+  };
+}
+
+export function hardwareProfilePath(dataDir: string): string {
+  return path.join(dataDir, HARDWARE_PROFILE_FILE);
+}
+
+export function writeHardwareProfile(dataDir: string, p: HardwareProfile): string {
+  fs.mkdirSync(dataDir, { recursive: true });
+  const file = hardwareProfilePath(dataDir);
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, JSON.stringify(p, null, 2) + '\n');
+  fs.renameSync(tmp, file);
+  return file;
+}
+
+/** The profile in dataDir, or null when there is none; a file that is not one is an error naming it. */
+export function readHardwareProfile(dataDir: string): HardwareProfile | null {
+  const file = hardwareProfilePath(dataDir);
+  if (!fs.existsSync(file)) return null;
+  let p: HardwareProfile;
+  try {
+    p = JSON.parse(fs.readFileSync(file, 'utf8')) as HardwareProfile;
+  } catch (e) {
+    throw new EngineError('KAIL_E_INVALID_ARG', `hardware profile ${file} is not JSON: ${(e as Error).message}; run kail profile again`);
+  }
+  if (p?.format !== HARDWARE_PROFILE_FORMAT || p.version !== HARDWARE_PROFILE_VERSION || !p.defaults || !(p.defaults.ramBytes > 0) || !(p.defaults.ioThreads >= 1))
+    throw new EngineError('KAIL_E_INVALID_ARG', `hardware profile ${file} is not a ${HARDWARE_PROFILE_FORMAT} v${HARDWARE_PROFILE_VERSION} file; run kail profile again`);
+  return p;
+}
+
+/** What a run uses when its flags are absent, given a profile: each value with its reason. */
+export interface ProfileDefaults {
+  /** Undefined: the whole model fits the profiled budget, so nothing streams. */
+  ramBytes?: number;
+  ioThreads: number;
+  lines: string[];
+}
+
+export function profileDefaults(p: HardwareProfile, file: string, modelBytes: number, given: { ramBytes?: number; ioThreads?: number }): ProfileDefaults {
+  const lines: string[] = [];
+  let ramBytes = given.ramBytes;
+  if (ramBytes === undefined) {
+    if (modelBytes > p.defaults.ramBytes) {
+      ramBytes = p.defaults.ramBytes;
+      lines.push(`--ram ${formatBytes(ramBytes)} from ${file}: ${p.defaults.why.ramBytes}; the model (${formatBytes(modelBytes)}) is larger, so experts stream`);
+    } else {
+      lines.push(`no --ram: the model (${formatBytes(modelBytes)}) fits the profiled budget ${formatBytes(p.defaults.ramBytes)} (${file}), so it runs in memory`);
+    }
+  }
+  let ioThreads = given.ioThreads ?? p.defaults.ioThreads;
+  if (given.ioThreads === undefined && ramBytes !== undefined) lines.push(`--io-threads ${ioThreads} from ${file}: ${p.defaults.why.ioThreads}`);
+  ioThreads = Math.max(1, Math.min(64, ioThreads));
+  return { ramBytes, ioThreads, lines };
+}
