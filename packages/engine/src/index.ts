@@ -73,3 +73,5 @@ export type { SpecBenchOptions, SpecBenchResult } from './speculative/spec-bench
 export { repackModel } from './model/model';
 export { EXPERT_PACK_EXT, readPackHeader, resolveExpertPack } from './model/expert-pack';
 export type { ExpertPackHeader } from './model/expert-pack';
+export { benchmarkSpeculative } from './speculative/spec-benchmark';
+export type { SpecBenchOptions, SpecBenchResult } from './speculative/spec-benchmark';

@@ -5,8 +5,10 @@ import {
   ChatTemplate,
   DEFAULT_RAM_RESERVE_BYTES,
   EngineModel,
+  SpeculativeDecoder,
   Tokenizer,
   benchmark,
+  benchmarkSpeculative,
   formatBytes,
   generate,
   openGgufMetadata,
@@ -17,6 +19,7 @@ import {
   type GenerateResult,
   type LoadModelOptions,
   type ResidencyPlan,
+  type SpeculativeStats,
 } from '@kailstream/engine';
 import { getPreset, writeModel, WEIGHT_RECIPE_VERSION } from '@kailstream/tools';
 
@@ -82,6 +85,43 @@ function streamLine(model: EngineModel, tokens: number): string {
     `${tokens ? ` (${formatBytes(s.bytesRead / tokens)}/token)` : ''} in ${s.readSeconds.toFixed(2)} s of I/O, stalled ${s.stallSeconds.toFixed(2)} s, ` +
     `prefetch precision ${pct(s.prefetchPrecision)} recall ${pct(s.prefetchRecall)} | cache ${formatBytes(s.usedBytes)} used, ` +
     `${formatBytes(s.peakBytes)} peak of ${formatBytes(s.capacityBytes)}, ${st.policy} | ${s.directIo ? 'O_DIRECT' : s.ioNote}`
+  );
+}
+
+/** Flags of speculative decoding, shared by run and bench. */
+interface SpecOpts {
+  draft?: string;
+  lookup?: boolean;
+  specK: number;
+  specAdapt: boolean;
+}
+
+function addSpecOptions(cmd: Command): Command {
+  return cmd
+    .option('--draft <file>', 'speculative decoding with this draft GGUF (same vocabulary, checked); loaded in RAM')
+    .option('--lookup', 'speculative decoding with prompt-lookup (n-gram) drafts from the context, no draft model')
+    .option('--spec-k <n>', 'drafted tokens per target pass to start from (1..32)', int('--spec-k', 1, 32), 4)
+    .option('--no-spec-adapt', 'keep --spec-k fixed instead of following the acceptance rate');
+}
+
+/** The decoder for --draft / --lookup, or null; the draft model is returned to be closed. */
+function loadSpeculation(target: EngineModel, o: SpecOpts, threads: number | undefined): { spec: SpeculativeDecoder | null; draft: EngineModel | null } {
+  if (o.draft && o.lookup) throw new Error('give --draft FILE or --lookup, not both');
+  if (!o.draft && !o.lookup) return { spec: null, draft: null };
+  const draft = o.draft ? EngineModel.load(o.draft, { threads, nCtx: target.nCtx }) : null;
+  try {
+    return { spec: new SpeculativeDecoder(target, { draft: draft ?? undefined, lookup: !draft, k: o.specK, adaptive: o.specAdapt }), draft };
+  } catch (e) {
+    draft?.close();
+    throw e;
+  }
+}
+
+function specLine(s: SpeculativeStats): string {
+  return (
+    `speculative (${s.mode}): drafted ${s.draftedTokens}, accepted ${s.acceptedTokens} (${(100 * s.acceptanceRate).toFixed(1)}%), ` +
+    `${s.targetPasses} target passes, ${s.tokensPerPass.toFixed(2)} tokens/pass, k now ${s.currentK}, ` +
+    `draft ${s.draftSeconds.toFixed(2)} s + verify ${s.verifySeconds.toFixed(2)} s, est. time saved ${s.timeSavedSeconds.toFixed(2)} s`
   );
 }
 
@@ -155,12 +195,15 @@ export function registerModelCommands(program: Command): void {
     .option('--json', 'print one JSON object (token ids, text, timings) instead of streaming')
     .option('--demo', 'use the built-in demo model (written on first use into the data directory)')
     .option('--data-dir <dir>', 'data directory');
-  addStreamOptions(run).action(async (o: RunOpts & StreamOpts) => {
+  addSpecOptions(addStreamOptions(run)).action(async (o: RunOpts & StreamOpts & SpecOpts) => {
     const log = (l: string) => process.stderr.write(l + '\n');
     const modelPath = o.model ?? (o.demo ? ensureDemoModel(dataDir(o.dataDir), log) : undefined);
     if (!modelPath) throw new Error('give a model with -m FILE.gguf, or --demo for the built-in one');
     const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...streamLoadOptions(o) });
+    let draft: EngineModel | null = null;
     try {
+      const sp = loadSpeculation(model, o, o.threads);
+      draft = sp.draft;
       let text = o.prompt ?? '';
       let parseSpecial = false;
       if (o.chat) {
@@ -178,6 +221,7 @@ export function registerModelCommands(program: Command): void {
         maxTokens: o.nPredict,
         sampling: { temperature: o.temp, topK: o.topK, topP: o.topP, minP: o.minP, seed: o.seed },
         onText: o.json ? undefined : (t) => process.stdout.write(t),
+        speculative: sp.spec ?? undefined,
       });
       if (o.json) {
         const stream = model.runtime.stats().stream;
@@ -190,6 +234,7 @@ export function registerModelCommands(program: Command): void {
             finish_reason: r.finishReason,
             timings: { prompt_ms: r.promptMs, generation_ms: r.generationMs, prompt_tps: r.promptTps, gen_tps: r.genTps },
             stream: stream ? summarizeStream(stream) : null,
+            speculative: r.speculative ?? null,
           }) + '\n',
         );
       } else {
@@ -197,8 +242,10 @@ export function registerModelCommands(program: Command): void {
         log(`prompt: ${r.promptTokens} tokens, ${r.promptTps.toFixed(1)} tokens/s | generation: ${r.tokens.length} tokens, ${r.genTps.toFixed(1)} tokens/s | ${r.finishReason}`);
         const sl = streamLine(model, r.promptTokens + r.tokens.length);
         if (sl) log(sl);
+        if (r.speculative) log(specLine(r.speculative));
       }
     } finally {
+      draft?.close();
       model.close();
     }
   });
@@ -212,12 +259,15 @@ export function registerModelCommands(program: Command): void {
     .option('-t, --threads <n>', 'compute threads (default: physical cores)', int('--threads', 1, 1024))
     .option('--feed <kind>', 'what each decode step feeds: greedy or random', 'greedy')
     .option('-r, --reps <n>', 'repetitions (median reported)', int('--reps', 1, 100), 1)
+    .option('--temp <t>', 'with --draft/--lookup: sampling temperature (0 = greedy)', num('--temp', 0, 100), 0)
+    .option('--seed <s>', 'with --draft/--lookup: sampling seed', int('--seed', 0, 2 ** 32 - 1), 1)
     .option('--json', 'print one JSON object');
-  addStreamOptions(bench).action(
-    async (o: { model: string; nPrompt: number; nGen: number; threads?: number; feed: string; reps: number; json?: boolean } & StreamOpts) => {
+  addSpecOptions(addStreamOptions(bench)).action(
+    async (o: { model: string; nPrompt: number; nGen: number; threads?: number; feed: string; reps: number; temp: number; seed: number; json?: boolean } & StreamOpts & SpecOpts) => {
       if (o.feed !== 'greedy' && o.feed !== 'random') throw new Error(`--feed must be greedy or random, got '${o.feed}'`);
       const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1, ...streamLoadOptions(o) });
       try {
+        if (o.draft || o.lookup) return await benchSpeculative(model, o);
         const r = await benchmark(model, { promptTokens: o.nPrompt, genTokens: o.nGen, feed: o.feed, reps: o.reps });
         if (o.json) process.stdout.write(JSON.stringify(r) + '\n');
         else
@@ -237,6 +287,40 @@ export function registerModelCommands(program: Command): void {
       }
     },
   );
+
+  /**
+   * `kail bench --draft/--lookup`: the same random prompt generated without and with speculation
+   * (generation timed alone, end-of-generation ignored), tokens/s, acceptance, tokens per pass
+   * and, under --ram, expert bytes read per token.
+   */
+  async function benchSpeculative(model: EngineModel, o: { model: string; nPrompt: number; nGen: number; threads?: number; temp: number; seed: number; json?: boolean } & SpecOpts) {
+    const { spec, draft } = loadSpeculation(model, o, o.threads);
+    try {
+      let s = o.seed >>> 0 || 1;
+      const prompt = Array.from({ length: o.nPrompt }, () => {
+        s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+        return s % model.nVocab;
+      });
+      const sampling = { temperature: o.temp, seed: o.seed };
+      const base = await benchmarkSpeculative(model, { prompt, genTokens: o.nGen, sampling });
+      const sp = await benchmarkSpeculative(model, { prompt, genTokens: o.nGen, sampling, speculative: spec! });
+      if (o.json) {
+        process.stdout.write(JSON.stringify({ model: o.model, draft: o.draft ?? null, lookup: !!o.lookup, prompt_tokens: o.nPrompt, temperature: o.temp, baseline: base, speculative: sp }) + '\n');
+        return;
+      }
+      const bpt = (r: typeof base) => (r.bytesReadPerToken === null ? '' : `, ${formatBytes(r.bytesReadPerToken)} expert reads/token`);
+      const st = sp.speculative!;
+      process.stdout.write(
+        `${path.basename(o.model)} (${model.hparams.arch}), ${model.runtime.nThreads} threads, ${o.temp === 0 ? 'greedy' : `temperature ${o.temp}`}, ` +
+          `${o.draft ? `draft ${path.basename(o.draft)}` : 'prompt lookup'}, k ${o.specK}${o.specAdapt ? ' (adaptive)' : ''}\n` +
+          `tg${o.nGen} baseline:    ${base.tokensPerSecond.toFixed(2)} tokens/s${bpt(base)}\n` +
+          `tg${o.nGen} speculative: ${sp.tokensPerSecond.toFixed(2)} tokens/s${bpt(sp)} (${(sp.tokensPerSecond / base.tokensPerSecond).toFixed(2)}x)\n` +
+          `acceptance ${(100 * st.acceptanceRate).toFixed(1)}% (${st.acceptedTokens}/${st.draftedTokens}), ${st.tokensPerPass.toFixed(2)} tokens/pass, k now ${st.currentK}\n`,
+      );
+    } finally {
+      draft?.close();
+    }
+  }
 
   program
     .command('plan')
