@@ -10,6 +10,7 @@ import { ApiMetrics } from './metrics';
 import { registerOpenAiRoutes } from './openai/routes';
 import { openAiError } from './openai/schemas';
 import { readiness } from './ready';
+import { mountTrpc } from './trpc';
 import { VERSION } from './version';
 
 export interface RunningApi {
@@ -88,6 +89,9 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
       }
     },
   });
+
+  // The console's tRPC router (apps/api/src/trpc), behind the same key check as every route.
+  await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => beyondLoopback || (keys?.activeCount() ?? 0) > 0 });
 
   // Errors answered as whole responses (streams that fail midway count themselves).
   app.addHook('onResponse', async (req, reply) => {

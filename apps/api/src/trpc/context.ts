@@ -1,30 +1,11 @@
 import type { CreateFastifyContextOptions } from '@trpc/server/adapters/fastify';
 import type { scheduler as spb } from '@kailstream/proto';
 
+import type { KeyStore } from '../auth/keys';
 import type { TelemetryHub } from './telemetry-hub';
 
-/** A key as the key store reports it (the raw key is never part of it). */
-export interface KeyRecordLike {
-  id: string;
-  name: string;
-  prefix?: string;
-  createdAt?: string | number | Date;
-  revokedAt?: string | number | Date | null;
-  lastUsedAt?: string | number | Date | null;
-  [k: string]: unknown;
-}
-
-/**
- * What the console's key routes need from the API's key store (apps/api/src/auth/keys.ts,
- * `KeyStore`); structural so the router does not depend on the store's file layout.
- */
-export interface KeyAdmin {
-  create(name: string): { id: string; name: string; key: string; prefix: string; createdAt: string | number | Date };
-  list(): KeyRecordLike[];
-  revoke(id: string): unknown;
-  verify(key: string): { id: string; name: string } | null | undefined | false;
-  usage(): Array<Record<string, unknown>>;
-}
+/** What the console's key routes use of the API's key store (apps/api/src/auth/keys.ts). */
+export type KeyAdmin = Pick<KeyStore, 'create' | 'list' | 'revoke' | 'verify' | 'usage'>;
 
 /** What the API hands the tRPC router when it mounts it. */
 export interface TrpcDeps {
@@ -60,7 +41,9 @@ export function contextFactory(deps: TrpcDeps) {
   return ({ req }: CreateFastifyContextOptions): TrpcContext => {
     const presented = keyFromHeaders(req.headers);
     const store = deps.keys?.();
-    const verified = presented && store ? store.verify(presented) : null;
+    // The API's auth hook has verified the key already when it runs (req.apiKey); verify here otherwise.
+    const checked = (req as { apiKey?: { id: string; name: string } }).apiKey;
+    const verified = checked ?? (presented && store ? store.verify(presented) : null);
     return {
       deps,
       auth: {

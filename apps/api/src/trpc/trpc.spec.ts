@@ -120,3 +120,49 @@ describe('console tRPC router', () => {
     expect((await query<unknown[]>('models.loaded')).data).toEqual([]);
   });
 });
+
+// Keys through the console's router, with the API's real key store in a temp data directory.
+describe('console tRPC router: keys and auth', () => {
+  const dir = tempDir('kail-trpc-keys-');
+  let api: RunningApi;
+  beforeAll(async () => {
+    api = await startApi(parseApiConfig({ port: 0, dataDir: dir }));
+  });
+  afterAll(async () => {
+    await api.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const call = async (name: string, input: unknown, key?: string, method: 'GET' | 'POST' = 'POST') => {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (key) headers.authorization = `Bearer ${key}`;
+    const url = `${api.url}/trpc/${name}${method === 'GET' ? (input === undefined ? '' : `?input=${encodeURIComponent(JSON.stringify(input))}`) : ''}`;
+    const r = await fetch(url, { method, headers, body: method === 'POST' ? JSON.stringify(input) : undefined });
+    return { status: r.status, body: (await r.json()) as { result?: { data: any }; error?: { message: string } } };
+  };
+
+  it('creates the first key openly on loopback; from then on every call needs a valid key', async () => {
+    expect((await call('auth.session', undefined, undefined, 'GET')).body.result!.data).toMatchObject({ required: false, keyStore: true });
+    const created = await call('keys.create', { name: 'alice' });
+    expect(created.status).toBe(200);
+    const alice = created.body.result!.data as { id: string; key: string; prefix: string };
+    expect(alice.key.startsWith(alice.prefix)).toBe(true);
+    // Now a key exists: no key, or a wrong one, is refused.
+    expect((await call('keys.list', undefined, undefined, 'GET')).status).toBe(401);
+    expect((await call('keys.list', undefined, 'ks-wrong', 'GET')).status).toBe(401);
+    const session = await call('auth.session', undefined, alice.key, 'GET');
+    expect(session.body.result!.data).toMatchObject({ required: true, authenticated: true, key: { name: 'alice' } });
+    const list = await call('keys.list', undefined, alice.key, 'GET');
+    expect(list.body.result!.data.map((k: { name: string; key?: string }) => [k.name, k.key])).toEqual([['alice', undefined]]);
+    // The list never carries the secret.
+    expect(JSON.stringify(list.body)).not.toContain(alice.key);
+    const bob = (await call('keys.create', { name: 'bob' }, alice.key)).body.result!.data as { id: string; key: string };
+    expect((await call('keys.usage', undefined, alice.key, 'GET')).body.result!.data.map((u: { name: string }) => u.name).sort()).toEqual(['alice', 'bob']);
+    expect((await call('keys.revoke', { id: bob.id }, alice.key)).status).toBe(200);
+    expect((await call('keys.list', undefined, bob.key, 'GET')).status).toBe(401);
+    const again = await call('keys.revoke', { id: bob.id }, alice.key);
+    expect(again.status).toBe(409);
+    expect((await call('keys.revoke', { id: 'no-such' }, alice.key)).status).toBe(404);
+    expect((await call('keys.create', { name: '  ' }, alice.key)).status).toBe(400);
+  });
+});

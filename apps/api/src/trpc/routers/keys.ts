@@ -10,25 +10,21 @@ function store(ctx: TrpcContext): KeyAdmin {
   return k;
 }
 
-const time = (v: unknown): string | null => (v == null ? null : v instanceof Date ? v.toISOString() : typeof v === 'number' ? new Date(v).toISOString() : String(v));
-
 export const keysRouter = router({
   /** Creates a key; the response is the only time the raw key is shown. */
   create: protectedProcedure.input(z.object({ name: z.string().trim().min(1, 'name is required').max(100) })).mutation(({ ctx, input }) => {
     const k = store(ctx).create(input.name);
-    return { id: k.id, name: k.name, key: k.key, prefix: k.prefix, createdAt: time(k.createdAt) };
+    return { id: k.id, name: k.name, key: k.key, prefix: k.prefix, createdAt: k.createdAt };
   }),
 
-  list: protectedProcedure.query(({ ctx }) =>
-    store(ctx)
-      .list()
-      .map((k) => ({ id: k.id, name: k.name, prefix: k.prefix ?? '', createdAt: time(k.createdAt), revokedAt: time(k.revokedAt), lastUsedAt: time(k.lastUsedAt) })),
-  ),
+  list: protectedProcedure.query(({ ctx }) => store(ctx).list()),
 
   revoke: protectedProcedure.input(z.object({ id: z.string().min(1).max(200) })).mutation(({ ctx, input }) => {
     const s = store(ctx);
-    if (!s.list().some((k) => k.id === input.id)) throw new TRPCError({ code: 'NOT_FOUND', message: `no key with id '${input.id}'` });
-    s.revoke(input.id);
+    if (!s.revoke(input.id)) {
+      const known = s.list().some((k) => k.id === input.id);
+      throw new TRPCError({ code: known ? 'CONFLICT' : 'NOT_FOUND', message: known ? `key '${input.id}' is already revoked` : `no key with id '${input.id}'` });
+    }
     return { revoked: input.id };
   }),
 

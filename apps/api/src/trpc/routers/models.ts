@@ -7,6 +7,19 @@ import { protectedProcedure, router } from '../trpc';
 const engineId = z.string().max(200).default('');
 const bytes = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 
+/** Bytes per place of a model (common.ModelTierBytes as plain numbers). */
+export interface TierBytes {
+  residentBytes: number;
+  expertBytes: number;
+  kvBytes: number;
+  ramExpertCacheBytes: number;
+  vramExpertCacheBytes: number;
+}
+
+function tierBytes(r: common.ModelTierBytes | undefined): TierBytes | null {
+  return r ? { residentBytes: r.residentBytes, expertBytes: r.expertBytes, kvBytes: r.kvBytes, ramExpertCacheBytes: r.ramExpertCacheBytes, vramExpertCacheBytes: r.vramExpertCacheBytes } : null;
+}
+
 /** ModelInfo as the console shows it (tensor type bytes as a sorted list). */
 function modelView(m: common.ModelInfo) {
   return {
@@ -20,7 +33,7 @@ function modelView(m: common.ModelInfo) {
     expertUsedCount: m.expertUsedCount,
     layerCount: m.layerCount,
     loaded: m.loaded,
-    residency: m.residency ?? null,
+    residency: tierBytes(m.residency),
     tensorTypes: Object.entries(m.tensorTypeBytes)
       .map(([type, b]) => ({ type, bytes: b }))
       .sort((a, b) => b.bytes - a.bytes),
@@ -66,7 +79,7 @@ export const modelsRouter = router({
       detailJson = r.planJson;
     }
     return {
-      residency: r.residency ?? null,
+      residency: tierBytes(r.residency),
       cacheExpertsPerLayer: r.cacheExpertsPerLayer,
       coldBytesPerToken: r.coldBytesPerToken,
       fits: r.fits,
