@@ -20,6 +20,39 @@ function collect(stream: grpc.ClientReadableStream<pb.GenerateResponse>): Promis
   });
 }
 
+interface Watched {
+  chunks: pb.GenerateResponse[];
+  first: Promise<void>;
+  done: Promise<{ chunks: pb.GenerateResponse[]; error?: grpc.ServiceError }>;
+  stream: grpc.ClientReadableStream<pb.GenerateResponse>;
+}
+
+function watch(stream: grpc.ClientReadableStream<pb.GenerateResponse>): Watched {
+  const chunks: pb.GenerateResponse[] = [];
+  let gotFirst!: () => void;
+  const first = new Promise<void>((r) => (gotFirst = r));
+  const done = new Promise<{ chunks: pb.GenerateResponse[]; error?: grpc.ServiceError }>((resolve) => {
+    stream.on('data', (c: pb.GenerateResponse) => {
+      chunks.push(c);
+      gotFirst();
+    });
+    stream.on('end', () => resolve({ chunks }));
+    stream.on('error', (error: grpc.ServiceError) => resolve({ chunks, error }));
+  });
+  return { chunks, first, done, stream };
+}
+
+// Long enough to still be running while the test acts (thousands of tokens, end-of-text ignored).
+const LONG: Partial<pb.GenerateRequest> = { prompt: 'Once upon a time', maxTokens: 4000, ignoreEos: true, sampling: common.SamplingParams.fromPartial({ temperature: 0 }) };
+
+const until = async (cond: () => boolean | Promise<boolean>, ms = 5000) => {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+
 // A real engine service in-process with the project's tiny MoE model.
 describe('scheduler gRPC service', () => {
   const dir = tempDir();
@@ -48,7 +81,7 @@ describe('scheduler gRPC service', () => {
   });
 
   it('registers an engine, loads a model through it and lists it', async () => {
-    await unary(client.registerEngine.bind(client), { address: `127.0.0.1:${engine.port}` });
+    await unary(client.registerEngine.bind(client), { address: `127.0.0.1:${engine.port}`, slots: 0 });
     const files = await unary<spb.ListModelFilesRequest, pb.ListModelFilesResponse>(client.listModelFiles.bind(client), { engineId: '' });
     expect(files.files.map((f) => f.id)).toEqual(['tiny-qwen3moe-F32-1']);
     const load = await unary<spb.LoadModelRequest, pb.LoadModelResponse>(
@@ -87,4 +120,164 @@ describe('scheduler gRPC service', () => {
     expect(first.snapshot?.model).toBe('tiny');
     expect(first.snapshot?.kvCapacityBytes).toBeGreaterThan(0);
   });
+});
+
+describe('scheduler queueing: bound, concurrency, cancellation, deadlines, disconnects', () => {
+  const dir = tempDir();
+  let host: LocalModelHost;
+  let engine: RunningEngineServer;
+  let sched: RunningSchedulerServer;
+  let client: spb.SchedulerServiceClient;
+  let engineClient: pb.EngineServiceClient;
+  const submit = (id: string, tenant: string, gen: Partial<pb.GenerateRequest> = LONG, extra: Partial<spb.SubmitRequest> = {}) =>
+    watch(client.submit(spb.SubmitRequest.fromPartial({ tenant, ...extra, generate: { requestId: id, model: 'tiny', ...gen } })));
+  const short = { prompt: 'Hi', maxTokens: 3 };
+
+  beforeAll(async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    host = new LocalModelHost({ seqsPerModel: 4, defaultContext: 4096 });
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny' }));
+    engine = await startEngineServer(host, { port: 0 });
+    // One running slot on the engine, so requests queue.
+    sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], slotsPerEngine: 1, maxQueued: 2, maxQueuedPerTenant: 2, probeIntervalMs: 500 });
+    client = createSchedulerClient(`127.0.0.1:${sched.port}`);
+    engineClient = new pb.EngineServiceClient(`127.0.0.1:${engine.port}`, grpc.credentials.createInsecure());
+  }, 60_000);
+
+  afterAll(async () => {
+    client.close();
+    engineClient.close();
+    await sched.close(100);
+    await engine.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs one request per slot, queues the next ones, refuses past the bound with RESOURCE_EXHAUSTED, and reports the queue', async () => {
+    const long = submit('L1', 'a');
+    await long.first;
+    const q1 = submit('Q1', 'b', short);
+    const q2 = submit('Q2', 'c', short);
+    await until(() => sched.dispatcher.snapshot().queued === 2);
+    const over = await submit('Q3', 'd', short).done;
+    expect(over.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(over.error?.details).toContain('queue is full (2 requests waiting, limit 2)');
+    expect(Number(over.error?.metadata.get('retry-after-ms')[0])).toBeGreaterThan(0);
+
+    const wq = client.watchQueue({ intervalMs: 100 });
+    wq.on('error', () => undefined);
+    const snap = await new Promise<spb.QueueSnapshot>((resolve) => wq.on('data', resolve));
+    wq.cancel();
+    expect(snap).toEqual({ queued: 2, running: 1, capacity: 2, queuedPerTenant: { b: 1, c: 1 } });
+
+    // Cancel reaches the engine within a decode step: the stream ends with CANCELLED a token or two later.
+    const cancelled = await unary<spb.CancelRequest, spb.CancelResponse>(client.cancel.bind(client), { requestId: 'L1' });
+    const atReply = host.telemetry().tokensGenerated; // only L1 has run on this engine so far
+    expect(cancelled.cancelled).toBe(true);
+    const l = await long.done;
+    expect(l.error).toBeUndefined();
+    expect(l.chunks.at(-1)?.finishReason).toBe(common.FinishReason.FINISH_REASON_CANCELLED);
+    expect(l.chunks.at(-1)!.usage!.completionTokens - atReply).toBeLessThanOrEqual(1);
+    expect((await q1.done).error).toBeUndefined();
+    expect((await q2.done).error).toBeUndefined();
+    expect(sched.dispatcher.snapshot()).toMatchObject({ queued: 0, running: 0 });
+  }, 30_000);
+
+  it('cancels a queued request without running it', async () => {
+    const long = submit('L2', 'a');
+    await long.first;
+    const q = submit('Q4', 'b', short);
+    await until(() => sched.dispatcher.snapshot().queued === 1);
+    expect((await unary<spb.CancelRequest, spb.CancelResponse>(client.cancel.bind(client), { requestId: 'Q4' })).cancelled).toBe(true);
+    const r = await q.done;
+    expect(r.chunks).toHaveLength(1);
+    expect(r.chunks[0].finishReason).toBe(common.FinishReason.FINISH_REASON_CANCELLED);
+    expect(r.chunks[0].usage?.completionTokens).toBe(0);
+    await unary(client.cancel.bind(client), { requestId: 'L2' });
+    await long.done;
+  }, 30_000);
+
+  it('expires a queued request at its deadline and cancels a running one at its deadline', async () => {
+    const long = submit('L3', 'a', LONG, { deadlineUnixMs: Date.now() + 800 });
+    await long.first;
+    const t0 = Date.now();
+    const queued = await submit('Q5', 'b', short, { deadlineUnixMs: Date.now() + 300 }).done;
+    expect(queued.error?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    expect(queued.error?.details).toMatch(/deadline passed after \d+ ms in the queue/);
+    expect(Date.now() - t0).toBeLessThan(1200);
+    expect(sched.dispatcher.snapshot().queued).toBe(0);
+    const l = await long.done;
+    expect(l.error?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    expect(l.error?.details).toContain('while running on engine-1');
+    // The engine stopped it too.
+    await until(() => host.telemetry().runningRequests === 0, 2000);
+    const past = await submit('Q6', 'b', short, { deadlineUnixMs: Date.now() - 1 }).done;
+    expect(past.error?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+  }, 30_000);
+
+  it('stops the engine work when the client disconnects, and frees the slot', async () => {
+    const long = submit('L4', 'a');
+    await long.first;
+    expect(host.telemetry().runningRequests).toBe(1);
+    long.stream.cancel();
+    await until(() => host.telemetry().runningRequests === 0, 2000);
+    await until(() => sched.dispatcher.snapshot().running === 0, 2000);
+    const next = await submit('S1', 'b', short).done;
+    expect(next.error).toBeUndefined();
+  }, 30_000);
+
+  it('refuses a duplicate request id', async () => {
+    const long = submit('L5', 'a');
+    await long.first;
+    const dup = await submit('L5', 'a', short).done;
+    expect(dup.error?.code).toBe(grpc.status.ALREADY_EXISTS);
+    long.stream.cancel();
+    await until(() => sched.dispatcher.snapshot().running === 0, 2000);
+  }, 30_000);
+});
+
+describe('scheduler with two engines, one of which dies mid-stream', () => {
+  const dir = tempDir();
+  const engines: RunningEngineServer[] = [];
+  let sched: RunningSchedulerServer;
+  let client: spb.SchedulerServiceClient;
+
+  beforeAll(async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    for (let i = 0; i < 2; i++) {
+      const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 4096 });
+      await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny' }));
+      engines.push(await startEngineServer(host, { port: 0 }));
+    }
+    sched = await startSchedulerServer({ engines: engines.map((e) => `127.0.0.1:${e.port}`), slotsPerEngine: 1, probeIntervalMs: 300 });
+    client = createSchedulerClient(`127.0.0.1:${sched.port}`);
+  }, 60_000);
+
+  afterAll(async () => {
+    client.close();
+    await sched.close(100);
+    for (const e of engines) await e.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('fails the dead engine requests with UNAVAILABLE naming it and sends new ones to the healthy engine', async () => {
+    const a = watch(client.submit(spb.SubmitRequest.fromPartial({ tenant: 't', generate: { requestId: 'A', model: 'tiny', ...LONG } })));
+    await a.first;
+    const b = watch(client.submit(spb.SubmitRequest.fromPartial({ tenant: 't', generate: { requestId: 'B', model: 'tiny', ...LONG } })));
+    await b.first;
+    // Both slots are in use, one on each engine; kill the first engine's server.
+    expect(sched.pool.list().map((e) => e.running)).toEqual([1, 1]);
+    engines[0].server.forceShutdown();
+    const ra = await a.done;
+    expect(ra.error?.code).toBe(grpc.status.UNAVAILABLE);
+    expect(ra.error?.details).toContain(`engine engine-1 at 127.0.0.1:${engines[0].port} failed during request 'A'`);
+    const listed = await unary<spb.ListEnginesRequest, spb.ListEnginesResponse>(client.listEngines.bind(client), {});
+    expect(listed.engines[0].status).toBe(common.ServingStatus.SERVING_STATUS_NOT_SERVING);
+    expect(listed.engines[0].detail).not.toBe('');
+    expect(listed.engines[1].status).toBe(common.ServingStatus.SERVING_STATUS_SERVING);
+    // The healthy engine's stream is unaffected; a new request waits for its slot and runs there.
+    await unary(client.cancel.bind(client), { requestId: 'B' });
+    expect((await b.done).error).toBeUndefined();
+    const c = await collect(client.submit(spb.SubmitRequest.fromPartial({ tenant: 't', generate: { requestId: 'C', model: 'tiny', prompt: 'Hi', maxTokens: 3 } })));
+    expect(c.at(-1)?.usage?.completionTokens).toBeGreaterThan(0);
+  }, 30_000);
 });

@@ -1,30 +1,35 @@
 import * as grpc from '@grpc/grpc-js';
-import { addStandardServices, bindServer, common, engine as pb, scheduler as spb, shutdownServer } from '@kailstream/proto';
+import { addStandardServices, bearerAuthInterceptors, bindServer, common, engine as pb, scheduler as spb, shutdownServer } from '@kailstream/proto';
 
+import { clientOptions } from './auth';
+import { Dispatcher, grpcError, type DispatcherOptions } from './dispatcher';
 import { EnginePool } from './engine-pool';
 import { VERSION } from './version';
 
 export const SCHEDULER_SERVICE_NAME = 'kailstream.scheduler.v1.SchedulerService';
 
-export interface SchedulerServerOptions {
+export interface SchedulerServerOptions extends DispatcherOptions {
   host?: string;
   port?: number;
   /** Engine addresses to register at start. */
   engines?: string[];
-  /** Health-probe interval for engines (ms). */
+  /** Health-probe interval for engines (ms). Default 2000. */
   probeIntervalMs?: number;
+  /** Running slots per engine registered without its own. Default 8. */
+  slotsPerEngine?: number;
+  /** When set, every RPC but health needs `authorization: Bearer <token>`. */
+  authToken?: string;
+  /** Token sent to the engines (default: authToken). */
+  engineToken?: string;
 }
 
 export interface RunningSchedulerServer {
   server: grpc.Server;
   pool: EnginePool;
+  dispatcher: Dispatcher;
   host: string;
   port: number;
   close(graceMs?: number): Promise<void>;
-}
-
-function grpcError(code: grpc.status, message: string): grpc.ServiceError {
-  return Object.assign(new Error(message), { code, details: message, metadata: new grpc.Metadata() });
 }
 
 type Unary<Res> = (
@@ -42,7 +47,7 @@ function passThrough<Res>(pool: EnginePool, engineId: string, fn: Unary<Res>, cb
     return cb(
       grpcError(
         engineId ? grpc.status.NOT_FOUND : grpc.status.UNAVAILABLE,
-        engineId ? `no engine '${engineId}' is registered (registered: ${known.join(', ') || 'none'})` : 'no healthy engine is registered',
+        engineId ? `no engine '${engineId}' is registered (registered: ${known.join(', ') || 'none'})` : `no healthy engine is registered (registered: ${known.join(', ') || 'none'})`,
       ),
     );
   }
@@ -54,18 +59,21 @@ function passThrough<Res>(pool: EnginePool, engineId: string, fn: Unary<Res>, cb
   });
 }
 
-/** The SchedulerService: accepts requests and dispatches them to registered engines. */
-export function createSchedulerServiceImpl(pool: EnginePool): spb.SchedulerServiceServer {
+/** The SchedulerService: queues requests and dispatches them to registered engines. */
+export function createSchedulerServiceImpl(dispatcher: Dispatcher): spb.SchedulerServiceServer {
+  const pool = dispatcher.pool;
   const started = Date.now();
-  const running = new Map<string, { engine: string; call: grpc.ClientReadableStream<pb.GenerateResponse> }>();
   return {
-    health: (_call, cb) =>
+    health: (_call, cb) => {
+      const engines = pool.list();
+      const serving = engines.filter((e) => e.status === common.ServingStatus.SERVING_STATUS_SERVING).length;
       cb(null, {
         status: common.ServingStatus.SERVING_STATUS_SERVING,
         version: VERSION,
-        detail: `${pool.list().length} engine(s) registered`,
+        detail: `${serving}/${engines.length} engine(s) serving`,
         uptimeSeconds: (Date.now() - started) / 1000,
-      }),
+      });
+    },
     listModels: (_call, cb) => {
       const models = new Map<string, common.ModelInfo>();
       for (const e of pool.list()) {
@@ -76,7 +84,7 @@ export function createSchedulerServiceImpl(pool: EnginePool): spb.SchedulerServi
     },
     registerEngine: (call, cb) => {
       if (!call.request.address) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'address is required (host:port)'));
-      pool.register(call.request.address).then(
+      pool.register(call.request.address, call.request.slots).then(
         (e) => cb(null, { engineId: e.id }),
         (e) => cb(grpcError(grpc.status.UNAVAILABLE, (e as Error).message)),
       );
@@ -90,46 +98,22 @@ export function createSchedulerServiceImpl(pool: EnginePool): spb.SchedulerServi
           models: e.models.map((m) => m.id),
           running: e.running,
           lastSeenUnixMs: e.lastSeenUnixMs,
+          slots: e.slots,
+          detail: e.detail,
         })),
       }),
-    submit: (call) => {
-      const req = call.request.generate;
-      if (!req || !req.model) {
-        call.emit('error', grpcError(grpc.status.INVALID_ARGUMENT, 'generate.model is required'));
-        return;
-      }
-      const engine = pool.pick(req.model);
-      if (!engine) {
-        call.emit('error', grpcError(grpc.status.NOT_FOUND, `no healthy engine serves model '${req.model}'`));
-        return;
-      }
-      engine.running++;
-      const upstream = engine.client.generate(req);
-      running.set(req.requestId, { engine: engine.id, call: upstream });
-      const done = () => {
-        if (running.delete(req.requestId)) engine.running--;
-      };
-      call.on('cancelled', () => {
-        upstream.cancel();
-        done();
-      });
-      upstream.on('data', (chunk: pb.GenerateResponse) => call.write(chunk));
-      upstream.on('end', () => {
-        done();
-        call.end();
-      });
-      upstream.on('error', (e: grpc.ServiceError) => {
-        done();
-        if (e.code !== grpc.status.CANCELLED) call.emit('error', e);
-      });
+    submit: (call) => dispatcher.submit(call),
+    cancel: (call, cb) => cb(null, { cancelled: dispatcher.cancel(call.request.requestId) }),
+    watchQueue: (call) => {
+      const send = () => call.write(dispatcher.snapshot());
+      send();
+      const timer = setInterval(send, Math.max(100, call.request.intervalMs || 1000));
+      const stop = () => clearInterval(timer);
+      call.on('cancelled', stop);
+      call.on('close', stop);
+      call.on('error', stop);
     },
-    cancel: (call, cb) => {
-      const r = running.get(call.request.requestId);
-      if (r) r.call.cancel();
-      cb(null, { cancelled: !!r });
-    },
-    listModelFiles: (call, cb) =>
-      passThrough(pool, call.request.engineId, (c, md, o, done) => c.listModelFiles({}, md, o, done), cb),
+    listModelFiles: (call, cb) => passThrough(pool, call.request.engineId, (c, md, o, done) => c.listModelFiles({}, md, o, done), cb),
     planModel: (call, cb) => {
       if (!call.request.plan) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'plan is required'));
       passThrough(pool, call.request.engineId, (c, md, o, done) => c.planModel(call.request.plan!, md, o, done), cb);
@@ -146,7 +130,7 @@ export function createSchedulerServiceImpl(pool: EnginePool): spb.SchedulerServi
       const interval = Math.max(100, call.request.intervalMs || 1000);
       const streams = new Map<string, grpc.ClientReadableStream<pb.TelemetrySnapshot>>();
       let stopped = false;
-      // Follow every engine, including ones registered after the watch began; reconnect after errors.
+      // Follow every engine, including ones registered or restarted after the watch began.
       const attach = () => {
         if (stopped) return;
         for (const e of pool.list()) {
@@ -175,40 +159,35 @@ export function createSchedulerServiceImpl(pool: EnginePool): spb.SchedulerServi
       call.on('close', stop);
       call.on('error', stop);
     },
-    watchQueue: (call) => {
-      const send = () =>
-        call.write({ queued: 0, running: running.size, capacity: 0, queuedPerTenant: {} });
-      send();
-      const timer = setInterval(send, Math.max(100, call.request.intervalMs || 1000));
-      const stop = () => clearInterval(timer);
-      call.on('cancelled', stop);
-      call.on('close', stop);
-    },
   };
 }
 
 /** Starts the scheduler gRPC service (with reflection and grpc.health.v1). */
 export async function startSchedulerServer(opts: SchedulerServerOptions = {}): Promise<RunningSchedulerServer> {
-  const pool = new EnginePool();
+  const pool = new EnginePool({ defaultSlots: opts.slotsPerEngine, engineToken: opts.engineToken ?? opts.authToken });
   for (const address of opts.engines ?? []) await pool.register(address);
   pool.startProbing(opts.probeIntervalMs ?? 2000);
-  const server = new grpc.Server();
-  server.addService(spb.SchedulerServiceService, createSchedulerServiceImpl(pool));
+  const dispatcher = new Dispatcher(pool, opts);
+  const server = new grpc.Server({ interceptors: bearerAuthInterceptors(opts.authToken) });
+  server.addService(spb.SchedulerServiceService, createSchedulerServiceImpl(dispatcher));
   addStandardServices(server, [SCHEDULER_SERVICE_NAME]);
   const host = opts.host ?? '127.0.0.1';
   const port = await bindServer(server, host, opts.port ?? 0);
   return {
     server,
     pool,
+    dispatcher,
     host,
     port,
     close: async (graceMs) => {
+      dispatcher.close();
       pool.close();
       await shutdownServer(server, graceMs);
     },
   };
 }
 
-export function createSchedulerClient(address: string, credentials = grpc.credentials.createInsecure()): spb.SchedulerServiceClient {
-  return new spb.SchedulerServiceClient(address, credentials);
+/** A client for the scheduler at `address`; `token` adds the bearer metadata its --auth-token requires. */
+export function createSchedulerClient(address: string, credentials = grpc.credentials.createInsecure(), token?: string): spb.SchedulerServiceClient {
+  return new spb.SchedulerServiceClient(address, credentials, clientOptions(token));
 }

@@ -208,6 +208,7 @@ export class LocalModelHost implements ModelHost {
         stop: req.stop.filter((s) => s.length > 0),
         logprobs: req.wantLogprobs || req.topLogprobs > 0,
         topLogprobs: req.topLogprobs,
+        ignoreEog: req.ignoreEos,
       },
       signal,
     );

@@ -98,6 +98,8 @@ export interface GenerateRequest {
    * followed by the assistant turn's opening; used instead of prompt/prompt_tokens when set.
    */
   messages: ChatMessage[];
+  /** Keep generating past end-of-generation tokens until max_tokens (benchmarks, vLLM's ignore_eos). */
+  ignoreEos: boolean;
 }
 
 export interface ChatMessage {
@@ -802,6 +804,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     topLogprobs: 0,
     wantLogprobs: false,
     messages: [],
+    ignoreEos: false,
   };
 }
 
@@ -840,6 +843,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     for (const v of message.messages) {
       ChatMessage.encode(v!, writer.uint32(82).fork()).join();
+    }
+    if (message.ignoreEos !== false) {
+      writer.uint32(88).bool(message.ignoreEos);
     }
     return writer;
   },
@@ -947,6 +953,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.messages.push(ChatMessage.decode(reader, reader.uint32()));
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.ignoreEos = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -993,6 +1007,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
       messages: globalThis.Array.isArray(object?.messages)
         ? object.messages.map((e: any) => ChatMessage.fromJSON(e))
         : [],
+      ignoreEos: isSet(object.ignoreEos)
+        ? globalThis.Boolean(object.ignoreEos)
+        : isSet(object.ignore_eos)
+        ? globalThis.Boolean(object.ignore_eos)
+        : false,
     };
   },
 
@@ -1028,6 +1047,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.messages?.length) {
       obj.messages = message.messages.map((e) => ChatMessage.toJSON(e));
     }
+    if (message.ignoreEos !== false) {
+      obj.ignoreEos = message.ignoreEos;
+    }
     return obj;
   },
 
@@ -1048,6 +1070,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.topLogprobs = object.topLogprobs ?? 0;
     message.wantLogprobs = object.wantLogprobs ?? false;
     message.messages = object.messages?.map((e) => ChatMessage.fromPartial(e)) || [];
+    message.ignoreEos = object.ignoreEos ?? false;
     return message;
   },
 };
