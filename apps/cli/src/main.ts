@@ -5,6 +5,8 @@ import { registerVersion } from './commands/version';
 import { registerServe } from './commands/serve';
 import { registerModelCommands } from './commands/model-commands';
 import { registerCacheSim } from './commands/cache-sim';
+import { registerProfile } from './commands/profile';
+import { registerRepack } from './commands/repack';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -18,6 +20,8 @@ export function buildProgram(): Command {
   registerServe(program);
   registerModelCommands(program);
   registerCacheSim(program);
+  registerProfile(program);
+  registerRepack(program);
   return program;
 }
 

@@ -14,6 +14,10 @@ import {
   openGgufMetadata,
   parseByteSize,
   planModel,
+  profileDefaults,
+  readHardwareProfile,
+  hardwareProfilePath,
+  USAGE_HISTORY_SUBDIR,
   summarize,
   summarizeStream,
   type GenerateResult,
@@ -58,6 +62,8 @@ interface StreamOpts {
   directIo: boolean;
   prefetch: boolean;
   cachePolicy?: string;
+  storage: string[];
+  usageDir?: string;
 }
 
 function addStreamOptions(cmd: Command): Command {
@@ -67,11 +73,35 @@ function addStreamOptions(cmd: Command): Command {
     .option('--io-threads <n>', 'expert reads in flight (default 4)', int('--io-threads', 1, 64))
     .option('--no-direct-io', 'read experts through the page cache (then drop it) instead of O_DIRECT')
     .option('--no-prefetch', "do not read the next layer's predicted experts early")
-    .option('--cache-policy <name>', "expert cache eviction: lru, lfu, lrfu or context, options after a colon (default: context)");
+    .option('--cache-policy <name>', "expert cache eviction: lru, lfu, lrfu or context, options after a colon (default: context)")
+    .option('--storage <path>', 'read experts from the expert pack (kail repack) in this directory or file, repeatable (one per stripe); needs --ram', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--usage-dir <dir>', `where per-model expert usage histories live (default: <data dir>/${USAGE_HISTORY_SUBDIR})`);
 }
 
-function streamLoadOptions(o: StreamOpts): LoadModelOptions {
-  return { ramBytes: o.ram, ramReserveBytes: o.reserve, ioThreads: o.ioThreads, directIo: o.directIo, prefetch: o.prefetch, cachePolicy: o.cachePolicy };
+/**
+ * Load options from the streaming flags, with the hardware profile's defaults (<data dir>/profile.json)
+ * for --ram and --io-threads when absent; each default taken is said on stderr with its reason.
+ */
+function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageHistory: boolean, log: (l: string) => void): LoadModelOptions {
+  let ramBytes = o.ram;
+  let ioThreads = o.ioThreads;
+  const profile = readHardwareProfile(dir);
+  if (profile) {
+    const d = profileDefaults(profile, hardwareProfilePath(dir), fs.statSync(modelPath).size, { ramBytes, ioThreads });
+    ramBytes = d.ramBytes;
+    if (ramBytes !== undefined) ioThreads = d.ioThreads;
+    for (const l of d.lines) log(`kail: ${l}`);
+  }
+  return {
+    ramBytes,
+    ramReserveBytes: o.reserve,
+    ioThreads,
+    directIo: o.directIo,
+    prefetch: o.prefetch,
+    cachePolicy: o.cachePolicy,
+    storage: o.storage.length ? o.storage : undefined,
+    usageHistoryDir: usageHistory ? (o.usageDir ?? path.join(dir, USAGE_HISTORY_SUBDIR)) : undefined,
+  };
 }
 
 /** One line about expert streaming after a run; '' on the in-memory path. */
@@ -194,12 +224,14 @@ export function registerModelCommands(program: Command): void {
     .option('-c, --ctx <n>', 'context length', int('--ctx', 1, 1 << 20))
     .option('--json', 'print one JSON object (token ids, text, timings) instead of streaming')
     .option('--demo', 'use the built-in demo model (written on first use into the data directory)')
-    .option('--data-dir <dir>', 'data directory');
-  addSpecOptions(addStreamOptions(run)).action(async (o: RunOpts & StreamOpts & SpecOpts) => {
+    .option('--no-usage-history', "neither warm the expert cache from this model's usage history nor update it")
+    .option('--data-dir <dir>', 'data directory (hardware profile, usage histories, demo model)');
+  addSpecOptions(addStreamOptions(run)).action(async (o: RunOpts & StreamOpts & SpecOpts & { usageHistory: boolean }) => {
     const log = (l: string) => process.stderr.write(l + '\n');
-    const modelPath = o.model ?? (o.demo ? ensureDemoModel(dataDir(o.dataDir), log) : undefined);
+    const dir = dataDir(o.dataDir);
+    const modelPath = o.model ?? (o.demo ? ensureDemoModel(dir, log) : undefined);
     if (!modelPath) throw new Error('give a model with -m FILE.gguf, or --demo for the built-in one');
-    const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...streamLoadOptions(o) });
+    const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...streamLoadOptions(o, modelPath, dir, o.usageHistory, log) });
     let draft: EngineModel | null = null;
     try {
       const sp = loadSpeculation(model, o, o.threads);
@@ -215,6 +247,7 @@ export function registerModelCommands(program: Command): void {
         log(`model: ${path.basename(modelPath)} (${model.hparams.arch}, ${model.hparams.nLayer} layers${model.hparams.nExpert ? `, ${model.hparams.nExpert} experts / ${model.hparams.nExpertUsed} used` : ''}), ${model.runtime.nThreads} threads` +
             (model.plan ? `, RAM budget ${formatBytes(model.plan.ramBytes)}: ${formatBytes(model.plan.residentBytes)} resident, expert cache ${formatBytes(model.plan.cacheBytes)}` : ''),
         );
+        if (model.usageHistoryNote && model.plan) log(model.usageHistoryNote);
         process.stdout.write(text);
       }
       const r: GenerateResult = await generate(model, prompt, {
@@ -261,11 +294,17 @@ export function registerModelCommands(program: Command): void {
     .option('-r, --reps <n>', 'repetitions (median reported)', int('--reps', 1, 100), 1)
     .option('--temp <t>', 'with --draft/--lookup: sampling temperature (0 = greedy)', num('--temp', 0, 100), 0)
     .option('--seed <s>', 'with --draft/--lookup: sampling seed', int('--seed', 0, 2 ** 32 - 1), 1)
+    .option('--usage-history', "warm the expert cache from the model's usage history and update it (off by default, so runs compare)")
+    .option('--data-dir <dir>', 'data directory (hardware profile, usage histories)')
     .option('--json', 'print one JSON object');
   addSpecOptions(addStreamOptions(bench)).action(
-    async (o: { model: string; nPrompt: number; nGen: number; threads?: number; feed: string; reps: number; temp: number; seed: number; json?: boolean } & StreamOpts & SpecOpts) => {
+    async (
+      o: { model: string; nPrompt: number; nGen: number; threads?: number; feed: string; reps: number; temp: number; seed: number; json?: boolean; usageHistory?: boolean; dataDir?: string } & StreamOpts &
+        SpecOpts,
+    ) => {
       if (o.feed !== 'greedy' && o.feed !== 'random') throw new Error(`--feed must be greedy or random, got '${o.feed}'`);
-      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1, ...streamLoadOptions(o) });
+      const log = (l: string) => process.stderr.write(l + '\n');
+      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
       try {
         if (o.draft || o.lookup) return await benchSpeculative(model, o);
         const r = await benchmark(model, { promptTokens: o.nPrompt, genTokens: o.nGen, feed: o.feed, reps: o.reps });
@@ -326,14 +365,23 @@ export function registerModelCommands(program: Command): void {
     .command('plan')
     .description('what a RAM budget holds with experts streaming from storage: resident, KV, cache capacity, cold bytes per token (exit 1 when it does not fit)')
     .requiredOption('-m, --model <file>', 'GGUF model file')
-    .requiredOption('--ram <bytes>', 'RAM budget (8G, 512M, bytes)', bytes('--ram'))
+    .option('--ram <bytes>', "RAM budget (8G, 512M, bytes); default: the hardware profile's (kail profile)", bytes('--ram'))
+    .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('-c, --ctx <n>', 'context length (default: the model\'s, at most 4096)', int('--ctx', 1, 1 << 20))
     .option('--seqs <n>', 'concurrent sequences', int('--seqs', 1, 1024), 1)
     .option('--batch <n>', 'most tokens per forward pass', int('--batch', 1, 1 << 16), 512)
     .option('--reserve <bytes>', `part of --ram held back for the process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
     .option('--json', 'print one JSON object')
-    .action((o: { model: string; ram: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean }) => {
-      const p = planModel(o.model, { ramBytes: o.ram, nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve });
+    .action((o: { model: string; ram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string }) => {
+      let ram = o.ram;
+      if (ram === undefined) {
+        const dir = dataDir(o.dataDir);
+        const profile = readHardwareProfile(dir);
+        if (!profile) throw new Error(`give --ram, or run kail profile first (no ${hardwareProfilePath(dir)})`);
+        ram = profile.defaults.ramBytes;
+        process.stderr.write(`kail: --ram ${formatBytes(ram)} from ${hardwareProfilePath(dir)}: ${profile.defaults.why.ramBytes}\n`);
+      }
+      const p = planModel(o.model, { ramBytes: ram, nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve });
       if (o.json) process.stdout.write(JSON.stringify(p) + '\n');
       else process.stdout.write(planLines(o.model, p).join('\n') + '\n');
       if (!p.fits) throw new Error(p.message);

@@ -1,0 +1,75 @@
+// kail profile (measured defaults that run/plan then take, and say so) and kail repack + run --storage
+// (an expert pack striped over two directories gives the in-memory tokens), on the built-in demo model.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const KAIL = path.resolve(__dirname, '../bin/kail.js');
+
+function kail(...args: string[]) {
+  return spawnSync(process.execPath, [KAIL, ...args], { encoding: 'utf8', timeout: 120_000 });
+}
+
+describe('kail profile and kail repack', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-cli-profile-'));
+  let model: string;
+  let inMemory: number[];
+  beforeAll(() => {
+    const r = kail('run', '--demo', '--data-dir', dir, '-p', 'Hello', '-n', '8', '-t', '2', '--json', '--no-usage-history');
+    expect(r.status).toBe(0);
+    const out = JSON.parse(r.stdout);
+    model = out.model;
+    inMemory = out.tokens;
+  }, 120_000);
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('profile measures, writes profile.json with plain progress lines, and plan/run take its defaults', () => {
+    const r = kail('profile', '--data-dir', dir, '--file-size', '16M', '--seconds', '0.05', '--ram-share', '0.5');
+    expect(r.status).toBe(0);
+    // Not a TTY: one plain line per step, no carriage returns.
+    expect(r.stderr).not.toContain('\r');
+    expect(r.stderr).toMatch(/storage .*: random 1\.00 MiB blocks, queue depth 4: [\d.]+ (KiB|MiB|GiB)\/s/);
+    const p = JSON.parse(fs.readFileSync(path.join(dir, 'profile.json'), 'utf8'));
+    expect(p.storage).toHaveLength(1);
+    expect(p.storage[0].results.length).toBe(17);
+    expect(p.storage[0].sequentialBytesPerSecond).toBeGreaterThan(0);
+    expect(p.memory.readBytesPerSecond).toBeGreaterThan(0);
+    expect(p.defaults.ioThreads).toBeGreaterThanOrEqual(1);
+    expect(fs.readdirSync(dir).filter((f) => f.includes('kail-profile'))).toEqual([]); // temp file removed
+    const show = kail('profile', '--data-dir', dir, '--show');
+    expect(show.stdout).toMatch(/default --ram .*50% of the .* available when profiled/);
+    expect(show.stdout).toMatch(/default --io-threads \d+: the smallest queue depth/);
+
+    const plan = kail('plan', '-m', model, '--data-dir', dir, '--json');
+    expect(plan.status).toBe(0);
+    expect(JSON.parse(plan.stdout).ramBytes).toBe(p.defaults.ramBytes);
+    expect(plan.stderr).toContain(`--ram`);
+    expect(plan.stderr).toContain('profile.json');
+    // The demo model fits the profiled budget: run says so and stays in memory.
+    const run = kail('run', '-m', model, '--data-dir', dir, '-p', 'Hello', '-n', '8', '-t', '2', '--json', '--no-usage-history');
+    expect(run.status).toBe(0);
+    expect(run.stderr).toMatch(/fits the profiled budget .* so it runs in memory/);
+    expect(JSON.parse(run.stdout).stream).toBeNull();
+  }, 120_000);
+
+  it('repack stripes experts over two directories; run --storage gives the in-memory tokens', () => {
+    const s1 = path.join(dir, 's1');
+    const s2 = path.join(dir, 's2');
+    fs.mkdirSync(s1);
+    fs.mkdirSync(s2);
+    const r = kail('repack', '-m', model, '-o', 'demo.kxp', '--storage', s1, '--storage', s2, '--json');
+    expect(r.status).toBe(0);
+    expect(JSON.parse(r.stdout).stripes).toEqual([path.join(s1, 'demo.kxp'), path.join(s2, 'demo.kxp')]);
+    const p = JSON.parse(kail('plan', '-m', model, '--ram', '1G', '--reserve', '0', '--ctx', '256', '--json').stdout);
+    const ram = String(p.fixedBytes + Math.round(2.5 * p.nMoeLayers * p.expertEntryBytes));
+    const run = kail('run', '-m', model, '--data-dir', dir, '-p', 'Hello', '-n', '8', '-t', '2', '-c', '256', '--json', '--ram', ram, '--reserve', '0', '--storage', s1, '--storage', s2);
+    expect(run.status).toBe(0);
+    const out = JSON.parse(run.stdout);
+    expect(out.tokens).toEqual(inMemory);
+    expect(out.stream.bytesRead).toBeGreaterThan(0);
+    const bad = kail('run', '-m', model, '--data-dir', dir, '-n', '1', '--ram', ram, '--reserve', '0', '-c', '256', '--storage', s1);
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toMatch(/no complete expert pack .* lacks stripe\(s\) 1/);
+  }, 120_000);
+});
