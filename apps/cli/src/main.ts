@@ -5,6 +5,10 @@ import { registerVersion } from './commands/version';
 import { registerServe } from './commands/serve';
 import { registerModelCommands } from './commands/model-commands';
 import { registerCacheSim } from './commands/cache-sim';
+import { registerKeys } from './commands/keys';
+import { registerPs } from './commands/ps';
+import { registerStop } from './commands/stop';
+import { registerChat } from './commands/chat';
 import { registerProfile } from './commands/profile';
 import { registerRepack } from './commands/repack';
 
@@ -20,6 +24,10 @@ export function buildProgram(): Command {
   registerServe(program);
   registerModelCommands(program);
   registerCacheSim(program);
+  registerKeys(program);
+  registerPs(program);
+  registerStop(program);
+  registerChat(program);
   registerProfile(program);
   registerRepack(program);
   return program;

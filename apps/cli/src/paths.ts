@@ -17,5 +17,10 @@ export const SERVICE_ENTRIES = {
   engine: path.join(REPO_ROOT, 'packages/engine/dist/service/main.js'),
   scheduler: path.join(REPO_ROOT, 'packages/scheduler/dist/main.js'),
   api: path.join(REPO_ROOT, 'apps/api/dist/main.js'),
+  /** The API's key administration (`kail keys` runs it: the store belongs to the API app). */
+  apiKeys: path.join(REPO_ROOT, 'apps/api/dist/keys-main.js'),
   web: path.join(REPO_ROOT, 'apps/web'),
 } as const;
+
+/** The file `kail serve` writes into the data directory while it runs (read by ps, stop, chat). */
+export const SERVE_STATE_FILE = 'serve.json';

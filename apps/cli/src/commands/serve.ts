@@ -43,7 +43,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     log(`engine     grpc://${engine.address}`);
     const sched = await sup.start({ name: 'scheduler', command: node, args: [SERVICE_ENTRIES.scheduler, '--port', '0', '--engine', engine.address] });
     log(`scheduler  grpc://${sched.address}`);
-    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address] });
+    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir] });
     log(`api        ${api.address}`);
     if (opts.web) {
       const webPort = await freePort();

@@ -1,0 +1,170 @@
+import readline from 'node:readline';
+import type { Command } from 'commander';
+
+import { dataDir } from '../paths';
+import { apiUrlOf } from '../serve-state';
+
+export interface ChatOptions {
+  /** API base URL. */
+  url: string;
+  apiKey?: string;
+  model?: string;
+  system?: string;
+  maxTokens?: number;
+  temperature?: number;
+}
+
+interface Msg {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+function headers(o: ChatOptions): Record<string, string> {
+  return { 'content-type': 'application/json', ...(o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : {}) };
+}
+
+async function errorOf(r: Response): Promise<string> {
+  const text = await r.text();
+  try {
+    return `HTTP ${r.status}: ${(JSON.parse(text) as { error: { message: string } }).error.message}`;
+  } catch {
+    return `HTTP ${r.status}: ${text.slice(0, 200)}`;
+  }
+}
+
+/** The first model the API lists. */
+export async function defaultModel(o: ChatOptions): Promise<string> {
+  const r = await fetch(`${o.url}/v1/models`, { headers: headers(o) });
+  if (!r.ok) throw new Error(`cannot list models at ${o.url}: ${await errorOf(r)}`);
+  const body = (await r.json()) as { data: { id: string }[] };
+  if (!body.data.length) throw new Error(`the server at ${o.url} has no model loaded (kail serve -m MODEL.gguf)`);
+  return body.data[0].id;
+}
+
+/** Streams one chat completion, writing deltas as they come; returns the whole reply. */
+export async function streamChat(o: ChatOptions & { model: string }, messages: Msg[], onText: (t: string) => void, signal?: AbortSignal): Promise<string> {
+  const r = await fetch(`${o.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: headers(o),
+    body: JSON.stringify({ model: o.model, messages, stream: true, max_tokens: o.maxTokens, temperature: o.temperature }),
+    signal,
+  });
+  if (!r.ok || !r.body) throw new Error(await errorOf(r));
+  const reader = r.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  let text = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let i: number;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const event = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      for (const line of event.split('\n')) {
+        if (!line.startsWith('data: ')) continue;
+        const data = line.slice(6);
+        if (data === '[DONE]') return text;
+        const obj = JSON.parse(data) as { error?: { message: string }; choices?: { delta?: { content?: string } }[] };
+        if (obj.error) throw new Error(`the server failed mid-reply: ${obj.error.message}`);
+        const d = obj.choices?.[0]?.delta?.content;
+        if (d) {
+          text += d;
+          onText(d);
+        }
+      }
+    }
+  }
+  throw new Error('the stream ended without [DONE] (the server went away?)');
+}
+
+/**
+ * The chat loop: each input line is a user turn; the reply streams to `out`. On a terminal it
+ * prompts with "> " and knows /reset and /exit; without one (a pipe) it reads line by line and
+ * prints each reply on its own line(s), so it can be scripted and tested. Returns the number of
+ * turns that failed.
+ */
+export async function chatLoop(o: ChatOptions, input: NodeJS.ReadableStream, out: NodeJS.WritableStream, err: NodeJS.WritableStream, tty: boolean): Promise<number> {
+  const model = o.model ?? (await defaultModel(o));
+  const history: Msg[] = o.system ? [{ role: 'system', content: o.system }] : [];
+  const rl = readline.createInterface({ input, output: tty ? out : undefined, terminal: tty });
+  if (tty) {
+    err.write(`chatting with ${model} at ${o.url}; /reset clears the history, /exit or Ctrl-D ends\n`);
+    rl.setPrompt('> ');
+    rl.prompt();
+  }
+  let failures = 0;
+  let aborter: AbortController | undefined;
+  // Ctrl-C during a reply stops the reply; at the prompt it ends the chat.
+  rl.on('SIGINT', () => (aborter ? aborter.abort() : rl.close()));
+  for await (const raw of rl) {
+    const line = raw.trim();
+    if (line === '/exit' || line === '/quit') break;
+    if (line === '/reset') {
+      history.splice(o.system ? 1 : 0);
+      if (tty) {
+        err.write('(history cleared)\n');
+        rl.prompt();
+      }
+      continue;
+    }
+    if (line) {
+      history.push({ role: 'user', content: line });
+      aborter = new AbortController();
+      try {
+        const reply = await streamChat({ ...o, model }, history, (t) => out.write(t), aborter.signal);
+        out.write('\n');
+        history.push({ role: 'assistant', content: reply });
+      } catch (e) {
+        history.pop();
+        failures++;
+        out.write('\n');
+        err.write(`error: ${aborter.signal.aborted ? 'reply stopped' : (e as Error).message}\n`);
+      } finally {
+        aborter = undefined;
+      }
+    }
+    if (tty) rl.prompt();
+  }
+  rl.close();
+  return failures;
+}
+
+interface ChatCliOpts {
+  url?: string;
+  apiKey?: string;
+  model?: string;
+  system?: string;
+  maxTokens?: string;
+  temperature?: string;
+  dataDir?: string;
+}
+
+export function registerChat(program: Command): void {
+  program
+    .command('chat')
+    .description('chat with a served model through the API (streaming); reads stdin line by line when it is not a terminal')
+    .option('--url <url>', 'API base URL (default: the server running on the data directory, else http://127.0.0.1:8080)')
+    .option('--api-key <key>', 'API key (default: $KAIL_API_KEY)')
+    .option('-m, --model <id>', 'model id (default: the first the API lists)')
+    .option('--system <text>', 'system message')
+    .option('--max-tokens <n>', 'tokens per reply', '512')
+    .option('--temperature <t>', 'sampling temperature 0..2', '0.7')
+    .option('--data-dir <dir>', 'data directory (to find the running server)')
+    .action(async (c: ChatCliOpts) => {
+      const maxTokens = Number(c.maxTokens);
+      if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new Error(`--max-tokens must be a positive integer, got '${c.maxTokens}'`);
+      const temperature = Number(c.temperature);
+      if (!Number.isFinite(temperature) || temperature < 0 || temperature > 2) throw new Error(`--temperature must be in 0..2, got '${c.temperature}'`);
+      const url = (c.url ?? apiUrlOf(dataDir(c.dataDir)) ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+      const failures = await chatLoop(
+        { url, apiKey: c.apiKey ?? process.env.KAIL_API_KEY, model: c.model, system: c.system, maxTokens, temperature },
+        process.stdin,
+        process.stdout,
+        process.stderr,
+        !!process.stdin.isTTY && !!process.stdout.isTTY,
+      );
+      if (failures > 0) throw new Error(`${failures} turn(s) failed`);
+    });
+}

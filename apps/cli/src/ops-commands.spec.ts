@@ -1,0 +1,157 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+
+import { writeTestModel } from '@kailstream/engine/testing';
+
+import { createProgress } from './progress';
+
+const KAIL = path.resolve(__dirname, '../bin/kail.js');
+
+function kail(args: string[], input?: string) {
+  return spawnSync(process.execPath, [KAIL, ...args], { encoding: 'utf8', timeout: 60_000, input });
+}
+
+/** Asynchronous run: while spawnSync blocks, this process cannot reap its own exited children. */
+function kailAsync(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const c = spawn(process.execPath, [KAIL, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    c.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    c.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    c.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+describe('kail keys', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-keys-cli-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('creates (shown once), lists with usage, and revokes keys in the data directory', () => {
+    const c = kail(['keys', 'create', 'alice', '--data-dir', dir, '--json']);
+    expect(c.stderr).toBe('');
+    expect(c.status).toBe(0);
+    const k = JSON.parse(c.stdout);
+    expect(k.key).toMatch(/^ks-/);
+    const human = kail(['keys', 'create', 'bob', '--data-dir', dir]);
+    expect(human.stdout).toMatch(/only time the key is shown/);
+    const list = JSON.parse(kail(['keys', 'list', '--data-dir', dir, '--json']).stdout);
+    expect(list.map((x: { name: string }) => x.name)).toEqual(['alice', 'bob']);
+    expect(JSON.stringify(list)).not.toContain(k.key);
+    expect(list[0]).toMatchObject({ requests: 0, revokedAt: null });
+    expect(kail(['keys', 'revoke', k.id.slice(0, 8), '--data-dir', dir]).status).toBe(0);
+    const table = kail(['keys', 'list', '--data-dir', dir]).stdout;
+    expect(table).toMatch(/alice.*revoked/);
+    expect(table).toMatch(/bob.*active/);
+    const again = kail(['keys', 'revoke', k.id, '--data-dir', dir]);
+    expect(again.status).not.toBe(0);
+    expect(again.stderr).toMatch(/no active key matches/);
+  });
+});
+
+describe('kail ps / chat / stop against a running kail serve', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-ops-'));
+  let server: ChildProcess;
+  let out = '';
+
+  beforeAll(async () => {
+    const model = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    server = spawn(process.execPath, [KAIL, 'serve', '--no-web', '-m', `tiny=${model}`, '-c', '256', '--port', '0', '--data-dir', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    server.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    server.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    const end = Date.now() + 90_000;
+    while (!out.includes('ready;')) {
+      if (Date.now() > end || server.exitCode !== null) throw new Error(`kail serve did not start:\n${out}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    if (server.exitCode === null) {
+      server.kill('SIGTERM');
+      await new Promise((r) => server.once('exit', r));
+    }
+    fs.rmSync(dir, { recursive: true, force: true });
+  }, 30_000);
+
+  it('ps lists the services, the engine, the loaded model and the queue', () => {
+    const r = kail(['ps', '--json', '--data-dir', dir]);
+    expect(r.status).toBe(0);
+    const ps = JSON.parse(r.stdout);
+    expect(ps.running).toBe(true);
+    expect(ps.services.map((s: { name: string }) => s.name)).toEqual(['engine', 'scheduler', 'api']);
+    expect(ps.services.every((s: { alive: boolean }) => s.alive)).toBe(true);
+    expect(ps.scheduler.error).toBeUndefined();
+    expect(ps.scheduler.engines[0]).toMatchObject({ status: 'SERVING', models: ['tiny'] });
+    expect(ps.scheduler.models[0]).toMatchObject({ id: 'tiny', architecture: 'qwen3moe' });
+    expect(ps.scheduler.models[0].memory.residentBytes).toBeGreaterThan(0);
+    expect(ps.scheduler.queue).toBeDefined();
+    const human = kail(['ps', '--data-dir', dir]).stdout;
+    expect(human).toMatch(/scheduler\s+127\.0\.0\.1:\d+/);
+    expect(human).toMatch(/^tiny\s+qwen3moe/m);
+  });
+
+  it('chat reads stdin line by line, streams replies, and needs a key once one exists', () => {
+    const r = kail(['chat', '--data-dir', dir, '--max-tokens', '4', '--temperature', '0'], 'Hello\nHow are you?\n');
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const replies = r.stdout.split('\n').filter(Boolean);
+    expect(replies.length).toBeGreaterThanOrEqual(1);
+    const key = JSON.parse(kail(['keys', 'create', 'ops', '--data-dir', dir, '--json']).stdout).key as string;
+    const denied = kail(['chat', '--data-dir', dir, '--max-tokens', '2'], 'Hi\n');
+    expect(denied.status).not.toBe(0);
+    expect(denied.stderr).toMatch(/HTTP 401/);
+    const ok = kail(['chat', '--data-dir', dir, '--max-tokens', '2', '--api-key', key], 'Hi\n');
+    expect(ok.status).toBe(0);
+    const usage = JSON.parse(kail(['keys', 'list', '--data-dir', dir, '--json']).stdout);
+    expect(usage[0].requests).toBe(1);
+    expect(usage[0].completionTokens).toBeGreaterThan(0);
+  });
+
+  it('stop signals the supervisor, waits for it, and everything is gone', async () => {
+    const ps = JSON.parse(kail(['ps', '--json', '--data-dir', dir]).stdout);
+    const pids: number[] = ps.services.map((s: { pid: number }) => s.pid);
+    // kail serve is this test's child: `kail stop` sees it gone only once we reap it, so no spawnSync here.
+    const r = await kailAsync(['stop', '--data-dir', dir]);
+    expect(r.stdout).toMatch(/stopped kail serve/);
+    expect(r.status).toBe(0);
+    expect(server.exitCode ?? (await new Promise((res) => server.once('exit', res)))).toBe(0);
+    expect(fs.existsSync(path.join(dir, 'serve.json'))).toBe(false);
+    for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow();
+    const none = kail(['stop', '--data-dir', dir]);
+    expect(none.status).not.toBe(0);
+    expect(none.stderr).toMatch(/no server is running/);
+    expect(kail(['ps', '--data-dir', dir]).stdout).toMatch(/no server is running/);
+  }, 60_000);
+});
+
+describe('progress', () => {
+  const sink = (tty: boolean) => {
+    let text = '';
+    const s = new Writable({ write(c, _e, cb) { text += c.toString(); cb(); } }) as unknown as NodeJS.WriteStream;
+    s.isTTY = tty;
+    return { s, text: () => text };
+  };
+
+  it('prints plain lines at most every 10% without a terminal', () => {
+    const { s, text } = sink(false);
+    const p = createProgress({ label: 'writing', total: 1000, stream: s });
+    for (let i = 0; i <= 1000; i++) p.update(i);
+    p.done();
+    const lines = text().trim().split('\n');
+    expect(lines[0]).toBe('writing...');
+    expect(lines.length).toBeLessThanOrEqual(12);
+    expect(lines.at(-1)).toMatch(/^writing 100% 1000\/1000 \(\d+\.\d s\)$/);
+    expect(text()).not.toContain('\r');
+  });
+
+  it('redraws one bar with carriage returns on a terminal', () => {
+    const { s, text } = sink(true);
+    const p = createProgress({ label: 'load', total: 4, stream: s });
+    p.done();
+    expect(text()).toMatch(/^\rload \[#{28}\] 100% 4\/4 \(\d+\.\d s\)\x1b\[K\n$/);
+  });
+});

@@ -1,0 +1,51 @@
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { SERVE_STATE_FILE } from './paths';
+
+/** What `kail serve` records in the data directory while it runs. */
+export interface ServeState {
+  /** The supervisor (the `kail serve` process). */
+  pid: number;
+  startedAt: string;
+  repo?: string;
+  services: Record<string, { address: string; pid?: number }>;
+}
+
+/** True when a process with this pid exists (signal 0 checks without signalling). */
+export function isAlive(pid: number | undefined): boolean {
+  if (!pid || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    // EPERM: it exists but belongs to someone else.
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The running server's state, or undefined when there is no serve.json. Throws on a corrupt file. */
+export function readServeState(dir: string): ServeState | undefined {
+  const file = path.join(dir, SERVE_STATE_FILE);
+  let raw: string;
+  try {
+    raw = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new Error(`cannot read ${file}: ${(e as Error).message}`);
+  }
+  let s: ServeState;
+  try {
+    s = JSON.parse(raw) as ServeState;
+  } catch (e) {
+    throw new Error(`${file} is not valid JSON (${(e as Error).message}); remove it if no server runs`);
+  }
+  if (typeof s.pid !== 'number' || typeof s.services !== 'object' || s.services === null) throw new Error(`${file} lacks pid/services; remove it if no server runs`);
+  return s;
+}
+
+/** The API base URL of the server running on `dir`, when there is one. */
+export function apiUrlOf(dir: string): string | undefined {
+  const s = readServeState(dir);
+  return s && isAlive(s.pid) ? s.services.api?.address : undefined;
+}
