@@ -281,3 +281,53 @@ describe('scheduler with two engines, one of which dies mid-stream', () => {
     expect(c.at(-1)?.usage?.completionTokens).toBeGreaterThan(0);
   }, 30_000);
 });
+
+describe('bearer-token auth on the engine and the scheduler', () => {
+  const dir = tempDir();
+  const TOKEN = 'test-token-0123456789';
+  let engine: RunningEngineServer;
+  let sched: RunningSchedulerServer;
+
+  beforeAll(async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256 });
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny' }));
+    engine = await startEngineServer(host, { port: 0, authToken: TOKEN });
+    // The scheduler reaches the engine with the same token.
+    sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], authToken: TOKEN });
+  }, 60_000);
+
+  afterAll(async () => {
+    await sched.close(100);
+    await engine.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('answers UNAUTHENTICATED without the token or with a wrong one, keeps health open, and serves with it', async () => {
+    const anon = createSchedulerClient(`127.0.0.1:${sched.port}`);
+    const wrong = createSchedulerClient(`127.0.0.1:${sched.port}`, grpc.credentials.createInsecure(), 'nope');
+    const authed = createSchedulerClient(`127.0.0.1:${sched.port}`, grpc.credentials.createInsecure(), TOKEN);
+    const engineAnon = new pb.EngineServiceClient(`127.0.0.1:${engine.port}`, grpc.credentials.createInsecure());
+    try {
+      const e1 = await unary(anon.listModels.bind(anon), {}).catch((e) => e as grpc.ServiceError);
+      expect((e1 as grpc.ServiceError).code).toBe(grpc.status.UNAUTHENTICATED);
+      expect((e1 as grpc.ServiceError).details).toContain('authorization: Bearer');
+      const e2 = await unary(wrong.listModels.bind(wrong), {}).catch((e) => e as grpc.ServiceError);
+      expect((e2 as grpc.ServiceError).code).toBe(grpc.status.UNAUTHENTICATED);
+      const e3 = await collect(anon.submit(spb.SubmitRequest.fromPartial({ generate: { model: 'tiny', prompt: 'x' } }))).catch((e) => e as grpc.ServiceError);
+      expect((e3 as grpc.ServiceError).code).toBe(grpc.status.UNAUTHENTICATED);
+      const e4 = await unary(engineAnon.listModels.bind(engineAnon), {}).catch((e) => e as grpc.ServiceError);
+      expect((e4 as grpc.ServiceError).code).toBe(grpc.status.UNAUTHENTICATED);
+      // Health needs no token, on both services.
+      expect((await unary<common.HealthRequest, common.HealthResponse>(anon.health.bind(anon), {})).status).toBe(common.ServingStatus.SERVING_STATUS_SERVING);
+      expect((await unary<common.HealthRequest, common.HealthResponse>(engineAnon.health.bind(engineAnon), {})).status).toBe(common.ServingStatus.SERVING_STATUS_SERVING);
+      // With the token: the scheduler's probes reached the engine, so the model is listed and a generation runs.
+      const models = await unary<spb.ListModelsRequest, spb.ListModelsResponse>(authed.listModels.bind(authed), {});
+      expect(models.models.map((m) => m.id)).toEqual(['tiny']);
+      const chunks = await collect(authed.submit(spb.SubmitRequest.fromPartial({ generate: { model: 'tiny', prompt: 'Hi', maxTokens: 2 } })));
+      expect(chunks.at(-1)?.usage?.completionTokens).toBeGreaterThan(0);
+    } finally {
+      for (const c of [anon, wrong, authed, engineAnon]) c.close();
+    }
+  });
+});

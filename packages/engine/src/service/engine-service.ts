@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { addStandardServices, bindServer, common, engine as pb, shutdownServer } from '@kailstream/proto';
+import { addStandardServices, bearerAuthInterceptors, bearerClientOptions, bindServer, common, engine as pb, shutdownServer } from '@kailstream/proto';
 
 import { toServiceError } from './grpc-status';
 import type { ModelHost } from './model-host';
@@ -12,6 +12,8 @@ export interface EngineServerOptions {
   host?: string;
   /** Port; 0 (default) picks a free one. */
   port?: number;
+  /** When set, every RPC but health needs `authorization: Bearer <token>` metadata (UNAUTHENTICATED otherwise). */
+  authToken?: string;
 }
 
 export interface RunningEngineServer {
@@ -117,7 +119,7 @@ export function createEngineServiceImpl(host: ModelHost): pb.EngineServiceServer
 
 /** Starts the engine gRPC service (with reflection and grpc.health.v1) on host:port. */
 export async function startEngineServer(host: ModelHost, opts: EngineServerOptions = {}): Promise<RunningEngineServer> {
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024 });
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024, interceptors: bearerAuthInterceptors(opts.authToken) });
   server.addService(pb.EngineServiceService, createEngineServiceImpl(host));
   const standard = addStandardServices(server, [ENGINE_SERVICE_NAME]);
   const bindHost = opts.host ?? '127.0.0.1';
@@ -141,7 +143,7 @@ export async function startEngineServer(host: ModelHost, opts: EngineServerOptio
   };
 }
 
-/** A client for the engine service at `address` (host:port). */
-export function createEngineClient(address: string, credentials = grpc.credentials.createInsecure()): pb.EngineServiceClient {
-  return new pb.EngineServiceClient(address, credentials);
+/** A client for the engine service at `address` (host:port); `token` adds the bearer metadata its --auth-token requires. */
+export function createEngineClient(address: string, credentials = grpc.credentials.createInsecure(), token?: string): pb.EngineServiceClient {
+  return new pb.EngineServiceClient(address, credentials, bearerClientOptions(token));
 }

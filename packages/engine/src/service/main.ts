@@ -1,12 +1,21 @@
 #!/usr/bin/env node
-// The engine service process: `node packages/engine/dist/service/main.js --port 0 [--host H]`.
+// The engine service process:
+//   node packages/engine/dist/service/main.js --port 0 [--host H] [--models-dir DIR] [--model [ID=]FILE ...]
+//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--auth-token T]
 // Prints one JSON line {"service":"engine","address":...} once listening, for supervisors.
 import { parseArgs } from 'node:util';
 
-import { engine } from '@kailstream/proto';
+import { AUTH_TOKEN_ENV, engine } from '@kailstream/proto';
 
+import { parseByteSize } from '../model/byte-size';
 import { LocalModelHost } from './model-host';
 import { startEngineServer } from './engine-service';
+
+function int(name: string, v: string, min: number): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be an integer >= ${min}, got '${v}'`);
+  return n;
+}
 
 async function main() {
   const { values } = parseArgs({
@@ -14,14 +23,25 @@ async function main() {
       host: { type: 'string', default: '127.0.0.1' },
       port: { type: 'string', default: '0' },
       model: { type: 'string', multiple: true, default: [] },
+      'models-dir': { type: 'string' },
       ctx: { type: 'string', default: '4096' },
       threads: { type: 'string', default: '0' },
       seqs: { type: 'string', default: '8' },
+      ram: { type: 'string' },
+      'max-waiting': { type: 'string', default: '64' },
+      'auth-token': { type: 'string' },
     },
   });
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be 0..65535, got '${values.port}'`);
-  const host = new LocalModelHost({ defaultContext: Number(values.ctx), threads: Number(values.threads), seqsPerModel: Number(values.seqs) });
+  const host = new LocalModelHost({
+    defaultContext: int('ctx', values.ctx, 1),
+    threads: int('threads', values.threads, 0),
+    seqsPerModel: int('seqs', values.seqs, 1),
+    maxWaitingPerModel: int('max-waiting', values['max-waiting'], 0),
+    modelsDir: values['models-dir'],
+    defaultRamBudgetBytes: values.ram ? parseByteSize(values.ram) : undefined,
+  });
   for (const m of values.model) {
     // id=path or just path
     const eq = m.indexOf('=');
@@ -29,8 +49,9 @@ async function main() {
     const info = await host.loadModel(engine.LoadModelRequest.fromPartial({ path: file, id }));
     process.stderr.write(`engine: loaded ${info.id} (${info.architecture}, ${info.layerCount} layers) from ${info.path}\n`);
   }
-  const running = await startEngineServer(host, { host: values.host, port });
-  process.stdout.write(JSON.stringify({ service: 'engine', address: `${running.host}:${running.port}`, pid: process.pid }) + '\n');
+  const authToken = values['auth-token'] ?? process.env[AUTH_TOKEN_ENV] ?? '';
+  const running = await startEngineServer(host, { host: values.host, port, authToken });
+  process.stdout.write(JSON.stringify({ service: 'engine', address: `${running.host}:${running.port}`, pid: process.pid, auth: authToken !== '' }) + '\n');
   const stop = () => {
     running.close().then(() => process.exit(0));
   };
