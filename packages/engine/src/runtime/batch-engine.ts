@@ -3,6 +3,7 @@ import type { EngineModel } from '../model/model';
 import { logprobs as computeLogprobs, type TokenLogprobs } from '../sampling/logprobs';
 import { createSampler, type Sampler, type SamplerParams } from '../sampling/sampler';
 import { StopMatcher } from '../sampling/stop';
+import type { Draft, SpeculativeDecoder, SpeculativeSequence, SpeculativeStats } from '../speculative/speculative-decoder';
 import type { TokenStreamDecoder } from '../tokenizer/tokenizer';
 
 export type FinishReason = 'stop' | 'length' | 'cancelled' | 'error';
@@ -57,11 +58,21 @@ interface Active {
   tQueue: number;
   tFirst: number;
   tPromptDone: number;
+  /** Speculation state while decoding (BatchEngineOptions.speculative). */
+  spec: SpeculativeSequence | null;
 }
 
 export interface BatchEngineOptions {
   /** Most tokens in one forward pass (prompt chunks plus one per decoding sequence). Default 512. */
   maxBatchTokens?: number;
+  /**
+   * Speculative decoding for every sequence: each decoding sequence drafts (draft model in the
+   * same slot number, or prompt lookup) and contributes [pending, drafts…] to the shared forward
+   * pass, with logits for each; the verification rule commits 1..k+1 tokens per sequence per pass.
+   * The decoder's target must be this engine's model; a draft model needs at least as many
+   * sequence slots, and must not be the target itself. Default: off.
+   */
+  speculative?: SpeculativeDecoder;
 }
 
 export interface BatchEngineStats {
@@ -72,6 +83,8 @@ export interface BatchEngineStats {
   steps: number;
   /** Decode tokens per second over the last few seconds. */
   tokensPerSecond: number;
+  /** Speculation counters (shaped like the proto's SpeculativeStats); null when off. */
+  speculative: SpeculativeStats | null;
 }
 
 /**
@@ -93,12 +106,21 @@ export class BatchEngine {
   private promptTokens = 0;
   private steps = 0;
   private readonly recent: { t: number; n: number }[] = [];
+  private readonly spec: SpeculativeDecoder | null;
 
   constructor(
     readonly model: EngineModel,
     opts: BatchEngineOptions = {},
   ) {
     this.maxBatchTokens = Math.max(1, opts.maxBatchTokens ?? 512);
+    this.spec = opts.speculative ?? null;
+    if (this.spec) {
+      if (this.spec.target !== model) throw new EngineError('KAIL_E_INVALID_ARG', 'the speculative decoder was made for another target model');
+      const d = this.spec.draft;
+      if (d === model) throw new EngineError('KAIL_E_INVALID_ARG', 'in a BatchEngine the draft model cannot be the target itself (their sequence slots would collide); load it a second time');
+      if (d && d.nSeqMax < model.nSeqMax)
+        throw new EngineError('KAIL_E_INVALID_ARG', `the draft model has ${d.nSeqMax} sequence slot(s), the target ${model.nSeqMax}; load the draft with nSeqMax ≥ ${model.nSeqMax}`);
+    }
     this.freeSlots = Array.from({ length: model.nSeqMax }, (_, i) => model.nSeqMax - 1 - i);
     for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) this.eog.add(id);
   }
@@ -138,6 +160,7 @@ export class BatchEngine {
       tQueue: 0,
       tFirst: 0,
       tPromptDone: 0,
+      spec: null,
     };
     const onAbort = () => this.cancelActive(a);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -188,6 +211,7 @@ export class BatchEngine {
       promptTokens: this.promptTokens,
       steps: this.steps,
       tokensPerSecond: (n * 1000) / span,
+      speculative: this.spec ? this.spec.stats() : null,
     };
   }
 
@@ -222,6 +246,7 @@ export class BatchEngine {
       a.slot = this.freeSlots.pop()!;
       a.tQueue = performance.now();
       this.model.truncate(a.slot, 0);
+      if (this.spec) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
       this.running.set(a.slot, a);
     }
   }
@@ -245,17 +270,39 @@ export class BatchEngine {
     const pos: number[] = [];
     const seq: number[] = [];
     const output: number[] = [];
-    const rows: Active[] = [];
+    /** Sequences with output rows in this pass: `n` rows from `row` on; `draft` when speculating. */
+    const rows: { a: Active; row: number; n: number; draft: Draft | null }[] = [];
+    let nRows = 0;
     let budget = this.maxBatchTokens;
-    // Decoding sequences first (one token each), then prompt chunks with what budget is left.
+    let draftMs = 0;
+    // Decoding sequences first (one token each, or the pending token and its drafts), then prompt
+    // chunks with what budget is left.
     for (const a of this.running.values()) {
-      if (a.pending === undefined || budget <= 0) continue;
-      tokens.push(a.pending);
-      pos.push(a.req.prompt.length + a.generated - 1);
-      seq.push(a.slot);
-      output.push(1);
-      rows.push(a);
-      budget--;
+      if (a.pending === undefined || budget <= 0 || a.cancelled) continue;
+      const p0 = a.req.prompt.length + a.generated - 1;
+      let draft: Draft | null = null;
+      if (a.spec) {
+        // Bounded so the committed tokens fit max tokens, the context and this pass's budget.
+        const maxDraft = Math.min(a.req.maxTokens - a.generated - 1, this.model.nCtx - a.history.length - 1, budget - 1);
+        const t = performance.now();
+        try {
+          draft = await a.spec.propose(a.history, maxDraft);
+        } catch (e) {
+          this.finish(a, 'error', toEngineError(e));
+          continue;
+        }
+        draftMs += performance.now() - t;
+      }
+      const feed = [a.pending, ...(draft?.tokens ?? [])];
+      feed.forEach((t, i) => {
+        tokens.push(t);
+        pos.push(p0 + i);
+        seq.push(a.slot);
+        output.push(1);
+      });
+      rows.push({ a, row: nRows, n: feed.length, draft });
+      nRows += feed.length;
+      budget -= feed.length;
     }
     const prefilling: Active[] = [];
     for (const a of this.running.values()) {
@@ -267,7 +314,7 @@ export class BatchEngine {
         seq.push(a.slot);
         const last = a.prefilled + i === a.req.prompt.length - 1;
         output.push(last ? 1 : 0);
-        if (last) rows.push(a);
+        if (last) rows.push({ a, row: nRows++, n: 1, draft: null });
       }
       a.prefilled += n;
       budget -= n;
@@ -276,6 +323,7 @@ export class BatchEngine {
     }
     if (tokens.length === 0) return;
     let logits: Float32Array;
+    const tPass = performance.now();
     try {
       logits = await this.model.forwardBatch({
         tokens: Int32Array.from(tokens),
@@ -286,32 +334,57 @@ export class BatchEngine {
     } catch (e) {
       // A failed pass fails the sequences in it; the engine keeps serving the others.
       const err = toEngineError(e);
-      const inPass = new Set([...rows, ...prefilling]);
+      const inPass = new Set([...rows.map((r) => r.a), ...prefilling]);
       for (const a of inPass) this.finish(a, 'error', err);
       return;
     }
+    const passMs = performance.now() - tPass;
     this.steps++;
     const nv = this.model.nVocab;
     const now = performance.now();
     let produced = 0;
-    rows.forEach((a, r) => {
-      if (a.cancelled) return;
-      const row = logits.subarray(r * nv, (r + 1) * nv);
+    const decoding = rows.filter((r) => r.a.pending !== undefined).length || 1;
+    for (const { a, row, n, draft } of rows) {
+      if (a.cancelled || a.slot < 0) continue;
+      const rowsOf = logits.subarray(row * nv, (row + n) * nv);
       if (a.generated === 0) a.tPromptDone = now;
-      if (a.req.maxTokens === 0) return this.finish(a, 'length');
-      const { token } = a.sampler.sample(row, a.history);
-      a.history.push(token);
-      a.generated++;
-      produced++;
-      if (a.generated === 1) a.tFirst = now;
-      const lp = a.req.logprobs ? [computeLogprobs(row, token, a.req.topLogprobs ?? 0)] : undefined;
-      const step = a.stop.pushToken(token, a.decoder.push(token));
-      // Every token goes out with its chunk (the text may lag behind while a stop string or a UTF-8 sequence is incomplete).
-      a.push({ text: step.text, tokens: [token], logprobs: lp });
-      if (step.done) return this.finish(a, 'stop');
-      if (a.generated >= a.req.maxTokens || a.req.prompt.length + a.generated >= this.model.nCtx) return this.finish(a, 'length');
-      a.pending = token;
-    });
+      if (a.req.maxTokens === 0) {
+        this.finish(a, 'length');
+        continue;
+      }
+      let commit: number[];
+      if (draft && a.spec) {
+        const h = a.history.length;
+        const res = a.spec.verify(a.history, draft, rowsOf);
+        // Keep [0, h + accepted): the accepted drafts stay cached, the new pending token is not.
+        this.model.truncate(a.slot, h + res.accepted);
+        // The pass is shared: each decoding sequence is charged an equal part of its time.
+        this.spec!.record({ n, ms: passMs / decoding, drafted: draft.tokens.length, accepted: res.accepted, committed: res.tokens.length, draftMs: draftMs / decoding });
+        a.spec.adapt(draft.tokens.length, res.accepted);
+        commit = res.tokens;
+      } else {
+        commit = [a.sampler.sample(rowsOf.subarray(0, nv), a.history).token];
+      }
+      for (let i = 0; i < commit.length; i++) {
+        const token = commit[i];
+        a.history.push(token);
+        a.generated++;
+        produced++;
+        if (a.generated === 1) a.tFirst = now;
+        const lp = a.req.logprobs ? [computeLogprobs(rowsOf.subarray(i * nv, (i + 1) * nv), token, a.req.topLogprobs ?? 0)] : undefined;
+        const step = a.stop.pushToken(token, a.decoder.push(token));
+        if (step.text || lp) a.push({ text: step.text, tokens: [token], logprobs: lp });
+        if (step.done) {
+          this.finish(a, 'stop');
+          break;
+        }
+        if (a.generated >= a.req.maxTokens || a.req.prompt.length + a.generated >= this.model.nCtx) {
+          this.finish(a, 'length');
+          break;
+        }
+        a.pending = token;
+      }
+    }
     this.tokensGenerated += produced;
     this.recent.push({ t: now, n: produced });
   }

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 
 import { generate } from '../generate';
 import { EngineModel } from '../model/model';
+import { BatchEngine, type GenerationChunk } from '../runtime/batch-engine';
 import { createSampler } from '../sampling/sampler';
 import { patchedCopy, tempDir, writeTestModel } from '../testing';
 import { SpeculativeDecoder } from './speculative-decoder';
@@ -121,6 +122,47 @@ describe.each([
     const got = await target.evaluate(0, X, 'all');
     expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer))).toBe(true);
   });
+});
+
+async function collect(it: AsyncIterable<GenerationChunk>): Promise<{ tokens: number[]; text: string; reason?: string }> {
+  const tokens: number[] = [];
+  let text = '';
+  let reason: string | undefined;
+  for await (const c of it) {
+    tokens.push(...c.tokens);
+    text += c.text;
+    if (c.finish) reason = c.finish.reason;
+  }
+  return { tokens, text, reason };
+}
+
+describe('BatchEngine with speculation per sequence', () => {
+  it('gives every concurrent greedy request exactly its plain tokens (draft model and lookup)', async () => {
+    const o = { threads: 2, nCtx: 128, kvType: 'f32' as const, nSeqMax: 3 };
+    const target = EngineModel.load(writeTestModel(dir, 'tiny-qwen3moe', 'F32'), o);
+    const draft = EngineModel.load(writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--layers', '1']), o);
+    try {
+      const ps = prompts(target.nVocab);
+      const reqs = ps.map((prompt, i) => ({ id: `r${i}`, prompt, maxTokens: 12 + i, sampling: { temperature: 0, repetitionPenalty: i % 2 ? 1.2 : 1 } }));
+      const plain = new BatchEngine(target, { maxBatchTokens: 16 });
+      const want = await Promise.all(reqs.map((r) => collect(plain.generate(r))));
+      await plain.close();
+      for (const spec of [new SpeculativeDecoder(target, { draft, k: 3 }), new SpeculativeDecoder(target, { lookup: true, k: 4 })]) {
+        const engine = new BatchEngine(target, { maxBatchTokens: 16, speculative: spec });
+        const got = await Promise.all(reqs.map((r) => collect(engine.generate(r))));
+        expect(got.map((g) => g.tokens)).toEqual(want.map((w) => w.tokens));
+        expect(got.map((g) => g.text)).toEqual(want.map((w) => w.text));
+        const st = engine.stats().speculative!;
+        expect(st.draftedTokens).toBeGreaterThan(0);
+        expect(st.committedTokens).toBe(st.acceptedTokens + st.targetPasses);
+        await engine.close();
+      }
+      expect(() => new BatchEngine(target, { speculative: new SpeculativeDecoder(target, { draft: target }) })).toThrow(/cannot be the target itself/);
+    } finally {
+      target.close();
+      draft.close();
+    }
+  }, 60_000);
 });
 
 describe('draft compatibility', () => {
