@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 
 import { generate } from '../generate';
-import { EngineModel } from '../model/model';
+import { EngineModel, planModel } from '../model/model';
 import { BatchEngine, type GenerationChunk } from '../runtime/batch-engine';
 import { createSampler } from '../sampling/sampler';
 import { patchedCopy, tempDir, writeTestModel } from '../testing';
@@ -161,6 +161,50 @@ describe('BatchEngine with speculation per sequence', () => {
     } finally {
       target.close();
       draft.close();
+    }
+  }, 60_000);
+});
+
+describe('speculation under expert streaming', () => {
+  it('reads each needed expert once per verification pass and keeps the greedy tokens', async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const o = { threads: 2, nCtx: 128, kvType: 'f32' as const };
+    const plan = planModel(file, { ...o, ramBytes: 2 ** 40, ramReserveBytes: 0 });
+    // An expert cache of 4 of 16 experts per layer; no prefetch, so every read is a demand read.
+    const ramBytes = plan.fixedBytes + 4 * plan.nMoeLayers * plan.expertEntryBytes;
+    const mem = EngineModel.load(file, o);
+    const draft = EngineModel.load(writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--layers', '1']), o);
+    const m = EngineModel.load(file, { ...o, ramBytes, ramReserveBytes: 0, prefetch: false });
+    try {
+      const p = prompts(m.nVocab)[4];
+      const want = (await generate(mem, p, { maxTokens: 16, sampling: { temperature: 0 } })).tokens;
+      const spec = new SpeculativeDecoder(m, { draft, k: 4, adaptive: false });
+      expect((await generate(m, p, { maxTokens: 16, sampling: { temperature: 0 } , speculative: spec })).tokens).toEqual(want);
+
+      // One pass of 5 positions: per MoE layer, experts asked = distinct experts routed to (an
+      // expert several positions share counts once), and none is read more than once.
+      const before = m.runtime.stats();
+      await m.evaluate(0, [3, 14, 15, 92, 65], 'all');
+      const after = m.runtime.stats();
+      const nE = plan.nExpert;
+      after.stream!.layers.forEach((l, i) => {
+        const b = before.stream!.layers[i];
+        let distinct = 0;
+        let activations = 0;
+        for (let e = 0; e < nE; e++) {
+          const d = after.expertCounts[i * nE + e] - before.expertCounts[i * nE + e];
+          activations += d;
+          if (d > 0) distinct++;
+        }
+        expect(activations).toBe(5 * plan.nExpertUsed);
+        expect(l.accesses - b.accesses).toBe(distinct);
+        expect(l.reads - b.reads).toBeLessThanOrEqual(distinct);
+        expect(l.reads - b.reads).toBe(l.misses - b.misses);
+      });
+    } finally {
+      mem.close();
+      draft.close();
+      m.close();
     }
   }, 60_000);
 });
