@@ -165,6 +165,7 @@ describe('engine gRPC service with a loaded model', () => {
       pb.LoadModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', id: 'streamed', ramBudgetBytes: ram }),
     );
     expect(res.model?.residency?.ramExpertCacheBytes).toBeGreaterThan(0);
+    expect(res.model?.ramBudgetBytes).toBe(ram);
     expect(res.model?.residency?.ramExpertCacheBytes).toBeLessThan(res.model!.residency!.expertBytes);
     const stream = client.generate(pb.GenerateRequest.fromPartial({ requestId: 's1', model: 'streamed', prompt: 'Hello there', maxTokens: 6 }));
     await new Promise<void>((resolve, reject) => {

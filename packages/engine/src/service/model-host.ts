@@ -164,6 +164,7 @@ export class LocalModelHost implements ModelHost {
       contextLength: model.nCtx,
       loaded: true,
       residency: residencyOf(model),
+      ramBudgetBytes: model.plan ? model.plan.ramBytes : 0,
     });
     this.models.set(id, { info, model, engine: new BatchEngine(model), lastSteps: 0, lastProgress: Date.now() });
     return info;

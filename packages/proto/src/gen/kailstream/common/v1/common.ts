@@ -166,6 +166,8 @@ export interface ModelInfo {
     | undefined;
   /** Tensor type names with their byte totals, e.g. "Q4_K" -> 123. */
   tensorTypeBytes: { [key: string]: number };
+  /** RAM budget the model was loaded with (0 = none: the whole file is mapped). */
+  ramBudgetBytes: number;
 }
 
 export interface ModelInfo_TensorTypeBytesEntry {
@@ -787,6 +789,7 @@ function createBaseModelInfo(): ModelInfo {
     loaded: false,
     residency: undefined,
     tensorTypeBytes: {},
+    ramBudgetBytes: 0,
   };
 }
 
@@ -828,6 +831,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     globalThis.Object.entries(message.tensorTypeBytes).forEach(([key, value]: [string, number]) => {
       ModelInfo_TensorTypeBytesEntry.encode({ key: key as any, value }, writer.uint32(98).fork()).join();
     });
+    if (message.ramBudgetBytes !== 0) {
+      writer.uint32(104).uint64(message.ramBudgetBytes);
+    }
     return writer;
   },
 
@@ -943,6 +949,14 @@ export const ModelInfo: MessageFns<ModelInfo> = {
             }
             continue;
           }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.ramBudgetBytes = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1019,6 +1033,11 @@ export const ModelInfo: MessageFns<ModelInfo> = {
           {},
         )
         : {},
+      ramBudgetBytes: isSet(object.ramBudgetBytes)
+        ? globalThis.Number(object.ramBudgetBytes)
+        : isSet(object.ram_budget_bytes)
+        ? globalThis.Number(object.ram_budget_bytes)
+        : 0,
     };
   },
 
@@ -1066,6 +1085,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
         });
       }
     }
+    if (message.ramBudgetBytes !== 0) {
+      obj.ramBudgetBytes = Math.round(message.ramBudgetBytes);
+    }
     return obj;
   },
 
@@ -1096,6 +1118,7 @@ export const ModelInfo: MessageFns<ModelInfo> = {
       },
       {},
     );
+    message.ramBudgetBytes = object.ramBudgetBytes ?? 0;
     return message;
   },
 };
