@@ -43,7 +43,7 @@ export { parseRoutingTrace, readRoutingTrace } from './cache/trace';
 export type { RoutingTrace } from './cache/trace';
 export { cachePolicies, defaultCachePolicy, simulateCache } from './cache/simulate';
 export type { CacheSimulation } from './cache/simulate';
-export { SpeculativeDecoder, SpeculativeSequence, chooseK } from './speculative/speculative-decoder';
+export { SpeculativeDecoder, SpeculativeSequence, chooseK, speculativeStatsToProto } from './speculative/speculative-decoder';
 export type { Draft, SpeculativeOptions, SpeculativeStats, VerifyResult } from './speculative/speculative-decoder';
 export { lookupDraft } from './speculative/ngram-lookup';
 export type { LookupOptions } from './speculative/ngram-lookup';

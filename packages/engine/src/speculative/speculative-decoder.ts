@@ -1,5 +1,7 @@
 import { EngineError } from '../errors';
-import type { EngineModel } from '../model/model';
+import type { engine as pb } from '@kailstream/proto';
+
+import { EngineModel, type LoadModelOptions } from '../model/model';
 import { Mt19937, foldSeed } from '../sampling/rng';
 import { createSampler, type Sampler, type SamplerParams } from '../sampling/sampler';
 import { lookupDraft, type LookupOptions } from './ngram-lookup';
@@ -130,6 +132,7 @@ export class SpeculativeDecoder {
   readonly lookupMinN: number;
   /** The k the most recent sequence step chose (adaptive) or the fixed k. */
   currentK: number;
+  private ownsDraft = false;
 
   private drafted = 0;
   private accepted = 0;
@@ -171,6 +174,38 @@ export class SpeculativeDecoder {
     const bpt = (m: EngineModel) => m.summary.bytesPerToken || 1;
     this.draftCost = opts.draftCost ?? (this.draft ? bpt(this.draft) / bpt(target) + 0.05 : 0.05);
     if (!(this.draftCost >= 0 && Number.isFinite(this.draftCost))) throw new EngineError('KAIL_E_INVALID_ARG', `draftCost must be a finite number ≥ 0, got ${opts.draftCost}`);
+  }
+
+  /**
+   * The decoder a model configuration asks for (the proto's LoadModelRequest.draft_path,
+   * lookup_decoding, speculative_k): loads the draft file with the target's context, sequence
+   * slots and `load` options (default: in RAM, the target's thread count), checks its vocabulary,
+   * and owns it (`close()` closes it). Null when neither a draft nor lookup is asked for.
+   */
+  static fromConfig(
+    target: EngineModel,
+    cfg: { draftPath?: string; lookup?: boolean; k?: number; adaptive?: boolean },
+    load: LoadModelOptions = {},
+  ): SpeculativeDecoder | null {
+    if (cfg.draftPath && cfg.lookup) throw new EngineError('KAIL_E_INVALID_ARG', 'give a draft model or lookup decoding, not both');
+    const k = cfg.k || undefined;
+    if (cfg.lookup) return new SpeculativeDecoder(target, { lookup: true, k, adaptive: cfg.adaptive });
+    if (!cfg.draftPath) return null;
+    const draft = EngineModel.load(cfg.draftPath, { threads: target.runtime.nThreads, ...load, nCtx: target.nCtx, nSeqMax: target.nSeqMax });
+    try {
+      const d = new SpeculativeDecoder(target, { draft, k, adaptive: cfg.adaptive });
+      d.ownsDraft = true;
+      return d;
+    } catch (e) {
+      draft.close();
+      throw e;
+    }
+  }
+
+  /** Closes the draft model when `fromConfig` loaded it. */
+  close(): void {
+    if (this.ownsDraft) this.draft?.close();
+    this.ownsDraft = false;
   }
 
   /**
@@ -407,4 +442,19 @@ export class SpeculativeSequence {
     this.adapt(draft.tokens.length, res.accepted);
     return res;
   }
+}
+
+/** The proto's SpeculativeStats (kailstream.engine.v1) for telemetry; `enabled: false` when off. */
+export function speculativeStatsToProto(s: SpeculativeStats | null): pb.SpeculativeStats {
+  if (!s) return { enabled: false, mode: '', draftedTokens: 0, acceptedTokens: 0, targetPasses: 0, tokensPerPass: 0, currentK: 0, timeSavedSeconds: 0 };
+  return {
+    enabled: s.enabled,
+    mode: s.mode,
+    draftedTokens: s.draftedTokens,
+    acceptedTokens: s.acceptedTokens,
+    targetPasses: s.targetPasses,
+    tokensPerPass: s.tokensPerPass,
+    currentK: s.currentK,
+    timeSavedSeconds: s.timeSavedSeconds,
+  };
 }

@@ -9,7 +9,7 @@ import { EngineModel, planModel } from '../model/model';
 import { BatchEngine, type GenerationChunk } from '../runtime/batch-engine';
 import { createSampler } from '../sampling/sampler';
 import { patchedCopy, tempDir, writeTestModel } from '../testing';
-import { SpeculativeDecoder } from './speculative-decoder';
+import { SpeculativeDecoder, speculativeStatsToProto } from './speculative-decoder';
 
 const dir = tempDir('kail-spec-');
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -224,6 +224,17 @@ describe('draft compatibility', () => {
       expect(() => new SpeculativeDecoder(target, { draft: target, k: 2 }).begin(0)).toThrow(/own sequence slot/);
       expect(() => new SpeculativeDecoder(target, {})).toThrow(/draft model or lookup/);
       expect(() => new SpeculativeDecoder(target, { lookup: true, k: 0 })).toThrow(/k must be an integer in \[1, 32\]/);
+      // From a model configuration (LoadModelRequest.draft_path / lookup_decoding / speculative_k).
+      expect(SpeculativeDecoder.fromConfig(target, {})).toBeNull();
+      expect(SpeculativeDecoder.fromConfig(target, { lookup: true, k: 6 })!.initialK).toBe(6);
+      expect(() => SpeculativeDecoder.fromConfig(target, { draftPath: other.path })).toThrow(/tokenizer types differ/);
+      const owned = SpeculativeDecoder.fromConfig(target, { draftPath: src, k: 0 })!;
+      expect(owned.mode).toBe('draft');
+      expect(owned.initialK).toBe(4);
+      expect(speculativeStatsToProto(owned.stats())).toEqual({ enabled: true, mode: 'draft', draftedTokens: 0, acceptedTokens: 0, targetPasses: 0, tokensPerPass: 0, currentK: 4, timeSavedSeconds: 0 });
+      expect(speculativeStatsToProto(null).enabled).toBe(false);
+      owned.close();
+      expect(() => owned.draft!.nVocab).toThrow();
     } finally {
       target.close();
       other.close();
