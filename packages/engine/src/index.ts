@@ -75,3 +75,5 @@ export { EXPERT_PACK_EXT, readPackHeader, resolveExpertPack } from './model/expe
 export type { ExpertPackHeader } from './model/expert-pack';
 export { benchmarkSpeculative } from './speculative/spec-benchmark';
 export type { SpecBenchOptions, SpecBenchResult } from './speculative/spec-benchmark';
+export { routingStats } from './model/routing-stats';
+export type { RoutingStats } from './model/routing-stats';

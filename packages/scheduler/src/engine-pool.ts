@@ -66,13 +66,18 @@ export class EnginePool {
     const existing = [...this.engines.values()].find((e) => e.address === address);
     if (existing) {
       if (slots > 0) existing.slots = slots;
+      // A restarted engine: a fresh channel connects now instead of after the old one's backoff.
+      if (existing.status !== SERVING) {
+        existing.client.close();
+        existing.client = this.newClient(address);
+      }
       await this.probe(existing);
       return existing;
     }
     const entry: EngineEntry = {
       id: `engine-${this.nextId++}`,
       address,
-      client: new pb.EngineServiceClient(address, grpc.credentials.createInsecure(), clientOptions(this.engineToken)),
+      client: this.newClient(address),
       status: common.ServingStatus.SERVING_STATUS_UNSPECIFIED,
       detail: 'not probed yet',
       models: [],
@@ -83,6 +88,15 @@ export class EnginePool {
     this.engines.set(entry.id, entry);
     await this.probe(entry);
     return entry;
+  }
+
+  private newClient(address: string): pb.EngineServiceClient {
+    // Reconnect quickly after an engine restart (grpc-js backs off up to 120 s by default).
+    return new pb.EngineServiceClient(address, grpc.credentials.createInsecure(), {
+      ...clientOptions(this.engineToken),
+      'grpc.initial_reconnect_backoff_ms': 250,
+      'grpc.max_reconnect_backoff_ms': 2000,
+    });
   }
 
   /** Asks one engine for health and models; marks it NOT_SERVING when it does not answer. */
