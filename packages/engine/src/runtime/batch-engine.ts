@@ -373,7 +373,8 @@ export class BatchEngine {
         if (a.generated === 1) a.tFirst = now;
         const lp = a.req.logprobs ? [computeLogprobs(rowsOf.subarray(i * nv, (i + 1) * nv), token, a.req.topLogprobs ?? 0)] : undefined;
         const step = a.stop.pushToken(token, a.decoder.push(token));
-        if (step.text || lp) a.push({ text: step.text, tokens: [token], logprobs: lp });
+        // Every token goes out in its chunk (the text may lag while a stop string or a UTF-8 sequence is incomplete).
+        a.push({ text: step.text, tokens: [token], logprobs: lp });
         if (step.done) {
           this.finish(a, 'stop');
           break;
