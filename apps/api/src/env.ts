@@ -8,6 +8,8 @@ export const ApiConfigSchema = z.object({
   port: z.coerce.number().int().min(0).max(65535).default(8080),
   /** Scheduler gRPC address host:port; empty = not connected (health only). */
   schedulerAddress: z.string().default(''),
+  /** Bearer token for the scheduler's gRPC (KAIL_GRPC_TOKEN); empty = none. */
+  schedulerToken: z.string().default(''),
   /**
    * Data directory holding the API key store (`keys.sqlite`); empty = no key store, which is
    * allowed only on loopback (no auth). `kail serve` passes its --data-dir.

@@ -2,6 +2,7 @@
 // The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR]`.
 // Binds 127.0.0.1 unless --host says otherwise. Prints one JSON line once listening.
 import { parseArgs } from 'node:util';
+import { AUTH_TOKEN_ENV } from '@kailstream/proto';
 
 import { parseApiConfig } from './env';
 import { startApi } from './server';
@@ -20,6 +21,7 @@ async function main() {
     port: values.port ?? process.env.KAIL_API_PORT,
     schedulerAddress: values.scheduler ?? process.env.KAIL_SCHEDULER_ADDRESS,
     dataDir: values['data-dir'] ?? process.env.KAIL_DATA_DIR,
+    schedulerToken: process.env[AUTH_TOKEN_ENV],
   });
   const api = await startApi(config);
   process.stdout.write(JSON.stringify({ service: 'api', address: api.url, pid: process.pid }) + '\n');

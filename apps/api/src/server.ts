@@ -1,7 +1,7 @@
 import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
-import { common, scheduler as spb } from '@kailstream/proto';
+import { bearerClientOptions, common, scheduler as spb } from '@kailstream/proto';
 
 import { isLoopback, registerAuth, tenantOf } from './auth/auth';
 import { KEYS_FILE, KeyStore } from './auth/keys';
@@ -38,10 +38,21 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
 
   const app = Fastify({ logger: false });
   const scheduler = config.schedulerAddress
-    ? new spb.SchedulerServiceClient(config.schedulerAddress, grpc.credentials.createInsecure())
+    ? new spb.SchedulerServiceClient(config.schedulerAddress, grpc.credentials.createInsecure(), bearerClientOptions(config.schedulerToken || undefined))
     : undefined;
   const metrics = new ApiMetrics();
   if (scheduler) metrics.follow(scheduler);
+
+  // Error handlers first: routes take the handler in force when the app boots (an awaited
+  // register below boots it), and every error must leave in OpenAI's shape.
+  app.setNotFoundHandler((req, reply) => {
+    reply.code(404).send(openAiError(`no route ${req.method} ${req.url}`, 'invalid_request_error', null, 'not_found'));
+  });
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+    // Fastify's own errors (malformed JSON, wrong content type, body too large) carry a 4xx status.
+    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
+    reply.code(status).send(openAiError(err.message, status < 500 ? 'invalid_request_error' : 'server_error', null, err.code ?? null));
+  });
 
   registerAuth(app, { store: keys, always: beyondLoopback });
 
@@ -96,15 +107,6 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   // Errors answered as whole responses (streams that fail midway count themselves).
   app.addHook('onResponse', async (req, reply) => {
     if (reply.statusCode >= 400 && req.url.startsWith('/v1/')) metrics.requestErrors.inc({ status: String(reply.statusCode) });
-  });
-
-  app.setNotFoundHandler((req, reply) => {
-    reply.code(404).send(openAiError(`no route ${req.method} ${req.url}`, 'invalid_request_error', null, 'not_found'));
-  });
-  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
-    // Fastify's own errors (malformed JSON, wrong content type, body too large) carry a 4xx status.
-    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
-    reply.code(status).send(openAiError(err.message, status < 500 ? 'invalid_request_error' : 'server_error', null, err.code ?? null));
   });
 
   try {

@@ -1,66 +1,118 @@
 import fs from 'node:fs';
-import { engine as pb } from '@kailstream/proto';
+import * as grpc from '@grpc/grpc-js';
+import OpenAI from 'openai';
+import { engine as pb, scheduler as spb } from '@kailstream/proto';
 import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
 import { tempDir, writeTestModel } from '@kailstream/engine/testing';
 import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
 
 import { parseApiConfig } from '../env';
 import { startApi, type RunningApi } from '../server';
+import { grpcToHttp } from './routes';
 
-// The real stack in one process: engine gRPC server with a tiny MoE model, scheduler, API.
+const SLOTS = 8;
+const MAX_QUEUED = 40;
+
+// The real stack in one process: engine gRPC server with a tiny MoE model, scheduler, API with a
+// key store; the official `openai` client talks to it like to any OpenAI-compatible server.
 describe('OpenAI-compatible routes', () => {
   const dir = tempDir();
   let engine: RunningEngineServer;
   let sched: RunningSchedulerServer;
   let api: RunningApi;
+  let key: string;
+  let client: OpenAI;
+  let schedClient: spb.SchedulerServiceClient;
 
   beforeAll(async () => {
     const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
-    const host = new LocalModelHost({ seqsPerModel: 4, defaultContext: 256 });
+    const host = new LocalModelHost({ seqsPerModel: SLOTS, defaultContext: 256 });
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny', contextLength: 256, threads: 2 }));
     engine = await startEngineServer(host, { port: 0 });
-    sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`] });
-    api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}` }));
+    sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], slotsPerEngine: SLOTS, maxQueued: MAX_QUEUED, maxQueuedPerTenant: MAX_QUEUED, probeIntervalMs: 500 });
+    api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}`, dataDir: dir, readyMaxAgeS: 5 }));
+    key = api.keys!.create('tests').key;
+    client = new OpenAI({ baseURL: `${api.url}/v1`, apiKey: key, maxRetries: 0, timeout: 60_000 });
+    schedClient = new spb.SchedulerServiceClient(`127.0.0.1:${sched.port}`, grpc.credentials.createInsecure());
   }, 60_000);
 
   afterAll(async () => {
-    await api.close();
-    await sched.close(100);
-    await engine.close(100);
+    schedClient?.close();
+    await api?.close();
+    await sched?.close(100);
+    await engine?.close(100);
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  const post = (path: string, body: unknown) =>
-    fetch(`${api.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const auth = () => ({ 'content-type': 'application/json', authorization: `Bearer ${key}` });
+  const post = (path: string, body: unknown, headers: Record<string, string> = auth(), signal?: AbortSignal) =>
+    fetch(`${api.url}${path}`, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body), signal });
+  const chat = (content: string, extra: Partial<OpenAI.Chat.ChatCompletionCreateParamsNonStreaming> = {}) =>
+    client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content }], max_tokens: 8, temperature: 0, ...extra });
+  const running = () =>
+    new Promise<number>((resolve, reject) =>
+      schedClient.listEngines({}, (e, r) => (e ? reject(e) : resolve(r.engines.reduce((a, x) => a + x.running, 0)))),
+    );
+  const waitIdle = async (ms = 10_000) => {
+    const end = Date.now() + ms;
+    while ((await running()) > 0) {
+      if (Date.now() > end) throw new Error('requests still running on the engine');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
 
-  it('lists the model', async () => {
-    const r = (await (await fetch(`${api.url}/v1/models`)).json()) as { data: { id: string }[] };
-    expect(r.data.map((m) => m.id)).toEqual(['tiny']);
+  it('lists the model and is ready', async () => {
+    const models = await client.models.list();
+    expect(models.data.map((m) => m.id)).toEqual(['tiny']);
+    const r = await fetch(`${api.url}/ready`, { headers: auth() });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ ready: true, engines: [expect.objectContaining({ models: ['tiny'] })] });
   });
 
-  it('answers a chat completion with usage; a seed makes it reproducible', async () => {
-    const body = { model: 'tiny', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 8, seed: 3, temperature: 0.9 };
-    const a = (await (await post('/v1/chat/completions', body)).json()) as any;
-    const b = (await (await post('/v1/chat/completions', body)).json()) as any;
-    expect(a.object).toBe('chat.completion');
-    expect(a.choices[0].message.role).toBe('assistant');
-    expect(a.usage.completion_tokens).toBeGreaterThan(0);
-    expect(a.usage.total_tokens).toBe(a.usage.prompt_tokens + a.usage.completion_tokens);
-    expect(b.choices[0].message.content).toBe(a.choices[0].message.content);
+  it('answers a non-streaming chat completion with usage (openai client)', async () => {
+    const r = await chat('Hello');
+    expect(r.object).toBe('chat.completion');
+    expect(r.choices[0].message.role).toBe('assistant');
+    expect(typeof r.choices[0].message.content).toBe('string');
+    expect(r.usage!.completion_tokens).toBeGreaterThan(0);
+    expect(r.usage!.total_tokens).toBe(r.usage!.prompt_tokens + r.usage!.completion_tokens);
   });
 
-  it('streams chat chunks over SSE ending with [DONE], with usage when asked', async () => {
-    const r = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 6, stream: true, stream_options: { include_usage: true }, temperature: 0 });
-    expect(r.headers.get('content-type')).toContain('text/event-stream');
-    const events = (await r.text()).split('\n\n').filter(Boolean).map((e) => e.replace(/^data: /, ''));
-    expect(events.at(-1)).toBe('[DONE]');
-    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
-    expect(chunks[0].choices[0].delta.role).toBe('assistant');
-    expect(chunks.some((c) => c.choices[0]?.finish_reason)).toBe(true);
-    expect(chunks.at(-1).usage.completion_tokens).toBeGreaterThan(0);
-    const streamed = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('');
-    const whole = (await (await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 6, temperature: 0 })).json()) as any;
-    expect(streamed).toBe(whole.choices[0].message.content);
+  it('streams the same text as the non-streaming answer, with usage when asked (openai client)', async () => {
+    const whole = await chat('Hi there', { max_tokens: 10 });
+    const stream = await client.chat.completions.create({
+      model: 'tiny', messages: [{ role: 'user', content: 'Hi there' }], max_tokens: 10, temperature: 0, stream: true, stream_options: { include_usage: true },
+    });
+    let text = '';
+    let finish: string | null = null;
+    let usage: OpenAI.CompletionUsage | undefined | null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text).toBe(whole.choices[0].message.content);
+    expect(finish).toBe(whole.choices[0].finish_reason);
+    expect(usage!.completion_tokens).toBe(whole.usage!.completion_tokens);
+  });
+
+  it('stops at a stop sequence, leaving it out of the text', async () => {
+    const full = (await chat('Tell me a story', { max_tokens: 16, ignore_eos: true } as never)).choices[0].message.content!;
+    // A stop string from the middle of the greedy answer: the reply must end right before it.
+    const at = Math.floor(full.length / 2);
+    const stop = full.slice(at, at + 2);
+    expect(stop.length).toBe(2);
+    const cut = await chat('Tell me a story', { max_tokens: 16, stop: [stop], ignore_eos: true } as never);
+    expect(cut.choices[0].message.content).toBe(full.slice(0, full.indexOf(stop)));
+    expect(cut.choices[0].finish_reason).toBe('stop');
+  });
+
+  it('reproduces a sampled answer with the same seed; other seeds sample differently', async () => {
+    const ask = (seed: number) => chat('Once upon a time', { temperature: 1.5, seed, max_tokens: 12, ignore_eos: true } as never).then((r) => r.choices[0].message.content);
+    const a = await ask(7);
+    expect(await ask(7)).toBe(a);
+    const others = [await ask(8), await ask(9), await ask(10)];
+    expect(new Set([a, ...others]).size).toBeGreaterThan(1);
   });
 
   it('answers a text completion with logprobs', async () => {
@@ -70,23 +122,151 @@ describe('OpenAI-compatible routes', () => {
     expect(r.choices[0].logprobs.top_logprobs[0]).toBeDefined();
   });
 
-  it.each([
-    ['malformed JSON', '{"model": ', 400],
-    ['unknown model', { model: 'nope', messages: [{ role: 'user', content: 'x' }] }, 404],
-    ['wrong type', { model: 'tiny', messages: 'hello' }, 400],
-    ['negative max_tokens', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: -1 }, 400],
-    ['huge max_tokens', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 1e12 }, 400],
-    ['temperature out of range', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], temperature: 5 }, 400],
-    ['empty messages', { model: 'tiny', messages: [] }, 400],
-    ['prompt longer than the context', { model: 'tiny', messages: [{ role: 'user', content: 'word '.repeat(400) }] }, 400],
-  ])('%s gets an OpenAI-shaped 4xx and the server keeps serving', async (_name, body, status) => {
-    const r = await post('/v1/chat/completions', body);
+  it('serves 32 concurrent streaming clients, each getting what it gets alone (greedy)', async () => {
+    const prompts = Array.from({ length: 8 }, (_, i) => `Story number ${i}:`);
+    const alone = new Map<string, string>();
+    for (const p of prompts) alone.set(p, (await chat(p, { max_tokens: 8, ignore_eos: true } as never)).choices[0].message.content!);
+    const results = await Promise.all(
+      Array.from({ length: 32 }, async (_, i) => {
+        const p = prompts[i % prompts.length];
+        const stream = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: p }], max_tokens: 8, temperature: 0, stream: true, ignore_eos: true } as never) as unknown as AsyncIterable<OpenAI.Chat.ChatCompletionChunk>;
+        let text = '';
+        let finish: string | null = null;
+        for await (const c of stream) {
+          text += c.choices[0]?.delta?.content ?? '';
+          finish = c.choices[0]?.finish_reason ?? finish;
+        }
+        return { p, text, finish };
+      }),
+    );
+    for (const r of results) {
+      expect(r.finish).toBe('length');
+      expect(r.text).toBe(alone.get(r.p));
+    }
+    await waitIdle();
+  }, 120_000);
+
+  it('frees the slots of clients that disconnect mid-stream', async () => {
+    const aborters = Array.from({ length: SLOTS }, () => new AbortController());
+    const started = await Promise.all(
+      aborters.map(async (a, i) => {
+        const r = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: `Go ${i}` }], max_tokens: 200, temperature: 0, stream: true, ignore_eos: true }, auth(), a.signal);
+        const reader = r.body!.getReader();
+        await reader.read(); // the first event: the request is running
+        return reader;
+      }),
+    );
+    expect(await running()).toBeGreaterThan(0);
+    for (const a of aborters) a.abort();
+    for (const r of started) await r.cancel().catch(() => undefined);
+    await waitIdle(5000);
+    // Every slot is usable again.
+    const after = await Promise.all(Array.from({ length: SLOTS }, (_, i) => chat(`again ${i}`, { max_tokens: 2 })));
+    expect(after.every((r) => r.usage!.completion_tokens > 0)).toBe(true);
+  }, 60_000);
+
+  it('answers 503 with Retry-After past the queue bound, and keeps serving', async () => {
+    const aborters: AbortController[] = [];
+    const statuses = await Promise.all(
+      Array.from({ length: SLOTS + MAX_QUEUED + 8 }, async (_, i) => {
+        const a = new AbortController();
+        aborters.push(a);
+        const r = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: `flood ${i}` }], max_tokens: 200, temperature: 0, stream: true, ignore_eos: true }, auth(), a.signal).catch(() => undefined);
+        if (!r) return { status: 0 };
+        if (r.status === 503) return { status: 503, retryAfter: r.headers.get('retry-after'), body: (await r.json()) as any };
+        return { status: r.status };
+      }),
+    );
+    for (const a of aborters) a.abort();
+    const refused = statuses.filter((s) => s.status === 503);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(Number(refused[0].retryAfter)).toBeGreaterThanOrEqual(1);
+    expect(refused[0].body.error).toMatchObject({ type: 'server_error', code: 'overloaded' });
+    await waitIdle(10_000);
+    expect((await chat('still there?', { max_tokens: 2 })).usage!.completion_tokens).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('exports request, token and engine metrics after traffic', async () => {
+    // Telemetry arrives once a second from the scheduler's WatchTelemetry.
+    const end = Date.now() + 5000;
+    let text = '';
+    do {
+      text = await (await fetch(`${api.url}/metrics`, { headers: auth() })).text();
+      if (/kailstream:expert_cache_hits_total\{/.test(text)) break;
+      await new Promise((r) => setTimeout(r, 250));
+    } while (Date.now() < end);
+    const value = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
+    expect(value(/^kailstream:prompt_tokens_total\{model="tiny"\} (\d+)/m)).toBeGreaterThan(0);
+    expect(value(/^kailstream:generation_tokens_total\{model="tiny"\} (\d+)/m)).toBeGreaterThan(0);
+    expect(value(/^kailstream:time_to_first_token_seconds_count\{model="tiny"\} (\d+)/m)).toBeGreaterThan(0);
+    expect(value(/^kailstream:time_per_output_token_seconds_count\{model="tiny"\} (\d+)/m)).toBeGreaterThan(0);
+    expect(value(/^kailstream:request_errors_total\{status="503"\} (\d+)/m)).toBeGreaterThan(0);
+    expect(text).toMatch(/^kailstream:expert_cache_hits_total\{engine="[^"]+",model="tiny",tier="ram"\} \d+/m);
+    expect(text).toMatch(/^kailstream:storage_read_bytes_total\{engine="[^"]+",model="tiny"\} \d+/m);
+    expect(text).toMatch(/^kailstream:kv_cache_usage_perc\{/m);
+    expect(text).toMatch(/^kailstream:num_requests_waiting \d+/m);
+    // Usage is recorded against the key.
+    const u = api.keys!.usage().find((x) => x.name === 'tests')!;
+    expect(u.requests).toBeGreaterThan(32);
+    expect(u.completionTokens).toBeGreaterThan(0);
+  });
+
+  const revoked = () => {
+    const k = api.keys!.create('gone');
+    api.keys!.revoke(k.id);
+    return k.key;
+  };
+  const json = { 'content-type': 'application/json' };
+  const msg = [{ role: 'user', content: 'x' }];
+  it.each<[string, () => [unknown, Record<string, string>], number]>([
+    ['malformed JSON', () => ['{"model": ', auth()], 400],
+    ['unknown model', () => [{ model: 'nope', messages: msg }, auth()], 404],
+    ['wrong type', () => [{ model: 'tiny', messages: 'hello' }, auth()], 400],
+    ['wrong type for max_tokens', () => [{ model: 'tiny', messages: msg, max_tokens: 'ten' }, auth()], 400],
+    ['negative max_tokens', () => [{ model: 'tiny', messages: msg, max_tokens: -1 }, auth()], 400],
+    ['huge max_tokens', () => [{ model: 'tiny', messages: msg, max_tokens: 1e12 }, auth()], 400],
+    ['temperature out of range', () => [{ model: 'tiny', messages: msg, temperature: 5 }, auth()], 400],
+    ['empty messages', () => [{ model: 'tiny', messages: [] }, auth()], 400],
+    ['prompt longer than the context', () => [{ model: 'tiny', messages: [{ role: 'user', content: 'word '.repeat(400) }] }, auth()], 400],
+    ['missing key', () => [{ model: 'tiny', messages: msg }, json], 401],
+    ['revoked key', () => [{ model: 'tiny', messages: msg }, { ...json, authorization: `Bearer ${revoked()}` }], 401],
+  ])('%s gets an OpenAI-shaped 4xx and the server keeps serving', async (_name, make, status) => {
+    const [body, headers] = make();
+    const r = await post('/v1/chat/completions', body, headers);
     expect(r.status).toBe(status);
     const e = (await r.json()) as any;
     expect(typeof e.error.message).toBe('string');
-    expect(e.error).toHaveProperty('type');
+    expect(e.error).toHaveProperty('type', 'invalid_request_error');
     expect(e.error).toHaveProperty('param');
     expect(e.error).toHaveProperty('code');
     expect((await fetch(`${api.url}/health`)).status).toBe(200);
+    expect((await chat('ok?', { max_tokens: 1 })).choices).toHaveLength(1);
+  });
+});
+
+describe('grpcToHttp', () => {
+  const err = (code: grpc.status, md?: Record<string, string>) => {
+    const metadata = new grpc.Metadata();
+    for (const [k, v] of Object.entries(md ?? {})) metadata.set(k, v);
+    return Object.assign(new Error('m'), { code, details: 'why', metadata }) as grpc.ServiceError;
+  };
+  it.each([
+    [grpc.status.RESOURCE_EXHAUSTED, 503, 'overloaded'],
+    [grpc.status.UNAVAILABLE, 503, 'unavailable'],
+    [grpc.status.DEADLINE_EXCEEDED, 504, 'timeout'],
+    [grpc.status.NOT_FOUND, 404, 'model_not_found'],
+    [grpc.status.INVALID_ARGUMENT, 400, 'invalid_value'],
+    [grpc.status.OUT_OF_RANGE, 400, 'context_length_exceeded'],
+    [grpc.status.UNAUTHENTICATED, 401, 'invalid_api_key'],
+    [grpc.status.INTERNAL, 500, 'internal_error'],
+  ])('maps gRPC %s to HTTP %s in the OpenAI shape', (code, status, oaCode) => {
+    const r = grpcToHttp(err(code));
+    expect(r.status).toBe(status);
+    expect(r.body.error).toEqual({ message: 'why', type: status >= 500 ? 'server_error' : 'invalid_request_error', param: r.body.error.param, code: oaCode });
+  });
+  it("turns the scheduler's retry-after-ms hint into Retry-After seconds", () => {
+    expect(grpcToHttp(err(grpc.status.RESOURCE_EXHAUSTED, { 'retry-after-ms': '2300' })).retryAfter).toBe(3);
+    expect(grpcToHttp(err(grpc.status.RESOURCE_EXHAUSTED)).retryAfter).toBe(1);
+    expect(grpcToHttp(err(grpc.status.UNAVAILABLE)).retryAfter).toBe(1);
   });
 });

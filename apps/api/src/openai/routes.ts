@@ -33,8 +33,11 @@ export function grpcToHttp(e: grpc.ServiceError): { status: number; body: Return
       return { status: 401, body: openAiError(msg, 'invalid_request_error', null, 'invalid_api_key') };
     case grpc.status.PERMISSION_DENIED:
       return { status: 403, body: openAiError(msg, 'invalid_request_error', null, 'permission_denied') };
-    case grpc.status.RESOURCE_EXHAUSTED:
-      return { status: 503, body: openAiError(msg, 'server_error', null, 'overloaded'), retryAfter: 1 };
+    case grpc.status.RESOURCE_EXHAUSTED: {
+      // The scheduler's hint (how soon a slot frees, from recent finish times) in whole seconds.
+      const hint = Number(e.metadata?.get('retry-after-ms')?.[0]);
+      return { status: 503, body: openAiError(msg, 'server_error', null, 'overloaded'), retryAfter: Number.isFinite(hint) && hint > 0 ? Math.ceil(hint / 1000) : 1 };
+    }
     case grpc.status.UNAVAILABLE:
     case grpc.status.CANCELLED:
     case grpc.status.ABORTED:
@@ -105,7 +108,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       content: typeof m.content === 'string' ? m.content : (m.content ?? []).map((p) => p.text).join(''),
     }));
     const c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
-    const gen = pb.GenerateRequest.fromPartial({ messages, model: c.model, maxTokens: c.max, stop: c.stop, sampling: c.sampling, wantLogprobs: c.logprobs, topLogprobs: c.topLogprobs });
+    const gen = pb.GenerateRequest.fromPartial({ messages, model: c.model, maxTokens: c.max, stop: c.stop, sampling: c.sampling, wantLogprobs: c.logprobs, topLogprobs: c.topLogprobs, ignoreEos: !!b.ignore_eos });
     return run(req, reply, deps, gen, c, 'chat');
   });
 
@@ -123,6 +126,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       sampling: c.sampling,
       wantLogprobs: c.logprobs,
       topLogprobs: c.topLogprobs,
+      ignoreEos: !!b.ignore_eos,
     });
     if (typeof b.prompt === 'string' && b.prompt.length === 0) return reply.code(400).send(openAiError('prompt must not be empty', 'invalid_request_error', 'prompt', 'invalid_value'));
     return run(req, reply, deps, gen, c, 'text');

@@ -20,6 +20,8 @@ const sampling = {
   top_k: z.number().int().min(0).optional(),
   min_p: z.number().min(0).max(1).optional(),
   repeat_penalty: z.number().gt(0).max(10).optional(),
+  /** Keep generating past end-of-generation tokens until max_tokens (llama-server, vLLM). */
+  ignore_eos: z.boolean().optional(),
 };
 
 const contentPart = z.object({ type: z.literal('text'), text: z.string() });
@@ -52,6 +54,7 @@ export const ChatCompletionRequest = z.object({
   top_k: sampling.top_k,
   min_p: sampling.min_p,
   repeat_penalty: sampling.repeat_penalty,
+  ignore_eos: sampling.ignore_eos,
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>;
 
@@ -75,6 +78,7 @@ export const CompletionRequest = z.object({
   top_k: sampling.top_k,
   min_p: sampling.min_p,
   repeat_penalty: sampling.repeat_penalty,
+  ignore_eos: sampling.ignore_eos,
 });
 export type CompletionRequest = z.infer<typeof CompletionRequest>;
 

@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Command } from 'commander';
-import { common, scheduler as spb } from '@kailstream/proto';
+import { AUTH_TOKEN_ENV, bearerClientOptions, common, scheduler as spb } from '@kailstream/proto';
 
 import { dataDir } from '../paths';
 import { isAlive, readServeState } from '../serve-state';
@@ -56,7 +56,7 @@ function firstOf<T>(open: () => grpc.ClientReadableStream<T>, timeoutMs: number,
 }
 
 async function askScheduler(address: string, timeoutMs: number): Promise<NonNullable<PsReport['scheduler']>> {
-  const c = new spb.SchedulerServiceClient(address, grpc.credentials.createInsecure());
+  const c = new spb.SchedulerServiceClient(address, grpc.credentials.createInsecure(), bearerClientOptions(process.env[AUTH_TOKEN_ENV] || undefined));
   const out: NonNullable<PsReport['scheduler']> = { engines: [], models: [], tiers: [], kv: [] };
   try {
     const [eng, models] = await Promise.all([
