@@ -195,8 +195,31 @@ describe('engine gRPC service with a loaded model', () => {
     await unary(client.unloadModel.bind(client), { id: 'streamed' });
   });
 
-  it('refuses speculative decoding options clearly until the drafter is wired', async () => {
-    const err = await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', id: 'spec', lookupDecoding: true })).catch((e) => e as grpc.ServiceError);
-    expect((err as grpc.ServiceError).code).toBe(grpc.status.UNIMPLEMENTED);
+  it('loads with prompt-lookup speculative decoding and reports its counters in telemetry', async () => {
+    await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', id: 'spec', lookupDecoding: true, speculativeK: 3 }));
+    try {
+      await unary(client.unloadModel.bind(client), { id: 'tiny' });
+      const stream = client.generate(pb.GenerateRequest.fromPartial({ requestId: 'sp', model: 'spec', prompt: 'a b c a b c a b c a b', maxTokens: 12, ignoreEos: true }));
+      await new Promise<void>((resolve, reject) => {
+        stream.on('data', () => undefined);
+        stream.on('end', resolve);
+        stream.on('error', reject);
+      });
+      const tel = client.watchTelemetry({ intervalMs: 100 });
+      const snap = await new Promise<pb.TelemetrySnapshot>((resolve) => tel.on('data', resolve));
+      tel.cancel();
+      tel.on('error', () => undefined);
+      expect(snap.model).toBe('spec');
+      expect(snap.speculative).toMatchObject({ enabled: true, mode: 'lookup' });
+      expect(snap.speculative!.targetPasses).toBeGreaterThan(0);
+    } finally {
+      await unary(client.unloadModel.bind(client), { id: 'spec' });
+    }
+  });
+
+  it('refuses a draft model and lookup together', async () => {
+    const err = await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', id: 'both', lookupDecoding: true, draftPath: 'tiny-qwen3moe-F32-1' })).catch((e) => e as grpc.ServiceError);
+    expect((err as grpc.ServiceError).code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect((err as grpc.ServiceError).details).toContain('not both');
   });
 });

@@ -6,6 +6,7 @@ import { EngineError, toEngineError } from '../errors';
 import { EngineModel, availableMemoryBytes, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { ChatTemplate } from '../tokenizer/chat-template';
 import { BatchEngine, type FinishReason } from '../runtime/batch-engine';
+import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import type { SamplerParams } from '../sampling/sampler';
 import type { NativeExpertLayerStats, NativeExpertStreamStats } from '@kailstream/core-native';
 
@@ -61,6 +62,7 @@ interface Loaded {
   info: common.ModelInfo;
   model: EngineModel;
   engine: BatchEngine;
+  spec: SpeculativeDecoder | null;
   chat?: ChatTemplate;
   /** Forward passes seen at the last health check and when they last advanced. */
   lastSteps: number;
@@ -140,14 +142,11 @@ export class LocalModelHost implements ModelHost {
     const file = this.resolveModelPath(req.path);
     const id = req.id || path.basename(file).replace(/\.gguf$/i, '');
     if (this.models.has(id) || this.loading.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a model with id '${id}' is already loaded`);
-    if (req.draftPath || req.lookupDecoding) {
-      // Speculative decoding (packages/engine/src/speculative) plugs in here once its API lands:
-      // the draft model / lookup drafter is built next to the target and handed to the BatchEngine.
-      throw new EngineError('KAIL_E_UNSUPPORTED', 'speculative decoding (draft_path / lookup_decoding) is not available in this engine build yet');
-    }
     const ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || 0;
     this.loading.add(id);
     let model: EngineModel;
+    let spec: SpeculativeDecoder | null = null;
+    let engine: BatchEngine;
     try {
       model = EngineModel.load(file, {
         ...this.opts.loadOptions,
@@ -156,6 +155,19 @@ export class LocalModelHost implements ModelHost {
         nSeqMax: this.opts.seqsPerModel ?? 8,
         ramBytes: ram > 0 ? ram : undefined,
       });
+      // Speculative decoding: a draft model (loaded with the target's context and slots) or prompt lookup.
+      try {
+        spec = SpeculativeDecoder.fromConfig(
+          model,
+          { draftPath: req.draftPath ? this.resolveModelPath(req.draftPath) : undefined, lookup: req.lookupDecoding, k: req.speculativeK },
+          { ...this.opts.loadOptions, threads: req.threads || this.opts.threads || 0 },
+        );
+        engine = new BatchEngine(model, { speculative: spec ?? undefined });
+      } catch (e) {
+        spec?.close();
+        model.close();
+        throw e;
+      }
     } finally {
       this.loading.delete(id);
     }
@@ -166,7 +178,7 @@ export class LocalModelHost implements ModelHost {
       residency: residencyOf(model),
       ramBudgetBytes: model.plan ? model.plan.ramBytes : 0,
     });
-    this.models.set(id, { info, model, engine: new BatchEngine(model), lastSteps: 0, lastProgress: Date.now() });
+    this.models.set(id, { info, model, engine, spec, lastSteps: 0, lastProgress: Date.now() });
     return info;
   }
 
@@ -175,6 +187,7 @@ export class LocalModelHost implements ModelHost {
     if (!m) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not loaded`);
     this.models.delete(id);
     await m.engine.close();
+    m.spec?.close();
     m.model.close();
   }
 
@@ -340,6 +353,7 @@ export class LocalModelHost implements ModelHost {
     let kvCap = 0;
     const experts: pb.LayerExpertCounts[] = [];
     const ram: pb.TierStats = { tier: 'ram', budgetBytes: 0, usedBytes: 0, hits: 0, misses: 0 };
+    let speculative: pb.SpeculativeStats = { enabled: false, mode: '', draftedTokens: 0, acceptedTokens: 0, targetPasses: 0, tokensPerPass: 0, currentK: 0, timeSavedSeconds: 0 };
     let name = '';
     for (const [id, m] of this.models) {
       const st = m.engine.stats();
@@ -367,6 +381,10 @@ export class LocalModelHost implements ModelHost {
       }
       if (!name) {
         name = id;
+        if (st.speculative) {
+          const x = st.speculative;
+          speculative = { enabled: true, mode: x.mode, draftedTokens: x.draftedTokens, acceptedTokens: x.acceptedTokens, targetPasses: x.targetPasses, tokensPerPass: x.tokensPerPass, currentK: x.currentK, timeSavedSeconds: x.timeSavedSeconds };
+        }
         for (let l = 0; l < nLayers; l++) {
           const resident = residentExperts(ns.stream, l, nExpert);
           experts.push({ layer: l, counts: Array.from(ns.expertCounts.subarray(l * nExpert, (l + 1) * nExpert)), resident });
@@ -386,8 +404,8 @@ export class LocalModelHost implements ModelHost {
       storageBandwidthBytesPerSecond: this.opts.storageBandwidthBytesPerSecond ?? 0,
       kvUsedBytes: kvUsed,
       kvCapacityBytes: kvCap,
-      // Filled by the speculative decoder once it is wired (see loadModel).
-      speculative: { enabled: false, mode: '', draftedTokens: 0, acceptedTokens: 0, targetPasses: 0, tokensPerPass: 0, currentK: 0, timeSavedSeconds: 0 },
+      // Of the model named in `model`.
+      speculative,
     };
   }
 
