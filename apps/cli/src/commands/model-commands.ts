@@ -20,6 +20,8 @@ import {
   USAGE_HISTORY_SUBDIR,
   summarize,
   summarizeStream,
+  routingStats,
+  type RoutingStats,
   type GenerateResult,
   type LoadModelOptions,
   type ResidencyPlan,
@@ -304,20 +306,39 @@ export function registerModelCommands(program: Command): void {
     .option('--temp <t>', 'with --draft/--lookup: sampling temperature (0 = greedy)', num('--temp', 0, 100), 0)
     .option('--seed <s>', 'with --draft/--lookup: sampling seed', int('--seed', 0, 2 ** 32 - 1), 1)
     .option('--usage-history', "warm the expert cache from the model's usage history and update it (off by default, so runs compare)")
+    .option('--routing-stats', 'after the benchmark, feed 64 random tokens and print how spread the routing is (experts used per layer, shared by consecutive tokens)')
     .option('--data-dir <dir>', 'data directory (hardware profile, usage histories)')
     .option('--json', 'print one JSON object');
   addSpecOptions(addStreamOptions(bench)).action(
     async (
-      o: { model: string; nPrompt: number; nGen: number; threads?: number; feed: string; reps: number; temp: number; seed: number; json?: boolean; usageHistory?: boolean; dataDir?: string } & StreamOpts &
+      o: {
+        model: string;
+        nPrompt: number;
+        nGen: number;
+        threads?: number;
+        feed: string;
+        reps: number;
+        temp: number;
+        seed: number;
+        json?: boolean;
+        usageHistory?: boolean;
+        dataDir?: string;
+        routingStats?: boolean;
+      } & StreamOpts &
         SpecOpts,
     ) => {
       if (o.feed !== 'greedy' && o.feed !== 'random') throw new Error(`--feed must be greedy or random, got '${o.feed}'`);
       const log = (l: string) => process.stderr.write(l + '\n');
-      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
+      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(o.nPrompt + o.nGen + 1, o.routingStats ? 65 : 1), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
       try {
         if (o.draft || o.lookup) return await benchSpeculative(model, o);
         const r = await benchmark(model, { promptTokens: o.nPrompt, genTokens: o.nGen, feed: o.feed, reps: o.reps });
-        if (o.json) process.stdout.write(JSON.stringify(r) + '\n');
+        let routing: RoutingStats | null = null;
+        if (o.routingStats) {
+          model.truncate(0, 0);
+          routing = await routingStats(model, 64, 1);
+        }
+        if (o.json) process.stdout.write(JSON.stringify(routing ? { ...r, routing } : r) + '\n');
         else
           process.stdout.write(
             `${path.basename(o.model)} (${r.arch}), ${r.threads} threads, feed ${r.feed}, median of ${r.reps}\n` +
@@ -328,6 +349,10 @@ export function registerModelCommands(program: Command): void {
                   `stalled ${r.stream.stall_s.toFixed(2)} s, prefetch precision ${(100 * r.stream.prefetch_precision).toFixed(1)}% recall ` +
                   `${(100 * r.stream.prefetch_recall).toFixed(1)}%, cache ${formatBytes(r.stream.cache_bytes)} (budget ${formatBytes(r.stream.ram_bytes)}, ${r.stream.policy}), ` +
                   `${r.stream.direct_io ? 'O_DIRECT' : 'buffered reads'}\n`
+                : '') +
+              (routing
+                ? `routing over ${routing.tokens} random tokens: each MoE layer used >= ${(100 * routing.minUsedShare).toFixed(0)}% of its ${routing.nExpert} experts; ` +
+                  `consecutive tokens shared ${routing.meanConsecutiveShared.toFixed(2)} of ${routing.nExpertUsed} on average (worst layer ${routing.maxConsecutiveShared.toFixed(2)})\n`
                 : ''),
           );
       } finally {
