@@ -88,3 +88,18 @@ describe('Supervisor with an engine that dies mid-stream', () => {
     expect(chunks.at(-1)?.usage?.completionTokens).toBeGreaterThan(0);
   }, 60_000);
 });
+
+describe('grpcToken (kail serve beyond loopback)', () => {
+  it('creates a private token in the data directory once and reuses it', () => {
+    const { grpcToken } = require('./commands/serve') as typeof import('./commands/serve');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-token-'));
+    try {
+      const t = grpcToken(dir);
+      expect(t).toMatch(/^[A-Za-z0-9_-]{32}$/);
+      expect(fs.statSync(path.join(dir, 'grpc-token')).mode & 0o777).toBe(0o600);
+      expect(grpcToken(dir)).toBe(t);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

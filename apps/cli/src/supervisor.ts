@@ -137,6 +137,7 @@ export class Supervisor extends EventEmitter {
   /** SIGTERM to every service (reverse start order), SIGKILL after graceMs. */
   async stopAll(graceMs = 5000): Promise<void> {
     this.stopping = true;
+    this.emit('stopping');
     const all = [...this.services.values()].reverse();
     await Promise.all(
       all.map(
@@ -186,8 +187,15 @@ export class EngineKeeper {
     this.opts = opts;
   }
 
+  /** Starts recording the models of the engine at `address`. */
+  track(address: string): void {
+    this.engineAddress = address;
+    this.start();
+  }
+
   /** Starts recording the engine's models. */
   start(): void {
+    this.stop();
     const poll = () => void this.record().catch(() => undefined);
     poll();
     this.timer = setInterval(poll, this.opts.pollMs ?? 2000);

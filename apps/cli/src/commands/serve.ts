@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
+import { AUTH_TOKEN_ENV } from '@kailstream/proto';
 
 import { dataDir, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
-import { freePort, Supervisor } from '../supervisor';
+import { EngineKeeper, freePort, Supervisor } from '../supervisor';
 
 export interface ServeOptions {
   /** GGUF files to load at start (`id=path` names the model). */
@@ -30,6 +32,22 @@ async function waitHttp(url: string, timeoutMs: number): Promise<void> {
   }
 }
 
+const isLoopback = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
+
+/** The gRPC bearer token in the data directory (`grpc-token`, mode 0600), created on first use. */
+export function grpcToken(dir: string): string {
+  const file = path.join(dir, 'grpc-token');
+  try {
+    const t = fs.readFileSync(file, 'utf8').trim();
+    if (t) return t;
+  } catch {
+    // first use
+  }
+  const t = randomBytes(24).toString('base64url');
+  fs.writeFileSync(file, t + '\n', { mode: 0o600 });
+  return t;
+}
+
 /** Starts engine, scheduler, API and web console as separate processes; returns the supervisor. */
 export async function serve(opts: ServeOptions, log: (l: string) => void = (l) => process.stdout.write(l + '\n')): Promise<Supervisor> {
   const dir = dataDir(opts.dataDir);
@@ -37,13 +55,27 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
   const sup = new Supervisor(log);
   const node = process.execPath;
   try {
-    const engineArgs = [SERVICE_ENTRIES.engine, '--port', '0', ...(opts.ctx ? ['--ctx', opts.ctx] : [])];
+    // Bound beyond loopback, the gRPC services listen there too (for clients on other machines)
+    // and every service requires the bearer token kept in the data directory.
+    const grpcHost = isLoopback(opts.host) ? '127.0.0.1' : opts.host;
+    const token = isLoopback(opts.host) ? '' : grpcToken(dir);
+    const env = token ? { [AUTH_TOKEN_ENV]: token } : {};
+    const modelsDir = path.join(dir, 'models');
+    fs.mkdirSync(modelsDir, { recursive: true });
+    // A fixed port, so a restarted engine comes back at the address the scheduler knows.
+    const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
+    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, ...(opts.ctx ? ['--ctx', opts.ctx] : [])];
     for (const m of opts.model ?? []) engineArgs.push('--model', m);
-    const engine = await sup.start({ name: 'engine', command: node, args: engineArgs, restart: true }, 300_000);
+    let schedAddress: string | undefined;
+    const keeper = new EngineKeeper('', () => schedAddress, { token, log });
+    const engine = await sup.start({ name: 'engine', command: node, args: engineArgs, env, restart: true, afterRestart: keeper.afterRestart }, 300_000);
     log(`engine     grpc://${engine.address}`);
-    const sched = await sup.start({ name: 'scheduler', command: node, args: [SERVICE_ENTRIES.scheduler, '--port', '0', '--engine', engine.address] });
-    log(`scheduler  grpc://${sched.address}`);
-    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir] });
+    const sched = await sup.start({ name: 'scheduler', command: node, args: [SERVICE_ENTRIES.scheduler, '--host', grpcHost, '--port', '0', '--engine', engine.address], env });
+    schedAddress = sched.address;
+    keeper.track(engine.address);
+    sup.once('stopping', () => keeper.stop());
+    log(`scheduler  grpc://${sched.address}${token ? ` (bearer token in ${path.join(dir, 'grpc-token')})` : ''}`);
+    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir], env });
     log(`api        ${api.address}`);
     if (opts.web) {
       const webPort = await freePort();
