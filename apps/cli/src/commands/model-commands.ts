@@ -29,7 +29,6 @@ import {
 } from '@kailstream/engine';
 import { getPreset, writeModel, WEIGHT_RECIPE_VERSION } from '@kailstream/tools';
 
-import { createProgress, type Progress } from '../progress';
 import { dataDir } from '../paths';
 
 function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
@@ -165,12 +164,7 @@ export function ensureDemoModel(dir: string, log: (l: string) => void): string {
   fs.mkdirSync(path.dirname(file), { recursive: true });
   log(`writing the built-in demo model to ${file} ...`);
   const tmp = `${file}.partial`;
-  let bar: Progress | undefined;
-  writeModel({
-    config: getPreset('tiny-qwen3moe').config, fileType: 'F32', seed: 1, out: tmp,
-    onTensor: (t) => (bar ??= createProgress({ label: 'tensors', total: t.count })).update(t.index + 1, t.name),
-  });
-  bar?.done();
+  writeModel({ config: getPreset('tiny-qwen3moe').config, fileType: 'F32', seed: 1, out: tmp });
   fs.renameSync(tmp, file);
   return file;
 }
@@ -239,10 +233,7 @@ export function registerModelCommands(program: Command): void {
     const dir = dataDir(o.dataDir);
     const modelPath = o.model ?? (o.demo ? ensureDemoModel(dir, log) : undefined);
     if (!modelPath) throw new Error('give a model with -m FILE.gguf, or --demo for the built-in one');
-    // The native load is one synchronous call: a start line and a done line with its time.
-    const loading = o.json ? undefined : createProgress({ label: `loading ${path.basename(modelPath)}`, total: 0 });
     const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...streamLoadOptions(o, modelPath, dir, o.usageHistory, log) });
-    loading?.done(`loaded ${path.basename(modelPath)}`);
     let draft: EngineModel | null = null;
     try {
       const sp = loadSpeculation(model, o, o.threads);
@@ -331,7 +322,10 @@ export function registerModelCommands(program: Command): void {
       const log = (l: string) => process.stderr.write(l + '\n');
       const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(o.nPrompt + o.nGen + 1, o.routingStats ? 65 : 1), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
       try {
-        if (o.draft || o.lookup) return await benchSpeculative(model, o);
+        if (o.draft || o.lookup)
+          return await benchSpeculative(model, o, () =>
+            EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, () => undefined) }),
+          );
         const r = await benchmark(model, { promptTokens: o.nPrompt, genTokens: o.nGen, feed: o.feed, reps: o.reps });
         let routing: RoutingStats | null = null;
         if (o.routingStats) {
@@ -364,10 +358,18 @@ export function registerModelCommands(program: Command): void {
   /**
    * `kail bench --draft/--lookup`: the same random prompt generated without and with speculation
    * (generation timed alone, end-of-generation ignored), tokens/s, acceptance, tokens per pass
-   * and, under --ram, expert bytes read per token.
+   * and, under --ram, expert bytes read per token. The speculative run gets a freshly loaded
+   * target, so both start from a cold expert cache.
    */
-  async function benchSpeculative(model: EngineModel, o: { model: string; nPrompt: number; nGen: number; threads?: number; temp: number; seed: number; json?: boolean } & SpecOpts) {
-    const { spec, draft } = loadSpeculation(model, o, o.threads);
+  async function benchSpeculative(
+    model: EngineModel,
+    o: { model: string; nPrompt: number; nGen: number; threads?: number; temp: number; seed: number; json?: boolean } & SpecOpts,
+    reload: () => EngineModel,
+  ) {
+    // Refuse a bad draft before spending time on the baseline.
+    loadSpeculation(model, o, o.threads).draft?.close();
+    let fresh: EngineModel | null = null;
+    let draft: EngineModel | null = null;
     try {
       let s = o.seed >>> 0 || 1;
       const prompt = Array.from({ length: o.nPrompt }, () => {
@@ -376,7 +378,10 @@ export function registerModelCommands(program: Command): void {
       });
       const sampling = { temperature: o.temp, seed: o.seed };
       const base = await benchmarkSpeculative(model, { prompt, genTokens: o.nGen, sampling });
-      const sp = await benchmarkSpeculative(model, { prompt, genTokens: o.nGen, sampling, speculative: spec! });
+      fresh = reload();
+      const loaded = loadSpeculation(fresh, o, o.threads);
+      draft = loaded.draft;
+      const sp = await benchmarkSpeculative(fresh, { prompt, genTokens: o.nGen, sampling, speculative: loaded.spec! });
       if (o.json) {
         process.stdout.write(JSON.stringify({ model: o.model, draft: o.draft ?? null, lookup: !!o.lookup, prompt_tokens: o.nPrompt, temperature: o.temp, baseline: base, speculative: sp }) + '\n');
         return;
@@ -392,6 +397,7 @@ export function registerModelCommands(program: Command): void {
       );
     } finally {
       draft?.close();
+      fresh?.close();
     }
   }
 
