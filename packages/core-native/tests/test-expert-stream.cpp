@@ -342,6 +342,115 @@ static void test_truncation(const test_file & f) {
     CHECK(fetch(s, g, 1, {1, 2, 3}) == 3);
 }
 
+// Warming: only free room is filled (nothing evicted), reads finish in the background, warmed
+// experts are hits with the right bytes, and a later demand read that needs room still succeeds.
+static void test_warm(const test_file & f) {
+    expert_stream_params p;
+    p.cache_bytes = entry_max(f) * 5;
+    p.io_threads = 2;
+    p.prefetch = false;
+    p.policy = "lfu";
+    expert_stream s(f.path, f.layers, p);
+    std::vector<expert_key> keys;
+    std::vector<double> shares;
+    for (int e = 0; e < 8; e++) {
+        keys.push_back({0, e});
+        shares.push_back(1.0 - e / 8.0);
+    }
+    s.warm(keys.data(), shares.data(), keys.size());
+    expert_stream_stats st = s.stats();
+    CHECK(st.warm_queued == 5);  // 5 fit, never evicting
+    CHECK(st.used_bytes <= p.cache_bytes);
+    for (int i = 0; i < 500 && s.stats().warm_pending > 0; i++) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    st = s.stats();
+    CHECK(st.warm_pending == 0);
+    CHECK(st.warm_reads == 5);
+    CHECK(st.evictions == 0);
+    CHECK(fetch(s, f, 0, {0, 1, 2}) == 3);
+    st = s.stats();
+    CHECK(st.layers[0].hits == 3);
+    CHECK(st.warm_used == 3);
+    // Demand for experts not warmed evicts by policy: the seeded hot ones (0, 1, 2 just used) stay.
+    CHECK(fetch(s, f, 1, {6, 7}) == 2);
+    CHECK(fetch(s, f, 0, {0, 1}) == 2);
+    CHECK(s.stats().layers[0].hits == 5);
+    // Out-of-range keys are refused.
+    expert_key bad{0, 99};
+    bool threw = false;
+    try {
+        s.warm(&bad, nullptr, 1);
+    } catch (const error & e) {
+        threw = e.code() == KAIL_E_INVALID_ARG;
+    }
+    CHECK(threw);
+}
+
+// An expert pack: blocks of the same bytes in two striped files give views equal to the GGUF's.
+static void test_pack(const test_file & f, const std::string & dir) {
+    expert_pack pk;
+    pk.files = {dir + "/stripe0.kxp", dir + "/stripe1.kxp"};
+    std::vector<std::vector<uint8_t>> data(2);
+    for (size_t l = 0; l < f.layers.size(); l++) {
+        const expert_layer_source & src = f.layers[l];
+        expert_pack_layer pl;
+        pl.slice_offset[0] = 0;
+        pl.slice_offset[1] = (src.stride[0] + 63) / 64 * 64;
+        pl.slice_offset[2] = (pl.slice_offset[1] + src.stride[1] + 63) / 64 * 64;
+        pl.block_bytes = (pl.slice_offset[2] + src.stride[2] + 4095) / 4096 * 4096;
+        for (int32_t e = 0; e < src.n_expert; e++) {
+            const int fi = static_cast<int>((l * src.n_expert + e) % 2);
+            pl.file.push_back(fi);
+            pl.offset.push_back(data[fi].size());
+            std::vector<uint8_t> block(pl.block_bytes, 0);
+            for (int k = 0; k < 3; k++)
+                for (uint64_t i = 0; i < src.stride[k]; i++) block[pl.slice_offset[k] + i] = byte_at(src.offset[k] + e * src.stride[k] + i);
+            data[fi].insert(data[fi].end(), block.begin(), block.end());
+        }
+        pk.layers.push_back(pl);
+    }
+    for (int i = 0; i < 2; i++) {
+        FILE * fp = std::fopen(pk.files[i].c_str(), "wb");
+        std::fwrite(data[i].data(), 1, data[i].size(), fp);
+        std::fclose(fp);
+    }
+    expert_stream_params p;
+    p.cache_bytes = pk.layers[0].block_bytes * 3;
+    p.io_threads = 2;
+    p.pack = pk;
+    {
+        expert_stream s(f.path, f.layers, p);
+        CHECK(fetch(s, f, 0, {0, 1, 2, 3, 4, 5, 6, 7}) == 8);
+        CHECK(fetch(s, f, 1, {7, 3}) == 2);
+        const expert_stream_stats st = s.stats();
+        CHECK(st.files == pk.files);
+        CHECK(st.layers[0].bytes_read == st.layers[0].reads * pk.layers[0].block_bytes);  // one read per expert
+        CHECK(st.read_errors == 0);
+    }
+    // A table pointing past the end fails the read naming the pack file; bad tables are refused.
+    expert_stream_params q = p;
+    q.pack.layers[0].offset[5] = 1 << 30;
+    {
+        expert_stream s(f.path, f.layers, q);
+        bool named = false;
+        try {
+            fetch(s, f, 0, {5});
+        } catch (const error & e) {
+            named = e.code() == KAIL_E_IO && std::string(e.what()).find("expert pack '" + pk.files[1]) != std::string::npos;
+        }
+        CHECK(named);
+    }
+    q = p;
+    q.pack.layers[1].offset[2] = 100;  // unaligned
+    bool refused = false;
+    try {
+        expert_stream s(f.path, f.layers, q);
+    } catch (const error & e) {
+        refused = e.code() == KAIL_E_INVALID_ARG;
+    }
+    CHECK(refused);
+    for (auto & fn : pk.files) std::remove(fn.c_str());
+}
+
 int main() {
     char tmpl[] = "/tmp/kail-test-stream-XXXXXX";
     const char * env_dir = std::getenv("KAIL_TEST_TMPDIR");
@@ -362,6 +471,8 @@ int main() {
     test_concurrent(f);
     test_prefetch(f);
     test_truncation(f);
+    test_warm(f);
+    test_pack(f, dir);
     std::remove(f.path.c_str());
     if (!env_dir) rmdir(dir.c_str());
     if (g_failures) {
