@@ -26,6 +26,19 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
+# Optional: Debian's gRPC for Python, used by tools/clients/python and its test (which skips,
+# saying so, without them). Installed only where apt-get runs as root; never fails the set-up.
+if command -v dpkg >/dev/null && ! { dpkg -s python3-grpcio && dpkg -s python3-grpc-tools; } >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing Debian packages: python3-grpcio python3-grpc-tools"
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-grpcio python3-grpc-tools; } >/dev/null ||
+      echo "[setup] could not install python3-grpcio/python3-grpc-tools; the Python client test will skip" >&2
+  else
+    echo "[setup] note: python3-grpcio and python3-grpc-tools are not installed; the Python client test will skip" >&2
+  fi
+fi
+
 # --- npm packages --------------------------------------------------------------------------------
 # node-llama-cpp (the parity reference) ships its prebuilt llama.cpp inside npm packages; its
 # download step must stay off (no network beyond the registry).
