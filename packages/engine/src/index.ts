@@ -77,3 +77,5 @@ export { benchmarkSpeculative } from './speculative/spec-benchmark';
 export type { SpecBenchOptions, SpecBenchResult } from './speculative/spec-benchmark';
 export { routingStats } from './model/routing-stats';
 export type { RoutingStats } from './model/routing-stats';
+export { createMemoryCgroup, evictFromPageCache } from './model/memory-cgroup';
+export type { MemoryCgroup } from './model/memory-cgroup';
