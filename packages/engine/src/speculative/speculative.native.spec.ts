@@ -157,6 +157,16 @@ describe('BatchEngine with speculation per sequence', () => {
         expect(st.committedTokens).toBe(st.acceptedTokens + st.targetPasses);
         await engine.close();
       }
+      // Stop strings from the middle of each plain text: both cut at the same place.
+      const stopReqs = reqs.map((r, i) => ({ ...r, id: `s${i}`, stop: [want[i].text.slice(want[i].text.length >> 1, (want[i].text.length >> 1) + 2)] }));
+      const plain2 = new BatchEngine(target, { maxBatchTokens: 16 });
+      const wantStop = await Promise.all(stopReqs.map((r) => collect(plain2.generate(r))));
+      await plain2.close();
+      expect(wantStop.filter((w) => w.reason === 'stop').length).toBeGreaterThan(2);
+      const specStop = new BatchEngine(target, { maxBatchTokens: 16, speculative: new SpeculativeDecoder(target, { draft, k: 4, adaptive: false }) });
+      const gotStop = await Promise.all(stopReqs.map((r) => collect(specStop.generate(r))));
+      await specStop.close();
+      expect(gotStop).toEqual(wantStop);
       expect(() => new BatchEngine(target, { speculative: new SpeculativeDecoder(target, { draft: target }) })).toThrow(/cannot be the target itself/);
     } finally {
       target.close();
