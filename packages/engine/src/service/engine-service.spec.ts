@@ -223,3 +223,59 @@ describe('engine gRPC service with a loaded model', () => {
     expect((err as grpc.ServiceError).details).toContain('not both');
   });
 });
+
+describe('engine admission: sequence slots with their KV reserved, a bounded wait, prompts past the context', () => {
+  const { tempDir, writeTestModel } = require('../testing') as typeof import('../testing');
+  const fs = require('node:fs') as typeof import('node:fs');
+  const dir = tempDir();
+  let running: RunningEngineServer;
+  let client: pb.EngineServiceClient;
+
+  beforeAll(async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    // One sequence slot and one waiting place.
+    running = await startEngineServer(new LocalModelHost({ seqsPerModel: 1, maxWaitingPerModel: 1, defaultContext: 4096 }), { port: 0 });
+    client = createEngineClient(`127.0.0.1:${running.port}`);
+    await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny' }));
+  }, 60_000);
+
+  afterAll(async () => {
+    client.close();
+    await running.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const start = (id: string, extra: Partial<pb.GenerateRequest>) => {
+    const s = client.generate(pb.GenerateRequest.fromPartial({ requestId: id, model: 'tiny', prompt: 'Hello', ...extra }));
+    const done = new Promise<{ chunks: pb.GenerateResponse[]; error?: grpc.ServiceError }>((resolve) => {
+      const chunks: pb.GenerateResponse[] = [];
+      s.on('data', (c: pb.GenerateResponse) => chunks.push(c));
+      s.on('end', () => resolve({ chunks }));
+      s.on('error', (error: grpc.ServiceError) => resolve({ chunks, error }));
+    });
+    return { s, done };
+  };
+
+  it('runs one, lets one wait, refuses the next with RESOURCE_EXHAUSTED naming the slots, then serves the waiter', async () => {
+    const a = start('a', { maxTokens: 4000, ignoreEos: true });
+    await new Promise((r) => a.s.once('data', r));
+    const b = start('b', { maxTokens: 3 });
+    await new Promise((r) => setTimeout(r, 100));
+    const c = await start('c', { maxTokens: 3 }).done;
+    expect(c.error?.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(c.error?.details).toContain("model 'tiny' is at capacity: 1 running (all 1 sequence slots with their KV cache in use) and 1 waiting");
+    expect((await unary<pb.CancelRequest, pb.CancelResponse>(client.cancel.bind(client), { requestId: 'a' })).cancelled).toBe(true);
+    expect((await a.done).chunks.at(-1)?.finishReason).toBe(common.FinishReason.FINISH_REASON_CANCELLED);
+    const rb = await b.done;
+    expect(rb.error).toBeUndefined();
+    expect(rb.chunks.at(-1)?.usage?.completionTokens).toBeGreaterThan(0);
+  }, 30_000);
+
+  it('refuses a prompt longer than the context with OUT_OF_RANGE and keeps serving', async () => {
+    const long = await start('long', { prompt: '', promptTokens: Array.from({ length: 5000 }, () => 5), maxTokens: 1 }).done;
+    expect(long.error?.code).toBe(grpc.status.OUT_OF_RANGE);
+    expect(long.error?.details).toContain('the context holds 4096');
+    const ok = await start('ok', { maxTokens: 2 }).done;
+    expect(ok.error).toBeUndefined();
+  }, 30_000);
+});
