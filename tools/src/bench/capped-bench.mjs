@@ -1,0 +1,111 @@
+#!/usr/bin/env node
+// Expert streaming under a real memory cap: kail (and, with --llama, llama.cpp through
+// node-llama-cpp in its default configuration) run in a memory cgroup per cap, the model file
+// evicted from the page cache before each run. Reports generation tokens/s, expert bytes read per
+// token, hit rate, the cgroup's peak, OOM kills, whether kail's tokens equal an uncapped run's,
+// and the I/O bound (bytes read per token / the random-read bandwidth `kail profile` measured).
+// Needs root (writable memory cgroups) and built dist/ outputs. Prints a markdown table and a JSON line.
+//   node tools/src/bench/capped-bench.mjs --model F.gguf --caps 512M,900M [--pp 32] [--tg 32] [--reps 3]
+//        [--threads 2] [--feeds greedy,random] [--reserve 96M] [--data-dir D] [--llama]
+import { createRequire } from 'node:module';
+import { parseArgs } from 'node:util';
+import fs from 'node:fs';
+import path from 'node:path';
+import os from 'node:os';
+import { fileURLToPath } from 'node:url';
+
+const require = createRequire(import.meta.url);
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const engine = require(path.join(ROOT, 'packages/engine/dist/index.js'));
+const KAIL = path.join(ROOT, 'apps/cli/bin/kail.js');
+const LLAMA = path.join(ROOT, 'tools/src/bench/llama-bench.mjs');
+
+const { values } = parseArgs({
+  options: {
+    model: { type: 'string' },
+    caps: { type: 'string' },
+    pp: { type: 'string', default: '32' },
+    tg: { type: 'string', default: '32' },
+    reps: { type: 'string', default: '3' },
+    threads: { type: 'string', default: '2' },
+    feeds: { type: 'string', default: 'greedy,random' },
+    reserve: { type: 'string', default: '96M' },
+    'data-dir': { type: 'string' },
+    llama: { type: 'boolean', default: false },
+  },
+});
+if (!values.model || !values.caps) throw new Error('--model and --caps are required');
+const model = path.resolve(values.model);
+const caps = values.caps.split(',').map((c) => engine.parseByteSize(c));
+const feeds = values.feeds.split(',');
+const fmt = engine.formatBytes;
+const dataDir = values['data-dir'] ?? path.join(os.homedir(), '.kailstream');
+const profile = engine.readHardwareProfile(dataDir);
+const bw = profile ? Math.max(...profile.storage.map((s) => s.randomBytesPerSecond)) : 0;
+
+let n = 0;
+function inCap(cap, args) {
+  const g = engine.createMemoryCgroup(`kail-capped-bench-${process.pid}-${n++}`);
+  if (typeof g === 'string') throw new Error(g);
+  try {
+    g.setLimit(cap);
+    engine.evictFromPageCache(model);
+    const t0 = Date.now();
+    const r = g.run(process.execPath, args, { timeoutMs: 3_600_000 });
+    return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, peak: g.peak(), oomKills: g.oomKills(), wall: (Date.now() - t0) / 1000 };
+  } finally {
+    g.remove();
+  }
+}
+const lastJson = (s) => JSON.parse(s.trim().split('\n').pop());
+
+const common = ['-t', values.threads];
+// Reference tokens: uncapped, in memory.
+const runArgs = ['run', '-m', model, '-p', 'Once upon a time', '-n', values.tg, '--json', '--no-usage-history', '--data-dir', dataDir, ...common];
+const ref = inCap(0, [KAIL, ...runArgs]);
+if (ref.status !== 0) throw new Error(`reference run failed: ${ref.stderr}`);
+const refTokens = lastJson(ref.stdout).tokens;
+const routing = lastJson(inCap(0, [KAIL, 'bench', '-m', model, '-p', '8', '-n', '1', '--routing-stats', '--json', '--data-dir', dataDir, ...common]).stdout).routing;
+
+const rows = [];
+for (const cap of caps) {
+  const ram = String(cap);
+  const stream = ['--ram', ram, '--reserve', values.reserve];
+  const tok = inCap(cap, [KAIL, ...runArgs, ...stream]);
+  const same = tok.status === 0 ? JSON.stringify(lastJson(tok.stdout).tokens) === JSON.stringify(refTokens) : false;
+  for (const feed of feeds) {
+    const r = inCap(cap, [KAIL, 'bench', '-m', model, '-p', values.pp, '-n', values.tg, '--feed', feed, '-r', values.reps, '--json', '--data-dir', dataDir, ...common, ...stream]);
+    const b = r.status === 0 ? lastJson(r.stdout) : null;
+    const bpt = b?.stream?.bytes_read_per_token ?? 0;
+    rows.push({
+      engine: 'kail', cap, feed, status: r.status === 0 ? 'ok' : r.signal ? `killed (${r.signal})` : `exit ${r.status}: ${r.stderr.trim().split('\n').pop()}`,
+      gen_tps: b?.gen_tps ?? null, bytes_per_token: bpt, hit_rate: b?.stream?.hit_rate ?? null, peak: r.peak, oom_kills: r.oomKills,
+      io_bound_tps: bw && bpt ? bw / bpt : null, same_tokens: same,
+    });
+    console.error(`kail cap ${fmt(cap)} feed ${feed}: ${rows.at(-1).status}, ${b?.gen_tps?.toFixed(2)} t/s, peak ${fmt(r.peak)}`);
+  }
+  if (values.llama) {
+    const r = inCap(cap, [LLAMA, '--model', model, '--pp', values.pp, '--tg', values.tg, '--threads', values.threads, '--reps', values.reps]);
+    const b = r.status === 0 ? lastJson(r.stdout) : null;
+    rows.push({ engine: 'llama.cpp (default, mmap)', cap, feed: 'greedy', status: r.status === 0 ? 'ok' : r.signal ? `killed (${r.signal})` : `exit ${r.status}`, gen_tps: b?.gen_tps ?? null, peak: r.peak, oom_kills: r.oomKills });
+    console.error(`llama.cpp cap ${fmt(cap)}: ${rows.at(-1).status}, ${b?.gen_tps?.toFixed(2)} t/s, peak ${fmt(r.peak)}`);
+  }
+}
+
+const size = fs.statSync(model).size;
+const lines = [
+  `Model ${path.basename(model)} (${fmt(size)}); prompt ${values.pp} random tokens, ${values.tg} generated, ${values.threads} threads, median of ${values.reps}; ` +
+    `kail --ram = the cap with --reserve ${values.reserve}, O_DIRECT, default policy; file evicted before each run.`,
+  `Routing over ${routing.tokens} random tokens: every MoE layer used >= ${(100 * routing.minUsedShare).toFixed(0)}% of its ${routing.nExpert} experts; consecutive tokens shared ${routing.meanConsecutiveShared.toFixed(2)} of ${routing.nExpertUsed} on average.`,
+  bw ? `I/O bound: random-read bandwidth ${fmt(bw)}/s from ${engine.hardwareProfilePath(dataDir)} / bytes read per token.` : 'No hardware profile: no I/O bound.',
+  '',
+  '| engine | cap | feed | result | gen t/s | bytes read/token | hit rate | cgroup peak | OOM kills | I/O bound t/s | achieved / bound | tokens = uncapped |',
+  '|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ...rows.map((r) =>
+    `| ${r.engine} | ${fmt(r.cap)} | ${r.feed} | ${r.status} | ${r.gen_tps?.toFixed(2) ?? '-'} | ${r.bytes_per_token ? fmt(r.bytes_per_token) : '-'} | ` +
+      `${r.hit_rate != null ? (100 * r.hit_rate).toFixed(1) + '%' : '-'} | ${fmt(r.peak)} | ${r.oom_kills} | ${r.io_bound_tps?.toFixed(2) ?? '-'} | ` +
+      `${r.io_bound_tps && r.gen_tps ? (100 * r.gen_tps / r.io_bound_tps).toFixed(0) + '%' : '-'} | ${r.engine === 'kail' ? (r.same_tokens ? 'yes' : 'no') : '-'} |`,
+  ),
+];
+console.log(lines.join('\n'));
+console.log(JSON.stringify({ model, size, routing, bandwidth: bw, rows }));
