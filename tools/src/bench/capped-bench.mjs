@@ -6,7 +6,7 @@
 // and the I/O bound (bytes read per token / the random-read bandwidth `kail profile` measured).
 // Needs root (writable memory cgroups) and built dist/ outputs. Prints a markdown table and a JSON line.
 //   node tools/src/bench/capped-bench.mjs --model F.gguf --caps 512M,900M [--pp 32] [--tg 32] [--reps 3]
-//        [--threads 2] [--feeds greedy,random] [--reserve 96M] [--data-dir D] [--llama]
+//        [--threads 2] [--feeds greedy,random] [--reserve 96M] [--data-dir D] [--llama [--llama-reps 1]] [--timeout-s 1200]
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import fs from 'node:fs';
@@ -32,6 +32,8 @@ const { values } = parseArgs({
     reserve: { type: 'string', default: '96M' },
     'data-dir': { type: 'string' },
     llama: { type: 'boolean', default: false },
+    'llama-reps': { type: 'string', default: '1' },
+    'timeout-s': { type: 'string', default: '1200' },
   },
 });
 if (!values.model || !values.caps) throw new Error('--model and --caps are required');
@@ -51,7 +53,7 @@ function inCap(cap, args) {
     g.setLimit(cap);
     engine.evictFromPageCache(model);
     const t0 = Date.now();
-    const r = g.run(process.execPath, args, { timeoutMs: 3_600_000 });
+    const r = g.run(process.execPath, args, { timeoutMs: Number(values['timeout-s']) * 1000 });
     return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, peak: g.peak(), oomKills: g.oomKills(), wall: (Date.now() - t0) / 1000 };
   } finally {
     g.remove();
@@ -85,9 +87,9 @@ for (const cap of caps) {
     console.error(`kail cap ${fmt(cap)} feed ${feed}: ${rows.at(-1).status}, ${b?.gen_tps?.toFixed(2)} t/s, peak ${fmt(r.peak)}`);
   }
   if (values.llama) {
-    const r = inCap(cap, [LLAMA, '--model', model, '--pp', values.pp, '--tg', values.tg, '--threads', values.threads, '--reps', values.reps]);
+    const r = inCap(cap, [LLAMA, '--model', model, '--pp', values.pp, '--tg', values.tg, '--threads', values.threads, '--reps', values['llama-reps']]);
     const b = r.status === 0 ? lastJson(r.stdout) : null;
-    rows.push({ engine: 'llama.cpp (default, mmap)', cap, feed: 'greedy', status: r.status === 0 ? 'ok' : r.signal ? `killed (${r.signal})` : `exit ${r.status}`, gen_tps: b?.gen_tps ?? null, peak: r.peak, oom_kills: r.oomKills });
+    rows.push({ engine: 'llama.cpp (default, mmap)', cap, feed: 'greedy', status: r.status === 0 ? 'ok' : r.signal ? `killed (${r.signal}${r.oomKills ? ', OOM' : r.wall >= Number(values['timeout-s']) - 1 ? ', timeout' : ''})` : `exit ${r.status}`, gen_tps: b?.gen_tps ?? null, peak: r.peak, oom_kills: r.oomKills });
     console.error(`llama.cpp cap ${fmt(cap)}: ${rows.at(-1).status}, ${b?.gen_tps?.toFixed(2)} t/s, peak ${fmt(r.peak)}`);
   }
 }
