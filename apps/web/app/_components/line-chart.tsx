@@ -27,7 +27,7 @@ export interface LineChartProps {
   testId?: string;
 }
 
-const PAD = { left: 56, right: 10, top: 8, bottom: 20 };
+const PAD = { left: 72, right: 10, top: 8, bottom: 20 };
 
 /** Split a series into runs of consecutive non-null points (one SVG path each). */
 export function runs(points: [number, number | null][]): [number, number][][] {

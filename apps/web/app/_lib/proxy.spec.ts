@@ -34,7 +34,11 @@ describe('console proxy and session', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
-  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+  afterAll(() => {
+    // fetch keeps connections alive; close them so the server (and jest) can end.
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
 
   it('forwards tRPC calls with the query string and the session key as a bearer token', async () => {
     const req = new Request('http://console/api/trpc/models.files,models.loaded?batch=1&input=%7B%7D', { headers: { cookie: `a=1; ${SESSION_COOKIE}=k%3Dy` } });

@@ -122,7 +122,7 @@ function FileCard({ f, onLoaded }: { f: FileRow; onLoaded: () => void }) {
     <div className="card" data-testid={`file-${f.id}`}>
       <div className="row spread">
         <h3>{f.id}</h3>
-        <span className="muted">{formatBytes(f.sizeBytes)}</span>
+        <span className="muted">{f.sizeBytes ? formatBytes(f.sizeBytes) : f.path}</span>
       </div>
       {f.error ? <p className="error">{f.error}</p> : f.info && <ModelDetails m={f.info} coldBytesPerToken={plan?.coldBytesPerToken} />}
       {!f.error && !f.info?.loaded && (
@@ -146,6 +146,30 @@ function FileCard({ f, onLoaded }: { f: FileRow; onLoaded: () => void }) {
       {f.info?.loaded && <p className="ok">loaded</p>}
       {plan && <PlanView plan={plan} />}
       {error && <p className="error">{error}</p>}
+    </div>
+  );
+}
+
+/** A GGUF file anywhere the engine can read it (outside the models directory too). */
+function PathCard({ onLoaded }: { onLoaded: () => void }) {
+  const [text, setText] = useState('');
+  const [path, setPath] = useState('');
+  const id = path.split('/').pop()!.replace(/\.gguf$/i, '').replace(/[^A-Za-z0-9._:-]/g, '-');
+  return (
+    <div>
+      <form
+        className="row"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setPath(text.trim());
+        }}
+      >
+        <input value={text} onChange={(e) => setText(e.target.value)} placeholder="/path/to/model.gguf on the engine's machine" style={{ flex: 1, minWidth: 320 }} aria-label="model path" />
+        <button type="submit" disabled={!text.trim()}>
+          Open
+        </button>
+      </form>
+      {path && <FileCard key={path} f={{ path, id, sizeBytes: 0, architecture: '', error: '', info: null }} onLoaded={onLoaded} />}
     </div>
   );
 }
@@ -189,6 +213,8 @@ export function ModelsView() {
       {files.error && <p className="error">{files.error}</p>}
       {files.data && !files.data.files.length && <p className="muted">No .gguf files in the models directory.</p>}
       {files.data?.files.map((f) => <FileCard key={f.path} f={f} onLoaded={refresh} />)}
+      <h2>Another file</h2>
+      <PathCard onLoaded={refresh} />
     </div>
   );
 }
