@@ -230,6 +230,9 @@ Napi::Object stream_to_js(Napi::Env env, const kail::model_stats & s) {
         num(t, "predicted", static_cast<double>(l.predicted));
         num(t, "predictedCorrect", static_cast<double>(l.predicted_correct));
         num(t, "predictedActual", static_cast<double>(l.predicted_actual));
+        Napi::Int32Array res = Napi::Int32Array::New(env, l.resident.size());
+        for (size_t k = 0; k < l.resident.size(); k++) res[k] = l.resident[k];
+        t.Set("resident", res);
         layers.Set(static_cast<uint32_t>(i), t);
     }
     o.Set("layers", layers);

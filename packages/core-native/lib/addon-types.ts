@@ -224,6 +224,8 @@ export interface NativeExpertLayerStats {
   predicted: number;
   predictedCorrect: number;
   predictedActual: number;
+  /** Experts of this layer in the RAM cache now (ascending). */
+  resident: Int32Array;
 }
 
 export interface NativeExpertStreamStats {

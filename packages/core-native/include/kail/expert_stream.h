@@ -88,6 +88,8 @@ struct expert_layer_stats {
     uint64_t predicted = 0;
     uint64_t predicted_correct = 0;
     uint64_t predicted_actual = 0;
+    // Experts of this layer whose bytes are in the RAM cache now (ascending); filled by stats().
+    std::vector<int32_t> resident;
 };
 
 struct expert_stream_stats {

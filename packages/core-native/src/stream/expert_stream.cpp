@@ -756,8 +756,12 @@ expert_stream_stats expert_stream::stats() const {
     s.used_bytes = m.used;
     s.entries = m.map.size();
     s.pinned_bytes = 0;
-    for (auto & kv : m.map)
-        if (kv.second->pins > 0) s.pinned_bytes += kv.second->bytes;
+    for (auto & kv : m.map) {
+        const entry & e = *kv.second;
+        if (e.pins > 0) s.pinned_bytes += e.bytes;
+        if (e.state == entry::READY && e.layer >= 0 && static_cast<size_t>(e.layer) < s.layers.size()) s.layers[e.layer].resident.push_back(e.expert);
+    }
+    for (auto & l : s.layers) std::sort(l.resident.begin(), l.resident.end());
     s.warm_pending = 0;
     for (auto & e : m.q_warm)
         if (e->state == entry::QUEUED) s.warm_pending++;

@@ -192,7 +192,20 @@ describe('engine gRPC service with a loaded model', () => {
     expect(snap.tiers[0].tier).toBe('ram');
     expect(snap.bytesRead).toBeGreaterThan(0);
     expect(snap.experts.length).toBeGreaterThan(0);
+    // The streamed model is first in the list now ('tiny' is mapped: all experts resident).
+    await unary(client.unloadModel.bind(client), { id: 'tiny' });
+    const tel2 = client.watchTelemetry({ intervalMs: 100 });
+    const s2 = await new Promise<pb.TelemetrySnapshot>((resolve) => tel2.on('data', resolve));
+    tel2.cancel();
+    tel2.on('error', () => undefined);
+    expect(s2.model).toBe('streamed');
+    const resident = s2.experts.reduce((n, l) => n + l.resident.length, 0);
+    expect(resident).toBeGreaterThan(0);
+    // What the cache holds fits its budget: at most the plan's experts (about two per layer).
+    expect(resident * plan.expertEntryBytes).toBeLessThanOrEqual(s2.tiers[0].budgetBytes);
+    for (const l of s2.experts) expect(l.resident.every((e) => e >= 0 && e < l.counts.length)).toBe(true);
     await unary(client.unloadModel.bind(client), { id: 'streamed' });
+    await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', id: 'tiny' }));
   });
 
   it('loads with prompt-lookup speculative decoding and reports its counters in telemetry', async () => {

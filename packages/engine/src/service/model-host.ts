@@ -8,7 +8,7 @@ import { ChatTemplate } from '../tokenizer/chat-template';
 import { BatchEngine, type FinishReason } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import type { SamplerParams } from '../sampling/sampler';
-import type { NativeExpertLayerStats, NativeExpertStreamStats } from '@kailstream/core-native';
+import type { NativeExpertStreamStats } from '@kailstream/core-native';
 
 /** What the engine gRPC service needs from whatever owns models and runs generation. */
 export interface ModelHost {
@@ -447,6 +447,6 @@ function residencyOf(model: EngineModel): common.ModelTierBytes {
 /** Experts of MoE layer l held in RAM now: all of them on the mapped path; the cache's entries when streaming. */
 function residentExperts(stream: NativeExpertStreamStats | null, l: number, nExpert: number): number[] {
   if (!stream) return Array.from({ length: nExpert }, (_, i) => i);
-  const r = (stream.layers[l] as NativeExpertLayerStats & { resident?: ArrayLike<number> }).resident;
+  const r = stream.layers[l]?.resident;
   return r ? Array.from(r) : [];
 }
