@@ -3,7 +3,7 @@ import type { EngineModel } from '../model/model';
 import { logprobs as computeLogprobs, type TokenLogprobs } from '../sampling/logprobs';
 import { createSampler, type Sampler, type SamplerParams } from '../sampling/sampler';
 import { StopMatcher } from '../sampling/stop';
-import type { Draft, SpeculativeDecoder, SpeculativeSequence, SpeculativeStats } from '../speculative/speculative-decoder';
+import { proposeMany, type Draft, type SpeculativeDecoder, type SpeculativeSequence, type SpeculativeStats } from '../speculative/speculative-decoder';
 import type { TokenStreamDecoder } from '../tokenizer/tokenizer';
 
 export type FinishReason = 'stop' | 'length' | 'cancelled' | 'error';
@@ -277,23 +277,38 @@ export class BatchEngine {
     let draftMs = 0;
     // Decoding sequences first (one token each, or the pending token and its drafts), then prompt
     // chunks with what budget is left.
+    const decodingNow: Active[] = [];
+    const asks: { seq: SpeculativeSequence; history: readonly number[]; maxDraft: number }[] = [];
+    let planned = budget;
     for (const a of this.running.values()) {
-      if (a.pending === undefined || budget <= 0 || a.cancelled) continue;
-      const p0 = a.req.prompt.length + a.generated - 1;
-      let draft: Draft | null = null;
+      if (a.pending === undefined || planned <= 0 || a.cancelled) continue;
+      decodingNow.push(a);
       if (a.spec) {
         // Bounded so the committed tokens fit max tokens, the context and this pass's budget.
-        const maxDraft = Math.min(a.req.maxTokens - a.generated - 1, this.model.nCtx - a.history.length - 1, budget - 1);
-        const t = performance.now();
-        try {
-          draft = await a.spec.propose(a.history, maxDraft);
-        } catch (e) {
-          this.finish(a, 'error', toEngineError(e));
-          continue;
-        }
-        draftMs += performance.now() - t;
+        const maxDraft = Math.max(0, Math.min(a.req.maxTokens - a.generated - 1, this.model.nCtx - a.history.length - 1, planned - 1));
+        asks.push({ seq: a.spec, history: a.history, maxDraft });
+        planned -= 1 + Math.min(maxDraft, a.spec.k);
+      } else planned--;
+    }
+    let drafts: Draft[] = [];
+    if (asks.length) {
+      const t = performance.now();
+      try {
+        drafts = await proposeMany(asks);
+      } catch (e) {
+        // A failed draft pass fails the sequences that drafted; the others go on.
+        const err = toEngineError(e);
+        for (const a of decodingNow) if (a.spec) this.finish(a, 'error', err);
+        return;
       }
-      const feed = [a.pending, ...(draft?.tokens ?? [])];
+      draftMs = performance.now() - t;
+    }
+    let di = 0;
+    for (const a of decodingNow) {
+      const draft = a.spec ? drafts[di++] : null;
+      if (a.cancelled || a.slot < 0) continue;
+      const p0 = a.req.prompt.length + a.generated - 1;
+      const feed = [a.pending!, ...(draft?.tokens ?? [])];
       feed.forEach((t, i) => {
         tokens.push(t);
         pos.push(p0 + i);

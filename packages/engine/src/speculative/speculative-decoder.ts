@@ -320,42 +320,69 @@ export class SpeculativeSequence {
    */
   async propose(history: readonly number[], maxDraft: number): Promise<Draft> {
     const d = this.decoder;
-    let k = Math.min(this.k, maxDraft);
+    const k = this.draftLength(history, maxDraft);
     if (k <= 0) return { tokens: [], q: null };
     if (d.mode === 'lookup') return { tokens: lookupDraft(history, k, d.lookupMaxN, d.lookupMinN), q: null };
     const draft = d.draft!;
-    k = Math.min(k, draft.nCtx - history.length);
-    if (k <= 0) return { tokens: [], q: null };
-    // Bring the draft's cache to history minus what it already holds (a common prefix survives).
-    let c = 0;
-    let cache = d.draftCaches.get(this.draftSeq);
-    if (!cache || draft.runtime.seqLen(this.draftSeq) !== cache.length) d.draftCaches.set(this.draftSeq, (cache = []));
-    while (c < cache.length && c < history.length - 1 && cache[c] === history[c]) c++;
-    draft.truncate(this.draftSeq, c);
-    cache.length = c;
-    const feed = history.slice(c);
-    let logits = await draft.evaluate(this.draftSeq, feed, 'last');
-    cache.push(...feed);
-    const tokens: number[] = [];
-    const q: Float32Array[] | null = this.greedy ? null : [];
+    const out: Draft = { tokens: [], q: this.greedy ? null : [] };
     const ctx = [...history];
-    for (let i = 0; i < k; i++) {
-      let x: number;
-      if (q) {
-        const row = this.draftSampler.probabilities(logits, ctx);
-        x = drawFrom(row, this.rng.nextDouble());
-        q.push(row);
-      } else {
-        x = this.draftSampler.sample(logits, ctx).token;
-      }
-      tokens.push(x);
-      ctx.push(x);
-      // Past an end-of-generation token nothing would be used.
-      if (i + 1 === k || draft.tokenizer.isEog(x)) break;
+    let logits = await draft.evaluate(this.draftSeq, this.syncDraftCache(history), 'last');
+    const cache = this.draftCache();
+    while (this.pick(logits, ctx, out, k)) {
+      const x = out.tokens[out.tokens.length - 1];
       logits = await draft.evaluate(this.draftSeq, [x], 'last');
       cache.push(x);
     }
-    return { tokens, q };
+    return out;
+  }
+
+  /** @internal How many tokens to draft now (0: none). */
+  draftLength(history: readonly number[], maxDraft: number): number {
+    const d = this.decoder;
+    const k = Math.min(this.k, maxDraft);
+    return d.draft ? Math.min(k, d.draft.nCtx - history.length) : k;
+  }
+
+  /** @internal The draft model's cache record for this slot (reset when the cache no longer matches it). */
+  draftCache(): number[] {
+    const d = this.decoder;
+    let cache = d.draftCaches.get(this.draftSeq);
+    if (!cache || d.draft!.runtime.seqLen(this.draftSeq) !== cache.length) d.draftCaches.set(this.draftSeq, (cache = []));
+    return cache;
+  }
+
+  /**
+   * @internal Truncates the draft's cache to its common prefix with `history` (at most all but the
+   * last token) and returns the tokens to feed next, recorded as cached.
+   */
+  syncDraftCache(history: readonly number[]): number[] {
+    const cache = this.draftCache();
+    let c = 0;
+    while (c < cache.length && c < history.length - 1 && cache[c] === history[c]) c++;
+    this.decoder.draft!.truncate(this.draftSeq, c);
+    cache.length = c;
+    const feed = history.slice(c);
+    cache.push(...feed);
+    return feed;
+  }
+
+  /**
+   * @internal Draws the next draft token from the draft's logits (greedy: its argmax; sampled: from
+   * q, which is kept). True when drafting should go on (fewer than k tokens, no end-of-generation).
+   */
+  pick(logits: Float32Array, ctx: number[], out: Draft, k: number): boolean {
+    let x: number;
+    if (out.q) {
+      const row = this.draftSampler.probabilities(logits, ctx);
+      x = drawFrom(row, this.rng.nextDouble());
+      out.q.push(row);
+    } else {
+      x = this.draftSampler.sample(logits, ctx).token;
+    }
+    out.tokens.push(x);
+    ctx.push(x);
+    // Past an end-of-generation token nothing would be used.
+    return out.tokens.length < k && !this.decoder.draft!.tokenizer.isEog(x);
   }
 
   /**
@@ -457,4 +484,73 @@ export function speculativeStatsToProto(s: SpeculativeStats | null): pb.Speculat
     currentK: s.currentK,
     timeSavedSeconds: s.timeSavedSeconds,
   };
+}
+
+/**
+ * Drafts for several sequences of one decoder at once (BatchEngine): with a draft model, one
+ * draft forward pass per draft position serves every sequence (catch-up tokens first, then one
+ * token each), instead of a pass per sequence and position. The same drafts as calling
+ * `propose` for each (every sequence draws from its own random stream). Falls back to one
+ * sequence at a time when the catch-up tokens exceed the draft's batch size.
+ */
+export async function proposeMany(items: { seq: SpeculativeSequence; history: readonly number[]; maxDraft: number }[]): Promise<Draft[]> {
+  if (items.length === 0) return [];
+  const d = items[0].seq.decoder;
+  const draft = d.draft;
+  const ks = items.map((it) => it.seq.draftLength(it.history, it.maxDraft));
+  if (!draft || items.length === 1) return Promise.all(items.map((it) => it.seq.propose(it.history, it.maxDraft)));
+  const live = items.map((_, i) => i).filter((i) => ks[i] > 0);
+  const drafts: Draft[] = items.map((it) => ({ tokens: [], q: null }));
+  const ctxs = items.map((it) => [...it.history]);
+  // Catch-up: each live sequence's uncached history, last row of each with output.
+  const feeds = new Map<number, number[]>();
+  let n = 0;
+  for (const i of live) {
+    const f = items[i].seq.syncDraftCache(items[i].history);
+    feeds.set(i, f);
+    n += f.length;
+  }
+  if (n > draft.nBatch) {
+    // The records claim tokens the draft has not evaluated; propose() sees the mismatch and resyncs.
+    const out: Draft[] = [];
+    for (let i = 0; i < items.length; i++) out.push(ks[i] > 0 ? await items[i].seq.propose(items[i].history, items[i].maxDraft) : drafts[i]);
+    return out;
+  }
+  let active = live;
+  let batch = { tokens: [] as number[], pos: [] as number[], seq: [] as number[], output: [] as number[] };
+  for (const i of active) {
+    const f = feeds.get(i)!;
+    const start = items[i].history.length - f.length;
+    f.forEach((t, j) => {
+      batch.tokens.push(t);
+      batch.pos.push(start + j);
+      batch.seq.push(items[i].seq.draftSeq);
+      batch.output.push(j === f.length - 1 ? 1 : 0);
+    });
+  }
+  const nv = draft.nVocab;
+  while (active.length) {
+    const logits = await draft.forwardBatch({
+      tokens: Int32Array.from(batch.tokens),
+      pos: Int32Array.from(batch.pos),
+      seq: Int32Array.from(batch.seq),
+      output: Uint8Array.from(batch.output),
+    });
+    const next: number[] = [];
+    batch = { tokens: [], pos: [], seq: [], output: [] };
+    active.forEach((i, r) => {
+      const s = items[i].seq;
+      if (drafts[i].tokens.length === 0) drafts[i].q = s.sampling.temperature === 0 ? null : [];
+      if (!s.pick(logits.subarray(r * nv, (r + 1) * nv), ctxs[i], drafts[i], ks[i])) return;
+      const x = drafts[i].tokens[drafts[i].tokens.length - 1];
+      batch.tokens.push(x);
+      batch.pos.push(ctxs[i].length - 1);
+      batch.seq.push(s.draftSeq);
+      batch.output.push(1);
+      s.draftCache().push(x);
+      next.push(i);
+    });
+    active = next;
+  }
+  return drafts;
 }

@@ -9,7 +9,7 @@ import { EngineModel, planModel } from '../model/model';
 import { BatchEngine, type GenerationChunk } from '../runtime/batch-engine';
 import { createSampler } from '../sampling/sampler';
 import { patchedCopy, tempDir, writeTestModel } from '../testing';
-import { SpeculativeDecoder, speculativeStatsToProto } from './speculative-decoder';
+import { SpeculativeDecoder, proposeMany, speculativeStatsToProto } from './speculative-decoder';
 
 const dir = tempDir('kail-spec-');
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -168,6 +168,35 @@ describe('BatchEngine with speculation per sequence', () => {
       await specStop.close();
       expect(gotStop).toEqual(wantStop);
       expect(() => new BatchEngine(target, { speculative: new SpeculativeDecoder(target, { draft: target }) })).toThrow(/cannot be the target itself/);
+
+      // Drafting for several sequences in shared draft passes gives the drafts one at a time would.
+      for (const sampling of [{ temperature: 0 }, { temperature: 0.9, topK: 20, seed: 11 }]) {
+        const hs = ps.slice(0, 3);
+        const one = new SpeculativeDecoder(target, { draft, k: 5, adaptive: false });
+        const each = [];
+        for (let i = 0; i < 3; i++) each.push(await one.begin(i, sampling).propose(hs[i], 5 - i));
+        const many = new SpeculativeDecoder(target, { draft, k: 5, adaptive: false });
+        const seqs = hs.map((_, i) => many.begin(i, sampling));
+        const got = await proposeMany(hs.map((h, i) => ({ seq: seqs[i], history: h, maxDraft: 5 - i })));
+        expect(got.map((d) => d.tokens)).toEqual(each.map((d) => d.tokens));
+        // q rows agree up to the rounding of a multi-sequence pass (~1e-7 here).
+        got.forEach((d, i) => {
+          expect(d.q === null).toBe(each[i].q === null);
+          let worst = 0;
+          d.q?.forEach((row, j) => row.forEach((v, t) => (worst = Math.max(worst, Math.abs(v - each[i].q![j][t])))));
+          expect(worst).toBeLessThan(1e-4);
+        });
+        // A second round after the histories grow reuses the cached prefix.
+        const grown = hs.map((h, i) => [...h, ...got[i].tokens.slice(0, 1), 7]);
+        const again = await proposeMany(grown.map((h, i) => ({ seq: seqs[i], history: h, maxDraft: 3 })));
+        const ref = new SpeculativeDecoder(target, { draft, k: 5, adaptive: false });
+        for (let i = 0; i < 3; i++) {
+          const r = ref.begin(i, sampling);
+          // Same random stream position: replay the first round, then draft from the grown history.
+          await r.propose(hs[i], 5 - i);
+          expect((await r.propose(grown[i], 3)).tokens).toEqual(again[i].tokens);
+        }
+      }
     } finally {
       target.close();
       draft.close();
