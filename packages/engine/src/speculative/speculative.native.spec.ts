@@ -9,7 +9,7 @@ import { EngineModel, planModel } from '../model/model';
 import { BatchEngine, type GenerationChunk } from '../runtime/batch-engine';
 import { createSampler } from '../sampling/sampler';
 import { patchedCopy, tempDir, writeTestModel } from '../testing';
-import { SpeculativeDecoder, proposeMany, speculativeStatsToProto } from './speculative-decoder';
+import { SpeculativeDecoder, proposeMany, speculativeStatsToProto, type Draft } from './speculative-decoder';
 
 const dir = tempDir('kail-spec-');
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -173,7 +173,7 @@ describe('BatchEngine with speculation per sequence', () => {
       for (const sampling of [{ temperature: 0 }, { temperature: 0.9, topK: 20, seed: 11 }]) {
         const hs = ps.slice(0, 3);
         const one = new SpeculativeDecoder(target, { draft, k: 5, adaptive: false });
-        const each = [];
+        const each: Draft[] = [];
         for (let i = 0; i < 3; i++) each.push(await one.begin(i, sampling).propose(hs[i], 5 - i));
         const many = new SpeculativeDecoder(target, { draft, k: 5, adaptive: false });
         const seqs = hs.map((_, i) => many.begin(i, sampling));
