@@ -155,7 +155,9 @@ export class TelemetryHub {
     const frame: ExpertFrame = { t: now, layers: snap.experts.map((l) => ({ layer: l.layer, counts: l.counts.slice() })) };
     // Counters reset when an engine restarts or reloads: start its history again.
     if (last && (last.layers.length !== frame.layers.length || sumAll(frame) < sumAll(last))) frames.length = 0;
-    if (frames.length && now - frames[frames.length - 1].t < 1000) frames[frames.length - 1] = frame;
+    // At most one kept frame per second: the newest frame replaces the last one until a second has
+    // passed since the one before it.
+    if (frames.length >= 2 && now - frames[frames.length - 2].t < 1000) frames[frames.length - 1] = frame;
     else frames.push(frame);
     if (frames.length > this.expertFrameCap) frames.splice(0, frames.length - this.expertFrameCap);
     this.expertFrames.set(msg.engineId, frames);
