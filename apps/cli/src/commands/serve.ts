@@ -64,7 +64,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     fs.mkdirSync(modelsDir, { recursive: true });
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
-    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, ...(opts.ctx ? ['--ctx', opts.ctx] : [])];
+    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : [])];
     for (const m of opts.model ?? []) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });

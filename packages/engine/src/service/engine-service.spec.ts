@@ -292,3 +292,40 @@ describe('engine admission: sequence slots with their KV reserved, a bounded wai
     expect(ok.error).toBeUndefined();
   }, 30_000);
 });
+
+describe('LocalModelHost with a hardware profile', () => {
+  const { tempDir, writeTestModel } = require('../testing') as typeof import('../testing');
+  const fs = require('node:fs') as typeof import('node:fs');
+  const { planModel } = require('../model/model') as typeof import('../model/model');
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('streams a model larger than the profiled budget, plans against it and reports the storage bandwidth', async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const plan = planModel(file, { ramBytes: 2 ** 40, nCtx: 256, nSeqMax: 1, ramReserveBytes: 0 });
+    const budget = plan.fixedBytes + 2 * plan.nMoeLayers * plan.expertEntryBytes;
+    expect(budget).toBeLessThan(fs.statSync(file).size);
+    const profile = {
+      format: 'kailstream-hardware-profile',
+      version: 1,
+      measured: 'test',
+      host: 'test',
+      cpu: { model: 'x', logicalCores: 2, physicalCores: 2, simd: [], kernelLevel: '' },
+      memory: { totalBytes: 2 ** 34, availableBytes: 2 ** 33, readBytesPerSecond: 1e10, copyBytesPerSecond: 1e10, threads: 2 },
+      gpus: [],
+      storage: [{ path: dir, directIo: true, note: '', testFileBytes: 1, results: [], sequentialBytesPerSecond: 3e9, randomBytesPerSecond: 2.5e9, randomBlockBytes: 2 ** 20, queueDepth: 4 }],
+      defaults: { ramBytes: budget, ioThreads: 2, storagePath: dir, why: { ramBytes: 'test', ioThreads: 'test' } },
+    } as const;
+    const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256, profile: profile as never, loadOptions: { ramReserveBytes: 0 } });
+    try {
+      const info = await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'p' }));
+      expect(info.ramBudgetBytes).toBe(budget);
+      expect(info.residency!.ramExpertCacheBytes).toBeLessThan(info.residency!.expertBytes);
+      const planned = await host.planModel(pb.PlanModelRequest.fromPartial({ path: file }));
+      expect(JSON.parse(planned.planJson).ramBytes).toBe(budget);
+      expect(host.telemetry().storageBandwidthBytesPerSecond).toBe(2.5e9);
+    } finally {
+      await host.close();
+    }
+  }, 30_000);
+});

@@ -1,13 +1,14 @@
 #!/usr/bin/env node
 // The engine service process:
 //   node packages/engine/dist/service/main.js --port 0 [--host H] [--models-dir DIR] [--model [ID=]FILE ...]
-//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--auth-token T]
+//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--data-dir DIR (its profile.json)] [--auth-token T]
 // Prints one JSON line {"service":"engine","address":...} once listening, for supervisors.
 import { parseArgs } from 'node:util';
 
 import { AUTH_TOKEN_ENV, engine } from '@kailstream/proto';
 
 import { parseByteSize } from '../model/byte-size';
+import { hardwareProfilePath, readHardwareProfile } from '../model/hardware-profile';
 import { LocalModelHost } from './model-host';
 import { startEngineServer } from './engine-service';
 
@@ -30,11 +31,17 @@ async function main() {
       ram: { type: 'string' },
       'max-waiting': { type: 'string', default: '64' },
       'auth-token': { type: 'string' },
+      'data-dir': { type: 'string' },
     },
   });
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be 0..65535, got '${values.port}'`);
+  // The hardware profile in the data directory (kail profile) supplies budgets and bandwidth.
+  const profile = values['data-dir'] ? readHardwareProfile(values['data-dir']) : null;
+  if (profile) process.stderr.write(`engine: hardware profile ${hardwareProfilePath(values['data-dir']!)} (RAM budget ${profile.defaults.ramBytes} bytes, I/O depth ${profile.defaults.ioThreads})\n`);
   const host = new LocalModelHost({
+    profile: profile ?? undefined,
+    profileFile: values['data-dir'] ? hardwareProfilePath(values['data-dir']) : undefined,
     defaultContext: int('ctx', values.ctx, 1),
     threads: int('threads', values.threads, 0),
     seqsPerModel: int('seqs', values.seqs, 1),

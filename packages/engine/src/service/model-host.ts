@@ -3,6 +3,7 @@ import path from 'node:path';
 import { common, type engine as pb } from '@kailstream/proto';
 
 import { EngineError, toEngineError } from '../errors';
+import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
 import { EngineModel, availableMemoryBytes, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { ChatTemplate } from '../tokenizer/chat-template';
 import { BatchEngine, type FinishReason } from '../runtime/batch-engine';
@@ -50,8 +51,16 @@ export interface LocalModelHostOptions {
    * context) before new ones are refused with KAIL_E_BUDGET. Default 64.
    */
   maxWaitingPerModel?: number;
-  /** Storage bandwidth from the hardware profile (bytes/s) for telemetry; 0 = not profiled. */
+  /** Storage bandwidth (bytes/s) for telemetry; default: the profile's, else 0 (not profiled). */
   storageBandwidthBytesPerSecond?: number;
+  /**
+   * The hardware profile (`kail profile`): a load without a RAM budget takes the profile's (and
+   * streams experts) when the file is larger than it, with the profiled I/O depth; PlanModel
+   * without a budget plans against it; telemetry reports its storage bandwidth.
+   */
+  profile?: HardwareProfile;
+  /** Where the profile was read from (for messages). */
+  profileFile?: string;
   /** Options passed to every EngineModel.load (I/O threads, direct I/O, prefetch, cache policy). */
   loadOptions?: Pick<LoadModelOptions, 'ioThreads' | 'directIo' | 'prefetch' | 'cachePolicy' | 'ramReserveBytes' | 'kvType'>;
   /** A running request with no forward pass completed for this long makes health NOT_SERVING. Default 60000 ms. */
@@ -142,7 +151,14 @@ export class LocalModelHost implements ModelHost {
     const file = this.resolveModelPath(req.path);
     const id = req.id || path.basename(file).replace(/\.gguf$/i, '');
     if (this.models.has(id) || this.loading.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a model with id '${id}' is already loaded`);
-    const ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || 0;
+    let ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || 0;
+    let ioThreads = this.opts.loadOptions?.ioThreads;
+    if (this.opts.profile) {
+      const fileBytes = fs.existsSync(file) ? fs.statSync(file).size : 0;
+      const d = profileDefaults(this.opts.profile, this.opts.profileFile ?? 'profile.json', fileBytes, { ramBytes: ram || undefined, ioThreads });
+      ram = d.ramBytes ?? 0;
+      ioThreads = d.ioThreads;
+    }
     this.loading.add(id);
     let model: EngineModel;
     let spec: SpeculativeDecoder | null = null;
@@ -150,6 +166,7 @@ export class LocalModelHost implements ModelHost {
     try {
       model = EngineModel.load(file, {
         ...this.opts.loadOptions,
+        ioThreads,
         nCtx: req.contextLength || this.opts.defaultContext || 4096,
         threads: req.threads || this.opts.threads || 0,
         nSeqMax: this.opts.seqsPerModel ?? 8,
@@ -326,8 +343,8 @@ export class LocalModelHost implements ModelHost {
   async planModel(req: pb.PlanModelRequest): Promise<pb.PlanModelResponse> {
     if (!req.path) throw new EngineError('KAIL_E_INVALID_ARG', 'path is required');
     const file = this.resolveModelPath(req.path);
-    // No hardware profile yet: an unset budget plans against what the machine has available now.
-    const ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || availableMemoryBytes();
+    // An unset budget plans against the profile's, else what the machine has available now.
+    const ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || this.opts.profile?.defaults.ramBytes || availableMemoryBytes();
     const p = planModel(file, {
       ...this.opts.loadOptions,
       ramBytes: ram,
@@ -401,7 +418,7 @@ export class LocalModelHost implements ModelHost {
       tiers: this.models.size ? [ram] : [],
       experts,
       model: name,
-      storageBandwidthBytesPerSecond: this.opts.storageBandwidthBytesPerSecond ?? 0,
+      storageBandwidthBytesPerSecond: this.opts.storageBandwidthBytesPerSecond ?? profiledBandwidth(this.opts.profile),
       kvUsedBytes: kvUsed,
       kvCapacityBytes: kvCap,
       // Of the model named in `model`.
@@ -413,6 +430,13 @@ export class LocalModelHost implements ModelHost {
     this.closed = true;
     for (const id of [...this.models.keys()]) await this.unloadModel(id);
   }
+}
+
+/** Random-read bandwidth of the profile's default storage path (the best one measured otherwise). */
+function profiledBandwidth(p: HardwareProfile | undefined): number {
+  if (!p?.storage?.length) return 0;
+  const chosen = p.storage.find((s) => s.path === p.defaults.storagePath);
+  return chosen ? chosen.randomBytesPerSecond : Math.max(...p.storage.map((s) => s.randomBytesPerSecond));
 }
 
 /** Header facts shared by ListModels and ListModelFiles. */
