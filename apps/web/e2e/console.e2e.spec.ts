@@ -87,7 +87,7 @@ describe('web console end to end (kail serve + Chromium)', () => {
     );
 
   it('loads a model after showing its plan, chats, and the charts and heatmap change', async () => {
-    const ctx = await browser.newContext({ viewport: { width: 1360, height: 1000 } });
+    const ctx = await browser.newContext({ viewport: { width: 1360, height: 1300 } });
     const page = await ctx.newPage();
     page.setDefaultTimeout(20_000);
 
@@ -151,12 +151,17 @@ describe('web console end to end (kail serve + Chromium)', () => {
     expect(await chartPeak(tele, 'chart-tokens', 'tokens/s')).toBeGreaterThan(0);
     expect(await chartPeak(tele, 'chart-hits', 'RAM hit rate')).toBeGreaterThan(0);
     expect(await chartPeak(tele, 'chart-storage', 'bytes read/s')).toBeGreaterThan(0);
+    // A window of the last 60 s holds this generation's activations too.
+    await tele.getByLabel('heatmap window').selectOption('60');
+    await tele.waitForFunction(() => /last 60 s/.test(document.querySelector('[data-testid="heatmap"]')?.textContent ?? ''));
+    await tele.waitForFunction(() => [...document.querySelectorAll('[data-testid="heatmap"] rect[data-count]')].some((c) => c.getAttribute('data-count') !== '0'));
     // Hover a busy cell: count and tier.
     const hot = tele.locator('[data-testid="heatmap"] rect[data-count]:not([data-count="0"])').first();
     await hot.hover();
     const tip = tele.getByTestId('heatmap-tooltip');
-    expect(await tip.textContent()).toMatch(/layer \d+, expert \d+\d* activations \(since start\)tier: (RAM cache|storage)/);
-    await tele.screenshot({ path: path.join(SHOTS, 'telemetry.png'), fullPage: true });
+    expect(await tip.textContent()).toMatch(/layer \d+, expert \d+\d* activations \(last 60 s\)tier: (RAM cache|storage)/);
+    // Not fullPage: resizing for a full-page shot moves the pointer off the cell and hides the tooltip.
+    await tele.screenshot({ path: path.join(SHOTS, 'telemetry.png') });
     await ctx.close();
   }, 90_000);
 
