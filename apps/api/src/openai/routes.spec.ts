@@ -211,6 +211,17 @@ describe('OpenAI-compatible routes', () => {
     expect(u.completionTokens).toBeGreaterThan(0);
   });
 
+  it('answers 504 in the OpenAI shape when a request runs past its deadline', async () => {
+    const hurried = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}`, requestTimeoutS: 0.001 }));
+    try {
+      const r = await fetch(`${hurried.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 50 }) });
+      expect(r.status).toBe(504);
+      expect(((await r.json()) as any).error).toMatchObject({ type: 'server_error', code: 'timeout' });
+    } finally {
+      await hurried.close();
+    }
+  });
+
   const revoked = () => {
     const k = api.keys!.create('gone');
     api.keys!.revoke(k.id);
