@@ -73,8 +73,6 @@ export type { SpecBenchOptions, SpecBenchResult } from './speculative/spec-bench
 export { repackModel } from './model/model';
 export { EXPERT_PACK_EXT, readPackHeader, resolveExpertPack } from './model/expert-pack';
 export type { ExpertPackHeader } from './model/expert-pack';
-export { benchmarkSpeculative } from './speculative/spec-benchmark';
-export type { SpecBenchOptions, SpecBenchResult } from './speculative/spec-benchmark';
 export { routingStats } from './model/routing-stats';
 export type { RoutingStats } from './model/routing-stats';
 export { createMemoryCgroup, evictFromPageCache } from './model/memory-cgroup';
