@@ -1,7 +1,7 @@
 import { renderToString } from 'react-dom/server';
 import type { TelemetryPoint } from '@kailstream/api';
 
-import { TelemetryCharts, telemetrySeries } from './telemetry-view';
+import { EngineStrip, TelemetryCharts, telemetrySeries } from './telemetry-view';
 
 function point(t: number, over: Partial<TelemetryPoint> = {}): TelemetryPoint {
   return {
@@ -45,5 +45,25 @@ describe('telemetry charts', () => {
     expect(html).not.toContain('<table');
     expect(html).toMatch(/data-legend="RAM hit rate">90.0%</);
     expect(html).toMatch(/data-legend="bytes read\/s">2.00 KiB\/s</);
+  });
+
+  it('lists the engines with health, models and running requests', () => {
+    const html = renderToString(
+      <EngineStrip
+        queue={{
+          queued: 3,
+          running: 1,
+          capacity: 64,
+          engines: [
+            { engineId: 'e1', address: '127.0.0.1:1', serving: true, models: ['tiny'], running: 1, lastSeenUnixMs: 0 },
+            { engineId: 'e2', address: '127.0.0.1:2', serving: false, models: [], running: 0, lastSeenUnixMs: 0 },
+          ],
+        }}
+      />,
+    );
+    expect(html).toMatch(/class="ok">●<\/span> <!-- -->127.0.0.1:1<!-- --> · <!-- -->tiny<!-- --> · <!-- -->1<!-- --> running/);
+    expect(html).toContain('no model');
+    expect(html).toContain('class="error">○');
+    expect(html).toMatch(/queue <!-- -->3<!-- --> of 64/);
   });
 });

@@ -77,11 +77,31 @@ export function TelemetryCharts({ points, windowSeconds, now }: TelemetryChartsP
   );
 }
 
+type Queue = Awaited<ReturnType<typeof api.requests.queue.query>>;
+
+/** The scheduler's engines: health, models and running requests each. */
+export function EngineStrip({ queue }: { queue: Queue }) {
+  return (
+    <div className="row" data-testid="engines">
+      {queue.engines.map((e) => (
+        <span key={e.engineId} className="card" style={{ margin: 0, padding: '4px 10px' }}>
+          <span className={e.serving ? 'ok' : 'error'}>{e.serving ? '●' : '○'}</span> {e.address} · {e.models.join(', ') || 'no model'} · {e.running} running
+        </span>
+      ))}
+      <span className="muted">
+        queue {queue.queued}
+        {queue.capacity ? ` of ${queue.capacity}` : ''}
+      </span>
+    </div>
+  );
+}
+
 export function TelemetryView() {
   const [windowSeconds, setWindowSeconds] = useState(60);
   const [heatWindow, setHeatWindow] = useState(60);
   const hist = usePoll(() => api.telemetry.history.query({ seconds: windowSeconds }), 1000, [windowSeconds]);
   const experts = usePoll<ExpertWindow | null>(() => api.telemetry.experts.query({ windowSeconds: heatWindow }), 1000, [heatWindow]);
+  const queue = usePoll(() => api.requests.queue.query(), 2000);
   const points = hist.data?.points ?? [];
   const last = points.at(-1);
   const heatLabel = HEATMAP_WINDOWS.find((w) => w.seconds === heatWindow)?.label ?? `${heatWindow} s`;
@@ -105,6 +125,7 @@ export function TelemetryView() {
           ? `${last.models.join(', ') || 'no model loaded'} · ${last.engines} engine(s) · ${formatCount(last.tokensGenerated)} tokens generated · ${formatBytes(last.bytesRead)} read from storage`
           : 'waiting for the first sample…'}
       </p>
+      {queue.data && <EngineStrip queue={queue.data} />}
       <TelemetryCharts points={points} windowSeconds={windowSeconds} now={last?.t} />
       <section id="heatmap" style={{ marginTop: 24 }}>
         <div className="row spread">
