@@ -225,6 +225,40 @@ describe('scheduler queueing: bound, concurrency, cancellation, deadlines, disco
     expect(next.error).toBeUndefined();
   }, 30_000);
 
+  it('serves a light tenant before a heavy one that queued first, and higher priority before both', async () => {
+    const fair = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], slotsPerEngine: 1, maxQueued: 16, maxQueuedPerTenant: 16 });
+    const fc = createSchedulerClient(`127.0.0.1:${fair.port}`);
+    try {
+      const order: string[] = [];
+      const go = (id: string, tenant: string, priority = 0, gen: Partial<pb.GenerateRequest> = short) => {
+        const w = watch(fc.submit(spb.SubmitRequest.fromPartial({ tenant, priority, generate: { requestId: id, model: 'tiny', ...gen } })));
+        void w.first.then(() => order.push(id));
+        return w;
+      };
+      const hold = go('hold', 'heavy', 0, LONG);
+      await hold.first;
+      // Each heavy request asks for more tokens than a round's credit (256); the light one for 3.
+      const big = { prompt: 'Hi', maxTokens: 300 };
+      const queued = [go('h1', 'heavy', 0, big), go('h2', 'heavy', 0, big), go('h3', 'heavy', 0, big)];
+      await until(() => fair.dispatcher.snapshot().queued === 3);
+      queued.push(go('l1', 'light'));
+      await until(() => fair.dispatcher.snapshot().queued === 4);
+      queued.push(go('urgent', 'heavy', 5));
+      await until(() => fair.dispatcher.snapshot().queued === 5);
+      await unary(fc.cancel.bind(fc), { requestId: 'hold' });
+      await hold.done;
+      for (const w of queued) expect((await w.done).error).toBeUndefined();
+      // Priority first; then the light tenant gets its turn before the heavy tenant's backlog.
+      expect(order[0]).toBe('hold');
+      expect(order[1]).toBe('urgent');
+      expect(order.indexOf('l1')).toBe(2);
+      expect(order.filter((x) => x.startsWith('h') && x !== 'hold')).toEqual(['h1', 'h2', 'h3']);
+    } finally {
+      fc.close();
+      await fair.close(100);
+    }
+  }, 30_000);
+
   it('refuses a duplicate request id', async () => {
     const long = submit('L5', 'a');
     await long.first;
