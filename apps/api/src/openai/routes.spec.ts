@@ -166,19 +166,22 @@ describe('OpenAI-compatible routes', () => {
   }, 60_000);
 
   it('answers 503 with Retry-After past the queue bound, and keeps serving', async () => {
+    // SLOTS run, MAX_QUEUED wait, the rest are refused at once. Accepted streams send their
+    // headers only with their first token, so the test waits for the refusals, not for them.
     const aborters: AbortController[] = [];
-    const statuses = await Promise.all(
-      Array.from({ length: SLOTS + MAX_QUEUED + 8 }, async (_, i) => {
-        const a = new AbortController();
-        aborters.push(a);
-        const r = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: `flood ${i}` }], max_tokens: 200, temperature: 0, stream: true, ignore_eos: true }, auth(), a.signal).catch(() => undefined);
-        if (!r) return { status: 0 };
-        if (r.status === 503) return { status: 503, retryAfter: r.headers.get('retry-after'), body: (await r.json()) as any };
-        return { status: r.status };
-      }),
-    );
+    const refused: { retryAfter: string | null; body: any }[] = [];
+    for (let i = 0; i < SLOTS + MAX_QUEUED + 8; i++) {
+      const a = new AbortController();
+      aborters.push(a);
+      void post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: `flood ${i}` }], max_tokens: 200, temperature: 0, stream: true, ignore_eos: true }, auth(), a.signal)
+        .then(async (r) => {
+          if (r.status === 503) refused.push({ retryAfter: r.headers.get('retry-after'), body: await r.json() });
+        })
+        .catch(() => undefined);
+    }
+    const end = Date.now() + 15_000;
+    while (refused.length < 8 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
     for (const a of aborters) a.abort();
-    const refused = statuses.filter((s) => s.status === 503);
     expect(refused.length).toBeGreaterThan(0);
     expect(Number(refused[0].retryAfter)).toBeGreaterThanOrEqual(1);
     expect(refused[0].body.error).toMatchObject({ type: 'server_error', code: 'overloaded' });
