@@ -2,6 +2,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import { LocalModelHost, startEngineServer } from '@kailstream/engine';
+import { startSchedulerServer } from '@kailstream/scheduler';
+
 import { KEYS_FILE, KeyStore } from './auth/keys';
 import { parseApiConfig } from './env';
 import { startApi, type RunningApi } from './server';
@@ -100,4 +103,29 @@ describe('API keys', () => {
       s.close();
     }
   });
+});
+
+describe('/ready', () => {
+  it('tells the truth: no model loaded, then no engine answering, while /health stays 200', async () => {
+    const engine = await startEngineServer(new LocalModelHost(), { port: 0 });
+    const sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], probeIntervalMs: 200 });
+    const api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}`, readyMaxAgeS: 1 }));
+    try {
+      const ready = async () => ({ status: (await fetch(`${api.url}/ready`)).status, body: (await (await fetch(`${api.url}/ready`)).json()) as { ready: boolean; reason: string } });
+      expect(await ready()).toEqual({ status: 503, body: expect.objectContaining({ ready: false, reason: 'no model is loaded' }) });
+      await engine.close(0);
+      const end = Date.now() + 5000;
+      let r = await ready();
+      while (r.body.reason === 'no model is loaded' && Date.now() < end) {
+        await new Promise((res) => setTimeout(res, 100));
+        r = await ready();
+      }
+      expect(r.status).toBe(503);
+      expect(r.body.reason).toMatch(/no engine is serving/);
+      expect((await fetch(`${api.url}/health`)).status).toBe(200);
+    } finally {
+      await api.close();
+      await sched.close(0);
+    }
+  }, 20_000);
 });
