@@ -329,3 +329,28 @@ describe('LocalModelHost with a hardware profile', () => {
     }
   }, 30_000);
 });
+
+describe('telemetry layer numbers', () => {
+  const { tempDir, writeTestModel } = require('../testing') as typeof import('../testing');
+  const fs = require('node:fs') as typeof import('node:fs');
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('names each MoE layer by its model block (DeepSeek leads with dense blocks)', async () => {
+    const file = writeTestModel(dir, 'tiny-deepseek3', 'Q8_0');
+    const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 128 });
+    try {
+      const info = await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'ds' }));
+      const layers = host.telemetry().experts.map((l) => l.layer);
+      const { openGgufMetadata } = require('../model/model') as typeof import('../model/model');
+      const f = openGgufMetadata(file);
+      const key = Object.keys(f.metadata).find((k) => k.endsWith('.leading_dense_block_count'))!;
+      const dense = Number(f.metadata[key]);
+      f.close();
+      expect(dense).toBeGreaterThan(0);
+      expect(layers).toEqual(Array.from({ length: info.layerCount - dense }, (_, i) => dense + i));
+    } finally {
+      await host.close();
+    }
+  }, 60_000);
+});

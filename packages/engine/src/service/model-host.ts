@@ -402,9 +402,10 @@ export class LocalModelHost implements ModelHost {
           const x = st.speculative;
           speculative = { enabled: true, mode: x.mode, draftedTokens: x.draftedTokens, acceptedTokens: x.acceptedTokens, targetPasses: x.targetPasses, tokensPerPass: x.tokensPerPass, currentK: x.currentK, timeSavedSeconds: x.timeSavedSeconds };
         }
+        const blocks = moeBlocks(m.model);
         for (let l = 0; l < nLayers; l++) {
           const resident = residentExperts(ns.stream, l, nExpert);
-          experts.push({ layer: l, counts: Array.from(ns.expertCounts.subarray(l * nExpert, (l + 1) * nExpert)), resident });
+          experts.push({ layer: blocks[l] ?? l, counts: Array.from(ns.expertCounts.subarray(l * nExpert, (l + 1) * nExpert)), resident });
         }
       }
     }
@@ -437,6 +438,23 @@ function profiledBandwidth(p: HardwareProfile | undefined): number {
   if (!p?.storage?.length) return 0;
   const chosen = p.storage.find((s) => s.path === p.defaults.storagePath);
   return chosen ? chosen.randomBytesPerSecond : Math.max(...p.storage.map((s) => s.randomBytesPerSecond));
+}
+
+/** The model block (blk.N) of each MoE op, in MoE-op order: leading dense blocks (DeepSeek) shift them. */
+const moeBlockCache = new WeakMap<EngineModel, number[]>();
+function moeBlocks(model: EngineModel): number[] {
+  let b = moeBlockCache.get(model);
+  if (!b) {
+    b = [];
+    for (const op of model.program.ops) {
+      const moe = op.params?.moe_layer;
+      const name = op.weights?.gate_exps ?? op.weights?.up_exps ?? '';
+      const m = /^blk\.(\d+)\./.exec(name);
+      if (typeof moe === 'number' && m) b[moe] = Number(m[1]);
+    }
+    moeBlockCache.set(model, b);
+  }
+  return b;
 }
 
 /** Header facts shared by ListModels and ListModelFiles. */

@@ -141,6 +141,7 @@ export interface WatchTelemetryRequest {
 }
 
 export interface LayerExpertCounts {
+  /** The model block (blk.N) of this MoE layer; blocks without routed experts are absent. */
   layer: number;
   /** Activation count per expert index since the engine started. */
   counts: number[];
