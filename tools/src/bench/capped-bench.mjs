@@ -6,7 +6,8 @@
 // and the I/O bound (bytes read per token / the random-read bandwidth `kail profile` measured).
 // Needs root (writable memory cgroups) and built dist/ outputs. Prints a markdown table and a JSON line.
 //   node tools/src/bench/capped-bench.mjs --model F.gguf --caps 512M,900M [--pp 32] [--tg 32] [--reps 3]
-//        [--threads 2] [--feeds greedy,random] [--reserve 96M] [--data-dir D] [--llama [--llama-reps 1]] [--timeout-s 1200]
+//        [--threads 2] [--feeds greedy,random] [--reserve 96M] [--data-dir D] [--llama] [--no-repack-shim SO]
+//        [--llama-reps 1] [--timeout-s 1200] [--skip-kail]
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import fs from 'node:fs';
@@ -32,6 +33,8 @@ const { values } = parseArgs({
     reserve: { type: 'string', default: '96M' },
     'data-dir': { type: 'string' },
     llama: { type: 'boolean', default: false },
+    'no-repack-shim': { type: 'string' },
+    'skip-kail': { type: 'boolean', default: false },
     'llama-reps': { type: 'string', default: '1' },
     'timeout-s': { type: 'string', default: '1200' },
   },
@@ -46,14 +49,14 @@ const profile = engine.readHardwareProfile(dataDir);
 const bw = profile ? Math.max(...profile.storage.map((s) => s.randomBytesPerSecond)) : 0;
 
 let n = 0;
-function inCap(cap, args) {
+function inCap(cap, args, env = process.env) {
   const g = engine.createMemoryCgroup(`kail-capped-bench-${process.pid}-${n++}`);
   if (typeof g === 'string') throw new Error(g);
   try {
     g.setLimit(cap);
     engine.evictFromPageCache(model);
     const t0 = Date.now();
-    const r = g.run(process.execPath, args, { timeoutMs: Number(values['timeout-s']) * 1000 });
+    const r = g.run(process.execPath, args, { timeoutMs: Number(values['timeout-s']) * 1000, env });
     return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, peak: g.peak(), oomKills: g.oomKills(), wall: (Date.now() - t0) / 1000 };
   } finally {
     g.remove();
@@ -73,9 +76,9 @@ const rows = [];
 for (const cap of caps) {
   const ram = String(cap);
   const stream = ['--ram', ram, '--reserve', values.reserve];
-  const tok = inCap(cap, [KAIL, ...runArgs, ...stream]);
-  const same = tok.status === 0 ? JSON.stringify(lastJson(tok.stdout).tokens) === JSON.stringify(refTokens) : false;
-  for (const feed of feeds) {
+  const tok = values['skip-kail'] ? null : inCap(cap, [KAIL, ...runArgs, ...stream]);
+  const same = tok?.status === 0 ? JSON.stringify(lastJson(tok.stdout).tokens) === JSON.stringify(refTokens) : false;
+  for (const feed of values['skip-kail'] ? [] : feeds) {
     const r = inCap(cap, [KAIL, 'bench', '-m', model, '-p', values.pp, '-n', values.tg, '--feed', feed, '-r', values.reps, '--json', '--data-dir', dataDir, ...common, ...stream]);
     const b = r.status === 0 ? lastJson(r.stdout) : null;
     const bpt = b?.stream?.bytes_read_per_token ?? 0;
@@ -86,11 +89,15 @@ for (const cap of caps) {
     });
     console.error(`kail cap ${fmt(cap)} feed ${feed}: ${rows.at(-1).status}, ${b?.gen_tps?.toFixed(2)} t/s, peak ${fmt(r.peak)}`);
   }
-  if (values.llama) {
-    const r = inCap(cap, [LLAMA, '--model', model, '--pp', values.pp, '--tg', values.tg, '--threads', values.threads, '--reps', values['llama-reps']]);
+  const configs = [];
+  if (values.llama) configs.push(['llama.cpp (default, mmap)', process.env]);
+  // Repack off: the LD_PRELOAD shim of tools/src/bench/no-repack (build.sh) clears use_extra_bufts.
+  if (values['no-repack-shim']) configs.push(['llama.cpp (repack off, mmap)', { ...process.env, LD_PRELOAD: path.resolve(values['no-repack-shim']) }]);
+  for (const [name, env] of configs) {
+    const r = inCap(cap, [LLAMA, '--model', model, '--pp', values.pp, '--tg', values.tg, '--threads', values.threads, '--reps', values['llama-reps']], env);
     const b = r.status === 0 ? lastJson(r.stdout) : null;
-    rows.push({ engine: 'llama.cpp (default, mmap)', cap, feed: 'greedy', status: r.status === 0 ? 'ok' : r.signal ? `killed (${r.signal}${r.oomKills ? ', OOM' : r.wall >= Number(values['timeout-s']) - 1 ? ', timeout' : ''})` : `exit ${r.status}`, gen_tps: b?.gen_tps ?? null, peak: r.peak, oom_kills: r.oomKills });
-    console.error(`llama.cpp cap ${fmt(cap)}: ${rows.at(-1).status}, ${b?.gen_tps?.toFixed(2)} t/s, peak ${fmt(r.peak)}`);
+    rows.push({ engine: name, cap, feed: 'greedy', status: r.status === 0 ? 'ok' : r.signal ? `killed (${r.signal}${r.oomKills ? ', OOM' : r.wall >= Number(values['timeout-s']) - 1 ? ', timeout' : ''})` : `exit ${r.status}`, gen_tps: b?.gen_tps ?? null, peak: r.peak, oom_kills: r.oomKills });
+    console.error(`${name} cap ${fmt(cap)}: ${rows.at(-1).status}, ${b?.gen_tps?.toFixed(2)} t/s, peak ${fmt(r.peak)}`);
   }
 }
 
