@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { Command } from 'commander';
 import { AUTH_TOKEN_ENV, bearerClientOptions, common, scheduler as spb } from '@kailstream/proto';
@@ -55,8 +57,8 @@ function firstOf<T>(open: () => grpc.ClientReadableStream<T>, timeoutMs: number,
   });
 }
 
-async function askScheduler(address: string, timeoutMs: number): Promise<NonNullable<PsReport['scheduler']>> {
-  const c = new spb.SchedulerServiceClient(address, grpc.credentials.createInsecure(), bearerClientOptions(process.env[AUTH_TOKEN_ENV] || undefined));
+async function askScheduler(address: string, token: string | undefined, timeoutMs: number): Promise<NonNullable<PsReport['scheduler']>> {
+  const c = new spb.SchedulerServiceClient(address, grpc.credentials.createInsecure(), bearerClientOptions(token));
   const out: NonNullable<PsReport['scheduler']> = { engines: [], models: [], tiers: [], kv: [] };
   try {
     const [eng, models] = await Promise.all([
@@ -101,6 +103,16 @@ async function askScheduler(address: string, timeoutMs: number): Promise<NonNull
   return out;
 }
 
+/** The gRPC bearer token: $KAIL_GRPC_TOKEN, else the one `kail serve` keeps in the data directory (bound beyond loopback). */
+function grpcTokenOf(dir: string): string | undefined {
+  if (process.env[AUTH_TOKEN_ENV]) return process.env[AUTH_TOKEN_ENV];
+  try {
+    return fs.readFileSync(path.join(dir, 'grpc-token'), 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Everything `kail ps` shows, gathered from serve.json and the scheduler. */
 export async function psReport(dir: string, timeoutMs = 3000): Promise<PsReport> {
   const state = readServeState(dir);
@@ -113,7 +125,7 @@ export async function psReport(dir: string, timeoutMs = 3000): Promise<PsReport>
     services: Object.entries(state.services).map(([name, s]) => ({ name, address: s.address, pid: s.pid ?? null, alive: running && isAlive(s.pid) })),
   };
   const sched = state.services.scheduler;
-  if (running && sched) report.scheduler = await askScheduler(sched.address, timeoutMs);
+  if (running && sched) report.scheduler = await askScheduler(sched.address, grpcTokenOf(dir), timeoutMs);
   return report;
 }
 
