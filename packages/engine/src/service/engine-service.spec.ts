@@ -354,3 +354,36 @@ describe('telemetry layer numbers', () => {
     }
   }, 60_000);
 });
+
+describe('engine health sees a stalled forward pass', () => {
+  const { tempDir, writeTestModel } = require('../testing') as typeof import('../testing');
+  const fs = require('node:fs') as typeof import('node:fs');
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('is not serving while a running request makes no progress for stallTimeoutMs, and serving again after', async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    // A 3 ms limit: a prefill pass of 512 tokens outlasts it on any CPU.
+    const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 1024, stallTimeoutMs: 3 });
+    try {
+      await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 't' }));
+      expect(host.health().ok).toBe(true);
+      const abort = new AbortController();
+      const seen: string[] = [];
+      const run = (async () => {
+        for await (const c of host.generate(pb.GenerateRequest.fromPartial({ model: 't', promptTokens: Array.from({ length: 600 }, (_, i) => 1 + (i % 50)), maxTokens: 2 }), abort.signal)) void c;
+      })();
+      const poll = setInterval(() => {
+        const h = host.health();
+        if (!h.ok) seen.push(h.detail);
+      }, 1);
+      await run;
+      clearInterval(poll);
+      expect(seen.length).toBeGreaterThan(0);
+      expect(seen[0]).toMatch(/model 't': 1 running request\(s\), no forward pass finished for \d+ s/);
+      expect(host.health().ok).toBe(true);
+    } finally {
+      await host.close();
+    }
+  }, 60_000);
+});
