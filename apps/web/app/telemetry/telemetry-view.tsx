@@ -122,7 +122,10 @@ export function TelemetryView() {
       {hist.data?.status.error && <p className="error">telemetry: {hist.data.status.error}</p>}
       <p className="muted" data-testid="telemetry-summary">
         {last
-          ? `${last.models.join(', ') || 'no model loaded'} · ${last.engines} engine(s) · ${formatCount(last.tokensGenerated)} tokens generated · ${formatBytes(last.bytesRead)} read from storage`
+          ? `${last.models.join(', ') || 'no model loaded'} · ${last.engines} engine(s) · ${formatCount(last.tokensGenerated)} tokens generated · ${formatBytes(last.bytesRead)} read from storage` +
+            (last.speculative
+              ? ` · speculative (${last.speculative.mode}): ${formatCount(last.speculative.accepted)} of ${formatCount(last.speculative.drafted)} drafted tokens accepted, ${last.speculative.tokensPerPass.toFixed(2)} tokens per pass`
+              : '')
           : 'waiting for the first sample…'}
       </p>
       {queue.data && <EngineStrip queue={queue.data} />}
