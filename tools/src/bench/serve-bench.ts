@@ -6,7 +6,7 @@
 // its gRPC server); the scheduler and the API are their own processes, as under `kail serve`.
 // Not a test: run by hand after a build,
 //   node tools/dist/bench/serve-bench.js [--model FILE] [--layers 8] [--tg 32] [--streams 1,4,16]
-//        [--threads 2] [--ram-budget BYTES] [--models DIR] [--no-write]
+//        [--threads 2] [--ram-budget BYTES | --cap-experts N] [--models DIR] [--no-write]
 // Without --model it uses (writing it first when missing) the bench-qwen3-30b-a3b-shaped preset cut
 // to --layers blocks, Q4_K. Prints a markdown table and writes it into docs/benchmarks.md between
 // the serve-bench markers.
@@ -17,7 +17,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { parseArgs } from 'node:util';
 
-import { LocalModelHost, formatBytes, startEngineServer } from '@kailstream/engine';
+import { LocalModelHost, formatBytes, planModel, startEngineServer } from '@kailstream/engine';
 import { engine as pb } from '@kailstream/proto';
 
 import { writeModel } from '../models/build';
@@ -140,6 +140,7 @@ async function main() {
       streams: { type: 'string', default: '1,4,16' },
       threads: { type: 'string', default: '2' },
       'ram-budget': { type: 'string', default: '0' },
+      'cap-experts': { type: 'string' },
       models: { type: 'string', default: path.join(os.homedir(), '.kailstream/bench-models') },
       'no-write': { type: 'boolean', default: false },
     },
@@ -150,8 +151,16 @@ async function main() {
   if (!counts.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--streams takes positive integers, got '${values.streams}'`);
   const maxStreams = Math.max(...counts);
   const file = values.model ?? ensureModel(values.models!, Number(values.layers));
-  const ramBudget = Number(values['ram-budget']);
   const ctx = 128;
+  let ramBudget = Number(values['ram-budget']);
+  let capNote = '';
+  if (values['cap-experts']) {
+    // The streaming cap: what the model needs besides experts, plus an expert cache of N per MoE layer.
+    const n = Number(values['cap-experts']);
+    const p0 = planModel(file, { nCtx: ctx, nSeqMax: maxStreams, ramBytes: 2 ** 40 });
+    ramBudget = p0.fixedBytes + n * p0.nMoeLayers * p0.expertEntryBytes;
+    capNote = `, an expert cache of ${n} of ${p0.nExpert} experts per MoE layer`;
+  }
 
   const host = new LocalModelHost({ seqsPerModel: maxStreams, defaultContext: ctx });
   process.stderr.write(`loading ${file} ...\n`);
@@ -185,7 +194,7 @@ async function main() {
   const m = info;
   const text = [
     `Measured ${new Date().toISOString().slice(0, 10)} on ${cpu}, ${os.cpus().length} logical CPUs, ${formatBytes(os.totalmem())} RAM, node ${process.version}, ${threads} compute threads, on a machine shared with other engineers' builds and tests (load average ${os.loadavg().map((l) => l.toFixed(1)).join(' / ')} at the end; speeds are measured under load and vary run to run).`,
-    `Model: ${path.basename(file)} (${m ? `${m.architecture}, ${m.layerCount} layers, ${m.expertCount} experts top-${m.expertUsedCount}, ` : ''}${formatBytes(fs.statSync(file).size)}), ${ramBudget > 0 ? `RAM budget ${formatBytes(ramBudget)} (experts streamed from storage)` : 'in RAM (no budget)'}, context ${ctx} per sequence, ${maxStreams} sequences. Each stream: a one-line chat prompt, ${tg} generated tokens, greedy, ignore_eos. "direct": the same requests on the engine in this process (LocalModelHost.generate, no RPC); "API": OpenAI SSE streaming through the API and scheduler processes to the engine's gRPC server. Tokens/s = all generated tokens / wall time of the batch; inter-token = mean gap between a stream's successive tokens; added = API minus direct.`,
+    `Model: ${path.basename(file)} (${m ? `${m.architecture}, ${m.layerCount} layers, ${m.expertCount} experts top-${m.expertUsedCount}, ` : ''}${formatBytes(fs.statSync(file).size)}), ${ramBudget > 0 ? `RAM budget ${formatBytes(ramBudget)}${capNote} (the other experts streamed from storage)` : 'in RAM (no budget)'}, context ${ctx} per sequence, ${maxStreams} sequences. Each stream: a one-line chat prompt, ${tg} generated tokens, greedy, ignore_eos. "direct": the same requests on the engine in this process (LocalModelHost.generate, no RPC); "API": OpenAI SSE streaming through the API and scheduler processes to the engine's gRPC server. Tokens/s = all generated tokens / wall time of the batch; inter-token = mean gap between a stream's successive tokens; added = API minus direct.`,
     '',
     '| streams | direct tokens/s | API tokens/s | API / direct | direct inter-token ms | API inter-token ms | added per token ms | direct TTFT ms | API TTFT ms |',
     '|---|---|---|---|---|---|---|---|---|',
