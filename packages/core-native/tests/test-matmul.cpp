@@ -186,6 +186,22 @@ void check_matmul(uint32_t type, int64_t rows, int64_t cols, int64_t n, threadpo
     bool same = true;
     for (int64_t t = 0; t < n; t++) same = same && std::memcmp(y3.data() + rows * t, y.data() + (y_stride / 4) * t, rows * 4) == 0;
     CHECK(same, "%s %s matmul_quantized_rows differs", what, type_name(type));
+
+    // Batch invariance: a token's results are the same bits whether it is computed alone (the
+    // decode path) or inside a batch of any size. Speculative verification relies on it: the
+    // target scores k drafted tokens in one pass and must choose what one-at-a-time decoding would.
+    if (n > 1) {
+        std::vector<float> y1(rows);
+        for (int64_t t : {int64_t(0), n / 2, n - 1}) {
+            matmul(type, w.data(), w_stride, rows, cols, x.data() + t * (x_stride / 4), x_stride, 1, y1.data(), rows * 4, pool);
+            int diff = -1;
+            for (int64_t r = 0; r < rows && diff < 0; r++)
+                if (std::memcmp(&y1[r], &y[t * (y_stride / 4) + r], 4) != 0) diff = static_cast<int>(r);
+            CHECK(diff < 0, "%s %s rows=%lld cols=%lld n=%lld: token %lld alone differs from its batch at row %d (%.9g vs %.9g)", what,
+                  type_name(type), (long long)rows, (long long)cols, (long long)n, (long long)t, diff,
+                  diff < 0 ? 0.0 : double(y1[diff]), diff < 0 ? 0.0 : double(y[t * (y_stride / 4) + diff]));
+        }
+    }
 }
 
 const uint32_t kTypes[] = {KAIL_TYPE_F32, KAIL_TYPE_F16, KAIL_TYPE_BF16, KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1,

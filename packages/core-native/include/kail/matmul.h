@@ -10,9 +10,12 @@
 // products, KAIL_E_INVALID_ARG for sizes (cols not a multiple of the block size, strides too small).
 //
 // Numerics: integer block sums are exact (as in ggml); only the float summation order differs from
-// ggml's. For n > 1 a token's results do not depend on the other tokens of the batch or on its
-// position in it (tiles and row chunking depend on the shapes only); n == 1 runs a separate
-// streaming loop whose last bits may differ from the n > 1 ones.
+// ggml's. Batch invariance: a token's results are the same bits whatever the batch around it: alone
+// (n == 1, decode), at any position of any n, with any pool. Every level runs each output through
+// one accumulator chain in block order, the decode kernels perform the tiles' operations, and
+// long rows are cut into chunks at places that depend on type, level and cols only (decode cuts at
+// the same places). Speculative verification depends on this: k drafted tokens scored in one pass
+// must choose what one-token-at-a-time decoding chooses (tests/test-matmul.cpp checks it).
 //
 // Threads: pool == nullptr runs on the calling thread. Decode splits rows into chunks streamed one
 // row at a time (one sequential stream per thread measured fastest from DRAM); calls smaller than

@@ -74,16 +74,49 @@ struct gemm_job {
 
 constexpr int kMaxTileT = 64;
 
+// Long rows are cut into chunks of kc values (prefill: so the activation chunks of a token tile
+// stay in L1 while every row group of a block passes over them) and the chunk results are summed
+// into Y. kc depends on the type, the level and cols only, and decode cuts at the same places, so
+// a token's results are the same bits alone or in a batch of any size (see matmul.h).
+int64_t chunk_cols(const gemm_job & j) {
+    const int T = std::max(1, std::min(kMaxTileT, j.wk->max_t));
+    const size_t act_row = j.wk->prepare ? j.wk->prepared_size(j.cols) : row_size(j.wk->vd_type, j.cols);
+    const double act_bytes_per_value = double(act_row) / double(j.cols);
+    int64_t kc = static_cast<int64_t>((24 * 1024) / (act_bytes_per_value * T));
+    kc = std::max<int64_t>(256, (kc / 256) * 256);
+    if (kc >= j.cols || j.cols % 256 != 0) kc = j.cols;
+    return kc;
+}
+
+size_t act_offset(const gemm_job & j, int64_t k0) {
+    return j.wk->prepare ? j.wk->prepared_size(k0) : row_size(j.wk->vd_type, k0);
+}
+
 void gemm_decode(const gemm_job & j, threadpool * pool) {
     const int R = std::max(1, j.wk->decode_r);
     const gemm_fn fn = j.wk->gemm_decode ? j.wk->gemm_decode : j.wk->gemm;
     const int64_t n_groups = (j.rows + R - 1) / R;
+    const int64_t kc = chunk_cols(j);
     auto body = [&](int64_t gb, int64_t ge, int) {
+        float tmp[kMaxTileT];
         for (int64_t g = gb; g < ge; g++) {
             const int64_t r = g * R;
             const int nr = static_cast<int>(std::min<int64_t>(R, j.rows - r));
             float * out = j.y[0] + r;
-            fn(j.cols, j.w + r * j.ws, j.ws, nr, j.a, 1, &out);
+            if (kc == j.cols) {
+                fn(j.cols, j.w + r * j.ws, j.ws, nr, j.a, 1, &out);
+                continue;
+            }
+            float * tp = tmp;
+            for (int64_t k0 = 0; k0 < j.cols; k0 += kc) {
+                const int64_t kn = std::min(kc, j.cols - k0);
+                const uint8_t * ap = j.a[0] + act_offset(j, k0);
+                fn(kn, j.w + r * j.ws + row_size(j.type, k0), j.ws, nr, &ap, 1, &tp);
+                if (k0 == 0)
+                    for (int q = 0; q < nr; q++) out[q] = tmp[q];
+                else
+                    for (int q = 0; q < nr; q++) out[q] += tmp[q];
+            }
         }
     };
     // Below ~32 KiB of weights a dispatch costs more than it saves.
@@ -116,16 +149,7 @@ void gemm_prefill(const gemm_job & j, threadpool * pool) {
     tb = ((tb + T - 1) / T) * T;
     n_tb = (j.n + tb - 1) / tb;
 
-    // Long rows are cut into chunks of kc values so the activation chunks of a token tile stay in
-    // L1 while every row group of the block passes over them; chunk results are summed into Y.
-    const size_t act_row = j.wk->prepare ? j.wk->prepared_size(j.cols) : row_size(j.wk->vd_type, j.cols);
-    const double act_bytes_per_value = double(act_row) / double(j.cols);
-    int64_t kc = static_cast<int64_t>((24 * 1024) / (act_bytes_per_value * T));
-    kc = std::max<int64_t>(256, (kc / 256) * 256);
-    if (kc >= j.cols || j.cols % 256 != 0) kc = j.cols;
-    auto act_offset = [&](int64_t k0) -> size_t {
-        return j.wk->prepare ? j.wk->prepared_size(k0) : row_size(j.wk->vd_type, k0);
-    };
+    const int64_t kc = chunk_cols(j);
 
     auto body = [&](int64_t b, int64_t e, int) {
         float * outp[kMaxTileT];
@@ -136,7 +160,7 @@ void gemm_prefill(const gemm_job & j, threadpool * pool) {
             const int64_t t0 = (task % n_tb) * tb, t1 = std::min(j.n, t0 + tb);
             for (int64_t k0 = 0; k0 < j.cols; k0 += kc) {
                 const int64_t kn = std::min(kc, j.cols - k0);
-                const size_t woff = row_size(j.type, k0), aoff = act_offset(k0);
+                const size_t woff = row_size(j.type, k0), aoff = act_offset(j, k0);
                 const bool first = k0 == 0, single = kn == j.cols;
                 for (int64_t t = t0; t < t1; t += T) {
                     const int nt = static_cast<int>(std::min<int64_t>(T, t1 - t));

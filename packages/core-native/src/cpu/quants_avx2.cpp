@@ -191,38 +191,29 @@ struct split_dec {
         }
     }
 
-    // U interleaved accumulators per (row, token): 2 hides the FMA latency of a lone row x vector.
-    template <int R, int T, int U>
-    static void run_u(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
-        {
-            const int64_t nb = k / 32;
-            __m256 acc[U][R][T];
-#pragma GCC unroll 2
-            for (int u = 0; u < U; u++)
+    // One accumulator chain per (row, token), the same for every tile shape and for decode.
+    template <int R, int T>
+    static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+        const int64_t nb = k / 32;
+        __m256 acc[R][T];
 #pragma GCC unroll 8
-                for (int r = 0; r < R; r++)
+        for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
-                    for (int t = 0; t < T; t++) acc[u][r][t] = _mm256_setzero_ps();
-            int64_t b = 0;
-            for (; b + 2 * U <= nb; b += 2 * U)
-#pragma GCC unroll 2
-                for (int u = 0; u < U; u++) step<R, T>(w, ws, b + 2 * u, 2, a, acc[u]);
-            for (; b < nb; b += 2) step<R, T>(w, ws, b, nb - b >= 2 ? 2 : 1, a, acc[0]);
-            if constexpr (U == 2)
-                for (int r = 0; r < R; r++)
-                    for (int t = 0; t < T; t++) acc[0][r][t] = _mm256_add_ps(acc[0][r][t], acc[1][r][t]);
-            store_tile<R, T>(acc[0], out);
-        }
+            for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b += 2) step<R, T>(w, ws, b, nb - b >= 2 ? 2 : 1, a, acc);
+        store_tile<R, T>(acc, out);
     }
 
     template <int R, int T>
     struct tile {
-        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) { run_u<R, T, 1>(k, w, ws, a, out); }
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) { split_dec::run<R, T>(k, w, ws, a, out); }
     };
 
+    // Matrix x vector is the tile with one row and one token: one accumulator chain, as in a batch,
+    // so a token's result is the same bits alone or batched (speculative verification needs it).
     static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
-        if (nr == 1) run_u<1, 1, 2>(k, w, ws, a, out);
-        else run_u<2, 1, 1>(k, w, ws, a, out);
+        if (nr == 1) run<1, 1>(k, w, ws, a, out);
+        else run<2, 1>(k, w, ws, a, out);
     }
 };
 
@@ -475,7 +466,7 @@ KAIL_INLINE __m256 load_w8(const uint8_t * p, int64_t i) {
 
 template <int WT>
 struct floats {
-    template <int R, int T, bool MULTI>
+    template <int R, int T>
     struct impl {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
             __m256 acc[R][T];
@@ -484,33 +475,6 @@ struct floats {
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
             int64_t i = 0;
-            if constexpr (MULTI) {
-                // Matrix x vector: four accumulators keep the FMA pipes busy.
-                __m256 acc2[3][R][T];
-                for (int u = 0; u < 3; u++)
-                    for (int r = 0; r < R; r++)
-                        for (int t = 0; t < T; t++) acc2[u][r][t] = _mm256_setzero_ps();
-                for (; i + 32 <= k; i += 32) {
-#pragma GCC unroll 4
-                    for (int u = 0; u < 4; u++) {
-                        __m256 wv[R];
-#pragma GCC unroll 8
-                        for (int r = 0; r < R; r++) wv[r] = load_w8<WT>(w + r * ws, i + 8 * u);
-#pragma GCC unroll 8
-                        for (int t = 0; t < T; t++) {
-                            const __m256 x = _mm256_loadu_ps(reinterpret_cast<const float *>(a[t]) + i + 8 * u);
-#pragma GCC unroll 8
-                            for (int r = 0; r < R; r++) {
-                                if (u == 0) acc[r][t] = _mm256_fmadd_ps(wv[r], x, acc[r][t]);
-                                else acc2[u - 1][r][t] = _mm256_fmadd_ps(wv[r], x, acc2[u - 1][r][t]);
-                            }
-                        }
-                    }
-                }
-                for (int r = 0; r < R; r++)
-                    for (int t = 0; t < T; t++)
-                        acc[r][t] = _mm256_add_ps(_mm256_add_ps(acc[r][t], acc2[0][r][t]), _mm256_add_ps(acc2[1][r][t], acc2[2][r][t]));
-            }
             for (; i + 8 <= k; i += 8) {
                 __m256 wv[R];
 #pragma GCC unroll 8
@@ -545,11 +509,12 @@ struct floats {
         }
     };
     template <int R, int T>
-    using tile = impl<R, T, false>;
+    using tile = impl<R, T>;
 
+    // Matrix x vector with the tile's single accumulator per output: the same bits as in a batch.
     static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
-        if (nr == 1) impl<1, 1, true>::run(k, w, ws, a, out);
-        else impl<2, 1, true>::run(k, w, ws, a, out);
+        if (nr == 1) impl<1, 1>::run(k, w, ws, a, out);
+        else impl<2, 1>::run(k, w, ws, a, out);
     }
 };
 

@@ -1,0 +1,57 @@
+// A token's logits are the same bits whether it is evaluated alone (decode), inside one prompt
+// batch, or split across batches of other sizes. Speculative verification scores k drafted tokens
+// in one pass and must choose exactly what one-token-at-a-time decoding would; continuous batching
+// must not make one request's output depend on who else is running.
+import { EngineModel } from './model';
+import { tempDir, writeTestModel } from '../testing';
+
+const dir = tempDir('kail-batch-inv-');
+
+function firstDiff(a: Float32Array, b: Float32Array): number {
+  const ua = new Uint32Array(a.buffer, a.byteOffset, a.length);
+  const ub = new Uint32Array(b.buffer, b.byteOffset, b.length);
+  for (let i = 0; i < ua.length; i++) if (ua[i] !== ub[i]) return i;
+  return -1;
+}
+
+describe.each([
+  ['tiny-llama', 'Q4_0'],
+  ['tiny-llama', 'F16'],
+  ['tiny-qwen3moe', 'Q4_K'],
+  ['tiny-mixtral', 'Q8_0'],
+  ['tiny-deepseek2-lite', 'Q6_K'],
+  ['tiny-deepseek3', 'Q5_1'],
+  ['tiny-glm4moe', 'F32'],
+])('%s %s: batch-invariant logits', (preset, type) => {
+  it('one pass = token by token = split passes, bit for bit (f16 KV)', async () => {
+    const m = EngineModel.load(writeTestModel(dir, preset, type), { threads: 2, nCtx: 64, nSeqMax: 2 });
+    try {
+      const V = m.nVocab;
+      const toks = Array.from({ length: 20 }, (_, i) => ((i * 37 + 5) % (V - 10)) + 3);
+      const all = await m.evaluate(0, toks, 'all');
+      m.truncate(0, 0);
+      for (let i = 0; i < toks.length; i++) {
+        const one = await m.evaluate(0, [toks[i]], 'last');
+        const d = firstDiff(one, all.subarray(i * V, (i + 1) * V));
+        if (d >= 0) throw new Error(`position ${i} alone differs at vocab ${d}: ${one[d]} vs ${all[i * V + d]}`);
+      }
+      m.truncate(0, 0);
+      await m.evaluate(0, toks.slice(0, 7), 'all');
+      const tail = await m.evaluate(0, toks.slice(7), 'all');
+      expect(firstDiff(tail, all.subarray(7 * V))).toBe(-1);
+      // Another sequence in the same pass does not change this one's logits.
+      m.truncate(0, 0);
+      await m.evaluate(1, toks.slice(0, 3), 'all');
+      const mixed = await m.forwardBatch({
+        tokens: Int32Array.from([toks[0], toks[3]]),
+        pos: Int32Array.from([0, 3]),
+        seq: Int32Array.from([0, 1]),
+        output: Uint8Array.from([1, 1]),
+      });
+      expect(firstDiff(mixed.subarray(0, V), all.subarray(0, V))).toBe(-1);
+      expect(firstDiff(mixed.subarray(V, 2 * V), all.subarray(3 * V, 4 * V))).toBe(-1);
+    } finally {
+      m.close();
+    }
+  }, 60_000);
+});
