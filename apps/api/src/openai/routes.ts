@@ -91,7 +91,7 @@ export interface OpenAiDeps {
   scheduler: () => spb.SchedulerServiceClient | undefined;
   /** Tenant (API key id) of a request, for fairness. */
   tenantOf: (req: FastifyRequest) => string;
-  /** Called once per request that reached the scheduler (tokens are 0 when it failed). */
+  /** Called once per request that reached the scheduler (a failed one with the tokens streamed before it stopped). */
   onUsage?: (req: FastifyRequest, promptTokens: number, completionTokens: number) => void;
   metrics?: ApiMetrics;
   /** Deadline given to the scheduler, ms after the request arrives; 0 = none. */
@@ -153,6 +153,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
   });
 
   let text = '';
+  let streamedTokens = 0;
   let finish: Finish = null;
   let usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
   const lp: { token: string; logprob: number; top_logprobs: { token: string; logprob: number }[] }[] = [];
@@ -178,6 +179,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
         if (msg.usage) usage = { prompt_tokens: msg.usage.promptTokens, completion_tokens: msg.usage.completionTokens, total_tokens: msg.usage.promptTokens + msg.usage.completionTokens };
         if (msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED) finish = finishName(msg.finishReason);
         text += msg.text;
+        streamedTokens += msg.tokens.length;
         if (m && msg.tokens.length > 0) {
           const now = performance.now();
           if (tLast === 0) m.ttft.observe({ model: c.model }, (now - t0) / 1000);
@@ -198,7 +200,8 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     });
   } catch (e) {
     finished = true;
-    deps.onUsage?.(req, 0, 0);
+    // A failed or abandoned request still counts, with the tokens it was sent before it stopped.
+    deps.onUsage?.(req, usage.prompt_tokens, streamedTokens);
     const err = e as grpc.ServiceError;
     if (err.code === grpc.status.CANCELLED && reply.raw.destroyed) return reply;
     const { status, body, retryAfter } = grpcToHttp(err);
