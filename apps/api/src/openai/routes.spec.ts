@@ -181,7 +181,17 @@ describe('OpenAI-compatible routes', () => {
     }
     const end = Date.now() + 15_000;
     while (refused.length < 8 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+    // The queue is full of this key's requests: the scheduler's tenant is the key id.
+    const snap = await new Promise<spb.QueueSnapshot>((resolve) => {
+      const w = schedClient.watchQueue({ intervalMs: 100 });
+      w.once('data', (q: spb.QueueSnapshot) => {
+        w.cancel();
+        resolve(q);
+      });
+      w.on('error', () => undefined);
+    });
     for (const a of aborters) a.abort();
+    expect(Object.keys(snap.queuedPerTenant)).toEqual([api.keys!.verify(key)!.id]);
     expect(refused.length).toBeGreaterThan(0);
     expect(Number(refused[0].retryAfter)).toBeGreaterThanOrEqual(1);
     expect(refused[0].body.error).toMatchObject({ type: 'server_error', code: 'overloaded' });
