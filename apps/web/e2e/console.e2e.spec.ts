@@ -69,6 +69,11 @@ describe('web console end to end (kail serve + Chromium)', () => {
     fs.rmSync(dataDir, { recursive: true, force: true });
   }, 30_000);
 
+  /** Opens a console page and waits until React runs it (static pages show their forms before). */
+  const open = async (page: Page, route: string) => {
+    await page.goto(`${web}${route}`);
+    await page.locator('html[data-hydrated="true"]').waitFor({ state: 'attached' });
+  };
   /** Sum of the heatmap's cell counts and the number of resident marks, as drawn. */
   const heatmap = (page: Page) =>
     page.evaluate(() => {
@@ -93,7 +98,7 @@ describe('web console end to end (kail serve + Chromium)', () => {
 
     // Models: the file is listed from the models directory; plan with a RAM budget that streams
     // experts (half of them fit the cache), then load.
-    await page.goto(`${web}/models`);
+    await open(page, '/models');
     const card = page.getByTestId('file-moe-8x32');
     await card.waitFor();
     expect(await card.textContent()).toMatch(/qwen3moe.*4 of 32 per token.*Q8_0/);
@@ -112,14 +117,14 @@ describe('web console end to end (kail serve + Chromium)', () => {
     // Telemetry in its own tab, watching while the chat runs.
     const tele = await ctx.newPage();
     tele.setDefaultTimeout(20_000);
-    await tele.goto(`${web}/telemetry`);
+    await open(tele, '/telemetry');
     await tele.getByLabel('heatmap window').selectOption('0');
     await tele.getByTestId('heatmap').waitFor();
     const before = await heatmap(tele);
     expect(before.cells).toBe(8 * 32);
 
     // Chat: streamed through the API's OpenAI route; TTFT and tokens/s shown.
-    await page.goto(`${web}/chat`);
+    await open(page, '/chat');
     await page.getByLabel('model').selectOption('moe-8x32');
     await page.getByLabel('max tokens').fill('60');
     await page.getByLabel('seed').fill('7');
@@ -169,7 +174,7 @@ describe('web console end to end (kail serve + Chromium)', () => {
     const ctx = await browser.newContext({ viewport: { width: 1200, height: 800 } });
     const page = await ctx.newPage();
     page.setDefaultTimeout(20_000);
-    await page.goto(`${web}/admin`);
+    await open(page, '/admin');
     await page.getByLabel('key name').fill('e2e');
     await page.getByRole('button', { name: 'Create key' }).click();
     const key = (await page.locator('[data-testid="created-key"] code').textContent())!.trim();
@@ -177,6 +182,7 @@ describe('web console end to end (kail serve + Chromium)', () => {
     await page.screenshot({ path: path.join(SHOTS, 'admin-key-created.png'), fullPage: true });
     // A key exists now: the API wants it, the console shows its login form.
     await page.reload();
+    await page.locator('html[data-hydrated="true"]').waitFor({ state: 'attached' });
     await page.getByTestId('login').waitFor();
     await page.getByLabel('API key').fill('ks-not-a-key');
     await page.getByRole('button', { name: 'Sign in' }).click();

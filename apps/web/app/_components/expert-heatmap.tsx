@@ -124,7 +124,7 @@ export function ExpertHeatmap({ layers, max, windowLabel, width = 920 }: ExpertH
               />
             ))}
             {l.resident.map((e) => (
-              <circle key={`r${e}`} className="resident" cx={left + e * cw + (cw - 1) / 2} cy={top + row * ch + (ch - 1) / 2} r={Math.max(1, Math.min(cw, ch) / 5)} fill="#7fdbff" />
+              <circle key={`r${e}`} className="resident" pointerEvents="none" cx={left + e * cw + (cw - 1) / 2} cy={top + row * ch + (ch - 1) / 2} r={Math.max(1, Math.min(cw, ch) / 5)} fill="#7fdbff" />
             ))}
           </g>
         ))}

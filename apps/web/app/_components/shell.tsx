@@ -38,7 +38,11 @@ export function Shell({ children }: { children: ReactNode }) {
   const [needLogin, setNeedLogin] = useState(false);
   const [session, setSession] = useState<{ required: boolean; name: string | null } | null>(null);
 
-  useEffect(() => onAuthRequired(() => setNeedLogin(true)), []);
+  useEffect(() => {
+    // Marks the page as interactive (tests wait for it: static pages show forms before React runs).
+    document.documentElement.dataset.hydrated = 'true';
+    return onAuthRequired(() => setNeedLogin(true));
+  }, []);
   useEffect(() => {
     api.auth.session
       .query()
