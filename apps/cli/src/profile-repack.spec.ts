@@ -40,6 +40,7 @@ describe('kail profile and kail repack', () => {
     const show = kail('profile', '--data-dir', dir, '--show');
     expect(show.stdout).toMatch(/default --ram .*50% of the .* available when profiled/);
     expect(show.stdout).toMatch(/default --io-threads \d+: the smallest queue depth/);
+    expect(show.stdout).toMatch(/default --read-size [\d.]+ (KiB|MiB): the smallest block/);
 
     const plan = kail('plan', '-m', model, '--data-dir', dir, '--json');
     expect(plan.status).toBe(0);
@@ -67,6 +68,8 @@ describe('kail profile and kail repack', () => {
     expect(run.status).toBe(0);
     const out = JSON.parse(run.stdout);
     expect(out.tokens).toEqual(inMemory);
+    // The profile's read size applied (said on stderr): expert blocks are read in parts.
+    expect(run.stderr).toMatch(/--read-size [\d.]+ (KiB|MiB) from .*profile\.json/);
     expect(out.stream.bytesRead).toBeGreaterThan(0);
     const bad = kail('run', '-m', model, '--data-dir', dir, '-n', '1', '--ram', ram, '--reserve', '0', '-c', '256', '--storage', s1);
     expect(bad.status).toBe(1);

@@ -141,6 +141,9 @@ kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
         mp.io_threads = static_cast<int>(get_num(p, "ioThreads", 4));
         mp.direct_io = get_bool(p, "directIo", true);
         mp.prefetch = get_bool(p, "prefetch", true);
+        const double rb = get_num(p, "readBytes", 0);
+        if (rb < 0) throw kail::error(kail::KAIL_E_INVALID_ARG, "readBytes must be >= 0");
+        mp.read_bytes = static_cast<uint64_t>(rb);
         Napi::Value pol = p.Get("cachePolicy");
         if (!pol.IsUndefined() && !pol.IsNull()) {
             if (!pol.IsString()) throw kail::error(kail::KAIL_E_INVALID_ARG, "cachePolicy must be a string");

@@ -149,6 +149,8 @@ export interface ModelParams {
   cachePolicy?: string;
   /** Read experts from an expert pack (`kail repack`) instead of the GGUF. */
   expertPack?: NativeExpertPack;
+  /** Largest single expert read in bytes (multiple of 4096; reads are cut into parts that readers take in parallel). Default 0 = uncut. */
+  readBytes?: number;
 }
 
 /**

@@ -426,6 +426,14 @@ static void test_pack(const test_file & f, const std::string & dir) {
         CHECK(st.layers[0].bytes_read == st.layers[0].reads * pk.layers[0].block_bytes);  // one read per expert
         CHECK(st.read_errors == 0);
     }
+    {
+        expert_stream_params cut = p;
+        cut.read_bytes = 8192;
+        cut.io_threads = 3;
+        expert_stream s(f.path, f.layers, cut);
+        CHECK(fetch(s, f, 0, {0, 1, 2, 3}) == 4);
+        CHECK(fetch(s, f, 1, {5, 6}) == 2);
+    }
     // A table pointing past the end fails the read naming the pack file; bad tables are refused.
     expert_stream_params q = p;
     q.pack.layers[0].offset[5] = 1 << 30;
@@ -451,6 +459,23 @@ static void test_pack(const test_file & f, const std::string & dir) {
     for (auto & fn : pk.files) std::remove(fn.c_str());
 }
 
+// Reads cut into 4 KiB parts taken by several readers give the same bytes, GGUF and buffered alike.
+static void test_parts(const test_file & f) {
+    for (bool direct : {true, false}) {
+        expert_stream_params p;
+        p.cache_bytes = entry_max(f) * 4;
+        p.io_threads = 4;
+        p.direct_io = direct;
+        p.read_bytes = 4096 + 100;  // rounded down to 4096
+        expert_stream s(f.path, f.layers, p);
+        CHECK(fetch(s, f, 0, {0, 1, 2, 3, 4, 5, 6, 7}) == 8);
+        CHECK(fetch(s, f, 1, {7, 6, 5}) == 3);
+        const expert_stream_stats st = s.stats();
+        CHECK(st.layers[0].reads == 8);  // entries, not parts
+        CHECK(st.read_errors == 0);
+    }
+}
+
 int main() {
     char tmpl[] = "/tmp/kail-test-stream-XXXXXX";
     const char * env_dir = std::getenv("KAIL_TEST_TMPDIR");
@@ -473,6 +498,7 @@ int main() {
     test_truncation(f);
     test_warm(f);
     test_pack(f, dir);
+    test_parts(f);
     std::remove(f.path.c_str());
     if (!env_dir) rmdir(dir.c_str());
     if (g_failures) {

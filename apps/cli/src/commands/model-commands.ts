@@ -66,6 +66,7 @@ interface StreamOpts {
   cachePolicy?: string;
   storage: string[];
   usageDir?: string;
+  readSize?: number;
 }
 
 function addStreamOptions(cmd: Command): Command {
@@ -77,7 +78,8 @@ function addStreamOptions(cmd: Command): Command {
     .option('--no-prefetch', "do not read the next layer's predicted experts early")
     .option('--cache-policy <name>', "expert cache eviction: lru, lfu, lrfu or context, options after a colon (default: context)")
     .option('--storage <path>', 'read experts from the expert pack (kail repack) in this directory or file, repeatable (one per stripe); needs --ram', (v: string, acc: string[]) => [...acc, v], [] as string[])
-    .option('--usage-dir <dir>', `where per-model expert usage histories live (default: <data dir>/${USAGE_HISTORY_SUBDIR})`);
+    .option('--usage-dir <dir>', `where per-model expert usage histories live (default: <data dir>/${USAGE_HISTORY_SUBDIR})`)
+    .option('--read-size <bytes>', 'largest single expert read; larger reads are cut into parts read in parallel (default: uncut, or the hardware profile\'s)', bytes('--read-size'));
 }
 
 /**
@@ -87,11 +89,13 @@ function addStreamOptions(cmd: Command): Command {
 function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageHistory: boolean, log: (l: string) => void): LoadModelOptions {
   let ramBytes = o.ram;
   let ioThreads = o.ioThreads;
+  let readBytes = o.readSize;
   const profile = readHardwareProfile(dir);
   if (profile) {
-    const d = profileDefaults(profile, hardwareProfilePath(dir), fs.statSync(modelPath).size, { ramBytes, ioThreads });
+    const d = profileDefaults(profile, hardwareProfilePath(dir), fs.statSync(modelPath).size, { ramBytes, ioThreads, readBytes });
     ramBytes = d.ramBytes;
     if (ramBytes !== undefined) ioThreads = d.ioThreads;
+    readBytes = d.readBytes;
     for (const l of d.lines) log(`kail: ${l}`);
   }
   return {
@@ -102,6 +106,7 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
     prefetch: o.prefetch,
     cachePolicy: o.cachePolicy,
     storage: o.storage.length ? o.storage : undefined,
+    readBytes,
     usageHistoryDir: usageHistory ? (o.usageDir ?? path.join(dir, USAGE_HISTORY_SUBDIR)) : undefined,
   };
 }

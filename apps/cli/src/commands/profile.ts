@@ -21,6 +21,7 @@ function showLines(file: string, p: HardwareProfile): string[] {
   lines.push(
     `default --ram    ${b(p.defaults.ramBytes)}: ${p.defaults.why.ramBytes}`,
     `default --io-threads ${p.defaults.ioThreads}: ${p.defaults.why.ioThreads}`,
+    `default --read-size ${b(p.defaults.readBytes)}: ${p.defaults.why.readBytes}`,
   );
   return lines;
 }

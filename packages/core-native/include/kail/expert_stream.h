@@ -65,6 +65,11 @@ struct expert_stream_params {
     std::string policy;
     // Where experts are read from: the GGUF (default) or an expert pack of the same model.
     expert_pack pack;
+    // Largest single read (rounded down to a multiple of 4096): an entry's reads (one per slice in
+    // the GGUF, one per pack block) are cut into parts of at most this size, which idle readers
+    // take in parallel; 0 = uncut. `kail profile` picks the smallest block size that reaches the
+    // device's bandwidth.
+    uint64_t read_bytes = 0;
 };
 
 // Per MoE layer. accesses counts distinct experts per request (one forward pass asks each layer

@@ -89,6 +89,7 @@ struct model_params {
     bool     prefetch = true;     // predict the next MoE layer's experts and read them early
     std::string cache_policy;     // expert cache eviction policy (expert_cache.h); empty = its default
     expert_pack pack;             // read experts from this pack (kail repack) instead of the GGUF
+    uint64_t read_bytes = 0;      // largest single expert read (expert_stream_params::read_bytes); 0 = uncut
 };
 
 struct batch {

@@ -215,6 +215,7 @@ void setup_streaming(model::impl & m) {
         sp.prefetch = m.params.prefetch;
         sp.policy = m.params.cache_policy;
         sp.pack = m.params.pack;
+        sp.read_bytes = m.params.read_bytes;
         m.stream.reset(new expert_stream(path, residency_expert_sources(*m.file, m.prog), sp));
     }
     m.plan = std::move(plan);

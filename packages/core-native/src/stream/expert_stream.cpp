@@ -60,6 +60,11 @@ struct entry {
     bool            in_policy = false;
     bool            demand = false;       // queued with demand priority
     bool            warm = false;         // read by warm() and not asked for since
+    int             n_parts = 1;          // reads the entry is cut into (read_bytes), taken by readers in turn
+    int             next_part = 0;        // parts handed to readers so far
+    int             parts_done = 0;
+    double          read_seconds = 0;
+    std::string     part_error;           // the first part's error, if any
     uint8_t *       buf = nullptr;
     uint64_t        bytes = 0;
     const uint8_t * data[3] = {nullptr, nullptr, nullptr};
@@ -223,6 +228,7 @@ struct expert_stream::impl {
         e->expert = expert;
         e->buf = buf;
         e->bytes = bytes;
+        e->n_parts = static_cast<int>(parts_of(*e).size());
         map[key_of(layer, expert)] = e;
         return e;
     }
@@ -272,61 +278,80 @@ struct expert_stream::impl {
             policy->on_insert(e->layer, e->expert, step, false);
             e->in_policy = true;
         }
-        if (e->state == entry::QUEUED && !e->demand) {
+        if ((e->state == entry::QUEUED || (e->state == entry::READING && e->next_part < e->n_parts)) && !e->demand) {
             e->demand = true;
             q_demand.push_back(e);
             io_cv.notify_all();
         }
     }
 
-    // Reads one entry's three slices; returns "" or the error.
-    std::string read_entry(const entry & e, bool & direct_now, std::string & note) {
-        if (packed) return read_block(e, direct_now, note);
+    // One read of an entry: [file_off, file_off + len) of a file into buf + buf_off (all 4 KiB-aligned);
+    // [data_lo, data_hi) are the bytes that must arrive (the rest is alignment padding).
+    struct read_part {
+        int      file = 0;
+        int      slice = -1;  // GGUF slice (gate, up, down), -1 for a pack block
+        uint64_t file_off = 0, len = 0, buf_off = 0, data_lo = 0, data_hi = 0;
+        uint64_t msg_off = 0, msg_len = 0;  // the slice or block an error names
+    };
+
+    // The entry's reads: each aligned span (one per slice, or the pack block) cut into pieces of at
+    // most params.read_bytes (0: uncut).
+    std::vector<read_part> parts_of(const entry & e) const {
+        std::vector<read_part> out;
+        const uint64_t chunk = params.read_bytes >= A ? align_down(params.read_bytes) : 0;
+        auto cut = [&](read_part base, uint64_t a0, uint64_t span, uint64_t lo, uint64_t hi) {
+            for (uint64_t c = a0; c < a0 + span; c += chunk ? chunk : span) {
+                read_part p = base;
+                p.file_off = c;
+                p.len = std::min(chunk ? chunk : span, a0 + span - c);
+                p.buf_off = base.buf_off + (c - a0);
+                p.data_lo = std::max(c, lo);
+                p.data_hi = std::min(c + p.len, hi);
+                out.push_back(p);
+            }
+        };
+        if (packed) {
+            const expert_pack_layer & pl = params.pack.layers[e.layer];
+            read_part b;
+            b.file = pl.file[e.expert];
+            b.msg_off = pl.offset[e.expert];
+            b.msg_len = pl.block_bytes;
+            cut(b, b.msg_off, b.msg_len, b.msg_off, b.msg_off + b.msg_len);
+            return out;
+        }
         const expert_layer_source & src = layers[e.layer];
         uint64_t part = 0;
         for (int s = 0; s < 3; s++) {
-            const uint64_t off = src.offset[s] + static_cast<uint64_t>(e.expert) * src.stride[s];
-            const uint64_t len = src.stride[s];
-            const uint64_t a0 = align_down(off), span = span_bytes(off, len);
-            uint8_t * dst = e.buf + part;
-            std::string err;
-            bool done = false;
-            if (direct_now) {
-                int rc = read_full(0, true, dst, span, a0, off + len - a0, err);
-                if (rc == 0) done = true;
-                else if (rc == EINVAL) {
-                    direct_now = false;
-                    note = std::string("O_DIRECT reads refused (") + std::strerror(EINVAL) + "); buffered reads + POSIX_FADV_DONTNEED";
-                } else {
-                    return describe(e, s, off, len, err);
-                }
-            }
-            if (!done) {
-                int rc = read_full(0, false, dst + (off - a0), len, off, len, err);
-                posix_fadvise(fd_buffered[0], static_cast<off_t>(off), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
-                if (rc != 0) return describe(e, s, off, len, err);
-            }
-            part += span;
+            const uint64_t off = src.offset[s] + static_cast<uint64_t>(e.expert) * src.stride[s], len = src.stride[s];
+            read_part b;
+            b.slice = s;
+            b.buf_off = part;
+            b.msg_off = off;
+            b.msg_len = len;
+            cut(b, align_down(off), span_bytes(off, len), off, off + len);
+            part += span_bytes(off, len);
         }
-        return "";
+        return out;
     }
 
-    // Pack: the expert's block in one read.
-    std::string read_block(const entry & e, bool & direct_now, std::string & note) {
-        const expert_pack_layer & pl = params.pack.layers[e.layer];
-        const int f = pl.file[e.expert];
-        const uint64_t off = pl.offset[e.expert], len = pl.block_bytes;
+    // Reads one part; returns "" or the error.
+    std::string read_part_do(const entry & e, const read_part & p, bool & direct_now, std::string & note) {
         std::string err;
         if (direct_now) {
-            const int rc = read_full(f, true, e.buf, len, off, len, err);
+            const int rc = read_full(p.file, true, e.buf + p.buf_off, p.len, p.file_off, p.data_hi - p.file_off, err);
             if (rc == 0) return "";
-            if (rc != EINVAL) return describe_block(e, f, off, len, err);
+            if (rc != EINVAL) return describe_part(e, p, err);
             direct_now = false;
             note = std::string("O_DIRECT reads refused (") + std::strerror(EINVAL) + "); buffered reads + POSIX_FADV_DONTNEED";
         }
-        const int rc = read_full(f, false, e.buf, len, off, len, err);
-        posix_fadvise(fd_buffered[f], static_cast<off_t>(off), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
-        return rc == 0 ? "" : describe_block(e, f, off, len, err);
+        const uint64_t n = p.data_hi - p.data_lo;
+        const int rc = read_full(p.file, false, e.buf + p.buf_off + (p.data_lo - p.file_off), n, p.data_lo, n, err);
+        posix_fadvise(fd_buffered[p.file], static_cast<off_t>(p.data_lo), static_cast<off_t>(n), POSIX_FADV_DONTNEED);
+        return rc == 0 ? "" : describe_part(e, p, err);
+    }
+
+    std::string describe_part(const entry & e, const read_part & p, const std::string & why) const {
+        return p.slice >= 0 ? describe(e, p.slice, p.msg_off, p.msg_len, why) : describe_block(e, p.file, p.msg_off, p.msg_len, why);
     }
 
     std::string describe_block(const entry & e, int f, uint64_t off, uint64_t len, const std::string & why) const {
@@ -382,9 +407,27 @@ struct expert_stream::impl {
     // Warm reads leave one reader free for demand.
     int warm_cap() const { return std::max(1, params.io_threads - 1); }
 
+    // The next part of the first entry in q that still has parts to hand out; pops entries with none left.
+    entry_ptr take_part(std::deque<entry_ptr> & q, int & part) {
+        while (!q.empty()) {
+            entry_ptr c = q.front();
+            const bool open = (c->state == entry::QUEUED || c->state == entry::READING) && c->next_part < c->n_parts;
+            if (!open) {
+                q.pop_front();
+                continue;
+            }
+            part = c->next_part++;
+            if (c->next_part == c->n_parts) q.pop_front();
+            c->state = entry::READING;
+            return c;
+        }
+        return nullptr;
+    }
+
     void reader() {
         for (;;) {
             entry_ptr e;
+            int part = 0;
             bool direct_now, is_prefetch = false, is_warm = false;
             {
                 std::unique_lock<std::mutex> lk(mu);
@@ -393,38 +436,25 @@ struct expert_stream::impl {
                            (!q_warm.empty() && warm_reading < warm_cap());
                 });
                 if (stop) return;
-                while (!e && !q_demand.empty()) {
-                    entry_ptr c = q_demand.front();
-                    q_demand.pop_front();
-                    if (c->state == entry::QUEUED) e = c;
+                e = take_part(q_demand, part);
+                if (!e && prefetch_reading < prefetch_cap() && (e = take_part(q_prefetch, part))) {
+                    is_prefetch = true;
+                    prefetch_reading++;
                 }
-                while (!e && !q_prefetch.empty() && prefetch_reading < prefetch_cap()) {
-                    entry_ptr c = q_prefetch.front();
-                    q_prefetch.pop_front();
-                    if (c->state == entry::QUEUED) {
-                        e = c;
-                        is_prefetch = true;
-                        prefetch_reading++;
-                    }
-                }
-                while (!e && !q_warm.empty() && warm_reading < warm_cap()) {
-                    entry_ptr c = q_warm.front();
-                    q_warm.pop_front();
-                    if (c->state == entry::QUEUED) {
-                        e = c;
-                        is_warm = true;
-                        warm_reading++;
-                    }
+                if (!e && warm_reading < warm_cap() && (e = take_part(q_warm, part))) {
+                    is_warm = true;
+                    warm_reading++;
                 }
                 if (!e) continue;
-                e->state = entry::READING;
                 direct_now = direct;
             }
             const auto t0 = clock_type::now();
             std::string note;
             const bool was_direct = direct_now;
-            std::string err = read_entry(*e, direct_now, note);
+            const std::vector<read_part> parts = parts_of(*e);
+            std::string err = read_part_do(*e, parts[static_cast<size_t>(part)], direct_now, note);
             const double secs = seconds_since(t0);
+            bool finished = false;
             {
                 std::lock_guard<std::mutex> lk(mu);
                 if (was_direct && !direct_now && direct) {
@@ -435,26 +465,36 @@ struct expert_stream::impl {
                 if (is_warm) warm_reading--;
                 expert_layer_stats & ls = st.layers[e->layer];
                 ls.read_seconds += secs;
-                if (err.empty()) {
-                    set_views(*e);
-                    e->state = entry::READY;
-                    ls.reads++;
-                    ls.bytes_read += e->bytes;
-                    if (is_warm) {
-                        st.warm_reads++;
-                        st.warm_bytes += e->bytes;
+                e->parts_done++;
+                if (!err.empty() && e->part_error.empty()) {
+                    // Parts not handed out yet are not read: the entry fails as a whole.
+                    e->part_error = err;
+                    e->parts_done += e->n_parts - e->next_part;
+                    e->next_part = e->n_parts;
+                }
+                if (e->parts_done == e->n_parts) {
+                    finished = true;
+                    if (e->part_error.empty()) {
+                        set_views(*e);
+                        e->state = entry::READY;
+                        ls.reads++;
+                        ls.bytes_read += e->bytes;
+                        if (is_warm || e->warm) {
+                            st.warm_reads++;
+                            st.warm_bytes += e->bytes;
+                        }
+                    } else {
+                        e->state = entry::FAILED;
+                        e->error = e->part_error;
+                        st.read_errors++;
+                        if (e->speculative) ls.prefetch_wasted++;
+                        unlink(e);
+                        free_buffer(*e);
                     }
-                } else {
-                    e->state = entry::FAILED;
-                    e->error = err;
-                    st.read_errors++;
-                    if (e->speculative) ls.prefetch_wasted++;
-                    unlink(e);
-                    free_buffer(*e);
                 }
             }
-            ready_cv.notify_all();
-            if (is_prefetch || is_warm) io_cv.notify_one();
+            if (finished) ready_cv.notify_all();
+            if (is_prefetch || is_warm || e->n_parts > 1) io_cv.notify_one();
         }
     }
 };
@@ -764,7 +804,7 @@ expert_stream_stats expert_stream::stats() const {
     for (auto & l : s.layers) std::sort(l.resident.begin(), l.resident.end());
     s.warm_pending = 0;
     for (auto & e : m.q_warm)
-        if (e->state == entry::QUEUED) s.warm_pending++;
+        if (e->state == entry::QUEUED || e->state == entry::READING) s.warm_pending++;
     s.warm_pending += static_cast<uint64_t>(m.warm_reading);
     s.files = m.files;
     return s;

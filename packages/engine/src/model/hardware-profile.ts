@@ -39,6 +39,8 @@ export interface StorageProfile {
   randomBlockBytes: number;
   /** Smallest queue depth reaching 90% of randomBytesPerSecond. */
   queueDepth: number;
+  /** Smallest random-read block reaching 90% of the best block size's bandwidth at queueDepth. */
+  readBytes: number;
 }
 
 export interface GpuProfile {
@@ -60,7 +62,7 @@ export interface HardwareProfile {
   gpus: GpuProfile[];
   storage: StorageProfile[];
   /** What runs take when their flags are absent, and why. */
-  defaults: { ramBytes: number; ioThreads: number; storagePath: string; why: { ramBytes: string; ioThreads: string } };
+  defaults: { ramBytes: number; ioThreads: number; readBytes: number; storagePath: string; why: { ramBytes: string; ioThreads: string; readBytes: string } };
 }
 
 export interface ProfileOptions {
@@ -163,7 +165,11 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
     const atBlock = results.filter((r) => r.pattern === 'random' && r.blockBytes === randomBlockBytes).sort((a, b) => a.queueDepth - b.queueDepth);
     const best = Math.max(...atBlock.map((r) => r.bytesPerSecond));
     const qd = atBlock.find((r) => r.bytesPerSecond >= 0.9 * best)?.queueDepth ?? 4;
-    storage.push({ path: path.resolve(dir), directIo: direct, note, testFileBytes: fileBytes, results, sequentialBytesPerSecond: seq, randomBytesPerSecond: best, randomBlockBytes, queueDepth: qd });
+    // Read size: the smallest block that, at that depth, reaches 90% of the best any block size does.
+    const atDepth = results.filter((r) => r.pattern === 'random' && r.queueDepth === qd).sort((a, b) => a.blockBytes - b.blockBytes);
+    const bestAtDepth = Math.max(...atDepth.map((r) => r.bytesPerSecond));
+    const readBytes = atDepth.find((r) => r.bytesPerSecond >= 0.9 * bestAtDepth)?.blockBytes ?? MIB;
+    storage.push({ path: path.resolve(dir), directIo: direct, note, testFileBytes: fileBytes, results, sequentialBytesPerSecond: seq, randomBytesPerSecond: best, randomBlockBytes, queueDepth: qd, readBytes });
   }
   const fastest = storage.reduce((a, b) => (b.randomBytesPerSecond > a.randomBytesPerSecond ? b : a));
   const ramBytes = Math.floor((available * ramShare) / MIB) * MIB;
@@ -179,10 +185,12 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
     defaults: {
       ramBytes,
       ioThreads: fastest.queueDepth,
+      readBytes: fastest.readBytes,
       storagePath: fastest.path,
       why: {
         ramBytes: `${Math.round(ramShare * 100)}% of the ${formatBytes(available)} available when profiled`,
         ioThreads: `the smallest queue depth reaching 90% of the best random-read bandwidth (${formatBytes(fastest.randomBytesPerSecond)}/s) with ${formatBytes(fastest.randomBlockBytes)} blocks on ${fastest.path}`,
+        readBytes: `the smallest block reaching 90% of the best block size's random-read bandwidth at queue depth ${fastest.queueDepth} on ${fastest.path}`,
       },
     },
   };
@@ -211,7 +219,7 @@ export function readHardwareProfile(dataDir: string): HardwareProfile | null {
   } catch (e) {
     throw new EngineError('KAIL_E_INVALID_ARG', `hardware profile ${file} is not JSON: ${(e as Error).message}; run kail profile again`);
   }
-  if (p?.format !== HARDWARE_PROFILE_FORMAT || p.version !== HARDWARE_PROFILE_VERSION || !p.defaults || !(p.defaults.ramBytes > 0) || !(p.defaults.ioThreads >= 1))
+  if (p?.format !== HARDWARE_PROFILE_FORMAT || p.version !== HARDWARE_PROFILE_VERSION || !p.defaults || !(p.defaults.ramBytes > 0) || !(p.defaults.ioThreads >= 1) || !(p.defaults.readBytes >= 0))
     throw new EngineError('KAIL_E_INVALID_ARG', `hardware profile ${file} is not a ${HARDWARE_PROFILE_FORMAT} v${HARDWARE_PROFILE_VERSION} file; run kail profile again`);
   return p;
 }
@@ -221,10 +229,11 @@ export interface ProfileDefaults {
   /** Undefined: the whole model fits the profiled budget, so nothing streams. */
   ramBytes?: number;
   ioThreads: number;
+  readBytes?: number;
   lines: string[];
 }
 
-export function profileDefaults(p: HardwareProfile, file: string, modelBytes: number, given: { ramBytes?: number; ioThreads?: number }): ProfileDefaults {
+export function profileDefaults(p: HardwareProfile, file: string, modelBytes: number, given: { ramBytes?: number; ioThreads?: number; readBytes?: number }): ProfileDefaults {
   const lines: string[] = [];
   let ramBytes = given.ramBytes;
   if (ramBytes === undefined) {
@@ -238,5 +247,10 @@ export function profileDefaults(p: HardwareProfile, file: string, modelBytes: nu
   let ioThreads = given.ioThreads ?? p.defaults.ioThreads;
   if (given.ioThreads === undefined && ramBytes !== undefined) lines.push(`--io-threads ${ioThreads} from ${file}: ${p.defaults.why.ioThreads}`);
   ioThreads = Math.max(1, Math.min(64, ioThreads));
-  return { ramBytes, ioThreads, lines };
+  let readBytes = given.readBytes;
+  if (readBytes === undefined && ramBytes !== undefined) {
+    readBytes = p.defaults.readBytes;
+    lines.push(`--read-size ${formatBytes(readBytes)} from ${file}: ${p.defaults.why.readBytes}`);
+  }
+  return { ramBytes, ioThreads, readBytes, lines };
 }

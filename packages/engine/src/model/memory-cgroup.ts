@@ -124,8 +124,17 @@ function group(dir: string, version: 1 | 2): MemoryCgroup {
   };
 }
 
-/** Drops a file's pages from the page cache (wherever they are charged), with dd's nocache. */
+/**
+ * Drops a file's pages from the page cache (wherever they are charged), with dd's nocache. Dirty
+ * pages (a file just written) are flushed first: POSIX_FADV_DONTNEED skips them.
+ */
 export function evictFromPageCache(file: string): void {
+  const fd = fs.openSync(file, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
   const r = spawnSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
   if (r.status !== 0) throw new Error(`cannot evict ${file} from the page cache: ${r.stderr?.toString() ?? r.error?.message}`);
 }

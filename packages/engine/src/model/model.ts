@@ -38,6 +38,12 @@ export interface LoadModelOptions {
   ioThreads?: number;
   /** O_DIRECT expert reads; false: buffered reads + POSIX_FADV_DONTNEED. Default true. */
   directIo?: boolean;
+  /**
+   * Largest single expert read in bytes (rounded down to 4 KiB): each expert's reads (one per
+   * gate/up/down slice, or one per pack block) are cut into parts that idle I/O threads take in
+   * parallel. Default 0: uncut. `kail profile` chooses one for the device.
+   */
+  readBytes?: number;
   /** Read the next MoE layer's predicted experts ahead of its router. Default true. */
   prefetch?: boolean;
   /**
@@ -190,6 +196,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     directIo: opts.directIo ?? true,
     prefetch: opts.prefetch ?? true,
     cachePolicy: opts.cachePolicy,
+    readBytes: opts.readBytes ?? 0,
   };
   if (opts.storage?.length) {
     if (!opts.ramBytes) throw new EngineError('KAIL_E_INVALID_ARG', 'storage (an expert pack) needs a RAM budget (ramBytes / --ram): experts stream only then');
