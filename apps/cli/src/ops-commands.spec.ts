@@ -56,6 +56,7 @@ describe('kail ps / chat / stop against a running kail serve', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-ops-'));
   let server: ChildProcess;
   let out = '';
+  let apiKey = '';
 
   beforeAll(async () => {
     const model = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
@@ -101,6 +102,7 @@ describe('kail ps / chat / stop against a running kail serve', () => {
     const replies = r.stdout.split('\n').filter(Boolean);
     expect(replies.length).toBeGreaterThanOrEqual(1);
     const key = JSON.parse(kail(['keys', 'create', 'ops', '--data-dir', dir, '--json']).stdout).key as string;
+    apiKey = key;
     const denied = kail(['chat', '--data-dir', dir, '--max-tokens', '2'], 'Hi\n');
     expect(denied.status).not.toBe(0);
     expect(denied.stderr).toMatch(/HTTP 401/);
@@ -110,6 +112,44 @@ describe('kail ps / chat / stop against a running kail serve', () => {
     expect(usage[0].requests).toBe(1);
     expect(usage[0].completionTokens).toBeGreaterThan(0);
   });
+
+  it('/ready goes false when the engine dies mid-stream, and true again once the supervisor restored it', async () => {
+    const ps = JSON.parse(kail(['ps', '--json', '--data-dir', dir]).stdout);
+    const api = ps.services.find((s: { name: string }) => s.name === 'api').address as string;
+    const enginePid = ps.services.find((s: { name: string }) => s.name === 'engine').pid as number;
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` };
+    const ready = async () => (await fetch(`${api}/ready`, { headers })).status;
+    expect(await ready()).toBe(200);
+    const r = await fetch(`${api}/v1/chat/completions`, {
+      method: 'POST', headers,
+      body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'long' }], max_tokens: 200, stream: true, ignore_eos: true }),
+    });
+    const reader = r.body!.getReader();
+    await reader.read();
+    process.kill(enginePid, 'SIGKILL');
+    // The stream ends with an OpenAI-shaped error event, not silently.
+    let rest = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      rest += Buffer.from(value).toString();
+    }
+    expect(rest).toMatch(/"error":\{"message":"[^"]+","type":"server_error"/);
+    const until = async (want: number, ms: number) => {
+      const end = Date.now() + ms;
+      let s = await ready();
+      while (s !== want && Date.now() < end) {
+        await new Promise((res) => setTimeout(res, 100));
+        s = await ready();
+      }
+      return s;
+    };
+    expect(await until(503, 15_000)).toBe(503);
+    expect(await until(200, 60_000)).toBe(200);
+    const ok = kail(['chat', '--data-dir', dir, '--max-tokens', '2', '--api-key', apiKey], 'Hi\n');
+    expect(ok.stderr).toBe('');
+    expect(ok.status).toBe(0);
+  }, 90_000);
 
   it('stop signals the supervisor, waits for it, and everything is gone', async () => {
     const ps = JSON.parse(kail(['ps', '--json', '--data-dir', dir]).stdout);
