@@ -219,8 +219,13 @@ export function readHardwareProfile(dataDir: string): HardwareProfile | null {
   } catch (e) {
     throw new EngineError('KAIL_E_INVALID_ARG', `hardware profile ${file} is not JSON: ${(e as Error).message}; run kail profile again`);
   }
-  if (p?.format !== HARDWARE_PROFILE_FORMAT || p.version !== HARDWARE_PROFILE_VERSION || !p.defaults || !(p.defaults.ramBytes > 0) || !(p.defaults.ioThreads >= 1) || !(p.defaults.readBytes >= 0))
+  if (p?.format !== HARDWARE_PROFILE_FORMAT || p.version !== HARDWARE_PROFILE_VERSION || !p.defaults || !(p.defaults.ramBytes > 0) || !(p.defaults.ioThreads >= 1))
     throw new EngineError('KAIL_E_INVALID_ARG', `hardware profile ${file} is not a ${HARDWARE_PROFILE_FORMAT} v${HARDWARE_PROFILE_VERSION} file; run kail profile again`);
+  if (!(p.defaults.readBytes >= 0)) {
+    // Written before the read size was measured: reads stay uncut.
+    p.defaults.readBytes = 0;
+    p.defaults.why = { ...p.defaults.why, readBytes: 'not measured by this profile (run kail profile again); reads uncut' };
+  }
   return p;
 }
 
