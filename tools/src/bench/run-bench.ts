@@ -30,7 +30,7 @@ const ROWS: Row[] = [
   { name: 'llama-1B-shaped Q4_0', preset: 'bench-llama-1b', type: 'Q4_0' },
   { name: 'llama-1B-shaped Q8_0', preset: 'bench-llama-1b', type: 'Q8_0' },
   { name: 'qwen3-30B-A3B-shaped (8 of 48 layers) Q4_K', preset: 'bench-qwen3-30b-a3b-shaped', type: 'Q4_K', layers: 8 },
-  { name: 'deepseek-V2-Lite-shaped (4 of 27 layers) Q4_K', preset: 'bench-deepseek-v2-lite-shaped', type: 'Q4_K', layers: 4 },
+  { name: 'deepseek-V2-Lite-shaped (all 27 layers) Q4_K', preset: 'bench-deepseek-v2-lite-shaped', type: 'Q4_K' },
 ];
 
 interface Result {

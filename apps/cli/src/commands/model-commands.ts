@@ -29,6 +29,7 @@ import {
 } from '@kailstream/engine';
 import { getPreset, writeModel, WEIGHT_RECIPE_VERSION } from '@kailstream/tools';
 
+import { createProgress, type Progress } from '../progress';
 import { dataDir } from '../paths';
 
 function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
@@ -169,7 +170,12 @@ export function ensureDemoModel(dir: string, log: (l: string) => void): string {
   fs.mkdirSync(path.dirname(file), { recursive: true });
   log(`writing the built-in demo model to ${file} ...`);
   const tmp = `${file}.partial`;
-  writeModel({ config: getPreset('tiny-qwen3moe').config, fileType: 'F32', seed: 1, out: tmp });
+  let bar: Progress | undefined;
+  writeModel({
+    config: getPreset('tiny-qwen3moe').config, fileType: 'F32', seed: 1, out: tmp,
+    onTensor: (t) => (bar ??= createProgress({ label: 'tensors', total: t.count })).update(t.index + 1, t.name),
+  });
+  bar?.done();
   fs.renameSync(tmp, file);
   return file;
 }
@@ -238,7 +244,10 @@ export function registerModelCommands(program: Command): void {
     const dir = dataDir(o.dataDir);
     const modelPath = o.model ?? (o.demo ? ensureDemoModel(dir, log) : undefined);
     if (!modelPath) throw new Error('give a model with -m FILE.gguf, or --demo for the built-in one');
+    // The native load is one synchronous call: a start line and a done line with its time.
+    const loading = o.json ? undefined : createProgress({ label: `loading ${path.basename(modelPath)}`, total: 0 });
     const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...streamLoadOptions(o, modelPath, dir, o.usageHistory, log) });
+    loading?.done(`loaded ${path.basename(modelPath)}`);
     let draft: EngineModel | null = null;
     try {
       const sp = loadSpeculation(model, o, o.threads);
