@@ -191,17 +191,30 @@ struct split_dec {
         }
     }
 
-    // One accumulator chain per (row, token), the same for every tile shape and for decode.
+    // Two accumulator chains per (row, token): blocks 0-1 of every 4-block group in acc[0], blocks
+    // 2-3 in acc[1] (the AVX-512 tiles hold the same two chains in the halves of one register),
+    // added lane by lane at the end. Two chains hide the FMA latency of a lone row x vector; tiles
+    // and decode run this same loop, so a token's result is the same bits alone or in a batch.
     template <int R, int T>
     static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
         const int64_t nb = k / 32;
-        __m256 acc[R][T];
+        __m256 acc[2][R][T];
+#pragma GCC unroll 2
+        for (int u = 0; u < 2; u++)
 #pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[u][r][t] = _mm256_setzero_ps();
+        int64_t b = 0;
+        for (; b + 4 <= nb; b += 4) {
+            step<R, T>(w, ws, b, 2, a, acc[0]);
+            step<R, T>(w, ws, b + 2, 2, a, acc[1]);
+        }
+        if (b < nb) step<R, T>(w, ws, b, nb - b >= 2 ? 2 : 1, a, acc[0]);
+        if (b + 2 < nb) step<R, T>(w, ws, b + 2, 1, a, acc[1]);
         for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b += 2) step<R, T>(w, ws, b, nb - b >= 2 ? 2 : 1, a, acc);
-        store_tile<R, T>(acc, out);
+            for (int t = 0; t < T; t++) acc[0][r][t] = _mm256_add_ps(acc[0][r][t], acc[1][r][t]);
+        store_tile<R, T>(acc[0], out);
     }
 
     template <int R, int T>
@@ -209,8 +222,6 @@ struct split_dec {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) { split_dec::run<R, T>(k, w, ws, a, out); }
     };
 
-    // Matrix x vector is the tile with one row and one token: one accumulator chain, as in a batch,
-    // so a token's result is the same bits alone or batched (speculative verification needs it).
     static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
         if (nr == 1) run<1, 1>(k, w, ws, a, out);
         else run<2, 1>(k, w, ws, a, out);
@@ -798,11 +809,11 @@ template <int R, int T> using bf16_tile = floats<2>::tile<R, T>;
 template <bool V>
 void init(kernel_table & t) {
     using TS = tiles<V>;
-    set<TS::template q4_0, 2, 4>(t, KAIL_TYPE_Q4_0, split_dec<0, V>::decode, prepare_split_q8_0_off8, prepared_size_split);
-    set<TS::template q4_1, 2, 4>(t, KAIL_TYPE_Q4_1, split_dec<1, V>::decode, prepare_split_q8_1, prepared_size_split);
-    set<TS::template q5_0, 2, 4>(t, KAIL_TYPE_Q5_0, split_dec<2, V>::decode, prepare_split_q8_0_off16, prepared_size_split);
-    set<TS::template q5_1, 2, 4>(t, KAIL_TYPE_Q5_1, split_dec<3, V>::decode, prepare_split_q8_1, prepared_size_split);
-    set<TS::template q8_0, 2, 4>(t, KAIL_TYPE_Q8_0, split_dec<4, V>::decode, prepare_split_q8_0_off128, prepared_size_split);
+    set<TS::template q4_0, 2, 3>(t, KAIL_TYPE_Q4_0, split_dec<0, V>::decode, prepare_split_q8_0_off8, prepared_size_split);
+    set<TS::template q4_1, 2, 3>(t, KAIL_TYPE_Q4_1, split_dec<1, V>::decode, prepare_split_q8_1, prepared_size_split);
+    set<TS::template q5_0, 2, 3>(t, KAIL_TYPE_Q5_0, split_dec<2, V>::decode, prepare_split_q8_0_off16, prepared_size_split);
+    set<TS::template q5_1, 2, 3>(t, KAIL_TYPE_Q5_1, split_dec<3, V>::decode, prepare_split_q8_1, prepared_size_split);
+    set<TS::template q8_0, 2, 3>(t, KAIL_TYPE_Q8_0, split_dec<4, V>::decode, prepare_split_q8_0_off128, prepared_size_split);
     set<TS::template q2_K, 1, 4>(t, KAIL_TYPE_Q2_K, nullptr);
     set<TS::template q3_K, 1, 4>(t, KAIL_TYPE_Q3_K, nullptr);
     set<TS::template q4_K, 1, 4>(t, KAIL_TYPE_Q4_K, nullptr);

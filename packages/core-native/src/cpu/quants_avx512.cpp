@@ -26,6 +26,10 @@ namespace {
 KAIL_INLINE __m512 h16_to_f32x16(const void * p) { return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i *>(p))); }
 
 
+KAIL_INLINE __mmask64 bytes_mask(int64_t n) {
+    return n >= 64 ? ~__mmask64(0) : n <= 0 ? __mmask64(0) : (__mmask64(1) << n) - 1;
+}
+
 // ---------------------------------------------------------------- tile dispatch
 
 template <template <int, int> class TILE, int R, int T>
@@ -52,13 +56,203 @@ void gemm_dispatch(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_
     table.f[nr - 1][nt - 1](k, w, ws, a, out);
 }
 
+// Horizontal sum in a fixed order: the two 256-bit halves lane by lane, then the AVX2 kernels'
+// 8-lane sum (so a 512-bit accumulator that holds an AVX2 kernel's two accumulators side by side
+// reduces to the same bits).
+KAIL_INLINE float reduce16(__m512 v) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
 template <int R, int T>
 KAIL_INLINE void store_tile(__m512 (&acc)[R][T], float * const * out) {
 #pragma GCC unroll 8
     for (int t = 0; t < T; t++)
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) out[t][r] = _mm512_reduce_add_ps(acc[r][t]);
+        for (int r = 0; r < R; r++) out[t][r] = reduce16(acc[r][t]);
 }
+
+// ---------------------------------------------------------------- legacy 32-element blocks
+
+// Word indices that gather a group's quant bytes (and scales) from two 64-byte loads:
+// A = group bytes [0, 64), B = group bytes [GB*BB - 64, GB*BB).
+template <int GB, int BB>
+struct group_layout {
+    static constexpr int bytes = GB * BB;
+    static constexpr int boff = bytes - 64;
+    static constexpr int word(int off) { return off + 2 <= 64 ? off / 2 : 32 + (off - boff) / 2; }
+};
+
+template <int GB, int BB, int QS_OFF, int QS_BYTES>
+struct qs_index {
+    alignas(64) int16_t v[32];
+    constexpr qs_index() : v() {
+        // QS_BYTES quant bytes per block, GB blocks, 64 bytes in all.
+        for (int b = 0; b < GB; b++)
+            for (int w = 0; w < QS_BYTES / 2; w++) v[b * (QS_BYTES / 2) + w] = static_cast<int16_t>(group_layout<GB, BB>::word(BB * b + QS_OFF + 2 * w));
+    }
+};
+
+// 16 words (then widened to 16 floats): lane l takes the fp16 at FIELD_OFF of block l / (16/GB).
+template <int GB, int BB, int FIELD_OFF>
+struct scale_index {
+    alignas(64) int16_t v[32];
+    constexpr scale_index() : v() {
+        for (int l = 0; l < 16; l++) v[l] = static_cast<int16_t>(group_layout<GB, BB>::word(BB * (l / (16 / GB)) + FIELD_OFF));
+        for (int l = 16; l < 32; l++) v[l] = 0;
+    }
+};
+
+template <class IDX>
+KAIL_INLINE __m512i idx_load() {
+    static constexpr IDX idx{};
+    return _mm512_load_si512(idx.v);
+}
+
+// Loads one group's two 64-byte windows (masked for a partial last group).
+template <int GB, int BB, bool TAIL>
+KAIL_INLINE void load_group(const uint8_t * p, int rem, __m512i & A, __m512i & B) {
+    constexpr int boff = GB * BB - 64;
+    if (!TAIL) {
+        A = _mm512_loadu_si512(p);
+        B = _mm512_loadu_si512(p + boff);
+    } else {
+        const int64_t valid = int64_t(rem) * BB;
+        A = _mm512_maskz_loadu_epi8(bytes_mask(valid), p);
+        B = _mm512_maskz_loadu_epi8(bytes_mask(valid - boff), p + boff);
+    }
+}
+
+// Weights of one group, in the split layout (4 blocks) or natural layout (Q8_0, 2 blocks).
+struct wsplit {
+    __m512i lo, hi;
+    __m512 d, m;
+};
+
+// Sets bit 4 of the quant bytes whose qh bit is set (Q5_0/Q5_1), from 4 blocks' 32-bit qh.
+template <int BB, int QH_OFF, bool TAIL>
+KAIL_INLINE void add_qh(const uint8_t * p, int rem, wsplit & w) {
+    uint64_t u01 = 0, u23 = 0;
+    uint32_t q[4] = {0, 0, 0, 0};
+    const int nbk = TAIL ? rem : 4;
+    for (int b = 0; b < nbk; b++) std::memcpy(&q[b], p + BB * b + QH_OFF, 4);
+    u01 = q[0] | (uint64_t(q[1]) << 32);
+    u23 = q[2] | (uint64_t(q[3]) << 32);
+    const uint64_t mlo = _pext_u64(u01, 0x0000FFFF0000FFFFull) | (_pext_u64(u23, 0x0000FFFF0000FFFFull) << 32);
+    const uint64_t mhi = _pext_u64(u01, 0xFFFF0000FFFF0000ull) | (_pext_u64(u23, 0xFFFF0000FFFF0000ull) << 32);
+    const __m512i k16 = _mm512_set1_epi8(16);
+    w.lo = _mm512_mask_add_epi8(w.lo, _cvtu64_mask64(mlo), w.lo, k16);
+    w.hi = _mm512_mask_add_epi8(w.hi, _cvtu64_mask64(mhi), w.hi, k16);
+}
+
+// TYPE: 0 = Q4_0, 1 = Q4_1, 2 = Q5_0, 3 = Q5_1
+template <int TYPE>
+struct split_dec {
+    static constexpr int GB = 4;
+    static constexpr int BB = TYPE == 0 ? 18 : TYPE == 1 ? 20 : TYPE == 2 ? 22 : 24;
+    static constexpr int QS_OFF = TYPE == 0 ? 2 : TYPE == 1 ? 4 : TYPE == 2 ? 6 : 8;
+    static constexpr bool HAS_MIN = TYPE == 1 || TYPE == 3;
+    static constexpr bool HAS_QH = TYPE >= 2;
+
+    template <bool TAIL>
+    static KAIL_INLINE wsplit load(const uint8_t * p, int rem) {
+        __m512i A, B;
+        load_group<GB, BB, TAIL>(p, rem, A, B);
+        wsplit w;
+        const __m512i q = _mm512_permutex2var_epi16(A, idx_load<qs_index<GB, BB, QS_OFF, 16>>(), B);
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        w.lo = _mm512_and_si512(q, m4);
+        w.hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        w.d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(A, idx_load<scale_index<GB, BB, 0>>(), B)));
+        if constexpr (HAS_MIN)
+            w.m = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(A, idx_load<scale_index<GB, BB, 2>>(), B)));
+        else
+            w.m = _mm512_setzero_ps();
+        if constexpr (HAS_QH) add_qh<BB, HAS_MIN ? 4 : 2, TAIL>(p, rem, w);
+        return w;
+    }
+
+    static KAIL_INLINE __m512 dot(const wsplit & w, const uint8_t * ap, __m512 acc) {
+        __m512i c = HAS_MIN ? _mm512_setzero_si512() : _mm512_loadu_si512(ap + 128);
+        c = _mm512_dpbusd_epi32(c, w.lo, _mm512_loadu_si512(ap));
+        c = _mm512_dpbusd_epi32(c, w.hi, _mm512_loadu_si512(ap + 64));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c), _mm512_mul_ps(w.d, _mm512_loadu_ps(reinterpret_cast<const float *>(ap + 192))), acc);
+        if constexpr (HAS_MIN) acc = _mm512_fmadd_ps(w.m, _mm512_loadu_ps(reinterpret_cast<const float *>(ap + 128)), acc);
+        return acc;
+    }
+};
+
+// Q8_0 in the split layout: four 16-byte pieces per half, gathered with inserts (the quants of
+// four 34-byte blocks span more than two 64-byte windows).
+struct q8_0_dec {
+    static constexpr int GB = 4, BB = 34;
+    template <bool TAIL>
+    static KAIL_INLINE wsplit load(const uint8_t * p, int rem) {
+        const int nbk = TAIL ? rem : 4;
+        __m128i lo[4], hi[4];
+        uint64_t dbits = 0;
+#pragma GCC unroll 4
+        for (int b = 0; b < 4; b++) {
+            if (b < nbk) {
+                lo[b] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + BB * b + 2));
+                hi[b] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + BB * b + 18));
+                uint16_t h;
+                std::memcpy(&h, p + BB * b, 2);
+                dbits |= uint64_t(h) << (16 * b);
+            } else {
+                lo[b] = hi[b] = _mm_setzero_si128();
+            }
+        }
+        const __m512i k80 = _mm512_set1_epi8(char(0x80));
+        wsplit w;
+        w.lo = _mm512_xor_si512(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(lo[0]), lo[1], 1), lo[2], 2), lo[3], 3), k80);
+        w.hi = _mm512_xor_si512(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(hi[0]), hi[1], 1), hi[2], 2), hi[3], 3), k80);
+        // Missing blocks have d = 0, so their (offset) quants contribute nothing.
+        const __m128 d4 = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(dbits)));
+        w.d = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_castps128_ps512(d4));
+        w.m = _mm512_setzero_ps();
+        return w;
+    }
+    static KAIL_INLINE __m512 dot(const wsplit & w, const uint8_t * ap, __m512 acc) { return split_dec<0>::dot(w, ap, acc); }
+};
+
+template <class D>
+struct legacy {
+    static constexpr size_t PREP = PREP_SPLIT_GROUP;
+
+    template <int R, int T, bool TAIL>
+    static KAIL_INLINE void group(const uint8_t * w, size_t ws, int64_t g, int rem, const uint8_t * const * a, __m512 (&acc)[R][T]) {
+        wsplit wv[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) wv[r] = D::template load<TAIL>(w + r * ws + g * (D::GB * D::BB), rem);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const uint8_t * ap = a[t] + g * PREP;
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) acc[r][t] = D::dot(wv[r], ap, acc[r][t]);
+        }
+    }
+
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const int64_t nb = k / 32;
+            const int64_t ng = nb / D::GB;
+            const int rem = static_cast<int>(nb % D::GB);
+            __m512 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+            for (int64_t g = 0; g < ng; g++) group<R, T, false>(w, ws, g, 0, a, acc);
+            if (rem) group<R, T, true>(w, ws, ng, rem, a, acc);
+            store_tile<R, T>(acc, out);
+        }
+    };
+};
 
 // ---------------------------------------------------------------- K-quants (Q8_K activations)
 
@@ -285,6 +479,10 @@ struct q2_K_dec {
     }
 };
 
+// Each output keeps two chains, as matrix x vector wants them (they run side by side): the scale
+// terms in a 512-bit accumulator and, for the types with mins, the min terms in a 256-bit one,
+// subtracted at the end. Tiles and decode perform the same operations, so a token's result is
+// the same bits alone or in a batch.
 template <class D>
 struct kquant {
     template <int R, int T>
@@ -292,10 +490,14 @@ struct kquant {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
             const int64_t nsb = k / QK_K;
             __m512 acc[R][T];
+            __m256 accm[R][T];
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+                for (int t = 0; t < T; t++) {
+                    acc[r][t] = _mm512_setzero_ps();
+                    accm[r][t] = _mm256_setzero_ps();
+                }
             for (int64_t i = 0; i < nsb; i++) {
                 kv wv[R];
 #pragma GCC unroll 8
@@ -307,52 +509,50 @@ struct kquant {
                     const __m512i y2 = _mm512_loadu_si512(y->qs + 128), y3 = _mm512_loadu_si512(y->qs + 192);
                     const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->bsums));
 #pragma GCC unroll 8
-                    for (int r = 0; r < R; r++) {
-                        __m512i is = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(wv[r].u[0], y0), wv[r].sc[0]);
-                        is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv[r].u[1], y1), wv[r].sc[1]);
-                        is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv[r].u[2], y2), wv[r].sc[2]);
-                        is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv[r].u[3], y3), wv[r].sc[3]);
-                        if constexpr (D::MIN) {
-                            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(wv[r].d * y->d), acc[r][t]);
-                            const __m256 ms = _mm256_cvtepi32_ps(_mm256_madd_epi16(wv[r].mn, bs));
-                            acc[r][t] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(ms), _mm512_set1_ps(wv[r].dmin * y->d), acc[r][t]);
-                        } else {
-                            // quants are u = q + offset: subtract offset * sum(scale * bsum)
-                            const __m256i corr = _mm256_madd_epi16(wv[r].mn, bs);
-                            is = _mm512_sub_epi32(is, _mm512_zextsi256_si512(corr));
-                            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(wv[r].d * y->d), acc[r][t]);
-                        }
-                    }
+                    for (int r = 0; r < R; r++) step(wv[r], y0, y1, y2, y3, bs, y->d, acc[r][t], accm[r][t]);
                 }
             }
-            store_tile<R, T>(acc, out);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) out[t][r] = finish(acc[r][t], accm[r][t]);
         }
     };
 
-    // Matrix x vector: one row at a time with the tile's arithmetic, operation for operation, so a
-    // token's result is the same bits alone or in a batch (speculative verification needs it).
+    static KAIL_INLINE void step(const kv & wv, __m512i y0, __m512i y1, __m512i y2, __m512i y3, __m256i bs, float yd, __m512 & acc, __m256 & accm) {
+        __m512i is = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(wv.u[0], y0), wv.sc[0]);
+        is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv.u[1], y1), wv.sc[1]);
+        is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv.u[2], y2), wv.sc[2]);
+        is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv.u[3], y3), wv.sc[3]);
+        const __m256i mt = _mm256_madd_epi16(wv.mn, bs);
+        if constexpr (D::MIN) {
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(wv.d * yd), acc);
+            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(wv.dmin * yd), accm);
+        } else {
+            // quants are u = q + offset: subtract offset * sum(scale * bsum)
+            is = _mm512_sub_epi32(is, _mm512_zextsi256_si512(mt));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(wv.d * yd), acc);
+        }
+    }
+
+    static KAIL_INLINE float finish(__m512 acc, __m256 accm) {
+        return D::MIN ? reduce16(acc) - reduce16(_mm512_zextps256_ps512(accm)) : reduce16(acc);
+    }
+
+    // Matrix x vector: one row at a time (one sequential stream), the tile's operations.
     static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
+        const int64_t nsb = k / QK_K;
         for (int r = 0; r < nr; r++) {
-            const int64_t nsb = k / QK_K;
             __m512 acc = _mm512_setzero_ps();
+            __m256 accm = _mm256_setzero_ps();
             for (int64_t i = 0; i < nsb; i++) {
                 kv wv;
                 D::template load<true>(w + r * ws + i * D::BB, wv);
                 const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[0]) + i;
-                __m512i is = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(wv.u[0], _mm512_loadu_si512(y->qs)), wv.sc[0]);
-                is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv.u[1], _mm512_loadu_si512(y->qs + 64)), wv.sc[1]);
-                is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv.u[2], _mm512_loadu_si512(y->qs + 128)), wv.sc[2]);
-                is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv.u[3], _mm512_loadu_si512(y->qs + 192)), wv.sc[3]);
-                const __m256i mt = _mm256_madd_epi16(wv.mn, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->bsums)));
-                if constexpr (D::MIN) {
-                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(wv.d * y->d), acc);
-                    acc = _mm512_fnmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(mt)), _mm512_set1_ps(wv.dmin * y->d), acc);
-                } else {
-                    is = _mm512_sub_epi32(is, _mm512_zextsi256_si512(mt));
-                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(wv.d * y->d), acc);
-                }
+                step(wv, _mm512_loadu_si512(y->qs), _mm512_loadu_si512(y->qs + 64), _mm512_loadu_si512(y->qs + 128),
+                     _mm512_loadu_si512(y->qs + 192), _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->bsums)), y->d, acc, accm);
             }
-            out[0][r] = _mm512_reduce_add_ps(acc);
+            out[0][r] = finish(acc, accm);
         }
     }
 };
@@ -550,6 +750,11 @@ void set(kernel_table & t, uint32_t type, int decode_r, prepare_fn prep = nullpt
     wk.gemm_decode = nullptr;
 }
 
+template <int R, int T> using q4_0_tile = legacy<split_dec<0>>::tile<R, T>;
+template <int R, int T> using q4_1_tile = legacy<split_dec<1>>::tile<R, T>;
+template <int R, int T> using q5_0_tile = legacy<split_dec<2>>::tile<R, T>;
+template <int R, int T> using q5_1_tile = legacy<split_dec<3>>::tile<R, T>;
+template <int R, int T> using q8_0_tile = legacy<q8_0_dec>::tile<R, T>;
 template <int R, int T> using q2_K_tile = kquant<q2_K_dec>::tile<R, T>;
 template <int R, int T> using q3_K_tile = kquant<q3_K_dec>::tile<R, T>;
 template <int R, int T> using q4_K_tile = kquant<q4_K_dec>::tile<R, T>;
@@ -563,15 +768,30 @@ template <int R, int T> using bf16_tile = floats<2>::tile<R, T>;
 
 void kernels_init_avx512(kernel_table & t) {
     t.level = "avx512";
-    // The 32-element block types keep the AVX2 (AVX-VNNI) kernels already in the table, for decode
-    // and prefill alike: on Zen 5 their 16/32-byte loads stream from DRAM at ~1.7x the rate of a
-    // 512-bit VPERMT2W gather, and one kernel for both paths keeps a token's result the same bits
-    // alone or in a batch.
+    // Matrix x vector for the 32-element block types keeps the AVX2 (AVX-VNNI) loop already in the
+    // table: on Zen 5 its 16/32-byte loads stream from DRAM at ~1.7x the rate of the VPERMT2W
+    // gather below, which only pays off when a weight group is reused across several tokens. Both
+    // read the same prepared activation layout, and they give the same bits: a 512-bit lane here
+    // does what the AVX2 loop's lane does in its accumulator for that half of the group (lanes
+    // 0-7: blocks 0-1 of each group, lanes 8-15: blocks 2-3), and the final reduction adds the two
+    // halves before the same 8-lane horizontal sum.
+    const weight_kernels saved[5] = {t.w[KAIL_TYPE_Q4_0], t.w[KAIL_TYPE_Q4_1], t.w[KAIL_TYPE_Q5_0], t.w[KAIL_TYPE_Q5_1], t.w[KAIL_TYPE_Q8_0]};
+    set<q4_0_tile, 4, 6>(t, KAIL_TYPE_Q4_0, 1, prepare_split_q8_0_off8, prepared_size_split);
+    set<q4_1_tile, 4, 6>(t, KAIL_TYPE_Q4_1, 1, prepare_split_q8_1, prepared_size_split);
+    set<q5_0_tile, 4, 6>(t, KAIL_TYPE_Q5_0, 1, prepare_split_q8_0_off16, prepared_size_split);
+    set<q5_1_tile, 4, 6>(t, KAIL_TYPE_Q5_1, 1, prepare_split_q8_1, prepared_size_split);
+    set<q8_0_tile, 4, 6>(t, KAIL_TYPE_Q8_0, 1, prepare_split_q8_0_off128, prepared_size_split);
+    {
+        const uint32_t types[5] = {KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1, KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0};
+        for (int i = 0; i < 5; i++) t.w[types[i]].gemm_decode = saved[i].gemm_decode;
+    }
     // One row at a time streams best for the super-block types.
-    set<q2_K_tile, 2, 8>(t, KAIL_TYPE_Q2_K, 1);
+    // With mins (Q2_K/Q4_K/Q5_K) each output holds two accumulators: one row per tile keeps them
+    // in registers.
+    set<q2_K_tile, 1, 8>(t, KAIL_TYPE_Q2_K, 1);
     set<q3_K_tile, 2, 8>(t, KAIL_TYPE_Q3_K, 1);
-    set<q4_K_tile, 2, 8>(t, KAIL_TYPE_Q4_K, 1);
-    set<q5_K_tile, 2, 8>(t, KAIL_TYPE_Q5_K, 1);
+    set<q4_K_tile, 1, 8>(t, KAIL_TYPE_Q4_K, 1);
+    set<q5_K_tile, 1, 8>(t, KAIL_TYPE_Q5_K, 1);
     set<q6_K_tile, 1, 8>(t, KAIL_TYPE_Q6_K, 1);
     t.w[KAIL_TYPE_Q2_K].gemm_decode = kquant<q2_K_dec>::decode;
     t.w[KAIL_TYPE_Q3_K].gemm_decode = kquant<q3_K_dec>::decode;
