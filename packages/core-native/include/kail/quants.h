@@ -23,6 +23,14 @@ uint16_t fp32_to_bf16(float f);
 // Row conversions (F16C / AVX-512 where present; bit-identical to the scalar ones).
 void fp16_to_fp32_row(const uint16_t * x, float * y, int64_t n);
 void fp32_to_fp16_row(const float * x, uint16_t * y, int64_t n);
+
+// Attention's vector pieces at the active kernel level (fixed summation order per level, so a
+// row's result does not depend on the batch around it): dot products of a float vector with a
+// float or fp16 row, and y += w * x for a float or fp16 row x.
+float vec_dot_f32(const float * a, const float * b, int64_t n);
+float vec_dot_f32_f16(const float * a, const uint16_t * b, int64_t n);
+void vec_axpy_f32(float w, const float * x, float * y, int64_t n);
+void vec_axpy_f16(float w, const uint16_t * x, float * y, int64_t n);
 void bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n);
 void fp32_to_bf16_row(const float * x, uint16_t * y, int64_t n);
 

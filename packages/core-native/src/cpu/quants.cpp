@@ -1317,8 +1317,31 @@ size_t prepared_size_f32(int64_t k) { return static_cast<size_t>(k) * 4; }
 void prepare_f16_as_f32(int64_t k, const void * src, void * dst) { kernels_active().fp16_to_fp32(src, dst, k); }
 void prepare_bf16_as_f32(int64_t k, const void * src, void * dst) { kernels_active().bf16_to_fp32(src, dst, k); }
 
+namespace {
+float vdot_f32_scalar(const float * a, const float * b, int64_t n) {
+    float d = 0.0f;
+    for (int64_t i = 0; i < n; i++) d += a[i] * b[i];
+    return d;
+}
+float vdot_f32_f16_scalar(const float * a, const uint16_t * b, int64_t n) {
+    float d = 0.0f;
+    for (int64_t i = 0; i < n; i++) d += a[i] * fp16_to_fp32(b[i]);
+    return d;
+}
+void vaxpy_f32_scalar(float w, const float * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += w * x[i];
+}
+void vaxpy_f16_scalar(float w, const uint16_t * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += w * fp16_to_fp32(x[i]);
+}
+} // namespace
+
 void kernels_init_scalar(kernel_table & t) {
     t.level = "scalar";
+    t.dot_f32 = vdot_f32_scalar;
+    t.dot_f32_f16 = vdot_f32_f16_scalar;
+    t.axpy_f32 = vaxpy_f32_scalar;
+    t.axpy_f16 = vaxpy_f16_scalar;
     const scalar_entry entries[] = {
         {KAIL_TYPE_F32, KAIL_TYPE_F32, gemm_scalar<dot_f32, 1, 1>},
         {KAIL_TYPE_F16, KAIL_TYPE_F16, gemm_scalar<dot_f16, 1, 1>},
@@ -1484,6 +1507,10 @@ float bf16_to_fp32(uint16_t h) { return bf16_to_fp32_sw(h); }
 uint16_t fp32_to_bf16(float f) { return fp32_to_bf16_sw(f); }
 
 void fp16_to_fp32_row(const uint16_t * x, float * y, int64_t n) { kernels_active().fp16_to_fp32(x, y, n); }
+float vec_dot_f32(const float * a, const float * b, int64_t n) { return kernels_active().dot_f32(a, b, n); }
+float vec_dot_f32_f16(const float * a, const uint16_t * b, int64_t n) { return kernels_active().dot_f32_f16(a, b, n); }
+void vec_axpy_f32(float w, const float * x, float * y, int64_t n) { kernels_active().axpy_f32(w, x, y, n); }
+void vec_axpy_f16(float w, const uint16_t * x, float * y, int64_t n) { kernels_active().axpy_f16(w, x, y, n); }
 void fp32_to_fp16_row(const float * x, uint16_t * y, int64_t n) { kernels_active().fp32_to_fp16(x, y, n); }
 void bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n) { kernels_active().bf16_to_fp32(x, y, n); }
 void fp32_to_bf16_row(const float * x, uint16_t * y, int64_t n) { kernels_active().fp32_to_bf16(x, y, n); }

@@ -5,6 +5,8 @@
 // quants.cpp).
 #include <immintrin.h>
 
+#include <cmath>
+
 #include <cstring>
 
 #include "cpu/fp16.h"
@@ -529,6 +531,42 @@ struct floats {
     }
 };
 
+// ---------------------------------------------------------------- attention vectors
+
+KAIL_INLINE __m256 h8_to_f32(const uint16_t * p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+
+float vdot_f32(const float * a, const float * b, int64_t n) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    float d = hsum8(acc);
+    for (; i < n; i++) d = std::fma(a[i], b[i], d);
+    return d;
+}
+
+float vdot_f32_f16(const float * a, const uint16_t * b, int64_t n) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), h8_to_f32(b + i), acc);
+    float d = hsum8(acc);
+    for (; i < n; i++) d = std::fma(a[i], fp16_to_fp32_sw(b[i]), d);
+    return d;
+}
+
+void vaxpy_f32(float w, const float * x, float * y, int64_t n) {
+    const __m256 wv = _mm256_set1_ps(w);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = std::fma(w, x[i], y[i]);
+}
+
+void vaxpy_f16(float w, const uint16_t * x, float * y, int64_t n) {
+    const __m256 wv = _mm256_set1_ps(w);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, h8_to_f32(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = std::fma(w, fp16_to_fp32_sw(x[i]), y[i]);
+}
+
 // ---------------------------------------------------------------- activation quantizers / conversions
 
 // ggml-cpu's AVX2 quantize_row_q8_0 / q8_1.
@@ -851,6 +889,10 @@ void kernels_init_avx2(kernel_table & t, bool vnni) {
     t.fp32_to_fp16 = cvt_f32_f16;
     t.bf16_to_fp32 = cvt_bf16_f32;
     t.fp32_to_bf16 = cvt_f32_bf16;
+    t.dot_f32 = vdot_f32;
+    t.dot_f32_f16 = vdot_f32_f16;
+    t.axpy_f32 = vaxpy_f32;
+    t.axpy_f16 = vaxpy_f16;
 }
 
 } // namespace kail::cpu

@@ -71,6 +71,10 @@ struct kernel_table {
     from_float_fn from_float[KAIL_TYPE_COUNT] = {};  // indexed by vec_dot_type
     convert_fn fp16_to_fp32 = nullptr, fp32_to_fp16 = nullptr;
     convert_fn bf16_to_fp32 = nullptr, fp32_to_bf16 = nullptr;
+    float (*dot_f32)(const float *, const float *, int64_t) = nullptr;
+    float (*dot_f32_f16)(const float *, const uint16_t *, int64_t) = nullptr;
+    void (*axpy_f32)(float, const float *, float *, int64_t) = nullptr;
+    void (*axpy_f16)(float, const uint16_t *, float *, int64_t) = nullptr;
 };
 
 // Prepared activation layouts shared by the AVX2 and AVX-512 kernels (built by scalar code in

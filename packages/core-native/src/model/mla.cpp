@@ -112,7 +112,7 @@ void attend_absorbed(const mla_args & a) {
     // 2. MQA over the latent cache: one shared key row of width L + R, the value is its latent part.
     std::vector<float> lat(static_cast<size_t>(n * H * L));
     a.pool->parallel_for(n * H, [&](int64_t begin, int64_t end, int) {
-        std::vector<float> scores, kr(static_cast<size_t>(W)), acc(static_cast<size_t>(L));
+        std::vector<float> scores, acc(static_cast<size_t>(L));
         for (int64_t task = begin; task < end; task++) {
             const int64_t t = task / H, h = task % H;
             float * q = qa.data() + (t * H + h) * W;
@@ -120,14 +120,12 @@ void attend_absorbed(const mla_args & a) {
             std::fill(acc.begin(), acc.end(), 0.0f);
             attend_rows(a.pos[t], a.scale, a.kv_type, scores,
                 [&](int64_t j) {
-                    cache_row(a, a.cache[t], j, kr.data());
-                    float d = 0.0f;
-                    for (int64_t i = 0; i < W; i++) d += q[i] * kr[i];
-                    return d;
+                    if (a.kv_type == KAIL_TYPE_F32) return vec_dot_f32(q, reinterpret_cast<const float *>(a.cache[t]) + j * W, W);
+                    return vec_dot_f32_f16(q, reinterpret_cast<const uint16_t *>(a.cache[t]) + j * W, W);
                 },
                 [&](int64_t j, float w) {
-                    cache_row(a, a.cache[t], j, kr.data());
-                    for (int64_t l = 0; l < L; l++) acc[l] += w * kr[l];
+                    if (a.kv_type == KAIL_TYPE_F32) vec_axpy_f32(w, reinterpret_cast<const float *>(a.cache[t]) + j * W, acc.data(), L);
+                    else vec_axpy_f16(w, reinterpret_cast<const uint16_t *>(a.cache[t]) + j * W, acc.data(), L);
                 });
             std::copy(acc.begin(), acc.end(), lat.begin() + (t * H + h) * L);
         }

@@ -578,7 +578,7 @@ void op_attention(exec_ctx & x, const op_desc & op) {
     m.pool->parallel_for(n_tasks, [&, xp](int64_t begin, int64_t end, int) {
         std::vector<float> scores;
         std::vector<float> q16(static_cast<size_t>(hd_k));
-        std::vector<float> kf(static_cast<size_t>(hd_k)), acc(static_cast<size_t>(hd_v));
+        std::vector<float> acc(static_cast<size_t>(hd_v));
         for (int64_t task = begin; task < end; task++) {
             const int64_t t = task / n_head, h = task % n_head, hk = h / group;
             const int s = xp->b.seq[t];
@@ -595,14 +595,8 @@ void op_attention(exec_ctx & x, const op_desc & op) {
             float mx = -std::numeric_limits<float>::infinity();
             for (int64_t j = 0; j <= p; j++) {
                 const uint8_t * kr = c.k.data() + (static_cast<size_t>(j) * kw + hk * hd_k) * es;
-                float dot = 0.0f;
-                if (kvt == KAIL_TYPE_F32) {
-                    const float * kk = reinterpret_cast<const float *>(kr);
-                    for (int64_t i = 0; i < hd_k; i++) dot += qq[i] * kk[i];
-                } else {
-                    fp16_to_fp32_row(reinterpret_cast<const uint16_t *>(kr), kf.data(), hd_k);
-                    for (int64_t i = 0; i < hd_k; i++) dot += qq[i] * kf[i];
-                }
+                const float dot = kvt == KAIL_TYPE_F32 ? vec_dot_f32(qq, reinterpret_cast<const float *>(kr), hd_k)
+                                                       : vec_dot_f32_f16(qq, reinterpret_cast<const uint16_t *>(kr), hd_k);
                 scores[j] = dot * scale;
                 mx = std::max(mx, scores[j]);
             }
@@ -617,12 +611,10 @@ void op_attention(exec_ctx & x, const op_desc & op) {
                 float pj = scores[j] * inv;
                 const uint8_t * vr = c.v.data() + (static_cast<size_t>(j) * vw + hk * hd_v) * es;
                 if (kvt == KAIL_TYPE_F32) {
-                    const float * vv = reinterpret_cast<const float *>(vr);
-                    for (int64_t i = 0; i < hd_v; i++) acc[i] += pj * vv[i];
+                    vec_axpy_f32(pj, reinterpret_cast<const float *>(vr), acc.data(), hd_v);
                 } else {
                     pj = fp16_to_fp32(fp32_to_fp16(pj)); // ggml rounds the probabilities to F16 here
-                    const uint16_t * vv = reinterpret_cast<const uint16_t *>(vr);
-                    for (int64_t i = 0; i < hd_v; i++) acc[i] += pj * fp16_to_fp32(vv[i]);
+                    vec_axpy_f16(pj, reinterpret_cast<const uint16_t *>(vr), acc.data(), hd_v);
                 }
             }
             float * o = xp->ptr(op.out) + t * ow + static_cast<int64_t>(op.param("out_off", 0)) + h * hd_v;
