@@ -71,8 +71,12 @@ describe('float files', () => {
     const i = jobs.findIndex((j) => j.preset === preset && j.type === type);
     const ours = await kailLogits(file(preset, type), jobs[i].tokens);
     const e = nmse(ours, refs[i].logits);
-    const { agree, total } = top1Agreement(ours, refs[i].logits, refs[i].nVocab);
-    table.push(`${preset.padEnd(26)} ${type.padEnd(7)} NMSE ${e.toExponential(2)}  top-1 ${agree}/${total}  (bound ${jobs[i].bound})`);
+    // F32 certifies the semantics: every top-1 matches. F16 (NMSE <= 1e-5) counts a position as a
+    // disagreement only when llama.cpp's top token leads ours by more than 0.1, as the dense
+    // parity spec does: random models have near-ties that any summation order can flip.
+    const { agree, total } = top1Agreement(ours, refs[i].logits, refs[i].nVocab, type === 'F32' ? 0 : 0.1);
+    const strict = top1Agreement(ours, refs[i].logits, refs[i].nVocab).agree;
+    table.push(`${preset.padEnd(26)} ${type.padEnd(7)} NMSE ${e.toExponential(2)}  top-1 ${agree}/${total} (strict ${strict})  (bound ${jobs[i].bound})`);
     expect(e).toBeLessThanOrEqual(jobs[i].bound);
     expect(agree).toBe(total);
   });
