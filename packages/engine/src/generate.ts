@@ -46,6 +46,25 @@ export interface GenerateResult {
   speculative?: SpeculativeStats;
 }
 
+/** What both generation loops keep about their output: stop matching, UTF-8 streaming, text. */
+function startOutput(model: EngineModel, prompt: readonly number[], opts: GenerateOptions) {
+  const eog = new Set<number>();
+  for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) eog.add(id);
+  const o = {
+    stop: new StopMatcher({ stop: opts.stop, eogTokens: eog }),
+    decoder: model.tokenizer.createStreamDecoder(),
+    history: [...prompt] as number[],
+    out: [] as number[],
+    text: '',
+    emit: (t: string) => {
+      if (!t) return;
+      o.text += t;
+      opts.onText?.(t);
+    },
+  };
+  return o;
+}
+
 /** Evaluates the prompt, then samples tokens one at a time until EOG, a stop string or maxTokens. */
 export async function generate(model: EngineModel, prompt: readonly number[], opts: GenerateOptions = {}): Promise<GenerateResult> {
   const maxTokens = opts.maxTokens ?? 128;
@@ -57,18 +76,8 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   if (opts.speculative) return generateSpeculative(model, prompt, maxTokens, seq, opts.speculative, opts);
   model.truncate(seq, 0);
   const sampler = createSampler(opts.sampling ?? {});
-  const eog = new Set<number>();
-  for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) eog.add(id);
-  const stop = new StopMatcher({ stop: opts.stop, eogTokens: eog });
-  const decoder = model.tokenizer.createStreamDecoder();
-  const history: number[] = [...prompt];
-  const out: number[] = [];
-  let text = '';
-  const emit = (t: string) => {
-    if (!t) return;
-    text += t;
-    opts.onText?.(t);
-  };
+  const o = startOutput(model, prompt, opts);
+  const { stop, decoder, history, out, emit } = o;
 
   const t0 = performance.now();
   let logits = await model.evaluate(seq, prompt, 'last');
@@ -108,7 +117,7 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   const generationMs = t2 - t1;
   return {
     tokens: out,
-    text,
+    text: o.text,
     finishReason: finish,
     promptTokens: prompt.length,
     promptMs,
@@ -137,18 +146,8 @@ async function generateSpeculative(
   model.truncate(seq, 0);
   const before = spec.stats();
   const s = spec.begin(seq, opts.sampling ?? {}, spec.draft === model ? seq + 1 : 0);
-  const eog = new Set<number>();
-  for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) eog.add(id);
-  const stop = new StopMatcher({ stop: opts.stop, eogTokens: eog });
-  const decoder = model.tokenizer.createStreamDecoder();
-  const history: number[] = [...prompt];
-  const out: number[] = [];
-  let text = '';
-  const emit = (t: string) => {
-    if (!t) return;
-    text += t;
-    opts.onText?.(t);
-  };
+  const o = startOutput(model, prompt, opts);
+  const { stop, decoder, history, out, emit } = o;
   const t0 = performance.now();
   if (prompt.length > 1) await model.evaluate(seq, prompt.slice(0, -1), 'last');
   const t1 = performance.now();
@@ -186,7 +185,7 @@ async function generateSpeculative(
   const decodeMs = tFirst ? t2 - tFirst : 0;
   return {
     tokens: out,
-    text,
+    text: o.text,
     finishReason: finish,
     promptTokens: prompt.length,
     promptMs,
