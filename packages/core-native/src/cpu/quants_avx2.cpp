@@ -533,38 +533,28 @@ struct floats {
 
 // ---------------------------------------------------------------- attention vectors
 
-KAIL_INLINE __m256 h8_to_f32(const uint16_t * p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+// B = float or uint16_t (fp16 bits): 8 elements, or one for the tail, widened to float.
+KAIL_INLINE __m256 load8(const float * p) { return _mm256_loadu_ps(p); }
+KAIL_INLINE __m256 load8(const uint16_t * p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+KAIL_INLINE float load1(const float * p) { return *p; }
+KAIL_INLINE float load1(const uint16_t * p) { return fp16_to_fp32_sw(*p); }
 
-float vdot_f32(const float * a, const float * b, int64_t n) {
+template <typename B>
+float vdot(const float * a, const B * b, int64_t n) {
     __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), acc);
     float d = hsum8(acc);
-    for (; i < n; i++) d = std::fma(a[i], b[i], d);
+    for (; i < n; i++) d = std::fma(a[i], load1(b + i), d);
     return d;
 }
 
-float vdot_f32_f16(const float * a, const uint16_t * b, int64_t n) {
-    __m256 acc = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), h8_to_f32(b + i), acc);
-    float d = hsum8(acc);
-    for (; i < n; i++) d = std::fma(a[i], fp16_to_fp32_sw(b[i]), d);
-    return d;
-}
-
-void vaxpy_f32(float w, const float * x, float * y, int64_t n) {
+template <typename X>
+void vaxpy(float w, const X * x, float * y, int64_t n) {
     const __m256 wv = _mm256_set1_ps(w);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] = std::fma(w, x[i], y[i]);
-}
-
-void vaxpy_f16(float w, const uint16_t * x, float * y, int64_t n) {
-    const __m256 wv = _mm256_set1_ps(w);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, h8_to_f32(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] = std::fma(w, fp16_to_fp32_sw(x[i]), y[i]);
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, load8(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = std::fma(w, load1(x + i), y[i]);
 }
 
 // ---------------------------------------------------------------- activation quantizers / conversions
@@ -889,10 +879,10 @@ void kernels_init_avx2(kernel_table & t, bool vnni) {
     t.fp32_to_fp16 = cvt_f32_f16;
     t.bf16_to_fp32 = cvt_bf16_f32;
     t.fp32_to_bf16 = cvt_f32_bf16;
-    t.dot_f32 = vdot_f32;
-    t.dot_f32_f16 = vdot_f32_f16;
-    t.axpy_f32 = vaxpy_f32;
-    t.axpy_f16 = vaxpy_f16;
+    t.dot_f32 = vdot<float>;
+    t.dot_f32_f16 = vdot<uint16_t>;
+    t.axpy_f32 = vaxpy<float>;
+    t.axpy_f16 = vaxpy<uint16_t>;
 }
 
 } // namespace kail::cpu

@@ -625,40 +625,27 @@ struct floats {
 
 // ---------------------------------------------------------------- attention vectors
 
-float vdot_f32(const float * a, const float * b, int64_t n) {
+// B = float or uint16_t (fp16 bits): 16 elements (masked for the tail) widened to floats.
+KAIL_INLINE __m512 load16(const float * p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+KAIL_INLINE __m512 load16(const uint16_t * p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+
+template <typename B>
+float vdot(const float * a, const B * b, int64_t n) {
     __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-    if (i < n) {
-        const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), load16(b + i, m), acc);
     }
     return reduce16(acc);
 }
 
-float vdot_f32_f16(const float * a, const uint16_t * b, int64_t n) {
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), h16_to_f32x16(b + i), acc);
-    if (i < n) {
-        const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i)), acc);
+template <typename X>
+void vaxpy(float w, const X * x, float * y, int64_t n) {
+    const __m512 wv = _mm512_set1_ps(w);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(wv, load16(x + i, m), _mm512_maskz_loadu_ps(m, y + i)));
     }
-    return reduce16(acc);
-}
-
-void vaxpy_f32(float w, const float * x, float * y, int64_t n) {
-    const __m512 wv = _mm512_set1_ps(w);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] = std::fma(w, x[i], y[i]);
-}
-
-void vaxpy_f16(float w, const uint16_t * x, float * y, int64_t n) {
-    const __m512 wv = _mm512_set1_ps(w);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(wv, h16_to_f32x16(x + i), _mm512_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] = std::fma(w, fp16_to_fp32_sw(x[i]), y[i]);
 }
 
 // ---------------------------------------------------------------- activation quantizers / conversions
@@ -853,10 +840,10 @@ void kernels_init_avx512(kernel_table & t) {
     t.fp32_to_fp16 = cvt_f32_f16;
     t.bf16_to_fp32 = cvt_bf16_f32;
     t.fp32_to_bf16 = cvt_f32_bf16;
-    t.dot_f32 = vdot_f32;
-    t.dot_f32_f16 = vdot_f32_f16;
-    t.axpy_f32 = vaxpy_f32;
-    t.axpy_f16 = vaxpy_f16;
+    t.dot_f32 = vdot<float>;
+    t.dot_f32_f16 = vdot<uint16_t>;
+    t.axpy_f32 = vaxpy<float>;
+    t.axpy_f16 = vaxpy<uint16_t>;
 }
 
 } // namespace kail::cpu
