@@ -64,7 +64,8 @@ struct entry {
     int             next_part = 0;        // parts handed to readers so far
     int             parts_done = 0;
     double          read_seconds = 0;
-    std::string     part_error;           // the first part's error, if any
+    std::string     part_error;           // the error of the lowest failed part, if any
+    int             part_error_idx = -1;  // that part's index (parts are handed out in order)
     uint8_t *       buf = nullptr;
     uint64_t        bytes = 0;
     const uint8_t * data[3] = {nullptr, nullptr, nullptr};
@@ -466,9 +467,14 @@ struct expert_stream::impl {
                 expert_layer_stats & ls = st.layers[e->layer];
                 ls.read_seconds += secs;
                 e->parts_done++;
-                if (!err.empty() && e->part_error.empty()) {
-                    // Parts not handed out yet are not read: the entry fails as a whole.
-                    e->part_error = err;
+                if (!err.empty()) {
+                    // Parts not handed out yet are not read: the entry fails as a whole. Parts are
+                    // handed out in file order and read in parallel, so the one reported is the
+                    // lowest failed part, whichever finished first: the same error on every run.
+                    if (e->part_error_idx < 0 || part < e->part_error_idx) {
+                        e->part_error = err;
+                        e->part_error_idx = part;
+                    }
                     e->parts_done += e->n_parts - e->next_part;
                     e->next_part = e->n_parts;
                 }
