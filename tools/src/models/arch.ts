@@ -55,7 +55,9 @@ export type TensorRole =
   | 'ffn_up'
   | 'ffn_down'
   | 'router'
-  | 'shexp_gate';
+  | 'shexp_gate'
+  /** NextN (MTP) eh_proj: a plain 2*dim -> dim linear, typed like attn_q / ffn_gate (the default rule). */
+  | 'nextn_eh_proj';
 
 export interface TensorSpec {
   name: string;

@@ -36,6 +36,10 @@ export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
   'tiny-deepseek2-lite': { description: 'deepseek2, V2-Lite style: MLA without q LoRA (attn_kv_b layout), YaRN, softmax experts, 2 shared', config: v2lite('kv_b') },
   'tiny-deepseek2-lite-split': { description: 'tiny-deepseek2-lite with the split attn_k_b/attn_v_b layout', config: v2lite('split') },
   'tiny-deepseek3': { description: 'deepseek2, V3 style: q LoRA, split MLA layout, YaRN, sigmoid + exp_probs_b, 4 groups (2 used), norm + scale', config: v3('split') },
+  'tiny-deepseek3-mtp': {
+    description: 'tiny-deepseek3 plus one DeepSeek-V3 multi-token-prediction (NextN) block as blk.3 (head and embeddings shared with the trunk)',
+    config: { ...v3('split'), name: 'tiny-deepseek3-mtp', nextn: 1 } as Deepseek2Config,
+  },
   'tiny-deepseek3-kvb': { description: 'tiny-deepseek3 with the attn_kv_b layout', config: v3('kv_b') },
   'tiny-glm4moe': { description: 'glm4moe: q/k/v biases, partial NeoX RoPE, 1 dense block, sigmoid + bias experts, shared expert', config: glm(false) },
   'tiny-glm4moe-qknorm': { description: 'tiny-glm4moe with per-head q/k norms and one (unwritten) NextN block in block_count, as GLM-4.5 files', config: glm(true) },

@@ -88,6 +88,11 @@ export function tensorType(ft: FileTypeName, spec: TensorSpec, c: ModelConfig): 
   return fitType(t, spec.shape[0]);
 }
 
+// NextN (MTP) tensors sit at layer nLayers: eh_proj takes the default rule like any other linear
+// (as llama-quant, which has no rule for it), its norms are 1-D so stay F32, and
+// nextn.embed_tokens / nextn.shared_head_head carry the token_embd / output roles, since they
+// replace exactly those matrices. useMoreBits(nLayers, nLayers) is true: the block gets the
+// larger attn_v/ffn_down types, as llama.cpp's last layers do.
 function q4kmType(spec: TensorSpec, c: ModelConfig): GgmlType {
   const layer = spec.layer ?? 0;
   const eightExperts = c.nExperts === 8;

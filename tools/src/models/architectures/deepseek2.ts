@@ -3,7 +3,9 @@
 // projections either as one attn_kv_b (older files) or split attn_k_b/attn_v_b (the absorbed
 // layout, with *_mla head sizes and a one-head "MQA" cache in the metadata); YaRN with DeepSeek's
 // mscale; leading dense blocks; routed experts (softmax, or sigmoid with a selection bias and
-// expert groups) plus shared experts.
+// expert groups) plus shared experts. With `nextn: 1`, DeepSeek-V3's multi-token-prediction block
+// follows the trunk as block nLayers (llama.cpp load_arch_tensors / graph_mtp): a full MoE block
+// plus the nextn.* tensors that feed it [enorm(embedding), hnorm(trunk state)] through eh_proj.
 import { denseFfn, linear, linearInit, moeFfn, norm, requirePositive, residualGain, embeddings } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { kv } from '../../gguf/writer';
@@ -42,7 +44,23 @@ export interface YarnOptions {
   logMul: number;
 }
 
-export type Deepseek2Config = ModelConfig & { mla: MlaOptions; moe: DeepseekMoeOptions; yarn?: YarnOptions };
+export type Deepseek2Config = ModelConfig & {
+  mla: MlaOptions;
+  moe: DeepseekMoeOptions;
+  yarn?: YarnOptions;
+  /**
+   * Multi-token-prediction (NextN) blocks written after the trunk: 0 (default, none) or 1 (what
+   * DeepSeek-V3 ships; llama.cpp's graph_mtp runs exactly one). Counted in block_count, with
+   * nextn_predict_layers; needs q LoRA, the split layout and shared experts (graph_mtp asserts them).
+   */
+  nextn?: number;
+  /**
+   * With nextn: also write the block's own nextn.embed_tokens and nextn.shared_head_head. Default
+   * false: llama.cpp then uses token_embd and output, as for DeepSeek-V3 files whose converter
+   * dropped the duplicates.
+   */
+  nextnOwnEmbeddings?: boolean;
+};
 
 /** Metadata of the routed/shared-expert options shared with glm4moe. */
 export function deepseekMoeMetadata(arch: string, c: ModelConfig, m: DeepseekMoeOptions): [string, GgufValue][] {
@@ -94,6 +112,15 @@ export const deepseek2: ArchDefinition = {
     checkDeepseekMoe(c, d.moe);
     const m = d.mla;
     if (m.qkRope % 2 !== 0 || m.qkNope < 1 || m.kvLora < 1 || m.vHead < 1) throw new Error('deepseek2: bad MLA sizes');
+    const n = d.nextn ?? 0;
+    if (n !== 0 && n !== 1) throw new Error(`deepseek2: nextn must be 0 or 1 (llama.cpp runs a single MTP block), got ${n}`);
+    if (n === 1) {
+      if (m.qLora < 1) throw new Error('deepseek2: a NextN block needs q LoRA (llama.cpp graph_mtp asserts attn_q_a/attn_q_b)');
+      if (m.layout !== 'split') throw new Error("deepseek2: a NextN block needs the split attn_k_b/attn_v_b layout (llama.cpp graph_mtp asserts it)");
+      if (d.moe.nShared < 1) throw new Error('deepseek2: a NextN block needs shared experts (llama.cpp graph_mtp asserts ffn_*_shexp)');
+    } else if (d.nextnOwnEmbeddings) {
+      throw new Error('deepseek2: nextnOwnEmbeddings needs nextn: 1');
+    }
     return c;
   },
   metadata(c: ModelConfig): [string, GgufValue][] {
@@ -105,7 +132,7 @@ export const deepseek2: ArchDefinition = {
       [`${a}.vocab_size`, kv.u32(c.vocabSize)],
       [`${a}.context_length`, kv.u32(c.ctx)],
       [`${a}.embedding_length`, kv.u32(c.dim)],
-      [`${a}.block_count`, kv.u32(c.nLayers)],
+      [`${a}.block_count`, kv.u32(c.nLayers + (d.nextn ?? 0))],
       [`${a}.feed_forward_length`, kv.u32(c.ff)],
       [`${a}.attention.head_count`, kv.u32(c.nHeads)],
       // The split layout runs as MQA over the latent: one KV head of kv_lora + rope.
@@ -121,6 +148,7 @@ export const deepseek2: ArchDefinition = {
       [`${a}.expert_used_count`, kv.u32(c.nExpertsUsed)],
       ...deepseekMoeMetadata(a, c, moe),
     ];
+    if (d.nextn) out.push([`${a}.nextn_predict_layers`, kv.u32(d.nextn)]);
     if (split) out.push([`${a}.attention.key_length_mla`, kv.u32(m.qkNope + m.qkRope)], [`${a}.attention.value_length_mla`, kv.u32(m.vHead)]);
     if (d.yarn) {
       out.push(
@@ -133,33 +161,63 @@ export const deepseek2: ArchDefinition = {
     return out;
   },
   tensors(c: ModelConfig): TensorSpec[] {
-    const { mla: m, moe } = c as Deepseek2Config;
-    const H = c.nHeads;
+    const d = c as Deepseek2Config;
     const t = embeddings(c);
-    for (let i = 0; i < c.nLayers; i++) {
-      const p = `blk.${i}`;
-      t.push(norm(`${p}.attn_norm.weight`, c.dim, i));
-      if (m.qLora > 0) {
-        t.push(
-          linear(`${p}.attn_q_a.weight`, c.dim, m.qLora, 'attn_q', i),
-          norm(`${p}.attn_q_a_norm.weight`, m.qLora, i),
-          linear(`${p}.attn_q_b.weight`, m.qLora, H * (m.qkNope + m.qkRope), 'attn_q', i),
-        );
-      } else {
-        t.push(linear(`${p}.attn_q.weight`, c.dim, H * (m.qkNope + m.qkRope), 'attn_q', i));
-      }
-      t.push(linear(`${p}.attn_kv_a_mqa.weight`, c.dim, m.kvLora + m.qkRope, 'attn_k', i), norm(`${p}.attn_kv_a_norm.weight`, m.kvLora, i));
-      if (m.layout === 'split') {
-        t.push(
-          { name: `${p}.attn_k_b.weight`, shape: [m.qkNope, m.kvLora, H], init: linearInit(m.kvLora), role: 'attn_k', layer: i },
-          { name: `${p}.attn_v_b.weight`, shape: [m.kvLora, m.vHead, H], init: linearInit(m.kvLora), role: 'attn_v', layer: i },
-        );
-      } else {
-        t.push(linear(`${p}.attn_kv_b.weight`, m.kvLora, H * (m.qkNope + m.vHead), 'attn_v', i));
-      }
-      t.push(linear(`${p}.attn_output.weight`, H * m.vHead, c.dim, 'attn_output', i, residualGain(c)));
-      t.push(...deepseekFfn(c, moe, i, 'ffn_norm'));
-    }
+    for (let i = 0; i < c.nLayers; i++) t.push(...deepseekBlock(d, i));
+    if (d.nextn) t.push(...deepseekBlock(d, c.nLayers), ...nextnTensors(d, c.nLayers));
     return t;
   },
 };
+
+/** Attention (MLA) and FFN of block `i`; the NextN block is one of these too. */
+function deepseekBlock(c: Deepseek2Config, i: number): TensorSpec[] {
+  const { mla: m, moe } = c;
+  const H = c.nHeads;
+  const p = `blk.${i}`;
+  const t: TensorSpec[] = [norm(`${p}.attn_norm.weight`, c.dim, i)];
+  if (m.qLora > 0) {
+    t.push(
+      linear(`${p}.attn_q_a.weight`, c.dim, m.qLora, 'attn_q', i),
+      norm(`${p}.attn_q_a_norm.weight`, m.qLora, i),
+      linear(`${p}.attn_q_b.weight`, m.qLora, H * (m.qkNope + m.qkRope), 'attn_q', i),
+    );
+  } else {
+    t.push(linear(`${p}.attn_q.weight`, c.dim, H * (m.qkNope + m.qkRope), 'attn_q', i));
+  }
+  t.push(linear(`${p}.attn_kv_a_mqa.weight`, c.dim, m.kvLora + m.qkRope, 'attn_k', i), norm(`${p}.attn_kv_a_norm.weight`, m.kvLora, i));
+  if (m.layout === 'split') {
+    t.push(
+      { name: `${p}.attn_k_b.weight`, shape: [m.qkNope, m.kvLora, H], init: linearInit(m.kvLora), role: 'attn_k', layer: i },
+      { name: `${p}.attn_v_b.weight`, shape: [m.kvLora, m.vHead, H], init: linearInit(m.kvLora), role: 'attn_v', layer: i },
+    );
+  } else {
+    t.push(linear(`${p}.attn_kv_b.weight`, m.kvLora, H * (m.qkNope + m.vHead), 'attn_v', i));
+  }
+  t.push(linear(`${p}.attn_output.weight`, H * m.vHead, c.dim, 'attn_output', i, residualGain(c)));
+  t.push(...deepseekFfn(c, moe, i, 'ffn_norm'));
+  return t;
+}
+
+/**
+ * The NextN inputs and head (llama.cpp LLM_TENSOR_NEXTN_*): eh_proj maps [enorm(embedding);
+ * hnorm(h)] (2*dim, embedding first) to the block's residual stream; both halves are RMS-normed, so
+ * std 1/sqrt(2*dim) starts that stream at unit scale like token_embd starts the trunk's.
+ * shared_head_norm normalizes the block's output before the vocabulary head.
+ */
+function nextnTensors(c: Deepseek2Config, i: number): TensorSpec[] {
+  const p = `blk.${i}.nextn`;
+  const t: TensorSpec[] = [
+    linear(`${p}.eh_proj.weight`, 2 * c.dim, c.dim, 'nextn_eh_proj', i),
+    norm(`${p}.enorm.weight`, c.dim, i),
+    norm(`${p}.hnorm.weight`, c.dim, i),
+    norm(`${p}.shared_head_norm.weight`, c.dim, i),
+  ];
+  if (c.nextnOwnEmbeddings) {
+    // Same scales as token_embd and output (see embeddings()).
+    t.push(
+      { name: `${p}.embed_tokens.weight`, shape: [c.dim, c.vocabSize], init: c.tiedEmbeddings ? linearInit(c.dim, 2) : { kind: 'normal', std: 1 }, role: 'token_embd', layer: i },
+      linear(`${p}.shared_head_head.weight`, c.dim, c.vocabSize, 'output', i, 2),
+    );
+  }
+  return t;
+}
