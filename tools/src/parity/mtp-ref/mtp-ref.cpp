@@ -1,0 +1,364 @@
+// mtp-ref: llama.cpp's multi-token-prediction (NextN / MTP) forward as a reference oracle.
+//
+// node-llama-cpp does not expose MTP; its prebuilt libllama does (src/llama-ext.h). This program
+// runs, against those binaries, exactly what common/speculative.cpp's draft-mtp driver
+// (common_speculative_impl_draft_mtp: process() then draft()) asks of llama.cpp, on fixed tokens:
+//
+//   mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--threads N] [--verbose]
+//
+// Settings: CPU only (n_gpu_layers 0), load_mtp = true, F32 K and V caches, flash attention off,
+// one sequence, n_ctx = n_batch = n_ubatch (one ubatch per decode), n_threads = n_threads_batch = N
+// (default 2).
+//
+// Inputs: TOKENS = t[0..n-1] (n >= 1, each < n_vocab). The model must carry NextN tensors
+// (nextn_predict_layers >= 1 and blk.<n_layer>.nextn.eh_proj.weight present); llama.cpp runs the
+// first NextN block.
+//
+// 1. Target context (the trunk), llama_set_embeddings_nextn(ctx, true, masked = false): one batch
+//    t[k] at pos k, logits for every row.
+//      PREFIX.target_logits.f32  [n][n_vocab]  row k = llama_get_logits_ith(ctx_tgt, k): the trunk's
+//                                              logits after t[0..k] (the token at pos k+1)
+//      PREFIX.target_h.f32       [n][n_embd]   row k = llama_get_embeddings_nextn_ith(ctx_tgt, k):
+//                                              output_norm(final residual) at pos k, i.e. the row
+//                                              the LM head multiplies (deepseek2 graph "h_nextn")
+// 2. MTP context (ctx_type LLAMA_CONTEXT_TYPE_MTP on the same model; its KV cache holds only the
+//    NextN layer), llama_set_embeddings_nextn(ctx, true, masked = true): one batch carrying both
+//    token ids and embedding rows, built as speculative.cpp process() builds it:
+//      row k: token t[k], pos k, embd = target_h row k-1 (row 0: zeros, speculative.cpp's initial
+//      pending_h), logits for every row (process() asks for none; the values are the same).
+//    The NextN block computes e = embed(t[k]) (nextn.embed_tokens, else token_embd),
+//    x = eh_proj · [enorm(e); hnorm(h)], one MoE transformer block over x at pos k (causal
+//    attention over the NextN block's own KV of rows 0..k), then
+//    h' = shared_head_norm(x_out) (else output_norm), logits = head · h' (nextn.shared_head_head,
+//    else output).
+//      PREFIX.mtp_logits.f32     [n][n_vocab]  row k: the draft's logits for the token at pos k+1
+//      PREFIX.mtp_h.f32          [n][n_embd]   row k: h' (the NextN block's "h_nextn")
+// 3. One chained draft step, as speculative.cpp draft() takes its second step: one row, token
+//    d = argmax(mtp_logits row n-1) (lowest id on ties), pos n, embd = mtp_h row n-1, on top of the
+//    MTP KV from step 2.
+//      PREFIX.draft_logits.f32   [1][n_vocab]  the draft's logits for the token at pos n+1
+//      PREFIX.draft_h.f32        [1][n_embd]
+//    (Row n-1 of step 2 is exactly draft() step 0 for prompt t[0..n-2] with id_last = t[n-1].)
+//
+// PREFIX.json: {n_tokens, n_vocab, n_embd, n_layer (trunk), n_layer_nextn, tokens, draft_token,
+// draft_pos, settings, files: {name: path}}; all files little-endian float32, row-major. stdout:
+// the same JSON. Errors: a message on stderr naming the problem, exit code 1.
+#include "llama.h"
+#include "llama-ext.h"
+#include "gguf.h"
+
+#include <dlfcn.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+bool g_verbose = false;
+
+[[noreturn]] void fail(const char * fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::fprintf(stderr, "mtp-ref: ");
+    std::vfprintf(stderr, fmt, ap);
+    std::fprintf(stderr, "\n");
+    va_end(ap);
+    std::exit(1);
+}
+
+void log_cb(ggml_log_level level, const char * text, void *) {
+    if (g_verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+}
+
+struct args_t {
+    std::string model;
+    std::string out;
+    std::vector<llama_token> tokens;
+    int threads = 2;
+};
+
+std::vector<llama_token> parse_tokens(const std::string & s) {
+    std::vector<llama_token> out;
+    size_t i = 0;
+    while (i < s.size()) {
+        size_t j = s.find(',', i);
+        if (j == std::string::npos) j = s.size();
+        const std::string part = s.substr(i, j - i);
+        char * end = nullptr;
+        const long v = std::strtol(part.c_str(), &end, 10);
+        if (part.empty() || *end != '\0' || v < 0 || v > INT32_MAX) fail("bad token '%s' in --tokens (want comma-separated non-negative integers)", part.c_str());
+        out.push_back((llama_token) v);
+        i = j + 1;
+    }
+    return out;
+}
+
+args_t parse_args(int argc, char ** argv) {
+    args_t a;
+    for (int i = 1; i < argc; i++) {
+        const std::string k = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) fail("%s needs a value", k.c_str());
+            return argv[++i];
+        };
+        if (k == "--model") a.model = val();
+        else if (k == "--out") a.out = val();
+        else if (k == "--tokens") a.tokens = parse_tokens(val());
+        else if (k == "--threads") a.threads = std::atoi(val().c_str());
+        else if (k == "--verbose") g_verbose = true;
+        else fail("unknown argument '%s' (usage: mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--threads N] [--verbose])", k.c_str());
+    }
+    if (a.model.empty() || a.out.empty() || a.tokens.empty()) fail("usage: mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--threads N] [--verbose]");
+    if (a.threads < 1) fail("--threads must be >= 1");
+    return a;
+}
+
+// The backends of a GGML_BACKEND_DL build (node-llama-cpp's) are separate libraries next to
+// libggml; find that directory through this process's own libllama.
+std::string backend_dir() {
+    Dl_info info{};
+    if (dladdr((void *) &llama_backend_init, &info) == 0 || info.dli_fname == nullptr) fail("cannot locate libllama (dladdr failed)");
+    std::string p = info.dli_fname;
+    const size_t slash = p.rfind('/');
+    return slash == std::string::npos ? std::string(".") : p.substr(0, slash);
+}
+
+// Checks the file before llama.cpp sees it: graph_mtp GGML_ASSERTs (aborts) on a trunk-only file.
+void check_nextn_tensors(const std::string & path) {
+    FILE * f = std::fopen(path.c_str(), "rb");
+    if (!f) fail("cannot open model '%s': %s", path.c_str(), std::strerror(errno));
+    std::fclose(f);
+    gguf_init_params gp = {/*no_alloc*/ true, /*ctx*/ nullptr};
+    gguf_context * g = gguf_init_from_file(path.c_str(), gp);
+    if (!g) fail("'%s' is not a readable GGUF file", path.c_str());
+    const int64_t arch_id = gguf_find_key(g, "general.architecture");
+    if (arch_id < 0) { gguf_free(g); fail("'%s' has no general.architecture", path.c_str()); }
+    const std::string arch = gguf_get_val_str(g, arch_id);
+    const int64_t nl_id = gguf_find_key(g, (arch + ".nextn_predict_layers").c_str());
+    const int64_t bc_id = gguf_find_key(g, (arch + ".block_count").c_str());
+    const uint32_t nextn = nl_id < 0 ? 0 : gguf_get_val_u32(g, nl_id);
+    if (nextn == 0) { gguf_free(g); fail("'%s' has no MTP layers (%s.nextn_predict_layers is %s)", path.c_str(), arch.c_str(), nl_id < 0 ? "absent" : "0"); }
+    if (bc_id < 0) { gguf_free(g); fail("'%s' has no %s.block_count", path.c_str(), arch.c_str()); }
+    const uint32_t n_trunk = gguf_get_val_u32(g, bc_id) - nextn;
+    const std::string probe = "blk." + std::to_string(n_trunk) + ".nextn.eh_proj.weight";
+    const bool has = gguf_find_tensor(g, probe.c_str()) >= 0;
+    gguf_free(g);
+    if (!has) fail("'%s' counts %u MTP layer(s) but does not carry them (no %s): a trunk-only file", path.c_str(), nextn, probe.c_str());
+}
+
+void write_f32(const std::string & path, const float * data, size_t n) {
+    FILE * f = std::fopen(path.c_str(), "wb");
+    if (!f) fail("cannot write '%s': %s", path.c_str(), std::strerror(errno));
+    if (std::fwrite(data, sizeof(float), n, f) != n) fail("short write to '%s'", path.c_str());
+    if (std::fclose(f) != 0) fail("cannot close '%s'", path.c_str());
+}
+
+void check_finite(const char * what, const std::vector<float> & v) {
+    for (size_t i = 0; i < v.size(); i++) {
+        if (!std::isfinite(v[i])) fail("%s: non-finite value %g at index %zu", what, (double) v[i], i);
+    }
+}
+
+std::string json_str(const std::string & s) {
+    std::string o = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') { o += '\\'; o += c; }
+        else if ((unsigned char) c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
+        else o += c;
+    }
+    return o + "\"";
+}
+
+// A batch with both token ids and embedding rows, as speculative.cpp makes it: llama_batch_init
+// allocates embd only, token is malloc'ed beside it.
+struct mtp_batch {
+    llama_batch b;
+    mtp_batch(int32_t n, int32_t n_embd) {
+        b = llama_batch_init(n, n_embd, 1);
+        b.token = (llama_token *) std::malloc(sizeof(llama_token) * n);
+        if (!b.token) fail("out of memory");
+    }
+    ~mtp_batch() {
+        std::free(b.token);
+        b.token = nullptr;
+        llama_batch_free(b);
+    }
+};
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    const args_t a = parse_args(argc, argv);
+    llama_log_set(log_cb, nullptr);
+    check_nextn_tensors(a.model);
+
+    ggml_backend_load_all_from_path(backend_dir().c_str());
+    llama_backend_init();
+
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    mp.load_mtp = true;
+    llama_model * model = llama_model_load_from_file(a.model.c_str(), mp);
+    if (!model) fail("llama.cpp could not load '%s' (run with --verbose for its log)", a.model.c_str());
+    if (llama_model_n_layer_nextn(model) < 1) fail("'%s' has no MTP layers (llama_model_n_layer_nextn = 0)", a.model.c_str());
+
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    const int32_t n_embd = llama_model_n_embd_out(model);
+    const int32_t n = (int32_t) a.tokens.size();
+    for (int32_t k = 0; k < n; k++) {
+        if (a.tokens[k] >= n_vocab) fail("token %d at index %d out of range [0, %d)", a.tokens[k], k, n_vocab);
+    }
+
+    llama_context_params cp = llama_context_default_params();
+    const uint32_t n_ctx = (uint32_t) ((n + 1 + 255) / 256 * 256);
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_ctx;
+    cp.n_ubatch = n_ctx;
+    cp.n_seq_max = 1;
+    cp.n_threads = a.threads;
+    cp.n_threads_batch = a.threads;
+    cp.type_k = GGML_TYPE_F32;
+    cp.type_v = GGML_TYPE_F32;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.no_perf = true;
+
+    // 1. target
+    llama_context * ctx_tgt = llama_init_from_model(model, cp);
+    if (!ctx_tgt) fail("cannot create the target context");
+    llama_set_embeddings_nextn(ctx_tgt, true, /*masked*/ false);
+
+    std::vector<float> tgt_logits((size_t) n * n_vocab), tgt_h((size_t) n * n_embd);
+    {
+        llama_batch b = llama_batch_init(n, 0, 1);
+        for (int32_t k = 0; k < n; k++) {
+            b.token[k] = a.tokens[k];
+            b.pos[k] = k;
+            b.n_seq_id[k] = 1;
+            b.seq_id[k][0] = 0;
+            b.logits[k] = 1;
+        }
+        b.n_tokens = n;
+        const int32_t rc = llama_decode(ctx_tgt, b);
+        llama_batch_free(b);
+        if (rc != 0) fail("target llama_decode failed (rc %d)", rc);
+        for (int32_t k = 0; k < n; k++) {
+            const float * l = llama_get_logits_ith(ctx_tgt, k);
+            const float * h = llama_get_embeddings_nextn_ith(ctx_tgt, k);
+            if (!l || !h) fail("target: no logits or h_nextn for row %d", k);
+            std::memcpy(&tgt_logits[(size_t) k * n_vocab], l, sizeof(float) * n_vocab);
+            std::memcpy(&tgt_h[(size_t) k * n_embd], h, sizeof(float) * n_embd);
+        }
+    }
+
+    // 2. MTP over the same tokens, each row paired with the target's h of the row before
+    cp.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+    llama_context * ctx_dft = llama_init_from_model(model, cp);
+    if (!ctx_dft) fail("cannot create the MTP context (llama.cpp refused LLAMA_CONTEXT_TYPE_MTP)");
+    llama_set_embeddings_nextn(ctx_dft, true, /*masked*/ true);
+
+    std::vector<float> mtp_logits((size_t) n * n_vocab), mtp_h((size_t) n * n_embd);
+    {
+        mtp_batch mb(n, n_embd);
+        llama_batch & b = mb.b;
+        for (int32_t k = 0; k < n; k++) {
+            b.token[k] = a.tokens[k];
+            b.pos[k] = k;
+            b.n_seq_id[k] = 1;
+            b.seq_id[k][0] = 0;
+            b.logits[k] = 1;
+            float * row = b.embd + (size_t) k * n_embd;
+            if (k == 0) std::memset(row, 0, sizeof(float) * n_embd);
+            else std::memcpy(row, &tgt_h[(size_t) (k - 1) * n_embd], sizeof(float) * n_embd);
+        }
+        b.n_tokens = n;
+        const int32_t rc = llama_decode(ctx_dft, b);
+        if (rc != 0) fail("MTP llama_decode failed (rc %d)", rc);
+        for (int32_t k = 0; k < n; k++) {
+            const float * l = llama_get_logits_ith(ctx_dft, k);
+            const float * h = llama_get_embeddings_nextn_ith(ctx_dft, k);
+            if (!l || !h) fail("MTP: no logits or h_nextn for row %d", k);
+            std::memcpy(&mtp_logits[(size_t) k * n_vocab], l, sizeof(float) * n_vocab);
+            std::memcpy(&mtp_h[(size_t) k * n_embd], h, sizeof(float) * n_embd);
+        }
+    }
+
+    // 3. one chained draft step
+    const float * last = &mtp_logits[(size_t) (n - 1) * n_vocab];
+    llama_token draft_token = 0;
+    for (int32_t v = 1; v < n_vocab; v++) {
+        if (last[v] > last[draft_token]) draft_token = v;
+    }
+    std::vector<float> draft_logits(n_vocab), draft_h(n_embd);
+    {
+        mtp_batch mb(1, n_embd);
+        llama_batch & b = mb.b;
+        b.token[0] = draft_token;
+        b.pos[0] = n;
+        b.n_seq_id[0] = 1;
+        b.seq_id[0][0] = 0;
+        b.logits[0] = 1;
+        std::memcpy(b.embd, &mtp_h[(size_t) (n - 1) * n_embd], sizeof(float) * n_embd);
+        b.n_tokens = 1;
+        const int32_t rc = llama_decode(ctx_dft, b);
+        if (rc != 0) fail("MTP draft-step llama_decode failed (rc %d)", rc);
+        const float * l = llama_get_logits_ith(ctx_dft, 0);
+        const float * h = llama_get_embeddings_nextn_ith(ctx_dft, 0);
+        if (!l || !h) fail("MTP draft step: no logits or h_nextn");
+        std::memcpy(draft_logits.data(), l, sizeof(float) * n_vocab);
+        std::memcpy(draft_h.data(), h, sizeof(float) * n_embd);
+    }
+
+    check_finite("target logits", tgt_logits);
+    check_finite("target h_nextn", tgt_h);
+    check_finite("MTP logits", mtp_logits);
+    check_finite("MTP h_nextn", mtp_h);
+    check_finite("draft-step logits", draft_logits);
+    check_finite("draft-step h_nextn", draft_h);
+
+    struct out_file { const char * name; const std::vector<float> * v; };
+    const out_file files[] = {
+        {"target_logits", &tgt_logits}, {"target_h", &tgt_h}, {"mtp_logits", &mtp_logits},
+        {"mtp_h", &mtp_h}, {"draft_logits", &draft_logits}, {"draft_h", &draft_h},
+    };
+    std::string fj;
+    for (const auto & f : files) {
+        const std::string path = a.out + "." + f.name + ".f32";
+        write_f32(path, f.v->data(), f.v->size());
+        fj += (fj.empty() ? "" : ", ") + json_str(f.name) + ": " + json_str(path);
+    }
+    std::string toks;
+    for (int32_t k = 0; k < n; k++) toks += (k ? "," : "") + std::to_string(a.tokens[k]);
+
+    char desc[256];
+    llama_model_desc(model, desc, sizeof desc);
+    std::string json = "{\"n_tokens\": " + std::to_string(n) + ", \"n_vocab\": " + std::to_string(n_vocab) +
+        ", \"n_embd\": " + std::to_string(n_embd) + ", \"n_layer\": " + std::to_string(llama_model_n_layer(model)) +
+        ", \"n_layer_nextn\": " + std::to_string(llama_model_n_layer_nextn(model)) + ", \"tokens\": [" + toks + "]" +
+        ", \"draft_token\": " + std::to_string(draft_token) + ", \"draft_pos\": " + std::to_string(n) +
+        ", \"model\": " + json_str(a.model) + ", \"model_desc\": " + json_str(desc) +
+        ", \"settings\": {\"threads\": " + std::to_string(a.threads) + ", \"kv\": \"f32\", \"flash_attention\": \"off\", \"n_ctx\": " +
+        std::to_string(n_ctx) + ", \"n_ubatch\": " + std::to_string(n_ctx) + "}" +
+        ", \"dtype\": \"float32\", \"layout\": \"row-major, little-endian\", \"files\": {" + fj + "}}";
+    {
+        const std::string path = a.out + ".json";
+        FILE * f = std::fopen(path.c_str(), "wb");
+        if (!f) fail("cannot write '%s': %s", path.c_str(), std::strerror(errno));
+        std::fprintf(f, "%s\n", json.c_str());
+        std::fclose(f);
+    }
+    std::printf("%s\n", json.c_str());
+
+    llama_free(ctx_dft);
+    llama_free(ctx_tgt);
+    llama_model_free(model);
+    llama_backend_free();
+    return 0;
+}
