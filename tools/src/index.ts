@@ -28,3 +28,5 @@ export {
   readLogitsFiles,
 } from './parity/llama-ref';
 export type { LlamaLogits, LlamaRefOptions } from './parity/llama-ref';
+export { llamaMtpRef, mtpRefBinary } from './parity/mtp-ref';
+export type { MtpRef, MtpRefOptions } from './parity/mtp-ref';
