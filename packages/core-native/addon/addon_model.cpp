@@ -1,4 +1,5 @@
 // Model runtime binding: createModel(path, program, params) -> Model with an async forward().
+#include <type_traits>
 #include "addon_common.h"
 
 #include <memory>
@@ -69,6 +70,7 @@ kail::program program_from_js(Napi::Object p) {
         prog.ops.push_back(d);
     }
     prog.logits = static_cast<int>(get_num(p, "logits", -1));
+    prog.hidden = static_cast<int>(get_num(p, "hidden", -1));
     Napi::Value kk = p.Get("kvKWidth"), kv = p.Get("kvVWidth");
     if (kk.IsArray() && kv.IsArray()) {
         Napi::Array a = kk.As<Napi::Array>(), b = kv.As<Napi::Array>();
@@ -247,9 +249,11 @@ class AddonModel;
 class ForwardWorker : public Napi::AsyncWorker {
   public:
     ForwardWorker(Napi::Env env, std::shared_ptr<kail::model> m, AddonModel * owner, Napi::Object keep,
-                  std::vector<int32_t> tokens, std::vector<int32_t> pos, std::vector<int32_t> seq, std::vector<uint8_t> out)
+                  std::vector<int32_t> tokens, std::vector<int32_t> pos, std::vector<int32_t> seq, std::vector<uint8_t> out,
+                  std::vector<float> embd, int64_t embd_width, bool want_hidden)
         : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), model_(std::move(m)), owner_(owner),
-          tokens_(std::move(tokens)), pos_(std::move(pos)), seq_(std::move(seq)), out_(std::move(out)) {
+          tokens_(std::move(tokens)), pos_(std::move(pos)), seq_(std::move(seq)), out_(std::move(out)), embd_(std::move(embd)),
+          embd_width_(embd_width), want_hidden_(want_hidden) {
         keep_ = Napi::Persistent(keep);
     }
     Napi::Promise promise() { return deferred_.Promise(); }
@@ -262,7 +266,12 @@ class ForwardWorker : public Napi::AsyncWorker {
             b.seq = seq_.data();
             b.output = out_.data();
             b.n = static_cast<int64_t>(tokens_.size());
-            model_->forward(b, logits_);
+            if (embd_width_ > 0) {
+                b.embd = embd_.data();
+                b.embd_width = embd_width_;
+            }
+            b.want_hidden = want_hidden_;
+            model_->forward(b, logits_, &hidden_);
         });
     }
     void OnOK() override;
@@ -275,7 +284,10 @@ class ForwardWorker : public Napi::AsyncWorker {
     Napi::ObjectReference keep_;
     std::vector<int32_t> tokens_, pos_, seq_;
     std::vector<uint8_t> out_;
-    std::vector<float> logits_;
+    std::vector<float> embd_;
+    int64_t embd_width_ = 0;
+    bool want_hidden_ = false;
+    std::vector<float> logits_, hidden_;
     captured_error err_;
 };
 
@@ -295,6 +307,8 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             InstanceAccessor("nVocab", &AddonModel::n_vocab, nullptr),
             InstanceAccessor("nThreads", &AddonModel::n_threads, nullptr),
             InstanceAccessor("kvBytesPerToken", &AddonModel::kv_per_token, nullptr),
+            InstanceAccessor("hiddenWidth", &AddonModel::hidden_width, nullptr),
+            InstanceAccessor("inputWidth", &AddonModel::input_width, nullptr),
         });
     }
 
@@ -327,6 +341,10 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
     static std::vector<T> vec(Napi::Env env, Napi::Object o, const char * key) {
         Napi::Value v = o.Get(key);
         if (!v.IsTypedArray()) throw make_error(env, "KAIL_E_INVALID_ARG", std::string(key) + " must be a typed array");
+        const napi_typedarray_type want = std::is_same<T, float>::value ? napi_float32_array
+                                          : std::is_same<T, uint8_t>::value ? napi_uint8_array : napi_int32_array;
+        if (v.As<Napi::TypedArray>().TypedArrayType() != want)
+            throw make_error(env, "KAIL_E_INVALID_ARG", std::string(key) + " must be a " + (want == napi_float32_array ? "Float32Array" : want == napi_uint8_array ? "Uint8Array" : "Int32Array"));
         A a = v.As<A>();
         return std::vector<T>(a.Data(), a.Data() + a.ElementLength());
     }
@@ -344,8 +362,19 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             auto out = vec<uint8_t, Napi::Uint8Array>(env, b, "output");
             if (pos.size() != tokens.size() || seq.size() != tokens.size() || out.size() != tokens.size())
                 throw make_error(env, "KAIL_E_INVALID_ARG", "tokens, pos, seq and output must have the same length");
+            // Hidden-state rows in (a multi-token-prediction head's input) and out (the trunk's).
+            std::vector<float> embd;
+            int64_t embd_width = 0;
+            if (b.Has("embd") && !b.Get("embd").IsUndefined() && !b.Get("embd").IsNull()) {
+                embd = vec<float, Napi::Float32Array>(env, b, "embd");
+                if (tokens.empty() || embd.size() % tokens.size() != 0)
+                    throw make_error(env, "KAIL_E_INVALID_ARG", "embd must hold the same number of floats for every token");
+                embd_width = static_cast<int64_t>(embd.size() / tokens.size());
+            }
+            const bool want_hidden = b.Has("hidden") && b.Get("hidden").ToBoolean().Value();
             busy_ = true;
-            auto * w = new ForwardWorker(env, model_, this, Value(), std::move(tokens), std::move(pos), std::move(seq), std::move(out));
+            auto * w = new ForwardWorker(env, model_, this, Value(), std::move(tokens), std::move(pos), std::move(seq), std::move(out),
+                                         std::move(embd), embd_width, want_hidden);
             Napi::Promise p = w->promise();
             w->Queue();
             return p;
@@ -429,6 +458,12 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
     Napi::Value n_threads(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value { return Napi::Number::New(info.Env(), m(info.Env()).n_threads()); });
     }
+    Napi::Value hidden_width(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value { return Napi::Number::New(info.Env(), static_cast<double>(m(info.Env()).hidden_width())); });
+    }
+    Napi::Value input_width(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value { return Napi::Number::New(info.Env(), static_cast<double>(m(info.Env()).input_width())); });
+    }
     Napi::Value kv_per_token(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value { return Napi::Number::New(info.Env(), static_cast<double>(m(info.Env()).kv_bytes_per_token())); });
     }
@@ -443,7 +478,16 @@ void ForwardWorker::OnOK() {
     }
     Napi::Float32Array out = Napi::Float32Array::New(env, logits_.size());
     std::copy(logits_.begin(), logits_.end(), out.Data());
-    deferred_.Resolve(out);
+    if (!want_hidden_) {
+        deferred_.Resolve(out);
+        return;
+    }
+    Napi::Float32Array h = Napi::Float32Array::New(env, hidden_.size());
+    std::copy(hidden_.begin(), hidden_.end(), h.Data());
+    Napi::Object r = Napi::Object::New(env);
+    r.Set("logits", out);
+    r.Set("hidden", h);
+    deferred_.Resolve(r);
 }
 
 void ForwardWorker::OnError(const Napi::Error & e) {

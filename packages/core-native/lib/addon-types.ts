@@ -85,7 +85,8 @@ export interface ProgramOp {
     | 'moe'
     | 'gather_out'
     | 'copy'
-    | 'mla_attention';
+    | 'mla_attention'
+    | 'input';
   out: number;
   a?: number;
   b?: number;
@@ -107,6 +108,8 @@ export interface ModelProgram {
   buffers: ProgramBuffer[];
   ops: ProgramOp[];
   logits: number;
+  /** A per-token buffer forward() returns when the batch asks (`hidden: true`); -1 or absent: none. */
+  hidden?: number;
   kvKWidth: number[];
   kvVWidth: number[];
   nMoeLayers: number;
@@ -269,6 +272,10 @@ export interface ForwardBatch {
   seq: Int32Array;
   /** 1 where logits are wanted. */
   output: Uint8Array;
+  /** Hidden-state rows (tokens x inputWidth floats) for a program with an `input` op (an MTP head). */
+  embd?: Float32Array;
+  /** Also return the program's hidden buffer for every row (forward resolves `{logits, hidden}`). */
+  hidden?: boolean;
 }
 
 export interface NativeModelStats {
@@ -285,8 +292,16 @@ export interface NativeModelStats {
 }
 
 export interface NativeModel {
-  /** Resolves n_out x nVocab logits for the rows with output set. */
-  forward(batch: ForwardBatch): Promise<Float32Array>;
+  /**
+   * Resolves n_out x nVocab logits for the rows with output set; with `hidden: true`, an object
+   * with those logits and the hidden buffer's rows (tokens x hiddenWidth floats).
+   */
+  forward(batch: ForwardBatch & { hidden?: false }): Promise<Float32Array>;
+  forward(batch: ForwardBatch & { hidden: true }): Promise<{ logits: Float32Array; hidden: Float32Array }>;
+  /** Floats per row of the program's hidden buffer; 0 when it has none. */
+  readonly hiddenWidth: number;
+  /** Floats per row the program's input op reads (batch.embd); 0 when it reads none. */
+  readonly inputWidth: number;
   seqLen(seq: number): number;
   seqTruncate(seq: number, len: number): void;
   seqCopy(src: number, dst: number): void;

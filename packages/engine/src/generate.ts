@@ -145,11 +145,16 @@ async function generateSpeculative(
   if (opts.feed === 'random') throw new EngineError('KAIL_E_INVALID_ARG', "feed 'random' cannot be combined with speculative decoding");
   model.truncate(seq, 0);
   const before = spec.stats();
-  const s = spec.begin(seq, opts.sampling ?? {}, spec.draft === model ? seq + 1 : 0);
+  const s = spec.begin(seq, opts.sampling ?? {}, spec.draft === model ? seq + 1 : spec.mtp ? seq : 0);
   const o = startOutput(model, prompt, opts);
   const { stop, decoder, history, out, emit } = o;
   const t0 = performance.now();
-  if (prompt.length > 1) await model.evaluate(seq, prompt.slice(0, -1), 'last');
+  if (prompt.length > 1) {
+    const pre = prompt.slice(0, -1);
+    // An MTP draft reads the target's hidden state of every position.
+    if (s.needsHidden) s.recordHidden(0, (await model.evaluateWithHidden(seq, pre, 'last')).hidden, pre.length);
+    else await model.evaluate(seq, pre, 'last');
+  }
   const t1 = performance.now();
   let finish: GenerateResult['finishReason'] = 'length';
   // The first target pass also finishes the prompt: tokens/s counts what came after it.

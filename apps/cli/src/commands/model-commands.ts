@@ -130,6 +130,7 @@ function streamLine(model: EngineModel, tokens: number): string {
 interface SpecOpts {
   draft?: string;
   lookup?: boolean;
+  mtp?: boolean;
   specK: number;
   specAdapt: boolean;
 }
@@ -138,17 +139,23 @@ function addSpecOptions(cmd: Command): Command {
   return cmd
     .option('--draft <file>', 'speculative decoding with this draft GGUF (same vocabulary, checked); loaded in RAM')
     .option('--lookup', 'speculative decoding with prompt-lookup (n-gram) drafts from the context, no draft model')
+    .option('--mtp', "speculative decoding with the model file's own multi-token-prediction block (DeepSeek-V3 NextN) as the draft")
     .option('--spec-k <n>', 'drafted tokens per target pass to start from (1..32)', int('--spec-k', 1, 32), 4)
     .option('--no-spec-adapt', 'keep --spec-k fixed instead of following the acceptance rate');
 }
 
-/** The decoder for --draft / --lookup, or null; the draft model is returned to be closed. */
+/** The decoder for --draft / --lookup / --mtp, or null; the draft model is returned to be closed. */
 function loadSpeculation(target: EngineModel, o: SpecOpts, threads: number | undefined): { spec: SpeculativeDecoder | null; draft: EngineModel | null } {
-  if (o.draft && o.lookup) throw new Error('give --draft FILE or --lookup, not both');
-  if (!o.draft && !o.lookup) return { spec: null, draft: null };
-  const draft = o.draft ? EngineModel.load(o.draft, { threads, nCtx: target.nCtx }) : null;
+  if ([o.draft, o.lookup, o.mtp].filter(Boolean).length > 1) throw new Error('give one of --draft FILE, --lookup and --mtp');
+  if (!o.draft && !o.lookup && !o.mtp) return { spec: null, draft: null };
+  const draft = o.draft
+    ? EngineModel.load(o.draft, { threads, nCtx: target.nCtx })
+    : o.mtp
+      ? EngineModel.load(target.path, { threads, nCtx: target.nCtx, nSeqMax: target.nSeqMax, mtp: true })
+      : null;
   try {
-    return { spec: new SpeculativeDecoder(target, { draft: draft ?? undefined, lookup: !draft, k: o.specK, adaptive: o.specAdapt }), draft };
+    const how = o.mtp ? { mtp: draft! } : { draft: draft ?? undefined, lookup: !draft };
+    return { spec: new SpeculativeDecoder(target, { ...how, k: o.specK, adaptive: o.specAdapt }), draft };
   } catch (e) {
     draft?.close();
     throw e;
@@ -308,8 +315,8 @@ export function registerModelCommands(program: Command): void {
     .option('-t, --threads <n>', 'compute threads (default: physical cores)', int('--threads', 1, 1024))
     .option('--feed <kind>', 'what each decode step feeds: greedy or random', 'greedy')
     .option('-r, --reps <n>', 'repetitions (median reported)', int('--reps', 1, 100), 1)
-    .option('--temp <t>', 'with --draft/--lookup: sampling temperature (0 = greedy)', num('--temp', 0, 100), 0)
-    .option('--seed <s>', 'with --draft/--lookup: sampling seed', int('--seed', 0, 2 ** 32 - 1), 1)
+    .option('--temp <t>', 'with --draft/--lookup/--mtp: sampling temperature (0 = greedy)', num('--temp', 0, 100), 0)
+    .option('--seed <s>', 'with --draft/--lookup/--mtp: sampling seed', int('--seed', 0, 2 ** 32 - 1), 1)
     .option('--usage-history', "warm the expert cache from the model's usage history and update it (off by default, so runs compare)")
     .option('--routing-stats', 'after the benchmark, feed 64 random tokens and print how spread the routing is (experts used per layer, shared by consecutive tokens)')
     .option('--data-dir <dir>', 'data directory (hardware profile, usage histories)')
@@ -336,7 +343,7 @@ export function registerModelCommands(program: Command): void {
       const log = (l: string) => process.stderr.write(l + '\n');
       const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(o.nPrompt + o.nGen + 1, o.routingStats ? 65 : 1), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
       try {
-        if (o.draft || o.lookup)
+        if (o.draft || o.lookup || o.mtp)
           return await benchSpeculative(model, o, () =>
             EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, () => undefined) }),
           );
@@ -397,14 +404,14 @@ export function registerModelCommands(program: Command): void {
       draft = loaded.draft;
       const sp = await benchmarkSpeculative(fresh, { prompt, genTokens: o.nGen, sampling, speculative: loaded.spec! });
       if (o.json) {
-        process.stdout.write(JSON.stringify({ model: o.model, draft: o.draft ?? null, lookup: !!o.lookup, prompt_tokens: o.nPrompt, temperature: o.temp, baseline: base, speculative: sp }) + '\n');
+        process.stdout.write(JSON.stringify({ model: o.model, draft: o.draft ?? null, lookup: !!o.lookup, mtp: !!o.mtp, prompt_tokens: o.nPrompt, temperature: o.temp, baseline: base, speculative: sp }) + '\n');
         return;
       }
       const bpt = (r: typeof base) => (r.bytesReadPerToken === null ? '' : `, ${formatBytes(r.bytesReadPerToken)} expert reads/token`);
       const st = sp.speculative!;
       process.stdout.write(
         `${path.basename(o.model)} (${model.hparams.arch}), ${model.runtime.nThreads} threads, ${o.temp === 0 ? 'greedy' : `temperature ${o.temp}`}, ` +
-          `${o.draft ? `draft ${path.basename(o.draft)}` : 'prompt lookup'}, k ${o.specK}${o.specAdapt ? ' (adaptive)' : ''}\n` +
+          `${o.draft ? `draft ${path.basename(o.draft)}` : o.mtp ? 'MTP block' : 'prompt lookup'}, k ${o.specK}${o.specAdapt ? ' (adaptive)' : ''}\n` +
           `tg${o.nGen} baseline:    ${base.tokensPerSecond.toFixed(2)} tokens/s${bpt(base)}\n` +
           `tg${o.nGen} speculative: ${sp.tokensPerSecond.toFixed(2)} tokens/s${bpt(sp)} (${(sp.tokensPerSecond / base.tokensPerSecond).toFixed(2)}x)\n` +
           `acceptance ${(100 * st.acceptanceRate).toFixed(1)}% (${st.acceptedTokens}/${st.draftedTokens}), ${st.tokensPerPass.toFixed(2)} tokens/pass, k now ${st.currentK}\n`,

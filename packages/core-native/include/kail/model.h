@@ -35,6 +35,7 @@ enum op_type {
     OP_GATHER_OUT,     // out (out-rows) = rows of a whose output flag is set
     OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
     OP_MLA_ATTENTION,  // stores the latent row b (kv_lora + qk_rope) in the KV cache, out = absorbed MLA(q=a)   weights: k_b, v_b | kv_b
+    OP_INPUT,          // out[t] = batch.embd row t (hidden-state rows given with the batch, e.g. a multi-token-prediction head's)
     OP_COUNT_
 };
 
@@ -62,6 +63,7 @@ struct program {
     std::vector<buffer_desc> buffers;
     std::vector<op_desc>     ops;
     int                      logits = -1; // buffer holding the logits (out rows)
+    int                      hidden = -1; // optional per-token buffer forward() can return (batch::want_hidden)
     int                      n_kv_layers = 0;
     std::vector<int64_t>     kv_k_width;  // per KV layer: floats of K per token (n_head_kv * head_dim)
     std::vector<int64_t>     kv_v_width;
@@ -98,6 +100,9 @@ struct batch {
     const int32_t * seq = nullptr;
     const uint8_t * output = nullptr; // 1 = return logits for this row
     int64_t         n = 0;
+    const float *   embd = nullptr;   // n x embd_width floats for the program's input op, if it has one
+    int64_t         embd_width = 0;
+    bool            want_hidden = false; // forward() also returns the program's hidden buffer, every row
 };
 
 struct model_stats {
@@ -118,10 +123,15 @@ class model {
     model(std::shared_ptr<gguf_file> file, program prog, const model_params & params);
     ~model();
 
-    // Runs the program; fills logits (n_out * n_vocab floats, n_out = rows with output set).
+    // Runs the program; fills logits (n_out * n_vocab floats, n_out = rows with output set), and
+    // with b.want_hidden the program's hidden buffer (n * hidden_width floats, every row).
     // Throws KAIL_E_INVALID_ARG for bad tokens/positions/sequences, KAIL_E_BUDGET when the KV
     // cache would pass its budget, KAIL_E_CANCELLED when cancel() was called during the call.
-    void forward(const batch & b, std::vector<float> & logits);
+    void forward(const batch & b, std::vector<float> & logits, std::vector<float> * hidden = nullptr);
+    // Floats per row of the hidden buffer (0: the program has none), and of the input op's rows
+    // (0: the program reads no hidden-state rows).
+    int64_t hidden_width() const;
+    int64_t input_width() const;
 
     int64_t n_vocab() const { return n_vocab_; }
     int64_t seq_len(int seq) const;

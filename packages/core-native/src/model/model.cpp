@@ -35,6 +35,7 @@ op_type op_type_from_name(const std::string & name) {
         {"matmul", OP_MATMUL}, {"add", OP_ADD}, {"mul", OP_MUL}, {"scale", OP_SCALE},
         {"swiglu", OP_SWIGLU}, {"sigmoid_mul", OP_SIGMOID_MUL}, {"rope", OP_ROPE},
         {"attention", OP_ATTENTION}, {"moe", OP_MOE}, {"gather_out", OP_GATHER_OUT}, {"copy", OP_COPY}, {"mla_attention", OP_MLA_ATTENTION},
+        {"input", OP_INPUT},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -70,6 +71,7 @@ struct model::impl {
     program                    prog;
     model_params               params;
     std::unique_ptr<threadpool> pool;
+    int64_t                    input_width = 0;  // floats per row the input op reads (0: none)
 
     // resolved weights per op: role -> tensor
     std::vector<std::map<std::string, tensor_ref>> wts;
@@ -289,6 +291,14 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     }
     if (m.prog.logits < 0 || m.prog.logits >= nb || !m.prog.buffers[m.prog.logits].out_rows)
         throw error(KAIL_E_INVALID_ARG, "program: logits buffer must be an out-rows buffer");
+    if (m.prog.hidden < -1 || m.prog.hidden >= nb || (m.prog.hidden >= 0 && m.prog.buffers[m.prog.hidden].out_rows))
+        throw error(KAIL_E_INVALID_ARG, "program: the hidden buffer must be a per-token buffer");
+    for (const op_desc & op : m.prog.ops) {
+        if (op.type != OP_INPUT) continue;
+        if (m.prog.buffers[op.out].out_rows) throw error(KAIL_E_INVALID_ARG, "program: the input op must write a per-token buffer");
+        if (m.input_width && m.input_width != m.prog.buffers[op.out].width) throw error(KAIL_E_INVALID_ARG, "program: input ops of different widths");
+        m.input_width = m.prog.buffers[op.out].width;
+    }
     n_vocab_ = m.prog.buffers[m.prog.logits].width;
     if (static_cast<int>(m.prog.kv_k_width.size()) != m.prog.n_kv_layers || static_cast<int>(m.prog.kv_v_width.size()) != m.prog.n_kv_layers)
         throw error(KAIL_E_INVALID_ARG, "program: kv widths do not match n_kv_layers");
@@ -303,6 +313,10 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
 model::~model() = default;
 
 int model::n_threads() const { return impl_->pool->n_threads(); }
+
+int64_t model::hidden_width() const { return impl_->prog.hidden >= 0 ? impl_->prog.buffers[impl_->prog.hidden].width : 0; }
+
+int64_t model::input_width() const { return impl_->input_width; }
 
 int64_t model::seq_len(int seq) const {
     if (seq < 0 || seq >= impl_->params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
@@ -838,6 +852,11 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     }
 }
 
+void op_input(exec_ctx & x, const op_desc & op) {
+    const int64_t w = x.width(op.out);
+    std::memcpy(x.ptr(op.out), x.b.embd, static_cast<size_t>(x.n_tok * w) * sizeof(float));
+}
+
 void op_gather_out(exec_ctx & x, const op_desc & op) {
     const int64_t w = x.width(op.a);
     int64_t r = 0;
@@ -847,10 +866,15 @@ void op_gather_out(exec_ctx & x, const op_desc & op) {
 
 } // namespace
 
-void model::forward(const batch & b, std::vector<float> & logits) {
+void model::forward(const batch & b, std::vector<float> & logits, std::vector<float> * hidden) {
     impl & m = *impl_;
     cancel_.store(false);
     if (b.n <= 0) throw error(KAIL_E_INVALID_ARG, "empty batch");
+    if (m.input_width > 0 && (!b.embd || b.embd_width != m.input_width))
+        throw error(KAIL_E_INVALID_ARG, "this model reads a hidden-state row per token: the batch needs embd with " + std::to_string(m.input_width) +
+                                            " floats per token" + (b.embd ? " (got " + std::to_string(b.embd_width) + ")" : std::string()));
+    if (m.input_width == 0 && b.embd) throw error(KAIL_E_INVALID_ARG, "this model takes no hidden-state rows (batch.embd given)");
+    if (b.want_hidden && m.prog.hidden < 0) throw error(KAIL_E_INVALID_ARG, "this model's program has no hidden-state output");
     if (m.plan && b.n > m.params.n_batch)
         throw error(KAIL_E_BUDGET, "a batch of " + std::to_string(b.n) + " tokens is larger than the " + std::to_string(m.params.n_batch) + " the RAM budget was planned for");
     // Validate the batch: sequences in range, positions contiguous with each sequence's cache.
@@ -897,11 +921,16 @@ void model::forward(const batch & b, std::vector<float> & logits) {
             case OP_GATHER_OUT: op_gather_out(x, op); break;
             case OP_COPY: elementwise(x, op, [](float a, float) { return a; }); break;
             case OP_MLA_ATTENTION: op_mla_attention(x, op, oi); break;
+            case OP_INPUT: op_input(x, op); break;
             default: throw error(KAIL_E_INTERNAL, "unhandled op");
         }
     }
     for (int s = 0; s < m.params.n_seq_max; s++) m.seq_len[s] = next[s];
     logits.assign(m.bufs[m.prog.logits].begin(), m.bufs[m.prog.logits].begin() + n_out * n_vocab_);
+    if (hidden) {
+        if (b.want_hidden) hidden->assign(m.bufs[m.prog.hidden].begin(), m.bufs[m.prog.hidden].begin() + b.n * m.prog.buffers[m.prog.hidden].width);
+        else hidden->clear();
+    }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::lock_guard<std::mutex> lk(m.stats_mu);
     m.stats.forward_calls++;

@@ -6,7 +6,7 @@ import { EngineError, toEngineError } from '../errors';
 import { DEFAULT_USAGE_DECAY, mergeUsage, modelIdentity, readUsageHistory, warmOrder, writeUsageHistory, type UsageHistory } from '../cache/usage-history';
 import { native } from '../native';
 import { Tokenizer } from '../tokenizer/tokenizer';
-import { SUPPORTED_ARCHITECTURES, buildProgram } from './architectures';
+import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram } from './architectures';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { Metadata, readHParams, type HParams } from './hparams';
 
@@ -68,6 +68,12 @@ export interface LoadModelOptions {
    * load fails with KAIL_E_IO naming what is missing when no complete pack of this file is found.
    */
   storage?: string[];
+  /**
+   * Load the file's multi-token-prediction block (DeepSeek-V3 NextN) as a draft model of its own
+   * instead of the decoder (see buildDeepseek2Mtp): each forward row needs the target's hidden
+   * state of the position before in ForwardBatch.embd. KAIL_E_INVALID_ARG when the file has none.
+   */
+  mtp?: boolean;
 }
 
 /** What a RAM budget holds with routed experts streaming from storage. */
@@ -148,6 +154,24 @@ export function summarize(file: NativeGgufFile): ModelSummary {
   };
 }
 
+/**
+ * Weight bytes one token reads through `program`: every tensor it names once, routed expert
+ * tensors at the share the used experts take. For a program that runs part of a file (the MTP block).
+ */
+function programBytesPerToken(program: ModelProgram, file: NativeGgufFile, s: ModelSummary): number {
+  const bytes = new Map(file.tensors.map((t) => [t.name, t.nbytes]));
+  const seen = new Set<string>();
+  let total = 0;
+  for (const op of program.ops)
+    for (const name of Object.values(op.weights ?? {})) {
+      if (seen.has(name)) continue;
+      seen.add(name);
+      const b = bytes.get(name) ?? 0;
+      total += isExpertTensor(name) && s.expertCount ? (b * s.expertUsedCount) / s.expertCount : b;
+    }
+  return total;
+}
+
 /** Opens a GGUF file's metadata and tensor table (no weights mapped). */
 export function openGgufMetadata(path: string): NativeGgufFile {
   if (!fs.existsSync(path)) throw new EngineError('KAIL_E_IO', `model file not found: ${path}`);
@@ -178,7 +202,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
   const md = new Metadata(file.metadata, arch);
   const tensors = new Map<string, GgufTensorInfo>(file.tensors.map((t) => [t.name, t]));
   const hp = readHParams(md, tensors);
-  const program = buildProgram(hp, tensors);
+  const program = opts.mtp ? buildMtpProgram(hp, tensors) : buildProgram(hp, tensors);
   const nCtx = Math.max(1, Math.min(opts.nCtx ?? Math.min(hp.nCtxTrain || 4096, 4096), 1 << 20));
   const nSeqMax = Math.max(1, opts.nSeqMax ?? 1);
   const nBatch = Math.max(1, Math.floor(opts.nBatch ?? 512));
@@ -275,7 +299,8 @@ export class EngineModel {
     try {
       const { md, hp, program, nCtx, nSeqMax, nBatch, params } = prepare(path, file, opts);
       const tokenizer = Tokenizer.fromMetadata(file.metadata);
-      const summary = summarize(file);
+      let summary = summarize(file);
+      if (opts.mtp) summary = { ...summary, bytesPerToken: programBytesPerToken(program, file, summary) };
       // Refuse before allocating: the KV cache at full context for every sequence must fit in
       // what the machine has available (the weights are mapped, not allocated).
       const kvElem = opts.kvType === 'f32' ? 4 : 2;
@@ -402,12 +427,28 @@ export class EngineModel {
    * returns logits for the rows selected by `outputs` ('last' or 'all').
    */
   async evaluate(seq: number, tokens: readonly number[], outputs: 'last' | 'all', nBatch = this.nBatch): Promise<Float32Array> {
+    return (await this.evaluateRows(seq, tokens, outputs, nBatch, false)).logits;
+  }
+
+  /**
+   * `evaluate`, plus the program's hidden rows for every token (tokens x hiddenWidth floats): the
+   * normalized final hidden states a multi-token-prediction draft reads.
+   */
+  async evaluateWithHidden(seq: number, tokens: readonly number[], outputs: 'last' | 'all', nBatch = this.nBatch): Promise<{ logits: Float32Array; hidden: Float32Array }> {
+    if (!this.runtime.hiddenWidth) throw new EngineError('KAIL_E_INVALID_ARG', `${this.path}: this model's program has no hidden-state output`);
+    const r = await this.evaluateRows(seq, tokens, outputs, nBatch, true);
+    return { logits: r.logits, hidden: r.hidden! };
+  }
+
+  private async evaluateRows(seq: number, tokens: readonly number[], outputs: 'last' | 'all', nBatch: number, withHidden: boolean): Promise<{ logits: Float32Array; hidden: Float32Array | null }> {
     return this.exclusive(async () => {
       const start = this.runtime.seqLen(seq);
       if (start + tokens.length > this.nCtx)
         throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `${start + tokens.length} tokens do not fit the context of ${this.nCtx}`);
       const nv = this.nVocab;
       const out = new Float32Array((outputs === 'all' ? tokens.length : 1) * nv);
+      const hw = this.runtime.hiddenWidth;
+      const hidden = withHidden ? new Float32Array(tokens.length * hw) : null;
       let written = 0;
       for (let i = 0; i < tokens.length; i += nBatch) {
         const n = Math.min(nBatch, tokens.length - i);
@@ -418,19 +459,26 @@ export class EngineModel {
           output: Uint8Array.from({ length: n }, (_, j) => (outputs === 'all' || i + j === tokens.length - 1 ? 1 : 0)),
         };
         try {
-          const logits = await this.runtime.forward(batch);
-          out.set(logits, written);
-          written += logits.length;
+          if (hidden) {
+            const r = await this.runtime.forward({ ...batch, hidden: true });
+            out.set(r.logits, written);
+            written += r.logits.length;
+            hidden.set(r.hidden, i * hw);
+          } else {
+            const logits = await this.runtime.forward(batch);
+            out.set(logits, written);
+            written += logits.length;
+          }
         } catch (e) {
           throw toEngineError(e);
         }
       }
-      return out;
+      return { logits: out, hidden };
     });
   }
 
   /** One forward pass over a batch that may mix sequences; logits for rows with output set. */
-  forwardBatch(batch: ForwardBatch): Promise<Float32Array> {
+  forwardBatch(batch: ForwardBatch & { hidden?: false }): Promise<Float32Array> {
     return this.exclusive(async () => {
       try {
         return await this.runtime.forward(batch);
@@ -438,6 +486,22 @@ export class EngineModel {
         throw toEngineError(e);
       }
     });
+  }
+
+  /** `forwardBatch`, plus the program's hidden rows for every row of the batch. */
+  forwardBatchWithHidden(batch: ForwardBatch): Promise<{ logits: Float32Array; hidden: Float32Array }> {
+    return this.exclusive(async () => {
+      try {
+        return await this.runtime.forward({ ...batch, hidden: true });
+      } catch (e) {
+        throw toEngineError(e);
+      }
+    });
+  }
+
+  /** Floats per hidden row (the normalized final hidden state an MTP draft reads); 0 when the program has none. */
+  get hiddenWidth(): number {
+    return this.runtime.hiddenWidth;
   }
 
   /** Drops a sequence's cache from position len on (len 0 clears it). */

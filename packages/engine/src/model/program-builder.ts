@@ -9,6 +9,7 @@ export class ProgramBuilder {
   private readonly kvV: number[] = [];
   private nMoeLayers = 0;
   private nExpert = 0;
+  private hiddenBuf = -1;
 
   /** A buffer of `width` floats per row (per token, or per output row); reused by name. */
   buf(name: string, width: number, outRows = false): number {
@@ -40,11 +41,18 @@ export class ProgramBuilder {
     return this.nMoeLayers++;
   }
 
+  /** Names a per-token buffer forward() can return (ForwardBatch.hidden). */
+  hidden(buf: number): void {
+    if (this.buffers[buf]?.outRows !== false) throw new Error('program: the hidden buffer must be a per-token buffer');
+    this.hiddenBuf = buf;
+  }
+
   build(logits: number): ModelProgram {
     return {
       buffers: this.buffers,
       ops: this.ops,
       logits,
+      hidden: this.hiddenBuf,
       kvKWidth: this.kvK,
       kvVWidth: this.kvV,
       nMoeLayers: this.nMoeLayers,

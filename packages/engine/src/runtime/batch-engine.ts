@@ -118,6 +118,8 @@ export class BatchEngine {
       if (this.spec.target !== model) throw new EngineError('KAIL_E_INVALID_ARG', 'the speculative decoder was made for another target model');
       const d = this.spec.draft;
       if (d === model) throw new EngineError('KAIL_E_INVALID_ARG', 'in a BatchEngine the draft model cannot be the target itself (their sequence slots would collide); load it a second time');
+      if (this.spec.mtp && this.spec.mtp.nSeqMax < model.nSeqMax)
+        throw new EngineError('KAIL_E_INVALID_ARG', `the MTP model has ${this.spec.mtp.nSeqMax} sequence slot(s), the target ${model.nSeqMax}`);
       if (d && d.nSeqMax < model.nSeqMax)
         throw new EngineError('KAIL_E_INVALID_ARG', `the draft model has ${d.nSeqMax} sequence slot(s), the target ${model.nSeqMax}; load the draft with nSeqMax ≥ ${model.nSeqMax}`);
     }
@@ -320,9 +322,12 @@ export class BatchEngine {
       budget -= feed.length;
     }
     const prefilling: Active[] = [];
+    /** Prompt chunks in this pass (row of the batch, first position, length), for MTP's hidden rows. */
+    const chunks: { a: Active; at: number; start: number; n: number }[] = [];
     for (const a of this.running.values()) {
       if (a.pending !== undefined || a.prefilled >= a.req.prompt.length || budget <= 0) continue;
       const n = Math.min(budget, a.req.prompt.length - a.prefilled);
+      chunks.push({ a, at: tokens.length, start: a.prefilled, n });
       for (let i = 0; i < n; i++) {
         tokens.push(a.req.prompt[a.prefilled + i]);
         pos.push(a.prefilled + i);
@@ -338,14 +343,12 @@ export class BatchEngine {
     }
     if (tokens.length === 0) return;
     let logits: Float32Array;
+    let hidden: Float32Array | null = null;
     const tPass = performance.now();
     try {
-      logits = await this.model.forwardBatch({
-        tokens: Int32Array.from(tokens),
-        pos: Int32Array.from(pos),
-        seq: Int32Array.from(seq),
-        output: Uint8Array.from(output),
-      });
+      const batch = { tokens: Int32Array.from(tokens), pos: Int32Array.from(pos), seq: Int32Array.from(seq), output: Uint8Array.from(output) };
+      if (this.spec?.mode === 'mtp') ({ logits, hidden } = await this.model.forwardBatchWithHidden(batch));
+      else logits = await this.model.forwardBatch(batch);
     } catch (e) {
       // A failed pass fails the sequences in it; the engine keeps serving the others.
       const err = toEngineError(e);
@@ -355,6 +358,7 @@ export class BatchEngine {
     }
     const passMs = performance.now() - tPass;
     this.steps++;
+    if (hidden) for (const c of chunks) c.a.spec?.recordHidden(c.start, hidden, c.n, c.at);
     const nv = this.model.nVocab;
     const now = performance.now();
     let produced = 0;
@@ -373,6 +377,7 @@ export class BatchEngine {
         const res = a.spec.verify(a.history, draft, rowsOf);
         // Keep [0, h + accepted): the accepted drafts stay cached, the new pending token is not.
         this.model.truncate(a.slot, h + res.accepted);
+        if (hidden) a.spec.recordHidden(h - 1, hidden, res.accepted + 1, row);
         // The pass is shared: each decoding sequence is charged an equal part of its time.
         this.spec!.record({ n, ms: passMs / decoding, drafted: draft.tokens.length, accepted: res.accepted, committed: res.tokens.length, draftMs: draftMs / decoding });
         a.spec.adapt(draft.tokens.length, res.accepted);

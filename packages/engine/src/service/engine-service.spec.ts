@@ -233,7 +233,7 @@ describe('engine gRPC service with a loaded model', () => {
   it('refuses a draft model and lookup together', async () => {
     const err = await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', id: 'both', lookupDecoding: true, draftPath: 'tiny-qwen3moe-F32-1' })).catch((e) => e as grpc.ServiceError);
     expect((err as grpc.ServiceError).code).toBe(grpc.status.INVALID_ARGUMENT);
-    expect((err as grpc.ServiceError).details).toContain('not both');
+    expect((err as grpc.ServiceError).details).toContain('give one of a draft model, lookup decoding and MTP drafting');
   });
 });
 

@@ -172,11 +172,11 @@ export class LocalModelHost implements ModelHost {
         nSeqMax: this.opts.seqsPerModel ?? 8,
         ramBytes: ram > 0 ? ram : undefined,
       });
-      // Speculative decoding: a draft model (loaded with the target's context and slots) or prompt lookup.
+      // Speculative decoding: a draft model (loaded with the target's context and slots), prompt lookup, or the file's MTP block.
       try {
         spec = SpeculativeDecoder.fromConfig(
           model,
-          { draftPath: req.draftPath ? this.resolveModelPath(req.draftPath) : undefined, lookup: req.lookupDecoding, k: req.speculativeK },
+          { draftPath: req.draftPath ? this.resolveModelPath(req.draftPath) : undefined, lookup: req.lookupDecoding, mtp: req.mtpDecoding, k: req.speculativeK },
           { ...this.opts.loadOptions, threads: req.threads || this.opts.threads || 0 },
         );
         engine = new BatchEngine(model, { speculative: spec ?? undefined });

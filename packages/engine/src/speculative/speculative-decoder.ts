@@ -17,6 +17,12 @@ export interface SpeculativeOptions {
   draft?: EngineModel;
   /** Prompt-lookup (n-gram) drafting from the context instead of a draft model; true = default n-gram sizes. */
   lookup?: boolean | LookupOptions;
+  /**
+   * The target file's multi-token-prediction block (DeepSeek-V3 NextN), loaded with
+   * `EngineModel.load(target.path, { mtp: true })`: it drafts from the target's own hidden states.
+   * Exactly one of `draft`, `lookup` and `mtp` must be given.
+   */
+  mtp?: EngineModel;
   /** Drafted tokens per target pass to start from; an integer in [1, 32]. Default 4. */
   k?: number;
   /** Let k follow the measured acceptance rate (see `chooseK`). Default true. */
@@ -39,7 +45,7 @@ export interface SpeculativeOptions {
  */
 export interface SpeculativeStats {
   enabled: boolean;
-  mode: 'draft' | 'lookup';
+  mode: SpeculativeMode;
   draftedTokens: number;
   acceptedTokens: number;
   /** Target forward passes while decoding (verification passes, and plain steps when nothing was drafted). */
@@ -71,6 +77,9 @@ export interface VerifyResult {
 }
 
 const MAX_K = 32;
+
+/** How drafts are made: a draft model, prompt lookup, or the target's multi-token-prediction block. */
+export type SpeculativeMode = 'draft' | 'lookup' | 'mtp';
 
 function checkInt(name: string, v: number, lo: number, hi: number): void {
   if (!Number.isInteger(v) || v < lo || v > hi) throw new EngineError('KAIL_E_INVALID_ARG', `${name} must be an integer in [${lo}, ${hi}], got ${v}`);
@@ -121,8 +130,10 @@ function drawFrom(p: Float32Array, u: number, sum = 1): number {
  * decoder serves many sequences (`begin` per sequence) and sums their statistics.
  */
 export class SpeculativeDecoder {
-  readonly mode: 'draft' | 'lookup';
+  readonly mode: SpeculativeMode;
   readonly draft: EngineModel | null;
+  /** The multi-token-prediction model (mode 'mtp'). */
+  readonly mtp: EngineModel | null;
   readonly adaptive: boolean;
   readonly kMin: number;
   readonly kMax: number;
@@ -149,10 +160,12 @@ export class SpeculativeDecoder {
     readonly target: EngineModel,
     opts: SpeculativeOptions,
   ) {
-    if (!opts || (!opts.draft && !opts.lookup)) throw new EngineError('KAIL_E_INVALID_ARG', 'speculative decoding needs a draft model or lookup: true');
-    if (opts.draft && opts.lookup) throw new EngineError('KAIL_E_INVALID_ARG', 'give a draft model or lookup, not both');
-    this.mode = opts.draft ? 'draft' : 'lookup';
+    const given = opts ? [opts.draft, opts.lookup, opts.mtp].filter(Boolean).length : 0;
+    if (given === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'speculative decoding needs a draft model, lookup: true or an MTP model');
+    if (given > 1) throw new EngineError('KAIL_E_INVALID_ARG', 'give one of a draft model, lookup and an MTP model');
+    this.mode = opts.draft ? 'draft' : opts.mtp ? 'mtp' : 'lookup';
     this.draft = opts.draft ?? null;
+    this.mtp = opts.mtp ?? null;
     const k = opts.k ?? 4;
     checkInt('speculative k', k, 1, MAX_K);
     this.kMin = opts.kMin ?? Math.min(1, k);
@@ -171,8 +184,17 @@ export class SpeculativeDecoder {
       if (this.draft.nVocab !== target.nVocab)
         throw new EngineError('KAIL_E_INVALID_ARG', `the draft model's output has ${this.draft.nVocab} logits, the target's ${target.nVocab}`);
     }
+    if (this.mtp) {
+      if (this.mtp.path !== target.path) throw new EngineError('KAIL_E_INVALID_ARG', `the MTP block must come from the target's own file (${target.path}), not ${this.mtp.path}`);
+      if (!this.mtp.runtime.inputWidth) throw new EngineError('KAIL_E_INVALID_ARG', 'the MTP model was not loaded as one (EngineModel.load(path, { mtp: true }))');
+      if (target.hiddenWidth !== this.mtp.runtime.inputWidth)
+        throw new EngineError('KAIL_E_INVALID_ARG', `the target gives ${target.hiddenWidth} hidden floats per token, its MTP block reads ${this.mtp.runtime.inputWidth}`);
+      if (this.mtp.nSeqMax < target.nSeqMax || this.mtp.nCtx < target.nCtx)
+        throw new EngineError('KAIL_E_INVALID_ARG', `the MTP model needs the target's ${target.nSeqMax} sequence slot(s) and context ${target.nCtx}`);
+    }
     const bpt = (m: EngineModel) => m.summary.bytesPerToken || 1;
-    this.draftCost = opts.draftCost ?? (this.draft ? bpt(this.draft) / bpt(target) + 0.05 : 0.05);
+    const drafter = this.draft ?? this.mtp;
+    this.draftCost = opts.draftCost ?? (drafter ? bpt(drafter) / bpt(target) + 0.05 : 0.05);
     if (!(this.draftCost >= 0 && Number.isFinite(this.draftCost))) throw new EngineError('KAIL_E_INVALID_ARG', `draftCost must be a finite number ≥ 0, got ${opts.draftCost}`);
   }
 
@@ -184,16 +206,19 @@ export class SpeculativeDecoder {
    */
   static fromConfig(
     target: EngineModel,
-    cfg: { draftPath?: string; lookup?: boolean; k?: number; adaptive?: boolean },
+    cfg: { draftPath?: string; lookup?: boolean; mtp?: boolean; k?: number; adaptive?: boolean },
     load: LoadModelOptions = {},
   ): SpeculativeDecoder | null {
-    if (cfg.draftPath && cfg.lookup) throw new EngineError('KAIL_E_INVALID_ARG', 'give a draft model or lookup decoding, not both');
+    if ([cfg.draftPath, cfg.lookup, cfg.mtp].filter(Boolean).length > 1) throw new EngineError('KAIL_E_INVALID_ARG', 'give one of a draft model, lookup decoding and MTP drafting');
     const k = cfg.k || undefined;
     if (cfg.lookup) return new SpeculativeDecoder(target, { lookup: true, k, adaptive: cfg.adaptive });
-    if (!cfg.draftPath) return null;
-    const draft = EngineModel.load(cfg.draftPath, { threads: target.runtime.nThreads, ...load, nCtx: target.nCtx, nSeqMax: target.nSeqMax });
+    if (!cfg.draftPath && !cfg.mtp) return null;
+    // The MTP block is part of the target's file: it loads from there, mapped like the target's weights.
+    const draft = cfg.mtp
+      ? EngineModel.load(target.path, { threads: target.runtime.nThreads, kvType: load.kvType, nCtx: target.nCtx, nSeqMax: target.nSeqMax, nBatch: target.nBatch, mtp: true })
+      : EngineModel.load(cfg.draftPath!, { threads: target.runtime.nThreads, ...load, nCtx: target.nCtx, nSeqMax: target.nSeqMax });
     try {
-      const d = new SpeculativeDecoder(target, { draft, k, adaptive: cfg.adaptive });
+      const d = new SpeculativeDecoder(target, cfg.mtp ? { mtp: draft, k, adaptive: cfg.adaptive } : { draft, k, adaptive: cfg.adaptive });
       d.ownsDraft = true;
       return d;
     } catch (e) {
@@ -204,7 +229,7 @@ export class SpeculativeDecoder {
 
   /** Closes the draft model when `fromConfig` loaded it. */
   close(): void {
-    if (this.ownsDraft) this.draft?.close();
+    if (this.ownsDraft) (this.draft ?? this.mtp)?.close();
     this.ownsDraft = false;
   }
 
@@ -215,8 +240,9 @@ export class SpeculativeDecoder {
    */
   begin(seq: number, sampling: SamplerParams = {}, draftSeq = seq): SpeculativeSequence {
     if (this.draft === this.target && draftSeq === seq) throw new EngineError('KAIL_E_INVALID_ARG', 'a target drafting for itself needs its own sequence slot for the draft (draftSeq ≠ seq)');
-    if (this.draft && (draftSeq < 0 || draftSeq >= this.draft.nSeqMax))
-      throw new EngineError('KAIL_E_INVALID_ARG', `draft sequence slot ${draftSeq} is outside the draft model's ${this.draft.nSeqMax} slot(s)`);
+    const drafter = this.draft ?? this.mtp;
+    if (drafter && (draftSeq < 0 || draftSeq >= drafter.nSeqMax))
+      throw new EngineError('KAIL_E_INVALID_ARG', `draft sequence slot ${draftSeq} is outside the draft model's ${drafter.nSeqMax} slot(s)`);
     return new SpeculativeSequence(this, seq, draftSeq, sampling);
   }
 
@@ -294,6 +320,12 @@ export class SpeculativeSequence {
   /** Acceptance rate estimate (moving average) for the adaptive k; null before the first measurement. */
   private rate: number | null = null;
   k: number;
+  // MTP: the target's hidden rows for positions [hidBase, hidBase + hid.length) not yet fed to the
+  // MTP block, and how many positions of this sequence its cache holds built from the target's own
+  // hidden states (drafted positions, built from the block's own, are dropped after each proposal).
+  private hid: Float32Array[] = [];
+  private hidBase = 0;
+  private mtpLen = 0;
 
   constructor(
     readonly decoder: SpeculativeDecoder,
@@ -307,6 +339,60 @@ export class SpeculativeSequence {
     this.rng = new Mt19937(foldSeed(this.targetSampler.params.seed));
     this.greedy = this.targetSampler.params.temperature === 0;
     this.k = decoder.currentK;
+    if (decoder.mtp) decoder.mtp.truncate(draftSeq, 0);
+  }
+
+  /** True when drafts come from the target's MTP block, which needs the target's hidden rows (`recordHidden`). */
+  get needsHidden(): boolean {
+    return this.decoder.mode === 'mtp';
+  }
+
+  /**
+   * MTP: the target's hidden rows (`n` rows of `width` floats from `rows`, starting at row `from`)
+   * for positions start..start+n-1 of this sequence, as its forward passes produce them (the
+   * prefill, then each verification pass's accepted rows). Rows for a position recorded again
+   * replace the old ones.
+   */
+  recordHidden(start: number, rows: Float32Array, n: number, from = 0): void {
+    if (!this.needsHidden || n <= 0) return;
+    const w = this.decoder.target.hiddenWidth;
+    if (this.hid.length === 0) this.hidBase = start;
+    const at = start - this.hidBase;
+    if (at < 0 || at > this.hid.length)
+      throw new EngineError('KAIL_E_INTERNAL', `MTP: hidden rows for position ${start} do not follow the ones held (${this.hidBase}..${this.hidBase + this.hid.length - 1})`);
+    this.hid.length = at;
+    for (let i = 0; i < n; i++) this.hid.push(rows.slice((from + i) * w, (from + i + 1) * w));
+  }
+
+  /**
+   * @internal MTP catch-up for `history` (pending token last): rows for positions mtpLen..h-1,
+   * each the token at p with the target's hidden state of p-1 (zeros at position 0). Consumes the
+   * held hidden rows.
+   */
+  mtpFeed(history: readonly number[]): { start: number; tokens: number[]; embd: Float32Array } {
+    const mtp = this.decoder.mtp!;
+    const w = mtp.runtime.inputWidth;
+    const h = history.length;
+    const start = Math.min(this.mtpLen, mtp.runtime.seqLen(this.draftSeq));
+    mtp.truncate(this.draftSeq, start);
+    const embd = new Float32Array((h - start) * w);
+    for (let p = start; p < h; p++) {
+      if (p === 0) continue;
+      const row = this.hid[p - 1 - this.hidBase];
+      if (p - 1 < this.hidBase || !row)
+        throw new EngineError('KAIL_E_INTERNAL', `MTP: no hidden state of the target for position ${p - 1} (held: ${this.hidBase}..${this.hidBase + this.hid.length - 1})`);
+      embd.set(row, (p - start) * w);
+    }
+    // The last target position is h-2; the next pass brings h-1 on.
+    this.hid = [];
+    this.hidBase = h - 1;
+    this.mtpLen = h;
+    return { start, tokens: history.slice(start), embd };
+  }
+
+  /** @internal After drafting: the MTP cache keeps only positions built from the target's hidden states. */
+  mtpRollback(): void {
+    this.decoder.mtp!.truncate(this.draftSeq, this.mtpLen);
   }
 
   /** The sampler params in use (seed filled in). */
@@ -323,6 +409,7 @@ export class SpeculativeSequence {
     const k = this.draftLength(history, maxDraft);
     if (k <= 0) return { tokens: [], q: null };
     if (d.mode === 'lookup') return { tokens: lookupDraft(history, k, d.lookupMaxN, d.lookupMinN), q: null };
+    if (d.mode === 'mtp') return (await proposeMtp([{ seq: this, history, maxDraft }]))[0];
     const draft = d.draft!;
     const out: Draft = { tokens: [], q: this.greedy ? null : [] };
     const ctx = [...history];
@@ -340,7 +427,8 @@ export class SpeculativeSequence {
   draftLength(history: readonly number[], maxDraft: number): number {
     const d = this.decoder;
     const k = Math.min(this.k, maxDraft);
-    return d.draft ? Math.min(k, d.draft.nCtx - history.length) : k;
+    const drafter = d.draft ?? d.mtp;
+    return drafter ? Math.min(k, drafter.nCtx - history.length) : k;
   }
 
   /** @internal The draft model's cache record for this slot (reset when the cache no longer matches it). */
@@ -382,7 +470,7 @@ export class SpeculativeSequence {
     out.tokens.push(x);
     ctx.push(x);
     // Past an end-of-generation token nothing would be used.
-    return out.tokens.length < k && !this.decoder.draft!.tokenizer.isEog(x);
+    return out.tokens.length < k && !(this.decoder.draft ?? this.decoder.target).tokenizer.isEog(x);
   }
 
   /**
@@ -461,10 +549,16 @@ export class SpeculativeSequence {
     const td = performance.now();
     const draft = await this.propose(history, Math.min(maxNew - 1, target.nCtx - h));
     const tv = performance.now();
-    const logits = await target.evaluate(this.seq, [history[h - 1], ...draft.tokens], 'all');
+    const feed = [history[h - 1], ...draft.tokens];
+    let logits: Float32Array;
+    let hidden: Float32Array | null = null;
+    if (this.needsHidden) ({ logits, hidden } = await target.evaluateWithHidden(this.seq, feed, 'all'));
+    else logits = await target.evaluate(this.seq, feed, 'all');
     const ms = performance.now() - tv;
     const res = this.verify(history, draft, logits);
     target.truncate(this.seq, h + res.accepted);
+    // The pending token's row and the accepted drafts' rows are the target's hidden states at h-1..h-1+accepted.
+    if (hidden) this.recordHidden(h - 1, hidden, res.accepted + 1);
     this.decoder.record({ n: draft.tokens.length + 1, ms, drafted: draft.tokens.length, accepted: res.accepted, committed: res.tokens.length, draftMs: tv - td });
     this.adapt(draft.tokens.length, res.accepted);
     return res;
@@ -496,6 +590,7 @@ export function speculativeStatsToProto(s: SpeculativeStats | null): pb.Speculat
 export async function proposeMany(items: { seq: SpeculativeSequence; history: readonly number[]; maxDraft: number }[]): Promise<Draft[]> {
   if (items.length === 0) return [];
   const d = items[0].seq.decoder;
+  if (d.mode === 'mtp') return proposeMtp(items);
   const draft = d.draft;
   const ks = items.map((it) => it.seq.draftLength(it.history, it.maxDraft));
   if (!draft || items.length === 1) return Promise.all(items.map((it) => it.seq.propose(it.history, it.maxDraft)));
@@ -551,6 +646,71 @@ export async function proposeMany(items: { seq: SpeculativeSequence; history: re
       next.push(i);
     });
     active = next;
+  }
+  return drafts;
+}
+
+/**
+ * MTP drafting for several sequences of one decoder (as llama.cpp's draft-mtp does it): first the
+ * catch-up rows (each position's token with the target's hidden state of the position before) in
+ * passes of at most the MTP model's batch size, whose last row per sequence predicts the first
+ * draft token; then one pass per further draft position, each row the last drafted token with the
+ * block's own hidden state from the step before. The drafted positions leave the MTP cache after.
+ */
+export async function proposeMtp(items: { seq: SpeculativeSequence; history: readonly number[]; maxDraft: number }[]): Promise<Draft[]> {
+  const mtp = items[0].seq.decoder.mtp!;
+  const nv = mtp.nVocab;
+  const w = mtp.runtime.inputWidth;
+  const ks = items.map((it) => it.seq.draftLength(it.history, it.maxDraft));
+  const live = items.map((_, i) => i).filter((i) => ks[i] > 0);
+  const drafts: Draft[] = items.map((it, i) => ({ tokens: [], q: ks[i] > 0 && it.seq.sampling.temperature !== 0 ? [] : null }));
+  const ctxs = items.map((it) => [...it.history]);
+  if (!live.length) return drafts;
+  // Catch-up rows of every live sequence, cut into passes of at most nBatch rows.
+  type Row = { i: number; token: number; pos: number; embd: Float32Array; last: boolean };
+  const rows: Row[] = [];
+  for (const i of live) {
+    const f = items[i].seq.mtpFeed(items[i].history);
+    f.tokens.forEach((token, j) => rows.push({ i, token, pos: f.start + j, embd: f.embd.subarray(j * w, (j + 1) * w), last: j === f.tokens.length - 1 }));
+  }
+  const lastLogits = new Map<number, Float32Array>();
+  const lastHidden = new Map<number, Float32Array>();
+  const run = async (batch: Row[]) => {
+    const embd = new Float32Array(batch.length * w);
+    batch.forEach((r, j) => embd.set(r.embd, j * w));
+    const r = await mtp.forwardBatchWithHidden({
+      tokens: Int32Array.from(batch.map((x) => x.token)),
+      pos: Int32Array.from(batch.map((x) => x.pos)),
+      seq: Int32Array.from(batch.map((x) => items[x.i].seq.draftSeq)),
+      output: Uint8Array.from(batch.map((x) => (x.last ? 1 : 0))),
+      embd,
+    });
+    let o = 0;
+    batch.forEach((x, j) => {
+      if (!x.last) return;
+      lastLogits.set(x.i, r.logits.subarray(o * nv, (o + 1) * nv));
+      lastHidden.set(x.i, r.hidden.slice(j * w, (j + 1) * w));
+      o++;
+    });
+  };
+  try {
+    for (let at = 0; at < rows.length; at += mtp.nBatch) await run(rows.slice(at, at + mtp.nBatch));
+    let active = live;
+    for (;;) {
+      const next: Row[] = [];
+      for (const i of active) {
+        const s = items[i].seq;
+        if (!s.pick(lastLogits.get(i)!, ctxs[i], drafts[i], ks[i])) continue;
+        const x = drafts[i].tokens[drafts[i].tokens.length - 1];
+        next.push({ i, token: x, pos: ctxs[i].length - 1, embd: lastHidden.get(i)!, last: true });
+      }
+      if (!next.length) break;
+      lastLogits.clear();
+      await run(next);
+      active = next.map((r) => r.i);
+    }
+  } finally {
+    for (const i of live) items[i].seq.mtpRollback();
   }
   return drafts;
 }

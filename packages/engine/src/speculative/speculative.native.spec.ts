@@ -265,7 +265,7 @@ describe('draft compatibility', () => {
       expect(() => new SpeculativeDecoder(target, { draft: other })).toThrow(/cannot draft for this target: .*(tokenizer types differ|token 0 )/);
       expect(() => new SpeculativeDecoder(target, { draft: patched })).toThrow(/token \d+ is "Ġteh" in the draft and "Ġthe" in the target/);
       expect(() => new SpeculativeDecoder(target, { draft: target, k: 2 }).begin(0)).toThrow(/own sequence slot/);
-      expect(() => new SpeculativeDecoder(target, {})).toThrow(/draft model or lookup/);
+      expect(() => new SpeculativeDecoder(target, {})).toThrow(/needs a draft model, lookup: true or an MTP model/);
       expect(() => new SpeculativeDecoder(target, { lookup: true, k: 0 })).toThrow(/k must be an integer in \[1, 32\]/);
       // From a model configuration (LoadModelRequest.draft_path / lookup_decoding / speculative_k).
       expect(SpeculativeDecoder.fromConfig(target, {})).toBeNull();

@@ -179,78 +179,157 @@ export function deepseekYarn(hp: HParams, headK: number): { ropeAttnFactor: numb
   return { ropeAttnFactor: a, kqScale: f32((mscale * mscale) / Math.sqrt(headK)) };
 }
 
-/**
- * DeepSeek-V2/V2-Lite/V3 and Kimi-K2 (`deepseek2`): MLA attention with an optional q LoRA, a
- * latent KV cache (absorbed form), YaRN with DeepSeek's mscale, leading dense blocks, routed
- * experts (softmax, or sigmoid with a selection bias and group-limited top-k) plus shared experts.
- */
-export function buildDeepseek2(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deepseek2Options = {}): ModelProgram {
-  const { need, maybe } = tensorLookup(hp, tensors);
+/** What one MLA block needs besides the builder: sizes, scales and RoPE parameters of the file. */
+interface MlaBlockContext {
+  hp: HParams;
+  tensors: Map<string, GgufTensorInfo>;
+  dims: MlaDims;
+  routing: MoeRouting;
+  nDense: number;
+  kqScale: number;
+  rope: Record<string, number | boolean>;
+  naive: boolean;
+}
+
+function mlaContext(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deepseek2Options): MlaBlockContext {
   refuseUnsupported(hp);
   const dims = readMlaDims(hp);
-  const { kvLora: L, qkNope, qkRope: R, vHead } = dims;
-  const routing = readMoeRouting(hp, GATING_SOFTMAX);
-  const nDense = hp.meta.num('leading_dense_block_count', 0);
-  const { ropeAttnFactor, kqScale } = deepseekYarn(hp, qkNope + R);
+  const { ropeAttnFactor, kqScale } = deepseekYarn(hp, dims.qkNope + dims.qkRope);
+  return {
+    hp,
+    tensors,
+    dims,
+    routing: readMoeRouting(hp, GATING_SOFTMAX),
+    nDense: hp.meta.num('leading_dense_block_count', 0),
+    kqScale,
+    rope: {
+      n_dims: dims.qkRope,
+      neox: false,
+      freq_base: hp.ropeFreqBase,
+      freq_scale: hp.ropeFreqScale,
+      ext_factor: hp.ropeYarn.extFactor,
+      attn_factor: ropeAttnFactor,
+      beta_fast: hp.ropeYarn.betaFast,
+      beta_slow: hp.ropeYarn.betaSlow,
+      n_ctx_orig: hp.ropeYarn.nCtxOrig,
+    },
+    naive: opt.naiveMla ?? false,
+  };
+}
 
-  const p = new ProgramBuilder();
+/** Block `il` (MLA attention, then the dense or MoE FFN) on the residual stream `x`, with its own KV layer. */
+function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number): void {
+  const { hp, tensors, dims } = c;
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const { kvLora: L, qkNope, qkRope: R, vHead } = dims;
   const d = hp.nEmbd;
-  const x = p.buf('x', d);
   const h = p.buf('h', d);
   const attnOut = p.buf('attn_out', d);
   const kva = p.buf('kv_cmpr_pe', L + R);
   const lat = p.buf('kv_cmpr', L);
+  const H = hp.nHead[il];
+  const q = p.buf(`q${H}`, H * (qkNope + R));
+  const attn = p.buf(`attn${H}`, H * vHead);
+  p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+  const wq = maybe(t(il, 'attn_q.weight'));
+  if (wq) {
+    p.op('matmul', q, { a: h, weights: { weight: wq } });
+  } else {
+    const qa = p.buf('q_a', tensors.get(need(t(il, 'attn_q_a.weight')))!.dims[1]);
+    p.op('matmul', qa, { a: h, weights: { weight: need(t(il, 'attn_q_a.weight')) } });
+    p.op('rms_norm', qa, { a: qa, weights: { weight: need(t(il, 'attn_q_a_norm.weight')) }, params: { eps: hp.rmsEps } });
+    p.op('matmul', q, { a: qa, weights: { weight: need(t(il, 'attn_q_b.weight')) } });
+  }
+  p.op('matmul', kva, { a: h, weights: { weight: need(t(il, 'attn_kv_a_mqa.weight')) } });
+  p.op('copy', lat, { a: kva, params: { n: L } });
+  p.op('rms_norm', lat, { a: lat, weights: { weight: need(t(il, 'attn_kv_a_norm.weight')) }, params: { eps: hp.rmsEps } });
+  p.op('copy', kva, { a: lat, params: { n: L } });
+  p.op('rope', kva, { a: kva, params: { ...c.rope, head_dim: L + R, n_head: 1, rot_off: L } });
+  p.op('rope', q, { a: q, params: { ...c.rope, head_dim: qkNope + R, n_head: H, rot_off: qkNope } });
+  const kb = maybe(t(il, 'attn_k_b.weight'));
+  const weights: Record<string, string> = kb ? { k_b: kb, v_b: need(t(il, 'attn_v_b.weight')) } : { kv_b: need(t(il, 'attn_kv_b.weight')) };
+  const layer = p.kvLayer(L + R, 0);
+  p.op('mla_attention', attn, {
+    a: q,
+    b: kva,
+    weights,
+    params: { layer, n_head: H, kv_lora: L, qk_nope: qkNope, qk_rope: R, v_head: vHead, scale: c.kqScale, naive: c.naive },
+  });
+  p.op('matmul', attnOut, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
+  p.op('add', x, { a: x, b: attnOut });
+
+  p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
+  const ffnOut = p.buf('ffn_out', d);
+  moeBlockFfn(p, hp, tensors, il, h, ffnOut, c.routing, il < c.nDense);
+  p.op('add', x, { a: x, b: ffnOut });
+}
+
+/** The first multi-token-prediction block's index when the file carries its tensors, else -1. */
+export function mtpBlock(hp: HParams, tensors: Map<string, GgufTensorInfo>): number {
+  if (hp.meta.num('nextn_predict_layers', 0) < 1) return -1;
+  const il = trunkLayers(hp);
+  return tensors.has(t(il, 'nextn.eh_proj.weight')) ? il : -1;
+}
+
+/**
+ * DeepSeek-V2/V2-Lite/V3 and Kimi-K2 (`deepseek2`): MLA attention with an optional q LoRA, a
+ * latent KV cache (absorbed form), YaRN with DeepSeek's mscale, leading dense blocks, routed
+ * experts (softmax, or sigmoid with a selection bias and group-limited top-k) plus shared experts.
+ * When the file carries a multi-token-prediction block, the program also offers the normalized
+ * final hidden state of every position (`hidden`: what that block reads, llama.cpp's h_nextn).
+ */
+export function buildDeepseek2(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deepseek2Options = {}): ModelProgram {
+  const { need } = tensorLookup(hp, tensors);
+  const c = mlaContext(hp, tensors, opt);
+  const p = new ProgramBuilder();
+  const x = p.buf('x', hp.nEmbd);
   p.op('embed', x, { weights: { weight: need('token_embd.weight') } });
-  const rope = {
-    n_dims: R,
-    neox: false,
-    freq_base: hp.ropeFreqBase,
-    freq_scale: hp.ropeFreqScale,
-    ext_factor: hp.ropeYarn.extFactor,
-    attn_factor: ropeAttnFactor,
-    beta_fast: hp.ropeYarn.betaFast,
-    beta_slow: hp.ropeYarn.betaSlow,
-    n_ctx_orig: hp.ropeYarn.nCtxOrig,
-  };
-
-  for (let il = 0; il < trunkLayers(hp); il++) {
-    const H = hp.nHead[il];
-    const q = p.buf(`q${H}`, H * (qkNope + R));
-    const attn = p.buf(`attn${H}`, H * vHead);
-    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
-    const wq = maybe(t(il, 'attn_q.weight'));
-    if (wq) {
-      p.op('matmul', q, { a: h, weights: { weight: wq } });
-    } else {
-      const qa = p.buf('q_a', tensors.get(need(t(il, 'attn_q_a.weight')))!.dims[1]);
-      p.op('matmul', qa, { a: h, weights: { weight: need(t(il, 'attn_q_a.weight')) } });
-      p.op('rms_norm', qa, { a: qa, weights: { weight: need(t(il, 'attn_q_a_norm.weight')) }, params: { eps: hp.rmsEps } });
-      p.op('matmul', q, { a: qa, weights: { weight: need(t(il, 'attn_q_b.weight')) } });
-    }
-    p.op('matmul', kva, { a: h, weights: { weight: need(t(il, 'attn_kv_a_mqa.weight')) } });
-    p.op('copy', lat, { a: kva, params: { n: L } });
-    p.op('rms_norm', lat, { a: lat, weights: { weight: need(t(il, 'attn_kv_a_norm.weight')) }, params: { eps: hp.rmsEps } });
-    p.op('copy', kva, { a: lat, params: { n: L } });
-    p.op('rope', kva, { a: kva, params: { ...rope, head_dim: L + R, n_head: 1, rot_off: L } });
-    p.op('rope', q, { a: q, params: { ...rope, head_dim: qkNope + R, n_head: H, rot_off: qkNope } });
-    const kb = maybe(t(il, 'attn_k_b.weight'));
-    const weights: Record<string, string> = kb ? { k_b: kb, v_b: need(t(il, 'attn_v_b.weight')) } : { kv_b: need(t(il, 'attn_kv_b.weight')) };
-    const layer = p.kvLayer(L + R, 0);
-    p.op('mla_attention', attn, {
-      a: q,
-      b: kva,
-      weights,
-      params: { layer, n_head: H, kv_lora: L, qk_nope: qkNope, qk_rope: R, v_head: vHead, scale: kqScale, naive: opt.naiveMla ?? false },
-    });
-    p.op('matmul', attnOut, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
-    p.op('add', x, { a: x, b: attnOut });
-
-    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
-    const ffnOut = p.buf('ffn_out', d);
-    moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, il < nDense);
-    p.op('add', x, { a: x, b: ffnOut });
+  for (let il = 0; il < trunkLayers(hp); il++) mlaBlock(p, c, il, x);
+  if (mtpBlock(hp, tensors) >= 0) {
+    const hid = p.buf('h_nextn', hp.nEmbd);
+    p.op('rms_norm', hid, { a: x, weights: { weight: need('output_norm.weight') }, params: { eps: hp.rmsEps } });
+    p.hidden(hid);
   }
   return outputHead(p, hp, tensors, x);
+}
+
+/**
+ * DeepSeek-V3's multi-token-prediction (NextN) block as a model of its own, as llama.cpp's
+ * deepseek2 graph_mtp computes it: row t takes token x_t and the target's normalized hidden state
+ * of the position before (batch.embd; zeros for position 0), concatenates enorm(embed(x_t)) and
+ * hnorm(h), projects with eh_proj, runs the block (MLA over its own latent cache, MoE + shared
+ * experts), and predicts the token after x_t with shared_head_norm and shared_head_head (or the
+ * model's output norm and head). Its own normalized hidden state is the program's `hidden`, which
+ * feeds the next drafted position.
+ */
+export function buildDeepseek2Mtp(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deepseek2Options = {}): ModelProgram {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const il = mtpBlock(hp, tensors);
+  if (il < 0) throw new EngineError('KAIL_E_INVALID_ARG', `${hp.arch}: the file carries no multi-token-prediction block (nextn_predict_layers and blk.N.nextn.* tensors)`);
+  const c = mlaContext(hp, tensors, opt);
+  const d = hp.nEmbd;
+  const p = new ProgramBuilder();
+  const e = p.buf('mtp_embd', d);
+  const hin = p.buf('mtp_h_in', d);
+  const cat = p.buf('mtp_concat', 2 * d);
+  const x = p.buf('x', d);
+  p.op('embed', e, { weights: { weight: maybe(t(il, 'nextn.embed_tokens.weight')) ?? need('token_embd.weight') } });
+  p.op('input', hin);
+  p.op('rms_norm', e, { a: e, weights: { weight: need(t(il, 'nextn.enorm.weight')) }, params: { eps: hp.rmsEps } });
+  p.op('rms_norm', hin, { a: hin, weights: { weight: need(t(il, 'nextn.hnorm.weight')) }, params: { eps: hp.rmsEps } });
+  p.op('copy', cat, { a: e, params: { n: d } });
+  p.op('copy', cat, { a: hin, params: { n: d, out_off: d } });
+  p.op('matmul', x, { a: cat, weights: { weight: need(t(il, 'nextn.eh_proj.weight')) } });
+  mlaBlock(p, c, il, x);
+  const hid = p.buf('h_nextn', d);
+  p.op('rms_norm', hid, { a: x, weights: { weight: maybe(t(il, 'nextn.shared_head_norm.weight')) ?? need('output_norm.weight') }, params: { eps: hp.rmsEps } });
+  p.hidden(hid);
+  const ho = p.buf('h_out', d, true);
+  p.op('gather_out', ho, { a: hid });
+  const head = maybe(t(il, 'nextn.shared_head_head.weight')) ?? maybe('output.weight') ?? need('token_embd.weight');
+  const logits = p.buf('logits', tensors.get(head)!.dims[1], true);
+  p.op('matmul', logits, { a: ho, weights: { weight: head } });
+  return p.build(logits);
 }
 
 export interface MlaKvShape {

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
-import { buildDeepseek2 } from './deepseek2';
+import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildGlm4Moe } from './glm4moe';
 import { buildLlamaFamily } from './llama-family';
 
@@ -26,4 +26,13 @@ export function buildProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>):
   const b = ARCHITECTURES[hp.arch];
   if (!b) throw new EngineError('KAIL_E_UNSUPPORTED', `architecture '${hp.arch}' is not supported; supported: ${SUPPORTED_ARCHITECTURES.join(', ')}`);
   return b(hp, tensors);
+}
+
+/**
+ * The program of a file's multi-token-prediction block, run as a draft model of its own (see
+ * buildDeepseek2Mtp). deepseek2 only; other architectures, and files without the block, are refused.
+ */
+export function buildMtpProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  if (hp.arch !== 'deepseek2') throw new EngineError('KAIL_E_UNSUPPORTED', `multi-token-prediction drafting is implemented for deepseek2 files; this one is '${hp.arch}'`);
+  return buildDeepseek2Mtp(hp, tensors);
 }

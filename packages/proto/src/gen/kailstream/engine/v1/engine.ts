@@ -64,6 +64,8 @@ export interface LoadModelRequest {
   lookupDecoding: boolean;
   /** Drafted tokens per target pass to start from (0 = engine default; adapts to acceptance). */
   speculativeK: number;
+  /** ... or the model file's own multi-token-prediction block (DeepSeek-V3 NextN) as the draft. */
+  mtpDecoding: boolean;
 }
 
 export interface LoadModelResponse {
@@ -385,6 +387,7 @@ function createBaseLoadModelRequest(): LoadModelRequest {
     draftPath: "",
     lookupDecoding: false,
     speculativeK: 0,
+    mtpDecoding: false,
   };
 }
 
@@ -416,6 +419,9 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
     }
     if (message.speculativeK !== 0) {
       writer.uint32(72).uint32(message.speculativeK);
+    }
+    if (message.mtpDecoding !== false) {
+      writer.uint32(80).bool(message.mtpDecoding);
     }
     return writer;
   },
@@ -505,6 +511,14 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
             message.speculativeK = reader.uint32();
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.mtpDecoding = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -552,6 +566,11 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
         : isSet(object.speculative_k)
         ? globalThis.Number(object.speculative_k)
         : 0,
+      mtpDecoding: isSet(object.mtpDecoding)
+        ? globalThis.Boolean(object.mtpDecoding)
+        : isSet(object.mtp_decoding)
+        ? globalThis.Boolean(object.mtp_decoding)
+        : false,
     };
   },
 
@@ -584,6 +603,9 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
     if (message.speculativeK !== 0) {
       obj.speculativeK = Math.round(message.speculativeK);
     }
+    if (message.mtpDecoding !== false) {
+      obj.mtpDecoding = message.mtpDecoding;
+    }
     return obj;
   },
 
@@ -601,6 +623,7 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
     message.draftPath = object.draftPath ?? "";
     message.lookupDecoding = object.lookupDecoding ?? false;
     message.speculativeK = object.speculativeK ?? 0;
+    message.mtpDecoding = object.mtpDecoding ?? false;
     return message;
   },
 };
