@@ -26,6 +26,8 @@ const file = (name: string) => path.join(dir, `${name}.gguf`);
 let full: MtpRef;
 let prefix: MtpRef;
 let own: MtpRef;
+let chain: MtpRef;
+const K = 3;
 let ref: LlamaLogits;
 
 beforeAll(async () => {
@@ -34,6 +36,7 @@ beforeAll(async () => {
   writeModel({ config: ownCfg, fileType: 'F32', seed: SEED, out: file('own') });
   full = await llamaMtpRef(file('mtp'), TOKENS);
   prefix = await llamaMtpRef(file('mtp'), TOKENS.slice(0, PREFIX));
+  chain = await llamaMtpRef(file('mtp'), TOKENS, { draftSteps: K });
   own = await llamaMtpRef(file('own'), TOKENS);
   ref = await llamaLogits(file('mtp'), TOKENS, { kv: 'f32', flashAttention: 'off', threads: 2 });
 }, 120_000);
@@ -99,7 +102,7 @@ describe('mtp-ref (llama.cpp MTP oracle) on tiny-deepseek3-mtp', () => {
     expect(ratio).toBeLessThan(2);
     expect(nmse(full.mtpLogits, full.targetLogits)).toBeGreaterThan(0.1);
     expect(nmse(full.draftLogits, rows(full.mtpLogits, cfg.vocabSize, N - 1, N))).toBeGreaterThan(0.1);
-    expect(full.draftToken).toBe(argmax(rows(full.mtpLogits, cfg.vocabSize, N - 1, N)));
+    expect(full.draftTokens).toEqual([argmax(rows(full.mtpLogits, cfg.vocabSize, N - 1, N))]);
     expect(full.draftPos).toBe(N);
   });
 
@@ -114,8 +117,22 @@ describe('mtp-ref (llama.cpp MTP oracle) on tiny-deepseek3-mtp', () => {
     ];
     process.stdout.write(`mtp-ref prefix ${PREFIX}/${N} vs full: NMSE ${diffs.map((x) => x.toExponential(2)).join(' ')}\n`);
     for (const d of diffs) expect(d).toBeLessThan(1e-12);
-    expect(prefix.draftToken).toBe(argmax(rows(full.mtpLogits, V, PREFIX - 1, PREFIX)));
+    expect(prefix.draftTokens).toEqual([argmax(rows(full.mtpLogits, V, PREFIX - 1, PREFIX))]);
     expect(prefix.draftPos).toBe(PREFIX);
+  });
+
+  it('chained draft steps: each takes the argmax of the step before; step 0 is the single-step run', () => {
+    const V = cfg.vocabSize;
+    expect(chain.draftLogits.length).toBe(K * V);
+    expect(chain.draftH.length).toBe(K * cfg.dim);
+    expect(nmse(rows(chain.draftLogits, V, 0, 1), full.draftLogits)).toBe(0);
+    expect(chain.draftTokens[0]).toBe(full.draftTokens[0]);
+    for (let j = 1; j < K; j++) {
+      expect(chain.draftTokens[j]).toBe(argmax(rows(chain.draftLogits, V, j - 1, j)));
+      expect(nmse(rows(chain.draftLogits, V, j, j + 1), rows(chain.draftLogits, V, j - 1, j))).toBeGreaterThan(0.1);
+    }
+    expect(chain.draftLogits.every(Number.isFinite)).toBe(true);
+    expect(nmse(chain.mtpLogits, full.mtpLogits)).toBe(0);
   });
 
   it('a block with its own nextn.embed_tokens and nextn.shared_head_head uses them', () => {
@@ -134,5 +151,6 @@ describe('mtp-ref (llama.cpp MTP oracle) on tiny-deepseek3-mtp', () => {
     await expect(llamaMtpRef(file('trunk-only'), [1, 2])).rejects.toThrow(/does not carry them \(no blk\.3\.nextn\.eh_proj\.weight\)/);
     await expect(llamaMtpRef(path.join(dir, 'missing.gguf'), [1, 2])).rejects.toThrow(/cannot open model .*missing\.gguf/);
     await expect(llamaMtpRef(file('mtp'), [cfg.vocabSize])).rejects.toThrow(/token 1024 at index 0 out of range \[0, 1024\)/);
+    await expect(llamaMtpRef(file('mtp'), [1], { draftSteps: 0 })).rejects.toThrow(/--draft-steps must be >= 1/);
   });
 });

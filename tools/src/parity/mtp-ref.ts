@@ -11,6 +11,8 @@ import path from 'node:path';
 export interface MtpRefOptions {
   /** CPU threads. Default 2. */
   threads?: number;
+  /** Chained draft steps after the MTP rows (K). Default 1. */
+  draftSteps?: number;
   /** Kill the child after this long. Default 120 s. */
   timeoutMs?: number;
 }
@@ -31,13 +33,16 @@ export interface MtpRef {
   mtpLogits: Float32Array;
   /** [nTokens][nEmbd]: row k = the MTP block's shared_head_norm output. */
   mtpH: Float32Array;
-  /** argmax of mtpLogits row nTokens-1 (lowest id on ties): the chained step's token. */
-  draftToken: number;
-  /** The chained step's position (nTokens). */
+  /**
+   * The chained steps' tokens: draftTokens[j] = argmax (lowest id on ties) of the previous logits
+   * row (step 0: mtpLogits row nTokens-1), fed at pos nTokens+j with the previous h row.
+   */
+  draftTokens: number[];
+  /** Step 0's position (nTokens). */
   draftPos: number;
-  /** [nVocab]: the MTP block's logits for (draftToken, pos nTokens, mtpH row nTokens-1), after the rows above. */
+  /** [draftSteps][nVocab]: row j = the MTP block's logits for step j, after the MTP rows and steps < j. */
   draftLogits: Float32Array;
-  /** [nEmbd] */
+  /** [draftSteps][nEmbd] */
   draftH: Float32Array;
   meta: Record<string, unknown>;
 }
@@ -115,12 +120,13 @@ export async function llamaMtpRef(model: string, tokens: number[], opts: MtpRefO
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-mtp-out-'));
   try {
     const out = path.join(dir, 'mtp');
-    await run(bin, ['--model', path.resolve(model), '--tokens', tokens.join(','), '--out', out, '--threads', String(opts.threads ?? 2)], opts.timeoutMs ?? 120_000, 'mtp-ref');
+    const args = ['--model', path.resolve(model), '--tokens', tokens.join(','), '--out', out, '--threads', String(opts.threads ?? 2), '--draft-steps', String(opts.draftSteps ?? 1)];
+    await run(bin, args, opts.timeoutMs ?? 120_000, 'mtp-ref');
     const meta = JSON.parse(fs.readFileSync(`${out}.json`, 'utf8')) as Record<string, unknown> & {
       n_tokens: number; n_vocab: number; n_embd: number; n_layer: number; n_layer_nextn: number; tokens: number[];
-      draft_token: number; draft_pos: number; files: Record<string, string>;
+      draft_steps: number; draft_tokens: number[]; draft_pos: number; files: Record<string, string>;
     };
-    const { n_tokens: n, n_vocab: V, n_embd: E, files } = meta;
+    const { n_tokens: n, n_vocab: V, n_embd: E, draft_steps: K, files } = meta;
     return {
       nTokens: n,
       nVocab: V,
@@ -132,10 +138,10 @@ export async function llamaMtpRef(model: string, tokens: number[], opts: MtpRefO
       targetH: readF32(files.target_h, n * E),
       mtpLogits: readF32(files.mtp_logits, n * V),
       mtpH: readF32(files.mtp_h, n * E),
-      draftToken: meta.draft_token,
+      draftTokens: meta.draft_tokens,
       draftPos: meta.draft_pos,
-      draftLogits: readF32(files.draft_logits, V),
-      draftH: readF32(files.draft_h, E),
+      draftLogits: readF32(files.draft_logits, K * V),
+      draftH: readF32(files.draft_h, K * E),
       meta,
     };
   } finally {

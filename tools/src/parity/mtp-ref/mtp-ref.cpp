@@ -4,11 +4,11 @@
 // runs, against those binaries, exactly what common/speculative.cpp's draft-mtp driver
 // (common_speculative_impl_draft_mtp: process() then draft()) asks of llama.cpp, on fixed tokens:
 //
-//   mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--threads N] [--verbose]
+//   mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--draft-steps K] [--threads N] [--verbose]
 //
 // Settings: CPU only (n_gpu_layers 0), load_mtp = true, F32 K and V caches, flash attention off,
-// one sequence, n_ctx = n_batch = n_ubatch (one ubatch per decode), n_threads = n_threads_batch = N
-// (default 2).
+// one sequence, n_ctx = n_batch = n_ubatch = n + K rounded up to a multiple of 256 (one ubatch per
+// decode), n_threads = n_threads_batch = N (default 2).
 //
 // Inputs: TOKENS = t[0..n-1] (n >= 1, each < n_vocab). The model must carry NextN tensors
 // (nextn_predict_layers >= 1 and blk.<n_layer>.nextn.eh_proj.weight present); llama.cpp runs the
@@ -33,16 +33,18 @@
 //    else output).
 //      PREFIX.mtp_logits.f32     [n][n_vocab]  row k: the draft's logits for the token at pos k+1
 //      PREFIX.mtp_h.f32          [n][n_embd]   row k: h' (the NextN block's "h_nextn")
-// 3. One chained draft step, as speculative.cpp draft() takes its second step: one row, token
-//    d = argmax(mtp_logits row n-1) (lowest id on ties), pos n, embd = mtp_h row n-1, on top of the
-//    MTP KV from step 2.
-//      PREFIX.draft_logits.f32   [1][n_vocab]  the draft's logits for the token at pos n+1
-//      PREFIX.draft_h.f32        [1][n_embd]
+// 3. K (--draft-steps, default 1) chained draft steps, as speculative.cpp draft() takes its
+//    steps after the first, each a decode of one row on top of the MTP KV so far:
+//      step j: token d[j] = argmax(previous logits row) (lowest id on ties; step 0's previous row
+//      is mtp_logits row n-1), pos n+j, embd = previous h row (step 0: mtp_h row n-1).
+//      PREFIX.draft_logits.f32   [K][n_vocab]  row j: the draft's logits for the token at pos n+j+1
+//      PREFIX.draft_h.f32        [K][n_embd]
 //    (Row n-1 of step 2 is exactly draft() step 0 for prompt t[0..n-2] with id_last = t[n-1].)
 //
-// PREFIX.json: {n_tokens, n_vocab, n_embd, n_layer (trunk), n_layer_nextn, tokens, draft_token,
-// draft_pos, settings, files: {name: path}}; all files little-endian float32, row-major. stdout:
-// the same JSON. Errors: a message on stderr naming the problem, exit code 1.
+// PREFIX.json: {n_tokens, n_vocab, n_embd, n_layer (trunk), n_layer_nextn, tokens, draft_steps,
+// draft_tokens (d[0..K-1]), draft_token (d[0]), draft_pos (n), model, settings, files: {name:
+// path}}; all files little-endian float32, row-major. stdout: the same JSON. Errors: a message on
+// stderr naming the problem, exit code 1.
 #include "llama.h"
 #include "llama-ext.h"
 #include "gguf.h"
@@ -82,6 +84,7 @@ struct args_t {
     std::string out;
     std::vector<llama_token> tokens;
     int threads = 2;
+    int draft_steps = 1;
 };
 
 std::vector<llama_token> parse_tokens(const std::string & s) {
@@ -112,11 +115,13 @@ args_t parse_args(int argc, char ** argv) {
         else if (k == "--out") a.out = val();
         else if (k == "--tokens") a.tokens = parse_tokens(val());
         else if (k == "--threads") a.threads = std::atoi(val().c_str());
+        else if (k == "--draft-steps") a.draft_steps = std::atoi(val().c_str());
         else if (k == "--verbose") g_verbose = true;
-        else fail("unknown argument '%s' (usage: mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--threads N] [--verbose])", k.c_str());
+        else fail("unknown argument '%s' (usage: mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--draft-steps K] [--threads N] [--verbose])", k.c_str());
     }
-    if (a.model.empty() || a.out.empty() || a.tokens.empty()) fail("usage: mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--threads N] [--verbose]");
+    if (a.model.empty() || a.out.empty() || a.tokens.empty()) fail("usage: mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--draft-steps K] [--threads N] [--verbose]");
     if (a.threads < 1) fail("--threads must be >= 1");
+    if (a.draft_steps < 1) fail("--draft-steps must be >= 1");
     return a;
 }
 
@@ -218,7 +223,7 @@ int main(int argc, char ** argv) {
     }
 
     llama_context_params cp = llama_context_default_params();
-    const uint32_t n_ctx = (uint32_t) ((n + 1 + 255) / 256 * 256);
+    const uint32_t n_ctx = (uint32_t) ((n + a.draft_steps + 255) / 256 * 256);
     cp.n_ctx = n_ctx;
     cp.n_batch = n_ctx;
     cp.n_ubatch = n_ctx;
@@ -290,30 +295,38 @@ int main(int argc, char ** argv) {
         }
     }
 
-    // 3. one chained draft step
-    const float * last = &mtp_logits[(size_t) (n - 1) * n_vocab];
-    llama_token draft_token = 0;
-    for (int32_t v = 1; v < n_vocab; v++) {
-        if (last[v] > last[draft_token]) draft_token = v;
-    }
-    std::vector<float> draft_logits(n_vocab), draft_h(n_embd);
+    // 3. chained draft steps
+    const int32_t K = a.draft_steps;
+    std::vector<float> draft_logits((size_t) K * n_vocab), draft_h((size_t) K * n_embd);
+    std::vector<llama_token> draft_tokens(K);
     {
+        const float * prev_l = &mtp_logits[(size_t) (n - 1) * n_vocab];
+        const float * prev_h = &mtp_h[(size_t) (n - 1) * n_embd];
         mtp_batch mb(1, n_embd);
         llama_batch & b = mb.b;
-        b.token[0] = draft_token;
-        b.pos[0] = n;
-        b.n_seq_id[0] = 1;
-        b.seq_id[0][0] = 0;
-        b.logits[0] = 1;
-        std::memcpy(b.embd, &mtp_h[(size_t) (n - 1) * n_embd], sizeof(float) * n_embd);
-        b.n_tokens = 1;
-        const int32_t rc = llama_decode(ctx_dft, b);
-        if (rc != 0) fail("MTP draft-step llama_decode failed (rc %d)", rc);
-        const float * l = llama_get_logits_ith(ctx_dft, 0);
-        const float * h = llama_get_embeddings_nextn_ith(ctx_dft, 0);
-        if (!l || !h) fail("MTP draft step: no logits or h_nextn");
-        std::memcpy(draft_logits.data(), l, sizeof(float) * n_vocab);
-        std::memcpy(draft_h.data(), h, sizeof(float) * n_embd);
+        for (int32_t j = 0; j < K; j++) {
+            llama_token d = 0;
+            for (int32_t v = 1; v < n_vocab; v++) {
+                if (prev_l[v] > prev_l[d]) d = v;
+            }
+            draft_tokens[j] = d;
+            b.token[0] = d;
+            b.pos[0] = n + j;
+            b.n_seq_id[0] = 1;
+            b.seq_id[0][0] = 0;
+            b.logits[0] = 1;
+            std::memcpy(b.embd, prev_h, sizeof(float) * n_embd);
+            b.n_tokens = 1;
+            const int32_t rc = llama_decode(ctx_dft, b);
+            if (rc != 0) fail("MTP draft step %d: llama_decode failed (rc %d)", j, rc);
+            const float * l = llama_get_logits_ith(ctx_dft, 0);
+            const float * h = llama_get_embeddings_nextn_ith(ctx_dft, 0);
+            if (!l || !h) fail("MTP draft step %d: no logits or h_nextn", j);
+            std::memcpy(&draft_logits[(size_t) j * n_vocab], l, sizeof(float) * n_vocab);
+            std::memcpy(&draft_h[(size_t) j * n_embd], h, sizeof(float) * n_embd);
+            prev_l = &draft_logits[(size_t) j * n_vocab];
+            prev_h = &draft_h[(size_t) j * n_embd];
+        }
     }
 
     check_finite("target logits", tgt_logits);
@@ -334,15 +347,17 @@ int main(int argc, char ** argv) {
         write_f32(path, f.v->data(), f.v->size());
         fj += (fj.empty() ? "" : ", ") + json_str(f.name) + ": " + json_str(path);
     }
-    std::string toks;
+    std::string toks, dtoks;
     for (int32_t k = 0; k < n; k++) toks += (k ? "," : "") + std::to_string(a.tokens[k]);
+    for (int32_t j = 0; j < K; j++) dtoks += (j ? "," : "") + std::to_string(draft_tokens[j]);
 
     char desc[256];
     llama_model_desc(model, desc, sizeof desc);
     std::string json = "{\"n_tokens\": " + std::to_string(n) + ", \"n_vocab\": " + std::to_string(n_vocab) +
         ", \"n_embd\": " + std::to_string(n_embd) + ", \"n_layer\": " + std::to_string(llama_model_n_layer(model)) +
         ", \"n_layer_nextn\": " + std::to_string(llama_model_n_layer_nextn(model)) + ", \"tokens\": [" + toks + "]" +
-        ", \"draft_token\": " + std::to_string(draft_token) + ", \"draft_pos\": " + std::to_string(n) +
+        ", \"draft_steps\": " + std::to_string(K) + ", \"draft_tokens\": [" + dtoks + "]" +
+        ", \"draft_token\": " + std::to_string(draft_tokens[0]) + ", \"draft_pos\": " + std::to_string(n) +
         ", \"model\": " + json_str(a.model) + ", \"model_desc\": " + json_str(desc) +
         ", \"settings\": {\"threads\": " + std::to_string(a.threads) + ", \"kv\": \"f32\", \"flash_attention\": \"off\", \"n_ctx\": " +
         std::to_string(n_ctx) + ", \"n_ubatch\": " + std::to_string(n_ctx) + "}" +
