@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { Deepseek2Config } from '../models/architectures/deepseek2';
 import { generateTensorF32, writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
-import { llamaLogits } from './llama-ref';
+import { llamaLogitsBatch } from './llama-ref';
 import type { LlamaLogits } from './llama-ref';
 import { nmse } from './metrics';
 import { llamaMtpRef } from './mtp-ref';
@@ -29,16 +29,19 @@ let own: MtpRef;
 let chain: MtpRef;
 const K = 3;
 let ref: LlamaLogits;
+let refBase: LlamaLogits;
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-mtp-ref-'));
   writeModel({ config: cfg, fileType: 'F32', seed: SEED, out: file('mtp') });
   writeModel({ config: ownCfg, fileType: 'F32', seed: SEED, out: file('own') });
+  writeModel({ config: getPreset('tiny-deepseek3').config, fileType: 'F32', seed: SEED, out: file('base') });
   full = await llamaMtpRef(file('mtp'), TOKENS);
   prefix = await llamaMtpRef(file('mtp'), TOKENS.slice(0, PREFIX));
   chain = await llamaMtpRef(file('mtp'), TOKENS, { draftSteps: K });
   own = await llamaMtpRef(file('own'), TOKENS);
-  ref = await llamaLogits(file('mtp'), TOKENS, { kv: 'f32', flashAttention: 'off', threads: 2 });
+  // node-llama-cpp loads without MTP (load_mtp false): the trunk alone.
+  [ref, refBase] = await llamaLogitsBatch([{ model: file('mtp'), tokens: TOKENS }, { model: file('base'), tokens: TOKENS }], { kv: 'f32', flashAttention: 'off', threads: 2 });
 }, 120_000);
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
@@ -74,10 +77,12 @@ describe('mtp-ref (llama.cpp MTP oracle) on tiny-deepseek3-mtp', () => {
     }
   });
 
-  it("target logits are llama.cpp's plain logits for the same tokens (the NextN block leaves the trunk alone)", () => {
+  it("target logits are llama.cpp's plain logits for the same tokens, and the trunk is tiny-deepseek3's", () => {
     const e = nmse(full.targetLogits, ref.logits);
     process.stdout.write(`mtp-ref target logits vs llama-ref: NMSE ${e.toExponential(2)}\n`);
     expect(e).toBeLessThan(1e-10);
+    // The same seed writes the same trunk, and llama.cpp (without MTP) skips the NextN block.
+    expect(nmse(ref.logits, refBase.logits)).toBe(0);
   });
 
   it('h rows are what the LM head multiplies: logits = output.weight · h, for the target, every MTP row and the draft step', () => {
@@ -144,7 +149,6 @@ describe('mtp-ref (llama.cpp MTP oracle) on tiny-deepseek3-mtp', () => {
   });
 
   it('refuses files without MTP layers, trunk-only NextN files and missing paths, naming the problem', async () => {
-    writeModel({ config: getPreset('tiny-deepseek3').config, fileType: 'F32', seed: SEED, out: file('base') });
     await expect(llamaMtpRef(file('base'), [1, 2])).rejects.toThrow(/has no MTP layers \(deepseek2\.nextn_predict_layers is absent\)/);
     // glm4moe-qknorm counts one NextN block in block_count but carries no tensors for it.
     writeModel({ config: getPreset('tiny-glm4moe-qknorm').config, fileType: 'F32', seed: SEED, out: file('trunk-only') });
