@@ -79,6 +79,18 @@ struct model::impl {
     // scratch
     std::vector<std::vector<float>> bufs;
     std::vector<uint8_t>            qscratch;
+    // MoE scratch kept across calls (a batched decode step would otherwise allocate and zero
+    // megabytes per layer): quantized inputs, per-slot expert outputs, and per thread the
+    // intermediate rows of the expert it is running.
+    struct moe_thread_scratch {
+        std::vector<float>        g, u;
+        std::vector<uint8_t>      hq;
+        std::vector<const void *> xrows;
+        std::vector<float *>      yrows;
+    };
+    std::vector<uint8_t>            moe_xq;
+    std::vector<float>              moe_slot_out;
+    std::vector<moe_thread_scratch> moe_scratch;
 
     // KV cache: [seq][layer]
     std::vector<std::vector<kv_seq_layer>> kv;
@@ -765,17 +777,26 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     // 2. experts: gather the tokens of each expert, gate/up, swiglu, down; results per (token, slot).
     const uint32_t gvt = vec_dot_type(wg.type()), dvt = vec_dot_type(wd.type());
     const size_t xq_row = row_size(gvt, d), hq_row = row_size(dvt, ff);
-    std::vector<uint8_t> xq(static_cast<size_t>(n) * xq_row);
+    std::vector<uint8_t> & xq = m.moe_xq;
+    if (xq.size() < static_cast<size_t>(n) * xq_row) xq.resize(static_cast<size_t>(n) * xq_row);
     matmul_quantize_activations(wg.type(), d, x.ptr(op.a), d * 4, n, xq.data(), xq_row, m.pool.get());
     if (vec_dot_type(wu.type()) != gvt) throw error(KAIL_E_UNSUPPORTED, "moe: gate and up experts need the same activation type");
-    std::vector<float> slot_out(static_cast<size_t>(n * k * d));
+    // Every slot is written by the down projection of its expert, so the buffer is not cleared.
+    std::vector<float> & slot_out = m.moe_slot_out;
+    if (slot_out.size() < static_cast<size_t>(n * k * d)) slot_out.resize(static_cast<size_t>(n * k * d));
     std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(n_expert));
     for (int64_t i = 0; i < n * k; i++) by_expert[sel[i]].push_back(i);
-    std::vector<float> g, u;
-    std::vector<uint8_t> hq;
-    std::vector<const void *> xrows;
-    std::vector<float *> yrows;
-    auto run_expert = [&](int64_t e, const uint8_t * gw, const uint8_t * uw, const uint8_t * dw) {
+    const int n_threads = m.pool->n_threads();
+    if (m.moe_scratch.size() < static_cast<size_t>(n_threads)) m.moe_scratch.resize(static_cast<size_t>(n_threads));
+    // One expert's gate/up, swiglu, down for its tokens, with `sc` as scratch; `pool` splits each
+    // product's rows over threads (nullptr: this thread alone). Threads split rows, never a row's
+    // sum, so the result is the same bits either way.
+    auto run_expert_on = [&](model::impl::moe_thread_scratch & sc, threadpool * pool, int64_t e, const uint8_t * gw, const uint8_t * uw, const uint8_t * dw) {
+        std::vector<float> & g = sc.g;
+        std::vector<float> & u = sc.u;
+        std::vector<uint8_t> & hq = sc.hq;
+        std::vector<const void *> & xrows = sc.xrows;
+        std::vector<float *> & yrows = sc.yrows;
         const auto & slots = by_expert[e];
         const int64_t ne_ = static_cast<int64_t>(slots.size());
         g.resize(static_cast<size_t>(ne_ * ff));
@@ -784,23 +805,54 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         yrows.resize(ne_);
         for (int64_t i = 0; i < ne_; i++) xrows[i] = xq.data() + static_cast<size_t>(slots[i] / k) * xq_row;
         for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
-        matmul_quantized_rows(wg.type(), gw, wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, m.pool.get());
+        matmul_quantized_rows(wg.type(), gw, wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
         for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
-        matmul_quantized_rows(wu.type(), uw, wu.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, m.pool.get());
+        matmul_quantized_rows(wu.type(), uw, wu.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
         for (int64_t i = 0; i < ne_ * ff; i++) g[i] = silu(g[i]) * u[i];
         hq.resize(static_cast<size_t>(ne_) * hq_row);
-        matmul_quantize_activations(wd.type(), ff, g.data(), ff * 4, ne_, hq.data(), hq_row, m.pool.get());
+        matmul_quantize_activations(wd.type(), ff, g.data(), ff * 4, ne_, hq.data(), hq_row, pool);
         for (int64_t i = 0; i < ne_; i++) {
             xrows[i] = hq.data() + static_cast<size_t>(i) * hq_row;
             yrows[i] = slot_out.data() + slots[i] * d;
         }
-        matmul_quantized_rows(wd.type(), dw, wd.row_bytes(), d, ff, xrows.data(), yrows.data(), ne_, m.pool.get());
+        matmul_quantized_rows(wd.type(), dw, wd.row_bytes(), d, ff, xrows.data(), yrows.data(), ne_, pool);
+    };
+    auto run_expert = [&](int64_t e, const uint8_t * gw, const uint8_t * uw, const uint8_t * dw) {
+        run_expert_on(m.moe_scratch[0], m.pool.get(), e, gw, uw, dw);
     };
     if (!m.stream) {
-        for (int64_t e = 0; e < n_expert; e++) {
-            if (by_expert[e].empty()) continue;
-            run_expert(e, wg.data + static_cast<size_t>(e) * wg.matrix_bytes(), wu.data + static_cast<size_t>(e) * wu.matrix_bytes(),
-                       wd.data + static_cast<size_t>(e) * wd.matrix_bytes());
+        std::vector<int64_t> order;
+        for (int64_t e = 0; e < n_expert; e++)
+            if (!by_expert[e].empty()) order.push_back(e);
+        auto expert_weights = [&](int64_t e, const uint8_t *& gw, const uint8_t *& uw, const uint8_t *& dw) {
+            gw = wg.data + static_cast<size_t>(e) * wg.matrix_bytes();
+            uw = wu.data + static_cast<size_t>(e) * wu.matrix_bytes();
+            dw = wd.data + static_cast<size_t>(e) * wd.matrix_bytes();
+        };
+        const int64_t n_routed = static_cast<int64_t>(order.size());
+        if (n_threads > 1 && n_routed >= 2 * n_threads && n * k <= 2 * n_routed) {
+            // Several experts with a token or two each (decode, or a batch whose tokens spread
+            // over many experts): their products stream weights and are over in tens of
+            // microseconds, so one expert per thread at a time, the busiest first, beats splitting
+            // every product over the threads (a dispatch and a barrier each, hundreds per layer).
+            // With more tokens per expert the products are compute-bound tiles and split by rows.
+            std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return by_expert[a].size() > by_expert[b].size(); });
+            m.pool->parallel_for(
+                static_cast<int64_t>(order.size()),
+                [&](int64_t b, int64_t e, int tid) {
+                    for (int64_t i = b; i < e; i++) {
+                        const uint8_t *gw, *uw, *dw;
+                        expert_weights(order[i], gw, uw, dw);
+                        run_expert_on(m.moe_scratch[static_cast<size_t>(tid)], nullptr, order[i], gw, uw, dw);
+                    }
+                },
+                1);
+        } else {
+            for (int64_t e : order) {
+                const uint8_t *gw, *uw, *dw;
+                expert_weights(e, gw, uw, dw);
+                run_expert(e, gw, uw, dw);
+            }
         }
     } else {
         // Streaming: ask for every expert at once, predict the next MoE layer's experts from this
