@@ -179,10 +179,12 @@ async function main() {
       const row = {
         n, directTps: d.tokens / d.seconds, apiTps: a.tokens / a.seconds,
         directItl: d.itl * 1000, apiItl: a.itl * 1000, directTtft: d.ttft * 1000, apiTtft: a.ttft * 1000,
+        // Decode throughput: every stream emits a token per inter-token gap while they all decode.
+        directDecode: n / d.itl, apiDecode: n / a.itl,
       };
-      process.stderr.write(`${n} streams: direct ${row.directTps.toFixed(1)} t/s, API ${row.apiTps.toFixed(1)} t/s\n`);
+      process.stderr.write(`${n} streams: direct ${row.directTps.toFixed(1)} t/s (decode ${row.directDecode.toFixed(1)}), API ${row.apiTps.toFixed(1)} t/s (decode ${row.apiDecode.toFixed(1)})\n`);
       rows.push(
-        `| ${n} | ${row.directTps.toFixed(1)} | ${row.apiTps.toFixed(1)} | ${(row.apiTps / row.directTps).toFixed(2)} | ${row.directItl.toFixed(1)} | ${row.apiItl.toFixed(1)} | ${(row.apiItl - row.directItl).toFixed(1)} | ${row.directTtft.toFixed(0)} | ${row.apiTtft.toFixed(0)} |`,
+        `| ${n} | ${row.directTps.toFixed(1)} | ${row.apiTps.toFixed(1)} | ${row.directDecode.toFixed(1)} | ${row.apiDecode.toFixed(1)} | ${(row.apiTps / row.directTps).toFixed(2)} | ${row.directItl.toFixed(1)} | ${row.apiItl.toFixed(1)} | ${(row.apiItl - row.directItl).toFixed(1)} | ${row.directTtft.toFixed(0)} | ${row.apiTtft.toFixed(0)} |`,
       );
     }
   } finally {
@@ -193,11 +195,11 @@ async function main() {
   const cpu = os.cpus()[0]?.model.replace(/\s+/g, ' ').trim() ?? 'unknown CPU';
   const m = info;
   const text = [
-    `Measured ${new Date().toISOString().slice(0, 10)} on ${cpu}, ${os.cpus().length} logical CPUs, ${formatBytes(os.totalmem())} RAM, node ${process.version}, ${threads} compute threads, on a machine shared with other engineers' builds and tests (load average ${os.loadavg().map((l) => l.toFixed(1)).join(' / ')} at the end; speeds are measured under load and vary run to run).`,
-    `Model: ${path.basename(file)} (${m ? `${m.architecture}, ${m.layerCount} layers, ${m.expertCount} experts top-${m.expertUsedCount}, ` : ''}${formatBytes(fs.statSync(file).size)}), ${ramBudget > 0 ? `RAM budget ${formatBytes(ramBudget)}${capNote} (the other experts streamed from storage)` : 'in RAM (no budget)'}, context ${ctx} per sequence, ${maxStreams} sequences. Each stream: a one-line chat prompt, ${tg} generated tokens, greedy, ignore_eos. "direct": the same requests on the engine in this process (LocalModelHost.generate, no RPC); "API": OpenAI SSE streaming through the API and scheduler processes to the engine's gRPC server. Tokens/s = all generated tokens / wall time of the batch; inter-token = mean gap between a stream's successive tokens; added = API minus direct.`,
+    `Measured ${new Date().toISOString().slice(0, 10)} on ${cpu}, ${os.cpus().length} logical CPUs, ${formatBytes(os.totalmem())} RAM, node ${process.version}, ${threads} compute threads; load average ${os.loadavg().map((l) => l.toFixed(1)).join(' / ')} at the end (above ~2 on these 2 CPUs means other work shared the machine and the speeds are lower than alone).`,
+    `Model: ${path.basename(file)} (${m ? `${m.architecture}, ${m.layerCount} layers, ${m.expertCount} experts top-${m.expertUsedCount}, ` : ''}${formatBytes(fs.statSync(file).size)}), ${ramBudget > 0 ? `RAM budget ${formatBytes(ramBudget)}${capNote} (the other experts streamed from storage)` : 'in RAM (no budget)'}, context ${ctx} per sequence, ${maxStreams} sequences. Each stream: a one-line chat prompt, ${tg} generated tokens, greedy, ignore_eos. "direct": the same requests on the engine in this process (LocalModelHost.generate, no RPC); "API": OpenAI SSE streaming through the API and scheduler processes to the engine's gRPC server. Tokens/s = all generated tokens / wall time of the batch (prefill included); decode tokens/s = streams / mean inter-token gap (the aggregate rate while every stream decodes); inter-token = mean gap between a stream's successive tokens; added = API minus direct.`,
     '',
-    '| streams | direct tokens/s | API tokens/s | API / direct | direct inter-token ms | API inter-token ms | added per token ms | direct TTFT ms | API TTFT ms |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| streams | direct tokens/s | API tokens/s | direct decode tokens/s | API decode tokens/s | API / direct | direct inter-token ms | API inter-token ms | added per token ms | direct TTFT ms | API TTFT ms |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows,
   ].join('\n');
   process.stdout.write(text + '\n');
