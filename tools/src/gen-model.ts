@@ -31,6 +31,8 @@ const USAGE = `usage: gen-model (--preset NAME | --arch ARCH) --out FILE [option
   --name S            general.name
   --alignment N       GGUF data alignment (default 32)
   --simulate-type T   write --type floats holding T's quantize->dequantize values (format checks)
+  --expert-pool N     quantized expert tensors: rows drawn from a pool of N quantized random rows per
+                      tensor (benchmark files of tens of GB in minutes; recorded in the file)
   --threads N         worker threads for generation and quantization (default: all cores)
   --json              print the summary as JSON
   --quiet             no progress on stderr`;
@@ -54,7 +56,7 @@ function parseNum(name: string, s: string): number {
 
 export async function main(argv: string[]): Promise<number> {
   const strOpts = Object.fromEntries(
-    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type', 'threads'].map(
+    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type', 'threads', 'expert-pool'].map(
       (k) => [k, { type: 'string' as const }],
     ),
   );
@@ -121,6 +123,7 @@ export async function main(argv: string[]): Promise<number> {
     out: path.resolve(v.out as string),
     alignment: typeof v.alignment === 'string' ? parseIntStrict('alignment', v.alignment) : undefined,
     simulateType: typeof v['simulate-type'] === 'string' ? parseFileType(v['simulate-type']) : undefined,
+    expertPool: typeof v['expert-pool'] === 'string' ? parseIntStrict('expert-pool', v['expert-pool']) : undefined,
     onTensor: quiet
       ? undefined
       : ({ index, count, name }) => {

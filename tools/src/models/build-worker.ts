@@ -9,6 +9,7 @@ export interface BuildWorkerData {
   config: WriteModelOptions['config'];
   fileType: WriteModelOptions['fileType'];
   simulateType?: WriteModelOptions['simulateType'];
+  expertPool?: number;
 }
 
 export type BuildWorkerReply = { id: number; bytes: Uint8Array } | { id: number; error: string };
@@ -17,7 +18,7 @@ if (parentPort) {
   const port = parentPort;
   const data = workerData as BuildWorkerData;
   const { tensors } = planWithSimulation(data);
-  const encoder = new UnitEncoder(data.seed, tensors);
+  const encoder = new UnitEncoder(data.seed, tensors, undefined, data.expertPool ?? 0);
   port.on('message', (msg: { id: number; unit: WorkUnit }) => {
     try {
       // encode() may return the encoder's scratch memory: reply with a copy, transferred.

@@ -34,6 +34,16 @@ export interface WriteModelOptions {
    * file. Comparing the two in llama.cpp separates format errors from quantization error.
    */
   simulateType?: FileTypeName;
+  /**
+   * Benchmark files of tens of GB: each routed-expert tensor (ffn_*_exps) of a quantized type is
+   * filled with rows drawn from a pool of this many of its own quantized random rows (chosen per
+   * row by a hash of the tensor and row) instead of generating and quantizing every row, which is
+   * what makes such a file take hours. The values are still quantized normal draws at the tensor's
+   * scale, and the router and every other tensor are generated as usual, so routing is unchanged in
+   * kind; the file records the pool size (kailstream.generator.expert_pool) and cannot be
+   * regenerated row by row from the recipe. Default 0: off.
+   */
+  expertPool?: number;
   /** Called after each tensor. */
   onTensor?: (info: { name: string; index: number; count: number; type: GgmlType; bytes: number }) => void;
 }
@@ -117,17 +127,22 @@ export function workUnits(tensors: readonly TensorSpec[], chunkElements: number)
 }
 
 /** Generates and encodes work units; reuses its scratch buffers between calls. */
+const isExpertTensor = (name: string) => /\.ffn_(gate|up|down|gate_up)_exps\./.test(name);
+
 export class UnitEncoder {
   private f32 = new Float32Array(0);
   private half = new Uint8Array(0);
   private quantize?: QuantizeFn;
   private dequantize?: DequantizeFn;
+  private readonly pools = new Map<number, { rowBytes: number; rows: Uint8Array }>();
 
   constructor(
     private readonly seed: number,
     private readonly tensors: readonly PlannedTensor[],
     quantize?: QuantizeFn,
+    private readonly expertPool = 0,
   ) {
+    if (!(Number.isInteger(expertPool) && expertPool >= 0)) throw new Error(`expertPool must be a non-negative integer, got ${expertPool}`);
     const needsQuant = tensors.some((t) => ggmlTypeTraits(t.type).quantized || (t.simType !== undefined && ggmlTypeTraits(t.simType).quantized));
     if (needsQuant) this.quantize = quantize ?? resolveQuantizer();
     if (tensors.some((t) => t.simType !== undefined && ggmlTypeTraits(t.simType).quantized)) this.dequantize = resolveDequantizer();
@@ -139,6 +154,7 @@ export class UnitEncoder {
    */
   encode(u: WorkUnit): Uint8Array {
     const spec = this.tensors[u.tensor];
+    if (this.expertPool > 0 && isExpertTensor(spec.name) && ggmlTypeTraits(spec.type).quantized && spec.simType === undefined) return this.pooled(u);
     const rowLen = spec.shape[0];
     const n = u.nRows * rowLen;
     if (this.f32.length < n) this.f32 = new Float32Array(n);
@@ -157,6 +173,32 @@ export class UnitEncoder {
       default:
         return this.quantize!(spec.type, chunk);
     }
+  }
+
+  /** A unit of an expert tensor from its row pool (WriteModelOptions.expertPool). */
+  private pooled(u: WorkUnit): Uint8Array {
+    const spec = this.tensors[u.tensor];
+    let pool = this.pools.get(u.tensor);
+    if (!pool) {
+      const rowLen = spec.shape[0];
+      const nRows = Math.min(this.expertPool, spec.shape.slice(1).reduce((a, b) => a * b, 1));
+      const f = new Float32Array(nRows * rowLen);
+      fillTensorRange(this.seed, spec, 0, f);
+      const rows = this.quantize!(spec.type, f);
+      pool = { rowBytes: rows.byteLength / nRows, rows };
+      this.pools.set(u.tensor, pool);
+    }
+    const n = pool.rows.byteLength / pool.rowBytes;
+    const out = new Uint8Array(u.nRows * pool.rowBytes);
+    for (let i = 0; i < u.nRows; i++) {
+      // splitmix-style hash of (tensor, row): a fixed, well-spread choice of pool row.
+      let h = Math.imul((u.rowStart + i) ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(u.tensor + 1, 0xc2b2ae35);
+      h = Math.imul(h ^ (h >>> 16), 0x7feb352d);
+      h ^= h >>> 15;
+      const r = (h >>> 0) % n;
+      out.set(pool.rows.subarray(r * pool.rowBytes, (r + 1) * pool.rowBytes), i * pool.rowBytes);
+    }
+    return out;
   }
 }
 
@@ -177,6 +219,7 @@ function openWriter(opts: WriteModelOptions, c: ModelConfig, tensors: readonly P
   w.set('kailstream.generator.seed', kv.u32(opts.seed >>> 0));
   w.set('kailstream.generator.recipe', kv.u32(WEIGHT_RECIPE_VERSION));
   w.set('kailstream.generator.arch', kv.str(c.arch));
+  if (opts.expertPool) w.set('kailstream.generator.expert_pool', kv.u32(opts.expertPool));
   for (const t of tensors) w.addTensor({ name: t.name, shape: t.shape, type: t.type });
   w.begin();
   return w;
@@ -215,7 +258,7 @@ class Progress {
 export function writeModel(opts: WriteModelOptions): WriteModelResult {
   const t0 = performance.now();
   const { config: c, tensors } = planWithSimulation(opts);
-  const encoder = new UnitEncoder(opts.seed, tensors, opts.quantize);
+  const encoder = new UnitEncoder(opts.seed, tensors, opts.quantize, opts.expertPool ?? 0);
   const units = workUnits(tensors, opts.chunkElements ?? 4 << 20);
   const progress = new Progress(tensors, units, opts.onTensor);
   const w = openWriter(opts, c, tensors);

@@ -94,6 +94,6 @@ export async function writeModelParallel(opts: WriteModelOptions & ParallelOptio
   const params = tensors.reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0);
   // A custom quantizer cannot cross into workers.
   if (threads === 1 || !script || opts.quantize || params < (opts.minParams ?? 16e6)) return writeModel(opts);
-  const data: BuildWorkerData = { seed: opts.seed, config: opts.config, fileType: opts.fileType, simulateType: opts.simulateType };
+  const data: BuildWorkerData = { seed: opts.seed, config: opts.config, fileType: opts.fileType, simulateType: opts.simulateType, expertPool: opts.expertPool };
   return writeModelWith(opts, new WorkerPool(script, threads, data), threads * 2);
 }

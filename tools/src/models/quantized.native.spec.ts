@@ -85,3 +85,41 @@ describe('quantized model files', () => {
     expect(agree / q.nTokens).toBeGreaterThanOrEqual(0.9);
   });
 });
+
+describe('expert pool (benchmark files of tens of GB)', () => {
+  it('fills quantized expert tensors with rows of a pool of their own quantized rows; everything else is unchanged', () => {
+    const moe = { ...getPreset('tiny-qwen3moe').config, nLayers: 1 };
+    const a = path.join(dir, 'pool-off.gguf');
+    const b = path.join(dir, 'pool-on.gguf');
+    writeModel({ config: moe, fileType: 'Q4_K', seed: 3, out: a });
+    writeModel({ config: moe, fileType: 'Q4_K', seed: 3, out: b, expertPool: 16 });
+    const ha = readGgufHeader(a);
+    const hb = readGgufHeader(b);
+    expect(hb.kv.get('kailstream.generator.expert_pool')!.value).toBe(16);
+    expect(ha.kv.has('kailstream.generator.expert_pool')).toBe(false);
+    let pooled = 0;
+    for (const t of hb.tensors) {
+      const ta = ha.tensors.find((x) => x.name === t.name)!;
+      const bytesA = readGgufTensorBytes(a, ta);
+      const bytesB = readGgufTensorBytes(b, t);
+      if (!/_exps\./.test(t.name)) {
+        expect([t.name, bytesB.equals(bytesA)]).toEqual([t.name, true]);
+        continue;
+      }
+      pooled++;
+      // The first 16 rows of the normal file are the pool; every row of the pooled file is one of them.
+      const nRows = t.shape.slice(1).reduce((x, y) => x * y, 1);
+      const rowBytes = bytesB.length / nRows;
+      const pool = new Set<string>();
+      for (let r = 0; r < 16; r++) pool.add(bytesA.subarray(r * rowBytes, (r + 1) * rowBytes).toString('hex'));
+      const used = new Set<string>();
+      for (let r = 0; r < nRows; r++) {
+        const row = bytesB.subarray(r * rowBytes, (r + 1) * rowBytes).toString('hex');
+        expect(pool.has(row)).toBe(true);
+        used.add(row);
+      }
+      expect(used.size).toBe(16);
+    }
+    expect(pooled).toBe(3);
+  });
+});
