@@ -94,10 +94,12 @@ for (const cap of caps) {
   // Repack off: the LD_PRELOAD shim of tools/src/bench/no-repack (build.sh) clears use_extra_bufts.
   if (values['no-repack-shim']) configs.push(['llama.cpp (repack off, mmap)', { ...process.env, LD_PRELOAD: path.resolve(values['no-repack-shim']) }]);
   for (const [name, env] of configs) {
-    const r = inCap(cap, [LLAMA, '--model', model, '--pp', values.pp, '--tg', values.tg, '--threads', values.threads, '--reps', values['llama-reps']], env);
-    const b = r.status === 0 ? lastJson(r.stdout) : null;
-    rows.push({ engine: name, cap, feed: 'greedy', status: r.status === 0 ? 'ok' : r.signal ? `killed (${r.signal}${r.oomKills ? ', OOM' : r.wall >= Number(values['timeout-s']) - 1 ? ', timeout' : ''})` : `exit ${r.status}`, gen_tps: b?.gen_tps ?? null, peak: r.peak, oom_kills: r.oomKills });
-    console.error(`${name} cap ${fmt(cap)}: ${rows.at(-1).status}, ${b?.gen_tps?.toFixed(2)} t/s, peak ${fmt(r.peak)}`);
+    for (const feed of feeds) {
+      const r = inCap(cap, [LLAMA, '--model', model, '--pp', values.pp, '--tg', values.tg, '--threads', values.threads, '--reps', values['llama-reps'], '--feed', feed], env);
+      const b = r.status === 0 ? lastJson(r.stdout) : null;
+      rows.push({ engine: name, cap, feed, status: r.status === 0 ? 'ok' : r.signal ? `killed (${r.signal}${r.oomKills ? ', OOM' : r.wall >= Number(values['timeout-s']) - 1 ? ', timeout' : ''})` : `exit ${r.status}`, gen_tps: b?.gen_tps ?? null, peak: r.peak, oom_kills: r.oomKills });
+      console.error(`${name} cap ${fmt(cap)} feed ${feed}: ${rows.at(-1).status}, ${b?.gen_tps?.toFixed(2)} t/s, peak ${fmt(r.peak)}`);
+    }
   }
 }
 

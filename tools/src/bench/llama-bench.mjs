@@ -21,7 +21,7 @@ const { values } = parseArgs({
   },
 });
 if (!values.model) throw new Error('--model is required');
-if (values.feed !== 'greedy') throw new Error('llama-bench.mjs feeds the greedy token only (--feed greedy)');
+if (values.feed !== 'greedy' && values.feed !== 'random') throw new Error(`--feed must be greedy or random, got '${values.feed}'`);
 const pp = Number(values.pp), tg = Number(values.tg), reps = Number(values.reps);
 let s = Number(values.seed) >>> 0 || 1;
 const rand = () => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s; };
@@ -36,10 +36,20 @@ const ppMs = [], tgMs = [];
 for (let r = 0; r < reps; r++) {
   await seq.clearHistory();
   const prompt = Array.from({ length: pp }, () => rand() % nTokens);
+  if (values.feed === 'random') {
+    // Random feed (as `kail bench --feed random`): the prompt, then tg single-token passes each
+    // feeding a fresh random id. evaluateWithoutGeneratingNewTokens runs the pass without reading
+    // logits back into JS, so a step costs what the model costs.
+    const t0 = performance.now();
+    await seq.evaluateWithoutGeneratingNewTokens(prompt);
+    const t1 = performance.now();
+    ppMs.push(t1 - t0);
+    for (let i = 0; i < tg; i++) await seq.evaluateWithoutGeneratingNewTokens([rand() % nTokens]);
+    tgMs.push(performance.now() - t1);
+    continue;
+  }
   // The generator evaluates the prompt, samples, yields, then evaluates each yielded token: the
-  // first yield marks the end of prompt processing, the next tg yields are tg decode steps. Greedy
-  // feeding only: a random feed would need controlledEvaluate, whose per-call overhead (it reads the
-  // whole vocabulary's probabilities back into JS) swamps a decode step.
+  // first yield marks the end of prompt processing, the next tg yields are tg decode steps.
   let t = performance.now();
   let n = 0;
   let tFirst = 0;
