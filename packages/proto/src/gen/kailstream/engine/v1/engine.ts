@@ -180,7 +180,7 @@ export interface TelemetrySnapshot {
 
 export interface SpeculativeStats {
   enabled: boolean;
-  /** "draft" or "lookup". */
+  /** "draft", "lookup" or "mtp" (the model file's multi-token-prediction block). */
   mode: string;
   draftedTokens: number;
   acceptedTokens: number;
