@@ -75,6 +75,17 @@ bool g_verbose = false;
     std::exit(1);
 }
 
+// Copies rows 0..n-1 of a context's logits and h_nextn (the normalized hidden state) out.
+void read_rows(llama_context * ctx, int32_t n, int32_t n_vocab, int32_t n_embd, float * logits, float * h_out, const char * what) {
+    for (int32_t k = 0; k < n; k++) {
+        const float * l = llama_get_logits_ith(ctx, k);
+        const float * h = llama_get_embeddings_nextn_ith(ctx, k);
+        if (!l || !h) fail("%s: no logits or h_nextn for row %d", what, k);
+        std::memcpy(logits + (size_t) k * n_vocab, l, sizeof(float) * n_vocab);
+        std::memcpy(h_out + (size_t) k * n_embd, h, sizeof(float) * n_embd);
+    }
+}
+
 void log_cb(ggml_log_level level, const char * text, void *) {
     if (g_verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
 }
@@ -254,13 +265,7 @@ int main(int argc, char ** argv) {
         const int32_t rc = llama_decode(ctx_tgt, b);
         llama_batch_free(b);
         if (rc != 0) fail("target llama_decode failed (rc %d)", rc);
-        for (int32_t k = 0; k < n; k++) {
-            const float * l = llama_get_logits_ith(ctx_tgt, k);
-            const float * h = llama_get_embeddings_nextn_ith(ctx_tgt, k);
-            if (!l || !h) fail("target: no logits or h_nextn for row %d", k);
-            std::memcpy(&tgt_logits[(size_t) k * n_vocab], l, sizeof(float) * n_vocab);
-            std::memcpy(&tgt_h[(size_t) k * n_embd], h, sizeof(float) * n_embd);
-        }
+        read_rows(ctx_tgt, n, n_vocab, n_embd, tgt_logits.data(), tgt_h.data(), "target");
     }
 
     // 2. MTP over the same tokens, each row paired with the target's h of the row before
@@ -286,13 +291,7 @@ int main(int argc, char ** argv) {
         b.n_tokens = n;
         const int32_t rc = llama_decode(ctx_dft, b);
         if (rc != 0) fail("MTP llama_decode failed (rc %d)", rc);
-        for (int32_t k = 0; k < n; k++) {
-            const float * l = llama_get_logits_ith(ctx_dft, k);
-            const float * h = llama_get_embeddings_nextn_ith(ctx_dft, k);
-            if (!l || !h) fail("MTP: no logits or h_nextn for row %d", k);
-            std::memcpy(&mtp_logits[(size_t) k * n_vocab], l, sizeof(float) * n_vocab);
-            std::memcpy(&mtp_h[(size_t) k * n_embd], h, sizeof(float) * n_embd);
-        }
+        read_rows(ctx_dft, n, n_vocab, n_embd, mtp_logits.data(), mtp_h.data(), "MTP");
     }
 
     // 3. chained draft steps
