@@ -104,6 +104,13 @@ describe('console tRPC router', () => {
     expect(missing.error!.message).toMatch(/nope\.gguf/);
     const unload = await mutate('models.unload', { id: 'not-loaded' });
     expect(unload.status).toBe(404);
+    // Speculation settings reach the engine: MTP drafting on a file without an MTP block is refused there.
+    const mtp = await mutate('models.load', { path: file, id: 'mtp', mtpDecoding: true });
+    expect(mtp.status).toBeGreaterThanOrEqual(400);
+    expect(mtp.error!.message).toMatch(/multi-token-prediction drafting is implemented for deepseek2/);
+    const k = await mutate('models.load', { path: file, id: 'k', lookupDecoding: true, speculativeK: 99 });
+    expect(k.status).toBe(400);
+    expect(k.error!.data.zodIssues![0].path).toBe('speculativeK');
   });
 
   it('says that no key store is configured instead of failing on key routes', async () => {

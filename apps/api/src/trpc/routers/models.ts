@@ -93,6 +93,12 @@ export const modelsRouter = router({
       planInput.extend({
         id: z.string().max(200).regex(/^[A-Za-z0-9._:-]*$/, 'id may hold letters, digits and . _ : - only').default(''),
         threads: z.number().int().min(0).max(1024).default(0),
+        // Speculative decoding for this model (LoadModelRequest): a draft GGUF in the models
+        // directory, prompt lookup, or the file's own MTP block; the engine refuses a mix.
+        draftPath: z.string().max(4096).default(''),
+        lookupDecoding: z.boolean().default(false),
+        mtpDecoding: z.boolean().default(false),
+        speculativeK: z.number().int().min(0).max(32).default(0),
       }),
     )
     .mutation(async ({ ctx, input }) => {
