@@ -193,8 +193,7 @@ export class SpeculativeDecoder {
         throw new EngineError('KAIL_E_INVALID_ARG', `the MTP model needs the target's ${target.nSeqMax} sequence slot(s) and context ${target.nCtx}`);
     }
     const bpt = (m: EngineModel) => m.summary.bytesPerToken || 1;
-    const drafter = this.draft ?? this.mtp;
-    this.draftCost = opts.draftCost ?? (drafter ? bpt(drafter) / bpt(target) + 0.05 : 0.05);
+    this.draftCost = opts.draftCost ?? (this.drafter ? bpt(this.drafter) / bpt(target) + 0.05 : 0.05);
     if (!(this.draftCost >= 0 && Number.isFinite(this.draftCost))) throw new EngineError('KAIL_E_INVALID_ARG', `draftCost must be a finite number ≥ 0, got ${opts.draftCost}`);
   }
 
@@ -227,9 +226,14 @@ export class SpeculativeDecoder {
     }
   }
 
+  /** The model that drafts (a draft model or the MTP block); null for lookup. */
+  get drafter(): EngineModel | null {
+    return this.draft ?? this.mtp;
+  }
+
   /** Closes the draft model when `fromConfig` loaded it. */
   close(): void {
-    if (this.ownsDraft) (this.draft ?? this.mtp)?.close();
+    if (this.ownsDraft) this.drafter?.close();
     this.ownsDraft = false;
   }
 
@@ -240,7 +244,7 @@ export class SpeculativeDecoder {
    */
   begin(seq: number, sampling: SamplerParams = {}, draftSeq = seq): SpeculativeSequence {
     if (this.draft === this.target && draftSeq === seq) throw new EngineError('KAIL_E_INVALID_ARG', 'a target drafting for itself needs its own sequence slot for the draft (draftSeq ≠ seq)');
-    const drafter = this.draft ?? this.mtp;
+    const drafter = this.drafter;
     if (drafter && (draftSeq < 0 || draftSeq >= drafter.nSeqMax))
       throw new EngineError('KAIL_E_INVALID_ARG', `draft sequence slot ${draftSeq} is outside the draft model's ${drafter.nSeqMax} slot(s)`);
     return new SpeculativeSequence(this, seq, draftSeq, sampling);
@@ -427,7 +431,7 @@ export class SpeculativeSequence {
   draftLength(history: readonly number[], maxDraft: number): number {
     const d = this.decoder;
     const k = Math.min(this.k, maxDraft);
-    const drafter = d.draft ?? d.mtp;
+    const drafter = d.drafter;
     return drafter ? Math.min(k, drafter.nCtx - history.length) : k;
   }
 

@@ -75,6 +75,15 @@ bool g_verbose = false;
     std::exit(1);
 }
 
+// Row k of a batch: token at pos, sequence 0, logits wanted.
+void set_row(llama_batch & b, int32_t k, llama_token token, llama_pos pos) {
+    b.token[k] = token;
+    b.pos[k] = pos;
+    b.n_seq_id[k] = 1;
+    b.seq_id[k][0] = 0;
+    b.logits[k] = 1;
+}
+
 // Copies rows 0..n-1 of a context's logits and h_nextn (the normalized hidden state) out.
 void read_rows(llama_context * ctx, int32_t n, int32_t n_vocab, int32_t n_embd, float * logits, float * h_out, const char * what) {
     for (int32_t k = 0; k < n; k++) {
@@ -254,13 +263,7 @@ int main(int argc, char ** argv) {
     std::vector<float> tgt_logits((size_t) n * n_vocab), tgt_h((size_t) n * n_embd);
     {
         llama_batch b = llama_batch_init(n, 0, 1);
-        for (int32_t k = 0; k < n; k++) {
-            b.token[k] = a.tokens[k];
-            b.pos[k] = k;
-            b.n_seq_id[k] = 1;
-            b.seq_id[k][0] = 0;
-            b.logits[k] = 1;
-        }
+        for (int32_t k = 0; k < n; k++) set_row(b, k, a.tokens[k], k);
         b.n_tokens = n;
         const int32_t rc = llama_decode(ctx_tgt, b);
         llama_batch_free(b);
@@ -279,11 +282,7 @@ int main(int argc, char ** argv) {
         mtp_batch mb(n, n_embd);
         llama_batch & b = mb.b;
         for (int32_t k = 0; k < n; k++) {
-            b.token[k] = a.tokens[k];
-            b.pos[k] = k;
-            b.n_seq_id[k] = 1;
-            b.seq_id[k][0] = 0;
-            b.logits[k] = 1;
+            set_row(b, k, a.tokens[k], k);
             float * row = b.embd + (size_t) k * n_embd;
             if (k == 0) std::memset(row, 0, sizeof(float) * n_embd);
             else std::memcpy(row, &tgt_h[(size_t) (k - 1) * n_embd], sizeof(float) * n_embd);
@@ -309,11 +308,7 @@ int main(int argc, char ** argv) {
                 if (prev_l[v] > prev_l[d]) d = v;
             }
             draft_tokens[j] = d;
-            b.token[0] = d;
-            b.pos[0] = n + j;
-            b.n_seq_id[0] = 1;
-            b.seq_id[0][0] = 0;
-            b.logits[0] = 1;
+            set_row(b, 0, d, n + j);
             std::memcpy(b.embd, prev_h, sizeof(float) * n_embd);
             b.n_tokens = 1;
             const int32_t rc = llama_decode(ctx_dft, b);
