@@ -57,54 +57,56 @@ export class ApiMetrics {
     fromQueue('kailstream:num_requests_waiting', 'Requests queued in the scheduler.', (q) => q.queued);
     fromQueue('kailstream:queue_capacity', 'Scheduler queue bound (0 = unbounded).', (q) => q.capacity);
 
-    type Snap = pb.TelemetrySnapshot;
-    const engineLabels = ['engine', 'model'] as const;
-    const perEngineGauge = (name: string, help: string, value: (s: Snap) => number | undefined) =>
+    // Engine figures are exported per loaded model ({engine, model}), from each snapshot's models.
+    type Model = pb.ModelTelemetry;
+    const labelNames = ['engine', 'model'] as const;
+    const eachModel = (fn: (labels: { engine: string; model: string }, m: Model) => void) => {
+      for (const [id, e] of self.live()) for (const m of e.snap.models) fn({ engine: id, model: m.model }, m);
+    };
+    const perModelGauge = (name: string, help: string, value: (m: Model) => number | undefined) =>
       new Gauge({
-        name, help, labelNames: [...engineLabels], registers: r,
+        name, help, labelNames: [...labelNames], registers: r,
         collect() {
           this.reset();
-          for (const [id, e] of self.live()) {
-            const v = value(e.snap);
-            if (v !== undefined) this.set({ engine: id, model: e.snap.model }, v);
-          }
+          eachModel((l, m) => {
+            const v = value(m);
+            if (v !== undefined) this.set(l, v);
+          });
         },
       });
     // A counter whose value is the engine's own cumulative count (reset + inc = set).
-    const perEngineCounter = (name: string, help: string, value: (s: Snap) => number | undefined) =>
+    const perModelCounter = (name: string, help: string, value: (m: Model) => number | undefined) =>
       new Counter({
-        name, help, labelNames: [...engineLabels], registers: r,
+        name, help, labelNames: [...labelNames], registers: r,
         collect() {
           this.reset();
-          for (const [id, e] of self.live()) {
-            const v = value(e.snap);
-            if (v !== undefined && v >= 0) this.inc({ engine: id, model: e.snap.model }, v);
-          }
+          eachModel((l, m) => {
+            const v = value(m);
+            if (v !== undefined && v >= 0) this.inc(l, v);
+          });
         },
       });
     const perTier = (name: string, help: string, counter: boolean, value: (t: pb.TierStats) => number) => {
-      const cfg = { name, help, labelNames: [...engineLabels, 'tier'], registers: r };
-      const each = (fn: (labels: Record<string, string>, v: number) => void) => {
-        for (const [id, e] of self.live()) for (const t of e.snap.tiers) fn({ engine: id, model: e.snap.model, tier: t.tier }, value(t));
-      };
+      const cfg = { name, help, labelNames: [...labelNames, 'tier'], registers: r };
+      const each = (fn: (labels: Record<string, string>, v: number) => void) => eachModel((l, m) => m.tiers.forEach((t) => fn({ ...l, tier: t.tier }, value(t))));
       if (counter) new Counter({ ...cfg, collect() { this.reset(); each((l, v) => this.inc(l, Math.max(0, v))); } });
       else new Gauge({ ...cfg, collect() { this.reset(); each((l, v) => this.set(l, v)); } });
     };
 
-    perEngineGauge('kailstream:kv_cache_usage_perc', 'KV cache usage as a ratio 0-1 (vLLM\'s name).', (s) => (s.kvCapacityBytes > 0 ? s.kvUsedBytes / s.kvCapacityBytes : 0));
-    perEngineGauge('kailstream:kv_cache_used_bytes', 'KV cache bytes in use.', (s) => s.kvUsedBytes);
-    perEngineGauge('kailstream:engine_running_requests', 'Sequences decoding in the engine.', (s) => s.runningRequests);
-    perEngineGauge('kailstream:engine_tokens_per_second', 'Generation tokens/s the engine reports over its last interval.', (s) => s.tokensPerSecond);
-    perEngineCounter('kailstream:storage_read_bytes_total', 'Bytes of expert weights read from storage.', (s) => s.bytesRead);
-    perEngineCounter('kailstream:io_stall_seconds_total', 'Seconds compute waited on storage reads.', (s) => s.ioStallSeconds);
+    perModelGauge('kailstream:kv_cache_usage_perc', 'KV cache usage as a ratio 0-1 (vLLM\'s name).', (m) => (m.kvCapacityBytes > 0 ? m.kvUsedBytes / m.kvCapacityBytes : 0));
+    perModelGauge('kailstream:kv_cache_used_bytes', 'KV cache bytes in use.', (m) => m.kvUsedBytes);
+    perModelGauge('kailstream:engine_running_requests', 'Sequences decoding in the engine.', (m) => m.runningRequests);
+    perModelGauge('kailstream:engine_tokens_per_second', 'Generation tokens/s the engine reports over its last interval.', (m) => m.tokensPerSecond);
+    perModelCounter('kailstream:storage_read_bytes_total', 'Bytes of expert weights read from storage.', (m) => m.bytesRead);
+    perModelCounter('kailstream:io_stall_seconds_total', 'Seconds compute waited on storage reads.', (m) => m.ioStallSeconds);
     perTier('kailstream:expert_cache_hits_total', 'Expert lookups served by this tier.', true, (t) => t.hits);
     perTier('kailstream:expert_cache_misses_total', 'Expert lookups this tier missed.', true, (t) => t.misses);
     perTier('kailstream:expert_cache_used_bytes', 'Bytes held by this tier.', false, (t) => t.usedBytes);
     perTier('kailstream:expert_cache_budget_bytes', 'Byte budget of this tier.', false, (t) => t.budgetBytes);
-    const spec = (s: Snap) => (s.speculative?.enabled ? s.speculative : undefined);
-    perEngineCounter('kailstream:spec_decode_num_draft_tokens_total', 'Speculative tokens drafted.', (s) => spec(s)?.draftedTokens);
-    perEngineCounter('kailstream:spec_decode_num_accepted_tokens_total', 'Speculative tokens accepted by the target.', (s) => spec(s)?.acceptedTokens);
-    perEngineGauge('kailstream:spec_decode_tokens_per_pass', 'Tokens committed per target pass (speculative decoding).', (s) => spec(s)?.tokensPerPass);
+    const spec = (m: Model) => (m.speculative?.enabled ? m.speculative : undefined);
+    perModelCounter('kailstream:spec_decode_num_draft_tokens_total', 'Speculative tokens drafted.', (m) => spec(m)?.draftedTokens);
+    perModelCounter('kailstream:spec_decode_num_accepted_tokens_total', 'Speculative tokens accepted by the target.', (m) => spec(m)?.acceptedTokens);
+    perModelGauge('kailstream:spec_decode_tokens_per_pass', 'Tokens committed per target pass (speculative decoding).', (m) => spec(m)?.tokensPerPass);
   }
 
   /** Snapshots of engines heard from recently. */

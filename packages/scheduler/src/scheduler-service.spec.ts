@@ -117,7 +117,7 @@ describe('scheduler gRPC service', () => {
     });
     call.cancel();
     expect(first.engineId).toBe('engine-1');
-    expect(first.snapshot?.model).toBe('tiny');
+    expect(first.snapshot?.models.map((m) => m.model)).toEqual(['tiny']);
     expect(first.snapshot?.kvCapacityBytes).toBeGreaterThan(0);
   });
 });

@@ -31,13 +31,22 @@ export interface TelemetryPoint {
   tiers: TierPoint[];
   models: string[];
   engines: number;
-  speculative: { enabled: boolean; mode: string; drafted: number; accepted: number; tokensPerPass: number } | null;
+  /** One entry per loaded model that speculates. */
+  speculative: { model: string; mode: string; drafted: number; accepted: number; tokensPerPass: number }[];
 }
 
-/** Per-layer expert activation counts over a window, and what is resident now. */
+/** A loaded model the heatmap can show: the engine it runs on and its id there. */
+export interface ExpertSource {
+  engineId: string;
+  model: string;
+}
+
+/** Per-layer expert activation counts of one model over a window, and what is resident now. */
 export interface ExpertWindow {
   engineId: string;
   model: string;
+  /** Every model with a heatmap now (for a selector), in engine then load order. */
+  sources: ExpertSource[];
   /** Seconds the counts cover (shorter than asked while the history is young). */
   windowSeconds: number;
   layers: { layer: number; counts: number[]; resident: number[] }[];
@@ -54,7 +63,7 @@ export interface TelemetryHubOptions {
   intervalMs?: number;
   /** Samples kept for charts. Default 600 (5 minutes at 500 ms). */
   historyLength?: number;
-  /** Expert-count frames kept per engine (one per second at most). Default 300. */
+  /** Expert-count frames kept per engine and model (one per second at most). Default 300. */
   expertFrames?: number;
   /** A snapshot older than this no longer counts toward the merged sample, ms. Default 5000. */
   staleMs?: number;
@@ -72,7 +81,8 @@ export class TelemetryHub {
   private readonly expertFrameCap: number;
   private readonly staleMs: number;
   private readonly latest = new Map<string, { at: number; msg: spb.EngineTelemetry }>();
-  private readonly expertFrames = new Map<string, ExpertFrame[]>();
+  /** Per engine, per model: kept expert-count frames. */
+  private readonly expertFrames = new Map<string, Map<string, ExpertFrame[]>>();
   private history: TelemetryPoint[] = [];
   private queue: spb.QueueSnapshot | null = null;
   private telemetryCall?: grpc.ClientReadableStream<spb.EngineTelemetry>;
@@ -150,17 +160,23 @@ export class TelemetryHub {
     this.latest.set(msg.engineId, { at: now, msg });
     const snap = msg.snapshot;
     if (!snap) return;
-    const frames = this.expertFrames.get(msg.engineId) ?? [];
-    const last = frames[frames.length - 1];
-    const frame: ExpertFrame = { t: now, layers: snap.experts.map((l) => ({ layer: l.layer, counts: l.counts.slice() })) };
-    // Counters reset when an engine restarts or reloads: start its history again.
-    if (last && (last.layers.length !== frame.layers.length || sumAll(frame) < sumAll(last))) frames.length = 0;
-    // At most one kept frame per second: the newest frame replaces the last one until a second has
-    // passed since the one before it.
-    if (frames.length >= 2 && now - frames[frames.length - 2].t < 1000) frames[frames.length - 1] = frame;
-    else frames.push(frame);
-    if (frames.length > this.expertFrameCap) frames.splice(0, frames.length - this.expertFrameCap);
-    this.expertFrames.set(msg.engineId, frames);
+    const byModel = this.expertFrames.get(msg.engineId) ?? new Map<string, ExpertFrame[]>();
+    // A model unloaded since the last snapshot takes its history with it.
+    for (const id of byModel.keys()) if (!snap.models.some((m) => m.model === id)) byModel.delete(id);
+    for (const m of snap.models) {
+      const frames = byModel.get(m.model) ?? [];
+      const last = frames[frames.length - 1];
+      const frame: ExpertFrame = { t: now, layers: m.experts.map((l) => ({ layer: l.layer, counts: l.counts.slice() })) };
+      // Counters reset when an engine restarts or reloads the model: start its history again.
+      if (last && (last.layers.length !== frame.layers.length || sumAll(frame) < sumAll(last))) frames.length = 0;
+      // At most one kept frame per second: the newest frame replaces the last one until a second has
+      // passed since the one before it.
+      if (frames.length >= 2 && now - frames[frames.length - 2].t < 1000) frames[frames.length - 1] = frame;
+      else frames.push(frame);
+      if (frames.length > this.expertFrameCap) frames.splice(0, frames.length - this.expertFrameCap);
+      byModel.set(m.model, frames);
+    }
+    this.expertFrames.set(msg.engineId, byModel);
   }
 
   /** Merges the engines' latest snapshots into one history point (exposed for tests). */
@@ -192,7 +208,6 @@ export class TelemetryHub {
     const sum = (f: (s: pb.TelemetrySnapshot) => number) => snaps.reduce((a, s) => a + f(s), 0);
     const bytesRead = sum((s) => s.bytesRead);
     const stall = sum((s) => s.ioStallSeconds);
-    const spec = snaps.find((s) => s.speculative?.enabled)?.speculative;
     const point: TelemetryPoint = {
       t: now,
       tokensPerSecond: sum((s) => s.tokensPerSecond),
@@ -208,9 +223,13 @@ export class TelemetryHub {
       kvUsedBytes: sum((s) => s.kvUsedBytes),
       kvCapacityBytes: sum((s) => s.kvCapacityBytes),
       tiers,
-      models: [...new Set(snaps.map((s) => s.model).filter(Boolean))],
+      models: [...new Set(snaps.flatMap((s) => s.models.map((m) => m.model)))],
       engines: snaps.length,
-      speculative: spec ? { enabled: true, mode: spec.mode, drafted: spec.draftedTokens, accepted: spec.acceptedTokens, tokensPerPass: spec.tokensPerPass } : null,
+      speculative: snaps.flatMap((s) =>
+        s.models
+          .filter((m) => m.speculative?.enabled)
+          .map((m) => ({ model: m.model, mode: m.speculative!.mode, drafted: m.speculative!.draftedTokens, accepted: m.speculative!.acceptedTokens, tokensPerPass: m.speculative!.tokensPerPass })),
+      ),
     };
     this.history.push(point);
     if (this.history.length > this.historyLength) this.history.splice(0, this.history.length - this.historyLength);
@@ -224,20 +243,25 @@ export class TelemetryHub {
     return this.history.filter((p) => p.t >= from);
   }
 
-  engines(): { engineId: string; address: string; model: string }[] {
-    return [...this.latest.values()].map((v) => ({ engineId: v.msg.engineId, address: v.msg.address, model: v.msg.snapshot?.model ?? '' }));
+  /** Every loaded model with a heatmap, in engine then load order. */
+  sources(): ExpertSource[] {
+    const out: ExpertSource[] = [];
+    for (const engineId of [...this.latest.keys()].sort())
+      for (const m of this.latest.get(engineId)!.msg.snapshot?.models ?? []) if (m.experts.length) out.push({ engineId, model: m.model });
+    return out;
   }
 
   /**
-   * Activation counts per layer × expert over the last `windowSeconds` (0 = since the engine
-   * started) for one engine (default: the first), with the experts resident now.
+   * Activation counts per layer × expert over the last `windowSeconds` (0 = since the model was
+   * loaded) of one model (default: the first of `sources()`; an engine alone picks its first model),
+   * with the experts resident now. Null when no such model reports a heatmap.
    */
-  experts(windowSeconds: number, engineId?: string, now = Date.now()): ExpertWindow | null {
-    const id = engineId ?? [...this.latest.keys()].sort()[0];
-    const cur = id ? this.latest.get(id) : undefined;
-    const snap = cur?.msg.snapshot;
-    if (!id || !snap) return null;
-    const frames = this.expertFrames.get(id) ?? [];
+  experts(windowSeconds: number, engineId?: string, model?: string, now = Date.now()): ExpertWindow | null {
+    const sources = this.sources();
+    const src = sources.find((x) => (engineId === undefined || x.engineId === engineId) && (model === undefined || x.model === model));
+    const snap = src && this.latest.get(src.engineId)?.msg.snapshot?.models.find((m) => m.model === src.model);
+    if (!src || !snap) return null;
+    const frames = this.expertFrames.get(src.engineId)?.get(src.model) ?? [];
     let base: ExpertFrame | undefined;
     if (windowSeconds > 0) {
       const from = now - windowSeconds * 1000;
@@ -255,8 +279,8 @@ export class TelemetryHub {
       for (const c of counts) if (c > max) max = c;
       return { layer: l.layer, counts, resident: l.resident.slice() };
     });
-    const covered = windowSeconds > 0 && base ? Math.max(0, (now - base.t) / 1000) : windowSeconds > 0 ? 0 : 0;
-    return { engineId: id, model: snap.model, windowSeconds: windowSeconds > 0 ? Math.min(windowSeconds, covered) : 0, layers, max };
+    const covered = windowSeconds > 0 && base ? Math.max(0, (now - base.t) / 1000) : 0;
+    return { engineId: src.engineId, model: src.model, sources, windowSeconds: windowSeconds > 0 ? Math.min(windowSeconds, covered) : 0, layers, max };
   }
 
   /** For tests and status: the client the hub follows now. */

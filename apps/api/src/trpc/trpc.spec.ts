@@ -95,6 +95,39 @@ describe('console tRPC router', () => {
     expect(q.data!.engines[0].serving).toBe(true);
   }, 30_000);
 
+  it('keeps one heatmap per loaded model: a generation on the second shows in its own, chosen by model', async () => {
+    const second = await mutate<{ id: string }>('models.load', { path: file, id: 'second', contextLength: 256 });
+    expect(second.status).toBe(200);
+    try {
+      const total = (w: ExpertWindow) => w.layers.reduce((n, l) => n + l.counts.reduce((a, c) => a + c, 0), 0);
+      let w: ExpertWindow | undefined;
+      for (let i = 0; i < 20 && !(w && w.sources.length === 2); i++) {
+        await new Promise((res) => setTimeout(res, 250));
+        w = (await query<ExpertWindow>('telemetry.experts', { windowSeconds: 0, model: 'second' })).data ?? undefined;
+      }
+      expect(w!.sources.map((x) => x.model)).toEqual(['tiny', 'second']);
+      expect(w!.model).toBe('second');
+      expect(total(w!)).toBe(0);
+      const tinyBefore = total((await query<ExpertWindow>('telemetry.experts', { windowSeconds: 0, model: 'tiny' })).data!);
+      const r = await fetch(`${api.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'second', prompt: 'Once upon a time', max_tokens: 6, temperature: 0 }),
+      });
+      expect(r.status).toBe(200);
+      for (let i = 0; i < 20 && total(w!) === 0; i++) {
+        await new Promise((res) => setTimeout(res, 250));
+        w = (await query<ExpertWindow>('telemetry.experts', { windowSeconds: 0, model: 'second' })).data!;
+      }
+      expect(total(w!)).toBeGreaterThan(0);
+      // The first model's heatmap did not move.
+      expect(total((await query<ExpertWindow>('telemetry.experts', { windowSeconds: 0, model: 'tiny' })).data!)).toBe(tinyBefore);
+      expect((await query('telemetry.experts', { windowSeconds: 0, model: 'nope' })).data).toBeNull();
+    } finally {
+      await mutate('models.unload', { id: 'second' });
+    }
+  }, 30_000);
+
   it('names the bad field of a bad input and maps engine errors', async () => {
     const bad = await query('models.plan', { path: '' });
     expect(bad.status).toBe(400);

@@ -1,7 +1,7 @@
 import { renderToString } from 'react-dom/server';
 import type { TelemetryPoint } from '@kailstream/api';
 
-import { EngineStrip, TelemetryCharts, telemetrySeries } from './telemetry-view';
+import { EngineStrip, HeatmapModelPicker, TelemetryCharts, telemetrySeries } from './telemetry-view';
 
 function point(t: number, over: Partial<TelemetryPoint> = {}): TelemetryPoint {
   return {
@@ -21,7 +21,7 @@ function point(t: number, over: Partial<TelemetryPoint> = {}): TelemetryPoint {
     tiers: [{ tier: 'ram', budgetBytes: 1000, usedBytes: 600, hits: 9, misses: 1, hitRate: 0.9 }],
     models: ['tiny'],
     engines: 1,
-    speculative: null,
+    speculative: [],
     ...over,
   };
 }
@@ -65,5 +65,16 @@ describe('telemetry charts', () => {
     expect(html).toContain('no model');
     expect(html).toContain('class="error">○');
     expect(html).toMatch(/queue <!-- -->3<!-- --> of 64/);
+  });
+
+  it('offers the heatmap a model picker once two models report, naming engines only when there are several', () => {
+    const noop = () => undefined;
+    expect(renderToString(<HeatmapModelPicker sources={[{ engineId: 'e1', model: 'tiny' }]} value="e1/tiny" onChange={noop} />)).toBe('');
+    const one = renderToString(<HeatmapModelPicker sources={[{ engineId: 'e1', model: 'qwen' }, { engineId: 'e1', model: 'mixtral' }]} value="e1/mixtral" onChange={noop} />);
+    expect(one).toContain('aria-label="heatmap model"');
+    expect(one).toMatch(/<option value="e1\/qwen">qwen<\/option>/);
+    expect(one).toMatch(/<option value="e1\/mixtral" selected="">mixtral<\/option>/);
+    const two = renderToString(<HeatmapModelPicker sources={[{ engineId: 'e0', model: 'olmoe' }, { engineId: 'e1', model: 'qwen' }]} value="e0/olmoe" onChange={noop} />);
+    expect(two).toContain('qwen<!-- --> (e1)');
   });
 });

@@ -1,6 +1,6 @@
 'use client';
-import { useState } from 'react';
-import type { ExpertWindow, TelemetryPoint } from '@kailstream/api';
+import { useEffect, useState } from 'react';
+import type { ExpertSource, ExpertWindow, TelemetryPoint } from '@kailstream/api';
 
 import { ExpertHeatmap } from '../_components/expert-heatmap';
 import { LineChart, type Series } from '../_components/line-chart';
@@ -11,12 +11,12 @@ import { usePoll } from '../_lib/use-poll';
 const TIER_COLORS: Record<string, string> = { vram: '#b48ead', ram: '#5ab0f0', kv: '#a3be8c' };
 const tierColor = (t: string) => TIER_COLORS[t] ?? '#d08770';
 
-/** Window choices for the heatmap, seconds (0 = since the engine started). */
+/** Window choices for the heatmap, seconds (0 = since the model was loaded). */
 export const HEATMAP_WINDOWS = [
   { seconds: 10, label: 'last 10 s' },
   { seconds: 60, label: 'last 60 s' },
   { seconds: 300, label: 'last 5 min' },
-  { seconds: 0, label: 'since start' },
+  { seconds: 0, label: 'since load' },
 ];
 
 /** The chart series of a history, one function per chart so the component tests can read them. */
@@ -96,11 +96,45 @@ export function EngineStrip({ queue }: { queue: Queue }) {
   );
 }
 
+/** Which loaded model the heatmap shows ("engineId/model"); hidden while only one model reports. */
+export function HeatmapModelPicker({ sources, value, onChange }: { sources: ExpertSource[]; value: string; onChange: (v: string) => void }) {
+  if (sources.length < 2) return null;
+  const engines = new Set(sources.map((x) => x.engineId)).size;
+  return (
+    <label className="muted">
+      model{' '}
+      <select value={value} onChange={(e) => onChange(e.target.value)} aria-label="heatmap model">
+        {sources.map((x) => (
+          <option key={`${x.engineId}/${x.model}`} value={`${x.engineId}/${x.model}`}>
+            {x.model}
+            {engines > 1 ? ` (${x.engineId})` : ''}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
 export function TelemetryView() {
   const [windowSeconds, setWindowSeconds] = useState(60);
   const [heatWindow, setHeatWindow] = useState(60);
+  // The heatmap's model, as "engineId/model" ('' = the first that reports one).
+  const [heatSource, setHeatSource] = useState('');
   const hist = usePoll(() => api.telemetry.history.query({ seconds: windowSeconds }), 1000, [windowSeconds]);
-  const experts = usePoll<ExpertWindow | null>(() => api.telemetry.experts.query({ windowSeconds: heatWindow }), 1000, [heatWindow]);
+  const experts = usePoll<ExpertWindow | null>(
+    () => {
+      const cut = heatSource.indexOf('/');
+      const pick = cut > 0 ? { engineId: heatSource.slice(0, cut), model: heatSource.slice(cut + 1) } : {};
+      return api.telemetry.experts.query({ windowSeconds: heatWindow, ...pick });
+    },
+    1000,
+    [heatWindow, heatSource],
+  );
+  const sources = experts.data?.sources ?? [];
+  // The chosen model was unloaded: fall back to the first one.
+  useEffect(() => {
+    if (heatSource && experts.data === null) setHeatSource('');
+  }, [heatSource, experts.data]);
   const queue = usePoll(() => api.requests.queue.query(), 2000);
   const points = hist.data?.points ?? [];
   const last = points.at(-1);
@@ -123,9 +157,9 @@ export function TelemetryView() {
       <p className="muted" data-testid="telemetry-summary">
         {last
           ? `${last.models.join(', ') || 'no model loaded'} · ${last.engines} engine(s) · ${formatCount(last.tokensGenerated)} tokens generated · ${formatBytes(last.bytesRead)} read from storage` +
-            (last.speculative
-              ? ` · speculative (${last.speculative.mode}): ${formatCount(last.speculative.accepted)} of ${formatCount(last.speculative.drafted)} drafted tokens accepted, ${last.speculative.tokensPerPass.toFixed(2)} tokens per pass`
-              : '')
+            last.speculative
+              .map((s) => ` · ${s.model} speculative (${s.mode}): ${formatCount(s.accepted)} of ${formatCount(s.drafted)} drafted tokens accepted, ${s.tokensPerPass.toFixed(2)} tokens per pass`)
+              .join('')
           : 'waiting for the first sample…'}
       </p>
       {queue.data && <EngineStrip queue={queue.data} />}
@@ -133,6 +167,7 @@ export function TelemetryView() {
       <section id="heatmap" style={{ marginTop: 24 }}>
         <div className="row spread">
           <h2>Expert heatmap{experts.data?.model ? ` · ${experts.data.model}` : ''}</h2>
+          <HeatmapModelPicker sources={sources} value={experts.data ? `${experts.data.engineId}/${experts.data.model}` : heatSource} onChange={setHeatSource} />
           <label className="muted">
             window{' '}
             <select value={heatWindow} onChange={(e) => setHeatWindow(Number(e.target.value))} aria-label="heatmap window">

@@ -191,27 +191,30 @@ describe('engine gRPC service with a loaded model', () => {
     expect(snap.kvUsedBytes).toBeLessThanOrEqual(snap.kvCapacityBytes);
     expect(snap.tiers[0].tier).toBe('ram');
     expect(snap.bytesRead).toBeGreaterThan(0);
-    expect(snap.experts.length).toBeGreaterThan(0);
-    // The streamed model is first in the list now ('tiny' is mapped: all experts resident).
-    await unary(client.unloadModel.bind(client), { id: 'tiny' });
-    const tel2 = client.watchTelemetry({ intervalMs: 100 });
-    const s2 = await new Promise<pb.TelemetrySnapshot>((resolve) => tel2.on('data', resolve));
-    tel2.cancel();
-    tel2.on('error', () => undefined);
-    expect(s2.model).toBe('streamed');
-    const resident = s2.experts.reduce((n, l) => n + l.resident.length, 0);
+    // Both models report on their own, in load order: 'tiny' mapped (every expert resident, nothing
+    // read), 'streamed' under its budget. The engine-wide figures are their sums.
+    expect(snap.models.map((m) => m.model)).toEqual(['tiny', 'streamed']);
+    const [mapped, streamed] = snap.models;
+    expect(mapped.bytesRead).toBe(0);
+    expect(streamed.bytesRead).toBe(snap.bytesRead);
+    expect(mapped.kvCapacityBytes + streamed.kvCapacityBytes).toBe(snap.kvCapacityBytes);
+    expect(mapped.tiers[0].budgetBytes + streamed.tiers[0].budgetBytes).toBe(snap.tiers[0].budgetBytes);
+    expect(streamed.tiers[0].misses).toBeGreaterThan(0);
+    for (const l of mapped.experts) expect(l.resident.length).toBe(l.counts.length);
+    // The generation ran on 'streamed' only: its heatmap counts it, the other one's does not.
+    const total = (m: pb.ModelTelemetry) => m.experts.reduce((n, l) => n + l.counts.reduce((a, c) => a + c, 0), 0);
+    expect(total(streamed)).toBeGreaterThan(0);
+    const resident = streamed.experts.reduce((n, l) => n + l.resident.length, 0);
     expect(resident).toBeGreaterThan(0);
     // What the cache holds fits its budget: at most the plan's experts (about two per layer).
-    expect(resident * plan.expertEntryBytes).toBeLessThanOrEqual(s2.tiers[0].budgetBytes);
-    for (const l of s2.experts) expect(l.resident.every((e) => e >= 0 && e < l.counts.length)).toBe(true);
+    expect(resident * plan.expertEntryBytes).toBeLessThanOrEqual(streamed.tiers[0].budgetBytes);
+    for (const l of streamed.experts) expect(l.resident.every((e) => e >= 0 && e < l.counts.length)).toBe(true);
     await unary(client.unloadModel.bind(client), { id: 'streamed' });
-    await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', id: 'tiny' }));
   });
 
   it('loads with prompt-lookup speculative decoding and reports its counters in telemetry', async () => {
     await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', id: 'spec', lookupDecoding: true, speculativeK: 3 }));
     try {
-      await unary(client.unloadModel.bind(client), { id: 'tiny' });
       const stream = client.generate(pb.GenerateRequest.fromPartial({ requestId: 'sp', model: 'spec', prompt: 'a b c a b c a b c a b', maxTokens: 12, ignoreEos: true }));
       await new Promise<void>((resolve, reject) => {
         stream.on('data', () => undefined);
@@ -222,9 +225,11 @@ describe('engine gRPC service with a loaded model', () => {
       const snap = await new Promise<pb.TelemetrySnapshot>((resolve) => tel.on('data', resolve));
       tel.cancel();
       tel.on('error', () => undefined);
-      expect(snap.model).toBe('spec');
-      expect(snap.speculative).toMatchObject({ enabled: true, mode: 'lookup' });
-      expect(snap.speculative!.targetPasses).toBeGreaterThan(0);
+      const byId = new Map(snap.models.map((m) => [m.model, m]));
+      expect(byId.get('spec')!.speculative).toMatchObject({ enabled: true, mode: 'lookup' });
+      expect(byId.get('spec')!.speculative!.targetPasses).toBeGreaterThan(0);
+      // Speculation is the 'spec' model's, not the engine's: the other loaded model has none.
+      expect(byId.get('tiny')!.speculative!.enabled).toBe(false);
     } finally {
       await unary(client.unloadModel.bind(client), { id: 'spec' });
     }
@@ -341,7 +346,7 @@ describe('telemetry layer numbers', () => {
     const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 128 });
     try {
       const info = await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'ds' }));
-      const layers = host.telemetry().experts.map((l) => l.layer);
+      const layers = host.telemetry().models[0].experts.map((l) => l.layer);
       const { openGgufMetadata } = require('../model/model') as typeof import('../model/model');
       const f = openGgufMetadata(file);
       const key = Object.keys(f.metadata).find((k) => k.endsWith('.leading_dense_block_count'))!;

@@ -362,68 +362,29 @@ export class LocalModelHost implements ModelHost {
   }
 
   telemetry(): pb.TelemetrySnapshot {
-    let tps = 0;
-    let running = 0;
-    let bytesRead = 0;
-    let stall = 0;
-    let kvUsed = 0;
-    let kvCap = 0;
-    const experts: pb.LayerExpertCounts[] = [];
+    const models: pb.ModelTelemetry[] = [];
+    for (const [id, m] of this.models) models.push(modelTelemetry(id, m));
+    const sum = (f: (t: pb.ModelTelemetry) => number) => models.reduce((a, t) => a + f(t), 0);
     const ram: pb.TierStats = { tier: 'ram', budgetBytes: 0, usedBytes: 0, hits: 0, misses: 0 };
-    let speculative: pb.SpeculativeStats = { enabled: false, mode: '', draftedTokens: 0, acceptedTokens: 0, targetPasses: 0, tokensPerPass: 0, currentK: 0, timeSavedSeconds: 0 };
-    let name = '';
-    for (const [id, m] of this.models) {
-      const st = m.engine.stats();
-      tps += st.tokensPerSecond;
-      running += st.running;
-      const ns = m.model.runtime.stats();
-      kvUsed += ns.kvBytes;
-      kvCap += m.model.runtime.kvBytesPerToken * m.model.nCtx * m.model.nSeqMax;
-      const nExpert = m.model.program.nExpert;
-      const nLayers = m.model.program.nMoeLayers;
-      if (ns.stream) {
-        ram.budgetBytes += ns.stream.capacityBytes;
-        ram.usedBytes += ns.stream.usedBytes;
-        for (const l of ns.stream.layers) {
-          ram.hits += l.hits;
-          ram.misses += l.misses;
-          bytesRead += l.bytesRead;
-          stall += l.stallSeconds;
-        }
-      } else {
-        // Mapped path: every expert is in RAM (through the page cache); each activation is a hit.
-        ram.budgetBytes += m.model.summary.expertBytes;
-        ram.usedBytes += m.model.summary.expertBytes;
-        for (let i = 0; i < ns.expertCounts.length; i++) ram.hits += ns.expertCounts[i];
+    for (const t of models)
+      for (const x of t.tiers) {
+        ram.budgetBytes += x.budgetBytes;
+        ram.usedBytes += x.usedBytes;
+        ram.hits += x.hits;
+        ram.misses += x.misses;
       }
-      if (!name) {
-        name = id;
-        if (st.speculative) {
-          const x = st.speculative;
-          speculative = { enabled: true, mode: x.mode, draftedTokens: x.draftedTokens, acceptedTokens: x.acceptedTokens, targetPasses: x.targetPasses, tokensPerPass: x.tokensPerPass, currentK: x.currentK, timeSavedSeconds: x.timeSavedSeconds };
-        }
-        const blocks = moeBlocks(m.model);
-        for (let l = 0; l < nLayers; l++) {
-          const resident = residentExperts(ns.stream, l, nExpert);
-          experts.push({ layer: blocks[l] ?? l, counts: Array.from(ns.expertCounts.subarray(l * nExpert, (l + 1) * nExpert)), resident });
-        }
-      }
-    }
     return {
       unixMs: Date.now(),
-      tokensPerSecond: tps,
+      tokensPerSecond: sum((t) => t.tokensPerSecond),
       tokensGenerated: this.tokensGenerated,
-      bytesRead,
-      ioStallSeconds: stall,
-      runningRequests: running,
-      tiers: this.models.size ? [ram] : [],
-      experts,
-      model: name,
+      bytesRead: sum((t) => t.bytesRead),
+      ioStallSeconds: sum((t) => t.ioStallSeconds),
+      runningRequests: sum((t) => t.runningRequests),
+      tiers: models.length ? [ram] : [],
       storageBandwidthBytesPerSecond: this.opts.storageBandwidthBytesPerSecond ?? profiledBandwidth(this.opts.profile),
-      kvUsedBytes: kvUsed,
-      kvCapacityBytes: kvCap,
-      // Of the model named in `model`.
-      speculative,
+      kvUsedBytes: sum((t) => t.kvUsedBytes),
+      kvCapacityBytes: sum((t) => t.kvCapacityBytes),
+      models,
     };
   }
 
@@ -431,6 +392,50 @@ export class LocalModelHost implements ModelHost {
     this.closed = true;
     for (const id of [...this.models.keys()]) await this.unloadModel(id);
   }
+}
+
+/** One loaded model's telemetry: its tokens/s, cache tier, reads, KV, heatmap and speculation. */
+function modelTelemetry(id: string, m: Loaded): pb.ModelTelemetry {
+  const st = m.engine.stats();
+  const ns = m.model.runtime.stats();
+  const ram: pb.TierStats = { tier: 'ram', budgetBytes: 0, usedBytes: 0, hits: 0, misses: 0 };
+  let bytesRead = 0;
+  let stall = 0;
+  if (ns.stream) {
+    ram.budgetBytes = ns.stream.capacityBytes;
+    ram.usedBytes = ns.stream.usedBytes;
+    for (const l of ns.stream.layers) {
+      ram.hits += l.hits;
+      ram.misses += l.misses;
+      bytesRead += l.bytesRead;
+      stall += l.stallSeconds;
+    }
+  } else {
+    // Mapped path: every expert is in RAM (through the page cache); each activation is a hit.
+    ram.budgetBytes = m.model.summary.expertBytes;
+    ram.usedBytes = m.model.summary.expertBytes;
+    for (let i = 0; i < ns.expertCounts.length; i++) ram.hits += ns.expertCounts[i];
+  }
+  const nExpert = m.model.program.nExpert;
+  const blocks = moeBlocks(m.model);
+  const experts: pb.LayerExpertCounts[] = [];
+  for (let l = 0; l < m.model.program.nMoeLayers; l++)
+    experts.push({ layer: blocks[l] ?? l, counts: Array.from(ns.expertCounts.subarray(l * nExpert, (l + 1) * nExpert)), resident: residentExperts(ns.stream, l, nExpert) });
+  const x = st.speculative;
+  return {
+    model: id,
+    tokensPerSecond: st.tokensPerSecond,
+    runningRequests: st.running,
+    bytesRead,
+    ioStallSeconds: stall,
+    tiers: [ram],
+    kvUsedBytes: ns.kvBytes,
+    kvCapacityBytes: m.model.runtime.kvBytesPerToken * m.model.nCtx * m.model.nSeqMax,
+    experts,
+    speculative: x
+      ? { enabled: true, mode: x.mode, draftedTokens: x.draftedTokens, acceptedTokens: x.acceptedTokens, targetPasses: x.targetPasses, tokensPerPass: x.tokensPerPass, currentK: x.currentK, timeSavedSeconds: x.timeSavedSeconds }
+      : { enabled: false, mode: '', draftedTokens: 0, acceptedTokens: 0, targetPasses: 0, tokensPerPass: 0, currentK: 0, timeSavedSeconds: 0 },
+  };
 }
 
 /** Random-read bandwidth of the profile's default storage path (the best one measured otherwise). */

@@ -13,12 +13,19 @@ export const telemetryRouter = router({
     return { status: hub.status(), points: hub.recent(input.seconds) };
   }),
 
-  /** Layers × experts activation counts over a window (0 = since the engine started), resident experts marked. */
+  /**
+   * One model's layers × experts activation counts over a window (0 = since it was loaded), resident
+   * experts marked, and the list of models that have a heatmap. Without engineId/model: the first.
+   */
   experts: protectedProcedure
-    .input(z.object({ windowSeconds: z.number().min(0).max(3600).default(60), engineId: z.string().max(200).optional() }).default({ windowSeconds: 60 }))
+    .input(
+      z
+        .object({ windowSeconds: z.number().min(0).max(3600).default(60), engineId: z.string().max(200).optional(), model: z.string().max(200).optional() })
+        .default({ windowSeconds: 60 }),
+    )
     .query(({ ctx, input }) => {
       const hub = ctx.deps.telemetry;
       hub.start();
-      return hub.experts(input.windowSeconds, input.engineId);
+      return hub.experts(input.windowSeconds, input.engineId, input.model);
     }),
 });

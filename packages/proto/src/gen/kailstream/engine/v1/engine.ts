@@ -145,7 +145,7 @@ export interface WatchTelemetryRequest {
 export interface LayerExpertCounts {
   /** The model block (blk.N) of this MoE layer; blocks without routed experts are absent. */
   layer: number;
-  /** Activation count per expert index since the engine started. */
+  /** Activation count per expert index since the model was loaded. */
   counts: number[];
   /** Expert indices resident in the RAM cache now. */
   resident: number[];
@@ -162,19 +162,37 @@ export interface TierStats {
 
 export interface TelemetrySnapshot {
   unixMs: number;
+  /** Engine-wide: sums over the loaded models. */
   tokensPerSecond: number;
   tokensGenerated: number;
   bytesRead: number;
   ioStallSeconds: number;
   runningRequests: number;
   tiers: TierStats[];
-  experts: LayerExpertCounts[];
-  model: string;
   /** Storage bandwidth measured by the hardware profile, bytes/s (0 = not profiled). */
   storageBandwidthBytesPerSecond: number;
   /** KV cache bytes in use and available. */
   kvUsedBytes: number;
   kvCapacityBytes: number;
+  /** One entry per loaded model, in load order. */
+  models: ModelTelemetry[];
+}
+
+/**
+ * What one loaded model is doing: its share of the engine-wide figures, its expert heatmap and
+ * its speculative decoding.
+ */
+export interface ModelTelemetry {
+  model: string;
+  tokensPerSecond: number;
+  runningRequests: number;
+  bytesRead: number;
+  ioStallSeconds: number;
+  tiers: TierStats[];
+  kvUsedBytes: number;
+  kvCapacityBytes: number;
+  /** Per MoE layer: activation counts since load and the experts resident now. */
+  experts: LayerExpertCounts[];
   speculative: SpeculativeStats | undefined;
 }
 
@@ -1938,12 +1956,10 @@ function createBaseTelemetrySnapshot(): TelemetrySnapshot {
     ioStallSeconds: 0,
     runningRequests: 0,
     tiers: [],
-    experts: [],
-    model: "",
     storageBandwidthBytesPerSecond: 0,
     kvUsedBytes: 0,
     kvCapacityBytes: 0,
-    speculative: undefined,
+    models: [],
   };
 }
 
@@ -1970,12 +1986,6 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
     for (const v of message.tiers) {
       TierStats.encode(v!, writer.uint32(58).fork()).join();
     }
-    for (const v of message.experts) {
-      LayerExpertCounts.encode(v!, writer.uint32(66).fork()).join();
-    }
-    if (message.model !== "") {
-      writer.uint32(74).string(message.model);
-    }
     if (message.storageBandwidthBytesPerSecond !== 0) {
       writer.uint32(81).double(message.storageBandwidthBytesPerSecond);
     }
@@ -1985,8 +1995,8 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
     if (message.kvCapacityBytes !== 0) {
       writer.uint32(96).uint64(message.kvCapacityBytes);
     }
-    if (message.speculative !== undefined) {
-      SpeculativeStats.encode(message.speculative, writer.uint32(106).fork()).join();
+    for (const v of message.models) {
+      ModelTelemetry.encode(v!, writer.uint32(114).fork()).join();
     }
     return writer;
   },
@@ -2060,22 +2070,6 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
             message.tiers.push(TierStats.decode(reader, reader.uint32()));
             continue;
           }
-          case 8: {
-            if (tag !== 66) {
-              break;
-            }
-
-            message.experts.push(LayerExpertCounts.decode(reader, reader.uint32()));
-            continue;
-          }
-          case 9: {
-            if (tag !== 74) {
-              break;
-            }
-
-            message.model = reader.string();
-            continue;
-          }
           case 10: {
             if (tag !== 81) {
               break;
@@ -2100,12 +2094,12 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
             message.kvCapacityBytes = longToNumber(reader.uint64());
             continue;
           }
-          case 13: {
-            if (tag !== 106) {
+          case 14: {
+            if (tag !== 114) {
               break;
             }
 
-            message.speculative = SpeculativeStats.decode(reader, reader.uint32());
+            message.models.push(ModelTelemetry.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -2155,10 +2149,6 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
       tiers: globalThis.Array.isArray(object?.tiers)
         ? object.tiers.map((e: any) => TierStats.fromJSON(e))
         : [],
-      experts: globalThis.Array.isArray(object?.experts)
-        ? object.experts.map((e: any) => LayerExpertCounts.fromJSON(e))
-        : [],
-      model: isSet(object.model) ? globalThis.String(object.model) : "",
       storageBandwidthBytesPerSecond: isSet(object.storageBandwidthBytesPerSecond)
         ? globalThis.Number(object.storageBandwidthBytesPerSecond)
         : isSet(object.storage_bandwidth_bytes_per_second)
@@ -2174,7 +2164,9 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
         : isSet(object.kv_capacity_bytes)
         ? globalThis.Number(object.kv_capacity_bytes)
         : 0,
-      speculative: isSet(object.speculative) ? SpeculativeStats.fromJSON(object.speculative) : undefined,
+      models: globalThis.Array.isArray(object?.models)
+        ? object.models.map((e: any) => ModelTelemetry.fromJSON(e))
+        : [],
     };
   },
 
@@ -2201,12 +2193,6 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
     if (message.tiers?.length) {
       obj.tiers = message.tiers.map((e) => TierStats.toJSON(e));
     }
-    if (message.experts?.length) {
-      obj.experts = message.experts.map((e) => LayerExpertCounts.toJSON(e));
-    }
-    if (message.model !== "") {
-      obj.model = message.model;
-    }
     if (message.storageBandwidthBytesPerSecond !== 0) {
       obj.storageBandwidthBytesPerSecond = floatToJson(message.storageBandwidthBytesPerSecond);
     }
@@ -2216,8 +2202,8 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
     if (message.kvCapacityBytes !== 0) {
       obj.kvCapacityBytes = Math.round(message.kvCapacityBytes);
     }
-    if (message.speculative !== undefined) {
-      obj.speculative = SpeculativeStats.toJSON(message.speculative);
+    if (message.models?.length) {
+      obj.models = message.models.map((e) => ModelTelemetry.toJSON(e));
     }
     return obj;
   },
@@ -2234,11 +2220,261 @@ export const TelemetrySnapshot: MessageFns<TelemetrySnapshot> = {
     message.ioStallSeconds = object.ioStallSeconds ?? 0;
     message.runningRequests = object.runningRequests ?? 0;
     message.tiers = object.tiers?.map((e) => TierStats.fromPartial(e)) || [];
-    message.experts = object.experts?.map((e) => LayerExpertCounts.fromPartial(e)) || [];
-    message.model = object.model ?? "";
     message.storageBandwidthBytesPerSecond = object.storageBandwidthBytesPerSecond ?? 0;
     message.kvUsedBytes = object.kvUsedBytes ?? 0;
     message.kvCapacityBytes = object.kvCapacityBytes ?? 0;
+    message.models = object.models?.map((e) => ModelTelemetry.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseModelTelemetry(): ModelTelemetry {
+  return {
+    model: "",
+    tokensPerSecond: 0,
+    runningRequests: 0,
+    bytesRead: 0,
+    ioStallSeconds: 0,
+    tiers: [],
+    kvUsedBytes: 0,
+    kvCapacityBytes: 0,
+    experts: [],
+    speculative: undefined,
+  };
+}
+
+export const ModelTelemetry: MessageFns<ModelTelemetry> = {
+  encode(message: ModelTelemetry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.model !== "") {
+      writer.uint32(10).string(message.model);
+    }
+    if (message.tokensPerSecond !== 0) {
+      writer.uint32(17).double(message.tokensPerSecond);
+    }
+    if (message.runningRequests !== 0) {
+      writer.uint32(24).uint32(message.runningRequests);
+    }
+    if (message.bytesRead !== 0) {
+      writer.uint32(32).uint64(message.bytesRead);
+    }
+    if (message.ioStallSeconds !== 0) {
+      writer.uint32(41).double(message.ioStallSeconds);
+    }
+    for (const v of message.tiers) {
+      TierStats.encode(v!, writer.uint32(50).fork()).join();
+    }
+    if (message.kvUsedBytes !== 0) {
+      writer.uint32(56).uint64(message.kvUsedBytes);
+    }
+    if (message.kvCapacityBytes !== 0) {
+      writer.uint32(64).uint64(message.kvCapacityBytes);
+    }
+    for (const v of message.experts) {
+      LayerExpertCounts.encode(v!, writer.uint32(74).fork()).join();
+    }
+    if (message.speculative !== undefined) {
+      SpeculativeStats.encode(message.speculative, writer.uint32(82).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ModelTelemetry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseModelTelemetry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.model = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.tokensPerSecond = reader.double();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.runningRequests = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.bytesRead = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 41) {
+              break;
+            }
+
+            message.ioStallSeconds = reader.double();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.tiers.push(TierStats.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.kvUsedBytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.kvCapacityBytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.experts.push(LayerExpertCounts.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.speculative = SpeculativeStats.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ModelTelemetry {
+    return {
+      model: isSet(object.model) ? globalThis.String(object.model) : "",
+      tokensPerSecond: isSet(object.tokensPerSecond)
+        ? globalThis.Number(object.tokensPerSecond)
+        : isSet(object.tokens_per_second)
+        ? globalThis.Number(object.tokens_per_second)
+        : 0,
+      runningRequests: isSet(object.runningRequests)
+        ? globalThis.Number(object.runningRequests)
+        : isSet(object.running_requests)
+        ? globalThis.Number(object.running_requests)
+        : 0,
+      bytesRead: isSet(object.bytesRead)
+        ? globalThis.Number(object.bytesRead)
+        : isSet(object.bytes_read)
+        ? globalThis.Number(object.bytes_read)
+        : 0,
+      ioStallSeconds: isSet(object.ioStallSeconds)
+        ? globalThis.Number(object.ioStallSeconds)
+        : isSet(object.io_stall_seconds)
+        ? globalThis.Number(object.io_stall_seconds)
+        : 0,
+      tiers: globalThis.Array.isArray(object?.tiers)
+        ? object.tiers.map((e: any) => TierStats.fromJSON(e))
+        : [],
+      kvUsedBytes: isSet(object.kvUsedBytes)
+        ? globalThis.Number(object.kvUsedBytes)
+        : isSet(object.kv_used_bytes)
+        ? globalThis.Number(object.kv_used_bytes)
+        : 0,
+      kvCapacityBytes: isSet(object.kvCapacityBytes)
+        ? globalThis.Number(object.kvCapacityBytes)
+        : isSet(object.kv_capacity_bytes)
+        ? globalThis.Number(object.kv_capacity_bytes)
+        : 0,
+      experts: globalThis.Array.isArray(object?.experts)
+        ? object.experts.map((e: any) => LayerExpertCounts.fromJSON(e))
+        : [],
+      speculative: isSet(object.speculative) ? SpeculativeStats.fromJSON(object.speculative) : undefined,
+    };
+  },
+
+  toJSON(message: ModelTelemetry): unknown {
+    const obj: any = {};
+    if (message.model !== "") {
+      obj.model = message.model;
+    }
+    if (message.tokensPerSecond !== 0) {
+      obj.tokensPerSecond = floatToJson(message.tokensPerSecond);
+    }
+    if (message.runningRequests !== 0) {
+      obj.runningRequests = Math.round(message.runningRequests);
+    }
+    if (message.bytesRead !== 0) {
+      obj.bytesRead = Math.round(message.bytesRead);
+    }
+    if (message.ioStallSeconds !== 0) {
+      obj.ioStallSeconds = floatToJson(message.ioStallSeconds);
+    }
+    if (message.tiers?.length) {
+      obj.tiers = message.tiers.map((e) => TierStats.toJSON(e));
+    }
+    if (message.kvUsedBytes !== 0) {
+      obj.kvUsedBytes = Math.round(message.kvUsedBytes);
+    }
+    if (message.kvCapacityBytes !== 0) {
+      obj.kvCapacityBytes = Math.round(message.kvCapacityBytes);
+    }
+    if (message.experts?.length) {
+      obj.experts = message.experts.map((e) => LayerExpertCounts.toJSON(e));
+    }
+    if (message.speculative !== undefined) {
+      obj.speculative = SpeculativeStats.toJSON(message.speculative);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ModelTelemetry>, I>>(base?: I): ModelTelemetry {
+    return ModelTelemetry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ModelTelemetry>, I>>(object: I): ModelTelemetry {
+    const message = createBaseModelTelemetry();
+    message.model = object.model ?? "";
+    message.tokensPerSecond = object.tokensPerSecond ?? 0;
+    message.runningRequests = object.runningRequests ?? 0;
+    message.bytesRead = object.bytesRead ?? 0;
+    message.ioStallSeconds = object.ioStallSeconds ?? 0;
+    message.tiers = object.tiers?.map((e) => TierStats.fromPartial(e)) || [];
+    message.kvUsedBytes = object.kvUsedBytes ?? 0;
+    message.kvCapacityBytes = object.kvCapacityBytes ?? 0;
+    message.experts = object.experts?.map((e) => LayerExpertCounts.fromPartial(e)) || [];
     message.speculative = (object.speculative !== undefined && object.speculative !== null)
       ? SpeculativeStats.fromPartial(object.speculative)
       : undefined;
