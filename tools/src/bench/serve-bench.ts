@@ -6,7 +6,9 @@
 // its gRPC server); the scheduler and the API are their own processes, as under `kail serve`.
 // Not a test: run by hand after a build,
 //   node tools/dist/bench/serve-bench.js [--model FILE] [--layers 8] [--tg 32] [--streams 1,4,16]
-//        [--threads 2] [--ram-budget BYTES | --cap-experts N] [--models DIR] [--no-write]
+//        [--threads 2] [--ram-budget BYTES | --cap-experts N] [--temperature T] [--models DIR] [--no-write]
+// --temperature T samples (seeded per stream) instead of greedy decoding: greedy decoding of random
+// weights loops over a few tokens and so over the same experts, which flatters a capped cache.
 // Without --model it uses (writing it first when missing) the bench-qwen3-30b-a3b-shaped preset cut
 // to --layers blocks, Q4_K. Prints a markdown table and writes it into docs/benchmarks.md between
 // the serve-bench markers.
@@ -71,14 +73,14 @@ function summarise(streams: { t0: number; times: number[] }[], t0: number, t1: n
 const prompts = (n: number) => Array.from({ length: n }, (_, i) => `Request ${i}: tell a long story about the number ${i * 7 + 3}.`);
 
 /** n concurrent generations on the engine in this process (no RPC at all). */
-async function direct(host: LocalModelHost, n: number, tg: number): Promise<Run> {
+async function direct(host: LocalModelHost, n: number, tg: number, temperature: number): Promise<Run> {
   const t0 = performance.now();
   const streams = await Promise.all(
     prompts(n).map(async (p, i) => {
       const s = { t0: performance.now(), times: [] as number[] };
       const req = pb.GenerateRequest.fromPartial({
         requestId: `direct-${n}-${i}-${Date.now()}`, model: 'bench', messages: [{ role: 'user', content: p }], maxTokens: tg,
-        sampling: { temperature: 0, topP: 1 }, ignoreEos: true,
+        sampling: { temperature, topP: 1, seed: 1000 + i, hasSeed: true }, ignoreEos: true,
       });
       for await (const m of host.generate(req, new AbortController().signal)) for (let k = 0; k < m.tokens.length; k++) s.times.push(performance.now());
       return s;
@@ -88,15 +90,15 @@ async function direct(host: LocalModelHost, n: number, tg: number): Promise<Run>
 }
 
 /** n concurrent OpenAI streaming chat completions through the API. */
-async function viaApi(url: string, n: number, tg: number): Promise<Run> {
+async function viaApi(url: string, n: number, tg: number, temperature: number): Promise<Run> {
   const t0 = performance.now();
   const streams = await Promise.all(
-    prompts(n).map(async (p) => {
+    prompts(n).map(async (p, i) => {
       const s = { t0: performance.now(), times: [] as number[] };
       const r = await fetch(`${url}/v1/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: p }], max_tokens: tg, temperature: 0, stream: true, ignore_eos: true, stream_options: { include_usage: true } }),
+        body: JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: p }], max_tokens: tg, temperature, seed: 1000 + i, stream: true, ignore_eos: true, stream_options: { include_usage: true } }),
       });
       if (!r.ok || !r.body) throw new Error(`HTTP ${r.status}: ${await r.text()}`);
       const reader = r.body.getReader();
@@ -137,6 +139,7 @@ async function main() {
       model: { type: 'string' },
       layers: { type: 'string', default: '8' },
       tg: { type: 'string', default: '32' },
+      temperature: { type: 'string', default: '0' },
       streams: { type: 'string', default: '1,4,16' },
       threads: { type: 'string', default: '2' },
       'ram-budget': { type: 'string', default: '0' },
@@ -146,6 +149,8 @@ async function main() {
     },
   });
   const tg = Number(values.tg);
+  const temperature = Number(values.temperature);
+  if (!(temperature >= 0 && temperature <= 2)) throw new Error(`--temperature takes 0..2, got '${values.temperature}'`);
   const threads = Number(values.threads);
   const counts = values.streams!.split(',').map(Number);
   if (!counts.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--streams takes positive integers, got '${values.streams}'`);
@@ -171,11 +176,11 @@ async function main() {
   const rows: string[] = [];
   try {
     process.stderr.write('warming up (expert cache, page cache) ...\n');
-    await direct(host, 1, tg);
-    await viaApi(api.address, 1, 4);
+    await direct(host, 1, tg, temperature);
+    await viaApi(api.address, 1, 4, temperature);
     for (const n of counts) {
-      const d = await direct(host, n, tg);
-      const a = await viaApi(api.address, n, tg);
+      const d = await direct(host, n, tg, temperature);
+      const a = await viaApi(api.address, n, tg, temperature);
       const row = {
         n, directTps: d.tokens / d.seconds, apiTps: a.tokens / a.seconds,
         directItl: d.itl * 1000, apiItl: a.itl * 1000, directTtft: d.ttft * 1000, apiTtft: a.ttft * 1000,
@@ -196,7 +201,7 @@ async function main() {
   const m = info;
   const text = [
     `Measured ${new Date().toISOString().slice(0, 10)} on ${cpu}, ${os.cpus().length} logical CPUs, ${formatBytes(os.totalmem())} RAM, node ${process.version}, ${threads} compute threads; load average ${os.loadavg().map((l) => l.toFixed(1)).join(' / ')} at the end (above ~2 on these 2 CPUs means other work shared the machine and the speeds are lower than alone).`,
-    `Model: ${path.basename(file)} (${m ? `${m.architecture}, ${m.layerCount} layers, ${m.expertCount} experts top-${m.expertUsedCount}, ` : ''}${formatBytes(fs.statSync(file).size)}), ${ramBudget > 0 ? `RAM budget ${formatBytes(ramBudget)}${capNote} (the other experts streamed from storage)` : 'in RAM (no budget)'}, context ${ctx} per sequence, ${maxStreams} sequences. Each stream: a one-line chat prompt, ${tg} generated tokens, greedy, ignore_eos. "direct": the same requests on the engine in this process (LocalModelHost.generate, no RPC); "API": OpenAI SSE streaming through the API and scheduler processes to the engine's gRPC server. Tokens/s = all generated tokens / wall time of the batch (prefill included); decode tokens/s = streams / mean inter-token gap (the aggregate rate while every stream decodes); inter-token = mean gap between a stream's successive tokens; added = API minus direct.`,
+    `Model: ${path.basename(file)} (${m ? `${m.architecture}, ${m.layerCount} layers, ${m.expertCount} experts top-${m.expertUsedCount}, ` : ''}${formatBytes(fs.statSync(file).size)}), ${ramBudget > 0 ? `RAM budget ${formatBytes(ramBudget)}${capNote} (the other experts streamed from storage)` : 'in RAM (no budget)'}, context ${ctx} per sequence, ${maxStreams} sequences. Each stream: a one-line chat prompt, ${tg} generated tokens, ${temperature > 0 ? `sampled at temperature ${temperature} (seed per stream)` : 'greedy'}, ignore_eos. "direct": the same requests on the engine in this process (LocalModelHost.generate, no RPC); "API": OpenAI SSE streaming through the API and scheduler processes to the engine's gRPC server. Tokens/s = all generated tokens / wall time of the batch (prefill included); decode tokens/s = streams / mean inter-token gap (the aggregate rate while every stream decodes); inter-token = mean gap between a stream's successive tokens; added = API minus direct.`,
     '',
     '| streams | direct tokens/s | API tokens/s | direct decode tokens/s | API decode tokens/s | API / direct | direct inter-token ms | API inter-token ms | added per token ms | direct TTFT ms | API TTFT ms |',
     '|---|---|---|---|---|---|---|---|---|---|---|',
