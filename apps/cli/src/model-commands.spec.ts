@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { getPreset, writeModel } from '@kailstream/tools';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
 const VOCAB = path.resolve(__dirname, '../../../../shared/fixtures/tokenizers/ggml-vocab-qwen2.gguf');
@@ -59,6 +60,26 @@ describe('kail model commands', () => {
     const b = JSON.parse(kail('bench', '-m', model, '-p', '16', '-n', '4', '--json').stdout);
     expect(b.prompt_tps).toBeGreaterThan(0);
     expect(b.gen_tps).toBeGreaterThan(0);
+  });
+
+  it('inspect reports the KV cache per token; on an MLA file, the latent cache against a per-head one', () => {
+    const i = JSON.parse(kail('inspect', model, '--json').stdout);
+    expect(i.kvCache.kvType).toBe('f16');
+    expect(i.kvCache.bytesPerToken).toBeGreaterThan(0);
+    expect(i.kvCache.mla).toBeUndefined();
+    const ds = path.join(dir, 'ds3.gguf');
+    writeModel({ config: getPreset('tiny-deepseek3').config, fileType: 'F16', seed: 3, out: ds });
+    const j = JSON.parse(kail('inspect', ds, '--json').stdout);
+    // 3 layers x (kv_lora 256 + rope 32) f16; per head (4 heads): nope 64 + value 64, rope once.
+    expect(j.kvCache.bytesPerToken).toBe(3 * (256 + 32) * 2);
+    expect(j.kvCache.mla.absorbed).toBe(j.kvCache.bytesPerToken);
+    expect(j.kvCache.mla.naiveShared).toBe(3 * (4 * 128 + 32) * 2);
+    const text = kail('inspect', ds).stdout;
+    expect(text).toMatch(/kv cache\s+1\.69 KiB per token \(f16, all layers\)/);
+    expect(text).toContain('MLA latent cache (kv_lora 256 + rope 32 per layer)');
+    // A vocabulary-only file has no KV line, and inspect still works.
+    const v = JSON.parse(kail('inspect', VOCAB, '--json').stdout);
+    expect(v.kvCache).toBeNull();
   });
 
   it('bad input gets a clear error and a non-zero exit', () => {

@@ -11,7 +11,9 @@ import {
   benchmarkSpeculative,
   formatBytes,
   generate,
+  kvCacheReport,
   openGgufMetadata,
+  type KvCacheReport,
   parseByteSize,
   planModel,
   profileDefaults,
@@ -501,10 +503,18 @@ export function registerModelCommands(program: Command): void {
       const f = openGgufMetadata(file);
       try {
         const s = summarize(f);
+        // Files the engine cannot run (vocabulary-only, unknown architectures) have no KV line.
+        let kv: KvCacheReport | undefined;
+        try {
+          kv = kvCacheReport(file);
+        } catch {
+          kv = undefined;
+        }
         if (o.json) {
-          process.stdout.write(JSON.stringify(s) + '\n');
+          process.stdout.write(JSON.stringify({ ...s, kvCache: kv ?? null }) + '\n');
           return;
         }
+        const kib = (b: number) => `${(b / 1024).toFixed(2)} KiB`;
         const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
         const lines = [
           `file            ${s.path} (${gib(s.fileBytes)})`,
@@ -518,6 +528,14 @@ export function registerModelCommands(program: Command): void {
           `routed experts  ${gib(s.expertBytes)}${s.bytesPerExpert ? ` (${(s.bytesPerExpert / 2 ** 20).toFixed(2)} MiB each)` : ''}`,
           `bytes/token     ${gib(s.bytesPerToken)} of weights read per token`,
         ];
+        if (kv) {
+          lines.push(`kv cache        ${kib(kv.bytesPerToken)} per token (${kv.kvType}, all layers)`);
+          if (kv.mla)
+            lines.push(
+              `                MLA latent cache (kv_lora ${kv.mla.kvLora} + rope ${kv.mla.qkRope} per layer); a per-head cache of ${kv.mla.nHead} heads ` +
+                `would hold ${kib(kv.mla.naiveShared)} (${kv.mla.ratioShared.toFixed(1)}x), ${kib(kv.mla.naiveFull)} with the rope key per head (${kv.mla.ratioFull.toFixed(1)}x)`,
+            );
+        }
         process.stdout.write(lines.join('\n') + '\n');
       } finally {
         f.close();

@@ -7,6 +7,7 @@ import { DEFAULT_USAGE_DECAY, mergeUsage, modelIdentity, readUsageHistory, warmO
 import { native } from '../native';
 import { Tokenizer } from '../tokenizer/tokenizer';
 import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram } from './architectures';
+import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { Metadata, readHParams, type HParams } from './hparams';
 
@@ -238,6 +239,36 @@ export function repackModel(path: string, name: string, storage: string[], log?:
   try {
     const p = prepare(path, file, {});
     return writeExpertPack(path, p.program, file, { name, storage, log });
+  } catch (e) {
+    throw toEngineError(e);
+  } finally {
+    file.close();
+  }
+}
+
+/** KV cache bytes per token of a file, and for MLA models the naive per-head cache it replaces. */
+export interface KvCacheReport {
+  kvType: 'f16' | 'f32';
+  /** What this engine's cache holds per token over all layers. */
+  bytesPerToken: number;
+  /** deepseek2: the latent cache against a per-head cache (see mlaKvBytesPerToken). */
+  mla?: ReturnType<typeof mlaKvBytesPerToken> & { kvLora: number; qkRope: number; nHead: number };
+}
+
+/** The KV cache a file needs per token (`kail inspect`), from its metadata alone. */
+export function kvCacheReport(path: string, kvType: 'f16' | 'f32' = 'f16'): KvCacheReport {
+  const file = openGgufMetadata(path);
+  try {
+    const { hp, program } = prepare(path, file, { kvType });
+    const e = kvType === 'f32' ? 4 : 2;
+    const width = program.kvKWidth.reduce((a, b) => a + b, 0) + program.kvVWidth.reduce((a, b) => a + b, 0);
+    const out: KvCacheReport = { kvType, bytesPerToken: width * e };
+    if (hp.arch === 'deepseek2') {
+      const d = readMlaDims(hp);
+      const shape = { nLayer: trunkLayers(hp), nHead: hp.nHead[0], kvLora: d.kvLora, qkNope: d.qkNope, qkRope: d.qkRope, vHead: d.vHead, elemBytes: e };
+      out.mla = { ...mlaKvBytesPerToken(shape), kvLora: d.kvLora, qkRope: d.qkRope, nHead: shape.nHead };
+    }
+    return out;
   } catch (e) {
     throw toEngineError(e);
   } finally {
