@@ -595,56 +595,64 @@ void op_attention(exec_ctx & x, const op_desc & op) {
         store_row(kvt, x.ptr(op.b) + t * x.width(op.b) + static_cast<int64_t>(op.param("b_off", 0)), c.k.data() + static_cast<size_t>(p) * kw * es, kw);
         store_row(kvt, x.ptr(op.c) + t * x.width(op.c) + static_cast<int64_t>(op.param("c_off", 0)), c.v.data() + static_cast<size_t>(p) * vw * es, vw);
     }
-    // 2. attention per (token, head).
+    // 2. attention per (token, kv head): the `group` query heads that share a kv head are one
+    // matrix product against the cached K rows (scores) and one against V transposed (output),
+    // so each cached row is read and converted once per group, in the kernels' SIMD code.
+    // Numerics as ggml-cpu's: for an F16 cache the query and the probabilities are rounded to F16
+    // (vec_dot_type of F16 is F16); products accumulate in F32.
     const int64_t group = n_head / n_head_kv;
     const int64_t qw = x.width(op.a), ow = x.width(op.out);
     const int64_t q_off = static_cast<int64_t>(op.param("a_off", 0));
-    const int64_t n_tasks = x.n_tok * n_head;
+    const int64_t out_off = static_cast<int64_t>(op.param("out_off", 0));
+    const int64_t n_tasks = x.n_tok * n_head_kv;
     exec_ctx * xp = &x;
     m.pool->parallel_for(n_tasks, [&, xp](int64_t begin, int64_t end, int) {
-        std::vector<float> scores;
-        std::vector<float> q16(static_cast<size_t>(hd_k));
-        std::vector<float> acc(static_cast<size_t>(hd_v));
+        std::vector<float> scores, vt, vrow(static_cast<size_t>(hd_v));
+        std::vector<uint16_t> half;
         for (int64_t task = begin; task < end; task++) {
-            const int64_t t = task / n_head, h = task % n_head, hk = h / group;
+            const int64_t t = task / n_head_kv, hk = task % n_head_kv;
             const int s = xp->b.seq[t];
-            const int64_t p = xp->b.pos[t];
+            const int64_t np = xp->b.pos[t] + 1;
             const kv_seq_layer & c = m.kv[s][layer];
-            const float * q = xp->ptr(op.a) + t * qw + q_off + h * hd_k;
-            const float * qq = q;
-            if (kvt == KAIL_TYPE_F16) {
-                // ggml rounds the query to F16 for an F16 cache (vec_dot_type of F16 is F16).
-                for (int64_t i = 0; i < hd_k; i++) q16[i] = fp16_to_fp32(fp32_to_fp16(q[i]));
-                qq = q16.data();
-            }
-            scores.resize(static_cast<size_t>(p + 1));
-            float mx = -std::numeric_limits<float>::infinity();
-            for (int64_t j = 0; j <= p; j++) {
-                const uint8_t * kr = c.k.data() + (static_cast<size_t>(j) * kw + hk * hd_k) * es;
-                const float dot = kvt == KAIL_TYPE_F32 ? vec_dot_f32(qq, reinterpret_cast<const float *>(kr), hd_k)
-                                                       : vec_dot_f32_f16(qq, reinterpret_cast<const uint16_t *>(kr), hd_k);
-                scores[j] = dot * scale;
-                mx = std::max(mx, scores[j]);
-            }
-            double sum = 0.0;
-            for (int64_t j = 0; j <= p; j++) {
-                scores[j] = std::exp(scores[j] - mx);
-                sum += scores[j];
-            }
-            const float inv = static_cast<float>(1.0 / sum);
-            std::fill(acc.begin(), acc.end(), 0.0f);
-            for (int64_t j = 0; j <= p; j++) {
-                float pj = scores[j] * inv;
-                const uint8_t * vr = c.v.data() + (static_cast<size_t>(j) * vw + hk * hd_v) * es;
-                if (kvt == KAIL_TYPE_F32) {
-                    vec_axpy_f32(pj, reinterpret_cast<const float *>(vr), acc.data(), hd_v);
-                } else {
-                    pj = fp16_to_fp32(fp32_to_fp16(pj)); // ggml rounds the probabilities to F16 here
-                    vec_axpy_f16(pj, reinterpret_cast<const uint16_t *>(vr), acc.data(), hd_v);
+            const float * q = xp->ptr(op.a) + t * qw + q_off + hk * group * hd_k;
+            scores.resize(static_cast<size_t>(group * np));
+            matmul(kvt, c.k.data() + static_cast<size_t>(hk * hd_k) * es, static_cast<size_t>(kw) * es, np, hd_k,
+                   q, static_cast<size_t>(hd_k) * sizeof(float), group, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
+            for (int64_t g = 0; g < group; g++) {
+                float * sc = scores.data() + g * np;
+                float mx = -std::numeric_limits<float>::infinity();
+                for (int64_t j = 0; j < np; j++) {
+                    sc[j] *= scale;
+                    mx = std::max(mx, sc[j]);
+                }
+                double sum = 0.0;
+                for (int64_t j = 0; j < np; j++) {
+                    sc[j] = std::exp(sc[j] - mx);
+                    sum += sc[j];
+                }
+                const float inv = static_cast<float>(1.0 / sum);
+                for (int64_t j = 0; j < np; j++) sc[j] *= inv;
+                if (kvt == KAIL_TYPE_F16) {
+                    // ggml rounds the probabilities to F16 here.
+                    half.resize(static_cast<size_t>(np));
+                    fp32_to_fp16_row(sc, half.data(), np);
+                    fp16_to_fp32_row(half.data(), sc, np);
                 }
             }
-            float * o = xp->ptr(op.out) + t * ow + static_cast<int64_t>(op.param("out_off", 0)) + h * hd_v;
-            std::copy(acc.begin(), acc.end(), o);
+            // V transposed (hd_v rows of np positions, F32: exact for an F16 cache).
+            vt.resize(static_cast<size_t>(hd_v * np));
+            for (int64_t j = 0; j < np; j++) {
+                const uint8_t * vr = c.v.data() + (static_cast<size_t>(j) * vw + hk * hd_v) * es;
+                const float * v32 = reinterpret_cast<const float *>(vr);
+                if (kvt == KAIL_TYPE_F16) {
+                    fp16_to_fp32_row(reinterpret_cast<const uint16_t *>(vr), vrow.data(), hd_v);
+                    v32 = vrow.data();
+                }
+                for (int64_t d = 0; d < hd_v; d++) vt[static_cast<size_t>(d * np + j)] = v32[d];
+            }
+            float * o = xp->ptr(op.out) + t * ow + out_off + hk * group * hd_v;
+            matmul(KAIL_TYPE_F32, vt.data(), static_cast<size_t>(np) * sizeof(float), hd_v, np,
+                   scores.data(), static_cast<size_t>(np) * sizeof(float), group, o, static_cast<size_t>(hd_v) * sizeof(float), nullptr);
         }
     }, 1);
 }
