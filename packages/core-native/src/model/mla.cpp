@@ -48,26 +48,14 @@ void dequant_head(const mla_args & a, int64_t h, std::vector<float> & wk, std::v
 }
 
 // Softmax-weighted attention over rows [0, p] of one sequence's cache: scores from `score(j)`,
-// weights handed to `acc(j, w)`; probabilities rounded to F16 for an F16 cache as ggml does.
+// weights handed to `acc(j, w)` (attention_softmax: probabilities rounded to F16 for an F16 cache).
 template <typename S, typename A>
 void attend_rows(int64_t p, float scale, uint32_t kv_type, std::vector<float> & scores, S score, A acc) {
     scores.resize(static_cast<size_t>(p + 1));
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j <= p; j++) {
-        scores[j] = score(j) * scale;
-        mx = std::max(mx, scores[j]);
-    }
-    double sum = 0.0;
-    for (int64_t j = 0; j <= p; j++) {
-        scores[j] = std::exp(scores[j] - mx);
-        sum += scores[j];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j <= p; j++) {
-        float w = scores[j] * inv;
-        if (kv_type == KAIL_TYPE_F16) w = fp16_to_fp32(fp32_to_fp16(w));
-        acc(j, w);
-    }
+    for (int64_t j = 0; j <= p; j++) scores[j] = score(j);
+    std::vector<uint16_t> half;
+    attention_softmax(scores.data(), p + 1, scale, kv_type, half);
+    for (int64_t j = 0; j <= p; j++) acc(j, scores[j]);
 }
 
 void cache_row(const mla_args & a, const uint8_t * base, int64_t j, float * dst) {
@@ -110,26 +98,35 @@ void attend_absorbed(const mla_args & a) {
             std::copy_n(a.q + t * a.q_stride + h * hq + a.qk_nope, R, qa.data() + (t * H + h) * W + L);
 
     // 2. MQA over the latent cache: one shared key row of width L + R, the value is its latent part.
+    // Every head attends to the same rows, so per token the scores are one matrix product of the
+    // cached rows with the H absorbed queries, and the heads' latents one product of the cached
+    // latents (transposed) with the H probability rows: each row is read once for all heads, in
+    // the kernels' SIMD code, rows split across the pool. As ggml-cpu computes it: for an F16 cache
+    // the queries (the product's activations) and the probabilities are rounded to F16.
     std::vector<float> lat(static_cast<size_t>(n * H * L));
-    a.pool->parallel_for(n * H, [&](int64_t begin, int64_t end, int) {
-        std::vector<float> scores, acc(static_cast<size_t>(L));
-        for (int64_t task = begin; task < end; task++) {
-            const int64_t t = task / H, h = task % H;
-            float * q = qa.data() + (t * H + h) * W;
-            if (a.kv_type == KAIL_TYPE_F16) for (int64_t i = 0; i < W; i++) q[i] = fp16_to_fp32(fp32_to_fp16(q[i]));
-            std::fill(acc.begin(), acc.end(), 0.0f);
-            attend_rows(a.pos[t], a.scale, a.kv_type, scores,
-                [&](int64_t j) {
-                    if (a.kv_type == KAIL_TYPE_F32) return vec_dot_f32(q, reinterpret_cast<const float *>(a.cache[t]) + j * W, W);
-                    return vec_dot_f32_f16(q, reinterpret_cast<const uint16_t *>(a.cache[t]) + j * W, W);
-                },
-                [&](int64_t j, float w) {
-                    if (a.kv_type == KAIL_TYPE_F32) vec_axpy_f32(w, reinterpret_cast<const float *>(a.cache[t]) + j * W, acc.data(), L);
-                    else vec_axpy_f16(w, reinterpret_cast<const uint16_t *>(a.cache[t]) + j * W, acc.data(), L);
-                });
-            std::copy(acc.begin(), acc.end(), lat.begin() + (t * H + h) * L);
-        }
-    }, 1);
+    std::vector<float> scores, vt;
+    for (int64_t t = 0; t < n; t++) {
+        const int64_t np = a.pos[t] + 1;
+        const size_t es = a.kv_type == KAIL_TYPE_F32 ? 4 : 2;
+        scores.resize(static_cast<size_t>(H * np));
+        matmul(a.kv_type, a.cache[t], static_cast<size_t>(W) * es, np, W, qa.data() + t * H * W, static_cast<size_t>(W) * 4, H,
+               scores.data(), static_cast<size_t>(np) * 4, a.pool);
+        a.pool->parallel_for(H, [&](int64_t h0, int64_t h1, int) {
+            std::vector<uint16_t> half;
+            for (int64_t h = h0; h < h1; h++) attention_softmax(scores.data() + h * np, np, a.scale, a.kv_type, half);
+        }, 1);
+        // The latents transposed: L rows of np positions (F32, exact for an F16 cache).
+        vt.resize(static_cast<size_t>(L * np));
+        const int64_t chunk = 64;
+        a.pool->parallel_for((L + chunk - 1) / chunk, [&](int64_t c0, int64_t c1, int) {
+            for (int64_t c = c0; c < c1; c++) {
+                const int64_t l0 = c * chunk;
+                cache_columns_f32(a.kv_type, a.cache[t], static_cast<size_t>(W) * es, np, l0, std::min(chunk, L - l0), vt.data() + l0 * np);
+            }
+        }, 1);
+        matmul(KAIL_TYPE_F32, vt.data(), static_cast<size_t>(np) * 4, L, np, scores.data(), static_cast<size_t>(np) * 4, H,
+               lat.data() + t * H * L, static_cast<size_t>(L) * 4, a.pool);
+    }
 
     // 3. Value up-projection per head.
     for (int64_t h = 0; h < H; h++) {
@@ -181,6 +178,44 @@ void attend_naive(const mla_args & a) {
 }
 
 } // namespace
+
+void cache_columns_f32(uint32_t type, const uint8_t * rows, size_t stride, int64_t n, int64_t c0, int64_t width, float * dst) {
+    constexpr int64_t B = 16;
+    std::vector<float> block(static_cast<size_t>(B * width));
+    for (int64_t j0 = 0; j0 < n; j0 += B) {
+        const int64_t nb = std::min(B, n - j0);
+        for (int64_t jj = 0; jj < nb; jj++) {
+            const uint8_t * r = rows + static_cast<size_t>(j0 + jj) * stride;
+            float * b = block.data() + jj * width;
+            if (type == KAIL_TYPE_F32) std::copy_n(reinterpret_cast<const float *>(r) + c0, width, b);
+            else fp16_to_fp32_row(reinterpret_cast<const uint16_t *>(r) + c0, b, width);
+        }
+        for (int64_t c = 0; c < width; c++) {
+            float * d = dst + c * n + j0;
+            for (int64_t jj = 0; jj < nb; jj++) d[jj] = block[static_cast<size_t>(jj * width + c)];
+        }
+    }
+}
+
+void attention_softmax(float * sc, int64_t n, float scale, uint32_t kv_type, std::vector<uint16_t> & half) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; j++) {
+        sc[j] *= scale;
+        mx = std::max(mx, sc[j]);
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; j++) {
+        sc[j] = std::exp(sc[j] - mx);
+        sum += sc[j];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j < n; j++) sc[j] *= inv;
+    if (kv_type == KAIL_TYPE_F16) {
+        half.resize(static_cast<size_t>(n));
+        fp32_to_fp16_row(sc, half.data(), n);
+        fp16_to_fp32_row(half.data(), sc, n);
+    }
+}
 
 std::string mla_check_weights(const mla_args & a) {
     const int64_t L = a.kv_lora, H = a.n_head;

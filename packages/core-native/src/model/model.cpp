@@ -607,7 +607,7 @@ void op_attention(exec_ctx & x, const op_desc & op) {
     const int64_t n_tasks = x.n_tok * n_head_kv;
     exec_ctx * xp = &x;
     m.pool->parallel_for(n_tasks, [&, xp](int64_t begin, int64_t end, int) {
-        std::vector<float> scores, vt, vrow(static_cast<size_t>(hd_v));
+        std::vector<float> scores, vt;
         std::vector<uint16_t> half;
         for (int64_t task = begin; task < end; task++) {
             const int64_t t = task / n_head_kv, hk = task % n_head_kv;
@@ -618,38 +618,10 @@ void op_attention(exec_ctx & x, const op_desc & op) {
             scores.resize(static_cast<size_t>(group * np));
             matmul(kvt, c.k.data() + static_cast<size_t>(hk * hd_k) * es, static_cast<size_t>(kw) * es, np, hd_k,
                    q, static_cast<size_t>(hd_k) * sizeof(float), group, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
-            for (int64_t g = 0; g < group; g++) {
-                float * sc = scores.data() + g * np;
-                float mx = -std::numeric_limits<float>::infinity();
-                for (int64_t j = 0; j < np; j++) {
-                    sc[j] *= scale;
-                    mx = std::max(mx, sc[j]);
-                }
-                double sum = 0.0;
-                for (int64_t j = 0; j < np; j++) {
-                    sc[j] = std::exp(sc[j] - mx);
-                    sum += sc[j];
-                }
-                const float inv = static_cast<float>(1.0 / sum);
-                for (int64_t j = 0; j < np; j++) sc[j] *= inv;
-                if (kvt == KAIL_TYPE_F16) {
-                    // ggml rounds the probabilities to F16 here.
-                    half.resize(static_cast<size_t>(np));
-                    fp32_to_fp16_row(sc, half.data(), np);
-                    fp16_to_fp32_row(half.data(), sc, np);
-                }
-            }
+            for (int64_t g = 0; g < group; g++) attention_softmax(scores.data() + g * np, np, scale, kvt, half);
             // V transposed (hd_v rows of np positions, F32: exact for an F16 cache).
             vt.resize(static_cast<size_t>(hd_v * np));
-            for (int64_t j = 0; j < np; j++) {
-                const uint8_t * vr = c.v.data() + (static_cast<size_t>(j) * vw + hk * hd_v) * es;
-                const float * v32 = reinterpret_cast<const float *>(vr);
-                if (kvt == KAIL_TYPE_F16) {
-                    fp16_to_fp32_row(reinterpret_cast<const uint16_t *>(vr), vrow.data(), hd_v);
-                    v32 = vrow.data();
-                }
-                for (int64_t d = 0; d < hd_v; d++) vt[static_cast<size_t>(d * np + j)] = v32[d];
-            }
+            cache_columns_f32(kvt, c.v.data(), static_cast<size_t>(vw) * es, np, hk * hd_v, hd_v, vt.data());
             float * o = xp->ptr(op.out) + t * ow + out_off + hk * group * hd_v;
             matmul(KAIL_TYPE_F32, vt.data(), static_cast<size_t>(np) * sizeof(float), hd_v, np,
                    scores.data(), static_cast<size_t>(np) * sizeof(float), group, o, static_cast<size_t>(hd_v) * sizeof(float), nullptr);
