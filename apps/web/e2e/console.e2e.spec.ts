@@ -186,6 +186,14 @@ describe('web console end to end (kail serve + Chromium)', () => {
     await open(page, '/admin');
     await page.getByLabel('key name').fill('e2e');
     await page.getByRole('button', { name: 'Create key' }).click();
+    // The key, or the page's error naming why not (CI once saw neither within 20 s: say what the page showed).
+    try {
+      await page.locator('[data-testid="created-key"] code, main p.error').first().waitFor({ timeout: 45_000 });
+    } catch (e) {
+      throw new Error(`no key and no error after Create key; the page shows: ${(await page.locator('main').textContent())?.slice(0, 500)} (${String(e)})`);
+    }
+    const failed = page.locator('main p.error');
+    if (await failed.count()) throw new Error(`key creation failed: ${await failed.first().textContent()}`);
     const key = (await page.locator('[data-testid="created-key"] code').textContent())!.trim();
     expect(key.length).toBeGreaterThan(20);
     await page.screenshot({ path: path.join(SHOTS, 'admin-key-created.png'), fullPage: true });
