@@ -197,9 +197,15 @@ describe('web console end to end (kail serve + Chromium)', () => {
     const key = (await page.locator('[data-testid="created-key"] code').textContent())!.trim();
     expect(key.length).toBeGreaterThan(20);
     await page.screenshot({ path: path.join(SHOTS, 'admin-key-created.png'), fullPage: true });
-    // A key exists now: the API wants it, the console shows its login form.
+    // The first key closed the API; the console signed itself in with it, so the page (and the key
+    // on it) stays through the next polls, after a reload too.
+    await new Promise((r) => setTimeout(r, 6_000));
+    expect(await page.locator('[data-testid="created-key"] code').textContent()).toContain(key);
     await page.reload();
     await page.locator('html[data-hydrated="true"]').waitFor({ state: 'attached' });
+    await page.getByTestId('keys').getByText('e2e').waitFor();
+    // Signed out, the API wants the key: the console shows its login form.
+    await page.getByRole('button', { name: 'sign out' }).click();
     await page.getByTestId('login').waitFor();
     await page.getByLabel('API key').fill('ks-not-a-key');
     await page.getByRole('button', { name: 'Sign in' }).click();

@@ -42,7 +42,16 @@ export function AdminView() {
     e.preventDefault();
     setError(null);
     try {
-      setCreated(await api.keys.create.mutate({ name }));
+      // Whether this console is signed in with a key: without one (the API was open), the first
+      // key closes the API to it, and the next poll would swap this page for the login form and
+      // take the key, shown only once, off the screen. So the console signs in with the new key.
+      const before = await api.auth.session.query();
+      const made = await api.keys.create.mutate({ name });
+      if (!before.authenticated) {
+        const r = await fetch('/api/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key: made.key }) });
+        if (!r.ok) setError(`the key was created, but the console could not sign in with it (${r.status}): copy it, then sign in`);
+      }
+      setCreated(made);
       setName('');
       keys.refresh();
     } catch (err) {
@@ -70,7 +79,8 @@ export function AdminView() {
       {created && (
         <div className="card created" data-testid="created-key">
           <p>
-            Key <b>{created.name}</b> created. Copy it now: it is shown only this once.
+            Key <b>{created.name}</b> created. Copy it now: it is shown only this once. (If this console
+            had no key, it is signed in with this one.)
           </p>
           <code className="secret">{created.key}</code>{' '}
           <button onClick={() => void navigator.clipboard?.writeText(created.key)}>Copy</button>{' '}
