@@ -332,6 +332,21 @@ struct kv {
     float d, dmin;
 };
 
+// Scales, mins and the two super-block factors of a Q4_K/Q5_K block into w.
+template <bool VEC>
+KAIL_INLINE void k4_scales(const uint8_t * scales, uint16_t d, uint16_t dmin, kv & w) {
+    __m128i sc8, mn8;
+    k4_unpack_scales<VEC>(scales, sc8, mn8);
+    const __m512i s = _mm512_broadcast_i32x4(sc8);
+    w.sc[0] = pair_bcast16_lanes<0, 1>(s);
+    w.sc[1] = pair_bcast16_lanes<2, 3>(s);
+    w.sc[2] = pair_bcast16_lanes<4, 5>(s);
+    w.sc[3] = pair_bcast16_lanes<6, 7>(s);
+    w.mn = mins_pairs(mn8);
+    w.d = _cvtsh_ss(d);
+    w.dmin = _cvtsh_ss(dmin);
+}
+
 struct q4_K_dec {
     static constexpr int BB = 144;
     static constexpr bool MIN = true;
@@ -347,16 +362,7 @@ struct q4_K_dec {
             const __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * c)));
             w.u[c] = _mm512_and_si512(_mm512_srlv_epi16(z, sh), m4);
         }
-        __m128i sc8, mn8;
-        k4_unpack_scales<VEC>(b->scales, sc8, mn8);
-        const __m512i s = _mm512_broadcast_i32x4(sc8);
-        w.sc[0] = pair_bcast16_lanes<0, 1>(s);
-        w.sc[1] = pair_bcast16_lanes<2, 3>(s);
-        w.sc[2] = pair_bcast16_lanes<4, 5>(s);
-        w.sc[3] = pair_bcast16_lanes<6, 7>(s);
-        w.mn = mins_pairs(mn8);
-        w.d = _cvtsh_ss(b->d);
-        w.dmin = _cvtsh_ss(b->dmin);
+        k4_scales<VEC>(b->scales, b->d, b->dmin, w);
     }
 };
 
@@ -378,16 +384,7 @@ struct q5_K_dec {
             const __m512i bits = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi8(char(1 << (2 * c)))), _mm256_set1_epi8(char(1 << (2 * c + 1))), 1);
             w.u[c] = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(qh, bits), u, k16);
         }
-        __m128i sc8, mn8;
-        k4_unpack_scales<VEC>(b->scales, sc8, mn8);
-        const __m512i s = _mm512_broadcast_i32x4(sc8);
-        w.sc[0] = pair_bcast16_lanes<0, 1>(s);
-        w.sc[1] = pair_bcast16_lanes<2, 3>(s);
-        w.sc[2] = pair_bcast16_lanes<4, 5>(s);
-        w.sc[3] = pair_bcast16_lanes<6, 7>(s);
-        w.mn = mins_pairs(mn8);
-        w.d = _cvtsh_ss(b->d);
-        w.dmin = _cvtsh_ss(b->dmin);
+        k4_scales<VEC>(b->scales, b->d, b->dmin, w);
     }
 };
 
