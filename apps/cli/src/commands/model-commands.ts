@@ -506,7 +506,7 @@ export function registerModelCommands(program: Command): void {
         // Files the engine cannot run (vocabulary-only, unknown architectures) have no KV line.
         let kv: KvCacheReport | undefined;
         try {
-          kv = kvCacheReport(file);
+          kv = kvCacheReport(f);
         } catch {
           kv = undefined;
         }

@@ -69,12 +69,12 @@ describe('telemetry charts', () => {
 
   it('offers the heatmap a model picker once two models report, naming engines only when there are several', () => {
     const noop = () => undefined;
-    expect(renderToString(<HeatmapModelPicker sources={[{ engineId: 'e1', model: 'tiny' }]} value="e1/tiny" onChange={noop} />)).toBe('');
-    const one = renderToString(<HeatmapModelPicker sources={[{ engineId: 'e1', model: 'qwen' }, { engineId: 'e1', model: 'mixtral' }]} value="e1/mixtral" onChange={noop} />);
+    expect(renderToString(<HeatmapModelPicker sources={[{ engineId: 'e1', model: 'tiny' }]} value={{ engineId: 'e1', model: 'tiny' }} onChange={noop} />)).toBe('');
+    const one = renderToString(<HeatmapModelPicker sources={[{ engineId: 'e1', model: 'qwen' }, { engineId: 'e1', model: 'mixtral' }]} value={{ engineId: 'e1', model: 'mixtral' }} onChange={noop} />);
     expect(one).toContain('aria-label="heatmap model"');
-    expect(one).toMatch(/<option value="e1\/qwen">qwen<\/option>/);
-    expect(one).toMatch(/<option value="e1\/mixtral" selected="">mixtral<\/option>/);
-    const two = renderToString(<HeatmapModelPicker sources={[{ engineId: 'e0', model: 'olmoe' }, { engineId: 'e1', model: 'qwen' }]} value="e0/olmoe" onChange={noop} />);
+    expect(one).toMatch(/<option value="0">qwen<\/option>/);
+    expect(one).toMatch(/<option value="1" selected="">mixtral<\/option>/);
+    const two = renderToString(<HeatmapModelPicker sources={[{ engineId: 'e0', model: 'olmoe' }, { engineId: 'e1', model: 'qwen' }]} value={{ engineId: 'e0', model: 'olmoe' }} onChange={noop} />);
     expect(two).toContain('qwen<!-- --> (e1)');
   });
 });

@@ -96,16 +96,17 @@ export function EngineStrip({ queue }: { queue: Queue }) {
   );
 }
 
-/** Which loaded model the heatmap shows ("engineId/model"); hidden while only one model reports. */
-export function HeatmapModelPicker({ sources, value, onChange }: { sources: ExpertSource[]; value: string; onChange: (v: string) => void }) {
+/** Which loaded model the heatmap shows; hidden while only one model reports. */
+export function HeatmapModelPicker({ sources, value, onChange }: { sources: ExpertSource[]; value: ExpertSource | null; onChange: (v: ExpertSource) => void }) {
   if (sources.length < 2) return null;
   const engines = new Set(sources.map((x) => x.engineId)).size;
+  const selected = value ? sources.findIndex((x) => x.engineId === value.engineId && x.model === value.model) : -1;
   return (
     <label className="muted">
       model{' '}
-      <select value={value} onChange={(e) => onChange(e.target.value)} aria-label="heatmap model">
-        {sources.map((x) => (
-          <option key={`${x.engineId}/${x.model}`} value={`${x.engineId}/${x.model}`}>
+      <select value={Math.max(0, selected)} onChange={(e) => onChange(sources[Number(e.target.value)])} aria-label="heatmap model">
+        {sources.map((x, i) => (
+          <option key={`${x.engineId} ${x.model}`} value={i}>
             {x.model}
             {engines > 1 ? ` (${x.engineId})` : ''}
           </option>
@@ -118,22 +119,18 @@ export function HeatmapModelPicker({ sources, value, onChange }: { sources: Expe
 export function TelemetryView() {
   const [windowSeconds, setWindowSeconds] = useState(60);
   const [heatWindow, setHeatWindow] = useState(60);
-  // The heatmap's model, as "engineId/model" ('' = the first that reports one).
-  const [heatSource, setHeatSource] = useState('');
+  // The heatmap's model (null = the first that reports one).
+  const [heatSource, setHeatSource] = useState<ExpertSource | null>(null);
   const hist = usePoll(() => api.telemetry.history.query({ seconds: windowSeconds }), 1000, [windowSeconds]);
   const experts = usePoll<ExpertWindow | null>(
-    () => {
-      const cut = heatSource.indexOf('/');
-      const pick = cut > 0 ? { engineId: heatSource.slice(0, cut), model: heatSource.slice(cut + 1) } : {};
-      return api.telemetry.experts.query({ windowSeconds: heatWindow, ...pick });
-    },
+    () => api.telemetry.experts.query({ windowSeconds: heatWindow, ...(heatSource ?? {}) }),
     1000,
     [heatWindow, heatSource],
   );
   const sources = experts.data?.sources ?? [];
   // The chosen model was unloaded: fall back to the first one.
   useEffect(() => {
-    if (heatSource && experts.data === null) setHeatSource('');
+    if (heatSource && experts.data === null) setHeatSource(null);
   }, [heatSource, experts.data]);
   const queue = usePoll(() => api.requests.queue.query(), 2000);
   const points = hist.data?.points ?? [];
@@ -167,7 +164,7 @@ export function TelemetryView() {
       <section id="heatmap" style={{ marginTop: 24 }}>
         <div className="row spread">
           <h2>Expert heatmap{experts.data?.model ? ` · ${experts.data.model}` : ''}</h2>
-          <HeatmapModelPicker sources={sources} value={experts.data ? `${experts.data.engineId}/${experts.data.model}` : heatSource} onChange={setHeatSource} />
+          <HeatmapModelPicker sources={sources} value={experts.data ?? heatSource} onChange={setHeatSource} />
           <label className="muted">
             window{' '}
             <select value={heatWindow} onChange={(e) => setHeatWindow(Number(e.target.value))} aria-label="heatmap window">

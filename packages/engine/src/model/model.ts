@@ -255,11 +255,10 @@ export interface KvCacheReport {
   mla?: ReturnType<typeof mlaKvBytesPerToken> & { kvLora: number; qkRope: number; nHead: number };
 }
 
-/** The KV cache a file needs per token (`kail inspect`), from its metadata alone. */
-export function kvCacheReport(path: string, kvType: 'f16' | 'f32' = 'f16'): KvCacheReport {
-  const file = openGgufMetadata(path);
+/** The KV cache an open file needs per token (`kail inspect`), from its metadata alone. */
+export function kvCacheReport(file: NativeGgufFile, kvType: 'f16' | 'f32' = 'f16'): KvCacheReport {
   try {
-    const { hp, program } = prepare(path, file, { kvType });
+    const { hp, program } = prepare(file.path, file, { kvType });
     const e = kvType === 'f32' ? 4 : 2;
     const width = program.kvKWidth.reduce((a, b) => a + b, 0) + program.kvVWidth.reduce((a, b) => a + b, 0);
     const out: KvCacheReport = { kvType, bytesPerToken: width * e };
@@ -271,8 +270,6 @@ export function kvCacheReport(path: string, kvType: 'f16' | 'f32' = 'f16'): KvCa
     return out;
   } catch (e) {
     throw toEngineError(e);
-  } finally {
-    file.close();
   }
 }
 
