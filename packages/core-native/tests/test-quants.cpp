@@ -473,6 +473,62 @@ void test_levels_agree() {
               vec_dot_type(KAIL_TYPE_BF16) == KAIL_TYPE_BF16, "vec_dot_type table");
 }
 
+// attention_weighted_rows: every level gives the bits of one fused multiply-add per row in row
+// order (so a sequence's attention does not depend on the level's vector width or the batch),
+// over column counts around the 8/16/64-column tiles, probability groups around the 4-row tile,
+// padded strides, F32 and F16 rows; and the public entry validates its arguments.
+void test_weighted_rows() {
+    rng r{77};
+    const int64_t widths[] = {1, 5, 8, 15, 16, 17, 40, 63, 64, 65, 128, 130, 512};
+    const int64_t groups[] = {1, 2, 3, 4, 5, 8, 9, 16};
+    const int64_t ns[] = {0, 1, 7, 33};
+    for (int64_t width : widths)
+        for (int64_t group : groups)
+            for (int64_t n : ns) {
+                const size_t xs = static_cast<size_t>(width + 3), ps = static_cast<size_t>(n + 2), os = static_cast<size_t>(width + 1);
+                std::vector<float> x(xs * static_cast<size_t>(std::max<int64_t>(n, 1))), p(ps * group);
+                std::vector<uint16_t> xh(x.size());
+                for (size_t i = 0; i < x.size(); i++) {
+                    xh[i] = fp32_to_fp16(r.uniform() * 4.f - 2.f);
+                    x[i] = r.uniform() * 2.f - 1.f;
+                }
+                for (float & v : p) v = r.uniform();
+                for (int f16 = 0; f16 < 2; f16++) {
+                    std::vector<float> want(os * group, -7.f);
+                    for (int64_t g = 0; g < group; g++)
+                        for (int64_t c = 0; c < width; c++) {
+                            float acc = 0.0f;
+                            for (int64_t j = 0; j < n; j++)
+                                acc = std::fma(p[g * ps + j], f16 ? fp16_to_fp32(xh[j * xs + c]) : x[j * xs + c], acc);
+                            want[g * os + c] = acc;
+                        }
+                    for (const level & L : levels()) {
+                        std::vector<float> got(os * group, -7.f);
+                        if (f16) L.t->weighted_rows_f16(xh.data(), xs, n, width, p.data(), ps, group, got.data(), os);
+                        else L.t->weighted_rows_f32(x.data(), xs, n, width, p.data(), ps, group, got.data(), os);
+                        int bad = 0;
+                        for (size_t i = 0; i < got.size(); i++) bad += f32_bits(got[i]) != f32_bits(want[i]);
+                        CHECK(bad == 0, "%s weighted_rows_%s n %lld width %lld group %lld: %d of %zu outputs differ (padding included)",
+                              L.name.c_str(), f16 ? "f16" : "f32", static_cast<long long>(n), static_cast<long long>(width),
+                              static_cast<long long>(group), bad, got.size());
+                    }
+                }
+            }
+    std::vector<float> x(64), p(8), out(64);
+    bool threw = false;
+    try { attention_weighted_rows(KAIL_TYPE_Q8_0, x.data(), 64, 1, 16, p.data(), 1, 1, out.data(), 16); }
+    catch (const kail::error & e) { threw = e.code() == KAIL_E_UNSUPPORTED; }
+    CHECK(threw, "attention_weighted_rows on a Q8_0 cache -> KAIL_E_UNSUPPORTED");
+    threw = false;
+    try { attention_weighted_rows(KAIL_TYPE_F32, x.data(), 32, 2, 16, p.data(), 2, 2, out.data(), 8); }
+    catch (const kail::error & e) { threw = e.code() == KAIL_E_INVALID_ARG; }
+    CHECK(threw, "attention_weighted_rows with out_stride < width -> KAIL_E_INVALID_ARG");
+    x.assign(64, 1.0f);
+    p.assign(8, 0.5f);
+    attention_weighted_rows(KAIL_TYPE_F32, x.data(), 64, 3, 16, p.data(), 4, 2, out.data(), 16);
+    CHECK(out[0] == 1.5f && out[31] == 1.5f, "public attention_weighted_rows: %g %g", out[0], out[31]);
+}
+
 } // namespace
 
 int main() {
@@ -486,6 +542,7 @@ int main() {
     test_prepare_matches_scalar();
     test_quantize_prepared();
     test_levels_agree();
+    test_weighted_rows();
     if (g_fails) std::fprintf(stderr, "%d check(s) failed\n", g_fails);
     else std::printf("all %ld quants checks passed\n", g_checks);
     return g_fails ? 1 : 0;

@@ -24,13 +24,14 @@ uint16_t fp32_to_bf16(float f);
 void fp16_to_fp32_row(const uint16_t * x, float * y, int64_t n);
 void fp32_to_fp16_row(const float * x, uint16_t * y, int64_t n);
 
-// Attention's vector pieces at the active kernel level (fixed summation order per level, so a
-// row's result does not depend on the batch around it): dot products of a float vector with a
-// float or fp16 row, and y += w * x for a float or fp16 row x.
-float vec_dot_f32(const float * a, const float * b, int64_t n);
-float vec_dot_f32_f16(const float * a, const uint16_t * b, int64_t n);
-void vec_axpy_f32(float w, const float * x, float * y, int64_t n);
-void vec_axpy_f16(float w, const uint16_t * x, float * y, int64_t n);
+// Attention's product of probabilities with the cached values, without transposing the cache:
+// out[g * out_stride + c] = sum over j < n of p[g * p_stride + j] * v(j, c) for g < group, c < width,
+// where v(j, c) is element c of row j (F32 or F16 values, row j at rows + j * row_stride bytes).
+// Every sum is one fused multiply-add per row, rows in order j = 0, 1, ..., starting from 0: the
+// same bits at every kernel level and whatever batch the row belongs to. Each row is read once
+// for a tile of up to 4 of the `group` probability rows.
+void attention_weighted_rows(uint32_t type, const void * rows, size_t row_stride, int64_t n, int64_t width, const float * p,
+                             size_t p_stride, int64_t group, float * out, size_t out_stride);
 void bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n);
 void fp32_to_bf16_row(const float * x, uint16_t * y, int64_t n);
 

@@ -1318,30 +1318,28 @@ void prepare_f16_as_f32(int64_t k, const void * src, void * dst) { kernels_activ
 void prepare_bf16_as_f32(int64_t k, const void * src, void * dst) { kernels_active().bf16_to_fp32(src, dst, k); }
 
 namespace {
-float vdot_f32_scalar(const float * a, const float * b, int64_t n) {
-    float d = 0.0f;
-    for (int64_t i = 0; i < n; i++) d += a[i] * b[i];
-    return d;
-}
-float vdot_f32_f16_scalar(const float * a, const uint16_t * b, int64_t n) {
-    float d = 0.0f;
-    for (int64_t i = 0; i < n; i++) d += a[i] * fp16_to_fp32(b[i]);
-    return d;
-}
-void vaxpy_f32_scalar(float w, const float * x, float * y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += w * x[i];
-}
-void vaxpy_f16_scalar(float w, const uint16_t * x, float * y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += w * fp16_to_fp32(x[i]);
+inline float widen(float v) { return v; }
+inline float widen(uint16_t h) { return fp16_to_fp32_sw(h); }
+
+template <typename X>
+void weighted_rows_scalar(const X * x, size_t xs, int64_t n, int64_t width, const float * p, size_t ps, int64_t group, float * out,
+                          size_t os) {
+    for (int64_t g = 0; g < group; g++) std::fill(out + g * os, out + g * os + width, 0.0f);
+    for (int64_t j = 0; j < n; j++) {
+        const X * r = x + j * xs;
+        for (int64_t g = 0; g < group; g++) {
+            const float w = p[g * ps + j];
+            float * o = out + g * os;
+            for (int64_t c = 0; c < width; c++) o[c] = std::fma(w, widen(r[c]), o[c]);
+        }
+    }
 }
 } // namespace
 
 void kernels_init_scalar(kernel_table & t) {
     t.level = "scalar";
-    t.dot_f32 = vdot_f32_scalar;
-    t.dot_f32_f16 = vdot_f32_f16_scalar;
-    t.axpy_f32 = vaxpy_f32_scalar;
-    t.axpy_f16 = vaxpy_f16_scalar;
+    t.weighted_rows_f32 = weighted_rows_scalar<float>;
+    t.weighted_rows_f16 = weighted_rows_scalar<uint16_t>;
     const scalar_entry entries[] = {
         {KAIL_TYPE_F32, KAIL_TYPE_F32, gemm_scalar<dot_f32, 1, 1>},
         {KAIL_TYPE_F16, KAIL_TYPE_F16, gemm_scalar<dot_f16, 1, 1>},
@@ -1507,10 +1505,21 @@ float bf16_to_fp32(uint16_t h) { return bf16_to_fp32_sw(h); }
 uint16_t fp32_to_bf16(float f) { return fp32_to_bf16_sw(f); }
 
 void fp16_to_fp32_row(const uint16_t * x, float * y, int64_t n) { kernels_active().fp16_to_fp32(x, y, n); }
-float vec_dot_f32(const float * a, const float * b, int64_t n) { return kernels_active().dot_f32(a, b, n); }
-float vec_dot_f32_f16(const float * a, const uint16_t * b, int64_t n) { return kernels_active().dot_f32_f16(a, b, n); }
-void vec_axpy_f32(float w, const float * x, float * y, int64_t n) { kernels_active().axpy_f32(w, x, y, n); }
-void vec_axpy_f16(float w, const uint16_t * x, float * y, int64_t n) { kernels_active().axpy_f16(w, x, y, n); }
+void attention_weighted_rows(uint32_t type, const void * rows, size_t row_stride, int64_t n, int64_t width, const float * p,
+                             size_t p_stride, int64_t group, float * out, size_t out_stride) {
+    if (n < 0 || width < 0 || group < 0) throw error(KAIL_E_INVALID_ARG, "attention_weighted_rows: negative size");
+    if (group > 1 && (out_stride < size_t(width) || p_stride < size_t(n)))
+        throw error(KAIL_E_INVALID_ARG, "attention_weighted_rows: p_stride or out_stride smaller than a row");
+    if (type == KAIL_TYPE_F32) {
+        if (n > 1 && (row_stride % 4 || row_stride < size_t(width) * 4)) throw error(KAIL_E_INVALID_ARG, "attention_weighted_rows: bad row stride");
+        kernels_active().weighted_rows_f32(static_cast<const float *>(rows), row_stride / 4, n, width, p, p_stride, group, out, out_stride);
+    } else if (type == KAIL_TYPE_F16) {
+        if (n > 1 && (row_stride % 2 || row_stride < size_t(width) * 2)) throw error(KAIL_E_INVALID_ARG, "attention_weighted_rows: bad row stride");
+        kernels_active().weighted_rows_f16(static_cast<const uint16_t *>(rows), row_stride / 2, n, width, p, p_stride, group, out, out_stride);
+    } else {
+        throw error(KAIL_E_UNSUPPORTED, std::string("attention_weighted_rows: cache type ") + type_name(type) + " (F32 or F16 only)");
+    }
+}
 void fp32_to_fp16_row(const float * x, uint16_t * y, int64_t n) { kernels_active().fp32_to_fp16(x, y, n); }
 void bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n) { kernels_active().bf16_to_fp32(x, y, n); }
 void fp32_to_bf16_row(const float * x, uint16_t * y, int64_t n) { kernels_active().fp32_to_bf16(x, y, n); }

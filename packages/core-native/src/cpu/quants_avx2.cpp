@@ -539,22 +539,55 @@ KAIL_INLINE __m256 load8(const uint16_t * p) { return _mm256_cvtph_ps(_mm_loadu_
 KAIL_INLINE float load1(const float * p) { return *p; }
 KAIL_INLINE float load1(const uint16_t * p) { return fp16_to_fp32_sw(*p); }
 
-template <typename B>
-float vdot(const float * a, const B * b, int64_t n) {
-    __m256 acc = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), acc);
-    float d = hsum8(acc);
-    for (; i < n; i++) d = std::fma(a[i], load1(b + i), d);
-    return d;
+// Probability-weighted rows (attention_weighted_rows): a tile of NV vectors (8 columns each) by
+// NG probability rows, each cached row loaded and widened once per tile; columns past the last
+// multiple of 8 one at a time, with the same fused multiply-adds in the same order.
+template <int NV, int NG, typename X>
+void weighted_tile(const X * x, size_t xs, int64_t n, const float * p, size_t ps, float * out, size_t os) {
+    __m256 acc[NG][NV];
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[g][v] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; j++) {
+        const X * r = x + j * xs;
+        __m256 xv[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) xv[v] = load8(r + 8 * v);
+#pragma GCC unroll 4
+        for (int g = 0; g < NG; g++) {
+            const __m256 w = _mm256_set1_ps(p[g * ps + j]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) acc[g][v] = _mm256_fmadd_ps(w, xv[v], acc[g][v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) _mm256_storeu_ps(out + g * os + 8 * v, acc[g][v]);
 }
 
 template <typename X>
-void vaxpy(float w, const X * x, float * y, int64_t n) {
-    const __m256 wv = _mm256_set1_ps(w);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, load8(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] = std::fma(w, load1(x + i), y[i]);
+void weighted_rows(const X * x, size_t xs, int64_t n, int64_t width, const float * p, size_t ps, int64_t group, float * out, size_t os) {
+    using fn = void (*)(const X *, size_t, int64_t, const float *, size_t, float *, size_t);
+    static const fn tiles[2][4] = {
+        {weighted_tile<1, 1, X>, weighted_tile<1, 2, X>, weighted_tile<1, 3, X>, weighted_tile<1, 4, X>},
+        {weighted_tile<2, 1, X>, weighted_tile<2, 2, X>, weighted_tile<2, 3, X>, weighted_tile<2, 4, X>},
+    };
+    const int64_t wv = width / 8 * 8;
+    for (int64_t c0 = 0; c0 < wv; c0 += 16) {
+        const int nv = wv - c0 >= 16 ? 2 : 1;
+        for (int64_t g0 = 0; g0 < group; g0 += 4) {
+            const int ng = static_cast<int>(std::min<int64_t>(4, group - g0));
+            tiles[nv - 1][ng - 1](x + c0, xs, n, p + g0 * ps, ps, out + g0 * os + c0, os);
+        }
+    }
+    for (int64_t c = wv; c < width; c++)
+        for (int64_t g = 0; g < group; g++) {
+            float acc = 0.0f;
+            for (int64_t j = 0; j < n; j++) acc = std::fma(p[g * ps + j], load1(x + j * xs + c), acc);
+            out[g * os + c] = acc;
+        }
 }
 
 // ---------------------------------------------------------------- activation quantizers / conversions
@@ -879,10 +912,8 @@ void kernels_init_avx2(kernel_table & t, bool vnni) {
     t.fp32_to_fp16 = cvt_f32_f16;
     t.bf16_to_fp32 = cvt_bf16_f32;
     t.fp32_to_bf16 = cvt_f32_bf16;
-    t.dot_f32 = vdot<float>;
-    t.dot_f32_f16 = vdot<uint16_t>;
-    t.axpy_f32 = vaxpy<float>;
-    t.axpy_f16 = vaxpy<uint16_t>;
+    t.weighted_rows_f32 = weighted_rows<float>;
+    t.weighted_rows_f16 = weighted_rows<uint16_t>;
 }
 
 } // namespace kail::cpu

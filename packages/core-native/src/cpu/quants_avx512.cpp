@@ -650,22 +650,60 @@ struct floats {
 KAIL_INLINE __m512 load16(const float * p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 KAIL_INLINE __m512 load16(const uint16_t * p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
 
-template <typename B>
-float vdot(const float * a, const B * b, int64_t n) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), load16(b + i, m), acc);
+// Probability-weighted rows (attention_weighted_rows): a tile of NV vectors (16 columns each, the
+// last one masked) by NG probability rows; each cached row is loaded and widened once per tile.
+constexpr int64_t kWeightedPrefetchRows = 8;
+
+template <int NV, int NG, typename X>
+void weighted_tile(const X * x, size_t xs, int64_t n, const __mmask16 * m, const float * p, size_t ps, float * out, size_t os) {
+    __m512 acc[NG][NV];
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[g][v] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j++) {
+        const X * r = x + j * xs;
+        // Rows are far apart (the other heads' columns lie between): fetch a few rows ahead.
+        const char * pf = reinterpret_cast<const char *>(r + kWeightedPrefetchRows * xs);
+#pragma GCC unroll 4
+        for (int l = 0; l < NV * 16 * int(sizeof(X)); l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+        __m512 xv[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) xv[v] = load16(r + 16 * v, m[v]);
+#pragma GCC unroll 4
+        for (int g = 0; g < NG; g++) {
+            const __m512 w = _mm512_set1_ps(p[g * ps + j]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) acc[g][v] = _mm512_fmadd_ps(w, xv[v], acc[g][v]);
+        }
     }
-    return reduce16(acc);
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(out + g * os + 16 * v, m[v], acc[g][v]);
 }
 
 template <typename X>
-void vaxpy(float w, const X * x, float * y, int64_t n) {
-    const __m512 wv = _mm512_set1_ps(w);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(wv, load16(x + i, m), _mm512_maskz_loadu_ps(m, y + i)));
+void weighted_rows(const X * x, size_t xs, int64_t n, int64_t width, const float * p, size_t ps, int64_t group, float * out, size_t os) {
+    using fn = void (*)(const X *, size_t, int64_t, const __mmask16 *, const float *, size_t, float *, size_t);
+    static const fn tiles[4][4] = {
+        {weighted_tile<1, 1, X>, weighted_tile<1, 2, X>, weighted_tile<1, 3, X>, weighted_tile<1, 4, X>},
+        {weighted_tile<2, 1, X>, weighted_tile<2, 2, X>, weighted_tile<2, 3, X>, weighted_tile<2, 4, X>},
+        {weighted_tile<3, 1, X>, weighted_tile<3, 2, X>, weighted_tile<3, 3, X>, weighted_tile<3, 4, X>},
+        {weighted_tile<4, 1, X>, weighted_tile<4, 2, X>, weighted_tile<4, 3, X>, weighted_tile<4, 4, X>},
+    };
+    for (int64_t c0 = 0; c0 < width; c0 += 64) {
+        const int64_t nc = std::min<int64_t>(64, width - c0);
+        const int nv = static_cast<int>((nc + 15) / 16);
+        __mmask16 m[4];
+        for (int v = 0; v < 4; v++) {
+            const int64_t left = nc - 16 * v;
+            m[v] = left >= 16 ? __mmask16(0xFFFF) : left > 0 ? static_cast<__mmask16>((1u << left) - 1) : __mmask16(0);
+        }
+        for (int64_t g0 = 0; g0 < group; g0 += 4) {
+            const int ng = static_cast<int>(std::min<int64_t>(4, group - g0));
+            tiles[nv - 1][ng - 1](x + c0, xs, n, m, p + g0 * ps, ps, out + g0 * os + c0, os);
+        }
     }
 }
 
@@ -861,10 +899,8 @@ void kernels_init_avx512(kernel_table & t) {
     t.fp32_to_fp16 = cvt_f32_f16;
     t.bf16_to_fp32 = cvt_bf16_f32;
     t.fp32_to_bf16 = cvt_f32_bf16;
-    t.dot_f32 = vdot<float>;
-    t.dot_f32_f16 = vdot<uint16_t>;
-    t.axpy_f32 = vaxpy<float>;
-    t.axpy_f16 = vaxpy<uint16_t>;
+    t.weighted_rows_f32 = weighted_rows<float>;
+    t.weighted_rows_f16 = weighted_rows<uint16_t>;
 }
 
 } // namespace kail::cpu

@@ -71,10 +71,12 @@ struct kernel_table {
     from_float_fn from_float[KAIL_TYPE_COUNT] = {};  // indexed by vec_dot_type
     convert_fn fp16_to_fp32 = nullptr, fp32_to_fp16 = nullptr;
     convert_fn bf16_to_fp32 = nullptr, fp32_to_bf16 = nullptr;
-    float (*dot_f32)(const float *, const float *, int64_t) = nullptr;
-    float (*dot_f32_f16)(const float *, const uint16_t *, int64_t) = nullptr;
-    void (*axpy_f32)(float, const float *, float *, int64_t) = nullptr;
-    void (*axpy_f16)(float, const uint16_t *, float *, int64_t) = nullptr;
+    // Attention's probability-weighted sum of cached rows (see attention_weighted_rows in
+    // kail/quants.h): x rows of `width` F32 / F16 values, xs elements apart.
+    void (*weighted_rows_f32)(const float * x, size_t xs, int64_t n, int64_t width, const float * p, size_t ps, int64_t group,
+                              float * out, size_t os) = nullptr;
+    void (*weighted_rows_f16)(const uint16_t * x, size_t xs, int64_t n, int64_t width, const float * p, size_t ps,
+                              int64_t group, float * out, size_t os) = nullptr;
 };
 
 // Prepared activation layouts shared by the AVX2 and AVX-512 kernels (built by scalar code in

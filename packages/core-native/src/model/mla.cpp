@@ -99,12 +99,12 @@ void attend_absorbed(const mla_args & a) {
 
     // 2. MQA over the latent cache: one shared key row of width L + R, the value is its latent part.
     // Every head attends to the same rows, so per token the scores are one matrix product of the
-    // cached rows with the H absorbed queries, and the heads' latents one product of the cached
-    // latents (transposed) with the H probability rows: each row is read once for all heads, in
+    // cached rows with the H absorbed queries, and the heads' latents one pass of the H probability
+    // rows over the cached latents (attention_weighted_rows): each row is read once per 4 heads, in
     // the kernels' SIMD code, rows split across the pool. As ggml-cpu computes it: for an F16 cache
     // the queries (the product's activations) and the probabilities are rounded to F16.
     std::vector<float> lat(static_cast<size_t>(n * H * L));
-    std::vector<float> scores, vt;
+    std::vector<float> scores;
     for (int64_t t = 0; t < n; t++) {
         const int64_t np = a.pos[t] + 1;
         const size_t es = a.kv_type == KAIL_TYPE_F32 ? 4 : 2;
@@ -115,17 +115,17 @@ void attend_absorbed(const mla_args & a) {
             std::vector<uint16_t> half;
             for (int64_t h = h0; h < h1; h++) attention_softmax(scores.data() + h * np, np, a.scale, a.kv_type, half);
         }, 1);
-        // The latents transposed: L rows of np positions (F32, exact for an F16 cache).
-        vt.resize(static_cast<size_t>(L * np));
+        // The heads' latents: the probability rows times the cached latents, in column chunks
+        // over the pool; each chunk reads every cached row once per 4 heads.
         const int64_t chunk = 64;
         a.pool->parallel_for((L + chunk - 1) / chunk, [&](int64_t c0, int64_t c1, int) {
             for (int64_t c = c0; c < c1; c++) {
                 const int64_t l0 = c * chunk;
-                cache_columns_f32(a.kv_type, a.cache[t], static_cast<size_t>(W) * es, np, l0, std::min(chunk, L - l0), vt.data() + l0 * np);
+                attention_weighted_rows(a.kv_type, a.cache[t] + static_cast<size_t>(l0) * es, static_cast<size_t>(W) * es, np,
+                                        std::min(chunk, L - l0), scores.data(), static_cast<size_t>(np), H, lat.data() + t * H * L + l0,
+                                        static_cast<size_t>(L));
             }
         }, 1);
-        matmul(KAIL_TYPE_F32, vt.data(), static_cast<size_t>(np) * 4, L, np, scores.data(), static_cast<size_t>(np) * 4, H,
-               lat.data() + t * H * L, static_cast<size_t>(L) * 4, a.pool);
     }
 
     // 3. Value up-projection per head.
@@ -178,24 +178,6 @@ void attend_naive(const mla_args & a) {
 }
 
 } // namespace
-
-void cache_columns_f32(uint32_t type, const uint8_t * rows, size_t stride, int64_t n, int64_t c0, int64_t width, float * dst) {
-    constexpr int64_t B = 16;
-    std::vector<float> block(static_cast<size_t>(B * width));
-    for (int64_t j0 = 0; j0 < n; j0 += B) {
-        const int64_t nb = std::min(B, n - j0);
-        for (int64_t jj = 0; jj < nb; jj++) {
-            const uint8_t * r = rows + static_cast<size_t>(j0 + jj) * stride;
-            float * b = block.data() + jj * width;
-            if (type == KAIL_TYPE_F32) std::copy_n(reinterpret_cast<const float *>(r) + c0, width, b);
-            else fp16_to_fp32_row(reinterpret_cast<const uint16_t *>(r) + c0, b, width);
-        }
-        for (int64_t c = 0; c < width; c++) {
-            float * d = dst + c * n + j0;
-            for (int64_t jj = 0; jj < nb; jj++) d[jj] = block[static_cast<size_t>(jj * width + c)];
-        }
-    }
-}
 
 void attention_softmax(float * sc, int64_t n, float scale, uint32_t kv_type, std::vector<uint16_t> & half) {
     float mx = -std::numeric_limits<float>::infinity();

@@ -45,11 +45,6 @@ std::string mla_check_weights(const mla_args & a);
 // out = attention of q over the cached rows (cache rows for the batch already stored).
 void mla_attend(const mla_args & a);
 
-// Columns [c0, c0 + width) of n cache rows (F32 or F16, `stride` bytes apart) as F32, transposed:
-// dst[c * n + j] = row j, column c0 + c. In blocks of 16 rows, so each write is a run of 16
-// floats (the attention products contract over positions, the cache's strided dimension).
-void cache_columns_f32(uint32_t type, const uint8_t * rows, size_t stride, int64_t n, int64_t c0, int64_t width, float * dst);
-
 // sc[0..n) = softmax(scale * sc), summed in double; for an F16 cache the probabilities are then
 // rounded to F16, as ggml-cpu rounds them before the product with V. `half` is scratch.
 void attention_softmax(float * sc, int64_t n, float scale, uint32_t kv_type, std::vector<uint16_t> & half);

@@ -52,9 +52,14 @@ struct tensor_ref {
     size_t   matrix_bytes() const { return row_bytes() * static_cast<size_t>(info->ne[1]); }
 };
 
-// One sequence's cache for one layer: positions [0, len) of K and V rows.
+// One sequence's cache for one layer. Attention layers keep K and V head-major: head h's rows for
+// positions [0, cap) lie together at (h * cap + pos) * head_dim elements, so attending one kv
+// head streams one contiguous block (row-major rows put the other heads' columns between them,
+// and strided reads ran at about half the speed out of cache). Growing `cap` moves each head's
+// block. MLA layers keep one latent row per position, [pos][width], and leave cap at 0.
 struct kv_seq_layer {
     std::vector<uint8_t> k, v;
+    int64_t              cap = 0;  // positions allocated per head (attention layers)
 };
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
@@ -345,6 +350,7 @@ void model::seq_truncate(int seq, int64_t len) {
             m.kv_bytes -= l.k.capacity() + l.v.capacity();
             std::vector<uint8_t>().swap(l.k);
             std::vector<uint8_t>().swap(l.v);
+            l.cap = 0;
         }
     }
 }
@@ -357,6 +363,7 @@ void model::seq_copy(int src, int dst) {
     for (int l = 0; l < m.prog.n_kv_layers; l++) {
         m.kv[dst][l].k = m.kv[src][l].k;
         m.kv[dst][l].v = m.kv[src][l].v;
+        m.kv[dst][l].cap = m.kv[src][l].cap;
         m.kv_bytes += m.kv[dst][l].k.capacity() + m.kv[dst][l].v.capacity();
     }
     m.seq_len[dst] = m.seq_len[src];
@@ -573,31 +580,41 @@ void op_attention(exec_ctx & x, const op_desc & op) {
     if (kw != n_head_kv * hd_k || vw != n_head_kv * hd_v) throw error(KAIL_E_INVALID_ARG, "program: attention kv widths do not match heads");
     const size_t es = m.kv_elem;
     const uint32_t kvt = m.params.kv_type;
-    // 1. store K and V rows of the batch.
+    // 1. store K and V rows of the batch, each head's part in its block.
     for (int64_t t = 0; t < x.n_tok; t++) {
         const int s = x.b.seq[t];
         const int64_t p = x.b.pos[t];
         kv_seq_layer & c = m.kv[s][layer];
-        const size_t need_k = static_cast<size_t>(p + 1) * kw * es, need_v = static_cast<size_t>(p + 1) * vw * es;
-        if (c.k.size() < need_k) {
-            const size_t old = c.k.capacity() + c.v.capacity();
-            size_t cap_tok = std::max<size_t>(static_cast<size_t>(p + 1), c.k.size() / (kw * es) * 2);
-            cap_tok = std::min<size_t>(std::max<size_t>(cap_tok, 16), static_cast<size_t>(m.params.n_ctx));
-            const uint64_t grow = cap_tok * (kw + vw) * es - std::min<uint64_t>(old, cap_tok * (kw + vw) * es);
-            if (m.params.kv_max_bytes && m.kv_bytes + grow > m.params.kv_max_bytes)
-                throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes + grow) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
-            c.k.reserve(cap_tok * kw * es);
-            c.v.reserve(cap_tok * vw * es);
-            c.k.resize(need_k);
-            c.v.resize(need_v);
-            m.kv_bytes += c.k.capacity() + c.v.capacity() - old;
+        if (p >= c.cap) {
+            int64_t cap = std::max<int64_t>(p + 1, c.cap * 2);
+            cap = std::min<int64_t>(std::max<int64_t>(cap, 16), m.params.n_ctx);
+            const uint64_t old = c.k.size() + c.v.size();
+            const uint64_t bytes = static_cast<uint64_t>(cap) * static_cast<uint64_t>(kw + vw) * es;
+            if (m.params.kv_max_bytes && m.kv_bytes - old + bytes > m.params.kv_max_bytes)
+                throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes - old + bytes) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
+            auto regrow = [&](std::vector<uint8_t> & buf, int64_t hd) {
+                std::vector<uint8_t> next(static_cast<size_t>(cap * n_head_kv * hd) * es);
+                const size_t keep = static_cast<size_t>(c.cap * hd) * es;
+                for (int64_t h = 0; h < n_head_kv && keep; h++)
+                    std::memcpy(next.data() + static_cast<size_t>(h * cap * hd) * es, buf.data() + static_cast<size_t>(h) * keep, keep);
+                buf.swap(next);
+            };
+            regrow(c.k, hd_k);
+            regrow(c.v, hd_v);
+            c.cap = cap;
+            m.kv_bytes = m.kv_bytes - old + bytes;
         }
-        store_row(kvt, x.ptr(op.b) + t * x.width(op.b) + static_cast<int64_t>(op.param("b_off", 0)), c.k.data() + static_cast<size_t>(p) * kw * es, kw);
-        store_row(kvt, x.ptr(op.c) + t * x.width(op.c) + static_cast<int64_t>(op.param("c_off", 0)), c.v.data() + static_cast<size_t>(p) * vw * es, vw);
+        const float * krow = x.ptr(op.b) + t * x.width(op.b) + static_cast<int64_t>(op.param("b_off", 0));
+        const float * vrow = x.ptr(op.c) + t * x.width(op.c) + static_cast<int64_t>(op.param("c_off", 0));
+        for (int64_t h = 0; h < n_head_kv; h++) {
+            store_row(kvt, krow + h * hd_k, c.k.data() + static_cast<size_t>((h * c.cap + p) * hd_k) * es, hd_k);
+            store_row(kvt, vrow + h * hd_v, c.v.data() + static_cast<size_t>((h * c.cap + p) * hd_v) * es, hd_v);
+        }
     }
     // 2. attention per (token, kv head): the `group` query heads that share a kv head are one
-    // matrix product against the cached K rows (scores) and one against V transposed (output),
-    // so each cached row is read and converted once per group, in the kernels' SIMD code.
+    // matrix product against the cached K rows (scores), and their outputs one pass over the
+    // cached V rows (attention_weighted_rows), so each cached row is read and converted once per
+    // group (per 4 heads for V), in the kernels' SIMD code.
     // Numerics as ggml-cpu's: for an F16 cache the query and the probabilities are rounded to F16
     // (vec_dot_type of F16 is F16); products accumulate in F32.
     const int64_t group = n_head / n_head_kv;
@@ -607,7 +624,7 @@ void op_attention(exec_ctx & x, const op_desc & op) {
     const int64_t n_tasks = x.n_tok * n_head_kv;
     exec_ctx * xp = &x;
     m.pool->parallel_for(n_tasks, [&, xp](int64_t begin, int64_t end, int) {
-        std::vector<float> scores, vt;
+        std::vector<float> scores;
         std::vector<uint16_t> half;
         for (int64_t task = begin; task < end; task++) {
             const int64_t t = task / n_head_kv, hk = task % n_head_kv;
@@ -616,15 +633,12 @@ void op_attention(exec_ctx & x, const op_desc & op) {
             const kv_seq_layer & c = m.kv[s][layer];
             const float * q = xp->ptr(op.a) + t * qw + q_off + hk * group * hd_k;
             scores.resize(static_cast<size_t>(group * np));
-            matmul(kvt, c.k.data() + static_cast<size_t>(hk * hd_k) * es, static_cast<size_t>(kw) * es, np, hd_k,
+            matmul(kvt, c.k.data() + static_cast<size_t>(hk * c.cap * hd_k) * es, static_cast<size_t>(hd_k) * es, np, hd_k,
                    q, static_cast<size_t>(hd_k) * sizeof(float), group, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
             for (int64_t g = 0; g < group; g++) attention_softmax(scores.data() + g * np, np, scale, kvt, half);
-            // V transposed (hd_v rows of np positions, F32: exact for an F16 cache).
-            vt.resize(static_cast<size_t>(hd_v * np));
-            cache_columns_f32(kvt, c.v.data(), static_cast<size_t>(vw) * es, np, hk * hd_v, hd_v, vt.data());
             float * o = xp->ptr(op.out) + t * ow + out_off + hk * group * hd_v;
-            matmul(KAIL_TYPE_F32, vt.data(), static_cast<size_t>(np) * sizeof(float), hd_v, np,
-                   scores.data(), static_cast<size_t>(np) * sizeof(float), group, o, static_cast<size_t>(hd_v) * sizeof(float), nullptr);
+            attention_weighted_rows(kvt, c.v.data() + static_cast<size_t>(hk * c.cap * hd_v) * es, static_cast<size_t>(hd_v) * es, np, hd_v,
+                                    scores.data(), static_cast<size_t>(np), group, o, static_cast<size_t>(hd_v));
         }
     }, 1);
 }
