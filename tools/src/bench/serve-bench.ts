@@ -24,6 +24,7 @@ import { engine as pb } from '@kailstream/proto';
 
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
+import { steadyRate } from './serve-stats';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const PRESET = 'bench-qwen3-30b-a3b-shaped';
@@ -57,6 +58,8 @@ interface Run {
   itl: number;
   /** Mean time to first token (s). */
   ttft: number;
+  /** Aggregate tokens/s while every stream decodes (serve-stats.ts steadyRate). */
+  steady: number | null;
 }
 
 function summarise(streams: { t0: number; times: number[] }[], t0: number, t1: number): Run {
@@ -67,6 +70,7 @@ function summarise(streams: { t0: number; times: number[] }[], t0: number, t1: n
     seconds: (t1 - t0) / 1000,
     itl: itls.reduce((a, b) => a + b, 0) / Math.max(1, itls.length) / 1000,
     ttft: streams.reduce((a, s) => a + (s.times[0] - s.t0), 0) / streams.length / 1000,
+    steady: steadyRate(streams.map((s) => s.times)),
   };
 }
 
@@ -184,12 +188,13 @@ async function main() {
       const row = {
         n, directTps: d.tokens / d.seconds, apiTps: a.tokens / a.seconds,
         directItl: d.itl * 1000, apiItl: a.itl * 1000, directTtft: d.ttft * 1000, apiTtft: a.ttft * 1000,
-        // Decode throughput: every stream emits a token per inter-token gap while they all decode.
-        directDecode: n / d.itl, apiDecode: n / a.itl,
+        // Decode throughput while every stream decodes (see Run.steady).
+        directDecode: d.steady, apiDecode: a.steady,
       };
-      process.stderr.write(`${n} streams: direct ${row.directTps.toFixed(1)} t/s (decode ${row.directDecode.toFixed(1)}), API ${row.apiTps.toFixed(1)} t/s (decode ${row.apiDecode.toFixed(1)})\n`);
+      const f1 = (v: number | null) => (v === null ? '-' : v.toFixed(1));
+      process.stderr.write(`${n} streams: direct ${row.directTps.toFixed(1)} t/s (decode ${f1(row.directDecode)}), API ${row.apiTps.toFixed(1)} t/s (decode ${f1(row.apiDecode)})\n`);
       rows.push(
-        `| ${n} | ${row.directTps.toFixed(1)} | ${row.apiTps.toFixed(1)} | ${row.directDecode.toFixed(1)} | ${row.apiDecode.toFixed(1)} | ${(row.apiTps / row.directTps).toFixed(2)} | ${row.directItl.toFixed(1)} | ${row.apiItl.toFixed(1)} | ${(row.apiItl - row.directItl).toFixed(1)} | ${row.directTtft.toFixed(0)} | ${row.apiTtft.toFixed(0)} |`,
+        `| ${n} | ${row.directTps.toFixed(1)} | ${row.apiTps.toFixed(1)} | ${f1(row.directDecode)} | ${f1(row.apiDecode)} | ${(row.apiTps / row.directTps).toFixed(2)} | ${row.directItl.toFixed(1)} | ${row.apiItl.toFixed(1)} | ${(row.apiItl - row.directItl).toFixed(1)} | ${row.directTtft.toFixed(0)} | ${row.apiTtft.toFixed(0)} |`,
       );
     }
   } finally {
@@ -201,7 +206,7 @@ async function main() {
   const m = info;
   const text = [
     `Measured ${new Date().toISOString().slice(0, 10)} on ${cpu}, ${os.cpus().length} logical CPUs, ${formatBytes(os.totalmem())} RAM, node ${process.version}, ${threads} compute threads; load average ${os.loadavg().map((l) => l.toFixed(1)).join(' / ')} at the end (above ~2 on these 2 CPUs means other work shared the machine and the speeds are lower than alone).`,
-    `Model: ${path.basename(file)} (${m ? `${m.architecture}, ${m.layerCount} layers, ${m.expertCount} experts top-${m.expertUsedCount}, ` : ''}${formatBytes(fs.statSync(file).size)}), ${ramBudget > 0 ? `RAM budget ${formatBytes(ramBudget)}${capNote} (the other experts streamed from storage)` : 'in RAM (no budget)'}, context ${ctx} per sequence, ${maxStreams} sequences. Each stream: a one-line chat prompt, ${tg} generated tokens, ${temperature > 0 ? `sampled at temperature ${temperature} (seed per stream)` : 'greedy'}, ignore_eos. "direct": the same requests on the engine in this process (LocalModelHost.generate, no RPC); "API": OpenAI SSE streaming through the API and scheduler processes to the engine's gRPC server. Tokens/s = all generated tokens / wall time of the batch (prefill included); decode tokens/s = streams / mean inter-token gap (the aggregate rate while every stream decodes); inter-token = mean gap between a stream's successive tokens; added = API minus direct.`,
+    `Model: ${path.basename(file)} (${m ? `${m.architecture}, ${m.layerCount} layers, ${m.expertCount} experts top-${m.expertUsedCount}, ` : ''}${formatBytes(fs.statSync(file).size)}), ${ramBudget > 0 ? `RAM budget ${formatBytes(ramBudget)}${capNote} (the other experts streamed from storage)` : 'in RAM (no budget)'}, context ${ctx} per sequence, ${maxStreams} sequences. Each stream: a one-line chat prompt, ${tg} generated tokens, ${temperature > 0 ? `sampled at temperature ${temperature} (seed per stream)` : 'greedy'}, ignore_eos. "direct": the same requests on the engine in this process (LocalModelHost.generate, no RPC); "API": OpenAI SSE streaming through the API and scheduler processes to the engine's gRPC server. Tokens/s = all generated tokens / wall time of the batch (prefill included); decode tokens/s = tokens emitted while every stream decodes (from the last stream's first token to the first stream's last) over that time; inter-token = mean gap between a stream's successive tokens, prefill passes of streams admitted later included; added = API minus direct.`,
     '',
     '| streams | direct tokens/s | API tokens/s | direct decode tokens/s | API decode tokens/s | API / direct | direct inter-token ms | API inter-token ms | added per token ms | direct TTFT ms | API TTFT ms |',
     '|---|---|---|---|---|---|---|---|---|---|---|',
