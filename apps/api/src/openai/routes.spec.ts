@@ -115,6 +115,40 @@ describe('OpenAI-compatible routes', () => {
     expect(new Set([a, ...others]).size).toBeGreaterThan(1);
   });
 
+  it('answers n choices, choice i sampled as a single request with seed + i, streamed or not', async () => {
+    const params = { messages: [{ role: 'user' as const, content: 'Once upon a time' }], model: 'tiny', temperature: 1.5, max_tokens: 6, ignore_eos: true } as never;
+    const one = async (seed: number) => (await client.chat.completions.create({ ...(params as object), seed } as never)) as OpenAI.Chat.ChatCompletion;
+    const many = (await client.chat.completions.create({ ...(params as object), seed: 21, n: 3 } as never)) as OpenAI.Chat.ChatCompletion;
+    expect(many.choices.map((ch) => ch.index)).toEqual([0, 1, 2]);
+    const singles = [await one(21), await one(22), await one(23)];
+    expect(many.choices.map((ch) => ch.message.content)).toEqual(singles.map((r) => r.choices[0].message.content));
+    expect(many.choices.every((ch) => ch.finish_reason === 'length')).toBe(true);
+    expect(many.usage!.prompt_tokens).toBe(singles[0].usage!.prompt_tokens);
+    expect(many.usage!.completion_tokens).toBe(18);
+
+    const stream = await client.chat.completions.create({ ...(params as object), seed: 21, n: 3, stream: true, stream_options: { include_usage: true } } as never);
+    const texts = ['', '', ''];
+    const finishes: (string | null)[] = [null, null, null];
+    let usage: OpenAI.CompletionUsage | undefined | null;
+    for await (const chunk of stream as unknown as AsyncIterable<OpenAI.Chat.ChatCompletionChunk>) {
+      for (const ch of chunk.choices) {
+        texts[ch.index] += ch.delta?.content ?? '';
+        finishes[ch.index] = ch.finish_reason ?? finishes[ch.index];
+      }
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(texts).toEqual(many.choices.map((ch) => ch.message.content));
+    expect(finishes).toEqual(['length', 'length', 'length']);
+    expect(usage!.completion_tokens).toBe(18);
+
+    for (const n of [0, 17, 1.5]) {
+      const r = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], n });
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as { error: { param: string } }).error.param).toBe('n');
+    }
+    await waitIdle();
+  });
+
   it('answers a text completion with logprobs', async () => {
     const r = (await (await post('/v1/completions', { model: 'tiny', prompt: 'Once upon', max_tokens: 4, temperature: 0, logprobs: 2 })).json()) as any;
     expect(r.object).toBe('text_completion');

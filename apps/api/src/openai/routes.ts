@@ -60,6 +60,8 @@ interface Common {
   includeUsage: boolean;
   logprobs: boolean;
   topLogprobs: number;
+  /** Choices to generate. */
+  n: number;
 }
 
 function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: number, logprobs: boolean, topLogprobs: number): Common {
@@ -84,6 +86,7 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     includeUsage: !!b.stream_options?.include_usage,
     logprobs,
     topLogprobs,
+    n: b.n ?? 1,
   };
 }
 
@@ -133,75 +136,108 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
   });
 }
 
+/** One choice's answer as it streams in. */
+interface Choice {
+  text: string;
+  finish: Finish;
+  streamed: number;
+  usage: { prompt_tokens: number; completion_tokens: number };
+  lp: { token: string; logprob: number; top_logprobs: { token: string; logprob: number }[] }[];
+  tLast: number;
+}
+
+/**
+ * Submits the request's choices (n sequences; choice i samples with seed + i when a seed is set)
+ * and answers with all of them, streamed as they come (each chunk names its choice's index) or in
+ * one body. Usage counts the prompt once and every choice's completion. A failed choice fails the
+ * request and cancels the others; a client that goes away cancels them all.
+ */
 async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, gen: pb.GenerateRequest, c: Common, kind: 'chat' | 'text') {
   const scheduler = deps.scheduler();
   if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
   const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`;
-  gen.requestId = id;
   const tenant = deps.tenantOf(req);
   const created = Math.floor(Date.now() / 1000);
   const timeout = deps.requestTimeoutMs ?? 0;
-  const call = scheduler.submit(spb.SubmitRequest.fromPartial({ generate: gen, tenant, deadlineUnixMs: timeout > 0 ? Date.now() + timeout : 0 }));
+  const deadline = timeout > 0 ? Date.now() + timeout : 0;
+  const calls = Array.from({ length: c.n }, (_, i) => {
+    const sampling = i > 0 && c.sampling.hasSeed ? { ...c.sampling, seed: (c.sampling.seed + i) % Number.MAX_SAFE_INTEGER } : c.sampling;
+    const g = pb.GenerateRequest.fromPartial({ ...gen, requestId: c.n > 1 ? `${id}-${i}` : id, sampling });
+    return scheduler.submit(spb.SubmitRequest.fromPartial({ generate: g, tenant, deadlineUnixMs: deadline }));
+  });
   const m = deps.metrics;
   const t0 = performance.now();
-  let tLast = 0;
+  let firstToken = true;
   // A client that goes away cancels its request (within one decode step in the engine). The
   // response's 'close' is the signal: the request's own 'close' fires as soon as its body is read.
   let finished = false;
   reply.raw.on('close', () => {
-    if (!finished && !reply.raw.writableFinished) call.cancel();
+    if (!finished && !reply.raw.writableFinished) for (const call of calls) call.cancel();
   });
 
-  let text = '';
-  let streamedTokens = 0;
-  let finish: Finish = null;
-  let usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
-  const lp: { token: string; logprob: number; top_logprobs: { token: string; logprob: number }[] }[] = [];
+  const choices: Choice[] = calls.map(() => ({ text: '', finish: null, streamed: 0, usage: { prompt_tokens: 0, completion_tokens: 0 }, lp: [], tLast: 0 }));
+  const usage = () => {
+    const prompt = choices[0].usage.prompt_tokens;
+    const completion = choices.reduce((a, ch) => a + ch.usage.completion_tokens, 0);
+    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  };
   let headersSent = false;
   const sse = (obj: unknown) => reply.raw.write(`data: ${JSON.stringify(obj)}\n\n`);
-  const chunkObj = (delta: string | null, fin: Finish, chunkLp?: typeof lp) =>
+  const chunkObj = (index: number, delta: string | null, fin: Finish, chunkLp?: Choice['lp']) =>
     kind === 'chat'
       ? {
           id, object: 'chat.completion.chunk', created, model: c.model,
-          choices: [{ index: 0, delta: delta === null ? {} : { content: delta }, logprobs: chunkLp ? { content: chunkLp } : null, finish_reason: fin }],
+          choices: [{ index, delta: delta === null ? {} : { content: delta }, logprobs: chunkLp ? { content: chunkLp } : null, finish_reason: fin }],
         }
-      : { id, object: 'text_completion', created, model: c.model, choices: [{ index: 0, text: delta ?? '', logprobs: null, finish_reason: fin }] };
+      : { id, object: 'text_completion', created, model: c.model, choices: [{ index, text: delta ?? '', logprobs: null, finish_reason: fin }] };
+  const startStream = () => {
+    if (headersSent) return;
+    headersSent = true;
+    reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    if (kind === 'chat')
+      for (let index = 0; index < c.n; index++)
+        sse({ id, object: 'chat.completion.chunk', created, model: c.model, choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] });
+  };
 
   try {
-    await new Promise<void>((resolve, reject) => {
-      call.on('data', (msg: pb.GenerateResponse) => {
-        const msgLp = msg.logprobs.map((l, i) => ({
-          token: l.text,
-          logprob: l.logprob,
-          top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map((t) => ({ token: t.text, logprob: t.logprob })),
-        }));
-        if (c.logprobs) lp.push(...msgLp);
-        if (msg.usage) usage = { prompt_tokens: msg.usage.promptTokens, completion_tokens: msg.usage.completionTokens, total_tokens: msg.usage.promptTokens + msg.usage.completionTokens };
-        if (msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED) finish = finishName(msg.finishReason);
-        text += msg.text;
-        streamedTokens += msg.tokens.length;
-        if (m && msg.tokens.length > 0) {
-          const now = performance.now();
-          if (tLast === 0) m.ttft.observe({ model: c.model }, (now - t0) / 1000);
-          else for (let i = 0; i < msg.tokens.length; i++) m.perToken.observe({ model: c.model }, (now - tLast) / 1000 / msg.tokens.length);
-          tLast = now;
-        }
-        if (c.stream) {
-          if (!headersSent) {
-            headersSent = true;
-            reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-            if (kind === 'chat') sse({ id, object: 'chat.completion.chunk', created, model: c.model, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] });
-          }
-          if (msg.text || (c.logprobs && msgLp.length)) sse(chunkObj(msg.text, null, c.logprobs ? msgLp : undefined));
-        }
-      });
-      call.on('end', () => resolve());
-      call.on('error', (e: grpc.ServiceError) => reject(e));
-    });
+    await Promise.all(
+      calls.map(
+        (call, index) =>
+          new Promise<void>((resolve, reject) => {
+            const ch = choices[index];
+            call.on('data', (msg: pb.GenerateResponse) => {
+              const msgLp = msg.logprobs.map((l, i) => ({
+                token: l.text,
+                logprob: l.logprob,
+                top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map((t) => ({ token: t.text, logprob: t.logprob })),
+              }));
+              if (c.logprobs) ch.lp.push(...msgLp);
+              if (msg.usage) ch.usage = { prompt_tokens: msg.usage.promptTokens, completion_tokens: msg.usage.completionTokens };
+              if (msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED) ch.finish = finishName(msg.finishReason);
+              ch.text += msg.text;
+              ch.streamed += msg.tokens.length;
+              if (m && msg.tokens.length > 0) {
+                const now = performance.now();
+                if (firstToken) m.ttft.observe({ model: c.model }, (now - t0) / 1000);
+                else if (ch.tLast > 0) for (let i = 0; i < msg.tokens.length; i++) m.perToken.observe({ model: c.model }, (now - ch.tLast) / 1000 / msg.tokens.length);
+                firstToken = false;
+                ch.tLast = now;
+              }
+              if (c.stream) {
+                startStream();
+                if (msg.text || (c.logprobs && msgLp.length)) sse(chunkObj(index, msg.text, null, c.logprobs ? msgLp : undefined));
+              }
+            });
+            call.on('end', () => resolve());
+            call.on('error', (e: grpc.ServiceError) => reject(e));
+          }),
+      ),
+    );
   } catch (e) {
     finished = true;
+    for (const call of calls) call.cancel();
     // A failed or abandoned request still counts, with the tokens it was sent before it stopped.
-    deps.onUsage?.(req, usage.prompt_tokens, streamedTokens);
+    deps.onUsage?.(req, choices[0].usage.prompt_tokens, choices.reduce((a, ch) => a + ch.streamed, 0));
     const err = e as grpc.ServiceError;
     if (err.code === grpc.status.CANCELLED && reply.raw.destroyed) return reply;
     const { status, body, retryAfter } = grpcToHttp(err);
@@ -215,17 +251,18 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     return reply.code(status).send(body);
   }
   finished = true;
-  deps.onUsage?.(req, usage.prompt_tokens, usage.completion_tokens);
+  const u = usage();
+  deps.onUsage?.(req, u.prompt_tokens, u.completion_tokens);
   if (m) {
-    m.promptTokens.inc({ model: c.model }, usage.prompt_tokens);
-    m.generationTokens.inc({ model: c.model }, usage.completion_tokens);
-    m.requestSuccess.inc({ model: c.model, finished_reason: finish ?? 'stop' });
+    m.promptTokens.inc({ model: c.model }, u.prompt_tokens);
+    m.generationTokens.inc({ model: c.model }, u.completion_tokens);
+    m.requestSuccess.inc({ model: c.model, finished_reason: choices[0].finish ?? 'stop' });
     m.e2e.observe({ model: c.model }, (performance.now() - t0) / 1000);
   }
   if (c.stream) {
-    if (!headersSent) reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-    sse(chunkObj(null, finish ?? 'stop'));
-    if (c.includeUsage) sse({ id, object: kind === 'chat' ? 'chat.completion.chunk' : 'text_completion', created, model: c.model, choices: [], usage });
+    startStream();
+    choices.forEach((ch, index) => sse(chunkObj(index, null, ch.finish ?? 'stop')));
+    if (c.includeUsage) sse({ id, object: kind === 'chat' ? 'chat.completion.chunk' : 'text_completion', created, model: c.model, choices: [], usage: u });
     reply.raw.write('data: [DONE]\n\n');
     reply.raw.end();
     return reply;
@@ -233,12 +270,17 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
   if (kind === 'chat')
     return reply.send({
       id, object: 'chat.completion', created, model: c.model,
-      choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: c.logprobs ? { content: lp } : null, finish_reason: finish ?? 'stop' }],
-      usage,
+      choices: choices.map((ch, index) => ({ index, message: { role: 'assistant', content: ch.text }, logprobs: c.logprobs ? { content: ch.lp } : null, finish_reason: ch.finish ?? 'stop' })),
+      usage: u,
     });
   return reply.send({
     id, object: 'text_completion', created, model: c.model,
-    choices: [{ index: 0, text, logprobs: c.logprobs ? { tokens: lp.map((l) => l.token), token_logprobs: lp.map((l) => l.logprob), top_logprobs: lp.map((l) => Object.fromEntries(l.top_logprobs.map((t) => [t.token, t.logprob]))) } : null, finish_reason: finish ?? 'stop' }],
-    usage,
+    choices: choices.map((ch, index) => ({
+      index,
+      text: ch.text,
+      logprobs: c.logprobs ? { tokens: ch.lp.map((l) => l.token), token_logprobs: ch.lp.map((l) => l.logprob), top_logprobs: ch.lp.map((l) => Object.fromEntries(l.top_logprobs.map((t) => [t.token, t.logprob]))) } : null,
+      finish_reason: ch.finish ?? 'stop',
+    })),
+    usage: u,
   });
 }

@@ -12,7 +12,8 @@ const sampling = {
   seed: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
   presence_penalty: z.number().min(-2).max(2).optional().nullable(),
   frequency_penalty: z.number().min(-2).max(2).optional().nullable(),
-  n: z.literal(1).optional().nullable(),
+  /** Choices per request, each its own sequence (sampled with seed + index when a seed is given). */
+  n: z.number().int().min(1).max(16).optional().nullable(),
   stream: z.boolean().optional().nullable(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).optional().nullable(),
   user: z.string().optional(),
