@@ -149,6 +149,18 @@ describe('OpenAI-compatible routes', () => {
     await waitIdle();
   });
 
+  it("reports the prompt tokens a chat's next turn took from the cache of its first", async () => {
+    const first = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'Tell me about routers' }], max_tokens: 8, temperature: 0, ignore_eos: true } as never) as OpenAI.Chat.ChatCompletion;
+    expect(first.usage!.prompt_tokens_details?.cached_tokens ?? 0).toBeLessThan(first.usage!.prompt_tokens);
+    const next = await client.chat.completions.create({
+      model: 'tiny', max_tokens: 4, temperature: 0,
+      messages: [{ role: 'user', content: 'Tell me about routers' }, { role: 'assistant', content: first.choices[0].message.content }, { role: 'user', content: 'And experts?' }],
+    });
+    // At least the whole first prompt was served from the slot that ran it.
+    expect(next.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(first.usage!.prompt_tokens);
+    expect(next.usage!.prompt_tokens_details!.cached_tokens).toBeLessThan(next.usage!.prompt_tokens);
+  });
+
   it('answers a text completion with logprobs', async () => {
     const r = (await (await post('/v1/completions', { model: 'tiny', prompt: 'Once upon', max_tokens: 4, temperature: 0, logprobs: 2 })).json()) as any;
     expect(r.object).toBe('text_completion');

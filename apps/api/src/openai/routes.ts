@@ -141,7 +141,7 @@ interface Choice {
   text: string;
   finish: Finish;
   streamed: number;
-  usage: { prompt_tokens: number; completion_tokens: number };
+  usage: { prompt_tokens: number; completion_tokens: number; cached_tokens: number };
   lp: { token: string; logprob: number; top_logprobs: { token: string; logprob: number }[] }[];
   tLast: number;
 }
@@ -175,11 +175,13 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     if (!finished && !reply.raw.writableFinished) for (const call of calls) call.cancel();
   });
 
-  const choices: Choice[] = calls.map(() => ({ text: '', finish: null, streamed: 0, usage: { prompt_tokens: 0, completion_tokens: 0 }, lp: [], tLast: 0 }));
+  const choices: Choice[] = calls.map(() => ({ text: '', finish: null, streamed: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 }, lp: [], tLast: 0 }));
+  // OpenAI's usage: the prompt once, every choice's completion, and (prompt_tokens_details) the
+  // prompt tokens served from a kept cache.
   const usage = () => {
     const prompt = choices[0].usage.prompt_tokens;
     const completion = choices.reduce((a, ch) => a + ch.usage.completion_tokens, 0);
-    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: choices[0].usage.cached_tokens } };
   };
   let headersSent = false;
   const sse = (obj: unknown) => reply.raw.write(`data: ${JSON.stringify(obj)}\n\n`);
@@ -212,7 +214,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
                 top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map((t) => ({ token: t.text, logprob: t.logprob })),
               }));
               if (c.logprobs) ch.lp.push(...msgLp);
-              if (msg.usage) ch.usage = { prompt_tokens: msg.usage.promptTokens, completion_tokens: msg.usage.completionTokens };
+              if (msg.usage) ch.usage = { prompt_tokens: msg.usage.promptTokens, completion_tokens: msg.usage.completionTokens, cached_tokens: msg.usage.cachedPromptTokens };
               if (msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED) ch.finish = finishName(msg.finishReason);
               ch.text += msg.text;
               ch.streamed += msg.tokens.length;

@@ -532,6 +532,11 @@ export class EngineModel {
     return this.runtime.hiddenWidth;
   }
 
+  /** Positions of a sequence held in its cache. */
+  seqLen(seq: number): number {
+    return this.runtime.seqLen(seq);
+  }
+
   /** Drops a sequence's cache from position len on (len 0 clears it). */
   truncate(seq: number, len: number): void {
     this.runtime.seqTruncate(seq, len);

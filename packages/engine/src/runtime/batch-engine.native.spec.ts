@@ -16,6 +16,18 @@ async function collect(it: AsyncIterable<GenerationChunk>): Promise<{ tokens: nu
   return { tokens, text, last };
 }
 
+async function collectAll(it: AsyncIterable<GenerationChunk>) {
+  const tokens: number[] = [];
+  const logprobs: unknown[] = [];
+  let last!: GenerationChunk;
+  for await (const c of it) {
+    tokens.push(...c.tokens);
+    logprobs.push(...(c.logprobs ?? []));
+    last = c;
+  }
+  return { tokens, logprobs, last };
+}
+
 describe('BatchEngine (continuous batching)', () => {
   const dir = tempDir();
   let model: EngineModel;
@@ -45,6 +57,44 @@ describe('BatchEngine (continuous batching)', () => {
     });
     // Steps were shared: fewer forward passes than tokens generated.
     expect(engine.stats().tokensGenerated).toBeGreaterThan(0);
+  });
+
+  it("starts a conversation's next turn from the slot that cached it, with the same bits as computing it", async () => {
+    const sampling = { temperature: 0 };
+    const ask = (e: BatchEngine, id: string, prompt: number[], maxTokens: number) =>
+      collectAll(e.generate({ id, prompt, maxTokens, sampling, ignoreEog: true, logprobs: true, topLogprobs: 3 }));
+    const tok = (t: string, addSpecial = false) => model.tokenizer.tokenize(t, { addSpecial });
+    const a1 = tok('User: tell me about experts. Assistant:', true);
+    const b1 = tok('User: what is a router? Assistant:', true);
+    const ra = await ask(engine, 'a1', a1, 6);
+    const rb = await ask(engine, 'b1', b1, 5);
+    const a2 = [...a1, ...ra.tokens, ...tok(' User: and then? Assistant:')];
+    const b2 = [...b1, ...rb.tokens, ...tok(' User: why? Assistant:')];
+    const before = engine.stats().promptTokensReused;
+    const [sa, sb] = await Promise.all([ask(engine, 'a2', a2, 8), ask(engine, 'b2', b2, 8)]);
+    // Each turn found its own conversation: the earlier prompt and every generated token but the
+    // last (sampled, never fed to the model) were cached.
+    expect(sa.last.finish?.cachedPromptTokens).toBe(a1.length + ra.tokens.length - 1);
+    expect(sb.last.finish?.cachedPromptTokens).toBe(b1.length + rb.tokens.length - 1);
+    expect(engine.stats().promptTokensReused - before).toBe(a1.length + ra.tokens.length - 1 + b1.length + rb.tokens.length - 1);
+    // The same prompts computed whole (another load of the model, prefix reuse off).
+    const other = EngineModel.load(model.path, { nSeqMax: 4, kvType: 'f32', threads: 2, nCtx: 256 });
+    const plain = new BatchEngine(other, { maxBatchTokens: 32, reusePrefix: false });
+    try {
+      for (const [r, p] of [[sa, a2], [sb, b2]] as const) {
+        const ref = await ask(plain, 'ref', p, 8);
+        expect(ref.last.finish?.cachedPromptTokens).toBe(0);
+        expect(r.tokens).toEqual(ref.tokens);
+        expect(r.logprobs).toEqual(ref.logprobs);
+      }
+    } finally {
+      await plain.close();
+      other.close();
+    }
+    // A prompt that is all cached still computes its last token (for the first new one's logits).
+    const again = await ask(engine, 'a2-again', a2, 8);
+    expect(again.last.finish?.cachedPromptTokens).toBe(a2.length - 1);
+    expect(again.tokens).toEqual(sa.tokens);
   });
 
   it('cancels a running request within a step and frees its slot', async () => {

@@ -17,6 +17,8 @@ export interface GenerationChunk {
   finish?: {
     reason: FinishReason;
     promptTokens: number;
+    /** Prompt tokens whose cache was kept from the slot's previous request (not computed again). */
+    cachedPromptTokens: number;
     completionTokens: number;
     promptMs: number;
     generationMs: number;
@@ -60,11 +62,21 @@ interface Active {
   tPromptDone: number;
   /** Speculation state while decoding (BatchEngineOptions.speculative). */
   spec: SpeculativeSequence | null;
+  /** Prompt tokens taken from the slot's cache. */
+  reused: number;
 }
 
 export interface BatchEngineOptions {
   /** Most tokens in one forward pass (prompt chunks plus one per decoding sequence). Default 512. */
   maxBatchTokens?: number;
+  /**
+   * Keep each free slot's cache and start a request in the free slot whose cached tokens share the
+   * longest prefix with its prompt, computing only the rest (a chat's next turn re-sends the whole
+   * conversation). The output is the same bits as without (a token's cache rows do not depend on
+   * the batch that computed them). Default on; off with speculative decoding, whose draft keeps
+   * caches of its own.
+   */
+  reusePrefix?: boolean;
   /**
    * Speculative decoding for every sequence: each decoding sequence drafts (draft model in the
    * same slot number, or prompt lookup) and contributes [pending, drafts…] to the shared forward
@@ -81,6 +93,8 @@ export interface BatchEngineStats {
   tokensGenerated: number;
   promptTokens: number;
   steps: number;
+  /** Prompt tokens not computed because a slot's cache already held them (prefix reuse). */
+  promptTokensReused: number;
   /** Decode tokens per second over the last few seconds. */
   tokensPerSecond: number;
   /** Speculation counters (shaped like the proto's SpeculativeStats); null when off. */
@@ -107,6 +121,13 @@ export class BatchEngine {
   private steps = 0;
   private readonly recent: { t: number; n: number }[] = [];
   private readonly spec: SpeculativeDecoder | null;
+  private readonly reusePrefix: boolean;
+  /** Per slot: the tokens its cache holds while it is free (empty when unknown or in use). */
+  private readonly cached: number[][];
+  /** Per slot: when it was last released, for choosing among slots that share nothing. */
+  private readonly released: number[];
+  private releases = 0;
+  private promptTokensReused = 0;
 
   constructor(
     readonly model: EngineModel,
@@ -124,6 +145,9 @@ export class BatchEngine {
         throw new EngineError('KAIL_E_INVALID_ARG', `the draft model has ${d.nSeqMax} sequence slot(s), the target ${model.nSeqMax}; load the draft with nSeqMax ≥ ${model.nSeqMax}`);
     }
     this.freeSlots = Array.from({ length: model.nSeqMax }, (_, i) => model.nSeqMax - 1 - i);
+    this.reusePrefix = (opts.reusePrefix ?? true) && !this.spec;
+    this.cached = Array.from({ length: model.nSeqMax }, () => []);
+    this.released = Array.from({ length: model.nSeqMax }, () => 0);
     for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) this.eog.add(id);
   }
 
@@ -163,6 +187,7 @@ export class BatchEngine {
       tFirst: 0,
       tPromptDone: 0,
       spec: null,
+      reused: 0,
     };
     const onAbort = () => this.cancelActive(a);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -211,6 +236,7 @@ export class BatchEngine {
       waiting: this.waiting.length,
       tokensGenerated: this.tokensGenerated,
       promptTokens: this.promptTokens,
+      promptTokensReused: this.promptTokensReused,
       steps: this.steps,
       tokensPerSecond: (n * 1000) / span,
       speculative: this.spec ? this.spec.stats() : null,
@@ -245,9 +271,37 @@ export class BatchEngine {
   private admit(): void {
     while (this.waiting.length && this.freeSlots.length) {
       const a = this.waiting.shift()!;
-      a.slot = this.freeSlots.pop()!;
+      // A prompt that continues a free slot's cached conversation (shares at least half of it)
+      // takes the slot that saves the most; any other takes an empty slot, else the one released
+      // longest ago, so one conversation's cache is not given up to save another's few tokens
+      // of common preamble (it still reuses what it shares with the slot it gets).
+      let best = -1;
+      let bestShared = 0;
+      for (let i = 0; i < this.freeSlots.length && this.reusePrefix; i++) {
+        const c = this.cached[this.freeSlots[i]];
+        const shared = sharedPrefix(c, a.req.prompt);
+        if (c.length > 0 && 2 * shared >= c.length && shared > bestShared) {
+          best = i;
+          bestShared = shared;
+        }
+      }
+      if (best < 0) {
+        best = this.freeSlots.length - 1;
+        for (let i = 0; i < this.freeSlots.length; i++) {
+          const s = this.freeSlots[i], b = this.freeSlots[best];
+          const emptier = (this.cached[s].length === 0 ? 0 : 1) - (this.cached[b].length === 0 ? 0 : 1);
+          if (emptier < 0 || (emptier === 0 && this.released[s] < this.released[b])) best = i;
+        }
+        bestShared = this.reusePrefix ? sharedPrefix(this.cached[this.freeSlots[best]], a.req.prompt) : 0;
+      }
+      a.slot = this.freeSlots.splice(best, 1)[0];
+      this.cached[a.slot] = [];
       a.tQueue = performance.now();
-      this.model.truncate(a.slot, 0);
+      // The last prompt token is always computed: its logits choose the first new token.
+      a.reused = Math.max(0, Math.min(bestShared, a.req.prompt.length - 1));
+      a.prefilled = a.reused;
+      this.promptTokensReused += a.reused;
+      this.model.truncate(a.slot, a.reused);
       if (this.spec) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
       this.running.set(a.slot, a);
     }
@@ -413,6 +467,10 @@ export class BatchEngine {
   private finish(a: Active, reason: FinishReason, error?: EngineError): void {
     if (a.slot >= 0 && this.running.get(a.slot) === a) {
       this.running.delete(a.slot);
+      // The cache holds the history up to the positions it was fed (the last sampled token is
+      // not); after a failed pass its state is unknown, so nothing is kept.
+      this.cached[a.slot] = this.reusePrefix && reason !== 'error' ? a.history.slice(0, this.model.seqLen(a.slot)) : [];
+      this.released[a.slot] = ++this.releases;
       this.freeSlots.push(a.slot);
       a.slot = -1;
     }
@@ -428,6 +486,7 @@ export class BatchEngine {
       finish: {
         reason,
         promptTokens: a.req.prompt.length,
+        cachedPromptTokens: a.reused,
         completionTokens: a.generated,
         queueMs: (a.tQueue || now) - a.t0,
         promptMs: a.tPromptDone ? a.tPromptDone - (a.tQueue || a.t0) : 0,
@@ -438,4 +497,12 @@ export class BatchEngine {
     });
     a.end();
   }
+}
+
+/** Length of the common prefix of two token lists. */
+function sharedPrefix(a: readonly number[], b: readonly number[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
 }

@@ -261,7 +261,7 @@ export class LocalModelHost implements ModelHost {
         if (c.finish) {
           if (c.finish.reason === 'error' && c.finish.error) throw c.finish.error;
           out.finishReason = FINISH[c.finish.reason];
-          out.usage = { promptTokens: c.finish.promptTokens, completionTokens: c.finish.completionTokens };
+          out.usage = { promptTokens: c.finish.promptTokens, completionTokens: c.finish.completionTokens, cachedPromptTokens: c.finish.cachedPromptTokens };
           out.timings = {
             promptMs: c.finish.promptMs,
             generationMs: c.finish.generationMs,

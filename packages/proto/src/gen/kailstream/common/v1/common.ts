@@ -178,6 +178,11 @@ export interface ModelInfo_TensorTypeBytesEntry {
 export interface Usage {
   promptTokens: number;
   completionTokens: number;
+  /**
+   * Prompt tokens whose KV cache was kept from an earlier request in the same sequence slot
+   * (prefix reuse), included in prompt_tokens but not computed again.
+   */
+  cachedPromptTokens: number;
 }
 
 export interface TokenLogprob {
@@ -1211,7 +1216,7 @@ export const ModelInfo_TensorTypeBytesEntry: MessageFns<ModelInfo_TensorTypeByte
 };
 
 function createBaseUsage(): Usage {
-  return { promptTokens: 0, completionTokens: 0 };
+  return { promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 };
 }
 
 export const Usage: MessageFns<Usage> = {
@@ -1221,6 +1226,9 @@ export const Usage: MessageFns<Usage> = {
     }
     if (message.completionTokens !== 0) {
       writer.uint32(16).uint32(message.completionTokens);
+    }
+    if (message.cachedPromptTokens !== 0) {
+      writer.uint32(24).uint32(message.cachedPromptTokens);
     }
     return writer;
   },
@@ -1254,6 +1262,14 @@ export const Usage: MessageFns<Usage> = {
             message.completionTokens = reader.uint32();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.cachedPromptTokens = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1278,6 +1294,11 @@ export const Usage: MessageFns<Usage> = {
         : isSet(object.completion_tokens)
         ? globalThis.Number(object.completion_tokens)
         : 0,
+      cachedPromptTokens: isSet(object.cachedPromptTokens)
+        ? globalThis.Number(object.cachedPromptTokens)
+        : isSet(object.cached_prompt_tokens)
+        ? globalThis.Number(object.cached_prompt_tokens)
+        : 0,
     };
   },
 
@@ -1289,6 +1310,9 @@ export const Usage: MessageFns<Usage> = {
     if (message.completionTokens !== 0) {
       obj.completionTokens = Math.round(message.completionTokens);
     }
+    if (message.cachedPromptTokens !== 0) {
+      obj.cachedPromptTokens = Math.round(message.cachedPromptTokens);
+    }
     return obj;
   },
 
@@ -1299,6 +1323,7 @@ export const Usage: MessageFns<Usage> = {
     const message = createBaseUsage();
     message.promptTokens = object.promptTokens ?? 0;
     message.completionTokens = object.completionTokens ?? 0;
+    message.cachedPromptTokens = object.cachedPromptTokens ?? 0;
     return message;
   },
 };
