@@ -22,6 +22,7 @@ export class ApiMetrics {
   private closed = false;
 
   readonly promptTokens: Counter<'model'>;
+  readonly promptTokensCached: Counter<'model'>;
   readonly generationTokens: Counter<'model'>;
   readonly requestSuccess: Counter<'model' | 'finished_reason'>;
   readonly requestErrors: Counter<'status'>;
@@ -34,6 +35,9 @@ export class ApiMetrics {
     const r = [this.registry];
     collectDefaultMetrics({ register: this.registry });
     this.promptTokens = new Counter({ name: 'kailstream:prompt_tokens_total', help: 'Prefill tokens processed (requests finished through this API).', labelNames: ['model'], registers: r });
+    this.promptTokensCached = new Counter({
+      name: 'kailstream:prompt_tokens_cached_total', help: "Prompt tokens served from a sequence slot's kept KV cache (prefix reuse), not computed; part of prompt_tokens_total.", labelNames: ['model'], registers: r,
+    });
     this.generationTokens = new Counter({ name: 'kailstream:generation_tokens_total', help: 'Generated tokens (requests finished through this API).', labelNames: ['model'], registers: r });
     this.requestSuccess = new Counter({ name: 'kailstream:request_success_total', help: 'Requests that finished, by finish reason.', labelNames: ['model', 'finished_reason'], registers: r });
     this.requestErrors = new Counter({ name: 'kailstream:request_errors_total', help: 'Requests answered with an error, by HTTP status.', labelNames: ['status'], registers: r });

@@ -74,7 +74,14 @@ function summarise(streams: { t0: number; times: number[] }[], t0: number, t1: n
   };
 }
 
-const prompts = (n: number) => Array.from({ length: n }, (_, i) => `Request ${i}: tell a long story about the number ${i * 7 + 3}.`);
+// Every run gets prompts of its own (the run number first): the engine keeps each finished
+// sequence's KV cache for a prompt that continues it (prefix reuse), and a run repeating an
+// earlier run's prompts would skip their prefill.
+let runNo = 0;
+const prompts = (n: number) => {
+  const r = ++runNo;
+  return Array.from({ length: n }, (_, i) => `Run ${r}, request ${i}: tell a long story about the number ${i * 7 + 3}.`);
+};
 
 /** n concurrent generations on the engine in this process (no RPC at all). */
 async function direct(host: LocalModelHost, n: number, tg: number, temperature: number): Promise<Run> {

@@ -256,6 +256,8 @@ describe('OpenAI-compatible routes', () => {
     } while (Date.now() < end);
     const value = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
     expect(value(/^kailstream:prompt_tokens_total\{model="tiny"\} (\d+)/m)).toBeGreaterThan(0);
+    // The chat's second turn (test above) reused its first turn's cache.
+    expect(value(/^kailstream:prompt_tokens_cached_total\{model="tiny"\} (\d+)/m)).toBeGreaterThan(0);
     expect(value(/^kailstream:generation_tokens_total\{model="tiny"\} (\d+)/m)).toBeGreaterThan(0);
     expect(value(/^kailstream:time_to_first_token_seconds_count\{model="tiny"\} (\d+)/m)).toBeGreaterThan(0);
     expect(value(/^kailstream:time_per_output_token_seconds_count\{model="tiny"\} (\d+)/m)).toBeGreaterThan(0);

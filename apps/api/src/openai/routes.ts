@@ -257,6 +257,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
   deps.onUsage?.(req, u.prompt_tokens, u.completion_tokens);
   if (m) {
     m.promptTokens.inc({ model: c.model }, u.prompt_tokens);
+    m.promptTokensCached.inc({ model: c.model }, u.prompt_tokens_details.cached_tokens);
     m.generationTokens.inc({ model: c.model }, u.completion_tokens);
     m.requestSuccess.inc({ model: c.model, finished_reason: choices[0].finish ?? 'stop' });
     m.e2e.observe({ model: c.model }, (performance.now() - t0) / 1000);
