@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
@@ -26,6 +27,21 @@ interface Request extends QueueItem {
   /** Why the scheduler stopped it, when it did. */
   stopped?: 'client' | 'deadline' | 'cancel';
   tokens: number;
+  /** Conversation key (conversationKey): the engine that ran the conversation before is preferred. */
+  affinity: string;
+}
+
+/**
+ * What stays the same across a conversation's turns: the model and the messages up to the first
+ * user message (a chat's next turn re-sends them), or the start of a plain prompt. An engine keeps
+ * the KV cache of the sequences it ran (prefix reuse), so sending the next turn to the engine that
+ * ran the previous one spares its prefill.
+ */
+export function conversationKey(req: pb.GenerateRequest): string {
+  const firstUser = req.messages.findIndex((m) => m.role === 'user');
+  const head = req.messages.length ? req.messages.slice(0, firstUser < 0 ? 1 : firstUser + 1) : [];
+  const text = head.length ? head.map((m) => `${m.role}\u0000${m.content}`).join('\u0001') : req.prompt.slice(0, 512) || req.promptTokens.slice(0, 128).join(',');
+  return createHash('sha256').update(req.model).update('\u0002').update(text).digest('base64url');
 }
 
 /** A gRPC error with the stable `kail-code` metadata other services use. */
@@ -100,6 +116,7 @@ export class Dispatcher {
       enqueuedAt: now,
       state: 'queued',
       tokens: 0,
+      affinity: conversationKey(req),
     };
     const refusal = this.queue.push(r);
     if (refusal) return fail(grpcError(grpc.status.RESOURCE_EXHAUSTED, refusal.message, 'KAIL_E_BUDGET', { 'retry-after-ms': String(this.retryAfterMs()) }));
@@ -126,13 +143,23 @@ export class Dispatcher {
     for (;;) {
       const r = this.queue.pop((x) => !!this.pool.pick(x.req.model));
       if (!r) return;
-      this.dispatch(r, this.pool.pick(r.req.model)!);
+      this.dispatch(r, this.pool.pick(r.req.model, this.lastEngine.get(r.affinity))!);
     }
+  }
+
+  /** Conversation key -> the engine that ran its latest turn (most recent last; bounded). */
+  private readonly lastEngine = new Map<string, string>();
+
+  private remember(key: string, engineId: string): void {
+    this.lastEngine.delete(key);
+    this.lastEngine.set(key, engineId);
+    if (this.lastEngine.size > 10_000) this.lastEngine.delete(this.lastEngine.keys().next().value!);
   }
 
   private dispatch(r: Request, engine: EngineEntry): void {
     r.state = 'running';
     r.engine = engine;
+    this.remember(r.affinity, engine.id);
     engine.running++;
     this.running.set(r.id, r);
     // Only the caller's deadline stays on the request once it runs.

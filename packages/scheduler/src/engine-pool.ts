@@ -147,10 +147,13 @@ export class EnginePool {
   }
 
   /** A healthy engine serving `model` with a free slot, the least busy first; undefined when none. */
-  pick(model: string): EngineEntry | undefined {
-    return this.list()
-      .filter((e) => e.status === SERVING && e.running < e.slots && e.models.some((m) => m.id === model))
-      .sort((a, b) => a.running / a.slots - b.running / b.slots)[0];
+  /**
+   * A healthy engine with a free slot for the model: `preferred` (by id) when it is one of them,
+   * else the least loaded.
+   */
+  pick(model: string, preferred?: string): EngineEntry | undefined {
+    const ok = this.list().filter((e) => e.status === SERVING && e.running < e.slots && e.models.some((m) => m.id === model));
+    return ok.find((e) => e.id === preferred) ?? ok.sort((a, b) => a.running / a.slots - b.running / b.slots)[0];
   }
 
   /** Slots of healthy engines in all. */

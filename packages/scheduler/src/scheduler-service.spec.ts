@@ -365,3 +365,50 @@ describe('bearer-token auth on the engine and the scheduler', () => {
     }
   });
 });
+
+describe('conversation affinity across engines', () => {
+  const dir = tempDir();
+  const engines: RunningEngineServer[] = [];
+  let sched: RunningSchedulerServer;
+  let client: spb.SchedulerServiceClient;
+
+  beforeAll(async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    for (let i = 0; i < 2; i++) {
+      const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 512 });
+      await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny' }));
+      engines.push(await startEngineServer(host, { port: 0 }));
+    }
+    sched = await startSchedulerServer({ engines: engines.map((e) => `127.0.0.1:${e.port}`), slotsPerEngine: 2, maxQueued: 8, maxQueuedPerTenant: 8, probeIntervalMs: 500 });
+    client = createSchedulerClient(`127.0.0.1:${sched.port}`);
+  }, 60_000);
+
+  afterAll(async () => {
+    client.close();
+    await sched.close(100);
+    for (const e of engines) await e.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("sends a conversation's next turn to the engine that holds its cache, even when another is less loaded", async () => {
+    const chat = (id: string, messages: { role: string; content: string }[], gen: Partial<pb.GenerateRequest> = {}) =>
+      watch(client.submit(spb.SubmitRequest.fromPartial({ tenant: 't', generate: { requestId: id, model: 'tiny', messages, maxTokens: 6, ignoreEos: true, sampling: { temperature: 0 }, ...gen } })));
+    const turn1 = [{ role: 'user', content: 'Tell me about routers and experts' }];
+    const first = await chat('c1', turn1).done;
+    expect(first.error).toBeUndefined();
+    const answer = first.chunks.map((c) => c.text).join('');
+    // Another conversation keeps one slot busy on an engine (both idle: the first in the list, as
+    // turn 1 was), so the least loaded engine is now the other one.
+    const busy = chat('busy', [{ role: 'user', content: 'A different story' }], { maxTokens: 4000 });
+    await busy.first;
+    const turn2 = [...turn1, { role: 'assistant', content: answer }, { role: 'user', content: 'And then?' }];
+    const second = await chat('c2', turn2).done;
+    busy.stream.cancel();
+    await busy.done;
+    expect(second.error).toBeUndefined();
+    const usage = second.chunks.find((c) => c.usage)?.usage;
+    console.log(JSON.stringify(first.chunks.find((c) => c.usage)), JSON.stringify(usage));
+    // The whole first prompt (and more) came from the cache the first turn left on its engine.
+    expect(usage?.cachedPromptTokens).toBeGreaterThanOrEqual(first.chunks.find((c) => c.usage)!.usage!.promptTokens);
+  });
+});

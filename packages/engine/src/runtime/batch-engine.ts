@@ -124,6 +124,8 @@ export class BatchEngine {
   private readonly reusePrefix: boolean;
   /** Per slot: the tokens its cache holds while it is free (empty when unknown or in use). */
   private readonly cached: number[][];
+  /** Per slot: the prompt length of the request that left the cache. */
+  private readonly cachedPrompt: number[];
   /** Per slot: when it was last released, for choosing among slots that share nothing. */
   private readonly released: number[];
   private releases = 0;
@@ -147,6 +149,7 @@ export class BatchEngine {
     this.freeSlots = Array.from({ length: model.nSeqMax }, (_, i) => model.nSeqMax - 1 - i);
     this.reusePrefix = (opts.reusePrefix ?? true) && !this.spec;
     this.cached = Array.from({ length: model.nSeqMax }, () => []);
+    this.cachedPrompt = Array.from({ length: model.nSeqMax }, () => 0);
     this.released = Array.from({ length: model.nSeqMax }, () => 0);
     for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) this.eog.add(id);
   }
@@ -271,16 +274,18 @@ export class BatchEngine {
   private admit(): void {
     while (this.waiting.length && this.freeSlots.length) {
       const a = this.waiting.shift()!;
-      // A prompt that continues a free slot's cached conversation (shares at least half of it)
-      // takes the slot that saves the most; any other takes an empty slot, else the one released
-      // longest ago, so one conversation's cache is not given up to save another's few tokens
-      // of common preamble (it still reuses what it shares with the slot it gets).
+      // A prompt that continues a free slot's cached conversation (contains the prompt that left
+      // the cache, but for its last few tokens, which may tokenize differently once the answer
+      // follows them) takes the slot that saves the most; any other takes an empty slot, else the
+      // one released longest ago, so one conversation's cache is not given up to save another's
+      // common preamble (a system prompt; it still reuses what it shares with the slot it gets).
       let best = -1;
       let bestShared = 0;
       for (let i = 0; i < this.freeSlots.length && this.reusePrefix; i++) {
-        const c = this.cached[this.freeSlots[i]];
+        const slot = this.freeSlots[i];
+        const c = this.cached[slot];
         const shared = sharedPrefix(c, a.req.prompt);
-        if (c.length > 0 && 2 * shared >= c.length && shared > bestShared) {
+        if (c.length > 0 && shared >= Math.max(1, this.cachedPrompt[slot] - 4) && shared > bestShared) {
           best = i;
           bestShared = shared;
         }
@@ -470,6 +475,7 @@ export class BatchEngine {
       // The cache holds the history up to the positions it was fed (the last sampled token is
       // not); after a failed pass its state is unknown, so nothing is kept.
       this.cached[a.slot] = this.reusePrefix && reason !== 'error' ? a.history.slice(0, this.model.seqLen(a.slot)) : [];
+      this.cachedPrompt[a.slot] = a.req.prompt.length;
       this.released[a.slot] = ++this.releases;
       this.freeSlots.push(a.slot);
       a.slot = -1;
