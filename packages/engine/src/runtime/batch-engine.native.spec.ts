@@ -97,6 +97,34 @@ describe('BatchEngine (continuous batching)', () => {
     expect(again.tokens).toEqual(sa.tokens);
   });
 
+  it('cuts a prompt that arrives while others decode into chunks that fit the stall limit', async () => {
+    // Another load of the model: these engines must not touch the slots whose caches `engine` keeps.
+    const other = EngineModel.load(model.path, { nSeqMax: 4, kvType: 'f32', threads: 2, nCtx: 256 });
+    const long = Array.from({ length: 200 }, (_, i) => 5 + (i % 50));
+    // Prompt passes while one stream decodes: the limit (far below one token's time) leaves the
+    // 16-token minimum per pass; without it, the 64-token pass budget.
+    const passes = async (maxDecodeStallMs: number) => {
+      const e = new BatchEngine(other, { maxBatchTokens: 64, maxDecodeStallMs, reusePrefix: false });
+      const ac = new AbortController();
+      const running = collect(e.generate({ id: 'dec', prompt: long.slice(0, 40), maxTokens: 240, sampling: { temperature: 0 }, ignoreEog: true }, ac.signal));
+      while (e.stats().tokensGenerated === 0) await new Promise((r) => setTimeout(r, 1));
+      const s0 = e.stats().steps;
+      const it = e.generate({ id: 'new', prompt: long, maxTokens: 1, sampling: { temperature: 0 }, ignoreEog: true })[Symbol.asyncIterator]();
+      await it.next();
+      const n = e.stats().steps - s0;
+      ac.abort();
+      await running;
+      await e.close();
+      return n;
+    };
+    try {
+      expect(await passes(1e-9)).toBeGreaterThanOrEqual(Math.ceil(200 / 16));
+      expect(await passes(0)).toBeLessThanOrEqual(Math.ceil(200 / 63) + 1);
+    } finally {
+      other.close();
+    }
+  });
+
   it('cancels a running request within a step and frees its slot', async () => {
     const ac = new AbortController();
     const long = engine.generate({ id: 'long', prompt: [1, 2, 3], maxTokens: 200, sampling: { temperature: 0 }, ignoreEog: true }, ac.signal);

@@ -70,6 +70,13 @@ export interface BatchEngineOptions {
   /** Most tokens in one forward pass (prompt chunks plus one per decoding sequence). Default 512. */
   maxBatchTokens?: number;
   /**
+   * While sequences are decoding, a pass carries no more prompt tokens than take about this long
+   * (from the measured time per token of earlier passes, at least 16 tokens), so a long prompt
+   * arriving stalls the running streams for at most about this much per token they emit, instead
+   * of a whole maxBatchTokens chunk (seconds on a CPU). Default 500 ms; 0 = no limit.
+   */
+  maxDecodeStallMs?: number;
+  /**
    * Keep each free slot's cache and start a request in the free slot whose cached tokens share the
    * longest prefix with its prompt, computing only the rest (a chat's next turn re-sends the whole
    * conversation). The output is the same bits as without (a token's cache rows do not depend on
@@ -115,6 +122,9 @@ export class BatchEngine {
   private loopRunning = false;
   private closed = false;
   private readonly maxBatchTokens: number;
+  private readonly maxDecodeStallMs: number;
+  /** Moving average of a pass's time per token (ms), from passes that carried prompt tokens. */
+  private msPerToken = 0;
   private readonly eog = new Set<number>();
   private tokensGenerated = 0;
   private promptTokens = 0;
@@ -136,6 +146,7 @@ export class BatchEngine {
     opts: BatchEngineOptions = {},
   ) {
     this.maxBatchTokens = Math.max(1, opts.maxBatchTokens ?? 512);
+    this.maxDecodeStallMs = Math.max(0, opts.maxDecodeStallMs ?? 500);
     this.spec = opts.speculative ?? null;
     if (this.spec) {
       if (this.spec.target !== model) throw new EngineError('KAIL_E_INVALID_ARG', 'the speculative decoder was made for another target model');
@@ -381,6 +392,9 @@ export class BatchEngine {
       budget -= feed.length;
     }
     const prefilling: Active[] = [];
+    // Streams are decoding: keep this pass's prompt part short enough not to stall them long.
+    if (rows.length && this.maxDecodeStallMs > 0 && this.msPerToken > 0)
+      budget = Math.min(budget, Math.max(16, Math.floor(this.maxDecodeStallMs / this.msPerToken)));
     /** Prompt chunks in this pass (row of the batch, first position, length), for MTP's hidden rows. */
     const chunks: { a: Active; at: number; start: number; n: number }[] = [];
     for (const a of this.running.values()) {
@@ -417,6 +431,10 @@ export class BatchEngine {
     }
     const passMs = performance.now() - tPass;
     this.steps++;
+    if (prefilling.length) {
+      const perToken = passMs / tokens.length;
+      this.msPerToken = this.msPerToken > 0 ? 0.7 * this.msPerToken + 0.3 * perToken : perToken;
+    }
     if (hidden) for (const c of chunks) c.a.spec?.recordHidden(c.start, hidden, c.n, c.at);
     const nv = this.model.nVocab;
     const now = performance.now();

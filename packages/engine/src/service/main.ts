@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The engine service process:
 //   node packages/engine/dist/service/main.js --port 0 [--host H] [--models-dir DIR] [--model [ID=]FILE ...]
-//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--data-dir DIR (its profile.json)] [--auth-token T]
+//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--max-stall-ms MS] [--data-dir DIR (its profile.json)] [--auth-token T]
 // Prints one JSON line {"service":"engine","address":...} once listening, for supervisors.
 import { parseArgs } from 'node:util';
 
@@ -30,6 +30,8 @@ async function main() {
       seqs: { type: 'string', default: '8' },
       ram: { type: 'string' },
       'max-waiting': { type: 'string', default: '64' },
+      // While streams decode, the longest one pass spends on arriving prompts (0 = no limit).
+      'max-stall-ms': { type: 'string', default: '500' },
       'auth-token': { type: 'string' },
       'data-dir': { type: 'string' },
     },
@@ -46,6 +48,7 @@ async function main() {
     threads: int('threads', values.threads, 0),
     seqsPerModel: int('seqs', values.seqs, 1),
     maxWaitingPerModel: int('max-waiting', values['max-waiting'], 0),
+    maxDecodeStallMs: int('max-stall-ms', values['max-stall-ms'], 0),
     modelsDir: values['models-dir'],
     defaultRamBudgetBytes: values.ram ? parseByteSize(values.ram) : undefined,
   });

@@ -44,6 +44,11 @@ export interface LocalModelHostOptions {
    * whole file is mapped (experts are read through the page cache).
    */
   defaultRamBudgetBytes?: number;
+  /**
+   * While streams decode, the longest a pass may spend on arriving prompts (BatchEngineOptions.
+   * maxDecodeStallMs). Default 500 ms; 0 = no limit.
+   */
+  maxDecodeStallMs?: number;
   /** Directory ListModelFiles lists and relative load paths resolve against. Default: none. */
   modelsDir?: string;
   /**
@@ -179,7 +184,7 @@ export class LocalModelHost implements ModelHost {
           { draftPath: req.draftPath ? this.resolveModelPath(req.draftPath) : undefined, lookup: req.lookupDecoding, mtp: req.mtpDecoding, k: req.speculativeK },
           { ...this.opts.loadOptions, threads: req.threads || this.opts.threads || 0 },
         );
-        engine = new BatchEngine(model, { speculative: spec ?? undefined });
+        engine = new BatchEngine(model, { speculative: spec ?? undefined, maxDecodeStallMs: this.opts.maxDecodeStallMs });
       } catch (e) {
         spec?.close();
         model.close();
