@@ -146,10 +146,9 @@ export class EnginePool {
     return this.list().some((e) => e.models.some((m) => m.id === model));
   }
 
-  /** A healthy engine serving `model` with a free slot, the least busy first; undefined when none. */
   /**
    * A healthy engine with a free slot for the model: `preferred` (by id) when it is one of them,
-   * else the least loaded.
+   * else the least loaded; undefined when none.
    */
   pick(model: string, preferred?: string): EngineEntry | undefined {
     const ok = this.list().filter((e) => e.status === SERVING && e.running < e.slots && e.models.some((m) => m.id === model));

@@ -269,49 +269,54 @@ describe('scheduler queueing: bound, concurrency, cancellation, deadlines, disco
   }, 30_000);
 });
 
-describe('scheduler with two engines, one of which dies mid-stream', () => {
+/**
+ * Two in-process engine services with the tiny model loaded and a scheduler over both, set up and
+ * torn down around a describe block; the returned object fills in during beforeAll.
+ */
+function twoEngines(context: number, sched: Parameters<typeof startSchedulerServer>[0]) {
   const dir = tempDir();
-  const engines: RunningEngineServer[] = [];
-  let sched: RunningSchedulerServer;
-  let client: spb.SchedulerServiceClient;
-
+  const t = { engines: [] as RunningEngineServer[], sched: undefined as unknown as RunningSchedulerServer, client: undefined as unknown as spb.SchedulerServiceClient };
   beforeAll(async () => {
     const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
     for (let i = 0; i < 2; i++) {
-      const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 4096 });
+      const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: context });
       await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny' }));
-      engines.push(await startEngineServer(host, { port: 0 }));
+      t.engines.push(await startEngineServer(host, { port: 0 }));
     }
-    sched = await startSchedulerServer({ engines: engines.map((e) => `127.0.0.1:${e.port}`), slotsPerEngine: 1, probeIntervalMs: 300 });
-    client = createSchedulerClient(`127.0.0.1:${sched.port}`);
+    t.sched = await startSchedulerServer({ ...sched, engines: t.engines.map((e) => `127.0.0.1:${e.port}`) });
+    t.client = createSchedulerClient(`127.0.0.1:${t.sched.port}`);
   }, 60_000);
-
   afterAll(async () => {
-    client.close();
-    await sched.close(100);
-    for (const e of engines) await e.close(100);
+    t.client.close();
+    await t.sched.close(100);
+    for (const e of t.engines) await e.close(100);
     fs.rmSync(dir, { recursive: true, force: true });
   });
+  return t;
+}
+
+describe('scheduler with two engines, one of which dies mid-stream', () => {
+  const t = twoEngines(4096, { slotsPerEngine: 1, probeIntervalMs: 300 });
 
   it('fails the dead engine requests with UNAVAILABLE naming it and sends new ones to the healthy engine', async () => {
-    const a = watch(client.submit(spb.SubmitRequest.fromPartial({ tenant: 't', generate: { requestId: 'A', model: 'tiny', ...LONG } })));
+    const a = watch(t.client.submit(spb.SubmitRequest.fromPartial({ tenant: 't', generate: { requestId: 'A', model: 'tiny', ...LONG } })));
     await a.first;
-    const b = watch(client.submit(spb.SubmitRequest.fromPartial({ tenant: 't', generate: { requestId: 'B', model: 'tiny', ...LONG } })));
+    const b = watch(t.client.submit(spb.SubmitRequest.fromPartial({ tenant: 't', generate: { requestId: 'B', model: 'tiny', ...LONG } })));
     await b.first;
     // Both slots are in use, one on each engine; kill the first engine's server.
-    expect(sched.pool.list().map((e) => e.running)).toEqual([1, 1]);
-    engines[0].server.forceShutdown();
+    expect(t.sched.pool.list().map((e) => e.running)).toEqual([1, 1]);
+    t.engines[0].server.forceShutdown();
     const ra = await a.done;
     expect(ra.error?.code).toBe(grpc.status.UNAVAILABLE);
-    expect(ra.error?.details).toContain(`engine engine-1 at 127.0.0.1:${engines[0].port} failed during request 'A'`);
-    const listed = await unary<spb.ListEnginesRequest, spb.ListEnginesResponse>(client.listEngines.bind(client), {});
+    expect(ra.error?.details).toContain(`engine engine-1 at 127.0.0.1:${t.engines[0].port} failed during request 'A'`);
+    const listed = await unary<spb.ListEnginesRequest, spb.ListEnginesResponse>(t.client.listEngines.bind(t.client), {});
     expect(listed.engines[0].status).toBe(common.ServingStatus.SERVING_STATUS_NOT_SERVING);
     expect(listed.engines[0].detail).not.toBe('');
     expect(listed.engines[1].status).toBe(common.ServingStatus.SERVING_STATUS_SERVING);
     // The healthy engine's stream is unaffected; a new request waits for its slot and runs there.
-    await unary(client.cancel.bind(client), { requestId: 'B' });
+    await unary(t.client.cancel.bind(t.client), { requestId: 'B' });
     expect((await b.done).error).toBeUndefined();
-    const c = await collect(client.submit(spb.SubmitRequest.fromPartial({ tenant: 't', generate: { requestId: 'C', model: 'tiny', prompt: 'Hi', maxTokens: 3 } })));
+    const c = await collect(t.client.submit(spb.SubmitRequest.fromPartial({ tenant: 't', generate: { requestId: 'C', model: 'tiny', prompt: 'Hi', maxTokens: 3 } })));
     expect(c.at(-1)?.usage?.completionTokens).toBeGreaterThan(0);
   }, 30_000);
 });
@@ -367,32 +372,11 @@ describe('bearer-token auth on the engine and the scheduler', () => {
 });
 
 describe('conversation affinity across engines', () => {
-  const dir = tempDir();
-  const engines: RunningEngineServer[] = [];
-  let sched: RunningSchedulerServer;
-  let client: spb.SchedulerServiceClient;
-
-  beforeAll(async () => {
-    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
-    for (let i = 0; i < 2; i++) {
-      const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 512 });
-      await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny' }));
-      engines.push(await startEngineServer(host, { port: 0 }));
-    }
-    sched = await startSchedulerServer({ engines: engines.map((e) => `127.0.0.1:${e.port}`), slotsPerEngine: 2, maxQueued: 8, maxQueuedPerTenant: 8, probeIntervalMs: 500 });
-    client = createSchedulerClient(`127.0.0.1:${sched.port}`);
-  }, 60_000);
-
-  afterAll(async () => {
-    client.close();
-    await sched.close(100);
-    for (const e of engines) await e.close(100);
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  const t = twoEngines(512, { slotsPerEngine: 2, maxQueued: 8, maxQueuedPerTenant: 8, probeIntervalMs: 500 });
 
   it("sends a conversation's next turn to the engine that holds its cache, even when another is less loaded", async () => {
     const chat = (id: string, messages: { role: string; content: string }[], gen: Partial<pb.GenerateRequest> = {}) =>
-      watch(client.submit(spb.SubmitRequest.fromPartial({ tenant: 't', generate: { requestId: id, model: 'tiny', messages, maxTokens: 6, ignoreEos: true, sampling: { temperature: 0 }, ...gen } })));
+      watch(t.client.submit(spb.SubmitRequest.fromPartial({ tenant: 't', generate: { requestId: id, model: 'tiny', messages, maxTokens: 6, ignoreEos: true, sampling: { temperature: 0 }, ...gen } })));
     const turn1 = [{ role: 'user', content: 'Tell me about routers and experts' }];
     const first = await chat('c1', turn1).done;
     expect(first.error).toBeUndefined();
@@ -407,7 +391,6 @@ describe('conversation affinity across engines', () => {
     await busy.done;
     expect(second.error).toBeUndefined();
     const usage = second.chunks.find((c) => c.usage)?.usage;
-    console.log(JSON.stringify(first.chunks.find((c) => c.usage)), JSON.stringify(usage));
     // The whole first prompt (and more) came from the cache the first turn left on its engine.
     expect(usage?.cachedPromptTokens).toBeGreaterThanOrEqual(first.chunks.find((c) => c.usage)!.usage!.promptTokens);
   });

@@ -132,12 +132,12 @@ export class BatchEngine {
   private readonly recent: { t: number; n: number }[] = [];
   private readonly spec: SpeculativeDecoder | null;
   private readonly reusePrefix: boolean;
-  /** Per slot: the tokens its cache holds while it is free (empty when unknown or in use). */
-  private readonly cached: number[][];
-  /** Per slot: the prompt length of the request that left the cache. */
-  private readonly cachedPrompt: number[];
-  /** Per slot: when it was last released, for choosing among slots that share nothing. */
-  private readonly released: number[];
+  /**
+   * Per slot: the tokens its cache holds while it is free (empty when unknown or in use), the
+   * prompt length of the request that left them, and when it was released (for choosing among
+   * slots that share nothing).
+   */
+  private readonly slots: { tokens: number[]; promptLen: number; released: number }[];
   private releases = 0;
   private promptTokensReused = 0;
 
@@ -159,9 +159,7 @@ export class BatchEngine {
     }
     this.freeSlots = Array.from({ length: model.nSeqMax }, (_, i) => model.nSeqMax - 1 - i);
     this.reusePrefix = (opts.reusePrefix ?? true) && !this.spec;
-    this.cached = Array.from({ length: model.nSeqMax }, () => []);
-    this.cachedPrompt = Array.from({ length: model.nSeqMax }, () => 0);
-    this.released = Array.from({ length: model.nSeqMax }, () => 0);
+    this.slots = Array.from({ length: model.nSeqMax }, () => ({ tokens: [], promptLen: 0, released: 0 }));
     for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) this.eog.add(id);
   }
 
@@ -293,10 +291,9 @@ export class BatchEngine {
       let best = -1;
       let bestShared = 0;
       for (let i = 0; i < this.freeSlots.length && this.reusePrefix; i++) {
-        const slot = this.freeSlots[i];
-        const c = this.cached[slot];
-        const shared = sharedPrefix(c, a.req.prompt);
-        if (c.length > 0 && shared >= Math.max(1, this.cachedPrompt[slot] - 4) && shared > bestShared) {
+        const c = this.slots[this.freeSlots[i]];
+        const shared = sharedPrefix(c.tokens, a.req.prompt);
+        if (c.tokens.length > 0 && shared >= Math.max(1, c.promptLen - 4) && shared > bestShared) {
           best = i;
           bestShared = shared;
         }
@@ -304,14 +301,14 @@ export class BatchEngine {
       if (best < 0) {
         best = this.freeSlots.length - 1;
         for (let i = 0; i < this.freeSlots.length; i++) {
-          const s = this.freeSlots[i], b = this.freeSlots[best];
-          const emptier = (this.cached[s].length === 0 ? 0 : 1) - (this.cached[b].length === 0 ? 0 : 1);
-          if (emptier < 0 || (emptier === 0 && this.released[s] < this.released[b])) best = i;
+          const s = this.slots[this.freeSlots[i]], b = this.slots[this.freeSlots[best]];
+          const emptier = (s.tokens.length === 0 ? 0 : 1) - (b.tokens.length === 0 ? 0 : 1);
+          if (emptier < 0 || (emptier === 0 && s.released < b.released)) best = i;
         }
-        bestShared = this.reusePrefix ? sharedPrefix(this.cached[this.freeSlots[best]], a.req.prompt) : 0;
+        bestShared = this.reusePrefix ? sharedPrefix(this.slots[this.freeSlots[best]].tokens, a.req.prompt) : 0;
       }
       a.slot = this.freeSlots.splice(best, 1)[0];
-      this.cached[a.slot] = [];
+      this.slots[a.slot].tokens = [];
       a.tQueue = performance.now();
       // The last prompt token is always computed: its logits choose the first new token.
       a.reused = Math.max(0, Math.min(bestShared, a.req.prompt.length - 1));
@@ -492,9 +489,11 @@ export class BatchEngine {
       this.running.delete(a.slot);
       // The cache holds the history up to the positions it was fed (the last sampled token is
       // not); after a failed pass its state is unknown, so nothing is kept.
-      this.cached[a.slot] = this.reusePrefix && reason !== 'error' ? a.history.slice(0, this.model.seqLen(a.slot)) : [];
-      this.cachedPrompt[a.slot] = a.req.prompt.length;
-      this.released[a.slot] = ++this.releases;
+      this.slots[a.slot] = {
+        tokens: this.reusePrefix && reason !== 'error' ? a.history.slice(0, this.model.seqLen(a.slot)) : [],
+        promptLen: a.req.prompt.length,
+        released: ++this.releases,
+      };
       this.freeSlots.push(a.slot);
       a.slot = -1;
     }
