@@ -115,6 +115,14 @@ describe('OpenAI-compatible routes', () => {
     expect(new Set([a, ...others]).size).toBeGreaterThan(1);
   });
 
+  it('takes a top_k beyond int32 as any top_k past the vocabulary (every token kept)', async () => {
+    // Not the same draw as top_k 0: like llama.cpp, a top_k sorts the candidates first.
+    const ask = (top_k: number) => chat('Once upon a time', { temperature: 1.5, seed: 3, max_tokens: 8, ignore_eos: true, top_k } as never).then((r) => r.choices[0].message.content);
+    const all = await ask(1_000_000);
+    expect(await ask(2 ** 31)).toBe(all);
+    expect(await ask(2 ** 40)).toBe(all);
+  });
+
   it('answers n choices, choice i sampled as a single request with seed + i, streamed or not', async () => {
     const params = { messages: [{ role: 'user' as const, content: 'Once upon a time' }], model: 'tiny', temperature: 1.5, max_tokens: 6, ignore_eos: true } as never;
     const one = async (seed: number) => (await client.chat.completions.create({ ...(params as object), seed } as never)) as OpenAI.Chat.ChatCompletion;

@@ -18,7 +18,9 @@ const sampling = {
   stream_options: z.object({ include_usage: z.boolean().optional() }).optional().nullable(),
   user: z.string().optional(),
   // llama.cpp extensions many clients send
-  top_k: z.number().int().min(0).optional(),
+  // Any k >= the vocabulary keeps every token, as 0 does; larger values than the engine's int32
+  // field are clamped rather than refused (llama-server takes any int).
+  top_k: z.number().int().min(0).transform((k) => Math.min(k, 2_147_483_647)).optional(),
   min_p: z.number().min(0).max(1).optional(),
   repeat_penalty: z.number().gt(0).max(10).optional(),
   /** Keep generating past end-of-generation tokens until max_tokens (llama-server, vLLM). */

@@ -1,0 +1,65 @@
+import fs from 'node:fs';
+import { engine as pb } from '@kailstream/proto';
+import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
+import { tempDir, writeTestModel } from '@kailstream/engine/testing';
+import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
+import { parseApiConfig } from '../env';
+import { startApi, type RunningApi } from '../server';
+
+// Random bodies for the two completion routes (seeded, so a failure reproduces): fields replaced
+// by values of other types and ranges, removed, or the JSON cut short. Whatever comes in, the
+// answer is 200 or a 4xx in OpenAI's error shape, and the server keeps serving.
+jest.setTimeout(120_000);
+describe('OpenAI routes under random requests', () => {
+  const dir = tempDir();
+  let engine: RunningEngineServer; let sched: RunningSchedulerServer; let api: RunningApi; let key: string;
+  beforeAll(async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const host = new LocalModelHost({ seqsPerModel: 8, defaultContext: 256 });
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny', contextLength: 256, threads: 2 }));
+    engine = await startEngineServer(host, { port: 0 });
+    sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], slotsPerEngine: 8, maxQueued: 40, maxQueuedPerTenant: 40, probeIntervalMs: 500 });
+    api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}`, dataDir: dir, readyMaxAgeS: 5 }));
+    key = api.keys!.create('tests').key;
+  }, 60_000);
+  afterAll(async () => { await api?.close(); await sched?.close(100); await engine?.close(100); fs.rmSync(dir, { recursive: true, force: true }); });
+
+  it('answer 200 or a 4xx naming the problem, never 5xx', async () => {
+    let seed = Number(process.env.KAIL_FUZZ_SEED ?? 1);
+    const rnd = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+    const pick = <T,>(a: T[]) => a[Math.floor(rnd() * a.length)];
+    const vals = (): unknown => pick<unknown>([null, 0, -1, 1, 2, 0.5, 1e308, -1e308, 2 ** 31, 2 ** 32 + 1, 2 ** 53, 2 ** 63, 1e-320, '', 'x', '1', 'tiny', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], ['a'], ['a', 'b'], {}, { a: 1 }, true, false, [{ role: 'user', content: 'hi' }], [{ type: 'text', text: 'x' }], [{ type: 'image_url' }], Array(40).fill('s')]);
+    const baseChat = () => ({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, temperature: 0 } as Record<string, unknown>);
+    const baseComp = () => ({ model: 'tiny', prompt: 'hello', max_tokens: 4, temperature: 0 } as Record<string, unknown>);
+    const fields = ['model', 'messages', 'prompt', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'seed', 'stop', 'stream', 'stream_options', 'logprobs', 'top_logprobs', 'n', 'top_k', 'min_p', 'repeat_penalty', 'presence_penalty', 'frequency_penalty', 'ignore_eos', 'user', 'echo', 'suffix', 'logit_bias', 'response_format', 'tools'];
+    const bad: string[] = []; const hist: Record<string, number> = {};
+    const N = Number(process.env.KAIL_FUZZ_N ?? 600);
+    for (let i = 0; i < N; i++) {
+      const chatRoute = rnd() < 0.6;
+      const body = chatRoute ? baseChat() : baseComp();
+      const nm = 1 + Math.floor(rnd() * 3);
+      for (let j = 0; j < nm; j++) {
+        const f = pick(fields);
+        if (rnd() < 0.15) delete body[f]; else body[f] = vals();
+        if (f === 'messages' && rnd() < 0.5) body.messages = [{ role: pick(['user', 'system', 'assistant', 'tool', 'bogus', 1, null]), content: vals(), name: rnd() < 0.2 ? vals() : undefined }];
+      }
+      if (typeof body.max_tokens === 'number' && body.max_tokens > 64 && rnd() < 0.9) body.max_tokens = 8;
+      let raw = JSON.stringify(body);
+      if (rnd() < 0.05) raw = raw.slice(0, Math.floor(rnd() * raw.length));
+      const path = chatRoute ? '/v1/chat/completions' : '/v1/completions';
+      const ctl = new AbortController(); const t = setTimeout(() => ctl.abort(), 60_000);
+      try {
+        const r = await fetch(`${api.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: raw, signal: ctl.signal });
+        const text = await r.text(); hist[r.status] = (hist[r.status] ?? 0) + 1;
+        if (r.status >= 500 || (r.status >= 400 && !/"error":\{"message"/.test(text))) bad.push(`${r.status} ${path} ${raw.slice(0, 300)} -> ${text.slice(0, 300)}`);
+        if (r.status === 200 && body.stream === true && !text.includes('[DONE]') ) bad.push(`stream no DONE ${raw.slice(0,300)} -> ${text.slice(-300)}`);
+      } catch (e) { bad.push(`fetch failed ${path} ${raw.slice(0, 300)}: ${String(e)}`); }
+      clearTimeout(t);
+    }
+    const ok = await fetch(`${api.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: JSON.stringify(baseChat()) });
+    expect(bad).toEqual([]);
+    expect(hist[200]).toBeGreaterThan(N / 10);
+    expect(hist[400]).toBeGreaterThan(N / 10);
+    expect(ok.status).toBe(200);
+  });
+});
