@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import OpenAI from 'openai';
 import { engine as pb, scheduler as spb } from '@kailstream/proto';
-import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
+import { LocalModelHost, Tokenizer, native, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
 import { tempDir, writeTestModel } from '@kailstream/engine/testing';
 import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
 
@@ -23,9 +23,13 @@ describe('OpenAI-compatible routes', () => {
   let key: string;
   let client: OpenAI;
   let schedClient: spb.SchedulerServiceClient;
+  let tokenizer: Tokenizer;
 
   beforeAll(async () => {
     const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const gguf = native().openGguf(file, { mapData: false });
+    tokenizer = Tokenizer.fromMetadata(gguf.metadata);
+    gguf.close();
     const host = new LocalModelHost({ seqsPerModel: SLOTS, defaultContext: 256 });
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny', contextLength: 256, threads: 2 }));
     engine = await startEngineServer(host, { port: 0 });
@@ -121,6 +125,22 @@ describe('OpenAI-compatible routes', () => {
     const all = await ask(1_000_000);
     expect(await ask(2 ** 31)).toBe(all);
     expect(await ask(2 ** 40)).toBe(all);
+  });
+
+  it('applies logit_bias: +100 forces a token, -100 bans it; ids outside the vocabulary are a 400', async () => {
+    const [a, b] = tokenizer.tokenize('hello world', { addSpecial: false }).slice(0, 2);
+    const biased = (bias: Record<string, number>) => chat('Once upon a time', { max_tokens: 3, ignore_eos: true, logit_bias: bias } as never).then((r) => r.choices[0].message.content);
+    const both = await biased({ [a]: 100, [b]: 100 });
+    const winner = [a, b].find((t) => both === tokenizer.detokenize([t, t, t]));
+    expect(winner).toBeDefined();
+    const other = winner === a ? b : a;
+    expect(await biased({ [a]: 100, [b]: 100, [winner!]: -100 })).toBe(tokenizer.detokenize([other, other, other]));
+    const r = await post('/v1/completions', { model: 'tiny', prompt: 'x', max_tokens: 2, logit_bias: { 99999999: 5 } });
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as { error: { message: string } }).error.message).toMatch(/logit bias names token id 99999999, outside the vocabulary/);
+    const bad = await post('/v1/completions', { model: 'tiny', prompt: 'x', max_tokens: 2, logit_bias: { 5: 101 } });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { param: string } }).error.param).toBe('logit_bias.5');
   });
 
   it('answers n choices, choice i sampled as a single request with seed + i, streamed or not', async () => {

@@ -70,7 +70,7 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     model: b.model,
     max: ('max_completion_tokens' in b && b.max_completion_tokens) || b.max_tokens || defaultMax,
     stop: b.stop == null ? [] : Array.isArray(b.stop) ? b.stop.filter((s) => s.length > 0) : b.stop ? [b.stop] : [],
-    sampling: common.SamplingParams.fromPartial({
+    sampling: withLogitBias(b.logit_bias, {
       // OpenAI's default temperature is 1.
       temperature: b.temperature ?? 1,
       topP: b.top_p ?? 1,
@@ -88,6 +88,13 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     topLogprobs,
     n: b.n ?? 1,
   };
+}
+
+/** SamplingParams with the request's logit_bias (JSON object keys are strings; the proto map's are ids). */
+function withLogitBias(bias: Record<string, number> | null | undefined, fields: Partial<common.SamplingParams>): common.SamplingParams {
+  const sampling = common.SamplingParams.fromPartial(fields);
+  for (const [k, v] of Object.entries(bias ?? {})) sampling.logitBias[Number(k)] = v;
+  return sampling;
 }
 
 export interface OpenAiDeps {

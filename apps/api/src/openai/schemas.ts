@@ -15,6 +15,12 @@ const sampling = {
   /** Choices per request, each its own sequence (sampled with seed + index when a seed is given). */
   n: z.number().int().min(1).max(16).optional().nullable(),
   stream: z.boolean().optional().nullable(),
+  /** Token id (a decimal string, as JSON object keys are) -> bias in [-100, 100] added to its logit. */
+  logit_bias: z
+    .record(z.string().regex(/^(0|[1-9][0-9]{0,9})$/, 'logit_bias keys must be token ids'), z.number().min(-100).max(100))
+    .refine((m) => Object.keys(m).length <= 1024, 'logit_bias may name at most 1024 tokens')
+    .optional()
+    .nullable(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).optional().nullable(),
   user: z.string().optional(),
   // llama.cpp extensions many clients send
@@ -41,6 +47,7 @@ export const ChatCompletionRequest = z.object({
     .min(1, 'messages must not be empty'),
   model: z.string().min(1),
   frequency_penalty: sampling.frequency_penalty,
+  logit_bias: sampling.logit_bias,
   logprobs: z.boolean().optional().nullable(),
   top_logprobs: z.number().int().min(0).max(20).optional().nullable(),
   max_completion_tokens: maxTokens,
@@ -66,6 +73,7 @@ export const CompletionRequest = z.object({
   prompt: z.union([z.string(), z.array(z.number().int().min(0)).min(1)]),
   echo: z.boolean().optional().nullable(),
   frequency_penalty: sampling.frequency_penalty,
+  logit_bias: sampling.logit_bias,
   logprobs: z.number().int().min(0).max(20).optional().nullable(),
   max_tokens: maxTokens,
   n: sampling.n,

@@ -209,6 +209,32 @@ describe('createSampler: truncation keeps exactly the right candidates', () => {
     expect(kept(small, { topK: 2, repetitionPenalty: 100 }, [0])).toEqual([1, 2]);
   });
 
+  it('the logit bias comes before everything, penalties included', () => {
+    expect(kept(small, { topK: 2, logitBias: { 3: 10 } })).toEqual([0, 3]);
+    expect(kept(small, { topK: 2, logitBias: { 0: -Infinity } })).toEqual([1, 2]);
+    // The bias lifts token 3 above 0; the repetition penalty then divides its (positive) logit.
+    const lifted = f32([2, 1, 0.5, -1]);
+    expect(kept(lifted, { topK: 1, logitBias: { 3: 4 } })).toEqual([3]);
+    expect(kept(lifted, { topK: 1, logitBias: { 3: 4 }, repetitionPenalty: 2 }, [3])).toEqual([0]);
+  });
+
+  it('a logit bias draws exactly as the biased logits would, greedy, sampled and in probabilities()', () => {
+    const logits = randomLogits(32000, 9);
+    const bias = { 5: 3.5, 17: -Infinity, 31999: 100, 40000: 7 };
+    const biased = logits.slice();
+    biased[5] += 3.5;
+    biased[17] = -Infinity;
+    biased[31999] += 100;
+    for (const p of [{ temperature: 0 }, { temperature: 1.2, topK: 50 }, { temperature: 0.8, topP: 0.9 }, { temperature: 1, repetitionPenalty: 1.3 }] as SamplerParams[]) {
+      const a = createSampler({ seed: 4, ...p, logitBias: bias });
+      const b = createSampler({ seed: 4, ...p });
+      const history = [5, 7, 31999];
+      for (let i = 0; i < 20; i++) expect(a.sample(logits, history)).toEqual(b.sample(biased, history));
+      expect(a.probabilities(logits, history)).toEqual(b.probabilities(biased, history));
+    }
+    expect(createSampler({ temperature: 0, logitBias: { 31999: 100 } }).sample(logits).token).toBe(31999);
+  });
+
   it.each<[string, { topK?: number; topP?: number; minP?: number }]>([
     ['top-k', { topK: 40 }],
     ['top-p', { topP: 0.9 }],
@@ -309,6 +335,12 @@ describe('createSampler: parameter validation', () => {
     [{ seed: 1.5 }, /^seed must be an integer \(any safe integer\), got 1.5$/],
     [{ seed: 2 ** 60 }, /^seed must be an integer/],
     [{ nProbs: 1001 }, /^nProbs must be an integer in \[0, 1000\]/],
+    [{ logitBias: [1] as unknown as Record<number, number> }, /^logitBias must be an object of token id -> bias/],
+    [{ logitBias: { '-1': 1 } }, /^logitBias keys must be token ids \(integers ≥ 0\), got "-1"$/],
+    [{ logitBias: { ['x' as unknown as number]: 1 } }, /^logitBias keys must be token ids/],
+    [{ logitBias: { 3: NaN } }, /^logitBias\[3\] must be a number \(-Infinity bans the token\), got NaN$/],
+    [{ logitBias: { 3: Infinity } }, /^logitBias\[3\] must be a number/],
+    [{ logitBias: { 3: '1' as unknown as number } }, /^logitBias\[3\] must be a number .* got "1"$/],
   ])('rejects %p', (params, message) => {
     let err: unknown;
     try {
@@ -333,6 +365,7 @@ describe('createSampler: parameter validation', () => {
       penaltyLastN: 64,
       seed: 3,
       nProbs: 0,
+      logitBias: {},
     });
   });
 

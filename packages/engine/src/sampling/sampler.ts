@@ -13,8 +13,8 @@ const BINS = 4096;
 const BINS_PER_NAT = 64;
 
 /**
- * How to pick the next token. Applied in llama.cpp's default chain order: penalties, top-k, top-p,
- * min-p, temperature, then one draw from the softmax of what is left. As there, top-p and min-p see
+ * How to pick the next token. Applied in llama.cpp's default chain order: logit bias, penalties,
+ * top-k, top-p, min-p, temperature, then one draw from the softmax of what is left. As there, top-p and min-p see
  * the distribution before temperature (temperature only reshapes the kept candidates).
  */
 export interface SamplerParams {
@@ -44,6 +44,13 @@ export interface SamplerParams {
   seed?: number;
   /** How many of the most likely candidates of the sampling distribution to report in `top`; an integer in [0, 1000]. 0 = none. Default 0. */
   nProbs?: number;
+  /**
+   * Added to the logits of the given token ids before anything else (OpenAI's `logit_bias`,
+   * llama.cpp's logit-bias sampler); -Infinity bans a token. Keys are token ids (integers ≥ 0; ids
+   * outside the row's vocabulary are ignored, as the penalties ignore them), values numbers, not
+   * NaN and not +Infinity. Default none.
+   */
+  logitBias?: Readonly<Record<number, number>>;
 }
 
 export type ResolvedSamplerParams = Required<SamplerParams>;
@@ -104,6 +111,7 @@ function resolveParams(p: SamplerParams): ResolvedSamplerParams {
     penaltyLastN: p.penaltyLastN ?? 64,
     seed: p.seed ?? randomSeed(),
     nProbs: p.nProbs ?? 0,
+    logitBias: p.logitBias ?? {},
   };
   checkRange('temperature', r.temperature, 0, 100, false, '0 = greedy');
   checkInt('topK', r.topK, 0, 2 ** 31 - 1, '0 = off');
@@ -115,7 +123,16 @@ function resolveParams(p: SamplerParams): ResolvedSamplerParams {
   checkInt('penaltyLastN', r.penaltyLastN, -1, 2 ** 31 - 1, '-1 = whole history, 0 = off');
   checkInt('seed', r.seed, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, 'any safe integer');
   checkInt('nProbs', r.nProbs, 0, 1000, '0 = none');
+  checkLogitBias(r.logitBias);
   return r;
+}
+
+function checkLogitBias(bias: unknown): void {
+  if (bias === null || typeof bias !== 'object' || Array.isArray(bias)) throw invalid(`logitBias must be an object of token id -> bias, got ${show(bias)}`);
+  for (const [k, v] of Object.entries(bias)) {
+    if (!/^(0|[1-9][0-9]*)$/.test(k) || Number(k) > 2 ** 31 - 1) throw invalid(`logitBias keys must be token ids (integers ≥ 0), got ${JSON.stringify(k)}`);
+    if (typeof v !== 'number' || Number.isNaN(v) || v === INF) throw invalid(`logitBias[${k}] must be a number (-Infinity bans the token), got ${show(v)}`);
+  }
 }
 
 function checkRange(name: string, v: unknown, lo: number, hi: number, loOpen: boolean, hint: string): void {
@@ -165,9 +182,13 @@ class ChainSampler implements Sampler {
   private readonly topP: number;
   private readonly logMinP: number;
   private readonly penalize: boolean;
+  /** The logit bias as parallel arrays, in id order. */
+  private readonly biasIds: Int32Array;
+  private readonly biasVals: Float32Array;
 
   private nVocab = 0;
   private penalized = new Float32Array(0);
+  private biased = new Float32Array(0);
   private probs = new Float32Array(0);
   private ids = new Int32Array(0);
   private vals = new Float32Array(0);
@@ -187,6 +208,9 @@ class ChainSampler implements Sampler {
     this.topP = f32(params.topP);
     this.logMinP = f32(log(params.minP));
     this.penalize = penaltiesActive(params);
+    const bias = Object.entries(params.logitBias).map(([k, v]) => [Number(k), v] as const).sort((a, b) => a[0] - b[0]);
+    this.biasIds = Int32Array.from(bias, (e) => e[0]);
+    this.biasVals = Float32Array.from(bias, (e) => e[1]);
   }
 
   reset(): void {
@@ -198,7 +222,7 @@ class ChainSampler implements Sampler {
     const n = logits.length;
     if (n === 0) throw invalid('logits must not be empty');
     this.ensureCapacity(n);
-    const src = this.penalize ? applyPenalties(logits, history, this.params, this.penalized) : logits;
+    const src = this.transform(logits, history);
 
     if (this.temp === 0) return this.greedy(src);
 
@@ -219,7 +243,7 @@ class ChainSampler implements Sampler {
     if (n === 0) throw invalid('logits must not be empty');
     if (out.length !== n) throw invalid(`out must have ${n} entries, got ${out.length}`);
     this.ensureCapacity(n);
-    const src = this.penalize ? applyPenalties(logits, history, this.params, this.penalized) : logits;
+    const src = this.transform(logits, history);
     out.fill(0);
     if (this.temp === 0) {
       out[this.greedy(src).token] = 1;
@@ -250,10 +274,26 @@ class ChainSampler implements Sampler {
     return out;
   }
 
+  /** The row after the logit bias and the penalties (`logits` itself when neither changes anything). */
+  private transform(logits: Float32Array, history: ArrayLike<number>): Float32Array {
+    let row = logits;
+    if (this.biasIds.length > 0) {
+      const n = logits.length;
+      row = this.biased;
+      row.set(logits);
+      for (let i = 0; i < this.biasIds.length; i++) {
+        const t = this.biasIds[i];
+        if (t < n) row[t] = f32(row[t] + this.biasVals[i]);
+      }
+    }
+    return this.penalize ? applyPenalties(row, history, this.params, this.penalized) : row;
+  }
+
   private ensureCapacity(n: number): void {
     if (n === this.nVocab) return;
     this.nVocab = n;
     this.penalized = new Float32Array(n);
+    this.biased = new Float32Array(this.biasIds.length > 0 ? n : 0);
     this.probs = new Float32Array(n);
     this.ids = new Int32Array(n);
     this.vals = new Float32Array(n);

@@ -103,6 +103,7 @@ export function samplingFromProto(s: common.SamplingParams | undefined): Sampler
     frequencyPenalty: s.frequencyPenalty,
     penaltyLastN: s.penaltyLastN || 64,
     seed: s.hasSeed ? s.seed : undefined,
+    logitBias: s.logitBias,
   };
 }
 
@@ -233,6 +234,9 @@ export class LocalModelHost implements ModelHost {
         'KAIL_E_BUDGET',
         `model '${req.model}' is at capacity: ${st.running} running (all ${m.model.nSeqMax} sequence slots with their KV cache in use) and ${st.waiting} waiting; retry later`,
       );
+    const sampling = samplingFromProto(req.sampling);
+    for (const k of Object.keys(sampling.logitBias ?? {}))
+      if (Number(k) >= m.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `logit bias names token id ${k}, outside the vocabulary (0..${m.model.nVocab - 1})`);
     const id = req.requestId || `req-${Date.now()}-${Math.random().toString(36).slice(2)}`;
     if (this.requests.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a request with id '${id}' is already running`);
     const stream = m.engine.generate(
@@ -240,7 +244,7 @@ export class LocalModelHost implements ModelHost {
         id,
         prompt,
         maxTokens: req.maxTokens || 256,
-        sampling: samplingFromProto(req.sampling),
+        sampling,
         stop: req.stop.filter((s) => s.length > 0),
         logprobs: req.wantLogprobs || req.topLogprobs > 0,
         topLogprobs: req.topLogprobs,

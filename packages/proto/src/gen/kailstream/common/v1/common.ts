@@ -135,6 +135,16 @@ export interface SamplingParams {
   /** Set when has_seed is true; otherwise a random seed is drawn. */
   seed: number;
   hasSeed: boolean;
+  /**
+   * Added to the logits of these token ids before anything else (OpenAI's logit_bias); a bias of
+   * -inf bans the token. Ids must be inside the model's vocabulary.
+   */
+  logitBias: { [key: number]: number };
+}
+
+export interface SamplingParams_LogitBiasEntry {
+  key: number;
+  value: number;
 }
 
 export interface ModelTierBytes {
@@ -383,6 +393,7 @@ function createBaseSamplingParams(): SamplingParams {
     penaltyLastN: 0,
     seed: 0,
     hasSeed: false,
+    logitBias: {},
   };
 }
 
@@ -418,6 +429,9 @@ export const SamplingParams: MessageFns<SamplingParams> = {
     if (message.hasSeed !== false) {
       writer.uint32(80).bool(message.hasSeed);
     }
+    globalThis.Object.entries(message.logitBias).forEach(([key, value]: [string, number]) => {
+      SamplingParams_LogitBiasEntry.encode({ key: key as any, value }, writer.uint32(90).fork()).join();
+    });
     return writer;
   },
 
@@ -514,6 +528,17 @@ export const SamplingParams: MessageFns<SamplingParams> = {
             message.hasSeed = reader.bool();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            const entry11 = SamplingParams_LogitBiasEntry.decode(reader, reader.uint32());
+            if (entry11.value !== undefined) {
+              message.logitBias[entry11.key] = entry11.value;
+            }
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -570,6 +595,33 @@ export const SamplingParams: MessageFns<SamplingParams> = {
         : isSet(object.has_seed)
         ? globalThis.Boolean(object.has_seed)
         : false,
+      logitBias: isObject(object.logitBias)
+        ? (globalThis.Object.entries(object.logitBias) as [string, any][]).reduce(
+          (acc: { [key: number]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, globalThis.Number(key), {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.logit_bias)
+        ? (globalThis.Object.entries(object.logit_bias) as [string, any][]).reduce(
+          (acc: { [key: number]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, globalThis.Number(key), {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
     };
   },
 
@@ -605,6 +657,15 @@ export const SamplingParams: MessageFns<SamplingParams> = {
     if (message.hasSeed !== false) {
       obj.hasSeed = message.hasSeed;
     }
+    if (message.logitBias) {
+      const entries = globalThis.Object.entries(message.logitBias) as [string, number][];
+      if (entries.length > 0) {
+        obj.logitBias = {};
+        entries.forEach(([k, v]) => {
+          obj.logitBias[k] = floatToJson(v);
+        });
+      }
+    }
     return obj;
   },
 
@@ -623,6 +684,102 @@ export const SamplingParams: MessageFns<SamplingParams> = {
     message.penaltyLastN = object.penaltyLastN ?? 0;
     message.seed = object.seed ?? 0;
     message.hasSeed = object.hasSeed ?? false;
+    message.logitBias = (globalThis.Object.entries(object.logitBias ?? {}) as [string, number][]).reduce(
+      (acc: { [key: number]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[globalThis.Number(key)] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseSamplingParams_LogitBiasEntry(): SamplingParams_LogitBiasEntry {
+  return { key: 0, value: 0 };
+}
+
+export const SamplingParams_LogitBiasEntry: MessageFns<SamplingParams_LogitBiasEntry> = {
+  encode(message: SamplingParams_LogitBiasEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== 0) {
+      writer.uint32(8).int32(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(21).float(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SamplingParams_LogitBiasEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSamplingParams_LogitBiasEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.key = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 21) {
+              break;
+            }
+
+            message.value = reader.float();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SamplingParams_LogitBiasEntry {
+    return {
+      key: isSet(object.key) ? globalThis.Number(object.key) : 0,
+      value: isSet(object.value) ? globalThis.Number(object.value) : 0,
+    };
+  },
+
+  toJSON(message: SamplingParams_LogitBiasEntry): unknown {
+    const obj: any = {};
+    if (message.key !== 0) {
+      obj.key = Math.round(message.key);
+    }
+    if (message.value !== 0) {
+      obj.value = floatToJson(message.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SamplingParams_LogitBiasEntry>, I>>(base?: I): SamplingParams_LogitBiasEntry {
+    return SamplingParams_LogitBiasEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SamplingParams_LogitBiasEntry>, I>>(
+    object: I,
+  ): SamplingParams_LogitBiasEntry {
+    const message = createBaseSamplingParams_LogitBiasEntry();
+    message.key = object.key ?? 0;
+    message.value = object.value ?? 0;
     return message;
   },
 };
