@@ -2,6 +2,12 @@ import type { GgufTensorInfo, GgufValue } from '@kailstream/core-native';
 
 import { EngineError } from '../errors';
 
+/** Upper bounds of the sizes and counts a model file may declare (far above any real model). */
+export const MAX_LAYERS = 4096;
+export const MAX_DIM = 1 << 20;
+export const MAX_HEADS = 1 << 14;
+export const MAX_EXPERTS = 1 << 16;
+
 /** Reads `<arch>.<key>` style metadata with type checks and errors that name the key. */
 export class Metadata {
   constructor(
@@ -24,10 +30,24 @@ export class Metadata {
       if (def !== undefined) return def;
       throw new EngineError('KAIL_E_BAD_MODEL', `model file lacks metadata '${k}'`);
     }
-    if (typeof v === 'number') return v;
-    if (typeof v === 'bigint') return Number(v);
-    if (typeof v === 'boolean') return v ? 1 : 0;
-    throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' must be a number, is ${Array.isArray(v) ? 'an array' : typeof v}`);
+    let n: number;
+    if (typeof v === 'number') n = v;
+    else if (typeof v === 'bigint') n = Number(v);
+    else if (typeof v === 'boolean') n = v ? 1 : 0;
+    else throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' must be a number, is ${Array.isArray(v) || ArrayBuffer.isView(v) ? 'an array' : typeof v}`);
+    if (!Number.isFinite(n)) throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' is ${n}, not a finite number`);
+    return n;
+  }
+
+  /**
+   * An integer metadata value in min..max: sizes and counts are checked before anything is sized
+   * by them (a corrupt block_count of 2^31 must not become an array of 2^31 layers).
+   */
+  int(key: string, def: number | undefined, min: number, max: number): number {
+    const v = this.num(key, def);
+    if (!Number.isInteger(v) || v < min || v > max)
+      throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${this.full(key)}' is ${v}; expected an integer in ${min}..${max}`);
+    return v;
   }
 
   bool(key: string, def: boolean): boolean {
@@ -50,13 +70,17 @@ export class Metadata {
   }
 
   /** A per-layer value stored either as one number or an array with one entry per layer. */
-  perLayer(key: string, nLayer: number, def?: number): number[] {
+  perLayer(key: string, nLayer: number, def?: number, min = 0, max = MAX_DIM): number[] {
     const k = this.full(key);
     const v = this.kv[k];
+    if (!Number.isInteger(nLayer) || nLayer < 1 || nLayer > MAX_LAYERS) throw new EngineError('KAIL_E_BAD_MODEL', `block count ${nLayer} is not an integer in 1..${MAX_LAYERS}`);
     if (v === undefined && def !== undefined) return new Array(nLayer).fill(def);
-    if (typeof v === 'number' || typeof v === 'bigint' || v === undefined) return new Array(nLayer).fill(this.num(key, def));
-    const arr = Array.from(v as ArrayLike<number>, Number);
+    if (typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean' || v === undefined) return new Array(nLayer).fill(this.int(key, def, min, max));
+    if (typeof v === 'string') throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' must be a number or an array with one number per layer, is a string`);
+    const arr = Array.from(v as ArrayLike<unknown>, (x) => (typeof x === 'number' || typeof x === 'bigint' ? Number(x) : NaN));
     if (arr.length !== nLayer) throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' has ${arr.length} entries for ${nLayer} layers`);
+    const bad = arr.findIndex((x) => !Number.isInteger(x) || x < min || x > max);
+    if (bad >= 0) throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' entry ${bad} is ${String((v as ArrayLike<unknown>)[bad])}; expected an integer in ${min}..${max}`);
     return arr;
   }
 }
@@ -90,21 +114,26 @@ export interface HParams {
 }
 
 export function readHParams(md: Metadata, tensors: Map<string, GgufTensorInfo>): HParams {
-  const nLayer = md.num('block_count');
-  const nEmbd = md.num('embedding_length');
-  const nHead = md.perLayer('attention.head_count', nLayer);
-  const nHeadKv = md.perLayer('attention.head_count_kv', nLayer, nHead[0]);
+  const nLayer = md.int('block_count', undefined, 1, MAX_LAYERS);
+  const nEmbd = md.int('embedding_length', undefined, 1, MAX_DIM);
+  const nHead = md.perLayer('attention.head_count', nLayer, undefined, 1, MAX_HEADS);
+  // llama.cpp: head_count_kv defaults to head_count, layer by layer.
+  const nHeadKv = md.has('attention.head_count_kv') ? md.perLayer('attention.head_count_kv', nLayer, undefined, 1, MAX_HEADS) : [...nHead];
   const headDimK = md.num('attention.key_length', nEmbd / nHead[0]);
   const headDimV = md.num('attention.value_length', nEmbd / nHead[0]);
-  if (!Number.isInteger(headDimK) || headDimK <= 0) throw new EngineError('KAIL_E_BAD_MODEL', `head dimension ${headDimK} is not a positive integer (embedding_length ${nEmbd}, head_count ${nHead[0]})`);
-  const nExpert = md.num('expert_count', 0);
-  const scalingType = md.str('rope.scaling.type', 'none');
-  const scalingFactor = md.num('rope.scaling.factor', 0);
-  const freqScale = md.num('rope.scale_linear', 0) || (scalingFactor ? 1 / scalingFactor : 1);
+  for (const [what, hd] of [['key', headDimK], ['value', headDimV]] as const)
+    if (!Number.isInteger(hd) || hd <= 0 || hd > MAX_DIM)
+      throw new EngineError('KAIL_E_BAD_MODEL', `${what} head dimension ${hd} is not an integer in 1..${MAX_DIM} (embedding_length ${nEmbd}, head_count ${nHead[0]})`);
+  const nExpert = md.int('expert_count', 0, 0, MAX_EXPERTS);
+  // As llama.cpp load_hparams: the type defaults to linear, the factor comes from
+  // rope.scaling.factor or else the older rope.scale_linear, and freq_scale is its inverse.
+  const scalingType = md.str('rope.scaling.type', 'linear');
+  const scalingFactor = md.num('rope.scaling.factor', 0) || md.num('rope.scale_linear', 0);
+  const freqScale = scalingFactor ? 1 / scalingFactor : 1;
   const nCtxTrain = md.num('context_length', 4096);
   const embd = tensors.get('token_embd.weight');
   const nVocab = embd ? embd.dims[1] : md.num('vocab_size');
-  return {
+  const hp: HParams = {
     arch: md.arch,
     nLayer,
     nEmbd,
@@ -113,26 +142,55 @@ export function readHParams(md: Metadata, tensors: Map<string, GgufTensorInfo>):
     nHeadKv,
     headDimK,
     headDimV,
-    nFf: md.perLayer('feed_forward_length', nLayer, 0),
+    nFf: md.perLayer('feed_forward_length', nLayer, 0, 0, MAX_DIM),
     rmsEps: md.num('attention.layer_norm_rms_epsilon', 1e-5),
     ropeFreqBase: md.num('rope.freq_base', 10000),
     ropeDims: md.num('rope.dimension_count', headDimK),
     ropeFreqScale: scalingType === 'none' ? 1 : freqScale,
     ropeScalingType: scalingType,
+    // llama.cpp reads rope.scaling.yarn_ext_factor/yarn_beta_fast/yarn_beta_slow (which the converter
+    // copies from the HF config) only for grok and mistral3; these architectures get its defaults.
     ropeYarn: {
-      extFactor: scalingType === 'yarn' ? md.num('rope.scaling.yarn_ext_factor', 1) : 0,
+      extFactor: scalingType === 'yarn' ? 1 : 0,
       attnFactor: md.num('rope.scaling.attn_factor', 1),
-      betaFast: md.num('rope.scaling.yarn_beta_fast', 32),
-      betaSlow: md.num('rope.scaling.yarn_beta_slow', 1),
+      betaFast: 32,
+      betaSlow: 1,
       nCtxOrig: md.num('rope.scaling.original_context_length', nCtxTrain),
     },
     nExpert,
-    nExpertUsed: md.num('expert_used_count', 0),
-    nFfExp: md.num('expert_feed_forward_length', 0),
-    nFfShexp: md.num('expert_shared_feed_forward_length', 0),
+    nExpertUsed: md.int('expert_used_count', 0, 0, MAX_EXPERTS),
+    nFfExp: md.int('expert_feed_forward_length', 0, 0, MAX_DIM),
+    nFfShexp: md.int('expert_shared_feed_forward_length', 0, 0, MAX_DIM),
     expertWeightsScale: md.num('expert_weights_scale', 0),
     attentionScale: md.num('attention.scale', 0),
     nVocab,
     meta: md,
   };
+  checkHParams(hp, tensors);
+  return hp;
+}
+
+/**
+ * Values no architecture can run with, refused with the key and the value before anything is
+ * sized by them: the forward pass would otherwise read past a buffer, divide by zero or fill the
+ * logits with NaN.
+ */
+function checkHParams(hp: HParams, tensors: Map<string, GgufTensorInfo>): void {
+  const bad = (msg: string): never => {
+    throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ${msg}`);
+  };
+  if (hp.nExpert > 0 && hp.nExpertUsed > hp.nExpert) bad(`expert_used_count ${hp.nExpertUsed} is larger than expert_count ${hp.nExpert}`);
+  if (!(hp.rmsEps >= 0 && hp.rmsEps < 1)) bad(`attention.layer_norm_rms_epsilon ${hp.rmsEps} is not in [0, 1)`);
+  if (!(hp.ropeFreqBase > 0)) bad(`rope.freq_base ${hp.ropeFreqBase} is not positive`);
+  if (!Number.isInteger(hp.ropeDims) || hp.ropeDims < 0 || hp.ropeDims % 2 !== 0 || hp.ropeDims > hp.headDimK)
+    bad(`rope.dimension_count ${hp.ropeDims} is not an even number of dimensions within the key head (${hp.headDimK})`);
+  if (!(hp.ropeFreqScale > 0)) bad(`RoPE frequency scale ${hp.ropeFreqScale} (1 / rope.scaling.factor) is not positive`);
+  if (!Number.isInteger(hp.ropeYarn.nCtxOrig) || hp.ropeYarn.nCtxOrig < 0) bad(`rope.scaling.original_context_length ${hp.ropeYarn.nCtxOrig} is not a non-negative integer`);
+  if (!Number.isInteger(hp.nCtxTrain) || hp.nCtxTrain < 0) bad(`context_length ${hp.nCtxTrain} is not a non-negative integer`);
+  // Block tensors past block_count: llama.cpp refuses such a file (tensors left unused), and the
+  // model this would run is not the one in the file.
+  for (const name of tensors.keys()) {
+    const m = /^blk\.(\d+)\./.exec(name);
+    if (m && Number(m[1]) >= hp.nLayer) bad(`tensor '${name}' belongs to block ${m[1]}, but block_count is ${hp.nLayer}`);
+  }
 }

@@ -1,7 +1,7 @@
 import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
-import type { HParams } from '../hparams';
+import { MAX_DIM, MAX_EXPERTS, MAX_LAYERS, type HParams } from '../hparams';
 import { ProgramBuilder } from '../program-builder';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -33,7 +33,7 @@ export function tensorLookup(hp: HParams, tensors: Map<string, GgufTensorInfo>) 
  * GLM-4.5 and some deepseek2 files append, which llama.cpp leaves out of the decoder graph.
  */
 export function trunkLayers(hp: HParams): number {
-  const n = hp.nLayer - hp.meta.num('nextn_predict_layers', 0);
+  const n = hp.nLayer - hp.meta.int('nextn_predict_layers', 0, 0, MAX_LAYERS);
   if (n < 1) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: nextn_predict_layers leaves no decoder blocks`);
   return n;
 }
@@ -41,9 +41,6 @@ export function trunkLayers(hp: HParams): number {
 /** Metadata llama.cpp reads for these architectures that changes the graph in ways kail does not run yet. */
 export function refuseUnsupported(hp: HParams): void {
   if (hp.meta.num('attention.temperature_scale', 0) !== 0) throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: attention temperature scaling (attention.temperature_scale) is not supported`);
-  const sections = hp.meta.kv[`${hp.arch}.rope.dimension_sections`];
-  if (sections !== undefined && Array.from(sections as ArrayLike<number>, Number).some((x) => x !== 0))
-    throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: multimodal RoPE sections (rope.dimension_sections) are not supported`);
 }
 
 /** Routing options of llama.cpp's build_moe_ffn as this file's metadata gives them. */
@@ -57,15 +54,21 @@ export interface MoeRouting {
 
 export function readMoeRouting(hp: HParams, defaultGating: number): MoeRouting {
   const md = hp.meta;
-  const g = md.num('expert_gating_func', 0) || defaultGating;
+  const g = md.int('expert_gating_func', 0, 0, 1 << 16) || defaultGating;
   if (g !== GATING_SOFTMAX && g !== GATING_SIGMOID) throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: expert_gating_func ${g} is not supported (1 softmax, 2 sigmoid)`);
-  return {
+  const r: MoeRouting = {
     gating: g === GATING_SIGMOID ? 1 : 0,
     normW: md.bool('expert_weights_norm', false),
     wScale: md.num('expert_weights_scale', 0),
-    nGroup: md.num('expert_group_count', 0),
-    nGroupUsed: md.num('expert_group_used_count', 0),
+    nGroup: md.int('expert_group_count', 0, 0, MAX_EXPERTS),
+    nGroupUsed: md.int('expert_group_used_count', 0, 0, MAX_EXPERTS),
   };
+  // Group-limited routing splits the experts into n_group equal groups and keeps n_group_used.
+  if (r.nGroup > 1 && (hp.nExpert % r.nGroup !== 0 || r.nGroup > hp.nExpert))
+    throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: expert_group_count ${r.nGroup} does not divide expert_count ${hp.nExpert} into equal groups`);
+  if (r.nGroup > 1 && r.nGroupUsed > r.nGroup)
+    throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: expert_group_used_count ${r.nGroupUsed} is larger than expert_group_count ${r.nGroup}`);
+  return r;
 }
 
 /**
@@ -144,10 +147,10 @@ export function readMlaDims(hp: HParams): MlaDims {
   // Files with the split attn_k_b/attn_v_b layout carry the per-head sizes in *_mla keys (their
   // key_length/value_length then describe the latent cache).
   const mla = md.has('attention.key_length_mla') && md.has('attention.value_length_mla');
-  const qkHead = mla ? md.num('attention.key_length_mla') : hp.headDimK;
-  const vHead = mla ? md.num('attention.value_length_mla') : hp.headDimV;
+  const qkHead = mla ? md.int('attention.key_length_mla', undefined, 1, MAX_DIM) : hp.headDimK;
+  const vHead = mla ? md.int('attention.value_length_mla', undefined, 1, MAX_DIM) : hp.headDimV;
   const qkRope = hp.ropeDims;
-  const dims = { qLora: md.num('attention.q_lora_rank', 0), kvLora: md.num('attention.kv_lora_rank'), qkNope: qkHead - qkRope, qkRope, vHead };
+  const dims = { qLora: md.int('attention.q_lora_rank', 0, 0, MAX_DIM), kvLora: md.int('attention.kv_lora_rank', undefined, 1, MAX_DIM), qkNope: qkHead - qkRope, qkRope, vHead };
   if (dims.qkNope < 1 || dims.qkRope < 2 || dims.qkRope % 2 !== 0 || dims.kvLora < 1 || dims.vHead < 1)
     throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: inconsistent MLA sizes (key ${qkHead}, rope ${qkRope}, kv_lora ${dims.kvLora}, value ${vHead})`);
   return dims;
@@ -161,22 +164,35 @@ export function readMlaDims(hp: HParams): MlaDims {
  */
 export function deepseekYarn(hp: HParams, headK: number): { ropeAttnFactor: number; kqScale: number } {
   const ropeAttn = hp.meta.num('rope.scaling.attn_factor', 1);
-  if (hp.ropeYarn.extFactor === 0) return { ropeAttnFactor: hp.ropeYarn.attnFactor, kqScale: 1 / Math.sqrt(headK) };
-  const factor = 1 / hp.ropeFreqScale;
   const logMul = hp.meta.num('rope.scaling.yarn_log_multiplier', 0) / 0.1; // mscale_all_dim
-  const getMscale = (scale: number, m: number) => (scale <= 1 ? 1 : 0.1 * m * Math.log(scale) + 1);
-  let a: number;
-  if (logMul !== 0) {
-    const mscale = logMul !== 1 ? logMul : 1;
-    a = getMscale(factor, mscale) / getMscale(factor, logMul);
-  } else {
-    a = getMscale(factor, 1);
+  // Without YaRN llama.cpp's attn_factor is rope.scaling.attn_factor alone, and the graph still
+  // pre-scales kq_scale with it (and with 1/freq_scale when linear scaling is on).
+  let a = ropeAttn;
+  if (hp.ropeYarn.extFactor !== 0) {
+    const factor = 1 / hp.ropeFreqScale;
+    const getMscale = (scale: number, m: number) => (scale <= 1 ? 1 : 0.1 * m * Math.log(scale) + 1);
+    if (logMul !== 0) {
+      const mscale = logMul !== 1 ? logMul : 1;
+      a = getMscale(factor, mscale) / getMscale(factor, logMul);
+    } else {
+      a = getMscale(factor, 1);
+    }
+    a = (a / (1 + 0.1 * Math.log(factor))) * ropeAttn;
   }
-  a = (a / (1 + 0.1 * Math.log(factor))) * ropeAttn;
   const f32 = Math.fround;
   const org = f32(a * f32(1 + 0.1 * Math.log(1 / hp.ropeFreqScale)));
   const mscale = f32(org * f32(1 + 0.1 * logMul * Math.log(1 / hp.ropeFreqScale)));
   return { ropeAttnFactor: a, kqScale: f32((mscale * mscale) / Math.sqrt(headK)) };
+}
+
+/**
+ * GLM-4.7-Flash converted as deepseek2 before the converter wrote expert_gating_func: llama.cpp
+ * recognizes it by 47 or 48 decoder blocks and a 154880-token vocabulary and routes with sigmoid.
+ */
+function isGlm47Lite(hp: HParams): boolean {
+  const n = trunkLayers(hp);
+  const vocab = hp.meta.has('vocab_size') ? hp.meta.num('vocab_size') : ((hp.meta.kv['tokenizer.ggml.tokens'] as unknown[] | undefined)?.length ?? 0);
+  return (n === 47 || n === 48) && vocab === 154880;
 }
 
 /** What one MLA block needs besides the builder: sizes, scales and RoPE parameters of the file. */
@@ -199,8 +215,8 @@ function mlaContext(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deep
     hp,
     tensors,
     dims,
-    routing: readMoeRouting(hp, GATING_SOFTMAX),
-    nDense: hp.meta.num('leading_dense_block_count', 0),
+    routing: readMoeRouting(hp, isGlm47Lite(hp) ? GATING_SIGMOID : GATING_SOFTMAX),
+    nDense: hp.meta.int('leading_dense_block_count', 0, 0, MAX_LAYERS),
     kqScale,
     rope: {
       n_dims: dims.qkRope,
@@ -266,7 +282,7 @@ function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number):
 
 /** The first multi-token-prediction block's index when the file carries its tensors, else -1. */
 export function mtpBlock(hp: HParams, tensors: Map<string, GgufTensorInfo>): number {
-  if (hp.meta.num('nextn_predict_layers', 0) < 1) return -1;
+  if (hp.meta.int('nextn_predict_layers', 0, 0, MAX_LAYERS) < 1) return -1;
   const il = trunkLayers(hp);
   return tensors.has(t(il, 'nextn.eh_proj.weight')) ? il : -1;
 }

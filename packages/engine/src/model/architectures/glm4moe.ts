@@ -1,7 +1,7 @@
 import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
-import type { HParams } from '../hparams';
+import { MAX_LAYERS, type HParams } from '../hparams';
 import { ProgramBuilder } from '../program-builder';
 import { moeBlockFfn, outputHead, readMoeRouting, refuseUnsupported, tensorLookup, trunkLayers } from './deepseek2';
 
@@ -16,9 +16,15 @@ const t = (i: number, name: string) => `blk.${i}.${name}`;
 export function buildGlm4Moe(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
   refuseUnsupported(hp);
+  // GLM-4.5V/4.6V text models carry M-RoPE sections (used when the first two are set). For text
+  // tokens llama.cpp gives the first three sections the token's position and the fourth position
+  // 0, so without a fourth section M-RoPE is exactly this NeoX RoPE.
+  const sections = Array.from((hp.meta.kv[`${hp.arch}.rope.dimension_sections`] ?? []) as ArrayLike<number>, Number);
+  if (sections[0] > 0 && sections[1] > 0 && (sections[3] ?? 0) !== 0)
+    throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: M-RoPE with a fourth section (rope.dimension_sections) is not supported`);
   if (hp.headDimK !== hp.headDimV) throw new EngineError('KAIL_E_BAD_MODEL', `glm4moe: key_length ${hp.headDimK} and value_length ${hp.headDimV} must match`);
   const routing = readMoeRouting(hp, 2);
-  const nDense = hp.meta.num('leading_dense_block_count', 0);
+  const nDense = hp.meta.int('leading_dense_block_count', 0, 0, MAX_LAYERS);
   const hd = hp.headDimK;
   const withBias = (w: string, b: string | undefined): Record<string, string> => (b ? { weight: w, bias: b } : { weight: w });
 

@@ -131,10 +131,11 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
       const ff = tensors.get(need(t(il, 'ffn_up.weight')))!.dims[1];
       const g = p.buf(`ffn_gate${ff}`, ff);
       const u = p.buf(`ffn_up${ff}`, ff);
-      p.op('matmul', g, { a: h, weights: { weight: need(t(il, 'ffn_gate.weight')) } });
-      p.op('matmul', u, { a: h, weights: { weight: need(t(il, 'ffn_up.weight')) } });
+      // Optional MLP biases (llama loads them when present).
+      p.op('matmul', g, { a: h, weights: withBias(need(t(il, 'ffn_gate.weight')), maybe(t(il, 'ffn_gate.bias'))) });
+      p.op('matmul', u, { a: h, weights: withBias(need(t(il, 'ffn_up.weight')), maybe(t(il, 'ffn_up.bias'))) });
       p.op('swiglu', g, { a: g, b: u });
-      p.op('matmul', ffnOut, { a: g, weights: { weight: need(t(il, 'ffn_down.weight')) } });
+      p.op('matmul', ffnOut, { a: g, weights: withBias(need(t(il, 'ffn_down.weight')), maybe(t(il, 'ffn_down.bias'))) });
     }
     p.op('add', x, { a: x, b: ffnOut });
   }
@@ -145,6 +146,7 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
   const head = maybe('output.weight') ?? need('token_embd.weight');
   const nVocab = tensors.get(head)!.dims[1];
   const logits = p.buf('logits', nVocab, true);
-  p.op('matmul', logits, { a: ho, weights: { weight: head } });
+  // qwen2 files may carry an output bias.
+  p.op('matmul', logits, { a: ho, weights: withBias(head, maybe('output.bias')) });
   return p.build(logits);
 }
