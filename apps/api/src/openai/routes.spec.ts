@@ -143,6 +143,28 @@ describe('OpenAI-compatible routes', () => {
     expect(((await bad.json()) as { error: { param: string } }).error.param).toBe('logit_bias.5');
   });
 
+  it("answers response_format json_object with a JSON object; json_schema is a 400 that says so", async () => {
+    const id = (text: string) => [...Array(tokenizer.nTokens).keys()].find((t) => Buffer.from(tokenizer.tokenToPiece(t)).toString('latin1') === text)!;
+    const r = await client.chat.completions.create({
+      model: 'tiny',
+      messages: [{ role: 'user', content: 'Reply in JSON' }],
+      max_tokens: 48,
+      seed: 2,
+      n: 6,
+      response_format: { type: 'json_object' },
+      logit_bias: { [id('"')]: 4, [id('}')]: 6 },
+    });
+    const done = r.choices.filter((c) => c.finish_reason === 'stop');
+    expect(done.length).toBeGreaterThanOrEqual(3);
+    for (const c of done) expect(JSON.parse(c.message.content!)).toEqual(expect.any(Object));
+    for (const c of r.choices) expect(c.message.content!.trimStart().startsWith('{')).toBe(true);
+    const bad = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_schema', json_schema: { name: 'a', schema: {} } } });
+    expect(bad.status).toBe(400);
+    const body = (await bad.json()) as { error: { message: string; param: string } };
+    expect(body.error.param).toBe('response_format.type');
+    expect(body.error.message).toMatch(/json_schema' is not supported/);
+  });
+
   it('answers n choices, choice i sampled as a single request with seed + i, streamed or not', async () => {
     const params = { messages: [{ role: 'user' as const, content: 'Once upon a time' }], model: 'tiny', temperature: 1.5, max_tokens: 6, ignore_eos: true } as never;
     const one = async (seed: number) => (await client.chat.completions.create({ ...(params as object), seed } as never)) as OpenAI.Chat.ChatCompletion;

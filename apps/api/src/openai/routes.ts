@@ -62,6 +62,7 @@ interface Common {
   topLogprobs: number;
   /** Choices to generate. */
   n: number;
+  responseFormat: pb.ResponseFormat;
 }
 
 function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: number, logprobs: boolean, topLogprobs: number): Common {
@@ -87,6 +88,7 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     logprobs,
     topLogprobs,
     n: b.n ?? 1,
+    responseFormat: b.response_format?.type === 'json_object' ? pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT : pb.ResponseFormat.RESPONSE_FORMAT_TEXT,
   };
 }
 
@@ -118,7 +120,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       content: typeof m.content === 'string' ? m.content : (m.content ?? []).map((p) => p.text).join(''),
     }));
     const c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
-    const gen = pb.GenerateRequest.fromPartial({ messages, model: c.model, maxTokens: c.max, stop: c.stop, sampling: c.sampling, wantLogprobs: c.logprobs, topLogprobs: c.topLogprobs, ignoreEos: !!b.ignore_eos });
+    const gen = pb.GenerateRequest.fromPartial({ messages, model: c.model, maxTokens: c.max, stop: c.stop, sampling: c.sampling, wantLogprobs: c.logprobs, topLogprobs: c.topLogprobs, ignoreEos: !!b.ignore_eos, responseFormat: c.responseFormat });
     return run(req, reply, deps, gen, c, 'chat');
   });
 
@@ -137,6 +139,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       wantLogprobs: c.logprobs,
       topLogprobs: c.topLogprobs,
       ignoreEos: !!b.ignore_eos,
+      responseFormat: c.responseFormat,
     });
     if (typeof b.prompt === 'string' && b.prompt.length === 0) return reply.code(400).send(openAiError('prompt must not be empty', 'invalid_request_error', 'prompt', 'invalid_value'));
     return run(req, reply, deps, gen, c, 'text');

@@ -22,6 +22,16 @@ const sampling = {
     .optional()
     .nullable(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).optional().nullable(),
+  /**
+   * 'text', or 'json_object': the output is one JSON object (constrained decoding). 'json_schema'
+   * is a 400 that says so rather than an answer that ignores the schema.
+   */
+  response_format: z
+    .object({ type: z.enum(['text', 'json_object', 'json_schema']) })
+    .passthrough()
+    .refine((f) => f.type !== 'json_schema', { message: "type 'json_schema' is not supported; 'json_object' constrains the output to a JSON object", path: ['type'] })
+    .optional()
+    .nullable(),
   user: z.string().optional(),
   // llama.cpp extensions many clients send
   // Any k >= the vocabulary keeps every token, as 0 does; larger values than the engine's int32
@@ -58,6 +68,7 @@ export const ChatCompletionRequest = z.object({
   stop,
   stream: sampling.stream,
   stream_options: sampling.stream_options,
+  response_format: sampling.response_format,
   temperature: sampling.temperature,
   top_p: sampling.top_p,
   user: sampling.user,
@@ -82,6 +93,7 @@ export const CompletionRequest = z.object({
   stop,
   stream: sampling.stream,
   stream_options: sampling.stream_options,
+  response_format: sampling.response_format,
   suffix: z.null().optional(),
   temperature: sampling.temperature,
   top_p: sampling.top_p,

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 
 import { EngineModel } from '../model/model';
+import { JsonRecognizer } from '../sampling/json-constraint';
 import { tempDir, writeTestModel } from '../testing';
 import { BatchEngine, type GenerationChunk } from './batch-engine';
 
@@ -150,6 +151,34 @@ describe('BatchEngine (continuous batching)', () => {
       expect(s.last.finish?.reason).toBe('stop');
       expect(s.text).toBe(r.text.slice(0, r.text.indexOf(stopAt)));
     }
+  });
+
+  it("answers response format 'json_object' with one JSON object, then ends (constrained decoding)", async () => {
+    const piece = (text: string) => {
+      for (let id = 0; id < model.nVocab; id++) if (Buffer.from(model.tokenizer.tokenToPiece(id)).toString('latin1') === text) return id;
+      throw new Error(`no token for ${text}`);
+    };
+    // Random weights wander; a bias toward closing quotes and braces lets most objects finish.
+    const logitBias = { [piece('"')]: 4, [piece('}')]: 6 };
+    const prompt = model.tokenizer.tokenize('Answer in JSON:', { addSpecial: true });
+    const runs = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map((seed) => collect(engine.generate({ id: `json${seed}`, prompt, maxTokens: 48, sampling: { temperature: 1, seed, logitBias }, responseFormat: 'json_object' }))),
+    );
+    let complete = 0;
+    for (const r of runs) {
+      if (r.last.finish?.reason === 'stop') {
+        const v = JSON.parse(r.text);
+        expect(v !== null && typeof v === 'object' && !Array.isArray(v)).toBe(true);
+        complete++;
+      } else {
+        expect(r.last.finish?.reason).toBe('length');
+        expect(new JsonRecognizer().feed(Buffer.from(r.text))).toBe(true);
+      }
+    }
+    expect(complete).toBeGreaterThanOrEqual(3);
+    // Unconstrained, the same requests are not JSON.
+    const free = await collect(engine.generate({ id: 'json-free', prompt, maxTokens: 48, sampling: { temperature: 1, seed: 1, logitBias } }));
+    expect(() => JSON.parse(free.text)).toThrow();
   });
 
   it('refuses bad requests with clear errors', () => {

@@ -1,5 +1,6 @@
 import { EngineError, toEngineError } from '../errors';
 import type { EngineModel } from '../model/model';
+import { JsonConstraint } from '../sampling/json-constraint';
 import { logprobs as computeLogprobs, type TokenLogprobs } from '../sampling/logprobs';
 import { createSampler, type Sampler, type SamplerParams } from '../sampling/sampler';
 import { StopMatcher } from '../sampling/stop';
@@ -39,6 +40,11 @@ export interface GenerationRequest {
   topLogprobs?: number;
   /** Ignore end-of-generation tokens (benchmarks). */
   ignoreEog?: boolean;
+  /**
+   * 'json_object': the output is one JSON object, then the generation ends (constrained decoding,
+   * `sampling/json-constraint.ts`; such a sequence does not speculate). Default 'text'.
+   */
+  responseFormat?: 'text' | 'json_object';
 }
 
 interface Active {
@@ -64,6 +70,8 @@ interface Active {
   spec: SpeculativeSequence | null;
   /** Prompt tokens taken from the slot's cache. */
   reused: number;
+  /** The JSON constraint of a json_object request, else null. */
+  json: JsonConstraint | null;
 }
 
 export interface BatchEngineOptions {
@@ -140,6 +148,8 @@ export class BatchEngine {
   private readonly slots: { tokens: number[]; promptLen: number; released: number }[];
   private releases = 0;
   private promptTokensReused = 0;
+  private tokenPieces: Uint8Array[] | null = null;
+  private maskRow: Float32Array | null = null;
 
   constructor(
     readonly model: EngineModel,
@@ -167,6 +177,8 @@ export class BatchEngine {
   generate(req: GenerationRequest, signal?: AbortSignal): AsyncIterable<GenerationChunk> {
     if (this.closed) throw new EngineError('KAIL_E_INVALID_ARG', 'the model is being unloaded');
     if (req.prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
+    if (req.responseFormat !== undefined && req.responseFormat !== 'text' && req.responseFormat !== 'json_object')
+      throw new EngineError('KAIL_E_INVALID_ARG', `response format must be 'text' or 'json_object', got ${JSON.stringify(req.responseFormat)}`);
     if (!Number.isInteger(req.maxTokens) || req.maxTokens < 0) throw new EngineError('KAIL_E_INVALID_ARG', `max tokens must be a non-negative integer, got ${req.maxTokens}`);
     if (req.prompt.length >= this.model.nCtx)
       throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the context holds ${this.model.nCtx}`);
@@ -200,6 +212,7 @@ export class BatchEngine {
       tPromptDone: 0,
       spec: null,
       reused: 0,
+      json: req.responseFormat === 'json_object' ? new JsonConstraint(this.pieces(), this.eog) : null,
     };
     const onAbort = () => this.cancelActive(a);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -315,7 +328,7 @@ export class BatchEngine {
       a.prefilled = a.reused;
       this.promptTokensReused += a.reused;
       this.model.truncate(a.slot, a.reused);
-      if (this.spec) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
+      if (this.spec && !a.json) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
       this.running.set(a.slot, a);
     }
   }
@@ -457,7 +470,14 @@ export class BatchEngine {
         a.spec.adapt(draft.tokens.length, res.accepted);
         commit = res.tokens;
       } else {
-        commit = [a.sampler.sample(rowsOf.subarray(0, nv), a.history).token];
+        try {
+          commit = [this.sampleOne(a, rowsOf.subarray(0, nv))];
+        } catch (e) {
+          // A row nothing can be drawn from (NaN logits, a constraint no token satisfies) fails
+          // this sequence only.
+          this.finish(a, 'error', toEngineError(e));
+          continue;
+        }
       }
       for (let i = 0; i < commit.length; i++) {
         const token = commit[i];
@@ -469,7 +489,7 @@ export class BatchEngine {
         const step = a.stop.pushToken(token, a.decoder.push(token));
         // Every token goes out in its chunk (the text may lag while a stop string or a UTF-8 sequence is incomplete).
         a.push({ text: step.text, tokens: [token], logprobs: lp });
-        if (step.done) {
+        if (step.done || (a.json?.done && a.req.ignoreEog)) {
           this.finish(a, 'stop');
           break;
         }
@@ -482,6 +502,34 @@ export class BatchEngine {
     }
     this.tokensGenerated += produced;
     this.recent.push({ t: now, n: produced });
+  }
+
+  /**
+   * One token from a row of logits. Under a JSON constraint the unconstrained draw is kept when it
+   * fits, else the row is masked to the tokens that do and drawn again (llama.cpp's grammar
+   * sampling: a draw from the masked distribution, one token check in the common case).
+   */
+  private sampleOne(a: Active, row: Float32Array): number {
+    const first = a.sampler.sample(row, a.history).token;
+    if (!a.json) return first;
+    let token = first;
+    if (!a.json.allows(first)) {
+      const masked = (this.maskRow ??= new Float32Array(row.length));
+      masked.set(row);
+      if (a.json.mask(masked) === 0) throw new EngineError('KAIL_E_INTERNAL', 'no token of the vocabulary can continue the JSON output');
+      token = a.sampler.sample(masked, a.history).token;
+    }
+    a.json.accept(token);
+    return token;
+  }
+
+  /** Each token's output bytes (empty for control tokens), for output constraints; built once. */
+  private pieces(): readonly Uint8Array[] {
+    if (!this.tokenPieces) {
+      const tok = this.model.tokenizer;
+      this.tokenPieces = Array.from({ length: this.model.nVocab }, (_, id) => (id < tok.nTokens ? tok.tokenToPiece(id) : new Uint8Array(0)));
+    }
+    return this.tokenPieces;
   }
 
   private finish(a: Active, reason: FinishReason, error?: EngineError): void {

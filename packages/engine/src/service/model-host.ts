@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { common, type engine as pb } from '@kailstream/proto';
+import { common, engine as pb } from '@kailstream/proto';
 
 import { EngineError, toEngineError } from '../errors';
 import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
@@ -105,6 +105,12 @@ export function samplingFromProto(s: common.SamplingParams | undefined): Sampler
     seed: s.hasSeed ? s.seed : undefined,
     logitBias: s.logitBias,
   };
+}
+
+function responseFormatFromProto(f: pb.ResponseFormat): 'text' | 'json_object' {
+  if (f === pb.ResponseFormat.RESPONSE_FORMAT_TEXT) return 'text';
+  if (f === pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT) return 'json_object';
+  throw new EngineError('KAIL_E_INVALID_ARG', `unknown response format ${f}`);
 }
 
 /** The in-process model host: loads GGUF models and serves them with continuous batching. */
@@ -249,6 +255,7 @@ export class LocalModelHost implements ModelHost {
         logprobs: req.wantLogprobs || req.topLogprobs > 0,
         topLogprobs: req.topLogprobs,
         ignoreEog: req.ignoreEos,
+        responseFormat: responseFormatFromProto(req.responseFormat),
       },
       signal,
     );

@@ -38,6 +38,43 @@ export const protobufPackage = "kailstream.engine.v1";
 
 export const protobufFileName = "kailstream/engine/v1/engine.proto";
 
+export enum ResponseFormat {
+  RESPONSE_FORMAT_TEXT = 0,
+  /**
+   * RESPONSE_FORMAT_JSON_OBJECT - One JSON object (any keys and values), then end of generation: constrained decoding masks
+   * every token that cannot continue it.
+   */
+  RESPONSE_FORMAT_JSON_OBJECT = 1,
+  UNRECOGNIZED = -1,
+}
+
+export function responseFormatFromJSON(object: any): ResponseFormat {
+  switch (object) {
+    case 0:
+    case "RESPONSE_FORMAT_TEXT":
+      return ResponseFormat.RESPONSE_FORMAT_TEXT;
+    case 1:
+    case "RESPONSE_FORMAT_JSON_OBJECT":
+      return ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ResponseFormat.UNRECOGNIZED;
+  }
+}
+
+export function responseFormatToJSON(object: ResponseFormat): string {
+  switch (object) {
+    case ResponseFormat.RESPONSE_FORMAT_TEXT:
+      return "RESPONSE_FORMAT_TEXT";
+    case ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT:
+      return "RESPONSE_FORMAT_JSON_OBJECT";
+    case ResponseFormat.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export interface ListModelsRequest {
 }
 
@@ -102,6 +139,8 @@ export interface GenerateRequest {
   messages: ChatMessage[];
   /** Keep generating past end-of-generation tokens until max_tokens (benchmarks, vLLM's ignore_eos). */
   ignoreEos: boolean;
+  /** Constrains the output's form (OpenAI's response_format). */
+  responseFormat: ResponseFormat;
 }
 
 export interface ChatMessage {
@@ -847,6 +886,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     wantLogprobs: false,
     messages: [],
     ignoreEos: false,
+    responseFormat: 0,
   };
 }
 
@@ -888,6 +928,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.ignoreEos !== false) {
       writer.uint32(88).bool(message.ignoreEos);
+    }
+    if (message.responseFormat !== 0) {
+      writer.uint32(96).int32(message.responseFormat);
     }
     return writer;
   },
@@ -1003,6 +1046,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.ignoreEos = reader.bool();
             continue;
           }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.responseFormat = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1054,6 +1105,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.ignore_eos)
         ? globalThis.Boolean(object.ignore_eos)
         : false,
+      responseFormat: isSet(object.responseFormat)
+        ? responseFormatFromJSON(object.responseFormat)
+        : isSet(object.response_format)
+        ? responseFormatFromJSON(object.response_format)
+        : 0,
     };
   },
 
@@ -1092,6 +1148,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.ignoreEos !== false) {
       obj.ignoreEos = message.ignoreEos;
     }
+    if (message.responseFormat !== 0) {
+      obj.responseFormat = responseFormatToJSON(message.responseFormat);
+    }
     return obj;
   },
 
@@ -1113,6 +1172,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.wantLogprobs = object.wantLogprobs ?? false;
     message.messages = object.messages?.map((e) => ChatMessage.fromPartial(e)) || [];
     message.ignoreEos = object.ignoreEos ?? false;
+    message.responseFormat = object.responseFormat ?? 0;
     return message;
   },
 };

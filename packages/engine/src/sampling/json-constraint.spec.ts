@@ -1,0 +1,183 @@
+import { JsonConstraint, JsonRecognizer, MAX_DEPTH, MAX_LEADING_WS, MAX_WS } from './json-constraint';
+import { Mt19937 } from './rng';
+
+const bytes = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
+
+/** Whether the whole text is accepted and completes the object. */
+function complete(text: string | Uint8Array): boolean {
+  const r = new JsonRecognizer();
+  return r.feed(typeof text === 'string' ? bytes(text) : text) && r.done;
+}
+
+/** Whether the text can still continue to a JSON object (every byte accepted). */
+function prefixOk(text: string | Uint8Array): boolean {
+  return new JsonRecognizer().feed(typeof text === 'string' ? bytes(text) : text);
+}
+
+/** A random JSON value (objects, arrays, strings with escapes and non-ASCII, numbers, literals). */
+function randomValue(rng: Mt19937, depth: number): unknown {
+  const k = Math.floor(rng.nextDouble() * (depth > 4 ? 4 : 7));
+  const str = () => {
+    const parts = ['a', 'Z', ' ', '"', '\\', '/', '\n', '\t', '\u0001', 'é', '中', '😀', '\u2028', '{', '}', ':', ','];
+    let s = '';
+    const n = Math.floor(rng.nextDouble() * 8);
+    for (let i = 0; i < n; i++) s += parts[Math.floor(rng.nextDouble() * parts.length)];
+    return s;
+  };
+  switch (k) {
+    case 0:
+      return str();
+    case 1:
+      return [0, -0.5, 1e21, -3, 12345678901234, 2.5e-8, 0.1][Math.floor(rng.nextDouble() * 7)];
+    case 2:
+      return [true, false, null][Math.floor(rng.nextDouble() * 3)];
+    case 3: {
+      const n = Math.floor(rng.nextDouble() * 4);
+      return Array.from({ length: n }, () => randomValue(rng, depth + 1));
+    }
+    default: {
+      const o: Record<string, unknown> = {};
+      const n = Math.floor(rng.nextDouble() * 4);
+      for (let i = 0; i < n; i++) o[str()] = randomValue(rng, depth + 1);
+      return o;
+    }
+  }
+}
+
+function randomObject(rng: Mt19937): Record<string, unknown> {
+  const o: Record<string, unknown> = {};
+  const n = 1 + Math.floor(rng.nextDouble() * 4);
+  for (let i = 0; i < n; i++) o[`k${i}`] = randomValue(rng, 1);
+  return o;
+}
+
+describe('JsonRecognizer', () => {
+  it('accepts JSON.stringify output of random objects, compact and indented, in any chunking', () => {
+    const rng = new Mt19937(11);
+    for (let i = 0; i < 400; i++) {
+      const o = randomObject(rng);
+      for (const text of [JSON.stringify(o), JSON.stringify(o, null, 2), ` \n${JSON.stringify(o, null, '\t')}`]) {
+        const b = bytes(text);
+        expect(complete(b)).toBe(true);
+        // Fed in random pieces, with every proper prefix incomplete but accepted.
+        const r = new JsonRecognizer();
+        let at = 0;
+        while (at < b.length) {
+          const n = 1 + Math.floor(rng.nextDouble() * 6);
+          expect(r.feed(b.subarray(at, at + n))).toBe(true);
+          at += n;
+          if (at < b.length) expect(r.done).toBe(false);
+        }
+        expect(r.done).toBe(true);
+      }
+    }
+  });
+
+  it.each([
+    ['{"a":01}'],
+    ['{"a":.5}'],
+    ['{"a":1.}'],
+    ['{"a":-}'],
+    ['{"a":1e}'],
+    ['{"a":+1}'],
+    ["{'a':1}"],
+    ['{"a" 1}'],
+    ['{"a":1,}'],
+    ['{"a":[1,]}'],
+    ['{,}'],
+    ['[1]'],
+    ['"top"'],
+    ['{"a":tru}'],
+    ['{"a":nul}'],
+    ['{"a":True}'],
+    ['{"a\nb":1}'],
+    ['{"a":"\\x"}'],
+    ['{"a":"\\u12G4"}'],
+    ['{"a":1}}'],
+    ['{"a":1} x'],
+    ['{"a":1]'],
+    ['{a:1}'],
+    ['{"a":1 2}'],
+    ['{"a":NaN}'],
+  ])('rejects %s', (text) => {
+    expect(complete(text)).toBe(false);
+  });
+
+  it('rejects invalid UTF-8 in strings: overlong forms, surrogates, stray continuation bytes, bytes past U+10FFFF', () => {
+    const wrap = (...b: number[]) => Uint8Array.from([...bytes('{"a":"'), ...b, ...bytes('"}')]);
+    expect(complete(wrap(0xc3, 0xa9))).toBe(true); // é
+    expect(complete(wrap(0xf0, 0x9f, 0x98, 0x80))).toBe(true); // 😀
+    for (const bad of [[0xc0, 0x80], [0xe0, 0x80, 0x80], [0xed, 0xa0, 0x80], [0x80], [0xc3], [0xf4, 0x90, 0x80, 0x80], [0xff], [0xc3, 0x28]])
+      expect(complete(wrap(...bad))).toBe(false);
+  });
+
+  it(`limits nesting to ${MAX_DEPTH}, whitespace runs to ${MAX_WS} bytes and before the object to ${MAX_LEADING_WS}`, () => {
+    const nested = (d: number) => '{"a":' + '['.repeat(d - 1) + ']'.repeat(d - 1) + '}';
+    expect(complete(nested(MAX_DEPTH))).toBe(true);
+    expect(prefixOk(nested(MAX_DEPTH + 1))).toBe(false);
+    expect(complete(`{${' '.repeat(MAX_WS)}}`)).toBe(true);
+    expect(complete(`${' '.repeat(MAX_LEADING_WS)}{}`)).toBe(true);
+    expect(prefixOk(' '.repeat(MAX_LEADING_WS + 1))).toBe(false);
+    expect(prefixOk(`{${' '.repeat(MAX_WS + 1)}`)).toBe(false);
+    expect(complete(`{"a":"${' '.repeat(500)}"}`)).toBe(true); // inside a string spaces are text
+  });
+
+  it('agrees with JSON.parse on random strings of JSON fragments', () => {
+    const rng = new Mt19937(5);
+    const alphabet = ['{', '}', '[', ']', ':', ',', '"', 'a', 'é', '1', '0', '-', '.', 'e', '+', ' ', '\\', 'n', 'u', 'true', 'null', 'fals', '"k"', '\n', '2', 'E'];
+    let accepted = 0;
+    for (let i = 0; i < 200_000; i++) {
+      let s = '{';
+      const n = Math.floor(rng.nextDouble() * 12);
+      for (let j = 0; j < n; j++) s += alphabet[Math.floor(rng.nextDouble() * alphabet.length)];
+      if (rng.nextDouble() < 0.7) s += '}';
+      let oracle: boolean;
+      try {
+        const v = JSON.parse(s);
+        oracle = v !== null && typeof v === 'object' && !Array.isArray(v) && s.endsWith('}');
+      } catch {
+        oracle = false;
+      }
+      if (complete(s) !== oracle) throw new Error(`disagree on ${JSON.stringify(s)}: JSON.parse ${oracle}`);
+      if (oracle) accepted++;
+    }
+    expect(accepted).toBeGreaterThan(1000);
+  });
+});
+
+describe('JsonConstraint', () => {
+  // A toy vocabulary: pieces by id; 0 is end of generation, 1 a control token (no bytes).
+  const pieces = ['', '', '{', '}', '"', 'a', ':', '1', ' ', '{"', '"}', '":', ',"', 'é', '\u00e9"'].map((p) => bytes(p));
+  pieces[15] = Uint8Array.from([0xc3]); // first byte of é
+  pieces[16] = Uint8Array.from([0xa9]); // its continuation
+  const eog = new Set([0]);
+  const allowed = (c: JsonConstraint) => pieces.map((_, t) => t).filter((t) => c.allows(t));
+
+  it('allows only what continues the object, end of generation only once it is complete', () => {
+    const c = new JsonConstraint(pieces, eog);
+    expect(allowed(c)).toEqual([2, 8, 9]); // '{', ' ', '{"'
+    for (const t of [9, 5, 11, 7]) c.accept(t); // {"a":1
+    expect(allowed(c)).toEqual([3, 7, 8, 12]); // '}', '1', ' ', ',"'
+    c.accept(12); // ,"
+    c.accept(15); // first byte of é
+    expect(allowed(c)).toEqual([16]);
+    c.accept(16);
+    c.accept(11); // ":
+    c.accept(4); // "
+    c.accept(10); // "}
+    expect(c.done).toBe(true);
+    expect(allowed(c)).toEqual([0]);
+  });
+
+  it('masks a row to the allowed tokens and counts them', () => {
+    const c = new JsonConstraint(pieces, eog);
+    const row = new Float32Array(pieces.length).fill(1);
+    expect(c.mask(row)).toBe(3);
+    expect([...row].map((x, t) => (x === 1 ? t : -1)).filter((t) => t >= 0)).toEqual([2, 8, 9]);
+  });
+
+  it('refuses to advance past a token it does not allow', () => {
+    const c = new JsonConstraint(pieces, eog);
+    expect(() => c.accept(3)).toThrow(/does not continue the JSON output/);
+  });
+});
