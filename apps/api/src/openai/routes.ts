@@ -63,7 +63,14 @@ interface Common {
   /** Choices to generate. */
   n: number;
   responseFormat: pb.ResponseFormat;
+  jsonSchema: string;
 }
+
+const RESPONSE_FORMATS = {
+  text: pb.ResponseFormat.RESPONSE_FORMAT_TEXT,
+  json_object: pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT,
+  json_schema: pb.ResponseFormat.RESPONSE_FORMAT_JSON_SCHEMA,
+} as const;
 
 function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: number, logprobs: boolean, topLogprobs: number): Common {
   const seed = b.seed ?? undefined;
@@ -88,7 +95,8 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     logprobs,
     topLogprobs,
     n: b.n ?? 1,
-    responseFormat: b.response_format?.type === 'json_object' ? pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT : pb.ResponseFormat.RESPONSE_FORMAT_TEXT,
+    responseFormat: RESPONSE_FORMATS[b.response_format?.type ?? 'text'],
+    jsonSchema: b.response_format?.type === 'json_schema' ? JSON.stringify(b.response_format.json_schema.schema ?? { type: 'object' }) : '',
   };
 }
 
@@ -120,7 +128,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       content: typeof m.content === 'string' ? m.content : (m.content ?? []).map((p) => p.text).join(''),
     }));
     const c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
-    const gen = pb.GenerateRequest.fromPartial({ messages, model: c.model, maxTokens: c.max, stop: c.stop, sampling: c.sampling, wantLogprobs: c.logprobs, topLogprobs: c.topLogprobs, ignoreEos: !!b.ignore_eos, responseFormat: c.responseFormat });
+    const gen = pb.GenerateRequest.fromPartial({ messages, model: c.model, maxTokens: c.max, stop: c.stop, sampling: c.sampling, wantLogprobs: c.logprobs, topLogprobs: c.topLogprobs, ignoreEos: !!b.ignore_eos, responseFormat: c.responseFormat, jsonSchema: c.jsonSchema });
     return run(req, reply, deps, gen, c, 'chat');
   });
 
@@ -140,6 +148,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       topLogprobs: c.topLogprobs,
       ignoreEos: !!b.ignore_eos,
       responseFormat: c.responseFormat,
+      jsonSchema: c.jsonSchema,
     });
     if (typeof b.prompt === 'string' && b.prompt.length === 0) return reply.code(400).send(openAiError('prompt must not be empty', 'invalid_request_error', 'prompt', 'invalid_value'));
     return run(req, reply, deps, gen, c, 'text');

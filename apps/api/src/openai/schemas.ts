@@ -23,13 +23,24 @@ const sampling = {
     .nullable(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).optional().nullable(),
   /**
-   * 'text', or 'json_object': the output is one JSON object (constrained decoding). 'json_schema'
-   * is a 400 that says so rather than an answer that ignores the schema.
+   * 'text'; 'json_object': the output is one JSON object; 'json_schema': one object following
+   * `json_schema.schema` (constrained decoding; the engine refuses, naming them, schema keywords it
+   * cannot hold the output to).
    */
   response_format: z
-    .object({ type: z.enum(['text', 'json_object', 'json_schema']) })
-    .passthrough()
-    .refine((f) => f.type !== 'json_schema', { message: "type 'json_schema' is not supported; 'json_object' constrains the output to a JSON object", path: ['type'] })
+    .discriminatedUnion('type', [
+      z.object({ type: z.literal('text') }),
+      z.object({ type: z.literal('json_object') }),
+      z.object({
+        type: z.literal('json_schema'),
+        json_schema: z.object({
+          name: z.string().optional(),
+          description: z.string().optional(),
+          schema: z.record(z.string(), z.unknown()).optional(),
+          strict: z.boolean().optional().nullable(),
+        }),
+      }),
+    ])
     .optional()
     .nullable(),
   user: z.string().optional(),

@@ -1,6 +1,7 @@
 import { EngineError, toEngineError } from '../errors';
 import type { EngineModel } from '../model/model';
 import { JsonConstraint } from '../sampling/json-constraint';
+import { anyObjectGrammar, compileJsonSchema, type JsonGrammar } from '../sampling/json-schema';
 import { logprobs as computeLogprobs, type TokenLogprobs } from '../sampling/logprobs';
 import { createSampler, type Sampler, type SamplerParams } from '../sampling/sampler';
 import { StopMatcher } from '../sampling/stop';
@@ -41,10 +42,13 @@ export interface GenerationRequest {
   /** Ignore end-of-generation tokens (benchmarks). */
   ignoreEog?: boolean;
   /**
-   * 'json_object': the output is one JSON object, then the generation ends (constrained decoding,
-   * `sampling/json-constraint.ts`; such a sequence does not speculate). Default 'text'.
+   * 'json_object': the output is one JSON object, then the generation ends; 'json_schema': one
+   * object following `jsonSchema` (constrained decoding, `sampling/json-constraint.ts` and
+   * `json-schema.ts`; such a sequence does not speculate). Default 'text'.
    */
-  responseFormat?: 'text' | 'json_object';
+  responseFormat?: 'text' | 'json_object' | 'json_schema';
+  /** The JSON Schema (parsed) for 'json_schema'. */
+  jsonSchema?: unknown;
 }
 
 interface Active {
@@ -177,8 +181,7 @@ export class BatchEngine {
   generate(req: GenerationRequest, signal?: AbortSignal): AsyncIterable<GenerationChunk> {
     if (this.closed) throw new EngineError('KAIL_E_INVALID_ARG', 'the model is being unloaded');
     if (req.prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
-    if (req.responseFormat !== undefined && req.responseFormat !== 'text' && req.responseFormat !== 'json_object')
-      throw new EngineError('KAIL_E_INVALID_ARG', `response format must be 'text' or 'json_object', got ${JSON.stringify(req.responseFormat)}`);
+    const grammar = grammarOf(req);
     if (!Number.isInteger(req.maxTokens) || req.maxTokens < 0) throw new EngineError('KAIL_E_INVALID_ARG', `max tokens must be a non-negative integer, got ${req.maxTokens}`);
     if (req.prompt.length >= this.model.nCtx)
       throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the context holds ${this.model.nCtx}`);
@@ -212,7 +215,7 @@ export class BatchEngine {
       tPromptDone: 0,
       spec: null,
       reused: 0,
-      json: req.responseFormat === 'json_object' ? new JsonConstraint(this.pieces(), this.eog) : null,
+      json: grammar ? new JsonConstraint(this.pieces(), this.eog, grammar) : null,
     };
     const onAbort = () => this.cancelActive(a);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -567,6 +570,20 @@ export class BatchEngine {
       },
     });
     a.end();
+  }
+}
+
+/** The grammar a request's output follows, or null for text; throws naming a bad format or schema. */
+function grammarOf(req: GenerationRequest): JsonGrammar | null {
+  switch (req.responseFormat ?? 'text') {
+    case 'text':
+      return null;
+    case 'json_object':
+      return anyObjectGrammar();
+    case 'json_schema':
+      return compileJsonSchema(req.jsonSchema);
+    default:
+      throw new EngineError('KAIL_E_INVALID_ARG', `response format must be 'text', 'json_object' or 'json_schema', got ${JSON.stringify(req.responseFormat)}`);
   }
 }
 

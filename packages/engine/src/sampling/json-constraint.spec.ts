@@ -1,4 +1,4 @@
-import { JsonConstraint, JsonRecognizer, MAX_DEPTH, MAX_LEADING_WS, MAX_WS } from './json-constraint';
+import { JsonConstraint, JsonRecognizer, MAX_DEPTH, MAX_INDENT } from './json-constraint';
 import { Mt19937 } from './rng';
 
 const bytes = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
@@ -51,12 +51,35 @@ function randomObject(rng: Mt19937): Record<string, unknown> {
   return o;
 }
 
+/** Every whitespace run outside strings is llama.cpp's ws: one space, or a newline and ≤ MAX_INDENT spaces/tabs. */
+function wsRunsOk(s: string): boolean {
+  const rule = new RegExp(`^( |\\n[ \\t]{0,${MAX_INDENT}})$`);
+  let inStr = false;
+  let run = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i];
+    if (inStr) {
+      if (c === '\\') i++;
+      else if (c === '"') inStr = false;
+      continue;
+    }
+    if (' \t\n\r'.includes(c)) {
+      run += c;
+      continue;
+    }
+    if (run && !rule.test(run)) return false;
+    run = '';
+    if (c === '"') inStr = true;
+  }
+  return true;
+}
+
 describe('JsonRecognizer', () => {
   it('accepts JSON.stringify output of random objects, compact and indented, in any chunking', () => {
     const rng = new Mt19937(11);
     for (let i = 0; i < 400; i++) {
       const o = randomObject(rng);
-      for (const text of [JSON.stringify(o), JSON.stringify(o, null, 2), ` \n${JSON.stringify(o, null, '\t')}`]) {
+      for (const text of [JSON.stringify(o), JSON.stringify(o, null, 2), `\n${JSON.stringify(o, null, '\t')}`, ` ${JSON.stringify(o)}`]) {
         const b = bytes(text);
         expect(complete(b)).toBe(true);
         // Fed in random pieces, with every proper prefix incomplete but accepted.
@@ -111,15 +134,14 @@ describe('JsonRecognizer', () => {
       expect(complete(wrap(...bad))).toBe(false);
   });
 
-  it(`limits nesting to ${MAX_DEPTH}, whitespace runs to ${MAX_WS} bytes and before the object to ${MAX_LEADING_WS}`, () => {
+  it(`limits nesting to ${MAX_DEPTH}; whitespace to one space or a newline and ${MAX_INDENT} spaces or tabs (llama.cpp's ws)`, () => {
     const nested = (d: number) => '{"a":' + '['.repeat(d - 1) + ']'.repeat(d - 1) + '}';
     expect(complete(nested(MAX_DEPTH))).toBe(true);
     expect(prefixOk(nested(MAX_DEPTH + 1))).toBe(false);
-    expect(complete(`{${' '.repeat(MAX_WS)}}`)).toBe(true);
-    expect(complete(`${' '.repeat(MAX_LEADING_WS)}{}`)).toBe(true);
-    expect(prefixOk(' '.repeat(MAX_LEADING_WS + 1))).toBe(false);
-    expect(prefixOk(`{${' '.repeat(MAX_WS + 1)}`)).toBe(false);
-    expect(complete(`{"a":"${' '.repeat(500)}"}`)).toBe(true); // inside a string spaces are text
+    expect(complete(`{\n${' \t'.repeat(MAX_INDENT / 2)}"a" : 1 }`)).toBe(true);
+    expect(prefixOk(`{\n${' '.repeat(MAX_INDENT + 1)}`)).toBe(false);
+    for (const bad of ['{  }', '{ \n}', '{\n\n}', '{\t}', '{\r\n}', '  {}']) expect(complete(bad)).toBe(false);
+    expect(complete(`{"a":"${' '.repeat(500)}\\n"}`)).toBe(true); // inside a string spaces are text
   });
 
   it('agrees with JSON.parse on random strings of JSON fragments', () => {
@@ -134,7 +156,7 @@ describe('JsonRecognizer', () => {
       let oracle: boolean;
       try {
         const v = JSON.parse(s);
-        oracle = v !== null && typeof v === 'object' && !Array.isArray(v) && s.endsWith('}');
+        oracle = v !== null && typeof v === 'object' && !Array.isArray(v) && s.endsWith('}') && wsRunsOk(s);
       } catch {
         oracle = false;
       }

@@ -1,46 +1,48 @@
 import { EngineError } from '../errors';
+import { anyObjectGrammar, type JsonGrammar, type LiteralTable, type SchemaNode } from './json-schema';
 
 /**
- * Constrained decoding to one JSON object (OpenAI's `response_format: {type: "json_object"}`,
- * llama.cpp's json grammar): a byte-level recognizer of RFC 8259 text, fed the bytes of each
- * generated token, that tells which tokens may come next.
+ * Constrained decoding to JSON (OpenAI's `response_format` `json_object` and `json_schema`,
+ * llama.cpp's grammars): a byte-level recognizer of RFC 8259 text that follows a grammar compiled
+ * from a schema (`json-schema.ts`; `json_object` is the schema `{type: "object"}`), fed the bytes
+ * of each generated token, that tells which tokens may come next.
  *
- * What it accepts: at most MAX_LEADING_WS whitespace bytes, one object (any JSON values inside, nested at most
- * MAX_DEPTH deep), then only an end-of-generation token. Strings must be valid UTF-8 with no raw
- * control characters; numbers follow the JSON grammar (no leading zeros, no bare `.5`); runs of
- * whitespace are at most MAX_WS bytes, so a model cannot pad forever between tokens.
+ * What it accepts: one object of the grammar (nested at most MAX_DEPTH deep), then only an
+ * end-of-generation token. Strings must be valid UTF-8 with no raw control characters; numbers
+ * follow the JSON grammar (no leading zeros, no bare `.5`). Whitespace between tokens (and before
+ * the object) is llama.cpp's `ws` rule: nothing, one space, or a newline and up to MAX_INDENT spaces
+ * or tabs, so a model cannot pad forever, and pretty-printed output still fits.
  *
- * Sampling (see `ConstrainedSampling` in the batch engine) draws from the unconstrained row first
+ * Sampling (`BatchEngine.sampleOne`) draws from the unconstrained row first
  * and masks the row only when that token does not fit, as llama.cpp's grammar sampler does: the
  * result is a draw from the masked distribution, and usually costs one token check.
  */
 
 export const MAX_DEPTH = 64;
-export const MAX_WS = 64;
-/** Whitespace before the object: room for a tokenizer's word-boundary space or a newline, no more. */
-export const MAX_LEADING_WS = 2;
+/** Spaces or tabs after a newline between two tokens of the JSON text. */
+export const MAX_INDENT = 20;
 
 // Recognizer modes.
 const enum M {
-  /** Before the top-level value: whitespace or '{'. */
-  Start,
-  /** A value must come (after ':' or ','); whitespace allowed. */
+  /** A value of node `next` must come; whitespace first (limited before the top-level value). */
   Value,
-  /** After '[': a value or ']'. */
-  ArrayFirst,
   /** After '{': a key or '}'. */
-  ObjectFirst,
+  ObjFirst,
   /** After ',' in an object: a key. */
-  Key,
+  ObjKey,
   /** After a key: ':'. */
   Colon,
-  /** After a value inside a container: ',' or the closing bracket. */
-  After,
-  /** Inside a string (aux: 1 when it is a key). */
+  /** After a member's value: ',' or '}'. */
+  ObjAfter,
+  /** After '[': an element or ']'. */
+  ArrFirst,
+  /** After an element: ',' or ']'. */
+  ArrAfter,
+  /** Inside a string (`strKey`: it is a free object's key). */
   Str,
   /** After a backslash in a string. */
   Esc,
-  /** Inside \uXXXX (aux2: hex digits still expected). */
+  /** Inside \uXXXX (`hex` digits still expected). */
   Hex,
   /** Number: after '-'. */
   Minus,
@@ -58,13 +60,12 @@ const enum M {
   ExpSign,
   /** Number: exponent digits. */
   ExpDigits,
-  /** Inside true/false/null (aux: which, aux2: bytes matched). */
+  /** Matching one of a literal table's byte strings (`lit`, candidates [litLo, litHi), `litOff` bytes in). */
   Lit,
-  /** The top-level object is closed. */
+  /** The top-level value is complete. */
   Done,
 }
 
-const LITERALS = ['true', 'false', 'null'].map((s) => Uint8Array.from(Buffer.from(s)));
 const OBJ = 1;
 const ARR = 2;
 
@@ -72,159 +73,274 @@ const isWs = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09
 const isDigit = (b: number) => b >= 0x30 && b <= 0x39;
 const isHex = (b: number) => isDigit(b) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66);
 
-/** The recognizer's whole state; `copy` and `assign` make trying a token cheap. */
+/**
+ * The recognizer of a grammar's texts, fed bytes. Its whole state is a few numbers and a stack of
+ * (container kind, node, members or elements so far) frames, so `assign` makes trying a token cheap.
+ */
 export class JsonRecognizer {
-  mode: M = M.Start;
-  aux = 0;
-  aux2 = 0;
+  private readonly nodes: SchemaNode[];
+  private readonly tables: LiteralTable[];
+  mode: M = M.Value;
+  /** The node of the value expected in mode Value (the root at first). */
+  next: number;
+  strKey = 0;
+  integer = 0;
+  hex = 0;
+  lit = 0;
+  litLo = 0;
+  litHi = 0;
+  litOff = 0;
+  /** 1 while matching an object's declared keys (the payload is the property's index). */
+  litKey = 0;
   /** UTF-8 continuation bytes still expected inside a string, and the allowed range of the next one. */
   utfLeft = 0;
   utfLo = 0x80;
   utfHi = 0xbf;
+  /** Whitespace run so far: 0 none, 1 a space (complete), 2 + k a newline and k indentation bytes. */
   ws = 0;
   depth = 0;
-  readonly stack = new Uint8Array(MAX_DEPTH);
+  /** Per frame: kind, node, count (an object's next property position, an array's elements). */
+  readonly stack = new Int32Array(3 * MAX_DEPTH);
 
-  /** True once the top-level object is closed (only end of generation may follow). */
+  constructor(readonly grammar: JsonGrammar = anyObjectGrammar()) {
+    this.nodes = grammar.nodes;
+    this.tables = grammar.tables;
+    this.next = grammar.root;
+  }
+
+  /** True once the top-level value is complete (only end of generation may follow). */
   get done(): boolean {
     return this.mode === M.Done;
   }
 
   copy(): JsonRecognizer {
-    const r = new JsonRecognizer();
+    const r = new JsonRecognizer(this.grammar);
     r.assign(this);
     return r;
   }
 
   assign(o: JsonRecognizer): void {
     this.mode = o.mode;
-    this.aux = o.aux;
-    this.aux2 = o.aux2;
+    this.next = o.next;
+    this.strKey = o.strKey;
+    this.integer = o.integer;
+    this.hex = o.hex;
+    this.lit = o.lit;
+    this.litLo = o.litLo;
+    this.litHi = o.litHi;
+    this.litOff = o.litOff;
+    this.litKey = o.litKey;
     this.utfLeft = o.utfLeft;
     this.utfLo = o.utfLo;
     this.utfHi = o.utfHi;
     this.ws = o.ws;
     this.depth = o.depth;
-    this.stack.set(o.stack.subarray(0, o.depth));
+    this.stack.set(o.stack.subarray(0, 3 * o.depth));
   }
 
-  /** Feeds bytes; false (state then undefined) when they cannot continue a JSON object. */
+  /** Feeds bytes; false (state then undefined) when they cannot continue a text of the grammar. */
   feed(bytes: Uint8Array): boolean {
     for (let i = 0; i < bytes.length; i++) if (!this.byte(bytes[i])) return false;
     return true;
   }
 
   private whitespace(b: number): boolean {
-    if (!isWs(b)) return false;
-    this.ws++;
-    return true;
+    const w = this.ws;
+    if (w === 0) {
+      if (b === 0x20) this.ws = 1;
+      else if (b === 0x0a) this.ws = 2;
+      else return false;
+      return true;
+    }
+    if (w >= 2 && w < 2 + MAX_INDENT && (b === 0x20 || b === 0x09)) {
+      this.ws = w + 1;
+      return true;
+    }
+    return false;
   }
 
-  private open(kind: number, mode: M): boolean {
+  private push(kind: number, node: number, mode: M): boolean {
     if (this.depth >= MAX_DEPTH) return false;
-    this.stack[this.depth++] = kind;
+    const f = 3 * this.depth++;
+    this.stack[f] = kind;
+    this.stack[f + 1] = node;
+    this.stack[f + 2] = 0;
     this.mode = mode;
     return true;
   }
 
-  private close(kind: number): boolean {
-    if (this.depth === 0 || this.stack[this.depth - 1] !== kind) return false;
+  /** A value ended: back to its container, or done at the top. */
+  private valueDone(): void {
+    if (this.depth === 0) this.mode = M.Done;
+    else this.mode = this.stack[3 * (this.depth - 1)] === OBJ ? M.ObjAfter : M.ArrAfter;
+  }
+
+  private close(): boolean {
     this.depth--;
-    this.mode = this.depth === 0 ? M.Done : M.After;
+    this.valueDone();
     return true;
   }
 
-  /** The start of a value (after whitespace). */
-  private value(b: number): boolean {
-    switch (b) {
-      case 0x7b: // {
-        return this.open(OBJ, M.ObjectFirst);
-      case 0x5b: // [
-        return this.open(ARR, M.ArrayFirst);
-      case 0x22: // "
+  /** The first byte of a value of node n. */
+  private value(n: number, b: number): boolean {
+    const node = this.nodes[n];
+    switch (node.kind) {
+      case 'union': {
+        const alt = node.first[b];
+        return alt >= 0 && this.value(alt, b);
+      }
+      case 'object':
+        return b === 0x7b && this.push(OBJ, n, M.ObjFirst);
+      case 'array':
+        return b === 0x5b && this.push(ARR, n, M.ArrFirst);
+      case 'string':
+        if (b !== 0x22) return false;
         this.mode = M.Str;
-        this.aux = 0;
+        this.strKey = 0;
         return true;
-      case 0x2d: // -
-        this.mode = M.Minus;
+      case 'number':
+        this.integer = node.integer ? 1 : 0;
+        if (b === 0x2d) this.mode = M.Minus;
+        else if (b === 0x30) this.mode = M.Zero;
+        else if (b > 0x30 && b <= 0x39) this.mode = M.Int;
+        else return false;
         return true;
-      case 0x30:
-        this.mode = M.Zero;
-        return true;
-      case 0x74: // t
-      case 0x66: // f
-      case 0x6e: // n
+      case 'literals':
+        this.lit = node.table;
+        this.litLo = 0;
+        this.litHi = this.tables[node.table].values.length;
+        this.litOff = 0;
+        this.litKey = 0;
         this.mode = M.Lit;
-        this.aux = b === 0x74 ? 0 : b === 0x66 ? 1 : 2;
-        this.aux2 = 1;
-        return true;
-      default:
-        if (b > 0x30 && b <= 0x39) {
-          this.mode = M.Int;
-          return true;
-        }
-        return false;
+        return this.litByte(b);
     }
   }
 
-  /** After a complete value inside a container. */
-  private after(b: number): boolean {
-    if (b === 0x2c) {
-      this.mode = this.stack[this.depth - 1] === OBJ ? M.Key : M.Value;
+  /** The opening quote of a key in the object on top of the stack. */
+  private key(b: number): boolean {
+    if (b !== 0x22) return false;
+    const f = 3 * (this.depth - 1);
+    const node = this.nodes[this.stack[f + 1]] as Extract<SchemaNode, { kind: 'object' }>;
+    if (node.free) {
+      this.mode = M.Str;
+      this.strKey = 1;
       return true;
     }
-    if (b === 0x7d) return this.close(OBJ);
-    if (b === 0x5d) return this.close(ARR);
-    return false;
+    const t = node.keyTables[this.stack[f + 2]];
+    this.lit = t;
+    this.litLo = 0;
+    this.litHi = this.tables[t].values.length;
+    this.litOff = 0;
+    this.litKey = 1;
+    this.mode = M.Lit;
+    return this.litByte(b);
   }
 
-  /** A number ended at byte b: b must be what may follow a value. */
+  private objectNode(): Extract<SchemaNode, { kind: 'object' }> {
+    return this.nodes[this.stack[3 * (this.depth - 1) + 1]] as Extract<SchemaNode, { kind: 'object' }>;
+  }
+
+  /** Whether the object on top may close now (no required property left). */
+  private objectMayClose(): boolean {
+    const o = this.objectNode();
+    return o.free || !o.requiredFrom[this.stack[3 * (this.depth - 1) + 2]];
+  }
+
+  /** Whether the object on top may take another member. */
+  private objectMayContinue(): boolean {
+    const o = this.objectNode();
+    return o.free || this.stack[3 * (this.depth - 1) + 2] < o.props.length;
+  }
+
+  /** A literal matched: a declared key (then ':' and its value) or a value. */
+  private litDone(): void {
+    const table = this.tables[this.lit];
+    if (this.litKey) {
+      const f = 3 * (this.depth - 1);
+      const o = this.nodes[this.stack[f + 1]] as Extract<SchemaNode, { kind: 'object' }>;
+      const j = table.payload[this.litLo];
+      this.stack[f + 2] = j + 1;
+      this.next = o.props[j].value;
+      this.mode = M.Colon;
+    } else this.valueDone();
+  }
+
+  private litByte(b: number): boolean {
+    const vals = this.tables[this.lit].values;
+    const off = this.litOff;
+    let lo = this.litLo;
+    while (lo < this.litHi && (vals[lo].length <= off || vals[lo][off] < b)) lo++;
+    let hi = lo;
+    while (hi < this.litHi && vals[hi].length > off && vals[hi][off] === b) hi++;
+    if (lo === hi) {
+      // No candidate goes on with b: the literal may have ended (a number among the values, which
+      // only its terminator ends); b then belongs to what follows.
+      if (vals[this.litLo].length !== off) return false;
+      this.litDone();
+      return this.byte(b);
+    }
+    this.litLo = lo;
+    this.litHi = hi;
+    this.litOff = off + 1;
+    // One candidate left, complete and not a number: it ends here.
+    if (hi - lo === 1 && vals[lo].length === off + 1 && !isDigit(b)) this.litDone();
+    return true;
+  }
+
+  /** A number ended at byte b, which belongs to what follows it. */
   private endNumber(b: number): boolean {
-    this.mode = M.After;
-    return this.whitespace(b) || this.after(b);
+    this.valueDone();
+    return this.mode !== M.Done && this.byte(b);
   }
 
   byte(b: number): boolean {
-    if (this.mode !== M.Str && this.mode !== M.Esc && this.mode !== M.Hex) {
-      if (!isWs(b)) this.ws = 0;
-      else if (this.ws >= MAX_WS) return false;
-    }
+    if (!isWs(b) && this.mode !== M.Str && this.mode !== M.Esc && this.mode !== M.Hex) this.ws = 0;
     switch (this.mode) {
-      case M.Start:
-        if (isWs(b)) return this.ws < MAX_LEADING_WS && this.whitespace(b);
-        return b === 0x7b && this.open(OBJ, M.ObjectFirst);
       case M.Value:
-        return this.whitespace(b) || this.value(b);
-      case M.ArrayFirst:
+        return this.whitespace(b) || this.value(this.next, b);
+      case M.ObjFirst:
         if (this.whitespace(b)) return true;
-        if (b === 0x5d) return this.close(ARR);
-        return this.value(b);
-      case M.ObjectFirst:
-        if (this.whitespace(b)) return true;
-        if (b === 0x7d) return this.close(OBJ);
-        if (b !== 0x22) return false;
-        this.mode = M.Str;
-        this.aux = 1;
-        return true;
-      case M.Key:
-        if (this.whitespace(b)) return true;
-        if (b !== 0x22) return false;
-        this.mode = M.Str;
-        this.aux = 1;
-        return true;
+        if (b === 0x7d) return this.objectMayClose() && this.close();
+        return this.objectMayContinue() && this.key(b);
+      case M.ObjKey:
+        return this.whitespace(b) || this.key(b);
       case M.Colon:
         if (this.whitespace(b)) return true;
         if (b !== 0x3a) return false;
         this.mode = M.Value;
         return true;
-      case M.After:
-        return this.whitespace(b) || this.after(b);
+      case M.ObjAfter:
+        if (this.whitespace(b)) return true;
+        if (b === 0x2c) {
+          if (!this.objectMayContinue()) return false;
+          this.mode = M.ObjKey;
+          return true;
+        }
+        return b === 0x7d && this.objectMayClose() && this.close();
+      case M.ArrFirst:
+      case M.ArrAfter: {
+        if (this.whitespace(b)) return true;
+        const f = 3 * (this.depth - 1);
+        const arr = this.nodes[this.stack[f + 1]] as Extract<SchemaNode, { kind: 'array' }>;
+        const count = this.stack[f + 2];
+        if (b === 0x5d) return count >= arr.min && this.close();
+        if (this.mode === M.ArrAfter) {
+          if (b !== 0x2c || count >= arr.max) return false;
+          this.stack[f + 2] = count + 1;
+          this.next = arr.items;
+          this.mode = M.Value;
+          return true;
+        }
+        if (arr.max < 1) return false;
+        this.stack[f + 2] = 1;
+        return this.value(arr.items, b);
+      }
       case M.Str:
         return this.stringByte(b);
       case M.Esc:
         if (b === 0x75) {
           this.mode = M.Hex;
-          this.aux2 = 4;
+          this.hex = 4;
           return true;
         }
         if (b === 0x22 || b === 0x5c || b === 0x2f || b === 0x62 || b === 0x66 || b === 0x6e || b === 0x72 || b === 0x74) {
@@ -234,7 +350,7 @@ export class JsonRecognizer {
         return false;
       case M.Hex:
         if (!isHex(b)) return false;
-        if (--this.aux2 === 0) this.mode = M.Str;
+        if (--this.hex === 0) this.mode = M.Str;
         return true;
       case M.Minus:
         if (b === 0x30) this.mode = M.Zero;
@@ -242,14 +358,14 @@ export class JsonRecognizer {
         else return false;
         return true;
       case M.Zero:
-        if (b === 0x2e) this.mode = M.Dot;
-        else if (b === 0x65 || b === 0x45) this.mode = M.Exp;
+        if (!this.integer && b === 0x2e) this.mode = M.Dot;
+        else if (!this.integer && (b === 0x65 || b === 0x45)) this.mode = M.Exp;
         else return this.endNumber(b);
         return true;
       case M.Int:
         if (isDigit(b)) return true;
-        if (b === 0x2e) this.mode = M.Dot;
-        else if (b === 0x65 || b === 0x45) this.mode = M.Exp;
+        if (!this.integer && b === 0x2e) this.mode = M.Dot;
+        else if (!this.integer && (b === 0x65 || b === 0x45)) this.mode = M.Exp;
         else return this.endNumber(b);
         return true;
       case M.Dot:
@@ -274,12 +390,8 @@ export class JsonRecognizer {
         return true;
       case M.ExpDigits:
         return isDigit(b) || this.endNumber(b);
-      case M.Lit: {
-        const lit = LITERALS[this.aux];
-        if (b !== lit[this.aux2]) return false;
-        if (++this.aux2 === lit.length) this.mode = M.After;
-        return true;
-      }
+      case M.Lit:
+        return this.litByte(b);
       case M.Done:
         return false;
     }
@@ -294,7 +406,10 @@ export class JsonRecognizer {
       return true;
     }
     if (b === 0x22) {
-      this.mode = this.aux === 1 ? M.Colon : M.After;
+      if (this.strKey) {
+        this.next = this.objectNode().values;
+        this.mode = M.Colon;
+      } else this.valueDone();
       return true;
     }
     if (b === 0x5c) {
@@ -325,8 +440,8 @@ export class JsonRecognizer {
 
 /** Which tokens may follow, for one sequence: the recognizer plus the vocabulary's bytes. */
 export class JsonConstraint {
-  private readonly state = new JsonRecognizer();
-  private readonly trial = new JsonRecognizer();
+  private readonly state: JsonRecognizer;
+  private readonly trial: JsonRecognizer;
 
   /**
    * `pieces[id]`: the bytes token `id` adds to the output (empty for control tokens, which are never
@@ -335,7 +450,11 @@ export class JsonConstraint {
   constructor(
     private readonly pieces: readonly Uint8Array[],
     private readonly eog: ReadonlySet<number>,
-  ) {}
+    grammar: JsonGrammar = anyObjectGrammar(),
+  ) {
+    this.state = new JsonRecognizer(grammar);
+    this.trial = new JsonRecognizer(grammar);
+  }
 
   get done(): boolean {
     return this.state.done;

@@ -6,7 +6,7 @@ import { EngineError, toEngineError } from '../errors';
 import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
 import { EngineModel, availableMemoryBytes, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { ChatTemplate } from '../tokenizer/chat-template';
-import { BatchEngine, type FinishReason } from '../runtime/batch-engine';
+import { BatchEngine, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import type { SamplerParams } from '../sampling/sampler';
 import type { NativeExpertStreamStats } from '@kailstream/core-native';
@@ -107,9 +107,19 @@ export function samplingFromProto(s: common.SamplingParams | undefined): Sampler
   };
 }
 
-function responseFormatFromProto(f: pb.ResponseFormat): 'text' | 'json_object' {
-  if (f === pb.ResponseFormat.RESPONSE_FORMAT_TEXT) return 'text';
-  if (f === pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT) return 'json_object';
+function responseFormatFromProto(req: pb.GenerateRequest): Pick<GenerationRequest, 'responseFormat' | 'jsonSchema'> {
+  const f = req.responseFormat;
+  if (f === pb.ResponseFormat.RESPONSE_FORMAT_TEXT) return { responseFormat: 'text' };
+  if (f === pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT) return { responseFormat: 'json_object' };
+  if (f === pb.ResponseFormat.RESPONSE_FORMAT_JSON_SCHEMA) {
+    let schema: unknown;
+    try {
+      schema = JSON.parse(req.jsonSchema || '{"type":"object"}');
+    } catch (e) {
+      throw new EngineError('KAIL_E_INVALID_ARG', `json_schema is not valid JSON: ${(e as Error).message}`);
+    }
+    return { responseFormat: 'json_schema', jsonSchema: schema };
+  }
   throw new EngineError('KAIL_E_INVALID_ARG', `unknown response format ${f}`);
 }
 
@@ -255,7 +265,7 @@ export class LocalModelHost implements ModelHost {
         logprobs: req.wantLogprobs || req.topLogprobs > 0,
         topLogprobs: req.topLogprobs,
         ignoreEog: req.ignoreEos,
-        responseFormat: responseFormatFromProto(req.responseFormat),
+        ...responseFormatFromProto(req),
       },
       signal,
     );

@@ -45,6 +45,10 @@ describe('engine service under random requests', () => {
       if (mode === 'messages') req.messages = Array.from({ length: pick([0, 1, 2]) }, () => ({ role: pick(['user', 'system', 'assistant', 'tool', 'bogus', '']), content: pick(['hi', '', 'x'.repeat(2000)]) }));
       if (rnd() < 0.7) req.sampling = { temperature: f32(), topK: i32(), topP: f32(), minP: f32(), repetitionPenalty: f32(), presencePenalty: f32(), frequencyPenalty: f32(), penaltyLastN: i32(), seed: pick([0, 1, 2 ** 53 - 1]), hasSeed: rnd() < 0.5, logitBias: pick<Record<number, number>>([{}, {}, { 0: 5 }, { 3: -Infinity, 4: 100 }, { [-1]: 1 }, { 5: NaN }, { 99999999: 2 }, { 7: Infinity }]) };
       if (rnd() < 0.3) req.stop = Array.from({ length: pick([1, 2, 100]) }, () => pick(['', 'a', '\n', 'x'.repeat(500)]));
+      if (rnd() < 0.3) {
+        req.responseFormat = pick([0, 1, 2, 2, 7]) as pb.ResponseFormat;
+        req.jsonSchema = pick(['', '{', '{"type":"object"}', '{"type":"array"}', '{"type":"object","properties":{"a":{"type":"string","pattern":"x"}}}', '{"$ref":"#/nope"}', 'null']);
+      }
       req.topLogprobs = pick([0, 0, 1, 20, 100000, 4294967295]); req.wantLogprobs = rnd() < 0.5; req.ignoreEos = rnd() < 0.3;
       if (req.maxTokens > 8 && req.ignoreEos && rnd() < 0.9) req.maxTokens = 8;
       const r = await gen(req);

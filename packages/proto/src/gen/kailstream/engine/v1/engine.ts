@@ -45,6 +45,11 @@ export enum ResponseFormat {
    * every token that cannot continue it.
    */
   RESPONSE_FORMAT_JSON_OBJECT = 1,
+  /**
+   * RESPONSE_FORMAT_JSON_SCHEMA - One JSON object following json_schema (keys in the schema's order; keywords that constrain
+   * values beyond types, enums and item counts, such as pattern or minimum, are refused).
+   */
+  RESPONSE_FORMAT_JSON_SCHEMA = 2,
   UNRECOGNIZED = -1,
 }
 
@@ -56,6 +61,9 @@ export function responseFormatFromJSON(object: any): ResponseFormat {
     case 1:
     case "RESPONSE_FORMAT_JSON_OBJECT":
       return ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT;
+    case 2:
+    case "RESPONSE_FORMAT_JSON_SCHEMA":
+      return ResponseFormat.RESPONSE_FORMAT_JSON_SCHEMA;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -69,6 +77,8 @@ export function responseFormatToJSON(object: ResponseFormat): string {
       return "RESPONSE_FORMAT_TEXT";
     case ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT:
       return "RESPONSE_FORMAT_JSON_OBJECT";
+    case ResponseFormat.RESPONSE_FORMAT_JSON_SCHEMA:
+      return "RESPONSE_FORMAT_JSON_SCHEMA";
     case ResponseFormat.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -141,6 +151,8 @@ export interface GenerateRequest {
   ignoreEos: boolean;
   /** Constrains the output's form (OpenAI's response_format). */
   responseFormat: ResponseFormat;
+  /** With RESPONSE_FORMAT_JSON_SCHEMA: the JSON Schema (as JSON text) the output object follows. */
+  jsonSchema: string;
 }
 
 export interface ChatMessage {
@@ -887,6 +899,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     messages: [],
     ignoreEos: false,
     responseFormat: 0,
+    jsonSchema: "",
   };
 }
 
@@ -931,6 +944,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.responseFormat !== 0) {
       writer.uint32(96).int32(message.responseFormat);
+    }
+    if (message.jsonSchema !== "") {
+      writer.uint32(106).string(message.jsonSchema);
     }
     return writer;
   },
@@ -1054,6 +1070,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.responseFormat = reader.int32() as any;
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.jsonSchema = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1110,6 +1134,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.response_format)
         ? responseFormatFromJSON(object.response_format)
         : 0,
+      jsonSchema: isSet(object.jsonSchema)
+        ? globalThis.String(object.jsonSchema)
+        : isSet(object.json_schema)
+        ? globalThis.String(object.json_schema)
+        : "",
     };
   },
 
@@ -1151,6 +1180,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.responseFormat !== 0) {
       obj.responseFormat = responseFormatToJSON(message.responseFormat);
     }
+    if (message.jsonSchema !== "") {
+      obj.jsonSchema = message.jsonSchema;
+    }
     return obj;
   },
 
@@ -1173,6 +1205,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.messages = object.messages?.map((e) => ChatMessage.fromPartial(e)) || [];
     message.ignoreEos = object.ignoreEos ?? false;
     message.responseFormat = object.responseFormat ?? 0;
+    message.jsonSchema = object.jsonSchema ?? "";
     return message;
   },
 };

@@ -1,0 +1,328 @@
+import { EngineError } from '../errors';
+
+/**
+ * A JSON Schema compiled into the grammar `JsonRecognizer` runs (OpenAI's
+ * `response_format: {type: "json_schema"}`; `{type: "object"}` alone is `json_object`).
+ *
+ * Supported: `type` (one or a list), `properties`/`required` (keys come in the schema's order,
+ * optional ones may be left out, no other keys are generated, as llama.cpp's json-schema-to-grammar
+ * and OpenAI's strict mode do), `additionalProperties` as the value schema of an object without
+ * `properties`, `items`/`minItems`/`maxItems`, `enum`/`const` (any JSON values, written compactly),
+ * `anyOf`/`oneOf` whose alternatives start differently (string or null, object or array...),
+ * `allOf` of one schema, `nullable`, local `$ref` (`#/$defs/...`, recursion included). Keywords
+ * that constrain values in ways not enforced here (`pattern`, `format`, `minLength`, `minimum`...)
+ * are refused with an error naming them, never ignored. Annotations (`title`, `description`...) are
+ * ignored.
+ */
+
+export type SchemaNode =
+  | { kind: 'object'; props: { key: string; value: number; required: boolean }[]; free: boolean; values: number; keyTables: number[]; requiredFrom: boolean[] }
+  | { kind: 'array'; items: number; min: number; max: number }
+  | { kind: 'string' }
+  | { kind: 'number'; integer: boolean }
+  | { kind: 'literals'; table: number }
+  | { kind: 'union'; first: Int32Array; alts: number[] };
+
+/** Byte strings sorted bytewise, each with a payload (a property index for key tables). */
+export interface LiteralTable {
+  values: Uint8Array[];
+  payload: Int32Array;
+}
+
+export interface JsonGrammar {
+  nodes: SchemaNode[];
+  tables: LiteralTable[];
+  root: number;
+}
+
+/** Node ids every grammar has. */
+export const ANY = 0;
+const ANY_OBJECT = 1;
+const ANY_ARRAY = 2;
+const TRUE_FALSE_NULL = 3;
+const STRING = 4;
+const NUMBER = 5;
+
+const enc = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
+const DIGITS = '0123456789';
+
+const REFUSED = [
+  'pattern', 'format', 'minLength', 'maxLength', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf',
+  'patternProperties', 'propertyNames', 'minProperties', 'maxProperties', 'uniqueItems', 'contains', 'minContains', 'maxContains',
+  'prefixItems', 'if', 'then', 'else', 'not', 'dependentRequired', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems',
+  'contentEncoding', 'contentMediaType', '$dynamicRef',
+];
+
+function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return a.length - b.length;
+}
+
+class Compiler {
+  readonly nodes: (SchemaNode | { kind: 'pending'; schema: unknown })[] = [];
+  readonly tables: LiteralTable[] = [];
+  private readonly refs = new Map<string, number>();
+
+  constructor(private readonly rootSchema: unknown) {
+    const first = new Int32Array(256).fill(-1);
+    this.nodes.push({ kind: 'union', first, alts: [] }); // ANY
+    this.nodes.push(this.objectNode([], ANY, true)); // ANY_OBJECT
+    this.nodes.push({ kind: 'array', items: ANY, min: 0, max: Infinity }); // ANY_ARRAY
+    this.nodes.push({ kind: 'literals', table: this.table(['false', 'null', 'true'].map(enc)) }); // TRUE_FALSE_NULL
+    this.nodes.push({ kind: 'string' }); // STRING
+    this.nodes.push({ kind: 'number', integer: false }); // NUMBER
+    first[0x7b] = ANY_OBJECT;
+    first[0x5b] = ANY_ARRAY;
+    first[0x22] = STRING;
+    for (const c of '-' + DIGITS) first[c.charCodeAt(0)] = NUMBER;
+    for (const c of 'tfn') first[c.charCodeAt(0)] = TRUE_FALSE_NULL;
+  }
+
+  private add(n: SchemaNode): number {
+    this.nodes.push(n);
+    return this.nodes.length - 1;
+  }
+
+  private table(values: Uint8Array[], payload?: number[]): number {
+    const order = values.map((_, i) => i).sort((a, b) => compareBytes(values[a], values[b]));
+    this.tables.push({ values: order.map((i) => values[i]), payload: Int32Array.from(order, (i) => payload?.[i] ?? i) });
+    return this.tables.length - 1;
+  }
+
+  private objectNode(props: { key: string; value: number; required: boolean }[], values: number, free: boolean): SchemaNode {
+    const keyTables: number[] = [];
+    const requiredFrom: boolean[] = [];
+    for (let pos = 0; pos <= props.length; pos++) {
+      // The keys that may come next: every later one up to and including the next required one.
+      const idx: number[] = [];
+      for (let j = pos; j < props.length; j++) {
+        idx.push(j);
+        if (props[j].required) break;
+      }
+      keyTables.push(this.table(idx.map((j) => enc(JSON.stringify(props[j].key))), idx));
+      requiredFrom.push(props.slice(pos).some((p) => p.required));
+    }
+    return { kind: 'object', props, free, values, keyTables, requiredFrom };
+  }
+
+  private fail(path: string, msg: string): never {
+    throw new EngineError('KAIL_E_INVALID_ARG', `json_schema at ${path || '/'}: ${msg}`);
+  }
+
+  compile(s: unknown, path: string): number {
+    if (s === true) return ANY;
+    if (s === false) this.fail(path, 'the schema false admits no value');
+    if (s === null || typeof s !== 'object' || Array.isArray(s)) this.fail(path, `a schema must be an object or a boolean, got ${JSON.stringify(s)}`);
+    const o = s as Record<string, unknown>;
+    for (const k of REFUSED) if (k in o) this.fail(path, `'${k}' is not supported (the output could not be held to it)`);
+    if (o.nullable === true) {
+      const { nullable: _, ...rest } = o;
+      return this.union([this.compile(rest, path), this.literals([null], path)], path);
+    }
+    if (typeof o.$ref === 'string') return this.ref(o.$ref, path);
+    if ('$ref' in o) this.fail(`${path}/$ref`, 'must be a string');
+    if ('const' in o) return this.literals([o.const], path);
+    if ('enum' in o) {
+      if (!Array.isArray(o.enum) || o.enum.length === 0) this.fail(`${path}/enum`, 'must be a non-empty array');
+      return this.literals(o.enum as unknown[], path);
+    }
+    for (const k of ['anyOf', 'oneOf'] as const) {
+      if (k in o) {
+        const alts = o[k];
+        if (!Array.isArray(alts) || alts.length === 0) this.fail(`${path}/${k}`, 'must be a non-empty array');
+        const { [k]: _, ...rest } = o;
+        const base = Object.keys(rest).some((x) => ['type', 'properties', 'items', 'required'].includes(x)) ? rest : null;
+        if (base) this.fail(path, `'${k}' next to 'type', 'properties' or 'items' is not supported; put them inside each alternative`);
+        return this.union(alts.map((a, i) => this.compile(a, `${path}/${k}/${i}`)), path);
+      }
+    }
+    if ('allOf' in o) {
+      const all = o.allOf;
+      if (!Array.isArray(all) || all.length !== 1) this.fail(`${path}/allOf`, 'only an allOf of exactly one schema is supported');
+      return this.compile(all[0], `${path}/allOf/0`);
+    }
+    let types: unknown = o.type;
+    if (types === undefined) {
+      if ('properties' in o || 'additionalProperties' in o || 'required' in o) types = 'object';
+      else if ('items' in o || 'minItems' in o || 'maxItems' in o) types = 'array';
+      else return ANY;
+    }
+    if (Array.isArray(types)) {
+      if (types.length === 0) this.fail(`${path}/type`, 'must not be empty');
+      return this.union(types.map((t) => this.typed(t, o, path)), path);
+    }
+    return this.typed(types, o, path);
+  }
+
+  private typed(t: unknown, o: Record<string, unknown>, path: string): number {
+    switch (t) {
+      case 'string':
+        return STRING;
+      case 'number':
+        return NUMBER;
+      case 'integer':
+        return this.add({ kind: 'number', integer: true });
+      case 'boolean':
+        return this.literals([false, true], path);
+      case 'null':
+        return this.literals([null], path);
+      case 'array': {
+        const items = o.items === undefined ? ANY : this.compile(o.items, `${path}/items`);
+        const min = this.count(o.minItems, 0, `${path}/minItems`);
+        const max = o.maxItems === undefined ? Infinity : this.count(o.maxItems, 0, `${path}/maxItems`);
+        if (max < min) this.fail(path, `maxItems ${max} is below minItems ${min}`);
+        return this.add({ kind: 'array', items, min, max });
+      }
+      case 'object': {
+        const props = o.properties ?? {};
+        if (props === null || typeof props !== 'object' || Array.isArray(props)) this.fail(`${path}/properties`, 'must be an object');
+        const required = o.required ?? [];
+        if (!Array.isArray(required) || required.some((r) => typeof r !== 'string')) this.fail(`${path}/required`, 'must be an array of property names');
+        const names = Object.keys(props as object);
+        for (const r of required as string[]) if (!names.includes(r)) names.push(r);
+        if (names.length === 0) {
+          const ap = o.additionalProperties;
+          if (ap === false) return this.add(this.objectNode([], ANY, false));
+          const values = ap === undefined || ap === true ? ANY : this.compile(ap, `${path}/additionalProperties`);
+          return values === ANY ? ANY_OBJECT : this.add(this.objectNode([], values, true));
+        }
+        const list = names.map((key) => ({
+          key,
+          value: key in (props as object) ? this.compile((props as Record<string, unknown>)[key], `${path}/properties/${key}`) : ANY,
+          required: (required as string[]).includes(key),
+        }));
+        return this.add(this.objectNode(list, ANY, false));
+      }
+      default:
+        this.fail(`${path}/type`, `unknown type ${JSON.stringify(t)}`);
+    }
+  }
+
+  private count(v: unknown, min: number, path: string): number {
+    if (typeof v === 'number' && Number.isInteger(v) && v >= min) return v;
+    if (v === undefined) return min;
+    return this.fail(path, `must be an integer ≥ ${min}, got ${JSON.stringify(v)}`);
+  }
+
+  private literals(values: unknown[], path: string): number {
+    const texts = values.map((v) => JSON.stringify(v));
+    if (texts.some((t) => t === undefined)) this.fail(path, 'enum and const values must be JSON values');
+    if (new Set(texts).size !== texts.length) this.fail(path, 'enum values must be distinct');
+    return this.add({ kind: 'literals', table: this.table(texts.map(enc)) });
+  }
+
+  private ref(ref: string, path: string): number {
+    const known = this.refs.get(ref);
+    if (known !== undefined) return known;
+    if (!ref.startsWith('#')) this.fail(path, `only local references (#/...) are supported, got ${JSON.stringify(ref)}`);
+    let target: unknown = this.rootSchema;
+    for (const raw of ref.slice(1).split('/').filter((p) => p.length > 0)) {
+      const key = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+      if (target === null || typeof target !== 'object' || !(key in (target as object))) this.fail(path, `the reference ${JSON.stringify(ref)} leads nowhere`);
+      target = (target as Record<string, unknown>)[key];
+    }
+    // A placeholder first, so a schema that refers to itself (a tree, a list) compiles.
+    const id = this.nodes.length;
+    this.nodes.push({ kind: 'pending', schema: target });
+    this.refs.set(ref, id);
+    const inner = this.compile(target, ref);
+    this.nodes[id] = this.nodes[inner];
+    return id;
+  }
+
+  /** The bytes a value of node n may start with. */
+  private firstBytes(n: number, seen = new Set<unknown>()): Set<number> {
+    const node = this.nodes[n];
+    const out = new Set<number>();
+    const chars = (s: string) => {
+      for (const c of s) out.add(c.charCodeAt(0));
+    };
+    switch (node.kind) {
+      case 'object':
+        chars('{');
+        break;
+      case 'array':
+        chars('[');
+        break;
+      case 'string':
+        chars('"');
+        break;
+      case 'number':
+        chars('-' + DIGITS);
+        break;
+      case 'literals':
+        for (const v of this.tables[node.table].values) out.add(v[0]);
+        break;
+      case 'union':
+        node.first.forEach((x, b) => x >= 0 && out.add(b));
+        break;
+      case 'pending':
+        return this.schemaFirstBytes(node.schema, seen);
+    }
+    return out;
+  }
+
+  /** firstBytes of a schema still being compiled (a reference to itself inside a union). */
+  private schemaFirstBytes(s: unknown, seen: Set<unknown>): Set<number> {
+    const all = this.firstBytes(ANY);
+    if (s === null || typeof s !== 'object' || seen.has(s)) return seen.has(s) ? new Set() : all;
+    seen.add(s);
+    const o = s as Record<string, unknown>;
+    if (typeof o.$ref === 'string') {
+      const id = this.refs.get(o.$ref);
+      return id === undefined ? all : this.firstBytes(id, seen);
+    }
+    if ('const' in o) return new Set([JSON.stringify(o.const).charCodeAt(0)]);
+    if (Array.isArray(o.enum)) return new Set(o.enum.map((v) => JSON.stringify(v).charCodeAt(0)));
+    const alts = (o.anyOf ?? o.oneOf) as unknown[] | undefined;
+    if (Array.isArray(alts)) return new Set(alts.flatMap((a) => [...this.schemaFirstBytes(a, seen)]));
+    const types = Array.isArray(o.type) ? o.type : o.type !== undefined ? [o.type] : 'properties' in o ? ['object'] : 'items' in o ? ['array'] : null;
+    if (!types) return all;
+    const starts: Record<string, string> = { object: '{', array: '[', string: '"', number: '-' + DIGITS, integer: '-' + DIGITS, boolean: 'tf', null: 'n' };
+    return new Set(types.flatMap((t) => [...(starts[t as string] ?? '')].map((c) => c.charCodeAt(0))));
+  }
+
+  private union(alternatives: number[], path: string): number {
+    // Nested unions flatten (a nullable inside an anyOf with null).
+    const alts = alternatives.flatMap((a) => {
+      const n = this.nodes[a];
+      return n.kind === 'union' && a !== ANY ? n.alts : [a];
+    });
+    if (alts.includes(ANY)) return ANY;
+    if (alts.length === 1) return alts[0];
+    // Literal alternatives (enum, const, boolean, null) merge into one table.
+    const lits = alts.filter((a) => this.nodes[a].kind === 'literals');
+    const rest = alts.filter((a) => this.nodes[a].kind !== 'literals');
+    if (lits.length > 1) {
+      const values = lits.flatMap((a) => this.tables[(this.nodes[a] as { table: number }).table].values.map((v) => JSON.parse(Buffer.from(v).toString('utf8'))));
+      const uniq = [...new Map(values.map((v) => [JSON.stringify(v), v])).values()];
+      rest.push(this.literals(uniq, path));
+    } else rest.push(...lits);
+    if (rest.length === 1) return rest[0];
+    const first = new Int32Array(256).fill(-1);
+    for (const a of rest) {
+      for (const b of this.firstBytes(a)) {
+        if (first[b] >= 0 && first[b] !== a)
+          this.fail(path, `alternatives that can both start with ${JSON.stringify(String.fromCharCode(b))} are not supported (only ones of different JSON types, e.g. a string or null)`);
+        first[b] = a;
+      }
+    }
+    return this.add({ kind: 'union', first, alts: rest });
+  }
+}
+
+/** The grammar of one JSON object with any keys and values (`json_object`). */
+export function anyObjectGrammar(): JsonGrammar {
+  const c = new Compiler({});
+  return { nodes: c.nodes as SchemaNode[], tables: c.tables, root: ANY_OBJECT };
+}
+
+/** Compiles a schema whose values are objects (OpenAI requires an object at the top). */
+export function compileJsonSchema(schema: unknown): JsonGrammar {
+  const c = new Compiler(schema);
+  const root = c.compile(schema, '');
+  const node = c.nodes[root];
+  if (node.kind !== 'object' && root !== ANY) throw new EngineError('KAIL_E_INVALID_ARG', 'json_schema: the top-level schema must describe an object');
+  return { nodes: c.nodes as SchemaNode[], tables: c.tables, root: root === ANY ? ANY_OBJECT : root };
+}
