@@ -48,6 +48,8 @@ describe('OpenAI-compatible routes', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  /** The token whose text is exactly `text`. */
+  const tokenOf = (text: string) => [...Array(tokenizer.nTokens).keys()].find((t) => Buffer.from(tokenizer.tokenToPiece(t)).toString('latin1') === text)!;
   const auth = () => ({ 'content-type': 'application/json', authorization: `Bearer ${key}` });
   const post = (path: string, body: unknown, headers: Record<string, string> = auth(), signal?: AbortSignal) =>
     fetch(`${api.url}${path}`, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body), signal });
@@ -144,7 +146,6 @@ describe('OpenAI-compatible routes', () => {
   });
 
   it('answers response_format json_object with a JSON object', async () => {
-    const id = (text: string) => [...Array(tokenizer.nTokens).keys()].find((t) => Buffer.from(tokenizer.tokenToPiece(t)).toString('latin1') === text)!;
     const r = await client.chat.completions.create({
       model: 'tiny',
       messages: [{ role: 'user', content: 'Reply in JSON' }],
@@ -152,7 +153,7 @@ describe('OpenAI-compatible routes', () => {
       seed: 2,
       n: 6,
       response_format: { type: 'json_object' },
-      logit_bias: { [id('"')]: 4, [id('}')]: 6 },
+      logit_bias: { [tokenOf('"')]: 4, [tokenOf('}')]: 6 },
     });
     const done = r.choices.filter((c) => c.finish_reason === 'stop');
     expect(done.length).toBeGreaterThanOrEqual(3);
@@ -161,7 +162,6 @@ describe('OpenAI-compatible routes', () => {
   });
 
   it('answers response_format json_schema with objects that follow the schema; refused keywords are a 400 naming them', async () => {
-    const id = (text: string) => [...Array(tokenizer.nTokens).keys()].find((t) => Buffer.from(tokenizer.tokenToPiece(t)).toString('latin1') === text)!;
     const schema = {
       type: 'object',
       properties: { name: { type: 'string' }, age: { type: 'integer' }, role: { enum: ['admin', 'user'] }, tags: { type: 'array', items: { type: 'boolean' }, maxItems: 2 } },
@@ -175,7 +175,7 @@ describe('OpenAI-compatible routes', () => {
       n: 6,
       response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } },
       // Random weights wander; closing quotes and brackets made likely let most answers finish.
-      logit_bias: { [id('"')]: 5, [id(']')]: 5, [id('}')]: 5 },
+      logit_bias: { [tokenOf('"')]: 5, [tokenOf(']')]: 5, [tokenOf('}')]: 5 },
     });
     const done = r.choices.filter((c) => c.finish_reason === 'stop');
     expect(done.length).toBeGreaterThanOrEqual(3);
