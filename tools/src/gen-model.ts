@@ -2,6 +2,7 @@
 //   node tools/dist/gen-model.js --preset tiny-qwen3moe --type F32 --seed 1 --out /tmp/m.gguf
 //   node tools/dist/gen-model.js --arch llama --dim 512 --layers 8 --type Q4_K_M --out m.gguf
 //   node tools/dist/gen-model.js --inspect m.gguf
+import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
@@ -29,6 +30,7 @@ const USAGE = `usage: gen-model (--preset NAME | --arch ARCH) --out FILE [option
   --vocab N  --vocab-kind ${VOCAB_KINDS.join('|')}  --ctx N  --rope-base X  --norm-eps X
   --tied / --untied   tie output to token_embd or not
   --name S            general.name
+  --chat-template-file F   tokenizer.chat_template from file F instead of the vocabulary's
   --alignment N       GGUF data alignment (default 32)
   --simulate-type T   write --type floats holding T's quantize->dequantize values (format checks)
   --expert-pool N     quantized expert tensors: rows drawn from a pool of N quantized random rows per
@@ -56,7 +58,7 @@ function parseNum(name: string, s: string): number {
 
 export async function main(argv: string[]): Promise<number> {
   const strOpts = Object.fromEntries(
-    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type', 'threads', 'expert-pool'].map(
+    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'chat-template-file', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type', 'threads', 'expert-pool'].map(
       (k) => [k, { type: 'string' as const }],
     ),
   );
@@ -105,6 +107,7 @@ export async function main(argv: string[]): Promise<number> {
     if (!(VOCAB_KINDS as readonly string[]).includes(v['vocab-kind'])) throw new Error(`--vocab-kind: one of ${VOCAB_KINDS.join(', ')}`);
     config.vocabKind = v['vocab-kind'] as VocabKind;
   }
+  if (typeof v['chat-template-file'] === 'string') config.chatTemplate = fs.readFileSync(v['chat-template-file'], 'utf8');
   if (typeof v['rope-base'] === 'string') config.ropeBase = parseNum('rope-base', v['rope-base']);
   if (typeof v['norm-eps'] === 'string') config.normEps = parseNum('norm-eps', v['norm-eps']);
   if (v.tied) config.tiedEmbeddings = true;

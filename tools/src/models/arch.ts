@@ -27,6 +27,8 @@ export interface ModelConfig {
   sharedFf: number;
   vocabSize: number;
   vocabKind: VocabKind;
+  /** Replaces the vocabulary's chat template (tokenizer.chat_template) when set. */
+  chatTemplate?: string;
   /** Training context length written to the file. */
   ctx: number;
   ropeBase: number;

@@ -214,7 +214,9 @@ function openWriter(opts: WriteModelOptions, c: ModelConfig, tensors: readonly P
   w.set('general.file_type', kv.u32(llamaFileType(opts.fileType)));
   if (quantized) w.set('general.quantization_version', kv.u32(2));
   for (const [k, v] of arch.metadata(c)) w.set(k, v);
-  writeVocab(w, buildVocab(c.vocabKind, c.vocabSize));
+  const vocab = buildVocab(c.vocabKind, c.vocabSize);
+  if (c.chatTemplate !== undefined) vocab.chatTemplate = c.chatTemplate;
+  writeVocab(w, vocab);
   // How to regenerate the F32 weights (generateTensorF32) without the file.
   w.set('kailstream.generator.seed', kv.u32(opts.seed >>> 0));
   w.set('kailstream.generator.recipe', kv.u32(WEIGHT_RECIPE_VERSION));

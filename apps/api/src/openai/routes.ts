@@ -5,8 +5,9 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
 import type { ApiMetrics } from '../metrics';
 import { ChatCompletionRequest, CompletionRequest, openAiError, zodToOpenAi } from './schemas';
+import { ToolCallStream, parseToolCalls } from './tool-calls';
 
-type Finish = 'stop' | 'length' | null;
+type Finish = 'stop' | 'length' | 'tool_calls' | null;
 
 function finishName(f: common.FinishReason): Finish {
   if (f === common.FinishReason.FINISH_REASON_STOP) return 'stop';
@@ -64,6 +65,8 @@ interface Common {
   n: number;
   responseFormat: pb.ResponseFormat;
   jsonSchema: string;
+  /** Parse tool calls out of the answers (chat with tools). */
+  tools: boolean;
 }
 
 const RESPONSE_FORMATS = {
@@ -97,6 +100,7 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     n: b.n ?? 1,
     responseFormat: RESPONSE_FORMATS[b.response_format?.type ?? 'text'],
     jsonSchema: b.response_format?.type === 'json_schema' ? JSON.stringify(b.response_format.json_schema.schema ?? { type: 'object' }) : '',
+    tools: false,
   };
 }
 
@@ -126,9 +130,26 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const messages = b.messages.map((m) => ({
       role: m.role === 'developer' ? 'system' : m.role,
       content: typeof m.content === 'string' ? m.content : (m.content ?? []).map((p) => p.text).join(''),
+      toolCallsJson: m.tool_calls?.length ? JSON.stringify(m.tool_calls) : '',
+      toolCallId: m.tool_call_id ?? '',
+      name: m.name ?? '',
     }));
     const c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
-    const gen = pb.GenerateRequest.fromPartial({ messages, model: c.model, maxTokens: c.max, stop: c.stop, sampling: c.sampling, wantLogprobs: c.logprobs, topLogprobs: c.topLogprobs, ignoreEos: !!b.ignore_eos, responseFormat: c.responseFormat, jsonSchema: c.jsonSchema });
+    // With tools (unless tool_choice is 'none') the template shows them and the answer's calls are parsed.
+    c.tools = !!b.tools?.length && b.tool_choice !== 'none';
+    const gen = pb.GenerateRequest.fromPartial({
+      messages,
+      model: c.model,
+      maxTokens: c.max,
+      stop: c.stop,
+      sampling: c.sampling,
+      wantLogprobs: c.logprobs,
+      topLogprobs: c.topLogprobs,
+      ignoreEos: !!b.ignore_eos,
+      responseFormat: c.responseFormat,
+      jsonSchema: c.jsonSchema,
+      toolsJson: c.tools ? JSON.stringify(b.tools) : '',
+    });
     return run(req, reply, deps, gen, c, 'chat');
   });
 
@@ -163,6 +184,8 @@ interface Choice {
   usage: { prompt_tokens: number; completion_tokens: number; cached_tokens: number };
   lp: { token: string; logprob: number; top_logprobs: { token: string; logprob: number }[] }[];
   tLast: number;
+  /** Holds back possible tool calls while streaming (chat with tools). */
+  toolStream: ToolCallStream | null;
 }
 
 /**
@@ -194,7 +217,10 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     if (!finished && !reply.raw.writableFinished) for (const call of calls) call.cancel();
   });
 
-  const choices: Choice[] = calls.map(() => ({ text: '', finish: null, streamed: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 }, lp: [], tLast: 0 }));
+  const choices: Choice[] = calls.map(() => ({
+    text: '', finish: null, streamed: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 }, lp: [], tLast: 0,
+    toolStream: c.tools && c.stream ? new ToolCallStream() : null,
+  }));
   // OpenAI's usage: the prompt once, every choice's completion, and (prompt_tokens_details) the
   // prompt tokens served from a kept cache.
   const usage = () => {
@@ -246,7 +272,8 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
               }
               if (c.stream) {
                 startStream();
-                if (msg.text || (c.logprobs && msgLp.length)) sse(chunkObj(index, msg.text, null, c.logprobs ? msgLp : undefined));
+                const text = ch.toolStream ? ch.toolStream.push(msg.text) : msg.text;
+                if (text || (c.logprobs && msgLp.length)) sse(chunkObj(index, text, null, c.logprobs ? msgLp : undefined));
               }
             });
             call.on('end', () => resolve());
@@ -283,7 +310,20 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
   }
   if (c.stream) {
     startStream();
-    choices.forEach((ch, index) => sse(chunkObj(index, null, ch.finish ?? 'stop')));
+    choices.forEach((ch, index) => {
+      if (ch.toolStream) {
+        const { content, calls: toolCalls } = ch.toolStream.finish();
+        if (content) sse(chunkObj(index, content, null));
+        if (toolCalls.length) {
+          ch.finish = 'tool_calls';
+          sse({
+            id, object: 'chat.completion.chunk', created, model: c.model,
+            choices: [{ index, delta: { tool_calls: toolCalls.map((t, i) => ({ index: i, ...t })) }, logprobs: null, finish_reason: null }],
+          });
+        }
+      }
+      sse(chunkObj(index, null, ch.finish ?? 'stop'));
+    });
     if (c.includeUsage) sse({ id, object: kind === 'chat' ? 'chat.completion.chunk' : 'text_completion', created, model: c.model, choices: [], usage: u });
     reply.raw.write('data: [DONE]\n\n');
     reply.raw.end();
@@ -292,7 +332,11 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
   if (kind === 'chat')
     return reply.send({
       id, object: 'chat.completion', created, model: c.model,
-      choices: choices.map((ch, index) => ({ index, message: { role: 'assistant', content: ch.text }, logprobs: c.logprobs ? { content: ch.lp } : null, finish_reason: ch.finish ?? 'stop' })),
+      choices: choices.map((ch, index) => {
+        const { content, calls: toolCalls } = c.tools ? parseToolCalls(ch.text) : { content: ch.text, calls: [] };
+        const message = toolCalls.length ? { role: 'assistant', content: content || null, tool_calls: toolCalls } : { role: 'assistant', content };
+        return { index, message, logprobs: c.logprobs ? { content: ch.lp } : null, finish_reason: toolCalls.length ? 'tool_calls' : (ch.finish ?? 'stop') };
+      }),
       usage: u,
     });
   return reply.send({

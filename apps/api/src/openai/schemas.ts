@@ -56,6 +56,22 @@ const sampling = {
 
 const contentPart = z.object({ type: z.literal('text'), text: z.string() });
 
+const toolCall = z.object({
+  id: z.string(),
+  type: z.literal('function'),
+  function: z.object({ name: z.string().min(1), arguments: z.string() }),
+});
+
+const tool = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'function names are 1-64 letters, digits, _ or -'),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().optional().nullable(),
+  }),
+});
+
 export const ChatCompletionRequest = z.object({
   messages: z
     .array(
@@ -63,6 +79,10 @@ export const ChatCompletionRequest = z.object({
         role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
         content: z.union([z.string(), z.array(contentPart)]).nullable().optional(),
         name: z.string().optional(),
+        /** An assistant turn's calls, sent back with the tools' answers. */
+        tool_calls: z.array(toolCall).max(128).optional().nullable(),
+        /** A tool message: the call it answers. */
+        tool_call_id: z.string().optional(),
       }),
     )
     .min(1, 'messages must not be empty'),
@@ -81,6 +101,18 @@ export const ChatCompletionRequest = z.object({
   stream_options: sampling.stream_options,
   response_format: sampling.response_format,
   temperature: sampling.temperature,
+  /** Functions the model may call (shown to it through its chat template). */
+  tools: z.array(tool).max(128).optional().nullable(),
+  /**
+   * 'auto' (the default with tools) or 'none'; forcing a call ('required', a named function) is a
+   * 400 rather than an answer that may not call.
+   */
+  tool_choice: z
+    .union([z.enum(['none', 'auto', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) })])
+    .refine((c) => c === 'none' || c === 'auto', { message: "only 'auto' and 'none' are supported" })
+    .optional()
+    .nullable(),
+  parallel_tool_calls: z.boolean().optional().nullable(),
   top_p: sampling.top_p,
   user: sampling.user,
   top_k: sampling.top_k,

@@ -5,7 +5,7 @@ import { common, engine as pb } from '@kailstream/proto';
 import { EngineError, toEngineError } from '../errors';
 import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
 import { EngineModel, availableMemoryBytes, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
-import { ChatTemplate } from '../tokenizer/chat-template';
+import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { BatchEngine, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import type { SamplerParams } from '../sampling/sampler';
@@ -78,6 +78,8 @@ interface Loaded {
   engine: BatchEngine;
   spec: SpeculativeDecoder | null;
   chat?: ChatTemplate;
+  /** Whether the chat template shows `tools` to the model (tried once, with a marker tool). */
+  templateShowsTools?: boolean;
   /** Forward passes seen at the last health check and when they last advanced. */
   lastSteps: number;
   lastProgress: number;
@@ -121,6 +123,44 @@ function responseFormatFromProto(req: pb.GenerateRequest): Pick<GenerationReques
     return { responseFormat: 'json_schema', jsonSchema: schema };
   }
   throw new EngineError('KAIL_E_INVALID_ARG', `unknown response format ${f}`);
+}
+
+function parseJsonField<T>(text: string, what: string, ok: (v: unknown) => boolean): T {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} is not valid JSON: ${(e as Error).message}`);
+  }
+  if (!ok(v)) throw new EngineError('KAIL_E_INVALID_ARG', `${what} has the wrong shape`);
+  return v as T;
+}
+
+/**
+ * A proto chat message as the template sees it (OpenAI's fields). Tool call arguments, a JSON
+ * string in OpenAI's API, become the object templates expect (`arguments | tojson`), as llama.cpp
+ * passes them; arguments that are not a JSON object stay a string.
+ */
+function chatMessageFromProto(x: pb.ChatMessage): ChatMessage {
+  const msg: ChatMessage = { role: x.role, content: x.content };
+  if (x.name) msg.name = x.name;
+  if (x.toolCallId) msg.tool_call_id = x.toolCallId;
+  if (x.toolCallsJson) {
+    const calls = parseJsonField<{ function?: { arguments?: unknown } }[]>(x.toolCallsJson, 'tool_calls', Array.isArray);
+    msg.tool_calls = calls.map((c) => {
+      const args = c?.function?.arguments;
+      if (typeof args !== 'string') return c;
+      try {
+        const parsed: unknown = JSON.parse(args);
+        if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) return { ...c, function: { ...c.function, arguments: parsed } };
+      } catch {
+        // not JSON: the template gets the string
+      }
+      return c;
+    });
+    if (!x.content) msg.content = null;
+  }
+  return msg;
 }
 
 /** The in-process model host: loads GGUF models and serves them with continuous batching. */
@@ -305,15 +345,28 @@ export class LocalModelHost implements ModelHost {
   private promptTokens(m: Loaded, req: pb.GenerateRequest): number[] {
     if (req.messages.length) {
       if (!m.chat) m.chat = ChatTemplate.fromTokenizer(m.model.tokenizer);
-      const text = m.chat.render(
-        req.messages.map((x) => ({ role: x.role, content: x.content })),
-        { addGenerationPrompt: true },
-      );
+      const tools = req.toolsJson ? parseJsonField<unknown[]>(req.toolsJson, 'tools', Array.isArray) : undefined;
+      if (tools?.length && !this.templateShowsTools(m, m.chat))
+        throw new EngineError('KAIL_E_INVALID_ARG', `the chat template of model '${req.model}' does not show tools to the model, so it cannot call them`);
+      const text = m.chat.render(req.messages.map(chatMessageFromProto), { addGenerationPrompt: true, tools });
       // The template writes BOS itself where the model wants it.
       return m.model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
     }
     if (req.promptTokens.length) return req.promptTokens;
     return m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true });
+  }
+
+  private templateShowsTools(m: Loaded, chat: ChatTemplate): boolean {
+    if (m.templateShowsTools === undefined) {
+      const marker = 'kail_marker_tool_7f3a';
+      try {
+        const tools = [{ type: 'function', function: { name: marker, description: 'marker', parameters: { type: 'object', properties: {} } } }];
+        m.templateShowsTools = chat.render([{ role: 'user', content: 'hi' }], { addGenerationPrompt: true, tools }).includes(marker);
+      } catch {
+        m.templateShowsTools = false;
+      }
+    }
+    return m.templateShowsTools;
   }
 
   cancel(requestId: string): boolean {

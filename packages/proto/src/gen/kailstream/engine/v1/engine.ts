@@ -153,12 +153,23 @@ export interface GenerateRequest {
   responseFormat: ResponseFormat;
   /** With RESPONSE_FORMAT_JSON_SCHEMA: the JSON Schema (as JSON text) the output object follows. */
   jsonSchema: string;
+  /**
+   * Tool definitions (OpenAI's tools, a JSON array) passed to the chat template as `tools`; a
+   * template that does not show them to the model is INVALID_ARGUMENT.
+   */
+  toolsJson: string;
 }
 
 export interface ChatMessage {
   /** "system", "user", "assistant" or "tool". */
   role: string;
   content: string;
+  /** An assistant turn's tool calls as OpenAI's JSON array ([{id, type, function: {name, arguments}}]). */
+  toolCallsJson: string;
+  /** A tool message: the id of the call it answers. */
+  toolCallId: string;
+  /** The author's name (OpenAI's name; a tool message's function name). */
+  name: string;
 }
 
 export interface GenerateResponse {
@@ -900,6 +911,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     ignoreEos: false,
     responseFormat: 0,
     jsonSchema: "",
+    toolsJson: "",
   };
 }
 
@@ -947,6 +959,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.jsonSchema !== "") {
       writer.uint32(106).string(message.jsonSchema);
+    }
+    if (message.toolsJson !== "") {
+      writer.uint32(114).string(message.toolsJson);
     }
     return writer;
   },
@@ -1078,6 +1093,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.jsonSchema = reader.string();
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.toolsJson = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1139,6 +1162,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.json_schema)
         ? globalThis.String(object.json_schema)
         : "",
+      toolsJson: isSet(object.toolsJson)
+        ? globalThis.String(object.toolsJson)
+        : isSet(object.tools_json)
+        ? globalThis.String(object.tools_json)
+        : "",
     };
   },
 
@@ -1183,6 +1211,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.jsonSchema !== "") {
       obj.jsonSchema = message.jsonSchema;
     }
+    if (message.toolsJson !== "") {
+      obj.toolsJson = message.toolsJson;
+    }
     return obj;
   },
 
@@ -1206,12 +1237,13 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.ignoreEos = object.ignoreEos ?? false;
     message.responseFormat = object.responseFormat ?? 0;
     message.jsonSchema = object.jsonSchema ?? "";
+    message.toolsJson = object.toolsJson ?? "";
     return message;
   },
 };
 
 function createBaseChatMessage(): ChatMessage {
-  return { role: "", content: "" };
+  return { role: "", content: "", toolCallsJson: "", toolCallId: "", name: "" };
 }
 
 export const ChatMessage: MessageFns<ChatMessage> = {
@@ -1221,6 +1253,15 @@ export const ChatMessage: MessageFns<ChatMessage> = {
     }
     if (message.content !== "") {
       writer.uint32(18).string(message.content);
+    }
+    if (message.toolCallsJson !== "") {
+      writer.uint32(26).string(message.toolCallsJson);
+    }
+    if (message.toolCallId !== "") {
+      writer.uint32(34).string(message.toolCallId);
+    }
+    if (message.name !== "") {
+      writer.uint32(42).string(message.name);
     }
     return writer;
   },
@@ -1254,6 +1295,30 @@ export const ChatMessage: MessageFns<ChatMessage> = {
             message.content = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.toolCallsJson = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.toolCallId = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1270,6 +1335,17 @@ export const ChatMessage: MessageFns<ChatMessage> = {
     return {
       role: isSet(object.role) ? globalThis.String(object.role) : "",
       content: isSet(object.content) ? globalThis.String(object.content) : "",
+      toolCallsJson: isSet(object.toolCallsJson)
+        ? globalThis.String(object.toolCallsJson)
+        : isSet(object.tool_calls_json)
+        ? globalThis.String(object.tool_calls_json)
+        : "",
+      toolCallId: isSet(object.toolCallId)
+        ? globalThis.String(object.toolCallId)
+        : isSet(object.tool_call_id)
+        ? globalThis.String(object.tool_call_id)
+        : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
     };
   },
 
@@ -1281,6 +1357,15 @@ export const ChatMessage: MessageFns<ChatMessage> = {
     if (message.content !== "") {
       obj.content = message.content;
     }
+    if (message.toolCallsJson !== "") {
+      obj.toolCallsJson = message.toolCallsJson;
+    }
+    if (message.toolCallId !== "") {
+      obj.toolCallId = message.toolCallId;
+    }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
     return obj;
   },
 
@@ -1291,6 +1376,9 @@ export const ChatMessage: MessageFns<ChatMessage> = {
     const message = createBaseChatMessage();
     message.role = object.role ?? "";
     message.content = object.content ?? "";
+    message.toolCallsJson = object.toolCallsJson ?? "";
+    message.toolCallId = object.toolCallId ?? "";
+    message.name = object.name ?? "";
     return message;
   },
 };

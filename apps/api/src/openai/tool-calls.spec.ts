@@ -1,0 +1,202 @@
+import { EventEmitter } from 'node:events';
+import fs from 'node:fs';
+import path from 'node:path';
+import Fastify, { type FastifyInstance } from 'fastify';
+import OpenAI from 'openai';
+import { common, engine as pb, type scheduler as spb } from '@kailstream/proto';
+import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
+import { tempDir, writeTestModel } from '@kailstream/engine/testing';
+import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
+
+import { parseApiConfig } from '../env';
+import { startApi, type RunningApi } from '../server';
+import { registerOpenAiRoutes } from './routes';
+import { ToolCallStream, parseToolCalls } from './tool-calls';
+
+const CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}\n</tool_call>';
+
+describe('parseToolCalls (Hermes format)', () => {
+  it('takes the calls out of the text', () => {
+    const r = parseToolCalls(`Let me check.\n${CALL}\n${CALL.replace('Paris', 'Oslo')}`);
+    expect(r.content).toBe('Let me check.');
+    expect(r.calls.map((c) => [c.type, c.function.name, JSON.parse(c.function.arguments)])).toEqual([
+      ['function', 'get_weather', { city: 'Paris', days: 2 }],
+      ['function', 'get_weather', { city: 'Oslo', days: 2 }],
+    ]);
+    expect(new Set(r.calls.map((c) => c.id)).size).toBe(2);
+    expect(r.calls[0].id).toMatch(/^call_[0-9a-f]{24}$/);
+  });
+
+  it('leaves blocks that are cut off or not JSON in the text', () => {
+    for (const text of ['plain answer', '<tool_call>\n{"name": "f", "argu', '<tool_call>not json</tool_call>', '<tool_call>{"arguments": {}}</tool_call>'])
+      expect(parseToolCalls(text)).toEqual({ content: text, calls: [] });
+  });
+
+  it('takes arguments written as a string as they are', () => {
+    expect(parseToolCalls('<tool_call>{"name":"f","arguments":"{\\"a\\":1}"}</tool_call>').calls[0].function.arguments).toBe('{"a":1}');
+  });
+});
+
+describe('ToolCallStream', () => {
+  it('streams text up to a call, in any chunking, and gives the calls at the end', () => {
+    const text = `Sure <3, checking.\n${CALL}`;
+    for (let seed = 1; seed <= 50; seed++) {
+      const s = new ToolCallStream();
+      let out = '';
+      let at = 0;
+      let r = seed;
+      while (at < text.length) {
+        r = (r * 1103515245 + 12345) % 2147483648;
+        const n = 1 + (r % 7);
+        out += s.push(text.slice(at, at + n));
+        at += n;
+      }
+      const end = s.finish();
+      expect(out + end.content).toBe('Sure <3, checking.\n');
+      expect(end.calls.map((c) => c.function.name)).toEqual(['get_weather']);
+    }
+  });
+
+  it('gives back held text that did not become a call', () => {
+    const s = new ToolCallStream();
+    expect(s.push('a <tool_ca')).toBe('a ');
+    expect(s.push('t>')).toBe('<tool_cat>');
+    expect(s.push('<tool_call>{"name": "f"')).toBe('');
+    expect(s.finish()).toEqual({ content: '<tool_call>{"name": "f"', calls: [] });
+  });
+});
+
+/** A scheduler client whose every request answers with the given text, in chunks of 5 characters. */
+function fakeScheduler(text: string): spb.SchedulerServiceClient {
+  return {
+    submit: () => {
+      const call = Object.assign(new EventEmitter(), { cancel: () => undefined });
+      setImmediate(() => {
+        for (let i = 0; i < text.length; i += 5) call.emit('data', pb.GenerateResponse.fromPartial({ text: text.slice(i, i + 5), tokens: [1] }));
+        call.emit('data', pb.GenerateResponse.fromPartial({ finishReason: common.FinishReason.FINISH_REASON_STOP, usage: { promptTokens: 3, completionTokens: 9 } }));
+        call.emit('end');
+      });
+      return call;
+    },
+  } as unknown as spb.SchedulerServiceClient;
+}
+
+const tools: OpenAI.Chat.ChatCompletionTool[] = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } }, required: ['city'] } } },
+];
+
+// The route's side of tool calls, against a scheduler that answers a fixed text (the engine's
+// side, the template, is tested below with a real model).
+describe('chat completions with tools: the answer', () => {
+  let app: FastifyInstance;
+  let client: OpenAI;
+  const serve = async (text: string) => {
+    app = Fastify();
+    registerOpenAiRoutes(app, { scheduler: () => fakeScheduler(text), tenantOf: () => 't' });
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'x', maxRetries: 0 });
+  };
+  afterEach(() => app?.close());
+
+  it('returns the calls as tool_calls with finish_reason tool_calls, streamed or not', async () => {
+    await serve(`Checking.${CALL}`);
+    const r = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Weather?' }], tools });
+    expect(r.choices[0].finish_reason).toBe('tool_calls');
+    expect(r.choices[0].message.content).toBe('Checking.');
+    const call = r.choices[0].message.tool_calls![0] as OpenAI.Chat.ChatCompletionMessageFunctionToolCall;
+    expect(call.function.name).toBe('get_weather');
+    expect(JSON.parse(call.function.arguments)).toEqual({ city: 'Paris', days: 2 });
+
+    const stream = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Weather?' }], tools, stream: true });
+    let content = '';
+    const calls: { name?: string; arguments?: string }[] = [];
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      const d = chunk.choices[0]?.delta;
+      content += d?.content ?? '';
+      for (const t of d?.tool_calls ?? []) calls[t.index] = { name: t.function?.name, arguments: t.function?.arguments };
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(content).toBe('Checking.');
+    expect(calls.map((c) => [c.name, JSON.parse(c.arguments!)])).toEqual([['get_weather', { city: 'Paris', days: 2 }]]);
+    expect(finish).toBe('tool_calls');
+  });
+
+  it('leaves the text alone without tools, or with tool_choice none', async () => {
+    await serve(`Checking.${CALL}`);
+    const plain = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Weather?' }] });
+    expect(plain.choices[0].message.content).toBe(`Checking.${CALL}`);
+    expect(plain.choices[0].finish_reason).toBe('stop');
+    const none = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Weather?' }], tools, tool_choice: 'none' });
+    expect(none.choices[0].message.content).toBe(`Checking.${CALL}`);
+  });
+
+  it("refuses tool_choice 'required' and a named function with a 400", async () => {
+    await serve('x');
+    for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }] as const)
+      await expect(client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }], tools, tool_choice })).rejects.toMatchObject({ status: 400 });
+  });
+});
+
+// A template in the style of Qwen2.5's (tools in the system turn, calls and tool answers in
+// Hermes tags), for a real model.
+const HERMES_TEMPLATE = [
+  "{%- if tools %}<|im_start|>system\nYou may call functions. Signatures:\n<tools>\n{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}\n</tools>\nAnswer with <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>.<|im_end|>\n{%- endif %}",
+  "{%- for message in messages %}",
+  "{%- if message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant\n{%- for tc in message.tool_calls %}\n<tool_call>\n{\"name\": \"{{ tc.function.name }}\", \"arguments\": {{ tc.function.arguments | tojson }}}\n</tool_call>{%- endfor %}<|im_end|>\n",
+  "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>\n",
+  "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{%- endif %}",
+  '{%- endfor %}',
+  "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}",
+].join('');
+
+describe('chat completions with tools: the prompt (real engine)', () => {
+  const dir = tempDir();
+  let engine: RunningEngineServer;
+  let sched: RunningSchedulerServer;
+  let api: RunningApi;
+  let client: OpenAI;
+
+  beforeAll(async () => {
+    const templateFile = path.join(dir, 'hermes.jinja');
+    fs.writeFileSync(templateFile, HERMES_TEMPLATE);
+    const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 512 });
+    const withTools = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', templateFile]);
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: withTools, id: 'hermes', contextLength: 512, threads: 2 }));
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32'), id: 'chatml', contextLength: 512, threads: 2 }));
+    engine = await startEngineServer(host, { port: 0 });
+    sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], slotsPerEngine: 4, maxQueued: 8, maxQueuedPerTenant: 8, probeIntervalMs: 500 });
+    api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}`, dataDir: dir, readyMaxAgeS: 5 }));
+    client = new OpenAI({ baseURL: `${api.url}/v1`, apiKey: 'none', maxRetries: 0 });
+  }, 60_000);
+  afterAll(async () => {
+    await api?.close();
+    await sched?.close(100);
+    await engine?.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('shows the tools and the earlier calls and answers to the model through its template', async () => {
+    const ask = (extra: Partial<OpenAI.Chat.ChatCompletionCreateParamsNonStreaming>, messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Weather in Paris?' }]) =>
+      client.chat.completions.create({ model: 'hermes', messages, max_tokens: 1, temperature: 0, ...extra }).then((r) => r.usage!.prompt_tokens);
+    const bare = await ask({});
+    const withTools = await ask({ tools });
+    const toolsText = JSON.stringify(tools[0]).length;
+    expect(withTools - bare).toBeGreaterThan(toolsText / 8); // the definition's text is in the prompt
+    expect(await ask({ tools, tool_choice: 'none' })).toBe(bare);
+    // A second turn: the call and the tool's answer are rendered too.
+    const turn2 = await ask({ tools }, [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 21}' },
+    ]);
+    expect(turn2).toBeGreaterThan(withTools + 10);
+  });
+
+  it("answers 400 when the model's template cannot show tools", async () => {
+    await expect(client.chat.completions.create({ model: 'chatml', messages: [{ role: 'user', content: 'x' }], tools, max_tokens: 1 })).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringMatching(/chat template of model 'chatml' does not show tools/),
+    });
+  });
+});
