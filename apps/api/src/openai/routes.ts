@@ -5,7 +5,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
 import type { ApiMetrics } from '../metrics';
 import { ChatCompletionRequest, CompletionRequest, openAiError, zodToOpenAi } from './schemas';
-import { ToolCallStream, parseToolCalls } from './tool-calls';
+import { ToolCallStream, parseToolCalls, type ToolDefs } from './tool-calls';
 
 type Finish = 'stop' | 'length' | 'tool_calls' | null;
 
@@ -67,6 +67,7 @@ interface Common {
   jsonSchema: string;
   /** Parse tool calls out of the answers (chat with tools). */
   tools: boolean;
+  toolDefs?: ToolDefs;
 }
 
 const RESPONSE_FORMATS = {
@@ -137,6 +138,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
     // With tools (unless tool_choice is 'none') the template shows them and the answer's calls are parsed.
     c.tools = !!b.tools?.length && b.tool_choice !== 'none';
+    c.toolDefs = b.tools;
     const gen = pb.GenerateRequest.fromPartial({
       messages,
       model: c.model,
@@ -219,7 +221,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
 
   const choices: Choice[] = calls.map(() => ({
     text: '', finish: null, streamed: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 }, lp: [], tLast: 0,
-    toolStream: c.tools && c.stream ? new ToolCallStream() : null,
+    toolStream: c.tools && c.stream ? new ToolCallStream(c.toolDefs) : null,
   }));
   // OpenAI's usage: the prompt once, every choice's completion, and (prompt_tokens_details) the
   // prompt tokens served from a kept cache.
@@ -333,7 +335,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     return reply.send({
       id, object: 'chat.completion', created, model: c.model,
       choices: choices.map((ch, index) => {
-        const { content, calls: toolCalls } = c.tools ? parseToolCalls(ch.text) : { content: ch.text, calls: [] };
+        const { content, calls: toolCalls } = c.tools ? parseToolCalls(ch.text, c.toolDefs) : { content: ch.text, calls: [] };
         const message = toolCalls.length ? { role: 'assistant', content: content || null, tool_calls: toolCalls } : { role: 'assistant', content };
         return { index, message, logprobs: c.logprobs ? { content: ch.lp } : null, finish_reason: toolCalls.length ? 'tool_calls' : (ch.finish ?? 'stop') };
       }),

@@ -37,7 +37,39 @@ describe('parseToolCalls (Hermes format)', () => {
   });
 });
 
+describe('parseToolCalls (GLM and DeepSeek formats)', () => {
+  const defs = [{ function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' }, code: { type: 'string' } } } } }];
+
+  it('reads GLM-4.5 key/value calls, a value JSON unless the schema says string', () => {
+    const text = 'Looking.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n<arg_key>code</arg_key>\n<arg_value>75</arg_value>\n</tool_call>';
+    const r = parseToolCalls(text, defs);
+    expect(r.content).toBe('Looking.');
+    expect(r.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['get_weather', { city: 'Paris', days: 2, code: '75' }]]);
+    expect(parseToolCalls('<tool_call>ping</tool_call>').calls.map((c) => [c.function.name, c.function.arguments])).toEqual([['ping', '{}']]);
+    expect(parseToolCalls('<tool_call>f\n<arg_key>a</arg_key> stray</tool_call>').calls).toEqual([]);
+  });
+
+  it('reads DeepSeek V3.1 and V3/R1 calls and drops their wrappers', () => {
+    const v31 = 'Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Oslo"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>';
+    const r = parseToolCalls(v31);
+    expect(r.content).toBe('Sure.');
+    expect(r.calls.map((c) => JSON.parse(c.function.arguments).city)).toEqual(['Paris', 'Oslo']);
+    const v3 = '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Rome"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>';
+    const r3 = parseToolCalls(v3);
+    expect(r3.content).toBe('');
+    expect(r3.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['get_weather', { city: 'Rome' }]]);
+  });
+});
+
 describe('ToolCallStream', () => {
+  it('holds back DeepSeek markers too', () => {
+    const s = new ToolCallStream();
+    let out = '';
+    for (const piece of ['Ok', '.<｜tool', '▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{}', '<｜tool▁call▁end｜><｜tool▁calls▁end｜>']) out += s.push(piece);
+    expect(out).toBe('Ok.');
+    expect(s.finish().calls.map((c) => c.function.name)).toEqual(['f']);
+  });
+
   it('streams text up to a call, in any chunking, and gives the calls at the end', () => {
     const text = `Sure <3, checking.\n${CALL}`;
     for (let seed = 1; seed <= 50; seed++) {

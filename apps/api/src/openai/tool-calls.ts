@@ -1,20 +1,28 @@
 import { randomUUID } from 'node:crypto';
 
 /**
- * Tool calls in model output, in the Hermes format that Qwen2.5, Qwen3 (MoE included), QwQ and the
- * Hermes models are trained on and their chat templates describe:
+ * Tool calls in model output, in the formats of the model families KailStream serves:
  *
- *     <tool_call>
- *     {"name": "get_weather", "arguments": {"city": "Paris"}}
- *     </tool_call>
+ * - Hermes (Qwen2.5, Qwen3 and its MoE, QwQ, Hermes): `<tool_call>{"name": "f", "arguments": {...}}</tool_call>`
+ * - GLM-4.5/4.6 (MoE): `<tool_call>f<arg_key>k</arg_key><arg_value>v</arg_value>...</tool_call>`, a
+ *   value a JSON text unless the tool's schema says the parameter is a string
+ * - DeepSeek V3.1: `<｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`, and V3/R1's
+ *   `<｜tool▁call▁begin｜>function<｜tool▁sep｜>f` + a fenced JSON block, inside `<｜tool▁calls▁begin｜>…end｜>`
  *
- * A block whose JSON does not parse, or that the output cuts off, stays in the text, as
- * llama-server leaves it. Other models' formats (Llama 3.1's bare JSON, Mistral's [TOOL_CALLS],
- * DeepSeek's tool tokens) are not parsed: their calls arrive as text.
+ * A block that does not parse, or that the output cuts off, stays in the text, as llama-server
+ * leaves it. Formats not listed (Llama 3.1's bare JSON, Mistral's [TOOL_CALLS]) arrive as text.
  */
 
-const OPEN = '<tool_call>';
-const CLOSE = '</tool_call>';
+/** Call blocks: opening and closing marker. */
+const BLOCKS: [open: string, close: string][] = [
+  ['<tool_call>', '</tool_call>'],
+  ['<｜tool▁call▁begin｜>', '<｜tool▁call▁end｜>'],
+];
+/** Wrappers around DeepSeek's blocks, dropped from the text once calls are found. */
+const WRAPPERS = ['<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>'];
+const DS_SEP = '<｜tool▁sep｜>';
+/** Where a held-back stream starts: any of these. */
+const STARTS = [BLOCKS[0][0], WRAPPERS[0], BLOCKS[1][0]];
 
 export interface ToolCall {
   id: string;
@@ -22,49 +30,104 @@ export interface ToolCall {
   function: { name: string; arguments: string };
 }
 
+/** The tools of a request, for the parameter types some formats need. */
+export type ToolDefs = readonly { function: { name: string; parameters?: Record<string, unknown> } }[] | null | undefined;
+
 /** Splits finished output into its text and the tool calls it makes. */
-export function parseToolCalls(text: string): { content: string; calls: ToolCall[] } {
+export function parseToolCalls(text: string, tools?: ToolDefs): { content: string; calls: ToolCall[] } {
   const calls: ToolCall[] = [];
   let content = '';
   let at = 0;
   for (;;) {
-    const start = text.indexOf(OPEN, at);
-    if (start < 0) break;
-    const end = text.indexOf(CLOSE, start + OPEN.length);
+    let best: { start: number; open: string; close: string } | null = null;
+    for (const [open, close] of BLOCKS) {
+      const i = text.indexOf(open, at);
+      if (i >= 0 && (!best || i < best.start)) best = { start: i, open, close };
+    }
+    if (!best) break;
+    const end = text.indexOf(best.close, best.start + best.open.length);
     if (end < 0) break;
-    const call = toolCallOf(text.slice(start + OPEN.length, end));
+    const body = text.slice(best.start + best.open.length, end);
+    const call = best.open === BLOCKS[0][0] ? (hermesCall(body) ?? glmCall(body, tools)) : deepseekCall(body);
     if (call) {
       calls.push(call);
-      content += text.slice(at, start);
-    } else content += text.slice(at, end + CLOSE.length);
-    at = end + CLOSE.length;
+      content += text.slice(at, best.start);
+    } else content += text.slice(at, end + best.close.length);
+    at = end + best.close.length;
   }
   content += text.slice(at);
-  return { content: calls.length ? content.trim() : content, calls };
+  if (!calls.length) return { content, calls };
+  for (const w of WRAPPERS) content = content.split(w).join('');
+  return { content: content.trim(), calls };
 }
 
-function toolCallOf(body: string): ToolCall | null {
-  let v: unknown;
-  try {
-    v = JSON.parse(body);
-  } catch {
-    return null;
-  }
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) return null;
-  const { name, arguments: args } = v as { name?: unknown; arguments?: unknown };
-  if (typeof name !== 'string' || name.length === 0) return null;
+function makeCall(name: string, args: unknown): ToolCall | null {
+  if (name.length === 0) return null;
   // OpenAI sends arguments as a JSON string; a model writes an object (or, sometimes, the string).
   const argText = typeof args === 'string' ? args : JSON.stringify(args ?? {});
   return { id: `call_${randomUUID().replace(/-/g, '').slice(0, 24)}`, type: 'function', function: { name, arguments: argText } };
 }
 
+function jsonOrNull(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function hermesCall(body: string): ToolCall | null {
+  const v = jsonOrNull(body);
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return null;
+  const { name, arguments: args } = v as { name?: unknown; arguments?: unknown };
+  return typeof name === 'string' ? makeCall(name, args) : null;
+}
+
+function glmCall(body: string, tools: ToolDefs): ToolCall | null {
+  const firstArg = body.indexOf('<arg_key>');
+  const name = (firstArg < 0 ? body : body.slice(0, firstArg)).trim();
+  if (!/^[\w.-]+$/.test(name)) return null;
+  const rest = firstArg < 0 ? '' : body.slice(firstArg);
+  const props = (tools?.find((t) => t.function.name === name)?.function.parameters?.properties ?? {}) as Record<string, { type?: unknown }>;
+  const args: Record<string, unknown> = {};
+  const pair = /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*?)<\/arg_value>\s*/y;
+  let m: RegExpExecArray | null;
+  let seen = 0;
+  while ((m = pair.exec(rest))) {
+    const key = m[1].trim();
+    const raw = m[2];
+    const parsed = props[key]?.type === 'string' ? undefined : jsonOrNull(raw);
+    args[key] = parsed === undefined ? raw : parsed;
+    seen = pair.lastIndex;
+  }
+  if (rest.slice(seen).trim().length > 0) return null;
+  return makeCall(name, args);
+}
+
+function deepseekCall(body: string): ToolCall | null {
+  const sep = body.indexOf(DS_SEP);
+  if (sep < 0) return null;
+  const left = body.slice(0, sep).trim();
+  const right = body.slice(sep + DS_SEP.length);
+  // V3/R1: "function<sep>name\n```json\n{...}\n```"; V3.1: "name<sep>{...}".
+  const fenced = /^([\w.-]+)\s*\n```(?:json)?\s*\n([\s\S]*?)\n?```\s*$/.exec(right);
+  if (left === 'function' && fenced) {
+    const args = jsonOrNull(fenced[2]);
+    return args !== undefined ? makeCall(fenced[1], args) : null;
+  }
+  const args = jsonOrNull(right);
+  return args !== undefined && /^[\w.-]+$/.test(left) ? makeCall(left, args) : null;
+}
+
 /**
  * Streams a choice's text while holding back what may be a tool call: everything from the first
- * `<tool_call>`, and an ending that could still become one. `finish` parses what was held.
+ * call marker, and an ending that could still become one. `finish` parses what was held.
  */
 export class ToolCallStream {
   private held = '';
   private holding = false;
+
+  constructor(private readonly tools?: ToolDefs) {}
 
   /** Adds generated text; returns the part that can go to the client as content now. */
   push(text: string): string {
@@ -73,15 +136,19 @@ export class ToolCallStream {
       return '';
     }
     const all = this.held + text;
-    const start = all.indexOf(OPEN);
+    let start = -1;
+    for (const marker of STARTS) {
+      const i = all.indexOf(marker);
+      if (i >= 0 && (start < 0 || i < start)) start = i;
+    }
     if (start >= 0) {
       this.holding = true;
       this.held = all.slice(start);
       return all.slice(0, start);
     }
-    // Keep back the longest ending that is a beginning of the marker.
-    let keep = Math.min(OPEN.length - 1, all.length);
-    while (keep > 0 && !OPEN.startsWith(all.slice(all.length - keep))) keep--;
+    // Keep back the longest ending that is a beginning of a marker.
+    let keep = Math.min(Math.max(...STARTS.map((m) => m.length)) - 1, all.length);
+    while (keep > 0 && !STARTS.some((m) => m.startsWith(all.slice(all.length - keep)))) keep--;
     this.held = all.slice(all.length - keep);
     return all.slice(0, all.length - keep);
   }
@@ -91,7 +158,7 @@ export class ToolCallStream {
     const held = this.held;
     this.held = '';
     if (!this.holding) return { content: held, calls: [] };
-    const parsed = parseToolCalls(held);
+    const parsed = parseToolCalls(held, this.tools);
     return parsed.calls.length ? parsed : { content: held, calls: [] };
   }
 }

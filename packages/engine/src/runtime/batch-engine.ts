@@ -49,6 +49,8 @@ export interface GenerationRequest {
   responseFormat?: 'text' | 'json_object' | 'json_schema';
   /** The JSON Schema (parsed) for 'json_schema'. */
   jsonSchema?: unknown;
+  /** Control tokens whose text goes into the output anyway (a tool-call format's markers). */
+  preserveTokens?: readonly number[];
 }
 
 interface Active {
@@ -195,7 +197,7 @@ export class BatchEngine {
       slot: -1,
       sampler: createSampler(req.sampling ?? {}),
       stop: new StopMatcher({ stop: req.stop, eogTokens: req.ignoreEog ? new Set() : this.eog }),
-      decoder: this.model.tokenizer.createStreamDecoder(),
+      decoder: this.model.tokenizer.createStreamDecoder(req.preserveTokens?.length ? { preserve: new Set(req.preserveTokens) } : {}),
       history: [...req.prompt],
       prefilled: 0,
       pending: undefined,

@@ -80,6 +80,8 @@ interface Loaded {
   chat?: ChatTemplate;
   /** Whether the chat template shows `tools` to the model (tried once, with a marker tool). */
   templateShowsTools?: boolean;
+  /** Control tokens that are tool-call markers (rendered into the output of requests with tools). */
+  toolMarkerTokens?: number[];
   /** Forward passes seen at the last health check and when they last advanced. */
   lastSteps: number;
   lastProgress: number;
@@ -124,6 +126,11 @@ function responseFormatFromProto(req: pb.GenerateRequest): Pick<GenerationReques
   }
   throw new EngineError('KAIL_E_INVALID_ARG', `unknown response format ${f}`);
 }
+
+const TOOL_MARKERS = new Set([
+  '<tool_call>', '</tool_call>', '<arg_key>', '</arg_key>', '<arg_value>', '</arg_value>',
+  '<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<｜tool▁call▁begin｜>', '<｜tool▁call▁end｜>', '<｜tool▁sep｜>',
+]);
 
 function parseJsonField<T>(text: string, what: string, ok: (v: unknown) => boolean): T {
   let v: unknown;
@@ -306,6 +313,7 @@ export class LocalModelHost implements ModelHost {
         topLogprobs: req.topLogprobs,
         ignoreEog: req.ignoreEos,
         ...responseFormatFromProto(req),
+        preserveTokens: req.toolsJson ? this.toolMarkerTokens(m) : undefined,
       },
       signal,
     );
@@ -354,6 +362,19 @@ export class LocalModelHost implements ModelHost {
     }
     if (req.promptTokens.length) return req.promptTokens;
     return m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true });
+  }
+
+  /**
+   * Tool-call markers that a vocabulary may hold as control tokens (Qwen's, GLM's, DeepSeek's): the
+   * API's parser needs them in the text, as llama.cpp's preserved tokens.
+   */
+  private toolMarkerTokens(m: Loaded): number[] {
+    if (!m.toolMarkerTokens) {
+      const v = m.model.tokenizer.vocab;
+      m.toolMarkerTokens = [];
+      for (let id = 0; id < v.nTokens; id++) if (v.isControl(id) && TOOL_MARKERS.has(v.tokenText(id))) m.toolMarkerTokens.push(id);
+    }
+    return m.toolMarkerTokens;
   }
 
   private templateShowsTools(m: Loaded, chat: ChatTemplate): boolean {

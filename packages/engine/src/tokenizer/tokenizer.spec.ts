@@ -146,6 +146,13 @@ describe('byte-level BPE vocabulary', () => {
     expect(tok.newline).toBe(10); // "\n" is the byte token Ċ
   });
 
+  it('renders preserved control tokens as their text, and only those', () => {
+    expect(Buffer.from(tok.tokenToPiece(EOT)).toString()).toBe('');
+    expect(Buffer.from(tok.tokenToPiece(EOT, { preserve: new Set([EOT]) })).toString()).toBe('<|endoftext|>');
+    const d = tok.createStreamDecoder({ preserve: new Set([EOT]) });
+    expect(d.push(259) + d.push(EOT) + d.flush()).toBe('hello<|endoftext|>');
+  });
+
   it('rejects out-of-range ids', () => {
     expect(() => tok.tokenToPiece(99999)).toThrow(/out of range/);
     expect(() => tok.detokenize([-1])).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG' }));

@@ -35,6 +35,11 @@ export interface DetokenizeOptions {
 export interface PieceOptions {
   /** Render control and unknown tokens as their text. Default: false. */
   special?: boolean;
+  /**
+   * Render these control tokens as their text even without `special` (llama.cpp's preserved
+   * tokens: a tool-call format's markers, which its parser must see). Default: none.
+   */
+  preserve?: ReadonlySet<number>;
   /** Drop up to this many leading spaces. Default: 0. */
   lstrip?: number;
 }
@@ -139,7 +144,7 @@ export class Tokenizer {
    */
   tokenToPiece(id: number, options: PieceOptions = {}): Uint8Array {
     const attr = this.vocab.tokenAttr(id);
-    if (!options.special && attr & (TokenAttr.UNKNOWN | TokenAttr.CONTROL)) return new Uint8Array(0);
+    if (!options.special && attr & (TokenAttr.UNKNOWN | TokenAttr.CONTROL) && !options.preserve?.has(id)) return new Uint8Array(0);
     let piece: Uint8Array = (this.pieces[id] ??= tokenPieceBytes(this.vocab, id));
     const lstrip = options.lstrip ?? 0;
     let skip = 0;
