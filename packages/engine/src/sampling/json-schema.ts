@@ -10,9 +10,9 @@ import { EngineError } from '../errors';
  * `properties`, `items`/`minItems`/`maxItems`, `enum`/`const` (any JSON values, written compactly),
  * `anyOf`/`oneOf` whose alternatives start differently (string or null, object or array...),
  * `allOf` of one schema, `nullable`, local `$ref` (`#/$defs/...`, recursion included). Keywords
- * that constrain values in ways not enforced here (`pattern`, `format`, `minLength`, `minimum`...)
- * are refused with an error naming them, never ignored. Annotations (`title`, `description`...) are
- * ignored.
+ * that constrain values in ways not enforced here (`pattern`, `minLength`, `minimum`...) are refused
+ * with an error naming them, never ignored. Annotations (`title`, `description`, `default`, and
+ * `format`, which JSON Schema makes an annotation unless a validator opts in) are ignored.
  */
 
 export type SchemaNode =
@@ -47,7 +47,7 @@ const enc = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
 const DIGITS = '0123456789';
 
 const REFUSED = [
-  'pattern', 'format', 'minLength', 'maxLength', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf',
+  'pattern', 'minLength', 'maxLength', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf',
   'patternProperties', 'propertyNames', 'minProperties', 'maxProperties', 'uniqueItems', 'contains', 'minContains', 'maxContains',
   'prefixItems', 'if', 'then', 'else', 'not', 'dependentRequired', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems',
   'contentEncoding', 'contentMediaType', '$dynamicRef',
