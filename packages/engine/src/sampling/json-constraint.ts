@@ -84,6 +84,10 @@ export class JsonRecognizer {
   /** The node of the value expected in mode Value (the root at first). */
   next: number;
   strKey = 0;
+  /** Characters of the string so far, and the node's bounds. */
+  strLen = 0;
+  strMin = 0;
+  strMax = Infinity;
   integer = 0;
   hex = 0;
   lit = 0;
@@ -123,6 +127,9 @@ export class JsonRecognizer {
     this.mode = o.mode;
     this.next = o.next;
     this.strKey = o.strKey;
+    this.strLen = o.strLen;
+    this.strMin = o.strMin;
+    this.strMax = o.strMax;
     this.integer = o.integer;
     this.hex = o.hex;
     this.lit = o.lit;
@@ -197,6 +204,9 @@ export class JsonRecognizer {
         if (b !== 0x22) return false;
         this.mode = M.Str;
         this.strKey = 0;
+        this.strLen = 0;
+        this.strMin = node.min;
+        this.strMax = node.max;
         return true;
       case 'number':
         this.integer = node.integer ? 1 : 0;
@@ -224,6 +234,9 @@ export class JsonRecognizer {
     if (node.free) {
       this.mode = M.Str;
       this.strKey = 1;
+      this.strLen = 0;
+      this.strMin = 0;
+      this.strMax = Infinity;
       return true;
     }
     const t = node.keyTables[this.stack[f + 2]];
@@ -406,17 +419,22 @@ export class JsonRecognizer {
       return true;
     }
     if (b === 0x22) {
+      if (this.strLen < this.strMin) return false;
       if (this.strKey) {
         this.next = this.objectNode().values;
         this.mode = M.Colon;
       } else this.valueDone();
       return true;
     }
+    // Past here a character starts: an escape, an ASCII byte or a UTF-8 lead byte.
+    if (this.strLen >= this.strMax) return false;
     if (b === 0x5c) {
+      this.strLen++;
       this.mode = M.Esc;
       return true;
     }
     if (b < 0x20) return false;
+    this.strLen++;
     if (b < 0x80) return true;
     // UTF-8 lead bytes, with the ranges of the first continuation byte that rule out overlong
     // forms and surrogates (RFC 3629).

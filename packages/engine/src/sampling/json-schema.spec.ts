@@ -63,6 +63,12 @@ describe('compileJsonSchema + JsonRecognizer', () => {
     expect(accepts(person, text)).toBe(false);
   });
 
+  it('counts string lengths in characters (an escape or a multi-byte character is one)', () => {
+    const s = { type: 'object', properties: { a: { type: 'string', minLength: 2, maxLength: 3 } }, required: ['a'] };
+    for (const v of ['ab', 'abc', 'é中', '\\n\\u0041x', '😀😀😀']) expect(accepts(s, `{"a":"${v}"}`)).toBe(true);
+    for (const v of ['', 'a', 'abcd', 'é中😀x']) expect(accepts(s, `{"a":"${v}"}`)).toBe(false);
+  });
+
   it("takes 'format' as the annotation JSON Schema makes it (the string is not checked)", () => {
     expect(accepts({ type: 'object', properties: { at: { type: 'string', format: 'date-time' } }, required: ['at'] }, '{"at":"2026-11-30T16:00:00Z"}')).toBe(true);
   });

@@ -7,7 +7,7 @@ import { EngineError } from '../errors';
  * Supported: `type` (one or a list), `properties`/`required` (keys come in the schema's order,
  * optional ones may be left out, no other keys are generated, as llama.cpp's json-schema-to-grammar
  * and OpenAI's strict mode do), `additionalProperties` as the value schema of an object without
- * `properties`, `items`/`minItems`/`maxItems`, `enum`/`const` (any JSON values, written compactly),
+ * `properties`, `items`/`minItems`/`maxItems`, `minLength`/`maxLength`, `enum`/`const` (any JSON values, written compactly),
  * `anyOf`/`oneOf` whose alternatives start differently (string or null, object or array...),
  * `allOf` of one schema, `nullable`, local `$ref` (`#/$defs/...`, recursion included). Keywords
  * that constrain values in ways not enforced here (`pattern`, `minLength`, `minimum`...) are refused
@@ -18,7 +18,8 @@ import { EngineError } from '../errors';
 export type SchemaNode =
   | { kind: 'object'; props: { key: string; value: number; required: boolean }[]; free: boolean; values: number; keyTables: number[]; requiredFrom: boolean[] }
   | { kind: 'array'; items: number; min: number; max: number }
-  | { kind: 'string' }
+  /** Length bounds count characters (code points; an escape is one). */
+  | { kind: 'string'; min: number; max: number }
   | { kind: 'number'; integer: boolean }
   | { kind: 'literals'; table: number }
   | { kind: 'union'; first: Int32Array; alts: number[] };
@@ -47,7 +48,7 @@ const enc = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
 const DIGITS = '0123456789';
 
 const REFUSED = [
-  'pattern', 'minLength', 'maxLength', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf',
+  'pattern', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf',
   'patternProperties', 'propertyNames', 'minProperties', 'maxProperties', 'uniqueItems', 'contains', 'minContains', 'maxContains',
   'prefixItems', 'if', 'then', 'else', 'not', 'dependentRequired', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems',
   'contentEncoding', 'contentMediaType', '$dynamicRef',
@@ -70,7 +71,7 @@ class Compiler {
     this.nodes.push(this.objectNode([], ANY, true)); // ANY_OBJECT
     this.nodes.push({ kind: 'array', items: ANY, min: 0, max: Infinity }); // ANY_ARRAY
     this.nodes.push({ kind: 'literals', table: this.table(['false', 'null', 'true'].map(enc)) }); // TRUE_FALSE_NULL
-    this.nodes.push({ kind: 'string' }); // STRING
+    this.nodes.push({ kind: 'string', min: 0, max: Infinity }); // STRING
     this.nodes.push({ kind: 'number', integer: false }); // NUMBER
     first[0x7b] = ANY_OBJECT;
     first[0x5b] = ANY_ARRAY;
@@ -157,8 +158,13 @@ class Compiler {
 
   private typed(t: unknown, o: Record<string, unknown>, path: string): number {
     switch (t) {
-      case 'string':
-        return STRING;
+      case 'string': {
+        if (o.minLength === undefined && o.maxLength === undefined) return STRING;
+        const min = this.count(o.minLength, 0, `${path}/minLength`);
+        const max = o.maxLength === undefined ? Infinity : this.count(o.maxLength, 0, `${path}/maxLength`);
+        if (max < min) this.fail(path, `maxLength ${max} is below minLength ${min}`);
+        return this.add({ kind: 'string', min, max });
+      }
       case 'number':
         return NUMBER;
       case 'integer':
