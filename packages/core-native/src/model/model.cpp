@@ -156,6 +156,97 @@ std::string shape_str(const gguf_tensor_info * t) {
     return s + "]";
 }
 
+// What the forward pass indexes by an op's parameters must lie within the op's buffers, the KV
+// layers and the weights: the parameters come from the model file's metadata (head counts, RoPE
+// dimensions, expert counts), so a file that disagrees with itself is refused here, naming the op
+// and the numbers, instead of reading or writing past a buffer at the first token.
+void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
+    const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
+                            "attention", "moe", "gather_out", "copy", "mla_attention", "input"};
+    const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
+    auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
+    auto ip = [&](const char * k, double def) -> int64_t {
+        const double v = op.param(k, def);
+        if (!std::isfinite(v) || v < -(double(int64_t(1) << 40)) || v > double(int64_t(1) << 40)) throw error(KAIL_E_BAD_MODEL, what + "parameter " + k + " is out of range");
+        return static_cast<int64_t>(v);
+    };
+    auto req = [&](const char * k) -> int64_t {
+        if (!op.params.count(k)) throw error(KAIL_E_INVALID_ARG, what + "missing parameter '" + k + "'");
+        return ip(k, 0);
+    };
+    auto fits = [&](int b, int64_t off, int64_t n, const char * role) {
+        if (b < 0) throw error(KAIL_E_INVALID_ARG, what + "needs buffer " + role);
+        if (off < 0 || n < 0 || off + n > width(b))
+            throw error(KAIL_E_BAD_MODEL, what + std::to_string(n) + " values at offset " + std::to_string(off) + " do not fit buffer '" + m.prog.buffers[b].name + "' (" + role + ", width " + std::to_string(width(b)) + "): the model's sizes disagree");
+    };
+    auto kv_layer = [&]() -> int {
+        const int64_t l = req("layer");
+        if (l < 0 || l >= m.prog.n_kv_layers) throw error(KAIL_E_INVALID_ARG, what + "kv layer " + std::to_string(l) + " out of range");
+        return static_cast<int>(l);
+    };
+    switch (op.type) {
+        case OP_RMS_NORM: fits(op.out, 0, width(op.a), "out"); break;
+        case OP_HEAD_RMS_NORM: {
+            const int64_t hd = req("head_dim"), nh = req("n_head"), off = ip("a_off", 0);
+            if (hd < 1 || nh < 1) throw error(KAIL_E_BAD_MODEL, what + "head_dim and n_head must be positive");
+            fits(op.a, off, hd * nh, "a");
+            fits(op.out, off, hd * nh, "out");
+            break;
+        }
+        case OP_MATMUL: fits(op.a, ip("a_off", 0), 0, "a"); fits(op.out, ip("out_off", 0), 0, "out"); break;
+        case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: {
+            const int64_t n = ip("n", static_cast<double>(width(op.out)));
+            fits(op.a, ip("a_off", 0), n, "a");
+            if (op.b >= 0) fits(op.b, ip("b_off", 0), n, "b");
+            fits(op.out, ip("out_off", 0), n, "out");
+            break;
+        }
+        case OP_SIGMOID_MUL: fits(op.a, 0, width(op.out), "a"); fits(op.b, 0, 1, "b"); break;
+        case OP_GATHER_OUT: fits(op.out, 0, width(op.a), "out"); break;
+        case OP_ROPE: {
+            const int64_t n_dims = req("n_dims"), hd = req("head_dim"), nh = req("n_head"), rot = ip("rot_off", 0);
+            if (n_dims < 0 || n_dims % 2 != 0 || hd < 1 || nh < 1 || rot < 0 || rot + n_dims > hd)
+                throw error(KAIL_E_BAD_MODEL, what + "rotating " + std::to_string(n_dims) + " dimensions at " + std::to_string(rot) + " of a " + std::to_string(hd) +
+                                                  "-wide head: the RoPE dimension count must be even and within the head");
+            fits(op.a, ip("a_off", 0), hd * nh, "a");
+            const double base = op.param("freq_base", 10000.0), scale = op.param("freq_scale", 1.0);
+            if (!(base > 0) || !(scale > 0) || !std::isfinite(base) || !std::isfinite(scale)) throw error(KAIL_E_BAD_MODEL, what + "RoPE frequency base and scale must be positive");
+            break;
+        }
+        case OP_ATTENTION: {
+            const int layer = kv_layer();
+            const int64_t nh = req("n_head"), nkv = req("n_head_kv"), hk = req("head_dim"), hv = ip("head_dim_v", static_cast<double>(hk));
+            if (nh < 1 || nkv < 1 || hk < 1 || hv < 1 || nh % nkv != 0)
+                throw error(KAIL_E_BAD_MODEL, what + std::to_string(nh) + " heads over " + std::to_string(nkv) + " kv heads of " + std::to_string(hk) + "/" + std::to_string(hv) + " dimensions");
+            if (m.prog.kv_k_width[layer] != nkv * hk || m.prog.kv_v_width[layer] != nkv * hv) throw error(KAIL_E_INVALID_ARG, what + "kv widths do not match heads");
+            fits(op.a, ip("a_off", 0), nh * hk, "a");
+            fits(op.b, ip("b_off", 0), nkv * hk, "b");
+            fits(op.c, ip("c_off", 0), nkv * hv, "c");
+            fits(op.out, ip("out_off", 0), nh * hv, "out");
+            break;
+        }
+        case OP_MOE: {
+            const int64_t ne = req("n_expert"), k = req("n_expert_used"), g = ip("n_group", 0), gu = ip("n_group_used", 0);
+            if (ne < 1 || k < 1 || k > ne) throw error(KAIL_E_BAD_MODEL, what + "uses " + std::to_string(k) + " of " + std::to_string(ne) + " experts");
+            if (g > 1 && gu > 0 && gu < g && (ne % g != 0)) throw error(KAIL_E_BAD_MODEL, what + std::to_string(ne) + " experts do not split into " + std::to_string(g) + " groups");
+            if (m.prog.n_expert < ne) throw error(KAIL_E_INVALID_ARG, what + "more experts than the program declares");
+            fits(op.out, 0, width(op.a), "out");
+            break;
+        }
+        case OP_MLA_ATTENTION: {
+            const int layer = kv_layer();
+            const int64_t nh = req("n_head"), L = req("kv_lora"), nope = req("qk_nope"), rope = req("qk_rope"), vh = req("v_head");
+            if (nh < 1 || L < 1 || nope < 1 || rope < 1 || vh < 1) throw error(KAIL_E_BAD_MODEL, what + "needs positive n_head, kv_lora, qk_nope, qk_rope, v_head");
+            if (m.prog.kv_k_width[layer] != L + rope || m.prog.kv_v_width[layer] != 0) throw error(KAIL_E_INVALID_ARG, what + "needs a kv layer of width kv_lora + qk_rope and no V");
+            fits(op.a, 0, nh * (nope + rope), "a");
+            fits(op.b, 0, L + rope, "b");
+            fits(op.out, 0, nh * vh, "out");
+            break;
+        }
+        default: break;
+    }
+}
+
 } // namespace
 
 namespace {
@@ -256,10 +347,17 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     auto check_buf = [&](int b, const char * what, size_t op_i) {
         if (b < -1 || b >= nb) throw error(KAIL_E_INVALID_ARG, "program: op " + std::to_string(op_i) + " " + what + " buffer out of range");
     };
+    for (const buffer_desc & bd : m.prog.buffers)
+        if (bd.width < 1 || bd.width > (int64_t(1) << 26))
+            throw error(KAIL_E_BAD_MODEL, "program: buffer '" + bd.name + "' has width " + std::to_string(bd.width) + " (the model's sizes are out of range)");
+    if (static_cast<int>(m.prog.kv_k_width.size()) != m.prog.n_kv_layers || static_cast<int>(m.prog.kv_v_width.size()) != m.prog.n_kv_layers)
+        throw error(KAIL_E_INVALID_ARG, "program: kv widths do not match n_kv_layers");
     m.wts.resize(m.prog.ops.size());
     for (size_t i = 0; i < m.prog.ops.size(); i++) {
         const op_desc & op = m.prog.ops[i];
         check_buf(op.out, "out", i); check_buf(op.a, "a", i); check_buf(op.b, "b", i); check_buf(op.c, "c", i);
+        if (op.out < 0) throw error(KAIL_E_INVALID_ARG, "program: op " + std::to_string(i) + " has no out buffer");
+        check_op_ranges(m, op, i);
         for (auto & [role, name] : op.weights) {
             const gguf_tensor_info * t = m.file->find_tensor(name);
             check(t != nullptr, "model file lacks tensor '" + name + "' (" + role + ")");
@@ -301,6 +399,12 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             check(g.ne(0) == dm && g.ne(2) == n_expert && u.ne(0) == dm && u.ne(1) == g.ne(1) && u.ne(2) == n_expert,
                   "expert tensors '" + g.info->name + "' " + shape_str(g.info) + " / '" + u.info->name + "' " + shape_str(u.info) + " do not match d_model " + std::to_string(dm) + " and " + std::to_string(n_expert) + " experts");
             check(d.ne(0) == g.ne(1) && d.ne(1) == dm && d.ne(2) == n_expert, "expert tensor '" + d.info->name + "' " + shape_str(d.info) + " does not match");
+            const tensor_ref pb = m.weight(i, "exp_probs_b");
+            if (pb.info) check(pb.type() == KAIL_TYPE_F32 && pb.info->n_elements == n_expert, "expert selection bias '" + pb.info->name + "' must be F32 with " + std::to_string(n_expert) + " elements, is " + type_name(pb.type()) + " " + shape_str(pb.info));
+        } else if (op.type == OP_ROPE) {
+            const tensor_ref ff = m.weight(i, "freq_factors");
+            const int64_t half = static_cast<int64_t>(op.param_req("n_dims")) / 2;
+            if (ff.info) check(ff.type() == KAIL_TYPE_F32 && ff.info->n_elements >= half, "RoPE frequency factors '" + ff.info->name + "' must be F32 with " + std::to_string(half) + " elements, is " + type_name(ff.type()) + " " + shape_str(ff.info));
         }
     }
     for (size_t i = 0; i < m.prog.ops.size(); i++) {
@@ -317,8 +421,6 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
         m.input_width = m.prog.buffers[op.out].width;
     }
     n_vocab_ = m.prog.buffers[m.prog.logits].width;
-    if (static_cast<int>(m.prog.kv_k_width.size()) != m.prog.n_kv_layers || static_cast<int>(m.prog.kv_v_width.size()) != m.prog.n_kv_layers)
-        throw error(KAIL_E_INVALID_ARG, "program: kv widths do not match n_kv_layers");
     m.kv.assign(m.params.n_seq_max, std::vector<kv_seq_layer>(m.prog.n_kv_layers));
     m.seq_len.assign(m.params.n_seq_max, 0);
     m.bufs.resize(m.prog.buffers.size());

@@ -184,9 +184,15 @@ function checkHParams(hp: HParams, tensors: Map<string, GgufTensorInfo>): void {
   if (!(hp.ropeFreqBase > 0)) bad(`rope.freq_base ${hp.ropeFreqBase} is not positive`);
   if (!Number.isInteger(hp.ropeDims) || hp.ropeDims < 0 || hp.ropeDims % 2 !== 0 || hp.ropeDims > hp.headDimK)
     bad(`rope.dimension_count ${hp.ropeDims} is not an even number of dimensions within the key head (${hp.headDimK})`);
+  // llama.cpp load_hparams: llama rotates whole heads ("invalid n_rot").
+  if (hp.arch === 'llama' && hp.ropeDims !== hp.headDimK) bad(`rope.dimension_count ${hp.ropeDims} must equal the head dimension ${hp.headDimK}`);
+  // llama.cpp knows these (an unknown name is LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED, which it asserts
+  // against); longrope (Phi-3's long/short factor tables) is valid but not run here.
+  if (hp.ropeScalingType === 'longrope') throw new EngineError('KAIL_E_UNSUPPORTED', `rope.scaling.type 'longrope' (Phi-3's factor tables) is not supported`);
+  if (!['none', 'linear', 'yarn'].includes(hp.ropeScalingType)) bad(`rope.scaling.type '${hp.ropeScalingType}' is not one of none, linear, yarn`);
   if (!(hp.ropeFreqScale > 0)) bad(`RoPE frequency scale ${hp.ropeFreqScale} (1 / rope.scaling.factor) is not positive`);
-  if (!Number.isInteger(hp.ropeYarn.nCtxOrig) || hp.ropeYarn.nCtxOrig < 0) bad(`rope.scaling.original_context_length ${hp.ropeYarn.nCtxOrig} is not a non-negative integer`);
   if (!Number.isInteger(hp.nCtxTrain) || hp.nCtxTrain < 0) bad(`context_length ${hp.nCtxTrain} is not a non-negative integer`);
+  if (!Number.isInteger(hp.ropeYarn.nCtxOrig) || hp.ropeYarn.nCtxOrig < 0) bad(`rope.scaling.original_context_length ${hp.ropeYarn.nCtxOrig} is not a non-negative integer`);
   // Block tensors past block_count: llama.cpp refuses such a file (tensors left unused), and the
   // model this would run is not the one in the file.
   for (const name of tensors.keys()) {

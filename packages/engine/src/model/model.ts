@@ -173,6 +173,20 @@ function programBytesPerToken(program: ModelProgram, file: NativeGgufFile, s: Mo
   return total;
 }
 
+/**
+ * The tokenizer and the weights must agree on the vocabulary, as llama.cpp requires (token_embd and
+ * output are [n_embd, n_vocab] with n_vocab the tokenizer's): a token the tokenizer produces past
+ * the embedding would fail only when a prompt contains it, and one past the head is never sampled.
+ */
+function checkVocabulary(tokenizer: Tokenizer, hp: HParams, program: ModelProgram): void {
+  const nHead = program.buffers[program.logits]?.width;
+  if (tokenizer.nTokens !== hp.nVocab || tokenizer.nTokens !== nHead)
+    throw new EngineError(
+      'KAIL_E_BAD_MODEL',
+      `the tokenizer has ${tokenizer.nTokens} tokens (tokenizer.ggml.tokens), but the model's embedding has ${hp.nVocab} rows and its output head ${nHead}`,
+    );
+}
+
 /** Opens a GGUF file's metadata and tensor table (no weights mapped). */
 export function openGgufMetadata(path: string): NativeGgufFile {
   if (!fs.existsSync(path)) throw new EngineError('KAIL_E_IO', `model file not found: ${path}`);
@@ -327,6 +341,7 @@ export class EngineModel {
     try {
       const { md, hp, program, nCtx, nSeqMax, nBatch, params } = prepare(path, file, opts);
       const tokenizer = Tokenizer.fromMetadata(file.metadata);
+      checkVocabulary(tokenizer, hp, program);
       let summary = summarize(file);
       if (opts.mtp) summary = { ...summary, bytesPerToken: programBytesPerToken(program, file, summary) };
       // Refuse before allocating: the KV cache at full context for every sequence must fit in

@@ -1,5 +1,7 @@
 import type { ModelProgram, ProgramOp } from '@kailstream/core-native';
 
+import { EngineError } from '../errors';
+
 /** Composes a model program: named float buffers and the ops that run over them, in order. */
 export class ProgramBuilder {
   private readonly buffers: ModelProgram['buffers'] = [];
@@ -13,10 +15,14 @@ export class ProgramBuilder {
 
   /** A buffer of `width` floats per row (per token, or per output row); reused by name. */
   buf(name: string, width: number, outRows = false): number {
+    if (!Number.isInteger(width) || width < 1)
+      throw new EngineError('KAIL_E_BAD_MODEL', `buffer '${name}' would be ${width} wide: a tensor it is sized from has too few dimensions or a zero size`);
     const have = this.byName.get(name);
     if (have !== undefined) {
       const b = this.buffers[have];
-      if (b.width !== width || b.outRows !== outRows) throw new Error(`program: buffer '${name}' redeclared with another shape`);
+      // Widths come from the file's tensor shapes: layers that disagree are a bad file.
+      if (b.width !== width || b.outRows !== outRows)
+        throw new EngineError('KAIL_E_BAD_MODEL', `buffer '${name}' is ${width} wide here but ${b.width} in an earlier layer: the model's tensor shapes disagree between layers`);
       return have;
     }
     this.buffers.push({ name, width, outRows });

@@ -103,4 +103,11 @@ describe('chat templates', () => {
     expect(() => strict.render(messages)).toThrow(/roles must alternate/);
     expect(() => new ChatTemplate('{% for %}')).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL' }));
   });
+
+  it("bounds range() (a model file's template must not hold the event loop) and keeps its Python semantics", () => {
+    const t = new ChatTemplate('{% for i in range(3) %}{{ i }}{% endfor %}|{% for i in range(1, 7, 2) %}{{ i }}{% endfor %}|{% for i in range(5, 0, -2) %}{{ i }}{% endfor %}');
+    expect(t.render([])).toBe('012|135|531');
+    const runaway = new ChatTemplate('{% for i in range(100000000) %}x{% endfor %}');
+    expect(() => runaway.render(messages)).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/range\(\) of 100000000 items is over the chat template limit/) }));
+  });
 });

@@ -85,6 +85,38 @@ const TEMPLATE_PATCHES: [when: string[], from: string, to: string][] = [
   ],
 ];
 
+/** Most items a template's range() may make: the template comes from the model file and renders synchronously. */
+export const TEMPLATE_RANGE_LIMIT = 1 << 20;
+
+/**
+ * Jinja's range(), refusing more than TEMPLATE_RANGE_LIMIT items: a model file's template with
+ * `range(100000000)` would otherwise hold the event loop (and build a 10^8-element array) on every
+ * chat request. Real templates range over messages or tool lists.
+ */
+function boundedRange(start: number, stop?: number, step = 1): number[] {
+  if (stop === undefined) [start, stop] = [0, start];
+  if (step === 0) throw new Error('range() step must not be zero');
+  const n = Math.max(0, Math.ceil((stop - start) / step));
+  if (!(n <= TEMPLATE_RANGE_LIMIT)) throw new Error(`range() of ${n} items is over the chat template limit of ${TEMPLATE_RANGE_LIMIT}`);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) out.push(start + i * step);
+  return out;
+}
+
+const BOUNDED_RANGE = '__kail_bounded_range';
+
+/**
+ * Points the template's range() calls at boundedRange (passed to render under BOUNDED_RANGE): the
+ * library's own range global cannot be replaced, so the parsed template's calls are renamed.
+ */
+function callRangeBounded(node: unknown, seen = new Set<object>()): void {
+  if (typeof node !== 'object' || node === null || seen.has(node)) return;
+  seen.add(node);
+  const n = node as { type?: unknown; callee?: { type?: unknown; value?: unknown } };
+  if (n.type === 'CallExpression' && n.callee?.type === 'Identifier' && n.callee.value === 'range') n.callee.value = BOUNDED_RANGE;
+  for (const v of Object.values(node)) callRangeBounded(v, seen);
+}
+
 /**
  * A chat template, rendered the way llama.cpp's Jinja path renders it: the variables it passes,
  * its message workarounds (see `caps`), and its removal of a BOS/EOS the tokenizer adds anyway.
@@ -109,6 +141,7 @@ export class ChatTemplate {
     } catch (e) {
       throw new TokenizerError('KAIL_E_BAD_MODEL', `cannot parse chat template: ${(e as Error).message}`);
     }
+    callRangeBounded((this.template as unknown as { parsed: unknown }).parsed);
   }
 
   /**
@@ -148,6 +181,7 @@ export class ChatTemplate {
       eos_token: this.tokens.eosToken,
       enable_thinking: options.enableThinking ?? true,
       add_generation_prompt: options.addGenerationPrompt ?? true,
+      [BOUNDED_RANGE]: boundedRange,
     };
     if (options.tools !== undefined && options.tools.length > 0) vars.tools = options.tools;
     Object.assign(vars, options.variables);

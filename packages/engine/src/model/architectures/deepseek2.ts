@@ -251,7 +251,8 @@ function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number):
   if (wq) {
     p.op('matmul', q, { a: h, weights: { weight: wq } });
   } else {
-    const qa = p.buf('q_a', tensors.get(need(t(il, 'attn_q_a.weight')))!.dims[1]);
+    const qaWidth = tensors.get(need(t(il, 'attn_q_a.weight')))!.dims[1];
+    const qa = p.buf(`q_a${qaWidth}`, qaWidth);
     p.op('matmul', qa, { a: h, weights: { weight: need(t(il, 'attn_q_a.weight')) } });
     p.op('rms_norm', qa, { a: qa, weights: { weight: need(t(il, 'attn_q_a_norm.weight')) }, params: { eps: hp.rmsEps } });
     p.op('matmul', q, { a: qa, weights: { weight: need(t(il, 'attn_q_b.weight')) } });

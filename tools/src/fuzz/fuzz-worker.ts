@@ -1,0 +1,106 @@
+// Child process of the semantic fuzz harness (semantic-fuzz.ts): for each model file it is sent,
+// does what serving it would do (inspect the metadata, load, tokenize, evaluate a few tokens,
+// detokenize, render the chat template, and for MoE files load again with experts streaming) and
+// answers with the first error, or success with whether every logit was finite. Runs as
+// `node --conditions=@kailstream/source -r ./ts-register.cjs fuzz-worker.ts` with an IPC channel.
+import fs from 'node:fs';
+
+import { ChatTemplate, EngineModel, kvCacheReport, openGgufMetadata, summarize } from '@kailstream/engine';
+
+export interface FuzzJob {
+  id: string;
+  path: string;
+  /** Also load with a RAM budget (expert streaming). Default true. */
+  streaming?: boolean;
+}
+
+export interface FuzzJobResult {
+  id: string;
+  ok: boolean;
+  /** Stage of the first failure, or 'done'. */
+  stage: string;
+  code?: string;
+  name?: string;
+  message?: string;
+  /** All logits finite (successful runs). */
+  finite?: boolean;
+  /** Peak resident memory of the worker during the job (MiB). */
+  peakRssMb: number;
+  ms: number;
+}
+
+function resetPeakRss(): void {
+  try {
+    fs.writeFileSync('/proc/self/clear_refs', '5');
+  } catch {
+    // not Linux, or not allowed: the peak then covers the worker's life
+  }
+}
+
+function peakRssMb(): number {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+    if (m) return Math.round(Number(m[1]) / 1024);
+  } catch {
+    // fall through
+  }
+  return Math.round(process.memoryUsage().rss / 2 ** 20);
+}
+
+const finite = (a: Float32Array) => a.every((v) => Number.isFinite(v));
+
+async function run(job: FuzzJob): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb' | 'ms'>> {
+  let stage = 'inspect';
+  let model: EngineModel | undefined;
+  try {
+    const f = openGgufMetadata(job.path);
+    try {
+      summarize(f);
+      kvCacheReport(f);
+    } finally {
+      f.close();
+    }
+    stage = 'load';
+    model = EngineModel.load(job.path, { threads: 1 });
+    stage = 'tokenize';
+    let toks = model.tokenizer.tokenize('Hello world, the expert', { addSpecial: true }).slice(0, 4);
+    if (toks.length === 0) toks = [0];
+    stage = 'eval';
+    let allFinite = finite(await model.evaluate(0, toks, 'last'));
+    allFinite = finite(await model.evaluate(0, [model.nVocab - 1], 'last')) && allFinite;
+    stage = 'detokenize';
+    model.tokenizer.detokenize([...toks, model.nVocab - 1, model.tokenizer.nTokens - 1]);
+    stage = 'chat-template';
+    ChatTemplate.fromTokenizer(model.tokenizer).render([{ role: 'user', content: 'Hi' }]);
+    const moe = model.program.nMoeLayers > 0;
+    model.close();
+    model = undefined;
+    if (moe && job.streaming !== false) {
+      stage = 'stream-load';
+      model = EngineModel.load(job.path, { threads: 1, ramBytes: 2 ** 30, directIo: false, nCtx: 64, nBatch: 8 });
+      stage = 'stream-eval';
+      allFinite = finite(await model.evaluate(0, toks, 'last')) && allFinite;
+      model.close();
+      model = undefined;
+    }
+    return { ok: true, stage: 'done', finite: allFinite };
+  } catch (e) {
+    const err = e as { code?: unknown; name?: unknown; message?: unknown };
+    return { ok: false, stage, code: typeof err?.code === 'string' ? err.code : undefined, name: typeof err?.name === 'string' ? err.name : undefined, message: String(err?.message ?? e) };
+  } finally {
+    try {
+      model?.close();
+    } catch {
+      // already failing
+    }
+  }
+}
+
+if (require.main === module) {
+  process.on('message', (job: FuzzJob) => {
+    resetPeakRss();
+    const t0 = Date.now();
+    void run(job).then((r) => process.send!({ id: job.id, ...r, peakRssMb: peakRssMb(), ms: Date.now() - t0 } satisfies FuzzJobResult));
+  });
+  process.send!({ ready: true });
+}
