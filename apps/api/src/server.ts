@@ -1,5 +1,5 @@
 import path from 'node:path';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
 import { bearerClientOptions, common, scheduler as spb } from '@kailstream/proto';
 
@@ -70,18 +70,33 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     return reply.type(metrics.registry.contentType).send(body);
   });
 
+  const listModels = async () => {
+    if (!scheduler) return [];
+    const res = await new Promise<spb.ListModelsResponse>((resolve, reject) =>
+      scheduler.listModels({}, new grpc.Metadata(), { deadline: Date.now() + 5000 }, (e, r) => (e ? reject(e) : resolve(r))),
+    );
+    return res.models.map((m: common.ModelInfo) => ({ id: m.id, object: 'model', created: 0, owned_by: 'kailstream' }));
+  };
+  const schedulerDown = (reply: FastifyReply, e: unknown) =>
+    reply.code(503).header('retry-after', '1').send(openAiError(`scheduler unavailable: ${(e as Error).message}`, 'server_error', null, 'unavailable'));
+
   app.get('/v1/models', async (_req, reply) => {
-    if (!scheduler) return { object: 'list', data: [] };
     try {
-      const res = await new Promise<spb.ListModelsResponse>((resolve, reject) =>
-        scheduler.listModels({}, new grpc.Metadata(), { deadline: Date.now() + 5000 }, (e, r) => (e ? reject(e) : resolve(r))),
-      );
-      return {
-        object: 'list',
-        data: res.models.map((m: common.ModelInfo) => ({ id: m.id, object: 'model', created: 0, owned_by: 'kailstream' })),
-      };
+      return { object: 'list', data: await listModels() };
     } catch (e) {
-      return reply.code(503).header('retry-after', '1').send(openAiError(`scheduler unavailable: ${(e as Error).message}`, 'server_error', null, 'unavailable'));
+      return schedulerDown(reply, e);
+    }
+  });
+
+  // OpenAI's "retrieve model"; ids may contain '/', as Hugging Face names do.
+  app.get('/v1/models/*', async (req, reply) => {
+    const id = (req.params as { '*': string })['*'];
+    try {
+      const model = (await listModels()).find((m) => m.id === id);
+      if (model) return model;
+      return reply.code(404).send(openAiError(`The model '${id}' does not exist`, 'invalid_request_error', 'model', 'model_not_found'));
+    } catch (e) {
+      return schedulerDown(reply, e);
     }
   });
 

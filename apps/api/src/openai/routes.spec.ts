@@ -75,6 +75,11 @@ describe('OpenAI-compatible routes', () => {
     expect(await r.json()).toMatchObject({ ready: true, engines: [expect.objectContaining({ models: ['tiny'] })] });
   });
 
+  it('retrieves one model, and answers 404 in the OpenAI shape for one it does not serve', async () => {
+    expect(await client.models.retrieve('tiny')).toMatchObject({ id: 'tiny', object: 'model', owned_by: 'kailstream' });
+    await expect(client.models.retrieve('org/none')).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
+  });
+
   it('answers a non-streaming chat completion with usage (openai client)', async () => {
     const r = await chat('Hello');
     expect(r.object).toBe('chat.completion');
