@@ -196,6 +196,10 @@ describe('chat completions with tools: the prompt (real engine)', () => {
     const withTools = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', templateFile]);
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: withTools, id: 'hermes', contextLength: 512, threads: 2 }));
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32'), id: 'chatml', contextLength: 512, threads: 2 }));
+    // As Qwen3's and Granite's do, this one fails on the null content of a tool-calling turn.
+    const trimming = path.join(dir, 'hermes-trim.jinja');
+    fs.writeFileSync(trimming, HERMES_TEMPLATE.replace("<|im_start|>assistant\n{%- for tc", "<|im_start|>assistant\n{{ message.content | trim }}{%- for tc"));
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', trimming]), id: 'trim', contextLength: 512, threads: 2 }));
     engine = await startEngineServer(host, { port: 0 });
     sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], slotsPerEngine: 4, maxQueued: 8, maxQueuedPerTenant: 8, probeIntervalMs: 500 });
     api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}`, dataDir: dir, readyMaxAgeS: 5 }));
@@ -223,6 +227,13 @@ describe('chat completions with tools: the prompt (real engine)', () => {
       { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 21}' },
     ]);
     expect(turn2).toBeGreaterThan(withTools + 10);
+    // A template that needs the content to be a string gets '' for the call's turn.
+    const trimmed = await client.chat.completions.create({ model: 'trim', max_tokens: 1, tools, messages: [
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 21}' },
+    ] });
+    expect(trimmed.usage!.prompt_tokens).toBeGreaterThan(withTools + 10);
   });
 
   it("answers 400 when the model's template cannot show tools", async () => {

@@ -356,7 +356,16 @@ export class LocalModelHost implements ModelHost {
       const tools = req.toolsJson ? parseJsonField<unknown[]>(req.toolsJson, 'tools', Array.isArray) : undefined;
       if (tools?.length && !this.templateShowsTools(m, m.chat))
         throw new EngineError('KAIL_E_INVALID_ARG', `the chat template of model '${req.model}' does not show tools to the model, so it cannot call them`);
-      const text = m.chat.render(req.messages.map(chatMessageFromProto), { addGenerationPrompt: true, tools });
+      const messages = req.messages.map(chatMessageFromProto);
+      let text: string;
+      try {
+        text = m.chat.render(messages, { addGenerationPrompt: true, tools });
+      } catch (e) {
+        // Some templates (Qwen3's, Granite's) fail on a tool-calling turn's null content and others
+        // (DeepSeek R1's) need it null: llama.cpp's requires_non_null_content, found by trying.
+        if (!messages.some((x) => x.content === null)) throw e;
+        text = m.chat.render(messages.map((x) => (x.content === null ? { ...x, content: '' } : x)), { addGenerationPrompt: true, tools });
+      }
       // The template writes BOS itself where the model wants it.
       return m.model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
     }
