@@ -104,6 +104,16 @@ describe('chat templates', () => {
     expect(() => new ChatTemplate('{% for %}')).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL' }));
   });
 
+  it("has Python's list.append and list.pop (Kimi-K2's template queues tool call ids with them)", () => {
+    const t = new ChatTemplate(
+      "{%- set q = namespace(ids=[]) -%}{%- for m in messages -%}{%- set _ = q.ids.append(m.content) -%}{%- endfor -%}" +
+        "{{ q.ids | join(',') }}|{{ q.ids.length }}|{{ q.ids.pop(0) }}|{{ q.ids.pop() }}|{{ q.ids | join(',') }}|{{ q.ids.length }}",
+    );
+    const msgs = ['a', 'b', 'c', 'd'].map((content) => ({ role: 'user', content }));
+    expect(t.render(msgs, { addGenerationPrompt: false })).toBe('a,b,c,d|4|a|d|b,c|2');
+    expect(() => new ChatTemplate('{{ [].pop() }}').render(msgs)).toThrow(/pop from empty list/);
+  });
+
   it("bounds range() (a model file's template must not hold the event loop) and keeps its Python semantics", () => {
     const t = new ChatTemplate('{% for i in range(3) %}{{ i }}{% endfor %}|{% for i in range(1, 7, 2) %}{{ i }}{% endfor %}|{% for i in range(5, 0, -2) %}{{ i }}{% endfor %}');
     expect(t.render([])).toBe('012|135|531');

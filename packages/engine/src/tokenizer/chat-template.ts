@@ -6,7 +6,58 @@ import type { Template as JinjaTemplate } from '@huggingface/jinja' with { 'reso
 
 // The package is an ES module with a CommonJS build under its "require" export; this package is
 // CommonJS, so it is loaded with require and typed from the ESM declarations.
-const { Template } = require('@huggingface/jinja') as { Template: typeof JinjaTemplate };
+const { Template, Environment } = require('@huggingface/jinja') as { Template: typeof JinjaTemplate; Environment: new () => { set(name: string, v: unknown): unknown } };
+
+/** A runtime value of @huggingface/jinja, as far as addListMethods touches one. */
+interface JinjaValue {
+  value: unknown;
+  builtins: Map<string, unknown>;
+}
+
+/**
+ * Python's list.append and list.pop, which templates call (Kimi-K2's, to collect tool call ids)
+ * and @huggingface/jinja 0.5 lacks ("Cannot call something that is not a function"): added to the
+ * builtins of its array values, whose class the package does not export, so it is reached through
+ * a value made by its Environment. `length` is kept in step (the package caches it per array).
+ */
+function addListMethods(): void {
+  const env = new Environment();
+  const proto = Object.getPrototypeOf(env.set('a', [])) as object;
+  const desc = Object.getOwnPropertyDescriptor(proto, 'builtins');
+  if (!desc?.get) return; // another version of the package: leave it alone
+  const make = (v: unknown) => (env.set(`v${Math.random()}`, v) as { constructor: new (x: unknown) => unknown }).constructor;
+  const FunctionValue = make(() => undefined);
+  const NullValue = make(null);
+  const IntegerValue = make(1);
+  const original = desc.get;
+  Object.defineProperty(proto, 'builtins', {
+    configurable: true,
+    get(this: JinjaValue) {
+      const map = original.call(this) as Map<string, unknown>;
+      if (!map.has('append')) {
+        const items = this.value as unknown[];
+        const sync = () => map.set('length', new IntegerValue(items.length));
+        map.set('append', new FunctionValue((args: unknown[]) => {
+          if (args.length !== 1) throw new Error('append() takes exactly one argument');
+          items.push(args[0]);
+          sync();
+          return new NullValue(null);
+        }));
+        map.set('pop', new FunctionValue((args: { value: unknown }[]) => {
+          if (items.length === 0) throw new Error('pop from empty list');
+          let i = args.length ? Number(args[0].value) : items.length - 1;
+          if (i < 0) i += items.length;
+          if (!Number.isInteger(i) || i < 0 || i >= items.length) throw new Error('pop index out of range');
+          const [v] = items.splice(i, 1);
+          sync();
+          return v;
+        }));
+      }
+      return map;
+    },
+  });
+}
+addListMethods();
 
 import { TokenizerError } from './errors';
 import type { Tokenizer } from './tokenizer';
