@@ -104,6 +104,13 @@ describe('chat templates', () => {
     expect(() => new ChatTemplate('{% for %}')).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL' }));
   });
 
+  it('renders a template that loops over tools unguarded in a chat without tools (as Python Jinja does)', () => {
+    const t = new ChatTemplate("{%- for tool in tools %}[{{ tool.function.name }}]{%- endfor %}{%- for m in messages %}{{ m.role }}: {{ m.content }}\n{%- endfor %}");
+    const msgs = [{ role: 'user', content: 'hi' }];
+    expect(t.render(msgs, { addGenerationPrompt: false })).toBe('user: hi');
+    expect(t.render(msgs, { addGenerationPrompt: false, tools: [{ type: 'function', function: { name: 'f' } }] })).toBe('[f]user: hi');
+  });
+
   it("has Python's list.append and list.pop (Kimi-K2's template queues tool call ids with them)", () => {
     const t = new ChatTemplate(
       "{%- set q = namespace(ids=[]) -%}{%- for m in messages -%}{%- set _ = q.ids.append(m.content) -%}{%- endfor -%}" +

@@ -241,7 +241,18 @@ export class ChatTemplate {
     try {
       out = this.template.render(vars);
     } catch (e) {
-      throw new TokenizerError('KAIL_E_INVALID_ARG', `chat template failed: ${(e as Error).message}`);
+      // Python's Jinja loops over an undefined `tools` as over nothing; this Jinja throws, and
+      // tool-use templates (Hermes 2 Pro, Hermes 3) loop over it unguarded even in a plain chat.
+      let retried: string | undefined;
+      if (vars.tools === undefined) {
+        try {
+          retried = this.template.render({ ...vars, tools: [] });
+        } catch {
+          // the first error is the one to report
+        }
+      }
+      if (retried === undefined) throw new TokenizerError('KAIL_E_INVALID_ARG', `chat template failed: ${(e as Error).message}`);
+      out = retried;
     }
     const { bosToken, eosToken, addBos, addEos } = this.tokens;
     // llama.cpp strips these because tokenizing with add_special adds them again
