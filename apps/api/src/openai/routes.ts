@@ -112,6 +112,22 @@ function withLogitBias(bias: Record<string, number> | null | undefined, fields: 
   return sampling;
 }
 
+/** The engine request: the fields both routes share, plus the route's prompt (messages or text). */
+function generateRequest(c: Common, b: ChatCompletionRequest | CompletionRequest, prompt: Partial<pb.GenerateRequest>): pb.GenerateRequest {
+  return pb.GenerateRequest.fromPartial({
+    ...prompt,
+    model: c.model,
+    maxTokens: c.max,
+    stop: c.stop,
+    sampling: c.sampling,
+    wantLogprobs: c.logprobs,
+    topLogprobs: c.topLogprobs,
+    ignoreEos: !!b.ignore_eos,
+    responseFormat: c.responseFormat,
+    jsonSchema: c.jsonSchema,
+  });
+}
+
 export interface OpenAiDeps {
   scheduler: () => spb.SchedulerServiceClient | undefined;
   /** Tenant (API key id) of a request, for fairness. */
@@ -139,19 +155,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     // With tools (unless tool_choice is 'none') the template shows them and the answer's calls are parsed.
     c.tools = !!b.tools?.length && b.tool_choice !== 'none';
     c.toolDefs = b.tools;
-    const gen = pb.GenerateRequest.fromPartial({
-      messages,
-      model: c.model,
-      maxTokens: c.max,
-      stop: c.stop,
-      sampling: c.sampling,
-      wantLogprobs: c.logprobs,
-      topLogprobs: c.topLogprobs,
-      ignoreEos: !!b.ignore_eos,
-      responseFormat: c.responseFormat,
-      jsonSchema: c.jsonSchema,
-      toolsJson: c.tools ? JSON.stringify(b.tools) : '',
-    });
+    const gen = generateRequest(c, b, { messages, toolsJson: c.tools ? JSON.stringify(b.tools) : '' });
     return run(req, reply, deps, gen, c, 'chat');
   });
 
@@ -160,19 +164,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
     const b = parsed.data;
     const c = commonFields(b, 16, (b.logprobs ?? 0) > 0, b.logprobs ?? 0);
-    const gen = pb.GenerateRequest.fromPartial({
-      model: c.model,
-      prompt: typeof b.prompt === 'string' ? b.prompt : '',
-      promptTokens: typeof b.prompt === 'string' ? [] : b.prompt,
-      maxTokens: c.max,
-      stop: c.stop,
-      sampling: c.sampling,
-      wantLogprobs: c.logprobs,
-      topLogprobs: c.topLogprobs,
-      ignoreEos: !!b.ignore_eos,
-      responseFormat: c.responseFormat,
-      jsonSchema: c.jsonSchema,
-    });
+    const gen = generateRequest(c, b, { prompt: typeof b.prompt === 'string' ? b.prompt : '', promptTokens: typeof b.prompt === 'string' ? [] : b.prompt });
     if (typeof b.prompt === 'string' && b.prompt.length === 0) return reply.code(400).send(openAiError('prompt must not be empty', 'invalid_request_error', 'prompt', 'invalid_value'));
     return run(req, reply, deps, gen, c, 'text');
   });
