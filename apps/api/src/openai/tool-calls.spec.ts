@@ -61,6 +61,38 @@ describe('parseToolCalls (GLM and DeepSeek formats)', () => {
   });
 });
 
+describe('parseToolCalls (Llama 3.x format)', () => {
+  const defs = [{ function: { name: 'get_weather' } }];
+  it('takes a whole answer that is one JSON call to a declared tool, python tag or not', () => {
+    for (const text of ['{"name": "get_weather", "parameters": {"city": "Paris"}}', ' <|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}\n']) {
+      const r = parseToolCalls(text, defs);
+      expect(r.content).toBe('');
+      expect(r.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['get_weather', { city: 'Paris' }]]);
+    }
+  });
+
+  it('leaves JSON alone that names no declared tool, or is not the whole answer, or comes without tools', () => {
+    for (const text of ['{"name": "Ada", "parameters": {}}', 'Here: {"name": "get_weather", "parameters": {}}', '{"city": "Paris"}'])
+      expect(parseToolCalls(text, defs).calls).toEqual([]);
+    expect(parseToolCalls('{"name": "get_weather", "parameters": {}}').calls).toEqual([]);
+  });
+
+  it('streams a JSON-looking answer only at the end when tools are given', () => {
+    const s = new ToolCallStream(defs);
+    let out = '';
+    for (const piece of ['\n', '{"name": "get_', 'weather", "parameters": {"city"', ': "Oslo"}}']) out += s.push(piece);
+    expect(out).toBe('');
+    const end = s.finish();
+    expect(end.calls.map((c) => JSON.parse(c.function.arguments).city)).toEqual(['Oslo']);
+    const plain = new ToolCallStream(defs);
+    expect(plain.push('\nHello') + plain.push(' there')).toBe('\nHello there');
+    expect(plain.finish()).toEqual({ content: '', calls: [] });
+    const data = new ToolCallStream(defs);
+    expect(data.push('{"not": "a call"}')).toBe('');
+    expect(data.finish()).toEqual({ content: '{"not": "a call"}', calls: [] });
+  });
+});
+
 describe('ToolCallStream', () => {
   it('holds back DeepSeek markers too', () => {
     const s = new ToolCallStream();

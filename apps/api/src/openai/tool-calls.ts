@@ -9,8 +9,11 @@ import { randomUUID } from 'node:crypto';
  * - DeepSeek V3.1: `<｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`, and V3/R1's
  *   `<｜tool▁call▁begin｜>function<｜tool▁sep｜>f` + a fenced JSON block, inside `<｜tool▁calls▁begin｜>…end｜>`
  *
+ * - Llama 3.1-3.3: the whole answer one JSON object `{"name": "f", "parameters": {...}}` (after an
+ *   optional `<|python_tag|>`), taken as a call only when it names one of the request's tools
+ *
  * A block that does not parse, or that the output cuts off, stays in the text, as llama-server
- * leaves it. Formats not listed (Llama 3.1's bare JSON, Mistral's [TOOL_CALLS]) arrive as text.
+ * leaves it. Formats not listed (Mistral's [TOOL_CALLS]) arrive as text.
  */
 
 /** Call blocks: opening and closing marker. */
@@ -56,7 +59,10 @@ export function parseToolCalls(text: string, tools?: ToolDefs): { content: strin
     at = end + best.close.length;
   }
   content += text.slice(at);
-  if (!calls.length) return { content, calls };
+  if (!calls.length) {
+    const bare = llamaCall(text, tools);
+    return bare ? { content: '', calls: [bare] } : { content, calls };
+  }
   for (const w of WRAPPERS) content = content.split(w).join('');
   return { content: content.trim(), calls };
 }
@@ -104,6 +110,19 @@ function glmCall(body: string, tools: ToolDefs): ToolCall | null {
   return makeCall(name, args);
 }
 
+const PYTHON_TAG = '<|python_tag|>';
+
+function llamaCall(text: string, tools: ToolDefs): ToolCall | null {
+  let body = text.trim();
+  if (body.startsWith(PYTHON_TAG)) body = body.slice(PYTHON_TAG.length).trim();
+  if (!body.startsWith('{') || !tools?.length) return null;
+  const v = jsonOrNull(body);
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return null;
+  const { name, parameters, arguments: args } = v as { name?: unknown; parameters?: unknown; arguments?: unknown };
+  if (typeof name !== 'string' || !tools.some((t) => t.function.name === name)) return null;
+  return makeCall(name, parameters ?? args ?? {});
+}
+
 function deepseekCall(body: string): ToolCall | null {
   const sep = body.indexOf(DS_SEP);
   if (sep < 0) return null;
@@ -126,6 +145,8 @@ function deepseekCall(body: string): ToolCall | null {
 export class ToolCallStream {
   private held = '';
   private holding = false;
+  /** Text already given out as content. */
+  private sent = '';
 
   constructor(private readonly tools?: ToolDefs) {}
 
@@ -136,6 +157,19 @@ export class ToolCallStream {
       return '';
     }
     const all = this.held + text;
+    // An answer that opens as a JSON object may be a Llama-style call: held to the end.
+    if (this.tools?.length && this.sent === '') {
+      if (/^\s*(\{|<\|python_tag\|>)/.test(all)) {
+        this.holding = true;
+        this.held = all;
+        return '';
+      }
+      // Leading whitespace waits for what follows it.
+      if (/^\s*$/.test(all)) {
+        this.held = all;
+        return '';
+      }
+    }
     let start = -1;
     for (const marker of STARTS) {
       const i = all.indexOf(marker);
@@ -144,13 +178,16 @@ export class ToolCallStream {
     if (start >= 0) {
       this.holding = true;
       this.held = all.slice(start);
+      this.sent += all.slice(0, start);
       return all.slice(0, start);
     }
     // Keep back the longest ending that is a beginning of a marker.
     let keep = Math.min(Math.max(...STARTS.map((m) => m.length)) - 1, all.length);
     while (keep > 0 && !STARTS.some((m) => m.startsWith(all.slice(all.length - keep)))) keep--;
     this.held = all.slice(all.length - keep);
-    return all.slice(0, all.length - keep);
+    const out = all.slice(0, all.length - keep);
+    this.sent += out;
+    return out;
   }
 
   /** The end of the output: the tool calls, and the held text that was not one. */

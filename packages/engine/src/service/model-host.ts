@@ -130,6 +130,7 @@ function responseFormatFromProto(req: pb.GenerateRequest): Pick<GenerationReques
 const TOOL_MARKERS = new Set([
   '<tool_call>', '</tool_call>', '<arg_key>', '</arg_key>', '<arg_value>', '</arg_value>',
   '<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<｜tool▁call▁begin｜>', '<｜tool▁call▁end｜>', '<｜tool▁sep｜>',
+  '<|python_tag|>',
 ]);
 
 function parseJsonField<T>(text: string, what: string, ok: (v: unknown) => boolean): T {
@@ -374,7 +375,7 @@ export class LocalModelHost implements ModelHost {
   }
 
   /**
-   * Tool-call markers that a vocabulary may hold as control tokens (Qwen's, GLM's, DeepSeek's): the
+   * Tool-call markers that a vocabulary may hold as control tokens (Qwen's, GLM's, DeepSeek's, Llama 3's): the
    * API's parser needs them in the text, as llama.cpp's preserved tokens.
    */
   private toolMarkerTokens(m: Loaded): number[] {
