@@ -456,6 +456,20 @@ export class JsonRecognizer {
   }
 }
 
+const FIRST_BYTE_INDEX = new WeakMap<readonly Uint8Array[], Int32Array[]>();
+
+/** The vocabulary's token ids by the first byte of their text (tokens without text in none), built once. */
+function tokensByFirstByte(pieces: readonly Uint8Array[]): Int32Array[] {
+  let index = FIRST_BYTE_INDEX.get(pieces);
+  if (!index) {
+    const lists: number[][] = Array.from({ length: 256 }, () => []);
+    pieces.forEach((p, id) => p.length > 0 && lists[p[0]].push(id));
+    index = lists.map((l) => Int32Array.from(l));
+    FIRST_BYTE_INDEX.set(pieces, index);
+  }
+  return index;
+}
+
 /** Which tokens may follow, for one sequence: the recognizer plus the vocabulary's bytes. */
 export class JsonConstraint {
   private readonly state: JsonRecognizer;
@@ -486,13 +500,58 @@ export class JsonConstraint {
     return this.trial.feed(piece);
   }
 
-  /** Sets every token that may not follow to -Infinity, in place. Returns how many remain. */
+  /**
+   * Sets every token that may not follow to -Infinity, in place. Returns how many remain. Only the
+   * tokens whose first byte can come next are tried: between JSON tokens a few bytes can, and those
+   * tokens are taken from an index of the vocabulary by first byte; inside a string most can, and
+   * the vocabulary is scanned in order (faster than the index's scattered order) skipping the rest.
+   */
   mask(logits: Float32Array): number {
-    let kept = 0;
-    for (let t = 0; t < logits.length; t++) {
-      if (this.allows(t)) kept++;
-      else logits[t] = -Infinity;
+    const byFirst = tokensByFirstByte(this.pieces);
+    const firstOk = new Uint8Array(256);
+    const one = new Uint8Array(1);
+    let candidates = 0;
+    for (let b = 0; b < 256; b++) {
+      if (byFirst[b].length === 0) continue;
+      one[0] = b;
+      this.trial.assign(this.state);
+      if (this.trial.feed(one)) {
+        firstOk[b] = 1;
+        candidates += byFirst[b].length;
+      }
     }
+    const n = logits.length;
+    const textless = (t: number) => !(this.pieces[t]?.length > 0);
+    let kept = 0;
+    if (candidates * 4 > n) {
+      for (let t = 0; t < n; t++) {
+        const piece = this.pieces[t];
+        const ok = piece && piece.length > 0 ? firstOk[piece[0]] === 1 && this.allows(t) : this.state.done && this.eog.has(t);
+        if (ok) kept++;
+        else logits[t] = -Infinity;
+      }
+      return kept;
+    }
+    const original = logits.slice();
+    logits.fill(-Infinity);
+    for (let b = 0; b < 256; b++) {
+      if (!firstOk[b]) continue;
+      const bucket = byFirst[b];
+      for (let i = 0; i < bucket.length; i++) {
+        const t = bucket[i];
+        if (t < n && this.allows(t)) {
+          logits[t] = original[t];
+          kept++;
+        }
+      }
+    }
+    // End-of-generation tokens without text are in no bucket.
+    if (this.state.done)
+      for (const t of this.eog)
+        if (t < n && textless(t)) {
+          logits[t] = original[t];
+          kept++;
+        }
     return kept;
   }
 
