@@ -198,6 +198,27 @@ describe('JsonConstraint', () => {
     expect([...row].map((x, t) => (x === 1 ? t : -1)).filter((t) => t >= 0)).toEqual([2, 8, 9]);
   });
 
+  it('masks exactly the tokens allows() refuses, in every kind of state, on a large random vocabulary', () => {
+    const rng = new Mt19937(21);
+    const vocab: Uint8Array[] = [new Uint8Array(0)]; // 0: end of generation, no text
+    const alphabet = Buffer.from(' \n\t{}[]:,"\\-.0123456789eEtrufalsnxyzé中');
+    for (const b of new Set(alphabet)) vocab.push(Uint8Array.of(b));
+    for (let i = vocab.length; i < 20000; i++) {
+      const len = 1 + Math.floor(rng.nextDouble() * 5);
+      vocab.push(Uint8Array.from({ length: len }, () => alphabet[Math.floor(rng.nextDouble() * alphabet.length)]));
+    }
+    for (const prefix of ['', '{', '{"a', '{"a"', '{"a":', '{"a":-1', '{"a":[tr', '{"a":"\\u00', '{"a":1}']) {
+      const c = new JsonConstraint(vocab, new Set([0]));
+      for (const b of bytes(prefix)) c.accept(vocab.findIndex((p) => p.length === 1 && p[0] === b));
+      expect(c.done).toBe(prefix.endsWith('}'));
+      const row = new Float32Array(vocab.length).fill(1);
+      const kept = c.mask(row);
+      const expected = vocab.map((_, t) => c.allows(t));
+      expect([...row].map((x) => x === 1)).toEqual(expected);
+      expect(kept).toBe(expected.filter(Boolean).length);
+    }
+  });
+
   it('refuses to advance past a token it does not allow', () => {
     const c = new JsonConstraint(pieces, eog);
     expect(() => c.accept(3)).toThrow(/does not continue the JSON output/);
