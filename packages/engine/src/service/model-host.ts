@@ -78,8 +78,6 @@ interface Loaded {
   engine: BatchEngine;
   spec: SpeculativeDecoder | null;
   chat?: ChatTemplate;
-  /** Whether the chat template shows `tools` to the model (tried once, with a marker tool). */
-  templateShowsTools?: boolean;
   /** Control tokens that are tool-call markers (rendered into the output of requests with tools). */
   toolMarkerTokens?: number[];
   /** Forward passes seen at the last health check and when they last advanced. */
@@ -355,18 +353,9 @@ export class LocalModelHost implements ModelHost {
     if (req.messages.length) {
       if (!m.chat) m.chat = ChatTemplate.fromTokenizer(m.model.tokenizer);
       const tools = req.toolsJson ? parseJsonField<unknown[]>(req.toolsJson, 'tools', Array.isArray) : undefined;
-      if (tools?.length && !this.templateShowsTools(m, m.chat))
+      if (tools?.length && !m.chat.caps.tools)
         throw new EngineError('KAIL_E_INVALID_ARG', `the chat template of model '${req.model}' does not show tools to the model, so it cannot call them`);
-      const messages = req.messages.map(chatMessageFromProto);
-      let text: string;
-      try {
-        text = m.chat.render(messages, { addGenerationPrompt: true, tools });
-      } catch (e) {
-        // Some templates (Qwen3's, Granite's) fail on a tool-calling turn's null content and others
-        // (DeepSeek R1's) need it null: llama.cpp's requires_non_null_content, found by trying.
-        if (!messages.some((x) => x.content === null)) throw e;
-        text = m.chat.render(messages.map((x) => (x.content === null ? { ...x, content: '' } : x)), { addGenerationPrompt: true, tools });
-      }
+      const text = m.chat.render(req.messages.map(chatMessageFromProto), { addGenerationPrompt: true, tools });
       // The template writes BOS itself where the model wants it.
       return m.model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
     }
@@ -385,19 +374,6 @@ export class LocalModelHost implements ModelHost {
       for (let id = 0; id < v.nTokens; id++) if (v.isControl(id) && TOOL_MARKERS.has(v.tokenText(id))) m.toolMarkerTokens.push(id);
     }
     return m.toolMarkerTokens;
-  }
-
-  private templateShowsTools(m: Loaded, chat: ChatTemplate): boolean {
-    if (m.templateShowsTools === undefined) {
-      const marker = 'kail_marker_tool_7f3a';
-      try {
-        const tools = [{ type: 'function', function: { name: marker, description: 'marker', parameters: { type: 'object', properties: {} } } }];
-        m.templateShowsTools = chat.render([{ role: 'user', content: 'hi' }], { addGenerationPrompt: true, tools }).includes(marker);
-      } catch {
-        m.templateShowsTools = false;
-      }
-    }
-    return m.templateShowsTools;
   }
 
   cancel(requestId: string): boolean {

@@ -8,6 +8,9 @@ import type { Template as JinjaTemplate } from '@huggingface/jinja' with { 'reso
 // CommonJS, so it is loaded with require and typed from the ESM declarations.
 const { Template, Environment } = require('@huggingface/jinja') as { Template: typeof JinjaTemplate; Environment: new () => { set(name: string, v: unknown): unknown } };
 
+import { TokenizerError } from './errors';
+import type { Tokenizer } from './tokenizer';
+
 /** A runtime value of @huggingface/jinja, as far as addListMethods touches one. */
 interface JinjaValue {
   value: unknown;
@@ -58,9 +61,6 @@ function addListMethods(): void {
   });
 }
 addListMethods();
-
-import { TokenizerError } from './errors';
-import type { Tokenizer } from './tokenizer';
 
 /** One chat message; fields other than role and content (tool_calls, name, …) reach the template as they are. */
 export interface ChatMessage {
@@ -115,6 +115,18 @@ export interface ChatTemplateCaps {
   stringContent: boolean;
   /** Renders content given as parts ([{type: 'text', text}]). */
   typedContent: boolean;
+  /** Shows the `tools` it is given to the model. */
+  tools: boolean;
+  /**
+   * Fails on a chat without `tools` (loops over it unguarded: Python's Jinja loops over an undefined
+   * value as over nothing, this one throws), so `tools` is passed as [] when there are none.
+   */
+  needsTools: boolean;
+  /**
+   * Fails on a tool-calling turn whose content is null (Qwen3's, Granite's), so '' is passed
+   * instead (llama.cpp's requires_non_null_content); others (DeepSeek R1's) need the null.
+   */
+  nonNullContent: boolean;
 }
 
 // Digits only, so they survive the case changes and trimming templates apply to content.
@@ -232,27 +244,16 @@ export class ChatTemplate {
       eos_token: this.tokens.eosToken,
       enable_thinking: options.enableThinking ?? true,
       add_generation_prompt: options.addGenerationPrompt ?? true,
-      [BOUNDED_RANGE]: boundedRange,
     };
     if (options.tools !== undefined && options.tools.length > 0) vars.tools = options.tools;
+    else if (this.caps.needsTools) vars.tools = [];
     Object.assign(vars, options.variables);
 
     let out: string;
     try {
-      out = this.template.render(vars);
+      out = this.run(vars);
     } catch (e) {
-      // Python's Jinja loops over an undefined `tools` as over nothing; this Jinja throws, and
-      // tool-use templates (Hermes 2 Pro, Hermes 3) loop over it unguarded even in a plain chat.
-      let retried: string | undefined;
-      if (vars.tools === undefined) {
-        try {
-          retried = this.template.render({ ...vars, tools: [] });
-        } catch {
-          // the first error is the one to report
-        }
-      }
-      if (retried === undefined) throw new TokenizerError('KAIL_E_INVALID_ARG', `chat template failed: ${(e as Error).message}`);
-      out = retried;
+      throw new TokenizerError('KAIL_E_INVALID_ARG', `chat template failed: ${(e as Error).message}`);
     }
     const { bosToken, eosToken, addBos, addEos } = this.tokens;
     // llama.cpp strips these because tokenizing with add_special adds them again
@@ -261,35 +262,45 @@ export class ChatTemplate {
     return out;
   }
 
+  /** The template rendered with `vars` (and the bounded range() its calls were pointed at). */
+  private run(vars: Record<string, unknown>): string {
+    return this.template.render({ ...vars, [BOUNDED_RANGE]: boundedRange });
+  }
+
   /** What the template renders, tried once with marker messages. */
   get caps(): ChatTemplateCaps {
     if (!this.capsCache) {
       let rendered = false;
-      const render = (messages: ChatMessage[]) => {
+      // `tools` an empty list unless said (null: left out): some tool-use templates loop over it unguarded
+      const render = (messages: ChatMessage[], tools: unknown[] | null = []) => {
         try {
-          // an empty tools list: some tool-use templates loop over `tools` unguarded, which this
-          // Jinja (unlike Python's) rejects when it is undefined
-          const out = this.template.render({ messages, tools: [], bos_token: '', eos_token: '', add_generation_prompt: true });
+          const out = this.run({ messages, ...(tools ? { tools } : {}), bos_token: '', eos_token: '', add_generation_prompt: true });
           rendered = true;
           return out;
         } catch {
-          return '';
+          return undefined;
         }
       };
-      const shows = (messages: ChatMessage[]) => render(messages).includes(MARKER);
+      const shows = (messages: ChatMessage[]) => (render(messages) ?? '').includes(MARKER);
       // Parts are handled when their text shows but not the whole part (an array dumped as a string
       // would show its other keys too).
-      const typed = render([{ role: 'user', content: [{ type: 'text', text: MARKER, id: MARKER_2 }] }]);
+      const typed = render([{ role: 'user', content: [{ type: 'text', text: MARKER, id: MARKER_2 }] }]) ?? '';
+      const user: ChatMessage = { role: 'user', content: 'User message' };
+      const marker = `tool_${MARKER}`;
+      const call = (content: null | string): ChatMessage[] => [
+        user,
+        { role: 'assistant', content, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: { a: 1 } } }] },
+      ];
       this.capsCache = {
-        systemRole: shows([
-          { role: 'system', content: MARKER },
-          { role: 'user', content: 'User message' },
-        ]),
+        systemRole: shows([{ role: 'system', content: MARKER }, user]),
         stringContent: shows([{ role: 'user', content: MARKER }]),
         typedContent: typed.includes(MARKER) && !typed.includes(MARKER_2),
+        tools: (render([user], [{ type: 'function', function: { name: marker, description: 'd', parameters: { type: 'object', properties: {} } } }]) ?? '').includes(marker),
+        needsTools: render([user], null) === undefined && render([user]) !== undefined,
+        nonNullContent: render(call(null)) === undefined && render(call('')) !== undefined,
       };
       // a template that renders nothing here tells nothing: keep llama.cpp's defaults
-      if (!rendered) this.capsCache = { systemRole: true, stringContent: true, typedContent: false };
+      if (!rendered) this.capsCache = { systemRole: true, stringContent: true, typedContent: false, tools: false, needsTools: false, nonNullContent: false };
     }
     return this.capsCache;
   }
@@ -309,6 +320,7 @@ export class ChatTemplate {
       if (out.length > 1) out[1].content = `${textOf(out[0].content)}\n${textOf(out[1].content)}`;
       out = out.slice(1);
     }
+    if (caps.nonNullContent) for (const m of out) if (m.content === null) m.content = '';
     const onlyString = caps.stringContent && !caps.typedContent;
     const onlyTyped = !caps.stringContent && caps.typedContent;
     for (const m of out) {
