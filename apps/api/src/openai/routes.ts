@@ -65,9 +65,8 @@ interface Common {
   n: number;
   responseFormat: pb.ResponseFormat;
   jsonSchema: string;
-  /** Parse tool calls out of the answers (chat with tools). */
-  tools: boolean;
-  toolDefs?: ToolDefs;
+  /** The request's tools when the answers' tool calls are parsed (chat with tools, tool_choice not 'none'). */
+  tools?: ToolDefs;
 }
 
 const RESPONSE_FORMATS = {
@@ -101,7 +100,6 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     n: b.n ?? 1,
     responseFormat: RESPONSE_FORMATS[b.response_format?.type ?? 'text'],
     jsonSchema: b.response_format?.type === 'json_schema' ? JSON.stringify(b.response_format.json_schema.schema ?? { type: 'object' }) : '',
-    tools: false,
   };
 }
 
@@ -153,9 +151,8 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     }));
     const c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
     // With tools (unless tool_choice is 'none') the template shows them and the answer's calls are parsed.
-    c.tools = !!b.tools?.length && b.tool_choice !== 'none';
-    c.toolDefs = b.tools;
-    const gen = generateRequest(c, b, { messages, toolsJson: c.tools ? JSON.stringify(b.tools) : '' });
+    if (b.tools?.length && b.tool_choice !== 'none') c.tools = b.tools;
+    const gen = generateRequest(c, b, { messages, toolsJson: c.tools ? JSON.stringify(c.tools) : '' });
     return run(req, reply, deps, gen, c, 'chat');
   });
 
@@ -213,7 +210,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
 
   const choices: Choice[] = calls.map(() => ({
     text: '', finish: null, streamed: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 }, lp: [], tLast: 0,
-    toolStream: c.tools && c.stream ? new ToolCallStream(c.toolDefs) : null,
+    toolStream: c.tools && c.stream ? new ToolCallStream(c.tools) : null,
   }));
   // OpenAI's usage: the prompt once, every choice's completion, and (prompt_tokens_details) the
   // prompt tokens served from a kept cache.
@@ -327,7 +324,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     return reply.send({
       id, object: 'chat.completion', created, model: c.model,
       choices: choices.map((ch, index) => {
-        const { content, calls: toolCalls } = c.tools ? parseToolCalls(ch.text, c.toolDefs) : { content: ch.text, calls: [] };
+        const { content, calls: toolCalls } = c.tools ? parseToolCalls(ch.text, c.tools) : { content: ch.text, calls: [] };
         const message = toolCalls.length ? { role: 'assistant', content: content || null, tool_calls: toolCalls } : { role: 'assistant', content };
         return { index, message, logprobs: c.logprobs ? { content: ch.lp } : null, finish_reason: toolCalls.length ? 'tool_calls' : (ch.finish ?? 'stop') };
       }),

@@ -50,7 +50,7 @@ export interface GenerationRequest {
   /** The JSON Schema (parsed) for 'json_schema'. */
   jsonSchema?: unknown;
   /** Control tokens whose text goes into the output anyway (a tool-call format's markers). */
-  preserveTokens?: readonly number[];
+  preserveTokens?: ReadonlySet<number>;
 }
 
 interface Active {
@@ -189,6 +189,8 @@ export class BatchEngine {
       throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the context holds ${this.model.nCtx}`);
     for (const t of req.prompt)
       if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `token id ${t} is outside the vocabulary (0..${this.model.nVocab - 1})`);
+    for (const k of Object.keys(req.sampling?.logitBias ?? {}))
+      if (Number(k) >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `logit bias names token id ${k}, outside the vocabulary (0..${this.model.nVocab - 1})`);
     const queue: GenerationChunk[] = [];
     let wake: (() => void) | undefined;
     let done = false;
@@ -197,7 +199,7 @@ export class BatchEngine {
       slot: -1,
       sampler: createSampler(req.sampling ?? {}),
       stop: new StopMatcher({ stop: req.stop, eogTokens: req.ignoreEog ? new Set() : this.eog }),
-      decoder: this.model.tokenizer.createStreamDecoder(req.preserveTokens?.length ? { preserve: new Set(req.preserveTokens) } : {}),
+      decoder: this.model.tokenizer.createStreamDecoder({ preserve: req.preserveTokens }),
       history: [...req.prompt],
       prefilled: 0,
       pending: undefined,

@@ -318,10 +318,15 @@ class Compiler {
   }
 }
 
-/** The grammar of one JSON object with any keys and values (`json_object`). */
+let anyObject: JsonGrammar | undefined;
+
+/** The grammar of one JSON object with any keys and values (`json_object`); built once (grammars are not changed by use). */
 export function anyObjectGrammar(): JsonGrammar {
-  const c = new Compiler({});
-  return { nodes: c.nodes as SchemaNode[], tables: c.tables, root: ANY_OBJECT };
+  if (!anyObject) {
+    const c = new Compiler({});
+    anyObject = { nodes: c.nodes as SchemaNode[], tables: c.tables, root: ANY_OBJECT };
+  }
+  return anyObject;
 }
 
 /** Compiles a schema whose values are objects (OpenAI requires an object at the top). */

@@ -79,7 +79,7 @@ interface Loaded {
   spec: SpeculativeDecoder | null;
   chat?: ChatTemplate;
   /** Control tokens that are tool-call markers (rendered into the output of requests with tools). */
-  toolMarkerTokens?: number[];
+  toolMarkerTokens?: ReadonlySet<number>;
   /** Forward passes seen at the last health check and when they last advanced. */
   lastSteps: number;
   lastProgress: number;
@@ -296,9 +296,6 @@ export class LocalModelHost implements ModelHost {
         'KAIL_E_BUDGET',
         `model '${req.model}' is at capacity: ${st.running} running (all ${m.model.nSeqMax} sequence slots with their KV cache in use) and ${st.waiting} waiting; retry later`,
       );
-    const sampling = samplingFromProto(req.sampling);
-    for (const k of Object.keys(sampling.logitBias ?? {}))
-      if (Number(k) >= m.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `logit bias names token id ${k}, outside the vocabulary (0..${m.model.nVocab - 1})`);
     const id = req.requestId || `req-${Date.now()}-${Math.random().toString(36).slice(2)}`;
     if (this.requests.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a request with id '${id}' is already running`);
     const stream = m.engine.generate(
@@ -306,7 +303,7 @@ export class LocalModelHost implements ModelHost {
         id,
         prompt,
         maxTokens: req.maxTokens || 256,
-        sampling,
+        sampling: samplingFromProto(req.sampling),
         stop: req.stop.filter((s) => s.length > 0),
         logprobs: req.wantLogprobs || req.topLogprobs > 0,
         topLogprobs: req.topLogprobs,
@@ -367,11 +364,12 @@ export class LocalModelHost implements ModelHost {
    * Tool-call markers that a vocabulary may hold as control tokens (Qwen's, GLM's, DeepSeek's, Llama 3's): the
    * API's parser needs them in the text, as llama.cpp's preserved tokens.
    */
-  private toolMarkerTokens(m: Loaded): number[] {
+  private toolMarkerTokens(m: Loaded): ReadonlySet<number> {
     if (!m.toolMarkerTokens) {
       const v = m.model.tokenizer.vocab;
-      m.toolMarkerTokens = [];
-      for (let id = 0; id < v.nTokens; id++) if (v.isControl(id) && TOOL_MARKERS.has(v.tokenText(id))) m.toolMarkerTokens.push(id);
+      const ids = new Set<number>();
+      for (let id = 0; id < v.nTokens; id++) if (v.isControl(id) && TOOL_MARKERS.has(v.tokenText(id))) ids.add(id);
+      m.toolMarkerTokens = ids;
     }
     return m.toolMarkerTokens;
   }
