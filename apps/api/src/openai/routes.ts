@@ -152,7 +152,14 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
     // With tools (unless tool_choice is 'none') the template shows them and the answer's calls are parsed.
     if (b.tools?.length && b.tool_choice !== 'none') c.tools = b.tools;
-    const gen = generateRequest(c, b, { messages, toolsJson: c.tools ? JSON.stringify(c.tools) : '' });
+    const choice = b.tool_choice;
+    const gen = generateRequest(c, b, {
+      messages,
+      toolsJson: c.tools ? JSON.stringify(c.tools) : '',
+      toolChoice: typeof choice === 'object' && choice ? pb.ToolChoice.TOOL_CHOICE_FUNCTION : choice === 'required' ? pb.ToolChoice.TOOL_CHOICE_REQUIRED : pb.ToolChoice.TOOL_CHOICE_AUTO,
+      toolChoiceFunction: typeof choice === 'object' && choice ? choice.function.name : '',
+      singleToolCall: b.parallel_tool_calls === false,
+    });
     return run(req, reply, deps, gen, c, 'chat');
   });
 

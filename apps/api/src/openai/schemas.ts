@@ -104,12 +104,12 @@ export const ChatCompletionRequest = z.object({
   /** Functions the model may call (shown to it through its chat template). */
   tools: z.array(tool).max(128).optional().nullable(),
   /**
-   * 'auto' (the default with tools) or 'none'; forcing a call ('required', a named function) is a
-   * 400 rather than an answer that may not call.
+   * 'auto' (the default with tools), 'none', 'required' (the answer is calls of the tools), or a
+   * named function (calls of that one): the last two are held to the model's tool-call format by
+   * constrained decoding, where the engine knows the format (else a 400 naming it).
    */
   tool_choice: z
     .union([z.enum(['none', 'auto', 'required']), z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) })])
-    .refine((c) => c === 'none' || c === 'auto', { message: "only 'auto' and 'none' are supported" })
     .optional()
     .nullable(),
   parallel_tool_calls: z.boolean().optional().nullable(),
@@ -119,6 +119,12 @@ export const ChatCompletionRequest = z.object({
   min_p: sampling.min_p,
   repeat_penalty: sampling.repeat_penalty,
   ignore_eos: sampling.ignore_eos,
+}).superRefine((b, ctx) => {
+  const choice = b.tool_choice;
+  if (choice == null || choice === 'none' || choice === 'auto') return;
+  if (!b.tools?.length) ctx.addIssue({ code: 'custom', path: ['tool_choice'], message: 'a tool_choice that requires a call needs tools' });
+  else if (typeof choice === 'object' && !b.tools.some((t) => t.function.name === choice.function.name))
+    ctx.addIssue({ code: 'custom', path: ['tool_choice'], message: `tool_choice names the function '${choice.function.name}', which is not among the tools` });
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>;
 

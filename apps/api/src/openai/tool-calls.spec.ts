@@ -195,10 +195,16 @@ describe('chat completions with tools: the answer', () => {
     expect(none.choices[0].message.content).toBe(`Checking.${CALL}`);
   });
 
-  it("refuses tool_choice 'required' and a named function with a 400", async () => {
+  it('refuses a tool_choice that requires a call without tools, or names a function not among them, with a 400', async () => {
     await serve('x');
     for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }] as const)
-      await expect(client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }], tools, tool_choice })).rejects.toMatchObject({ status: 400 });
+      await expect(client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }], tool_choice })).rejects.toMatchObject({
+        status: 400,
+        message: expect.stringMatching(/tool_choice.*needs tools/),
+      });
+    await expect(
+      client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }], tools, tool_choice: { type: 'function', function: { name: 'get_wind' } } }),
+    ).rejects.toMatchObject({ status: 400, message: expect.stringMatching(/'get_wind', which is not among the tools/) });
   });
 });
 
@@ -226,7 +232,8 @@ describe('chat completions with tools: the prompt (real engine)', () => {
     fs.writeFileSync(templateFile, HERMES_TEMPLATE);
     const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 512 });
     const withTools = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', templateFile]);
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: withTools, id: 'hermes', contextLength: 512, threads: 2 }));
+    // 1024: the tools' definitions take about 420 of this vocabulary's tokens.
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: withTools, id: 'hermes', contextLength: 1024, threads: 2 }));
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32'), id: 'chatml', contextLength: 512, threads: 2 }));
     // As Qwen3's and Granite's do, this one fails on the null content of a tool-calling turn.
     const trimming = path.join(dir, 'hermes-trim.jinja');
@@ -266,6 +273,44 @@ describe('chat completions with tools: the prompt (real engine)', () => {
       { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 21}' },
     ] });
     expect(trimmed.usage!.prompt_tokens).toBeGreaterThan(withTools + 10);
+  });
+
+  it("holds the answer to calls of the tools with tool_choice 'required' or a named function (constrained decoding)", async () => {
+    // Random weights write anything; the answer must still be calls in the template's format.
+    const forced: OpenAI.Chat.ChatCompletionTool[] = [
+      { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { enum: ['Paris', 'Rome'] }, metric: { type: 'boolean' } }, required: ['city', 'metric'] } } },
+      { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { enum: ['UTC', 'CET'] } }, required: ['zone'] } } },
+    ];
+    const base = { model: 'hermes', messages: [{ role: 'user' as const, content: 'Weather in Paris?' }], tools: forced, max_tokens: 300, temperature: 1 };
+    const check = (r: OpenAI.Chat.ChatCompletion, names: string[]) => {
+      const c = r.choices[0];
+      expect(c.finish_reason).toBe('tool_calls');
+      expect(c.message.content ?? '').toBe('');
+      expect(c.message.tool_calls!.length).toBeGreaterThan(0);
+      for (const t of c.message.tool_calls as OpenAI.Chat.ChatCompletionMessageFunctionToolCall[]) {
+        expect(names).toContain(t.function.name);
+        const args = JSON.parse(t.function.arguments);
+        if (t.function.name === 'get_weather') expect([['Paris', 'Rome'].includes(args.city), typeof args.metric]).toEqual([true, 'boolean']);
+        else expect(['UTC', 'CET']).toContain(args.zone);
+      }
+      return c.message.tool_calls!.length;
+    };
+    let calls = 0;
+    for (const seed of [1, 2, 3]) {
+      calls += check(await client.chat.completions.create({ ...base, seed, tool_choice: 'required' }), ['get_weather', 'get_time']);
+      check(await client.chat.completions.create({ ...base, seed, tool_choice: { type: 'function', function: { name: 'get_time' } } }), ['get_time']);
+      expect(check(await client.chat.completions.create({ ...base, seed, tool_choice: 'required', parallel_tool_calls: false }), ['get_weather', 'get_time'])).toBe(1);
+    }
+    expect(calls).toBeGreaterThanOrEqual(3);
+    // Streamed: the same calls as the same seed's answer in one piece.
+    const whole = await client.chat.completions.create({ ...base, seed: 7, tool_choice: 'required' });
+    const stream = await client.chat.completions.create({ ...base, seed: 7, tool_choice: 'required', stream: true });
+    const streamed: { name?: string; arguments?: string }[] = [];
+    for await (const chunk of stream) for (const t of chunk.choices[0]?.delta?.tool_calls ?? []) streamed[t.index] = { name: t.function?.name, arguments: t.function?.arguments };
+    expect(streamed).toEqual((whole.choices[0].message.tool_calls as OpenAI.Chat.ChatCompletionMessageFunctionToolCall[]).map((t) => ({ name: t.function.name, arguments: t.function.arguments })));
+    // Unforced, the same requests are text.
+    const free = await client.chat.completions.create({ ...base, seed: 1, max_tokens: 20 });
+    expect(free.choices[0].message.tool_calls ?? []).toEqual([]);
   });
 
   it("answers 400 when the model's template cannot show tools", async () => {

@@ -1,7 +1,8 @@
 import { EngineError, toEngineError } from '../errors';
 import type { EngineModel } from '../model/model';
-import { JsonConstraint } from '../sampling/json-constraint';
+import { JsonConstraint, OutputConstraint } from '../sampling/json-constraint';
 import { anyObjectGrammar, compileJsonSchema, type JsonGrammar } from '../sampling/json-schema';
+import { PatternRecognizer, type OutputPattern } from '../sampling/tool-call-grammar';
 import { logprobs as computeLogprobs, type TokenLogprobs } from '../sampling/logprobs';
 import { createSampler, type Sampler, type SamplerParams } from '../sampling/sampler';
 import { StopMatcher } from '../sampling/stop';
@@ -51,6 +52,12 @@ export interface GenerationRequest {
   jsonSchema?: unknown;
   /** Control tokens whose text goes into the output anyway (a tool-call format's markers). */
   preserveTokens?: ReadonlySet<number>;
+  /**
+   * The output follows this pattern, then the generation ends (forced tool calls,
+   * `sampling/tool-call-grammar.ts`; the preserved tokens write its markers). Not with a JSON
+   * response format; such a sequence does not speculate.
+   */
+  pattern?: OutputPattern;
 }
 
 interface Active {
@@ -76,8 +83,8 @@ interface Active {
   spec: SpeculativeSequence | null;
   /** Prompt tokens taken from the slot's cache. */
   reused: number;
-  /** The JSON constraint of a json_object request, else null. */
-  json: JsonConstraint | null;
+  /** The output constraint of a JSON or pattern request, else null. */
+  constraint: OutputConstraint | null;
 }
 
 export interface BatchEngineOptions {
@@ -154,7 +161,7 @@ export class BatchEngine {
   private readonly slots: { tokens: number[]; promptLen: number; released: number }[];
   private releases = 0;
   private promptTokensReused = 0;
-  private tokenPieces: Uint8Array[] | null = null;
+  private readonly tokenPieces = new WeakMap<ReadonlySet<number>, Uint8Array[]>();
   private maskRow: Float32Array | null = null;
 
   constructor(
@@ -184,6 +191,7 @@ export class BatchEngine {
     if (this.closed) throw new EngineError('KAIL_E_INVALID_ARG', 'the model is being unloaded');
     if (req.prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
     const grammar = grammarOf(req);
+    if (grammar && req.pattern) throw new EngineError('KAIL_E_INVALID_ARG', 'a JSON response format and forced tool calls cannot be combined');
     if (!Number.isInteger(req.maxTokens) || req.maxTokens < 0) throw new EngineError('KAIL_E_INVALID_ARG', `max tokens must be a non-negative integer, got ${req.maxTokens}`);
     if (req.prompt.length >= this.model.nCtx)
       throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the context holds ${this.model.nCtx}`);
@@ -191,6 +199,7 @@ export class BatchEngine {
       if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `token id ${t} is outside the vocabulary (0..${this.model.nVocab - 1})`);
     for (const k of Object.keys(req.sampling?.logitBias ?? {}))
       if (Number(k) >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `logit bias names token id ${k}, outside the vocabulary (0..${this.model.nVocab - 1})`);
+    const constraint = this.constraintOf(req, grammar);
     const queue: GenerationChunk[] = [];
     let wake: (() => void) | undefined;
     let done = false;
@@ -219,7 +228,7 @@ export class BatchEngine {
       tPromptDone: 0,
       spec: null,
       reused: 0,
-      json: grammar ? new JsonConstraint(this.pieces(), this.eog, grammar) : null,
+      constraint,
     };
     const onAbort = () => this.cancelActive(a);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -335,7 +344,7 @@ export class BatchEngine {
       a.prefilled = a.reused;
       this.promptTokensReused += a.reused;
       this.model.truncate(a.slot, a.reused);
-      if (this.spec && !a.json) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
+      if (this.spec && !a.constraint) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
       this.running.set(a.slot, a);
     }
   }
@@ -496,7 +505,7 @@ export class BatchEngine {
         const step = a.stop.pushToken(token, a.decoder.push(token));
         // Every token goes out in its chunk (the text may lag while a stop string or a UTF-8 sequence is incomplete).
         a.push({ text: step.text, tokens: [token], logprobs: lp });
-        if (step.done || (a.json?.done && a.req.ignoreEog)) {
+        if (step.done || (a.constraint?.done && a.req.ignoreEog)) {
           this.finish(a, 'stop');
           break;
         }
@@ -518,25 +527,41 @@ export class BatchEngine {
    */
   private sampleOne(a: Active, row: Float32Array): number {
     const first = a.sampler.sample(row, a.history).token;
-    if (!a.json) return first;
+    if (!a.constraint) return first;
     let token = first;
-    if (!a.json.allows(first)) {
+    if (!a.constraint.allows(first)) {
       const masked = (this.maskRow ??= new Float32Array(row.length));
       masked.set(row);
-      if (a.json.mask(masked) === 0) throw new EngineError('KAIL_E_INTERNAL', 'no token of the vocabulary can continue the JSON output');
+      if (a.constraint.mask(masked) === 0) throw new EngineError('KAIL_E_INTERNAL', 'no token of the vocabulary can continue the constrained output');
       token = a.sampler.sample(masked, a.history).token;
     }
-    a.json.accept(token);
+    a.constraint.accept(token);
     return token;
   }
 
-  /** Each token's output bytes (empty for control tokens), for output constraints; built once. */
-  private pieces(): readonly Uint8Array[] {
-    if (!this.tokenPieces) {
+  /**
+   * Each token's output bytes (empty for control tokens, except `preserve`d ones), for output
+   * constraints; built once per set of preserved tokens (the model host keeps one set per model).
+   */
+  private pieces(preserve?: ReadonlySet<number>): readonly Uint8Array[] {
+    const key = preserve?.size ? preserve : NO_PRESERVED;
+    let p = this.tokenPieces.get(key);
+    if (!p) {
       const tok = this.model.tokenizer;
-      this.tokenPieces = Array.from({ length: this.model.nVocab }, (_, id) => (id < tok.nTokens ? tok.tokenToPiece(id) : new Uint8Array(0)));
+      p = Array.from({ length: this.model.nVocab }, (_, id) => (id < tok.nTokens ? tok.tokenToPiece(id, { preserve: key }) : new Uint8Array(0)));
+      this.tokenPieces.set(key, p);
     }
-    return this.tokenPieces;
+    return p;
+  }
+
+  /** The constraint a request's output follows, or null for free text. */
+  private constraintOf(req: GenerationRequest, grammar: JsonGrammar | null): OutputConstraint | null {
+    if (grammar) return new JsonConstraint(this.pieces(req.preserveTokens), this.eog, grammar);
+    if (req.pattern) {
+      const pieces = this.pieces(req.preserveTokens);
+      return new OutputConstraint(pieces, this.eog, new PatternRecognizer(req.pattern), new PatternRecognizer(req.pattern));
+    }
+    return null;
   }
 
   private finish(a: Active, reason: FinishReason, error?: EngineError): void {
@@ -576,6 +601,8 @@ export class BatchEngine {
     a.end();
   }
 }
+
+const NO_PRESERVED: ReadonlySet<number> = new Set();
 
 /** The grammar a request's output follows, or null for text; throws naming a bad format or schema. */
 function grammarOf(req: GenerationRequest): JsonGrammar | null {

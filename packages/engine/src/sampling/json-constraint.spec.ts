@@ -221,6 +221,6 @@ describe('JsonConstraint', () => {
 
   it('refuses to advance past a token it does not allow', () => {
     const c = new JsonConstraint(pieces, eog);
-    expect(() => c.accept(3)).toThrow(/does not continue the JSON output/);
+    expect(() => c.accept(3)).toThrow(/does not continue the constrained output/);
   });
 });

@@ -74,10 +74,22 @@ const isDigit = (b: number) => b >= 0x30 && b <= 0x39;
 const isHex = (b: number) => isDigit(b) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66);
 
 /**
+ * What an output constraint runs: a recognizer of the allowed texts, fed bytes. `feed` returns
+ * false (state then undefined) when the bytes cannot continue an allowed text; `assign` copies
+ * another recognizer of the same grammar, so trying a token is cheap.
+ */
+export interface ByteRecognizer {
+  /** True when the text so far is complete (only end of generation may follow). */
+  readonly done: boolean;
+  feed(bytes: Uint8Array): boolean;
+  assign(o: this): void;
+}
+
+/**
  * The recognizer of a grammar's texts, fed bytes. Its whole state is a few numbers and a stack of
  * (container kind, node, members or elements so far) frames, so `assign` makes trying a token cheap.
  */
-export class JsonRecognizer {
+export class JsonRecognizer implements ByteRecognizer {
   private readonly nodes: SchemaNode[];
   private readonly tables: LiteralTable[];
   mode: M = M.Value;
@@ -115,6 +127,15 @@ export class JsonRecognizer {
   /** True once the top-level value is complete (only end of generation may follow). */
   get done(): boolean {
     return this.mode === M.Done;
+  }
+
+  /** Back to the start: the grammar's value expected, nothing read. */
+  reset(): void {
+    this.mode = M.Value;
+    this.next = this.grammar.root;
+    this.ws = 0;
+    this.utfLeft = 0;
+    this.depth = 0;
   }
 
   copy(): JsonRecognizer {
@@ -470,23 +491,21 @@ function tokensByFirstByte(pieces: readonly Uint8Array[]): Int32Array[] {
   return index;
 }
 
-/** Which tokens may follow, for one sequence: the recognizer plus the vocabulary's bytes. */
-export class JsonConstraint {
-  private readonly state: JsonRecognizer;
-  private readonly trial: JsonRecognizer;
-
+/**
+ * Which tokens may follow, for one sequence: a recognizer of the allowed texts (two copies: the
+ * state, and a trial one a token is tried on) plus the vocabulary's bytes.
+ */
+export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
   /**
    * `pieces[id]`: the bytes token `id` adds to the output (empty for control tokens, which are never
-   * allowed); `eog`: the end-of-generation tokens, allowed only once the object is complete.
+   * allowed); `eog`: the end-of-generation tokens, allowed only once the text is complete.
    */
   constructor(
     private readonly pieces: readonly Uint8Array[],
     private readonly eog: ReadonlySet<number>,
-    grammar: JsonGrammar = anyObjectGrammar(),
-  ) {
-    this.state = new JsonRecognizer(grammar);
-    this.trial = new JsonRecognizer(grammar);
-  }
+    private readonly state: R,
+    private readonly trial: R,
+  ) {}
 
   get done(): boolean {
     return this.state.done;
@@ -559,6 +578,13 @@ export class JsonConstraint {
   accept(token: number): void {
     if (this.eog.has(token)) return;
     if (!this.state.feed(this.pieces[token] ?? new Uint8Array(0)))
-      throw new EngineError('KAIL_E_INTERNAL', `token ${token} does not continue the JSON output (the constraint let it through)`);
+      throw new EngineError('KAIL_E_INTERNAL', `token ${token} does not continue the constrained output (the constraint let it through)`);
+  }
+}
+
+/** An OutputConstraint to one JSON object of a grammar (`json_object`: any object). */
+export class JsonConstraint extends OutputConstraint<JsonRecognizer> {
+  constructor(pieces: readonly Uint8Array[], eog: ReadonlySet<number>, grammar: JsonGrammar = anyObjectGrammar()) {
+    super(pieces, eog, new JsonRecognizer(grammar), new JsonRecognizer(grammar));
   }
 }

@@ -65,7 +65,11 @@ class Compiler {
   readonly tables: LiteralTable[] = [];
   private readonly refs = new Map<string, number>();
 
-  constructor(private readonly rootSchema: unknown) {
+  constructor(
+    private readonly rootSchema: unknown,
+    /** Widen instead of refusing: keywords not enforced are ignored, ambiguous alternatives allow any value. */
+    private readonly widen = false,
+  ) {
     const first = new Int32Array(256).fill(-1);
     this.nodes.push({ kind: 'union', first, alts: [] }); // ANY
     this.nodes.push(this.objectNode([], ANY, true)); // ANY_OBJECT
@@ -116,7 +120,7 @@ class Compiler {
     if (s === false) this.fail(path, 'the schema false admits no value');
     if (s === null || typeof s !== 'object' || Array.isArray(s)) this.fail(path, `a schema must be an object or a boolean, got ${JSON.stringify(s)}`);
     const o = s as Record<string, unknown>;
-    for (const k of REFUSED) if (k in o) this.fail(path, `'${k}' is not supported (the output could not be held to it)`);
+    if (!this.widen) for (const k of REFUSED) if (k in o) this.fail(path, `'${k}' is not supported (the output could not be held to it)`);
     if (o.nullable === true) {
       const { nullable: _, ...rest } = o;
       return this.union([this.compile(rest, path), this.literals([null], path)], path);
@@ -134,12 +138,14 @@ class Compiler {
         if (!Array.isArray(alts) || alts.length === 0) this.fail(`${path}/${k}`, 'must be a non-empty array');
         const { [k]: _, ...rest } = o;
         const base = Object.keys(rest).some((x) => ['type', 'properties', 'items', 'required'].includes(x)) ? rest : null;
+        if (base && this.widen) return ANY;
         if (base) this.fail(path, `'${k}' next to 'type', 'properties' or 'items' is not supported; put them inside each alternative`);
         return this.union(alts.map((a, i) => this.compile(a, `${path}/${k}/${i}`)), path);
       }
     }
     if ('allOf' in o) {
       const all = o.allOf;
+      if (Array.isArray(all) && all.length > 1 && this.widen) return ANY;
       if (!Array.isArray(all) || all.length !== 1) this.fail(`${path}/allOf`, 'only an allOf of exactly one schema is supported');
       return this.compile(all[0], `${path}/allOf/0`);
     }
@@ -221,6 +227,7 @@ class Compiler {
   private ref(ref: string, path: string): number {
     const known = this.refs.get(ref);
     if (known !== undefined) return known;
+    if (!ref.startsWith('#') && this.widen) return ANY;
     if (!ref.startsWith('#')) this.fail(path, `only local references (#/...) are supported, got ${JSON.stringify(ref)}`);
     let target: unknown = this.rootSchema;
     for (const raw of ref.slice(1).split('/').filter((p) => p.length > 0)) {
@@ -309,8 +316,10 @@ class Compiler {
     const first = new Int32Array(256).fill(-1);
     for (const a of rest) {
       for (const b of this.firstBytes(a)) {
-        if (first[b] >= 0 && first[b] !== a)
+        if (first[b] >= 0 && first[b] !== a) {
+          if (this.widen) return ANY;
           this.fail(path, `alternatives that can both start with ${JSON.stringify(String.fromCharCode(b))} are not supported (only ones of different JSON types, e.g. a string or null)`);
+        }
         first[b] = a;
       }
     }
@@ -329,9 +338,14 @@ export function anyObjectGrammar(): JsonGrammar {
   return anyObject;
 }
 
-/** Compiles a schema whose values are objects (OpenAI requires an object at the top). */
-export function compileJsonSchema(schema: unknown): JsonGrammar {
-  const c = new Compiler(schema);
+/**
+ * Compiles a schema whose values are objects (OpenAI requires an object at the top). With `widen`
+ * (a tool's parameters, where the schema describes the function rather than a promise to the
+ * caller) keywords not enforced here are ignored and ambiguous alternatives allow any value: the
+ * output is held to a looser grammar instead of the request being refused.
+ */
+export function compileJsonSchema(schema: unknown, options: { widen?: boolean } = {}): JsonGrammar {
+  const c = new Compiler(schema, options.widen ?? false);
   const root = c.compile(schema, '');
   const node = c.nodes[root];
   if (node.kind !== 'object' && root !== ANY) throw new EngineError('KAIL_E_INVALID_ARG', 'json_schema: the top-level schema must describe an object');

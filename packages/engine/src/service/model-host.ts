@@ -9,6 +9,7 @@ import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { BatchEngine, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import type { SamplerParams } from '../sampling/sampler';
+import { forcedToolCallPattern, toolCallFormat, type OutputPattern, type ToolDef } from '../sampling/tool-call-grammar';
 import type { NativeExpertStreamStats } from '@kailstream/core-native';
 
 /** What the engine gRPC service needs from whatever owns models and runs generation. */
@@ -310,6 +311,7 @@ export class LocalModelHost implements ModelHost {
         ignoreEog: req.ignoreEos,
         ...responseFormatFromProto(req),
         preserveTokens: req.toolsJson ? this.toolMarkerTokens(m) : undefined,
+        pattern: this.forcedToolCalls(m, req),
       },
       signal,
     );
@@ -358,6 +360,19 @@ export class LocalModelHost implements ModelHost {
     }
     if (req.promptTokens.length) return req.promptTokens;
     return m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true });
+  }
+
+  /** The pattern of a request's forced tool calls (tool_choice 'required' or a function), else undefined. */
+  private forcedToolCalls(m: Loaded, req: pb.GenerateRequest): OutputPattern | undefined {
+    const c = req.toolChoice;
+    if (c === pb.ToolChoice.TOOL_CHOICE_AUTO) return undefined;
+    if (c !== pb.ToolChoice.TOOL_CHOICE_REQUIRED && c !== pb.ToolChoice.TOOL_CHOICE_FUNCTION) throw new EngineError('KAIL_E_INVALID_ARG', `unknown tool choice ${c}`);
+    if (!req.messages.length || !m.chat) throw new EngineError('KAIL_E_INVALID_ARG', 'a forced tool call needs chat messages (the template shows the tools)');
+    const format = toolCallFormat(m.chat.source);
+    if (typeof format !== 'string')
+      throw new EngineError('KAIL_E_INVALID_ARG', `model '${req.model}' cannot be held to a tool call (its chat template: ${format.unsupported}); use tool_choice 'auto'`);
+    const tools = parseJsonField<ToolDef[]>(req.toolsJson || '[]', 'tools', Array.isArray);
+    return forcedToolCallPattern(format, tools, { name: c === pb.ToolChoice.TOOL_CHOICE_FUNCTION ? req.toolChoiceFunction : undefined, parallel: !req.singleToolCall });
   }
 
   /**

@@ -43,7 +43,12 @@ describe('engine service under random requests', () => {
       if (mode === 'prompt' || mode === 'both') req.prompt = pick(['hi', '', '<|im_start|>', 'x'.repeat(3000), '\u0000\uffff']);
       if (mode === 'tokens' || mode === 'both') req.promptTokens = Array.from({ length: pick([0, 1, 3, 200]) }, () => pick([0, 1, 5, -1, 100000, 2147483647, -2147483648]));
       if (mode === 'messages') req.messages = Array.from({ length: pick([0, 1, 2]) }, () => pb.ChatMessage.fromPartial({ role: pick(['user', 'system', 'assistant', 'tool', 'bogus', '']), content: pick(['hi', '', 'x'.repeat(2000)]), toolCallsJson: pick(['', '', '[]', '[{"id":"a","type":"function","function":{"name":"f","arguments":"{\\"x\\":1}"}}]', '{', '[1]']) }));
-      if (mode === 'messages' && rnd() < 0.3) req.toolsJson = pick(['[]', '{', '[{"type":"function","function":{"name":"f"}}]', '"x"']);
+      if (mode === 'messages' && rnd() < 0.3) req.toolsJson = pick(['[]', '{', '[{"type":"function","function":{"name":"f"}}]', '"x"', '[null]', '[{"function":{"name":"f","parameters":{"type":"wat"}}}]']);
+      if (rnd() < 0.2) {
+        req.toolChoice = pick([0, 1, 2, 2, 9]) as pb.ToolChoice;
+        req.toolChoiceFunction = pick(['', 'f', 'g']);
+        req.singleToolCall = rnd() < 0.5;
+      }
       if (rnd() < 0.7) req.sampling = { temperature: f32(), topK: i32(), topP: f32(), minP: f32(), repetitionPenalty: f32(), presencePenalty: f32(), frequencyPenalty: f32(), penaltyLastN: i32(), seed: pick([0, 1, 2 ** 53 - 1]), hasSeed: rnd() < 0.5, logitBias: pick<Record<number, number>>([{}, {}, { 0: 5 }, { 3: -Infinity, 4: 100 }, { [-1]: 1 }, { 5: NaN }, { 99999999: 2 }, { 7: Infinity }]) };
       if (rnd() < 0.3) req.stop = Array.from({ length: pick([1, 2, 100]) }, () => pick(['', 'a', '\n', 'x'.repeat(500)]));
       if (rnd() < 0.3) {

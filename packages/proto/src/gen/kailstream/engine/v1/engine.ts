@@ -38,6 +38,47 @@ export const protobufPackage = "kailstream.engine.v1";
 
 export const protobufFileName = "kailstream/engine/v1/engine.proto";
 
+export enum ToolChoice {
+  TOOL_CHOICE_AUTO = 0,
+  /** TOOL_CHOICE_REQUIRED - One or more calls of the request's tools, nothing else. */
+  TOOL_CHOICE_REQUIRED = 1,
+  /** TOOL_CHOICE_FUNCTION - Calls of the tool named in tool_choice_function only. */
+  TOOL_CHOICE_FUNCTION = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function toolChoiceFromJSON(object: any): ToolChoice {
+  switch (object) {
+    case 0:
+    case "TOOL_CHOICE_AUTO":
+      return ToolChoice.TOOL_CHOICE_AUTO;
+    case 1:
+    case "TOOL_CHOICE_REQUIRED":
+      return ToolChoice.TOOL_CHOICE_REQUIRED;
+    case 2:
+    case "TOOL_CHOICE_FUNCTION":
+      return ToolChoice.TOOL_CHOICE_FUNCTION;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ToolChoice.UNRECOGNIZED;
+  }
+}
+
+export function toolChoiceToJSON(object: ToolChoice): string {
+  switch (object) {
+    case ToolChoice.TOOL_CHOICE_AUTO:
+      return "TOOL_CHOICE_AUTO";
+    case ToolChoice.TOOL_CHOICE_REQUIRED:
+      return "TOOL_CHOICE_REQUIRED";
+    case ToolChoice.TOOL_CHOICE_FUNCTION:
+      return "TOOL_CHOICE_FUNCTION";
+    case ToolChoice.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export enum ResponseFormat {
   RESPONSE_FORMAT_TEXT = 0,
   /**
@@ -158,6 +199,16 @@ export interface GenerateRequest {
    * template that does not show them to the model is INVALID_ARGUMENT.
    */
   toolsJson: string;
+  /**
+   * With tools_json: whether the output must call a tool (OpenAI's tool_choice). AUTO lets the
+   * model choose; REQUIRED and FUNCTION hold the output, by constrained decoding, to calls in the
+   * chat template's tool-call format (INVALID_ARGUMENT for a format that cannot be forced).
+   */
+  toolChoice: ToolChoice;
+  /** With TOOL_CHOICE_FUNCTION: the name of the tool to call. */
+  toolChoiceFunction: string;
+  /** With a forced call: at most one (OpenAI's parallel_tool_calls: false). */
+  singleToolCall: boolean;
 }
 
 export interface ChatMessage {
@@ -912,6 +963,9 @@ function createBaseGenerateRequest(): GenerateRequest {
     responseFormat: 0,
     jsonSchema: "",
     toolsJson: "",
+    toolChoice: 0,
+    toolChoiceFunction: "",
+    singleToolCall: false,
   };
 }
 
@@ -962,6 +1016,15 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.toolsJson !== "") {
       writer.uint32(114).string(message.toolsJson);
+    }
+    if (message.toolChoice !== 0) {
+      writer.uint32(120).int32(message.toolChoice);
+    }
+    if (message.toolChoiceFunction !== "") {
+      writer.uint32(130).string(message.toolChoiceFunction);
+    }
+    if (message.singleToolCall !== false) {
+      writer.uint32(136).bool(message.singleToolCall);
     }
     return writer;
   },
@@ -1101,6 +1164,30 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.toolsJson = reader.string();
             continue;
           }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.toolChoice = reader.int32() as any;
+            continue;
+          }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.toolChoiceFunction = reader.string();
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.singleToolCall = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1167,6 +1254,21 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.tools_json)
         ? globalThis.String(object.tools_json)
         : "",
+      toolChoice: isSet(object.toolChoice)
+        ? toolChoiceFromJSON(object.toolChoice)
+        : isSet(object.tool_choice)
+        ? toolChoiceFromJSON(object.tool_choice)
+        : 0,
+      toolChoiceFunction: isSet(object.toolChoiceFunction)
+        ? globalThis.String(object.toolChoiceFunction)
+        : isSet(object.tool_choice_function)
+        ? globalThis.String(object.tool_choice_function)
+        : "",
+      singleToolCall: isSet(object.singleToolCall)
+        ? globalThis.Boolean(object.singleToolCall)
+        : isSet(object.single_tool_call)
+        ? globalThis.Boolean(object.single_tool_call)
+        : false,
     };
   },
 
@@ -1214,6 +1316,15 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.toolsJson !== "") {
       obj.toolsJson = message.toolsJson;
     }
+    if (message.toolChoice !== 0) {
+      obj.toolChoice = toolChoiceToJSON(message.toolChoice);
+    }
+    if (message.toolChoiceFunction !== "") {
+      obj.toolChoiceFunction = message.toolChoiceFunction;
+    }
+    if (message.singleToolCall !== false) {
+      obj.singleToolCall = message.singleToolCall;
+    }
     return obj;
   },
 
@@ -1238,6 +1349,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.responseFormat = object.responseFormat ?? 0;
     message.jsonSchema = object.jsonSchema ?? "";
     message.toolsJson = object.toolsJson ?? "";
+    message.toolChoice = object.toolChoice ?? 0;
+    message.toolChoiceFunction = object.toolChoiceFunction ?? "";
+    message.singleToolCall = object.singleToolCall ?? false;
     return message;
   },
 };

@@ -1,0 +1,105 @@
+import { OutputConstraint } from './json-constraint';
+import { forcedToolCallPattern, PatternRecognizer, toolCallFormat, type OutputPattern, type ToolDef } from './tool-call-grammar';
+
+const bytes = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
+
+const tools: ToolDef[] = [
+  { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1 } }, required: ['city'] } } },
+  { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { enum: ['UTC', 'CET'] } }, required: ['zone'] } } },
+  { type: 'function', function: { name: 'get' } },
+];
+
+/** Whether the whole text is accepted and complete. */
+const complete = (p: OutputPattern, text: string) => {
+  const r = new PatternRecognizer(p);
+  return r.feed(bytes(text)) && r.done;
+};
+/** Whether every byte is accepted (the text may go on to a complete one). */
+const prefix = (p: OutputPattern, text: string) => new PatternRecognizer(p).feed(bytes(text));
+
+describe('toolCallFormat', () => {
+  it('finds the format a chat template writes calls in', () => {
+    expect(toolCallFormat('{{ "<tool_call>\\n{\\"name\\": \\"" + name }}')).toBe('hermes');
+    expect(toolCallFormat(`{{- '<tool_call>\\n{"name": "' }}{{ tc.name }}`)).toBe('hermes');
+    expect(toolCallFormat("{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + name + '<｜tool▁sep｜>' + args + '<｜tool▁call▁end｜>'}}")).toBe('deepseek-v3.1');
+    expect(toolCallFormat("{{'<｜tool▁call▁begin｜>' + type + '<｜tool▁sep｜>' + name + '\\n```json\\n' + args + '\\n```<｜tool▁call▁end｜>'}}")).toBe('deepseek-r1');
+    expect(toolCallFormat('<|start_header_id|>ipython Respond in the format {"name": function name, "parameters": dictionary}')).toBe('llama3');
+    expect(toolCallFormat('<tool_call>{{ name }}<arg_key>{{ k }}</arg_key>')).toEqual({ unsupported: expect.stringContaining('GLM') });
+    expect(toolCallFormat('<tool_call>\n<function={{ name }}>')).toEqual({ unsupported: expect.stringContaining('<function=') });
+    expect(toolCallFormat('[TOOL_CALLS]')).toEqual({ unsupported: expect.stringContaining('Mistral') });
+    expect(toolCallFormat('<|im_start|>{{ message.content }}')).toEqual({ unsupported: expect.any(String) });
+  });
+});
+
+describe('forced tool calls', () => {
+  it("holds Hermes output to calls of the tools, one per line, each following the tool's parameters", () => {
+    const p = forcedToolCallPattern('hermes', tools, { parallel: true });
+    const call = (name: string, args: string) => `<tool_call>\n{"name": "${name}", "arguments": ${args}}\n</tool_call>`;
+    expect(complete(p, call('get_weather', '{"city": "Paris"}'))).toBe(true);
+    expect(complete(p, call('get_weather', '{"city": "Paris", "days": 3}') + '\n' + call('get_time', '{"zone": "CET"}'))).toBe(true);
+    expect(complete(p, call('get', '{"any": [1, {"x": null}]}'))).toBe(true); // no parameters: any object
+    // A prefix of a call is not complete; a name that is not a tool, missing required keys, wrong
+    // types, an enum value not listed, text before or between calls: refused.
+    expect(prefix(p, '<tool_call>\n{"name": "get_w')).toBe(true);
+    expect(complete(p, '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}')).toBe(false);
+    expect(prefix(p, '<tool_call>\n{"name": "get_wind"')).toBe(false);
+    expect(prefix(p, call('get_weather', '{"days": 3}'))).toBe(false);
+    expect(prefix(p, call('get_weather', '{"city": 3}'))).toBe(false);
+    expect(prefix(p, call('get_time', '{"zone": "PST"}'))).toBe(false);
+    expect(prefix(p, 'Sure. ' + call('get', '{}'))).toBe(false);
+    expect(prefix(p, call('get', '{}') + ' and ')).toBe(false);
+    // minimum is not enforced (widened), the type is.
+    expect(complete(p, call('get_weather', '{"city": "x", "days": 0}'))).toBe(true);
+    expect(prefix(p, call('get_weather', '{"city": "x", "days": 1.5}'))).toBe(false);
+  });
+
+  it('writes one call only without parallel calls, and only the named tool when one is named', () => {
+    const one = forcedToolCallPattern('hermes', tools, { parallel: false });
+    const c = '<tool_call>\n{"name": "get", "arguments": {}}\n</tool_call>';
+    expect(complete(one, c)).toBe(true);
+    expect(prefix(one, c + '\n')).toBe(false);
+    const named = forcedToolCallPattern('hermes', tools, { name: 'get_time', parallel: true });
+    expect(complete(named, '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>')).toBe(true);
+    expect(prefix(named, '<tool_call>\n{"name": "get"')).toBe(false);
+    expect(() => forcedToolCallPattern('hermes', tools, { name: 'nope', parallel: true })).toThrow(/'nope', which is not among/);
+    expect(() => forcedToolCallPattern('hermes', [], { parallel: true })).toThrow(/no tools/);
+    expect(() => forcedToolCallPattern('hermes', [tools[0], tools[0]], { parallel: true })).toThrow(/appears twice/);
+    expect(() => forcedToolCallPattern('hermes', [null as unknown as ToolDef], { parallel: true })).toThrow(/tools\[0\]/);
+    expect(() => forcedToolCallPattern('hermes', [{ function: { name: 'f', parameters: { type: 'wat' } } }], { parallel: true })).toThrow(/tool 'f' parameters/);
+  });
+
+  it("writes Llama 3's and DeepSeek's formats", () => {
+    const l3 = forcedToolCallPattern('llama3', tools, { parallel: true });
+    expect(complete(l3, '{"name": "get_time", "parameters": {"zone": "UTC"}}')).toBe(true);
+    expect(prefix(l3, '{"name": "get_time", "parameters": {"zone": "UTC"}}\n')).toBe(false);
+    const v31 = forcedToolCallPattern('deepseek-v3.1', tools, { parallel: true });
+    const dsCall = (n: string, a: string) => `<｜tool▁call▁begin｜>${n}<｜tool▁sep｜>${a}<｜tool▁call▁end｜>`;
+    expect(complete(v31, `<｜tool▁calls▁begin｜>${dsCall('get', '{}')}<｜tool▁calls▁end｜>`)).toBe(true);
+    expect(complete(v31, `<｜tool▁calls▁begin｜>${dsCall('get', '{}')}${dsCall('get_time', '{"zone":"CET"}')}<｜tool▁calls▁end｜>`)).toBe(true);
+    expect(complete(v31, `<｜tool▁calls▁begin｜>${dsCall('get', '{}')}`)).toBe(false);
+    const r1 = forcedToolCallPattern('deepseek-r1', tools, { parallel: false });
+    expect(complete(r1, '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{"zone": "UTC"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>')).toBe(true);
+  });
+
+  it('masks a vocabulary to the tokens that continue the calls, markers included', () => {
+    // A toy vocabulary: single bytes, a few words, a preserved marker token and an end token.
+    const words = ['<tool_call>', '\n', '{"', 'name', '": "', 'get', '_time', '", "arguments": ', '{', '"zone"', ': ', '"UTC"', '}', '</tool_call>', 'Sure'];
+    const pieces = [...words.map(bytes), ...Array.from({ length: 128 }, (_, b) => Uint8Array.of(b)), new Uint8Array(0)];
+    const eos = pieces.length - 1;
+    const p = forcedToolCallPattern('hermes', tools, { name: 'get_time', parallel: false });
+    const c = new OutputConstraint(pieces, new Set([eos]), new PatternRecognizer(p), new PatternRecognizer(p));
+    const allowed = () => {
+      const row = new Float32Array(pieces.length);
+      c.mask(row);
+      return [...row.keys()].filter((t) => row[t] === 0);
+    };
+    expect(allowed()).toEqual([0, words.length + '<'.charCodeAt(0)]); // the marker, or its first byte
+    for (const w of ['<tool_call>', '\n', '{"', 'name', '": "', 'get', '_time', '", "arguments": ', '{', '"zone"', ': ', '"UTC"', '}', '}', '\n', '</tool_call>']) {
+      const t = words.indexOf(w);
+      expect(c.allows(t)).toBe(true);
+      c.accept(t);
+    }
+    expect(c.done).toBe(true);
+    expect(allowed()).toEqual([eos]);
+  });
+});

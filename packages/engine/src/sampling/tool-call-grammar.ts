@@ -1,0 +1,268 @@
+import { EngineError } from '../errors';
+import { JsonRecognizer, type ByteRecognizer } from './json-constraint';
+import { compileJsonSchema, type JsonGrammar } from './json-schema';
+
+/**
+ * Forced tool calls (OpenAI's `tool_choice: "required"` or a named function): the output is held,
+ * by constrained decoding, to calls written in the model's own tool-call format, each naming one of
+ * the request's tools with arguments that follow its parameters schema, then end of generation.
+ * llama.cpp does the same with a grammar built per format (`common/chat.cpp`), not lazy when the
+ * call is required. The API's parser (`apps/api/src/openai/tool-calls.ts`) reads the calls back.
+ *
+ * Formats, found in the chat template's text (what the model was trained to write):
+ * - `hermes`: Qwen2.5/Qwen3 (and their MoE), QwQ, Hermes, Granite:
+ *   `<tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>`, calls one per line
+ * - `llama3`: Llama 3.1-3.3: `{"name": "f", "parameters": {...}}` as the whole answer (one call)
+ * - `deepseek-v3.1`: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`
+ * - `deepseek-r1`: DeepSeek V3/R1: as V3.1 with `function<｜tool▁sep｜>f\n```json\n{...}\n```` per call
+ *
+ * Others (GLM's `<arg_key>` pairs, Qwen3-Coder's `<function=…>`, Mistral's `[TOOL_CALLS]`, a
+ * template without tools) are refused with an error naming the reason: `auto` still works there.
+ */
+export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1';
+
+/** The format a chat template writes tool calls in, or a reason forced calls cannot be written. */
+export function toolCallFormat(template: string): ToolCallFormat | { unsupported: string } {
+  if (template.includes('<｜tool▁call▁begin｜>')) return template.includes('```json') ? 'deepseek-r1' : 'deepseek-v3.1';
+  if (template.includes('<arg_key>')) return { unsupported: "GLM's <arg_key>/<arg_value> calls" };
+  if (template.includes('<function=')) return { unsupported: 'XML-style <function=...> calls' };
+  if (template.includes('<tool_call>')) {
+    if (template.includes('{"name": "') || template.includes('{\\"name\\": \\"') || template.includes('"name": <function-name>')) return 'hermes';
+    return { unsupported: 'a <tool_call> body that is not Hermes JSON' };
+  }
+  if (template.includes('<|start_header_id|>') && template.includes('"parameters"')) return 'llama3';
+  if (template.includes('[TOOL_CALLS]')) return { unsupported: "Mistral's [TOOL_CALLS]" };
+  return { unsupported: 'no known tool-call format in the chat template' };
+}
+
+/**
+ * A program over output bytes. `choice` picks among byte strings (none a prefix of another) and
+ * goes on at the chosen one's target; `end` accepts the text so far and, when `more` >= 0, lets it
+ * go on at step `more` (another call).
+ */
+export type PatternStep =
+  | { op: 'lit'; bytes: Uint8Array }
+  | { op: 'json'; grammar: JsonGrammar }
+  | { op: 'choice'; values: Uint8Array[]; targets: number[] }
+  | { op: 'jump'; to: number }
+  | { op: 'end'; more: number };
+
+export interface OutputPattern {
+  steps: PatternStep[];
+}
+
+/** The recognizer of a pattern's texts (see ByteRecognizer). */
+export class PatternRecognizer implements ByteRecognizer {
+  private pc = 0;
+  /** Bytes matched in the current lit or choice step. */
+  private off = 0;
+  /** A choice's candidates still matching: [lo, hi) of its sorted values. */
+  private lo = 0;
+  private hi = 0;
+  /** One JSON recognizer per json step. */
+  private readonly json: (JsonRecognizer | undefined)[];
+
+  constructor(readonly pattern: OutputPattern) {
+    this.json = pattern.steps.map((s) => (s.op === 'json' ? new JsonRecognizer(s.grammar) : undefined));
+    this.enter(0);
+  }
+
+  get done(): boolean {
+    return this.pattern.steps[this.pc].op === 'end';
+  }
+
+  assign(o: PatternRecognizer): void {
+    this.pc = o.pc;
+    this.off = o.off;
+    this.lo = o.lo;
+    this.hi = o.hi;
+    const j = this.json[this.pc];
+    if (j) j.assign(o.json[this.pc]!);
+  }
+
+  feed(bytes: Uint8Array): boolean {
+    for (let i = 0; i < bytes.length; i++) if (!this.byte(bytes[i])) return false;
+    return true;
+  }
+
+  /** Goes to step pc, following jumps, and sets up its state. */
+  private enter(pc: number): void {
+    const steps = this.pattern.steps;
+    for (let hops = 0; steps[pc].op === 'jump'; hops++) {
+      if (hops > steps.length) throw new EngineError('KAIL_E_INTERNAL', 'output pattern: a loop of jumps');
+      pc = (steps[pc] as { to: number }).to;
+    }
+    this.pc = pc;
+    this.off = 0;
+    const s = steps[pc];
+    if (s.op === 'choice') {
+      this.lo = 0;
+      this.hi = s.values.length;
+    } else if (s.op === 'json') this.json[pc]!.reset();
+  }
+
+  private byte(b: number): boolean {
+    const s = this.pattern.steps[this.pc];
+    switch (s.op) {
+      case 'lit':
+        if (s.bytes[this.off] !== b) return false;
+        if (++this.off === s.bytes.length) this.enter(this.pc + 1);
+        return true;
+      case 'json': {
+        const j = this.json[this.pc]!;
+        if (!j.byte(b)) return false;
+        if (j.done) this.enter(this.pc + 1);
+        return true;
+      }
+      case 'choice': {
+        const off = this.off;
+        let lo = this.lo;
+        while (lo < this.hi && s.values[lo][off] < b) lo++;
+        let hi = lo;
+        while (hi < this.hi && s.values[hi][off] === b) hi++;
+        if (lo === hi) return false;
+        this.lo = lo;
+        this.hi = hi;
+        this.off = off + 1;
+        if (hi - lo === 1 && s.values[lo].length === off + 1) this.enter(s.targets[lo]);
+        return true;
+      }
+      case 'end':
+        if (s.more < 0) return false;
+        this.enter(s.more);
+        return this.byte(b);
+      case 'jump':
+        throw new EngineError('KAIL_E_INTERNAL', 'output pattern: stopped on a jump');
+    }
+  }
+}
+
+/** A request's tools, as OpenAI sends them. */
+export interface ToolDef {
+  type?: string;
+  function: { name: string; parameters?: unknown };
+}
+
+export interface ForcedToolCalls {
+  /** The one tool to call (a named tool_choice), or undefined for any of them ("required"). */
+  name?: string;
+  /** Several calls allowed (OpenAI's parallel_tool_calls, default true). */
+  parallel: boolean;
+}
+
+const enc = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
+
+function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
+  return a.length - b.length;
+}
+
+/** Builds a pattern step by step; `choice` branches are filled in after it. */
+class Builder {
+  readonly steps: PatternStep[] = [];
+  lit(s: string): void {
+    if (s.length) this.steps.push({ op: 'lit', bytes: enc(s) });
+  }
+  /**
+   * One branch per (text, grammar): the text, then a JSON object of the grammar; every branch then
+   * goes on after them. Texts are sorted bytewise and must not be prefixes of one another.
+   */
+  calls(branches: { text: string; grammar: JsonGrammar }[]): void {
+    const order = branches.map((b) => ({ ...b, bytes: enc(b.text) })).sort((a, b) => compareBytes(a.bytes, b.bytes));
+    for (let i = 1; i < order.length; i++) {
+      const a = order[i - 1].bytes;
+      const b = order[i].bytes;
+      if (a.length <= b.length && compareBytes(a, b.subarray(0, a.length)) === 0)
+        throw new EngineError('KAIL_E_INVALID_ARG', `tools: the names in ${JSON.stringify(order[i - 1].text)} and ${JSON.stringify(order[i].text)} cannot be told apart`);
+    }
+    const choice: PatternStep = { op: 'choice', values: order.map((o) => o.bytes), targets: [] };
+    this.steps.push(choice);
+    const jumps: { op: 'jump'; to: number }[] = [];
+    for (const o of order) {
+      choice.targets.push(this.steps.length);
+      this.steps.push({ op: 'json', grammar: o.grammar });
+      const j = { op: 'jump' as const, to: -1 };
+      jumps.push(j);
+      this.steps.push(j);
+    }
+    for (const j of jumps) j.to = this.steps.length;
+  }
+  get next(): number {
+    return this.steps.length;
+  }
+}
+
+/**
+ * The pattern of forced calls of `tools` in `format`: names as written in the template's format,
+ * arguments following each tool's parameters (widened where the schema uses keywords the grammar
+ * does not enforce, as a tool's schema describes the function rather than promising the caller).
+ */
+export function forcedToolCallPattern(format: ToolCallFormat, tools: readonly ToolDef[], choice: ForcedToolCalls): OutputPattern {
+  if (!tools.length) throw new EngineError('KAIL_E_INVALID_ARG', 'tool_choice requires a call, but the request has no tools');
+  tools.forEach((t, i) => {
+    const f = (t as { function?: unknown } | null)?.function;
+    if (f === null || typeof f !== 'object' || Array.isArray(f)) throw new EngineError('KAIL_E_INVALID_ARG', `tools[${i}] must be an object with a 'function' object`);
+  });
+  const chosen = choice.name === undefined ? tools : tools.filter((t) => t.function.name === choice.name);
+  if (!chosen.length) throw new EngineError('KAIL_E_INVALID_ARG', `tool_choice names the function '${choice.name}', which is not among the request's tools`);
+  const names = new Set<string>();
+  const defs = chosen.map((t, i) => {
+    const name = t.function?.name;
+    if (typeof name !== 'string' || name.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', `tools[${i}].function.name must be a non-empty string`);
+    if (names.has(name)) throw new EngineError('KAIL_E_INVALID_ARG', `tools: the function name '${name}' appears twice`);
+    names.add(name);
+    let grammar: JsonGrammar;
+    try {
+      grammar = compileJsonSchema(t.function.parameters ?? { type: 'object' }, { widen: true });
+    } catch (e) {
+      throw new EngineError('KAIL_E_INVALID_ARG', `tool '${name}' parameters: ${(e as Error).message}`);
+    }
+    return { name, grammar };
+  });
+  const b = new Builder();
+  // A name inside a JSON string is written escaped; in a DeepSeek header, as it is.
+  const jsonName = (n: string) => JSON.stringify(n).slice(1, -1);
+  switch (format) {
+    case 'hermes': {
+      b.lit('<tool_call>\n{"name": "');
+      b.calls(defs.map((d) => ({ text: `${jsonName(d.name)}", "arguments": `, grammar: d.grammar })));
+      b.lit('}\n</tool_call>');
+      const end = b.next;
+      b.steps.push({ op: 'end', more: choice.parallel ? end + 1 : -1 });
+      b.lit('\n');
+      b.steps.push({ op: 'jump', to: 0 });
+      break;
+    }
+    case 'llama3':
+      // One call: Llama 3's format has no way to write several.
+      b.lit('{"name": "');
+      b.calls(defs.map((d) => ({ text: `${jsonName(d.name)}", "parameters": `, grammar: d.grammar })));
+      b.lit('}');
+      b.steps.push({ op: 'end', more: -1 });
+      break;
+    case 'deepseek-v3.1':
+    case 'deepseek-r1': {
+      const r1 = format === 'deepseek-r1';
+      const head = r1 ? '<｜tool▁call▁begin｜>function<｜tool▁sep｜>' : '<｜tool▁call▁begin｜>';
+      b.lit('<｜tool▁calls▁begin｜>' + head);
+      const call = b.next;
+      b.calls(defs.map((d) => ({ text: r1 ? `${d.name}\n\`\`\`json\n` : `${d.name}<｜tool▁sep｜>`, grammar: d.grammar })));
+      b.lit(r1 ? '\n```<｜tool▁call▁end｜>' : '<｜tool▁call▁end｜>');
+      if (choice.parallel) {
+        const after = b.next;
+        // Another call's header, or the closing marker.
+        b.steps.push({ op: 'choice', values: [enc(head), enc('<｜tool▁calls▁end｜>')], targets: [call, after + 1] });
+        const sorted = compareBytes(enc(head), enc('<｜tool▁calls▁end｜>')) < 0;
+        if (!sorted) {
+          const c = b.steps[after] as Extract<PatternStep, { op: 'choice' }>;
+          c.values.reverse();
+          c.targets.reverse();
+        }
+      } else b.lit('<｜tool▁calls▁end｜>');
+      b.steps.push({ op: 'end', more: -1 });
+      break;
+    }
+  }
+  return { steps: b.steps };
+}
