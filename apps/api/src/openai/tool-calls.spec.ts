@@ -220,6 +220,16 @@ const HERMES_TEMPLATE = [
   "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}",
 ].join('');
 
+// GLM-4.5/4.6's way of writing calls (key/value pairs, raw text for strings).
+const GLM_TEMPLATE = [
+  "{%- if tools %}<|system|>\nYou may call functions:\n{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}\nWrite <tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}</arg_value>\n</tool_call>{%- endif %}",
+  "{%- for m in messages %}",
+  "{%- if m.role == 'assistant' and m.tool_calls %}<|assistant|>{%- for tc in m.tool_calls %}\n<tool_call>{{ tc.function.name }}{%- for k, v in tc.function.arguments.items() %}\n<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v | tojson if v is not string else v }}</arg_value>{%- endfor %}\n</tool_call>{%- endfor %}",
+  "{%- else %}<|{{ m.role }}|>\n{{ m.content }}{%- endif %}",
+  '{%- endfor %}',
+  "{%- if add_generation_prompt %}<|assistant|>{%- endif %}",
+].join('');
+
 describe('chat completions with tools: the prompt (real engine)', () => {
   const dir = tempDir();
   let engine: RunningEngineServer;
@@ -235,6 +245,9 @@ describe('chat completions with tools: the prompt (real engine)', () => {
     // 1024: the tools' definitions take about 420 of this vocabulary's tokens.
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: withTools, id: 'hermes', contextLength: 1024, threads: 2 }));
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32'), id: 'chatml', contextLength: 512, threads: 2 }));
+    const glmFile = path.join(dir, 'glm.jinja');
+    fs.writeFileSync(glmFile, GLM_TEMPLATE);
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', glmFile]), id: 'glm', contextLength: 1024, threads: 2 }));
     // As Qwen3's and Granite's do, this one fails on the null content of a tool-calling turn.
     const trimming = path.join(dir, 'hermes-trim.jinja');
     fs.writeFileSync(trimming, HERMES_TEMPLATE.replace("<|im_start|>assistant\n{%- for tc", "<|im_start|>assistant\n{{ message.content | trim }}{%- for tc"));
@@ -296,6 +309,8 @@ describe('chat completions with tools: the prompt (real engine)', () => {
       return c.message.tool_calls!.length;
     };
     let calls = 0;
+    // GLM's format: the city comes back as the raw text of an enum member, the flag as JSON.
+    for (const seed of [1, 2]) check(await client.chat.completions.create({ ...base, model: 'glm', seed, tool_choice: 'required' }), ['get_weather', 'get_time']);
     for (const seed of [1, 2, 3]) {
       calls += check(await client.chat.completions.create({ ...base, seed, tool_choice: 'required' }), ['get_weather', 'get_time']);
       check(await client.chat.completions.create({ ...base, seed, tool_choice: { type: 'function', function: { name: 'get_time' } } }), ['get_time']);

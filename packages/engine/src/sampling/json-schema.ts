@@ -338,6 +338,13 @@ export function anyObjectGrammar(): JsonGrammar {
   return anyObject;
 }
 
+/** Compiles a schema of any JSON value (a tool parameter's), widened as compileJsonSchema's `widen`. */
+export function compileJsonValueSchema(schema: unknown): JsonGrammar {
+  const c = new Compiler(schema, true);
+  const root = c.compile(schema, '');
+  return { nodes: c.nodes as SchemaNode[], tables: c.tables, root };
+}
+
 /**
  * Compiles a schema whose values are objects (OpenAI requires an object at the top). With `widen`
  * (a tool's parameters, where the schema describes the function rather than a promise to the

@@ -24,7 +24,8 @@ describe('toolCallFormat', () => {
     expect(toolCallFormat("{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + name + '<｜tool▁sep｜>' + args + '<｜tool▁call▁end｜>'}}")).toBe('deepseek-v3.1');
     expect(toolCallFormat("{{'<｜tool▁call▁begin｜>' + type + '<｜tool▁sep｜>' + name + '\\n```json\\n' + args + '\\n```<｜tool▁call▁end｜>'}}")).toBe('deepseek-r1');
     expect(toolCallFormat('<|start_header_id|>ipython Respond in the format {"name": function name, "parameters": dictionary}')).toBe('llama3');
-    expect(toolCallFormat('<tool_call>{{ name }}<arg_key>{{ k }}</arg_key>')).toEqual({ unsupported: expect.stringContaining('GLM') });
+    expect(toolCallFormat('<tool_call>{{ name }}\n<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v }}</arg_value>')).toBe('glm');
+    expect(toolCallFormat('<tool_call>{{ name }}<arg_key>{{ k }}</arg_key><arg_value>{{ v }}</arg_value>')).toBe('glm-compact');
     expect(toolCallFormat('<tool_call>\n<function={{ name }}>')).toEqual({ unsupported: expect.stringContaining('<function=') });
     expect(toolCallFormat('[TOOL_CALLS]')).toEqual({ unsupported: expect.stringContaining('Mistral') });
     expect(toolCallFormat('<|im_start|>{{ message.content }}')).toEqual({ unsupported: expect.any(String) });
@@ -79,6 +80,29 @@ describe('forced tool calls', () => {
     expect(complete(v31, `<｜tool▁calls▁begin｜>${dsCall('get', '{}')}`)).toBe(false);
     const r1 = forcedToolCallPattern('deepseek-r1', tools, { parallel: false });
     expect(complete(r1, '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{"zone": "UTC"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>')).toBe(true);
+  });
+
+  it("writes GLM's key/value pairs: raw text for a string parameter, JSON for the others", () => {
+    const glm = forcedToolCallPattern('glm', tools, { parallel: true });
+    const pairs = (kv: [string, string][]) => kv.map(([k, v]) => `\n<arg_key>${k}</arg_key>\n<arg_value>${v}</arg_value>`).join('');
+    const call = (n: string, kv: [string, string][]) => `<tool_call>${n}${pairs(kv)}\n</tool_call>`;
+    expect(complete(glm, call('get_weather', [['city', 'Paris, <b>FR</b> </arg_valu'], ['days', '12']]))).toBe(true);
+    expect(complete(glm, call('get_weather', [['city', 'Rome'], ['days', '3']]) + '\n' + call('get_time', [['zone', '"UTC"']]))).toBe(true);
+    // Keys in the schema's order, each once, required ones not skipped.
+    expect(prefix(glm, call('get_weather', [['days', '3'], ['city', 'Rome']]))).toBe(false);
+    expect(prefix(glm, call('get_weather', [['city', 'Rome'], ['city', 'Oslo']]))).toBe(false);
+    expect(prefix(glm, call('get_weather', [['days', '3']]))).toBe(false);
+    expect(prefix(glm, call('get_time', []))).toBe(false);
+    expect(complete(glm, call('get', [['anything', '[1, 2]'], ['more', 'text']]))).toBe(true); // no parameters: any keys
+    expect(complete(glm, call('get', []))).toBe(true);
+    expect(prefix(glm, call('get_weather', [['days', 'three']]))).toBe(false); // an integer parameter
+    expect(prefix(glm, call('get_weather', [['days', '1.5']]))).toBe(false);
+    expect(prefix(glm, call('get_time', [['zone', '"PST"']]))).toBe(false);
+    expect(prefix(glm, `<tool_call>get_weather\n<arg_key>wind</arg_key>`)).toBe(false); // not declared
+    expect(prefix(glm, `<tool_call>get_wind`)).toBe(false);
+    const compact = forcedToolCallPattern('glm-compact', tools, { name: 'get_weather', parallel: false });
+    expect(complete(compact, '<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value><arg_key>days</arg_key><arg_value>-2</arg_value></tool_call>')).toBe(true);
+    expect(prefix(compact, '<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value></tool_call><tool_call>')).toBe(false);
   });
 
   it('masks a vocabulary to the tokens that continue the calls, markers included', () => {

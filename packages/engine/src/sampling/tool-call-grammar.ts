@@ -1,6 +1,6 @@
 import { EngineError } from '../errors';
 import { JsonRecognizer, type ByteRecognizer } from './json-constraint';
-import { compileJsonSchema, type JsonGrammar } from './json-schema';
+import { compileJsonSchema, compileJsonValueSchema, type JsonGrammar } from './json-schema';
 
 /**
  * Forced tool calls (OpenAI's `tool_choice: "required"` or a named function): the output is held,
@@ -15,16 +15,20 @@ import { compileJsonSchema, type JsonGrammar } from './json-schema';
  * - `llama3`: Llama 3.1-3.3: `{"name": "f", "parameters": {...}}` as the whole answer (one call)
  * - `deepseek-v3.1`: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`
  * - `deepseek-r1`: DeepSeek V3/R1: as V3.1 with `function<｜tool▁sep｜>f\n```json\n{...}\n```` per call
+ * - `glm` (GLM-4.5/4.6, a newline between the parts) and `glm-compact` (GLM-4.7-Flash, none):
+ *   `<tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n…</tool_call>`, a value raw text
+ *   for a string parameter, else JSON; keys are the declared ones (any, once there are none), in
+ *   any order, and required ones are not enforced
  *
- * Others (GLM's `<arg_key>` pairs, Qwen3-Coder's `<function=…>`, Mistral's `[TOOL_CALLS]`, a
+ * Others (Qwen3-Coder's `<function=…>`, Mistral's `[TOOL_CALLS]`, a
  * template without tools) are refused with an error naming the reason: `auto` still works there.
  */
-export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1';
+export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'glm' | 'glm-compact';
 
 /** The format a chat template writes tool calls in, or a reason forced calls cannot be written. */
 export function toolCallFormat(template: string): ToolCallFormat | { unsupported: string } {
   if (template.includes('<｜tool▁call▁begin｜>')) return template.includes('```json') ? 'deepseek-r1' : 'deepseek-v3.1';
-  if (template.includes('<arg_key>')) return { unsupported: "GLM's <arg_key>/<arg_value> calls" };
+  if (template.includes('<arg_key>')) return template.includes('</arg_key><arg_value>') ? 'glm-compact' : 'glm';
   if (template.includes('<function=')) return { unsupported: 'XML-style <function=...> calls' };
   if (template.includes('<tool_call>')) {
     if (template.includes('{"name": "') || template.includes('{\\"name\\": \\"') || template.includes('"name": <function-name>')) return 'hermes';
@@ -37,12 +41,15 @@ export function toolCallFormat(template: string): ToolCallFormat | { unsupported
 
 /**
  * A program over output bytes. `choice` picks among byte strings (none a prefix of another) and
- * goes on at the chosen one's target; `end` accepts the text so far and, when `more` >= 0, lets it
- * go on at step `more` (another call).
+ * goes on at the chosen one's target; `text` is any bytes up to and including its terminator;
+ * `json` a value of the grammar (a number or literal ends at the first byte that cannot continue
+ * it, which the next step takes); `end` accepts the text so far and, when `more` >= 0, lets it go
+ * on at step `more` (another call).
  */
 export type PatternStep =
   | { op: 'lit'; bytes: Uint8Array }
   | { op: 'json'; grammar: JsonGrammar }
+  | { op: 'text'; until: Uint8Array; fail: Int32Array }
   | { op: 'choice'; values: Uint8Array[]; targets: number[] }
   | { op: 'jump'; to: number }
   | { op: 'end'; more: number };
@@ -54,7 +61,7 @@ export interface OutputPattern {
 /** The recognizer of a pattern's texts (see ByteRecognizer). */
 export class PatternRecognizer implements ByteRecognizer {
   private pc = 0;
-  /** Bytes matched in the current lit or choice step. */
+  /** Bytes matched in the current lit or choice step, or of a text step's terminator. */
   private off = 0;
   /** A choice's candidates still matching: [lo, hi) of its sorted values. */
   private lo = 0;
@@ -110,8 +117,23 @@ export class PatternRecognizer implements ByteRecognizer {
         return true;
       case 'json': {
         const j = this.json[this.pc]!;
-        if (!j.byte(b)) return false;
+        if (!j.byte(b)) {
+          // A top-level number or literal that b does not continue ended before b (the
+          // recognizer is then done), and b belongs to the next step.
+          if (!j.done) return false;
+          this.enter(this.pc + 1);
+          return this.byte(b);
+        }
         if (j.done) this.enter(this.pc + 1);
+        return true;
+      }
+      case 'text': {
+        // Knuth-Morris-Pratt over the terminator.
+        let k = this.off;
+        while (k > 0 && s.until[k] !== b) k = s.fail[k - 1];
+        if (s.until[k] === b) k++;
+        if (k === s.until.length) this.enter(this.pc + 1);
+        else this.off = k;
         return true;
       }
       case 'choice': {
@@ -164,33 +186,133 @@ class Builder {
   lit(s: string): void {
     if (s.length) this.steps.push({ op: 'lit', bytes: enc(s) });
   }
-  /**
-   * One branch per (text, grammar): the text, then a JSON object of the grammar; every branch then
-   * goes on after them. Texts are sorted bytewise and must not be prefixes of one another.
-   */
-  calls(branches: { text: string; grammar: JsonGrammar }[]): void {
+  /** Any text, then `until`. */
+  textUntil(until: string): void {
+    const u = enc(until);
+    const fail = new Int32Array(u.length);
+    for (let i = 1, k = 0; i < u.length; i++) {
+      while (k > 0 && u[i] !== u[k]) k = fail[k - 1];
+      if (u[i] === u[k]) k++;
+      fail[i] = k;
+    }
+    this.steps.push({ op: 'text', until: u, fail });
+  }
+  /** A choice among texts (none a prefix of another), each going on at its target (filled in later when -1). */
+  choice(branches: { text: string; target: number }[]): Extract<PatternStep, { op: 'choice' }> {
     const order = branches.map((b) => ({ ...b, bytes: enc(b.text) })).sort((a, b) => compareBytes(a.bytes, b.bytes));
     for (let i = 1; i < order.length; i++) {
       const a = order[i - 1].bytes;
       const b = order[i].bytes;
       if (a.length <= b.length && compareBytes(a, b.subarray(0, a.length)) === 0)
-        throw new EngineError('KAIL_E_INVALID_ARG', `tools: the names in ${JSON.stringify(order[i - 1].text)} and ${JSON.stringify(order[i].text)} cannot be told apart`);
+        throw new EngineError('KAIL_E_INVALID_ARG', `tools: ${JSON.stringify(order[i - 1].text)} and ${JSON.stringify(order[i].text)} cannot be told apart`);
     }
-    const choice: PatternStep = { op: 'choice', values: order.map((o) => o.bytes), targets: [] };
-    this.steps.push(choice);
+    const step = { op: 'choice' as const, values: order.map((o) => o.bytes), targets: order.map((o) => o.target) };
+    this.steps.push(step);
+    return step;
+  }
+  /**
+   * One branch per (text, grammar): the text, then a JSON object of the grammar; every branch then
+   * goes on after them. Texts are sorted bytewise and must not be prefixes of one another.
+   */
+  calls(branches: { text: string; grammar: JsonGrammar }[]): void {
+    const choice = this.choice(branches.map((b, i) => ({ text: b.text, target: i })));
+    const grammars = choice.targets.map((i) => branches[i].grammar);
     const jumps: { op: 'jump'; to: number }[] = [];
-    for (const o of order) {
-      choice.targets.push(this.steps.length);
-      this.steps.push({ op: 'json', grammar: o.grammar });
+    grammars.forEach((grammar, i) => {
+      choice.targets[i] = this.steps.length;
+      this.steps.push({ op: 'json', grammar });
       const j = { op: 'jump' as const, to: -1 };
       jumps.push(j);
       this.steps.push(j);
-    }
+    });
     for (const j of jumps) j.to = this.steps.length;
   }
   get next(): number {
     return this.steps.length;
   }
+}
+
+/**
+ * GLM's calls: `<tool_call>` (after a newline or not), the name, then `<arg_key>`/`<arg_value>`
+ * pairs joined by `sep`, until `</tool_call>`. Declared keys come in the schema's order, each at
+ * most once, optional ones skippable and required ones not (as the JSON grammar's objects); a
+ * tool without declared parameters takes any keys, with raw-text values. The name is chosen
+ * together with what follows it (the first key or the end), so names that are prefixes of one
+ * another stay apart.
+ */
+function glmCalls(b: Builder, tools: readonly ToolDef[], sep: string, parallel: boolean): void {
+  const start = b.next;
+  b.choice(['<tool_call>', '\n<tool_call>'].map((text) => ({ text, target: start + 1 })));
+  const nameChoice = b.choice([]); // filled in once every tool's steps are placed
+  const names: { text: string; target: number }[] = [];
+  /** Targets that mean "the end of the call", set once its step is placed. */
+  const END = -2;
+  const pair = (key: string) => `${sep}<arg_key>${key}</arg_key>${sep}<arg_value>`;
+  const close = `${sep}</tool_call>`;
+  const choices: Extract<PatternStep, { op: 'choice' }>[] = [];
+  for (const t of tools) {
+    const name = t.function.name;
+    const params = (t.function.parameters ?? {}) as { properties?: unknown; required?: unknown };
+    const declared = params.properties !== null && typeof params.properties === 'object' ? Object.entries(params.properties as Record<string, unknown>) : [];
+    const required = new Set(Array.isArray(params.required) ? params.required : []);
+    if (declared.length === 0) {
+      // Any keys: a loop of (key text, value text) pairs, or the end.
+      const loop = b.choice([
+        { text: `${sep}<arg_key>`, target: b.next + 1 },
+        { text: close, target: END },
+      ]);
+      choices.push(loop);
+      b.textUntil('</arg_key>');
+      b.lit(`${sep}<arg_value>`);
+      b.textUntil('</arg_value>');
+      b.steps.push({ op: 'jump', to: b.steps.indexOf(loop) });
+      for (let k = 0; k < loop.values.length; k++) names.push({ text: name + Buffer.from(loop.values[k]).toString('utf8'), target: loop.targets[k] });
+      continue;
+    }
+    // What may come at position p: each later key up to the next required one, and the end when
+    // no required key is left.
+    const branchesAt = (p: number) => {
+      const out: { text: string; target: number }[] = [];
+      for (let k = p; k < declared.length; k++) {
+        out.push({ text: pair(declared[k][0]), target: k });
+        if (required.has(declared[k][0])) return out;
+      }
+      out.push({ text: close, target: END });
+      return out;
+    };
+    // Position choices 1..n (position 0's is folded into the name), then one value block per key.
+    const at: Extract<PatternStep, { op: 'choice' }>[] = [];
+    for (let p = 1; p <= declared.length; p++) at[p] = b.choice(branchesAt(p));
+    const valueAt: number[] = [];
+    declared.forEach(([key, schema], k) => {
+      valueAt[k] = b.next;
+      if ((schema as { type?: unknown } | null)?.type === 'string') b.textUntil('</arg_value>');
+      else {
+        let grammar: JsonGrammar;
+        try {
+          grammar = compileJsonValueSchema(schema);
+        } catch (e) {
+          throw new EngineError('KAIL_E_INVALID_ARG', `tool '${name}' parameter '${key}': ${(e as Error).message}`);
+        }
+        b.steps.push({ op: 'json', grammar });
+        b.lit('</arg_value>');
+      }
+      b.steps.push({ op: 'jump', to: b.steps.indexOf(at[k + 1]) });
+    });
+    const resolve = (target: number) => (target === END ? END : valueAt[target]);
+    for (let p = 1; p <= declared.length; p++) {
+      at[p].targets = at[p].targets.map(resolve);
+      choices.push(at[p]);
+    }
+    for (const x of branchesAt(0)) names.push({ text: name + x.text, target: resolve(x.target) });
+  }
+  const after = b.next;
+  for (const c of choices) c.targets = c.targets.map((t) => (t === END ? after : t));
+  const sorted = b.choice(names.map((n) => ({ text: n.text, target: n.target === END ? after : n.target })));
+  b.steps.pop();
+  nameChoice.values = sorted.values;
+  nameChoice.targets = sorted.targets;
+  b.steps.push({ op: 'end', more: parallel ? start : -1 });
 }
 
 /**
@@ -249,20 +371,16 @@ export function forcedToolCallPattern(format: ToolCallFormat, tools: readonly To
       const call = b.next;
       b.calls(defs.map((d) => ({ text: r1 ? `${d.name}\n\`\`\`json\n` : `${d.name}<｜tool▁sep｜>`, grammar: d.grammar })));
       b.lit(r1 ? '\n```<｜tool▁call▁end｜>' : '<｜tool▁call▁end｜>');
-      if (choice.parallel) {
-        const after = b.next;
-        // Another call's header, or the closing marker.
-        b.steps.push({ op: 'choice', values: [enc(head), enc('<｜tool▁calls▁end｜>')], targets: [call, after + 1] });
-        const sorted = compareBytes(enc(head), enc('<｜tool▁calls▁end｜>')) < 0;
-        if (!sorted) {
-          const c = b.steps[after] as Extract<PatternStep, { op: 'choice' }>;
-          c.values.reverse();
-          c.targets.reverse();
-        }
-      } else b.lit('<｜tool▁calls▁end｜>');
+      // Another call's header, or the closing marker.
+      if (choice.parallel) b.choice([{ text: head, target: call }, { text: '<｜tool▁calls▁end｜>', target: b.next + 1 }]);
+      else b.lit('<｜tool▁calls▁end｜>');
       b.steps.push({ op: 'end', more: -1 });
       break;
     }
+    case 'glm':
+    case 'glm-compact':
+      glmCalls(b, chosen, format === 'glm' ? '\n' : '', choice.parallel);
+      break;
   }
   return { steps: b.steps };
 }
