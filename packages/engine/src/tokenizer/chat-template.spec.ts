@@ -135,4 +135,89 @@ describe('chat templates', () => {
     const runaway = new ChatTemplate('{% for i in range(100000000) %}x{% endfor %}');
     expect(() => runaway.render(messages)).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/range\(\) of 100000000 items is over the chat template limit/) }));
   });
+
+  // Expected texts below are Python Jinja's (jinja2 3.1) unless said otherwise.
+  const py = (source: string, variables: Record<string, unknown> = {}) => new ChatTemplate(source).render([], { addGenerationPrompt: false, variables });
+
+  it("prints lists, dicts and booleans as Python's repr, with |string, {{ }} and ~ (Apriel's and Functionary's tool|string)", () => {
+    const tool = { name: 'f', required: true, default: null, enum: [1, 2.5], d: "it's", q: 'say "hi"\n' };
+    const repr = `{'name': 'f', 'required': True, 'default': None, 'enum': [1, 2.5], 'd': "it's", 'q': 'say "hi"\\n'}`;
+    expect(py("{{ tool|string }}|{{ tool }}|{{ [true, none] }}|{{ 'x' ~ [1] }}|{{ true }}|{{ ('a', 2) }}", { tool })).toBe(
+      `${repr}|${repr}|[True, None]|x[1]|True|('a', 2)`,
+    );
+    // tojson stays JSON
+    expect(py('{{ tool|tojson }}', { tool })).toBe('{"name": "f", "required": true, "default": null, "enum": [1, 2.5], "d": "it\'s", "q": "say \\"hi\\"\\n"}');
+  });
+
+  it('concatenates none and undefined beside a string as nothing, as llama.cpp does (firefunction adds an undefined `functions`)', () => {
+    // Python raises here; llama.cpp's Jinja treats them as '' (its workaround for such templates)
+    expect(py("{{ 'a' + n + 'b' ~ u ~ 'c' }}", { n: null })).toBe('abc');
+  });
+
+  it("applies filters to an undefined value as Python's Jinja does (Hermes's `param.description|trim`)", () => {
+    expect(py("[{{ p.description|trim }}][{{ p.enum|length }}][{{ p.title|default }}][{{ p.x|upper }}][{% for k, v in p.props|items %}{{ k }}{% endfor %}][{{ p.examples|join(', ') }}][{{ p.x|string }}][{{ p.x|first }}]", { p: { type: 'string' } })).toBe(
+      '[][0][][][][][][]',
+    );
+    expect(py("{{ p.x|default('d') }}", { p: {} })).toBe('d');
+  });
+
+  it("has dicts keyed by numbers (Seed-OSS's thinking-budget table)", () => {
+    expect(py("{% set d = {0: 'zero', 512: 'half', 16384: 'max'} %}{{ d[512] }}|{{ 16384 in d }}|{{ d.get(0) }}|{% for k, v in d|dictsort(reverse=true) %}{{ k + 1 }}={{ v }},{% endfor %}|{% for k in d %}{{ k * 2 }},{% endfor %}|{{ d|tojson }}|{{ d }}")).toBe(
+      `half|True|zero|16385=max,513=half,1=zero,|0,1024,32768,|{"0": "zero", "512": "half", "16384": "max"}|{0: 'zero', 512: 'half', 16384: 'max'}`,
+    );
+  });
+
+  it("unpacks tuples in for loops (Functionary's `for field, name in [('maximum', 'Maximum'), …]`)", () => {
+    expect(py("{% for field, label in [('maximum', 'Max'), ('minimum', 'Min')] %}{{ field }}={{ label }};{% endfor %}{{ [('a', 1)]|tojson }}")).toBe('maximum=Max;minimum=Min;[["a", 1]]');
+  });
+
+  it("has the min and max filters (MiniCPM5's template)", () => {
+    expect(py("{{ [3, 1, 2]|min }}{{ [3, 1, 2]|max }}{{ ['b', 'A', 'c']|min }}{{ ['b', 'A', 'c']|max(case_sensitive=true) }}{{ [{'n': 2}, {'n': 1}]|min(attribute='n') }}|{{ []|max }}|")).toBe(
+      "13Ac{'n': 1}||",
+    );
+  });
+
+  it("has Python's str.format (Hunyuan's template builds its tokens with it), rsplit, find, count and strip with characters", () => {
+    expect(py("{{ '<{}|{}>'.format('a', 1) }} {{ '{1}{0}{{x}}'.format('a', 'b') }} {{ '{n}!{0!r}'.format('s', n=2) }}|{{ 'a,b,c'.rsplit(',', 1) }}|{{ '  a b  c '.rsplit(None, 1) }}|{{ 'abcabc'.find('c') }}{{ 'abcabc'.find('c', 3) }}{{ 'abc'.find('x') }}|{{ 'abcabc'.count('bc') }}|{{ '\\n\\nhi\\n'.lstrip('\\n') }}|{{ 'xxhixy'.strip('xy') }}|{{ '--a--'.rstrip('-') }}|")).toBe(
+      "<a|1> ba{x} 2!'s'|['a,b', 'c']|['  a b', 'c']|25-1|2|hi\n|hi|--a|",
+    );
+    expect(() => py("{{ '{:>4}'.format('a') }}")).toThrow(/format spec/);
+  });
+
+  it("passes tool call ids as 9 alphanumeric characters to templates that demand them (Mistral's), keeping calls and results paired", () => {
+    const check = (what: string) => `{%- if ${what}|length != 9 %}{{ raise_exception('Tool call IDs should be alphanumeric strings with length 9!') }}{%- endif %}`;
+    const source =
+      `{%- for m in messages %}{%- if m.tool_calls %}{%- for c in m.tool_calls %}${check('c.id')}[CALL {{ c.id }}]{%- endfor %}` +
+      `{%- elif m.role == 'tool' %}${check('m.tool_call_id')}[RESULT {{ m.tool_call_id }}: {{ m.content }}]{%- else %}[{{ m.role }}: {{ m.content }}]{%- endif %}{%- endfor %}`;
+    const chat = (ids: string[]): ChatMessage[] => [
+      { role: 'user', content: 'Q' },
+      { role: 'assistant', content: null, tool_calls: ids.map((id) => ({ id, type: 'function', function: { name: 'f', arguments: {} } })) },
+      ...ids.map((id) => ({ role: 'tool', content: `R${id}`, tool_call_id: id })),
+    ];
+    const t = new ChatTemplate(source);
+    expect(t.caps.shortToolCallIds).toBe(true);
+    const ids = ['call_4f1c9a0b7e2d4c6a8b3e5f70', 'a1b2c3d4e'];
+    const out = t.render(chat(ids), { addGenerationPrompt: false });
+    const m = /^\[user: Q\]\[CALL ([A-Za-z0-9]{9})\]\[CALL a1b2c3d4e\]\[RESULT ([A-Za-z0-9]{9}): Rcall_4f1c9a0b7e2d4c6a8b3e5f70\]\[RESULT a1b2c3d4e: Ra1b2c3d4e\]$/.exec(out);
+    expect(m?.[1]).toBe(m?.[2]);
+    expect(t.render(chat(ids), { addGenerationPrompt: false })).toBe(out); // the same on every request
+    // other templates see the ids as they are
+    const plain = new ChatTemplate('{%- for m in messages %}{%- for c in m.tool_calls or [] %}[{{ c.id }}]{%- endfor %}{{ m.tool_call_id }}{%- endfor %}');
+    expect(plain.caps.shortToolCallIds).toBe(false);
+    expect(plain.render(chat(ids), { addGenerationPrompt: false })).toBe(`[${ids[0]}][${ids[1]}]${ids[0]}${ids[1]}`);
+  });
+
+  it("finds that a template needs non-null content when it reads the content of earlier tool-calling turns only (QwQ's)", () => {
+    const t = new ChatTemplate(
+      "{%- for m in messages %}{%- if m.role == 'assistant' %}{%- set content = m.content %}{%- if not loop.last %}{%- set content = m.content.split('</think>')[-1] %}{%- endif %}" +
+        '<a>{{ content }}{%- for c in m.tool_calls or [] %}<call {{ c.function.name }}>{%- endfor %}{%- else %}<{{ m.role }}>{{ m.content }}{%- endif %}{%- endfor %}',
+    );
+    expect(t.caps.nonNullContent).toBe(true);
+    const msgs: ChatMessage[] = [
+      { role: 'user', content: 'Q' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: {} } }] },
+      { role: 'tool', content: 'R', tool_call_id: 'c1' },
+    ];
+    expect(t.render(msgs, { addGenerationPrompt: false })).toBe('<user>Q<a><call f><tool>R');
+  });
 });
