@@ -59,6 +59,23 @@ describe('parseToolCalls (GLM and DeepSeek formats)', () => {
     expect(r3.content).toBe('');
     expect(r3.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['get_weather', { city: 'Rome' }]]);
   });
+
+  it("reads Kimi K2's calls, keeping each header as the call's id", () => {
+    const text =
+      'Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>' +
+      '<|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>';
+    const r = parseToolCalls(text);
+    expect(r.content).toBe('Checking.');
+    expect(r.calls.map((c) => [c.id, c.function.name, JSON.parse(c.function.arguments)])).toEqual([
+      ['functions.get_weather:0', 'get_weather', { city: 'Paris' }],
+      ['functions.get_time:1', 'get_time', {}],
+    ]);
+    const s = new ToolCallStream();
+    let out = '';
+    for (const piece of ['Ok', '.<|tool_calls_sec', 'tion_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}', '<|tool_call_end|><|tool_calls_section_end|>']) out += s.push(piece);
+    expect(out).toBe('Ok.');
+    expect(s.finish().calls.map((c) => c.function.name)).toEqual(['f']);
+  });
 });
 
 describe('parseToolCalls (Llama 3.x format)', () => {

@@ -9,6 +9,9 @@ import { randomUUID } from 'node:crypto';
  * - DeepSeek V3.1: `<｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`, and V3/R1's
  *   `<｜tool▁call▁begin｜>function<｜tool▁sep｜>f` + a fenced JSON block, inside `<｜tool▁calls▁begin｜>…end｜>`
  *
+ * - Kimi K2 (a DeepSeek-V3-architecture MoE): `<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}<|tool_call_end|>`
+ *   inside `<|tool_calls_section_begin|>…end|>`; the header is the call's id (the template writes
+ *   ids back as headers), as llama.cpp's parser keeps it
  * - Llama 3.1-3.3: the whole answer one JSON object `{"name": "f", "parameters": {...}}` (after an
  *   optional `<|python_tag|>`), taken as a call only when it names one of the request's tools
  *
@@ -20,12 +23,14 @@ import { randomUUID } from 'node:crypto';
 const BLOCKS: [open: string, close: string][] = [
   ['<tool_call>', '</tool_call>'],
   ['<｜tool▁call▁begin｜>', '<｜tool▁call▁end｜>'],
+  ['<|tool_call_begin|>', '<|tool_call_end|>'],
 ];
-/** Wrappers around DeepSeek's blocks, dropped from the text once calls are found. */
-const WRAPPERS = ['<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>'];
+/** Wrappers around DeepSeek's and Kimi's blocks, dropped from the text once calls are found. */
+const WRAPPERS = ['<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>'];
 const DS_SEP = '<｜tool▁sep｜>';
+const KIMI_ARGS = '<|tool_call_argument_begin|>';
 /** Where a held-back stream starts: any of these. */
-const STARTS = [BLOCKS[0][0], WRAPPERS[0], BLOCKS[1][0]];
+const STARTS = [BLOCKS[0][0], WRAPPERS[0], BLOCKS[1][0], WRAPPERS[2], BLOCKS[2][0]];
 
 export interface ToolCall {
   id: string;
@@ -51,7 +56,7 @@ export function parseToolCalls(text: string, tools?: ToolDefs): { content: strin
     const end = text.indexOf(best.close, best.start + best.open.length);
     if (end < 0) break;
     const body = text.slice(best.start + best.open.length, end);
-    const call = best.open === BLOCKS[0][0] ? (hermesCall(body) ?? glmCall(body, tools)) : deepseekCall(body);
+    const call = best.open === BLOCKS[0][0] ? (hermesCall(body) ?? glmCall(body, tools)) : best.open === BLOCKS[1][0] ? deepseekCall(body) : kimiCall(body);
     if (call) {
       calls.push(call);
       content += text.slice(at, best.start);
@@ -67,11 +72,11 @@ export function parseToolCalls(text: string, tools?: ToolDefs): { content: strin
   return { content: content.trim(), calls };
 }
 
-function makeCall(name: string, args: unknown): ToolCall | null {
+function makeCall(name: string, args: unknown, id?: string): ToolCall | null {
   if (name.length === 0) return null;
   // OpenAI sends arguments as a JSON string; a model writes an object (or, sometimes, the string).
   const argText = typeof args === 'string' ? args : JSON.stringify(args ?? {});
-  return { id: `call_${randomUUID().replace(/-/g, '').slice(0, 24)}`, type: 'function', function: { name, arguments: argText } };
+  return { id: id ?? `call_${randomUUID().replace(/-/g, '').slice(0, 24)}`, type: 'function', function: { name, arguments: argText } };
 }
 
 function jsonOrNull(text: string): unknown {
@@ -136,6 +141,15 @@ function deepseekCall(body: string): ToolCall | null {
   }
   const args = jsonOrNull(right);
   return args !== undefined && /^[\w.-]+$/.test(left) ? makeCall(left, args) : null;
+}
+
+function kimiCall(body: string): ToolCall | null {
+  const sep = body.indexOf(KIMI_ARGS);
+  if (sep < 0) return null;
+  const header = body.slice(0, sep).trim();
+  const m = /^(?:functions\.)?([\w.-]+?)(?::\d+)?$/.exec(header);
+  const args = jsonOrNull(body.slice(sep + KIMI_ARGS.length));
+  return m && args !== undefined ? makeCall(m[1], args, header) : null;
 }
 
 /**

@@ -1,5 +1,9 @@
 import { OutputConstraint } from './json-constraint';
-import { forcedToolCallPattern, PatternRecognizer, toolCallFormat, type OutputPattern, type ToolDef } from './tool-call-grammar';
+import { ChatTemplate } from '../tokenizer/chat-template';
+import { forcedToolCallPattern, PatternRecognizer, toolCallFormat, toolCallSyntax, type GlmLayout, type OutputPattern, type ToolDef } from './tool-call-grammar';
+
+const GLM46: GlmLayout = { afterName: '\n', keyValue: '\n', betweenPairs: '\n', beforeClose: '\n' };
+const GLM47: GlmLayout = { afterName: '', keyValue: '', betweenPairs: '', beforeClose: '' };
 
 const bytes = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
 
@@ -25,16 +29,33 @@ describe('toolCallFormat', () => {
     expect(toolCallFormat("{{'<｜tool▁call▁begin｜>' + type + '<｜tool▁sep｜>' + name + '\\n```json\\n' + args + '\\n```<｜tool▁call▁end｜>'}}")).toBe('deepseek-r1');
     expect(toolCallFormat('<|start_header_id|>ipython Respond in the format {"name": function name, "parameters": dictionary}')).toBe('llama3');
     expect(toolCallFormat('<tool_call>{{ name }}\n<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v }}</arg_value>')).toBe('glm');
-    expect(toolCallFormat('<tool_call>{{ name }}<arg_key>{{ k }}</arg_key><arg_value>{{ v }}</arg_value>')).toBe('glm-compact');
+    expect(toolCallFormat('<tool_call>\n<tool_calls>[{{ calls | tojson }}]</tool_calls>')).toEqual({ unsupported: expect.stringContaining('<tool_calls>') });
     expect(toolCallFormat('<tool_call>\n<function={{ name }}>')).toEqual({ unsupported: expect.stringContaining('<function=') });
+    expect(toolCallFormat("{{ '<|tool_calls_section_begin|><|tool_call_begin|>' + id + '<|tool_call_argument_begin|>' }}")).toBe('kimi');
     expect(toolCallFormat('[TOOL_CALLS]')).toEqual({ unsupported: expect.stringContaining('Mistral') });
     expect(toolCallFormat('<|im_start|>{{ message.content }}')).toEqual({ unsupported: expect.any(String) });
   });
 });
 
+describe('toolCallSyntax', () => {
+  // GLM-style templates differ in the whitespace between a call's parts; it is read from a rendered call.
+  const glm = (afterName: string, keyValue: string, between: string) =>
+    new ChatTemplate(
+      '{%- for m in messages %}{%- if m.tool_calls %}{%- for tc in m.tool_calls %}<tool_call>{{ tc.function.name }}' +
+        `{%- for k, v in tc.function.arguments.items() %}{{ '${between}' if not loop.first else '${afterName}' }}<arg_key>{{ k }}</arg_key>${keyValue}<arg_value>{{ v | tojson if v is not string else v }}</arg_value>{%- endfor %}{{ '\\n' }}</tool_call>{%- endfor %}` +
+        '{%- else %}{{ m.content }}{%- endif %}{%- endfor %}',
+    );
+  it('reads the layout of GLM-style calls from a call the template renders', () => {
+    expect(toolCallSyntax(glm('\\n', '\n', '\\n'))).toEqual({ format: 'glm', layout: { afterName: '\n', keyValue: '\n', betweenPairs: '\n', beforeClose: '\n' } });
+    expect(toolCallSyntax(glm('\\n', '', ''))).toEqual({ format: 'glm', layout: { afterName: '\n', keyValue: '', betweenPairs: '', beforeClose: '\n' } });
+    expect(toolCallSyntax(new ChatTemplate("{{ '<tool_call>\\n{\"name\": \"' }}{{ messages[0].content }}"))).toEqual({ format: 'hermes' });
+    expect(toolCallSyntax(new ChatTemplate('<tool_call>{{ messages[0].content }}<arg_key>'))).toEqual({ unsupported: expect.stringContaining('layout not recognized') });
+  });
+});
+
 describe('forced tool calls', () => {
   it("holds Hermes output to calls of the tools, one per line, each following the tool's parameters", () => {
-    const p = forcedToolCallPattern('hermes', tools, { parallel: true });
+    const p = forcedToolCallPattern({ format: 'hermes' }, tools, { parallel: true });
     const call = (name: string, args: string) => `<tool_call>\n{"name": "${name}", "arguments": ${args}}\n</tool_call>`;
     expect(complete(p, call('get_weather', '{"city": "Paris"}'))).toBe(true);
     expect(complete(p, call('get_weather', '{"city": "Paris", "days": 3}') + '\n' + call('get_time', '{"zone": "CET"}'))).toBe(true);
@@ -55,35 +76,39 @@ describe('forced tool calls', () => {
   });
 
   it('writes one call only without parallel calls, and only the named tool when one is named', () => {
-    const one = forcedToolCallPattern('hermes', tools, { parallel: false });
+    const one = forcedToolCallPattern({ format: 'hermes' }, tools, { parallel: false });
     const c = '<tool_call>\n{"name": "get", "arguments": {}}\n</tool_call>';
     expect(complete(one, c)).toBe(true);
     expect(prefix(one, c + '\n')).toBe(false);
-    const named = forcedToolCallPattern('hermes', tools, { name: 'get_time', parallel: true });
+    const named = forcedToolCallPattern({ format: 'hermes' }, tools, { name: 'get_time', parallel: true });
     expect(complete(named, '<tool_call>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>')).toBe(true);
     expect(prefix(named, '<tool_call>\n{"name": "get"')).toBe(false);
-    expect(() => forcedToolCallPattern('hermes', tools, { name: 'nope', parallel: true })).toThrow(/'nope', which is not among/);
-    expect(() => forcedToolCallPattern('hermes', [], { parallel: true })).toThrow(/no tools/);
-    expect(() => forcedToolCallPattern('hermes', [tools[0], tools[0]], { parallel: true })).toThrow(/appears twice/);
-    expect(() => forcedToolCallPattern('hermes', [null as unknown as ToolDef], { parallel: true })).toThrow(/tools\[0\]/);
-    expect(() => forcedToolCallPattern('hermes', [{ function: { name: 'f', parameters: { type: 'wat' } } }], { parallel: true })).toThrow(/tool 'f' parameters/);
+    expect(() => forcedToolCallPattern({ format: 'hermes' }, tools, { name: 'nope', parallel: true })).toThrow(/'nope', which is not among/);
+    expect(() => forcedToolCallPattern({ format: 'hermes' }, [], { parallel: true })).toThrow(/no tools/);
+    expect(() => forcedToolCallPattern({ format: 'hermes' }, [tools[0], tools[0]], { parallel: true })).toThrow(/appears twice/);
+    expect(() => forcedToolCallPattern({ format: 'hermes' }, [null as unknown as ToolDef], { parallel: true })).toThrow(/tools\[0\]/);
+    expect(() => forcedToolCallPattern({ format: 'hermes' }, [{ function: { name: 'f', parameters: { type: 'wat' } } }], { parallel: true })).toThrow(/tool 'f' parameters/);
   });
 
   it("writes Llama 3's and DeepSeek's formats", () => {
-    const l3 = forcedToolCallPattern('llama3', tools, { parallel: true });
+    const l3 = forcedToolCallPattern({ format: 'llama3' }, tools, { parallel: true });
     expect(complete(l3, '{"name": "get_time", "parameters": {"zone": "UTC"}}')).toBe(true);
     expect(prefix(l3, '{"name": "get_time", "parameters": {"zone": "UTC"}}\n')).toBe(false);
-    const v31 = forcedToolCallPattern('deepseek-v3.1', tools, { parallel: true });
+    const v31 = forcedToolCallPattern({ format: 'deepseek-v3.1' }, tools, { parallel: true });
     const dsCall = (n: string, a: string) => `<｜tool▁call▁begin｜>${n}<｜tool▁sep｜>${a}<｜tool▁call▁end｜>`;
     expect(complete(v31, `<｜tool▁calls▁begin｜>${dsCall('get', '{}')}<｜tool▁calls▁end｜>`)).toBe(true);
     expect(complete(v31, `<｜tool▁calls▁begin｜>${dsCall('get', '{}')}${dsCall('get_time', '{"zone":"CET"}')}<｜tool▁calls▁end｜>`)).toBe(true);
     expect(complete(v31, `<｜tool▁calls▁begin｜>${dsCall('get', '{}')}`)).toBe(false);
-    const r1 = forcedToolCallPattern('deepseek-r1', tools, { parallel: false });
+    const kimi = forcedToolCallPattern({ format: 'kimi' }, tools, { parallel: true });
+    const kCall = (n: string, i: number, a: string) => `<|tool_call_begin|>functions.${n}:${i}<|tool_call_argument_begin|>${a}<|tool_call_end|>`;
+    expect(complete(kimi, `<|tool_calls_section_begin|>${kCall('get', 0, '{}')}${kCall('get_time', 1, '{"zone": "UTC"}')}<|tool_calls_section_end|>`)).toBe(true);
+    expect(prefix(kimi, `<|tool_calls_section_begin|><|tool_call_begin|>functions.get:x`)).toBe(false);
+    const r1 = forcedToolCallPattern({ format: 'deepseek-r1' }, tools, { parallel: false });
     expect(complete(r1, '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{"zone": "UTC"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>')).toBe(true);
   });
 
   it("writes GLM's key/value pairs: raw text for a string parameter, JSON for the others", () => {
-    const glm = forcedToolCallPattern('glm', tools, { parallel: true });
+    const glm = forcedToolCallPattern({ format: 'glm', layout: GLM46 }, tools, { parallel: true });
     const pairs = (kv: [string, string][]) => kv.map(([k, v]) => `\n<arg_key>${k}</arg_key>\n<arg_value>${v}</arg_value>`).join('');
     const call = (n: string, kv: [string, string][]) => `<tool_call>${n}${pairs(kv)}\n</tool_call>`;
     expect(complete(glm, call('get_weather', [['city', 'Paris, <b>FR</b> </arg_valu'], ['days', '12']]))).toBe(true);
@@ -100,7 +125,7 @@ describe('forced tool calls', () => {
     expect(prefix(glm, call('get_time', [['zone', '"PST"']]))).toBe(false);
     expect(prefix(glm, `<tool_call>get_weather\n<arg_key>wind</arg_key>`)).toBe(false); // not declared
     expect(prefix(glm, `<tool_call>get_wind`)).toBe(false);
-    const compact = forcedToolCallPattern('glm-compact', tools, { name: 'get_weather', parallel: false });
+    const compact = forcedToolCallPattern({ format: 'glm', layout: GLM47 }, tools, { name: 'get_weather', parallel: false });
     expect(complete(compact, '<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value><arg_key>days</arg_key><arg_value>-2</arg_value></tool_call>')).toBe(true);
     expect(prefix(compact, '<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value></tool_call><tool_call>')).toBe(false);
   });
@@ -110,7 +135,7 @@ describe('forced tool calls', () => {
     const words = ['<tool_call>', '\n', '{"', 'name', '": "', 'get', '_time', '", "arguments": ', '{', '"zone"', ': ', '"UTC"', '}', '</tool_call>', 'Sure'];
     const pieces = [...words.map(bytes), ...Array.from({ length: 128 }, (_, b) => Uint8Array.of(b)), new Uint8Array(0)];
     const eos = pieces.length - 1;
-    const p = forcedToolCallPattern('hermes', tools, { name: 'get_time', parallel: false });
+    const p = forcedToolCallPattern({ format: 'hermes' }, tools, { name: 'get_time', parallel: false });
     const c = new OutputConstraint(pieces, new Set([eos]), new PatternRecognizer(p), new PatternRecognizer(p));
     const allowed = () => {
       const row = new Float32Array(pieces.length);

@@ -1,5 +1,6 @@
 import { EngineError } from '../errors';
 import { JsonRecognizer, type ByteRecognizer } from './json-constraint';
+import type { ChatTemplate } from '../tokenizer/chat-template';
 import { compileJsonSchema, compileJsonValueSchema, type JsonGrammar } from './json-schema';
 
 /**
@@ -15,20 +16,23 @@ import { compileJsonSchema, compileJsonValueSchema, type JsonGrammar } from './j
  * - `llama3`: Llama 3.1-3.3: `{"name": "f", "parameters": {...}}` as the whole answer (one call)
  * - `deepseek-v3.1`: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`
  * - `deepseek-r1`: DeepSeek V3/R1: as V3.1 with `function<｜tool▁sep｜>f\n```json\n{...}\n```` per call
- * - `glm` (GLM-4.5/4.6, a newline between the parts) and `glm-compact` (GLM-4.7-Flash, none):
- *   `<tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n…</tool_call>`, a value raw text
- *   for a string parameter, else JSON; keys are the declared ones (any, once there are none), in
- *   any order, and required ones are not enforced
+ * - `kimi`: Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}<|tool_call_end|>…<|tool_calls_section_end|>`
+ * - `glm` (GLM-4.5/4.6/4.7, Ling, Laguna): `<tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n…</tool_call>`,
+ *   a value raw text for a string parameter, else JSON; the whitespace between the parts differs
+ *   between templates (none in GLM-4.7-Flash's) and is read from a call the template renders
+ *   (`toolCallSyntax`)
  *
  * Others (Qwen3-Coder's `<function=…>`, Mistral's `[TOOL_CALLS]`, a
  * template without tools) are refused with an error naming the reason: `auto` still works there.
  */
-export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'glm' | 'glm-compact';
+export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'kimi' | 'glm';
 
 /** The format a chat template writes tool calls in, or a reason forced calls cannot be written. */
 export function toolCallFormat(template: string): ToolCallFormat | { unsupported: string } {
   if (template.includes('<｜tool▁call▁begin｜>')) return template.includes('```json') ? 'deepseek-r1' : 'deepseek-v3.1';
-  if (template.includes('<arg_key>')) return template.includes('</arg_key><arg_value>') ? 'glm-compact' : 'glm';
+  if (template.includes('<|tool_call_begin|>')) return 'kimi';
+  if (template.includes('<arg_key>')) return 'glm';
+  if (template.includes('<tool_calls>')) return { unsupported: 'a <tool_calls> JSON list' };
   if (template.includes('<function=')) return { unsupported: 'XML-style <function=...> calls' };
   if (template.includes('<tool_call>')) {
     if (template.includes('{"name": "') || template.includes('{\\"name\\": \\"') || template.includes('"name": <function-name>')) return 'hermes';
@@ -37,6 +41,52 @@ export function toolCallFormat(template: string): ToolCallFormat | { unsupported
   if (template.includes('<|start_header_id|>') && template.includes('"parameters"')) return 'llama3';
   if (template.includes('[TOOL_CALLS]')) return { unsupported: "Mistral's [TOOL_CALLS]" };
   return { unsupported: 'no known tool-call format in the chat template' };
+}
+
+/** The whitespace a GLM-style template writes between the parts of a call. */
+export interface GlmLayout {
+  /** After the name, before the first key (or the end). */
+  afterName: string;
+  /** Between `</arg_key>` and `<arg_value>`. */
+  keyValue: string;
+  /** Between `</arg_value>` and the next `<arg_key>`. */
+  betweenPairs: string;
+  /** Between the last `</arg_value>` and `</tool_call>`. */
+  beforeClose: string;
+}
+
+/** A format, with the layout GLM-style templates differ in. */
+export type ToolCallSyntax = { format: Exclude<ToolCallFormat, 'glm'> } | { format: 'glm'; layout: GlmLayout };
+
+const PROBE_NAME = 'kail_probe_fn';
+
+/**
+ * How a chat template writes tool calls: the format found in its text and, for GLM-style ones,
+ * the layout read from a call it renders (two arguments, so every gap shows).
+ */
+export function toolCallSyntax(t: ChatTemplate): ToolCallSyntax | { unsupported: string } {
+  const format = toolCallFormat(t.source);
+  if (typeof format !== 'string') return format;
+  if (format !== 'glm') return { format };
+  const tools = [{ type: 'function', function: { name: PROBE_NAME, parameters: { type: 'object', properties: { kail_a: { type: 'string' }, kail_b: { type: 'integer' } } } } }];
+  let text: string;
+  try {
+    text = t.render(
+      [
+        { role: 'user', content: 'probe' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call00001', type: 'function', function: { name: PROBE_NAME, arguments: { kail_a: 'kail_x', kail_b: 2 } } }] },
+        { role: 'tool', content: 'ok', tool_call_id: 'call00001', name: PROBE_NAME },
+      ],
+      { addGenerationPrompt: false, tools },
+    );
+  } catch (e) {
+    return { unsupported: `a GLM-style template that fails on a call (${(e as Error).message})` };
+  }
+  const m = new RegExp(
+    `<tool_call>${PROBE_NAME}(\\s*)<arg_key>kail_a</arg_key>(\\s*)<arg_value>kail_x</arg_value>(\\s*)<arg_key>kail_b</arg_key>\\s*<arg_value>2</arg_value>(\\s*)</tool_call>`,
+  ).exec(text);
+  if (!m) return { unsupported: 'GLM-style calls in a layout not recognized' };
+  return { format, layout: { afterName: m[1], keyValue: m[2], betweenPairs: m[3], beforeClose: m[4] } };
 }
 
 /**
@@ -214,12 +264,13 @@ class Builder {
    * One branch per (text, grammar): the text, then a JSON object of the grammar; every branch then
    * goes on after them. Texts are sorted bytewise and must not be prefixes of one another.
    */
-  calls(branches: { text: string; grammar: JsonGrammar }[]): void {
+  calls(branches: { text: string; grammar: JsonGrammar }[], before?: () => void): void {
     const choice = this.choice(branches.map((b, i) => ({ text: b.text, target: i })));
     const grammars = choice.targets.map((i) => branches[i].grammar);
     const jumps: { op: 'jump'; to: number }[] = [];
     grammars.forEach((grammar, i) => {
       choice.targets[i] = this.steps.length;
+      before?.();
       this.steps.push({ op: 'json', grammar });
       const j = { op: 'jump' as const, to: -1 };
       jumps.push(j);
@@ -234,21 +285,21 @@ class Builder {
 
 /**
  * GLM's calls: `<tool_call>` (after a newline or not), the name, then `<arg_key>`/`<arg_value>`
- * pairs joined by `sep`, until `</tool_call>`. Declared keys come in the schema's order, each at
- * most once, optional ones skippable and required ones not (as the JSON grammar's objects); a
- * tool without declared parameters takes any keys, with raw-text values. The name is chosen
- * together with what follows it (the first key or the end), so names that are prefixes of one
- * another stay apart.
+ * pairs with the template's whitespace, until `</tool_call>`. Declared keys come in the schema's
+ * order, each at most once, optional ones skippable and required ones not (as the JSON grammar's
+ * objects); a tool without declared parameters takes any keys, with raw-text values. The name is
+ * chosen together with what follows it (the first key or the end), so names that are prefixes of
+ * one another stay apart.
  */
-function glmCalls(b: Builder, tools: readonly ToolDef[], sep: string, parallel: boolean): void {
+function glmCalls(b: Builder, tools: readonly ToolDef[], l: GlmLayout, parallel: boolean): void {
   const start = b.next;
   b.choice(['<tool_call>', '\n<tool_call>'].map((text) => ({ text, target: start + 1 })));
   const nameChoice = b.choice([]); // filled in once every tool's steps are placed
   const names: { text: string; target: number }[] = [];
   /** Targets that mean "the end of the call", set once its step is placed. */
   const END = -2;
-  const pair = (key: string) => `${sep}<arg_key>${key}</arg_key>${sep}<arg_value>`;
-  const close = `${sep}</tool_call>`;
+  const pair = (first: boolean, key: string) => `${first ? l.afterName : l.betweenPairs}<arg_key>${key}</arg_key>${l.keyValue}<arg_value>`;
+  const close = (first: boolean) => `${first ? l.afterName : l.beforeClose}</tool_call>`;
   const choices: Extract<PatternStep, { op: 'choice' }>[] = [];
   for (const t of tools) {
     const name = t.function.name;
@@ -256,17 +307,16 @@ function glmCalls(b: Builder, tools: readonly ToolDef[], sep: string, parallel: 
     const declared = params.properties !== null && typeof params.properties === 'object' ? Object.entries(params.properties as Record<string, unknown>) : [];
     const required = new Set(Array.isArray(params.required) ? params.required : []);
     if (declared.length === 0) {
-      // Any keys: a loop of (key text, value text) pairs, or the end.
-      const loop = b.choice([
-        { text: `${sep}<arg_key>`, target: b.next + 1 },
-        { text: close, target: END },
-      ]);
-      choices.push(loop);
+      // Any keys: (key text, value text) pairs, then the end.
+      const key = b.next;
       b.textUntil('</arg_key>');
-      b.lit(`${sep}<arg_value>`);
+      b.lit(`${l.keyValue}<arg_value>`);
       b.textUntil('</arg_value>');
-      b.steps.push({ op: 'jump', to: b.steps.indexOf(loop) });
-      for (let k = 0; k < loop.values.length; k++) names.push({ text: name + Buffer.from(loop.values[k]).toString('utf8'), target: loop.targets[k] });
+      choices.push(b.choice([
+        { text: `${l.betweenPairs}<arg_key>`, target: key },
+        { text: close(false), target: END },
+      ]));
+      names.push({ text: `${name}${l.afterName}<arg_key>`, target: key }, { text: name + close(true), target: END });
       continue;
     }
     // What may come at position p: each later key up to the next required one, and the end when
@@ -274,10 +324,10 @@ function glmCalls(b: Builder, tools: readonly ToolDef[], sep: string, parallel: 
     const branchesAt = (p: number) => {
       const out: { text: string; target: number }[] = [];
       for (let k = p; k < declared.length; k++) {
-        out.push({ text: pair(declared[k][0]), target: k });
+        out.push({ text: pair(p === 0, declared[k][0]), target: k });
         if (required.has(declared[k][0])) return out;
       }
-      out.push({ text: close, target: END });
+      out.push({ text: close(p === 0), target: END });
       return out;
     };
     // Position choices 1..n (position 0's is folded into the name), then one value block per key.
@@ -320,7 +370,8 @@ function glmCalls(b: Builder, tools: readonly ToolDef[], sep: string, parallel: 
  * arguments following each tool's parameters (widened where the schema uses keywords the grammar
  * does not enforce, as a tool's schema describes the function rather than promising the caller).
  */
-export function forcedToolCallPattern(format: ToolCallFormat, tools: readonly ToolDef[], choice: ForcedToolCalls): OutputPattern {
+export function forcedToolCallPattern(syntax: ToolCallSyntax, tools: readonly ToolDef[], choice: ForcedToolCalls): OutputPattern {
+  const format = syntax.format;
   if (!tools.length) throw new EngineError('KAIL_E_INVALID_ARG', 'tool_choice requires a call, but the request has no tools');
   tools.forEach((t, i) => {
     const f = (t as { function?: unknown } | null)?.function;
@@ -377,9 +428,24 @@ export function forcedToolCallPattern(format: ToolCallFormat, tools: readonly To
       b.steps.push({ op: 'end', more: -1 });
       break;
     }
+    case 'kimi': {
+      const head = '<|tool_call_begin|>functions.';
+      b.lit('<|tool_calls_section_begin|>' + head);
+      const call = b.next;
+      // The header is the call's id: functions.<name>:<index>.
+      const index = compileJsonValueSchema({ type: 'integer' });
+      b.calls(defs.map((d) => ({ text: `${d.name}:`, grammar: d.grammar })), () => {
+        b.steps.push({ op: 'json', grammar: index });
+        b.lit('<|tool_call_argument_begin|>');
+      });
+      b.lit('<|tool_call_end|>');
+      if (choice.parallel) b.choice([{ text: head, target: call }, { text: '<|tool_calls_section_end|>', target: b.next + 1 }]);
+      else b.lit('<|tool_calls_section_end|>');
+      b.steps.push({ op: 'end', more: -1 });
+      break;
+    }
     case 'glm':
-    case 'glm-compact':
-      glmCalls(b, chosen, format === 'glm' ? '\n' : '', choice.parallel);
+      glmCalls(b, chosen, syntax.layout, choice.parallel);
       break;
   }
   return { steps: b.steps };

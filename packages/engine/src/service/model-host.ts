@@ -9,7 +9,7 @@ import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { BatchEngine, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import type { SamplerParams } from '../sampling/sampler';
-import { forcedToolCallPattern, toolCallFormat, type OutputPattern, type ToolDef } from '../sampling/tool-call-grammar';
+import { forcedToolCallPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
 import type { NativeExpertStreamStats } from '@kailstream/core-native';
 
 /** What the engine gRPC service needs from whatever owns models and runs generation. */
@@ -81,6 +81,8 @@ interface Loaded {
   chat?: ChatTemplate;
   /** Control tokens that are tool-call markers (rendered into the output of requests with tools). */
   toolMarkerTokens?: ReadonlySet<number>;
+  /** How the chat template writes tool calls (for forced calls), found once. */
+  toolCallSyntax?: ToolCallSyntax | { unsupported: string };
   /** Forward passes seen at the last health check and when they last advanced. */
   lastSteps: number;
   lastProgress: number;
@@ -129,6 +131,7 @@ function responseFormatFromProto(req: pb.GenerateRequest): Pick<GenerationReques
 const TOOL_MARKERS = new Set([
   '<tool_call>', '</tool_call>', '<arg_key>', '</arg_key>', '<arg_value>', '</arg_value>',
   '<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<｜tool▁call▁begin｜>', '<｜tool▁call▁end｜>', '<｜tool▁sep｜>',
+  '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>', '<|tool_call_begin|>', '<|tool_call_argument_begin|>', '<|tool_call_end|>',
   '<|python_tag|>',
 ]);
 
@@ -368,11 +371,11 @@ export class LocalModelHost implements ModelHost {
     if (c === pb.ToolChoice.TOOL_CHOICE_AUTO) return undefined;
     if (c !== pb.ToolChoice.TOOL_CHOICE_REQUIRED && c !== pb.ToolChoice.TOOL_CHOICE_FUNCTION) throw new EngineError('KAIL_E_INVALID_ARG', `unknown tool choice ${c}`);
     if (!req.messages.length || !m.chat) throw new EngineError('KAIL_E_INVALID_ARG', 'a forced tool call needs chat messages (the template shows the tools)');
-    const format = toolCallFormat(m.chat.source);
-    if (typeof format !== 'string')
-      throw new EngineError('KAIL_E_INVALID_ARG', `model '${req.model}' cannot be held to a tool call (its chat template: ${format.unsupported}); use tool_choice 'auto'`);
+    const syntax = (m.toolCallSyntax ??= toolCallSyntax(m.chat));
+    if ('unsupported' in syntax)
+      throw new EngineError('KAIL_E_INVALID_ARG', `model '${req.model}' cannot be held to a tool call (its chat template: ${syntax.unsupported}); use tool_choice 'auto'`);
     const tools = parseJsonField<ToolDef[]>(req.toolsJson || '[]', 'tools', Array.isArray);
-    return forcedToolCallPattern(format, tools, { name: c === pb.ToolChoice.TOOL_CHOICE_FUNCTION ? req.toolChoiceFunction : undefined, parallel: !req.singleToolCall });
+    return forcedToolCallPattern(syntax, tools, { name: c === pb.ToolChoice.TOOL_CHOICE_FUNCTION ? req.toolChoiceFunction : undefined, parallel: !req.singleToolCall });
   }
 
   /**

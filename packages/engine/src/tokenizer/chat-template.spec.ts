@@ -207,6 +207,22 @@ describe('chat templates', () => {
     expect(plain.render(chat(ids), { addGenerationPrompt: false })).toBe(`[${ids[0]}][${ids[1]}]${ids[0]}${ids[1]}`);
   });
 
+  it("passes a call's arguments as JSON text to a template that prints them as they are (DeepSeek-R1's distills), as an object to the rest", () => {
+    const chat: ChatMessage[] = [
+      { role: 'user', content: 'Q' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: { city: 'Paris', n: 2 } } }] },
+    ];
+    const raw = new ChatTemplate('{%- for m in messages %}{%- for c in m.tool_calls or [] %}[{{ c.function.arguments }}]{%- endfor %}{%- endfor %}');
+    expect(raw.caps.stringArguments).toBe(true);
+    expect(raw.render(chat, { addGenerationPrompt: false })).toBe('[{"city":"Paris","n":2}]'); // not {'city': 'Paris', 'n': 2}
+    const json = new ChatTemplate('{%- for m in messages %}{%- for c in m.tool_calls or [] %}[{{ c.function.arguments | tojson }}]{%- endfor %}{%- endfor %}');
+    expect(json.caps.stringArguments).toBe(false);
+    expect(json.render(chat, { addGenerationPrompt: false })).toBe('[{"city": "Paris", "n": 2}]');
+    const pairs = new ChatTemplate('{%- for m in messages %}{%- for c in m.tool_calls or [] %}{%- for k, v in c.function.arguments.items() %}[{{ k }}={{ v }}]{%- endfor %}{%- endfor %}{%- endfor %}');
+    expect(pairs.caps.stringArguments).toBe(false);
+    expect(pairs.render(chat, { addGenerationPrompt: false })).toBe('[city=Paris][n=2]');
+  });
+
   it("finds that a template needs non-null content when it reads the content of earlier tool-calling turns only (QwQ's)", () => {
     const t = new ChatTemplate(
       "{%- for m in messages %}{%- if m.role == 'assistant' %}{%- set content = m.content %}{%- if not loop.last %}{%- set content = m.content.split('</think>')[-1] %}{%- endif %}" +

@@ -451,6 +451,12 @@ export interface ChatTemplateCaps {
    * OpenAI's `call_…` ids), so ids are passed as such ids, derived from the id (see shortToolCallId).
    */
   shortToolCallIds: boolean;
+  /**
+   * Prints a call's arguments as they are instead of reading or serializing them (DeepSeek-R1's
+   * distills): they are passed as the JSON text OpenAI sends, not as the object other templates
+   * need (llama.cpp's supports_object_arguments, the other way round).
+   */
+  stringArguments: boolean;
 }
 
 // Digits only, so they survive the case changes and trimming templates apply to content.
@@ -612,9 +618,9 @@ export class ChatTemplate {
       const user: ChatMessage = { role: 'user', content: 'User message' };
       const marker = `tool_${MARKER}`;
       // a tool call and its result inside the chat, as llama.cpp's caps trial (templates treat the last turn apart)
-      const call = (content: null | string, id = 'call00001'): ChatMessage[] => [
+      const call = (content: null | string, id = 'call00001', args: Record<string, unknown> = { a: 1 }): ChatMessage[] => [
         user,
-        { role: 'assistant', content, tool_calls: [{ id, type: 'function', function: { name: 'f', arguments: { a: 1 } } }] },
+        { role: 'assistant', content, tool_calls: [{ id, type: 'function', function: { name: 'f', arguments: args } }] },
         { role: 'tool', content: 'Tool result', tool_call_id: id, name: 'f' },
         { role: 'assistant', content: 'Answer' },
         user,
@@ -623,6 +629,8 @@ export class ChatTemplate {
       const nullFails = (chat: (content: null | string) => ChatMessage[]) => render(chat(null)) === undefined && render(chat('')) !== undefined;
       const nonNullContent = nullFails(call) || nullFails((c) => call(c).slice(0, 2));
       const content = nonNullContent ? '' : null;
+      // an object printed as it is comes out as Python's repr of a dict
+      const printed = render(call(content, 'call00001', { [`arg_${MARKER}`]: MARKER_2 })) ?? '';
       this.capsCache = {
         systemRole: shows([{ role: 'system', content: MARKER }, user]),
         stringContent: shows([{ role: 'user', content: MARKER }]),
@@ -631,9 +639,10 @@ export class ChatTemplate {
         needsTools: render([user], null) === undefined && render([user]) !== undefined,
         nonNullContent,
         shortToolCallIds: render(call(content, 'call_4f1c9a0b7e2d4c6a8b3e5f70')) === undefined && render(call(content)) !== undefined,
+        stringArguments: printed.includes(`{'arg_${MARKER}': '${MARKER_2}'}`),
       };
       // a template that renders nothing here tells nothing: keep llama.cpp's defaults
-      if (!rendered) this.capsCache = { systemRole: true, stringContent: true, typedContent: false, tools: false, needsTools: false, nonNullContent: false, shortToolCallIds: false };
+      if (!rendered) this.capsCache = { systemRole: true, stringContent: true, typedContent: false, tools: false, needsTools: false, nonNullContent: false, shortToolCallIds: false, stringArguments: false };
     }
     return this.capsCache;
   }
@@ -655,6 +664,16 @@ export class ChatTemplate {
       out = out.slice(1);
     }
     if (caps.nonNullContent) for (const m of out) if (m.content === null) m.content = '';
+    if (caps.stringArguments) {
+      for (const m of out) {
+        if (!Array.isArray(m.tool_calls)) continue;
+        m.tool_calls = m.tool_calls.map((c: unknown) => {
+          const call = c as { function?: { arguments?: unknown } } | null;
+          const args = call?.function?.arguments;
+          return args !== null && typeof args === 'object' ? { ...call, function: { ...call!.function, arguments: JSON.stringify(args) } } : c;
+        });
+      }
+    }
     if (caps.shortToolCallIds) {
       for (const m of out) {
         if (Array.isArray(m.tool_calls)) {
