@@ -33,10 +33,11 @@ describe('OpenAI routes under random requests', () => {
       { type: 'json_object' }, { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] } } },
       { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'object', properties: { a: { pattern: 'x' } } } } }, { type: 'json_schema', json_schema: { schema: { $ref: '#/x' } } },
       [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }], [{ type: 'function', function: { name: 'bad name' } }], 'auto', 'none', 'required',
-      { 0: 5 }, { 1: -100, 2: 100 }, { 99999999: 1 }, { '-1': 1 }, { 3: 101 }]);
+      { 0: 5 }, { 1: -100, 2: 100 }, { 99999999: 1 }, { '-1': 1 }, { 3: 101 },
+      { type: 'function', function: { name: 'f' } }, 'deepseek', { enable_thinking: false }, { messages: [] }, { x: { y: [1] } }]);
     const baseChat = () => ({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, temperature: 0 } as Record<string, unknown>);
     const baseComp = () => ({ model: 'tiny', prompt: 'hello', max_tokens: 4, temperature: 0 } as Record<string, unknown>);
-    const fields = ['model', 'messages', 'prompt', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'seed', 'stop', 'stream', 'stream_options', 'logprobs', 'top_logprobs', 'n', 'top_k', 'min_p', 'repeat_penalty', 'presence_penalty', 'frequency_penalty', 'ignore_eos', 'user', 'echo', 'suffix', 'logit_bias', 'response_format', 'tools', 'tool_choice'];
+    const fields = ['model', 'messages', 'prompt', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'seed', 'stop', 'stream', 'stream_options', 'logprobs', 'top_logprobs', 'n', 'top_k', 'min_p', 'repeat_penalty', 'presence_penalty', 'frequency_penalty', 'ignore_eos', 'user', 'echo', 'suffix', 'logit_bias', 'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'chat_template_kwargs', 'reasoning_format'];
     const bad: string[] = []; const hist: Record<string, number> = {};
     const N = Number(process.env.KAIL_FUZZ_N ?? 600);
     for (let i = 0; i < N; i++) {

@@ -5,6 +5,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
 import type { ApiMetrics } from '../metrics';
 import { ChatCompletionRequest, CompletionRequest, openAiError, zodToOpenAi } from './schemas';
+import { ReasoningSplitter, splitReasoning } from './reasoning';
 import { ToolCallStream, parseToolCalls, type ToolDefs } from './tool-calls';
 
 type Finish = 'stop' | 'length' | 'tool_calls' | null;
@@ -67,6 +68,8 @@ interface Common {
   jsonSchema: string;
   /** The request's tools when the answers' tool calls are parsed (chat with tools, tool_choice not 'none'). */
   tools?: ToolDefs;
+  /** A chat whose reasoning blocks go to reasoning_content. */
+  reasoning?: boolean;
 }
 
 const RESPONSE_FORMATS = {
@@ -148,10 +151,12 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       toolCallsJson: m.tool_calls?.length ? JSON.stringify(m.tool_calls) : '',
       toolCallId: m.tool_call_id ?? '',
       name: m.name ?? '',
+      reasoningContent: m.reasoning_content ?? '',
     }));
     const c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
     // With tools (unless tool_choice is 'none') the template shows them and the answer's calls are parsed.
     if (b.tools?.length && b.tool_choice !== 'none') c.tools = b.tools;
+    c.reasoning = b.reasoning_format !== 'none';
     const choice = b.tool_choice;
     const gen = generateRequest(c, b, {
       messages,
@@ -159,6 +164,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       toolChoice: typeof choice === 'object' && choice ? pb.ToolChoice.TOOL_CHOICE_FUNCTION : choice === 'required' ? pb.ToolChoice.TOOL_CHOICE_REQUIRED : pb.ToolChoice.TOOL_CHOICE_AUTO,
       toolChoiceFunction: typeof choice === 'object' && choice ? choice.function.name : '',
       singleToolCall: b.parallel_tool_calls === false,
+      chatTemplateKwargsJson: b.chat_template_kwargs ? JSON.stringify(b.chat_template_kwargs) : '',
     });
     return run(req, reply, deps, gen, c, 'chat');
   });
@@ -184,6 +190,10 @@ interface Choice {
   tLast: number;
   /** Holds back possible tool calls while streaming (chat with tools). */
   toolStream: ToolCallStream | null;
+  /** Splits reasoning off while streaming (a chat); made at the first message, which says whether the prompt opened it. */
+  reasoning: ReasoningSplitter | null;
+  /** The engine's word that the prompt left a reasoning block open. */
+  reasoningOpen: boolean;
 }
 
 /**
@@ -218,6 +228,8 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
   const choices: Choice[] = calls.map(() => ({
     text: '', finish: null, streamed: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 }, lp: [], tLast: 0,
     toolStream: c.tools && c.stream ? new ToolCallStream(c.tools) : null,
+    reasoning: null,
+    reasoningOpen: false,
   }));
   // OpenAI's usage: the prompt once, every choice's completion, and (prompt_tokens_details) the
   // prompt tokens served from a kept cache.
@@ -228,11 +240,16 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
   };
   let headersSent = false;
   const sse = (obj: unknown) => reply.raw.write(`data: ${JSON.stringify(obj)}\n\n`);
-  const chunkObj = (index: number, delta: string | null, fin: Finish, chunkLp?: Choice['lp']) =>
+  const chunkObj = (index: number, delta: string | null, fin: Finish, chunkLp?: Choice['lp'], reasoning?: string) =>
     kind === 'chat'
       ? {
           id, object: 'chat.completion.chunk', created, model: c.model,
-          choices: [{ index, delta: delta === null ? {} : { content: delta }, logprobs: chunkLp ? { content: chunkLp } : null, finish_reason: fin }],
+          choices: [{
+            index,
+            delta: { ...(delta === null ? {} : { content: delta }), ...(reasoning ? { reasoning_content: reasoning } : {}) },
+            logprobs: chunkLp ? { content: chunkLp } : null,
+            finish_reason: fin,
+          }],
         }
       : { id, object: 'text_completion', created, model: c.model, choices: [{ index, text: delta ?? '', logprobs: null, finish_reason: fin }] };
   const startStream = () => {
@@ -261,6 +278,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
               if (msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED) ch.finish = finishName(msg.finishReason);
               ch.text += msg.text;
               ch.streamed += msg.tokens.length;
+              ch.reasoningOpen = msg.reasoningOpen;
               if (m && msg.tokens.length > 0) {
                 const now = performance.now();
                 if (firstToken) m.ttft.observe({ model: c.model }, (now - t0) / 1000);
@@ -270,8 +288,10 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
               }
               if (c.stream) {
                 startStream();
-                const text = ch.toolStream ? ch.toolStream.push(msg.text) : msg.text;
-                if (text || (c.logprobs && msgLp.length)) sse(chunkObj(index, text, null, c.logprobs ? msgLp : undefined));
+                if (c.reasoning && !ch.reasoning) ch.reasoning = new ReasoningSplitter(msg.reasoningOpen);
+                const split = ch.reasoning ? ch.reasoning.push(msg.text) : { reasoning: '', content: msg.text };
+                const text = ch.toolStream ? ch.toolStream.push(split.content) : split.content;
+                if (text || split.reasoning || (c.logprobs && msgLp.length)) sse(chunkObj(index, text, null, c.logprobs ? msgLp : undefined, split.reasoning));
               }
             });
             call.on('end', () => resolve());
@@ -309,6 +329,12 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
   if (c.stream) {
     startStream();
     choices.forEach((ch, index) => {
+      const rest = ch.reasoning?.finish();
+      if (rest?.reasoning) sse(chunkObj(index, null, null, undefined, rest.reasoning));
+      if (rest?.content) {
+        const text = ch.toolStream ? ch.toolStream.push(rest.content) : rest.content;
+        if (text) sse(chunkObj(index, text, null));
+      }
       if (ch.toolStream) {
         const { content, calls: toolCalls } = ch.toolStream.finish();
         if (content) sse(chunkObj(index, content, null));
@@ -331,8 +357,14 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     return reply.send({
       id, object: 'chat.completion', created, model: c.model,
       choices: choices.map((ch, index) => {
-        const { content, calls: toolCalls } = c.tools ? parseToolCalls(ch.text, c.tools) : { content: ch.text, calls: [] };
-        const message = toolCalls.length ? { role: 'assistant', content: content || null, tool_calls: toolCalls } : { role: 'assistant', content };
+        const split = c.reasoning ? splitReasoning(ch.text, ch.reasoningOpen) : { reasoning: '', content: ch.text };
+        const { content, calls: toolCalls } = c.tools ? parseToolCalls(split.content, c.tools) : { content: split.content, calls: [] };
+        const message = {
+          role: 'assistant',
+          content: toolCalls.length ? content || null : content,
+          ...(split.reasoning ? { reasoning_content: split.reasoning } : {}),
+          ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+        };
         return { index, message, logprobs: c.logprobs ? { content: ch.lp } : null, finish_reason: toolCalls.length ? 'tool_calls' : (ch.finish ?? 'stop') };
       }),
       usage: u,

@@ -83,6 +83,8 @@ export const ChatCompletionRequest = z.object({
         tool_calls: z.array(toolCall).max(128).optional().nullable(),
         /** A tool message: the call it answers. */
         tool_call_id: z.string().optional(),
+        /** An assistant turn's reasoning, for templates that show it (llama-server, vLLM). */
+        reasoning_content: z.string().optional().nullable(),
       }),
     )
     .min(1, 'messages must not be empty'),
@@ -113,6 +115,13 @@ export const ChatCompletionRequest = z.object({
     .optional()
     .nullable(),
   parallel_tool_calls: z.boolean().optional().nullable(),
+  /** Extra chat template variables (vLLM's and llama-server's), e.g. {"enable_thinking": false} for Qwen3. */
+  chat_template_kwargs: z.record(z.string(), z.unknown()).optional().nullable(),
+  /**
+   * Where a reasoning model's <think> block goes: 'deepseek' or 'auto' (the default), into
+   * message.reasoning_content; 'none', left in the content (llama-server's reasoning_format).
+   */
+  reasoning_format: z.enum(['none', 'auto', 'deepseek']).optional().nullable(),
   top_p: sampling.top_p,
   user: sampling.user,
   top_k: sampling.top_k,

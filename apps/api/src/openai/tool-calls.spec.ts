@@ -1,15 +1,15 @@
-import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import OpenAI from 'openai';
-import { common, engine as pb, type scheduler as spb } from '@kailstream/proto';
+import { engine as pb } from '@kailstream/proto';
 import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
 import { tempDir, writeTestModel } from '@kailstream/engine/testing';
 import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
 
 import { parseApiConfig } from '../env';
 import { startApi, type RunningApi } from '../server';
+import { fakeScheduler } from './fake-scheduler';
 import { registerOpenAiRoutes } from './routes';
 import { ToolCallStream, parseToolCalls } from './tool-calls';
 
@@ -146,21 +146,6 @@ describe('ToolCallStream', () => {
     expect(s.finish()).toEqual({ content: '<tool_call>{"name": "f"', calls: [] });
   });
 });
-
-/** A scheduler client whose every request answers with the given text, in chunks of 5 characters. */
-function fakeScheduler(text: string): spb.SchedulerServiceClient {
-  return {
-    submit: () => {
-      const call = Object.assign(new EventEmitter(), { cancel: () => undefined });
-      setImmediate(() => {
-        for (let i = 0; i < text.length; i += 5) call.emit('data', pb.GenerateResponse.fromPartial({ text: text.slice(i, i + 5), tokens: [1] }));
-        call.emit('data', pb.GenerateResponse.fromPartial({ finishReason: common.FinishReason.FINISH_REASON_STOP, usage: { promptTokens: 3, completionTokens: 9 } }));
-        call.emit('end');
-      });
-      return call;
-    },
-  } as unknown as spb.SchedulerServiceClient;
-}
 
 const tools: OpenAI.Chat.ChatCompletionTool[] = [
   { type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } }, required: ['city'] } } },

@@ -79,8 +79,10 @@ interface Loaded {
   engine: BatchEngine;
   spec: SpeculativeDecoder | null;
   chat?: ChatTemplate;
-  /** Control tokens that are tool-call markers (rendered into the output of requests with tools). */
+  /** Control tokens that are tool-call or reasoning markers (rendered into the output of requests with tools). */
   toolMarkerTokens?: ReadonlySet<number>;
+  /** Control tokens that are reasoning markers (rendered into the output of chat requests). */
+  reasoningMarkerTokens?: ReadonlySet<number>;
   /** How the chat template writes tool calls (for forced calls), found once. */
   toolCallSyntax?: ToolCallSyntax | { unsupported: string };
   /** Forward passes seen at the last health check and when they last advanced. */
@@ -134,6 +136,10 @@ const TOOL_MARKERS = new Set([
   '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>', '<|tool_call_begin|>', '<|tool_call_argument_begin|>', '<|tool_call_end|>',
   '<|python_tag|>',
 ]);
+/** Reasoning markers, kept in a chat's output for the API to split off (llama.cpp's reasoning parser). */
+const REASONING_MARKERS = new Set(['<think>', '</think>']);
+/** Template variables chat_template_kwargs may not set: the request's own fields set them. */
+const RESERVED_TEMPLATE_VARS = new Set(['messages', 'tools', 'add_generation_prompt', 'bos_token', 'eos_token']);
 
 function parseJsonField<T>(text: string, what: string, ok: (v: unknown) => boolean): T {
   let v: unknown;
@@ -155,6 +161,7 @@ function chatMessageFromProto(x: pb.ChatMessage): ChatMessage {
   const msg: ChatMessage = { role: x.role, content: x.content };
   if (x.name) msg.name = x.name;
   if (x.toolCallId) msg.tool_call_id = x.toolCallId;
+  if (x.reasoningContent) msg.reasoning_content = x.reasoningContent;
   if (x.toolCallsJson) {
     const calls = parseJsonField<{ function?: { arguments?: unknown } }[]>(x.toolCallsJson, 'tool_calls', Array.isArray);
     msg.tool_calls = calls.map((c) => {
@@ -291,7 +298,7 @@ export class LocalModelHost implements ModelHost {
 
   async *generate(req: pb.GenerateRequest, signal: AbortSignal): AsyncIterable<pb.GenerateResponse> {
     const m = this.get(req.model);
-    const prompt = this.promptTokens(m, req);
+    const { tokens: prompt, reasoningOpen } = this.prompt(m, req);
     if (prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
     const maxWaiting = this.opts.maxWaitingPerModel ?? 64;
     const st = m.engine.stats();
@@ -313,7 +320,7 @@ export class LocalModelHost implements ModelHost {
         topLogprobs: req.topLogprobs,
         ignoreEog: req.ignoreEos,
         ...responseFormatFromProto(req),
-        preserveTokens: req.toolsJson ? this.toolMarkerTokens(m) : undefined,
+        preserveTokens: req.messages.length ? this.markerTokens(m, !!req.toolsJson) : undefined,
         pattern: this.forcedToolCalls(m, req),
       },
       signal,
@@ -332,6 +339,7 @@ export class LocalModelHost implements ModelHost {
           finishReason: common.FinishReason.FINISH_REASON_UNSPECIFIED,
           usage: undefined,
           timings: undefined,
+          reasoningOpen,
         };
         if (c.finish) {
           if (c.finish.reason === 'error' && c.finish.error) throw c.finish.error;
@@ -351,18 +359,26 @@ export class LocalModelHost implements ModelHost {
     }
   }
 
-  private promptTokens(m: Loaded, req: pb.GenerateRequest): number[] {
+  /** The request's prompt tokens, and whether a chat prompt leaves a reasoning block open. */
+  private prompt(m: Loaded, req: pb.GenerateRequest): { tokens: number[]; reasoningOpen: boolean } {
     if (req.messages.length) {
       if (!m.chat) m.chat = ChatTemplate.fromTokenizer(m.model.tokenizer);
       const tools = req.toolsJson ? parseJsonField<unknown[]>(req.toolsJson, 'tools', Array.isArray) : undefined;
       if (tools?.length && !m.chat.caps.tools)
         throw new EngineError('KAIL_E_INVALID_ARG', `the chat template of model '${req.model}' does not show tools to the model, so it cannot call them`);
-      const text = m.chat.render(req.messages.map(chatMessageFromProto), { addGenerationPrompt: true, tools });
+      const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
+      const variables = req.chatTemplateKwargsJson ? parseJsonField<Record<string, unknown>>(req.chatTemplateKwargsJson, 'chat_template_kwargs', isObject) : undefined;
+      for (const k of Object.keys(variables ?? {}))
+        if (RESERVED_TEMPLATE_VARS.has(k)) throw new EngineError('KAIL_E_INVALID_ARG', `chat_template_kwargs cannot set '${k}' (the request sets it)`);
+      const text = m.chat.render(req.messages.map(chatMessageFromProto), { addGenerationPrompt: true, tools, variables });
       // The template writes BOS itself where the model wants it.
-      return m.model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
+      const tokens = m.model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
+      // A template that opens the model's reasoning (DeepSeek-R1's, QwQ's) ends with an unclosed <think>.
+      const open = text.lastIndexOf('<think>');
+      return { tokens, reasoningOpen: open >= 0 && text.indexOf('</think>', open) < 0 && text.slice(open + 7).trim() === '' };
     }
-    if (req.promptTokens.length) return req.promptTokens;
-    return m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true });
+    if (req.promptTokens.length) return { tokens: req.promptTokens, reasoningOpen: false };
+    return { tokens: m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true }), reasoningOpen: false };
   }
 
   /** The pattern of a request's forced tool calls (tool_choice 'required' or a function), else undefined. */
@@ -379,17 +395,24 @@ export class LocalModelHost implements ModelHost {
   }
 
   /**
-   * Tool-call markers that a vocabulary may hold as control tokens (Qwen's, GLM's, DeepSeek's, Llama 3's): the
-   * API's parser needs them in the text, as llama.cpp's preserved tokens.
+   * Reasoning markers and (with tools) tool-call markers that a vocabulary may hold as control
+   * tokens (Qwen's, GLM's, DeepSeek's, Kimi's, Llama 3's): the API's parsers need them in the text,
+   * as llama.cpp's preserved tokens. One set of each kind per model.
    */
-  private toolMarkerTokens(m: Loaded): ReadonlySet<number> {
-    if (!m.toolMarkerTokens) {
+  private markerTokens(m: Loaded, tools: boolean): ReadonlySet<number> {
+    const key = tools ? 'toolMarkerTokens' : 'reasoningMarkerTokens';
+    let ids = m[key];
+    if (!ids) {
       const v = m.model.tokenizer.vocab;
-      const ids = new Set<number>();
-      for (let id = 0; id < v.nTokens; id++) if (v.isControl(id) && TOOL_MARKERS.has(v.tokenText(id))) ids.add(id);
-      m.toolMarkerTokens = ids;
+      const found = new Set<number>();
+      for (let id = 0; id < v.nTokens; id++) {
+        if (!v.isControl(id)) continue;
+        const text = v.tokenText(id);
+        if (REASONING_MARKERS.has(text) || (tools && TOOL_MARKERS.has(text))) found.add(id);
+      }
+      ids = m[key] = found;
     }
-    return m.toolMarkerTokens;
+    return ids;
   }
 
   cancel(requestId: string): boolean {

@@ -44,6 +44,8 @@ describe('engine service under random requests', () => {
       if (mode === 'tokens' || mode === 'both') req.promptTokens = Array.from({ length: pick([0, 1, 3, 200]) }, () => pick([0, 1, 5, -1, 100000, 2147483647, -2147483648]));
       if (mode === 'messages') req.messages = Array.from({ length: pick([0, 1, 2]) }, () => pb.ChatMessage.fromPartial({ role: pick(['user', 'system', 'assistant', 'tool', 'bogus', '']), content: pick(['hi', '', 'x'.repeat(2000)]), toolCallsJson: pick(['', '', '[]', '[{"id":"a","type":"function","function":{"name":"f","arguments":"{\\"x\\":1}"}}]', '{', '[1]']) }));
       if (mode === 'messages' && rnd() < 0.3) req.toolsJson = pick(['[]', '{', '[{"type":"function","function":{"name":"f"}}]', '"x"', '[null]', '[{"function":{"name":"f","parameters":{"type":"wat"}}}]']);
+      if (mode === 'messages' && rnd() < 0.2) req.chatTemplateKwargsJson = pick(['{}', '{"enable_thinking":false}', '[1]', '{', '{"messages":[]}', '{"tools":1}', 'null']);
+      if (req.messages.length && rnd() < 0.2) req.messages[0].reasoningContent = pick(['', 'x', 'x'.repeat(3000)]);
       if (rnd() < 0.2) {
         req.toolChoice = pick([0, 1, 2, 2, 9]) as pb.ToolChoice;
         req.toolChoiceFunction = pick(['', 'f', 'g']);

@@ -209,6 +209,12 @@ export interface GenerateRequest {
   toolChoiceFunction: string;
   /** With a forced call: at most one (OpenAI's parallel_tool_calls: false). */
   singleToolCall: boolean;
+  /**
+   * Extra variables for the chat template, as a JSON object (vLLM's and llama-server's
+   * chat_template_kwargs, e.g. {"enable_thinking": false} for Qwen3); messages, tools,
+   * add_generation_prompt, bos_token and eos_token cannot be set this way.
+   */
+  chatTemplateKwargsJson: string;
 }
 
 export interface ChatMessage {
@@ -221,6 +227,8 @@ export interface ChatMessage {
   toolCallId: string;
   /** The author's name (OpenAI's name; a tool message's function name). */
   name: string;
+  /** An assistant turn's reasoning (the text of its <think> block), for templates that show it. */
+  reasoningContent: string;
 }
 
 export interface GenerateResponse {
@@ -235,7 +243,14 @@ export interface GenerateResponse {
   /** Set on the last message only. */
   finishReason: FinishReason;
   usage: Usage | undefined;
-  timings: Timings | undefined;
+  timings:
+    | Timings
+    | undefined;
+  /**
+   * The chat prompt ends inside an open reasoning block (the template opened <think> for the
+   * model): the output starts as reasoning, up to </think>. Same on every message of a request.
+   */
+  reasoningOpen: boolean;
 }
 
 export interface TopLogprobs {
@@ -966,6 +981,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     toolChoice: 0,
     toolChoiceFunction: "",
     singleToolCall: false,
+    chatTemplateKwargsJson: "",
   };
 }
 
@@ -1025,6 +1041,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.singleToolCall !== false) {
       writer.uint32(136).bool(message.singleToolCall);
+    }
+    if (message.chatTemplateKwargsJson !== "") {
+      writer.uint32(146).string(message.chatTemplateKwargsJson);
     }
     return writer;
   },
@@ -1188,6 +1207,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.singleToolCall = reader.bool();
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.chatTemplateKwargsJson = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1269,6 +1296,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.single_tool_call)
         ? globalThis.Boolean(object.single_tool_call)
         : false,
+      chatTemplateKwargsJson: isSet(object.chatTemplateKwargsJson)
+        ? globalThis.String(object.chatTemplateKwargsJson)
+        : isSet(object.chat_template_kwargs_json)
+        ? globalThis.String(object.chat_template_kwargs_json)
+        : "",
     };
   },
 
@@ -1325,6 +1357,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.singleToolCall !== false) {
       obj.singleToolCall = message.singleToolCall;
     }
+    if (message.chatTemplateKwargsJson !== "") {
+      obj.chatTemplateKwargsJson = message.chatTemplateKwargsJson;
+    }
     return obj;
   },
 
@@ -1352,12 +1387,13 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.toolChoice = object.toolChoice ?? 0;
     message.toolChoiceFunction = object.toolChoiceFunction ?? "";
     message.singleToolCall = object.singleToolCall ?? false;
+    message.chatTemplateKwargsJson = object.chatTemplateKwargsJson ?? "";
     return message;
   },
 };
 
 function createBaseChatMessage(): ChatMessage {
-  return { role: "", content: "", toolCallsJson: "", toolCallId: "", name: "" };
+  return { role: "", content: "", toolCallsJson: "", toolCallId: "", name: "", reasoningContent: "" };
 }
 
 export const ChatMessage: MessageFns<ChatMessage> = {
@@ -1376,6 +1412,9 @@ export const ChatMessage: MessageFns<ChatMessage> = {
     }
     if (message.name !== "") {
       writer.uint32(42).string(message.name);
+    }
+    if (message.reasoningContent !== "") {
+      writer.uint32(50).string(message.reasoningContent);
     }
     return writer;
   },
@@ -1433,6 +1472,14 @@ export const ChatMessage: MessageFns<ChatMessage> = {
             message.name = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.reasoningContent = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1460,6 +1507,11 @@ export const ChatMessage: MessageFns<ChatMessage> = {
         ? globalThis.String(object.tool_call_id)
         : "",
       name: isSet(object.name) ? globalThis.String(object.name) : "",
+      reasoningContent: isSet(object.reasoningContent)
+        ? globalThis.String(object.reasoningContent)
+        : isSet(object.reasoning_content)
+        ? globalThis.String(object.reasoning_content)
+        : "",
     };
   },
 
@@ -1480,6 +1532,9 @@ export const ChatMessage: MessageFns<ChatMessage> = {
     if (message.name !== "") {
       obj.name = message.name;
     }
+    if (message.reasoningContent !== "") {
+      obj.reasoningContent = message.reasoningContent;
+    }
     return obj;
   },
 
@@ -1493,12 +1548,22 @@ export const ChatMessage: MessageFns<ChatMessage> = {
     message.toolCallsJson = object.toolCallsJson ?? "";
     message.toolCallId = object.toolCallId ?? "";
     message.name = object.name ?? "";
+    message.reasoningContent = object.reasoningContent ?? "";
     return message;
   },
 };
 
 function createBaseGenerateResponse(): GenerateResponse {
-  return { text: "", tokens: [], logprobs: [], topLogprobs: [], finishReason: 0, usage: undefined, timings: undefined };
+  return {
+    text: "",
+    tokens: [],
+    logprobs: [],
+    topLogprobs: [],
+    finishReason: 0,
+    usage: undefined,
+    timings: undefined,
+    reasoningOpen: false,
+  };
 }
 
 export const GenerateResponse: MessageFns<GenerateResponse> = {
@@ -1527,6 +1592,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     }
     if (message.timings !== undefined) {
       Timings.encode(message.timings, writer.uint32(58).fork()).join();
+    }
+    if (message.reasoningOpen !== false) {
+      writer.uint32(64).bool(message.reasoningOpen);
     }
     return writer;
   },
@@ -1610,6 +1678,14 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
             message.timings = Timings.decode(reader, reader.uint32());
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.reasoningOpen = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1641,6 +1717,11 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
         : 0,
       usage: isSet(object.usage) ? Usage.fromJSON(object.usage) : undefined,
       timings: isSet(object.timings) ? Timings.fromJSON(object.timings) : undefined,
+      reasoningOpen: isSet(object.reasoningOpen)
+        ? globalThis.Boolean(object.reasoningOpen)
+        : isSet(object.reasoning_open)
+        ? globalThis.Boolean(object.reasoning_open)
+        : false,
     };
   },
 
@@ -1667,6 +1748,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     if (message.timings !== undefined) {
       obj.timings = Timings.toJSON(message.timings);
     }
+    if (message.reasoningOpen !== false) {
+      obj.reasoningOpen = message.reasoningOpen;
+    }
     return obj;
   },
 
@@ -1684,6 +1768,7 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     message.timings = (object.timings !== undefined && object.timings !== null)
       ? Timings.fromPartial(object.timings)
       : undefined;
+    message.reasoningOpen = object.reasoningOpen ?? false;
     return message;
   },
 };

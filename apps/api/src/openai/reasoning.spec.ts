@@ -1,0 +1,116 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import OpenAI from 'openai';
+
+import { fakeScheduler } from './fake-scheduler';
+import { ReasoningSplitter, splitReasoning } from './reasoning';
+import { registerOpenAiRoutes } from './routes';
+
+describe('splitReasoning', () => {
+  it('takes a leading <think> block out of the answer', () => {
+    expect(splitReasoning('<think>\nThe user greets.\n</think>\n\nHello!', false)).toEqual({ reasoning: 'The user greets.', content: 'Hello!' });
+    expect(splitReasoning('  <think>a</think>b', false)).toEqual({ reasoning: 'a', content: 'b' });
+    expect(splitReasoning('<think></think>\n\nHi', false)).toEqual({ reasoning: '', content: 'Hi' });
+  });
+
+  it('leaves text alone that does not open with the block, and takes only the first block', () => {
+    expect(splitReasoning('Hello <think>x</think>', false)).toEqual({ reasoning: '', content: 'Hello <think>x</think>' });
+    expect(splitReasoning('<thinking>no</thinking>', false)).toEqual({ reasoning: '', content: '<thinking>no</thinking>' });
+    expect(splitReasoning('<think>a</think>b<think>c</think>', false)).toEqual({ reasoning: 'a', content: 'b<think>c</think>' });
+    expect(splitReasoning('', false)).toEqual({ reasoning: '', content: '' });
+  });
+
+  it('starts in the block when the prompt opened it, and keeps a cut-off block as reasoning', () => {
+    expect(splitReasoning('Let me see.\n</think>\n\n42', true)).toEqual({ reasoning: 'Let me see.', content: '42' });
+    expect(splitReasoning('<think>Let me see, first', false)).toEqual({ reasoning: 'Let me see, first', content: '' });
+    expect(splitReasoning('still thinking </thi', true)).toEqual({ reasoning: 'still thinking </thi', content: '' });
+  });
+
+  it('streams the same split in any chunking', () => {
+    const texts: [string, boolean][] = [
+      ['<think>\nStep one.\nStep two. </think>\n\nThe answer is 4.', false],
+      ['\n\n<think>a < b and </thin k></think>  ok', false],
+      ['Opened by the template.</think>Done', true],
+      ['No reasoning here, <think> later.', false],
+      ['<think>never closed  ', false],
+    ];
+    let seed = 5;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+    for (const [text, open] of texts) {
+      const whole = splitReasoning(text, open);
+      for (let trial = 0; trial < 50; trial++) {
+        const s = new ReasoningSplitter(open);
+        let reasoning = '';
+        let content = '';
+        for (let i = 0; i < text.length; ) {
+          const n = 1 + Math.floor(rnd() * 6);
+          const out = s.push(text.slice(i, i + n));
+          reasoning += out.reasoning;
+          content += out.content;
+          i += n;
+        }
+        const end = s.finish();
+        expect({ reasoning: reasoning + end.reasoning, content: content + end.content }).toEqual(whole);
+      }
+    }
+  });
+});
+
+describe('chat completions: reasoning_content', () => {
+  let app: FastifyInstance;
+  let client: OpenAI;
+  const serve = async (text: string, reasoningOpen = false) => {
+    app = Fastify();
+    registerOpenAiRoutes(app, { scheduler: () => fakeScheduler(text, { reasoningOpen }), tenantOf: () => 't' });
+    const url = await app.listen({ port: 0, host: '127.0.0.1' });
+    client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'x', maxRetries: 0 });
+  };
+  afterEach(() => app?.close());
+  const ask = (extra: Record<string, unknown> = {}) => client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], ...extra } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming);
+  const askStream = async (extra: Record<string, unknown> = {}) => {
+    const stream = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], stream: true, ...extra } as OpenAI.Chat.ChatCompletionCreateParamsStreaming);
+    let reasoning = '';
+    let content = '';
+    for await (const chunk of stream) {
+      const d = chunk.choices[0]?.delta as { content?: string; reasoning_content?: string } | undefined;
+      reasoning += d?.reasoning_content ?? '';
+      content += d?.content ?? '';
+    }
+    return { reasoning, content };
+  };
+
+  it('puts the <think> block in reasoning_content, streamed or not', async () => {
+    await serve('<think>\nThey say hi.\n</think>\n\nHello there!');
+    const r = await ask();
+    expect(r.choices[0].message).toMatchObject({ content: 'Hello there!', reasoning_content: 'They say hi.' });
+    expect(await askStream()).toEqual({ reasoning: 'They say hi.', content: 'Hello there!' });
+  });
+
+  it("leaves it in the content with reasoning_format 'none'", async () => {
+    await serve('<think>x</think>y');
+    const r = await ask({ reasoning_format: 'none' });
+    expect(r.choices[0].message.content).toBe('<think>x</think>y');
+    expect((r.choices[0].message as { reasoning_content?: string }).reasoning_content).toBeUndefined();
+    expect(await askStream({ reasoning_format: 'none' })).toEqual({ reasoning: '', content: '<think>x</think>y' });
+  });
+
+  it('starts in reasoning when the engine says the prompt opened it', async () => {
+    await serve('Thinking it over.</think>Yes.', true);
+    expect((await ask()).choices[0].message).toMatchObject({ content: 'Yes.', reasoning_content: 'Thinking it over.' });
+    expect(await askStream()).toEqual({ reasoning: 'Thinking it over.', content: 'Yes.' });
+  });
+
+  it('parses tool calls after the reasoning', async () => {
+    await serve('<think>Need the weather.</think>\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>');
+    const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+    const r = await ask({ tools });
+    expect(r.choices[0].finish_reason).toBe('tool_calls');
+    expect((r.choices[0].message as { reasoning_content?: string }).reasoning_content).toBe('Need the weather.');
+    expect(r.choices[0].message.tool_calls?.map((t) => (t as OpenAI.Chat.ChatCompletionMessageFunctionToolCall).function.name)).toEqual(['get_weather']);
+  });
+
+  it('refuses a bad reasoning_format or chat_template_kwargs with a 400', async () => {
+    await serve('x');
+    await expect(ask({ reasoning_format: 'loud' })).rejects.toMatchObject({ status: 400 });
+    await expect(ask({ chat_template_kwargs: [1] })).rejects.toMatchObject({ status: 400 });
+  });
+});

@@ -1,0 +1,75 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { engine as pb } from '@kailstream/proto';
+
+import { EngineError } from '../errors';
+import { tempDir, writeTestModel } from '../testing';
+import { LocalModelHost } from './model-host';
+
+// A template in the style of Qwen3's: earlier reasoning shown, thinking opened for the model
+// unless enable_thinking is false (then an empty block closes it).
+const TEMPLATE = [
+  '{%- for m in messages %}<|im_start|>{{ m.role }}\n',
+  "{%- if m.role == 'assistant' and m.reasoning_content %}<think>\n{{ m.reasoning_content }}\n</think>\n\n{%- endif %}",
+  '{{ m.content }}<|im_end|>\n{%- endfor %}',
+  "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- if enable_thinking is false %}<think>\n\n</think>\n\n{%- else %}<think>\n{%- endif %}{%- if greeting %}{{ greeting }}{%- endif %}{%- endif %}",
+].join('');
+
+describe('chat requests: chat_template_kwargs, reasoning in and out', () => {
+  const dir = tempDir();
+  const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 256 });
+
+  beforeAll(async () => {
+    const tpl = path.join(dir, 'think.jinja');
+    fs.writeFileSync(tpl, TEMPLATE);
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', tpl]), id: 'think', threads: 2 }));
+  }, 60_000);
+  afterAll(async () => {
+    await host.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The last message of a one-token generation. */
+  const run = async (messages: Partial<pb.ChatMessage>[], kwargs?: unknown) => {
+    const req = pb.GenerateRequest.fromPartial({
+      requestId: `r${Math.random()}`, model: 'think', maxTokens: 1, messages: messages.map((m) => pb.ChatMessage.fromPartial(m)),
+      chatTemplateKwargsJson: kwargs === undefined ? '' : JSON.stringify(kwargs),
+    });
+    let last: pb.GenerateResponse | undefined;
+    for await (const r of host.generate(req, new AbortController().signal)) last = r;
+    return last!;
+  };
+  const user = { role: 'user', content: 'Hi' };
+
+  it('says when the template leaves the reasoning open, and passes chat_template_kwargs to it', async () => {
+    const open = await run([user]);
+    expect(open.reasoningOpen).toBe(true);
+    const closed = await run([user], { enable_thinking: false });
+    expect(closed.reasoningOpen).toBe(false);
+    expect(closed.usage!.promptTokens).toBeGreaterThan(open.usage!.promptTokens);
+    // Any variable the template reads; here one that writes after the opened block.
+    const greeted = await run([user], { greeting: 'Let me think about this greeting.' });
+    expect(greeted.reasoningOpen).toBe(false);
+    expect(greeted.usage!.promptTokens).toBeGreaterThan(open.usage!.promptTokens + 5);
+  });
+
+  it("shows an earlier turn's reasoning_content to the template", async () => {
+    const turn = [user, { role: 'assistant', content: 'Hello.' }, { role: 'user', content: 'Again' }];
+    const without = await run(turn);
+    const withReasoning = await run([user, { role: 'assistant', content: 'Hello.', reasoningContent: 'They greeted me, so I greet back.' }, { role: 'user', content: 'Again' }]);
+    expect(withReasoning.usage!.promptTokens).toBeGreaterThan(without.usage!.promptTokens + 8);
+  });
+
+  it('refuses chat_template_kwargs that are not an object or set what the request sets', async () => {
+    for (const [kwargs, msg] of [
+      [[1], /chat_template_kwargs has the wrong shape/],
+      [{ messages: [] }, /cannot set 'messages'/],
+      [{ add_generation_prompt: false }, /cannot set 'add_generation_prompt'/],
+    ] as const) {
+      const err = await run([user], kwargs).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(EngineError);
+      expect((err as EngineError).code).toBe('KAIL_E_INVALID_ARG');
+      expect((err as Error).message).toMatch(msg);
+    }
+  });
+});
