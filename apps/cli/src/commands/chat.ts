@@ -41,8 +41,17 @@ export async function defaultModel(o: ChatOptions): Promise<string> {
   return body.data[0].id;
 }
 
-/** Streams one chat completion, writing deltas as they come; returns the whole reply. */
-export async function streamChat(o: ChatOptions & { model: string }, messages: Msg[], onText: (t: string) => void, signal?: AbortSignal): Promise<string> {
+/**
+ * Streams one chat completion, writing deltas as they come; returns the whole reply (its content:
+ * a reasoning model's reasoning goes to `onReasoning` only, and is not sent back in the history).
+ */
+export async function streamChat(
+  o: ChatOptions & { model: string },
+  messages: Msg[],
+  onText: (t: string) => void,
+  signal?: AbortSignal,
+  onReasoning?: (t: string) => void,
+): Promise<string> {
   const r = await fetch(`${o.url}/v1/chat/completions`, {
     method: 'POST',
     headers: headers(o),
@@ -66,8 +75,10 @@ export async function streamChat(o: ChatOptions & { model: string }, messages: M
         if (!line.startsWith('data: ')) continue;
         const data = line.slice(6);
         if (data === '[DONE]') return text;
-        const obj = JSON.parse(data) as { error?: { message: string }; choices?: { delta?: { content?: string } }[] };
+        const obj = JSON.parse(data) as { error?: { message: string }; choices?: { delta?: { content?: string; reasoning_content?: string } }[] };
         if (obj.error) throw new Error(`the server failed mid-reply: ${obj.error.message}`);
+        const r = obj.choices?.[0]?.delta?.reasoning_content;
+        if (r) onReasoning?.(r);
         const d = obj.choices?.[0]?.delta?.content;
         if (d) {
           text += d;
@@ -113,7 +124,26 @@ export async function chatLoop(o: ChatOptions, input: NodeJS.ReadableStream, out
       history.push({ role: 'user', content: line });
       aborter = new AbortController();
       try {
-        const reply = await streamChat({ ...o, model }, history, (t) => out.write(t), aborter.signal);
+        // On a terminal a reasoning model's thinking shows dimmed before the answer; a pipe gets the answer only.
+        let thinking = false;
+        const reply = await streamChat(
+          { ...o, model },
+          history,
+          (t) => {
+            if (thinking) err.write('\x1b[0m\n');
+            thinking = false;
+            out.write(t);
+          },
+          aborter.signal,
+          tty
+            ? (t) => {
+                if (!thinking) err.write('\x1b[2m');
+                thinking = true;
+                err.write(t);
+              }
+            : undefined,
+        );
+        if (thinking) err.write('\x1b[0m');
         out.write('\n');
         history.push({ role: 'assistant', content: reply });
       } catch (e) {

@@ -34,7 +34,7 @@ export class SseParser {
 }
 
 export interface ChatChunk {
-  choices?: { delta?: { content?: string }; finish_reason?: string | null }[];
+  choices?: { delta?: { content?: string; reasoning_content?: string }; finish_reason?: string | null }[];
   usage?: { prompt_tokens: number; completion_tokens: number };
   error?: { message: string };
 }

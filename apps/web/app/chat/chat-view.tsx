@@ -9,6 +9,8 @@ import { usePoll } from '../_lib/use-poll';
 interface Msg {
   role: 'system' | 'user' | 'assistant';
   content: string;
+  /** A reasoning model's thinking (the API's reasoning_content), shown folded above the answer. */
+  reasoning?: string;
   timing?: StreamTiming;
 }
 
@@ -69,9 +71,10 @@ export function ChatView() {
     const start = performance.now();
     let first: number | null = null;
     let text = '';
+    let reasoning = '';
     let tokens = 0;
     let usageTokens: number | null = null;
-    const update = (timing?: StreamTiming) => setMessages([...history, { role: 'assistant', content: text, timing }]);
+    const update = (timing?: StreamTiming) => setMessages([...history, { role: 'assistant', content: text, reasoning: reasoning || undefined, timing }]);
     try {
       const res = await chatStream(chatRequest(chosen, prompt, sampling), ac.signal);
       if (!res.ok || !res.body) {
@@ -85,6 +88,12 @@ export function ChatView() {
         if (done) break;
         for (const ev of parser.push(value) as ChatChunk[]) {
           if (ev.error) throw new Error(ev.error.message);
+          const r = ev.choices?.[0]?.delta?.reasoning_content;
+          if (r) {
+            if (first === null) first = performance.now();
+            reasoning += r;
+            tokens++;
+          }
           const d = ev.choices?.[0]?.delta?.content;
           if (d) {
             if (first === null) first = performance.now();
@@ -114,6 +123,12 @@ export function ChatView() {
           {messages.map((m, i) => (
             <div key={i} className={`msg ${m.role}`} data-role={m.role}>
               <div className="who">{m.role}</div>
+              {m.reasoning && (
+                <details className="reasoning muted" data-testid="reasoning">
+                  <summary>reasoning</summary>
+                  <div className="text">{m.reasoning}</div>
+                </details>
+              )}
               <div className="text">{m.content || (busy && i === messages.length - 1 ? '…' : '')}</div>
               {m.timing && <TimingLine t={m.timing} />}
             </div>
