@@ -60,6 +60,23 @@ describe('parseToolCalls (GLM and DeepSeek formats)', () => {
     expect(r3.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['get_weather', { city: 'Rome' }]]);
   });
 
+  it("reads Mistral's calls: a JSON list, or name[ARGS] calls, ids kept", () => {
+    const list = parseToolCalls('Sure.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "a1B2c3D4e"}, {"name": "f", "arguments": {}}]');
+    expect(list.content).toBe('Sure.');
+    expect(list.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments), c.id.startsWith('call_') ? 'generated' : c.id])).toEqual([
+      ['get_weather', { city: 'Paris' }, 'a1B2c3D4e'],
+      ['f', {}, 'generated'],
+    ]);
+    const calls = parseToolCalls('[TOOL_CALLS]get_weather[ARGS]{"city": "Oslo"}[TOOL_CALLS]f[CALL_ID]xYz123456[ARGS]{}');
+    expect(calls.calls.map((c) => [c.function.name, c.function.arguments])).toEqual([['get_weather', '{"city":"Oslo"}'], ['f', '{}']]);
+    expect(calls.calls[1].id).toBe('xYz123456');
+    // Anything that does not parse stays text.
+    expect(parseToolCalls('[TOOL_CALLS]get_weather[ARGS]{"city": ').calls).toEqual([]);
+    const s = new ToolCallStream();
+    expect(s.push('Ok.[TOOL_') + s.push('CALLS]f[ARGS]{}')).toBe('Ok.');
+    expect(s.finish().calls.map((c) => c.function.name)).toEqual(['f']);
+  });
+
   it("reads Kimi K2's calls, keeping each header as the call's id", () => {
     const text =
       'Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|>' +
@@ -232,6 +249,14 @@ const GLM_TEMPLATE = [
   "{%- if add_generation_prompt %}<|assistant|>{%- endif %}",
 ].join('');
 
+// Mistral Nemo's way (a JSON list of calls with 9-character ids after [TOOL_CALLS]).
+const MISTRAL_TEMPLATE = [
+  '{%- if tools %}[AVAILABLE_TOOLS]{{ tools | tojson }}[/AVAILABLE_TOOLS]{%- endif %}',
+  "{%- for m in messages %}{%- if m.role == 'user' %}[INST]{{ m.content }}[/INST]",
+  "{%- elif m.role == 'assistant' and m.tool_calls %}[TOOL_CALLS][{%- for tc in m.tool_calls %}{\"name\": \"{{ tc.function.name }}\", \"arguments\": {{ tc.function.arguments | tojson }}, \"id\": \"{{ tc.id }}\"}{%- if not loop.last %}, {% endif %}{%- endfor %}]</s>",
+  "{%- elif m.role == 'tool' %}[TOOL_RESULTS]{{ m.content }}[/TOOL_RESULTS]{%- else %}{{ m.content }}</s>{%- endif %}{%- endfor %}",
+].join('');
+
 describe('chat completions with tools: the prompt (real engine)', () => {
   const dir = tempDir();
   let engine: RunningEngineServer;
@@ -247,6 +272,9 @@ describe('chat completions with tools: the prompt (real engine)', () => {
     // 1024: the tools' definitions take about 420 of this vocabulary's tokens.
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: withTools, id: 'hermes', contextLength: 1024, threads: 2 }));
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32'), id: 'chatml', contextLength: 512, threads: 2 }));
+    const mistralFile = path.join(dir, 'mistral.jinja');
+    fs.writeFileSync(mistralFile, MISTRAL_TEMPLATE);
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', mistralFile]), id: 'mistral', contextLength: 1024, threads: 2 }));
     const glmFile = path.join(dir, 'glm.jinja');
     fs.writeFileSync(glmFile, GLM_TEMPLATE);
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', glmFile]), id: 'glm', contextLength: 1024, threads: 2 }));
@@ -313,6 +341,13 @@ describe('chat completions with tools: the prompt (real engine)', () => {
     let calls = 0;
     // GLM's format: the city comes back as the raw text of an enum member, the flag as JSON.
     for (const seed of [1, 2]) check(await client.chat.completions.create({ ...base, model: 'glm', seed, tool_choice: 'required' }), ['get_weather', 'get_time']);
+    // Mistral's: the calls carry the 9-character ids the model wrote (one call: a random model's
+    // lists of calls run past max_tokens).
+    for (const seed of [1, 2]) {
+      const r = await client.chat.completions.create({ ...base, model: 'mistral', seed, tool_choice: 'required', parallel_tool_calls: false });
+      expect(check(r, ['get_weather', 'get_time'])).toBe(1);
+      for (const t of r.choices[0].message.tool_calls!) expect(t.id).toMatch(/^[A-Za-z0-9]{9}$/);
+    }
     for (const seed of [1, 2, 3]) {
       calls += check(await client.chat.completions.create({ ...base, seed, tool_choice: 'required' }), ['get_weather', 'get_time']);
       check(await client.chat.completions.create({ ...base, seed, tool_choice: { type: 'function', function: { name: 'get_time' } } }), ['get_time']);

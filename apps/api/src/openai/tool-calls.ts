@@ -12,11 +12,14 @@ import { randomUUID } from 'node:crypto';
  * - Kimi K2 (a DeepSeek-V3-architecture MoE): `<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}<|tool_call_end|>`
  *   inside `<|tool_calls_section_begin|>…end|>`; the header is the call's id (the template writes
  *   ids back as headers), as llama.cpp's parser keeps it
+ * - Mistral (Mixtral 8x22B, Nemo, Small, Ministral, Devstral): from `[TOOL_CALLS]` to the end,
+ *   either a JSON list `[{"name": "f", "arguments": {...}, "id": "…"}]` or calls
+ *   `[TOOL_CALLS]f[ARGS]{...}` (with `[CALL_ID]id` before `[ARGS]` in Small 3.2's); ids are kept
  * - Llama 3.1-3.3: the whole answer one JSON object `{"name": "f", "parameters": {...}}` (after an
  *   optional `<|python_tag|>`), taken as a call only when it names one of the request's tools
  *
  * A block that does not parse, or that the output cuts off, stays in the text, as llama-server
- * leaves it. Formats not listed (Mistral's [TOOL_CALLS]) arrive as text.
+ * leaves it. Formats not listed (XML `<function=…>`) arrive as text.
  */
 
 /** Call blocks: opening and closing marker. */
@@ -29,8 +32,9 @@ const BLOCKS: [open: string, close: string][] = [
 const WRAPPERS = ['<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>'];
 const DS_SEP = '<｜tool▁sep｜>';
 const KIMI_ARGS = '<|tool_call_argument_begin|>';
+const MISTRAL = '[TOOL_CALLS]';
 /** Where a held-back stream starts: any of these. */
-const STARTS = [BLOCKS[0][0], WRAPPERS[0], BLOCKS[1][0], WRAPPERS[2], BLOCKS[2][0]];
+const STARTS = [BLOCKS[0][0], WRAPPERS[0], BLOCKS[1][0], WRAPPERS[2], BLOCKS[2][0], MISTRAL];
 
 export interface ToolCall {
   id: string;
@@ -65,6 +69,9 @@ export function parseToolCalls(text: string, tools?: ToolDefs): { content: strin
   }
   content += text.slice(at);
   if (!calls.length) {
+    const m = text.indexOf(MISTRAL);
+    const mistral = m >= 0 ? mistralCalls(text.slice(m)) : null;
+    if (mistral) return { content: text.slice(0, m).trim(), calls: mistral };
     const bare = llamaCall(text, tools);
     return bare ? { content: '', calls: [bare] } : { content, calls };
   }
@@ -141,6 +148,29 @@ function deepseekCall(body: string): ToolCall | null {
   }
   const args = jsonOrNull(right);
   return args !== undefined && /^[\w.-]+$/.test(left) ? makeCall(left, args) : null;
+}
+
+/** Mistral's calls, from the first `[TOOL_CALLS]` to the end; null unless all of it parses. */
+function mistralCalls(text: string): ToolCall[] | null {
+  const calls: ToolCall[] = [];
+  for (const part of text.split(MISTRAL).slice(1)) {
+    const body = part.trim();
+    if (body.startsWith('[')) {
+      const list = jsonOrNull(body);
+      if (!Array.isArray(list) || list.length === 0) return null;
+      for (const c of list as { name?: unknown; arguments?: unknown; id?: unknown }[]) {
+        const call = c && typeof c.name === 'string' ? makeCall(c.name, c.arguments ?? {}, typeof c.id === 'string' && c.id ? c.id : undefined) : null;
+        if (!call) return null;
+        calls.push(call);
+      }
+      continue;
+    }
+    const m = /^([\w.-]+)(?:\[CALL_ID\]([A-Za-z0-9]+))?\[ARGS\]([\s\S]*)$/.exec(body);
+    const args = m ? jsonOrNull(m[3]) : undefined;
+    if (!m || args === undefined) return null;
+    calls.push(makeCall(m[1], args, m[2])!);
+  }
+  return calls.length ? calls : null;
 }
 
 function kimiCall(body: string): ToolCall | null {

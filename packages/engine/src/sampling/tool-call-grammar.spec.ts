@@ -32,7 +32,7 @@ describe('toolCallFormat', () => {
     expect(toolCallFormat('<tool_call>\n<tool_calls>[{{ calls | tojson }}]</tool_calls>')).toEqual({ unsupported: expect.stringContaining('<tool_calls>') });
     expect(toolCallFormat('<tool_call>\n<function={{ name }}>')).toEqual({ unsupported: expect.stringContaining('<function=') });
     expect(toolCallFormat("{{ '<|tool_calls_section_begin|><|tool_call_begin|>' + id + '<|tool_call_argument_begin|>' }}")).toBe('kimi');
-    expect(toolCallFormat('[TOOL_CALLS]')).toEqual({ unsupported: expect.stringContaining('Mistral') });
+    expect(toolCallFormat('[TOOL_CALLS]')).toBe('mistral');
     expect(toolCallFormat('<|im_start|>{{ message.content }}')).toEqual({ unsupported: expect.any(String) });
   });
 });
@@ -103,6 +103,16 @@ describe('forced tool calls', () => {
     const kCall = (n: string, i: number, a: string) => `<|tool_call_begin|>functions.${n}:${i}<|tool_call_argument_begin|>${a}<|tool_call_end|>`;
     expect(complete(kimi, `<|tool_calls_section_begin|>${kCall('get', 0, '{}')}${kCall('get_time', 1, '{"zone": "UTC"}')}<|tool_calls_section_end|>`)).toBe(true);
     expect(prefix(kimi, `<|tool_calls_section_begin|><|tool_call_begin|>functions.get:x`)).toBe(false);
+    // Mistral: a JSON list with 9-character ids (Nemo, Mixtral 8x22B), or name[ARGS] calls (Ministral, Devstral).
+    const list = forcedToolCallPattern({ format: 'mistral', layout: { list: true, gap: '', ids: true } }, tools, { parallel: true });
+    expect(complete(list, '[TOOL_CALLS][{"name": "get", "arguments": {}, "id": "a1B2c3D4e"}, {"name": "get_time", "arguments": {"zone": "CET"}, "id": "ZZZZZZZZ9"}]')).toBe(true);
+    expect(prefix(list, '[TOOL_CALLS][{"name": "get", "arguments": {}, "id": "a1B2-')).toBe(false);
+    expect(prefix(list, '[TOOL_CALLS][{"name": "get", "arguments": {}, "id": "a1B2c3D4e1')).toBe(false);
+    const args = forcedToolCallPattern({ format: 'mistral', layout: { list: false, ids: false } }, tools, { parallel: true });
+    expect(complete(args, '[TOOL_CALLS]get[ARGS]{}[TOOL_CALLS]get_time[ARGS]{"zone": "UTC"}')).toBe(true);
+    const withIds = forcedToolCallPattern({ format: 'mistral', layout: { list: false, ids: true } }, tools, { parallel: false });
+    expect(complete(withIds, '[TOOL_CALLS]get[CALL_ID]abcdefghi[ARGS]{"q": 1}')).toBe(true);
+    expect(prefix(withIds, '[TOOL_CALLS]get[CALL_ID]abcdefghi[ARGS]{"q": 1}[TOOL_CALLS]')).toBe(false);
     const r1 = forcedToolCallPattern({ format: 'deepseek-r1' }, tools, { parallel: false });
     expect(complete(r1, '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{"zone": "UTC"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>')).toBe(true);
   });

@@ -17,15 +17,18 @@ import { compileJsonSchema, compileJsonValueSchema, type JsonGrammar } from './j
  * - `deepseek-v3.1`: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>…<｜tool▁calls▁end｜>`
  * - `deepseek-r1`: DeepSeek V3/R1: as V3.1 with `function<｜tool▁sep｜>f\n```json\n{...}\n```` per call
  * - `kimi`: Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}<|tool_call_end|>…<|tool_calls_section_end|>`
+ * - `mistral` (Mixtral 8x22B, Nemo, Small, Ministral, Devstral), in one of three layouts read from a
+ *   call the template renders: a JSON list `[TOOL_CALLS][{"name": "f", "arguments": {...}, "id": "…"}]`
+ *   (with or without the id: 9 letters or digits), or calls `[TOOL_CALLS]f[ARGS]{...}`, with
+ *   `[CALL_ID]id` before `[ARGS]` in Small 3.2's
  * - `glm` (GLM-4.5/4.6/4.7, Ling, Laguna): `<tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n…</tool_call>`,
  *   a value raw text for a string parameter, else JSON; the whitespace between the parts differs
  *   between templates (none in GLM-4.7-Flash's) and is read from a call the template renders
  *   (`toolCallSyntax`)
  *
- * Others (Qwen3-Coder's `<function=…>`, Mistral's `[TOOL_CALLS]`, a
- * template without tools) are refused with an error naming the reason: `auto` still works there.
+ * Others (Qwen3-Coder's `<function=…>`, `<tool_calls>` lists, a template without tools) are refused with an error naming the reason: `auto` still works there.
  */
-export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'kimi' | 'glm';
+export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'kimi' | 'mistral' | 'glm';
 
 /** The format a chat template writes tool calls in, or a reason forced calls cannot be written. */
 export function toolCallFormat(template: string): ToolCallFormat | { unsupported: string } {
@@ -39,7 +42,7 @@ export function toolCallFormat(template: string): ToolCallFormat | { unsupported
     return { unsupported: 'a <tool_call> body that is not Hermes JSON' };
   }
   if (template.includes('<|start_header_id|>') && template.includes('"parameters"')) return 'llama3';
-  if (template.includes('[TOOL_CALLS]')) return { unsupported: "Mistral's [TOOL_CALLS]" };
+  if (template.includes('[TOOL_CALLS]')) return 'mistral';
   return { unsupported: 'no known tool-call format in the chat template' };
 }
 
@@ -55,8 +58,14 @@ export interface GlmLayout {
   beforeClose: string;
 }
 
-/** A format, with the layout GLM-style templates differ in. */
-export type ToolCallSyntax = { format: Exclude<ToolCallFormat, 'glm'> } | { format: 'glm'; layout: GlmLayout };
+/** How a Mistral template writes calls: a JSON list (after `gap`, ids or not), or `name[ARGS]` calls (ids or not). */
+export type MistralLayout = { list: true; gap: string; ids: boolean } | { list: false; ids: boolean };
+
+/** A format, with the layout GLM-style and Mistral templates differ in. */
+export type ToolCallSyntax =
+  | { format: Exclude<ToolCallFormat, 'glm' | 'mistral'> }
+  | { format: 'glm'; layout: GlmLayout }
+  | { format: 'mistral'; layout: MistralLayout };
 
 const PROBE_NAME = 'kail_probe_fn';
 
@@ -67,7 +76,7 @@ const PROBE_NAME = 'kail_probe_fn';
 export function toolCallSyntax(t: ChatTemplate): ToolCallSyntax | { unsupported: string } {
   const format = toolCallFormat(t.source);
   if (typeof format !== 'string') return format;
-  if (format !== 'glm') return { format };
+  if (format !== 'glm' && format !== 'mistral') return { format };
   const tools = [{ type: 'function', function: { name: PROBE_NAME, parameters: { type: 'object', properties: { kail_a: { type: 'string' }, kail_b: { type: 'integer' } } } } }];
   let text: string;
   try {
@@ -80,7 +89,14 @@ export function toolCallSyntax(t: ChatTemplate): ToolCallSyntax | { unsupported:
       { addGenerationPrompt: false, tools },
     );
   } catch (e) {
-    return { unsupported: `a GLM-style template that fails on a call (${(e as Error).message})` };
+    return { unsupported: `a template that fails on a call (${(e as Error).message})` };
+  }
+  if (format === 'mistral') {
+    const list = new RegExp(`\\[TOOL_CALLS\\](\\s*)\\[\\{"name": "${PROBE_NAME}", "arguments": \\{"kail_a": "kail_x", "kail_b": 2\\}(, "id": "call00001")?\\}\\]`).exec(text);
+    if (list) return { format, layout: { list: true, gap: list[1], ids: !!list[2] } };
+    const calls = new RegExp(`\\[TOOL_CALLS\\]${PROBE_NAME}(\\[CALL_ID\\]call00001)?\\[ARGS\\]\\{`).exec(text);
+    if (calls) return { format, layout: { list: false, ids: !!calls[1] } };
+    return { unsupported: 'Mistral calls in a layout not recognized' };
   }
   const m = new RegExp(
     `<tool_call>${PROBE_NAME}(\\s*)<arg_key>kail_a</arg_key>(\\s*)<arg_value>kail_x</arg_value>(\\s*)<arg_key>kail_b</arg_key>\\s*<arg_value>2</arg_value>(\\s*)</tool_call>`,
@@ -100,6 +116,8 @@ export type PatternStep =
   | { op: 'lit'; bytes: Uint8Array }
   | { op: 'json'; grammar: JsonGrammar }
   | { op: 'text'; until: Uint8Array; fail: Int32Array }
+  /** Exactly `count` bytes, each one marked in `allowed` (256 entries). */
+  | { op: 'chars'; allowed: Uint8Array; count: number }
   | { op: 'choice'; values: Uint8Array[]; targets: number[] }
   | { op: 'jump'; to: number }
   | { op: 'end'; more: number };
@@ -177,6 +195,10 @@ export class PatternRecognizer implements ByteRecognizer {
         if (j.done) this.enter(this.pc + 1);
         return true;
       }
+      case 'chars':
+        if (!s.allowed[b]) return false;
+        if (++this.off === s.count) this.enter(this.pc + 1);
+        return true;
       case 'text': {
         // Knuth-Morris-Pratt over the terminator.
         let k = this.off;
@@ -365,6 +387,39 @@ function glmCalls(b: Builder, tools: readonly ToolDef[], l: GlmLayout, parallel:
   b.steps.push({ op: 'end', more: parallel ? start : -1 });
 }
 
+/** Letters and digits: a Mistral call id's characters. */
+const ALNUM = (() => {
+  const a = new Uint8Array(256);
+  for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789') a[c.charCodeAt(0)] = 1;
+  return a;
+})();
+
+/** Mistral's calls, in the template's layout (see MistralLayout); ids are 9 letters or digits. */
+function mistralCalls(b: Builder, defs: { name: string; grammar: JsonGrammar }[], l: MistralLayout, parallel: boolean): void {
+  const id = (before: string, after: string) => {
+    b.lit(before);
+    b.steps.push({ op: 'chars', allowed: ALNUM, count: 9 });
+    b.lit(after);
+  };
+  if (l.list) {
+    b.lit(`[TOOL_CALLS]${l.gap}[{"name": "`);
+    const call = b.next;
+    b.calls(defs.map((d) => ({ text: `${JSON.stringify(d.name).slice(1, -1)}", "arguments": `, grammar: d.grammar })));
+    if (l.ids) id(', "id": "', '"}');
+    else b.lit('}');
+    // Another call, or the end of the list.
+    if (parallel) b.choice([{ text: ', {"name": "', target: call }, { text: ']', target: b.next + 1 }]);
+    else b.lit(']');
+    b.steps.push({ op: 'end', more: -1 });
+    return;
+  }
+  const start = b.next;
+  b.lit('[TOOL_CALLS]');
+  if (l.ids) b.calls(defs.map((d) => ({ text: `${d.name}[CALL_ID]`, grammar: d.grammar })), () => id('', '[ARGS]'));
+  else b.calls(defs.map((d) => ({ text: `${d.name}[ARGS]`, grammar: d.grammar })));
+  b.steps.push({ op: 'end', more: parallel ? start : -1 });
+}
+
 /**
  * The pattern of forced calls of `tools` in `format`: names as written in the template's format,
  * arguments following each tool's parameters (widened where the schema uses keywords the grammar
@@ -444,6 +499,9 @@ export function forcedToolCallPattern(syntax: ToolCallSyntax, tools: readonly To
       b.steps.push({ op: 'end', more: -1 });
       break;
     }
+    case 'mistral':
+      mistralCalls(b, defs, syntax.layout, choice.parallel);
+      break;
     case 'glm':
       glmCalls(b, chosen, syntax.layout, choice.parallel);
       break;

@@ -134,6 +134,7 @@ const TOOL_MARKERS = new Set([
   '<tool_call>', '</tool_call>', '<arg_key>', '</arg_key>', '<arg_value>', '</arg_value>',
   '<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<｜tool▁call▁begin｜>', '<｜tool▁call▁end｜>', '<｜tool▁sep｜>',
   '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>', '<|tool_call_begin|>', '<|tool_call_argument_begin|>', '<|tool_call_end|>',
+  '[TOOL_CALLS]', '[ARGS]', '[CALL_ID]',
   '<|python_tag|>',
 ]);
 /** Reasoning markers, kept in a chat's output for the API to split off (llama.cpp's reasoning parser). */
