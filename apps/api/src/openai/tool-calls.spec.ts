@@ -60,6 +60,18 @@ describe('parseToolCalls (GLM and DeepSeek formats)', () => {
     expect(r3.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['get_weather', { city: 'Rome' }]]);
   });
 
+  it("reads Qwen3-Coder's <function=…><parameter=…> calls and Seed-OSS's, typed by the schema", () => {
+    const tools = [{ function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } } } } }];
+    const text = 'Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\n12\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>';
+    const r = parseToolCalls(text, tools);
+    expect(r.content).toBe('Let me check.');
+    expect(r.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['get_weather', { city: '12', days: 3 }]]);
+    const seed = parseToolCalls('<seed:tool_call>\n<function=f>\n<parameter=q>a\nb</parameter>\n</function>\n</seed:tool_call>');
+    expect(seed.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['f', { q: 'a\nb' }]]);
+    // Text between the parameters is not a call.
+    expect(parseToolCalls('<tool_call><function=f>hello<parameter=q>x</parameter></function></tool_call>').calls).toEqual([]);
+  });
+
   it("reads Mistral's calls: a JSON list, or name[ARGS] calls, ids kept", () => {
     const list = parseToolCalls('Sure.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "a1B2c3D4e"}, {"name": "f", "arguments": {}}]');
     expect(list.content).toBe('Sure.');
@@ -249,6 +261,14 @@ const GLM_TEMPLATE = [
   "{%- if add_generation_prompt %}<|assistant|>{%- endif %}",
 ].join('');
 
+// Qwen3-Coder's way (XML-style parameters, values raw or JSON).
+const CODER_TEMPLATE = [
+  '{%- if tools %}<|im_start|>system\n<tools>{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}\n</tools><|im_end|>\n{%- endif %}',
+  "{%- for m in messages %}{%- if m.role == 'assistant' and m.tool_calls %}<|im_start|>assistant{%- for tc in m.tool_calls %}",
+  "{{ '\\n<tool_call>\\n<function=' + tc.function.name + '>\\n' }}{%- for k, v in tc.function.arguments.items() %}{{ '<parameter=' + k + '>\\n' + (v | tojson if v is not string else v) + '\\n</parameter>\\n' }}{%- endfor %}{{ '</function>\\n</tool_call>' }}{%- endfor %}<|im_end|>\n",
+  "{%- else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endif %}{%- endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}",
+].join('');
+
 // Mistral Nemo's way (a JSON list of calls with 9-character ids after [TOOL_CALLS]).
 const MISTRAL_TEMPLATE = [
   '{%- if tools %}[AVAILABLE_TOOLS]{{ tools | tojson }}[/AVAILABLE_TOOLS]{%- endif %}',
@@ -272,6 +292,9 @@ describe('chat completions with tools: the prompt (real engine)', () => {
     // 1024: the tools' definitions take about 420 of this vocabulary's tokens.
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: withTools, id: 'hermes', contextLength: 1024, threads: 2 }));
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32'), id: 'chatml', contextLength: 512, threads: 2 }));
+    const coderFile = path.join(dir, 'coder.jinja');
+    fs.writeFileSync(coderFile, CODER_TEMPLATE);
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', coderFile]), id: 'coder', contextLength: 1024, threads: 2 }));
     const mistralFile = path.join(dir, 'mistral.jinja');
     fs.writeFileSync(mistralFile, MISTRAL_TEMPLATE);
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', mistralFile]), id: 'mistral', contextLength: 1024, threads: 2 }));
@@ -341,6 +364,8 @@ describe('chat completions with tools: the prompt (real engine)', () => {
     let calls = 0;
     // GLM's format: the city comes back as the raw text of an enum member, the flag as JSON.
     for (const seed of [1, 2]) check(await client.chat.completions.create({ ...base, model: 'glm', seed, tool_choice: 'required' }), ['get_weather', 'get_time']);
+    // Qwen3-Coder's XML-style parameters.
+    for (const seed of [1, 2]) check(await client.chat.completions.create({ ...base, model: 'coder', seed, tool_choice: 'required', parallel_tool_calls: false }), ['get_weather', 'get_time']);
     // Mistral's: the calls carry the 9-character ids the model wrote (one call: a random model's
     // lists of calls run past max_tokens).
     for (const seed of [1, 2]) {

@@ -9,6 +9,8 @@ import { randomUUID } from 'node:crypto';
  * - DeepSeek V3.1: `<｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`, and V3/R1's
  *   `<｜tool▁call▁begin｜>function<｜tool▁sep｜>f` + a fenced JSON block, inside `<｜tool▁calls▁begin｜>…end｜>`
  *
+ * - Qwen3-Coder (and its MoE), Qwen3.5, Nemotron 3, StepFun 3.5: `<tool_call><function=f><parameter=k>v</parameter>…</function></tool_call>`,
+ *   and Seed-OSS's the same in `<seed:tool_call>`; values typed as GLM's (one newline around each dropped)
  * - Kimi K2 (a DeepSeek-V3-architecture MoE): `<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{...}<|tool_call_end|>`
  *   inside `<|tool_calls_section_begin|>…end|>`; the header is the call's id (the template writes
  *   ids back as headers), as llama.cpp's parser keeps it
@@ -19,7 +21,7 @@ import { randomUUID } from 'node:crypto';
  *   optional `<|python_tag|>`), taken as a call only when it names one of the request's tools
  *
  * A block that does not parse, or that the output cuts off, stays in the text, as llama-server
- * leaves it. Formats not listed (XML `<function=…>`) arrive as text.
+ * leaves it. Formats not listed (MiniMax's `<invoke>`, Functionary's bare `<function=f>{...}</function>`) arrive as text.
  */
 
 /** Call blocks: opening and closing marker. */
@@ -27,6 +29,7 @@ const BLOCKS: [open: string, close: string][] = [
   ['<tool_call>', '</tool_call>'],
   ['<｜tool▁call▁begin｜>', '<｜tool▁call▁end｜>'],
   ['<|tool_call_begin|>', '<|tool_call_end|>'],
+  ['<seed:tool_call>', '</seed:tool_call>'],
 ];
 /** Wrappers around DeepSeek's and Kimi's blocks, dropped from the text once calls are found. */
 const WRAPPERS = ['<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>'];
@@ -34,7 +37,7 @@ const DS_SEP = '<｜tool▁sep｜>';
 const KIMI_ARGS = '<|tool_call_argument_begin|>';
 const MISTRAL = '[TOOL_CALLS]';
 /** Where a held-back stream starts: any of these. */
-const STARTS = [BLOCKS[0][0], WRAPPERS[0], BLOCKS[1][0], WRAPPERS[2], BLOCKS[2][0], MISTRAL];
+const STARTS = [BLOCKS[0][0], WRAPPERS[0], BLOCKS[1][0], WRAPPERS[2], BLOCKS[2][0], BLOCKS[3][0], MISTRAL];
 
 export interface ToolCall {
   id: string;
@@ -60,7 +63,11 @@ export function parseToolCalls(text: string, tools?: ToolDefs): { content: strin
     const end = text.indexOf(best.close, best.start + best.open.length);
     if (end < 0) break;
     const body = text.slice(best.start + best.open.length, end);
-    const call = best.open === BLOCKS[0][0] ? (hermesCall(body) ?? glmCall(body, tools)) : best.open === BLOCKS[1][0] ? deepseekCall(body) : kimiCall(body);
+    const call =
+      best.open === BLOCKS[0][0] ? (hermesCall(body) ?? glmCall(body, tools) ?? xmlCall(body, tools))
+      : best.open === BLOCKS[1][0] ? deepseekCall(body)
+      : best.open === BLOCKS[2][0] ? kimiCall(body)
+      : xmlCall(body, tools);
     if (call) {
       calls.push(call);
       content += text.slice(at, best.start);
@@ -106,20 +113,36 @@ function glmCall(body: string, tools: ToolDefs): ToolCall | null {
   const name = (firstArg < 0 ? body : body.slice(0, firstArg)).trim();
   if (!/^[\w.-]+$/.test(name)) return null;
   const rest = firstArg < 0 ? '' : body.slice(firstArg);
+  const args = pairArgs(rest, /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*?)<\/arg_value>\s*/y, name, tools, (raw) => raw);
+  return args ? makeCall(name, args) : null;
+}
+
+function xmlCall(body: string, tools: ToolDefs): ToolCall | null {
+  const m = /^\s*<function=([^>\s]+)>([\s\S]*?)<\/function>\s*$/.exec(body);
+  if (!m) return null;
+  // The template writes a newline on each side of a value; they are not part of it.
+  const args = pairArgs(m[2], /\s*<parameter=([^>]+)>([\s\S]*?)<\/parameter>\s*/y, m[1], tools, (raw) => raw.replace(/^\n/, '').replace(/\n$/, ''));
+  return args ? makeCall(m[1], args) : null;
+}
+
+/**
+ * Arguments written as key/value pairs (`pair` matches one, sticky): a value is the raw text for a
+ * parameter the tool's schema types as a string, else JSON when it parses, else the text. Null when
+ * anything but pairs is there.
+ */
+function pairArgs(text: string, pair: RegExp, name: string, tools: ToolDefs, clean: (raw: string) => string): Record<string, unknown> | null {
   const props = (tools?.find((t) => t.function.name === name)?.function.parameters?.properties ?? {}) as Record<string, { type?: unknown }>;
   const args: Record<string, unknown> = {};
-  const pair = /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*?)<\/arg_value>\s*/y;
   let m: RegExpExecArray | null;
   let seen = 0;
-  while ((m = pair.exec(rest))) {
+  while ((m = pair.exec(text))) {
     const key = m[1].trim();
-    const raw = m[2];
+    const raw = clean(m[2]);
     const parsed = props[key]?.type === 'string' ? undefined : jsonOrNull(raw);
     args[key] = parsed === undefined ? raw : parsed;
     seen = pair.lastIndex;
   }
-  if (rest.slice(seen).trim().length > 0) return null;
-  return makeCall(name, args);
+  return text.slice(seen).trim().length > 0 ? null : args;
 }
 
 const PYTHON_TAG = '<|python_tag|>';

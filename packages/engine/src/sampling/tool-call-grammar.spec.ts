@@ -1,6 +1,6 @@
 import { OutputConstraint } from './json-constraint';
 import { ChatTemplate } from '../tokenizer/chat-template';
-import { forcedToolCallPattern, PatternRecognizer, toolCallFormat, toolCallSyntax, type GlmLayout, type OutputPattern, type ToolDef } from './tool-call-grammar';
+import { forcedToolCallPattern, PatternRecognizer, toolCallFormat, toolCallSyntax, type GlmLayout, type OutputPattern, type XmlLayout, type ToolDef } from './tool-call-grammar';
 
 const GLM46: GlmLayout = { afterName: '\n', keyValue: '\n', betweenPairs: '\n', beforeClose: '\n' };
 const GLM47: GlmLayout = { afterName: '', keyValue: '', betweenPairs: '', beforeClose: '' };
@@ -30,7 +30,8 @@ describe('toolCallFormat', () => {
     expect(toolCallFormat('<|start_header_id|>ipython Respond in the format {"name": function name, "parameters": dictionary}')).toBe('llama3');
     expect(toolCallFormat('<tool_call>{{ name }}\n<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v }}</arg_value>')).toBe('glm');
     expect(toolCallFormat('<tool_call>\n<tool_calls>[{{ calls | tojson }}]</tool_calls>')).toEqual({ unsupported: expect.stringContaining('<tool_calls>') });
-    expect(toolCallFormat('<tool_call>\n<function={{ name }}>')).toEqual({ unsupported: expect.stringContaining('<function=') });
+    expect(toolCallFormat('<tool_call>\n<function={{ name }}>\n<parameter={{ k }}>')).toBe('xml');
+    expect(toolCallFormat('<function={{ name }}>{{ args }}</function>')).toEqual({ unsupported: expect.any(String) });
     expect(toolCallFormat("{{ '<|tool_calls_section_begin|><|tool_call_begin|>' + id + '<|tool_call_argument_begin|>' }}")).toBe('kimi');
     expect(toolCallFormat('[TOOL_CALLS]')).toBe('mistral');
     expect(toolCallFormat('<|im_start|>{{ message.content }}')).toEqual({ unsupported: expect.any(String) });
@@ -138,6 +139,20 @@ describe('forced tool calls', () => {
     const compact = forcedToolCallPattern({ format: 'glm', layout: GLM47 }, tools, { name: 'get_weather', parallel: false });
     expect(complete(compact, '<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value><arg_key>days</arg_key><arg_value>-2</arg_value></tool_call>')).toBe(true);
     expect(prefix(compact, '<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value></tool_call><tool_call>')).toBe(false);
+  });
+
+  it("writes Qwen3-Coder's <function=…><parameter=…> calls, and Seed-OSS's tag", () => {
+    const q3c: XmlLayout = { tag: 'tool_call', afterOpen: '\n', afterFunction: '\n', valueLead: '\n', valueTrail: '\n', between: '\n', beforeFunctionClose: '\n', beforeClose: '\n' };
+    const xml = forcedToolCallPattern({ format: 'xml', layout: q3c }, tools, { parallel: true });
+    const param = (k: string, v: string) => `<parameter=${k}>\n${v}\n</parameter>`;
+    const call = (n: string, ps: string[]) => `<tool_call>\n<function=${n}>\n${ps.join('\n')}${ps.length ? '\n' : ''}</function>\n</tool_call>`;
+    expect(complete(xml, call('get_weather', [param('city', 'New York, <NY>'), param('days', '3')]))).toBe(true);
+    expect(complete(xml, call('get_weather', [param('city', 'Rome')]) + '\n' + call('get_time', [param('zone', '"UTC"')]))).toBe(true);
+    expect(complete(xml, call('get', []))).toBe(true);
+    expect(prefix(xml, call('get_weather', [param('days', '3')]))).toBe(false); // city is required
+    expect(prefix(xml, call('get_weather', [param('city', 'Rome'), param('days', 'x')]))).toBe(false);
+    const seed = forcedToolCallPattern({ format: 'xml', layout: { ...q3c, tag: 'seed:tool_call', valueLead: '', valueTrail: '' } }, tools, { parallel: false });
+    expect(complete(seed, '<seed:tool_call>\n<function=get_time>\n<parameter=zone>"CET"</parameter>\n</function>\n</seed:tool_call>')).toBe(true);
   });
 
   it('masks a vocabulary to the tokens that continue the calls, markers included', () => {

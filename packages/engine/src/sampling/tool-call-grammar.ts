@@ -21,14 +21,17 @@ import { compileJsonSchema, compileJsonValueSchema, type JsonGrammar } from './j
  *   call the template renders: a JSON list `[TOOL_CALLS][{"name": "f", "arguments": {...}, "id": "…"}]`
  *   (with or without the id: 9 letters or digits), or calls `[TOOL_CALLS]f[ARGS]{...}`, with
  *   `[CALL_ID]id` before `[ARGS]` in Small 3.2's
+ * - `xml` (Qwen3-Coder and its MoE, Qwen3.5, Nemotron 3, StepFun 3.5, Seed-OSS):
+ *   `<tool_call>\n<function=f>\n<parameter=k>\nv\n</parameter>\n</function>\n</tool_call>` (Seed-OSS's
+ *   tag is `seed:tool_call`), values as GLM's; the layout is read from a rendered call
  * - `glm` (GLM-4.5/4.6/4.7, Ling, Laguna): `<tool_call>f\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n…</tool_call>`,
  *   a value raw text for a string parameter, else JSON; the whitespace between the parts differs
  *   between templates (none in GLM-4.7-Flash's) and is read from a call the template renders
  *   (`toolCallSyntax`)
  *
- * Others (Qwen3-Coder's `<function=…>`, `<tool_calls>` lists, a template without tools) are refused with an error naming the reason: `auto` still works there.
+ * Others (`<tool_calls>` lists, MiniMax's `<invoke>`, a template without tools) are refused with an error naming the reason: `auto` still works there.
  */
-export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'kimi' | 'mistral' | 'glm';
+export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'kimi' | 'mistral' | 'glm' | 'xml';
 
 /** The format a chat template writes tool calls in, or a reason forced calls cannot be written. */
 export function toolCallFormat(template: string): ToolCallFormat | { unsupported: string } {
@@ -36,7 +39,7 @@ export function toolCallFormat(template: string): ToolCallFormat | { unsupported
   if (template.includes('<|tool_call_begin|>')) return 'kimi';
   if (template.includes('<arg_key>')) return 'glm';
   if (template.includes('<tool_calls>')) return { unsupported: 'a <tool_calls> JSON list' };
-  if (template.includes('<function=')) return { unsupported: 'XML-style <function=...> calls' };
+  if (template.includes('<function=') && template.includes('<parameter=')) return 'xml';
   if (template.includes('<tool_call>')) {
     if (template.includes('{"name": "') || template.includes('{\\"name\\": \\"') || template.includes('"name": <function-name>')) return 'hermes';
     return { unsupported: 'a <tool_call> body that is not Hermes JSON' };
@@ -61,10 +64,25 @@ export interface GlmLayout {
 /** How a Mistral template writes calls: a JSON list (after `gap`, ids or not), or `name[ARGS]` calls (ids or not). */
 export type MistralLayout = { list: true; gap: string; ids: boolean } | { list: false; ids: boolean };
 
-/** A format, with the layout GLM-style and Mistral templates differ in. */
+/** The tag and whitespace of a Qwen3-Coder-style call (`<tool_call>\n<function=f>\n<parameter=k>\nv\n</parameter>…`). */
+export interface XmlLayout {
+  /** `tool_call`, or Seed-OSS's `seed:tool_call`. */
+  tag: string;
+  afterOpen: string;
+  afterFunction: string;
+  /** Around a value, inside `<parameter=k>…</parameter>`. */
+  valueLead: string;
+  valueTrail: string;
+  between: string;
+  beforeFunctionClose: string;
+  beforeClose: string;
+}
+
+/** A format, with the layout GLM-style, XML-style and Mistral templates differ in. */
 export type ToolCallSyntax =
-  | { format: Exclude<ToolCallFormat, 'glm' | 'mistral'> }
+  | { format: Exclude<ToolCallFormat, 'glm' | 'mistral' | 'xml'> }
   | { format: 'glm'; layout: GlmLayout }
+  | { format: 'xml'; layout: XmlLayout }
   | { format: 'mistral'; layout: MistralLayout };
 
 const PROBE_NAME = 'kail_probe_fn';
@@ -76,7 +94,7 @@ const PROBE_NAME = 'kail_probe_fn';
 export function toolCallSyntax(t: ChatTemplate): ToolCallSyntax | { unsupported: string } {
   const format = toolCallFormat(t.source);
   if (typeof format !== 'string') return format;
-  if (format !== 'glm' && format !== 'mistral') return { format };
+  if (format !== 'glm' && format !== 'mistral' && format !== 'xml') return { format };
   const tools = [{ type: 'function', function: { name: PROBE_NAME, parameters: { type: 'object', properties: { kail_a: { type: 'string' }, kail_b: { type: 'integer' } } } } }];
   let text: string;
   try {
@@ -97,6 +115,13 @@ export function toolCallSyntax(t: ChatTemplate): ToolCallSyntax | { unsupported:
     const calls = new RegExp(`\\[TOOL_CALLS\\]${PROBE_NAME}(\\[CALL_ID\\]call00001)?\\[ARGS\\]\\{`).exec(text);
     if (calls) return { format, layout: { list: false, ids: !!calls[1] } };
     return { unsupported: 'Mistral calls in a layout not recognized' };
+  }
+  if (format === 'xml') {
+    const x = new RegExp(
+      `<((?:seed:)?tool_call)>(\\s*)<function=${PROBE_NAME}>(\\s*)<parameter=kail_a>(\\s*)kail_x(\\s*)</parameter>(\\s*)<parameter=kail_b>\\s*2\\s*</parameter>(\\s*)</function>(\\s*)</\\1>`,
+    ).exec(text);
+    if (!x) return { unsupported: 'XML-style <function=...> calls in a layout not recognized' };
+    return { format, layout: { tag: x[1], afterOpen: x[2], afterFunction: x[3], valueLead: x[4], valueTrail: x[5], between: x[6], beforeFunctionClose: x[7], beforeClose: x[8] } };
   }
   const m = new RegExp(
     `<tool_call>${PROBE_NAME}(\\s*)<arg_key>kail_a</arg_key>(\\s*)<arg_value>kail_x</arg_value>(\\s*)<arg_key>kail_b</arg_key>\\s*<arg_value>2</arg_value>(\\s*)</tool_call>`,
@@ -306,22 +331,75 @@ class Builder {
 }
 
 /**
- * GLM's calls: `<tool_call>` (after a newline or not), the name, then `<arg_key>`/`<arg_value>`
- * pairs with the template's whitespace, until `</tool_call>`. Declared keys come in the schema's
- * order, each at most once, optional ones skippable and required ones not (as the JSON grammar's
- * objects); a tool without declared parameters takes any keys, with raw-text values. The name is
- * chosen together with what follows it (the first key or the end), so names that are prefixes of
- * one another stay apart.
+ * The texts of a call written as key/value pairs (GLM's `<arg_key>`/`<arg_value>`, Qwen3-Coder's
+ * `<function=f><parameter=k>`): the call's openers (alternatives), what comes before and after the
+ * name, a pair's parts, and the closings.
  */
-function glmCalls(b: Builder, tools: readonly ToolDef[], l: GlmLayout, parallel: boolean): void {
+interface PairLayout {
+  opens: string[];
+  beforeName: string;
+  afterName: string;
+  /** A pair: keyOpen, the key, keyEnd + valueOpen, the value, valueClose. */
+  keyOpen: string;
+  keyEnd: string;
+  valueOpen: string;
+  valueClose: string;
+  /** Between one pair's valueClose and the next keyOpen. */
+  between: string;
+  /** The end of a call without pairs (after afterName), and after the last pair. */
+  closeEmpty: string;
+  closeAfterPairs: string;
+}
+
+function glmPairs(l: GlmLayout): PairLayout {
+  return {
+    opens: ['<tool_call>', '\n<tool_call>'],
+    beforeName: '',
+    afterName: l.afterName,
+    keyOpen: '<arg_key>',
+    keyEnd: '</arg_key>',
+    valueOpen: `${l.keyValue}<arg_value>`,
+    valueClose: '</arg_value>',
+    between: l.betweenPairs,
+    closeEmpty: '</tool_call>',
+    closeAfterPairs: `${l.beforeClose}</tool_call>`,
+  };
+}
+
+function xmlPairs(l: XmlLayout): PairLayout {
+  const close = `</${l.tag}>`;
+  return {
+    opens: [`<${l.tag}>`, `\n<${l.tag}>`],
+    beforeName: `${l.afterOpen}<function=`,
+    afterName: `>${l.afterFunction}`,
+    keyOpen: '<parameter=',
+    keyEnd: '>',
+    valueOpen: l.valueLead,
+    valueClose: `${l.valueTrail}</parameter>`,
+    between: l.between,
+    closeEmpty: `</function>${l.beforeClose}${close}`,
+    closeAfterPairs: `${l.beforeFunctionClose}</function>${l.beforeClose}${close}`,
+  };
+}
+
+/**
+ * Calls as key/value pairs (PairLayout). Declared keys come in the schema's order, each at most
+ * once, optional ones skippable and required ones not (as the JSON grammar's objects); a value is
+ * raw text for a string parameter, else JSON; a tool without declared parameters takes any keys,
+ * with raw-text values. The name is chosen together with what follows it (the first key or the
+ * end), so names that are prefixes of one another stay apart.
+ */
+function pairCalls(b: Builder, tools: readonly ToolDef[], l: PairLayout, parallel: boolean): void {
   const start = b.next;
-  b.choice(['<tool_call>', '\n<tool_call>'].map((text) => ({ text, target: start + 1 })));
+  const opens = b.choice(l.opens.map((text) => ({ text, target: -1 })));
+  opens.targets = opens.targets.map(() => b.next);
+  b.lit(l.beforeName);
   const nameChoice = b.choice([]); // filled in once every tool's steps are placed
   const names: { text: string; target: number }[] = [];
   /** Targets that mean "the end of the call", set once its step is placed. */
   const END = -2;
-  const pair = (first: boolean, key: string) => `${first ? l.afterName : l.betweenPairs}<arg_key>${key}</arg_key>${l.keyValue}<arg_value>`;
-  const close = (first: boolean) => `${first ? l.afterName : l.beforeClose}</tool_call>`;
+  const pair = (first: boolean, key: string) => `${first ? l.afterName : l.between}${l.keyOpen}${key}${l.keyEnd}${l.valueOpen}`;
+  const close = (first: boolean) => (first ? l.afterName + l.closeEmpty : l.closeAfterPairs);
   const choices: Extract<PatternStep, { op: 'choice' }>[] = [];
   for (const t of tools) {
     const name = t.function.name;
@@ -331,14 +409,14 @@ function glmCalls(b: Builder, tools: readonly ToolDef[], l: GlmLayout, parallel:
     if (declared.length === 0) {
       // Any keys: (key text, value text) pairs, then the end.
       const key = b.next;
-      b.textUntil('</arg_key>');
-      b.lit(`${l.keyValue}<arg_value>`);
-      b.textUntil('</arg_value>');
+      b.textUntil(l.keyEnd);
+      b.lit(l.valueOpen);
+      b.textUntil(l.valueClose);
       choices.push(b.choice([
-        { text: `${l.betweenPairs}<arg_key>`, target: key },
+        { text: `${l.between}${l.keyOpen}`, target: key },
         { text: close(false), target: END },
       ]));
-      names.push({ text: `${name}${l.afterName}<arg_key>`, target: key }, { text: name + close(true), target: END });
+      names.push({ text: `${name}${l.afterName}${l.keyOpen}`, target: key }, { text: name + close(true), target: END });
       continue;
     }
     // What may come at position p: each later key up to the next required one, and the end when
@@ -358,7 +436,7 @@ function glmCalls(b: Builder, tools: readonly ToolDef[], l: GlmLayout, parallel:
     const valueAt: number[] = [];
     declared.forEach(([key, schema], k) => {
       valueAt[k] = b.next;
-      if ((schema as { type?: unknown } | null)?.type === 'string') b.textUntil('</arg_value>');
+      if ((schema as { type?: unknown } | null)?.type === 'string') b.textUntil(l.valueClose);
       else {
         let grammar: JsonGrammar;
         try {
@@ -367,7 +445,7 @@ function glmCalls(b: Builder, tools: readonly ToolDef[], l: GlmLayout, parallel:
           throw new EngineError('KAIL_E_INVALID_ARG', `tool '${name}' parameter '${key}': ${(e as Error).message}`);
         }
         b.steps.push({ op: 'json', grammar });
-        b.lit('</arg_value>');
+        b.lit(l.valueClose);
       }
       b.steps.push({ op: 'jump', to: b.steps.indexOf(at[k + 1]) });
     });
@@ -503,7 +581,10 @@ export function forcedToolCallPattern(syntax: ToolCallSyntax, tools: readonly To
       mistralCalls(b, defs, syntax.layout, choice.parallel);
       break;
     case 'glm':
-      glmCalls(b, chosen, syntax.layout, choice.parallel);
+      pairCalls(b, chosen, glmPairs(syntax.layout), choice.parallel);
+      break;
+    case 'xml':
+      pairCalls(b, chosen, xmlPairs(syntax.layout), choice.parallel);
       break;
   }
   return { steps: b.steps };

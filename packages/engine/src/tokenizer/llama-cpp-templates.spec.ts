@@ -40,14 +40,15 @@ const withTools: ChatMessage[] = [
   { role: 'assistant', content: 'It is 20 degrees in Paris.' },
   { role: 'user', content: 'Thanks' },
 ];
-const OPENERS: Record<string, string> = {
-  hermes: '<tool_call>',
-  glm: '<tool_call>',
-  llama3: '{"name"',
-  kimi: '<|tool_calls_section_begin|>',
-  mistral: '[TOOL_CALLS]',
-  'deepseek-v3.1': '<｜tool▁calls▁begin｜>',
-  'deepseek-r1': '<｜tool▁calls▁begin｜>',
+const OPENERS: Record<string, string[]> = {
+  hermes: ['<tool_call>'],
+  glm: ['<tool_call>'],
+  xml: ['<tool_call>', '<seed:tool_call>'],
+  llama3: ['{"name"'],
+  kimi: ['<|tool_calls_section_begin|>'],
+  mistral: ['[TOOL_CALLS]'],
+  'deepseek-v3.1': ['<｜tool▁calls▁begin｜>'],
+  'deepseek-r1': ['<｜tool▁calls▁begin｜>'],
 };
 
 describe("llama.cpp's bundled chat templates", () => {
@@ -104,9 +105,10 @@ describe("llama.cpp's bundled chat templates", () => {
         forcible++;
         const full = Buffer.from(t.render(withTools.slice(1, 4), { addGenerationPrompt: false, tools }), 'utf8');
         const after = full.indexOf(Buffer.from(question.content as string)) + Buffer.byteLength(question.content as string);
-        let start = full.indexOf(Buffer.from(OPENERS[syntax.format]), after);
-        if (start < 0) return `no ${OPENERS[syntax.format]} after the question`;
-        if (syntax.format === 'glm' && full[start - 1] === 0x0a) start--; // GLM-4.6 writes the newline before <tool_call>
+        const found = OPENERS[syntax.format].map((o) => full.indexOf(Buffer.from(o), after)).filter((i) => i >= 0);
+        if (!found.length) return `no ${OPENERS[syntax.format].join(' or ')} after the question`;
+        let start = Math.min(...found);
+        if ((syntax.format === 'glm' || syntax.format === 'xml') && full[start - 1] === 0x0a) start--; // the newline some write before the opener
         const r = new PatternRecognizer(forcedToolCallPattern(syntax, tools, { parallel: true }));
         let n = start;
         let done = false;
