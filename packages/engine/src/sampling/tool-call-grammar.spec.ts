@@ -76,6 +76,14 @@ describe('forced tool calls', () => {
     expect(prefix(p, call('get_weather', '{"city": "x", "days": 1.5}'))).toBe(false);
   });
 
+  it('closes reasoning the prompt left open before the calls, when told to', () => {
+    const p = forcedToolCallPattern({ format: 'hermes' }, tools, { parallel: true, prefix: '</think>\n\n' });
+    const c = '<tool_call>\n{"name": "get", "arguments": {}}\n</tool_call>';
+    expect(complete(p, `</think>\n\n${c}\n${c}`)).toBe(true);
+    expect(prefix(p, c)).toBe(false);
+    expect(prefix(p, `</think>\n\n${c}\n</think>`)).toBe(false); // once, at the start only
+  });
+
   it('writes one call only without parallel calls, and only the named tool when one is named', () => {
     const one = forcedToolCallPattern({ format: 'hermes' }, tools, { parallel: false });
     const c = '<tool_call>\n{"name": "get", "arguments": {}}\n</tool_call>';

@@ -267,6 +267,8 @@ export interface ForcedToolCalls {
   name?: string;
   /** Several calls allowed (OpenAI's parallel_tool_calls, default true). */
   parallel: boolean;
+  /** Text before the calls: `</think>\n\n` when the prompt left the model's reasoning open. */
+  prefix?: string;
 }
 
 const enc = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
@@ -465,6 +467,17 @@ function pairCalls(b: Builder, tools: readonly ToolDef[], l: PairLayout, paralle
   b.steps.push({ op: 'end', more: parallel ? start : -1 });
 }
 
+/**
+ * A JSON response (`response_format`) after `prefix`: a reasoning model whose prompt left its
+ * reasoning open closes it first, so the answer is the JSON and not more reasoning.
+ */
+export function prefixedJsonPattern(prefix: string, grammar: JsonGrammar): OutputPattern {
+  const b = new Builder();
+  b.lit(prefix);
+  b.steps.push({ op: 'json', grammar }, { op: 'end', more: -1 });
+  return { steps: b.steps };
+}
+
 /** Letters and digits: a Mistral call id's characters. */
 const ALNUM = (() => {
   const a = new Uint8Array(256);
@@ -527,17 +540,19 @@ export function forcedToolCallPattern(syntax: ToolCallSyntax, tools: readonly To
     return { name, grammar };
   });
   const b = new Builder();
+  b.lit(choice.prefix ?? '');
   // A name inside a JSON string is written escaped; in a DeepSeek header, as it is.
   const jsonName = (n: string) => JSON.stringify(n).slice(1, -1);
   switch (format) {
     case 'hermes': {
+      const start = b.next;
       b.lit('<tool_call>\n{"name": "');
       b.calls(defs.map((d) => ({ text: `${jsonName(d.name)}", "arguments": `, grammar: d.grammar })));
       b.lit('}\n</tool_call>');
       const end = b.next;
       b.steps.push({ op: 'end', more: choice.parallel ? end + 1 : -1 });
       b.lit('\n');
-      b.steps.push({ op: 'jump', to: 0 });
+      b.steps.push({ op: 'jump', to: start });
       break;
     }
     case 'llama3':

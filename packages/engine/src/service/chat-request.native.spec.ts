@@ -3,6 +3,7 @@ import path from 'node:path';
 import { engine as pb } from '@kailstream/proto';
 
 import { EngineError } from '../errors';
+import { JsonRecognizer } from '../sampling/json-constraint';
 import { tempDir, writeTestModel } from '../testing';
 import { LocalModelHost } from './model-host';
 
@@ -29,15 +30,20 @@ describe('chat requests: chat_template_kwargs, reasoning in and out', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  /** The last message of a one-token generation. */
-  const run = async (messages: Partial<pb.ChatMessage>[], kwargs?: unknown) => {
+  /** The last message of a one-token generation (`text`: all of the output). */
+  const run = async (messages: Partial<pb.ChatMessage>[], kwargs?: unknown, extra: Partial<pb.GenerateRequest> = {}) => {
     const req = pb.GenerateRequest.fromPartial({
       requestId: `r${Math.random()}`, model: 'think', maxTokens: 1, messages: messages.map((m) => pb.ChatMessage.fromPartial(m)),
       chatTemplateKwargsJson: kwargs === undefined ? '' : JSON.stringify(kwargs),
+      ...extra,
     });
     let last: pb.GenerateResponse | undefined;
-    for await (const r of host.generate(req, new AbortController().signal)) last = r;
-    return last!;
+    let text = '';
+    for await (const r of host.generate(req, new AbortController().signal)) {
+      last = r;
+      text += r.text;
+    }
+    return { ...last!, text };
   };
   const user = { role: 'user', content: 'Hi' };
 
@@ -58,6 +64,17 @@ describe('chat requests: chat_template_kwargs, reasoning in and out', () => {
     const without = await run(turn);
     const withReasoning = await run([user, { role: 'assistant', content: 'Hello.', reasoningContent: 'They greeted me, so I greet back.' }, { role: 'user', content: 'Again' }]);
     expect(withReasoning.usage!.promptTokens).toBeGreaterThan(without.usage!.promptTokens + 8);
+  });
+
+  it('closes reasoning the prompt left open before a JSON answer, so the answer is not more reasoning', async () => {
+    const json = { maxTokens: 24, responseFormat: pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT, sampling: { temperature: 1, seed: 3, hasSeed: true } };
+    const open = await run([user], undefined, json);
+    expect(open.reasoningOpen).toBe(true);
+    expect(open.text.startsWith('</think>\n\n')).toBe(true);
+    expect(new JsonRecognizer().feed(Buffer.from(open.text.slice(10)))).toBe(true);
+    const closed = await run([user], { enable_thinking: false }, json);
+    expect(closed.text.includes('</think>')).toBe(false);
+    expect(new JsonRecognizer().feed(Buffer.from(closed.text))).toBe(true);
   });
 
   it('refuses chat_template_kwargs that are not an object or set what the request sets', async () => {

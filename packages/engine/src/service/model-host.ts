@@ -9,7 +9,8 @@ import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { BatchEngine, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import type { SamplerParams } from '../sampling/sampler';
-import { forcedToolCallPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
+import { anyObjectGrammar, compileJsonSchema } from '../sampling/json-schema';
+import { forcedToolCallPattern, prefixedJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
 import type { NativeExpertStreamStats } from '@kailstream/core-native';
 
 /** What the engine gRPC service needs from whatever owns models and runs generation. */
@@ -320,9 +321,8 @@ export class LocalModelHost implements ModelHost {
         logprobs: req.wantLogprobs || req.topLogprobs > 0,
         topLogprobs: req.topLogprobs,
         ignoreEog: req.ignoreEos,
-        ...responseFormatFromProto(req),
+        ...this.outputForm(m, req, reasoningOpen),
         preserveTokens: req.messages.length ? this.markerTokens(m, !!req.toolsJson) : undefined,
-        pattern: this.forcedToolCalls(m, req),
       },
       signal,
     );
@@ -382,8 +382,24 @@ export class LocalModelHost implements ModelHost {
     return { tokens: m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true }), reasoningOpen: false };
   }
 
+  /**
+   * The request's output form: a JSON response format or forced tool calls. When the prompt left
+   * the model's reasoning open, either one starts by closing it (`</think>` and a blank line), so
+   * the answer is not taken for more reasoning.
+   */
+  private outputForm(m: Loaded, req: pb.GenerateRequest, reasoningOpen: boolean): Pick<GenerationRequest, 'responseFormat' | 'jsonSchema' | 'pattern'> {
+    const format = responseFormatFromProto(req);
+    const prefix = reasoningOpen ? '</think>\n\n' : '';
+    const pattern = this.forcedToolCalls(m, req, prefix);
+    // With both, BatchEngine refuses the request, naming them.
+    if (pattern) return { ...format, pattern };
+    if (!prefix || format.responseFormat === 'text') return format;
+    const grammar = format.responseFormat === 'json_object' ? anyObjectGrammar() : compileJsonSchema(format.jsonSchema);
+    return { responseFormat: 'text', pattern: prefixedJsonPattern(prefix, grammar) };
+  }
+
   /** The pattern of a request's forced tool calls (tool_choice 'required' or a function), else undefined. */
-  private forcedToolCalls(m: Loaded, req: pb.GenerateRequest): OutputPattern | undefined {
+  private forcedToolCalls(m: Loaded, req: pb.GenerateRequest, prefix: string): OutputPattern | undefined {
     const c = req.toolChoice;
     if (c === pb.ToolChoice.TOOL_CHOICE_AUTO) return undefined;
     if (c !== pb.ToolChoice.TOOL_CHOICE_REQUIRED && c !== pb.ToolChoice.TOOL_CHOICE_FUNCTION) throw new EngineError('KAIL_E_INVALID_ARG', `unknown tool choice ${c}`);
@@ -392,7 +408,7 @@ export class LocalModelHost implements ModelHost {
     if ('unsupported' in syntax)
       throw new EngineError('KAIL_E_INVALID_ARG', `model '${req.model}' cannot be held to a tool call (its chat template: ${syntax.unsupported}); use tool_choice 'auto'`);
     const tools = parseJsonField<ToolDef[]>(req.toolsJson || '[]', 'tools', Array.isArray);
-    return forcedToolCallPattern(syntax, tools, { name: c === pb.ToolChoice.TOOL_CHOICE_FUNCTION ? req.toolChoiceFunction : undefined, parallel: !req.singleToolCall });
+    return forcedToolCallPattern(syntax, tools, { name: c === pb.ToolChoice.TOOL_CHOICE_FUNCTION ? req.toolChoiceFunction : undefined, parallel: !req.singleToolCall, prefix });
   }
 
   /**
