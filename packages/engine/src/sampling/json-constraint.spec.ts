@@ -1,3 +1,4 @@
+import { compileJsonSchema } from './json-schema';
 import { JsonConstraint, JsonRecognizer, MAX_DEPTH, MAX_INDENT } from './json-constraint';
 import { Mt19937 } from './rng';
 
@@ -211,6 +212,39 @@ describe('JsonConstraint', () => {
       const c = new JsonConstraint(vocab, new Set([0]));
       for (const b of bytes(prefix)) c.accept(vocab.findIndex((p) => p.length === 1 && p[0] === b));
       expect(c.done).toBe(prefix.endsWith('}'));
+      const row = new Float32Array(vocab.length).fill(1);
+      const kept = c.mask(row);
+      const expected = vocab.map((_, t) => c.allows(t));
+      expect([...row].map((x) => x === 1)).toEqual(expected);
+      expect(kept).toBe(expected.filter(Boolean).length);
+    }
+  });
+
+  it("masks inside a bounded string exactly as allows() does (plain tokens admitted by the string's room)", () => {
+    const rng = new Mt19937(5);
+    const alphabet = Buffer.from('ab "\\u0\nzé中😀{}:,stcd');
+    const vocab: Uint8Array[] = [Uint8Array.from(Buffer.from('ab'))]; // 0: an end-of-generation token with text
+    for (const b of new Set(alphabet)) vocab.push(Uint8Array.of(b));
+    for (let i = vocab.length; i < 20000; i++) {
+      const len = 1 + Math.floor(rng.nextDouble() * 6);
+      vocab.push(Uint8Array.from({ length: len }, () => alphabet[Math.floor(rng.nextDouble() * alphabet.length)]));
+    }
+    const grammar = compileJsonSchema({ type: 'object', properties: { s: { type: 'string', maxLength: 4 }, t: { type: 'string' } }, required: ['s', 't'] });
+    for (const prefix of ['{"s":"', '{"s":"a', '{"s":"ab', '{"s":"abé', '{"s":"abéa', '{"s":"a\\', '{"s":"abcd","t":"', '{"s":"abcd","t":"中']) {
+      const c = new JsonConstraint(vocab, new Set([0]), grammar);
+      expect(c.allows(0)).toBe(false);
+      const bytesOf = bytes(prefix);
+      for (let i = 0; i < bytesOf.length; i++) {
+        // whole characters, as single-byte tokens where they exist, else the multi-byte one
+        const one = vocab.findIndex((p) => p.length === 1 && p[0] === bytesOf[i]);
+        if (one >= 0) c.accept(one);
+        else {
+          const len = bytesOf[i] >= 0xf0 ? 4 : bytesOf[i] >= 0xe0 ? 3 : 2;
+          const t = vocab.findIndex((p) => p.length === len && Buffer.from(p).equals(Buffer.from(bytesOf.subarray(i, i + len))));
+          c.accept(t);
+          i += len - 1;
+        }
+      }
       const row = new Float32Array(vocab.length).fill(1);
       const kept = c.mask(row);
       const expected = vocab.map((_, t) => c.allows(t));

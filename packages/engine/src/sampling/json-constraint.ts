@@ -1,5 +1,5 @@
 import { EngineError } from '../errors';
-import { anyObjectGrammar, type JsonGrammar, type LiteralTable, type SchemaNode } from './json-schema';
+import { anyObjectGrammar, compileJsonValueSchema, type JsonGrammar, type LiteralTable, type SchemaNode } from './json-schema';
 
 /**
  * Constrained decoding to JSON (OpenAI's `response_format` `json_object` and `json_schema`,
@@ -83,6 +83,11 @@ export interface ByteRecognizer {
   readonly done: boolean;
   feed(bytes: Uint8Array): boolean;
   assign(o: this): void;
+  /**
+   * Inside a JSON string, between characters: how many more characters it may take (Infinity when
+   * unbounded); -1 anywhere else. Lets a mask admit plain string tokens without trying each one.
+   */
+  stringRoom?(): number;
 }
 
 /**
@@ -127,6 +132,10 @@ export class JsonRecognizer implements ByteRecognizer {
   /** True once the top-level value is complete (only end of generation may follow). */
   get done(): boolean {
     return this.mode === M.Done;
+  }
+
+  stringRoom(): number {
+    return this.mode === M.Str && this.utfLeft === 0 ? this.strMax - this.strLen : -1;
   }
 
   /** Back to the start: the grammar's value expected, nothing read. */
@@ -491,11 +500,40 @@ function tokensByFirstByte(pieces: readonly Uint8Array[]): Int32Array[] {
   return index;
 }
 
+const PLAIN_CHARS = new WeakMap<readonly Uint8Array[], Int32Array>();
+
+/**
+ * Per token: how many characters it adds inside a JSON string when its bytes are plain string
+ * content from between two characters to between two characters (no quote, no unfinished escape or
+ * UTF-8 sequence), else -1; found by feeding each token to a recognizer inside an unbounded
+ * string, once per vocabulary. Inside any string with room for that many characters such a token
+ * is accepted (the recognizer checks only the room at each character's start).
+ */
+function plainStringChars(pieces: readonly Uint8Array[]): Int32Array {
+  let chars = PLAIN_CHARS.get(pieces);
+  if (!chars) {
+    const grammar = compileJsonValueSchema({ type: 'string' });
+    const inside = new JsonRecognizer(grammar);
+    inside.feed(Uint8Array.of(0x22));
+    const trial = new JsonRecognizer(grammar);
+    const out = new Int32Array(pieces.length).fill(-1);
+    pieces.forEach((p, t) => {
+      if (!p || p.length === 0) return;
+      trial.assign(inside);
+      if (trial.feed(p) && trial.stringRoom() >= 0) out[t] = trial.strLen;
+    });
+    PLAIN_CHARS.set(pieces, (chars = out));
+  }
+  return chars;
+}
+
 /**
  * Which tokens may follow, for one sequence: a recognizer of the allowed texts (two copies: the
  * state, and a trial one a token is tried on) plus the vocabulary's bytes.
  */
 export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
+  private plain: Int32Array | null = null;
+
   /**
    * `pieces[id]`: the bytes token `id` adds to the output (empty for control tokens, which are never
    * allowed); `eog`: the end-of-generation tokens, allowed only once the text is complete.
@@ -523,7 +561,8 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
    * Sets every token that may not follow to -Infinity, in place. Returns how many remain. Only the
    * tokens whose first byte can come next are tried: between JSON tokens a few bytes can, and those
    * tokens are taken from an index of the vocabulary by first byte; inside a string most can, and
-   * the vocabulary is scanned in order (faster than the index's scattered order) skipping the rest.
+   * the vocabulary is scanned in order (faster than the index's scattered order) skipping the rest,
+   * and admitting plain string tokens that fit without trying them (plainStringChars).
    */
   mask(logits: Float32Array): number {
     const byFirst = tokensByFirstByte(this.pieces);
@@ -543,9 +582,12 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
     const textless = (t: number) => !(this.pieces[t]?.length > 0);
     let kept = 0;
     if (candidates * 4 > n) {
+      const room = this.state.stringRoom?.() ?? -1;
+      const plain = room >= 0 ? this.plainChars() : null;
       for (let t = 0; t < n; t++) {
         const piece = this.pieces[t];
-        const ok = piece && piece.length > 0 ? firstOk[piece[0]] === 1 && this.allows(t) : this.state.done && this.eog.has(t);
+        const c = plain && t < plain.length ? plain[t] : -1;
+        const ok = c >= 0 ? c <= room : piece && piece.length > 0 ? firstOk[piece[0]] === 1 && this.allows(t) : this.state.done && this.eog.has(t);
         if (ok) kept++;
         else logits[t] = -Infinity;
       }
@@ -572,6 +614,15 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
           kept++;
         }
     return kept;
+  }
+
+  /** plainStringChars for this vocabulary, end-of-generation tokens left out (never string content); made once. */
+  private plainChars(): Int32Array {
+    if (!this.plain) {
+      this.plain = plainStringChars(this.pieces).slice();
+      for (const t of this.eog) if (t < this.plain.length) this.plain[t] = -1;
+    }
+    return this.plain;
   }
 
   /** Advances past a sampled token (which `allows` must have accepted). */

@@ -185,6 +185,11 @@ export class PatternRecognizer implements ByteRecognizer {
     return true;
   }
 
+  stringRoom(): number {
+    const j = this.json[this.pc];
+    return j && this.pattern.steps[this.pc].op === 'json' ? j.stringRoom() : -1;
+  }
+
   /** Goes to step pc, following jumps, and sets up its state. */
   private enter(pc: number): void {
     const steps = this.pattern.steps;
