@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { engine as pb } from '@kailstream/proto';
+import { common, engine as pb } from '@kailstream/proto';
 
 import { EngineError } from '../errors';
 import { JsonRecognizer } from '../sampling/json-constraint';
@@ -67,7 +67,7 @@ describe('chat requests: chat_template_kwargs, reasoning in and out', () => {
   });
 
   it('closes reasoning the prompt left open before a JSON answer, so the answer is not more reasoning', async () => {
-    const json = { maxTokens: 24, responseFormat: pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT, sampling: { temperature: 1, seed: 3, hasSeed: true } };
+    const json = { maxTokens: 24, responseFormat: pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT, sampling: common.SamplingParams.fromPartial({ temperature: 1, seed: 3, hasSeed: true }) };
     const open = await run([user], undefined, json);
     expect(open.reasoningOpen).toBe(true);
     expect(open.text.startsWith('</think>\n\n')).toBe(true);
