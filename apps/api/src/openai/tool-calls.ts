@@ -37,7 +37,7 @@ const DS_SEP = '<｜tool▁sep｜>';
 const KIMI_ARGS = '<|tool_call_argument_begin|>';
 const MISTRAL = '[TOOL_CALLS]';
 /** Where a held-back stream starts: any of these. */
-const STARTS = [BLOCKS[0][0], WRAPPERS[0], BLOCKS[1][0], WRAPPERS[2], BLOCKS[2][0], BLOCKS[3][0], MISTRAL];
+const STARTS = [...BLOCKS.map(([open]) => open), WRAPPERS[0], WRAPPERS[2], MISTRAL];
 
 export interface ToolCall {
   id: string;

@@ -604,8 +604,8 @@ export class BatchEngine {
 
 const NO_PRESERVED: ReadonlySet<number> = new Set();
 
-/** The grammar a request's output follows, or null for text; throws naming a bad format or schema. */
-function grammarOf(req: GenerationRequest): JsonGrammar | null {
+/** The grammar a request's response format asks for, or null for text; throws naming a bad format or schema. */
+export function grammarOf(req: Pick<GenerationRequest, 'responseFormat' | 'jsonSchema'>): JsonGrammar | null {
   switch (req.responseFormat ?? 'text') {
     case 'text':
       return null;

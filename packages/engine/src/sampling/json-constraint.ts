@@ -500,17 +500,20 @@ function tokensByFirstByte(pieces: readonly Uint8Array[]): Int32Array[] {
   return index;
 }
 
-const PLAIN_CHARS = new WeakMap<readonly Uint8Array[], Int32Array>();
+const PLAIN_CHARS = new WeakMap<readonly Uint8Array[], WeakMap<ReadonlySet<number>, Int32Array>>();
 
 /**
  * Per token: how many characters it adds inside a JSON string when its bytes are plain string
  * content from between two characters to between two characters (no quote, no unfinished escape or
  * UTF-8 sequence), else -1; found by feeding each token to a recognizer inside an unbounded
- * string, once per vocabulary. Inside any string with room for that many characters such a token
- * is accepted (the recognizer checks only the room at each character's start).
+ * string, once per vocabulary and set of end-of-generation tokens (never string content, so -1).
+ * Inside any string with room for that many characters such a token is accepted (the recognizer
+ * checks only the room at each character's start).
  */
-function plainStringChars(pieces: readonly Uint8Array[]): Int32Array {
-  let chars = PLAIN_CHARS.get(pieces);
+function plainStringChars(pieces: readonly Uint8Array[], eog: ReadonlySet<number>): Int32Array {
+  let byEog = PLAIN_CHARS.get(pieces);
+  if (!byEog) PLAIN_CHARS.set(pieces, (byEog = new WeakMap()));
+  let chars = byEog.get(eog);
   if (!chars) {
     const grammar = compileJsonValueSchema({ type: 'string' });
     const inside = new JsonRecognizer(grammar);
@@ -520,9 +523,9 @@ function plainStringChars(pieces: readonly Uint8Array[]): Int32Array {
     pieces.forEach((p, t) => {
       if (!p || p.length === 0) return;
       trial.assign(inside);
-      if (trial.feed(p) && trial.stringRoom() >= 0) out[t] = trial.strLen;
+      if (!eog.has(t) && trial.feed(p) && trial.stringRoom() >= 0) out[t] = trial.strLen;
     });
-    PLAIN_CHARS.set(pieces, (chars = out));
+    byEog.set(eog, (chars = out));
   }
   return chars;
 }
@@ -532,8 +535,6 @@ function plainStringChars(pieces: readonly Uint8Array[]): Int32Array {
  * state, and a trial one a token is tried on) plus the vocabulary's bytes.
  */
 export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
-  private plain: Int32Array | null = null;
-
   /**
    * `pieces[id]`: the bytes token `id` adds to the output (empty for control tokens, which are never
    * allowed); `eog`: the end-of-generation tokens, allowed only once the text is complete.
@@ -583,7 +584,7 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
     let kept = 0;
     if (candidates * 4 > n) {
       const room = this.state.stringRoom?.() ?? -1;
-      const plain = room >= 0 ? this.plainChars() : null;
+      const plain = room >= 0 ? plainStringChars(this.pieces, this.eog) : null;
       for (let t = 0; t < n; t++) {
         const piece = this.pieces[t];
         const c = plain && t < plain.length ? plain[t] : -1;
@@ -614,15 +615,6 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
           kept++;
         }
     return kept;
-  }
-
-  /** plainStringChars for this vocabulary, end-of-generation tokens left out (never string content); made once. */
-  private plainChars(): Int32Array {
-    if (!this.plain) {
-      this.plain = plainStringChars(this.pieces).slice();
-      for (const t of this.eog) if (t < this.plain.length) this.plain[t] = -1;
-    }
-    return this.plain;
   }
 
   /** Advances past a sampled token (which `allows` must have accepted). */

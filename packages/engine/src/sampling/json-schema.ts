@@ -44,7 +44,8 @@ const TRUE_FALSE_NULL = 3;
 const STRING = 4;
 const NUMBER = 5;
 
-const enc = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
+/** A string's UTF-8 bytes. */
+export const enc = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
 const DIGITS = '0123456789';
 
 const REFUSED = [
@@ -54,7 +55,8 @@ const REFUSED = [
   'contentEncoding', 'contentMediaType', '$dynamicRef',
 ];
 
-function compareBytes(a: Uint8Array, b: Uint8Array): number {
+/** Bytewise order (a prefix first). */
+export function compareBytes(a: Uint8Array, b: Uint8Array): number {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
   return a.length - b.length;

@@ -1,7 +1,7 @@
 import { EngineError } from '../errors';
 import { JsonRecognizer, type ByteRecognizer } from './json-constraint';
 import type { ChatTemplate } from '../tokenizer/chat-template';
-import { compileJsonSchema, compileJsonValueSchema, type JsonGrammar } from './json-schema';
+import { compareBytes, compileJsonSchema, compileJsonValueSchema, enc, type JsonGrammar } from './json-schema';
 
 /**
  * Forced tool calls (OpenAI's `tool_choice: "required"` or a named function): the output is held,
@@ -276,12 +276,18 @@ export interface ForcedToolCalls {
   prefix?: string;
 }
 
-const enc = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
+type ChoiceStep = Extract<PatternStep, { op: 'choice' }>;
 
-function compareBytes(a: Uint8Array, b: Uint8Array): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i] - b[i];
-  return a.length - b.length;
+/** A choice step over texts sorted bytewise; throws when one is a prefix of another (the choice would be ambiguous). */
+function choiceStep(branches: { text: string; target: number }[]): ChoiceStep {
+  const order = branches.map((b) => ({ ...b, bytes: enc(b.text) })).sort((a, b) => compareBytes(a.bytes, b.bytes));
+  for (let i = 1; i < order.length; i++) {
+    const a = order[i - 1].bytes;
+    const b = order[i].bytes;
+    if (a.length <= b.length && compareBytes(a, b.subarray(0, a.length)) === 0)
+      throw new EngineError('KAIL_E_INVALID_ARG', `tools: ${JSON.stringify(order[i - 1].text)} and ${JSON.stringify(order[i].text)} cannot be told apart`);
+  }
+  return { op: 'choice', values: order.map((o) => o.bytes), targets: order.map((o) => o.target) };
 }
 
 /** Builds a pattern step by step; `choice` branches are filled in after it. */
@@ -302,17 +308,19 @@ class Builder {
     this.steps.push({ op: 'text', until: u, fail });
   }
   /** A choice among texts (none a prefix of another), each going on at its target (filled in later when -1). */
-  choice(branches: { text: string; target: number }[]): Extract<PatternStep, { op: 'choice' }> {
-    const order = branches.map((b) => ({ ...b, bytes: enc(b.text) })).sort((a, b) => compareBytes(a.bytes, b.bytes));
-    for (let i = 1; i < order.length; i++) {
-      const a = order[i - 1].bytes;
-      const b = order[i].bytes;
-      if (a.length <= b.length && compareBytes(a, b.subarray(0, a.length)) === 0)
-        throw new EngineError('KAIL_E_INVALID_ARG', `tools: ${JSON.stringify(order[i - 1].text)} and ${JSON.stringify(order[i].text)} cannot be told apart`);
-    }
-    const step = { op: 'choice' as const, values: order.map((o) => o.bytes), targets: order.map((o) => o.target) };
+  choice(branches: { text: string; target: number }[]): ChoiceStep {
+    const step = choiceStep(branches);
     this.steps.push(step);
     return step;
+  }
+  /**
+   * The end of a call: with `parallel`, `again` (going on at step `target`, another call) or
+   * `close`; else `close`. Then the end of the output.
+   */
+  againOrClose(again: string, target: number, close: string, parallel: boolean): void {
+    if (parallel) this.choice([{ text: again, target }, { text: close, target: this.next + 1 }]);
+    else this.lit(close);
+    this.steps.push({ op: 'end', more: -1 });
   }
   /**
    * One branch per (text, grammar): the text, then a JSON object of the grammar; every branch then
@@ -407,7 +415,7 @@ function pairCalls(b: Builder, tools: readonly ToolDef[], l: PairLayout, paralle
   const END = -2;
   const pair = (first: boolean, key: string) => `${first ? l.afterName : l.between}${l.keyOpen}${key}${l.keyEnd}${l.valueOpen}`;
   const close = (first: boolean) => (first ? l.afterName + l.closeEmpty : l.closeAfterPairs);
-  const choices: Extract<PatternStep, { op: 'choice' }>[] = [];
+  const choices: ChoiceStep[] = [];
   for (const t of tools) {
     const name = t.function.name;
     const params = (t.function.parameters ?? {}) as { properties?: unknown; required?: unknown };
@@ -438,7 +446,7 @@ function pairCalls(b: Builder, tools: readonly ToolDef[], l: PairLayout, paralle
       return out;
     };
     // Position choices 1..n (position 0's is folded into the name), then one value block per key.
-    const at: Extract<PatternStep, { op: 'choice' }>[] = [];
+    const at: ChoiceStep[] = [];
     for (let p = 1; p <= declared.length; p++) at[p] = b.choice(branchesAt(p));
     const valueAt: number[] = [];
     declared.forEach(([key, schema], k) => {
@@ -465,10 +473,7 @@ function pairCalls(b: Builder, tools: readonly ToolDef[], l: PairLayout, paralle
   }
   const after = b.next;
   for (const c of choices) c.targets = c.targets.map((t) => (t === END ? after : t));
-  const sorted = b.choice(names.map((n) => ({ text: n.text, target: n.target === END ? after : n.target })));
-  b.steps.pop();
-  nameChoice.values = sorted.values;
-  nameChoice.targets = sorted.targets;
+  Object.assign(nameChoice, choiceStep(names.map((n) => ({ text: n.text, target: n.target === END ? after : n.target }))));
   b.steps.push({ op: 'end', more: parallel ? start : -1 });
 }
 
@@ -504,9 +509,7 @@ function mistralCalls(b: Builder, defs: { name: string; grammar: JsonGrammar }[]
     if (l.ids) id(', "id": "', '"}');
     else b.lit('}');
     // Another call, or the end of the list.
-    if (parallel) b.choice([{ text: ', {"name": "', target: call }, { text: ']', target: b.next + 1 }]);
-    else b.lit(']');
-    b.steps.push({ op: 'end', more: -1 });
+    b.againOrClose(', {"name": "', call, ']', parallel);
     return;
   }
   const start = b.next;
@@ -576,9 +579,7 @@ export function forcedToolCallPattern(syntax: ToolCallSyntax, tools: readonly To
       b.calls(defs.map((d) => ({ text: r1 ? `${d.name}\n\`\`\`json\n` : `${d.name}<｜tool▁sep｜>`, grammar: d.grammar })));
       b.lit(r1 ? '\n```<｜tool▁call▁end｜>' : '<｜tool▁call▁end｜>');
       // Another call's header, or the closing marker.
-      if (choice.parallel) b.choice([{ text: head, target: call }, { text: '<｜tool▁calls▁end｜>', target: b.next + 1 }]);
-      else b.lit('<｜tool▁calls▁end｜>');
-      b.steps.push({ op: 'end', more: -1 });
+      b.againOrClose(head, call, '<｜tool▁calls▁end｜>', choice.parallel);
       break;
     }
     case 'kimi': {
@@ -592,9 +593,7 @@ export function forcedToolCallPattern(syntax: ToolCallSyntax, tools: readonly To
         b.lit('<|tool_call_argument_begin|>');
       });
       b.lit('<|tool_call_end|>');
-      if (choice.parallel) b.choice([{ text: head, target: call }, { text: '<|tool_calls_section_end|>', target: b.next + 1 }]);
-      else b.lit('<|tool_calls_section_end|>');
-      b.steps.push({ op: 'end', more: -1 });
+      b.againOrClose(head, call, '<|tool_calls_section_end|>', choice.parallel);
       break;
     }
     case 'mistral':

@@ -6,10 +6,9 @@ import { EngineError, toEngineError } from '../errors';
 import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
 import { EngineModel, availableMemoryBytes, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
-import { BatchEngine, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
+import { BatchEngine, grammarOf, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import type { SamplerParams } from '../sampling/sampler';
-import { anyObjectGrammar, compileJsonSchema } from '../sampling/json-schema';
 import { forcedToolCallPattern, prefixedJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
 import type { NativeExpertStreamStats } from '@kailstream/core-native';
 
@@ -393,9 +392,8 @@ export class LocalModelHost implements ModelHost {
     const pattern = this.forcedToolCalls(m, req, prefix);
     // With both, BatchEngine refuses the request, naming them.
     if (pattern) return { ...format, pattern };
-    if (!prefix || format.responseFormat === 'text') return format;
-    const grammar = format.responseFormat === 'json_object' ? anyObjectGrammar() : compileJsonSchema(format.jsonSchema);
-    return { responseFormat: 'text', pattern: prefixedJsonPattern(prefix, grammar) };
+    const grammar = prefix ? grammarOf(format) : null;
+    return grammar ? { responseFormat: 'text', pattern: prefixedJsonPattern(prefix, grammar) } : format;
   }
 
   /** The pattern of a request's forced tool calls (tool_choice 'required' or a function), else undefined. */
