@@ -6,7 +6,8 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import type { ApiMetrics } from '../metrics';
 import { ChatCompletionRequest, CompletionRequest, openAiError, zodToOpenAi } from './schemas';
 import { ReasoningSplitter, splitReasoning } from './reasoning';
-import { ToolCallStream, parseToolCalls, type ToolDefs } from './tool-calls';
+import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
+import { parseToolCalls, type ToolDefs } from './tool-calls';
 
 type Finish = 'stop' | 'length' | 'tool_calls' | null;
 
@@ -252,6 +253,11 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
           }],
         }
       : { id, object: 'text_completion', created, model: c.model, choices: [{ index, text: delta ?? '', logprobs: null, finish_reason: fin }] };
+  // Tool calls as they are written: a call's index, id and name first, then its arguments in pieces.
+  const sendCalls = (index: number, deltas: ToolCallDelta[]) => {
+    if (deltas.length)
+      sse({ id, object: 'chat.completion.chunk', created, model: c.model, choices: [{ index, delta: { tool_calls: deltas }, logprobs: null, finish_reason: null }] });
+  };
   const startStream = () => {
     if (headersSent) return;
     headersSent = true;
@@ -292,6 +298,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
                 const split = ch.reasoning ? ch.reasoning.push(msg.text) : { reasoning: '', content: msg.text };
                 const text = ch.toolStream ? ch.toolStream.push(split.content) : split.content;
                 if (text || split.reasoning || (c.logprobs && msgLp.length)) sse(chunkObj(index, text, null, c.logprobs ? msgLp : undefined, split.reasoning));
+                if (ch.toolStream) sendCalls(index, ch.toolStream.deltas());
               }
             });
             call.on('end', () => resolve());
@@ -336,15 +343,11 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
         if (text) sse(chunkObj(index, text, null));
       }
       if (ch.toolStream) {
-        const { content, calls: toolCalls } = ch.toolStream.finish();
+        sendCalls(index, ch.toolStream.deltas());
+        const { content, calls: toolCalls, deltas } = ch.toolStream.finish();
+        sendCalls(index, deltas);
         if (content) sse(chunkObj(index, content, null));
-        if (toolCalls.length) {
-          ch.finish = 'tool_calls';
-          sse({
-            id, object: 'chat.completion.chunk', created, model: c.model,
-            choices: [{ index, delta: { tool_calls: toolCalls.map((t, i) => ({ index: i, ...t })) }, logprobs: null, finish_reason: null }],
-          });
-        }
+        if (toolCalls.length) ch.finish = 'tool_calls';
       }
       sse(chunkObj(index, null, ch.finish ?? 'stop'));
     });

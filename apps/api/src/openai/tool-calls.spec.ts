@@ -11,7 +11,8 @@ import { parseApiConfig } from '../env';
 import { startApi, type RunningApi } from '../server';
 import { fakeScheduler } from './fake-scheduler';
 import { registerOpenAiRoutes } from './routes';
-import { ToolCallStream, parseToolCalls } from './tool-calls';
+import { ToolCallStream, jsonArgsPrefix, type ToolCallDelta } from './tool-call-stream';
+import { parseToolCalls } from './tool-calls';
 
 const CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}\n</tool_call>';
 
@@ -132,10 +133,10 @@ describe('parseToolCalls (Llama 3.x format)', () => {
     expect(end.calls.map((c) => JSON.parse(c.function.arguments).city)).toEqual(['Oslo']);
     const plain = new ToolCallStream(defs);
     expect(plain.push('\nHello') + plain.push(' there')).toBe('\nHello there');
-    expect(plain.finish()).toEqual({ content: '', calls: [] });
+    expect(plain.finish()).toEqual({ content: '', calls: [], deltas: [] });
     const data = new ToolCallStream(defs);
     expect(data.push('{"not": "a call"}')).toBe('');
-    expect(data.finish()).toEqual({ content: '{"not": "a call"}', calls: [] });
+    expect(data.finish()).toEqual({ content: '{"not": "a call"}', calls: [], deltas: [] });
   });
 });
 
@@ -172,7 +173,115 @@ describe('ToolCallStream', () => {
     expect(s.push('a <tool_ca')).toBe('a ');
     expect(s.push('t>')).toBe('<tool_cat>');
     expect(s.push('<tool_call>{"name": "f"')).toBe('');
-    expect(s.finish()).toEqual({ content: '<tool_call>{"name": "f"', calls: [] });
+    expect(s.finish()).toEqual({ content: '<tool_call>{"name": "f"', calls: [], deltas: [] });
+  });
+});
+
+describe('ToolCallStream: calls as they are written', () => {
+  const defs = [
+    { function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } } } } },
+    { function: { name: 'write_file', parameters: { type: 'object', properties: { path: { type: 'string' }, content: { type: 'string' }, mode: { type: 'integer' } } } } },
+  ];
+  const body = 'line one \\"quoted\\" \\\\ back\\nline two é 🙂\\n'.repeat(3);
+  const content = JSON.parse(`"${body}"`) as string;
+  // One text per format: the same two calls.
+  const formats: [string, string][] = [
+    ['hermes', `Writing.<tool_call>\n{"name": "write_file", "arguments": {"path": "a.txt", "content": "${body}", "mode": 420}}\n</tool_call>\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}\n</tool_call>`],
+    ['glm', `Writing.<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>a.txt</arg_value>\n<arg_key>content</arg_key>\n<arg_value>${content}</arg_value>\n<arg_key>mode</arg_key>\n<arg_value>420</arg_value>\n</tool_call><tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>`],
+    ['xml', `Writing.\n<tool_call>\n<function=write_file>\n<parameter=path>\na.txt\n</parameter>\n<parameter=content>\n${content}\n</parameter>\n<parameter=mode>\n420\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>`],
+    ['deepseek-v3.1', `Writing.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>write_file<｜tool▁sep｜>{"path": "a.txt", "content": "${body}", "mode": 420}<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Oslo", "days": 2}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`],
+    ['deepseek-r1', `Writing.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>write_file\n\`\`\`json\n{"path": "a.txt", "content": "${body}", "mode": 420}\n\`\`\`<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n\`\`\`json\n{"city": "Oslo", "days": 2}\n\`\`\`<｜tool▁call▁end｜><｜tool▁calls▁end｜>`],
+    ['kimi', `Writing.<|tool_calls_section_begin|><|tool_call_begin|>functions.write_file:0<|tool_call_argument_begin|>{"path": "a.txt", "content": "${body}", "mode": 420}<|tool_call_end|><|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{"city": "Oslo", "days": 2}<|tool_call_end|><|tool_calls_section_end|>`],
+    ['mistral', `Writing.[TOOL_CALLS]write_file[ARGS]{"path": "a.txt", "content": "${body}", "mode": 420}[TOOL_CALLS]get_weather[CALL_ID]aB3dE6gH9[ARGS]{"city": "Oslo", "days": 2}`],
+  ];
+  const expected = [
+    ['write_file', { path: 'a.txt', content, mode: 420 }],
+    ['get_weather', { city: 'Oslo', days: 2 }],
+  ];
+
+  /** Feeds `text` in pieces of 1-7 characters; returns the content and the calls put together from the deltas. */
+  const feed = (text: string, seed: number, tools = defs) => {
+    const s = new ToolCallStream(tools);
+    let out = '';
+    const calls: { id?: string; name?: string; arguments: string; pieces: number; before: number }[] = [];
+    const take = (ds: ToolCallDelta[], ended: boolean) => {
+      for (const d of ds) {
+        if (!calls[d.index]) {
+          // The first delta of a call carries its id, type and name; the later ones only arguments.
+          expect(d.id && d.type === 'function' && d.function.name).toBeTruthy();
+          calls[d.index] = { id: d.id, name: d.function.name, arguments: '', pieces: 0, before: 0 };
+        } else expect(d.id === undefined && d.function.name === undefined).toBe(true);
+        calls[d.index].arguments += d.function.arguments;
+        calls[d.index].pieces++;
+        if (!ended) calls[d.index].before += d.function.arguments.length;
+      }
+    };
+    let r = seed;
+    for (let at = 0; at < text.length; ) {
+      r = (r * 1103515245 + 12345) % 2147483648;
+      const n = 1 + (r % 7);
+      out += s.push(text.slice(at, at + n));
+      take(s.deltas(), false);
+      at += n;
+    }
+    const end = s.finish();
+    take(end.deltas, true);
+    return { content: out + end.content, calls, end };
+  };
+
+  it.each(formats)('%s: ids and names first, then the arguments in pieces while they are written', (_name, text) => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const { content: text_, calls, end } = feed(text, seed);
+      expect(text_.trim()).toBe('Writing.');
+      expect(calls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual(expected);
+      // The long call's arguments went out while it was being written, not at the end.
+      expect(calls[0].pieces).toBeGreaterThan(10);
+      expect(calls[0].before).toBe(calls[0].arguments.length);
+      // finish() lists the same calls, with the ids that went out.
+      expect(end.calls.map((c) => [c.id, c.function.name, c.function.arguments])).toEqual(calls.map((c) => [c.id, c.name, c.arguments]));
+      // The same text whole gives the same calls.
+      expect(parseToolCalls(text, defs).calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual(expected);
+    }
+  });
+
+  it('keeps the model ids (Kimi headers, Mistral CALL_IDs)', () => {
+    expect(feed(formats[5][1], 3).calls.map((c) => c.id)).toEqual(['functions.write_file:0', 'functions.get_weather:1']);
+    const m = feed(formats[6][1], 3).calls.map((c) => c.id);
+    expect(m[0]).toMatch(/^call_/);
+    expect(m[1]).toBe('aB3dE6gH9');
+  });
+
+  it('streams a Llama 3.x whole-answer call and a Mistral list (the list as whole calls)', () => {
+    const llama = feed(`{"name": "write_file", "parameters": {"path": "a.txt", "content": "${body}", "mode": 420}}`, 5);
+    expect(llama.content).toBe('');
+    expect(llama.calls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([expected[0]]);
+    expect(llama.calls[0].pieces).toBeGreaterThan(10);
+    const list = feed('Ok.[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}, "id": "a1B2c3D4e"}]', 5);
+    expect(list.content).toBe('Ok.');
+    expect(list.calls.map((c) => [c.id, c.name, JSON.parse(c.arguments)])).toEqual([['a1B2c3D4e', ...expected[1]]]);
+  });
+
+  it('leaves malformed blocks that close before going out as text, and keeps an announced call that is cut off', () => {
+    const bad = feed('Hm.<tool_call>{"name": "f", oops}</tool_call> done', 2);
+    expect(bad.calls).toEqual([]);
+    expect(bad.content).toBe('Hm.<tool_call>{"name": "f", oops}</tool_call> done');
+    const cut = feed('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Os', 2);
+    expect(cut.calls.map((c) => [c.name, c.arguments])).toEqual([['get_weather', '{"city":"Os']]);
+    expect(cut.end.calls.length).toBe(1);
+    // An answer that opens with JSON data and then calls is read whole at the end.
+    const late = feed('{"a": 1} then <tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>', 4);
+    expect(late.content).toBe('{"a": 1} then');
+    expect(late.calls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([['get_weather', { city: 'Oslo' }]]);
+  });
+
+  it('reads a JSON value prefix without the whitespace between tokens, and a string argument as its content', () => {
+    expect(jsonArgsPrefix(' {"a" : [1, 2 ,{"b":"x y"}] } trailing')).toBe('{"a":[1,2,{"b":"x y"}]}');
+    expect(jsonArgsPrefix('{"a" : "x \\\\"')).toBe('{"a":"x \\\\"');
+    expect(jsonArgsPrefix('"{\\"a\\": 1}"')).toBe('{"a": 1}');
+    expect(jsonArgsPrefix('"{\\"a\\": \\u00e9\\u')).toBe('{"a": é');
+    // Every prefix's reading is a prefix of the whole's.
+    const whole = '{"k": "v \\" \\u00e9", "n": [1.5e3, true, null]}';
+    for (let i = 0; i <= whole.length; i++) expect(jsonArgsPrefix(whole).startsWith(jsonArgsPrefix(whole.slice(0, i)))).toBe(true);
   });
 });
 
@@ -209,7 +318,11 @@ describe('chat completions with tools: the answer', () => {
     for await (const chunk of stream) {
       const d = chunk.choices[0]?.delta;
       content += d?.content ?? '';
-      for (const t of d?.tool_calls ?? []) calls[t.index] = { name: t.function?.name, arguments: t.function?.arguments };
+      // As clients do: the first delta of a call names it, the arguments come in pieces.
+      for (const t of d?.tool_calls ?? []) {
+        calls[t.index] ??= { name: t.function?.name, arguments: '' };
+        calls[t.index].arguments += t.function?.arguments ?? '';
+      }
       finish = chunk.choices[0]?.finish_reason ?? finish;
     }
     expect(content).toBe('Checking.');
@@ -383,7 +496,11 @@ describe('chat completions with tools: the prompt (real engine)', () => {
     const whole = await client.chat.completions.create({ ...base, seed: 7, tool_choice: 'required' });
     const stream = await client.chat.completions.create({ ...base, seed: 7, tool_choice: 'required', stream: true });
     const streamed: { name?: string; arguments?: string }[] = [];
-    for await (const chunk of stream) for (const t of chunk.choices[0]?.delta?.tool_calls ?? []) streamed[t.index] = { name: t.function?.name, arguments: t.function?.arguments };
+    for await (const chunk of stream)
+      for (const t of chunk.choices[0]?.delta?.tool_calls ?? []) {
+        streamed[t.index] ??= { name: t.function?.name, arguments: '' };
+        streamed[t.index].arguments += t.function?.arguments ?? '';
+      }
     expect(streamed).toEqual((whole.choices[0].message.tool_calls as OpenAI.Chat.ChatCompletionMessageFunctionToolCall[]).map((t) => ({ name: t.function.name, arguments: t.function.arguments })));
     // Unforced, the same requests are text.
     const free = await client.chat.completions.create({ ...base, seed: 1, max_tokens: 20 });

@@ -25,19 +25,19 @@ import { randomUUID } from 'node:crypto';
  */
 
 /** Call blocks: opening and closing marker. */
-const BLOCKS: [open: string, close: string][] = [
+export const BLOCKS: [open: string, close: string][] = [
   ['<tool_call>', '</tool_call>'],
   ['<｜tool▁call▁begin｜>', '<｜tool▁call▁end｜>'],
   ['<|tool_call_begin|>', '<|tool_call_end|>'],
   ['<seed:tool_call>', '</seed:tool_call>'],
 ];
 /** Wrappers around DeepSeek's and Kimi's blocks, dropped from the text once calls are found. */
-const WRAPPERS = ['<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>'];
-const DS_SEP = '<｜tool▁sep｜>';
-const KIMI_ARGS = '<|tool_call_argument_begin|>';
-const MISTRAL = '[TOOL_CALLS]';
+export const WRAPPERS = ['<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>'];
+export const DS_SEP = '<｜tool▁sep｜>';
+export const KIMI_ARGS = '<|tool_call_argument_begin|>';
+export const MISTRAL = '[TOOL_CALLS]';
 /** Where a held-back stream starts: any of these. */
-const STARTS = [...BLOCKS.map(([open]) => open), WRAPPERS[0], WRAPPERS[2], MISTRAL];
+export const STARTS = [...BLOCKS.map(([open]) => open), WRAPPERS[0], WRAPPERS[2], MISTRAL];
 
 export interface ToolCall {
   id: string;
@@ -54,20 +54,11 @@ export function parseToolCalls(text: string, tools?: ToolDefs): { content: strin
   let content = '';
   let at = 0;
   for (;;) {
-    let best: { start: number; open: string; close: string } | null = null;
-    for (const [open, close] of BLOCKS) {
-      const i = text.indexOf(open, at);
-      if (i >= 0 && (!best || i < best.start)) best = { start: i, open, close };
-    }
+    const best = nextBlock(text, at);
     if (!best) break;
     const end = text.indexOf(best.close, best.start + best.open.length);
     if (end < 0) break;
-    const body = text.slice(best.start + best.open.length, end);
-    const call =
-      best.open === BLOCKS[0][0] ? (hermesCall(body) ?? glmCall(body, tools) ?? xmlCall(body, tools))
-      : best.open === BLOCKS[1][0] ? deepseekCall(body)
-      : best.open === BLOCKS[2][0] ? kimiCall(body)
-      : xmlCall(body, tools);
+    const call = blockCall(best.open, text.slice(best.start + best.open.length, end), tools);
     if (call) {
       calls.push(call);
       content += text.slice(at, best.start);
@@ -86,14 +77,32 @@ export function parseToolCalls(text: string, tools?: ToolDefs): { content: strin
   return { content: content.trim(), calls };
 }
 
-function makeCall(name: string, args: unknown, id?: string): ToolCall | null {
+/** The call a whole block (between its markers) makes, or null. */
+export function blockCall(open: string, body: string, tools: ToolDefs): ToolCall | null {
+  return open === BLOCKS[0][0] ? (hermesCall(body) ?? glmCall(body, tools) ?? xmlCall(body, tools))
+    : open === BLOCKS[1][0] ? deepseekCall(body)
+    : open === BLOCKS[2][0] ? kimiCall(body)
+    : xmlCall(body, tools);
+}
+
+/** The first call block in text from `from`: where it starts and its markers. */
+export function nextBlock(text: string, from: number): { start: number; open: string; close: string } | null {
+  let best: { start: number; open: string; close: string } | null = null;
+  for (const [open, close] of BLOCKS) {
+    const i = text.indexOf(open, from);
+    if (i >= 0 && (!best || i < best.start)) best = { start: i, open, close };
+  }
+  return best;
+}
+
+export function makeCall(name: string, args: unknown, id?: string): ToolCall | null {
   if (name.length === 0) return null;
   // OpenAI sends arguments as a JSON string; a model writes an object (or, sometimes, the string).
   const argText = typeof args === 'string' ? args : JSON.stringify(args ?? {});
   return { id: id ?? `call_${randomUUID().replace(/-/g, '').slice(0, 24)}`, type: 'function', function: { name, arguments: argText } };
 }
 
-function jsonOrNull(text: string): unknown {
+export function jsonOrNull(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {
@@ -125,13 +134,18 @@ function xmlCall(body: string, tools: ToolDefs): ToolCall | null {
   return args ? makeCall(m[1], args) : null;
 }
 
+/** The declared parameters of a tool, for their types. */
+export function paramTypes(tools: ToolDefs, name: string): Record<string, { type?: unknown }> {
+  return (tools?.find((t) => t.function.name === name)?.function.parameters?.properties ?? {}) as Record<string, { type?: unknown }>;
+}
+
 /**
  * Arguments written as key/value pairs (`pair` matches one, sticky): a value is the raw text for a
  * parameter the tool's schema types as a string, else JSON when it parses, else the text. Null when
  * anything but pairs is there.
  */
 function pairArgs(text: string, pair: RegExp, name: string, tools: ToolDefs, clean: (raw: string) => string): Record<string, unknown> | null {
-  const props = (tools?.find((t) => t.function.name === name)?.function.parameters?.properties ?? {}) as Record<string, { type?: unknown }>;
+  const props = paramTypes(tools, name);
   const args: Record<string, unknown> = {};
   let m: RegExpExecArray | null;
   let seen = 0;
@@ -145,9 +159,9 @@ function pairArgs(text: string, pair: RegExp, name: string, tools: ToolDefs, cle
   return text.slice(seen).trim().length > 0 ? null : args;
 }
 
-const PYTHON_TAG = '<|python_tag|>';
+export const PYTHON_TAG = '<|python_tag|>';
 
-function llamaCall(text: string, tools: ToolDefs): ToolCall | null {
+export function llamaCall(text: string, tools: ToolDefs): ToolCall | null {
   let body = text.trim();
   if (body.startsWith(PYTHON_TAG)) body = body.slice(PYTHON_TAG.length).trim();
   if (!body.startsWith('{') || !tools?.length) return null;
@@ -174,7 +188,7 @@ function deepseekCall(body: string): ToolCall | null {
 }
 
 /** Mistral's calls, from the first `[TOOL_CALLS]` to the end; null unless all of it parses. */
-function mistralCalls(text: string): ToolCall[] | null {
+export function mistralCalls(text: string): ToolCall[] | null {
   const calls: ToolCall[] = [];
   for (const part of text.split(MISTRAL).slice(1)) {
     const body = part.trim();
@@ -203,66 +217,4 @@ function kimiCall(body: string): ToolCall | null {
   const m = /^(?:functions\.)?([\w.-]+?)(?::\d+)?$/.exec(header);
   const args = jsonOrNull(body.slice(sep + KIMI_ARGS.length));
   return m && args !== undefined ? makeCall(m[1], args, header) : null;
-}
-
-/**
- * Streams a choice's text while holding back what may be a tool call: everything from the first
- * call marker, and an ending that could still become one. `finish` parses what was held.
- */
-export class ToolCallStream {
-  private held = '';
-  private holding = false;
-  /** Text already given out as content. */
-  private sent = '';
-
-  constructor(private readonly tools?: ToolDefs) {}
-
-  /** Adds generated text; returns the part that can go to the client as content now. */
-  push(text: string): string {
-    if (this.holding) {
-      this.held += text;
-      return '';
-    }
-    const all = this.held + text;
-    // An answer that opens as a JSON object may be a Llama-style call: held to the end.
-    if (this.tools?.length && this.sent === '') {
-      if (/^\s*(\{|<\|python_tag\|>)/.test(all)) {
-        this.holding = true;
-        this.held = all;
-        return '';
-      }
-      // Leading whitespace waits for what follows it.
-      if (/^\s*$/.test(all)) {
-        this.held = all;
-        return '';
-      }
-    }
-    let start = -1;
-    for (const marker of STARTS) {
-      const i = all.indexOf(marker);
-      if (i >= 0 && (start < 0 || i < start)) start = i;
-    }
-    if (start >= 0) {
-      this.holding = true;
-      this.held = all.slice(start);
-      this.sent += all.slice(0, start);
-      return all.slice(0, start);
-    }
-    // Keep back the longest ending that is a beginning of a marker.
-    let keep = Math.min(Math.max(...STARTS.map((m) => m.length)) - 1, all.length);
-    while (keep > 0 && !STARTS.some((m) => m.startsWith(all.slice(all.length - keep)))) keep--;
-    this.held = all.slice(all.length - keep);
-    const out = all.slice(0, all.length - keep);
-    this.sent += out;
-    return out;
-  }
-
-  /** The end of the output: the tool calls, and the held text that was not one. */
-  finish(): { content: string; calls: ToolCall[] } {
-    const held = this.held;
-    this.held = '';
-    if (!this.holding) return { content: held, calls: [] };
-    const parsed = parseToolCalls(held, this.tools);
-    return parsed.calls.length ? parsed : { content: held, calls: [] };
-  }
 }
