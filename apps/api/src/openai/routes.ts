@@ -344,10 +344,11 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
       }
       if (ch.toolStream) {
         sendCalls(index, ch.toolStream.deltas());
-        const { content, calls: toolCalls, deltas } = ch.toolStream.finish();
+        const { content, calls: toolCalls, deltas, cut } = ch.toolStream.finish();
         sendCalls(index, deltas);
         if (content) sse(chunkObj(index, content, null));
-        if (toolCalls.length) ch.finish = 'tool_calls';
+        // A call the output cut off keeps the engine's reason (length), as OpenAI's streams do.
+        if (toolCalls.length && !cut) ch.finish = 'tool_calls';
       }
       sse(chunkObj(index, null, ch.finish ?? 'stop'));
     });

@@ -43,6 +43,8 @@ interface Scan {
   calls: PartialCall[];
   /** The text around the calls (only meaningful at the end). */
   content: string;
+  /** The last call's block has not closed (at the end: the output cut it off). */
+  open?: boolean;
 }
 
 const isSpace = (c: string) => c === ' ' || c === '\n' || c === '\r' || c === '\t';
@@ -238,7 +240,7 @@ function scan(held: string, tools: ToolDefs, final: boolean, announced: number):
   if (body.startsWith('{')) {
     const h = /^\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:parameters|arguments)"\s*:/.exec(body);
     if (h && tools?.some((t) => t.function.name === h[1]) && (announced > 0 || !final || llamaCall(held, tools)))
-      return { calls: [{ name: h[1], args: jsonArgsPrefix(body.slice(h[0].length)) }], content: '' };
+      return { calls: [{ name: h[1], args: jsonArgsPrefix(body.slice(h[0].length)) }], content: '', open: !llamaCall(held, tools) };
   }
   // Mistral: [TOOL_CALLS] to the end, a JSON list or name[ARGS]{...} calls.
   if (held.startsWith(MISTRAL)) {
@@ -255,10 +257,12 @@ function scan(held: string, tools: ToolDefs, final: boolean, announced: number):
       calls.push({ name: m[1], ...(m[2] ? { id: m[2] } : {}), args: jsonArgsPrefix(part.slice(m[0].length)) });
     }
     if (final && announced === 0 && calls.length > 0 && !mistralCalls(held)) return { calls: [], content: held };
-    return { calls, content: '' };
+    // Calls that run to the end close when their JSON does.
+    return { calls, content: '', open: !mistralCalls(held) };
   }
   let content = '';
   let at = 0;
+  let open = false;
   for (;;) {
     const b = nextBlock(held, at);
     if (!b) break;
@@ -288,6 +292,7 @@ function scan(held: string, tools: ToolDefs, final: boolean, announced: number):
     content += held.slice(at, b.start);
     if (!closed) {
       at = held.length;
+      open = true;
       break;
     }
     at = end + b.close.length;
@@ -299,7 +304,7 @@ function scan(held: string, tools: ToolDefs, final: boolean, announced: number):
   }
   content += held.slice(at);
   for (const w of WRAPPERS) content = content.split(w).join('');
-  return { calls, content: content.trim() };
+  return { calls, content: content.trim(), open };
 }
 
 /**
@@ -362,16 +367,19 @@ export class ToolCallStream {
     return this.holding ? this.diff(scan(this.held, this.tools, false, this.out.length).calls) : [];
   }
 
-  /** The end of the output: the last deltas, every call, and the held text that was not one. */
-  finish(): { content: string; calls: ToolCall[]; deltas: ToolCallDelta[] } {
+  /**
+   * The end of the output: the last deltas, every call, and the held text that was not one.
+   * `cut`: the output ended inside a call that had gone out (its arguments may be unfinished).
+   */
+  finish(): { content: string; calls: ToolCall[]; deltas: ToolCallDelta[]; cut: boolean } {
     const held = this.held;
     this.held = '';
-    if (!this.holding) return { content: held, calls: [], deltas: [] };
+    if (!this.holding) return { content: held, calls: [], deltas: [], cut: false };
     const s = scan(held, this.tools, true, this.out.length);
     const deltas = this.diff(s.calls);
-    if (!this.out.length) return { content: held, calls: [], deltas: [] };
+    if (!this.out.length) return { content: held, calls: [], deltas: [], cut: false };
     const calls = this.out.map((c): ToolCall => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.args } }));
-    return { content: s.content, calls, deltas };
+    return { content: s.content, calls, deltas, cut: !!s.open };
   }
 
   private diff(calls: PartialCall[]): ToolCallDelta[] {

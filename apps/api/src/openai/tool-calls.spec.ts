@@ -133,10 +133,10 @@ describe('parseToolCalls (Llama 3.x format)', () => {
     expect(end.calls.map((c) => JSON.parse(c.function.arguments).city)).toEqual(['Oslo']);
     const plain = new ToolCallStream(defs);
     expect(plain.push('\nHello') + plain.push(' there')).toBe('\nHello there');
-    expect(plain.finish()).toEqual({ content: '', calls: [], deltas: [] });
+    expect(plain.finish()).toEqual({ content: '', calls: [], deltas: [], cut: false });
     const data = new ToolCallStream(defs);
     expect(data.push('{"not": "a call"}')).toBe('');
-    expect(data.finish()).toEqual({ content: '{"not": "a call"}', calls: [], deltas: [] });
+    expect(data.finish()).toEqual({ content: '{"not": "a call"}', calls: [], deltas: [], cut: false });
   });
 });
 
@@ -173,7 +173,7 @@ describe('ToolCallStream', () => {
     expect(s.push('a <tool_ca')).toBe('a ');
     expect(s.push('t>')).toBe('<tool_cat>');
     expect(s.push('<tool_call>{"name": "f"')).toBe('');
-    expect(s.finish()).toEqual({ content: '<tool_call>{"name": "f"', calls: [], deltas: [] });
+    expect(s.finish()).toEqual({ content: '<tool_call>{"name": "f"', calls: [], deltas: [], cut: false });
   });
 });
 
@@ -268,6 +268,8 @@ describe('ToolCallStream: calls as they are written', () => {
     const cut = feed('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Os', 2);
     expect(cut.calls.map((c) => [c.name, c.arguments])).toEqual([['get_weather', '{"city":"Os']]);
     expect(cut.end.calls.length).toBe(1);
+    expect(cut.end.cut).toBe(true);
+    expect(feed(formats[0][1], 1).end.cut).toBe(false);
     // An answer that opens with JSON data and then calls is read whole at the end.
     const late = feed('{"a": 1} then <tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>', 4);
     expect(late.content).toBe('{"a": 1} then');
