@@ -50,56 +50,92 @@ interface Scan {
 const isSpace = (c: string) => c === ' ' || c === '\n' || c === '\r' || c === '\t';
 
 /**
- * A JSON value's text from the start of `raw` as far as it goes, without the whitespace between
- * tokens; a JSON string's content instead (arguments a model wrote as a string). Scalars give ''.
+ * A JSON value's text from the start of a growing text as far as it goes, without the whitespace
+ * between tokens; a JSON string's content instead (arguments a model wrote as a string). Scalars
+ * give ''. `read` continues from where the last call stopped when the text only grew, so a call's
+ * arguments cost their length once however many pieces they arrive in.
  */
-export function jsonArgsPrefix(raw: string): string {
-  let i = 0;
-  while (i < raw.length && isSpace(raw[i])) i++;
-  if (i >= raw.length) return '';
-  if (raw[i] === '"') {
-    let out = '';
-    for (let j = i + 1; j < raw.length; ) {
-      const c = raw[j];
-      if (c === '"') break;
-      if (c !== '\\') {
-        out += c;
-        j++;
+export class JsonPrefix {
+  private raw = '';
+  private j = 0;
+  private mode: 'start' | 'string' | 'value' | 'other' = 'start';
+  private depth = 0;
+  private inStr = false;
+  private esc = false;
+  private done = false;
+  private out = '';
+
+  read(raw: string): string {
+    if (!raw.startsWith(this.raw)) Object.assign(this, new JsonPrefix());
+    this.raw = raw;
+    if (this.mode === 'start') {
+      while (this.j < raw.length && isSpace(raw[this.j])) this.j++;
+      if (this.j >= raw.length) return '';
+      const c = raw[this.j];
+      this.mode = c === '"' ? 'string' : c === '{' || c === '[' ? 'value' : 'other';
+      if (this.mode === 'string') this.j++;
+    }
+    if (this.mode === 'string') this.readString(raw);
+    else if (this.mode === 'value') this.readValue(raw);
+    return this.out;
+  }
+
+  private readString(raw: string): void {
+    while (!this.done && this.j < raw.length) {
+      const q = raw.indexOf('"', this.j), b = raw.indexOf('\\', this.j);
+      const stop = Math.min(q < 0 ? raw.length : q, b < 0 ? raw.length : b);
+      this.out += raw.slice(this.j, stop);
+      this.j = stop;
+      if (stop === raw.length) return;
+      if (stop === q) {
+        this.done = true;
+        return;
+      }
+      const n = raw[stop + 1] === 'u' ? 6 : 2;
+      if (stop + n > raw.length) return;
+      try {
+        this.out += JSON.parse(`"${raw.slice(stop, stop + n)}"`) as string;
+      } catch {
+        this.done = true;
+        return;
+      }
+      this.j = stop + n;
+    }
+  }
+
+  private readValue(raw: string): void {
+    let seg = this.j;
+    const flush = (to: number) => {
+      if (to > seg) this.out += raw.slice(seg, to);
+    };
+    for (; !this.done && this.j < raw.length; this.j++) {
+      const c = raw[this.j];
+      if (this.inStr) {
+        if (this.esc) this.esc = false;
+        else if (c === '\\') this.esc = true;
+        else if (c === '"') this.inStr = false;
         continue;
       }
-      const n = raw[j + 1] === 'u' ? 6 : 2;
-      if (j + n > raw.length) break;
-      try {
-        out += JSON.parse(`"${raw.slice(j, j + n)}"`) as string;
-      } catch {
-        break;
+      if (isSpace(c)) {
+        flush(this.j);
+        seg = this.j + 1;
+        continue;
       }
-      j += n;
+      if (c === '"') this.inStr = true;
+      else if (c === '{' || c === '[') this.depth++;
+      else if ((c === '}' || c === ']') && --this.depth === 0) this.done = true;
     }
-    return out;
+    flush(this.j);
   }
-  if (raw[i] !== '{' && raw[i] !== '[') return '';
-  let out = '';
-  let depth = 0;
-  let inStr = false;
-  let esc = false;
-  for (let j = i; j < raw.length; j++) {
-    const c = raw[j];
-    if (inStr) {
-      out += c;
-      if (esc) esc = false;
-      else if (c === '\\') esc = true;
-      else if (c === '"') inStr = false;
-      continue;
-    }
-    if (isSpace(c)) continue;
-    out += c;
-    if (c === '"') inStr = true;
-    else if (c === '{' || c === '[') depth++;
-    else if ((c === '}' || c === ']') && --depth === 0) break;
-  }
-  return out;
 }
+
+/** JsonPrefix on a text read once. */
+export function jsonArgsPrefix(raw: string): string {
+  return new JsonPrefix().read(raw);
+}
+
+/** Reads a call's JSON arguments; the stream keeps one reader per call between pushes. */
+type ArgsReader = (raw: string) => string;
 
 /** `s` without an ending that could still grow into `marker` (so it is not written out as value). */
 function withoutMarkerStart(s: string, marker: string): string {
@@ -164,7 +200,7 @@ function pairsPrefix(text: string, closed: boolean, kind: 'glm' | 'xml', types: 
 }
 
 /** A block's call from its body so far (`closed`: the closing marker has come). */
-function partialBlock(open: string, body: string, closed: boolean, tools: ToolDefs): Partial {
+function partialBlock(open: string, body: string, closed: boolean, tools: ToolDefs, json: ArgsReader): Partial {
   const lead = body.trimStart();
   const need = (ok: boolean): Partial => (ok ? 'wait' : null);
   if (open === BLOCKS[1][0]) {
@@ -175,9 +211,9 @@ function partialBlock(open: string, body: string, closed: boolean, tools: ToolDe
     const right = body.slice(sep + DS_SEP.length);
     if (left === 'function') {
       const f = /^([\w.-]+)\s*\n```(?:json)?[ \t]*\n/.exec(right);
-      return f ? { name: f[1], args: jsonArgsPrefix(right.slice(f[0].length)) } : need(!closed);
+      return f ? { name: f[1], args: json(right.slice(f[0].length)) } : need(!closed);
     }
-    return NAME.test(left) ? { name: left, args: jsonArgsPrefix(right) } : null;
+    return NAME.test(left) ? { name: left, args: json(right) } : null;
   }
   if (open === BLOCKS[2][0]) {
     // Kimi: "functions.name:0<|tool_call_argument_begin|>{...}"
@@ -185,7 +221,7 @@ function partialBlock(open: string, body: string, closed: boolean, tools: ToolDe
     if (sep < 0) return need(!closed);
     const header = body.slice(0, sep).trim();
     const h = /^(?:functions\.)?([\w.-]+?)(?::\d+)?$/.exec(header);
-    return h ? { name: h[1], id: header, args: jsonArgsPrefix(body.slice(sep + KIMI_ARGS.length)) } : null;
+    return h ? { name: h[1], id: header, args: json(body.slice(sep + KIMI_ARGS.length)) } : null;
   }
   if (lead.startsWith('{') || (!closed && lead === '')) {
     // Hermes: {"name": "f", "arguments": {...}}; other key orders wait for the whole block.
@@ -197,7 +233,7 @@ function partialBlock(open: string, body: string, closed: boolean, tools: ToolDe
     } catch {
       return null;
     }
-    return name ? { name, args: jsonArgsPrefix(body.slice(h[0].length)) } : null;
+    return name ? { name, args: json(body.slice(h[0].length)) } : null;
   }
   if (open === BLOCKS[3][0] || lead.startsWith('<function=') || '<function='.startsWith(lead)) {
     const f = /^\s*<function=([^>\s]+)>/.exec(body);
@@ -232,15 +268,17 @@ function fromWhole(c: ToolCall | null): Partial {
  * The calls `held` (the text from the first call marker) shows so far. `final`: the output ended.
  * `announced` calls are kept as calls whatever their block turns out to be.
  */
-function scan(held: string, tools: ToolDefs, final: boolean, announced: number): Scan {
+function scan(held: string, tools: ToolDefs, final: boolean, announced: number, readers: JsonPrefix[] = []): Scan {
   const calls: PartialCall[] = [];
+  // The next call's arguments reader (the call will get index calls.length).
+  const json: ArgsReader = (raw) => (readers[calls.length] ??= new JsonPrefix()).read(raw);
   // Llama 3.x: the whole answer is one JSON object naming a declared tool.
   let body = held.trimStart();
   if (body.startsWith(PYTHON_TAG)) body = body.slice(PYTHON_TAG.length).trimStart();
   if (body.startsWith('{')) {
     const h = /^\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:parameters|arguments)"\s*:/.exec(body);
     if (h && tools?.some((t) => t.function.name === h[1]) && (announced > 0 || !final || llamaCall(held, tools)))
-      return { calls: [{ name: h[1], args: jsonArgsPrefix(body.slice(h[0].length)) }], content: '', open: !llamaCall(held, tools) };
+      return { calls: [{ name: h[1], args: json(body.slice(h[0].length)) }], content: '', open: !llamaCall(held, tools) };
   }
   // Mistral: [TOOL_CALLS] to the end, a JSON list or name[ARGS]{...} calls.
   if (held.startsWith(MISTRAL)) {
@@ -254,7 +292,7 @@ function scan(held: string, tools: ToolDefs, final: boolean, announced: number):
       }
       const m = /^([\w.-]+)(?:\[CALL_ID\]([A-Za-z0-9]+))?\[ARGS\]/.exec(part);
       if (!m) break;
-      calls.push({ name: m[1], ...(m[2] ? { id: m[2] } : {}), args: jsonArgsPrefix(part.slice(m[0].length)) });
+      calls.push({ name: m[1], ...(m[2] ? { id: m[2] } : {}), args: json(part.slice(m[0].length)) });
     }
     if (final && announced === 0 && calls.length > 0 && !mistralCalls(held)) return { calls: [], content: held };
     // Calls that run to the end close when their JSON does.
@@ -271,7 +309,7 @@ function scan(held: string, tools: ToolDefs, final: boolean, announced: number):
     const closed = end >= 0;
     const text = held.slice(from, closed ? end : held.length);
     const kept = calls.length < announced;
-    let p = partialBlock(b.open, text, closed, tools);
+    let p = partialBlock(b.open, text, closed, tools, json);
     if (closed) {
       const whole = blockCall(b.open, text, tools);
       // A closed block that is not a call stays text, unless it was announced; one the partial
@@ -319,6 +357,8 @@ export class ToolCallStream {
   private sent = '';
   /** Calls announced, with the arguments text given out so far. */
   private out: { id: string; name: string; args: string }[] = [];
+  /** Each call's arguments reader, kept between pushes. */
+  private readers: JsonPrefix[] = [];
 
   constructor(private readonly tools?: ToolDefs) {}
 
@@ -364,7 +404,7 @@ export class ToolCallStream {
 
   /** The tool-call deltas the text so far allows: new calls (index, id, name) and arguments text. */
   deltas(): ToolCallDelta[] {
-    return this.holding ? this.diff(scan(this.held, this.tools, false, this.out.length).calls) : [];
+    return this.holding ? this.diff(scan(this.held, this.tools, false, this.out.length, this.readers).calls) : [];
   }
 
   /**
@@ -375,7 +415,7 @@ export class ToolCallStream {
     const held = this.held;
     this.held = '';
     if (!this.holding) return { content: held, calls: [], deltas: [], cut: false };
-    const s = scan(held, this.tools, true, this.out.length);
+    const s = scan(held, this.tools, true, this.out.length, this.readers);
     const deltas = this.diff(s.calls);
     if (!this.out.length) return { content: held, calls: [], deltas: [], cut: false };
     const calls = this.out.map((c): ToolCall => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.args } }));
