@@ -276,6 +276,35 @@ describe('ToolCallStream: calls as they are written', () => {
     expect(late.calls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([['get_weather', { city: 'Oslo' }]]);
   });
 
+  it('never throws and only ever extends what went out, on random text made of markers and JSON pieces', () => {
+    const pieces = ['<tool_call>', '</tool_call>', '{"name": "get_weather", "arguments": ', '{"city": "Os', 'lo"}', '}', '"', '\\', ' ', '\n', 'text',
+      '<function=write_file>', '<parameter=content>', '</parameter>', '</function>', 'get_weather', '<arg_key>', 'city</arg_key>', '<arg_value>', 'Rome</arg_value>',
+      '<｜tool▁call▁begin｜>', '<｜tool▁sep｜>', '<｜tool▁call▁end｜>', '<|tool_call_begin|>', 'functions.f:0', '<|tool_call_argument_begin|>', '<|tool_call_end|>',
+      '[TOOL_CALLS]', 'f[ARGS]', '[CALL_ID]', '[', ']', ',', '{', '<|python_tag|>', '\u00e9', '🙂', '<think>'];
+    let r = 7;
+    const rand = (n: number) => ((r = (r * 1103515245 + 12345) % 2147483648), r % n);
+    for (let round = 0; round < 400; round++) {
+      let text = '';
+      for (let i = rand(30); i >= 0; i--) text += pieces[rand(pieces.length)];
+      const s = new ToolCallStream(defs);
+      const sent: string[] = [];
+      const take = (ds: ToolCallDelta[]) => {
+        for (const d of ds) sent[d.index] = (sent[d.index] ?? '') + d.function.arguments;
+      };
+      for (let at = 0; at < text.length; ) {
+        const n = 1 + rand(9);
+        s.push(text.slice(at, at + n));
+        take(s.deltas());
+        at += n;
+      }
+      const end = s.finish();
+      take(end.deltas);
+      // The calls' final arguments are exactly what went out, piece by piece.
+      expect(end.calls.map((c) => c.function.arguments)).toEqual(sent.slice(0, end.calls.length));
+      expect(sent.length).toBe(end.calls.length);
+    }
+  });
+
   it('reads a JSON value prefix without the whitespace between tokens, and a string argument as its content', () => {
     expect(jsonArgsPrefix(' {"a" : [1, 2 ,{"b":"x y"}] } trailing')).toBe('{"a":[1,2,{"b":"x y"}]}');
     expect(jsonArgsPrefix('{"a" : "x \\\\"')).toBe('{"a":"x \\\\"');
