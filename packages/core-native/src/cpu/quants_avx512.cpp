@@ -347,25 +347,6 @@ KAIL_INLINE void k4_scales(const uint8_t * scales, uint16_t d, uint16_t dmin, kv
     w.dmin = _cvtsh_ss(dmin);
 }
 
-struct q4_K_dec {
-    static constexpr int BB = 144;
-    static constexpr bool MIN = true;
-    template <bool VEC = false>
-    static KAIL_INLINE void load(const uint8_t * p, kv & w) {
-        const block_q4_K * b = reinterpret_cast<const block_q4_K *>(p);
-        const __m512i m4 = _mm512_set1_epi8(0x0F);
-        // Chunk c (32 bytes) holds sub-block 2c in its low nibbles and 2c+1 in its high ones:
-        // broadcast it to both halves and shift the upper half by 4.
-        const __m512i sh = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            const __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * c)));
-            w.u[c] = _mm512_and_si512(_mm512_srlv_epi16(z, sh), m4);
-        }
-        k4_scales<VEC>(b->scales, b->d, b->dmin, w);
-    }
-};
-
 struct q5_K_dec {
     static constexpr int BB = 176;
     static constexpr bool MIN = true;
@@ -376,7 +357,8 @@ struct q5_K_dec {
         const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qh)));
         const __m512i k16 = _mm512_set1_epi8(16);
         const __m512i sh = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-        // As Q4_K (chunk c = sub-blocks 2c, 2c+1), plus 16 where qh bit 2c / 2c+1 is set.
+        // Chunk c (32 bytes) holds sub-block 2c in its low nibbles and 2c+1 in its high ones:
+        // broadcast it to both halves and shift the upper half by 4; plus 16 where qh bit 2c / 2c+1 is set.
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             const __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * c)));
@@ -578,6 +560,123 @@ struct kquant {
             out[0][r] = finish(acc, accm);
         }
     }
+};
+
+// Q4_K four rows at a time (VNNI), for matrix x vector and token tiles alike. One 512-bit vector
+// holds 16 consecutive weights of each of the 4 rows (a 128-bit lane per row), so an activation's
+// 16 bytes broadcast to every lane make each VPDPBUSD 64 multiply-adds of 4 outputs, and the
+// activations keep their layout. Per 32-weight sub-block a dword lane (row r, group g) sums 8
+// products, |sum| <= 8 * 15 * 128 < 2^15, so the sum is its own low int16 and one VPDPWSSD against
+// (scale, 0) pairs applies the sub-block scale exactly. The super-block's integer sums become
+// floats once per lane; each output is its row's 4 lanes added in a fixed order at the end: the
+// same operations for a row whatever the tile's rows and tokens, so a token's result is the same
+// bits alone or in a batch.
+struct q4_K_rows4 {
+    // The 6-bit scales and mins of 4 rows' blocks (16 bytes from the scales on, one row per 128-bit
+    // lane) as bytes sc0..sc7 mn0..mn7 per lane: k4_unpack_scales_vec on four rows at once.
+    static KAIL_INLINE __m512i scales4(__m512i q) {
+        const __m512i m3f = _mm512_set1_epi8(0x3F), m0f = _mm512_set1_epi8(0x0F), m03 = _mm512_set1_epi8(0x03);
+        const __m512i lo8 = _mm512_and_si512(q, m3f);
+        const __m512i y = _mm512_shuffle_epi8(q, _mm512_set4_epi32(0x0B0A0908, 0x0B0A0908, 0x0B0A0908, 0x0B0A0908));
+        const __m512i z = _mm512_mask_blend_epi16(0x0C0C0C0C, _mm512_and_si512(y, m0f), _mm512_and_si512(_mm512_srli_epi16(y, 4), m0f));
+        const __m512i top = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 6), m03), 4);
+        return _mm512_unpacklo_epi32(lo8, _mm512_or_si512(z, top));
+    }
+
+    // 16 bytes at `off` of each of the 4 rows, one row per 128-bit lane.
+    static KAIL_INLINE __m512i load4x16(const uint8_t * const * row, size_t off) {
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row[0] + off)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i *>(row[1] + off)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i *>(row[2] + off)), 2);
+        return _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i *>(row[3] + off)), 3);
+    }
+
+    static KAIL_INLINE __m512i bcast16(const void * p) { return _mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i *>(p))); }
+
+    static KAIL_INLINE int load32(const uint8_t * p) {
+        int v;
+        std::memcpy(&v, p, 4);
+        return v;
+    }
+
+    template <int T>
+    static void run(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, float * const * out) {
+        const int64_t nsb = k / QK_K;
+        const uint8_t * row[4];
+        for (int r = 0; r < 4; r++) row[r] = w + static_cast<size_t>(r < nr ? r : nr - 1) * ws;
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        // Lane (r, g) of sub-block j's scale vector takes word 16r + j of the widened scales (rows
+        // 0-1 in the first vector, 2-3 in the second).
+        const __m512i sc_idx0 = _mm512_set_epi16(0, 48, 0, 48, 0, 48, 0, 48, 0, 32, 0, 32, 0, 32, 0, 32,
+                                                 0, 16, 0, 16, 0, 16, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0);
+        // Mins vector q: lane (r, g) takes min 4q + g of row r twice (it meets two 16-value bsums).
+        const __m512i mn_idx0 = _mm512_set_epi16(59, 59, 58, 58, 57, 57, 56, 56, 43, 43, 42, 42, 41, 41, 40, 40,
+                                                 27, 27, 26, 26, 25, 25, 24, 24, 11, 11, 10, 10, 9, 9, 8, 8);
+        const __m512i d_idx = _mm512_set_epi32(6, 6, 6, 6, 4, 4, 4, 4, 2, 2, 2, 2, 0, 0, 0, 0);
+        const __m512i dm_idx = _mm512_set_epi32(7, 7, 7, 7, 5, 5, 5, 5, 3, 3, 3, 3, 1, 1, 1, 1);
+        __m512 fa[T];
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) fa[t] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < nsb; i++) {
+            const size_t off = static_cast<size_t>(i) * 144;
+            // The same block of the next four rows (the rows that follow in memory, which the next
+            // call reads): prefetching ahead along each row would run into the group's own rows.
+            for (int r = 0; r < 4; r++)
+                for (int l = 0; l < 144; l += 64) _mm_prefetch(reinterpret_cast<const char *>(row[r] + 4 * ws + off) + l, _MM_HINT_T0);
+            // d and dmin of the 4 rows: lanes (r, g) of D and DM.
+            const __m256 ddf = _mm256_cvtph_ps(_mm_setr_epi32(load32(row[0] + off), load32(row[1] + off), load32(row[2] + off), load32(row[3] + off)));
+            const __m512 dd = _mm512_castps256_ps512(ddf);
+            const __m512 D = _mm512_permutexvar_ps(d_idx, dd), DM = _mm512_permutexvar_ps(dm_idx, dd);
+            // Scales and mins as words 16r + j (scales) and 16r + 8 + j (mins).
+            const __m512i v = scales4(load4x16(row, off + 4));
+            const __m512i w0 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(v)), w1 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(v, 1));
+            __m512i acc[2][T];  // even and odd sub-blocks
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) acc[0][t] = acc[1][t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const size_t qo = off + 16 + 32 * static_cast<size_t>(c);
+                const __m512i x0 = load4x16(row, qo), x1 = load4x16(row, qo + 16);  // weights 0-15 and 16-31
+#pragma GCC unroll 2
+                for (int hi = 0; hi < 2; hi++) {
+                    const int j = 2 * c + hi;  // low nibbles: sub-block 2c, high: 2c + 1
+                    const __m512i q0 = hi ? _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4) : _mm512_and_si512(x0, m4);
+                    const __m512i q1 = hi ? _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4) : _mm512_and_si512(x1, m4);
+                    const __m512i sc = _mm512_maskz_permutex2var_epi16(0x55555555, w0, _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(static_cast<short>(j))), w1);
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        const int8_t * yq = reinterpret_cast<const block_q8_K *>(a[t])[i].qs + 32 * j;
+                        const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q0, bcast16(yq)), q1, bcast16(yq + 16));
+                        acc[hi][t] = _mm512_dpwssd_epi32(acc[hi][t], s, sc);
+                    }
+                }
+            }
+            const __m512i mq0 = _mm512_permutex2var_epi16(w0, mn_idx0, w1);
+            const __m512i mq1 = _mm512_permutex2var_epi16(w0, _mm512_add_epi16(mn_idx0, _mm512_set1_epi16(4)), w1);
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[t]) + i;
+                const __m512i m = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), mq0, bcast16(y->bsums)), mq1, bcast16(y->bsums + 8));
+                const __m512 yd = _mm512_set1_ps(y->d);
+                fa[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc[0][t], acc[1][t])), _mm512_mul_ps(D, yd), fa[t]);
+                fa[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(DM, yd), fa[t]);
+            }
+        }
+        // Each row's four lanes: (g0 + g1) + (g2 + g3).
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const __m512 p = _mm512_add_ps(fa[t], _mm512_permute_ps(fa[t], 0xB1));
+            const __m512 q = _mm512_add_ps(p, _mm512_permute_ps(p, 0x4E));
+            alignas(64) float v[16];
+            _mm512_store_ps(v, q);
+            for (int r = 0; r < nr; r++) out[t][r] = v[4 * r];
+        }
+    }
+};
+
+template <int R, int T>
+struct q4_K_rows4_tile {
+    static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) { q4_K_rows4::run<T>(k, w, ws, R, a, out); }
 };
 
 // ---------------------------------------------------------------- float types
@@ -843,7 +942,6 @@ template <int R, int T> using q5_1_tile = legacy<split_dec<3>>::tile<R, T>;
 template <int R, int T> using q8_0_tile = legacy<q8_0_dec>::tile<R, T>;
 template <int R, int T> using q2_K_tile = kquant<q2_K_dec>::tile<R, T>;
 template <int R, int T> using q3_K_tile = kquant<q3_K_dec>::tile<R, T>;
-template <int R, int T> using q4_K_tile = kquant<q4_K_dec>::tile<R, T>;
 template <int R, int T> using q5_K_tile = kquant<q5_K_dec>::tile<R, T>;
 template <int R, int T> using q6_K_tile = kquant<q6_K_dec>::tile<R, T>;
 template <int R, int T> using f32_tile = floats<0>::tile<R, T>;
@@ -871,17 +969,16 @@ void kernels_init_avx512(kernel_table & t) {
         const uint32_t types[5] = {KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1, KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0};
         for (int i = 0; i < 5; i++) t.w[types[i]].gemm_decode = saved[i].gemm_decode;
     }
-    // One row at a time streams best for the super-block types.
-    // With mins (Q2_K/Q4_K/Q5_K) each output holds two accumulators: one row per tile keeps them
-    // in registers.
+    // One row at a time streams best for the other super-block types. With mins (Q2_K/Q5_K) each
+    // output holds two accumulators: one row per tile keeps them in registers. Q4_K takes four rows
+    // per call in decode and tiles alike (q4_K_rows4).
     set<q2_K_tile, 1, 8>(t, KAIL_TYPE_Q2_K, 1);
     set<q3_K_tile, 2, 8>(t, KAIL_TYPE_Q3_K, 1);
-    set<q4_K_tile, 1, 8>(t, KAIL_TYPE_Q4_K, 1);
+    set<q4_K_rows4_tile, 4, 8>(t, KAIL_TYPE_Q4_K, 4);
     set<q5_K_tile, 1, 8>(t, KAIL_TYPE_Q5_K, 1);
     set<q6_K_tile, 1, 8>(t, KAIL_TYPE_Q6_K, 1);
     t.w[KAIL_TYPE_Q2_K].gemm_decode = kquant<q2_K_dec>::decode;
     t.w[KAIL_TYPE_Q3_K].gemm_decode = kquant<q3_K_dec>::decode;
-    t.w[KAIL_TYPE_Q4_K].gemm_decode = kquant<q4_K_dec>::decode;
     t.w[KAIL_TYPE_Q5_K].gemm_decode = kquant<q5_K_dec>::decode;
     t.w[KAIL_TYPE_Q6_K].gemm_decode = kquant<q6_K_dec>::decode;
     set<f32_tile, 4, 4>(t, KAIL_TYPE_F32, 1);
