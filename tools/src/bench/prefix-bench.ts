@@ -7,9 +7,9 @@
 // Prompts are random token ids (seeded), decoding is greedy; prints a markdown table.
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 
 import { BatchEngine, EngineModel } from '@kailstream/engine';
+import { benchArgs } from './args';
 
 async function run(e: BatchEngine, prompt: number[], tg: number) {
   const t0 = performance.now();
@@ -25,15 +25,13 @@ async function run(e: BatchEngine, prompt: number[], tg: number) {
 }
 
 async function main() {
-  const { values } = parseArgs({
-    options: {
-      model: { type: 'string' },
-      ctx: { type: 'string', default: '1000' },
-      extra: { type: 'string', default: '24' },
-      tg: { type: 'string', default: '16' },
-      threads: { type: 'string', default: '2' },
-      reps: { type: 'string', default: '2' },
-    },
+  const values = benchArgs('prefix-bench', {
+    model: { type: 'string' },
+    ctx: { type: 'string', default: '1000' },
+    extra: { type: 'string', default: '24' },
+    tg: { type: 'string', default: '16' },
+    threads: { type: 'string', default: '2' },
+    reps: { type: 'string', default: '2' },
   });
   if (!values.model) throw new Error('--model FILE is required');
   const [n1, extraN, tg, threads, reps] = [values.ctx, values.extra, values.tg, values.threads, values.reps].map(Number);

@@ -9,11 +9,11 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import type { FileTypeName } from '../models/quant-plan';
+import { benchArgs } from './args';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const KAIL = path.join(ROOT, 'apps/cli/bin/kail.js');
@@ -59,17 +59,15 @@ function machine(): string {
 }
 
 function main() {
-  const { values } = parseArgs({
-    options: {
-      pp: { type: 'string', default: '512' },
-      tg: { type: 'string', default: '128' },
-      threads: { type: 'string', default: '2' },
-      reps: { type: 'string', default: '3' },
-      models: { type: 'string', default: path.join(os.homedir(), '.kailstream/bench-models') },
-      only: { type: 'string' },
-      feed: { type: 'string', default: 'greedy' },
-      'no-write': { type: 'boolean', default: false },
-    },
+  const values = benchArgs('run-bench', {
+    pp: { type: 'string', default: '512' },
+    tg: { type: 'string', default: '128' },
+    threads: { type: 'string', default: '2' },
+    reps: { type: 'string', default: '3' },
+    models: { type: 'string', default: path.join(os.homedir(), '.kailstream/bench-models') },
+    only: { type: 'string' },
+    feed: { type: 'string', default: 'greedy' },
+    'no-write': { type: 'boolean', default: false },
   });
   fs.mkdirSync(values.models!, { recursive: true });
   const lines: string[] = [];

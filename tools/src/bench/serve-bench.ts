@@ -17,7 +17,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
-import { parseArgs } from 'node:util';
 
 import { LocalModelHost, formatBytes, planModel, startEngineServer } from '@kailstream/engine';
 import { engine as pb } from '@kailstream/proto';
@@ -25,6 +24,7 @@ import { engine as pb } from '@kailstream/proto';
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import { steadyRate } from './serve-stats';
+import { benchArgs } from './args';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const PRESET = 'bench-qwen3-30b-a3b-shaped';
@@ -145,19 +145,17 @@ async function viaApi(url: string, n: number, tg: number, temperature: number): 
 }
 
 async function main() {
-  const { values } = parseArgs({
-    options: {
-      model: { type: 'string' },
-      layers: { type: 'string', default: '8' },
-      tg: { type: 'string', default: '32' },
-      temperature: { type: 'string', default: '0' },
-      streams: { type: 'string', default: '1,4,16' },
-      threads: { type: 'string', default: '2' },
-      'ram-budget': { type: 'string', default: '0' },
-      'cap-experts': { type: 'string' },
-      models: { type: 'string', default: path.join(os.homedir(), '.kailstream/bench-models') },
-      'no-write': { type: 'boolean', default: false },
-    },
+  const values = benchArgs('serve-bench', {
+    model: { type: 'string' },
+    layers: { type: 'string', default: '8' },
+    tg: { type: 'string', default: '32' },
+    temperature: { type: 'string', default: '0' },
+    streams: { type: 'string', default: '1,4,16' },
+    threads: { type: 'string', default: '2' },
+    'ram-budget': { type: 'string', default: '0' },
+    'cap-experts': { type: 'string' },
+    models: { type: 'string', default: path.join(os.homedir(), '.kailstream/bench-models') },
+    'no-write': { type: 'boolean', default: false },
   });
   const tg = Number(values.tg);
   const temperature = Number(values.temperature);

@@ -9,12 +9,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 
 import { EngineModel, SpeculativeDecoder, benchmarkSpeculative, formatBytes, planModel, type SamplerParams, type SpecBenchResult } from '@kailstream/engine';
 
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
+import { benchArgs } from './args';
 
 const ROOT = path.resolve(__dirname, '../../..');
 
@@ -43,15 +43,13 @@ interface Row {
 }
 
 async function main() {
-  const { values } = parseArgs({
-    options: {
-      tg: { type: 'string', default: '64' },
-      reps: { type: 'string', default: '3' },
-      pp: { type: 'string', default: '32' },
-      threads: { type: 'string', default: '2' },
-      models: { type: 'string', default: path.join(os.homedir(), '.kailstream/bench-models') },
-      'no-write': { type: 'boolean', default: false },
-    },
+  const values = benchArgs('spec-bench', {
+    tg: { type: 'string', default: '64' },
+    reps: { type: 'string', default: '3' },
+    pp: { type: 'string', default: '32' },
+    threads: { type: 'string', default: '2' },
+    models: { type: 'string', default: path.join(os.homedir(), '.kailstream/bench-models') },
+    'no-write': { type: 'boolean', default: false },
   });
   const tg = Number(values.tg);
   const threads = Number(values.threads);
