@@ -572,6 +572,8 @@ struct kquant {
 // same operations for a row whatever the tile's rows and tokens, so a token's result is the same
 // bits alone or in a batch.
 struct q4_K_rows4 {
+    static constexpr size_t PF_BYTES = 4096;
+
     // The 6-bit scales and mins of 4 rows' blocks (16 bytes from the scales on, one row per 128-bit
     // lane) as bytes sc0..sc7 mn0..mn7 per lane: k4_unpack_scales_vec on four rows at once.
     static KAIL_INLINE __m512i scales4(__m512i q) {
@@ -605,6 +607,8 @@ struct q4_K_rows4 {
         const uint8_t * row[4];
         for (int r = 0; r < 4; r++) row[r] = w + static_cast<size_t>(r < nr ? r : nr - 1) * ws;
         const __m512i m4 = _mm512_set1_epi8(0x0F);
+        // Whole groups of four rows, at least PF_BYTES ahead in memory.
+        const size_t ahead = ws ? 4 * ws * ((PF_BYTES + 4 * ws - 1) / (4 * ws)) : 0;  // ws 0: one row
         // Lane (r, g) of sub-block j's scale vector takes word 16r + j of the widened scales (rows
         // 0-1 in the first vector, 2-3 in the second).
         const __m512i sc_idx0 = _mm512_set_epi16(0, 48, 0, 48, 0, 48, 0, 48, 0, 32, 0, 32, 0, 32, 0, 32,
@@ -619,10 +623,10 @@ struct q4_K_rows4 {
         for (int t = 0; t < T; t++) fa[t] = _mm512_setzero_ps();
         for (int64_t i = 0; i < nsb; i++) {
             const size_t off = static_cast<size_t>(i) * 144;
-            // The same block of the next four rows (the rows that follow in memory, which the next
-            // call reads): prefetching ahead along each row would run into the group's own rows.
+            // The same block of rows further on (the rows that follow in memory, which the next
+            // calls read): prefetching ahead along each row would run into the group's own rows.
             for (int r = 0; r < 4; r++)
-                for (int l = 0; l < 144; l += 64) _mm_prefetch(reinterpret_cast<const char *>(row[r] + 4 * ws + off) + l, _MM_HINT_T0);
+                for (int l = 0; l < 144; l += 64) _mm_prefetch(reinterpret_cast<const char *>(row[r] + ahead + off) + l, _MM_HINT_T0);
             // d and dmin of the 4 rows: lanes (r, g) of D and DM.
             const __m256 ddf = _mm256_cvtph_ps(_mm_setr_epi32(load32(row[0] + off), load32(row[1] + off), load32(row[2] + off), load32(row[3] + off)));
             const __m512 dd = _mm512_castps256_ps512(ddf);
