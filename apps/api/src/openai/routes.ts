@@ -343,7 +343,6 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
         if (text) sse(chunkObj(index, text, null));
       }
       if (ch.toolStream) {
-        sendCalls(index, ch.toolStream.deltas());
         const { content, calls: toolCalls, deltas, cut } = ch.toolStream.finish();
         sendCalls(index, deltas);
         if (content) sse(chunkObj(index, content, null));

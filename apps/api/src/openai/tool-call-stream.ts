@@ -137,6 +137,15 @@ export function jsonArgsPrefix(raw: string): string {
 /** Reads a call's JSON arguments; the stream keeps one reader per call between pushes. */
 type ArgsReader = (raw: string) => string;
 
+/**
+ * What a stream keeps between scans of its held text, which only grows: each call's arguments
+ * reader, and the whole-block reading of each closed block (by where the block starts).
+ */
+interface ScanMemo {
+  readers: JsonPrefix[];
+  closed: Map<number, ToolCall | null>;
+}
+
 /** `s` without an ending that could still grow into `marker` (so it is not written out as value). */
 function withoutMarkerStart(s: string, marker: string): string {
   for (let keep = Math.min(marker.length - 1, s.length); keep > 0; keep--) if (marker.startsWith(s.slice(s.length - keep))) return s.slice(0, s.length - keep);
@@ -151,6 +160,21 @@ function jsonBody(s: string): string {
 }
 
 const NAME = /^[\w.-]+$/;
+
+/**
+ * A JSON call's head at the start of `text`: `{"name": "f", "<key>": ` with key one of `keys`.
+ * The name (JSON-decoded) and where the arguments start; undefined when the head is not (yet) there,
+ * null when the name does not decode.
+ */
+function callHead(text: string, keys: string): { name: string; args: number } | null | undefined {
+  const h = new RegExp(`^\\s*\\{\\s*"name"\\s*:\\s*"((?:[^"\\\\]|\\\\.)*)"\\s*,\\s*"(?:${keys})"\\s*:`).exec(text);
+  if (!h) return undefined;
+  try {
+    return { name: JSON.parse(`"${h[1]}"`) as string, args: h[0].length };
+  } catch {
+    return null;
+  }
+}
 
 /**
  * Key/value arguments (GLM's <arg_key>/<arg_value>, the XML <parameter=k>…</parameter>) as a JSON
@@ -225,19 +249,14 @@ function partialBlock(open: string, body: string, closed: boolean, tools: ToolDe
   }
   if (lead.startsWith('{') || (!closed && lead === '')) {
     // Hermes: {"name": "f", "arguments": {...}}; other key orders wait for the whole block.
-    const h = /^\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:/.exec(body);
-    if (!h) return need(!closed);
-    let name: string;
-    try {
-      name = JSON.parse(`"${h[1]}"`) as string;
-    } catch {
-      return null;
-    }
-    return name ? { name, args: json(body.slice(h[0].length)) } : null;
+    const h = callHead(body, 'arguments');
+    if (h === undefined) return need(!closed);
+    return h?.name ? { name: h.name, args: json(body.slice(h.args)) } : null;
   }
-  if (open === BLOCKS[3][0] || lead.startsWith('<function=') || '<function='.startsWith(lead)) {
+  const fnOpen = lead.startsWith('<function=') || '<function='.startsWith(lead);
+  if (open === BLOCKS[3][0] || fnOpen) {
     const f = /^\s*<function=([^>\s]+)>/.exec(body);
-    if (!f) return need(!closed && '<function='.startsWith(lead.slice(0, 10)));
+    if (!f) return need(!closed && fnOpen);
     let pairs = body.slice(f[0].length);
     if (closed) {
       const e = /<\/function>\s*$/.exec(pairs);
@@ -268,17 +287,18 @@ function fromWhole(c: ToolCall | null): Partial {
  * The calls `held` (the text from the first call marker) shows so far. `final`: the output ended.
  * `announced` calls are kept as calls whatever their block turns out to be.
  */
-function scan(held: string, tools: ToolDefs, final: boolean, announced: number, readers: JsonPrefix[] = []): Scan {
+function scan(held: string, tools: ToolDefs, final: boolean, announced: number, memo: ScanMemo): Scan {
   const calls: PartialCall[] = [];
   // The next call's arguments reader (the call will get index calls.length).
-  const json: ArgsReader = (raw) => (readers[calls.length] ??= new JsonPrefix()).read(raw);
+  const json: ArgsReader = (raw) => (memo.readers[calls.length] ??= new JsonPrefix()).read(raw);
   // Llama 3.x: the whole answer is one JSON object naming a declared tool.
   let body = held.trimStart();
   if (body.startsWith(PYTHON_TAG)) body = body.slice(PYTHON_TAG.length).trimStart();
   if (body.startsWith('{')) {
-    const h = /^\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:parameters|arguments)"\s*:/.exec(body);
-    if (h && tools?.some((t) => t.function.name === h[1]) && (announced > 0 || !final || llamaCall(held, tools)))
-      return { calls: [{ name: h[1], args: json(body.slice(h[0].length)) }], content: '', open: !llamaCall(held, tools) };
+    const h = callHead(body, 'parameters|arguments');
+    const whole = final && !!llamaCall(held, tools);
+    if (h && tools?.some((t) => t.function.name === h.name) && (announced > 0 || !final || whole))
+      return { calls: [{ name: h.name, args: json(body.slice(h.args)) }], content: '', open: final && !whole };
   }
   // Mistral: [TOOL_CALLS] to the end, a JSON list or name[ARGS]{...} calls.
   if (held.startsWith(MISTRAL)) {
@@ -294,9 +314,10 @@ function scan(held: string, tools: ToolDefs, final: boolean, announced: number, 
       if (!m) break;
       calls.push({ name: m[1], ...(m[2] ? { id: m[2] } : {}), args: json(part.slice(m[0].length)) });
     }
-    if (final && announced === 0 && calls.length > 0 && !mistralCalls(held)) return { calls: [], content: held };
     // Calls that run to the end close when their JSON does.
-    return { calls, content: '', open: !mistralCalls(held) };
+    const whole = final && !!mistralCalls(held);
+    if (final && announced === 0 && calls.length > 0 && !whole) return { calls: [], content: held };
+    return { calls, content: '', open: final && !whole };
   }
   let content = '';
   let at = 0;
@@ -311,7 +332,8 @@ function scan(held: string, tools: ToolDefs, final: boolean, announced: number, 
     const kept = calls.length < announced;
     let p = partialBlock(b.open, text, closed, tools, json);
     if (closed) {
-      const whole = blockCall(b.open, text, tools);
+      let whole = memo.closed.get(b.start);
+      if (whole === undefined) memo.closed.set(b.start, (whole = blockCall(b.open, text, tools)));
       // A closed block that is not a call stays text, unless it was announced; one the partial
       // reading cannot follow is taken whole.
       if (!whole && !kept) p = null;
@@ -357,8 +379,7 @@ export class ToolCallStream {
   private sent = '';
   /** Calls announced, with the arguments text given out so far. */
   private out: { id: string; name: string; args: string }[] = [];
-  /** Each call's arguments reader, kept between pushes. */
-  private readers: JsonPrefix[] = [];
+  private memo: ScanMemo = { readers: [], closed: new Map() };
 
   constructor(private readonly tools?: ToolDefs) {}
 
@@ -404,7 +425,7 @@ export class ToolCallStream {
 
   /** The tool-call deltas the text so far allows: new calls (index, id, name) and arguments text. */
   deltas(): ToolCallDelta[] {
-    return this.holding ? this.diff(scan(this.held, this.tools, false, this.out.length, this.readers).calls) : [];
+    return this.holding ? this.diff(scan(this.held, this.tools, false, this.out.length, this.memo).calls) : [];
   }
 
   /**
@@ -415,7 +436,7 @@ export class ToolCallStream {
     const held = this.held;
     this.held = '';
     if (!this.holding) return { content: held, calls: [], deltas: [], cut: false };
-    const s = scan(held, this.tools, true, this.out.length, this.readers);
+    const s = scan(held, this.tools, true, this.out.length, this.memo);
     const deltas = this.diff(s.calls);
     if (!this.out.length) return { content: held, calls: [], deltas: [], cut: false };
     const calls = this.out.map((c): ToolCall => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.args } }));
