@@ -272,19 +272,22 @@ KAIL_INLINE void k4_unpack_scales_scalar(const uint8_t * packed, __m128i & sc8, 
     mn8 = _mm_cvtepu8_epi16(_mm_srli_si128(v, 8));
 }
 
-// The 8 six-bit scales and mins of a Q4_K/Q5_K block as 16-bit words (get_scale_min_k4 for
-// j = 0..7), unpacked with byte shuffles. Reads 16 bytes from `packed` (the 12 scale bytes and the
-// first 4 quant bytes, which are ignored).
-KAIL_INLINE void k4_unpack_scales_vec(const uint8_t * packed, __m128i & sc8, __m128i & mn8) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(packed));
-    const __m128i m3f = _mm_set1_epi8(0x3F), m0f = _mm_set1_epi8(0x0F), m03 = _mm_set1_epi8(0x03);
-    const __m128i lo8 = _mm_and_si128(q, m3f);  // bytes 0-3: sc0-3, 4-7: mn0-3
-    const __m128i y = _mm_shuffle_epi8(q, _mm_setr_epi8(8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11));
+// The six-bit scales and mins of 4 Q4_K/Q5_K blocks (16 bytes from each block's scales on: the 12
+// scale bytes and 4 quant bytes, which are ignored; one block per 128-bit lane) as bytes
+// sc0..sc7 mn0..mn7 per lane (get_scale_min_k4 for j = 0..7), unpacked with byte shuffles.
+KAIL_INLINE __m512i k4_scales_x4(__m512i q) {
+    const __m512i m3f = _mm512_set1_epi8(0x3F), m0f = _mm512_set1_epi8(0x0F), m03 = _mm512_set1_epi8(0x03);
+    const __m512i lo8 = _mm512_and_si512(q, m3f);  // bytes 0-3: sc0-3, 4-7: mn0-3
+    const __m512i y = _mm512_shuffle_epi8(q, _mm512_set4_epi32(0x0B0A0908, 0x0B0A0908, 0x0B0A0908, 0x0B0A0908));
     // bytes 0-3: q[8..11] & 15 (sc4-7 low bits), 4-7: q[8..11] >> 4 (mn4-7 low bits)
-    const __m128i z = _mm_blend_epi16(_mm_and_si128(y, m0f), _mm_and_si128(_mm_srli_epi16(y, 4), m0f), 0x0C);
-    const __m128i top = _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(q, 6), m03), 4);  // (q[0..7] >> 6) << 4
-    const __m128i hi8 = _mm_or_si128(z, top);  // bytes 0-3: sc4-7, 4-7: mn4-7
-    const __m128i v = _mm_unpacklo_epi32(lo8, hi8);  // sc0-3 sc4-7 mn0-3 mn4-7
+    const __m512i z = _mm512_mask_blend_epi16(0x0C0C0C0C, _mm512_and_si512(y, m0f), _mm512_and_si512(_mm512_srli_epi16(y, 4), m0f));
+    const __m512i top = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 6), m03), 4);  // (q[0..7] >> 6) << 4
+    return _mm512_unpacklo_epi32(lo8, _mm512_or_si512(z, top));  // sc0-3 sc4-7 mn0-3 mn4-7
+}
+
+// The 8 scales and mins of one block as 16-bit words: k4_scales_x4 on one lane.
+KAIL_INLINE void k4_unpack_scales_vec(const uint8_t * packed, __m128i & sc8, __m128i & mn8) {
+    const __m128i v = _mm512_castsi512_si128(k4_scales_x4(_mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i *>(packed)))));
     sc8 = _mm_cvtepu8_epi16(v);
     mn8 = _mm_cvtepu8_epi16(_mm_srli_si128(v, 8));
 }
@@ -574,17 +577,6 @@ struct kquant {
 struct q4_K_rows4 {
     static constexpr size_t PF_BYTES = 4096;
 
-    // The 6-bit scales and mins of 4 rows' blocks (16 bytes from the scales on, one row per 128-bit
-    // lane) as bytes sc0..sc7 mn0..mn7 per lane: k4_unpack_scales_vec on four rows at once.
-    static KAIL_INLINE __m512i scales4(__m512i q) {
-        const __m512i m3f = _mm512_set1_epi8(0x3F), m0f = _mm512_set1_epi8(0x0F), m03 = _mm512_set1_epi8(0x03);
-        const __m512i lo8 = _mm512_and_si512(q, m3f);
-        const __m512i y = _mm512_shuffle_epi8(q, _mm512_set4_epi32(0x0B0A0908, 0x0B0A0908, 0x0B0A0908, 0x0B0A0908));
-        const __m512i z = _mm512_mask_blend_epi16(0x0C0C0C0C, _mm512_and_si512(y, m0f), _mm512_and_si512(_mm512_srli_epi16(y, 4), m0f));
-        const __m512i top = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(q, 6), m03), 4);
-        return _mm512_unpacklo_epi32(lo8, _mm512_or_si512(z, top));
-    }
-
     // 16 bytes at `off` of each of the 4 rows, one row per 128-bit lane.
     static KAIL_INLINE __m512i load4x16(const uint8_t * const * row, size_t off) {
         __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row[0] + off)));
@@ -632,7 +624,7 @@ struct q4_K_rows4 {
             const __m512 dd = _mm512_castps256_ps512(ddf);
             const __m512 D = _mm512_permutexvar_ps(d_idx, dd), DM = _mm512_permutexvar_ps(dm_idx, dd);
             // Scales and mins as words 16r + j (scales) and 16r + 8 + j (mins).
-            const __m512i v = scales4(load4x16(row, off + 4));
+            const __m512i v = k4_scales_x4(load4x16(row, off + 4));
             const __m512i w0 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(v)), w1 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(v, 1));
             __m512i acc[2][T];  // even and odd sub-blocks
 #pragma GCC unroll 8
