@@ -255,6 +255,79 @@ describe('OpenAI-compatible routes', () => {
     expect(r.choices[0].logprobs.top_logprobs[0]).toBeDefined();
   });
 
+  it('answers a batch of prompts, echo, best_of and streamed legacy logprobs as OpenAI does', async () => {
+    type Text = { choices: { index: number; text: string; finish_reason: string; logprobs: any }[]; usage: { prompt_tokens: number; completion_tokens: number } };
+    const complete = async (body: Record<string, unknown>) => {
+      const r = await post('/v1/completions', { model: 'tiny', max_tokens: 4, temperature: 0, ignore_eos: true, ...body });
+      expect(r.status).toBe(200);
+      return (await r.json()) as Text;
+    };
+    // A batch: choices prompt by prompt, n each (choice i of a prompt with seed + i); usage adds the prompts.
+    const prompts = ['Once upon', 'The router picks'];
+    const batch = await complete({ prompt: prompts, n: 2, temperature: 1.2, seed: 5 });
+    expect(batch.choices.map((c) => c.index)).toEqual([0, 1, 2, 3]);
+    const singles = await Promise.all(prompts.flatMap((p) => [5, 6].map((seed) => complete({ prompt: p, temperature: 1.2, seed }))));
+    expect(batch.choices.map((c) => c.text)).toEqual(singles.map((r) => r.choices[0].text));
+    expect(batch.usage.prompt_tokens).toBe(singles[0].usage.prompt_tokens + singles[2].usage.prompt_tokens);
+    expect(batch.usage.completion_tokens).toBe(16);
+
+    // echo: the prompt's text, then the completion; for token ids, their text.
+    const plain = await complete({ prompt: 'Once upon' });
+    expect((await complete({ prompt: 'Once upon', echo: true })).choices[0].text).toBe(`Once upon${plain.choices[0].text}`);
+    const ids = [tokenizer.tokenize('Once upon', { addSpecial: false }), tokenizer.tokenize('a time', { addSpecial: false })];
+    const idPlain = await complete({ prompt: ids });
+    const idEcho = await complete({ prompt: ids, echo: true });
+    expect(idEcho.choices.map((c) => c.text)).toEqual(ids.map((t, i) => tokenizer.detokenize(t) + idPlain.choices[i].text));
+    let streamed = '';
+    const sr = await post('/v1/completions', { model: 'tiny', prompt: 'Once upon', max_tokens: 4, temperature: 0, ignore_eos: true, echo: true, stream: true });
+    for (const line of (await sr.text()).split('\n\n')) if (line.startsWith('data: {')) streamed += JSON.parse(line.slice(6)).choices[0]?.text ?? '';
+    expect(streamed).toBe(`Once upon${plain.choices[0].text}`);
+
+    // best_of: the n of best_of samples with the highest mean log probability per token.
+    const best = await complete({ prompt: 'Once upon', temperature: 1.5, seed: 9, best_of: 4, n: 2 });
+    const cands = await Promise.all([9, 10, 11, 12].map((seed) => complete({ prompt: 'Once upon', temperature: 1.5, seed, logprobs: 1 })));
+    const mean = (r: Text) => r.choices[0].logprobs.token_logprobs.reduce((a: number, x: number) => a + x, 0) / r.choices[0].logprobs.token_logprobs.length;
+    const order = [0, 1, 2, 3].sort((a, b) => mean(cands[b]) - mean(cands[a]) || a - b);
+    expect(best.choices.map((c) => c.text)).toEqual(order.slice(0, 2).map((i) => cands[i].choices[0].text));
+    expect(best.usage.completion_tokens).toBe(16);
+
+    // Streamed legacy logprobs: each chunk's tokens, at their offsets in the text.
+    const lr = await post('/v1/completions', { model: 'tiny', prompt: 'Once upon', max_tokens: 4, temperature: 0, ignore_eos: true, logprobs: 2, stream: true });
+    let text = '';
+    for (const line of (await lr.text()).split('\n\n')) {
+      if (!line.startsWith('data: {')) continue;
+      const ch = JSON.parse(line.slice(6)).choices[0];
+      if (!ch?.logprobs) continue;
+      expect(ch.logprobs.text_offset[0]).toBe(text.length);
+      // (a token that ends inside a character shows as U+FFFD; its text comes with the next chunk)
+      expect(ch.logprobs.tokens.length).toBe(ch.logprobs.token_logprobs.length);
+      expect(Object.keys(ch.logprobs.top_logprobs[0]).length).toBeGreaterThanOrEqual(1);
+      text += ch.text;
+    }
+    expect(text).toBe(plain.choices[0].text);
+
+    // What is not supported says so, naming the field.
+    const bad: [Record<string, unknown>, string, RegExp][] = [
+      [{ prompt: 'x', suffix: 'y' }, 'suffix', /fill-in-the-middle/],
+      [{ prompt: 'x', echo: true, logprobs: 1 }, 'echo', /prompt's tokens/],
+      [{ prompt: 'x', n: 3, best_of: 2 }, 'best_of', /at least n/],
+      [{ prompt: 'x', best_of: 2, stream: true }, 'best_of', /stream/],
+      [{ prompt: Array(5).fill('x'), n: 16 }, 'prompt', /at most 64/],
+      [{ prompt: ['x', ''] }, 'prompt.1', /must not be empty/],
+      [{ prompt: [] }, 'prompt', /.+/],
+    ];
+    for (const [body, param, msg] of bad) {
+      const r = await post('/v1/completions', { model: 'tiny', max_tokens: 2, ...body });
+      expect(r.status).toBe(400);
+      const e = ((await r.json()) as { error: { param: string; message: string } }).error;
+      expect([e.param, e.message]).toEqual([param, expect.stringMatching(msg)]);
+    }
+    const img = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:,' } }] }] });
+    expect(img.status).toBe(400);
+    expect(((await img.json()) as { error: { message: string } }).error.message).toMatch(/'image_url' are not supported/);
+    await waitIdle();
+  }, 60_000);
+
   it('serves 32 concurrent streaming clients, each getting what it gets alone (greedy)', async () => {
     const prompts = Array.from({ length: 8 }, (_, i) => `Story number ${i}:`);
     const alone = new Map<string, string>();

@@ -167,7 +167,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       singleToolCall: b.parallel_tool_calls === false,
       chatTemplateKwargsJson: b.chat_template_kwargs ? JSON.stringify(b.chat_template_kwargs) : '',
     });
-    return run(req, reply, deps, gen, c, 'chat');
+    return run(req, reply, deps, [gen], c, 'chat');
   });
 
   app.post('/v1/completions', async (req, reply) => {
@@ -175,14 +175,23 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
     const b = parsed.data;
     const c = commonFields(b, 16, (b.logprobs ?? 0) > 0, b.logprobs ?? 0);
-    const gen = generateRequest(c, b, { prompt: typeof b.prompt === 'string' ? b.prompt : '', promptTokens: typeof b.prompt === 'string' ? [] : b.prompt });
     if (typeof b.prompt === 'string' && b.prompt.length === 0) return reply.code(400).send(openAiError('prompt must not be empty', 'invalid_request_error', 'prompt', 'invalid_value'));
-    return run(req, reply, deps, gen, c, 'text');
+    // One prompt, or a batch: each gets its choices, numbered prompt by prompt (OpenAI's order).
+    const prompts: (string | number[])[] = typeof b.prompt === 'string' || typeof b.prompt[0] === 'number' ? [b.prompt as string | number[]] : (b.prompt as (string | number[])[]);
+    const gens = prompts.map((p) =>
+      generateRequest(c, b, typeof p === 'string' ? { prompt: p } : { promptTokens: p, echoPrompt: !!b.echo }),
+    );
+    const bestOf = b.best_of ?? c.n;
+    return run(req, reply, deps, gens, c, 'text', { perPrompt: bestOf, echo: b.echo ? prompts.map((p) => (typeof p === 'string' ? p : null)) : undefined });
   });
 }
 
 /** One choice's answer as it streams in. */
 interface Choice {
+  /** The prompt (of a batch) it answers. */
+  prompt: number;
+  /** With echo: the prompt's text, put before the first text (null: from the engine's prompt_text). */
+  echo: string | null | undefined;
   text: string;
   finish: Finish;
   streamed: number;
@@ -195,15 +204,38 @@ interface Choice {
   reasoning: ReasoningSplitter | null;
   /** The engine's word that the prompt left a reasoning block open. */
   reasoningOpen: boolean;
+  /** Sum and count of the sampled tokens' log probabilities (best_of ranks by their mean). */
+  lpSum: number;
+  lpCount: number;
+  /** Length of the echoed prompt at the start of text. */
+  echoLen: number;
+}
+
+/** A text completion's extras: sequences per prompt (best_of), echo of each prompt. */
+interface TextOptions {
+  perPrompt: number;
+  echo?: (string | null)[];
+}
+
+/** OpenAI's legacy (completions) logprobs of some tokens, the first starting at text offset `at`. */
+function legacyLogprobs(lp: Choice['lp'], at: number) {
+  const offsets: number[] = [];
+  for (const l of lp) {
+    offsets.push(at);
+    at += l.token.length;
+  }
+  return { tokens: lp.map((l) => l.token), token_logprobs: lp.map((l) => l.logprob), top_logprobs: lp.map((l) => Object.fromEntries(l.top_logprobs.map((t) => [t.token, t.logprob]))), text_offset: offsets };
 }
 
 /**
- * Submits the request's choices (n sequences; choice i samples with seed + i when a seed is set)
- * and answers with all of them, streamed as they come (each chunk names its choice's index) or in
- * one body. Usage counts the prompt once and every choice's completion. A failed choice fails the
- * request and cancels the others; a client that goes away cancels them all.
+ * Submits the request's choices (per prompt, n sequences, or best_of of which the n with the
+ * highest log probability per token are kept; choice i of a prompt samples with seed + i when a
+ * seed is set) and answers with all of them, streamed as they come (each chunk names its choice's
+ * index, prompt by prompt) or in one body. Usage counts each prompt once and every sequence's
+ * completion. A failed choice fails the request and cancels the others; a client that goes away
+ * cancels them all.
  */
-async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, gen: pb.GenerateRequest, c: Common, kind: 'chat' | 'text') {
+async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, gens: pb.GenerateRequest[], c: Common, kind: 'chat' | 'text', text?: TextOptions) {
   const scheduler = deps.scheduler();
   if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
   const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`;
@@ -211,11 +243,16 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
   const created = Math.floor(Date.now() / 1000);
   const timeout = deps.requestTimeoutMs ?? 0;
   const deadline = timeout > 0 ? Date.now() + timeout : 0;
-  const calls = Array.from({ length: c.n }, (_, i) => {
-    const sampling = i > 0 && c.sampling.hasSeed ? { ...c.sampling, seed: (c.sampling.seed + i) % Number.MAX_SAFE_INTEGER } : c.sampling;
-    const g = pb.GenerateRequest.fromPartial({ ...gen, requestId: c.n > 1 ? `${id}-${i}` : id, sampling });
-    return scheduler.submit(spb.SubmitRequest.fromPartial({ generate: g, tenant, deadlineUnixMs: deadline }));
-  });
+  const per = text?.perPrompt ?? c.n;
+  const ranked = per > c.n;  // best_of: the sampled tokens' logprobs rank the choices
+  const total = gens.length * per;
+  const calls = gens.flatMap((gen, p) =>
+    Array.from({ length: per }, (_, i) => {
+      const sampling = i > 0 && c.sampling.hasSeed ? { ...c.sampling, seed: (c.sampling.seed + i) % Number.MAX_SAFE_INTEGER } : c.sampling;
+      const g = pb.GenerateRequest.fromPartial({ ...gen, requestId: total > 1 ? `${id}-${p * per + i}` : id, sampling, wantLogprobs: gen.wantLogprobs || ranked });
+      return scheduler.submit(spb.SubmitRequest.fromPartial({ generate: g, tenant, deadlineUnixMs: deadline }));
+    }),
+  );
   const m = deps.metrics;
   const t0 = performance.now();
   let firstToken = true;
@@ -226,22 +263,29 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     if (!finished && !reply.raw.writableFinished) for (const call of calls) call.cancel();
   });
 
-  const choices: Choice[] = calls.map(() => ({
+  const choices: Choice[] = calls.map((_, k) => ({
+    prompt: Math.floor(k / per),
+    echo: text?.echo?.[Math.floor(k / per)],
+    lpSum: 0,
+    lpCount: 0,
+    echoLen: 0,
     text: '', finish: null, streamed: 0, usage: { prompt_tokens: 0, completion_tokens: 0, cached_tokens: 0 }, lp: [], tLast: 0,
     toolStream: c.tools && c.stream ? new ToolCallStream(c.tools) : null,
     reasoning: null,
     reasoningOpen: false,
   }));
-  // OpenAI's usage: the prompt once, every choice's completion, and (prompt_tokens_details) the
-  // prompt tokens served from a kept cache.
+  // OpenAI's usage: each prompt once, every sequence's completion, and (prompt_tokens_details)
+  // the prompt tokens served from a kept cache.
+  const firsts = () => choices.filter((_, k) => k % per === 0);
   const usage = () => {
-    const prompt = choices[0].usage.prompt_tokens;
+    const prompt = firsts().reduce((a, ch) => a + ch.usage.prompt_tokens, 0);
     const completion = choices.reduce((a, ch) => a + ch.usage.completion_tokens, 0);
-    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: choices[0].usage.cached_tokens } };
+    const cached = firsts().reduce((a, ch) => a + ch.usage.cached_tokens, 0);
+    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: cached } };
   };
   let headersSent = false;
   const sse = (obj: unknown) => reply.raw.write(`data: ${JSON.stringify(obj)}\n\n`);
-  const chunkObj = (index: number, delta: string | null, fin: Finish, chunkLp?: Choice['lp'], reasoning?: string) =>
+  const chunkObj = (index: number, delta: string | null, fin: Finish, chunkLp?: Choice['lp'], reasoning?: string, lpAt = 0) =>
     kind === 'chat'
       ? {
           id, object: 'chat.completion.chunk', created, model: c.model,
@@ -252,7 +296,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
             finish_reason: fin,
           }],
         }
-      : { id, object: 'text_completion', created, model: c.model, choices: [{ index, text: delta ?? '', logprobs: null, finish_reason: fin }] };
+      : { id, object: 'text_completion', created, model: c.model, choices: [{ index, text: delta ?? '', logprobs: chunkLp ? legacyLogprobs(chunkLp, lpAt) : null, finish_reason: fin }] };
   // Tool calls as they are written: a call's index, id and name first, then its arguments in pieces.
   const sendCalls = (index: number, deltas: ToolCallDelta[]) => {
     if (deltas.length)
@@ -263,7 +307,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     headersSent = true;
     reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
     if (kind === 'chat')
-      for (let index = 0; index < c.n; index++)
+      for (let index = 0; index < calls.length; index++)
         sse({ id, object: 'chat.completion.chunk', created, model: c.model, choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] });
   };
 
@@ -280,9 +324,18 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
                 top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map((t) => ({ token: t.text, logprob: t.logprob })),
               }));
               if (c.logprobs) ch.lp.push(...msgLp);
+              for (const l of msg.logprobs) {
+                ch.lpSum += l.logprob;
+                ch.lpCount++;
+              }
+              // echo: the prompt's text goes first (the engine sends it for token-id prompts).
+              const echoed = ch.echo === undefined ? '' : (ch.echo ?? msg.promptText);
+              ch.echo = undefined;
+              ch.echoLen += echoed.length;
+              const lpAt = ch.text.length + echoed.length;  // where this message's tokens start in the text
               if (msg.usage) ch.usage = { prompt_tokens: msg.usage.promptTokens, completion_tokens: msg.usage.completionTokens, cached_tokens: msg.usage.cachedPromptTokens };
               if (msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED) ch.finish = finishName(msg.finishReason);
-              ch.text += msg.text;
+              ch.text += echoed + msg.text;
               ch.streamed += msg.tokens.length;
               ch.reasoningOpen = msg.reasoningOpen;
               if (m && msg.tokens.length > 0) {
@@ -295,9 +348,9 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
               if (c.stream) {
                 startStream();
                 if (c.reasoning && !ch.reasoning) ch.reasoning = new ReasoningSplitter(msg.reasoningOpen);
-                const split = ch.reasoning ? ch.reasoning.push(msg.text) : { reasoning: '', content: msg.text };
+                const split = ch.reasoning ? ch.reasoning.push(msg.text) : { reasoning: '', content: echoed + msg.text };
                 const text = ch.toolStream ? ch.toolStream.push(split.content) : split.content;
-                if (text || split.reasoning || (c.logprobs && msgLp.length)) sse(chunkObj(index, text, null, c.logprobs ? msgLp : undefined, split.reasoning));
+                if (text || split.reasoning || (c.logprobs && msgLp.length)) sse(chunkObj(index, text, null, c.logprobs ? msgLp : undefined, split.reasoning, lpAt));
                 if (ch.toolStream) sendCalls(index, ch.toolStream.deltas());
               }
             });
@@ -372,12 +425,17 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
       }),
       usage: u,
     });
+  // best_of: per prompt, the n choices with the highest mean log probability per token (stable).
+  const mean = (ch: Choice) => (ch.lpCount ? ch.lpSum / ch.lpCount : -Infinity);
+  const kept = ranked
+    ? gens.flatMap((_, p) => choices.slice(p * per, (p + 1) * per).map((ch, i) => ({ ch, i })).sort((x, y) => mean(y.ch) - mean(x.ch) || x.i - y.i).slice(0, c.n).map((x) => x.ch))
+    : choices;
   return reply.send({
     id, object: 'text_completion', created, model: c.model,
-    choices: choices.map((ch, index) => ({
+    choices: kept.map((ch, index) => ({
       index,
       text: ch.text,
-      logprobs: c.logprobs ? { tokens: ch.lp.map((l) => l.token), token_logprobs: ch.lp.map((l) => l.logprob), top_logprobs: ch.lp.map((l) => Object.fromEntries(l.top_logprobs.map((t) => [t.token, t.logprob]))) } : null,
+      logprobs: c.logprobs ? legacyLogprobs(ch.lp, ch.echoLen) : null,
       finish_reason: ch.finish ?? 'stop',
     })),
     usage: u,

@@ -54,7 +54,15 @@ const sampling = {
   ignore_eos: z.boolean().optional(),
 };
 
-const contentPart = z.object({ type: z.literal('text'), text: z.string() });
+// Text parts only: the served models read text. Any other part (image_url, input_audio, file) is
+// a 400 that says so, rather than zod's "invalid input".
+const contentPart = z
+  .object({ type: z.string(), text: z.string().optional() })
+  .superRefine((p, ctx) => {
+    if (p.type !== 'text') ctx.addIssue({ code: 'custom', message: `content parts of type '${p.type}' are not supported: the models served here read text only` });
+    else if (p.text === undefined) ctx.addIssue({ code: 'custom', path: ['text'], message: "a 'text' content part needs a text string" });
+  })
+  .transform((p) => ({ type: 'text' as const, text: p.text ?? '' }));
 
 const toolCall = z.object({
   id: z.string(),
@@ -137,9 +145,22 @@ export const ChatCompletionRequest = z.object({
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>;
 
+/** Most sequences one request may start: prompts x max(n, best_of). */
+export const MAX_SEQUENCES_PER_REQUEST = 64;
+
+const tokenIds = z.array(z.number().int().min(0)).min(1, 'a token-id prompt must not be empty');
+
 export const CompletionRequest = z.object({
   model: z.string().min(1),
-  prompt: z.union([z.string(), z.array(z.number().int().min(0)).min(1)]),
+  /** A prompt, or a batch of them (OpenAI's string | string[] | token ids | token-id lists); each gets n choices. */
+  prompt: z.union([
+    z.string(),
+    tokenIds,
+    z.array(z.string().min(1, 'prompts in a list must not be empty')).min(1, 'prompt must not be an empty list'),
+    z.array(tokenIds).min(1, 'prompt must not be an empty list'),
+  ]),
+  /** Generate best_of choices per prompt and return the n with the highest log probability per token. */
+  best_of: z.number().int().min(1).max(MAX_SEQUENCES_PER_REQUEST).optional().nullable(),
   echo: z.boolean().optional().nullable(),
   frequency_penalty: sampling.frequency_penalty,
   logit_bias: sampling.logit_bias,
@@ -152,7 +173,7 @@ export const CompletionRequest = z.object({
   stream: sampling.stream,
   stream_options: sampling.stream_options,
   response_format: sampling.response_format,
-  suffix: z.null().optional(),
+  suffix: z.string().optional().nullable(),
   temperature: sampling.temperature,
   top_p: sampling.top_p,
   user: sampling.user,
@@ -160,6 +181,16 @@ export const CompletionRequest = z.object({
   min_p: sampling.min_p,
   repeat_penalty: sampling.repeat_penalty,
   ignore_eos: sampling.ignore_eos,
+}).superRefine((b, ctx) => {
+  const n = b.n ?? 1;
+  const bestOf = b.best_of ?? n;
+  if (b.suffix) ctx.addIssue({ code: 'custom', path: ['suffix'], message: 'suffix (fill-in-the-middle) is not supported: send the text before the gap as the prompt' });
+  if (b.echo && b.logprobs) ctx.addIssue({ code: 'custom', path: ['echo'], message: "echo with logprobs (the log probabilities of the prompt's tokens) is not supported; echo alone is" });
+  if (bestOf < n) ctx.addIssue({ code: 'custom', path: ['best_of'], message: `best_of (${bestOf}) must be at least n (${n})` });
+  if (bestOf > n && b.stream) ctx.addIssue({ code: 'custom', path: ['best_of'], message: 'best_of cannot be used with stream (the best choices are known only at the end)' });
+  const prompts = Array.isArray(b.prompt) && (typeof b.prompt[0] === 'string' || Array.isArray(b.prompt[0])) ? b.prompt.length : 1;
+  if (prompts * bestOf > MAX_SEQUENCES_PER_REQUEST)
+    ctx.addIssue({ code: 'custom', path: ['prompt'], message: `${prompts} prompts x ${bestOf} choices each is ${prompts * bestOf} sequences; one request may start at most ${MAX_SEQUENCES_PER_REQUEST}` });
 });
 export type CompletionRequest = z.infer<typeof CompletionRequest>;
 

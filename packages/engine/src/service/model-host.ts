@@ -326,6 +326,8 @@ export class LocalModelHost implements ModelHost {
       signal,
     );
     this.requests.set(id, m);
+    // OpenAI's echo for a prompt given as token ids: its text, once, on the first message.
+    let promptText = req.echoPrompt ? m.model.tokenizer.detokenize(prompt) : '';
     try {
       for await (const c of stream) {
         this.tokensGenerated += c.tokens.length;
@@ -340,7 +342,9 @@ export class LocalModelHost implements ModelHost {
           usage: undefined,
           timings: undefined,
           reasoningOpen,
+          promptText,
         };
+        promptText = '';
         if (c.finish) {
           if (c.finish.reason === 'error' && c.finish.error) throw c.finish.error;
           out.finishReason = FINISH[c.finish.reason];

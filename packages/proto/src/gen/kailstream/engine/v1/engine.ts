@@ -215,6 +215,11 @@ export interface GenerateRequest {
    * add_generation_prompt, bos_token and eos_token cannot be set this way.
    */
   chatTemplateKwargsJson: string;
+  /**
+   * Send the prompt's text back on the first message (prompt_text), for OpenAI's `echo` on a
+   * completion whose prompt is token ids.
+   */
+  echoPrompt: boolean;
 }
 
 export interface ChatMessage {
@@ -251,6 +256,8 @@ export interface GenerateResponse {
    * model): the output starts as reasoning, up to </think>. Same on every message of a request.
    */
   reasoningOpen: boolean;
+  /** With echo_prompt: the prompt's tokens as text, on the first message only. */
+  promptText: string;
 }
 
 export interface TopLogprobs {
@@ -982,6 +989,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     toolChoiceFunction: "",
     singleToolCall: false,
     chatTemplateKwargsJson: "",
+    echoPrompt: false,
   };
 }
 
@@ -1044,6 +1052,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.chatTemplateKwargsJson !== "") {
       writer.uint32(146).string(message.chatTemplateKwargsJson);
+    }
+    if (message.echoPrompt !== false) {
+      writer.uint32(152).bool(message.echoPrompt);
     }
     return writer;
   },
@@ -1215,6 +1226,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.chatTemplateKwargsJson = reader.string();
             continue;
           }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.echoPrompt = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1301,6 +1320,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.chat_template_kwargs_json)
         ? globalThis.String(object.chat_template_kwargs_json)
         : "",
+      echoPrompt: isSet(object.echoPrompt)
+        ? globalThis.Boolean(object.echoPrompt)
+        : isSet(object.echo_prompt)
+        ? globalThis.Boolean(object.echo_prompt)
+        : false,
     };
   },
 
@@ -1360,6 +1384,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.chatTemplateKwargsJson !== "") {
       obj.chatTemplateKwargsJson = message.chatTemplateKwargsJson;
     }
+    if (message.echoPrompt !== false) {
+      obj.echoPrompt = message.echoPrompt;
+    }
     return obj;
   },
 
@@ -1388,6 +1415,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.toolChoiceFunction = object.toolChoiceFunction ?? "";
     message.singleToolCall = object.singleToolCall ?? false;
     message.chatTemplateKwargsJson = object.chatTemplateKwargsJson ?? "";
+    message.echoPrompt = object.echoPrompt ?? false;
     return message;
   },
 };
@@ -1563,6 +1591,7 @@ function createBaseGenerateResponse(): GenerateResponse {
     usage: undefined,
     timings: undefined,
     reasoningOpen: false,
+    promptText: "",
   };
 }
 
@@ -1595,6 +1624,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     }
     if (message.reasoningOpen !== false) {
       writer.uint32(64).bool(message.reasoningOpen);
+    }
+    if (message.promptText !== "") {
+      writer.uint32(74).string(message.promptText);
     }
     return writer;
   },
@@ -1686,6 +1718,14 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
             message.reasoningOpen = reader.bool();
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.promptText = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1722,6 +1762,11 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
         : isSet(object.reasoning_open)
         ? globalThis.Boolean(object.reasoning_open)
         : false,
+      promptText: isSet(object.promptText)
+        ? globalThis.String(object.promptText)
+        : isSet(object.prompt_text)
+        ? globalThis.String(object.prompt_text)
+        : "",
     };
   },
 
@@ -1751,6 +1796,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     if (message.reasoningOpen !== false) {
       obj.reasoningOpen = message.reasoningOpen;
     }
+    if (message.promptText !== "") {
+      obj.promptText = message.promptText;
+    }
     return obj;
   },
 
@@ -1769,6 +1817,7 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
       ? Timings.fromPartial(object.timings)
       : undefined;
     message.reasoningOpen = object.reasoningOpen ?? false;
+    message.promptText = object.promptText ?? "";
     return message;
   },
 };
