@@ -291,6 +291,20 @@ describe('OpenAI-compatible routes', () => {
     expect(best.choices.map((c) => c.text)).toEqual(order.slice(0, 2).map((i) => cands[i].choices[0].text));
     expect(best.usage.completion_tokens).toBe(16);
 
+    // echo with logprobs scores the prompt too (lm-evaluation-harness's loglikelihood): its tokens
+    // first (the first with null), then the completion's, which are what they are without echo.
+    const withLp = await complete({ prompt: 'Once upon', logprobs: 2 });
+    const scored = await complete({ prompt: 'Once upon', logprobs: 2, echo: true });
+    const lp = scored.choices[0].logprobs;
+    const nPrompt = scored.usage.prompt_tokens;
+    expect(lp.tokens).toHaveLength(nPrompt + 4);
+    expect([lp.token_logprobs[0], lp.top_logprobs[0]]).toEqual([null, null]);
+    expect(lp.token_logprobs.slice(1).every((x: number) => x < 0)).toBe(true);
+    expect(lp.tokens.slice(nPrompt)).toEqual(withLp.choices[0].logprobs.tokens);
+    expect(lp.token_logprobs.slice(nPrompt)).toEqual(withLp.choices[0].logprobs.token_logprobs);
+    expect(lp.tokens.slice(0, nPrompt).join('')).toBe('Once upon');
+    expect(lp.text_offset.slice(0, nPrompt + 1)).toEqual(lp.tokens.slice(0, nPrompt + 1).map((_: string, i: number) => lp.tokens.slice(0, i).join('').length));
+
     // Streamed legacy logprobs: each chunk's tokens, at their offsets in the text.
     const lr = await post('/v1/completions', { model: 'tiny', prompt: 'Once upon', max_tokens: 4, temperature: 0, ignore_eos: true, logprobs: 2, stream: true });
     let text = '';
@@ -309,7 +323,6 @@ describe('OpenAI-compatible routes', () => {
     // What is not supported says so, naming the field.
     const bad: [Record<string, unknown>, string, RegExp][] = [
       [{ prompt: 'x', suffix: 'y' }, 'suffix', /fill-in-the-middle/],
-      [{ prompt: 'x', echo: true, logprobs: 1 }, 'echo', /prompt's tokens/],
       [{ prompt: 'x', n: 3, best_of: 2 }, 'best_of', /at least n/],
       [{ prompt: 'x', best_of: 2, stream: true }, 'best_of', /stream/],
       [{ prompt: Array(5).fill('x'), n: 16 }, 'prompt', /at most 64/],

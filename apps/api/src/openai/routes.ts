@@ -179,7 +179,8 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     // One prompt, or a batch: each gets its choices, numbered prompt by prompt (OpenAI's order).
     const prompts: (string | number[])[] = typeof b.prompt === 'string' || typeof b.prompt[0] === 'number' ? [b.prompt as string | number[]] : (b.prompt as (string | number[])[]);
     const gens = prompts.map((p) =>
-      generateRequest(c, b, typeof p === 'string' ? { prompt: p } : { promptTokens: p, echoPrompt: !!b.echo }),
+      // echo with logprobs scores the prompt too (its first token has no logprob: null, as OpenAI's).
+      generateRequest(c, b, { ...(typeof p === 'string' ? { prompt: p } : { promptTokens: p, echoPrompt: !!b.echo }), promptLogprobs: !!b.echo && c.logprobs }),
     );
     const bestOf = b.best_of ?? c.n;
     return run(req, reply, deps, gens, c, 'text', { perPrompt: bestOf, echo: b.echo ? prompts.map((p) => (typeof p === 'string' ? p : null)) : undefined });
@@ -196,7 +197,8 @@ interface Choice {
   finish: Finish;
   streamed: number;
   usage: { prompt_tokens: number; completion_tokens: number; cached_tokens: number };
-  lp: { token: string; logprob: number; top_logprobs: { token: string; logprob: number }[] }[];
+  /** Logprobs of the tokens so far; with echo and logprobs the prompt's first (its first token's null). */
+  lp: { token: string; logprob: number | null; top_logprobs: { token: string; logprob: number }[] | null }[];
   tLast: number;
   /** Holds back possible tool calls while streaming (chat with tools). */
   toolStream: ToolCallStream | null;
@@ -220,11 +222,12 @@ interface TextOptions {
 /** OpenAI's legacy (completions) logprobs of some tokens, the first starting at text offset `at`. */
 function legacyLogprobs(lp: Choice['lp'], at: number) {
   const offsets: number[] = [];
+  const top = (l: Choice['lp'][number]) => (l.top_logprobs ? Object.fromEntries(l.top_logprobs.map((t) => [t.token, t.logprob])) : null);
   for (const l of lp) {
     offsets.push(at);
     at += l.token.length;
   }
-  return { tokens: lp.map((l) => l.token), token_logprobs: lp.map((l) => l.logprob), top_logprobs: lp.map((l) => Object.fromEntries(l.top_logprobs.map((t) => [t.token, t.logprob]))), text_offset: offsets };
+  return { tokens: lp.map((l) => l.token), token_logprobs: lp.map((l) => l.logprob), top_logprobs: lp.map(top), text_offset: offsets };
 }
 
 /**
@@ -318,12 +321,17 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
           new Promise<void>((resolve, reject) => {
             const ch = choices[index];
             call.on('data', (msg: pb.GenerateResponse) => {
-              const msgLp = msg.logprobs.map((l, i) => ({
+              const promptLp: Choice['lp'] = msg.promptLogprobs.map((l, i) => ({
+                token: l.text,
+                logprob: i === 0 ? null : l.logprob,
+                top_logprobs: i === 0 ? null : (msg.promptTopLogprobs[i]?.candidates ?? []).map((t) => ({ token: t.text, logprob: t.logprob })),
+              }));
+              const msgLp: Choice['lp'] = msg.logprobs.map((l, i) => ({
                 token: l.text,
                 logprob: l.logprob,
                 top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map((t) => ({ token: t.text, logprob: t.logprob })),
               }));
-              if (c.logprobs) ch.lp.push(...msgLp);
+              if (c.logprobs) ch.lp.push(...promptLp, ...msgLp);
               for (const l of msg.logprobs) {
                 ch.lpSum += l.logprob;
                 ch.lpCount++;
@@ -332,7 +340,8 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
               const echoed = ch.echo === undefined ? '' : (ch.echo ?? msg.promptText);
               ch.echo = undefined;
               ch.echoLen += echoed.length;
-              const lpAt = ch.text.length + echoed.length;  // where this message's tokens start in the text
+              // Where this message's first scored token starts in the text (a scored prompt: at its echo).
+              const lpAt = ch.text.length + (promptLp.length ? 0 : echoed.length);
               if (msg.usage) ch.usage = { prompt_tokens: msg.usage.promptTokens, completion_tokens: msg.usage.completionTokens, cached_tokens: msg.usage.cachedPromptTokens };
               if (msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED) ch.finish = finishName(msg.finishReason);
               ch.text += echoed + msg.text;
@@ -350,7 +359,8 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
                 if (c.reasoning && !ch.reasoning) ch.reasoning = new ReasoningSplitter(msg.reasoningOpen);
                 const split = ch.reasoning ? ch.reasoning.push(msg.text) : { reasoning: '', content: echoed + msg.text };
                 const text = ch.toolStream ? ch.toolStream.push(split.content) : split.content;
-                if (text || split.reasoning || (c.logprobs && msgLp.length)) sse(chunkObj(index, text, null, c.logprobs ? msgLp : undefined, split.reasoning, lpAt));
+                if (text || split.reasoning || (c.logprobs && (msgLp.length || promptLp.length)))
+                  sse(chunkObj(index, text, null, c.logprobs ? [...promptLp, ...msgLp] : undefined, split.reasoning, lpAt));
                 if (ch.toolStream) sendCalls(index, ch.toolStream.deltas());
               }
             });
@@ -435,7 +445,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     choices: kept.map((ch, index) => ({
       index,
       text: ch.text,
-      logprobs: c.logprobs ? legacyLogprobs(ch.lp, ch.echoLen) : null,
+      logprobs: c.logprobs ? legacyLogprobs(ch.lp, gens[ch.prompt].promptLogprobs ? 0 : ch.echoLen) : null,
       finish_reason: ch.finish ?? 'stop',
     })),
     usage: u,

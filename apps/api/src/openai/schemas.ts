@@ -185,7 +185,6 @@ export const CompletionRequest = z.object({
   const n = b.n ?? 1;
   const bestOf = b.best_of ?? n;
   if (b.suffix) ctx.addIssue({ code: 'custom', path: ['suffix'], message: 'suffix (fill-in-the-middle) is not supported: send the text before the gap as the prompt' });
-  if (b.echo && b.logprobs) ctx.addIssue({ code: 'custom', path: ['echo'], message: "echo with logprobs (the log probabilities of the prompt's tokens) is not supported; echo alone is" });
   if (bestOf < n) ctx.addIssue({ code: 'custom', path: ['best_of'], message: `best_of (${bestOf}) must be at least n (${n})` });
   if (bestOf > n && b.stream) ctx.addIssue({ code: 'custom', path: ['best_of'], message: 'best_of cannot be used with stream (the best choices are known only at the end)' });
   const prompts = Array.isArray(b.prompt) && (typeof b.prompt[0] === 'string' || Array.isArray(b.prompt[0])) ? b.prompt.length : 1;

@@ -98,6 +98,40 @@ describe('BatchEngine (continuous batching)', () => {
     expect(again.tokens).toEqual(sa.tokens);
   });
 
+  it('scores a prompt (promptLogprobs) with the same bits as generating it, in chunks, next to other sequences', async () => {
+    const sampling = { temperature: 0 };
+    const p = model.tokenizer.tokenize('Mixture of experts models route every token to a few experts. '.repeat(6), { addSpecial: true });
+    expect(p.length).toBeGreaterThan(64);  // more than one scoring chunk, and than maxBatchTokens
+    const gen = await collectAll(engine.generate({ id: 'g', prompt: p, maxTokens: 6, sampling, ignoreEog: true, logprobs: true, topLogprobs: 3 }));
+    const text = [...p, ...gen.tokens];
+    const score = async (id: string) => {
+      let promptLps: unknown[] | undefined;
+      let chunks = 0;
+      let last!: GenerationChunk;
+      for await (const c of engine.generate({ id, prompt: text, maxTokens: 1, sampling, ignoreEog: true, promptLogprobs: true, topLogprobs: 3 })) {
+        if (c.promptLogprobs) {
+          expect(chunks).toBe(0);  // before any generated token
+          promptLps = c.promptLogprobs;
+        }
+        chunks++;
+        last = c;
+      }
+      return { promptLps: promptLps!, last };
+    };
+    const alone = await score('s1');
+    // Alone, then while other sequences decode and prefill in the same passes.
+    const others = prompts.slice(0, 3).map((q, i) => collect(engine.generate({ id: `o${i}`, prompt: model.tokenizer.tokenize(q, { addSpecial: true }), maxTokens: 10, sampling, ignoreEog: true })));
+    const [together] = await Promise.all([score('s2'), ...others]);
+    for (const r of [alone, together]) {
+      expect(r.promptLps).toHaveLength(text.length - 1);
+      // The generated tokens, scored as prompt, have the logprobs (and top alternatives) they had.
+      expect(r.promptLps.slice(p.length - 1)).toEqual(gen.logprobs);
+      expect((r.promptLps as { token: number }[]).map((l) => l.token)).toEqual(text.slice(1));
+      // Scored whole: no prompt tokens taken from a slot's cache.
+      expect(r.last.finish?.cachedPromptTokens).toBe(0);
+    }
+  });
+
   it('cuts a prompt that arrives while others decode into chunks that fit the stall limit', async () => {
     // Another load of the model: these engines must not touch the slots whose caches `engine` keeps.
     const other = EngineModel.load(model.path, { nSeqMax: 4, kvType: 'f32', threads: 2, nCtx: 256 });

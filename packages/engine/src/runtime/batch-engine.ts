@@ -16,6 +16,11 @@ export interface GenerationChunk {
   text: string;
   tokens: number[];
   logprobs?: TokenLogprobs[];
+  /**
+   * With GenerationRequest.promptLogprobs: prompt tokens 1..n-1 given the tokens before each, in
+   * one chunk (no text, no tokens) ahead of the first generated token.
+   */
+  promptLogprobs?: TokenLogprobs[];
   /** Set on the last chunk. */
   finish?: {
     reason: FinishReason;
@@ -40,6 +45,13 @@ export interface GenerationRequest {
   /** Return the chosen token's logprob (and `topLogprobs` alternatives) with each token. */
   logprobs?: boolean;
   topLogprobs?: number;
+  /**
+   * Also score the prompt: each prompt token's logprob given the ones before it (and `topLogprobs`
+   * alternatives), sent in one chunk before the first generated token (OpenAI's echo with
+   * logprobs, lm-evaluation-harness's loglikelihood). The whole prompt is computed, none taken
+   * from a slot's cache, in chunks of at most PROMPT_LOGPROB_CHUNK tokens.
+   */
+  promptLogprobs?: boolean;
   /** Ignore end-of-generation tokens (benchmarks). */
   ignoreEog?: boolean;
   /**
@@ -85,7 +97,12 @@ interface Active {
   reused: number;
   /** The output constraint of a JSON or pattern request, else null. */
   constraint: OutputConstraint | null;
+  /** With req.promptLogprobs: the prompt tokens' logprobs so far (sent before the first token). */
+  promptLps: TokenLogprobs[] | null;
 }
+
+/** Most prompt tokens of a promptLogprobs request in one pass (each takes a row of logits). */
+const PROMPT_LOGPROB_CHUNK = 64;
 
 export interface BatchEngineOptions {
   /** Most tokens in one forward pass (prompt chunks plus one per decoding sequence). Default 512. */
@@ -229,6 +246,7 @@ export class BatchEngine {
       spec: null,
       reused: 0,
       constraint,
+      promptLps: req.promptLogprobs ? [] : null,
     };
     const onAbort = () => this.cancelActive(a);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -340,7 +358,7 @@ export class BatchEngine {
       this.slots[a.slot].tokens = [];
       a.tQueue = performance.now();
       // The last prompt token is always computed: its logits choose the first new token.
-      a.reused = Math.max(0, Math.min(bestShared, a.req.prompt.length - 1));
+      a.reused = a.req.promptLogprobs ? 0 : Math.max(0, Math.min(bestShared, a.req.prompt.length - 1));
       a.prefilled = a.reused;
       this.promptTokensReused += a.reused;
       this.model.truncate(a.slot, a.reused);
@@ -423,17 +441,20 @@ export class BatchEngine {
       budget = Math.min(budget, Math.max(16, Math.floor(this.maxDecodeStallMs / this.msPerToken)));
     /** Prompt chunks in this pass (row of the batch, first position, length), for MTP's hidden rows. */
     const chunks: { a: Active; at: number; start: number; n: number }[] = [];
+    /** Rows that score a prompt token (promptLogprobs): the logits at one position, the token after it. */
+    const promptRows: { a: Active; row: number; next: number }[] = [];
     for (const a of this.running.values()) {
       if (a.pending !== undefined || a.prefilled >= a.req.prompt.length || budget <= 0) continue;
-      const n = Math.min(budget, a.req.prompt.length - a.prefilled);
+      const n = Math.min(budget, a.req.prompt.length - a.prefilled, a.promptLps ? PROMPT_LOGPROB_CHUNK : Infinity);
       chunks.push({ a, at: tokens.length, start: a.prefilled, n });
       for (let i = 0; i < n; i++) {
         tokens.push(a.req.prompt[a.prefilled + i]);
         pos.push(a.prefilled + i);
         seq.push(a.slot);
         const last = a.prefilled + i === a.req.prompt.length - 1;
-        output.push(last ? 1 : 0);
+        output.push(last || a.promptLps ? 1 : 0);
         if (last) rows.push({ a, row: nRows++, n: 1, draft: null });
+        else if (a.promptLps) promptRows.push({ a, row: nRows++, next: a.req.prompt[a.prefilled + i + 1] });
       }
       a.prefilled += n;
       budget -= n;
@@ -463,6 +484,7 @@ export class BatchEngine {
     }
     if (hidden) for (const c of chunks) c.a.spec?.recordHidden(c.start, hidden, c.n, c.at);
     const nv = this.model.nVocab;
+    for (const { a, row, next } of promptRows) a.promptLps?.push(computeLogprobs(logits.subarray(row * nv, (row + 1) * nv), next, a.req.topLogprobs ?? 0));
     const now = performance.now();
     let produced = 0;
     const decoding = rows.filter((r) => r.a.pending !== undefined).length || 1;
@@ -470,6 +492,10 @@ export class BatchEngine {
       if (a.cancelled || a.slot < 0) continue;
       const rowsOf = logits.subarray(row * nv, (row + n) * nv);
       if (a.generated === 0) a.tPromptDone = now;
+      if (a.promptLps) {
+        a.push({ text: '', tokens: [], promptLogprobs: a.promptLps });
+        a.promptLps = null;
+      }
       if (a.req.maxTokens === 0) {
         this.finish(a, 'length');
         continue;

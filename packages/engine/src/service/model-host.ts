@@ -9,6 +9,7 @@ import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { BatchEngine, grammarOf, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import type { SamplerParams } from '../sampling/sampler';
+import type { TokenLogprobs } from '../sampling/logprobs';
 import { forcedToolCallPattern, prefixedJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
 import type { NativeExpertStreamStats } from '@kailstream/core-native';
 
@@ -319,6 +320,7 @@ export class LocalModelHost implements ModelHost {
         stop: req.stop.filter((s) => s.length > 0),
         logprobs: req.wantLogprobs || req.topLogprobs > 0,
         topLogprobs: req.topLogprobs,
+        promptLogprobs: req.promptLogprobs,
         ignoreEog: req.ignoreEos,
         ...this.outputForm(m, req, reasoningOpen),
         preserveTokens: req.messages.length ? this.markerTokens(m, !!req.toolsJson) : undefined,
@@ -326,6 +328,9 @@ export class LocalModelHost implements ModelHost {
       signal,
     );
     this.requests.set(id, m);
+    const tok = m.model.tokenizer;
+    const lpOf = (l: TokenLogprobs) => ({ token: l.token, text: tok.detokenize([l.token]), logprob: l.logprob });
+    const topOf = (l: TokenLogprobs) => ({ candidates: l.top.map((t) => ({ token: t.token, text: tok.detokenize([t.token]), logprob: t.logprob })) });
     // OpenAI's echo for a prompt given as token ids: its text, once, on the first message.
     let promptText = req.echoPrompt ? m.model.tokenizer.detokenize(prompt) : '';
     try {
@@ -334,15 +339,16 @@ export class LocalModelHost implements ModelHost {
         const out: pb.GenerateResponse = {
           text: c.text,
           tokens: c.tokens,
-          logprobs: (c.logprobs ?? []).map((l) => ({ token: l.token, text: m.model.tokenizer.detokenize([l.token]), logprob: l.logprob })),
-          topLogprobs: (c.logprobs ?? []).map((l) => ({
-            candidates: l.top.map((t) => ({ token: t.token, text: m.model.tokenizer.detokenize([t.token]), logprob: t.logprob })),
-          })),
+          logprobs: (c.logprobs ?? []).map(lpOf),
+          topLogprobs: (c.logprobs ?? []).map(topOf),
           finishReason: common.FinishReason.FINISH_REASON_UNSPECIFIED,
           usage: undefined,
           timings: undefined,
           reasoningOpen,
           promptText,
+          // The prompt's first token, with nothing before it to score, then the scored ones.
+          promptLogprobs: c.promptLogprobs ? [lpOf({ token: prompt[0], logprob: 0, top: [] }), ...c.promptLogprobs.map(lpOf)] : [],
+          promptTopLogprobs: c.promptLogprobs ? [{ candidates: [] }, ...c.promptLogprobs.map(topOf)] : [],
         };
         promptText = '';
         if (c.finish) {

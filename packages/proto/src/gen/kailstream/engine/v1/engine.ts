@@ -220,6 +220,11 @@ export interface GenerateRequest {
    * completion whose prompt is token ids.
    */
   echoPrompt: boolean;
+  /**
+   * Also score the prompt: prompt_logprobs on the first message (OpenAI's echo with logprobs). The
+   * whole prompt is computed (none of it taken from a slot's cache).
+   */
+  promptLogprobs: boolean;
 }
 
 export interface ChatMessage {
@@ -258,6 +263,13 @@ export interface GenerateResponse {
   reasoningOpen: boolean;
   /** With echo_prompt: the prompt's tokens as text, on the first message only. */
   promptText: string;
+  /**
+   * With prompt_logprobs: each prompt token with its logprob given the tokens before it, on the
+   * first message only. The first token has nothing before it: its logprob is 0 and it has no
+   * alternatives. prompt_top_logprobs: top_logprobs alternatives per prompt token.
+   */
+  promptLogprobs: TokenLogprob[];
+  promptTopLogprobs: TopLogprobs[];
 }
 
 export interface TopLogprobs {
@@ -990,6 +1002,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     singleToolCall: false,
     chatTemplateKwargsJson: "",
     echoPrompt: false,
+    promptLogprobs: false,
   };
 }
 
@@ -1055,6 +1068,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.echoPrompt !== false) {
       writer.uint32(152).bool(message.echoPrompt);
+    }
+    if (message.promptLogprobs !== false) {
+      writer.uint32(160).bool(message.promptLogprobs);
     }
     return writer;
   },
@@ -1234,6 +1250,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.echoPrompt = reader.bool();
             continue;
           }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.promptLogprobs = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1325,6 +1349,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.echo_prompt)
         ? globalThis.Boolean(object.echo_prompt)
         : false,
+      promptLogprobs: isSet(object.promptLogprobs)
+        ? globalThis.Boolean(object.promptLogprobs)
+        : isSet(object.prompt_logprobs)
+        ? globalThis.Boolean(object.prompt_logprobs)
+        : false,
     };
   },
 
@@ -1387,6 +1416,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.echoPrompt !== false) {
       obj.echoPrompt = message.echoPrompt;
     }
+    if (message.promptLogprobs !== false) {
+      obj.promptLogprobs = message.promptLogprobs;
+    }
     return obj;
   },
 
@@ -1416,6 +1448,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.singleToolCall = object.singleToolCall ?? false;
     message.chatTemplateKwargsJson = object.chatTemplateKwargsJson ?? "";
     message.echoPrompt = object.echoPrompt ?? false;
+    message.promptLogprobs = object.promptLogprobs ?? false;
     return message;
   },
 };
@@ -1592,6 +1625,8 @@ function createBaseGenerateResponse(): GenerateResponse {
     timings: undefined,
     reasoningOpen: false,
     promptText: "",
+    promptLogprobs: [],
+    promptTopLogprobs: [],
   };
 }
 
@@ -1627,6 +1662,12 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     }
     if (message.promptText !== "") {
       writer.uint32(74).string(message.promptText);
+    }
+    for (const v of message.promptLogprobs) {
+      TokenLogprob.encode(v!, writer.uint32(82).fork()).join();
+    }
+    for (const v of message.promptTopLogprobs) {
+      TopLogprobs.encode(v!, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -1726,6 +1767,22 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
             message.promptText = reader.string();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.promptLogprobs.push(TokenLogprob.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.promptTopLogprobs.push(TopLogprobs.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1767,6 +1824,16 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
         : isSet(object.prompt_text)
         ? globalThis.String(object.prompt_text)
         : "",
+      promptLogprobs: globalThis.Array.isArray(object?.promptLogprobs)
+        ? object.promptLogprobs.map((e: any) => TokenLogprob.fromJSON(e))
+        : globalThis.Array.isArray(object?.prompt_logprobs)
+        ? object.prompt_logprobs.map((e: any) => TokenLogprob.fromJSON(e))
+        : [],
+      promptTopLogprobs: globalThis.Array.isArray(object?.promptTopLogprobs)
+        ? object.promptTopLogprobs.map((e: any) => TopLogprobs.fromJSON(e))
+        : globalThis.Array.isArray(object?.prompt_top_logprobs)
+        ? object.prompt_top_logprobs.map((e: any) => TopLogprobs.fromJSON(e))
+        : [],
     };
   },
 
@@ -1799,6 +1866,12 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     if (message.promptText !== "") {
       obj.promptText = message.promptText;
     }
+    if (message.promptLogprobs?.length) {
+      obj.promptLogprobs = message.promptLogprobs.map((e) => TokenLogprob.toJSON(e));
+    }
+    if (message.promptTopLogprobs?.length) {
+      obj.promptTopLogprobs = message.promptTopLogprobs.map((e) => TopLogprobs.toJSON(e));
+    }
     return obj;
   },
 
@@ -1818,6 +1891,8 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
       : undefined;
     message.reasoningOpen = object.reasoningOpen ?? false;
     message.promptText = object.promptText ?? "";
+    message.promptLogprobs = object.promptLogprobs?.map((e) => TokenLogprob.fromPartial(e)) || [];
+    message.promptTopLogprobs = object.promptTopLogprobs?.map((e) => TopLogprobs.fromPartial(e)) || [];
     return message;
   },
 };
