@@ -64,6 +64,26 @@ describe('kail plan and --ram', () => {
     expect(refused.stderr).toContain('short');
   });
 
+  it('perplexity prints llama-perplexity\'s estimate, the same with experts streaming under --ram', () => {
+    const text = path.join(dir, 'text.txt');
+    fs.writeFileSync(text, 'The router sends each token to a few experts, and the experts stream from storage. '.repeat(40));
+    const r = kail('perplexity', '-m', model, '-f', text, '-c', '64', '--chunks', '3', '-t', '2');
+    expect(r.status).toBe(0);
+    expect(r.stderr).toMatch(/^\[1\][\d.]+,\[2\][\d.]+,\[3\][\d.]+,$/m);
+    expect(r.stdout).toMatch(/^Final estimate: PPL = [\d.]+ \+\/- [\d.]+$/m);
+    expect(r.stdout).toContain('3 chunks of 64 tokens, 93 scored');
+    const mem = JSON.parse(kail('perplexity', '-m', model, '-f', text, '-c', '64', '--chunks', '3', '-t', '2', '--json').stdout);
+    const streamed = JSON.parse(kail('perplexity', '-m', model, '-f', text, '-c', '64', '--chunks', '3', '-t', '2', '--ram', String(ram), '--reserve', '0', '--json').stdout);
+    expect(mem.ppl).toBeGreaterThan(1);
+    expect(streamed.ppl).toBe(mem.ppl);
+    expect(streamed.tokensScored).toBe(93);
+    // A text too short for two chunks is a clear error, not a crash.
+    fs.writeFileSync(text, 'Too short.');
+    const short = kail('perplexity', '-m', model, '-f', text, '-c', '64');
+    expect(short.status).not.toBe(0);
+    expect(short.stderr).toMatch(/tokenizes to \d+ tokens; a chunk size of 64 needs at least 128/);
+  });
+
   it('bench --ram reports the generation phase of the stream', () => {
     const b = JSON.parse(kail('bench', '-m', model, '-p', '8', '-n', '4', '-t', '2', '--feed', 'random', '--ram', String(ram + 2 ** 20), '--reserve', '0', '--json').stdout);
     expect(b.gen_tps).toBeGreaterThan(0);

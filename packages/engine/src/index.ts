@@ -14,6 +14,7 @@ export { DEFAULT_RAM_RESERVE_BYTES, EngineModel, kvCacheReport, openGgufMetadata
 export type { LoadModelOptions, ModelSummary, ResidencyPlan } from './model/model';
 export { formatBytes, parseByteSize } from './model/byte-size';
 export { summarizeStream } from './model/stream-summary';
+export { NllAccumulator, perplexity, perplexityChunks, type PerplexityOptions, type PerplexityResult } from './model/perplexity';
 export type { StreamSummary } from './model/stream-summary';
 export type { NativeExpertLayerStats as ExpertLayerStats, NativeExpertStreamStats as ExpertStreamStats } from '@kailstream/core-native';
 export { SUPPORTED_ARCHITECTURES } from './model/architectures';

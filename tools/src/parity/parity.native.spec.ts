@@ -4,9 +4,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { EngineModel } from '@kailstream/engine';
+import { EngineModel, NllAccumulator, perplexity, perplexityChunks } from '@kailstream/engine';
 
 import { writeModel } from '../models/build';
+import { TRAINING_CORPUS } from '../models/corpus';
 import { getPreset } from '../models/presets';
 import type { FileTypeName } from '../models/quant-plan';
 import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
@@ -126,4 +127,37 @@ describe('quantized MoE files stay within llama.cpp’s own spread', () => {
     // distance by more than a factor covering measurement noise.
     expect(ourDistance).toBeLessThanOrEqual(Math.max(llamaSpread * 2, 1e-6));
   });
+});
+
+describe("kail perplexity equals llama.cpp's logits scored the llama-perplexity way", () => {
+  // Float: the same numbers up to float rounding; quantized MoE: within the kernels' spread.
+  const CASES: [string, FileTypeName, number][] = [['tiny-llama', 'F32', 1e-5], ['tiny-qwen3moe', 'Q4_K_M', 1e-2]];
+  it.each(CASES)('%s %s', async (preset, type, bound) => {
+    const f = file(preset, type);
+    if (!fs.existsSync(f)) writeModel({ config: getPreset(preset).config, fileType: type, seed: 7, out: f });
+    const nCtx = 64;
+    const m = EngineModel.load(f, { kvType: 'f32', threads: 2, nCtx });
+    let ours;
+    let chunks: number[][];
+    try {
+      const tokens = m.tokenizer.tokenize(TRAINING_CORPUS, { addSpecial: true });
+      ours = await perplexity(m, tokens, { nCtx, maxChunks: 3, nBatch: 16 });
+      chunks = perplexityChunks(tokens, nCtx, m.tokenizer.vocab.addBos ? m.tokenizer.vocab.special.bos : null, 3);
+    } finally {
+      m.close();
+    }
+    expect(ours.chunks).toBe(3);
+    expect(ours.tokensScored).toBe(3 * (nCtx - nCtx / 2 - 1));
+    // llama.cpp evaluates each chunk whole; its logits at n_ctx/2 .. n_ctx-2 score the next tokens.
+    const refs = await llamaLogitsBatch(chunks.map((c) => ({ model: f, tokens: c })), { kv: 'f32', flashAttention: 'off', timeoutMs: 240_000 });
+    const acc = new NllAccumulator();
+    refs.forEach((r, i) => acc.addRows(r.logits.subarray((nCtx / 2) * r.nVocab, (nCtx - 1) * r.nVocab), r.nVocab, chunks[i].slice(nCtx / 2 + 1)));
+    const rel = Math.abs(ours.ppl / acc.ppl - 1);
+    // llama.cpp's own spread: its default configuration (F16 KV, flash attention) against exact.
+    const dflt = await llamaLogitsBatch(chunks.map((c) => ({ model: f, tokens: c })), { kv: 'f16', flashAttention: 'auto', timeoutMs: 240_000 });
+    const accD = new NllAccumulator();
+    dflt.forEach((r, i) => accD.addRows(r.logits.subarray((nCtx / 2) * r.nVocab, (nCtx - 1) * r.nVocab), r.nVocab, chunks[i].slice(nCtx / 2 + 1)));
+    record(`perplexity ${preset.padEnd(14)} ${type.padEnd(7)} kail ${ours.ppl.toFixed(4)} +/- ${ours.pplError.toFixed(4)}  llama.cpp logits ${acc.ppl.toFixed(4)}  relative ${rel.toExponential(2)}  (llama.cpp default vs exact ${Math.abs(accD.ppl / acc.ppl - 1).toExponential(2)})`);
+    expect(rel).toBeLessThan(bound);
+  }, 120_000);
 });

@@ -15,6 +15,7 @@ import {
   openGgufMetadata,
   type KvCacheReport,
   parseByteSize,
+  perplexity,
   planModel,
   profileDefaults,
   readHardwareProfile,
@@ -449,6 +450,41 @@ export function registerModelCommands(program: Command): void {
       else process.stdout.write(planLines(o.model, p).join('\n') + '\n');
       if (!p.fits) throw new Error(p.message);
     });
+
+  const ppl = program
+    .command('perplexity')
+    .description("perplexity of a text file, computed as llama-perplexity computes it (chunks of --ctx tokens, the second half of each scored), so the two compare on one model file")
+    .requiredOption('-m, --model <file>', 'GGUF model file')
+    .requiredOption('-f, --file <text>', 'text file to score (at least two chunks of tokens)')
+    .option('-c, --ctx <n>', 'tokens per chunk', int('--ctx', 4, 1 << 20), 512)
+    .option('--chunks <n>', 'score at most this many chunks (default: all)', int('--chunks', 1, 1 << 30))
+    .option('-t, --threads <n>', 'compute threads (default: physical cores)', int('--threads', 1, 1024))
+    .option('--batch <n>', 'tokens per forward pass', int('--batch', 1, 1 << 16), 512)
+    .option('--data-dir <dir>', 'data directory (hardware profile)')
+    .option('--json', 'print one JSON object');
+  addStreamOptions(ppl).action(async (o: { model: string; file: string; ctx: number; chunks?: number; threads?: number; batch: number; dataDir?: string; json?: boolean } & StreamOpts) => {
+    const text = fs.readFileSync(o.file, 'utf8');
+    const log = (l: string) => process.stderr.write(l + '\n');
+    const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.ctx, nBatch: Math.min(o.batch, o.ctx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
+    try {
+      const tokens = model.tokenizer.tokenize(text, { addSpecial: true });
+      if (!o.json) log(`${path.basename(o.file)}: ${tokens.length} tokens; chunks of ${o.ctx}, the last ${o.ctx - Math.floor(o.ctx / 2) - 1} of each scored`);
+      const r = await perplexity(model, tokens, {
+        nCtx: o.ctx,
+        maxChunks: o.chunks,
+        nBatch: Math.min(o.batch, o.ctx),
+        onChunk: o.json ? undefined : (i, n, p) => process.stderr.write(`[${i}]${p.toFixed(4)},${i === n ? '\n' : ''}`),
+      });
+      if (o.json) process.stdout.write(JSON.stringify({ model: o.model, file: o.file, tokens: tokens.length, ...r }) + '\n');
+      else
+        process.stdout.write(
+          `Final estimate: PPL = ${r.ppl.toFixed(4)} +/- ${r.pplError.toFixed(5)}\n` +
+            `${r.chunks} chunks of ${r.nCtx} tokens, ${r.tokensScored} scored, ${r.tokensPerSecond.toFixed(1)} tokens/s (${r.seconds.toFixed(1)} s)\n`,
+        );
+    } finally {
+      model.close();
+    }
+  });
 
   program
     .command('logits')

@@ -1,0 +1,120 @@
+// Perplexity of a text, computed as llama.cpp's `llama-perplexity` computes it (its default mode,
+// tools/perplexity/perplexity.cpp), so the two give comparable numbers for one model file: the
+// tokens (BOS added when the vocabulary asks for it) are cut into chunks of n_ctx; each chunk is
+// evaluated from an empty cache with its first token replaced by BOS (when the vocabulary adds
+// one); only the second half is scored: the logits at positions n_ctx/2 .. n_ctx-2 predict the
+// tokens after them. PPL = exp(mean negative log-likelihood); the ± is the standard error of that
+// mean, times PPL.
+import { EngineError } from '../errors';
+import type { EngineModel } from './model';
+
+export interface PerplexityOptions {
+  /** Tokens per chunk (llama-perplexity's -c). */
+  nCtx: number;
+  /** Score at most this many chunks (default: all whole chunks). */
+  maxChunks?: number;
+  /** Tokens per forward pass. Default: the model's. */
+  nBatch?: number;
+  /** Sequence slot to use. Default 0. */
+  seq?: number;
+  /** Called after each chunk with the running estimate (llama-perplexity's `[i]ppl,` line). */
+  onChunk?: (chunk: number, nChunks: number, ppl: number) => void;
+}
+
+export interface PerplexityResult {
+  ppl: number;
+  /** Standard error of PPL (llama-perplexity's "+/-"); NaN with fewer than two scored tokens. */
+  pplError: number;
+  /** Mean negative log-likelihood per scored token (nats). */
+  meanNll: number;
+  chunks: number;
+  nCtx: number;
+  tokensScored: number;
+  /** Tokens evaluated (chunks x n_ctx) per second of forward passes. */
+  tokensPerSecond: number;
+  seconds: number;
+}
+
+/** Running sums of the negative log-likelihoods of scored tokens. */
+export class NllAccumulator {
+  nll = 0;
+  nll2 = 0;
+  count = 0;
+
+  /**
+   * Scores `targets[i]` with logits row i (rows of `nVocab` floats): -log softmax, in float64 as
+   * llama.cpp's log_softmax (max-subtracted sum of exponentials).
+   */
+  addRows(logits: Float32Array, nVocab: number, targets: ArrayLike<number>): void {
+    for (let i = 0; i < targets.length; i++) {
+      const row = logits.subarray(i * nVocab, (i + 1) * nVocab);
+      let max = -Infinity;
+      for (let j = 0; j < nVocab; j++) if (row[j] > max) max = row[j];
+      let sum = 0;
+      for (let j = 0; j < nVocab; j++) sum += Math.exp(row[j] - max);
+      const v = max + Math.log(sum) - row[targets[i]];
+      this.nll += v;
+      this.nll2 += v * v;
+      this.count++;
+    }
+  }
+
+  get ppl(): number {
+    return Math.exp(this.nll / this.count);
+  }
+
+  /** Standard error of PPL: sqrt(var(nll) / (count - 1)) x PPL, as llama-perplexity prints it. */
+  get pplError(): number {
+    if (this.count < 2) return NaN;
+    const mean = this.nll / this.count;
+    const v = this.nll2 / this.count - mean * mean;
+    return v > 0 ? Math.sqrt(v / (this.count - 1)) * this.ppl : 0;
+  }
+}
+
+/** The chunks llama-perplexity evaluates: n_ctx tokens each, the first replaced by `bos` when given. */
+export function perplexityChunks(tokens: readonly number[], nCtx: number, bos: number | null, maxChunks = Infinity): number[][] {
+  if (!Number.isInteger(nCtx) || nCtx < 4) throw new EngineError('KAIL_E_INVALID_ARG', `perplexity: the chunk size must be an integer of at least 4 tokens, got ${nCtx}`);
+  const n = Math.min(Math.floor(tokens.length / nCtx), maxChunks);
+  if (tokens.length < 2 * nCtx)
+    throw new EngineError('KAIL_E_INVALID_ARG', `perplexity: the text tokenizes to ${tokens.length} tokens; a chunk size of ${nCtx} needs at least ${2 * nCtx} (two chunks), as llama-perplexity asks`);
+  return Array.from({ length: n }, (_, i) => {
+    const c = tokens.slice(i * nCtx, (i + 1) * nCtx);
+    if (bos !== null) c[0] = bos;
+    return c;
+  });
+}
+
+/** Perplexity of `tokens` (the text's tokens, with BOS where the vocabulary adds it) under `model`. */
+export async function perplexity(model: EngineModel, tokens: readonly number[], opts: PerplexityOptions): Promise<PerplexityResult> {
+  const { nCtx } = opts;
+  if (nCtx > model.nCtx) throw new EngineError('KAIL_E_INVALID_ARG', `perplexity: chunks of ${nCtx} tokens do not fit the model's context of ${model.nCtx}`);
+  const v = model.tokenizer.vocab;
+  const chunks = perplexityChunks(tokens, nCtx, v.addBos ? v.special.bos : null, opts.maxChunks);
+  const seq = opts.seq ?? 0;
+  const first = Math.floor(nCtx / 2);
+  const acc = new NllAccumulator();
+  let ms = 0;
+  for (let i = 0; i < chunks.length; i++) {
+    const c = chunks[i];
+    const t0 = performance.now();
+    model.truncate(seq, 0);
+    // The first half only fills the cache; the second half's logits are scored.
+    await model.evaluate(seq, c.slice(0, first), 'last', opts.nBatch);
+    const logits = await model.evaluate(seq, c.slice(first), 'all', opts.nBatch);
+    ms += performance.now() - t0;
+    acc.addRows(logits, model.nVocab, c.slice(first + 1));
+    opts.onChunk?.(i + 1, chunks.length, acc.ppl);
+  }
+  model.truncate(seq, 0);
+  return {
+    ppl: acc.ppl,
+    pplError: acc.pplError,
+    meanNll: acc.nll / acc.count,
+    chunks: chunks.length,
+    nCtx,
+    tokensScored: acc.count,
+    tokensPerSecond: (chunks.length * nCtx) / (ms / 1000),
+    seconds: ms / 1000,
+  };
+}
