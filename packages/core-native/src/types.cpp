@@ -32,10 +32,10 @@ struct type_table {
         t[KAIL_TYPE_IQ2_XS]  = make("IQ2_XS", 256, 74, false);
         t[KAIL_TYPE_IQ3_XXS] = make("IQ3_XXS", 256, 98, false);
         t[KAIL_TYPE_IQ1_S]   = make("IQ1_S", 256, 50, false);
-        t[KAIL_TYPE_IQ4_NL]  = make("IQ4_NL", 32, 18, false);
+        t[KAIL_TYPE_IQ4_NL]  = make("IQ4_NL", 32, 18, true);
         t[KAIL_TYPE_IQ3_S]   = make("IQ3_S", 256, 110, false);
         t[KAIL_TYPE_IQ2_S]   = make("IQ2_S", 256, 82, false);
-        t[KAIL_TYPE_IQ4_XS]  = make("IQ4_XS", 256, 136, false);
+        t[KAIL_TYPE_IQ4_XS]  = make("IQ4_XS", 256, 136, true);
         t[KAIL_TYPE_I8]      = make("I8", 1, 1, false);
         t[KAIL_TYPE_I16]     = make("I16", 1, 2, false);
         t[KAIL_TYPE_I32]     = make("I32", 1, 4, false);

@@ -206,7 +206,7 @@ void check_matmul(uint32_t type, int64_t rows, int64_t cols, int64_t n, threadpo
 
 const uint32_t kTypes[] = {KAIL_TYPE_F32, KAIL_TYPE_F16, KAIL_TYPE_BF16, KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1,
                            KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K, KAIL_TYPE_Q3_K,
-                           KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K};
+                           KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_IQ4_NL, KAIL_TYPE_IQ4_XS};
 
 void test_matmul() {
     threadpool p2(2), p3(3);

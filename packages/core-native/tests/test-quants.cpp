@@ -89,7 +89,7 @@ std::vector<level> levels() {
 
 const uint32_t kWeightTypes[] = {KAIL_TYPE_F32, KAIL_TYPE_F16, KAIL_TYPE_BF16, KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1,
                                  KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K, KAIL_TYPE_Q3_K,
-                                 KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K};
+                                 KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_IQ4_NL, KAIL_TYPE_IQ4_XS};
 
 // ---------------------------------------------------------------- fp16 / bf16
 
@@ -249,7 +249,8 @@ void test_round_trip() {
         {KAIL_TYPE_F16, 0.002f}, {KAIL_TYPE_BF16, 0.002f}, {KAIL_TYPE_Q4_0, 0.002f}, {KAIL_TYPE_Q4_1, 0.002f},
         {KAIL_TYPE_Q5_0, 0.002f}, {KAIL_TYPE_Q5_1, 0.002f}, {KAIL_TYPE_Q8_0, 0.002f}, {KAIL_TYPE_Q8_1, 0.002f},
         {KAIL_TYPE_Q2_K, 0.0075f}, {KAIL_TYPE_Q3_K, 0.0040f}, {KAIL_TYPE_Q4_K, 0.002f}, {KAIL_TYPE_Q5_K, 0.002f},
-        {KAIL_TYPE_Q6_K, 0.002f}, {KAIL_TYPE_Q8_K, 0.002f}, {KAIL_TYPE_F32, 0.0f},
+        {KAIL_TYPE_Q6_K, 0.002f}, {KAIL_TYPE_Q8_K, 0.002f}, {KAIL_TYPE_F32, 0.0f}, {KAIL_TYPE_IQ4_NL, 0.002f},
+        {KAIL_TYPE_IQ4_XS, 0.002f},
     };
     for (auto & c : cases) {
         std::vector<uint8_t> q(row_size(c.t, N));
@@ -271,7 +272,8 @@ void test_round_trip() {
     }
     // All-zero and constant rows are exact for every type.
     for (uint32_t t : {KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1, KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K,
-                       KAIL_TYPE_Q3_K, KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_Q8_K}) {
+                       KAIL_TYPE_Q3_K, KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_Q8_K, KAIL_TYPE_IQ4_NL,
+                       KAIL_TYPE_IQ4_XS}) {
         std::vector<float> z(512, 0.f), y(512, 1.f);
         std::vector<uint8_t> q(row_size(t, 512));
         quantize_row(t, z.data(), q.data(), 512);

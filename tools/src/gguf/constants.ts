@@ -35,6 +35,8 @@ export enum GgmlType {
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,
+  IQ4_NL = 20,
+  IQ4_XS = 23,
   I8 = 24,
   I16 = 25,
   I32 = 26,
@@ -74,6 +76,8 @@ const TRAITS: Partial<Record<GgmlType, GgmlTypeTraits>> = {
   [GgmlType.Q5_K]: { name: 'Q5_K', blockSize: 256, typeSize: 176, quantized: true },
   [GgmlType.Q6_K]: { name: 'Q6_K', blockSize: 256, typeSize: 210, quantized: true },
   [GgmlType.Q8_K]: { name: 'Q8_K', blockSize: 256, typeSize: 292, quantized: true },
+  [GgmlType.IQ4_NL]: { name: 'IQ4_NL', blockSize: 32, typeSize: 18, quantized: true },
+  [GgmlType.IQ4_XS]: { name: 'IQ4_XS', blockSize: 256, typeSize: 136, quantized: true },
 };
 
 export function ggmlTypeTraits(type: GgmlType): GgmlTypeTraits {
@@ -115,6 +119,8 @@ export enum LlamaFileType {
   MOSTLY_Q5_K_S = 16,
   MOSTLY_Q5_K_M = 17,
   MOSTLY_Q6_K = 18,
+  MOSTLY_IQ4_NL = 25,
+  MOSTLY_IQ4_XS = 30,
   MOSTLY_BF16 = 32,
 }
 

@@ -5,7 +5,7 @@ import { GgmlType, ggmlTypeTraits, LlamaFileType } from '../gguf/constants';
 import type { ModelConfig, TensorSpec } from './arch';
 
 export const FILE_TYPES = [
-  'F32', 'F16', 'BF16', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M',
+  'F32', 'F16', 'BF16', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M', 'IQ4_NL', 'IQ4_XS',
 ] as const;
 export type FileTypeName = (typeof FILE_TYPES)[number];
 
@@ -24,6 +24,8 @@ const BASE_TYPE: Record<FileTypeName, GgmlType> = {
   Q5_K: GgmlType.Q5_K,
   Q6_K: GgmlType.Q6_K,
   Q4_K_M: GgmlType.Q4_K,
+  IQ4_NL: GgmlType.IQ4_NL,
+  IQ4_XS: GgmlType.IQ4_XS,
 };
 
 // general.file_type for each; pure K types have no exact llama_ftype, the nearest is used.
@@ -42,6 +44,8 @@ const LLAMA_FTYPE: Record<FileTypeName, LlamaFileType> = {
   Q5_K: LlamaFileType.MOSTLY_Q5_K_S,
   Q6_K: LlamaFileType.MOSTLY_Q6_K,
   Q4_K_M: LlamaFileType.MOSTLY_Q4_K_M,
+  IQ4_NL: LlamaFileType.MOSTLY_IQ4_NL,
+  IQ4_XS: LlamaFileType.MOSTLY_IQ4_XS,
 };
 
 export function parseFileType(s: string): FileTypeName {
@@ -66,6 +70,7 @@ const FALLBACK: Partial<Record<GgmlType, GgmlType>> = {
   [GgmlType.Q4_K]: GgmlType.Q5_0,
   [GgmlType.Q5_K]: GgmlType.Q5_1,
   [GgmlType.Q6_K]: GgmlType.Q8_0,
+  [GgmlType.IQ4_XS]: GgmlType.IQ4_NL,
 };
 
 export function fitType(type: GgmlType, rowLength: number): GgmlType {

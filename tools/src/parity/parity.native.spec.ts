@@ -14,7 +14,7 @@ import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
 import { nmse, top1Agreement } from './metrics';
 
 const ARCHS = ['tiny-llama', 'tiny-mixtral', 'tiny-qwen2moe', 'tiny-qwen3moe'];
-const DENSE_QUANTS: FileTypeName[] = ['Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M'];
+const DENSE_QUANTS: FileTypeName[] = ['Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M', 'IQ4_XS', 'IQ4_NL'];
 const MOE_QUANTS: FileTypeName[] = ['Q8_0', 'Q4_K_M'];
 
 let dir: string;

@@ -253,6 +253,32 @@ void dequantize_q6_K(const void * vx, float * y, int64_t k) {
     }
 }
 
+void dequantize_iq4_nl(const void * vx, float * y, int64_t k) {
+    const block_iq4_nl * x = static_cast<const block_iq4_nl *>(vx);
+    for (int64_t i = 0; i < k / QK4_NL; i++, y += QK4_NL) {
+        const float d = h2f(x[i].d);
+        for (int j = 0; j < QK4_NL / 2; ++j) {
+            y[j] = d * kIq4Levels[x[i].qs[j] & 0xF];
+            y[j + QK4_NL / 2] = d * kIq4Levels[x[i].qs[j] >> 4];
+        }
+    }
+}
+
+void dequantize_iq4_xs(const void * vx, float * y, int64_t k) {
+    const block_iq4_xs * x = static_cast<const block_iq4_xs *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const float d = h2f(x[i].d);
+        for (int ib = 0; ib < QK_K / 32; ++ib, y += 32) {
+            const float dl = d * (iq4_xs_scale(x[i], ib) - 32);
+            const uint8_t * qs = x[i].qs + 16 * ib;
+            for (int j = 0; j < 16; ++j) {
+                y[j] = dl * kIq4Levels[qs[j] & 0xF];
+                y[j + 16] = dl * kIq4Levels[qs[j] >> 4];
+            }
+        }
+    }
+}
+
 void dequantize_q8_K(const void * vx, float * y, int64_t k) {
     const block_q8_K * x = static_cast<const block_q8_K *>(vx);
     for (int64_t i = 0; i < k / QK_K; i++)
@@ -831,6 +857,110 @@ void quantize_q6_K_ref(const float * x, void * vy, int64_t k) {
     }
 }
 
+// ---- IQ4_NL / IQ4_XS ----
+
+// The level nearest to v (levels ascending; ties to the lower).
+inline int iq4_nearest(float v) {
+    if (v <= kIq4Levels[0]) return 0;
+    if (v >= kIq4Levels[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        (v < kIq4Levels[mid] ? hi : lo) = mid;
+    }
+    return v - kIq4Levels[lo] <= kIq4Levels[hi] - v ? lo : hi;
+}
+
+// One 32-element block: the scale d (x ~ d * level) and the indices, chosen by trying scales around
+// "largest magnitude on the -127 level" and keeping the one of least squared error after a
+// least-squares refit. Deterministic; weighted by x^2 as ggml's importance-free default.
+float iq4_block(const float * x, uint8_t * L) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; j++)
+        if (std::fabs(x[j]) > amax) {
+            amax = std::fabs(x[j]);
+            max = x[j];
+        }
+    if (amax < GROUP_MAX_EPS) {
+        std::memset(L, 8, 32);  // level 1: d = 0 makes it 0
+        return 0.f;
+    }
+    float best_d = 0, best_err = INFINITY;
+    for (int t = -9; t <= 9; t++) {
+        const float id = (kIq4Levels[0] + 0.1f * t) / max;  // 1 / d
+        float sumqx = 0, sumq2 = 0;
+        uint8_t Lt[32];
+        for (int j = 0; j < 32; j++) {
+            Lt[j] = static_cast<uint8_t>(iq4_nearest(id * x[j]));
+            const float w = x[j] * x[j], q = kIq4Levels[Lt[j]];
+            sumqx += w * q * x[j];
+            sumq2 += w * q * q;
+        }
+        const float d = sumq2 > 0 ? sumqx / sumq2 : 0;
+        float err = 0;
+        for (int j = 0; j < 32; j++) {
+            const float e = x[j] - d * kIq4Levels[Lt[j]];
+            err += x[j] * x[j] * e * e;
+        }
+        if (err < best_err) {
+            best_err = err;
+            best_d = d;
+            std::memcpy(L, Lt, 32);
+        }
+    }
+    return best_d;
+}
+
+inline void iq4_pack(const uint8_t * L, uint8_t * qs) {
+    for (int j = 0; j < 16; j++) qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+}
+
+void quantize_iq4_nl_ref(const float * x, void * vy, int64_t k) {
+    block_iq4_nl * y = static_cast<block_iq4_nl *>(vy);
+    uint8_t L[32];
+    for (int64_t i = 0; i < k / QK4_NL; i++, x += QK4_NL) {
+        y[i].d = f2h(iq4_block(x, L));
+        // Indices for the scale as stored (fp16).
+        const float d = h2f(y[i].d);
+        if (d != 0)
+            for (int j = 0; j < 32; j++) L[j] = static_cast<uint8_t>(iq4_nearest(x[j] / d));
+        iq4_pack(L, y[i].qs);
+    }
+}
+
+void quantize_iq4_xs_ref(const float * x, void * vy, int64_t k) {
+    block_iq4_xs * y = static_cast<block_iq4_xs *>(vy);
+    uint8_t L[QK_K];
+    float scales[QK_K / 32];
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        float amax = 0, max = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            scales[ib] = iq4_block(x + 32 * ib, L + 32 * ib);
+            if (std::fabs(scales[ib]) > amax) {
+                amax = std::fabs(scales[ib]);
+                max = scales[ib];
+            }
+        }
+        // Block scales are signed 6-bit (-32..31): the largest magnitude maps to -32.
+        const float d = max / -32.f;
+        y[i].d = f2h(d);
+        const float ds = h2f(y[i].d);
+        const float id = ds != 0 ? 1.f / ds : 0.f;
+        y[i].scales_h = 0;
+        std::memset(y[i].scales_l, 0, sizeof y[i].scales_l);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int l = std::max(-32, std::min(31, nearest_int(id * scales[ib])));
+            const int u = l + 32;
+            y[i].scales_l[ib / 2] |= static_cast<uint8_t>((u & 0xF) << (4 * (ib % 2)));
+            y[i].scales_h |= static_cast<uint16_t>((u >> 4) << (2 * ib));
+            const float dl = ds * l;
+            if (dl != 0)
+                for (int j = 0; j < 32; j++) L[32 * ib + j] = static_cast<uint8_t>(iq4_nearest(x[32 * ib + j] / dl));
+            iq4_pack(L + 32 * ib, y[i].qs + 16 * ib);
+        }
+    }
+}
+
 void quantize_q8_K_ref(const float * x, void * vy, int64_t k) {
     block_q8_K * y = static_cast<block_q8_K *>(vy);
     for (int64_t i = 0; i < k / QK_K; i++) {
@@ -1251,6 +1381,37 @@ float dot_q6_K(int64_t n, const void * vx, const void * vy) {
     return sumf;
 }
 
+float dot_iq4_nl(int64_t n, const void * vx, const void * vy) {
+    const block_iq4_nl * x = static_cast<const block_iq4_nl *>(vx);
+    const block_q8_0 * y = static_cast<const block_q8_0 *>(vy);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / QK4_NL; ++ib) {
+        int sumi = 0;
+        for (int j = 0; j < QK4_NL / 2; ++j)
+            sumi += kIq4Levels[x[ib].qs[j] & 0xF] * y[ib].qs[j] + kIq4Levels[x[ib].qs[j] >> 4] * y[ib].qs[j + QK4_NL / 2];
+        sumf += h2f(x[ib].d) * h2f(y[ib].d) * sumi;
+    }
+    return sumf;
+}
+
+float dot_iq4_xs(int64_t n, const void * vx, const void * vy) {
+    const block_iq4_xs * x = static_cast<const block_iq4_xs *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        int sumi = 0;  // |sum| <= 8 * 32 * 32 * 127 * 127 < 2^31
+        for (int ib = 0; ib < QK_K / 32; ++ib) {
+            const uint8_t * qs = x[i].qs + 16 * ib;
+            const int8_t * q8 = y[i].qs + 32 * ib;
+            int s = 0;
+            for (int j = 0; j < 16; ++j) s += kIq4Levels[qs[j] & 0xF] * q8[j] + kIq4Levels[qs[j] >> 4] * q8[j + 16];
+            sumi += (iq4_xs_scale(x[i], ib) - 32) * s;
+        }
+        sumf += h2f(x[i].d) * y[i].d * sumi;
+    }
+    return sumf;
+}
+
 using dot_fn = float (*)(int64_t n, const void * w, const void * a);
 
 // Scalar tiles: the 1x1 reference applied to each (row, token) pair.
@@ -1354,6 +1515,8 @@ void kernels_init_scalar(kernel_table & t) {
         {KAIL_TYPE_Q4_K, KAIL_TYPE_Q8_K, gemm_scalar<dot_q4_K, 1, 1>},
         {KAIL_TYPE_Q5_K, KAIL_TYPE_Q8_K, gemm_scalar<dot_q5_K, 1, 1>},
         {KAIL_TYPE_Q6_K, KAIL_TYPE_Q8_K, gemm_scalar<dot_q6_K, 1, 1>},
+        {KAIL_TYPE_IQ4_NL, KAIL_TYPE_Q8_0, gemm_scalar<dot_iq4_nl, 1, 1>},
+        {KAIL_TYPE_IQ4_XS, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq4_xs, 1, 1>},
     };
     for (const auto & e : entries) {
         weight_kernels & wk = t.w[e.type];
@@ -1452,6 +1615,8 @@ row_fn dequant_fn(uint32_t type) {
         case KAIL_TYPE_Q5_K: return dequantize_q5_K;
         case KAIL_TYPE_Q6_K: return dequantize_q6_K;
         case KAIL_TYPE_Q8_K: return dequantize_q8_K;
+        case KAIL_TYPE_IQ4_NL: return dequantize_iq4_nl;
+        case KAIL_TYPE_IQ4_XS: return dequantize_iq4_xs;
         default: return nullptr;
     }
 }
@@ -1470,6 +1635,8 @@ quant_fn quant_ref_fn(uint32_t type) {
         case KAIL_TYPE_Q5_K: return quantize_q5_K_ref;
         case KAIL_TYPE_Q6_K: return quantize_q6_K_ref;
         case KAIL_TYPE_Q8_K: return quantize_q8_K_ref;
+        case KAIL_TYPE_IQ4_NL: return quantize_iq4_nl_ref;
+        case KAIL_TYPE_IQ4_XS: return quantize_iq4_xs_ref;
         default: return nullptr;
     }
 }

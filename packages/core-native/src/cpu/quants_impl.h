@@ -26,6 +26,18 @@ struct block_q4_K { uint16_t d; uint16_t dmin; uint8_t scales[K_SCALE_SIZE]; uin
 struct block_q5_K { uint16_t d; uint16_t dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; };
 struct block_q6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; };
 struct block_q8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
+// IQ4_NL / IQ4_XS: 4-bit indices into a fixed non-linear table of int8 levels (kIq4Levels), a
+// 32-element block with one fp16 scale (IQ4_NL, dot with Q8_0) or a 256-element super-block of 8
+// such blocks with 6-bit signed block scales (stored + 32) under one fp16 scale (IQ4_XS, dot with
+// Q8_K). As in Q4_0, byte j of a block holds element j (low nibble) and j + 16 (high nibble).
+constexpr int QK4_NL = 32;
+struct block_iq4_nl { uint16_t d; uint8_t qs[QK4_NL / 2]; };
+struct block_iq4_xs { uint16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; };
+static_assert(sizeof(block_iq4_nl) == 18 && sizeof(block_iq4_xs) == 136, "iq4 block layout");
+/** The IQ4 levels, part of the format (ggml's kvalues_iq4nl). */
+inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+/** IQ4_XS block ib's scale, 0..63 (the signed scale + 32). */
+inline int iq4_xs_scale(const block_iq4_xs & b, int ib) { return ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4); }
 
 static_assert(sizeof(block_q4_0) == 18 && sizeof(block_q4_1) == 20 && sizeof(block_q5_0) == 22 &&
               sizeof(block_q5_1) == 24 && sizeof(block_q8_0) == 34 && sizeof(block_q8_1) == 36,
