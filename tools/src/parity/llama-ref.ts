@@ -5,6 +5,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import { buildCached } from './cached-build';
+
 export interface LlamaRefOptions {
   /** CPU threads. Default 2. */
   threads?: number;
@@ -46,14 +48,51 @@ function optionArgs(o: LlamaRefOptions): string[] {
   return a;
 }
 
+let shim: Promise<string | null> | undefined;
+
+/**
+ * The no-repack shim (tools/src/bench/no-repack: llama.cpp with use_extra_bufts off, as
+ * llama-cli's --no-repack), built once. The reference computes from the file's own layout; and on
+ * CPUs with AMX, llama.cpp's extra weight buffers fail MoE graphs outright (GGML_ASSERT
+ * cur_backend_id != -1 in ggml-backend.cpp, seen for deepseek2, glm4moe and olmoe files). Null
+ * (with a warning) where it cannot be built: then llama.cpp runs with its defaults.
+ */
+export function noRepackShim(): Promise<string | null> {
+  shim ??= (async () => {
+    if (process.platform !== 'linux') return null;
+    const here = [path.join(__dirname, '../bench/no-repack'), path.resolve(__dirname, '../../src/bench/no-repack')].find((p) => fs.existsSync(path.join(p, 'build.sh')));
+    const root = path.resolve(__dirname, '../../..');
+    const bundle = path.join(root, 'node_modules/node-llama-cpp/llama/gitRelease.bundle');
+    try {
+      if (!here || !fs.existsSync(bundle)) throw new Error(`no-repack sources or ${bundle} missing`);
+      const st = fs.statSync(bundle);
+      const key = fs.readFileSync(path.join(here, 'no-repack-shim.c'), 'utf8') + fs.readFileSync(path.join(here, 'build.sh'), 'utf8') + `${st.size}:${st.mtimeMs}`;
+      return await buildCached('kail-no-repack', key, 'no-repack-shim.so', (dir) =>
+        new Promise<void>((resolve, reject) =>
+          execFile('bash', [path.join(here, 'build.sh'), dir], { timeout: 300_000 }, (err, _o, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve())),
+        ),
+      );
+    } catch (e) {
+      process.stderr.write(`llama-ref: the no-repack shim could not be built (${(e as Error).message.split('\n')[0]}); llama.cpp runs with its repacked weight buffers\n`);
+      return null;
+    }
+  })();
+  return shim;
+}
+
 /** Runs the harness with `args` and parses its JSON stdout. */
-export function runLlamaRef<T = unknown>(args: string[], timeoutMs = 120_000): Promise<T> {
+export async function runLlamaRef<T = unknown>(args: string[], timeoutMs = 120_000): Promise<T> {
+  const preload = await noRepackShim();
   return new Promise((resolve, reject) => {
     execFile(
       process.execPath,
       [llamaRefScript(), ...args],
       {
-        env: { ...process.env, NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true' },
+        env: {
+          ...process.env,
+          NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true',
+          ...(preload ? { LD_PRELOAD: [preload, process.env.LD_PRELOAD].filter(Boolean).join(':') } : {}),
+        },
         timeout: timeoutMs,
         maxBuffer: 256 << 20,
       },

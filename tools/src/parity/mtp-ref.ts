@@ -3,10 +3,11 @@
 // expose MTP, so the program links its prebuilt libllama directly; it is built once per source
 // and library version into a cache directory under the OS temp dir, and runs as a child process.
 import { execFile } from 'node:child_process';
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+
+import { buildCached } from './cached-build';
 
 export interface MtpRefOptions {
   /** CPU threads. Default 2. */
@@ -81,29 +82,16 @@ async function buildOnce(): Promise<string> {
   if (process.platform !== 'linux' || process.arch !== 'x64') throw new Error(`mtp-ref: needs node-llama-cpp's linux-x64 prebuilt; this is ${process.platform}-${process.arch}`);
   const src = sourceDir();
   const script = path.join(src, 'build.sh');
-  const h = crypto.createHash('sha256');
-  for (const f of ['mtp-ref.cpp', 'build.sh']) h.update(fs.readFileSync(path.join(src, f)));
+  let key = '';
+  for (const f of ['mtp-ref.cpp', 'build.sh']) key += fs.readFileSync(path.join(src, f), 'utf8');
   const root = path.resolve(src, '../../../..');
   const lib = path.join(process.env.MTP_REF_LLAMA_BINS ?? path.join(root, 'node_modules/@node-llama-cpp/linux-x64/bins/linux-x64'), 'libllama.v0.5.0.so');
   if (!fs.existsSync(lib)) throw new Error(`mtp-ref: ${lib} not found (node-llama-cpp's linux-x64 prebuilt; run npm install, or set MTP_REF_LLAMA_BINS)`);
   const st = fs.statSync(lib);
-  h.update(`${lib}:${st.size}:${st.mtimeMs}`);
-  const dir = path.join(os.tmpdir(), `kail-mtp-ref-${h.digest('hex').slice(0, 16)}`);
-  const bin = path.join(dir, 'mtp-ref');
-  if (fs.existsSync(bin)) return bin;
-  // Build beside, then rename: a concurrent builder (another jest worker) either wins or loses whole.
-  const tmp = fs.mkdtempSync(`${dir}.build-`);
-  try {
-    await run('bash', [script, tmp], 300_000, 'mtp-ref build');
-    try {
-      fs.renameSync(tmp, dir);
-    } catch (e) {
-      if (!fs.existsSync(bin)) throw e;
-    }
-  } finally {
-    fs.rmSync(tmp, { recursive: true, force: true });
-  }
-  return bin;
+  key += `${lib}:${st.size}:${st.mtimeMs}`;
+  return buildCached('kail-mtp-ref', key, 'mtp-ref', async (dir) => {
+    await run('bash', [script, dir], 300_000, 'mtp-ref build');
+  });
 }
 
 function readF32(file: string, n: number): Float32Array {

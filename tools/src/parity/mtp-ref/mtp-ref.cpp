@@ -6,7 +6,7 @@
 //
 //   mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--draft-steps K] [--threads N] [--verbose]
 //
-// Settings: CPU only (n_gpu_layers 0), load_mtp = true, F32 K and V caches, flash attention off,
+// Settings: CPU only (n_gpu_layers 0), no extra (repacked) weight buffers, load_mtp = true, F32 K and V caches, flash attention off,
 // one sequence, n_ctx = n_batch = n_ubatch = n + K rounded up to a multiple of 256 (one ubatch per
 // decode), n_threads = n_threads_batch = N (default 2).
 //
@@ -230,6 +230,9 @@ int main(int argc, char ** argv) {
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
     mp.load_mtp = true;
+    // No repacked / AMX weight buffers (llama-cli's --no-repack): the reference computes from the
+    // file's layout, and on AMX CPUs those buffers fail MoE graphs (GGML_ASSERT cur_backend_id).
+    mp.use_extra_bufts = false;
     llama_model * model = llama_model_load_from_file(a.model.c_str(), mp);
     if (!model) fail("llama.cpp could not load '%s' (run with --verbose for its log)", a.model.c_str());
     if (llama_model_n_layer_nextn(model) < 1) fail("'%s' has no MTP layers (llama_model_n_layer_nextn = 0)", a.model.c_str());
