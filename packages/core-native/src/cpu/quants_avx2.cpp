@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include <cstring>
+#include <type_traits>
 
 #include "cpu/fp16.h"
 #include "cpu/quants_impl.h"
@@ -86,6 +87,46 @@ KAIL_INLINE void store_tile(__m256 (&acc)[R][T], float * const * out) {
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) out[t][r] = hsum8(acc[r][t]);
 }
+
+// ---------------------------------------------------------------- IQ4_NL (Q8_0 activations)
+// A 32-element block's levels (kIq4Levels by 4-bit index) against a Q8_0 block: VPMADDUBSW on the
+// levels' magnitudes and the activations with the levels' signs (VPSIGNB; no level is 0), pairs
+// summed to int32 (VPDPWSSD / VPMADDWD with ones), then one FMA per block with d_w * d_a. The
+// same operations per (row, token) whatever the tile: batch-invariant. Also the AVX-512 level's.
+template <bool VNNI>
+struct iq4_nl_kernel {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)));
+            const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+            __m256 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+            for (int64_t ib = 0; ib < k / QK4_NL; ib++) {
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_iq4_nl * b = reinterpret_cast<const block_iq4_nl *>(w + r * ws) + ib;
+                    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs));
+                    const __m256i idx = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1), m4);
+                    const __m256i sg = _mm256_shuffle_epi8(levels, idx);
+                    const __m256i u = _mm256_abs_epi8(sg);
+                    const float d = _cvtsh_ss(b->d);
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + ib;
+                        const __m256i p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->qs)), sg));
+                        const __m256i s = dpw<VNNI>(_mm256_setzero_si256(), p, ones);
+                        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * _cvtsh_ss(y->d)), acc[r][t]);
+                    }
+                }
+            }
+            store_tile<R, T>(acc, out);
+        }
+    };
+};
 
 // ---------------------------------------------------------------- legacy 32-element blocks
 
@@ -309,6 +350,43 @@ struct q5_K_dec {
     }
 };
 
+// IQ4_XS: levels from kIq4Levels by 4-bit index. VPMADDUBSW takes their magnitudes (<= 127: a
+// pair of products stays below 2^15) against the activations with the levels' signs
+// (VPSIGNB; no level is 0); sub-block scales (ls - 32) as Q4_K's. No offset (SIGNED).
+template <bool VNNI>
+struct iq4_xs_dec {
+    static constexpr int BB = 136, NCHUNK = 4;
+    static constexpr bool MIN = false;
+    static constexpr bool SIGNED = true;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) {
+        const block_iq4_xs * b = reinterpret_cast<const block_iq4_xs *>(p);
+        const __m128i sc = _mm_setr_epi16(
+            static_cast<short>(iq4_xs_scale(*b, 0) - 32), static_cast<short>(iq4_xs_scale(*b, 1) - 32), static_cast<short>(iq4_xs_scale(*b, 2) - 32),
+            static_cast<short>(iq4_xs_scale(*b, 3) - 32), static_cast<short>(iq4_xs_scale(*b, 4) - 32), static_cast<short>(iq4_xs_scale(*b, 5) - 32),
+            static_cast<short>(iq4_xs_scale(*b, 6) - 32), static_cast<short>(iq4_xs_scale(*b, 7) - 32));
+        s.sc2 = _mm256_inserti128_si256(_mm256_castsi128_si256(sc), sc, 1);
+        s.mn = _mm256_setzero_si256();
+        s.d = _cvtsh_ss(b->d);
+        s.dmin = 0;
+    }
+    // Chunk c: sub-blocks 2c and 2c+1; levels' magnitudes in u, the levels themselves in sg.
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate & s, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
+        const block_iq4_xs * b = reinterpret_cast<const block_iq4_xs *>(p);
+        const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)));
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs + 32 * c + 16 * h));
+            // element j: low nibble of byte j; element j + 16: its high nibble
+            const __m256i idx = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1), m4);
+            sg[h] = _mm256_shuffle_epi8(levels, idx);
+            u[h] = _mm256_abs_epi8(sg[h]);
+        }
+        sc[0] = bcast_word(s.sc2, 2 * c);
+        sc[1] = bcast_word(s.sc2, 2 * c + 1);
+    }
+};
+
 template <bool VNNI>
 struct q6_K_dec {
     static constexpr int BB = 210, NCHUNK = 4;
@@ -416,9 +494,15 @@ struct q2_K_dec {
     }
 };
 
+template <class X, class = void>
+struct signed_levels : std::false_type {};
+template <class X>
+struct signed_levels<X, std::void_t<decltype(X::SIGNED)>> : std::bool_constant<X::SIGNED> {};
+
 template <template <bool> class DEC, bool VNNI>
 struct kquant {
     using D = DEC<VNNI>;
+    static constexpr bool SIGNED = signed_levels<D>::value;
     template <int R, int T>
     struct tile {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
@@ -439,13 +523,19 @@ struct kquant {
                     for (int t = 0; t < T; t++) is[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
                     for (int c = 0; c < D::NCHUNK; c++) {
-                        __m256i u[2], sc[2];
-                        D::chunk(p, s, c, u, sc);
+                        __m256i u[2], sc[2], sg[2];
+                        if constexpr (SIGNED) D::chunk(p, s, c, u, sc, sg);
+                        else D::chunk(p, s, c, u, sc);
 #pragma GCC unroll 8
                         for (int t = 0; t < T; t++) {
                             const int8_t * yq = reinterpret_cast<const block_q8_K *>(a[t])[i].qs + 64 * c;
-                            const __m256i p0 = _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(yq)));
-                            const __m256i p1 = _mm256_maddubs_epi16(u[1], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(yq + 32)));
+                            __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(yq)), y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(yq + 32));
+                            if constexpr (SIGNED) {
+                                y0 = _mm256_sign_epi8(y0, sg[0]);
+                                y1 = _mm256_sign_epi8(y1, sg[1]);
+                            }
+                            const __m256i p0 = _mm256_maddubs_epi16(u[0], y0);
+                            const __m256i p1 = _mm256_maddubs_epi16(u[1], y1);
                             is[t] = dpw<VNNI>(dpw<VNNI>(is[t], p0, sc[0]), p1, sc[1]);
                         }
                     }
@@ -453,7 +543,7 @@ struct kquant {
                     for (int t = 0; t < T; t++) {
                         const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[t]) + i;
                         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->bsums));
-                        const __m256i mterm = _mm256_madd_epi16(s.mn, bs);
+                        const __m256i mterm = SIGNED ? _mm256_setzero_si256() : _mm256_madd_epi16(s.mn, bs);
                         if constexpr (D::MIN) {
                             acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t]), _mm256_set1_ps(s.d * y->d), acc[r][t]);
                             acc[r][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mterm), _mm256_set1_ps(s.dmin * y->d), acc[r][t]);
@@ -859,6 +949,8 @@ template <bool V> struct tiles {
     template <int R, int T> using q4_K = typename kquant<q4_K_dec, V>::template tile<R, T>;
     template <int R, int T> using q5_K = typename kquant<q5_K_dec, V>::template tile<R, T>;
     template <int R, int T> using q6_K = typename kquant<q6_K_dec, V>::template tile<R, T>;
+    template <int R, int T> using iq4_xs = typename kquant<iq4_xs_dec, V>::template tile<R, T>;
+    template <int R, int T> using iq4_nl = typename iq4_nl_kernel<V>::template tile<R, T>;
 };
 
 template <int R, int T> using f32_tile = floats<0>::tile<R, T>;
@@ -880,6 +972,8 @@ void init(kernel_table & t) {
     set<TS::template q4_K, 1, 4>(t, KAIL_TYPE_Q4_K, nullptr);
     set<TS::template q5_K, 1, 4>(t, KAIL_TYPE_Q5_K, nullptr);
     set<TS::template q6_K, 1, 4>(t, KAIL_TYPE_Q6_K, nullptr);
+    set<TS::template iq4_xs, 1, 4>(t, KAIL_TYPE_IQ4_XS, nullptr);
+    set<TS::template iq4_nl, 2, 4>(t, KAIL_TYPE_IQ4_NL, nullptr);
 }
 
 } // namespace

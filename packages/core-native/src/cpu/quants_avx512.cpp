@@ -15,6 +15,7 @@
 
 #include <cstring>
 #include <initializer_list>
+#include <type_traits>
 
 #include "cpu/fp16.h"
 #include "cpu/quants_impl.h"
@@ -329,9 +330,10 @@ KAIL_INLINE __m512i quad_bcast8(__m512i words) {
 }
 
 struct kv {
-    __m512i u[4];   // unsigned quants, 64 per vector, natural order
+    __m512i u[4];   // unsigned quants, 64 per vector, natural order (IQ4_XS: the levels' magnitudes)
     __m512i sc[4];  // int16 sub-block scale per maddubs lane
     __m256i mn;     // Q4_K/Q5_K/Q2_K: int16 mins per bsum; Q6_K/Q3_K: -offset * scale per bsum
+    __mmask64 neg[4];  // IQ4_XS (D::SIGNED): the weights whose level is negative
     float d, dmin;
 };
 
@@ -399,6 +401,44 @@ struct q6_K_dec {
         w.sc[2] = quad_bcast8<8>(s);
         w.sc[3] = quad_bcast8<12>(s);
         w.mn = _mm256_slli_epi16(sc16, 5);  // 32 * scale; subtracted times bsums
+        w.d = _cvtsh_ss(b->d);
+        w.dmin = 0;
+    }
+};
+
+// IQ4_XS: the 4-bit indices pick levels from kIq4Levels; VPMADDUBSW takes the levels' magnitudes
+// (<= 127, so a pair of products stays below 2^15) and the activations negated where the level is
+// negative (D::SIGNED); sub-block scales (ls - 32) go through VPDPWSSD as for Q4_K. No offset.
+struct iq4_xs_dec {
+    static constexpr int BB = 136;
+    static constexpr bool MIN = false;
+    static constexpr bool SIGNED = true;
+    template <bool VEC = false>
+    static KAIL_INLINE void load(const uint8_t * p, kv & w) {
+        const block_iq4_xs * b = reinterpret_cast<const block_iq4_xs *>(p);
+        const __m512i mag = _mm512_broadcast_i32x4(_mm_setr_epi8(127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113));
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        // Per 128-bit lane: 0, 4, 0, 4 bits of shift (lanes: block 2c low/high nibbles, block 2c+1 low/high).
+        const __m512i sh = _mm512_setr_epi64(0, 0, 0x0004000400040004ll, 0x0004000400040004ll, 0, 0, 0x0004000400040004ll, 0x0004000400040004ll);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            // Bytes [A | B] of blocks 2c and 2c+1 as lanes [A, A, B, B]; element j of a block is
+            // the low nibble of byte j, element j + 16 its high nibble.
+            const __m512i z = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * c)));
+            const __m512i idx = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_i64x2(z, z, 0x50), sh), m4);
+            w.u[c] = _mm512_shuffle_epi8(mag, idx);
+            w.neg[c] = _mm512_testn_epi8_mask(idx, _mm512_set1_epi8(8));  // indices 0-7: negative levels
+        }
+        const __m128i sc8 = _mm_setr_epi16(
+            static_cast<short>(iq4_xs_scale(*b, 0) - 32), static_cast<short>(iq4_xs_scale(*b, 1) - 32), static_cast<short>(iq4_xs_scale(*b, 2) - 32),
+            static_cast<short>(iq4_xs_scale(*b, 3) - 32), static_cast<short>(iq4_xs_scale(*b, 4) - 32), static_cast<short>(iq4_xs_scale(*b, 5) - 32),
+            static_cast<short>(iq4_xs_scale(*b, 6) - 32), static_cast<short>(iq4_xs_scale(*b, 7) - 32));
+        const __m512i s = _mm512_broadcast_i32x4(sc8);
+        w.sc[0] = pair_bcast16_lanes<0, 1>(s);
+        w.sc[1] = pair_bcast16_lanes<2, 3>(s);
+        w.sc[2] = pair_bcast16_lanes<4, 5>(s);
+        w.sc[3] = pair_bcast16_lanes<6, 7>(s);
+        w.mn = _mm256_setzero_si256();
         w.d = _cvtsh_ss(b->d);
         w.dmin = 0;
     }
@@ -527,18 +567,31 @@ struct kquant {
         }
     };
 
+    template <class X, class = void>
+    struct signed_levels : std::false_type {};
+    template <class X>
+    struct signed_levels<X, std::void_t<decltype(X::SIGNED)>> : std::bool_constant<X::SIGNED> {};
+
     static KAIL_INLINE void step(const kv & wv, __m512i y0, __m512i y1, __m512i y2, __m512i y3, __m256i bs, float yd, __m512 & acc, __m256 & accm) {
+        if constexpr (signed_levels<D>::value) {
+            // |level| * (y negated where the level is negative) = level * y
+            const __m512i z = _mm512_setzero_si512();
+            y0 = _mm512_mask_sub_epi8(y0, wv.neg[0], z, y0);
+            y1 = _mm512_mask_sub_epi8(y1, wv.neg[1], z, y1);
+            y2 = _mm512_mask_sub_epi8(y2, wv.neg[2], z, y2);
+            y3 = _mm512_mask_sub_epi8(y3, wv.neg[3], z, y3);
+        }
         __m512i is = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(wv.u[0], y0), wv.sc[0]);
         is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv.u[1], y1), wv.sc[1]);
         is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv.u[2], y2), wv.sc[2]);
         is = _mm512_dpwssd_epi32(is, _mm512_maddubs_epi16(wv.u[3], y3), wv.sc[3]);
-        const __m256i mt = _mm256_madd_epi16(wv.mn, bs);
         if constexpr (D::MIN) {
+            const __m256i mt = _mm256_madd_epi16(wv.mn, bs);
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(wv.d * yd), acc);
             accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mt), _mm256_set1_ps(wv.dmin * yd), accm);
         } else {
-            // quants are u = q + offset: subtract offset * sum(scale * bsum)
-            is = _mm512_sub_epi32(is, _mm512_zextsi256_si512(mt));
+            // quants are u = q + offset: subtract offset * sum(scale * bsum) (signed levels have none)
+            if constexpr (!signed_levels<D>::value) is = _mm512_sub_epi32(is, _mm512_zextsi256_si512(_mm256_madd_epi16(wv.mn, bs)));
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_set1_ps(wv.d * yd), acc);
         }
     }
@@ -940,6 +993,7 @@ template <int R, int T> using q2_K_tile = kquant<q2_K_dec>::tile<R, T>;
 template <int R, int T> using q3_K_tile = kquant<q3_K_dec>::tile<R, T>;
 template <int R, int T> using q5_K_tile = kquant<q5_K_dec>::tile<R, T>;
 template <int R, int T> using q6_K_tile = kquant<q6_K_dec>::tile<R, T>;
+template <int R, int T> using iq4_xs_tile = kquant<iq4_xs_dec>::tile<R, T>;
 template <int R, int T> using f32_tile = floats<0>::tile<R, T>;
 template <int R, int T> using f16_tile = floats<1>::tile<R, T>;
 template <int R, int T> using bf16_tile = floats<2>::tile<R, T>;
@@ -973,10 +1027,12 @@ void kernels_init_avx512(kernel_table & t) {
     set<q4_K_rows4_tile, 4, 8>(t, KAIL_TYPE_Q4_K, 4);
     set<q5_K_tile, 1, 8>(t, KAIL_TYPE_Q5_K, 1);
     set<q6_K_tile, 1, 8>(t, KAIL_TYPE_Q6_K, 1);
+    set<iq4_xs_tile, 1, 8>(t, KAIL_TYPE_IQ4_XS, 1);
     t.w[KAIL_TYPE_Q2_K].gemm_decode = kquant<q2_K_dec>::decode;
     t.w[KAIL_TYPE_Q3_K].gemm_decode = kquant<q3_K_dec>::decode;
     t.w[KAIL_TYPE_Q5_K].gemm_decode = kquant<q5_K_dec>::decode;
     t.w[KAIL_TYPE_Q6_K].gemm_decode = kquant<q6_K_dec>::decode;
+    t.w[KAIL_TYPE_IQ4_XS].gemm_decode = kquant<iq4_xs_dec>::decode;
     set<f32_tile, 4, 4>(t, KAIL_TYPE_F32, 1);
     set<f16_tile, 4, 4>(t, KAIL_TYPE_F16, 1, prepare_f16_as_f32, prepared_size_f32);
     set<bf16_tile, 4, 4>(t, KAIL_TYPE_BF16, 1, prepare_bf16_as_f32, prepared_size_f32);
