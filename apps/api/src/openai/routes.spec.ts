@@ -305,6 +305,14 @@ describe('OpenAI-compatible routes', () => {
     expect(lp.tokens.slice(0, nPrompt).join('')).toBe('Once upon');
     expect(lp.text_offset.slice(0, nPrompt + 1)).toEqual(lp.tokens.slice(0, nPrompt + 1).map((_: string, i: number) => lp.tokens.slice(0, i).join('').length));
 
+    // max_tokens 0 with echo: the prompt and its scores alone (OpenAI's legacy scoring request).
+    const only = await complete({ prompt: 'Once upon', logprobs: 2, echo: true, max_tokens: 0 });
+    expect(only.choices[0].text).toBe('Once upon');
+    expect(only.choices[0].finish_reason).toBe('length');
+    expect(only.usage.completion_tokens).toBe(0);
+    expect(only.choices[0].logprobs.tokens).toEqual(lp.tokens.slice(0, nPrompt));
+    expect(only.choices[0].logprobs.token_logprobs).toEqual(lp.token_logprobs.slice(0, nPrompt));
+
     // Streamed legacy logprobs: each chunk's tokens, at their offsets in the text.
     const lr = await post('/v1/completions', { model: 'tiny', prompt: 'Once upon', max_tokens: 4, temperature: 0, ignore_eos: true, logprobs: 2, stream: true });
     let text = '';
@@ -327,6 +335,7 @@ describe('OpenAI-compatible routes', () => {
       [{ prompt: 'x', best_of: 2, stream: true }, 'best_of', /stream/],
       [{ prompt: Array(5).fill('x'), n: 16 }, 'prompt', /at most 64/],
       [{ prompt: ['x', ''] }, 'prompt.1', /must not be empty/],
+      [{ prompt: 'x', max_tokens: 0 }, 'max_tokens', /needs echo/],
       [{ prompt: [] }, 'prompt', /.+/],
     ];
     for (const [body, param, msg] of bad) {

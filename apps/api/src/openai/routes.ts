@@ -175,12 +175,15 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
     const b = parsed.data;
     const c = commonFields(b, 16, (b.logprobs ?? 0) > 0, b.logprobs ?? 0);
+    // max_tokens 0 (with echo): the prompt scored, nothing generated.
+    const scoreOnly = b.max_tokens === 0;
+    if (scoreOnly) c.max = 0;
     if (typeof b.prompt === 'string' && b.prompt.length === 0) return reply.code(400).send(openAiError('prompt must not be empty', 'invalid_request_error', 'prompt', 'invalid_value'));
     // One prompt, or a batch: each gets its choices, numbered prompt by prompt (OpenAI's order).
     const prompts: (string | number[])[] = typeof b.prompt === 'string' || typeof b.prompt[0] === 'number' ? [b.prompt as string | number[]] : (b.prompt as (string | number[])[]);
     const gens = prompts.map((p) =>
       // echo with logprobs scores the prompt too (its first token has no logprob: null, as OpenAI's).
-      generateRequest(c, b, { ...(typeof p === 'string' ? { prompt: p } : { promptTokens: p, echoPrompt: !!b.echo }), promptLogprobs: !!b.echo && c.logprobs }),
+      generateRequest(c, b, { ...(typeof p === 'string' ? { prompt: p } : { promptTokens: p, echoPrompt: !!b.echo }), promptLogprobs: (!!b.echo && c.logprobs) || scoreOnly }),
     );
     const bestOf = b.best_of ?? c.n;
     return run(req, reply, deps, gens, c, 'text', { perPrompt: bestOf, echo: b.echo ? prompts.map((p) => (typeof p === 'string' ? p : null)) : undefined });

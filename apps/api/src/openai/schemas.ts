@@ -165,7 +165,8 @@ export const CompletionRequest = z.object({
   frequency_penalty: sampling.frequency_penalty,
   logit_bias: sampling.logit_bias,
   logprobs: z.number().int().min(0).max(20).optional().nullable(),
-  max_tokens: maxTokens,
+  /** 0 only with echo: the prompt (and its logprobs), nothing generated (OpenAI's legacy scoring). */
+  max_tokens: z.number().int().min(0).max(1_000_000).optional().nullable(),
   n: sampling.n,
   presence_penalty: sampling.presence_penalty,
   seed: sampling.seed,
@@ -184,6 +185,7 @@ export const CompletionRequest = z.object({
 }).superRefine((b, ctx) => {
   const n = b.n ?? 1;
   const bestOf = b.best_of ?? n;
+  if (b.max_tokens === 0 && !b.echo) ctx.addIssue({ code: 'custom', path: ['max_tokens'], message: 'max_tokens 0 needs echo: true (it returns the prompt, and with logprobs its scores, generating nothing)' });
   if (b.suffix) ctx.addIssue({ code: 'custom', path: ['suffix'], message: 'suffix (fill-in-the-middle) is not supported: send the text before the gap as the prompt' });
   if (bestOf < n) ctx.addIssue({ code: 'custom', path: ['best_of'], message: `best_of (${bestOf}) must be at least n (${n})` });
   if (bestOf > n && b.stream) ctx.addIssue({ code: 'custom', path: ['best_of'], message: 'best_of cannot be used with stream (the best choices are known only at the end)' });

@@ -315,7 +315,8 @@ export class LocalModelHost implements ModelHost {
       {
         id,
         prompt,
-        maxTokens: req.maxTokens || 256,
+        // With prompt_logprobs, 0 asks for the prompt's scores alone.
+        maxTokens: req.maxTokens || (req.promptLogprobs ? 0 : 256),
         sampling: samplingFromProto(req.sampling),
         stop: req.stop.filter((s) => s.length > 0),
         logprobs: req.wantLogprobs || req.topLogprobs > 0,

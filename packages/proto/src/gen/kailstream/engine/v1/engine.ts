@@ -174,6 +174,10 @@ export interface GenerateRequest {
   /** Either a prompt string (tokenized with the model's special-token rules) or token ids. */
   prompt: string;
   promptTokens: number[];
+  /**
+   * 0 = the default (256); with prompt_logprobs, 0 scores the prompt and generates nothing
+   * (OpenAI's echo + logprobs + max_tokens 0).
+   */
   maxTokens: number;
   sampling: SamplingParams | undefined;
   stop: string[];
