@@ -14,6 +14,7 @@ import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import type { FileTypeName } from '../models/quant-plan';
 import { benchArgs } from './args';
+import { noRepackShim } from '../parity/llama-ref';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const KAIL = path.join(ROOT, 'apps/cli/bin/kail.js');
@@ -58,7 +59,7 @@ function machine(): string {
   return `${cpu}, ${os.cpus().length} logical CPUs, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, ${os.platform()} ${os.release()}, node ${process.version}${simd ? `, ${simd}` : ''}`;
 }
 
-function main() {
+async function main() {
   const values = benchArgs('run-bench', {
     pp: { type: 'string', default: '512' },
     tg: { type: 'string', default: '128' },
@@ -68,7 +69,10 @@ function main() {
     only: { type: 'string' },
     feed: { type: 'string', default: 'greedy' },
     'no-write': { type: 'boolean', default: false },
+    /** Run llama.cpp with its extra (repacked / AMX) weight buffers off in every row. */
+    'llama-no-repack': { type: 'boolean', default: false },
   });
+  const notes: string[] = [];
   fs.mkdirSync(values.models!, { recursive: true });
   const lines: string[] = [];
   const header = `| model | file | kail pp${values.pp} t/s | llama.cpp pp${values.pp} t/s | pp ratio | kail tg${values.tg} t/s | llama.cpp tg${values.tg} t/s | tg ratio |`;
@@ -86,19 +90,43 @@ function main() {
     process.stderr.write(`${row.name}: kail ...\n`);
     const k = run([KAIL, 'bench', '-m', file, '-p', values.pp!, '-n', values.tg!, '--reps', values.reps!, '--json', ...common]);
     process.stderr.write(`${row.name}: llama.cpp ...\n`);
-    const l = run([LLAMA_BENCH, '--model', file, '--pp', values.pp!, '--tg', values.tg!, '--reps', values.reps!, ...common]);
+    const llamaCmd = [LLAMA_BENCH, '--model', file, '--pp', values.pp!, '--tg', values.tg!, '--reps', values.reps!, ...common];
+    // llama.cpp's defaults abort some MoE graphs on AMX CPUs (GGML_ASSERT cur_backend_id != -1):
+    // then the row is llama.cpp with its extra weight buffers off, and says so.
+    let l: Result | null = null;
+    let name = row.name;
+    const noRepack = async () => {
+      const shim = await noRepackShim();
+      if (!shim) throw new Error('the no-repack shim could not be built');
+      return run(llamaCmd, { LD_PRELOAD: shim });
+    };
+    try {
+      l = values['llama-no-repack'] ? await noRepack() : run(llamaCmd);
+    } catch (e) {
+      const why = String((e as Error).message).split('\n').find((x) => /GGML_ASSERT|error|failed/i.test(x)) ?? String(e);
+      process.stderr.write(`${row.name}: llama.cpp failed (${why.trim()})${values['llama-no-repack'] ? '' : '; again with its extra weight buffers off'}\n`);
+      if (!values['llama-no-repack'])
+        try {
+          l = await noRepack();
+          name += ' ¹';
+          notes.push(`¹ llama.cpp's defaults failed on this file (${why.trim()}); its column is llama.cpp with its extra (repacked / AMX) weight buffers off.`);
+        } catch (e2) {
+          notes.push(`${row.name}: llama.cpp failed: ${why.trim()}; with its extra weight buffers off: ${String((e2 as Error).message).split('\n')[0]}`);
+        }
+    }
     const size = `${(fs.statSync(file).size / 2 ** 30).toFixed(2)} GiB`;
+    const ratio = (a: number, b: number | undefined) => (b ? (a / b).toFixed(2) : '-');
     lines.push(
-      `| ${row.name} | ${size} | ${k.prompt_tps.toFixed(1)} | ${l.prompt_tps.toFixed(1)} | ${(k.prompt_tps / l.prompt_tps).toFixed(2)} | ` +
-        `${k.gen_tps.toFixed(2)} | ${l.gen_tps.toFixed(2)} | ${(k.gen_tps / l.gen_tps).toFixed(2)} |`,
+      `| ${name} | ${size} | ${k.prompt_tps.toFixed(1)} | ${l ? l.prompt_tps.toFixed(1) : 'failed'} | ${ratio(k.prompt_tps, l?.prompt_tps)} | ` +
+        `${k.gen_tps.toFixed(2)} | ${l ? l.gen_tps.toFixed(2) : 'failed'} | ${ratio(k.gen_tps, l?.gen_tps)} |`,
     );
     process.stderr.write(lines.at(-1) + '\n');
   }
   const section =
     `Measured ${new Date().toISOString().slice(0, 10)} on ${machine()}.\n` +
     `Settings: ${values.threads} threads for both engines, prompt ${values.pp} random tokens, ${values.tg} decode steps feeding the ${values.feed} token, ` +
-    `median of ${values.reps}; weights mmapped from a warm page cache; kail KV cache f16, llama.cpp defaults (through node-llama-cpp 3.22.1, CPU build).\n\n` +
-    lines.join('\n') + '\n';
+    `median of ${values.reps}; weights mmapped from a warm page cache; kail KV cache f16, llama.cpp ${values['llama-no-repack'] ? 'with its extra weight buffers off (no-repack shim)' : 'defaults'} (through node-llama-cpp 3.22.1, CPU build).\n\n` +
+    lines.join('\n') + '\n' + (notes.length ? `\n${notes.join('\n')}\n` : '');
   process.stdout.write(section);
   if (!values['no-write']) writeSection(section);
 }
@@ -114,4 +142,7 @@ function writeSection(section: string) {
   fs.writeFileSync(doc, text);
 }
 
-main();
+main().catch((e: unknown) => {
+  process.stderr.write(`run-bench: ${(e as Error).message}\n`);
+  process.exit(1);
+});
