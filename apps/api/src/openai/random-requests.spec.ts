@@ -28,7 +28,7 @@ describe('OpenAI routes under random requests', () => {
     let seed = Number(process.env.KAIL_FUZZ_SEED ?? 1);
     const rnd = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
     const pick = <T,>(a: T[]) => a[Math.floor(rnd() * a.length)];
-    const vals = (): unknown => pick<unknown>([null, 0, -1, 1, 2, 0.5, 1e308, -1e308, 2 ** 31, 2 ** 32 + 1, 2 ** 53, 2 ** 63, 1e-320, '', 'x', '1', 'tiny', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], ['a'], ['a', 'b'], {}, { a: 1 }, true, false, [{ role: 'user', content: 'hi' }], [{ type: 'text', text: 'x' }], [{ type: 'image_url' }], Array(40).fill('s'),
+    const vals = (): unknown => pick<unknown>([null, 0, -1, 1, 2, 0.5, 1e308, -1e308, 2 ** 31, 2 ** 32 + 1, 2 ** 53, 2 ** 63, 1e-320, '', 'x', '1', 'tiny', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], ['a'], ['a', 'b'], [[1, 2], [3]], [[]], [[1], 'a'], {}, { a: 1 }, true, false, [{ role: 'user', content: 'hi' }], [{ type: 'text', text: 'x' }], [{ type: 'image_url' }], Array(40).fill('s'),
       // well-formed values of the structured fields, some of them refused
       { type: 'json_object' }, { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] } } },
       { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'object', properties: { a: { pattern: 'x' } } } } }, { type: 'json_schema', json_schema: { schema: { $ref: '#/x' } } },
@@ -37,7 +37,7 @@ describe('OpenAI routes under random requests', () => {
       { type: 'function', function: { name: 'f' } }, 'deepseek', { enable_thinking: false }, { messages: [] }, { x: { y: [1] } }]);
     const baseChat = () => ({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, temperature: 0 } as Record<string, unknown>);
     const baseComp = () => ({ model: 'tiny', prompt: 'hello', max_tokens: 4, temperature: 0 } as Record<string, unknown>);
-    const fields = ['model', 'messages', 'prompt', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'seed', 'stop', 'stream', 'stream_options', 'logprobs', 'top_logprobs', 'n', 'top_k', 'min_p', 'repeat_penalty', 'presence_penalty', 'frequency_penalty', 'ignore_eos', 'user', 'echo', 'suffix', 'logit_bias', 'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'chat_template_kwargs', 'reasoning_format'];
+    const fields = ['model', 'messages', 'prompt', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'seed', 'stop', 'stream', 'stream_options', 'logprobs', 'top_logprobs', 'n', 'top_k', 'min_p', 'repeat_penalty', 'presence_penalty', 'frequency_penalty', 'ignore_eos', 'user', 'echo', 'suffix', 'best_of', 'logit_bias', 'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'chat_template_kwargs', 'reasoning_format'];
     const bad: string[] = []; const hist: Record<string, number> = {};
     const N = Number(process.env.KAIL_FUZZ_N ?? 600);
     for (let i = 0; i < N; i++) {
