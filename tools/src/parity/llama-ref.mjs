@@ -245,8 +245,25 @@ async function main(argv) {
     console.log(JSON.stringify(results.map((r) => ({ ...r, tokens: undefined }))));
     return;
   }
+  if (command === 'embed') {
+    // llama.cpp's embedding of the tokens (node-llama-cpp's embedding context: the model's pooling,
+    // the last token's for a file without one), raw (not normalized).
+    if (!v.model || v.tokens === undefined) throw new Error('embed needs --model FILE --tokens IDS');
+    const threads = int('threads', 2);
+    const llama = await getCpuLlama({ threads, verbose: v.verbose });
+    const model = await llama.loadModel({ modelPath: path.resolve(v.model), gpuLayers: 0 });
+    const ctx = await model.createEmbeddingContext({ threads, contextSize: int('ctx', 512) });
+    try {
+      const e = await ctx.getEmbeddingFor(parseTokenList(v.tokens));
+      console.log(JSON.stringify({ embedding: Array.from(e.vector) }));
+    } finally {
+      await ctx.dispose();
+      await model.dispose();
+    }
+    return;
+  }
   if (!['logits', 'tokenize', 'detokenize', 'generate'].includes(command) || !v.model) {
-    throw new Error('usage: llama-ref.mjs logits|tokenize|detokenize|generate|batch --model FILE [options] (see the header of this file)');
+    throw new Error('usage: llama-ref.mjs logits|tokenize|detokenize|generate|embed|batch --model FILE [options] (see the header of this file)');
   }
   let tokens;
   if (v.tokens !== undefined) tokens = parseTokenList(v.tokens);

@@ -125,6 +125,12 @@ function tempPrefix(): { dir: string; out: string } {
   return { dir, out: path.join(dir, 'logits') };
 }
 
+/** llama.cpp's embedding of `tokens` (its embedding context; last-token pooling for a file without a pooling type), not normalized. */
+export async function llamaEmbedding(model: string, tokens: number[], opts: LlamaRefOptions = {}): Promise<number[]> {
+  const r = await runLlamaRef<{ embedding: number[] }>(['embed', '--model', model, '--tokens', tokens.join(','), ...optionArgs(opts)], opts.timeoutMs);
+  return r.embedding;
+}
+
 /** llama.cpp's raw logits for every position of `tokens`. */
 export async function llamaLogits(model: string, tokens: number[], opts: LlamaRefOptions = {}): Promise<LlamaLogits> {
   const [r] = await llamaLogitsBatch([{ model, tokens }], opts);

@@ -10,7 +10,7 @@ import { writeModel } from '../models/build';
 import { TRAINING_CORPUS } from '../models/corpus';
 import { getPreset } from '../models/presets';
 import type { FileTypeName } from '../models/quant-plan';
-import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
+import { llamaEmbedding, llamaLogitsBatch, type LlamaLogits } from './llama-ref';
 import { nmse, top1Agreement } from './metrics';
 
 const ARCHS = ['tiny-llama', 'tiny-mixtral', 'tiny-qwen2moe', 'tiny-qwen3moe'];
@@ -160,4 +160,38 @@ describe("kail perplexity equals llama.cpp's logits scored the llama-perplexity 
     record(`perplexity ${preset.padEnd(14)} ${type.padEnd(7)} kail ${ours.ppl.toFixed(4)} +/- ${ours.pplError.toFixed(4)}  llama.cpp logits ${acc.ppl.toFixed(4)}  relative ${rel.toExponential(2)}  (llama.cpp default vs exact ${Math.abs(accD.ppl / acc.ppl - 1).toExponential(2)})`);
     expect(rel).toBeLessThan(bound);
   }, 120_000);
+});
+
+describe("embeddings (/v1/embeddings) equal llama.cpp's embedding context", () => {
+  // The normalized final hidden state of the last token (llama.cpp's pooling for a file without a
+  // pooling type), compared as unit vectors; llama.cpp's embedding context keeps an F16 KV cache.
+  const PRESETS = ['tiny-llama', 'tiny-qwen3moe', 'tiny-deepseek2-lite', 'tiny-glm4moe'];
+  it.each(PRESETS)('%s F32', async (preset) => {
+    const f = file(preset, 'emb-F32');
+    writeModel({ config: getPreset(preset).config, fileType: 'F32', seed: 7, out: f });
+    let tokens = tokenIds(24, getPreset(preset).config.vocabSize, 13);
+    const m = EngineModel.load(f, { kvType: 'f32', threads: 2, nCtx: 64 });
+    let ours: Float32Array;
+    try {
+      // node-llama-cpp puts BOS first where the vocabulary adds one: so do we, for the same tokens.
+      const v = m.tokenizer.vocab;
+      if (v.addBos && v.special.bos !== null) tokens = [v.special.bos, ...tokens];
+      const w = m.hiddenWidth;
+      ours = (await m.evaluateWithHidden(0, tokens, 'last')).hidden.slice((tokens.length - 1) * w);
+    } finally {
+      m.close();
+    }
+    const ref = await llamaEmbedding(f, tokens);
+    expect(ref).toHaveLength(ours.length);
+    const unit = (v: ArrayLike<number>) => {
+      const n = Math.hypot(...Array.from(v));
+      return Array.from(v, (x) => x / n);
+    };
+    const a = unit(ours), b = unit(ref);
+    const cos = a.reduce((acc, x, i) => acc + x * b[i], 0);
+    const maxDiff = Math.max(...a.map((x, i) => Math.abs(x - b[i])));
+    record(`embedding ${preset.padEnd(20)} cosine ${cos.toFixed(8)}  max |diff| of unit vectors ${maxDiff.toExponential(2)}`);
+    expect(cos).toBeGreaterThan(0.99999);
+    expect(maxDiff).toBeLessThan(1e-3);
+  }, 60_000);
 });

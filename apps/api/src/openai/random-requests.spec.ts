@@ -6,7 +6,7 @@ import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/s
 import { parseApiConfig } from '../env';
 import { startApi, type RunningApi } from '../server';
 
-// Random bodies for the two completion routes (seeded, so a failure reproduces): fields replaced
+// Random bodies for the completion routes and /v1/embeddings (seeded, so a failure reproduces): fields replaced
 // by values of other types and ranges, removed, or the JSON cut short. Whatever comes in, the
 // answer is 200 or a 4xx in OpenAI's error shape, and the server keeps serving.
 jest.setTimeout(120_000);
@@ -37,12 +37,15 @@ describe('OpenAI routes under random requests', () => {
       { type: 'function', function: { name: 'f' } }, 'deepseek', { enable_thinking: false }, { messages: [] }, { x: { y: [1] } }]);
     const baseChat = () => ({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, temperature: 0 } as Record<string, unknown>);
     const baseComp = () => ({ model: 'tiny', prompt: 'hello', max_tokens: 4, temperature: 0 } as Record<string, unknown>);
-    const fields = ['model', 'messages', 'prompt', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'seed', 'stop', 'stream', 'stream_options', 'logprobs', 'top_logprobs', 'n', 'top_k', 'min_p', 'repeat_penalty', 'presence_penalty', 'frequency_penalty', 'ignore_eos', 'user', 'echo', 'suffix', 'best_of', 'logit_bias', 'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'chat_template_kwargs', 'reasoning_format'];
+    const baseEmb = () => ({ model: 'tiny', input: 'hello' } as Record<string, unknown>);
+    const fields = ['model', 'messages', 'prompt', 'input', 'encoding_format', 'dimensions', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'seed', 'stop', 'stream', 'stream_options', 'logprobs', 'top_logprobs', 'n', 'top_k', 'min_p', 'repeat_penalty', 'presence_penalty', 'frequency_penalty', 'ignore_eos', 'user', 'echo', 'suffix', 'best_of', 'logit_bias', 'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'chat_template_kwargs', 'reasoning_format'];
     const bad: string[] = []; const hist: Record<string, number> = {};
     const N = Number(process.env.KAIL_FUZZ_N ?? 600);
     for (let i = 0; i < N; i++) {
-      const chatRoute = rnd() < 0.6;
-      const body = chatRoute ? baseChat() : baseComp();
+      const route = rnd();
+      const chatRoute = route < 0.55;
+      const embRoute = !chatRoute && route >= 0.85;
+      const body = chatRoute ? baseChat() : embRoute ? baseEmb() : baseComp();
       const nm = 1 + Math.floor(rnd() * 3);
       for (let j = 0; j < nm; j++) {
         const f = pick(fields);
@@ -52,7 +55,7 @@ describe('OpenAI routes under random requests', () => {
       if (typeof body.max_tokens === 'number' && body.max_tokens > 64 && rnd() < 0.9) body.max_tokens = 8;
       let raw = JSON.stringify(body);
       if (rnd() < 0.05) raw = raw.slice(0, Math.floor(rnd() * raw.length));
-      const path = chatRoute ? '/v1/chat/completions' : '/v1/completions';
+      const path = chatRoute ? '/v1/chat/completions' : embRoute ? '/v1/embeddings' : '/v1/completions';
       const ctl = new AbortController(); const t = setTimeout(() => ctl.abort(), 60_000);
       try {
         const r = await fetch(`${api.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: raw, signal: ctl.signal });

@@ -350,6 +350,47 @@ describe('OpenAI-compatible routes', () => {
     await waitIdle();
   }, 60_000);
 
+  it('answers /v1/embeddings (openai client): unit vectors, one per input, base64 or floats, dimensions; bad inputs are 4xx', async () => {
+    const r = await client.embeddings.create({ model: 'tiny', input: ['The router picks experts', 'Once upon a time', 'The router picks experts'] });
+    expect(r.object).toBe('list');
+    expect(r.data.map((d) => d.index)).toEqual([0, 1, 2]);
+    const width = r.data[0].embedding.length;
+    expect(width).toBeGreaterThan(8);
+    for (const d of r.data) expect(Math.hypot(...d.embedding)).toBeCloseTo(1, 5);
+    // The same text, the same vector (batched or not); another text, another one.
+    expect(r.data[2].embedding).toEqual(r.data[0].embedding);
+    expect(r.data[1].embedding).not.toEqual(r.data[0].embedding);
+    const one = await client.embeddings.create({ model: 'tiny', input: 'The router picks experts', encoding_format: 'float' });
+    expect(one.data[0].embedding).toEqual(r.data[0].embedding);
+    const two = await client.embeddings.create({ model: 'tiny', input: 'Once upon a time' });
+    expect(r.usage.prompt_tokens).toBe(2 * one.usage.prompt_tokens + two.usage.prompt_tokens);
+    expect(one.usage.total_tokens).toBe(one.usage.prompt_tokens);
+    // Token ids embed as the text that tokenizes to them does.
+    const ids = tokenizer.tokenize('The router picks experts', { addSpecial: true });
+    const byIds = (await (await post('/v1/embeddings', { model: 'tiny', input: [ids] })).json()) as { data: { embedding: number[] }[] };
+    expect(byIds.data[0].embedding).toEqual(one.data[0].embedding);
+    // dimensions: the first N, renormalized.
+    const cut = await client.embeddings.create({ model: 'tiny', input: 'The router picks experts', dimensions: 8, encoding_format: 'float' });
+    expect(cut.data[0].embedding).toHaveLength(8);
+    expect(Math.hypot(...cut.data[0].embedding)).toBeCloseTo(1, 5);
+    const head = one.data[0].embedding.slice(0, 8);
+    const n = Math.hypot(...head);
+    cut.data[0].embedding.forEach((v, i) => expect(v).toBeCloseTo(head[i] / n, 5));
+    // Errors in OpenAI's shape.
+    const bad: [Record<string, unknown>, number, string][] = [
+      [{ model: 'tiny', input: [] }, 400, 'input'],
+      [{ model: 'tiny', input: '' }, 400, 'input'],
+      [{ model: 'tiny', input: 'x', dimensions: width + 1 }, 400, 'dimensions'],
+      [{ model: 'tiny', input: 'x', encoding_format: 'hex' }, 400, 'encoding_format'],
+      [{ model: 'nope', input: 'x' }, 404, 'model'],
+    ];
+    for (const [body, status, param] of bad) {
+      const res = await post('/v1/embeddings', body);
+      expect([res.status, ((await res.json()) as { error: { param: string } }).error.param]).toEqual([status, param]);
+    }
+    await waitIdle();
+  });
+
   it('serves 32 concurrent streaming clients, each getting what it gets alone (greedy)', async () => {
     const prompts = Array.from({ length: 8 }, (_, i) => `Story number ${i}:`);
     const alone = new Map<string, string>();

@@ -4,7 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
 import type { ApiMetrics } from '../metrics';
-import { ChatCompletionRequest, CompletionRequest, openAiError, zodToOpenAi } from './schemas';
+import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, openAiError, zodToOpenAi } from './schemas';
 import { ReasoningSplitter, splitReasoning } from './reasoning';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
 import { parseToolCalls, type ToolDefs } from './tool-calls';
@@ -170,6 +170,12 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     return run(req, reply, deps, [gen], c, 'chat');
   });
 
+  app.post('/v1/embeddings', async (req, reply) => {
+    const parsed = EmbeddingRequest.safeParse(req.body);
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    return embeddings(req, reply, deps, parsed.data);
+  });
+
   app.post('/v1/completions', async (req, reply) => {
     const parsed = CompletionRequest.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
@@ -187,6 +193,82 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     );
     const bestOf = b.best_of ?? c.n;
     return run(req, reply, deps, gens, c, 'text', { perPrompt: bestOf, echo: b.echo ? prompts.map((p) => (typeof p === 'string' ? p : null)) : undefined });
+  });
+}
+
+/**
+ * /v1/embeddings: each input is a request to the scheduler that computes the prompt and returns
+ * the model's pooled final hidden state (EMBED_MODEL: the file's pooling type, else the last
+ * token), L2-normalized as OpenAI's embeddings are, cut to `dimensions` (and renormalized) when
+ * asked, as floats or base64 float32.
+ */
+async function embeddings(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, b: EmbeddingRequest) {
+  const scheduler = deps.scheduler();
+  if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
+  const inputs: (string | number[])[] = typeof b.input === 'string' || typeof b.input[0] === 'number' ? [b.input as string | number[]] : (b.input as (string | number[])[]);
+  const id = `embd-${randomUUID()}`;
+  const tenant = deps.tenantOf(req);
+  const timeout = deps.requestTimeoutMs ?? 0;
+  const deadline = timeout > 0 ? Date.now() + timeout : 0;
+  const calls = inputs.map((input, i) =>
+    scheduler.submit(
+      spb.SubmitRequest.fromPartial({
+        generate: pb.GenerateRequest.fromPartial({
+          requestId: `${id}-${i}`, model: b.model, maxTokens: 1, embed: pb.EmbedPooling.EMBED_MODEL,
+          ...(typeof input === 'string' ? { prompt: input } : { promptTokens: input }),
+        }),
+        tenant,
+        deadlineUnixMs: deadline,
+      }),
+    ),
+  );
+  let finished = false;
+  reply.raw.on('close', () => {
+    if (!finished && !reply.raw.writableFinished) for (const call of calls) call.cancel();
+  });
+  const results: { embedding: number[]; promptTokens: number }[] = inputs.map(() => ({ embedding: [], promptTokens: 0 }));
+  try {
+    await Promise.all(
+      calls.map(
+        (call, i) =>
+          new Promise<void>((resolve, reject) => {
+            call.on('data', (msg: pb.GenerateResponse) => {
+              if (msg.embedding.length) results[i].embedding = msg.embedding;
+              if (msg.usage) results[i].promptTokens = msg.usage.promptTokens;
+            });
+            call.on('end', () => resolve());
+            call.on('error', (e: grpc.ServiceError) => reject(e));
+          }),
+      ),
+    );
+  } catch (e) {
+    finished = true;
+    for (const call of calls) call.cancel();
+    const err = e as grpc.ServiceError;
+    if (err.code === grpc.status.CANCELLED && reply.raw.destroyed) return reply;
+    const { status, body, retryAfter } = grpcToHttp(err);
+    if (retryAfter) reply.header('retry-after', String(retryAfter));
+    return reply.code(status).send(body);
+  }
+  finished = true;
+  const width = results[0]?.embedding.length ?? 0;
+  if (b.dimensions && b.dimensions > width)
+    return reply.code(400).send(openAiError(`dimensions ${b.dimensions} is more than the model's ${width}`, 'invalid_request_error', 'dimensions', 'invalid_value'));
+  const promptTokens = results.reduce((a, r) => a + r.promptTokens, 0);
+  deps.onUsage?.(req, promptTokens, 0);
+  return reply.send({
+    object: 'list',
+    model: b.model,
+    data: results.map((r, index) => {
+      const v = Float32Array.from(b.dimensions ? r.embedding.slice(0, b.dimensions) : r.embedding);
+      let norm = 0;
+      for (const x of v) norm += x * x;
+      norm = Math.sqrt(norm);
+      if (norm > 0) for (let j = 0; j < v.length; j++) v[j] /= norm;
+      const embedding = b.encoding_format === 'base64' ? Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64') : Array.from(v);
+      return { object: 'embedding', index, embedding };
+    }),
+    usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
   });
 }
 

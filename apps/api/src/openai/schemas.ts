@@ -195,6 +195,23 @@ export const CompletionRequest = z.object({
 });
 export type CompletionRequest = z.infer<typeof CompletionRequest>;
 
+/** /v1/embeddings: one input or a list (strings or token-id lists), as OpenAI's API takes them. */
+export const EmbeddingRequest = z.object({
+  model: z.string().min(1),
+  input: z.union([
+    z.string().min(1, 'input must not be empty'),
+    tokenIds,
+    z.array(z.string().min(1, 'inputs in a list must not be empty')).min(1, 'input must not be an empty list').max(MAX_SEQUENCES_PER_REQUEST),
+    z.array(tokenIds).min(1, 'input must not be an empty list').max(MAX_SEQUENCES_PER_REQUEST),
+  ]),
+  /** 'float' (default) or 'base64': the little-endian float32 bytes, base64 (the openai clients' default). */
+  encoding_format: z.enum(['float', 'base64']).optional().nullable(),
+  /** Keep the first N dimensions (renormalized). */
+  dimensions: z.number().int().min(1).optional().nullable(),
+  user: z.string().optional(),
+});
+export type EmbeddingRequest = z.infer<typeof EmbeddingRequest>;
+
 /** OpenAI's error body. */
 export function openAiError(message: string, type: string, param: string | null = null, code: string | null = null) {
   return { error: { message, type, param, code } };

@@ -97,6 +97,8 @@ export interface HParams {
   headDimV: number;
   nFf: number[];
   rmsEps: number;
+  /** `{arch}.pooling_type` (llama.cpp's: 0 none, 1 mean, 2 cls, 3 last, 4 rank); -1 when absent. */
+  poolingType: number;
   ropeFreqBase: number;
   ropeDims: number;
   ropeFreqScale: number;
@@ -144,6 +146,7 @@ export function readHParams(md: Metadata, tensors: Map<string, GgufTensorInfo>):
     headDimV,
     nFf: md.perLayer('feed_forward_length', nLayer, 0, 0, MAX_DIM),
     rmsEps: md.num('attention.layer_norm_rms_epsilon', 1e-5),
+    poolingType: md.num('pooling_type', -1),
     ropeFreqBase: md.num('rope.freq_base', 10000),
     ropeDims: md.num('rope.dimension_count', headDimK),
     ropeFreqScale: scalingType === 'none' ? 1 : freqScale,

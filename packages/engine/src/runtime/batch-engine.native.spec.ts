@@ -132,6 +132,44 @@ describe('BatchEngine (continuous batching)', () => {
     }
   });
 
+  it('embeds a prompt (mean, last, cls of the normalized hidden rows), the same bits alone and next to other sequences', async () => {
+    const prompt = model.tokenizer.tokenize('Mixture of experts models route every token to a few experts. '.repeat(4), { addSpecial: true });
+    expect(prompt.length).toBeGreaterThan(32);  // several prompt chunks at maxBatchTokens 32
+    // The reference: the same file loaded again, its hidden rows for the whole prompt.
+    const other = EngineModel.load(model.path, { nSeqMax: 1, kvType: 'f32', threads: 2, nCtx: 256 });
+    let ref: Float32Array;
+    try {
+      ref = (await other.evaluateWithHidden(0, prompt, 'last')).hidden;
+    } finally {
+      other.close();
+    }
+    const w = model.hiddenWidth;
+    expect(w).toBe(model.hparams.nEmbd);
+    const sum = new Float64Array(w);
+    for (let i = 0; i < prompt.length; i++) for (let j = 0; j < w; j++) sum[j] += ref[i * w + j];
+    const expected = {
+      mean: Float32Array.from(sum, (v) => v / prompt.length),
+      last: ref.slice((prompt.length - 1) * w, prompt.length * w),
+      cls: ref.slice(0, w),
+    };
+    const embed = async (id: string, pooling: 'mean' | 'last' | 'cls') => {
+      let emb: Float32Array | undefined;
+      let last!: GenerationChunk;
+      for await (const c of engine.generate({ id, prompt, maxTokens: 8, embed: pooling })) {
+        if (c.embedding) emb = c.embedding;
+        expect(c.tokens).toEqual([]);
+        last = c;
+      }
+      expect(last.finish?.reason).toBe('stop');
+      expect(last.finish?.completionTokens).toBe(0);
+      return emb!;
+    };
+    for (const pooling of ['mean', 'last', 'cls'] as const) expect(await embed(`e-${pooling}`, pooling)).toEqual(expected[pooling]);
+    const others = prompts.slice(0, 3).map((q, i) => collect(engine.generate({ id: `eo${i}`, prompt: model.tokenizer.tokenize(q, { addSpecial: true }), maxTokens: 10, sampling: { temperature: 0 }, ignoreEog: true })));
+    const [together] = await Promise.all([embed('e-together', 'mean'), ...others]);
+    expect(together).toEqual(expected.mean);
+  });
+
   it('cuts a prompt that arrives while others decode into chunks that fit the stall limit', async () => {
     // Another load of the model: these engines must not touch the slots whose caches `engine` keeps.
     const other = EngineModel.load(model.path, { nSeqMax: 4, kvType: 'f32', threads: 2, nCtx: 256 });

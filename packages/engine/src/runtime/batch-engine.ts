@@ -21,6 +21,8 @@ export interface GenerationChunk {
    * one chunk (no text, no tokens) ahead of the first generated token.
    */
   promptLogprobs?: TokenLogprobs[];
+  /** With GenerationRequest.embed: the pooled hidden state (not normalized), on the last chunk. */
+  embedding?: Float32Array;
   /** Set on the last chunk. */
   finish?: {
     reason: FinishReason;
@@ -52,6 +54,13 @@ export interface GenerationRequest {
    * from a slot's cache, in chunks of at most PROMPT_LOGPROB_CHUNK tokens.
    */
   promptLogprobs?: boolean;
+  /**
+   * Return the prompt's embedding instead of generating: the program's hidden rows (the
+   * normalized final hidden states) averaged over the prompt ('mean') or taken at its last or
+   * first token ('last', 'cls'). The prompt is computed whole (no slot-cache reuse); the request
+   * ends when it is in, with the embedding on its last chunk.
+   */
+  embed?: 'mean' | 'last' | 'cls';
   /** Ignore end-of-generation tokens (benchmarks). */
   ignoreEog?: boolean;
   /**
@@ -99,6 +108,8 @@ interface Active {
   constraint: OutputConstraint | null;
   /** With req.promptLogprobs: the prompt tokens' logprobs so far (sent before the first token). */
   promptLps: TokenLogprobs[] | null;
+  /** With req.embed: the pooled hidden rows so far (a sum for 'mean'). */
+  emb: Float64Array | null;
 }
 
 /** Most prompt tokens of a promptLogprobs request in one pass (each takes a row of logits). */
@@ -207,6 +218,7 @@ export class BatchEngine {
   generate(req: GenerationRequest, signal?: AbortSignal): AsyncIterable<GenerationChunk> {
     if (this.closed) throw new EngineError('KAIL_E_INVALID_ARG', 'the model is being unloaded');
     if (req.prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
+    if (req.embed && !this.model.hiddenWidth) throw new EngineError('KAIL_E_UNSUPPORTED', `${this.model.path}: this model's program gives no hidden states to embed`);
     const grammar = grammarOf(req);
     if (grammar && req.pattern) throw new EngineError('KAIL_E_INVALID_ARG', 'a JSON response format and forced tool calls cannot be combined');
     if (!Number.isInteger(req.maxTokens) || req.maxTokens < 0) throw new EngineError('KAIL_E_INVALID_ARG', `max tokens must be a non-negative integer, got ${req.maxTokens}`);
@@ -247,6 +259,7 @@ export class BatchEngine {
       reused: 0,
       constraint,
       promptLps: req.promptLogprobs ? [] : null,
+      emb: req.embed ? new Float64Array(this.model.hiddenWidth) : null,
     };
     const onAbort = () => this.cancelActive(a);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -358,7 +371,7 @@ export class BatchEngine {
       this.slots[a.slot].tokens = [];
       a.tQueue = performance.now();
       // The last prompt token is always computed: its logits choose the first new token.
-      a.reused = a.req.promptLogprobs ? 0 : Math.max(0, Math.min(bestShared, a.req.prompt.length - 1));
+      a.reused = a.req.promptLogprobs || a.req.embed ? 0 : Math.max(0, Math.min(bestShared, a.req.prompt.length - 1));
       a.prefilled = a.reused;
       this.promptTokensReused += a.reused;
       this.model.truncate(a.slot, a.reused);
@@ -465,9 +478,10 @@ export class BatchEngine {
     let logits: Float32Array;
     let hidden: Float32Array | null = null;
     const tPass = performance.now();
+    const mtp = this.spec?.mode === 'mtp';
     try {
       const batch = { tokens: Int32Array.from(tokens), pos: Int32Array.from(pos), seq: Int32Array.from(seq), output: Uint8Array.from(output) };
-      if (this.spec?.mode === 'mtp') ({ logits, hidden } = await this.model.forwardBatchWithHidden(batch));
+      if (mtp || chunks.some((c) => c.a.emb)) ({ logits, hidden } = await this.model.forwardBatchWithHidden(batch));
       else logits = await this.model.forwardBatch(batch);
     } catch (e) {
       // A failed pass fails the sequences in it; the engine keeps serving the others.
@@ -482,7 +496,8 @@ export class BatchEngine {
       const perToken = passMs / tokens.length;
       this.msPerToken = this.msPerToken > 0 ? 0.7 * this.msPerToken + 0.3 * perToken : perToken;
     }
-    if (hidden) for (const c of chunks) c.a.spec?.recordHidden(c.start, hidden, c.n, c.at);
+    if (hidden && mtp) for (const c of chunks) c.a.spec?.recordHidden(c.start, hidden, c.n, c.at);
+    if (hidden) for (const c of chunks) if (c.a.emb) this.pool(c.a, hidden, c.start, c.n, c.at);
     const nv = this.model.nVocab;
     for (const { a, row, next } of promptRows) a.promptLps?.push(computeLogprobs(logits.subarray(row * nv, (row + 1) * nv), next, a.req.topLogprobs ?? 0));
     const now = performance.now();
@@ -496,6 +511,12 @@ export class BatchEngine {
         a.push({ text: '', tokens: [], promptLogprobs: a.promptLps });
         a.promptLps = null;
       }
+      if (a.emb) {
+        const n = a.req.embed === 'mean' ? a.req.prompt.length : 1;
+        a.push({ text: '', tokens: [], embedding: Float32Array.from(a.emb, (v) => v / n) });
+        this.finish(a, 'stop');
+        continue;
+      }
       if (a.req.maxTokens === 0) {
         this.finish(a, 'length');
         continue;
@@ -506,7 +527,7 @@ export class BatchEngine {
         const res = a.spec.verify(a.history, draft, rowsOf);
         // Keep [0, h + accepted): the accepted drafts stay cached, the new pending token is not.
         this.model.truncate(a.slot, h + res.accepted);
-        if (hidden) a.spec.recordHidden(h - 1, hidden, res.accepted + 1, row);
+        if (hidden && mtp) a.spec.recordHidden(h - 1, hidden, res.accepted + 1, row);
         // The pass is shared: each decoding sequence is charged an equal part of its time.
         this.spec!.record({ n, ms: passMs / decoding, drafted: draft.tokens.length, accepted: res.accepted, committed: res.tokens.length, draftMs: draftMs / decoding });
         a.spec.adapt(draft.tokens.length, res.accepted);
@@ -588,6 +609,20 @@ export class BatchEngine {
       return new OutputConstraint(pieces, this.eog, new PatternRecognizer(req.pattern), new PatternRecognizer(req.pattern));
     }
     return null;
+  }
+
+  /** Adds an embedding request's hidden rows (prompt positions start.., batch rows at..) to its pool. */
+  private pool(a: Active, hidden: Float32Array, start: number, n: number, at: number): void {
+    const w = this.model.hiddenWidth;
+    const emb = a.emb!;
+    for (let i = 0; i < n; i++) {
+      const pos = start + i;
+      const take = a.req.embed === 'mean' || (a.req.embed === 'last' && pos === a.req.prompt.length - 1) || (a.req.embed === 'cls' && pos === 0);
+      if (!take) continue;
+      const row = hidden.subarray((at + i) * w, (at + i + 1) * w);
+      if (a.req.embed === 'mean') for (let j = 0; j < w; j++) emb[j] += row[j];
+      else emb.set(row);
+    }
   }
 
   private finish(a: Active, reason: FinishReason, error?: EngineError): void {

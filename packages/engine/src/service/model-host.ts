@@ -322,6 +322,7 @@ export class LocalModelHost implements ModelHost {
         logprobs: req.wantLogprobs || req.topLogprobs > 0,
         topLogprobs: req.topLogprobs,
         promptLogprobs: req.promptLogprobs,
+        embed: this.embedPooling(m, req.embed),
         ignoreEog: req.ignoreEos,
         ...this.outputForm(m, req, reasoningOpen),
         preserveTokens: req.messages.length ? this.markerTokens(m, !!req.toolsJson) : undefined,
@@ -350,6 +351,7 @@ export class LocalModelHost implements ModelHost {
           // The prompt's first token, with nothing before it to score, then the scored ones.
           promptLogprobs: c.promptLogprobs ? [lpOf({ token: prompt[0], logprob: 0, top: [] }), ...c.promptLogprobs.map(lpOf)] : [],
           promptTopLogprobs: c.promptLogprobs ? [{ candidates: [] }, ...c.promptLogprobs.map(topOf)] : [],
+          embedding: c.embedding ? Array.from(c.embedding) : [],
         };
         promptText = '';
         if (c.finish) {
@@ -367,6 +369,26 @@ export class LocalModelHost implements ModelHost {
       }
     } finally {
       this.requests.delete(id);
+    }
+  }
+
+  /** The pooling of an embedding request: the file's pooling_type for EMBED_MODEL, else last (a decoder-only model, as vLLM). */
+  private embedPooling(m: Loaded, e: pb.EmbedPooling): GenerationRequest['embed'] {
+    switch (e) {
+      case pb.EmbedPooling.EMBED_NONE:
+        return undefined;
+      case pb.EmbedPooling.EMBED_MEAN:
+        return 'mean';
+      case pb.EmbedPooling.EMBED_LAST:
+        return 'last';
+      case pb.EmbedPooling.EMBED_CLS:
+        return 'cls';
+      case pb.EmbedPooling.EMBED_MODEL: {
+        const t = m.model.hparams.poolingType;
+        return t === 1 ? 'mean' : t === 2 ? 'cls' : 'last';
+      }
+      default:
+        throw new EngineError('KAIL_E_INVALID_ARG', `unknown embedding pooling ${e}`);
     }
   }
 

@@ -120,9 +120,21 @@ export function moeBlockFfn(p: ProgramBuilder, hp: HParams, tensors: Map<string,
   }
 }
 
-/** Output norm and head (tied to the embedding when output.weight is absent) over the kept rows. */
+/**
+ * The normalized final hidden state of every position (output_norm of the residual: what the head
+ * reads, llama.cpp's result_norm) as the program's `hidden`: embeddings pool it, and a
+ * multi-token-prediction block reads it (llama.cpp's h_nextn).
+ */
+export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string) => string, x: number): void {
+  const hid = p.buf('h_norm', hp.nEmbd);
+  p.op('rms_norm', hid, { a: x, weights: { weight: need('output_norm.weight') }, params: { eps: hp.rmsEps } });
+  p.hidden(hid);
+}
+
+/** Output norm and head (tied to the embedding when output.weight is absent) over the kept rows, and the hidden output. */
 export function outputHead(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, x: number): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
+  hiddenOutput(p, hp, need, x);
   const xo = p.buf('x_out', hp.nEmbd, true);
   const ho = p.buf('h_out', hp.nEmbd, true);
   p.op('gather_out', xo, { a: x });
@@ -292,8 +304,8 @@ export function mtpBlock(hp: HParams, tensors: Map<string, GgufTensorInfo>): num
  * DeepSeek-V2/V2-Lite/V3 and Kimi-K2 (`deepseek2`): MLA attention with an optional q LoRA, a
  * latent KV cache (absorbed form), YaRN with DeepSeek's mscale, leading dense blocks, routed
  * experts (softmax, or sigmoid with a selection bias and group-limited top-k) plus shared experts.
- * When the file carries a multi-token-prediction block, the program also offers the normalized
- * final hidden state of every position (`hidden`: what that block reads, llama.cpp's h_nextn).
+ * The program offers the normalized final hidden state of every position (`hidden`, see
+ * hiddenOutput), which embeddings and a multi-token-prediction block read.
  */
 export function buildDeepseek2(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deepseek2Options = {}): ModelProgram {
   const { need } = tensorLookup(hp, tensors);
@@ -302,11 +314,6 @@ export function buildDeepseek2(hp: HParams, tensors: Map<string, GgufTensorInfo>
   const x = p.buf('x', hp.nEmbd);
   p.op('embed', x, { weights: { weight: need('token_embd.weight') } });
   for (let il = 0; il < trunkLayers(hp); il++) mlaBlock(p, c, il, x);
-  if (mtpBlock(hp, tensors) >= 0) {
-    const hid = p.buf('h_nextn', hp.nEmbd);
-    p.op('rms_norm', hid, { a: x, weights: { weight: need('output_norm.weight') }, params: { eps: hp.rmsEps } });
-    p.hidden(hid);
-  }
   return outputHead(p, hp, tensors, x);
 }
 

@@ -3,6 +3,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
 import { ProgramBuilder } from '../program-builder';
+import { hiddenOutput } from './deepseek2';
 
 /** What differs between the members of the Llama family of decoder graphs. */
 export interface LlamaFamilyOptions {
@@ -139,6 +140,7 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
     }
     p.op('add', x, { a: x, b: ffnOut });
   }
+  hiddenOutput(p, hp, need, x);
   const xo = p.buf('x_out', d, true);
   const ho = p.buf('h_out', d, true);
   p.op('gather_out', xo, { a: x });

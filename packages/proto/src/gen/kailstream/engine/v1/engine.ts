@@ -38,6 +38,58 @@ export const protobufPackage = "kailstream.engine.v1";
 
 export const protobufFileName = "kailstream/engine/v1/engine.proto";
 
+export enum EmbedPooling {
+  EMBED_NONE = 0,
+  /** EMBED_MODEL - The file's pooling_type (mean, cls or last), else last (decoder-only models, as vLLM). */
+  EMBED_MODEL = 1,
+  EMBED_MEAN = 2,
+  EMBED_LAST = 3,
+  EMBED_CLS = 4,
+  UNRECOGNIZED = -1,
+}
+
+export function embedPoolingFromJSON(object: any): EmbedPooling {
+  switch (object) {
+    case 0:
+    case "EMBED_NONE":
+      return EmbedPooling.EMBED_NONE;
+    case 1:
+    case "EMBED_MODEL":
+      return EmbedPooling.EMBED_MODEL;
+    case 2:
+    case "EMBED_MEAN":
+      return EmbedPooling.EMBED_MEAN;
+    case 3:
+    case "EMBED_LAST":
+      return EmbedPooling.EMBED_LAST;
+    case 4:
+    case "EMBED_CLS":
+      return EmbedPooling.EMBED_CLS;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return EmbedPooling.UNRECOGNIZED;
+  }
+}
+
+export function embedPoolingToJSON(object: EmbedPooling): string {
+  switch (object) {
+    case EmbedPooling.EMBED_NONE:
+      return "EMBED_NONE";
+    case EmbedPooling.EMBED_MODEL:
+      return "EMBED_MODEL";
+    case EmbedPooling.EMBED_MEAN:
+      return "EMBED_MEAN";
+    case EmbedPooling.EMBED_LAST:
+      return "EMBED_LAST";
+    case EmbedPooling.EMBED_CLS:
+      return "EMBED_CLS";
+    case EmbedPooling.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export enum ToolChoice {
   TOOL_CHOICE_AUTO = 0,
   /** TOOL_CHOICE_REQUIRED - One or more calls of the request's tools, nothing else. */
@@ -229,6 +281,12 @@ export interface GenerateRequest {
    * whole prompt is computed (none of it taken from a slot's cache).
    */
   promptLogprobs: boolean;
+  /**
+   * Instead of generating, return the prompt's embedding (GenerateResponse.embedding on the last
+   * message): the final normalized hidden states (what the LM head reads) pooled over the
+   * prompt's tokens. The prompt is computed whole; nothing is generated.
+   */
+  embed: EmbedPooling;
 }
 
 export interface ChatMessage {
@@ -274,6 +332,8 @@ export interface GenerateResponse {
    */
   promptLogprobs: TokenLogprob[];
   promptTopLogprobs: TopLogprobs[];
+  /** With embed: the pooled hidden state (not normalized), on the last message. */
+  embedding: number[];
 }
 
 export interface TopLogprobs {
@@ -1007,6 +1067,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     chatTemplateKwargsJson: "",
     echoPrompt: false,
     promptLogprobs: false,
+    embed: 0,
   };
 }
 
@@ -1075,6 +1136,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.promptLogprobs !== false) {
       writer.uint32(160).bool(message.promptLogprobs);
+    }
+    if (message.embed !== 0) {
+      writer.uint32(168).int32(message.embed);
     }
     return writer;
   },
@@ -1262,6 +1326,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.promptLogprobs = reader.bool();
             continue;
           }
+          case 21: {
+            if (tag !== 168) {
+              break;
+            }
+
+            message.embed = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1358,6 +1430,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.prompt_logprobs)
         ? globalThis.Boolean(object.prompt_logprobs)
         : false,
+      embed: isSet(object.embed) ? embedPoolingFromJSON(object.embed) : 0,
     };
   },
 
@@ -1423,6 +1496,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.promptLogprobs !== false) {
       obj.promptLogprobs = message.promptLogprobs;
     }
+    if (message.embed !== 0) {
+      obj.embed = embedPoolingToJSON(message.embed);
+    }
     return obj;
   },
 
@@ -1453,6 +1529,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.chatTemplateKwargsJson = object.chatTemplateKwargsJson ?? "";
     message.echoPrompt = object.echoPrompt ?? false;
     message.promptLogprobs = object.promptLogprobs ?? false;
+    message.embed = object.embed ?? 0;
     return message;
   },
 };
@@ -1631,6 +1708,7 @@ function createBaseGenerateResponse(): GenerateResponse {
     promptText: "",
     promptLogprobs: [],
     promptTopLogprobs: [],
+    embedding: [],
   };
 }
 
@@ -1672,6 +1750,13 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     }
     for (const v of message.promptTopLogprobs) {
       TopLogprobs.encode(v!, writer.uint32(90).fork()).join();
+    }
+    if (message.embedding.length !== 0) {
+      writer.uint32(98).fork();
+      for (const v of message.embedding) {
+        writer.float(v);
+      }
+      writer.join();
     }
     return writer;
   },
@@ -1787,6 +1872,24 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
             message.promptTopLogprobs.push(TopLogprobs.decode(reader, reader.uint32()));
             continue;
           }
+          case 12: {
+            if (tag === 101) {
+              message.embedding.push(reader.float());
+
+              continue;
+            }
+
+            if (tag === 98) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.embedding.push(reader.float());
+              }
+
+              continue;
+            }
+
+            break;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1838,6 +1941,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
         : globalThis.Array.isArray(object?.prompt_top_logprobs)
         ? object.prompt_top_logprobs.map((e: any) => TopLogprobs.fromJSON(e))
         : [],
+      embedding: globalThis.Array.isArray(object?.embedding)
+        ? object.embedding.map((e: any) => globalThis.Number(e))
+        : [],
     };
   },
 
@@ -1876,6 +1982,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     if (message.promptTopLogprobs?.length) {
       obj.promptTopLogprobs = message.promptTopLogprobs.map((e) => TopLogprobs.toJSON(e));
     }
+    if (message.embedding?.length) {
+      obj.embedding = message.embedding.map((e) => floatToJson(e));
+    }
     return obj;
   },
 
@@ -1897,6 +2006,7 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     message.promptText = object.promptText ?? "";
     message.promptLogprobs = object.promptLogprobs?.map((e) => TokenLogprob.fromPartial(e)) || [];
     message.promptTopLogprobs = object.promptTopLogprobs?.map((e) => TopLogprobs.fromPartial(e)) || [];
+    message.embedding = object.embedding?.map((e) => e) || [];
     return message;
   },
 };
