@@ -429,10 +429,15 @@ struct iq4_xs_dec {
             w.u[c] = _mm512_shuffle_epi8(mag, idx);
             w.neg[c] = _mm512_testn_epi8_mask(idx, _mm512_set1_epi8(8));  // indices 0-7: negative levels
         }
-        const __m128i sc8 = _mm_setr_epi16(
-            static_cast<short>(iq4_xs_scale(*b, 0) - 32), static_cast<short>(iq4_xs_scale(*b, 1) - 32), static_cast<short>(iq4_xs_scale(*b, 2) - 32),
-            static_cast<short>(iq4_xs_scale(*b, 3) - 32), static_cast<short>(iq4_xs_scale(*b, 4) - 32), static_cast<short>(iq4_xs_scale(*b, 5) - 32),
-            static_cast<short>(iq4_xs_scale(*b, 6) - 32), static_cast<short>(iq4_xs_scale(*b, 7) - 32));
+        // Block scales ls_j - 32 as 8 words: the low 4 bits are nibble j of scales_l (bytes' low
+        // nibble first), the high 2 bits are bits 2j..2j+1 of scales_h.
+        int32_t l4;
+        std::memcpy(&l4, b->scales_l, 4);
+        const __m128i l = _mm_cvtsi32_si128(l4);
+        const __m128i m4x = _mm_set1_epi8(0x0F);
+        const __m128i lo = _mm_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_and_si128(l, m4x), _mm_and_si128(_mm_srli_epi16(l, 4), m4x)));
+        const __m128i hi = _mm_slli_epi16(_mm_and_si128(_mm_srlv_epi16(_mm_set1_epi16(static_cast<short>(b->scales_h)), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)), _mm_set1_epi16(3)), 4);
+        const __m128i sc8 = _mm_sub_epi16(_mm_or_si128(lo, hi), _mm_set1_epi16(32));
         const __m512i s = _mm512_broadcast_i32x4(sc8);
         w.sc[0] = pair_bcast16_lanes<0, 1>(s);
         w.sc[1] = pair_bcast16_lanes<2, 3>(s);
