@@ -4,7 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
 import type { ApiMetrics } from '../metrics';
-import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, openAiError, zodToOpenAi } from './schemas';
+import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, itemList, openAiError, zodToOpenAi } from './schemas';
 import { ReasoningSplitter, splitReasoning } from './reasoning';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
 import { parseToolCalls, type ToolDefs } from './tool-calls';
@@ -186,7 +186,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     if (scoreOnly) c.max = 0;
     if (typeof b.prompt === 'string' && b.prompt.length === 0) return reply.code(400).send(openAiError('prompt must not be empty', 'invalid_request_error', 'prompt', 'invalid_value'));
     // One prompt, or a batch: each gets its choices, numbered prompt by prompt (OpenAI's order).
-    const prompts: (string | number[])[] = typeof b.prompt === 'string' || typeof b.prompt[0] === 'number' ? [b.prompt as string | number[]] : (b.prompt as (string | number[])[]);
+    const prompts = itemList(b.prompt);
     const gens = prompts.map((p) =>
       // echo with logprobs scores the prompt too (its first token has no logprob: null, as OpenAI's).
       generateRequest(c, b, { ...(typeof p === 'string' ? { prompt: p } : { promptTokens: p, echoPrompt: !!b.echo }), promptLogprobs: (!!b.echo && c.logprobs) || scoreOnly }),
@@ -205,7 +205,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
 async function embeddings(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, b: EmbeddingRequest) {
   const scheduler = deps.scheduler();
   if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
-  const inputs: (string | number[])[] = typeof b.input === 'string' || typeof b.input[0] === 'number' ? [b.input as string | number[]] : (b.input as (string | number[])[]);
+  const inputs = itemList(b.input);
   const id = `embd-${randomUUID()}`;
   const tenant = deps.tenantOf(req);
   const timeout = deps.requestTimeoutMs ?? 0;

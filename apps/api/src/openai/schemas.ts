@@ -145,6 +145,11 @@ export const ChatCompletionRequest = z.object({
 });
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequest>;
 
+/** A prompt or input field (one, or a list of strings or token-id lists) as its list of items. */
+export function itemList(v: string | number[] | string[] | number[][]): (string | number[])[] {
+  return typeof v === 'string' || typeof v[0] === 'number' ? [v as string | number[]] : (v as (string | number[])[]);
+}
+
 /** Most sequences one request may start: prompts x max(n, best_of). */
 export const MAX_SEQUENCES_PER_REQUEST = 64;
 
@@ -189,7 +194,7 @@ export const CompletionRequest = z.object({
   if (b.suffix) ctx.addIssue({ code: 'custom', path: ['suffix'], message: 'suffix (fill-in-the-middle) is not supported: send the text before the gap as the prompt' });
   if (bestOf < n) ctx.addIssue({ code: 'custom', path: ['best_of'], message: `best_of (${bestOf}) must be at least n (${n})` });
   if (bestOf > n && b.stream) ctx.addIssue({ code: 'custom', path: ['best_of'], message: 'best_of cannot be used with stream (the best choices are known only at the end)' });
-  const prompts = Array.isArray(b.prompt) && (typeof b.prompt[0] === 'string' || Array.isArray(b.prompt[0])) ? b.prompt.length : 1;
+  const prompts = itemList(b.prompt).length;
   if (prompts * bestOf > MAX_SEQUENCES_PER_REQUEST)
     ctx.addIssue({ code: 'custom', path: ['prompt'], message: `${prompts} prompts x ${bestOf} choices each is ${prompts * bestOf} sequences; one request may start at most ${MAX_SEQUENCES_PER_REQUEST}` });
 });

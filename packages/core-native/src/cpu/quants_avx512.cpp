@@ -416,7 +416,7 @@ struct iq4_xs_dec {
     template <bool VEC = false>
     static KAIL_INLINE void load(const uint8_t * p, kv & w) {
         const block_iq4_xs * b = reinterpret_cast<const block_iq4_xs *>(p);
-        const __m512i mag = _mm512_broadcast_i32x4(_mm_setr_epi8(127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113));
+        const __m512i mag = _mm512_abs_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels))));
         const __m512i m4 = _mm512_set1_epi8(0x0F);
         // Per 128-bit lane: 0, 4, 0, 4 bits of shift (lanes: block 2c low/high nibbles, block 2c+1 low/high).
         const __m512i sh = _mm512_setr_epi64(0, 0, 0x0004000400040004ll, 0x0004000400040004ll, 0, 0, 0x0004000400040004ll, 0x0004000400040004ll);

@@ -6,6 +6,7 @@
 // tokens after them. PPL = exp(mean negative log-likelihood); the ± is the standard error of that
 // mean, times PPL.
 import { EngineError } from '../errors';
+import { logprobs } from '../sampling/logprobs';
 import type { EngineModel } from './model';
 
 export interface PerplexityOptions {
@@ -41,18 +42,10 @@ export class NllAccumulator {
   nll2 = 0;
   count = 0;
 
-  /**
-   * Scores `targets[i]` with logits row i (rows of `nVocab` floats): -log softmax, in float64 as
-   * llama.cpp's log_softmax (max-subtracted sum of exponentials).
-   */
+  /** Scores `targets[i]` with logits row i (rows of `nVocab` floats): -log softmax (sampling/logprobs, in float64). */
   addRows(logits: Float32Array, nVocab: number, targets: ArrayLike<number>): void {
     for (let i = 0; i < targets.length; i++) {
-      const row = logits.subarray(i * nVocab, (i + 1) * nVocab);
-      let max = -Infinity;
-      for (let j = 0; j < nVocab; j++) if (row[j] > max) max = row[j];
-      let sum = 0;
-      for (let j = 0; j < nVocab; j++) sum += Math.exp(row[j] - max);
-      const v = max + Math.log(sum) - row[targets[i]];
+      const v = -logprobs(logits.subarray(i * nVocab, (i + 1) * nVocab), targets[i]).logprob;
       this.nll += v;
       this.nll2 += v * v;
       this.count++;
