@@ -627,11 +627,14 @@ struct kquant {
 // holds 16 consecutive weights of each of the 4 rows (a 128-bit lane per row), so an activation's
 // 16 bytes broadcast to every lane make each VPDPBUSD 64 multiply-adds of 4 outputs, and the
 // activations keep their layout. Per 32-weight sub-block a dword lane (row r, group g) sums 8
-// products, |sum| <= 8 * 15 * 128 < 2^15, so the sum is its own low int16 and one VPDPWSSD against
-// (scale, 0) pairs applies the sub-block scale exactly. The super-block's integer sums become
-// floats once per lane; each output is its row's 4 lanes added in a fixed order at the end: the
-// same operations for a row whatever the tile's rows and tokens, so a token's result is the same
-// bits alone or in a batch.
+// products, |sum| <= 8 * 15 * 128 < 2^15, so it fits an int16 exactly: VPACKSSDW packs the sums of
+// the two sub-blocks that share a byte range (low and high nibbles) into one vector, and a single
+// VPDPWSSD against (scale, scale) pairs applies both sub-blocks' scales, exactly. That is 5 VNNI
+// operations per token and 256 weights of 4 rows, not 6: they all issue on one port on Intel
+// server cores, where this kernel is bound by them once a tile has a few tokens. The super-block's
+// integer sums become floats once per lane; each output is its row's 4 lanes added in a fixed
+// order at the end: the same operations for a row whatever the tile's rows and tokens, so a
+// token's result is the same bits alone or in a batch.
 struct q4_K_rows4 {
     static constexpr size_t PF_BYTES = 4096;
 
@@ -659,10 +662,11 @@ struct q4_K_rows4 {
         const __m512i m4 = _mm512_set1_epi8(0x0F);
         // Whole groups of four rows, at least PF_BYTES ahead in memory.
         const size_t ahead = ws ? 4 * ws * ((PF_BYTES + 4 * ws - 1) / (4 * ws)) : 0;  // ws 0: one row
-        // Lane (r, g) of sub-block j's scale vector takes word 16r + j of the widened scales (rows
-        // 0-1 in the first vector, 2-3 in the second).
-        const __m512i sc_idx0 = _mm512_set_epi16(0, 48, 0, 48, 0, 48, 0, 48, 0, 32, 0, 32, 0, 32, 0, 32,
-                                                 0, 16, 0, 16, 0, 16, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0);
+        // Sub-block pair c's scale vector: in row r's lane, words 0-3 (the packed sums of sub-block
+        // 2c) take word 16r + 2c of the widened scales, words 4-7 (sub-block 2c + 1) word 16r + 2c + 1
+        // (rows 0-1 in the first vector, 2-3 in the second).
+        const __m512i sc_idx0 = _mm512_set_epi16(49, 49, 49, 49, 48, 48, 48, 48, 33, 33, 33, 33, 32, 32, 32, 32,
+                                                 17, 17, 17, 17, 16, 16, 16, 16, 1, 1, 1, 1, 0, 0, 0, 0);
         // Mins vector q: lane (r, g) takes min 4q + g of row r twice (it meets two 16-value bsums).
         const __m512i mn_idx0 = _mm512_set_epi16(59, 59, 58, 58, 57, 57, 56, 56, 43, 43, 42, 42, 41, 41, 40, 40,
                                                  27, 27, 26, 26, 25, 25, 24, 24, 11, 11, 10, 10, 9, 9, 8, 8);
@@ -684,25 +688,23 @@ struct q4_K_rows4 {
             // Scales and mins as words 16r + j (scales) and 16r + 8 + j (mins).
             const __m512i v = k4_scales_x4(load4x16(row, off + 4));
             const __m512i w0 = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(v)), w1 = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(v, 1));
-            __m512i acc[2][T];  // even and odd sub-blocks
+            __m512i acc[T];
 #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) acc[0][t] = acc[1][t] = _mm512_setzero_si512();
+            for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 const size_t qo = off + 16 + 32 * static_cast<size_t>(c);
                 const __m512i x0 = load4x16(row, qo), x1 = load4x16(row, qo + 16);  // weights 0-15 and 16-31
-#pragma GCC unroll 2
-                for (int hi = 0; hi < 2; hi++) {
-                    const int j = 2 * c + hi;  // low nibbles: sub-block 2c, high: 2c + 1
-                    const __m512i q0 = hi ? _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4) : _mm512_and_si512(x0, m4);
-                    const __m512i q1 = hi ? _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4) : _mm512_and_si512(x1, m4);
-                    const __m512i sc = _mm512_maskz_permutex2var_epi16(0x55555555, w0, _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(static_cast<short>(j))), w1);
+                // Low nibbles: sub-block 2c; high nibbles: sub-block 2c + 1.
+                const __m512i l0 = _mm512_and_si512(x0, m4), l1 = _mm512_and_si512(x1, m4);
+                const __m512i h0 = _mm512_and_si512(_mm512_srli_epi16(x0, 4), m4), h1 = _mm512_and_si512(_mm512_srli_epi16(x1, 4), m4);
+                const __m512i sc = _mm512_permutex2var_epi16(w0, _mm512_add_epi16(sc_idx0, _mm512_set1_epi16(static_cast<short>(2 * c))), w1);
 #pragma GCC unroll 8
-                    for (int t = 0; t < T; t++) {
-                        const int8_t * yq = reinterpret_cast<const block_q8_K *>(a[t])[i].qs + 32 * j;
-                        const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q0, bcast16(yq)), q1, bcast16(yq + 16));
-                        acc[hi][t] = _mm512_dpwssd_epi32(acc[hi][t], s, sc);
-                    }
+                for (int t = 0; t < T; t++) {
+                    const int8_t * yq = reinterpret_cast<const block_q8_K *>(a[t])[i].qs + 64 * c;
+                    const __m512i sl = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), l0, bcast16(yq)), l1, bcast16(yq + 16));
+                    const __m512i sh = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), h0, bcast16(yq + 32)), h1, bcast16(yq + 48));
+                    acc[t] = _mm512_dpwssd_epi32(acc[t], _mm512_packs_epi32(sl, sh), sc);
                 }
             }
             const __m512i mq0 = _mm512_permutex2var_epi16(w0, mn_idx0, w1);
@@ -712,7 +714,7 @@ struct q4_K_rows4 {
                 const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[t]) + i;
                 const __m512i m = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), mq0, bcast16(y->bsums)), mq1, bcast16(y->bsums + 8));
                 const __m512 yd = _mm512_set1_ps(y->d);
-                fa[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc[0][t], acc[1][t])), _mm512_mul_ps(D, yd), fa[t]);
+                fa[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(D, yd), fa[t]);
                 fa[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(DM, yd), fa[t]);
             }
         }
