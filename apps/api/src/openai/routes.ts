@@ -509,14 +509,15 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
       id, object: 'chat.completion', created, model: c.model,
       choices: choices.map((ch, index) => {
         const split = c.reasoning ? splitReasoning(ch.text, ch.reasoningOpen) : { reasoning: '', content: ch.text };
-        const { content, calls: toolCalls } = c.tools ? parseToolCalls(split.content, c.tools) : { content: split.content, calls: [] };
+        const { content, calls: toolCalls, cut } = c.tools ? parseToolCalls(split.content, c.tools) : { content: split.content, calls: [], cut: false };
         const message = {
           role: 'assistant',
           content: toolCalls.length ? content || null : content,
           ...(split.reasoning ? { reasoning_content: split.reasoning } : {}),
           ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
         };
-        return { index, message, logprobs: c.logprobs ? { content: ch.lp } : null, finish_reason: toolCalls.length ? 'tool_calls' : (ch.finish ?? 'stop') };
+        // A call the output cut off keeps the engine's reason (length), as in the stream.
+        return { index, message, logprobs: c.logprobs ? { content: ch.lp } : null, finish_reason: toolCalls.length && !cut ? 'tool_calls' : (ch.finish ?? 'stop') };
       }),
       usage: u,
     });

@@ -49,15 +49,19 @@ export interface ToolCall {
 export type ToolDefs = readonly { function: { name: string; parameters?: Record<string, unknown> } }[] | null | undefined;
 
 /** Splits finished output into its text and the tool calls it makes. */
-export function parseToolCalls(text: string, tools?: ToolDefs): { content: string; calls: ToolCall[] } {
+export function parseToolCalls(text: string, tools?: ToolDefs): { content: string; calls: ToolCall[]; cut: boolean } {
   const calls: ToolCall[] = [];
   let content = '';
   let at = 0;
+  let cut = false;  // a block opened and never closed: the output stopped inside it
   for (;;) {
     const best = nextBlock(text, at);
     if (!best) break;
     const end = text.indexOf(best.close, best.start + best.open.length);
-    if (end < 0) break;
+    if (end < 0) {
+      cut = true;
+      break;
+    }
     const call = blockCall(best.open, text.slice(best.start + best.open.length, end), tools);
     if (call) {
       calls.push(call);
@@ -69,12 +73,12 @@ export function parseToolCalls(text: string, tools?: ToolDefs): { content: strin
   if (!calls.length) {
     const m = text.indexOf(MISTRAL);
     const mistral = m >= 0 ? mistralCalls(text.slice(m)) : null;
-    if (mistral) return { content: text.slice(0, m).trim(), calls: mistral };
+    if (mistral) return { content: text.slice(0, m).trim(), calls: mistral, cut: false };
     const bare = llamaCall(text, tools);
-    return bare ? { content: '', calls: [bare] } : { content, calls };
+    return bare ? { content: '', calls: [bare], cut: false } : { content, calls, cut };
   }
   for (const w of WRAPPERS) content = content.split(w).join('');
-  return { content: content.trim(), calls };
+  return { content: content.trim(), calls, cut };
 }
 
 /** The call a whole block (between its markers) makes, or null. */
