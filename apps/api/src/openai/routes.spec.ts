@@ -255,6 +255,20 @@ describe('OpenAI-compatible routes', () => {
     expect(r.choices[0].logprobs.top_logprobs[0]).toBeDefined();
   });
 
+  it('fills in the middle with suffix (openai client), as the prompt written out with the FIM tokens', async () => {
+    const prefix = 'def add(a, b):\n    ';
+    const suffix = '\n    return c\n';
+    const fim = await client.completions.create({ model: 'tiny', prompt: prefix, suffix, max_tokens: 6, temperature: 0 });
+    const written = await client.completions.create({ model: 'tiny', prompt: `<|fim_prefix|>${prefix}<|fim_suffix|>${suffix}<|fim_middle|>`, max_tokens: 6, temperature: 0 });
+    expect(fim.choices[0].text).toBe(written.choices[0].text);
+    expect(fim.usage!.prompt_tokens).toBe(written.usage!.prompt_tokens);
+    const count = (t: string) => tokenizer.tokenize(t, { addSpecial: false }).length;
+    expect(fim.usage!.prompt_tokens).toBe(count(prefix) + count(suffix) + 3);
+    // At the start of a file the prompt is empty.
+    const start = await client.completions.create({ model: 'tiny', prompt: '', suffix, max_tokens: 2, temperature: 0 });
+    expect(start.usage!.prompt_tokens).toBe(count(suffix) + 3);
+  });
+
   it('answers a batch of prompts, echo, best_of and streamed legacy logprobs as OpenAI does', async () => {
     type Text = { choices: { index: number; text: string; finish_reason: string; logprobs: any }[]; usage: { prompt_tokens: number; completion_tokens: number } };
     const complete = async (body: Record<string, unknown>) => {
@@ -330,7 +344,7 @@ describe('OpenAI-compatible routes', () => {
 
     // What is not supported says so, naming the field.
     const bad: [Record<string, unknown>, string, RegExp][] = [
-      [{ prompt: 'x', suffix: 'y' }, 'suffix', /fill-in-the-middle/],
+      [{ prompt: 'x', suffix: 'y', echo: true }, 'suffix', /cannot be combined with echo/],
       [{ prompt: 'x', n: 3, best_of: 2 }, 'best_of', /at least n/],
       [{ prompt: 'x', best_of: 2, stream: true }, 'best_of', /stream/],
       [{ prompt: Array(5).fill('x'), n: 16 }, 'prompt', /at most 64/],

@@ -184,12 +184,17 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     // max_tokens 0 (with echo): the prompt scored, nothing generated.
     const scoreOnly = b.max_tokens === 0;
     if (scoreOnly) c.max = 0;
-    if (typeof b.prompt === 'string' && b.prompt.length === 0) return reply.code(400).send(openAiError('prompt must not be empty', 'invalid_request_error', 'prompt', 'invalid_value'));
+    // An empty prompt is fine before a suffix: fill-in-the-middle at the start of a file.
+    if (typeof b.prompt === 'string' && b.prompt.length === 0 && !b.suffix) return reply.code(400).send(openAiError('prompt must not be empty', 'invalid_request_error', 'prompt', 'invalid_value'));
     // One prompt, or a batch: each gets its choices, numbered prompt by prompt (OpenAI's order).
     const prompts = itemList(b.prompt);
     const gens = prompts.map((p) =>
       // echo with logprobs scores the prompt too (its first token has no logprob: null, as OpenAI's).
-      generateRequest(c, b, { ...(typeof p === 'string' ? { prompt: p } : { promptTokens: p, echoPrompt: !!b.echo }), promptLogprobs: (!!b.echo && c.logprobs) || scoreOnly }),
+      generateRequest(c, b, {
+        ...(typeof p === 'string' ? { prompt: p } : { promptTokens: p, echoPrompt: !!b.echo }),
+        promptLogprobs: (!!b.echo && c.logprobs) || scoreOnly,
+        suffix: b.suffix ?? '',
+      }),
     );
     const bestOf = b.best_of ?? c.n;
     return run(req, reply, deps, gens, c, 'text', { perPrompt: bestOf, echo: b.echo ? prompts.map((p) => (typeof p === 'string' ? p : null)) : undefined });

@@ -179,6 +179,7 @@ export const CompletionRequest = z.object({
   stream: sampling.stream,
   stream_options: sampling.stream_options,
   response_format: sampling.response_format,
+  /** Fill-in-the-middle: the text after the gap (the prompt is the text before it); needs a model with FIM tokens. */
   suffix: z.string().optional().nullable(),
   temperature: sampling.temperature,
   top_p: sampling.top_p,
@@ -191,7 +192,7 @@ export const CompletionRequest = z.object({
   const n = b.n ?? 1;
   const bestOf = b.best_of ?? n;
   if (b.max_tokens === 0 && !b.echo) ctx.addIssue({ code: 'custom', path: ['max_tokens'], message: 'max_tokens 0 needs echo: true (it returns the prompt, and with logprobs its scores, generating nothing)' });
-  if (b.suffix) ctx.addIssue({ code: 'custom', path: ['suffix'], message: 'suffix (fill-in-the-middle) is not supported: send the text before the gap as the prompt' });
+  if (b.suffix && b.echo) ctx.addIssue({ code: 'custom', path: ['suffix'], message: 'suffix (fill-in-the-middle) cannot be combined with echo' });
   if (bestOf < n) ctx.addIssue({ code: 'custom', path: ['best_of'], message: `best_of (${bestOf}) must be at least n (${n})` });
   if (bestOf > n && b.stream) ctx.addIssue({ code: 'custom', path: ['best_of'], message: 'best_of cannot be used with stream (the best choices are known only at the end)' });
   const prompts = itemList(b.prompt).length;

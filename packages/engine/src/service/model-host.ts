@@ -394,6 +394,7 @@ export class LocalModelHost implements ModelHost {
 
   /** The request's prompt tokens, and whether a chat prompt leaves a reasoning block open. */
   private prompt(m: Loaded, req: pb.GenerateRequest): { tokens: number[]; reasoningOpen: boolean } {
+    if (req.suffix) return { tokens: this.infillPrompt(m, req), reasoningOpen: false };
     if (req.messages.length) {
       if (!m.chat) m.chat = ChatTemplate.fromTokenizer(m.model.tokenizer);
       const tools = req.toolsJson ? parseJsonField<unknown[]>(req.toolsJson, 'tools', Array.isArray) : undefined;
@@ -412,6 +413,24 @@ export class LocalModelHost implements ModelHost {
     }
     if (req.promptTokens.length) return { tokens: req.promptTokens, reasoningOpen: false };
     return { tokens: m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true }), reasoningOpen: false };
+  }
+
+  /**
+   * Fill-in-the-middle: [BOS] FIM_PRE prompt FIM_SUF suffix FIM_MID (llama-server's /infill order,
+   * without its repository context), the texts tokenized without parsing special tokens.
+   */
+  private infillPrompt(m: Loaded, req: pb.GenerateRequest): number[] {
+    const what = req.messages.length ? 'chat messages' : req.echoPrompt ? 'echo' : req.promptLogprobs ? 'prompt logprobs' : req.embed ? 'embeddings' : '';
+    if (what) throw new EngineError('KAIL_E_INVALID_ARG', `suffix (fill-in-the-middle) cannot be combined with ${what}`);
+    const tok = m.model.tokenizer;
+    const { fimPre, fimSuf, fimMid, bos } = tok.vocab.special;
+    const missing = ([['FIM_PRE', fimPre], ['FIM_SUF', fimSuf], ['FIM_MID', fimMid]] as const).filter(([, id]) => id === null).map(([n]) => n);
+    if (missing.length)
+      throw new EngineError('KAIL_E_INVALID_ARG', `model '${req.model}' cannot fill in the middle: its vocabulary has no ${missing.join('/')} token (suffix needs a FIM-trained model)`);
+    const text = (s: string) => tok.tokenize(s, { addSpecial: false, parseSpecial: false });
+    const prefix = req.promptTokens.length ? req.promptTokens : text(req.prompt);
+    const head = tok.vocab.addBos && bos !== null ? [bos] : [];
+    return [...head, fimPre!, ...prefix, fimSuf!, ...text(req.suffix), fimMid!];
   }
 
   /**

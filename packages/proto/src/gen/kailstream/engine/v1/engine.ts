@@ -287,6 +287,14 @@ export interface GenerateRequest {
    * prompt's tokens. The prompt is computed whole; nothing is generated.
    */
   embed: EmbedPooling;
+  /**
+   * Fill-in-the-middle (OpenAI's `suffix`): the text after the gap, the prompt (text or token ids)
+   * being the text before it. The model's FIM tokens arrange them as llama-server's /infill does:
+   * [BOS] FIM_PRE prompt FIM_SUF suffix FIM_MID, neither text parsed for special tokens, and the
+   * output fills the gap. INVALID_ARGUMENT for a vocabulary without FIM tokens, and with messages,
+   * echo_prompt, prompt_logprobs or embed.
+   */
+  suffix: string;
 }
 
 export interface ChatMessage {
@@ -1068,6 +1076,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     echoPrompt: false,
     promptLogprobs: false,
     embed: 0,
+    suffix: "",
   };
 }
 
@@ -1139,6 +1148,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.embed !== 0) {
       writer.uint32(168).int32(message.embed);
+    }
+    if (message.suffix !== "") {
+      writer.uint32(178).string(message.suffix);
     }
     return writer;
   },
@@ -1334,6 +1346,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.embed = reader.int32() as any;
             continue;
           }
+          case 22: {
+            if (tag !== 178) {
+              break;
+            }
+
+            message.suffix = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1431,6 +1451,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         ? globalThis.Boolean(object.prompt_logprobs)
         : false,
       embed: isSet(object.embed) ? embedPoolingFromJSON(object.embed) : 0,
+      suffix: isSet(object.suffix) ? globalThis.String(object.suffix) : "",
     };
   },
 
@@ -1499,6 +1520,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.embed !== 0) {
       obj.embed = embedPoolingToJSON(message.embed);
     }
+    if (message.suffix !== "") {
+      obj.suffix = message.suffix;
+    }
     return obj;
   },
 
@@ -1530,6 +1554,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.echoPrompt = object.echoPrompt ?? false;
     message.promptLogprobs = object.promptLogprobs ?? false;
     message.embed = object.embed ?? 0;
+    message.suffix = object.suffix ?? "";
     return message;
   },
 };
