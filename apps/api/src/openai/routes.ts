@@ -212,50 +212,24 @@ async function embeddings(req: FastifyRequest, reply: FastifyReply, deps: OpenAi
   if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
   const inputs = itemList(b.input);
   const id = `embd-${randomUUID()}`;
-  const tenant = deps.tenantOf(req);
-  const timeout = deps.requestTimeoutMs ?? 0;
-  const deadline = timeout > 0 ? Date.now() + timeout : 0;
-  const calls = inputs.map((input, i) =>
-    scheduler.submit(
-      spb.SubmitRequest.fromPartial({
-        generate: pb.GenerateRequest.fromPartial({
-          requestId: `${id}-${i}`, model: b.model, maxTokens: 1, embed: pb.EmbedPooling.EMBED_MODEL,
-          ...(typeof input === 'string' ? { prompt: input } : { promptTokens: input }),
-        }),
-        tenant,
-        deadlineUnixMs: deadline,
-      }),
-    ),
+  const gens = inputs.map((input, i) =>
+    pb.GenerateRequest.fromPartial({
+      requestId: `${id}-${i}`, model: b.model, maxTokens: 1, embed: pb.EmbedPooling.EMBED_MODEL,
+      ...(typeof input === 'string' ? { prompt: input } : { promptTokens: input }),
+    }),
   );
-  let finished = false;
-  reply.raw.on('close', () => {
-    if (!finished && !reply.raw.writableFinished) for (const call of calls) call.cancel();
-  });
   const results: { embedding: number[]; promptTokens: number }[] = inputs.map(() => ({ embedding: [], promptTokens: 0 }));
   try {
-    await Promise.all(
-      calls.map(
-        (call, i) =>
-          new Promise<void>((resolve, reject) => {
-            call.on('data', (msg: pb.GenerateResponse) => {
-              if (msg.embedding.length) results[i].embedding = msg.embedding;
-              if (msg.usage) results[i].promptTokens = msg.usage.promptTokens;
-            });
-            call.on('end', () => resolve());
-            call.on('error', (e: grpc.ServiceError) => reject(e));
-          }),
-      ),
-    );
+    await submitAll(req, reply, deps, scheduler, gens, (i, msg) => {
+      if (msg.embedding.length) results[i].embedding = msg.embedding;
+      if (msg.usage) results[i].promptTokens = msg.usage.promptTokens;
+    });
   } catch (e) {
-    finished = true;
-    for (const call of calls) call.cancel();
-    const err = e as grpc.ServiceError;
-    if (err.code === grpc.status.CANCELLED && reply.raw.destroyed) return reply;
-    const { status, body, retryAfter } = grpcToHttp(err);
-    if (retryAfter) reply.header('retry-after', String(retryAfter));
-    return reply.code(status).send(body);
+    const failed = callFailure(reply, e);
+    if (!failed) return reply;
+    if (failed.retryAfter) reply.header('retry-after', String(failed.retryAfter));
+    return reply.code(failed.status).send(failed.body);
   }
-  finished = true;
   const width = results[0]?.embedding.length ?? 0;
   if (b.dimensions && b.dimensions > width)
     return reply.code(400).send(openAiError(`dimensions ${b.dimensions} is more than the model's ${width}`, 'invalid_request_error', 'dimensions', 'invalid_value'));
@@ -275,6 +249,51 @@ async function embeddings(req: FastifyRequest, reply: FastifyReply, deps: OpenAi
     }),
     usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
   });
+}
+
+/**
+ * Submits one HTTP request's generations to the scheduler (its tenant and deadline) and waits for
+ * all of them, `onData(i, msg)` seeing call i's messages as they come. A client that goes away
+ * cancels them all, within one decode step in the engine (the response's 'close' is the signal: the
+ * request's own 'close' fires as soon as its body is read). The first failure cancels the others
+ * and rejects with its gRPC error.
+ */
+async function submitAll(
+  req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, scheduler: spb.SchedulerServiceClient,
+  gens: pb.GenerateRequest[], onData: (i: number, msg: pb.GenerateResponse) => void,
+): Promise<void> {
+  const tenant = deps.tenantOf(req);
+  const timeout = deps.requestTimeoutMs ?? 0;
+  const deadline = timeout > 0 ? Date.now() + timeout : 0;
+  const calls = gens.map((generate) => scheduler.submit(spb.SubmitRequest.fromPartial({ generate, tenant, deadlineUnixMs: deadline })));
+  let finished = false;
+  reply.raw.on('close', () => {
+    if (!finished && !reply.raw.writableFinished) for (const call of calls) call.cancel();
+  });
+  try {
+    await Promise.all(
+      calls.map(
+        (call, i) =>
+          new Promise<void>((resolve, reject) => {
+            call.on('data', (msg: pb.GenerateResponse) => onData(i, msg));
+            call.on('end', () => resolve());
+            call.on('error', (e: grpc.ServiceError) => reject(e));
+          }),
+      ),
+    );
+  } catch (e) {
+    for (const call of calls) call.cancel();
+    throw e;
+  } finally {
+    finished = true;
+  }
+}
+
+/** The HTTP answer to a failed submitAll, or null when the client went away (nothing to send). */
+function callFailure(reply: FastifyReply, e: unknown): ReturnType<typeof grpcToHttp> | null {
+  const err = e as grpc.ServiceError;
+  if (err.code === grpc.status.CANCELLED && reply.raw.destroyed) return null;
+  return grpcToHttp(err);
 }
 
 /** One choice's answer as it streams in. */
@@ -332,31 +351,21 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
   const scheduler = deps.scheduler();
   if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
   const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`;
-  const tenant = deps.tenantOf(req);
   const created = Math.floor(Date.now() / 1000);
-  const timeout = deps.requestTimeoutMs ?? 0;
-  const deadline = timeout > 0 ? Date.now() + timeout : 0;
   const per = text?.perPrompt ?? c.n;
   const ranked = per > c.n;  // best_of: the sampled tokens' logprobs rank the choices
   const total = gens.length * per;
-  const calls = gens.flatMap((gen, p) =>
+  const sequences = gens.flatMap((gen, p) =>
     Array.from({ length: per }, (_, i) => {
       const sampling = i > 0 && c.sampling.hasSeed ? { ...c.sampling, seed: (c.sampling.seed + i) % Number.MAX_SAFE_INTEGER } : c.sampling;
-      const g = pb.GenerateRequest.fromPartial({ ...gen, requestId: total > 1 ? `${id}-${p * per + i}` : id, sampling, wantLogprobs: gen.wantLogprobs || ranked });
-      return scheduler.submit(spb.SubmitRequest.fromPartial({ generate: g, tenant, deadlineUnixMs: deadline }));
+      return pb.GenerateRequest.fromPartial({ ...gen, requestId: total > 1 ? `${id}-${p * per + i}` : id, sampling, wantLogprobs: gen.wantLogprobs || ranked });
     }),
   );
   const m = deps.metrics;
   const t0 = performance.now();
   let firstToken = true;
-  // A client that goes away cancels its request (within one decode step in the engine). The
-  // response's 'close' is the signal: the request's own 'close' fires as soon as its body is read.
-  let finished = false;
-  reply.raw.on('close', () => {
-    if (!finished && !reply.raw.writableFinished) for (const call of calls) call.cancel();
-  });
 
-  const choices: Choice[] = calls.map((_, k) => ({
+  const choices: Choice[] = sequences.map((_, k) => ({
     prompt: Math.floor(k / per),
     echo: text?.echo?.[Math.floor(k / per)],
     lpSum: 0,
@@ -400,73 +409,62 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     headersSent = true;
     reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
     if (kind === 'chat')
-      for (let index = 0; index < calls.length; index++)
+      for (let index = 0; index < sequences.length; index++)
         sse({ id, object: 'chat.completion.chunk', created, model: c.model, choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] });
   };
 
   try {
-    await Promise.all(
-      calls.map(
-        (call, index) =>
-          new Promise<void>((resolve, reject) => {
-            const ch = choices[index];
-            call.on('data', (msg: pb.GenerateResponse) => {
-              const promptLp: Choice['lp'] = msg.promptLogprobs.map((l, i) => ({
-                token: l.text,
-                logprob: i === 0 ? null : l.logprob,
-                top_logprobs: i === 0 ? null : (msg.promptTopLogprobs[i]?.candidates ?? []).map((t) => ({ token: t.text, logprob: t.logprob })),
-              }));
-              const msgLp: Choice['lp'] = msg.logprobs.map((l, i) => ({
-                token: l.text,
-                logprob: l.logprob,
-                top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map((t) => ({ token: t.text, logprob: t.logprob })),
-              }));
-              if (c.logprobs) ch.lp.push(...promptLp, ...msgLp);
-              for (const l of msg.logprobs) {
-                ch.lpSum += l.logprob;
-                ch.lpCount++;
-              }
-              // echo: the prompt's text goes first (the engine sends it for token-id prompts).
-              const echoed = ch.echo === undefined ? '' : (ch.echo ?? msg.promptText);
-              ch.echo = undefined;
-              ch.echoLen += echoed.length;
-              // Where this message's first scored token starts in the text (a scored prompt: at its echo).
-              const lpAt = ch.text.length + (promptLp.length ? 0 : echoed.length);
-              if (msg.usage) ch.usage = { prompt_tokens: msg.usage.promptTokens, completion_tokens: msg.usage.completionTokens, cached_tokens: msg.usage.cachedPromptTokens };
-              if (msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED) ch.finish = finishName(msg.finishReason);
-              ch.text += echoed + msg.text;
-              ch.streamed += msg.tokens.length;
-              ch.reasoningOpen = msg.reasoningOpen;
-              if (m && msg.tokens.length > 0) {
-                const now = performance.now();
-                if (firstToken) m.ttft.observe({ model: c.model }, (now - t0) / 1000);
-                else if (ch.tLast > 0) for (let i = 0; i < msg.tokens.length; i++) m.perToken.observe({ model: c.model }, (now - ch.tLast) / 1000 / msg.tokens.length);
-                firstToken = false;
-                ch.tLast = now;
-              }
-              if (c.stream) {
-                startStream();
-                if (c.reasoning && !ch.reasoning) ch.reasoning = new ReasoningSplitter(msg.reasoningOpen);
-                const split = ch.reasoning ? ch.reasoning.push(msg.text) : { reasoning: '', content: echoed + msg.text };
-                const text = ch.toolStream ? ch.toolStream.push(split.content) : split.content;
-                if (text || split.reasoning || (c.logprobs && (msgLp.length || promptLp.length)))
-                  sse(chunkObj(index, text, null, c.logprobs ? [...promptLp, ...msgLp] : undefined, split.reasoning, lpAt));
-                if (ch.toolStream) sendCalls(index, ch.toolStream.deltas());
-              }
-            });
-            call.on('end', () => resolve());
-            call.on('error', (e: grpc.ServiceError) => reject(e));
-          }),
-      ),
-    );
+    await submitAll(req, reply, deps, scheduler, sequences, (index, msg) => {
+      const ch = choices[index];
+      const promptLp: Choice['lp'] = msg.promptLogprobs.map((l, i) => ({
+        token: l.text,
+        logprob: i === 0 ? null : l.logprob,
+        top_logprobs: i === 0 ? null : (msg.promptTopLogprobs[i]?.candidates ?? []).map((t) => ({ token: t.text, logprob: t.logprob })),
+      }));
+      const msgLp: Choice['lp'] = msg.logprobs.map((l, i) => ({
+        token: l.text,
+        logprob: l.logprob,
+        top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map((t) => ({ token: t.text, logprob: t.logprob })),
+      }));
+      if (c.logprobs) ch.lp.push(...promptLp, ...msgLp);
+      for (const l of msg.logprobs) {
+        ch.lpSum += l.logprob;
+        ch.lpCount++;
+      }
+      // echo: the prompt's text goes first (the engine sends it for token-id prompts).
+      const echoed = ch.echo === undefined ? '' : (ch.echo ?? msg.promptText);
+      ch.echo = undefined;
+      ch.echoLen += echoed.length;
+      // Where this message's first scored token starts in the text (a scored prompt: at its echo).
+      const lpAt = ch.text.length + (promptLp.length ? 0 : echoed.length);
+      if (msg.usage) ch.usage = { prompt_tokens: msg.usage.promptTokens, completion_tokens: msg.usage.completionTokens, cached_tokens: msg.usage.cachedPromptTokens };
+      if (msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED) ch.finish = finishName(msg.finishReason);
+      ch.text += echoed + msg.text;
+      ch.streamed += msg.tokens.length;
+      ch.reasoningOpen = msg.reasoningOpen;
+      if (m && msg.tokens.length > 0) {
+        const now = performance.now();
+        if (firstToken) m.ttft.observe({ model: c.model }, (now - t0) / 1000);
+        else if (ch.tLast > 0) for (let i = 0; i < msg.tokens.length; i++) m.perToken.observe({ model: c.model }, (now - ch.tLast) / 1000 / msg.tokens.length);
+        firstToken = false;
+        ch.tLast = now;
+      }
+      if (c.stream) {
+        startStream();
+        if (c.reasoning && !ch.reasoning) ch.reasoning = new ReasoningSplitter(msg.reasoningOpen);
+        const split = ch.reasoning ? ch.reasoning.push(msg.text) : { reasoning: '', content: echoed + msg.text };
+        const text = ch.toolStream ? ch.toolStream.push(split.content) : split.content;
+        if (text || split.reasoning || (c.logprobs && (msgLp.length || promptLp.length)))
+          sse(chunkObj(index, text, null, c.logprobs ? [...promptLp, ...msgLp] : undefined, split.reasoning, lpAt));
+        if (ch.toolStream) sendCalls(index, ch.toolStream.deltas());
+      }
+    });
   } catch (e) {
-    finished = true;
-    for (const call of calls) call.cancel();
     // A failed or abandoned request still counts, with the tokens it was sent before it stopped.
     deps.onUsage?.(req, choices[0].usage.prompt_tokens, choices.reduce((a, ch) => a + ch.streamed, 0));
-    const err = e as grpc.ServiceError;
-    if (err.code === grpc.status.CANCELLED && reply.raw.destroyed) return reply;
-    const { status, body, retryAfter } = grpcToHttp(err);
+    const failed = callFailure(reply, e);
+    if (!failed) return reply;
+    const { status, body, retryAfter } = failed;
     if (headersSent) {
       m?.requestErrors.inc({ status: String(status) });
       sse(body);
@@ -476,7 +474,6 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     if (retryAfter) reply.header('retry-after', String(retryAfter));
     return reply.code(status).send(body);
   }
-  finished = true;
   const u = usage();
   deps.onUsage?.(req, u.prompt_tokens, u.completion_tokens);
   if (m) {
