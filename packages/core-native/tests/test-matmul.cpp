@@ -206,7 +206,9 @@ void check_matmul(uint32_t type, int64_t rows, int64_t cols, int64_t n, threadpo
 
 const uint32_t kTypes[] = {KAIL_TYPE_F32, KAIL_TYPE_F16, KAIL_TYPE_BF16, KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1,
                            KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K, KAIL_TYPE_Q3_K,
-                           KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_IQ4_NL, KAIL_TYPE_IQ4_XS};
+                           KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_IQ4_NL, KAIL_TYPE_IQ4_XS,
+                           KAIL_TYPE_IQ2_XXS, KAIL_TYPE_IQ2_XS, KAIL_TYPE_IQ2_S, KAIL_TYPE_IQ3_XXS, KAIL_TYPE_IQ3_S,
+                           KAIL_TYPE_IQ1_S, KAIL_TYPE_IQ1_M};
 
 void test_matmul() {
     threadpool p2(2), p3(3);
@@ -236,9 +238,9 @@ void test_matmul() {
     catch (const kail::error & e) { threw = e.code() == KAIL_E_INVALID_ARG; }
     CHECK(threw, "cols not a multiple of 32 -> KAIL_E_INVALID_ARG");
     threw = false;
-    try { matmul(KAIL_TYPE_IQ2_XXS, w.data(), 66, 4, 256, x.data(), 0, 1, y.data(), 0, nullptr); }
+    try { matmul(KAIL_TYPE_TQ1_0, w.data(), 54, 4, 256, x.data(), 0, 1, y.data(), 0, nullptr); }
     catch (const kail::error & e) { threw = e.code() == KAIL_E_UNSUPPORTED; }
-    CHECK(threw, "IQ2_XXS -> KAIL_E_UNSUPPORTED");
+    CHECK(threw, "TQ1_0 -> KAIL_E_UNSUPPORTED");
     threw = false;
     try { matmul(KAIL_TYPE_Q4_0, w.data(), 10, 4, 64, x.data(), 256, 1, y.data(), 16, nullptr); }
     catch (const kail::error & e) { threw = e.code() == KAIL_E_INVALID_ARG; }

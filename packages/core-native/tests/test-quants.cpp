@@ -5,6 +5,7 @@
 // ggml_quantize_chunk (no imatrix), dequantize with to_float, activations with the CPU backend's
 // from_float, and vec_dot values from its vec_dot.
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -89,7 +90,9 @@ std::vector<level> levels() {
 
 const uint32_t kWeightTypes[] = {KAIL_TYPE_F32, KAIL_TYPE_F16, KAIL_TYPE_BF16, KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1,
                                  KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K, KAIL_TYPE_Q3_K,
-                                 KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_IQ4_NL, KAIL_TYPE_IQ4_XS};
+                                 KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_IQ4_NL, KAIL_TYPE_IQ4_XS,
+                                 KAIL_TYPE_IQ2_XXS, KAIL_TYPE_IQ2_XS, KAIL_TYPE_IQ2_S, KAIL_TYPE_IQ3_XXS, KAIL_TYPE_IQ3_S,
+                                 KAIL_TYPE_IQ1_S, KAIL_TYPE_IQ1_M};
 
 // ---------------------------------------------------------------- fp16 / bf16
 
@@ -251,6 +254,10 @@ void test_round_trip() {
         {KAIL_TYPE_Q2_K, 0.0075f}, {KAIL_TYPE_Q3_K, 0.0040f}, {KAIL_TYPE_Q4_K, 0.002f}, {KAIL_TYPE_Q5_K, 0.002f},
         {KAIL_TYPE_Q6_K, 0.002f}, {KAIL_TYPE_Q8_K, 0.002f}, {KAIL_TYPE_F32, 0.0f}, {KAIL_TYPE_IQ4_NL, 0.002f},
         {KAIL_TYPE_IQ4_XS, 0.002f},
+        // The writer's codebook quantizers (a grid search under max-fitted scales, no importance
+        // matrix): ggml's 2-bit and 3-bit thresholds are 0.0075 and 0.0050; IQ1 gets its ternary types' 0.01.
+        {KAIL_TYPE_IQ2_XXS, 0.0075f}, {KAIL_TYPE_IQ2_XS, 0.0075f}, {KAIL_TYPE_IQ2_S, 0.0075f},
+        {KAIL_TYPE_IQ3_XXS, 0.0050f}, {KAIL_TYPE_IQ3_S, 0.0050f}, {KAIL_TYPE_IQ1_S, 0.01f}, {KAIL_TYPE_IQ1_M, 0.01f},
     };
     for (auto & c : cases) {
         std::vector<uint8_t> q(row_size(c.t, N));
@@ -260,6 +267,7 @@ void test_round_trip() {
         double sum = 0;
         for (size_t i = 0; i < N; i++) sum += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
         const float err = static_cast<float>(std::sqrt(sum) / N);
+        if (std::getenv("KAIL_TEST_VERBOSE")) std::printf("  %s round-trip error %.5f (max %.4f)\n", type_name(c.t), err, c.max_err);
         CHECK(err <= c.max_err, "%s round-trip error %g > %g", type_name(c.t), err, c.max_err);
         // A second pass over the dequantized values must be (nearly) a fixed point.
         std::vector<uint8_t> q2(q.size());
@@ -273,7 +281,8 @@ void test_round_trip() {
     // All-zero and constant rows are exact for every type.
     for (uint32_t t : {KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1, KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K,
                        KAIL_TYPE_Q3_K, KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_Q8_K, KAIL_TYPE_IQ4_NL,
-                       KAIL_TYPE_IQ4_XS}) {
+                       KAIL_TYPE_IQ4_XS, KAIL_TYPE_IQ2_XXS, KAIL_TYPE_IQ2_XS, KAIL_TYPE_IQ2_S, KAIL_TYPE_IQ3_XXS,
+                       KAIL_TYPE_IQ3_S}) {
         std::vector<float> z(512, 0.f), y(512, 1.f);
         std::vector<uint8_t> q(row_size(t, 512));
         quantize_row(t, z.data(), q.data(), 512);
@@ -288,9 +297,9 @@ void test_round_trip() {
     catch (const kail::error & e) { threw = e.code() == KAIL_E_INVALID_ARG; }
     CHECK(threw, "quantize_row with a partial block must throw KAIL_E_INVALID_ARG");
     threw = false;
-    try { float f[32]; uint8_t q[64]; dequantize_row(KAIL_TYPE_IQ2_XXS, q, f, 256); }
+    try { float f[256]; uint8_t q[64]; dequantize_row(KAIL_TYPE_TQ1_0, q, f, 256); }
     catch (const kail::error & e) { threw = e.code() == KAIL_E_UNSUPPORTED; }
-    CHECK(threw, "dequantize_row of IQ2_XXS must throw KAIL_E_UNSUPPORTED");
+    CHECK(threw, "dequantize_row of TQ1_0 must throw KAIL_E_UNSUPPORTED");
 }
 
 // ---------------------------------------------------------------- dot products

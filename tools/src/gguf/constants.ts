@@ -35,13 +35,20 @@ export enum GgmlType {
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
   IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
   IQ4_XS = 23,
   I8 = 24,
   I16 = 25,
   I32 = 26,
   I64 = 27,
   F64 = 28,
+  IQ1_M = 29,
   BF16 = 30,
 }
 
@@ -78,6 +85,13 @@ const TRAITS: Partial<Record<GgmlType, GgmlTypeTraits>> = {
   [GgmlType.Q8_K]: { name: 'Q8_K', blockSize: 256, typeSize: 292, quantized: true },
   [GgmlType.IQ4_NL]: { name: 'IQ4_NL', blockSize: 32, typeSize: 18, quantized: true },
   [GgmlType.IQ4_XS]: { name: 'IQ4_XS', blockSize: 256, typeSize: 136, quantized: true },
+  [GgmlType.IQ2_XXS]: { name: 'IQ2_XXS', blockSize: 256, typeSize: 66, quantized: true },
+  [GgmlType.IQ2_XS]: { name: 'IQ2_XS', blockSize: 256, typeSize: 74, quantized: true },
+  [GgmlType.IQ2_S]: { name: 'IQ2_S', blockSize: 256, typeSize: 82, quantized: true },
+  [GgmlType.IQ3_XXS]: { name: 'IQ3_XXS', blockSize: 256, typeSize: 98, quantized: true },
+  [GgmlType.IQ3_S]: { name: 'IQ3_S', blockSize: 256, typeSize: 110, quantized: true },
+  [GgmlType.IQ1_S]: { name: 'IQ1_S', blockSize: 256, typeSize: 50, quantized: true },
+  [GgmlType.IQ1_M]: { name: 'IQ1_M', blockSize: 256, typeSize: 56, quantized: true },
 };
 
 export function ggmlTypeTraits(type: GgmlType): GgmlTypeTraits {
@@ -119,8 +133,15 @@ export enum LlamaFileType {
   MOSTLY_Q5_K_S = 16,
   MOSTLY_Q5_K_M = 17,
   MOSTLY_Q6_K = 18,
+  MOSTLY_IQ2_XXS = 19,
+  MOSTLY_IQ2_XS = 20,
+  MOSTLY_IQ3_XXS = 23,
+  MOSTLY_IQ1_S = 24,
   MOSTLY_IQ4_NL = 25,
+  MOSTLY_IQ3_S = 26,
+  MOSTLY_IQ2_S = 28,
   MOSTLY_IQ4_XS = 30,
+  MOSTLY_IQ1_M = 31,
   MOSTLY_BF16 = 32,
 }
 

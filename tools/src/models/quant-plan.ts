@@ -6,6 +6,7 @@ import type { ModelConfig, TensorSpec } from './arch';
 
 export const FILE_TYPES = [
   'F32', 'F16', 'BF16', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M', 'IQ4_NL', 'IQ4_XS',
+  'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_XXS', 'IQ3_S', 'IQ1_S', 'IQ1_M',
 ] as const;
 export type FileTypeName = (typeof FILE_TYPES)[number];
 
@@ -26,6 +27,13 @@ const BASE_TYPE: Record<FileTypeName, GgmlType> = {
   Q4_K_M: GgmlType.Q4_K,
   IQ4_NL: GgmlType.IQ4_NL,
   IQ4_XS: GgmlType.IQ4_XS,
+  IQ2_XXS: GgmlType.IQ2_XXS,
+  IQ2_XS: GgmlType.IQ2_XS,
+  IQ2_S: GgmlType.IQ2_S,
+  IQ3_XXS: GgmlType.IQ3_XXS,
+  IQ3_S: GgmlType.IQ3_S,
+  IQ1_S: GgmlType.IQ1_S,
+  IQ1_M: GgmlType.IQ1_M,
 };
 
 // general.file_type for each; pure K types have no exact llama_ftype, the nearest is used.
@@ -46,6 +54,13 @@ const LLAMA_FTYPE: Record<FileTypeName, LlamaFileType> = {
   Q4_K_M: LlamaFileType.MOSTLY_Q4_K_M,
   IQ4_NL: LlamaFileType.MOSTLY_IQ4_NL,
   IQ4_XS: LlamaFileType.MOSTLY_IQ4_XS,
+  IQ2_XXS: LlamaFileType.MOSTLY_IQ2_XXS,
+  IQ2_XS: LlamaFileType.MOSTLY_IQ2_XS,
+  IQ2_S: LlamaFileType.MOSTLY_IQ2_S,
+  IQ3_XXS: LlamaFileType.MOSTLY_IQ3_XXS,
+  IQ3_S: LlamaFileType.MOSTLY_IQ3_S,
+  IQ1_S: LlamaFileType.MOSTLY_IQ1_S,
+  IQ1_M: LlamaFileType.MOSTLY_IQ1_M,
 };
 
 export function parseFileType(s: string): FileTypeName {
@@ -71,6 +86,13 @@ const FALLBACK: Partial<Record<GgmlType, GgmlType>> = {
   [GgmlType.Q5_K]: GgmlType.Q5_1,
   [GgmlType.Q6_K]: GgmlType.Q8_0,
   [GgmlType.IQ4_XS]: GgmlType.IQ4_NL,
+  [GgmlType.IQ2_XXS]: GgmlType.IQ4_NL,
+  [GgmlType.IQ2_XS]: GgmlType.IQ4_NL,
+  [GgmlType.IQ2_S]: GgmlType.IQ4_NL,
+  [GgmlType.IQ3_XXS]: GgmlType.IQ4_NL,
+  [GgmlType.IQ3_S]: GgmlType.IQ4_NL,
+  [GgmlType.IQ1_S]: GgmlType.IQ4_NL,
+  [GgmlType.IQ1_M]: GgmlType.IQ4_NL,
 };
 
 export function fitType(type: GgmlType, rowLength: number): GgmlType {

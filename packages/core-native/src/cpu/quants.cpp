@@ -1517,6 +1517,13 @@ void kernels_init_scalar(kernel_table & t) {
         {KAIL_TYPE_Q6_K, KAIL_TYPE_Q8_K, gemm_scalar<dot_q6_K, 1, 1>},
         {KAIL_TYPE_IQ4_NL, KAIL_TYPE_Q8_0, gemm_scalar<dot_iq4_nl, 1, 1>},
         {KAIL_TYPE_IQ4_XS, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq4_xs, 1, 1>},
+        {KAIL_TYPE_IQ2_XXS, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq2_xxs, 1, 1>},
+        {KAIL_TYPE_IQ2_XS, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq2_xs, 1, 1>},
+        {KAIL_TYPE_IQ2_S, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq2_s, 1, 1>},
+        {KAIL_TYPE_IQ3_XXS, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq3_xxs, 1, 1>},
+        {KAIL_TYPE_IQ3_S, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq3_s, 1, 1>},
+        {KAIL_TYPE_IQ1_S, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq1_s, 1, 1>},
+        {KAIL_TYPE_IQ1_M, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq1_m, 1, 1>},
     };
     for (const auto & e : entries) {
         weight_kernels & wk = t.w[e.type];
@@ -1617,6 +1624,13 @@ row_fn dequant_fn(uint32_t type) {
         case KAIL_TYPE_Q8_K: return dequantize_q8_K;
         case KAIL_TYPE_IQ4_NL: return dequantize_iq4_nl;
         case KAIL_TYPE_IQ4_XS: return dequantize_iq4_xs;
+        case KAIL_TYPE_IQ2_XXS: return dequantize_iq2_xxs;
+        case KAIL_TYPE_IQ2_XS: return dequantize_iq2_xs;
+        case KAIL_TYPE_IQ2_S: return dequantize_iq2_s;
+        case KAIL_TYPE_IQ3_XXS: return dequantize_iq3_xxs;
+        case KAIL_TYPE_IQ3_S: return dequantize_iq3_s;
+        case KAIL_TYPE_IQ1_S: return dequantize_iq1_s;
+        case KAIL_TYPE_IQ1_M: return dequantize_iq1_m;
         default: return nullptr;
     }
 }
@@ -1637,6 +1651,13 @@ quant_fn quant_ref_fn(uint32_t type) {
         case KAIL_TYPE_Q8_K: return quantize_q8_K_ref;
         case KAIL_TYPE_IQ4_NL: return quantize_iq4_nl_ref;
         case KAIL_TYPE_IQ4_XS: return quantize_iq4_xs_ref;
+        case KAIL_TYPE_IQ2_XXS: return quantize_iq2_xxs_ref;
+        case KAIL_TYPE_IQ2_XS: return quantize_iq2_xs_ref;
+        case KAIL_TYPE_IQ2_S: return quantize_iq2_s_ref;
+        case KAIL_TYPE_IQ3_XXS: return quantize_iq3_xxs_ref;
+        case KAIL_TYPE_IQ3_S: return quantize_iq3_s_ref;
+        case KAIL_TYPE_IQ1_S: return quantize_iq1_s_ref;
+        case KAIL_TYPE_IQ1_M: return quantize_iq1_m_ref;
         default: return nullptr;
     }
 }

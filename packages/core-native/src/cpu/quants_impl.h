@@ -39,6 +39,32 @@ inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -
 /** IQ4_XS block ib's scale, 0..63 (the signed scale + 32). */
 inline int iq4_xs_scale(const block_iq4_xs & b, int ib) { return ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4); }
 
+// Codebook i-quants (quants_iq.cpp; grids in iq_grids.h).
+struct block_iq2_xxs { uint16_t d; uint16_t qs[QK_K / 8]; };
+struct block_iq2_xs { uint16_t d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; };
+struct block_iq2_s { uint16_t d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t scales[QK_K / 32]; };
+struct block_iq3_xxs { uint16_t d; uint8_t qs[3 * QK_K / 8]; };
+struct block_iq3_s { uint16_t d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t signs[QK_K / 8]; uint8_t scales[QK_K / 64]; };
+struct block_iq1_s { uint16_t d; uint8_t qs[QK_K / 8]; uint16_t qh[QK_K / 32]; };
+struct block_iq1_m { uint8_t qs[QK_K / 8]; uint8_t qh[QK_K / 16]; uint8_t scales[QK_K / 32]; };
+static_assert(sizeof(block_iq2_xxs) == 66 && sizeof(block_iq2_xs) == 74 && sizeof(block_iq2_s) == 82 &&
+              sizeof(block_iq3_xxs) == 98 && sizeof(block_iq3_s) == 110 && sizeof(block_iq1_s) == 50 &&
+              sizeof(block_iq1_m) == 56, "i-quant block layout");
+
+// Scalar dequantize / dot with Q8_K / reference quantize of the codebook i-quants.
+#define KAIL_IQ_FNS(T)                                                  \
+    void dequantize_##T(const void * vx, float * y, int64_t k);         \
+    float dot_##T(int64_t n, const void * vx, const void * vy);         \
+    void quantize_##T##_ref(const float * x, void * vy, int64_t k);
+KAIL_IQ_FNS(iq2_xxs)
+KAIL_IQ_FNS(iq2_xs)
+KAIL_IQ_FNS(iq2_s)
+KAIL_IQ_FNS(iq3_xxs)
+KAIL_IQ_FNS(iq3_s)
+KAIL_IQ_FNS(iq1_s)
+KAIL_IQ_FNS(iq1_m)
+#undef KAIL_IQ_FNS
+
 static_assert(sizeof(block_q4_0) == 18 && sizeof(block_q4_1) == 20 && sizeof(block_q5_0) == 22 &&
               sizeof(block_q5_1) == 24 && sizeof(block_q8_0) == 34 && sizeof(block_q8_1) == 36,
               "legacy block layout");

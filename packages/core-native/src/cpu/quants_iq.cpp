@@ -1,0 +1,663 @@
+// The codebook i-quants: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M (the types of the
+// 1.5-3 bit files people run the largest MoE models from). Each group of 8 weights (IQ3: two
+// groups of 4) is an index into a fixed grid of magnitudes (cpu/iq_grids.h, part of the format),
+// with signs and small integer scales per 16 or 32 weights under one fp16 scale per 256.
+//
+// Block layouts and value semantics are ggml's (ggml-common.h, dequantize_row_iq* in
+// ggml-quants.c); the dot products with Q8_K activations keep ggml's integer sums per sub-block
+// and apply the fp16 scale once per super-block. Scalar code: these types are read, not tuned.
+//
+// The quantizers here are for the project's GGUF writer (test files): a per-group search of the
+// whole grid under scales fitted to each sub-block's largest magnitude. ggml quantizes these types
+// only with an importance matrix; these do not need one and are not as accurate.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cpu/fp16.h"
+#include "cpu/iq_grids.h"
+#include "cpu/quants_impl.h"
+
+namespace kail::cpu {
+
+namespace {
+
+inline float h2f(uint16_t h) { return fp16_to_fp32_sw(h); }
+inline uint16_t f2h(float f) { return fp32_to_fp16_sw(f); }
+
+// Byte j of a grid entry (little-endian packing, as ggml reads the tables through a byte pointer).
+inline int grid8(uint64_t g, int j) { return static_cast<int>((g >> (8 * j)) & 0xFF); }
+inline int grid4(uint32_t g, int j) { return static_cast<int>((g >> (8 * j)) & 0xFF); }
+inline int grid1(uint64_t g, int j) { return static_cast<int8_t>((g >> (8 * j)) & 0xFF); }
+
+// 7 stored sign bits -> the 8-bit mask; the 8th sign makes the count of minus signs even.
+inline int signs_from7(int code) { return code | ((__builtin_popcount(static_cast<unsigned>(code)) & 1) << 7); }
+inline int sgn(int mask, int j) { return (mask >> j) & 1 ? -1 : 1; }
+
+inline uint32_t load32(const void * p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// Scale step from the largest magnitude of a group of weights and the grid's largest value.
+inline float amax_of(const float * x, int n) {
+    float a = 0;
+    for (int j = 0; j < n; j++) a = std::max(a, std::fabs(x[j]));
+    return a;
+}
+
+// The 4-bit scale s (0..15) for which d * (0.5 + s) * f is nearest to `want`.
+inline int scale4(float want, float d, float f) {
+    if (d <= 0) return 0;
+    return std::max(0, std::min(15, static_cast<int>(std::lround(want / (d * f) - 0.5f))));
+}
+
+// Signs of 8 weights with an even count of minus signs (the IQ2_XXS/IQ2_XS/IQ3_XXS rule): the
+// weight of least magnitude gives way when the count is odd. Returns the mask; t = x * sign.
+int even_signs(const float * x, float * t) {
+    int mask = 0, least = 0;
+    for (int j = 0; j < 8; j++) {
+        if (x[j] < 0) mask |= 1 << j;
+        if (std::fabs(x[j]) < std::fabs(x[least])) least = j;
+    }
+    if (__builtin_popcount(static_cast<unsigned>(mask)) & 1) mask ^= 1 << least;
+    for (int j = 0; j < 8; j++) t[j] = x[j] * sgn(mask, j);
+    return mask;
+}
+
+// A grid as floats (8 or 4 values per entry, padded to 8) with each entry's sum of squares: the
+// quantizers' searches minimise |db * g - t|^2 = db^2 |g|^2 - 2 db g.t + |t|^2 over the entries.
+struct float_grid {
+    std::vector<float> v;   // n x 8
+    std::vector<float> g2;  // n
+    int n = 0;
+};
+
+template <typename G>
+float_grid make_float_grid(const G * grid, int n, int per, int (*val)(G, int)) {
+    float_grid f;
+    f.n = n;
+    f.v.assign(static_cast<size_t>(n) * 8, 0.f);
+    f.g2.assign(static_cast<size_t>(n), 0.f);
+    for (int g = 0; g < n; g++)
+        for (int j = 0; j < per; j++) {
+            const float x = static_cast<float>(val(grid[g], j));
+            f.v[static_cast<size_t>(g) * 8 + j] = x;
+            f.g2[static_cast<size_t>(g)] += x * x;
+        }
+    return f;
+}
+
+const float_grid & fgrid_iq2xxs() { static const float_grid f = make_float_grid<uint64_t>(iq2xxs_grid, 256, 8, grid8); return f; }
+const float_grid & fgrid_iq2xs() { static const float_grid f = make_float_grid<uint64_t>(iq2xs_grid, 512, 8, grid8); return f; }
+const float_grid & fgrid_iq2s() { static const float_grid f = make_float_grid<uint64_t>(iq2s_grid, 1024, 8, grid8); return f; }
+const float_grid & fgrid_iq3xxs() { static const float_grid f = make_float_grid<uint32_t>(iq3xxs_grid, 256, 4, grid4); return f; }
+const float_grid & fgrid_iq3s() { static const float_grid f = make_float_grid<uint32_t>(iq3s_grid, 512, 4, grid4); return f; }
+const float_grid & fgrid_iq1s() { static const float_grid f = make_float_grid<uint64_t>(iq1s_grid, 2048, 8, grid1); return f; }
+
+// The entry nearest to db * entry = t (t padded to 8 with zeros); *err gets the squared error
+// without the constant |t|^2.
+int nearest(const float_grid & f, const float * t8, float db, float * err = nullptr) {
+    int best = 0;
+    float best_err = std::numeric_limits<float>::infinity();
+    const float two_db = 2 * db, db2 = db * db;
+    for (int g = 0; g < f.n; g++) {
+        const float * v = &f.v[static_cast<size_t>(g) * 8];
+        float dot = 0;
+        for (int j = 0; j < 8; j++) dot += v[j] * t8[j];
+        const float e = db2 * f.g2[static_cast<size_t>(g)] - two_db * dot;
+        if (e < best_err) {
+            best_err = e;
+            best = g;
+        }
+    }
+    if (err) *err = best_err;
+    return best;
+}
+
+int nearest8(const float_grid & f, const float * t, float db) { return nearest(f, t, db); }
+int nearest4(const float_grid & f, const float * t, float db) {
+    const float t8[8] = {t[0], t[1], t[2], t[3], 0, 0, 0, 0};
+    return nearest(f, t8, db);
+}
+
+constexpr float IQ1_DELTA = 0.125f;  // ggml's IQ1S_DELTA and IQ1M_DELTA
+
+// The IQ1 grid entry for 8 weights, dl * (grid + delta) = x: the nearest entry to x / dl - delta.
+int nearest1(const float * x, float dl, float delta, float * err_out) {
+    float t[8];
+    for (int j = 0; j < 8; j++) t[j] = x[j] - dl * delta;
+    float e;
+    const int g = nearest(fgrid_iq1s(), t, dl, &e);
+    float t2 = 0;
+    for (int j = 0; j < 8; j++) t2 += t[j] * t[j];
+    *err_out = e + t2;
+    return g;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------- IQ2_XXS
+
+// Per 32 weights: 4 grid indices (bytes), then 4 x 7 sign bits and a 4-bit scale in one word.
+void dequantize_iq2_xxs(const void * vx, float * y, int64_t k) {
+    const block_iq2_xxs * x = static_cast<const block_iq2_xxs *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const float d = h2f(x[i].d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const uint32_t idx = load32(x[i].qs + 4 * ib), aux = load32(x[i].qs + 4 * ib + 2);
+            const float db = d * (0.5f + (aux >> 28)) * 0.25f;
+            for (int l = 0; l < 4; l++, y += 8) {
+                const uint64_t g = iq2xxs_grid[(idx >> (8 * l)) & 0xFF];
+                const int s = signs_from7((aux >> (7 * l)) & 127);
+                for (int j = 0; j < 8; j++) y[j] = db * grid8(g, j) * sgn(s, j);
+            }
+        }
+    }
+}
+
+float dot_iq2_xxs(int64_t n, const void * vx, const void * vy) {
+    const block_iq2_xxs * x = static_cast<const block_iq2_xxs *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const int8_t * q8 = y[i].qs;
+        int32_t bsum = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const uint32_t idx = load32(x[i].qs + 4 * ib), aux = load32(x[i].qs + 4 * ib + 2);
+            int32_t sumi = 0;
+            for (int l = 0; l < 4; l++, q8 += 8) {
+                const uint64_t g = iq2xxs_grid[(idx >> (8 * l)) & 0xFF];
+                const int s = signs_from7((aux >> (7 * l)) & 127);
+                for (int j = 0; j < 8; j++) sumi += grid8(g, j) * sgn(s, j) * q8[j];
+            }
+            bsum += sumi * (2 * static_cast<int32_t>(aux >> 28) + 1);
+        }
+        sumf += h2f(x[i].d) * y[i].d * bsum;
+    }
+    return 0.125f * sumf;
+}
+
+void quantize_iq2_xxs_ref(const float * x, void * vy, int64_t k) {
+    block_iq2_xxs * y = static_cast<block_iq2_xxs *>(vy);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        float want[QK_K / 32], top = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) top = std::max(top, want[ib] = amax_of(x + 32 * ib, 32) / 43.f);
+        y[i].d = f2h(top / (15.5f * 0.25f));
+        const float d = h2f(y[i].d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int sc = scale4(want[ib], d, 0.25f);
+            const float db = d * (0.5f + sc) * 0.25f;
+            uint32_t idx = 0, aux = static_cast<uint32_t>(sc) << 28;
+            for (int l = 0; l < 4; l++) {
+                float t[8];
+                const int mask = even_signs(x + 32 * ib + 8 * l, t);
+                idx |= static_cast<uint32_t>(nearest8(fgrid_iq2xxs(), t, db)) << (8 * l);
+                aux |= static_cast<uint32_t>(mask & 127) << (7 * l);
+            }
+            std::memcpy(y[i].qs + 4 * ib, &idx, 4);
+            std::memcpy(y[i].qs + 4 * ib + 2, &aux, 4);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- IQ2_XS
+
+// Per 8 weights a word: 9-bit grid index, 7 sign bits; a 4-bit scale per 16 weights.
+void dequantize_iq2_xs(const void * vx, float * y, int64_t k) {
+    const block_iq2_xs * x = static_cast<const block_iq2_xs *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const float d = h2f(x[i].d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const float db[2] = {d * (0.5f + (x[i].scales[ib] & 0xF)) * 0.25f, d * (0.5f + (x[i].scales[ib] >> 4)) * 0.25f};
+            for (int l = 0; l < 4; l++, y += 8) {
+                const uint16_t q = x[i].qs[4 * ib + l];
+                const uint64_t g = iq2xs_grid[q & 511];
+                const int s = signs_from7(q >> 9);
+                for (int j = 0; j < 8; j++) y[j] = db[l / 2] * grid8(g, j) * sgn(s, j);
+            }
+        }
+    }
+}
+
+float dot_iq2_xs(int64_t n, const void * vx, const void * vy) {
+    const block_iq2_xs * x = static_cast<const block_iq2_xs *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const int8_t * q8 = y[i].qs;
+        int32_t bsum = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            int32_t sumi[2] = {0, 0};
+            for (int l = 0; l < 4; l++, q8 += 8) {
+                const uint16_t q = x[i].qs[4 * ib + l];
+                const uint64_t g = iq2xs_grid[q & 511];
+                const int s = signs_from7(q >> 9);
+                for (int j = 0; j < 8; j++) sumi[l / 2] += grid8(g, j) * sgn(s, j) * q8[j];
+            }
+            bsum += sumi[0] * (2 * (x[i].scales[ib] & 0xF) + 1) + sumi[1] * (2 * (x[i].scales[ib] >> 4) + 1);
+        }
+        sumf += h2f(x[i].d) * y[i].d * bsum;
+    }
+    return 0.125f * sumf;
+}
+
+void quantize_iq2_xs_ref(const float * x, void * vy, int64_t k) {
+    block_iq2_xs * y = static_cast<block_iq2_xs *>(vy);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        float want[QK_K / 16], top = 0;
+        for (int h = 0; h < QK_K / 16; h++) top = std::max(top, want[h] = amax_of(x + 16 * h, 16) / 43.f);
+        y[i].d = f2h(top / (15.5f * 0.25f));
+        const float d = h2f(y[i].d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int sc[2] = {scale4(want[2 * ib], d, 0.25f), scale4(want[2 * ib + 1], d, 0.25f)};
+            y[i].scales[ib] = static_cast<uint8_t>(sc[0] | (sc[1] << 4));
+            for (int l = 0; l < 4; l++) {
+                float t[8];
+                const int mask = even_signs(x + 32 * ib + 8 * l, t);
+                const int g = nearest8(fgrid_iq2xs(), t, d * (0.5f + sc[l / 2]) * 0.25f);
+                y[i].qs[4 * ib + l] = static_cast<uint16_t>(g | ((mask & 127) << 9));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- IQ2_S
+
+// Per 8 weights: a 10-bit grid index (low byte in qs, 2 high bits in qh) and a full sign byte.
+inline int iq2s_index(const block_iq2_s & b, int ib, int l) { return b.qs[4 * ib + l] | ((b.qh[ib] << (8 - 2 * l)) & 0x300); }
+
+void dequantize_iq2_s(const void * vx, float * y, int64_t k) {
+    const block_iq2_s * x = static_cast<const block_iq2_s *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const float d = h2f(x[i].d);
+        const uint8_t * signs = x[i].qs + QK_K / 8;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const float db[2] = {d * (0.5f + (x[i].scales[ib] & 0xF)) * 0.25f, d * (0.5f + (x[i].scales[ib] >> 4)) * 0.25f};
+            for (int l = 0; l < 4; l++, y += 8) {
+                const uint64_t g = iq2s_grid[iq2s_index(x[i], ib, l)];
+                for (int j = 0; j < 8; j++) y[j] = db[l / 2] * grid8(g, j) * sgn(signs[4 * ib + l], j);
+            }
+        }
+    }
+}
+
+float dot_iq2_s(int64_t n, const void * vx, const void * vy) {
+    const block_iq2_s * x = static_cast<const block_iq2_s *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const int8_t * q8 = y[i].qs;
+        const uint8_t * signs = x[i].qs + QK_K / 8;
+        int32_t bsum = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            int32_t sumi[2] = {0, 0};
+            for (int l = 0; l < 4; l++, q8 += 8) {
+                const uint64_t g = iq2s_grid[iq2s_index(x[i], ib, l)];
+                for (int j = 0; j < 8; j++) sumi[l / 2] += grid8(g, j) * sgn(signs[4 * ib + l], j) * q8[j];
+            }
+            bsum += sumi[0] * (2 * (x[i].scales[ib] & 0xF) + 1) + sumi[1] * (2 * (x[i].scales[ib] >> 4) + 1);
+        }
+        sumf += h2f(x[i].d) * y[i].d * bsum;
+    }
+    return 0.125f * sumf;
+}
+
+void quantize_iq2_s_ref(const float * x, void * vy, int64_t k) {
+    block_iq2_s * y = static_cast<block_iq2_s *>(vy);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        float want[QK_K / 16], top = 0;
+        for (int h = 0; h < QK_K / 16; h++) top = std::max(top, want[h] = amax_of(x + 16 * h, 16) / 43.f);
+        y[i].d = f2h(top / (15.5f * 0.25f));
+        const float d = h2f(y[i].d);
+        std::memset(y[i].qh, 0, sizeof y[i].qh);
+        uint8_t * signs = y[i].qs + QK_K / 8;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int sc[2] = {scale4(want[2 * ib], d, 0.25f), scale4(want[2 * ib + 1], d, 0.25f)};
+            y[i].scales[ib] = static_cast<uint8_t>(sc[0] | (sc[1] << 4));
+            for (int l = 0; l < 4; l++) {
+                const float * xg = x + 32 * ib + 8 * l;
+                float t[8];
+                int mask = 0;
+                for (int j = 0; j < 8; j++) {
+                    if (xg[j] < 0) mask |= 1 << j;
+                    t[j] = std::fabs(xg[j]);
+                }
+                const int g = nearest8(fgrid_iq2s(), t, d * (0.5f + sc[l / 2]) * 0.25f);
+                y[i].qs[4 * ib + l] = static_cast<uint8_t>(g & 0xFF);
+                y[i].qh[ib] = static_cast<uint8_t>(y[i].qh[ib] | ((g >> 8) << (2 * l)));
+                signs[4 * ib + l] = static_cast<uint8_t>(mask);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- IQ3_XXS
+
+// Per 32 weights: 8 grid indices (bytes, 4 magnitudes each), then 4 x 7 sign bits and a 4-bit scale.
+void dequantize_iq3_xxs(const void * vx, float * y, int64_t k) {
+    const block_iq3_xxs * x = static_cast<const block_iq3_xxs *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const float d = h2f(x[i].d);
+        const uint8_t * qs = x[i].qs;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const uint32_t aux = load32(x[i].qs + QK_K / 4 + 4 * ib);
+            const float db = d * (0.5f + (aux >> 28)) * 0.5f;
+            for (int l = 0; l < 4; l++, y += 8) {
+                const int s = signs_from7((aux >> (7 * l)) & 127);
+                const uint32_t g1 = iq3xxs_grid[qs[8 * ib + 2 * l]], g2 = iq3xxs_grid[qs[8 * ib + 2 * l + 1]];
+                for (int j = 0; j < 4; j++) {
+                    y[j] = db * grid4(g1, j) * sgn(s, j);
+                    y[j + 4] = db * grid4(g2, j) * sgn(s, j + 4);
+                }
+            }
+        }
+    }
+}
+
+float dot_iq3_xxs(int64_t n, const void * vx, const void * vy) {
+    const block_iq3_xxs * x = static_cast<const block_iq3_xxs *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const int8_t * q8 = y[i].qs;
+        const uint8_t * qs = x[i].qs;
+        int32_t bsum = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const uint32_t aux = load32(x[i].qs + QK_K / 4 + 4 * ib);
+            int32_t sumi = 0;
+            for (int l = 0; l < 4; l++, q8 += 8) {
+                const int s = signs_from7((aux >> (7 * l)) & 127);
+                const uint32_t g1 = iq3xxs_grid[qs[8 * ib + 2 * l]], g2 = iq3xxs_grid[qs[8 * ib + 2 * l + 1]];
+                for (int j = 0; j < 4; j++) sumi += grid4(g1, j) * sgn(s, j) * q8[j] + grid4(g2, j) * sgn(s, j + 4) * q8[j + 4];
+            }
+            bsum += sumi * (2 * static_cast<int32_t>(aux >> 28) + 1);
+        }
+        sumf += h2f(x[i].d) * y[i].d * bsum;
+    }
+    return 0.25f * sumf;
+}
+
+void quantize_iq3_xxs_ref(const float * x, void * vy, int64_t k) {
+    block_iq3_xxs * y = static_cast<block_iq3_xxs *>(vy);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        float want[QK_K / 32], top = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) top = std::max(top, want[ib] = amax_of(x + 32 * ib, 32) / 62.f);
+        y[i].d = f2h(top / (15.5f * 0.5f));
+        const float d = h2f(y[i].d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int sc = scale4(want[ib], d, 0.5f);
+            const float db = d * (0.5f + sc) * 0.5f;
+            uint32_t aux = static_cast<uint32_t>(sc) << 28;
+            for (int l = 0; l < 4; l++) {
+                float t[8];
+                const int mask = even_signs(x + 32 * ib + 8 * l, t);
+                y[i].qs[8 * ib + 2 * l] = static_cast<uint8_t>(nearest4(fgrid_iq3xxs(), t, db));
+                y[i].qs[8 * ib + 2 * l + 1] = static_cast<uint8_t>(nearest4(fgrid_iq3xxs(), t + 4, db));
+                aux |= static_cast<uint32_t>(mask & 127) << (7 * l);
+            }
+            std::memcpy(y[i].qs + QK_K / 4 + 4 * ib, &aux, 4);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- IQ3_S
+
+// Per 4 weights a 9-bit grid index (low byte in qs, high bit in qh); a full sign byte per 8
+// weights; a 4-bit odd scale (1 + 2s) per 32.
+inline int iq3s_index(const block_iq3_s & b, int ib, int k) { return b.qs[8 * ib + k] | (((b.qh[ib] >> k) & 1) << 8); }
+inline int iq3s_scale(const block_iq3_s & b, int ib) { return (b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF; }
+
+void dequantize_iq3_s(const void * vx, float * y, int64_t k) {
+    const block_iq3_s * x = static_cast<const block_iq3_s *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const float d = h2f(x[i].d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const float db = d * (1 + 2 * iq3s_scale(x[i], ib));
+            for (int l = 0; l < 4; l++, y += 8) {
+                const int s = x[i].signs[4 * ib + l];
+                const uint32_t g1 = iq3s_grid[iq3s_index(x[i], ib, 2 * l)], g2 = iq3s_grid[iq3s_index(x[i], ib, 2 * l + 1)];
+                for (int j = 0; j < 4; j++) {
+                    y[j] = db * grid4(g1, j) * sgn(s, j);
+                    y[j + 4] = db * grid4(g2, j) * sgn(s, j + 4);
+                }
+            }
+        }
+    }
+}
+
+float dot_iq3_s(int64_t n, const void * vx, const void * vy) {
+    const block_iq3_s * x = static_cast<const block_iq3_s *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const int8_t * q8 = y[i].qs;
+        int32_t bsum = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            int32_t sumi = 0;
+            for (int l = 0; l < 4; l++, q8 += 8) {
+                const int s = x[i].signs[4 * ib + l];
+                const uint32_t g1 = iq3s_grid[iq3s_index(x[i], ib, 2 * l)], g2 = iq3s_grid[iq3s_index(x[i], ib, 2 * l + 1)];
+                for (int j = 0; j < 4; j++) sumi += grid4(g1, j) * sgn(s, j) * q8[j] + grid4(g2, j) * sgn(s, j + 4) * q8[j + 4];
+            }
+            bsum += sumi * (1 + 2 * iq3s_scale(x[i], ib));
+        }
+        sumf += h2f(x[i].d) * y[i].d * bsum;
+    }
+    return sumf;
+}
+
+void quantize_iq3_s_ref(const float * x, void * vy, int64_t k) {
+    block_iq3_s * y = static_cast<block_iq3_s *>(vy);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        float want[QK_K / 32], top = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) top = std::max(top, want[ib] = amax_of(x + 32 * ib, 32) / 15.f);
+        y[i].d = f2h(top / 31.f);
+        const float d = h2f(y[i].d);
+        std::memset(y[i].qh, 0, sizeof y[i].qh);
+        std::memset(y[i].scales, 0, sizeof y[i].scales);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            // db = d * (1 + 2s): s = round((want / d - 1) / 2)
+            const int sc = d > 0 ? std::max(0, std::min(15, static_cast<int>(std::lround((want[ib] / d - 1.f) * 0.5f)))) : 0;
+            y[i].scales[ib / 2] = static_cast<uint8_t>(y[i].scales[ib / 2] | (sc << (4 * (ib % 2))));
+            const float db = d * (1 + 2 * sc);
+            for (int l = 0; l < 4; l++) {
+                const float * xg = x + 32 * ib + 8 * l;
+                float t[8];
+                int mask = 0;
+                for (int j = 0; j < 8; j++) {
+                    if (xg[j] < 0) mask |= 1 << j;
+                    t[j] = std::fabs(xg[j]);
+                }
+                y[i].signs[4 * ib + l] = static_cast<uint8_t>(mask);
+                for (int h = 0; h < 2; h++) {
+                    const int g = nearest4(fgrid_iq3s(), t + 4 * h, db);
+                    const int kk = 2 * l + h;
+                    y[i].qs[8 * ib + kk] = static_cast<uint8_t>(g & 0xFF);
+                    y[i].qh[ib] = static_cast<uint8_t>(y[i].qh[ib] | ((g >> 8) << kk));
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- IQ1_S
+
+// Per 8 weights an 11-bit index into a grid of {-1, 0, 1} values (low byte in qs, 3 bits in qh);
+// per 32 weights a 3-bit odd scale (1 + 2s) and the sign of a shift of 1/8 (qh's top bits).
+void dequantize_iq1_s(const void * vx, float * y, int64_t k) {
+    const block_iq1_s * x = static_cast<const block_iq1_s *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const float d = h2f(x[i].d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int qh = x[i].qh[ib];
+            const float dl = d * (2 * ((qh >> 12) & 7) + 1);
+            const float delta = qh & 0x8000 ? -IQ1_DELTA : IQ1_DELTA;
+            for (int l = 0; l < 4; l++, y += 8) {
+                const uint64_t g = iq1s_grid[x[i].qs[4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)];
+                for (int j = 0; j < 8; j++) y[j] = dl * (grid1(g, j) + delta);
+            }
+        }
+    }
+}
+
+float dot_iq1_s(int64_t n, const void * vx, const void * vy) {
+    const block_iq1_s * x = static_cast<const block_iq1_s *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const int8_t * q8 = y[i].qs;
+        int32_t sumi = 0, sumi1 = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int qh = x[i].qh[ib];
+            const int ls = 2 * ((qh >> 12) & 7) + 1;
+            int32_t lsum = 0;
+            for (int l = 0; l < 4; l++, q8 += 8) {
+                const uint64_t g = iq1s_grid[x[i].qs[4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)];
+                for (int j = 0; j < 8; j++) lsum += grid1(g, j) * q8[j];
+            }
+            sumi += ls * lsum;
+            sumi1 += ls * (qh & 0x8000 ? -1 : 1) * (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]);
+        }
+        sumf += h2f(x[i].d) * y[i].d * (sumi + IQ1_DELTA * sumi1);
+    }
+    return sumf;
+}
+
+void quantize_iq1_s_ref(const float * x, void * vy, int64_t k) {
+    block_iq1_s * y = static_cast<block_iq1_s *>(vy);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        float want[QK_K / 32], top = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) top = std::max(top, want[ib] = amax_of(x + 32 * ib, 32) / (1 + IQ1_DELTA));
+        y[i].d = f2h(top / 15.f);
+        const float d = h2f(y[i].d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int sc = d > 0 ? std::max(0, std::min(7, static_cast<int>(std::lround((want[ib] / d - 1.f) * 0.5f)))) : 0;
+            const float dl = d * (2 * sc + 1);
+            // The shift's sign is one per 32 weights: keep the one of least error.
+            int best_idx[4] = {0, 0, 0, 0}, best_neg = 0;
+            float best_err = std::numeric_limits<float>::infinity();
+            for (int neg = 0; neg < 2; neg++) {
+                int idx[4];
+                float err = 0;
+                for (int l = 0; l < 4; l++) {
+                    float e;
+                    idx[l] = nearest1(x + 32 * ib + 8 * l, dl, neg ? -IQ1_DELTA : IQ1_DELTA, &e);
+                    err += e;
+                }
+                if (err < best_err) {
+                    best_err = err;
+                    best_neg = neg;
+                    std::copy(idx, idx + 4, best_idx);
+                }
+            }
+            int qh = (sc << 12) | (best_neg << 15);
+            for (int l = 0; l < 4; l++) {
+                y[i].qs[4 * ib + l] = static_cast<uint8_t>(best_idx[l] & 0xFF);
+                qh |= (best_idx[l] >> 8) << (3 * l);
+            }
+            y[i].qh[ib] = static_cast<uint16_t>(qh);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- IQ1_M
+
+// The IQ1 grid without a per-block fp16 field: the fp16 scale is spread over the top nibbles of
+// the four scale words; per 16 weights a 3-bit odd scale; per 8 weights the index's 3 high bits
+// and the shift's sign in a nibble of qh.
+inline float iq1m_d(const block_iq1_m & b) {
+    uint16_t sc[4];
+    std::memcpy(sc, b.scales, sizeof sc);
+    return h2f(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
+}
+// The 3-bit scale of weights 16h..16h+15 of sub-block ib.
+inline int iq1m_scale(const block_iq1_m & b, int ib, int h) {
+    uint16_t w;
+    std::memcpy(&w, b.scales + 2 * (ib / 2), 2);
+    return (w >> (6 * (ib % 2) + 3 * h)) & 7;
+}
+inline int iq1m_nibble(const block_iq1_m & b, int ib, int l) { return (b.qh[2 * ib + l / 2] >> (4 * (l % 2))) & 0xF; }
+
+void dequantize_iq1_m(const void * vx, float * y, int64_t k) {
+    const block_iq1_m * x = static_cast<const block_iq1_m *>(vx);
+    for (int64_t i = 0; i < k / QK_K; i++) {
+        const float d = iq1m_d(x[i]);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            for (int l = 0; l < 4; l++, y += 8) {
+                const float dl = d * (2 * iq1m_scale(x[i], ib, l / 2) + 1);
+                const int nib = iq1m_nibble(x[i], ib, l);
+                const float delta = nib & 8 ? -IQ1_DELTA : IQ1_DELTA;
+                const uint64_t g = iq1s_grid[x[i].qs[4 * ib + l] | ((nib & 7) << 8)];
+                for (int j = 0; j < 8; j++) y[j] = dl * (grid1(g, j) + delta);
+            }
+        }
+    }
+}
+
+float dot_iq1_m(int64_t n, const void * vx, const void * vy) {
+    const block_iq1_m * x = static_cast<const block_iq1_m *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const int8_t * q8 = y[i].qs;
+        int32_t sumi1 = 0, sumi2 = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            int32_t s1[2] = {0, 0}, s2[2] = {0, 0};
+            for (int l = 0; l < 4; l++, q8 += 8) {
+                const int nib = iq1m_nibble(x[i], ib, l);
+                const uint64_t g = iq1s_grid[x[i].qs[4 * ib + l] | ((nib & 7) << 8)];
+                int32_t lsum1 = 0, lsum2 = 0;
+                for (int j = 0; j < 8; j++) {
+                    lsum1 += grid1(g, j) * q8[j];
+                    lsum2 += q8[j];
+                }
+                s1[l / 2] += lsum1;
+                s2[l / 2] += lsum2 * (nib & 8 ? -1 : 1);
+            }
+            const int ls1 = 2 * iq1m_scale(x[i], ib, 0) + 1, ls2 = 2 * iq1m_scale(x[i], ib, 1) + 1;
+            sumi1 += s1[0] * ls1 + s1[1] * ls2;
+            sumi2 += s2[0] * ls1 + s2[1] * ls2;
+        }
+        sumf += iq1m_d(x[i]) * y[i].d * (sumi1 + IQ1_DELTA * sumi2);
+    }
+    return sumf;
+}
+
+void quantize_iq1_m_ref(const float * x, void * vy, int64_t k) {
+    block_iq1_m * y = static_cast<block_iq1_m *>(vy);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        float want[QK_K / 16], top = 0;
+        for (int h = 0; h < QK_K / 16; h++) top = std::max(top, want[h] = amax_of(x + 16 * h, 16) / (1 + IQ1_DELTA));
+        const uint16_t dh = f2h(top / 15.f);
+        const float d = h2f(dh);
+        uint16_t sc[4] = {0, 0, 0, 0};
+        std::memset(y[i].qh, 0, sizeof y[i].qh);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            for (int h = 0; h < 2; h++) {
+                const int s = d > 0 ? std::max(0, std::min(7, static_cast<int>(std::lround((want[2 * ib + h] / d - 1.f) * 0.5f)))) : 0;
+                sc[ib / 2] = static_cast<uint16_t>(sc[ib / 2] | (s << (6 * (ib % 2) + 3 * h)));
+                const float dl = d * (2 * s + 1);
+                for (int l = 2 * h; l < 2 * h + 2; l++) {
+                    // The shift's sign is one per 8 weights here.
+                    float e_pos, e_neg;
+                    const int ip = nearest1(x + 32 * ib + 8 * l, dl, IQ1_DELTA, &e_pos);
+                    const int in = nearest1(x + 32 * ib + 8 * l, dl, -IQ1_DELTA, &e_neg);
+                    const bool neg = e_neg < e_pos;
+                    const int g = neg ? in : ip;
+                    y[i].qs[4 * ib + l] = static_cast<uint8_t>(g & 0xFF);
+                    const int nib = (g >> 8) | (neg ? 8 : 0);
+                    y[i].qh[2 * ib + l / 2] = static_cast<uint8_t>(y[i].qh[2 * ib + l / 2] | (nib << (4 * (l % 2))));
+                }
+            }
+        }
+        // The fp16 scale's nibbles go to the top of the four words.
+        for (int w = 0; w < 4; w++) sc[w] = static_cast<uint16_t>(sc[w] | (((dh >> (4 * w)) & 0xF) << 12));
+        std::memcpy(y[i].scales, sc, sizeof sc);
+    }
+}
+
+} // namespace kail::cpu
