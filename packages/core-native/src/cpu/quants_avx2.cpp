@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "cpu/fp16.h"
+#include "cpu/iq_grids.h"
 #include "cpu/quants_impl.h"
 
 namespace kail::cpu {
@@ -384,6 +385,218 @@ struct iq4_xs_dec {
         }
         sc[0] = bcast_word(s.sc2, 2 * c);
         sc[1] = bcast_word(s.sc2, 2 * c + 1);
+    }
+};
+
+// ---------------------------------------------------------------- codebook i-quants
+// Each group of 8 weights is a grid entry (8 magnitudes; IQ3: two entries of 4) with signs, so a
+// chunk of 64 weights is 8 table loads and the signs as byte masks. VPMADDUBSW takes the
+// magnitudes (<= 62: a pair of products stays below 2^15) against the activations carrying the
+// weights' signs (VPSIGNB with +-1 bytes). Scales per 16 weights go to the two 128-bit halves of
+// each 32-weight vector. IQ1 weights are (grid + delta) with grid in {-1, 0, 1} and delta +-1/8:
+// 8 * grid +- 1 is an exact odd integer, so the dot is integer as for the others and d carries the
+// 1/8. Same integer sums as quants_iq.cpp's scalar dots.
+
+// Byte masks (0xFF = minus) for a sign byte, and for the 7 stored bits of the even-parity rule.
+struct sign_tables {
+    uint64_t full[256];
+    uint64_t even[128];
+    constexpr sign_tables() : full(), even() {
+        for (int b = 0; b < 256; b++) {
+            uint64_t m = 0;
+            for (int j = 0; j < 8; j++)
+                if ((b >> j) & 1) m |= uint64_t(0xFF) << (8 * j);
+            full[b] = m;
+        }
+        for (int c = 0; c < 128; c++) {
+            int bits = c, n = 0;
+            for (int j = 0; j < 7; j++) n += (c >> j) & 1;
+            if (n & 1) bits |= 128;
+            even[c] = full[bits];
+        }
+    }
+};
+constexpr sign_tables kSigns{};
+
+// Magnitudes g (4 groups) and minus masks m -> u = g, sg = +-1 bytes.
+KAIL_INLINE void iq_vec(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t m0, uint64_t m1, uint64_t m2, uint64_t m3, __m256i & u, __m256i & sg) {
+    u = _mm256_set_epi64x(static_cast<long long>(g3), static_cast<long long>(g2), static_cast<long long>(g1), static_cast<long long>(g0));
+    sg = _mm256_or_si256(_mm256_set_epi64x(static_cast<long long>(m3), static_cast<long long>(m2), static_cast<long long>(m1), static_cast<long long>(m0)), _mm256_set1_epi8(1));
+}
+
+// Scale words for the two 16-weight halves of a 32-weight vector.
+KAIL_INLINE __m256i iq_scales(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(hi)), _mm_set1_epi16(static_cast<short>(lo))); }
+
+KAIL_INLINE uint32_t iq_load32(const void * p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+KAIL_INLINE void iq_state(kstate & s, float d) {
+    s.sc2 = _mm256_setzero_si256();
+    s.mn = _mm256_setzero_si256();
+    s.d = d;
+    s.dmin = 0;
+}
+
+template <bool VNNI>
+struct iq2_xxs_dec {
+    static constexpr int BB = 66, NCHUNK = 4;
+    static constexpr bool MIN = false, SIGNED = true;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, 0.125f * h2f(p)); }
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
+        const block_iq2_xxs * b = reinterpret_cast<const block_iq2_xxs *>(p);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int ib = 2 * c + h;
+            const uint32_t idx = iq_load32(b->qs + 4 * ib), aux = iq_load32(b->qs + 4 * ib + 2);
+            iq_vec(iq2xxs_grid[idx & 0xFF], iq2xxs_grid[(idx >> 8) & 0xFF], iq2xxs_grid[(idx >> 16) & 0xFF], iq2xxs_grid[idx >> 24],
+                   kSigns.even[aux & 127], kSigns.even[(aux >> 7) & 127], kSigns.even[(aux >> 14) & 127], kSigns.even[(aux >> 21) & 127], u[h], sg[h]);
+            const int ls = 2 * static_cast<int>(aux >> 28) + 1;
+            sc[h] = iq_scales(ls, ls);
+        }
+    }
+};
+
+template <bool VNNI>
+struct iq2_xs_dec {
+    static constexpr int BB = 74, NCHUNK = 4;
+    static constexpr bool MIN = false, SIGNED = true;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, 0.125f * h2f(p)); }
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
+        const block_iq2_xs * b = reinterpret_cast<const block_iq2_xs *>(p);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int ib = 2 * c + h;
+            const uint16_t * q = b->qs + 4 * ib;
+            iq_vec(iq2xs_grid[q[0] & 511], iq2xs_grid[q[1] & 511], iq2xs_grid[q[2] & 511], iq2xs_grid[q[3] & 511],
+                   kSigns.even[q[0] >> 9], kSigns.even[q[1] >> 9], kSigns.even[q[2] >> 9], kSigns.even[q[3] >> 9], u[h], sg[h]);
+            sc[h] = iq_scales(2 * (b->scales[ib] & 0xF) + 1, 2 * (b->scales[ib] >> 4) + 1);
+        }
+    }
+};
+
+template <bool VNNI>
+struct iq2_s_dec {
+    static constexpr int BB = 82, NCHUNK = 4;
+    static constexpr bool MIN = false, SIGNED = true;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, 0.125f * h2f(p)); }
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
+        const block_iq2_s * b = reinterpret_cast<const block_iq2_s *>(p);
+        const uint8_t * signs = b->qs + QK_K / 8;
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int ib = 2 * c + h;
+            const uint8_t * q = b->qs + 4 * ib;
+            const int qh = b->qh[ib];
+            iq_vec(iq2s_grid[q[0] | ((qh << 8) & 0x300)], iq2s_grid[q[1] | ((qh << 6) & 0x300)], iq2s_grid[q[2] | ((qh << 4) & 0x300)],
+                   iq2s_grid[q[3] | ((qh << 2) & 0x300)], kSigns.full[signs[4 * ib]], kSigns.full[signs[4 * ib + 1]], kSigns.full[signs[4 * ib + 2]],
+                   kSigns.full[signs[4 * ib + 3]], u[h], sg[h]);
+            sc[h] = iq_scales(2 * (b->scales[ib] & 0xF) + 1, 2 * (b->scales[ib] >> 4) + 1);
+        }
+    }
+};
+
+template <bool VNNI>
+struct iq3_xxs_dec {
+    static constexpr int BB = 98, NCHUNK = 4;
+    static constexpr bool MIN = false, SIGNED = true;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, 0.25f * h2f(p)); }
+    static KAIL_INLINE uint64_t pair(const uint8_t * q) { return iq3xxs_grid[q[0]] | (uint64_t(iq3xxs_grid[q[1]]) << 32); }
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
+        const block_iq3_xxs * b = reinterpret_cast<const block_iq3_xxs *>(p);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int ib = 2 * c + h;
+            const uint8_t * q = b->qs + 8 * ib;
+            const uint32_t aux = iq_load32(b->qs + QK_K / 4 + 4 * ib);
+            iq_vec(pair(q), pair(q + 2), pair(q + 4), pair(q + 6),
+                   kSigns.even[aux & 127], kSigns.even[(aux >> 7) & 127], kSigns.even[(aux >> 14) & 127], kSigns.even[(aux >> 21) & 127], u[h], sg[h]);
+            const int ls = 2 * static_cast<int>(aux >> 28) + 1;
+            sc[h] = iq_scales(ls, ls);
+        }
+    }
+};
+
+template <bool VNNI>
+struct iq3_s_dec {
+    static constexpr int BB = 110, NCHUNK = 4;
+    static constexpr bool MIN = false, SIGNED = true;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, h2f(p)); }
+    static KAIL_INLINE uint64_t pair(const uint8_t * q, int qh, int k) {
+        return iq3s_grid[q[k] | (((qh >> k) & 1) << 8)] | (uint64_t(iq3s_grid[q[k + 1] | (((qh >> (k + 1)) & 1) << 8)]) << 32);
+    }
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
+        const block_iq3_s * b = reinterpret_cast<const block_iq3_s *>(p);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int ib = 2 * c + h;
+            const uint8_t * q = b->qs + 8 * ib;
+            const int qh = b->qh[ib];
+            const uint8_t * sgn = b->signs + 4 * ib;
+            iq_vec(pair(q, qh, 0), pair(q, qh, 2), pair(q, qh, 4), pair(q, qh, 6),
+                   kSigns.full[sgn[0]], kSigns.full[sgn[1]], kSigns.full[sgn[2]], kSigns.full[sgn[3]], u[h], sg[h]);
+            const int ls = 1 + 2 * ((b->scales[ib / 2] >> (4 * (ib % 2))) & 0xF);
+            sc[h] = iq_scales(ls, ls);
+        }
+    }
+};
+
+// IQ1: v = 8 * grid + delta (delta +-1 per group); u = |v|, sg = v (never 0).
+KAIL_INLINE void iq1_vec(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, int n0, int n1, int n2, int n3, __m256i & u, __m256i & sg) {
+    const __m256i g = _mm256_set_epi64x(static_cast<long long>(g3), static_cast<long long>(g2), static_cast<long long>(g1), static_cast<long long>(g0));
+    const auto dm = [](int neg) { return static_cast<long long>(neg ? 0xFFFFFFFFFFFFFFFFull : 0x0101010101010101ull); };
+    const __m256i x2 = _mm256_add_epi8(g, g), x4 = _mm256_add_epi8(x2, x2), x8 = _mm256_add_epi8(x4, x4);
+    sg = _mm256_add_epi8(x8, _mm256_set_epi64x(dm(n3), dm(n2), dm(n1), dm(n0)));
+    u = _mm256_abs_epi8(sg);
+}
+
+template <bool VNNI>
+struct iq1_s_dec {
+    static constexpr int BB = 50, NCHUNK = 4;
+    static constexpr bool MIN = false, SIGNED = true;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, 0.125f * h2f(p)); }
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
+        const block_iq1_s * b = reinterpret_cast<const block_iq1_s *>(p);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int ib = 2 * c + h;
+            const uint8_t * q = b->qs + 4 * ib;
+            const int qh = b->qh[ib];
+            const int neg = (qh >> 15) & 1;
+            iq1_vec(iq1s_grid[q[0] | ((qh << 8) & 0x700)], iq1s_grid[q[1] | ((qh << 5) & 0x700)], iq1s_grid[q[2] | ((qh << 2) & 0x700)],
+                    iq1s_grid[q[3] | ((qh >> 1) & 0x700)], neg, neg, neg, neg, u[h], sg[h]);
+            const int ls = 2 * ((qh >> 12) & 7) + 1;
+            sc[h] = iq_scales(ls, ls);
+        }
+    }
+};
+
+template <bool VNNI>
+struct iq1_m_dec {
+    static constexpr int BB = 56, NCHUNK = 4;
+    static constexpr bool MIN = false, SIGNED = true;
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) {
+        const block_iq1_m * b = reinterpret_cast<const block_iq1_m *>(p);
+        uint16_t sc[4];
+        std::memcpy(sc, b->scales, sizeof sc);
+        const uint16_t h = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+        iq_state(s, 0.125f * _cvtsh_ss(h));
+    }
+    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
+        const block_iq1_m * b = reinterpret_cast<const block_iq1_m *>(p);
+        uint16_t w;
+        std::memcpy(&w, b->scales + 2 * c, 2);  // the scales of sub-blocks 2c and 2c + 1
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int ib = 2 * c + h;
+            const uint8_t * q = b->qs + 4 * ib;
+            const int q0 = b->qh[2 * ib], q1 = b->qh[2 * ib + 1];
+            iq1_vec(iq1s_grid[q[0] | ((q0 << 8) & 0x700)], iq1s_grid[q[1] | ((q0 << 4) & 0x700)], iq1s_grid[q[2] | ((q1 << 8) & 0x700)],
+                    iq1s_grid[q[3] | ((q1 << 4) & 0x700)], (q0 >> 3) & 1, (q0 >> 7) & 1, (q1 >> 3) & 1, (q1 >> 7) & 1, u[h], sg[h]);
+            sc[h] = iq_scales(2 * ((w >> (6 * h)) & 7) + 1, 2 * ((w >> (6 * h + 3)) & 7) + 1);
+        }
     }
 };
 
@@ -951,6 +1164,13 @@ template <bool V> struct tiles {
     template <int R, int T> using q6_K = typename kquant<q6_K_dec, V>::template tile<R, T>;
     template <int R, int T> using iq4_xs = typename kquant<iq4_xs_dec, V>::template tile<R, T>;
     template <int R, int T> using iq4_nl = typename iq4_nl_kernel<V>::template tile<R, T>;
+    template <int R, int T> using iq2_xxs = typename kquant<iq2_xxs_dec, V>::template tile<R, T>;
+    template <int R, int T> using iq2_xs = typename kquant<iq2_xs_dec, V>::template tile<R, T>;
+    template <int R, int T> using iq2_s = typename kquant<iq2_s_dec, V>::template tile<R, T>;
+    template <int R, int T> using iq3_xxs = typename kquant<iq3_xxs_dec, V>::template tile<R, T>;
+    template <int R, int T> using iq3_s = typename kquant<iq3_s_dec, V>::template tile<R, T>;
+    template <int R, int T> using iq1_s = typename kquant<iq1_s_dec, V>::template tile<R, T>;
+    template <int R, int T> using iq1_m = typename kquant<iq1_m_dec, V>::template tile<R, T>;
 };
 
 template <int R, int T> using f32_tile = floats<0>::tile<R, T>;
@@ -974,6 +1194,13 @@ void init(kernel_table & t) {
     set<TS::template q6_K, 1, 4>(t, KAIL_TYPE_Q6_K, nullptr);
     set<TS::template iq4_xs, 1, 4>(t, KAIL_TYPE_IQ4_XS, nullptr);
     set<TS::template iq4_nl, 2, 4>(t, KAIL_TYPE_IQ4_NL, nullptr);
+    set<TS::template iq2_xxs, 1, 4>(t, KAIL_TYPE_IQ2_XXS, nullptr);
+    set<TS::template iq2_xs, 1, 4>(t, KAIL_TYPE_IQ2_XS, nullptr);
+    set<TS::template iq2_s, 1, 4>(t, KAIL_TYPE_IQ2_S, nullptr);
+    set<TS::template iq3_xxs, 1, 4>(t, KAIL_TYPE_IQ3_XXS, nullptr);
+    set<TS::template iq3_s, 1, 4>(t, KAIL_TYPE_IQ3_S, nullptr);
+    set<TS::template iq1_s, 1, 4>(t, KAIL_TYPE_IQ1_S, nullptr);
+    set<TS::template iq1_m, 1, 4>(t, KAIL_TYPE_IQ1_M, nullptr);
 }
 
 } // namespace
