@@ -138,48 +138,173 @@ int nearest1(const float * x, float dl, float delta, float * err_out) {
     return g;
 }
 
-} // namespace
+// ---------------------------------------------------------------- decoding
+// A super-block decoded to integers: weight j = mul * sc[j / 16] * q[j], exactly. q is the signed
+// grid value (IQ1: 8 * grid +- 1, so the 1/8 shift stays an integer), sc the odd sub-block scale.
+// Dequantizing and the dot with Q8_K (ggml's integer sums per sub-block, the fp16 scale once per
+// super-block) both read it, so each format's bit layout is written once.
+struct iq_decoded {
+    int8_t  q[QK_K];
+    int16_t sc[QK_K / 16];
+    float   mul;
+};
 
-// ---------------------------------------------------------------- IQ2_XXS
+// 8 signed grid values from an 8-magnitude entry and a sign byte.
+inline void put8(int8_t * q, uint64_t g, int signs) {
+    for (int j = 0; j < 8; j++) q[j] = static_cast<int8_t>(grid8(g, j) * sgn(signs, j));
+}
+// The same from two 4-magnitude entries (IQ3).
+inline void put4x2(int8_t * q, uint32_t g1, uint32_t g2, int signs) {
+    for (int j = 0; j < 4; j++) {
+        q[j] = static_cast<int8_t>(grid4(g1, j) * sgn(signs, j));
+        q[j + 4] = static_cast<int8_t>(grid4(g2, j) * sgn(signs, j + 4));
+    }
+}
+// IQ1: 8 * grid + (delta sign), grid in {-1, 0, 1}.
+inline void put1(int8_t * q, uint64_t g, bool neg) {
+    for (int j = 0; j < 8; j++) q[j] = static_cast<int8_t>(8 * grid1(g, j) + (neg ? -1 : 1));
+}
+inline void both_halves(iq_decoded & o, int ib, int ls) { o.sc[2 * ib] = o.sc[2 * ib + 1] = static_cast<int16_t>(ls); }
 
 // Per 32 weights: 4 grid indices (bytes), then 4 x 7 sign bits and a 4-bit scale in one word.
-void dequantize_iq2_xxs(const void * vx, float * y, int64_t k) {
-    const block_iq2_xxs * x = static_cast<const block_iq2_xxs *>(vx);
-    for (int64_t i = 0; i < k / QK_K; i++) {
-        const float d = h2f(x[i].d);
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const uint32_t idx = load32(x[i].qs + 4 * ib), aux = load32(x[i].qs + 4 * ib + 2);
-            const float db = d * (0.5f + (aux >> 28)) * 0.25f;
-            for (int l = 0; l < 4; l++, y += 8) {
-                const uint64_t g = iq2xxs_grid[(idx >> (8 * l)) & 0xFF];
-                const int s = signs_from7((aux >> (7 * l)) & 127);
-                for (int j = 0; j < 8; j++) y[j] = db * grid8(g, j) * sgn(s, j);
-            }
-        }
+void decode(const block_iq2_xxs & b, iq_decoded & o) {
+    o.mul = 0.125f * h2f(b.d);
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        const uint32_t idx = load32(b.qs + 4 * ib), aux = load32(b.qs + 4 * ib + 2);
+        for (int l = 0; l < 4; l++) put8(o.q + 32 * ib + 8 * l, iq2xxs_grid[(idx >> (8 * l)) & 0xFF], signs_from7((aux >> (7 * l)) & 127));
+        both_halves(o, ib, 2 * static_cast<int>(aux >> 28) + 1);
     }
 }
 
-float dot_iq2_xxs(int64_t n, const void * vx, const void * vy) {
-    const block_iq2_xxs * x = static_cast<const block_iq2_xxs *>(vx);
+// Per 8 weights a word: 9-bit grid index, 7 sign bits; a 4-bit scale per 16 weights.
+void decode(const block_iq2_xs & b, iq_decoded & o) {
+    o.mul = 0.125f * h2f(b.d);
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        for (int l = 0; l < 4; l++) {
+            const uint16_t q = b.qs[4 * ib + l];
+            put8(o.q + 32 * ib + 8 * l, iq2xs_grid[q & 511], signs_from7(q >> 9));
+        }
+        o.sc[2 * ib] = static_cast<int16_t>(2 * (b.scales[ib] & 0xF) + 1);
+        o.sc[2 * ib + 1] = static_cast<int16_t>(2 * (b.scales[ib] >> 4) + 1);
+    }
+}
+
+// Per 8 weights: a 10-bit grid index (low byte in qs, 2 high bits in qh) and a full sign byte.
+inline int iq2s_index(const block_iq2_s & b, int ib, int l) { return b.qs[4 * ib + l] | ((b.qh[ib] << (8 - 2 * l)) & 0x300); }
+
+void decode(const block_iq2_s & b, iq_decoded & o) {
+    o.mul = 0.125f * h2f(b.d);
+    const uint8_t * signs = b.qs + QK_K / 8;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        for (int l = 0; l < 4; l++) put8(o.q + 32 * ib + 8 * l, iq2s_grid[iq2s_index(b, ib, l)], signs[4 * ib + l]);
+        o.sc[2 * ib] = static_cast<int16_t>(2 * (b.scales[ib] & 0xF) + 1);
+        o.sc[2 * ib + 1] = static_cast<int16_t>(2 * (b.scales[ib] >> 4) + 1);
+    }
+}
+
+// Per 32 weights: 8 grid indices (bytes, 4 magnitudes each), then 4 x 7 sign bits and a 4-bit scale.
+void decode(const block_iq3_xxs & b, iq_decoded & o) {
+    o.mul = 0.25f * h2f(b.d);
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        const uint32_t aux = load32(b.qs + QK_K / 4 + 4 * ib);
+        const uint8_t * q = b.qs + 8 * ib;
+        for (int l = 0; l < 4; l++) put4x2(o.q + 32 * ib + 8 * l, iq3xxs_grid[q[2 * l]], iq3xxs_grid[q[2 * l + 1]], signs_from7((aux >> (7 * l)) & 127));
+        both_halves(o, ib, 2 * static_cast<int>(aux >> 28) + 1);
+    }
+}
+
+// Per 4 weights a 9-bit grid index (low byte in qs, high bit in qh); a full sign byte per 8
+// weights; a 4-bit odd scale (1 + 2s) per 32.
+inline int iq3s_index(const block_iq3_s & b, int ib, int k) { return b.qs[8 * ib + k] | (((b.qh[ib] >> k) & 1) << 8); }
+
+void decode(const block_iq3_s & b, iq_decoded & o) {
+    o.mul = h2f(b.d);
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        for (int l = 0; l < 4; l++)
+            put4x2(o.q + 32 * ib + 8 * l, iq3s_grid[iq3s_index(b, ib, 2 * l)], iq3s_grid[iq3s_index(b, ib, 2 * l + 1)], b.signs[4 * ib + l]);
+        both_halves(o, ib, 1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF));
+    }
+}
+
+// Per 8 weights an 11-bit index into a grid of {-1, 0, 1} values (low byte in qs, 3 bits in qh);
+// per 32 weights a 3-bit odd scale (1 + 2s) and the sign of a shift of 1/8 (qh's top bits).
+void decode(const block_iq1_s & b, iq_decoded & o) {
+    o.mul = 0.125f * h2f(b.d);
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        const int qh = b.qh[ib];
+        for (int l = 0; l < 4; l++) put1(o.q + 32 * ib + 8 * l, iq1s_grid[b.qs[4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)], qh & 0x8000);
+        both_halves(o, ib, 2 * ((qh >> 12) & 7) + 1);
+    }
+}
+
+// IQ1_M: no fp16 field: the scale is spread over the top nibbles of the four scale words; per 16
+// weights a 3-bit odd scale; per 8 weights the index's 3 high bits and the shift's sign in a
+// nibble of qh.
+inline float iq1m_d(const block_iq1_m & b) {
+    uint16_t sc[4];
+    std::memcpy(sc, b.scales, sizeof sc);
+    return h2f(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
+}
+
+void decode(const block_iq1_m & b, iq_decoded & o) {
+    o.mul = 0.125f * iq1m_d(b);
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        uint16_t w;
+        std::memcpy(&w, b.scales + 2 * (ib / 2), 2);
+        for (int l = 0; l < 4; l++) {
+            const int nib = (b.qh[2 * ib + l / 2] >> (4 * (l % 2))) & 0xF;
+            put1(o.q + 32 * ib + 8 * l, iq1s_grid[b.qs[4 * ib + l] | ((nib & 7) << 8)], nib & 8);
+        }
+        for (int h = 0; h < 2; h++) o.sc[2 * ib + h] = static_cast<int16_t>(2 * ((w >> (6 * (ib % 2) + 3 * h)) & 7) + 1);
+    }
+}
+
+template <class B>
+void dequantize_iq(const void * vx, float * y, int64_t k) {
+    const B * x = static_cast<const B *>(vx);
+    iq_decoded o;
+    for (int64_t i = 0; i < k / QK_K; i++, y += QK_K) {
+        decode(x[i], o);
+        for (int j = 0; j < QK_K; j++) y[j] = o.mul * o.sc[j / 16] * o.q[j];
+    }
+}
+
+template <class B>
+float dot_iq(int64_t n, const void * vx, const void * vy) {
+    const B * x = static_cast<const B *>(vx);
     const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    iq_decoded o;
     float sumf = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t * q8 = y[i].qs;
-        int32_t bsum = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const uint32_t idx = load32(x[i].qs + 4 * ib), aux = load32(x[i].qs + 4 * ib + 2);
-            int32_t sumi = 0;
-            for (int l = 0; l < 4; l++, q8 += 8) {
-                const uint64_t g = iq2xxs_grid[(idx >> (8 * l)) & 0xFF];
-                const int s = signs_from7((aux >> (7 * l)) & 127);
-                for (int j = 0; j < 8; j++) sumi += grid8(g, j) * sgn(s, j) * q8[j];
-            }
-            bsum += sumi * (2 * static_cast<int32_t>(aux >> 28) + 1);
+        decode(x[i], o);
+        int32_t bsum = 0;  // |bsum| <= 256 * 72 * 127 * 31 < 2^31
+        for (int g = 0; g < QK_K / 16; g++) {
+            int32_t s = 0;
+            for (int j = 16 * g; j < 16 * g + 16; j++) s += o.q[j] * y[i].qs[j];
+            bsum += o.sc[g] * s;
         }
-        sumf += h2f(x[i].d) * y[i].d * bsum;
+        sumf += o.mul * y[i].d * bsum;
     }
-    return 0.125f * sumf;
+    return sumf;
 }
+
+} // namespace
+
+#define KAIL_IQ_ENTRY_POINTS(T)                                                                                      \
+    void dequantize_##T(const void * vx, float * y, int64_t k) { dequantize_iq<block_##T>(vx, y, k); }                \
+    float dot_##T(int64_t n, const void * vx, const void * vy) { return dot_iq<block_##T>(n, vx, vy); }
+KAIL_IQ_ENTRY_POINTS(iq2_xxs)
+KAIL_IQ_ENTRY_POINTS(iq2_xs)
+KAIL_IQ_ENTRY_POINTS(iq2_s)
+KAIL_IQ_ENTRY_POINTS(iq3_xxs)
+KAIL_IQ_ENTRY_POINTS(iq3_s)
+KAIL_IQ_ENTRY_POINTS(iq1_s)
+KAIL_IQ_ENTRY_POINTS(iq1_m)
+#undef KAIL_IQ_ENTRY_POINTS
+
+// ---------------------------------------------------------------- quantizers (the writer's)
+
+// Each fills the layout its decode() above reads.
 
 void quantize_iq2_xxs_ref(const float * x, void * vy, int64_t k) {
     block_iq2_xxs * y = static_cast<block_iq2_xxs *>(vy);
@@ -204,47 +329,6 @@ void quantize_iq2_xxs_ref(const float * x, void * vy, int64_t k) {
     }
 }
 
-// ---------------------------------------------------------------- IQ2_XS
-
-// Per 8 weights a word: 9-bit grid index, 7 sign bits; a 4-bit scale per 16 weights.
-void dequantize_iq2_xs(const void * vx, float * y, int64_t k) {
-    const block_iq2_xs * x = static_cast<const block_iq2_xs *>(vx);
-    for (int64_t i = 0; i < k / QK_K; i++) {
-        const float d = h2f(x[i].d);
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const float db[2] = {d * (0.5f + (x[i].scales[ib] & 0xF)) * 0.25f, d * (0.5f + (x[i].scales[ib] >> 4)) * 0.25f};
-            for (int l = 0; l < 4; l++, y += 8) {
-                const uint16_t q = x[i].qs[4 * ib + l];
-                const uint64_t g = iq2xs_grid[q & 511];
-                const int s = signs_from7(q >> 9);
-                for (int j = 0; j < 8; j++) y[j] = db[l / 2] * grid8(g, j) * sgn(s, j);
-            }
-        }
-    }
-}
-
-float dot_iq2_xs(int64_t n, const void * vx, const void * vy) {
-    const block_iq2_xs * x = static_cast<const block_iq2_xs *>(vx);
-    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t * q8 = y[i].qs;
-        int32_t bsum = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            int32_t sumi[2] = {0, 0};
-            for (int l = 0; l < 4; l++, q8 += 8) {
-                const uint16_t q = x[i].qs[4 * ib + l];
-                const uint64_t g = iq2xs_grid[q & 511];
-                const int s = signs_from7(q >> 9);
-                for (int j = 0; j < 8; j++) sumi[l / 2] += grid8(g, j) * sgn(s, j) * q8[j];
-            }
-            bsum += sumi[0] * (2 * (x[i].scales[ib] & 0xF) + 1) + sumi[1] * (2 * (x[i].scales[ib] >> 4) + 1);
-        }
-        sumf += h2f(x[i].d) * y[i].d * bsum;
-    }
-    return 0.125f * sumf;
-}
-
 void quantize_iq2_xs_ref(const float * x, void * vy, int64_t k) {
     block_iq2_xs * y = static_cast<block_iq2_xs *>(vy);
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
@@ -263,47 +347,6 @@ void quantize_iq2_xs_ref(const float * x, void * vy, int64_t k) {
             }
         }
     }
-}
-
-// ---------------------------------------------------------------- IQ2_S
-
-// Per 8 weights: a 10-bit grid index (low byte in qs, 2 high bits in qh) and a full sign byte.
-inline int iq2s_index(const block_iq2_s & b, int ib, int l) { return b.qs[4 * ib + l] | ((b.qh[ib] << (8 - 2 * l)) & 0x300); }
-
-void dequantize_iq2_s(const void * vx, float * y, int64_t k) {
-    const block_iq2_s * x = static_cast<const block_iq2_s *>(vx);
-    for (int64_t i = 0; i < k / QK_K; i++) {
-        const float d = h2f(x[i].d);
-        const uint8_t * signs = x[i].qs + QK_K / 8;
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const float db[2] = {d * (0.5f + (x[i].scales[ib] & 0xF)) * 0.25f, d * (0.5f + (x[i].scales[ib] >> 4)) * 0.25f};
-            for (int l = 0; l < 4; l++, y += 8) {
-                const uint64_t g = iq2s_grid[iq2s_index(x[i], ib, l)];
-                for (int j = 0; j < 8; j++) y[j] = db[l / 2] * grid8(g, j) * sgn(signs[4 * ib + l], j);
-            }
-        }
-    }
-}
-
-float dot_iq2_s(int64_t n, const void * vx, const void * vy) {
-    const block_iq2_s * x = static_cast<const block_iq2_s *>(vx);
-    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t * q8 = y[i].qs;
-        const uint8_t * signs = x[i].qs + QK_K / 8;
-        int32_t bsum = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            int32_t sumi[2] = {0, 0};
-            for (int l = 0; l < 4; l++, q8 += 8) {
-                const uint64_t g = iq2s_grid[iq2s_index(x[i], ib, l)];
-                for (int j = 0; j < 8; j++) sumi[l / 2] += grid8(g, j) * sgn(signs[4 * ib + l], j) * q8[j];
-            }
-            bsum += sumi[0] * (2 * (x[i].scales[ib] & 0xF) + 1) + sumi[1] * (2 * (x[i].scales[ib] >> 4) + 1);
-        }
-        sumf += h2f(x[i].d) * y[i].d * bsum;
-    }
-    return 0.125f * sumf;
 }
 
 void quantize_iq2_s_ref(const float * x, void * vy, int64_t k) {
@@ -335,52 +378,6 @@ void quantize_iq2_s_ref(const float * x, void * vy, int64_t k) {
     }
 }
 
-// ---------------------------------------------------------------- IQ3_XXS
-
-// Per 32 weights: 8 grid indices (bytes, 4 magnitudes each), then 4 x 7 sign bits and a 4-bit scale.
-void dequantize_iq3_xxs(const void * vx, float * y, int64_t k) {
-    const block_iq3_xxs * x = static_cast<const block_iq3_xxs *>(vx);
-    for (int64_t i = 0; i < k / QK_K; i++) {
-        const float d = h2f(x[i].d);
-        const uint8_t * qs = x[i].qs;
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const uint32_t aux = load32(x[i].qs + QK_K / 4 + 4 * ib);
-            const float db = d * (0.5f + (aux >> 28)) * 0.5f;
-            for (int l = 0; l < 4; l++, y += 8) {
-                const int s = signs_from7((aux >> (7 * l)) & 127);
-                const uint32_t g1 = iq3xxs_grid[qs[8 * ib + 2 * l]], g2 = iq3xxs_grid[qs[8 * ib + 2 * l + 1]];
-                for (int j = 0; j < 4; j++) {
-                    y[j] = db * grid4(g1, j) * sgn(s, j);
-                    y[j + 4] = db * grid4(g2, j) * sgn(s, j + 4);
-                }
-            }
-        }
-    }
-}
-
-float dot_iq3_xxs(int64_t n, const void * vx, const void * vy) {
-    const block_iq3_xxs * x = static_cast<const block_iq3_xxs *>(vx);
-    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t * q8 = y[i].qs;
-        const uint8_t * qs = x[i].qs;
-        int32_t bsum = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const uint32_t aux = load32(x[i].qs + QK_K / 4 + 4 * ib);
-            int32_t sumi = 0;
-            for (int l = 0; l < 4; l++, q8 += 8) {
-                const int s = signs_from7((aux >> (7 * l)) & 127);
-                const uint32_t g1 = iq3xxs_grid[qs[8 * ib + 2 * l]], g2 = iq3xxs_grid[qs[8 * ib + 2 * l + 1]];
-                for (int j = 0; j < 4; j++) sumi += grid4(g1, j) * sgn(s, j) * q8[j] + grid4(g2, j) * sgn(s, j + 4) * q8[j + 4];
-            }
-            bsum += sumi * (2 * static_cast<int32_t>(aux >> 28) + 1);
-        }
-        sumf += h2f(x[i].d) * y[i].d * bsum;
-    }
-    return 0.25f * sumf;
-}
-
 void quantize_iq3_xxs_ref(const float * x, void * vy, int64_t k) {
     block_iq3_xxs * y = static_cast<block_iq3_xxs *>(vy);
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
@@ -402,52 +399,6 @@ void quantize_iq3_xxs_ref(const float * x, void * vy, int64_t k) {
             std::memcpy(y[i].qs + QK_K / 4 + 4 * ib, &aux, 4);
         }
     }
-}
-
-// ---------------------------------------------------------------- IQ3_S
-
-// Per 4 weights a 9-bit grid index (low byte in qs, high bit in qh); a full sign byte per 8
-// weights; a 4-bit odd scale (1 + 2s) per 32.
-inline int iq3s_index(const block_iq3_s & b, int ib, int k) { return b.qs[8 * ib + k] | (((b.qh[ib] >> k) & 1) << 8); }
-inline int iq3s_scale(const block_iq3_s & b, int ib) { return (b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF; }
-
-void dequantize_iq3_s(const void * vx, float * y, int64_t k) {
-    const block_iq3_s * x = static_cast<const block_iq3_s *>(vx);
-    for (int64_t i = 0; i < k / QK_K; i++) {
-        const float d = h2f(x[i].d);
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const float db = d * (1 + 2 * iq3s_scale(x[i], ib));
-            for (int l = 0; l < 4; l++, y += 8) {
-                const int s = x[i].signs[4 * ib + l];
-                const uint32_t g1 = iq3s_grid[iq3s_index(x[i], ib, 2 * l)], g2 = iq3s_grid[iq3s_index(x[i], ib, 2 * l + 1)];
-                for (int j = 0; j < 4; j++) {
-                    y[j] = db * grid4(g1, j) * sgn(s, j);
-                    y[j + 4] = db * grid4(g2, j) * sgn(s, j + 4);
-                }
-            }
-        }
-    }
-}
-
-float dot_iq3_s(int64_t n, const void * vx, const void * vy) {
-    const block_iq3_s * x = static_cast<const block_iq3_s *>(vx);
-    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t * q8 = y[i].qs;
-        int32_t bsum = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            int32_t sumi = 0;
-            for (int l = 0; l < 4; l++, q8 += 8) {
-                const int s = x[i].signs[4 * ib + l];
-                const uint32_t g1 = iq3s_grid[iq3s_index(x[i], ib, 2 * l)], g2 = iq3s_grid[iq3s_index(x[i], ib, 2 * l + 1)];
-                for (int j = 0; j < 4; j++) sumi += grid4(g1, j) * sgn(s, j) * q8[j] + grid4(g2, j) * sgn(s, j + 4) * q8[j + 4];
-            }
-            bsum += sumi * (1 + 2 * iq3s_scale(x[i], ib));
-        }
-        sumf += h2f(x[i].d) * y[i].d * bsum;
-    }
-    return sumf;
 }
 
 void quantize_iq3_s_ref(const float * x, void * vy, int64_t k) {
@@ -482,49 +433,6 @@ void quantize_iq3_s_ref(const float * x, void * vy, int64_t k) {
             }
         }
     }
-}
-
-// ---------------------------------------------------------------- IQ1_S
-
-// Per 8 weights an 11-bit index into a grid of {-1, 0, 1} values (low byte in qs, 3 bits in qh);
-// per 32 weights a 3-bit odd scale (1 + 2s) and the sign of a shift of 1/8 (qh's top bits).
-void dequantize_iq1_s(const void * vx, float * y, int64_t k) {
-    const block_iq1_s * x = static_cast<const block_iq1_s *>(vx);
-    for (int64_t i = 0; i < k / QK_K; i++) {
-        const float d = h2f(x[i].d);
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const int qh = x[i].qh[ib];
-            const float dl = d * (2 * ((qh >> 12) & 7) + 1);
-            const float delta = qh & 0x8000 ? -IQ1_DELTA : IQ1_DELTA;
-            for (int l = 0; l < 4; l++, y += 8) {
-                const uint64_t g = iq1s_grid[x[i].qs[4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)];
-                for (int j = 0; j < 8; j++) y[j] = dl * (grid1(g, j) + delta);
-            }
-        }
-    }
-}
-
-float dot_iq1_s(int64_t n, const void * vx, const void * vy) {
-    const block_iq1_s * x = static_cast<const block_iq1_s *>(vx);
-    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t * q8 = y[i].qs;
-        int32_t sumi = 0, sumi1 = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const int qh = x[i].qh[ib];
-            const int ls = 2 * ((qh >> 12) & 7) + 1;
-            int32_t lsum = 0;
-            for (int l = 0; l < 4; l++, q8 += 8) {
-                const uint64_t g = iq1s_grid[x[i].qs[4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)];
-                for (int j = 0; j < 8; j++) lsum += grid1(g, j) * q8[j];
-            }
-            sumi += ls * lsum;
-            sumi1 += ls * (qh & 0x8000 ? -1 : 1) * (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]);
-        }
-        sumf += h2f(x[i].d) * y[i].d * (sumi + IQ1_DELTA * sumi1);
-    }
-    return sumf;
 }
 
 void quantize_iq1_s_ref(const float * x, void * vy, int64_t k) {
@@ -562,69 +470,6 @@ void quantize_iq1_s_ref(const float * x, void * vy, int64_t k) {
             y[i].qh[ib] = static_cast<uint16_t>(qh);
         }
     }
-}
-
-// ---------------------------------------------------------------- IQ1_M
-
-// The IQ1 grid without a per-block fp16 field: the fp16 scale is spread over the top nibbles of
-// the four scale words; per 16 weights a 3-bit odd scale; per 8 weights the index's 3 high bits
-// and the shift's sign in a nibble of qh.
-inline float iq1m_d(const block_iq1_m & b) {
-    uint16_t sc[4];
-    std::memcpy(sc, b.scales, sizeof sc);
-    return h2f(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
-}
-// The 3-bit scale of weights 16h..16h+15 of sub-block ib.
-inline int iq1m_scale(const block_iq1_m & b, int ib, int h) {
-    uint16_t w;
-    std::memcpy(&w, b.scales + 2 * (ib / 2), 2);
-    return (w >> (6 * (ib % 2) + 3 * h)) & 7;
-}
-inline int iq1m_nibble(const block_iq1_m & b, int ib, int l) { return (b.qh[2 * ib + l / 2] >> (4 * (l % 2))) & 0xF; }
-
-void dequantize_iq1_m(const void * vx, float * y, int64_t k) {
-    const block_iq1_m * x = static_cast<const block_iq1_m *>(vx);
-    for (int64_t i = 0; i < k / QK_K; i++) {
-        const float d = iq1m_d(x[i]);
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            for (int l = 0; l < 4; l++, y += 8) {
-                const float dl = d * (2 * iq1m_scale(x[i], ib, l / 2) + 1);
-                const int nib = iq1m_nibble(x[i], ib, l);
-                const float delta = nib & 8 ? -IQ1_DELTA : IQ1_DELTA;
-                const uint64_t g = iq1s_grid[x[i].qs[4 * ib + l] | ((nib & 7) << 8)];
-                for (int j = 0; j < 8; j++) y[j] = dl * (grid1(g, j) + delta);
-            }
-        }
-    }
-}
-
-float dot_iq1_m(int64_t n, const void * vx, const void * vy) {
-    const block_iq1_m * x = static_cast<const block_iq1_m *>(vx);
-    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
-    float sumf = 0;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t * q8 = y[i].qs;
-        int32_t sumi1 = 0, sumi2 = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            int32_t s1[2] = {0, 0}, s2[2] = {0, 0};
-            for (int l = 0; l < 4; l++, q8 += 8) {
-                const int nib = iq1m_nibble(x[i], ib, l);
-                const uint64_t g = iq1s_grid[x[i].qs[4 * ib + l] | ((nib & 7) << 8)];
-                int32_t lsum1 = 0, lsum2 = 0;
-                for (int j = 0; j < 8; j++) {
-                    lsum1 += grid1(g, j) * q8[j];
-                    lsum2 += q8[j];
-                }
-                s1[l / 2] += lsum1;
-                s2[l / 2] += lsum2 * (nib & 8 ? -1 : 1);
-            }
-            const int ls1 = 2 * iq1m_scale(x[i], ib, 0) + 1, ls2 = 2 * iq1m_scale(x[i], ib, 1) + 1;
-            sumi1 += s1[0] * ls1 + s1[1] * ls2;
-            sumi2 += s2[0] * ls1 + s2[1] * ls2;
-        }
-        sumf += iq1m_d(x[i]) * y[i].d * (sumi1 + IQ1_DELTA * sumi2);
-    }
-    return sumf;
 }
 
 void quantize_iq1_m_ref(const float * x, void * vy, int64_t k) {
