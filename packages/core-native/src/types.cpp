@@ -45,7 +45,7 @@ struct type_table {
         t[KAIL_TYPE_BF16]    = make("BF16", 1, 2, true);
         t[KAIL_TYPE_TQ1_0]   = make("TQ1_0", 256, 54, false);
         t[KAIL_TYPE_TQ2_0]   = make("TQ2_0", 256, 66, false);
-        t[KAIL_TYPE_MXFP4]   = make("MXFP4", 32, 17, false);
+        t[KAIL_TYPE_MXFP4]   = make("MXFP4", 32, 17, true);
     }
 };
 

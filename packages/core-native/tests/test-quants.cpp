@@ -92,7 +92,7 @@ const uint32_t kWeightTypes[] = {KAIL_TYPE_F32, KAIL_TYPE_F16, KAIL_TYPE_BF16, K
                                  KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K, KAIL_TYPE_Q3_K,
                                  KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_IQ4_NL, KAIL_TYPE_IQ4_XS,
                                  KAIL_TYPE_IQ2_XXS, KAIL_TYPE_IQ2_XS, KAIL_TYPE_IQ2_S, KAIL_TYPE_IQ3_XXS, KAIL_TYPE_IQ3_S,
-                                 KAIL_TYPE_IQ1_S, KAIL_TYPE_IQ1_M};
+                                 KAIL_TYPE_IQ1_S, KAIL_TYPE_IQ1_M, KAIL_TYPE_MXFP4};
 
 // ---------------------------------------------------------------- fp16 / bf16
 
@@ -258,6 +258,8 @@ void test_round_trip() {
         // matrix): ggml's 2-bit and 3-bit thresholds are 0.0075 and 0.0050; IQ1 gets its ternary types' 0.01.
         {KAIL_TYPE_IQ2_XXS, 0.0075f}, {KAIL_TYPE_IQ2_XS, 0.0075f}, {KAIL_TYPE_IQ2_S, 0.0075f},
         {KAIL_TYPE_IQ3_XXS, 0.0050f}, {KAIL_TYPE_IQ3_S, 0.0050f}, {KAIL_TYPE_IQ1_S, 0.01f}, {KAIL_TYPE_IQ1_M, 0.01f},
+        // FP4 levels under a power-of-two scale: about Q3_K's bound.
+        {KAIL_TYPE_MXFP4, 0.0040f},
     };
     for (auto & c : cases) {
         std::vector<uint8_t> q(row_size(c.t, N));
@@ -282,7 +284,7 @@ void test_round_trip() {
     for (uint32_t t : {KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1, KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K,
                        KAIL_TYPE_Q3_K, KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_Q8_K, KAIL_TYPE_IQ4_NL,
                        KAIL_TYPE_IQ4_XS, KAIL_TYPE_IQ2_XXS, KAIL_TYPE_IQ2_XS, KAIL_TYPE_IQ2_S, KAIL_TYPE_IQ3_XXS,
-                       KAIL_TYPE_IQ3_S}) {
+                       KAIL_TYPE_IQ3_S, KAIL_TYPE_MXFP4}) {
         std::vector<float> z(512, 0.f), y(512, 1.f);
         std::vector<uint8_t> q(row_size(t, 512));
         quantize_row(t, z.data(), q.data(), 512);

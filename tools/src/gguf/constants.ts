@@ -50,6 +50,7 @@ export enum GgmlType {
   F64 = 28,
   IQ1_M = 29,
   BF16 = 30,
+  MXFP4 = 39,
 }
 
 export interface GgmlTypeTraits {
@@ -92,6 +93,7 @@ const TRAITS: Partial<Record<GgmlType, GgmlTypeTraits>> = {
   [GgmlType.IQ3_S]: { name: 'IQ3_S', blockSize: 256, typeSize: 110, quantized: true },
   [GgmlType.IQ1_S]: { name: 'IQ1_S', blockSize: 256, typeSize: 50, quantized: true },
   [GgmlType.IQ1_M]: { name: 'IQ1_M', blockSize: 256, typeSize: 56, quantized: true },
+  [GgmlType.MXFP4]: { name: 'MXFP4', blockSize: 32, typeSize: 17, quantized: true },
 };
 
 export function ggmlTypeTraits(type: GgmlType): GgmlTypeTraits {
@@ -142,6 +144,7 @@ export enum LlamaFileType {
   MOSTLY_IQ2_S = 28,
   MOSTLY_IQ4_XS = 30,
   MOSTLY_IQ1_M = 31,
+  MOSTLY_MXFP4_MOE = 38,
   MOSTLY_BF16 = 32,
 }
 

@@ -6,7 +6,7 @@ import type { ModelConfig, TensorSpec } from './arch';
 
 export const FILE_TYPES = [
   'F32', 'F16', 'BF16', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M', 'IQ4_NL', 'IQ4_XS',
-  'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_XXS', 'IQ3_S', 'IQ1_S', 'IQ1_M',
+  'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_XXS', 'IQ3_S', 'IQ1_S', 'IQ1_M', 'MXFP4',
 ] as const;
 export type FileTypeName = (typeof FILE_TYPES)[number];
 
@@ -34,6 +34,7 @@ const BASE_TYPE: Record<FileTypeName, GgmlType> = {
   IQ3_S: GgmlType.IQ3_S,
   IQ1_S: GgmlType.IQ1_S,
   IQ1_M: GgmlType.IQ1_M,
+  MXFP4: GgmlType.MXFP4,
 };
 
 // general.file_type for each; pure K types have no exact llama_ftype, the nearest is used.
@@ -61,6 +62,8 @@ const LLAMA_FTYPE: Record<FileTypeName, LlamaFileType> = {
   IQ3_S: LlamaFileType.MOSTLY_IQ3_S,
   IQ1_S: LlamaFileType.MOSTLY_IQ1_S,
   IQ1_M: LlamaFileType.MOSTLY_IQ1_M,
+  // llama.cpp's MXFP4 file type puts only the experts in MXFP4; this one is pure.
+  MXFP4: LlamaFileType.MOSTLY_MXFP4_MOE,
 };
 
 export function parseFileType(s: string): FileTypeName {

@@ -16,9 +16,9 @@ import { nmse, top1Agreement } from './metrics';
 const ARCHS = ['tiny-llama', 'tiny-mixtral', 'tiny-qwen2moe', 'tiny-qwen3moe'];
 const DENSE_QUANTS: FileTypeName[] = [
   'Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M', 'IQ4_XS', 'IQ4_NL',
-  'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_XXS', 'IQ3_S', 'IQ1_S', 'IQ1_M',
+  'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_XXS', 'IQ3_S', 'IQ1_S', 'IQ1_M', 'MXFP4',
 ];
-const MOE_QUANTS: FileTypeName[] = ['Q8_0', 'Q4_K_M', 'IQ2_XXS', 'IQ1_M'];
+const MOE_QUANTS: FileTypeName[] = ['Q8_0', 'Q4_K_M', 'IQ2_XXS', 'IQ1_M', 'MXFP4'];
 
 let dir: string;
 const table: string[] = [];

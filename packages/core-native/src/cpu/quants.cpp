@@ -279,6 +279,17 @@ void dequantize_iq4_xs(const void * vx, float * y, int64_t k) {
     }
 }
 
+void dequantize_mxfp4(const void * vx, float * y, int64_t k) {
+    const block_mxfp4 * x = static_cast<const block_mxfp4 *>(vx);
+    for (int64_t i = 0; i < k / 32; i++, y += 32) {
+        const float d = e8m0_half(x[i].e);
+        for (int j = 0; j < 16; ++j) {
+            y[j] = d * kFp4Levels[x[i].qs[j] & 0xF];
+            y[j + 16] = d * kFp4Levels[x[i].qs[j] >> 4];
+        }
+    }
+}
+
 void dequantize_q8_K(const void * vx, float * y, int64_t k) {
     const block_q8_K * x = static_cast<const block_q8_K *>(vx);
     for (int64_t i = 0; i < k / QK_K; i++)
@@ -928,6 +939,33 @@ void quantize_iq4_nl_ref(const float * x, void * vy, int64_t k) {
     }
 }
 
+// MXFP4: the scale puts the largest magnitude near the top levels (ggml's choice of exponent:
+// floor(log2 amax) - 2), each value then takes its nearest level.
+void quantize_mxfp4_ref(const float * x, void * vy, int64_t k) {
+    block_mxfp4 * y = static_cast<block_mxfp4 *>(vy);
+    for (int64_t i = 0; i < k / 32; i++, x += 32) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = std::max(amax, std::fabs(x[j]));
+        const int e = amax > 0 ? std::max(0, std::min(254, static_cast<int>(std::floor(std::log2(amax))) - 2 + 127)) : 0;
+        y[i].e = static_cast<uint8_t>(e);
+        const float d = e8m0_half(y[i].e);
+        uint8_t L[32];
+        for (int j = 0; j < 32; j++) {
+            int best = 0;
+            float best_err = INFINITY;
+            for (int l = 0; l < 16; l++) {
+                const float err = std::fabs(x[j] - d * kFp4Levels[l]);
+                if (err < best_err) {
+                    best_err = err;
+                    best = l;
+                }
+            }
+            L[j] = static_cast<uint8_t>(best);
+        }
+        for (int j = 0; j < 16; j++) y[i].qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+    }
+}
+
 void quantize_iq4_xs_ref(const float * x, void * vy, int64_t k) {
     block_iq4_xs * y = static_cast<block_iq4_xs *>(vy);
     uint8_t L[QK_K];
@@ -1394,6 +1432,19 @@ float dot_iq4_nl(int64_t n, const void * vx, const void * vy) {
     return sumf;
 }
 
+float dot_mxfp4(int64_t n, const void * vx, const void * vy) {
+    const block_mxfp4 * x = static_cast<const block_mxfp4 *>(vx);
+    const block_q8_0 * y = static_cast<const block_q8_0 *>(vy);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / 32; ++ib) {
+        int sumi = 0;
+        for (int j = 0; j < 16; ++j)
+            sumi += kFp4Levels[x[ib].qs[j] & 0xF] * y[ib].qs[j] + kFp4Levels[x[ib].qs[j] >> 4] * y[ib].qs[j + 16];
+        sumf += e8m0_half(x[ib].e) * h2f(y[ib].d) * sumi;
+    }
+    return sumf;
+}
+
 float dot_iq4_xs(int64_t n, const void * vx, const void * vy) {
     const block_iq4_xs * x = static_cast<const block_iq4_xs *>(vx);
     const block_q8_K * y = static_cast<const block_q8_K *>(vy);
@@ -1517,6 +1568,7 @@ void kernels_init_scalar(kernel_table & t) {
         {KAIL_TYPE_Q6_K, KAIL_TYPE_Q8_K, gemm_scalar<dot_q6_K, 1, 1>},
         {KAIL_TYPE_IQ4_NL, KAIL_TYPE_Q8_0, gemm_scalar<dot_iq4_nl, 1, 1>},
         {KAIL_TYPE_IQ4_XS, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq4_xs, 1, 1>},
+        {KAIL_TYPE_MXFP4, KAIL_TYPE_Q8_0, gemm_scalar<dot_mxfp4, 1, 1>},
         {KAIL_TYPE_IQ2_XXS, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq2_xxs, 1, 1>},
         {KAIL_TYPE_IQ2_XS, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq2_xs, 1, 1>},
         {KAIL_TYPE_IQ2_S, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq2_s, 1, 1>},
@@ -1624,6 +1676,7 @@ row_fn dequant_fn(uint32_t type) {
         case KAIL_TYPE_Q8_K: return dequantize_q8_K;
         case KAIL_TYPE_IQ4_NL: return dequantize_iq4_nl;
         case KAIL_TYPE_IQ4_XS: return dequantize_iq4_xs;
+        case KAIL_TYPE_MXFP4: return dequantize_mxfp4;
         case KAIL_TYPE_IQ2_XXS: return dequantize_iq2_xxs;
         case KAIL_TYPE_IQ2_XS: return dequantize_iq2_xs;
         case KAIL_TYPE_IQ2_S: return dequantize_iq2_s;
@@ -1651,6 +1704,7 @@ quant_fn quant_ref_fn(uint32_t type) {
         case KAIL_TYPE_Q8_K: return quantize_q8_K_ref;
         case KAIL_TYPE_IQ4_NL: return quantize_iq4_nl_ref;
         case KAIL_TYPE_IQ4_XS: return quantize_iq4_xs_ref;
+        case KAIL_TYPE_MXFP4: return quantize_mxfp4_ref;
         case KAIL_TYPE_IQ2_XXS: return quantize_iq2_xxs_ref;
         case KAIL_TYPE_IQ2_XS: return quantize_iq2_xs_ref;
         case KAIL_TYPE_IQ2_S: return quantize_iq2_s_ref;

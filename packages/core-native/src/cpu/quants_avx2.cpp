@@ -89,17 +89,29 @@ KAIL_INLINE void store_tile(__m256 (&acc)[R][T], float * const * out) {
         for (int r = 0; r < R; r++) out[t][r] = hsum8(acc[r][t]);
 }
 
-// ---------------------------------------------------------------- IQ4_NL (Q8_0 activations)
-// A 32-element block's levels (kIq4Levels by 4-bit index) against a Q8_0 block: VPMADDUBSW on the
-// levels' magnitudes and the activations with the levels' signs (VPSIGNB; no level is 0), pairs
-// summed to int32 (VPDPWSSD / VPMADDWD with ones), then one FMA per block with d_w * d_a. The
-// same operations per (row, token) whatever the tile: batch-invariant. Also the AVX-512 level's.
-template <bool VNNI>
-struct iq4_nl_kernel {
+// ---------------------------------------------------------------- IQ4_NL, MXFP4 (Q8_0 activations)
+// A 32-element block's levels (a 16-entry table by 4-bit index) against a Q8_0 block: VPMADDUBSW
+// on the levels' magnitudes and the activations with the levels' signs (VPSIGNB: a level 0, which
+// only MXFP4 has, gives 0 either way), pairs summed to int32 (VPDPWSSD / VPMADDWD with ones), then
+// one FMA per block with d_w * d_a. The same operations per (row, token) whatever the tile:
+// batch-invariant. Also the AVX-512 level's.
+struct iq4_nl_fmt {
+    using block = block_iq4_nl;
+    static const int8_t * levels() { return kIq4Levels; }
+    static KAIL_INLINE float scale(const block & b) { return _cvtsh_ss(b.d); }
+};
+struct mxfp4_fmt {
+    using block = block_mxfp4;
+    static const int8_t * levels() { return kFp4Levels; }
+    static KAIL_INLINE float scale(const block & b) { return e8m0_half(b.e); }
+};
+
+template <class F, bool VNNI>
+struct nl_kernel {
     template <int R, int T>
     struct tile {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
-            const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)));
+            const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(F::levels())));
             const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
             __m256 acc[R][T];
 #pragma GCC unroll 8
@@ -109,12 +121,12 @@ struct iq4_nl_kernel {
             for (int64_t ib = 0; ib < k / QK4_NL; ib++) {
 #pragma GCC unroll 8
                 for (int r = 0; r < R; r++) {
-                    const block_iq4_nl * b = reinterpret_cast<const block_iq4_nl *>(w + r * ws) + ib;
+                    const typename F::block * b = reinterpret_cast<const typename F::block *>(w + r * ws) + ib;
                     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs));
                     const __m256i idx = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1), m4);
                     const __m256i sg = _mm256_shuffle_epi8(levels, idx);
                     const __m256i u = _mm256_abs_epi8(sg);
-                    const float d = _cvtsh_ss(b->d);
+                    const float d = F::scale(*b);
 #pragma GCC unroll 8
                     for (int t = 0; t < T; t++) {
                         const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + ib;
@@ -1163,7 +1175,8 @@ template <bool V> struct tiles {
     template <int R, int T> using q5_K = typename kquant<q5_K_dec, V>::template tile<R, T>;
     template <int R, int T> using q6_K = typename kquant<q6_K_dec, V>::template tile<R, T>;
     template <int R, int T> using iq4_xs = typename kquant<iq4_xs_dec, V>::template tile<R, T>;
-    template <int R, int T> using iq4_nl = typename iq4_nl_kernel<V>::template tile<R, T>;
+    template <int R, int T> using iq4_nl = typename nl_kernel<iq4_nl_fmt, V>::template tile<R, T>;
+    template <int R, int T> using mxfp4 = typename nl_kernel<mxfp4_fmt, V>::template tile<R, T>;
     template <int R, int T> using iq2_xxs = typename kquant<iq2_xxs_dec, V>::template tile<R, T>;
     template <int R, int T> using iq2_xs = typename kquant<iq2_xs_dec, V>::template tile<R, T>;
     template <int R, int T> using iq2_s = typename kquant<iq2_s_dec, V>::template tile<R, T>;
@@ -1194,6 +1207,7 @@ void init(kernel_table & t) {
     set<TS::template q6_K, 1, 4>(t, KAIL_TYPE_Q6_K, nullptr);
     set<TS::template iq4_xs, 1, 4>(t, KAIL_TYPE_IQ4_XS, nullptr);
     set<TS::template iq4_nl, 2, 4>(t, KAIL_TYPE_IQ4_NL, nullptr);
+    set<TS::template mxfp4, 2, 4>(t, KAIL_TYPE_MXFP4, nullptr);
     set<TS::template iq2_xxs, 1, 4>(t, KAIL_TYPE_IQ2_XXS, nullptr);
     set<TS::template iq2_xs, 1, 4>(t, KAIL_TYPE_IQ2_XS, nullptr);
     set<TS::template iq2_s, 1, 4>(t, KAIL_TYPE_IQ2_S, nullptr);

@@ -39,6 +39,20 @@ inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -
 /** IQ4_XS block ib's scale, 0..63 (the signed scale + 32). */
 inline int iq4_xs_scale(const block_iq4_xs & b, int ib) { return ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4); }
 
+// MXFP4 (OCP microscaling): 32 FP4 (E2M1) values, stored as 4-bit indices into their doubled
+// values (kFp4Levels), under one power-of-two scale E8M0 (e: 2^(e - 127), halved to undo the
+// doubling). Byte j holds element j (low nibble) and j + 16 (high). Dot with Q8_0, as IQ4_NL.
+struct block_mxfp4 { uint8_t e; uint8_t qs[16]; };
+static_assert(sizeof(block_mxfp4) == 17, "mxfp4 block layout");
+inline constexpr int8_t kFp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+/** 2^(e - 128): the block scale for the doubled levels (ggml's GGML_E8M0_TO_FP32_HALF). */
+inline float e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? (uint32_t(0x00200000) << e) : (uint32_t(e - 1) << 23);
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    return f;
+}
+
 // Codebook i-quants (quants_iq.cpp; grids in iq_grids.h).
 struct block_iq2_xxs { uint16_t d; uint16_t qs[QK_K / 8]; };
 struct block_iq2_xs { uint16_t d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; };
