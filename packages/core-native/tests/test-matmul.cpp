@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -119,9 +121,17 @@ void check_matmul(uint32_t type, int64_t rows, int64_t cols, int64_t n, threadpo
     const size_t w_stride = wrs + 16;  // padded rows
     std::vector<uint8_t> w(w_stride * rows + 64, 0xEE);
     std::vector<float> tmp(cols);
+    // Row r of a (type, cols) matrix is always the same: quantize it once (the codebook types'
+    // grid searches are slow in the sanitizer build).
+    static std::map<std::tuple<uint32_t, int64_t, int64_t>, std::vector<uint8_t>> quantized;
     for (int64_t r = 0; r < rows; r++) {
-        fill(tmp.data(), cols, 100 + r);
-        quantize_row(type, tmp.data(), w.data() + w_stride * r, cols);
+        std::vector<uint8_t> & q = quantized[{type, cols, r}];
+        if (q.empty()) {
+            q.resize(wrs);
+            fill(tmp.data(), cols, 100 + r);
+            quantize_row(type, tmp.data(), q.data(), cols);
+        }
+        std::memcpy(w.data() + w_stride * r, q.data(), wrs);
     }
     const size_t x_stride = (cols + 3) * 4, y_stride = (rows + 5) * 4;
     std::vector<float> x((x_stride / 4) * n);
