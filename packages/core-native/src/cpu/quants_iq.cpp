@@ -49,6 +49,19 @@ inline float amax_of(const float * x, int n) {
     return a;
 }
 
+// Per group of `len` weights of a super-block, the step that puts its largest magnitude on the
+// grid's largest value (want[g]); returns the largest of them, from which the fp16 scale follows.
+inline float group_steps(const float * x, int len, float grid_max, float * want) {
+    float top = 0;
+    for (int g = 0; g < QK_K / len; g++) top = std::max(top, want[g] = amax_of(x + len * g, len) / grid_max);
+    return top;
+}
+
+// The odd scale 1 + 2s (s in 0..smax) for which d * (1 + 2s) is nearest to `want`: s.
+inline int odd_scale(float want, float d, int smax) {
+    return d > 0 ? std::max(0, std::min(smax, static_cast<int>(std::lround((want / d - 1.f) * 0.5f)))) : 0;
+}
+
 // The 4-bit scale s (0..15) for which d * (0.5 + s) * f is nearest to `want`.
 inline int scale4(float want, float d, float f) {
     if (d <= 0) return 0;
@@ -65,6 +78,16 @@ int even_signs(const float * x, float * t) {
     }
     if (__builtin_popcount(static_cast<unsigned>(mask)) & 1) mask ^= 1 << least;
     for (int j = 0; j < 8; j++) t[j] = x[j] * sgn(mask, j);
+    return mask;
+}
+
+// Signs of 8 weights stored as a full byte (IQ2_S, IQ3_S): the mask, and t = |x|.
+int free_signs(const float * x, float * t) {
+    int mask = 0;
+    for (int j = 0; j < 8; j++) {
+        if (x[j] < 0) mask |= 1 << j;
+        t[j] = std::fabs(x[j]);
+    }
     return mask;
 }
 
@@ -320,9 +343,8 @@ KAIL_IQ_ENTRY_POINTS(iq1_m)
 void quantize_iq2_xxs_ref(const float * x, void * vy, int64_t k) {
     block_iq2_xxs * y = static_cast<block_iq2_xxs *>(vy);
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
-        float want[QK_K / 32], top = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) top = std::max(top, want[ib] = amax_of(x + 32 * ib, 32) / 43.f);
-        y[i].d = f2h(top / (15.5f * 0.25f));
+        float want[QK_K / 32];
+        y[i].d = f2h(group_steps(x, 32, 43.f, want) / (15.5f * 0.25f));
         const float d = h2f(y[i].d);
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const int sc = scale4(want[ib], d, 0.25f);
@@ -343,9 +365,8 @@ void quantize_iq2_xxs_ref(const float * x, void * vy, int64_t k) {
 void quantize_iq2_xs_ref(const float * x, void * vy, int64_t k) {
     block_iq2_xs * y = static_cast<block_iq2_xs *>(vy);
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
-        float want[QK_K / 16], top = 0;
-        for (int h = 0; h < QK_K / 16; h++) top = std::max(top, want[h] = amax_of(x + 16 * h, 16) / 43.f);
-        y[i].d = f2h(top / (15.5f * 0.25f));
+        float want[QK_K / 16];
+        y[i].d = f2h(group_steps(x, 16, 43.f, want) / (15.5f * 0.25f));
         const float d = h2f(y[i].d);
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const int sc[2] = {scale4(want[2 * ib], d, 0.25f), scale4(want[2 * ib + 1], d, 0.25f)};
@@ -363,9 +384,8 @@ void quantize_iq2_xs_ref(const float * x, void * vy, int64_t k) {
 void quantize_iq2_s_ref(const float * x, void * vy, int64_t k) {
     block_iq2_s * y = static_cast<block_iq2_s *>(vy);
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
-        float want[QK_K / 16], top = 0;
-        for (int h = 0; h < QK_K / 16; h++) top = std::max(top, want[h] = amax_of(x + 16 * h, 16) / 43.f);
-        y[i].d = f2h(top / (15.5f * 0.25f));
+        float want[QK_K / 16];
+        y[i].d = f2h(group_steps(x, 16, 43.f, want) / (15.5f * 0.25f));
         const float d = h2f(y[i].d);
         std::memset(y[i].qh, 0, sizeof y[i].qh);
         uint8_t * signs = y[i].qs + QK_K / 8;
@@ -373,13 +393,8 @@ void quantize_iq2_s_ref(const float * x, void * vy, int64_t k) {
             const int sc[2] = {scale4(want[2 * ib], d, 0.25f), scale4(want[2 * ib + 1], d, 0.25f)};
             y[i].scales[ib] = static_cast<uint8_t>(sc[0] | (sc[1] << 4));
             for (int l = 0; l < 4; l++) {
-                const float * xg = x + 32 * ib + 8 * l;
                 float t[8];
-                int mask = 0;
-                for (int j = 0; j < 8; j++) {
-                    if (xg[j] < 0) mask |= 1 << j;
-                    t[j] = std::fabs(xg[j]);
-                }
+                const int mask = free_signs(x + 32 * ib + 8 * l, t);
                 const int g = nearest8(fgrid_iq2s(), t, d * (0.5f + sc[l / 2]) * 0.25f);
                 y[i].qs[4 * ib + l] = static_cast<uint8_t>(g & 0xFF);
                 y[i].qh[ib] = static_cast<uint8_t>(y[i].qh[ib] | ((g >> 8) << (2 * l)));
@@ -392,9 +407,8 @@ void quantize_iq2_s_ref(const float * x, void * vy, int64_t k) {
 void quantize_iq3_xxs_ref(const float * x, void * vy, int64_t k) {
     block_iq3_xxs * y = static_cast<block_iq3_xxs *>(vy);
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
-        float want[QK_K / 32], top = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) top = std::max(top, want[ib] = amax_of(x + 32 * ib, 32) / 62.f);
-        y[i].d = f2h(top / (15.5f * 0.5f));
+        float want[QK_K / 32];
+        y[i].d = f2h(group_steps(x, 32, 62.f, want) / (15.5f * 0.5f));
         const float d = h2f(y[i].d);
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const int sc = scale4(want[ib], d, 0.5f);
@@ -415,26 +429,18 @@ void quantize_iq3_xxs_ref(const float * x, void * vy, int64_t k) {
 void quantize_iq3_s_ref(const float * x, void * vy, int64_t k) {
     block_iq3_s * y = static_cast<block_iq3_s *>(vy);
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
-        float want[QK_K / 32], top = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) top = std::max(top, want[ib] = amax_of(x + 32 * ib, 32) / 15.f);
-        y[i].d = f2h(top / 31.f);
+        float want[QK_K / 32];
+        y[i].d = f2h(group_steps(x, 32, 15.f, want) / 31.f);
         const float d = h2f(y[i].d);
         std::memset(y[i].qh, 0, sizeof y[i].qh);
         std::memset(y[i].scales, 0, sizeof y[i].scales);
         for (int ib = 0; ib < QK_K / 32; ib++) {
-            // db = d * (1 + 2s): s = round((want / d - 1) / 2)
-            const int sc = d > 0 ? std::max(0, std::min(15, static_cast<int>(std::lround((want[ib] / d - 1.f) * 0.5f)))) : 0;
+            const int sc = odd_scale(want[ib], d, 15);
             y[i].scales[ib / 2] = static_cast<uint8_t>(y[i].scales[ib / 2] | (sc << (4 * (ib % 2))));
             const float db = d * (1 + 2 * sc);
             for (int l = 0; l < 4; l++) {
-                const float * xg = x + 32 * ib + 8 * l;
                 float t[8];
-                int mask = 0;
-                for (int j = 0; j < 8; j++) {
-                    if (xg[j] < 0) mask |= 1 << j;
-                    t[j] = std::fabs(xg[j]);
-                }
-                y[i].signs[4 * ib + l] = static_cast<uint8_t>(mask);
+                y[i].signs[4 * ib + l] = static_cast<uint8_t>(free_signs(x + 32 * ib + 8 * l, t));
                 for (int h = 0; h < 2; h++) {
                     const int g = nearest4(fgrid_iq3s(), t + 4 * h, db);
                     const int kk = 2 * l + h;
@@ -449,12 +455,11 @@ void quantize_iq3_s_ref(const float * x, void * vy, int64_t k) {
 void quantize_iq1_s_ref(const float * x, void * vy, int64_t k) {
     block_iq1_s * y = static_cast<block_iq1_s *>(vy);
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
-        float want[QK_K / 32], top = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) top = std::max(top, want[ib] = amax_of(x + 32 * ib, 32) / (1 + IQ1_DELTA));
-        y[i].d = f2h(top / 15.f);
+        float want[QK_K / 32];
+        y[i].d = f2h(group_steps(x, 32, 1 + IQ1_DELTA, want) / 15.f);
         const float d = h2f(y[i].d);
         for (int ib = 0; ib < QK_K / 32; ib++) {
-            const int sc = d > 0 ? std::max(0, std::min(7, static_cast<int>(std::lround((want[ib] / d - 1.f) * 0.5f)))) : 0;
+            const int sc = odd_scale(want[ib], d, 7);
             const float dl = d * (2 * sc + 1);
             // The shift's sign is one per 32 weights: keep the one of least error.
             int best_idx[4] = {0, 0, 0, 0}, best_neg = 0;
@@ -486,15 +491,14 @@ void quantize_iq1_s_ref(const float * x, void * vy, int64_t k) {
 void quantize_iq1_m_ref(const float * x, void * vy, int64_t k) {
     block_iq1_m * y = static_cast<block_iq1_m *>(vy);
     for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
-        float want[QK_K / 16], top = 0;
-        for (int h = 0; h < QK_K / 16; h++) top = std::max(top, want[h] = amax_of(x + 16 * h, 16) / (1 + IQ1_DELTA));
-        const uint16_t dh = f2h(top / 15.f);
+        float want[QK_K / 16];
+        const uint16_t dh = f2h(group_steps(x, 16, 1 + IQ1_DELTA, want) / 15.f);
         const float d = h2f(dh);
         uint16_t sc[4] = {0, 0, 0, 0};
         std::memset(y[i].qh, 0, sizeof y[i].qh);
         for (int ib = 0; ib < QK_K / 32; ib++) {
             for (int h = 0; h < 2; h++) {
-                const int s = d > 0 ? std::max(0, std::min(7, static_cast<int>(std::lround((want[2 * ib + h] / d - 1.f) * 0.5f)))) : 0;
+                const int s = odd_scale(want[2 * ib + h], d, 7);
                 sc[ib / 2] = static_cast<uint16_t>(sc[ib / 2] | (s << (6 * (ib % 2) + 3 * h)));
                 const float dl = d * (2 * s + 1);
                 for (int l = 2 * h; l < 2 * h + 2; l++) {
