@@ -123,22 +123,22 @@ export function moeBlockFfn(p: ProgramBuilder, hp: HParams, tensors: Map<string,
 /**
  * The normalized final hidden state of every position (output_norm of the residual: what the head
  * reads, llama.cpp's result_norm) as the program's `hidden`: embeddings pool it, and a
- * multi-token-prediction block reads it (llama.cpp's h_nextn).
+ * multi-token-prediction block reads it (llama.cpp's h_nextn). Returns the kept rows of it, which
+ * the head reads: the norm is row by row, so they are the same bits as norming the kept rows.
  */
-export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string) => string, x: number): void {
+export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string) => string, x: number): number {
   const hid = p.buf('h_norm', hp.nEmbd);
   p.op('rms_norm', hid, { a: x, weights: { weight: need('output_norm.weight') }, params: { eps: hp.rmsEps } });
   p.hidden(hid);
+  const ho = p.buf('h_out', hp.nEmbd, true);
+  p.op('gather_out', ho, { a: hid });
+  return ho;
 }
 
 /** Output norm and head (tied to the embedding when output.weight is absent) over the kept rows, and the hidden output. */
 export function outputHead(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, x: number): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
-  hiddenOutput(p, hp, need, x);
-  const xo = p.buf('x_out', hp.nEmbd, true);
-  const ho = p.buf('h_out', hp.nEmbd, true);
-  p.op('gather_out', xo, { a: x });
-  p.op('rms_norm', ho, { a: xo, weights: { weight: need('output_norm.weight') }, params: { eps: hp.rmsEps } });
+  const ho = hiddenOutput(p, hp, need, x);
   const head = maybe('output.weight') ?? need('token_embd.weight');
   const logits = p.buf('logits', tensors.get(head)!.dims[1], true);
   p.op('matmul', logits, { a: ho, weights: { weight: head } });

@@ -140,11 +140,7 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
     }
     p.op('add', x, { a: x, b: ffnOut });
   }
-  hiddenOutput(p, hp, need, x);
-  const xo = p.buf('x_out', d, true);
-  const ho = p.buf('h_out', d, true);
-  p.op('gather_out', xo, { a: x });
-  p.op('rms_norm', ho, { a: xo, weights: { weight: need('output_norm.weight') }, params: { eps: hp.rmsEps } });
+  const ho = hiddenOutput(p, hp, need, x);
   const head = maybe('output.weight') ?? need('token_embd.weight');
   const nVocab = tensors.get(head)!.dims[1];
   const logits = p.buf('logits', nVocab, true);
