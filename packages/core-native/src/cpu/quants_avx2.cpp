@@ -452,106 +452,84 @@ KAIL_INLINE void iq_state(kstate & s, float d) {
     s.dmin = 0;
 }
 
-template <bool VNNI>
-struct iq2_xxs_dec {
-    static constexpr int BB = 66, NCHUNK = 4;
+// The tile-facing part every i-quant shares: the K-quant tile's constants, the fp16 scale times the
+// format's factor (S::mul), and a chunk as its two 32-weight sub-blocks (S::sub).
+template <class B, class S>
+struct iq_dec {
+    static constexpr int BB = sizeof(B), NCHUNK = 4;
     static constexpr bool MIN = false, SIGNED = true;
-    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, 0.125f * h2f(p)); }
+    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, S::mul(*reinterpret_cast<const B *>(p))); }
     static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
-        const block_iq2_xxs * b = reinterpret_cast<const block_iq2_xxs *>(p);
+        const B & b = *reinterpret_cast<const B *>(p);
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const int ib = 2 * c + h;
-            const uint32_t idx = iq_load32(b->qs + 4 * ib), aux = iq_load32(b->qs + 4 * ib + 2);
-            iq_vec(iq2xxs_grid[idx & 0xFF], iq2xxs_grid[(idx >> 8) & 0xFF], iq2xxs_grid[(idx >> 16) & 0xFF], iq2xxs_grid[idx >> 24],
-                   kSigns.even[aux & 127], kSigns.even[(aux >> 7) & 127], kSigns.even[(aux >> 14) & 127], kSigns.even[(aux >> 21) & 127], u[h], sg[h]);
-            const int ls = 2 * static_cast<int>(aux >> 28) + 1;
-            sc[h] = iq_scales(ls, ls);
-        }
+        for (int h = 0; h < 2; h++) S::sub(b, 2 * c + h, u[h], sc[h], sg[h]);
     }
 };
 
 template <bool VNNI>
-struct iq2_xs_dec {
-    static constexpr int BB = 74, NCHUNK = 4;
-    static constexpr bool MIN = false, SIGNED = true;
-    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, 0.125f * h2f(p)); }
-    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
-        const block_iq2_xs * b = reinterpret_cast<const block_iq2_xs *>(p);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const int ib = 2 * c + h;
-            const uint16_t * q = b->qs + 4 * ib;
-            iq_vec(iq2xs_grid[q[0] & 511], iq2xs_grid[q[1] & 511], iq2xs_grid[q[2] & 511], iq2xs_grid[q[3] & 511],
-                   kSigns.even[q[0] >> 9], kSigns.even[q[1] >> 9], kSigns.even[q[2] >> 9], kSigns.even[q[3] >> 9], u[h], sg[h]);
-            sc[h] = iq_scales(2 * (b->scales[ib] & 0xF) + 1, 2 * (b->scales[ib] >> 4) + 1);
-        }
+struct iq2_xxs_dec : iq_dec<block_iq2_xxs, iq2_xxs_dec<VNNI>> {
+    static KAIL_INLINE float mul(const block_iq2_xxs & b) { return 0.125f * _cvtsh_ss(b.d); }
+    static KAIL_INLINE void sub(const block_iq2_xxs & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
+        const uint32_t idx = iq_load32(b.qs + 4 * ib), aux = iq_load32(b.qs + 4 * ib + 2);
+        iq_vec(iq2xxs_grid[idx & 0xFF], iq2xxs_grid[(idx >> 8) & 0xFF], iq2xxs_grid[(idx >> 16) & 0xFF], iq2xxs_grid[idx >> 24],
+               kSigns.even[aux & 127], kSigns.even[(aux >> 7) & 127], kSigns.even[(aux >> 14) & 127], kSigns.even[(aux >> 21) & 127], u, sg);
+        const int ls = 2 * static_cast<int>(aux >> 28) + 1;
+        sc = iq_scales(ls, ls);
     }
 };
 
 template <bool VNNI>
-struct iq2_s_dec {
-    static constexpr int BB = 82, NCHUNK = 4;
-    static constexpr bool MIN = false, SIGNED = true;
-    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, 0.125f * h2f(p)); }
-    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
-        const block_iq2_s * b = reinterpret_cast<const block_iq2_s *>(p);
-        const uint8_t * signs = b->qs + QK_K / 8;
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const int ib = 2 * c + h;
-            const uint8_t * q = b->qs + 4 * ib;
-            const int qh = b->qh[ib];
-            iq_vec(iq2s_grid[q[0] | ((qh << 8) & 0x300)], iq2s_grid[q[1] | ((qh << 6) & 0x300)], iq2s_grid[q[2] | ((qh << 4) & 0x300)],
-                   iq2s_grid[q[3] | ((qh << 2) & 0x300)], kSigns.full[signs[4 * ib]], kSigns.full[signs[4 * ib + 1]], kSigns.full[signs[4 * ib + 2]],
-                   kSigns.full[signs[4 * ib + 3]], u[h], sg[h]);
-            sc[h] = iq_scales(2 * (b->scales[ib] & 0xF) + 1, 2 * (b->scales[ib] >> 4) + 1);
-        }
+struct iq2_xs_dec : iq_dec<block_iq2_xs, iq2_xs_dec<VNNI>> {
+    static KAIL_INLINE float mul(const block_iq2_xs & b) { return 0.125f * _cvtsh_ss(b.d); }
+    static KAIL_INLINE void sub(const block_iq2_xs & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
+        const uint16_t * q = b.qs + 4 * ib;
+        iq_vec(iq2xs_grid[q[0] & 511], iq2xs_grid[q[1] & 511], iq2xs_grid[q[2] & 511], iq2xs_grid[q[3] & 511],
+               kSigns.even[q[0] >> 9], kSigns.even[q[1] >> 9], kSigns.even[q[2] >> 9], kSigns.even[q[3] >> 9], u, sg);
+        sc = iq_scales(2 * (b.scales[ib] & 0xF) + 1, 2 * (b.scales[ib] >> 4) + 1);
     }
 };
 
 template <bool VNNI>
-struct iq3_xxs_dec {
-    static constexpr int BB = 98, NCHUNK = 4;
-    static constexpr bool MIN = false, SIGNED = true;
-    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, 0.25f * h2f(p)); }
+struct iq2_s_dec : iq_dec<block_iq2_s, iq2_s_dec<VNNI>> {
+    static KAIL_INLINE float mul(const block_iq2_s & b) { return 0.125f * _cvtsh_ss(b.d); }
+    static KAIL_INLINE void sub(const block_iq2_s & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
+        const uint8_t * q = b.qs + 4 * ib;
+        const uint8_t * signs = b.qs + QK_K / 8 + 4 * ib;
+        const int qh = b.qh[ib];
+        iq_vec(iq2s_grid[q[0] | ((qh << 8) & 0x300)], iq2s_grid[q[1] | ((qh << 6) & 0x300)], iq2s_grid[q[2] | ((qh << 4) & 0x300)],
+               iq2s_grid[q[3] | ((qh << 2) & 0x300)], kSigns.full[signs[0]], kSigns.full[signs[1]], kSigns.full[signs[2]], kSigns.full[signs[3]], u, sg);
+        sc = iq_scales(2 * (b.scales[ib] & 0xF) + 1, 2 * (b.scales[ib] >> 4) + 1);
+    }
+};
+
+template <bool VNNI>
+struct iq3_xxs_dec : iq_dec<block_iq3_xxs, iq3_xxs_dec<VNNI>> {
+    static KAIL_INLINE float mul(const block_iq3_xxs & b) { return 0.25f * _cvtsh_ss(b.d); }
     static KAIL_INLINE uint64_t pair(const uint8_t * q) { return iq3xxs_grid[q[0]] | (uint64_t(iq3xxs_grid[q[1]]) << 32); }
-    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
-        const block_iq3_xxs * b = reinterpret_cast<const block_iq3_xxs *>(p);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const int ib = 2 * c + h;
-            const uint8_t * q = b->qs + 8 * ib;
-            const uint32_t aux = iq_load32(b->qs + QK_K / 4 + 4 * ib);
-            iq_vec(pair(q), pair(q + 2), pair(q + 4), pair(q + 6),
-                   kSigns.even[aux & 127], kSigns.even[(aux >> 7) & 127], kSigns.even[(aux >> 14) & 127], kSigns.even[(aux >> 21) & 127], u[h], sg[h]);
-            const int ls = 2 * static_cast<int>(aux >> 28) + 1;
-            sc[h] = iq_scales(ls, ls);
-        }
+    static KAIL_INLINE void sub(const block_iq3_xxs & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
+        const uint8_t * q = b.qs + 8 * ib;
+        const uint32_t aux = iq_load32(b.qs + QK_K / 4 + 4 * ib);
+        iq_vec(pair(q), pair(q + 2), pair(q + 4), pair(q + 6),
+               kSigns.even[aux & 127], kSigns.even[(aux >> 7) & 127], kSigns.even[(aux >> 14) & 127], kSigns.even[(aux >> 21) & 127], u, sg);
+        const int ls = 2 * static_cast<int>(aux >> 28) + 1;
+        sc = iq_scales(ls, ls);
     }
 };
 
 template <bool VNNI>
-struct iq3_s_dec {
-    static constexpr int BB = 110, NCHUNK = 4;
-    static constexpr bool MIN = false, SIGNED = true;
-    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, h2f(p)); }
+struct iq3_s_dec : iq_dec<block_iq3_s, iq3_s_dec<VNNI>> {
+    static KAIL_INLINE float mul(const block_iq3_s & b) { return _cvtsh_ss(b.d); }
     static KAIL_INLINE uint64_t pair(const uint8_t * q, int qh, int k) {
         return iq3s_grid[q[k] | (((qh >> k) & 1) << 8)] | (uint64_t(iq3s_grid[q[k + 1] | (((qh >> (k + 1)) & 1) << 8)]) << 32);
     }
-    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
-        const block_iq3_s * b = reinterpret_cast<const block_iq3_s *>(p);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const int ib = 2 * c + h;
-            const uint8_t * q = b->qs + 8 * ib;
-            const int qh = b->qh[ib];
-            const uint8_t * sgn = b->signs + 4 * ib;
-            iq_vec(pair(q, qh, 0), pair(q, qh, 2), pair(q, qh, 4), pair(q, qh, 6),
-                   kSigns.full[sgn[0]], kSigns.full[sgn[1]], kSigns.full[sgn[2]], kSigns.full[sgn[3]], u[h], sg[h]);
-            const int ls = 1 + 2 * ((b->scales[ib / 2] >> (4 * (ib % 2))) & 0xF);
-            sc[h] = iq_scales(ls, ls);
-        }
+    static KAIL_INLINE void sub(const block_iq3_s & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
+        const uint8_t * q = b.qs + 8 * ib;
+        const int qh = b.qh[ib];
+        const uint8_t * sgn = b.signs + 4 * ib;
+        iq_vec(pair(q, qh, 0), pair(q, qh, 2), pair(q, qh, 4), pair(q, qh, 6),
+               kSigns.full[sgn[0]], kSigns.full[sgn[1]], kSigns.full[sgn[2]], kSigns.full[sgn[3]], u, sg);
+        const int ls = 1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF);
+        sc = iq_scales(ls, ls);
     }
 };
 
@@ -565,50 +543,35 @@ KAIL_INLINE void iq1_vec(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, int
 }
 
 template <bool VNNI>
-struct iq1_s_dec {
-    static constexpr int BB = 50, NCHUNK = 4;
-    static constexpr bool MIN = false, SIGNED = true;
-    static KAIL_INLINE void state(const uint8_t * p, kstate & s) { iq_state(s, 0.125f * h2f(p)); }
-    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
-        const block_iq1_s * b = reinterpret_cast<const block_iq1_s *>(p);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const int ib = 2 * c + h;
-            const uint8_t * q = b->qs + 4 * ib;
-            const int qh = b->qh[ib];
-            const int neg = (qh >> 15) & 1;
-            iq1_vec(iq1s_grid[q[0] | ((qh << 8) & 0x700)], iq1s_grid[q[1] | ((qh << 5) & 0x700)], iq1s_grid[q[2] | ((qh << 2) & 0x700)],
-                    iq1s_grid[q[3] | ((qh >> 1) & 0x700)], neg, neg, neg, neg, u[h], sg[h]);
-            const int ls = 2 * ((qh >> 12) & 7) + 1;
-            sc[h] = iq_scales(ls, ls);
-        }
+struct iq1_s_dec : iq_dec<block_iq1_s, iq1_s_dec<VNNI>> {
+    static KAIL_INLINE float mul(const block_iq1_s & b) { return 0.125f * _cvtsh_ss(b.d); }
+    static KAIL_INLINE void sub(const block_iq1_s & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
+        const uint8_t * q = b.qs + 4 * ib;
+        const int qh = b.qh[ib];
+        const int neg = (qh >> 15) & 1;
+        iq1_vec(iq1s_grid[q[0] | ((qh << 8) & 0x700)], iq1s_grid[q[1] | ((qh << 5) & 0x700)], iq1s_grid[q[2] | ((qh << 2) & 0x700)],
+                iq1s_grid[q[3] | ((qh >> 1) & 0x700)], neg, neg, neg, neg, u, sg);
+        const int ls = 2 * ((qh >> 12) & 7) + 1;
+        sc = iq_scales(ls, ls);
     }
 };
 
 template <bool VNNI>
-struct iq1_m_dec {
-    static constexpr int BB = 56, NCHUNK = 4;
-    static constexpr bool MIN = false, SIGNED = true;
-    static KAIL_INLINE void state(const uint8_t * p, kstate & s) {
-        const block_iq1_m * b = reinterpret_cast<const block_iq1_m *>(p);
+struct iq1_m_dec : iq_dec<block_iq1_m, iq1_m_dec<VNNI>> {
+    static KAIL_INLINE float mul(const block_iq1_m & b) {
         uint16_t sc[4];
-        std::memcpy(sc, b->scales, sizeof sc);
-        const uint16_t h = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
-        iq_state(s, 0.125f * _cvtsh_ss(h));
+        std::memcpy(sc, b.scales, sizeof sc);
+        return 0.125f * _cvtsh_ss(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
     }
-    static KAIL_INLINE void chunk(const uint8_t * p, const kstate &, int c, __m256i (&u)[2], __m256i (&sc)[2], __m256i (&sg)[2]) {
-        const block_iq1_m * b = reinterpret_cast<const block_iq1_m *>(p);
+    static KAIL_INLINE void sub(const block_iq1_m & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
         uint16_t w;
-        std::memcpy(&w, b->scales + 2 * c, 2);  // the scales of sub-blocks 2c and 2c + 1
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const int ib = 2 * c + h;
-            const uint8_t * q = b->qs + 4 * ib;
-            const int q0 = b->qh[2 * ib], q1 = b->qh[2 * ib + 1];
-            iq1_vec(iq1s_grid[q[0] | ((q0 << 8) & 0x700)], iq1s_grid[q[1] | ((q0 << 4) & 0x700)], iq1s_grid[q[2] | ((q1 << 8) & 0x700)],
-                    iq1s_grid[q[3] | ((q1 << 4) & 0x700)], (q0 >> 3) & 1, (q0 >> 7) & 1, (q1 >> 3) & 1, (q1 >> 7) & 1, u[h], sg[h]);
-            sc[h] = iq_scales(2 * ((w >> (6 * h)) & 7) + 1, 2 * ((w >> (6 * h + 3)) & 7) + 1);
-        }
+        std::memcpy(&w, b.scales + 2 * (ib / 2), 2);  // the scales of sub-blocks 2(ib/2) and 2(ib/2) + 1
+        const int sh = 6 * (ib % 2);
+        const uint8_t * q = b.qs + 4 * ib;
+        const int q0 = b.qh[2 * ib], q1 = b.qh[2 * ib + 1];
+        iq1_vec(iq1s_grid[q[0] | ((q0 << 8) & 0x700)], iq1s_grid[q[1] | ((q0 << 4) & 0x700)], iq1s_grid[q[2] | ((q1 << 8) & 0x700)],
+                iq1s_grid[q[3] | ((q1 << 4) & 0x700)], (q0 >> 3) & 1, (q0 >> 7) & 1, (q1 >> 3) & 1, (q1 >> 7) & 1, u, sg);
+        sc = iq_scales(2 * ((w >> sh) & 7) + 1, 2 * ((w >> (sh + 3)) & 7) + 1);
     }
 };
 
