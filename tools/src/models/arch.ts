@@ -58,6 +58,8 @@ export type TensorRole =
   | 'ffn_down'
   | 'router'
   | 'shexp_gate'
+  /** A bias of any shape (gpt-oss's per-expert [ff, n_expert] biases, attention sinks): always F32. */
+  | 'bias'
   /** NextN (MTP) eh_proj: a plain 2*dim -> dim linear, typed like attn_q / ffn_gate (the default rule). */
   | 'nextn_eh_proj';
 

@@ -1,7 +1,8 @@
-// Presets for deepseek2 (MLA), glm4moe and olmoe. tiny-*: for parity tests (two MLA layouts each
+// Presets for deepseek2 (MLA), glm4moe, olmoe and gpt-oss. tiny-*: for parity tests (two MLA layouts each
 // for a V2-Lite-style and a V3-style configuration); bench-*: real shapes with random weights.
 import type { Deepseek2Config } from './architectures/deepseek2';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
+import type { GptOssConfig } from './architectures/gpt-oss';
 import type { Preset } from './presets';
 
 const base = { ctx: 4096, normEps: 1e-6, tiedEmbeddings: false, sharedFf: 0, vocabKind: 'llama3' as const, vocabSize: 1024 };
@@ -46,6 +47,20 @@ export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
   'tiny-olmoe': {
     description: 'olmoe: q/k norms over n_embd, NeoX RoPE, 16 experts top-4 without renormalization',
     config: { ...base, arch: 'olmoe', name: 'tiny-olmoe', nLayers: 2, dim: 256, ff: 256, nHeads: 4, nKvHeads: 4, nExperts: 16, nExpertsUsed: 4, expertFf: 0, ropeBase: 10000 },
+  },
+  'tiny-gpt-oss': {
+    description: 'gpt-oss: q/k/v/o biases, attention sinks, sliding window 8 on even layers, YaRN (factor 32 over 4096), 8 experts top-2 with biases, clamped SwiGLU',
+    config: {
+      ...base, arch: 'gpt-oss', name: 'tiny-gpt-oss', nLayers: 3, dim: 256, ff: 0, nHeads: 4, nKvHeads: 2, headDim: 64, nExperts: 8, nExpertsUsed: 2,
+      expertFf: 256, ropeBase: 150000, normEps: 1e-5, slidingWindow: 8, yarn: { factor: 32, origCtx: 4096 },
+    } as GptOssConfig,
+  },
+  'bench-gpt-oss-20b-shaped': {
+    description: 'gpt-oss-20b shape (24 x 2880, 64 heads of 64 over 8 kv heads, window 128, 32 experts top-4 of ff 2880), vocab 32000',
+    config: {
+      ...base, arch: 'gpt-oss', name: 'bench-gpt-oss-20b-shaped', nLayers: 24, dim: 2880, ff: 0, nHeads: 64, nKvHeads: 8, headDim: 64, nExperts: 32,
+      nExpertsUsed: 4, expertFf: 2880, vocabSize: 32000, ropeBase: 150000, normEps: 1e-5, slidingWindow: 128, yarn: { factor: 32, origCtx: 4096 },
+    } as GptOssConfig,
   },
   'bench-deepseek-v2-lite-shaped': {
     description: 'DeepSeek-V2-Lite shape (27 x 2048, 64 routed + 2 shared experts top-6 of ff 1408, kv_lora 512, no q LoRA), vocab 32000',

@@ -76,9 +76,9 @@ export function llamaFileType(ft: FileTypeName): LlamaFileType {
   return LLAMA_FTYPE[ft];
 }
 
-/** Tensors that stay F32 in every file: 1-D tensors (norms, biases, shared-expert gate) and routers. */
+/** Tensors that stay F32 in every file: 1-D tensors (norms, biases, shared-expert gate), biases of any shape and routers. */
 export function keepsF32(spec: TensorSpec): boolean {
-  return spec.shape.length < 2 || spec.role === 'router';
+  return spec.shape.length < 2 || spec.role === 'router' || spec.role === 'bias';
 }
 
 // llama.cpp: a shape a quantized type cannot take falls back to a smaller block (tensor_type_fallback).

@@ -1,6 +1,7 @@
 // Parity with llama.cpp for deepseek2 (absorbed MLA, both tensor layouts, q LoRA on and off,
-// YaRN, softmax and sigmoid+bias group-limited routing), glm4moe (with and without q/k norms) and
-// olmoe, on models the project writes itself. Same rules as parity.native.spec.ts.
+// YaRN, softmax and sigmoid+bias group-limited routing), glm4moe (with and without q/k norms),
+// olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
+// pass its window of 8), on models the project writes itself. Same rules as parity.native.spec.ts.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,9 +21,16 @@ const PRESETS = [
   'tiny-glm4moe',
   'tiny-glm4moe-qknorm',
   'tiny-olmoe',
+  'tiny-gpt-oss',
 ];
 const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5]];
-const QUANT_CASES: [string, FileTypeName][] = [['tiny-deepseek3', 'Q8_0'], ['tiny-deepseek2-lite', 'Q4_K_M'], ['tiny-glm4moe', 'Q4_K_M']];
+const QUANT_CASES: [string, FileTypeName][] = [
+  ['tiny-deepseek3', 'Q8_0'],
+  ['tiny-deepseek2-lite', 'Q4_K_M'],
+  ['tiny-glm4moe', 'Q4_K_M'],
+  ['tiny-gpt-oss', 'Q4_K_M'],
+  ['tiny-gpt-oss', 'MXFP4'],
+];
 
 let dir: string;
 const table: string[] = [];
@@ -50,7 +58,7 @@ beforeAll(() => {
 }, 60_000);
 afterAll(() => {
   fs.rmSync(dir, { recursive: true, force: true });
-  process.stdout.write(`\nparity with llama.cpp (deepseek2/glm4moe/olmoe, measured):\n${table.join('\n')}\n`);
+  process.stdout.write(`\nparity with llama.cpp (deepseek2/glm4moe/olmoe/gpt-oss, measured):\n${table.join('\n')}\n`);
 });
 
 describe('float files', () => {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,11 @@ std::string mla_check_weights(const mla_args & a);
 void mla_attend(const mla_args & a);
 
 // sc[0..n) = softmax(scale * sc), summed in double; for an F16 cache the probabilities are then
-// rounded to F16, as ggml-cpu rounds them before the product with V. `half` is scratch.
-void attention_softmax(float * sc, int64_t n, float scale, uint32_t kv_type, std::vector<uint16_t> & half);
+// rounded to F16, as ggml-cpu rounds them before the product with V. `half` is scratch. A finite
+// `sink` (gpt-oss's per-head attention sink, a logit not scaled) joins the maximum and the sum
+// as one more score with no value row, as ggml's soft_max with sinks: the probabilities then sum
+// to less than 1.
+void attention_softmax(float * sc, int64_t n, float scale, uint32_t kv_type, std::vector<uint16_t> & half,
+                       float sink = -std::numeric_limits<float>::infinity());
 
 } // namespace kail

@@ -223,11 +223,14 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.b, ip("b_off", 0), nkv * hk, "b");
             fits(op.c, ip("c_off", 0), nkv * hv, "c");
             fits(op.out, ip("out_off", 0), nh * hv, "out");
+            if (ip("window", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "sliding window " + std::to_string(ip("window", 0)) + " is negative");
             break;
         }
         case OP_MOE: {
             const int64_t ne = req("n_expert"), k = req("n_expert_used"), g = ip("n_group", 0), gu = ip("n_group_used", 0);
             if (ne < 1 || k < 1 || k > ne) throw error(KAIL_E_BAD_MODEL, what + "uses " + std::to_string(k) + " of " + std::to_string(ne) + " experts");
+            if (ip("gating", 0) < 0 || ip("gating", 0) > 2) throw error(KAIL_E_INVALID_ARG, what + "gating " + std::to_string(ip("gating", 0)) + " is not 0 (softmax), 1 (sigmoid) or 2 (softmax of the selected)");
+            if (ip("act", 0) < 0 || ip("act", 0) > 1) throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU) or 1 (gpt-oss's clamped SwiGLU)");
             if (g > 1 && gu > 0 && gu < g && (ne % g != 0)) throw error(KAIL_E_BAD_MODEL, what + std::to_string(ne) + " experts do not split into " + std::to_string(g) + " groups");
             if (m.prog.n_expert < ne) throw error(KAIL_E_INVALID_ARG, what + "more experts than the program declares");
             fits(op.out, 0, width(op.a), "out");
@@ -399,8 +402,19 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             check(g.ne(0) == dm && g.ne(2) == n_expert && u.ne(0) == dm && u.ne(1) == g.ne(1) && u.ne(2) == n_expert,
                   "expert tensors '" + g.info->name + "' " + shape_str(g.info) + " / '" + u.info->name + "' " + shape_str(u.info) + " do not match d_model " + std::to_string(dm) + " and " + std::to_string(n_expert) + " experts");
             check(d.ne(0) == g.ne(1) && d.ne(1) == dm && d.ne(2) == n_expert, "expert tensor '" + d.info->name + "' " + shape_str(d.info) + " does not match");
-            const tensor_ref pb = m.weight(i, "exp_probs_b");
-            if (pb.info) check(pb.type() == KAIL_TYPE_F32 && pb.info->n_elements == n_expert, "expert selection bias '" + pb.info->name + "' must be F32 with " + std::to_string(n_expert) + " elements, is " + type_name(pb.type()) + " " + shape_str(pb.info));
+            auto f32_of = [&](const char * role, int64_t n, const char * what) {
+                const tensor_ref b = m.weight(i, role);
+                if (b.info) check(b.type() == KAIL_TYPE_F32 && b.info->n_elements == n, std::string(what) + " '" + b.info->name + "' must be F32 with " + std::to_string(n) + " elements, is " + type_name(b.type()) + " " + shape_str(b.info));
+            };
+            f32_of("exp_probs_b", n_expert, "expert selection bias");
+            f32_of("gate_inp_b", n_expert, "router bias");
+            f32_of("gate_exps_b", g.ne(1) * n_expert, "expert gate bias");
+            f32_of("up_exps_b", g.ne(1) * n_expert, "expert up bias");
+            f32_of("down_exps_b", dm * n_expert, "expert down bias");
+        } else if (op.type == OP_ATTENTION) {
+            const tensor_ref sk = m.weight(i, "sinks");
+            const int64_t nh = static_cast<int64_t>(op.param_req("n_head"));
+            if (sk.info) check(sk.type() == KAIL_TYPE_F32 && sk.info->n_elements == nh, "attention sinks '" + sk.info->name + "' must be F32 with " + std::to_string(nh) + " elements (one per head), is " + type_name(sk.type()) + " " + shape_str(sk.info));
         } else if (op.type == OP_ROPE) {
             const tensor_ref ff = m.weight(i, "freq_factors");
             const int64_t half = static_cast<int64_t>(op.param_req("n_dims")) / 2;
@@ -670,7 +684,7 @@ void op_rope(exec_ctx & x, const op_desc & op, size_t oi) {
     }
 }
 
-void op_attention(exec_ctx & x, const op_desc & op) {
+void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
     const int layer = static_cast<int>(op.param_req("layer"));
     const int64_t n_head = static_cast<int64_t>(op.param_req("n_head"));
@@ -723,6 +737,11 @@ void op_attention(exec_ctx & x, const op_desc & op) {
     const int64_t qw = x.width(op.a), ow = x.width(op.out);
     const int64_t q_off = static_cast<int64_t>(op.param("a_off", 0));
     const int64_t out_off = static_cast<int64_t>(op.param("out_off", 0));
+    // Sliding-window layers (llama.cpp's LLAMA_SWA_TYPE_STANDARD) see the last `window` positions,
+    // their own included; a sink (per query head) joins each head's softmax.
+    const int64_t window = static_cast<int64_t>(op.param("window", 0));
+    const tensor_ref sinks = m.weight(oi, "sinks");
+    const float * sink = sinks.info ? reinterpret_cast<const float *>(sinks.data) : nullptr;
     const int64_t n_tasks = x.n_tok * n_head_kv;
     exec_ctx * xp = &x;
     m.pool->parallel_for(n_tasks, [&, xp](int64_t begin, int64_t end, int) {
@@ -731,15 +750,18 @@ void op_attention(exec_ctx & x, const op_desc & op) {
         for (int64_t task = begin; task < end; task++) {
             const int64_t t = task / n_head_kv, hk = task % n_head_kv;
             const int s = xp->b.seq[t];
-            const int64_t np = xp->b.pos[t] + 1;
+            const int64_t p = xp->b.pos[t];
+            const int64_t lo = window > 0 ? std::max<int64_t>(0, p + 1 - window) : 0;
+            const int64_t np = p + 1 - lo;
             const kv_seq_layer & c = m.kv[s][layer];
             const float * q = xp->ptr(op.a) + t * qw + q_off + hk * group * hd_k;
             scores.resize(static_cast<size_t>(group * np));
-            matmul(kvt, c.k.data() + static_cast<size_t>(hk * c.cap * hd_k) * es, static_cast<size_t>(hd_k) * es, np, hd_k,
+            matmul(kvt, c.k.data() + static_cast<size_t>((hk * c.cap + lo) * hd_k) * es, static_cast<size_t>(hd_k) * es, np, hd_k,
                    q, static_cast<size_t>(hd_k) * sizeof(float), group, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
-            for (int64_t g = 0; g < group; g++) attention_softmax(scores.data() + g * np, np, scale, kvt, half);
+            for (int64_t g = 0; g < group; g++)
+                attention_softmax(scores.data() + g * np, np, scale, kvt, half, sink ? sink[hk * group + g] : -std::numeric_limits<float>::infinity());
             float * o = xp->ptr(op.out) + t * ow + out_off + hk * group * hd_v;
-            attention_weighted_rows(kvt, c.v.data() + static_cast<size_t>(hk * c.cap * hd_v) * es, static_cast<size_t>(hd_v) * es, np, hd_v,
+            attention_weighted_rows(kvt, c.v.data() + static_cast<size_t>((hk * c.cap + lo) * hd_v) * es, static_cast<size_t>(hd_v) * es, np, hd_v,
                                     scores.data(), static_cast<size_t>(np), group, o, static_cast<size_t>(hd_v));
         }
     }, 1);
@@ -791,10 +813,12 @@ void op_mla_attention(exec_ctx & x, const op_desc & op, size_t oi) {
 // experts and weights in rank order.
 void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, int64_t n, int64_t d,
                std::vector<int32_t> & sel, std::vector<float> & wsel) {
-    const tensor_ref router = m.weight(oi, "gate_inp"), bias = m.weight(oi, "exp_probs_b");
+    const tensor_ref router = m.weight(oi, "gate_inp"), bias = m.weight(oi, "exp_probs_b"), lbias = m.weight(oi, "gate_inp_b");
     const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
     const int64_t k = static_cast<int64_t>(op.param_req("n_expert_used"));
-    const int gating = static_cast<int>(op.param("gating", 0)); // 0 softmax, 1 sigmoid
+    // 0 softmax, 1 sigmoid, 2 softmax over the selected logits only (gpt-oss: top-k by logit, then
+    // the k weights are the softmax of their logits)
+    const int gating = static_cast<int>(op.param("gating", 0));
     const bool norm_w = op.param("norm_w", 0) != 0;
     const float w_scale = static_cast<float>(op.param("w_scale", 0));
     const int64_t n_group = static_cast<int64_t>(op.param("n_group", 0));
@@ -806,9 +830,16 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
     wsel.resize(static_cast<size_t>(n * k));
     std::vector<float> probs(static_cast<size_t>(n_expert)), sprobs(static_cast<size_t>(n_expert));
     std::vector<int32_t> idx(static_cast<size_t>(n_expert));
+    if (lbias.info) {
+        const float * lb = reinterpret_cast<const float *>(lbias.data);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t e = 0; e < n_expert; e++) logits[static_cast<size_t>(t * n_expert + e)] += lb[e];
+    }
     for (int64_t t = 0; t < n; t++) {
         const float * lg = logits.data() + t * n_expert;
-        if (gating == 0) {
+        if (gating == 2) {
+            for (int64_t e = 0; e < n_expert; e++) probs[e] = lg[e];
+        } else if (gating == 0) {
             float mx = -std::numeric_limits<float>::infinity();
             for (int64_t e = 0; e < n_expert; e++) mx = std::max(mx, lg[e]);
             double sum = 0;
@@ -839,12 +870,22 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
         std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t l, int32_t r) {
             return sprobs[l] > sprobs[r] || (sprobs[l] == sprobs[r] && l < r);
         });
-        float wsum = 0;
         for (int64_t i = 0; i < k; i++) {
             sel[t * k + i] = idx[i];
             wsel[t * k + i] = probs[idx[i]];
-            wsum += probs[idx[i]];
         }
+        if (gating == 2) {
+            // ggml_soft_max over the k selected logits (rank order; the largest is the first)
+            float * w = &wsel[static_cast<size_t>(t * k)];
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int64_t i = 0; i < k; i++) mx = std::max(mx, w[i]);
+            double sum = 0;
+            for (int64_t i = 0; i < k; i++) { w[i] = std::exp(w[i] - mx); sum += w[i]; }
+            const float inv = static_cast<float>(1.0 / sum);
+            for (int64_t i = 0; i < k; i++) w[i] *= inv;
+        }
+        float wsum = 0;
+        for (int64_t i = 0; i < k; i++) wsum += wsel[t * k + i];
         if (norm_w) {
             wsum = std::max(wsum, 6.103515625e-5f);
             for (int64_t i = 0; i < k; i++) wsel[t * k + i] /= wsum;
@@ -856,6 +897,13 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
 void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
     const tensor_ref wg = m.weight(oi, "gate_exps"), wu = m.weight(oi, "up_exps"), wd = m.weight(oi, "down_exps");
+    // Per-expert biases (gpt-oss), resident: [ff, n_expert] for gate and up, [d, n_expert] for down.
+    const float * bg = reinterpret_cast<const float *>(m.weight(oi, "gate_exps_b").data);
+    const float * bu = reinterpret_cast<const float *>(m.weight(oi, "up_exps_b").data);
+    const float * bd = reinterpret_cast<const float *>(m.weight(oi, "down_exps_b").data);
+    // 0: silu(gate) * up; 1: gpt-oss's clamped swiglu, min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1)
+    const int act = static_cast<int>(op.param("act", 0));
+    const float alpha = static_cast<float>(op.param("alpha", 1.702)), limit = static_cast<float>(op.param("limit", 7.0));
     const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
     const int64_t k = static_cast<int64_t>(op.param_req("n_expert_used"));
     const int moe_layer = static_cast<int>(op.param("moe_layer", -1));
@@ -904,7 +952,21 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         matmul_quantized_rows(wg.type(), gw, wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
         for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
         matmul_quantized_rows(wu.type(), uw, wu.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
-        for (int64_t i = 0; i < ne_ * ff; i++) g[i] = silu(g[i]) * u[i];
+        if (bg)
+            for (int64_t i = 0; i < ne_; i++)
+                for (int64_t j = 0; j < ff; j++) g[i * ff + j] += bg[e * ff + j];
+        if (bu)
+            for (int64_t i = 0; i < ne_; i++)
+                for (int64_t j = 0; j < ff; j++) u[i * ff + j] += bu[e * ff + j];
+        if (act == 1) {
+            for (int64_t i = 0; i < ne_ * ff; i++) {
+                const float gx = std::min(g[i], limit);
+                const float uy = std::min(std::max(u[i], -limit), limit);
+                g[i] = gx / (1.0f + std::exp(alpha * -gx)) * (uy + 1.0f);
+            }
+        } else {
+            for (int64_t i = 0; i < ne_ * ff; i++) g[i] = silu(g[i]) * u[i];
+        }
         hq.resize(static_cast<size_t>(ne_) * hq_row);
         matmul_quantize_activations(wd.type(), ff, g.data(), ff * 4, ne_, hq.data(), hq_row, pool);
         for (int64_t i = 0; i < ne_; i++) {
@@ -912,6 +974,9 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             yrows[i] = slot_out.data() + slots[i] * d;
         }
         matmul_quantized_rows(wd.type(), dw, wd.row_bytes(), d, ff, xrows.data(), yrows.data(), ne_, pool);
+        if (bd)
+            for (int64_t i = 0; i < ne_; i++)
+                for (int64_t j = 0; j < d; j++) yrows[i][j] += bd[e * d + j];
     };
     auto run_expert = [&](int64_t e, const uint8_t * gw, const uint8_t * uw, const uint8_t * dw) {
         run_expert_on(m.moe_scratch[0], m.pool.get(), e, gw, uw, dw);
@@ -1064,7 +1129,7 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_SWIGLU: elementwise(x, op, [](float a, float c) { return silu(a) * c; }); break;
             case OP_SIGMOID_MUL: op_sigmoid_mul(x, op); break;
             case OP_ROPE: op_rope(x, op, oi); break;
-            case OP_ATTENTION: op_attention(x, op); break;
+            case OP_ATTENTION: op_attention(x, op, oi); break;
             case OP_MOE: op_moe(x, op, oi); break;
             case OP_GATHER_OUT: op_gather_out(x, op); break;
             case OP_COPY: elementwise(x, op, [](float a, float) { return a; }); break;

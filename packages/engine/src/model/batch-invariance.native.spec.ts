@@ -22,6 +22,7 @@ describe.each([
   ['tiny-deepseek2-lite', 'Q6_K'],
   ['tiny-deepseek3', 'Q5_1'],
   ['tiny-glm4moe', 'F32'],
+  ['tiny-gpt-oss', 'MXFP4'],
 ])('%s %s: batch-invariant logits', (preset, type) => {
   it('one pass = token by token = split passes, bit for bit (f16 KV)', async () => {
     const m = EngineModel.load(writeTestModel(dir, preset, type), { threads: 2, nCtx: 64, nSeqMax: 2 });

@@ -18,6 +18,7 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-deepseek3', 'Q8_0'],
   ['tiny-glm4moe', 'Q4_K'],
   ['tiny-olmoe', 'F32'],
+  ['tiny-gpt-oss', 'MXFP4'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */

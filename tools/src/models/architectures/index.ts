@@ -1,6 +1,7 @@
 import type { ArchDefinition } from '../arch';
 import { deepseek2 } from './deepseek2';
 import { glm4moe } from './glm4moe';
+import { gptOss } from './gpt-oss';
 import { olmoe } from './olmoe';
 import { llama, mixtral } from './llama';
 import { qwen2moe } from './qwen2moe';
@@ -25,4 +26,4 @@ export function archNames(): string[] {
 }
 
 for (const a of [llama, mixtral, qwen2moe, qwen3moe]) registerArch(a);
-for (const a of [deepseek2, glm4moe, olmoe]) registerArch(a);
+for (const a of [deepseek2, glm4moe, olmoe, gptOss]) registerArch(a);

@@ -4,6 +4,7 @@ import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildGlm4Moe } from './glm4moe';
+import { buildGptOss } from './gpt-oss';
 import { buildLlamaFamily } from './llama-family';
 
 type Builder = (hp: HParams, tensors: Map<string, GgufTensorInfo>) => ModelProgram;
@@ -17,6 +18,7 @@ const ARCHITECTURES: Record<string, Builder> = {
   olmoe: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false }),
   deepseek2: (hp, ts) => buildDeepseek2(hp, ts),
   glm4moe: (hp, ts) => buildGlm4Moe(hp, ts),
+  'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
 };
 
 /** Architectures (GGUF `general.architecture`) this build can run. */

@@ -1,0 +1,122 @@
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
+
+import { EngineError } from '../../errors';
+import { MAX_DIM, type HParams } from '../hparams';
+import { ProgramBuilder } from '../program-builder';
+import { outputHead, tensorLookup } from './deepseek2';
+
+const t = (i: number, name: string) => `blk.${i}.${name}`;
+
+/**
+ * Which layers attend through a sliding window, as llama.cpp's load_swa_pattern: the file's
+ * `attention.sliding_window_pattern` as one flag per layer, or as a period n (layer il slides
+ * unless il % n == n - 1; 0: every layer), else the architecture's default period.
+ */
+export function slidingWindowLayers(hp: HParams, defaultPeriod: number): boolean[] {
+  const key = 'attention.sliding_window_pattern';
+  const raw = hp.meta.has(key) ? hp.meta.kv[`${hp.arch}.${key}`] : undefined;
+  if (raw !== undefined && typeof raw === 'object' && raw !== null && 'length' in (raw as object)) {
+    const flags = Array.from(raw as ArrayLike<unknown>, (v) => Boolean(v));
+    if (flags.length !== hp.nLayer) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ${key} has ${flags.length} entries for ${hp.nLayer} layers`);
+    return flags;
+  }
+  const period = raw === undefined ? defaultPeriod : hp.meta.int(key, defaultPeriod, 0, 1 << 16);
+  return Array.from({ length: hp.nLayer }, (_, il) => period === 0 || il % period < period - 1);
+}
+
+/**
+ * gpt-oss (`gpt-oss`, llama.cpp src/models/openai-moe.cpp): Q/K/V/O with biases, NeoX RoPE (YaRN
+ * from the file's rope.scaling keys; sliding-window layers may have their own base), a learned
+ * attention sink per head, every other layer attending through a sliding window
+ * (`attention.sliding_window`), the FFN input norm `post_attention_norm`, and routed experts
+ * only: a router with a bias, top-k by logit with the softmax of the k selected logits as
+ * weights, experts with gate/up/down biases and the clamped SwiGLU (alpha 1.702, limit 7).
+ */
+export function buildGptOss(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const window = hp.meta.int('attention.sliding_window', undefined, 1, 1 << 30);
+  const swa = slidingWindowLayers(hp, 2);
+  const baseSwa = hp.meta.num('rope.freq_base_swa', hp.ropeFreqBase);
+  if (!(baseSwa > 0)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: rope.freq_base_swa ${baseSwa} is not positive`);
+  if (hp.nExpert <= 0 || hp.nExpertUsed <= 0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: expert_count and expert_used_count are required`);
+  const hd = hp.headDimK;
+  if (hp.headDimV !== hd || hd > MAX_DIM) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key_length ${hd} and value_length ${hp.headDimV} must match`);
+  const withBias = (w: string, b: string | undefined): Record<string, string> => (b ? { weight: w, bias: b } : { weight: w });
+
+  const p = new ProgramBuilder();
+  const d = hp.nEmbd;
+  const x = p.buf('x', d);
+  const h = p.buf('h', d);
+  const attnOut = p.buf('attn_out', d);
+  p.op('embed', x, { weights: { weight: need('token_embd.weight') } });
+  const rope = {
+    n_dims: hp.ropeDims,
+    neox: true,
+    freq_scale: hp.ropeFreqScale,
+    ext_factor: hp.ropeYarn.extFactor,
+    attn_factor: hp.ropeYarn.attnFactor,
+    beta_fast: hp.ropeYarn.betaFast,
+    beta_slow: hp.ropeYarn.betaSlow,
+    n_ctx_orig: hp.ropeYarn.nCtxOrig,
+    head_dim: hd,
+  };
+  for (let il = 0; il < hp.nLayer; il++) {
+    const H = hp.nHead[il];
+    const Hkv = hp.nHeadKv[il];
+    if (H % Hkv !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: head_count ${H} is not a multiple of head_count_kv ${Hkv}`);
+    const q = p.buf(`q${H * hd}`, H * hd);
+    const k = p.buf(`k${Hkv * hd}`, Hkv * hd);
+    const v = p.buf(`v${Hkv * hd}`, Hkv * hd);
+    const attn = p.buf(`attn${H * hd}`, H * hd);
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+    p.op('matmul', q, { a: h, weights: withBias(need(t(il, 'attn_q.weight')), maybe(t(il, 'attn_q.bias'))) });
+    p.op('matmul', k, { a: h, weights: withBias(need(t(il, 'attn_k.weight')), maybe(t(il, 'attn_k.bias'))) });
+    p.op('matmul', v, { a: h, weights: withBias(need(t(il, 'attn_v.weight')), maybe(t(il, 'attn_v.bias'))) });
+    const freqBase = swa[il] ? baseSwa : hp.ropeFreqBase;
+    p.op('rope', q, { a: q, params: { ...rope, freq_base: freqBase, n_head: H } });
+    p.op('rope', k, { a: k, params: { ...rope, freq_base: freqBase, n_head: Hkv } });
+    const layer = p.kvLayer(Hkv * hd, Hkv * hd);
+    p.op('attention', attn, {
+      a: q,
+      b: k,
+      c: v,
+      weights: { sinks: need(t(il, 'attn_sinks.weight')) },
+      params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1 / Math.sqrt(hd), window: swa[il] ? window : 0 },
+    });
+    p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), maybe(t(il, 'attn_output.bias'))) });
+    p.op('add', x, { a: x, b: attnOut });
+
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });
+    const ffnOut = p.buf('ffn_out', d);
+    const weights: Record<string, string> = {
+      gate_inp: need(t(il, 'ffn_gate_inp.weight')),
+      gate_exps: need(t(il, 'ffn_gate_exps.weight')),
+      up_exps: need(t(il, 'ffn_up_exps.weight')),
+      down_exps: need(t(il, 'ffn_down_exps.weight')),
+    };
+    const biases: [string, string][] = [
+      ['gate_inp_b', 'ffn_gate_inp.bias'],
+      ['gate_exps_b', 'ffn_gate_exps.bias'],
+      ['up_exps_b', 'ffn_up_exps.bias'],
+      ['down_exps_b', 'ffn_down_exps.bias'],
+    ];
+    for (const [role, name] of biases) weights[role] = need(t(il, name));
+    p.op('moe', ffnOut, {
+      a: h,
+      weights,
+      params: {
+        n_expert: hp.nExpert,
+        n_expert_used: hp.nExpertUsed,
+        gating: 2,
+        norm_w: false,
+        w_scale: hp.expertWeightsScale,
+        act: 1,
+        alpha: 1.702,
+        limit: 7.0,
+        moe_layer: p.moeLayer(hp.nExpert),
+      },
+    });
+    p.op('add', x, { a: x, b: ffnOut });
+  }
+  return outputHead(p, hp, tensors, x);
+}
