@@ -9,7 +9,10 @@
  *   engine says so with `reasoning_open`), the answer starts as reasoning.
  * - An answer cut off inside the block is all reasoning.
  * - Whitespace around the reasoning, and between `</think>` and the answer, is dropped.
+ * - An answer that starts with a harmony header (`<|channel|>`: gpt-oss) is split by its channels
+ *   instead (harmony.ts), tool calls included.
  */
+import { HARMONY_START, HarmonySplitter } from './harmony';
 
 const OPEN = '<think>';
 const CLOSE = '</think>';
@@ -32,7 +35,8 @@ export function splitReasoning(text: string, startsOpen: boolean): Split {
  * holding back what may still be part of a marker (and the whitespace the split drops).
  */
 export class ReasoningSplitter {
-  private state: 'start' | 'reasoning' | 'after' | 'content';
+  private state: 'start' | 'reasoning' | 'after' | 'content' | 'harmony';
+  private harmony: HarmonySplitter | null = null;
   private held = '';
   /** Reasoning sent so far (its leading whitespace is dropped). */
   private sentReasoning = false;
@@ -46,6 +50,7 @@ export class ReasoningSplitter {
     let s = this.held + text;
     this.held = '';
     for (;;) {
+      if (this.state === 'harmony') return this.harmony!.push(s);
       if (this.state === 'start') {
         const lead = s.length - s.trimStart().length;
         const rest = s.slice(lead);
@@ -54,7 +59,13 @@ export class ReasoningSplitter {
           s = rest.slice(OPEN.length);
           continue;
         }
-        if (OPEN.startsWith(rest)) {
+        if (rest.startsWith(HARMONY_START)) {
+          this.state = 'harmony';
+          this.harmony = new HarmonySplitter();
+          s = rest;
+          continue;
+        }
+        if (OPEN.startsWith(rest) || HARMONY_START.startsWith(rest)) {
           // Whitespace, or the beginning of the marker: wait for more.
           this.held = s;
           return out;
@@ -95,6 +106,7 @@ export class ReasoningSplitter {
 
   /** The end of the answer: what was held back. */
   finish(): Split {
+    if (this.state === 'harmony') return this.harmony!.finish();
     const held = this.held;
     this.held = '';
     if (this.state === 'start') return { reasoning: '', content: held };
