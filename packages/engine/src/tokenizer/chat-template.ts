@@ -648,7 +648,9 @@ export class ChatTemplate {
   }
 
   /**
-   * llama.cpp's message workarounds: "developer" becomes "system" (except for gpt-oss templates);
+   * llama.cpp's message workarounds: "developer" becomes "system" (except for gpt-oss templates,
+   * which instead read an assistant turn's reasoning from `thinking`: reasoning_content is copied
+   * there, and a turn with tool calls loses its content, as common_chat_params_init_gpt_oss);
    * a system message the template would drop or reject is merged into the next message; content
    * parts become text for templates that only take strings, and the reverse. Tool call ids become
    * 9-character ones for templates that demand them.
@@ -657,6 +659,12 @@ export class ChatTemplate {
     let out = messages.map((m) => ({ ...m }));
     if (!this.source.includes('<|channel|>')) {
       for (const m of out) if (m.role === 'developer') m.role = 'system';
+    } else {
+      for (const m of out) {
+        if (typeof m.reasoning_content !== 'string') continue;
+        m.thinking = m.reasoning_content;
+        if (Array.isArray(m.tool_calls) && m.tool_calls.length) delete m.content;
+      }
     }
     const caps = this.caps;
     if (!caps.systemRole && out.length > 0 && out[0].role === 'system') {

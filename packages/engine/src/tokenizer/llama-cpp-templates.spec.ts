@@ -118,4 +118,12 @@ describe("llama.cpp's bundled chat templates", () => {
     ).toEqual([]);
     expect(forcible).toBeGreaterThanOrEqual(20);
   });
+
+  it("give gpt-oss an earlier call turn's reasoning_content as its analysis message", () => {
+    const t = load('openai-gpt-oss-120b.jinja');
+    const turn: ChatMessage = { ...call, reasoning_content: 'They want Paris weather.' };
+    const out = t.render([question, turn, withTools[3]], { addGenerationPrompt: true, tools });
+    expect(out).toContain('<|start|>assistant<|channel|>analysis<|message|>They want Paris weather.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>');
+    expect(out.endsWith('<|start|>assistant')).toBe(true);
+  });
 });
