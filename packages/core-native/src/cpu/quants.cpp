@@ -1522,6 +1522,7 @@ struct scalar_entry {
 size_t prepared_size_split(int64_t k) { return static_cast<size_t>((k / 32 + 3) / 4) * PREP_SPLIT_GROUP; }
 void prepare_split_q8_0_off8(int64_t k, const void * src, void * dst) { prepare_split<8, false>(k, src, dst); }
 void prepare_split_q8_0_off16(int64_t k, const void * src, void * dst) { prepare_split<16, false>(k, src, dst); }
+void prepare_split_q8_0_off12(int64_t k, const void * src, void * dst) { prepare_split<12, false>(k, src, dst); }
 void prepare_split_q8_0_off128(int64_t k, const void * src, void * dst) { prepare_split<128, false>(k, src, dst); }
 void prepare_split_q8_1(int64_t k, const void * src, void * dst) { prepare_split<0, true>(k, src, dst); }
 

@@ -222,6 +222,41 @@ struct q8_0_dec {
     static KAIL_INLINE __m512 dot(const wsplit & w, const uint8_t * ap, __m512 acc) { return split_dec<0>::dot(w, ap, acc); }
 };
 
+// MXFP4 in the split layout, as Q4_0 with a table: the 4-bit indices of four 17-byte blocks
+// (gathered with inserts: their quants start at odd offsets) look up the levels plus 12 (0..24,
+// unsigned for VPDPBUSD), and the prepared activations carry -12 * sum(q) per lane, so the int32
+// sums are exactly sum(level * q). The scale is the block's E8M0 halved (e8m0_half).
+struct mxfp4_dec {
+    static constexpr int GB = 4, BB = 17;
+    template <bool TAIL>
+    static KAIL_INLINE wsplit load(const uint8_t * p, int rem) {
+        const int nbk = TAIL ? rem : 4;
+        __m128i q[4];
+#pragma GCC unroll 4
+        for (int b = 0; b < 4; b++)
+            q[b] = b < nbk ? _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + BB * b + 1)) : _mm_setzero_si128();  // missing blocks meet zeroed activations
+        const __m512i qq = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(q[0]), q[1], 1), q[2], 2), q[3], 3);
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+        alignas(16) static constexpr int8_t kShifted[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+        const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i *>(kShifted)));
+        wsplit w;
+        w.lo = _mm512_shuffle_epi8(table, _mm512_and_si512(qq, m4));
+        w.hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(qq, 4), m4));
+        // e8m0_half, four at once: (e - 1) << 23, or the subnormal 0x00200000 << e for e < 2. (Taking
+        // the bytes from a 64-byte load with VPSHUFB, no permute, measured ~8% slower decode.)
+        uint32_t e = 0;
+        for (int b = 0; b < nbk; b++) e |= uint32_t(p[BB * b]) << (8 * b);
+        const __m128i ev = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(e)));
+        const __m128i normal = _mm_slli_epi32(_mm_sub_epi32(ev, _mm_set1_epi32(1)), 23);
+        const __m128i sub = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), ev);
+        const __m128 d4 = _mm_castsi128_ps(_mm_mask_blend_epi32(_mm_cmplt_epu32_mask(ev, _mm_set1_epi32(2)), normal, sub));
+        w.d = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_castps128_ps512(d4));
+        w.m = _mm512_setzero_ps();
+        return w;
+    }
+    static KAIL_INLINE __m512 dot(const wsplit & w, const uint8_t * ap, __m512 acc) { return split_dec<0>::dot(w, ap, acc); }
+};
+
 template <class D>
 struct legacy {
     static constexpr size_t PREP = PREP_SPLIT_GROUP;
@@ -996,6 +1031,7 @@ template <int R, int T> using q4_1_tile = legacy<split_dec<1>>::tile<R, T>;
 template <int R, int T> using q5_0_tile = legacy<split_dec<2>>::tile<R, T>;
 template <int R, int T> using q5_1_tile = legacy<split_dec<3>>::tile<R, T>;
 template <int R, int T> using q8_0_tile = legacy<q8_0_dec>::tile<R, T>;
+template <int R, int T> using mxfp4_tile = legacy<mxfp4_dec>::tile<R, T>;
 template <int R, int T> using q2_K_tile = kquant<q2_K_dec>::tile<R, T>;
 template <int R, int T> using q3_K_tile = kquant<q3_K_dec>::tile<R, T>;
 template <int R, int T> using q5_K_tile = kquant<q5_K_dec>::tile<R, T>;
@@ -1032,6 +1068,7 @@ void kernels_init_avx512(kernel_table & t) {
     set<q2_K_tile, 1, 8>(t, KAIL_TYPE_Q2_K, 1);
     set<q3_K_tile, 2, 8>(t, KAIL_TYPE_Q3_K, 1);
     set<q4_K_rows4_tile, 4, 8>(t, KAIL_TYPE_Q4_K, 4);
+    set<mxfp4_tile, 4, 6>(t, KAIL_TYPE_MXFP4, 1, prepare_split_q8_0_off12, prepared_size_split);
     set<q5_K_tile, 1, 8>(t, KAIL_TYPE_Q5_K, 1);
     set<q6_K_tile, 1, 8>(t, KAIL_TYPE_Q6_K, 1);
     set<iq4_xs_tile, 1, 8>(t, KAIL_TYPE_IQ4_XS, 1);

@@ -147,6 +147,7 @@ constexpr size_t PREP_SPLIT_GROUP = 256;
 size_t prepared_size_split(int64_t k);
 void prepare_split_q8_0_off8(int64_t k, const void * src, void * dst);    // for Q4_0
 void prepare_split_q8_0_off16(int64_t k, const void * src, void * dst);   // for Q5_0
+void prepare_split_q8_0_off12(int64_t k, const void * src, void * dst);   // for MXFP4 (levels + 12)
 void prepare_split_q8_0_off128(int64_t k, const void * src, void * dst);  // for Q8_0
 void prepare_split_q8_1(int64_t k, const void * src, void * dst);         // for Q4_1 / Q5_1
 // F16 / BF16 weights: activations (already rounded to fp16 / bf16) widened back to float.
