@@ -307,6 +307,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             InstanceAccessor("nVocab", &AddonModel::n_vocab, nullptr),
             InstanceAccessor("nThreads", &AddonModel::n_threads, nullptr),
             InstanceAccessor("kvBytesPerToken", &AddonModel::kv_per_token, nullptr),
+            InstanceAccessor("kvCapacityBytes", &AddonModel::kv_capacity, nullptr),
             InstanceAccessor("hiddenWidth", &AddonModel::hidden_width, nullptr),
             InstanceAccessor("inputWidth", &AddonModel::input_width, nullptr),
         });
@@ -389,8 +390,8 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
     Napi::Value seq_truncate(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value {
             if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
-            m(info.Env()).seq_truncate(static_cast<int>(arg_number(info, 0, "seq")), static_cast<int64_t>(arg_number(info, 1, "len")));
-            return info.Env().Undefined();
+            const int64_t kept = m(info.Env()).seq_truncate(static_cast<int>(arg_number(info, 0, "seq")), static_cast<int64_t>(arg_number(info, 1, "len")));
+            return Napi::Number::New(info.Env(), static_cast<double>(kept));
         });
     }
     Napi::Value seq_copy(const Napi::CallbackInfo & info) {
@@ -466,6 +467,9 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
     }
     Napi::Value kv_per_token(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value { return Napi::Number::New(info.Env(), static_cast<double>(m(info.Env()).kv_bytes_per_token())); });
+    }
+    Napi::Value kv_capacity(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value { return Napi::Number::New(info.Env(), static_cast<double>(m(info.Env()).kv_bytes_capacity())); });
     }
 };
 

@@ -303,7 +303,8 @@ export interface NativeModel {
   /** Floats per row the program's input op reads (batch.embd); 0 when it reads none. */
   readonly inputWidth: number;
   seqLen(seq: number): number;
-  seqTruncate(seq: number, len: number): void;
+  /** Keeps positions [0, len); returns how many it kept: len, or 0 when a sliding-window layer's ring no longer holds the window before len. */
+  seqTruncate(seq: number, len: number): number;
   seqCopy(src: number, dst: number): void;
   stats(): NativeModelStats;
   /** The residency plan the model was loaded with; null on the in-memory path. */
@@ -319,6 +320,8 @@ export interface NativeModel {
   readonly nVocab: number;
   readonly nThreads: number;
   readonly kvBytesPerToken: number;
+  /** The KV cache at the context for every sequence (sliding-window layers hold a ring of window + nBatch - 1 positions, twice). */
+  readonly kvCapacityBytes: number;
 }
 
 export interface AddonModel {

@@ -135,11 +135,15 @@ class model {
 
     int64_t n_vocab() const { return n_vocab_; }
     int64_t seq_len(int seq) const;
-    void    seq_truncate(int seq, int64_t len);  // keep positions [0, len)
+    // Keeps positions [0, len) and returns how many it kept: len, or 0 when a sliding-window layer's
+    // ring no longer holds the window before len (positions written since overwrote it).
+    int64_t seq_truncate(int seq, int64_t len);
     void    seq_clear(int seq) { seq_truncate(seq, 0); }
     void    seq_copy(int src, int dst);          // dst becomes a copy of src's cache
     uint64_t kv_bytes_used() const;
     uint64_t kv_bytes_per_token() const;
+    // The KV cache at n_ctx positions for every sequence (kv_bytes_per_sequence: rings for sliding windows).
+    uint64_t kv_bytes_capacity() const;
     model_stats stats() const;
     // The residency plan the model was loaded with (streaming); all zero for the in-memory path.
     residency_plan plan() const;

@@ -55,4 +55,13 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
 // "1.50 GiB", "768.0 KiB", "12 B": the unit the plan's messages use.
 std::string format_bytes(uint64_t bytes);
 
+// Sliding-window attention layers keep a ring instead of every position: per KV layer, R = window
+// + n_batch - 1 (the window, plus the rest of a batch written before its first token attends), or
+// 0 for a layer that keeps every position (no window, or n_ctx <= 2R). The ring is stored twice
+// (2R rows per head) so any `window` consecutive positions are contiguous. Throws
+// KAIL_E_BAD_MODEL when attention ops disagree on a layer's window.
+std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n_batch);
+// KV cache bytes of one sequence at n_ctx positions: n_ctx rows per layer, 2R for ring layers.
+uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint64_t elem_bytes);
+
 } // namespace kail

@@ -60,6 +60,11 @@ struct tensor_ref {
 struct kv_seq_layer {
     std::vector<uint8_t> k, v;
     int64_t              cap = 0;  // positions allocated per head (attention layers)
+    // Sliding-window layers with a ring (kv_ring_rows, R rows): until a position reaches R the
+    // rows are linear and grow as any layer's; from then on `mirrored`: 2R rows, position p at row
+    // p % R and again at p % R + R, so the window before any position is one contiguous block.
+    bool                 mirrored = false;
+    int64_t              hw = 0;   // 1 + the highest position written since the cache was cleared
 };
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
@@ -99,6 +104,7 @@ struct model::impl {
 
     // KV cache: [seq][layer]
     std::vector<std::vector<kv_seq_layer>> kv;
+    std::vector<int64_t>                   kv_ring;  // per KV layer: ring rows R (kv_ring_rows), 0 = every position
     std::vector<int64_t>                   seq_len;
     uint64_t                               kv_bytes = 0;
     size_t                                 kv_elem = 2;
@@ -436,6 +442,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     }
     n_vocab_ = m.prog.buffers[m.prog.logits].width;
     m.kv.assign(m.params.n_seq_max, std::vector<kv_seq_layer>(m.prog.n_kv_layers));
+    m.kv_ring = kv_ring_rows(m.prog, m.params.n_ctx, std::max<int64_t>(1, m.params.n_batch));
     m.seq_len.assign(m.params.n_seq_max, 0);
     m.bufs.resize(m.prog.buffers.size());
     m.stats.expert_counts.assign(static_cast<size_t>(m.prog.n_moe_layers) * m.prog.n_expert, 0);
@@ -456,19 +463,30 @@ int64_t model::seq_len(int seq) const {
     return impl_->seq_len[seq];
 }
 
-void model::seq_truncate(int seq, int64_t len) {
+int64_t model::seq_truncate(int seq, int64_t len) {
     impl & m = *impl_;
     if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
     if (len < 0) throw error(KAIL_E_INVALID_ARG, "length must be >= 0");
-    m.seq_len[seq] = std::min(m.seq_len[seq], len);
+    len = std::min(m.seq_len[seq], len);
+    // A ring keeps the positions [hw - R, hw): continuing at len needs the window before it,
+    // [len - window, len), which later positions may have overwritten. Then only a clear is exact.
+    for (int l = 0; l < m.prog.n_kv_layers && len > 0; l++) {
+        const kv_seq_layer & c = m.kv[seq][l];
+        const int64_t R = m.kv_ring[l], W = R ? R - (std::max<int64_t>(1, m.params.n_batch) - 1) : 0;
+        if (c.mirrored && std::max<int64_t>(0, len - W) + R < c.hw) len = 0;
+    }
+    m.seq_len[seq] = len;
     if (len == 0) {
         for (auto & l : m.kv[seq]) {
             m.kv_bytes -= l.k.capacity() + l.v.capacity();
             std::vector<uint8_t>().swap(l.k);
             std::vector<uint8_t>().swap(l.v);
             l.cap = 0;
+            l.mirrored = false;
+            l.hw = 0;
         }
     }
+    return len;
 }
 
 void model::seq_copy(int src, int dst) {
@@ -480,6 +498,8 @@ void model::seq_copy(int src, int dst) {
         m.kv[dst][l].k = m.kv[src][l].k;
         m.kv[dst][l].v = m.kv[src][l].v;
         m.kv[dst][l].cap = m.kv[src][l].cap;
+        m.kv[dst][l].mirrored = m.kv[src][l].mirrored;
+        m.kv[dst][l].hw = m.kv[src][l].hw;
         m.kv_bytes += m.kv[dst][l].k.capacity() + m.kv[dst][l].v.capacity();
     }
     m.seq_len[dst] = m.seq_len[src];
@@ -491,6 +511,11 @@ uint64_t model::kv_bytes_per_token() const {
     uint64_t b = 0;
     for (int l = 0; l < impl_->prog.n_kv_layers; l++) b += (impl_->prog.kv_k_width[l] + impl_->prog.kv_v_width[l]) * impl_->kv_elem;
     return b;
+}
+
+uint64_t model::kv_bytes_capacity() const {
+    return kv_bytes_per_sequence(impl_->prog, impl_->params.n_ctx, std::max<int64_t>(1, impl_->params.n_batch), impl_->kv_elem) *
+           static_cast<uint64_t>(impl_->params.n_seq_max);
 }
 
 model_stats model::stats() const {
@@ -696,14 +721,26 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     if (kw != n_head_kv * hd_k || vw != n_head_kv * hd_v) throw error(KAIL_E_INVALID_ARG, "program: attention kv widths do not match heads");
     const size_t es = m.kv_elem;
     const uint32_t kvt = m.params.kv_type;
+    const int64_t R = m.kv_ring[layer];
+    if (R) {
+        // A ring holds the window plus the rest of a batch: a sequence's positions in one batch
+        // must lie within n_batch of each other, or later ones would overwrite earlier ones' window.
+        for (int64_t t = 0; t < x.n_tok; t++)
+            for (int64_t u = t + 1; u < x.n_tok; u++)
+                if (x.b.seq[u] == x.b.seq[t] && std::abs(static_cast<int64_t>(x.b.pos[u]) - x.b.pos[t]) >= std::max<int64_t>(1, m.params.n_batch))
+                    throw error(KAIL_E_INVALID_ARG, "a batch holds positions of sequence " + std::to_string(x.b.seq[t]) + " more than n_batch (" + std::to_string(m.params.n_batch) + ") apart");
+    }
     // 1. store K and V rows of the batch, each head's part in its block.
     for (int64_t t = 0; t < x.n_tok; t++) {
         const int s = x.b.seq[t];
         const int64_t p = x.b.pos[t];
         kv_seq_layer & c = m.kv[s][layer];
-        if (p >= c.cap) {
+        // Linear rows up to the context (a ring layer: up to R), then a ring layer turns mirrored.
+        const bool to_ring = R && p >= R && !c.mirrored;
+        if ((!c.mirrored && p >= c.cap) || to_ring) {
             int64_t cap = std::max<int64_t>(p + 1, c.cap * 2);
-            cap = std::min<int64_t>(std::max<int64_t>(cap, 16), m.params.n_ctx);
+            cap = std::min<int64_t>(std::max<int64_t>(cap, 16), R ? R : m.params.n_ctx);
+            if (to_ring) cap = 2 * R;
             const uint64_t old = c.k.size() + c.v.size();
             const uint64_t bytes = static_cast<uint64_t>(cap) * static_cast<uint64_t>(kw + vw) * es;
             if (m.params.kv_max_bytes && m.kv_bytes - old + bytes > m.params.kv_max_bytes)
@@ -711,20 +748,30 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
             auto regrow = [&](std::vector<uint8_t> & buf, int64_t hd) {
                 std::vector<uint8_t> next(static_cast<size_t>(cap * n_head_kv * hd) * es);
                 const size_t keep = static_cast<size_t>(c.cap * hd) * es;
-                for (int64_t h = 0; h < n_head_kv && keep; h++)
+                for (int64_t h = 0; h < n_head_kv && keep; h++) {
                     std::memcpy(next.data() + static_cast<size_t>(h * cap * hd) * es, buf.data() + static_cast<size_t>(h) * keep, keep);
+                    // Turning mirrored: positions [0, c.cap) < R also belong at row p + R.
+                    if (to_ring) std::memcpy(next.data() + static_cast<size_t>((h * cap + R) * hd) * es, buf.data() + static_cast<size_t>(h) * keep, keep);
+                }
                 buf.swap(next);
             };
             regrow(c.k, hd_k);
             regrow(c.v, hd_v);
             c.cap = cap;
+            c.mirrored = c.mirrored || to_ring;
             m.kv_bytes = m.kv_bytes - old + bytes;
         }
+        c.hw = std::max<int64_t>(c.hw, p + 1);
         const float * krow = x.ptr(op.b) + t * x.width(op.b) + static_cast<int64_t>(op.param("b_off", 0));
         const float * vrow = x.ptr(op.c) + t * x.width(op.c) + static_cast<int64_t>(op.param("c_off", 0));
+        const int64_t row = c.mirrored ? p % R : p;
         for (int64_t h = 0; h < n_head_kv; h++) {
-            store_row(kvt, krow + h * hd_k, c.k.data() + static_cast<size_t>((h * c.cap + p) * hd_k) * es, hd_k);
-            store_row(kvt, vrow + h * hd_v, c.v.data() + static_cast<size_t>((h * c.cap + p) * hd_v) * es, hd_v);
+            store_row(kvt, krow + h * hd_k, c.k.data() + static_cast<size_t>((h * c.cap + row) * hd_k) * es, hd_k);
+            store_row(kvt, vrow + h * hd_v, c.v.data() + static_cast<size_t>((h * c.cap + row) * hd_v) * es, hd_v);
+            if (c.mirrored) {
+                store_row(kvt, krow + h * hd_k, c.k.data() + static_cast<size_t>((h * c.cap + row + R) * hd_k) * es, hd_k);
+                store_row(kvt, vrow + h * hd_v, c.v.data() + static_cast<size_t>((h * c.cap + row + R) * hd_v) * es, hd_v);
+            }
         }
     }
     // 2. attention per (token, kv head): the `group` query heads that share a kv head are one
@@ -754,14 +801,15 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
             const int64_t lo = window > 0 ? std::max<int64_t>(0, p + 1 - window) : 0;
             const int64_t np = p + 1 - lo;
             const kv_seq_layer & c = m.kv[s][layer];
+            const int64_t first = c.mirrored ? lo % R : lo;  // row of position lo
             const float * q = xp->ptr(op.a) + t * qw + q_off + hk * group * hd_k;
             scores.resize(static_cast<size_t>(group * np));
-            matmul(kvt, c.k.data() + static_cast<size_t>((hk * c.cap + lo) * hd_k) * es, static_cast<size_t>(hd_k) * es, np, hd_k,
+            matmul(kvt, c.k.data() + static_cast<size_t>((hk * c.cap + first) * hd_k) * es, static_cast<size_t>(hd_k) * es, np, hd_k,
                    q, static_cast<size_t>(hd_k) * sizeof(float), group, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
             for (int64_t g = 0; g < group; g++)
                 attention_softmax(scores.data() + g * np, np, scale, kvt, half, sink ? sink[hk * group + g] : -std::numeric_limits<float>::infinity());
             float * o = xp->ptr(op.out) + t * ow + out_off + hk * group * hd_v;
-            attention_weighted_rows(kvt, c.v.data() + static_cast<size_t>((hk * c.cap + lo) * hd_v) * es, static_cast<size_t>(hd_v) * es, np, hd_v,
+            attention_weighted_rows(kvt, c.v.data() + static_cast<size_t>((hk * c.cap + first) * hd_v) * es, static_cast<size_t>(hd_v) * es, np, hd_v,
                                     scores.data(), static_cast<size_t>(np), group, o, static_cast<size_t>(hd_v));
         }
     }, 1);

@@ -40,6 +40,36 @@ std::string format_bytes(uint64_t b) {
     return buf;
 }
 
+std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n_batch) {
+    std::vector<int64_t> window(static_cast<size_t>(prog.n_kv_layers), -1);
+    for (const op_desc & op : prog.ops) {
+        if (op.type != OP_ATTENTION) continue;
+        const double l = op.param("layer", -1), w = op.param("window", 0);
+        if (!(l >= 0 && l < prog.n_kv_layers) || !(w >= 0 && w < double(int64_t(1) << 40))) continue;  // check_op_ranges names these
+        int64_t & have = window[static_cast<size_t>(l)];
+        if (have >= 0 && have != static_cast<int64_t>(w))
+            throw error(KAIL_E_BAD_MODEL, "program: attention ops give kv layer " + std::to_string(static_cast<int64_t>(l)) + " two sliding windows");
+        have = static_cast<int64_t>(w);
+    }
+    std::vector<int64_t> ring(window.size(), 0);
+    for (size_t l = 0; l < window.size(); l++) {
+        if (window[l] <= 0) continue;
+        const int64_t r = window[l] + std::max<int64_t>(1, n_batch) - 1;
+        if (2 * r < n_ctx) ring[l] = r;
+    }
+    return ring;
+}
+
+uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint64_t elem_bytes) {
+    const std::vector<int64_t> ring = kv_ring_rows(prog, n_ctx, n_batch);
+    uint64_t b = 0;
+    for (size_t l = 0; l < prog.kv_k_width.size() && l < prog.kv_v_width.size(); l++) {
+        const uint64_t rows = static_cast<uint64_t>(l < ring.size() && ring[l] ? 2 * ring[l] : std::max<int64_t>(0, n_ctx));
+        b += static_cast<uint64_t>(prog.kv_k_width[l] + prog.kv_v_width[l]) * elem_bytes * rows;
+    }
+    return b;
+}
+
 std::vector<expert_layer_source> residency_expert_sources(const gguf_file & file, const program & prog) {
     std::vector<expert_layer_source> out;
     for (const op_desc & op : prog.ops) {
@@ -85,12 +115,9 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
     }
     for (const std::string & name : experts) p.expert_bytes += file.find_tensor(name) ? file.find_tensor(name)->nbytes : 0;
 
-    // KV cache at full context for every sequence.
+    // KV cache at full context for every sequence (sliding-window layers: their ring).
     const uint64_t kv_elem = params.kv_type == KAIL_TYPE_F32 ? 4 : 2;
-    uint64_t kv_per_token = 0;
-    for (size_t l = 0; l < prog.kv_k_width.size() && l < prog.kv_v_width.size(); l++)
-        kv_per_token += static_cast<uint64_t>(prog.kv_k_width[l] + prog.kv_v_width[l]) * kv_elem;
-    p.kv_bytes = kv_per_token * static_cast<uint64_t>(std::max<int64_t>(0, params.n_ctx)) * static_cast<uint64_t>(std::max(0, params.n_seq_max));
+    p.kv_bytes = kv_bytes_per_sequence(prog, std::max<int64_t>(0, params.n_ctx), p.n_batch, kv_elem) * static_cast<uint64_t>(std::max(0, params.n_seq_max));
 
     // Scratch for a batch: the program's buffers (output rows: one per sequence, the decode case),
     // the MoE op's temporaries, matmul's quantized activations, and the logits handed to the caller.

@@ -269,6 +269,26 @@ export interface KvCacheReport {
   mla?: ReturnType<typeof mlaKvBytesPerToken> & { kvLora: number; qkRope: number; nHead: number };
 }
 
+/**
+ * KV cache bytes of one sequence at nCtx positions, as the runtime allocates them at most
+ * (kv_bytes_per_sequence in core-native): nCtx rows per layer, except that a sliding-window layer
+ * (an attention op with `window` W) keeps a ring of R = W + nBatch - 1 positions, stored twice,
+ * when 2R < nCtx.
+ */
+export function kvCacheBytes(program: ModelProgram, nCtx: number, nBatch: number, elemBytes: number): number {
+  const window: number[] = program.kvKWidth.map(() => 0);
+  for (const op of program.ops) {
+    const w = op.params?.window;
+    if (op.op === 'attention' && typeof w === 'number' && w > 0) window[Number(op.params!.layer)] = w;
+  }
+  let bytes = 0;
+  program.kvKWidth.forEach((kw, l) => {
+    const r = window[l] > 0 ? window[l] + Math.max(1, nBatch) - 1 : 0;
+    bytes += (kw + program.kvVWidth[l]) * elemBytes * (r > 0 && 2 * r < nCtx ? 2 * r : nCtx);
+  });
+  return bytes;
+}
+
 /** The KV cache an open file needs per token (`kail inspect`), from its metadata alone. */
 export function kvCacheReport(file: NativeGgufFile, kvType: 'f16' | 'f32' = 'f16'): KvCacheReport {
   try {
@@ -348,7 +368,7 @@ export class EngineModel {
       // what the machine has available (the weights are mapped, not allocated).
       const kvElem = opts.kvType === 'f32' ? 4 : 2;
       const kvPerToken = program.kvKWidth.reduce((a, b) => a + b, 0) * kvElem + program.kvVWidth.reduce((a, b) => a + b, 0) * kvElem;
-      const kvBytes = kvPerToken * nCtx * nSeqMax;
+      const kvBytes = kvCacheBytes(program, nCtx, nBatch, kvElem) * nSeqMax;
       let plan: ResidencyPlan | null = null;
       if (params.ramBytes) {
         // The budget is the user's: refuse before reading any weight when its resident part does not fit.
@@ -493,6 +513,8 @@ export class EngineModel {
       const hw = this.runtime.hiddenWidth;
       const hidden = withHidden ? new Float32Array(tokens.length * hw) : null;
       let written = 0;
+      // No more than the model's batch per pass: sliding-window rings hold the window plus one batch.
+      nBatch = Math.max(1, Math.min(nBatch, this.nBatch));
       for (let i = 0; i < tokens.length; i += nBatch) {
         const n = Math.min(nBatch, tokens.length - i);
         const batch = {
@@ -552,9 +574,24 @@ export class EngineModel {
     return this.runtime.seqLen(seq);
   }
 
-  /** Drops a sequence's cache from position len on (len 0 clears it). */
-  truncate(seq: number, len: number): void {
-    this.runtime.seqTruncate(seq, len);
+  /**
+   * Drops a sequence's cache from position len on (len 0 clears it) and returns the positions
+   * kept: len, or 0 when a sliding-window layer's ring no longer holds the window before len
+   * (positions written since overwrote it; then only recomputing from the start is exact).
+   */
+  truncate(seq: number, len: number): number {
+    return this.runtime.seqTruncate(seq, len);
+  }
+
+  /**
+   * Takes back the last positions written (a speculative pass's rejected drafts): exact whenever
+   * fewer than nBatch positions are taken back, which a verification pass guarantees.
+   */
+  rollback(seq: number, len: number): void {
+    const want = Math.min(len, this.runtime.seqLen(seq));
+    const kept = this.runtime.seqTruncate(seq, len);
+    if (kept !== want)
+      throw new EngineError('KAIL_E_INTERNAL', `sequence ${seq}: rolling back to ${len} positions lost the sliding window's cache (kept ${kept})`);
   }
 
   /** Saves the usage history (errors are kept in usageHistoryNote, never thrown) and frees the model. */

@@ -116,7 +116,7 @@ interface Active {
 const PROMPT_LOGPROB_CHUNK = 64;
 
 export interface BatchEngineOptions {
-  /** Most tokens in one forward pass (prompt chunks plus one per decoding sequence). Default 512. */
+  /** Most tokens in one forward pass (prompt chunks plus one per decoding sequence). Default 512; at most the model's nBatch. */
   maxBatchTokens?: number;
   /**
    * While sequences are decoding, a pass carries no more prompt tokens than take about this long
@@ -196,7 +196,8 @@ export class BatchEngine {
     readonly model: EngineModel,
     opts: BatchEngineOptions = {},
   ) {
-    this.maxBatchTokens = Math.max(1, opts.maxBatchTokens ?? 512);
+    // Never more than the model's batch: its scratch is planned for it, and sliding-window rings hold one batch.
+    this.maxBatchTokens = Math.max(1, Math.min(opts.maxBatchTokens ?? 512, model.nBatch));
     this.maxDecodeStallMs = Math.max(0, opts.maxDecodeStallMs ?? 500);
     this.spec = opts.speculative ?? null;
     if (this.spec) {
@@ -372,9 +373,10 @@ export class BatchEngine {
       a.tQueue = performance.now();
       // The last prompt token is always computed: its logits choose the first new token.
       a.reused = a.req.promptLogprobs || a.req.embed ? 0 : Math.max(0, Math.min(bestShared, a.req.prompt.length - 1));
+      // A sliding-window cache may keep less than the shared prefix (then nothing).
+      a.reused = this.model.truncate(a.slot, a.reused);
       a.prefilled = a.reused;
       this.promptTokensReused += a.reused;
-      this.model.truncate(a.slot, a.reused);
       if (this.spec && !a.constraint) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
       this.running.set(a.slot, a);
     }
@@ -526,7 +528,7 @@ export class BatchEngine {
         const h = a.history.length;
         const res = a.spec.verify(a.history, draft, rowsOf);
         // Keep [0, h + accepted): the accepted drafts stay cached, the new pending token is not.
-        this.model.truncate(a.slot, h + res.accepted);
+        this.model.rollback(a.slot, h + res.accepted);
         if (hidden && mtp) a.spec.recordHidden(h - 1, hidden, res.accepted + 1, row);
         // The pass is shared: each decoding sequence is charged an equal part of its time.
         this.spec!.record({ n, ms: passMs / decoding, drafted: draft.tokens.length, accepted: res.accepted, committed: res.tokens.length, draftMs: draftMs / decoding });

@@ -622,7 +622,7 @@ function modelTelemetry(id: string, m: Loaded): pb.ModelTelemetry {
     ioStallSeconds: stall,
     tiers: [ram],
     kvUsedBytes: ns.kvBytes,
-    kvCapacityBytes: m.model.runtime.kvBytesPerToken * m.model.nCtx * m.model.nSeqMax,
+    kvCapacityBytes: m.model.runtime.kvCapacityBytes,
     experts,
     speculative: x
       ? { enabled: true, mode: x.mode, draftedTokens: x.draftedTokens, acceptedTokens: x.acceptedTokens, targetPasses: x.targetPasses, tokensPerPass: x.tokensPerPass, currentK: x.currentK, timeSavedSeconds: x.timeSavedSeconds }
@@ -677,7 +677,7 @@ function summaryInfo(id: string, file: string, s: ModelSummary): Partial<common.
  */
 function residencyOf(model: EngineModel): common.ModelTierBytes {
   const s = model.summary;
-  const kvBytes = model.runtime.kvBytesPerToken * model.nCtx * model.nSeqMax;
+  const kvBytes = model.runtime.kvCapacityBytes;
   const p = model.plan;
   if (p) return { residentBytes: p.residentBytes, expertBytes: p.expertBytes, kvBytes, ramExpertCacheBytes: p.cacheBytes, vramExpertCacheBytes: 0 };
   return { residentBytes: s.residentBytes, expertBytes: s.expertBytes, kvBytes, ramExpertCacheBytes: s.expertBytes, vramExpertCacheBytes: 0 };

@@ -377,8 +377,7 @@ export class SpeculativeSequence {
     const mtp = this.decoder.mtp!;
     const w = mtp.runtime.inputWidth;
     const h = history.length;
-    const start = Math.min(this.mtpLen, mtp.runtime.seqLen(this.draftSeq));
-    mtp.truncate(this.draftSeq, start);
+    const start = mtp.truncate(this.draftSeq, Math.min(this.mtpLen, mtp.runtime.seqLen(this.draftSeq)));
     const embd = new Float32Array((h - start) * w);
     for (let p = start; p < h; p++) {
       if (p === 0) continue;
@@ -396,7 +395,7 @@ export class SpeculativeSequence {
 
   /** @internal After drafting: the MTP cache keeps only positions built from the target's hidden states. */
   mtpRollback(): void {
-    this.decoder.mtp!.truncate(this.draftSeq, this.mtpLen);
+    this.decoder.mtp!.rollback(this.draftSeq, this.mtpLen);
   }
 
   /** The sampler params in use (seed filled in). */
@@ -451,7 +450,7 @@ export class SpeculativeSequence {
     const cache = this.draftCache();
     let c = 0;
     while (c < cache.length && c < history.length - 1 && cache[c] === history[c]) c++;
-    this.decoder.draft!.truncate(this.draftSeq, c);
+    c = this.decoder.draft!.truncate(this.draftSeq, c);
     cache.length = c;
     const feed = history.slice(c);
     cache.push(...feed);
@@ -560,7 +559,7 @@ export class SpeculativeSequence {
     else logits = await target.evaluate(this.seq, feed, 'all');
     const ms = performance.now() - tv;
     const res = this.verify(history, draft, logits);
-    target.truncate(this.seq, h + res.accepted);
+    target.rollback(this.seq, h + res.accepted);
     // The pending token's row and the accepted drafts' rows are the target's hidden states at h-1..h-1+accepted.
     if (hidden) this.recordHidden(h - 1, hidden, res.accepted + 1);
     this.decoder.record({ n: draft.tokens.length + 1, ms, drafted: draft.tokens.length, accepted: res.accepted, committed: res.tokens.length, draftMs: tv - td });
