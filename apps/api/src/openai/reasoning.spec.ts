@@ -108,9 +108,37 @@ describe('chat completions: reasoning_content', () => {
     expect(r.choices[0].message.tool_calls?.map((t) => (t as OpenAI.Chat.ChatCompletionMessageFunctionToolCall).function.name)).toEqual(['get_weather']);
   });
 
-  it('refuses a bad reasoning_format or chat_template_kwargs with a 400', async () => {
+  it('refuses a bad reasoning_format, reasoning_effort or chat_template_kwargs with a 400', async () => {
     await serve('x');
     await expect(ask({ reasoning_format: 'loud' })).rejects.toMatchObject({ status: 400 });
+    await expect(ask({ reasoning_effort: 'extreme' })).rejects.toMatchObject({ status: 400 });
     await expect(ask({ chat_template_kwargs: [1] })).rejects.toMatchObject({ status: 400 });
+  });
+
+  it('splits a gpt-oss (harmony) answer by channel and takes its call, streamed or not', async () => {
+    await serve('<|channel|>analysis<|message|>User wants Oslo weather.<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Oslo"}');
+    const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+    const r = await ask({ tools });
+    expect(r.choices[0].finish_reason).toBe('tool_calls');
+    expect(r.choices[0].message.content).toBeNull();
+    expect((r.choices[0].message as { reasoning_content?: string }).reasoning_content).toBe('User wants Oslo weather.');
+    expect(r.choices[0].message.tool_calls?.map((t) => (t as OpenAI.Chat.ChatCompletionMessageFunctionToolCall).function)).toEqual([{ name: 'get_weather', arguments: '{"city":"Oslo"}' }]);
+    await app.close();
+    await serve('<|channel|>analysis<|message|>Greeting.<|start|>assistant<|channel|>final<|message|>Hello!');
+    expect((await ask()).choices[0].message).toMatchObject({ content: 'Hello!', reasoning_content: 'Greeting.' });
+    expect(await askStream()).toEqual({ reasoning: 'Greeting.', content: 'Hello!' });
+  });
+
+  it('gives reasoning_effort to the chat template, unless chat_template_kwargs sets it', async () => {
+    const seen: { generate: { chatTemplateKwargsJson: string } }[] = [];
+    app = Fastify();
+    const base = fakeScheduler('ok');
+    const scheduler = { submit: (req: { generate: { chatTemplateKwargsJson: string } }, ...rest: unknown[]) => (seen.push(req), (base.submit as (...a: unknown[]) => unknown)(req, ...rest)) };
+    registerOpenAiRoutes(app, { scheduler: () => scheduler as unknown as ReturnType<typeof fakeScheduler>, tenantOf: () => 't' });
+    client = new OpenAI({ baseURL: `${await app.listen({ port: 0, host: '127.0.0.1' })}/v1`, apiKey: 'x', maxRetries: 0 });
+    await ask({ reasoning_effort: 'high' });
+    await ask({ reasoning_effort: 'high', chat_template_kwargs: { reasoning_effort: 'low', x: 1 } });
+    await ask();
+    expect(seen.map((r) => r.generate.chatTemplateKwargsJson)).toEqual(['{"reasoning_effort":"high"}', '{"reasoning_effort":"low","x":1}', '']);
   });
 });

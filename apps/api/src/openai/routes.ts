@@ -165,7 +165,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       toolChoice: typeof choice === 'object' && choice ? pb.ToolChoice.TOOL_CHOICE_FUNCTION : choice === 'required' ? pb.ToolChoice.TOOL_CHOICE_REQUIRED : pb.ToolChoice.TOOL_CHOICE_AUTO,
       toolChoiceFunction: typeof choice === 'object' && choice ? choice.function.name : '',
       singleToolCall: b.parallel_tool_calls === false,
-      chatTemplateKwargsJson: b.chat_template_kwargs ? JSON.stringify(b.chat_template_kwargs) : '',
+      chatTemplateKwargsJson: templateKwargs(b.chat_template_kwargs, b.reasoning_effort),
     });
     return run(req, reply, deps, [gen], c, 'chat');
   });
@@ -320,6 +320,12 @@ interface Choice {
   lpCount: number;
   /** Length of the echoed prompt at the start of text. */
   echoLen: number;
+}
+
+/** The chat template's extra variables: the request's chat_template_kwargs, with reasoning_effort unless they set it. */
+function templateKwargs(kwargs: Record<string, unknown> | null | undefined, effort: string | null | undefined): string {
+  const all = { ...(effort ? { reasoning_effort: effort } : {}), ...(kwargs ?? {}) };
+  return Object.keys(all).length ? JSON.stringify(all) : '';
 }
 
 /** A text completion's extras: sequences per prompt (best_of), echo of each prompt. */

@@ -130,6 +130,11 @@ export const ChatCompletionRequest = z.object({
    * message.reasoning_content; 'none', left in the content (llama-server's reasoning_format).
    */
   reasoning_format: z.enum(['none', 'auto', 'deepseek']).optional().nullable(),
+  /**
+   * OpenAI's reasoning effort, given to the chat template as `reasoning_effort` (gpt-oss's template
+   * writes it into its system message, "Reasoning: high"), unless chat_template_kwargs sets it.
+   */
+  reasoning_effort: z.enum(['minimal', 'low', 'medium', 'high']).optional().nullable(),
   top_p: sampling.top_p,
   user: sampling.user,
   top_k: sampling.top_k,
