@@ -257,6 +257,23 @@ struct mxfp4_dec {
     static KAIL_INLINE __m512 dot(const wsplit & w, const uint8_t * ap, __m512 acc) { return split_dec<0>::dot(w, ap, acc); }
 };
 
+// IQ4_NL: Q4_0's block layout (fp16 d, 16 bytes of 4-bit indices), so Q4_0's gather, with the
+// indices looking up the levels + 128 (1..241, unsigned for VPDPBUSD) against activations prepared
+// with -128 x their sums (as Q8_0's).
+struct iq4_nl_dec {
+    static constexpr int GB = 4, BB = 18;
+    template <bool TAIL>
+    static KAIL_INLINE wsplit load(const uint8_t * p, int rem) {
+        wsplit w = split_dec<0>::load<TAIL>(p, rem);
+        alignas(16) static constexpr uint8_t kShifted[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+        const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i *>(kShifted)));
+        w.lo = _mm512_shuffle_epi8(table, w.lo);
+        w.hi = _mm512_shuffle_epi8(table, w.hi);
+        return w;
+    }
+    static KAIL_INLINE __m512 dot(const wsplit & w, const uint8_t * ap, __m512 acc) { return split_dec<0>::dot(w, ap, acc); }
+};
+
 template <class D>
 struct legacy {
     static constexpr size_t PREP = PREP_SPLIT_GROUP;
@@ -1032,6 +1049,7 @@ template <int R, int T> using q5_0_tile = legacy<split_dec<2>>::tile<R, T>;
 template <int R, int T> using q5_1_tile = legacy<split_dec<3>>::tile<R, T>;
 template <int R, int T> using q8_0_tile = legacy<q8_0_dec>::tile<R, T>;
 template <int R, int T> using mxfp4_tile = legacy<mxfp4_dec>::tile<R, T>;
+template <int R, int T> using iq4_nl_tile = legacy<iq4_nl_dec>::tile<R, T>;
 template <int R, int T> using q2_K_tile = kquant<q2_K_dec>::tile<R, T>;
 template <int R, int T> using q3_K_tile = kquant<q3_K_dec>::tile<R, T>;
 template <int R, int T> using q5_K_tile = kquant<q5_K_dec>::tile<R, T>;
@@ -1069,6 +1087,7 @@ void kernels_init_avx512(kernel_table & t) {
     set<q3_K_tile, 2, 8>(t, KAIL_TYPE_Q3_K, 1);
     set<q4_K_rows4_tile, 4, 8>(t, KAIL_TYPE_Q4_K, 4);
     set<mxfp4_tile, 4, 6>(t, KAIL_TYPE_MXFP4, 1, prepare_split_q8_0_off12, prepared_size_split);
+    set<iq4_nl_tile, 4, 6>(t, KAIL_TYPE_IQ4_NL, 1, prepare_split_q8_0_off128, prepared_size_split);
     set<q5_K_tile, 1, 8>(t, KAIL_TYPE_Q5_K, 1);
     set<q6_K_tile, 1, 8>(t, KAIL_TYPE_Q6_K, 1);
     set<iq4_xs_tile, 1, 8>(t, KAIL_TYPE_IQ4_XS, 1);
