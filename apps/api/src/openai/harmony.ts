@@ -17,8 +17,11 @@
  */
 import type { Split } from './reasoning';
 
-/** A harmony answer starts with this (after whitespace). */
-export const HARMONY_START = '<|channel|>';
+/**
+ * A harmony answer starts with one of these (after whitespace): a channel, or a recipient in the
+ * role part of the header (as a forced call may be written, ` to=functions.f<|channel|>…`).
+ */
+export const HARMONY_STARTS = ['<|channel|>', 'to=functions.'];
 const MESSAGE = '<|message|>';
 /** What ends a message body. */
 const ENDS = ['<|end|>', '<|start|>', '<|call|>', '<|return|>'];

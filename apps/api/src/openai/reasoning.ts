@@ -9,10 +9,10 @@
  *   engine says so with `reasoning_open`), the answer starts as reasoning.
  * - An answer cut off inside the block is all reasoning.
  * - Whitespace around the reasoning, and between `</think>` and the answer, is dropped.
- * - An answer that starts with a harmony header (`<|channel|>`: gpt-oss) is split by its channels
+ * - An answer that starts with a harmony header (`<|channel|>` or `to=functions.`: gpt-oss) is split by its channels
  *   instead (harmony.ts), tool calls included.
  */
-import { HARMONY_START, HarmonySplitter } from './harmony';
+import { HARMONY_STARTS, HarmonySplitter } from './harmony';
 
 const OPEN = '<think>';
 const CLOSE = '</think>';
@@ -59,13 +59,13 @@ export class ReasoningSplitter {
           s = rest.slice(OPEN.length);
           continue;
         }
-        if (rest.startsWith(HARMONY_START)) {
+        if (HARMONY_STARTS.some((h) => rest.startsWith(h))) {
           this.state = 'harmony';
           this.harmony = new HarmonySplitter();
           s = rest;
           continue;
         }
-        if (OPEN.startsWith(rest) || HARMONY_START.startsWith(rest)) {
+        if (OPEN.startsWith(rest) || HARMONY_STARTS.some((h) => h.startsWith(rest))) {
           // Whitespace, or the beginning of the marker: wait for more.
           this.held = s;
           return out;

@@ -424,6 +424,14 @@ const MISTRAL_TEMPLATE = [
   "{%- elif m.role == 'tool' %}[TOOL_RESULTS]{{ m.content }}[/TOOL_RESULTS]{%- else %}{{ m.content }}</s>{%- endif %}{%- endfor %}",
 ].join('');
 
+// gpt-oss's way (harmony: a message to functions.NAME, the recipient in the role part of the header).
+const HARMONY_TEMPLATE = [
+  '{%- if tools %}<|start|>developer<|message|># Tools{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}<|end|>{%- endif %}',
+  "{%- for m in messages %}{%- if m.role == 'assistant' and m.tool_calls %}<|start|>assistant to=functions.{{ m.tool_calls[0].function.name }}<|channel|>commentary json<|message|>{{ m.tool_calls[0].function.arguments | tojson }}<|call|>",
+  "{%- elif m.role == 'tool' %}<|start|>functions.f to=assistant<|channel|>commentary<|message|>{{ m.content }}<|end|>",
+  "{%- else %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{%- endif %}{%- endfor %}{%- if add_generation_prompt %}<|start|>assistant{%- endif %}",
+].join('');
+
 describe('chat completions with tools: the prompt (real engine)', () => {
   const dir = tempDir();
   let engine: RunningEngineServer;
@@ -445,6 +453,9 @@ describe('chat completions with tools: the prompt (real engine)', () => {
     const mistralFile = path.join(dir, 'mistral.jinja');
     fs.writeFileSync(mistralFile, MISTRAL_TEMPLATE);
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', mistralFile]), id: 'mistral', contextLength: 1024, threads: 2 }));
+    const harmonyFile = path.join(dir, 'harmony.jinja');
+    fs.writeFileSync(harmonyFile, HARMONY_TEMPLATE);
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', harmonyFile]), id: 'harmony', contextLength: 1024, threads: 2 }));
     const glmFile = path.join(dir, 'glm.jinja');
     fs.writeFileSync(glmFile, GLM_TEMPLATE);
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', glmFile]), id: 'glm', contextLength: 1024, threads: 2 }));
@@ -512,6 +523,8 @@ describe('chat completions with tools: the prompt (real engine)', () => {
     // GLM's format: the city comes back as the raw text of an enum member, the flag as JSON.
     // (one call: a random model's lists of calls can run past max_tokens)
     for (const seed of [1, 2]) check(await client.chat.completions.create({ ...base, model: 'glm', seed, tool_choice: 'required', parallel_tool_calls: false }), ['get_weather', 'get_time']);
+    // gpt-oss's harmony message to functions.NAME (the reasoning splitter takes it as a call).
+    for (const seed of [1, 2]) check(await client.chat.completions.create({ ...base, model: 'harmony', seed, tool_choice: 'required' }), ['get_weather', 'get_time']);
     // Qwen3-Coder's XML-style parameters.
     for (const seed of [1, 2]) check(await client.chat.completions.create({ ...base, model: 'coder', seed, tool_choice: 'required', parallel_tool_calls: false }), ['get_weather', 'get_time']);
     // Mistral's: the calls carry the 9-character ids the model wrote (one call: a random model's

@@ -124,6 +124,12 @@ describe('forced tool calls', () => {
     expect(prefix(withIds, '[TOOL_CALLS]get[CALL_ID]abcdefghi[ARGS]{"q": 1}[TOOL_CALLS]')).toBe(false);
     const r1 = forcedToolCallPattern({ format: 'deepseek-r1' }, tools, { parallel: false });
     expect(complete(r1, '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{"zone": "UTC"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>')).toBe(true);
+    // gpt-oss (harmony): one call, the recipient in the channel part or in the role part.
+    const harmony = forcedToolCallPattern({ format: 'harmony' }, tools, { parallel: true });
+    expect(complete(harmony, '<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"zone": "UTC"}')).toBe(true);
+    expect(complete(harmony, ' to=functions.get<|channel|>commentary json<|message|>{}')).toBe(true);
+    expect(prefix(harmony, '<|channel|>analysis')).toBe(false);
+    expect(prefix(harmony, '<|channel|>commentary to=functions.get <|constrain|>json<|message|>{}<|start|>')).toBe(false);
   });
 
   it("writes GLM's key/value pairs: raw text for a string parameter, JSON for the others", () => {

@@ -29,15 +29,22 @@ import { compareBytes, compileJsonSchema, compileJsonValueSchema, enc, type Json
  *   between templates (none in GLM-4.7-Flash's) and is read from a call the template renders
  *   (`toolCallSyntax`)
  *
+ * - `harmony` (gpt-oss): one message to the function, its recipient in the channel part,
+ *   `<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}`, or in the role part as
+ *   the template writes earlier calls, ` to=functions.f<|channel|>commentary json<|message|>{...}`
+ *   (the generation prompt ends with `<|start|>assistant`); then the output ends (gpt-oss ends a
+ *   call with `<|call|>` and waits for its result)
+ *
  * Others (`<tool_calls>` lists, MiniMax's `<invoke>`, a template without tools) are refused with an error naming the reason: `auto` still works there.
  */
-export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'kimi' | 'mistral' | 'glm' | 'xml';
+export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'kimi' | 'mistral' | 'glm' | 'xml' | 'harmony';
 
 /** The format a chat template writes tool calls in, or a reason forced calls cannot be written. */
 export function toolCallFormat(template: string): ToolCallFormat | { unsupported: string } {
   if (template.includes('<｜tool▁call▁begin｜>')) return template.includes('```json') ? 'deepseek-r1' : 'deepseek-v3.1';
   if (template.includes('<|tool_call_begin|>')) return 'kimi';
   if (template.includes('<arg_key>')) return 'glm';
+  if (template.includes('<|channel|>') && template.includes('to=')) return 'harmony';
   if (template.includes('<tool_calls>')) return { unsupported: 'a <tool_calls> JSON list' };
   if (template.includes('<function=') && template.includes('<parameter=')) return 'xml';
   if (template.includes('<tool_call>')) {
@@ -598,6 +605,16 @@ export function forcedToolCallPattern(syntax: ToolCallSyntax, tools: readonly To
     }
     case 'mistral':
       mistralCalls(b, defs, syntax.layout, choice.parallel);
+      break;
+    case 'harmony':
+      // One call (the model waits for its result), with the recipient in either part of the header.
+      b.calls(
+        defs.flatMap((d) => [
+          { text: `<|channel|>commentary to=functions.${d.name} <|constrain|>json<|message|>`, grammar: d.grammar },
+          { text: ` to=functions.${d.name}<|channel|>commentary json<|message|>`, grammar: d.grammar },
+        ]),
+      );
+      b.steps.push({ op: 'end', more: -1 });
       break;
     case 'glm':
       pairCalls(b, chosen, glmPairs(syntax.layout), choice.parallel);

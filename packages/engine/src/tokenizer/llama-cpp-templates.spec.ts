@@ -49,6 +49,7 @@ const OPENERS: Record<string, string[]> = {
   mistral: ['[TOOL_CALLS]'],
   'deepseek-v3.1': ['<｜tool▁calls▁begin｜>'],
   'deepseek-r1': ['<｜tool▁calls▁begin｜>'],
+  harmony: [' to=functions.'],
 };
 
 describe("llama.cpp's bundled chat templates", () => {
