@@ -1,6 +1,40 @@
 import type { ModelProgram, ProgramOp } from '@kailstream/core-native';
 
 import { EngineError } from '../errors';
+import type { HParams } from './hparams';
+
+/** RoPE op parameters from the file's hyperparameters (ggml's rope_ext: base, scale, YaRN). */
+export function ropeParams(hp: HParams, neox: boolean, overrides: { n_dims?: number; attn_factor?: number } = {}): Record<string, number | boolean> {
+  return {
+    n_dims: overrides.n_dims ?? hp.ropeDims,
+    neox,
+    freq_base: hp.ropeFreqBase,
+    freq_scale: hp.ropeFreqScale,
+    ext_factor: hp.ropeYarn.extFactor,
+    attn_factor: overrides.attn_factor ?? hp.ropeYarn.attnFactor,
+    beta_fast: hp.ropeYarn.betaFast,
+    beta_slow: hp.ropeYarn.betaSlow,
+    n_ctx_orig: hp.ropeYarn.nCtxOrig,
+  };
+}
+
+/** A matmul's weights: the matrix, and its bias when the file has one. */
+export function withBias(w: string, b: string | undefined): Record<string, string> {
+  return b ? { weight: w, bias: b } : { weight: w };
+}
+
+/**
+ * The start of a decoder trunk: a builder with the residual stream `x`, the normed input `h` and
+ * `attn_out` (all n_embd wide), and the token embedding into `x`.
+ */
+export function trunkStart(hp: HParams, embedding: string): { p: ProgramBuilder; x: number; h: number; attnOut: number } {
+  const p = new ProgramBuilder();
+  const x = p.buf('x', hp.nEmbd);
+  const h = p.buf('h', hp.nEmbd);
+  const attnOut = p.buf('attn_out', hp.nEmbd);
+  p.op('embed', x, { weights: { weight: embedding } });
+  return { p, x, h, attnOut };
+}
 
 /** Composes a model program: named float buffers and the ops that run over them, in order. */
 export class ProgramBuilder {

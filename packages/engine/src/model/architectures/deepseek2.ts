@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_EXPERTS, MAX_LAYERS, type HParams } from '../hparams';
-import { ProgramBuilder } from '../program-builder';
+import { ProgramBuilder, ropeParams } from '../program-builder';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
@@ -230,17 +230,7 @@ function mlaContext(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deep
     routing: readMoeRouting(hp, isGlm47Lite(hp) ? GATING_SIGMOID : GATING_SOFTMAX),
     nDense: hp.meta.int('leading_dense_block_count', 0, 0, MAX_LAYERS),
     kqScale,
-    rope: {
-      n_dims: dims.qkRope,
-      neox: false,
-      freq_base: hp.ropeFreqBase,
-      freq_scale: hp.ropeFreqScale,
-      ext_factor: hp.ropeYarn.extFactor,
-      attn_factor: ropeAttnFactor,
-      beta_fast: hp.ropeYarn.betaFast,
-      beta_slow: hp.ropeYarn.betaSlow,
-      n_ctx_orig: hp.ropeYarn.nCtxOrig,
-    },
+    rope: ropeParams(hp, false, { n_dims: dims.qkRope, attn_factor: ropeAttnFactor }),
     naive: opt.naiveMla ?? false,
   };
 }

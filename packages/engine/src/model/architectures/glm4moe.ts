@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_LAYERS, type HParams } from '../hparams';
-import { ProgramBuilder } from '../program-builder';
+import { ropeParams, trunkStart, withBias } from '../program-builder';
 import { moeBlockFfn, outputHead, readMoeRouting, refuseUnsupported, tensorLookup, trunkLayers } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -26,26 +26,9 @@ export function buildGlm4Moe(hp: HParams, tensors: Map<string, GgufTensorInfo>):
   const routing = readMoeRouting(hp, 2);
   const nDense = hp.meta.int('leading_dense_block_count', 0, 0, MAX_LAYERS);
   const hd = hp.headDimK;
-  const withBias = (w: string, b: string | undefined): Record<string, string> => (b ? { weight: w, bias: b } : { weight: w });
-
-  const p = new ProgramBuilder();
+  const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   const d = hp.nEmbd;
-  const x = p.buf('x', d);
-  const h = p.buf('h', d);
-  const attnOut = p.buf('attn_out', d);
-  p.op('embed', x, { weights: { weight: need('token_embd.weight') } });
-  const rope = {
-    n_dims: hp.ropeDims,
-    neox: true,
-    freq_base: hp.ropeFreqBase,
-    freq_scale: hp.ropeFreqScale,
-    ext_factor: hp.ropeYarn.extFactor,
-    attn_factor: hp.ropeYarn.attnFactor,
-    beta_fast: hp.ropeYarn.betaFast,
-    beta_slow: hp.ropeYarn.betaSlow,
-    n_ctx_orig: hp.ropeYarn.nCtxOrig,
-    head_dim: hd,
-  };
+  const rope = { ...ropeParams(hp, true), head_dim: hd };
   for (let il = 0; il < trunkLayers(hp); il++) {
     const H = hp.nHead[il];
     const Hkv = hp.nHeadKv[il];

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, type HParams } from '../hparams';
-import { ProgramBuilder } from '../program-builder';
+import { ropeParams, trunkStart, withBias } from '../program-builder';
 import { outputHead, tensorLookup } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -41,25 +41,9 @@ export function buildGptOss(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
   if (hp.nExpert <= 0 || hp.nExpertUsed <= 0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: expert_count and expert_used_count are required`);
   const hd = hp.headDimK;
   if (hp.headDimV !== hd || hd > MAX_DIM) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key_length ${hd} and value_length ${hp.headDimV} must match`);
-  const withBias = (w: string, b: string | undefined): Record<string, string> => (b ? { weight: w, bias: b } : { weight: w });
-
-  const p = new ProgramBuilder();
+  const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   const d = hp.nEmbd;
-  const x = p.buf('x', d);
-  const h = p.buf('h', d);
-  const attnOut = p.buf('attn_out', d);
-  p.op('embed', x, { weights: { weight: need('token_embd.weight') } });
-  const rope = {
-    n_dims: hp.ropeDims,
-    neox: true,
-    freq_scale: hp.ropeFreqScale,
-    ext_factor: hp.ropeYarn.extFactor,
-    attn_factor: hp.ropeYarn.attnFactor,
-    beta_fast: hp.ropeYarn.betaFast,
-    beta_slow: hp.ropeYarn.betaSlow,
-    n_ctx_orig: hp.ropeYarn.nCtxOrig,
-    head_dim: hd,
-  };
+  const rope = { ...ropeParams(hp, true), head_dim: hd };
   for (let il = 0; il < hp.nLayer; il++) {
     const H = hp.nHead[il];
     const Hkv = hp.nHeadKv[il];

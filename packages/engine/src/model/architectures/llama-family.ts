@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
-import { ProgramBuilder } from '../program-builder';
+import { ropeParams, trunkStart, withBias } from '../program-builder';
 import { hiddenOutput } from './deepseek2';
 
 /** What differs between the members of the Llama family of decoder graphs. */
@@ -31,25 +31,9 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
     return name;
   };
   const maybe = (name: string): string | undefined => (tensors.has(name) ? name : undefined);
-  const withBias = (w: string, b: string | undefined): Record<string, string> => (b ? { weight: w, bias: b } : { weight: w });
-
-  const p = new ProgramBuilder();
+  const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   const d = hp.nEmbd;
-  const x = p.buf('x', d);
-  const h = p.buf('h', d);
-  const attnOut = p.buf('attn_out', d);
-  p.op('embed', x, { weights: { weight: need('token_embd.weight') } });
-  const ropeParams = {
-    n_dims: hp.ropeDims,
-    neox: opt.neox,
-    freq_base: hp.ropeFreqBase,
-    freq_scale: hp.ropeFreqScale,
-    ext_factor: hp.ropeYarn.extFactor,
-    attn_factor: hp.ropeYarn.attnFactor,
-    beta_fast: hp.ropeYarn.betaFast,
-    beta_slow: hp.ropeYarn.betaSlow,
-    n_ctx_orig: hp.ropeYarn.nCtxOrig,
-  };
+  const rp = ropeParams(hp, opt.neox);
   const ropeFreqs = maybe('rope_freqs.weight');
 
   for (let il = 0; il < hp.nLayer; il++) {
@@ -82,8 +66,8 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
       }
     }
     const rw = ropeFreqs ? { freq_factors: ropeFreqs } : undefined;
-    p.op('rope', q, { a: q, weights: rw, params: { ...ropeParams, head_dim: hp.headDimK, n_head: nHead } });
-    p.op('rope', k, { a: k, weights: rw, params: { ...ropeParams, head_dim: hp.headDimK, n_head: nHeadKv } });
+    p.op('rope', q, { a: q, weights: rw, params: { ...rp, head_dim: hp.headDimK, n_head: nHead } });
+    p.op('rope', k, { a: k, weights: rw, params: { ...rp, head_dim: hp.headDimK, n_head: nHeadKv } });
     const layer = p.kvLayer(kw, vw);
     const scale = hp.attentionScale || 1 / Math.sqrt(hp.headDimK);
     p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: nHead, n_head_kv: nHeadKv, head_dim: hp.headDimK, head_dim_v: hp.headDimV, scale } });
