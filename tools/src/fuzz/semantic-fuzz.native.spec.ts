@@ -1,5 +1,5 @@
 // Regression guard of the semantic fuzz harness (semantic-fuzz.ts, run in full by hand): a
-// representative subset of its mutations over four architectures, each mutated file served by a
+// representative subset of its mutations over five architectures, each mutated file served by a
 // child process under a memory and a time limit. Every file must be refused with a clean
 // KAIL_E_* error that names the problem, or load and serve with finite logits; the ones that
 // crashed, hung, allocated from a huge number or produced NaN before the fixes must be refused.
@@ -60,6 +60,14 @@ const REFUSED: Record<string, [string, RegExp][]> = {
     ['tensor:blk.0.attn_kv_a_mqa.weight:shrink-last', /attn_kv_a_mqa/],
     ['tok:vocab-lt-embd', /the tokenizer has 960 tokens/],
     ['tensor:blk.2.attn_q_a.weight:grow-last', /norm 'blk\.2\.attn_q_a_norm\.weight' must be F32 with 512 elements/], // was: a plain Error (KAIL_E_INTERNAL)
+  ],
+  'tiny-gpt-oss-F32': [
+    ['tensor:blk.0.attn_sinks.weight:removed', /lacks tensor 'blk\.0\.attn_sinks\.weight', which the gpt-oss architecture requires/],
+    ['tensor:blk.0.attn_sinks.weight:grow-last', /attention sinks 'blk\.0\.attn_sinks\.weight' must be F32 with 4 elements \(one per head\)/],
+    ['tensor:blk.0.ffn_down_exps.bias:swap-dims', /expert down bias 'blk\.0\.ffn_down_exps\.bias' must be F32 \[256, 8\], is F32 \[8, 256\]/],
+    ['tensor:blk.2.ffn_gate_inp.bias:type-F16', /router bias 'blk\.2\.ffn_gate_inp\.bias' must be F32 with 8 elements/],
+    ['meta:<a>.attention.sliding_window:zero', /sliding_window' is 0; expected an integer in 1\.\./],
+    ['meta:<a>.attention.sliding_window:removed', /lacks metadata 'gpt-oss\.attention\.sliding_window'/],
   ],
   'tiny-glm4moe-qknorm-F32': [
     ['meta:<a>.rope.dimension_count:huge', /rope\.dimension_count 1099511627776/],

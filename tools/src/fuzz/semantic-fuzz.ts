@@ -155,6 +155,7 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-deepseek2-lite', type: 'F32' },
   { preset: 'tiny-deepseek3', type: 'F32' },
   { preset: 'tiny-glm4moe-qknorm', type: 'F32' },
+  { preset: 'tiny-gpt-oss', type: 'F32' },
   { preset: 'tiny-mixtral', type: 'Q4_K_M' },
   { preset: 'tiny-qwen3moe', type: 'Q8_0' },
 ];

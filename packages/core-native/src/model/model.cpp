@@ -408,15 +408,20 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             check(g.ne(0) == dm && g.ne(2) == n_expert && u.ne(0) == dm && u.ne(1) == g.ne(1) && u.ne(2) == n_expert,
                   "expert tensors '" + g.info->name + "' " + shape_str(g.info) + " / '" + u.info->name + "' " + shape_str(u.info) + " do not match d_model " + std::to_string(dm) + " and " + std::to_string(n_expert) + " experts");
             check(d.ne(0) == g.ne(1) && d.ne(1) == dm && d.ne(2) == n_expert, "expert tensor '" + d.info->name + "' " + shape_str(d.info) + " does not match");
-            auto f32_of = [&](const char * role, int64_t n, const char * what) {
+            // F32 vectors of n elements; per-expert biases exactly [rows, n_expert] (read as expert e's row block).
+            auto f32_of = [&](const char * role, int64_t n, const char * what, int64_t rows = 0) {
                 const tensor_ref b = m.weight(i, role);
-                if (b.info) check(b.type() == KAIL_TYPE_F32 && b.info->n_elements == n, std::string(what) + " '" + b.info->name + "' must be F32 with " + std::to_string(n) + " elements, is " + type_name(b.type()) + " " + shape_str(b.info));
+                if (!b.info) return;
+                const bool shape_ok = rows ? b.ne(0) == rows && b.ne(1) == n_expert && b.info->n_elements == n : b.info->n_elements == n;
+                check(b.type() == KAIL_TYPE_F32 && shape_ok,
+                      std::string(what) + " '" + b.info->name + "' must be F32 " + (rows ? "[" + std::to_string(rows) + ", " + std::to_string(n_expert) + "]" : "with " + std::to_string(n) + " elements") +
+                          ", is " + type_name(b.type()) + " " + shape_str(b.info));
             };
             f32_of("exp_probs_b", n_expert, "expert selection bias");
             f32_of("gate_inp_b", n_expert, "router bias");
-            f32_of("gate_exps_b", g.ne(1) * n_expert, "expert gate bias");
-            f32_of("up_exps_b", g.ne(1) * n_expert, "expert up bias");
-            f32_of("down_exps_b", dm * n_expert, "expert down bias");
+            f32_of("gate_exps_b", g.ne(1) * n_expert, "expert gate bias", g.ne(1));
+            f32_of("up_exps_b", g.ne(1) * n_expert, "expert up bias", g.ne(1));
+            f32_of("down_exps_b", dm * n_expert, "expert down bias", dm);
         } else if (op.type == OP_ATTENTION) {
             const tensor_ref sk = m.weight(i, "sinks");
             const int64_t nh = static_cast<int64_t>(op.param_req("n_head"));
