@@ -188,6 +188,20 @@ struct split_dec {
     }
 };
 
+// 16 bytes at p + off of each of four blocks BB bytes apart as the four 128-bit lanes (zeros for
+// the blocks past nbk): the split layout's gather where the quants do not sit at even offsets.
+KAIL_INLINE __m512i lanes4x16(const uint8_t * p, int bb, int off, int nbk) {
+    __m128i q[4];
+#pragma GCC unroll 4
+    for (int b = 0; b < 4; b++) q[b] = b < nbk ? _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + bb * b + off)) : _mm_setzero_si128();
+    return _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(q[0]), q[1], 1), q[2], 2), q[3], 3);
+}
+
+// Four per-block scales as the split layout's 16 lanes (block b's in lanes 4b..4b+3).
+KAIL_INLINE __m512 scales4(__m128 d4) {
+    return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_castps128_ps512(d4));
+}
+
 // Q8_0 in the split layout: four 16-byte pieces per half, gathered with inserts (the quants of
 // four 34-byte blocks span more than two 64-byte windows).
 struct q8_0_dec {
@@ -195,27 +209,18 @@ struct q8_0_dec {
     template <bool TAIL>
     static KAIL_INLINE wsplit load(const uint8_t * p, int rem) {
         const int nbk = TAIL ? rem : 4;
-        __m128i lo[4], hi[4];
         uint64_t dbits = 0;
-#pragma GCC unroll 4
-        for (int b = 0; b < 4; b++) {
-            if (b < nbk) {
-                lo[b] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + BB * b + 2));
-                hi[b] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + BB * b + 18));
-                uint16_t h;
-                std::memcpy(&h, p + BB * b, 2);
-                dbits |= uint64_t(h) << (16 * b);
-            } else {
-                lo[b] = hi[b] = _mm_setzero_si128();
-            }
+        for (int b = 0; b < nbk; b++) {
+            uint16_t h;
+            std::memcpy(&h, p + BB * b, 2);
+            dbits |= uint64_t(h) << (16 * b);
         }
         const __m512i k80 = _mm512_set1_epi8(char(0x80));
         wsplit w;
-        w.lo = _mm512_xor_si512(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(lo[0]), lo[1], 1), lo[2], 2), lo[3], 3), k80);
-        w.hi = _mm512_xor_si512(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(hi[0]), hi[1], 1), hi[2], 2), hi[3], 3), k80);
+        w.lo = _mm512_xor_si512(lanes4x16(p, BB, 2, nbk), k80);
+        w.hi = _mm512_xor_si512(lanes4x16(p, BB, 18, nbk), k80);
         // Missing blocks have d = 0, so their (offset) quants contribute nothing.
-        const __m128 d4 = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(dbits)));
-        w.d = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_castps128_ps512(d4));
+        w.d = scales4(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(dbits))));
         w.m = _mm512_setzero_ps();
         return w;
     }
@@ -231,11 +236,7 @@ struct mxfp4_dec {
     template <bool TAIL>
     static KAIL_INLINE wsplit load(const uint8_t * p, int rem) {
         const int nbk = TAIL ? rem : 4;
-        __m128i q[4];
-#pragma GCC unroll 4
-        for (int b = 0; b < 4; b++)
-            q[b] = b < nbk ? _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + BB * b + 1)) : _mm_setzero_si128();  // missing blocks meet zeroed activations
-        const __m512i qq = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(q[0]), q[1], 1), q[2], 2), q[3], 3);
+        const __m512i qq = lanes4x16(p, BB, 1, nbk);  // missing blocks meet zeroed activations
         const __m512i m4 = _mm512_set1_epi8(0x0F);
         alignas(16) static constexpr int8_t kShifted[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
         const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i *>(kShifted)));
@@ -250,7 +251,7 @@ struct mxfp4_dec {
         const __m128i normal = _mm_slli_epi32(_mm_sub_epi32(ev, _mm_set1_epi32(1)), 23);
         const __m128i sub = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), ev);
         const __m128 d4 = _mm_castsi128_ps(_mm_mask_blend_epi32(_mm_cmplt_epu32_mask(ev, _mm_set1_epi32(2)), normal, sub));
-        w.d = _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0), _mm512_castps128_ps512(d4));
+        w.d = scales4(d4);
         w.m = _mm512_setzero_ps();
         return w;
     }

@@ -69,6 +69,22 @@ struct kv_seq_layer {
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
+// In place: v[i] = exp(v[i] - max) / sum, summed in double (ggml_soft_max's order).
+void softmax_inplace(float * v, int64_t n) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; i++) mx = std::max(mx, v[i]);
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) { v[i] = std::exp(v[i] - mx); sum += v[i]; }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) v[i] *= inv;
+}
+
+// Adds a bias row to each of `rows` rows of `width` floats.
+void add_bias_rows(float * const * rows, int64_t n_rows, const float * bias, int64_t width) {
+    for (int64_t i = 0; i < n_rows; i++)
+        for (int64_t j = 0; j < width; j++) rows[i][j] += bias[j];
+}
+
 void store_row(uint32_t kv_type, const float * src, uint8_t * dst, int64_t n) {
     if (kv_type == KAIL_TYPE_F32) std::memcpy(dst, src, static_cast<size_t>(n) * 4);
     else fp32_to_fp16_row(src, reinterpret_cast<uint16_t *>(dst), n);
@@ -105,6 +121,7 @@ struct model::impl {
     // KV cache: [seq][layer]
     std::vector<std::vector<kv_seq_layer>> kv;
     std::vector<int64_t>                   kv_ring;  // per KV layer: ring rows R (kv_ring_rows), 0 = every position
+    bool                                   any_ring = false;
     std::vector<int64_t>                   seq_len;
     uint64_t                               kv_bytes = 0;
     size_t                                 kv_elem = 2;
@@ -347,6 +364,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.file = std::move(file);
     m.prog = std::move(prog);
     m.params = params;
+    m.params.n_batch = std::max<int64_t>(1, m.params.n_batch);
     const bool streaming = m.params.ram_budget > 0;
     if (m.params.kv_type != KAIL_TYPE_F16 && m.params.kv_type != KAIL_TYPE_F32)
         throw error(KAIL_E_INVALID_ARG, "kv cache type must be F16 or F32");
@@ -447,7 +465,8 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     }
     n_vocab_ = m.prog.buffers[m.prog.logits].width;
     m.kv.assign(m.params.n_seq_max, std::vector<kv_seq_layer>(m.prog.n_kv_layers));
-    m.kv_ring = kv_ring_rows(m.prog, m.params.n_ctx, std::max<int64_t>(1, m.params.n_batch));
+    m.kv_ring = kv_ring_rows(m.prog, m.params.n_ctx, m.params.n_batch);
+    m.any_ring = std::any_of(m.kv_ring.begin(), m.kv_ring.end(), [](int64_t r) { return r > 0; });
     m.seq_len.assign(m.params.n_seq_max, 0);
     m.bufs.resize(m.prog.buffers.size());
     m.stats.expert_counts.assign(static_cast<size_t>(m.prog.n_moe_layers) * m.prog.n_expert, 0);
@@ -477,7 +496,7 @@ int64_t model::seq_truncate(int seq, int64_t len) {
     // [len - window, len), which later positions may have overwritten. Then only a clear is exact.
     for (int l = 0; l < m.prog.n_kv_layers && len > 0; l++) {
         const kv_seq_layer & c = m.kv[seq][l];
-        const int64_t R = m.kv_ring[l], W = R ? R - (std::max<int64_t>(1, m.params.n_batch) - 1) : 0;
+        const int64_t R = m.kv_ring[l], W = R ? R - (m.params.n_batch - 1) : 0;
         if (c.mirrored && std::max<int64_t>(0, len - W) + R < c.hw) len = 0;
     }
     m.seq_len[seq] = len;
@@ -519,7 +538,7 @@ uint64_t model::kv_bytes_per_token() const {
 }
 
 uint64_t model::kv_bytes_capacity() const {
-    return kv_bytes_per_sequence(impl_->prog, impl_->params.n_ctx, std::max<int64_t>(1, impl_->params.n_batch), impl_->kv_elem) *
+    return kv_bytes_per_sequence(impl_->prog, impl_->params.n_ctx, impl_->params.n_batch, impl_->kv_elem) *
            static_cast<uint64_t>(impl_->params.n_seq_max);
 }
 
@@ -727,14 +746,6 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     const size_t es = m.kv_elem;
     const uint32_t kvt = m.params.kv_type;
     const int64_t R = m.kv_ring[layer];
-    if (R) {
-        // A ring holds the window plus the rest of a batch: a sequence's positions in one batch
-        // must lie within n_batch of each other, or later ones would overwrite earlier ones' window.
-        for (int64_t t = 0; t < x.n_tok; t++)
-            for (int64_t u = t + 1; u < x.n_tok; u++)
-                if (x.b.seq[u] == x.b.seq[t] && std::abs(static_cast<int64_t>(x.b.pos[u]) - x.b.pos[t]) >= std::max<int64_t>(1, m.params.n_batch))
-                    throw error(KAIL_E_INVALID_ARG, "a batch holds positions of sequence " + std::to_string(x.b.seq[t]) + " more than n_batch (" + std::to_string(m.params.n_batch) + ") apart");
-    }
     // 1. store K and V rows of the batch, each head's part in its block.
     for (int64_t t = 0; t < x.n_tok; t++) {
         const int s = x.b.seq[t];
@@ -890,15 +901,9 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
     }
     for (int64_t t = 0; t < n; t++) {
         const float * lg = logits.data() + t * n_expert;
-        if (gating == 2) {
-            for (int64_t e = 0; e < n_expert; e++) probs[e] = lg[e];
-        } else if (gating == 0) {
-            float mx = -std::numeric_limits<float>::infinity();
-            for (int64_t e = 0; e < n_expert; e++) mx = std::max(mx, lg[e]);
-            double sum = 0;
-            for (int64_t e = 0; e < n_expert; e++) { probs[e] = std::exp(lg[e] - mx); sum += probs[e]; }
-            const float inv = static_cast<float>(1.0 / sum);
-            for (int64_t e = 0; e < n_expert; e++) probs[e] *= inv;
+        if (gating == 0 || gating == 2) {
+            std::copy(lg, lg + n_expert, probs.begin());
+            if (gating == 0) softmax_inplace(probs.data(), n_expert);
         } else {
             for (int64_t e = 0; e < n_expert; e++) probs[e] = 1.0f / (1.0f + std::exp(-lg[e]));
         }
@@ -927,16 +932,7 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
             sel[t * k + i] = idx[i];
             wsel[t * k + i] = probs[idx[i]];
         }
-        if (gating == 2) {
-            // ggml_soft_max over the k selected logits (rank order; the largest is the first)
-            float * w = &wsel[static_cast<size_t>(t * k)];
-            float mx = -std::numeric_limits<float>::infinity();
-            for (int64_t i = 0; i < k; i++) mx = std::max(mx, w[i]);
-            double sum = 0;
-            for (int64_t i = 0; i < k; i++) { w[i] = std::exp(w[i] - mx); sum += w[i]; }
-            const float inv = static_cast<float>(1.0 / sum);
-            for (int64_t i = 0; i < k; i++) w[i] *= inv;
-        }
+        if (gating == 2) softmax_inplace(&wsel[static_cast<size_t>(t * k)], k);  // over the k selected logits, in rank order
         float wsum = 0;
         for (int64_t i = 0; i < k; i++) wsum += wsel[t * k + i];
         if (norm_w) {
@@ -1005,12 +1001,14 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         matmul_quantized_rows(wg.type(), gw, wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
         for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
         matmul_quantized_rows(wu.type(), uw, wu.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
-        if (bg)
-            for (int64_t i = 0; i < ne_; i++)
-                for (int64_t j = 0; j < ff; j++) g[i * ff + j] += bg[e * ff + j];
-        if (bu)
-            for (int64_t i = 0; i < ne_; i++)
-                for (int64_t j = 0; j < ff; j++) u[i * ff + j] += bu[e * ff + j];
+        if (bg) {
+            for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
+            add_bias_rows(yrows.data(), ne_, bg + e * ff, ff);
+        }
+        if (bu) {
+            for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
+            add_bias_rows(yrows.data(), ne_, bu + e * ff, ff);
+        }
         if (act == 1) {
             for (int64_t i = 0; i < ne_ * ff; i++) {
                 const float gx = std::min(g[i], limit);
@@ -1027,9 +1025,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             yrows[i] = slot_out.data() + slots[i] * d;
         }
         matmul_quantized_rows(wd.type(), dw, wd.row_bytes(), d, ff, xrows.data(), yrows.data(), ne_, pool);
-        if (bd)
-            for (int64_t i = 0; i < ne_; i++)
-                for (int64_t j = 0; j < d; j++) yrows[i][j] += bd[e * d + j];
+        if (bd) add_bias_rows(yrows.data(), ne_, bd + e * d, d);
     };
     auto run_expert = [&](int64_t e, const uint8_t * gw, const uint8_t * uw, const uint8_t * dw) {
         run_expert_on(m.moe_scratch[0], m.pool.get(), e, gw, uw, dw);
@@ -1153,6 +1149,10 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
         if (p != next[s]) throw error(KAIL_E_INVALID_ARG, "position " + std::to_string(p) + " of sequence " + std::to_string(s) + " is not the next one (" + std::to_string(next[s]) + ")");
         if (p >= m.params.n_ctx) throw error(KAIL_E_INVALID_ARG, "position " + std::to_string(p) + " is past the context length " + std::to_string(m.params.n_ctx));
         next[s] = p + 1;
+        // A sliding-window ring holds the window plus one batch: positions of a sequence in one
+        // pass (contiguous, checked above) must span no more than n_batch.
+        if (m.any_ring && next[s] - m.seq_len[s] > m.params.n_batch)
+            throw error(KAIL_E_INVALID_ARG, "a batch holds positions of sequence " + std::to_string(s) + " more than n_batch (" + std::to_string(m.params.n_batch) + ") apart");
         if (b.output[t]) n_out++;
     }
     const auto t0 = std::chrono::steady_clock::now();
