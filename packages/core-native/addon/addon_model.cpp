@@ -8,6 +8,7 @@
 #include "kail/gguf.h"
 #include "kail/model.h"
 #include "kail/residency.h"
+#include "kail/types.h"
 
 namespace kail_addon {
 
@@ -515,11 +516,26 @@ Napi::Value plan_model(const Napi::CallbackInfo & info) {
     });
 }
 
+// kvCacheBytes(program, params) -> the KV cache at params.nCtx for params.nSeqMax sequences (the
+// runtime's kv_bytes_capacity), so a load can be refused before anything is allocated.
+Napi::Value kv_cache_bytes(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+        if (info.Length() < 1 || !info[0].IsObject()) throw make_error(env, "KAIL_E_INVALID_ARG", "program must be an object");
+        kail::program prog = program_from_js(info[0].As<Napi::Object>());
+        kail::model_params mp = params_from_js(info, 1);
+        const uint64_t elem = mp.kv_type == kail::KAIL_TYPE_F32 ? 4 : 2;
+        const uint64_t b = kail::kv_bytes_per_sequence(prog, mp.n_ctx, mp.n_batch, elem) * static_cast<uint64_t>(std::max(0, mp.n_seq_max));
+        return Napi::Number::New(env, static_cast<double>(b));
+    });
+}
+
 } // namespace
 
 void register_model(Napi::Env env, Napi::Object exports) {
     exports.Set("Model", AddonModel::define(env));
     exports.Set("planModel", Napi::Function::New(env, plan_model, "planModel"));
+    exports.Set("kvCacheBytes", Napi::Function::New(env, kv_cache_bytes, "kvCacheBytes"));
 }
 
 } // namespace kail_addon

@@ -328,6 +328,8 @@ export interface AddonModel {
   Model: new (path: string, program: ModelProgram, params?: ModelParams) => NativeModel;
   /** The residency plan for params.ramBytes, from the file's tensor table alone (nothing is read). */
   planModel(path: string, program: ModelProgram, params?: ModelParams): NativeResidencyPlan;
+  /** The KV cache at params.nCtx for params.nSeqMax sequences, as the runtime allocates it at most (sliding-window layers: their ring). */
+  kvCacheBytes(program: ModelProgram, params?: ModelParams): number;
 }
 
 export interface AddonQuants {

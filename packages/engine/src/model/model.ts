@@ -269,26 +269,6 @@ export interface KvCacheReport {
   mla?: ReturnType<typeof mlaKvBytesPerToken> & { kvLora: number; qkRope: number; nHead: number };
 }
 
-/**
- * KV cache bytes of one sequence at nCtx positions, as the runtime allocates them at most
- * (kv_bytes_per_sequence in core-native): nCtx rows per layer, except that a sliding-window layer
- * (an attention op with `window` W) keeps a ring of R = W + nBatch - 1 positions, stored twice,
- * when 2R < nCtx.
- */
-export function kvCacheBytes(program: ModelProgram, nCtx: number, nBatch: number, elemBytes: number): number {
-  const window: number[] = program.kvKWidth.map(() => 0);
-  for (const op of program.ops) {
-    const w = op.params?.window;
-    if (op.op === 'attention' && typeof w === 'number' && w > 0) window[Number(op.params!.layer)] = w;
-  }
-  let bytes = 0;
-  program.kvKWidth.forEach((kw, l) => {
-    const r = window[l] > 0 ? window[l] + Math.max(1, nBatch) - 1 : 0;
-    bytes += (kw + program.kvVWidth[l]) * elemBytes * (r > 0 && 2 * r < nCtx ? 2 * r : nCtx);
-  });
-  return bytes;
-}
-
 /** The KV cache an open file needs per token (`kail inspect`), from its metadata alone. */
 export function kvCacheReport(file: NativeGgufFile, kvType: 'f16' | 'f32' = 'f16'): KvCacheReport {
   try {
@@ -368,7 +348,13 @@ export class EngineModel {
       // what the machine has available (the weights are mapped, not allocated).
       const kvElem = opts.kvType === 'f32' ? 4 : 2;
       const kvPerToken = program.kvKWidth.reduce((a, b) => a + b, 0) * kvElem + program.kvVWidth.reduce((a, b) => a + b, 0) * kvElem;
-      const kvBytes = kvCacheBytes(program, nCtx, nBatch, kvElem) * nSeqMax;
+      // At most what the runtime allocates (sliding-window layers hold rings: kv_bytes_per_sequence).
+      let kvBytes: number;
+      try {
+        kvBytes = native().kvCacheBytes(program, params);
+      } catch (e) {
+        throw toEngineError(e);
+      }
       let plan: ResidencyPlan | null = null;
       if (params.ramBytes) {
         // The budget is the user's: refuse before reading any weight when its resident part does not fit.

@@ -24,6 +24,35 @@ export function withBias(w: string, b: string | undefined): Record<string, strin
 }
 
 /**
+ * Layer il's attention inputs: the q/k/v/attn buffers of its head counts (head sizes hdK, hdV),
+ * attn_norm of the residual stream x into h, and the q/k/v projections of h (with their biases
+ * when the file has them).
+ */
+export function qkvProjections(
+  p: ProgramBuilder,
+  hp: HParams,
+  il: number,
+  io: { x: number; h: number },
+  lookup: { need: (name: string) => string; maybe: (name: string) => string | undefined },
+  hdK: number,
+  hdV: number,
+): { H: number; Hkv: number; q: number; k: number; v: number; attn: number } {
+  const H = hp.nHead[il];
+  const Hkv = hp.nHeadKv[il];
+  if (H % Hkv !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: head_count ${H} is not a multiple of head_count_kv ${Hkv}`);
+  const q = p.buf(`q${H * hdK}`, H * hdK);
+  const k = p.buf(`k${Hkv * hdK}`, Hkv * hdK);
+  const v = p.buf(`v${Hkv * hdV}`, Hkv * hdV);
+  const attn = p.buf(`attn${H * hdV}`, H * hdV);
+  const { need, maybe } = lookup;
+  const t = (name: string) => `blk.${il}.${name}`;
+  p.op('rms_norm', io.h, { a: io.x, weights: { weight: need(t('attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+  for (const [buf, w] of [[q, 'attn_q'], [k, 'attn_k'], [v, 'attn_v']] as const)
+    p.op('matmul', buf, { a: io.h, weights: withBias(need(t(`${w}.weight`)), maybe(t(`${w}.bias`))) });
+  return { H, Hkv, q, k, v, attn };
+}
+
+/**
  * The start of a decoder trunk: a builder with the residual stream `x`, the normed input `h` and
  * `attn_out` (all n_embd wide), and the token embedding into `x`.
  */

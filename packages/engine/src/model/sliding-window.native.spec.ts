@@ -5,7 +5,8 @@
 import fs from 'node:fs';
 
 import { tempDir, writeTestModel } from '../testing';
-import { EngineModel, kvCacheBytes } from './model';
+import { native } from '../native';
+import { EngineModel } from './model';
 
 const dir = tempDir('kail-swa-');
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -40,7 +41,7 @@ describe('sliding-window KV rings', () => {
       const row = 2 * 2 * 64 * 2;
       expect(ring.runtime.kvCapacityBytes).toBe(row * (22 + 256 + 22));
       expect(full.runtime.kvCapacityBytes).toBe(row * 256 * 3);
-      expect(kvCacheBytes(ring.program, 256, 4, 2)).toBe(ring.runtime.kvCapacityBytes);
+      expect(native().kvCacheBytes(ring.program, { nCtx: 256, nBatch: 4, kvType: 1 })).toBe(ring.runtime.kvCapacityBytes);
       expect(ring.runtime.stats().kvBytes).toBeLessThanOrEqual(ring.runtime.kvCapacityBytes);
       expect(ring.runtime.stats().kvBytes).toBeLessThan(full.runtime.stats().kvBytes);
     } finally {

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_LAYERS, type HParams } from '../hparams';
-import { ropeParams, trunkStart, withBias } from '../program-builder';
+import { qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
 import { moeBlockFfn, outputHead, readMoeRouting, refuseUnsupported, tensorLookup, trunkLayers } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -30,17 +30,7 @@ export function buildGlm4Moe(hp: HParams, tensors: Map<string, GgufTensorInfo>):
   const d = hp.nEmbd;
   const rope = { ...ropeParams(hp, true), head_dim: hd };
   for (let il = 0; il < trunkLayers(hp); il++) {
-    const H = hp.nHead[il];
-    const Hkv = hp.nHeadKv[il];
-    if (H % Hkv !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: head_count ${H} is not a multiple of head_count_kv ${Hkv}`);
-    const q = p.buf(`q${H * hd}`, H * hd);
-    const k = p.buf(`k${Hkv * hd}`, Hkv * hd);
-    const v = p.buf(`v${Hkv * hd}`, Hkv * hd);
-    const attn = p.buf(`attn${H * hd}`, H * hd);
-    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
-    p.op('matmul', q, { a: h, weights: withBias(need(t(il, 'attn_q.weight')), maybe(t(il, 'attn_q.bias'))) });
-    p.op('matmul', k, { a: h, weights: withBias(need(t(il, 'attn_k.weight')), maybe(t(il, 'attn_k.bias'))) });
-    p.op('matmul', v, { a: h, weights: withBias(need(t(il, 'attn_v.weight')), maybe(t(il, 'attn_v.bias'))) });
+    const { H, Hkv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
     const qn = maybe(t(il, 'attn_q_norm.weight'));
     const kn = maybe(t(il, 'attn_k_norm.weight'));
     if (qn) p.op('head_rms_norm', q, { a: q, weights: { weight: qn }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });

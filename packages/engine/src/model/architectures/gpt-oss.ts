@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, type HParams } from '../hparams';
-import { ropeParams, trunkStart, withBias } from '../program-builder';
+import { qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
 import { outputHead, tensorLookup } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -45,17 +45,7 @@ export function buildGptOss(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
   const d = hp.nEmbd;
   const rope = { ...ropeParams(hp, true), head_dim: hd };
   for (let il = 0; il < hp.nLayer; il++) {
-    const H = hp.nHead[il];
-    const Hkv = hp.nHeadKv[il];
-    if (H % Hkv !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: head_count ${H} is not a multiple of head_count_kv ${Hkv}`);
-    const q = p.buf(`q${H * hd}`, H * hd);
-    const k = p.buf(`k${Hkv * hd}`, Hkv * hd);
-    const v = p.buf(`v${Hkv * hd}`, Hkv * hd);
-    const attn = p.buf(`attn${H * hd}`, H * hd);
-    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
-    p.op('matmul', q, { a: h, weights: withBias(need(t(il, 'attn_q.weight')), maybe(t(il, 'attn_q.bias'))) });
-    p.op('matmul', k, { a: h, weights: withBias(need(t(il, 'attn_k.weight')), maybe(t(il, 'attn_k.bias'))) });
-    p.op('matmul', v, { a: h, weights: withBias(need(t(il, 'attn_v.weight')), maybe(t(il, 'attn_v.bias'))) });
+    const { H, Hkv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
     const freqBase = swa[il] ? baseSwa : hp.ropeFreqBase;
     p.op('rope', q, { a: q, params: { ...rope, freq_base: freqBase, n_head: H } });
     p.op('rope', k, { a: k, params: { ...rope, freq_base: freqBase, n_head: Hkv } });

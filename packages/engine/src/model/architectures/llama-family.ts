@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
-import { ropeParams, trunkStart, withBias } from '../program-builder';
+import { qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
 import { hiddenOutput } from './deepseek2';
 
 /** What differs between the members of the Llama family of decoder graphs. */
@@ -37,21 +37,10 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
   const ropeFreqs = maybe('rope_freqs.weight');
 
   for (let il = 0; il < hp.nLayer; il++) {
-    const nHead = hp.nHead[il];
-    const nHeadKv = hp.nHeadKv[il];
-    if (nHead % nHeadKv !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: head_count ${nHead} is not a multiple of head_count_kv ${nHeadKv}`);
+    const { H: nHead, Hkv: nHeadKv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hp.headDimK, hp.headDimV);
     const qw = nHead * hp.headDimK;
     const kw = nHeadKv * hp.headDimK;
     const vw = nHeadKv * hp.headDimV;
-    const q = p.buf(`q${qw}`, qw);
-    const k = p.buf(`k${kw}`, kw);
-    const v = p.buf(`v${vw}`, vw);
-    const attn = p.buf(`attn${nHead * hp.headDimV}`, nHead * hp.headDimV);
-
-    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
-    p.op('matmul', q, { a: h, weights: withBias(need(t(il, 'attn_q.weight')), maybe(t(il, 'attn_q.bias'))) });
-    p.op('matmul', k, { a: h, weights: withBias(need(t(il, 'attn_k.weight')), maybe(t(il, 'attn_k.bias'))) });
-    p.op('matmul', v, { a: h, weights: withBias(need(t(il, 'attn_v.weight')), maybe(t(il, 'attn_v.bias'))) });
     if (opt.qkNorm) {
       const qn = need(t(il, 'attn_q_norm.weight'));
       const kn = need(t(il, 'attn_k_norm.weight'));
