@@ -50,7 +50,7 @@ export class HarmonySplitter {
   private msg: Header = { channel: '', recipient: null };
   private args = '';
   private sentReasoning = false;
-  private sentContent = false;
+  /** The last analysis message ended: the next one starts a new paragraph. */  private sentContent = false;
 
   push(text: string): Split {
     const out: Split = { reasoning: '', content: '' };
@@ -112,7 +112,7 @@ export class HarmonySplitter {
     this.held = '';
     if (this.inBody) {
       if (this.msg.recipient && !isJson(this.args + held)) {
-        out.content += this.lead(`<tool_call>{"name": ${JSON.stringify(callName(this.msg.recipient))}, "arguments": ${this.args}${held}`);
+        out.content += this.lead(callOpen(this.msg.recipient) + this.args + held);
       } else this.body(held, true, out);
     }
     this.inBody = false;
@@ -124,7 +124,7 @@ export class HarmonySplitter {
     if (recipient) {
       this.args += t;
       if (last) {
-        out.content += this.lead(`<tool_call>{"name": ${JSON.stringify(callName(recipient))}, "arguments": ${this.args.trim() || '{}'}}</tool_call>`);
+        out.content += this.lead(`${callOpen(recipient)}${this.args.trim() || '{}'}}</tool_call>`);
         this.args = '';
       }
       return;
@@ -161,6 +161,11 @@ function isJson(t: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** A call handed on as a Hermes block, up to its arguments. */
+function callOpen(recipient: string): string {
+  return `<tool_call>{"name": ${JSON.stringify(callName(recipient))}, "arguments": `;
 }
 
 /** The function a recipient names: `functions.NAME` → NAME; other recipients (built-in tools) as written. */
