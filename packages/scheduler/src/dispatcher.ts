@@ -97,8 +97,7 @@ export class Dispatcher {
     if (this.byId.has(req.requestId))
       return fail(grpcError(grpc.status.ALREADY_EXISTS, `a request with id '${req.requestId}' is already queued or running`, 'KAIL_E_ALREADY_EXISTS'));
     if (!this.pool.knows(req.model)) {
-      const models = [...new Set(this.pool.list().flatMap((e) => e.models.map((m) => m.id)))];
-      return fail(grpcError(grpc.status.NOT_FOUND, `no engine serves model '${req.model}' (served: ${models.join(', ') || 'none'})`, 'KAIL_E_NOT_FOUND'));
+      return fail(grpcError(grpc.status.NOT_FOUND, `no engine serves model '${req.model}' (served: ${this.pool.modelIds().join(', ') || 'none'})`, 'KAIL_E_NOT_FOUND'));
     }
     const now = Date.now();
     const callerDeadline = call.request.deadlineUnixMs > 0;

@@ -146,6 +146,17 @@ export class EnginePool {
     return this.list().some((e) => e.models.some((m) => m.id === model));
   }
 
+  /** A healthy engine that has loaded `model` (free slots or not), the least loaded; undefined when none. */
+  serving(model: string): EngineEntry | undefined {
+    const ok = this.list().filter((e) => e.status === SERVING && e.models.some((m) => m.id === model));
+    return ok.sort((a, b) => a.running / a.slots - b.running / b.slots)[0];
+  }
+
+  /** The ids of the models the registered engines have loaded. */
+  modelIds(): string[] {
+    return [...new Set(this.list().flatMap((e) => e.models.map((m) => m.id)))];
+  }
+
   /**
    * A healthy engine with a free slot for the model: `preferred` (by id) when it is one of them,
    * else the least loaded; undefined when none.

@@ -109,6 +109,18 @@ describe('scheduler gRPC service', () => {
     expect((err as grpc.ServiceError).code).toBe(grpc.status.NOT_FOUND);
   });
 
+  it('tokenizes and detokenizes on an engine that has the model, with pieces, and names a model none has', async () => {
+    const tok = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(client.tokenize.bind(client), pb.TokenizeRequest.fromPartial({ model: 'tiny', text: 'Hello world', withPieces: true }));
+    expect(tok.tokens.length).toBeGreaterThan(1);
+    expect(tok.pieces).toHaveLength(tok.tokens.length);
+    expect(Buffer.concat(tok.pieces).toString('utf8')).toBe('Hello world');
+    const det = await unary<pb.DetokenizeRequest, pb.DetokenizeResponse>(client.detokenize.bind(client), { model: 'tiny', tokens: tok.tokens });
+    expect(det.text).toBe('Hello world');
+    const err = await unary(client.tokenize.bind(client), pb.TokenizeRequest.fromPartial({ model: 'missing', text: 'x' })).catch((e) => e as grpc.ServiceError);
+    expect((err as grpc.ServiceError).code).toBe(grpc.status.NOT_FOUND);
+    expect((err as grpc.ServiceError).details).toMatch(/no engine serves model 'missing' \(served: tiny\)/);
+  });
+
   it('merges engine telemetry with the engine id', async () => {
     const call = client.watchTelemetry({ intervalMs: 100 });
     const first = await new Promise<spb.EngineTelemetry>((resolve, reject) => {

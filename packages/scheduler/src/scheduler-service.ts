@@ -59,6 +59,16 @@ function passThrough<Res>(pool: EnginePool, engineId: string, fn: Unary<Res>, cb
   });
 }
 
+/** Runs a call that names a model on a healthy engine that has it (tokenize, detokenize). */
+function onModelEngine<Res>(pool: EnginePool, model: string, fn: Unary<Res>, cb: grpc.sendUnaryData<Res>): void {
+  const e = pool.serving(model);
+  if (!e) {
+    if (!pool.knows(model)) return cb(grpcError(grpc.status.NOT_FOUND, `no engine serves model '${model}' (served: ${pool.modelIds().join(', ') || 'none'})`, 'KAIL_E_NOT_FOUND'));
+    return cb(grpcError(grpc.status.UNAVAILABLE, `no healthy engine serves model '${model}' now`));
+  }
+  fn(e.client, new grpc.Metadata(), {}, (err, res) => (err ? cb(err) : cb(null, res as Res)));
+}
+
 /** The SchedulerService: queues requests and dispatches them to registered engines. */
 export function createSchedulerServiceImpl(dispatcher: Dispatcher): spb.SchedulerServiceServer {
   const pool = dispatcher.pool;
@@ -126,6 +136,8 @@ export function createSchedulerServiceImpl(dispatcher: Dispatcher): spb.Schedule
       if (!call.request.unload) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'unload is required'));
       passThrough(pool, call.request.engineId, (c, md, o, done) => c.unloadModel(call.request.unload!, md, o, done), cb, true);
     },
+    tokenize: (call, cb) => onModelEngine(pool, call.request.model, (c, md, o, done) => c.tokenize(call.request, md, o, done), cb),
+    detokenize: (call, cb) => onModelEngine(pool, call.request.model, (c, md, o, done) => c.detokenize(call.request, md, o, done), cb),
     watchTelemetry: (call) => {
       const interval = Math.max(100, call.request.intervalMs || 1000);
       const streams = new Map<string, grpc.ClientReadableStream<pb.TelemetrySnapshot>>();

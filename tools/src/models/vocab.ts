@@ -155,8 +155,8 @@ function byteLevel(s: string, map: string[]): string {
 }
 
 function specialsFor(kind: 'qwen2' | 'llama3'): string[] {
-  // Qwen2.5's ChatML specials and its fill-in-the-middle tokens (found by their text, as llama.cpp does).
-  if (kind === 'qwen2') return ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|fim_prefix|>', '<|fim_middle|>', '<|fim_suffix|>'];
+  // Qwen2.5's ChatML specials and its fill-in-the-middle tokens, repository-level ones included (found by their text, as llama.cpp does).
+  if (kind === 'qwen2') return ['<|endoftext|>', '<|im_start|>', '<|im_end|>', '<|fim_prefix|>', '<|fim_middle|>', '<|fim_suffix|>', '<|fim_pad|>', '<|repo_name|>', '<|file_sep|>'];
   const s = ['<|begin_of_text|>', '<|end_of_text|>', '<|reserved_special_token_0|>', '<|reserved_special_token_1|>', '<|finetune_right_pad_id|>', '<|reserved_special_token_2|>', '<|start_header_id|>', '<|end_header_id|>', '<|eom_id|>', '<|eot_id|>', '<|python_tag|>'];
   return s;
 }

@@ -217,10 +217,12 @@ describe('BatchEngine (continuous batching)', () => {
 
   it('stops on a stop string and reports usage', async () => {
     const r = await collect(engine.generate({ id: 's', prompt: [7, 8, 9], maxTokens: 30, sampling: { temperature: 0 }, ignoreEog: true }));
+    expect(r.last.finish?.stopWord).toBeUndefined();
     const stopAt = r.text.slice(2, 4);
     if (stopAt.length === 2) {
       const s = await collect(engine.generate({ id: 's2', prompt: [7, 8, 9], maxTokens: 30, sampling: { temperature: 0 }, stop: [stopAt], ignoreEog: true }));
       expect(s.last.finish?.reason).toBe('stop');
+      expect(s.last.finish?.stopWord).toBe(stopAt);
       expect(s.text).toBe(r.text.slice(0, r.text.indexOf(stopAt)));
     }
   });

@@ -34,6 +34,8 @@ export interface GenerationChunk {
     generationMs: number;
     timeToFirstTokenMs: number;
     queueMs: number;
+    /** The stop string that ended the output (reason 'stop' by a string, not an end-of-generation token). */
+    stopWord?: string;
     error?: EngineError;
   };
 }
@@ -555,7 +557,7 @@ export class BatchEngine {
         // Every token goes out in its chunk (the text may lag while a stop string or a UTF-8 sequence is incomplete).
         a.push({ text: step.text, tokens: [token], logprobs: lp });
         if (step.done || (a.constraint?.done && a.req.ignoreEog)) {
-          this.finish(a, 'stop');
+          this.finish(a, 'stop', undefined, step.done && step.reason === 'stop' ? step.stop : undefined);
           break;
         }
         if (a.generated >= a.req.maxTokens || a.req.prompt.length + a.generated >= this.model.nCtx) {
@@ -627,7 +629,7 @@ export class BatchEngine {
     }
   }
 
-  private finish(a: Active, reason: FinishReason, error?: EngineError): void {
+  private finish(a: Active, reason: FinishReason, error?: EngineError, stopWord?: string): void {
     if (a.slot >= 0 && this.running.get(a.slot) === a) {
       this.running.delete(a.slot);
       // The cache holds the history up to the positions it was fed (the last sampled token is
@@ -658,6 +660,7 @@ export class BatchEngine {
         promptMs: a.tPromptDone ? a.tPromptDone - (a.tQueue || a.t0) : 0,
         generationMs: a.tPromptDone ? now - a.tPromptDone : 0,
         timeToFirstTokenMs: a.tFirst ? a.tFirst - a.t0 : 0,
+        stopWord,
         error,
       },
     });

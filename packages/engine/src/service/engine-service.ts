@@ -86,7 +86,7 @@ export function createEngineServiceImpl(host: ModelHost): pb.EngineServiceServer
     },
     tokenize: (call, cb) => {
       try {
-        cb(null, { tokens: host.tokenize(call.request) });
+        cb(null, host.tokenize(call.request));
       } catch (e) {
         cb(toServiceError(e));
       }

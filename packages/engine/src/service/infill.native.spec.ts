@@ -12,8 +12,11 @@ describe('fill-in-the-middle requests', () => {
   const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 256 });
 
   beforeAll(async () => {
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32'), id: 'fim', threads: 2 }));
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'fim', threads: 2 }));
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-llama', 'F32'), id: 'nofim', threads: 2 }));
+    // The same file with a context wider than /infill's 2048-token window, for the project's files.
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'wide', threads: 2, contextLength: 4096 }));
   }, 120_000);
   afterAll(async () => {
     await host.close();
@@ -30,7 +33,7 @@ describe('fill-in-the-middle requests', () => {
     }
     return { tokens, promptTokens: last!.usage!.promptTokens };
   };
-  const tokenize = (text: string, parseSpecial: boolean) => host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'fim', text, addSpecial: false, parseSpecial }));
+  const tokenize = (text: string, parseSpecial: boolean) => host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'fim', text, addSpecial: false, parseSpecial })).tokens;
 
   const prefix = 'def add(a, b):\n    ';
   const suffix = '\n    return c\n';
@@ -66,8 +69,55 @@ describe('fill-in-the-middle requests', () => {
     expect(fim.promptTokens).toBe((tokenize(suffix, false)).length + 3);
   });
 
+  const infill = (model: string, prefix: string, suffix: string, extra: { filename: string; text: string }[], middle = '', maxTokens = 6) =>
+    run({ model, prompt: prefix, suffix, infill: { extra, middle }, maxTokens });
+  const special = (t: string) => tokenize(t, true)[0];
+
+  it('puts the project\'s files before the prefix and the middle after it, as llama-server\'s /infill', async () => {
+    const t = (s: string) => tokenize(s, false);
+    const files = [{ filename: 'util.py', text: 'def sub(a, b):\n    return a - b\n' }, { filename: '', text: 'x = 1\n' }];
+    const expected = [
+      special('<|repo_name|>'), ...t('myproject\n'),
+      special('<|file_sep|>'), ...t('util.py\n'), ...t(files[0].text),
+      special('<|file_sep|>'), ...t('tmp\n'), ...t(files[1].text),
+      special('<|file_sep|>'), ...t('filename\n'),
+      special('<|fim_prefix|>'), ...t(prefix), ...t('c ='), special('<|fim_suffix|>'), ...t(suffix), special('<|fim_middle|>'),
+    ];
+    const got = await infill('wide', prefix, suffix, files, 'c =');
+    const plain = await run({ model: 'wide', promptTokens: expected });
+    expect(got.promptTokens).toBe(expected.length);
+    expect(got.tokens).toEqual(plain.tokens);
+    // With nothing but an empty suffix it is still fill-in-the-middle (OpenAI's suffix alone is not).
+    const empty = await infill('wide', prefix, '', []);
+    expect(empty.promptTokens).toBe(t(prefix).length + 3 + 1 + t('myproject\n').length + 1 + t('filename\n').length);
+  });
+
+  it('trims the prefix from the front, the suffix from the back and the files to what the context leaves', async () => {
+    const t = (s: string) => tokenize(s, false);
+    const line = (i: number) => `value_${i} = compute(${i}) + offset\n`;
+    const longPrefix = Array.from({ length: 300 }, (_, i) => line(i)).join('');
+    const longSuffix = Array.from({ length: 300 }, (_, i) => line(1000 + i)).join('');
+    const pre = t(longPrefix);
+    const suf = t(longSuffix);
+    expect(pre.length).toBeGreaterThan(1536);
+    expect(suf.length).toBeGreaterThan(512);
+    // Context 256: the window is what the context leaves beside the answer (256 - 6 - 2), prefix
+    // 3 x 62 tokens, suffix 62 - 2, no room for files.
+    const narrow = await infill('fim', longPrefix, longSuffix, [{ filename: 'a.py', text: 'y = 2\n' }]);
+    expect(narrow.promptTokens).toBe(186 + 60 + 3);
+    // Context 4096: prefix 1536 and suffix 510 of a 2048 window; the files' last 4096-2048-2*6 tokens.
+    const bigFile = { filename: 'big.py', text: longPrefix + longSuffix };
+    const wide = await infill('wide', longPrefix, longSuffix, [bigFile]);
+    expect(wide.promptTokens).toBe(2036 + 1536 + 510 + 3);
+    const kept = [...pre.slice(-1536), special('<|fim_suffix|>'), ...suf.slice(0, 510), special('<|fim_middle|>')];
+    const filesTokens = [special('<|repo_name|>'), ...t('myproject\n'), special('<|file_sep|>'), ...t('big.py\n'), ...t(bigFile.text), special('<|file_sep|>'), ...t('filename\n')];
+    const plain = await run({ model: 'wide', promptTokens: [...filesTokens.slice(-2036), special('<|fim_prefix|>'), ...kept] });
+    expect(wide.tokens).toEqual(plain.tokens);
+  }, 120_000);
+
   it('refuses a vocabulary without FIM tokens and requests that cannot take a suffix, naming why', async () => {
     await expect(run({ model: 'nofim', prompt: prefix, suffix })).rejects.toThrow(/model 'nofim' cannot fill in the middle: its vocabulary has no FIM_PRE\/FIM_SUF\/FIM_MID token/);
+    await expect(infill('nofim', prefix, '', [])).rejects.toThrow(/model 'nofim' cannot fill in the middle/);
     await expect(run({ prompt: prefix, suffix, echoPrompt: true })).rejects.toThrow(/cannot be combined with echo/);
     await expect(run({ prompt: prefix, suffix, promptLogprobs: true })).rejects.toThrow(/cannot be combined with prompt logprobs/);
     await expect(run({ messages: [pb.ChatMessage.fromPartial({ role: 'user', content: 'hi' })], suffix })).rejects.toThrow(/cannot be combined with chat messages/);

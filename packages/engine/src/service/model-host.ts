@@ -28,7 +28,7 @@ export interface ModelHost {
   listModelFiles(): Promise<pb.ListModelFilesResponse>;
   /** Residency plan for a file under the given budgets (nothing is loaded). */
   planModel(req: pb.PlanModelRequest): Promise<pb.PlanModelResponse>;
-  tokenize(req: pb.TokenizeRequest): number[];
+  tokenize(req: pb.TokenizeRequest): pb.TokenizeResponse;
   detokenize(req: pb.DetokenizeRequest): string;
   close(): Promise<void>;
 }
@@ -90,6 +90,9 @@ interface Loaded {
   lastSteps: number;
   lastProgress: number;
 }
+
+/** llama-server's default n_batch, the window its /infill fits prefix and suffix in. */
+const INFILL_WINDOW = 2048;
 
 const FINISH: Record<FinishReason, common.FinishReason> = {
   stop: common.FinishReason.FINISH_REASON_STOP,
@@ -352,11 +355,13 @@ export class LocalModelHost implements ModelHost {
           promptLogprobs: c.promptLogprobs ? [lpOf({ token: prompt[0], logprob: 0, top: [] }), ...c.promptLogprobs.map(lpOf)] : [],
           promptTopLogprobs: c.promptLogprobs ? [{ candidates: [] }, ...c.promptLogprobs.map(topOf)] : [],
           embedding: c.embedding ? Array.from(c.embedding) : [],
+          stopWord: '',
         };
         promptText = '';
         if (c.finish) {
           if (c.finish.reason === 'error' && c.finish.error) throw c.finish.error;
           out.finishReason = FINISH[c.finish.reason];
+          out.stopWord = c.finish.stopWord ?? '';
           out.usage = { promptTokens: c.finish.promptTokens, completionTokens: c.finish.completionTokens, cachedPromptTokens: c.finish.cachedPromptTokens };
           out.timings = {
             promptMs: c.finish.promptMs,
@@ -394,7 +399,7 @@ export class LocalModelHost implements ModelHost {
 
   /** The request's prompt tokens, and whether a chat prompt leaves a reasoning block open. */
   private prompt(m: Loaded, req: pb.GenerateRequest): { tokens: number[]; reasoningOpen: boolean } {
-    if (req.suffix) return { tokens: this.infillPrompt(m, req), reasoningOpen: false };
+    if (req.suffix || req.infill) return { tokens: this.infillPrompt(m, req), reasoningOpen: false };
     if (req.messages.length) {
       if (!m.chat) m.chat = ChatTemplate.fromTokenizer(m.model.tokenizer);
       const tools = req.toolsJson ? parseJsonField<unknown[]>(req.toolsJson, 'tools', Array.isArray) : undefined;
@@ -416,21 +421,45 @@ export class LocalModelHost implements ModelHost {
   }
 
   /**
-   * Fill-in-the-middle: [BOS] FIM_PRE prompt FIM_SUF suffix FIM_MID (llama-server's /infill order,
-   * without its repository context), the texts tokenized without parsing special tokens.
+   * Fill-in-the-middle, as llama-server's /infill arranges it (format_prompt_infill):
+   * the project's other files (Infill.extra), then [BOS] FIM_PRE prefix middle FIM_SUF suffix
+   * FIM_MID, every text tokenized without parsing special tokens. The prefix is the prompt (text or
+   * token ids). OpenAI's `suffix` alone takes the texts whole; with `infill` they are trimmed to
+   * llama-server's window (see Infill in engine.proto).
    */
   private infillPrompt(m: Loaded, req: pb.GenerateRequest): number[] {
     const what = req.messages.length ? 'chat messages' : req.echoPrompt ? 'echo' : req.promptLogprobs ? 'prompt logprobs' : req.embed ? 'embeddings' : '';
-    if (what) throw new EngineError('KAIL_E_INVALID_ARG', `suffix (fill-in-the-middle) cannot be combined with ${what}`);
+    if (what) throw new EngineError('KAIL_E_INVALID_ARG', `fill-in-the-middle (suffix or infill) cannot be combined with ${what}`);
     const tok = m.model.tokenizer;
-    const { fimPre, fimSuf, fimMid, bos } = tok.vocab.special;
+    const { fimPre, fimSuf, fimMid, fimRep, fimSep, bos } = tok.vocab.special;
     const missing = ([['FIM_PRE', fimPre], ['FIM_SUF', fimSuf], ['FIM_MID', fimMid]] as const).filter(([, id]) => id === null).map(([n]) => n);
     if (missing.length)
-      throw new EngineError('KAIL_E_INVALID_ARG', `model '${req.model}' cannot fill in the middle: its vocabulary has no ${missing.join('/')} token (suffix needs a FIM-trained model)`);
+      throw new EngineError('KAIL_E_INVALID_ARG', `model '${req.model}' cannot fill in the middle: its vocabulary has no ${missing.join('/')} token (it needs a FIM-trained model)`);
     const text = (s: string) => tok.tokenize(s, { addSpecial: false, parseSpecial: false });
-    const prefix = req.promptTokens.length ? req.promptTokens : text(req.prompt);
+    let prefix = req.promptTokens.length ? req.promptTokens : text(req.prompt);
+    let suffix = text(req.suffix);
     const head = tok.vocab.addBos && bos !== null ? [bos] : [];
-    return [...head, fimPre!, ...prefix, fimSuf!, ...text(req.suffix), fimMid!];
+    if (!req.infill) return [...head, fimPre!, ...prefix, fimSuf!, ...suffix, fimMid!];
+
+    const middle = text(req.infill.middle);
+    const extra: number[] = [];
+    if (fimRep !== null) extra.push(fimRep, ...text('myproject\n'));
+    for (const f of req.infill.extra) {
+      if (fimSep !== null) extra.push(fimSep, ...text(`${f.filename || 'tmp'}\n`));
+      else extra.push(...text('\n\n--- snippet ---\n\n'));
+      extra.push(...text(f.text));
+    }
+    if (fimSep !== null) extra.push(fimSep, ...text('filename\n'));
+    // llama-server fits prefix and suffix in one batch (its default 2048), 3:1; the files fill what
+    // the context has left beyond that batch and twice the tokens to generate.
+    const nCtx = m.model.nCtx;
+    const nPredict = req.maxTokens || 256;
+    // A context no wider than that window keeps room for the answer (and BOS) too.
+    const window = Math.max(0, Math.min(INFILL_WINDOW, nCtx - nPredict - 2));
+    prefix = prefix.slice(Math.max(0, prefix.length - 3 * Math.floor(window / 4)));
+    suffix = suffix.slice(0, Math.max(0, Math.floor(window / 4) - (2 + middle.length)));
+    const nExtra = Math.min(Math.max(0, nCtx - window - 2 * nPredict), extra.length);
+    return [...extra.slice(extra.length - nExtra), ...head, fimPre!, ...prefix, ...middle, fimSuf!, ...suffix, fimMid!];
   }
 
   /**
@@ -487,15 +516,18 @@ export class LocalModelHost implements ModelHost {
     return m ? m.engine.cancel(requestId) : false;
   }
 
-  tokenize(req: pb.TokenizeRequest): number[] {
-    return this.get(req.model).model.tokenizer.tokenize(req.text, { addSpecial: req.addSpecial, parseSpecial: req.parseSpecial });
+  tokenize(req: pb.TokenizeRequest): pb.TokenizeResponse {
+    const tok = this.get(req.model).model.tokenizer;
+    const tokens = tok.tokenize(req.text, { addSpecial: req.addSpecial, parseSpecial: req.parseSpecial });
+    // A piece as llama_token_to_piece gives it (special tokens' text included), as llama-server's with_pieces.
+    return { tokens, pieces: req.withPieces ? tokens.map((t) => Buffer.from(tok.tokenToPiece(t, { special: true }))) : [] };
   }
 
   detokenize(req: pb.DetokenizeRequest): string {
     const m = this.get(req.model);
     for (const t of req.tokens)
       if (!Number.isInteger(t) || t < 0 || t >= m.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `token id ${t} is outside the vocabulary (0..${m.model.nVocab - 1})`);
-    return m.model.tokenizer.detokenize(req.tokens);
+    return m.model.tokenizer.detokenize(req.tokens, { special: req.renderSpecial });
   }
 
   async listModelFiles(): Promise<pb.ListModelFilesResponse> {

@@ -295,6 +295,33 @@ export interface GenerateRequest {
    * echo_prompt, prompt_logprobs or embed.
    */
   suffix: string;
+  /**
+   * llama-server's /infill: set (even empty), the request fills in the middle with the prompt as
+   * the text before the gap and suffix as the text after it, empty or not, arranged with the
+   * project's other files and trimmed as llama-server does (see Infill).
+   */
+  infill: Infill | undefined;
+}
+
+/**
+ * Repository-level fill-in-the-middle (llama-server's /infill, after Qwen2.5-Coder's format):
+ *   [FIM_REP]myproject\n [FIM_SEP]filename\n text … [FIM_SEP]filename\n
+ *   [BOS] [FIM_PRE] prefix middle [FIM_SUF] suffix [FIM_MID]
+ * A vocabulary without FIM_REP/FIM_SEP separates the files with a "--- snippet ---" line. The
+ * prefix keeps its last 3/4 of a 2048-token window (of the context less max_tokens + 2 when
+ * that is smaller), the suffix its first quarter less the middle, and the files their last
+ * tokens that leave the window and twice max_tokens free in the context.
+ */
+export interface Infill {
+  extra: InfillFile[];
+  /** Text after the prefix, at the start of the gap (llama-server's `prompt` on /infill). */
+  middle: string;
+}
+
+export interface InfillFile {
+  /** Default "tmp", as llama-server's. */
+  filename: string;
+  text: string;
 }
 
 export interface ChatMessage {
@@ -342,6 +369,8 @@ export interface GenerateResponse {
   promptTopLogprobs: TopLogprobs[];
   /** With embed: the pooled hidden state (not normalized), on the last message. */
   embedding: number[];
+  /** On the last message, when a stop string (of GenerateRequest.stop) ended the output: that string. */
+  stopWord: string;
 }
 
 export interface TopLogprobs {
@@ -477,15 +506,21 @@ export interface TokenizeRequest {
   /** Parse special tokens in text (default false: special-token text is plain text). */
   parseSpecial: boolean;
   addSpecial: boolean;
+  /** Also return each token's piece (its bytes, which may be part of a UTF-8 character). */
+  withPieces: boolean;
 }
 
 export interface TokenizeResponse {
   tokens: number[];
+  /** With with_pieces: one per token. */
+  pieces: Buffer[];
 }
 
 export interface DetokenizeRequest {
   model: string;
   tokens: number[];
+  /** Write control tokens' text too (<|im_end|>, …), as llama-server's /detokenize does. */
+  renderSpecial: boolean;
 }
 
 export interface DetokenizeResponse {
@@ -1077,6 +1112,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     promptLogprobs: false,
     embed: 0,
     suffix: "",
+    infill: undefined,
   };
 }
 
@@ -1151,6 +1187,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.suffix !== "") {
       writer.uint32(178).string(message.suffix);
+    }
+    if (message.infill !== undefined) {
+      Infill.encode(message.infill, writer.uint32(186).fork()).join();
     }
     return writer;
   },
@@ -1354,6 +1393,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.suffix = reader.string();
             continue;
           }
+          case 23: {
+            if (tag !== 186) {
+              break;
+            }
+
+            message.infill = Infill.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1452,6 +1499,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : false,
       embed: isSet(object.embed) ? embedPoolingFromJSON(object.embed) : 0,
       suffix: isSet(object.suffix) ? globalThis.String(object.suffix) : "",
+      infill: isSet(object.infill) ? Infill.fromJSON(object.infill) : undefined,
     };
   },
 
@@ -1523,6 +1571,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.suffix !== "") {
       obj.suffix = message.suffix;
     }
+    if (message.infill !== undefined) {
+      obj.infill = Infill.toJSON(message.infill);
+    }
     return obj;
   },
 
@@ -1555,6 +1606,179 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.promptLogprobs = object.promptLogprobs ?? false;
     message.embed = object.embed ?? 0;
     message.suffix = object.suffix ?? "";
+    message.infill = (object.infill !== undefined && object.infill !== null)
+      ? Infill.fromPartial(object.infill)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseInfill(): Infill {
+  return { extra: [], middle: "" };
+}
+
+export const Infill: MessageFns<Infill> = {
+  encode(message: Infill, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.extra) {
+      InfillFile.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.middle !== "") {
+      writer.uint32(18).string(message.middle);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Infill {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInfill();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.extra.push(InfillFile.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.middle = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Infill {
+    return {
+      extra: globalThis.Array.isArray(object?.extra) ? object.extra.map((e: any) => InfillFile.fromJSON(e)) : [],
+      middle: isSet(object.middle) ? globalThis.String(object.middle) : "",
+    };
+  },
+
+  toJSON(message: Infill): unknown {
+    const obj: any = {};
+    if (message.extra?.length) {
+      obj.extra = message.extra.map((e) => InfillFile.toJSON(e));
+    }
+    if (message.middle !== "") {
+      obj.middle = message.middle;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Infill>, I>>(base?: I): Infill {
+    return Infill.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Infill>, I>>(object: I): Infill {
+    const message = createBaseInfill();
+    message.extra = object.extra?.map((e) => InfillFile.fromPartial(e)) || [];
+    message.middle = object.middle ?? "";
+    return message;
+  },
+};
+
+function createBaseInfillFile(): InfillFile {
+  return { filename: "", text: "" };
+}
+
+export const InfillFile: MessageFns<InfillFile> = {
+  encode(message: InfillFile, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.filename !== "") {
+      writer.uint32(10).string(message.filename);
+    }
+    if (message.text !== "") {
+      writer.uint32(18).string(message.text);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InfillFile {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInfillFile();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.filename = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): InfillFile {
+    return {
+      filename: isSet(object.filename) ? globalThis.String(object.filename) : "",
+      text: isSet(object.text) ? globalThis.String(object.text) : "",
+    };
+  },
+
+  toJSON(message: InfillFile): unknown {
+    const obj: any = {};
+    if (message.filename !== "") {
+      obj.filename = message.filename;
+    }
+    if (message.text !== "") {
+      obj.text = message.text;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<InfillFile>, I>>(base?: I): InfillFile {
+    return InfillFile.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InfillFile>, I>>(object: I): InfillFile {
+    const message = createBaseInfillFile();
+    message.filename = object.filename ?? "";
+    message.text = object.text ?? "";
     return message;
   },
 };
@@ -1734,6 +1958,7 @@ function createBaseGenerateResponse(): GenerateResponse {
     promptLogprobs: [],
     promptTopLogprobs: [],
     embedding: [],
+    stopWord: "",
   };
 }
 
@@ -1782,6 +2007,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
         writer.float(v);
       }
       writer.join();
+    }
+    if (message.stopWord !== "") {
+      writer.uint32(106).string(message.stopWord);
     }
     return writer;
   },
@@ -1915,6 +2143,14 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
 
             break;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.stopWord = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1969,6 +2205,11 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
       embedding: globalThis.Array.isArray(object?.embedding)
         ? object.embedding.map((e: any) => globalThis.Number(e))
         : [],
+      stopWord: isSet(object.stopWord)
+        ? globalThis.String(object.stopWord)
+        : isSet(object.stop_word)
+        ? globalThis.String(object.stop_word)
+        : "",
     };
   },
 
@@ -2010,6 +2251,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     if (message.embedding?.length) {
       obj.embedding = message.embedding.map((e) => floatToJson(e));
     }
+    if (message.stopWord !== "") {
+      obj.stopWord = message.stopWord;
+    }
     return obj;
   },
 
@@ -2032,6 +2276,7 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     message.promptLogprobs = object.promptLogprobs?.map((e) => TokenLogprob.fromPartial(e)) || [];
     message.promptTopLogprobs = object.promptTopLogprobs?.map((e) => TopLogprobs.fromPartial(e)) || [];
     message.embedding = object.embedding?.map((e) => e) || [];
+    message.stopWord = object.stopWord ?? "";
     return message;
   },
 };
@@ -3926,7 +4171,7 @@ export const PlanModelResponse: MessageFns<PlanModelResponse> = {
 };
 
 function createBaseTokenizeRequest(): TokenizeRequest {
-  return { model: "", text: "", parseSpecial: false, addSpecial: false };
+  return { model: "", text: "", parseSpecial: false, addSpecial: false, withPieces: false };
 }
 
 export const TokenizeRequest: MessageFns<TokenizeRequest> = {
@@ -3942,6 +4187,9 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
     }
     if (message.addSpecial !== false) {
       writer.uint32(32).bool(message.addSpecial);
+    }
+    if (message.withPieces !== false) {
+      writer.uint32(40).bool(message.withPieces);
     }
     return writer;
   },
@@ -3991,6 +4239,14 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
             message.addSpecial = reader.bool();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.withPieces = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4017,6 +4273,11 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
         : isSet(object.add_special)
         ? globalThis.Boolean(object.add_special)
         : false,
+      withPieces: isSet(object.withPieces)
+        ? globalThis.Boolean(object.withPieces)
+        : isSet(object.with_pieces)
+        ? globalThis.Boolean(object.with_pieces)
+        : false,
     };
   },
 
@@ -4034,6 +4295,9 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
     if (message.addSpecial !== false) {
       obj.addSpecial = message.addSpecial;
     }
+    if (message.withPieces !== false) {
+      obj.withPieces = message.withPieces;
+    }
     return obj;
   },
 
@@ -4046,12 +4310,13 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
     message.text = object.text ?? "";
     message.parseSpecial = object.parseSpecial ?? false;
     message.addSpecial = object.addSpecial ?? false;
+    message.withPieces = object.withPieces ?? false;
     return message;
   },
 };
 
 function createBaseTokenizeResponse(): TokenizeResponse {
-  return { tokens: [] };
+  return { tokens: [], pieces: [] };
 }
 
 export const TokenizeResponse: MessageFns<TokenizeResponse> = {
@@ -4062,6 +4327,9 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
         writer.int32(v);
       }
       writer.join();
+    }
+    for (const v of message.pieces) {
+      writer.uint32(18).bytes(v!);
     }
     return writer;
   },
@@ -4097,6 +4365,14 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
 
             break;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.pieces.push(Buffer.from(reader.bytes()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4112,6 +4388,9 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
   fromJSON(object: any): TokenizeResponse {
     return {
       tokens: globalThis.Array.isArray(object?.tokens) ? object.tokens.map((e: any) => globalThis.Number(e)) : [],
+      pieces: globalThis.Array.isArray(object?.pieces)
+        ? object.pieces.map((e: any) => Buffer.from(bytesFromBase64(e)))
+        : [],
     };
   },
 
@@ -4119,6 +4398,9 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
     const obj: any = {};
     if (message.tokens?.length) {
       obj.tokens = message.tokens.map((e) => Math.round(e));
+    }
+    if (message.pieces?.length) {
+      obj.pieces = message.pieces.map((e) => base64FromBytes(e));
     }
     return obj;
   },
@@ -4129,12 +4411,13 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
   fromPartial<I extends Exact<DeepPartial<TokenizeResponse>, I>>(object: I): TokenizeResponse {
     const message = createBaseTokenizeResponse();
     message.tokens = object.tokens?.map((e) => e) || [];
+    message.pieces = object.pieces?.map((e) => e) || [];
     return message;
   },
 };
 
 function createBaseDetokenizeRequest(): DetokenizeRequest {
-  return { model: "", tokens: [] };
+  return { model: "", tokens: [], renderSpecial: false };
 }
 
 export const DetokenizeRequest: MessageFns<DetokenizeRequest> = {
@@ -4148,6 +4431,9 @@ export const DetokenizeRequest: MessageFns<DetokenizeRequest> = {
         writer.int32(v);
       }
       writer.join();
+    }
+    if (message.renderSpecial !== false) {
+      writer.uint32(24).bool(message.renderSpecial);
     }
     return writer;
   },
@@ -4191,6 +4477,14 @@ export const DetokenizeRequest: MessageFns<DetokenizeRequest> = {
 
             break;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.renderSpecial = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4207,6 +4501,11 @@ export const DetokenizeRequest: MessageFns<DetokenizeRequest> = {
     return {
       model: isSet(object.model) ? globalThis.String(object.model) : "",
       tokens: globalThis.Array.isArray(object?.tokens) ? object.tokens.map((e: any) => globalThis.Number(e)) : [],
+      renderSpecial: isSet(object.renderSpecial)
+        ? globalThis.Boolean(object.renderSpecial)
+        : isSet(object.render_special)
+        ? globalThis.Boolean(object.render_special)
+        : false,
     };
   },
 
@@ -4218,6 +4517,9 @@ export const DetokenizeRequest: MessageFns<DetokenizeRequest> = {
     if (message.tokens?.length) {
       obj.tokens = message.tokens.map((e) => Math.round(e));
     }
+    if (message.renderSpecial !== false) {
+      obj.renderSpecial = message.renderSpecial;
+    }
     return obj;
   },
 
@@ -4228,6 +4530,7 @@ export const DetokenizeRequest: MessageFns<DetokenizeRequest> = {
     const message = createBaseDetokenizeRequest();
     message.model = object.model ?? "";
     message.tokens = object.tokens?.map((e) => e) || [];
+    message.renderSpecial = object.renderSpecial ?? false;
     return message;
   },
 };
@@ -4596,6 +4899,14 @@ export const EngineServiceClient = makeGenericClientConstructor(
   service: typeof EngineServiceService;
   serviceName: string;
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  return globalThis.Buffer.from(arr).toString("base64");
+}
 
 function floatToJson(value: number | null | undefined): number | string | null | undefined {
   return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;

@@ -29,6 +29,8 @@ import {
   servingStatusToJSON,
 } from "../../common/v1/common";
 import {
+  DetokenizeRequest,
+  DetokenizeResponse,
   GenerateRequest,
   GenerateResponse,
   ListModelFilesResponse,
@@ -37,6 +39,8 @@ import {
   PlanModelRequest as PlanModelRequest1,
   PlanModelResponse,
   TelemetrySnapshot,
+  TokenizeRequest,
+  TokenizeResponse,
   UnloadModelRequest as UnloadModelRequest3,
   UnloadModelResponse,
 } from "../../engine/v1/engine";
@@ -1971,6 +1975,25 @@ export const SchedulerServiceService = {
     responseSerialize: (value: UnloadModelResponse): Buffer => Buffer.from(UnloadModelResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): UnloadModelResponse => UnloadModelResponse.decode(value),
   },
+  /** Tokenize and Detokenize with a model, on a healthy engine that has it loaded. */
+  tokenize: {
+    path: "/kailstream.scheduler.v1.SchedulerService/Tokenize" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: TokenizeRequest): Buffer => Buffer.from(TokenizeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): TokenizeRequest => TokenizeRequest.decode(value),
+    responseSerialize: (value: TokenizeResponse): Buffer => Buffer.from(TokenizeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): TokenizeResponse => TokenizeResponse.decode(value),
+  },
+  detokenize: {
+    path: "/kailstream.scheduler.v1.SchedulerService/Detokenize" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DetokenizeRequest): Buffer => Buffer.from(DetokenizeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DetokenizeRequest => DetokenizeRequest.decode(value),
+    responseSerialize: (value: DetokenizeResponse): Buffer => Buffer.from(DetokenizeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DetokenizeResponse => DetokenizeResponse.decode(value),
+  },
 } as const;
 
 export interface SchedulerServiceServer extends UntypedServiceImplementation {
@@ -1988,6 +2011,9 @@ export interface SchedulerServiceServer extends UntypedServiceImplementation {
   planModel: handleUnaryCall<PlanModelRequest, PlanModelResponse>;
   loadModel: handleUnaryCall<LoadModelRequest, LoadModelResponse>;
   unloadModel: handleUnaryCall<UnloadModelRequest, UnloadModelResponse>;
+  /** Tokenize and Detokenize with a model, on a healthy engine that has it loaded. */
+  tokenize: handleUnaryCall<TokenizeRequest, TokenizeResponse>;
+  detokenize: handleUnaryCall<DetokenizeRequest, DetokenizeResponse>;
 }
 
 export interface SchedulerServiceClient extends Client {
@@ -2145,6 +2171,37 @@ export interface SchedulerServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: UnloadModelResponse) => void,
+  ): ClientUnaryCall;
+  /** Tokenize and Detokenize with a model, on a healthy engine that has it loaded. */
+  tokenize(
+    request: TokenizeRequest,
+    callback: (error: ServiceError | null, response: TokenizeResponse) => void,
+  ): ClientUnaryCall;
+  tokenize(
+    request: TokenizeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: TokenizeResponse) => void,
+  ): ClientUnaryCall;
+  tokenize(
+    request: TokenizeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: TokenizeResponse) => void,
+  ): ClientUnaryCall;
+  detokenize(
+    request: DetokenizeRequest,
+    callback: (error: ServiceError | null, response: DetokenizeResponse) => void,
+  ): ClientUnaryCall;
+  detokenize(
+    request: DetokenizeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DetokenizeResponse) => void,
+  ): ClientUnaryCall;
+  detokenize(
+    request: DetokenizeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DetokenizeResponse) => void,
   ): ClientUnaryCall;
 }
 
