@@ -7,11 +7,14 @@ import { isLoopback, registerAuth, tenantOf } from './auth/auth';
 import { KEYS_FILE, KeyStore } from './auth/keys';
 import type { ApiConfig } from './env';
 import { ApiMetrics } from './metrics';
-import { registerOpenAiRoutes } from './openai/routes';
+import { LLAMA_SERVER_ROUTES, registerLlamaServerRoutes } from './llama-server/routes';
+import { registerOpenAiRoutes, type OpenAiDeps } from './openai/routes';
 import { openAiError } from './openai/schemas';
 import { readiness } from './ready';
 import { mountTrpc } from './trpc';
 import { VERSION } from './version';
+
+const NATIVE_ROUTES: ReadonlySet<string> = new Set(LLAMA_SERVER_ROUTES);
 
 export interface RunningApi {
   app: FastifyInstance;
@@ -100,7 +103,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     }
   });
 
-  registerOpenAiRoutes(app, {
+  const deps: OpenAiDeps = {
     scheduler: () => scheduler,
     tenantOf,
     metrics,
@@ -114,14 +117,17 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
         app.log.error(e);
       }
     },
-  });
+  };
+  registerOpenAiRoutes(app, deps);
+  // llama-server's own endpoints (/completion, /infill, /tokenize, /detokenize) for clients written against it.
+  registerLlamaServerRoutes(app, deps);
 
   // The console's tRPC router (apps/api/src/trpc), behind the same key check as every route.
   await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => beyondLoopback || (keys?.activeCount() ?? 0) > 0 });
 
   // Errors answered as whole responses (streams that fail midway count themselves).
   app.addHook('onResponse', async (req, reply) => {
-    if (reply.statusCode >= 400 && req.url.startsWith('/v1/')) metrics.requestErrors.inc({ status: String(reply.statusCode) });
+    if (reply.statusCode >= 400 && (req.url.startsWith('/v1/') || NATIVE_ROUTES.has(req.url.split('?')[0]))) metrics.requestErrors.inc({ status: String(reply.statusCode) });
   });
 
   try {

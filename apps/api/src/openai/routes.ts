@@ -108,7 +108,7 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
 }
 
 /** SamplingParams with the request's logit_bias (JSON object keys are strings; the proto map's are ids). */
-function withLogitBias(bias: Record<string, number> | null | undefined, fields: Partial<common.SamplingParams>): common.SamplingParams {
+export function withLogitBias(bias: Record<string, number> | null | undefined, fields: Partial<common.SamplingParams>): common.SamplingParams {
   const sampling = common.SamplingParams.fromPartial(fields);
   for (const [k, v] of Object.entries(bias ?? {})) sampling.logitBias[Number(k)] = v;
   return sampling;
@@ -258,7 +258,7 @@ async function embeddings(req: FastifyRequest, reply: FastifyReply, deps: OpenAi
  * request's own 'close' fires as soon as its body is read). The first failure cancels the others
  * and rejects with its gRPC error.
  */
-async function submitAll(
+export async function submitAll(
   req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, scheduler: spb.SchedulerServiceClient,
   gens: pb.GenerateRequest[], onData: (i: number, msg: pb.GenerateResponse) => void,
 ): Promise<void> {
@@ -290,7 +290,7 @@ async function submitAll(
 }
 
 /** The HTTP answer to a failed submitAll, or null when the client went away (nothing to send). */
-function callFailure(reply: FastifyReply, e: unknown): ReturnType<typeof grpcToHttp> | null {
+export function callFailure(reply: FastifyReply, e: unknown): ReturnType<typeof grpcToHttp> | null {
   const err = e as grpc.ServiceError;
   if (err.code === grpc.status.CANCELLED && reply.raw.destroyed) return null;
   return grpcToHttp(err);

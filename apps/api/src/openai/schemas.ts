@@ -3,10 +3,10 @@ import { z } from 'zod';
 // Request bodies in the order of OpenAI's API reference. Unknown fields are ignored, as OpenAI's
 // own server and llama-server do; wrong types and out-of-range values are 400s naming the field.
 
-const stop = z.union([z.string(), z.array(z.string()).max(16)]).optional().nullable();
+export const stop = z.union([z.string(), z.array(z.string()).max(16)]).optional().nullable();
 const maxTokens = z.number().int().min(1).max(1_000_000).optional().nullable();
 
-const sampling = {
+export const sampling = {
   temperature: z.number().min(0).max(2).optional().nullable(),
   top_p: z.number().gt(0).max(1).optional().nullable(),
   seed: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().nullable(),

@@ -1,0 +1,173 @@
+import fs from 'node:fs';
+import { engine as pb } from '@kailstream/proto';
+import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
+import { tempDir, writeTestModel } from '@kailstream/engine/testing';
+import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
+
+import { parseApiConfig } from '../env';
+import { startApi, type RunningApi } from '../server';
+
+// The real stack in one process (engine with the tiny Qwen3-MoE model, whose vocabulary has
+// Qwen2.5-Coder's FIM tokens; scheduler; API), spoken to as llama-server's clients speak.
+describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize", () => {
+  const dir = tempDir();
+  let host: LocalModelHost;
+  let engine: RunningEngineServer;
+  let sched: RunningSchedulerServer;
+  let api: RunningApi;
+  let file: string;
+
+  beforeAll(async () => {
+    file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    // A context wider than /infill's 2048-token window leaves room for the project's files.
+    host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 4096 });
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny', threads: 2 }));
+    engine = await startEngineServer(host, { port: 0 });
+    sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], probeIntervalMs: 200 });
+    api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}` }));
+  }, 60_000);
+
+  afterAll(async () => {
+    await api?.close();
+    await sched?.close(100);
+    await engine?.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const post = async (path: string, body: unknown) => {
+    const r = await fetch(`${api.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+    return { status: r.status, body: (await r.json()) as Record<string, any> };
+  };
+  /** Server-sent events of a streamed answer, parsed. */
+  const events = async (path: string, body: unknown) => {
+    const r = await fetch(`${api.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...(body as object), stream: true }) });
+    expect(r.headers.get('content-type')).toMatch(/text\/event-stream/);
+    const text = await r.text();
+    return text.split('\n\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)) as Record<string, any>);
+  };
+  const tokenize = async (content: string, extra: object = {}) => (await post('/tokenize', { content, ...extra })).body.tokens as number[];
+  const greedy = { temperature: 0, ignore_eos: true, return_tokens: true };
+
+  it('tokenizes (special tokens parsed by default, pieces on request) and detokenizes back, the model left out', async () => {
+    const ids = await tokenize('Hello world<|im_end|>');
+    const literal = await tokenize('Hello world<|im_end|>', { parse_special: false });
+    expect(literal.length).toBeGreaterThan(ids.length);
+    const pieces = (await post('/tokenize', { content: 'Hello world', with_pieces: true, model: 'tiny' })).body.tokens as { id: number; piece: string }[];
+    expect(pieces.map((p) => p.piece).join('')).toBe('Hello world');
+    expect(pieces.map((p) => p.id)).toEqual(await tokenize('Hello world'));
+    expect((await post('/detokenize', { tokens: ids })).body).toEqual({ content: 'Hello world<|im_end|>' });
+    expect((await post('/detokenize', {})).body).toEqual({ content: '' });
+    expect((await post('/tokenize', {})).body).toEqual({ tokens: [] });
+    // A piece that is not whole UTF-8 comes back as its bytes.
+    const split = (await post('/tokenize', { content: '\u{1F600}', with_pieces: true })).body.tokens as { piece: string | number[] }[];
+    const bytes = split.flatMap((p) => (typeof p.piece === 'string' ? [...Buffer.from(p.piece)] : p.piece));
+    expect(Buffer.from(bytes).toString('utf8')).toBe('\u{1F600}');
+  });
+
+  it('completes a prompt as llama-server: content, tokens, stop type, settings and timings; streamed the same', async () => {
+    const { status, body } = await post('/completion', { prompt: 'The answer is', n_predict: 6, ...greedy });
+    expect(status).toBe(200);
+    expect(body.tokens).toHaveLength(6);
+    expect(body.tokens_predicted).toBe(6);
+    expect(body.tokens_evaluated).toBe((await tokenize('The answer is', { add_special: true })).length);
+    expect(body.stop).toBe(true);
+    expect(body.stop_type).toBe('limit');
+    expect(body.model).toBe('tiny');
+    expect(body.prompt).toBe('The answer is');
+    expect((await post('/detokenize', { tokens: body.tokens })).body.content).toBe(body.content);
+    expect(body.generation_settings).toMatchObject({ n_predict: 6, temperature: 0, top_k: 40, seed: -1 });
+    expect(body.timings.predicted_n).toBe(6);
+    expect(body.timings.predicted_per_second).toBeGreaterThan(0);
+    // Token ids as the prompt give the same answer; so does the stream, piece by piece.
+    const ids = await post('/completions', { prompt: await tokenize('The answer is', { add_special: true }), n_predict: 6, ...greedy });
+    expect(ids.body.tokens).toEqual(body.tokens);
+    const ev = await events('/completion', { prompt: 'The answer is', n_predict: 6, ...greedy });
+    const last = ev.at(-1)!;
+    expect(last.stop).toBe(true);
+    expect(last.stop_type).toBe('limit');
+    expect(ev.slice(0, -1).every((e) => e.stop === false)).toBe(true);
+    expect(ev.slice(0, -1).map((e) => e.content).join('')).toBe(body.content);
+    expect(ev.slice(0, -1).flatMap((e) => e.tokens)).toEqual(body.tokens);
+  });
+
+  it('says which stop string ended the answer, and returns the top alternatives with n_probs', async () => {
+    const free = await post('/completion', { prompt: 'Once upon', n_predict: 12, ...greedy });
+    const text = free.body.content as string;
+    const word = text.slice(3, 6);
+    expect(word).toHaveLength(3);
+    const stopped = await post('/completion', { prompt: 'Once upon', n_predict: 12, stop: [word], ...greedy });
+    expect(stopped.body.stop_type).toBe('word');
+    expect(stopped.body.stopping_word).toBe(word);
+    expect(stopped.body.content).toBe(text.slice(0, text.indexOf(word)));
+    const probs = await post('/completion', { prompt: 'Once upon', n_predict: 3, n_probs: 4, ...greedy });
+    const cp = probs.body.completion_probabilities as { id: number; logprob: number; top_logprobs: { id: number; logprob: number }[] }[];
+    expect(cp).toHaveLength(3);
+    for (const [i, p] of cp.entries()) {
+      expect(p.id).toBe(probs.body.tokens[i]);
+      expect(p.top_logprobs).toHaveLength(4);
+      // Greedy: the chosen token is the most likely one.
+      expect(p.top_logprobs[0].id).toBe(p.id);
+    }
+  });
+
+  it('fills in the middle with the project files before the prefix, as OpenAI suffix does without them', async () => {
+    const prefix = 'def add(a, b):\n    ';
+    const suffix = '\n    return c\n';
+    const infill = await post('/infill', { input_prefix: prefix, input_suffix: suffix, n_predict: 5, ...greedy });
+    expect(infill.status).toBe(200);
+    // The same prompt laid out by hand: the repository markers, then OpenAI's suffix prompt.
+    const oai = await post('/v1/completions', { model: 'tiny', prompt: prefix, suffix, max_tokens: 1 });
+    const marks = await tokenize('<|repo_name|>myproject\n<|file_sep|>filename\n');
+    const layout = [...marks, ...(await tokenize('<|fim_prefix|>')), ...(await tokenize(prefix, { parse_special: false })),
+      ...(await tokenize('<|fim_suffix|>')), ...(await tokenize(suffix, { parse_special: false })), ...(await tokenize('<|fim_middle|>'))];
+    expect(infill.body.tokens_evaluated).toBe(oai.body.usage.prompt_tokens + marks.length);
+    expect(infill.body.tokens_evaluated).toBe(layout.length);
+    const byHand = await post('/completion', { prompt: layout, n_predict: 5, ...greedy });
+    expect(infill.body.tokens).toEqual(byHand.body.tokens);
+    const extra = [{ filename: 'util.py', text: 'def sub(a, b):\n    return a - b\n' }];
+    const withFiles = await post('/infill', { input_prefix: prefix, input_suffix: suffix, input_extra: extra, prompt: 'c =', n_predict: 5, ...greedy });
+    const more = (await tokenize('<|file_sep|>util.py\n')).length + (await tokenize(extra[0].text)).length + (await tokenize('c =')).length;
+    expect(withFiles.body.tokens_evaluated).toBe(infill.body.tokens_evaluated + more);
+    const ev = await events('/infill', { input_prefix: prefix, input_suffix: suffix, n_predict: 5, ...greedy });
+    expect(ev.slice(0, -1).map((e) => e.content).join('')).toBe(infill.body.content);
+  });
+
+  it('answers bad requests with a 400 naming the field, an unknown model with a 404, and keeps serving', async () => {
+    const bad: [string, unknown, RegExp][] = [
+      ['/infill', { input_suffix: '' }, /input_prefix is required/],
+      ['/infill', { input_prefix: 'x' }, /input_suffix is required/],
+      ['/infill', { input_prefix: 'x', input_suffix: '', input_extra: 'nope' }, /input_extra must be an array/],
+      ['/infill', { input_prefix: 'x', input_suffix: '', input_extra: [{ filename: 'a' }] }, /input_extra\.0\.text: each input_extra chunk needs a text string/],
+      ['/completion', { prompt: { text: 'x' } }, /prompt must be a string or an array of token ids/],
+      ['/completion', { prompt: '' }, /prompt must not be empty/],
+      ['/completion', { prompt: 'x', n_predict: -2 }, /n_predict/],
+      ['/completion', { prompt: 'x', temperature: 'hot' }, /temperature/],
+      ['/completion', '{"prompt": "x",', /JSON/i],
+      ['/tokenize', { content: 5 }, /content must be a string/],
+      ['/detokenize', { tokens: [1, -1] }, /tokens\.1/],
+      ['/detokenize', { tokens: [1e9] }, /outside the vocabulary/],
+    ];
+    for (const [path, body, why] of bad) {
+      const r = await post(path, body);
+      expect([path, r.status]).toEqual([path, 400]);
+      expect(r.body.error.message).toMatch(why);
+    }
+    const unknown = await post('/completion', { prompt: 'x', model: 'nope' });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error.message).toMatch(/The model 'nope' does not exist \(served: tiny\)/);
+    expect((await post('/completion', { prompt: 'x', n_predict: 2 })).status).toBe(200);
+  });
+
+  it('needs the model named once two are served', async () => {
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny2', threads: 2 }));
+    const deadline = Date.now() + 5000;
+    let r = await post('/tokenize', { content: 'x' });
+    while (r.status === 200 && Date.now() < deadline) {
+      await new Promise((res) => setTimeout(res, 100));
+      r = await post('/tokenize', { content: 'x' });
+    }
+    expect(r.status).toBe(400);
+    expect(r.body.error.message).toMatch(/model is required: 2 models are served \(tiny, tiny2\)/);
+    expect((await post('/tokenize', { content: 'x', model: 'tiny2' })).status).toBe(200);
+  });
+});

@@ -1,0 +1,366 @@
+// llama-server's own endpoints, for the clients written against it: /completion (and
+// /completions), /infill (code completion in editors: llama.vim, llama.vscode), /tokenize and
+// /detokenize. Request fields and response shapes follow llama.cpp's tools/server; errors keep
+// this server's OpenAI shape. `model` may be left out when exactly one model is served.
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import * as grpc from '@grpc/grpc-js';
+import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
+import { z } from 'zod';
+
+import { callFailure, grpcToHttp, submitAll, withLogitBias, type OpenAiDeps } from '../openai/routes';
+import { openAiError, sampling, stop, zodToOpenAi } from '../openai/schemas';
+
+/** The routes this module serves (for the error counter). */
+export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize'] as const;
+
+const tokenIds = z.array(z.number().int().min(0).max(2_147_483_647));
+
+/** Sampling and length fields of /completion and /infill, with llama-server's defaults applied later. */
+const generation = {
+  model: z.string().min(1).optional(),
+  /** -1 (llama-server's default): until end of generation or the context is full. */
+  n_predict: z.number().int().min(-1).max(1_000_000).optional().nullable(),
+  max_tokens: z.number().int().min(-1).max(1_000_000).optional().nullable(),
+  temperature: z.number().min(0).max(10).optional().nullable(),
+  top_k: sampling.top_k,
+  top_p: z.number().min(0).max(1).optional().nullable(),
+  min_p: sampling.min_p,
+  repeat_penalty: sampling.repeat_penalty,
+  presence_penalty: sampling.presence_penalty,
+  frequency_penalty: sampling.frequency_penalty,
+  /** -1 (the default): a random seed. */
+  seed: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
+  stop,
+  stream: z.boolean().optional().nullable(),
+  ignore_eos: sampling.ignore_eos,
+  /** Probabilities of the n most likely tokens at each step (completion_probabilities). */
+  n_probs: z.number().int().min(0).max(20).optional().nullable(),
+  /** Include each message's token ids (`tokens`). */
+  return_tokens: z.boolean().optional().nullable(),
+  /** llama-server's forms: an object of id -> bias, or [[id, bias], …] where a bias of false bans the token. */
+  logit_bias: z
+    .union([
+      sampling.logit_bias,
+      z.array(z.tuple([z.number().int().min(0), z.union([z.number().min(-100).max(100), z.literal(false)])])).max(1024),
+    ])
+    .optional()
+    .nullable(),
+};
+
+const CompletionBody = z.object({
+  ...generation,
+  prompt: z.union([z.string(), tokenIds.min(1, 'a token-id prompt must not be empty')], {
+    message: 'prompt must be a string or an array of token ids (for several prompts at once use /v1/completions)',
+  }),
+});
+
+const InfillBody = z.object({
+  ...generation,
+  input_prefix: z.string({ message: 'input_prefix is required (a string)' }),
+  input_suffix: z.string({ message: 'input_suffix is required (a string)' }),
+  /** The project's other files, put before the prefix. */
+  input_extra: z
+    .array(z.object({ filename: z.string().optional(), text: z.string({ message: 'each input_extra chunk needs a text string' }) }), {
+      message: 'input_extra must be an array of {"filename": string, "text": string}',
+    })
+    .max(1024)
+    .optional()
+    .nullable(),
+  /** Text at the start of the gap, after the prefix. */
+  prompt: z.string({ message: 'prompt must be a string' }).optional().nullable(),
+});
+
+const TokenizeBody = z.object({
+  model: z.string().min(1).optional(),
+  content: z.string({ message: 'content must be a string' }).optional(),
+  add_special: z.boolean().optional(),
+  parse_special: z.boolean().optional(),
+  with_pieces: z.boolean().optional(),
+});
+
+const DetokenizeBody = z.object({
+  model: z.string().min(1).optional(),
+  tokens: tokenIds.max(10_000_000).optional(),
+});
+
+type Generation = z.infer<z.ZodObject<typeof generation>>;
+
+function unary<Req, Res>(fn: (req: Req, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: Res) => void) => unknown, req: Req): Promise<Res> {
+  return new Promise((resolve, reject) => fn(req, new grpc.Metadata(), { deadline: Date.now() + 30_000 }, (e, r) => (e ? reject(e) : resolve(r as Res))));
+}
+
+class HttpError extends Error {
+  constructor(readonly status: number, readonly body: ReturnType<typeof openAiError>, readonly retryAfter?: number) {
+    super(body.error.message);
+  }
+}
+
+/** The request's model (or the only one served) and its context length. */
+async function resolveModel(scheduler: spb.SchedulerServiceClient, model: string | undefined): Promise<{ id: string; contextLength: number }> {
+  let models: common.ModelInfo[];
+  try {
+    models = (await unary<spb.ListModelsRequest, spb.ListModelsResponse>(scheduler.listModels.bind(scheduler), {})).models;
+  } catch (e) {
+    const f = grpcToHttp(e as grpc.ServiceError);
+    throw new HttpError(f.status, f.body, f.retryAfter);
+  }
+  const served = models.map((m) => m.id);
+  if (model === undefined) {
+    if (models.length === 1) return { id: models[0].id, contextLength: models[0].contextLength };
+    const why = models.length ? `${models.length} models are served (${served.join(', ')})` : 'no model is loaded';
+    throw new HttpError(400, openAiError(`model is required: ${why}`, 'invalid_request_error', 'model', 'invalid_value'));
+  }
+  const m = models.find((x) => x.id === model);
+  if (!m) throw new HttpError(404, openAiError(`The model '${model}' does not exist (served: ${served.join(', ') || 'none'})`, 'invalid_request_error', 'model', 'model_not_found'));
+  return { id: m.id, contextLength: m.contextLength };
+}
+
+/** llama-server's sampling defaults (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05) under the request's fields. */
+function samplingOf(b: Generation): common.SamplingParams {
+  const seed = b.seed ?? -1;
+  const bias: Record<string, number> = {};
+  if (Array.isArray(b.logit_bias)) for (const [id, v] of b.logit_bias) bias[String(id)] = v === false ? -100 : v;
+  else Object.assign(bias, b.logit_bias ?? {});
+  return withLogitBias(bias, {
+    temperature: b.temperature ?? 0.8,
+    topK: b.top_k ?? 40,
+    topP: b.top_p ?? 0.95,
+    minP: b.min_p ?? 0.05,
+    repetitionPenalty: b.repeat_penalty ?? 1,
+    presencePenalty: b.presence_penalty ?? 0,
+    frequencyPenalty: b.frequency_penalty ?? 0,
+    seed: seed >= 0 ? seed : 0,
+    hasSeed: seed >= 0,
+  });
+}
+
+/** The `n_predict`: -1 or absent means until the context is full (the engine stops there). */
+function predictOf(b: Generation, contextLength: number): number {
+  const n = b.n_predict ?? b.max_tokens ?? -1;
+  return n < 0 ? Math.max(1, contextLength) : n;
+}
+
+const STOP_TYPE = (finish: common.FinishReason, stopWord: string) =>
+  finish === common.FinishReason.FINISH_REASON_STOP ? (stopWord ? 'word' : 'eos') : finish === common.FinishReason.FINISH_REASON_LENGTH ? 'limit' : 'none';
+
+/** completion_probabilities entries: each token with its bytes, logprob and the top alternatives. */
+function probabilities(msg: pb.GenerateResponse) {
+  const entry = (t: common.TokenLogprob) => ({ id: t.token, token: t.text, bytes: [...Buffer.from(t.text, 'utf8')], logprob: t.logprob });
+  return msg.logprobs.map((l, i) => ({ ...entry(l), top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map(entry) }));
+}
+
+/**
+ * Runs one generation and answers as llama-server's /completion does: one JSON body, or (stream)
+ * server-sent events of {content, tokens, stop: false, …} and a last one with stop: true, the
+ * stop type, the settings and the timings.
+ */
+async function complete(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, b: Generation, prompt: Partial<pb.GenerateRequest>, promptText?: string) {
+  const scheduler = deps.scheduler();
+  if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
+  let model: { id: string; contextLength: number };
+  try {
+    model = await resolveModel(scheduler, b.model);
+  } catch (e) {
+    if (!(e instanceof HttpError)) throw e;
+    if (e.retryAfter) reply.header('retry-after', String(e.retryAfter));
+    return reply.code(e.status).send(e.body);
+  }
+  const nProbs = b.n_probs ?? 0;
+  const nPredict = predictOf(b, model.contextLength);
+  const stops = b.stop == null ? [] : (Array.isArray(b.stop) ? b.stop : [b.stop]).filter((s) => s.length > 0);
+  const sampling = samplingOf(b);
+  const gen = pb.GenerateRequest.fromPartial({
+    ...prompt,
+    requestId: `cmpl-${randomUUID()}`,
+    model: model.id,
+    maxTokens: nPredict,
+    stop: stops,
+    sampling,
+    wantLogprobs: nProbs > 0,
+    topLogprobs: nProbs,
+    ignoreEos: !!b.ignore_eos,
+  });
+  const settings = {
+    n_predict: b.n_predict ?? b.max_tokens ?? -1,
+    seed: b.seed ?? -1,
+    temperature: sampling.temperature,
+    top_k: sampling.topK,
+    top_p: sampling.topP,
+    min_p: sampling.minP,
+    repeat_penalty: sampling.repetitionPenalty,
+    presence_penalty: sampling.presencePenalty,
+    frequency_penalty: sampling.frequencyPenalty,
+    stop: stops,
+    ignore_eos: !!b.ignore_eos,
+    n_probs: nProbs,
+    stream: !!b.stream,
+  };
+  const returnTokens = !!b.return_tokens;
+  let content = '';
+  const tokens: number[] = [];
+  const probs: ReturnType<typeof probabilities> = [];
+  let last: pb.GenerateResponse | undefined;
+  let headersSent = false;
+  const sse = (obj: unknown) => reply.raw.write(`data: ${JSON.stringify(obj)}\n\n`);
+  const startStream = () => {
+    if (headersSent) return;
+    headersSent = true;
+    reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  };
+  const t0 = performance.now();
+  let tFirst = 0;
+  try {
+    await submitAll(req, reply, deps, scheduler, [gen], (_i, msg) => {
+      if (msg.tokens.length && !tFirst) tFirst = performance.now();
+      content += msg.text;
+      tokens.push(...msg.tokens);
+      const p = nProbs > 0 ? probabilities(msg) : [];
+      probs.push(...p);
+      last = msg;
+      if (b.stream && (msg.text || msg.tokens.length) && msg.finishReason === common.FinishReason.FINISH_REASON_UNSPECIFIED) {
+        startStream();
+        sse({
+          index: 0, content: msg.text, tokens: returnTokens ? msg.tokens : [], stop: false, id_slot: -1,
+          tokens_predicted: tokens.length, tokens_evaluated: 0,
+          ...(p.length ? { completion_probabilities: p } : {}),
+        });
+      }
+    });
+  } catch (e) {
+    deps.onUsage?.(req, 0, tokens.length);
+    const failed = callFailure(reply, e);
+    if (!failed) return reply;
+    if (headersSent) {
+      deps.metrics?.requestErrors.inc({ status: String(failed.status) });
+      sse(failed.body);
+      reply.raw.end();
+      return reply;
+    }
+    if (failed.retryAfter) reply.header('retry-after', String(failed.retryAfter));
+    return reply.code(failed.status).send(failed.body);
+  }
+  const usage = last?.usage ?? common.Usage.fromPartial({});
+  const timings = last?.timings ?? common.Timings.fromPartial({});
+  const finish = last?.finishReason ?? common.FinishReason.FINISH_REASON_UNSPECIFIED;
+  const stopWord = last?.stopWord ?? '';
+  deps.onUsage?.(req, usage.promptTokens, usage.completionTokens);
+  const m = deps.metrics;
+  if (m) {
+    m.promptTokens.inc({ model: model.id }, usage.promptTokens);
+    m.promptTokensCached.inc({ model: model.id }, usage.cachedPromptTokens);
+    m.generationTokens.inc({ model: model.id }, usage.completionTokens);
+    m.requestSuccess.inc({ model: model.id, finished_reason: finish === common.FinishReason.FINISH_REASON_LENGTH ? 'length' : 'stop' });
+    if (tFirst) m.ttft.observe({ model: model.id }, (tFirst - t0) / 1000);
+    m.e2e.observe({ model: model.id }, (performance.now() - t0) / 1000);
+  }
+  const promptN = usage.promptTokens - usage.cachedPromptTokens;
+  const genN = usage.completionTokens;
+  const final = {
+    index: 0,
+    content: b.stream ? '' : content,
+    tokens: returnTokens && !b.stream ? tokens : [],
+    id_slot: -1,
+    stop: true,
+    model: model.id,
+    tokens_predicted: genN,
+    tokens_evaluated: usage.promptTokens,
+    generation_settings: settings,
+    ...(promptText !== undefined ? { prompt: promptText } : {}),
+    has_new_line: content.includes('\n'),
+    truncated: false,
+    stop_type: STOP_TYPE(finish, stopWord),
+    stopping_word: stopWord,
+    tokens_cached: usage.cachedPromptTokens,
+    timings: {
+      cache_n: usage.cachedPromptTokens,
+      prompt_n: promptN,
+      prompt_ms: timings.promptMs,
+      prompt_per_token_ms: promptN > 0 ? timings.promptMs / promptN : 0,
+      prompt_per_second: timings.promptMs > 0 ? (1000 * promptN) / timings.promptMs : 0,
+      predicted_n: genN,
+      predicted_ms: timings.generationMs,
+      predicted_per_token_ms: genN > 0 ? timings.generationMs / genN : 0,
+      predicted_per_second: timings.generationMs > 0 ? (1000 * genN) / timings.generationMs : 0,
+    },
+    ...(!b.stream && probs.length ? { completion_probabilities: probs } : {}),
+  };
+  if (b.stream) {
+    startStream();
+    sse(final);
+    reply.raw.end();
+    return reply;
+  }
+  return reply.send(final);
+}
+
+/** Valid UTF-8 bytes as their string, else the byte values (llama-server's with_pieces). */
+function pieceJson(bytes: Uint8Array): string | number[] {
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return [...bytes];
+  }
+}
+
+/** Runs a tokenizer call with the request's model, answering errors in the API's shape. */
+async function withModel<T>(reply: FastifyReply, deps: OpenAiDeps, model: string | undefined, fn: (s: spb.SchedulerServiceClient, id: string) => Promise<T>) {
+  const scheduler = deps.scheduler();
+  if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
+  try {
+    const { id } = await resolveModel(scheduler, model);
+    return reply.send(await fn(scheduler, id));
+  } catch (e) {
+    const f = e instanceof HttpError ? e : grpcToHttp(e as grpc.ServiceError);
+    if (f.retryAfter) reply.header('retry-after', String(f.retryAfter));
+    return reply.code(f.status).send(f.body);
+  }
+}
+
+export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps): void {
+  const completion = async (req: FastifyRequest, reply: FastifyReply) => {
+    const parsed = CompletionBody.safeParse(req.body);
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    const b = parsed.data;
+    if (typeof b.prompt === 'string' && b.prompt.length === 0) return reply.code(400).send(openAiError('prompt must not be empty', 'invalid_request_error', 'prompt', 'invalid_value'));
+    return complete(req, reply, deps, b, typeof b.prompt === 'string' ? { prompt: b.prompt } : { promptTokens: b.prompt }, typeof b.prompt === 'string' ? b.prompt : undefined);
+  };
+  app.post('/completion', completion);
+  app.post('/completions', completion);
+
+  app.post('/infill', async (req, reply) => {
+    const parsed = InfillBody.safeParse(req.body);
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    const b = parsed.data;
+    return complete(req, reply, deps, b, {
+      prompt: b.input_prefix,
+      suffix: b.input_suffix,
+      infill: { middle: b.prompt ?? '', extra: (b.input_extra ?? []).map((c) => ({ filename: c.filename ?? '', text: c.text })) },
+    });
+  });
+
+  app.post('/tokenize', async (req, reply) => {
+    const parsed = TokenizeBody.safeParse(req.body ?? {});
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    const b = parsed.data;
+    return withModel(reply, deps, b.model, async (s, model) => {
+      if (b.content === undefined) return { tokens: [] };
+      const r = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(
+        s.tokenize.bind(s),
+        pb.TokenizeRequest.fromPartial({ model, text: b.content, addSpecial: b.add_special ?? false, parseSpecial: b.parse_special ?? true, withPieces: !!b.with_pieces }),
+      );
+      return { tokens: b.with_pieces ? r.tokens.map((id, i) => ({ id, piece: pieceJson(r.pieces[i]) })) : r.tokens };
+    });
+  });
+
+  app.post('/detokenize', async (req, reply) => {
+    const parsed = DetokenizeBody.safeParse(req.body ?? {});
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    const b = parsed.data;
+    return withModel(reply, deps, b.model, async (s, model) => {
+      if (!b.tokens?.length) return { content: '' };
+      const r = await unary<pb.DetokenizeRequest, pb.DetokenizeResponse>(s.detokenize.bind(s), { model, tokens: b.tokens, renderSpecial: true });
+      return { content: r.text };
+    });
+  });
+}
