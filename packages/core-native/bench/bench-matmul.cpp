@@ -127,6 +127,11 @@ int main(int argc, char ** argv) {
     for (const std::string & tn : split(types)) {
         const uint32_t type = type_from_name(tn);
         const size_t rs = row_size(type, cols);
+        if (rs == 0) {
+            const type_traits * tr = type_traits_get(type);
+            std::printf("%-6s skipped: --cols %lld is not a multiple of its block size %lld\n", type_name(type), (long long)cols, tr ? (long long)tr->block_size : 0LL);
+            continue;
+        }
         const size_t mat_bytes = rs * rows;
         // Enough copies to overflow the last-level cache (>= 256 MiB) for the decode figure.
         const int copies = hot ? 1 : static_cast<int>(std::max<size_t>(1, (size_t(256) << 20) / mat_bytes + 1));

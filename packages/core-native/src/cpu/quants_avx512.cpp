@@ -278,12 +278,20 @@ struct iq4_nl_dec {
 template <class D>
 struct legacy {
     static constexpr size_t PREP = PREP_SPLIT_GROUP;
+    // Prefetch distance: the same group of a block of rows at least this far on in memory (the
+    // rows the next tiles read), as q4_K_rows4 does.
+    static constexpr size_t PF_BYTES = 4096;
 
     template <int R, int T, bool TAIL>
-    static KAIL_INLINE void group(const uint8_t * w, size_t ws, int64_t g, int rem, const uint8_t * const * a, __m512 (&acc)[R][T]) {
+    static KAIL_INLINE void group(const uint8_t * w, size_t ws, size_t ahead, int64_t g, int rem, const uint8_t * const * a, __m512 (&acc)[R][T]) {
         wsplit wv[R];
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) wv[r] = D::template load<TAIL>(w + r * ws + g * (D::GB * D::BB), rem);
+        for (int r = 0; r < R; r++) {
+            // Prefetching never faults, so running past the matrix end is harmless.
+            const char * pf = reinterpret_cast<const char *>(w + r * ws + ahead + g * (D::GB * D::BB));
+            for (int l = 0; l < D::GB * D::BB; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+            wv[r] = D::template load<TAIL>(w + r * ws + g * (D::GB * D::BB), rem);
+        }
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const uint8_t * ap = a[t] + g * PREP;
@@ -303,8 +311,9 @@ struct legacy {
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
-            for (int64_t g = 0; g < ng; g++) group<R, T, false>(w, ws, g, 0, a, acc);
-            if (rem) group<R, T, true>(w, ws, ng, rem, a, acc);
+            const size_t ahead = ws ? R * ws * ((PF_BYTES + R * ws - 1) / (R * ws)) : 0;
+            for (int64_t g = 0; g < ng; g++) group<R, T, false>(w, ws, ahead, g, 0, a, acc);
+            if (rem) group<R, T, true>(w, ws, ahead, ng, rem, a, acc);
             store_tile<R, T>(acc, out);
         }
     };
