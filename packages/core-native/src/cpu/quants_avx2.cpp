@@ -710,10 +710,15 @@ struct kquant {
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+            // The same super-block of the rows at least 4 KiB on in memory (the rows the next
+            // calls read), as the split-layout loop prefetches.
+            const size_t ahead = ws ? R * ws * ((4096 + R * ws - 1) / (R * ws)) : 0;
             for (int64_t i = 0; i < nsb; i++) {
 #pragma GCC unroll 8
                 for (int r = 0; r < R; r++) {
                     const uint8_t * p = w + r * ws + i * D::BB;
+                    // Prefetching never faults, so running past the matrix end is harmless.
+                    for (int l = 0; l < D::BB; l += 64) _mm_prefetch(reinterpret_cast<const char *>(p + ahead) + l, _MM_HINT_T0);
                     kstate s;
                     D::state(p, s);
                     __m256i is[T];
