@@ -1096,7 +1096,11 @@ void kernels_init_avx512(kernel_table & t) {
     set<q8_0_tile, 4, 6>(t, KAIL_TYPE_Q8_0, 1, prepare_split_q8_0_off128, prepared_size_split);
     {
         const uint32_t types[5] = {KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1, KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0};
-        for (int i = 0; i < 5; i++) t.w[types[i]].gemm_decode = saved[i].gemm_decode;
+        // The AVX2 loop and its two rows per call (see the AVX2 init).
+        for (int i = 0; i < 5; i++) {
+            t.w[types[i]].gemm_decode = saved[i].gemm_decode;
+            t.w[types[i]].decode_r = saved[i].decode_r;
+        }
     }
     // One row at a time streams best for the other super-block types. With mins (Q2_K/Q5_K) each
     // output holds two accumulators: one row per tile keeps them in registers. Q4_K takes four rows
