@@ -6,7 +6,7 @@ import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/s
 import { parseApiConfig } from '../env';
 import { startApi, type RunningApi } from '../server';
 
-// Random bodies for the completion routes and /v1/embeddings (seeded, so a failure reproduces): fields replaced
+// Random bodies for the completion routes, /v1/embeddings and llama-server's routes (seeded, so a failure reproduces): fields replaced
 // by values of other types and ranges, removed, or the JSON cut short. Whatever comes in, the
 // answer is 200 or a 4xx in OpenAI's error shape, and the server keeps serving.
 jest.setTimeout(120_000);
@@ -70,5 +70,47 @@ describe('OpenAI routes under random requests', () => {
     expect(hist[200]).toBeGreaterThan(N / 10);
     expect(hist[400]).toBeGreaterThan(N / 10);
     expect(ok.status).toBe(200);
+  });
+
+  it("llama-server's routes: 200 or a 4xx naming the problem, never 5xx", async () => {
+    let seed = Number(process.env.KAIL_FUZZ_SEED ?? 2);
+    const rnd = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+    const pick = <T,>(a: T[]) => a[Math.floor(rnd() * a.length)];
+    const vals = (): unknown => pick<unknown>([null, 0, -1, -2, 1, 2, 0.5, 1e308, 2 ** 31, 2 ** 53, '', 'x', 'tiny', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], [0, 1, 2], [-1], [1e12], ['a'],
+      [{ filename: 'a.py', text: 'x = 1' }], [{ text: 'y' }], [{ filename: 3, text: 'z' }], [{ filename: 'b' }], [[1, 2], [3, false]], [[1, 'x']], {}, { 5: 1 }, true, false, '<|fim_prefix|>']);
+    const bases: Record<string, () => Record<string, unknown>> = {
+      '/completion': () => ({ prompt: 'hello', n_predict: 4, temperature: 0 }),
+      '/infill': () => ({ input_prefix: 'def f(x):\n    ', input_suffix: '\n    return y\n', n_predict: 4 }),
+      '/tokenize': () => ({ content: 'hello' }),
+      '/detokenize': () => ({ tokens: [1, 2, 3] }),
+    };
+    const fields = ['model', 'prompt', 'n_predict', 'max_tokens', 'temperature', 'top_k', 'top_p', 'min_p', 'seed', 'stop', 'stream', 'n_probs', 'return_tokens', 'logit_bias', 'ignore_eos', 'repeat_penalty',
+      'input_prefix', 'input_suffix', 'input_extra', 'content', 'add_special', 'parse_special', 'with_pieces', 'tokens'];
+    const bad: string[] = []; const hist: Record<string, number> = {};
+    const N = Number(process.env.KAIL_FUZZ_N ?? 300);
+    for (let i = 0; i < N; i++) {
+      const path = pick(Object.keys(bases));
+      const body = bases[path]();
+      const nm = 1 + Math.floor(rnd() * 3);
+      for (let j = 0; j < nm; j++) {
+        const f = pick(fields);
+        if (rnd() < 0.15) delete body[f]; else body[f] = vals();
+      }
+      for (const f of ['n_predict', 'max_tokens']) if ((typeof body[f] !== 'number' || (body[f] as number) < 0 || (body[f] as number) > 64) && rnd() < 0.9) body[f] = 8;
+      let raw = JSON.stringify(body);
+      if (rnd() < 0.05) raw = raw.slice(0, Math.floor(rnd() * raw.length));
+      const ctl = new AbortController(); const t = setTimeout(() => ctl.abort(), 60_000);
+      try {
+        const r = await fetch(`${api.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: raw, signal: ctl.signal });
+        const text = await r.text(); hist[r.status] = (hist[r.status] ?? 0) + 1;
+        if (r.status >= 500 || (r.status >= 400 && !/"error":\{"message"/.test(text))) bad.push(`${r.status} ${path} ${raw.slice(0, 300)} -> ${text.slice(0, 300)}`);
+        if (r.status === 200 && body.stream === true && (path === '/completion' || path === '/infill') && !text.includes('"stop":true')) bad.push(`stream without its last event ${raw.slice(0, 300)} -> ${text.slice(-300)}`);
+      } catch (e) { bad.push(`fetch failed ${path} ${raw.slice(0, 300)}: ${String(e)}`); }
+      clearTimeout(t);
+    }
+    expect(bad).toEqual([]);
+    expect(hist[200]).toBeGreaterThan(N / 10);
+    expect(hist[400]).toBeGreaterThan(N / 10);
+    expect((await fetch(`${api.url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: '{"content":"hi"}' })).status).toBe(200);
   });
 });
