@@ -90,6 +90,17 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect(ev.slice(0, -1).flatMap((e) => e.tokens)).toEqual(body.tokens);
   });
 
+  it('computes the prompt and generates nothing for n_predict 0, leaving its cache for the next request', async () => {
+    const warm = await post('/infill', { input_prefix: 'import os\n\ndef main():\n    ', input_suffix: '\n', input_extra: [{ filename: 'x.py', text: 'X = 1\n' }], n_predict: 0 });
+    expect(warm.status).toBe(200);
+    expect(warm.body).toMatchObject({ content: '', tokens_predicted: 0, stop_type: 'limit' });
+    expect(warm.body.tokens_evaluated).toBeGreaterThan(20);
+    const next = await post('/infill', { input_prefix: 'import os\n\ndef main():\n    ', input_suffix: '\n', input_extra: [{ filename: 'x.py', text: 'X = 1\n' }], n_predict: 3, ...greedy });
+    expect(next.body.tokens_predicted).toBe(3);
+    // All but the last prompt token come from the warmed cache.
+    expect(next.body.tokens_cached).toBe(warm.body.tokens_evaluated - 1);
+  });
+
   it('says which stop string ended the answer, and returns the top alternatives with n_probs', async () => {
     const free = await post('/completion', { prompt: 'Once upon', n_predict: 12, ...greedy });
     const text = free.body.content as string;

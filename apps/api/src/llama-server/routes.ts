@@ -175,6 +175,8 @@ async function complete(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDe
     requestId: `cmpl-${randomUUID()}`,
     model: model.id,
     maxTokens: nPredict,
+    // n_predict 0: the prompt computed into a slot's cache (editor plugins warm it so), nothing generated.
+    promptOnly: nPredict === 0,
     stop: stops,
     sampling,
     wantLogprobs: nProbs > 0,

@@ -319,7 +319,7 @@ export class LocalModelHost implements ModelHost {
         id,
         prompt,
         // With prompt_logprobs, 0 asks for the prompt's scores alone.
-        maxTokens: req.maxTokens || (req.promptLogprobs ? 0 : 256),
+        maxTokens: req.promptOnly ? 0 : req.maxTokens || (req.promptLogprobs ? 0 : 256),
         sampling: samplingFromProto(req.sampling),
         stop: req.stop.filter((s) => s.length > 0),
         logprobs: req.wantLogprobs || req.topLogprobs > 0,
@@ -453,7 +453,7 @@ export class LocalModelHost implements ModelHost {
     // llama-server fits prefix and suffix in one batch (its default 2048), 3:1; the files fill what
     // the context has left beyond that batch and twice the tokens to generate.
     const nCtx = m.model.nCtx;
-    const nPredict = req.maxTokens || 256;
+    const nPredict = req.promptOnly ? 0 : req.maxTokens || 256;
     // A context no wider than that window keeps room for the answer (and BOS) too.
     const window = Math.max(0, Math.min(INFILL_WINDOW, nCtx - nPredict - 2));
     prefix = prefix.slice(Math.max(0, prefix.length - 3 * Math.floor(window / 4)));

@@ -300,7 +300,14 @@ export interface GenerateRequest {
    * the text before the gap and suffix as the text after it, empty or not, arranged with the
    * project's other files and trimmed as llama-server does (see Infill).
    */
-  infill: Infill | undefined;
+  infill:
+    | Infill
+    | undefined;
+  /**
+   * Compute the prompt and generate nothing (llama-server's n_predict 0): its KV cache stays in
+   * the slot for a later request with the same start to reuse (editor plugins warm it this way).
+   */
+  promptOnly: boolean;
 }
 
 /**
@@ -1113,6 +1120,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     embed: 0,
     suffix: "",
     infill: undefined,
+    promptOnly: false,
   };
 }
 
@@ -1190,6 +1198,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.infill !== undefined) {
       Infill.encode(message.infill, writer.uint32(186).fork()).join();
+    }
+    if (message.promptOnly !== false) {
+      writer.uint32(192).bool(message.promptOnly);
     }
     return writer;
   },
@@ -1401,6 +1412,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.infill = Infill.decode(reader, reader.uint32());
             continue;
           }
+          case 24: {
+            if (tag !== 192) {
+              break;
+            }
+
+            message.promptOnly = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1500,6 +1519,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
       embed: isSet(object.embed) ? embedPoolingFromJSON(object.embed) : 0,
       suffix: isSet(object.suffix) ? globalThis.String(object.suffix) : "",
       infill: isSet(object.infill) ? Infill.fromJSON(object.infill) : undefined,
+      promptOnly: isSet(object.promptOnly)
+        ? globalThis.Boolean(object.promptOnly)
+        : isSet(object.prompt_only)
+        ? globalThis.Boolean(object.prompt_only)
+        : false,
     };
   },
 
@@ -1574,6 +1598,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.infill !== undefined) {
       obj.infill = Infill.toJSON(message.infill);
     }
+    if (message.promptOnly !== false) {
+      obj.promptOnly = message.promptOnly;
+    }
     return obj;
   },
 
@@ -1609,6 +1636,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.infill = (object.infill !== undefined && object.infill !== null)
       ? Infill.fromPartial(object.infill)
       : undefined;
+    message.promptOnly = object.promptOnly ?? false;
     return message;
   },
 };
