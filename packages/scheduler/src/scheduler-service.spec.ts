@@ -114,7 +114,7 @@ describe('scheduler gRPC service', () => {
     expect(tok.tokens.length).toBeGreaterThan(1);
     expect(tok.pieces).toHaveLength(tok.tokens.length);
     expect(Buffer.concat(tok.pieces).toString('utf8')).toBe('Hello world');
-    const det = await unary<pb.DetokenizeRequest, pb.DetokenizeResponse>(client.detokenize.bind(client), { model: 'tiny', tokens: tok.tokens });
+    const det = await unary<pb.DetokenizeRequest, pb.DetokenizeResponse>(client.detokenize.bind(client), pb.DetokenizeRequest.fromPartial({ model: 'tiny', tokens: tok.tokens }));
     expect(det.text).toBe('Hello world');
     const err = await unary(client.tokenize.bind(client), pb.TokenizeRequest.fromPartial({ model: 'missing', text: 'x' })).catch((e) => e as grpc.ServiceError);
     expect((err as grpc.ServiceError).code).toBe(grpc.status.NOT_FOUND);

@@ -123,9 +123,9 @@ describe('engine gRPC service with a loaded model', () => {
   it('tokenizes and detokenizes with the model vocabulary', async () => {
     const t = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(client.tokenize.bind(client), pb.TokenizeRequest.fromPartial({ model: 'tiny', text: 'Hello world' }));
     expect(t.tokens.length).toBeGreaterThan(0);
-    const d = await unary<pb.DetokenizeRequest, pb.DetokenizeResponse>(client.detokenize.bind(client), { model: 'tiny', tokens: t.tokens });
+    const d = await unary<pb.DetokenizeRequest, pb.DetokenizeResponse>(client.detokenize.bind(client), pb.DetokenizeRequest.fromPartial({ model: 'tiny', tokens: t.tokens }));
     expect(d.text).toBe('Hello world');
-    const bad = await unary(client.detokenize.bind(client), { model: 'tiny', tokens: [1 << 30] }).catch((e) => e as grpc.ServiceError);
+    const bad = await unary(client.detokenize.bind(client), pb.DetokenizeRequest.fromPartial({ model: 'tiny', tokens: [1 << 30] })).catch((e) => e as grpc.ServiceError);
     expect((bad as grpc.ServiceError).code).toBe(grpc.status.INVALID_ARGUMENT);
     expect((bad as grpc.ServiceError).details).toContain('outside the vocabulary');
   });
