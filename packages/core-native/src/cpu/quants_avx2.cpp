@@ -167,7 +167,6 @@ struct split_dec {
     static constexpr bool Q8 = TYPE == 4;
     static constexpr bool SIGN_TRICK = Q8 && !VNNI;
     static constexpr int QH_OFF = HAS_MIN ? 4 : 2;
-    static constexpr size_t PF_BYTES = 4096;
 
     // nbk = 1 or 2 blocks present (the second of a pair may be missing at the end of a row).
     static KAIL_INLINE whalf load(const uint8_t * p, int nbk) {
@@ -262,17 +261,11 @@ struct split_dec {
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) acc[u][r][t] = _mm256_setzero_ps();
-        // Prefetch the same group of the rows at least PF_BYTES on in memory (the rows the next
-        // calls read): one row streamed at a time outruns the hardware prefetcher.
-        const size_t ahead = ws ? R * ws * ((PF_BYTES + R * ws - 1) / (R * ws)) : 0;
+        const size_t ahead = rows_ahead(ws, R);
         int64_t b = 0;
         for (; b + 4 <= nb; b += 4) {
 #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) {
-                // Prefetching never faults, so running past the matrix end is harmless.
-                const char * pf = reinterpret_cast<const char *>(w + r * ws + ahead + b * BB);
-                for (int l = 0; l < 4 * BB; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
-            }
+            for (int r = 0; r < R; r++) prefetch_bytes(w + r * ws + ahead + b * BB, 4 * BB);
             step<R, T>(w, ws, b, 2, a, acc[0]);
             step<R, T>(w, ws, b + 2, 2, a, acc[1]);
         }
@@ -710,15 +703,12 @@ struct kquant {
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
-            // The same super-block of the rows at least 4 KiB on in memory (the rows the next
-            // calls read), as the split-layout loop prefetches.
-            const size_t ahead = ws ? R * ws * ((4096 + R * ws - 1) / (R * ws)) : 0;
+            const size_t ahead = rows_ahead(ws, R);
             for (int64_t i = 0; i < nsb; i++) {
 #pragma GCC unroll 8
                 for (int r = 0; r < R; r++) {
                     const uint8_t * p = w + r * ws + i * D::BB;
-                    // Prefetching never faults, so running past the matrix end is harmless.
-                    for (int l = 0; l < D::BB; l += 64) _mm_prefetch(reinterpret_cast<const char *>(p + ahead) + l, _MM_HINT_T0);
+                    prefetch_bytes(p + ahead, D::BB);
                     kstate s;
                     D::state(p, s);
                     __m256i is[T];

@@ -278,18 +278,13 @@ struct iq4_nl_dec {
 template <class D>
 struct legacy {
     static constexpr size_t PREP = PREP_SPLIT_GROUP;
-    // Prefetch distance: the same group of a block of rows at least this far on in memory (the
-    // rows the next tiles read), as q4_K_rows4 does.
-    static constexpr size_t PF_BYTES = 4096;
 
     template <int R, int T, bool TAIL>
     static KAIL_INLINE void group(const uint8_t * w, size_t ws, size_t ahead, int64_t g, int rem, const uint8_t * const * a, __m512 (&acc)[R][T]) {
         wsplit wv[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            // Prefetching never faults, so running past the matrix end is harmless.
-            const char * pf = reinterpret_cast<const char *>(w + r * ws + ahead + g * (D::GB * D::BB));
-            for (int l = 0; l < D::GB * D::BB; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+            prefetch_bytes(w + r * ws + ahead + g * (D::GB * D::BB), D::GB * D::BB);
             wv[r] = D::template load<TAIL>(w + r * ws + g * (D::GB * D::BB), rem);
         }
 #pragma GCC unroll 8
@@ -311,7 +306,7 @@ struct legacy {
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
-            const size_t ahead = ws ? R * ws * ((PF_BYTES + R * ws - 1) / (R * ws)) : 0;
+            const size_t ahead = rows_ahead(ws, R);
             for (int64_t g = 0; g < ng; g++) group<R, T, false>(w, ws, ahead, g, 0, a, acc);
             if (rem) group<R, T, true>(w, ws, ahead, ng, rem, a, acc);
             store_tile<R, T>(acc, out);
@@ -586,11 +581,10 @@ struct q2_K_dec {
 // Tiles prefetch the weights this far ahead (bytes along the row, and on into the next rows,
 // which follow it in memory). Measured with bench-matmul on 14336 x 4096 Q4_K, 1 thread: 2, 4 and
 // 8 tokens 70/110/170 -> 100/160/185 GFLOP/s; 1024 and 4096 bytes did less. For matrix x vector
-// that prefetch along the row gained nothing (AMD VM); prefetching the rows kDecodePrefetch on (the
-// rows the next calls read) did, on the Intel Xeon VM (session 12, 4096 x 4096 from DRAM, 1
-// thread): Q6_K 5.8-6.2 -> 8.0-8.5 GB/s, Q5_K 5.0-5.8 -> 6.9-8.2.
+// that prefetch along the row gained nothing (AMD VM); prefetching the next rows (rows_ahead) did,
+// on the Intel Xeon VM (session 12, 4096 x 4096 from DRAM, 1 thread): Q6_K 5.8-6.2 -> 8.0-8.5
+// GB/s, Q5_K 5.0-5.8 -> 6.9-8.2.
 constexpr size_t kTilePrefetch = 2048;
-constexpr size_t kDecodePrefetch = 4096;
 
 // Each output keeps two chains, as matrix x vector wants them (they run side by side): the scale
 // terms in a 512-bit accumulator and, for the types with mins, the min terms in a 256-bit one,
@@ -673,15 +667,12 @@ struct kquant {
     // Matrix x vector: one row at a time (one sequential stream), the tile's operations.
     static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
         const int64_t nsb = k / QK_K;
-        // The same super-block of a row at least kDecodePrefetch on in memory (the rows the next
-        // calls read), as the split-layout tiles prefetch.
-        const size_t ahead = ws ? ws * ((kDecodePrefetch + ws - 1) / ws) : 0;
+        const size_t ahead = rows_ahead(ws, 1);
         for (int r = 0; r < nr; r++) {
             __m512 acc = _mm512_setzero_ps();
             __m256 accm = _mm256_setzero_ps();
             for (int64_t i = 0; i < nsb; i++) {
-                const char * pf = reinterpret_cast<const char *>(w + r * ws + i * D::BB) + ahead;
-                for (int l = 0; l < D::BB; l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+                prefetch_bytes(w + r * ws + i * D::BB + ahead, D::BB);
                 kv wv;
                 D::template load<true>(w + r * ws + i * D::BB, wv);
                 const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[0]) + i;
@@ -706,8 +697,6 @@ struct kquant {
 // order at the end: the same operations for a row whatever the tile's rows and tokens, so a
 // token's result is the same bits alone or in a batch.
 struct q4_K_rows4 {
-    static constexpr size_t PF_BYTES = 4096;
-
     // 16 bytes at `off` of each of the 4 rows, one row per 128-bit lane.
     static KAIL_INLINE __m512i load4x16(const uint8_t * const * row, size_t off) {
         __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row[0] + off)));
@@ -730,8 +719,8 @@ struct q4_K_rows4 {
         const uint8_t * row[4];
         for (int r = 0; r < 4; r++) row[r] = w + static_cast<size_t>(r < nr ? r : nr - 1) * ws;
         const __m512i m4 = _mm512_set1_epi8(0x0F);
-        // Whole groups of four rows, at least PF_BYTES ahead in memory.
-        const size_t ahead = ws ? 4 * ws * ((PF_BYTES + 4 * ws - 1) / (4 * ws)) : 0;  // ws 0: one row
+        // Whole groups of four rows ahead in memory.
+        const size_t ahead = rows_ahead(ws, 4);
         // Sub-block pair c's scale vector: in row r's lane, words 0-3 (the packed sums of sub-block
         // 2c) take word 16r + 2c of the widened scales, words 4-7 (sub-block 2c + 1) word 16r + 2c + 1
         // (rows 0-1 in the first vector, 2-3 in the second).
@@ -750,7 +739,7 @@ struct q4_K_rows4 {
             // The same block of rows further on (the rows that follow in memory, which the next
             // calls read): prefetching ahead along each row would run into the group's own rows.
             for (int r = 0; r < 4; r++)
-                for (int l = 0; l < 144; l += 64) _mm_prefetch(reinterpret_cast<const char *>(row[r] + ahead + off) + l, _MM_HINT_T0);
+                prefetch_bytes(row[r] + ahead + off, 144);
             // d and dmin of the 4 rows: lanes (r, g) of D and DM.
             const __m256 ddf = _mm256_cvtph_ps(_mm_setr_epi32(load32(row[0] + off), load32(row[1] + off), load32(row[2] + off), load32(row[3] + off)));
             const __m512 dd = _mm512_castps256_ps512(ddf);

@@ -144,6 +144,22 @@ struct kernel_table {
 //   d[16]   = float activation scale, lane 4b..4b+3 = block b
 // Missing blocks of a last partial group are zero.
 constexpr size_t PREP_SPLIT_GROUP = 256;
+
+// Matrix x vector streams one row (or a few) per call, faster than the hardware prefetcher follows
+// on some machines: the kernels prefetch the same block of the rows at least kRowsPrefetch bytes on
+// in memory (the rows the next calls read). rows_ahead is that distance for `rows` rows of ws
+// bytes per call (0 for ws 0: one row).
+constexpr size_t kRowsPrefetch = 4096;
+inline size_t rows_ahead(size_t ws, size_t rows) {
+    const size_t g = rows * ws;
+    return g ? g * ((kRowsPrefetch + g - 1) / g) : 0;
+}
+
+// Prefetches n bytes from p into L1 (prefetcht0). Prefetching never faults, so running past the
+// matrix end is harmless.
+inline __attribute__((always_inline)) void prefetch_bytes(const void * p, int n) {
+    for (int l = 0; l < n; l += 64) __builtin_prefetch(static_cast<const char *>(p) + l, 0, 3);
+}
 size_t prepared_size_split(int64_t k);
 void prepare_split_q8_0_off8(int64_t k, const void * src, void * dst);    // for Q4_0
 void prepare_split_q8_0_off16(int64_t k, const void * src, void * dst);   // for Q5_0
