@@ -123,6 +123,15 @@ export class ApiMetrics {
   }
 
   /** Latest telemetry per engine (for ps and the console). */
+  /** A request that finished through the API: its tokens, why it stopped and its seconds end to end. */
+  finished(model: string, u: { prompt: number; cached: number; completion: number }, reason: string, seconds: number): void {
+    this.promptTokens.inc({ model }, u.prompt);
+    this.promptTokensCached.inc({ model }, u.cached);
+    this.generationTokens.inc({ model }, u.completion);
+    this.requestSuccess.inc({ model, finished_reason: reason });
+    this.e2e.observe({ model }, seconds);
+  }
+
   engines(): { engineId: string; address: string; snapshot: pb.TelemetrySnapshot }[] {
     return [...this.live()].map(([engineId, e]) => ({ engineId, address: e.address, snapshot: e.snap }));
   }

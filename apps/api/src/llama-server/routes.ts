@@ -249,12 +249,9 @@ async function complete(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDe
   deps.onUsage?.(req, usage.promptTokens, usage.completionTokens);
   const m = deps.metrics;
   if (m) {
-    m.promptTokens.inc({ model: model.id }, usage.promptTokens);
-    m.promptTokensCached.inc({ model: model.id }, usage.cachedPromptTokens);
-    m.generationTokens.inc({ model: model.id }, usage.completionTokens);
-    m.requestSuccess.inc({ model: model.id, finished_reason: finish === common.FinishReason.FINISH_REASON_LENGTH ? 'length' : 'stop' });
+    const reason = finish === common.FinishReason.FINISH_REASON_LENGTH ? 'length' : 'stop';
+    m.finished(model.id, { prompt: usage.promptTokens, cached: usage.cachedPromptTokens, completion: usage.completionTokens }, reason, (performance.now() - t0) / 1000);
     if (tFirst) m.ttft.observe({ model: model.id }, (tFirst - t0) / 1000);
-    m.e2e.observe({ model: model.id }, (performance.now() - t0) / 1000);
   }
   const promptN = usage.promptTokens - usage.cachedPromptTokens;
   const genN = usage.completionTokens;

@@ -482,13 +482,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
   }
   const u = usage();
   deps.onUsage?.(req, u.prompt_tokens, u.completion_tokens);
-  if (m) {
-    m.promptTokens.inc({ model: c.model }, u.prompt_tokens);
-    m.promptTokensCached.inc({ model: c.model }, u.prompt_tokens_details.cached_tokens);
-    m.generationTokens.inc({ model: c.model }, u.completion_tokens);
-    m.requestSuccess.inc({ model: c.model, finished_reason: choices[0].finish ?? 'stop' });
-    m.e2e.observe({ model: c.model }, (performance.now() - t0) / 1000);
-  }
+  m?.finished(c.model, { prompt: u.prompt_tokens, cached: u.prompt_tokens_details.cached_tokens, completion: u.completion_tokens }, choices[0].finish ?? 'stop', (performance.now() - t0) / 1000);
   if (c.stream) {
     startStream();
     choices.forEach((ch, index) => {
