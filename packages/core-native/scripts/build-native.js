@@ -22,7 +22,7 @@ const cmakeJs = require.resolve('cmake-js/bin/cmake-js', { paths: [pkgDir] });
 const parallel = String(Math.max(1, require('node:os').availableParallelism?.() ?? 2));
 const cmd = [
   cmakeJs, 'build', '-d', pkgDir, '-O', path.join(pkgDir, 'build/addon'), '-p', parallel,
-  `--CDNODE_ADDON_API_DIR=${napiDir}`, '--CDKAIL_BUILD_TESTS=OFF',
+  `--CDNODE_ADDON_API_DIR=${napiDir}`,
   ...(debug ? ['--debug'] : []),
   ...args.filter((a) => a.startsWith('--CD')),
 ];
