@@ -871,14 +871,28 @@ void quantize_q6_K_ref(const float * x, void * vy, int64_t k) {
 // ---- IQ4_NL / IQ4_XS ----
 
 // The level nearest to v (levels ascending; ties to the lower).
-inline int iq4_nearest(float v) {
-    if (v <= kIq4Levels[0]) return 0;
-    if (v >= kIq4Levels[15]) return 15;
-    int lo = 0, hi = 15;
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        (v < kIq4Levels[mid] ? hi : lo) = mid;
+// For each integer f in [-127, 113): the last level <= f. The levels are integers, so the last
+// level <= v is the last level <= floor(v) (the quantizers' hot loop: a lookup, not a search).
+struct iq4_floor_table {
+    uint8_t lo[113 + 127];
+    constexpr iq4_floor_table() : lo{} {
+        int i = 0;
+        for (int f = -127; f < 113; f++) {
+            while (i < 15 && kIq4Levels[i + 1] <= f) i++;
+            lo[f + 127] = static_cast<uint8_t>(i);
+        }
     }
+};
+constexpr iq4_floor_table kIq4Floor;
+
+inline int iq4_nearest(float v) {
+    if (!(v > kIq4Levels[0])) return 0;  // NaN too
+    if (v >= kIq4Levels[15]) return 15;
+    // v + 127 is in (0, 240): truncation is floor. Rounding of the sum can carry it up to the next
+    // integer (never down past one), which the second line undoes.
+    int lo = kIq4Floor.lo[static_cast<int>(v + 127.f)];
+    if (kIq4Levels[lo] > v) lo--;
+    const int hi = lo + 1;
     return v - kIq4Levels[lo] <= kIq4Levels[hi] - v ? lo : hi;
 }
 

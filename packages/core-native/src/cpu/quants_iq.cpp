@@ -91,24 +91,26 @@ int free_signs(const float * x, float * t) {
     return mask;
 }
 
-// A grid as floats (8 or 4 values per entry, padded to 8) with each entry's sum of squares: the
-// quantizers' searches minimise |db * g - t|^2 = db^2 |g|^2 - 2 db g.t + |t|^2 over the entries.
+// A grid as floats, column-major (value j of entry g at v[j * n + g]; 8 or 4 values per entry),
+// with each entry's sum of squares: the quantizers' searches minimise
+// |db * g - t|^2 = db^2 |g|^2 - 2 db g.t + |t|^2 over the entries, 8 entries at a time.
 struct float_grid {
-    std::vector<float> v;   // n x 8
+    std::vector<float> v;   // per x n
     std::vector<float> g2;  // n
-    int n = 0;
+    int n = 0, per = 8;
 };
 
 template <typename G>
 float_grid make_float_grid(const G * grid, int n, int per, int (*val)(G, int)) {
     float_grid f;
     f.n = n;
-    f.v.assign(static_cast<size_t>(n) * 8, 0.f);
+    f.per = per;
+    f.v.assign(static_cast<size_t>(n) * per, 0.f);
     f.g2.assign(static_cast<size_t>(n), 0.f);
     for (int g = 0; g < n; g++)
         for (int j = 0; j < per; j++) {
             const float x = static_cast<float>(val(grid[g], j));
-            f.v[static_cast<size_t>(g) * 8 + j] = x;
+            f.v[static_cast<size_t>(j) * n + g] = x;
             f.g2[static_cast<size_t>(g)] += x * x;
         }
     return f;
@@ -121,28 +123,114 @@ const float_grid & fgrid_iq3xxs() { static const float_grid f = make_float_grid<
 const float_grid & fgrid_iq3s() { static const float_grid f = make_float_grid<uint32_t>(iq3s_grid, 512, 4, grid4); return f; }
 const float_grid & fgrid_iq1s() { static const float_grid f = make_float_grid<uint64_t>(iq1s_grid, 2048, 8, grid1); return f; }
 
-// The writer's grid search is the hot loop of writing test files, and of the sanitizer test build
-// (Debug + ASan), where it ran 10x slower than the rest of the tests: it is compiled optimised
-// and without sanitizer checks in every build. It only reads two fixed-size tables and 8 floats.
+// The writer's grid search is the hot loop of writing test files, and of the sanitizer test build,
+// so it is compiled optimised and without sanitizer checks in every build (it only reads two
+// fixed-size tables and 8 floats), and once more each for AVX2 and AVX-512 (8 and 16 entries a
+// vector) where the CPU has them. All compute each entry's error with the same separate
+// multiplies and adds in the same order and keep the first entry of least error, so they choose
+// the same entry bit for bit.
 #if defined(__GNUC__) && !defined(__clang__)
 #define KAIL_HOT_SEARCH __attribute__((optimize("O2"), no_sanitize("address", "undefined")))
+#define KAIL_NO_FMA_ATTR optimize("fp-contract=off")
+#define KAIL_NO_FMA_BODY
 #elif defined(__clang__)
 #define KAIL_HOT_SEARCH __attribute__((no_sanitize("address", "undefined")))
+#define KAIL_NO_FMA_ATTR
+#define KAIL_NO_FMA_BODY _Pragma("clang fp contract(off)")
 #else
 #define KAIL_HOT_SEARCH
 #endif
 
-// The entry nearest to db * entry = t (t padded to 8 with zeros); *err gets the squared error
-// without the constant |t|^2.
-KAIL_HOT_SEARCH int nearest(const float_grid & f, const float * t8, float db, float * err = nullptr) {
+#if defined(__GNUC__)
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+
+// dot[u] = entries g + u W ... g + u W + W - 1 . t, summed in order j = 0 .. PER - 1.
+#define KAIL_NEAREST_DOTS(VF, W, PER)                                                            \
+    {                                                                                            \
+        for (int u = 0; u < 4; u++) {                                                            \
+            VF col;                                                                              \
+            std::memcpy(&col, v + g + u * W, sizeof col);                                        \
+            dot[u] = col * t[0];                                                                 \
+        }                                                                                        \
+        for (int j = 1; j < PER; j++)                                                            \
+            for (int u = 0; u < 4; u++) {                                                        \
+                VF col;                                                                          \
+                std::memcpy(&col, v + static_cast<size_t>(j) * n + g + u * W, sizeof col);      \
+                dot[u] = dot[u] + col * t[j];                                                    \
+            }                                                                                    \
+    }
+
+// The entry nearest to db * entry = t (t: f.per values); *err gets the squared error without the
+// constant |t|^2. Lane k of W looks at entries k, k + W, ... in order; ties go to the lower entry.
+#define KAIL_NEAREST_BODY(VF, VI, W)                                                             \
+    KAIL_NO_FMA_BODY                                                                             \
+    const float two_db = 2 * db, db2 = db * db;                                                  \
+    const float inf = std::numeric_limits<float>::infinity();                                    \
+    const int n = f.n;                                                                           \
+    const float * v = f.v.data();                                                                \
+    VF best_e;                                                                                   \
+    VI best_g, gi;                                                                               \
+    for (int k = 0; k < W; k++) {                                                                \
+        best_e[k] = inf;                                                                         \
+        best_g[k] = 0;                                                                           \
+        gi[k] = k;                                                                               \
+    }                                                                                            \
+    /* Four blocks of W entries at a time: four independent sums in flight. */                  \
+    for (int g = 0; g < n; g += 4 * W) {                                                         \
+        VF dot[4];                                                                               \
+        if (f.per == 8) KAIL_NEAREST_DOTS(VF, W, 8) else KAIL_NEAREST_DOTS(VF, W, 4)             \
+        for (int u = 0; u < 4; u++, gi += W) {                                                   \
+            VF g2;                                                                               \
+            std::memcpy(&g2, f.g2.data() + g + u * W, sizeof g2);                                \
+            const VF e = db2 * g2 - two_db * dot[u];                                             \
+            const VI lt = e < best_e;                                                            \
+            best_e = lt ? e : best_e;                                                            \
+            best_g = lt ? gi : best_g;                                                           \
+        }                                                                                        \
+    }                                                                                            \
+    int best = 0;                                                                                \
+    float be = inf;                                                                              \
+    for (int k = 0; k < W; k++)                                                                  \
+        if (best_e[k] < be || (best_e[k] == be && best_g[k] < best)) {                           \
+            be = best_e[k];                                                                      \
+            best = best_g[k];                                                                    \
+        }                                                                                        \
+    if (err) *err = be;                                                                          \
+    return best;
+
+// (Grids have 256-2048 entries: multiples of 4 x 16.)
+KAIL_HOT_SEARCH int nearest_base(const float_grid & f, const float * t, float db, float * err) { KAIL_NEAREST_BODY(v8f, v8i, 8) }
+#if defined(__x86_64__)
+// Contraction to FMA is off, so the sums round as in the base version.
+KAIL_HOT_SEARCH __attribute__((target("avx2"), KAIL_NO_FMA_ATTR)) int nearest_avx2(const float_grid & f, const float * t, float db, float * err) {
+    KAIL_NEAREST_BODY(v8f, v8i, 8)
+}
+KAIL_HOT_SEARCH __attribute__((target("avx512f"), KAIL_NO_FMA_ATTR)) int nearest_avx512(const float_grid & f, const float * t, float db, float * err) {
+    KAIL_NEAREST_BODY(v16f, v16i, 16)
+}
+#endif
+#undef KAIL_NEAREST_BODY
+#undef KAIL_NEAREST_DOTS
+
+int nearest(const float_grid & f, const float * t, float db, float * err = nullptr) {
+#if defined(__x86_64__)
+    static const int level = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (level == 2) return nearest_avx512(f, t, db, err);
+    if (level == 1) return nearest_avx2(f, t, db, err);
+#endif
+    return nearest_base(f, t, db, err);
+}
+#else
+int nearest(const float_grid & f, const float * t, float db, float * err = nullptr) {
     int best = 0;
     float best_err = std::numeric_limits<float>::infinity();
-    const float two_db = 2 * db, db2 = db * db;
-    const float * v = f.v.data();
-    const float * g2 = f.g2.data();
-    for (int g = 0; g < f.n; g++, v += 8) {
-        const float dot = v[0] * t8[0] + v[1] * t8[1] + v[2] * t8[2] + v[3] * t8[3] + v[4] * t8[4] + v[5] * t8[5] + v[6] * t8[6] + v[7] * t8[7];
-        const float e = db2 * g2[g] - two_db * dot;
+    for (int g = 0; g < f.n; g++) {
+        float dot = f.v[g] * t[0];
+        for (int j = 1; j < f.per; j++) dot = dot + f.v[static_cast<size_t>(j) * f.n + g] * t[j];
+        const float e = db * db * f.g2[g] - 2 * db * dot;
         if (e < best_err) {
             best_err = e;
             best = g;
@@ -151,12 +239,10 @@ KAIL_HOT_SEARCH int nearest(const float_grid & f, const float * t8, float db, fl
     if (err) *err = best_err;
     return best;
 }
+#endif
 
 int nearest8(const float_grid & f, const float * t, float db) { return nearest(f, t, db); }
-int nearest4(const float_grid & f, const float * t, float db) {
-    const float t8[8] = {t[0], t[1], t[2], t[3], 0, 0, 0, 0};
-    return nearest(f, t8, db);
-}
+int nearest4(const float_grid & f, const float * t, float db) { return nearest(f, t, db); }
 
 constexpr float IQ1_DELTA = 0.125f;  // ggml's IQ1S_DELTA and IQ1M_DELTA
 
