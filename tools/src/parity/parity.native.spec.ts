@@ -43,9 +43,43 @@ async function kailLogits(model: string, tokens: number[], kv: 'f32' | 'f16' = '
   }
 }
 
+/** A reference batch started now and awaited later (no unhandled rejection meanwhile). */
+function early<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => undefined);
+  return p;
+}
+
+const FLOAT_TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5], ['BF16', 1e-5]];
+const floatJobs: { preset: string; type: FileTypeName; bound: number; tokens: number[] }[] = [];
+const denseTokens = tokenIds(256, getPreset('tiny-llama').config.vocabSize, 3);
+const MOES = ['tiny-mixtral', 'tiny-qwen3moe'];
+const moeCases = MOES.flatMap((p) => MOE_QUANTS.map((t) => [p, t] as const));
+const moeTokens: Record<string, number[]> = Object.fromEntries(MOES.map((p) => [p, tokenIds(128, getPreset(p).config.vocabSize, 5)]));
+let floatRefs: Promise<LlamaLogits[]>;
+let denseRefs: Promise<LlamaLogits[]>;
+let moeExact: Promise<LlamaLogits[]>;
+let moeRuntime: Promise<LlamaLogits[]>;
+
+// Every file is written here, and each group's llama.cpp references start (in a child process) as
+// soon as its files exist, so llama.cpp computes while the next group is written.
 beforeAll(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-'));
-}, 60_000);
+  for (const preset of ARCHS) {
+    const cfg = getPreset(preset).config;
+    for (const [type, bound] of FLOAT_TYPES) {
+      writeModel({ config: cfg, fileType: type, seed: 7, out: file(preset, type) });
+      floatJobs.push({ preset, type, bound, tokens: tokenIds(64, cfg.vocabSize, 11) });
+    }
+  }
+  floatRefs = early(llamaLogitsBatch(floatJobs.map((j) => ({ model: file(j.preset, j.type), tokens: j.tokens })), { kv: 'f32', flashAttention: 'off', timeoutMs: 240_000 }));
+  const cfg = getPreset('tiny-llama').config;
+  for (const t of DENSE_QUANTS) writeModel({ config: cfg, fileType: t, seed: 7, out: file('tiny-llama', t) });
+  denseRefs = early(llamaLogitsBatch(DENSE_QUANTS.map((t) => ({ model: file('tiny-llama', t), tokens: denseTokens })), { kv: 'f32', flashAttention: 'off', timeoutMs: 240_000 }));
+  for (const [p, t] of moeCases) writeModel({ config: getPreset(p).config, fileType: t, seed: 7, out: file(p, t) });
+  const jobs = moeCases.map(([p, t]) => ({ model: file(p, t), tokens: moeTokens[p] }));
+  moeExact = early(llamaLogitsBatch(jobs, { kv: 'f32', flashAttention: 'off', timeoutMs: 240_000 }));
+  moeRuntime = early(llamaLogitsBatch(jobs, { kv: 'f16', flashAttention: 'auto', timeoutMs: 240_000 }));
+}, 240_000);
 afterAll(() => {
   fs.rmSync(dir, { recursive: true, force: true });
   // The measured numbers, for the record (jest prints them after the run).
@@ -53,22 +87,13 @@ afterAll(() => {
 });
 
 describe('float files certify the semantics of every architecture', () => {
-  const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5], ['BF16', 1e-5]];
   let refs: LlamaLogits[];
-  const jobs: { preset: string; type: FileTypeName; bound: number; tokens: number[] }[] = [];
-
+  const jobs = floatJobs;
   beforeAll(async () => {
-    for (const preset of ARCHS) {
-      const cfg = getPreset(preset).config;
-      for (const [type, bound] of TYPES) {
-        writeModel({ config: cfg, fileType: type, seed: 7, out: file(preset, type) });
-        jobs.push({ preset, type, bound, tokens: tokenIds(64, cfg.vocabSize, 11) });
-      }
-    }
-    refs = await llamaLogitsBatch(jobs.map((j) => ({ model: file(j.preset, j.type), tokens: j.tokens })), { kv: 'f32', flashAttention: 'off', timeoutMs: 240_000 });
+    refs = await floatRefs;
   }, 300_000);
 
-  it.each(ARCHS.flatMap((a) => TYPES.map(([t]) => [a, t] as const)))('%s %s', async (preset, type) => {
+  it.each(ARCHS.flatMap((a) => FLOAT_TYPES.map(([t]) => [a, t] as const)))('%s %s', async (preset, type) => {
     const i = jobs.findIndex((j) => j.preset === preset && j.type === type);
     const ours = await kailLogits(file(preset, type), jobs[i].tokens);
     const e = nmse(ours, refs[i].logits);
@@ -83,12 +108,9 @@ describe('float files certify the semantics of every architecture', () => {
 
 describe('quantized dense files certify the kernels', () => {
   let refs: LlamaLogits[];
-  let tokens: number[];
+  const tokens = denseTokens;
   beforeAll(async () => {
-    const cfg = getPreset('tiny-llama').config;
-    tokens = tokenIds(256, cfg.vocabSize, 3);
-    for (const t of DENSE_QUANTS) writeModel({ config: cfg, fileType: t, seed: 7, out: file('tiny-llama', t) });
-    refs = await llamaLogitsBatch(DENSE_QUANTS.map((t) => ({ model: file('tiny-llama', t), tokens })), { kv: 'f32', flashAttention: 'off', timeoutMs: 240_000 });
+    refs = await denseRefs;
   }, 300_000);
 
   it.each(DENSE_QUANTS)('tiny-llama %s: NMSE ≤ 1e-3, top-1 ≥ 99% (0.1 margin)', async (type) => {
@@ -105,19 +127,13 @@ describe('quantized dense files certify the kernels', () => {
 });
 
 describe('quantized MoE files stay within llama.cpp’s own spread', () => {
-  const MOES = ['tiny-mixtral', 'tiny-qwen3moe'];
-  const cases = MOES.flatMap((p) => MOE_QUANTS.map((t) => [p, t] as const));
+  const cases = moeCases;
+  const toks = moeTokens;
   let exact: LlamaLogits[];
   let runtime: LlamaLogits[];
-  const toks: Record<string, number[]> = {};
   beforeAll(async () => {
-    for (const [p, t] of cases) {
-      writeModel({ config: getPreset(p).config, fileType: t, seed: 7, out: file(p, t) });
-      toks[p] = tokenIds(128, getPreset(p).config.vocabSize, 5);
-    }
-    const jobs = cases.map(([p, t]) => ({ model: file(p, t), tokens: toks[p] }));
-    exact = await llamaLogitsBatch(jobs, { kv: 'f32', flashAttention: 'off', timeoutMs: 240_000 });
-    runtime = await llamaLogitsBatch(jobs, { kv: 'f16', flashAttention: 'auto', timeoutMs: 240_000 });
+    exact = await moeExact;
+    runtime = await moeRuntime;
   }, 300_000);
 
   it.each(cases)('%s %s', async (p, t) => {
