@@ -278,8 +278,16 @@ export class LocalModelHost implements ModelHost {
       loaded: true,
       residency: residencyOf(model),
       ramBudgetBytes: model.plan ? model.plan.ramBytes : 0,
+      slots: model.nSeqMax,
     });
-    this.models.set(id, { info, model, engine, spec, lastSteps: 0, lastProgress: Date.now() });
+    const loaded: Loaded = { info, model, engine, spec, lastSteps: 0, lastProgress: Date.now() };
+    try {
+      info.chatTemplate = this.chatTemplate(loaded).source;
+    } catch {
+      // A template that does not parse: chat requests report why; the model serves text prompts.
+      info.chatTemplate = model.tokenizer.vocab.chatTemplate ?? '';
+    }
+    this.models.set(id, loaded);
     return info;
   }
 
@@ -401,15 +409,7 @@ export class LocalModelHost implements ModelHost {
   private prompt(m: Loaded, req: pb.GenerateRequest): { tokens: number[]; reasoningOpen: boolean } {
     if (req.suffix || req.infill) return { tokens: this.infillPrompt(m, req), reasoningOpen: false };
     if (req.messages.length) {
-      if (!m.chat) m.chat = ChatTemplate.fromTokenizer(m.model.tokenizer);
-      const tools = req.toolsJson ? parseJsonField<unknown[]>(req.toolsJson, 'tools', Array.isArray) : undefined;
-      if (tools?.length && !m.chat.caps.tools)
-        throw new EngineError('KAIL_E_INVALID_ARG', `the chat template of model '${req.model}' does not show tools to the model, so it cannot call them`);
-      const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
-      const variables = req.chatTemplateKwargsJson ? parseJsonField<Record<string, unknown>>(req.chatTemplateKwargsJson, 'chat_template_kwargs', isObject) : undefined;
-      for (const k of Object.keys(variables ?? {}))
-        if (RESERVED_TEMPLATE_VARS.has(k)) throw new EngineError('KAIL_E_INVALID_ARG', `chat_template_kwargs cannot set '${k}' (the request sets it)`);
-      const text = m.chat.render(req.messages.map(chatMessageFromProto), { addGenerationPrompt: true, tools, variables });
+      const text = this.renderChat(m, req);
       // The template writes BOS itself where the model wants it.
       const tokens = m.model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
       // A template that opens the model's reasoning (DeepSeek-R1's, QwQ's) ends with an unclosed <think>.
@@ -418,6 +418,25 @@ export class LocalModelHost implements ModelHost {
     }
     if (req.promptTokens.length) return { tokens: req.promptTokens, reasoningOpen: false };
     return { tokens: m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true }), reasoningOpen: false };
+  }
+
+  /** The chat template, parsed on first use (a template that does not parse fails only chat requests). */
+  private chatTemplate(m: Loaded): ChatTemplate {
+    if (!m.chat) m.chat = ChatTemplate.fromTokenizer(m.model.tokenizer);
+    return m.chat;
+  }
+
+  /** Chat messages rendered with the model's template, followed by the assistant turn's opening. */
+  private renderChat(m: Loaded, req: Pick<pb.GenerateRequest, 'model' | 'messages' | 'toolsJson' | 'chatTemplateKwargsJson'>): string {
+    const chat = this.chatTemplate(m);
+    const tools = req.toolsJson ? parseJsonField<unknown[]>(req.toolsJson, 'tools', Array.isArray) : undefined;
+    if (tools?.length && !chat.caps.tools)
+      throw new EngineError('KAIL_E_INVALID_ARG', `the chat template of model '${req.model}' does not show tools to the model, so it cannot call them`);
+    const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
+    const variables = req.chatTemplateKwargsJson ? parseJsonField<Record<string, unknown>>(req.chatTemplateKwargsJson, 'chat_template_kwargs', isObject) : undefined;
+    for (const k of Object.keys(variables ?? {}))
+      if (RESERVED_TEMPLATE_VARS.has(k)) throw new EngineError('KAIL_E_INVALID_ARG', `chat_template_kwargs cannot set '${k}' (the request sets it)`);
+    return chat.render(req.messages.map(chatMessageFromProto), { addGenerationPrompt: true, tools, variables });
   }
 
   /**
@@ -517,10 +536,15 @@ export class LocalModelHost implements ModelHost {
   }
 
   tokenize(req: pb.TokenizeRequest): pb.TokenizeResponse {
-    const tok = this.get(req.model).model.tokenizer;
-    const tokens = tok.tokenize(req.text, { addSpecial: req.addSpecial, parseSpecial: req.parseSpecial });
+    const m = this.get(req.model);
+    const tok = m.model.tokenizer;
+    // Chat messages: the prompt Generate would compute for them (template text, its special tokens parsed, no BOS added).
+    const prompt = req.messages.length ? this.renderChat(m, req) : '';
+    const tokens = req.messages.length
+      ? tok.tokenize(prompt, { addSpecial: false, parseSpecial: true })
+      : tok.tokenize(req.text, { addSpecial: req.addSpecial, parseSpecial: req.parseSpecial });
     // A piece as llama_token_to_piece gives it (special tokens' text included), as llama-server's with_pieces.
-    return { tokens, pieces: req.withPieces ? tokens.map((t) => Buffer.from(tok.tokenToPiece(t, { special: true }))) : [] };
+    return { tokens, pieces: req.withPieces ? tokens.map((t) => Buffer.from(tok.tokenToPiece(t, { special: true }))) : [], prompt };
   }
 
   detokenize(req: pb.DetokenizeRequest): string {

@@ -178,6 +178,12 @@ export interface ModelInfo {
   tensorTypeBytes: { [key: string]: number };
   /** RAM budget the model was loaded with (0 = none: the whole file is mapped). */
   ramBudgetBytes: number;
+  /**
+   * A loaded model: its concurrent sequence slots (continuous batching), and the chat template
+   * its chat requests are rendered with (the file's Jinja source, or the ChatML default).
+   */
+  slots: number;
+  chatTemplate: string;
 }
 
 export interface ModelInfo_TensorTypeBytesEntry {
@@ -952,6 +958,8 @@ function createBaseModelInfo(): ModelInfo {
     residency: undefined,
     tensorTypeBytes: {},
     ramBudgetBytes: 0,
+    slots: 0,
+    chatTemplate: "",
   };
 }
 
@@ -995,6 +1003,12 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     });
     if (message.ramBudgetBytes !== 0) {
       writer.uint32(104).uint64(message.ramBudgetBytes);
+    }
+    if (message.slots !== 0) {
+      writer.uint32(112).uint32(message.slots);
+    }
+    if (message.chatTemplate !== "") {
+      writer.uint32(122).string(message.chatTemplate);
     }
     return writer;
   },
@@ -1119,6 +1133,22 @@ export const ModelInfo: MessageFns<ModelInfo> = {
             message.ramBudgetBytes = longToNumber(reader.uint64());
             continue;
           }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.slots = reader.uint32();
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.chatTemplate = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1200,6 +1230,12 @@ export const ModelInfo: MessageFns<ModelInfo> = {
         : isSet(object.ram_budget_bytes)
         ? globalThis.Number(object.ram_budget_bytes)
         : 0,
+      slots: isSet(object.slots) ? globalThis.Number(object.slots) : 0,
+      chatTemplate: isSet(object.chatTemplate)
+        ? globalThis.String(object.chatTemplate)
+        : isSet(object.chat_template)
+        ? globalThis.String(object.chat_template)
+        : "",
     };
   },
 
@@ -1250,6 +1286,12 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     if (message.ramBudgetBytes !== 0) {
       obj.ramBudgetBytes = Math.round(message.ramBudgetBytes);
     }
+    if (message.slots !== 0) {
+      obj.slots = Math.round(message.slots);
+    }
+    if (message.chatTemplate !== "") {
+      obj.chatTemplate = message.chatTemplate;
+    }
     return obj;
   },
 
@@ -1281,6 +1323,8 @@ export const ModelInfo: MessageFns<ModelInfo> = {
       {},
     );
     message.ramBudgetBytes = object.ramBudgetBytes ?? 0;
+    message.slots = object.slots ?? 0;
+    message.chatTemplate = object.chatTemplate ?? "";
     return message;
   },
 };

@@ -515,12 +515,23 @@ export interface TokenizeRequest {
   addSpecial: boolean;
   /** Also return each token's piece (its bytes, which may be part of a UTF-8 character). */
   withPieces: boolean;
+  /**
+   * Chat messages to render with the model's chat template instead of text, exactly as Generate
+   * renders them (the assistant turn's opening last; parse_special and add_special do not apply):
+   * llama-server's /apply-template, and a chat prompt's token count.
+   */
+  messages: ChatMessage[];
+  /** With messages: as GenerateRequest's tools_json and chat_template_kwargs_json. */
+  toolsJson: string;
+  chatTemplateKwargsJson: string;
 }
 
 export interface TokenizeResponse {
   tokens: number[];
   /** With with_pieces: one per token. */
   pieces: Buffer[];
+  /** With messages: the rendered prompt text. */
+  prompt: string;
 }
 
 export interface DetokenizeRequest {
@@ -4199,7 +4210,16 @@ export const PlanModelResponse: MessageFns<PlanModelResponse> = {
 };
 
 function createBaseTokenizeRequest(): TokenizeRequest {
-  return { model: "", text: "", parseSpecial: false, addSpecial: false, withPieces: false };
+  return {
+    model: "",
+    text: "",
+    parseSpecial: false,
+    addSpecial: false,
+    withPieces: false,
+    messages: [],
+    toolsJson: "",
+    chatTemplateKwargsJson: "",
+  };
 }
 
 export const TokenizeRequest: MessageFns<TokenizeRequest> = {
@@ -4218,6 +4238,15 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
     }
     if (message.withPieces !== false) {
       writer.uint32(40).bool(message.withPieces);
+    }
+    for (const v of message.messages) {
+      ChatMessage.encode(v!, writer.uint32(50).fork()).join();
+    }
+    if (message.toolsJson !== "") {
+      writer.uint32(58).string(message.toolsJson);
+    }
+    if (message.chatTemplateKwargsJson !== "") {
+      writer.uint32(66).string(message.chatTemplateKwargsJson);
     }
     return writer;
   },
@@ -4275,6 +4304,30 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
             message.withPieces = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.messages.push(ChatMessage.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.toolsJson = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.chatTemplateKwargsJson = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4306,6 +4359,19 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
         : isSet(object.with_pieces)
         ? globalThis.Boolean(object.with_pieces)
         : false,
+      messages: globalThis.Array.isArray(object?.messages)
+        ? object.messages.map((e: any) => ChatMessage.fromJSON(e))
+        : [],
+      toolsJson: isSet(object.toolsJson)
+        ? globalThis.String(object.toolsJson)
+        : isSet(object.tools_json)
+        ? globalThis.String(object.tools_json)
+        : "",
+      chatTemplateKwargsJson: isSet(object.chatTemplateKwargsJson)
+        ? globalThis.String(object.chatTemplateKwargsJson)
+        : isSet(object.chat_template_kwargs_json)
+        ? globalThis.String(object.chat_template_kwargs_json)
+        : "",
     };
   },
 
@@ -4326,6 +4392,15 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
     if (message.withPieces !== false) {
       obj.withPieces = message.withPieces;
     }
+    if (message.messages?.length) {
+      obj.messages = message.messages.map((e) => ChatMessage.toJSON(e));
+    }
+    if (message.toolsJson !== "") {
+      obj.toolsJson = message.toolsJson;
+    }
+    if (message.chatTemplateKwargsJson !== "") {
+      obj.chatTemplateKwargsJson = message.chatTemplateKwargsJson;
+    }
     return obj;
   },
 
@@ -4339,12 +4414,15 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
     message.parseSpecial = object.parseSpecial ?? false;
     message.addSpecial = object.addSpecial ?? false;
     message.withPieces = object.withPieces ?? false;
+    message.messages = object.messages?.map((e) => ChatMessage.fromPartial(e)) || [];
+    message.toolsJson = object.toolsJson ?? "";
+    message.chatTemplateKwargsJson = object.chatTemplateKwargsJson ?? "";
     return message;
   },
 };
 
 function createBaseTokenizeResponse(): TokenizeResponse {
-  return { tokens: [], pieces: [] };
+  return { tokens: [], pieces: [], prompt: "" };
 }
 
 export const TokenizeResponse: MessageFns<TokenizeResponse> = {
@@ -4358,6 +4436,9 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
     }
     for (const v of message.pieces) {
       writer.uint32(18).bytes(v!);
+    }
+    if (message.prompt !== "") {
+      writer.uint32(26).string(message.prompt);
     }
     return writer;
   },
@@ -4401,6 +4482,14 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
             message.pieces.push(Buffer.from(reader.bytes()));
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.prompt = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4419,6 +4508,7 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
       pieces: globalThis.Array.isArray(object?.pieces)
         ? object.pieces.map((e: any) => Buffer.from(bytesFromBase64(e)))
         : [],
+      prompt: isSet(object.prompt) ? globalThis.String(object.prompt) : "",
     };
   },
 
@@ -4430,6 +4520,9 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
     if (message.pieces?.length) {
       obj.pieces = message.pieces.map((e) => base64FromBytes(e));
     }
+    if (message.prompt !== "") {
+      obj.prompt = message.prompt;
+    }
     return obj;
   },
 
@@ -4440,6 +4533,7 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
     const message = createBaseTokenizeResponse();
     message.tokens = object.tokens?.map((e) => e) || [];
     message.pieces = object.pieces?.map((e) => e) || [];
+    message.prompt = object.prompt ?? "";
     return message;
   },
 };
