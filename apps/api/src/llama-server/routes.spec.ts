@@ -9,7 +9,7 @@ import { startApi, type RunningApi } from '../server';
 
 // The real stack in one process (engine with the tiny Qwen3-MoE model, whose vocabulary has
 // Qwen2.5-Coder's FIM tokens; scheduler; API), spoken to as llama-server's clients speak.
-describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize", () => {
+describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize, /apply-template, /props", () => {
   const dir = tempDir();
   let host: LocalModelHost;
   let engine: RunningEngineServer;
@@ -90,6 +90,33 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect(ev.slice(0, -1).flatMap((e) => e.tokens)).toEqual(body.tokens);
   });
 
+  it('takes several prompts (an array of answers, or events with their index), and token ids mixed with text', async () => {
+    const one = await post('/completion', { prompt: 'Once upon', n_predict: 4, ...greedy });
+    const two = await post('/completion', { prompt: 'The answer is', n_predict: 4, ...greedy });
+    const both = await post('/completion', { prompt: ['Once upon', { prompt_string: 'The answer is' }], n_predict: 4, ...greedy });
+    expect(both.status).toBe(200);
+    expect(Array.isArray(both.body)).toBe(true);
+    const arr = both.body as unknown as Record<string, any>[];
+    expect(arr.map((r) => r.index)).toEqual([0, 1]);
+    expect(arr.map((r) => r.tokens)).toEqual([one.body.tokens, two.body.tokens]);
+    expect(arr.map((r) => r.content)).toEqual([one.body.content, two.body.content]);
+    const ev = await events('/completion', { prompt: ['Once upon', 'The answer is'], n_predict: 4, ...greedy });
+    for (const [i, want] of [one, two].entries()) {
+      const mine = ev.filter((e) => e.index === i);
+      expect(mine.at(-1)!.stop).toBe(true);
+      expect(mine.filter((e) => !e.stop).flatMap((e) => e.tokens)).toEqual(want.body.tokens);
+    }
+    // Mixed: a leading string gets BOS (where the model adds one); later strings none.
+    const tail = await tokenize(' is');
+    const mixed = await post('/completion', { prompt: ['The answer', ...tail], n_predict: 4, ...greedy });
+    const ids = [...(await tokenize('The answer', { add_special: true })), ...tail];
+    const byIds = await post('/completion', { prompt: ids, n_predict: 4, ...greedy });
+    expect(mixed.body.tokens_evaluated).toBe(ids.length);
+    expect(mixed.body.tokens).toEqual(byIds.body.tokens);
+    const idsFirst = await post('/completion', { prompt: [...(await tokenize('The answer')), ' is'], n_predict: 1, ...greedy });
+    expect(idsFirst.body.tokens_evaluated).toBe((await tokenize('The answer')).length + tail.length);
+  });
+
   it('computes the prompt and generates nothing for n_predict 0, leaving its cache for the next request', async () => {
     const warm = await post('/infill', { input_prefix: 'import os\n\ndef main():\n    ', input_suffix: '\n', input_extra: [{ filename: 'x.py', text: 'X = 1\n' }], n_predict: 0 });
     expect(warm.status).toBe(200);
@@ -149,7 +176,11 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
       ['/infill', { input_prefix: 'x' }, /input_suffix is required/],
       ['/infill', { input_prefix: 'x', input_suffix: '', input_extra: 'nope' }, /input_extra must be an array/],
       ['/infill', { input_prefix: 'x', input_suffix: '', input_extra: [{ filename: 'a' }] }, /input_extra\.0\.text: each input_extra chunk needs a text string/],
-      ['/completion', { prompt: { text: 'x' } }, /prompt must be a string or an array of token ids/],
+      ['/completion', { prompt: { text: 'x' } }, /prompt: prompt must be a string, an array of token ids, an array mixing/],
+      ['/completion', { prompt: ['x', { prompt_string: 'y', multimodal_data: ['AAAA'] }] }, /prompt\.1: multimodal_data is not supported/],
+      ['/completion', { prompt: ['x', ''] }, /prompt\.1 must not be empty/],
+      ['/completion', { prompt: [] }, /prompt must not be empty/],
+      ['/completion', { n_predict: 1 }, /prompt is required/],
       ['/completion', { prompt: '' }, /prompt must not be empty/],
       ['/completion', { prompt: 'x', n_predict: -2 }, /n_predict/],
       ['/completion', { prompt: 'x', temperature: 'hot' }, /temperature/],
@@ -167,6 +198,39 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.message).toMatch(/The model 'nope' does not exist \(served: tiny\)/);
     expect((await post('/completion', { prompt: 'x', n_predict: 2 })).status).toBe(200);
+  });
+
+  it('renders a chat with the model\'s template (/apply-template), and /completion of that prompt answers as the chat does', async () => {
+    const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi there' }];
+    const r = await post('/apply-template', { messages });
+    expect(r.status).toBe(200);
+    // ChatML (the test file has no template of its own), ending with the assistant turn's opening.
+    expect(r.body.prompt).toBe('<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n');
+    const chat = await post('/v1/chat/completions', { model: 'tiny', messages, max_tokens: 5, temperature: 0 });
+    const byPrompt = await post('/completion', { prompt: r.body.prompt, n_predict: 5, temperature: 0, return_tokens: true });
+    expect(byPrompt.body.tokens_evaluated).toBe(chat.body.usage.prompt_tokens);
+    expect(byPrompt.body.content).toBe(chat.body.choices[0].message.content);
+    const bad = await post('/apply-template', { messages: [] });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toMatch(/messages must not be empty/);
+    const kw = await post('/apply-template', { messages, chat_template_kwargs: { messages: [] } });
+    expect(kw.status).toBe(400);
+    expect(kw.body.error.message).toMatch(/chat_template_kwargs cannot set 'messages'/);
+  });
+
+  it('reports the server\'s properties (/props): context, slots, file, chat template and /completion\'s defaults', async () => {
+    const r = await fetch(`${api.url}/props`);
+    expect(r.status).toBe(200);
+    const p = (await r.json()) as Record<string, any>;
+    expect(p.default_generation_settings.n_ctx).toBe(4096);
+    expect(p.default_generation_settings.params).toMatchObject({ n_predict: -1, seed: -1, temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05 });
+    expect(p.total_slots).toBe(2);
+    expect(p.model_path).toBe(file);
+    expect(p.model_alias).toBe('tiny');
+    expect(p.chat_template).toContain('<|im_start|>');
+    expect(p.build_info).toMatch(/^kailstream /);
+    expect((await fetch(`${api.url}/props?model=tiny`)).status).toBe(200);
+    expect((await fetch(`${api.url}/props?model=nope`)).status).toBe(404);
   });
 
   it('needs the model named once two are served', async () => {

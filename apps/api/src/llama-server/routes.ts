@@ -1,6 +1,6 @@
 // llama-server's own endpoints, for the clients written against it: /completion (and
-// /completions), /infill (code completion in editors: llama.vim, llama.vscode), /tokenize and
-// /detokenize. Request fields and response shapes follow llama.cpp's tools/server; errors keep
+// /completions), /infill (code completion in editors: llama.vim, llama.vscode), /tokenize,
+// /detokenize, /apply-template and /props. Request fields and response shapes follow llama.cpp's tools/server; errors keep
 // this server's OpenAI shape. `model` may be left out when exactly one model is served.
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -8,11 +8,12 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { callFailure, grpcToHttp, submitAll, withLogitBias, type OpenAiDeps } from '../openai/routes';
-import { openAiError, sampling, stop, zodToOpenAi } from '../openai/schemas';
+import { callFailure, chatMessagesToProto, grpcToHttp, submitAll, templateKwargs, withLogitBias, type OpenAiDeps } from '../openai/routes';
+import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
+import { VERSION } from '../version';
 
 /** The routes this module serves (for the error counter). */
-export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize'] as const;
+export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize', '/apply-template', '/props'] as const;
 
 const tokenIds = z.array(z.number().int().min(0).max(2_147_483_647));
 
@@ -50,10 +51,66 @@ const generation = {
 
 const CompletionBody = z.object({
   ...generation,
-  prompt: z.union([z.string(), tokenIds.min(1, 'a token-id prompt must not be empty')], {
-    message: 'prompt must be a string or an array of token ids (for several prompts at once use /v1/completions)',
-  }),
+  /** Checked by parsePrompts: llama-server's shapes. */
+  prompt: z.unknown().optional(),
 });
+
+/** One prompt as llama-server takes it: text, token ids, or token ids and text mixed. */
+type Subprompt = string | (string | number)[];
+
+const PROMPT_SHAPES =
+  'prompt must be a string, an array of token ids, an array mixing token ids and strings, an object {"prompt_string": …}, or an array of these (several prompts)';
+
+/**
+ * llama-server's prompt shapes (tokenize_input_prompts): a string, token ids, ids and strings
+ * mixed, {prompt_string}; an array without any integer is several prompts. Throws HttpError 400.
+ */
+function parsePrompts(prompt: unknown): { items: Subprompt[]; many: boolean } {
+  const bad = (msg: string) => new HttpError(400, openAiError(msg, 'invalid_request_error', 'prompt', 'invalid_value'));
+  const isId = (x: unknown) => typeof x === 'number' && Number.isInteger(x);
+  const one = (p: unknown, where: string): Subprompt => {
+    if (typeof p === 'string') {
+      if (!p.length) throw bad(`${where} must not be empty`);
+      return p;
+    }
+    if (Array.isArray(p) && p.length && p.every((x) => typeof x === 'string' || isId(x))) {
+      const ids = p.filter(isId) as number[];
+      const badId = ids.find((t) => t < 0 || t > 2_147_483_647);
+      if (badId !== undefined) throw bad(`${where}: token id ${badId} is not a valid token id`);
+      return p as (string | number)[];
+    }
+    if (p && typeof p === 'object' && !Array.isArray(p) && 'prompt_string' in p) {
+      const o = p as Record<string, unknown>;
+      if (o.multimodal_data !== undefined) throw bad(`${where}: multimodal_data is not supported: the models served here read text only`);
+      return one(o.prompt_string, `${where}.prompt_string`);
+    }
+    if (Array.isArray(p) && !p.length) throw bad(`${where} must not be empty`);
+    throw bad(`${where}: ${PROMPT_SHAPES}`);
+  };
+  if (prompt === undefined || prompt === null) throw bad('prompt is required');
+  if (Array.isArray(prompt) && !prompt.some(isId)) {
+    if (!prompt.length) throw bad('prompt must not be empty');
+    if (prompt.length > 64) throw bad('at most 64 prompts in one request');
+    return { items: prompt.map((p, i) => one(p, `prompt.${i}`)), many: true };
+  }
+  return { items: [one(prompt, 'prompt')], many: false };
+}
+
+/** A prompt's engine fields: text as text; ids as ids; mixed ids and strings tokenized here (BOS only when a string comes first, as llama-server). */
+async function promptSpec(s: spb.SchedulerServiceClient, model: string, p: Subprompt): Promise<PromptSpec> {
+  if (typeof p === 'string') return { prompt: { prompt: p }, text: p };
+  if (p.every((x) => typeof x === 'number')) return { prompt: { promptTokens: p as number[] } };
+  const tokens: number[] = [];
+  for (const [i, x] of p.entries()) {
+    if (typeof x === 'number') tokens.push(x);
+    else {
+      const r = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(s.tokenize.bind(s), pb.TokenizeRequest.fromPartial({ model, text: x, addSpecial: i === 0, parseSpecial: true }));
+      tokens.push(...r.tokens);
+    }
+  }
+  if (!tokens.length) throw new HttpError(400, openAiError('prompt has no tokens', 'invalid_request_error', 'prompt', 'invalid_value'));
+  return { prompt: { promptTokens: tokens } };
+}
 
 const InfillBody = z.object({
   ...generation,
@@ -79,6 +136,14 @@ const TokenizeBody = z.object({
   with_pieces: z.boolean().optional(),
 });
 
+const ApplyTemplateBody = z.object({
+  model: z.string().min(1).optional(),
+  messages: chatMessages,
+  tools,
+  chat_template_kwargs: z.record(z.string(), z.unknown()).optional().nullable(),
+  reasoning_effort: z.enum(['minimal', 'low', 'medium', 'high']).optional().nullable(),
+});
+
 const DetokenizeBody = z.object({
   model: z.string().min(1).optional(),
   tokens: tokenIds.max(10_000_000).optional(),
@@ -97,7 +162,7 @@ class HttpError extends Error {
 }
 
 /** The request's model (or the only one served) and its context length. */
-async function resolveModel(scheduler: spb.SchedulerServiceClient, model: string | undefined): Promise<{ id: string; contextLength: number }> {
+async function resolveModel(scheduler: spb.SchedulerServiceClient, model: string | undefined): Promise<common.ModelInfo> {
   let models: common.ModelInfo[];
   try {
     models = (await unary<spb.ListModelsRequest, spb.ListModelsResponse>(scheduler.listModels.bind(scheduler), {})).models;
@@ -107,13 +172,13 @@ async function resolveModel(scheduler: spb.SchedulerServiceClient, model: string
   }
   const served = models.map((m) => m.id);
   if (model === undefined) {
-    if (models.length === 1) return { id: models[0].id, contextLength: models[0].contextLength };
+    if (models.length === 1) return models[0];
     const why = models.length ? `${models.length} models are served (${served.join(', ')})` : 'no model is loaded';
     throw new HttpError(400, openAiError(`model is required: ${why}`, 'invalid_request_error', 'model', 'invalid_value'));
   }
   const m = models.find((x) => x.id === model);
   if (!m) throw new HttpError(404, openAiError(`The model '${model}' does not exist (served: ${served.join(', ') || 'none'})`, 'invalid_request_error', 'model', 'model_not_found'));
-  return { id: m.id, contextLength: m.contextLength };
+  return m;
 }
 
 /** llama-server's sampling defaults (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05) under the request's fields. */
@@ -150,40 +215,9 @@ function probabilities(msg: pb.GenerateResponse) {
   return msg.logprobs.map((l, i) => ({ ...entry(l), top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map(entry) }));
 }
 
-/**
- * Runs one generation and answers as llama-server's /completion does: one JSON body, or (stream)
- * server-sent events of {content, tokens, stop: false, …} and a last one with stop: true, the
- * stop type, the settings and the timings.
- */
-async function complete(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, b: Generation, prompt: Partial<pb.GenerateRequest>, promptText?: string) {
-  const scheduler = deps.scheduler();
-  if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
-  let model: { id: string; contextLength: number };
-  try {
-    model = await resolveModel(scheduler, b.model);
-  } catch (e) {
-    if (!(e instanceof HttpError)) throw e;
-    if (e.retryAfter) reply.header('retry-after', String(e.retryAfter));
-    return reply.code(e.status).send(e.body);
-  }
-  const nProbs = b.n_probs ?? 0;
-  const nPredict = predictOf(b, model.contextLength);
-  const stops = b.stop == null ? [] : (Array.isArray(b.stop) ? b.stop : [b.stop]).filter((s) => s.length > 0);
-  const sampling = samplingOf(b);
-  const gen = pb.GenerateRequest.fromPartial({
-    ...prompt,
-    requestId: `cmpl-${randomUUID()}`,
-    model: model.id,
-    maxTokens: nPredict,
-    // n_predict 0: the prompt computed into a slot's cache (editor plugins warm it so), nothing generated.
-    promptOnly: nPredict === 0,
-    stop: stops,
-    sampling,
-    wantLogprobs: nProbs > 0,
-    topLogprobs: nProbs,
-    ignoreEos: !!b.ignore_eos,
-  });
-  const settings = {
+/** generation_settings (and /props' default_generation_settings.params): the settings a request ran with. */
+function settingsJson(b: Generation, sampling: common.SamplingParams, stops: string[]) {
+  return {
     n_predict: b.n_predict ?? b.max_tokens ?? -1,
     seed: b.seed ?? -1,
     temperature: sampling.temperature,
@@ -195,14 +229,61 @@ async function complete(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDe
     frequency_penalty: sampling.frequencyPenalty,
     stop: stops,
     ignore_eos: !!b.ignore_eos,
-    n_probs: nProbs,
+    n_probs: b.n_probs ?? 0,
     stream: !!b.stream,
   };
+}
+
+/** One prompt of a /completion (or /infill) request: the engine's prompt fields, and its text to echo. */
+interface PromptSpec {
+  prompt: Partial<pb.GenerateRequest>;
+  text?: string;
+}
+
+/**
+ * Runs the request's generations (one per prompt) and answers as llama-server's /completion does:
+ * one JSON body (an array of them for several prompts), or (stream) server-sent events of
+ * {index, content, tokens, stop: false, …} and, per prompt, a last one with stop: true, the stop
+ * type, the settings and the timings.
+ */
+async function complete(
+  req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, b: Generation,
+  prompts: (s: spb.SchedulerServiceClient, model: string) => Promise<PromptSpec[]>, many = false,
+) {
+  const scheduler = deps.scheduler();
+  if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
+  let model: common.ModelInfo;
+  let specs: PromptSpec[];
+  try {
+    model = await resolveModel(scheduler, b.model);
+    specs = await prompts(scheduler, model.id);
+  } catch (e) {
+    const f = e instanceof HttpError ? e : grpcToHttp(e as grpc.ServiceError);
+    if (f.retryAfter) reply.header('retry-after', String(f.retryAfter));
+    return reply.code(f.status).send(f.body);
+  }
+  const nProbs = b.n_probs ?? 0;
+  const nPredict = predictOf(b, model.contextLength);
+  const stops = b.stop == null ? [] : (Array.isArray(b.stop) ? b.stop : [b.stop]).filter((s) => s.length > 0);
+  const sampling = samplingOf(b);
+  const gens = specs.map((spec) =>
+    pb.GenerateRequest.fromPartial({
+      ...spec.prompt,
+      requestId: `cmpl-${randomUUID()}`,
+      model: model.id,
+      maxTokens: nPredict,
+      // n_predict 0: the prompt computed into a slot's cache (editor plugins warm it so), nothing generated.
+      promptOnly: nPredict === 0,
+      stop: stops,
+      sampling,
+      wantLogprobs: nProbs > 0,
+      topLogprobs: nProbs,
+      ignoreEos: !!b.ignore_eos,
+    }),
+  );
+  const settings = settingsJson(b, sampling, stops);
   const returnTokens = !!b.return_tokens;
-  let content = '';
-  const tokens: number[] = [];
-  const probs: ReturnType<typeof probabilities> = [];
-  let last: pb.GenerateResponse | undefined;
+  const runs = specs.map(() => ({ content: '', tokens: [] as number[], probs: [] as ReturnType<typeof probabilities>, last: undefined as pb.GenerateResponse | undefined, tFirst: 0 }));
   let headersSent = false;
   const sse = (obj: unknown) => reply.raw.write(`data: ${JSON.stringify(obj)}\n\n`);
   const startStream = () => {
@@ -211,26 +292,81 @@ async function complete(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDe
     reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
   };
   const t0 = performance.now();
-  let tFirst = 0;
+  const finalOf = (i: number) => {
+    const r = runs[i];
+    const usage = r.last?.usage ?? common.Usage.fromPartial({});
+    const timings = r.last?.timings ?? common.Timings.fromPartial({});
+    const finish = r.last?.finishReason ?? common.FinishReason.FINISH_REASON_UNSPECIFIED;
+    const stopWord = r.last?.stopWord ?? '';
+    deps.onUsage?.(req, usage.promptTokens, usage.completionTokens);
+    const m = deps.metrics;
+    if (m) {
+      const reason = finish === common.FinishReason.FINISH_REASON_LENGTH ? 'length' : 'stop';
+      m.finished(model.id, { prompt: usage.promptTokens, cached: usage.cachedPromptTokens, completion: usage.completionTokens }, reason, (performance.now() - t0) / 1000);
+      if (r.tFirst) m.ttft.observe({ model: model.id }, (r.tFirst - t0) / 1000);
+    }
+    const promptN = usage.promptTokens - usage.cachedPromptTokens;
+    const genN = usage.completionTokens;
+    return {
+      index: i,
+      content: b.stream ? '' : r.content,
+      tokens: returnTokens && !b.stream ? r.tokens : [],
+      id_slot: -1,
+      stop: true,
+      model: model.id,
+      tokens_predicted: genN,
+      tokens_evaluated: usage.promptTokens,
+      generation_settings: settings,
+      ...(specs[i].text !== undefined ? { prompt: specs[i].text } : {}),
+      has_new_line: r.content.includes('\n'),
+      truncated: false,
+      stop_type: STOP_TYPE(finish, stopWord),
+      stopping_word: stopWord,
+      tokens_cached: usage.cachedPromptTokens,
+      timings: {
+        cache_n: usage.cachedPromptTokens,
+        prompt_n: promptN,
+        prompt_ms: timings.promptMs,
+        prompt_per_token_ms: promptN > 0 ? timings.promptMs / promptN : 0,
+        prompt_per_second: timings.promptMs > 0 ? (1000 * promptN) / timings.promptMs : 0,
+        predicted_n: genN,
+        predicted_ms: timings.generationMs,
+        predicted_per_token_ms: genN > 0 ? timings.generationMs / genN : 0,
+        predicted_per_second: timings.generationMs > 0 ? (1000 * genN) / timings.generationMs : 0,
+      },
+      ...(!b.stream && r.probs.length ? { completion_probabilities: r.probs } : {}),
+    };
+  };
+  const finals: ReturnType<typeof finalOf>[] = [];
   try {
-    await submitAll(req, reply, deps, scheduler, [gen], (_i, msg) => {
-      if (msg.tokens.length && !tFirst) tFirst = performance.now();
-      content += msg.text;
-      tokens.push(...msg.tokens);
+    await submitAll(req, reply, deps, scheduler, gens, (i, msg) => {
+      const r = runs[i];
+      if (msg.tokens.length && !r.tFirst) r.tFirst = performance.now();
+      r.content += msg.text;
+      r.tokens.push(...msg.tokens);
       const p = nProbs > 0 ? probabilities(msg) : [];
-      probs.push(...p);
-      last = msg;
-      if (b.stream && (msg.text || msg.tokens.length) && msg.finishReason === common.FinishReason.FINISH_REASON_UNSPECIFIED) {
+      r.probs.push(...p);
+      r.last = msg;
+      const done = msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED;
+      if (b.stream && (msg.text || msg.tokens.length) && !done) {
         startStream();
         sse({
-          index: 0, content: msg.text, tokens: returnTokens ? msg.tokens : [], stop: false, id_slot: -1,
-          tokens_predicted: tokens.length, tokens_evaluated: 0,
+          index: i, content: msg.text, tokens: returnTokens ? msg.tokens : [], stop: false, id_slot: -1,
+          tokens_predicted: r.tokens.length, tokens_evaluated: 0,
           ...(p.length ? { completion_probabilities: p } : {}),
         });
       }
+      if (done) {
+        finals[i] = finalOf(i);
+        // Streamed: each prompt's last event as soon as it ends.
+        if (b.stream) {
+          startStream();
+          sse(finals[i]);
+        }
+      }
     });
   } catch (e) {
-    deps.onUsage?.(req, 0, tokens.length);
+    runs.forEach((r, i) => finals[i] === undefined && deps.onUsage?.(req, 0, r.tokens.length));
     const failed = callFailure(reply, e);
     if (!failed) return reply;
     if (headersSent) {
@@ -242,55 +378,20 @@ async function complete(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDe
     if (failed.retryAfter) reply.header('retry-after', String(failed.retryAfter));
     return reply.code(failed.status).send(failed.body);
   }
-  const usage = last?.usage ?? common.Usage.fromPartial({});
-  const timings = last?.timings ?? common.Timings.fromPartial({});
-  const finish = last?.finishReason ?? common.FinishReason.FINISH_REASON_UNSPECIFIED;
-  const stopWord = last?.stopWord ?? '';
-  deps.onUsage?.(req, usage.promptTokens, usage.completionTokens);
-  const m = deps.metrics;
-  if (m) {
-    const reason = finish === common.FinishReason.FINISH_REASON_LENGTH ? 'length' : 'stop';
-    m.finished(model.id, { prompt: usage.promptTokens, cached: usage.cachedPromptTokens, completion: usage.completionTokens }, reason, (performance.now() - t0) / 1000);
-    if (tFirst) m.ttft.observe({ model: model.id }, (tFirst - t0) / 1000);
+  for (let i = 0; i < runs.length; i++) {
+    if (finals[i] !== undefined) continue;
+    finals[i] = finalOf(i);
+    if (b.stream) {
+      startStream();
+      sse(finals[i]);
+    }
   }
-  const promptN = usage.promptTokens - usage.cachedPromptTokens;
-  const genN = usage.completionTokens;
-  const final = {
-    index: 0,
-    content: b.stream ? '' : content,
-    tokens: returnTokens && !b.stream ? tokens : [],
-    id_slot: -1,
-    stop: true,
-    model: model.id,
-    tokens_predicted: genN,
-    tokens_evaluated: usage.promptTokens,
-    generation_settings: settings,
-    ...(promptText !== undefined ? { prompt: promptText } : {}),
-    has_new_line: content.includes('\n'),
-    truncated: false,
-    stop_type: STOP_TYPE(finish, stopWord),
-    stopping_word: stopWord,
-    tokens_cached: usage.cachedPromptTokens,
-    timings: {
-      cache_n: usage.cachedPromptTokens,
-      prompt_n: promptN,
-      prompt_ms: timings.promptMs,
-      prompt_per_token_ms: promptN > 0 ? timings.promptMs / promptN : 0,
-      prompt_per_second: timings.promptMs > 0 ? (1000 * promptN) / timings.promptMs : 0,
-      predicted_n: genN,
-      predicted_ms: timings.generationMs,
-      predicted_per_token_ms: genN > 0 ? timings.generationMs / genN : 0,
-      predicted_per_second: timings.generationMs > 0 ? (1000 * genN) / timings.generationMs : 0,
-    },
-    ...(!b.stream && probs.length ? { completion_probabilities: probs } : {}),
-  };
   if (b.stream) {
     startStream();
-    sse(final);
     reply.raw.end();
     return reply;
   }
-  return reply.send(final);
+  return reply.send(many ? finals : finals[0]);
 }
 
 /** Valid UTF-8 bytes as their string, else the byte values (llama-server's with_pieces). */
@@ -303,12 +404,12 @@ function pieceJson(bytes: Uint8Array): string | number[] {
 }
 
 /** Runs a tokenizer call with the request's model, answering errors in the API's shape. */
-async function withModel<T>(reply: FastifyReply, deps: OpenAiDeps, model: string | undefined, fn: (s: spb.SchedulerServiceClient, id: string) => Promise<T>) {
+async function withModel<T>(reply: FastifyReply, deps: OpenAiDeps, model: string | undefined, fn: (s: spb.SchedulerServiceClient, id: string, info: common.ModelInfo) => Promise<T>) {
   const scheduler = deps.scheduler();
   if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
   try {
-    const { id } = await resolveModel(scheduler, model);
-    return reply.send(await fn(scheduler, id));
+    const info = await resolveModel(scheduler, model);
+    return reply.send(await fn(scheduler, info.id, info));
   } catch (e) {
     const f = e instanceof HttpError ? e : grpcToHttp(e as grpc.ServiceError);
     if (f.retryAfter) reply.header('retry-after', String(f.retryAfter));
@@ -321,8 +422,14 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
     const parsed = CompletionBody.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
     const b = parsed.data;
-    if (typeof b.prompt === 'string' && b.prompt.length === 0) return reply.code(400).send(openAiError('prompt must not be empty', 'invalid_request_error', 'prompt', 'invalid_value'));
-    return complete(req, reply, deps, b, typeof b.prompt === 'string' ? { prompt: b.prompt } : { promptTokens: b.prompt }, typeof b.prompt === 'string' ? b.prompt : undefined);
+    let prompts: ReturnType<typeof parsePrompts>;
+    try {
+      prompts = parsePrompts(b.prompt);
+    } catch (e) {
+      if (!(e instanceof HttpError)) throw e;
+      return reply.code(e.status).send(e.body);
+    }
+    return complete(req, reply, deps, b, (s, model) => Promise.all(prompts.items.map((p) => promptSpec(s, model, p))), prompts.many);
   };
   app.post('/completion', completion);
   app.post('/completions', completion);
@@ -331,11 +438,12 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
     const parsed = InfillBody.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
     const b = parsed.data;
-    return complete(req, reply, deps, b, {
+    const prompt = {
       prompt: b.input_prefix,
       suffix: b.input_suffix,
       infill: { middle: b.prompt ?? '', extra: (b.input_extra ?? []).map((c) => ({ filename: c.filename ?? '', text: c.text })) },
-    });
+    };
+    return complete(req, reply, deps, b, async () => [{ prompt }]);
   });
 
   app.post('/tokenize', async (req, reply) => {
@@ -350,6 +458,52 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
       );
       return { tokens: b.with_pieces ? r.tokens.map((id, i) => ({ id, piece: pieceJson(r.pieces[i]) })) : r.tokens };
     });
+  });
+
+  // The chat prompt the model would be given (its template, the assistant turn's opening last),
+  // without generating: to edit and send to /completion.
+  app.post('/apply-template', async (req, reply) => {
+    const parsed = ApplyTemplateBody.safeParse(req.body);
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    const b = parsed.data;
+    return withModel(reply, deps, b.model, async (s, model) => {
+      const r = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(
+        s.tokenize.bind(s),
+        pb.TokenizeRequest.fromPartial({
+          model,
+          messages: chatMessagesToProto(b.messages),
+          toolsJson: b.tools?.length ? JSON.stringify(b.tools) : '',
+          chatTemplateKwargsJson: templateKwargs(b.chat_template_kwargs, b.reasoning_effort),
+        }),
+      );
+      return { prompt: r.prompt };
+    });
+  });
+
+  // The server's properties for the model (the only one served, or ?model=ID): its context,
+  // sequence slots, file, chat template, and the defaults /completion applies.
+  app.get('/props', async (req, reply) => {
+    const q = (req.query ?? {}) as Record<string, unknown>;
+    if (q.model !== undefined && (typeof q.model !== 'string' || !q.model))
+      return reply.code(400).send(openAiError('model must be a model id', 'invalid_request_error', 'model', 'invalid_value'));
+    return withModel(reply, deps, q.model as string | undefined, async (_s, model, info) => ({
+      default_generation_settings: {
+        id: 0,
+        id_task: -1,
+        n_ctx: info.contextLength,
+        speculative: false,
+        is_processing: false,
+        params: settingsJson({}, samplingOf({}), []),
+        prompt: '',
+      },
+      total_slots: info.slots,
+      model_alias: model,
+      model_path: info.path,
+      chat_template: info.chatTemplate,
+      modalities: { vision: false, audio: false },
+      build_info: `kailstream ${VERSION}`,
+      is_sleeping: false,
+    }));
   });
 
   app.post('/detokenize', async (req, reply) => {

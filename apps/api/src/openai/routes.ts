@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
+import type { z } from 'zod';
 
 import type { ApiMetrics } from '../metrics';
-import { ChatCompletionRequest, CompletionRequest, EmbeddingRequest, itemList, openAiError, zodToOpenAi } from './schemas';
+import { ChatCompletionRequest, chatMessages, CompletionRequest, EmbeddingRequest, itemList, openAiError, zodToOpenAi } from './schemas';
 import { ReasoningSplitter, splitReasoning } from './reasoning';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
 import { parseToolCalls, type ToolDefs } from './tool-calls';
@@ -146,14 +147,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const parsed = ChatCompletionRequest.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
     const b = parsed.data;
-    const messages = b.messages.map((m) => ({
-      role: m.role === 'developer' ? 'system' : m.role,
-      content: typeof m.content === 'string' ? m.content : (m.content ?? []).map((p) => p.text).join(''),
-      toolCallsJson: m.tool_calls?.length ? JSON.stringify(m.tool_calls) : '',
-      toolCallId: m.tool_call_id ?? '',
-      name: m.name ?? '',
-      reasoningContent: m.reasoning_content ?? '',
-    }));
+    const messages = chatMessagesToProto(b.messages);
     const c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
     // With tools (unless tool_choice is 'none') the template shows them and the answer's calls are parsed.
     if (b.tools?.length && b.tool_choice !== 'none') c.tools = b.tools;
@@ -322,8 +316,20 @@ interface Choice {
   echoLen: number;
 }
 
+/** OpenAI's chat turns as the engine's (a developer message is a system message; text parts joined). */
+export function chatMessagesToProto(messages: z.infer<typeof chatMessages>): pb.ChatMessage[] {
+  return messages.map((m) => ({
+    role: m.role === 'developer' ? 'system' : m.role,
+    content: typeof m.content === 'string' ? m.content : (m.content ?? []).map((p) => p.text).join(''),
+    toolCallsJson: m.tool_calls?.length ? JSON.stringify(m.tool_calls) : '',
+    toolCallId: m.tool_call_id ?? '',
+    name: m.name ?? '',
+    reasoningContent: m.reasoning_content ?? '',
+  }));
+}
+
 /** The chat template's extra variables: the request's chat_template_kwargs, with reasoning_effort unless they set it. */
-function templateKwargs(kwargs: Record<string, unknown> | null | undefined, effort: string | null | undefined): string {
+export function templateKwargs(kwargs: Record<string, unknown> | null | undefined, effort: string | null | undefined): string {
   const all = { ...(effort ? { reasoning_effort: effort } : {}), ...(kwargs ?? {}) };
   return Object.keys(all).length ? JSON.stringify(all) : '';
 }

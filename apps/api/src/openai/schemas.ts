@@ -80,22 +80,27 @@ const tool = z.object({
   }),
 });
 
+/** Chat turns as OpenAI's chat completions take them (also llama-server's /apply-template). */
+export const chatMessages = z
+  .array(
+    z.object({
+      role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
+      content: z.union([z.string(), z.array(contentPart)]).nullable().optional(),
+      name: z.string().optional(),
+      /** An assistant turn's calls, sent back with the tools' answers. */
+      tool_calls: z.array(toolCall).max(128).optional().nullable(),
+      /** A tool message: the call it answers. */
+      tool_call_id: z.string().optional(),
+      /** An assistant turn's reasoning, for templates that show it (llama-server, vLLM). */
+      reasoning_content: z.string().optional().nullable(),
+    }),
+  )
+  .min(1, 'messages must not be empty');
+
+export const tools = z.array(tool).max(128).optional().nullable();
+
 export const ChatCompletionRequest = z.object({
-  messages: z
-    .array(
-      z.object({
-        role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
-        content: z.union([z.string(), z.array(contentPart)]).nullable().optional(),
-        name: z.string().optional(),
-        /** An assistant turn's calls, sent back with the tools' answers. */
-        tool_calls: z.array(toolCall).max(128).optional().nullable(),
-        /** A tool message: the call it answers. */
-        tool_call_id: z.string().optional(),
-        /** An assistant turn's reasoning, for templates that show it (llama-server, vLLM). */
-        reasoning_content: z.string().optional().nullable(),
-      }),
-    )
-    .min(1, 'messages must not be empty'),
+  messages: chatMessages,
   model: z.string().min(1),
   frequency_penalty: sampling.frequency_penalty,
   logit_bias: sampling.logit_bias,
@@ -112,7 +117,7 @@ export const ChatCompletionRequest = z.object({
   response_format: sampling.response_format,
   temperature: sampling.temperature,
   /** Functions the model may call (shown to it through its chat template). */
-  tools: z.array(tool).max(128).optional().nullable(),
+  tools,
   /**
    * 'auto' (the default with tools), 'none', 'required' (the answer is calls of the tools), or a
    * named function (calls of that one): the last two are held to the model's tool-call format by
