@@ -7,6 +7,7 @@ import { isLoopback, registerAuth, tenantOf } from './auth/auth';
 import { KEYS_FILE, KeyStore } from './auth/keys';
 import type { ApiConfig } from './env';
 import { ApiMetrics } from './metrics';
+import { registerAnthropicRoutes } from './anthropic/messages';
 import { LLAMA_SERVER_ROUTES, registerLlamaServerRoutes } from './llama-server/routes';
 import { registerOpenAiRoutes, type OpenAiDeps } from './openai/routes';
 import { openAiError } from './openai/schemas';
@@ -121,6 +122,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   registerOpenAiRoutes(app, deps);
   // llama-server's own endpoints (/completion, /infill, /tokenize, /detokenize) for clients written against it.
   registerLlamaServerRoutes(app, deps);
+  registerAnthropicRoutes(app, deps);
 
   // The console's tRPC router (apps/api/src/trpc), behind the same key check as every route.
   await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => beyondLoopback || (keys?.activeCount() ?? 0) > 0 });

@@ -113,4 +113,46 @@ describe('OpenAI routes under random requests', () => {
     expect(hist[400]).toBeGreaterThan(N / 10);
     expect((await fetch(`${api.url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: '{"content":"hi"}' })).status).toBe(200);
   });
+
+  it("Anthropic's Messages routes and /apply-template: 200 or a 4xx naming the problem, never 5xx", async () => {
+    let seed = Number(process.env.KAIL_FUZZ_SEED ?? 3);
+    const rnd = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
+    const pick = <T,>(a: T[]) => a[Math.floor(rnd() * a.length)];
+    const vals = (): unknown => pick<unknown>([null, 0, -1, 1, 2, 0.5, 1e308, 2 ** 53, '', 'x', 'tiny', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], ['a'], {}, true, false,
+      [{ role: 'user', content: 'hi' }], [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], [{ role: 'assistant', content: [{ type: 'tool_use', id: 't', name: 'f', input: {} }] }],
+      [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'ok' }] }], [{ role: 'user', content: [{ type: 'image', source: {} }] }], [{ role: 'bot', content: 'x' }],
+      [{ name: 'f', input_schema: { type: 'object' } }], [{ name: 'bad name', input_schema: {} }], { type: 'any' }, { type: 'tool', name: 'f' }, { type: 'none' }, { type: 'enabled', budget_tokens: 10 },
+      [{ type: 'text', text: 'sys' }], ['\n\n']]);
+    const bases: Record<string, () => Record<string, unknown>> = {
+      '/v1/messages': () => ({ model: 'tiny', max_tokens: 4, messages: [{ role: 'user', content: 'hello' }], temperature: 0 }),
+      '/v1/messages/count_tokens': () => ({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }] }),
+      '/apply-template': () => ({ messages: [{ role: 'user', content: 'hello' }] }),
+    };
+    const fields = ['model', 'max_tokens', 'messages', 'system', 'stop_sequences', 'temperature', 'top_p', 'top_k', 'stream', 'tools', 'tool_choice', 'thinking', 'seed', 'metadata', 'chat_template_kwargs'];
+    const bad: string[] = []; const hist: Record<string, number> = {};
+    const N = Number(process.env.KAIL_FUZZ_N ?? 200);
+    for (let i = 0; i < N; i++) {
+      const path = pick(Object.keys(bases));
+      const body = bases[path]();
+      const nm = 1 + Math.floor(rnd() * 3);
+      for (let j = 0; j < nm; j++) {
+        const f = pick(fields);
+        if (rnd() < 0.15) delete body[f]; else body[f] = vals();
+      }
+      if ((typeof body.max_tokens !== 'number' || (body.max_tokens as number) < 1 || (body.max_tokens as number) > 16) && rnd() < 0.9) body.max_tokens = 4;
+      let raw = JSON.stringify(body);
+      if (rnd() < 0.05) raw = raw.slice(0, Math.floor(rnd() * raw.length));
+      const ctl = new AbortController(); const t = setTimeout(() => ctl.abort(), 60_000);
+      try {
+        const r = await fetch(`${api.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: raw, signal: ctl.signal });
+        const text = await r.text(); hist[r.status] = (hist[r.status] ?? 0) + 1;
+        if (r.status >= 500 || (r.status >= 400 && !/"error":\{("type":"[a-z_]+",)?"message"/.test(text))) bad.push(`${r.status} ${path} ${raw.slice(0, 300)} -> ${text.slice(0, 300)}`);
+        if (r.status === 200 && body.stream === true && path === '/v1/messages' && !text.includes('event: message_stop')) bad.push(`stream without message_stop ${raw.slice(0, 300)} -> ${text.slice(-300)}`);
+      } catch (e) { bad.push(`fetch failed ${path} ${raw.slice(0, 300)}: ${String(e)}`); }
+      clearTimeout(t);
+    }
+    expect(bad).toEqual([]);
+    expect(hist[200]).toBeGreaterThan(N / 10);
+    expect(hist[400]).toBeGreaterThan(N / 10);
+  });
 });

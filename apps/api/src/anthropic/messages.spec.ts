@@ -1,0 +1,164 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { engine as pb } from '@kailstream/proto';
+import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
+import { tempDir, writeTestModel } from '@kailstream/engine/testing';
+import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
+
+import { parseApiConfig } from '../env';
+import { startApi, type RunningApi } from '../server';
+import { toChatMessages } from './messages';
+
+// A Hermes-style template that shows tools and writes calls as <tool_call>{json}</tool_call>.
+const HERMES = [
+  "{%- if tools %}<|im_start|>system\nYou may call functions:\n<tools>\n{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}\n</tools>\nAnswer with <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>.<|im_end|>\n{%- endif %}",
+  '{%- for message in messages %}',
+  "{%- if message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant\n{%- for tc in message.tool_calls %}\n<tool_call>\n{\"name\": \"{{ tc.function.name }}\", \"arguments\": {{ tc.function.arguments | tojson }}}\n</tool_call>{%- endfor %}<|im_end|>\n",
+  "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>\n",
+  "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{%- endif %}",
+  '{%- endfor %}',
+  "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}",
+].join('');
+
+describe("Anthropic's Messages API (/v1/messages), real engine", () => {
+  const dir = tempDir();
+  let engine: RunningEngineServer;
+  let sched: RunningSchedulerServer;
+  let api: RunningApi;
+
+  beforeAll(async () => {
+    const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 1024 });
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32'), id: 'tiny', threads: 2 }));
+    const template = path.join(dir, 'hermes.jinja');
+    fs.writeFileSync(template, HERMES);
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', template]), id: 'hermes', threads: 2 }));
+    engine = await startEngineServer(host, { port: 0 });
+    sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], probeIntervalMs: 200 });
+    api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}` }));
+  }, 60_000);
+
+  afterAll(async () => {
+    await api?.close();
+    await sched?.close(100);
+    await engine?.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const post = async (p: string, body: unknown) => {
+    const r = await fetch(`${api.url}${p}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'none', 'anthropic-version': '2023-06-01' }, body: JSON.stringify(body) });
+    return { status: r.status, body: (await r.json()) as Record<string, any> };
+  };
+  /** The stream's events, parsed: [name, data]. */
+  const stream = async (body: object) => {
+    const r = await fetch(`${api.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...body, stream: true }) });
+    expect(r.headers.get('content-type')).toMatch(/text\/event-stream/);
+    return (await r.text())
+      .split('\n\n')
+      .filter((e) => e.startsWith('event: '))
+      .map((e) => {
+        const [head, data] = e.split('\n');
+        return [head.slice(7), JSON.parse(data.slice(6))] as [string, Record<string, any>];
+      });
+  };
+  const chat = { model: 'tiny', system: 'Be brief.', messages: [{ role: 'user', content: 'Hi there' }], temperature: 0 };
+
+  it('answers as the chat completion of the same conversation: text block, stop reason, usage; streamed the same', async () => {
+    const r = await post('/v1/messages', { ...chat, max_tokens: 6 });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ type: 'message', role: 'assistant', model: 'tiny', stop_reason: 'max_tokens', stop_sequence: null });
+    expect(r.body.id).toMatch(/^msg_/);
+    expect(r.body.content).toHaveLength(1);
+    expect(r.body.content[0].type).toBe('text');
+    const oai = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi there' }], max_tokens: 6, temperature: 0 });
+    expect(r.body.content[0].text).toBe(oai.body.choices[0].message.content);
+    expect(r.body.usage.output_tokens).toBe(6);
+    expect(r.body.usage.input_tokens + r.body.usage.cache_read_input_tokens).toBe(oai.body.usage.prompt_tokens);
+    const count = await post('/v1/messages/count_tokens', { model: 'tiny', system: 'Be brief.', messages: chat.messages });
+    expect(count.body).toEqual({ input_tokens: oai.body.usage.prompt_tokens });
+
+    const ev = await stream({ ...chat, max_tokens: 6 });
+    expect(ev.map(([n]) => n)).toEqual(['message_start', 'content_block_start', ...ev.slice(2, -3).map(() => 'content_block_delta'), 'content_block_stop', 'message_delta', 'message_stop']);
+    expect(ev[0][1].message).toMatchObject({ role: 'assistant', model: 'tiny', content: [] });
+    expect(ev[1][1]).toEqual({ type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
+    expect(ev.filter(([n]) => n === 'content_block_delta').map(([, d]) => d.delta.text).join('')).toBe(r.body.content[0].text);
+    expect(ev.at(-2)![1]).toMatchObject({ delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: { output_tokens: 6 } });
+  });
+
+  it('stops at a stop sequence and says which', async () => {
+    const free = await post('/v1/messages', { ...chat, max_tokens: 12 });
+    const text = free.body.content[0].text as string;
+    const word = text.slice(3, 6);
+    const stopped = await post('/v1/messages', { ...chat, max_tokens: 12, stop_sequences: [word] });
+    expect(stopped.body).toMatchObject({ stop_reason: 'stop_sequence', stop_sequence: word });
+    expect(stopped.body.content[0].text).toBe(text.slice(0, text.indexOf(word)));
+  });
+
+  it('calls tools: tool_choice any gives tool_use blocks (streamed as input_json_delta), and a tool_result turn continues', async () => {
+    // Enums keep a random model's arguments short (a free string can run to max_tokens).
+    const tools = [{ name: 'get_weather', description: 'Weather of a city', input_schema: { type: 'object', properties: { city: { enum: ['Paris', 'Rome'] }, metric: { type: 'boolean' } }, required: ['city', 'metric'] } }];
+    const base = { model: 'hermes', max_tokens: 300, temperature: 1, seed: 1, messages: [{ role: 'user', content: 'Weather in Paris?' }], tools, tool_choice: { type: 'any', disable_parallel_tool_use: true } };
+    const r = await post('/v1/messages', base);
+    expect(r.status).toBe(200);
+    expect(r.body.stop_reason).toBe('tool_use');
+    const uses = (r.body.content as Record<string, any>[]).filter((b) => b.type === 'tool_use');
+    expect(uses).toHaveLength(1);
+    expect(uses[0].name).toBe('get_weather');
+    expect(uses[0].id).toMatch(/^toolu_/);
+    expect(['Paris', 'Rome']).toContain(uses[0].input.city);
+    expect(typeof uses[0].input.metric).toBe('boolean');
+    // Streamed with the same seed: the same call, its input in pieces.
+    const ev = await stream(base);
+    const start = ev.find(([n, d]) => n === 'content_block_start' && d.content_block.type === 'tool_use')!;
+    expect(start[1].content_block).toMatchObject({ type: 'tool_use', name: 'get_weather', input: {} });
+    const json = ev.filter(([n, d]) => n === 'content_block_delta' && d.index === start[1].index).map(([, d]) => d.delta.partial_json).join('');
+    expect(JSON.parse(json)).toEqual(uses[0].input);
+    expect(ev.at(-2)![1].delta.stop_reason).toBe('tool_use');
+    // The tool's answer goes back as a tool_result block; the model then answers.
+    const next = await post('/v1/messages', {
+      model: 'hermes', max_tokens: 4, temperature: 0, tools,
+      messages: [
+        { role: 'user', content: 'Weather in Paris?' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: uses[0].id, name: 'get_weather', input: uses[0].input }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: uses[0].id, content: 'Sunny, 21 C' }] },
+      ],
+    });
+    expect(next.status).toBe(200);
+    expect(next.body.usage.output_tokens).toBeGreaterThan(0);
+  });
+
+  it('turns blocks into the engine\'s chat turns: thinking as reasoning, tool_use as calls, tool_result as tool messages', () => {
+    const turns = toChatMessages({
+      system: [{ type: 'text', text: 'S1' }, { type: 'text', text: 'S2' }],
+      messages: [
+        { role: 'user', content: 'q' },
+        { role: 'assistant', content: [{ type: 'thinking', thinking: 'hmm' }, { type: 'text', text: 'calling' }, { type: 'tool_use', id: 'toolu_1', name: 'f', input: { a: 1 } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: 'ok' }] }, { type: 'text', text: 'thanks' }] },
+      ],
+    });
+    expect(turns.map((t) => [t.role, t.content])).toEqual([['system', 'S1\nS2'], ['user', 'q'], ['assistant', 'calling'], ['tool', 'ok'], ['user', 'thanks']]);
+    expect(turns[2].reasoningContent).toBe('hmm');
+    expect(JSON.parse(turns[2].toolCallsJson)).toEqual([{ id: 'toolu_1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }]);
+    expect(turns[3]).toMatchObject({ toolCallId: 'toolu_1', name: 'f' });
+  });
+
+  it("answers bad requests in Anthropic's error shape, and keeps serving", async () => {
+    const bad: [unknown, number, RegExp][] = [
+      [{ model: 'tiny', messages: chat.messages }, 400, /max_tokens is required/],
+      [{ ...chat, max_tokens: 0 }, 400, /max_tokens/],
+      [{ ...chat, max_tokens: 4, messages: [] }, 400, /messages must not be empty/],
+      [{ ...chat, max_tokens: 4, temperature: 1.5 }, 400, /temperature/],
+      [{ ...chat, max_tokens: 4, messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] }, 400, /type 'image' are not supported: the models served here read text only/],
+      [{ ...chat, max_tokens: 4, messages: [{ role: 'assistant', content: [{ type: 'tool_result', tool_use_id: 'x' }] }] }, 400, /tool_result blocks belong in a user message/],
+      [{ ...chat, max_tokens: 4, tools: [{ name: 'f', input_schema: {} }], tool_choice: { type: 'tool', name: 'g' } }, 400, /tool_choice names 'g', which is not in tools/],
+      [{ ...chat, model: 'tiny', max_tokens: 4, tools: [{ name: 'f', input_schema: {} }] }, 400, /does not show tools/],
+      [{ ...chat, model: 'nope', max_tokens: 4 }, 404, /nope/],
+    ];
+    for (const [body, status, why] of bad) {
+      const r = await post('/v1/messages', body);
+      expect([r.status, r.body.type]).toEqual([status, 'error']);
+      expect(r.body.error.message).toMatch(why);
+      expect(r.body.error.type).toBe(status === 404 ? 'not_found_error' : 'invalid_request_error');
+    }
+    expect((await post('/v1/messages', { ...chat, max_tokens: 2 })).status).toBe(200);
+  });
+});
