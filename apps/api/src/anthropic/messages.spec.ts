@@ -7,18 +7,8 @@ import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/s
 
 import { parseApiConfig } from '../env';
 import { startApi, type RunningApi } from '../server';
+import { HERMES_TEMPLATE as HERMES } from '../openai/test-templates';
 import { toChatMessages } from './messages';
-
-// A Hermes-style template that shows tools and writes calls as <tool_call>{json}</tool_call>.
-const HERMES = [
-  "{%- if tools %}<|im_start|>system\nYou may call functions:\n<tools>\n{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}\n</tools>\nAnswer with <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>.<|im_end|>\n{%- endif %}",
-  '{%- for message in messages %}',
-  "{%- if message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant\n{%- for tc in message.tool_calls %}\n<tool_call>\n{\"name\": \"{{ tc.function.name }}\", \"arguments\": {{ tc.function.arguments | tojson }}}\n</tool_call>{%- endfor %}<|im_end|>\n",
-  "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>\n",
-  "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{%- endif %}",
-  '{%- endfor %}',
-  "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}",
-].join('');
 
 describe("Anthropic's Messages API (/v1/messages), real engine", () => {
   const dir = tempDir();

@@ -72,42 +72,63 @@ describe('OpenAI routes under random requests', () => {
     expect(ok.status).toBe(200);
   });
 
-  it("llama-server's routes: 200 or a 4xx naming the problem, never 5xx", async () => {
-    let seed = Number(process.env.KAIL_FUZZ_SEED ?? 2);
+  /**
+   * Seeded random bodies from `bases`: 1-3 fields replaced by `vals` or removed, now and then the
+   * JSON cut short. Collects each answer that is a 5xx, an error without a message, or a stream
+   * that `streamOk` refuses; returns them with the count of each status.
+   */
+  async function fuzz(o: {
+    seed: number; n: number; headers: Record<string, string>; vals: unknown[]; fields: string[];
+    bases: Record<string, () => Record<string, unknown>>;
+    lengths: string[]; maxLength: number; minLength: number;
+    errorShape: RegExp; streamOk: (path: string, text: string) => boolean;
+  }): Promise<{ bad: string[]; hist: Record<string, number> }> {
+    let seed = o.seed;
     const rnd = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
     const pick = <T,>(a: T[]) => a[Math.floor(rnd() * a.length)];
-    const vals = (): unknown => pick<unknown>([null, 0, -1, -2, 1, 2, 0.5, 1e308, 2 ** 31, 2 ** 53, '', 'x', 'tiny', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], [0, 1, 2], [-1], [1e12], ['a'],
-      [{ filename: 'a.py', text: 'x = 1' }], [{ text: 'y' }], [{ filename: 3, text: 'z' }], [{ filename: 'b' }], [[1, 2], [3, false]], [[1, 'x']], {}, { 5: 1 }, true, false, '<|fim_prefix|>']);
-    const bases: Record<string, () => Record<string, unknown>> = {
-      '/completion': () => ({ prompt: 'hello', n_predict: 4, temperature: 0 }),
-      '/infill': () => ({ input_prefix: 'def f(x):\n    ', input_suffix: '\n    return y\n', n_predict: 4 }),
-      '/tokenize': () => ({ content: 'hello' }),
-      '/detokenize': () => ({ tokens: [1, 2, 3] }),
-    };
-    const fields = ['model', 'prompt', 'n_predict', 'max_tokens', 'temperature', 'top_k', 'top_p', 'min_p', 'seed', 'stop', 'stream', 'n_probs', 'return_tokens', 'logit_bias', 'ignore_eos', 'repeat_penalty',
-      'input_prefix', 'input_suffix', 'input_extra', 'content', 'add_special', 'parse_special', 'with_pieces', 'tokens'];
     const bad: string[] = []; const hist: Record<string, number> = {};
-    const N = Number(process.env.KAIL_FUZZ_N ?? 300);
-    for (let i = 0; i < N; i++) {
-      const path = pick(Object.keys(bases));
-      const body = bases[path]();
+    for (let i = 0; i < o.n; i++) {
+      const path = pick(Object.keys(o.bases));
+      const body = o.bases[path]();
       const nm = 1 + Math.floor(rnd() * 3);
       for (let j = 0; j < nm; j++) {
-        const f = pick(fields);
-        if (rnd() < 0.15) delete body[f]; else body[f] = vals();
+        const f = pick(o.fields);
+        if (rnd() < 0.15) delete body[f]; else body[f] = pick(o.vals);
       }
-      for (const f of ['n_predict', 'max_tokens']) if ((typeof body[f] !== 'number' || (body[f] as number) < 0 || (body[f] as number) > 64) && rnd() < 0.9) body[f] = 8;
+      // Mostly short answers: the point is the parsing, not long generations.
+      for (const f of o.lengths) if ((typeof body[f] !== 'number' || (body[f] as number) < o.minLength || (body[f] as number) > o.maxLength) && rnd() < 0.9) body[f] = o.maxLength / 2;
       let raw = JSON.stringify(body);
       if (rnd() < 0.05) raw = raw.slice(0, Math.floor(rnd() * raw.length));
       const ctl = new AbortController(); const t = setTimeout(() => ctl.abort(), 60_000);
       try {
-        const r = await fetch(`${api.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` }, body: raw, signal: ctl.signal });
+        const r = await fetch(`${api.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...o.headers }, body: raw, signal: ctl.signal });
         const text = await r.text(); hist[r.status] = (hist[r.status] ?? 0) + 1;
-        if (r.status >= 500 || (r.status >= 400 && !/"error":\{"message"/.test(text))) bad.push(`${r.status} ${path} ${raw.slice(0, 300)} -> ${text.slice(0, 300)}`);
-        if (r.status === 200 && body.stream === true && (path === '/completion' || path === '/infill') && !text.includes('"stop":true')) bad.push(`stream without its last event ${raw.slice(0, 300)} -> ${text.slice(-300)}`);
+        if (r.status >= 500 || (r.status >= 400 && !o.errorShape.test(text))) bad.push(`${r.status} ${path} ${raw.slice(0, 300)} -> ${text.slice(0, 300)}`);
+        if (r.status === 200 && body.stream === true && !o.streamOk(path, text)) bad.push(`stream without its last event ${raw.slice(0, 300)} -> ${text.slice(-300)}`);
       } catch (e) { bad.push(`fetch failed ${path} ${raw.slice(0, 300)}: ${String(e)}`); }
       clearTimeout(t);
     }
+    return { bad, hist };
+  }
+
+  it("llama-server's routes: 200 or a 4xx naming the problem, never 5xx", async () => {
+    const N = Number(process.env.KAIL_FUZZ_N ?? 300);
+    const { bad, hist } = await fuzz({
+      seed: Number(process.env.KAIL_FUZZ_SEED ?? 2), n: N, headers: { authorization: `Bearer ${key}` },
+      vals: [null, 0, -1, -2, 1, 2, 0.5, 1e308, 2 ** 31, 2 ** 53, '', 'x', 'tiny', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], [0, 1, 2], [-1], [1e12], ['a'],
+        [{ filename: 'a.py', text: 'x = 1' }], [{ text: 'y' }], [{ filename: 3, text: 'z' }], [{ filename: 'b' }], [[1, 2], [3, false]], [[1, 'x']], {}, { 5: 1 }, true, false, '<|fim_prefix|>'],
+      bases: {
+        '/completion': () => ({ prompt: 'hello', n_predict: 4, temperature: 0 }),
+        '/infill': () => ({ input_prefix: 'def f(x):\n    ', input_suffix: '\n    return y\n', n_predict: 4 }),
+        '/tokenize': () => ({ content: 'hello' }),
+        '/detokenize': () => ({ tokens: [1, 2, 3] }),
+      },
+      fields: ['model', 'prompt', 'n_predict', 'max_tokens', 'temperature', 'top_k', 'top_p', 'min_p', 'seed', 'stop', 'stream', 'n_probs', 'return_tokens', 'logit_bias', 'ignore_eos', 'repeat_penalty',
+        'input_prefix', 'input_suffix', 'input_extra', 'content', 'add_special', 'parse_special', 'with_pieces', 'tokens'],
+      lengths: ['n_predict', 'max_tokens'], minLength: 0, maxLength: 16,
+      errorShape: /"error":\{"message"/,
+      streamOk: (path, text) => (path !== '/completion' && path !== '/infill') || text.includes('"stop":true'),
+    });
     expect(bad).toEqual([]);
     expect(hist[200]).toBeGreaterThan(N / 10);
     expect(hist[400]).toBeGreaterThan(N / 10);
@@ -115,42 +136,25 @@ describe('OpenAI routes under random requests', () => {
   });
 
   it("Anthropic's Messages routes and /apply-template: 200 or a 4xx naming the problem, never 5xx", async () => {
-    let seed = Number(process.env.KAIL_FUZZ_SEED ?? 3);
-    const rnd = () => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed / 2147483648; };
-    const pick = <T,>(a: T[]) => a[Math.floor(rnd() * a.length)];
-    const vals = (): unknown => pick<unknown>([null, 0, -1, 1, 2, 0.5, 1e308, 2 ** 53, '', 'x', 'tiny', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], ['a'], {}, true, false,
-      [{ role: 'user', content: 'hi' }], [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], [{ role: 'assistant', content: [{ type: 'tool_use', id: 't', name: 'f', input: {} }] }],
-      [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'ok' }] }], [{ role: 'user', content: [{ type: 'image', source: {} }] }], [{ role: 'bot', content: 'x' }],
-      [{ name: 'f', input_schema: { type: 'object' } }], [{ name: 'bad name', input_schema: {} }], { type: 'any' }, { type: 'tool', name: 'f' }, { type: 'none' }, { type: 'enabled', budget_tokens: 10 },
-      [{ type: 'text', text: 'sys' }], ['\n\n']]);
-    const bases: Record<string, () => Record<string, unknown>> = {
-      '/v1/messages': () => ({ model: 'tiny', max_tokens: 4, messages: [{ role: 'user', content: 'hello' }], temperature: 0 }),
-      '/v1/messages/count_tokens': () => ({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }] }),
-      '/apply-template': () => ({ messages: [{ role: 'user', content: 'hello' }] }),
-    };
-    const fields = ['model', 'max_tokens', 'messages', 'system', 'stop_sequences', 'temperature', 'top_p', 'top_k', 'stream', 'tools', 'tool_choice', 'thinking', 'seed', 'metadata', 'chat_template_kwargs'];
-    const bad: string[] = []; const hist: Record<string, number> = {};
     const N = Number(process.env.KAIL_FUZZ_N ?? 200);
-    for (let i = 0; i < N; i++) {
-      const path = pick(Object.keys(bases));
-      const body = bases[path]();
-      const nm = 1 + Math.floor(rnd() * 3);
-      for (let j = 0; j < nm; j++) {
-        const f = pick(fields);
-        if (rnd() < 0.15) delete body[f]; else body[f] = vals();
-      }
-      if ((typeof body.max_tokens !== 'number' || (body.max_tokens as number) < 1 || (body.max_tokens as number) > 16) && rnd() < 0.9) body.max_tokens = 4;
-      let raw = JSON.stringify(body);
-      if (rnd() < 0.05) raw = raw.slice(0, Math.floor(rnd() * raw.length));
-      const ctl = new AbortController(); const t = setTimeout(() => ctl.abort(), 60_000);
-      try {
-        const r = await fetch(`${api.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: raw, signal: ctl.signal });
-        const text = await r.text(); hist[r.status] = (hist[r.status] ?? 0) + 1;
-        if (r.status >= 500 || (r.status >= 400 && !/"error":\{("type":"[a-z_]+",)?"message"/.test(text))) bad.push(`${r.status} ${path} ${raw.slice(0, 300)} -> ${text.slice(0, 300)}`);
-        if (r.status === 200 && body.stream === true && path === '/v1/messages' && !text.includes('event: message_stop')) bad.push(`stream without message_stop ${raw.slice(0, 300)} -> ${text.slice(-300)}`);
-      } catch (e) { bad.push(`fetch failed ${path} ${raw.slice(0, 300)}: ${String(e)}`); }
-      clearTimeout(t);
-    }
+    const { bad, hist } = await fuzz({
+      seed: Number(process.env.KAIL_FUZZ_SEED ?? 3), n: N, headers: { 'x-api-key': key },
+      vals: [null, 0, -1, 1, 2, 0.5, 1e308, 2 ** 53, '', 'x', 'tiny', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], ['a'], {}, true, false,
+        [{ role: 'user', content: 'hi' }], [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], [{ role: 'assistant', content: [{ type: 'tool_use', id: 't', name: 'f', input: {} }] }],
+        [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'ok' }] }], [{ role: 'user', content: [{ type: 'image', source: {} }] }], [{ role: 'bot', content: 'x' }],
+        [{ name: 'f', input_schema: { type: 'object' } }], [{ name: 'bad name', input_schema: {} }], { type: 'any' }, { type: 'tool', name: 'f' }, { type: 'none' }, { type: 'enabled', budget_tokens: 10 },
+        [{ type: 'text', text: 'sys' }], ['\n\n']],
+      bases: {
+        '/v1/messages': () => ({ model: 'tiny', max_tokens: 4, messages: [{ role: 'user', content: 'hello' }], temperature: 0 }),
+        '/v1/messages/count_tokens': () => ({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }] }),
+        '/apply-template': () => ({ messages: [{ role: 'user', content: 'hello' }] }),
+      },
+      fields: ['model', 'max_tokens', 'messages', 'system', 'stop_sequences', 'temperature', 'top_p', 'top_k', 'stream', 'tools', 'tool_choice', 'thinking', 'seed', 'metadata', 'chat_template_kwargs'],
+      lengths: ['max_tokens'], minLength: 1, maxLength: 8,
+      // Anthropic's {"type":"error","error":{"type":…,"message":…}} or (malformed JSON, caught before the route) OpenAI's.
+      errorShape: /"error":\{("type":"[a-z_]+",)?"message"/,
+      streamOk: (path, text) => path !== '/v1/messages' || text.includes('event: message_stop'),
+    });
     expect(bad).toEqual([]);
     expect(hist[200]).toBeGreaterThan(N / 10);
     expect(hist[400]).toBeGreaterThan(N / 10);

@@ -12,6 +12,7 @@ import { startApi, type RunningApi } from '../server';
 import { fakeScheduler } from './fake-scheduler';
 import { registerOpenAiRoutes } from './routes';
 import { ToolCallStream, jsonArgsPrefix, type ToolCallDelta } from './tool-call-stream';
+import { HERMES_TEMPLATE } from './test-templates';
 import { parseToolCalls } from './tool-calls';
 
 const CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}\n</tool_call>';
@@ -385,18 +386,6 @@ describe('chat completions with tools: the answer', () => {
     ).rejects.toMatchObject({ status: 400, message: expect.stringMatching(/'get_wind', which is not among the tools/) });
   });
 });
-
-// A template in the style of Qwen2.5's (tools in the system turn, calls and tool answers in
-// Hermes tags), for a real model.
-const HERMES_TEMPLATE = [
-  "{%- if tools %}<|im_start|>system\nYou may call functions. Signatures:\n<tools>\n{%- for tool in tools %}\n{{ tool | tojson }}{%- endfor %}\n</tools>\nAnswer with <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>.<|im_end|>\n{%- endif %}",
-  "{%- for message in messages %}",
-  "{%- if message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant\n{%- for tc in message.tool_calls %}\n<tool_call>\n{\"name\": \"{{ tc.function.name }}\", \"arguments\": {{ tc.function.arguments | tojson }}}\n</tool_call>{%- endfor %}<|im_end|>\n",
-  "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>\n",
-  "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{%- endif %}",
-  '{%- endfor %}',
-  "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}",
-].join('');
 
 // GLM-4.5/4.6's way of writing calls (key/value pairs, raw text for strings).
 const GLM_TEMPLATE = [
