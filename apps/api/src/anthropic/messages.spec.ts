@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import Anthropic from '@anthropic-ai/sdk';
 import path from 'node:path';
 import { engine as pb } from '@kailstream/proto';
 import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
@@ -72,6 +73,35 @@ describe("Anthropic's Messages API (/v1/messages), real engine", () => {
     expect(ev[1][1]).toEqual({ type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
     expect(ev.filter(([n]) => n === 'content_block_delta').map(([, d]) => d.delta.text).join('')).toBe(r.body.content[0].text);
     expect(ev.at(-2)![1]).toMatchObject({ delta: { stop_reason: 'max_tokens', stop_sequence: null }, usage: { output_tokens: 6 } });
+  });
+
+  it("serves the official Anthropic SDK: create, stream (final message and text events) and countTokens", async () => {
+    const client = new Anthropic({ baseURL: api.url, apiKey: 'none', maxRetries: 0 });
+    const params = { model: 'tiny', max_tokens: 6, temperature: 0, system: 'Be brief.', messages: [{ role: 'user' as const, content: 'Hi there' }] };
+    const m = await client.messages.create(params);
+    expect(m.stop_reason).toBe('max_tokens');
+    expect(m.content[0].type).toBe('text');
+    const s = client.messages.stream(params);
+    let streamed = '';
+    s.on('text', (t) => (streamed += t));
+    const final = await s.finalMessage();
+    expect(final.content).toEqual(m.content);
+    expect(streamed).toBe((m.content[0] as Anthropic.TextBlock).text);
+    expect(final.usage.output_tokens).toBe(6);
+    const n = await client.messages.countTokens({ model: 'tiny', system: 'Be brief.', messages: params.messages });
+    expect(n.input_tokens).toBe(m.usage.input_tokens + (m.usage.cache_read_input_tokens ?? 0));
+    await expect(client.messages.create({ ...params, model: 'nope' })).rejects.toMatchObject({ status: 404 });
+    // A forced call, whole and streamed (the SDK assembles the input from its input_json_delta pieces).
+    const tools = [{ name: 'get_weather', input_schema: { type: 'object' as const, properties: { city: { enum: ['Paris', 'Rome'] } }, required: ['city'] } }];
+    const call = { model: 'hermes', max_tokens: 300, temperature: 1, seed: 2, messages: [{ role: 'user' as const, content: 'Weather?' }], tools, tool_choice: { type: 'any' as const, disable_parallel_tool_use: true } };
+    const whole = await client.messages.create(call);
+    expect(whole.stop_reason).toBe('tool_use');
+    const streamedCall = await client.messages.stream(call).finalMessage();
+    // (Each answer names its calls afresh.)
+    const shape = (c: Anthropic.ContentBlock[]) => c.map((b) => (b.type === 'tool_use' ? { type: b.type, name: b.name, input: b.input, id: b.id.startsWith('toolu_') } : b));
+    expect(shape(streamedCall.content)).toEqual(shape(whole.content));
+    expect(whole.content.some((b) => b.type === 'tool_use')).toBe(true);
+    expect(streamedCall.stop_reason).toBe('tool_use');
   });
 
   it('stops at a stop sequence and says which', async () => {
