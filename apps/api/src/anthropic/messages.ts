@@ -350,7 +350,8 @@ async function messages(
       called = done.calls.length > 0 && !done.cut;
     }
     close();
-    event('message_delta', { delta: { stop_reason: stopReason(finish, stopWord, called), stop_sequence: stopWord || null }, usage: { output_tokens: usage.completionTokens } });
+    // The prompt's counts are known only now (message_start said 0); the SDKs take them from here.
+    event('message_delta', { delta: { stop_reason: stopReason(finish, stopWord, called), stop_sequence: stopWord || null }, usage: usageJson });
     event('message_stop', {});
     reply.raw.end();
     return reply;
