@@ -2,10 +2,13 @@
 // batch, or split across batches of other sizes. Speculative verification scores k drafted tokens
 // in one pass and must choose exactly what one-token-at-a-time decoding would; continuous batching
 // must not make one request's output depend on who else is running.
+import fs from 'node:fs';
+
 import { EngineModel } from './model';
 import { tempDir, writeTestModel } from '../testing';
 
 const dir = tempDir('kail-batch-inv-');
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 function firstDiff(a: Float32Array, b: Float32Array): number {
   const ua = new Uint32Array(a.buffer, a.byteOffset, a.length);
