@@ -10,7 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { callFailure, grpcToHttp, submitAll, type OpenAiDeps } from '../openai/routes';
+import { callFailure, grpcToHttp, submitAll, unary, type OpenAiDeps } from '../openai/routes';
 import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
@@ -169,6 +169,9 @@ function chatFields(b: Pick<MessagesRequest, 'tools' | 'tool_choice' | 'thinking
 
 type Block = { type: 'text'; text: string } | { type: 'thinking'; thinking: string; signature: string } | { type: 'tool_use'; id: string; name: string; input: unknown };
 
+/** Anthropic's tool_use ids start with toolu_. */
+const toolUseId = (id: string) => (id.startsWith('toolu_') ? id : `toolu_${id}`);
+
 const toolUseBlock = (c: ToolCall): Block => {
   let input: unknown = {};
   try {
@@ -176,7 +179,7 @@ const toolUseBlock = (c: ToolCall): Block => {
   } catch {
     input = {};
   }
-  return { type: 'tool_use', id: c.id.startsWith('toolu_') ? c.id : `toolu_${c.id}`, name: c.function.name, input };
+  return { type: 'tool_use', id: toolUseId(c.id), name: c.function.name, input };
 };
 
 function stopReason(finish: common.FinishReason, stopWord: string, toolCalls: boolean): string {
@@ -184,10 +187,6 @@ function stopReason(finish: common.FinishReason, stopWord: string, toolCalls: bo
   if (finish === common.FinishReason.FINISH_REASON_LENGTH) return 'max_tokens';
   if (stopWord) return 'stop_sequence';
   return 'end_turn';
-}
-
-function unary<Req, Res>(fn: (req: Req, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: Res) => void) => unknown, req: Req): Promise<Res> {
-  return new Promise((resolve, reject) => fn(req, new grpc.Metadata(), { deadline: Date.now() + 30_000 }, (e, r) => (e ? reject(e) : resolve(r as Res))));
 }
 
 export function registerAnthropicRoutes(app: FastifyInstance, deps: OpenAiDeps): void {
@@ -284,7 +283,7 @@ async function messages(
         index++;
         callIndex.set(d.index, index);
         const callId = d.id ?? `call_${d.index}`;
-        event('content_block_start', { index, content_block: { type: 'tool_use', id: callId.startsWith('toolu_') ? callId : `toolu_${callId}`, name: d.function.name ?? '', input: {} } });
+        event('content_block_start', { index, content_block: { type: 'tool_use', id: toolUseId(callId), name: d.function.name ?? '', input: {} } });
       }
       if (d.function.arguments) event('content_block_delta', { index: callIndex.get(d.index)!, delta: { type: 'input_json_delta', partial_json: d.function.arguments } });
     }

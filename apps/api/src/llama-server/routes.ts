@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { callFailure, chatMessagesToProto, grpcToHttp, submitAll, templateKwargs, withLogitBias, type OpenAiDeps } from '../openai/routes';
+import { callFailure, chatMessagesToProto, grpcToHttp, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
 import { VERSION } from '../version';
 
@@ -150,10 +150,6 @@ const DetokenizeBody = z.object({
 });
 
 type Generation = z.infer<z.ZodObject<typeof generation>>;
-
-function unary<Req, Res>(fn: (req: Req, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: Res) => void) => unknown, req: Req): Promise<Res> {
-  return new Promise((resolve, reject) => fn(req, new grpc.Metadata(), { deadline: Date.now() + 30_000 }, (e, r) => (e ? reject(e) : resolve(r as Res))));
-}
 
 class HttpError extends Error {
   constructor(readonly status: number, readonly body: ReturnType<typeof openAiError>, readonly retryAfter?: number) {
