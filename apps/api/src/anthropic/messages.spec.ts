@@ -1,56 +1,20 @@
-import fs from 'node:fs';
 import Anthropic from '@anthropic-ai/sdk';
-import path from 'node:path';
-import { engine as pb } from '@kailstream/proto';
-import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
-import { tempDir, writeTestModel } from '@kailstream/engine/testing';
-import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
 
-import { parseApiConfig } from '../env';
-import { startApi, type RunningApi } from '../server';
 import { HERMES_TEMPLATE as HERMES } from '../openai/test-templates';
+import { startTestStack, type TestStack } from '../test-stack';
 import { toChatMessages } from './messages';
 
 describe("Anthropic's Messages API (/v1/messages), real engine", () => {
-  const dir = tempDir();
-  let engine: RunningEngineServer;
-  let sched: RunningSchedulerServer;
-  let api: RunningApi;
+  let stack: TestStack;
 
   beforeAll(async () => {
-    const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 1024 });
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32'), id: 'tiny', threads: 2 }));
-    const template = path.join(dir, 'hermes.jinja');
-    fs.writeFileSync(template, HERMES);
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', template]), id: 'hermes', threads: 2 }));
-    engine = await startEngineServer(host, { port: 0 });
-    sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], probeIntervalMs: 200 });
-    api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}` }));
+    stack = await startTestStack([{ id: 'tiny' }, { id: 'hermes', template: HERMES }]);
   }, 60_000);
+  afterAll(() => stack?.close());
 
-  afterAll(async () => {
-    await api?.close();
-    await sched?.close(100);
-    await engine?.close(100);
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-
-  const post = async (p: string, body: unknown) => {
-    const r = await fetch(`${api.url}${p}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'none', 'anthropic-version': '2023-06-01' }, body: JSON.stringify(body) });
-    return { status: r.status, body: (await r.json()) as Record<string, any> };
-  };
+  const post = (p: string, body: unknown) => stack.post(p, body, { 'x-api-key': 'none', 'anthropic-version': '2023-06-01' });
   /** The stream's events, parsed: [name, data]. */
-  const stream = async (body: object) => {
-    const r = await fetch(`${api.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...body, stream: true }) });
-    expect(r.headers.get('content-type')).toMatch(/text\/event-stream/);
-    return (await r.text())
-      .split('\n\n')
-      .filter((e) => e.startsWith('event: '))
-      .map((e) => {
-        const [head, data] = e.split('\n');
-        return [head.slice(7), JSON.parse(data.slice(6))] as [string, Record<string, any>];
-      });
-  };
+  const stream = (body: object) => stack.events('/v1/messages', body) as Promise<[string, Record<string, any>][]>;
   const chat = { model: 'tiny', system: 'Be brief.', messages: [{ role: 'user', content: 'Hi there' }], temperature: 0 };
 
   it('answers as the chat completion of the same conversation: text block, stop reason, usage; streamed the same', async () => {
@@ -76,7 +40,7 @@ describe("Anthropic's Messages API (/v1/messages), real engine", () => {
   });
 
   it("serves the official Anthropic SDK: create, stream (final message and text events) and countTokens", async () => {
-    const client = new Anthropic({ baseURL: api.url, apiKey: 'none', maxRetries: 0 });
+    const client = new Anthropic({ baseURL: stack.api.url, apiKey: 'none', maxRetries: 0 });
     const params = { model: 'tiny', max_tokens: 6, temperature: 0, system: 'Be brief.', messages: [{ role: 'user' as const, content: 'Hi there' }] };
     const m = await client.messages.create(params);
     expect(m.stop_reason).toBe('max_tokens');

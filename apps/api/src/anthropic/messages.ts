@@ -10,7 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { callFailure, grpcToHttp, submitAll, unary, type OpenAiDeps } from '../openai/routes';
+import { callFailure, grpcToHttp, recordFinished, submitAll, unary, type OpenAiDeps } from '../openai/routes';
 import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
@@ -326,12 +326,7 @@ async function messages(
   const usage = last?.usage ?? common.Usage.fromPartial({});
   const finish = last?.finishReason ?? common.FinishReason.FINISH_REASON_UNSPECIFIED;
   const stopWord = last?.stopWord ?? '';
-  deps.onUsage?.(req, usage.promptTokens, usage.completionTokens);
-  const m = deps.metrics;
-  if (m) {
-    m.finished(b.model, { prompt: usage.promptTokens, cached: usage.cachedPromptTokens, completion: usage.completionTokens }, finish === common.FinishReason.FINISH_REASON_LENGTH ? 'length' : 'stop', (performance.now() - t0) / 1000);
-    if (tFirst) m.ttft.observe({ model: b.model }, (tFirst - t0) / 1000);
-  }
+  recordFinished(deps, req, b.model, last, t0, tFirst);
   const usageJson = { input_tokens: usage.promptTokens - usage.cachedPromptTokens, cache_read_input_tokens: usage.cachedPromptTokens, cache_creation_input_tokens: 0, output_tokens: usage.completionTokens };
 
   if (b.stream && splitter) {

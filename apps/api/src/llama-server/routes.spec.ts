@@ -1,50 +1,25 @@
-import fs from 'node:fs';
 import { engine as pb } from '@kailstream/proto';
-import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
-import { tempDir, writeTestModel } from '@kailstream/engine/testing';
-import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
 
-import { parseApiConfig } from '../env';
-import { startApi, type RunningApi } from '../server';
+import { startTestStack, type TestStack } from '../test-stack';
 
 // The real stack in one process (engine with the tiny Qwen3-MoE model, whose vocabulary has
 // Qwen2.5-Coder's FIM tokens; scheduler; API), spoken to as llama-server's clients speak.
 describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize, /apply-template, /props", () => {
-  const dir = tempDir();
-  let host: LocalModelHost;
-  let engine: RunningEngineServer;
-  let sched: RunningSchedulerServer;
-  let api: RunningApi;
+  let stack: TestStack;
+  let api: TestStack['api'];
   let file: string;
 
   beforeAll(async () => {
-    file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
     // A context wider than /infill's 2048-token window leaves room for the project's files.
-    host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 4096 });
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny', threads: 2 }));
-    engine = await startEngineServer(host, { port: 0 });
-    sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], probeIntervalMs: 200 });
-    api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}` }));
+    stack = await startTestStack([{ id: 'tiny' }], { defaultContext: 4096 });
+    api = stack.api;
+    file = stack.files.tiny;
   }, 60_000);
+  afterAll(() => stack?.close());
 
-  afterAll(async () => {
-    await api?.close();
-    await sched?.close(100);
-    await engine?.close(100);
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-
-  const post = async (path: string, body: unknown) => {
-    const r = await fetch(`${api.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
-    return { status: r.status, body: (await r.json()) as Record<string, any> };
-  };
+  const post = (path: string, body: unknown) => stack.post(path, body);
   /** Server-sent events of a streamed answer, parsed. */
-  const events = async (path: string, body: unknown) => {
-    const r = await fetch(`${api.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...(body as object), stream: true }) });
-    expect(r.headers.get('content-type')).toMatch(/text\/event-stream/);
-    const text = await r.text();
-    return text.split('\n\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)) as Record<string, any>);
-  };
+  const events = async (path: string, body: unknown) => (await stack.events(path, body as object)).map(([, d]) => d);
   const tokenize = async (content: string, extra: object = {}) => (await post('/tokenize', { content, ...extra })).body.tokens as number[];
   const greedy = { temperature: 0, ignore_eos: true, return_tokens: true };
 
@@ -234,7 +209,7 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
   });
 
   it('needs the model named once two are served', async () => {
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny2', threads: 2 }));
+    await stack.host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny2', threads: 2 }));
     const deadline = Date.now() + 5000;
     let r = await post('/tokenize', { content: 'x' });
     while (r.status === 200 && Date.now() < deadline) {

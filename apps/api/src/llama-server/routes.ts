@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { callFailure, chatMessagesToProto, grpcToHttp, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
+import { callFailure, chatMessagesToProto, grpcToHttp, recordFinished, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
 import { VERSION } from '../version';
 
@@ -294,13 +294,7 @@ async function complete(
     const timings = r.last?.timings ?? common.Timings.fromPartial({});
     const finish = r.last?.finishReason ?? common.FinishReason.FINISH_REASON_UNSPECIFIED;
     const stopWord = r.last?.stopWord ?? '';
-    deps.onUsage?.(req, usage.promptTokens, usage.completionTokens);
-    const m = deps.metrics;
-    if (m) {
-      const reason = finish === common.FinishReason.FINISH_REASON_LENGTH ? 'length' : 'stop';
-      m.finished(model.id, { prompt: usage.promptTokens, cached: usage.cachedPromptTokens, completion: usage.completionTokens }, reason, (performance.now() - t0) / 1000);
-      if (r.tFirst) m.ttft.observe({ model: model.id }, (r.tFirst - t0) / 1000);
-    }
+    recordFinished(deps, req, model.id, r.last, t0, r.tFirst);
     const promptN = usage.promptTokens - usage.cachedPromptTokens;
     const genN = usage.completionTokens;
     return {

@@ -288,6 +288,21 @@ export async function submitAll(
   }
 }
 
+/**
+ * A finished generation's accounting, the same for every route that answers one engine request:
+ * the key's usage, and the metrics (tokens, finish reason, seconds end to end, time to first token;
+ * `tFirst` 0 when no token came).
+ */
+export function recordFinished(deps: OpenAiDeps, req: FastifyRequest, model: string, last: pb.GenerateResponse | undefined, t0: number, tFirst: number): void {
+  const usage = last?.usage ?? common.Usage.fromPartial({});
+  deps.onUsage?.(req, usage.promptTokens, usage.completionTokens);
+  const m = deps.metrics;
+  if (!m) return;
+  const reason = last?.finishReason === common.FinishReason.FINISH_REASON_LENGTH ? 'length' : 'stop';
+  m.finished(model, { prompt: usage.promptTokens, cached: usage.cachedPromptTokens, completion: usage.completionTokens }, reason, (performance.now() - t0) / 1000);
+  if (tFirst) m.ttft.observe({ model }, (tFirst - t0) / 1000);
+}
+
 /** The HTTP answer to a failed submitAll, or null when the client went away (nothing to send). */
 export function callFailure(reply: FastifyReply, e: unknown): ReturnType<typeof grpcToHttp> | null {
   const err = e as grpc.ServiceError;

@@ -1,14 +1,7 @@
-import fs from 'node:fs';
-import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import OpenAI from 'openai';
-import { engine as pb } from '@kailstream/proto';
-import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
-import { tempDir, writeTestModel } from '@kailstream/engine/testing';
-import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
 
-import { parseApiConfig } from '../env';
-import { startApi, type RunningApi } from '../server';
+import { startTestStack, type TestStack } from '../test-stack';
 import { fakeScheduler } from './fake-scheduler';
 import { registerOpenAiRoutes } from './routes';
 import { ToolCallStream, jsonArgsPrefix, type ToolCallDelta } from './tool-call-stream';
@@ -422,47 +415,27 @@ const HARMONY_TEMPLATE = [
 ].join('');
 
 describe('chat completions with tools: the prompt (real engine)', () => {
-  const dir = tempDir();
-  let engine: RunningEngineServer;
-  let sched: RunningSchedulerServer;
-  let api: RunningApi;
+  let stack: TestStack;
   let client: OpenAI;
 
   beforeAll(async () => {
-    const templateFile = path.join(dir, 'hermes.jinja');
-    fs.writeFileSync(templateFile, HERMES_TEMPLATE);
-    const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 512 });
-    const withTools = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', templateFile]);
-    // 1024: the tools' definitions take about 420 of this vocabulary's tokens.
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: withTools, id: 'hermes', contextLength: 1024, threads: 2 }));
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32'), id: 'chatml', contextLength: 512, threads: 2 }));
-    const coderFile = path.join(dir, 'coder.jinja');
-    fs.writeFileSync(coderFile, CODER_TEMPLATE);
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', coderFile]), id: 'coder', contextLength: 1024, threads: 2 }));
-    const mistralFile = path.join(dir, 'mistral.jinja');
-    fs.writeFileSync(mistralFile, MISTRAL_TEMPLATE);
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', mistralFile]), id: 'mistral', contextLength: 1024, threads: 2 }));
-    const harmonyFile = path.join(dir, 'harmony.jinja');
-    fs.writeFileSync(harmonyFile, HARMONY_TEMPLATE);
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', harmonyFile]), id: 'harmony', contextLength: 1024, threads: 2 }));
-    const glmFile = path.join(dir, 'glm.jinja');
-    fs.writeFileSync(glmFile, GLM_TEMPLATE);
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', glmFile]), id: 'glm', contextLength: 1024, threads: 2 }));
-    // As Qwen3's and Granite's do, this one fails on the null content of a tool-calling turn.
-    const trimming = path.join(dir, 'hermes-trim.jinja');
-    fs.writeFileSync(trimming, HERMES_TEMPLATE.replace("<|im_start|>assistant\n{%- for tc", "<|im_start|>assistant\n{{ message.content | trim }}{%- for tc"));
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', trimming]), id: 'trim', contextLength: 512, threads: 2 }));
-    engine = await startEngineServer(host, { port: 0 });
-    sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], slotsPerEngine: 4, maxQueued: 8, maxQueuedPerTenant: 8, probeIntervalMs: 500 });
-    api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}`, dataDir: dir, readyMaxAgeS: 5 }));
-    client = new OpenAI({ baseURL: `${api.url}/v1`, apiKey: 'none', maxRetries: 0 });
+    stack = await startTestStack(
+      [
+        // 1024: the tools' definitions take about 420 of this vocabulary's tokens.
+        { id: 'hermes', template: HERMES_TEMPLATE, contextLength: 1024 },
+        { id: 'chatml', contextLength: 512 },
+        { id: 'coder', template: CODER_TEMPLATE, contextLength: 1024 },
+        { id: 'mistral', template: MISTRAL_TEMPLATE, contextLength: 1024 },
+        { id: 'harmony', template: HARMONY_TEMPLATE, contextLength: 1024 },
+        { id: 'glm', template: GLM_TEMPLATE, contextLength: 1024 },
+        // As Qwen3's and Granite's do, this one fails on the null content of a tool-calling turn.
+        { id: 'trim', template: HERMES_TEMPLATE.replace("<|im_start|>assistant\n{%- for tc", "<|im_start|>assistant\n{{ message.content | trim }}{%- for tc"), contextLength: 512 },
+      ],
+      { defaultContext: 512, scheduler: { slotsPerEngine: 4, maxQueued: 8, maxQueuedPerTenant: 8, probeIntervalMs: 500 }, api: { readyMaxAgeS: 5 } },
+    );
+    client = new OpenAI({ baseURL: `${stack.api.url}/v1`, apiKey: 'none', maxRetries: 0 });
   }, 60_000);
-  afterAll(async () => {
-    await api?.close();
-    await sched?.close(100);
-    await engine?.close(100);
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => stack?.close());
 
   it('shows the tools and the earlier calls and answers to the model through its template', async () => {
     const ask = (extra: Partial<OpenAI.Chat.ChatCompletionCreateParamsNonStreaming>, messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Weather in Paris?' }]) =>
