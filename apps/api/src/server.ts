@@ -9,6 +9,7 @@ import type { ApiConfig } from './env';
 import { ApiMetrics } from './metrics';
 import { registerAnthropicRoutes } from './anthropic/messages';
 import { LLAMA_SERVER_ROUTES, registerLlamaServerRoutes } from './llama-server/routes';
+import { registerResponsesRoutes } from './openai/responses';
 import { registerOpenAiRoutes, type OpenAiDeps } from './openai/routes';
 import { openAiError } from './openai/schemas';
 import { readiness } from './ready';
@@ -123,6 +124,8 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   // llama-server's own endpoints (/completion, /infill, /tokenize, /detokenize) for clients written against it.
   registerLlamaServerRoutes(app, deps);
   registerAnthropicRoutes(app, deps);
+  // OpenAI's Responses API (/v1/responses), stored responses in this process's memory.
+  registerResponsesRoutes(app, deps);
 
   // The console's tRPC router (apps/api/src/trpc), behind the same key check as every route.
   await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => beyondLoopback || (keys?.activeCount() ?? 0) > 0 });

@@ -52,6 +52,11 @@ export class HarmonySplitter {
   private sentReasoning = false;
   /** The last analysis message ended: the next one starts a new paragraph. */  private sentContent = false;
 
+  /** In an analysis (reasoning) message: its header read, its end not yet. */
+  get inReasoning(): boolean {
+    return this.inBody && this.msg.channel === 'analysis';
+  }
+
   push(text: string): Split {
     const out: Split = { reasoning: '', content: '' };
     let s = this.held + text;

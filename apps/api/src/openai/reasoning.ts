@@ -45,6 +45,11 @@ export class ReasoningSplitter {
     this.state = startsOpen ? 'reasoning' : 'start';
   }
 
+  /** Inside the reasoning (a <think> block, or a harmony analysis message) at this point of the answer. */
+  get inReasoning(): boolean {
+    return this.state === 'reasoning' || (this.state === 'harmony' && this.harmony!.inReasoning);
+  }
+
   push(text: string): Split {
     const out: Split = { reasoning: '', content: '' };
     let s = this.held + text;

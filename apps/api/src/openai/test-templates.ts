@@ -13,3 +13,15 @@ export const HERMES_TEMPLATE = [
   '{%- endfor %}',
   "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}",
 ].join('');
+
+/**
+ * ChatML whose generation prompt opens the reasoning (as DeepSeek-R1's and QwQ's do): the answer
+ * starts inside a <think> block, and an assistant turn's reasoning_content is shown in one.
+ */
+export const THINK_TEMPLATE = [
+  '{%- for message in messages %}',
+  "{%- if message.role == 'assistant' and message.reasoning_content %}<|im_start|>assistant\n<think>\n{{ message.reasoning_content }}\n</think>\n\n{{ message.content }}<|im_end|>\n",
+  "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{%- endif %}",
+  '{%- endfor %}',
+  "{%- if add_generation_prompt %}<|im_start|>assistant\n<think>\n{%- endif %}",
+].join('');
