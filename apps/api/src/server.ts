@@ -9,6 +9,8 @@ import type { ApiConfig } from './env';
 import { ApiMetrics } from './metrics';
 import { registerAnthropicRoutes } from './anthropic/messages';
 import { LLAMA_SERVER_ROUTES, registerLlamaServerRoutes } from './llama-server/routes';
+import { errorBody } from './error-shape';
+import { OLLAMA_ROUTES, registerOllamaRoutes } from './ollama/routes';
 import { registerResponsesRoutes } from './openai/responses';
 import { registerOpenAiRoutes, type OpenAiDeps } from './openai/routes';
 import { openAiError } from './openai/schemas';
@@ -16,7 +18,7 @@ import { readiness } from './ready';
 import { mountTrpc } from './trpc';
 import { VERSION } from './version';
 
-const NATIVE_ROUTES: ReadonlySet<string> = new Set(LLAMA_SERVER_ROUTES);
+const NATIVE_ROUTES: ReadonlySet<string> = new Set([...LLAMA_SERVER_ROUTES, ...OLLAMA_ROUTES]);
 
 export interface RunningApi {
   app: FastifyInstance;
@@ -51,12 +53,12 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   // Error handlers first: routes take the handler in force when the app boots (an awaited
   // register below boots it), and every error must leave in OpenAI's shape.
   app.setNotFoundHandler((req, reply) => {
-    reply.code(404).send(openAiError(`no route ${req.method} ${req.url}`, 'invalid_request_error', null, 'not_found'));
+    reply.code(404).send(errorBody(req.url, 404, `no route ${req.method} ${req.url}`, 'not_found'));
   });
-  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _req, reply) => {
+  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
     // Fastify's own errors (malformed JSON, wrong content type, body too large) carry a 4xx status.
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
-    reply.code(status).send(openAiError(err.message, status < 500 ? 'invalid_request_error' : 'server_error', null, err.code ?? null));
+    reply.code(status).send(errorBody(req.url, status, err.message, err.code ?? null));
   });
 
   registerAuth(app, { store: keys, always: beyondLoopback });
@@ -126,6 +128,8 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   registerAnthropicRoutes(app, deps);
   // OpenAI's Responses API (/v1/responses), stored responses in this process's memory.
   registerResponsesRoutes(app, deps);
+  // Ollama's own API (/api/chat, /api/generate, /api/tags…), for clients written against Ollama.
+  registerOllamaRoutes(app, deps);
 
   // The console's tRPC router (apps/api/src/trpc), behind the same key check as every route.
   await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => beyondLoopback || (keys?.activeCount() ?? 0) > 0 });

@@ -70,13 +70,24 @@ export async function startTestStack(models: TestModel[], o: TestStackOptions = 
     const file = (files[m.id] = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, extra));
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: m.id, threads: 2, ...(m.contextLength ? { contextLength: m.contextLength } : {}) }));
   }
+  // (What started is stopped again if a later step fails, so that a failed start-up cannot hang jest.)
   const engine = await startEngineServer(host, { port: 0 });
-  const sched = await startSchedulerServer({ probeIntervalMs: 200, ...o.scheduler, engines: [`127.0.0.1:${engine.port}`] });
-  const api = await startApi(parseApiConfig({ ...o.api, port: 0, schedulerAddress: `127.0.0.1:${sched.port}` }));
+  let sched: RunningSchedulerServer | undefined;
+  let api: RunningApi;
+  try {
+    sched = await startSchedulerServer({ probeIntervalMs: 200, ...o.scheduler, engines: [`127.0.0.1:${engine.port}`] });
+    api = await startApi(parseApiConfig({ ...o.api, port: 0, schedulerAddress: `127.0.0.1:${sched.port}` }));
+  } catch (e) {
+    await sched?.close(100);
+    await engine.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+  const scheduler = sched;
   const send = (p: string, body: unknown, headers: Record<string, string> = {}) =>
     fetch(`${api.url}${p}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
   return {
-    dir, host, files, engine, sched, api,
+    dir, host, files, engine, sched: scheduler, api,
     post: async (p, body, headers) => {
       const r = await send(p, body, headers);
       return { status: r.status, body: (await r.json()) as Record<string, any> };
@@ -89,7 +100,7 @@ export async function startTestStack(models: TestModel[], o: TestStackOptions = 
     },
     close: async () => {
       await api.close();
-      await sched.close(100);
+      await scheduler.close(100);
       await engine.close(100);
       fs.rmSync(dir, { recursive: true, force: true });
     },

@@ -136,6 +136,8 @@ describe("Anthropic's Messages API (/v1/messages), real engine", () => {
       [{ ...chat, max_tokens: 4, tools: [{ name: 'f', input_schema: {} }], tool_choice: { type: 'tool', name: 'g' } }, 400, /tool_choice names 'g', which is not in tools/],
       [{ ...chat, model: 'tiny', max_tokens: 4, tools: [{ name: 'f', input_schema: {} }] }, 400, /does not show tools/],
       [{ ...chat, model: 'nope', max_tokens: 4 }, 404, /nope/],
+      // Malformed JSON, answered before the route runs: still Anthropic's shape.
+      ['{"model": ', 400, /JSON/],
     ];
     for (const [body, status, why] of bad) {
       const r = await post('/v1/messages', body);

@@ -1,10 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 
-import { openAiError } from '../openai/schemas';
+import { errorBody } from '../error-shape';
 import type { ApiKeyInfo, KeyStore } from './keys';
 
 /** Routes anyone may call without a key: liveness only. */
-const PUBLIC_ROUTES = new Set(['/health']);
+// Liveness only: `/` is Ollama's (its clients probe it before anything else).
+const PUBLIC_ROUTES = new Set(['/health', '/']);
 
 /** Tenant name used for requests made without a key (auth off: loopback and no key exists). */
 export const ANONYMOUS_TENANT = 'anonymous';
@@ -59,20 +60,20 @@ export function registerAuth(app: FastifyInstance, opts: AuthOptions): void {
       return;
     }
     if (!opts.store) {
-      return reply.code(401).send(openAiError('this server has no key store; API keys cannot be checked', 'invalid_request_error', null, 'invalid_api_key'));
+      return reply.code(401).send(errorBody(req.url, 401, 'this server has no key store; API keys cannot be checked', 'invalid_api_key'));
     }
     if (key === undefined) {
       return reply
         .code(401)
         .header('www-authenticate', 'Bearer')
-        .send(openAiError('an API key is required: send "Authorization: Bearer <key>" (create one with `kail keys create <name>`)', 'invalid_request_error', null, 'missing_api_key'));
+        .send(errorBody(req.url, 401, 'an API key is required: send "Authorization: Bearer <key>" (create one with `kail keys create <name>`)', 'missing_api_key'));
     }
     const info = opts.store.verify(key);
     if (!info) {
       return reply
         .code(401)
         .header('www-authenticate', 'Bearer')
-        .send(openAiError('invalid or revoked API key', 'invalid_request_error', null, 'invalid_api_key'));
+        .send(errorBody(req.url, 401, 'invalid or revoked API key', 'invalid_api_key'));
     }
     req.apiKey = info;
   });

@@ -151,21 +151,25 @@ const DetokenizeBody = z.object({
 
 type Generation = z.infer<z.ZodObject<typeof generation>>;
 
-class HttpError extends Error {
+export class HttpError extends Error {
   constructor(readonly status: number, readonly body: ReturnType<typeof openAiError>, readonly retryAfter?: number) {
     super(body.error.message);
   }
 }
 
-/** The request's model (or the only one served) and its context length. */
-async function resolveModel(scheduler: spb.SchedulerServiceClient, model: string | undefined): Promise<common.ModelInfo> {
-  let models: common.ModelInfo[];
+/** The served models (a failed call as an HttpError). */
+export async function servedModels(scheduler: spb.SchedulerServiceClient): Promise<common.ModelInfo[]> {
   try {
-    models = (await unary<spb.ListModelsRequest, spb.ListModelsResponse>(scheduler.listModels.bind(scheduler), {})).models;
+    return (await unary<spb.ListModelsRequest, spb.ListModelsResponse>(scheduler.listModels.bind(scheduler), {})).models;
   } catch (e) {
     const f = grpcToHttp(e as grpc.ServiceError);
     throw new HttpError(f.status, f.body, f.retryAfter);
   }
+}
+
+/** The request's model (or the only one served) and its context length. */
+export async function resolveModel(scheduler: spb.SchedulerServiceClient, model: string | undefined): Promise<common.ModelInfo> {
+  const models = await servedModels(scheduler);
   const served = models.map((m) => m.id);
   if (model === undefined) {
     if (models.length === 1) return models[0];

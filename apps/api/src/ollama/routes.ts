@@ -1,0 +1,563 @@
+// Ollama's own API (/api/chat, /api/generate, /api/embed, /api/embeddings, /api/tags, /api/ps,
+// /api/show, /api/version), for clients written against it (ollama-js and ollama-python, Open
+// WebUI, editor plugins), as Ollama's docs/api.md describes it: newline-delimited JSON streams
+// (`stream` is true unless the request says false), `options` with Ollama's names and defaults,
+// durations in nanoseconds, errors as {"error": "..."}.
+//
+// Requests run through the same scheduler and engine as the OpenAI routes: a chat is the model's
+// template over the messages (tools shown to it, calls parsed from its answer and returned with
+// arguments as objects, as Ollama returns them; a <think> block as `thinking`); `format` "json" or
+// a JSON schema is constrained decoding. Names: a served model `ID` is listed as `ID:latest`, and
+// `ID` or `ID:latest` both find it. Models are loaded by `kail serve -m` and stay loaded: pulling,
+// creating, copying, deleting or unloading (`keep_alive: 0`) models through this API are errors
+// that say so.
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import * as grpc from '@grpc/grpc-js';
+import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
+import { z } from 'zod';
+
+import { HttpError, servedModels } from '../llama-server/routes';
+import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
+import { callFailure, grpcToHttp, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
+import { ToolCallStream } from '../openai/tool-call-stream';
+import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
+import { VERSION } from '../version';
+
+/** The routes this module serves (for the error counter). */
+export const OLLAMA_ROUTES = ['/api/chat', '/api/generate', '/api/embed', '/api/embeddings', '/api/tags', '/api/ps', '/api/show', '/api/version'] as const;
+
+/** Ollama's sampling defaults (a model without a Modelfile of its own). */
+export const OLLAMA_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, repeat_penalty: 1.1, repeat_last_n: 64 } as const;
+
+// `options`: the ones that change the output are honoured or refused; the runtime ones (threads,
+// GPU layers, mmap, batch, NUMA…) describe Ollama's runner and are ignored, as Ollama ignores
+// options it does not know.
+const options = z
+  .object({
+    num_predict: z.number().int().min(-2).max(1_000_000).optional().nullable(),
+    temperature: z.number().min(0).max(10).optional().nullable(),
+    top_k: z.number().int().min(0).transform((k) => Math.min(k, 2_147_483_647)).optional().nullable(),
+    top_p: z.number().min(0).max(1).optional().nullable(),
+    min_p: z.number().min(0).max(1).optional().nullable(),
+    seed: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
+    stop: z.union([z.string(), z.array(z.string()).max(16)]).optional().nullable(),
+    repeat_penalty: z.number().min(0).max(10).optional().nullable(),
+    repeat_last_n: z.number().int().min(-1).max(1_000_000).optional().nullable(),
+    presence_penalty: z.number().min(-2).max(2).optional().nullable(),
+    frequency_penalty: z.number().min(-2).max(2).optional().nullable(),
+    /** Accepted; the context is the one the model was loaded with. */
+    num_ctx: z.number().int().min(1).optional().nullable(),
+    mirostat: z.number().refine((v) => v === 0, 'mirostat sampling is not supported (0 only)').optional().nullable(),
+    typical_p: z.number().refine((v) => v >= 1, 'typical_p sampling is not supported (1 only)').optional().nullable(),
+    tfs_z: z.number().refine((v) => v >= 1, 'tail-free sampling is not supported (tfs_z 1 only)').optional().nullable(),
+  })
+  .passthrough();
+type Options = z.infer<typeof options>;
+
+/** "json", or a JSON schema the output follows. */
+const format = z.union([z.literal('json'), z.literal(''), z.record(z.string(), z.unknown())]).optional().nullable();
+// How long the model stays loaded after the request: it stays while the server runs, so any
+// duration is fine but zero, which asks Ollama to unload it.
+const keepAlive = z
+  .union([z.string(), z.number()])
+  .refine((v) => !(v === 0 || (typeof v === 'string' && /^0+(\.0*)?(ns|us|µs|ms|s|m|h)?$/.test(v.trim()))), 'unloading models is not supported: they stay loaded while `kail serve` runs (keep_alive 0)')
+  .optional()
+  .nullable();
+const think = z.union([z.boolean(), z.enum(['low', 'medium', 'high'])]).optional().nullable();
+const noImages = z
+  .array(z.unknown())
+  .refine((v) => v.length === 0, 'images are not supported: the models served here read text only')
+  .optional()
+  .nullable();
+
+/** The fields /api/chat and /api/generate share: output format, options, streaming, thinking, logprobs. */
+const answerFields = {
+  format,
+  options: options.optional().nullable(),
+  stream: z.boolean().optional().nullable(),
+  think,
+  keep_alive: keepAlive,
+  logprobs: z.boolean().optional().nullable(),
+  top_logprobs: z.number().int().min(0).max(20).optional().nullable(),
+};
+
+const toolCall = z.object({ function: z.object({ name: z.string().min(1), arguments: z.record(z.string(), z.unknown()).optional().nullable() }), id: z.string().optional() });
+
+export const ChatRequest = z.object({
+  model: z.string().min(1, 'model is required'),
+  messages: z
+    .array(
+      z.object({
+        role: z.enum(['system', 'user', 'assistant', 'tool']),
+        content: z.string().optional().nullable(),
+        thinking: z.string().optional().nullable(),
+        images: noImages,
+        tool_calls: z.array(toolCall).max(128).optional().nullable(),
+        tool_name: z.string().optional().nullable(),
+      }),
+    )
+    .optional()
+    .nullable(),
+  tools: z
+    .array(
+      z.object({
+        type: z.literal('function').optional(),
+        function: z.object({
+          name: z.string().regex(/^[a-zA-Z0-9_.-]{1,64}$/, 'function names are 1-64 letters, digits, _, . or -'),
+          description: z.string().optional().nullable(),
+          parameters: z.record(z.string(), z.unknown()).optional().nullable(),
+        }),
+      }),
+    )
+    .max(128)
+    .optional()
+    .nullable(),
+  ...answerFields,
+});
+export type ChatRequest = z.infer<typeof ChatRequest>;
+
+export const GenerateRequest = z.object({
+  model: z.string().min(1, 'model is required'),
+  prompt: z.string().optional().nullable(),
+  suffix: z.string().optional().nullable(),
+  system: z.string().optional().nullable(),
+  template: z.string().refine((t) => t === '', 'template is not supported: the model is prompted with its own chat template (or send raw: true)').optional().nullable(),
+  /** An earlier answer's `context`: its tokens go before this prompt's. */
+  context: z.array(z.number().int().min(0).max(2_147_483_647)).max(1_000_000).optional().nullable(),
+  raw: z.boolean().optional().nullable(),
+  images: noImages,
+  ...answerFields,
+});
+export type GenerateRequest = z.infer<typeof GenerateRequest>;
+
+const EmbedRequest = z.object({
+  model: z.string().min(1, 'model is required'),
+  input: z.union([z.string(), z.array(z.string()).min(1, 'input must not be empty').max(64)]),
+  truncate: z.boolean().optional().nullable(),
+  dimensions: z.number().int().min(1).optional().nullable(),
+  options: options.optional().nullable(),
+  keep_alive: keepAlive,
+});
+const LegacyEmbedRequest = z.object({ model: z.string().min(1, 'model is required'), prompt: z.string(), options: options.optional().nullable(), keep_alive: keepAlive });
+const ShowRequest = z.object({ model: z.string().min(1).optional(), name: z.string().min(1).optional(), verbose: z.boolean().optional().nullable() }).refine((b) => b.model || b.name, 'model is required');
+
+/** Ollama's error body. */
+const ollamaError = (message: string) => ({ error: message });
+
+function zodMessage(e: z.ZodError): string {
+  const i = e.issues[0];
+  return `${i.path.length ? `${i.path.join('.')}: ` : ''}${i.message}`;
+}
+
+/** A served model's listed name: its id, tagged :latest unless it has a tag. */
+export const ollamaName = (id: string) => (id.includes(':') ? id : `${id}:latest`);
+
+/** The served model a request names: its id, or its id tagged :latest. */
+async function resolve(scheduler: spb.SchedulerServiceClient, name: string): Promise<common.ModelInfo> {
+  const models = await servedModels(scheduler);
+  const m = models.find((x) => x.id === name) ?? (name.endsWith(':latest') ? models.find((x) => x.id === name.slice(0, -7)) : undefined);
+  if (!m) throw new HttpError(404, { error: { message: `model '${name}' not found (served: ${models.map((x) => ollamaName(x.id)).join(', ') || 'none'})`, type: 'not_found', param: 'model', code: null } });
+  return m;
+}
+
+/** The model's details block: format, family (architecture), size in parameters, main tensor type. */
+function details(m: common.ModelInfo) {
+  const n = Number(m.parameterCount);
+  const size = n >= 1e9 ? `${(n / 1e9).toFixed(1)}B` : n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : `${n}`;
+  const types = Object.entries(m.tensorTypeBytes).sort((a, b) => Number(b[1]) - Number(a[1]));
+  return { parent_model: '', format: 'gguf', family: m.architecture, families: [m.architecture], parameter_size: size, quantization_level: types[0]?.[0] ?? '' };
+}
+
+/** Ollama's capabilities of a model, as Ollama finds them: by what its template refers to. */
+function capabilities(m: common.ModelInfo): string[] {
+  const t = m.chatTemplate;
+  return ['completion', ...(/\btools\b/.test(t) ? ['tools'] : []), ...(t.includes('<think>') || /enable_thinking|reasoning_content/.test(t) ? ['thinking'] : [])];
+}
+
+/** Sampling from Ollama's options and defaults. */
+function sampling(o: Options | null | undefined, contextLength: number): common.SamplingParams {
+  const lastN = o?.repeat_last_n ?? OLLAMA_DEFAULTS.repeat_last_n;
+  const penalties = lastN !== 0;
+  const seed = o?.seed ?? -1;
+  return withLogitBias(null, {
+    temperature: o?.temperature ?? OLLAMA_DEFAULTS.temperature,
+    topK: o?.top_k ?? OLLAMA_DEFAULTS.top_k,
+    topP: o?.top_p ?? OLLAMA_DEFAULTS.top_p,
+    minP: o?.min_p ?? OLLAMA_DEFAULTS.min_p,
+    // repeat_last_n 0 turns the penalties off; -1 looks at the whole context.
+    repetitionPenalty: penalties ? (o?.repeat_penalty ?? OLLAMA_DEFAULTS.repeat_penalty) : 1,
+    presencePenalty: penalties ? (o?.presence_penalty ?? 0) : 0,
+    frequencyPenalty: penalties ? (o?.frequency_penalty ?? 0) : 0,
+    penaltyLastN: lastN < 0 ? contextLength : lastN,
+    seed: seed >= 0 ? seed : 0,
+    hasSeed: seed >= 0,
+  });
+}
+
+/** The engine request's fields from the options (length, stops, sampling), the format and logprobs. */
+function generationFields(b: ChatRequest | GenerateRequest, m: common.ModelInfo, kind: string): Partial<pb.GenerateRequest> {
+  const o = b.options;
+  const f = b.format;
+  const n = o?.num_predict ?? -1;
+  const stops = o?.stop == null ? [] : (Array.isArray(o.stop) ? o.stop : [o.stop]).filter((s) => s.length > 0);
+  return {
+    model: m.id,
+    // -1 (the default) and -2: until the end of generation or the context is full.
+    maxTokens: n < 0 ? Math.max(1, m.contextLength) : n,
+    promptOnly: n === 0,
+    stop: stops,
+    sampling: sampling(o, m.contextLength),
+    responseFormat: f === 'json' ? pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT : f && typeof f === 'object' ? pb.ResponseFormat.RESPONSE_FORMAT_JSON_SCHEMA : pb.ResponseFormat.RESPONSE_FORMAT_TEXT,
+    jsonSchema: f && typeof f === 'object' ? JSON.stringify(f) : '',
+    wantLogprobs: !!b.logprobs,
+    topLogprobs: b.logprobs ? (b.top_logprobs ?? 0) : 0,
+    requestId: `ollama-${kind}-${randomUUID()}`,
+  };
+}
+
+/** `think`: false turns a switchable template's thinking off; a level becomes its reasoning_effort. */
+function thinkKwargs(t: ChatRequest['think']): string {
+  if (t === false) return JSON.stringify({ enable_thinking: false });
+  if (typeof t === 'string') return JSON.stringify({ reasoning_effort: t });
+  return '';
+}
+
+/** Ollama's chat messages as the engine's: calls get ids, a tool answer the id of the call it answers. */
+export function toChatMessages(messages: NonNullable<ChatRequest['messages']>): pb.ChatMessage[] {
+  const pending: { id: string; name: string }[] = [];
+  let n = 0;
+  return messages.map((m) => {
+    if (m.role === 'assistant' && m.tool_calls?.length) {
+      const calls: ToolCall[] = m.tool_calls.map((c) => ({ id: c.id ?? `call_${n++}`, type: 'function', function: { name: c.function.name, arguments: JSON.stringify(c.function.arguments ?? {}) } }));
+      pending.push(...calls.map((c) => ({ id: c.id, name: c.function.name })));
+      return pb.ChatMessage.fromPartial({ role: 'assistant', content: m.content ?? '', reasoningContent: m.thinking ?? '', toolCallsJson: JSON.stringify(calls) });
+    }
+    if (m.role === 'tool') {
+      // The earliest unanswered call of that name (or the earliest unanswered call).
+      const i = m.tool_name ? pending.findIndex((p) => p.name === m.tool_name) : 0;
+      const call = i >= 0 ? pending.splice(i, 1)[0] : undefined;
+      return pb.ChatMessage.fromPartial({ role: 'tool', content: m.content ?? '', toolCallId: call?.id ?? '', name: m.tool_name ?? call?.name ?? '' });
+    }
+    return pb.ChatMessage.fromPartial({ role: m.role, content: m.content ?? '', reasoningContent: m.thinking ?? '' });
+  });
+}
+
+/** A parsed call as Ollama returns it: arguments as an object. */
+const ollamaCall = (c: ToolCall) => {
+  let args: unknown = {};
+  try {
+    args = JSON.parse(c.function.arguments || '{}');
+  } catch {
+    args = {};
+  }
+  return { id: c.id, function: { name: c.function.name, arguments: args } };
+};
+
+const nowIso = () => new Date().toISOString();
+const ns = (ms: number) => Math.round(ms * 1e6);
+
+/** A prompt that leaves a reasoning block open (the engine's rule, for prompts sent as tokens). */
+const opensReasoning = (text: string) => {
+  const open = text.lastIndexOf('<think>');
+  return open >= 0 && text.indexOf('</think>', open) < 0 && text.slice(open + 7).trim() === '';
+};
+
+export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): void {
+  /** Runs fn with the scheduler, answering failures (a gRPC error or an HttpError) in Ollama's shape. */
+  const guarded = async (reply: FastifyReply, fn: (s: spb.SchedulerServiceClient) => Promise<unknown>) => {
+    const s = deps.scheduler();
+    if (!s) return reply.code(503).send(ollamaError('no scheduler is connected'));
+    try {
+      const r = await fn(s);
+      // (undefined: fn answered itself.)
+      return r === undefined ? reply : reply.send(r);
+    } catch (e) {
+      if (!(e instanceof HttpError) && callFailure(reply, e) === null) return reply;  // the client went away
+      const f = e instanceof HttpError ? e : grpcToHttp(e as grpc.ServiceError);
+      if (f.retryAfter) reply.header('retry-after', String(f.retryAfter));
+      return reply.code(f.status).send(ollamaError(f.body.error.message));
+    }
+  };
+  const bad = (reply: FastifyReply, message: string, status = 400) => reply.code(status).send(ollamaError(message));
+  const started = new Date().toISOString();
+
+  // Ollama's liveness probe (clients check it before anything else; HEAD too, which Fastify adds).
+  app.get('/', async (_req, reply) => reply.type('text/plain').send('KailStream is running (Ollama API at /api, OpenAI API at /v1)'));
+
+  app.get('/api/version', async () => ({ version: VERSION }));
+
+  app.get('/api/tags', (_req, reply) =>
+    guarded(reply, async (s) => ({
+      models: (await servedModels(s)).map((m) => ({ name: ollamaName(m.id), model: ollamaName(m.id), modified_at: started, size: Number(m.fileBytes), digest: '', details: details(m) })),
+    })),
+  );
+
+  // Loaded models: all of them, for as long as the server runs (no keep_alive expiry).
+  app.get('/api/ps', (_req, reply) =>
+    guarded(reply, async (s) => ({
+      models: (await servedModels(s)).filter((m) => m.loaded).map((m) => {
+        const r = m.residency;
+        const ram = r ? Number(r.residentBytes) + Number(r.kvBytes) + Number(r.ramExpertCacheBytes) : Number(m.fileBytes);
+        return {
+          name: ollamaName(m.id), model: ollamaName(m.id), size: ram + Number(r?.vramExpertCacheBytes ?? 0), digest: '', details: details(m),
+          // Ollama's "forever" (a negative keep_alive): the year 2318 it reports then.
+          expires_at: '2318-01-01T00:00:00Z', size_vram: Number(r?.vramExpertCacheBytes ?? 0), context_length: m.contextLength,
+        };
+      }),
+    })),
+  );
+
+  app.post('/api/show', (req, reply) => {
+    const parsed = ShowRequest.safeParse(req.body ?? {});
+    if (!parsed.success) return bad(reply, zodMessage(parsed.error));
+    return guarded(reply, async (s) => {
+      const m = await resolve(s, (parsed.data.model ?? parsed.data.name)!);
+      const a = m.architecture;
+      return {
+        license: '',
+        modelfile: `# Served by KailStream from its GGUF file\nFROM ${m.path}\n`,
+        parameters: Object.entries(OLLAMA_DEFAULTS).map(([k, v]) => `${k.padEnd(30)} ${v}`).join('\n'),
+        template: m.chatTemplate,
+        system: '',
+        details: details(m),
+        model_info: {
+          'general.architecture': a,
+          'general.parameter_count': Number(m.parameterCount),
+          [`${a}.context_length`]: m.contextLength,
+          [`${a}.block_count`]: m.layerCount,
+          ...(m.expertCount ? { [`${a}.expert_count`]: m.expertCount, [`${a}.expert_used_count`]: m.expertUsedCount } : {}),
+        },
+        capabilities: capabilities(m),
+        modified_at: started,
+      };
+    });
+  });
+
+  app.post('/api/chat', async (req, reply) => {
+    const parsed = ChatRequest.safeParse(req.body);
+    if (!parsed.success) return bad(reply, zodMessage(parsed.error));
+    const b = parsed.data;
+    return guarded(reply, async (s) => {
+      const m = await resolve(s, b.model);
+      // No messages: Ollama loads the model and says so; it is loaded already.
+      if (!b.messages?.length) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: 'load', done: true };
+      const tools = b.tools?.length ? b.tools.map((t) => ({ type: 'function' as const, function: { name: t.function.name, ...(t.function.description ? { description: t.function.description } : {}), ...(t.function.parameters ? { parameters: t.function.parameters } : {}) } })) : undefined;
+      const gen = pb.GenerateRequest.fromPartial({
+        ...generationFields(b, m, 'chat'),
+        messages: toChatMessages(b.messages),
+        toolsJson: tools ? JSON.stringify(tools) : '',
+        chatTemplateKwargsJson: thinkKwargs(b.think),
+      });
+      await answer(req, reply, deps, s, b, gen, 'chat', tools);
+    });
+  });
+
+  app.post('/api/generate', async (req, reply) => {
+    const parsed = GenerateRequest.safeParse(req.body);
+    if (!parsed.success) return bad(reply, zodMessage(parsed.error));
+    const b = parsed.data;
+    return guarded(reply, async (s) => {
+      const m = await resolve(s, b.model);
+      const prompt = b.prompt ?? '';
+      if (!prompt && !b.suffix) return { model: b.model, created_at: nowIso(), response: '', done: true, done_reason: 'load' };
+      let tokens: number[] = [];
+      let reasoningOpen = false;
+      let promptFields: Partial<pb.GenerateRequest>;
+      if (b.suffix) {
+        // Fill in the middle: the model's FIM tokens around the prompt and the suffix (as /infill).
+        if (b.context?.length) throw new HttpError(400, { error: { message: 'context cannot be combined with suffix', type: 'invalid_request_error', param: 'context', code: null } });
+        promptFields = { prompt, suffix: b.suffix };
+      } else {
+        // The prompt as tokens (so that the answer's `context` holds them): raw text, or the
+        // template's rendering of the system and user turns, after an earlier answer's context.
+        const t = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(
+          s.tokenize.bind(s),
+          b.raw
+            ? pb.TokenizeRequest.fromPartial({ model: m.id, text: prompt, addSpecial: !b.context?.length, parseSpecial: true })
+            : pb.TokenizeRequest.fromPartial({
+                model: m.id,
+                messages: [...(b.system ? [pb.ChatMessage.fromPartial({ role: 'system', content: b.system })] : []), pb.ChatMessage.fromPartial({ role: 'user', content: prompt })],
+                chatTemplateKwargsJson: thinkKwargs(b.think),
+              }),
+        );
+        tokens = [...(b.context ?? []), ...t.tokens];
+        reasoningOpen = !b.raw && opensReasoning(t.prompt);
+        promptFields = { promptTokens: tokens };
+      }
+      const gen = pb.GenerateRequest.fromPartial({
+        ...generationFields(b, m, 'generate'),
+        ...promptFields,
+      });
+      await answer(req, reply, deps, s, b, gen, 'generate', undefined, { tokens, reasoningOpen, split: !b.raw });
+    });
+  });
+
+  const embed = async (reply: FastifyReply, req: FastifyRequest, s: spb.SchedulerServiceClient, model: string, inputs: string[], truncate: boolean) => {
+    const m = await resolve(s, model);
+    const t0 = performance.now();
+    const gens: pb.GenerateRequest[] = [];
+    for (const [i, input] of inputs.entries()) {
+      let promptTokens: number[] | undefined;
+      if (truncate) {
+        const t = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(s.tokenize.bind(s), pb.TokenizeRequest.fromPartial({ model: m.id, text: input, addSpecial: true, parseSpecial: false }));
+        promptTokens = t.tokens.slice(0, Math.max(1, m.contextLength));
+      }
+      gens.push(pb.GenerateRequest.fromPartial({
+        requestId: `ollama-embed-${randomUUID()}-${i}`, model: m.id, maxTokens: 1, embed: pb.EmbedPooling.EMBED_MODEL,
+        ...(promptTokens ? { promptTokens } : { prompt: input }),
+      }));
+    }
+    const vectors: number[][] = inputs.map(() => []);
+    let promptTokens = 0;
+    await submitAll(req, reply, deps, s, gens, (i, msg) => {
+      if (msg.embedding.length) vectors[i] = msg.embedding;
+      if (msg.usage) promptTokens += msg.usage.promptTokens;
+    });
+    deps.onUsage?.(req, promptTokens, 0);
+    return { vectors, promptTokens, ms: performance.now() - t0 };
+  };
+
+  // Unit vectors, as Ollama's /api/embed returns them (cut to `dimensions` first, then normalized).
+  app.post('/api/embed', (req, reply) => {
+    const parsed = EmbedRequest.safeParse(req.body);
+    if (!parsed.success) return bad(reply, zodMessage(parsed.error));
+    const b = parsed.data;
+    return guarded(reply, async (s) => {
+      const inputs = typeof b.input === 'string' ? [b.input] : b.input;
+      const r = await embed(reply, req, s, b.model, inputs, b.truncate ?? true);
+      const width = r.vectors[0]?.length ?? 0;
+      if (b.dimensions && b.dimensions > width) throw new HttpError(400, { error: { message: `dimensions ${b.dimensions} is more than the model's ${width}`, type: 'invalid_request_error', param: 'dimensions', code: null } });
+      const embeddings = r.vectors.map((v) => {
+        const cut = b.dimensions ? v.slice(0, b.dimensions) : v;
+        const norm = Math.sqrt(cut.reduce((a, x) => a + x * x, 0));
+        return norm > 0 ? cut.map((x) => x / norm) : cut;
+      });
+      return { model: b.model, embeddings, total_duration: ns(r.ms), load_duration: 0, prompt_eval_count: r.promptTokens };
+    });
+  });
+
+  // The older endpoint: one prompt, the vector as the model gives it (not normalized, as Ollama's).
+  app.post('/api/embeddings', (req, reply) => {
+    const parsed = LegacyEmbedRequest.safeParse(req.body);
+    if (!parsed.success) return bad(reply, zodMessage(parsed.error));
+    return guarded(reply, async (s) => ({ embedding: (await embed(reply, req, s, parsed.data.model, [parsed.data.prompt], false)).vectors[0] }));
+  });
+
+  for (const route of ['/api/pull', '/api/push', '/api/create', '/api/copy', '/api/delete', '/api/blobs/*'])
+    app.all(route, async (_req, reply) =>
+      reply.code(501).send(ollamaError(`${route.replace('/*', '')} is not supported: KailStream serves the GGUF files given to \`kail serve -m\` (no model registry)`)),
+    );
+}
+
+/**
+ * Runs one generation and answers as Ollama does: NDJSON chunks (`message` pieces for a chat,
+ * `response` pieces for a generate, reasoning as `thinking`) and a last chunk with done: true,
+ * the reason and the counts and durations; or, with stream false, one object with all of it.
+ */
+async function answer(
+  req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, scheduler: spb.SchedulerServiceClient,
+  b: ChatRequest | GenerateRequest, gen: pb.GenerateRequest, kind: 'chat' | 'generate',
+  tools?: { function: { name: string; parameters?: Record<string, unknown> } }[],
+  g?: { tokens: number[]; reasoningOpen: boolean; split: boolean },
+): Promise<void> {
+  const stream = b.stream ?? true;
+  const t0 = performance.now();
+  let tFirst = 0;
+  let all = '';
+  let last: pb.GenerateResponse | undefined;
+  let reasoningOpen = g?.reasoningOpen ?? false;
+  const generated: number[] = [];
+  const logprobs: { token: string; logprob: number; top_logprobs?: { token: string; logprob: number }[] }[] = [];
+  const split = kind === 'chat' || g?.split !== false;
+  let splitter: ReasoningSplitter | null = null;
+  const calls = stream && tools ? new ToolCallStream(tools) : null;
+  let headersSent = false;
+  const line = (obj: object) => reply.raw.write(`${JSON.stringify(obj)}\n`);
+  const start = () => {
+    if (headersSent) return;
+    headersSent = true;
+    reply.raw.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache' });
+  };
+  const piece = (content: string, thinking: string, lp: typeof logprobs = []) => {
+    if (!content && !thinking && !lp.length) return;
+    const extra = lp.length ? { logprobs: lp } : {};
+    if (kind === 'chat') line({ model: b.model, created_at: nowIso(), message: { role: 'assistant', content, ...(thinking ? { thinking } : {}) }, done: false, ...extra });
+    else line({ model: b.model, created_at: nowIso(), response: content, ...(thinking ? { thinking } : {}), done: false, ...extra });
+  };
+
+  try {
+    await submitAll(req, reply, deps, scheduler, [gen], (_i, msg) => {
+      if (msg.tokens.length && !tFirst) tFirst = performance.now();
+      if (!g) reasoningOpen = msg.reasoningOpen;
+      all += msg.text;
+      generated.push(...msg.tokens);
+      last = msg;
+      const lp = b.logprobs ? msg.logprobs.map((l, i) => ({ token: l.text, logprob: l.logprob, top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map((c) => ({ token: c.text, logprob: c.logprob })) })) : [];
+      if (!stream) {
+        logprobs.push(...lp);
+        return;
+      }
+      start();
+      if (!split) return piece(msg.text, '', lp);
+      splitter ??= new ReasoningSplitter(reasoningOpen);
+      const out = splitter.push(msg.text);
+      piece(calls ? calls.push(out.content) : out.content, out.reasoning, lp);
+    });
+  } catch (e) {
+    deps.onUsage?.(req, 0, generated.length);
+    const failed = callFailure(reply, e);
+    if (!failed) return;
+    if (headersSent) {
+      deps.metrics?.requestErrors.inc({ status: String(failed.status) });
+      line(ollamaError(failed.body.error.message));
+      reply.raw.end();
+      return;
+    }
+    if (failed.retryAfter) reply.header('retry-after', String(failed.retryAfter));
+    reply.code(failed.status).send(ollamaError(failed.body.error.message));
+    return;
+  }
+  recordFinished(deps, req, gen.model, last, t0, tFirst);
+  const usage = last?.usage ?? common.Usage.fromPartial({});
+  const timings = last?.timings ?? common.Timings.fromPartial({});
+  const stats = {
+    done: true,
+    done_reason: last?.finishReason === common.FinishReason.FINISH_REASON_LENGTH ? 'length' : 'stop',
+    total_duration: ns(performance.now() - t0),
+    load_duration: 0,
+    prompt_eval_count: usage.promptTokens,
+    prompt_eval_duration: ns(timings.promptMs),
+    eval_count: usage.completionTokens,
+    eval_duration: ns(timings.generationMs),
+    ...(kind === 'generate' && g?.tokens.length ? { context: [...g.tokens, ...generated] } : {}),
+  };
+
+  if (stream) {
+    start();
+    const rest = (splitter as ReasoningSplitter | null)?.finish();
+    if (rest) piece(calls ? calls.push(rest.content) : rest.content, rest.reasoning);
+    if (calls) {
+      const done = calls.finish();
+      piece(done.content, '');
+      if (done.calls.length) line({ model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '', tool_calls: done.calls.map(ollamaCall) }, done: false });
+    }
+    if (kind === 'chat') line({ model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, ...stats });
+    else line({ model: b.model, created_at: nowIso(), response: '', ...stats });
+    reply.raw.end();
+    return;
+  }
+  const parts = split ? splitReasoning(all, reasoningOpen) : { reasoning: '', content: all };
+  const lp = logprobs.length ? { logprobs } : {};
+  if (kind === 'generate') {
+    reply.send({ model: b.model, created_at: nowIso(), response: parts.content, ...(parts.reasoning ? { thinking: parts.reasoning } : {}), ...stats, ...lp });
+    return;
+  }
+  const parsedCalls = tools ? parseToolCalls(parts.content, tools) : { content: parts.content, calls: [] as ToolCall[], cut: false };
+  const message = {
+    role: 'assistant', content: parsedCalls.content,
+    ...(parts.reasoning ? { thinking: parts.reasoning } : {}),
+    ...(parsedCalls.calls.length ? { tool_calls: parsedCalls.calls.map(ollamaCall) } : {}),
+  };
+  reply.send({ model: b.model, created_at: nowIso(), message, ...stats, ...lp });
+}
