@@ -193,6 +193,41 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect(kw.body.error.message).toMatch(/chat_template_kwargs cannot set 'messages'/);
   });
 
+  it('ends code completions as llama-server does: n_indent cuts the first line short of it, t_max_predict_ms stops at a newline', async () => {
+    const [nl] = await tokenize('\n');
+    const [sp] = await tokenize('  ');
+    // Sampled with a seed (the same tokens each time), newlines and indentation made likely, so
+    // that the random model writes several lines.
+    const base = { prompt: 'def f(x):', n_predict: 64, ...greedy, temperature: 1, seed: 7, logit_bias: [[nl, 5], [sp, 4]] };
+    const text = (await post('/completion', base)).body.content as string;
+    expect(text.slice(0, -1)).toContain('\n');
+    // The rule: every line after the first newline needs 2 leading spaces/tabs; the first that has
+    // fewer before another character (a newline too) is cut just before that character.
+    const cutAt = (t: string, n: number) => {
+      let p = t.indexOf('\n') + 1;
+      while (p > 0) {
+        let k = 0;
+        while (k < n && (t[p + k] === ' ' || t[p + k] === '\t')) k++;
+        if (k < n) return p + k < t.length ? t.slice(0, p + k) : t;
+        p = t.indexOf('\n', p + k) + 1;
+      }
+      return t;
+    };
+    const expected = cutAt(text, 2);
+    expect(expected.length).toBeLessThan(text.length);
+    const cut = await post('/completion', { ...base, n_indent: 2 });
+    expect([cut.body.content, cut.body.stop_type, cut.body.generation_settings.n_indent]).toEqual([expected, 'limit', 2]);
+    const streamed = await events('/completion', { ...base, n_indent: 2 });
+    expect(streamed.map((e) => e.content).join('')).toBe(expected);
+    expect(streamed.at(-1)!.stop_type).toBe('limit');
+    // 1 ms: past it at once, so the output ends with the first token after the first that writes a newline.
+    const timed = await post('/completion', { ...base, t_max_predict_ms: 1 });
+    expect(text.startsWith(timed.body.content)).toBe(true);
+    expect(timed.body.stop_type).toBe('limit');
+    const last = (await post('/detokenize', { tokens: timed.body.tokens.slice(-1) })).body.content as string;
+    expect(last).toContain('\n');
+  });
+
   it('reports the server\'s properties (/props): context, slots, file, chat template and /completion\'s defaults', async () => {
     const r = await fetch(`${api.url}/props`);
     expect(r.status).toBe(200);

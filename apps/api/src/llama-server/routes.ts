@@ -39,6 +39,10 @@ const generation = {
   n_probs: z.number().int().min(0).max(20).optional().nullable(),
   /** Include each message's token ids (`tokens`). */
   return_tokens: z.boolean().optional().nullable(),
+  /** Code completion: lines after the first newline need this many leading spaces/tabs, else the output ends there (0 or less: off). */
+  n_indent: z.number().int().max(1_000_000).optional().nullable(),
+  /** Code completion: past this many ms of generation, the output ends at the next newline (0 or less: off; -1 is llama-server's default). */
+  t_max_predict_ms: z.number().int().max(86_400_000).optional().nullable(),
   /** llama-server's forms: an object of id -> bias, or [[id, bias], …] where a bias of false bans the token. */
   logit_bias: z
     .union([
@@ -230,6 +234,8 @@ function settingsJson(b: Generation, sampling: common.SamplingParams, stops: str
     stop: stops,
     ignore_eos: !!b.ignore_eos,
     n_probs: b.n_probs ?? 0,
+    n_indent: b.n_indent ?? 0,
+    t_max_predict_ms: b.t_max_predict_ms ?? -1,
     stream: !!b.stream,
   };
 }
@@ -279,6 +285,8 @@ async function complete(
       wantLogprobs: nProbs > 0,
       topLogprobs: nProbs,
       ignoreEos: !!b.ignore_eos,
+      nIndent: Math.max(0, b.n_indent ?? 0),
+      tMaxPredictMs: Math.max(0, b.t_max_predict_ms ?? 0),
     }),
   );
   const settings = settingsJson(b, sampling, stops);

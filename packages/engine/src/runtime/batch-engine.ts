@@ -5,6 +5,7 @@ import { anyObjectGrammar, compileJsonSchema, type JsonGrammar } from '../sampli
 import { PatternRecognizer, type OutputPattern } from '../sampling/tool-call-grammar';
 import { logprobs as computeLogprobs, type TokenLogprobs } from '../sampling/logprobs';
 import { createSampler, type Sampler, type SamplerParams } from '../sampling/sampler';
+import { LineLimits } from '../sampling/line-limits';
 import { StopMatcher } from '../sampling/stop';
 import { proposeMany, type Draft, type SpeculativeDecoder, type SpeculativeSequence, type SpeculativeStats } from '../speculative/speculative-decoder';
 import type { TokenStreamDecoder } from '../tokenizer/tokenizer';
@@ -81,6 +82,9 @@ export interface GenerationRequest {
    * response format; such a sequence does not speculate.
    */
   pattern?: OutputPattern;
+  /** llama-server's code-completion limits (`sampling/line-limits.ts`); 0 or absent = off. */
+  nIndent?: number;
+  tMaxPredictMs?: number;
 }
 
 interface Active {
@@ -88,6 +92,7 @@ interface Active {
   slot: number;
   sampler: Sampler;
   stop: StopMatcher;
+  limits: LineLimits | null;
   decoder: TokenStreamDecoder;
   history: number[];
   /** Prompt tokens already in the KV cache. */
@@ -240,6 +245,7 @@ export class BatchEngine {
       slot: -1,
       sampler: createSampler(req.sampling ?? {}),
       stop: new StopMatcher({ stop: req.stop, eogTokens: req.ignoreEog ? new Set() : this.eog }),
+      limits: req.nIndent || req.tMaxPredictMs ? new LineLimits(req.nIndent ?? 0, req.tMaxPredictMs ?? 0) : null,
       decoder: this.model.tokenizer.createStreamDecoder({ preserve: req.preserveTokens }),
       history: [...req.prompt],
       prefilled: 0,
@@ -554,10 +560,16 @@ export class BatchEngine {
         if (a.generated === 1) a.tFirst = now;
         const lp = a.req.logprobs ? [computeLogprobs(rowsOf.subarray(i * nv, (i + 1) * nv), token, a.req.topLogprobs ?? 0)] : undefined;
         const step = a.stop.pushToken(token, a.decoder.push(token));
+        const limited = a.limits?.push(step.text, now - a.tFirst);
         // Every token goes out in its chunk (the text may lag while a stop string or a UTF-8 sequence is incomplete).
-        a.push({ text: step.text, tokens: [token], logprobs: lp });
+        a.push({ text: limited ? limited.text : step.text, tokens: [token], logprobs: lp });
         if (step.done || (a.constraint?.done && a.req.ignoreEog)) {
           this.finish(a, 'stop', undefined, step.done && step.reason === 'stop' ? step.stop : undefined);
+          break;
+        }
+        if (limited?.end) {
+          // A line cut for its indentation drops what follows it (text held back included).
+          this.finish(a, 'length', undefined, undefined, limited.cut);
           break;
         }
         if (a.generated >= a.req.maxTokens || a.req.prompt.length + a.generated >= this.model.nCtx) {
@@ -629,7 +641,7 @@ export class BatchEngine {
     }
   }
 
-  private finish(a: Active, reason: FinishReason, error?: EngineError, stopWord?: string): void {
+  private finish(a: Active, reason: FinishReason, error?: EngineError, stopWord?: string, dropHeld = false): void {
     if (a.slot >= 0 && this.running.get(a.slot) === a) {
       this.running.delete(a.slot);
       // The cache holds the history up to the positions it was fed (the last sampled token is
@@ -643,7 +655,7 @@ export class BatchEngine {
       a.slot = -1;
     }
     let tail = '';
-    if (reason !== 'stop' && !a.stop.done) {
+    if (reason !== 'stop' && !a.stop.done && !dropHeld) {
       tail = a.stop.push(a.decoder.flush()).text;
       if (!a.stop.done) tail += a.stop.flush();
     }

@@ -335,6 +335,8 @@ export class LocalModelHost implements ModelHost {
         promptLogprobs: req.promptLogprobs,
         embed: this.embedPooling(m, req.embed),
         ignoreEog: req.ignoreEos,
+        nIndent: req.nIndent,
+        tMaxPredictMs: req.tMaxPredictMs,
         ...this.outputForm(m, req, reasoningOpen),
         preserveTokens: req.messages.length ? this.markerTokens(m, !!req.toolsJson) : undefined,
       },

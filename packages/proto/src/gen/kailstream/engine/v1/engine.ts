@@ -308,6 +308,15 @@ export interface GenerateRequest {
    * the slot for a later request with the same start to reuse (editor plugins warm it this way).
    */
   promptOnly: boolean;
+  /**
+   * llama-server's code-completion limits (0 = off). n_indent: every line after the first newline
+   * must start with at least this many spaces or tabs; the first line that does not ends the
+   * output (reason LENGTH), cut at its first other character. t_max_predict_ms: once the
+   * generation has run this long since its first token, the output ends (LENGTH) after the next
+   * token that writes a newline.
+   */
+  nIndent: number;
+  tMaxPredictMs: number;
 }
 
 /**
@@ -1132,6 +1141,8 @@ function createBaseGenerateRequest(): GenerateRequest {
     suffix: "",
     infill: undefined,
     promptOnly: false,
+    nIndent: 0,
+    tMaxPredictMs: 0,
   };
 }
 
@@ -1212,6 +1223,12 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.promptOnly !== false) {
       writer.uint32(192).bool(message.promptOnly);
+    }
+    if (message.nIndent !== 0) {
+      writer.uint32(200).uint32(message.nIndent);
+    }
+    if (message.tMaxPredictMs !== 0) {
+      writer.uint32(208).uint32(message.tMaxPredictMs);
     }
     return writer;
   },
@@ -1431,6 +1448,22 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.promptOnly = reader.bool();
             continue;
           }
+          case 25: {
+            if (tag !== 200) {
+              break;
+            }
+
+            message.nIndent = reader.uint32();
+            continue;
+          }
+          case 26: {
+            if (tag !== 208) {
+              break;
+            }
+
+            message.tMaxPredictMs = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1535,6 +1568,16 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.prompt_only)
         ? globalThis.Boolean(object.prompt_only)
         : false,
+      nIndent: isSet(object.nIndent)
+        ? globalThis.Number(object.nIndent)
+        : isSet(object.n_indent)
+        ? globalThis.Number(object.n_indent)
+        : 0,
+      tMaxPredictMs: isSet(object.tMaxPredictMs)
+        ? globalThis.Number(object.tMaxPredictMs)
+        : isSet(object.t_max_predict_ms)
+        ? globalThis.Number(object.t_max_predict_ms)
+        : 0,
     };
   },
 
@@ -1612,6 +1655,12 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.promptOnly !== false) {
       obj.promptOnly = message.promptOnly;
     }
+    if (message.nIndent !== 0) {
+      obj.nIndent = Math.round(message.nIndent);
+    }
+    if (message.tMaxPredictMs !== 0) {
+      obj.tMaxPredictMs = Math.round(message.tMaxPredictMs);
+    }
     return obj;
   },
 
@@ -1648,6 +1697,8 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
       ? Infill.fromPartial(object.infill)
       : undefined;
     message.promptOnly = object.promptOnly ?? false;
+    message.nIndent = object.nIndent ?? 0;
+    message.tMaxPredictMs = object.tMaxPredictMs ?? 0;
     return message;
   },
 };
