@@ -151,9 +151,58 @@ describe('OpenAI routes under random requests', () => {
       },
       fields: ['model', 'max_tokens', 'messages', 'system', 'stop_sequences', 'temperature', 'top_p', 'top_k', 'stream', 'tools', 'tool_choice', 'thinking', 'seed', 'metadata', 'chat_template_kwargs'],
       lengths: ['max_tokens'], minLength: 1, maxLength: 8,
-      // Anthropic's {"type":"error","error":{"type":…,"message":…}} or (malformed JSON, caught before the route) OpenAI's.
+      // Anthropic's {"type":"error","error":{"type":…,"message":…}} (malformed JSON too), or OpenAI's from /apply-template.
       errorShape: /"error":\{("type":"[a-z_]+",)?"message"/,
       streamOk: (path, text) => path !== '/v1/messages' || text.includes('event: message_stop'),
+    });
+    expect(bad).toEqual([]);
+    expect(hist[200]).toBeGreaterThan(N / 10);
+    expect(hist[400]).toBeGreaterThan(N / 10);
+  });
+
+  it("OpenAI's Responses API: 200 or a 4xx naming the problem, never 5xx", async () => {
+    const N = Number(process.env.KAIL_FUZZ_N ?? 150);
+    const { bad, hist } = await fuzz({
+      seed: Number(process.env.KAIL_FUZZ_SEED ?? 4), n: N, headers: { authorization: `Bearer ${key}` },
+      vals: [null, 0, -1, 1, 2, 0.5, 1e308, 2 ** 53, '', 'x', 'tiny', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], ['a'], {}, true, false, 'auto', 'required', 'none', 'resp_x',
+        [{ role: 'user', content: 'hi' }], [{ role: 'user', content: [{ type: 'input_text', text: 'hi' }] }], [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'a' }] }],
+        [{ type: 'function_call', call_id: 'c', name: 'f', arguments: '{}' }, { type: 'function_call_output', call_id: 'c', output: 'ok' }], [{ type: 'reasoning', summary: [{ type: 'summary_text', text: 's' }] }],
+        [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }], [{ type: 'item_reference', id: 'x' }], [{ role: 'bot', content: 'x' }],
+        [{ type: 'function', name: 'f', parameters: { type: 'object' } }], [{ type: 'web_search' }], { type: 'function', name: 'f' },
+        { format: { type: 'json_object' } }, { format: { type: 'json_schema', name: 's', schema: { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] } } }, { format: { type: 'xml' } },
+        { effort: 'none' }, { effort: 'high' }, ['reasoning.encrypted_content'], ['message.output_text.logprobs'], { k: 'v' }],
+      bases: { '/v1/responses': () => ({ model: 'tiny', input: 'hello', max_output_tokens: 4, temperature: 0, store: false }) },
+      fields: ['model', 'input', 'instructions', 'max_output_tokens', 'temperature', 'top_p', 'tools', 'tool_choice', 'parallel_tool_calls', 'text', 'reasoning', 'stream', 'store',
+        'previous_response_id', 'metadata', 'include', 'background', 'truncation', 'seed', 'top_k', 'chat_template_kwargs'],
+      lengths: ['max_output_tokens'], minLength: 1, maxLength: 8,
+      errorShape: /"error":\{"message"/,
+      streamOk: (_path, text) => /event: response\.(completed|incomplete)\n/.test(text),
+    });
+    expect(bad).toEqual([]);
+    expect(hist[200]).toBeGreaterThan(N / 10);
+    expect(hist[400]).toBeGreaterThan(N / 10);
+  });
+
+  it("Ollama's API: 200 or a 4xx with its {error} body, never 5xx", async () => {
+    const N = Number(process.env.KAIL_FUZZ_N ?? 200);
+    const { bad, hist } = await fuzz({
+      seed: Number(process.env.KAIL_FUZZ_SEED ?? 5), n: N, headers: { authorization: `Bearer ${key}` },
+      vals: [null, 0, -1, -2, 1, 2, 0.5, 1e308, 2 ** 53, '', 'x', 'tiny', 'tiny:latest', 'json', '0', '5m', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], [1, 2, 3], ['a'], {}, true, false, 'high',
+        [{ role: 'user', content: 'hi' }], [{ role: 'assistant', content: '', tool_calls: [{ function: { name: 'f', arguments: { a: 1 } } }] }, { role: 'tool', content: 'ok', tool_name: 'f' }],
+        [{ role: 'user', content: 'x', images: ['aGk='] }], [{ role: 'robot', content: 'x' }], [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+        { type: 'object', properties: { a: { type: 'boolean' } }, required: ['a'] }, { temperature: 0, num_predict: 3 }, { num_predict: -1, top_k: 1 }, { mirostat: 2 }, { stop: ['\n'], seed: 3 },
+        { temperature: -1 }, { repeat_last_n: -1, repeat_penalty: 1.3 }, { num_ctx: 99999, num_thread: 4 }],
+      bases: {
+        '/api/chat': () => ({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], stream: false, options: { num_predict: 4, temperature: 0 } }),
+        '/api/generate': () => ({ model: 'tiny', prompt: 'hello', stream: false, options: { num_predict: 4, temperature: 0 } }),
+        '/api/embed': () => ({ model: 'tiny', input: 'hello' }),
+        '/api/show': () => ({ model: 'tiny' }),
+      },
+      fields: ['model', 'messages', 'prompt', 'input', 'system', 'suffix', 'raw', 'context', 'format', 'options', 'stream', 'think', 'keep_alive', 'tools', 'images', 'template', 'truncate', 'dimensions', 'logprobs', 'top_logprobs'],
+      // (options carry the length; the fuzz's length guard does not reach inside it.)
+      lengths: [], minLength: 0, maxLength: 8,
+      errorShape: /^\{"error":"/,
+      streamOk: (path, text) => !['/api/chat', '/api/generate'].includes(path) || /"done":true/.test(text.trim().split('\n').at(-1) ?? ''),
     });
     expect(bad).toEqual([]);
     expect(hist[200]).toBeGreaterThan(N / 10);
