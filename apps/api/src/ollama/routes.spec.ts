@@ -118,6 +118,23 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
       { role: 'tool', content: 'Sunny, 21 C', tool_name: 'get_weather' },
     ];
     expect(await ask({ tools }, turn)).toBeGreaterThan((await ask({ tools })) + 10);
+
+    // A call (Llama 3's bare JSON form, which the format holds the random model to) comes back
+    // as tool_calls with its arguments as an object, whole and streamed alike.
+    const callSchema = {
+      type: 'object', additionalProperties: false, required: ['name', 'parameters'],
+      properties: { name: { enum: ['get_weather'] }, parameters: { type: 'object', additionalProperties: false, required: ['city'], properties: { city: { enum: ['Paris', 'Rome'] } } } },
+    };
+    const call = { model: 'hermes', messages: [{ role: 'user', content: 'Weather in Paris?' }], tools, format: callSchema, options: { num_predict: 400, seed: 2 } };
+    const whole = await ollama.chat({ ...call, stream: false });
+    expect(whole.message.content).toBe('');
+    expect(whole.message.tool_calls).toHaveLength(1);
+    expect(whole.message.tool_calls![0].function.name).toBe('get_weather');
+    expect(['Paris', 'Rome']).toContain(whole.message.tool_calls![0].function.arguments.city);
+    const parts = [];
+    for await (const part of await ollama.chat({ ...call, stream: true })) parts.push(part);
+    expect(parts.map((p) => p.message.content).join('')).toBe('');
+    expect(parts.flatMap((p) => p.message.tool_calls ?? []).map((c) => c.function)).toEqual(whole.message.tool_calls!.map((c) => c.function));
   });
 
   it('embeds as /v1/embeddings does (unit vectors), and the older /api/embeddings gives the same direction', async () => {
