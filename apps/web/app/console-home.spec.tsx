@@ -9,6 +9,10 @@ describe('console home', () => {
     expect(html).toContain('KailStream');
     expect(html).toContain('Telemetry');
     expect(html).toContain('http://127.0.0.1:9999');
+    // How each family of clients reaches the server.
+    expect(html).toContain('http://127.0.0.1:9999/v1');
+    expect(html).toContain('Ollama');
+    expect(html).toContain('Anthropic');
   });
 
   it('the page passes the configured API address', () => {

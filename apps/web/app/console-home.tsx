@@ -11,6 +11,16 @@ const SECTIONS = [
   { href: '/admin', label: 'Keys', text: 'API keys (create, list, revoke) and usage per key' },
 ];
 
+/** Where each family of clients points (the same server, the same models and keys). */
+export function clientEndpoints(apiUrl: string): { api: string; base: string; example: string }[] {
+  return [
+    { api: 'OpenAI (chat, completions, embeddings, Responses)', base: `${apiUrl}/v1`, example: `new OpenAI({ baseURL: '${apiUrl}/v1', apiKey })` },
+    { api: 'Anthropic Messages', base: apiUrl, example: `new Anthropic({ baseURL: '${apiUrl}', apiKey })` },
+    { api: 'Ollama (/api/chat, /api/generate, /api/tags…)', base: apiUrl, example: `new Ollama({ host: '${apiUrl}' })` },
+    { api: "llama-server's (/completion, /infill, /tokenize…)", base: apiUrl, example: `curl ${apiUrl}/completion -d '{"prompt":"Hello","n_predict":16}'` },
+  ];
+}
+
 /** Landing page of the console; models, chat, telemetry and the expert heatmap hang off it. */
 export function ConsoleHome({ apiUrl }: ConsoleHomeProps) {
   return (
@@ -27,6 +37,20 @@ export function ConsoleHome({ apiUrl }: ConsoleHomeProps) {
       <p>
         API: <code data-testid="api-url">{apiUrl}</code>
       </p>
+      <h2 style={{ fontWeight: 600, fontSize: '1.1em' }}>Clients</h2>
+      <table className="endpoints">
+        <tbody>
+          {clientEndpoints(apiUrl).map((e) => (
+            <tr key={e.api}>
+              <td>{e.api}</td>
+              <td>
+                <code>{e.example}</code>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <p className="muted">With API keys in use, clients send one as a bearer token (Anthropic's SDK as <code>x-api-key</code>).</p>
     </div>
   );
 }
