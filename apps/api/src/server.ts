@@ -44,6 +44,21 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   }
 
   const app = Fastify({ logger: false });
+  // A body whose content type is not JSON's (curl -d sends form-urlencoded, as the curl lines in
+  // Ollama's and llama-server's docs do; a browser's fetch of a string sends text/plain) is read as
+  // JSON all the same, as those servers read it.
+  const jsonAnyway = (_req: unknown, body: string | Buffer, done: (err: Error | null, body?: unknown) => void) => {
+    const text = body.toString();
+    if (!text.trim()) return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch {
+      done(Object.assign(new Error('the body is not valid JSON'), { statusCode: 400, code: 'invalid_json' }), undefined);
+    }
+  };
+  app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser('text/plain', { parseAs: 'string' }, jsonAnyway);
+  app.addContentTypeParser('*', { parseAs: 'string' }, jsonAnyway);
   const scheduler = config.schedulerAddress
     ? new spb.SchedulerServiceClient(config.schedulerAddress, grpc.credentials.createInsecure(), bearerClientOptions(config.schedulerToken || undefined))
     : undefined;

@@ -22,6 +22,11 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
 
   it('lists, shows and reports the served models, and answers the liveness probe', async () => {
     expect((await fetch(`${stack.api.url}/`)).status).toBe(200);
+    // As `curl -d` sends it (form-urlencoded), the way Ollama's docs call it: read as JSON.
+    const curl = await fetch(`${stack.api.url}/api/show`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: '{"model":"tiny"}' });
+    expect([curl.status, ((await curl.json()) as { details: { format: string } }).details.format]).toEqual([200, 'gguf']);
+    const notJson = await fetch(`${stack.api.url}/api/show`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'model=tiny' });
+    expect([notJson.status, await notJson.json()]).toEqual([400, { error: 'the body is not valid JSON' }]);
     expect((await ollama.version()).version).toMatch(/^\d+\.\d+\.\d+/);
     const tags = await ollama.list();
     expect(tags.models.map((m) => m.name).sort()).toEqual(['hermes:latest', 'think:latest', 'tiny:latest']);
