@@ -400,7 +400,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     for (const [i, input] of inputs.entries()) {
       let promptTokens: number[] | undefined;
       if (truncate) {
-        const t = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(s.tokenize.bind(s), pb.TokenizeRequest.fromPartial({ model: m.id, text: input, addSpecial: true, parseSpecial: false }));
+        const t = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(s.tokenize.bind(s), pb.TokenizeRequest.fromPartial({ model: m.id, text: input, addSpecial: true, parseSpecial: true }));
         promptTokens = t.tokens.slice(0, Math.max(1, m.contextLength));
       }
       gens.push(pb.GenerateRequest.fromPartial({
