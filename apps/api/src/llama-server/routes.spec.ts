@@ -228,6 +228,30 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect(last).toContain('\n');
   });
 
+  it("embeds as llama-server's /embedding and /embeddings: [{index, embedding: [vector]}], normalized by embd_normalize", async () => {
+    const oai = await post('/v1/embeddings', { model: 'tiny', input: ['hello world', 'bye'] });
+    const r = await post('/embedding', { model: 'tiny', content: ['hello world', 'bye'] });
+    expect(r.status).toBe(200);
+    expect(r.body.map((e: { index: number }) => e.index)).toEqual([0, 1]);
+    for (const [i, e] of (r.body as { embedding: number[][] }[]).entries()) {
+      expect(e.embedding).toHaveLength(1);
+      e.embedding[0].forEach((x, j) => expect(x).toBeCloseTo(oai.body.data[i].embedding[j], 5));
+    }
+    const raw = (await post('/embedding', { model: 'tiny', content: 'hello world', embd_normalize: -1 })).body[0].embedding[0] as number[];
+    const taxicab = (await post('/embeddings', { model: 'tiny', input: 'hello world', embd_normalize: 1 })).body[0].embedding[0] as number[];
+    const l1 = raw.reduce((a, x) => a + Math.abs(x), 0);
+    taxicab.forEach((x, j) => expect(x).toBeCloseTo(raw[j] / l1, 6));
+    const maxAbs = (await post('/embedding', { model: 'tiny', content: 'hello world', embd_normalize: 0 })).body[0].embedding[0] as number[];
+    expect(Math.max(...maxAbs.map(Math.abs))).toBeCloseTo(32760, 1);
+    // Token ids (BOS first, as llama-server tokenizes a text input) embed the same as the text.
+    const ids = await tokenize('hello world', { add_special: true });
+    const byIds = (await post('/embedding', { model: 'tiny', content: ids })).body[0].embedding[0] as number[];
+    byIds.forEach((x, j) => expect(x).toBeCloseTo(r.body[0].embedding[0][j], 6));
+    expect(await post('/embedding', { model: 'tiny' })).toMatchObject({ status: 400, body: { error: { message: '"input" or "content" must be provided' } } });
+    expect((await post('/embedding', { model: 'tiny', content: '' })).status).toBe(400);
+    expect((await post('/embedding', { model: 'tiny', content: 'x', embd_normalize: -2 })).status).toBe(400);
+  });
+
   it('reports the server\'s properties (/props): context, slots, file, chat template and /completion\'s defaults', async () => {
     const r = await fetch(`${api.url}/props`);
     expect(r.status).toBe(200);

@@ -13,7 +13,7 @@ import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '.
 import { VERSION } from '../version';
 
 /** The routes this module serves (for the error counter). */
-export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize', '/apply-template', '/props'] as const;
+export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize', '/apply-template', '/props', '/embedding', '/embeddings'] as const;
 
 const tokenIds = z.array(z.number().int().min(0).max(2_147_483_647));
 
@@ -131,6 +131,33 @@ const InfillBody = z.object({
   /** Text at the start of the gap, after the prefix. */
   prompt: z.string({ message: 'prompt must be a string' }).optional().nullable(),
 });
+
+const EmbeddingBody = z.object({
+  model: z.string().min(1).optional(),
+  /** llama-server's field; `input` (the OpenAI name) is taken too. Checked by parsePrompts. */
+  content: z.unknown().optional(),
+  input: z.unknown().optional(),
+  /** -1 none, 0 max-absolute (to the int16 range), 1 taxicab, 2 Euclidean (the default), p > 2 p-norm. */
+  embd_normalize: z.number().int().min(-1).max(1000).optional().nullable(),
+});
+
+/** llama.cpp's common_embd_normalize. */
+export function embdNormalize(v: readonly number[], norm: number): number[] {
+  let sum = 0;
+  if (norm === -1) sum = 1;
+  else if (norm === 0) {
+    for (const x of v) sum = Math.max(sum, Math.abs(x));
+    sum /= 32760;
+  } else if (norm === 2) {
+    for (const x of v) sum += x * x;
+    sum = Math.sqrt(sum);
+  } else {
+    for (const x of v) sum += Math.abs(x) ** norm;
+    sum = sum ** (1 / norm);
+  }
+  const k = sum > 0 ? 1 / sum : 0;
+  return v.map((x) => Math.fround(x * k));
+}
 
 const TokenizeBody = z.object({
   model: z.string().min(1).optional(),
@@ -507,6 +534,42 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
       is_sleeping: false,
     }));
   });
+
+  // llama-server's own embeddings (not OpenAI's shape): per prompt {index, embedding: [vector]},
+  // the model's pooled embedding (as /v1/embeddings computes it) normalized by embd_normalize.
+  const embedding = async (req: FastifyRequest, reply: FastifyReply) => {
+    const parsed = EmbeddingBody.safeParse(req.body ?? {});
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    const b = parsed.data;
+    const input = b.content ?? b.input;
+    if (input === undefined) return reply.code(400).send(openAiError('"input" or "content" must be provided', 'invalid_request_error', 'content', 'invalid_value'));
+    const scheduler = deps.scheduler();
+    if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
+    try {
+      const prompts = parsePrompts(input).items;
+      const model = await resolveModel(scheduler, b.model);
+      const specs = await Promise.all(prompts.map((p) => promptSpec(scheduler, model.id, p)));
+      const id = `embd-${randomUUID()}`;
+      const vectors: number[][] = specs.map(() => []);
+      let promptTokens = 0;
+      await submitAll(req, reply, deps, scheduler, specs.map((spec, i) =>
+        pb.GenerateRequest.fromPartial({ ...spec.prompt, requestId: `${id}-${i}`, model: model.id, maxTokens: 1, embed: pb.EmbedPooling.EMBED_MODEL }),
+      ), (i, msg) => {
+        if (msg.embedding.length) vectors[i] = msg.embedding;
+        if (msg.usage) promptTokens += msg.usage.promptTokens;
+      });
+      deps.onUsage?.(req, promptTokens, 0);
+      return reply.send(vectors.map((v, index) => ({ index, embedding: [embdNormalize(v, b.embd_normalize ?? 2)] })));
+    } catch (e) {
+      if (e instanceof HttpError) return reply.code(e.status).send(e.body);
+      const failed = callFailure(reply, e);
+      if (!failed) return reply;
+      if (failed.retryAfter) reply.header('retry-after', String(failed.retryAfter));
+      return reply.code(failed.status).send(failed.body);
+    }
+  };
+  app.post('/embedding', embedding);
+  app.post('/embeddings', embedding);
 
   app.post('/detokenize', async (req, reply) => {
     const parsed = DetokenizeBody.safeParse(req.body ?? {});
