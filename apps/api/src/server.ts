@@ -29,6 +29,9 @@ export interface RunningApi {
   close(): Promise<void>;
 }
 
+/** The largest request body the API reads. */
+export const MAX_BODY_BYTES = 64 << 20;
+
 /** Builds the HTTP API: OpenAI routes, keys, metrics, health and readiness. */
 export async function startApi(config: ApiConfig): Promise<RunningApi> {
   const beyondLoopback = !isLoopback(config.host);
@@ -43,7 +46,9 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     );
   }
 
-  const app = Fastify({ logger: false });
+  // Bodies up to 64 MiB: Fastify's default (1 MiB) is less than a long context's prompt (a 256k-token
+  // conversation is about 1 MB of text; its token ids as JSON more). Past the limit: a 413 that says so.
+  const app = Fastify({ logger: false, bodyLimit: MAX_BODY_BYTES });
   // A body whose content type is not JSON's (curl -d sends form-urlencoded, as the curl lines in
   // Ollama's and llama-server's docs do; a browser's fetch of a string sends text/plain) is read as
   // JSON all the same, as those servers read it.

@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 
-import { bearerAuthInterceptors, bearerClientOptions } from './auth';
+import { MESSAGE_LIMITS, bearerAuthInterceptors, bearerClientOptions } from './auth';
 import { bindServer, shutdownServer } from './server';
 import * as common from './gen/kailstream/common/v1/common';
 import * as engine from './gen/kailstream/engine/v1/engine';
@@ -39,6 +39,6 @@ describe('bearer-token interceptors', () => {
   it('adds nothing without a token', () => {
     expect(bearerAuthInterceptors(undefined)).toEqual([]);
     expect(bearerAuthInterceptors('')).toEqual([]);
-    expect(bearerClientOptions('')).toEqual({});
+    expect(bearerClientOptions('')).toEqual(MESSAGE_LIMITS);
   });
 });

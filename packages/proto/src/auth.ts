@@ -41,8 +41,19 @@ export function bearerAuthInterceptors(token: string | undefined): grpc.ServerIn
 }
 
 /** Client options that add `authorization: Bearer <token>` to every call (none without a token). */
+/**
+ * The largest gRPC message the services and their clients accept, either way: above the API's
+ * 64 MiB request bodies (a long prompt's text or token ids going in, its scores coming back), so
+ * that a big request is refused for what it asks, never as an oversized message (RESOURCE_EXHAUSTED,
+ * which reads as "overloaded, retry").
+ */
+export const MAX_MESSAGE_BYTES = 80 * 1024 * 1024;
+
+/** Channel options for MAX_MESSAGE_BYTES. */
+export const MESSAGE_LIMITS = { 'grpc.max_receive_message_length': MAX_MESSAGE_BYTES, 'grpc.max_send_message_length': MAX_MESSAGE_BYTES } as const;
+
 export function bearerClientOptions(token: string | undefined): grpc.ClientOptions {
-  if (!token) return {};
+  if (!token) return { ...MESSAGE_LIMITS };
   const interceptor: grpc.Interceptor = (options, nextCall) =>
     new grpc.InterceptingCall(nextCall(options), {
       start(metadata, listener, next) {
@@ -50,5 +61,5 @@ export function bearerClientOptions(token: string | undefined): grpc.ClientOptio
         next(metadata, listener);
       },
     });
-  return { interceptors: [interceptor] };
+  return { ...MESSAGE_LIMITS, interceptors: [interceptor] };
 }

@@ -5,4 +5,4 @@ export * as scheduler from './gen/kailstream/scheduler/v1/scheduler';
 export { protoRoot, protoFiles } from './paths';
 export { addStandardServices, bindServer, shutdownServer } from './server';
 export type { StandardServices } from './server';
-export { AUTH_TOKEN_ENV, bearerAuthInterceptors, bearerClientOptions } from './auth';
+export { AUTH_TOKEN_ENV, MAX_MESSAGE_BYTES, MESSAGE_LIMITS, bearerAuthInterceptors, bearerClientOptions } from './auth';

@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { addStandardServices, bearerAuthInterceptors, bindServer, common, engine as pb, scheduler as spb, shutdownServer } from '@kailstream/proto';
+import { addStandardServices, bearerAuthInterceptors, bindServer, MESSAGE_LIMITS, common, engine as pb, scheduler as spb, shutdownServer } from '@kailstream/proto';
 
 import { clientOptions } from './auth';
 import { Dispatcher, grpcError, type DispatcherOptions } from './dispatcher';
@@ -180,7 +180,7 @@ export async function startSchedulerServer(opts: SchedulerServerOptions = {}): P
   for (const address of opts.engines ?? []) await pool.register(address);
   pool.startProbing(opts.probeIntervalMs ?? 2000);
   const dispatcher = new Dispatcher(pool, opts);
-  const server = new grpc.Server({ interceptors: bearerAuthInterceptors(opts.authToken) });
+  const server = new grpc.Server({ ...MESSAGE_LIMITS, interceptors: bearerAuthInterceptors(opts.authToken) });
   server.addService(spb.SchedulerServiceService, createSchedulerServiceImpl(dispatcher));
   addStandardServices(server, [SCHEDULER_SERVICE_NAME]);
   const host = opts.host ?? '127.0.0.1';

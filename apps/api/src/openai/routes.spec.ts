@@ -7,7 +7,8 @@ import { tempDir, writeTestModel } from '@kailstream/engine/testing';
 import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/scheduler';
 
 import { parseApiConfig } from '../env';
-import { startApi, type RunningApi } from '../server';
+import { MAX_BODY_BYTES, startApi, type RunningApi } from '../server';
+import { startTestStack } from '../test-stack';
 import { grpcToHttp } from './routes';
 
 const SLOTS = 8;
@@ -551,6 +552,23 @@ describe('OpenAI-compatible routes', () => {
     expect((await fetch(`${api.url}/health`)).status).toBe(200);
     expect((await chat('ok?', { max_tokens: 1 })).choices).toHaveLength(1);
   });
+});
+
+describe('request body size', () => {
+  it('reads bodies past Fastify\'s 1 MiB default (a long prompt is refused for the context, not for its size); past 64 MiB a 413', async () => {
+    const stack = await startTestStack([{ id: 'tiny', contextLength: 256 }]);
+    try {
+      // 900,000 ids of 5 bytes each in protobuf: a 9 MB body, a 4.5 MB gRPC message (past gRPC's
+      // default 4 MiB, which made it a 503 "overloaded" before the services' limits were raised).
+      const long = await stack.post('/v1/completions', { model: 'tiny', prompt: Array(900_000).fill(300_000_000), max_tokens: 1 });
+      expect([long.status, long.body.error.code]).toEqual([400, 'context_length_exceeded']);
+      const huge = await fetch(`${stack.api.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"model":"tiny","prompt":"${'x'.repeat(MAX_BODY_BYTES)}"}` });
+      expect(huge.status).toBe(413);
+      expect(((await huge.json()) as { error: { message: string } }).error.message).toMatch(/too large/i);
+    } finally {
+      await stack.close();
+    }
+  }, 60_000);
 });
 
 describe('grpcToHttp', () => {

@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { addStandardServices, bearerAuthInterceptors, bearerClientOptions, bindServer, common, engine as pb, shutdownServer } from '@kailstream/proto';
+import { addStandardServices, bearerAuthInterceptors, bearerClientOptions, bindServer, MESSAGE_LIMITS, common, engine as pb, shutdownServer } from '@kailstream/proto';
 
 import { toServiceError } from './grpc-status';
 import type { ModelHost } from './model-host';
@@ -119,7 +119,7 @@ export function createEngineServiceImpl(host: ModelHost): pb.EngineServiceServer
 
 /** Starts the engine gRPC service (with reflection and grpc.health.v1) on host:port. */
 export async function startEngineServer(host: ModelHost, opts: EngineServerOptions = {}): Promise<RunningEngineServer> {
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': 64 * 1024 * 1024, interceptors: bearerAuthInterceptors(opts.authToken) });
+  const server = new grpc.Server({ ...MESSAGE_LIMITS, interceptors: bearerAuthInterceptors(opts.authToken) });
   server.addService(pb.EngineServiceService, createEngineServiceImpl(host));
   const standard = addStandardServices(server, [ENGINE_SERVICE_NAME]);
   const bindHost = opts.host ?? '127.0.0.1';
