@@ -10,7 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { callFailure, grpcToHttp, recordFinished, submitAll, unary, type OpenAiDeps } from '../openai/routes';
+import { callFailure, functionTool, grpcToHttp, recordFinished, submitAll, unary, type OpenAiDeps } from '../openai/routes';
 import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
@@ -147,10 +147,10 @@ export function toChatMessages(b: Pick<MessagesRequest, 'messages' | 'system'>):
 }
 
 /** Tools, tool choice and template switches as the engine request's fields. */
-function chatFields(b: Pick<MessagesRequest, 'tools' | 'tool_choice' | 'thinking' | 'model'> & { messages: MessagesRequest['messages']; system?: MessagesRequest['system'] }): Partial<pb.GenerateRequest> & { tools?: { type: 'function'; function: { name: string; description?: string; parameters: Record<string, unknown> } }[] } {
+function chatFields(b: Pick<MessagesRequest, 'tools' | 'tool_choice' | 'thinking' | 'model'> & { messages: MessagesRequest['messages']; system?: MessagesRequest['system'] }): Partial<pb.GenerateRequest> & { tools?: ReturnType<typeof functionTool>[] } {
   const choice = b.tool_choice;
   const tools = b.tools?.length && choice?.type !== 'none'
-    ? b.tools.map((t) => ({ type: 'function' as const, function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.input_schema } }))
+    ? b.tools.map((t) => functionTool(t.name, t.description, t.input_schema))
     : undefined;
   if (choice?.type === 'tool' && !tools?.some((t) => t.function.name === choice.name)) throw new BadRequest(`tool_choice names '${choice.name}', which is not in tools`);
   if (choice && choice.type !== 'auto' && choice.type !== 'none' && !tools) throw new BadRequest(`tool_choice '${choice.type}' needs tools`);

@@ -19,7 +19,7 @@ import { z } from 'zod';
 
 import { HttpError, servedModels } from '../llama-server/routes';
 import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
-import { callFailure, grpcToHttp, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
+import { callFailure, functionTool, grpcToHttp, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
 import { VERSION } from '../version';
@@ -342,7 +342,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       const m = await resolve(s, b.model);
       // No messages: Ollama loads the model and says so; it is loaded already.
       if (!b.messages?.length) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: 'load', done: true };
-      const tools = b.tools?.length ? b.tools.map((t) => ({ type: 'function' as const, function: { name: t.function.name, ...(t.function.description ? { description: t.function.description } : {}), ...(t.function.parameters ? { parameters: t.function.parameters } : {}) } })) : undefined;
+      const tools = b.tools?.length ? b.tools.map((t) => functionTool(t.function.name, t.function.description, t.function.parameters)) : undefined;
       const gen = pb.GenerateRequest.fromPartial({
         ...generationFields(b, m, 'chat'),
         messages: toChatMessages(b.messages),

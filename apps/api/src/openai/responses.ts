@@ -20,7 +20,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
 import { ReasoningSplitter, splitReasoning } from './reasoning';
-import { callFailure, recordFinished, submitAll, withLogitBias, type OpenAiDeps } from './routes';
+import { callFailure, functionTool, recordFinished, RESPONSE_FORMATS, submitAll, withLogitBias, type OpenAiDeps } from './routes';
 import { openAiError, sampling, zodToOpenAi } from './schemas';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
 import { parseToolCalls, type ToolCall } from './tool-calls';
@@ -317,12 +317,6 @@ export function registerResponsesRoutes(app: FastifyInstance, deps: OpenAiDeps, 
   });
 }
 
-const FORMATS = {
-  text: pb.ResponseFormat.RESPONSE_FORMAT_TEXT,
-  json_object: pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT,
-  json_schema: pb.ResponseFormat.RESPONSE_FORMAT_JSON_SCHEMA,
-} as const;
-
 /** The template's variables: reasoning.effort ('none': thinking off), under the request's chat_template_kwargs. */
 function kwargs(b: ResponsesRequest): string {
   const effort = b.reasoning?.effort;
@@ -336,7 +330,7 @@ async function respond(
 ) {
   const id = `resp_${hex()}`;
   const choice = b.tool_choice;
-  const tools = b.tools?.length && choice !== 'none' ? b.tools.map((t) => ({ type: 'function' as const, function: { name: t.name, ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) } })) : undefined;
+  const tools = b.tools?.length && choice !== 'none' ? b.tools.map((t) => functionTool(t.name, t.description, t.parameters)) : undefined;
   const format = b.text?.format ?? { type: 'text' as const };
   const gen = pb.GenerateRequest.fromPartial({
     requestId: id,
@@ -352,7 +346,7 @@ async function respond(
     toolChoiceFunction: typeof choice === 'object' && choice ? choice.name : '',
     singleToolCall: b.parallel_tool_calls === false,
     chatTemplateKwargsJson: kwargs(b),
-    responseFormat: FORMATS[format.type],
+    responseFormat: RESPONSE_FORMATS[format.type],
     jsonSchema: format.type === 'json_schema' ? JSON.stringify(format.schema) : '',
   });
   const store_ = b.store ?? true;

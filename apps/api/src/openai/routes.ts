@@ -74,7 +74,8 @@ interface Common {
   reasoning?: boolean;
 }
 
-const RESPONSE_FORMATS = {
+/** OpenAI's response-format names as the engine's (chat completions, Responses' text.format). */
+export const RESPONSE_FORMATS = {
   text: pb.ResponseFormat.RESPONSE_FORMAT_TEXT,
   json_object: pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT,
   json_schema: pb.ResponseFormat.RESPONSE_FORMAT_JSON_SCHEMA,
@@ -106,6 +107,11 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     responseFormat: RESPONSE_FORMATS[b.response_format?.type ?? 'text'],
     jsonSchema: b.response_format?.type === 'json_schema' ? JSON.stringify(b.response_format.json_schema.schema ?? { type: 'object' }) : '',
   };
+}
+
+/** A function tool in the chat completions' shape (what the engine's template gets), from the flat fields other APIs use. */
+export function functionTool(name: string, description: string | null | undefined, parameters: Record<string, unknown> | null | undefined) {
+  return { type: 'function' as const, function: { name, ...(description ? { description } : {}), ...(parameters ? { parameters } : {}) } };
 }
 
 /** SamplingParams with the request's logit_bias (JSON object keys are strings; the proto map's are ids). */
