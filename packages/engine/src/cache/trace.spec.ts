@@ -53,6 +53,15 @@ describe('parseRoutingTrace', () => {
     expect(t.problems).toBe(1);
   });
 
+  it('normalises gating weights that sum above 1 (scaled, as DeepSeek-V3 writes them) and clamps rounding', () => {
+    const t = parseRoutingTrace(
+      [rec({ layer: 0, token_idx: 0, experts: [0, 1], gating_probs: [1.5, 1] }), rec({ layer: 0, token_idx: 1, experts: [2], gating_probs: [1.0000002] })].join('\n'),
+    );
+    expect(t.probs[0]).toBeCloseTo(0.6);
+    expect(t.probs[1]).toBeCloseTo(0.4);
+    expect(t.probs[2]).toBe(1);
+  });
+
   it('names the line of malformed records', () => {
     const good = rec({ layer: 0, token_idx: 0, experts: [1, 2] });
     expect(invalid(`${good}\n{"layer": 0, "token_idx": 1, "experts": [1, 2]`).message).toMatch(/^t\.jsonl:2: not valid JSON/);
@@ -64,7 +73,8 @@ describe('parseRoutingTrace', () => {
     expect(invalid(rec({ layer: 0, token_idx: 0, experts: [1, 'a'] })).message).toMatch(/"experts" must hold integers/);
     expect(invalid(rec({ layer: 0, token_idx: 0, experts: [1, 1] })).message).toMatch(/names an expert twice/);
     expect(invalid(rec({ layer: 0, token_idx: 0, experts: [1, 2], gating_probs: [1] })).message).toMatch(/"gating_probs" must be an array as long/);
-    expect(invalid(rec({ layer: 0, token_idx: 0, experts: [1], gating_probs: [2] })).message).toMatch(/in \[0, 1\]/);
+    expect(invalid(rec({ layer: 0, token_idx: 0, experts: [1], gating_probs: [-0.5] })).message).toMatch(/non-negative numbers, got -0.5/);
+    expect(invalid(rec({ layer: 0, token_idx: 0, experts: [1], gating_probs: ['0.5'] })).message).toMatch(/non-negative numbers, got "0.5"/);
     expect(invalid(rec({ layer: 0, token_idx: 0, experts: [1], problem_id: [1] })).message).toMatch(/"problem_id" must be/);
     expect(invalid(`${good}\n\n${rec({ layer: 0, token_idx: 1, experts: [1], gating_probs: [1] })}`).message).toMatch(
       /^t\.jsonl:3: "gating_probs" present here but missing on line 1/,

@@ -44,9 +44,19 @@ function isIndex(v: unknown, max = MAX_ID): v is number {
 }
 
 /**
+ * Gating weights as probabilities in [0, 1]: weights that sum above 1 (DeepSeek-V3's, scaled by
+ * `routed_scaling_factor`) are divided by their sum; rounding just above 1 is clamped.
+ */
+function normalizedWeights(w: number[]): number[] {
+  const sum = w.reduce((a, b) => a + b, 0);
+  if (sum > 1 + 1e-3) return w.map((x) => x / sum);
+  return w.map((x) => Math.min(1, x));
+}
+
+/**
  * Parses JSON lines like shared/fixtures/routing/*.jsonl: one object per token and layer with
  * `layer`, `token_idx` and `experts` (expert ids, router order), optionally `gating_probs` (same
- * length, in [0, 1]; all records or none) and `problem_id` (number or string; absent = one
+ * length, non-negative; normalised as `normalizedWeights` says; all records or none) and `problem_id` (number or string; absent = one
  * problem). Other keys are ignored. Throws EngineError KAIL_E_INVALID_ARG naming the source and
  * line of the first malformed record.
  */
@@ -87,8 +97,8 @@ export function parseRoutingTrace(text: string, source = 'trace'): RoutingTrace 
       if (!Array.isArray(gp) || gp.length !== ex.length)
         fail(line, `"gating_probs" must be an array as long as "experts" (${ex.length}), got ${JSON.stringify(gp)}`);
       for (const p of gp as unknown[])
-        if (typeof p !== 'number' || !(p >= 0 && p <= 1)) fail(line, `"gating_probs" must hold numbers in [0, 1], got ${JSON.stringify(p)}`);
-      probs = gp as number[];
+        if (typeof p !== 'number' || !Number.isFinite(p) || p < 0) fail(line, `"gating_probs" must hold non-negative numbers, got ${JSON.stringify(p)}`);
+      probs = normalizedWeights(gp as number[]);
       withProbs ??= line;
     } else {
       withoutProbs ??= line;
