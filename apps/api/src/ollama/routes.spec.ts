@@ -107,7 +107,7 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
 
   it('holds the output to a format (a JSON schema), and shows tools and earlier calls to the model', async () => {
     const schema = { type: 'object', properties: { role: { enum: ['admin', 'user'] }, ok: { type: 'boolean' } }, required: ['role', 'ok'], additionalProperties: false };
-    const r = await ollama.chat({ model: 'tiny', messages: [{ role: 'user', content: 'JSON please' }], format: schema, options: { num_predict: 60, seed: 1 } });
+    const r = await ollama.chat({ model: 'tiny', messages: [{ role: 'user', content: 'JSON please' }], format: schema, options: { num_predict: 400, seed: 1 } });
     const v = JSON.parse(r.message.content);
     expect(['admin', 'user']).toContain(v.role);
     expect(typeof v.ok).toBe('boolean');
