@@ -1,6 +1,6 @@
 import Anthropic from '@anthropic-ai/sdk';
 
-import { HERMES_TEMPLATE as HERMES } from '../openai/test-templates';
+import { HERMES_TEMPLATE as HERMES, THINK_TEMPLATE } from '../openai/test-templates';
 import { startTestStack, type TestStack } from '../test-stack';
 import { toChatMessages } from './messages';
 
@@ -8,7 +8,7 @@ describe("Anthropic's Messages API (/v1/messages), real engine", () => {
   let stack: TestStack;
 
   beforeAll(async () => {
-    stack = await startTestStack([{ id: 'tiny' }, { id: 'hermes', template: HERMES }]);
+    stack = await startTestStack([{ id: 'tiny' }, { id: 'hermes', template: HERMES }, { id: 'think', template: THINK_TEMPLATE }]);
   }, 60_000);
   afterAll(() => stack?.close());
 
@@ -66,6 +66,20 @@ describe("Anthropic's Messages API (/v1/messages), real engine", () => {
     expect(shape(streamedCall.content)).toEqual(shape(whole.content));
     expect(whole.content.some((b) => b.type === 'tool_use')).toBe(true);
     expect(streamedCall.stop_reason).toBe('tool_use');
+  });
+
+  it('holds extended thinking to budget_tokens: a thinking block of that many tokens, then the text answer', async () => {
+    const body = { model: 'think', messages: [{ role: 'user', content: 'Why?' }], temperature: 0, max_tokens: 16 };
+    // Without a budget the block never closes in 16 tokens.
+    const free = await post('/v1/messages', { ...body, thinking: { type: 'enabled', budget_tokens: 100 } });
+    expect(free.body.content.map((b: { type: string }) => b.type)).toEqual(['thinking']);
+    const r = await post('/v1/messages', { ...body, thinking: { type: 'enabled', budget_tokens: 5 } });
+    expect(r.body.content.map((b: { type: string }) => b.type)).toEqual(['thinking', 'text']);
+    const five = await post('/v1/messages', { ...body, max_tokens: 5, thinking: { type: 'enabled', budget_tokens: 100 } });
+    expect(r.body.content[0].thinking).toBe(five.body.content[0].thinking);
+    expect(r.body.usage.output_tokens).toBe(16);
+    const ev = await stream({ ...body, thinking: { type: 'enabled', budget_tokens: 5 } });
+    expect(ev.filter(([n]) => n === 'content_block_start').map(([, d]) => d.content_block.type)).toEqual(['thinking', 'text']);
   });
 
   it('stops at a stop sequence and says which', async () => {

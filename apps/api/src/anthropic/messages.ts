@@ -10,7 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { callFailure, functionTool, grpcToHttp, recordFinished, submitAll, unary, type OpenAiDeps } from '../openai/routes';
+import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, type OpenAiDeps } from '../openai/routes';
 import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
@@ -73,9 +73,11 @@ export const MessagesRequest = z.object({
     ])
     .optional()
     .nullable(),
-  // Extended thinking: on or off for templates that switch it (enable_thinking); the budget is not enforced.
+  // Extended thinking: on or off for templates that switch it (enable_thinking), and budget_tokens
+  // (default 10000, as llama-server's) the most tokens the <think> block may take: the engine
+  // closes it then and the model answers.
   thinking: z
-    .object({ type: z.enum(['enabled', 'disabled']), budget_tokens: z.number().int().min(0).optional() })
+    .object({ type: z.enum(['enabled', 'disabled']), budget_tokens: z.number().int().min(0).max(1_000_000_000).optional() })
     .optional()
     .nullable(),
   metadata: z.object({ user_id: z.string().optional().nullable() }).optional().nullable(),
@@ -163,6 +165,7 @@ function chatFields(b: Pick<MessagesRequest, 'tools' | 'tool_choice' | 'thinking
     toolChoiceFunction: choice?.type === 'tool' ? choice.name : '',
     singleToolCall: !!(choice && 'disable_parallel_tool_use' in choice && choice.disable_parallel_tool_use),
     chatTemplateKwargsJson: kwargs,
+    ...(b.thinking?.type === 'enabled' ? reasoningBudget(b.thinking.budget_tokens ?? 10_000) : {}),
     tools,
   };
 }

@@ -141,6 +141,24 @@ describe("OpenAI's Responses API (/v1/responses), real engine", () => {
     expect((await post('/v1/responses', { ...body, reasoning: { effort: 'none' } })).body.output[0].type).toBe('reasoning');
   });
 
+  it("chat completions: reasoning_budget_tokens ends the model's reasoning with reasoning_budget_message, and the answer follows", async () => {
+    const body = { model: 'think', messages: [{ role: 'user', content: 'Why?' }], temperature: 0, max_tokens: 24 };
+    const free = await post('/v1/chat/completions', body);
+    expect(free.body.choices[0].message.content ?? '').toBe('');
+    const r = await post('/v1/chat/completions', { ...body, reasoning_budget_tokens: 4, reasoning_budget_message: ' Enough.' });
+    expect(r.status).toBe(200);
+    const m = r.body.choices[0].message;
+    // The reasoning: the model's first 4 tokens (as without a budget), then the message; the rest is the answer.
+    const first4 = (await post('/v1/chat/completions', { ...body, max_tokens: 4 })).body.choices[0].message.reasoning_content;
+    expect(m.reasoning_content).toBe(`${first4} Enough.`.trim());
+    expect(m.content.length).toBeGreaterThan(0);
+    expect(r.body.usage.completion_tokens).toBe(24);
+    // thinking_budget_tokens is the same; -1 is no budget.
+    expect((await post('/v1/chat/completions', { ...body, thinking_budget_tokens: 4, reasoning_budget_message: ' Enough.' })).body.choices[0].message).toEqual(m);
+    expect((await post('/v1/chat/completions', { ...body, reasoning_budget_tokens: -1 })).body.choices[0].message).toEqual(free.body.choices[0].message);
+    expect((await post('/v1/chat/completions', { ...body, reasoning_budget_tokens: -2 })).status).toBe(400);
+  });
+
   it('holds the output to text.format json_schema', async () => {
     const schema = { type: 'object', properties: { role: { enum: ['admin', 'user'] }, ok: { type: 'boolean' } }, required: ['role', 'ok'], additionalProperties: false };
     // The grammar allows up to a newline and 20 spaces or tabs between JSON tokens (llama.cpp's

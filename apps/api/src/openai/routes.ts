@@ -166,6 +166,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       toolChoiceFunction: typeof choice === 'object' && choice ? choice.function.name : '',
       singleToolCall: b.parallel_tool_calls === false,
       chatTemplateKwargsJson: templateKwargs(b.chat_template_kwargs, b.reasoning_effort),
+      ...reasoningBudget(b.reasoning_budget_tokens ?? b.thinking_budget_tokens, b.reasoning_budget_message),
     });
     return run(req, reply, deps, [gen], c, 'chat');
   });
@@ -352,6 +353,11 @@ export function chatMessagesToProto(messages: z.infer<typeof chatMessages>): pb.
     name: m.name ?? '',
     reasoningContent: m.reasoning_content ?? '',
   }));
+}
+
+/** A reasoning budget as the engine request's fields: -1 or absent = none. */
+export function reasoningBudget(tokens: number | null | undefined, message?: string | null): Pick<pb.GenerateRequest, 'reasoningBudget' | 'reasoningBudgetMessage'> {
+  return { reasoningBudget: tokens == null || tokens < 0 ? undefined : tokens, reasoningBudgetMessage: message ?? '' };
 }
 
 /** The chat template's extra variables: the request's chat_template_kwargs, with reasoning_effort unless they set it. */

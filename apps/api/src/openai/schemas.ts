@@ -99,6 +99,8 @@ export const chatMessages = z
 
 export const tools = z.array(tool).max(128).optional().nullable();
 
+const reasoningBudgetTokens = z.number().int().min(-1).max(1_000_000_000).optional().nullable();
+
 export const ChatCompletionRequest = z.object({
   messages: chatMessages,
   model: z.string().min(1),
@@ -140,6 +142,14 @@ export const ChatCompletionRequest = z.object({
    * writes it into its system message, "Reasoning: high"), unless chat_template_kwargs sets it.
    */
   reasoning_effort: z.enum(['minimal', 'low', 'medium', 'high']).optional().nullable(),
+  /**
+   * llama-server's reasoning budget (thinking_budget_tokens is its other name): the most tokens
+   * the model's <think> block may take before the engine closes it, writing
+   * reasoning_budget_message and </think>; -1 or absent = no budget, 0 = no reasoning.
+   */
+  reasoning_budget_tokens: reasoningBudgetTokens,
+  thinking_budget_tokens: reasoningBudgetTokens,
+  reasoning_budget_message: z.string().max(4096).optional().nullable(),
   top_p: sampling.top_p,
   user: sampling.user,
   top_k: sampling.top_k,

@@ -6,6 +6,7 @@ import { PatternRecognizer, type OutputPattern } from '../sampling/tool-call-gra
 import { logprobs as computeLogprobs, type TokenLogprobs } from '../sampling/logprobs';
 import { createSampler, type Sampler, type SamplerParams } from '../sampling/sampler';
 import { LineLimits } from '../sampling/line-limits';
+import { ReasoningBudget, type ReasoningBudgetSpec } from '../sampling/reasoning-budget';
 import { StopMatcher } from '../sampling/stop';
 import { proposeMany, type Draft, type SpeculativeDecoder, type SpeculativeSequence, type SpeculativeStats } from '../speculative/speculative-decoder';
 import type { TokenStreamDecoder } from '../tokenizer/tokenizer';
@@ -85,6 +86,12 @@ export interface GenerationRequest {
   /** llama-server's code-completion limits (`sampling/line-limits.ts`); 0 or absent = off. */
   nIndent?: number;
   tMaxPredictMs?: number;
+  /**
+   * A token budget for the reasoning block (`sampling/reasoning-budget.ts`); its tags are matched
+   * on the tokens' bytes with `preserveTokens`' text. Not with a JSON format or a pattern (they
+   * already decide where the reasoning ends); such a sequence does not speculate.
+   */
+  reasoningBudget?: ReasoningBudgetSpec;
 }
 
 interface Active {
@@ -93,6 +100,8 @@ interface Active {
   sampler: Sampler;
   stop: StopMatcher;
   limits: LineLimits | null;
+  /** With req.reasoningBudget. */
+  budget: ReasoningBudget | null;
   decoder: TokenStreamDecoder;
   history: number[];
   /** Prompt tokens already in the KV cache. */
@@ -237,6 +246,8 @@ export class BatchEngine {
     for (const k of Object.keys(req.sampling?.logitBias ?? {}))
       if (Number(k) >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `logit bias names token id ${k}, outside the vocabulary (0..${this.model.nVocab - 1})`);
     const constraint = this.constraintOf(req, grammar);
+    if (req.reasoningBudget && constraint) throw new EngineError('KAIL_E_INVALID_ARG', 'a reasoning budget cannot be combined with a JSON response format or forced tool calls');
+    if (req.reasoningBudget) for (const t of req.reasoningBudget.forced) if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `reasoning budget: token id ${t} is outside the vocabulary`);
     const queue: GenerationChunk[] = [];
     let wake: (() => void) | undefined;
     let done = false;
@@ -246,6 +257,7 @@ export class BatchEngine {
       sampler: createSampler(req.sampling ?? {}),
       stop: new StopMatcher({ stop: req.stop, eogTokens: req.ignoreEog ? new Set() : this.eog }),
       limits: req.nIndent || req.tMaxPredictMs ? new LineLimits(req.nIndent ?? 0, req.tMaxPredictMs ?? 0) : null,
+      budget: req.reasoningBudget ? new ReasoningBudget(req.reasoningBudget, this.pieces(req.preserveTokens)) : null,
       decoder: this.model.tokenizer.createStreamDecoder({ preserve: req.preserveTokens }),
       history: [...req.prompt],
       prefilled: 0,
@@ -385,7 +397,7 @@ export class BatchEngine {
       a.reused = this.model.truncate(a.slot, a.reused);
       a.prefilled = a.reused;
       this.promptTokensReused += a.reused;
-      if (this.spec && !a.constraint) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
+      if (this.spec && !a.constraint && !a.budget) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
       this.running.set(a.slot, a);
     }
   }
@@ -555,6 +567,7 @@ export class BatchEngine {
       for (let i = 0; i < commit.length; i++) {
         const token = commit[i];
         a.history.push(token);
+        a.budget?.accept(token);
         a.generated++;
         produced++;
         if (a.generated === 1) a.tFirst = now;
@@ -584,11 +597,14 @@ export class BatchEngine {
   }
 
   /**
-   * One token from a row of logits. Under a JSON constraint the unconstrained draw is kept when it
+   * One token from a row of logits: the reasoning budget's forced token while it closes the
+   * block. Under a JSON constraint the unconstrained draw is kept when it
    * fits, else the row is masked to the tokens that do and drawn again (llama.cpp's grammar
    * sampling: a draw from the masked distribution, one token check in the common case).
    */
   private sampleOne(a: Active, row: Float32Array): number {
+    const forced = a.budget?.forcedToken;
+    if (forced !== undefined) return forced;
     const first = a.sampler.sample(row, a.history).token;
     if (!a.constraint) return first;
     let token = first;

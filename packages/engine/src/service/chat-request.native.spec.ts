@@ -77,6 +77,44 @@ describe('chat requests: chat_template_kwargs, reasoning in and out', () => {
     expect(new JsonRecognizer().feed(Buffer.from(closed.text))).toBe(true);
   });
 
+  it('ends reasoning at its token budget with the message and </think>, then lets the model answer', async () => {
+    const tokensOf = async (extra: Partial<pb.GenerateRequest>, kwargs?: unknown) => {
+      const req = pb.GenerateRequest.fromPartial({
+        requestId: `r${Math.random()}`, model: 'think', maxTokens: 24, ignoreEos: true, messages: [pb.ChatMessage.fromPartial(user)],
+        chatTemplateKwargsJson: kwargs === undefined ? '' : JSON.stringify(kwargs), ...extra,
+      });
+      const out: number[] = [];
+      let text = '';
+      for await (const r of host.generate(req, new AbortController().signal)) {
+        out.push(...r.tokens);
+        text += r.text;
+      }
+      return { tokens: out, text };
+    };
+    const tok = (text: string) => host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'think', text, parseSpecial: true })).tokens;
+    const forced = [...tok(' Time is up.'), ...tok('</think>')];
+    const free = await tokensOf({});
+    expect(free.text.includes('</think>')).toBe(false);
+    // The template opened the block: 5 tokens of the model's, then the forced ones, then the model again.
+    const budgeted = await tokensOf({ reasoningBudget: 5, reasoningBudgetMessage: ' Time is up.' });
+    expect(budgeted.tokens.slice(0, 5)).toEqual(free.tokens.slice(0, 5));
+    expect(budgeted.tokens.slice(5, 5 + forced.length)).toEqual(forced);
+    expect(budgeted.tokens.length).toBe(24);
+    expect(budgeted.text.indexOf(' Time is up.</think>')).toBeGreaterThan(0);
+    // Budget 0 closes the block before the model writes anything.
+    const none = await tokensOf({ reasoningBudget: 0 });
+    expect(none.tokens.slice(0, tok('</think>').length)).toEqual(tok('</think>'));
+    expect(none.text.startsWith('</think>')).toBe(true);
+    // With thinking off (the template closed the block) the output does not open one: nothing forced.
+    const off = await tokensOf({}, { enable_thinking: false });
+    expect((await tokensOf({ reasoningBudget: 2 }, { enable_thinking: false })).tokens).toEqual(off.tokens);
+    // Only for chat messages.
+    const err = await (async () => {
+      for await (const _ of host.generate(pb.GenerateRequest.fromPartial({ model: 'think', prompt: 'Hi', reasoningBudget: 3 }), new AbortController().signal));
+    })().catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/a reasoning budget needs chat messages/);
+  });
+
   it('refuses chat_template_kwargs that are not an object or set what the request sets', async () => {
     for (const [kwargs, msg] of [
       [[1], /chat_template_kwargs has the wrong shape/],

@@ -8,6 +8,7 @@ import { EngineModel, availableMemoryBytes, openGgufMetadata, planModel, summari
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { BatchEngine, grammarOf, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
+import type { ReasoningBudgetSpec } from '../sampling/reasoning-budget';
 import type { SamplerParams } from '../sampling/sampler';
 import type { TokenLogprobs } from '../sampling/logprobs';
 import { forcedToolCallPattern, prefixedJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
@@ -322,6 +323,7 @@ export class LocalModelHost implements ModelHost {
       );
     const id = req.requestId || `req-${Date.now()}-${Math.random().toString(36).slice(2)}`;
     if (this.requests.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a request with id '${id}' is already running`);
+    const form = this.outputForm(m, req, reasoningOpen);
     const stream = m.engine.generate(
       {
         id,
@@ -337,7 +339,9 @@ export class LocalModelHost implements ModelHost {
         ignoreEog: req.ignoreEos,
         nIndent: req.nIndent,
         tMaxPredictMs: req.tMaxPredictMs,
-        ...this.outputForm(m, req, reasoningOpen),
+        ...form,
+        // A JSON format or forced tool calls already decide where reasoning ends (at once).
+        reasoningBudget: form.pattern || (form.responseFormat ?? 'text') !== 'text' ? undefined : this.reasoningBudget(m, req, reasoningOpen),
         preserveTokens: req.messages.length ? this.markerTokens(m, !!req.toolsJson) : undefined,
       },
       signal,
@@ -496,6 +500,18 @@ export class LocalModelHost implements ModelHost {
     if (pattern) return { ...format, pattern };
     const grammar = prefix ? grammarOf(format) : null;
     return grammar ? { responseFormat: 'text', pattern: prefixedJsonPattern(prefix, grammar) } : format;
+  }
+
+  /**
+   * The request's reasoning budget: the tokens forced when it is spent are the message and
+   * `</think>`, each tokenized with special tokens parsed (llama-server's forced sequence).
+   */
+  private reasoningBudget(m: Loaded, req: pb.GenerateRequest, reasoningOpen: boolean): ReasoningBudgetSpec | undefined {
+    if (req.reasoningBudget === undefined) return undefined;
+    if (!req.messages.length) throw new EngineError('KAIL_E_INVALID_ARG', 'a reasoning budget needs chat messages (the chat template decides where reasoning starts)');
+    const tok = m.model.tokenizer;
+    const text = (s: string) => (s ? tok.tokenize(s, { addSpecial: false, parseSpecial: true }) : []);
+    return { tokens: req.reasoningBudget, forced: [...text(req.reasoningBudgetMessage), ...text('</think>')], open: reasoningOpen };
   }
 
   /** The pattern of a request's forced tool calls (tool_choice 'required' or a function), else undefined. */

@@ -317,6 +317,15 @@ export interface GenerateRequest {
    */
   nIndent: number;
   tMaxPredictMs: number;
+  /**
+   * A budget for the model's reasoning (llama-server's reasoning_budget_tokens, Anthropic's
+   * thinking.budget_tokens): once a <think> block that opens the output (or that the chat prompt
+   * left open) has taken this many tokens, the engine writes reasoning_budget_message and
+   * </think> itself, and the model goes on with its answer. Unset = no budget; 0 = the block is
+   * closed at once. Only for chat messages; a sequence with a budget does not speculate.
+   */
+  reasoningBudget?: number | undefined;
+  reasoningBudgetMessage: string;
 }
 
 /**
@@ -1143,6 +1152,8 @@ function createBaseGenerateRequest(): GenerateRequest {
     promptOnly: false,
     nIndent: 0,
     tMaxPredictMs: 0,
+    reasoningBudget: undefined,
+    reasoningBudgetMessage: "",
   };
 }
 
@@ -1229,6 +1240,12 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.tMaxPredictMs !== 0) {
       writer.uint32(208).uint32(message.tMaxPredictMs);
+    }
+    if (message.reasoningBudget !== undefined) {
+      writer.uint32(216).uint32(message.reasoningBudget);
+    }
+    if (message.reasoningBudgetMessage !== "") {
+      writer.uint32(226).string(message.reasoningBudgetMessage);
     }
     return writer;
   },
@@ -1464,6 +1481,22 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.tMaxPredictMs = reader.uint32();
             continue;
           }
+          case 27: {
+            if (tag !== 216) {
+              break;
+            }
+
+            message.reasoningBudget = reader.uint32();
+            continue;
+          }
+          case 28: {
+            if (tag !== 226) {
+              break;
+            }
+
+            message.reasoningBudgetMessage = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1578,6 +1611,16 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.t_max_predict_ms)
         ? globalThis.Number(object.t_max_predict_ms)
         : 0,
+      reasoningBudget: isSet(object.reasoningBudget)
+        ? globalThis.Number(object.reasoningBudget)
+        : isSet(object.reasoning_budget)
+        ? globalThis.Number(object.reasoning_budget)
+        : undefined,
+      reasoningBudgetMessage: isSet(object.reasoningBudgetMessage)
+        ? globalThis.String(object.reasoningBudgetMessage)
+        : isSet(object.reasoning_budget_message)
+        ? globalThis.String(object.reasoning_budget_message)
+        : "",
     };
   },
 
@@ -1661,6 +1704,12 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.tMaxPredictMs !== 0) {
       obj.tMaxPredictMs = Math.round(message.tMaxPredictMs);
     }
+    if (message.reasoningBudget !== undefined) {
+      obj.reasoningBudget = Math.round(message.reasoningBudget);
+    }
+    if (message.reasoningBudgetMessage !== "") {
+      obj.reasoningBudgetMessage = message.reasoningBudgetMessage;
+    }
     return obj;
   },
 
@@ -1699,6 +1748,8 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.promptOnly = object.promptOnly ?? false;
     message.nIndent = object.nIndent ?? 0;
     message.tMaxPredictMs = object.tMaxPredictMs ?? 0;
+    message.reasoningBudget = object.reasoningBudget ?? undefined;
+    message.reasoningBudgetMessage = object.reasoningBudgetMessage ?? "";
     return message;
   },
 };
