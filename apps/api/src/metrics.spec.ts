@@ -13,6 +13,7 @@ function model(id: string, bytesRead: number, spec: boolean): pb.ModelTelemetry 
     kvUsedBytes: 10,
     kvCapacityBytes: 40,
     experts: [],
+    slots: [],
     speculative: spec ? { enabled: true, mode: 'draft', draftedTokens: 12, acceptedTokens: 9, targetPasses: 4, tokensPerPass: 3.25, currentK: 4, timeSavedSeconds: 0 } : undefined,
   };
 }

@@ -16,6 +16,7 @@ import { registerOpenAiRoutes, type OpenAiDeps } from './openai/routes';
 import { openAiError } from './openai/schemas';
 import { readiness } from './ready';
 import { mountTrpc } from './trpc';
+import type { TelemetryHub } from './trpc/telemetry-hub';
 import { VERSION } from './version';
 
 const NATIVE_ROUTES: ReadonlySet<string> = new Set([...LLAMA_SERVER_ROUTES, ...OLLAMA_ROUTES]);
@@ -144,7 +145,9 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   };
   registerOpenAiRoutes(app, deps);
   // llama-server's own endpoints (/completion, /infill, /tokenize, /detokenize) for clients written against it.
-  registerLlamaServerRoutes(app, deps);
+  // (/slots reads the engines' telemetry that the console's hub follows.)
+  let hub: TelemetryHub | undefined;
+  registerLlamaServerRoutes(app, deps, () => hub?.snapshots() ?? []);
   registerAnthropicRoutes(app, deps);
   // OpenAI's Responses API (/v1/responses), stored responses in this process's memory.
   registerResponsesRoutes(app, deps);
@@ -152,7 +155,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   registerOllamaRoutes(app, deps);
 
   // The console's tRPC router (apps/api/src/trpc), behind the same key check as every route.
-  await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => beyondLoopback || (keys?.activeCount() ?? 0) > 0 });
+  hub = await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => beyondLoopback || (keys?.activeCount() ?? 0) > 0 });
 
   // Errors answered as whole responses (streams that fail midway count themselves).
   app.addHook('onResponse', async (req, reply) => {

@@ -4,7 +4,7 @@ import { startTestStack, type TestStack } from '../test-stack';
 
 // The real stack in one process (engine with the tiny Qwen3-MoE model, whose vocabulary has
 // Qwen2.5-Coder's FIM tokens; scheduler; API), spoken to as llama-server's clients speak.
-describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize, /apply-template, /props", () => {
+describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize, /apply-template, /props, /slots", () => {
   let stack: TestStack;
   let api: TestStack['api'];
   let file: string;
@@ -265,6 +265,58 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect(p.build_info).toMatch(/^kailstream /);
     expect((await fetch(`${api.url}/props?model=tiny`)).status).toBe(200);
     expect((await fetch(`${api.url}/props?model=nope`)).status).toBe(404);
+  });
+
+  it('shows the slots (/slots): idle, then what runs in each; fail_on_no_slot answers 503 while all are busy', async () => {
+    const slots = async (q = '') => {
+      const r = await fetch(`${api.url}/slots${q}`);
+      return { status: r.status, body: (await r.json()) as any };
+    };
+    /** Polls /slots until `ok` holds (the telemetry behind it is sampled every 500 ms). */
+    const until = async (ok: (s: any[]) => boolean) => {
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const r = await slots();
+        if (r.status === 200 && ok(r.body)) return r.body as any[];
+        if (Date.now() > deadline) throw new Error(`/slots never got there: ${JSON.stringify(r)}`);
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    };
+    const idle = await until((s) => s.length === 2 && s.every((x) => !x.is_processing));
+    expect(idle.map((x) => x.id)).toEqual([0, 1]);
+    expect(idle[0]).toMatchObject({ n_ctx: 4096, is_processing: false, request_id: null, params: null, next_token: { has_next_token: false, n_remain: -1 } });
+    expect((await slots('?fail_on_no_slot=1')).status).toBe(200);
+
+    // Two long streams fill both slots.
+    const stop = new AbortController();
+    const streams = [0.5, 0.7].map((temperature) =>
+      fetch(`${api.url}/completion`, { method: 'POST', signal: stop.signal, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: 'Count', n_predict: 3000, temperature, seed: 1, ignore_eos: true, stream: true }) })
+        .then((r) => r.text())
+        .catch(() => ''),
+    );
+    try {
+      const busy = await until((s) => s.every((x) => x.is_processing && x.next_token.n_decoded > 0));
+      const temps = busy.map((x) => x.params.temperature).sort();
+      expect(temps[0]).toBeCloseTo(0.5, 6);
+      expect(temps[1]).toBeCloseTo(0.7, 6);
+      for (const x of busy) {
+        expect(x.request_id).toEqual(expect.any(String));
+        expect(x.n_prompt_tokens).toBeGreaterThan(0);
+        expect(x.n_prompt_tokens_processed).toBe(x.n_prompt_tokens);
+        expect(x.next_token.n_remain).toBe(3000 - x.next_token.n_decoded);
+        expect(x.n_cached_tokens).toBeGreaterThanOrEqual(x.n_prompt_tokens);
+      }
+      const full = await slots('?fail_on_no_slot=1');
+      expect(full.status).toBe(503);
+      expect(full.body.error.message).toBe('no slot available');
+    } finally {
+      stop.abort();
+      await Promise.all(streams);
+    }
+    // The disconnected clients' requests are cancelled; the slots keep their caches for reuse.
+    const after = await until((s) => s.every((x) => !x.is_processing));
+    for (const x of after) expect(x.n_cached_tokens).toBeGreaterThan(0);
+    expect((await slots('?model=nope')).status).toBe(404);
   });
 
   it('needs the model named once two are served', async () => {

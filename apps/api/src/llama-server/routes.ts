@@ -13,7 +13,7 @@ import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '.
 import { VERSION } from '../version';
 
 /** The routes this module serves (for the error counter). */
-export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize', '/apply-template', '/props', '/embedding', '/embeddings'] as const;
+export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize', '/apply-template', '/props', '/slots', '/embedding', '/embeddings'] as const;
 
 const tokenIds = z.array(z.number().int().min(0).max(2_147_483_647));
 
@@ -446,7 +446,43 @@ async function withModel<T>(reply: FastifyReply, deps: OpenAiDeps, model: string
   }
 }
 
-export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps): void {
+/**
+ * llama-server's /slots entries for one model: its sequence slots on every engine that has it
+ * loaded, numbered across engines, from the engines' telemetry (at most the telemetry interval
+ * old). Sampling parameters are the running request's, with llama-server's names.
+ */
+export function slotsJson(engines: readonly spb.EngineTelemetry[], model: string) {
+  const out = [];
+  for (const e of engines)
+    for (const m of e.snapshot?.models ?? []) {
+      if (m.model !== model) continue;
+      for (const s of m.slots) {
+        const p = s.sampling;
+        out.push({
+          id: out.length,
+          engine_id: e.engineId,
+          request_id: s.requestId || null,
+          n_ctx: s.nCtx,
+          speculative: s.speculative,
+          is_processing: s.processing,
+          n_prompt_tokens: s.promptTokens,
+          n_prompt_tokens_processed: s.promptTokensProcessed,
+          n_cached_tokens: s.cachedTokens,
+          params: p
+            ? { seed: p.seed, temperature: p.temperature, top_k: p.topK, top_p: p.topP, min_p: p.minP, repeat_last_n: p.penaltyLastN, repeat_penalty: p.repetitionPenalty, presence_penalty: p.presencePenalty, frequency_penalty: p.frequencyPenalty }
+            : null,
+          next_token: { has_next_token: s.processing, has_new_line: false, n_remain: s.processing ? s.remainingTokens : -1, n_decoded: s.decodedTokens },
+        });
+      }
+    }
+  return out;
+}
+
+/**
+ * `telemetry`: the engines' latest telemetry snapshots (the console's telemetry hub), for /slots;
+ * without it /slots is a 501.
+ */
+export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps, telemetry?: () => readonly spb.EngineTelemetry[]): void {
   const completion = async (req: FastifyRequest, reply: FastifyReply) => {
     const parsed = CompletionBody.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
@@ -511,6 +547,22 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
 
   // The server's properties for the model (the only one served, or ?model=ID): its context,
   // sequence slots, file, chat template, and the defaults /completion applies.
+  // The model's sequence slots and what runs in them (monitoring, load balancers);
+  // ?fail_on_no_slot=1 answers 503 when every slot is busy.
+  app.get('/slots', async (req, reply) => {
+    const q = (req.query ?? {}) as Record<string, unknown>;
+    if (q.model !== undefined && (typeof q.model !== 'string' || !q.model))
+      return reply.code(400).send(openAiError('model must be a model id', 'invalid_request_error', 'model', 'invalid_value'));
+    if (!telemetry) return reply.code(501).send(openAiError('this server does not follow the engines\' telemetry, so it cannot show slots', 'not_supported_error', null, 'not_supported'));
+    return withModel(reply, deps, q.model as string | undefined, async (_s, model) => {
+      const slots = slotsJson(telemetry(), model);
+      if (!slots.length) throw new HttpError(503, openAiError(`no telemetry from the engine serving '${model}' yet; retry in a moment`, 'server_error', null, 'unavailable'));
+      if ((q.fail_on_no_slot === '1' || q.fail_on_no_slot === 'true') && slots.every((s) => s.is_processing))
+        throw new HttpError(503, openAiError('no slot available', 'unavailable_error', null, 'unavailable'));
+      return slots;
+    });
+  });
+
   app.get('/props', async (req, reply) => {
     const q = (req.query ?? {}) as Record<string, unknown>;
     if (q.model !== undefined && (typeof q.model !== 'string' || !q.model))

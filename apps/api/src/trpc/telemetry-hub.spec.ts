@@ -14,6 +14,7 @@ function modelEntry(o: ModelOpts): pb.ModelTelemetry {
     tiers: [],
     kvUsedBytes: 1,
     kvCapacityBytes: 2,
+    slots: [],
     experts: o.counts.map((c, layer) => ({ layer, counts: c, resident: o.resident?.[layer] ?? [] })),
     speculative: o.spec
       ? { enabled: true, mode: 'lookup', draftedTokens: o.spec.drafted, acceptedTokens: o.spec.accepted, targetPasses: 1, tokensPerPass: 2, currentK: 3, timeSavedSeconds: 0 }

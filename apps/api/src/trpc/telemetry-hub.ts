@@ -179,6 +179,11 @@ export class TelemetryHub {
     this.expertFrames.set(msg.engineId, byModel);
   }
 
+  /** Each engine's latest snapshot that is not stale (llama-server's /slots reads them). */
+  snapshots(now = Date.now()): spb.EngineTelemetry[] {
+    return [...this.latest.values()].filter((v) => now - v.at <= this.staleMs).map((v) => v.msg);
+  }
+
   /** Merges the engines' latest snapshots into one history point (exposed for tests). */
   sample(now: number): TelemetryPoint | null {
     const live = [...this.latest.entries()].filter(([, v]) => now - v.at <= this.staleMs);

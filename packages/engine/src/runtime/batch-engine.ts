@@ -4,7 +4,7 @@ import { JsonConstraint, OutputConstraint } from '../sampling/json-constraint';
 import { anyObjectGrammar, compileJsonSchema, type JsonGrammar } from '../sampling/json-schema';
 import { PatternRecognizer, type OutputPattern } from '../sampling/tool-call-grammar';
 import { logprobs as computeLogprobs, type TokenLogprobs } from '../sampling/logprobs';
-import { createSampler, type Sampler, type SamplerParams } from '../sampling/sampler';
+import { createSampler, type ResolvedSamplerParams, type Sampler, type SamplerParams } from '../sampling/sampler';
 import { LineLimits } from '../sampling/line-limits';
 import { ReasoningBudget, type ReasoningBudgetSpec } from '../sampling/reasoning-budget';
 import { StopMatcher } from '../sampling/stop';
@@ -130,6 +130,24 @@ interface Active {
 
 /** Most prompt tokens of a promptLogprobs request in one pass (each takes a row of logits). */
 const PROMPT_LOGPROB_CHUNK = 64;
+
+/** One sequence slot (BatchEngine.slotStates). */
+export interface SlotState {
+  id: number;
+  processing: boolean;
+  /** Of the running request ('' when idle). */
+  requestId: string;
+  nCtx: number;
+  /** Of the running request (0 when idle, as the counts below). */
+  promptTokens: number;
+  promptTokensProcessed: number;
+  decodedTokens: number;
+  remainingTokens: number;
+  /** Tokens in the slot's KV cache (an idle slot keeps its last request's for reuse). */
+  cachedTokens: number;
+  sampling: Readonly<ResolvedSamplerParams> | null;
+  speculative: boolean;
+}
 
 export interface BatchEngineOptions {
   /** Most tokens in one forward pass (prompt chunks plus one per decoding sequence). Default 512; at most the model's nBatch. */
@@ -334,6 +352,27 @@ export class BatchEngine {
       tokensPerSecond: (n * 1000) / span,
       speculative: this.spec ? this.spec.stats() : null,
     };
+  }
+
+  /** Each sequence slot's state, in slot order (llama-server's /slots). */
+  slotStates(): SlotState[] {
+    return this.slots.map((cached, id) => {
+      const a = this.running.get(id);
+      if (!a) return { id, processing: false, requestId: '', nCtx: this.model.nCtx, promptTokens: 0, promptTokensProcessed: 0, decodedTokens: 0, remainingTokens: 0, cachedTokens: cached.tokens.length, sampling: null, speculative: false };
+      return {
+        id,
+        processing: true,
+        requestId: a.req.id,
+        nCtx: this.model.nCtx,
+        promptTokens: a.req.prompt.length,
+        promptTokensProcessed: Math.min(a.prefilled, a.req.prompt.length),
+        decodedTokens: a.generated,
+        remainingTokens: Math.max(0, a.req.maxTokens - a.generated),
+        cachedTokens: this.model.seqLen(id),
+        sampling: a.sampler.params,
+        speculative: !!a.spec,
+      };
+    });
   }
 
   /** Cancels everything and waits for the loop to stop. */

@@ -688,7 +688,18 @@ function modelTelemetry(id: string, m: Loaded): pb.ModelTelemetry {
   for (let l = 0; l < m.model.program.nMoeLayers; l++)
     experts.push({ layer: blocks[l] ?? l, counts: Array.from(ns.expertCounts.subarray(l * nExpert, (l + 1) * nExpert)), resident: residentExperts(ns.stream, l, nExpert) });
   const x = st.speculative;
+  const slots = m.engine.slotStates().map((s): pb.SlotState => ({
+    ...s,
+    sampling: s.sampling
+      ? {
+          temperature: s.sampling.temperature, topK: s.sampling.topK, topP: s.sampling.topP, minP: s.sampling.minP,
+          repetitionPenalty: s.sampling.repetitionPenalty, presencePenalty: s.sampling.presencePenalty, frequencyPenalty: s.sampling.frequencyPenalty,
+          penaltyLastN: s.sampling.penaltyLastN, seed: s.sampling.seed, hasSeed: true, logitBias: {},
+        }
+      : undefined,
+  }));
   return {
+    slots,
     model: id,
     tokensPerSecond: st.tokensPerSecond,
     runningRequests: st.running,

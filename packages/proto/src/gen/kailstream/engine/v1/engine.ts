@@ -466,7 +466,35 @@ export interface ModelTelemetry {
   kvCapacityBytes: number;
   /** Per MoE layer: activation counts since load and the experts resident now. */
   experts: LayerExpertCounts[];
-  speculative: SpeculativeStats | undefined;
+  speculative:
+    | SpeculativeStats
+    | undefined;
+  /** The model's sequence slots (continuous batching), in id order: llama-server's /slots. */
+  slots: SlotState[];
+}
+
+export interface SlotState {
+  id: number;
+  /** A request runs in the slot (prompt or generation). */
+  processing: boolean;
+  /** Of the running request (empty when idle). */
+  requestId: string;
+  /** The slot's context (tokens its KV cache can hold). */
+  nCtx: number;
+  promptTokens: number;
+  /** Prompt tokens in the cache so far (the rest is still to compute). */
+  promptTokensProcessed: number;
+  decodedTokens: number;
+  /** Tokens the request may still generate (its max tokens less those generated). */
+  remainingTokens: number;
+  /**
+   * Tokens in the slot's KV cache: an idle slot keeps its last request's, for the next request
+   * that shares their start.
+   */
+  cachedTokens: number;
+  /** Of the running request. */
+  sampling: SamplingParams | undefined;
+  speculative: boolean;
 }
 
 export interface SpeculativeStats {
@@ -3269,6 +3297,7 @@ function createBaseModelTelemetry(): ModelTelemetry {
     kvCapacityBytes: 0,
     experts: [],
     speculative: undefined,
+    slots: [],
   };
 }
 
@@ -3303,6 +3332,9 @@ export const ModelTelemetry: MessageFns<ModelTelemetry> = {
     }
     if (message.speculative !== undefined) {
       SpeculativeStats.encode(message.speculative, writer.uint32(82).fork()).join();
+    }
+    for (const v of message.slots) {
+      SlotState.encode(v!, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -3400,6 +3432,14 @@ export const ModelTelemetry: MessageFns<ModelTelemetry> = {
             message.speculative = SpeculativeStats.decode(reader, reader.uint32());
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.slots.push(SlotState.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3452,6 +3492,9 @@ export const ModelTelemetry: MessageFns<ModelTelemetry> = {
         ? object.experts.map((e: any) => LayerExpertCounts.fromJSON(e))
         : [],
       speculative: isSet(object.speculative) ? SpeculativeStats.fromJSON(object.speculative) : undefined,
+      slots: globalThis.Array.isArray(object?.slots)
+        ? object.slots.map((e: any) => SlotState.fromJSON(e))
+        : [],
     };
   },
 
@@ -3487,6 +3530,9 @@ export const ModelTelemetry: MessageFns<ModelTelemetry> = {
     if (message.speculative !== undefined) {
       obj.speculative = SpeculativeStats.toJSON(message.speculative);
     }
+    if (message.slots?.length) {
+      obj.slots = message.slots.map((e) => SlotState.toJSON(e));
+    }
     return obj;
   },
 
@@ -3507,6 +3553,278 @@ export const ModelTelemetry: MessageFns<ModelTelemetry> = {
     message.speculative = (object.speculative !== undefined && object.speculative !== null)
       ? SpeculativeStats.fromPartial(object.speculative)
       : undefined;
+    message.slots = object.slots?.map((e) => SlotState.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseSlotState(): SlotState {
+  return {
+    id: 0,
+    processing: false,
+    requestId: "",
+    nCtx: 0,
+    promptTokens: 0,
+    promptTokensProcessed: 0,
+    decodedTokens: 0,
+    remainingTokens: 0,
+    cachedTokens: 0,
+    sampling: undefined,
+    speculative: false,
+  };
+}
+
+export const SlotState: MessageFns<SlotState> = {
+  encode(message: SlotState, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).uint32(message.id);
+    }
+    if (message.processing !== false) {
+      writer.uint32(16).bool(message.processing);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(26).string(message.requestId);
+    }
+    if (message.nCtx !== 0) {
+      writer.uint32(32).uint32(message.nCtx);
+    }
+    if (message.promptTokens !== 0) {
+      writer.uint32(40).uint32(message.promptTokens);
+    }
+    if (message.promptTokensProcessed !== 0) {
+      writer.uint32(48).uint32(message.promptTokensProcessed);
+    }
+    if (message.decodedTokens !== 0) {
+      writer.uint32(56).uint32(message.decodedTokens);
+    }
+    if (message.remainingTokens !== 0) {
+      writer.uint32(64).uint32(message.remainingTokens);
+    }
+    if (message.cachedTokens !== 0) {
+      writer.uint32(72).uint32(message.cachedTokens);
+    }
+    if (message.sampling !== undefined) {
+      SamplingParams.encode(message.sampling, writer.uint32(82).fork()).join();
+    }
+    if (message.speculative !== false) {
+      writer.uint32(88).bool(message.speculative);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SlotState {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSlotState();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.processing = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.nCtx = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.promptTokens = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.promptTokensProcessed = reader.uint32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.decodedTokens = reader.uint32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.remainingTokens = reader.uint32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.cachedTokens = reader.uint32();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.sampling = SamplingParams.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.speculative = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SlotState {
+    return {
+      id: isSet(object.id) ? globalThis.Number(object.id) : 0,
+      processing: isSet(object.processing) ? globalThis.Boolean(object.processing) : false,
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      nCtx: isSet(object.nCtx)
+        ? globalThis.Number(object.nCtx)
+        : isSet(object.n_ctx)
+        ? globalThis.Number(object.n_ctx)
+        : 0,
+      promptTokens: isSet(object.promptTokens)
+        ? globalThis.Number(object.promptTokens)
+        : isSet(object.prompt_tokens)
+        ? globalThis.Number(object.prompt_tokens)
+        : 0,
+      promptTokensProcessed: isSet(object.promptTokensProcessed)
+        ? globalThis.Number(object.promptTokensProcessed)
+        : isSet(object.prompt_tokens_processed)
+        ? globalThis.Number(object.prompt_tokens_processed)
+        : 0,
+      decodedTokens: isSet(object.decodedTokens)
+        ? globalThis.Number(object.decodedTokens)
+        : isSet(object.decoded_tokens)
+        ? globalThis.Number(object.decoded_tokens)
+        : 0,
+      remainingTokens: isSet(object.remainingTokens)
+        ? globalThis.Number(object.remainingTokens)
+        : isSet(object.remaining_tokens)
+        ? globalThis.Number(object.remaining_tokens)
+        : 0,
+      cachedTokens: isSet(object.cachedTokens)
+        ? globalThis.Number(object.cachedTokens)
+        : isSet(object.cached_tokens)
+        ? globalThis.Number(object.cached_tokens)
+        : 0,
+      sampling: isSet(object.sampling) ? SamplingParams.fromJSON(object.sampling) : undefined,
+      speculative: isSet(object.speculative) ? globalThis.Boolean(object.speculative) : false,
+    };
+  },
+
+  toJSON(message: SlotState): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    if (message.processing !== false) {
+      obj.processing = message.processing;
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.nCtx !== 0) {
+      obj.nCtx = Math.round(message.nCtx);
+    }
+    if (message.promptTokens !== 0) {
+      obj.promptTokens = Math.round(message.promptTokens);
+    }
+    if (message.promptTokensProcessed !== 0) {
+      obj.promptTokensProcessed = Math.round(message.promptTokensProcessed);
+    }
+    if (message.decodedTokens !== 0) {
+      obj.decodedTokens = Math.round(message.decodedTokens);
+    }
+    if (message.remainingTokens !== 0) {
+      obj.remainingTokens = Math.round(message.remainingTokens);
+    }
+    if (message.cachedTokens !== 0) {
+      obj.cachedTokens = Math.round(message.cachedTokens);
+    }
+    if (message.sampling !== undefined) {
+      obj.sampling = SamplingParams.toJSON(message.sampling);
+    }
+    if (message.speculative !== false) {
+      obj.speculative = message.speculative;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SlotState>, I>>(base?: I): SlotState {
+    return SlotState.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SlotState>, I>>(object: I): SlotState {
+    const message = createBaseSlotState();
+    message.id = object.id ?? 0;
+    message.processing = object.processing ?? false;
+    message.requestId = object.requestId ?? "";
+    message.nCtx = object.nCtx ?? 0;
+    message.promptTokens = object.promptTokens ?? 0;
+    message.promptTokensProcessed = object.promptTokensProcessed ?? 0;
+    message.decodedTokens = object.decodedTokens ?? 0;
+    message.remainingTokens = object.remainingTokens ?? 0;
+    message.cachedTokens = object.cachedTokens ?? 0;
+    message.sampling = (object.sampling !== undefined && object.sampling !== null)
+      ? SamplingParams.fromPartial(object.sampling)
+      : undefined;
+    message.speculative = object.speculative ?? false;
     return message;
   },
 };
