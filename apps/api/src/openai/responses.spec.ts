@@ -84,6 +84,24 @@ describe("OpenAI's Responses API (/v1/responses), real engine", () => {
 
     expect(await send('GET', `/v1/responses/${first.body.id}`)).toEqual({ status: 200, body: first.body });
     expect((await client.responses.retrieve(next.body.id)).id).toBe(next.body.id);
+
+    // input_tokens counts what a request's input would take, the stored conversation included.
+    const count = await post('/v1/responses/input_tokens', { model: 'tiny', instructions: 'Be brief.', previous_response_id: first.body.id, input: 'And then?' });
+    expect(count).toEqual({ status: 200, body: { object: 'response.input_tokens', input_tokens: next.body.usage.input_tokens } });
+    // input_items lists a stored response's own input, newest first unless order=asc, paged by item id.
+    const listed = await post('/v1/responses', { ...ask, store: true, max_output_tokens: 1, input: [{ role: 'user', content: 'one' }, { role: 'assistant', content: 'two' }, { role: 'user', content: [{ type: 'input_text', text: 'three' }] }] });
+    const items = await send('GET', `/v1/responses/${listed.body.id}/input_items?order=asc`);
+    expect(items.body.data.map((x: any) => [x.role, x.content[0].type, x.content[0].text])).toEqual([['user', 'input_text', 'one'], ['assistant', 'output_text', 'two'], ['user', 'input_text', 'three']]);
+    expect(items.body).toMatchObject({ object: 'list', has_more: false, first_id: items.body.data[0].id, last_id: items.body.data[2].id });
+    const ids = items.body.data.map((x: any) => x.id);
+    const sdk = [];
+    for await (const x of client.responses.inputItems.list(listed.body.id, { limit: 1 })) sdk.push((x as { id: string }).id);
+    expect(sdk).toEqual([...ids].reverse());
+    const page = await send('GET', `/v1/responses/${listed.body.id}/input_items?order=asc&limit=1&after=${ids[0]}`);
+    expect(page.body).toMatchObject({ first_id: ids[1], last_id: ids[1], has_more: true });
+    expect((await send('GET', `/v1/responses/${listed.body.id}/input_items?limit=0`)).status).toBe(400);
+    expect((await send('GET', `/v1/responses/${listed.body.id}/input_items?after=nope`)).status).toBe(404);
+    expect((await send('GET', '/v1/responses/resp_nope/input_items')).status).toBe(404);
     expect(await send('DELETE', `/v1/responses/${first.body.id}`)).toEqual({ status: 200, body: { id: first.body.id, object: 'response', deleted: true } });
     await client.responses.delete(next.body.id);
     await expect(client.responses.retrieve(next.body.id)).rejects.toMatchObject({ status: 404 });

@@ -16,11 +16,12 @@
 // images and files in the input, logprobs, truncation 'auto' (an over-long conversation is a 400).
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
 import { ReasoningSplitter, splitReasoning } from './reasoning';
-import { callFailure, functionTool, recordFinished, RESPONSE_FORMATS, submitAll, withLogitBias, type OpenAiDeps } from './routes';
+import { callFailure, functionTool, grpcToHttp, recordFinished, RESPONSE_FORMATS, submitAll, unary, withLogitBias, type OpenAiDeps } from './routes';
 import { openAiError, sampling, zodToOpenAi } from './schemas';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
 import { parseToolCalls, type ToolCall } from './tool-calls';
@@ -243,6 +244,8 @@ export const STORE_LIMITS = { responses: 1000, bytes: 64 << 20 };
 interface Stored {
   tenant: string;
   response: Record<string, unknown>;
+  /** The request's input items as OpenAI lists them (inputItemsOf). */
+  input: Record<string, unknown>[];
   /** The conversation up to and including this response's output (its instructions excluded). */
   conversation: pb.ChatMessage[];
   bytes: number;
@@ -255,9 +258,10 @@ export class ResponseStore {
 
   constructor(private readonly limits = STORE_LIMITS) {}
 
-  put(id: string, tenant: string, response: Record<string, unknown>, conversation: pb.ChatMessage[]): void {
-    const bytes = JSON.stringify(response).length + conversation.reduce((a, m) => a + m.content.length + m.reasoningContent.length + m.toolCallsJson.length + 64, 0);
-    this.entries.set(id, { tenant, response, conversation, bytes });
+  put(id: string, tenant: string, response: Record<string, unknown>, conversation: pb.ChatMessage[], input: Record<string, unknown>[] = []): void {
+    const bytes =
+      JSON.stringify(response).length + JSON.stringify(input).length + conversation.reduce((a, m) => a + m.content.length + m.reasoningContent.length + m.toolCallsJson.length + 64, 0);
+    this.entries.set(id, { tenant, response, input, conversation, bytes });
     this.bytes += bytes;
     for (const [old, e] of this.entries) {
       if (this.entries.size <= 1 || (this.entries.size <= this.limits.responses && this.bytes <= this.limits.bytes)) break;
@@ -287,22 +291,63 @@ export class ResponseStore {
 const notFound = (id: string, param: string | null) => openAiError(`Response with id '${id}' not found.`, 'invalid_request_error', param, param ? 'previous_response_not_found' : 'not_found');
 
 export function registerResponsesRoutes(app: FastifyInstance, deps: OpenAiDeps, store = new ResponseStore()): void {
-  app.post('/v1/responses', async (req, reply) => {
+  /** The request and its whole conversation (a stored previous response's first), or the reply sent for a bad one. */
+  const conversationOf = (req: FastifyRequest, reply: FastifyReply): { b: ResponsesRequest; conversation: pb.ChatMessage[] } | FastifyReply => {
     const parsed = ResponsesRequest.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
     const b = parsed.data;
-    const tenant = deps.tenantOf(req);
     let before: pb.ChatMessage[] = [];
     if (b.previous_response_id) {
-      const prev = store.get(b.previous_response_id, tenant);
+      const prev = store.get(b.previous_response_id, deps.tenantOf(req));
       if (!prev) return reply.code(404).send(notFound(b.previous_response_id, 'previous_response_id'));
       before = prev.conversation;
     }
-    const input: InputItem[] = typeof b.input === 'string' ? [{ type: 'message', role: 'user', content: b.input }] : b.input;
-    const conversation = [...before, ...toChatMessages(input, before)];
+    return { b, conversation: [...before, ...toChatMessages(inputList(b.input), before)] };
+  };
+
+  app.post('/v1/responses', async (req, reply) => {
+    const c = conversationOf(req, reply);
+    if (!('b' in c)) return c;
     const scheduler = deps.scheduler();
     if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
-    return respond(req, reply, deps, scheduler, store, b, conversation);
+    return respond(req, reply, deps, scheduler, store, c.b, c.conversation);
+  });
+
+  // The tokens the request's input would take (its whole prompt: instructions, conversation, tools).
+  app.post('/v1/responses/input_tokens', async (req, reply) => {
+    const c = conversationOf(req, reply);
+    if (!('b' in c)) return c;
+    const scheduler = deps.scheduler();
+    if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
+    const { tools: _tools, ...chat } = chatOf(c.b, c.conversation);
+    try {
+      const r = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(scheduler.tokenize.bind(scheduler), pb.TokenizeRequest.fromPartial(chat));
+      return reply.send({ object: 'response.input_tokens', input_tokens: r.tokens.length });
+    } catch (e) {
+      const f = grpcToHttp(e as grpc.ServiceError);
+      if (f.retryAfter) reply.header('retry-after', String(f.retryAfter));
+      return reply.code(f.status).send(f.body);
+    }
+  });
+
+  // A stored response's input items, paged as OpenAI's lists are (order desc by default).
+  app.get('/v1/responses/:id/input_items', async (req, reply) => {
+    const { id } = req.params as { id: string };
+    const e = store.get(id, deps.tenantOf(req));
+    if (!e) return reply.code(404).send(notFound(id, null));
+    const q = InputItemsQuery.safeParse(req.query ?? {});
+    if (!q.success) return reply.code(400).send(zodToOpenAi(q.error));
+    const { limit, order, after, before } = q.data;
+    let items = order === 'asc' ? e.input : [...e.input].reverse();
+    for (const [cursor, name] of [[after, 'after'], [before, 'before']] as const) {
+      if (cursor === undefined) continue;
+      const i = items.findIndex((x) => x.id === cursor);
+      if (i < 0) return reply.code(404).send(openAiError(`No input item with id '${cursor}' in response '${id}'.`, 'invalid_request_error', name, 'not_found'));
+      items = name === 'after' ? items.slice(i + 1) : items.slice(0, i);
+    }
+    const page = before !== undefined && after === undefined ? items.slice(-limit) : items.slice(0, limit);
+    const more = before !== undefined && after === undefined ? items.length > limit : items.length > page.length;
+    return reply.send({ object: 'list', data: page, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null, has_more: more });
   });
 
   app.get('/v1/responses/:id', async (req, reply) => {
@@ -315,6 +360,49 @@ export function registerResponsesRoutes(app: FastifyInstance, deps: OpenAiDeps, 
     const { id } = req.params as { id: string };
     return store.delete(id, deps.tenantOf(req)) ? reply.send({ id, object: 'response', deleted: true }) : reply.code(404).send(notFound(id, null));
   });
+}
+
+const InputItemsQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  order: z.enum(['asc', 'desc']).default('desc'),
+  after: z.string().min(1).optional(),
+  before: z.string().min(1).optional(),
+  include: z.unknown().optional(),
+});
+
+function inputList(input: ResponsesRequest['input']): InputItem[] {
+  return typeof input === 'string' ? [{ type: 'message', role: 'user', content: input }] : input;
+}
+
+/** A request's input as OpenAI lists it (input_items): every item with an id, a message's text as one part. */
+export function inputItemsOf(input: ResponsesRequest['input']): Record<string, unknown>[] {
+  return inputList(input).map((it) => {
+    switch (it.type) {
+      case 'message':
+        return {
+          id: `msg_${hex()}`, type: 'message', role: it.role, status: 'completed',
+          content: [it.role === 'assistant' ? { type: 'output_text', text: it.content, annotations: [] } : { type: 'input_text', text: it.content }],
+        };
+      case 'function_call':
+        return { id: `fc_${hex()}`, type: 'function_call', status: 'completed', call_id: it.call_id, name: it.name, arguments: it.arguments };
+      case 'function_call_output':
+        return { id: `fco_${hex()}`, type: 'function_call_output', status: 'completed', call_id: it.call_id, output: it.output };
+      case 'reasoning':
+        return { id: `rs_${hex()}`, type: 'reasoning', summary: it.summary ?? [], content: it.content ?? [], encrypted_content: null };
+    }
+  });
+}
+
+/** The engine request's chat fields: instructions as the system turn, the conversation, tools and template variables. */
+function chatOf(b: ResponsesRequest, conversation: pb.ChatMessage[]) {
+  const tools = b.tools?.length && b.tool_choice !== 'none' ? b.tools.map((t) => functionTool(t.name, t.description, t.parameters)) : undefined;
+  return {
+    model: b.model,
+    messages: [...(b.instructions ? [pb.ChatMessage.fromPartial({ role: 'system', content: b.instructions })] : []), ...conversation],
+    toolsJson: tools ? JSON.stringify(tools) : '',
+    chatTemplateKwargsJson: kwargs(b),
+    tools,
+  };
 }
 
 /** The template's variables: reasoning.effort ('none': thinking off), under the request's chat_template_kwargs. */
@@ -330,22 +418,19 @@ async function respond(
 ) {
   const id = `resp_${hex()}`;
   const choice = b.tool_choice;
-  const tools = b.tools?.length && choice !== 'none' ? b.tools.map((t) => functionTool(t.name, t.description, t.parameters)) : undefined;
+  const { tools, ...chat } = chatOf(b, conversation);
   const format = b.text?.format ?? { type: 'text' as const };
   const gen = pb.GenerateRequest.fromPartial({
     requestId: id,
-    model: b.model,
-    messages: [...(b.instructions ? [pb.ChatMessage.fromPartial({ role: 'system', content: b.instructions })] : []), ...conversation],
+    ...chat,
     maxTokens: b.max_output_tokens ?? 1024,
     sampling: withLogitBias(null, {
       temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: b.top_k ?? 0, minP: b.min_p ?? 0, repetitionPenalty: b.repeat_penalty ?? 1,
       seed: b.seed ?? 0, hasSeed: b.seed != null,
     }),
-    toolsJson: tools ? JSON.stringify(tools) : '',
     toolChoice: typeof choice === 'object' && choice ? pb.ToolChoice.TOOL_CHOICE_FUNCTION : choice === 'required' ? pb.ToolChoice.TOOL_CHOICE_REQUIRED : pb.ToolChoice.TOOL_CHOICE_AUTO,
     toolChoiceFunction: typeof choice === 'object' && choice ? choice.name : '',
     singleToolCall: b.parallel_tool_calls === false,
-    chatTemplateKwargsJson: kwargs(b),
     responseFormat: RESPONSE_FORMATS[format.type],
     jsonSchema: format.type === 'json_schema' ? JSON.stringify(format.schema) : '',
   });
@@ -539,7 +624,7 @@ async function respond(
     output.forEach((x, i) => (x.status = lastStatus(i, output.length)));
   }
   Object.assign(final, { output });
-  if (store_) store.put(id, deps.tenantOf(req), final, [...conversation, ...toChatMessages(asInput(output))]);
+  if (store_) store.put(id, deps.tenantOf(req), final, [...conversation, ...toChatMessages(asInput(output))], inputItemsOf(b.input));
   if (stream) {
     event(incomplete ? 'response.incomplete' : 'response.completed', { response: final });
     reply.raw.end();
