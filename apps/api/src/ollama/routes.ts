@@ -257,12 +257,6 @@ const ollamaCall = (c: ToolCall) => {
 const nowIso = () => new Date().toISOString();
 const ns = (ms: number) => Math.round(ms * 1e6);
 
-/** A prompt that leaves a reasoning block open (the engine's rule, for prompts sent as tokens). */
-const opensReasoning = (text: string) => {
-  const open = text.lastIndexOf('<think>');
-  return open >= 0 && text.indexOf('</think>', open) < 0 && text.slice(open + 7).trim() === '';
-};
-
 export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): void {
   /** Runs fn with the scheduler, answering failures (a gRPC error or an HttpError) in Ollama's shape. */
   const guarded = async (reply: FastifyReply, fn: (s: spb.SchedulerServiceClient) => Promise<unknown>) => {
@@ -382,7 +376,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
               }),
         );
         tokens = [...(b.context ?? []), ...t.tokens];
-        reasoningOpen = !b.raw && opensReasoning(t.prompt);
+        // (Sent as tokens, the prompt's open reasoning is the template's, which Tokenize reports.)
+        reasoningOpen = !b.raw && t.reasoningOpen;
         promptFields = { promptTokens: tokens };
       }
       const gen = pb.GenerateRequest.fromPartial({

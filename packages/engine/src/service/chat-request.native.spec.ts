@@ -52,6 +52,10 @@ describe('chat requests: chat_template_kwargs, reasoning in and out', () => {
     expect(open.reasoningOpen).toBe(true);
     const closed = await run([user], { enable_thinking: false });
     expect(closed.reasoningOpen).toBe(false);
+    // Tokenize renders the same prompt and says the same.
+    const tokenized = (kwargs?: object) =>
+      host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'think', messages: [pb.ChatMessage.fromPartial(user)], chatTemplateKwargsJson: kwargs ? JSON.stringify(kwargs) : '' })).reasoningOpen;
+    expect([tokenized(), tokenized({ enable_thinking: false })]).toEqual([true, false]);
     expect(closed.usage!.promptTokens).toBeGreaterThan(open.usage!.promptTokens);
     // Any variable the template reads; here one that writes after the opened block.
     const greeted = await run([user], { greeting: 'Let me think about this greeting.' });

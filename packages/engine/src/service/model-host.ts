@@ -418,9 +418,7 @@ export class LocalModelHost implements ModelHost {
       const text = this.renderChat(m, req);
       // The template writes BOS itself where the model wants it.
       const tokens = m.model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
-      // A template that opens the model's reasoning (DeepSeek-R1's, QwQ's) ends with an unclosed <think>.
-      const open = text.lastIndexOf('<think>');
-      return { tokens, reasoningOpen: open >= 0 && text.indexOf('</think>', open) < 0 && text.slice(open + 7).trim() === '' };
+      return { tokens, reasoningOpen: opensReasoning(text) };
     }
     if (req.promptTokens.length) return { tokens: req.promptTokens, reasoningOpen: false };
     return { tokens: m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true }), reasoningOpen: false };
@@ -562,7 +560,7 @@ export class LocalModelHost implements ModelHost {
       ? tok.tokenize(prompt, { addSpecial: false, parseSpecial: true })
       : tok.tokenize(req.text, { addSpecial: req.addSpecial, parseSpecial: req.parseSpecial });
     // A piece as llama_token_to_piece gives it (special tokens' text included), as llama-server's with_pieces.
-    return { tokens, pieces: req.withPieces ? tokens.map((t) => Buffer.from(tok.tokenToPiece(t, { special: true }))) : [], prompt };
+    return { tokens, pieces: req.withPieces ? tokens.map((t) => Buffer.from(tok.tokenToPiece(t, { special: true }))) : [], prompt, reasoningOpen: !!prompt && opensReasoning(prompt) };
   }
 
   detokenize(req: pb.DetokenizeRequest): string {
@@ -661,6 +659,12 @@ export class LocalModelHost implements ModelHost {
 }
 
 /** One loaded model's telemetry: its tokens/s, cache tier, reads, KV, heatmap and speculation. */
+/** A chat prompt that opens the model's reasoning (DeepSeek-R1's, QwQ's templates) ends with an unclosed <think>. */
+function opensReasoning(text: string): boolean {
+  const open = text.lastIndexOf('<think>');
+  return open >= 0 && text.indexOf('</think>', open) < 0 && text.slice(open + 7).trim() === '';
+}
+
 function modelTelemetry(id: string, m: Loaded): pb.ModelTelemetry {
   const st = m.engine.stats();
   const ns = m.model.runtime.stats();

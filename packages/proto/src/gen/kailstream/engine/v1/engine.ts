@@ -578,6 +578,8 @@ export interface TokenizeResponse {
   pieces: Buffer[];
   /** With messages: the rendered prompt text. */
   prompt: string;
+  /** With messages: the prompt leaves a reasoning block open (GenerateResponse.reasoning_open). */
+  reasoningOpen: boolean;
 }
 
 export interface DetokenizeRequest {
@@ -4842,7 +4844,7 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
 };
 
 function createBaseTokenizeResponse(): TokenizeResponse {
-  return { tokens: [], pieces: [], prompt: "" };
+  return { tokens: [], pieces: [], prompt: "", reasoningOpen: false };
 }
 
 export const TokenizeResponse: MessageFns<TokenizeResponse> = {
@@ -4859,6 +4861,9 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
     }
     if (message.prompt !== "") {
       writer.uint32(26).string(message.prompt);
+    }
+    if (message.reasoningOpen !== false) {
+      writer.uint32(32).bool(message.reasoningOpen);
     }
     return writer;
   },
@@ -4910,6 +4915,14 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
             message.prompt = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.reasoningOpen = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4929,6 +4942,11 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
         ? object.pieces.map((e: any) => Buffer.from(bytesFromBase64(e)))
         : [],
       prompt: isSet(object.prompt) ? globalThis.String(object.prompt) : "",
+      reasoningOpen: isSet(object.reasoningOpen)
+        ? globalThis.Boolean(object.reasoningOpen)
+        : isSet(object.reasoning_open)
+        ? globalThis.Boolean(object.reasoning_open)
+        : false,
     };
   },
 
@@ -4943,6 +4961,9 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
     if (message.prompt !== "") {
       obj.prompt = message.prompt;
     }
+    if (message.reasoningOpen !== false) {
+      obj.reasoningOpen = message.reasoningOpen;
+    }
     return obj;
   },
 
@@ -4954,6 +4975,7 @@ export const TokenizeResponse: MessageFns<TokenizeResponse> = {
     message.tokens = object.tokens?.map((e) => e) || [];
     message.pieces = object.pieces?.map((e) => e) || [];
     message.prompt = object.prompt ?? "";
+    message.reasoningOpen = object.reasoningOpen ?? false;
     return message;
   },
 };
