@@ -452,13 +452,14 @@ async function respond(
   let reasoningOpen = false;
   let streamedTokens = 0;
   // Reasoning tokens: those of messages that start, continue or close the reasoning.
-  let counter: ReasoningSplitter | null = null;
+  // (The same splitter also cuts the stream into reasoning and message items.)
+  let splitter: ReasoningSplitter | null = null;
   let reasoningTokens = 0;
 
   // The stream: items opened and closed as the text shows them, each event numbered.
   let seq = 0;
   let headersSent = false;
-  const stream = b.stream ? { splitter: null as ReasoningSplitter | null, tools: tools ? new ToolCallStream(tools) : null } : null;
+  const stream = b.stream ? { tools: tools ? new ToolCallStream(tools) : null } : null;
   const items: OutputItem[] = [];
   type Open = { item: ReasoningItem | MessageItem; text: string };
   let open: Open | null = null;
@@ -532,10 +533,8 @@ async function respond(
       }
     }
   };
-  const push = (s: string) => {
+  const emit = (split: { reasoning: string; content: string }) => {
     if (!stream) return;
-    stream.splitter ??= new ReasoningSplitter(reasoningOpen);
-    const split = stream.splitter.push(s);
     write('reasoning', split.reasoning);
     write('message', stream.tools ? stream.tools.push(split.content) : split.content);
     if (stream.tools) writeCalls(stream.tools.deltas());
@@ -545,16 +544,16 @@ async function respond(
     await submitAll(req, reply, deps, scheduler, [gen], (_i, msg) => {
       if (msg.tokens.length && !tFirst) tFirst = performance.now();
       reasoningOpen = msg.reasoningOpen;
-      counter ??= new ReasoningSplitter(msg.reasoningOpen);
-      const wasIn = counter.inReasoning;
-      const split = counter.push(msg.text);
-      if (wasIn || counter.inReasoning || (split.reasoning && !split.content)) reasoningTokens += msg.tokens.length;
+      splitter ??= new ReasoningSplitter(msg.reasoningOpen);
+      const wasIn = splitter.inReasoning;
+      const split = splitter.push(msg.text);
+      if (wasIn || splitter.inReasoning || (split.reasoning && !split.content)) reasoningTokens += msg.tokens.length;
       all += msg.text;
       streamedTokens += msg.tokens.length;
       last = msg;
       if (stream && msg.text) {
         start();
-        push(msg.text);
+        emit(split);
       }
     });
   } catch (e) {
@@ -591,7 +590,7 @@ async function respond(
   let output: OutputItem[];
   if (stream) {
     start();
-    const rest = stream.splitter?.finish();
+    const rest = (splitter as ReasoningSplitter | null)?.finish();
     if (rest) {
       write('reasoning', rest.reasoning);
       write('message', stream.tools ? stream.tools.push(rest.content) : rest.content);
