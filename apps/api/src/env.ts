@@ -17,6 +17,11 @@ export const ApiConfigSchema = z.object({
   dataDir: z.string().default(''),
   /** Deadline for one generation request, seconds from its arrival; 0 = none. Default 600. */
   requestTimeoutS: z.coerce.number().min(0).default(600),
+  /**
+   * Reasoning budget of chat requests that give none (llama-server's --reasoning-budget): the
+   * most tokens a <think> block may take before the engine closes it; -1 = none (the default).
+   */
+  reasoningBudget: z.coerce.number().int().min(-1).max(1_000_000_000).default(-1),
   /** /ready needs an engine probe newer than this, seconds. Default 10. */
   readyMaxAgeS: z.coerce.number().gt(0).default(10),
 });

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR]`.
+// The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR] [--reasoning-budget N]`.
 // Binds 127.0.0.1 unless --host says otherwise. Prints one JSON line once listening.
 import { parseArgs } from 'node:util';
 import { AUTH_TOKEN_ENV } from '@kailstream/proto';
@@ -14,6 +14,7 @@ async function main() {
       port: { type: 'string' },
       scheduler: { type: 'string' },
       'data-dir': { type: 'string' },
+      'reasoning-budget': { type: 'string' },
     },
   });
   const config = parseApiConfig({
@@ -21,6 +22,7 @@ async function main() {
     port: values.port ?? process.env.KAIL_API_PORT,
     schedulerAddress: values.scheduler ?? process.env.KAIL_SCHEDULER_ADDRESS,
     dataDir: values['data-dir'] ?? process.env.KAIL_DATA_DIR,
+    reasoningBudget: values['reasoning-budget'] ?? process.env.KAIL_REASONING_BUDGET,
     schedulerToken: process.env[AUTH_TOKEN_ENV],
   });
   const api = await startApi(config);

@@ -133,6 +133,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     tenantOf,
     metrics,
     requestTimeoutMs: config.requestTimeoutS * 1000,
+    reasoningBudget: config.reasoningBudget,
     onUsage: (req, promptTokens, completionTokens) => {
       if (!req.apiKey || !keys) return;
       try {

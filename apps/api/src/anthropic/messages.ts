@@ -149,7 +149,10 @@ export function toChatMessages(b: Pick<MessagesRequest, 'messages' | 'system'>):
 }
 
 /** Tools, tool choice and template switches as the engine request's fields. */
-function chatFields(b: Pick<MessagesRequest, 'tools' | 'tool_choice' | 'thinking' | 'model'> & { messages: MessagesRequest['messages']; system?: MessagesRequest['system'] }): Partial<pb.GenerateRequest> & { tools?: ReturnType<typeof functionTool>[] } {
+function chatFields(
+  b: Pick<MessagesRequest, 'tools' | 'tool_choice' | 'thinking' | 'model'> & { messages: MessagesRequest['messages']; system?: MessagesRequest['system'] },
+  deps: Pick<OpenAiDeps, 'reasoningBudget'>,
+): Partial<pb.GenerateRequest> & { tools?: ReturnType<typeof functionTool>[] } {
   const choice = b.tool_choice;
   const tools = b.tools?.length && choice?.type !== 'none'
     ? b.tools.map((t) => functionTool(t.name, t.description, t.input_schema))
@@ -165,7 +168,7 @@ function chatFields(b: Pick<MessagesRequest, 'tools' | 'tool_choice' | 'thinking
     toolChoiceFunction: choice?.type === 'tool' ? choice.name : '',
     singleToolCall: !!(choice && 'disable_parallel_tool_use' in choice && choice.disable_parallel_tool_use),
     chatTemplateKwargsJson: kwargs,
-    ...(b.thinking?.type === 'enabled' ? reasoningBudget(b.thinking.budget_tokens ?? 10_000) : {}),
+    ...reasoningBudget(deps, b.thinking?.type === 'enabled' ? (b.thinking.budget_tokens ?? 10_000) : undefined),
     tools,
   };
 }
@@ -201,7 +204,7 @@ export function registerAnthropicRoutes(app: FastifyInstance, deps: OpenAiDeps):
     const b = parsed.data;
     let fields: ReturnType<typeof chatFields>;
     try {
-      fields = chatFields(b);
+      fields = chatFields(b, deps);
     } catch (e) {
       if (e instanceof BadRequest) return fail(reply, 400, e.message);
       throw e;
@@ -218,7 +221,7 @@ export function registerAnthropicRoutes(app: FastifyInstance, deps: OpenAiDeps):
     const scheduler = deps.scheduler();
     if (!scheduler) return fail(reply, 503, 'no scheduler is connected');
     try {
-      const { tools: _tools, ...f } = chatFields(parsed.data);
+      const { tools: _tools, ...f } = chatFields(parsed.data, deps);
       const r = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(
         scheduler.tokenize.bind(scheduler),
         pb.TokenizeRequest.fromPartial({ model: f.model, messages: f.messages, toolsJson: f.toolsJson, chatTemplateKwargsJson: f.chatTemplateKwargsJson }),

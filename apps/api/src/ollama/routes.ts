@@ -19,7 +19,7 @@ import { z } from 'zod';
 
 import { HttpError, servedModels } from '../llama-server/routes';
 import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
-import { callFailure, functionTool, grpcToHttp, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
+import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
 import { VERSION } from '../version';
@@ -339,6 +339,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       const tools = b.tools?.length ? b.tools.map((t) => functionTool(t.function.name, t.function.description, t.function.parameters)) : undefined;
       const gen = pb.GenerateRequest.fromPartial({
         ...generationFields(b, m, 'chat'),
+        ...reasoningBudget(deps),
         messages: toChatMessages(b.messages),
         toolsJson: tools ? JSON.stringify(tools) : '',
         chatTemplateKwargsJson: thinkKwargs(b.think),

@@ -1,6 +1,8 @@
 import OpenAI from 'openai';
 import { engine as pb } from '@kailstream/proto';
 
+import { parseApiConfig } from '../env';
+import { startApi } from '../server';
 import { startTestStack, type TestStack } from '../test-stack';
 import { ResponseStore, toChatMessages } from './responses';
 import { HERMES_TEMPLATE, THINK_TEMPLATE } from './test-templates';
@@ -175,6 +177,21 @@ describe("OpenAI's Responses API (/v1/responses), real engine", () => {
     expect((await post('/v1/chat/completions', { ...body, thinking_budget_tokens: 4, reasoning_budget_message: ' Enough.' })).body.choices[0].message).toEqual(m);
     expect((await post('/v1/chat/completions', { ...body, reasoning_budget_tokens: -1 })).body.choices[0].message).toEqual(free.body.choices[0].message);
     expect((await post('/v1/chat/completions', { ...body, reasoning_budget_tokens: -2 })).status).toBe(400);
+
+    // A server default (kail serve --reasoning-budget) applies to chat requests that set none,
+    // on every chat route: here 4 tokens, then </think> alone.
+    const capped = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${stack.sched.port}`, reasoningBudget: 4 }));
+    try {
+      const at = (p: string, b: object) =>
+        fetch(`${capped.url}${p}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(b) }).then((x) => x.json() as Promise<any>);
+      expect((await at('/v1/chat/completions', body)).choices[0].message.reasoning_content).toBe(first4);
+      expect((await at('/v1/chat/completions', { ...body, reasoning_budget_tokens: 4, reasoning_budget_message: ' Enough.' })).choices[0].message).toEqual(m);
+      const resp = await at('/v1/responses', { model: 'think', input: 'Why?', temperature: 0, max_output_tokens: 24 });
+      expect(resp.output.map((x: { type: string }) => x.type)).toEqual(['reasoning', 'message']);
+      expect(resp.output[0].content[0].text).toBe(first4);
+    } finally {
+      await capped.close();
+    }
   });
 
   it('holds the output to text.format json_schema', async () => {

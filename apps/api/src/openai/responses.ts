@@ -21,7 +21,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
 import { ReasoningSplitter, splitReasoning } from './reasoning';
-import { callFailure, functionTool, grpcToHttp, recordFinished, RESPONSE_FORMATS, submitAll, unary, withLogitBias, type OpenAiDeps } from './routes';
+import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, RESPONSE_FORMATS, submitAll, unary, withLogitBias, type OpenAiDeps } from './routes';
 import { openAiError, sampling, zodToOpenAi } from './schemas';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
 import { parseToolCalls, type ToolCall } from './tool-calls';
@@ -319,7 +319,7 @@ export function registerResponsesRoutes(app: FastifyInstance, deps: OpenAiDeps, 
     if (!('b' in c)) return c;
     const scheduler = deps.scheduler();
     if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
-    const { tools: _tools, ...chat } = chatOf(c.b, c.conversation);
+    const { tools: _tools, reasoningBudget: _b, reasoningBudgetMessage: _m, ...chat } = chatOf(c.b, c.conversation, deps);
     try {
       const r = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(scheduler.tokenize.bind(scheduler), pb.TokenizeRequest.fromPartial(chat));
       return reply.send({ object: 'response.input_tokens', input_tokens: r.tokens.length });
@@ -394,13 +394,14 @@ export function inputItemsOf(input: ResponsesRequest['input']): Record<string, u
 }
 
 /** The engine request's chat fields: instructions as the system turn, the conversation, tools and template variables. */
-function chatOf(b: ResponsesRequest, conversation: pb.ChatMessage[]) {
+function chatOf(b: ResponsesRequest, conversation: pb.ChatMessage[], deps: Pick<OpenAiDeps, 'reasoningBudget'>) {
   const tools = b.tools?.length && b.tool_choice !== 'none' ? b.tools.map((t) => functionTool(t.name, t.description, t.parameters)) : undefined;
   return {
     model: b.model,
     messages: [...(b.instructions ? [pb.ChatMessage.fromPartial({ role: 'system', content: b.instructions })] : []), ...conversation],
     toolsJson: tools ? JSON.stringify(tools) : '',
     chatTemplateKwargsJson: kwargs(b),
+    ...reasoningBudget(deps),
     tools,
   };
 }
@@ -418,7 +419,7 @@ async function respond(
 ) {
   const id = `resp_${hex()}`;
   const choice = b.tool_choice;
-  const { tools, ...chat } = chatOf(b, conversation);
+  const { tools, ...chat } = chatOf(b, conversation, deps);
   const format = b.text?.format ?? { type: 'text' as const };
   const gen = pb.GenerateRequest.fromPartial({
     requestId: id,

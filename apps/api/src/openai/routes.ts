@@ -146,6 +146,8 @@ export interface OpenAiDeps {
   metrics?: ApiMetrics;
   /** Deadline given to the scheduler, ms after the request arrives; 0 = none. */
   requestTimeoutMs?: number;
+  /** Reasoning budget of chat requests that give none; -1 or absent = none. */
+  reasoningBudget?: number;
 }
 
 export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): void {
@@ -166,7 +168,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       toolChoiceFunction: typeof choice === 'object' && choice ? choice.function.name : '',
       singleToolCall: b.parallel_tool_calls === false,
       chatTemplateKwargsJson: templateKwargs(b.chat_template_kwargs, b.reasoning_effort),
-      ...reasoningBudget(b.reasoning_budget_tokens ?? b.thinking_budget_tokens, b.reasoning_budget_message),
+      ...reasoningBudget(deps, b.reasoning_budget_tokens ?? b.thinking_budget_tokens, b.reasoning_budget_message),
     });
     return run(req, reply, deps, [gen], c, 'chat');
   });
@@ -355,9 +357,13 @@ export function chatMessagesToProto(messages: z.infer<typeof chatMessages>): pb.
   }));
 }
 
-/** A reasoning budget as the engine request's fields: -1 or absent = none. */
-export function reasoningBudget(tokens: number | null | undefined, message?: string | null): Pick<pb.GenerateRequest, 'reasoningBudget' | 'reasoningBudgetMessage'> {
-  return { reasoningBudget: tokens == null || tokens < 0 ? undefined : tokens, reasoningBudgetMessage: message ?? '' };
+/**
+ * A chat request's reasoning budget as the engine request's fields: -1 or absent = the server's
+ * (llama-server's rule), whose -1 = none.
+ */
+export function reasoningBudget(deps: Pick<OpenAiDeps, 'reasoningBudget'>, tokens?: number | null, message?: string | null): Pick<pb.GenerateRequest, 'reasoningBudget' | 'reasoningBudgetMessage'> {
+  const n = tokens == null || tokens < 0 ? (deps.reasoningBudget ?? -1) : tokens;
+  return { reasoningBudget: n < 0 ? undefined : n, reasoningBudgetMessage: message ?? '' };
 }
 
 /** The chat template's extra variables: the request's chat_template_kwargs, with reasoning_effort unless they set it. */

@@ -13,6 +13,8 @@ export interface ServeOptions {
   /** Context length per sequence for loaded models. */
   ctx?: string;
   maxStallMs?: string;
+  /** Reasoning budget of chat requests that give none (-1 = none). */
+  reasoningBudget?: string;
   host: string;
   port: string;
   dataDir?: string;
@@ -76,7 +78,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     keeper.track(engine.address);
     sup.once('stopping', () => keeper.stop());
     log(`scheduler  grpc://${sched.address}${token ? ` (bearer token in ${path.join(dir, 'grpc-token')})` : ''}`);
-    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir], env });
+    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : [])], env });
     log(`api        ${api.address}`);
     if (opts.web) {
       const webPort = await freePort();
@@ -114,6 +116,7 @@ export function registerServe(program: Command): void {
     .option('-m, --model <file...>', 'GGUF model(s) to load at start (id=FILE names one)')
     .option('-c, --ctx <n>', 'context length per sequence', '4096')
     .option('--max-stall-ms <ms>', 'while streams decode, the longest a pass spends on arriving prompts (0 = no limit)', '500')
+    .option('--reasoning-budget <n>', "most tokens a chat answer's <think> block may take before the engine closes it, for requests that set none (-1 = none)")
     .option('--host <host>', 'API bind address (loopback unless you say otherwise)', '127.0.0.1')
     .option('--port <port>', 'API port', '8080')
     .option('--data-dir <dir>', 'data directory (default: $KAIL_DATA_DIR or ~/.kailstream)')
