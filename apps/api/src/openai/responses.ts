@@ -319,7 +319,7 @@ export function registerResponsesRoutes(app: FastifyInstance, deps: OpenAiDeps, 
     if (!('b' in c)) return c;
     const scheduler = deps.scheduler();
     if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
-    const { tools: _tools, reasoningBudget: _b, reasoningBudgetMessage: _m, ...chat } = chatOf(c.b, c.conversation, deps);
+    const { tools: _tools, reasoningBudget: _b, hasReasoningBudget: _h, reasoningBudgetMessage: _m, ...chat } = chatOf(c.b, c.conversation, deps);
     try {
       const r = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(scheduler.tokenize.bind(scheduler), pb.TokenizeRequest.fromPartial(chat));
       return reply.send({ object: 'response.input_tokens', input_tokens: r.tokens.length });

@@ -361,9 +361,11 @@ export function chatMessagesToProto(messages: z.infer<typeof chatMessages>): pb.
  * A chat request's reasoning budget as the engine request's fields: -1 or absent = the server's
  * (llama-server's rule), whose -1 = none.
  */
-export function reasoningBudget(deps: Pick<OpenAiDeps, 'reasoningBudget'>, tokens?: number | null, message?: string | null): Pick<pb.GenerateRequest, 'reasoningBudget' | 'reasoningBudgetMessage'> {
+export function reasoningBudget(
+  deps: Pick<OpenAiDeps, 'reasoningBudget'>, tokens?: number | null, message?: string | null,
+): Pick<pb.GenerateRequest, 'reasoningBudget' | 'hasReasoningBudget' | 'reasoningBudgetMessage'> {
   const n = tokens == null || tokens < 0 ? (deps.reasoningBudget ?? -1) : tokens;
-  return { reasoningBudget: n < 0 ? undefined : n, reasoningBudgetMessage: message ?? '' };
+  return { reasoningBudget: Math.max(0, n), hasReasoningBudget: n >= 0, reasoningBudgetMessage: message ?? '' };
 }
 
 /** The chat template's extra variables: the request's chat_template_kwargs, with reasoning_effort unless they set it. */

@@ -100,21 +100,21 @@ describe('chat requests: chat_template_kwargs, reasoning in and out', () => {
     const free = await tokensOf({});
     expect(free.text.includes('</think>')).toBe(false);
     // The template opened the block: 5 tokens of the model's, then the forced ones, then the model again.
-    const budgeted = await tokensOf({ reasoningBudget: 5, reasoningBudgetMessage: ' Time is up.' });
+    const budgeted = await tokensOf({ reasoningBudget: 5, hasReasoningBudget: true, reasoningBudgetMessage: ' Time is up.' });
     expect(budgeted.tokens.slice(0, 5)).toEqual(free.tokens.slice(0, 5));
     expect(budgeted.tokens.slice(5, 5 + forced.length)).toEqual(forced);
     expect(budgeted.tokens.length).toBe(24);
     expect(budgeted.text.indexOf(' Time is up.</think>')).toBeGreaterThan(0);
     // Budget 0 closes the block before the model writes anything.
-    const none = await tokensOf({ reasoningBudget: 0 });
+    const none = await tokensOf({ reasoningBudget: 0, hasReasoningBudget: true });
     expect(none.tokens.slice(0, tok('</think>').length)).toEqual(tok('</think>'));
     expect(none.text.startsWith('</think>')).toBe(true);
     // With thinking off (the template closed the block) the output does not open one: nothing forced.
     const off = await tokensOf({}, { enable_thinking: false });
-    expect((await tokensOf({ reasoningBudget: 2 }, { enable_thinking: false })).tokens).toEqual(off.tokens);
+    expect((await tokensOf({ reasoningBudget: 2, hasReasoningBudget: true }, { enable_thinking: false })).tokens).toEqual(off.tokens);
     // Only for chat messages.
     const err = await (async () => {
-      for await (const _ of host.generate(pb.GenerateRequest.fromPartial({ model: 'think', prompt: 'Hi', reasoningBudget: 3 }), new AbortController().signal));
+      for await (const _ of host.generate(pb.GenerateRequest.fromPartial({ model: 'think', prompt: 'Hi', reasoningBudget: 3, hasReasoningBudget: true }), new AbortController().signal));
     })().catch((e: unknown) => e);
     expect((err as Error).message).toMatch(/a reasoning budget needs chat messages/);
   });

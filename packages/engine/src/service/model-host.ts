@@ -505,7 +505,7 @@ export class LocalModelHost implements ModelHost {
    * `</think>`, each tokenized with special tokens parsed (llama-server's forced sequence).
    */
   private reasoningBudget(m: Loaded, req: pb.GenerateRequest, reasoningOpen: boolean): ReasoningBudgetSpec | undefined {
-    if (req.reasoningBudget === undefined) return undefined;
+    if (!req.hasReasoningBudget) return undefined;
     if (!req.messages.length) throw new EngineError('KAIL_E_INVALID_ARG', 'a reasoning budget needs chat messages (the chat template decides where reasoning starts)');
     const tok = m.model.tokenizer;
     const text = (s: string) => (s ? tok.tokenize(s, { addSpecial: false, parseSpecial: true }) : []);

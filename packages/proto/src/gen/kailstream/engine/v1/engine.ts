@@ -321,11 +321,13 @@ export interface GenerateRequest {
    * A budget for the model's reasoning (llama-server's reasoning_budget_tokens, Anthropic's
    * thinking.budget_tokens): once a <think> block that opens the output (or that the chat prompt
    * left open) has taken this many tokens, the engine writes reasoning_budget_message and
-   * </think> itself, and the model goes on with its answer. Unset = no budget; 0 = the block is
-   * closed at once. Only for chat messages; a sequence with a budget does not speculate.
+   * </think> itself, and the model goes on with its answer. 0 = the block is closed at once.
+   * Only with has_reasoning_budget (as SamplingParams' seed and has_seed), else none. Only for
+   * chat messages; a sequence with a budget does not speculate.
    */
-  reasoningBudget?: number | undefined;
+  reasoningBudget: number;
   reasoningBudgetMessage: string;
+  hasReasoningBudget: boolean;
 }
 
 /**
@@ -1182,8 +1184,9 @@ function createBaseGenerateRequest(): GenerateRequest {
     promptOnly: false,
     nIndent: 0,
     tMaxPredictMs: 0,
-    reasoningBudget: undefined,
+    reasoningBudget: 0,
     reasoningBudgetMessage: "",
+    hasReasoningBudget: false,
   };
 }
 
@@ -1271,11 +1274,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.tMaxPredictMs !== 0) {
       writer.uint32(208).uint32(message.tMaxPredictMs);
     }
-    if (message.reasoningBudget !== undefined) {
+    if (message.reasoningBudget !== 0) {
       writer.uint32(216).uint32(message.reasoningBudget);
     }
     if (message.reasoningBudgetMessage !== "") {
       writer.uint32(226).string(message.reasoningBudgetMessage);
+    }
+    if (message.hasReasoningBudget !== false) {
+      writer.uint32(232).bool(message.hasReasoningBudget);
     }
     return writer;
   },
@@ -1527,6 +1533,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.reasoningBudgetMessage = reader.string();
             continue;
           }
+          case 29: {
+            if (tag !== 232) {
+              break;
+            }
+
+            message.hasReasoningBudget = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1645,12 +1659,17 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         ? globalThis.Number(object.reasoningBudget)
         : isSet(object.reasoning_budget)
         ? globalThis.Number(object.reasoning_budget)
-        : undefined,
+        : 0,
       reasoningBudgetMessage: isSet(object.reasoningBudgetMessage)
         ? globalThis.String(object.reasoningBudgetMessage)
         : isSet(object.reasoning_budget_message)
         ? globalThis.String(object.reasoning_budget_message)
         : "",
+      hasReasoningBudget: isSet(object.hasReasoningBudget)
+        ? globalThis.Boolean(object.hasReasoningBudget)
+        : isSet(object.has_reasoning_budget)
+        ? globalThis.Boolean(object.has_reasoning_budget)
+        : false,
     };
   },
 
@@ -1734,11 +1753,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.tMaxPredictMs !== 0) {
       obj.tMaxPredictMs = Math.round(message.tMaxPredictMs);
     }
-    if (message.reasoningBudget !== undefined) {
+    if (message.reasoningBudget !== 0) {
       obj.reasoningBudget = Math.round(message.reasoningBudget);
     }
     if (message.reasoningBudgetMessage !== "") {
       obj.reasoningBudgetMessage = message.reasoningBudgetMessage;
+    }
+    if (message.hasReasoningBudget !== false) {
+      obj.hasReasoningBudget = message.hasReasoningBudget;
     }
     return obj;
   },
@@ -1778,8 +1800,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.promptOnly = object.promptOnly ?? false;
     message.nIndent = object.nIndent ?? 0;
     message.tMaxPredictMs = object.tMaxPredictMs ?? 0;
-    message.reasoningBudget = object.reasoningBudget ?? undefined;
+    message.reasoningBudget = object.reasoningBudget ?? 0;
     message.reasoningBudgetMessage = object.reasoningBudgetMessage ?? "";
+    message.hasReasoningBudget = object.hasReasoningBudget ?? false;
     return message;
   },
 };
