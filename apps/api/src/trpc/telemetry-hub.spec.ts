@@ -43,6 +43,25 @@ function snap(engineId: string, o: { tokens: number; bytes: number; stall: numbe
 const idle = { tokens: 0, bytes: 0, stall: 0, hits: 0, misses: 0, counts: [] };
 
 describe('TelemetryHub', () => {
+  it("lists every live engine's models with their slots", () => {
+    const hub = new TelemetryHub(() => undefined);
+    const withSlots = snap('b', idle);
+    withSlots.snapshot!.models[0].slots = [
+      { id: 0, processing: true, requestId: 'r1', nCtx: 128, promptTokens: 9, promptTokensProcessed: 9, decodedTokens: 3, remainingTokens: 5, cachedTokens: 12, sampling: { temperature: 0.5, topK: 40, topP: 1, minP: 0, repetitionPenalty: 1, presencePenalty: 0, frequencyPenalty: 0, penaltyLastN: 64, seed: 1, hasSeed: true, logitBias: {} }, speculative: false },
+      { id: 1, processing: false, requestId: '', nCtx: 128, promptTokens: 0, promptTokensProcessed: 0, decodedTokens: 0, remainingTokens: 0, cachedTokens: 7, sampling: undefined, speculative: false },
+    ];
+    hub.ingest(withSlots, 0);
+    hub.ingest(snap('a', idle), 0);
+    const s = hub.slots(0);
+    expect(s.map((m) => m.engineId)).toEqual(['a', 'b']);
+    expect(s[1].slots).toEqual([
+      { id: 0, processing: true, requestId: 'r1', nCtx: 128, promptTokens: 9, promptTokensProcessed: 9, decodedTokens: 3, remainingTokens: 5, cachedTokens: 12, temperature: 0.5, speculative: false },
+      { id: 1, processing: false, requestId: '', nCtx: 128, promptTokens: 0, promptTokensProcessed: 0, decodedTokens: 0, remainingTokens: 0, cachedTokens: 7, temperature: null, speculative: false },
+    ]);
+    // A stale engine drops out.
+    expect(hub.slots(60_000)).toEqual([]);
+  });
+
   it('merges engines and turns counters into rates and hit rates per interval', () => {
     const hub = new TelemetryHub(() => undefined);
     hub.ingest(snap('a', { tokens: 10, bytes: 1000, stall: 0.5, hits: 10, misses: 10, counts: [[1, 2]] }), 0);

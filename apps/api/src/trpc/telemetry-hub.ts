@@ -35,6 +35,30 @@ export interface TelemetryPoint {
   speculative: { model: string; mode: string; drafted: number; accepted: number; tokensPerPass: number }[];
 }
 
+/** One sequence slot of a loaded model, as the console's slot table shows it. */
+export interface SlotView {
+  id: number;
+  processing: boolean;
+  requestId: string;
+  nCtx: number;
+  promptTokens: number;
+  promptTokensProcessed: number;
+  decodedTokens: number;
+  remainingTokens: number;
+  /** Tokens in the slot's KV cache (an idle slot keeps its last request's for reuse). */
+  cachedTokens: number;
+  /** Of the running request. */
+  temperature: number | null;
+  speculative: boolean;
+}
+
+/** A loaded model's slots on one engine. */
+export interface ModelSlots {
+  engineId: string;
+  model: string;
+  slots: SlotView[];
+}
+
 /** A loaded model the heatmap can show: the engine it runs on and its id there. */
 export interface ExpertSource {
   engineId: string;
@@ -177,6 +201,23 @@ export class TelemetryHub {
       byModel.set(m.model, frames);
     }
     this.expertFrames.set(msg.engineId, byModel);
+  }
+
+  /** Every loaded model's sequence slots, engines in id order, models in load order. */
+  slots(now = Date.now()): ModelSlots[] {
+    const out: ModelSlots[] = [];
+    const live = [...this.latest.entries()].filter(([, v]) => now - v.at <= this.staleMs).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    for (const [engineId, v] of live)
+      for (const m of v.msg.snapshot?.models ?? [])
+        out.push({
+          engineId,
+          model: m.model,
+          slots: m.slots.map((s) => ({
+            id: s.id, processing: s.processing, requestId: s.requestId, nCtx: s.nCtx, promptTokens: s.promptTokens, promptTokensProcessed: s.promptTokensProcessed,
+            decodedTokens: s.decodedTokens, remainingTokens: s.remainingTokens, cachedTokens: s.cachedTokens, temperature: s.sampling?.temperature ?? null, speculative: s.speculative,
+          })),
+        });
+    return out;
   }
 
   /** Each engine's latest snapshot that is not stale (llama-server's /slots reads them). */

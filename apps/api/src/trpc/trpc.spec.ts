@@ -6,7 +6,7 @@ import { startSchedulerServer, type RunningSchedulerServer } from '@kailstream/s
 
 import { parseApiConfig } from '../env';
 import { startApi, type RunningApi } from '../server';
-import type { ExpertWindow, TelemetryPoint } from './telemetry-hub';
+import type { ExpertWindow, ModelSlots, TelemetryPoint } from './telemetry-hub';
 
 // The console's router over the real stack: engine (tiny MoE model in a models directory),
 // scheduler, API. Calls go over HTTP in tRPC's own wire format, as the console sends them.
@@ -87,6 +87,14 @@ describe('console tRPC router', () => {
     expect(last!.tokensGenerated).toBeGreaterThan(gen0);
     expect(last!.tiers.map((t) => t.tier)).toContain('ram');
     expect(last!.models).toEqual(['tiny']);
+    // The slots: both idle again, the one that served the chat keeping its tokens in its cache.
+    let slots: ModelSlots[] = [];
+    for (let i = 0; i < 20 && !slots.some((m) => m.slots.some((x) => x.cachedTokens > 0)); i++) {
+      slots = (await query<ModelSlots[]>('telemetry.slots')).data!;
+      if (!slots.some((m) => m.slots.some((x) => x.cachedTokens > 0))) await new Promise((res) => setTimeout(res, 250));
+    }
+    expect(slots.map((m) => [m.model, m.slots.length, m.slots.every((x) => !x.processing && x.nCtx === 256)])).toEqual([['tiny', 2, true]]);
+    expect(Math.max(...slots[0].slots.map((x) => x.cachedTokens))).toBeGreaterThan(8);
     const ex = await query<ExpertWindow>('telemetry.experts', { windowSeconds: 0 });
     expect(ex.data!.model).toBe('tiny');
     expect(ex.data!.layers.length).toBeGreaterThan(0);

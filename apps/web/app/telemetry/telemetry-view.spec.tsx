@@ -1,7 +1,7 @@
 import { renderToString } from 'react-dom/server';
 import type { TelemetryPoint } from '@kailstream/api';
 
-import { EngineStrip, HeatmapModelPicker, TelemetryCharts, telemetrySeries } from './telemetry-view';
+import { EngineStrip, HeatmapModelPicker, SlotTable, TelemetryCharts, slotState, telemetrySeries } from './telemetry-view';
 
 function point(t: number, over: Partial<TelemetryPoint> = {}): TelemetryPoint {
   return {
@@ -65,6 +65,22 @@ describe('telemetry charts', () => {
     expect(html).toContain('no model');
     expect(html).toContain('class="error">○');
     expect(html).toMatch(/queue <!-- -->3<!-- --> of 64/);
+  });
+
+  it('shows each model\'s slots: idle, prompt progress or generating, with the request, its counts and the KV cache held', () => {
+    const base = { requestId: '', nCtx: 4096, promptTokens: 0, promptTokensProcessed: 0, decodedTokens: 0, remainingTokens: 0, cachedTokens: 0, temperature: null, speculative: false };
+    const slots = [
+      { ...base, id: 0, processing: true, requestId: 'chatcmpl-1', promptTokens: 300, promptTokensProcessed: 300, decodedTokens: 12, remainingTokens: 244, cachedTokens: 312, temperature: 0.7 },
+      { ...base, id: 1, processing: true, requestId: 'chatcmpl-2', promptTokens: 20000, promptTokensProcessed: 512, cachedTokens: 512, temperature: 1 },
+      { ...base, id: 2, processing: false, cachedTokens: 40 },
+    ];
+    expect(slots.map(slotState)).toEqual(['generating', 'prompt 512 / 20.0k', 'idle']);
+    const html = renderToString(<SlotTable models={[{ engineId: 'e1', model: 'tiny', slots }]} />);
+    expect(html).toMatch(/2<!-- --> of <!-- -->3<!-- --> slots busy/);
+    expect(html).toMatch(/<td class="ok">generating<\/td><td>chatcmpl-1<\/td><td>12<\/td><td>244<\/td><td>312<!-- --> \/ <!-- -->4096<!-- --> tokens<\/td><td>0.70<\/td>/);
+    expect(html).toMatch(/<td class="muted">idle<\/td><td>—<\/td><td>—<\/td><td>—<\/td><td>40<!-- --> \/ <!-- -->4096<!-- --> tokens<\/td><td>—<\/td>/);
+    expect(html).not.toContain('(e1)');
+    expect(renderToString(<SlotTable models={[]} />)).toContain('no model loaded');
   });
 
   it('offers the heatmap a model picker once two models report, naming engines only when there are several', () => {

@@ -1,6 +1,6 @@
 'use client';
 import { useEffect, useState } from 'react';
-import type { ExpertSource, ExpertWindow, TelemetryPoint } from '@kailstream/api';
+import type { ExpertSource, ExpertWindow, ModelSlots, SlotView, TelemetryPoint } from '@kailstream/api';
 
 import { ExpertHeatmap } from '../_components/expert-heatmap';
 import { LineChart, type Series } from '../_components/line-chart';
@@ -96,6 +96,60 @@ export function EngineStrip({ queue }: { queue: Queue }) {
   );
 }
 
+/** What a slot is doing, in words. */
+export function slotState(s: SlotView): string {
+  if (!s.processing) return 'idle';
+  if (s.promptTokensProcessed < s.promptTokens) return `prompt ${formatCount(s.promptTokensProcessed)} / ${formatCount(s.promptTokens)}`;
+  return 'generating';
+}
+
+/** Each loaded model's sequence slots: the request in each, its progress, and the KV cache it holds. */
+export function SlotTable({ models }: { models: ModelSlots[] }) {
+  if (!models.length) return <p className="muted">no model loaded</p>;
+  const engines = new Set(models.map((m) => m.engineId)).size;
+  return (
+    <div data-testid="slots">
+      {models.map((m) => (
+        <div key={`${m.engineId} ${m.model}`} className="card">
+          <strong>{m.model}</strong>
+          {engines > 1 ? <span className="muted"> ({m.engineId})</span> : null}{' '}
+          <span className="muted">
+            {m.slots.filter((s) => s.processing).length} of {m.slots.length} slots busy
+          </span>
+          <table>
+            <thead>
+              <tr>
+                <th>slot</th>
+                <th>state</th>
+                <th>request</th>
+                <th>generated</th>
+                <th>left</th>
+                <th>KV cache</th>
+                <th>temperature</th>
+              </tr>
+            </thead>
+            <tbody>
+              {m.slots.map((s) => (
+                <tr key={s.id}>
+                  <td>{s.id}</td>
+                  <td className={s.processing ? 'ok' : 'muted'}>{slotState(s)}</td>
+                  <td>{s.requestId || '—'}</td>
+                  <td>{s.processing ? formatCount(s.decodedTokens) : '—'}</td>
+                  <td>{s.processing ? formatCount(s.remainingTokens) : '—'}</td>
+                  <td>
+                    {formatCount(s.cachedTokens)} / {formatCount(s.nCtx)} tokens
+                  </td>
+                  <td>{s.temperature === null ? '—' : s.temperature.toFixed(2)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ))}
+    </div>
+  );
+}
+
 /** Which loaded model the heatmap shows; hidden while only one model reports. */
 export function HeatmapModelPicker({ sources, value, onChange }: { sources: ExpertSource[]; value: ExpertSource | null; onChange: (v: ExpertSource) => void }) {
   if (sources.length < 2) return null;
@@ -133,6 +187,7 @@ export function TelemetryView() {
     if (heatSource && experts.data === null) setHeatSource(null);
   }, [heatSource, experts.data]);
   const queue = usePoll(() => api.requests.queue.query(), 2000);
+  const slots = usePoll(() => api.telemetry.slots.query(), 1000);
   const points = hist.data?.points ?? [];
   const last = points.at(-1);
   const heatLabel = HEATMAP_WINDOWS.find((w) => w.seconds === heatWindow)?.label ?? `${heatWindow} s`;
@@ -161,6 +216,11 @@ export function TelemetryView() {
       </p>
       {queue.data && <EngineStrip queue={queue.data} />}
       <TelemetryCharts points={points} windowSeconds={windowSeconds} now={last?.t} />
+      <section id="slots" style={{ marginTop: 24 }}>
+        <h2>Slots</h2>
+        {slots.error && <p className="error">{slots.error}</p>}
+        {slots.data && <SlotTable models={slots.data} />}
+      </section>
       <section id="heatmap" style={{ marginTop: 24 }}>
         <div className="row spread">
           <h2>Expert heatmap{experts.data?.model ? ` · ${experts.data.model}` : ''}</h2>

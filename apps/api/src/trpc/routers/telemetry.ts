@@ -13,6 +13,13 @@ export const telemetryRouter = router({
     return { status: hub.status(), points: hub.recent(input.seconds) };
   }),
 
+  /** Every loaded model's sequence slots: what runs in each, prompt progress, KV cache held. */
+  slots: protectedProcedure.query(({ ctx }) => {
+    const hub = ctx.deps.telemetry;
+    hub.start();
+    return hub.slots();
+  }),
+
   /**
    * One model's layers × experts activation counts over a window (0 = since it was loaded), resident
    * experts marked, and the list of models that have a heatmap. Without engineId/model: the first.
