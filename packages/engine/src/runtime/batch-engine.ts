@@ -89,7 +89,8 @@ export interface GenerationRequest {
   /**
    * A token budget for the reasoning block (`sampling/reasoning-budget.ts`); its tags are matched
    * on the tokens' bytes with `preserveTokens`' text. Not with a JSON format or a pattern (they
-   * already decide where the reasoning ends); such a sequence does not speculate.
+   * already decide where the reasoning ends). A speculating sequence drafts no further than the
+   * budget leaves the model, and takes the forced tokens one per pass.
    */
   reasoningBudget?: ReasoningBudgetSpec;
 }
@@ -436,7 +437,7 @@ export class BatchEngine {
       a.reused = this.model.truncate(a.slot, a.reused);
       a.prefilled = a.reused;
       this.promptTokensReused += a.reused;
-      if (this.spec && !a.constraint && !a.budget) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
+      if (this.spec && !a.constraint) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
       this.running.set(a.slot, a);
     }
   }
@@ -474,8 +475,10 @@ export class BatchEngine {
       if (a.pending === undefined || planned <= 0 || a.cancelled) continue;
       decodingNow.push(a);
       if (a.spec) {
-        // Bounded so the committed tokens fit max tokens, the context and this pass's budget.
-        const maxDraft = Math.max(0, Math.min(a.req.maxTokens - a.generated - 1, this.model.nCtx - a.history.length - 1, planned - 1));
+        // Bounded so the committed tokens fit max tokens, the context, this pass's budget and the
+        // tokens a reasoning budget leaves the model before it forces the block closed.
+        const free = a.budget ? a.budget.freeTokens : Infinity;
+        const maxDraft = Math.max(0, Math.min(a.req.maxTokens - a.generated - 1, this.model.nCtx - a.history.length - 1, planned - 1, free - 1));
         asks.push({ seq: a.spec, history: a.history, maxDraft });
         planned -= 1 + Math.min(maxDraft, a.spec.k);
       } else planned--;
@@ -583,7 +586,7 @@ export class BatchEngine {
         continue;
       }
       let commit: number[];
-      if (draft && a.spec) {
+      if (draft && a.spec && a.budget?.forcedToken === undefined) {
         const h = a.history.length;
         const res = a.spec.verify(a.history, draft, rowsOf);
         // Keep [0, h + accepted): the accepted drafts stay cached, the new pending token is not.
@@ -596,6 +599,12 @@ export class BatchEngine {
       } else {
         try {
           commit = [this.sampleOne(a, rowsOf.subarray(0, nv))];
+          if (draft && a.spec) {
+            // A speculating sequence whose reasoning budget forces this token: no drafts (maxDraft
+            // was 0), the pending token's row kept, and MTP's hidden state recorded as verify does.
+            this.model.rollback(a.slot, a.history.length);
+            if (hidden && mtp) a.spec.recordHidden(a.history.length - 1, hidden, 1, row);
+          }
         } catch (e) {
           // A row nothing can be drawn from (NaN logits, a constraint no token satisfies) fails
           // this sequence only.

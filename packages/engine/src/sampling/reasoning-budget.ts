@@ -48,9 +48,27 @@ export class ReasoningBudget {
     return this.state === 'forcing' ? this.spec.forced[this.at] : undefined;
   }
 
-  /** Whether the budget can still act (a sequence with one does not speculate until then). */
+  /** Whether the budget can still act. */
   get active(): boolean {
     return this.state !== 'done';
+  }
+
+  /**
+   * Tokens the model may choose from here before the budget could force one: what a speculative
+   * step may commit at most (drafts + 1). 0 while forcing.
+   */
+  get freeTokens(): number {
+    switch (this.state) {
+      case 'done':
+        return Infinity;
+      case 'forcing':
+        return 0;
+      case 'counting':
+        return Math.max(1, this.remaining);
+      case 'start':
+        // The opening tag takes at least one token before counting starts.
+        return this.spec.tokens + 1;
+    }
   }
 
   /** A token the sequence committed. */

@@ -116,6 +116,25 @@ describe.each([
     mtp.truncate(2, 0);
   }, 60_000);
 
+  it('with a reasoning budget, MTP drafting gives the tokens plain decoding gives under it', async () => {
+    const req = (p: number[], i: number) => ({ id: `b${i}`, prompt: p, maxTokens: 16, sampling: { temperature: 0 }, ignoreEog: true, reasoningBudget: { tokens: 4, forced: [5, 6], open: true } });
+    const run = async (engine: BatchEngine) => {
+      const out = await Promise.all(
+        prompts(target.nVocab).slice(1, 4).map(async (p, i) => {
+          const toks: number[] = [];
+          for await (const c of engine.generate(req(p, i))) toks.push(...c.tokens);
+          return toks;
+        }),
+      );
+      await engine.close();
+      return out;
+    };
+    const plain = await run(new BatchEngine(target));
+    const spec = new SpeculativeDecoder(target, { mtp, k: 3 });
+    expect(await run(new BatchEngine(target, { speculative: spec }))).toEqual(plain);
+    expect(spec.stats().draftedTokens).toBeGreaterThan(0);
+  }, 60_000);
+
   it('batched requests with MTP drafting give the target tokens', async () => {
     const spec = new SpeculativeDecoder(target, { mtp, k: 3 });
     const engine = new BatchEngine(target, { speculative: spec });

@@ -63,6 +63,32 @@ describe.each([
     expect(st.committedTokens).toBe(st.acceptedTokens + st.targetPasses);
   }, 60_000);
 
+  it('with a reasoning budget: the same tokens as plain decoding under it, the forced ones where it forces them', async () => {
+    const forced = [7, 8, 9];
+    const budget = { tokens: 5, forced, open: true };
+    const run = async (speculative?: SpeculativeDecoder) => {
+      const engine = new BatchEngine(target, { speculative });
+      try {
+        return await Promise.all(
+          prompts(target.nVocab).map(async (p, i) => {
+            const toks: number[] = [];
+            for await (const c of engine.generate({ id: `b${i}`, prompt: p, maxTokens: 20, sampling: { temperature: 0 }, ignoreEog: true, reasoningBudget: budget })) toks.push(...c.tokens);
+            return toks;
+          }),
+        );
+      } finally {
+        await engine.close();
+      }
+    };
+    const plain = await run();
+    // (A random model rarely writes </think> itself; where it does, nothing is forced.)
+    expect(plain.filter((t) => t.slice(5, 8).join() === forced.join()).length).toBeGreaterThan(3);
+    const draftSpec = new SpeculativeDecoder(target, { draft, k: 4, adaptive: false });
+    expect(await run(draftSpec)).toEqual(plain);
+    expect(draftSpec.stats().draftedTokens).toBeGreaterThan(0);
+    expect(await run(new SpeculativeDecoder(target, { lookup: true, k: 4 }))).toEqual(plain);
+  }, 60_000);
+
   it('prompt lookup, k = 4, and adaptive draft', async () => {
     const ps = prompts(target.nVocab);
     const lookup = new SpeculativeDecoder(target, { lookup: true, k: 4 });

@@ -323,7 +323,7 @@ export interface GenerateRequest {
    * left open) has taken this many tokens, the engine writes reasoning_budget_message and
    * </think> itself, and the model goes on with its answer. 0 = the block is closed at once.
    * Only with has_reasoning_budget (as SamplingParams' seed and has_seed), else none. Only for
-   * chat messages; a sequence with a budget does not speculate.
+   * chat messages.
    */
   reasoningBudget: number;
   reasoningBudgetMessage: string;
