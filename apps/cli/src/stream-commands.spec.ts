@@ -48,6 +48,13 @@ describe('kail plan and --ram', () => {
     const bad = kail('plan', '-m', model, '--ram', '8X');
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toContain("--ram: '8X' is not a byte size");
+    // No VRAM tier: 0 is accepted, anything more refused with the reason.
+    expect(kail('plan', '-m', model, '--ram', '512M', '--vram', '0').status).toBe(0);
+    for (const cmd of ['plan', 'run', 'bench']) {
+      const v = kail(cmd, '-m', model, '--ram', '512M', '--vram', '2G');
+      expect(v.status).not.toBe(0);
+      expect(v.stderr).toMatch(/--vram 2G: this build has no VRAM expert tier/);
+    }
   });
 
   it('run --ram streams experts and gives the in-memory tokens', () => {

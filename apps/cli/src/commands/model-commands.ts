@@ -60,6 +60,20 @@ function bytes(name: string) {
   };
 }
 
+/**
+ * --vram: there is no VRAM expert tier in this build, so a budget above 0 is refused with the
+ * reason (rather than accepted and ignored, or commander's "unknown option").
+ */
+function vramBytes(v: string): number {
+  const n = bytes('--vram')(v);
+  if (n > 0)
+    throw new Error(
+      `--vram ${v}: this build has no VRAM expert tier (the CUDA backend compiles where nvcc exists, but experts are computed on the CPU); experts stream into the RAM budget, --ram`,
+    );
+  return n;
+}
+const VRAM_HELP = 'GPU memory for experts: no VRAM tier in this build, so only 0 (anything more is refused, saying so)';
+
 /** Flags of the expert-streaming budget, shared by run, bench and plan. */
 interface StreamOpts {
   ram?: number;
@@ -76,6 +90,7 @@ interface StreamOpts {
 function addStreamOptions(cmd: Command): Command {
   return cmd
     .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes): routed experts stream from storage into what it leaves', bytes('--ram'))
+    .option('--vram <bytes>', VRAM_HELP, vramBytes)
     .option('--reserve <bytes>', `part of --ram held back for this process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
     .option('--io-threads <n>', 'expert reads in flight (default 4)', int('--io-threads', 1, 64))
     .option('--no-direct-io', 'read experts through the page cache (then drop it) instead of O_DIRECT')
@@ -430,6 +445,7 @@ export function registerModelCommands(program: Command): void {
     .description('what a RAM budget holds with experts streaming from storage: resident, KV, cache capacity, cold bytes per token (exit 1 when it does not fit)')
     .requiredOption('-m, --model <file>', 'GGUF model file')
     .option('--ram <bytes>', "RAM budget (8G, 512M, bytes); default: the hardware profile's (kail profile)", bytes('--ram'))
+    .option('--vram <bytes>', VRAM_HELP, vramBytes)
     .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('-c, --ctx <n>', 'context length (default: the model\'s, at most 4096)', int('--ctx', 1, 1 << 20))
     .option('--seqs <n>', 'concurrent sequences', int('--seqs', 1, 1024), 1)
