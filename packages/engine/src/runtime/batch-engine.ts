@@ -88,9 +88,10 @@ export interface GenerationRequest {
   tMaxPredictMs?: number;
   /**
    * A token budget for the reasoning block (`sampling/reasoning-budget.ts`); its tags are matched
-   * on the tokens' bytes with `preserveTokens`' text. Not with a JSON format or a pattern (they
-   * already decide where the reasoning ends). A speculating sequence drafts no further than the
-   * budget leaves the model, and takes the forced tokens one per pass.
+   * on the tokens' bytes with `preserveTokens`' text. With a pattern that lets the reasoning run
+   * free up to `</think>` (model-host's reasoning-then-form patterns) the forced tokens are that
+   * text too. A speculating sequence drafts no further than the budget leaves the model, and
+   * takes the forced tokens one per pass.
    */
   reasoningBudget?: ReasoningBudgetSpec;
 }
@@ -265,7 +266,6 @@ export class BatchEngine {
     for (const k of Object.keys(req.sampling?.logitBias ?? {}))
       if (Number(k) >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `logit bias names token id ${k}, outside the vocabulary (0..${this.model.nVocab - 1})`);
     const constraint = this.constraintOf(req, grammar);
-    if (req.reasoningBudget && constraint) throw new EngineError('KAIL_E_INVALID_ARG', 'a reasoning budget cannot be combined with a JSON response format or forced tool calls');
     if (req.reasoningBudget) for (const t of req.reasoningBudget.forced) if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `reasoning budget: token id ${t} is outside the vocabulary`);
     const queue: GenerationChunk[] = [];
     let wake: (() => void) | undefined;
@@ -652,7 +652,12 @@ export class BatchEngine {
    */
   private sampleOne(a: Active, row: Float32Array): number {
     const forced = a.budget?.forcedToken;
-    if (forced !== undefined) return forced;
+    if (forced !== undefined) {
+      // (A constraint that follows the reasoning takes any text inside it.)
+      if (a.constraint && !a.constraint.allows(forced)) throw new EngineError('KAIL_E_INTERNAL', `the output constraint refuses the reasoning budget's forced token ${forced}`);
+      a.constraint?.accept(forced);
+      return forced;
+    }
     const first = a.sampler.sample(row, a.history).token;
     if (!a.constraint) return first;
     let token = first;

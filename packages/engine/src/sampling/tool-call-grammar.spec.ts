@@ -76,12 +76,15 @@ describe('forced tool calls', () => {
     expect(prefix(p, call('get_weather', '{"city": "x", "days": 1.5}'))).toBe(false);
   });
 
-  it('closes reasoning the prompt left open before the calls, when told to', () => {
-    const p = forcedToolCallPattern({ format: 'hermes' }, tools, { parallel: true, prefix: '</think>\n\n' });
+  it('lets reasoning the prompt left open run free up to </think>, then holds the calls, when told to', () => {
+    const p = forcedToolCallPattern({ format: 'hermes' }, tools, { parallel: true, reasoning: true });
     const c = '<tool_call>\n{"name": "get", "arguments": {}}\n</tool_call>';
     expect(complete(p, `</think>\n\n${c}\n${c}`)).toBe(true);
-    expect(prefix(p, c)).toBe(false);
-    expect(prefix(p, `</think>\n\n${c}\n</think>`)).toBe(false); // once, at the start only
+    // Any reasoning first, even text that looks like a call or a JSON object.
+    expect(complete(p, `Let me call get. ${c} {"a": </thin </think>\n\n${c}`)).toBe(true);
+    expect(complete(p, c)).toBe(false);
+    expect(prefix(p, `hm</think>\n\nSure`)).toBe(false); // after the reasoning, calls only
+    expect(prefix(p, `</think>\n\n${c}\n</think>`)).toBe(false); // closed once
   });
 
   it('writes one call only without parallel calls, and only the named tool when one is named', () => {

@@ -279,8 +279,19 @@ export interface ForcedToolCalls {
   name?: string;
   /** Several calls allowed (OpenAI's parallel_tool_calls, default true). */
   parallel: boolean;
-  /** Text before the calls: `</think>\n\n` when the prompt left the model's reasoning open. */
-  prefix?: string;
+  /**
+   * The prompt left the model's reasoning open: any text up to `</think>` first (the reasoning,
+   * free), then a blank line, then the calls (llama.cpp's reasoning-then-grammar).
+   */
+  reasoning?: boolean;
+}
+
+/** What comes before a constrained answer: with an open reasoning block, its free text, `</think>` and a blank line. */
+const REASONING_END = '</think>';
+function reasoningFirst(b: Builder, reasoning: boolean | undefined): void {
+  if (!reasoning) return;
+  b.textUntil(REASONING_END);
+  b.lit('\n\n');
 }
 
 type ChoiceStep = Extract<PatternStep, { op: 'choice' }>;
@@ -485,12 +496,12 @@ function pairCalls(b: Builder, tools: readonly ToolDef[], l: PairLayout, paralle
 }
 
 /**
- * A JSON response (`response_format`) after `prefix`: a reasoning model whose prompt left its
- * reasoning open closes it first, so the answer is the JSON and not more reasoning.
+ * A JSON response (`response_format`) after a reasoning model's open reasoning: any text up to
+ * `</think>` and a blank line, then the JSON (so the reasoning is free and the answer is held).
  */
-export function prefixedJsonPattern(prefix: string, grammar: JsonGrammar): OutputPattern {
+export function reasoningThenJsonPattern(grammar: JsonGrammar): OutputPattern {
   const b = new Builder();
-  b.lit(prefix);
+  reasoningFirst(b, true);
   b.steps.push({ op: 'json', grammar }, { op: 'end', more: -1 });
   return { steps: b.steps };
 }
@@ -555,7 +566,7 @@ export function forcedToolCallPattern(syntax: ToolCallSyntax, tools: readonly To
     return { name, grammar };
   });
   const b = new Builder();
-  b.lit(choice.prefix ?? '');
+  reasoningFirst(b, choice.reasoning);
   // A name inside a JSON string is written escaped; in a DeepSeek header, as it is.
   const jsonName = (n: string) => JSON.stringify(n).slice(1, -1);
   switch (format) {

@@ -70,13 +70,25 @@ describe('chat requests: chat_template_kwargs, reasoning in and out', () => {
     expect(withReasoning.usage!.promptTokens).toBeGreaterThan(without.usage!.promptTokens + 8);
   });
 
-  it('closes reasoning the prompt left open before a JSON answer, so the answer is not more reasoning', async () => {
-    const json = { maxTokens: 24, responseFormat: pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT, sampling: common.SamplingParams.fromPartial({ temperature: 1, seed: 3, hasSeed: true }) };
-    const open = await run([user], undefined, json);
+  it('lets reasoning the prompt left open run free, then holds the answer after </think> to the JSON format', async () => {
+    // ('}' made likely, so a random model's object ends well within max tokens on any CPU.)
+    const close = host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'think', text: '}' })).tokens[0];
+    const sampling = common.SamplingParams.fromPartial({ temperature: 1, seed: 3, hasSeed: true, logitBias: { [close]: 4 } });
+    const json = { maxTokens: 300, responseFormat: pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT, sampling };
+    // No constraint inside the reasoning: its start is what the model writes without a format.
+    const free = await run([user], undefined, { ...json, responseFormat: pb.ResponseFormat.RESPONSE_FORMAT_TEXT, maxTokens: 8 });
+    const open = await run([user], undefined, { ...json, maxTokens: 8 });
     expect(open.reasoningOpen).toBe(true);
-    expect(open.text.startsWith('</think>\n\n')).toBe(true);
-    expect(new JsonRecognizer().feed(Buffer.from(open.text.slice(10)))).toBe(true);
-    const closed = await run([user], { enable_thinking: false }, json);
+    expect(open.text).toBe(free.text);
+    // A reasoning budget closes it; then a blank line and one JSON object.
+    const budgeted = await run([user], undefined, { ...json, reasoningBudget: 4, hasReasoningBudget: true });
+    const end = budgeted.text.indexOf('</think>');
+    expect(end).toBeGreaterThan(0);
+    expect(budgeted.text.slice(end, end + 10)).toBe('</think>\n\n');
+    expect(budgeted.finishReason).toBe(common.FinishReason.FINISH_REASON_STOP);
+    expect(new JsonRecognizer().feed(Buffer.from(budgeted.text.slice(end + 10)))).toBe(true);
+    // Thinking off (the template closed the block): JSON from the first token, nothing to budget.
+    const closed = await run([user], { enable_thinking: false }, { ...json, reasoningBudget: 4, hasReasoningBudget: true });
     expect(closed.text.includes('</think>')).toBe(false);
     expect(new JsonRecognizer().feed(Buffer.from(closed.text))).toBe(true);
   });

@@ -11,7 +11,7 @@ import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import type { ReasoningBudgetSpec } from '../sampling/reasoning-budget';
 import type { SamplerParams } from '../sampling/sampler';
 import type { TokenLogprobs } from '../sampling/logprobs';
-import { forcedToolCallPattern, prefixedJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
+import { forcedToolCallPattern, reasoningThenJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
 import type { NativeExpertStreamStats } from '@kailstream/core-native';
 
 /** What the engine gRPC service needs from whatever owns models and runs generation. */
@@ -340,8 +340,9 @@ export class LocalModelHost implements ModelHost {
         nIndent: req.nIndent,
         tMaxPredictMs: req.tMaxPredictMs,
         ...form,
-        // A JSON format or forced tool calls already decide where reasoning ends (at once).
-        reasoningBudget: form.pattern || (form.responseFormat ?? 'text') !== 'text' ? undefined : this.reasoningBudget(m, req, reasoningOpen),
+        // Without open reasoning, a JSON format or forced tool calls hold the output from its
+        // first token: there is no reasoning to budget.
+        reasoningBudget: !reasoningOpen && (form.pattern || (form.responseFormat ?? 'text') !== 'text') ? undefined : this.reasoningBudget(m, req, reasoningOpen),
         preserveTokens: req.messages.length ? this.markerTokens(m, !!req.toolsJson) : undefined,
       },
       signal,
@@ -487,17 +488,16 @@ export class LocalModelHost implements ModelHost {
 
   /**
    * The request's output form: a JSON response format or forced tool calls. When the prompt left
-   * the model's reasoning open, either one starts by closing it (`</think>` and a blank line), so
-   * the answer is not taken for more reasoning.
+   * the model's reasoning open, the reasoning runs free up to `</think>` (a reasoning budget, if
+   * set, bounds it) and the form holds from the blank line after it, as llama.cpp's grammars do.
    */
   private outputForm(m: Loaded, req: pb.GenerateRequest, reasoningOpen: boolean): Pick<GenerationRequest, 'responseFormat' | 'jsonSchema' | 'pattern'> {
     const format = responseFormatFromProto(req);
-    const prefix = reasoningOpen ? '</think>\n\n' : '';
-    const pattern = this.forcedToolCalls(m, req, prefix);
+    const pattern = this.forcedToolCalls(m, req, reasoningOpen);
     // With both, BatchEngine refuses the request, naming them.
     if (pattern) return { ...format, pattern };
-    const grammar = prefix ? grammarOf(format) : null;
-    return grammar ? { responseFormat: 'text', pattern: prefixedJsonPattern(prefix, grammar) } : format;
+    const grammar = reasoningOpen ? grammarOf(format) : null;
+    return grammar ? { responseFormat: 'text', pattern: reasoningThenJsonPattern(grammar) } : format;
   }
 
   /**
@@ -513,7 +513,7 @@ export class LocalModelHost implements ModelHost {
   }
 
   /** The pattern of a request's forced tool calls (tool_choice 'required' or a function), else undefined. */
-  private forcedToolCalls(m: Loaded, req: pb.GenerateRequest, prefix: string): OutputPattern | undefined {
+  private forcedToolCalls(m: Loaded, req: pb.GenerateRequest, reasoning: boolean): OutputPattern | undefined {
     const c = req.toolChoice;
     if (c === pb.ToolChoice.TOOL_CHOICE_AUTO) return undefined;
     if (c !== pb.ToolChoice.TOOL_CHOICE_REQUIRED && c !== pb.ToolChoice.TOOL_CHOICE_FUNCTION) throw new EngineError('KAIL_E_INVALID_ARG', `unknown tool choice ${c}`);
@@ -522,7 +522,7 @@ export class LocalModelHost implements ModelHost {
     if ('unsupported' in syntax)
       throw new EngineError('KAIL_E_INVALID_ARG', `model '${req.model}' cannot be held to a tool call (its chat template: ${syntax.unsupported}); use tool_choice 'auto'`);
     const tools = parseJsonField<ToolDef[]>(req.toolsJson || '[]', 'tools', Array.isArray);
-    return forcedToolCallPattern(syntax, tools, { name: c === pb.ToolChoice.TOOL_CHOICE_FUNCTION ? req.toolChoiceFunction : undefined, parallel: !req.singleToolCall, prefix });
+    return forcedToolCallPattern(syntax, tools, { name: c === pb.ToolChoice.TOOL_CHOICE_FUNCTION ? req.toolChoiceFunction : undefined, parallel: !req.singleToolCall, reasoning });
   }
 
   /**
