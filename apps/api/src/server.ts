@@ -12,6 +12,7 @@ import { LLAMA_SERVER_ROUTES, registerLlamaServerRoutes } from './llama-server/r
 import { errorBody } from './error-shape';
 import { OLLAMA_ROUTES, registerOllamaRoutes } from './ollama/routes';
 import { registerResponsesRoutes } from './openai/responses';
+import { MemoryResponseStore, RESPONSES_FILE, SqliteResponseStore, type ResponseStore } from './openai/response-store';
 import { registerOpenAiRoutes, type OpenAiDeps } from './openai/routes';
 import { openAiError } from './openai/schemas';
 import { readiness } from './ready';
@@ -45,6 +46,14 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
         (config.dataDir ? '' : ' and pass the data directory (--data-dir)') +
         ', or bind 127.0.0.1',
     );
+  }
+  // Stored responses (/v1/responses): in the data directory when there is one, so they outlive a restart.
+  let responses: ResponseStore;
+  try {
+    responses = config.dataDir ? SqliteResponseStore.open(path.join(config.dataDir, RESPONSES_FILE)) : new MemoryResponseStore();
+  } catch (e) {
+    keys?.close();
+    throw e;
   }
 
   // Bodies up to 64 MiB: Fastify's default (1 MiB) is less than a long context's prompt (a 256k-token
@@ -151,7 +160,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   registerLlamaServerRoutes(app, deps, () => hub?.snapshots() ?? []);
   registerAnthropicRoutes(app, deps);
   // OpenAI's Responses API (/v1/responses), stored responses in this process's memory.
-  registerResponsesRoutes(app, deps);
+  registerResponsesRoutes(app, deps, responses);
   // Ollama's own API (/api/chat, /api/generate, /api/tags…), for clients written against Ollama.
   registerOllamaRoutes(app, deps);
 
@@ -169,6 +178,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     metrics.close();
     scheduler?.close();
     keys?.close();
+    responses.close();
     throw e;
   }
   const addr = app.server.address();
@@ -184,6 +194,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
       await app.close();
       scheduler?.close();
       keys?.close();
+      responses.close();
     },
   };
 }

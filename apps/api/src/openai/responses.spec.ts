@@ -1,10 +1,14 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import OpenAI from 'openai';
 import { engine as pb } from '@kailstream/proto';
 
 import { parseApiConfig } from '../env';
 import { startApi } from '../server';
 import { startTestStack, type TestStack } from '../test-stack';
-import { ResponseStore, toChatMessages } from './responses';
+import { MemoryResponseStore, SqliteResponseStore, type ResponseStore } from './response-store';
+import { toChatMessages } from './responses';
 import { HERMES_TEMPLATE, THINK_TEMPLATE } from './test-templates';
 
 describe("OpenAI's Responses API (/v1/responses), real engine", () => {
@@ -257,17 +261,36 @@ describe('Responses input items as chat turns', () => {
     expect(toChatMessages([{ type: 'function_call_output', call_id: 'c1', output: 'x' }], turns.slice(0, 3))[0].name).toBe('f');
   });
 
-  it('keeps stored responses per key, the oldest dropped past the count or byte limit', () => {
-    const s = new ResponseStore({ responses: 3, bytes: 1 << 20 });
-    const conv = [pb.ChatMessage.fromPartial({ role: 'user', content: 'x' })];
-    for (const id of ['a', 'b', 'c', 'd']) s.put(id, 'k1', { id }, conv);
+  it.each([
+    ['in memory', (limits: { responses: number; bytes: number }) => new MemoryResponseStore(limits)],
+    ['in SQLite', (limits: { responses: number; bytes: number }) => SqliteResponseStore.open(path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kail-resp-')), 'r.sqlite'), limits)],
+  ] as const)('keeps stored responses per key (%s), the oldest dropped past the count or byte limit', (_kind, open) => {
+    const s: ResponseStore = open({ responses: 3, bytes: 1 << 20 });
+    const conv = [pb.ChatMessage.fromPartial({ role: 'user', content: 'x' }), pb.ChatMessage.fromPartial({ role: 'assistant', content: 'y', reasoningContent: 'r', toolCallsJson: '[1]' })];
+    for (const id of ['a', 'b', 'c', 'd']) s.put(id, 'k1', { id }, conv, [{ id: `in_${id}` }]);
     expect([s.size, s.get('a', 'k1'), s.get('b', 'k1')?.response]).toEqual([3, undefined, { id: 'b' }]);
+    expect(s.get('c', 'k1')).toEqual({ tenant: 'k1', response: { id: 'c' }, input: [{ id: 'in_c' }], conversation: conv });
     expect(s.get('b', 'k2')).toBeUndefined();
     expect(s.delete('b', 'k2')).toBe(false);
     expect(s.delete('b', 'k1')).toBe(true);
-    const small = new ResponseStore({ responses: 100, bytes: 600 });
+    expect(s.size).toBe(2);
+    s.close();
+    const small = open({ responses: 100, bytes: 600 });
     for (const id of ['a', 'b', 'c']) small.put(id, 'k', { id, pad: 'p'.repeat(200) }, conv);
     expect(small.get('a', 'k')).toBeUndefined();
     expect(small.get('c', 'k')).toBeDefined();
+    small.close();
+  });
+
+  it('keeps responses in SQLite across a restart (reopening the file)', () => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kail-resp-')), 'r.sqlite');
+    const conv = [pb.ChatMessage.fromPartial({ role: 'user', content: 'hello' })];
+    const a = SqliteResponseStore.open(file);
+    a.put('resp_1', 'k', { id: 'resp_1', output: [] }, conv);
+    a.close();
+    const b = SqliteResponseStore.open(file);
+    expect(b.get('resp_1', 'k')?.conversation).toEqual(conv);
+    b.close();
+    expect(() => SqliteResponseStore.open(path.join(file, 'not-a-dir', 'x.sqlite'))).toThrow(/cannot open the response store/);
   });
 });

@@ -21,6 +21,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
 import { ReasoningSplitter, splitReasoning } from './reasoning';
+import { MemoryResponseStore, type ResponseStore } from './response-store';
 import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, RESPONSE_FORMATS, submitAll, unary, withLogitBias, type OpenAiDeps } from './routes';
 import { openAiError, sampling, zodToOpenAi } from './schemas';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
@@ -238,59 +239,9 @@ const asInput = (items: OutputItem[]): InputItem[] =>
     : { type: 'function_call', call_id: x.call_id, name: x.name, arguments: x.arguments },
   );
 
-/** Bounds on the responses kept for previous_response_id and GET. */
-export const STORE_LIMITS = { responses: 1000, bytes: 64 << 20 };
-
-interface Stored {
-  tenant: string;
-  response: Record<string, unknown>;
-  /** The request's input items as OpenAI lists them (inputItemsOf). */
-  input: Record<string, unknown>[];
-  /** The conversation up to and including this response's output (its instructions excluded). */
-  conversation: pb.ChatMessage[];
-  bytes: number;
-}
-
-/** Responses kept in memory, oldest dropped first past the limits; each visible only to its key. */
-export class ResponseStore {
-  private readonly entries = new Map<string, Stored>();
-  private bytes = 0;
-
-  constructor(private readonly limits = STORE_LIMITS) {}
-
-  put(id: string, tenant: string, response: Record<string, unknown>, conversation: pb.ChatMessage[], input: Record<string, unknown>[] = []): void {
-    const bytes =
-      JSON.stringify(response).length + JSON.stringify(input).length + conversation.reduce((a, m) => a + m.content.length + m.reasoningContent.length + m.toolCallsJson.length + 64, 0);
-    this.entries.set(id, { tenant, response, input, conversation, bytes });
-    this.bytes += bytes;
-    for (const [old, e] of this.entries) {
-      if (this.entries.size <= 1 || (this.entries.size <= this.limits.responses && this.bytes <= this.limits.bytes)) break;
-      this.entries.delete(old);
-      this.bytes -= e.bytes;
-    }
-  }
-
-  get(id: string, tenant: string): Stored | undefined {
-    const e = this.entries.get(id);
-    return e && e.tenant === tenant ? e : undefined;
-  }
-
-  delete(id: string, tenant: string): boolean {
-    const e = this.get(id, tenant);
-    if (!e) return false;
-    this.entries.delete(id);
-    this.bytes -= e.bytes;
-    return true;
-  }
-
-  get size(): number {
-    return this.entries.size;
-  }
-}
-
 const notFound = (id: string, param: string | null) => openAiError(`Response with id '${id}' not found.`, 'invalid_request_error', param, param ? 'previous_response_not_found' : 'not_found');
 
-export function registerResponsesRoutes(app: FastifyInstance, deps: OpenAiDeps, store = new ResponseStore()): void {
+export function registerResponsesRoutes(app: FastifyInstance, deps: OpenAiDeps, store: ResponseStore = new MemoryResponseStore()): void {
   /** The request and its whole conversation (a stored previous response's first), or the reply sent for a bad one. */
   const conversationOf = (req: FastifyRequest, reply: FastifyReply): { b: ResponsesRequest; conversation: pb.ChatMessage[] } | FastifyReply => {
     const parsed = ResponsesRequest.safeParse(req.body);
