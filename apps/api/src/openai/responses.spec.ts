@@ -181,6 +181,12 @@ describe("OpenAI's Responses API (/v1/responses), real engine", () => {
     expect((await post('/v1/chat/completions', { ...body, thinking_budget_tokens: 4, reasoning_budget_message: ' Enough.' })).body.choices[0].message).toEqual(m);
     expect((await post('/v1/chat/completions', { ...body, reasoning_budget_tokens: -1 })).body.choices[0].message).toEqual(free.body.choices[0].message);
     expect((await post('/v1/chat/completions', { ...body, reasoning_budget_tokens: -2 })).status).toBe(400);
+    // With a JSON format the reasoning runs (here 3 tokens of budget), then the answer is held to JSON.
+    const close = (await post('/tokenize', { model: 'think', content: '}' })).body.tokens[0] as number;
+    const held = await post('/v1/chat/completions', { ...body, max_tokens: 300, temperature: 1, seed: 3, logit_bias: { [close]: 4 }, reasoning_budget_tokens: 3, response_format: { type: 'json_object' } });
+    expect(held.body.choices[0].finish_reason).toBe('stop');
+    expect(held.body.choices[0].message.reasoning_content.length).toBeGreaterThan(0);
+    expect(JSON.parse(held.body.choices[0].message.content)).toEqual(expect.any(Object));
 
     // A server default (kail serve --reasoning-budget) applies to chat requests that set none,
     // on every chat route: here 4 tokens, then </think> alone.
