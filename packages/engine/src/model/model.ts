@@ -569,6 +569,11 @@ export class EngineModel {
     return this.runtime.seqTruncate(seq, len);
   }
 
+  /** Makes `dst`'s cache a copy of `src`'s (every position; truncate it after to keep a prefix). */
+  copySequence(src: number, dst: number): void {
+    this.runtime.seqCopy(src, dst);
+  }
+
   /**
    * Takes back the last positions written (a speculative pass's rejected drafts): exact whenever
    * fewer than nBatch positions are taken back, which a verification pass guarantees.

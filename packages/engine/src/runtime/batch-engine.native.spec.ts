@@ -98,6 +98,56 @@ describe('BatchEngine (continuous batching)', () => {
     expect(again.tokens).toEqual(sa.tokens);
   });
 
+  it('copies a start another slot holds, free or running (a shared system prompt), instead of computing it, with the same bits', async () => {
+    const sampling = { temperature: 0 };
+    const tok = (t: string, addSpecial = false) => model.tokenizer.tokenize(t, { addSpecial });
+    const mine = EngineModel.load(model.path, { nSeqMax: 4, kvType: 'f32', threads: 2, nCtx: 256 });
+    const other = EngineModel.load(model.path, { nSeqMax: 4, kvType: 'f32', threads: 2, nCtx: 256 });
+    const e = new BatchEngine(mine, { maxBatchTokens: 32 });
+    const plain = new BatchEngine(other, { maxBatchTokens: 32, reusePrefix: false });
+    const ask = (en: BatchEngine, id: string, prompt: number[], maxTokens: number) => collectAll(en.generate({ id, prompt, maxTokens, sampling, ignoreEog: true, logprobs: true, topLogprobs: 3 }));
+    try {
+      const sys = tok('System: you explain mixture of experts models: routers, experts, caches and their costs. ', true);
+      expect(sys.length).toBeGreaterThan(20);
+      const p1 = [...sys, ...tok('User: hi. Assistant:')];
+      const p2 = [...sys, ...tok('User: what is routing? Assistant:')];
+      await ask(e, 'c1', p1, 4);
+      // p2 does not continue p1's conversation, so it takes an empty slot, and copies the shared start from p1's.
+      const r2 = await ask(e, 'c2', p2, 6);
+      const shared = (a: number[], b: number[]) => a.findIndex((t, i) => b[i] !== t);
+      expect(r2.last.finish?.cachedPromptTokens).toBe(shared(p1, p2));
+      expect(e.stats().promptTokensCopied).toBe(shared(p1, p2));
+      const ref2 = await ask(plain, 'ref2', p2, 6);
+      expect(r2.tokens).toEqual(ref2.tokens);
+      expect(r2.logprobs).toEqual(ref2.logprobs);
+
+      // From a slot whose request is still running: p4 shares more with p3 (running) than with the others.
+      const p3 = [...sys, ...tok('User: tell me a long story about experts. Assistant:')];
+      const p4 = [...sys, ...tok('User: tell me a long story about routers. Assistant:')];
+      const running = e.generate({ id: 'c3', prompt: p3, maxTokens: 60, sampling, ignoreEog: true });
+      const it3 = running[Symbol.asyncIterator]();
+      await it3.next(); // p3 is in its slot and decoding
+      const before = e.stats().promptTokensCopied;
+      const r4 = await ask(e, 'c4', p4, 6);
+      for (let c = await it3.next(); !c.done; c = await it3.next());
+      expect(r4.last.finish?.cachedPromptTokens).toBe(shared(p3, p4));
+      expect(shared(p3, p4)).toBeGreaterThan(shared(p1, p4));
+      expect(e.stats().promptTokensCopied - before).toBe(shared(p3, p4));
+      const ref4 = await ask(plain, 'ref4', p4, 6);
+      expect(r4.tokens).toEqual(ref4.tokens);
+      expect(r4.logprobs).toEqual(ref4.logprobs);
+      // A start shorter than 16 tokens is computed, not copied.
+      const q = await ask(e, 'c5', [...sys.slice(0, 10), ...tok(' unrelated text here')], 2);
+      expect(e.stats().promptTokensCopied - before).toBe(shared(p3, p4));
+      expect(q.last.finish?.cachedPromptTokens).toBeLessThan(16);
+    } finally {
+      await e.close();
+      await plain.close();
+      mine.close();
+      other.close();
+    }
+  });
+
   it('scores a prompt (promptLogprobs) with the same bits as generating it, in chunks, next to other sequences', async () => {
     const sampling = { temperature: 0 };
     const p = model.tokenizer.tokenize('Mixture of experts models route every token to a few experts. '.repeat(6), { addSpecial: true });
@@ -260,4 +310,37 @@ describe('BatchEngine (continuous batching)', () => {
     expect(() => engine.generate({ id: 'e', prompt: [1e9], maxTokens: 1 })).toThrow(/outside the vocabulary/);
     expect(() => engine.generate({ id: 'e', prompt: new Array(300).fill(1), maxTokens: 1 })).toThrow(/context holds 256/);
   });
+});
+
+// The copy of another slot's cache start on the other cache layouts: MLA's latent cache and
+// sliding-window rings (whose window here still holds the start; one that does not copies nothing).
+describe.each(['tiny-deepseek2-lite', 'tiny-gpt-oss'])('BatchEngine: a start copied from another slot on %s', (preset) => {
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('gives the bits computing it gives', async () => {
+    const file = writeTestModel(dir, preset, 'F32');
+    const mine = EngineModel.load(file, { nSeqMax: 3, kvType: 'f32', threads: 2, nCtx: 256 });
+    const other = EngineModel.load(file, { nSeqMax: 3, kvType: 'f32', threads: 2, nCtx: 256 });
+    const e = new BatchEngine(mine, { maxBatchTokens: 32 });
+    const plain = new BatchEngine(other, { maxBatchTokens: 32, reusePrefix: false });
+    const ask = (en: BatchEngine, id: string, prompt: number[]) => collectAll(en.generate({ id, prompt, maxTokens: 8, sampling: { temperature: 0 }, ignoreEog: true, logprobs: true, topLogprobs: 2 }));
+    try {
+      const tok = (t: string) => mine.tokenizer.tokenize(t, { addSpecial: false });
+      const sys = tok('System: answer about routers, experts and their caches, briefly and exactly. '.repeat(2));
+      await ask(e, 'a', [...sys, ...tok('User: one long question about the first expert and its cache.')]);
+      const p = [...sys, ...tok('User: two, three')];
+      const r = await ask(e, 'b', p);
+      expect(e.stats().promptTokensCopied).toBe(r.last.finish?.cachedPromptTokens);
+      expect(r.last.finish?.cachedPromptTokens).toBeGreaterThanOrEqual(sys.length);
+      const ref = await ask(plain, 'ref', p);
+      expect(r.tokens).toEqual(ref.tokens);
+      expect(r.logprobs).toEqual(ref.logprobs);
+    } finally {
+      await e.close();
+      await plain.close();
+      mine.close();
+      other.close();
+    }
+  }, 60_000);
 });

@@ -187,6 +187,8 @@ export interface BatchEngineStats {
   steps: number;
   /** Prompt tokens not computed because a slot's cache already held them (prefix reuse). */
   promptTokensReused: number;
+  /** Of those, the ones copied from another slot's cache (a start that conversations share). */
+  promptTokensCopied: number;
   /** Decode tokens per second over the last few seconds. */
   tokensPerSecond: number;
   /** Speculation counters (shaped like the proto's SpeculativeStats); null when off. */
@@ -225,6 +227,7 @@ export class BatchEngine {
   private readonly slots: { tokens: number[]; promptLen: number; released: number }[];
   private releases = 0;
   private promptTokensReused = 0;
+  private promptTokensCopied = 0;
   private readonly tokenPieces = new WeakMap<ReadonlySet<number>, Uint8Array[]>();
   private maskRow: Float32Array | null = null;
 
@@ -349,6 +352,7 @@ export class BatchEngine {
       tokensGenerated: this.tokensGenerated,
       promptTokens: this.promptTokens,
       promptTokensReused: this.promptTokensReused,
+      promptTokensCopied: this.promptTokensCopied,
       steps: this.steps,
       tokensPerSecond: (n * 1000) / span,
       speculative: this.spec ? this.spec.stats() : null,
@@ -374,6 +378,23 @@ export class BatchEngine {
         speculative: !!a.spec,
       };
     });
+  }
+
+  /** The slot other than `except` whose cache shares the longest start with `prompt`, and how long. */
+  private longestCachedStart(prompt: readonly number[], except: number): { slot: number; shared: number } {
+    let slot = -1;
+    let shared = 0;
+    for (let s = 0; s < this.slots.length; s++) {
+      if (s === except) continue;
+      const r = this.running.get(s);
+      // A running slot's cache holds its history up to the positions fed so far.
+      const n = r ? sharedPrefix(r.history, prompt, this.model.seqLen(s)) : sharedPrefix(this.slots[s].tokens, prompt);
+      if (n > shared) {
+        slot = s;
+        shared = n;
+      }
+    }
+    return { slot, shared };
   }
 
   /** Cancels everything and waits for the loop to stop. */
@@ -431,12 +452,25 @@ export class BatchEngine {
       a.slot = this.freeSlots.splice(best, 1)[0];
       this.slots[a.slot].tokens = [];
       a.tQueue = performance.now();
+      // Another slot, free or running, may hold a longer start of this prompt (a system prompt and
+      // tools every conversation shares): its cache rows are the same bits computing them would
+      // give, so they are copied instead of computed.
+      let copied = false;
+      if (this.reusePrefix && !a.req.promptLogprobs && !a.req.embed) {
+        const src = this.longestCachedStart(a.req.prompt, a.slot);
+        if (src.slot >= 0 && src.shared >= bestShared + MIN_COPIED_PREFIX) {
+          this.model.copySequence(src.slot, a.slot);
+          bestShared = src.shared;
+          copied = true;
+        }
+      }
       // The last prompt token is always computed: its logits choose the first new token.
       a.reused = a.req.promptLogprobs || a.req.embed ? 0 : Math.max(0, Math.min(bestShared, a.req.prompt.length - 1));
       // A sliding-window cache may keep less than the shared prefix (then nothing).
       a.reused = this.model.truncate(a.slot, a.reused);
       a.prefilled = a.reused;
       this.promptTokensReused += a.reused;
+      if (copied) this.promptTokensCopied += a.reused;
       if (this.spec && !a.constraint) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
       this.running.set(a.slot, a);
     }
@@ -751,6 +785,9 @@ export class BatchEngine {
 
 const NO_PRESERVED: ReadonlySet<number> = new Set();
 
+/** Shortest prompt start worth copying from another slot's cache rather than computing. */
+const MIN_COPIED_PREFIX = 16;
+
 /** The grammar a request's response format asks for, or null for text; throws naming a bad format or schema. */
 export function grammarOf(req: Pick<GenerationRequest, 'responseFormat' | 'jsonSchema'>): JsonGrammar | null {
   switch (req.responseFormat ?? 'text') {
@@ -765,9 +802,9 @@ export function grammarOf(req: Pick<GenerationRequest, 'responseFormat' | 'jsonS
   }
 }
 
-/** Length of the common prefix of two token lists. */
-function sharedPrefix(a: readonly number[], b: readonly number[]): number {
-  const n = Math.min(a.length, b.length);
+/** Length of the common prefix of two token lists (of a's first `aLen`). */
+function sharedPrefix(a: readonly number[], b: readonly number[], aLen = a.length): number {
+  const n = Math.min(aLen, a.length, b.length);
   let i = 0;
   while (i < n && a[i] === b[i]) i++;
   return i;
