@@ -157,7 +157,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   // llama-server's own endpoints (/completion, /infill, /tokenize, /detokenize) for clients written against it.
   // (/slots reads the engines' telemetry that the console's hub follows.)
   let hub: TelemetryHub | undefined;
-  registerLlamaServerRoutes(app, deps, () => hub?.snapshots() ?? []);
+  registerLlamaServerRoutes(app, deps, () => hub?.slots() ?? []);
   registerAnthropicRoutes(app, deps);
   // OpenAI's Responses API (/v1/responses), stored responses in this process's memory.
   registerResponsesRoutes(app, deps, responses);

@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { callFailure, chatMessagesToProto, grpcToHttp, recordFinished, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
 import { VERSION } from '../version';
+import type { ModelSlots } from '../trpc/telemetry-hub';
 
 /** The routes this module serves (for the error counter). */
 export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize', '/apply-template', '/props', '/slots', '/embedding', '/embeddings'] as const;
@@ -451,38 +452,37 @@ async function withModel<T>(reply: FastifyReply, deps: OpenAiDeps, model: string
  * loaded, numbered across engines, from the engines' telemetry (at most the telemetry interval
  * old). Sampling parameters are the running request's, with llama-server's names.
  */
-export function slotsJson(engines: readonly spb.EngineTelemetry[], model: string) {
+export function slotsJson(models: readonly ModelSlots[], model: string) {
   const out = [];
-  for (const e of engines)
-    for (const m of e.snapshot?.models ?? []) {
-      if (m.model !== model) continue;
-      for (const s of m.slots) {
-        const p = s.sampling;
-        out.push({
-          id: out.length,
-          engine_id: e.engineId,
-          request_id: s.requestId || null,
-          n_ctx: s.nCtx,
-          speculative: s.speculative,
-          is_processing: s.processing,
-          n_prompt_tokens: s.promptTokens,
-          n_prompt_tokens_processed: s.promptTokensProcessed,
-          n_cached_tokens: s.cachedTokens,
-          params: p
-            ? { seed: p.seed, temperature: p.temperature, top_k: p.topK, top_p: p.topP, min_p: p.minP, repeat_last_n: p.penaltyLastN, repeat_penalty: p.repetitionPenalty, presence_penalty: p.presencePenalty, frequency_penalty: p.frequencyPenalty }
-            : null,
-          next_token: { has_next_token: s.processing, has_new_line: false, n_remain: s.processing ? s.remainingTokens : -1, n_decoded: s.decodedTokens },
-        });
-      }
+  for (const m of models) {
+    if (m.model !== model) continue;
+    for (const s of m.slots) {
+      const p = s.sampling;
+      out.push({
+        id: out.length,
+        engine_id: m.engineId,
+        request_id: s.requestId || null,
+        n_ctx: s.nCtx,
+        speculative: s.speculative,
+        is_processing: s.processing,
+        n_prompt_tokens: s.promptTokens,
+        n_prompt_tokens_processed: s.promptTokensProcessed,
+        n_cached_tokens: s.cachedTokens,
+        params: p
+          ? { seed: p.seed, temperature: p.temperature, top_k: p.topK, top_p: p.topP, min_p: p.minP, repeat_last_n: p.penaltyLastN, repeat_penalty: p.repetitionPenalty, presence_penalty: p.presencePenalty, frequency_penalty: p.frequencyPenalty }
+          : null,
+        next_token: { has_next_token: s.processing, has_new_line: false, n_remain: s.processing ? s.remainingTokens : -1, n_decoded: s.decodedTokens },
+      });
     }
+  }
   return out;
 }
 
 /**
- * `telemetry`: the engines' latest telemetry snapshots (the console's telemetry hub), for /slots;
- * without it /slots is a 501.
+ * `slots`: every loaded model's slots from the engines' telemetry (the console's telemetry hub),
+ * for /slots; without it /slots is a 501.
  */
-export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps, telemetry?: () => readonly spb.EngineTelemetry[]): void {
+export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps, slots?: () => readonly ModelSlots[]): void {
   const completion = async (req: FastifyRequest, reply: FastifyReply) => {
     const parsed = CompletionBody.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
@@ -553,13 +553,13 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
     const q = (req.query ?? {}) as Record<string, unknown>;
     if (q.model !== undefined && (typeof q.model !== 'string' || !q.model))
       return reply.code(400).send(openAiError('model must be a model id', 'invalid_request_error', 'model', 'invalid_value'));
-    if (!telemetry) return reply.code(501).send(openAiError('this server does not follow the engines\' telemetry, so it cannot show slots', 'not_supported_error', null, 'not_supported'));
+    if (!slots) return reply.code(501).send(openAiError('this server does not follow the engines\' telemetry, so it cannot show slots', 'not_supported_error', null, 'not_supported'));
     return withModel(reply, deps, q.model as string | undefined, async (_s, model) => {
-      const slots = slotsJson(telemetry(), model);
-      if (!slots.length) throw new HttpError(503, openAiError(`no telemetry from the engine serving '${model}' yet; retry in a moment`, 'server_error', null, 'unavailable'));
-      if ((q.fail_on_no_slot === '1' || q.fail_on_no_slot === 'true') && slots.every((s) => s.is_processing))
+      const list = slotsJson(slots(), model);
+      if (!list.length) throw new HttpError(503, openAiError(`no telemetry from the engine serving '${model}' yet; retry in a moment`, 'server_error', null, 'unavailable'));
+      if ((q.fail_on_no_slot === '1' || q.fail_on_no_slot === 'true') && list.every((s) => s.is_processing))
         throw new HttpError(503, openAiError('no slot available', 'unavailable_error', null, 'unavailable'));
-      return slots;
+      return list;
     });
   });
 

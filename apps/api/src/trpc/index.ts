@@ -29,5 +29,5 @@ export async function mountTrpc(app: FastifyInstance, opts: MountTrpcOptions): P
 
 export type { AppRouter } from './router';
 export type { KeyAdmin, TrpcDeps } from './context';
-export type { TelemetryPoint, TierPoint, ExpertWindow, ExpertSource, ModelSlots, SlotView } from './telemetry-hub';
+export type { TelemetryPoint, TierPoint, ExpertWindow, ExpertSource, ModelSlots } from './telemetry-hub';
 export type { ModelView } from './routers/models';

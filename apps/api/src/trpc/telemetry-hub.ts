@@ -35,28 +35,11 @@ export interface TelemetryPoint {
   speculative: { model: string; mode: string; drafted: number; accepted: number; tokensPerPass: number }[];
 }
 
-/** One sequence slot of a loaded model, as the console's slot table shows it. */
-export interface SlotView {
-  id: number;
-  processing: boolean;
-  requestId: string;
-  nCtx: number;
-  promptTokens: number;
-  promptTokensProcessed: number;
-  decodedTokens: number;
-  remainingTokens: number;
-  /** Tokens in the slot's KV cache (an idle slot keeps its last request's for reuse). */
-  cachedTokens: number;
-  /** Of the running request. */
-  temperature: number | null;
-  speculative: boolean;
-}
-
-/** A loaded model's slots on one engine. */
+/** A loaded model's sequence slots on one engine, as the engine reports them (the console's table, /slots). */
 export interface ModelSlots {
   engineId: string;
   model: string;
-  slots: SlotView[];
+  slots: pb.SlotState[];
 }
 
 /** A loaded model the heatmap can show: the engine it runs on and its id there. */
@@ -203,7 +186,7 @@ export class TelemetryHub {
     this.expertFrames.set(msg.engineId, byModel);
   }
 
-  /** Every loaded model's sequence slots, engines in id order, models in load order. */
+  /** Every loaded model's sequence slots on every live engine, engines in id order, models in load order. */
   slots(now = Date.now()): ModelSlots[] {
     const out: ModelSlots[] = [];
     const live = [...this.latest.entries()].filter(([, v]) => now - v.at <= this.staleMs).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
@@ -212,17 +195,9 @@ export class TelemetryHub {
         out.push({
           engineId,
           model: m.model,
-          slots: m.slots.map((s) => ({
-            id: s.id, processing: s.processing, requestId: s.requestId, nCtx: s.nCtx, promptTokens: s.promptTokens, promptTokensProcessed: s.promptTokensProcessed,
-            decodedTokens: s.decodedTokens, remainingTokens: s.remainingTokens, cachedTokens: s.cachedTokens, temperature: s.sampling?.temperature ?? null, speculative: s.speculative,
-          })),
+          slots: m.slots,
         });
     return out;
-  }
-
-  /** Each engine's latest snapshot that is not stale (llama-server's /slots reads them). */
-  snapshots(now = Date.now()): spb.EngineTelemetry[] {
-    return [...this.latest.values()].filter((v) => now - v.at <= this.staleMs).map((v) => v.msg);
   }
 
   /** Merges the engines' latest snapshots into one history point (exposed for tests). */

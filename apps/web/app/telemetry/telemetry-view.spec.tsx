@@ -68,10 +68,11 @@ describe('telemetry charts', () => {
   });
 
   it('shows each model\'s slots: idle, prompt progress or generating, with the request, its counts and the KV cache held', () => {
-    const base = { requestId: '', nCtx: 4096, promptTokens: 0, promptTokensProcessed: 0, decodedTokens: 0, remainingTokens: 0, cachedTokens: 0, temperature: null, speculative: false };
+    const base = { requestId: '', nCtx: 4096, promptTokens: 0, promptTokensProcessed: 0, decodedTokens: 0, remainingTokens: 0, cachedTokens: 0, sampling: undefined, speculative: false };
+    const at = (temperature: number) => ({ temperature, topK: 40, topP: 1, minP: 0, repetitionPenalty: 1, presencePenalty: 0, frequencyPenalty: 0, penaltyLastN: 64, seed: 1, hasSeed: true, logitBias: {} });
     const slots = [
-      { ...base, id: 0, processing: true, requestId: 'chatcmpl-1', promptTokens: 300, promptTokensProcessed: 300, decodedTokens: 12, remainingTokens: 244, cachedTokens: 312, temperature: 0.7 },
-      { ...base, id: 1, processing: true, requestId: 'chatcmpl-2', promptTokens: 20000, promptTokensProcessed: 512, cachedTokens: 512, temperature: 1 },
+      { ...base, id: 0, processing: true, requestId: 'chatcmpl-1', promptTokens: 300, promptTokensProcessed: 300, decodedTokens: 12, remainingTokens: 244, cachedTokens: 312, sampling: at(0.7) },
+      { ...base, id: 1, processing: true, requestId: 'chatcmpl-2', promptTokens: 20000, promptTokensProcessed: 512, cachedTokens: 512, sampling: at(1) },
       { ...base, id: 2, processing: false, cachedTokens: 40 },
     ];
     expect(slots.map(slotState)).toEqual(['generating', 'prompt 512 / 20.0k', 'idle']);

@@ -1,6 +1,6 @@
 'use client';
 import { useEffect, useState } from 'react';
-import type { ExpertSource, ExpertWindow, ModelSlots, SlotView, TelemetryPoint } from '@kailstream/api';
+import type { ExpertSource, ExpertWindow, TelemetryPoint } from '@kailstream/api';
 
 import { ExpertHeatmap } from '../_components/expert-heatmap';
 import { LineChart, type Series } from '../_components/line-chart';
@@ -78,6 +78,9 @@ export function TelemetryCharts({ points, windowSeconds, now }: TelemetryChartsP
 }
 
 type Queue = Awaited<ReturnType<typeof api.requests.queue.query>>;
+/** Each loaded model's slots, as they arrive over tRPC (the engine's SlotState, serialized). */
+type ModelSlots = Awaited<ReturnType<typeof api.telemetry.slots.query>>[number];
+type SlotView = ModelSlots['slots'][number];
 
 /** The scheduler's engines: health, models and running requests each. */
 export function EngineStrip({ queue }: { queue: Queue }) {
@@ -139,7 +142,7 @@ export function SlotTable({ models }: { models: ModelSlots[] }) {
                   <td>
                     {formatCount(s.cachedTokens)} / {formatCount(s.nCtx)} tokens
                   </td>
-                  <td>{s.temperature === null ? '—' : s.temperature.toFixed(2)}</td>
+                  <td>{s.sampling ? s.sampling.temperature.toFixed(2) : '—'}</td>
                 </tr>
               ))}
             </tbody>
