@@ -380,21 +380,10 @@ export class BatchEngine {
     });
   }
 
-  /** The slot other than `except` whose cache shares the longest start with `prompt`, and how long. */
-  private longestCachedStart(prompt: readonly number[], except: number): { slot: number; shared: number } {
-    let slot = -1;
-    let shared = 0;
-    for (let s = 0; s < this.slots.length; s++) {
-      if (s === except) continue;
-      const r = this.running.get(s);
-      // A running slot's cache holds its history up to the positions fed so far.
-      const n = r ? sharedPrefix(r.history, prompt, this.model.seqLen(s)) : sharedPrefix(this.slots[s].tokens, prompt);
-      if (n > shared) {
-        slot = s;
-        shared = n;
-      }
-    }
-    return { slot, shared };
+  /** How many of `prompt`'s first tokens a slot's cache holds (a running slot's: its history up to the positions fed so far). */
+  private cachedStart(slot: number, prompt: readonly number[]): number {
+    const r = this.running.get(slot);
+    return r ? sharedPrefix(r.history, prompt, this.model.seqLen(slot)) : sharedPrefix(this.slots[slot].tokens, prompt);
   }
 
   /** Cancels everything and waits for the loop to stop. */
@@ -430,11 +419,13 @@ export class BatchEngine {
       // follows them) takes the slot that saves the most; any other takes an empty slot, else the
       // one released longest ago, so one conversation's cache is not given up to save another's
       // common preamble (a system prompt; it still reuses what it shares with the slot it gets).
+      // How much of the prompt's start each slot's cache holds (free or running).
+      const shares = this.slots.map((_, slot) => (this.reusePrefix ? this.cachedStart(slot, a.req.prompt) : 0));
       let best = -1;
       let bestShared = 0;
       for (let i = 0; i < this.freeSlots.length && this.reusePrefix; i++) {
         const c = this.slots[this.freeSlots[i]];
-        const shared = sharedPrefix(c.tokens, a.req.prompt);
+        const shared = shares[this.freeSlots[i]];
         if (c.tokens.length > 0 && shared >= Math.max(1, c.promptLen - 4) && shared > bestShared) {
           best = i;
           bestShared = shared;
@@ -447,7 +438,7 @@ export class BatchEngine {
           const emptier = (s.tokens.length === 0 ? 0 : 1) - (b.tokens.length === 0 ? 0 : 1);
           if (emptier < 0 || (emptier === 0 && s.released < b.released)) best = i;
         }
-        bestShared = this.reusePrefix ? sharedPrefix(this.slots[this.freeSlots[best]].tokens, a.req.prompt) : 0;
+        bestShared = shares[this.freeSlots[best]];
       }
       a.slot = this.freeSlots.splice(best, 1)[0];
       this.slots[a.slot].tokens = [];
@@ -457,10 +448,11 @@ export class BatchEngine {
       // give, so they are copied instead of computed.
       let copied = false;
       if (this.reusePrefix && !a.req.promptLogprobs && !a.req.embed) {
-        const src = this.longestCachedStart(a.req.prompt, a.slot);
-        if (src.slot >= 0 && src.shared >= bestShared + MIN_COPIED_PREFIX) {
-          this.model.copySequence(src.slot, a.slot);
-          bestShared = src.shared;
+        let src = -1;
+        for (let slot = 0; slot < shares.length; slot++) if (slot !== a.slot && (src < 0 || shares[slot] > shares[src])) src = slot;
+        if (src >= 0 && shares[src] >= bestShared + MIN_COPIED_PREFIX) {
+          this.model.copySequence(src, a.slot);
+          bestShared = shares[src];
           copied = true;
         }
       }
