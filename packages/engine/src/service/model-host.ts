@@ -323,7 +323,6 @@ export class LocalModelHost implements ModelHost {
       );
     const id = req.requestId || `req-${Date.now()}-${Math.random().toString(36).slice(2)}`;
     if (this.requests.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a request with id '${id}' is already running`);
-    const form = this.outputForm(m, req, reasoningOpen);
     const stream = m.engine.generate(
       {
         id,
@@ -339,10 +338,10 @@ export class LocalModelHost implements ModelHost {
         ignoreEog: req.ignoreEos,
         nIndent: req.nIndent,
         tMaxPredictMs: req.tMaxPredictMs,
-        ...form,
-        // Without open reasoning, a JSON format or forced tool calls hold the output from its
-        // first token: there is no reasoning to budget.
-        reasoningBudget: !reasoningOpen && (form.pattern || (form.responseFormat ?? 'text') !== 'text') ? undefined : this.reasoningBudget(m, req, reasoningOpen),
+        ...this.outputForm(m, req, reasoningOpen),
+        // (Where a JSON format or forced calls hold the output from its first token, no <think>
+        // opens it and the budget has nothing to count.)
+        reasoningBudget: this.reasoningBudget(m, req, reasoningOpen),
         preserveTokens: req.messages.length ? this.markerTokens(m, !!req.toolsJson) : undefined,
       },
       signal,
