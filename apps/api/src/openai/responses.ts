@@ -270,7 +270,7 @@ export function registerResponsesRoutes(app: FastifyInstance, deps: OpenAiDeps, 
     if (!('b' in c)) return c;
     const scheduler = deps.scheduler();
     if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
-    const { tools: _tools, reasoningBudget: _b, hasReasoningBudget: _h, reasoningBudgetMessage: _m, ...chat } = chatOf(c.b, c.conversation, deps);
+    const { tools: _tools, ...chat } = chatOf(c.b, c.conversation);
     try {
       const r = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(scheduler.tokenize.bind(scheduler), pb.TokenizeRequest.fromPartial(chat));
       return reply.send({ object: 'response.input_tokens', input_tokens: r.tokens.length });
@@ -345,14 +345,13 @@ export function inputItemsOf(input: ResponsesRequest['input']): Record<string, u
 }
 
 /** The engine request's chat fields: instructions as the system turn, the conversation, tools and template variables. */
-function chatOf(b: ResponsesRequest, conversation: pb.ChatMessage[], deps: Pick<OpenAiDeps, 'reasoningBudget'>) {
+function chatOf(b: ResponsesRequest, conversation: pb.ChatMessage[]) {
   const tools = b.tools?.length && b.tool_choice !== 'none' ? b.tools.map((t) => functionTool(t.name, t.description, t.parameters)) : undefined;
   return {
     model: b.model,
     messages: [...(b.instructions ? [pb.ChatMessage.fromPartial({ role: 'system', content: b.instructions })] : []), ...conversation],
     toolsJson: tools ? JSON.stringify(tools) : '',
     chatTemplateKwargsJson: kwargs(b),
-    ...reasoningBudget(deps),
     tools,
   };
 }
@@ -370,11 +369,12 @@ async function respond(
 ) {
   const id = `resp_${hex()}`;
   const choice = b.tool_choice;
-  const { tools, ...chat } = chatOf(b, conversation, deps);
+  const { tools, ...chat } = chatOf(b, conversation);
   const format = b.text?.format ?? { type: 'text' as const };
   const gen = pb.GenerateRequest.fromPartial({
     requestId: id,
     ...chat,
+    ...reasoningBudget(deps),
     maxTokens: b.max_output_tokens ?? 1024,
     sampling: withLogitBias(null, {
       temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: b.top_k ?? 0, minP: b.min_p ?? 0, repetitionPenalty: b.repeat_penalty ?? 1,
