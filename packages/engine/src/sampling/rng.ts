@@ -6,6 +6,7 @@ const TWO_POW_32 = 4294967296;
 const TWO_POW_64 = 18446744073709551616;
 /** nextafter(1, 0): the largest double below 1. */
 const BELOW_ONE = 1 - 2 ** -53;
+const FLOAT_BELOW_ONE = 1 - 2 ** -24;
 
 /**
  * The 32-bit Mersenne Twister (std::mt19937), the generator llama.cpp's samplers own.
@@ -53,6 +54,15 @@ export class Mt19937 {
     const hi = this.nextUint32();
     const r = (lo + hi * TWO_POW_32) / TWO_POW_64;
     return r >= 1 ? BELOW_ONE : r;
+  }
+
+  /**
+   * A uniform float in [0, 1), bit-identical to `std::uniform_real_distribution<float>(0, 1)(mt19937)`
+   * in libstdc++ (one 32-bit output rounded to float, over 2^32), which llama.cpp's XTC sampler draws.
+   */
+  nextFloat(): number {
+    const r = Math.fround(this.nextUint32()) / TWO_POW_32;
+    return r >= 1 ? FLOAT_BELOW_ONE : r;
   }
 
   private twist(): void {

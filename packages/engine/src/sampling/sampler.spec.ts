@@ -2,6 +2,7 @@ import vm from 'node:vm';
 
 import { EngineError } from '../errors';
 import llamaCppCases from './__fixtures__/llama-cpp-sampling.json';
+import samplerCases from './__fixtures__/llama-cpp-samplers.json';
 import { Mt19937 } from './rng';
 import { createSampler, type SamplerParams } from './sampler';
 
@@ -366,6 +367,21 @@ describe('createSampler: parameter validation', () => {
       seed: 3,
       nProbs: 0,
       logitBias: {},
+      typicalP: 1,
+      topNSigma: -1,
+      xtcProbability: 0,
+      xtcThreshold: 0.1,
+      minKeep: 0,
+      dynatempRange: 0,
+      dynatempExponent: 1,
+      dryMultiplier: 0,
+      dryBase: 1.75,
+      dryAllowedLength: 2,
+      dryPenaltyLastN: 64,
+      dryBreakers: [],
+      mirostat: 0,
+      mirostatTau: 5,
+      mirostatEta: 0.1,
     });
   });
 
@@ -408,5 +424,84 @@ describe('createSampler: parity with llama.cpp', () => {
     const history: number[] = [];
     for (let step = 0; step < tokens.length; step++) history.push(s.sample(logitsAt(step, nVocab, scale), history).token);
     expect(history).toEqual(tokens);
+  });
+});
+
+describe('createSampler: the full chain (DRY, top-n-sigma, typical, XTC, dynamic temperature, min_keep, Mirostat), parity with llama.cpp', () => {
+  // Tokens llama.cpp's chain picked for the same logits, prompt and seed (__fixtures__/gen-llama-cpp-samplers.cpp).
+  const mix = (x: number) => {
+    x = (x ^ (x >>> 16)) >>> 0;
+    x = Math.imul(x, 0x7feb352d) >>> 0;
+    x = (x ^ (x >>> 15)) >>> 0;
+    x = Math.imul(x, 0x846ca68b) >>> 0;
+    return (x ^ (x >>> 16)) >>> 0;
+  };
+  const logitsAt = (step: number, n: number, scale: number) => {
+    const out = new Float32Array(n);
+    for (let i = 0; i < n; i++) {
+      const u = mix((Math.imul(step, 0x9e3779b9) ^ Math.imul(i, 0x85ebca6b)) >>> 0);
+      out[i] = ((u % 2000001) / 100000 - 10) * scale;
+    }
+    return out;
+  };
+
+  it.each(samplerCases.chains.map((c) => [c.name, c] as const))('%s: the same tokens for the same seed', (_name, c) => {
+    const s = createSampler({ ...c.params, seed: c.seed });
+    const history = [...c.prompt];
+    for (let step = 0; step < c.tokens.length; step++) history.push(s.sample(logitsAt(step, c.nVocab, c.scale), history).token);
+    expect(history.slice(c.prompt.length)).toEqual(c.tokens);
+    // reset() replays the same draws (XTC's and Mirostat's state included).
+    s.reset();
+    const again = [...c.prompt];
+    for (let step = 0; step < 8; step++) again.push(s.sample(logitsAt(step, c.nVocab, c.scale), again).token);
+    expect(again.slice(c.prompt.length)).toEqual(c.tokens.slice(0, 8));
+  });
+
+  it('the fast chain and the full one agree where both apply (min_keep 1 changes nothing here)', () => {
+    for (const params of [{ temperature: 0.8, topK: 40, topP: 0.95, minP: 0.05 }, { temperature: 1, topP: 0.7 }, { temperature: 1.3, minP: 0.1 }]) {
+      const fast = createSampler({ ...params, seed: 5 });
+      const full = createSampler({ ...params, seed: 5, minKeep: 1 });
+      for (let step = 0; step < 40; step++) {
+        const row = logitsAt(step, 2000, 0.5);
+        expect(full.sample(row).token).toBe(fast.sample(row).token);
+      }
+    }
+  });
+
+  it('probabilities() follows the full chain; stateful samplers refuse it and say so', () => {
+    const s = createSampler({ temperature: 1, typicalP: 0.5, seed: 1, nProbs: 1000 });
+    const row = logitsAt(3, 500, 0.5);
+    const dense = s.probabilities(row);
+    const kept = [...dense.keys()].filter((i) => dense[i] > 0).sort((a, b) => a - b);
+    const drawn = s.sample(row).top!.map((t) => t.token).sort((a, b) => a - b);
+    expect(kept).toEqual(drawn);
+    expect(kept.length).toBeLessThan(500);
+    expect(dense.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 5);
+    expect(s.stateful).toBe(false);
+    for (const p of [{ mirostat: 2 }, { xtcProbability: 0.5 }]) {
+      const st = createSampler(p);
+      expect(st.stateful).toBe(true);
+      expect(() => st.probabilities(row)).toThrow(/XTC and Mirostat/);
+    }
+  });
+
+  it('refuses out-of-range values of the new samplers, naming them', () => {
+    const bad: [SamplerParams, RegExp][] = [
+      [{ typicalP: 1.5 }, /typicalP/],
+      [{ topNSigma: NaN }, /topNSigma/],
+      [{ xtcProbability: -0.1 }, /xtcProbability/],
+      [{ xtcThreshold: 2 }, /xtcThreshold/],
+      [{ minKeep: 1.5 }, /minKeep/],
+      [{ dynatempRange: -1 }, /dynatempRange/],
+      [{ dryMultiplier: -1 }, /dryMultiplier/],
+      [{ dryBase: 0.5 }, /dryBase/],
+      [{ dryAllowedLength: -1 }, /dryAllowedLength/],
+      [{ dryPenaltyLastN: -2 }, /dryPenaltyLastN/],
+      [{ dryBreakers: [[]] }, /dryBreakers/],
+      [{ dryBreakers: [[1.5]] }, /dryBreakers/],
+      [{ mirostat: 3 }, /mirostat must be/],
+      [{ mirostatTau: -1 }, /mirostatTau/],
+    ];
+    for (const [p, re] of bad) expect(() => createSampler(p)).toThrow(re);
   });
 });

@@ -1,4 +1,5 @@
 import { EngineError } from '../errors';
+import { FullChainSampler, needsFullChain } from './full-chain';
 import { applyPenalties, penaltiesActive } from './penalties';
 import { Mt19937, foldSeed, randomSeed } from './rng';
 import { SORT_KEY_ID_LIMIT, floatBits, idOfSortKey, isFloat32Array, selectTop, sortIdsByValue, sortKey } from './select-top';
@@ -14,8 +15,10 @@ const BINS_PER_NAT = 64;
 
 /**
  * How to pick the next token. Applied in llama.cpp's default chain order: logit bias, penalties,
- * top-k, top-p, min-p, temperature, then one draw from the softmax of what is left. As there, top-p and min-p see
- * the distribution before temperature (temperature only reshapes the kept candidates).
+ * DRY, top-n-sigma, top-k, typical, top-p, min-p, XTC, temperature, then one draw from the softmax
+ * of what is left (Mirostat, when on, replaces everything but the logit bias and temperature). As
+ * there, top-p and min-p see the distribution before temperature (temperature only reshapes the
+ * kept candidates).
  */
 export interface SamplerParams {
   /** Divides the kept logits before the draw; in [0, 100]. 0 = greedy (argmax, ties to the lowest id). Default 1. */
@@ -51,6 +54,41 @@ export interface SamplerParams {
    * NaN and not +Infinity. Default none.
    */
   logitBias?: Readonly<Record<number, number>>;
+  // The samplers below are off by default; any of them on runs llama.cpp's whole chain
+  // (full-chain.ts) instead of the fast one.
+  /** Locally typical sampling (llama.cpp's typ_p); in [0, 1]. 1 = off. Default 1. */
+  typicalP?: number;
+  /** Keeps tokens whose logit is within n standard deviations of the best; a finite number, ≤ 0 = off. Default -1. */
+  topNSigma?: number;
+  /** XTC: the chance, per token, of dropping the likely tokens above xtcThreshold but the least likely of them; in [0, 1]. 0 = off. Default 0. */
+  xtcProbability?: number;
+  /** XTC's probability threshold; in [0, 1], above 0.5 = off. Default 0.1. */
+  xtcThreshold?: number;
+  /** The fewest candidates top-p, min-p, typical and XTC leave; an integer ≥ 0. Default 0. */
+  minKeep?: number;
+  /** Dynamic temperature: the temperature moves within temperature ± range with the candidates' entropy; in [0, 100]. 0 = off. Default 0. */
+  dynatempRange?: number;
+  /** How entropy maps to the dynamic temperature (a power); in [0, 100]. Default 1. */
+  dynatempExponent?: number;
+  /** DRY: the penalty for extending a repeat, multiplier · base^(length - allowed); in [0, 100]. 0 = off. Default 0. */
+  dryMultiplier?: number;
+  /** DRY's base; in [1, 100]. Default 1.75. */
+  dryBase?: number;
+  /** DRY: repeats up to this many tokens go unpenalised; an integer ≥ 0. Default 2. */
+  dryAllowedLength?: number;
+  /** DRY: how many of the last history tokens it searches; an integer ≥ -1. -1 = all, 0 = off. Default 64. */
+  dryPenaltyLastN?: number;
+  /**
+   * DRY's sequence breakers as token sequences, head token first (`dryBreakerSequences` makes
+   * them from strings with the model's tokenizer); at most 4096 of up to 21 token ids. Default none.
+   */
+  dryBreakers?: readonly (readonly number[])[];
+  /** Mirostat: 0 = off, 1 or 2 (its version). It replaces the chain: only the logit bias and temperature apply with it. Default 0. */
+  mirostat?: number;
+  /** Mirostat's target surprise in bits; in [0, 100]. Default 5. */
+  mirostatTau?: number;
+  /** Mirostat's learning rate; in [0, 10]. Default 0.1. */
+  mirostatEta?: number;
 }
 
 export type ResolvedSamplerParams = Required<SamplerParams>;
@@ -82,6 +120,12 @@ export interface Sampler {
    */
   sample(logits: Float32Array, history?: ArrayLike<number>): SampleResult;
   /**
+   * Whether draws change the sampler beyond its random stream (XTC's own draws, Mirostat's
+   * running target): then `probabilities` has no answer and speculative decoding cannot verify
+   * drafts against it.
+   */
+  readonly stateful: boolean;
+  /**
    * The distribution `sample` would draw from for this row, dense over the vocabulary: penalties,
    * truncation and temperature applied, normalized, 0 outside the kept candidates; a one-hot row
    * at the argmax when greedy. Consumes no randomness. Speculative decoding compares the target's
@@ -92,9 +136,15 @@ export interface Sampler {
   reset(): void;
 }
 
+/** Whether these (resolved) parameters always pick the best token: temperature 0 without a dynamic range. */
+export function isGreedy(p: Readonly<ResolvedSamplerParams>): boolean {
+  return p.temperature === 0 && p.dynatempRange === 0;
+}
+
 /** Validates `params` and returns a sampler with its own random stream. */
 export function createSampler(params: SamplerParams = {}): Sampler {
-  return new ChainSampler(resolveParams(params));
+  const r = resolveParams(params);
+  return needsFullChain(r) ? new FullChainSampler(r) : new ChainSampler(r);
 }
 
 
@@ -112,6 +162,21 @@ function resolveParams(p: SamplerParams): ResolvedSamplerParams {
     seed: p.seed ?? randomSeed(),
     nProbs: p.nProbs ?? 0,
     logitBias: p.logitBias ?? {},
+    typicalP: p.typicalP ?? 1,
+    topNSigma: p.topNSigma ?? -1,
+    xtcProbability: p.xtcProbability ?? 0,
+    xtcThreshold: p.xtcThreshold ?? 0.1,
+    minKeep: p.minKeep ?? 0,
+    dynatempRange: p.dynatempRange ?? 0,
+    dynatempExponent: p.dynatempExponent ?? 1,
+    dryMultiplier: p.dryMultiplier ?? 0,
+    dryBase: p.dryBase ?? 1.75,
+    dryAllowedLength: p.dryAllowedLength ?? 2,
+    dryPenaltyLastN: p.dryPenaltyLastN ?? 64,
+    dryBreakers: p.dryBreakers ?? [],
+    mirostat: p.mirostat ?? 0,
+    mirostatTau: p.mirostatTau ?? 5,
+    mirostatEta: p.mirostatEta ?? 0.1,
   };
   checkRange('temperature', r.temperature, 0, 100, false, '0 = greedy');
   checkInt('topK', r.topK, 0, 2 ** 31 - 1, '0 = off');
@@ -124,6 +189,21 @@ function resolveParams(p: SamplerParams): ResolvedSamplerParams {
   checkInt('seed', r.seed, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, 'any safe integer');
   checkInt('nProbs', r.nProbs, 0, 1000, '0 = none');
   checkLogitBias(r.logitBias);
+  checkRange('typicalP', r.typicalP, 0, 1, false, '1 = off');
+  if (typeof r.topNSigma !== 'number' || !Number.isFinite(r.topNSigma)) throw invalid(`topNSigma must be a finite number (≤ 0 = off), got ${show(r.topNSigma)}`);
+  checkRange('xtcProbability', r.xtcProbability, 0, 1, false, '0 = off');
+  checkRange('xtcThreshold', r.xtcThreshold, 0, 1, false, 'above 0.5 = off');
+  checkInt('minKeep', r.minKeep, 0, 2 ** 31 - 1, '0 = no minimum');
+  checkRange('dynatempRange', r.dynatempRange, 0, 100, false, '0 = off');
+  checkRange('dynatempExponent', r.dynatempExponent, 0, 100, false, '1 = linear');
+  checkRange('dryMultiplier', r.dryMultiplier, 0, 100, false, '0 = off');
+  checkRange('dryBase', r.dryBase, 1, 100, false, 'the penalty grows by this factor per token');
+  checkInt('dryAllowedLength', r.dryAllowedLength, 0, 2 ** 31 - 1, 'repeats this long go unpenalised');
+  checkInt('dryPenaltyLastN', r.dryPenaltyLastN, -1, 2 ** 31 - 1, '-1 = whole history, 0 = off');
+  checkBreakers(r.dryBreakers);
+  if (r.mirostat !== 0 && r.mirostat !== 1 && r.mirostat !== 2) throw invalid(`mirostat must be 0 (off), 1 or 2, got ${show(r.mirostat)}`);
+  checkRange('mirostatTau', r.mirostatTau, 0, 100, false, 'target surprise in bits');
+  checkRange('mirostatEta', r.mirostatEta, 0, 10, false, 'learning rate');
   return r;
 }
 
@@ -133,6 +213,14 @@ function checkLogitBias(bias: unknown): void {
     if (!/^(0|[1-9][0-9]*)$/.test(k) || Number(k) > 2 ** 31 - 1) throw invalid(`logitBias keys must be token ids (integers ≥ 0), got ${JSON.stringify(k)}`);
     if (typeof v !== 'number' || Number.isNaN(v) || v === INF) throw invalid(`logitBias[${k}] must be a number (-Infinity bans the token), got ${show(v)}`);
   }
+}
+
+function checkBreakers(b: unknown): void {
+  const ok =
+    Array.isArray(b) &&
+    b.length <= 4096 &&
+    b.every((s) => Array.isArray(s) && s.length >= 1 && s.length <= 21 && s.every((t) => Number.isInteger(t) && t >= 0 && t <= 2 ** 31 - 1));
+  if (!ok) throw invalid('dryBreakers must be at most 4096 token sequences of 1 to 21 token ids (head first)');
 }
 
 function checkRange(name: string, v: unknown, lo: number, hi: number, loOpen: boolean, hint: string): void {
@@ -176,6 +264,7 @@ function expRel(x: number, max: number): number {
  */
 class ChainSampler implements Sampler {
   readonly params: Readonly<ResolvedSamplerParams>;
+  readonly stateful = false;
   private readonly rng: Mt19937;
   private readonly seed32: number;
   private readonly temp: number;

@@ -3,7 +3,7 @@ import type { engine as pb } from '@kailstream/proto';
 
 import { EngineModel, type LoadModelOptions } from '../model/model';
 import { Mt19937, foldSeed } from '../sampling/rng';
-import { createSampler, type Sampler, type SamplerParams } from '../sampling/sampler';
+import { createSampler, isGreedy, type ResolvedSamplerParams, type Sampler, type SamplerParams } from '../sampling/sampler';
 import { lookupDraft, type LookupOptions } from './ngram-lookup';
 import { checkVocabCompatible } from './vocab-check';
 
@@ -339,9 +339,10 @@ export class SpeculativeSequence {
   ) {
     // Both rows go through the same transforms (penalties, top-k/p, min-p, temperature).
     this.targetSampler = createSampler(sampling);
+    if (this.targetSampler.stateful) throw new EngineError('KAIL_E_UNSUPPORTED', 'speculative decoding cannot verify drafts under XTC or Mirostat sampling (their draws change the sampler)');
     this.draftSampler = createSampler({ ...sampling, seed: this.targetSampler.params.seed });
     this.rng = new Mt19937(foldSeed(this.targetSampler.params.seed));
-    this.greedy = this.targetSampler.params.temperature === 0;
+    this.greedy = isGreedy(this.targetSampler.params);
     this.k = decoder.currentK;
     if (decoder.mtp) decoder.mtp.truncate(draftSeq, 0);
   }
@@ -399,7 +400,7 @@ export class SpeculativeSequence {
   }
 
   /** The sampler params in use (seed filled in). */
-  get sampling(): Readonly<SamplerParams> {
+  get sampling(): Readonly<ResolvedSamplerParams> {
     return this.targetSampler.params;
   }
 
@@ -638,7 +639,7 @@ export async function proposeMany(items: { seq: SpeculativeSequence; history: re
     batch = { tokens: [], pos: [], seq: [], output: [] };
     active.forEach((i, r) => {
       const s = items[i].seq;
-      if (drafts[i].tokens.length === 0) drafts[i].q = s.sampling.temperature === 0 ? null : [];
+      if (drafts[i].tokens.length === 0) drafts[i].q = isGreedy(s.sampling) ? null : [];
       if (!s.pick(logits.subarray(r * nv, (r + 1) * nv), ctxs[i], drafts[i], ks[i])) return;
       const x = drafts[i].tokens[drafts[i].tokens.length - 1];
       batch.tokens.push(x);
@@ -666,7 +667,7 @@ export async function proposeMtp(items: { seq: SpeculativeSequence; history: rea
   const w = mtp.runtime.inputWidth;
   const ks = items.map((it) => it.seq.draftLength(it.history, it.maxDraft));
   const live = items.map((_, i) => i).filter((i) => ks[i] > 0);
-  const drafts: Draft[] = items.map((it, i) => ({ tokens: [], q: ks[i] > 0 && it.seq.sampling.temperature !== 0 ? [] : null }));
+  const drafts: Draft[] = items.map((it, i) => ({ tokens: [], q: ks[i] > 0 && !isGreedy(it.seq.sampling) ? [] : null }));
   const ctxs = items.map((it) => [...it.history]);
   if (!live.length) return drafts;
   // Catch-up rows of every live sequence, cut into passes of at most nBatch rows.

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 
 import { generate } from '../generate';
 import { EngineModel, planModel } from '../model/model';
-import { BatchEngine, type GenerationChunk } from '../runtime/batch-engine';
+import { BatchEngine, type GenerationChunk, type GenerationRequest } from '../runtime/batch-engine';
 import { createSampler } from '../sampling/sampler';
 import { patchedCopy, tempDir, writeTestModel } from '../testing';
 import { SpeculativeDecoder, proposeMany, speculativeStatsToProto, type Draft } from './speculative-decoder';
@@ -63,23 +63,39 @@ describe.each([
     expect(st.committedTokens).toBe(st.acceptedTokens + st.targetPasses);
   }, 60_000);
 
+  /** Every prompt through a batch engine at once (20 tokens each, EOG ignored). */
+  const batchRun = async (req: Partial<GenerationRequest>, speculative?: SpeculativeDecoder) => {
+    const engine = new BatchEngine(target, { speculative });
+    try {
+      return await Promise.all(
+        prompts(target.nVocab).map(async (p, i) => {
+          const toks: number[] = [];
+          for await (const c of engine.generate({ id: `b${i}`, prompt: p, maxTokens: 20, ignoreEog: true, ...req })) toks.push(...c.tokens);
+          return toks;
+        }),
+      );
+    } finally {
+      await engine.close();
+    }
+  };
+
+  it('with DRY: the same tokens as plain decoding under it; under Mirostat a sequence does not speculate', async () => {
+    const dry = { sampling: { temperature: 0, dryMultiplier: 5, dryBase: 1.5, dryAllowedLength: 1, dryPenaltyLastN: -1 } };
+    const plain = await batchRun(dry);
+    expect(plain).not.toEqual(await batchRun({ sampling: { temperature: 0 } }));
+    const spec = new SpeculativeDecoder(target, { draft, k: 4, adaptive: false });
+    expect(await batchRun(dry, spec)).toEqual(plain);
+    expect(spec.stats().draftedTokens).toBeGreaterThan(0);
+    const miro = { sampling: { temperature: 1, seed: 5, mirostat: 2 } };
+    const idle = new SpeculativeDecoder(target, { draft, k: 4, adaptive: false });
+    expect(await batchRun(miro, idle)).toEqual(await batchRun(miro));
+    expect(idle.stats().draftedTokens).toBe(0);
+  }, 60_000);
+
   it('with a reasoning budget: the same tokens as plain decoding under it, the forced ones where it forces them', async () => {
     const forced = [7, 8, 9];
-    const budget = { tokens: 5, forced, open: true };
-    const run = async (speculative?: SpeculativeDecoder) => {
-      const engine = new BatchEngine(target, { speculative });
-      try {
-        return await Promise.all(
-          prompts(target.nVocab).map(async (p, i) => {
-            const toks: number[] = [];
-            for await (const c of engine.generate({ id: `b${i}`, prompt: p, maxTokens: 20, sampling: { temperature: 0 }, ignoreEog: true, reasoningBudget: budget })) toks.push(...c.tokens);
-            return toks;
-          }),
-        );
-      } finally {
-        await engine.close();
-      }
-    };
+    const budgeted = { sampling: { temperature: 0 }, reasoningBudget: { tokens: 5, forced, open: true } };
+    const run = (speculative?: SpeculativeDecoder) => batchRun(budgeted, speculative);
     const plain = await run();
     // (A random model rarely writes </think> itself; where it does, nothing is forced.)
     expect(plain.filter((t) => t.slice(5, 8).join() === forced.join()).length).toBeGreaterThan(3);
