@@ -145,6 +145,47 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect(ev.slice(0, -1).map((e) => e.content).join('')).toBe(infill.body.content);
   });
 
+  it("runs llama.cpp's further samplers: DRY breaks greedy loops, Mirostat at tau 0 and top-n-sigma near 0 pick greedily, XTC at threshold 0 the least likely", async () => {
+    const prompt = 'Once upon a time there was';
+    const plain = (await post('/completion', { prompt, n_predict: 64, ...greedy })).body;
+    // A random tiny model loops: some bigram repeats in its greedy answer.
+    const bigrams = (ts: number[]) => ts.slice(1).map((t, i) => `${ts[i]},${t}`);
+    const promptIds = await tokenize(prompt, { add_special: true });
+    const seen = (ts: number[]) => {
+      const all = bigrams([...promptIds, ...ts]);
+      return all.filter((b, i) => all.indexOf(b) < i).length;
+    };
+    expect(seen(plain.tokens)).toBeGreaterThan(0);
+    // DRY (allowed length 1, a penalty of 100 per extended repeat, no breakers that occur here,
+    // the whole history): no bigram of the answer repeats one before it.
+    const dry = { dry_multiplier: 100, dry_base: 1, dry_allowed_length: 1, dry_penalty_last_n: -1, dry_sequence_breakers: ['\u0001'] };
+    const r = await post('/completion', { prompt, n_predict: 64, ...greedy, ...dry });
+    expect(r.status).toBe(200);
+    expect(seen(r.body.tokens)).toBe(0);
+    expect(r.body.generation_settings).toMatchObject({ dry_multiplier: 100, dry_base: 1, dry_allowed_length: 1, dry_penalty_last_n: -1, dry_sequence_breakers: ['\u0001'], mirostat: 0, typical_p: 1 });
+    // Samplers that leave only the best token give the greedy answer at any temperature.
+    const hot = { prompt, n_predict: 12, temperature: 1.5, seed: 4, ignore_eos: true, return_tokens: true };
+    const greedy12 = plain.tokens.slice(0, 12);
+    expect((await post('/completion', { ...hot, mirostat: 2, mirostat_tau: 0, mirostat_eta: 0 })).body.tokens).toEqual(greedy12);
+    expect((await post('/completion', { ...hot, top_n_sigma: 1e-9, top_k: 0, top_p: 1, min_p: 0 })).body.tokens).toEqual(greedy12);
+    // XTC always, threshold 0: every token is "above" it, so only the least likely of them stays.
+    const xtc = (await post('/completion', { prompt, n_predict: 1, temperature: 0, top_k: 0, top_p: 1, min_p: 0, xtc_probability: 1, xtc_threshold: 0, return_tokens: true, n_probs: 1 })).body;
+    expect(xtc.tokens[0]).not.toBe(plain.tokens[0]);
+    // The sampling field names llama-server takes are checked as it checks them.
+    for (const [body, why] of [
+      [{ mirostat: 3 }, /mirostat/],
+      [{ xtc_probability: 1.5 }, /xtc_probability/],
+      [{ dry_sequence_breakers: [] }, /dry_sequence_breakers must be a non-empty array/],
+      [{ dry_sequence_breakers: [''] }, /must not be empty strings/],
+      [{ dry_penalty_last_n: -2 }, /dry_penalty_last_n/],
+      [{ top_n_sigma: 'wide' }, /top_n_sigma/],
+    ] as const) {
+      const bad = await post('/completion', { prompt, n_predict: 1, ...body });
+      expect([JSON.stringify(body), bad.status]).toEqual([JSON.stringify(body), 400]);
+      expect(bad.body.error.message).toMatch(why);
+    }
+  });
+
   it('answers bad requests with a 400 naming the field, an unknown model with a 404, and keeps serving', async () => {
     const bad: [string, unknown, RegExp][] = [
       ['/infill', { input_suffix: '' }, /input_prefix is required/],

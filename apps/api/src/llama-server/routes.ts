@@ -8,6 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
+import { penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerExtrasJson } from '../sampler-extras';
 import { callFailure, chatMessagesToProto, grpcToHttp, recordFinished, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
 import { VERSION } from '../version';
@@ -29,6 +30,8 @@ const generation = {
   top_p: z.number().min(0).max(1).optional().nullable(),
   min_p: sampling.min_p,
   repeat_penalty: sampling.repeat_penalty,
+  repeat_last_n: repeatLastN,
+  ...samplerExtraFields,
   presence_penalty: sampling.presence_penalty,
   frequency_penalty: sampling.frequency_penalty,
   /** -1 (the default): a random seed. */
@@ -224,11 +227,10 @@ function samplingOf(b: Generation): common.SamplingParams {
     topK: b.top_k ?? 40,
     topP: b.top_p ?? 0.95,
     minP: b.min_p ?? 0.05,
-    repetitionPenalty: b.repeat_penalty ?? 1,
-    presencePenalty: b.presence_penalty ?? 0,
-    frequencyPenalty: b.frequency_penalty ?? 0,
+    ...penaltyWindow(b.repeat_last_n, { repetitionPenalty: b.repeat_penalty ?? 1, presencePenalty: b.presence_penalty ?? 0, frequencyPenalty: b.frequency_penalty ?? 0 }),
     seed: seed >= 0 ? seed : 0,
     hasSeed: seed >= 0,
+    extras: samplerExtras(b),
   });
 }
 
@@ -259,6 +261,8 @@ function settingsJson(b: Generation, sampling: common.SamplingParams, stops: str
     repeat_penalty: sampling.repetitionPenalty,
     presence_penalty: sampling.presencePenalty,
     frequency_penalty: sampling.frequencyPenalty,
+    repeat_last_n: b.repeat_last_n ?? 64,
+    ...samplerExtrasJson(sampling.extras),
     stop: stops,
     ignore_eos: !!b.ignore_eos,
     n_probs: b.n_probs ?? 0,
@@ -469,7 +473,7 @@ export function slotsJson(models: readonly ModelSlots[], model: string) {
         n_prompt_tokens_processed: s.promptTokensProcessed,
         n_cached_tokens: s.cachedTokens,
         params: p
-          ? { seed: p.seed, temperature: p.temperature, top_k: p.topK, top_p: p.topP, min_p: p.minP, repeat_last_n: p.penaltyLastN, repeat_penalty: p.repetitionPenalty, presence_penalty: p.presencePenalty, frequency_penalty: p.frequencyPenalty }
+          ? { seed: p.seed, temperature: p.temperature, top_k: p.topK, top_p: p.topP, min_p: p.minP, repeat_last_n: p.penaltyLastN, repeat_penalty: p.repetitionPenalty, presence_penalty: p.presencePenalty, frequency_penalty: p.frequencyPenalty, ...samplerExtrasJson(p.extras) }
           : null,
         next_token: { has_next_token: s.processing, has_new_line: false, n_remain: s.processing ? s.remainingTokens : -1, n_decoded: s.decodedTokens },
       });

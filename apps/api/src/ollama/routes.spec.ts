@@ -65,6 +65,9 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
     const defaults = await ollama.chat({ model: 'tiny', messages, options: { num_predict: 6, seed: 3 } });
     const same = await stack.post('/v1/chat/completions', { model: 'tiny', messages, max_tokens: 6, seed: 3, temperature: 0.8, top_k: 40, top_p: 0.9, repeat_penalty: 1.1 });
     expect(defaults.message.content).toBe(same.body.choices[0].message.content);
+    // Ollama's mirostat options reach the sampler: Mirostat 2 at tau 0 keeps only the best token.
+    const miro = await ollama.chat({ model: 'tiny', messages, options: { num_predict: 6, seed: 3, temperature: 1.5, repeat_penalty: 1, mirostat: 2, mirostat_tau: 0, mirostat_eta: 0 } });
+    expect(miro.message.content).toBe(r.message.content);
     // No messages: the "load the model" answer.
     expect(await ollama.chat({ model: 'tiny', messages: [] })).toMatchObject({ done: true, done_reason: 'load' });
   });
@@ -161,7 +164,7 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
     const bad: [string, unknown, number, RegExp][] = [
       ['/api/chat', { model: 'nope', messages }, 404, /model 'nope' not found \(served: .*tiny:latest/],
       ['/api/chat', { messages }, 400, /model/],
-      ['/api/chat', { model: 'tiny', messages, options: { mirostat: 2 } }, 400, /mirostat sampling is not supported/],
+      ['/api/chat', { model: 'tiny', messages, options: { mirostat: 3 } }, 400, /mirostat/],
       ['/api/chat', { model: 'tiny', messages: [{ role: 'user', content: 'x', images: ['aGk='] }] }, 400, /images are not supported/],
       ['/api/chat', { model: 'tiny', messages: [{ role: 'robot', content: 'x' }] }, 400, /role/],
       ['/api/chat', { model: 'tiny', messages, keep_alive: 0 }, 400, /unloading models is not supported/],

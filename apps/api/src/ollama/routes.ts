@@ -22,6 +22,7 @@ import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
 import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
+import { samplerExtraFields, samplerExtras } from '../sampler-extras';
 import { VERSION } from '../version';
 
 /** The routes this module serves (for the error counter). */
@@ -48,8 +49,8 @@ const options = z
     frequency_penalty: z.number().min(-2).max(2).optional().nullable(),
     /** Accepted; the context is the one the model was loaded with. */
     num_ctx: z.number().int().min(1).optional().nullable(),
-    mirostat: z.number().refine((v) => v === 0, 'mirostat sampling is not supported (0 only)').optional().nullable(),
-    typical_p: z.number().refine((v) => v >= 1, 'typical_p sampling is not supported (1 only)').optional().nullable(),
+    // Ollama's mirostat, mirostat_tau, mirostat_eta, typical_p, and llama.cpp's other samplers under their llama-server names.
+    ...samplerExtraFields,
     tfs_z: z.number().refine((v) => v >= 1, 'tail-free sampling is not supported (tfs_z 1 only)').optional().nullable(),
   })
   .passthrough();
@@ -192,6 +193,7 @@ function sampling(o: Options | null | undefined, contextLength: number): common.
     penaltyLastN: lastN < 0 ? contextLength : lastN,
     seed: seed >= 0 ? seed : 0,
     hasSeed: seed >= 0,
+    extras: samplerExtras(o),
   });
 }
 

@@ -135,6 +135,18 @@ describe('OpenAI-compatible routes', () => {
     expect(await ask(2 ** 40)).toBe(all);
   });
 
+  it("takes llama-server's further sampler fields (Mirostat, top-n-sigma, DRY, repeat_last_n); a bad one is a 400 naming it", async () => {
+    const ask = (extra: object) => chat('Once upon a time', { max_tokens: 10, ignore_eos: true, ...extra } as never).then((r) => r.choices[0].message.content);
+    const greedy = await ask({ temperature: 0 });
+    expect(await ask({ temperature: 1.5, seed: 3, mirostat: 2, mirostat_tau: 0, mirostat_eta: 0 })).toBe(greedy);
+    expect(await ask({ temperature: 1.5, seed: 3, top_n_sigma: 1e-9 })).toBe(greedy);
+    // repeat_last_n 0 turns the penalties off, so a repeat penalty changes nothing.
+    expect(await ask({ temperature: 0, repeat_penalty: 5, repeat_last_n: 0 })).toBe(greedy);
+    const r = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 2, dry_multiplier: 0.8, dry_sequence_breakers: 'nope' });
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as { error: { param: string } }).error.param).toBe('dry_sequence_breakers');
+  });
+
   it('applies logit_bias: +100 forces a token, -100 bans it; ids outside the vocabulary are a 400', async () => {
     const [a, b] = tokenizer.tokenize('hello world', { addSpecial: false }).slice(0, 2);
     const biased = (bias: Record<string, number>) => chat('Once upon a time', { max_tokens: 3, ignore_eos: true, logit_bias: bias } as never).then((r) => r.choices[0].message.content);

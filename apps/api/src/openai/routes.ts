@@ -5,6 +5,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import type { z } from 'zod';
 
 import type { ApiMetrics } from '../metrics';
+import { penaltyWindow, samplerExtras } from '../sampler-extras';
 import { ChatCompletionRequest, chatMessages, CompletionRequest, EmbeddingRequest, itemList, openAiError, zodToOpenAi } from './schemas';
 import { ReasoningSplitter, splitReasoning } from './reasoning';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
@@ -93,11 +94,10 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
       topP: b.top_p ?? 1,
       topK: b.top_k ?? 0,
       minP: b.min_p ?? 0,
-      repetitionPenalty: b.repeat_penalty ?? 1,
-      presencePenalty: b.presence_penalty ?? 0,
-      frequencyPenalty: b.frequency_penalty ?? 0,
+      ...penaltyWindow(b.repeat_last_n, { repetitionPenalty: b.repeat_penalty ?? 1, presencePenalty: b.presence_penalty ?? 0, frequencyPenalty: b.frequency_penalty ?? 0 }),
       seed: seed ?? 0,
       hasSeed: seed !== undefined,
+      extras: samplerExtras(b),
     }),
     stream: !!b.stream,
     includeUsage: !!b.stream_options?.include_usage,

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 
+import { repeatLastN, samplerExtraFields } from '../sampler-extras';
+
 // Request bodies in the order of OpenAI's API reference. Unknown fields are ignored, as OpenAI's
 // own server and llama-server do; wrong types and out-of-range values are 400s naming the field.
 
@@ -155,7 +157,10 @@ export const ChatCompletionRequest = z.object({
   top_k: sampling.top_k,
   min_p: sampling.min_p,
   repeat_penalty: sampling.repeat_penalty,
+  repeat_last_n: repeatLastN,
   ignore_eos: sampling.ignore_eos,
+  // llama-server's further samplers (DRY, XTC, top-n-sigma, typical, dynamic temperature, Mirostat)
+  ...samplerExtraFields,
 }).superRefine((b, ctx) => {
   const choice = b.tool_choice;
   if (choice == null || choice === 'none' || choice === 'auto') return;
@@ -207,7 +212,10 @@ export const CompletionRequest = z.object({
   top_k: sampling.top_k,
   min_p: sampling.min_p,
   repeat_penalty: sampling.repeat_penalty,
+  repeat_last_n: repeatLastN,
   ignore_eos: sampling.ignore_eos,
+  // llama-server's further samplers (DRY, XTC, top-n-sigma, typical, dynamic temperature, Mirostat)
+  ...samplerExtraFields,
 }).superRefine((b, ctx) => {
   const n = b.n ?? 1;
   const bestOf = b.best_of ?? n;

@@ -47,7 +47,7 @@ describe('TelemetryHub', () => {
     const hub = new TelemetryHub(() => undefined);
     const withSlots = snap('b', idle);
     withSlots.snapshot!.models[0].slots = [
-      { id: 0, processing: true, requestId: 'r1', nCtx: 128, promptTokens: 9, promptTokensProcessed: 9, decodedTokens: 3, remainingTokens: 5, cachedTokens: 12, sampling: { temperature: 0.5, topK: 40, topP: 1, minP: 0, repetitionPenalty: 1, presencePenalty: 0, frequencyPenalty: 0, penaltyLastN: 64, seed: 1, hasSeed: true, logitBias: {} }, speculative: false },
+      { id: 0, processing: true, requestId: 'r1', nCtx: 128, promptTokens: 9, promptTokensProcessed: 9, decodedTokens: 3, remainingTokens: 5, cachedTokens: 12, sampling: { temperature: 0.5, topK: 40, topP: 1, minP: 0, repetitionPenalty: 1, presencePenalty: 0, frequencyPenalty: 0, penaltyLastN: 64, seed: 1, hasSeed: true, logitBias: {}, extras: undefined }, speculative: false },
       { id: 1, processing: false, requestId: '', nCtx: 128, promptTokens: 0, promptTokensProcessed: 0, decodedTokens: 0, remainingTokens: 0, cachedTokens: 7, sampling: undefined, speculative: false },
     ];
     hub.ingest(withSlots, 0);

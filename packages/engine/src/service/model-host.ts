@@ -6,6 +6,7 @@ import { EngineError, toEngineError } from '../errors';
 import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
 import { EngineModel, availableMemoryBytes, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
+import { dryBreakerSequences } from '../sampling/dry';
 import { BatchEngine, grammarOf, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import type { ReasoningBudgetSpec } from '../sampling/reasoning-budget';
@@ -87,6 +88,8 @@ interface Loaded {
   reasoningMarkerTokens?: ReadonlySet<number>;
   /** How the chat template writes tool calls (for forced calls), found once. */
   toolCallSyntax?: ToolCallSyntax | { unsupported: string };
+  /** DRY breaker strings -> the token sequences that spell them (one vocabulary pass per list). */
+  dryBreakers?: Map<string, number[][]>;
   /** Forward passes seen at the last health check and when they last advanced. */
   lastSteps: number;
   lastProgress: number;
@@ -102,10 +105,34 @@ const FINISH: Record<FinishReason, common.FinishReason> = {
   error: common.FinishReason.FINISH_REASON_ERROR,
 };
 
-/** Proto sampling fields use 0 for "default"; the sampler wants explicit values. */
-export function samplingFromProto(s: common.SamplingParams | undefined): SamplerParams {
+/**
+ * Proto sampling fields use 0 for "default"; the sampler wants explicit values. `breakers` turns
+ * DRY's breaker strings into token sequences (the model's tokenizer); without it they are dropped.
+ */
+export function samplingFromProto(s: common.SamplingParams | undefined, breakers?: (strings: string[]) => number[][]): SamplerParams {
   if (!s) return { temperature: 0 };
+  const x = s.extras;
+  const extras: SamplerParams = x
+    ? {
+        typicalP: x.typicalP,
+        topNSigma: x.topNSigma,
+        xtcProbability: x.xtcProbability,
+        xtcThreshold: x.xtcThreshold,
+        minKeep: x.minKeep,
+        dynatempRange: x.dynatempRange,
+        dynatempExponent: x.dynatempExponent,
+        dryMultiplier: x.dryMultiplier,
+        dryBase: x.dryBase,
+        dryAllowedLength: x.dryAllowedLength,
+        dryPenaltyLastN: x.dryPenaltyLastN,
+        dryBreakers: x.dryMultiplier !== 0 && breakers && x.drySequenceBreakers.length ? breakers(x.drySequenceBreakers) : [],
+        mirostat: x.mirostat,
+        mirostatTau: x.mirostatTau,
+        mirostatEta: x.mirostatEta,
+      }
+    : {};
   return {
+    ...extras,
     temperature: s.temperature,
     topK: s.topK,
     topP: s.topP > 0 && s.topP <= 1 ? s.topP : 1,
@@ -301,6 +328,20 @@ export class LocalModelHost implements ModelHost {
     m.model.close();
   }
 
+  private dryBreakers(m: Loaded, strings: string[]): number[][] {
+    const key = JSON.stringify(strings);
+    const cache = (m.dryBreakers ??= new Map());
+    let seqs = cache.get(key);
+    if (!seqs) {
+      if (strings.length > 64 || strings.some((b) => b.length === 0)) throw new EngineError('KAIL_E_INVALID_ARG', 'dry_sequence_breakers must be at most 64 non-empty strings');
+      seqs = dryBreakerSequences(m.model.tokenizer, strings);
+      if (seqs.length > 4096) throw new EngineError('KAIL_E_INVALID_ARG', `dry_sequence_breakers: ${seqs.length} token sequences spell these strings; at most 4096`);
+      if (cache.size >= 16) cache.delete(cache.keys().next().value!);
+      cache.set(key, seqs);
+    }
+    return seqs;
+  }
+
   private get(id: string): Loaded {
     const m = this.models.get(id);
     if (!m) {
@@ -329,7 +370,7 @@ export class LocalModelHost implements ModelHost {
         prompt,
         // With prompt_logprobs, 0 asks for the prompt's scores alone.
         maxTokens: req.promptOnly ? 0 : req.maxTokens || (req.promptLogprobs ? 0 : 256),
-        sampling: samplingFromProto(req.sampling),
+        sampling: samplingFromProto(req.sampling, (b) => this.dryBreakers(m, b)),
         stop: req.stop.filter((s) => s.length > 0),
         logprobs: req.wantLogprobs || req.topLogprobs > 0,
         topLogprobs: req.topLogprobs,
@@ -698,6 +739,14 @@ function modelTelemetry(id: string, m: Loaded): pb.ModelTelemetry {
           temperature: s.sampling.temperature, topK: s.sampling.topK, topP: s.sampling.topP, minP: s.sampling.minP,
           repetitionPenalty: s.sampling.repetitionPenalty, presencePenalty: s.sampling.presencePenalty, frequencyPenalty: s.sampling.frequencyPenalty,
           penaltyLastN: s.sampling.penaltyLastN, seed: s.sampling.seed, hasSeed: true, logitBias: {},
+          // (The breakers as the token sequences they became; their strings are not kept.)
+          extras: {
+            typicalP: s.sampling.typicalP, topNSigma: s.sampling.topNSigma, xtcProbability: s.sampling.xtcProbability, xtcThreshold: s.sampling.xtcThreshold,
+            minKeep: s.sampling.minKeep, dynatempRange: s.sampling.dynatempRange, dynatempExponent: s.sampling.dynatempExponent,
+            dryMultiplier: s.sampling.dryMultiplier, dryBase: s.sampling.dryBase, dryAllowedLength: s.sampling.dryAllowedLength,
+            dryPenaltyLastN: s.sampling.dryPenaltyLastN, drySequenceBreakers: [], mirostat: s.sampling.mirostat,
+            mirostatTau: s.sampling.mirostatTau, mirostatEta: s.sampling.mirostatEta,
+          },
         }
       : undefined,
   }));

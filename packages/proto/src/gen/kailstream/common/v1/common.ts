@@ -140,11 +140,45 @@ export interface SamplingParams {
    * -inf bans the token. Ids must be inside the model's vocabulary.
    */
   logitBias: { [key: number]: number };
+  /** llama.cpp's further samplers; absent: all off. When present every field is meant as given. */
+  extras: SamplerExtras | undefined;
 }
 
 export interface SamplingParams_LogitBiasEntry {
   key: number;
   value: number;
+}
+
+/**
+ * Samplers beyond top-k/top-p/min-p, as llama.cpp runs them (common/sampling.cpp's order: penalties,
+ * DRY, top-n-sigma, top-k, typical, top-p, min-p, XTC, temperature; Mirostat replaces all of them
+ * but temperature and the logit bias). Neutral values: typical_p 1, top_n_sigma <= 0,
+ * xtc_probability 0, min_keep 0, dynatemp_range 0, dry_multiplier 0, mirostat 0.
+ */
+export interface SamplerExtras {
+  typicalP: number;
+  topNSigma: number;
+  xtcProbability: number;
+  /** Above 0.5 turns XTC off (llama.cpp's default 0.1). */
+  xtcThreshold: number;
+  minKeep: number;
+  dynatempRange: number;
+  dynatempExponent: number;
+  dryMultiplier: number;
+  /** >= 1 (llama.cpp's default 1.75). */
+  dryBase: number;
+  dryAllowedLength: number;
+  /** -1 = the whole history, 0 = off (llama.cpp's default 64). */
+  dryPenaltyLastN: number;
+  /**
+   * Strings that end a repeat (the engine finds the token sequences that spell them); llama.cpp's
+   * default is ["\n", ":", "\"", "*"]; empty: none.
+   */
+  drySequenceBreakers: string[];
+  /** 0 = off, 1 or 2. */
+  mirostat: number;
+  mirostatTau: number;
+  mirostatEta: number;
 }
 
 export interface ModelTierBytes {
@@ -400,6 +434,7 @@ function createBaseSamplingParams(): SamplingParams {
     seed: 0,
     hasSeed: false,
     logitBias: {},
+    extras: undefined,
   };
 }
 
@@ -438,6 +473,9 @@ export const SamplingParams: MessageFns<SamplingParams> = {
     globalThis.Object.entries(message.logitBias).forEach(([key, value]: [string, number]) => {
       SamplingParams_LogitBiasEntry.encode({ key: key as any, value }, writer.uint32(90).fork()).join();
     });
+    if (message.extras !== undefined) {
+      SamplerExtras.encode(message.extras, writer.uint32(98).fork()).join();
+    }
     return writer;
   },
 
@@ -545,6 +583,14 @@ export const SamplingParams: MessageFns<SamplingParams> = {
             }
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.extras = SamplerExtras.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -628,6 +674,7 @@ export const SamplingParams: MessageFns<SamplingParams> = {
           {},
         )
         : {},
+      extras: isSet(object.extras) ? SamplerExtras.fromJSON(object.extras) : undefined,
     };
   },
 
@@ -672,6 +719,9 @@ export const SamplingParams: MessageFns<SamplingParams> = {
         });
       }
     }
+    if (message.extras !== undefined) {
+      obj.extras = SamplerExtras.toJSON(message.extras);
+    }
     return obj;
   },
 
@@ -699,6 +749,9 @@ export const SamplingParams: MessageFns<SamplingParams> = {
       },
       {},
     );
+    message.extras = (object.extras !== undefined && object.extras !== null)
+      ? SamplerExtras.fromPartial(object.extras)
+      : undefined;
     return message;
   },
 };
@@ -786,6 +839,371 @@ export const SamplingParams_LogitBiasEntry: MessageFns<SamplingParams_LogitBiasE
     const message = createBaseSamplingParams_LogitBiasEntry();
     message.key = object.key ?? 0;
     message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseSamplerExtras(): SamplerExtras {
+  return {
+    typicalP: 0,
+    topNSigma: 0,
+    xtcProbability: 0,
+    xtcThreshold: 0,
+    minKeep: 0,
+    dynatempRange: 0,
+    dynatempExponent: 0,
+    dryMultiplier: 0,
+    dryBase: 0,
+    dryAllowedLength: 0,
+    dryPenaltyLastN: 0,
+    drySequenceBreakers: [],
+    mirostat: 0,
+    mirostatTau: 0,
+    mirostatEta: 0,
+  };
+}
+
+export const SamplerExtras: MessageFns<SamplerExtras> = {
+  encode(message: SamplerExtras, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.typicalP !== 0) {
+      writer.uint32(13).float(message.typicalP);
+    }
+    if (message.topNSigma !== 0) {
+      writer.uint32(21).float(message.topNSigma);
+    }
+    if (message.xtcProbability !== 0) {
+      writer.uint32(29).float(message.xtcProbability);
+    }
+    if (message.xtcThreshold !== 0) {
+      writer.uint32(37).float(message.xtcThreshold);
+    }
+    if (message.minKeep !== 0) {
+      writer.uint32(40).uint32(message.minKeep);
+    }
+    if (message.dynatempRange !== 0) {
+      writer.uint32(53).float(message.dynatempRange);
+    }
+    if (message.dynatempExponent !== 0) {
+      writer.uint32(61).float(message.dynatempExponent);
+    }
+    if (message.dryMultiplier !== 0) {
+      writer.uint32(69).float(message.dryMultiplier);
+    }
+    if (message.dryBase !== 0) {
+      writer.uint32(77).float(message.dryBase);
+    }
+    if (message.dryAllowedLength !== 0) {
+      writer.uint32(80).uint32(message.dryAllowedLength);
+    }
+    if (message.dryPenaltyLastN !== 0) {
+      writer.uint32(88).int32(message.dryPenaltyLastN);
+    }
+    for (const v of message.drySequenceBreakers) {
+      writer.uint32(98).string(v!);
+    }
+    if (message.mirostat !== 0) {
+      writer.uint32(104).uint32(message.mirostat);
+    }
+    if (message.mirostatTau !== 0) {
+      writer.uint32(117).float(message.mirostatTau);
+    }
+    if (message.mirostatEta !== 0) {
+      writer.uint32(125).float(message.mirostatEta);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SamplerExtras {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSamplerExtras();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 13) {
+              break;
+            }
+
+            message.typicalP = reader.float();
+            continue;
+          }
+          case 2: {
+            if (tag !== 21) {
+              break;
+            }
+
+            message.topNSigma = reader.float();
+            continue;
+          }
+          case 3: {
+            if (tag !== 29) {
+              break;
+            }
+
+            message.xtcProbability = reader.float();
+            continue;
+          }
+          case 4: {
+            if (tag !== 37) {
+              break;
+            }
+
+            message.xtcThreshold = reader.float();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.minKeep = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 53) {
+              break;
+            }
+
+            message.dynatempRange = reader.float();
+            continue;
+          }
+          case 7: {
+            if (tag !== 61) {
+              break;
+            }
+
+            message.dynatempExponent = reader.float();
+            continue;
+          }
+          case 8: {
+            if (tag !== 69) {
+              break;
+            }
+
+            message.dryMultiplier = reader.float();
+            continue;
+          }
+          case 9: {
+            if (tag !== 77) {
+              break;
+            }
+
+            message.dryBase = reader.float();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.dryAllowedLength = reader.uint32();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.dryPenaltyLastN = reader.int32();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.drySequenceBreakers.push(reader.string());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.mirostat = reader.uint32();
+            continue;
+          }
+          case 14: {
+            if (tag !== 117) {
+              break;
+            }
+
+            message.mirostatTau = reader.float();
+            continue;
+          }
+          case 15: {
+            if (tag !== 125) {
+              break;
+            }
+
+            message.mirostatEta = reader.float();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SamplerExtras {
+    return {
+      typicalP: isSet(object.typicalP)
+        ? globalThis.Number(object.typicalP)
+        : isSet(object.typical_p)
+        ? globalThis.Number(object.typical_p)
+        : 0,
+      topNSigma: isSet(object.topNSigma)
+        ? globalThis.Number(object.topNSigma)
+        : isSet(object.top_n_sigma)
+        ? globalThis.Number(object.top_n_sigma)
+        : 0,
+      xtcProbability: isSet(object.xtcProbability)
+        ? globalThis.Number(object.xtcProbability)
+        : isSet(object.xtc_probability)
+        ? globalThis.Number(object.xtc_probability)
+        : 0,
+      xtcThreshold: isSet(object.xtcThreshold)
+        ? globalThis.Number(object.xtcThreshold)
+        : isSet(object.xtc_threshold)
+        ? globalThis.Number(object.xtc_threshold)
+        : 0,
+      minKeep: isSet(object.minKeep)
+        ? globalThis.Number(object.minKeep)
+        : isSet(object.min_keep)
+        ? globalThis.Number(object.min_keep)
+        : 0,
+      dynatempRange: isSet(object.dynatempRange)
+        ? globalThis.Number(object.dynatempRange)
+        : isSet(object.dynatemp_range)
+        ? globalThis.Number(object.dynatemp_range)
+        : 0,
+      dynatempExponent: isSet(object.dynatempExponent)
+        ? globalThis.Number(object.dynatempExponent)
+        : isSet(object.dynatemp_exponent)
+        ? globalThis.Number(object.dynatemp_exponent)
+        : 0,
+      dryMultiplier: isSet(object.dryMultiplier)
+        ? globalThis.Number(object.dryMultiplier)
+        : isSet(object.dry_multiplier)
+        ? globalThis.Number(object.dry_multiplier)
+        : 0,
+      dryBase: isSet(object.dryBase)
+        ? globalThis.Number(object.dryBase)
+        : isSet(object.dry_base)
+        ? globalThis.Number(object.dry_base)
+        : 0,
+      dryAllowedLength: isSet(object.dryAllowedLength)
+        ? globalThis.Number(object.dryAllowedLength)
+        : isSet(object.dry_allowed_length)
+        ? globalThis.Number(object.dry_allowed_length)
+        : 0,
+      dryPenaltyLastN: isSet(object.dryPenaltyLastN)
+        ? globalThis.Number(object.dryPenaltyLastN)
+        : isSet(object.dry_penalty_last_n)
+        ? globalThis.Number(object.dry_penalty_last_n)
+        : 0,
+      drySequenceBreakers: globalThis.Array.isArray(object?.drySequenceBreakers)
+        ? object.drySequenceBreakers.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.dry_sequence_breakers)
+        ? object.dry_sequence_breakers.map((e: any) => globalThis.String(e))
+        : [],
+      mirostat: isSet(object.mirostat) ? globalThis.Number(object.mirostat) : 0,
+      mirostatTau: isSet(object.mirostatTau)
+        ? globalThis.Number(object.mirostatTau)
+        : isSet(object.mirostat_tau)
+        ? globalThis.Number(object.mirostat_tau)
+        : 0,
+      mirostatEta: isSet(object.mirostatEta)
+        ? globalThis.Number(object.mirostatEta)
+        : isSet(object.mirostat_eta)
+        ? globalThis.Number(object.mirostat_eta)
+        : 0,
+    };
+  },
+
+  toJSON(message: SamplerExtras): unknown {
+    const obj: any = {};
+    if (message.typicalP !== 0) {
+      obj.typicalP = floatToJson(message.typicalP);
+    }
+    if (message.topNSigma !== 0) {
+      obj.topNSigma = floatToJson(message.topNSigma);
+    }
+    if (message.xtcProbability !== 0) {
+      obj.xtcProbability = floatToJson(message.xtcProbability);
+    }
+    if (message.xtcThreshold !== 0) {
+      obj.xtcThreshold = floatToJson(message.xtcThreshold);
+    }
+    if (message.minKeep !== 0) {
+      obj.minKeep = Math.round(message.minKeep);
+    }
+    if (message.dynatempRange !== 0) {
+      obj.dynatempRange = floatToJson(message.dynatempRange);
+    }
+    if (message.dynatempExponent !== 0) {
+      obj.dynatempExponent = floatToJson(message.dynatempExponent);
+    }
+    if (message.dryMultiplier !== 0) {
+      obj.dryMultiplier = floatToJson(message.dryMultiplier);
+    }
+    if (message.dryBase !== 0) {
+      obj.dryBase = floatToJson(message.dryBase);
+    }
+    if (message.dryAllowedLength !== 0) {
+      obj.dryAllowedLength = Math.round(message.dryAllowedLength);
+    }
+    if (message.dryPenaltyLastN !== 0) {
+      obj.dryPenaltyLastN = Math.round(message.dryPenaltyLastN);
+    }
+    if (message.drySequenceBreakers?.length) {
+      obj.drySequenceBreakers = message.drySequenceBreakers;
+    }
+    if (message.mirostat !== 0) {
+      obj.mirostat = Math.round(message.mirostat);
+    }
+    if (message.mirostatTau !== 0) {
+      obj.mirostatTau = floatToJson(message.mirostatTau);
+    }
+    if (message.mirostatEta !== 0) {
+      obj.mirostatEta = floatToJson(message.mirostatEta);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SamplerExtras>, I>>(base?: I): SamplerExtras {
+    return SamplerExtras.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SamplerExtras>, I>>(object: I): SamplerExtras {
+    const message = createBaseSamplerExtras();
+    message.typicalP = object.typicalP ?? 0;
+    message.topNSigma = object.topNSigma ?? 0;
+    message.xtcProbability = object.xtcProbability ?? 0;
+    message.xtcThreshold = object.xtcThreshold ?? 0;
+    message.minKeep = object.minKeep ?? 0;
+    message.dynatempRange = object.dynatempRange ?? 0;
+    message.dynatempExponent = object.dynatempExponent ?? 0;
+    message.dryMultiplier = object.dryMultiplier ?? 0;
+    message.dryBase = object.dryBase ?? 0;
+    message.dryAllowedLength = object.dryAllowedLength ?? 0;
+    message.dryPenaltyLastN = object.dryPenaltyLastN ?? 0;
+    message.drySequenceBreakers = object.drySequenceBreakers?.map((e) => e) || [];
+    message.mirostat = object.mirostat ?? 0;
+    message.mirostatTau = object.mirostatTau ?? 0;
+    message.mirostatEta = object.mirostatEta ?? 0;
     return message;
   },
 };
