@@ -15,6 +15,23 @@ function kept(logits: Float32Array, params: SamplerParams, history: number[] = [
   return r.top!.map((t) => t.token).sort((a, b) => a - b);
 }
 
+/** The fixtures' logits for step `step`: the integer hash the generators (__fixtures__/gen-*.cpp) use. */
+function logitsAt(step: number, n: number, scale: number): Float32Array {
+  const mix = (x: number) => {
+    x = (x ^ (x >>> 16)) >>> 0;
+    x = Math.imul(x, 0x7feb352d) >>> 0;
+    x = (x ^ (x >>> 15)) >>> 0;
+    x = Math.imul(x, 0x846ca68b) >>> 0;
+    return (x ^ (x >>> 16)) >>> 0;
+  };
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    const u = mix((Math.imul(step, 0x9e3779b9) ^ Math.imul(i, 0x85ebca6b)) >>> 0);
+    out[i] = ((u % 2000001) / 100000 - 10) * scale;
+  }
+  return out;
+}
+
 function counts(params: SamplerParams, logits: Float32Array, draws: number, bins: (t: number) => number, nBins: number) {
   const s = createSampler(params);
   const c = new Array<number>(nBins).fill(0);
@@ -402,21 +419,6 @@ describe('createSampler: parity with llama.cpp', () => {
   }
   const cases = llamaCppCases as Case[];
 
-  const mix = (x: number) => {
-    x = (x ^ (x >>> 16)) >>> 0;
-    x = Math.imul(x, 0x7feb352d) >>> 0;
-    x = (x ^ (x >>> 15)) >>> 0;
-    x = Math.imul(x, 0x846ca68b) >>> 0;
-    return (x ^ (x >>> 16)) >>> 0;
-  };
-  const logitsAt = (step: number, n: number, scale: number) => {
-    const out = new Float32Array(n);
-    for (let i = 0; i < n; i++) {
-      const u = mix((Math.imul(step, 0x9e3779b9) ^ Math.imul(i, 0x85ebca6b)) >>> 0);
-      out[i] = ((u % 2000001) / 100000 - 10) * scale;
-    }
-    return out;
-  };
 
   it.each(cases.map((c) => [c.name, c] as const))('%s: the same tokens for the same seed', (_name, c) => {
     const { name, nVocab, scale, tokens, ...params } = c;
@@ -429,21 +431,6 @@ describe('createSampler: parity with llama.cpp', () => {
 
 describe('createSampler: the full chain (DRY, top-n-sigma, typical, XTC, dynamic temperature, min_keep, Mirostat), parity with llama.cpp', () => {
   // Tokens llama.cpp's chain picked for the same logits, prompt and seed (__fixtures__/gen-llama-cpp-samplers.cpp).
-  const mix = (x: number) => {
-    x = (x ^ (x >>> 16)) >>> 0;
-    x = Math.imul(x, 0x7feb352d) >>> 0;
-    x = (x ^ (x >>> 15)) >>> 0;
-    x = Math.imul(x, 0x846ca68b) >>> 0;
-    return (x ^ (x >>> 16)) >>> 0;
-  };
-  const logitsAt = (step: number, n: number, scale: number) => {
-    const out = new Float32Array(n);
-    for (let i = 0; i < n; i++) {
-      const u = mix((Math.imul(step, 0x9e3779b9) ^ Math.imul(i, 0x85ebca6b)) >>> 0);
-      out[i] = ((u % 2000001) / 100000 - 10) * scale;
-    }
-    return out;
-  };
 
   it.each(samplerCases.chains.map((c) => [c.name, c] as const))('%s: the same tokens for the same seed', (_name, c) => {
     const s = createSampler({ ...c.params, seed: c.seed });
