@@ -37,6 +37,21 @@ describe('kail model commands', () => {
     expect(r.stderr).toMatch(/prompt: \d+ tokens, [\d.]+ tokens\/s \| generation: \d+ tokens, [\d.]+ tokens\/s/);
   });
 
+  it("run takes llama-cli's sampler flags: Mirostat at entropy 0 picks greedily, DRY changes a greedy answer, bad values are errors", () => {
+    const tokens = (...flags: string[]) => {
+      const r = kail('run', '-m', model, '-p', 'Hello', '-n', '48', '--json', ...flags);
+      expect(r.stderr).toBe('');
+      return JSON.parse(r.stdout).tokens as number[];
+    };
+    const greedy = tokens();
+    expect(tokens('--temp', '1.5', '--seed', '3', '--mirostat', '2', '--mirostat-ent', '0', '--mirostat-lr', '0')).toEqual(greedy);
+    expect(tokens('--dry-multiplier', '100', '--dry-allowed-length', '1', '--dry-penalty-last-n', '-1', '--dry-sequence-breaker', 'none')).not.toEqual(greedy);
+    expect(tokens('--repeat-penalty', '5', '--repeat-last-n', '0')).toEqual(greedy);
+    const bad = kail('run', '-m', model, '-n', '1', '--mirostat', '3');
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toMatch(/--mirostat must be an integer in 0\.\.2/);
+  });
+
   it('logits writes n_tokens x n_vocab float32 and a JSON sidecar', () => {
     const out = path.join(dir, 'l.f32');
     const r = kail('logits', '-m', model, '--tokens', '1,2,3,4', '--out', out);

@@ -28,7 +28,10 @@ import {
   type GenerateResult,
   type LoadModelOptions,
   type ResidencyPlan,
+  type SamplerParams,
   type SpeculativeStats,
+  DEFAULT_DRY_BREAKERS,
+  dryBreakerSequences,
 } from '@kailstream/engine';
 import { getPreset, writeModel, WEIGHT_RECIPE_VERSION } from '@kailstream/tools';
 
@@ -205,7 +208,81 @@ export function ensureDemoModel(dir: string, log: (l: string) => void): string {
   return file;
 }
 
-interface RunOpts {
+/** llama-cli's sampler flags beyond temperature, top-k/p and min-p (defaults: llama.cpp's). */
+interface SamplerOpts {
+  repeatPenalty: number;
+  repeatLastN: number;
+  presencePenalty: number;
+  frequencyPenalty: number;
+  typical: number;
+  topNsigma: number;
+  xtcProbability: number;
+  xtcThreshold: number;
+  minKeep: number;
+  dynatempRange: number;
+  dynatempExp: number;
+  dryMultiplier: number;
+  dryBase: number;
+  dryAllowedLength: number;
+  dryPenaltyLastN: number;
+  drySequenceBreaker: string[];
+  mirostat: number;
+  mirostatLr: number;
+  mirostatEnt: number;
+}
+
+function addSamplerOptions(cmd: Command): Command {
+  const collect = (v: string, prev: string[]) => [...prev, v];
+  return cmd
+    .option('--repeat-penalty <x>', 'penalise repeated tokens (1 = off)', num('--repeat-penalty', 0.000001, 100), 1)
+    .option('--repeat-last-n <n>', 'tokens the penalties look back over (0 = off, -1 = the whole context)', int('--repeat-last-n', -1), 64)
+    .option('--presence-penalty <x>', 'presence penalty (0 = off)', num('--presence-penalty', -2, 2), 0)
+    .option('--frequency-penalty <x>', 'frequency penalty (0 = off)', num('--frequency-penalty', -2, 2), 0)
+    .option('--typical <p>', 'locally typical sampling (1 = off)', num('--typical', 0, 1), 1)
+    .option('--top-nsigma <n>', 'keep tokens within n standard deviations of the best logit (-1 = off)', num('--top-nsigma', -1e9, 1e9), -1)
+    .option('--xtc-probability <p>', 'XTC: chance to drop the likely tokens (0 = off)', num('--xtc-probability', 0, 1), 0)
+    .option('--xtc-threshold <p>', 'XTC: probability threshold (> 0.5 = off)', num('--xtc-threshold', 0, 1), 0.1)
+    .option('--min-keep <n>', 'fewest candidates the samplers leave (0 = no minimum)', int('--min-keep', 0, 2 ** 31 - 1), 0)
+    .option('--dynatemp-range <r>', 'dynamic temperature range (0 = off)', num('--dynatemp-range', 0, 100), 0)
+    .option('--dynatemp-exp <x>', 'dynamic temperature exponent', num('--dynatemp-exp', 0, 100), 1)
+    .option('--dry-multiplier <x>', 'DRY repetition penalty multiplier (0 = off)', num('--dry-multiplier', 0, 100), 0)
+    .option('--dry-base <x>', 'DRY base', num('--dry-base', 1, 100), 1.75)
+    .option('--dry-allowed-length <n>', 'DRY: repeats this long go unpenalised', int('--dry-allowed-length', 0, 2 ** 31 - 1), 2)
+    .option('--dry-penalty-last-n <n>', 'DRY: tokens to scan (0 = off, -1 = the whole context)', int('--dry-penalty-last-n', -1, 2 ** 31 - 1), 64)
+    .option('--dry-sequence-breaker <s>', "a DRY sequence breaker, repeatable ('none': none; default: \\n : \" *)", collect, [])
+    .option('--mirostat <v>', 'Mirostat sampling: 0 = off, 1, 2 (replaces top-k/top-p/min-p and the penalties)', int('--mirostat', 0, 2), 0)
+    .option('--mirostat-lr <eta>', 'Mirostat learning rate', num('--mirostat-lr', 0, 10), 0.1)
+    .option('--mirostat-ent <tau>', 'Mirostat target entropy', num('--mirostat-ent', 0, 100), 5);
+}
+
+/** The sampler parameters of llama-cli's flags (DRY breakers turned into token sequences with the model's tokenizer). */
+function samplerParams(o: SamplerOpts, tok: EngineModel['tokenizer']): SamplerParams {
+  const off = o.repeatLastN === 0;
+  const breakers = o.drySequenceBreaker.length ? o.drySequenceBreaker.filter((b) => b !== 'none') : [...DEFAULT_DRY_BREAKERS];
+  return {
+    repetitionPenalty: off ? 1 : o.repeatPenalty,
+    presencePenalty: off ? 0 : o.presencePenalty,
+    frequencyPenalty: off ? 0 : o.frequencyPenalty,
+    penaltyLastN: off ? 64 : o.repeatLastN,
+    typicalP: o.typical,
+    topNSigma: o.topNsigma,
+    xtcProbability: o.xtcProbability,
+    xtcThreshold: o.xtcThreshold,
+    minKeep: o.minKeep,
+    dynatempRange: o.dynatempRange,
+    dynatempExponent: o.dynatempExp,
+    dryMultiplier: o.dryMultiplier,
+    dryBase: o.dryBase,
+    dryAllowedLength: o.dryAllowedLength,
+    dryPenaltyLastN: o.dryPenaltyLastN,
+    dryBreakers: o.dryMultiplier !== 0 && breakers.length ? dryBreakerSequences(tok, breakers) : [],
+    mirostat: o.mirostat,
+    mirostatTau: o.mirostatEnt,
+    mirostatEta: o.mirostatLr,
+  };
+}
+
+interface RunOpts extends SamplerOpts {
   model?: string;
   prompt?: string;
   nPredict: number;
@@ -264,7 +341,7 @@ export function registerModelCommands(program: Command): void {
     .option('--demo', 'use the built-in demo model (written on first use into the data directory)')
     .option('--no-usage-history', "neither warm the expert cache from this model's usage history nor update it")
     .option('--data-dir <dir>', 'data directory (hardware profile, usage histories, demo model)');
-  addSpecOptions(addStreamOptions(run)).action(async (o: RunOpts & StreamOpts & SpecOpts & { usageHistory: boolean }) => {
+  addSamplerOptions(addSpecOptions(addStreamOptions(run))).action(async (o: RunOpts & StreamOpts & SpecOpts & { usageHistory: boolean }) => {
     const log = (l: string) => process.stderr.write(l + '\n');
     const dir = dataDir(o.dataDir);
     const modelPath = o.model ?? (o.demo ? ensureDemoModel(dir, log) : undefined);
@@ -293,7 +370,7 @@ export function registerModelCommands(program: Command): void {
       }
       const r: GenerateResult = await generate(model, prompt, {
         maxTokens: o.nPredict,
-        sampling: { temperature: o.temp, topK: o.topK, topP: o.topP, minP: o.minP, seed: o.seed },
+        sampling: { temperature: o.temp, topK: o.topK, topP: o.topP, minP: o.minP, seed: o.seed, ...samplerParams(o, model.tokenizer) },
         onText: o.json ? undefined : (t) => process.stdout.write(t),
         speculative: sp.spec ?? undefined,
       });
