@@ -3,11 +3,14 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
 import type { EngineEntry, EnginePool } from './engine-pool';
+import type { ModelLoader } from './model-loader';
 import { RequestQueue, type QueueItem, type RequestQueueOptions } from './request-queue';
 
 export interface DispatcherOptions extends RequestQueueOptions {
   /** Longest a request may wait in the queue when it has no deadline of its own (ms). Default 300000. */
   maxQueueWaitMs?: number;
+  /** Load on demand (model-loader.ts): a model in an engine's models directory loads when a request names it. Default: off. */
+  loader?: ModelLoader;
 }
 
 type SubmitCall = grpc.ServerWritableStream<spb.SubmitRequest, pb.GenerateResponse>;
@@ -66,6 +69,7 @@ export class Dispatcher {
   private readonly byId = new Map<string, Request>();
   private readonly running = new Map<string, Request>();
   private readonly maxQueueWaitMs: number;
+  readonly loader: ModelLoader | undefined;
   private nextId = 1;
   /** Finish times (ms) of recent requests, for the Retry-After hint. */
   private readonly finished: number[] = [];
@@ -76,6 +80,7 @@ export class Dispatcher {
   ) {
     this.queue = new RequestQueue<Request>(opts);
     this.maxQueueWaitMs = opts.maxQueueWaitMs ?? 300_000;
+    this.loader = opts.loader;
     pool.onChange(() => this.pump());
   }
 
@@ -97,7 +102,15 @@ export class Dispatcher {
     if (this.byId.has(req.requestId))
       return fail(grpcError(grpc.status.ALREADY_EXISTS, `a request with id '${req.requestId}' is already queued or running`, 'KAIL_E_ALREADY_EXISTS'));
     if (!this.pool.knows(req.model)) {
-      return fail(grpcError(grpc.status.NOT_FOUND, `no engine serves model '${req.model}' (served: ${this.pool.modelIds().join(', ') || 'none'})`, 'KAIL_E_NOT_FOUND'));
+      if (!this.loader) return fail(grpcError(grpc.status.NOT_FOUND, `no engine serves model '${req.model}' (served: ${this.pool.modelIds().join(', ') || 'none'})`, 'KAIL_E_NOT_FOUND'));
+      // Load it, then submit again (a caller gone meanwhile gets nothing).
+      this.loader.ensure(req.model).then(
+        () => {
+          if (!call.cancelled) this.submit(call);
+        },
+        (e: grpc.ServiceError) => fail(e),
+      );
+      return;
     }
     const now = Date.now();
     const callerDeadline = call.request.deadlineUnixMs > 0;

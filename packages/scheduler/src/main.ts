@@ -2,6 +2,7 @@
 // The scheduler service process:
 //   node packages/scheduler/dist/main.js --port 0 [--host H] [--engine host:port ...] [--slots N]
 //     [--max-queued N] [--max-queued-per-tenant N] [--max-queue-wait-ms N] [--auth-token T]
+//     [--no-load-on-demand]
 // Prints one JSON line {"service":"scheduler","address":...} once listening.
 import { parseArgs } from 'node:util';
 
@@ -28,6 +29,8 @@ async function main() {
       'max-queue-wait-ms': { type: 'string' },
       'probe-interval-ms': { type: 'string' },
       'auth-token': { type: 'string' },
+      // Models in an engine's models directory load when a request names them (as Ollama's do).
+      'no-load-on-demand': { type: 'boolean', default: false },
     },
   });
   const port = Number(values.port);
@@ -43,6 +46,7 @@ async function main() {
     maxQueueWaitMs: int('max-queue-wait-ms', values['max-queue-wait-ms'], 1),
     probeIntervalMs: int('probe-interval-ms', values['probe-interval-ms'], 50),
     authToken,
+    loadOnDemand: !values['no-load-on-demand'],
   });
   process.stdout.write(JSON.stringify({ service: 'scheduler', address: `${running.host}:${running.port}`, pid: process.pid, auth: authToken !== '' }) + '\n');
   const stop = () => void running.close().then(() => process.exit(0));

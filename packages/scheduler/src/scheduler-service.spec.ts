@@ -407,3 +407,65 @@ describe('conversation affinity across engines', () => {
     expect(usage?.cachedPromptTokens).toBeGreaterThanOrEqual(first.chunks.find((c) => c.usage)!.usage!.promptTokens);
   });
 });
+
+// Ollama's load on demand: a request that names a file of the engine's models directory loads it.
+describe('scheduler: load on demand', () => {
+  const dir = tempDir();
+  let engine: RunningEngineServer;
+  let onDemand: RunningSchedulerServer;
+  let plain: RunningSchedulerServer;
+  let client: spb.SchedulerServiceClient;
+  let plainClient: spb.SchedulerServiceClient;
+  let id: string;
+
+  beforeAll(async () => {
+    id = writeTestModel(dir, 'tiny-qwen3moe', 'F32').split('/').pop()!.replace(/\.gguf$/, '');
+    fs.writeFileSync(`${dir}/broken.gguf`, 'not a gguf');
+    engine = await startEngineServer(new LocalModelHost({ seqsPerModel: 2, defaultContext: 256, modelsDir: dir }), { port: 0 });
+    onDemand = await startSchedulerServer({ host: 'localhost', port: 0, engines: [`127.0.0.1:${engine.port}`], loadOnDemand: true });
+    plain = await startSchedulerServer({ host: 'localhost', port: 0, engines: [`127.0.0.1:${engine.port}`] });
+    client = createSchedulerClient(`localhost:${onDemand.port}`);
+    plainClient = createSchedulerClient(`localhost:${plain.port}`);
+  }, 60_000);
+
+  afterAll(async () => {
+    client.close();
+    plainClient.close();
+    await onDemand.close(100);
+    await plain.close(100);
+    await engine.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const gen = (c: spb.SchedulerServiceClient, model: string) =>
+    collect(c.submit(spb.SubmitRequest.fromPartial({ generate: { model, prompt: 'Hello', maxTokens: 4, sampling: common.SamplingParams.fromPartial({ temperature: 0 }) } })));
+
+  it('without it, a model that is not loaded is NOT_FOUND', async () => {
+    await expect(gen(plainClient, id)).rejects.toMatchObject({ code: grpc.status.NOT_FOUND });
+  });
+
+  it('loads a file of the models directory once for concurrent requests, then serves them all; names what it could load otherwise', async () => {
+    const loader = onDemand.dispatcher.loader!;
+    const runs = await Promise.all([gen(client, id), gen(client, id), gen(client, id)]);
+    for (const chunks of runs) expect(chunks.flatMap((c) => c.tokens)).toHaveLength(4);
+    expect(loader.loads).toBe(1);
+    const listed = await unary<spb.ListModelsRequest, spb.ListModelsResponse>(client.listModels.bind(client), {});
+    expect(listed.models.map((m) => m.id)).toEqual([id]);
+    // Tokenize and EnsureModel find it loaded now.
+    const ensured = await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(client.ensureModel.bind(client), { model: id });
+    expect(ensured).toMatchObject({ loadedNow: false, model: { id } });
+    await expect(gen(client, 'nope')).rejects.toMatchObject({ code: grpc.status.NOT_FOUND, details: expect.stringMatching(/no engine serves model 'nope' \(served: .*; in the models directory: /) });
+    await expect(gen(client, 'broken')).rejects.toMatchObject({ code: grpc.status.FAILED_PRECONDITION, details: expect.stringMatching(/model 'broken' .* cannot be loaded/) });
+    // Unloading while a request runs is refused with if_idle; then it loads again on demand.
+    const running = watch(client.submit(spb.SubmitRequest.fromPartial({ generate: { model: id, ...LONG } })));
+    await running.first;
+    await expect(unary<spb.UnloadModelRequest, pb.UnloadModelResponse>(client.unloadModel.bind(client), { engineId: '', unload: { id, ifIdle: true } })).rejects.toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED });
+    running.stream.cancel();
+    await running.done;
+    await until(async () => (await unary<spb.UnloadModelRequest, pb.UnloadModelResponse>(client.unloadModel.bind(client), { engineId: '', unload: { id, ifIdle: true } }).then(() => true, () => false)));
+    expect((await unary<spb.ListModelsRequest, spb.ListModelsResponse>(client.listModels.bind(client), {})).models).toEqual([]);
+    const tok = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(client.tokenize.bind(client), pb.TokenizeRequest.fromPartial({ model: id, text: 'Hello' }));
+    expect(tok.tokens.length).toBeGreaterThan(0);
+    expect(loader.loads).toBe(2);
+  }, 60_000);
+});

@@ -2,6 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { addStandardServices, bearerAuthInterceptors, bindServer, MESSAGE_LIMITS, common, engine as pb, scheduler as spb, shutdownServer } from '@kailstream/proto';
 
 import { clientOptions } from './auth';
+import { ModelLoader } from './model-loader';
 import { Dispatcher, grpcError, type DispatcherOptions } from './dispatcher';
 import { EnginePool } from './engine-pool';
 import { VERSION } from './version';
@@ -21,6 +22,8 @@ export interface SchedulerServerOptions extends DispatcherOptions {
   authToken?: string;
   /** Token sent to the engines (default: authToken). */
   engineToken?: string;
+  /** Load a model named by a request from an engine's models directory when none has it (model-loader.ts). Default false. */
+  loadOnDemand?: boolean;
 }
 
 export interface RunningSchedulerServer {
@@ -59,11 +62,19 @@ function passThrough<Res>(pool: EnginePool, engineId: string, fn: Unary<Res>, cb
   });
 }
 
-/** Runs a call that names a model on a healthy engine that has it (tokenize, detokenize). */
-function onModelEngine<Res>(pool: EnginePool, model: string, fn: Unary<Res>, cb: grpc.sendUnaryData<Res>): void {
+/** Runs a call that names a model on a healthy engine that has it (tokenize, detokenize), loading it first on demand. */
+function onModelEngine<Res>(dispatcher: Dispatcher, model: string, fn: Unary<Res>, cb: grpc.sendUnaryData<Res>): void {
+  const pool = dispatcher.pool;
   const e = pool.serving(model);
   if (!e) {
-    if (!pool.knows(model)) return cb(grpcError(grpc.status.NOT_FOUND, `no engine serves model '${model}' (served: ${pool.modelIds().join(', ') || 'none'})`, 'KAIL_E_NOT_FOUND'));
+    if (!pool.knows(model)) {
+      if (!dispatcher.loader) return cb(grpcError(grpc.status.NOT_FOUND, `no engine serves model '${model}' (served: ${pool.modelIds().join(', ') || 'none'})`, 'KAIL_E_NOT_FOUND'));
+      dispatcher.loader.ensure(model).then(
+        () => onModelEngine(dispatcher, model, fn, cb),
+        (err: grpc.ServiceError) => cb(err),
+      );
+      return;
+    }
     return cb(grpcError(grpc.status.UNAVAILABLE, `no healthy engine serves model '${model}' now`));
   }
   fn(e.client, new grpc.Metadata(), {}, (err, res) => (err ? cb(err) : cb(null, res as Res)));
@@ -134,10 +145,23 @@ export function createSchedulerServiceImpl(dispatcher: Dispatcher): spb.Schedule
     },
     unloadModel: (call, cb) => {
       if (!call.request.unload) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'unload is required'));
-      passThrough(pool, call.request.engineId, (c, md, o, done) => c.unloadModel(call.request.unload!, md, o, done), cb, true);
+      // Without an engine id: the engine that has the model.
+      const id = call.request.unload.id;
+      const engineId = call.request.engineId || pool.list().find((e) => e.models.some((m) => m.id === id))?.id || '';
+      passThrough(pool, engineId, (c, md, o, done) => c.unloadModel(call.request.unload!, md, o, done), cb, true);
     },
-    tokenize: (call, cb) => onModelEngine(pool, call.request.model, (c, md, o, done) => c.tokenize(call.request, md, o, done), cb),
-    detokenize: (call, cb) => onModelEngine(pool, call.request.model, (c, md, o, done) => c.detokenize(call.request, md, o, done), cb),
+    ensureModel: (call, cb) => {
+      const model = call.request.model;
+      if (!model) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'model is required'));
+      const loader = dispatcher.loader;
+      if (!loader) return cb(grpcError(grpc.status.UNIMPLEMENTED, 'this scheduler has no model loader'));
+      loader.ensure(model).then(
+        (r) => cb(null, { model: r.model, engineId: r.engine.id, loadedNow: r.loadedNow }),
+        (err: grpc.ServiceError) => cb(err),
+      );
+    },
+    tokenize: (call, cb) => onModelEngine(dispatcher, call.request.model, (c, md, o, done) => c.tokenize(call.request, md, o, done), cb),
+    detokenize: (call, cb) => onModelEngine(dispatcher, call.request.model, (c, md, o, done) => c.detokenize(call.request, md, o, done), cb),
     watchTelemetry: (call) => {
       const interval = Math.max(100, call.request.intervalMs || 1000);
       const streams = new Map<string, grpc.ClientReadableStream<pb.TelemetrySnapshot>>();
@@ -179,7 +203,7 @@ export async function startSchedulerServer(opts: SchedulerServerOptions = {}): P
   const pool = new EnginePool({ defaultSlots: opts.slotsPerEngine, engineToken: opts.engineToken ?? opts.authToken });
   for (const address of opts.engines ?? []) await pool.register(address);
   pool.startProbing(opts.probeIntervalMs ?? 2000);
-  const dispatcher = new Dispatcher(pool, opts);
+  const dispatcher = new Dispatcher(pool, { ...opts, loader: new ModelLoader(pool, { enabled: !!opts.loadOnDemand }) });
   const server = new grpc.Server({ ...MESSAGE_LIMITS, interceptors: bearerAuthInterceptors(opts.authToken) });
   server.addService(spb.SchedulerServiceService, createSchedulerServiceImpl(dispatcher));
   addStandardServices(server, [SCHEDULER_SERVICE_NAME]);

@@ -19,6 +19,8 @@ export interface ServeOptions {
   port: string;
   dataDir?: string;
   web: boolean;
+  /** Load models from <data dir>/models on demand (default true; false from --no-load-on-demand). */
+  loadOnDemand?: boolean;
 }
 
 async function waitHttp(url: string, timeoutMs: number): Promise<void> {
@@ -73,7 +75,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
     const engine = await sup.start({ name: 'engine', command: node, args: engineArgs, env, restart: true, afterRestart: keeper.afterRestart }, 300_000);
     log(`engine     grpc://${engine.address}`);
-    const sched = await sup.start({ name: 'scheduler', command: node, args: [SERVICE_ENTRIES.scheduler, '--host', grpcHost, '--port', '0', '--engine', engine.address], env });
+    const sched = await sup.start({ name: 'scheduler', command: node, args: [SERVICE_ENTRIES.scheduler, '--host', grpcHost, '--port', '0', '--engine', engine.address, ...(opts.loadOnDemand === false ? ['--no-load-on-demand'] : [])], env });
     schedAddress = sched.address;
     keeper.track(engine.address);
     sup.once('stopping', () => keeper.stop());
@@ -124,6 +126,7 @@ export function registerServe(program: Command): void {
     .option('--port <port>', 'API port', '8080')
     .option('--data-dir <dir>', 'data directory (default: $KAIL_DATA_DIR or ~/.kailstream)')
     .option('--no-web', 'do not start the web console')
+    .option('--no-load-on-demand', "do not load a model from <data dir>/models when a request names one that is not loaded")
     .action(async (opts: ServeOptions) => {
       const sup = await serve(opts);
       process.stdout.write('ready; Ctrl-C stops everything\n');

@@ -209,7 +209,7 @@ describe('engine gRPC service with a loaded model', () => {
     // What the cache holds fits its budget: at most the plan's experts (about two per layer).
     expect(resident * plan.expertEntryBytes).toBeLessThanOrEqual(streamed.tiers[0].budgetBytes);
     for (const l of streamed.experts) expect(l.resident.every((e) => e >= 0 && e < l.counts.length)).toBe(true);
-    await unary(client.unloadModel.bind(client), { id: 'streamed' });
+    await unary(client.unloadModel.bind(client), { id: 'streamed', ifIdle: false });
   });
 
   it('loads with prompt-lookup speculative decoding and reports its counters in telemetry', async () => {
@@ -231,7 +231,7 @@ describe('engine gRPC service with a loaded model', () => {
       // Speculation is the 'spec' model's, not the engine's: the other loaded model has none.
       expect(byId.get('tiny')!.speculative!.enabled).toBe(false);
     } finally {
-      await unary(client.unloadModel.bind(client), { id: 'spec' });
+      await unary(client.unloadModel.bind(client), { id: 'spec', ifIdle: false });
     }
   });
 

@@ -51,7 +51,7 @@ export function createEngineServiceImpl(host: ModelHost): pb.EngineServiceServer
       );
     },
     unloadModel: (call, cb) => {
-      host.unloadModel(call.request.id).then(
+      host.unloadModel(call.request.id, call.request.ifIdle).then(
         () => cb(null, {}),
         (e) => cb(toServiceError(e)),
       );

@@ -20,7 +20,8 @@ export interface ModelHost {
   health(): { ok: boolean; detail: string };
   listModels(): common.ModelInfo[];
   loadModel(req: pb.LoadModelRequest): Promise<common.ModelInfo>;
-  unloadModel(id: string): Promise<void>;
+  /** Unloads a model, cancelling what runs on it; with `ifIdle`, refuses (KAIL_E_BUDGET) while requests run or wait. */
+  unloadModel(id: string, ifIdle?: boolean): Promise<void>;
   /** Yields response chunks; the last one carries finish reason and usage. Stops when signal aborts. */
   generate(req: pb.GenerateRequest, signal: AbortSignal): AsyncIterable<pb.GenerateResponse>;
   /** Cancels a running request by id; false when none is running. */
@@ -319,9 +320,13 @@ export class LocalModelHost implements ModelHost {
     return info;
   }
 
-  async unloadModel(id: string): Promise<void> {
+  async unloadModel(id: string, ifIdle = false): Promise<void> {
     const m = this.models.get(id);
     if (!m) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not loaded`);
+    if (ifIdle) {
+      const st = m.engine.stats();
+      if (st.running || st.waiting) throw new EngineError('KAIL_E_BUDGET', `model '${id}' is in use (${st.running} running, ${st.waiting} waiting): not unloaded`);
+    }
     this.models.delete(id);
     await m.engine.close();
     m.spec?.close();

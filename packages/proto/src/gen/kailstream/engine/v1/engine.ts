@@ -214,6 +214,11 @@ export interface LoadModelResponse {
 
 export interface UnloadModelRequest {
   id: string;
+  /**
+   * Only when no request runs or waits on it (else RESOURCE_EXHAUSTED, nothing unloaded); by
+   * default running requests are cancelled.
+   */
+  ifIdle: boolean;
 }
 
 export interface UnloadModelResponse {
@@ -1038,13 +1043,16 @@ export const LoadModelResponse: MessageFns<LoadModelResponse> = {
 };
 
 function createBaseUnloadModelRequest(): UnloadModelRequest {
-  return { id: "" };
+  return { id: "", ifIdle: false };
 }
 
 export const UnloadModelRequest: MessageFns<UnloadModelRequest> = {
   encode(message: UnloadModelRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.id !== "") {
       writer.uint32(10).string(message.id);
+    }
+    if (message.ifIdle !== false) {
+      writer.uint32(16).bool(message.ifIdle);
     }
     return writer;
   },
@@ -1070,6 +1078,14 @@ export const UnloadModelRequest: MessageFns<UnloadModelRequest> = {
             message.id = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.ifIdle = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1083,13 +1099,23 @@ export const UnloadModelRequest: MessageFns<UnloadModelRequest> = {
   },
 
   fromJSON(object: any): UnloadModelRequest {
-    return { id: isSet(object.id) ? globalThis.String(object.id) : "" };
+    return {
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      ifIdle: isSet(object.ifIdle)
+        ? globalThis.Boolean(object.ifIdle)
+        : isSet(object.if_idle)
+        ? globalThis.Boolean(object.if_idle)
+        : false,
+    };
   },
 
   toJSON(message: UnloadModelRequest): unknown {
     const obj: any = {};
     if (message.id !== "") {
       obj.id = message.id;
+    }
+    if (message.ifIdle !== false) {
+      obj.ifIdle = message.ifIdle;
     }
     return obj;
   },
@@ -1100,6 +1126,7 @@ export const UnloadModelRequest: MessageFns<UnloadModelRequest> = {
   fromPartial<I extends Exact<DeepPartial<UnloadModelRequest>, I>>(object: I): UnloadModelRequest {
     const message = createBaseUnloadModelRequest();
     message.id = object.id ?? "";
+    message.ifIdle = object.ifIdle ?? false;
     return message;
   },
 };

@@ -152,6 +152,20 @@ export interface QueueSnapshot_QueuedPerTenantEntry {
   value: number;
 }
 
+export interface EnsureModelRequest {
+  model: string;
+}
+
+export interface EnsureModelResponse {
+  model:
+    | ModelInfo
+    | undefined;
+  /** The engine that has it. */
+  engineId: string;
+  /** True when this call loaded it (false: it was loaded already). */
+  loadedNow: boolean;
+}
+
 function createBaseWatchTelemetryRequest(): WatchTelemetryRequest {
   return { intervalMs: 0 };
 }
@@ -1854,6 +1868,184 @@ export const QueueSnapshot_QueuedPerTenantEntry: MessageFns<QueueSnapshot_Queued
   },
 };
 
+function createBaseEnsureModelRequest(): EnsureModelRequest {
+  return { model: "" };
+}
+
+export const EnsureModelRequest: MessageFns<EnsureModelRequest> = {
+  encode(message: EnsureModelRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.model !== "") {
+      writer.uint32(10).string(message.model);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EnsureModelRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEnsureModelRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.model = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EnsureModelRequest {
+    return { model: isSet(object.model) ? globalThis.String(object.model) : "" };
+  },
+
+  toJSON(message: EnsureModelRequest): unknown {
+    const obj: any = {};
+    if (message.model !== "") {
+      obj.model = message.model;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<EnsureModelRequest>, I>>(base?: I): EnsureModelRequest {
+    return EnsureModelRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EnsureModelRequest>, I>>(object: I): EnsureModelRequest {
+    const message = createBaseEnsureModelRequest();
+    message.model = object.model ?? "";
+    return message;
+  },
+};
+
+function createBaseEnsureModelResponse(): EnsureModelResponse {
+  return { model: undefined, engineId: "", loadedNow: false };
+}
+
+export const EnsureModelResponse: MessageFns<EnsureModelResponse> = {
+  encode(message: EnsureModelResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.model !== undefined) {
+      ModelInfo.encode(message.model, writer.uint32(10).fork()).join();
+    }
+    if (message.engineId !== "") {
+      writer.uint32(18).string(message.engineId);
+    }
+    if (message.loadedNow !== false) {
+      writer.uint32(24).bool(message.loadedNow);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EnsureModelResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEnsureModelResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.model = ModelInfo.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.engineId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.loadedNow = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EnsureModelResponse {
+    return {
+      model: isSet(object.model) ? ModelInfo.fromJSON(object.model) : undefined,
+      engineId: isSet(object.engineId)
+        ? globalThis.String(object.engineId)
+        : isSet(object.engine_id)
+        ? globalThis.String(object.engine_id)
+        : "",
+      loadedNow: isSet(object.loadedNow)
+        ? globalThis.Boolean(object.loadedNow)
+        : isSet(object.loaded_now)
+        ? globalThis.Boolean(object.loaded_now)
+        : false,
+    };
+  },
+
+  toJSON(message: EnsureModelResponse): unknown {
+    const obj: any = {};
+    if (message.model !== undefined) {
+      obj.model = ModelInfo.toJSON(message.model);
+    }
+    if (message.engineId !== "") {
+      obj.engineId = message.engineId;
+    }
+    if (message.loadedNow !== false) {
+      obj.loadedNow = message.loadedNow;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<EnsureModelResponse>, I>>(base?: I): EnsureModelResponse {
+    return EnsureModelResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EnsureModelResponse>, I>>(object: I): EnsureModelResponse {
+    const message = createBaseEnsureModelResponse();
+    message.model = (object.model !== undefined && object.model !== null)
+      ? ModelInfo.fromPartial(object.model)
+      : undefined;
+    message.engineId = object.engineId ?? "";
+    message.loadedNow = object.loadedNow ?? false;
+    return message;
+  },
+};
+
 /**
  * The scheduler queues requests with priorities and per-key fairness and dispatches them to
  * registered engine services.
@@ -1975,6 +2167,20 @@ export const SchedulerServiceService = {
     responseSerialize: (value: UnloadModelResponse): Buffer => Buffer.from(UnloadModelResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): UnloadModelResponse => UnloadModelResponse.decode(value),
   },
+  /**
+   * The model by id, loaded first when no engine has it but one's models directory holds
+   * <id>.gguf (load on demand; NOT_FOUND when none does or the scheduler runs without it).
+   * Submit, Tokenize and Detokenize do the same for the model they name.
+   */
+  ensureModel: {
+    path: "/kailstream.scheduler.v1.SchedulerService/EnsureModel" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: EnsureModelRequest): Buffer => Buffer.from(EnsureModelRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): EnsureModelRequest => EnsureModelRequest.decode(value),
+    responseSerialize: (value: EnsureModelResponse): Buffer => Buffer.from(EnsureModelResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EnsureModelResponse => EnsureModelResponse.decode(value),
+  },
   /** Tokenize and Detokenize with a model, on a healthy engine that has it loaded. */
   tokenize: {
     path: "/kailstream.scheduler.v1.SchedulerService/Tokenize" as const,
@@ -2011,6 +2217,12 @@ export interface SchedulerServiceServer extends UntypedServiceImplementation {
   planModel: handleUnaryCall<PlanModelRequest, PlanModelResponse>;
   loadModel: handleUnaryCall<LoadModelRequest, LoadModelResponse>;
   unloadModel: handleUnaryCall<UnloadModelRequest, UnloadModelResponse>;
+  /**
+   * The model by id, loaded first when no engine has it but one's models directory holds
+   * <id>.gguf (load on demand; NOT_FOUND when none does or the scheduler runs without it).
+   * Submit, Tokenize and Detokenize do the same for the model they name.
+   */
+  ensureModel: handleUnaryCall<EnsureModelRequest, EnsureModelResponse>;
   /** Tokenize and Detokenize with a model, on a healthy engine that has it loaded. */
   tokenize: handleUnaryCall<TokenizeRequest, TokenizeResponse>;
   detokenize: handleUnaryCall<DetokenizeRequest, DetokenizeResponse>;
@@ -2171,6 +2383,26 @@ export interface SchedulerServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: UnloadModelResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * The model by id, loaded first when no engine has it but one's models directory holds
+   * <id>.gguf (load on demand; NOT_FOUND when none does or the scheduler runs without it).
+   * Submit, Tokenize and Detokenize do the same for the model they name.
+   */
+  ensureModel(
+    request: EnsureModelRequest,
+    callback: (error: ServiceError | null, response: EnsureModelResponse) => void,
+  ): ClientUnaryCall;
+  ensureModel(
+    request: EnsureModelRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: EnsureModelResponse) => void,
+  ): ClientUnaryCall;
+  ensureModel(
+    request: EnsureModelRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: EnsureModelResponse) => void,
   ): ClientUnaryCall;
   /** Tokenize and Detokenize with a model, on a healthy engine that has it loaded. */
   tokenize(
