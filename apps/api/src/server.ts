@@ -8,7 +8,7 @@ import { KEYS_FILE, KeyStore } from './auth/keys';
 import type { ApiConfig } from './env';
 import { ApiMetrics } from './metrics';
 import { registerAnthropicRoutes } from './anthropic/messages';
-import { LLAMA_SERVER_ROUTES, registerLlamaServerRoutes } from './llama-server/routes';
+import { LLAMA_SERVER_ROUTES, registerLlamaServerRoutes, unloadedModelFiles } from './llama-server/routes';
 import { errorBody } from './error-shape';
 import { OLLAMA_ROUTES, registerOllamaRoutes } from './ollama/routes';
 import { registerResponsesRoutes } from './openai/responses';
@@ -112,7 +112,13 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     const res = await new Promise<spb.ListModelsResponse>((resolve, reject) =>
       scheduler.listModels({}, new grpc.Metadata(), { deadline: Date.now() + 5000 }, (e, r) => (e ? reject(e) : resolve(r))),
     );
-    return res.models.map((m: common.ModelInfo) => ({ id: m.id, object: 'model', created: 0, owned_by: 'kailstream' }));
+    // Loaded models, then the models directory's files that load when a request names them
+    // (`status` as llama-server's router mode reports it).
+    const files = await unloadedModelFiles(scheduler);
+    return [
+      ...res.models.map((m: common.ModelInfo) => ({ id: m.id, object: 'model', created: 0, owned_by: 'kailstream', status: { value: 'loaded' } })),
+      ...files.filter((f) => !res.models.some((m) => m.id === f.id)).map((f) => ({ id: f.id, object: 'model', created: 0, owned_by: 'kailstream', status: { value: 'unloaded' } })),
+    ];
   };
   const schedulerDown = (reply: FastifyReply, e: unknown) =>
     reply.code(503).header('retry-after', '1').send(openAiError(`scheduler unavailable: ${(e as Error).message}`, 'server_error', null, 'unavailable'));

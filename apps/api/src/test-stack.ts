@@ -25,6 +25,11 @@ export interface TestStackOptions {
   scheduler?: Omit<SchedulerServerOptions, 'engines'>;
   /** API config fields besides the port and the scheduler's address. */
   api?: Record<string, unknown>;
+  /**
+   * Ids of models written (not loaded) into the engine's models directory, <dir>/models/ID.gguf,
+   * with the scheduler loading on demand.
+   */
+  onDemand?: string[];
 }
 
 export interface TestStack {
@@ -58,7 +63,12 @@ export function sseEvents(text: string): [string | null, Record<string, any>][] 
 
 export async function startTestStack(models: TestModel[], o: TestStackOptions = {}): Promise<TestStack> {
   const dir = tempDir();
-  const host = new LocalModelHost({ seqsPerModel: o.seqsPerModel ?? 2, defaultContext: o.defaultContext ?? 1024 });
+  const modelsDir = path.join(dir, 'models');
+  for (const id of o.onDemand ?? []) {
+    fs.mkdirSync(modelsDir, { recursive: true });
+    fs.copyFileSync(writeTestModel(dir, 'tiny-qwen3moe', 'F32'), path.join(modelsDir, `${id}.gguf`));
+  }
+  const host = new LocalModelHost({ seqsPerModel: o.seqsPerModel ?? 2, defaultContext: o.defaultContext ?? 1024, ...(o.onDemand ? { modelsDir } : {}) });
   const files: Record<string, string> = {};
   for (const m of models) {
     let extra: string[] = [];
@@ -75,7 +85,7 @@ export async function startTestStack(models: TestModel[], o: TestStackOptions = 
   let sched: RunningSchedulerServer | undefined;
   let api: RunningApi;
   try {
-    sched = await startSchedulerServer({ probeIntervalMs: 200, ...o.scheduler, engines: [`127.0.0.1:${engine.port}`] });
+    sched = await startSchedulerServer({ probeIntervalMs: 200, loadOnDemand: !!o.onDemand, ...o.scheduler, engines: [`127.0.0.1:${engine.port}`] });
     api = await startApi(parseApiConfig({ ...o.api, port: 0, schedulerAddress: `127.0.0.1:${sched.port}` }));
   } catch (e) {
     await sched?.close(100);

@@ -202,6 +202,49 @@ export async function servedModels(scheduler: spb.SchedulerServiceClient): Promi
   }
 }
 
+/**
+ * The model by id when it is loaded, or once the scheduler has loaded it from an engine's models
+ * directory (load on demand; a large model can take minutes); null when no engine has it.
+ */
+export async function ensureModel(scheduler: spb.SchedulerServiceClient, id: string): Promise<common.ModelInfo | null> {
+  try {
+    const r = await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(scheduler.ensureModel.bind(scheduler), { model: id }, 900_000);
+    return r.model ?? null;
+  } catch (e) {
+    const err = e as grpc.ServiceError;
+    if (err.code === grpc.status.NOT_FOUND || err.code === grpc.status.UNIMPLEMENTED) return null;
+    const f = grpcToHttp(err);
+    throw new HttpError(f.status, f.body, f.retryAfter);
+  }
+}
+
+/**
+ * Unloads a model from the engine that has it; with `ifIdle`, only when nothing runs or waits on
+ * it ('in-use' otherwise).
+ */
+export async function unloadModel(scheduler: spb.SchedulerServiceClient, id: string, ifIdle: boolean): Promise<'unloaded' | 'not-loaded' | 'in-use'> {
+  try {
+    await unary<spb.UnloadModelRequest, pb.UnloadModelResponse>(scheduler.unloadModel.bind(scheduler), { engineId: '', unload: { id, ifIdle } }, 120_000);
+    return 'unloaded';
+  } catch (e) {
+    const err = e as grpc.ServiceError;
+    if (err.code === grpc.status.NOT_FOUND) return 'not-loaded';
+    if (ifIdle && err.code === grpc.status.RESOURCE_EXHAUSTED) return 'in-use';
+    const f = grpcToHttp(err);
+    throw new HttpError(f.status, f.body, f.retryAfter);
+  }
+}
+
+/** Ids of the GGUF files in the engine's models directory that are not loaded (what load on demand can serve). */
+export async function unloadedModelFiles(scheduler: spb.SchedulerServiceClient): Promise<pb.ModelFile[]> {
+  try {
+    const r = await unary<spb.ListModelFilesRequest, pb.ListModelFilesResponse>(scheduler.listModelFiles.bind(scheduler), { engineId: '' });
+    return r.files.filter((f) => !f.error && !f.info?.loaded);
+  } catch {
+    return [];
+  }
+}
+
 /** The request's model (or the only one served) and its context length. */
 export async function resolveModel(scheduler: spb.SchedulerServiceClient, model: string | undefined): Promise<common.ModelInfo> {
   const models = await servedModels(scheduler);
@@ -211,7 +254,7 @@ export async function resolveModel(scheduler: spb.SchedulerServiceClient, model:
     const why = models.length ? `${models.length} models are served (${served.join(', ')})` : 'no model is loaded';
     throw new HttpError(400, openAiError(`model is required: ${why}`, 'invalid_request_error', 'model', 'invalid_value'));
   }
-  const m = models.find((x) => x.id === model);
+  const m = models.find((x) => x.id === model) ?? (await ensureModel(scheduler, model));
   if (!m) throw new HttpError(404, openAiError(`The model '${model}' does not exist (served: ${served.join(', ') || 'none'})`, 'invalid_request_error', 'model', 'model_not_found'));
   return m;
 }

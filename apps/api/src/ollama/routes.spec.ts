@@ -167,7 +167,7 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
       ['/api/chat', { model: 'tiny', messages, options: { mirostat: 3 } }, 400, /mirostat/],
       ['/api/chat', { model: 'tiny', messages: [{ role: 'user', content: 'x', images: ['aGk='] }] }, 400, /images are not supported/],
       ['/api/chat', { model: 'tiny', messages: [{ role: 'robot', content: 'x' }] }, 400, /role/],
-      ['/api/chat', { model: 'tiny', messages, keep_alive: 0 }, 400, /unloading models is not supported/],
+      ['/api/chat', { model: 'tiny', messages: [], keep_alive: 0 }, 400, /outside the models directory, so it could not come back on demand: it stays loaded/],
       ['/api/chat', { model: 'tiny', messages, options: { temperature: -1 } }, 400, /temperature/],
       ['/api/chat', { model: 'tiny', messages, tools: [{ type: 'function', function: { name: 'f' } }] }, 400, /does not show tools/],
       ['/api/generate', { model: 'tiny', prompt: 'x', template: '{{ .Prompt }}' }, 400, /template is not supported/],
@@ -183,6 +183,8 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
       expect(r.body.error).toMatch(why);
     }
     await expect(ollama.chat({ model: 'nope', messages: [] })).rejects.toMatchObject({ status_code: 404 });
+    // keep_alive 0 on an answer leaves a model from outside the models directory loaded.
+    expect((await stack.post('/api/chat', { model: 'tiny', messages, stream: false, keep_alive: 0, options: greedy })).status).toBe(200);
     expect((await ollama.chat({ model: 'tiny', messages, options: greedy })).done).toBe(true);
   });
 });

@@ -8,16 +8,17 @@
 // template over the messages (tools shown to it, calls parsed from its answer and returned with
 // arguments as objects, as Ollama returns them; a <think> block as `thinking`); `format` "json" or
 // a JSON schema is constrained decoding. Names: a served model `ID` is listed as `ID:latest`, and
-// `ID` or `ID:latest` both find it. Models are loaded by `kail serve -m` and stay loaded: pulling,
-// creating, copying, deleting or unloading (`keep_alive: 0`) models through this API are errors
-// that say so.
+// `ID` or `ID:latest` both find it. Models are loaded by `kail serve -m`, or on demand when a
+// request names a GGUF file of the models directory (<data dir>/models/ID.gguf), and stay loaded
+// until a request with `keep_alive: 0` unloads one; pulling, creating, copying and deleting models
+// through this API are errors that say so.
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { HttpError, servedModels } from '../llama-server/routes';
+import { ensureModel, HttpError, servedModels, unloadedModelFiles, unloadModel } from '../llama-server/routes';
 import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
 import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { ToolCallStream } from '../openai/tool-call-stream';
@@ -58,13 +59,11 @@ type Options = z.infer<typeof options>;
 
 /** "json", or a JSON schema the output follows. */
 const format = z.union([z.literal('json'), z.literal(''), z.record(z.string(), z.unknown())]).optional().nullable();
-// How long the model stays loaded after the request: it stays while the server runs, so any
-// duration is fine but zero, which asks Ollama to unload it.
-const keepAlive = z
-  .union([z.string(), z.number()])
-  .refine((v) => !(v === 0 || (typeof v === 'string' && /^0+(\.0*)?(ns|us|µs|ms|s|m|h)?$/.test(v.trim()))), 'unloading models is not supported: they stay loaded while `kail serve` runs (keep_alive 0)')
-  .optional()
-  .nullable();
+// How long the model stays loaded after the request: a model stays loaded while the server runs,
+// except that zero unloads it once the request is answered and nothing else runs on it (Ollama's
+// `ollama stop` sends an empty request with keep_alive 0).
+const keepAlive = z.union([z.string(), z.number()]).optional().nullable();
+const unloadsNow = (v: string | number | null | undefined) => v === 0 || (typeof v === 'string' && /^0+(\.0*)?(ns|us|µs|ms|s|m|h)?$/.test(v.trim()));
 const think = z.union([z.boolean(), z.enum(['low', 'medium', 'high'])]).optional().nullable();
 const noImages = z
   .array(z.unknown())
@@ -157,9 +156,56 @@ export const ollamaName = (id: string) => (id.includes(':') ? id : `${id}:latest
 /** The served model a request names: its id, or its id tagged :latest. */
 async function resolve(scheduler: spb.SchedulerServiceClient, name: string): Promise<common.ModelInfo> {
   const models = await servedModels(scheduler);
-  const m = models.find((x) => x.id === name) ?? (name.endsWith(':latest') ? models.find((x) => x.id === name.slice(0, -7)) : undefined);
+  const base = name.endsWith(':latest') ? name.slice(0, -7) : undefined;
+  // Loaded, else loaded now from the models directory (as Ollama loads a model a request names).
+  const m =
+    models.find((x) => x.id === name) ??
+    (base !== undefined ? models.find((x) => x.id === base) : undefined) ??
+    (await ensureModel(scheduler, name)) ??
+    (base !== undefined ? await ensureModel(scheduler, base) : null);
   if (!m) throw new HttpError(404, { error: { message: `model '${name}' not found (served: ${models.map((x) => ollamaName(x.id)).join(', ') || 'none'})`, type: 'not_found', param: 'model', code: null } });
   return m;
+}
+
+/**
+ * Ollama's unload (an empty request with keep_alive 0): the model named (or its untagged id), if
+ * loaded and idle. 'unload'; a model still in use is a 409 that says so.
+ */
+async function unload(scheduler: spb.SchedulerServiceClient, name: string): Promise<'unload'> {
+  const models = await servedModels(scheduler);
+  const m = models.find((x) => x.id === name) ?? (name.endsWith(':latest') ? models.find((x) => x.id === name.slice(0, -7)) : undefined);
+  if (!m) return 'unload';
+  if (!(await reloadable(scheduler, m)))
+    throw new HttpError(400, { error: { message: `model '${name}' was loaded from ${m.path}, outside the models directory, so it could not come back on demand: it stays loaded`, type: 'invalid_request_error', param: 'keep_alive', code: null } });
+  if ((await unloadModel(scheduler, m.id, true)) === 'in-use')
+    throw new HttpError(409, { error: { message: `model '${name}' is in use: not unloaded (try again when its requests are done)`, type: 'conflict', param: 'model', code: null } });
+  return 'unload';
+}
+
+/**
+ * Whether load on demand can bring the model back: it was loaded from its models-directory file
+ * (a model `kail serve -m` loaded from elsewhere stays loaded whatever keep_alive says).
+ */
+async function reloadable(scheduler: spb.SchedulerServiceClient, m: common.ModelInfo): Promise<boolean> {
+  try {
+    const r = await unary<spb.ListModelFilesRequest, pb.ListModelFilesResponse>(scheduler.listModelFiles.bind(scheduler), { engineId: '' });
+    return r.files.some((f) => f.id === m.id && f.path === m.path);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * After an answer with keep_alive 0 (sent already): unloads the model once nothing runs on it,
+ * trying for a second (the engine may still be closing this request); others using it keep it loaded.
+ */
+async function unloadWhenIdle(scheduler: spb.SchedulerServiceClient, m: common.ModelInfo): Promise<void> {
+  if (!(await reloadable(scheduler, m))) return;
+  for (let i = 0; i < 10; i++) {
+    const r = await unloadModel(scheduler, m.id, true).catch(() => 'not-loaded' as const);
+    if (r !== 'in-use') return;
+    await new Promise((res) => setTimeout(res, 100));
+  }
 }
 
 /** The model's details block: format, family (architecture), size in parameters, main tensor type. */
@@ -285,7 +331,10 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
 
   app.get('/api/tags', (_req, reply) =>
     guarded(reply, async (s) => ({
-      models: (await servedModels(s)).map((m) => ({ name: ollamaName(m.id), model: ollamaName(m.id), modified_at: started, size: Number(m.fileBytes), digest: '', details: details(m) })),
+      // Loaded models, then the models directory's files that load on demand.
+      models: [...(await servedModels(s)), ...(await unloadedModelFiles(s)).flatMap((f) => (f.info ? [f.info] : []))].map((m) => ({
+        name: ollamaName(m.id), model: ollamaName(m.id), modified_at: started, size: Number(m.fileBytes), digest: '', details: details(m),
+      })),
     })),
   );
 
@@ -335,8 +384,9 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
     const b = parsed.data;
     return guarded(reply, async (s) => {
+      if (!b.messages?.length && unloadsNow(b.keep_alive)) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: await unload(s, b.model), done: true };
       const m = await resolve(s, b.model);
-      // No messages: Ollama loads the model and says so; it is loaded already.
+      // No messages: Ollama loads the model and says so (resolve loaded it if it was not).
       if (!b.messages?.length) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: 'load', done: true };
       const tools = b.tools?.length ? b.tools.map((t) => functionTool(t.function.name, t.function.description, t.function.parameters)) : undefined;
       const gen = pb.GenerateRequest.fromPartial({
@@ -347,6 +397,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
         chatTemplateKwargsJson: thinkKwargs(b.think),
       });
       await answer(req, reply, deps, s, b, gen, 'chat', tools);
+      if (unloadsNow(b.keep_alive)) await unloadWhenIdle(s, m);
     });
   });
 
@@ -355,8 +406,9 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
     const b = parsed.data;
     return guarded(reply, async (s) => {
-      const m = await resolve(s, b.model);
       const prompt = b.prompt ?? '';
+      if (!prompt && !b.suffix && unloadsNow(b.keep_alive)) return { model: b.model, created_at: nowIso(), response: '', done: true, done_reason: await unload(s, b.model) };
+      const m = await resolve(s, b.model);
       if (!prompt && !b.suffix) return { model: b.model, created_at: nowIso(), response: '', done: true, done_reason: 'load' };
       let tokens: number[] = [];
       let reasoningOpen = false;
@@ -388,6 +440,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
         ...promptFields,
       });
       await answer(req, reply, deps, s, b, gen, 'generate', undefined, { tokens, reasoningOpen, split: !b.raw });
+      if (unloadsNow(b.keep_alive)) await unloadWhenIdle(s, m);
     });
   });
 

@@ -262,8 +262,8 @@ async function embeddings(req: FastifyRequest, reply: FastifyReply, deps: OpenAi
  * and rejects with its gRPC error.
  */
 /** A unary call through the scheduler with a 30 s deadline, as a promise. */
-export function unary<Req, Res>(fn: (req: Req, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: Res) => void) => unknown, req: Req): Promise<Res> {
-  return new Promise((resolve, reject) => fn(req, new grpc.Metadata(), { deadline: Date.now() + 30_000 }, (e, r) => (e ? reject(e) : resolve(r as Res))));
+export function unary<Req, Res>(fn: (req: Req, md: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: Res) => void) => unknown, req: Req, timeoutMs = 30_000): Promise<Res> {
+  return new Promise((resolve, reject) => fn(req, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (e, r) => (e ? reject(e) : resolve(r as Res))));
 }
 
 export async function submitAll(

@@ -111,7 +111,7 @@ export const modelsRouter = router({
 
   unload: protectedProcedure.input(z.object({ engineId, id: z.string().min(1, 'id is required').max(200) })).mutation(async ({ ctx, input }) => {
     const s = ctx.deps.scheduler();
-    await unary<spb.UnloadModelRequest, pb.UnloadModelResponse>(s, s?.unloadModel, { engineId: input.engineId, unload: { id: input.id } }, 60_000);
+    await unary<spb.UnloadModelRequest, pb.UnloadModelResponse>(s, s?.unloadModel, { engineId: input.engineId, unload: { id: input.id, ifIdle: false } }, 60_000);
     return { unloaded: input.id };
   }),
 });

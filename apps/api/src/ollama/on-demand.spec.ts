@@ -1,0 +1,56 @@
+import { startTestStack, type TestStack } from '../test-stack';
+
+// Models load when a request names a GGUF file of the engine's models directory (as Ollama loads
+// a model it has pulled), are listed before that, and unload with keep_alive 0.
+describe('models loaded on demand and unloaded with keep_alive 0', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    // `lazy` is the same file as `tiny` (same weights), only not loaded at start.
+    stack = await startTestStack([{ id: 'tiny' }], { onDemand: ['lazy'] });
+  }, 60_000);
+  afterAll(() => stack?.close());
+
+  const get = async (p: string) => (await fetch(`${stack.api.url}${p}`)).json() as Promise<Record<string, any>>;
+  const messages = [{ role: 'user', content: 'Hello' }];
+  const chat = (model: string) => stack.post('/api/chat', { model, messages, stream: false, options: { temperature: 0, num_predict: 5 } });
+  const loaded = async () => ((await get('/api/ps')).models as { name: string }[]).map((m) => m.name).sort();
+
+  it('lists the directory\'s models as available, loads one when a request names it, unloads it with keep_alive 0', async () => {
+    expect(((await get('/api/tags')).models as { name: string }[]).map((m) => m.name)).toEqual(['tiny:latest', 'lazy:latest']);
+    expect((await get('/v1/models')).data).toEqual([
+      expect.objectContaining({ id: 'tiny', status: { value: 'loaded' } }),
+      expect.objectContaining({ id: 'lazy', status: { value: 'unloaded' } }),
+    ]);
+    expect(await loaded()).toEqual(['tiny:latest']);
+
+    const want = await chat('tiny');
+    const got = await chat('lazy:latest');
+    expect(got.status).toBe(200);
+    expect(got.body.message.content).toBe(want.body.message.content);
+    expect(await loaded()).toEqual(['lazy:latest', 'tiny:latest']);
+    expect(stack.sched.dispatcher.loader!.loads).toBe(1);
+
+    // `ollama stop lazy`: an empty chat with keep_alive 0.
+    const stop = await stack.post('/api/chat', { model: 'lazy', messages: [], keep_alive: 0 });
+    expect(stop.body).toMatchObject({ done: true, done_reason: 'unload' });
+    expect(await loaded()).toEqual(['tiny:latest']);
+
+    // The OpenAI and llama-server routes load it again; keep_alive 0 on an answer unloads it after.
+    const oai = await stack.post('/v1/chat/completions', { model: 'lazy', messages, max_tokens: 3, temperature: 0 });
+    expect(oai.status).toBe(200);
+    expect(await loaded()).toEqual(['lazy:latest', 'tiny:latest']);
+    const once = await stack.post('/api/generate', { model: 'lazy', prompt: 'Hi', stream: false, keep_alive: '0s', options: { num_predict: 2 } });
+    expect(once.status).toBe(200);
+    expect(once.body.done).toBe(true);
+    // (The answer goes out first; the unload follows it.)
+    const end = Date.now() + 5000;
+    while ((await loaded()).length > 1 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+    expect(await loaded()).toEqual(['tiny:latest']);
+    expect((await stack.post('/completion', { model: 'lazy', prompt: 'Hi', n_predict: 2 })).status).toBe(200);
+    expect(stack.sched.dispatcher.loader!.loads).toBe(3);
+
+    // A name that is neither loaded nor in the directory is still a 404.
+    const missing = await chat('nope');
+    expect(missing.status).toBe(404);
+  }, 120_000);
+});
