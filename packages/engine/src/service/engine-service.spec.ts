@@ -329,6 +329,10 @@ describe('LocalModelHost with a hardware profile', () => {
       const planned = await host.planModel(pb.PlanModelRequest.fromPartial({ path: file }));
       expect(JSON.parse(planned.planJson).ramBytes).toBe(budget);
       expect(host.telemetry().storageBandwidthBytesPerSecond).toBe(2.5e9);
+      // The budget is the engine's: with 'p' holding all of it, another model is refused, naming it; once 'p' is gone it loads.
+      await expect(host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'q' }))).rejects.toThrow(/profiled RAM budget .* is held by the loaded models \(p: .*\); unload one to load 'q'/);
+      await host.unloadModel('p');
+      expect((await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'q' }))).ramBudgetBytes).toBe(budget);
     } finally {
       await host.close();
     }

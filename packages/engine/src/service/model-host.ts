@@ -3,6 +3,7 @@ import path from 'node:path';
 import { common, engine as pb } from '@kailstream/proto';
 
 import { EngineError, toEngineError } from '../errors';
+import { formatBytes } from '../model/byte-size';
 import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
 import { EngineModel, availableMemoryBytes, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
@@ -268,7 +269,21 @@ export class LocalModelHost implements ModelHost {
     let ioThreads = this.opts.loadOptions?.ioThreads;
     if (this.opts.profile) {
       const fileBytes = fs.existsSync(file) ? fs.statSync(file).size : 0;
-      const d = profileDefaults(this.opts.profile, this.opts.profileFile ?? 'profile.json', fileBytes, { ramBytes: ram || undefined, ioThreads });
+      let given = ram || undefined;
+      if (!given && this.models.size) {
+        // The profile's budget is the engine's: the models loaded already hold part of it (their
+        // plan's budget, or their whole file when in memory); a new one gets what is left,
+        // streaming its experts when its file is larger.
+        const held = [...this.models.values()].map((m) => [m.info.id, m.model.plan ? m.model.plan.ramBytes : Number(m.info.fileBytes)] as const);
+        const left = this.opts.profile.defaults.ramBytes - held.reduce((a, [, b]) => a + b, 0);
+        if (left <= 0)
+          throw new EngineError(
+            'KAIL_E_BUDGET',
+            `the profiled RAM budget (${formatBytes(this.opts.profile.defaults.ramBytes)}) is held by the loaded models (${held.map(([i, b]) => `${i}: ${formatBytes(b)}`).join(', ')}); unload one to load '${id}'`,
+          );
+        if (fileBytes > left) given = left;
+      }
+      const d = profileDefaults(this.opts.profile, this.opts.profileFile ?? 'profile.json', fileBytes, { ramBytes: given, ioThreads });
       ram = d.ramBytes ?? 0;
       ioThreads = d.ioThreads;
     }
