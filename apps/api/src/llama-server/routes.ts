@@ -15,7 +15,7 @@ import { VERSION } from '../version';
 import type { ModelSlots } from '../trpc/telemetry-hub';
 
 /** The routes this module serves (for the error counter). */
-export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize', '/apply-template', '/props', '/slots', '/embedding', '/embeddings'] as const;
+export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize', '/apply-template', '/props', '/slots', '/embedding', '/embeddings', '/models', '/models/load', '/models/unload'] as const;
 
 const tokenIds = z.array(z.number().int().min(0).max(2_147_483_647));
 
@@ -607,6 +607,51 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
       if ((q.fail_on_no_slot === '1' || q.fail_on_no_slot === 'true') && list.every((s) => s.is_processing))
         throw new HttpError(503, openAiError('no slot available', 'unavailable_error', null, 'unavailable'));
       return list;
+    });
+  });
+
+  // llama-server's router mode: the models the engines have and the models directory's files
+  // (which load on demand), loading and unloading one by name.
+  const ModelBody = z.object({ model: z.string().min(1, 'model is required').max(200) });
+  const admin = async (reply: FastifyReply, fn: (s: spb.SchedulerServiceClient) => Promise<unknown>) => {
+    const s = deps.scheduler();
+    if (!s) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
+    try {
+      return reply.send(await fn(s));
+    } catch (e) {
+      const f = e instanceof HttpError ? e : grpcToHttp(e as grpc.ServiceError);
+      if (f.retryAfter) reply.header('retry-after', String(f.retryAfter));
+      return reply.code(f.status).send(f.body);
+    }
+  };
+  app.get('/models', (_req, reply) =>
+    admin(reply, async (s) => {
+      const loaded = await servedModels(s);
+      const files = (await unloadedModelFiles(s)).filter((f) => !loaded.some((m) => m.id === f.id));
+      return {
+        data: [
+          ...loaded.map((m) => ({ id: m.id, path: m.path, status: { value: 'loaded' } })),
+          ...files.map((f) => ({ id: f.id, path: f.path, status: { value: 'unloaded' } })),
+        ],
+      };
+    }),
+  );
+  app.post('/models/load', (req, reply) => {
+    const parsed = ModelBody.safeParse(req.body ?? {});
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    return admin(reply, async (s) => {
+      await resolveModel(s, parsed.data.model);
+      return { success: true };
+    });
+  });
+  app.post('/models/unload', (req, reply) => {
+    const parsed = ModelBody.safeParse(req.body ?? {});
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    return admin(reply, async (s) => {
+      const r = await unloadModel(s, parsed.data.model, true);
+      if (r === 'not-loaded') throw new HttpError(404, openAiError(`model '${parsed.data.model}' is not loaded`, 'invalid_request_error', 'model', 'model_not_found'));
+      if (r === 'in-use') throw new HttpError(409, openAiError(`model '${parsed.data.model}' is in use: not unloaded (try again when its requests are done)`, 'invalid_request_error', 'model', 'model_in_use'));
+      return { success: true };
     });
   });
 

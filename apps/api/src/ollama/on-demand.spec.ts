@@ -53,4 +53,24 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     const missing = await chat('nope');
     expect(missing.status).toBe(404);
   }, 120_000);
+
+  it("answers llama-server's router endpoints: GET /models, POST /models/load and /models/unload", async () => {
+    const status = async () => Object.fromEntries(((await get('/models')).data as { id: string; status: { value: string } }[]).map((m) => [m.id, m.status.value]));
+    if ((await status()).lazy === 'loaded') expect((await stack.post('/models/unload', { model: 'lazy' })).body).toEqual({ success: true });
+    expect(await status()).toEqual({ tiny: 'loaded', lazy: 'unloaded' });
+    expect((await stack.post('/models/load', { model: 'lazy' })).body).toEqual({ success: true });
+    expect(await status()).toEqual({ tiny: 'loaded', lazy: 'loaded' });
+    expect((await stack.post('/models/unload', { model: 'lazy' })).body).toEqual({ success: true });
+    expect(await status()).toEqual({ tiny: 'loaded', lazy: 'unloaded' });
+    const bad: [string, unknown, number, RegExp][] = [
+      ['/models/load', {}, 400, /model/],
+      ['/models/load', { model: 'nope' }, 404, /The model 'nope' does not exist/],
+      ['/models/unload', { model: 'lazy' }, 404, /model 'lazy' is not loaded/],
+    ];
+    for (const [p, body, code, why] of bad) {
+      const r = await stack.post(p, body);
+      expect([p, r.status]).toEqual([p, code]);
+      expect(r.body.error.message).toMatch(why);
+    }
+  }, 60_000);
 });
