@@ -279,7 +279,7 @@ export class BatchEngine {
       sampler: createSampler(req.sampling ?? {}),
       stop: new StopMatcher({ stop: req.stop, eogTokens: req.ignoreEog ? new Set() : this.eog }),
       limits: req.nIndent || req.tMaxPredictMs ? new LineLimits(req.nIndent ?? 0, req.tMaxPredictMs ?? 0) : null,
-      budget: req.reasoningBudget ? new ReasoningBudget(req.reasoningBudget, this.pieces(req.preserveTokens)) : null,
+      budget: req.reasoningBudget ? new ReasoningBudget(req.reasoningBudget, this.specialPieces()) : null,
       decoder: this.model.tokenizer.createStreamDecoder({ preserve: req.preserveTokens }),
       history: [...req.prompt],
       prefilled: 0,
@@ -710,6 +710,17 @@ export class BatchEngine {
       this.tokenPieces.set(key, p);
     }
     return p;
+  }
+
+  private special?: readonly Uint8Array[];
+
+  /** Each token's bytes with every control token's text (what the reasoning budget reads its tags from), built once. */
+  private specialPieces(): readonly Uint8Array[] {
+    if (!this.special) {
+      const tok = this.model.tokenizer;
+      this.special = Array.from({ length: this.model.nVocab }, (_, id) => (id < tok.nTokens ? tok.tokenToPiece(id, { special: true }) : new Uint8Array(0)));
+    }
+    return this.special;
   }
 
   /** The constraint a request's output follows, or null for free text. */

@@ -1,4 +1,4 @@
-import { ReasoningBudget } from './reasoning-budget';
+import { HARMONY_TAGS, ReasoningBudget } from './reasoning-budget';
 
 // A vocabulary of byte strings: tags whole and split, text, and a two-byte character split in two.
 const VOCAB = ['<think>', '</think>', 'a', ' ', '\n', '<', 'think>', 'Done.', '</', 'think>\n\n'];
@@ -56,5 +56,23 @@ describe('ReasoningBudget', () => {
   it('waits for the end of a UTF-8 character before forcing', () => {
     const b = new ReasoningBudget({ tokens: 1, forced: FORCED, open: true }, pieces);
     expect(run(b, [E_HEAD, E_TAIL, A])).toEqual([E_HEAD, E_TAIL, DONE, CLOSE, A]);
+  });
+
+  it("counts gpt-oss's analysis channel (opened over several tokens), ends at <|end|>, forces the message and <|end|>", () => {
+    const H = ['<|channel|>', 'analysis', '<|message|>', 'x', '<|end|>', '<|start|>', 'assistant', 'final', 'Done.'];
+    const hp = H.map((t) => Buffer.from(t, 'latin1'));
+    const [CH, ANALYSIS, MSG, X, END, START, ASSISTANT, FINAL, DONE_H] = H.map((_, i) => i);
+    const forced = [DONE_H, END];
+    const spec = { tokens: 3, forced, open: false, tags: HARMONY_TAGS };
+    // The budget runs out: the message and <|end|>, then the model goes on (to its final channel).
+    expect(run(new ReasoningBudget(spec, hp), [CH, ANALYSIS, MSG, X, X, X, X, START], 10)).toEqual([CH, ANALYSIS, MSG, X, X, X, DONE_H, END, X, START]);
+    // The model ends the analysis itself within the budget: nothing forced.
+    const own = new ReasoningBudget(spec, hp);
+    expect(run(own, [CH, ANALYSIS, MSG, X, END, START, ASSISTANT, CH, FINAL, MSG, X, X])).toEqual([CH, ANALYSIS, MSG, X, END, START, ASSISTANT, CH, FINAL, MSG, X, X]);
+    expect(own.active).toBe(false);
+    // Straight to the final channel: nothing to count.
+    const fin = new ReasoningBudget(spec, hp);
+    expect(run(fin, [CH, FINAL, MSG, X, X, X, X])).toEqual([CH, FINAL, MSG, X, X, X, X]);
+    expect(fin.active).toBe(false);
   });
 });

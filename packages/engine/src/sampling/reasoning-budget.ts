@@ -1,5 +1,5 @@
 /**
- * A token budget for a reasoning model's `<think>` block (llama.cpp's reasoning-budget sampler,
+ * A token budget for a reasoning model's `<think>` block (or gpt-oss's analysis channel) (llama.cpp's reasoning-budget sampler,
  * `common/reasoning-budget.cpp`; llama-server's `reasoning_budget_tokens`, Anthropic's
  * `thinking.budget_tokens`).
  *
@@ -17,10 +17,19 @@ export interface ReasoningBudgetSpec {
   forced: readonly number[];
   /** The prompt left the block open: the output starts inside it. */
   open: boolean;
+  /** The block's tags (default THINK_TAGS; gpt-oss: HARMONY_TAGS). */
+  tags?: ReasoningTags;
 }
 
-const OPEN = '<think>';
-const CLOSE = '</think>';
+export interface ReasoningTags {
+  open: string;
+  close: string;
+}
+
+/** `<think>` … `</think>` (Qwen3, DeepSeek-R1 and most reasoning models). */
+export const THINK_TAGS: ReasoningTags = { open: '<think>', close: '</think>' };
+/** gpt-oss's analysis channel (llama.cpp's gpt-oss parser: start `<|channel|>analysis<|message|>`, end `<|end|>`). */
+export const HARMONY_TAGS: ReasoningTags = { open: '<|channel|>analysis<|message|>', close: '<|end|>' };
 
 export class ReasoningBudget {
   private state: 'start' | 'counting' | 'forcing' | 'done';
@@ -33,11 +42,16 @@ export class ReasoningBudget {
   /** Bytes still owed to the UTF-8 character the last token stopped in. */
   private owed = 0;
 
-  /** `pieces`: each token's output bytes (control tokens' text included where it is a tag). */
+  private readonly open: string;
+  private readonly close: string;
+
+  /** `pieces`: each token's output bytes (control tokens' text included: the tags may be control tokens). */
   constructor(
     private readonly spec: ReasoningBudgetSpec,
     private readonly pieces: readonly Uint8Array[],
   ) {
+    this.open = (spec.tags ?? THINK_TAGS).open;
+    this.close = (spec.tags ?? THINK_TAGS).close;
     this.remaining = spec.tokens;
     this.state = spec.open ? 'counting' : 'start';
     if (this.state === 'counting' && this.remaining <= 0) this.state = 'forcing';
@@ -79,14 +93,14 @@ export class ReasoningBudget {
       case 'start': {
         this.head += text;
         const lead = this.head.trimStart();
-        if (lead.startsWith(OPEN)) {
+        if (lead.startsWith(this.open)) {
           this.state = 'counting';
-          this.tail = lead.slice(OPEN.length);
+          this.tail = lead.slice(this.open.length);
           if (this.closed()) return;
           // The opening tag's own token is not reasoning; text after it in the same token is.
           if (this.tail.length > 0) this.spend(bytes);
           else if (this.remaining <= 0) this.state = 'forcing';
-        } else if (lead.length > 0 && !OPEN.startsWith(lead)) {
+        } else if (lead.length > 0 && !this.open.startsWith(lead)) {
           this.state = 'done';
         }
         return;
@@ -106,11 +120,11 @@ export class ReasoningBudget {
 
   /** Whether the reasoning text so far holds the closing tag (the model closed the block). */
   private closed(): boolean {
-    if (this.tail.includes(CLOSE)) {
+    if (this.tail.includes(this.close)) {
       this.state = 'done';
       return true;
     }
-    this.tail = this.tail.slice(-(CLOSE.length - 1));
+    this.tail = this.tail.slice(-(this.close.length - 1));
     return false;
   }
 

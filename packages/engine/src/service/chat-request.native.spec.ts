@@ -16,6 +16,12 @@ const TEMPLATE = [
   "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- if enable_thinking is false %}<think>\n\n</think>\n\n{%- else %}<think>\n{%- endif %}{%- if greeting %}{{ greeting }}{%- endif %}{%- endif %}",
 ].join('');
 
+// A harmony (gpt-oss) template whose generation prompt opens the analysis channel.
+const HARMONY = [
+  '{%- for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{%- endfor %}',
+  '{%- if add_generation_prompt %}<|start|>assistant<|channel|>analysis<|message|>{%- endif %}',
+].join('');
+
 describe('chat requests: chat_template_kwargs, reasoning in and out', () => {
   const dir = tempDir();
   const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 256 });
@@ -24,6 +30,9 @@ describe('chat requests: chat_template_kwargs, reasoning in and out', () => {
     const tpl = path.join(dir, 'think.jinja');
     fs.writeFileSync(tpl, TEMPLATE);
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', tpl]), id: 'think', threads: 2 }));
+    const htpl = path.join(dir, 'harmony.jinja');
+    fs.writeFileSync(htpl, HARMONY);
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--chat-template-file', htpl]), id: 'harmony', threads: 2 }));
   }, 60_000);
   afterAll(async () => {
     await host.close();
@@ -129,6 +138,21 @@ describe('chat requests: chat_template_kwargs, reasoning in and out', () => {
       for await (const _ of host.generate(pb.GenerateRequest.fromPartial({ model: 'think', prompt: 'Hi', reasoningBudget: 3, hasReasoningBudget: true }), new AbortController().signal));
     })().catch((e: unknown) => e);
     expect((err as Error).message).toMatch(/a reasoning budget needs chat messages/);
+  });
+
+  it("budgets gpt-oss's analysis channel: the message and <|end|> once it is spent", async () => {
+    const tokensOf = async (extra: Partial<pb.GenerateRequest>) => {
+      const req = pb.GenerateRequest.fromPartial({ requestId: `h${Math.random()}`, model: 'harmony', maxTokens: 20, ignoreEos: true, messages: [pb.ChatMessage.fromPartial(user)], ...extra });
+      const out: number[] = [];
+      for await (const r of host.generate(req, new AbortController().signal)) out.push(...r.tokens);
+      return out;
+    };
+    const tok = (text: string) => host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'harmony', text, parseSpecial: true })).tokens;
+    const forced = [...tok(' Enough.'), ...tok('<|end|>')];
+    const free = await tokensOf({});
+    const budgeted = await tokensOf({ reasoningBudget: 4, hasReasoningBudget: true, reasoningBudgetMessage: ' Enough.' });
+    expect(budgeted.slice(0, 4)).toEqual(free.slice(0, 4));
+    expect(budgeted.slice(4, 4 + forced.length)).toEqual(forced);
   });
 
   it('refuses chat_template_kwargs that are not an object or set what the request sets', async () => {

@@ -10,7 +10,7 @@ import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
 import { BatchEngine, grammarOf, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
-import type { ReasoningBudgetSpec } from '../sampling/reasoning-budget';
+import { HARMONY_TAGS, THINK_TAGS, type ReasoningBudgetSpec, type ReasoningTags } from '../sampling/reasoning-budget';
 import type { SamplerParams } from '../sampling/sampler';
 import type { TokenLogprobs } from '../sampling/logprobs';
 import { forcedToolCallPattern, reasoningThenJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
@@ -373,7 +373,7 @@ export class LocalModelHost implements ModelHost {
 
   async *generate(req: pb.GenerateRequest, signal: AbortSignal): AsyncIterable<pb.GenerateResponse> {
     const m = this.get(req.model);
-    const { tokens: prompt, reasoningOpen } = this.prompt(m, req);
+    const { tokens: prompt, reasoningOpen, budgetOpen } = this.prompt(m, req);
     if (prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
     const maxWaiting = this.opts.maxWaitingPerModel ?? 64;
     const st = m.engine.stats();
@@ -402,7 +402,7 @@ export class LocalModelHost implements ModelHost {
         ...this.outputForm(m, req, reasoningOpen),
         // (Where a JSON format or forced calls hold the output from its first token, no <think>
         // opens it and the budget has nothing to count.)
-        reasoningBudget: this.reasoningBudget(m, req, reasoningOpen),
+        reasoningBudget: this.reasoningBudget(m, req, budgetOpen),
         preserveTokens: req.messages.length ? this.markerTokens(m, !!req.toolsJson) : undefined,
       },
       signal,
@@ -473,16 +473,17 @@ export class LocalModelHost implements ModelHost {
   }
 
   /** The request's prompt tokens, and whether a chat prompt leaves a reasoning block open. */
-  private prompt(m: Loaded, req: pb.GenerateRequest): { tokens: number[]; reasoningOpen: boolean } {
-    if (req.suffix || req.infill) return { tokens: this.infillPrompt(m, req), reasoningOpen: false };
+  private prompt(m: Loaded, req: pb.GenerateRequest): { tokens: number[]; reasoningOpen: boolean; budgetOpen: boolean } {
+    if (req.suffix || req.infill) return { tokens: this.infillPrompt(m, req), reasoningOpen: false, budgetOpen: false };
     if (req.messages.length) {
       const text = this.renderChat(m, req);
       // The template writes BOS itself where the model wants it.
       const tokens = m.model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
-      return { tokens, reasoningOpen: opensReasoning(text) };
+      // (A <think> block left open; budgetOpen: the block the reasoning budget counts, harmony's analysis channel for gpt-oss.)
+      return { tokens, reasoningOpen: opensReasoning(text), budgetOpen: opensReasoning(text, reasoningTags(m)) };
     }
-    if (req.promptTokens.length) return { tokens: req.promptTokens, reasoningOpen: false };
-    return { tokens: m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true }), reasoningOpen: false };
+    if (req.promptTokens.length) return { tokens: req.promptTokens, reasoningOpen: false, budgetOpen: false };
+    return { tokens: m.model.tokenizer.tokenize(req.prompt, { addSpecial: true, parseSpecial: true }), reasoningOpen: false, budgetOpen: false };
   }
 
   /** The chat template, parsed on first use (a template that does not parse fails only chat requests). */
@@ -561,15 +562,17 @@ export class LocalModelHost implements ModelHost {
   }
 
   /**
-   * The request's reasoning budget: the tokens forced when it is spent are the message and
-   * `</think>`, each tokenized with special tokens parsed (llama-server's forced sequence).
+   * The request's reasoning budget: the tokens forced when it is spent are the message and the
+   * block's end tag (`</think>`; gpt-oss: `<|end|>`, after which it writes its final channel),
+   * each tokenized with special tokens parsed (llama-server's forced sequence).
    */
-  private reasoningBudget(m: Loaded, req: pb.GenerateRequest, reasoningOpen: boolean): ReasoningBudgetSpec | undefined {
+  private reasoningBudget(m: Loaded, req: pb.GenerateRequest, open: boolean): ReasoningBudgetSpec | undefined {
     if (!req.hasReasoningBudget) return undefined;
     if (!req.messages.length) throw new EngineError('KAIL_E_INVALID_ARG', 'a reasoning budget needs chat messages (the chat template decides where reasoning starts)');
     const tok = m.model.tokenizer;
     const text = (s: string) => (s ? tok.tokenize(s, { addSpecial: false, parseSpecial: true }) : []);
-    return { tokens: req.reasoningBudget, forced: [...text(req.reasoningBudgetMessage), ...text('</think>')], open: reasoningOpen };
+    const tags = reasoningTags(m);
+    return { tokens: req.reasoningBudget, forced: [...text(req.reasoningBudgetMessage), ...text(tags.close)], open, tags };
   }
 
   /** The pattern of a request's forced tool calls (tool_choice 'required' or a function), else undefined. */
@@ -720,9 +723,15 @@ export class LocalModelHost implements ModelHost {
 
 /** One loaded model's telemetry: its tokens/s, cache tier, reads, KV, heatmap and speculation. */
 /** A chat prompt that opens the model's reasoning (DeepSeek-R1's, QwQ's templates) ends with an unclosed <think>. */
-function opensReasoning(text: string): boolean {
-  const open = text.lastIndexOf('<think>');
-  return open >= 0 && text.indexOf('</think>', open) < 0 && text.slice(open + 7).trim() === '';
+/** The reasoning block's tags for a model: gpt-oss's analysis channel when its template writes harmony, else <think>. */
+function reasoningTags(m: Loaded): ReasoningTags {
+  return m.chat?.source.includes('<|channel|>') ? HARMONY_TAGS : THINK_TAGS;
+}
+
+/** Whether a rendered chat prompt ends inside an opened block with these tags (default <think>). */
+function opensReasoning(text: string, t: ReasoningTags = THINK_TAGS): boolean {
+  const open = text.lastIndexOf(t.open);
+  return open >= 0 && text.indexOf(t.close, open) < 0 && text.slice(open + t.open.length).trim() === '';
 }
 
 function modelTelemetry(id: string, m: Loaded): pb.ModelTelemetry {
