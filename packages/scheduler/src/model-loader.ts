@@ -89,8 +89,13 @@ export class ModelLoader {
       await this.pool.probe(e);
       const now = this.loaded(model);
       if (now) return now;
-      await call<pb.LoadModelRequest, pb.LoadModelResponse>(e.client.loadModel.bind(e.client), pb.LoadModelRequest.fromPartial({ path: f.path, id: model }), 0);
-      this.loads++;
+      try {
+        await call<pb.LoadModelRequest, pb.LoadModelResponse>(e.client.loadModel.bind(e.client), pb.LoadModelRequest.fromPartial({ path: f.path, id: model }), 0);
+        this.loads++;
+      } catch (err) {
+        // Loaded by someone else in the meantime: take theirs.
+        if ((err as grpc.ServiceError).code !== grpc.status.ALREADY_EXISTS) throw err;
+      }
       await this.pool.probe(e);
       const done = this.loaded(model);
       if (!done) throw grpcError(grpc.status.UNAVAILABLE, `engine ${e.id} loaded '${model}' but no longer lists it`);
