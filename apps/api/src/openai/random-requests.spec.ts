@@ -117,7 +117,8 @@ describe('OpenAI routes under random requests', () => {
     const { bad, hist } = await fuzz({
       seed: Number(process.env.KAIL_FUZZ_SEED ?? 2), n: N, headers: { authorization: `Bearer ${key}` },
       vals: [null, 0, -1, -2, 1, 2, 0.5, 1e308, 2 ** 31, 2 ** 53, '', 'x', 'tiny', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], [0, 1, 2], [-1], [1e12], ['a'],
-        [{ filename: 'a.py', text: 'x = 1' }], [{ text: 'y' }], [{ filename: 3, text: 'z' }], [{ filename: 'b' }], [[1, 2], [3, false]], [[1, 'x']], {}, { 5: 1 }, true, false, '<|fim_prefix|>'],
+        [{ filename: 'a.py', text: 'x = 1' }], [{ text: 'y' }], [{ filename: 3, text: 'z' }], [{ filename: 'b' }], [[1, 2], [3, false]], [[1, 'x']], {}, { 5: 1 }, true, false, '<|fim_prefix|>',
+        ['\n', ':'], [''], ['x'.repeat(100)], 0.1, 1.75, 5, 100, -1e9],
       bases: {
         '/completion': () => ({ prompt: 'hello', n_predict: 4, temperature: 0 }),
         '/infill': () => ({ input_prefix: 'def f(x):\n    ', input_suffix: '\n    return y\n', n_predict: 4 }),
@@ -126,7 +127,10 @@ describe('OpenAI routes under random requests', () => {
         '/embedding': () => ({ content: 'hello' }),
       },
       fields: ['embd_normalize', 'input', 'model', 'prompt', 'n_predict', 'max_tokens', 'temperature', 'top_k', 'top_p', 'min_p', 'seed', 'stop', 'stream', 'n_probs', 'return_tokens', 'logit_bias', 'ignore_eos', 'repeat_penalty',
-        'input_prefix', 'input_suffix', 'input_extra', 'content', 'add_special', 'parse_special', 'with_pieces', 'tokens'],
+        'input_prefix', 'input_suffix', 'input_extra', 'content', 'add_special', 'parse_special', 'with_pieces', 'tokens',
+        // llama.cpp's further samplers
+        'repeat_last_n', 'typical_p', 'top_n_sigma', 'xtc_probability', 'xtc_threshold', 'min_keep', 'dynatemp_range', 'dynatemp_exponent', 'dry_multiplier', 'dry_base',
+        'dry_allowed_length', 'dry_penalty_last_n', 'dry_sequence_breakers', 'mirostat', 'mirostat_tau', 'mirostat_eta'],
       lengths: ['n_predict', 'max_tokens'], minLength: 0, maxLength: 16,
       errorShape: /"error":\{"message"/,
       streamOk: (path, text) => (path !== '/completion' && path !== '/infill') || text.includes('"stop":true'),
