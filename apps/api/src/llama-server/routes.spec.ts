@@ -186,6 +186,38 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     }
   });
 
+  it("holds the output to json_schema (llama-server's field) and vLLM's guided_json / guided_choice; refuses GBNF and regexes, saying so", async () => {
+    const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false };
+    const r = await post('/completion', { prompt: 'JSON:', n_predict: 400, temperature: 1, seed: 2, json_schema: schema });
+    expect(r.status).toBe(200);
+    expect(r.body.stop_type).toBe('eos');
+    expect(Object.keys(JSON.parse(r.body.content))).toEqual(['n']);
+    expect(Number.isInteger(JSON.parse(r.body.content).n)).toBe(true);
+    // {} is any object.
+    const any = await post('/completion', { prompt: 'JSON:', n_predict: 40, temperature: 0, json_schema: {} });
+    expect(any.body.content.trimStart().startsWith('{')).toBe(true);
+    // vLLM's names on the OpenAI routes.
+    const choice = await post('/v1/completions', { model: 'tiny', prompt: 'Pick:', max_tokens: 20, temperature: 1, seed: 5, guided_choice: ['red', 'green', 'blue'] });
+    expect(choice.status).toBe(200);
+    expect(['red', 'green', 'blue']).toContain(choice.body.choices[0].text);
+    expect(choice.body.choices[0].finish_reason).toBe('stop');
+    const flag = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false };
+    const gj = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 400, temperature: 0, guided_json: JSON.stringify(flag) });
+    expect(typeof JSON.parse(gj.body.choices[0].message.content).ok).toBe('boolean');
+    for (const [p, body, why] of [
+      ['/completion', { prompt: 'x', grammar: 'root ::= "a"' }, /GBNF grammars are not supported/],
+      ['/v1/completions', { model: 'tiny', prompt: 'x', guided_regex: 'a+' }, /guided_regex is not supported/],
+      ['/v1/completions', { model: 'tiny', prompt: 'x', guided_choice: ['a', 'ab'] }, /output choices: "a" and "ab" cannot be told apart/],
+      ['/v1/completions', { model: 'tiny', prompt: 'x', guided_json: '{', }, /guided_json is not valid JSON/],
+      ['/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], guided_choice: ['a'], response_format: { type: 'json_object' } }, /guided_choice cannot be combined with response_format/],
+      ['/completion', { prompt: 'x', json_schema: schema, guided_choice: ['a'] }, /json_schema and guided_choice cannot be combined/],
+    ] as const) {
+      const bad = await post(p, body);
+      expect([p, bad.status]).toEqual([p, 400]);
+      expect(bad.body.error.message).toMatch(why);
+    }
+  });
+
   it('answers bad requests with a 400 naming the field, an unknown model with a 404, and keeps serving', async () => {
     const bad: [string, unknown, RegExp][] = [
       ['/infill', { input_suffix: '' }, /input_prefix is required/],

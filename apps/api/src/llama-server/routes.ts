@@ -9,6 +9,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
 import { penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerExtrasJson } from '../sampler-extras';
+import { StructuredOutputError, structuredFields, structuredOutput } from '../structured-output';
 import { callFailure, chatMessagesToProto, grpcToHttp, recordFinished, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
 import { VERSION } from '../version';
@@ -32,6 +33,8 @@ const generation = {
   repeat_penalty: sampling.repeat_penalty,
   repeat_last_n: repeatLastN,
   ...samplerExtraFields,
+  // json_schema (and vLLM's guided_json / guided_choice); grammar is refused (structured-output.ts)
+  ...structuredFields,
   presence_penalty: sampling.presence_penalty,
   frequency_penalty: sampling.frequency_penalty,
   /** -1 (the default): a random seed. */
@@ -335,6 +338,13 @@ async function complete(
   if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
   let model: common.ModelInfo;
   let specs: PromptSpec[];
+  let structured: Partial<pb.GenerateRequest> | undefined;
+  try {
+    structured = structuredOutput(b, false);
+  } catch (e) {
+    if (e instanceof StructuredOutputError) return reply.code(400).send(e.body);
+    throw e;
+  }
   try {
     model = await resolveModel(scheduler, b.model);
     specs = await prompts(scheduler, model.id);
@@ -362,6 +372,7 @@ async function complete(
       ignoreEos: !!b.ignore_eos,
       nIndent: Math.max(0, b.n_indent ?? 0),
       tMaxPredictMs: Math.max(0, b.t_max_predict_ms ?? 0),
+      ...structured,
     }),
   );
   const settings = settingsJson(b, sampling, stops);

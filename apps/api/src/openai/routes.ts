@@ -6,6 +6,7 @@ import type { z } from 'zod';
 
 import type { ApiMetrics } from '../metrics';
 import { penaltyWindow, samplerExtras } from '../sampler-extras';
+import { StructuredOutputError, structuredOutput } from '../structured-output';
 import { ChatCompletionRequest, chatMessages, CompletionRequest, EmbeddingRequest, itemList, openAiError, zodToOpenAi } from './schemas';
 import { ReasoningSplitter, splitReasoning } from './reasoning';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
@@ -69,6 +70,8 @@ interface Common {
   n: number;
   responseFormat: pb.ResponseFormat;
   jsonSchema: string;
+  /** vLLM's guided_choice: the output is one of these. */
+  outputChoices: string[];
   /** The request's tools when the answers' tool calls are parsed (chat with tools, tool_choice not 'none'). */
   tools?: ToolDefs;
   /** A chat whose reasoning blocks go to reasoning_content. */
@@ -84,6 +87,8 @@ export const RESPONSE_FORMATS = {
 
 function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: number, logprobs: boolean, topLogprobs: number): Common {
   const seed = b.seed ?? undefined;
+  // llama-server's json_schema and vLLM's guided_json / guided_choice (throws StructuredOutputError).
+  const structured = structuredOutput(b, !!b.response_format && b.response_format.type !== 'text');
   return {
     model: b.model,
     max: ('max_completion_tokens' in b && b.max_completion_tokens) || b.max_tokens || defaultMax,
@@ -104,8 +109,9 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     logprobs,
     topLogprobs,
     n: b.n ?? 1,
-    responseFormat: RESPONSE_FORMATS[b.response_format?.type ?? 'text'],
-    jsonSchema: b.response_format?.type === 'json_schema' ? JSON.stringify(b.response_format.json_schema.schema ?? { type: 'object' }) : '',
+    responseFormat: structured?.responseFormat ?? RESPONSE_FORMATS[b.response_format?.type ?? 'text'],
+    jsonSchema: structured?.jsonSchema ?? (b.response_format?.type === 'json_schema' ? JSON.stringify(b.response_format.json_schema.schema ?? { type: 'object' }) : ''),
+    outputChoices: structured?.outputChoices ?? [],
   };
 }
 
@@ -134,6 +140,7 @@ function generateRequest(c: Common, b: ChatCompletionRequest | CompletionRequest
     ignoreEos: !!b.ignore_eos,
     responseFormat: c.responseFormat,
     jsonSchema: c.jsonSchema,
+    outputChoices: c.outputChoices,
   });
 }
 
@@ -156,7 +163,13 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
     const b = parsed.data;
     const messages = chatMessagesToProto(b.messages);
-    const c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
+    let c: Common;
+    try {
+      c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
+    } catch (e) {
+      if (e instanceof StructuredOutputError) return reply.code(400).send(e.body);
+      throw e;
+    }
     // With tools (unless tool_choice is 'none') the template shows them and the answer's calls are parsed.
     if (b.tools?.length && b.tool_choice !== 'none') c.tools = b.tools;
     c.reasoning = b.reasoning_format !== 'none';
@@ -183,7 +196,13 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const parsed = CompletionRequest.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
     const b = parsed.data;
-    const c = commonFields(b, 16, (b.logprobs ?? 0) > 0, b.logprobs ?? 0);
+    let c: Common;
+    try {
+      c = commonFields(b, 16, (b.logprobs ?? 0) > 0, b.logprobs ?? 0);
+    } catch (e) {
+      if (e instanceof StructuredOutputError) return reply.code(400).send(e.body);
+      throw e;
+    }
     // max_tokens 0 (with echo): the prompt scored, nothing generated.
     const scoreOnly = b.max_tokens === 0;
     if (scoreOnly) c.max = 0;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
 import { repeatLastN, samplerExtraFields } from '../sampler-extras';
+import { structuredFields } from '../structured-output';
 
 // Request bodies in the order of OpenAI's API reference. Unknown fields are ignored, as OpenAI's
 // own server and llama-server do; wrong types and out-of-range values are 400s naming the field.
@@ -161,6 +162,8 @@ export const ChatCompletionRequest = z.object({
   ignore_eos: sampling.ignore_eos,
   // llama-server's further samplers (DRY, XTC, top-n-sigma, typical, dynamic temperature, Mirostat)
   ...samplerExtraFields,
+  // llama-server's json_schema, vLLM's guided_json / guided_choice (structured-output.ts)
+  ...structuredFields,
 }).superRefine((b, ctx) => {
   const choice = b.tool_choice;
   if (choice == null || choice === 'none' || choice === 'auto') return;
@@ -216,6 +219,8 @@ export const CompletionRequest = z.object({
   ignore_eos: sampling.ignore_eos,
   // llama-server's further samplers (DRY, XTC, top-n-sigma, typical, dynamic temperature, Mirostat)
   ...samplerExtraFields,
+  // llama-server's json_schema, vLLM's guided_json / guided_choice (structured-output.ts)
+  ...structuredFields,
 }).superRefine((b, ctx) => {
   const n = b.n ?? 1;
   const bestOf = b.best_of ?? n;

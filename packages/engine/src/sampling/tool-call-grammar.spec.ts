@@ -1,6 +1,6 @@
 import { OutputConstraint } from './json-constraint';
 import { ChatTemplate } from '../tokenizer/chat-template';
-import { forcedToolCallPattern, PatternRecognizer, toolCallFormat, toolCallSyntax, type GlmLayout, type OutputPattern, type XmlLayout, type ToolDef } from './tool-call-grammar';
+import { choicePattern, forcedToolCallPattern, PatternRecognizer, toolCallFormat, toolCallSyntax, type GlmLayout, type OutputPattern, type XmlLayout, type ToolDef } from './tool-call-grammar';
 
 const GLM46: GlmLayout = { afterName: '\n', keyValue: '\n', betweenPairs: '\n', beforeClose: '\n' };
 const GLM47: GlmLayout = { afterName: '', keyValue: '', betweenPairs: '', beforeClose: '' };
@@ -192,5 +192,21 @@ describe('forced tool calls', () => {
     }
     expect(c.done).toBe(true);
     expect(allowed()).toEqual([eos]);
+  });
+});
+
+describe('choicePattern (guided_choice)', () => {
+  it('holds the output to exactly one of the strings', () => {
+    const p = choicePattern(['red', 'green', 'blue', 'red']);
+    for (const t of ['red', 'green', 'blue']) expect(complete(p, t)).toBe(true);
+    for (const t of ['re', 'gree', 'redd', 'yellow', '']) expect(complete(p, t)).toBe(false);
+    expect(prefix(p, 'gr')).toBe(true);
+    expect(prefix(p, 'x')).toBe(false);
+  });
+
+  it('refuses strings one of which is a prefix of another, and empty ones', () => {
+    expect(() => choicePattern(['a', 'ab'])).toThrow(/output choices: "a" and "ab" cannot be told apart/);
+    expect(() => choicePattern([])).toThrow(/at least one/);
+    expect(() => choicePattern(['x', ''])).toThrow(/non-empty/);
   });
 });

@@ -297,15 +297,22 @@ function reasoningFirst(b: Builder, reasoning: boolean | undefined): void {
 type ChoiceStep = Extract<PatternStep, { op: 'choice' }>;
 
 /** A choice step over texts sorted bytewise; throws when one is a prefix of another (the choice would be ambiguous). */
-function choiceStep(branches: { text: string; target: number }[]): ChoiceStep {
+function choiceStep(branches: { text: string; target: number }[], what = 'tools'): ChoiceStep {
   const order = branches.map((b) => ({ ...b, bytes: enc(b.text) })).sort((a, b) => compareBytes(a.bytes, b.bytes));
   for (let i = 1; i < order.length; i++) {
     const a = order[i - 1].bytes;
     const b = order[i].bytes;
     if (a.length <= b.length && compareBytes(a, b.subarray(0, a.length)) === 0)
-      throw new EngineError('KAIL_E_INVALID_ARG', `tools: ${JSON.stringify(order[i - 1].text)} and ${JSON.stringify(order[i].text)} cannot be told apart`);
+      throw new EngineError('KAIL_E_INVALID_ARG', `${what}: ${JSON.stringify(order[i - 1].text)} and ${JSON.stringify(order[i].text)} cannot be told apart`);
   }
   return { op: 'choice', values: order.map((o) => o.bytes), targets: order.map((o) => o.target) };
+}
+
+/** Output that is exactly one of `choices` (vLLM's guided_choice): non-empty strings, none a prefix of another. */
+export function choicePattern(choices: readonly string[]): OutputPattern {
+  if (choices.length === 0 || choices.some((c) => c.length === 0)) throw new EngineError('KAIL_E_INVALID_ARG', 'output choices must be non-empty strings, at least one');
+  const unique = [...new Set(choices)];
+  return { steps: [choiceStep(unique.map((text) => ({ text, target: 1 })), 'output choices'), { op: 'end', more: -1 }] };
 }
 
 /** Builds a pattern step by step; `choice` branches are filled in after it. */

@@ -13,7 +13,7 @@ import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import { HARMONY_TAGS, THINK_TAGS, type ReasoningBudgetSpec, type ReasoningTags } from '../sampling/reasoning-budget';
 import type { SamplerParams } from '../sampling/sampler';
 import type { TokenLogprobs } from '../sampling/logprobs';
-import { forcedToolCallPattern, reasoningThenJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
+import { choicePattern, forcedToolCallPattern, reasoningThenJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
 import type { NativeExpertStreamStats } from '@kailstream/core-native';
 
 /** What the engine gRPC service needs from whatever owns models and runs generation. */
@@ -554,6 +554,11 @@ export class LocalModelHost implements ModelHost {
    */
   private outputForm(m: Loaded, req: pb.GenerateRequest, reasoningOpen: boolean): Pick<GenerationRequest, 'responseFormat' | 'jsonSchema' | 'pattern'> {
     const format = responseFormatFromProto(req);
+    if (req.outputChoices.length) {
+      if (format.responseFormat !== 'text' || req.toolChoice === pb.ToolChoice.TOOL_CHOICE_REQUIRED || req.toolChoice === pb.ToolChoice.TOOL_CHOICE_FUNCTION)
+        throw new EngineError('KAIL_E_INVALID_ARG', 'output choices cannot be combined with a JSON response format or forced tool calls');
+      return { responseFormat: 'text', pattern: choicePattern(req.outputChoices) };
+    }
     const pattern = this.forcedToolCalls(m, req, reasoningOpen);
     // With both, BatchEngine refuses the request, naming them.
     if (pattern) return { ...format, pattern };

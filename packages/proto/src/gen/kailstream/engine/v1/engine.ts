@@ -333,6 +333,11 @@ export interface GenerateRequest {
   reasoningBudget: number;
   reasoningBudgetMessage: string;
   hasReasoningBudget: boolean;
+  /**
+   * The output is exactly one of these strings (vLLM's guided_choice), held by constrained
+   * decoding; none may be a prefix of another. Not with a JSON response format or forced tool calls.
+   */
+  outputChoices: string[];
 }
 
 /**
@@ -1214,6 +1219,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     reasoningBudget: 0,
     reasoningBudgetMessage: "",
     hasReasoningBudget: false,
+    outputChoices: [],
   };
 }
 
@@ -1309,6 +1315,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.hasReasoningBudget !== false) {
       writer.uint32(232).bool(message.hasReasoningBudget);
+    }
+    for (const v of message.outputChoices) {
+      writer.uint32(242).string(v!);
     }
     return writer;
   },
@@ -1568,6 +1577,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.hasReasoningBudget = reader.bool();
             continue;
           }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.outputChoices.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1697,6 +1714,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.has_reasoning_budget)
         ? globalThis.Boolean(object.has_reasoning_budget)
         : false,
+      outputChoices: globalThis.Array.isArray(object?.outputChoices)
+        ? object.outputChoices.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.output_choices)
+        ? object.output_choices.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -1789,6 +1811,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.hasReasoningBudget !== false) {
       obj.hasReasoningBudget = message.hasReasoningBudget;
     }
+    if (message.outputChoices?.length) {
+      obj.outputChoices = message.outputChoices;
+    }
     return obj;
   },
 
@@ -1830,6 +1855,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.reasoningBudget = object.reasoningBudget ?? 0;
     message.reasoningBudgetMessage = object.reasoningBudgetMessage ?? "";
     message.hasReasoningBudget = object.hasReasoningBudget ?? false;
+    message.outputChoices = object.outputChoices?.map((e) => e) || [];
     return message;
   },
 };
