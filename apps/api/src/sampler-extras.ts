@@ -6,6 +6,8 @@ import { z } from 'zod';
 
 import { common } from '@kailstream/proto';
 
+const DEFAULT_ORDER = ['penalties', 'dry', 'top_n_sigma', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature'] as const;
+
 const DEFAULTS = {
   typical_p: 1,
   top_n_sigma: -1,
@@ -25,6 +27,37 @@ const DEFAULTS = {
 } as const;
 
 const num = (lo: number, hi: number) => z.number().min(lo).max(hi).optional().nullable();
+
+/** llama.cpp's sampler names (common_sampler_types_from_names: canonical, kebab-case, no dash, nucleus/temp/typ) and chars. */
+const STAGE_OF: Record<string, string> = {};
+for (const c of ['dry', 'top_k', 'top_p', 'top_n_sigma', 'typ_p', 'min_p', 'temperature', 'xtc', 'penalties']) {
+  STAGE_OF[c] = c;
+  STAGE_OF[c.replace(/_/g, '-')] = c;
+  STAGE_OF[c.replace(/_/g, '')] = c;
+}
+Object.assign(STAGE_OF, { nucleus: 'top_p', temp: 'temperature', typ: 'typ_p' });
+const STAGE_CHARS: Record<string, string> = { d: 'dry', k: 'top_k', y: 'typ_p', p: 'top_p', s: 'top_n_sigma', m: 'min_p', t: 'temperature', x: 'xtc', e: 'penalties' };
+const UNSUPPORTED_STAGES: Record<string, string> = { infill: 'infill', i: 'infill', adaptive_p: 'adaptive_p', 'adaptive-p': 'adaptive_p', adaptivep: 'adaptive_p', a: 'adaptive_p' };
+
+/** The chain's order: a list of sampler names or a string of llama.cpp's sampler chars. */
+const samplers = z
+  .union([z.array(z.string()).max(64), z.string().max(64)])
+  .transform((v, ctx) => {
+    const items = Array.isArray(v) ? v.map((x) => x.toLowerCase()) : [...v];
+    const out: string[] = [];
+    for (const it of items) {
+      const stage = Array.isArray(v) ? STAGE_OF[it] : STAGE_CHARS[it];
+      if (stage) out.push(stage);
+      else {
+        const un = UNSUPPORTED_STAGES[it];
+        ctx.addIssue({ code: 'custom', message: un ? `the ${un} sampler is not supported` : `unknown sampler ${JSON.stringify(it)} (${Array.isArray(v) ? 'names: ' + Object.keys(STAGE_OF).filter((k) => !k.includes('-')).join(', ') : 'chars: ' + Object.keys(STAGE_CHARS).join('')})` });
+        return z.NEVER;
+      }
+    }
+    return out;
+  })
+  .optional()
+  .nullable();
 
 /** The request fields (zod), to spread into a route's body schema. */
 export const samplerExtraFields = {
@@ -54,6 +87,8 @@ export const samplerExtraFields = {
   mirostat: z.number().int().min(0).max(2).optional().nullable(),
   mirostat_tau: num(0, 100),
   mirostat_eta: num(0, 10),
+  /** The order of the chain (llama-server's `samplers`): names, or a string of sampler chars such as "edkypmxt". */
+  samplers,
 };
 
 export type SamplerExtraFields = { [K in keyof typeof samplerExtraFields]?: z.infer<(typeof samplerExtraFields)[K]> };
@@ -79,6 +114,7 @@ export function samplerExtras(b: SamplerExtraFields | null | undefined): common.
     mirostat: v('mirostat'),
     mirostatTau: v('mirostat_tau'),
     mirostatEta: v('mirostat_eta'),
+    samplers: b.samplers ?? [],
   });
 }
 
@@ -96,7 +132,7 @@ export function penaltyWindow(lastN: number | null | undefined, penalties: { rep
 
 /** The extras as llama-server reports them (generation_settings, /slots params), defaults filled in. */
 export function samplerExtrasJson(x: common.SamplerExtras | undefined) {
-  if (!x) return { ...DEFAULTS, dry_sequence_breakers: [...DEFAULTS.dry_sequence_breakers] };
+  if (!x) return { ...DEFAULTS, dry_sequence_breakers: [...DEFAULTS.dry_sequence_breakers], samplers: [...DEFAULT_ORDER] };
   return {
     typical_p: x.typicalP,
     top_n_sigma: x.topNSigma,
@@ -113,5 +149,6 @@ export function samplerExtrasJson(x: common.SamplerExtras | undefined) {
     mirostat: x.mirostat,
     mirostat_tau: x.mirostatTau,
     mirostat_eta: x.mirostatEta,
+    samplers: x.samplers.length ? x.samplers : [...DEFAULT_ORDER],
   };
 }

@@ -171,8 +171,19 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     // XTC always, threshold 0: every token is "above" it, so only the least likely of them stays.
     const xtc = (await post('/completion', { prompt, n_predict: 1, temperature: 0, top_k: 0, top_p: 1, min_p: 0, xtc_probability: 1, xtc_threshold: 0, return_tokens: true, n_probs: 1 })).body;
     expect(xtc.tokens[0]).not.toBe(plain.tokens[0]);
+    // `samplers` orders the chain (names, aliases or chars): without a temperature stage a temperature of 0 is not greedy.
+    const noTemp = (samplers: unknown) => post('/completion', { prompt, n_predict: 12, temperature: 0, seed: 9, ignore_eos: true, return_tokens: true, samplers });
+    const sampled = (await noTemp(['top_k', 'top_p'])).body.tokens;
+    expect(sampled).not.toEqual(greedy12);
+    expect((await noTemp(['top-k', 'nucleus'])).body.tokens).toEqual(sampled);
+    expect((await noTemp('kp')).body.tokens).toEqual(sampled);
+    expect((await noTemp('kpt')).body.tokens).toEqual(greedy12);
+    expect((await post('/completion', { prompt, n_predict: 1, samplers: 'kt' })).body.generation_settings.samplers).toEqual(['top_k', 'temperature']);
     // The sampling field names llama-server takes are checked as it checks them.
     for (const [body, why] of [
+      [{ samplers: ['top_k', 'wibble'] }, /unknown sampler "wibble"/],
+      [{ samplers: 'kzt' }, /unknown sampler "z"/],
+      [{ samplers: ['infill'] }, /the infill sampler is not supported/],
       [{ mirostat: 3 }, /mirostat/],
       [{ xtc_probability: 1.5 }, /xtc_probability/],
       [{ dry_sequence_breakers: [] }, /dry_sequence_breakers must be a non-empty array/],

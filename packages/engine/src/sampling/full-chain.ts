@@ -14,6 +14,7 @@ import { applyDry, dryActive, indexBreakers, type BreakerIndex } from './dry';
 import { applyPenalties, penaltiesActive } from './penalties';
 import { Mt19937, foldSeed } from './rng';
 import type { ResolvedSamplerParams, SampleResult, Sampler, TokenLogprob } from './sampler';
+import { defaultOrder } from './stages';
 import { floatBits, selectTop, sortIdsByValue } from './select-top';
 
 const { exp, log, log2, abs, pow, sqrt, trunc, fround: f32 } = Math;
@@ -26,7 +27,7 @@ const MIROSTAT_M = 100;
 
 /** Whether these parameters need this chain (some sampler the fast chain lacks is on). */
 export function needsFullChain(p: ResolvedSamplerParams): boolean {
-  return p.typicalP < 1 || p.topNSigma > 0 || xtcActive(p) || dryActive(p) || p.dynatempRange > 0 || p.minKeep > 0 || p.mirostat !== 0;
+  return p.typicalP < 1 || p.topNSigma > 0 || xtcActive(p) || dryActive(p) || p.dynatempRange > 0 || p.minKeep > 0 || p.mirostat !== 0 || !defaultOrder(p.samplers);
 }
 
 function xtcActive(p: ResolvedSamplerParams): boolean {
@@ -146,7 +147,7 @@ export class FullChainSampler implements Sampler {
       }
     }
     const w = this.w;
-    w.set(this.penalize ? applyPenalties(row, history, this.params, w) : row);
+    w.set(row);
     for (let i = 0; i < n; i++) {
       if (Number.isNaN(w[i])) w[i] = -INF;
       this.ids[i] = i;
@@ -155,18 +156,45 @@ export class FullChainSampler implements Sampler {
     this.sorted = false;
   }
 
-  /** Every stage between the penalties and the draw. */
+  /** Every stage between the logit bias and the draw, in the params' order. */
   private truncate(history: ArrayLike<number>): void {
     const pr = this.params;
-    applyDry(this.w, history, pr, this.breakers);
-    if (pr.topNSigma > 0) this.topNSigma(f32(pr.topNSigma));
-    if (pr.topK > 0) this.topK(pr.topK);
-    if (pr.typicalP < 1) this.typical(f32(pr.typicalP), pr.minKeep);
-    if (pr.topP < 1) this.topP(f32(pr.topP), pr.minKeep);
-    if (pr.minP > 0) this.minP(f32(pr.minP), pr.minKeep);
-    if (xtcActive(pr)) this.xtc(f32(pr.xtcProbability), f32(pr.xtcThreshold), pr.minKeep);
-    if (pr.dynatempRange > 0) this.dynatemp(f32(pr.temperature), f32(pr.dynatempRange), f32(pr.dynatempExponent));
-    else this.temp(f32(pr.temperature));
+    for (const stage of pr.samplers) {
+      switch (stage) {
+        case 'penalties':
+          // (On the whole row by id: tokens a stage before cut are out of the candidates anyway.)
+          if (this.penalize) {
+            const out = applyPenalties(this.w, history, pr, this.scratch);
+            if (out !== this.w) this.w.set(out);
+          }
+          break;
+        case 'dry':
+          applyDry(this.w, history, pr, this.breakers);
+          break;
+        case 'top_n_sigma':
+          if (pr.topNSigma > 0) this.topNSigma(f32(pr.topNSigma));
+          break;
+        case 'top_k':
+          if (pr.topK > 0) this.topK(pr.topK);
+          break;
+        case 'typ_p':
+          if (pr.typicalP < 1) this.typical(f32(pr.typicalP), pr.minKeep);
+          break;
+        case 'top_p':
+          if (pr.topP < 1) this.topP(f32(pr.topP), pr.minKeep);
+          break;
+        case 'min_p':
+          if (pr.minP > 0) this.minP(f32(pr.minP), pr.minKeep);
+          break;
+        case 'xtc':
+          if (xtcActive(pr)) this.xtc(f32(pr.xtcProbability), f32(pr.xtcThreshold), pr.minKeep);
+          break;
+        case 'temperature':
+          if (pr.dynatempRange > 0) this.dynatemp(f32(pr.temperature), f32(pr.dynatempRange), f32(pr.dynatempExponent));
+          else this.temp(f32(pr.temperature));
+          break;
+      }
+    }
   }
 
   /** Sorts the candidates best-first (probabilities stay with their ids). */

@@ -399,6 +399,7 @@ describe('createSampler: parameter validation', () => {
       mirostat: 0,
       mirostatTau: 5,
       mirostatEta: 0.1,
+      samplers: ['penalties', 'dry', 'top_n_sigma', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature'],
     });
   });
 
@@ -433,7 +434,7 @@ describe('createSampler: the full chain (DRY, top-n-sigma, typical, XTC, dynamic
   // Tokens llama.cpp's chain picked for the same logits, prompt and seed (__fixtures__/gen-llama-cpp-samplers.cpp).
 
   it.each(samplerCases.chains.map((c) => [c.name, c] as const))('%s: the same tokens for the same seed', (_name, c) => {
-    const s = createSampler({ ...c.params, seed: c.seed });
+    const s = createSampler({ ...c.params, seed: c.seed } as SamplerParams);
     const history = [...c.prompt];
     for (let step = 0; step < c.tokens.length; step++) history.push(s.sample(logitsAt(step, c.nVocab, c.scale), history).token);
     expect(history.slice(c.prompt.length)).toEqual(c.tokens);
@@ -488,6 +489,7 @@ describe('createSampler: the full chain (DRY, top-n-sigma, typical, XTC, dynamic
       [{ dryBreakers: [[1.5]] }, /dryBreakers/],
       [{ mirostat: 3 }, /mirostat must be/],
       [{ mirostatTau: -1 }, /mirostatTau/],
+      [{ samplers: ['top_k', 'nucleus' as never] }, /samplers must be a list of at most 64 of penalties, dry/],
     ];
     for (const [p, re] of bad) expect(() => createSampler(p)).toThrow(re);
   });

@@ -1,5 +1,6 @@
 import { EngineError } from '../errors';
 import { FullChainSampler, needsFullChain } from './full-chain';
+import { DEFAULT_SAMPLERS, type SamplerStage } from './stages';
 import { applyPenalties, penaltiesActive } from './penalties';
 import { Mt19937, foldSeed, randomSeed } from './rng';
 import { SORT_KEY_ID_LIMIT, floatBits, idOfSortKey, isFloat32Array, selectTop, sortIdsByValue, sortKey } from './select-top';
@@ -89,9 +90,18 @@ export interface SamplerParams {
   mirostatTau?: number;
   /** Mirostat's learning rate; in [0, 10]. Default 0.1. */
   mirostatEta?: number;
+  /**
+   * The order of the chain's stages after the logit bias (llama.cpp's `samplers`); a stage left
+   * out is not applied, one named twice runs twice. Default DEFAULT_SAMPLERS; any other order
+   * runs the full chain.
+   */
+  samplers?: readonly SamplerStage[];
 }
 
+const STAGES: ReadonlySet<string> = new Set(DEFAULT_SAMPLERS);
+
 export type ResolvedSamplerParams = Required<SamplerParams>;
+export { DEFAULT_SAMPLERS, type SamplerStage } from './stages';
 
 export interface TokenLogprob {
   token: number;
@@ -138,7 +148,7 @@ export interface Sampler {
 
 /** Whether these (resolved) parameters always pick the best token: temperature 0 without a dynamic range. */
 export function isGreedy(p: Readonly<ResolvedSamplerParams>): boolean {
-  return p.temperature === 0 && p.dynatempRange === 0;
+  return p.temperature === 0 && p.dynatempRange === 0 && p.mirostat === 0 && p.samplers.includes('temperature');
 }
 
 /** Validates `params` and returns a sampler with its own random stream. */
@@ -177,6 +187,7 @@ function resolveParams(p: SamplerParams): ResolvedSamplerParams {
     mirostat: p.mirostat ?? 0,
     mirostatTau: p.mirostatTau ?? 5,
     mirostatEta: p.mirostatEta ?? 0.1,
+    samplers: p.samplers ?? DEFAULT_SAMPLERS,
   };
   checkRange('temperature', r.temperature, 0, 100, false, '0 = greedy');
   checkInt('topK', r.topK, 0, 2 ** 31 - 1, '0 = off');
@@ -204,6 +215,8 @@ function resolveParams(p: SamplerParams): ResolvedSamplerParams {
   if (r.mirostat !== 0 && r.mirostat !== 1 && r.mirostat !== 2) throw invalid(`mirostat must be 0 (off), 1 or 2, got ${show(r.mirostat)}`);
   checkRange('mirostatTau', r.mirostatTau, 0, 100, false, 'target surprise in bits');
   checkRange('mirostatEta', r.mirostatEta, 0, 10, false, 'learning rate');
+  if (!Array.isArray(r.samplers) || r.samplers.length > 64 || r.samplers.some((x) => !STAGES.has(x)))
+    throw invalid(`samplers must be a list of at most 64 of ${DEFAULT_SAMPLERS.join(', ')}, got ${JSON.stringify(r.samplers)}`);
   return r;
 }
 

@@ -11,7 +11,7 @@ import { dryBreakerSequences } from '../sampling/dry';
 import { BatchEngine, grammarOf, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import { HARMONY_TAGS, THINK_TAGS, type ReasoningBudgetSpec, type ReasoningTags } from '../sampling/reasoning-budget';
-import type { SamplerParams } from '../sampling/sampler';
+import type { SamplerParams, SamplerStage } from '../sampling/sampler';
 import type { TokenLogprobs } from '../sampling/logprobs';
 import { choicePattern, forcedToolCallPattern, reasoningThenJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
 import type { NativeExpertStreamStats } from '@kailstream/core-native';
@@ -131,6 +131,7 @@ export function samplingFromProto(s: common.SamplingParams | undefined, breakers
         mirostat: x.mirostat,
         mirostatTau: x.mirostatTau,
         mirostatEta: x.mirostatEta,
+        ...(x.samplers.length ? { samplers: x.samplers as SamplerStage[] } : {}),
       }
     : {};
   return {
@@ -779,7 +780,7 @@ function modelTelemetry(id: string, m: Loaded): pb.ModelTelemetry {
             minKeep: s.sampling.minKeep, dynatempRange: s.sampling.dynatempRange, dynatempExponent: s.sampling.dynatempExponent,
             dryMultiplier: s.sampling.dryMultiplier, dryBase: s.sampling.dryBase, dryAllowedLength: s.sampling.dryAllowedLength,
             dryPenaltyLastN: s.sampling.dryPenaltyLastN, drySequenceBreakers: [], mirostat: s.sampling.mirostat,
-            mirostatTau: s.sampling.mirostatTau, mirostatEta: s.sampling.mirostatEta,
+            mirostatTau: s.sampling.mirostatTau, mirostatEta: s.sampling.mirostatEta, samplers: [...s.sampling.samplers],
           },
         }
       : undefined,

@@ -44,6 +44,8 @@ struct config {
     std::vector<llama_token> prompt;
     uint32_t seed;
     int steps;
+    // The chain's order as llama.cpp's sampler chars (e d s k y p m x t); nullptr: the default.
+    const char * order = nullptr;
 };
 
 static uint32_t mix(uint32_t x) {
@@ -66,15 +68,19 @@ static void print_ids(const std::vector<llama_token> & v) {
 static llama_sampler * make_chain(const config & c) {
     llama_sampler * chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
     if (c.mirostat == 0) {
-        llama_sampler_chain_add(chain, llama_sampler_init_penalties(c.n_vocab, c.last_n, c.repeat, c.freq, c.present));
-        if (c.dry_mult != 0.0f) llama_sampler_chain_add(chain, llama_sampler_init_dry_testing(c.dry_mult, c.dry_base, c.dry_allowed, c.dry_last_n, c.breakers));
-        llama_sampler_chain_add(chain, llama_sampler_init_top_n_sigma(c.top_n_sigma));
-        llama_sampler_chain_add(chain, llama_sampler_init_top_k(c.top_k));
-        llama_sampler_chain_add(chain, llama_sampler_init_typical(c.typ_p, c.min_keep));
-        llama_sampler_chain_add(chain, llama_sampler_init_top_p(c.top_p, c.min_keep));
-        llama_sampler_chain_add(chain, llama_sampler_init_min_p(c.min_p, c.min_keep));
-        llama_sampler_chain_add(chain, llama_sampler_init_xtc(c.xtc_p, c.xtc_t, c.min_keep, c.seed));
-        llama_sampler_chain_add(chain, llama_sampler_init_temp_ext(c.temp, c.dyn_range, c.dyn_exp));
+        for (const char * o = c.order ? c.order : "edskypmxt"; *o; o++) {
+            switch (*o) {
+                case 'e': llama_sampler_chain_add(chain, llama_sampler_init_penalties(c.n_vocab, c.last_n, c.repeat, c.freq, c.present)); break;
+                case 'd': if (c.dry_mult != 0.0f) llama_sampler_chain_add(chain, llama_sampler_init_dry_testing(c.dry_mult, c.dry_base, c.dry_allowed, c.dry_last_n, c.breakers)); break;
+                case 's': llama_sampler_chain_add(chain, llama_sampler_init_top_n_sigma(c.top_n_sigma)); break;
+                case 'k': llama_sampler_chain_add(chain, llama_sampler_init_top_k(c.top_k)); break;
+                case 'y': llama_sampler_chain_add(chain, llama_sampler_init_typical(c.typ_p, c.min_keep)); break;
+                case 'p': llama_sampler_chain_add(chain, llama_sampler_init_top_p(c.top_p, c.min_keep)); break;
+                case 'm': llama_sampler_chain_add(chain, llama_sampler_init_min_p(c.min_p, c.min_keep)); break;
+                case 'x': llama_sampler_chain_add(chain, llama_sampler_init_xtc(c.xtc_p, c.xtc_t, c.min_keep, c.seed)); break;
+                case 't': llama_sampler_chain_add(chain, llama_sampler_init_temp_ext(c.temp, c.dyn_range, c.dyn_exp)); break;
+            }
+        }
         llama_sampler_chain_add(chain, llama_sampler_init_dist(c.seed));
     } else {
         llama_sampler_chain_add(chain, llama_sampler_init_temp(c.temp));
@@ -110,6 +116,9 @@ int main(int argc, char ** argv) {
         { "mirostat 2",                    3000, 0.5, 1.0f,  0, 1.0f, 0.0f,   0, 1.0f, 0, 0, 1.0f, -1.0f, 0.0f, 0.1f,  0, 0.0f, 1.0f, 0.0f, 1.75f, 2, 64, {},                 2, 5.0f, 0.1f, {},                                           36, 64 },
         { "mirostat 2, low target",          50, 0.3, 0.8f,  0, 1.0f, 0.0f,   0, 1.0f, 0, 0, 1.0f, -1.0f, 0.0f, 0.1f,  0, 0.0f, 1.0f, 0.0f, 1.75f, 2, 64, {},                 2, 2.0f, 0.2f, {},                                           37, 64 },
         { "everything at once",            3000, 0.5, 1.1f, 200, 0.95f, 0.02f, 32, 1.1f, 0, 0, 0.95f, 3.0f, 0.3f, 0.08f, 2, 0.3f, 1.5f, 0.0f, 1.75f, 2, 64, {},               0, 5.0f, 0.1f, {},                                           38, 64 },
+        { "order: temperature first",      3000, 0.5, 1.5f, 40, 0.9f, 0.05f,   0, 1.0f, 0, 0, 1.0f, -1.0f, 0.0f, 0.1f,  0, 0.0f, 1.0f, 0.0f, 1.75f, 2, 64, {},                 0, 5.0f, 0.1f, {},                                           39, 64, "tkpm" },
+        { "order: min-p, top-k, penalties, temperature", 50, 0.3, 0.8f, 20, 1.0f, 0.1f, 16, 1.3f, 0.2f, 0.3f, 1.0f, -1.0f, 0.0f, 0.1f, 0, 0.0f, 1.0f, 0.0f, 1.75f, 2, 64, {}, 0, 5.0f, 0.1f, {},                                               40, 96, "mket" },
+        { "order: no temperature stage",   3000, 0.5, 0.0f, 30, 0.8f, 0.0f,   0, 1.0f, 0, 0, 1.0f, -1.0f, 0.0f, 0.1f,  0, 0.0f, 1.0f, 0.0f, 1.75f, 2, 64, {},                 0, 5.0f, 0.1f, {},                                           41, 64, "kp" },
     };
     // clang-format on
 
@@ -130,7 +139,16 @@ int main(int argc, char ** argv) {
             if (b) printf(", ");
             print_ids(cfg.breakers[b]);
         }
-        printf("], \"mirostat\": %d, \"mirostatTau\": %.9g, \"mirostatEta\": %.9g},\n   \"prompt\": ", cfg.mirostat, cfg.tau, cfg.eta);
+        printf("], \"mirostat\": %d, \"mirostatTau\": %.9g, \"mirostatEta\": %.9g", cfg.mirostat, cfg.tau, cfg.eta);
+        if (cfg.order) {
+            printf(", \"samplers\": [");
+            for (const char * o = cfg.order; *o; o++) {
+                const char * name = *o == 'e' ? "penalties" : *o == 'd' ? "dry" : *o == 's' ? "top_n_sigma" : *o == 'k' ? "top_k" : *o == 'y' ? "typ_p" : *o == 'p' ? "top_p" : *o == 'm' ? "min_p" : *o == 'x' ? "xtc" : "temperature";
+                printf("%s\"%s\"", o == cfg.order ? "" : ", ", name);
+            }
+            printf("]");
+        }
+        printf("},\n   \"prompt\": ");
         print_ids(cfg.prompt);
         printf(",\n   \"tokens\": [");
         std::vector<llama_token_data> cur(cfg.n_vocab);

@@ -179,6 +179,11 @@ export interface SamplerExtras {
   mirostat: number;
   mirostatTau: number;
   mirostatEta: number;
+  /**
+   * The chain's order (llama.cpp's canonical names: penalties, dry, top_n_sigma, top_k, typ_p,
+   * top_p, min_p, xtc, temperature); empty: that default order.
+   */
+  samplers: string[];
 }
 
 export interface ModelTierBytes {
@@ -860,6 +865,7 @@ function createBaseSamplerExtras(): SamplerExtras {
     mirostat: 0,
     mirostatTau: 0,
     mirostatEta: 0,
+    samplers: [],
   };
 }
 
@@ -909,6 +915,9 @@ export const SamplerExtras: MessageFns<SamplerExtras> = {
     }
     if (message.mirostatEta !== 0) {
       writer.uint32(125).float(message.mirostatEta);
+    }
+    for (const v of message.samplers) {
+      writer.uint32(130).string(v!);
     }
     return writer;
   },
@@ -1046,6 +1055,14 @@ export const SamplerExtras: MessageFns<SamplerExtras> = {
             message.mirostatEta = reader.float();
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.samplers.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1131,6 +1148,9 @@ export const SamplerExtras: MessageFns<SamplerExtras> = {
         : isSet(object.mirostat_eta)
         ? globalThis.Number(object.mirostat_eta)
         : 0,
+      samplers: globalThis.Array.isArray(object?.samplers)
+        ? object.samplers.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -1181,6 +1201,9 @@ export const SamplerExtras: MessageFns<SamplerExtras> = {
     if (message.mirostatEta !== 0) {
       obj.mirostatEta = floatToJson(message.mirostatEta);
     }
+    if (message.samplers?.length) {
+      obj.samplers = message.samplers;
+    }
     return obj;
   },
 
@@ -1204,6 +1227,7 @@ export const SamplerExtras: MessageFns<SamplerExtras> = {
     message.mirostat = object.mirostat ?? 0;
     message.mirostatTau = object.mirostatTau ?? 0;
     message.mirostatEta = object.mirostatEta ?? 0;
+    message.samplers = object.samplers?.map((e) => e) || [];
     return message;
   },
 };
