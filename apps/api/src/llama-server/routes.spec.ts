@@ -197,6 +197,27 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     }
   });
 
+  it('answers n_cmpl completions per prompt (seed + j), keeps only response_fields, and refuses post_sampling_probs and LoRA', async () => {
+    const one = async (seed: number) => (await post('/completion', { prompt: 'Once', n_predict: 6, temperature: 1.5, seed, ignore_eos: true, return_tokens: true })).body.tokens;
+    const r = await post('/completion', { prompt: 'Once', n_predict: 6, temperature: 1.5, seed: 11, ignore_eos: true, return_tokens: true, n_cmpl: 3 });
+    expect(r.body.map((x: { index: number }) => x.index)).toEqual([0, 1, 2]);
+    expect(r.body.map((x: { tokens: number[] }) => x.tokens)).toEqual([await one(11), await one(12), await one(13)]);
+    const two = await post('/completion', { prompt: ['Once', 'Twice'], n_predict: 2, n: 2 });
+    expect(two.body).toHaveLength(4);
+    const f = await post('/completion', { prompt: 'Once', n_predict: 3, response_fields: ['content', 'generation_settings/n_predict', 'nope/x'] });
+    expect(Object.keys(f.body).sort()).toEqual(['content', 'generation_settings/n_predict']);
+    expect(f.body['generation_settings/n_predict']).toBe(3);
+    for (const [body, why] of [
+      [{ post_sampling_probs: true }, /post_sampling_probs is not supported/],
+      [{ lora: [{ id: 0, scale: 1 }] }, /LoRA adapters are not supported/],
+      [{ n_cmpl: 17 }, /n_cmpl/],
+    ] as const) {
+      const bad = await post('/completion', { prompt: 'x', n_predict: 1, ...body });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error.message).toMatch(why);
+    }
+  });
+
   it("holds the output to json_schema (llama-server's field) and vLLM's guided_json / guided_choice; refuses GBNF and regexes, saying so", async () => {
     const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false };
     const r = await post('/completion', { prompt: 'JSON:', n_predict: 400, temperature: 1, seed: 2, json_schema: schema });

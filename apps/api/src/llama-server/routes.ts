@@ -35,6 +35,19 @@ const generation = {
   ...samplerExtraFields,
   // json_schema (and vLLM's guided_json / guided_choice); grammar is refused (structured-output.ts)
   ...structuredFields,
+  /** Completions per prompt (`n` its alias); with a seed, completion j of a prompt samples with seed + j. */
+  n_cmpl: z.number().int().min(1).max(16).optional().nullable(),
+  n: z.number().int().min(1).max(16).optional().nullable(),
+  /** Only these fields of each final answer; "a/b" takes b out of a, under the key "a/b" (llama-server's json_get_nested_values). */
+  response_fields: z.array(z.string().max(200)).max(64).optional().nullable(),
+  /** llama-server's probabilities after the sampling chain: refused (completion_probabilities are the model's). */
+  post_sampling_probs: z
+    .boolean()
+    .refine((v) => !v, 'post_sampling_probs is not supported: completion_probabilities are the model\'s own log-probabilities (before the sampling chain)')
+    .optional()
+    .nullable(),
+  /** LoRA adapters per request: none are loaded here, so only an empty list. */
+  lora: z.array(z.unknown()).max(0, 'LoRA adapters are not supported').optional().nullable(),
   presence_penalty: sampling.presence_penalty,
   frequency_penalty: sampling.frequency_penalty,
   /** -1 (the default): a random seed. */
@@ -357,7 +370,13 @@ async function complete(
   const nPredict = predictOf(b, model.contextLength);
   const stops = b.stop == null ? [] : (Array.isArray(b.stop) ? b.stop : [b.stop]).filter((s) => s.length > 0);
   const sampling = samplingOf(b);
-  const gens = specs.map((spec) =>
+  // n_cmpl completions per prompt, prompt by prompt (completion j of a seeded request: seed + j).
+  const nCmpl = b.n_cmpl ?? b.n ?? 1;
+  if (nCmpl > 1) {
+    specs = specs.flatMap((spec) => Array.from({ length: nCmpl }, () => spec));
+    many = true;
+  }
+  const gens = specs.map((spec, i) =>
     pb.GenerateRequest.fromPartial({
       ...spec.prompt,
       requestId: `cmpl-${randomUUID()}`,
@@ -366,7 +385,7 @@ async function complete(
       // n_predict 0: the prompt computed into a slot's cache (editor plugins warm it so), nothing generated.
       promptOnly: nPredict === 0,
       stop: stops,
-      sampling,
+      sampling: i % nCmpl && sampling.hasSeed ? { ...sampling, seed: (sampling.seed + (i % nCmpl)) % Number.MAX_SAFE_INTEGER } : sampling,
       wantLogprobs: nProbs > 0,
       topLogprobs: nProbs,
       ignoreEos: !!b.ignore_eos,
@@ -425,7 +444,9 @@ async function complete(
       ...(!b.stream && r.probs.length ? { completion_probabilities: r.probs } : {}),
     };
   };
-  const finals: ReturnType<typeof finalOf>[] = [];
+  const fields = b.response_fields;
+  const finalJson = (i: number) => (fields?.length ? pickFields(finalOf(i), fields) : finalOf(i));
+  const finals: Record<string, unknown>[] = [];
   try {
     await submitAll(req, reply, deps, scheduler, gens, (i, msg) => {
       const r = runs[i];
@@ -445,7 +466,7 @@ async function complete(
         });
       }
       if (done) {
-        finals[i] = finalOf(i);
+        finals[i] = finalJson(i);
         // Streamed: each prompt's last event as soon as it ends.
         if (b.stream) {
           startStream();
@@ -468,7 +489,7 @@ async function complete(
   }
   for (let i = 0; i < runs.length; i++) {
     if (finals[i] !== undefined) continue;
-    finals[i] = finalOf(i);
+    finals[i] = finalJson(i);
     if (b.stream) {
       startStream();
       sse(finals[i]);
@@ -480,6 +501,21 @@ async function complete(
     return reply;
   }
   return reply.send(many ? finals : finals[0]);
+}
+
+/** llama-server's response_fields: each path's value (a/b: b inside a), keyed by the path; missing ones left out. */
+function pickFields(obj: Record<string, unknown>, paths: string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const p of paths) {
+    let cur: unknown = obj;
+    let ok = true;
+    for (const k of p.split('/')) {
+      if (ok && cur && typeof cur === 'object' && !Array.isArray(cur) && Object.prototype.hasOwnProperty.call(cur, k)) cur = (cur as Record<string, unknown>)[k];
+      else ok = false;
+    }
+    if (ok) out[p] = cur;
+  }
+  return out;
 }
 
 /** Valid UTF-8 bytes as their string, else the byte values (llama-server's with_pieces). */
