@@ -147,6 +147,27 @@ describe('OpenAI-compatible routes', () => {
     expect(((await r.json()) as { error: { param: string } }).error.param).toBe('dry_sequence_breakers');
   });
 
+  it("takes vLLM's stop_token_ids, min_tokens, include_stop_str_in_output and repetition_penalty", async () => {
+    const prompt = 'Once upon a time';
+    const ids = (await (await post('/completion', { model: 'tiny', prompt, n_predict: 12, temperature: 0, ignore_eos: true, return_tokens: true, repeat_penalty: 1, top_k: 0, top_p: 1, min_p: 0 })).json()) as { tokens: number[]; content: string };
+    const at = ids.tokens.findIndex((t, i) => i >= 2 && !ids.tokens.slice(0, i).includes(t));
+    const text = async (tokens: number[]) => ((await (await post('/detokenize', { model: 'tiny', tokens })).json()) as { content: string }).content;
+    const cmpl = async (extra: object) => (await (await post('/v1/completions', { model: 'tiny', prompt, max_tokens: 12, temperature: 0, ...extra })).json()) as { choices: { text: string; finish_reason: string }[] };
+    expect((await cmpl({})).choices[0].text).toBe(ids.content);
+    const stopped = await cmpl({ stop_token_ids: [ids.tokens[at]] });
+    expect(stopped.choices[0]).toEqual(expect.objectContaining({ text: await text(ids.tokens.slice(0, at)), finish_reason: 'stop' }));
+    // min_tokens past it: that token is not drawn before then.
+    expect((await cmpl({ stop_token_ids: [ids.tokens[at]], min_tokens: at + 1 })).choices[0].text.startsWith(await text(ids.tokens.slice(0, at)))).toBe(true);
+    // The stop string kept at the end.
+    const stop = ids.content.slice(3, 5);
+    const kept = await cmpl({ stop: [stop], include_stop_str_in_output: true });
+    expect(kept.choices[0].text).toBe(ids.content.slice(0, ids.content.indexOf(stop)) + stop);
+    // repetition_penalty (vLLM's name) is the repeat penalty over everything.
+    expect((await cmpl({ repetition_penalty: 1.5 })).choices[0].text).toBe((await cmpl({ repeat_penalty: 1.5, repeat_last_n: -1 })).choices[0].text);
+    const bad = await post('/v1/completions', { model: 'tiny', prompt, stop_token_ids: [-1] });
+    expect(bad.status).toBe(400);
+  });
+
   it('applies logit_bias: +100 forces a token, -100 bans it; ids outside the vocabulary are a 400', async () => {
     const [a, b] = tokenizer.tokenize('hello world', { addSpecial: false }).slice(0, 2);
     const biased = (bias: Record<string, number>) => chat('Once upon a time', { max_tokens: 3, ignore_eos: true, logit_bias: bias } as never).then((r) => r.choices[0].message.content);

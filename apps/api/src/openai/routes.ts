@@ -72,6 +72,10 @@ interface Common {
   jsonSchema: string;
   /** vLLM's guided_choice: the output is one of these. */
   outputChoices: string[];
+  /** vLLM's min_tokens, stop_token_ids, include_stop_str_in_output. */
+  minTokens: number;
+  stopTokenIds: number[];
+  includeStopStr: boolean;
   /** The request's tools when the answers' tool calls are parsed (chat with tools, tool_choice not 'none'). */
   tools?: ToolDefs;
   /** A chat whose reasoning blocks go to reasoning_content. */
@@ -99,7 +103,12 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
       topP: b.top_p ?? 1,
       topK: b.top_k ?? 0,
       minP: b.min_p ?? 0,
-      ...penaltyWindow(b.repeat_last_n, { repetitionPenalty: b.repeat_penalty ?? 1, presencePenalty: b.presence_penalty ?? 0, frequencyPenalty: b.frequency_penalty ?? 0 }),
+      // vLLM's repetition_penalty looks at everything (llama.cpp's repeat_penalty at the last 64 tokens).
+      ...penaltyWindow(b.repeat_penalty == null && b.repetition_penalty != null ? (b.repeat_last_n ?? -1) : b.repeat_last_n, {
+        repetitionPenalty: b.repeat_penalty ?? b.repetition_penalty ?? 1,
+        presencePenalty: b.presence_penalty ?? 0,
+        frequencyPenalty: b.frequency_penalty ?? 0,
+      }),
       seed: seed ?? 0,
       hasSeed: seed !== undefined,
       extras: samplerExtras(b),
@@ -112,6 +121,9 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     responseFormat: structured?.responseFormat ?? RESPONSE_FORMATS[b.response_format?.type ?? 'text'],
     jsonSchema: structured?.jsonSchema ?? (b.response_format?.type === 'json_schema' ? JSON.stringify(b.response_format.json_schema.schema ?? { type: 'object' }) : ''),
     outputChoices: structured?.outputChoices ?? [],
+    minTokens: b.min_tokens ?? 0,
+    stopTokenIds: b.stop_token_ids ?? [],
+    includeStopStr: !!b.include_stop_str_in_output,
   };
 }
 
@@ -141,6 +153,9 @@ function generateRequest(c: Common, b: ChatCompletionRequest | CompletionRequest
     responseFormat: c.responseFormat,
     jsonSchema: c.jsonSchema,
     outputChoices: c.outputChoices,
+    minTokens: c.minTokens,
+    stopTokenIds: c.stopTokenIds,
+    includeStopStr: c.includeStopStr,
   });
 }
 

@@ -9,6 +9,18 @@ import { structuredFields } from '../structured-output';
 export const stop = z.union([z.string(), z.array(z.string()).max(16)]).optional().nullable();
 const maxTokens = z.number().int().min(1).max(1_000_000).optional().nullable();
 
+/** vLLM's extra sampling parameters. */
+const vllmFields = {
+  /** End-of-generation and stop_token_ids cannot be drawn before this many tokens. */
+  min_tokens: z.number().int().min(0).max(1_000_000).optional().nullable(),
+  /** More token ids that end the answer (finish_reason stop; their text left out). */
+  stop_token_ids: z.array(z.number().int().min(0).max(2_147_483_647)).max(64).optional().nullable(),
+  /** The stop string that ended the answer stays at its end. */
+  include_stop_str_in_output: z.boolean().optional().nullable(),
+  /** vLLM's name for the repetition penalty: over the whole prompt and answer unless repeat_last_n says otherwise. */
+  repetition_penalty: z.number().gt(0).max(10).optional().nullable(),
+};
+
 export const sampling = {
   temperature: z.number().min(0).max(2).optional().nullable(),
   top_p: z.number().gt(0).max(1).optional().nullable(),
@@ -164,6 +176,7 @@ export const ChatCompletionRequest = z.object({
   ...samplerExtraFields,
   // llama-server's json_schema, vLLM's guided_json / guided_choice (structured-output.ts)
   ...structuredFields,
+  ...vllmFields,
 }).superRefine((b, ctx) => {
   const choice = b.tool_choice;
   if (choice == null || choice === 'none' || choice === 'auto') return;
@@ -221,6 +234,7 @@ export const CompletionRequest = z.object({
   ...samplerExtraFields,
   // llama-server's json_schema, vLLM's guided_json / guided_choice (structured-output.ts)
   ...structuredFields,
+  ...vllmFields,
 }).superRefine((b, ctx) => {
   const n = b.n ?? 1;
   const bestOf = b.best_of ?? n;

@@ -274,7 +274,27 @@ describe('BatchEngine (continuous batching)', () => {
       expect(s.last.finish?.reason).toBe('stop');
       expect(s.last.finish?.stopWord).toBe(stopAt);
       expect(s.text).toBe(r.text.slice(0, r.text.indexOf(stopAt)));
+      const kept = await collect(engine.generate({ id: 's3', prompt: [7, 8, 9], maxTokens: 30, sampling: { temperature: 0 }, stop: [stopAt], ignoreEog: true, includeStopString: true }));
+      expect(kept.text).toBe(r.text.slice(0, r.text.indexOf(stopAt)) + stopAt);
     }
+  });
+
+  it('ends at a stop token id (also with EOG ignored), and draws no end token before min tokens', async () => {
+    const base = { prompt: [7, 8, 9], maxTokens: 16, sampling: { temperature: 0 }, ignoreEog: true };
+    const free = await collect(engine.generate({ ...base, id: 'st0' }));
+    // The first token not seen before position 3 ends it there (its text left out, as an end token's).
+    const at = free.tokens.findIndex((t, i) => i >= 3 && !free.tokens.slice(0, i).includes(t));
+    expect(at).toBeGreaterThanOrEqual(3);
+    const stopped = await collect(engine.generate({ ...base, id: 'st1', stopTokens: [free.tokens[at]] }));
+    expect(stopped.tokens).toEqual(free.tokens.slice(0, at + 1));
+    expect(stopped.last.finish?.reason).toBe('stop');
+    // min tokens: the same token cannot end it before then; it is simply not drawn, so the output
+    // differs from there on and runs on to the limit or a later stop.
+    const held = await collect(engine.generate({ ...base, id: 'st2', stopTokens: [free.tokens[at]], minTokens: at + 2 }));
+    expect(held.tokens.slice(0, at)).toEqual(free.tokens.slice(0, at));
+    expect(held.tokens.slice(0, at + 2)).not.toContain(free.tokens[at]);
+    expect(held.tokens.length).toBeGreaterThanOrEqual(at + 2);
+    expect(() => engine.generate({ ...base, id: 'st3', stopTokens: [1e9] })).toThrow(/stop token id 1000000000 is outside the vocabulary/);
   });
 
   it("answers response format 'json_object' with one JSON object, then ends (constrained decoding)", async () => {

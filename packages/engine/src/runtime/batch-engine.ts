@@ -67,6 +67,15 @@ export interface GenerationRequest {
   embed?: 'mean' | 'last' | 'cls';
   /** Ignore end-of-generation tokens (benchmarks). */
   ignoreEog?: boolean;
+  /** Keep the stop string that ended the output at its end (vLLM's include_stop_str_in_output). Default false. */
+  includeStopString?: boolean;
+  /** More tokens that end the generation (vLLM's stop_token_ids; also with ignoreEog), counted as EOG. */
+  stopTokens?: readonly number[];
+  /**
+   * End-of-generation and stop tokens cannot be drawn before this many tokens are generated
+   * (vLLM's min_tokens); such a sequence does not speculate. Default 0.
+   */
+  minTokens?: number;
   /**
    * 'json_object': the output is one JSON object, then the generation ends; 'json_schema': one
    * object following `jsonSchema` (constrained decoding, `sampling/json-constraint.ts` and
@@ -100,6 +109,8 @@ interface Active {
   req: GenerationRequest;
   slot: number;
   sampler: Sampler;
+  /** With req.minTokens: the tokens masked until then (end of generation and stop tokens). */
+  stopIds: ReadonlySet<number>;
   stop: StopMatcher;
   limits: LineLimits | null;
   /** With req.reasoningBudget. */
@@ -270,6 +281,10 @@ export class BatchEngine {
       if (Number(k) >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `logit bias names token id ${k}, outside the vocabulary (0..${this.model.nVocab - 1})`);
     const constraint = this.constraintOf(req, grammar);
     if (req.reasoningBudget) for (const t of req.reasoningBudget.forced) if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `reasoning budget: token id ${t} is outside the vocabulary`);
+    for (const t of req.stopTokens ?? [])
+      if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `stop token id ${t} is outside the vocabulary (0..${this.model.nVocab - 1})`);
+    if (req.minTokens !== undefined && (!Number.isInteger(req.minTokens) || req.minTokens < 0)) throw new EngineError('KAIL_E_INVALID_ARG', `min tokens must be a non-negative integer, got ${req.minTokens}`);
+    const stopSet: ReadonlySet<number> = req.stopTokens?.length ? new Set([...(req.ignoreEog ? [] : this.eog), ...req.stopTokens]) : req.ignoreEog ? new Set() : this.eog;
     const queue: GenerationChunk[] = [];
     let wake: (() => void) | undefined;
     let done = false;
@@ -277,7 +292,8 @@ export class BatchEngine {
       req,
       slot: -1,
       sampler: createSampler(req.sampling ?? {}),
-      stop: new StopMatcher({ stop: req.stop, eogTokens: req.ignoreEog ? new Set() : this.eog }),
+      stopIds: req.minTokens ? new Set([...this.eog, ...(req.stopTokens ?? [])]) : new Set(),
+      stop: new StopMatcher({ stop: req.stop, eogTokens: stopSet }),
       limits: req.nIndent || req.tMaxPredictMs ? new LineLimits(req.nIndent ?? 0, req.tMaxPredictMs ?? 0) : null,
       budget: req.reasoningBudget ? new ReasoningBudget(req.reasoningBudget, this.specialPieces()) : null,
       decoder: this.model.tokenizer.createStreamDecoder({ preserve: req.preserveTokens }),
@@ -463,7 +479,7 @@ export class BatchEngine {
       a.prefilled = a.reused;
       this.promptTokensReused += a.reused;
       if (copied) this.promptTokensCopied += a.reused;
-      if (this.spec && !a.constraint && !a.sampler.stateful) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
+      if (this.spec && !a.constraint && !a.sampler.stateful && !a.req.minTokens) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
       this.running.set(a.slot, a);
     }
   }
@@ -684,6 +700,13 @@ export class BatchEngine {
       a.constraint?.accept(forced);
       return forced;
     }
+    if (a.req.minTokens && a.generated < a.req.minTokens) {
+      // Not yet: end-of-generation and stop tokens are out of the draw.
+      const masked = (this.maskRow ??= new Float32Array(row.length));
+      masked.set(row);
+      for (const t of a.stopIds) if (t < masked.length) masked[t] = -Infinity;
+      row = masked;
+    }
     const first = a.sampler.sample(row, a.history).token;
     if (!a.constraint) return first;
     let token = first;
@@ -765,6 +788,8 @@ export class BatchEngine {
       tail = a.stop.push(a.decoder.flush()).text;
       if (!a.stop.done) tail += a.stop.flush();
     }
+    // vLLM's include_stop_str_in_output: the stop string that ended it, at the end of the text.
+    if (reason === 'stop' && stopWord && a.req.includeStopString) tail += stopWord;
     const now = performance.now();
     a.push({
       text: tail,

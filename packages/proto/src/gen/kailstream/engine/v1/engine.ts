@@ -338,6 +338,12 @@ export interface GenerateRequest {
    * decoding; none may be a prefix of another. Not with a JSON response format or forced tool calls.
    */
   outputChoices: string[];
+  /** End-of-generation and stop_token_ids cannot be drawn before this many tokens (vLLM's min_tokens). */
+  minTokens: number;
+  /** More tokens that end the generation, finish reason stop (vLLM's stop_token_ids; also with ignore_eos). */
+  stopTokenIds: number[];
+  /** The stop string that ended the output stays at its end (vLLM's include_stop_str_in_output). */
+  includeStopStr: boolean;
 }
 
 /**
@@ -1220,6 +1226,9 @@ function createBaseGenerateRequest(): GenerateRequest {
     reasoningBudgetMessage: "",
     hasReasoningBudget: false,
     outputChoices: [],
+    minTokens: 0,
+    stopTokenIds: [],
+    includeStopStr: false,
   };
 }
 
@@ -1318,6 +1327,19 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     for (const v of message.outputChoices) {
       writer.uint32(242).string(v!);
+    }
+    if (message.minTokens !== 0) {
+      writer.uint32(248).uint32(message.minTokens);
+    }
+    if (message.stopTokenIds.length !== 0) {
+      writer.uint32(258).fork();
+      for (const v of message.stopTokenIds) {
+        writer.int32(v);
+      }
+      writer.join();
+    }
+    if (message.includeStopStr !== false) {
+      writer.uint32(264).bool(message.includeStopStr);
     }
     return writer;
   },
@@ -1585,6 +1607,40 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.outputChoices.push(reader.string());
             continue;
           }
+          case 31: {
+            if (tag !== 248) {
+              break;
+            }
+
+            message.minTokens = reader.uint32();
+            continue;
+          }
+          case 32: {
+            if (tag === 256) {
+              message.stopTokenIds.push(reader.int32());
+
+              continue;
+            }
+
+            if (tag === 258) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.stopTokenIds.push(reader.int32());
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 33: {
+            if (tag !== 264) {
+              break;
+            }
+
+            message.includeStopStr = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1719,6 +1775,21 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : globalThis.Array.isArray(object?.output_choices)
         ? object.output_choices.map((e: any) => globalThis.String(e))
         : [],
+      minTokens: isSet(object.minTokens)
+        ? globalThis.Number(object.minTokens)
+        : isSet(object.min_tokens)
+        ? globalThis.Number(object.min_tokens)
+        : 0,
+      stopTokenIds: globalThis.Array.isArray(object?.stopTokenIds)
+        ? object.stopTokenIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.stop_token_ids)
+        ? object.stop_token_ids.map((e: any) => globalThis.Number(e))
+        : [],
+      includeStopStr: isSet(object.includeStopStr)
+        ? globalThis.Boolean(object.includeStopStr)
+        : isSet(object.include_stop_str)
+        ? globalThis.Boolean(object.include_stop_str)
+        : false,
     };
   },
 
@@ -1814,6 +1885,15 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.outputChoices?.length) {
       obj.outputChoices = message.outputChoices;
     }
+    if (message.minTokens !== 0) {
+      obj.minTokens = Math.round(message.minTokens);
+    }
+    if (message.stopTokenIds?.length) {
+      obj.stopTokenIds = message.stopTokenIds.map((e) => Math.round(e));
+    }
+    if (message.includeStopStr !== false) {
+      obj.includeStopStr = message.includeStopStr;
+    }
     return obj;
   },
 
@@ -1856,6 +1936,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.reasoningBudgetMessage = object.reasoningBudgetMessage ?? "";
     message.hasReasoningBudget = object.hasReasoningBudget ?? false;
     message.outputChoices = object.outputChoices?.map((e) => e) || [];
+    message.minTokens = object.minTokens ?? 0;
+    message.stopTokenIds = object.stopTokenIds?.map((e) => e) || [];
+    message.includeStopStr = object.includeStopStr ?? false;
     return message;
   },
 };
