@@ -24,7 +24,7 @@ describe('generated contracts', () => {
       ['cancel', 'detokenize', 'generate', 'health', 'listModelFiles', 'listModels', 'loadModel', 'planModel', 'tokenize', 'unloadModel', 'watchTelemetry'].sort(),
     );
     expect(Object.keys(scheduler.SchedulerServiceService).sort()).toEqual(
-      ['cancel', 'detokenize', 'health', 'listEngines', 'listModelFiles', 'listModels', 'loadModel', 'planModel', 'registerEngine', 'submit', 'tokenize', 'unloadModel', 'watchQueue', 'watchTelemetry'].sort(),
+      ['cancel', 'detokenize', 'ensureModel', 'health', 'listEngines', 'listModelFiles', 'listModels', 'loadModel', 'planModel', 'registerEngine', 'submit', 'tokenize', 'unloadModel', 'watchQueue', 'watchTelemetry'].sort(),
     );
     expect(engine.EngineServiceService.generate.responseStream).toBe(true);
     expect(Object.keys(scheduler.SchedulerServiceService)).toContain('submit');
