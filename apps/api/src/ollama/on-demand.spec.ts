@@ -22,6 +22,10 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
       expect.objectContaining({ id: 'lazy', status: { value: 'unloaded' } }),
     ]);
     expect(await loaded()).toEqual(['tiny:latest']);
+    // /api/show describes it without loading it.
+    const show = await stack.post('/api/show', { model: 'lazy' });
+    expect(show.body.details.family).toBe('qwen3moe');
+    expect(await loaded()).toEqual(['tiny:latest']);
 
     const want = await chat('tiny');
     const got = await chat('lazy:latest');

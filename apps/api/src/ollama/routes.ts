@@ -357,7 +357,10 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const parsed = ShowRequest.safeParse(req.body ?? {});
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
     return guarded(reply, async (s) => {
-      const m = await resolve(s, (parsed.data.model ?? parsed.data.name)!);
+      // A file of the models directory is described from its header, not loaded (clients call
+      // /api/show for every model they list).
+      const name = (parsed.data.model ?? parsed.data.name)!;
+      const m = (await unloadedModelFiles(s)).find((f) => f.id === name || `${f.id}:latest` === name)?.info ?? (await resolve(s, name));
       const a = m.architecture;
       return {
         license: '',
