@@ -204,6 +204,13 @@ describe('choicePattern (guided_choice)', () => {
     expect(prefix(p, 'x')).toBe(false);
   });
 
+  it('lets a reasoning model think first when the prompt left <think> open', () => {
+    const p = choicePattern(['yes', 'no'], true);
+    expect(complete(p, 'hmm, maybe</think>\n\nyes')).toBe(true);
+    expect(complete(p, 'yes')).toBe(false);
+    expect(prefix(p, 'anything at all')).toBe(true);
+  });
+
   it('refuses strings one of which is a prefix of another, and empty ones', () => {
     expect(() => choicePattern(['a', 'ab'])).toThrow(/output choices: "a" and "ab" cannot be told apart/);
     expect(() => choicePattern([])).toThrow(/at least one/);

@@ -308,11 +308,18 @@ function choiceStep(branches: { text: string; target: number }[], what = 'tools'
   return { op: 'choice', values: order.map((o) => o.bytes), targets: order.map((o) => o.target) };
 }
 
-/** Output that is exactly one of `choices` (vLLM's guided_choice): non-empty strings, none a prefix of another. */
-export function choicePattern(choices: readonly string[]): OutputPattern {
+/**
+ * Output that is exactly one of `choices` (vLLM's guided_choice): non-empty strings, none a prefix
+ * of another; with `reasoning` (the prompt left <think> open), free reasoning up to </think> and a
+ * blank line first.
+ */
+export function choicePattern(choices: readonly string[], reasoning = false): OutputPattern {
   if (choices.length === 0 || choices.some((c) => c.length === 0)) throw new EngineError('KAIL_E_INVALID_ARG', 'output choices must be non-empty strings, at least one');
+  const b = new Builder();
+  reasoningFirst(b, reasoning);
   const unique = [...new Set(choices)];
-  return { steps: [choiceStep(unique.map((text) => ({ text, target: 1 })), 'output choices'), { op: 'end', more: -1 }] };
+  b.steps.push(choiceStep(unique.map((text) => ({ text, target: b.steps.length + 1 })), 'output choices'), { op: 'end', more: -1 });
+  return { steps: b.steps };
 }
 
 /** Builds a pattern step by step; `choice` branches are filled in after it. */

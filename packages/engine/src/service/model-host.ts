@@ -561,7 +561,7 @@ export class LocalModelHost implements ModelHost {
     if (req.outputChoices.length) {
       if (format.responseFormat !== 'text' || req.toolChoice === pb.ToolChoice.TOOL_CHOICE_REQUIRED || req.toolChoice === pb.ToolChoice.TOOL_CHOICE_FUNCTION)
         throw new EngineError('KAIL_E_INVALID_ARG', 'output choices cannot be combined with a JSON response format or forced tool calls');
-      return { responseFormat: 'text', pattern: choicePattern(req.outputChoices) };
+      return { responseFormat: 'text', pattern: choicePattern(req.outputChoices, reasoningOpen) };
     }
     const pattern = this.forcedToolCalls(m, req, reasoningOpen);
     // With both, BatchEngine refuses the request, naming them.
