@@ -150,6 +150,14 @@ export function createSchedulerServiceImpl(dispatcher: Dispatcher): spb.Schedule
       const engineId = call.request.engineId || pool.list().find((e) => e.models.some((m) => m.id === id))?.id || '';
       passThrough(pool, engineId, (c, md, o, done) => c.unloadModel(call.request.unload!, md, o, done), cb, true);
     },
+    deleteModelFile: (call, cb) => {
+      if (!call.request.delete) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'delete is required'));
+      passThrough(pool, call.request.engineId, (c, md, o, done) => c.deleteModelFile(call.request.delete!, md, o, done), cb, true);
+    },
+    copyModelFile: (call, cb) => {
+      if (!call.request.copy) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'copy is required'));
+      passThrough(pool, call.request.engineId, (c, md, o, done) => c.copyModelFile(call.request.copy!, md, o, done), cb);
+    },
     ensureModel: (call, cb) => {
       const model = call.request.model;
       if (!model) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'model is required'));

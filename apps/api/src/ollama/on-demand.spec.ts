@@ -58,6 +58,27 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     expect(missing.status).toBe(404);
   }, 120_000);
 
+  it('copies and deletes models of the directory (ollama cp, ollama rm)', async () => {
+    const del = (model: string) => fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model }) });
+    const tags = async () => ((await get('/api/tags')).models as { name: string }[]).map((m) => m.name).sort();
+    const copy = async (source: string, destination: string) =>
+      (await fetch(`${stack.api.url}/api/copy`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ source, destination }) })).status;
+    expect(await copy('lazy:latest', 'lazy2')).toBe(200);
+    expect(await tags()).toEqual(['lazy2:latest', 'lazy:latest', 'tiny:latest']);
+    // The copy serves as the original does.
+    expect((await chat('lazy2')).body.message.content).toBe((await chat('tiny')).body.message.content);
+    expect(await copy('lazy', 'lazy2')).toBe(409);
+    expect(await copy('nope', 'x')).toBe(404);
+    expect(await copy('lazy', '../evil')).toBe(400);
+    // Deleting a loaded (idle) model unloads it first.
+    expect((await del('lazy2:latest')).status).toBe(200);
+    expect(await tags()).toEqual(['lazy:latest', 'tiny:latest']);
+    expect(await loaded()).not.toContain('lazy2:latest');
+    expect((await del('lazy2')).status).toBe(404);
+    // A model loaded from outside the directory (kail serve -m) is not a file here.
+    expect((await del('tiny')).status).toBe(404);
+  }, 60_000);
+
   it("answers llama-server's router endpoints: GET /models, POST /models/load and /models/unload", async () => {
     const status = async () => Object.fromEntries(((await get('/models')).data as { id: string; status: { value: string } }[]).map((m) => [m.id, m.status.value]));
     if ((await status()).lazy === 'loaded') expect((await stack.post('/models/unload', { model: 'lazy' })).body).toEqual({ success: true });

@@ -10,8 +10,8 @@
 // a JSON schema is constrained decoding. Names: a served model `ID` is listed as `ID:latest`, and
 // `ID` or `ID:latest` both find it. Models are loaded by `kail serve -m`, or on demand when a
 // request names a GGUF file of the models directory (<data dir>/models/ID.gguf), and stay loaded
-// until a request with `keep_alive: 0` unloads one; pulling, creating, copying and deleting models
-// through this API are errors that say so.
+// until a request with `keep_alive: 0` unloads one; copying and deleting work on the models
+// directory; pulling, creating and pushing models are errors that say so.
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
@@ -27,7 +27,7 @@ import { samplerExtraFields, samplerExtras } from '../sampler-extras';
 import { VERSION } from '../version';
 
 /** The routes this module serves (for the error counter). */
-export const OLLAMA_ROUTES = ['/api/chat', '/api/generate', '/api/embed', '/api/embeddings', '/api/tags', '/api/ps', '/api/show', '/api/version'] as const;
+export const OLLAMA_ROUTES = ['/api/chat', '/api/generate', '/api/embed', '/api/embeddings', '/api/tags', '/api/ps', '/api/show', '/api/version', '/api/delete', '/api/copy'] as const;
 
 /** Ollama's sampling defaults (a model without a Modelfile of its own). */
 export const OLLAMA_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, repeat_penalty: 1.1, repeat_last_n: 64 } as const;
@@ -140,6 +140,10 @@ const EmbedRequest = z.object({
   keep_alive: keepAlive,
 });
 const LegacyEmbedRequest = z.object({ model: z.string().min(1, 'model is required'), prompt: z.string(), options: options.optional().nullable(), keep_alive: keepAlive });
+const DeleteRequest = z
+  .object({ model: z.string().min(1).optional(), name: z.string().min(1).optional() })
+  .refine((b) => b.model ?? b.name, 'model is required');
+const CopyRequest = z.object({ source: z.string().min(1, 'source is required'), destination: z.string().min(1, 'destination is required') });
 const ShowRequest = z.object({ model: z.string().min(1).optional(), name: z.string().min(1).optional(), verbose: z.boolean().optional().nullable() }).refine((b) => b.model || b.name, 'model is required');
 
 /** Ollama's error body. */
@@ -498,9 +502,34 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     return guarded(reply, async (s) => ({ embedding: (await embed(reply, req, s, parsed.data.model, [parsed.data.prompt], false)).vectors[0] }));
   });
 
-  for (const route of ['/api/pull', '/api/push', '/api/create', '/api/copy', '/api/delete', '/api/blobs/*'])
+  // `ollama rm` / `ollama cp` on the models directory (ID.gguf; ID:latest names it too).
+  const untag = (name: string) => (name.endsWith(':latest') ? name.slice(0, -7) : name);
+  const fileOp = (reply: FastifyReply, fn: (s: spb.SchedulerServiceClient) => Promise<unknown>) =>
+    guarded(reply, async (s) => {
+      try {
+        await fn(s);
+      } catch (e) {
+        const err = e as grpc.ServiceError;
+        if (err.code === grpc.status.RESOURCE_EXHAUSTED) throw new HttpError(409, { error: { message: err.details, type: 'conflict', param: 'model', code: null } });
+        throw e;
+      }
+      return reply.code(200).send();
+    });
+  app.delete('/api/delete', (req, reply) => {
+    const parsed = DeleteRequest.safeParse(req.body ?? {});
+    if (!parsed.success) return bad(reply, zodMessage(parsed.error));
+    const id = untag((parsed.data.model ?? parsed.data.name)!);
+    return fileOp(reply, (s) => unary<spb.DeleteModelFileRequest, pb.DeleteModelFileResponse>(s.deleteModelFile.bind(s), { engineId: '', delete: { id } }));
+  });
+  app.post('/api/copy', (req, reply) => {
+    const parsed = CopyRequest.safeParse(req.body ?? {});
+    if (!parsed.success) return bad(reply, zodMessage(parsed.error));
+    const copy = { sourceId: untag(parsed.data.source), destinationId: untag(parsed.data.destination) };
+    return fileOp(reply, (s) => unary<spb.CopyModelFileRequest, pb.CopyModelFileResponse>(s.copyModelFile.bind(s), { engineId: '', copy }));
+  });
+  for (const route of ['/api/pull', '/api/push', '/api/create', '/api/blobs/*'])
     app.all(route, async (_req, reply) =>
-      reply.code(501).send(ollamaError(`${route.replace('/*', '')} is not supported: KailStream serves the GGUF files given to \`kail serve -m\` (no model registry)`)),
+      reply.code(501).send(ollamaError(`${route.replace('/*', '')} is not supported: KailStream serves the GGUF files given to \`kail serve -m\` or put in its models directory (no model registry)`)),
     );
 }
 

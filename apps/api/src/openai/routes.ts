@@ -35,6 +35,8 @@ export function grpcToHttp(e: grpc.ServiceError): { status: number; body: Return
       return { status: 400, body: openAiError(msg, 'invalid_request_error', null, 'invalid_value') };
     case grpc.status.OUT_OF_RANGE:
       return { status: 400, body: openAiError(msg, 'invalid_request_error', 'messages', 'context_length_exceeded') };
+    case grpc.status.ALREADY_EXISTS:
+      return { status: 409, body: openAiError(msg, 'invalid_request_error', null, 'conflict') };
     case grpc.status.UNAUTHENTICATED:
       return { status: 401, body: openAiError(msg, 'invalid_request_error', null, 'invalid_api_key') };
     case grpc.status.PERMISSION_DENIED:

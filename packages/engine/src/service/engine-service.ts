@@ -78,6 +78,18 @@ export function createEngineServiceImpl(host: ModelHost): pb.EngineServiceServer
         (e) => cb(toServiceError(e)),
       );
     },
+    deleteModelFile: (call, cb) => {
+      host.deleteModelFile(call.request.id).then(
+        (unloaded) => cb(null, { unloaded }),
+        (e) => cb(toServiceError(e)),
+      );
+    },
+    copyModelFile: (call, cb) => {
+      host.copyModelFile(call.request.sourceId, call.request.destinationId).then(
+        () => cb(null, {}),
+        (e) => cb(toServiceError(e)),
+      );
+    },
     planModel: (call, cb) => {
       host.planModel(call.request).then(
         (res) => cb(null, res),

@@ -30,6 +30,10 @@ export interface ModelHost {
   telemetry(): pb.TelemetrySnapshot;
   /** GGUF files in the models directory with their header summaries. */
   listModelFiles(): Promise<pb.ListModelFilesResponse>;
+  /** Removes ID.gguf from the models directory (unloading it first when idle); true when it was loaded. */
+  deleteModelFile(id: string): Promise<boolean>;
+  /** Makes ID.gguf of the models directory available as DEST.gguf too (a hard link, else a copy). */
+  copyModelFile(id: string, dest: string): Promise<void>;
   /** Residency plan for a file under the given budgets (nothing is loaded). */
   planModel(req: pb.PlanModelRequest): Promise<pb.PlanModelResponse>;
   tokenize(req: pb.TokenizeRequest): pb.TokenizeResponse;
@@ -674,6 +678,39 @@ export class LocalModelHost implements ModelHost {
       }
     }
     return { modelsDir: dir, files };
+  }
+
+  /** ID.gguf in the models directory, for a file operation; a refused id or a missing directory is an error. */
+  private modelFilePath(id: string, what: string): string {
+    const dir = this.opts.modelsDir;
+    if (!dir) throw new EngineError('KAIL_E_UNSUPPORTED', 'this engine has no models directory');
+    if (!/^[A-Za-z0-9_][A-Za-z0-9._:-]{0,199}$/.test(id)) throw new EngineError('KAIL_E_INVALID_ARG', `${what} must be a model id (letters, digits and . _ : -), got ${JSON.stringify(id)}`);
+    return path.join(dir, `${id}.gguf`);
+  }
+
+  async deleteModelFile(id: string): Promise<boolean> {
+    const file = this.modelFilePath(id, 'id');
+    if (!fs.existsSync(file)) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not in the models directory`);
+    let unloaded = false;
+    for (const [mid, m] of this.models) {
+      if (m.info.path !== file) continue;
+      await this.unloadModel(mid, true);
+      unloaded = true;
+    }
+    fs.unlinkSync(file);
+    return unloaded;
+  }
+
+  async copyModelFile(id: string, dest: string): Promise<void> {
+    const src = this.modelFilePath(id, 'source');
+    const dst = this.modelFilePath(dest, 'destination');
+    if (!fs.existsSync(src)) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not in the models directory`);
+    if (fs.existsSync(dst)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `model '${dest}' is already in the models directory`);
+    try {
+      fs.linkSync(src, dst);
+    } catch {
+      fs.copyFileSync(src, dst, fs.constants.COPYFILE_EXCL);
+    }
   }
 
   async planModel(req: pb.PlanModelRequest): Promise<pb.PlanModelResponse> {

@@ -549,6 +549,23 @@ export interface ListModelFilesResponse {
   files: ModelFile[];
 }
 
+export interface DeleteModelFileRequest {
+  id: string;
+}
+
+export interface DeleteModelFileResponse {
+  /** The model was loaded from the file and has been unloaded. */
+  unloaded: boolean;
+}
+
+export interface CopyModelFileRequest {
+  sourceId: string;
+  destinationId: string;
+}
+
+export interface CopyModelFileResponse {
+}
+
 export interface PlanModelRequest {
   path: string;
   contextLength: number;
@@ -4498,6 +4515,285 @@ export const ListModelFilesResponse: MessageFns<ListModelFilesResponse> = {
   },
 };
 
+function createBaseDeleteModelFileRequest(): DeleteModelFileRequest {
+  return { id: "" };
+}
+
+export const DeleteModelFileRequest: MessageFns<DeleteModelFileRequest> = {
+  encode(message: DeleteModelFileRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteModelFileRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteModelFileRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeleteModelFileRequest {
+    return { id: isSet(object.id) ? globalThis.String(object.id) : "" };
+  },
+
+  toJSON(message: DeleteModelFileRequest): unknown {
+    const obj: any = {};
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteModelFileRequest>, I>>(base?: I): DeleteModelFileRequest {
+    return DeleteModelFileRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteModelFileRequest>, I>>(object: I): DeleteModelFileRequest {
+    const message = createBaseDeleteModelFileRequest();
+    message.id = object.id ?? "";
+    return message;
+  },
+};
+
+function createBaseDeleteModelFileResponse(): DeleteModelFileResponse {
+  return { unloaded: false };
+}
+
+export const DeleteModelFileResponse: MessageFns<DeleteModelFileResponse> = {
+  encode(message: DeleteModelFileResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.unloaded !== false) {
+      writer.uint32(8).bool(message.unloaded);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteModelFileResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteModelFileResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.unloaded = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeleteModelFileResponse {
+    return { unloaded: isSet(object.unloaded) ? globalThis.Boolean(object.unloaded) : false };
+  },
+
+  toJSON(message: DeleteModelFileResponse): unknown {
+    const obj: any = {};
+    if (message.unloaded !== false) {
+      obj.unloaded = message.unloaded;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteModelFileResponse>, I>>(base?: I): DeleteModelFileResponse {
+    return DeleteModelFileResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteModelFileResponse>, I>>(object: I): DeleteModelFileResponse {
+    const message = createBaseDeleteModelFileResponse();
+    message.unloaded = object.unloaded ?? false;
+    return message;
+  },
+};
+
+function createBaseCopyModelFileRequest(): CopyModelFileRequest {
+  return { sourceId: "", destinationId: "" };
+}
+
+export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
+  encode(message: CopyModelFileRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sourceId !== "") {
+      writer.uint32(10).string(message.sourceId);
+    }
+    if (message.destinationId !== "") {
+      writer.uint32(18).string(message.destinationId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CopyModelFileRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCopyModelFileRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sourceId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.destinationId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CopyModelFileRequest {
+    return {
+      sourceId: isSet(object.sourceId)
+        ? globalThis.String(object.sourceId)
+        : isSet(object.source_id)
+        ? globalThis.String(object.source_id)
+        : "",
+      destinationId: isSet(object.destinationId)
+        ? globalThis.String(object.destinationId)
+        : isSet(object.destination_id)
+        ? globalThis.String(object.destination_id)
+        : "",
+    };
+  },
+
+  toJSON(message: CopyModelFileRequest): unknown {
+    const obj: any = {};
+    if (message.sourceId !== "") {
+      obj.sourceId = message.sourceId;
+    }
+    if (message.destinationId !== "") {
+      obj.destinationId = message.destinationId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CopyModelFileRequest>, I>>(base?: I): CopyModelFileRequest {
+    return CopyModelFileRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CopyModelFileRequest>, I>>(object: I): CopyModelFileRequest {
+    const message = createBaseCopyModelFileRequest();
+    message.sourceId = object.sourceId ?? "";
+    message.destinationId = object.destinationId ?? "";
+    return message;
+  },
+};
+
+function createBaseCopyModelFileResponse(): CopyModelFileResponse {
+  return {};
+}
+
+export const CopyModelFileResponse: MessageFns<CopyModelFileResponse> = {
+  encode(_: CopyModelFileResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CopyModelFileResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCopyModelFileResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): CopyModelFileResponse {
+    return {};
+  },
+
+  toJSON(_: CopyModelFileResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CopyModelFileResponse>, I>>(base?: I): CopyModelFileResponse {
+    return CopyModelFileResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CopyModelFileResponse>, I>>(_: I): CopyModelFileResponse {
+    const message = createBaseCopyModelFileResponse();
+    return message;
+  },
+};
+
 function createBasePlanModelRequest(): PlanModelRequest {
   return { path: "", contextLength: 0, ramBudgetBytes: 0, vramBudgetBytes: 0 };
 }
@@ -5409,6 +5705,31 @@ export const EngineServiceService = {
       Buffer.from(ListModelFilesResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListModelFilesResponse => ListModelFilesResponse.decode(value),
   },
+  /**
+   * Ollama's `rm` and `cp` on the models directory: ID.gguf removed (unloaded first when idle;
+   * RESOURCE_EXHAUSTED while in use), or made available under another id (a hard link, else a copy).
+   */
+  deleteModelFile: {
+    path: "/kailstream.engine.v1.EngineService/DeleteModelFile" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteModelFileRequest): Buffer =>
+      Buffer.from(DeleteModelFileRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteModelFileRequest => DeleteModelFileRequest.decode(value),
+    responseSerialize: (value: DeleteModelFileResponse): Buffer =>
+      Buffer.from(DeleteModelFileResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteModelFileResponse => DeleteModelFileResponse.decode(value),
+  },
+  copyModelFile: {
+    path: "/kailstream.engine.v1.EngineService/CopyModelFile" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CopyModelFileRequest): Buffer => Buffer.from(CopyModelFileRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CopyModelFileRequest => CopyModelFileRequest.decode(value),
+    responseSerialize: (value: CopyModelFileResponse): Buffer =>
+      Buffer.from(CopyModelFileResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CopyModelFileResponse => CopyModelFileResponse.decode(value),
+  },
   /** Residency plan for a file under given budgets, computed from the header before loading. */
   planModel: {
     path: "/kailstream.engine.v1.EngineService/PlanModel" as const,
@@ -5451,6 +5772,12 @@ export interface EngineServiceServer extends UntypedServiceImplementation {
   watchTelemetry: handleServerStreamingCall<WatchTelemetryRequest, TelemetrySnapshot>;
   /** GGUF files in the engine's models directory, with what the header says about them. */
   listModelFiles: handleUnaryCall<ListModelFilesRequest, ListModelFilesResponse>;
+  /**
+   * Ollama's `rm` and `cp` on the models directory: ID.gguf removed (unloaded first when idle;
+   * RESOURCE_EXHAUSTED while in use), or made available under another id (a hard link, else a copy).
+   */
+  deleteModelFile: handleUnaryCall<DeleteModelFileRequest, DeleteModelFileResponse>;
+  copyModelFile: handleUnaryCall<CopyModelFileRequest, CopyModelFileResponse>;
   /** Residency plan for a file under given budgets, computed from the header before loading. */
   planModel: handleUnaryCall<PlanModelRequest, PlanModelResponse>;
   tokenize: handleUnaryCall<TokenizeRequest, TokenizeResponse>;
@@ -5565,6 +5892,40 @@ export interface EngineServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListModelFilesResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Ollama's `rm` and `cp` on the models directory: ID.gguf removed (unloaded first when idle;
+   * RESOURCE_EXHAUSTED while in use), or made available under another id (a hard link, else a copy).
+   */
+  deleteModelFile(
+    request: DeleteModelFileRequest,
+    callback: (error: ServiceError | null, response: DeleteModelFileResponse) => void,
+  ): ClientUnaryCall;
+  deleteModelFile(
+    request: DeleteModelFileRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteModelFileResponse) => void,
+  ): ClientUnaryCall;
+  deleteModelFile(
+    request: DeleteModelFileRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteModelFileResponse) => void,
+  ): ClientUnaryCall;
+  copyModelFile(
+    request: CopyModelFileRequest,
+    callback: (error: ServiceError | null, response: CopyModelFileResponse) => void,
+  ): ClientUnaryCall;
+  copyModelFile(
+    request: CopyModelFileRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CopyModelFileResponse) => void,
+  ): ClientUnaryCall;
+  copyModelFile(
+    request: CopyModelFileRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CopyModelFileResponse) => void,
   ): ClientUnaryCall;
   /** Residency plan for a file under given budgets, computed from the header before loading. */
   planModel(

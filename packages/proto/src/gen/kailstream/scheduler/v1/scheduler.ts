@@ -29,6 +29,10 @@ import {
   servingStatusToJSON,
 } from "../../common/v1/common";
 import {
+  CopyModelFileRequest as CopyModelFileRequest5,
+  CopyModelFileResponse,
+  DeleteModelFileRequest as DeleteModelFileRequest4,
+  DeleteModelFileResponse,
   DetokenizeRequest,
   DetokenizeResponse,
   GenerateRequest,
@@ -164,6 +168,16 @@ export interface EnsureModelResponse {
   engineId: string;
   /** True when this call loaded it (false: it was loaded already). */
   loadedNow: boolean;
+}
+
+export interface DeleteModelFileRequest {
+  engineId: string;
+  delete: DeleteModelFileRequest4 | undefined;
+}
+
+export interface CopyModelFileRequest {
+  engineId: string;
+  copy: CopyModelFileRequest5 | undefined;
 }
 
 function createBaseWatchTelemetryRequest(): WatchTelemetryRequest {
@@ -2046,6 +2060,188 @@ export const EnsureModelResponse: MessageFns<EnsureModelResponse> = {
   },
 };
 
+function createBaseDeleteModelFileRequest(): DeleteModelFileRequest {
+  return { engineId: "", delete: undefined };
+}
+
+export const DeleteModelFileRequest: MessageFns<DeleteModelFileRequest> = {
+  encode(message: DeleteModelFileRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.engineId !== "") {
+      writer.uint32(10).string(message.engineId);
+    }
+    if (message.delete !== undefined) {
+      DeleteModelFileRequest4.encode(message.delete, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteModelFileRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteModelFileRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.engineId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.delete = DeleteModelFileRequest4.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeleteModelFileRequest {
+    return {
+      engineId: isSet(object.engineId)
+        ? globalThis.String(object.engineId)
+        : isSet(object.engine_id)
+        ? globalThis.String(object.engine_id)
+        : "",
+      delete: isSet(object.delete) ? DeleteModelFileRequest4.fromJSON(object.delete) : undefined,
+    };
+  },
+
+  toJSON(message: DeleteModelFileRequest): unknown {
+    const obj: any = {};
+    if (message.engineId !== "") {
+      obj.engineId = message.engineId;
+    }
+    if (message.delete !== undefined) {
+      obj.delete = DeleteModelFileRequest4.toJSON(message.delete);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteModelFileRequest>, I>>(base?: I): DeleteModelFileRequest {
+    return DeleteModelFileRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteModelFileRequest>, I>>(object: I): DeleteModelFileRequest {
+    const message = createBaseDeleteModelFileRequest();
+    message.engineId = object.engineId ?? "";
+    message.delete = (object.delete !== undefined && object.delete !== null)
+      ? DeleteModelFileRequest4.fromPartial(object.delete)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseCopyModelFileRequest(): CopyModelFileRequest {
+  return { engineId: "", copy: undefined };
+}
+
+export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
+  encode(message: CopyModelFileRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.engineId !== "") {
+      writer.uint32(10).string(message.engineId);
+    }
+    if (message.copy !== undefined) {
+      CopyModelFileRequest5.encode(message.copy, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CopyModelFileRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCopyModelFileRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.engineId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.copy = CopyModelFileRequest5.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CopyModelFileRequest {
+    return {
+      engineId: isSet(object.engineId)
+        ? globalThis.String(object.engineId)
+        : isSet(object.engine_id)
+        ? globalThis.String(object.engine_id)
+        : "",
+      copy: isSet(object.copy) ? CopyModelFileRequest5.fromJSON(object.copy) : undefined,
+    };
+  },
+
+  toJSON(message: CopyModelFileRequest): unknown {
+    const obj: any = {};
+    if (message.engineId !== "") {
+      obj.engineId = message.engineId;
+    }
+    if (message.copy !== undefined) {
+      obj.copy = CopyModelFileRequest5.toJSON(message.copy);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CopyModelFileRequest>, I>>(base?: I): CopyModelFileRequest {
+    return CopyModelFileRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CopyModelFileRequest>, I>>(object: I): CopyModelFileRequest {
+    const message = createBaseCopyModelFileRequest();
+    message.engineId = object.engineId ?? "";
+    message.copy = (object.copy !== undefined && object.copy !== null)
+      ? CopyModelFileRequest5.fromPartial(object.copy)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * The scheduler queues requests with priorities and per-key fairness and dispatches them to
  * registered engine services.
@@ -2181,6 +2377,28 @@ export const SchedulerServiceService = {
     responseSerialize: (value: EnsureModelResponse): Buffer => Buffer.from(EnsureModelResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): EnsureModelResponse => EnsureModelResponse.decode(value),
   },
+  /** Passed to one engine (engine_id, or the first healthy one). */
+  deleteModelFile: {
+    path: "/kailstream.scheduler.v1.SchedulerService/DeleteModelFile" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteModelFileRequest): Buffer =>
+      Buffer.from(DeleteModelFileRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteModelFileRequest => DeleteModelFileRequest.decode(value),
+    responseSerialize: (value: DeleteModelFileResponse): Buffer =>
+      Buffer.from(DeleteModelFileResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteModelFileResponse => DeleteModelFileResponse.decode(value),
+  },
+  copyModelFile: {
+    path: "/kailstream.scheduler.v1.SchedulerService/CopyModelFile" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CopyModelFileRequest): Buffer => Buffer.from(CopyModelFileRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CopyModelFileRequest => CopyModelFileRequest.decode(value),
+    responseSerialize: (value: CopyModelFileResponse): Buffer =>
+      Buffer.from(CopyModelFileResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CopyModelFileResponse => CopyModelFileResponse.decode(value),
+  },
   /** Tokenize and Detokenize with a model, on a healthy engine that has it loaded. */
   tokenize: {
     path: "/kailstream.scheduler.v1.SchedulerService/Tokenize" as const,
@@ -2223,6 +2441,9 @@ export interface SchedulerServiceServer extends UntypedServiceImplementation {
    * Submit, Tokenize and Detokenize do the same for the model they name.
    */
   ensureModel: handleUnaryCall<EnsureModelRequest, EnsureModelResponse>;
+  /** Passed to one engine (engine_id, or the first healthy one). */
+  deleteModelFile: handleUnaryCall<DeleteModelFileRequest, DeleteModelFileResponse>;
+  copyModelFile: handleUnaryCall<CopyModelFileRequest, CopyModelFileResponse>;
   /** Tokenize and Detokenize with a model, on a healthy engine that has it loaded. */
   tokenize: handleUnaryCall<TokenizeRequest, TokenizeResponse>;
   detokenize: handleUnaryCall<DetokenizeRequest, DetokenizeResponse>;
@@ -2403,6 +2624,37 @@ export interface SchedulerServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: EnsureModelResponse) => void,
+  ): ClientUnaryCall;
+  /** Passed to one engine (engine_id, or the first healthy one). */
+  deleteModelFile(
+    request: DeleteModelFileRequest,
+    callback: (error: ServiceError | null, response: DeleteModelFileResponse) => void,
+  ): ClientUnaryCall;
+  deleteModelFile(
+    request: DeleteModelFileRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteModelFileResponse) => void,
+  ): ClientUnaryCall;
+  deleteModelFile(
+    request: DeleteModelFileRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteModelFileResponse) => void,
+  ): ClientUnaryCall;
+  copyModelFile(
+    request: CopyModelFileRequest,
+    callback: (error: ServiceError | null, response: CopyModelFileResponse) => void,
+  ): ClientUnaryCall;
+  copyModelFile(
+    request: CopyModelFileRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CopyModelFileResponse) => void,
+  ): ClientUnaryCall;
+  copyModelFile(
+    request: CopyModelFileRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CopyModelFileResponse) => void,
   ): ClientUnaryCall;
   /** Tokenize and Detokenize with a model, on a healthy engine that has it loaded. */
   tokenize(
