@@ -64,7 +64,7 @@ export const samplerExtraFields = {
   /** Locally typical sampling; 1 (or more) = off. */
   typical_p: z.number().min(0).transform((v) => Math.min(v, 1)).optional().nullable(),
   /** Keep tokens within n standard deviations of the best logit; ≤ 0 = off. */
-  top_n_sigma: z.number().finite().optional().nullable(),
+  top_n_sigma: z.number().min(-1e9).max(1e9).optional().nullable(),
   xtc_probability: num(0, 1),
   /** Above 0.5 turns XTC off. */
   xtc_threshold: num(0, 1),
