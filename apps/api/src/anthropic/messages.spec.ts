@@ -82,6 +82,15 @@ describe("Anthropic's Messages API (/v1/messages), real engine", () => {
     expect(ev.filter(([n]) => n === 'content_block_start').map(([, d]) => d.content_block.type)).toEqual(['thinking', 'text']);
   });
 
+  it('continues a final assistant message (prefill), as the chat completion does; count_tokens counts that prompt', async () => {
+    const messages = [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Sure, the answer' }];
+    const a = await post('/v1/messages', { model: 'tiny', max_tokens: 5, temperature: 0, messages });
+    const o = await stack.post('/v1/chat/completions', { model: 'tiny', max_tokens: 5, temperature: 0, messages });
+    expect(a.body.content[0].text).toBe(o.body.choices[0].message.content);
+    expect(a.body.usage.input_tokens + a.body.usage.cache_read_input_tokens).toBe(o.body.usage.prompt_tokens);
+    expect((await post('/v1/messages/count_tokens', { model: 'tiny', messages })).body.input_tokens).toBe(o.body.usage.prompt_tokens);
+  });
+
   it('stops at a stop sequence and says which', async () => {
     const free = await post('/v1/messages', { ...chat, max_tokens: 12 });
     const text = free.body.content[0].text as string;

@@ -10,7 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, type OpenAiDeps } from '../openai/routes';
+import { callFailure, continuesFinal, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, type OpenAiDeps } from '../openai/routes';
 import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
@@ -160,9 +160,12 @@ function chatFields(
   if (choice?.type === 'tool' && !tools?.some((t) => t.function.name === choice.name)) throw new BadRequest(`tool_choice names '${choice.name}', which is not in tools`);
   if (choice && choice.type !== 'auto' && choice.type !== 'none' && !tools) throw new BadRequest(`tool_choice '${choice.type}' needs tools`);
   const kwargs = b.thinking ? JSON.stringify({ enable_thinking: b.thinking.type === 'enabled' }) : '';
+  const messages = toChatMessages(b);
   return {
     model: b.model,
-    messages: toChatMessages(b),
+    messages,
+    // A final assistant message is the start of the answer (Anthropic's prefill).
+    continueFinalMessage: continuesFinal(messages),
     toolsJson: tools ? JSON.stringify(tools) : '',
     toolChoice: choice?.type === 'any' ? pb.ToolChoice.TOOL_CHOICE_REQUIRED : choice?.type === 'tool' ? pb.ToolChoice.TOOL_CHOICE_FUNCTION : pb.ToolChoice.TOOL_CHOICE_AUTO,
     toolChoiceFunction: choice?.type === 'tool' ? choice.name : '',
@@ -224,7 +227,7 @@ export function registerAnthropicRoutes(app: FastifyInstance, deps: OpenAiDeps):
       const { tools: _tools, ...f } = chatFields(parsed.data, deps);
       const r = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(
         scheduler.tokenize.bind(scheduler),
-        pb.TokenizeRequest.fromPartial({ model: f.model, messages: f.messages, toolsJson: f.toolsJson, chatTemplateKwargsJson: f.chatTemplateKwargsJson }),
+        pb.TokenizeRequest.fromPartial({ model: f.model, messages: f.messages, toolsJson: f.toolsJson, chatTemplateKwargsJson: f.chatTemplateKwargsJson, continueFinalMessage: f.continueFinalMessage }),
       );
       return reply.send({ input_tokens: r.tokens.length });
     } catch (e) {

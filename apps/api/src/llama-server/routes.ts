@@ -10,7 +10,7 @@ import { z } from 'zod';
 
 import { penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerExtrasJson } from '../sampler-extras';
 import { StructuredOutputError, structuredFields, structuredOutput } from '../structured-output';
-import { callFailure, chatMessagesToProto, grpcToHttp, recordFinished, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
+import { callFailure, chatMessagesToProto, continuesFinal, grpcToHttp, recordFinished, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
 import { VERSION } from '../version';
 import type { ModelSlots } from '../trpc/telemetry-hub';
@@ -631,6 +631,7 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
         pb.TokenizeRequest.fromPartial({
           model,
           messages: chatMessagesToProto(b.messages),
+          continueFinalMessage: continuesFinal(chatMessagesToProto(b.messages)),
           toolsJson: b.tools?.length ? JSON.stringify(b.tools) : '',
           chatTemplateKwargsJson: templateKwargs(b.chat_template_kwargs, b.reasoning_effort),
         }),

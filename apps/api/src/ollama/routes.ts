@@ -20,7 +20,7 @@ import { z } from 'zod';
 
 import { ensureModel, HttpError, servedModels, unloadedModelFiles, unloadModel } from '../llama-server/routes';
 import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
-import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
+import { callFailure, continuesFinal, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
 import { samplerExtraFields, samplerExtras } from '../sampler-extras';
@@ -400,6 +400,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
         ...generationFields(b, m, 'chat'),
         ...reasoningBudget(deps),
         messages: toChatMessages(b.messages),
+        // A final assistant message is continued (Ollama's prefill).
+        continueFinalMessage: continuesFinal(toChatMessages(b.messages)),
         toolsJson: tools ? JSON.stringify(tools) : '',
         chatTemplateKwargsJson: thinkKwargs(b.think),
       });

@@ -168,6 +168,30 @@ describe('OpenAI-compatible routes', () => {
     expect(bad.status).toBe(400);
   });
 
+  it('continues a final assistant message (prefill) unless add_generation_prompt or continue_final_message false says otherwise', async () => {
+    const messages = [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Sure, the answer' }];
+    const ask = async (extra: object) => (await (await post('/v1/chat/completions', { model: 'tiny', messages, max_tokens: 5, temperature: 0, ...extra })).json()) as { choices: { message: { content: string } }[]; usage: { prompt_tokens: number } };
+    const cont = await ask({});
+    const explicit = await ask({ continue_final_message: true });
+    const turn = await ask({ add_generation_prompt: true });
+    expect(explicit.choices[0].message.content).toBe(cont.choices[0].message.content);
+    expect(explicit.usage.prompt_tokens).toBe(cont.usage.prompt_tokens);
+    // A new turn adds the end of the assistant's turn and the opening of the next.
+    expect(turn.usage.prompt_tokens).toBeGreaterThan(cont.usage.prompt_tokens);
+    expect((await ask({ continue_final_message: false })).usage.prompt_tokens).toBe(turn.usage.prompt_tokens);
+    // /apply-template shows the continued prompt.
+    const tpl = (await (await post('/apply-template', { model: 'tiny', messages })).json()) as { prompt: string };
+    expect(tpl.prompt.endsWith('Sure, the answer')).toBe(true);
+    for (const [extra, why] of [
+      [{ continue_final_message: true, add_generation_prompt: true }, /cannot both be true/],
+      [{ continue_final_message: true, messages: [{ role: 'user', content: 'Hi' }] }, /needs the last message to be the assistant's/],
+    ] as const) {
+      const r = await post('/v1/chat/completions', { model: 'tiny', messages, max_tokens: 2, ...extra });
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as { error: { message: string } }).error.message).toMatch(why);
+    }
+  });
+
   it('applies logit_bias: +100 forces a token, -100 bans it; ids outside the vocabulary are a 400', async () => {
     const [a, b] = tokenizer.tokenize('hello world', { addSpecial: false }).slice(0, 2);
     const biased = (bias: Record<string, number>) => chat('Once upon a time', { max_tokens: 3, ignore_eos: true, logit_bias: bias } as never).then((r) => r.choices[0].message.content);

@@ -199,6 +199,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       singleToolCall: b.parallel_tool_calls === false,
       chatTemplateKwargsJson: templateKwargs(b.chat_template_kwargs, b.reasoning_effort),
       ...reasoningBudget(deps, b.reasoning_budget_tokens ?? b.thinking_budget_tokens, b.reasoning_budget_message),
+      continueFinalMessage: continuesFinal(messages, b.continue_final_message, b.add_generation_prompt),
     });
     return run(req, reply, deps, [gen], c, 'chat');
   });
@@ -382,6 +383,19 @@ interface Choice {
 }
 
 /** OpenAI's chat turns as the engine's (a developer message is a system message; text parts joined). */
+/**
+ * Whether a chat continues its final message: an assistant message with text at the end is
+ * continued (llama-server's prefill_assistant, Anthropic's and Ollama's prefill) unless the
+ * request says otherwise (continue_final_message false, or add_generation_prompt true); true
+ * asks for it (vLLM's continue_final_message), which the engine checks.
+ */
+export function continuesFinal(messages: pb.ChatMessage[], continueFinal?: boolean | null, addGenerationPrompt?: boolean | null): boolean {
+  if (continueFinal === true) return true;
+  if (continueFinal === false || addGenerationPrompt === true) return false;
+  const last = messages.at(-1);
+  return !!last && last.role === 'assistant' && last.content.trim() !== '' && !last.toolCallsJson;
+}
+
 export function chatMessagesToProto(messages: z.infer<typeof chatMessages>): pb.ChatMessage[] {
   return messages.map((m) => ({
     role: m.role === 'developer' ? 'system' : m.role,

@@ -165,6 +165,13 @@ export const ChatCompletionRequest = z.object({
   reasoning_budget_tokens: reasoningBudgetTokens,
   thinking_budget_tokens: reasoningBudgetTokens,
   reasoning_budget_message: z.string().max(4096).optional().nullable(),
+  /**
+   * Continue the final assistant message instead of answering in a new turn (vLLM's name; by
+   * default a final assistant message with text is continued, as llama-server's prefill does);
+   * add_generation_prompt true opens a new turn instead.
+   */
+  continue_final_message: z.boolean().optional().nullable(),
+  add_generation_prompt: z.boolean().optional().nullable(),
   top_p: sampling.top_p,
   user: sampling.user,
   top_k: sampling.top_k,
@@ -178,6 +185,8 @@ export const ChatCompletionRequest = z.object({
   ...structuredFields,
   ...vllmFields,
 }).superRefine((b, ctx) => {
+  if (b.continue_final_message && b.add_generation_prompt)
+    ctx.addIssue({ code: 'custom', path: ['continue_final_message'], message: 'continue_final_message and add_generation_prompt cannot both be true' });
   const choice = b.tool_choice;
   if (choice == null || choice === 'none' || choice === 'auto') return;
   if (!b.tools?.length) ctx.addIssue({ code: 'custom', path: ['tool_choice'], message: 'a tool_choice that requires a call needs tools' });

@@ -155,6 +155,25 @@ describe('chat requests: chat_template_kwargs, reasoning in and out', () => {
     expect(budgeted.slice(4, 4 + forced.length)).toEqual(forced);
   });
 
+  it('continues a final assistant message (prefill) instead of opening a new turn', async () => {
+    const messages = [pb.ChatMessage.fromPartial(user), pb.ChatMessage.fromPartial({ role: 'assistant', content: 'The answer is' })];
+    const t = host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'think', messages, continueFinalMessage: true }));
+    // (This template writes the history turn as '<|im_start|>assistant' + content + '<|im_end|>'.)
+    const history = host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'think', messages })).prompt;
+    expect(history.includes('The answer is<|im_end|>')).toBe(true);
+    expect(t.prompt).toBe(history.slice(0, history.lastIndexOf('The answer is') + 'The answer is'.length));
+    expect(t.prompt.endsWith('<|im_start|>assistantThe answer is')).toBe(true);
+    // The generation goes on from that text: the same tokens as from the rendered prompt itself.
+    const gen = async (req: Partial<pb.GenerateRequest>) => {
+      const out: number[] = [];
+      for await (const r of host.generate(pb.GenerateRequest.fromPartial({ requestId: `c${Math.random()}`, model: 'think', maxTokens: 6, ignoreEos: true, ...req }), new AbortController().signal)) out.push(...r.tokens);
+      return out;
+    };
+    expect(await gen({ messages, continueFinalMessage: true })).toEqual(await gen({ promptTokens: t.tokens }));
+    const bad = await gen({ messages: [pb.ChatMessage.fromPartial(user)], continueFinalMessage: true }).catch((e: unknown) => e);
+    expect((bad as Error).message).toMatch(/needs the last message to be the assistant's/);
+  });
+
   it('refuses chat_template_kwargs that are not an object or set what the request sets', async () => {
     for (const [kwargs, msg] of [
       [[1], /chat_template_kwargs has the wrong shape/],

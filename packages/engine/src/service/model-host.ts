@@ -501,7 +501,7 @@ export class LocalModelHost implements ModelHost {
   }
 
   /** Chat messages rendered with the model's template, followed by the assistant turn's opening. */
-  private renderChat(m: Loaded, req: Pick<pb.GenerateRequest, 'model' | 'messages' | 'toolsJson' | 'chatTemplateKwargsJson'>): string {
+  private renderChat(m: Loaded, req: Pick<pb.GenerateRequest, 'model' | 'messages' | 'toolsJson' | 'chatTemplateKwargsJson' | 'continueFinalMessage'>): string {
     const chat = this.chatTemplate(m);
     const tools = req.toolsJson ? parseJsonField<unknown[]>(req.toolsJson, 'tools', Array.isArray) : undefined;
     if (tools?.length && !chat.caps.tools)
@@ -510,7 +510,18 @@ export class LocalModelHost implements ModelHost {
     const variables = req.chatTemplateKwargsJson ? parseJsonField<Record<string, unknown>>(req.chatTemplateKwargsJson, 'chat_template_kwargs', isObject) : undefined;
     for (const k of Object.keys(variables ?? {}))
       if (RESERVED_TEMPLATE_VARS.has(k)) throw new EngineError('KAIL_E_INVALID_ARG', `chat_template_kwargs cannot set '${k}' (the request sets it)`);
-    return chat.render(req.messages.map(chatMessageFromProto), { addGenerationPrompt: true, tools, variables });
+    const messages = req.messages.map(chatMessageFromProto);
+    if (!req.continueFinalMessage) return chat.render(messages, { addGenerationPrompt: true, tools, variables });
+    // Continue the last (assistant) message, as transformers' continue_final_message does: the
+    // chat rendered as history, cut right after that message's text (its end-of-turn dropped).
+    const last = req.messages[req.messages.length - 1];
+    if (!last || last.role !== 'assistant') throw new EngineError('KAIL_E_INVALID_ARG', 'continuing the final message needs the last message to be the assistant\'s');
+    const text = last.content.trim();
+    if (!text) throw new EngineError('KAIL_E_INVALID_ARG', 'continuing the final message needs text in the last assistant message');
+    const rendered = chat.render(messages, { addGenerationPrompt: false, tools, variables });
+    const at = rendered.lastIndexOf(text);
+    if (at < 0) throw new EngineError('KAIL_E_INVALID_ARG', `the chat template of model '${req.model}' does not write the last assistant message's text as given, so it cannot be continued`);
+    return rendered.slice(0, at + text.length);
   }
 
   /**

@@ -344,6 +344,12 @@ export interface GenerateRequest {
   stopTokenIds: number[];
   /** The stop string that ended the output stays at its end (vLLM's include_stop_str_in_output). */
   includeStopStr: boolean;
+  /**
+   * With messages ending in an assistant message: continue that message (its text is the start
+   * of the answer; llama-server's prefill, vLLM's continue_final_message, Anthropic's prefill)
+   * instead of opening a new assistant turn.
+   */
+  continueFinalMessage: boolean;
 }
 
 /**
@@ -605,6 +611,8 @@ export interface TokenizeRequest {
   /** With messages: as GenerateRequest's tools_json and chat_template_kwargs_json. */
   toolsJson: string;
   chatTemplateKwargsJson: string;
+  /** As GenerateRequest's. */
+  continueFinalMessage: boolean;
 }
 
 export interface TokenizeResponse {
@@ -1246,6 +1254,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     minTokens: 0,
     stopTokenIds: [],
     includeStopStr: false,
+    continueFinalMessage: false,
   };
 }
 
@@ -1357,6 +1366,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.includeStopStr !== false) {
       writer.uint32(264).bool(message.includeStopStr);
+    }
+    if (message.continueFinalMessage !== false) {
+      writer.uint32(272).bool(message.continueFinalMessage);
     }
     return writer;
   },
@@ -1658,6 +1670,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.includeStopStr = reader.bool();
             continue;
           }
+          case 34: {
+            if (tag !== 272) {
+              break;
+            }
+
+            message.continueFinalMessage = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1807,6 +1827,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.include_stop_str)
         ? globalThis.Boolean(object.include_stop_str)
         : false,
+      continueFinalMessage: isSet(object.continueFinalMessage)
+        ? globalThis.Boolean(object.continueFinalMessage)
+        : isSet(object.continue_final_message)
+        ? globalThis.Boolean(object.continue_final_message)
+        : false,
     };
   },
 
@@ -1911,6 +1936,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.includeStopStr !== false) {
       obj.includeStopStr = message.includeStopStr;
     }
+    if (message.continueFinalMessage !== false) {
+      obj.continueFinalMessage = message.continueFinalMessage;
+    }
     return obj;
   },
 
@@ -1956,6 +1984,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.minTokens = object.minTokens ?? 0;
     message.stopTokenIds = object.stopTokenIds?.map((e) => e) || [];
     message.includeStopStr = object.includeStopStr ?? false;
+    message.continueFinalMessage = object.continueFinalMessage ?? false;
     return message;
   },
 };
@@ -5096,6 +5125,7 @@ function createBaseTokenizeRequest(): TokenizeRequest {
     messages: [],
     toolsJson: "",
     chatTemplateKwargsJson: "",
+    continueFinalMessage: false,
   };
 }
 
@@ -5124,6 +5154,9 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
     }
     if (message.chatTemplateKwargsJson !== "") {
       writer.uint32(66).string(message.chatTemplateKwargsJson);
+    }
+    if (message.continueFinalMessage !== false) {
+      writer.uint32(72).bool(message.continueFinalMessage);
     }
     return writer;
   },
@@ -5205,6 +5238,14 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
             message.chatTemplateKwargsJson = reader.string();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.continueFinalMessage = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5249,6 +5290,11 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
         : isSet(object.chat_template_kwargs_json)
         ? globalThis.String(object.chat_template_kwargs_json)
         : "",
+      continueFinalMessage: isSet(object.continueFinalMessage)
+        ? globalThis.Boolean(object.continueFinalMessage)
+        : isSet(object.continue_final_message)
+        ? globalThis.Boolean(object.continue_final_message)
+        : false,
     };
   },
 
@@ -5278,6 +5324,9 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
     if (message.chatTemplateKwargsJson !== "") {
       obj.chatTemplateKwargsJson = message.chatTemplateKwargsJson;
     }
+    if (message.continueFinalMessage !== false) {
+      obj.continueFinalMessage = message.continueFinalMessage;
+    }
     return obj;
   },
 
@@ -5294,6 +5343,7 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
     message.messages = object.messages?.map((e) => ChatMessage.fromPartial(e)) || [];
     message.toolsJson = object.toolsJson ?? "";
     message.chatTemplateKwargsJson = object.chatTemplateKwargsJson ?? "";
+    message.continueFinalMessage = object.continueFinalMessage ?? false;
     return message;
   },
 };
