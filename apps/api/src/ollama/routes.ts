@@ -515,7 +515,9 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
         if (err.code === grpc.status.RESOURCE_EXHAUSTED) throw new HttpError(409, { error: { message: err.details, type: 'conflict', param: 'model', code: null } });
         throw e;
       }
-      return reply.code(200).send();
+      // (Ollama answers an empty 200; undefined: answered here.)
+      reply.code(200).send();
+      return undefined;
     });
   app.delete('/api/delete', (req, reply) => {
     const parsed = DeleteRequest.safeParse(req.body ?? {});
