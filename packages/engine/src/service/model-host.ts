@@ -11,7 +11,7 @@ import { dryBreakerSequences } from '../sampling/dry';
 import { BatchEngine, grammarOf, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import { HARMONY_TAGS, THINK_TAGS, type ReasoningBudgetSpec, type ReasoningTags } from '../sampling/reasoning-budget';
-import type { SamplerParams, SamplerStage } from '../sampling/sampler';
+import type { ResolvedSamplerParams, SamplerParams, SamplerStage } from '../sampling/sampler';
 import type { TokenLogprobs } from '../sampling/logprobs';
 import { choicePattern, forcedToolCallPattern, reasoningThenJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
 import type { NativeExpertStreamStats } from '@kailstream/core-native';
@@ -150,6 +150,23 @@ export function samplingFromProto(s: common.SamplingParams | undefined, breakers
     penaltyLastN: s.penaltyLastN || 64,
     seed: s.hasSeed ? s.seed : undefined,
     logitBias: s.logitBias,
+  };
+}
+
+/**
+ * The proto form of a sampler's resolved params (a slot's sampling, as /slots shows it): the seed
+ * in use, no logit bias, the DRY breakers as the token sequences they became (their strings are
+ * not kept).
+ */
+function samplingToProto(p: Readonly<ResolvedSamplerParams>): common.SamplingParams {
+  const { temperature, topK, topP, minP, repetitionPenalty, presencePenalty, frequencyPenalty, penaltyLastN, seed } = p;
+  const { typicalP, topNSigma, xtcProbability, xtcThreshold, minKeep, dynatempRange, dynatempExponent, dryMultiplier, dryBase, dryAllowedLength, dryPenaltyLastN, mirostat, mirostatTau, mirostatEta } = p;
+  return {
+    temperature, topK, topP, minP, repetitionPenalty, presencePenalty, frequencyPenalty, penaltyLastN, seed, hasSeed: true, logitBias: {},
+    extras: {
+      typicalP, topNSigma, xtcProbability, xtcThreshold, minKeep, dynatempRange, dynatempExponent, dryMultiplier, dryBase, dryAllowedLength, dryPenaltyLastN,
+      drySequenceBreakers: [], mirostat, mirostatTau, mirostatEta, samplers: [...p.samplers],
+    },
   };
 }
 
@@ -820,21 +837,7 @@ function modelTelemetry(id: string, m: Loaded): pb.ModelTelemetry {
   const x = st.speculative;
   const slots = m.engine.slotStates().map((s): pb.SlotState => ({
     ...s,
-    sampling: s.sampling
-      ? {
-          temperature: s.sampling.temperature, topK: s.sampling.topK, topP: s.sampling.topP, minP: s.sampling.minP,
-          repetitionPenalty: s.sampling.repetitionPenalty, presencePenalty: s.sampling.presencePenalty, frequencyPenalty: s.sampling.frequencyPenalty,
-          penaltyLastN: s.sampling.penaltyLastN, seed: s.sampling.seed, hasSeed: true, logitBias: {},
-          // (The breakers as the token sequences they became; their strings are not kept.)
-          extras: {
-            typicalP: s.sampling.typicalP, topNSigma: s.sampling.topNSigma, xtcProbability: s.sampling.xtcProbability, xtcThreshold: s.sampling.xtcThreshold,
-            minKeep: s.sampling.minKeep, dynatempRange: s.sampling.dynatempRange, dynatempExponent: s.sampling.dynatempExponent,
-            dryMultiplier: s.sampling.dryMultiplier, dryBase: s.sampling.dryBase, dryAllowedLength: s.sampling.dryAllowedLength,
-            dryPenaltyLastN: s.sampling.dryPenaltyLastN, drySequenceBreakers: [], mirostat: s.sampling.mirostat,
-            mirostatTau: s.sampling.mirostatTau, mirostatEta: s.sampling.mirostatEta, samplers: [...s.sampling.samplers],
-          },
-        }
-      : undefined,
+    sampling: s.sampling ? samplingToProto(s.sampling) : undefined,
   }));
   return {
     slots,
