@@ -284,7 +284,9 @@ export class BatchEngine {
     for (const t of req.stopTokens ?? [])
       if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `stop token id ${t} is outside the vocabulary (0..${this.model.nVocab - 1})`);
     if (req.minTokens !== undefined && (!Number.isInteger(req.minTokens) || req.minTokens < 0)) throw new EngineError('KAIL_E_INVALID_ARG', `min tokens must be a non-negative integer, got ${req.minTokens}`);
-    const stopSet: ReadonlySet<number> = req.stopTokens?.length ? new Set([...(req.ignoreEog ? [] : this.eog), ...req.stopTokens]) : req.ignoreEog ? new Set() : this.eog;
+    // End of generation and the request's stop tokens (min tokens masks them all; ignoreEog keeps only the stop tokens as ends).
+    const ends: ReadonlySet<number> = req.stopTokens?.length ? new Set([...this.eog, ...req.stopTokens]) : this.eog;
+    const stopSet: ReadonlySet<number> = req.ignoreEog ? new Set(req.stopTokens ?? []) : ends;
     const queue: GenerationChunk[] = [];
     let wake: (() => void) | undefined;
     let done = false;
@@ -292,7 +294,7 @@ export class BatchEngine {
       req,
       slot: -1,
       sampler: createSampler(req.sampling ?? {}),
-      stopIds: req.minTokens ? new Set([...this.eog, ...(req.stopTokens ?? [])]) : new Set(),
+      stopIds: req.minTokens ? ends : new Set(),
       stop: new StopMatcher({ stop: req.stop, eogTokens: stopSet }),
       limits: req.nIndent || req.tMaxPredictMs ? new LineLimits(req.nIndent ?? 0, req.tMaxPredictMs ?? 0) : null,
       budget: req.reasoningBudget ? new ReasoningBudget(req.reasoningBudget, this.specialPieces()) : null,
