@@ -625,13 +625,14 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
     const parsed = ApplyTemplateBody.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
     const b = parsed.data;
+    const messages = chatMessagesToProto(b.messages);
     return withModel(reply, deps, b.model, async (s, model) => {
       const r = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(
         s.tokenize.bind(s),
         pb.TokenizeRequest.fromPartial({
           model,
-          messages: chatMessagesToProto(b.messages),
-          continueFinalMessage: continuesFinal(chatMessagesToProto(b.messages)),
+          messages,
+          continueFinalMessage: continuesFinal(messages),
           toolsJson: b.tools?.length ? JSON.stringify(b.tools) : '',
           chatTemplateKwargsJson: templateKwargs(b.chat_template_kwargs, b.reasoning_effort),
         }),

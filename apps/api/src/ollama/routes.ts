@@ -157,16 +157,17 @@ function zodMessage(e: z.ZodError): string {
 /** A served model's listed name: its id, tagged :latest unless it has a tag. */
 export const ollamaName = (id: string) => (id.includes(':') ? id : `${id}:latest`);
 
+/** The ids a request's model name may mean: the name, and without its :latest tag. */
+const idsOf = (name: string): string[] => (name.endsWith(':latest') ? [name, name.slice(0, -7)] : [name]);
+/** The model of `models` a request names (its id, or its id tagged :latest). */
+const byName = <T extends { id: string }>(models: readonly T[], name: string): T | undefined => idsOf(name).map((id) => models.find((x) => x.id === id)).find((x) => x);
+
 /** The served model a request names: its id, or its id tagged :latest. */
 async function resolve(scheduler: spb.SchedulerServiceClient, name: string): Promise<common.ModelInfo> {
   const models = await servedModels(scheduler);
-  const base = name.endsWith(':latest') ? name.slice(0, -7) : undefined;
   // Loaded, else loaded now from the models directory (as Ollama loads a model a request names).
-  const m =
-    models.find((x) => x.id === name) ??
-    (base !== undefined ? models.find((x) => x.id === base) : undefined) ??
-    (await ensureModel(scheduler, name)) ??
-    (base !== undefined ? await ensureModel(scheduler, base) : null);
+  let m = byName(models, name) ?? null;
+  for (const id of idsOf(name)) m ??= await ensureModel(scheduler, id);
   if (!m) throw new HttpError(404, { error: { message: `model '${name}' not found (served: ${models.map((x) => ollamaName(x.id)).join(', ') || 'none'})`, type: 'not_found', param: 'model', code: null } });
   return m;
 }
@@ -176,8 +177,7 @@ async function resolve(scheduler: spb.SchedulerServiceClient, name: string): Pro
  * loaded and idle. 'unload'; a model still in use is a 409 that says so.
  */
 async function unload(scheduler: spb.SchedulerServiceClient, name: string): Promise<'unload'> {
-  const models = await servedModels(scheduler);
-  const m = models.find((x) => x.id === name) ?? (name.endsWith(':latest') ? models.find((x) => x.id === name.slice(0, -7)) : undefined);
+  const m = byName(await servedModels(scheduler), name);
   if (!m) return 'unload';
   if (!(await reloadable(scheduler, m)))
     throw new HttpError(400, { error: { message: `model '${name}' was loaded from ${m.path}, outside the models directory, so it could not come back on demand: it stays loaded`, type: 'invalid_request_error', param: 'keep_alive', code: null } });
@@ -364,7 +364,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       // A file of the models directory is described from its header, not loaded (clients call
       // /api/show for every model they list).
       const name = (parsed.data.model ?? parsed.data.name)!;
-      const m = (await unloadedModelFiles(s)).find((f) => f.id === name || `${f.id}:latest` === name)?.info ?? (await resolve(s, name));
+      const m = byName(await servedModels(s), name) ?? byName(await unloadedModelFiles(s), name)?.info ?? (await resolve(s, name));
       const a = m.architecture;
       return {
         license: '',
@@ -396,12 +396,13 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       // No messages: Ollama loads the model and says so (resolve loaded it if it was not).
       if (!b.messages?.length) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: 'load', done: true };
       const tools = b.tools?.length ? b.tools.map((t) => functionTool(t.function.name, t.function.description, t.function.parameters)) : undefined;
+      const messages = toChatMessages(b.messages);
       const gen = pb.GenerateRequest.fromPartial({
         ...generationFields(b, m, 'chat'),
         ...reasoningBudget(deps),
-        messages: toChatMessages(b.messages),
+        messages,
         // A final assistant message is continued (Ollama's prefill).
-        continueFinalMessage: continuesFinal(toChatMessages(b.messages)),
+        continueFinalMessage: continuesFinal(messages),
         toolsJson: tools ? JSON.stringify(tools) : '',
         chatTemplateKwargsJson: thinkKwargs(b.think),
       });
@@ -505,7 +506,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
   });
 
   // `ollama rm` / `ollama cp` on the models directory (ID.gguf; ID:latest names it too).
-  const untag = (name: string) => (name.endsWith(':latest') ? name.slice(0, -7) : name);
+  const untag = (name: string) => idsOf(name).at(-1)!;
   const fileOp = (reply: FastifyReply, fn: (s: spb.SchedulerServiceClient) => Promise<unknown>) =>
     guarded(reply, async (s) => {
       try {
