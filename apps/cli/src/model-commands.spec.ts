@@ -77,6 +77,22 @@ describe('kail model commands', () => {
     expect(b.gen_tps).toBeGreaterThan(0);
   });
 
+  it('bench --parallel decodes several sequences per pass, one row per count', () => {
+    const r = kail('bench', '-m', model, '-p', '8', '-n', '6', '--parallel', '1,3', '--feed', 'random', '--json');
+    expect(r.status).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j.rows.map((x: { sequences: number }) => x.sequences)).toEqual([1, 3]);
+    expect(j.rows[0].speedup).toBe(1);
+    expect(j.rows[1].experts_per_layer).toBeGreaterThan(j.rows[0].experts_per_layer);
+    const t = kail('bench', '-m', model, '-p', '8', '-n', '4', '--parallel', '2');
+    expect(t.stdout).toMatch(/\| sequences \| pp tokens\/s \| tg tokens\/s \| ms per pass/);
+    expect(t.stdout).toMatch(/^\| 2 \| /m);
+    const bad = kail('bench', '-m', model, '--parallel', '1,x');
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain("--parallel must be a comma-separated list of integers in 1..256, got '1,x'");
+    expect(kail('bench', '-m', model, '--parallel', '2', '--lookup').stderr).toContain('--parallel does not combine with');
+  });
+
   it('inspect reports the KV cache per token; on an MLA file, the latent cache against a per-head one', () => {
     const i = JSON.parse(kail('inspect', model, '--json').stdout);
     expect(i.kvCache.kvType).toBe('f16');

@@ -3,6 +3,10 @@
 // processing of N random tokens, then M single-token decode steps feeding the greedy token or a
 // random one. Prints one JSON line. Run as a script file (node-llama-cpp is ESM):
 //   node tools/src/bench/llama-bench.mjs --model F --pp 512 --tg 128 --threads 2 [--feed random] [--reps 3]
+// --parallel 1,4,16 (with --feed random) times what `kail bench --parallel` times: for each count N,
+// a context of N sequences, their random prompts (pp each) evaluated together, then tg passes that
+// each give every sequence one random token (node-llama-cpp puts the N evaluations of a step into
+// one llama_decode batch); one JSON line per N.
 import { parseArgs } from 'node:util';
 
 process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD ??= 'true';
@@ -18,6 +22,7 @@ const { values } = parseArgs({
     reps: { type: 'string', default: '1' },
     seed: { type: 'string', default: '42' },
     'no-mmap': { type: 'boolean', default: false },
+    parallel: { type: 'string' },
   },
 });
 if (!values.model) throw new Error('--model is required');
@@ -28,10 +33,40 @@ const rand = () => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 
 
 const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
 const model = await llama.loadModel({ modelPath: values.model, useMmap: !values['no-mmap'] });
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+if (values.parallel) {
+  if (values.feed !== 'random') throw new Error('--parallel needs --feed random');
+  const counts = values.parallel.split(',').map(Number);
+  if (counts.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--parallel: counts must be integers >= 1, got '${values.parallel}'`);
+  const nTok = Number(model.fileInfo.metadata?.tokenizer?.ggml?.tokens?.length ?? 0) || 1000;
+  let one = 0;
+  for (const n of counts) {
+    const ctx = await model.createContext({ sequences: n, contextSize: pp + tg + 16, batchSize: Math.max(512, n), threads: Number(values.threads) });
+    const seqs = Array.from({ length: n }, () => ctx.getSequence());
+    // Warm-up, untimed: one prompt's pass.
+    await seqs[0].evaluateWithoutGeneratingNewTokens(Array.from({ length: pp }, () => rand() % nTok));
+    const ppMs = [], passMs = [];
+    for (let r = 0; r < reps; r++) {
+      for (const q of seqs) await q.clearHistory();
+      const t0 = performance.now();
+      await Promise.all(seqs.map((q) => q.evaluateWithoutGeneratingNewTokens(Array.from({ length: pp }, () => rand() % nTok))));
+      const t1 = performance.now();
+      ppMs.push(t1 - t0);
+      for (let i = 0; i < tg; i++) await Promise.all(seqs.map((q) => q.evaluateWithoutGeneratingNewTokens([rand() % nTok])));
+      passMs.push((performance.now() - t1) / tg);
+    }
+    const pass = median(passMs);
+    const genTps = n / (pass / 1000);
+    if (n === 1) one = genTps;
+    process.stdout.write(JSON.stringify({ engine: 'llama.cpp', sequences: n, prompt_tokens: pp, gen_tokens: tg, prompt_tps: (n * pp) / (median(ppMs) / 1000), gen_tps: genTps, pass_ms: pass, speedup: one ? genTps / one : null, feed: values.feed, reps, threads: Number(values.threads) }) + '\n');
+    await ctx.dispose();
+  }
+  await model.dispose();
+  process.exit(0);
+}
 const ctx = await model.createContext({ contextSize: pp + tg + 16, batchSize: Math.min(512, pp), threads: Number(values.threads) });
 const seq = ctx.getSequence();
 const nTokens = Number(model.fileInfo.metadata?.tokenizer?.ggml?.tokens?.length ?? 0) || 1000;
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const ppMs = [], tgMs = [];
 for (let r = 0; r < reps; r++) {
   await seq.clearHistory();

@@ -8,7 +8,9 @@ import {
   SpeculativeDecoder,
   Tokenizer,
   benchmark,
+  benchmarkParallel,
   benchmarkSpeculative,
+  type ParallelBenchResult,
   formatBytes,
   generate,
   kvCacheReport,
@@ -43,6 +45,18 @@ function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
     const n = Number(v);
     if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be an integer in ${min}..${max}, got '${v}'`);
     return n;
+  };
+}
+/** "1,4,16": sequence counts for `kail bench --parallel`. */
+function intList(name: string, min: number, max: number) {
+  return (v: string) => {
+    const parts = v.split(',').map((x) => x.trim());
+    const check = int(name, min, max);
+    try {
+      return parts.map(check);
+    } catch {
+      throw new Error(`${name} must be a comma-separated list of integers in ${min}..${max}, got '${v}'`);
+    }
   };
 }
 function num(name: string, min: number, max: number) {
@@ -415,6 +429,11 @@ export function registerModelCommands(program: Command): void {
     .option('--usage-history', "warm the expert cache from the model's usage history and update it (off by default, so runs compare)")
     .option('--routing-stats', 'after the benchmark, feed 64 random tokens and print how spread the routing is (experts used per layer, shared by consecutive tokens)')
     .option('--data-dir <dir>', 'data directory (hardware profile, usage histories)')
+    .option(
+      '--parallel <list>',
+      'decode this many sequences together, one row per count (llama-batched-bench -npl), e.g. 1,4,16: -p and -n are per sequence, each pass gives every sequence one token',
+      intList('--parallel', 1, 256),
+    )
     .option('--json', 'print one JSON object');
   addSpecOptions(addStreamOptions(bench)).action(
     async (
@@ -431,11 +450,24 @@ export function registerModelCommands(program: Command): void {
         usageHistory?: boolean;
         dataDir?: string;
         routingStats?: boolean;
+        parallel?: number[];
       } & StreamOpts &
         SpecOpts,
     ) => {
       if (o.feed !== 'greedy' && o.feed !== 'random') throw new Error(`--feed must be greedy or random, got '${o.feed}'`);
       const log = (l: string) => process.stderr.write(l + '\n');
+      if (o.parallel) {
+        if (o.draft || o.lookup || o.mtp || o.routingStats) throw new Error('--parallel does not combine with --draft, --lookup, --mtp or --routing-stats');
+        const most = Math.max(...o.parallel);
+        const pm = EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1, nSeqMax: most, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
+        try {
+          const r = await benchmarkParallel(pm, { parallel: o.parallel, promptTokens: o.nPrompt, genTokens: o.nGen, feed: o.feed as 'greedy' | 'random', reps: o.reps });
+          process.stdout.write(o.json ? JSON.stringify(r) + '\n' : parallelTable(r));
+        } finally {
+          pm.close();
+        }
+        return;
+      }
       const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(o.nPrompt + o.nGen + 1, o.routingStats ? 65 : 1), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
       try {
         if (o.draft || o.lookup || o.mtp)
@@ -470,6 +502,22 @@ export function registerModelCommands(program: Command): void {
       }
     },
   );
+
+  function parallelTable(r: ParallelBenchResult): string {
+    const streamed = r.rows.some((x) => x.stream_bytes_read_per_token !== null);
+    const lines = [
+      `${path.basename(r.model)} (${r.arch}), ${r.threads} threads, feed ${r.feed}, pp${r.prompt_tokens} + tg${r.gen_tokens} per sequence, median of ${r.reps}`,
+      `| sequences | pp tokens/s | tg tokens/s | ms per pass | tg speedup | experts per layer per pass | weight bytes per token |${streamed ? ' read from storage per token |' : ''}`,
+      `|---|---|---|---|---|---|---|${streamed ? '---|' : ''}`,
+      ...r.rows.map(
+        (x) =>
+          `| ${x.sequences} | ${x.prompt_tps.toFixed(1)} | ${x.gen_tps.toFixed(2)} | ${x.pass_ms.toFixed(1)} | ${x.speedup === null ? '-' : `${x.speedup.toFixed(2)}x`} | ` +
+          `${x.experts_per_layer ? x.experts_per_layer.toFixed(1) : '-'} | ${formatBytes(x.weight_bytes_per_token)} |` +
+          (streamed ? ` ${x.stream_bytes_read_per_token === null ? '-' : formatBytes(x.stream_bytes_read_per_token)} |` : ''),
+      ),
+    ];
+    return lines.join('\n') + '\n';
+  }
 
   /**
    * `kail bench --draft/--lookup`: the same random prompt generated without and with speculation

@@ -118,7 +118,7 @@ export interface ModelSummary {
   bytesPerToken: number;
 }
 
-const isExpertTensor = (name: string) => /\.ffn_(gate|up|down|gate_up)_exps\./.test(name);
+export const isExpertTensor = (name: string) => /\.ffn_(gate|up|down|gate_up)_exps\./.test(name);
 
 export function summarize(file: NativeGgufFile): ModelSummary {
   const arch = String(file.metadata['general.architecture'] ?? 'unknown');
