@@ -24,6 +24,16 @@ describe('kail CLI', () => {
     expect(Array.isArray(out.native.simd)).toBe(true);
   });
 
+  it('serve refuses a malformed --keep-alive or --models-max before starting anything', () => {
+    const a = kail('serve', '--keep-alive', 'forever');
+    expect(a.status).not.toBe(0);
+    expect(a.stderr).toContain("--keep-alive must be a duration such as 5m, 1h30m, 30s, 0 or -1, got 'forever'");
+    const b = kail('serve', '--models-max', '-2');
+    expect(b.status).not.toBe(0);
+    expect(b.stderr).toContain('--models-max');
+    expect(kail('serve', '--help').stdout).toMatch(/--keep-alive <duration>[\s\S]*--models-max <n>/);
+  });
+
   it('rejects an unknown command with a non-zero exit and help', () => {
     const r = kail('frobnicate');
     expect(r.status).not.toBe(0);

@@ -5,6 +5,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import type { HardwareProfile } from './model/hardware-profile';
+
 const GEN_MODEL = path.resolve(__dirname, '../../../tools/dist/gen-model.js');
 
 /**
@@ -34,4 +36,22 @@ export function patchedCopy(src: string, dst: string, from: string, to: string):
   Buffer.from(to).copy(buf, at);
   fs.writeFileSync(dst, buf);
   return dst;
+}
+
+/**
+ * A hardware profile for tests: a 2-core machine whose profiled RAM budget is `ramBytes` and whose
+ * storage at `dir` reads 2.5 GB/s at random, reads uncut (what `kail profile` would write, without measuring).
+ */
+export function testHardwareProfile(dir: string, ramBytes: number): HardwareProfile {
+  return {
+    format: 'kailstream-hardware-profile',
+    version: 1,
+    measured: 'test',
+    host: 'test',
+    cpu: { model: 'x', logicalCores: 2, physicalCores: 2, simd: [], kernelLevel: '' },
+    memory: { totalBytes: 2 ** 34, availableBytes: 2 ** 33, readBytesPerSecond: 1e10, copyBytesPerSecond: 1e10, threads: 2 },
+    gpus: [],
+    storage: [{ path: dir, directIo: true, note: '', testFileBytes: 1, results: [], sequentialBytesPerSecond: 3e9, randomBytesPerSecond: 2.5e9, randomBlockBytes: 2 ** 20, queueDepth: 4, readBytes: 0 }],
+    defaults: { ramBytes, ioThreads: 2, readBytes: 0, storagePath: dir, why: { ramBytes: 'test', ioThreads: 'test', readBytes: 'test: reads uncut' } },
+  };
 }

@@ -6,3 +6,4 @@ export { protoRoot, protoFiles } from './paths';
 export { addStandardServices, bindServer, shutdownServer } from './server';
 export type { StandardServices } from './server';
 export { AUTH_TOKEN_ENV, MAX_MESSAGE_BYTES, MESSAGE_LIMITS, bearerAuthInterceptors, bearerClientOptions } from './auth';
+export { parseDurationMs } from './duration';

@@ -81,7 +81,14 @@ export class Dispatcher {
     this.queue = new RequestQueue<Request>(opts);
     this.maxQueueWaitMs = opts.maxQueueWaitMs ?? 300_000;
     this.loader = opts.loader;
+    if (this.loader) this.loader.inUse = (model) => this.inUse(model);
     pool.onChange(() => this.pump());
+  }
+
+  /** Whether requests for `model` run or wait here. */
+  inUse(model: string): boolean {
+    for (const r of this.byId.values()) if (r.req.model === model && r.state !== 'done') return true;
+    return false;
   }
 
   get runningCount(): number {
@@ -133,6 +140,7 @@ export class Dispatcher {
     const refusal = this.queue.push(r);
     if (refusal) return fail(grpcError(grpc.status.RESOURCE_EXHAUSTED, refusal.message, 'KAIL_E_BUDGET', { 'retry-after-ms': String(this.retryAfterMs()) }));
     this.byId.set(r.id, r);
+    this.loader?.touch(req.model, call.request.hasKeepAlive ? call.request.keepAliveMs : undefined);
     // The queue wait is bounded even without a deadline, so a request for a model whose engine
     // never comes back does not wait forever.
     const expireAt = Math.min(r.deadline || Infinity, now + this.maxQueueWaitMs);
@@ -225,6 +233,8 @@ export class Dispatcher {
     if (r.timer) clearTimeout(r.timer);
     this.byId.delete(r.id);
     this.queue.remove(r.id);
+    // The keep-alive counts from the end of the model's last request.
+    this.loader?.touch(r.req.model);
     if (wasRunning) {
       this.running.delete(r.id);
       r.engine!.running--;

@@ -2,7 +2,7 @@
 // The scheduler service process:
 //   node packages/scheduler/dist/main.js --port 0 [--host H] [--engine host:port ...] [--slots N]
 //     [--max-queued N] [--max-queued-per-tenant N] [--max-queue-wait-ms N] [--auth-token T]
-//     [--no-load-on-demand]
+//     [--no-load-on-demand] [--keep-alive-ms N] [--models-max N]
 // Prints one JSON line {"service":"scheduler","address":...} once listening.
 import { parseArgs } from 'node:util';
 
@@ -14,6 +14,14 @@ function int(name: string, v: string | undefined, min: number): number | undefin
   if (v === undefined) return undefined;
   const n = Number(v);
   if (!Number.isInteger(n) || n < min) throw new Error(`--${name} must be an integer >= ${min}, got '${v}'`);
+  return n;
+}
+
+/** Milliseconds; negative: until unloaded by hand. */
+function keepAlive(v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n)) throw new Error(`--keep-alive-ms must be an integer number of milliseconds (negative: never), got '${v}'`);
   return n;
 }
 
@@ -31,6 +39,10 @@ async function main() {
       'auth-token': { type: 'string' },
       // Models in an engine's models directory load when a request names them (as Ollama's do).
       'no-load-on-demand': { type: 'boolean', default: false },
+      // How long a model loaded on demand stays after its last request (negative: until unloaded).
+      'keep-alive-ms': { type: 'string' },
+      // Most models per engine before the least recently used idle one is unloaded for a new one.
+      'models-max': { type: 'string' },
     },
   });
   const port = Number(values.port);
@@ -47,6 +59,8 @@ async function main() {
     probeIntervalMs: int('probe-interval-ms', values['probe-interval-ms'], 50),
     authToken,
     loadOnDemand: !values['no-load-on-demand'],
+    keepAliveMs: keepAlive(values['keep-alive-ms']),
+    maxModels: int('models-max', values['models-max'], 0),
   });
   process.stdout.write(JSON.stringify({ service: 'scheduler', address: `${running.host}:${running.port}`, pid: process.pid, auth: authToken !== '' }) + '\n');
   const stop = () => void running.close().then(() => process.exit(0));

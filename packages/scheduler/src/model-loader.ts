@@ -3,6 +3,16 @@
 // per model at a time (concurrent requests for it wait on the same one); a load the engine
 // refuses (the file is malformed, the budget does not hold it) fails those requests with the
 // engine's own error.
+//
+// Models load on demand can bring back also leave on their own, as Ollama's do:
+// - keep-alive: a model loaded on demand stays loaded for keepAliveMs (Ollama's default 5
+//   minutes) after its last request, then unloads once nothing runs or waits on it; a request's
+//   own keep_alive (Ollama's field) sets that model's (negative: until unloaded by hand), also for
+//   a model `kail serve -m` loaded from the models directory. A model loaded from elsewhere never
+//   leaves on its own (nothing could bring it back).
+// - eviction: when an engine refuses a load for lack of memory (KAIL_E_BUDGET), or already holds
+//   maxModels models, the least recently used idle model it could bring back is unloaded and the
+//   load tried again (Ollama's and llama-server's router mode's LRU unload).
 import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb } from '@kailstream/proto';
 
@@ -20,6 +30,20 @@ export interface ModelLoaderOptions {
   enabled?: boolean;
   /** Deadline of an engine's model-file listing (ms). Default 10000. */
   listTimeoutMs?: number;
+  /** How long a model loaded on demand stays after its last request (ms); negative: until unloaded by hand. Default 300000 (Ollama's 5m). */
+  keepAliveMs?: number;
+  /** Most models an engine holds before the least recently used idle one is unloaded for a new one; 0 = no limit but memory. Default 0. */
+  maxModels?: number;
+  /** How often expired keep-alives are looked for (ms). Default 1000. */
+  sweepIntervalMs?: number;
+}
+
+/** A model that may leave on its own: load on demand can bring it back. */
+interface Kept {
+  engineId: string;
+  /** Negative: never expires (eviction may still take it). */
+  keepAliveMs: number;
+  lastUsed: number;
 }
 
 export interface Ensured {
@@ -32,8 +56,18 @@ export class ModelLoader {
   private readonly inflight = new Map<string, Promise<Ensured>>();
   readonly enabled: boolean;
   private readonly listTimeoutMs: number;
-  /** Loads done on demand (for tests and the log). */
+  readonly keepAliveMs: number;
+  readonly maxModels: number;
+  /** Models that may leave on their own, by id. */
+  private readonly kept = new Map<string, Kept>();
+  private readonly timer: NodeJS.Timeout | undefined;
+  private sweeping = false;
+  /** Loads done on demand, and unloads done by keep-alive expiry or eviction (for tests and the log). */
   loads = 0;
+  expired = 0;
+  evicted = 0;
+  /** Whether requests for the model run or wait (the dispatcher sets it). */
+  inUse: (model: string) => boolean = () => false;
 
   constructor(
     private readonly pool: EnginePool,
@@ -41,6 +75,16 @@ export class ModelLoader {
   ) {
     this.enabled = opts.enabled ?? true;
     this.listTimeoutMs = opts.listTimeoutMs ?? 10_000;
+    this.keepAliveMs = opts.keepAliveMs ?? 300_000;
+    this.maxModels = Math.max(0, opts.maxModels ?? 0);
+    if (this.enabled) {
+      this.timer = setInterval(() => void this.sweep(), Math.max(10, opts.sweepIntervalMs ?? 1000));
+      this.timer.unref();
+    }
+  }
+
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
   }
 
   /** The engine and model info for `model`, loading it first when it is not loaded anywhere. */
@@ -54,6 +98,87 @@ export class ModelLoader {
       this.inflight.set(model, p);
     }
     return p;
+  }
+
+  /**
+   * A request used `model` now; `keepAliveMs` (a request's keep_alive) becomes the model's, if
+   * load on demand can bring it back (checked against the engine's models directory).
+   */
+  touch(model: string, keepAliveMs?: number): void {
+    const k = this.kept.get(model);
+    if (k) {
+      k.lastUsed = Date.now();
+      if (keepAliveMs !== undefined) k.keepAliveMs = keepAliveMs;
+      return;
+    }
+    if (keepAliveMs === undefined || !this.enabled) return;
+    const have = this.loaded(model);
+    if (!have) return;
+    void this.reloadable(have.engine, have.model).then((yes) => {
+      if (yes && !this.kept.has(model) && this.loaded(model)) this.kept.set(model, { engineId: have.engine.id, keepAliveMs, lastUsed: Date.now() });
+    });
+  }
+
+  /** When the model unloads if nothing uses it before (ms since the epoch); 0 = it stays. */
+  expiresAt(model: string): number {
+    const k = this.kept.get(model);
+    return k && k.keepAliveMs >= 0 ? k.lastUsed + k.keepAliveMs : 0;
+  }
+
+  /** Unloads the models whose keep-alive has run out and that nothing uses. */
+  async sweep(now = Date.now()): Promise<void> {
+    if (this.sweeping) return;
+    this.sweeping = true;
+    try {
+      for (const [model, k] of [...this.kept]) {
+        if (!this.loaded(model)) {
+          this.kept.delete(model);
+          continue;
+        }
+        if (k.keepAliveMs < 0 || now < k.lastUsed + k.keepAliveMs || this.inUse(model) || this.inflight.has(model)) continue;
+        if (await this.unloadIdle(model)) this.expired++;
+      }
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  /** Unloads a kept model if its engine finds it idle; false when it is in use (or gone). */
+  private async unloadIdle(model: string): Promise<boolean> {
+    const k = this.kept.get(model);
+    const e = k && this.pool.get(k.engineId);
+    if (!k || !e) return false;
+    try {
+      await call<pb.UnloadModelRequest, pb.UnloadModelResponse>(e.client.unloadModel.bind(e.client), { id: model, ifIdle: true }, 120_000);
+    } catch (err) {
+      // Gone already counts as unloaded; in use (or the engine unreachable) keeps it.
+      if ((err as grpc.ServiceError).code !== grpc.status.NOT_FOUND) return false;
+    }
+    this.kept.delete(model);
+    await this.pool.probe(e);
+    return true;
+  }
+
+  /** Unloads the least recently used idle model of `e` that load on demand can bring back; false when there is none. */
+  private async evictOne(e: EngineEntry, forModel: string): Promise<boolean> {
+    const candidates = [...this.kept]
+      .filter(([m, k]) => k.engineId === e.id && m !== forModel && !this.inUse(m) && !this.inflight.has(m) && e.models.some((x) => x.id === m))
+      .sort((a, b) => a[1].lastUsed - b[1].lastUsed);
+    for (const [m] of candidates)
+      if (await this.unloadIdle(m)) {
+        this.evicted++;
+        return true;
+      }
+    return false;
+  }
+
+  private async reloadable(e: EngineEntry, m: common.ModelInfo): Promise<boolean> {
+    try {
+      const files = await call<pb.ListModelFilesRequest, pb.ListModelFilesResponse>(e.client.listModelFiles.bind(e.client), {}, this.listTimeoutMs);
+      return files.files.some((f) => f.id === m.id && f.path === m.path);
+    } catch {
+      return false;
+    }
   }
 
   private loaded(model: string): Ensured | undefined {
@@ -89,16 +214,33 @@ export class ModelLoader {
       await this.pool.probe(e);
       const now = this.loaded(model);
       if (now) return now;
-      try {
-        await call<pb.LoadModelRequest, pb.LoadModelResponse>(e.client.loadModel.bind(e.client), pb.LoadModelRequest.fromPartial({ path: f.path, id: model }), 0);
-        this.loads++;
-      } catch (err) {
-        // Loaded by someone else in the meantime: take theirs.
-        if ((err as grpc.ServiceError).code !== grpc.status.ALREADY_EXISTS) throw err;
+      // At the model limit: make room first.
+      while (this.maxModels > 0 && e.models.length >= this.maxModels)
+        if (!(await this.evictOne(e, model)))
+          throw grpcError(
+            grpc.status.RESOURCE_EXHAUSTED,
+            `engine ${e.id} holds ${e.models.length} models (the limit, --models-max ${this.maxModels}) and none of them can be unloaded now (in use, or loaded from outside the models directory): ${e.models.map((x) => x.id).join(', ')}`,
+            'KAIL_E_BUDGET',
+          );
+      for (;;) {
+        try {
+          await call<pb.LoadModelRequest, pb.LoadModelResponse>(e.client.loadModel.bind(e.client), pb.LoadModelRequest.fromPartial({ path: f.path, id: model }), 0);
+          this.loads++;
+          break;
+        } catch (err) {
+          const ge = err as grpc.ServiceError;
+          // Loaded by someone else in the meantime: take theirs.
+          if (ge.code === grpc.status.ALREADY_EXISTS) break;
+          // Out of memory: unload the least recently used idle model and try again.
+          if (ge.code === grpc.status.RESOURCE_EXHAUSTED && ge.metadata?.get('kail-code')[0] === 'KAIL_E_BUDGET' && (await this.evictOne(e, model))) continue;
+          throw err;
+        }
       }
       await this.pool.probe(e);
       const done = this.loaded(model);
       if (!done) throw grpcError(grpc.status.UNAVAILABLE, `engine ${e.id} loaded '${model}' but no longer lists it`);
+      // A fresh load starts with the default keep-alive (a request's own follows with it).
+      this.kept.set(model, { engineId: e.id, keepAliveMs: this.keepAliveMs, lastUsed: Date.now() });
       return { ...done, loadedNow: true };
     }
     throw this.notFound(model, [...new Set(available)].sort());

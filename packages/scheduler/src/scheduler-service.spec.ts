@@ -2,7 +2,7 @@ import fs from 'node:fs';
 
 import * as grpc from '@grpc/grpc-js';
 import { LocalModelHost, startEngineServer, type RunningEngineServer } from '@kailstream/engine';
-import { tempDir, writeTestModel } from '@kailstream/engine/testing';
+import { tempDir, testHardwareProfile, writeTestModel } from '@kailstream/engine/testing';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
 import { createSchedulerClient, startSchedulerServer, type RunningSchedulerServer } from './scheduler-service';
@@ -452,7 +452,7 @@ describe('scheduler: load on demand', () => {
     const listed = await unary<spb.ListModelsRequest, spb.ListModelsResponse>(client.listModels.bind(client), {});
     expect(listed.models.map((m) => m.id)).toEqual([id]);
     // Tokenize and EnsureModel find it loaded now.
-    const ensured = await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(client.ensureModel.bind(client), { model: id });
+    const ensured = await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(client.ensureModel.bind(client), spb.EnsureModelRequest.fromPartial({ model: id }));
     expect(ensured).toMatchObject({ loadedNow: false, model: { id } });
     await expect(gen(client, 'nope')).rejects.toMatchObject({ code: grpc.status.NOT_FOUND, details: expect.stringMatching(/no engine serves model 'nope' \(served: .*; in the models directory: /) });
     await expect(gen(client, 'broken')).rejects.toMatchObject({ code: grpc.status.FAILED_PRECONDITION, details: expect.stringMatching(/model 'broken' .* cannot be loaded/) });
@@ -467,5 +467,140 @@ describe('scheduler: load on demand', () => {
     const tok = await unary<pb.TokenizeRequest, pb.TokenizeResponse>(client.tokenize.bind(client), pb.TokenizeRequest.fromPartial({ model: id, text: 'Hello' }));
     expect(tok.tokens.length).toBeGreaterThan(0);
     expect(loader.loads).toBe(2);
+  }, 60_000);
+});
+
+// Models load on demand brought also leave on their own: keep-alive expiry and LRU eviction.
+describe('scheduler: keep-alive and eviction of models loaded on demand', () => {
+  const dir = tempDir();
+  let engine: RunningEngineServer;
+  const servers: RunningSchedulerServer[] = [];
+  const clients: spb.SchedulerServiceClient[] = [];
+
+  beforeAll(async () => {
+    const src = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    fs.renameSync(src, `${dir}/a.gguf`);
+    fs.copyFileSync(`${dir}/a.gguf`, `${dir}/b.gguf`);
+    engine = await startEngineServer(new LocalModelHost({ seqsPerModel: 2, defaultContext: 256, modelsDir: dir }), { port: 0 });
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const c of clients) c.close();
+    for (const s of servers) await s.close(100);
+    await engine.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function scheduler(opts: { keepAliveMs?: number; maxModels?: number }) {
+    const s = await startSchedulerServer({ host: 'localhost', port: 0, engines: [`127.0.0.1:${engine.port}`], loadOnDemand: true, ...opts });
+    servers.push(s);
+    const c = createSchedulerClient(`localhost:${s.port}`);
+    clients.push(c);
+    return { s, c, loader: s.dispatcher.loader! };
+  }
+  const gen = (c: spb.SchedulerServiceClient, model: string, extra: Partial<spb.SubmitRequest> = {}) =>
+    collect(c.submit(spb.SubmitRequest.fromPartial({ generate: { model, prompt: 'Hello', maxTokens: 2, sampling: common.SamplingParams.fromPartial({ temperature: 0 }) }, ...extra })));
+  const listed = async (c: spb.SchedulerServiceClient) => (await unary<spb.ListModelsRequest, spb.ListModelsResponse>(c.listModels.bind(c), {})).models;
+  const unloadAll = async (c: spb.SchedulerServiceClient) => {
+    for (const m of await listed(c)) await unary<spb.UnloadModelRequest, pb.UnloadModelResponse>(c.unloadModel.bind(c), { engineId: '', unload: { id: m.id, ifIdle: false } });
+  };
+
+  it('a model loaded on demand unloads once its keep-alive has run out and nothing uses it; a request keep_alive < 0 keeps it', async () => {
+    const { c, loader } = await scheduler({ keepAliveMs: 400 });
+    await gen(c, 'a');
+    const [m] = await listed(c);
+    expect(m.id).toBe('a');
+    expect(m.expiresAtUnixMs).toBeGreaterThan(Date.now());
+    expect(m.expiresAtUnixMs).toBeLessThanOrEqual(Date.now() + 400);
+    // A request still running when the keep-alive runs out keeps the model.
+    const running = watch(c.submit(spb.SubmitRequest.fromPartial({ generate: { model: 'a', ...LONG } })));
+    await running.first;
+    // (A sweep as if the keep-alive had run out: the tiny model fills its context in a fraction of a second.)
+    await loader.sweep(Date.now() + 10_000);
+    expect((await listed(c)).map((x) => x.id)).toEqual(['a']);
+    running.stream.cancel();
+    await running.done;
+    // Then it leaves on its own (the sweep runs every second).
+    await until(async () => (await listed(c)).length === 0, 5000);
+    expect(loader.expired).toBe(1);
+    // keep_alive -1 on a request: it stays (expires_at 0), past any keep-alive.
+    await gen(c, 'a', { keepAliveMs: -1, hasKeepAlive: true });
+    expect((await listed(c))[0].expiresAtUnixMs).toBe(0);
+    await loader.sweep(Date.now() + 3_600_000);
+    expect((await listed(c)).map((x) => x.id)).toEqual(['a']);
+    // keep_alive 0 on EnsureModel: loaded, then unloaded at the next sweep.
+    const e = await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(c.ensureModel.bind(c), { model: 'a', keepAliveMs: 0, hasKeepAlive: true });
+    expect(e.model!.expiresAtUnixMs).toBeGreaterThan(0);
+    await loader.sweep();
+    expect(await listed(c)).toEqual([]);
+  }, 60_000);
+
+  it('--models-max: a new model unloads the least recently used idle one; all in use is RESOURCE_EXHAUSTED naming the limit', async () => {
+    const { c, loader } = await scheduler({ maxModels: 1 });
+    await unloadAll(c);
+    await gen(c, 'a');
+    await gen(c, 'b');
+    expect((await listed(c)).map((x) => x.id)).toEqual(['b']);
+    expect(loader.evicted).toBe(1);
+    const running = watch(c.submit(spb.SubmitRequest.fromPartial({ generate: { model: 'b', ...LONG } })));
+    await running.first;
+    await expect(gen(c, 'a')).rejects.toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED, details: expect.stringMatching(/holds 1 models \(the limit, --models-max 1\) and none of them can be unloaded now .*: b/) });
+    running.stream.cancel();
+    await running.done;
+    await until(async () => {
+      try {
+        await gen(c, 'a');
+        return true;
+      } catch {
+        return false;
+      }
+    });
+    expect((await listed(c)).map((x) => x.id)).toEqual(['a']);
+    expect(loader.evicted).toBe(2);
+    await unloadAll(c);
+  }, 60_000);
+});
+
+// An engine whose profiled RAM budget holds one model: the next load is refused (KAIL_E_BUDGET)
+// until the least recently used idle model is unloaded, which the loader does.
+describe('scheduler: eviction when the engine refuses a load for lack of memory', () => {
+  const dir = tempDir();
+  let engine: RunningEngineServer;
+  let host: LocalModelHost;
+  let sched: RunningSchedulerServer;
+  let client: spb.SchedulerServiceClient;
+
+  beforeAll(async () => {
+    const { planModel } = await import('@kailstream/engine');
+    const src = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    fs.renameSync(src, `${dir}/a.gguf`);
+    fs.copyFileSync(`${dir}/a.gguf`, `${dir}/b.gguf`);
+    const plan = planModel(`${dir}/a.gguf`, { ramBytes: 2 ** 40, nCtx: 256, nSeqMax: 2, ramReserveBytes: 0 });
+    const budget = plan.fixedBytes + 2 * plan.nMoeLayers * plan.expertEntryBytes;
+    const profile = testHardwareProfile(dir, budget);
+    host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 256, modelsDir: dir, profile, loadOptions: { ramReserveBytes: 0 } });
+    engine = await startEngineServer(host, { port: 0 });
+    sched = await startSchedulerServer({ host: 'localhost', port: 0, engines: [`127.0.0.1:${engine.port}`], loadOnDemand: true });
+    client = createSchedulerClient(`localhost:${sched.port}`);
+  }, 60_000);
+
+  afterAll(async () => {
+    client.close();
+    await sched.close(100);
+    await engine.close(100);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('unloads the idle model that holds the budget and loads the new one', async () => {
+    const gen = (model: string) => collect(client.submit(spb.SubmitRequest.fromPartial({ generate: { model, prompt: 'Hello', maxTokens: 2, sampling: common.SamplingParams.fromPartial({ temperature: 0 }) } })));
+    const direct = (model: string) => host.loadModel(pb.LoadModelRequest.fromPartial({ path: `${dir}/${model}.gguf`, id: model }));
+    expect((await gen('a')).flatMap((x) => x.tokens)).toHaveLength(2);
+    // The engine alone refuses 'b' while 'a' holds the budget.
+    await expect(direct('b')).rejects.toThrow(/held by the loaded models \(a: /);
+    // Through the scheduler, 'a' (idle) makes room.
+    expect((await gen('b')).flatMap((x) => x.tokens)).toHaveLength(2);
+    const models = (await unary<spb.ListModelsRequest, spb.ListModelsResponse>(client.listModels.bind(client), {})).models.map((m) => m.id);
+    expect(models).toEqual(['b']);
+    expect(sched.dispatcher.loader!.evicted).toBe(1);
   }, 60_000);
 });

@@ -24,6 +24,10 @@ export interface SchedulerServerOptions extends DispatcherOptions {
   engineToken?: string;
   /** Load a model named by a request from an engine's models directory when none has it (model-loader.ts). Default false. */
   loadOnDemand?: boolean;
+  /** With loadOnDemand: how long a model loaded on demand stays after its last request (ms; negative: until unloaded). Default 300000. */
+  keepAliveMs?: number;
+  /** With loadOnDemand: most models per engine before the least recently used idle one makes room (0: memory decides). Default 0. */
+  maxModels?: number;
 }
 
 export interface RunningSchedulerServer {
@@ -77,6 +81,7 @@ function onModelEngine<Res>(dispatcher: Dispatcher, model: string, fn: Unary<Res
     }
     return cb(grpcError(grpc.status.UNAVAILABLE, `no healthy engine serves model '${model}' now`));
   }
+  dispatcher.loader?.touch(model);
   fn(e.client, new grpc.Metadata(), {}, (err, res) => (err ? cb(err) : cb(null, res as Res)));
 }
 
@@ -101,7 +106,8 @@ export function createSchedulerServiceImpl(dispatcher: Dispatcher): spb.Schedule
         if (e.status !== common.ServingStatus.SERVING_STATUS_SERVING) continue;
         for (const m of e.models) if (!models.has(m.id)) models.set(m.id, m);
       }
-      cb(null, { models: [...models.values()] });
+      // A model that leaves when idle says when.
+      cb(null, { models: [...models.values()].map((m) => ({ ...m, expiresAtUnixMs: dispatcher.loader?.expiresAt(m.id) ?? 0 })) });
     },
     registerEngine: (call, cb) => {
       if (!call.request.address) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'address is required (host:port)'));
@@ -164,7 +170,10 @@ export function createSchedulerServiceImpl(dispatcher: Dispatcher): spb.Schedule
       const loader = dispatcher.loader;
       if (!loader) return cb(grpcError(grpc.status.UNIMPLEMENTED, 'this scheduler has no model loader'));
       loader.ensure(model).then(
-        (r) => cb(null, { model: r.model, engineId: r.engine.id, loadedNow: r.loadedNow }),
+        (r) => {
+          loader.touch(model, call.request.hasKeepAlive ? call.request.keepAliveMs : undefined);
+          cb(null, { model: { ...r.model, expiresAtUnixMs: loader.expiresAt(model) }, engineId: r.engine.id, loadedNow: r.loadedNow });
+        },
         (err: grpc.ServiceError) => cb(err),
       );
     },
@@ -211,7 +220,8 @@ export async function startSchedulerServer(opts: SchedulerServerOptions = {}): P
   const pool = new EnginePool({ defaultSlots: opts.slotsPerEngine, engineToken: opts.engineToken ?? opts.authToken });
   for (const address of opts.engines ?? []) await pool.register(address);
   pool.startProbing(opts.probeIntervalMs ?? 2000);
-  const dispatcher = new Dispatcher(pool, { ...opts, loader: new ModelLoader(pool, { enabled: !!opts.loadOnDemand }) });
+  const loader = new ModelLoader(pool, { enabled: !!opts.loadOnDemand, keepAliveMs: opts.keepAliveMs, maxModels: opts.maxModels });
+  const dispatcher = new Dispatcher(pool, { ...opts, loader });
   const server = new grpc.Server({ ...MESSAGE_LIMITS, interceptors: bearerAuthInterceptors(opts.authToken) });
   server.addService(spb.SchedulerServiceService, createSchedulerServiceImpl(dispatcher));
   addStandardServices(server, [SCHEDULER_SERVICE_NAME]);
@@ -225,6 +235,7 @@ export async function startSchedulerServer(opts: SchedulerServerOptions = {}): P
     port,
     close: async (graceMs) => {
       dispatcher.close();
+      loader.close();
       pool.close();
       await shutdownServer(server, graceMs);
     },

@@ -222,9 +222,10 @@ export async function servedModels(scheduler: spb.SchedulerServiceClient): Promi
  * The model by id when it is loaded, or once the scheduler has loaded it from an engine's models
  * directory (load on demand; a large model can take minutes); null when no engine has it.
  */
-export async function ensureModel(scheduler: spb.SchedulerServiceClient, id: string): Promise<common.ModelInfo | null> {
+export async function ensureModel(scheduler: spb.SchedulerServiceClient, id: string, keepAliveMs?: number): Promise<common.ModelInfo | null> {
   try {
-    const r = await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(scheduler.ensureModel.bind(scheduler), { model: id }, 900_000);
+    const req = { model: id, keepAliveMs: keepAliveMs ?? 0, hasKeepAlive: keepAliveMs !== undefined };
+    const r = await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(scheduler.ensureModel.bind(scheduler), req, 900_000);
     return r.model ?? null;
   } catch (e) {
     const err = e as grpc.ServiceError;

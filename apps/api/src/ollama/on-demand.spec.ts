@@ -79,6 +79,33 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     expect((await del('tiny')).status).toBe(404);
   }, 60_000);
 
+  it('keeps a model for keep_alive after its last request: /api/ps says until when; -1 keeps it; a bad duration is a 400', async () => {
+    const ps = async () => Object.fromEntries(((await get('/api/ps')).models as { name: string; expires_at: string }[]).map((m) => [m.name, Date.parse(m.expires_at)]));
+    // Loaded on demand: the scheduler's default keep-alive (Ollama's 5 minutes).
+    const t0 = Date.now();
+    expect((await stack.post('/api/chat', { model: 'lazy', messages: [] })).body).toMatchObject({ done_reason: 'load' });
+    let at = (await ps())['lazy:latest'];
+    expect(at).toBeGreaterThanOrEqual(t0 + 299_000);
+    expect(at).toBeLessThanOrEqual(Date.now() + 300_000);
+    // A request's keep_alive becomes the model's, as a Go duration or seconds.
+    expect((await stack.post('/api/generate', { model: 'lazy', prompt: 'Hi', stream: false, keep_alive: '1h30m', options: { num_predict: 2 } })).status).toBe(200);
+    at = (await ps())['lazy:latest'];
+    expect(at).toBeGreaterThan(Date.now() + 5_390_000);
+    expect(at).toBeLessThanOrEqual(Date.now() + 5_400_000);
+    expect((await stack.post('/api/embed', { model: 'lazy', input: 'Hi', keep_alive: 600 })).status).toBe(200);
+    expect((await ps())['lazy:latest']).toBeLessThanOrEqual(Date.now() + 600_000);
+    // Negative: until unloaded by hand (Ollama reports the year 2318).
+    expect((await stack.post('/api/chat', { model: 'lazy', messages: [], keep_alive: -1 })).body).toMatchObject({ done_reason: 'load' });
+    expect((await get('/api/ps')).models.find((m: { name: string }) => m.name === 'lazy:latest').expires_at).toBe('2318-01-01T00:00:00Z');
+    // A model `kail serve -m` loaded from outside the directory never expires.
+    expect((await get('/api/ps')).models.find((m: { name: string }) => m.name === 'tiny:latest').expires_at).toBe('2318-01-01T00:00:00Z');
+    for (const keep_alive of ['forever', '5 minutes', true, '1e3s']) {
+      const r = await stack.post('/api/chat', { model: 'lazy', messages, keep_alive });
+      expect([keep_alive, r.status]).toEqual([keep_alive, 400]);
+      expect(r.body.error).toMatch(/keep_alive/);
+    }
+  }, 60_000);
+
   it("answers llama-server's router endpoints: GET /models, POST /models/load and /models/unload", async () => {
     const status = async () => Object.fromEntries(((await get('/models')).data as { id: string; status: { value: string } }[]).map((m) => [m.id, m.status.value]));
     if ((await status()).lazy === 'loaded') expect((await stack.post('/models/unload', { model: 'lazy' })).body).toEqual({ success: true });

@@ -10,12 +10,14 @@
 // a JSON schema is constrained decoding. Names: a served model `ID` is listed as `ID:latest`, and
 // `ID` or `ID:latest` both find it. Models are loaded by `kail serve -m`, or on demand when a
 // request names a GGUF file of the models directory (<data dir>/models/ID.gguf), and stay loaded
-// until a request with `keep_alive: 0` unloads one; copying and deleting work on the models
+// for `keep_alive` after their last request (the scheduler's --keep-alive, Ollama's 5 minutes, for
+// a model loaded on demand; a request's own for any model the models directory can bring back;
+// negative: until unloaded; 0: unloaded once idle); copying and deleting work on the models
 // directory; pulling, creating and pushing models are errors that say so.
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
-import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
+import { common, engine as pb, parseDurationMs, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
 import { ensureModel, HttpError, servedModels, unloadedModelFiles, unloadModel } from '../llama-server/routes';
@@ -59,11 +61,25 @@ type Options = z.infer<typeof options>;
 
 /** "json", or a JSON schema the output follows. */
 const format = z.union([z.literal('json'), z.literal(''), z.record(z.string(), z.unknown())]).optional().nullable();
-// How long the model stays loaded after the request: a model stays loaded while the server runs,
-// except that zero unloads it once the request is answered and nothing else runs on it (Ollama's
-// `ollama stop` sends an empty request with keep_alive 0).
-const keepAlive = z.union([z.string(), z.number()]).optional().nullable();
-const unloadsNow = (v: string | number | null | undefined) => v === 0 || (typeof v === 'string' && /^0+(\.0*)?(ns|us|µs|ms|s|m|h)?$/.test(v.trim()));
+// How long the model stays loaded after the request (the scheduler keeps it; zero unloads it once
+// the request is answered and nothing else runs on it: `ollama stop` sends an empty request with
+// keep_alive 0). keep_alive as Ollama reads it: a number of seconds, or a Go duration string ("5m", "1h30m",
+// "300ms", "0"); negative means until unloaded by hand. Parsed to milliseconds (-1 for negative).
+const keepAlive = z
+  .union([z.string(), z.number()])
+  .optional()
+  .nullable()
+  .transform((v, ctx) => {
+    if (v === undefined || v === null) return undefined;
+    const ms = typeof v === 'number' ? (Number.isFinite(v) ? v * 1000 : NaN) : parseDurationMs(v);
+    if (Number.isNaN(ms)) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: `keep_alive must be seconds or a duration such as "5m", "1h30m" or "-1", got ${JSON.stringify(v)}` });
+      return z.NEVER;
+    }
+    return ms < 0 ? -1 : Math.round(ms);
+  });
+const unloadsNow = (ms: number | undefined) => ms === 0;
+
 const think = z.union([z.boolean(), z.enum(['low', 'medium', 'high'])]).optional().nullable();
 const noImages = z
   .array(z.unknown())
@@ -157,17 +173,25 @@ function zodMessage(e: z.ZodError): string {
 /** A served model's listed name: its id, tagged :latest unless it has a tag. */
 export const ollamaName = (id: string) => (id.includes(':') ? id : `${id}:latest`);
 
+/** A request's keep_alive for the scheduler's SubmitRequest. */
+const keepAliveFields = (ms: number | undefined): Partial<spb.SubmitRequest> => (ms === undefined ? {} : { keepAliveMs: ms, hasKeepAlive: true });
+
 /** The ids a request's model name may mean: the name, and without its :latest tag. */
 const idsOf = (name: string): string[] => (name.endsWith(':latest') ? [name, name.slice(0, -7)] : [name]);
 /** The model of `models` a request names (its id, or its id tagged :latest). */
 const byName = <T extends { id: string }>(models: readonly T[], name: string): T | undefined => idsOf(name).map((id) => models.find((x) => x.id === id)).find((x) => x);
 
-/** The served model a request names: its id, or its id tagged :latest. */
-async function resolve(scheduler: spb.SchedulerServiceClient, name: string): Promise<common.ModelInfo> {
+/**
+ * The served model a request names: its id, or its id tagged :latest. A keep_alive (ms) goes to
+ * the scheduler with it, which keeps the model that long after its last request.
+ */
+async function resolve(scheduler: spb.SchedulerServiceClient, name: string, keepAliveMs?: number): Promise<common.ModelInfo> {
   const models = await servedModels(scheduler);
   // Loaded, else loaded now from the models directory (as Ollama loads a model a request names).
-  let m = byName(models, name) ?? null;
-  for (const id of idsOf(name)) m ??= await ensureModel(scheduler, id);
+  let m = keepAliveMs === undefined ? (byName(models, name) ?? null) : null;
+  for (const id of idsOf(name)) m ??= await ensureModel(scheduler, id, keepAliveMs);
+  // (A scheduler without load on demand keeps no keep-alive: the loaded model as it is.)
+  m ??= byName(models, name) ?? null;
   if (!m) throw new HttpError(404, { error: { message: `model '${name}' not found (served: ${models.map((x) => ollamaName(x.id)).join(', ') || 'none'})`, type: 'not_found', param: 'model', code: null } });
   return m;
 }
@@ -342,7 +366,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     })),
   );
 
-  // Loaded models: all of them, for as long as the server runs (no keep_alive expiry).
+  // Loaded models, with when each unloads if unused (a keep-alive; the scheduler's).
   app.get('/api/ps', (_req, reply) =>
     guarded(reply, async (s) => ({
       models: (await servedModels(s)).filter((m) => m.loaded).map((m) => {
@@ -350,8 +374,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
         const ram = r ? Number(r.residentBytes) + Number(r.kvBytes) + Number(r.ramExpertCacheBytes) : Number(m.fileBytes);
         return {
           name: ollamaName(m.id), model: ollamaName(m.id), size: ram + Number(r?.vramExpertCacheBytes ?? 0), digest: '', details: details(m),
-          // Ollama's "forever" (a negative keep_alive): the year 2318 it reports then.
-          expires_at: '2318-01-01T00:00:00Z', size_vram: Number(r?.vramExpertCacheBytes ?? 0), context_length: m.contextLength,
+          // No keep-alive: Ollama's "forever" (a negative keep_alive), the year 2318 it reports then.
+          expires_at: m.expiresAtUnixMs > 0 ? new Date(m.expiresAtUnixMs).toISOString() : '2318-01-01T00:00:00Z', size_vram: Number(r?.vramExpertCacheBytes ?? 0), context_length: m.contextLength,
         };
       }),
     })),
@@ -392,7 +416,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const b = parsed.data;
     return guarded(reply, async (s) => {
       if (!b.messages?.length && unloadsNow(b.keep_alive)) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: await unload(s, b.model), done: true };
-      const m = await resolve(s, b.model);
+      const m = await resolve(s, b.model, b.keep_alive);
       // No messages: Ollama loads the model and says so (resolve loaded it if it was not).
       if (!b.messages?.length) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: 'load', done: true };
       const tools = b.tools?.length ? b.tools.map((t) => functionTool(t.function.name, t.function.description, t.function.parameters)) : undefined;
@@ -418,7 +442,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     return guarded(reply, async (s) => {
       const prompt = b.prompt ?? '';
       if (!prompt && !b.suffix && unloadsNow(b.keep_alive)) return { model: b.model, created_at: nowIso(), response: '', done: true, done_reason: await unload(s, b.model) };
-      const m = await resolve(s, b.model);
+      const m = await resolve(s, b.model, b.keep_alive);
       if (!prompt && !b.suffix) return { model: b.model, created_at: nowIso(), response: '', done: true, done_reason: 'load' };
       let tokens: number[] = [];
       let reasoningOpen = false;
@@ -454,8 +478,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     });
   });
 
-  const embed = async (reply: FastifyReply, req: FastifyRequest, s: spb.SchedulerServiceClient, model: string, inputs: string[], truncate: boolean) => {
-    const m = await resolve(s, model);
+  const embed = async (reply: FastifyReply, req: FastifyRequest, s: spb.SchedulerServiceClient, model: string, inputs: string[], truncate: boolean, keepAliveMs?: number) => {
+    const m = await resolve(s, model, keepAliveMs);
     const t0 = performance.now();
     const gens: pb.GenerateRequest[] = [];
     for (const [i, input] of inputs.entries()) {
@@ -471,10 +495,14 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     }
     const vectors: number[][] = inputs.map(() => []);
     let promptTokens = 0;
-    await submitAll(req, reply, deps, s, gens, (i, msg) => {
-      if (msg.embedding.length) vectors[i] = msg.embedding;
-      if (msg.usage) promptTokens += msg.usage.promptTokens;
-    });
+    await submitAll(
+      req, reply, deps, s, gens,
+      (i, msg) => {
+        if (msg.embedding.length) vectors[i] = msg.embedding;
+        if (msg.usage) promptTokens += msg.usage.promptTokens;
+      },
+      keepAliveFields(keepAliveMs),
+    );
     deps.onUsage?.(req, promptTokens, 0);
     return { vectors, promptTokens, ms: performance.now() - t0 };
   };
@@ -486,7 +514,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const b = parsed.data;
     return guarded(reply, async (s) => {
       const inputs = typeof b.input === 'string' ? [b.input] : b.input;
-      const r = await embed(reply, req, s, b.model, inputs, b.truncate ?? true);
+      const r = await embed(reply, req, s, b.model, inputs, b.truncate ?? true, b.keep_alive);
       const width = r.vectors[0]?.length ?? 0;
       if (b.dimensions && b.dimensions > width) throw new HttpError(400, { error: { message: `dimensions ${b.dimensions} is more than the model's ${width}`, type: 'invalid_request_error', param: 'dimensions', code: null } });
       const embeddings = r.vectors.map((v) => {
@@ -502,7 +530,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
   app.post('/api/embeddings', (req, reply) => {
     const parsed = LegacyEmbedRequest.safeParse(req.body);
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
-    return guarded(reply, async (s) => ({ embedding: (await embed(reply, req, s, parsed.data.model, [parsed.data.prompt], false)).vectors[0] }));
+    return guarded(reply, async (s) => ({ embedding: (await embed(reply, req, s, parsed.data.model, [parsed.data.prompt], false, parsed.data.keep_alive)).vectors[0] }));
   });
 
   // `ollama rm` / `ollama cp` on the models directory (ID.gguf; ID:latest names it too).
@@ -591,7 +619,7 @@ async function answer(
       splitter ??= new ReasoningSplitter(reasoningOpen);
       const out = splitter.push(msg.text);
       piece(calls ? calls.push(out.content) : out.content, out.reasoning, lp);
-    });
+    }, keepAliveFields(b.keep_alive));
   } catch (e) {
     deps.onUsage?.(req, 0, generated.length);
     const failed = callFailure(reply, e);

@@ -306,11 +306,13 @@ export function unary<Req, Res>(fn: (req: Req, md: grpc.Metadata, opts: grpc.Cal
 export async function submitAll(
   req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, scheduler: spb.SchedulerServiceClient,
   gens: pb.GenerateRequest[], onData: (i: number, msg: pb.GenerateResponse) => void,
+  /** More SubmitRequest fields (Ollama's keep_alive). */
+  extra: Partial<spb.SubmitRequest> = {},
 ): Promise<void> {
   const tenant = deps.tenantOf(req);
   const timeout = deps.requestTimeoutMs ?? 0;
   const deadline = timeout > 0 ? Date.now() + timeout : 0;
-  const calls = gens.map((generate) => scheduler.submit(spb.SubmitRequest.fromPartial({ generate, tenant, deadlineUnixMs: deadline })));
+  const calls = gens.map((generate) => scheduler.submit(spb.SubmitRequest.fromPartial({ ...extra, generate, tenant, deadlineUnixMs: deadline })));
   let finished = false;
   reply.raw.on('close', () => {
     if (!finished && !reply.raw.writableFinished) for (const call of calls) call.cancel();

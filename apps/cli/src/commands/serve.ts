@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { AUTH_TOKEN_ENV } from '@kailstream/proto';
+import { AUTH_TOKEN_ENV, parseDurationMs } from '@kailstream/proto';
 
 import { dataDir, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 import { EngineKeeper, freePort, Supervisor } from '../supervisor';
@@ -21,6 +21,10 @@ export interface ServeOptions {
   web: boolean;
   /** Load models from <data dir>/models on demand (default true; false from --no-load-on-demand). */
   loadOnDemand?: boolean;
+  /** How long a model loaded on demand stays after its last request, in ms (negative: until unloaded). */
+  keepAlive?: number;
+  /** Most models the engine holds before the least recently used idle one makes room (0: memory decides). */
+  modelsMax?: number;
 }
 
 async function waitHttp(url: string, timeoutMs: number): Promise<void> {
@@ -75,7 +79,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
     const engine = await sup.start({ name: 'engine', command: node, args: engineArgs, env, restart: true, afterRestart: keeper.afterRestart }, 300_000);
     log(`engine     grpc://${engine.address}`);
-    const sched = await sup.start({ name: 'scheduler', command: node, args: [SERVICE_ENTRIES.scheduler, '--host', grpcHost, '--port', '0', '--engine', engine.address, ...(opts.loadOnDemand === false ? ['--no-load-on-demand'] : [])], env });
+    const sched = await sup.start({ name: 'scheduler', command: node, args: [SERVICE_ENTRIES.scheduler, '--host', grpcHost, '--port', '0', '--engine', engine.address, ...(opts.loadOnDemand === false ? ['--no-load-on-demand'] : []), ...(opts.keepAlive !== undefined ? ['--keep-alive-ms', String(opts.keepAlive)] : []), ...(opts.modelsMax ? ['--models-max', String(opts.modelsMax)] : [])], env });
     schedAddress = sched.address;
     keeper.track(engine.address);
     sup.once('stopping', () => keeper.stop());
@@ -127,6 +131,15 @@ export function registerServe(program: Command): void {
     .option('--data-dir <dir>', 'data directory (default: $KAIL_DATA_DIR or ~/.kailstream)')
     .option('--no-web', 'do not start the web console')
     .option('--no-load-on-demand', "do not load a model from <data dir>/models when a request names one that is not loaded")
+    .option('--keep-alive <duration>', "how long a model loaded on demand stays after its last request, as Ollama's keep_alive: 5m, 1h, 30s, 0, -1 = until unloaded (default 5m)", (v: string) => {
+      const ms = parseDurationMs(v);
+      if (Number.isNaN(ms)) throw new Error(`--keep-alive must be a duration such as 5m, 1h30m, 30s, 0 or -1, got '${v}'`);
+      return ms < 0 ? -1 : Math.round(ms);
+    })
+    .option('--models-max <n>', 'most models loaded at once; a new one unloads the least recently used idle model loaded on demand (default 0: memory decides)', (v: string) => {
+      if (!/^\d+$/.test(v) || Number(v) > 1000) throw new Error(`--models-max must be an integer in 0..1000, got '${v}'`);
+      return Number(v);
+    })
     .action(async (opts: ServeOptions) => {
       const sup = await serve(opts);
       process.stdout.write('ready; Ctrl-C stops everything\n');

@@ -299,7 +299,7 @@ describe('engine admission: sequence slots with their KV reserved, a bounded wai
 });
 
 describe('LocalModelHost with a hardware profile', () => {
-  const { tempDir, writeTestModel } = require('../testing') as typeof import('../testing');
+  const { tempDir, testHardwareProfile, writeTestModel } = require('../testing') as typeof import('../testing');
   const fs = require('node:fs') as typeof import('node:fs');
   const { planModel } = require('../model/model') as typeof import('../model/model');
   const dir = tempDir();
@@ -310,18 +310,8 @@ describe('LocalModelHost with a hardware profile', () => {
     const plan = planModel(file, { ramBytes: 2 ** 40, nCtx: 256, nSeqMax: 1, ramReserveBytes: 0 });
     const budget = plan.fixedBytes + 2 * plan.nMoeLayers * plan.expertEntryBytes;
     expect(budget).toBeLessThan(fs.statSync(file).size);
-    const profile = {
-      format: 'kailstream-hardware-profile',
-      version: 1,
-      measured: 'test',
-      host: 'test',
-      cpu: { model: 'x', logicalCores: 2, physicalCores: 2, simd: [], kernelLevel: '' },
-      memory: { totalBytes: 2 ** 34, availableBytes: 2 ** 33, readBytesPerSecond: 1e10, copyBytesPerSecond: 1e10, threads: 2 },
-      gpus: [],
-      storage: [{ path: dir, directIo: true, note: '', testFileBytes: 1, results: [], sequentialBytesPerSecond: 3e9, randomBytesPerSecond: 2.5e9, randomBlockBytes: 2 ** 20, queueDepth: 4 }],
-      defaults: { ramBytes: budget, ioThreads: 2, storagePath: dir, why: { ramBytes: 'test', ioThreads: 'test' } },
-    } as const;
-    const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256, profile: profile as never, loadOptions: { ramReserveBytes: 0 } });
+    const profile = testHardwareProfile(dir, budget);
+    const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256, profile, loadOptions: { ramReserveBytes: 0 } });
     try {
       const info = await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'p' }));
       expect(info.ramBudgetBytes).toBe(budget);

@@ -223,6 +223,11 @@ export interface ModelInfo {
    */
   slots: number;
   chatTemplate: string;
+  /**
+   * Set by the scheduler for a model that unloads when idle (a keep-alive): when it will, in ms
+   * since the epoch, if nothing uses it before; 0 = it stays loaded.
+   */
+  expiresAtUnixMs: number;
 }
 
 export interface ModelInfo_TensorTypeBytesEntry {
@@ -1402,6 +1407,7 @@ function createBaseModelInfo(): ModelInfo {
     ramBudgetBytes: 0,
     slots: 0,
     chatTemplate: "",
+    expiresAtUnixMs: 0,
   };
 }
 
@@ -1451,6 +1457,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     }
     if (message.chatTemplate !== "") {
       writer.uint32(122).string(message.chatTemplate);
+    }
+    if (message.expiresAtUnixMs !== 0) {
+      writer.uint32(129).double(message.expiresAtUnixMs);
     }
     return writer;
   },
@@ -1591,6 +1600,14 @@ export const ModelInfo: MessageFns<ModelInfo> = {
             message.chatTemplate = reader.string();
             continue;
           }
+          case 16: {
+            if (tag !== 129) {
+              break;
+            }
+
+            message.expiresAtUnixMs = reader.double();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1678,6 +1695,11 @@ export const ModelInfo: MessageFns<ModelInfo> = {
         : isSet(object.chat_template)
         ? globalThis.String(object.chat_template)
         : "",
+      expiresAtUnixMs: isSet(object.expiresAtUnixMs)
+        ? globalThis.Number(object.expiresAtUnixMs)
+        : isSet(object.expires_at_unix_ms)
+        ? globalThis.Number(object.expires_at_unix_ms)
+        : 0,
     };
   },
 
@@ -1734,6 +1756,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     if (message.chatTemplate !== "") {
       obj.chatTemplate = message.chatTemplate;
     }
+    if (message.expiresAtUnixMs !== 0) {
+      obj.expiresAtUnixMs = floatToJson(message.expiresAtUnixMs);
+    }
     return obj;
   },
 
@@ -1767,6 +1792,7 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     message.ramBudgetBytes = object.ramBudgetBytes ?? 0;
     message.slots = object.slots ?? 0;
     message.chatTemplate = object.chatTemplate ?? "";
+    message.expiresAtUnixMs = object.expiresAtUnixMs ?? 0;
     return message;
   },
 };

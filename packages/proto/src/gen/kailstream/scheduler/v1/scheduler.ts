@@ -99,6 +99,13 @@ export interface SubmitRequest {
   priority: number;
   /** Milliseconds since the epoch after which the request is dropped; 0 = none. */
   deadlineUnixMs: number;
+  /**
+   * Ollama's keep_alive, when has_keep_alive: how long the model stays loaded after this request
+   * (ms; negative = until unloaded by hand). It applies to a model load on demand can bring back
+   * (its file is in an engine's models directory); 0 unloads it once nothing runs on it.
+   */
+  keepAliveMs: number;
+  hasKeepAlive: boolean;
 }
 
 export interface CancelRequest {
@@ -158,6 +165,9 @@ export interface QueueSnapshot_QueuedPerTenantEntry {
 
 export interface EnsureModelRequest {
   model: string;
+  /** As SubmitRequest's (Ollama's empty request that preloads a model with a keep_alive). */
+  keepAliveMs: number;
+  hasKeepAlive: boolean;
 }
 
 export interface EnsureModelResponse {
@@ -828,7 +838,7 @@ export const ListModelsResponse: MessageFns<ListModelsResponse> = {
 };
 
 function createBaseSubmitRequest(): SubmitRequest {
-  return { generate: undefined, tenant: "", priority: 0, deadlineUnixMs: 0 };
+  return { generate: undefined, tenant: "", priority: 0, deadlineUnixMs: 0, keepAliveMs: 0, hasKeepAlive: false };
 }
 
 export const SubmitRequest: MessageFns<SubmitRequest> = {
@@ -844,6 +854,12 @@ export const SubmitRequest: MessageFns<SubmitRequest> = {
     }
     if (message.deadlineUnixMs !== 0) {
       writer.uint32(33).double(message.deadlineUnixMs);
+    }
+    if (message.keepAliveMs !== 0) {
+      writer.uint32(41).double(message.keepAliveMs);
+    }
+    if (message.hasKeepAlive !== false) {
+      writer.uint32(48).bool(message.hasKeepAlive);
     }
     return writer;
   },
@@ -893,6 +909,22 @@ export const SubmitRequest: MessageFns<SubmitRequest> = {
             message.deadlineUnixMs = reader.double();
             continue;
           }
+          case 5: {
+            if (tag !== 41) {
+              break;
+            }
+
+            message.keepAliveMs = reader.double();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.hasKeepAlive = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -915,6 +947,16 @@ export const SubmitRequest: MessageFns<SubmitRequest> = {
         : isSet(object.deadline_unix_ms)
         ? globalThis.Number(object.deadline_unix_ms)
         : 0,
+      keepAliveMs: isSet(object.keepAliveMs)
+        ? globalThis.Number(object.keepAliveMs)
+        : isSet(object.keep_alive_ms)
+        ? globalThis.Number(object.keep_alive_ms)
+        : 0,
+      hasKeepAlive: isSet(object.hasKeepAlive)
+        ? globalThis.Boolean(object.hasKeepAlive)
+        : isSet(object.has_keep_alive)
+        ? globalThis.Boolean(object.has_keep_alive)
+        : false,
     };
   },
 
@@ -932,6 +974,12 @@ export const SubmitRequest: MessageFns<SubmitRequest> = {
     if (message.deadlineUnixMs !== 0) {
       obj.deadlineUnixMs = floatToJson(message.deadlineUnixMs);
     }
+    if (message.keepAliveMs !== 0) {
+      obj.keepAliveMs = floatToJson(message.keepAliveMs);
+    }
+    if (message.hasKeepAlive !== false) {
+      obj.hasKeepAlive = message.hasKeepAlive;
+    }
     return obj;
   },
 
@@ -946,6 +994,8 @@ export const SubmitRequest: MessageFns<SubmitRequest> = {
     message.tenant = object.tenant ?? "";
     message.priority = object.priority ?? 0;
     message.deadlineUnixMs = object.deadlineUnixMs ?? 0;
+    message.keepAliveMs = object.keepAliveMs ?? 0;
+    message.hasKeepAlive = object.hasKeepAlive ?? false;
     return message;
   },
 };
@@ -1883,13 +1933,19 @@ export const QueueSnapshot_QueuedPerTenantEntry: MessageFns<QueueSnapshot_Queued
 };
 
 function createBaseEnsureModelRequest(): EnsureModelRequest {
-  return { model: "" };
+  return { model: "", keepAliveMs: 0, hasKeepAlive: false };
 }
 
 export const EnsureModelRequest: MessageFns<EnsureModelRequest> = {
   encode(message: EnsureModelRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.model !== "") {
       writer.uint32(10).string(message.model);
+    }
+    if (message.keepAliveMs !== 0) {
+      writer.uint32(17).double(message.keepAliveMs);
+    }
+    if (message.hasKeepAlive !== false) {
+      writer.uint32(24).bool(message.hasKeepAlive);
     }
     return writer;
   },
@@ -1915,6 +1971,22 @@ export const EnsureModelRequest: MessageFns<EnsureModelRequest> = {
             message.model = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.keepAliveMs = reader.double();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.hasKeepAlive = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1928,13 +2000,31 @@ export const EnsureModelRequest: MessageFns<EnsureModelRequest> = {
   },
 
   fromJSON(object: any): EnsureModelRequest {
-    return { model: isSet(object.model) ? globalThis.String(object.model) : "" };
+    return {
+      model: isSet(object.model) ? globalThis.String(object.model) : "",
+      keepAliveMs: isSet(object.keepAliveMs)
+        ? globalThis.Number(object.keepAliveMs)
+        : isSet(object.keep_alive_ms)
+        ? globalThis.Number(object.keep_alive_ms)
+        : 0,
+      hasKeepAlive: isSet(object.hasKeepAlive)
+        ? globalThis.Boolean(object.hasKeepAlive)
+        : isSet(object.has_keep_alive)
+        ? globalThis.Boolean(object.has_keep_alive)
+        : false,
+    };
   },
 
   toJSON(message: EnsureModelRequest): unknown {
     const obj: any = {};
     if (message.model !== "") {
       obj.model = message.model;
+    }
+    if (message.keepAliveMs !== 0) {
+      obj.keepAliveMs = floatToJson(message.keepAliveMs);
+    }
+    if (message.hasKeepAlive !== false) {
+      obj.hasKeepAlive = message.hasKeepAlive;
     }
     return obj;
   },
@@ -1945,6 +2035,8 @@ export const EnsureModelRequest: MessageFns<EnsureModelRequest> = {
   fromPartial<I extends Exact<DeepPartial<EnsureModelRequest>, I>>(object: I): EnsureModelRequest {
     const message = createBaseEnsureModelRequest();
     message.model = object.model ?? "";
+    message.keepAliveMs = object.keepAliveMs ?? 0;
+    message.hasKeepAlive = object.hasKeepAlive ?? false;
     return message;
   },
 };
