@@ -65,6 +65,48 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect(ev.slice(0, -1).flatMap((e) => e.tokens)).toEqual(body.tokens);
   });
 
+  it('timings_per_token: every streamed event carries the timings so far, on /completion and the OpenAI routes; final answers carry them anyway', async () => {
+    const keys = ['cache_n', 'prompt_n', 'prompt_ms', 'prompt_per_token_ms', 'prompt_per_second', 'predicted_n', 'predicted_ms', 'predicted_per_token_ms', 'predicted_per_second'];
+    const nPrompt = (await tokenize('The answer is', { add_special: true })).length;
+    const ev = await events('/completion', { prompt: 'The answer is', n_predict: 5, timings_per_token: true, ...greedy });
+    const partial = ev.slice(0, -1);
+    expect(partial).toHaveLength(5);
+    expect(partial.map((e) => e.timings.predicted_n)).toEqual([1, 2, 3, 4, 5]);
+    for (const e of partial) {
+      expect(Object.keys(e.timings).sort()).toEqual([...keys].sort());
+      expect(e.timings.prompt_n + e.timings.cache_n).toBe(nPrompt);
+      expect(e.timings.prompt_ms).toBeGreaterThan(0);
+    }
+    // Times only grow.
+    expect(partial.map((e) => e.timings.predicted_ms)).toEqual([...partial.map((e) => e.timings.predicted_ms)].sort((a, b) => a - b));
+    expect(ev.at(-1)!.timings.predicted_n).toBe(5);
+    // Without it: no timings until the last event.
+    expect((await events('/completion', { prompt: 'The answer is', n_predict: 3, ...greedy })).slice(0, -1).some((e) => 'timings' in e)).toBe(false);
+    // OpenAI chat stream (llama.cpp's own test): the role chunk has none, every content chunk has
+    // them, the usage chunk too.
+    const chat = { model: 'tiny', messages: [{ role: 'user', content: 'test' }], max_tokens: 6, temperature: 0, ignore_eos: true, stream: true };
+    const done = await events('/v1/chat/completions', { ...chat, timings_per_token: true, stream_options: { include_usage: true } });
+    expect(done[0].choices[0].delta.role).toBe('assistant');
+    expect('timings' in done[0]).toBe(false);
+    const usageChunk = done.at(-1)!;
+    expect(usageChunk.choices).toEqual([]);
+    expect(usageChunk.timings.predicted_n).toBe(usageChunk.usage.completion_tokens);
+    expect(usageChunk.timings.prompt_n + usageChunk.timings.cache_n).toBe(usageChunk.usage.prompt_tokens);
+    const content = done.filter((e) => e.choices[0]?.delta?.content);
+    expect(content.length).toBeGreaterThan(0);
+    for (const e of content) expect(e.timings.predicted_n).toBeLessThanOrEqual(6);
+    // Without it, only the last chunk; a plain answer carries them too (llama-server's extra field).
+    const plain = await events('/v1/chat/completions', chat);
+    expect(plain.slice(0, -1).some((e) => 'timings' in e)).toBe(false);
+    expect(plain.at(-1)!.timings.predicted_n).toBe(6);
+    const whole = await post('/v1/chat/completions', { ...chat, stream: false });
+    expect(whole.body.timings.predicted_n).toBe(whole.body.usage.completion_tokens);
+    const text = await post('/v1/completions', { model: 'tiny', prompt: 'The answer is', max_tokens: 4, temperature: 0, ignore_eos: true });
+    expect(text.body.timings.predicted_n).toBe(4);
+    // n > 1: several sequences, no single timings.
+    expect('timings' in (await post('/v1/chat/completions', { ...chat, stream: false, n: 2 })).body).toBe(false);
+  });
+
   it('takes several prompts (an array of answers, or events with their index), and token ids mixed with text', async () => {
     const one = await post('/completion', { prompt: 'Once upon', n_predict: 4, ...greedy });
     const two = await post('/completion', { prompt: 'The answer is', n_predict: 4, ...greedy });

@@ -12,6 +12,7 @@ import { penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerE
 import { StructuredOutputError, structuredFields, structuredOutput } from '../structured-output';
 import { callFailure, chatMessagesToProto, continuesFinal, grpcToHttp, recordFinished, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
+import { llamaTimings } from '../timings';
 import { VERSION } from '../version';
 import type { ModelSlots } from '../trpc/telemetry-hub';
 
@@ -54,6 +55,7 @@ const generation = {
   seed: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
   stop,
   stream: z.boolean().optional().nullable(),
+  timings_per_token: sampling.timings_per_token,
   ignore_eos: sampling.ignore_eos,
   /** Probabilities of the n most likely tokens at each step (completion_probabilities). */
   n_probs: z.number().int().min(0).max(20).optional().nullable(),
@@ -413,7 +415,6 @@ async function complete(
     const finish = r.last?.finishReason ?? common.FinishReason.FINISH_REASON_UNSPECIFIED;
     const stopWord = r.last?.stopWord ?? '';
     recordFinished(deps, req, model.id, r.last, t0, r.tFirst);
-    const promptN = usage.promptTokens - usage.cachedPromptTokens;
     const genN = usage.completionTokens;
     return {
       index: i,
@@ -431,17 +432,7 @@ async function complete(
       stop_type: STOP_TYPE(finish, stopWord),
       stopping_word: stopWord,
       tokens_cached: usage.cachedPromptTokens,
-      timings: {
-        cache_n: usage.cachedPromptTokens,
-        prompt_n: promptN,
-        prompt_ms: timings.promptMs,
-        prompt_per_token_ms: promptN > 0 ? timings.promptMs / promptN : 0,
-        prompt_per_second: timings.promptMs > 0 ? (1000 * promptN) / timings.promptMs : 0,
-        predicted_n: genN,
-        predicted_ms: timings.generationMs,
-        predicted_per_token_ms: genN > 0 ? timings.generationMs / genN : 0,
-        predicted_per_second: timings.generationMs > 0 ? (1000 * genN) / timings.generationMs : 0,
-      },
+      timings: llamaTimings(usage, timings),
       ...(!b.stream && r.probs.length ? { completion_probabilities: r.probs } : {}),
     };
   };
@@ -463,6 +454,7 @@ async function complete(
         sse({
           index: i, content: msg.text, tokens: returnTokens ? msg.tokens : [], stop: false, id_slot: -1,
           tokens_predicted: r.tokens.length, tokens_evaluated: 0,
+          ...(b.timings_per_token && msg.progressUsage ? { timings: llamaTimings(msg.progressUsage, msg.progressTimings) } : {}),
           ...(p.length ? { completion_probabilities: p } : {}),
         });
       }

@@ -7,6 +7,7 @@ import type { z } from 'zod';
 import type { ApiMetrics } from '../metrics';
 import { penaltyWindow, samplerExtras } from '../sampler-extras';
 import { StructuredOutputError, structuredOutput } from '../structured-output';
+import { llamaTimings } from '../timings';
 import { ChatCompletionRequest, chatMessages, CompletionRequest, EmbeddingRequest, itemList, openAiError, zodToOpenAi } from './schemas';
 import { ReasoningSplitter, splitReasoning } from './reasoning';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
@@ -66,6 +67,8 @@ interface Common {
   sampling: common.SamplingParams;
   stream: boolean;
   includeUsage: boolean;
+  /** llama-server's timings_per_token: `timings` on every streamed chunk. */
+  timingsPerToken: boolean;
   logprobs: boolean;
   topLogprobs: number;
   /** Choices to generate. */
@@ -117,6 +120,7 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     }),
     stream: !!b.stream,
     includeUsage: !!b.stream_options?.include_usage,
+    timingsPerToken: !!b.timings_per_token,
     logprobs,
     topLogprobs,
     n: b.n ?? 1,
@@ -382,6 +386,9 @@ interface Choice {
   lpCount: number;
   /** Length of the echoed prompt at the start of text. */
   echoLen: number;
+  /** The engine's counts and times: so far (progress), then the last message's. */
+  engineUsage?: common.Usage;
+  engineTimings?: common.Timings;
 }
 
 /** OpenAI's chat turns as the engine's (a developer message is a system message; text parts joined). */
@@ -542,6 +549,10 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
       // Where this message's first scored token starts in the text (a scored prompt: at its echo).
       const lpAt = ch.text.length + (promptLp.length ? 0 : echoed.length);
       if (msg.usage) ch.usage = { prompt_tokens: msg.usage.promptTokens, completion_tokens: msg.usage.completionTokens, cached_tokens: msg.usage.cachedPromptTokens };
+      if (msg.usage || msg.progressUsage) {
+        ch.engineUsage = msg.usage ?? msg.progressUsage;
+        ch.engineTimings = msg.usage ? msg.timings : msg.progressTimings;
+      }
       if (msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED) ch.finish = finishName(msg.finishReason);
       ch.text += echoed + msg.text;
       ch.streamed += msg.tokens.length;
@@ -558,8 +569,10 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
         if (c.reasoning && !ch.reasoning) ch.reasoning = new ReasoningSplitter(msg.reasoningOpen);
         const split = ch.reasoning ? ch.reasoning.push(msg.text) : { reasoning: '', content: echoed + msg.text };
         const text = ch.toolStream ? ch.toolStream.push(split.content) : split.content;
-        if (text || split.reasoning || (c.logprobs && (msgLp.length || promptLp.length)))
-          sse(chunkObj(index, text, null, c.logprobs ? [...promptLp, ...msgLp] : undefined, split.reasoning, lpAt));
+        if (text || split.reasoning || (c.logprobs && (msgLp.length || promptLp.length))) {
+          const chunk = chunkObj(index, text, null, c.logprobs ? [...promptLp, ...msgLp] : undefined, split.reasoning, lpAt);
+          sse(c.timingsPerToken && msg.progressUsage ? { ...chunk, timings: llamaTimings(msg.progressUsage, msg.progressTimings) } : chunk);
+        }
         if (ch.toolStream) sendCalls(index, ch.toolStream.deltas());
       }
     });
@@ -579,6 +592,8 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
     return reply.code(status).send(body);
   }
   const u = usage();
+  // llama-server's timings on the final answer, for a single sequence.
+  const timings = choices.length === 1 ? llamaTimings(choices[0].engineUsage, choices[0].engineTimings) : undefined;
   deps.onUsage?.(req, u.prompt_tokens, u.completion_tokens);
   m?.finished(c.model, { prompt: u.prompt_tokens, cached: u.prompt_tokens_details.cached_tokens, completion: u.completion_tokens }, choices[0].finish ?? 'stop', (performance.now() - t0) / 1000);
   if (c.stream) {
@@ -597,9 +612,11 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
         // A call the output cut off keeps the engine's reason (length), as OpenAI's streams do.
         if (toolCalls.length && !cut) ch.finish = 'tool_calls';
       }
-      sse(chunkObj(index, null, ch.finish ?? 'stop'));
+      // llama-server's: the last chunk carries the timings (one sequence's; the usage chunk when there is one).
+      const last = chunkObj(index, null, ch.finish ?? 'stop');
+      sse(timings && !c.includeUsage ? { ...last, timings } : last);
     });
-    if (c.includeUsage) sse({ id, object: kind === 'chat' ? 'chat.completion.chunk' : 'text_completion', created, model: c.model, choices: [], usage: u });
+    if (c.includeUsage) sse({ id, object: kind === 'chat' ? 'chat.completion.chunk' : 'text_completion', created, model: c.model, choices: [], usage: u, ...(timings ? { timings } : {}) });
     reply.raw.write('data: [DONE]\n\n');
     reply.raw.end();
     return reply;
@@ -620,6 +637,7 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
         return { index, message, logprobs: c.logprobs ? { content: ch.lp } : null, finish_reason: toolCalls.length && !cut ? 'tool_calls' : (ch.finish ?? 'stop') };
       }),
       usage: u,
+      ...(timings ? { timings } : {}),
     });
   // best_of: per prompt, the n choices with the highest mean log probability per token (stable).
   const mean = (ch: Choice) => (ch.lpCount ? ch.lpSum / ch.lpCount : -Infinity);
@@ -635,5 +653,6 @@ async function run(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, g
       finish_reason: ch.finish ?? 'stop',
     })),
     usage: u,
+    ...(timings ? { timings } : {}),
   });
 }

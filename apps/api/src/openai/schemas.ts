@@ -37,6 +37,8 @@ export const sampling = {
     .optional()
     .nullable(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).optional().nullable(),
+  /** llama-server's: every streamed chunk carries `timings` (counts, times and speeds so far). */
+  timings_per_token: z.boolean().optional().nullable(),
   /**
    * 'text'; 'json_object': the output is one JSON object; 'json_schema': one object following
    * `json_schema.schema` (constrained decoding; the engine refuses, naming them, schema keywords it
@@ -131,6 +133,7 @@ export const ChatCompletionRequest = z.object({
   stop,
   stream: sampling.stream,
   stream_options: sampling.stream_options,
+  timings_per_token: sampling.timings_per_token,
   response_format: sampling.response_format,
   temperature: sampling.temperature,
   /** Functions the model may call (shown to it through its chat template). */
@@ -228,6 +231,7 @@ export const CompletionRequest = z.object({
   stop,
   stream: sampling.stream,
   stream_options: sampling.stream_options,
+  timings_per_token: sampling.timings_per_token,
   response_format: sampling.response_format,
   /** Fill-in-the-middle: the text after the gap (the prompt is the text before it); needs a model with FIM tokens. */
   suffix: z.string().optional().nullable(),

@@ -14,6 +14,17 @@ import type { TokenStreamDecoder } from '../tokenizer/tokenizer';
 export type FinishReason = 'stop' | 'length' | 'cancelled' | 'error';
 
 /** A chunk streamed to the caller: text decoded so far (complete UTF-8) and its tokens. */
+export interface GenerationProgress {
+  promptTokens: number;
+  /** Prompt tokens whose cache was kept from the slot's previous request (not computed again). */
+  cachedPromptTokens: number;
+  completionTokens: number;
+  /** From the start of the prompt's computation to its end (the first token's logits). */
+  promptMs: number;
+  /** Since the prompt was done. */
+  generationMs: number;
+}
+
 export interface GenerationChunk {
   text: string;
   tokens: number[];
@@ -25,15 +36,11 @@ export interface GenerationChunk {
   promptLogprobs?: TokenLogprobs[];
   /** With GenerationRequest.embed: the pooled hidden state (not normalized), on the last chunk. */
   embedding?: Float32Array;
+  /** On chunks with a generated token: the counts and times so far (llama-server's timings_per_token). */
+  progress?: GenerationProgress;
   /** Set on the last chunk. */
-  finish?: {
+  finish?: GenerationProgress & {
     reason: FinishReason;
-    promptTokens: number;
-    /** Prompt tokens whose cache was kept from the slot's previous request (not computed again). */
-    cachedPromptTokens: number;
-    completionTokens: number;
-    promptMs: number;
-    generationMs: number;
     timeToFirstTokenMs: number;
     queueMs: number;
     /** The stop string that ended the output (reason 'stop' by a string, not an end-of-generation token). */
@@ -667,7 +674,7 @@ export class BatchEngine {
         const step = a.stop.pushToken(token, a.decoder.push(token));
         const limited = a.limits?.push(step.text, now - a.tFirst);
         // Every token goes out in its chunk (the text may lag while a stop string or a UTF-8 sequence is incomplete).
-        a.push({ text: limited ? limited.text : step.text, tokens: [token], logprobs: lp });
+        a.push({ text: limited ? limited.text : step.text, tokens: [token], logprobs: lp, progress: progressOf(a, now) });
         if (step.done || (a.constraint?.done && a.req.ignoreEog)) {
           this.finish(a, 'stop', undefined, step.done && step.reason === 'stop' ? step.stop : undefined);
           break;
@@ -798,12 +805,8 @@ export class BatchEngine {
       tokens: [],
       finish: {
         reason,
-        promptTokens: a.req.prompt.length,
-        cachedPromptTokens: a.reused,
-        completionTokens: a.generated,
+        ...progressOf(a, now),
         queueMs: (a.tQueue || now) - a.t0,
-        promptMs: a.tPromptDone ? a.tPromptDone - (a.tQueue || a.t0) : 0,
-        generationMs: a.tPromptDone ? now - a.tPromptDone : 0,
         timeToFirstTokenMs: a.tFirst ? a.tFirst - a.t0 : 0,
         stopWord,
         error,
@@ -811,6 +814,17 @@ export class BatchEngine {
     });
     a.end();
   }
+}
+
+/** A sequence's counts and times at `now`. */
+function progressOf(a: Active, now: number): GenerationProgress {
+  return {
+    promptTokens: a.req.prompt.length,
+    cachedPromptTokens: a.reused,
+    completionTokens: a.generated,
+    promptMs: a.tPromptDone ? a.tPromptDone - (a.tQueue || a.t0) : 0,
+    generationMs: a.tPromptDone ? now - a.tPromptDone : 0,
+  };
 }
 
 const NO_PRESERVED: ReadonlySet<number> = new Set();

@@ -456,6 +456,8 @@ export class LocalModelHost implements ModelHost {
           promptTopLogprobs: c.promptLogprobs ? [{ candidates: [] }, ...c.promptLogprobs.map(topOf)] : [],
           embedding: c.embedding ? Array.from(c.embedding) : [],
           stopWord: '',
+          progressUsage: c.progress ? { promptTokens: c.progress.promptTokens, completionTokens: c.progress.completionTokens, cachedPromptTokens: c.progress.cachedPromptTokens } : undefined,
+          progressTimings: c.progress ? { promptMs: c.progress.promptMs, generationMs: c.progress.generationMs, timeToFirstTokenMs: 0, queueMs: 0 } : undefined,
         };
         promptText = '';
         if (c.finish) {

@@ -420,6 +420,12 @@ export interface GenerateResponse {
   embedding: number[];
   /** On the last message, when a stop string (of GenerateRequest.stop) ended the output: that string. */
   stopWord: string;
+  /**
+   * On messages with generated tokens: the counts and times so far (usage and timings are the
+   * last message's; these let a client show the speed as it goes, llama-server's timings_per_token).
+   */
+  progressUsage: Usage | undefined;
+  progressTimings: Timings | undefined;
 }
 
 export interface TopLogprobs {
@@ -2335,6 +2341,8 @@ function createBaseGenerateResponse(): GenerateResponse {
     promptTopLogprobs: [],
     embedding: [],
     stopWord: "",
+    progressUsage: undefined,
+    progressTimings: undefined,
   };
 }
 
@@ -2386,6 +2394,12 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     }
     if (message.stopWord !== "") {
       writer.uint32(106).string(message.stopWord);
+    }
+    if (message.progressUsage !== undefined) {
+      Usage.encode(message.progressUsage, writer.uint32(114).fork()).join();
+    }
+    if (message.progressTimings !== undefined) {
+      Timings.encode(message.progressTimings, writer.uint32(122).fork()).join();
     }
     return writer;
   },
@@ -2527,6 +2541,22 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
             message.stopWord = reader.string();
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.progressUsage = Usage.decode(reader, reader.uint32());
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.progressTimings = Timings.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2586,6 +2616,16 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
         : isSet(object.stop_word)
         ? globalThis.String(object.stop_word)
         : "",
+      progressUsage: isSet(object.progressUsage)
+        ? Usage.fromJSON(object.progressUsage)
+        : isSet(object.progress_usage)
+        ? Usage.fromJSON(object.progress_usage)
+        : undefined,
+      progressTimings: isSet(object.progressTimings)
+        ? Timings.fromJSON(object.progressTimings)
+        : isSet(object.progress_timings)
+        ? Timings.fromJSON(object.progress_timings)
+        : undefined,
     };
   },
 
@@ -2630,6 +2670,12 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     if (message.stopWord !== "") {
       obj.stopWord = message.stopWord;
     }
+    if (message.progressUsage !== undefined) {
+      obj.progressUsage = Usage.toJSON(message.progressUsage);
+    }
+    if (message.progressTimings !== undefined) {
+      obj.progressTimings = Timings.toJSON(message.progressTimings);
+    }
     return obj;
   },
 
@@ -2653,6 +2699,12 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     message.promptTopLogprobs = object.promptTopLogprobs?.map((e) => TopLogprobs.fromPartial(e)) || [];
     message.embedding = object.embedding?.map((e) => e) || [];
     message.stopWord = object.stopWord ?? "";
+    message.progressUsage = (object.progressUsage !== undefined && object.progressUsage !== null)
+      ? Usage.fromPartial(object.progressUsage)
+      : undefined;
+    message.progressTimings = (object.progressTimings !== undefined && object.progressTimings !== null)
+      ? Timings.fromPartial(object.progressTimings)
+      : undefined;
     return message;
   },
 };
