@@ -165,6 +165,34 @@ describe("OpenAI's Responses API (/v1/responses), real engine", () => {
     expect((await post('/v1/responses', { ...body, reasoning: { effort: 'none' } })).body.output[0].type).toBe('reasoning');
   });
 
+  it('include message.output_text.logprobs: the message tokens with top_logprobs, the same in the stream piece by piece; reasoning tokens left out', async () => {
+    const body = { ...ask, max_output_tokens: 6, include: ['message.output_text.logprobs'], top_logprobs: 2 };
+    const r = await post('/v1/responses', body);
+    expect(r.status).toBe(200);
+    const part = r.body.output[0].content[0];
+    expect(part.logprobs).toHaveLength(6);
+    expect(part.logprobs.map((l: { token: string }) => l.token).join('')).toBe(part.text);
+    for (const l of part.logprobs) {
+      expect(l.logprob).toBeLessThanOrEqual(0);
+      expect(Buffer.from(l.bytes).toString('utf8')).toBe(l.token);
+      expect(l.top_logprobs).toHaveLength(2);
+      // Greedy: the token is the most likely one.
+      expect(l.top_logprobs[0].logprob).toBeCloseTo(l.logprob, 5);
+    }
+    // The chat completion's logprobs of the same conversation are the same tokens and values.
+    const chat = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi there' }], temperature: 0, max_tokens: 6, logprobs: true, top_logprobs: 2 });
+    expect(part.logprobs.map((l: { token: string; logprob: number }) => [l.token, l.logprob])).toEqual(chat.body.choices[0].logprobs.content.map((l: { token: string; logprob: number }) => [l.token, l.logprob]));
+    // Streamed: the deltas' logprobs add up to the whole's; without include there are none.
+    const ev = await events(body);
+    const deltas = ev.filter(([t]) => t === 'response.output_text.delta').flatMap(([, d]) => d.logprobs);
+    expect(deltas).toEqual(part.logprobs);
+    expect(ev.find(([t]) => t === 'response.output_text.done')![1].logprobs).toEqual(part.logprobs);
+    expect((await post('/v1/responses', { ...ask, max_output_tokens: 3 })).body.output[0].content[0].logprobs).toEqual([]);
+    // A reasoning model: the reasoning's tokens have none (8 tokens, all reasoning: no message item at all).
+    const think = await post('/v1/responses', { model: 'think', input: 'Why?', temperature: 0, max_output_tokens: 8, include: ['message.output_text.logprobs'] });
+    expect(think.body.output.map((x: { type: string }) => x.type)).toEqual(['reasoning']);
+  });
+
   it("chat completions: reasoning_budget_tokens ends the model's reasoning with reasoning_budget_message, and the answer follows", async () => {
     const body = { model: 'think', messages: [{ role: 'user', content: 'Why?' }], temperature: 0, max_tokens: 40 };
     const free = await post('/v1/chat/completions', body);
@@ -227,7 +255,8 @@ describe("OpenAI's Responses API (/v1/responses), real engine", () => {
       [{ ...ask, tools: [{ type: 'function', name: 'f' }], tool_choice: { type: 'function', name: 'g' } }, 400, /'g', which is not among the tools/],
       [{ ...ask, background: true }, 400, /background responses are not supported/],
       [{ ...ask, truncation: 'auto' }, 400, /truncation 'auto' is not supported/],
-      [{ ...ask, include: ['message.output_text.logprobs'] }, 400, /include 'message.output_text.logprobs' is not supported/],
+      [{ ...ask, include: ['file_search_call.results'] }, 400, /include 'file_search_call.results' is not supported/],
+      [{ ...ask, include: ['message.output_text.logprobs'], top_logprobs: 21 }, 400, /top_logprobs/],
       [{ ...ask, temperature: 3 }, 400, /temperature/],
       [{ ...ask, max_output_tokens: 0 }, 400, /max_output_tokens/],
       [{ ...ask, tools: [{ type: 'function', name: 'f' }] }, 400, /does not show tools/],

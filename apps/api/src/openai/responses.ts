@@ -12,8 +12,10 @@
 // API key, the oldest dropped past STORE_LIMITS: `previous_response_id` continues one (its
 // conversation, with its output, before the new input; its instructions are not carried over, as
 // OpenAI's are not), GET returns it, DELETE drops it. They do not survive a restart of the API.
-// Not served: background responses, built-in tools (web search, file search, computer use…),
-// images and files in the input, logprobs, truncation 'auto' (an over-long conversation is a 400).
+// `include: ["message.output_text.logprobs"]` (with `top_logprobs`) gives the message text's tokens
+// their log probabilities (tokens of reasoning are left out; tool-call text in a message counts as
+// the message's). Not served: background responses, built-in tools (web search, file search,
+// computer use…), images and files in the input, truncation 'auto' (an over-long conversation is a 400).
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type * as grpc from '@grpc/grpc-js';
@@ -83,7 +85,7 @@ const tool = z
   );
 
 /** `include` values accepted: there is no encrypted reasoning here (reasoning items carry their text). */
-const INCLUDES = ['reasoning.encrypted_content'];
+const INCLUDES = ['reasoning.encrypted_content', 'message.output_text.logprobs'];
 
 export const ResponsesRequest = z
   .object({
@@ -141,6 +143,8 @@ export const ResponsesRequest = z
       .refine((m) => Object.keys(m).length <= 16, 'metadata holds at most 16 pairs')
       .optional()
       .nullable(),
+    /** With include message.output_text.logprobs: this many alternatives per token. */
+    top_logprobs: z.number().int().min(0).max(20).optional().nullable(),
     include: z
       .array(z.string())
       .superRefine((list, ctx) => {
@@ -219,7 +223,8 @@ export function toChatMessages(items: InputItem[], known: pb.ChatMessage[] = [])
 
 // Output items, as the API returns them.
 type ReasoningItem = { id: string; type: 'reasoning'; summary: never[]; content: { type: 'reasoning_text'; text: string }[]; encrypted_content: null; status: ItemStatus };
-type OutputText = { type: 'output_text'; text: string; annotations: never[]; logprobs: never[] };
+type Logprob = { token: string; logprob: number; bytes: number[]; top_logprobs: { token: string; logprob: number; bytes: number[] }[] };
+type OutputText = { type: 'output_text'; text: string; annotations: never[]; logprobs: Logprob[] };
 type MessageItem = { id: string; type: 'message'; role: 'assistant'; status: ItemStatus; content: OutputText[] };
 type CallItem = { id: string; type: 'function_call'; call_id: string; name: string; arguments: string; status: ItemStatus };
 type OutputItem = ReasoningItem | MessageItem | CallItem;
@@ -227,8 +232,15 @@ type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
 
 const hex = () => randomUUID().replace(/-/g, '');
 const reasoningItem = (text: string, status: ItemStatus = 'completed'): ReasoningItem => ({ id: `rs_${hex()}`, type: 'reasoning', summary: [], content: [{ type: 'reasoning_text', text }], encrypted_content: null, status });
-const outputText = (text: string): OutputText => ({ type: 'output_text', text, annotations: [], logprobs: [] });
-const messageItem = (text: string, status: ItemStatus = 'completed'): MessageItem => ({ id: `msg_${hex()}`, type: 'message', role: 'assistant', status, content: [outputText(text)] });
+const outputText = (text: string, logprobs: Logprob[] = []): OutputText => ({ type: 'output_text', text, annotations: [], logprobs });
+const messageItem = (text: string, status: ItemStatus = 'completed', logprobs: Logprob[] = []): MessageItem => ({ id: `msg_${hex()}`, type: 'message', role: 'assistant', status, content: [outputText(text, logprobs)] });
+const bytesOf = (t: string) => [...Buffer.from(t, 'utf8')];
+/** A message's token logprobs as the Responses API writes them. */
+const logprobsOf = (msg: pb.GenerateResponse): Logprob[] =>
+  msg.logprobs.map((l, i) => ({
+    token: l.text, logprob: l.logprob, bytes: bytesOf(l.text),
+    top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map((c) => ({ token: c.text, logprob: c.logprob, bytes: bytesOf(c.text) })),
+  }));
 const callItem = (c: { id: string; name: string; arguments: string }, status: ItemStatus = 'completed'): CallItem => ({ id: `fc_${hex()}`, type: 'function_call', call_id: c.id, name: c.name, arguments: c.arguments, status });
 
 /** The output items as input items (a stored response's turn in its conversation). */
@@ -371,6 +383,7 @@ async function respond(
   const choice = b.tool_choice;
   const { tools, ...chat } = chatOf(b, conversation);
   const format = b.text?.format ?? { type: 'text' as const };
+  const wantLp = !!b.include?.includes('message.output_text.logprobs');
   const gen = pb.GenerateRequest.fromPartial({
     requestId: id,
     ...chat,
@@ -385,6 +398,8 @@ async function respond(
     singleToolCall: b.parallel_tool_calls === false,
     responseFormat: RESPONSE_FORMATS[format.type],
     jsonSchema: format.type === 'json_schema' ? JSON.stringify(format.schema) : '',
+    wantLogprobs: wantLp,
+    topLogprobs: wantLp ? (b.top_logprobs ?? 0) : 0,
   });
   const store_ = b.store ?? true;
   const base = (): Record<string, unknown> => ({
@@ -407,6 +422,15 @@ async function respond(
   // (The same splitter also cuts the stream into reasoning and message items.)
   let splitter: ReasoningSplitter | null = null;
   let reasoningTokens = 0;
+  // With logprobs: the message text's tokens, and those not yet known to be reasoning or message
+  // (their text held back by the splitter) waiting for the text that decides.
+  const msgLp: Logprob[] = [];
+  let pendingLp: Logprob[] = [];
+  let sentLp = 0;
+  const settleLp = (split: { reasoning: string; content: string }) => {
+    if (split.content) msgLp.push(...pendingLp.splice(0));
+    else if (split.reasoning) pendingLp = [];
+  };
 
   // The stream: items opened and closed as the text shows them, each event numbered.
   let seq = 0;
@@ -433,8 +457,8 @@ async function respond(
       event('response.reasoning_text.done', { item_id, output_index, content_index: 0, text: open.text });
       event('response.content_part.done', { item_id, output_index, content_index: 0, part: open.item.content[0] });
     } else {
-      open.item.content = [outputText(open.text)];
-      event('response.output_text.done', { item_id, output_index, content_index: 0, text: open.text, logprobs: [] });
+      open.item.content = [outputText(open.text, msgLp)];
+      event('response.output_text.done', { item_id, output_index, content_index: 0, text: open.text, logprobs: msgLp });
       event('response.content_part.done', { item_id, output_index, content_index: 0, part: open.item.content[0] });
     }
     open.item.status = status;
@@ -458,7 +482,12 @@ async function respond(
     open!.text += s;
     const at = { item_id: open!.item.id, output_index: items.length - 1, content_index: 0 };
     if (kind === 'reasoning') event('response.reasoning_text.delta', { ...at, delta: s });
-    else event('response.output_text.delta', { ...at, delta: s, logprobs: [] });
+    else {
+      // The message tokens not sent yet go with this piece of its text.
+      const lp = msgLp.slice(sentLp);
+      sentLp = msgLp.length;
+      event('response.output_text.delta', { ...at, delta: s, logprobs: lp });
+    }
   };
   const closeCall = (c: CallItem, status: ItemStatus) => {
     const output_index = items.indexOf(c);
@@ -500,6 +529,10 @@ async function respond(
       const wasIn = splitter.inReasoning;
       const split = splitter.push(msg.text);
       if (wasIn || splitter.inReasoning || (split.reasoning && !split.content)) reasoningTokens += msg.tokens.length;
+      if (wantLp) {
+        pendingLp.push(...logprobsOf(msg));
+        settleLp(split);
+      }
       all += msg.text;
       streamedTokens += msg.tokens.length;
       last = msg;
@@ -543,6 +576,7 @@ async function respond(
   if (stream) {
     start();
     const rest = (splitter as ReasoningSplitter | null)?.finish();
+    if (rest) settleLp(rest);
     if (rest) {
       write('reasoning', rest.reasoning);
       write('message', stream.tools ? stream.tools.push(rest.content) : rest.content);
@@ -567,9 +601,11 @@ async function respond(
   } else {
     const split = splitReasoning(all, reasoningOpen);
     const parsed = tools ? parseToolCalls(split.content, tools) : { content: split.content, calls: [], cut: false };
+    const rest = (splitter as ReasoningSplitter | null)?.finish();
+    if (rest) settleLp(rest);
     output = [
       ...(split.reasoning ? [reasoningItem(split.reasoning)] : []),
-      ...(parsed.content || (!parsed.calls.length && !split.reasoning) ? [messageItem(parsed.content)] : []),
+      ...(parsed.content || (!parsed.calls.length && !split.reasoning) ? [messageItem(parsed.content, 'completed', msgLp)] : []),
       ...parsed.calls.map((c) => callItem({ id: c.id, name: c.function.name, arguments: c.function.arguments })),
     ];
     output.forEach((x, i) => (x.status = lastStatus(i, output.length)));
