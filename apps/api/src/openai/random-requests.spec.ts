@@ -42,7 +42,7 @@ describe('OpenAI routes under random requests', () => {
     const fields = ['model', 'messages', 'prompt', 'input', 'encoding_format', 'dimensions', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'seed', 'stop', 'stream', 'stream_options', 'logprobs', 'top_logprobs', 'n', 'top_k', 'min_p', 'repeat_penalty', 'presence_penalty', 'frequency_penalty', 'ignore_eos', 'user', 'echo', 'suffix', 'best_of', 'logit_bias', 'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'chat_template_kwargs', 'reasoning_format', 'reasoning_budget_tokens', 'thinking_budget_tokens', 'reasoning_budget_message',
       // llama-server's and vLLM's extra fields
       'repeat_last_n', 'typical_p', 'top_n_sigma', 'xtc_probability', 'xtc_threshold', 'min_keep', 'dry_multiplier', 'dry_sequence_breakers', 'mirostat', 'samplers',
-      'json_schema', 'grammar', 'guided_json', 'guided_choice', 'guided_regex', 'min_tokens', 'stop_token_ids', 'include_stop_str_in_output', 'repetition_penalty'];
+      'json_schema', 'grammar', 'guided_json', 'guided_choice', 'guided_regex', 'min_tokens', 'stop_token_ids', 'include_stop_str_in_output', 'repetition_penalty', 'timings_per_token'];
     const bad: string[] = []; const hist: Record<string, number> = {};
     const N = Number(process.env.KAIL_FUZZ_N ?? 600);
     for (let i = 0; i < N; i++) {
@@ -134,7 +134,7 @@ describe('OpenAI routes under random requests', () => {
         'input_prefix', 'input_suffix', 'input_extra', 'content', 'add_special', 'parse_special', 'with_pieces', 'tokens',
         // llama.cpp's further samplers
         'repeat_last_n', 'typical_p', 'top_n_sigma', 'xtc_probability', 'xtc_threshold', 'min_keep', 'dynatemp_range', 'dynatemp_exponent', 'dry_multiplier', 'dry_base',
-        'dry_allowed_length', 'dry_penalty_last_n', 'dry_sequence_breakers', 'mirostat', 'mirostat_tau', 'mirostat_eta'],
+        'dry_allowed_length', 'dry_penalty_last_n', 'dry_sequence_breakers', 'mirostat', 'mirostat_tau', 'mirostat_eta', 'timings_per_token'],
       lengths: ['n_predict', 'max_tokens'], minLength: 0, maxLength: 16,
       errorShape: /"error":\{"message"/,
       streamOk: (path, text) => (path !== '/completion' && path !== '/infill') || text.includes('"stop":true'),
@@ -171,7 +171,7 @@ describe('OpenAI routes under random requests', () => {
   });
 
   it("OpenAI's Responses API: 200 or a 4xx naming the problem, never 5xx", async () => {
-    const N = Number(process.env.KAIL_FUZZ_N ?? 150);
+    const N = Number(process.env.KAIL_FUZZ_N ?? 200);
     const { bad, hist } = await fuzz({
       seed: Number(process.env.KAIL_FUZZ_SEED ?? 4), n: N, headers: { authorization: `Bearer ${key}` },
       vals: [null, 0, -1, 1, 2, 0.5, 1e308, 2 ** 53, '', 'x', 'tiny', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], ['a'], {}, true, false, 'auto', 'required', 'none', 'resp_x',
@@ -183,7 +183,7 @@ describe('OpenAI routes under random requests', () => {
         { effort: 'none' }, { effort: 'high' }, ['reasoning.encrypted_content'], ['message.output_text.logprobs'], { k: 'v' }],
       bases: { '/v1/responses': () => ({ model: 'tiny', input: 'hello', max_output_tokens: 4, temperature: 0, store: false }) },
       fields: ['model', 'input', 'instructions', 'max_output_tokens', 'temperature', 'top_p', 'tools', 'tool_choice', 'parallel_tool_calls', 'text', 'reasoning', 'stream', 'store',
-        'previous_response_id', 'metadata', 'include', 'background', 'truncation', 'seed', 'top_k', 'chat_template_kwargs'],
+        'previous_response_id', 'metadata', 'include', 'top_logprobs', 'background', 'truncation', 'seed', 'top_k', 'chat_template_kwargs'],
       lengths: ['max_output_tokens'], minLength: 1, maxLength: 8,
       errorShape: /"error":\{"message"/,
       streamOk: (_path, text) => /event: response\.(completed|incomplete)\n/.test(text),
@@ -197,7 +197,7 @@ describe('OpenAI routes under random requests', () => {
     const N = Number(process.env.KAIL_FUZZ_N ?? 200);
     const { bad, hist } = await fuzz({
       seed: Number(process.env.KAIL_FUZZ_SEED ?? 5), n: N, headers: { authorization: `Bearer ${key}` },
-      vals: [null, 0, -1, -2, 1, 2, 0.5, 1e308, 2 ** 53, '', 'x', 'tiny', 'tiny:latest', 'json', '0', '5m', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], [1, 2, 3], ['a'], {}, true, false, 'high',
+      vals: [null, 0, -1, -2, 1, 2, 0.5, 1e308, 2 ** 53, '', 'x', 'tiny', 'tiny:latest', 'json', '0', '5m', '1h30m', '-1m', 'forever', '300', '\u0000', '\ud800', 'a'.repeat(5000), [], [1], [1, 2, 3], ['a'], {}, true, false, 'high',
         [{ role: 'user', content: 'hi' }], [{ role: 'assistant', content: '', tool_calls: [{ function: { name: 'f', arguments: { a: 1 } } }] }, { role: 'tool', content: 'ok', tool_name: 'f' }],
         [{ role: 'user', content: 'x', images: ['aGk='] }], [{ role: 'robot', content: 'x' }], [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
         { type: 'object', properties: { a: { type: 'boolean' } }, required: ['a'] }, { temperature: 0, num_predict: 3 }, { num_predict: -1, top_k: 1 }, { mirostat: 2 }, { stop: ['\n'], seed: 3 },
