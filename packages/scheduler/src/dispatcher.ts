@@ -108,6 +108,15 @@ export class Dispatcher {
     const req: pb.GenerateRequest = { ...g, requestId: g.requestId || `sched-${Date.now().toString(36)}-${this.nextId++}` };
     if (this.byId.has(req.requestId))
       return fail(grpcError(grpc.status.ALREADY_EXISTS, `a request with id '${req.requestId}' is already queued or running`, 'KAIL_E_ALREADY_EXISTS'));
+    // The model is being unloaded (its keep-alive ran out, or it made room): once that is over,
+    // submit again, which loads it back if it went.
+    const leaving = this.loader?.whileLeaving(req.model);
+    if (leaving) {
+      void leaving.then(() => {
+        if (!call.cancelled) this.submit(call);
+      });
+      return;
+    }
     if (!this.pool.knows(req.model)) {
       if (!this.loader) return fail(grpcError(grpc.status.NOT_FOUND, `no engine serves model '${req.model}' (served: ${this.pool.modelIds().join(', ') || 'none'})`, 'KAIL_E_NOT_FOUND'));
       // Load it, then submit again (a caller gone meanwhile gets nothing).

@@ -4,7 +4,7 @@
 // refuses (the file is malformed, the budget does not hold it) fails those requests with the
 // engine's own error.
 //
-// Models load on demand can bring back also leave on their own, as Ollama's do:
+// Models that load on demand can bring back also leave on their own, as Ollama's do:
 // - keep-alive: a model loaded on demand stays loaded for keepAliveMs (Ollama's default 5
 //   minutes) after its last request, then unloads once nothing runs or waits on it; a request's
 //   own keep_alive (Ollama's field) sets that model's (negative: until unloaded by hand), also for
@@ -60,6 +60,8 @@ export class ModelLoader {
   readonly maxModels: number;
   /** Models that may leave on their own, by id. */
   private readonly kept = new Map<string, Kept>();
+  /** Models being unloaded now (keep-alive or eviction): the unload call, settled when it is over. */
+  private readonly leaving = new Map<string, Promise<unknown>>();
   private readonly timer: NodeJS.Timeout | undefined;
   private sweeping = false;
   /** Loads done on demand, and unloads done by keep-alive expiry or eviction (for tests and the log). */
@@ -89,6 +91,8 @@ export class ModelLoader {
 
   /** The engine and model info for `model`, loading it first when it is not loaded anywhere. */
   ensure(model: string): Promise<Ensured> {
+    const leaving = this.leaving.get(model);
+    if (leaving) return leaving.then(() => this.ensure(model));
     const have = this.loaded(model);
     if (have) return Promise.resolve(have);
     if (!this.enabled) return Promise.reject(this.notFound(model, []));
@@ -143,20 +147,36 @@ export class ModelLoader {
     }
   }
 
+  /**
+   * While `model` is being unloaded: settles once that is over (a request that arrives meanwhile
+   * waits for it, then finds the model gone and loads it again, or still there). Else null.
+   */
+  whileLeaving(model: string): Promise<unknown> | null {
+    return this.leaving.get(model) ?? null;
+  }
+
   /** Unloads a kept model if its engine finds it idle; false when it is in use (or gone). */
   private async unloadIdle(model: string): Promise<boolean> {
     const k = this.kept.get(model);
     const e = k && this.pool.get(k.engineId);
     if (!k || !e) return false;
+    const unload = call<pb.UnloadModelRequest, pb.UnloadModelResponse>(e.client.unloadModel.bind(e.client), { id: model, ifIdle: true }, 120_000)
+      .then(
+        () => true,
+        // Gone already counts as unloaded; in use (or the engine unreachable) keeps it.
+        (err: grpc.ServiceError) => err.code === grpc.status.NOT_FOUND,
+      )
+      .then(async (gone) => {
+        if (gone) this.kept.delete(model);
+        await this.pool.probe(e);
+        return gone;
+      });
+    this.leaving.set(model, unload);
     try {
-      await call<pb.UnloadModelRequest, pb.UnloadModelResponse>(e.client.unloadModel.bind(e.client), { id: model, ifIdle: true }, 120_000);
-    } catch (err) {
-      // Gone already counts as unloaded; in use (or the engine unreachable) keeps it.
-      if ((err as grpc.ServiceError).code !== grpc.status.NOT_FOUND) return false;
+      return await unload;
+    } finally {
+      this.leaving.delete(model);
     }
-    this.kept.delete(model);
-    await this.pool.probe(e);
-    return true;
   }
 
   /** Unloads the least recently used idle model of `e` that load on demand can bring back; false when there is none. */

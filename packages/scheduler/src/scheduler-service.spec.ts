@@ -528,6 +528,12 @@ describe('scheduler: keep-alive and eviction of models loaded on demand', () => 
     expect((await listed(c))[0].expiresAtUnixMs).toBe(0);
     await loader.sweep(Date.now() + 3_600_000);
     expect((await listed(c)).map((x) => x.id)).toEqual(['a']);
+    // A request that arrives while the model is being unloaded waits for that, then loads it back.
+    await gen(c, 'a', { keepAliveMs: 0, hasKeepAlive: true });
+    const sweeping = loader.sweep();
+    const during = gen(c, 'a');
+    await sweeping;
+    expect((await during).flatMap((x) => x.tokens)).toHaveLength(2);
     // keep_alive 0 on EnsureModel: loaded, then unloaded at the next sweep.
     const e = await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(c.ensureModel.bind(c), { model: 'a', keepAliveMs: 0, hasKeepAlive: true });
     expect(e.model!.expiresAtUnixMs).toBeGreaterThan(0);

@@ -69,6 +69,12 @@ function passThrough<Res>(pool: EnginePool, engineId: string, fn: Unary<Res>, cb
 /** Runs a call that names a model on a healthy engine that has it (tokenize, detokenize), loading it first on demand. */
 function onModelEngine<Res>(dispatcher: Dispatcher, model: string, fn: Unary<Res>, cb: grpc.sendUnaryData<Res>): void {
   const pool = dispatcher.pool;
+  // A model being unloaded: ask again once that is over (it loads back if it went).
+  const leaving = dispatcher.loader?.whileLeaving(model);
+  if (leaving) {
+    void leaving.then(() => onModelEngine(dispatcher, model, fn, cb));
+    return;
+  }
   const e = pool.serving(model);
   if (!e) {
     if (!pool.knows(model)) {
