@@ -72,6 +72,38 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
     expect(await ollama.chat({ model: 'tiny', messages: [] })).toMatchObject({ done: true, done_reason: 'load' });
   });
 
+  it('drops the oldest turns of a chat too long for the context, as Ollama does: system kept, the most that fit, room left for the answer', async () => {
+    // The tiny model's context here is 1024 tokens; 24 turns of about 90 tokens each do not fit.
+    const long = Array.from({ length: 24 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `Turn ${i}: ` + 'the quick brown fox jumps over the lazy dog '.repeat(9) }));
+    const msgs = [{ role: 'system', content: 'Be brief.' }, ...long, { role: 'user', content: 'And now?' }];
+    const count = async (m: typeof msgs) => {
+      const p = (await stack.post('/apply-template', { model: 'tiny', messages: m })).body.prompt as string;
+      return ((await stack.post('/tokenize', { model: 'tiny', content: p, add_special: true })).body.tokens as number[]).length;
+    };
+    expect(await count(msgs)).toBeGreaterThan(1024);
+    const r = await stack.post('/api/chat', { model: 'tiny', messages: msgs, stream: false, options: { temperature: 0, num_predict: 4 } });
+    expect(r.status).toBe(200);
+    expect(r.body.eval_count).toBe(4);
+    // What it kept: the system message and the turns from some user message on; at most the
+    // context less num_predict (4 < a quarter); one turn pair more would not have fitted.
+    const kept = r.body.prompt_eval_count as number;
+    expect(kept).toBeLessThanOrEqual(1024 - 4);
+    let cut = -1;
+    for (let i = 1; i < msgs.length; i++) if (msgs[i].role === 'user' && (await count([msgs[0], ...msgs.slice(i)])) === kept) cut = i;
+    expect(cut).toBeGreaterThan(1);
+    expect(await count([msgs[0], ...msgs.slice(cut - 2)])).toBeGreaterThan(1024 - 4);
+    // The answer is the one to that shorter chat, sent as it is.
+    const same = await stack.post('/api/chat', { model: 'tiny', messages: [msgs[0], ...msgs.slice(cut)], stream: false, options: { temperature: 0, num_predict: 4 } });
+    expect(same.body.message.content).toBe(r.body.message.content);
+    // Without num_predict, a quarter of the context stays free for the answer.
+    const q = await stack.post('/api/chat', { model: 'tiny', messages: msgs, stream: false, options: { temperature: 0, num_predict: -1, stop: ['the'] } });
+    expect(q.status).toBe(200);
+    expect(q.body.prompt_eval_count).toBeLessThanOrEqual(768);
+    // A last message longer than the context alone is still the engine's 400.
+    const huge = await stack.post('/api/chat', { model: 'tiny', messages: [{ role: 'user', content: 'fox '.repeat(3000) }], stream: false });
+    expect(huge.status).toBe(400);
+  });
+
   it('generates from a prompt (templated, or raw), returns the context, and continues from one', async () => {
     const raw = await ollama.generate({ model: 'tiny', prompt: 'Once upon a time', raw: true, options: greedy });
     const cmpl = await stack.post('/v1/completions', { model: 'tiny', prompt: 'Once upon a time', max_tokens: 6, temperature: 0 });

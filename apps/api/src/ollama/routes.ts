@@ -236,6 +236,45 @@ async function unloadWhenIdle(scheduler: spb.SchedulerServiceClient, m: common.M
   }
 }
 
+/**
+ * Ollama's history truncation: a chat whose prompt does not fit the context keeps its system
+ * messages and the most recent turns that fit, cut before a user message (templates that insist on
+ * alternating roles accept it), the last message always. Here the kept prompt also leaves room for
+ * the answer: a quarter of the context, or num_predict if that is less (Ollama shifts the context
+ * while it generates instead, which this engine does not). A conversation whose last turn alone is
+ * too long goes as it is, and the engine's 400 says so.
+ */
+export async function fitHistory(scheduler: spb.SchedulerServiceClient, m: common.ModelInfo, gen: pb.GenerateRequest): Promise<pb.ChatMessage[]> {
+  const msgs = gen.messages;
+  const ctx = m.contextLength;
+  const limit = ctx - Math.min(Math.floor(ctx / 4), gen.maxTokens > 0 ? gen.maxTokens : ctx);
+  // Every token covers at least a byte of the text, so a chat whose text, with an allowance of 64
+  // bytes a message for the template's own, is within the limit fits without counting.
+  const bytes = msgs.reduce((a, x) => a + 64 + Buffer.byteLength(x.content) + Buffer.byteLength(x.reasoningContent) + Buffer.byteLength(x.toolCallsJson), Buffer.byteLength(gen.toolsJson));
+  if (msgs.length < 2 || bytes <= limit) return msgs;
+  const keep = (i: number) => [...msgs.slice(0, i).filter((x) => x.role === 'system'), ...msgs.slice(i)];
+  const count = async (i: number) =>
+    (
+      await unary<pb.TokenizeRequest, pb.TokenizeResponse>(
+        scheduler.tokenize.bind(scheduler),
+        pb.TokenizeRequest.fromPartial({ model: m.id, messages: keep(i), toolsJson: gen.toolsJson, chatTemplateKwargsJson: gen.chatTemplateKwargsJson, continueFinalMessage: gen.continueFinalMessage }),
+      )
+    ).tokens.length;
+  if ((await count(0)) <= limit) return msgs;
+  // Where the kept part may start: a user message after the first non-system one, else the last.
+  const cuts = msgs.map((x, i) => (i > 0 && x.role === 'user' ? i : -1)).filter((i) => i > 0);
+  if (!cuts.length || cuts[cuts.length - 1] !== msgs.length - 1) cuts.push(msgs.length - 1);
+  // Fewer turns, fewer tokens: the earliest cut that fits.
+  let lo = 0;
+  let hi = cuts.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if ((await count(cuts[mid])) <= limit) hi = mid;
+    else lo = mid + 1;
+  }
+  return keep(cuts[lo]);
+}
+
 /** The model's details block: format, family (architecture), size in parameters, main tensor type. */
 function details(m: common.ModelInfo) {
   const n = Number(m.parameterCount);
@@ -430,6 +469,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
         toolsJson: tools ? JSON.stringify(tools) : '',
         chatTemplateKwargsJson: thinkKwargs(b.think),
       });
+      // A history too long for the context loses its oldest turns, as Ollama's does.
+      gen.messages = await fitHistory(s, m, gen);
       await answer(req, reply, deps, s, b, gen, 'chat', tools);
       if (unloadsNow(b.keep_alive)) await unloadWhenIdle(s, m);
     });
