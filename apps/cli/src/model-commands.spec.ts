@@ -52,6 +52,18 @@ describe('kail model commands', () => {
     expect(bad.stderr).toMatch(/--mirostat must be an integer in 0\.\.2/);
   });
 
+  it('--cache-type q8_0: run and bench with a Q8_0 KV cache, plan counts it at 34 bytes per 32 values; a bad type is an error', () => {
+    const r = kail('run', '-m', model, '-p', 'Hello', '-n', '8', '--cache-type', 'q8_0', '--json');
+    expect(r.status).toBe(0);
+    expect(JSON.parse(r.stdout).tokens).toHaveLength(8);
+    expect(kail('bench', '-m', model, '-p', '8', '-n', '4', '--cache-type', 'q8_0', '--json').status).toBe(0);
+    const plan = (t: string) => JSON.parse(kail('plan', '-m', model, '--ram', '1G', '--reserve', '0', '--ctx', '256', '--cache-type', t, '--json').stdout).kvBytes as number;
+    expect(plan('q8_0') / plan('f16')).toBeCloseTo(34 / 64, 6);
+    const bad = kail('run', '-m', model, '-n', '1', '--cache-type', 'q4_0');
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain("--cache-type must be f16, f32, q8_0, got 'q4_0'");
+  });
+
   it('logits writes n_tokens x n_vocab float32 and a JSON sidecar', () => {
     const out = path.join(dir, 'l.f32');
     const r = kail('logits', '-m', model, '--tokens', '1,2,3,4', '--out', out);

@@ -529,9 +529,54 @@ void test_weighted_rows() {
             }
     std::vector<float> x(64), p(8), out(64);
     bool threw = false;
-    try { attention_weighted_rows(KAIL_TYPE_Q8_0, x.data(), 64, 1, 16, p.data(), 1, 1, out.data(), 16); }
+    try { attention_weighted_rows(KAIL_TYPE_Q4_0, x.data(), 64, 1, 32, p.data(), 1, 1, out.data(), 32); }
     catch (const kail::error & e) { threw = e.code() == KAIL_E_UNSUPPORTED; }
-    CHECK(threw, "attention_weighted_rows on a Q8_0 cache -> KAIL_E_UNSUPPORTED");
+    CHECK(threw, "attention_weighted_rows on a Q4_0 cache -> KAIL_E_UNSUPPORTED");
+    threw = false;
+    try { attention_weighted_rows(KAIL_TYPE_Q8_0, x.data(), 64, 1, 16, p.data(), 1, 1, out.data(), 16); }
+    catch (const kail::error & e) { threw = e.code() == KAIL_E_INVALID_ARG; }
+    CHECK(threw, "attention_weighted_rows on Q8_0 rows of 16 values (not whole blocks) -> KAIL_E_INVALID_ARG");
+    {
+        // A Q8_0 cache: each row's values as dequantize_row gives them, summed in row order.
+        const int64_t width = 64, n = 5, group = 3;
+        const size_t rb = row_size(KAIL_TYPE_Q8_0, width);
+        std::vector<float> src(static_cast<size_t>(width * n)), deq(src.size()), pr(static_cast<size_t>(n * group)), got(static_cast<size_t>(width * group));
+        std::vector<uint8_t> q(rb * static_cast<size_t>(n));
+        for (float & v : src) v = r.uniform() * 2.f - 1.f;
+        for (float & v : pr) v = r.uniform();
+        for (int64_t j = 0; j < n; j++) {
+            quantize_row(KAIL_TYPE_Q8_0, src.data() + j * width, q.data() + j * rb, width);
+            dequantize_row(KAIL_TYPE_Q8_0, q.data() + j * rb, deq.data() + j * width, width);
+        }
+        attention_weighted_rows(KAIL_TYPE_Q8_0, q.data(), rb, n, width, pr.data(), static_cast<size_t>(n), group, got.data(), static_cast<size_t>(width));
+        int bad = 0;
+        for (int64_t g = 0; g < group; g++)
+            for (int64_t c = 0; c < width; c++) {
+                float acc = 0.0f;
+                for (int64_t j = 0; j < n; j++) acc += deq[j * width + c] * pr[g * n + j];
+                bad += std::fabs(acc - got[g * width + c]) > 1e-6f * (1.0f + std::fabs(acc));
+            }
+        CHECK(bad == 0, "attention_weighted_rows on Q8_0 rows: %d of %lld outputs differ from the dequantized rows' sums", bad, static_cast<long long>(width * group));
+        // Every kernel level gives the same bits (widths of one and of several 64-column chunks).
+        for (int64_t w : {32, 64, 96, 128}) {
+            const size_t wb = row_size(KAIL_TYPE_Q8_0, w);
+            std::vector<uint8_t> qq(wb * static_cast<size_t>(n));
+            std::vector<float> one(static_cast<size_t>(w));
+            for (int64_t j = 0; j < n; j++) {
+                for (float & v : one) v = r.uniform() * 2.f - 1.f;
+                quantize_row(KAIL_TYPE_Q8_0, one.data(), qq.data() + j * wb, w);
+            }
+            std::vector<float> ref(static_cast<size_t>(w * group));
+            levels().front().t->weighted_rows_q8_0(qq.data(), wb, n, w, pr.data(), static_cast<size_t>(n), group, ref.data(), static_cast<size_t>(w));
+            for (const level & L : levels()) {
+                std::vector<float> out2(static_cast<size_t>(w * group), -7.f);
+                L.t->weighted_rows_q8_0(qq.data(), wb, n, w, pr.data(), static_cast<size_t>(n), group, out2.data(), static_cast<size_t>(w));
+                int diff = 0;
+                for (size_t i = 0; i < out2.size(); i++) diff += f32_bits(out2[i]) != f32_bits(ref[i]);
+                CHECK(diff == 0, "%s weighted_rows_q8_0 width %lld: %d outputs differ from %s", L.name.c_str(), static_cast<long long>(w), diff, levels().front().name.c_str());
+            }
+        }
+    }
     threw = false;
     try { attention_weighted_rows(KAIL_TYPE_F32, x.data(), 32, 2, 16, p.data(), 2, 2, out.data(), 8); }
     catch (const kail::error & e) { threw = e.code() == KAIL_E_INVALID_ARG; }

@@ -10,8 +10,8 @@ import { buildCached } from './cached-build';
 export interface LlamaRefOptions {
   /** CPU threads. Default 2. */
   threads?: number;
-  /** KV cache type: 'f32' (default; the exact reference) or 'f16' (llama.cpp's default). */
-  kv?: 'f32' | 'f16';
+  /** KV cache type: 'f32' (default; the exact reference), 'f16' (llama.cpp's default) or 'q8_0' (with flash attention). */
+  kv?: 'f32' | 'f16' | 'q8_0';
   /** Flash attention: 'off' (default; the exact reference), 'on' or 'auto' (llama.cpp's default). */
   flashAttention?: 'off' | 'on' | 'auto';
   /** Context size. Default: 512, or more for long inputs. */

@@ -5,6 +5,8 @@ import {
   ChatTemplate,
   DEFAULT_RAM_RESERVE_BYTES,
   EngineModel,
+  KV_TYPES,
+  type KvType,
   SpeculativeDecoder,
   Tokenizer,
   benchmark,
@@ -93,6 +95,7 @@ const VRAM_HELP = 'GPU memory for experts: no VRAM tier in this build, so only 0
 
 /** Flags of the expert-streaming budget, shared by run, bench and plan. */
 interface StreamOpts {
+  cacheType: KvType;
   ram?: number;
   reserve?: number;
   ioThreads?: number;
@@ -104,8 +107,16 @@ interface StreamOpts {
   readSize?: number;
 }
 
+/** --cache-type: the KV cache's element type (llama.cpp's -ctk/-ctv, both at once; Ollama's OLLAMA_KV_CACHE_TYPE). */
+const CACHE_TYPE_HELP = 'KV cache type: f16, q8_0 (about half the memory; not for MLA models) or f32';
+function cacheType(v: string): KvType {
+  if (!(KV_TYPES as readonly string[]).includes(v)) throw new Error(`--cache-type must be ${KV_TYPES.join(', ')}, got '${v}'`);
+  return v as KvType;
+}
+
 function addStreamOptions(cmd: Command): Command {
   return cmd
+    .option('--cache-type <type>', CACHE_TYPE_HELP, cacheType, 'f16' as KvType)
     .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes): routed experts stream from storage into what it leaves', bytes('--ram'))
     .option('--vram <bytes>', VRAM_HELP, vramBytes)
     .option('--reserve <bytes>', `part of --ram held back for this process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
@@ -135,6 +146,7 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
     for (const l of d.lines) log(`kail: ${l}`);
   }
   return {
+    kvType: o.cacheType,
     ramBytes,
     ramReserveBytes: o.reserve,
     ioThreads,
@@ -576,8 +588,9 @@ export function registerModelCommands(program: Command): void {
     .option('--seqs <n>', 'concurrent sequences', int('--seqs', 1, 1024), 1)
     .option('--batch <n>', 'most tokens per forward pass', int('--batch', 1, 1 << 16), 512)
     .option('--reserve <bytes>', `part of --ram held back for the process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
+    .option('--cache-type <type>', CACHE_TYPE_HELP, cacheType, 'f16' as KvType)
     .option('--json', 'print one JSON object')
-    .action((o: { model: string; ram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string }) => {
+    .action((o: { model: string; ram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string; cacheType: KvType }) => {
       let ram = o.ram;
       if (ram === undefined) {
         const dir = dataDir(o.dataDir);
@@ -586,7 +599,7 @@ export function registerModelCommands(program: Command): void {
         ram = profile.defaults.ramBytes;
         process.stderr.write(`kail: --ram ${formatBytes(ram)} from ${hardwareProfilePath(dir)}: ${profile.defaults.why.ramBytes}\n`);
       }
-      const p = planModel(o.model, { ramBytes: ram, nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve });
+      const p = planModel(o.model, { ramBytes: ram, nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve, kvType: o.cacheType });
       if (o.json) process.stdout.write(JSON.stringify(p) + '\n');
       else process.stdout.write(planLines(o.model, p).join('\n') + '\n');
       if (!p.fits) throw new Error(p.message);

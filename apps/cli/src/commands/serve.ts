@@ -13,6 +13,8 @@ export interface ServeOptions {
   /** Context length per sequence for loaded models. */
   ctx?: string;
   maxStallMs?: string;
+  /** KV cache type of the engine's models (f16, q8_0, f32). */
+  cacheType?: string;
   /** Reasoning budget of chat requests that give none (-1 = none). */
   reasoningBudget?: string;
   host: string;
@@ -73,7 +75,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     fs.mkdirSync(modelsDir, { recursive: true });
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
-    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : [])];
+    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : [])];
     for (const m of opts.model ?? []) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
@@ -121,6 +123,10 @@ export function registerServe(program: Command): void {
     .description('start the engine, scheduler, API and web console as separate processes')
     .option('-m, --model <file...>', 'GGUF model(s) to load at start (id=FILE names one)')
     .option('-c, --ctx <n>', 'context length per sequence', '4096')
+    .option('--cache-type <type>', 'KV cache type of the models: f16, q8_0 (about half the memory; not for MLA models) or f32', (v: string) => {
+      if (!['f16', 'q8_0', 'f32'].includes(v)) throw new Error(`--cache-type must be f16, q8_0 or f32, got '${v}'`);
+      return v;
+    }, 'f16')
     .option('--max-stall-ms <ms>', 'while streams decode, the longest a pass spends on arriving prompts (0 = no limit)', '500')
     .option('--reasoning-budget <n>', "most tokens a chat answer's <think> block may take before the engine closes it, for requests that set none (-1 = none)", (v: string) => {
       if (!/^(-1|\d+)$/.test(v) || Number(v) > 1e9) throw new Error(`--reasoning-budget must be -1 or a token count (0..1000000000), got '${v}'`);

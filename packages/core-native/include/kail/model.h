@@ -73,7 +73,7 @@ struct program {
 
 struct model_params {
     int      n_threads = 0;       // 0 = physical cores
-    uint32_t kv_type = 1;         // KAIL_TYPE_F16 or KAIL_TYPE_F32
+    uint32_t kv_type = 1;         // KAIL_TYPE_F16, KAIL_TYPE_F32 or KAIL_TYPE_Q8_0 (attention layers whose head dims are multiples of 32; not MLA)
     int64_t  n_ctx = 4096;        // max positions per sequence
     int      n_seq_max = 1;       // sequence slots
     uint64_t kv_max_bytes = 0;    // 0 = unlimited

@@ -29,7 +29,8 @@ void fp32_to_fp16_row(const float * x, uint16_t * y, int64_t n);
 // where v(j, c) is element c of row j (F32 or F16 values, row j at rows + j * row_stride bytes).
 // Every sum is one fused multiply-add per row, rows in order j = 0, 1, ..., starting from 0: the
 // same bits at every kernel level and whatever batch the row belongs to. Each row is read once
-// for a tile of up to 4 of the `group` probability rows.
+// for a tile of up to 4 of the `group` probability rows. Q8_0 rows (a quantized cache; width a
+// multiple of 32) are turned to floats once each and added in row order, as ggml's flash attention.
 void attention_weighted_rows(uint32_t type, const void * rows, size_t row_stride, int64_t n, int64_t width, const float * p,
                              size_t p_stride, int64_t group, float * out, size_t out_stride);
 void bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n);

@@ -62,6 +62,8 @@ std::string format_bytes(uint64_t bytes);
 // KAIL_E_BAD_MODEL when attention ops disagree on a layer's window.
 std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n_batch);
 // KV cache bytes of one sequence at n_ctx positions: n_ctx rows per layer, 2R for ring layers.
-uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint64_t elem_bytes);
+uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type);
+// Bytes of one cached row of `width` values (a layer's K or V for one position) in the cache type.
+size_t kv_row_bytes(uint32_t kv_type, int64_t width);
 
 } // namespace kail

@@ -1561,12 +1561,31 @@ void weighted_rows_scalar(const X * x, size_t xs, int64_t n, int64_t width, cons
         }
     }
 }
+void weighted_rows_q8_0_scalar(const uint8_t * x, size_t xs, int64_t n, int64_t width, const float * p, size_t ps, int64_t group,
+                               float * out, size_t os) {
+    for (int64_t g = 0; g < group; g++) std::fill(out + g * os, out + g * os + width, 0.0f);
+    for (int64_t j = 0; j < n; j++) {
+        const uint8_t * r = x + j * xs;
+        for (int64_t g = 0; g < group; g++) {
+            const float w = p[g * ps + j];
+            float * o = out + g * os;
+            for (int64_t b = 0; b < width / 32; b++) {
+                uint16_t dh;
+                std::memcpy(&dh, r + b * 34, 2);
+                const float d = fp16_to_fp32_sw(dh);
+                const int8_t * q = reinterpret_cast<const int8_t *>(r + b * 34 + 2);
+                for (int c = 0; c < 32; c++) o[b * 32 + c] = std::fma(w, static_cast<float>(q[c]) * d, o[b * 32 + c]);
+            }
+        }
+    }
+}
 } // namespace
 
 void kernels_init_scalar(kernel_table & t) {
     t.level = "scalar";
     t.weighted_rows_f32 = weighted_rows_scalar<float>;
     t.weighted_rows_f16 = weighted_rows_scalar<uint16_t>;
+    t.weighted_rows_q8_0 = weighted_rows_q8_0_scalar;
     const scalar_entry entries[] = {
         {KAIL_TYPE_F32, KAIL_TYPE_F32, gemm_scalar<dot_f32, 1, 1>},
         {KAIL_TYPE_F16, KAIL_TYPE_F16, gemm_scalar<dot_f16, 1, 1>},
@@ -1773,8 +1792,13 @@ void attention_weighted_rows(uint32_t type, const void * rows, size_t row_stride
     } else if (type == KAIL_TYPE_F16) {
         if (n > 1 && (row_stride % 2 || row_stride < size_t(width) * 2)) throw error(KAIL_E_INVALID_ARG, "attention_weighted_rows: bad row stride");
         kernels_active().weighted_rows_f16(static_cast<const uint16_t *>(rows), row_stride / 2, n, width, p, p_stride, group, out, out_stride);
+    } else if (type == KAIL_TYPE_Q8_0) {
+        // A quantized cache as ggml's flash attention reads it: each row's values (q * d) added to
+        // every head's output in row order (ggml_vec_mad_f32), sums in F32.
+        if (width % 32 != 0 || (n > 1 && row_stride < row_size(type, width))) throw error(KAIL_E_INVALID_ARG, "attention_weighted_rows: bad Q8_0 row");
+        kernels_active().weighted_rows_q8_0(static_cast<const uint8_t *>(rows), row_stride, n, width, p, p_stride, group, out, out_stride);
     } else {
-        throw error(KAIL_E_UNSUPPORTED, std::string("attention_weighted_rows: cache type ") + type_name(type) + " (F32 or F16 only)");
+        throw error(KAIL_E_UNSUPPORTED, std::string("attention_weighted_rows: cache type ") + type_name(type) + " (F32, F16 or Q8_0 only)");
     }
 }
 void fp32_to_fp16_row(const float * x, uint16_t * y, int64_t n) { kernels_active().fp32_to_fp16(x, y, n); }

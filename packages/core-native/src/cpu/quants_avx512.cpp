@@ -868,22 +868,18 @@ KAIL_INLINE __m512 load16(const uint16_t * p, __mmask16 m) { return _mm512_cvtph
 // last one masked) by NG probability rows; each cached row is loaded and widened once per tile.
 constexpr int64_t kWeightedPrefetchRows = 8;
 
-template <int NV, int NG, typename X>
-void weighted_tile(const X * x, size_t xs, int64_t n, const __mmask16 * m, const float * p, size_t ps, float * out, size_t os) {
-    __m512 acc[NG][NV];
+// acc[g][v] = sum over rows j < n, in order, of p[g * ps + j] * (row j's vector v), where
+// `row(j, xv)` loads row j's NV vectors (prefetching ahead as it likes): one fused multiply-add
+// per row and output.
+template <int NV, int NG, class Row>
+KAIL_INLINE void weighted_sum(int64_t n, const Row & row, const float * p, size_t ps, __m512 (&acc)[NG][NV]) {
 #pragma GCC unroll 4
     for (int g = 0; g < NG; g++)
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) acc[g][v] = _mm512_setzero_ps();
     for (int64_t j = 0; j < n; j++) {
-        const X * r = x + j * xs;
-        // Rows are far apart (the other heads' columns lie between): fetch a few rows ahead.
-        const char * pf = reinterpret_cast<const char *>(r + kWeightedPrefetchRows * xs);
-#pragma GCC unroll 4
-        for (int l = 0; l < NV * 16 * int(sizeof(X)); l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
         __m512 xv[NV];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) xv[v] = load16(r + 16 * v, m[v]);
+        row(j, xv);
 #pragma GCC unroll 4
         for (int g = 0; g < NG; g++) {
             const __m512 w = _mm512_set1_ps(p[g * ps + j]);
@@ -891,6 +887,20 @@ void weighted_tile(const X * x, size_t xs, int64_t n, const __mmask16 * m, const
             for (int v = 0; v < NV; v++) acc[g][v] = _mm512_fmadd_ps(w, xv[v], acc[g][v]);
         }
     }
+}
+
+template <int NV, int NG, typename X>
+void weighted_tile(const X * x, size_t xs, int64_t n, const __mmask16 * m, const float * p, size_t ps, float * out, size_t os) {
+    __m512 acc[NG][NV];
+    weighted_sum<NV, NG>(n, [&](int64_t j, __m512 (&xv)[NV]) {
+        const X * r = x + j * xs;
+        // Rows are far apart (the other heads' columns lie between): fetch a few rows ahead.
+        const char * pf = reinterpret_cast<const char *>(r + kWeightedPrefetchRows * xs);
+#pragma GCC unroll 4
+        for (int l = 0; l < NV * 16 * int(sizeof(X)); l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) xv[v] = load16(r + 16 * v, m[v]);
+    }, p, ps, acc);
 #pragma GCC unroll 4
     for (int g = 0; g < NG; g++)
 #pragma GCC unroll 4
@@ -917,6 +927,46 @@ void weighted_rows(const X * x, size_t xs, int64_t n, int64_t width, const float
         for (int64_t g0 = 0; g0 < group; g0 += 4) {
             const int ng = static_cast<int>(std::min<int64_t>(4, group - g0));
             tiles[nv - 1][ng - 1](x + c0, xs, n, m, p + g0 * ps, ps, out + g0 * os + c0, os);
+        }
+    }
+}
+
+// Q8_0 rows (a quantized KV cache; width a multiple of 32, so each 16 values lie in one block):
+// 16 values widened to floats and scaled by their block's d, then the F32 tile's multiply-adds.
+template <int NV, int NG>
+void weighted_tile_q8_0(const uint8_t * x, size_t xs, int64_t n, int64_t c0, const float * p, size_t ps, float * out, size_t os) {
+    __m512 acc[NG][NV];
+    weighted_sum<NV, NG>(n, [&](int64_t j, __m512 (&xv)[NV]) {
+        const uint8_t * r = x + j * xs;
+        const uint8_t * pf = r + kWeightedPrefetchRows * xs + (c0 / 32) * 34;
+        for (int l = 0; l < (NV / 2) * 34; l += 64) _mm_prefetch(reinterpret_cast<const char *>(pf + l), _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            const int64_t c = c0 + 16 * v;
+            const uint8_t * blk = r + (c / 32) * 34;
+            uint16_t dh;
+            std::memcpy(&dh, blk, 2);
+            const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(blk + 2 + (c % 32)))));
+            xv[v] = _mm512_mul_ps(q, _mm512_set1_ps(fp16_to_fp32_sw(dh)));
+        }
+    }, p, ps, acc);
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) _mm512_storeu_ps(out + g * os + c0 + 16 * v, acc[g][v]);
+}
+
+void weighted_rows_q8_0(const uint8_t * x, size_t xs, int64_t n, int64_t width, const float * p, size_t ps, int64_t group, float * out, size_t os) {
+    using fn = void (*)(const uint8_t *, size_t, int64_t, int64_t, const float *, size_t, float *, size_t);
+    static const fn tiles[2][4] = {
+        {weighted_tile_q8_0<2, 1>, weighted_tile_q8_0<2, 2>, weighted_tile_q8_0<2, 3>, weighted_tile_q8_0<2, 4>},
+        {weighted_tile_q8_0<4, 1>, weighted_tile_q8_0<4, 2>, weighted_tile_q8_0<4, 3>, weighted_tile_q8_0<4, 4>},
+    };
+    for (int64_t c0 = 0; c0 < width; c0 += 64) {
+        const int wide = width - c0 >= 64 ? 1 : 0;  // 64 columns, else the last 32
+        for (int64_t g0 = 0; g0 < group; g0 += 4) {
+            const int ng = static_cast<int>(std::min<int64_t>(4, group - g0));
+            tiles[wide][ng - 1](x, xs, n, c0, p + g0 * ps, ps, out + g0 * os, os);
         }
     }
 }
@@ -1124,6 +1174,7 @@ void kernels_init_avx512(kernel_table & t) {
     t.fp32_to_bf16 = cvt_f32_bf16;
     t.weighted_rows_f32 = weighted_rows<float>;
     t.weighted_rows_f16 = weighted_rows<uint16_t>;
+    t.weighted_rows_q8_0 = weighted_rows_q8_0;
 }
 
 } // namespace kail::cpu

@@ -129,6 +129,10 @@ struct kernel_table {
                               float * out, size_t os) = nullptr;
     void (*weighted_rows_f16)(const uint16_t * x, size_t xs, int64_t n, int64_t width, const float * p, size_t ps,
                               int64_t group, float * out, size_t os) = nullptr;
+    // The same over Q8_0 rows (xs bytes apart; width a multiple of 32): each value q * d, then one
+    // fused multiply-add per row in row order, at every level.
+    void (*weighted_rows_q8_0)(const uint8_t * x, size_t xs, int64_t n, int64_t width, const float * p, size_t ps,
+                               int64_t group, float * out, size_t os) = nullptr;
 };
 
 // Prepared activation layouts shared by the AVX2 and AVX-512 kernels (built by scalar code in

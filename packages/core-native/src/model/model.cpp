@@ -87,6 +87,9 @@ void add_bias_rows(float * const * rows, int64_t n_rows, const float * bias, int
 
 void store_row(uint32_t kv_type, const float * src, uint8_t * dst, int64_t n) {
     if (kv_type == KAIL_TYPE_F32) std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+    // As ggml-cpu stores a row into a Q8_0 cache: its from_float (the activations' quantizer,
+    // round half to even), not the reference quantizer weights are written with.
+    else if (kv_type == KAIL_TYPE_Q8_0) matmul_quantize_activations(KAIL_TYPE_Q8_0, n, src, static_cast<size_t>(n) * 4, 1, dst, row_size(KAIL_TYPE_Q8_0, n), nullptr);
     else fp32_to_fp16_row(src, reinterpret_cast<uint16_t *>(dst), n);
 }
 
@@ -366,9 +369,19 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.params = params;
     m.params.n_batch = std::max<int64_t>(1, m.params.n_batch);
     const bool streaming = m.params.ram_budget > 0;
-    if (m.params.kv_type != KAIL_TYPE_F16 && m.params.kv_type != KAIL_TYPE_F32)
-        throw error(KAIL_E_INVALID_ARG, "kv cache type must be F16 or F32");
+    if (m.params.kv_type != KAIL_TYPE_F16 && m.params.kv_type != KAIL_TYPE_F32 && m.params.kv_type != KAIL_TYPE_Q8_0)
+        throw error(KAIL_E_INVALID_ARG, "kv cache type must be F16, F32 or Q8_0");
     m.kv_elem = m.params.kv_type == KAIL_TYPE_F32 ? 4 : 2;
+    if (m.params.kv_type == KAIL_TYPE_Q8_0)
+        // A Q8_0 cache quantizes each head's row in blocks of 32 (llama.cpp's -ctk/-ctv q8_0): the
+        // head dims must be multiples of 32, and the MLA latent cache stays F16 or F32.
+        for (const op_desc & op : m.prog.ops) {
+            if (op.type == OP_MLA_ATTENTION) throw error(KAIL_E_UNSUPPORTED, "a Q8_0 KV cache is not supported for MLA (latent) attention: use F16 or F32");
+            if (op.type != OP_ATTENTION) continue;
+            const int64_t hk = static_cast<int64_t>(op.param("head_dim", 0)), hv = static_cast<int64_t>(op.param("head_dim_v", static_cast<double>(hk)));
+            if (hk % 32 != 0 || hv % 32 != 0)
+                throw error(KAIL_E_UNSUPPORTED, "a Q8_0 KV cache needs head dims that are multiples of 32, this model's are " + std::to_string(hk) + "/" + std::to_string(hv));
+        }
     if (m.params.n_seq_max < 1 || m.params.n_ctx < 1) throw error(KAIL_E_INVALID_ARG, "n_seq_max and n_ctx must be >= 1");
     const int nb = static_cast<int>(m.prog.buffers.size());
     auto check_buf = [&](int b, const char * what, size_t op_i) {
@@ -533,12 +546,12 @@ uint64_t model::kv_bytes_used() const { return impl_->kv_bytes; }
 
 uint64_t model::kv_bytes_per_token() const {
     uint64_t b = 0;
-    for (int l = 0; l < impl_->prog.n_kv_layers; l++) b += (impl_->prog.kv_k_width[l] + impl_->prog.kv_v_width[l]) * impl_->kv_elem;
+    for (int l = 0; l < impl_->prog.n_kv_layers; l++) b += kv_row_bytes(impl_->params.kv_type, impl_->prog.kv_k_width[l]) + kv_row_bytes(impl_->params.kv_type, impl_->prog.kv_v_width[l]);
     return b;
 }
 
 uint64_t model::kv_bytes_capacity() const {
-    return kv_bytes_per_sequence(impl_->prog, impl_->params.n_ctx, impl_->params.n_batch, impl_->kv_elem) *
+    return kv_bytes_per_sequence(impl_->prog, impl_->params.n_ctx, impl_->params.n_batch, impl_->params.kv_type) *
            static_cast<uint64_t>(impl_->params.n_seq_max);
 }
 
@@ -743,8 +756,9 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     const float scale = static_cast<float>(op.param("scale", 1.0 / std::sqrt(static_cast<double>(hd_k))));
     const int64_t kw = m.prog.kv_k_width[layer], vw = m.prog.kv_v_width[layer];
     if (kw != n_head_kv * hd_k || vw != n_head_kv * hd_v) throw error(KAIL_E_INVALID_ARG, "program: attention kv widths do not match heads");
-    const size_t es = m.kv_elem;
     const uint32_t kvt = m.params.kv_type;
+    // Bytes of one head's row of K and of V (whole Q8_0 blocks for a quantized cache).
+    const size_t rk = kv_row_bytes(kvt, hd_k), rv = kv_row_bytes(kvt, hd_v);
     const int64_t R = m.kv_ring[layer];
     // 1. store K and V rows of the batch, each head's part in its block.
     for (int64_t t = 0; t < x.n_tok; t++) {
@@ -758,21 +772,21 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
             cap = std::min<int64_t>(std::max<int64_t>(cap, 16), R ? R : m.params.n_ctx);
             if (to_ring) cap = 2 * R;
             const uint64_t old = c.k.size() + c.v.size();
-            const uint64_t bytes = static_cast<uint64_t>(cap) * static_cast<uint64_t>(kw + vw) * es;
+            const uint64_t bytes = static_cast<uint64_t>(cap) * static_cast<uint64_t>(n_head_kv) * (rk + rv);
             if (m.params.kv_max_bytes && m.kv_bytes - old + bytes > m.params.kv_max_bytes)
                 throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes - old + bytes) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
-            auto regrow = [&](std::vector<uint8_t> & buf, int64_t hd) {
-                std::vector<uint8_t> next(static_cast<size_t>(cap * n_head_kv * hd) * es);
-                const size_t keep = static_cast<size_t>(c.cap * hd) * es;
+            auto regrow = [&](std::vector<uint8_t> & buf, size_t rb) {
+                std::vector<uint8_t> next(static_cast<size_t>(cap * n_head_kv) * rb);
+                const size_t keep = static_cast<size_t>(c.cap) * rb;
                 for (int64_t h = 0; h < n_head_kv && keep; h++) {
-                    std::memcpy(next.data() + static_cast<size_t>(h * cap * hd) * es, buf.data() + static_cast<size_t>(h) * keep, keep);
+                    std::memcpy(next.data() + static_cast<size_t>(h * cap) * rb, buf.data() + static_cast<size_t>(h) * keep, keep);
                     // Turning mirrored: positions [0, c.cap) < R also belong at row p + R.
-                    if (to_ring) std::memcpy(next.data() + static_cast<size_t>((h * cap + R) * hd) * es, buf.data() + static_cast<size_t>(h) * keep, keep);
+                    if (to_ring) std::memcpy(next.data() + static_cast<size_t>(h * cap + R) * rb, buf.data() + static_cast<size_t>(h) * keep, keep);
                 }
                 buf.swap(next);
             };
-            regrow(c.k, hd_k);
-            regrow(c.v, hd_v);
+            regrow(c.k, rk);
+            regrow(c.v, rv);
             c.cap = cap;
             c.mirrored = c.mirrored || to_ring;
             m.kv_bytes = m.kv_bytes - old + bytes;
@@ -782,11 +796,11 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
         const float * vrow = x.ptr(op.c) + t * x.width(op.c) + static_cast<int64_t>(op.param("c_off", 0));
         const int64_t row = c.mirrored ? p % R : p;
         for (int64_t h = 0; h < n_head_kv; h++) {
-            store_row(kvt, krow + h * hd_k, c.k.data() + static_cast<size_t>((h * c.cap + row) * hd_k) * es, hd_k);
-            store_row(kvt, vrow + h * hd_v, c.v.data() + static_cast<size_t>((h * c.cap + row) * hd_v) * es, hd_v);
+            store_row(kvt, krow + h * hd_k, c.k.data() + static_cast<size_t>(h * c.cap + row) * rk, hd_k);
+            store_row(kvt, vrow + h * hd_v, c.v.data() + static_cast<size_t>(h * c.cap + row) * rv, hd_v);
             if (c.mirrored) {
-                store_row(kvt, krow + h * hd_k, c.k.data() + static_cast<size_t>((h * c.cap + row + R) * hd_k) * es, hd_k);
-                store_row(kvt, vrow + h * hd_v, c.v.data() + static_cast<size_t>((h * c.cap + row + R) * hd_v) * es, hd_v);
+                store_row(kvt, krow + h * hd_k, c.k.data() + static_cast<size_t>(h * c.cap + row + R) * rk, hd_k);
+                store_row(kvt, vrow + h * hd_v, c.v.data() + static_cast<size_t>(h * c.cap + row + R) * rv, hd_v);
             }
         }
     }
@@ -820,12 +834,12 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
             const int64_t first = c.mirrored ? lo % R : lo;  // row of position lo
             const float * q = xp->ptr(op.a) + t * qw + q_off + hk * group * hd_k;
             scores.resize(static_cast<size_t>(group * np));
-            matmul(kvt, c.k.data() + static_cast<size_t>((hk * c.cap + first) * hd_k) * es, static_cast<size_t>(hd_k) * es, np, hd_k,
+            matmul(kvt, c.k.data() + static_cast<size_t>(hk * c.cap + first) * rk, rk, np, hd_k,
                    q, static_cast<size_t>(hd_k) * sizeof(float), group, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
             for (int64_t g = 0; g < group; g++)
                 attention_softmax(scores.data() + g * np, np, scale, kvt, half, sink ? sink[hk * group + g] : -std::numeric_limits<float>::infinity());
             float * o = xp->ptr(op.out) + t * ow + out_off + hk * group * hd_v;
-            attention_weighted_rows(kvt, c.v.data() + static_cast<size_t>((hk * c.cap + first) * hd_v) * es, static_cast<size_t>(hd_v) * es, np, hd_v,
+            attention_weighted_rows(kvt, c.v.data() + static_cast<size_t>(hk * c.cap + first) * rv, rv, np, hd_v,
                                     scores.data(), static_cast<size_t>(np), group, o, static_cast<size_t>(hd_v));
         }
     }, 1);

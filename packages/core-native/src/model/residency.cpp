@@ -60,14 +60,20 @@ std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n
     return ring;
 }
 
-uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint64_t elem_bytes) {
+uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type) {
     const std::vector<int64_t> ring = kv_ring_rows(prog, n_ctx, n_batch);
     uint64_t b = 0;
     for (size_t l = 0; l < prog.kv_k_width.size() && l < prog.kv_v_width.size(); l++) {
         const uint64_t rows = static_cast<uint64_t>(l < ring.size() && ring[l] ? 2 * ring[l] : std::max<int64_t>(0, n_ctx));
-        b += static_cast<uint64_t>(prog.kv_k_width[l] + prog.kv_v_width[l]) * elem_bytes * rows;
+        b += static_cast<uint64_t>(kv_row_bytes(kv_type, prog.kv_k_width[l]) + kv_row_bytes(kv_type, prog.kv_v_width[l])) * rows;
     }
     return b;
+}
+
+size_t kv_row_bytes(uint32_t kv_type, int64_t width) {
+    if (width <= 0) return 0;
+    // A quantized cache holds whole blocks per head; widths here are head counts x head dims.
+    return row_size(kv_type, width);
 }
 
 std::vector<expert_layer_source> residency_expert_sources(const gguf_file & file, const program & prog) {
@@ -116,8 +122,7 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
     for (const std::string & name : experts) p.expert_bytes += file.find_tensor(name) ? file.find_tensor(name)->nbytes : 0;
 
     // KV cache at full context for every sequence (sliding-window layers: their ring).
-    const uint64_t kv_elem = params.kv_type == KAIL_TYPE_F32 ? 4 : 2;
-    p.kv_bytes = kv_bytes_per_sequence(prog, std::max<int64_t>(0, params.n_ctx), p.n_batch, kv_elem) * static_cast<uint64_t>(std::max(0, params.n_seq_max));
+    p.kv_bytes = kv_bytes_per_sequence(prog, std::max<int64_t>(0, params.n_ctx), p.n_batch, params.kv_type) * static_cast<uint64_t>(std::max(0, params.n_seq_max));
 
     // Scratch for a batch: the program's buffers (output rows: one per sequence, the decode case),
     // the MoE op's temporaries, matmul's quantized activations, and the logits handed to the caller.

@@ -11,6 +11,15 @@ import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/de
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { Metadata, readHParams, type HParams } from './hparams';
 
+export type KvType = 'f16' | 'f32' | 'q8_0';
+export const KV_TYPES: readonly KvType[] = ['f16', 'f32', 'q8_0'];
+/** The native type id of a KV cache type (KAIL_TYPE_*). */
+const KV_TYPE_IDS: Record<KvType, number> = { f32: 0, f16: 1, q8_0: 8 };
+/** Bytes of a cached row of `width` values: Q8_0 stores 34 bytes per 32. */
+export function kvRowBytes(kvType: KvType, width: number): number {
+  return kvType === 'q8_0' ? (width / 32) * 34 : width * (kvType === 'f32' ? 4 : 2);
+}
+
 export interface LoadModelOptions {
   /** Compute threads; 0 or undefined = physical cores. */
   threads?: number;
@@ -18,8 +27,12 @@ export interface LoadModelOptions {
   nCtx?: number;
   /** Concurrent sequences. Default 1. */
   nSeqMax?: number;
-  /** KV cache element type. Default 'f16' (llama.cpp's default). */
-  kvType?: 'f16' | 'f32';
+  /**
+   * KV cache type. Default 'f16' (llama.cpp's default); 'q8_0' about halves it (llama.cpp's
+   * `-ctk q8_0 -ctv q8_0`, Ollama's OLLAMA_KV_CACHE_TYPE), for attention whose head dims are
+   * multiples of 32 (not MLA's latent cache).
+   */
+  kvType?: KvType;
   /** Memory the load may plan against; default: MemAvailable from /proc/meminfo (or os.freemem()). */
   memoryAvailableBytes?: number;
   /**
@@ -207,6 +220,12 @@ interface Prepared {
   params: ModelParams;
 }
 
+function kvTypeId(t: KvType | undefined): number {
+  if (t === undefined) return KV_TYPE_IDS.f16;
+  if (!(t in KV_TYPE_IDS)) throw new EngineError('KAIL_E_INVALID_ARG', `KV cache type must be ${KV_TYPES.join(', ')}, got '${t}'`);
+  return KV_TYPE_IDS[t];
+}
+
 // Architecture checks, hyperparameters, program and the native parameters: what both planning
 // and loading need, from the metadata alone.
 function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Prepared {
@@ -223,9 +242,20 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
   const nBatch = Math.max(1, Math.floor(opts.nBatch ?? 512));
   if (opts.ramBytes !== undefined && !(Number.isSafeInteger(opts.ramBytes) && opts.ramBytes > 0))
     throw new EngineError('KAIL_E_INVALID_ARG', `ramBytes must be a positive integer, got ${opts.ramBytes}`);
+  if (opts.kvType === 'q8_0') {
+    // (The runtime refuses these too; here a plan refuses them before anything is read.)
+    if (program.ops.some((op) => op.op === 'mla_attention'))
+      throw new EngineError('KAIL_E_UNSUPPORTED', `${path}: a q8_0 KV cache is not supported for MLA (latent) attention; use f16 or f32`);
+    for (const op of program.ops) {
+      if (op.op !== 'attention') continue;
+      const hk = Number(op.params?.head_dim ?? 0);
+      const hv = Number(op.params?.head_dim_v ?? hk);
+      if (hk % 32 !== 0 || hv % 32 !== 0) throw new EngineError('KAIL_E_UNSUPPORTED', `${path}: a q8_0 KV cache needs head dims that are multiples of 32, this model's are ${hk}/${hv}`);
+    }
+  }
   const params: ModelParams = {
     threads: opts.threads ?? 0,
-    kvType: opts.kvType === 'f32' ? 0 : 1,
+    kvType: kvTypeId(opts.kvType),
     nCtx,
     nSeqMax,
     nBatch,
@@ -262,7 +292,7 @@ export function repackModel(path: string, name: string, storage: string[], log?:
 
 /** KV cache bytes per token of a file, and for MLA models the naive per-head cache it replaces. */
 export interface KvCacheReport {
-  kvType: 'f16' | 'f32';
+  kvType: KvType;
   /** What this engine's cache holds per token over all layers. */
   bytesPerToken: number;
   /** deepseek2: the latent cache against a per-head cache (see mlaKvBytesPerToken). */
@@ -270,12 +300,12 @@ export interface KvCacheReport {
 }
 
 /** The KV cache an open file needs per token (`kail inspect`), from its metadata alone. */
-export function kvCacheReport(file: NativeGgufFile, kvType: 'f16' | 'f32' = 'f16'): KvCacheReport {
+export function kvCacheReport(file: NativeGgufFile, kvType: KvType = 'f16'): KvCacheReport {
   try {
     const { hp, program } = prepare(file.path, file, { kvType });
     const e = kvType === 'f32' ? 4 : 2;
-    const width = program.kvKWidth.reduce((a, b) => a + b, 0) + program.kvVWidth.reduce((a, b) => a + b, 0);
-    const out: KvCacheReport = { kvType, bytesPerToken: width * e };
+    const bytesPerToken = [...program.kvKWidth, ...program.kvVWidth].reduce((a, w) => a + kvRowBytes(kvType, w), 0);
+    const out: KvCacheReport = { kvType, bytesPerToken };
     if (hp.arch === 'deepseek2') {
       const d = readMlaDims(hp);
       const shape = { nLayer: trunkLayers(hp), nHead: hp.nHead[0], kvLora: d.kvLora, qkNope: d.qkNope, qkRope: d.qkRope, vHead: d.vHead, elemBytes: e };
@@ -346,8 +376,7 @@ export class EngineModel {
       if (opts.mtp) summary = { ...summary, bytesPerToken: programBytesPerToken(program, file, summary) };
       // Refuse before allocating: the KV cache at full context for every sequence must fit in
       // what the machine has available (the weights are mapped, not allocated).
-      const kvElem = opts.kvType === 'f32' ? 4 : 2;
-      const kvPerToken = program.kvKWidth.reduce((a, b) => a + b, 0) * kvElem + program.kvVWidth.reduce((a, b) => a + b, 0) * kvElem;
+      const kvPerToken = [...program.kvKWidth, ...program.kvVWidth].reduce((a, w) => a + kvRowBytes(opts.kvType ?? 'f16', w), 0);
       // At most what the runtime allocates (sliding-window layers hold rings: kv_bytes_per_sequence).
       let kvBytes: number;
       try {

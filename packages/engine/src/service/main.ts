@@ -1,13 +1,14 @@
 #!/usr/bin/env node
 // The engine service process:
 //   node packages/engine/dist/service/main.js --port 0 [--host H] [--models-dir DIR] [--model [ID=]FILE ...]
-//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--max-stall-ms MS] [--data-dir DIR (its profile.json)] [--auth-token T]
+//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--cache-type f16|q8_0|f32] [--max-stall-ms MS] [--data-dir DIR (its profile.json)] [--auth-token T]
 // Prints one JSON line {"service":"engine","address":...} once listening, for supervisors.
 import { parseArgs } from 'node:util';
 
 import { AUTH_TOKEN_ENV, engine } from '@kailstream/proto';
 
 import { parseByteSize } from '../model/byte-size';
+import { KV_TYPES, type KvType } from '../model/model';
 import { hardwareProfilePath, readHardwareProfile } from '../model/hardware-profile';
 import { LocalModelHost } from './model-host';
 import { startEngineServer } from './engine-service';
@@ -29,6 +30,8 @@ async function main() {
       threads: { type: 'string', default: '0' },
       seqs: { type: 'string', default: '8' },
       ram: { type: 'string' },
+      // The KV cache's type for every model this engine loads (f16, q8_0 or f32).
+      'cache-type': { type: 'string', default: 'f16' },
       'max-waiting': { type: 'string', default: '64' },
       // While streams decode, the longest one pass spends on arriving prompts (0 = no limit).
       'max-stall-ms': { type: 'string', default: '500' },
@@ -38,6 +41,8 @@ async function main() {
   });
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be 0..65535, got '${values.port}'`);
+  const kvType = values['cache-type'] as KvType;
+  if (!KV_TYPES.includes(kvType)) throw new Error(`--cache-type must be ${KV_TYPES.join(', ')}, got '${values['cache-type']}'`);
   // The hardware profile in the data directory (kail profile) supplies budgets and bandwidth.
   const profile = values['data-dir'] ? readHardwareProfile(values['data-dir']) : null;
   if (profile) process.stderr.write(`engine: hardware profile ${hardwareProfilePath(values['data-dir']!)} (RAM budget ${profile.defaults.ramBytes} bytes, I/O depth ${profile.defaults.ioThreads})\n`);
@@ -51,6 +56,7 @@ async function main() {
     maxDecodeStallMs: int('max-stall-ms', values['max-stall-ms'], 0),
     modelsDir: values['models-dir'],
     defaultRamBudgetBytes: values.ram ? parseByteSize(values.ram) : undefined,
+    loadOptions: { kvType },
   });
   for (const m of values.model) {
     // id=path or just path
