@@ -24,7 +24,7 @@ describe('kail CLI', () => {
     expect(Array.isArray(out.native.simd)).toBe(true);
   });
 
-  it('serve refuses a malformed --keep-alive or --models-max before starting anything', () => {
+  it('serve refuses a malformed --keep-alive, --models-max or --cache-type before starting anything', () => {
     const a = kail('serve', '--keep-alive', 'forever');
     expect(a.status).not.toBe(0);
     expect(a.stderr).toContain("--keep-alive must be a duration such as 5m, 1h30m, 30s, 0 or -1, got 'forever'");
@@ -32,6 +32,9 @@ describe('kail CLI', () => {
     expect(b.status).not.toBe(0);
     expect(b.stderr).toContain('--models-max');
     expect(kail('serve', '--help').stdout).toMatch(/--keep-alive <duration>[\s\S]*--models-max <n>/);
+    const c = kail('serve', '--cache-type', 'q4_0');
+    expect(c.status).not.toBe(0);
+    expect(c.stderr).toContain("--cache-type must be f16, q8_0 or f32, got 'q4_0'");
   });
 
   it('rejects an unknown command with a non-zero exit and help', () => {
