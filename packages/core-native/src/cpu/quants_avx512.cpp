@@ -868,18 +868,22 @@ KAIL_INLINE __m512 load16(const uint16_t * p, __mmask16 m) { return _mm512_cvtph
 // last one masked) by NG probability rows; each cached row is loaded and widened once per tile.
 constexpr int64_t kWeightedPrefetchRows = 8;
 
-// acc[g][v] = sum over rows j < n, in order, of p[g * ps + j] * (row j's vector v), where
-// `row(j, xv)` loads row j's NV vectors (prefetching ahead as it likes): one fused multiply-add
-// per row and output.
-template <int NV, int NG, class Row>
-KAIL_INLINE void weighted_sum(int64_t n, const Row & row, const float * p, size_t ps, __m512 (&acc)[NG][NV]) {
+template <int NV, int NG, typename X>
+void weighted_tile(const X * x, size_t xs, int64_t n, const __mmask16 * m, const float * p, size_t ps, float * out, size_t os) {
+    __m512 acc[NG][NV];
 #pragma GCC unroll 4
     for (int g = 0; g < NG; g++)
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) acc[g][v] = _mm512_setzero_ps();
     for (int64_t j = 0; j < n; j++) {
+        const X * r = x + j * xs;
+        // Rows are far apart (the other heads' columns lie between): fetch a few rows ahead.
+        const char * pf = reinterpret_cast<const char *>(r + kWeightedPrefetchRows * xs);
+#pragma GCC unroll 4
+        for (int l = 0; l < NV * 16 * int(sizeof(X)); l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
         __m512 xv[NV];
-        row(j, xv);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) xv[v] = load16(r + 16 * v, m[v]);
 #pragma GCC unroll 4
         for (int g = 0; g < NG; g++) {
             const __m512 w = _mm512_set1_ps(p[g * ps + j]);
@@ -887,20 +891,6 @@ KAIL_INLINE void weighted_sum(int64_t n, const Row & row, const float * p, size_
             for (int v = 0; v < NV; v++) acc[g][v] = _mm512_fmadd_ps(w, xv[v], acc[g][v]);
         }
     }
-}
-
-template <int NV, int NG, typename X>
-void weighted_tile(const X * x, size_t xs, int64_t n, const __mmask16 * m, const float * p, size_t ps, float * out, size_t os) {
-    __m512 acc[NG][NV];
-    weighted_sum<NV, NG>(n, [&](int64_t j, __m512 (&xv)[NV]) {
-        const X * r = x + j * xs;
-        // Rows are far apart (the other heads' columns lie between): fetch a few rows ahead.
-        const char * pf = reinterpret_cast<const char *>(r + kWeightedPrefetchRows * xs);
-#pragma GCC unroll 4
-        for (int l = 0; l < NV * 16 * int(sizeof(X)); l += 64) _mm_prefetch(pf + l, _MM_HINT_T0);
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) xv[v] = load16(r + 16 * v, m[v]);
-    }, p, ps, acc);
 #pragma GCC unroll 4
     for (int g = 0; g < NG; g++)
 #pragma GCC unroll 4
@@ -936,10 +926,15 @@ void weighted_rows(const X * x, size_t xs, int64_t n, int64_t width, const float
 template <int NV, int NG>
 void weighted_tile_q8_0(const uint8_t * x, size_t xs, int64_t n, int64_t c0, const float * p, size_t ps, float * out, size_t os) {
     __m512 acc[NG][NV];
-    weighted_sum<NV, NG>(n, [&](int64_t j, __m512 (&xv)[NV]) {
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; g++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[g][v] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j++) {
         const uint8_t * r = x + j * xs;
         const uint8_t * pf = r + kWeightedPrefetchRows * xs + (c0 / 32) * 34;
         for (int l = 0; l < (NV / 2) * 34; l += 64) _mm_prefetch(reinterpret_cast<const char *>(pf + l), _MM_HINT_T0);
+        __m512 xv[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
             const int64_t c = c0 + 16 * v;
@@ -949,7 +944,14 @@ void weighted_tile_q8_0(const uint8_t * x, size_t xs, int64_t n, int64_t c0, con
             const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(blk + 2 + (c % 32)))));
             xv[v] = _mm512_mul_ps(q, _mm512_set1_ps(fp16_to_fp32_sw(dh)));
         }
-    }, p, ps, acc);
+        // The F32 tile's multiply-adds (weighted_tile).
+#pragma GCC unroll 4
+        for (int g = 0; g < NG; g++) {
+            const __m512 w = _mm512_set1_ps(p[g * ps + j]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) acc[g][v] = _mm512_fmadd_ps(w, xv[v], acc[g][v]);
+        }
+    }
 #pragma GCC unroll 4
     for (int g = 0; g < NG; g++)
 #pragma GCC unroll 4
