@@ -1,6 +1,7 @@
 // A Q8_0 KV cache (llama.cpp's -ctk q8_0 -ctv q8_0, which needs its flash attention) against
-// llama.cpp's own: on float files of a dense model, a MoE with head size 128 and gpt-oss (a
-// sliding window of 8 that 96 tokens pass, attention sinks), kail with a Q8_0 cache stays as close
+// llama.cpp's own: on float files of a dense model, a MoE with head size 128, gpt-oss (a sliding
+// window of 8 that 96 tokens pass, attention sinks) and DeepSeek-V2-Lite's shape (MLA: the latent
+// cache quantized), kail with a Q8_0 cache stays as close
 // to the exact logits (F32 cache, no flash attention) as llama.cpp's Q8_0 cache does. Compared per
 // position by the median: in a MoE a quantized cache may flip a near-tied routing choice at a
 // position or two, and where that happens differs between any two implementations. (The two
@@ -16,7 +17,7 @@ import { getPreset } from '../models/presets';
 import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
 import { nmse, top1Agreement } from './metrics';
 
-const PRESETS = ['tiny-llama', 'tiny-qwen3moe', 'tiny-gpt-oss'];
+const PRESETS = ['tiny-llama', 'tiny-qwen3moe', 'tiny-gpt-oss', 'tiny-deepseek2-lite'];
 
 let dir: string;
 const table: string[] = [];

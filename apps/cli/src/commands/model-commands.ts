@@ -108,7 +108,7 @@ interface StreamOpts {
 }
 
 /** --cache-type: the KV cache's element type (llama.cpp's -ctk/-ctv, both at once; Ollama's OLLAMA_KV_CACHE_TYPE). */
-const CACHE_TYPE_HELP = 'KV cache type: f16, q8_0 (about half the memory; not for MLA models) or f32';
+const CACHE_TYPE_HELP = 'KV cache type: f16, q8_0 (about half the memory) or f32';
 function cacheType(v: string): KvType {
   if (!(KV_TYPES as readonly string[]).includes(v)) throw new Error(`--cache-type must be ${KV_TYPES.join(', ')}, got '${v}'`);
   return v as KvType;

@@ -123,7 +123,7 @@ export function registerServe(program: Command): void {
     .description('start the engine, scheduler, API and web console as separate processes')
     .option('-m, --model <file...>', 'GGUF model(s) to load at start (id=FILE names one)')
     .option('-c, --ctx <n>', 'context length per sequence', '4096')
-    .option('--cache-type <type>', 'KV cache type of the models: f16, q8_0 (about half the memory; not for MLA models) or f32', (v: string) => {
+    .option('--cache-type <type>', 'KV cache type of the models: f16, q8_0 (about half the memory) or f32', (v: string) => {
       if (!['f16', 'q8_0', 'f32'].includes(v)) throw new Error(`--cache-type must be f16, q8_0 or f32, got '${v}'`);
       return v;
     }, 'f16')

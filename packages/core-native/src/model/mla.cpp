@@ -8,6 +8,7 @@
 #include "kail/gguf.h"
 #include "kail/matmul.h"
 #include "kail/quants.h"
+#include "kail/residency.h"
 #include "kail/threadpool.h"
 #include "kail/types.h"
 
@@ -60,8 +61,7 @@ void attend_rows(int64_t p, float scale, uint32_t kv_type, std::vector<float> & 
 
 void cache_row(const mla_args & a, const uint8_t * base, int64_t j, float * dst) {
     const int64_t w = a.kv_lora + a.qk_rope;
-    if (a.kv_type == KAIL_TYPE_F32) std::copy_n(reinterpret_cast<const float *>(base) + j * w, w, dst);
-    else fp16_to_fp32_row(reinterpret_cast<const uint16_t *>(base) + j * w, dst, w);
+    dequantize_row(a.kv_type, base + static_cast<size_t>(j) * kv_row_bytes(a.kv_type, w), dst, w);
 }
 
 void attend_absorbed(const mla_args & a) {
@@ -107,9 +107,9 @@ void attend_absorbed(const mla_args & a) {
     std::vector<float> scores;
     for (int64_t t = 0; t < n; t++) {
         const int64_t np = a.pos[t] + 1;
-        const size_t es = a.kv_type == KAIL_TYPE_F32 ? 4 : 2;
+        const size_t rb = kv_row_bytes(a.kv_type, W);  // a cached row's bytes (whole Q8_0 blocks for a quantized cache)
         scores.resize(static_cast<size_t>(H * np));
-        matmul(a.kv_type, a.cache[t], static_cast<size_t>(W) * es, np, W, qa.data() + t * H * W, static_cast<size_t>(W) * 4, H,
+        matmul(a.kv_type, a.cache[t], rb, np, W, qa.data() + t * H * W, static_cast<size_t>(W) * 4, H,
                scores.data(), static_cast<size_t>(np) * 4, a.pool);
         a.pool->parallel_for(H, [&](int64_t h0, int64_t h1, int) {
             std::vector<uint16_t> half;
@@ -121,7 +121,7 @@ void attend_absorbed(const mla_args & a) {
         a.pool->parallel_for((L + chunk - 1) / chunk, [&](int64_t c0, int64_t c1, int) {
             for (int64_t c = c0; c < c1; c++) {
                 const int64_t l0 = c * chunk;
-                attention_weighted_rows(a.kv_type, a.cache[t] + static_cast<size_t>(l0) * es, static_cast<size_t>(W) * es, np,
+                attention_weighted_rows(a.kv_type, a.cache[t] + kv_row_bytes(a.kv_type, l0), rb, np,
                                         std::min(chunk, L - l0), scores.data(), static_cast<size_t>(np), H, lat.data() + t * H * L + l0,
                                         static_cast<size_t>(L));
             }

@@ -373,10 +373,16 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
         throw error(KAIL_E_INVALID_ARG, "kv cache type must be F16, F32 or Q8_0");
     m.kv_elem = m.params.kv_type == KAIL_TYPE_F32 ? 4 : 2;
     if (m.params.kv_type == KAIL_TYPE_Q8_0)
-        // A Q8_0 cache quantizes each head's row in blocks of 32 (llama.cpp's -ctk/-ctv q8_0): the
-        // head dims must be multiples of 32, and the MLA latent cache stays F16 or F32.
+        // A Q8_0 cache quantizes each head's row (MLA: each latent row, whose latent part the
+        // values are read from) in blocks of 32 (llama.cpp's -ctk/-ctv q8_0): those widths must be
+        // multiples of 32.
         for (const op_desc & op : m.prog.ops) {
-            if (op.type == OP_MLA_ATTENTION) throw error(KAIL_E_UNSUPPORTED, "a Q8_0 KV cache is not supported for MLA (latent) attention: use F16 or F32");
+            if (op.type == OP_MLA_ATTENTION) {
+                const int64_t L = static_cast<int64_t>(op.param("kv_lora", 0)), R = static_cast<int64_t>(op.param("qk_rope", 0));
+                if (L % 32 != 0 || (L + R) % 32 != 0)
+                    throw error(KAIL_E_UNSUPPORTED, "a Q8_0 KV cache needs the MLA latent (kv_lora " + std::to_string(L) + ") and its row (kv_lora + qk_rope " + std::to_string(L + R) + ") to be multiples of 32");
+                continue;
+            }
             if (op.type != OP_ATTENTION) continue;
             const int64_t hk = static_cast<int64_t>(op.param("head_dim", 0)), hv = static_cast<int64_t>(op.param("head_dim_v", static_cast<double>(hk)));
             if (hk % 32 != 0 || hv % 32 != 0)
@@ -854,23 +860,23 @@ void op_mla_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t kw = m.prog.kv_k_width[layer];
     if (kw != a.kv_lora + a.qk_rope || m.prog.kv_v_width[layer] != 0)
         throw error(KAIL_E_INVALID_ARG, "program: mla_attention needs a kv layer of width kv_lora + qk_rope and no V");
-    const size_t es = m.kv_elem;
+    const size_t rb = kv_row_bytes(m.params.kv_type, kw);  // one latent row (whole Q8_0 blocks for a quantized cache)
     for (int64_t t = 0; t < x.n_tok; t++) {
         kv_seq_layer & c = m.kv[x.b.seq[t]][layer];
         const int64_t p = x.b.pos[t];
-        const size_t need = static_cast<size_t>(p + 1) * kw * es;
+        const size_t need = static_cast<size_t>(p + 1) * rb;
         if (c.k.size() < need) {
             const size_t old = c.k.capacity();
-            size_t cap_tok = std::max<size_t>(static_cast<size_t>(p + 1), c.k.size() / (kw * es) * 2);
+            size_t cap_tok = std::max<size_t>(static_cast<size_t>(p + 1), c.k.size() / rb * 2);
             cap_tok = std::min<size_t>(std::max<size_t>(cap_tok, 16), static_cast<size_t>(m.params.n_ctx));
-            const uint64_t grow = cap_tok * kw * es - std::min<uint64_t>(old, cap_tok * kw * es);
+            const uint64_t grow = cap_tok * rb - std::min<uint64_t>(old, cap_tok * rb);
             if (m.params.kv_max_bytes && m.kv_bytes + grow > m.params.kv_max_bytes)
                 throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes + grow) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
-            c.k.reserve(cap_tok * kw * es);
+            c.k.reserve(cap_tok * rb);
             c.k.resize(need);
             m.kv_bytes += c.k.capacity() - old;
         }
-        store_row(m.params.kv_type, x.ptr(op.b) + t * x.width(op.b), c.k.data() + static_cast<size_t>(p) * kw * es, kw);
+        store_row(m.params.kv_type, x.ptr(op.b) + t * x.width(op.b), c.k.data() + static_cast<size_t>(p) * rb, kw);
     }
     std::vector<const uint8_t *> cache(static_cast<size_t>(x.n_tok));
     for (int64_t t = 0; t < x.n_tok; t++) cache[t] = m.kv[x.b.seq[t]][layer].k.data();

@@ -1,5 +1,6 @@
 // A Q8_0 KV cache (LoadModelOptions.kvType 'q8_0'): 34 bytes per 32 values instead of 64, results
-// close to an F16 cache's and the same bits in any batch; refused, naming why, where it cannot be.
+// close to an F16 cache's and the same bits in any batch, for attention and MLA's latent cache;
+// refused, naming why, where it cannot be.
 // Parity with llama.cpp's own Q8_0 cache: tools/src/parity/parity-kv-q8.native.spec.ts.
 import fs from 'node:fs';
 
@@ -47,9 +48,31 @@ describe('a Q8_0 KV cache', () => {
     expect(p8.kvBytes / p16.kvBytes).toBeCloseTo(34 / 64, 6);
   }, 60_000);
 
-  it('is refused for MLA, for head dims that are not multiples of 32, and for an unknown type', () => {
+  it("holds MLA's latent rows too (DeepSeek), close to an F16 latent cache", async () => {
     const ds = writeTestModel(dir, 'tiny-deepseek2-lite', 'F32');
-    expect(() => EngineModel.load(ds, { kvType: 'q8_0', nCtx: 64 })).toThrow(/q8_0 KV cache is not supported for MLA/);
+    const f16 = EngineModel.load(ds, { threads: 2, nCtx: 128, kvType: 'f16' });
+    const q8 = EngineModel.load(ds, { threads: 2, nCtx: 128, kvType: 'q8_0' });
+    try {
+      expect(q8.runtime.kvCapacityBytes / f16.runtime.kvCapacityBytes).toBeCloseTo(34 / 64, 6);
+      const a = await f16.evaluate(0, tokens, 'all', 16);
+      const b = await q8.evaluate(0, tokens, 'all', 16);
+      let num = 0;
+      let den = 0;
+      for (let i = 0; i < a.length; i++) {
+        num += (a[i] - b[i]) ** 2;
+        den += a[i] ** 2;
+      }
+      expect(num / den).toBeGreaterThan(1e-9);
+      expect(num / den).toBeLessThan(1e-3);
+      q8.truncate(0, 0);
+      expect(Buffer.from((await q8.evaluate(0, tokens, 'all', 1)).buffer).equals(Buffer.from(b.buffer))).toBe(true);
+    } finally {
+      f16.close();
+      q8.close();
+    }
+  }, 60_000);
+
+  it('is refused for head dims that are not multiples of 32, and for an unknown type', () => {
     const odd = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--head-dim', '48']);
     expect(() => EngineModel.load(odd, { kvType: 'q8_0', nCtx: 64 })).toThrow(/head dims that are multiples of 32, this model's are 48\/48/);
     expect(() => EngineModel.load(odd, { kvType: 'q4_0' as never, nCtx: 64 })).toThrow(/KV cache type must be f16, f32, q8_0, got 'q4_0'/);

@@ -29,8 +29,8 @@ export interface LoadModelOptions {
   nSeqMax?: number;
   /**
    * KV cache type. Default 'f16' (llama.cpp's default); 'q8_0' about halves it (llama.cpp's
-   * `-ctk q8_0 -ctv q8_0`, Ollama's OLLAMA_KV_CACHE_TYPE), for attention whose head dims are
-   * multiples of 32 (not MLA's latent cache).
+   * `-ctk q8_0 -ctv q8_0`, Ollama's OLLAMA_KV_CACHE_TYPE), for attention whose head dims (MLA:
+   * whose latent and latent row) are multiples of 32.
    */
   kvType?: KvType;
   /** Memory the load may plan against; default: MemAvailable from /proc/meminfo (or os.freemem()). */
@@ -244,9 +244,14 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     throw new EngineError('KAIL_E_INVALID_ARG', `ramBytes must be a positive integer, got ${opts.ramBytes}`);
   if (opts.kvType === 'q8_0') {
     // (The runtime refuses these too; here a plan refuses them before anything is read.)
-    if (program.ops.some((op) => op.op === 'mla_attention'))
-      throw new EngineError('KAIL_E_UNSUPPORTED', `${path}: a q8_0 KV cache is not supported for MLA (latent) attention; use f16 or f32`);
     for (const op of program.ops) {
+      if (op.op === 'mla_attention') {
+        const lora = Number(op.params?.kv_lora ?? 0);
+        const rope = Number(op.params?.qk_rope ?? 0);
+        if (lora % 32 !== 0 || (lora + rope) % 32 !== 0)
+          throw new EngineError('KAIL_E_UNSUPPORTED', `${path}: a q8_0 KV cache needs the MLA latent (kv_lora ${lora}) and its row (kv_lora + qk_rope ${lora + rope}) to be multiples of 32`);
+        continue;
+      }
       if (op.op !== 'attention') continue;
       const hk = Number(op.params?.head_dim ?? 0);
       const hv = Number(op.params?.head_dim_v ?? hk);
