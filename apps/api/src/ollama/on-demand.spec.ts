@@ -97,6 +97,13 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     // Negative: until unloaded by hand (Ollama reports the year 2318).
     expect((await stack.post('/api/chat', { model: 'lazy', messages: [], keep_alive: -1 })).body).toMatchObject({ done_reason: 'load' });
     expect((await get('/api/ps')).models.find((m: { name: string }) => m.name === 'lazy:latest').expires_at).toBe('2318-01-01T00:00:00Z');
+    // Seconds past what a date holds count as forever (they were a 500 from /api/ps).
+    for (const keep_alive of [1e308, 2 ** 53, '99999999999h']) {
+      expect((await stack.post('/api/chat', { model: 'lazy', messages: [], keep_alive })).status).toBe(200);
+      const ps = await fetch(`${stack.api.url}/api/ps`);
+      expect([keep_alive, ps.status]).toEqual([keep_alive, 200]);
+      expect(((await ps.json()) as { models: { name: string; expires_at: string }[] }).models.find((m) => m.name === 'lazy:latest')!.expires_at).toBe('2318-01-01T00:00:00Z');
+    }
     // A model `kail serve -m` loaded from outside the directory never expires.
     expect((await get('/api/ps')).models.find((m: { name: string }) => m.name === 'tiny:latest').expires_at).toBe('2318-01-01T00:00:00Z');
     for (const keep_alive of ['forever', '5 minutes', true, '1e3s']) {

@@ -65,6 +65,7 @@ const format = z.union([z.literal('json'), z.literal(''), z.record(z.string(), z
 // the request is answered and nothing else runs on it: `ollama stop` sends an empty request with
 // keep_alive 0). keep_alive as Ollama reads it: a number of seconds, or a Go duration string ("5m", "1h30m",
 // "300ms", "0"); negative means until unloaded by hand. Parsed to milliseconds (-1 for negative).
+const FOREVER_MS = 1000 * 365.25 * 24 * 3_600_000;
 const keepAlive = z
   .union([z.string(), z.number()])
   .optional()
@@ -76,7 +77,8 @@ const keepAlive = z
       ctx.addIssue({ code: z.ZodIssueCode.custom, message: `keep_alive must be seconds or a duration such as "5m", "1h30m" or "-1", got ${JSON.stringify(v)}` });
       return z.NEVER;
     }
-    return ms < 0 ? -1 : Math.round(ms);
+    // Negative, or past what a date can hold (a thousand years and more): until unloaded.
+    return ms < 0 || ms >= FOREVER_MS ? -1 : Math.round(ms);
   });
 const unloadsNow = (ms: number | undefined) => ms === 0;
 
@@ -414,7 +416,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
         return {
           name: ollamaName(m.id), model: ollamaName(m.id), size: ram + Number(r?.vramExpertCacheBytes ?? 0), digest: '', details: details(m),
           // No keep-alive: Ollama's "forever" (a negative keep_alive), the year 2318 it reports then.
-          expires_at: m.expiresAtUnixMs > 0 ? new Date(m.expiresAtUnixMs).toISOString() : '2318-01-01T00:00:00Z', size_vram: Number(r?.vramExpertCacheBytes ?? 0), context_length: m.contextLength,
+          expires_at: m.expiresAtUnixMs > 0 && m.expiresAtUnixMs < Date.now() + FOREVER_MS ? new Date(m.expiresAtUnixMs).toISOString() : '2318-01-01T00:00:00Z', size_vram: Number(r?.vramExpertCacheBytes ?? 0), context_length: m.contextLength,
         };
       }),
     })),

@@ -140,7 +140,8 @@ export function registerServe(program: Command): void {
     .option('--keep-alive <duration>', "how long a model loaded on demand stays after its last request, as Ollama's keep_alive: 5m, 1h, 30s, 0, -1 = until unloaded (default 5m)", (v: string) => {
       const ms = parseDurationMs(v);
       if (Number.isNaN(ms)) throw new Error(`--keep-alive must be a duration such as 5m, 1h30m, 30s, 0 or -1, got '${v}'`);
-      return ms < 0 ? -1 : Math.round(ms);
+      // Negative, or a thousand years and more: until unloaded.
+      return ms < 0 || ms >= 1000 * 365.25 * 24 * 3_600_000 ? -1 : Math.round(ms);
     })
     .option('--models-max <n>', 'most models loaded at once; a new one unloads the least recently used idle model loaded on demand (default 0: memory decides)', (v: string) => {
       if (!/^\d+$/.test(v) || Number(v) > 1000) throw new Error(`--models-max must be an integer in 0..1000, got '${v}'`);
