@@ -14,6 +14,7 @@ const model: ModelView = {
   expertUsedCount: 2,
   layerCount: 4,
   loaded: false,
+  expiresAtUnixMs: 0,
   residency: { residentBytes: 1024 * 1024, expertBytes: 5 * 1024 * 1024, kvBytes: 0, ramExpertCacheBytes: 0, vramExpertCacheBytes: 0 },
   tensorTypes: [
     { type: 'Q4_K', bytes: 5 * 1024 * 1024 },
@@ -29,6 +30,11 @@ describe('models page parts', () => {
     expect(html).toContain('Q4_K 5.00 MiB · F32 1.00 MiB');
     expect(html).toContain('6.00 MiB');
     expect(html).toContain('3.00 KiB');
+    // A model that stays loaded says nothing of unloading; one with a keep-alive says when.
+    expect(html).not.toContain('unloads when idle');
+    const kept = renderToString(<ModelDetails m={{ ...model, loaded: true, expiresAtUnixMs: Date.UTC(2026, 11, 2, 5, 7, 30) }} />);
+    expect(kept).toContain('unloads when idle at');
+    expect(kept).toContain('2026-12-02 05:07:30 UTC');
   });
 
   it('draws the plan per tier and says when it does not fit', () => {

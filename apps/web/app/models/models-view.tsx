@@ -26,6 +26,12 @@ export function ModelDetails({ m, coldBytesPerToken }: { m: ModelView; coldBytes
       <dd>{m.contextLength}</dd>
       <dt>file</dt>
       <dd>{formatBytes(m.fileBytes)}</dd>
+      {m.expiresAtUnixMs > 0 && (
+        <>
+          <dt>unloads when idle at</dt>
+          <dd title="the keep-alive: kail serve --keep-alive, or a request's keep_alive">{`${new Date(m.expiresAtUnixMs).toISOString().slice(0, 19).replace('T', ' ')} UTC`}</dd>
+        </>
+      )}
       {m.residency && (
         <>
           <dt>resident / experts</dt>

@@ -33,6 +33,8 @@ function modelView(m: common.ModelInfo) {
     expertUsedCount: m.expertUsedCount,
     layerCount: m.layerCount,
     loaded: m.loaded,
+    /** When an idle model unloads (the scheduler's keep-alive), ms since the epoch; 0: it stays. */
+    expiresAtUnixMs: m.expiresAtUnixMs,
     residency: tierBytes(m.residency),
     tensorTypes: Object.entries(m.tensorTypeBytes)
       .map(([type, b]) => ({ type, bytes: b }))
