@@ -15,6 +15,7 @@ const model: ModelView = {
   layerCount: 4,
   loaded: false,
   expiresAtUnixMs: 0,
+  kvType: '',
   residency: { residentBytes: 1024 * 1024, expertBytes: 5 * 1024 * 1024, kvBytes: 0, ramExpertCacheBytes: 0, vramExpertCacheBytes: 0 },
   tensorTypes: [
     { type: 'Q4_K', bytes: 5 * 1024 * 1024 },
@@ -32,7 +33,9 @@ describe('models page parts', () => {
     expect(html).toContain('3.00 KiB');
     // A model that stays loaded says nothing of unloading; one with a keep-alive says when.
     expect(html).not.toContain('unloads when idle');
-    const kept = renderToString(<ModelDetails m={{ ...model, loaded: true, expiresAtUnixMs: Date.UTC(2026, 11, 2, 5, 7, 30) }} />);
+    expect(html).not.toContain('KV cache');
+    const kept = renderToString(<ModelDetails m={{ ...model, loaded: true, kvType: 'q8_0', expiresAtUnixMs: Date.UTC(2026, 11, 2, 5, 7, 30) }} />);
+    expect(kept).toContain('<dt>KV cache</dt><dd>q8_0</dd>');
     expect(kept).toContain('unloads when idle at');
     expect(kept).toContain('2026-12-02 05:07:30 UTC');
   });

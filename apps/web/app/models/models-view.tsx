@@ -24,6 +24,12 @@ export function ModelDetails({ m, coldBytesPerToken }: { m: ModelView; coldBytes
       <dd>{m.expertCount ? `${m.expertUsedCount} of ${m.expertCount} per token` : 'dense'}</dd>
       <dt>context</dt>
       <dd>{m.contextLength}</dd>
+      {m.kvType && (
+        <>
+          <dt>KV cache</dt>
+          <dd>{m.kvType}</dd>
+        </>
+      )}
       <dt>file</dt>
       <dd>{formatBytes(m.fileBytes)}</dd>
       {m.expiresAtUnixMs > 0 && (

@@ -298,6 +298,29 @@ describe('engine admission: sequence slots with their KV reserved, a bounded wai
   }, 30_000);
 });
 
+describe('LocalModelHost KV cache type', () => {
+  const { tempDir, writeTestModel } = require('../testing') as typeof import('../testing');
+  const fs = require('node:fs') as typeof import('node:fs');
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it("loads with the engine's --cache-type and says so in ModelInfo (kv_type), its KV bytes counted in that type", async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const kv: Record<string, number> = {};
+    for (const kvType of ['f16', 'q8_0'] as const) {
+      const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256, loadOptions: { kvType } });
+      try {
+        const info = await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'm' }));
+        expect(info.kvType).toBe(kvType);
+        kv[kvType] = Number(info.residency!.kvBytes);
+      } finally {
+        await host.close();
+      }
+    }
+    expect(kv.q8_0 / kv.f16).toBeCloseTo(34 / 64, 6);
+  }, 30_000);
+});
+
 describe('LocalModelHost with a hardware profile', () => {
   const { tempDir, testHardwareProfile, writeTestModel } = require('../testing') as typeof import('../testing');
   const fs = require('node:fs') as typeof import('node:fs');

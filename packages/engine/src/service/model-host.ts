@@ -345,6 +345,7 @@ export class LocalModelHost implements ModelHost {
       residency: residencyOf(model),
       ramBudgetBytes: model.plan ? model.plan.ramBytes : 0,
       slots: model.nSeqMax,
+      kvType: this.opts.loadOptions?.kvType ?? 'f16',
     });
     const loaded: Loaded = { info, model, engine, spec, lastSteps: 0, lastProgress: Date.now() };
     try {

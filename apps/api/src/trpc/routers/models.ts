@@ -35,6 +35,8 @@ function modelView(m: common.ModelInfo) {
     loaded: m.loaded,
     /** When an idle model unloads (the scheduler's keep-alive), ms since the epoch; 0: it stays. */
     expiresAtUnixMs: m.expiresAtUnixMs,
+    /** A loaded model's KV cache type (f16, f32, q8_0); '' for a file not loaded. */
+    kvType: m.kvType,
     residency: tierBytes(m.residency),
     tensorTypes: Object.entries(m.tensorTypeBytes)
       .map(([type, b]) => ({ type, bytes: b }))

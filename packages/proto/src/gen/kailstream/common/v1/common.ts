@@ -228,6 +228,8 @@ export interface ModelInfo {
    * since the epoch, if nothing uses it before; 0 = it stays loaded.
    */
   expiresAtUnixMs: number;
+  /** A loaded model's KV cache type: "f16", "f32" or "q8_0". */
+  kvType: string;
 }
 
 export interface ModelInfo_TensorTypeBytesEntry {
@@ -1408,6 +1410,7 @@ function createBaseModelInfo(): ModelInfo {
     slots: 0,
     chatTemplate: "",
     expiresAtUnixMs: 0,
+    kvType: "",
   };
 }
 
@@ -1460,6 +1463,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     }
     if (message.expiresAtUnixMs !== 0) {
       writer.uint32(129).double(message.expiresAtUnixMs);
+    }
+    if (message.kvType !== "") {
+      writer.uint32(138).string(message.kvType);
     }
     return writer;
   },
@@ -1608,6 +1614,14 @@ export const ModelInfo: MessageFns<ModelInfo> = {
             message.expiresAtUnixMs = reader.double();
             continue;
           }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.kvType = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1700,6 +1714,11 @@ export const ModelInfo: MessageFns<ModelInfo> = {
         : isSet(object.expires_at_unix_ms)
         ? globalThis.Number(object.expires_at_unix_ms)
         : 0,
+      kvType: isSet(object.kvType)
+        ? globalThis.String(object.kvType)
+        : isSet(object.kv_type)
+        ? globalThis.String(object.kv_type)
+        : "",
     };
   },
 
@@ -1759,6 +1778,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     if (message.expiresAtUnixMs !== 0) {
       obj.expiresAtUnixMs = floatToJson(message.expiresAtUnixMs);
     }
+    if (message.kvType !== "") {
+      obj.kvType = message.kvType;
+    }
     return obj;
   },
 
@@ -1793,6 +1815,7 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     message.slots = object.slots ?? 0;
     message.chatTemplate = object.chatTemplate ?? "";
     message.expiresAtUnixMs = object.expiresAtUnixMs ?? 0;
+    message.kvType = object.kvType ?? "";
     return message;
   },
 };
