@@ -87,12 +87,13 @@ describe('kail ps / chat / stop against a running kail serve', () => {
     expect(ps.services.every((s: { alive: boolean }) => s.alive)).toBe(true);
     expect(ps.scheduler.error).toBeUndefined();
     expect(ps.scheduler.engines[0]).toMatchObject({ status: 'SERVING', models: ['tiny'] });
-    expect(ps.scheduler.models[0]).toMatchObject({ id: 'tiny', architecture: 'qwen3moe' });
+    expect(ps.scheduler.models[0]).toMatchObject({ id: 'tiny', architecture: 'qwen3moe', kvType: 'f16' });
     expect(ps.scheduler.models[0].memory.residentBytes).toBeGreaterThan(0);
     expect(ps.scheduler.queue).toBeDefined();
     const human = kail(['ps', '--data-dir', dir]).stdout;
     expect(human).toMatch(/scheduler\s+127\.0\.0\.1:\d+/);
     expect(human).toMatch(/^tiny\s+qwen3moe/m);
+    expect(human).toMatch(/^tiny\s+qwen3moe.* MiB f16 /m);
   });
 
   it('chat reads stdin line by line, streams replies, and needs a key once one exists', () => {

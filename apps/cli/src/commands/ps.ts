@@ -18,6 +18,8 @@ export interface PsReport {
     engines: { engineId: string; address: string; status: string; models: string[]; running: number; lastSeenMsAgo: number | null }[];
     models: {
       id: string; engine?: string; architecture: string; contextLength: number; experts: string;
+      /** The KV cache type (f16, f32, q8_0). */
+      kvType: string;
       memory: { residentBytes: number; expertBytes: number; kvBytes: number; ramExpertCacheBytes: number; vramExpertCacheBytes: number };
     }[];
     /** Live tier occupancy per engine (from its telemetry). */
@@ -76,6 +78,7 @@ async function askScheduler(address: string, token: string | undefined, timeoutM
       architecture: m.architecture,
       contextLength: m.contextLength,
       experts: m.expertCount ? `${m.expertUsedCount}/${m.expertCount}` : '-',
+      kvType: m.kvType || 'f16',
       memory: {
         residentBytes: m.residency?.residentBytes ?? 0, expertBytes: m.residency?.expertBytes ?? 0, kvBytes: m.residency?.kvBytes ?? 0,
         ramExpertCacheBytes: m.residency?.ramExpertCacheBytes ?? 0, vramExpertCacheBytes: m.residency?.vramExpertCacheBytes ?? 0,
@@ -150,7 +153,7 @@ export function formatPs(r: PsReport): string {
   out.push('', ...table([['ENGINE', 'ADDRESS', 'STATUS', 'RUNNING', 'LAST PROBE', 'MODELS'], ...sc.engines.map((e) => [e.engineId, e.address, e.status, String(e.running), e.lastSeenMsAgo === null ? 'never' : `${(e.lastSeenMsAgo / 1000).toFixed(1)} s ago`, e.models.join(',') || '-'])]));
   if (sc.models.length)
     out.push('', ...table([['MODEL', 'ARCH', 'CTX', 'EXPERTS', 'RESIDENT', 'KV', 'RAM EXPERT CACHE', 'VRAM EXPERT CACHE', 'EXPERTS ON STORAGE'],
-      ...sc.models.map((m) => [m.id, m.architecture, String(m.contextLength), m.experts, mib(m.memory.residentBytes), mib(m.memory.kvBytes), mib(m.memory.ramExpertCacheBytes), mib(m.memory.vramExpertCacheBytes), mib(m.memory.expertBytes)])]));
+      ...sc.models.map((m) => [m.id, m.architecture, String(m.contextLength), m.experts, mib(m.memory.residentBytes), `${mib(m.memory.kvBytes)} ${m.kvType}`, mib(m.memory.ramExpertCacheBytes), mib(m.memory.vramExpertCacheBytes), mib(m.memory.expertBytes)])]));
   else out.push('', 'no model loaded');
   if (sc.tiers.length)
     out.push('', ...table([['ENGINE', 'TIER', 'USED', 'BUDGET', 'HIT RATE'],
