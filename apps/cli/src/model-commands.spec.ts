@@ -117,6 +117,11 @@ describe('kail model commands', () => {
     expect(j.kvCache.bytesPerToken).toBe(3 * (256 + 32) * 2);
     expect(j.kvCache.mla.absorbed).toBe(j.kvCache.bytesPerToken);
     expect(j.kvCache.mla.naiveShared).toBe(3 * (4 * 128 + 32) * 2);
+    // With --cache-type q8_0: 34 bytes per 32 values, the per-head comparison in the same type.
+    const q = JSON.parse(kail('inspect', ds, '--json', '--cache-type', 'q8_0').stdout);
+    expect(q.kvCache).toMatchObject({ kvType: 'q8_0', bytesPerToken: (3 * (256 + 32) * 34) / 32 });
+    expect(q.kvCache.mla.absorbed).toBe(q.kvCache.bytesPerToken);
+    expect(q.kvCache.mla.naiveShared).toBe((3 * (4 * 128 + 32) * 34) / 32);
     const text = kail('inspect', ds).stdout;
     expect(text).toMatch(/kv cache\s+1\.69 KiB per token \(f16, all layers\)/);
     expect(text).toContain('MLA latent cache (kv_lora 256 + rope 32 per layer)');

@@ -688,15 +688,17 @@ export function registerModelCommands(program: Command): void {
     .command('inspect')
     .description('print architecture, parameter count, tensor types, expert sizes and bytes per token')
     .argument('<file>', 'GGUF model file')
+    .option('--cache-type <type>', CACHE_TYPE_HELP, cacheType, 'f16' as KvType)
     .option('--json', 'print one JSON object')
-    .action((file: string, o: { json?: boolean }) => {
+    .action((file: string, o: { json?: boolean; cacheType: KvType }) => {
       const f = openGgufMetadata(file);
       try {
         const s = summarize(f);
-        // Files the engine cannot run (vocabulary-only, unknown architectures) have no KV line.
+        // Files the engine cannot run (vocabulary-only, unknown architectures, or a cache type
+        // the model cannot take) have no KV line.
         let kv: KvCacheReport | undefined;
         try {
-          kv = kvCacheReport(f);
+          kv = kvCacheReport(f, o.cacheType);
         } catch {
           kv = undefined;
         }

@@ -308,7 +308,8 @@ export interface KvCacheReport {
 export function kvCacheReport(file: NativeGgufFile, kvType: KvType = 'f16'): KvCacheReport {
   try {
     const { hp, program } = prepare(file.path, file, { kvType });
-    const e = kvType === 'f32' ? 4 : 2;
+    // Bytes per cached value (Q8_0: 34 per block of 32), for the MLA comparison below.
+    const e = kvType === 'f32' ? 4 : kvType === 'q8_0' ? 34 / 32 : 2;
     const bytesPerToken = [...program.kvKWidth, ...program.kvVWidth].reduce((a, w) => a + kvRowBytes(kvType, w), 0);
     const out: KvCacheReport = { kvType, bytesPerToken };
     if (hp.arch === 'deepseek2') {
