@@ -183,19 +183,23 @@ const idsOf = (name: string): string[] => (name.endsWith(':latest') ? [name, nam
 /** The model of `models` a request names (its id, or its id tagged :latest). */
 const byName = <T extends { id: string }>(models: readonly T[], name: string): T | undefined => idsOf(name).map((id) => models.find((x) => x.id === id)).find((x) => x);
 
-/**
- * The served model a request names: its id, or its id tagged :latest. A keep_alive (ms) goes to
- * the scheduler with it, which keeps the model that long after its last request.
- */
-async function resolve(scheduler: spb.SchedulerServiceClient, name: string, keepAliveMs?: number): Promise<common.ModelInfo> {
+/** The served model a request names: its id, or its id tagged :latest. */
+async function resolve(scheduler: spb.SchedulerServiceClient, name: string): Promise<common.ModelInfo> {
   const models = await servedModels(scheduler);
   // Loaded, else loaded now from the models directory (as Ollama loads a model a request names).
-  let m = keepAliveMs === undefined ? (byName(models, name) ?? null) : null;
-  for (const id of idsOf(name)) m ??= await ensureModel(scheduler, id, keepAliveMs);
-  // (A scheduler without load on demand keeps no keep-alive: the loaded model as it is.)
-  m ??= byName(models, name) ?? null;
+  let m = byName(models, name) ?? null;
+  for (const id of idsOf(name)) m ??= await ensureModel(scheduler, id);
   if (!m) throw new HttpError(404, { error: { message: `model '${name}' not found (served: ${models.map((x) => ollamaName(x.id)).join(', ') || 'none'})`, type: 'not_found', param: 'model', code: null } });
   return m;
+}
+
+/**
+ * Ollama's preload (an empty request): the model is loaded (resolve saw to it); a keep_alive goes
+ * to the scheduler now, as a request's goes with its Submit.
+ */
+async function preload(scheduler: spb.SchedulerServiceClient, m: common.ModelInfo, keepAliveMs: number | undefined): Promise<'load'> {
+  if (keepAliveMs !== undefined) await ensureModel(scheduler, m.id, keepAliveMs);
+  return 'load';
 }
 
 /**
@@ -457,9 +461,9 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const b = parsed.data;
     return guarded(reply, async (s) => {
       if (!b.messages?.length && unloadsNow(b.keep_alive)) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: await unload(s, b.model), done: true };
-      const m = await resolve(s, b.model, b.keep_alive);
+      const m = await resolve(s, b.model);
       // No messages: Ollama loads the model and says so (resolve loaded it if it was not).
-      if (!b.messages?.length) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: 'load', done: true };
+      if (!b.messages?.length) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: await preload(s, m, b.keep_alive), done: true };
       const tools = b.tools?.length ? b.tools.map((t) => functionTool(t.function.name, t.function.description, t.function.parameters)) : undefined;
       const messages = toChatMessages(b.messages);
       const gen = pb.GenerateRequest.fromPartial({
@@ -485,8 +489,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     return guarded(reply, async (s) => {
       const prompt = b.prompt ?? '';
       if (!prompt && !b.suffix && unloadsNow(b.keep_alive)) return { model: b.model, created_at: nowIso(), response: '', done: true, done_reason: await unload(s, b.model) };
-      const m = await resolve(s, b.model, b.keep_alive);
-      if (!prompt && !b.suffix) return { model: b.model, created_at: nowIso(), response: '', done: true, done_reason: 'load' };
+      const m = await resolve(s, b.model);
+      if (!prompt && !b.suffix) return { model: b.model, created_at: nowIso(), response: '', done: true, done_reason: await preload(s, m, b.keep_alive) };
       let tokens: number[] = [];
       let reasoningOpen = false;
       let promptFields: Partial<pb.GenerateRequest>;
@@ -522,7 +526,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
   });
 
   const embed = async (reply: FastifyReply, req: FastifyRequest, s: spb.SchedulerServiceClient, model: string, inputs: string[], truncate: boolean, keepAliveMs?: number) => {
-    const m = await resolve(s, model, keepAliveMs);
+    const m = await resolve(s, model);
     const t0 = performance.now();
     const gens: pb.GenerateRequest[] = [];
     for (const [i, input] of inputs.entries()) {
