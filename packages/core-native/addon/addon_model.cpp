@@ -524,6 +524,7 @@ Napi::Value kv_cache_bytes(const Napi::CallbackInfo & info) {
         if (info.Length() < 1 || !info[0].IsObject()) throw make_error(env, "KAIL_E_INVALID_ARG", "program must be an object");
         kail::program prog = program_from_js(info[0].As<Napi::Object>());
         kail::model_params mp = params_from_js(info, 1);
+        kail::check_kv_type(prog, mp.kv_type);
         const uint64_t b = kail::kv_bytes_per_sequence(prog, mp.n_ctx, mp.n_batch, mp.kv_type) * static_cast<uint64_t>(std::max(0, mp.n_seq_max));
         return Napi::Number::New(env, static_cast<double>(b));
     });

@@ -65,5 +65,9 @@ std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n
 uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type);
 // Bytes of one cached row of `width` values (a layer's K or V for one position) in the cache type.
 size_t kv_row_bytes(uint32_t kv_type, int64_t width);
+// Throws unless the program's attention can keep its cache in kv_type: F16 and F32 always; Q8_0
+// when head dims (MLA: the latent and its row) are multiples of 32. The runtime, the residency
+// plan and the KV sizing all check with it, so a bad type is refused before anything is read.
+void check_kv_type(const program & prog, uint32_t kv_type);
 
 } // namespace kail

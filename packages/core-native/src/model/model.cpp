@@ -369,25 +369,8 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.params = params;
     m.params.n_batch = std::max<int64_t>(1, m.params.n_batch);
     const bool streaming = m.params.ram_budget > 0;
-    if (m.params.kv_type != KAIL_TYPE_F16 && m.params.kv_type != KAIL_TYPE_F32 && m.params.kv_type != KAIL_TYPE_Q8_0)
-        throw error(KAIL_E_INVALID_ARG, "kv cache type must be F16, F32 or Q8_0");
     m.kv_elem = m.params.kv_type == KAIL_TYPE_F32 ? 4 : 2;
-    if (m.params.kv_type == KAIL_TYPE_Q8_0)
-        // A Q8_0 cache quantizes each head's row (MLA: each latent row, whose latent part the
-        // values are read from) in blocks of 32 (llama.cpp's -ctk/-ctv q8_0): those widths must be
-        // multiples of 32.
-        for (const op_desc & op : m.prog.ops) {
-            if (op.type == OP_MLA_ATTENTION) {
-                const int64_t L = static_cast<int64_t>(op.param("kv_lora", 0)), R = static_cast<int64_t>(op.param("qk_rope", 0));
-                if (L % 32 != 0 || (L + R) % 32 != 0)
-                    throw error(KAIL_E_UNSUPPORTED, "a Q8_0 KV cache needs the MLA latent (kv_lora " + std::to_string(L) + ") and its row (kv_lora + qk_rope " + std::to_string(L + R) + ") to be multiples of 32");
-                continue;
-            }
-            if (op.type != OP_ATTENTION) continue;
-            const int64_t hk = static_cast<int64_t>(op.param("head_dim", 0)), hv = static_cast<int64_t>(op.param("head_dim_v", static_cast<double>(hk)));
-            if (hk % 32 != 0 || hv % 32 != 0)
-                throw error(KAIL_E_UNSUPPORTED, "a Q8_0 KV cache needs head dims that are multiples of 32, this model's are " + std::to_string(hk) + "/" + std::to_string(hv));
-        }
+    check_kv_type(m.prog, m.params.kv_type);
     if (m.params.n_seq_max < 1 || m.params.n_ctx < 1) throw error(KAIL_E_INVALID_ARG, "n_seq_max and n_ctx must be >= 1");
     const int nb = static_cast<int>(m.prog.buffers.size());
     auto check_buf = [&](int b, const char * what, size_t op_i) {

@@ -70,6 +70,26 @@ uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_ba
     return b;
 }
 
+void check_kv_type(const program & prog, uint32_t kv_type) {
+    if (kv_type != KAIL_TYPE_F16 && kv_type != KAIL_TYPE_F32 && kv_type != KAIL_TYPE_Q8_0)
+        throw error(KAIL_E_INVALID_ARG, "kv cache type must be F16, F32 or Q8_0");
+    if (kv_type != KAIL_TYPE_Q8_0) return;
+    // A Q8_0 cache quantizes each head's row (MLA: each latent row, whose latent part the values
+    // are read from) in blocks of 32 (llama.cpp's -ctk/-ctv q8_0): those widths must be multiples of 32.
+    for (const op_desc & op : prog.ops) {
+        if (op.type == OP_MLA_ATTENTION) {
+            const int64_t L = static_cast<int64_t>(op.param("kv_lora", 0)), R = static_cast<int64_t>(op.param("qk_rope", 0));
+            if (L % 32 != 0 || (L + R) % 32 != 0)
+                throw error(KAIL_E_UNSUPPORTED, "a Q8_0 KV cache needs the MLA latent (kv_lora " + std::to_string(L) + ") and its row (kv_lora + qk_rope " + std::to_string(L + R) + ") to be multiples of 32");
+            continue;
+        }
+        if (op.type != OP_ATTENTION) continue;
+        const int64_t hk = static_cast<int64_t>(op.param("head_dim", 0)), hv = static_cast<int64_t>(op.param("head_dim_v", static_cast<double>(hk)));
+        if (hk % 32 != 0 || hv % 32 != 0)
+            throw error(KAIL_E_UNSUPPORTED, "a Q8_0 KV cache needs head dims that are multiples of 32, this model's are " + std::to_string(hk) + "/" + std::to_string(hv));
+    }
+}
+
 size_t kv_row_bytes(uint32_t kv_type, int64_t width) {
     if (width <= 0) return 0;
     // A quantized cache holds whole blocks per head; widths here are head counts x head dims.
@@ -100,6 +120,7 @@ std::vector<expert_layer_source> residency_expert_sources(const gguf_file & file
 }
 
 residency_plan residency_plan_compute(const gguf_file & file, const program & prog, const model_params & params) {
+    check_kv_type(prog, params.kv_type);
     residency_plan p;
     p.ram_budget = params.ram_budget;
     p.reserve_bytes = params.ram_reserve;

@@ -242,22 +242,6 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
   const nBatch = Math.max(1, Math.floor(opts.nBatch ?? 512));
   if (opts.ramBytes !== undefined && !(Number.isSafeInteger(opts.ramBytes) && opts.ramBytes > 0))
     throw new EngineError('KAIL_E_INVALID_ARG', `ramBytes must be a positive integer, got ${opts.ramBytes}`);
-  if (opts.kvType === 'q8_0') {
-    // (The runtime refuses these too; here a plan refuses them before anything is read.)
-    for (const op of program.ops) {
-      if (op.op === 'mla_attention') {
-        const lora = Number(op.params?.kv_lora ?? 0);
-        const rope = Number(op.params?.qk_rope ?? 0);
-        if (lora % 32 !== 0 || (lora + rope) % 32 !== 0)
-          throw new EngineError('KAIL_E_UNSUPPORTED', `${path}: a q8_0 KV cache needs the MLA latent (kv_lora ${lora}) and its row (kv_lora + qk_rope ${lora + rope}) to be multiples of 32`);
-        continue;
-      }
-      if (op.op !== 'attention') continue;
-      const hk = Number(op.params?.head_dim ?? 0);
-      const hv = Number(op.params?.head_dim_v ?? hk);
-      if (hk % 32 !== 0 || hv % 32 !== 0) throw new EngineError('KAIL_E_UNSUPPORTED', `${path}: a q8_0 KV cache needs head dims that are multiples of 32, this model's are ${hk}/${hv}`);
-    }
-  }
   const params: ModelParams = {
     threads: opts.threads ?? 0,
     kvType: kvTypeId(opts.kvType),
@@ -307,7 +291,9 @@ export interface KvCacheReport {
 /** The KV cache an open file needs per token (`kail inspect`), from its metadata alone. */
 export function kvCacheReport(file: NativeGgufFile, kvType: KvType = 'f16'): KvCacheReport {
   try {
-    const { hp, program } = prepare(file.path, file, { kvType });
+    const { hp, program, params } = prepare(file.path, file, { kvType });
+    // Refuses a cache type the model's attention cannot take (as a load would).
+    native().kvCacheBytes(program, params);
     // Bytes per cached value (Q8_0: 34 per block of 32), for the MLA comparison below.
     const e = kvType === 'f32' ? 4 : kvType === 'q8_0' ? 34 / 32 : 2;
     const bytesPerToken = [...program.kvKWidth, ...program.kvVWidth].reduce((a, w) => a + kvRowBytes(kvType, w), 0);
