@@ -40,7 +40,6 @@ export interface ModelLoaderOptions {
 
 /** A model that may leave on its own: load on demand can bring it back. */
 interface Kept {
-  engineId: string;
   /** Negative: never expires (eviction may still take it). */
   keepAliveMs: number;
   lastUsed: number;
@@ -119,7 +118,7 @@ export class ModelLoader {
     const have = this.loaded(model);
     if (!have) return;
     void this.reloadable(have.engine, have.model).then((yes) => {
-      if (yes && !this.kept.has(model) && this.loaded(model)) this.kept.set(model, { engineId: have.engine.id, keepAliveMs, lastUsed: Date.now() });
+      if (yes && !this.kept.has(model) && this.loaded(model)) this.kept.set(model, { keepAliveMs, lastUsed: Date.now() });
     });
   }
 
@@ -155,11 +154,9 @@ export class ModelLoader {
     return this.leaving.get(model) ?? null;
   }
 
-  /** Unloads a kept model if its engine finds it idle; false when it is in use (or gone). */
-  private async unloadIdle(model: string): Promise<boolean> {
-    const k = this.kept.get(model);
-    const e = k && this.pool.get(k.engineId);
-    if (!k || !e) return false;
+  /** Unloads a kept model from engine `e` (default: the one serving it) if it finds it idle; false when it is in use (or gone). */
+  private async unloadIdle(model: string, e = this.loaded(model)?.engine): Promise<boolean> {
+    if (!this.kept.has(model) || !e) return false;
     const unload = call<pb.UnloadModelRequest, pb.UnloadModelResponse>(e.client.unloadModel.bind(e.client), { id: model, ifIdle: true }, 120_000)
       .then(
         () => true,
@@ -182,10 +179,10 @@ export class ModelLoader {
   /** Unloads the least recently used idle model of `e` that load on demand can bring back; false when there is none. */
   private async evictOne(e: EngineEntry, forModel: string): Promise<boolean> {
     const candidates = [...this.kept]
-      .filter(([m, k]) => k.engineId === e.id && m !== forModel && !this.inUse(m) && !this.inflight.has(m) && e.models.some((x) => x.id === m))
+      .filter(([m]) => m !== forModel && !this.inUse(m) && !this.inflight.has(m) && e.models.some((x) => x.id === m))
       .sort((a, b) => a[1].lastUsed - b[1].lastUsed);
     for (const [m] of candidates)
-      if (await this.unloadIdle(m)) {
+      if (await this.unloadIdle(m, e)) {
         this.evicted++;
         return true;
       }
@@ -260,7 +257,7 @@ export class ModelLoader {
       const done = this.loaded(model);
       if (!done) throw grpcError(grpc.status.UNAVAILABLE, `engine ${e.id} loaded '${model}' but no longer lists it`);
       // A fresh load starts with the default keep-alive (a request's own follows with it).
-      this.kept.set(model, { engineId: e.id, keepAliveMs: this.keepAliveMs, lastUsed: Date.now() });
+      this.kept.set(model, { keepAliveMs: this.keepAliveMs, lastUsed: Date.now() });
       return { ...done, loadedNow: true };
     }
     throw this.notFound(model, [...new Set(available)].sort());
