@@ -52,6 +52,25 @@ describe('kail model commands', () => {
     expect(bad.stderr).toMatch(/--mirostat must be an integer in 0\.\.2/);
   });
 
+  it('run --grammar / --grammar-file hold the output to a GBNF grammar; bad grammars are errors naming the place', () => {
+    const g = 'root ::= "Answer: " ("yes" | "no") " (" [0-9]{1,2} "%)"';
+    for (const seed of ['1', '2', '3']) {
+      const r = kail('run', '-m', model, '-p', 'Hello', '-n', '40', '--temp', '1', '--seed', seed, '--grammar', g, '--json');
+      expect(r.stderr).toBe('');
+      const out = JSON.parse(r.stdout);
+      expect(out.text).toMatch(/^Answer: (yes|no) \([0-9]{1,2}%\)$/);
+      expect(out.finish_reason).toBe('stop');
+    }
+    const file = path.join(dir, 'list.gbnf');
+    fs.writeFileSync(file, '# a list\nroot ::= item{2,3}\nitem ::= "- " [a-z]{1,6} "\\n"\n');
+    const l = JSON.parse(kail('run', '-m', model, '-p', 'List:', '-n', '60', '--grammar-file', file, '--json').stdout);
+    expect(l.text).toMatch(/^(- [a-z]{1,6}\n){2,3}$/);
+    const bad = kail('run', '-m', model, '-n', '4', '--grammar', 'root ::= "a"\nitem ::= [b');
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toMatch(/grammar: unexpected end of input in a character class at line 2, column 12/);
+    expect(kail('run', '-m', model, '-n', '4', '--grammar-file', path.join(dir, 'none.gbnf')).stderr).toMatch(/--grammar-file: cannot read .*none\.gbnf: ENOENT/);
+  });
+
   it('--cache-type q8_0: run and bench with a Q8_0 KV cache, plan counts it at 34 bytes per 32 values; a bad type is an error', () => {
     const r = kail('run', '-m', model, '-p', 'Hello', '-n', '8', '--cache-type', 'q8_0', '--json');
     expect(r.status).toBe(0);

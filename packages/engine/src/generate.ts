@@ -2,6 +2,8 @@ import { EngineError } from './errors';
 import type { EngineModel } from './model/model';
 import { createSampler, type SamplerParams } from './sampling/sampler';
 import { StopMatcher } from './sampling/stop';
+import { GbnfRecognizer, type GbnfGrammar } from './sampling/gbnf';
+import { OutputConstraint } from './sampling/json-constraint';
 import type { SpeculativeDecoder, SpeculativeStats } from './speculative/speculative-decoder';
 
 export interface GenerateOptions {
@@ -26,6 +28,8 @@ export interface GenerateOptions {
    * The draft model, when it is the target itself, drafts in sequence slot `seq + 1`.
    */
   speculative?: SpeculativeDecoder;
+  /** The output follows this GBNF grammar (`sampling/gbnf.ts`; not with `speculative`). */
+  grammar?: GbnfGrammar;
 }
 
 export interface GenerateResult {
@@ -51,6 +55,7 @@ function startOutput(model: EngineModel, prompt: readonly number[], opts: Genera
   const eog = new Set<number>();
   for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) eog.add(id);
   const o = {
+    eog,
     stop: new StopMatcher({ stop: opts.stop, eogTokens: eog }),
     decoder: model.tokenizer.createStreamDecoder(),
     history: [...prompt] as number[],
@@ -65,6 +70,13 @@ function startOutput(model: EngineModel, prompt: readonly number[], opts: Genera
   return o;
 }
 
+/** An output constraint to a GBNF grammar, on the tokens' text with control tokens' included (llama.cpp's reading). */
+function grammarConstraint(model: EngineModel, grammar: GbnfGrammar, eog: ReadonlySet<number>): OutputConstraint {
+  const tok = model.tokenizer;
+  const pieces = Array.from({ length: model.nVocab }, (_, id) => (id < tok.nTokens ? tok.tokenToPiece(id, { special: true }) : new Uint8Array(0)));
+  return new OutputConstraint(pieces, eog, new GbnfRecognizer(grammar), new GbnfRecognizer(grammar));
+}
+
 /** Evaluates the prompt, then samples tokens one at a time until EOG, a stop string or maxTokens. */
 export async function generate(model: EngineModel, prompt: readonly number[], opts: GenerateOptions = {}): Promise<GenerateResult> {
   const maxTokens = opts.maxTokens ?? 128;
@@ -73,11 +85,13 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   if (prompt.length + maxTokens > model.nCtx && prompt.length >= model.nCtx)
     throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${prompt.length} tokens; the context holds ${model.nCtx}`);
   const seq = opts.seq ?? 0;
+  if (opts.speculative && opts.grammar) throw new EngineError('KAIL_E_INVALID_ARG', 'a grammar cannot be combined with speculative decoding');
   if (opts.speculative) return generateSpeculative(model, prompt, maxTokens, seq, opts.speculative, opts);
   model.truncate(seq, 0);
   const sampler = createSampler(opts.sampling ?? {});
   const o = startOutput(model, prompt, opts);
   const { stop, decoder, history, out, emit } = o;
+  const constraint = opts.grammar ? grammarConstraint(model, opts.grammar, o.eog) : null;
 
   const t0 = performance.now();
   let logits = await model.evaluate(seq, prompt, 'last');
@@ -91,7 +105,16 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
       finish = 'cancelled';
       break;
     }
-    const { token } = sampler.sample(logits, history);
+    let { token } = sampler.sample(logits, history);
+    if (constraint) {
+      // As the batch engine: the free draw when the grammar allows it, else a draw from the allowed tokens.
+      if (!constraint.allows(token)) {
+        const masked = logits.slice();
+        if (constraint.mask(masked) === 0) throw new EngineError('KAIL_E_INTERNAL', 'no token of the vocabulary can continue the grammar');
+        token = sampler.sample(masked, history).token;
+      }
+      constraint.accept(token);
+    }
     out.push(token);
     history.push(token);
     const step = stop.pushToken(token, decoder.push(token));

@@ -28,6 +28,8 @@ export type { ResolvedSamplerParams, SampleResult, Sampler, SamplerParams, Token
 export { logprobs } from './sampling/logprobs';
 export type { TokenLogprobs } from './sampling/logprobs';
 export { StopMatcher } from './sampling/stop';
+export { GbnfRecognizer, parseGbnf } from './sampling/gbnf';
+export type { GbnfGrammar, GbnfOptions } from './sampling/gbnf';
 export type { StopMatcherOptions, StopStep } from './sampling/stop';
 export { Tokenizer, TokenStreamDecoder } from './tokenizer/tokenizer';
 export type { DetokenizeOptions, PieceOptions, TokenizeOptions } from './tokenizer/tokenizer';

@@ -7,6 +7,8 @@
 //   node tools/src/parity/llama-ref.mjs tokenize --model M.gguf --text "Hello" [--special] [--bos]
 //   node tools/src/parity/llama-ref.mjs detokenize --model M.gguf --tokens 1,2,3 [--special]
 //   node tools/src/parity/llama-ref.mjs generate --model M.gguf --text "Hi" --max-tokens 16
+//       [--grammar-file G.gbnf [--ban 5,9]]: the greedy choice among the tokens llama.cpp's
+//       grammar allows (less the banned ones), ending at end of generation
 //   node tools/src/parity/llama-ref.mjs batch --jobs jobs.json
 //       jobs.json: [{"model": "a.gguf", "tokens": [1, 2] | "text": "...", "out": "/tmp/a",
 //       "generate": 8}, ...]; one process for many logits runs (loading llama.cpp takes seconds on a
@@ -146,6 +148,26 @@ export async function generateGreedy(handle, prompt, { maxTokens = 16, stopAtEog
   return out;
 }
 
+/**
+ * Greedy generation under a GBNF grammar (llama.cpp's grammar sampler through node-llama-cpp):
+ * up to `maxTokens` tokens, the end-of-generation token included when the grammar lets it come.
+ */
+export async function generateGrammar(handle, prompt, grammarText, { maxTokens = 16, ban = [] } = {}) {
+  const { llama, sequence, model } = handle;
+  const { LlamaGrammarEvaluationState, TokenBias } = await import('node-llama-cpp');
+  const grammar = await llama.createGrammar({ grammar: grammarText });
+  const grammarEvaluationState = new LlamaGrammarEvaluationState({ model, grammar });
+  const tokenBias = new TokenBias(model.tokenizer);
+  for (const t of ban) tokenBias.set(t, 'never');
+  await sequence.clearHistory();
+  const out = [];
+  for await (const t of sequence.evaluate(prompt, { temperature: 0, grammarEvaluationState, tokenBias, yieldEogToken: true })) {
+    out.push(t);
+    if (out.length >= maxTokens || model.isEogToken(t)) break;
+  }
+  return out;
+}
+
 function parseTokenList(s) {
   const trimmed = s.trim();
   const arr = trimmed.startsWith('[') ? JSON.parse(trimmed) : trimmed.split(/[\s,]+/).filter(Boolean).map(Number);
@@ -219,6 +241,8 @@ async function main(argv) {
       batch: { type: 'string' },
       'max-tokens': { type: 'string' },
       'stop-at-eog': { type: 'boolean' },
+      'grammar-file': { type: 'string' },
+      ban: { type: 'string' },
       special: { type: 'boolean' },
       bos: { type: 'boolean' },
       verbose: { type: 'boolean' },
@@ -295,10 +319,13 @@ async function main(argv) {
     }
     if (command === 'generate') {
       const t0 = performance.now();
-      const out = await generateGreedy(handle, tokens, { maxTokens, stopAtEog: v['stop-at-eog'] });
+      const out = v['grammar-file']
+        ? await generateGrammar(handle, tokens, fs.readFileSync(v['grammar-file'], 'utf8'), { maxTokens, ban: v.ban ? parseTokenList(v.ban) : [] })
+        : await generateGreedy(handle, tokens, { maxTokens, stopAtEog: v['stop-at-eog'] });
       console.log(JSON.stringify({
         prompt: tokens,
         tokens: out,
+        eog: out.length > 0 && handle.model.isEogToken(out[out.length - 1]),
         text: detokenize(handle, out, { special: true }),
         seconds: (performance.now() - t0) / 1000,
         settings: handle.settings,

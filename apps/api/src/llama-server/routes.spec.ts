@@ -260,7 +260,7 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     }
   });
 
-  it("holds the output to json_schema (llama-server's field) and vLLM's guided_json / guided_choice; refuses GBNF and regexes, saying so", async () => {
+  it("holds the output to json_schema and grammar (llama-server's fields) and vLLM's guided_json / guided_choice / guided_grammar; refuses regexes, saying so", async () => {
     const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false };
     const r = await post('/completion', { prompt: 'JSON:', n_predict: 400, temperature: 1, seed: 2, json_schema: schema });
     expect(r.status).toBe(200);
@@ -278,8 +278,20 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     const flag = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false };
     const gj = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 400, temperature: 0, guided_json: JSON.stringify(flag) });
     expect(typeof JSON.parse(gj.body.choices[0].message.content).ok).toBe('boolean');
+    // GBNF grammars: llama-server's grammar, vLLM's guided_grammar.
+    const g = 'root ::= ("up" | "down") " " [0-9]{1,2} "\\n"';
+    for (const seed of [1, 2, 3]) {
+      const out = await post('/completion', { prompt: 'Move:', n_predict: 30, temperature: 1, seed, grammar: g });
+      expect(out.status).toBe(200);
+      expect(out.body.content).toMatch(/^(up|down) [0-9]{1,2}\n$/);
+      expect(out.body.stop_type).toBe('eos');
+    }
+    const vg = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 30, temperature: 0, guided_grammar: 'root ::= [a-c]{3}' });
+    expect(vg.body.choices[0].message.content).toMatch(/^[a-c]{3}$/);
     for (const [p, body, why] of [
-      ['/completion', { prompt: 'x', grammar: 'root ::= "a"' }, /GBNF grammars are not supported/],
+      ['/completion', { prompt: 'x', grammar: 'root ::= "a" | missing' }, /grammar: rule 'missing' is used but never defined/],
+      ['/completion', { prompt: 'x', grammar: 'root ::= "a"', json_schema: schema }, /json_schema and grammar cannot be combined/],
+      ['/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], guided_grammar: 'root ::= "a"', response_format: { type: 'json_object' } }, /guided_grammar cannot be combined with response_format/],
       ['/v1/completions', { model: 'tiny', prompt: 'x', guided_regex: 'a+' }, /guided_regex is not supported/],
       ['/v1/completions', { model: 'tiny', prompt: 'x', guided_choice: ['a', 'ab'] }, /output choices: "a" and "ab" cannot be told apart/],
       ['/v1/completions', { model: 'tiny', prompt: 'x', guided_json: '{', }, /guided_json is not valid JSON/],

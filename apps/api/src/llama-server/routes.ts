@@ -34,7 +34,7 @@ const generation = {
   repeat_penalty: sampling.repeat_penalty,
   repeat_last_n: repeatLastN,
   ...samplerExtraFields,
-  // json_schema (and vLLM's guided_json / guided_choice); grammar is refused (structured-output.ts)
+  // json_schema and grammar (GBNF), and vLLM's guided_json / guided_choice / guided_grammar (structured-output.ts)
   ...structuredFields,
   /** Completions per prompt (`n` its alias); with a seed, completion j of a prompt samples with seed + j. */
   n_cmpl: z.number().int().min(1).max(16).optional().nullable(),

@@ -77,6 +77,8 @@ interface Common {
   jsonSchema: string;
   /** vLLM's guided_choice: the output is one of these. */
   outputChoices: string[];
+  /** llama-server's grammar, vLLM's guided_grammar (GBNF); '' for none. */
+  grammar: string;
   /** vLLM's min_tokens, stop_token_ids, include_stop_str_in_output. */
   minTokens: number;
   stopTokenIds: number[];
@@ -127,6 +129,7 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     responseFormat: structured?.responseFormat ?? RESPONSE_FORMATS[b.response_format?.type ?? 'text'],
     jsonSchema: structured?.jsonSchema ?? (b.response_format?.type === 'json_schema' ? JSON.stringify(b.response_format.json_schema.schema ?? { type: 'object' }) : ''),
     outputChoices: structured?.outputChoices ?? [],
+    grammar: structured?.grammar ?? '',
     minTokens: b.min_tokens ?? 0,
     stopTokenIds: b.stop_token_ids ?? [],
     includeStopStr: !!b.include_stop_str_in_output,
@@ -159,6 +162,7 @@ function generateRequest(c: Common, b: ChatCompletionRequest | CompletionRequest
     responseFormat: c.responseFormat,
     jsonSchema: c.jsonSchema,
     outputChoices: c.outputChoices,
+    grammar: c.grammar,
     minTokens: c.minTokens,
     stopTokenIds: c.stopTokenIds,
     includeStopStr: c.includeStopStr,

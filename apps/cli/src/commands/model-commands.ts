@@ -36,6 +36,7 @@ import {
   type SpeculativeStats,
   DEFAULT_DRY_BREAKERS,
   dryBreakerSequences,
+  parseGbnf,
 } from '@kailstream/engine';
 import { getPreset, writeModel, WEIGHT_RECIPE_VERSION } from '@kailstream/tools';
 
@@ -323,6 +324,17 @@ interface RunOpts extends SamplerOpts {
   json?: boolean;
   demo?: boolean;
   dataDir?: string;
+  grammar?: string;
+  grammarFile?: string;
+}
+
+/** A text file a flag names, or an error naming the flag and why it cannot be read. */
+function readTextFile(file: string, flag: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new Error(`${flag}: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
 }
 
 function planLines(file: string, p: ResidencyPlan): string[] {
@@ -364,6 +376,8 @@ export function registerModelCommands(program: Command): void {
     .option('-t, --threads <n>', 'compute threads (default: physical cores)', int('--threads', 1, 1024))
     .option('-c, --ctx <n>', 'context length', int('--ctx', 1, 1 << 20))
     .option('--json', 'print one JSON object (token ids, text, timings) instead of streaming')
+    .option('--grammar <gbnf>', "hold the output to a GBNF grammar (llama.cpp's format)")
+    .option('--grammar-file <file>', 'hold the output to the GBNF grammar in this file')
     .option('--demo', 'use the built-in demo model (written on first use into the data directory)')
     .option('--no-usage-history', "neither warm the expert cache from this model's usage history nor update it")
     .option('--data-dir <dir>', 'data directory (hardware profile, usage histories, demo model)');
@@ -372,6 +386,8 @@ export function registerModelCommands(program: Command): void {
     const dir = dataDir(o.dataDir);
     const modelPath = o.model ?? (o.demo ? ensureDemoModel(dir, log) : undefined);
     if (!modelPath) throw new Error('give a model with -m FILE.gguf, or --demo for the built-in one');
+    if (o.grammar !== undefined && o.grammarFile !== undefined) throw new Error('give --grammar or --grammar-file, not both');
+    const grammarText = o.grammarFile !== undefined ? readTextFile(o.grammarFile, '--grammar-file') : o.grammar;
     // The native load is one synchronous call: a start line and a done line with its time.
     const loading = o.json ? undefined : createProgress({ label: `loading ${path.basename(modelPath)}`, total: 0 });
     const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...streamLoadOptions(o, modelPath, dir, o.usageHistory, log) });
@@ -387,6 +403,8 @@ export function registerModelCommands(program: Command): void {
         parseSpecial = true;
       }
       const prompt = model.tokenizer.tokenize(text, { addSpecial: !o.chat, parseSpecial });
+      const tok = model.tokenizer;
+      const grammar = grammarText === undefined ? undefined : parseGbnf(grammarText, { tokenize: (s) => tok.tokenize(s, { addSpecial: false, parseSpecial: true }), nVocab: model.nVocab });
       if (!o.json) {
         log(`model: ${path.basename(modelPath)} (${model.hparams.arch}, ${model.hparams.nLayer} layers${model.hparams.nExpert ? `, ${model.hparams.nExpert} experts / ${model.hparams.nExpertUsed} used` : ''}), ${model.runtime.nThreads} threads` +
             (model.plan ? `, RAM budget ${formatBytes(model.plan.ramBytes)}: ${formatBytes(model.plan.residentBytes)} resident, expert cache ${formatBytes(model.plan.cacheBytes)}` : ''),
@@ -399,6 +417,7 @@ export function registerModelCommands(program: Command): void {
         sampling: { temperature: o.temp, topK: o.topK, topP: o.topP, minP: o.minP, seed: o.seed, ...samplerParams(o, model.tokenizer) },
         onText: o.json ? undefined : (t) => process.stdout.write(t),
         speculative: sp.spec ?? undefined,
+        grammar,
       });
       if (o.json) {
         const stream = model.runtime.stats().stream;

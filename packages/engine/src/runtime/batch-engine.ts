@@ -1,5 +1,6 @@
 import { EngineError, toEngineError } from '../errors';
 import type { EngineModel } from '../model/model';
+import { GbnfRecognizer, type GbnfGrammar } from '../sampling/gbnf';
 import { JsonConstraint, OutputConstraint } from '../sampling/json-constraint';
 import { anyObjectGrammar, compileJsonSchema, type JsonGrammar } from '../sampling/json-schema';
 import { PatternRecognizer, type OutputPattern } from '../sampling/tool-call-grammar';
@@ -99,6 +100,13 @@ export interface GenerationRequest {
    * response format; such a sequence does not speculate.
    */
   pattern?: OutputPattern;
+  /**
+   * The output is a text of this GBNF grammar (llama.cpp's `grammar`, `sampling/gbnf.ts`): a
+   * token is allowed when its text (control tokens' included, as llama.cpp reads them) continues
+   * one, or the grammar names it; end of generation once the text is whole. Not with a JSON
+   * response format or a pattern; such a sequence does not speculate.
+   */
+  gbnf?: GbnfGrammar;
   /** llama-server's code-completion limits (`sampling/line-limits.ts`); 0 or absent = off. */
   nIndent?: number;
   tMaxPredictMs?: number;
@@ -279,6 +287,7 @@ export class BatchEngine {
     if (req.embed && !this.model.hiddenWidth) throw new EngineError('KAIL_E_UNSUPPORTED', `${this.model.path}: this model's program gives no hidden states to embed`);
     const grammar = grammarOf(req);
     if (grammar && req.pattern) throw new EngineError('KAIL_E_INVALID_ARG', 'a JSON response format and forced tool calls cannot be combined');
+    if (req.gbnf && (grammar || req.pattern)) throw new EngineError('KAIL_E_INVALID_ARG', `a GBNF grammar cannot be combined with ${grammar ? 'a JSON response format' : 'forced tool calls or output choices'}`);
     if (!Number.isInteger(req.maxTokens) || req.maxTokens < 0) throw new EngineError('KAIL_E_INVALID_ARG', `max tokens must be a non-negative integer, got ${req.maxTokens}`);
     if (req.prompt.length >= this.model.nCtx)
       throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the context holds ${this.model.nCtx}`);
@@ -757,6 +766,7 @@ export class BatchEngine {
 
   /** The constraint a request's output follows, or null for free text. */
   private constraintOf(req: GenerationRequest, grammar: JsonGrammar | null): OutputConstraint | null {
+    if (req.gbnf) return new OutputConstraint(this.specialPieces(), this.eog, new GbnfRecognizer(req.gbnf), new GbnfRecognizer(req.gbnf));
     if (grammar) return new JsonConstraint(this.pieces(req.preserveTokens), this.eog, grammar);
     if (req.pattern) {
       const pieces = this.pieces(req.preserveTokens);

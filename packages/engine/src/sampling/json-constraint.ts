@@ -88,7 +88,16 @@ export interface ByteRecognizer {
    * unbounded); -1 anywhere else. Lets a mask admit plain string tokens without trying each one.
    */
   stringRoom?(): number;
+  /** Feeds a token: its bytes, or its id where the grammar names tokens (GBNF's `<[id]>`). Used instead of `feed` when present. */
+  feedToken?(token: number, bytes: Uint8Array): boolean;
+  /** True when a token may be allowed by its id whatever its bytes (a mask must then try every token). */
+  wantsTokens?(): boolean;
+  /** A key equal for states that allow the same tokens (a mask then reuses what it found). */
+  stateKey?(): string;
 }
+
+/** Masks kept per constraint, by the recognizer's state key. */
+const MASK_CACHE_STATES = 16;
 
 /**
  * The recognizer of a grammar's texts, fed bytes. Its whole state is a few numbers and a stack of
@@ -555,7 +564,7 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
     const piece = this.pieces[token];
     if (!piece || piece.length === 0) return false;
     this.trial.assign(this.state);
-    return this.trial.feed(piece);
+    return this.trial.feedToken ? this.trial.feedToken(token, piece) : this.trial.feed(piece);
   }
 
   /**
@@ -566,11 +575,44 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
    * and admitting plain string tokens that fit without trying them (plainStringChars).
    */
   mask(logits: Float32Array): number {
+    const key = this.state.stateKey?.();
+    if (key === undefined) return this.computeMask(logits, null);
+    const n = logits.length;
+    let ids = this.maskCache.get(key);
+    if (ids) {
+      // Most recently used last.
+      this.maskCache.delete(key);
+      this.maskCache.set(key, ids);
+    } else {
+      const allowed: number[] = [];
+      this.computeMask(logits.slice(), allowed);
+      ids = Int32Array.from(allowed);
+      if (this.maskCache.size >= MASK_CACHE_STATES) this.maskCache.delete(this.maskCache.keys().next().value!);
+      this.maskCache.set(key, ids);
+    }
+    const original = logits.slice();
+    logits.fill(-Infinity);
+    let kept = 0;
+    for (const t of ids)
+      if (t < n) {
+        logits[t] = original[t];
+        kept++;
+      }
+    return kept;
+  }
+
+  private readonly maskCache = new Map<string, Int32Array>();
+
+  /** mask's work; with `allowed`, the allowed token ids are also pushed there (in any order). */
+  private computeMask(logits: Float32Array, allowed: number[] | null): number {
     const byFirst = tokensByFirstByte(this.pieces);
     const firstOk = new Uint8Array(256);
     const one = new Uint8Array(1);
     let candidates = 0;
-    for (let b = 0; b < 256; b++) {
+    if (this.state.wantsTokens?.()) {
+      firstOk.fill(1);
+      candidates = logits.length;
+    } else for (let b = 0; b < 256; b++) {
       if (byFirst[b].length === 0) continue;
       one[0] = b;
       this.trial.assign(this.state);
@@ -580,7 +622,6 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
       }
     }
     const n = logits.length;
-    const textless = (t: number) => !(this.pieces[t]?.length > 0);
     let kept = 0;
     if (candidates * 4 > n) {
       const room = this.state.stringRoom?.() ?? -1;
@@ -588,9 +629,11 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
       for (let t = 0; t < n; t++) {
         const piece = this.pieces[t];
         const c = plain && t < plain.length ? plain[t] : -1;
-        const ok = c >= 0 ? c <= room : piece && piece.length > 0 ? firstOk[piece[0]] === 1 && this.allows(t) : this.state.done && this.eog.has(t);
-        if (ok) kept++;
-        else logits[t] = -Infinity;
+        const ok = this.eog.has(t) ? this.state.done : c >= 0 ? c <= room : piece && piece.length > 0 && firstOk[piece[0]] === 1 && this.allows(t);
+        if (ok) {
+          kept++;
+          allowed?.push(t);
+        } else logits[t] = -Infinity;
       }
       return kept;
     }
@@ -601,18 +644,20 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
       const bucket = byFirst[b];
       for (let i = 0; i < bucket.length; i++) {
         const t = bucket[i];
-        if (t < n && this.allows(t)) {
+        if (t < n && !this.eog.has(t) && this.allows(t)) {
           logits[t] = original[t];
           kept++;
+          allowed?.push(t);
         }
       }
     }
-    // End-of-generation tokens without text are in no bucket.
+    // End-of-generation tokens (whatever their text: a GBNF constraint reads control tokens' text).
     if (this.state.done)
       for (const t of this.eog)
-        if (t < n && textless(t)) {
+        if (t < n) {
           logits[t] = original[t];
           kept++;
+          allowed?.push(t);
         }
     return kept;
   }
@@ -620,7 +665,8 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
   /** Advances past a sampled token (which `allows` must have accepted). */
   accept(token: number): void {
     if (this.eog.has(token)) return;
-    if (!this.state.feed(this.pieces[token] ?? new Uint8Array(0)))
+    const piece = this.pieces[token] ?? new Uint8Array(0);
+    if (!(this.state.feedToken ? this.state.feedToken(token, piece) : this.state.feed(piece)))
       throw new EngineError('KAIL_E_INTERNAL', `token ${token} does not continue the constrained output (the constraint let it through)`);
   }
 }

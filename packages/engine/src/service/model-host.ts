@@ -8,6 +8,7 @@ import { profileDefaults, type HardwareProfile } from '../model/hardware-profile
 import { EngineModel, availableMemoryBytes, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
+import { parseGbnf } from '../sampling/gbnf';
 import { BatchEngine, grammarOf, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import { HARMONY_TAGS, THINK_TAGS, type ReasoningBudgetSpec, type ReasoningTags } from '../sampling/reasoning-budget';
@@ -591,8 +592,19 @@ export class LocalModelHost implements ModelHost {
    * the model's reasoning open, the reasoning runs free up to `</think>` (a reasoning budget, if
    * set, bounds it) and the form holds from the blank line after it, as llama.cpp's grammars do.
    */
-  private outputForm(m: Loaded, req: pb.GenerateRequest, reasoningOpen: boolean): Pick<GenerationRequest, 'responseFormat' | 'jsonSchema' | 'pattern'> {
+  private outputForm(m: Loaded, req: pb.GenerateRequest, reasoningOpen: boolean): Pick<GenerationRequest, 'responseFormat' | 'jsonSchema' | 'pattern' | 'gbnf'> {
     const format = responseFormatFromProto(req);
+    if (req.grammar) {
+      // llama.cpp's grammar holds the output from its first token, reasoning included.
+      const other =
+        format.responseFormat !== 'text' ? 'a JSON response format'
+        : req.outputChoices.length ? 'output choices'
+        : req.toolChoice === pb.ToolChoice.TOOL_CHOICE_REQUIRED || req.toolChoice === pb.ToolChoice.TOOL_CHOICE_FUNCTION ? 'forced tool calls'
+        : '';
+      if (other) throw new EngineError('KAIL_E_INVALID_ARG', `a GBNF grammar cannot be combined with ${other}`);
+      const tok = m.model.tokenizer;
+      return { responseFormat: 'text', gbnf: parseGbnf(req.grammar, { tokenize: (s) => tok.tokenize(s, { addSpecial: false, parseSpecial: true }), nVocab: m.model.nVocab }) };
+    }
     if (req.outputChoices.length) {
       if (format.responseFormat !== 'text' || req.toolChoice === pb.ToolChoice.TOOL_CHOICE_REQUIRED || req.toolChoice === pb.ToolChoice.TOOL_CHOICE_FUNCTION)
         throw new EngineError('KAIL_E_INVALID_ARG', 'output choices cannot be combined with a JSON response format or forced tool calls');

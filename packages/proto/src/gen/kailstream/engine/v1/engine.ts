@@ -350,6 +350,13 @@ export interface GenerateRequest {
    * instead of opening a new assistant turn.
    */
   continueFinalMessage: boolean;
+  /**
+   * A GBNF grammar (llama.cpp's format: llama-server's grammar, vLLM's guided_grammar) the output
+   * follows from its first token, then only end of generation; `<text>` names a token of the
+   * vocabulary. INVALID_ARGUMENT, naming the line and column, for a grammar llama.cpp would not
+   * parse; not with a JSON response format, output choices or forced tool calls.
+   */
+  grammar: string;
 }
 
 /**
@@ -1261,6 +1268,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     stopTokenIds: [],
     includeStopStr: false,
     continueFinalMessage: false,
+    grammar: "",
   };
 }
 
@@ -1375,6 +1383,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.continueFinalMessage !== false) {
       writer.uint32(272).bool(message.continueFinalMessage);
+    }
+    if (message.grammar !== "") {
+      writer.uint32(282).string(message.grammar);
     }
     return writer;
   },
@@ -1684,6 +1695,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.continueFinalMessage = reader.bool();
             continue;
           }
+          case 35: {
+            if (tag !== 282) {
+              break;
+            }
+
+            message.grammar = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1838,6 +1857,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.continue_final_message)
         ? globalThis.Boolean(object.continue_final_message)
         : false,
+      grammar: isSet(object.grammar) ? globalThis.String(object.grammar) : "",
     };
   },
 
@@ -1945,6 +1965,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.continueFinalMessage !== false) {
       obj.continueFinalMessage = message.continueFinalMessage;
     }
+    if (message.grammar !== "") {
+      obj.grammar = message.grammar;
+    }
     return obj;
   },
 
@@ -1991,6 +2014,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.stopTokenIds = object.stopTokenIds?.map((e) => e) || [];
     message.includeStopStr = object.includeStopStr ?? false;
     message.continueFinalMessage = object.continueFinalMessage ?? false;
+    message.grammar = object.grammar ?? "";
     return message;
   },
 };
