@@ -1,8 +1,7 @@
 // Structured output under the names other servers take it: llama-server's `json_schema` and
 // `grammar` (GBNF, on /completion, /infill and its OpenAI routes) and vLLM's `guided_json`,
-// `guided_choice` and `guided_grammar`, held by the engine's constrained decoding like OpenAI's
-// response_format. Regular expressions (`guided_regex`) are refused, saying so, rather than
-// ignored.
+// `guided_choice`, `guided_grammar` and `guided_regex` (the whole output matches it), held by the
+// engine's constrained decoding like OpenAI's response_format.
 import { z } from 'zod';
 
 import { engine as pb } from '@kailstream/proto';
@@ -18,8 +17,8 @@ export const structuredFields = {
   guided_json: schema.optional().nullable(),
   /** vLLM: the output is exactly one of these strings. */
   guided_choice: z.array(z.string().min(1, 'guided_choice strings must not be empty')).min(1).max(1024).optional().nullable(),
-  /** vLLM: refused. */
-  guided_regex: z.string().optional().nullable(),
+  /** vLLM: a regular expression the whole output matches. */
+  guided_regex: z.string().max(1 << 16, 'guided_regex is longer than 64 KiB').optional().nullable(),
   /** vLLM: a grammar (GBNF, as llama.cpp's; vLLM's xgrammar backend reads the same EBNF). */
   guided_grammar: z.string().max(1 << 20, 'guided_grammar is longer than 1 MiB').optional().nullable(),
 };
@@ -42,13 +41,15 @@ const bad = (message: string, param: string) => new StructuredOutputError(messag
  * Throws StructuredOutputError (a 400) for refused or conflicting ones.
  */
 export function structuredOutput(b: StructuredFields, hasResponseFormat: boolean): Partial<pb.GenerateRequest> | undefined {
-  if (b.guided_regex) throw bad('guided_regex is not supported: use guided_grammar (GBNF), guided_json or guided_choice', 'guided_regex');
-  // (An empty grammar is none, as llama-server reads it.)
-  const set = (['json_schema', 'guided_json', 'guided_choice', 'grammar', 'guided_grammar'] as const).filter((k) => (k === 'grammar' || k === 'guided_grammar' ? !!b[k] : b[k] != null));
+  // (An empty grammar or regex is none, as llama-server reads an empty grammar.)
+  const set = (['json_schema', 'guided_json', 'guided_choice', 'grammar', 'guided_grammar', 'guided_regex'] as const).filter((k) =>
+    k === 'grammar' || k === 'guided_grammar' || k === 'guided_regex' ? !!b[k] : b[k] != null,
+  );
   if (!set.length) return undefined;
   if (set.length > 1) throw bad(`${set.join(' and ')} cannot be combined`, set[1]);
   if (hasResponseFormat) throw bad(`${set[0]} cannot be combined with response_format`, set[0]);
   if (b.grammar || b.guided_grammar) return { grammar: (b.grammar || b.guided_grammar)! };
+  if (b.guided_regex) return { regex: b.guided_regex };
   if (b.guided_choice) return { outputChoices: b.guided_choice };
   const raw = (b.json_schema ?? b.guided_json)!;
   let parsed: unknown = raw;

@@ -29,6 +29,7 @@ export { logprobs } from './sampling/logprobs';
 export type { TokenLogprobs } from './sampling/logprobs';
 export { StopMatcher } from './sampling/stop';
 export { GbnfRecognizer, parseGbnf } from './sampling/gbnf';
+export { regexToGbnf } from './sampling/regex-gbnf';
 export type { GbnfGrammar, GbnfOptions } from './sampling/gbnf';
 export type { StopMatcherOptions, StopStep } from './sampling/stop';
 export { Tokenizer, TokenStreamDecoder } from './tokenizer/tokenizer';

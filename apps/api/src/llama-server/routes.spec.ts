@@ -260,7 +260,7 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     }
   });
 
-  it("holds the output to json_schema and grammar (llama-server's fields) and vLLM's guided_json / guided_choice / guided_grammar; refuses regexes, saying so", async () => {
+  it("holds the output to json_schema and grammar (llama-server's fields) and vLLM's guided_json / guided_choice / guided_grammar / guided_regex", async () => {
     const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false };
     const r = await post('/completion', { prompt: 'JSON:', n_predict: 400, temperature: 1, seed: 2, json_schema: schema });
     expect(r.status).toBe(200);
@@ -288,11 +288,19 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     }
     const vg = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 30, temperature: 0, guided_grammar: 'root ::= [a-c]{3}' });
     expect(vg.body.choices[0].message.content).toMatch(/^[a-c]{3}$/);
+    // vLLM's guided_regex: the whole output matches.
+    for (const seed of [1, 2]) {
+      const rx = await post('/v1/completions', { model: 'tiny', prompt: 'Call', max_tokens: 40, temperature: 1, seed, guided_regex: '\\(\\d{3}\\) \\d{3}-\\d{4}' });
+      expect(rx.status).toBe(200);
+      expect(rx.body.choices[0].text).toMatch(/^\(\d{3}\) \d{3}-\d{4}$/);
+      expect(rx.body.choices[0].finish_reason).toBe('stop');
+    }
     for (const [p, body, why] of [
       ['/completion', { prompt: 'x', grammar: 'root ::= "a" | missing' }, /grammar: rule 'missing' is used but never defined/],
       ['/completion', { prompt: 'x', grammar: 'root ::= "a"', json_schema: schema }, /json_schema and grammar cannot be combined/],
       ['/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], guided_grammar: 'root ::= "a"', response_format: { type: 'json_object' } }, /guided_grammar cannot be combined with response_format/],
-      ['/v1/completions', { model: 'tiny', prompt: 'x', guided_regex: 'a+' }, /guided_regex is not supported/],
+      ['/v1/completions', { model: 'tiny', prompt: 'x', guided_regex: '(a)\\1' }, /regex: \\1 \(a backreference\) cannot be held by a grammar/],
+      ['/v1/completions', { model: 'tiny', prompt: 'x', guided_regex: 'a+', guided_grammar: 'root ::= "a"' }, /guided_grammar and guided_regex cannot be combined/],
       ['/v1/completions', { model: 'tiny', prompt: 'x', guided_choice: ['a', 'ab'] }, /output choices: "a" and "ab" cannot be told apart/],
       ['/v1/completions', { model: 'tiny', prompt: 'x', guided_json: '{', }, /guided_json is not valid JSON/],
       ['/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], guided_choice: ['a'], response_format: { type: 'json_object' } }, /guided_choice cannot be combined with response_format/],

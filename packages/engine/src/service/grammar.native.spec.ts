@@ -1,4 +1,4 @@
-// GBNF grammars through the model host (the gRPC service's request): sampled outputs always fit
+// GBNF grammars and regular expressions through the model host (the gRPC service's request): sampled outputs always fit
 // the grammar and end there; bad grammars and conflicting forms are refused by name.
 import { common, engine as pb } from '@kailstream/proto';
 import fs from 'node:fs';
@@ -50,6 +50,16 @@ describe('GBNF grammars on requests', () => {
     }
     expect(new Set(texts.map((t) => t.text)).size).toBeGreaterThan(1);
   }, 60_000);
+
+  it("holds the output to a regular expression (vLLM's guided_regex)", async () => {
+    for (const seed of [1, 2, 3]) {
+      const { text, finish } = await run({ regex: '[A-Z]{2}-\\d{2,4}( \\(v\\d\\))?', sampling: common.SamplingParams.fromPartial({ temperature: 1, seed, hasSeed: true }) });
+      expect(text).toMatch(/^[A-Z]{2}-\d{2,4}( \(v\d\))?$/);
+      expect(finish).toBe(common.FinishReason.FINISH_REASON_STOP);
+    }
+    expect(await refused({ regex: 'a(?!b)' })).toMatch(/regex: '\(\?!' \(lookaround, flags or a backreference\) cannot be held by a grammar/);
+    expect(await refused({ regex: 'a', grammar: 'root ::= "a"' })).toMatch(/a GBNF grammar cannot be combined with a regular expression/);
+  });
 
   it('cuts a grammar output at max_tokens like any other', async () => {
     const out = await run({ grammar: 'root ::= "a" [a-z ]*', maxTokens: 5 });

@@ -9,6 +9,7 @@ import { EngineModel, availableMemoryBytes, openGgufMetadata, planModel, summari
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
 import { parseGbnf } from '../sampling/gbnf';
+import { regexToGbnf } from '../sampling/regex-gbnf';
 import { BatchEngine, grammarOf, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import { HARMONY_TAGS, THINK_TAGS, type ReasoningBudgetSpec, type ReasoningTags } from '../sampling/reasoning-budget';
@@ -594,16 +595,19 @@ export class LocalModelHost implements ModelHost {
    */
   private outputForm(m: Loaded, req: pb.GenerateRequest, reasoningOpen: boolean): Pick<GenerationRequest, 'responseFormat' | 'jsonSchema' | 'pattern' | 'gbnf'> {
     const format = responseFormatFromProto(req);
-    if (req.grammar) {
+    if (req.grammar || req.regex) {
       // llama.cpp's grammar holds the output from its first token, reasoning included.
+      const what = req.regex ? 'a regular expression' : 'a GBNF grammar';
       const other =
-        format.responseFormat !== 'text' ? 'a JSON response format'
+        req.grammar && req.regex ? 'a regular expression'
+        : format.responseFormat !== 'text' ? 'a JSON response format'
         : req.outputChoices.length ? 'output choices'
         : req.toolChoice === pb.ToolChoice.TOOL_CHOICE_REQUIRED || req.toolChoice === pb.ToolChoice.TOOL_CHOICE_FUNCTION ? 'forced tool calls'
         : '';
-      if (other) throw new EngineError('KAIL_E_INVALID_ARG', `a GBNF grammar cannot be combined with ${other}`);
+      if (other) throw new EngineError('KAIL_E_INVALID_ARG', `${req.grammar && req.regex ? 'a GBNF grammar' : what} cannot be combined with ${other}`);
       const tok = m.model.tokenizer;
-      return { responseFormat: 'text', gbnf: parseGbnf(req.grammar, { tokenize: (s) => tok.tokenize(s, { addSpecial: false, parseSpecial: true }), nVocab: m.model.nVocab }) };
+      const text = req.grammar || regexToGbnf(req.regex);
+      return { responseFormat: 'text', gbnf: parseGbnf(text, { tokenize: (s) => tok.tokenize(s, { addSpecial: false, parseSpecial: true }), nVocab: m.model.nVocab }) };
     }
     if (req.outputChoices.length) {
       if (format.responseFormat !== 'text' || req.toolChoice === pb.ToolChoice.TOOL_CHOICE_REQUIRED || req.toolChoice === pb.ToolChoice.TOOL_CHOICE_FUNCTION)

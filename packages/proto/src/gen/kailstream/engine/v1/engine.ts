@@ -357,6 +357,12 @@ export interface GenerateRequest {
    * parse; not with a JSON response format, output choices or forced tool calls.
    */
   grammar: string;
+  /**
+   * A regular expression the whole output matches (vLLM's guided_regex), held as a grammar made
+   * from it: Python's and JavaScript's common syntax; backreferences, lookaround and anchors
+   * inside are INVALID_ARGUMENT. Not with grammar or the other output forms.
+   */
+  regex: string;
 }
 
 /**
@@ -1269,6 +1275,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     includeStopStr: false,
     continueFinalMessage: false,
     grammar: "",
+    regex: "",
   };
 }
 
@@ -1386,6 +1393,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.grammar !== "") {
       writer.uint32(282).string(message.grammar);
+    }
+    if (message.regex !== "") {
+      writer.uint32(290).string(message.regex);
     }
     return writer;
   },
@@ -1703,6 +1713,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.grammar = reader.string();
             continue;
           }
+          case 36: {
+            if (tag !== 290) {
+              break;
+            }
+
+            message.regex = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1858,6 +1876,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         ? globalThis.Boolean(object.continue_final_message)
         : false,
       grammar: isSet(object.grammar) ? globalThis.String(object.grammar) : "",
+      regex: isSet(object.regex) ? globalThis.String(object.regex) : "",
     };
   },
 
@@ -1968,6 +1987,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.grammar !== "") {
       obj.grammar = message.grammar;
     }
+    if (message.regex !== "") {
+      obj.regex = message.regex;
+    }
     return obj;
   },
 
@@ -2015,6 +2037,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.includeStopStr = object.includeStopStr ?? false;
     message.continueFinalMessage = object.continueFinalMessage ?? false;
     message.grammar = object.grammar ?? "";
+    message.regex = object.regex ?? "";
     return message;
   },
 };
