@@ -10,6 +10,8 @@
 //   own keep_alive (Ollama's field) sets that model's (negative: until unloaded by hand), also for
 //   a model `kail serve -m` loaded from the models directory. A model loaded from elsewhere never
 //   leaves on its own (nothing could bring it back).
+// - context: a caller may ask for a context length (Ollama's num_ctx); a model loaded on demand
+//   is loaded with it, and one loaded with less is reloaded with it once idle (never to less).
 // - eviction: when an engine refuses a load for lack of memory (KAIL_E_BUDGET), or already holds
 //   maxModels models, the least recently used idle model it could bring back is unloaded and the
 //   load tried again (Ollama's and llama-server's router mode's LRU unload).
@@ -67,6 +69,8 @@ export class ModelLoader {
   loads = 0;
   expired = 0;
   evicted = 0;
+  /** Reloads for a larger context (Ollama's num_ctx). */
+  reloads = 0;
   /** Whether requests for the model run or wait (the dispatcher sets it). */
   inUse: (model: string) => boolean = () => false;
 
@@ -88,19 +92,35 @@ export class ModelLoader {
     if (this.timer) clearInterval(this.timer);
   }
 
-  /** The engine and model info for `model`, loading it first when it is not loaded anywhere. */
-  ensure(model: string): Promise<Ensured> {
+  /**
+   * The engine and model info for `model`, loading it first when it is not loaded anywhere.
+   * `contextLength` (Ollama's num_ctx; 0 = no wish): a load is done with it, and a model loaded
+   * with less that load on demand can bring back is reloaded with it if it is idle (Ollama reloads
+   * for a new num_ctx). Never to a smaller context: requests cap their own window instead, so
+   * clients with different num_ctx do not make the model reload back and forth.
+   */
+  ensure(model: string, contextLength = 0): Promise<Ensured> {
     const leaving = this.leaving.get(model);
-    if (leaving) return leaving.then(() => this.ensure(model));
+    if (leaving) return leaving.then(() => this.ensure(model, contextLength));
     const have = this.loaded(model);
-    if (have) return Promise.resolve(have);
-    if (!this.enabled) return Promise.reject(this.notFound(model, []));
     let p = this.inflight.get(model);
-    if (!p) {
-      p = this.load(model).finally(() => this.inflight.delete(model));
-      this.inflight.set(model, p);
-    }
+    if (p) return p;
+    if (have && !(contextLength > have.model.contextLength && this.enabled && this.kept.has(model) && !this.inUse(model))) return Promise.resolve(have);
+    if (!this.enabled) return Promise.reject(this.notFound(model, []));
+    p = (have ? this.reload(model, have, contextLength) : this.load(model, contextLength)).finally(() => this.inflight.delete(model));
+    this.inflight.set(model, p);
     return p;
+  }
+
+  /** `model` again with a larger context, if it is still idle (else as it is). */
+  private async reload(model: string, have: Ensured, contextLength: number): Promise<Ensured> {
+    const kept = this.kept.get(model);
+    if (!(await this.unloadIdle(model, have.engine))) return this.loaded(model) ?? this.load(model, 0);
+    this.reloads++;
+    const r = await this.load(model, contextLength);
+    // The model's keep-alive stays what it was.
+    if (kept) this.kept.set(model, { keepAliveMs: kept.keepAliveMs, lastUsed: Date.now() });
+    return r;
   }
 
   /**
@@ -212,7 +232,23 @@ export class ModelLoader {
     return grpcError(grpc.status.NOT_FOUND, `no engine serves model '${model}' (served: ${served.join(', ') || 'none'}${files})`, 'KAIL_E_NOT_FOUND');
   }
 
-  private async load(model: string): Promise<Ensured> {
+  /**
+   * Loads `model` from an engine's models directory, with `contextLength` (0: the engine's
+   * default); when the engine refuses that context (memory, or the model's limits), with the
+   * default instead, so the request still runs (its window is then capped by the model's).
+   */
+  private async load(model: string, contextLength = 0): Promise<Ensured> {
+    if (contextLength > 0)
+      try {
+        return await this.loadWith(model, contextLength);
+      } catch (err) {
+        const ge = err as grpc.ServiceError;
+        if (this.loaded(model) || (ge.code !== grpc.status.RESOURCE_EXHAUSTED && ge.code !== grpc.status.INVALID_ARGUMENT)) throw err;
+      }
+    return this.loadWith(model, 0);
+  }
+
+  private async loadWith(model: string, contextLength: number): Promise<Ensured> {
     const available: string[] = [];
     for (const e of this.pool.list().filter((x) => x.status === SERVING)) {
       let files: pb.ListModelFilesResponse;
@@ -241,7 +277,7 @@ export class ModelLoader {
           );
       for (;;) {
         try {
-          await call<pb.LoadModelRequest, pb.LoadModelResponse>(e.client.loadModel.bind(e.client), pb.LoadModelRequest.fromPartial({ path: f.path, id: model }), 0);
+          await call<pb.LoadModelRequest, pb.LoadModelResponse>(e.client.loadModel.bind(e.client), pb.LoadModelRequest.fromPartial({ path: f.path, id: model, contextLength }), 0);
           this.loads++;
           break;
         } catch (err) {

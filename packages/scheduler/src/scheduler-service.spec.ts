@@ -535,10 +535,37 @@ describe('scheduler: keep-alive and eviction of models loaded on demand', () => 
     await sweeping;
     expect((await during).flatMap((x) => x.tokens)).toHaveLength(2);
     // keep_alive 0 on EnsureModel: loaded, then unloaded at the next sweep.
-    const e = await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(c.ensureModel.bind(c), { model: 'a', keepAliveMs: 0, hasKeepAlive: true });
+    const e = await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(c.ensureModel.bind(c), spb.EnsureModelRequest.fromPartial({ model: 'a', keepAliveMs: 0, hasKeepAlive: true }));
     expect(e.model!.expiresAtUnixMs).toBeGreaterThan(0);
     await loader.sweep();
     expect(await listed(c)).toEqual([]);
+  }, 60_000);
+
+  it("EnsureModel's context_length (Ollama's num_ctx): loads with it, reloads an idle model for more, never for less, not while in use", async () => {
+    const { c, loader } = await scheduler({});
+    await unloadAll(c);
+    const ensure = async (contextLength: number, keep?: number) =>
+      (await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(c.ensureModel.bind(c), spb.EnsureModelRequest.fromPartial({ model: 'a', contextLength, keepAliveMs: keep ?? 0, hasKeepAlive: keep !== undefined }))).model!;
+    expect((await ensure(512)).contextLength).toBe(512);
+    expect(loader.reloads).toBe(0);
+    // Less, or no wish: as it is.
+    expect((await ensure(128)).contextLength).toBe(512);
+    expect((await ensure(0)).contextLength).toBe(512);
+    // More: reloaded, its keep-alive (-1 here) kept.
+    await ensure(512, -1);
+    const more = await ensure(1024);
+    expect(more.contextLength).toBe(1024);
+    expect(more.expiresAtUnixMs).toBe(0);
+    expect(loader.reloads).toBe(1);
+    await gen(c, 'a');
+    // In use: the request runs on the model as it is.
+    const running = watch(c.submit(spb.SubmitRequest.fromPartial({ generate: { model: 'a', ...LONG } })));
+    await running.first;
+    expect((await ensure(2048)).contextLength).toBe(1024);
+    running.stream.cancel();
+    await running.done;
+    expect(loader.reloads).toBe(1);
+    await unloadAll(c);
   }, 60_000);
 
   it('--models-max: a new model unloads the least recently used idle one; all in use is RESOURCE_EXHAUSTED naming the limit', async () => {

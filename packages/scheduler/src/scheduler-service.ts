@@ -175,7 +175,7 @@ export function createSchedulerServiceImpl(dispatcher: Dispatcher): spb.Schedule
       if (!model) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'model is required'));
       const loader = dispatcher.loader;
       if (!loader) return cb(grpcError(grpc.status.UNIMPLEMENTED, 'this scheduler has no model loader'));
-      loader.ensure(model).then(
+      loader.ensure(model, call.request.contextLength).then(
         (r) => {
           loader.touch(model, call.request.hasKeepAlive ? call.request.keepAliveMs : undefined);
           cb(null, { model: { ...r.model, expiresAtUnixMs: loader.expiresAt(model) }, engineId: r.engine.id, loadedNow: r.loadedNow });

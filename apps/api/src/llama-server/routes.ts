@@ -224,9 +224,9 @@ export async function servedModels(scheduler: spb.SchedulerServiceClient): Promi
  * The model by id when it is loaded, or once the scheduler has loaded it from an engine's models
  * directory (load on demand; a large model can take minutes); null when no engine has it.
  */
-export async function ensureModel(scheduler: spb.SchedulerServiceClient, id: string, keepAliveMs?: number): Promise<common.ModelInfo | null> {
+export async function ensureModel(scheduler: spb.SchedulerServiceClient, id: string, keepAliveMs?: number, contextLength = 0): Promise<common.ModelInfo | null> {
   try {
-    const req = { model: id, keepAliveMs: keepAliveMs ?? 0, hasKeepAlive: keepAliveMs !== undefined };
+    const req = { model: id, keepAliveMs: keepAliveMs ?? 0, hasKeepAlive: keepAliveMs !== undefined, contextLength };
     const r = await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(scheduler.ensureModel.bind(scheduler), req, 900_000);
     return r.model ?? null;
   } catch (e) {

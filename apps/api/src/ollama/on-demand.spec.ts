@@ -113,6 +113,38 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     }
   }, 60_000);
 
+  it("honours num_ctx: a model loads (or reloads, idle) with it; a smaller one is the request's window", async () => {
+    const ctxOf = async (name: string) => ((await get('/api/ps')).models as { name: string; context_length: number }[]).find((m) => m.name === name)?.context_length;
+    await stack.post('/api/chat', { model: 'lazy', messages: [], keep_alive: 0 });
+    expect(await loaded()).toEqual(['tiny:latest']);
+    const at = (num_ctx: number, extra: Record<string, unknown> = {}) => stack.post('/api/chat', { model: 'lazy', messages, stream: false, options: { temperature: 0, num_predict: 3, num_ctx }, ...extra });
+    expect((await at(2048)).status).toBe(200);
+    expect(await ctxOf('lazy:latest')).toBe(2048);
+    // Less: the model stays as it is (no reload back and forth between clients)...
+    const reloads = stack.sched.dispatcher.loader!.reloads;
+    expect((await at(512)).status).toBe(200);
+    expect(await ctxOf('lazy:latest')).toBe(2048);
+    // ...and the request's window is num_ctx: a prompt past it is refused, the output stops at it.
+    const long = await stack.post('/api/generate', { model: 'lazy', prompt: 'word '.repeat(40), raw: true, stream: false, options: { num_ctx: 16 } });
+    expect(long.status).toBe(400);
+    expect(long.body.error).toMatch(/context window \(num_ctx\) holds 16/);
+    const fill = await stack.post('/api/generate', { model: 'lazy', prompt: 'Hi', raw: true, stream: false, options: { num_ctx: 12, temperature: 0 } });
+    expect(fill.body).toMatchObject({ done: true, done_reason: 'length' });
+    expect(fill.body.prompt_eval_count + fill.body.eval_count).toBe(12);
+    // A chat history longer than the window keeps its latest turns that fit (Ollama's truncation).
+    const history = Array.from({ length: 12 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `turn ${i} `.repeat(8) }));
+    const cut = await stack.post('/api/chat', { model: 'lazy', messages: history.slice(0, 11), stream: false, options: { num_ctx: 96, num_predict: 2, temperature: 0 } });
+    expect(cut.status).toBe(200);
+    expect(cut.body.prompt_eval_count).toBeLessThanOrEqual(96);
+    // More: reloaded with it (idle, from the models directory).
+    expect((await at(3072)).status).toBe(200);
+    expect(await ctxOf('lazy:latest')).toBe(3072);
+    expect(stack.sched.dispatcher.loader!.reloads).toBe(reloads + 1);
+    // A model loaded from outside the directory keeps its context; the window is its context.
+    expect((await stack.post('/api/chat', { model: 'tiny', messages, stream: false, options: { num_predict: 2, num_ctx: 8192 } })).status).toBe(200);
+    expect(await ctxOf('tiny:latest')).toBe(1024);
+  }, 60_000);
+
   it("answers llama-server's router endpoints: GET /models, POST /models/load and /models/unload", async () => {
     const status = async () => Object.fromEntries(((await get('/models')).data as { id: string; status: { value: string } }[]).map((m) => [m.id, m.status.value]));
     if ((await status()).lazy === 'loaded') expect((await stack.post('/models/unload', { model: 'lazy' })).body).toEqual({ success: true });

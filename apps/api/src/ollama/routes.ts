@@ -184,13 +184,17 @@ const idsOf = (name: string): string[] => (name.endsWith(':latest') ? [name, nam
 const byName = <T extends { id: string }>(models: readonly T[], name: string): T | undefined => idsOf(name).map((id) => models.find((x) => x.id === id)).find((x) => x);
 
 /** The served model a request names: its id, or its id tagged :latest. */
-async function resolve(scheduler: spb.SchedulerServiceClient, name: string): Promise<common.ModelInfo> {
+async function resolve(scheduler: spb.SchedulerServiceClient, name: string, numCtx?: number | null): Promise<common.ModelInfo> {
   const models = await servedModels(scheduler);
   // Loaded, else loaded now from the models directory (as Ollama loads a model a request names).
   let m = byName(models, name) ?? null;
-  for (const id of idsOf(name)) m ??= await ensureModel(scheduler, id);
+  // A larger num_ctx than it was loaded with: the scheduler reloads it with that, if it can (idle,
+  // from the models directory); else the request's window is the model's context.
+  if (m && numCtx && numCtx > m.contextLength) m = (await ensureModel(scheduler, m.id, undefined, numCtx)) ?? m;
+  for (const id of idsOf(name)) m ??= await ensureModel(scheduler, id, undefined, numCtx ?? 0);
   if (!m) throw new HttpError(404, { error: { message: `model '${name}' not found (served: ${models.map((x) => ollamaName(x.id)).join(', ') || 'none'})`, type: 'not_found', param: 'model', code: null } });
-  return m;
+  // Ollama's num_ctx is the request's context: within the model's, the window it may fill.
+  return numCtx && numCtx < m.contextLength ? { ...m, contextLength: numCtx } : m;
 }
 
 /**
@@ -326,6 +330,8 @@ function generationFields(b: ChatRequest | GenerateRequest, m: common.ModelInfo,
     model: m.id,
     // -1 (the default) and -2: until the end of generation or the context is full.
     maxTokens: n < 0 ? Math.max(1, m.contextLength) : n,
+    // (resolve made m's context the request's num_ctx when that is smaller.)
+    contextWindow: o?.num_ctx ? m.contextLength : 0,
     promptOnly: n === 0,
     stop: stops,
     sampling: sampling(o, m.contextLength),
@@ -461,7 +467,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const b = parsed.data;
     return guarded(reply, async (s) => {
       if (!b.messages?.length && unloadsNow(b.keep_alive)) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: await unload(s, b.model), done: true };
-      const m = await resolve(s, b.model);
+      const m = await resolve(s, b.model, b.options?.num_ctx);
       // No messages: Ollama loads the model and says so (resolve loaded it if it was not).
       if (!b.messages?.length) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: await preload(s, m, b.keep_alive), done: true };
       const tools = b.tools?.length ? b.tools.map((t) => functionTool(t.function.name, t.function.description, t.function.parameters)) : undefined;
@@ -489,7 +495,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     return guarded(reply, async (s) => {
       const prompt = b.prompt ?? '';
       if (!prompt && !b.suffix && unloadsNow(b.keep_alive)) return { model: b.model, created_at: nowIso(), response: '', done: true, done_reason: await unload(s, b.model) };
-      const m = await resolve(s, b.model);
+      const m = await resolve(s, b.model, b.options?.num_ctx);
       if (!prompt && !b.suffix) return { model: b.model, created_at: nowIso(), response: '', done: true, done_reason: await preload(s, m, b.keep_alive) };
       let tokens: number[] = [];
       let reasoningOpen = false;
@@ -525,8 +531,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     });
   });
 
-  const embed = async (reply: FastifyReply, req: FastifyRequest, s: spb.SchedulerServiceClient, model: string, inputs: string[], truncate: boolean, keepAliveMs?: number) => {
-    const m = await resolve(s, model);
+  const embed = async (reply: FastifyReply, req: FastifyRequest, s: spb.SchedulerServiceClient, model: string, inputs: string[], truncate: boolean, keepAliveMs?: number, numCtx?: number | null) => {
+    const m = await resolve(s, model, numCtx);
     const t0 = performance.now();
     const gens: pb.GenerateRequest[] = [];
     for (const [i, input] of inputs.entries()) {
@@ -536,7 +542,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
         promptTokens = t.tokens.slice(0, Math.max(1, m.contextLength));
       }
       gens.push(pb.GenerateRequest.fromPartial({
-        requestId: `ollama-embed-${randomUUID()}-${i}`, model: m.id, maxTokens: 1, embed: pb.EmbedPooling.EMBED_MODEL,
+        requestId: `ollama-embed-${randomUUID()}-${i}`, model: m.id, maxTokens: 1, embed: pb.EmbedPooling.EMBED_MODEL, contextWindow: numCtx ? m.contextLength : 0,
         ...(promptTokens ? { promptTokens } : { prompt: input }),
       }));
     }
@@ -561,7 +567,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const b = parsed.data;
     return guarded(reply, async (s) => {
       const inputs = typeof b.input === 'string' ? [b.input] : b.input;
-      const r = await embed(reply, req, s, b.model, inputs, b.truncate ?? true, b.keep_alive);
+      const r = await embed(reply, req, s, b.model, inputs, b.truncate ?? true, b.keep_alive, b.options?.num_ctx);
       const width = r.vectors[0]?.length ?? 0;
       if (b.dimensions && b.dimensions > width) throw new HttpError(400, { error: { message: `dimensions ${b.dimensions} is more than the model's ${width}`, type: 'invalid_request_error', param: 'dimensions', code: null } });
       const embeddings = r.vectors.map((v) => {
@@ -577,7 +583,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
   app.post('/api/embeddings', (req, reply) => {
     const parsed = LegacyEmbedRequest.safeParse(req.body);
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
-    return guarded(reply, async (s) => ({ embedding: (await embed(reply, req, s, parsed.data.model, [parsed.data.prompt], false, parsed.data.keep_alive)).vectors[0] }));
+    return guarded(reply, async (s) => ({ embedding: (await embed(reply, req, s, parsed.data.model, [parsed.data.prompt], false, parsed.data.keep_alive, parsed.data.options?.num_ctx)).vectors[0] }));
   });
 
   // `ollama rm` / `ollama cp` on the models directory (ID.gguf; ID:latest names it too).

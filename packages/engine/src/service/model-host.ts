@@ -409,12 +409,17 @@ export class LocalModelHost implements ModelHost {
       );
     const id = req.requestId || `req-${Date.now()}-${Math.random().toString(36).slice(2)}`;
     if (this.requests.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a request with id '${id}' is already running`);
+    // The request's own window (Ollama's num_ctx) inside the model's context.
+    const window = req.contextWindow > 0 && req.contextWindow < m.model.nCtx ? req.contextWindow : 0;
+    if (window && prompt.length >= window)
+      throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${prompt.length} tokens; the request's context window (num_ctx) holds ${window}`);
+    // With prompt_logprobs, 0 asks for the prompt's scores alone.
+    const maxTokens = req.promptOnly ? 0 : req.maxTokens || (req.promptLogprobs ? 0 : 256);
     const stream = m.engine.generate(
       {
         id,
         prompt,
-        // With prompt_logprobs, 0 asks for the prompt's scores alone.
-        maxTokens: req.promptOnly ? 0 : req.maxTokens || (req.promptLogprobs ? 0 : 256),
+        maxTokens: window ? Math.min(maxTokens, window - prompt.length) : maxTokens,
         sampling: samplingFromProto(req.sampling, (b) => this.dryBreakers(m, b)),
         stop: req.stop.filter((s) => s.length > 0),
         logprobs: req.wantLogprobs || req.topLogprobs > 0,

@@ -363,6 +363,12 @@ export interface GenerateRequest {
    * inside are INVALID_ARGUMENT. Not with grammar or the other output forms.
    */
   regex: string;
+  /**
+   * The request's own context window (Ollama's num_ctx), when smaller than the model's context:
+   * the prompt must be shorter than it (else CONTEXT_OVERFLOW) and the output stops (LENGTH) when
+   * prompt and output fill it. 0 = the model's context.
+   */
+  contextWindow: number;
 }
 
 /**
@@ -1276,6 +1282,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     continueFinalMessage: false,
     grammar: "",
     regex: "",
+    contextWindow: 0,
   };
 }
 
@@ -1396,6 +1403,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.regex !== "") {
       writer.uint32(290).string(message.regex);
+    }
+    if (message.contextWindow !== 0) {
+      writer.uint32(296).uint32(message.contextWindow);
     }
     return writer;
   },
@@ -1721,6 +1731,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.regex = reader.string();
             continue;
           }
+          case 37: {
+            if (tag !== 296) {
+              break;
+            }
+
+            message.contextWindow = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1877,6 +1895,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : false,
       grammar: isSet(object.grammar) ? globalThis.String(object.grammar) : "",
       regex: isSet(object.regex) ? globalThis.String(object.regex) : "",
+      contextWindow: isSet(object.contextWindow)
+        ? globalThis.Number(object.contextWindow)
+        : isSet(object.context_window)
+        ? globalThis.Number(object.context_window)
+        : 0,
     };
   },
 
@@ -1990,6 +2013,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.regex !== "") {
       obj.regex = message.regex;
     }
+    if (message.contextWindow !== 0) {
+      obj.contextWindow = Math.round(message.contextWindow);
+    }
     return obj;
   },
 
@@ -2038,6 +2064,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.continueFinalMessage = object.continueFinalMessage ?? false;
     message.grammar = object.grammar ?? "";
     message.regex = object.regex ?? "";
+    message.contextWindow = object.contextWindow ?? 0;
     return message;
   },
 };

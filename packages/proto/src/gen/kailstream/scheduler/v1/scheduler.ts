@@ -168,6 +168,14 @@ export interface EnsureModelRequest {
   /** As SubmitRequest's (Ollama's empty request that preloads a model with a keep_alive). */
   keepAliveMs: number;
   hasKeepAlive: boolean;
+  /**
+   * The context the caller wants (Ollama's num_ctx; 0 = no wish). A model loaded on demand is
+   * loaded with it; one already loaded with a smaller context, that load on demand can bring
+   * back, is reloaded with it once idle, as Ollama reloads. A larger context never goes back to a
+   * smaller one (requests cap their window instead: GenerateRequest.context_window), and a model
+   * in use, or loaded from outside the models directory, keeps its context.
+   */
+  contextLength: number;
 }
 
 export interface EnsureModelResponse {
@@ -1933,7 +1941,7 @@ export const QueueSnapshot_QueuedPerTenantEntry: MessageFns<QueueSnapshot_Queued
 };
 
 function createBaseEnsureModelRequest(): EnsureModelRequest {
-  return { model: "", keepAliveMs: 0, hasKeepAlive: false };
+  return { model: "", keepAliveMs: 0, hasKeepAlive: false, contextLength: 0 };
 }
 
 export const EnsureModelRequest: MessageFns<EnsureModelRequest> = {
@@ -1946,6 +1954,9 @@ export const EnsureModelRequest: MessageFns<EnsureModelRequest> = {
     }
     if (message.hasKeepAlive !== false) {
       writer.uint32(24).bool(message.hasKeepAlive);
+    }
+    if (message.contextLength !== 0) {
+      writer.uint32(32).uint32(message.contextLength);
     }
     return writer;
   },
@@ -1987,6 +1998,14 @@ export const EnsureModelRequest: MessageFns<EnsureModelRequest> = {
             message.hasKeepAlive = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.contextLength = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2012,6 +2031,11 @@ export const EnsureModelRequest: MessageFns<EnsureModelRequest> = {
         : isSet(object.has_keep_alive)
         ? globalThis.Boolean(object.has_keep_alive)
         : false,
+      contextLength: isSet(object.contextLength)
+        ? globalThis.Number(object.contextLength)
+        : isSet(object.context_length)
+        ? globalThis.Number(object.context_length)
+        : 0,
     };
   },
 
@@ -2026,6 +2050,9 @@ export const EnsureModelRequest: MessageFns<EnsureModelRequest> = {
     if (message.hasKeepAlive !== false) {
       obj.hasKeepAlive = message.hasKeepAlive;
     }
+    if (message.contextLength !== 0) {
+      obj.contextLength = Math.round(message.contextLength);
+    }
     return obj;
   },
 
@@ -2037,6 +2064,7 @@ export const EnsureModelRequest: MessageFns<EnsureModelRequest> = {
     message.model = object.model ?? "";
     message.keepAliveMs = object.keepAliveMs ?? 0;
     message.hasKeepAlive = object.hasKeepAlive ?? false;
+    message.contextLength = object.contextLength ?? 0;
     return message;
   },
 };
