@@ -593,6 +593,53 @@ export class GbnfRecognizer implements ByteRecognizer {
     return out.length > 0 && ((byId && (cps.length > 0 || this.partialRemain === 0)) || byText);
   }
 
+  /** Advances past one code point (a recognizer of characters, not tokens: JSON strings' patterns). */
+  feedCodePoint(c: number): boolean {
+    const out: number[] = [];
+    for (const s of this.stacks) {
+      if (s === EMPTY) continue;
+      for (const d of this.step(s, c)) if (!out.includes(d)) out.push(d);
+    }
+    this.stacks = out;
+    return out.length > 0;
+  }
+
+  /** Whether some code point in lo..hi may come next (a character whose first bytes are known). */
+  acceptsSomeIn(lo: number, hi: number): boolean {
+    const { types, values } = this;
+    for (const s of this.stacks) {
+      if (s === EMPTY) continue;
+      let pos = this.table.top[s];
+      const t = types[pos];
+      if (t === G.Token || t === G.TokenNot) continue;
+      if (t === G.CharAny) return true;
+      // The class's ranges.
+      const ranges: [number, number][] = [];
+      do {
+        if (types[pos + 1] === G.CharRngUpper) {
+          ranges.push([values[pos], values[pos + 1]]);
+          pos += 2;
+        } else {
+          ranges.push([values[pos], values[pos]]);
+          pos += 1;
+        }
+      } while (types[pos] === G.CharAlt);
+      if (t === G.Char) {
+        if (ranges.some(([a, b]) => a <= hi && lo <= b)) return true;
+        continue;
+      }
+      // Negated: some code point of lo..hi outside every range.
+      let x = lo;
+      for (;;) {
+        const r = ranges.find(([a, b]) => a <= x && x <= b);
+        if (!r) return true;
+        x = r[1] + 1;
+        if (x > hi) break;
+      }
+    }
+    return false;
+  }
+
   /**
    * The code points of a token's bytes after the unfinished character before them (a token may
    * end inside a character); null when the bytes are not UTF-8. Stricter than llama.cpp's

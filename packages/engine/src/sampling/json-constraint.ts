@@ -1,5 +1,6 @@
 import { EngineError } from '../errors';
-import { anyObjectGrammar, compileJsonValueSchema, type JsonGrammar, type LiteralTable, type SchemaNode } from './json-schema';
+import { GbnfRecognizer, type GbnfGrammar } from './gbnf';
+import { anyObjectGrammar, compileJsonValueSchema, type JsonGrammar, type LiteralTable, type NumberBounds, type SchemaNode } from './json-schema';
 
 /**
  * Constrained decoding to JSON (OpenAI's `response_format` `json_object` and `json_schema`,
@@ -131,6 +132,14 @@ export class JsonRecognizer implements ByteRecognizer {
   depth = 0;
   /** Per frame: kind, node, count (an object's next property position, an array's elements). */
   readonly stack = new Int32Array(3 * MAX_DEPTH);
+  /** A bounded number being read: its range, sign and text so far (digits and '.'). */
+  nb: NumberBounds | null = null;
+  nNeg = 0;
+  nText = '';
+  /** 1 inside a string with a pattern: `pat` reads its characters; `cpVal` is the one being read (UTF-8 bits or \u digits). */
+  patOn = 0;
+  pat: GbnfRecognizer | null = null;
+  cpVal = 0;
 
   constructor(readonly grammar: JsonGrammar = anyObjectGrammar()) {
     this.nodes = grammar.nodes;
@@ -144,7 +153,7 @@ export class JsonRecognizer implements ByteRecognizer {
   }
 
   stringRoom(): number {
-    return this.mode === M.Str && this.utfLeft === 0 ? this.strMax - this.strLen : -1;
+    return this.mode === M.Str && this.utfLeft === 0 && !this.patOn ? this.strMax - this.strLen : -1;
   }
 
   /** Back to the start: the grammar's value expected, nothing read. */
@@ -154,6 +163,7 @@ export class JsonRecognizer implements ByteRecognizer {
     this.ws = 0;
     this.utfLeft = 0;
     this.depth = 0;
+    this.patOn = 0;
   }
 
   copy(): JsonRecognizer {
@@ -182,6 +192,95 @@ export class JsonRecognizer implements ByteRecognizer {
     this.ws = o.ws;
     this.depth = o.depth;
     this.stack.set(o.stack.subarray(0, 3 * o.depth));
+    this.nb = o.nb;
+    this.nNeg = o.nNeg;
+    this.nText = o.nText;
+    this.patOn = o.patOn;
+    this.cpVal = o.cpVal;
+    if (o.patOn) this.patFrom(o.pat!);
+  }
+
+  /** `pat` set to r's state (a new recognizer only when the grammar differs). */
+  private patFrom(r: GbnfRecognizer): void {
+    if (!this.pat || this.pat.grammar !== r.grammar) this.pat = new GbnfRecognizer(r.grammar);
+    this.pat.assign(r);
+  }
+
+  /** Starts a string with this pattern (or none). */
+  private patStart(g: GbnfGrammar | undefined): void {
+    this.patOn = g ? 1 : 0;
+    if (!g) return;
+    let start = PATTERN_START.get(g);
+    if (!start) PATTERN_START.set(g, (start = new GbnfRecognizer(g)));
+    this.patFrom(start);
+  }
+
+  /** A character of a pattern string is complete: the pattern takes it. */
+  private patChar(c: number): boolean {
+    return !this.patOn || this.pat!.feedCodePoint(c);
+  }
+
+  /** A character of a pattern string is under way: some code point in its range can come. */
+  private patSome(v: number, bitsLeft: number): boolean {
+    if (!this.patOn) return true;
+    const lo = v * 2 ** bitsLeft;
+    return this.pat!.acceptsSomeIn(lo, lo + 2 ** bitsLeft - 1);
+  }
+
+  /** Starts a number of node n (the first byte comes next). */
+  private numStart(node: Extract<SchemaNode, { kind: 'number' }>): void {
+    this.integer = node.integer ? 1 : 0;
+    this.nb = node.bounds ?? null;
+    this.nNeg = 0;
+    this.nText = '';
+  }
+
+  /** A bounded number's next byte (a digit or '.') went into its text: some completion is still within its bounds. */
+  private numFeasible(): boolean {
+    const nb = this.nb;
+    if (!nb) return true;
+    // Does some value in a..b (magnitudes; the sign applies) fall within the bounds?
+    const meets = (a: number, aOpen: boolean, b: number, bOpen: boolean) => {
+      let lo = a;
+      let hi = b;
+      let loOpen = aOpen;
+      let hiOpen = bOpen;
+      if (this.nNeg) [lo, hi, loOpen, hiOpen] = [-b, -a, bOpen, aOpen];
+      const L = Math.max(lo, nb.lo);
+      const H = Math.min(hi, nb.hi);
+      const Lopen = (lo === L && loOpen) || (nb.lo === L && nb.loOpen);
+      const Hopen = (hi === H && hiOpen) || (nb.hi === H && nb.hiOpen);
+      return L < H || (L === H && !Lopen && !Hopen);
+    };
+    const t = this.nText;
+    switch (this.mode) {
+      case M.Minus:
+        return meets(0, false, Infinity, false);
+      case M.Zero:
+        return this.integer ? meets(0, false, 0, false) : meets(0, false, 1, true);
+      case M.Int: {
+        // The digits so far, then k more (and a fraction, for a number).
+        const p = Number(t);
+        for (let k = 0, f = 1; k <= 22; k++, f *= 10) if (this.integer ? meets(p * f, false, p * f + f - 1, false) : meets(p * f, false, (p + 1) * f, true)) return true;
+        return this.nNeg ? nb.lo === -Infinity : nb.hi === Infinity;
+      }
+      case M.Dot:
+      case M.Frac: {
+        const dot = t.indexOf('.');
+        const v = Number(t.endsWith('.') ? t.slice(0, -1) : t);
+        return meets(v, false, v + 10 ** -(t.length - dot - 1), true);
+      }
+      default:
+        return true;
+    }
+  }
+
+  /** A bounded number's value is within its bounds (it ends here). */
+  private numInRange(): boolean {
+    const nb = this.nb;
+    if (!nb) return true;
+    const v = (this.nNeg ? -1 : 1) * Number(this.nText);
+    return (v > nb.lo || (v === nb.lo && !nb.loOpen)) && (v < nb.hi || (v === nb.hi && !nb.hiOpen));
   }
 
   /** Feeds bytes; false (state then undefined) when they cannot continue a text of the grammar. */
@@ -246,14 +345,18 @@ export class JsonRecognizer implements ByteRecognizer {
         this.strLen = 0;
         this.strMin = node.min;
         this.strMax = node.max;
+        this.patStart(node.pattern);
         return true;
       case 'number':
-        this.integer = node.integer ? 1 : 0;
-        if (b === 0x2d) this.mode = M.Minus;
-        else if (b === 0x30) this.mode = M.Zero;
+        this.numStart(node);
+        if (b === 0x2d) {
+          this.mode = M.Minus;
+          this.nNeg = 1;
+        } else if (b === 0x30) this.mode = M.Zero;
         else if (b > 0x30 && b <= 0x39) this.mode = M.Int;
         else return false;
-        return true;
+        if (b !== 0x2d) this.nText = String.fromCharCode(b);
+        return this.numFeasible();
       case 'literals':
         this.lit = node.table;
         this.litLo = 0;
@@ -276,6 +379,7 @@ export class JsonRecognizer implements ByteRecognizer {
       this.strLen = 0;
       this.strMin = 0;
       this.strMax = Infinity;
+      this.patOn = 0;
       return true;
     }
     const t = node.keyTables[this.stack[f + 2]];
@@ -341,6 +445,7 @@ export class JsonRecognizer implements ByteRecognizer {
 
   /** A number ended at byte b, which belongs to what follows it. */
   private endNumber(b: number): boolean {
+    if (!this.numInRange()) return false;
     this.valueDone();
     return this.mode !== M.Done && this.byte(b);
   }
@@ -389,44 +494,59 @@ export class JsonRecognizer implements ByteRecognizer {
       }
       case M.Str:
         return this.stringByte(b);
-      case M.Esc:
+      case M.Esc: {
         if (b === 0x75) {
           this.mode = M.Hex;
           this.hex = 4;
+          this.cpVal = 0;
           return true;
         }
-        if (b === 0x22 || b === 0x5c || b === 0x2f || b === 0x62 || b === 0x66 || b === 0x6e || b === 0x72 || b === 0x74) {
-          this.mode = M.Str;
-          return true;
-        }
-        return false;
+        const c = b < 128 ? ESCAPED[b] : -1;
+        if (c < 0) return false;
+        this.mode = M.Str;
+        return this.patChar(c);
+      }
       case M.Hex:
         if (!isHex(b)) return false;
-        if (--this.hex === 0) this.mode = M.Str;
-        return true;
+        this.cpVal = this.cpVal * 16 + parseInt(String.fromCharCode(b), 16);
+        if (--this.hex === 0) {
+          this.mode = M.Str;
+          return this.patChar(this.cpVal);
+        }
+        return this.patSome(this.cpVal, 4 * this.hex);
       case M.Minus:
         if (b === 0x30) this.mode = M.Zero;
         else if (b > 0x30 && b <= 0x39) this.mode = M.Int;
         else return false;
-        return true;
+        this.nText = String.fromCharCode(b);
+        return this.numFeasible();
       case M.Zero:
         if (!this.integer && b === 0x2e) this.mode = M.Dot;
-        else if (!this.integer && (b === 0x65 || b === 0x45)) this.mode = M.Exp;
+        else if (!this.integer && !this.nb && (b === 0x65 || b === 0x45)) this.mode = M.Exp;
         else return this.endNumber(b);
-        return true;
+        this.nText += String.fromCharCode(b);
+        return this.numFeasible();
       case M.Int:
-        if (isDigit(b)) return true;
+        if (isDigit(b)) {
+          this.nText += String.fromCharCode(b);
+          return this.numFeasible();
+        }
         if (!this.integer && b === 0x2e) this.mode = M.Dot;
-        else if (!this.integer && (b === 0x65 || b === 0x45)) this.mode = M.Exp;
+        else if (!this.integer && !this.nb && (b === 0x65 || b === 0x45)) this.mode = M.Exp;
         else return this.endNumber(b);
-        return true;
+        this.nText += String.fromCharCode(b);
+        return this.numFeasible();
       case M.Dot:
         if (!isDigit(b)) return false;
         this.mode = M.Frac;
-        return true;
+        this.nText += String.fromCharCode(b);
+        return this.numFeasible();
       case M.Frac:
-        if (isDigit(b)) return true;
-        if (b === 0x65 || b === 0x45) {
+        if (isDigit(b)) {
+          this.nText += String.fromCharCode(b);
+          return this.numFeasible();
+        }
+        if (!this.nb && (b === 0x65 || b === 0x45)) {
           this.mode = M.Exp;
           return true;
         }
@@ -455,10 +575,14 @@ export class JsonRecognizer implements ByteRecognizer {
       this.utfLeft--;
       this.utfLo = 0x80;
       this.utfHi = 0xbf;
-      return true;
+      if (!this.patOn) return true;
+      this.cpVal = this.cpVal * 64 + (b & 0x3f);
+      return this.utfLeft === 0 ? this.patChar(this.cpVal) : this.patSome(this.cpVal, 6 * this.utfLeft);
     }
     if (b === 0x22) {
       if (this.strLen < this.strMin) return false;
+      if (this.patOn && !this.pat!.done) return false;
+      this.patOn = 0;
       if (this.strKey) {
         this.next = this.objectNode().values;
         this.mode = M.Colon;
@@ -470,30 +594,42 @@ export class JsonRecognizer implements ByteRecognizer {
     if (b === 0x5c) {
       this.strLen++;
       this.mode = M.Esc;
-      return true;
+      return this.patSome(0, 16);
     }
     if (b < 0x20) return false;
     this.strLen++;
-    if (b < 0x80) return true;
+    if (b < 0x80) return this.patChar(b);
     // UTF-8 lead bytes, with the ranges of the first continuation byte that rule out overlong
     // forms and surrogates (RFC 3629).
-    if (b >= 0xc2 && b <= 0xdf) return this.expect(1, 0x80, 0xbf);
-    if (b === 0xe0) return this.expect(2, 0xa0, 0xbf);
-    if ((b >= 0xe1 && b <= 0xec) || b === 0xee || b === 0xef) return this.expect(2, 0x80, 0xbf);
-    if (b === 0xed) return this.expect(2, 0x80, 0x9f);
-    if (b === 0xf0) return this.expect(3, 0x90, 0xbf);
-    if (b >= 0xf1 && b <= 0xf3) return this.expect(3, 0x80, 0xbf);
-    if (b === 0xf4) return this.expect(3, 0x80, 0x8f);
+    if (b >= 0xc2 && b <= 0xdf) return this.expect(1, 0x80, 0xbf, b);
+    if (b === 0xe0) return this.expect(2, 0xa0, 0xbf, b);
+    if ((b >= 0xe1 && b <= 0xec) || b === 0xee || b === 0xef) return this.expect(2, 0x80, 0xbf, b);
+    if (b === 0xed) return this.expect(2, 0x80, 0x9f, b);
+    if (b === 0xf0) return this.expect(3, 0x90, 0xbf, b);
+    if (b >= 0xf1 && b <= 0xf3) return this.expect(3, 0x80, 0xbf, b);
+    if (b === 0xf4) return this.expect(3, 0x80, 0x8f, b);
     return false;
   }
 
-  private expect(n: number, lo: number, hi: number): boolean {
+  /** A UTF-8 lead byte b of a character of n more bytes, the next in lo..hi. */
+  private expect(n: number, lo: number, hi: number, b: number): boolean {
     this.utfLeft = n;
     this.utfLo = lo;
     this.utfHi = hi;
-    return true;
+    this.cpVal = b & (0x3f >> n);
+    if (!this.patOn) return true;
+    // The code points the lead byte and the next byte's range allow (E0 and F0 start no overlong form).
+    const rest = 2 ** (6 * (n - 1));
+    return this.pat!.acceptsSomeIn((this.cpVal * 64 + (lo & 0x3f)) * rest, (this.cpVal * 64 + (hi & 0x3f)) * rest + rest - 1);
   }
 }
+
+/** The character each one-letter JSON escape stands for (-1: not an escape). */
+const ESCAPED = new Int32Array(128).fill(-1);
+for (const [e, c] of [['"', 0x22], ['\\', 0x5c], ['/', 0x2f], ['b', 0x08], ['f', 0x0c], ['n', 0x0a], ['r', 0x0d], ['t', 0x09]] as const) ESCAPED[e.charCodeAt(0)] = c;
+
+/** Each pattern's recognizer at the start of a string, made once. */
+const PATTERN_START = new WeakMap<GbnfGrammar, GbnfRecognizer>();
 
 const FIRST_BYTE_INDEX = new WeakMap<readonly Uint8Array[], Int32Array[]>();
 

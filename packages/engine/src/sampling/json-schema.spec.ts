@@ -156,8 +156,12 @@ describe('compileJsonSchema + JsonRecognizer', () => {
   });
 
   it.each<[unknown, RegExp]>([
-    [{ type: 'object', properties: { a: { type: 'string', pattern: '^a' } } }, /json_schema at \/properties\/a: 'pattern' is not supported/],
-    [{ type: 'object', properties: { a: { type: 'integer', minimum: 0 } } }, /json_schema at \/properties\/a: 'minimum' is not supported/],
+    [{ type: 'object', properties: { a: { type: 'integer', multipleOf: 5 } } }, /json_schema at \/properties\/a: 'multipleOf' is not supported/],
+    [{ type: 'object', properties: { a: { type: 'string', pattern: '(a)\\1' } } }, /json_schema at \/properties\/a\/pattern: regex: \\1 \(a backreference\) cannot be held by a grammar/],
+    [{ type: 'object', properties: { a: { type: 'string', pattern: 5 } } }, /json_schema at \/properties\/a\/pattern: must be a string/],
+    [{ type: 'object', properties: { a: { type: 'integer', minimum: 3, maximum: 2.5 } } }, /json_schema at \/properties\/a: no integer is within its minimum and maximum/],
+    [{ type: 'object', properties: { a: { type: 'number', exclusiveMinimum: 1, maximum: 1 } } }, /no number is within its minimum and maximum/],
+    [{ type: 'object', properties: { a: { type: 'number', minimum: '1' } } }, /json_schema at \/properties\/a\/minimum: must be a number, got "1"/],
     [{ type: 'object', properties: { a: { anyOf: [{ type: 'object' }, { type: 'object', properties: { b: {} } }] } } }, /alternatives that can both start with "\{" are not supported/],
     [{ type: 'array', items: {} }, /the top-level schema must describe an object/],
     [{ type: 'object', properties: { a: { $ref: '#/$defs/Nope' } } }, /the reference "#\/\$defs\/Nope" leads nowhere/],

@@ -1,4 +1,6 @@
 import { EngineError } from '../errors';
+import { parseGbnf, type GbnfGrammar } from './gbnf';
+import { regexToGbnf } from './regex-gbnf';
 
 /**
  * A JSON Schema compiled into the grammar `JsonRecognizer` runs (OpenAI's
@@ -9,8 +11,11 @@ import { EngineError } from '../errors';
  * and OpenAI's strict mode do), `additionalProperties` as the value schema of an object without
  * `properties`, `items`/`minItems`/`maxItems`, `minLength`/`maxLength`, `enum`/`const` (any JSON values, written compactly),
  * `anyOf`/`oneOf` whose alternatives start differently (string or null, object or array...),
- * `allOf` of one schema, `nullable`, local `$ref` (`#/$defs/...`, recursion included). Keywords
- * that constrain values in ways not enforced here (`pattern`, `minLength`, `minimum`...) are refused
+ * `allOf` of one schema, `nullable`, local `$ref` (`#/$defs/...`, recursion included), a string's
+ * `pattern` (a regular expression, `regex-gbnf.ts`: a match anywhere unless anchored, on the
+ * string's characters with escapes decoded), a number's or integer's `minimum`/`maximum`/
+ * `exclusiveMinimum`/`exclusiveMaximum` (a bounded number is written without an exponent). Keywords
+ * that constrain values in ways not enforced here (`multipleOf`, `uniqueItems`...) are refused
  * with an error naming them, never ignored. Annotations (`title`, `description`, `default`, and
  * `format`, which JSON Schema makes an annotation unless a validator opts in) are ignored.
  */
@@ -18,11 +23,20 @@ import { EngineError } from '../errors';
 export type SchemaNode =
   | { kind: 'object'; props: { key: string; value: number; required: boolean }[]; free: boolean; values: number; keyTables: number[]; requiredFrom: boolean[] }
   | { kind: 'array'; items: number; min: number; max: number }
-  /** Length bounds count characters (code points; an escape is one). */
-  | { kind: 'string'; min: number; max: number }
-  | { kind: 'number'; integer: boolean }
+  /** Length bounds count characters (code points; an escape is one); `pattern`: JSON Schema's, as a grammar of characters. */
+  | { kind: 'string'; min: number; max: number; pattern?: GbnfGrammar }
+  /** `bounds`: minimum/maximum (exclusive ones open); a bounded number has no exponent. */
+  | { kind: 'number'; integer: boolean; bounds?: NumberBounds }
   | { kind: 'literals'; table: number }
   | { kind: 'union'; first: Int32Array; alts: number[] };
+
+/** A number's range: lo..hi, each end open (exclusive) or not; infinite ends for none. */
+export interface NumberBounds {
+  lo: number;
+  hi: number;
+  loOpen: boolean;
+  hiOpen: boolean;
+}
 
 /** Byte strings sorted bytewise, each with a payload (a property index for key tables). */
 export interface LiteralTable {
@@ -49,7 +63,7 @@ export const enc = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
 const DIGITS = '0123456789';
 
 const REFUSED = [
-  'pattern', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf',
+  'multipleOf',
   'patternProperties', 'propertyNames', 'minProperties', 'maxProperties', 'uniqueItems', 'contains', 'minContains', 'maxContains',
   'prefixItems', 'if', 'then', 'else', 'not', 'dependentRequired', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems',
   'contentEncoding', 'contentMediaType', '$dynamicRef',
@@ -167,16 +181,18 @@ class Compiler {
   private typed(t: unknown, o: Record<string, unknown>, path: string): number {
     switch (t) {
       case 'string': {
-        if (o.minLength === undefined && o.maxLength === undefined) return STRING;
+        if (o.minLength === undefined && o.maxLength === undefined && o.pattern === undefined) return STRING;
         const min = this.count(o.minLength, 0, `${path}/minLength`);
         const max = o.maxLength === undefined ? Infinity : this.count(o.maxLength, 0, `${path}/maxLength`);
         if (max < min) this.fail(path, `maxLength ${max} is below minLength ${min}`);
-        return this.add({ kind: 'string', min, max });
+        return this.add({ kind: 'string', min, max, pattern: this.pattern(o.pattern, `${path}/pattern`) });
       }
       case 'number':
-        return NUMBER;
-      case 'integer':
-        return this.add({ kind: 'number', integer: true });
+      case 'integer': {
+        const integer = t === 'integer';
+        const bounds = this.bounds(o, integer, path);
+        return !integer && !bounds ? NUMBER : this.add({ kind: 'number', integer, bounds });
+      }
       case 'boolean':
         return this.literals([false, true], path);
       case 'null':
@@ -211,6 +227,55 @@ class Compiler {
       default:
         this.fail(`${path}/type`, `unknown type ${JSON.stringify(t)}`);
     }
+  }
+
+  /** A string's `pattern` (a match anywhere, unless anchored) as a grammar; with `widen`, a pattern no grammar can hold is ignored. */
+  private pattern(p: unknown, path: string): GbnfGrammar | undefined {
+    if (p === undefined) return undefined;
+    if (typeof p !== 'string') return this.fail(path, 'must be a string (a regular expression)');
+    try {
+      return parseGbnf(regexToGbnf(p, { search: true }));
+    } catch (e) {
+      if (this.widen) return undefined;
+      return this.fail(path, (e as Error).message);
+    }
+  }
+
+  /**
+   * minimum / maximum / exclusiveMinimum / exclusiveMaximum (numbers, or draft 4's booleans that
+   * make minimum / maximum exclusive). An integer's become closed integer bounds. Undefined when
+   * there are none.
+   */
+  private bounds(o: Record<string, unknown>, integer: boolean, path: string): NumberBounds | undefined {
+    const num = (k: string) => {
+      const v = o[k];
+      if (v === undefined || typeof v === 'boolean') return undefined;
+      if (typeof v !== 'number' || !Number.isFinite(v)) return this.fail(`${path}/${k}`, `must be a number, got ${JSON.stringify(v)}`);
+      return v;
+    };
+    const min = num('minimum');
+    const max = num('maximum');
+    const xmin = num('exclusiveMinimum');
+    const xmax = num('exclusiveMaximum');
+    if (min === undefined && max === undefined && xmin === undefined && xmax === undefined) return undefined;
+    const b: NumberBounds = { lo: -Infinity, hi: Infinity, loOpen: false, hiOpen: false };
+    const lower = (v: number, open: boolean) => {
+      if (v > b.lo || (v === b.lo && open)) Object.assign(b, { lo: v, loOpen: open });
+    };
+    const upper = (v: number, open: boolean) => {
+      if (v < b.hi || (v === b.hi && open)) Object.assign(b, { hi: v, hiOpen: open });
+    };
+    if (min !== undefined) lower(min, o.exclusiveMinimum === true);
+    if (max !== undefined) upper(max, o.exclusiveMaximum === true);
+    if (xmin !== undefined) lower(xmin, true);
+    if (xmax !== undefined) upper(xmax, true);
+    if (integer) {
+      b.lo = b.loOpen ? Math.floor(b.lo) + 1 : Math.ceil(b.lo);
+      b.hi = b.hiOpen ? Math.ceil(b.hi) - 1 : Math.floor(b.hi);
+      b.loOpen = b.hiOpen = false;
+    }
+    if (b.lo > b.hi || (b.lo === b.hi && (b.loOpen || b.hiOpen))) this.fail(path, `no ${integer ? 'integer' : 'number'} is within its minimum and maximum`);
+    return b;
   }
 
   private count(v: unknown, min: number, path: string): number {

@@ -3,6 +3,8 @@ import { EngineError } from '../errors';
 /**
  * A regular expression (vLLM's `guided_regex`: the whole output must match it) as a GBNF grammar
  * (`gbnf.ts`), the way llama.cpp's json-schema-to-grammar turns a schema's `pattern` into rules.
+ * With `search` (JSON Schema's `pattern`), a match anywhere in the text is enough unless the
+ * pattern is anchored with '^' and '$'.
  *
  * The syntax is the common core of Python's `re` (what vLLM's backends read) and JavaScript's:
  * literals and escapes (`\n`, `\t`, `\xHH`, `\uHHHH`, `\.`…), classes (`[a-z_]`, `[^"\\]`, with
@@ -13,10 +15,16 @@ import { EngineError } from '../errors';
  * inline flags, anchors elsewhere, `\b` and possessive quantifiers cannot be expressed as a
  * grammar and are refused by name.
  */
-export function regexToGbnf(pattern: string): string {
+export function regexToGbnf(pattern: string, options: { search?: boolean } = {}): string {
   if (typeof pattern !== 'string' || pattern.length === 0) throw bad('the regular expression is empty', 0);
-  const r = new RegexParser(Array.from(pattern));
-  return `root ::= ${r.parse()}\n`;
+  const chars = Array.from(pattern);
+  const r = new RegexParser(chars);
+  const body = r.parse();
+  if (!options.search) return `root ::= ${body}\n`;
+  // JSON Schema's pattern: a match anywhere, unless anchored ('^' first, '$' last).
+  const start = chars[0] === '^';
+  const end = chars.length > 1 && chars[chars.length - 1] === '$' && chars[chars.length - 2] !== '\\';
+  return `root ::= ${start ? '' : 'any* '}(${body})${end ? '' : ' any*'}\nany ::= .\n`;
 }
 
 function bad(msg: string, at: number): EngineError {

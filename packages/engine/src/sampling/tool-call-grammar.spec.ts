@@ -71,8 +71,9 @@ describe('forced tool calls', () => {
     expect(prefix(p, call('get_time', '{"zone": "PST"}'))).toBe(false);
     expect(prefix(p, 'Sure. ' + call('get', '{}'))).toBe(false);
     expect(prefix(p, call('get', '{}') + ' and ')).toBe(false);
-    // minimum is not enforced (widened), the type is.
-    expect(complete(p, call('get_weather', '{"city": "x", "days": 0}'))).toBe(true);
+    // The parameters' bounds hold too.
+    expect(complete(p, call('get_weather', '{"city": "x", "days": 0}'))).toBe(false);
+    expect(complete(p, call('get_weather', '{"city": "x", "days": 10}'))).toBe(true);
     expect(prefix(p, call('get_weather', '{"city": "x", "days": 1.5}'))).toBe(false);
   });
 
@@ -154,7 +155,7 @@ describe('forced tool calls', () => {
     expect(prefix(glm, `<tool_call>get_weather\n<arg_key>wind</arg_key>`)).toBe(false); // not declared
     expect(prefix(glm, `<tool_call>get_wind`)).toBe(false);
     const compact = forcedToolCallPattern({ format: 'glm', layout: GLM47 }, tools, { name: 'get_weather', parallel: false });
-    expect(complete(compact, '<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value><arg_key>days</arg_key><arg_value>-2</arg_value></tool_call>')).toBe(true);
+    expect(complete(compact, '<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value><arg_key>days</arg_key><arg_value>2</arg_value></tool_call>')).toBe(true);
     expect(prefix(compact, '<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value></tool_call><tool_call>')).toBe(false);
   });
 

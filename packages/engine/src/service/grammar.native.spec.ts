@@ -61,6 +61,30 @@ describe('GBNF grammars on requests', () => {
     expect(await refused({ regex: 'a', grammar: 'root ::= "a"' })).toMatch(/a GBNF grammar cannot be combined with a regular expression/);
   });
 
+  it("holds a JSON schema's string patterns and number bounds (OpenAI's structured outputs)", async () => {
+    const schema = {
+      type: 'object',
+      properties: {
+        sku: { type: 'string', pattern: '^[A-Z]{3}-[0-9]{4}$' },
+        qty: { type: 'integer', minimum: 1, maximum: 12 },
+        price: { type: 'number', exclusiveMinimum: 0, maximum: 99.5 },
+      },
+      required: ['sku', 'qty', 'price'],
+      additionalProperties: false,
+    };
+    for (const seed of [1, 2, 3, 4]) {
+      const { text, finish } = await run({
+        maxTokens: 200, responseFormat: pb.ResponseFormat.RESPONSE_FORMAT_JSON_SCHEMA, jsonSchema: JSON.stringify(schema),
+        sampling: common.SamplingParams.fromPartial({ temperature: 1, seed, hasSeed: true }),
+      });
+      expect(finish).toBe(common.FinishReason.FINISH_REASON_STOP);
+      const v = JSON.parse(text);
+      expect(v.sku).toMatch(/^[A-Z]{3}-[0-9]{4}$/);
+      expect(Number.isInteger(v.qty) && v.qty >= 1 && v.qty <= 12).toBe(true);
+      expect(v.price > 0 && v.price <= 99.5).toBe(true);
+    }
+  }, 60_000);
+
   it('cuts a grammar output at max_tokens like any other', async () => {
     const out = await run({ grammar: 'root ::= "a" [a-z ]*', maxTokens: 5 });
     expect(out.finish).toBe(common.FinishReason.FINISH_REASON_LENGTH);
