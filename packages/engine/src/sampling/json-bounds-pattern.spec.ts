@@ -130,6 +130,37 @@ describe('JSON Schema bounds and patterns', () => {
       expect(seen.size).toBeGreaterThan(1);
     });
 
+  const formats: [string, string[], (s: string) => boolean][] = [
+    ['date', [...'0123-9T:Z'], (x) => /^\d{4}-\d{2}-\d{2}$/.test(x) && !Number.isNaN(Date.parse(x))],
+    ['date-time', [...'01239-T:Z.+'], (x) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(x) && (x.includes(':60') || !Number.isNaN(Date.parse(x)))],
+    ['time', [...'01259:Z+-.'], (x) => /^\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(x)],
+    ['uuid', [...'0aF9-g'], (x) => /^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$/i.test(x)],
+    ['email', [...'ab.@-_9'], (x) => {
+      const [local, domain, more] = x.split('@');
+      return more === undefined && /^[A-Za-z0-9._%+-]+$/.test(local) && domain.split('.').length > 1 && domain.split('.').every((l) => /^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$/.test(l));
+    }],
+    ['ipv4', [...'0125.9'], (x) => x.split('.').length === 4 && x.split('.').every((o) => String(Number(o)) === o && Number(o) <= 255)],
+  ];
+  for (const [format, alphabet, ok] of formats)
+    it(`strings: format ${format}`, () => {
+      const schema = { type: 'object', properties: { s: { type: 'string', format } }, required: ['s'] };
+      const rand = rng(format.length * 15485863);
+      for (let i = 0; i < 100; i++) {
+        const text = walk(schema, [...alphabet, '"', '}'], rand, '{"s":"');
+        expect([i, text]).not.toEqual([i, null]);
+        const v = JSON.parse(text!).s as string;
+        expect([v, ok(v)]).toEqual([v, true]);
+      }
+    });
+
+  it('takes pattern over format, and leaves other formats as annotations', () => {
+    const feed = (prop: object, text: string) => new JsonRecognizer(compileJsonSchema({ type: 'object', properties: { s: prop } })).feed(Buffer.from(`{"s":${text}}`));
+    expect(feed({ type: 'string', format: 'date', pattern: '^x+$' }, '"xx"')).toBe(true);
+    expect(feed({ type: 'string', format: 'date' }, '"xx"')).toBe(false);
+    expect(feed({ type: 'string', format: 'date' }, '"2026-12-02"')).toBe(true);
+    expect(feed({ type: 'string', format: 'uri' }, '"anything"')).toBe(true);
+  });
+
   it('holds a pattern together with minLength and maxLength, and refuses a text outside it', () => {
     const g = compileJsonSchema({ type: 'object', properties: { code: { type: 'string', pattern: '^[0-9a-f]+$', minLength: 4, maxLength: 6 } } });
     const feed = (text: string) => new JsonRecognizer(g).feed(Buffer.from(text));

@@ -14,10 +14,12 @@ import { regexToGbnf } from './regex-gbnf';
  * `allOf` of one schema, `nullable`, local `$ref` (`#/$defs/...`, recursion included), a string's
  * `pattern` (a regular expression, `regex-gbnf.ts`: a match anywhere unless anchored, on the
  * string's characters with escapes decoded), a number's or integer's `minimum`/`maximum`/
- * `exclusiveMinimum`/`exclusiveMaximum` (a bounded number is written without an exponent). Keywords
+ * `exclusiveMinimum`/`exclusiveMaximum` (a bounded number is written without an exponent), a string's
+ * `format` when it is date, time, date-time, uuid, email, ipv4 or hostname (as those patterns,
+ * unless a `pattern` is given). Keywords
  * that constrain values in ways not enforced here (`multipleOf`, `uniqueItems`...) are refused
  * with an error naming them, never ignored. Annotations (`title`, `description`, `default`, and
- * `format`, which JSON Schema makes an annotation unless a validator opts in) are ignored.
+ * other `format`s, which JSON Schema makes annotations unless a validator opts in) are ignored.
  */
 
 export type SchemaNode =
@@ -68,6 +70,26 @@ const REFUSED = [
   'prefixItems', 'if', 'then', 'else', 'not', 'dependentRequired', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems',
   'contentEncoding', 'contentMediaType', '$dynamicRef',
 ];
+
+const TIME = '([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])';
+const DATE = '[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])';
+const OCTET = '(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])';
+const LABEL = '[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
+
+/**
+ * The `format`s held, as patterns (OpenAI's structured outputs hold them; llama.cpp's
+ * json-schema-to-grammar holds date, time, date-time and uuid): RFC 3339's full-date, full-time
+ * (with Z or an offset) and date-time. Other formats stay annotations.
+ */
+const FORMATS: Record<string, string> = {
+  date: `^${DATE}$`,
+  time: `^${TIME}$`,
+  'date-time': `^${DATE}T${TIME}$`,
+  uuid: '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$',
+  email: `^[A-Za-z0-9._%+-]+@${LABEL}(\\.${LABEL})+$`,
+  ipv4: `^(${OCTET}\\.){3}${OCTET}$`,
+  hostname: `^${LABEL}(\\.${LABEL})*$`,
+};
 
 /** Bytewise order (a prefix first). */
 export function compareBytes(a: Uint8Array, b: Uint8Array): number {
@@ -181,11 +203,12 @@ class Compiler {
   private typed(t: unknown, o: Record<string, unknown>, path: string): number {
     switch (t) {
       case 'string': {
-        if (o.minLength === undefined && o.maxLength === undefined && o.pattern === undefined) return STRING;
+        if (o.minLength === undefined && o.maxLength === undefined && o.pattern === undefined && !(typeof o.format === 'string' && o.format in FORMATS)) return STRING;
         const min = this.count(o.minLength, 0, `${path}/minLength`);
         const max = o.maxLength === undefined ? Infinity : this.count(o.maxLength, 0, `${path}/maxLength`);
         if (max < min) this.fail(path, `maxLength ${max} is below minLength ${min}`);
-        return this.add({ kind: 'string', min, max, pattern: this.pattern(o.pattern, `${path}/pattern`) });
+        const format = o.pattern === undefined && typeof o.format === 'string' ? FORMATS[o.format] : undefined;
+        return this.add({ kind: 'string', min, max, pattern: this.pattern(o.pattern ?? format, `${path}/${o.pattern === undefined ? 'format' : 'pattern'}`) });
       }
       case 'number':
       case 'integer': {
