@@ -731,7 +731,11 @@ export class BatchEngine {
     if (!a.constraint.allows(first)) {
       const masked = (this.maskRow ??= new Float32Array(row.length));
       masked.set(row);
-      if (a.constraint.mask(masked) === 0) throw new EngineError('KAIL_E_INTERNAL', 'no token of the vocabulary can continue the constrained output');
+      if (a.constraint.mask(masked) === 0)
+        throw new EngineError(
+          'KAIL_E_INVALID_ARG',
+          `no token of the vocabulary can continue the constrained output after ${a.generated} tokens (the grammar, pattern or schema asks for text this vocabulary cannot write)`,
+        );
       token = a.sampler.sample(masked, a.history).token;
     }
     a.constraint.accept(token);
