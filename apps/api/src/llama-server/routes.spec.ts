@@ -163,6 +163,21 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
       // Greedy: the chosen token is the most likely one.
       expect(p.top_logprobs[0].id).toBe(p.id);
     }
+    // post_sampling_probs: the distribution after the chain (top_k 3 leaves at most 3 candidates), as probabilities.
+    const after = await post('/completion', { prompt: 'Once upon', n_predict: 4, n_probs: 5, temperature: 1, top_k: 3, top_p: 1, min_p: 0, seed: 7, post_sampling_probs: true });
+    const pp = after.body.completion_probabilities as { id: number; prob: number; top_probs: { id: number; prob: number }[] }[];
+    expect(pp).toHaveLength(4);
+    for (const p of pp) {
+      expect(p).not.toHaveProperty('logprob');
+      expect(p.top_probs.length).toBeGreaterThan(0);
+      expect(p.top_probs.length).toBeLessThanOrEqual(3);
+      expect(p.top_probs.reduce((a, t) => a + t.prob, 0)).toBeCloseTo(1, 5);
+      expect(p.top_probs.find((t) => t.id === p.id)?.prob).toBeCloseTo(p.prob, 6);
+      for (const t of p.top_probs) expect(t.prob).toBeGreaterThan(0);
+    }
+    // Greedy: the chosen token has probability 1.
+    const g = await post('/completion', { prompt: 'Once upon', n_predict: 2, n_probs: 3, ...greedy, post_sampling_probs: true });
+    for (const p of g.body.completion_probabilities) expect(p.prob).toBe(1);
   });
 
   it('fills in the middle with the project files before the prefix, as OpenAI suffix does without them', async () => {
@@ -239,7 +254,7 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     }
   });
 
-  it('answers n_cmpl completions per prompt (seed + j), keeps only response_fields, and refuses post_sampling_probs and LoRA', async () => {
+  it('answers n_cmpl completions per prompt (seed + j), keeps only response_fields, and refuses LoRA', async () => {
     const one = async (seed: number) => (await post('/completion', { prompt: 'Once', n_predict: 6, temperature: 1.5, seed, ignore_eos: true, return_tokens: true })).body.tokens;
     const r = await post('/completion', { prompt: 'Once', n_predict: 6, temperature: 1.5, seed: 11, ignore_eos: true, return_tokens: true, n_cmpl: 3 });
     expect(r.body.map((x: { index: number }) => x.index)).toEqual([0, 1, 2]);
@@ -250,7 +265,6 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect(Object.keys(f.body).sort()).toEqual(['content', 'generation_settings/n_predict']);
     expect(f.body['generation_settings/n_predict']).toBe(3);
     for (const [body, why] of [
-      [{ post_sampling_probs: true }, /post_sampling_probs is not supported/],
       [{ lora: [{ id: 0, scale: 1 }] }, /LoRA adapters are not supported/],
       [{ n_cmpl: 17 }, /n_cmpl/],
     ] as const) {

@@ -41,12 +41,8 @@ const generation = {
   n: z.number().int().min(1).max(16).optional().nullable(),
   /** Only these fields of each final answer; "a/b" takes b out of a, under the key "a/b" (llama-server's json_get_nested_values). */
   response_fields: z.array(z.string().max(200)).max(64).optional().nullable(),
-  /** llama-server's probabilities after the sampling chain: refused (completion_probabilities are the model's). */
-  post_sampling_probs: z
-    .boolean()
-    .refine((v) => !v, 'post_sampling_probs is not supported: completion_probabilities are the model\'s own log-probabilities (before the sampling chain)')
-    .optional()
-    .nullable(),
+  /** llama-server's probabilities after the sampling chain (`prob` and `top_probs` instead of `logprob` and `top_logprobs`). */
+  post_sampling_probs: z.boolean().optional().nullable(),
   /** LoRA adapters per request: none are loaded here, so only an empty list. */
   lora: z.array(z.unknown()).max(0, 'LoRA adapters are not supported').optional().nullable(),
   presence_penalty: sampling.presence_penalty,
@@ -305,10 +301,13 @@ function predictOf(b: Generation, contextLength: number): number {
 const STOP_TYPE = (finish: common.FinishReason, stopWord: string) =>
   finish === common.FinishReason.FINISH_REASON_STOP ? (stopWord ? 'word' : 'eos') : finish === common.FinishReason.FINISH_REASON_LENGTH ? 'limit' : 'none';
 
-/** completion_probabilities entries: each token with its bytes, logprob and the top alternatives. */
-function probabilities(msg: pb.GenerateResponse) {
-  const entry = (t: common.TokenLogprob) => ({ id: t.token, token: t.text, bytes: [...Buffer.from(t.text, 'utf8')], logprob: t.logprob });
-  return msg.logprobs.map((l, i) => ({ ...entry(l), top_logprobs: (msg.topLogprobs[i]?.candidates ?? []).map(entry) }));
+/**
+ * completion_probabilities entries: each token with its bytes, logprob and the top alternatives;
+ * after the sampling chain (post_sampling_probs), `prob` and `top_probs` as llama-server writes them.
+ */
+function probabilities(msg: pb.GenerateResponse, post: boolean) {
+  const entry = (t: common.TokenLogprob) => ({ id: t.token, token: t.text, bytes: [...Buffer.from(t.text, 'utf8')], ...(post ? { prob: Math.exp(t.logprob) } : { logprob: t.logprob }) });
+  return msg.logprobs.map((l, i) => ({ ...entry(l), [post ? 'top_probs' : 'top_logprobs']: (msg.topLogprobs[i]?.candidates ?? []).map(entry) }));
 }
 
 /** generation_settings (and /props' default_generation_settings.params): the settings a request ran with. */
@@ -391,6 +390,7 @@ async function complete(
       sampling: i % nCmpl && sampling.hasSeed ? { ...sampling, seed: (sampling.seed + (i % nCmpl)) % Number.MAX_SAFE_INTEGER } : sampling,
       wantLogprobs: nProbs > 0,
       topLogprobs: nProbs,
+      postSamplingProbs: !!b.post_sampling_probs,
       ignoreEos: !!b.ignore_eos,
       nIndent: Math.max(0, b.n_indent ?? 0),
       tMaxPredictMs: Math.max(0, b.t_max_predict_ms ?? 0),
@@ -445,7 +445,7 @@ async function complete(
       if (msg.tokens.length && !r.tFirst) r.tFirst = performance.now();
       r.content += msg.text;
       r.tokens.push(...msg.tokens);
-      const p = nProbs > 0 ? probabilities(msg) : [];
+      const p = nProbs > 0 ? probabilities(msg, !!b.post_sampling_probs) : [];
       r.probs.push(...p);
       r.last = msg;
       const done = msg.finishReason !== common.FinishReason.FINISH_REASON_UNSPECIFIED;

@@ -5,7 +5,7 @@ import { JsonConstraint, OutputConstraint } from '../sampling/json-constraint';
 import { anyObjectGrammar, compileJsonSchema, type JsonGrammar } from '../sampling/json-schema';
 import { PatternRecognizer, type OutputPattern } from '../sampling/tool-call-grammar';
 import { logprobs as computeLogprobs, type TokenLogprobs } from '../sampling/logprobs';
-import { createSampler, type ResolvedSamplerParams, type Sampler, type SamplerParams } from '../sampling/sampler';
+import { createSampler, type ResolvedSamplerParams, type SampleResult, type Sampler, type SamplerParams } from '../sampling/sampler';
 import { LineLimits } from '../sampling/line-limits';
 import { ReasoningBudget, type ReasoningBudgetSpec } from '../sampling/reasoning-budget';
 import { StopMatcher } from '../sampling/stop';
@@ -59,6 +59,12 @@ export interface GenerationRequest {
   /** Return the chosen token's logprob (and `topLogprobs` alternatives) with each token. */
   logprobs?: boolean;
   topLogprobs?: number;
+  /**
+   * The logprobs are those of the distribution each token was drawn from, after the sampling chain
+   * (llama-server's post_sampling_probs), not the model's own; alternatives with probability 0
+   * are left out. Such a sequence does not speculate.
+   */
+  postSamplingProbs?: boolean;
   /**
    * Also score the prompt: each prompt token's logprob given the ones before it (and `topLogprobs`
    * alternatives), sent in one chunk before the first generated token (OpenAI's echo with
@@ -124,6 +130,8 @@ interface Active {
   req: GenerationRequest;
   slot: number;
   sampler: Sampler;
+  /** With req.postSamplingProbs: the last draw (undefined for a token the reasoning budget forced). */
+  lastDraw?: SampleResult;
   /** With req.minTokens: the tokens masked until then (end of generation and stop tokens). */
   stopIds: ReadonlySet<number>;
   stop: StopMatcher;
@@ -309,7 +317,8 @@ export class BatchEngine {
     const a: Active = {
       req,
       slot: -1,
-      sampler: createSampler(req.sampling ?? {}),
+      // (With post-sampling probs the sampler reports its own distribution's top candidates.)
+      sampler: createSampler(req.postSamplingProbs && req.logprobs ? { ...req.sampling, nProbs: Math.max(1, req.topLogprobs ?? 0) } : (req.sampling ?? {})),
       stopIds: req.minTokens ? ends : new Set(),
       stop: new StopMatcher({ stop: req.stop, eogTokens: stopSet }),
       limits: req.nIndent || req.tMaxPredictMs ? new LineLimits(req.nIndent ?? 0, req.tMaxPredictMs ?? 0) : null,
@@ -497,7 +506,7 @@ export class BatchEngine {
       a.prefilled = a.reused;
       this.promptTokensReused += a.reused;
       if (copied) this.promptTokensCopied += a.reused;
-      if (this.spec && !a.constraint && !a.sampler.stateful && !a.req.minTokens) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
+      if (this.spec && !a.constraint && !a.sampler.stateful && !a.req.minTokens && !a.req.postSamplingProbs) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
       this.running.set(a.slot, a);
     }
   }
@@ -679,7 +688,7 @@ export class BatchEngine {
         a.generated++;
         produced++;
         if (a.generated === 1) a.tFirst = now;
-        const lp = a.req.logprobs ? [computeLogprobs(rowsOf.subarray(i * nv, (i + 1) * nv), token, a.req.topLogprobs ?? 0)] : undefined;
+        const lp = !a.req.logprobs ? undefined : a.req.postSamplingProbs ? [postSampling(a, token)] : [computeLogprobs(rowsOf.subarray(i * nv, (i + 1) * nv), token, a.req.topLogprobs ?? 0)];
         const step = a.stop.pushToken(token, a.decoder.push(token));
         const limited = a.limits?.push(step.text, now - a.tFirst);
         // Every token goes out in its chunk (the text may lag while a stop string or a UTF-8 sequence is incomplete).
@@ -712,6 +721,7 @@ export class BatchEngine {
    */
   private sampleOne(a: Active, row: Float32Array): number {
     const forced = a.budget?.forcedToken;
+    a.lastDraw = undefined;
     if (forced !== undefined) {
       // (A constraint that follows the reasoning takes any text inside it.)
       if (a.constraint && !a.constraint.allows(forced)) throw new EngineError('KAIL_E_INTERNAL', `the output constraint refuses the reasoning budget's forced token ${forced}`);
@@ -725,7 +735,9 @@ export class BatchEngine {
       for (const t of a.stopIds) if (t < masked.length) masked[t] = -Infinity;
       row = masked;
     }
-    const first = a.sampler.sample(row, a.history).token;
+    const draw = a.sampler.sample(row, a.history);
+    a.lastDraw = draw;
+    const first = draw.token;
     if (!a.constraint) return first;
     let token = first;
     if (!a.constraint.allows(first)) {
@@ -736,7 +748,8 @@ export class BatchEngine {
           'KAIL_E_INVALID_ARG',
           `no token of the vocabulary can continue the constrained output after ${a.generated} tokens (the grammar, pattern or schema asks for text this vocabulary cannot write)`,
         );
-      token = a.sampler.sample(masked, a.history).token;
+      a.lastDraw = a.sampler.sample(masked, a.history);
+      token = a.lastDraw.token;
     }
     a.constraint.accept(token);
     return token;
@@ -866,4 +879,14 @@ function sharedPrefix(a: readonly number[], b: readonly number[], aLen = a.lengt
   let i = 0;
   while (i < n && a[i] === b[i]) i++;
   return i;
+}
+
+/**
+ * A token's logprobs from the distribution it was drawn from (llama-server's post_sampling_probs):
+ * its own and the top candidates with probability above 0; a forced token has probability 1.
+ */
+function postSampling(a: Active, token: number): TokenLogprobs {
+  const d = a.lastDraw;
+  if (!d || d.token !== token) return { token, logprob: 0, top: [] };
+  return { token, logprob: d.logprob, top: (d.top ?? []).filter((t) => t.logprob > -Infinity).slice(0, a.req.topLogprobs ?? 0) };
 }

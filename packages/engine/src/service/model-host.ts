@@ -424,6 +424,7 @@ export class LocalModelHost implements ModelHost {
         stop: req.stop.filter((s) => s.length > 0),
         logprobs: req.wantLogprobs || req.topLogprobs > 0,
         topLogprobs: req.topLogprobs,
+        postSamplingProbs: req.postSamplingProbs,
         promptLogprobs: req.promptLogprobs,
         embed: this.embedPooling(m, req.embed),
         ignoreEog: req.ignoreEos,

@@ -369,6 +369,12 @@ export interface GenerateRequest {
    * prompt and output fill it. 0 = the model's context.
    */
   contextWindow: number;
+  /**
+   * The logprobs (and top_logprobs) of the distribution each token was drawn from, after the
+   * sampling chain (llama-server's post_sampling_probs), instead of the model's own; alternatives
+   * of probability 0 are left out. Such a request does not speculate.
+   */
+  postSamplingProbs: boolean;
 }
 
 /**
@@ -1283,6 +1289,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     grammar: "",
     regex: "",
     contextWindow: 0,
+    postSamplingProbs: false,
   };
 }
 
@@ -1406,6 +1413,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.contextWindow !== 0) {
       writer.uint32(296).uint32(message.contextWindow);
+    }
+    if (message.postSamplingProbs !== false) {
+      writer.uint32(304).bool(message.postSamplingProbs);
     }
     return writer;
   },
@@ -1739,6 +1749,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.contextWindow = reader.uint32();
             continue;
           }
+          case 38: {
+            if (tag !== 304) {
+              break;
+            }
+
+            message.postSamplingProbs = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1900,6 +1918,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.context_window)
         ? globalThis.Number(object.context_window)
         : 0,
+      postSamplingProbs: isSet(object.postSamplingProbs)
+        ? globalThis.Boolean(object.postSamplingProbs)
+        : isSet(object.post_sampling_probs)
+        ? globalThis.Boolean(object.post_sampling_probs)
+        : false,
     };
   },
 
@@ -2016,6 +2039,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.contextWindow !== 0) {
       obj.contextWindow = Math.round(message.contextWindow);
     }
+    if (message.postSamplingProbs !== false) {
+      obj.postSamplingProbs = message.postSamplingProbs;
+    }
     return obj;
   },
 
@@ -2065,6 +2091,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.grammar = object.grammar ?? "";
     message.regex = object.regex ?? "";
     message.contextWindow = object.contextWindow ?? 0;
+    message.postSamplingProbs = object.postSamplingProbs ?? false;
     return message;
   },
 };
