@@ -161,6 +161,26 @@ describe('JSON Schema bounds and patterns', () => {
     expect(feed({ type: 'string', format: 'uri' }, '"anything"')).toBe(true);
   });
 
+  it('holds tuples: prefixItems then items (Pydantic\'s Tuple), and the older items array with additionalItems', () => {
+    const feed = (schema: object, text: string) => new JsonRecognizer(compileJsonSchema({ type: 'object', properties: { t: schema } })).feed(Buffer.from(`{"t":${text}}`));
+    const pair = { type: 'array', prefixItems: [{ type: 'integer' }, { type: 'string' }], minItems: 2, maxItems: 2 };
+    expect(feed(pair, '[1,"a"]')).toBe(true);
+    expect(feed(pair, '["a",1]')).toBe(false);
+    expect(feed(pair, '[1]')).toBe(false);
+    expect(feed(pair, '[1,"a",2]')).toBe(false);
+    const open = { type: 'array', prefixItems: [{ type: 'boolean' }], items: { type: 'integer', minimum: 0 } };
+    expect(feed(open, '[true,1,2,3]')).toBe(true);
+    expect(feed(open, '[true,-1]')).toBe(false);
+    expect(feed(open, '[]')).toBe(true);
+    const closed = { type: 'array', prefixItems: [{ type: 'null' }, { const: 'x' }], items: false };
+    expect(feed(closed, '[null,"x"]')).toBe(true);
+    expect(feed(closed, '[null,"x",1]')).toBe(false);
+    const old = { type: 'array', items: [{ type: 'string' }, { type: 'number' }], additionalItems: false };
+    expect(feed(old, '["a",1.5]')).toBe(true);
+    expect(feed(old, '["a",1.5,2]')).toBe(false);
+    expect(() => compileJsonSchema({ type: 'object', properties: { t: { type: 'array', prefixItems: [{}], items: false, minItems: 2 } } })).toThrow(/minItems 2 is more than the 1 elements items: false leaves/);
+  });
+
   it('holds a pattern together with minLength and maxLength, and refuses a text outside it', () => {
     const g = compileJsonSchema({ type: 'object', properties: { code: { type: 'string', pattern: '^[0-9a-f]+$', minLength: 4, maxLength: 6 } } });
     const feed = (text: string) => new JsonRecognizer(g).feed(Buffer.from(text));

@@ -484,13 +484,13 @@ export class JsonRecognizer implements ByteRecognizer {
         if (this.mode === M.ArrAfter) {
           if (b !== 0x2c || count >= arr.max) return false;
           this.stack[f + 2] = count + 1;
-          this.next = arr.items;
+          this.next = arr.prefix && count < arr.prefix.length ? arr.prefix[count] : arr.items;
           this.mode = M.Value;
           return true;
         }
         if (arr.max < 1) return false;
         this.stack[f + 2] = 1;
-        return this.value(arr.items, b);
+        return this.value(arr.prefix ? arr.prefix[0] : arr.items, b);
       }
       case M.Str:
         return this.stringByte(b);

@@ -9,7 +9,8 @@ import { regexToGbnf } from './regex-gbnf';
  * Supported: `type` (one or a list), `properties`/`required` (keys come in the schema's order,
  * optional ones may be left out, no other keys are generated, as llama.cpp's json-schema-to-grammar
  * and OpenAI's strict mode do), `additionalProperties` as the value schema of an object without
- * `properties`, `items`/`minItems`/`maxItems`, `minLength`/`maxLength`, `enum`/`const` (any JSON values, written compactly),
+ * `properties`, `items`/`minItems`/`maxItems`, tuples (`prefixItems` then `items`, or drafts 4-7's
+ * `items` array then `additionalItems`), `minLength`/`maxLength`, `enum`/`const` (any JSON values, written compactly),
  * `anyOf`/`oneOf` whose alternatives start differently (string or null, object or array...),
  * `allOf` of one schema, `nullable`, local `$ref` (`#/$defs/...`, recursion included), a string's
  * `pattern` (a regular expression, `regex-gbnf.ts`: a match anywhere unless anchored, on the
@@ -24,7 +25,8 @@ import { regexToGbnf } from './regex-gbnf';
 
 export type SchemaNode =
   | { kind: 'object'; props: { key: string; value: number; required: boolean }[]; free: boolean; values: number; keyTables: number[]; requiredFrom: boolean[] }
-  | { kind: 'array'; items: number; min: number; max: number }
+  /** `prefix`: the first elements' own nodes (prefixItems); `items` for the rest. */
+  | { kind: 'array'; items: number; min: number; max: number; prefix?: number[] }
   /** Length bounds count characters (code points; an escape is one); `pattern`: JSON Schema's, as a grammar of characters. */
   | { kind: 'string'; min: number; max: number; pattern?: GbnfGrammar }
   /** `bounds`: minimum/maximum (exclusive ones open); a bounded number has no exponent. */
@@ -67,7 +69,7 @@ const DIGITS = '0123456789';
 const REFUSED = [
   'multipleOf',
   'patternProperties', 'propertyNames', 'minProperties', 'maxProperties', 'uniqueItems', 'contains', 'minContains', 'maxContains',
-  'prefixItems', 'if', 'then', 'else', 'not', 'dependentRequired', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems',
+  'if', 'then', 'else', 'not', 'dependentRequired', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems',
   'contentEncoding', 'contentMediaType', '$dynamicRef',
 ];
 
@@ -190,7 +192,7 @@ class Compiler {
     let types: unknown = o.type;
     if (types === undefined) {
       if ('properties' in o || 'additionalProperties' in o || 'required' in o) types = 'object';
-      else if ('items' in o || 'minItems' in o || 'maxItems' in o) types = 'array';
+      else if ('items' in o || 'prefixItems' in o || 'minItems' in o || 'maxItems' in o) types = 'array';
       else return ANY;
     }
     if (Array.isArray(types)) {
@@ -221,11 +223,22 @@ class Compiler {
       case 'null':
         return this.literals([null], path);
       case 'array': {
-        const items = o.items === undefined ? ANY : this.compile(o.items, `${path}/items`);
+        // Tuples: prefixItems then items (draft 2020-12), or an items array then additionalItems (drafts 4-7).
+        const tuple = Array.isArray(o.items) ? { list: o.items as unknown[], key: 'items', rest: o.additionalItems, restKey: 'additionalItems' } : o.prefixItems !== undefined ? { list: o.prefixItems, key: 'prefixItems', rest: o.items, restKey: 'items' } : null;
+        let prefix: number[] | undefined;
+        if (tuple) {
+          if (!Array.isArray(tuple.list) || tuple.list.length === 0) this.fail(`${path}/${tuple.key}`, 'must be a non-empty array of schemas');
+          prefix = tuple.list.map((x, i) => this.compile(x, `${path}/${tuple.key}/${i}`));
+        } else if (o.items === false) this.fail(`${path}/items`, 'items false without prefixItems admits only the empty array: use maxItems 0');
+        const rest = tuple ? tuple.rest : o.items;
+        // After the tuple's elements, false allows no more.
+        const items = rest === undefined || rest === false ? ANY : this.compile(rest, `${path}/${tuple ? tuple.restKey : 'items'}`);
         const min = this.count(o.minItems, 0, `${path}/minItems`);
         const max = o.maxItems === undefined ? Infinity : this.count(o.maxItems, 0, `${path}/maxItems`);
         if (max < min) this.fail(path, `maxItems ${max} is below minItems ${min}`);
-        return this.add({ kind: 'array', items, min, max });
+        const cap = tuple && rest === false ? Math.min(max, prefix!.length) : max;
+        if (cap < min) this.fail(path, `minItems ${min} is more than the ${cap} elements items: false leaves`);
+        return this.add({ kind: 'array', items, min, max: cap, prefix });
       }
       case 'object': {
         const props = o.properties ?? {};
