@@ -168,7 +168,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   // OpenAI's Responses API (/v1/responses), stored responses in this process's memory.
   registerResponsesRoutes(app, deps, responses);
   // Ollama's own API (/api/chat, /api/generate, /api/tags…), for clients written against Ollama.
-  registerOllamaRoutes(app, deps);
+  registerOllamaRoutes(app, deps, { dataDir: config.dataDir || undefined });
 
   // The console's tRPC router (apps/api/src/trpc), behind the same key check as every route.
   hub = await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => beyondLoopback || (keys?.activeCount() ?? 0) > 0 });

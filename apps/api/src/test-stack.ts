@@ -30,6 +30,8 @@ export interface TestStackOptions {
    * with the scheduler loading on demand.
    */
   onDemand?: string[];
+  /** Give the API the stack's directory as its data directory (blobs, Ollama's Modelfiles). */
+  apiDataDir?: boolean;
 }
 
 export interface TestStack {
@@ -86,7 +88,7 @@ export async function startTestStack(models: TestModel[], o: TestStackOptions = 
   let api: RunningApi;
   try {
     sched = await startSchedulerServer({ probeIntervalMs: 200, loadOnDemand: !!o.onDemand, ...o.scheduler, engines: [`127.0.0.1:${engine.port}`] });
-    api = await startApi(parseApiConfig({ ...o.api, port: 0, schedulerAddress: `127.0.0.1:${sched.port}` }));
+    api = await startApi(parseApiConfig({ ...o.api, ...(o.apiDataDir ? { dataDir: dir } : {}), port: 0, schedulerAddress: `127.0.0.1:${sched.port}` }));
   } catch (e) {
     await sched?.close(100);
     await engine.close(100);

@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+
 import { startTestStack, type TestStack } from '../test-stack';
 
 // Models load when a request names a GGUF file of the engine's models directory (as Ollama loads
@@ -6,7 +9,7 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
   let stack: TestStack;
   beforeAll(async () => {
     // `lazy` is the same file as `tiny` (same weights), only not loaded at start.
-    stack = await startTestStack([{ id: 'tiny' }], { onDemand: ['lazy'] });
+    stack = await startTestStack([{ id: 'tiny' }], { onDemand: ['lazy'], apiDataDir: true });
   }, 60_000);
   afterAll(() => stack?.close());
 
@@ -143,6 +146,62 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     // A model loaded from outside the directory keeps its context; the window is its context.
     expect((await stack.post('/api/chat', { model: 'tiny', messages, stream: false, options: { num_predict: 2, num_ctx: 8192 } })).status).toBe(200);
     expect(await ctxOf('tiny:latest')).toBe(1024);
+  }, 60_000);
+
+  it('creates models as `ollama create` does: a GGUF blob uploaded and checked, or another model with a system prompt, options and messages', async () => {
+    const gguf = fs.readFileSync(`${stack.dir}/models/lazy.gguf`);
+    const digest = `sha256:${createHash('sha256').update(gguf).digest('hex')}`;
+    const head = () => fetch(`${stack.api.url}/api/blobs/${digest}`, { method: 'HEAD' });
+    expect((await head()).status).toBe(404);
+    // A body that is not what the digest says leaves nothing behind.
+    const wrong = await fetch(`${stack.api.url}/api/blobs/${digest}`, { method: 'POST', body: gguf.subarray(0, 1000) });
+    expect(wrong.status).toBe(400);
+    expect(((await wrong.json()) as { error: string }).error).toMatch(/the body's SHA-256 is sha256:[0-9a-f]{64}, not sha256:/);
+    expect((await head()).status).toBe(404);
+    const up = await fetch(`${stack.api.url}/api/blobs/${digest}`, { method: 'POST', body: gguf, headers: { 'content-type': 'application/octet-stream' } });
+    expect(up.status).toBe(201);
+    expect((await head()).status).toBe(200);
+    // From the blob (streamed status lines, as Ollama's), then it is listed and answers.
+    const made = await fetch(`${stack.api.url}/api/create`, { method: 'POST', body: JSON.stringify({ model: 'mine', files: { 'model.gguf': digest } }) });
+    expect(made.status).toBe(200);
+    const lines = (await made.text()).trim().split('\n').map((l) => JSON.parse(l) as { status: string });
+    expect(lines.at(-1)).toEqual({ status: 'success' });
+    expect(lines[0].status).toBe(`using existing layer ${digest}`);
+    expect(((await get('/api/tags')).models as { name: string }[]).map((m) => m.name)).toContain('mine:latest');
+    const plain = await stack.post('/api/chat', { model: 'mine', messages, stream: false, options: { temperature: 0, num_predict: 4 } });
+    expect(plain.status).toBe(200);
+    // From that model: a system prompt and options of its own (the request's own still win).
+    const system = 'You are terse.';
+    const r = await stack.post('/api/create', { model: 'terse', from: 'mine', system, parameters: { temperature: 0, num_predict: 4, stop: ['zz'] }, stream: false });
+    expect(r.body).toEqual({ status: 'success' });
+    const viaModelfile = await stack.post('/api/chat', { model: 'terse', messages, stream: false });
+    const spelledOut = await stack.post('/api/chat', { model: 'mine', messages: [{ role: 'system', content: system }, ...messages], stream: false, options: { temperature: 0, num_predict: 4 } });
+    expect(viaModelfile.body.message.content).toBe(spelledOut.body.message.content);
+    expect(viaModelfile.body.prompt_eval_count).toBe(spelledOut.body.prompt_eval_count);
+    expect(viaModelfile.body.eval_count).toBe(4);
+    expect((await stack.post('/api/chat', { model: 'terse', messages, stream: false, options: { num_predict: 2 } })).body.eval_count).toBe(2);
+    const show = await stack.post('/api/show', { model: 'terse' });
+    expect(show.body.system).toBe(system);
+    expect(show.body.modelfile).toMatch(/PARAMETER stop "zz"/);
+    expect(show.body.parameters).toMatch(/temperature\s+0\b/);
+    // Copy keeps it, delete forgets it.
+    expect((await fetch(`${stack.api.url}/api/copy`, { method: 'POST', body: JSON.stringify({ source: 'terse', destination: 'terse2' }) })).status).toBe(200);
+    expect((await stack.post('/api/show', { model: 'terse2' })).body.system).toBe(system);
+    for (const m of ['terse2', 'terse', 'mine']) expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: m }) })).status).toBe(200);
+    // What it cannot do, it says.
+    for (const [body, why] of [
+      [{ model: 'x', files: { 'model.gguf': `sha256:${'0'.repeat(64)}` } }, /blob sha256:0{64} is not on the server: upload it with POST/],
+      [{ model: 'x', files: { 'model.safetensors': digest } }, /files must be one GGUF file/],
+      [{ model: 'x', from: 'lazy', quantize: 'q4_K_M' }, /quantize is not supported/],
+      [{ model: 'x', from: 'lazy', template: '{{ .Prompt }}' }, /template is not supported/],
+      [{ model: 'x', from: 'lazy', parameters: { temperature: 'hot' } }, /parameters.temperature/],
+      [{ model: 'x' }, /give from \(a model\) or files/],
+      [{ model: 'x', from: 'nope' }, /nope/],
+    ] as const) {
+      const bad = await stack.post('/api/create', { ...body, stream: false });
+      expect([JSON.stringify(body), bad.status >= 400 && bad.status < 500]).toEqual([JSON.stringify(body), true]);
+      expect(bad.body.error).toMatch(why);
+    }
   }, 60_000);
 
   it("answers llama-server's router endpoints: GET /models, POST /models/load and /models/unload", async () => {

@@ -12,9 +12,11 @@
 // request names a GGUF file of the models directory (<data dir>/models/ID.gguf), and stay loaded
 // for `keep_alive` after their last request (the scheduler's --keep-alive, Ollama's 5 minutes, for
 // a model loaded on demand; a request's own for any model the models directory can bring back;
-// negative: until unloaded; 0: unloaded once idle); copying and deleting work on the models
-// directory; pulling, creating and pushing models are errors that say so.
+// negative: until unloaded; 0: unloaded once idle); copying, deleting and creating (from an
+// uploaded GGUF blob or another model, with a system prompt, default options and opening
+// messages: modelfiles.ts) work on the models directory; pulling and pushing are errors that say so.
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, parseDurationMs, scheduler as spb } from '@kailstream/proto';
@@ -27,9 +29,10 @@ import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
 import { samplerExtraFields, samplerExtras } from '../sampler-extras';
 import { VERSION } from '../version';
+import { blobDigest, BlobStore, MODELFILES_FILE, ModelfileStore, type Modelfile } from './modelfiles';
 
 /** The routes this module serves (for the error counter). */
-export const OLLAMA_ROUTES = ['/api/chat', '/api/generate', '/api/embed', '/api/embeddings', '/api/tags', '/api/ps', '/api/show', '/api/version', '/api/delete', '/api/copy'] as const;
+export const OLLAMA_ROUTES = ['/api/chat', '/api/generate', '/api/embed', '/api/embeddings', '/api/tags', '/api/ps', '/api/show', '/api/version', '/api/delete', '/api/copy', '/api/create'] as const;
 
 /** Ollama's sampling defaults (a model without a Modelfile of its own). */
 export const OLLAMA_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, repeat_penalty: 1.1, repeat_last_n: 64 } as const;
@@ -50,7 +53,7 @@ const options = z
     repeat_last_n: z.number().int().min(-1).max(1_000_000).optional().nullable(),
     presence_penalty: z.number().min(-2).max(2).optional().nullable(),
     frequency_penalty: z.number().min(-2).max(2).optional().nullable(),
-    /** Accepted; the context is the one the model was loaded with. */
+    /** The request's context (a model loads, or reloads when idle, with a larger one; see resolve). */
     num_ctx: z.number().int().min(1).optional().nullable(),
     // Ollama's mirostat, mirostat_tau, mirostat_eta, typical_p, and llama.cpp's other samplers under their llama-server names.
     ...samplerExtraFields,
@@ -162,6 +165,27 @@ const DeleteRequest = z
   .object({ model: z.string().min(1).optional(), name: z.string().min(1).optional() })
   .refine((b) => b.model ?? b.name, 'model is required');
 const CopyRequest = z.object({ source: z.string().min(1, 'source is required'), destination: z.string().min(1, 'destination is required') });
+const Message = z.object({ role: z.enum(['system', 'user', 'assistant']), content: z.string() });
+const CreateRequest = z
+  .object({
+    model: z.string().min(1).optional(),
+    /** Ollama before 0.5 named it `name`. */
+    name: z.string().min(1).optional(),
+    from: z.string().min(1).optional().nullable(),
+    /** File name -> "sha256:<hex>" of an uploaded blob. */
+    files: z.record(z.string(), z.string()).optional().nullable(),
+    adapters: z.record(z.string(), z.string()).refine((a) => Object.keys(a).length === 0, 'adapters are not supported (no LoRA)').optional().nullable(),
+    template: z.string().refine((t) => t === '', 'template is not supported: the model is prompted with its own (GGUF) chat template').optional().nullable(),
+    license: z.union([z.string(), z.array(z.string())]).optional().nullable(),
+    system: z.string().optional().nullable(),
+    parameters: options.optional().nullable(),
+    messages: z.array(Message).max(256).optional().nullable(),
+    quantize: z.string().refine((q) => q === '', 'quantize is not supported: write a quantized GGUF instead (kail\'s writer, or llama-quantize)').optional().nullable(),
+    /** Ollama before 0.5 sent the Modelfile's text. */
+    modelfile: z.string().refine((m) => m === '', 'modelfile (Ollama before 0.5) is not supported: send from or files, with system, parameters and messages').optional().nullable(),
+    stream: z.boolean().optional().nullable(),
+  })
+  .refine((b) => b.model || b.name, 'model is required');
 const ShowRequest = z.object({ model: z.string().min(1).optional(), name: z.string().min(1).optional(), verbose: z.boolean().optional().nullable() }).refine((b) => b.model || b.name, 'model is required');
 
 /** Ollama's error body. */
@@ -170,6 +194,21 @@ const ollamaError = (message: string) => ({ error: message });
 function zodMessage(e: z.ZodError): string {
   const i = e.issues[0];
   return `${i.path.length ? `${i.path.join('.')}: ` : ''}${i.message}`;
+}
+
+/** A request's options over the model's Modelfile parameters (Ollama's PARAMETER lines). */
+function withModelfile(o: Options | null | undefined, mf: Modelfile): Options | null | undefined {
+  return mf.parameters ? ({ ...mf.parameters, ...(o ?? {}) } as Options) : o;
+}
+
+/** /api/show's modelfile text. */
+function modelfileText(file: string, mf: Modelfile): string {
+  const lines = ['# Served by KailStream from its GGUF file', `FROM ${file}`];
+  if (mf.system) lines.push(`SYSTEM ${JSON.stringify(mf.system)}`);
+  for (const [k, v] of Object.entries(mf.parameters ?? {})) for (const x of Array.isArray(v) ? v : [v]) lines.push(`PARAMETER ${k} ${typeof x === 'string' ? JSON.stringify(x) : x}`);
+  for (const m of mf.messages ?? []) lines.push(`MESSAGE ${m.role} ${JSON.stringify(m.content)}`);
+  if (mf.license) lines.push(`LICENSE ${JSON.stringify(mf.license)}`);
+  return lines.join('\n') + '\n';
 }
 
 /** A served model's listed name: its id, tagged :latest unless it has a tag. */
@@ -384,7 +423,11 @@ const ollamaCall = (c: ToolCall) => {
 const nowIso = () => new Date().toISOString();
 const ns = (ms: number) => Math.round(ms * 1e6);
 
-export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): void {
+export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opts: { dataDir?: string } = {}): void {
+  // What create keeps besides the weights, and the blobs uploaded for it.
+  const modelfiles = new ModelfileStore(opts.dataDir ? path.join(opts.dataDir, MODELFILES_FILE) : null);
+  const blobs = opts.dataDir ? new BlobStore(path.join(opts.dataDir, 'blobs')) : null;
+  const modelfileOf = (name: string): Modelfile => modelfiles.get(idsOf(name).at(-1)!) ?? modelfiles.get(name) ?? {};
   /** Runs fn with the scheduler, answering failures (a gRPC error or an HttpError) in Ollama's shape. */
   const guarded = async (reply: FastifyReply, fn: (s: spb.SchedulerServiceClient) => Promise<unknown>) => {
     const s = deps.scheduler();
@@ -441,12 +484,16 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       const name = (parsed.data.model ?? parsed.data.name)!;
       const m = byName(await servedModels(s), name) ?? byName(await unloadedModelFiles(s), name)?.info ?? (await resolve(s, name));
       const a = m.architecture;
+      const mf = modelfileOf(m.id);
       return {
-        license: '',
-        modelfile: `# Served by KailStream from its GGUF file\nFROM ${m.path}\n`,
-        parameters: Object.entries(OLLAMA_DEFAULTS).map(([k, v]) => `${k.padEnd(30)} ${v}`).join('\n'),
+        license: mf.license ?? '',
+        modelfile: modelfileText(m.path, mf),
+        parameters: Object.entries({ ...OLLAMA_DEFAULTS, ...(mf.parameters ?? {}) })
+          .flatMap(([k, v]) => (Array.isArray(v) ? v : [v]).map((x) => `${k.padEnd(30)} ${typeof x === 'string' ? JSON.stringify(x) : x}`))
+          .join('\n'),
         template: m.chatTemplate,
-        system: '',
+        system: mf.system ?? '',
+        ...(mf.messages?.length ? { messages: mf.messages } : {}),
         details: details(m),
         model_info: {
           'general.architecture': a,
@@ -465,13 +512,17 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const parsed = ChatRequest.safeParse(req.body);
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
     const b = parsed.data;
+    const mf = modelfileOf(b.model);
+    b.options = withModelfile(b.options, mf);
     return guarded(reply, async (s) => {
       if (!b.messages?.length && unloadsNow(b.keep_alive)) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: await unload(s, b.model), done: true };
       const m = await resolve(s, b.model, b.options?.num_ctx);
       // No messages: Ollama loads the model and says so (resolve loaded it if it was not).
       if (!b.messages?.length) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: await preload(s, m, b.keep_alive), done: true };
       const tools = b.tools?.length ? b.tools.map((t) => functionTool(t.function.name, t.function.description, t.function.parameters)) : undefined;
-      const messages = toChatMessages(b.messages);
+      // The model's own system prompt (unless the chat has one) and opening messages, as Ollama adds its Modelfile's.
+      const opening = [...(mf.system && !b.messages.some((x) => x.role === 'system') ? [{ role: 'system' as const, content: mf.system }] : []), ...(mf.messages ?? [])];
+      const messages = toChatMessages([...opening, ...b.messages] as typeof b.messages);
       const gen = pb.GenerateRequest.fromPartial({
         ...generationFields(b, m, 'chat'),
         ...reasoningBudget(deps),
@@ -492,6 +543,9 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const parsed = GenerateRequest.safeParse(req.body);
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
     const b = parsed.data;
+    const mf = modelfileOf(b.model);
+    b.options = withModelfile(b.options, mf);
+    b.system ??= mf.system;
     return guarded(reply, async (s) => {
       const prompt = b.prompt ?? '';
       if (!prompt && !b.suffix && unloadsNow(b.keep_alive)) return { model: b.model, created_at: nowIso(), response: '', done: true, done_reason: await unload(s, b.model) };
@@ -605,15 +659,109 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const parsed = DeleteRequest.safeParse(req.body ?? {});
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
     const id = untag((parsed.data.model ?? parsed.data.name)!);
-    return fileOp(reply, (s) => unary<spb.DeleteModelFileRequest, pb.DeleteModelFileResponse>(s.deleteModelFile.bind(s), { engineId: '', delete: { id } }));
+    return fileOp(reply, async (s) => {
+      await unary<spb.DeleteModelFileRequest, pb.DeleteModelFileResponse>(s.deleteModelFile.bind(s), { engineId: '', delete: { id } });
+      modelfiles.delete(id);
+    });
   });
   app.post('/api/copy', (req, reply) => {
     const parsed = CopyRequest.safeParse(req.body ?? {});
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
-    const copy = { sourceId: untag(parsed.data.source), destinationId: untag(parsed.data.destination) };
-    return fileOp(reply, (s) => unary<spb.CopyModelFileRequest, pb.CopyModelFileResponse>(s.copyModelFile.bind(s), { engineId: '', copy }));
+    const copy = { sourceId: untag(parsed.data.source), destinationId: untag(parsed.data.destination), sourcePath: '' };
+    return fileOp(reply, async (s) => {
+      await unary<spb.CopyModelFileRequest, pb.CopyModelFileResponse>(s.copyModelFile.bind(s), { engineId: '', copy });
+      modelfiles.copy(copy.sourceId, copy.destinationId);
+    });
   });
-  for (const route of ['/api/pull', '/api/push', '/api/create', '/api/blobs/*'])
+
+  // `ollama create`: blobs first (HEAD to ask, POST to upload, checked against their SHA-256), then
+  // the model from a GGUF blob or from another model, with a system prompt, default options and
+  // opening messages kept for it (modelfiles.ts). Blobs live in the data directory, so the engine
+  // must share this machine's file system (as under `kail serve`).
+  const noBlobs = (reply: FastifyReply) => bad(reply, 'blobs need a data directory (kail serve --data-dir)', 501);
+  app.head('/api/blobs/:digest', (req, reply) => {
+    if (!blobs) return noBlobs(reply);
+    const hex = blobDigest((req.params as { digest: string }).digest);
+    if (!hex) return bad(reply, 'the digest must be sha256:<64 lowercase hex digits>');
+    return reply.code(blobs.has(hex) ? 200 : 404).send();
+  });
+  app.register(async (raw) => {
+    // The body is the file, of any size and type: read as it streams, never parsed.
+    raw.removeAllContentTypeParsers();
+    raw.addContentTypeParser('*', (_req, _payload, done) => done(null));
+    raw.post('/api/blobs/:digest', async (req, reply) => {
+      if (!blobs) return noBlobs(reply);
+      const hex = blobDigest((req.params as { digest: string }).digest);
+      if (!hex) return bad(reply, 'the digest must be sha256:<64 lowercase hex digits>');
+      if (blobs.has(hex)) {
+        req.raw.resume();
+        return reply.code(201).send();
+      }
+      const r = await blobs.put(hex, req.raw);
+      if (!r.ok) return bad(reply, `the body's SHA-256 is sha256:${r.got}, not sha256:${hex}`);
+      return reply.code(201).send();
+    });
+  });
+  app.post('/api/create', (req, reply) => {
+    const parsed = CreateRequest.safeParse(req.body ?? {});
+    if (!parsed.success) return bad(reply, zodMessage(parsed.error));
+    const b = parsed.data;
+    const id = untag((b.model ?? b.name)!);
+    const ggufs = Object.entries(b.files ?? {});
+    if (ggufs.length && b.from) return bad(reply, 'give from or files, not both');
+    if (!ggufs.length && !b.from) return bad(reply, 'give from (a model) or files (an uploaded GGUF blob)');
+    if (ggufs.length > 1 || (ggufs.length && !ggufs[0][0].toLowerCase().endsWith('.gguf')))
+      return bad(reply, `files must be one GGUF file (got ${ggufs.map(([f]) => f).join(', ')}): safetensors are not imported, convert them to GGUF first`);
+    let blob: string | null = null;
+    if (ggufs.length) {
+      if (!blobs) return noBlobs(reply);
+      const hex = blobDigest(ggufs[0][1]);
+      if (!hex) return bad(reply, `files.${ggufs[0][0]}: the digest must be sha256:<64 lowercase hex digits>`);
+      if (!blobs.has(hex)) return bad(reply, `blob sha256:${hex} is not on the server: upload it with POST /api/blobs/sha256:${hex}`);
+      blob = blobs.path(hex);
+    }
+    const from = b.from ? untag(b.from) : id;
+    return guarded(reply, async (s) => {
+      const copy = (c: Partial<pb.CopyModelFileRequest>) => unary<spb.CopyModelFileRequest, pb.CopyModelFileResponse>(s.copyModelFile.bind(s), { engineId: '', copy: { sourceId: '', destinationId: id, sourcePath: '', ...c } });
+      const replace = async (c: Partial<pb.CopyModelFileRequest>) => {
+        try {
+          await copy(c);
+        } catch (e) {
+          if ((e as grpc.ServiceError).code !== grpc.status.ALREADY_EXISTS) throw e;
+          // Ollama's create replaces a model of that name.
+          try {
+            await unary<spb.DeleteModelFileRequest, pb.DeleteModelFileResponse>(s.deleteModelFile.bind(s), { engineId: '', delete: { id } });
+          } catch (d) {
+            const err = d as grpc.ServiceError;
+            if (err.code === grpc.status.RESOURCE_EXHAUSTED) throw new HttpError(409, { error: { message: err.details, type: 'conflict', param: 'model', code: null } });
+            throw d;
+          }
+          await copy(c);
+        }
+      };
+      const status: string[] = [];
+      if (blob) {
+        status.push(`using existing layer sha256:${blobDigest(ggufs[0][1])}`);
+        await replace({ sourcePath: blob });
+      } else if (from !== id) {
+        status.push(`using existing model ${from}`);
+        await replace({ sourceId: from });
+      }
+      // The new model's Modelfile: the source's (when made from a model), then this request's.
+      const base = blob ? {} : (modelfiles.get(from) ?? {});
+      modelfiles.set(id, {
+        system: b.system ?? base.system,
+        parameters: { ...(base.parameters ?? {}), ...(b.parameters ?? {}) },
+        messages: b.messages ?? base.messages,
+        license: b.license == null ? base.license : Array.isArray(b.license) ? b.license.join('\n') : b.license,
+      });
+      status.push('writing manifest', 'success');
+      if (b.stream === false) return { status: 'success' };
+      reply.header('content-type', 'application/x-ndjson');
+      return status.map((x) => JSON.stringify({ status: x })).join('\n') + '\n';
+    });
+  });
+  for (const route of ['/api/pull', '/api/push'])
     app.all(route, async (_req, reply) =>
       reply.code(501).send(ollamaError(`${route.replace('/*', '')} is not supported: KailStream serves the GGUF files given to \`kail serve -m\` or put in its models directory (no model registry)`)),
     );

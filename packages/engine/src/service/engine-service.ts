@@ -85,7 +85,7 @@ export function createEngineServiceImpl(host: ModelHost): pb.EngineServiceServer
       );
     },
     copyModelFile: (call, cb) => {
-      host.copyModelFile(call.request.sourceId, call.request.destinationId).then(
+      (call.request.sourcePath ? host.importModelFile(call.request.sourcePath, call.request.destinationId) : host.copyModelFile(call.request.sourceId, call.request.destinationId)).then(
         () => cb(null, {}),
         (e) => cb(toServiceError(e)),
       );

@@ -36,6 +36,8 @@ export interface ModelHost {
   deleteModelFile(id: string): Promise<boolean>;
   /** Makes ID.gguf of the models directory available as DEST.gguf too (a hard link, else a copy). */
   copyModelFile(id: string, dest: string): Promise<void>;
+  /** Brings a GGUF file from elsewhere into the models directory as `dest` (checked first; a hard link where it can be). */
+  importModelFile(source: string, dest: string): Promise<void>;
   /** Residency plan for a file under the given budgets (nothing is loaded). */
   planModel(req: pb.PlanModelRequest): Promise<pb.PlanModelResponse>;
   tokenize(req: pb.TokenizeRequest): pb.TokenizeResponse;
@@ -763,6 +765,20 @@ export class LocalModelHost implements ModelHost {
       fs.linkSync(src, dst);
     } catch {
       fs.copyFileSync(src, dst, fs.constants.COPYFILE_EXCL);
+    }
+  }
+
+  async importModelFile(source: string, dest: string): Promise<void> {
+    const dst = this.modelFilePath(dest, 'destination');
+    if (!path.isAbsolute(source)) throw new EngineError('KAIL_E_INVALID_ARG', `source path must be absolute, got ${JSON.stringify(source)}`);
+    if (!fs.existsSync(source)) throw new EngineError('KAIL_E_NOT_FOUND', `${source} does not exist on the engine's machine`);
+    if (fs.existsSync(dst)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `model '${dest}' is already in the models directory`);
+    // A readable GGUF header, or an error naming what is wrong with it.
+    openGgufMetadata(source).close();
+    try {
+      fs.linkSync(source, dst);
+    } catch {
+      fs.copyFileSync(source, dst, fs.constants.COPYFILE_EXCL);
     }
   }
 

@@ -598,6 +598,12 @@ export interface DeleteModelFileResponse {
 export interface CopyModelFileRequest {
   sourceId: string;
   destinationId: string;
+  /**
+   * Instead of source_id: a GGUF file elsewhere on the engine's machine to bring into the models
+   * directory as destination_id (Ollama's create from an uploaded blob); its header is checked
+   * first (FAILED_PRECONDITION naming the problem for a file that is not a readable GGUF).
+   */
+  sourcePath: string;
 }
 
 export interface CopyModelFileResponse {
@@ -4832,7 +4838,7 @@ export const DeleteModelFileResponse: MessageFns<DeleteModelFileResponse> = {
 };
 
 function createBaseCopyModelFileRequest(): CopyModelFileRequest {
-  return { sourceId: "", destinationId: "" };
+  return { sourceId: "", destinationId: "", sourcePath: "" };
 }
 
 export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
@@ -4842,6 +4848,9 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
     }
     if (message.destinationId !== "") {
       writer.uint32(18).string(message.destinationId);
+    }
+    if (message.sourcePath !== "") {
+      writer.uint32(26).string(message.sourcePath);
     }
     return writer;
   },
@@ -4875,6 +4884,14 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
             message.destinationId = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.sourcePath = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4899,6 +4916,11 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
         : isSet(object.destination_id)
         ? globalThis.String(object.destination_id)
         : "",
+      sourcePath: isSet(object.sourcePath)
+        ? globalThis.String(object.sourcePath)
+        : isSet(object.source_path)
+        ? globalThis.String(object.source_path)
+        : "",
     };
   },
 
@@ -4910,6 +4932,9 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
     if (message.destinationId !== "") {
       obj.destinationId = message.destinationId;
     }
+    if (message.sourcePath !== "") {
+      obj.sourcePath = message.sourcePath;
+    }
     return obj;
   },
 
@@ -4920,6 +4945,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
     const message = createBaseCopyModelFileRequest();
     message.sourceId = object.sourceId ?? "";
     message.destinationId = object.destinationId ?? "";
+    message.sourcePath = object.sourcePath ?? "";
     return message;
   },
 };

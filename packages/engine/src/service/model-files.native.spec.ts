@@ -1,0 +1,35 @@
+import fs from 'node:fs';
+
+import { EngineError } from '../errors';
+import { tempDir, writeTestModel } from '../testing';
+import { LocalModelHost } from './model-host';
+
+// Ollama's create brings an uploaded GGUF into the models directory through importModelFile.
+describe('importing a GGUF file into the models directory', () => {
+  it('checks the header, links the file in, and refuses what it cannot take', async () => {
+    const dir = tempDir();
+    const models = `${dir}/models`;
+    fs.mkdirSync(models);
+    const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 64, modelsDir: models });
+    try {
+      const src = writeTestModel(dir, 'tiny-llama', 'Q8_0', 2);
+      await host.importModelFile(src, 'imported');
+      expect(fs.statSync(`${models}/imported.gguf`).size).toBe(fs.statSync(src).size);
+      expect((await host.listModelFiles()).files.map((f) => f.id)).toContain('imported');
+      const refuse = async (p: Promise<void>, code: string, why: RegExp) => {
+        await expect(p).rejects.toMatchObject({ code });
+        await expect(p).rejects.toThrow(why);
+      };
+      await refuse(host.importModelFile(src, 'imported'), 'KAIL_E_ALREADY_EXISTS', /already in the models directory/);
+      await refuse(host.importModelFile('relative.gguf', 'x'), 'KAIL_E_INVALID_ARG', /must be absolute/);
+      await refuse(host.importModelFile(`${dir}/none.gguf`, 'x'), 'KAIL_E_NOT_FOUND', /does not exist/);
+      fs.writeFileSync(`${dir}/junk.gguf`, 'not a gguf file at all');
+      await expect(host.importModelFile(`${dir}/junk.gguf`, 'x')).rejects.toBeInstanceOf(EngineError);
+      expect(fs.existsSync(`${models}/x.gguf`)).toBe(false);
+      await refuse(host.importModelFile(src, '../escape'), 'KAIL_E_INVALID_ARG', /destination must be a model id/);
+    } finally {
+      await host.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
