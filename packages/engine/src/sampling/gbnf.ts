@@ -595,6 +595,11 @@ export class GbnfRecognizer implements ByteRecognizer {
 
   /** Advances past one code point (a recognizer of characters, not tokens: JSON strings' patterns). */
   feedCodePoint(c: number): boolean {
+    if (this.stacks.length === 1 && this.stacks[0] !== EMPTY) {
+      // (The step's array is shared and never changed: stacks are replaced, not edited.)
+      this.stacks = this.step(this.stacks[0], c);
+      return this.stacks.length > 0;
+    }
     const out: number[] = [];
     for (const s of this.stacks) {
       if (s === EMPTY) continue;
