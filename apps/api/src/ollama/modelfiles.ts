@@ -19,37 +19,34 @@ export interface Modelfile {
 export const MODELFILES_FILE = 'ollama-modelfiles.json';
 
 export class ModelfileStore {
-  private readonly entries: Record<string, Modelfile>;
+  private readonly entries = new Map<string, Modelfile>();
 
   constructor(private readonly file: string | null) {
-    let entries: Record<string, Modelfile> = {};
     if (file && fs.existsSync(file)) {
       try {
         const parsed: unknown = JSON.parse(fs.readFileSync(file, 'utf8'));
-        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) entries = parsed as Record<string, Modelfile>;
+        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
+          for (const [id, m] of Object.entries(parsed)) if (m && typeof m === 'object') this.entries.set(id, m as Modelfile);
       } catch {
         // A damaged file loses the defaults, not the server: start empty, keep the old one aside.
         fs.renameSync(file, `${file}.damaged-${Date.now()}`);
       }
     }
-    this.entries = entries;
   }
 
   get(id: string): Modelfile | undefined {
-    return Object.prototype.hasOwnProperty.call(this.entries, id) ? this.entries[id] : undefined;
+    return this.entries.get(id);
   }
 
   set(id: string, m: Modelfile): void {
     const clean = Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined && v !== null && !(typeof v === 'object' && Object.keys(v).length === 0)));
-    if (Object.keys(clean).length) this.entries[id] = clean;
-    else delete this.entries[id];
+    if (Object.keys(clean).length) this.entries.set(id, clean);
+    else this.entries.delete(id);
     this.save();
   }
 
   delete(id: string): void {
-    if (!this.get(id)) return;
-    delete this.entries[id];
-    this.save();
+    if (this.entries.delete(id)) this.save();
   }
 
   copy(from: string, to: string): void {
@@ -61,7 +58,7 @@ export class ModelfileStore {
   private save(): void {
     if (!this.file) return;
     const tmp = `${this.file}.tmp-${process.pid}`;
-    fs.writeFileSync(tmp, JSON.stringify(this.entries, null, 1));
+    fs.writeFileSync(tmp, JSON.stringify(Object.fromEntries(this.entries), null, 1));
     fs.renameSync(tmp, this.file);
   }
 }

@@ -1,0 +1,49 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+
+import { blobDigest, BlobStore, ModelfileStore } from './modelfiles';
+
+describe("Ollama create's stores", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-modelfiles-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('keeps Modelfiles across restarts, drops empty ones, survives a damaged file and odd ids', () => {
+    const file = path.join(dir, 'm.json');
+    const a = new ModelfileStore(file);
+    a.set('terse', { system: 'Be brief.', parameters: { temperature: 0.2, stop: ['x'] } });
+    a.set('__proto__', { system: 'odd id' });
+    a.set('empty', { parameters: {}, messages: undefined });
+    a.copy('terse', 'terse2');
+    const b = new ModelfileStore(file);
+    expect(b.get('terse')).toEqual({ system: 'Be brief.', parameters: { temperature: 0.2, stop: ['x'] } });
+    expect(b.get('terse2')).toEqual(b.get('terse'));
+    expect(b.get('__proto__')).toEqual({ system: 'odd id' });
+    expect(b.get('empty')).toBeUndefined();
+    expect(b.get('toString')).toBeUndefined();
+    b.delete('terse');
+    expect(new ModelfileStore(file).get('terse')).toBeUndefined();
+    fs.writeFileSync(file, '{ not json');
+    expect(new ModelfileStore(file).get('terse2')).toBeUndefined();
+    expect(fs.readdirSync(dir).some((f) => f.startsWith('m.json.damaged-'))).toBe(true);
+  });
+
+  it('takes a blob only when the whole body has the digest it was named by', async () => {
+    const blobs = new BlobStore(path.join(dir, 'blobs'));
+    const body = Buffer.from('GGUF and then some bytes');
+    const hex = createHash('sha256').update(body).digest('hex');
+    expect(blobDigest(`sha256:${hex}`)).toBe(hex);
+    expect(blobDigest(`sha256-${hex}`)).toBe(hex);
+    expect(blobDigest('sha256:../../etc/passwd')).toBeNull();
+    expect(blobDigest(`SHA256:${hex}`)).toBeNull();
+    const wrong = await blobs.put(hex, Readable.from([body.subarray(0, 10)]));
+    expect(wrong.ok).toBe(false);
+    expect(blobs.has(hex)).toBe(false);
+    expect(fs.readdirSync(blobs.dir)).toEqual([]);
+    const right = await blobs.put(hex, Readable.from([body.subarray(0, 10), body.subarray(10)]));
+    expect(right).toEqual({ ok: true, bytes: body.length });
+    expect(fs.readFileSync(blobs.path(hex))).toEqual(body);
+  });
+});
