@@ -1,7 +1,8 @@
 // Structured output under the names other servers take it: llama-server's `json_schema` and
 // `grammar` (GBNF, on /completion, /infill and its OpenAI routes) and vLLM's `guided_json`,
-// `guided_choice`, `guided_grammar` and `guided_regex` (the whole output matches it), held by the
-// engine's constrained decoding like OpenAI's response_format.
+// `guided_choice`, `guided_grammar` and `guided_regex` (the whole output matches it), and their
+// current form, vLLM's `structured_outputs` ({json | regex | choice | grammar | json_object}),
+// held by the engine's constrained decoding like OpenAI's response_format.
 import { z } from 'zod';
 
 import { engine as pb } from '@kailstream/proto';
@@ -19,6 +20,23 @@ export const structuredFields = {
   guided_choice: z.array(z.string().min(1, 'guided_choice strings must not be empty')).min(1).max(1024).optional().nullable(),
   /** vLLM: a regular expression the whole output matches. */
   guided_regex: z.string().max(1 << 16, 'guided_regex is longer than 64 KiB').optional().nullable(),
+  /**
+   * vLLM (0.12 on): one of json, regex, choice, grammar or json_object; its backend options
+   * (disable_fallback…) change nothing here. whitespace_pattern and structural_tag are refused.
+   */
+  structured_outputs: z
+    .object({
+      json: schema.optional().nullable(),
+      regex: z.string().max(1 << 16).optional().nullable(),
+      choice: z.array(z.string().min(1, 'choice strings must not be empty')).min(1).max(1024).optional().nullable(),
+      grammar: z.string().max(1 << 20).optional().nullable(),
+      json_object: z.boolean().optional().nullable(),
+      whitespace_pattern: z.string().refine((w) => !w, 'whitespace_pattern is not supported (JSON is written with llama.cpp\'s whitespace rule)').optional().nullable(),
+      structural_tag: z.unknown().refine((t) => t == null, 'structural_tag is not supported').optional().nullable(),
+    })
+    .passthrough()
+    .optional()
+    .nullable(),
   /** vLLM: a grammar (GBNF, as llama.cpp's; vLLM's xgrammar backend reads the same EBNF). */
   guided_grammar: z.string().max(1 << 20, 'guided_grammar is longer than 1 MiB').optional().nullable(),
 };
@@ -41,6 +59,24 @@ const bad = (message: string, param: string) => new StructuredOutputError(messag
  * Throws StructuredOutputError (a 400) for refused or conflicting ones.
  */
 export function structuredOutput(b: StructuredFields, hasResponseFormat: boolean): Partial<pb.GenerateRequest> | undefined {
+  const so = b.structured_outputs;
+  if (so) {
+    // The new form: one constraint inside, the old fields beside it not at all.
+    const inner = (['json', 'regex', 'choice', 'grammar', 'json_object'] as const).filter((k) => (k === 'json_object' ? so[k] === true : so[k] != null && so[k] !== ''));
+    if (inner.length > 1) throw bad(`structured_outputs: ${inner.join(' and ')} cannot be combined`, 'structured_outputs');
+    const old = (['json_schema', 'guided_json', 'guided_choice', 'grammar', 'guided_grammar', 'guided_regex'] as const).filter((k) => b[k] != null && b[k] !== '');
+    if (old.length) throw bad(`structured_outputs cannot be combined with ${old[0]}`, 'structured_outputs');
+    if (!inner.length) return undefined;
+    if (hasResponseFormat) throw bad('structured_outputs cannot be combined with response_format', 'structured_outputs');
+    if (inner[0] === 'json_object') return { responseFormat: pb.ResponseFormat.RESPONSE_FORMAT_JSON_OBJECT };
+    try {
+      return structuredOutput({ guided_json: so.json, guided_regex: so.regex, guided_choice: so.choice, guided_grammar: so.grammar }, false);
+    } catch (e) {
+      // (Named as the request named them.)
+      if (e instanceof StructuredOutputError) throw bad(e.message.replace(/guided_(json|regex|choice|grammar)/g, 'structured_outputs.$1'), 'structured_outputs');
+      throw e;
+    }
+  }
   // (An empty grammar or regex is none, as llama-server reads an empty grammar.)
   const set = (['json_schema', 'guided_json', 'guided_choice', 'grammar', 'guided_grammar', 'guided_regex'] as const).filter((k) =>
     k === 'grammar' || k === 'guided_grammar' || k === 'guided_regex' ? !!b[k] : b[k] != null,

@@ -302,6 +302,25 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     }
     const vg = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 30, temperature: 0, guided_grammar: 'root ::= [a-c]{3}' });
     expect(vg.body.choices[0].message.content).toMatch(/^[a-c]{3}$/);
+    // vLLM's current form: structured_outputs.
+    const so = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 30, temperature: 1, seed: 4, structured_outputs: { choice: ['left', 'right'] } });
+    expect(['left', 'right']).toContain(so.body.choices[0].message.content);
+    const soRx = await post('/v1/completions', { model: 'tiny', prompt: 'Id:', max_tokens: 30, temperature: 1, seed: 4, structured_outputs: { regex: '[A-Z]{3}\\d{2}' } });
+    expect(soRx.body.choices[0].text).toMatch(/^[A-Z]{3}\d{2}$/);
+    const soJson = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 400, temperature: 0, structured_outputs: { json: flag } });
+    expect(typeof JSON.parse(soJson.body.choices[0].message.content).ok).toBe('boolean');
+    const soObj = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 400, temperature: 0, structured_outputs: { json_object: true } });
+    expect(soObj.body.choices[0].message.content.trimStart().startsWith('{')).toBe(true);
+    for (const [body, why] of [
+      [{ structured_outputs: { regex: 'a', choice: ['a'] } }, /structured_outputs: regex and choice cannot be combined/],
+      [{ structured_outputs: { regex: 'a' }, guided_regex: 'b' }, /structured_outputs cannot be combined with guided_regex/],
+      [{ structured_outputs: { json: '{' } }, /structured_outputs.json is not valid JSON/],
+      [{ structured_outputs: { structural_tag: { type: 'x' } } }, /structural_tag is not supported/],
+    ] as const) {
+      const bad = await post('/v1/completions', { model: 'tiny', prompt: 'x', ...body });
+      expect([JSON.stringify(body), bad.status]).toEqual([JSON.stringify(body), 400]);
+      expect(bad.body.error.message).toMatch(why);
+    }
     // vLLM's guided_regex: the whole output matches.
     for (const seed of [1, 2]) {
       const rx = await post('/v1/completions', { model: 'tiny', prompt: 'Call', max_tokens: 40, temperature: 1, seed, guided_regex: '\\(\\d{3}\\) \\d{3}-\\d{4}' });
