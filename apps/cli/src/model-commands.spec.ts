@@ -52,7 +52,7 @@ describe('kail model commands', () => {
     expect(bad.stderr).toMatch(/--mirostat must be an integer in 0\.\.2/);
   });
 
-  it('run --grammar / --grammar-file hold the output to a GBNF grammar; bad grammars are errors naming the place', () => {
+  it('run --grammar / --grammar-file / -j hold the output to a GBNF grammar or a JSON schema; bad ones are errors naming the place', () => {
     const g = 'root ::= "Answer: " ("yes" | "no") " (" [0-9]{1,2} "%)"';
     for (const seed of ['1', '2', '3']) {
       const r = kail('run', '-m', model, '-p', 'Hello', '-n', '40', '--temp', '1', '--seed', seed, '--grammar', g, '--json');
@@ -69,6 +69,19 @@ describe('kail model commands', () => {
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toMatch(/grammar: unexpected end of input in a character class at line 2, column 12/);
     expect(kail('run', '-m', model, '-n', '4', '--grammar-file', path.join(dir, 'none.gbnf')).stderr).toMatch(/--grammar-file: cannot read .*none\.gbnf: ENOENT/);
+    // llama-cli's -j: one JSON value of a schema (any type at the top).
+    const schema = { type: 'object', properties: { n: { type: 'integer', minimum: 1, maximum: 9 }, tag: { type: 'string', pattern: '^[a-z]{2,4}$' } }, required: ['n', 'tag'] };
+    for (const seed of ['1', '2']) {
+      const j = JSON.parse(kail('run', '-m', model, '-p', 'JSON:', '-n', '120', '--temp', '1', '--seed', seed, '-j', JSON.stringify(schema), '--json').stdout);
+      const v = JSON.parse(j.text);
+      expect(v.n >= 1 && v.n <= 9 && /^[a-z]{2,4}$/.test(v.tag)).toBe(true);
+    }
+    const num = JSON.parse(kail('run', '-m', model, '-p', 'N:', '-n', '20', '--temp', '1', '--seed', '5', '-j', '{"type":"integer","minimum":10,"maximum":99}', '--json').stdout);
+    expect(num.finish_reason).toBe('stop');
+    expect(Number(num.text)).toBeGreaterThanOrEqual(10);
+    expect(Number(num.text)).toBeLessThanOrEqual(99);
+    expect(kail('run', '-m', model, '-n', '4', '-j', '{nope').stderr).toMatch(/--json-schema: not JSON/);
+    expect(kail('run', '-m', model, '-n', '4', '-j', '{}', '--grammar', 'root ::= "a"').stderr).toMatch(/give one of --grammar, --grammar-file, --json-schema and --json-schema-file/);
   });
 
   it('--cache-type q8_0: run and bench with a Q8_0 KV cache, plan counts it at 34 bytes per 32 values; a bad type is an error', () => {

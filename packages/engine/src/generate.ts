@@ -3,7 +3,8 @@ import type { EngineModel } from './model/model';
 import { createSampler, type SamplerParams } from './sampling/sampler';
 import { StopMatcher } from './sampling/stop';
 import { GbnfRecognizer, type GbnfGrammar } from './sampling/gbnf';
-import { OutputConstraint } from './sampling/json-constraint';
+import { JsonConstraint, OutputConstraint } from './sampling/json-constraint';
+import type { JsonGrammar } from './sampling/json-schema';
 import type { SpeculativeDecoder, SpeculativeStats } from './speculative/speculative-decoder';
 
 export interface GenerateOptions {
@@ -30,6 +31,8 @@ export interface GenerateOptions {
   speculative?: SpeculativeDecoder;
   /** The output follows this GBNF grammar (`sampling/gbnf.ts`; not with `speculative`). */
   grammar?: GbnfGrammar;
+  /** The output is one JSON value of this compiled schema (`sampling/json-schema.ts`; not with `grammar` or `speculative`). */
+  jsonSchema?: JsonGrammar;
 }
 
 export interface GenerateResult {
@@ -77,6 +80,13 @@ function grammarConstraint(model: EngineModel, grammar: GbnfGrammar, eog: Readon
   return new OutputConstraint(pieces, eog, new GbnfRecognizer(grammar), new GbnfRecognizer(grammar));
 }
 
+/** An output constraint to one JSON value of a schema, on the tokens' output text (control tokens write none). */
+function jsonConstraint(model: EngineModel, grammar: JsonGrammar, eog: ReadonlySet<number>): OutputConstraint {
+  const tok = model.tokenizer;
+  const pieces = Array.from({ length: model.nVocab }, (_, id) => (id < tok.nTokens ? tok.tokenToPiece(id) : new Uint8Array(0)));
+  return new JsonConstraint(pieces, eog, grammar);
+}
+
 /** Evaluates the prompt, then samples tokens one at a time until EOG, a stop string or maxTokens. */
 export async function generate(model: EngineModel, prompt: readonly number[], opts: GenerateOptions = {}): Promise<GenerateResult> {
   const maxTokens = opts.maxTokens ?? 128;
@@ -85,13 +95,14 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   if (prompt.length + maxTokens > model.nCtx && prompt.length >= model.nCtx)
     throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${prompt.length} tokens; the context holds ${model.nCtx}`);
   const seq = opts.seq ?? 0;
-  if (opts.speculative && opts.grammar) throw new EngineError('KAIL_E_INVALID_ARG', 'a grammar cannot be combined with speculative decoding');
+  if (opts.speculative && (opts.grammar || opts.jsonSchema)) throw new EngineError('KAIL_E_INVALID_ARG', 'a grammar or JSON schema cannot be combined with speculative decoding');
+  if (opts.grammar && opts.jsonSchema) throw new EngineError('KAIL_E_INVALID_ARG', 'a grammar and a JSON schema cannot be combined');
   if (opts.speculative) return generateSpeculative(model, prompt, maxTokens, seq, opts.speculative, opts);
   model.truncate(seq, 0);
   const sampler = createSampler(opts.sampling ?? {});
   const o = startOutput(model, prompt, opts);
   const { stop, decoder, history, out, emit } = o;
-  const constraint = opts.grammar ? grammarConstraint(model, opts.grammar, o.eog) : null;
+  const constraint = opts.grammar ? grammarConstraint(model, opts.grammar, o.eog) : opts.jsonSchema ? jsonConstraint(model, opts.jsonSchema, o.eog) : null;
 
   const t0 = performance.now();
   let logits = await model.evaluate(seq, prompt, 'last');
@@ -110,7 +121,7 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
       // As the batch engine: the free draw when the grammar allows it, else a draw from the allowed tokens.
       if (!constraint.allows(token)) {
         const masked = logits.slice();
-        if (constraint.mask(masked) === 0) throw new EngineError('KAIL_E_INTERNAL', 'no token of the vocabulary can continue the grammar');
+        if (constraint.mask(masked) === 0) throw new EngineError('KAIL_E_INVALID_ARG', `no token of the vocabulary can continue the constrained output after ${out.length} tokens`);
         token = sampler.sample(masked, history).token;
       }
       constraint.accept(token);

@@ -30,6 +30,8 @@ export type { TokenLogprobs } from './sampling/logprobs';
 export { StopMatcher } from './sampling/stop';
 export { GbnfRecognizer, parseGbnf } from './sampling/gbnf';
 export { regexToGbnf } from './sampling/regex-gbnf';
+export { compileJsonSchema } from './sampling/json-schema';
+export type { JsonGrammar } from './sampling/json-schema';
 export type { GbnfGrammar, GbnfOptions } from './sampling/gbnf';
 export type { StopMatcherOptions, StopStep } from './sampling/stop';
 export { Tokenizer, TokenStreamDecoder } from './tokenizer/tokenizer';

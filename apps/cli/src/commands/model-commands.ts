@@ -37,6 +37,7 @@ import {
   DEFAULT_DRY_BREAKERS,
   dryBreakerSequences,
   parseGbnf,
+  compileJsonSchema,
 } from '@kailstream/engine';
 import { getPreset, writeModel, WEIGHT_RECIPE_VERSION } from '@kailstream/tools';
 
@@ -326,6 +327,8 @@ interface RunOpts extends SamplerOpts {
   dataDir?: string;
   grammar?: string;
   grammarFile?: string;
+  jsonSchema?: string;
+  jsonSchemaFile?: string;
 }
 
 /** A text file a flag names, or an error naming the flag and why it cannot be read. */
@@ -378,6 +381,8 @@ export function registerModelCommands(program: Command): void {
     .option('--json', 'print one JSON object (token ids, text, timings) instead of streaming')
     .option('--grammar <gbnf>', "hold the output to a GBNF grammar (llama.cpp's format)")
     .option('--grammar-file <file>', 'hold the output to the GBNF grammar in this file')
+    .option('-j, --json-schema <schema>', 'hold the output to one JSON value of this JSON Schema (llama-cli\'s -j)')
+    .option('--json-schema-file <file>', 'hold the output to one JSON value of the JSON Schema in this file')
     .option('--demo', 'use the built-in demo model (written on first use into the data directory)')
     .option('--no-usage-history', "neither warm the expert cache from this model's usage history nor update it")
     .option('--data-dir <dir>', 'data directory (hardware profile, usage histories, demo model)');
@@ -386,8 +391,19 @@ export function registerModelCommands(program: Command): void {
     const dir = dataDir(o.dataDir);
     const modelPath = o.model ?? (o.demo ? ensureDemoModel(dir, log) : undefined);
     if (!modelPath) throw new Error('give a model with -m FILE.gguf, or --demo for the built-in one');
-    if (o.grammar !== undefined && o.grammarFile !== undefined) throw new Error('give --grammar or --grammar-file, not both');
+    const forms = (['grammar', 'grammarFile', 'jsonSchema', 'jsonSchemaFile'] as const).filter((k) => o[k] !== undefined);
+    if (forms.length > 1) throw new Error('give one of --grammar, --grammar-file, --json-schema and --json-schema-file');
     const grammarText = o.grammarFile !== undefined ? readTextFile(o.grammarFile, '--grammar-file') : o.grammar;
+    const schemaFlag = o.jsonSchemaFile !== undefined ? '--json-schema-file' : '--json-schema';
+    const schemaText = o.jsonSchemaFile !== undefined ? readTextFile(o.jsonSchemaFile, '--json-schema-file') : o.jsonSchema;
+    let schema: unknown;
+    if (schemaText !== undefined)
+      try {
+        schema = JSON.parse(schemaText);
+      } catch (e) {
+        throw new Error(`${schemaFlag}: not JSON: ${(e as Error).message}`);
+      }
+    const jsonSchema = schemaText === undefined ? undefined : compileJsonSchema(schema, { anyValue: true });
     // The native load is one synchronous call: a start line and a done line with its time.
     const loading = o.json ? undefined : createProgress({ label: `loading ${path.basename(modelPath)}`, total: 0 });
     const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...streamLoadOptions(o, modelPath, dir, o.usageHistory, log) });
@@ -418,6 +434,7 @@ export function registerModelCommands(program: Command): void {
         onText: o.json ? undefined : (t) => process.stdout.write(t),
         speculative: sp.spec ?? undefined,
         grammar,
+        jsonSchema,
       });
       if (o.json) {
         const stream = model.runtime.stats().stream;

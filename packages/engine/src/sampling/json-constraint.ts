@@ -95,6 +95,8 @@ export interface ByteRecognizer {
   wantsTokens?(): boolean;
   /** A key equal for states that allow the same tokens (a mask then reuses what it found). */
   stateKey?(): string;
+  /** Whether end of generation may come now, when that is more than `done` (a text that its end completes). */
+  mayEnd?(): boolean;
 }
 
 /** Masks kept per constraint, by the recognizer's state key. */
@@ -150,6 +152,11 @@ export class JsonRecognizer implements ByteRecognizer {
   /** True once the top-level value is complete (only end of generation may follow). */
   get done(): boolean {
     return this.mode === M.Done;
+  }
+
+  /** Done, or a number at the top level (a schema of any value) that the end of the text would end. */
+  mayEnd(): boolean {
+    return this.mode === M.Done || (this.depth === 0 && (this.mode === M.Zero || this.mode === M.Int || this.mode === M.Frac || this.mode === M.ExpDigits) && this.numInRange());
   }
 
   stringRoom(): number {
@@ -695,8 +702,13 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
     return this.state.done;
   }
 
+  /** End of generation may come now. */
+  private ends(): boolean {
+    return this.state.mayEnd ? this.state.mayEnd() : this.state.done;
+  }
+
   allows(token: number): boolean {
-    if (this.eog.has(token)) return this.state.done;
+    if (this.eog.has(token)) return this.ends();
     const piece = this.pieces[token];
     if (!piece || piece.length === 0) return false;
     this.trial.assign(this.state);
@@ -765,7 +777,7 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
       for (let t = 0; t < n; t++) {
         const piece = this.pieces[t];
         const c = plain && t < plain.length ? plain[t] : -1;
-        const ok = this.eog.has(t) ? this.state.done : c >= 0 ? c <= room : piece && piece.length > 0 && firstOk[piece[0]] === 1 && this.allows(t);
+        const ok = this.eog.has(t) ? this.ends() : c >= 0 ? c <= room : piece && piece.length > 0 && firstOk[piece[0]] === 1 && this.allows(t);
         if (ok) {
           kept++;
           allowed?.push(t);
@@ -788,7 +800,7 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
       }
     }
     // End-of-generation tokens (whatever their text: a GBNF constraint reads control tokens' text).
-    if (this.state.done)
+    if (this.ends())
       for (const t of this.eog)
         if (t < n) {
           logits[t] = original[t];

@@ -449,15 +449,18 @@ export function compileJsonValueSchema(schema: unknown): JsonGrammar {
 }
 
 /**
- * Compiles a schema whose values are objects (OpenAI requires an object at the top). With `widen`
+ * Compiles a schema whose values are objects (OpenAI requires an object at the top; `anyValue`
+ * lifts that). With `widen`
  * (a tool's parameters, where the schema describes the function rather than a promise to the
  * caller) keywords not enforced here are ignored and ambiguous alternatives allow any value: the
  * output is held to a looser grammar instead of the request being refused.
  */
-export function compileJsonSchema(schema: unknown, options: { widen?: boolean } = {}): JsonGrammar {
+export function compileJsonSchema(schema: unknown, options: { widen?: boolean; anyValue?: boolean } = {}): JsonGrammar {
   const c = new Compiler(schema, options.widen ?? false);
   const root = c.compile(schema, '');
   const node = c.nodes[root];
+  // (anyValue: any JSON value at the top, as llama-cli's --json-schema takes it.)
+  if (options.anyValue) return { nodes: c.nodes as SchemaNode[], tables: c.tables, root };
   if (node.kind !== 'object' && root !== ANY) throw new EngineError('KAIL_E_INVALID_ARG', 'json_schema: the top-level schema must describe an object');
   return { nodes: c.nodes as SchemaNode[], tables: c.tables, root: root === ANY ? ANY_OBJECT : root };
 }
