@@ -100,6 +100,22 @@ describe("Anthropic's Messages API (/v1/messages), real engine", () => {
     expect(stopped.body.content[0].text).toBe(text.slice(0, text.indexOf(word)));
   });
 
+  it('holds the answer to a JSON schema (structured outputs: output_config.format, and the beta output_format)', async () => {
+    const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer', minimum: 0, maximum: 120 } }, required: ['name', 'age'], additionalProperties: false };
+    for (const body of [{ output_config: { format: { type: 'json_schema', schema } } }, { output_format: { type: 'json_schema', schema } }]) {
+      const r = await post('/v1/messages', { ...chat, max_tokens: 300, temperature: 1, seed: 3, ...body });
+      expect(r.status).toBe(200);
+      expect(r.body.stop_reason).toBe('end_turn');
+      const v = JSON.parse(r.body.content[0].text);
+      expect(Object.keys(v)).toEqual(['name', 'age']);
+      expect(v.name.length).toBeLessThanOrEqual(12);
+      expect(Number.isInteger(v.age) && v.age >= 0 && v.age <= 120).toBe(true);
+    }
+    const bad = await post('/v1/messages', { ...chat, max_tokens: 10, output_config: { format: { type: 'json_schema', schema: { type: 'object', properties: { a: { type: 'integer', multipleOf: 2 } } } } } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toMatch(/'multipleOf' is not supported/);
+  });
+
   it('calls tools: tool_choice any gives tool_use blocks (streamed as input_json_delta), and a tool_result turn continues', async () => {
     // Enums keep a random model's arguments short (a free string can run to max_tokens).
     const tools = [{ name: 'get_weather', description: 'Weather of a city', input_schema: { type: 'object', properties: { city: { enum: ['Paris', 'Rome'] }, metric: { type: 'boolean' } }, required: ['city', 'metric'] } }];

@@ -40,6 +40,8 @@ const block = z
     ]),
   );
 
+const jsonOutput = z.object({ type: z.literal('json_schema'), schema: z.record(z.string(), z.unknown()) });
+
 export const MessagesRequest = z.object({
   model: z.string().min(1),
   max_tokens: z.number({ message: 'max_tokens is required (a positive integer)' }).int().min(1).max(1_000_000),
@@ -81,6 +83,10 @@ export const MessagesRequest = z.object({
     .optional()
     .nullable(),
   metadata: z.object({ user_id: z.string().optional().nullable() }).optional().nullable(),
+  /** Structured outputs: the answer's text is one JSON object of `format.schema` (constrained decoding). */
+  output_config: z.object({ format: jsonOutput.optional().nullable() }).passthrough().optional().nullable(),
+  /** The same, under its beta name (structured-outputs-2025-11-13). */
+  output_format: jsonOutput.optional().nullable(),
   /** Not Anthropic's: a sampling seed, for reproducible answers (as OpenAI's seed). */
   seed: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
 });
@@ -243,8 +249,10 @@ async function messages(
   b: MessagesRequest, prompt: Partial<pb.GenerateRequest>, tools: ReturnType<typeof chatFields>['tools'],
 ) {
   const id = `msg_${randomUUID().replace(/-/g, '')}`;
+  const format = b.output_config?.format ?? b.output_format;
   const gen = pb.GenerateRequest.fromPartial({
     ...prompt,
+    ...(format ? { responseFormat: pb.ResponseFormat.RESPONSE_FORMAT_JSON_SCHEMA, jsonSchema: JSON.stringify(format.schema) } : {}),
     requestId: id,
     maxTokens: b.max_tokens,
     stop: (b.stop_sequences ?? []).filter((s) => s.length > 0),
