@@ -61,6 +61,8 @@ export const MessagesRequest = z.object({
         name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool names are 1-64 letters, digits, _ or -'),
         description: z.string().optional(),
         input_schema: z.record(z.string(), z.unknown()),
+        /** Calls to it follow input_schema (held by constrained decoding once the model starts one). */
+        strict: z.boolean().optional().nullable(),
       }),
     )
     .max(128)
@@ -161,7 +163,7 @@ function chatFields(
 ): Partial<pb.GenerateRequest> & { tools?: ReturnType<typeof functionTool>[] } {
   const choice = b.tool_choice;
   const tools = b.tools?.length && choice?.type !== 'none'
-    ? b.tools.map((t) => functionTool(t.name, t.description, t.input_schema))
+    ? b.tools.map((t) => functionTool(t.name, t.description, t.input_schema, t.strict))
     : undefined;
   if (choice?.type === 'tool' && !tools?.some((t) => t.function.name === choice.name)) throw new BadRequest(`tool_choice names '${choice.name}', which is not in tools`);
   if (choice && choice.type !== 'auto' && choice.type !== 'none' && !tools) throw new BadRequest(`tool_choice '${choice.type}' needs tools`);

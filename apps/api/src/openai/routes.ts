@@ -140,8 +140,8 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
 }
 
 /** A function tool in the chat completions' shape (what the engine's template gets), from the flat fields other APIs use. */
-export function functionTool(name: string, description: string | null | undefined, parameters: Record<string, unknown> | null | undefined) {
-  return { type: 'function' as const, function: { name, ...(description ? { description } : {}), ...(parameters ? { parameters } : {}) } };
+export function functionTool(name: string, description: string | null | undefined, parameters: Record<string, unknown> | null | undefined, strict?: boolean | null) {
+  return { type: 'function' as const, function: { name, ...(description ? { description } : {}), ...(parameters ? { parameters } : {}), ...(strict ? { strict } : {}) } };
 }
 
 /** SamplingParams with the request's logit_bias (JSON object keys are strings; the proto map's are ids). */

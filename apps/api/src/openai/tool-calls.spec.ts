@@ -518,6 +518,19 @@ describe('chat completions with tools: the prompt (real engine)', () => {
     // About 20 constrained generations: 2.7 s on an idle 2-core VM, over 5 s on a busy one.
   }, 60_000);
 
+  it('lets strict tools under tool_choice auto answer in free text (a call is held only once its marker comes: tool-call-grammar.spec)', async () => {
+    const strict: OpenAI.Chat.ChatCompletionTool[] = [
+      { type: 'function', function: { name: 'get_weather', strict: true, parameters: { type: 'object', properties: { city: { enum: ['Paris', 'Rome'] }, days: { type: 'integer', minimum: 1, maximum: 7 } }, required: ['city', 'days'], additionalProperties: false } } },
+    ];
+    const messages = [{ role: 'user' as const, content: 'Weather in Paris?' }];
+    // No call started: free text (which may end anywhere).
+    for (const seed of [1, 2]) {
+      const a = await client.chat.completions.create({ model: 'hermes', messages, tools: strict, max_tokens: 24, temperature: 1, seed });
+      expect(['stop', 'length']).toContain(a.choices[0].finish_reason);
+      expect(a.choices[0].message.tool_calls ?? []).toEqual([]);
+    }
+  }, 60_000);
+
   it("answers 400 when the model's template cannot show tools", async () => {
     await expect(client.chat.completions.create({ model: 'chatml', messages: [{ role: 'user', content: 'x' }], tools, max_tokens: 1 })).rejects.toMatchObject({
       status: 400,

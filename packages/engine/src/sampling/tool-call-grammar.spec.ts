@@ -1,6 +1,6 @@
 import { OutputConstraint } from './json-constraint';
 import { ChatTemplate } from '../tokenizer/chat-template';
-import { choicePattern, forcedToolCallPattern, PatternRecognizer, toolCallFormat, toolCallSyntax, type GlmLayout, type OutputPattern, type XmlLayout, type ToolDef } from './tool-call-grammar';
+import { choicePattern, forcedToolCallPattern, lazyToolCallPattern, PatternRecognizer, toolCallFormat, toolCallSyntax, type GlmLayout, type OutputPattern, type XmlLayout, type ToolDef } from './tool-call-grammar';
 
 const GLM46: GlmLayout = { afterName: '\n', keyValue: '\n', betweenPairs: '\n', beforeClose: '\n' };
 const GLM47: GlmLayout = { afterName: '', keyValue: '', betweenPairs: '', beforeClose: '' };
@@ -216,5 +216,45 @@ describe('choicePattern (guided_choice)', () => {
     expect(() => choicePattern(['a', 'ab'])).toThrow(/output choices: "a" and "ab" cannot be told apart/);
     expect(() => choicePattern([])).toThrow(/at least one/);
     expect(() => choicePattern(['x', ''])).toThrow(/non-empty/);
+  });
+});
+
+describe('lazyToolCallPattern (strict tools under tool_choice auto)', () => {
+  const mayEnd = (p: OutputPattern, text: string) => {
+    const r = new PatternRecognizer(p);
+    return r.feed(bytes(text)) && r.mayEnd();
+  };
+  it('lets free text run and end anywhere, and holds a call to the schemas once its marker appears', () => {
+    const p = lazyToolCallPattern({ format: 'hermes' }, tools, false)!;
+    expect(mayEnd(p, '')).toBe(true);
+    expect(mayEnd(p, 'The weather is fine. <tool_ or <b>not</b> a call')).toBe(true);
+    const call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}\n</tool_call>';
+    expect(complete(p, `Let me look. ${call}`)).toBe(true);
+    // Inside a call the schema holds: a bound, a name, the JSON itself.
+    expect(prefix(p, 'x <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 0')).toBe(false);
+    expect(prefix(p, '<tool_call>\n{"name": "get_wind"')).toBe(false);
+    expect(prefix(p, '<tool_call>\n{"name": "get_time", "arguments": {"zone": "PST"')).toBe(false);
+    expect(prefix(p, '<tool_call>\nnot json')).toBe(false);
+    // Started, the call must be finished before the answer ends; one call without parallel calls.
+    expect(mayEnd(p, '<tool_call>\n{"name": "get')).toBe(false);
+    expect(prefix(p, `${call}\n<tool_call>`)).toBe(false);
+    expect(complete(lazyToolCallPattern({ format: 'hermes' }, tools, true)!, `${call}\n${call}`)).toBe(true);
+  });
+
+  it('works for the formats whose calls start with a marker, and not for those without one', () => {
+    const ds = lazyToolCallPattern({ format: 'deepseek-v3.1' }, tools, true)!;
+    expect(complete(ds, 'Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{"zone": "UTC"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>')).toBe(true);
+    expect(prefix(ds, '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{"zone": 5')).toBe(false);
+    const glm = lazyToolCallPattern({ format: 'glm', layout: GLM47 }, tools, false)!;
+    expect(complete(glm, 'ok <tool_call>get_time<arg_key>zone</arg_key><arg_value>"CET"</arg_value></tool_call>')).toBe(true);
+    const kimi = lazyToolCallPattern({ format: 'kimi' }, tools, true)!;
+    expect(complete(kimi, 'Checking.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0<|tool_call_argument_begin|>{"zone": "UTC"}<|tool_call_end|><|tool_calls_section_end|>')).toBe(true);
+    const args = lazyToolCallPattern({ format: 'mistral', layout: { list: false, ids: false } }, tools, true)!;
+    expect(complete(args, 'Sure: [TOOL_CALLS]get[ARGS]{}[TOOL_CALLS]get_time[ARGS]{"zone": "UTC"}')).toBe(true);
+    expect(prefix(args, 'Sure: [TOOL_CALLS]get_time[ARGS]{"zone": "PST"')).toBe(false);
+    const list = lazyToolCallPattern({ format: 'mistral', layout: { list: true, gap: '', ids: false } }, tools, true)!;
+    expect(complete(list, '[TOOL_CALLS][{"name": "get", "arguments": {}}]')).toBe(true);
+    expect(lazyToolCallPattern({ format: 'llama3' }, tools, false)).toBeUndefined();
+    expect(lazyToolCallPattern({ format: 'harmony' }, tools, false)).toBeUndefined();
   });
 });

@@ -148,6 +148,8 @@ export type PatternStep =
   | { op: 'lit'; bytes: Uint8Array }
   | { op: 'json'; grammar: JsonGrammar }
   | { op: 'text'; until: Uint8Array; fail: Int32Array }
+  /** Free text that may end the output, or go on at step `next` once `until` appears (a lazy constraint's trigger). */
+  | { op: 'lazy'; until: Uint8Array; fail: Int32Array; next: number }
   /** Exactly `count` bytes, each one marked in `allowed` (256 entries). */
   | { op: 'chars'; allowed: Uint8Array; count: number }
   | { op: 'choice'; values: Uint8Array[]; targets: number[] }
@@ -176,6 +178,12 @@ export class PatternRecognizer implements ByteRecognizer {
 
   get done(): boolean {
     return this.pattern.steps[this.pc].op === 'end';
+  }
+
+  /** Done, or in a lazy step's free text (the output may end there). */
+  mayEnd(): boolean {
+    const op = this.pattern.steps[this.pc].op;
+    return op === 'end' || op === 'lazy';
   }
 
   assign(o: PatternRecognizer): void {
@@ -236,12 +244,13 @@ export class PatternRecognizer implements ByteRecognizer {
         if (!s.allowed[b]) return false;
         if (++this.off === s.count) this.enter(this.pc + 1);
         return true;
-      case 'text': {
+      case 'text':
+      case 'lazy': {
         // Knuth-Morris-Pratt over the terminator.
         let k = this.off;
         while (k > 0 && s.until[k] !== b) k = s.fail[k - 1];
         if (s.until[k] === b) k++;
-        if (k === s.until.length) this.enter(this.pc + 1);
+        if (k === s.until.length) this.enter(s.op === 'lazy' ? s.next : this.pc + 1);
         else this.off = k;
         return true;
       }
@@ -322,6 +331,69 @@ export function choicePattern(choices: readonly string[], reasoning = false): Ou
   return { steps: b.steps };
 }
 
+/** Knuth-Morris-Pratt's failure table of a terminator. */
+function kmpFailure(u: Uint8Array): Int32Array {
+  const fail = new Int32Array(u.length);
+  for (let i = 1, k = 0; i < u.length; i++) {
+    while (k > 0 && u[i] !== u[k]) k = fail[k - 1];
+    if (u[i] === u[k]) k++;
+    fail[i] = k;
+  }
+  return fail;
+}
+
+/**
+ * Tool calls held to their schemas only once the model starts one (tool_choice auto with strict
+ * tools, llama.cpp's lazy grammar): free text that may end the output, until the format's call
+ * marker, then the calls as forcedToolCallPattern writes them (to any of the tools). Undefined for
+ * a format whose calls start without a marker of their own (Llama 3's bare JSON, harmony).
+ */
+export function lazyToolCallPattern(syntax: ToolCallSyntax, tools: readonly ToolDef[], parallel: boolean): OutputPattern | undefined {
+  if (syntax.format === 'llama3' || syntax.format === 'harmony') return undefined;
+  const forced = forcedToolCallPattern(syntax, tools, { parallel });
+  const first = forced.steps[0];
+  const starts = first.op === 'lit' ? [first.bytes] : first.op === 'choice' ? first.values : [];
+  const text = (u: Uint8Array) => Buffer.from(u).toString('utf8');
+  // (A choice's openings that start elsewhere, such as GLM's "\n<tool_call>", are the free text's.)
+  const marker = CALL_MARKERS.find((m) => starts.some((v) => text(v).startsWith(m)));
+  if (!marker) return undefined;
+  const cut = enc(marker).length;
+  // Step 0 waits for the marker, then goes on at a copy of the old first step without the marker's
+  // bytes (appended at the end); the old steps move one on and stay as they were (a jump back
+  // to the first call, for another one, still writes the marker).
+  const shift = (t: number) => t + 1;
+  const steps: PatternStep[] = forced.steps.map((st) => {
+    switch (st.op) {
+      case 'choice':
+        return { ...st, targets: st.targets.map(shift) };
+      case 'jump':
+        return { ...st, to: shift(st.to) };
+      case 'end':
+        return st.more >= 0 ? { ...st, more: shift(st.more) } : st;
+      default:
+        return st;
+    }
+  });
+  const next = steps.length + 1;
+  const rest: PatternStep[] = [];
+  if (first.op === 'lit') {
+    if (first.bytes.length > cut) rest.push({ op: 'lit', bytes: first.bytes.subarray(cut) });
+    rest.push({ op: 'jump', to: 2 });
+  } else {
+    const c = steps[0] as ChoiceStep;
+    const kept = c.values.map((v, i) => ({ v, t: c.targets[i] })).filter(({ v }) => text(v).startsWith(marker));
+    const values = kept.map(({ v }) => v.subarray(cut));
+    if (values.length === 1 && values[0].length === 0) rest.push({ op: 'jump', to: kept[0].t });
+    else if (values.some((v) => v.length === 0)) return undefined;
+    else rest.push({ op: 'choice', values, targets: kept.map(({ t }) => t) });
+  }
+  const u = enc(marker);
+  return { steps: [{ op: 'lazy', until: u, fail: kmpFailure(u), next }, ...steps, ...rest] };
+}
+
+/** The markers a lazy pattern waits for: what opens a call (or a list of them) in each format that has one. */
+const CALL_MARKERS = ['<tool_call>', '<｜tool▁calls▁begin｜>', '<|tool_calls_section_begin|>', '[TOOL_CALLS]'];
+
 /** Builds a pattern step by step; `choice` branches are filled in after it. */
 class Builder {
   readonly steps: PatternStep[] = [];
@@ -331,13 +403,7 @@ class Builder {
   /** Any text, then `until`. */
   textUntil(until: string): void {
     const u = enc(until);
-    const fail = new Int32Array(u.length);
-    for (let i = 1, k = 0; i < u.length; i++) {
-      while (k > 0 && u[i] !== u[k]) k = fail[k - 1];
-      if (u[i] === u[k]) k++;
-      fail[i] = k;
-    }
-    this.steps.push({ op: 'text', until: u, fail });
+    this.steps.push({ op: 'text', until: u, fail: kmpFailure(u) });
   }
   /** A choice among texts (none a prefix of another), each going on at its target (filled in later when -1). */
   choice(branches: { text: string; target: number }[]): ChoiceStep {

@@ -15,7 +15,7 @@ import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import { HARMONY_TAGS, THINK_TAGS, type ReasoningBudgetSpec, type ReasoningTags } from '../sampling/reasoning-budget';
 import type { ResolvedSamplerParams, SamplerParams, SamplerStage } from '../sampling/sampler';
 import type { TokenLogprobs } from '../sampling/logprobs';
-import { choicePattern, forcedToolCallPattern, reasoningThenJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
+import { choicePattern, forcedToolCallPattern, lazyToolCallPattern, reasoningThenJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
 import type { NativeExpertStreamStats } from '@kailstream/core-native';
 
 /** What the engine gRPC service needs from whatever owns models and runs generation. */
@@ -646,7 +646,7 @@ export class LocalModelHost implements ModelHost {
   /** The pattern of a request's forced tool calls (tool_choice 'required' or a function), else undefined. */
   private forcedToolCalls(m: Loaded, req: pb.GenerateRequest, reasoning: boolean): OutputPattern | undefined {
     const c = req.toolChoice;
-    if (c === pb.ToolChoice.TOOL_CHOICE_AUTO) return undefined;
+    if (c === pb.ToolChoice.TOOL_CHOICE_AUTO) return this.strictToolCalls(m, req);
     if (c !== pb.ToolChoice.TOOL_CHOICE_REQUIRED && c !== pb.ToolChoice.TOOL_CHOICE_FUNCTION) throw new EngineError('KAIL_E_INVALID_ARG', `unknown tool choice ${c}`);
     if (!req.messages.length || !m.chat) throw new EngineError('KAIL_E_INVALID_ARG', 'a forced tool call needs chat messages (the template shows the tools)');
     const syntax = (m.toolCallSyntax ??= toolCallSyntax(m.chat));
@@ -654,6 +654,27 @@ export class LocalModelHost implements ModelHost {
       throw new EngineError('KAIL_E_INVALID_ARG', `model '${req.model}' cannot be held to a tool call (its chat template: ${syntax.unsupported}); use tool_choice 'auto'`);
     const tools = parseJsonField<ToolDef[]>(req.toolsJson || '[]', 'tools', Array.isArray);
     return forcedToolCallPattern(syntax, tools, { name: c === pb.ToolChoice.TOOL_CHOICE_FUNCTION ? req.toolChoiceFunction : undefined, parallel: !req.singleToolCall, reasoning });
+  }
+
+  /**
+   * tool_choice auto with a strict tool (OpenAI's and Anthropic's `strict: true`): the answer is
+   * free, but a tool call, once its marker appears, follows the tools' schemas (a lazy pattern).
+   * Undefined without strict tools, with another output form, or for a template whose calls
+   * cannot be held (they are then parsed from free text, as without strict).
+   */
+  private strictToolCalls(m: Loaded, req: pb.GenerateRequest): OutputPattern | undefined {
+    if (!req.toolsJson || !req.messages.length || !m.chat || req.responseFormat !== pb.ResponseFormat.RESPONSE_FORMAT_TEXT || req.outputChoices.length) return undefined;
+    let tools: ToolDef[];
+    try {
+      tools = JSON.parse(req.toolsJson) as ToolDef[];
+    } catch {
+      return undefined;
+    }
+    const strict = (t: unknown) => (t as { function?: { strict?: unknown }; strict?: unknown } | null)?.function?.strict === true || (t as { strict?: unknown } | null)?.strict === true;
+    if (!Array.isArray(tools) || !tools.some(strict)) return undefined;
+    const syntax = (m.toolCallSyntax ??= toolCallSyntax(m.chat));
+    if ('unsupported' in syntax) return undefined;
+    return lazyToolCallPattern(syntax, tools, !req.singleToolCall);
   }
 
   /**
