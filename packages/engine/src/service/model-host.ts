@@ -174,6 +174,15 @@ function samplingToProto(p: Readonly<ResolvedSamplerParams>): common.SamplingPar
   };
 }
 
+/** A hard link where the file system allows one (no second copy of the weights), else a copy; never over an existing file. */
+function linkOrCopy(src: string, dst: string): void {
+  try {
+    fs.linkSync(src, dst);
+  } catch {
+    fs.copyFileSync(src, dst, fs.constants.COPYFILE_EXCL);
+  }
+}
+
 function responseFormatFromProto(req: pb.GenerateRequest): Pick<GenerationRequest, 'responseFormat' | 'jsonSchema'> {
   const f = req.responseFormat;
   if (f === pb.ResponseFormat.RESPONSE_FORMAT_TEXT) return { responseFormat: 'text' };
@@ -782,11 +791,7 @@ export class LocalModelHost implements ModelHost {
     const dst = this.modelFilePath(dest, 'destination');
     if (!fs.existsSync(src)) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not in the models directory`);
     if (fs.existsSync(dst)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `model '${dest}' is already in the models directory`);
-    try {
-      fs.linkSync(src, dst);
-    } catch {
-      fs.copyFileSync(src, dst, fs.constants.COPYFILE_EXCL);
-    }
+    linkOrCopy(src, dst);
   }
 
   async importModelFile(source: string, dest: string): Promise<void> {
@@ -796,11 +801,7 @@ export class LocalModelHost implements ModelHost {
     if (fs.existsSync(dst)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `model '${dest}' is already in the models directory`);
     // A readable GGUF header, or an error naming what is wrong with it.
     openGgufMetadata(source).close();
-    try {
-      fs.linkSync(source, dst);
-    } catch {
-      fs.copyFileSync(source, dst, fs.constants.COPYFILE_EXCL);
-    }
+    linkOrCopy(source, dst);
   }
 
   async planModel(req: pb.PlanModelRequest): Promise<pb.PlanModelResponse> {
