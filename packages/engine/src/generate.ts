@@ -75,16 +75,12 @@ function startOutput(model: EngineModel, prompt: readonly number[], opts: Genera
 
 /** An output constraint to a GBNF grammar, on the tokens' text with control tokens' included (llama.cpp's reading). */
 function grammarConstraint(model: EngineModel, grammar: GbnfGrammar, eog: ReadonlySet<number>): OutputConstraint {
-  const tok = model.tokenizer;
-  const pieces = Array.from({ length: model.nVocab }, (_, id) => (id < tok.nTokens ? tok.tokenToPiece(id, { special: true }) : new Uint8Array(0)));
-  return new OutputConstraint(pieces, eog, new GbnfRecognizer(grammar), new GbnfRecognizer(grammar));
+  return new OutputConstraint(model.tokenizer.allPieces(model.nVocab, { special: true }), eog, new GbnfRecognizer(grammar), new GbnfRecognizer(grammar));
 }
 
 /** An output constraint to one JSON value of a schema, on the tokens' output text (control tokens write none). */
 function jsonConstraint(model: EngineModel, grammar: JsonGrammar, eog: ReadonlySet<number>): OutputConstraint {
-  const tok = model.tokenizer;
-  const pieces = Array.from({ length: model.nVocab }, (_, id) => (id < tok.nTokens ? tok.tokenToPiece(id) : new Uint8Array(0)));
-  return new JsonConstraint(pieces, eog, grammar);
+  return new JsonConstraint(model.tokenizer.allPieces(model.nVocab), eog, grammar);
 }
 
 /** Evaluates the prompt, then samples tokens one at a time until EOG, a stop string or maxTokens. */

@@ -764,7 +764,7 @@ export class BatchEngine {
     let p = this.tokenPieces.get(key);
     if (!p) {
       const tok = this.model.tokenizer;
-      p = Array.from({ length: this.model.nVocab }, (_, id) => (id < tok.nTokens ? tok.tokenToPiece(id, { preserve: key }) : new Uint8Array(0)));
+      p = tok.allPieces(this.model.nVocab, { preserve: key });
       this.tokenPieces.set(key, p);
     }
     return p;
@@ -776,7 +776,7 @@ export class BatchEngine {
   private specialPieces(): readonly Uint8Array[] {
     if (!this.special) {
       const tok = this.model.tokenizer;
-      this.special = Array.from({ length: this.model.nVocab }, (_, id) => (id < tok.nTokens ? tok.tokenToPiece(id, { special: true }) : new Uint8Array(0)));
+      this.special = tok.allPieces(this.model.nVocab, { special: true });
     }
     return this.special;
   }

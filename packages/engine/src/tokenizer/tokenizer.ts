@@ -63,6 +63,14 @@ export class Tokenizer {
     return new Tokenizer(new Vocab(meta));
   }
 
+  /**
+   * Every token's bytes as tokenToPiece gives them, for `n` ids (a model's vocabulary may have more
+   * rows than tokens: those write nothing). What output constraints read tokens as.
+   */
+  allPieces(n: number, options: PieceOptions = {}): Uint8Array[] {
+    return Array.from({ length: n }, (_, id) => (id < this.nTokens ? this.tokenToPiece(id, options) : new Uint8Array(0)));
+  }
+
   get nTokens(): number {
     return this.vocab.nTokens;
   }
