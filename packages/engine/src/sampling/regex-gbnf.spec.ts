@@ -30,6 +30,7 @@ describe('regular expressions as GBNF grammars (guided_regex)', () => {
     ['"([^"\\\\]|\\\\.)*"', '"\\ab'],
     ['\\w+@\\w+\\.(com|org)', 'a_1@.comorgx'],
     ['(?:ab|a)(?:bc|c)?d{0,2}', 'abcd'],
+    ['(a?b?){0,3}c', 'abc'], // a bounded repetition of a part that can be empty is fine
     ['x{2,}y{0,1}', 'xy'],
     ['[^\\s,]+(,\\s?[^\\s,]+)*', 'ab, \t'],
     ['\\D\\W\\S', 'a1 -_\n'],
@@ -88,5 +89,9 @@ describe('regular expressions as GBNF grammars (guided_regex)', () => {
     expect(refusal('[\\W]')).toMatch(/\\W inside a class cannot be held by a grammar/);
     expect(refusal('\\q')).toMatch(/unknown escape \\q/);
     expect(refusal('a{2001}')).toMatch(/more than 2000 times/); // the grammar's own limit
+    // Repeating without bound what can match nothing (left recursion in a grammar), named as the regex wrote it.
+    expect(refusal('x(a*)*')).toMatch(/\(a\*\)\* repeats without bound a part that can match the empty text.*\(at character 2\)/);
+    expect(refusal('( ?[a-z]*)+')).toMatch(/repeats without bound/);
+    expect(refusal('(a|)+')).toMatch(/repeats without bound/);
   });
 });

@@ -45,6 +45,9 @@ function esc(c: number, inClass: boolean): string {
   return String.fromCodePoint(c);
 }
 
+/** A piece of the grammar written so far, and whether it can match the empty text. */
+type Part = { t: string; e: boolean };
+
 /** Class items: single code points or ranges. */
 type Range = [number, number];
 const DIGIT: Range[] = [[0x30, 0x39]];
@@ -68,20 +71,21 @@ class RegexParser {
     if (this.peek() === '^') this.i++;
     const e = this.alternation(true);
     if (this.i < this.s.length) throw bad(`unexpected '${this.peek()}'`, this.i);
-    return e;
+    return e.t;
   }
 
-  private alternation(top: boolean): string {
+  // Each part comes back as its GBNF text `t` and whether it can match the empty text (`e`).
+  private alternation(top: boolean): Part {
     const alts = [this.sequence(top)];
     while (this.peek() === '|') {
       this.i++;
       alts.push(this.sequence(top));
     }
-    return alts.length === 1 ? alts[0] : `(${alts.join(' | ')})`;
+    return alts.length === 1 ? alts[0] : { t: `(${alts.map((a) => a.t).join(' | ')})`, e: alts.some((a) => a.e) };
   }
 
-  private sequence(top: boolean): string {
-    const items: string[] = [];
+  private sequence(top: boolean): Part {
+    const items: Part[] = [];
     for (;;) {
       const c = this.peek();
       if (c === undefined || c === '|' || c === ')') break;
@@ -97,21 +101,26 @@ class RegexParser {
       const atom = this.atom();
       items.push(this.quantified(atom, start));
     }
-    return items.length ? items.join(' ') : '""';
+    return items.length ? { t: items.map((x) => x.t).join(' '), e: items.every((x) => x.e) } : { t: '""', e: true };
   }
 
-  private quantified(atom: string, start: number): string {
+  private quantified(atom: Part, start: number): Part {
     const c = this.peek();
     let q = '';
+    let lo = 1;
+    let unbounded = false;
     if (c === '*' || c === '+' || c === '?') {
       this.i++;
       q = c;
+      lo = c === '+' ? 1 : 0;
+      unbounded = c !== '?';
     } else if (c === '{') {
       const m = /^\{(\d+)(,(\d*))?\}/.exec(this.s.slice(this.i).join(''));
       if (!m) return atom; // a literal '{', as Python reads one that starts no quantifier
       this.i += m[0].length;
-      const lo = Number(m[1]);
+      lo = Number(m[1]);
       const hi = m[2] === undefined ? lo : m[3] === '' ? Infinity : Number(m[3]);
+      unbounded = hi === Infinity;
       if (hi < lo) throw bad(`{${lo},${hi}} has its maximum below its minimum`, start);
       q = hi === Infinity ? `{${lo},}` : lo === hi ? `{${lo}}` : `{${lo},${hi}}`;
     } else return atom;
@@ -119,10 +128,13 @@ class RegexParser {
     else if (this.peek() === '+') throw bad('possessive quantifiers cannot be held by a grammar', this.i);
     const n = this.peek();
     if (n === '*' || n === '+' || n === '?' || (n === '{' && /^\{\d/.test(this.s.slice(this.i).join('')))) throw bad('a quantifier follows a quantifier', this.i);
-    return `${atom}${q}`;
+    // GBNF (as llama.cpp's) cannot repeat without bound what may match nothing: it would be left-recursive.
+    if (unbounded && atom.e)
+      throw bad(`${this.s.slice(start, this.i).join('')} repeats without bound a part that can match the empty text, which a grammar cannot hold: make the repeated part non-empty (e.g. (a*)* as a*)`, start);
+    return { t: `${atom.t}${q}`, e: atom.e || lo === 0 };
   }
 
-  private atom(): string {
+  private atom(): Part {
     const at = this.i;
     const c = this.s[this.i++];
     switch (c) {
@@ -139,14 +151,14 @@ class RegexParser {
         const inner = this.alternation(false);
         if (this.peek() !== ')') throw bad("missing ')'", at);
         this.i++;
-        return `(${inner})`;
+        return { t: `(${inner.t})`, e: inner.e };
       }
       case '[':
-        return this.charClass(at);
+        return { t: this.charClass(at), e: false };
       case '.':
-        return '[^\\n]';
+        return { t: '[^\\n]', e: false };
       case '\\':
-        return this.escape(at, false) as string;
+        return { t: this.escape(at, false) as string, e: false };
       case '*':
       case '+':
       case '?':
@@ -154,7 +166,7 @@ class RegexParser {
       case ')':
         throw bad("unbalanced ')'", at);
       default:
-        return `"${esc(c.codePointAt(0)!, false)}"`;
+        return { t: `"${esc(c.codePointAt(0)!, false)}"`, e: false };
     }
   }
 
