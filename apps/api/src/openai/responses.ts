@@ -358,7 +358,7 @@ export function inputItemsOf(input: ResponsesRequest['input']): Record<string, u
 
 /** The engine request's chat fields: instructions as the system turn, the conversation, tools and template variables. */
 function chatOf(b: ResponsesRequest, conversation: pb.ChatMessage[]) {
-  const tools = b.tools?.length && b.tool_choice !== 'none' ? b.tools.map((t) => functionTool(t.name, t.description, t.parameters, t.strict)) : undefined;
+  const tools = b.tools?.length && b.tool_choice !== 'none' ? b.tools.map((t) => functionTool(t.name, t.description, t.parameters, t.strict ?? true)) : undefined;
   return {
     model: b.model,
     messages: [...(b.instructions ? [pb.ChatMessage.fromPartial({ role: 'system', content: b.instructions })] : []), ...conversation],

@@ -523,6 +523,10 @@ describe('chat completions with tools: the prompt (real engine)', () => {
       { type: 'function', function: { name: 'get_weather', strict: true, parameters: { type: 'object', properties: { city: { enum: ['Paris', 'Rome'] }, days: { type: 'integer', minimum: 1, maximum: 7 } }, required: ['city', 'days'], additionalProperties: false } } },
     ];
     const messages = [{ role: 'user' as const, content: 'Weather in Paris?' }];
+    // `strict` is the engine's: the model sees the tool without it (as llama.cpp shows tools).
+    const shown = await stack.post('/apply-template', { model: 'hermes', messages, tools: strict });
+    expect(shown.body.prompt).toContain('get_weather');
+    expect(shown.body.prompt).not.toContain('strict');
     // No call started: free text (which may end anywhere).
     for (const seed of [1, 2]) {
       const a = await client.chat.completions.create({ model: 'hermes', messages, tools: strict, max_tokens: 24, temperature: 1, seed });

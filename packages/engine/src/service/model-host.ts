@@ -174,6 +174,18 @@ function samplingToProto(p: Readonly<ResolvedSamplerParams>): common.SamplingPar
   };
 }
 
+/** A tool definition without its `strict` flags (top level or in `function`). */
+function withoutStrict(t: unknown): unknown {
+  if (t === null || typeof t !== 'object' || Array.isArray(t)) return t;
+  const { strict: _, ...rest } = t as Record<string, unknown>;
+  const f = rest.function;
+  if (f !== null && typeof f === 'object' && !Array.isArray(f) && 'strict' in f) {
+    const { strict: __, ...fn } = f as Record<string, unknown>;
+    rest.function = fn;
+  }
+  return rest;
+}
+
 /** A hard link where the file system allows one (no second copy of the weights), else a copy; never over an existing file. */
 function linkOrCopy(src: string, dst: string): void {
   try {
@@ -542,7 +554,8 @@ export class LocalModelHost implements ModelHost {
   /** Chat messages rendered with the model's template, followed by the assistant turn's opening. */
   private renderChat(m: Loaded, req: Pick<pb.GenerateRequest, 'model' | 'messages' | 'toolsJson' | 'chatTemplateKwargsJson' | 'continueFinalMessage'>): string {
     const chat = this.chatTemplate(m);
-    const tools = req.toolsJson ? parseJsonField<unknown[]>(req.toolsJson, 'tools', Array.isArray) : undefined;
+    // (`strict` is the engine's, not the model's: llama.cpp does not show it either.)
+    const tools = req.toolsJson ? parseJsonField<unknown[]>(req.toolsJson, 'tools', Array.isArray).map(withoutStrict) : undefined;
     if (tools?.length && !chat.caps.tools)
       throw new EngineError('KAIL_E_INVALID_ARG', `the chat template of model '${req.model}' does not show tools to the model, so it cannot call them`);
     const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
