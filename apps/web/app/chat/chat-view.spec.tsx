@@ -26,5 +26,10 @@ describe('chat playground parts', () => {
     const msgs = [{ role: 'user' as const, content: 'hi' }];
     expect(chatRequest('tiny', msgs, DEFAULT_SAMPLING)).toEqual({ model: 'tiny', messages: msgs, temperature: 0.7, top_p: 0.95, max_tokens: 256 });
     expect(chatRequest('tiny', msgs, { ...DEFAULT_SAMPLING, seed: '42' }).seed).toBe(42);
+    // The answer's form: JSON mode, or a GBNF grammar (llama-server's field).
+    expect(chatRequest('tiny', msgs, { ...DEFAULT_SAMPLING, format: 'json' }).response_format).toEqual({ type: 'json_object' });
+    expect(chatRequest('tiny', msgs, { ...DEFAULT_SAMPLING, format: 'grammar', grammar: 'root ::= "a"' }).grammar).toBe('root ::= "a"');
+    expect(chatRequest('tiny', msgs, { ...DEFAULT_SAMPLING, format: 'grammar', grammar: '  ' })).not.toHaveProperty('grammar');
+    expect(chatRequest('tiny', msgs, DEFAULT_SAMPLING)).not.toHaveProperty('grammar');
   });
 });

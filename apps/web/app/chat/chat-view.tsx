@@ -20,9 +20,12 @@ export interface Sampling {
   maxTokens: number;
   /** Empty = random. */
   seed: string;
+  /** The answer's form: free text, one JSON object, or a GBNF grammar's text. */
+  format: 'text' | 'json' | 'grammar';
+  grammar: string;
 }
 
-export const DEFAULT_SAMPLING: Sampling = { temperature: 0.7, topP: 0.95, maxTokens: 256, seed: '' };
+export const DEFAULT_SAMPLING: Sampling = { temperature: 0.7, topP: 0.95, maxTokens: 256, seed: '', format: 'text', grammar: 'root ::= ("yes" | "no") ", because " [^.\n]+ "."' };
 
 /** The OpenAI request body the playground sends. */
 export function chatRequest(model: string, messages: Msg[], s: Sampling) {
@@ -34,6 +37,9 @@ export function chatRequest(model: string, messages: Msg[], s: Sampling) {
     max_tokens: s.maxTokens,
   };
   if (s.seed.trim() !== '') body.seed = Number(s.seed);
+  if (s.format === 'json') body.response_format = { type: 'json_object' };
+  // (llama-server's field, which the API takes on its OpenAI routes too.)
+  if (s.format === 'grammar' && s.grammar.trim() !== '') body.grammar = s.grammar;
   return body;
 }
 
@@ -177,6 +183,20 @@ export function ChatView() {
         <label>
           seed <input type="text" inputMode="numeric" placeholder="random" value={sampling.seed} onChange={num('seed')} aria-label="seed" />
         </label>
+        <label>
+          answer
+          <select value={sampling.format} onChange={(e) => setSampling({ ...sampling, format: e.target.value as Sampling['format'] })} aria-label="answer format">
+            <option value="text">free text</option>
+            <option value="json">a JSON object</option>
+            <option value="grammar">a GBNF grammar</option>
+          </select>
+        </label>
+        {sampling.format === 'grammar' && (
+          <label>
+            grammar
+            <textarea rows={4} value={sampling.grammar} onChange={(e) => setSampling({ ...sampling, grammar: e.target.value })} aria-label="grammar" spellCheck={false} />
+          </label>
+        )}
         <label>
           system prompt
           <textarea rows={3} value={system} onChange={(e) => setSystem(e.target.value)} aria-label="system prompt" />
