@@ -5,7 +5,7 @@ import { JsonConstraint, OutputConstraint } from '../sampling/json-constraint';
 import { anyObjectGrammar, compileJsonSchema, type JsonGrammar } from '../sampling/json-schema';
 import { PatternRecognizer, type OutputPattern } from '../sampling/tool-call-grammar';
 import { logprobs as computeLogprobs, type TokenLogprobs } from '../sampling/logprobs';
-import { createSampler, type ResolvedSamplerParams, type SampleResult, type Sampler, type SamplerParams } from '../sampling/sampler';
+import { createSampler, isGreedy, type ResolvedSamplerParams, type SampleResult, type Sampler, type SamplerParams } from '../sampling/sampler';
 import { LineLimits } from '../sampling/line-limits';
 import { ReasoningBudget, type ReasoningBudgetSpec } from '../sampling/reasoning-budget';
 import { StopMatcher } from '../sampling/stop';
@@ -93,7 +93,7 @@ export interface GenerationRequest {
   /**
    * 'json_object': the output is one JSON object, then the generation ends; 'json_schema': one
    * object following `jsonSchema` (constrained decoding, `sampling/json-constraint.ts` and
-   * `json-schema.ts`; such a sequence does not speculate). Default 'text'.
+   * `json-schema.ts`; such a sequence speculates only when greedy). Default 'text'.
    */
   responseFormat?: 'text' | 'json_object' | 'json_schema';
   /** The JSON Schema (parsed) for 'json_schema'. */
@@ -103,14 +103,15 @@ export interface GenerationRequest {
   /**
    * The output follows this pattern, then the generation ends (forced tool calls,
    * `sampling/tool-call-grammar.ts`; the preserved tokens write its markers). Not with a JSON
-   * response format; such a sequence does not speculate.
+   * response format; such a sequence speculates only when greedy.
    */
   pattern?: OutputPattern;
   /**
    * The output is a text of this GBNF grammar (llama.cpp's `grammar`, `sampling/gbnf.ts`): a
    * token is allowed when its text (control tokens' included, as llama.cpp reads them) continues
    * one, or the grammar names it; end of generation once the text is whole. Not with a JSON
-   * response format or a pattern; such a sequence does not speculate.
+   * response format or a pattern; such a sequence speculates only when greedy (each drafted
+   * position's target token is then the allowed argmax, as without speculation).
    */
   gbnf?: GbnfGrammar;
   /** llama-server's code-completion limits (`sampling/line-limits.ts`); 0 or absent = off. */
@@ -506,7 +507,9 @@ export class BatchEngine {
       a.prefilled = a.reused;
       this.promptTokensReused += a.reused;
       if (copied) this.promptTokensCopied += a.reused;
-      if (this.spec && !a.constraint && !a.sampler.stateful && !a.req.minTokens && !a.req.postSamplingProbs) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
+      // (A constrained sequence speculates when greedy: the target's choice at each drafted
+      // position is then the allowed argmax, as without speculation.)
+      if (this.spec && (!a.constraint || isGreedy(a.sampler.params)) && !a.sampler.stateful && !a.req.minTokens && !a.req.postSamplingProbs) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
       this.running.set(a.slot, a);
     }
   }
@@ -657,7 +660,15 @@ export class BatchEngine {
       let commit: number[];
       if (draft && a.spec && a.budget?.forcedToken === undefined) {
         const h = a.history.length;
-        const res = a.spec.verify(a.history, draft, rowsOf);
+        let res: ReturnType<typeof a.spec.verify>;
+        try {
+          res = a.spec.verify(a.history, draft, rowsOf, a.constraint);
+        } catch (e) {
+          // (A constraint no token satisfies fails this sequence only, as below.)
+          this.model.rollback(a.slot, h);
+          this.finish(a, 'error', toEngineError(e));
+          continue;
+        }
         // Keep [0, h + accepted): the accepted drafts stay cached, the new pending token is not.
         this.model.rollback(a.slot, h + res.accepted);
         if (hidden && mtp) a.spec.recordHidden(h - 1, hidden, res.accepted + 1, row);

@@ -3,6 +3,7 @@ import type { engine as pb } from '@kailstream/proto';
 
 import { EngineModel, type LoadModelOptions } from '../model/model';
 import { Mt19937, foldSeed } from '../sampling/rng';
+import type { OutputConstraint } from '../sampling/json-constraint';
 import { createSampler, isGreedy, type ResolvedSamplerParams, type Sampler, type SamplerParams } from '../sampling/sampler';
 import { lookupDraft, type LookupOptions } from './ngram-lookup';
 import { checkVocabCompatible } from './vocab-check';
@@ -484,8 +485,13 @@ export class SpeculativeSequence {
    * min(1, p(x)/q(x)); at the first rejection draw from max(0, p − q) renormalized; when all are
    * kept, draw the bonus token from the last row's p. p and q are the sampler's distributions
    * (same penalties, truncation, temperature) given the history up to that position.
+   *
+   * `constraint` (greedy only): the output's constraint, at the pending token; each position's
+   * target token is the argmax among the tokens it allows (as plain constrained decoding picks it),
+   * and the constraint advances past every committed token.
    */
-  verify(history: readonly number[], draft: Draft, logits: Float32Array): VerifyResult {
+  verify(history: readonly number[], draft: Draft, logits: Float32Array, constraint: OutputConstraint | null = null): VerifyResult {
+    if (constraint && !this.greedy) throw new EngineError('KAIL_E_INTERNAL', 'verify: an output constraint with sampled speculation');
     const nv = this.decoder.target.nVocab;
     const k = draft.tokens.length;
     if (logits.length !== (k + 1) * nv) throw new EngineError('KAIL_E_INTERNAL', `verify: ${logits.length / nv} logit rows for ${k} drafted tokens`);
@@ -494,7 +500,15 @@ export class SpeculativeSequence {
     for (let i = 0; i <= k; i++) {
       const row = logits.subarray(i * nv, (i + 1) * nv);
       if (this.greedy) {
-        const t = this.targetSampler.sample(row, ctx).token;
+        let t = this.targetSampler.sample(row, ctx).token;
+        if (constraint) {
+          if (!constraint.allows(t)) {
+            const masked = row.slice();
+            if (constraint.mask(masked) === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'no token of the vocabulary can continue the constrained output');
+            t = this.targetSampler.sample(masked, ctx).token;
+          }
+          constraint.accept(t);
+        }
         out.push(t);
         if (i === k || t !== draft.tokens[i]) return { tokens: out, accepted: i };
         ctx.push(t);

@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import { generate } from '../generate';
 import { EngineModel, planModel } from '../model/model';
 import { BatchEngine, type GenerationChunk, type GenerationRequest } from '../runtime/batch-engine';
+import { parseGbnf } from '../sampling/gbnf';
 import { createSampler } from '../sampling/sampler';
 import { patchedCopy, tempDir, writeTestModel } from '../testing';
 import { SpeculativeDecoder, proposeMany, speculativeStatsToProto, type Draft } from './speculative-decoder';
@@ -243,6 +244,46 @@ describe('BatchEngine with speculation per sequence', () => {
           expect((await r.propose(grown[i], 3)).tokens).toEqual(again[i].tokens);
         }
       }
+    } finally {
+      target.close();
+      draft.close();
+    }
+  }, 60_000);
+});
+
+describe('speculation under output constraints', () => {
+  it('gives a greedy constrained request exactly its plain constrained tokens (JSON schema, GBNF, JSON object); sampled ones do not speculate', async () => {
+    const o = { threads: 2, nCtx: 256, kvType: 'f32' as const, nSeqMax: 3 };
+    const target = EngineModel.load(writeTestModel(dir, 'tiny-qwen3moe', 'F32'), o);
+    const draft = EngineModel.load(writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--layers', '1']), o);
+    try {
+      const ps = prompts(target.nVocab);
+      const schema = { type: 'object', properties: { a: { type: 'integer', minimum: 0, maximum: 99 }, b: { type: 'string', pattern: '^[a-z]{1,6}$' } }, required: ['a', 'b'] };
+      const reqs: GenerationRequest[] = [
+        { id: 'j', prompt: ps[0], maxTokens: 60, sampling: { temperature: 0 }, responseFormat: 'json_schema', jsonSchema: schema },
+        { id: 'g', prompt: ps[1], maxTokens: 40, sampling: { temperature: 0 }, gbnf: parseGbnf('root ::= ("yes" | "no") " " [a-z ]{1,30} "."') },
+        { id: 'o', prompt: ps[2], maxTokens: 40, sampling: { temperature: 0 }, responseFormat: 'json_object' },
+      ];
+      const plain = new BatchEngine(target, { maxBatchTokens: 16 });
+      const want = await Promise.all(reqs.map((r) => collect(plain.generate(r))));
+      await plain.close();
+      expect(want.reduce((n, w) => n + w.tokens.length, 0)).toBeGreaterThan(40);
+      for (const spec of [new SpeculativeDecoder(target, { draft, k: 3 }), new SpeculativeDecoder(target, { lookup: true, k: 4 })]) {
+        const engine = new BatchEngine(target, { maxBatchTokens: 16, speculative: spec });
+        const got = await Promise.all(reqs.map((r) => collect(engine.generate(r))));
+        expect(got.map((g) => g.tokens)).toEqual(want.map((w) => w.tokens));
+        expect(got.map((g) => g.reason)).toEqual(want.map((w) => w.reason));
+        const st = engine.stats().speculative!;
+        expect(st.targetPasses).toBeGreaterThan(0);
+        if (spec.mode === 'draft') expect([st.draftedTokens > 0, st.acceptedTokens > 0]).toEqual([true, true]);
+        expect(st.committedTokens).toBe(st.acceptedTokens + st.targetPasses);
+        await engine.close();
+      }
+      // Sampled and constrained: no speculation (the masked distribution at every drafted position would cost a mask each).
+      const sampled = new BatchEngine(target, { maxBatchTokens: 16, speculative: new SpeculativeDecoder(target, { draft, k: 3 }) });
+      await collect(sampled.generate({ ...reqs[2], id: 's', sampling: { temperature: 1, seed: 3 } }));
+      expect(sampled.stats().speculative!.targetPasses).toBe(0);
+      await sampled.close();
     } finally {
       target.close();
       draft.close();
