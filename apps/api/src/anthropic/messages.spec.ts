@@ -111,9 +111,9 @@ describe("Anthropic's Messages API (/v1/messages), real engine", () => {
       expect(v.name.length).toBeLessThanOrEqual(12);
       expect(Number.isInteger(v.age) && v.age >= 0 && v.age <= 120).toBe(true);
     }
-    const bad = await post('/v1/messages', { ...chat, max_tokens: 10, output_config: { format: { type: 'json_schema', schema: { type: 'object', properties: { a: { type: 'integer', multipleOf: 2 } } } } } });
+    const bad = await post('/v1/messages', { ...chat, max_tokens: 10, output_config: { format: { type: 'json_schema', schema: { type: 'object', properties: { a: { type: 'array', uniqueItems: true } } } } } });
     expect(bad.status).toBe(400);
-    expect(bad.body.error.message).toMatch(/'multipleOf' is not supported/);
+    expect(bad.body.error.message).toMatch(/'uniqueItems' is not supported/);
   });
 
   it('calls tools: tool_choice any gives tool_use blocks (streamed as input_json_delta), and a tool_result turn continues', async () => {

@@ -254,10 +254,10 @@ describe('OpenAI-compatible routes', () => {
     const bad = await post('/v1/chat/completions', {
       model: 'tiny',
       messages: [{ role: 'user', content: 'x' }],
-      response_format: { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'object', properties: { a: { type: 'integer', multipleOf: 3 } } } } },
+      response_format: { type: 'json_schema', json_schema: { name: 'a', schema: { type: 'object', properties: { a: { type: 'array', uniqueItems: true } } } } },
     });
     expect(bad.status).toBe(400);
-    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/json_schema at \/properties\/a: 'multipleOf' is not supported/);
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/json_schema at \/properties\/a: 'uniqueItems' is not supported/);
   });
 
   it('answers n choices, choice i sampled as a single request with seed + i, streamed or not', async () => {

@@ -62,6 +62,11 @@ describe('JSON Schema bounds and patterns', () => {
     [{ type: 'number', minimum: 0, exclusiveMaximum: 1 }, (v) => v >= 0 && v < 1],
     [{ type: 'number', minimum: 3.14159, maximum: 3.1416 }, (v) => v >= 3.14159 && v <= 3.1416],
     [{ type: 'number', minimum: 10, exclusiveMinimum: true, maximum: 12 }, (v) => v > 10 && v <= 12],
+    // multipleOf, alone and with bounds, whole and decimal steps
+    [{ type: 'integer', multipleOf: 7, minimum: 10, maximum: 100 }, (v) => v % 7 === 0 && v >= 10 && v <= 100],
+    [{ type: 'integer', multipleOf: 5 }, (v) => Number.isInteger(v) && v % 5 === 0],
+    [{ type: 'number', multipleOf: 0.25, minimum: 0, maximum: 3 }, (v) => Number.isInteger(v * 4) && v >= 0 && v <= 3],
+    [{ type: 'number', multipleOf: 0.01, exclusiveMinimum: 0, maximum: 1 }, (v) => Math.abs(v * 100 - Math.round(v * 100)) < 1e-9 && v > 0 && v <= 1],
   ];
   const digits = [...'0123456789', '-', '.', 'e', '}', ' '];
   for (const [schema, ok] of bounded)

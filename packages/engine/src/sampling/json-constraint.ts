@@ -1,6 +1,6 @@
 import { EngineError } from '../errors';
 import { GbnfRecognizer, type GbnfGrammar } from './gbnf';
-import { anyObjectGrammar, compileJsonValueSchema, type JsonGrammar, type LiteralTable, type NumberBounds, type SchemaNode } from './json-schema';
+import { anyObjectGrammar, compileJsonValueSchema, firstMultiple, isMultiple, type JsonGrammar, type LiteralTable, type NumberBounds, type SchemaNode } from './json-schema';
 
 /**
  * Constrained decoding to JSON (OpenAI's `response_format` `json_object` and `json_schema`,
@@ -257,7 +257,12 @@ export class JsonRecognizer implements ByteRecognizer {
       const H = Math.min(hi, nb.hi);
       const Lopen = (lo === L && loOpen) || (nb.lo === L && nb.loOpen);
       const Hopen = (hi === H && hiOpen) || (nb.hi === H && nb.hiOpen);
-      return L < H || (L === H && !Lopen && !Hopen);
+      if (!nb.step) return L < H || (L === H && !Lopen && !Hopen);
+      // multipleOf: a multiple of the step within [L, H].
+      if (L === -Infinity) return H > -Infinity;
+      const m = firstMultiple(L, Lopen, nb.step);
+      const eps = 1e-9 * Math.max(1, Math.abs(H));
+      return m < H - eps || (Math.abs(m - H) <= eps && !Hopen);
     };
     const t = this.nText;
     switch (this.mode) {
@@ -287,7 +292,7 @@ export class JsonRecognizer implements ByteRecognizer {
     const nb = this.nb;
     if (!nb) return true;
     const v = (this.nNeg ? -1 : 1) * Number(this.nText);
-    return (v > nb.lo || (v === nb.lo && !nb.loOpen)) && (v < nb.hi || (v === nb.hi && !nb.hiOpen));
+    return (v > nb.lo || (v === nb.lo && !nb.loOpen)) && (v < nb.hi || (v === nb.hi && !nb.hiOpen)) && (!nb.step || isMultiple(v, nb.step));
   }
 
   /** Feeds bytes; false (state then undefined) when they cannot continue a text of the grammar. */

@@ -156,7 +156,9 @@ describe('compileJsonSchema + JsonRecognizer', () => {
   });
 
   it.each<[unknown, RegExp]>([
-    [{ type: 'object', properties: { a: { type: 'integer', multipleOf: 5 } } }, /json_schema at \/properties\/a: 'multipleOf' is not supported/],
+    [{ type: 'object', properties: { a: { type: 'array', uniqueItems: true } } }, /json_schema at \/properties\/a: 'uniqueItems' is not supported/],
+    [{ type: 'object', properties: { a: { type: 'integer', multipleOf: 0 } } }, /json_schema at \/properties\/a\/multipleOf: must be a number above 0/],
+    [{ type: 'object', properties: { a: { type: 'integer', multipleOf: 10, minimum: 1, maximum: 9 } } }, /no multiple of 10 is within its minimum and maximum/],
     [{ type: 'object', properties: { a: { type: 'string', pattern: '(a)\\1' } } }, /json_schema at \/properties\/a\/pattern: regex: \\1 \(a backreference\) cannot be held by a grammar/],
     [{ type: 'object', properties: { a: { type: 'string', pattern: 5 } } }, /json_schema at \/properties\/a\/pattern: must be a string/],
     [{ type: 'object', properties: { a: { type: 'integer', minimum: 3, maximum: 2.5 } } }, /json_schema at \/properties\/a: no integer is within its minimum and maximum/],

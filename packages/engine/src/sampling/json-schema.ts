@@ -15,10 +15,11 @@ import { regexToGbnf } from './regex-gbnf';
  * `allOf` of one schema, `nullable`, local `$ref` (`#/$defs/...`, recursion included), a string's
  * `pattern` (a regular expression, `regex-gbnf.ts`: a match anywhere unless anchored, on the
  * string's characters with escapes decoded), a number's or integer's `minimum`/`maximum`/
- * `exclusiveMinimum`/`exclusiveMaximum` (a bounded number is written without an exponent), a string's
+ * `exclusiveMinimum`/`exclusiveMaximum`/`multipleOf` (a bounded number is written without an
+ * exponent), a string's
  * `format` when it is date, time, date-time, uuid, email, ipv4 or hostname (as those patterns,
  * unless a `pattern` is given). Keywords
- * that constrain values in ways not enforced here (`multipleOf`, `uniqueItems`...) are refused
+ * that constrain values in ways not enforced here (`uniqueItems`, `not`...) are refused
  * with an error naming them, never ignored. Annotations (`title`, `description`, `default`, and
  * other `format`s, which JSON Schema makes annotations unless a validator opts in) are ignored.
  */
@@ -40,6 +41,8 @@ export interface NumberBounds {
   hi: number;
   loOpen: boolean;
   hiOpen: boolean;
+  /** multipleOf: the value is a whole number of these (0: any). */
+  step: number;
 }
 
 /** Byte strings sorted bytewise, each with a payload (a property index for key tables). */
@@ -67,7 +70,6 @@ export const enc = (s: string) => Uint8Array.from(Buffer.from(s, 'utf8'));
 const DIGITS = '0123456789';
 
 const REFUSED = [
-  'multipleOf',
   'patternProperties', 'propertyNames', 'minProperties', 'maxProperties', 'uniqueItems', 'contains', 'minContains', 'maxContains',
   'if', 'then', 'else', 'not', 'dependentRequired', 'dependentSchemas', 'unevaluatedProperties', 'unevaluatedItems',
   'contentEncoding', 'contentMediaType', '$dynamicRef',
@@ -92,6 +94,21 @@ const FORMATS: Record<string, string> = {
   ipv4: `^(${OCTET}\\.){3}${OCTET}$`,
   hostname: `^${LABEL}(\\.${LABEL})*$`,
 };
+
+/** The smallest multiple of `step` at or above `lo` (above, when `open`), with a tolerance for decimal steps. */
+export function firstMultiple(lo: number, open: boolean, step: number): number {
+  const eps = 1e-9 * Math.max(1, Math.abs(lo));
+  const k = Math.ceil(lo / step - 1e-9);
+  const m = k * step;
+  return open && Math.abs(m - lo) <= eps ? (k + 1) * step : m;
+}
+
+/** Whether v is a whole number of `step`s (within decimal rounding). */
+export function isMultiple(v: number, step: number): boolean {
+  if (Number.isInteger(step) && Number.isInteger(v)) return v % step === 0;
+  const q = v / step;
+  return Math.abs(q - Math.round(q)) <= 1e-6;
+}
 
 /** Bytewise order (a prefix first). */
 export function compareBytes(a: Uint8Array, b: Uint8Array): number {
@@ -293,8 +310,10 @@ class Compiler {
     const max = num('maximum');
     const xmin = num('exclusiveMinimum');
     const xmax = num('exclusiveMaximum');
-    if (min === undefined && max === undefined && xmin === undefined && xmax === undefined) return undefined;
-    const b: NumberBounds = { lo: -Infinity, hi: Infinity, loOpen: false, hiOpen: false };
+    const step = o.multipleOf;
+    if (step !== undefined && (typeof step !== 'number' || !Number.isFinite(step) || step <= 0)) return this.fail(`${path}/multipleOf`, `must be a number above 0, got ${JSON.stringify(step)}`);
+    if (min === undefined && max === undefined && xmin === undefined && xmax === undefined && step === undefined) return undefined;
+    const b: NumberBounds = { lo: -Infinity, hi: Infinity, loOpen: false, hiOpen: false, step: step ?? 0 };
     const lower = (v: number, open: boolean) => {
       if (v > b.lo || (v === b.lo && open)) Object.assign(b, { lo: v, loOpen: open });
     };
@@ -311,6 +330,8 @@ class Compiler {
       b.loOpen = b.hiOpen = false;
     }
     if (b.lo > b.hi || (b.lo === b.hi && (b.loOpen || b.hiOpen))) this.fail(path, `no ${integer ? 'integer' : 'number'} is within its minimum and maximum`);
+    if (b.step && Number.isFinite(b.lo) && Number.isFinite(b.hi) && firstMultiple(b.lo, b.loOpen, b.step) > b.hi + 1e-9 * Math.max(1, Math.abs(b.hi)))
+      this.fail(path, `no multiple of ${b.step} is within its minimum and maximum`);
     return b;
   }
 
