@@ -112,16 +112,8 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
       finish = 'cancelled';
       break;
     }
-    let { token } = sampler.sample(logits, history);
-    if (constraint) {
-      // As the batch engine: the free draw when the grammar allows it, else a draw from the allowed tokens.
-      if (!constraint.allows(token)) {
-        const masked = logits.slice();
-        if (constraint.mask(masked) === 0) throw new EngineError('KAIL_E_INVALID_ARG', `no token of the vocabulary can continue the constrained output after ${out.length} tokens`);
-        token = sampler.sample(masked, history).token;
-      }
-      constraint.accept(token);
-    }
+    const sample = (row: Float32Array) => sampler.sample(row, history);
+    const { token } = constraint ? constraint.draw(logits, sample) : sample(logits);
     out.push(token);
     history.push(token);
     const step = stop.pushToken(token, decoder.push(token));

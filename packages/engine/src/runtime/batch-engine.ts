@@ -746,24 +746,9 @@ export class BatchEngine {
       for (const t of a.stopIds) if (t < masked.length) masked[t] = -Infinity;
       row = masked;
     }
-    const draw = a.sampler.sample(row, a.history);
-    a.lastDraw = draw;
-    const first = draw.token;
-    if (!a.constraint) return first;
-    let token = first;
-    if (!a.constraint.allows(first)) {
-      const masked = (this.maskRow ??= new Float32Array(row.length));
-      masked.set(row);
-      if (a.constraint.mask(masked) === 0)
-        throw new EngineError(
-          'KAIL_E_INVALID_ARG',
-          `no token of the vocabulary can continue the constrained output after ${a.generated} tokens (the grammar, pattern or schema asks for text this vocabulary cannot write)`,
-        );
-      a.lastDraw = a.sampler.sample(masked, a.history);
-      token = a.lastDraw.token;
-    }
-    a.constraint.accept(token);
-    return token;
+    const sample = (r: Float32Array) => a.sampler.sample(r, a.history);
+    a.lastDraw = a.constraint ? a.constraint.draw(row, sample) : sample(row);
+    return a.lastDraw.token;
   }
 
   /**

@@ -815,8 +815,34 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
     return kept;
   }
 
+  /** Tokens accepted so far. */
+  private accepted = 0;
+  private scratch?: Float32Array;
+
+  /**
+   * A constrained draw, as llama.cpp's grammar sampler makes it: `sample`'s free draw when the
+   * constraint allows it, else a draw from the row with every disallowed token masked (together a
+   * draw from the masked distribution); the constraint then advances past the token.
+   */
+  draw<T extends { token: number }>(row: Float32Array, sample: (row: Float32Array) => T): T {
+    let d = sample(row);
+    if (!this.allows(d.token)) {
+      const masked = this.scratch?.length === row.length ? this.scratch : (this.scratch = new Float32Array(row.length));
+      masked.set(row);
+      if (this.mask(masked) === 0)
+        throw new EngineError(
+          'KAIL_E_INVALID_ARG',
+          `no token of the vocabulary can continue the constrained output after ${this.accepted} tokens (the grammar, pattern or schema asks for text this vocabulary cannot write)`,
+        );
+      d = sample(masked);
+    }
+    this.accept(d.token);
+    return d;
+  }
+
   /** Advances past a sampled token (which `allows` must have accepted). */
   accept(token: number): void {
+    this.accepted++;
     if (this.eog.has(token)) return;
     const piece = this.pieces[token] ?? new Uint8Array(0);
     if (!(this.state.feedToken ? this.state.feedToken(token, piece) : this.state.feed(piece)))

@@ -500,15 +500,8 @@ export class SpeculativeSequence {
     for (let i = 0; i <= k; i++) {
       const row = logits.subarray(i * nv, (i + 1) * nv);
       if (this.greedy) {
-        let t = this.targetSampler.sample(row, ctx).token;
-        if (constraint) {
-          if (!constraint.allows(t)) {
-            const masked = row.slice();
-            if (constraint.mask(masked) === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'no token of the vocabulary can continue the constrained output');
-            t = this.targetSampler.sample(masked, ctx).token;
-          }
-          constraint.accept(t);
-        }
+        const sample = (r: Float32Array) => this.targetSampler.sample(r, ctx);
+        const t = (constraint ? constraint.draw(row, sample) : sample(row)).token;
         out.push(t);
         if (i === k || t !== draft.tokens[i]) return { tokens: out, accepted: i };
         ctx.push(t);
