@@ -642,15 +642,15 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
 
   // `ollama rm` / `ollama cp` on the models directory (ID.gguf; ID:latest names it too).
   const untag = (name: string) => idsOf(name).at(-1)!;
+  /** A file operation's failure: a model in use (the engine's RESOURCE_EXHAUSTED) is a 409. */
+  const inUseAsConflict = (e: unknown): never => {
+    const err = e as grpc.ServiceError;
+    if (err.code === grpc.status.RESOURCE_EXHAUSTED) throw new HttpError(409, { error: { message: err.details, type: 'conflict', param: 'model', code: null } });
+    throw e;
+  };
   const fileOp = (reply: FastifyReply, fn: (s: spb.SchedulerServiceClient) => Promise<unknown>) =>
     guarded(reply, async (s) => {
-      try {
-        await fn(s);
-      } catch (e) {
-        const err = e as grpc.ServiceError;
-        if (err.code === grpc.status.RESOURCE_EXHAUSTED) throw new HttpError(409, { error: { message: err.details, type: 'conflict', param: 'model', code: null } });
-        throw e;
-      }
+      await fn(s).catch(inUseAsConflict);
       // (Ollama answers an empty 200; undefined: answered here.)
       reply.code(200).send();
       return undefined;
@@ -729,13 +729,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         } catch (e) {
           if ((e as grpc.ServiceError).code !== grpc.status.ALREADY_EXISTS) throw e;
           // Ollama's create replaces a model of that name.
-          try {
-            await unary<spb.DeleteModelFileRequest, pb.DeleteModelFileResponse>(s.deleteModelFile.bind(s), { engineId: '', delete: { id } });
-          } catch (d) {
-            const err = d as grpc.ServiceError;
-            if (err.code === grpc.status.RESOURCE_EXHAUSTED) throw new HttpError(409, { error: { message: err.details, type: 'conflict', param: 'model', code: null } });
-            throw d;
-          }
+          await unary<spb.DeleteModelFileRequest, pb.DeleteModelFileResponse>(s.deleteModelFile.bind(s), { engineId: '', delete: { id } }).catch(inUseAsConflict);
           await copy(c);
         }
       };
