@@ -32,9 +32,9 @@ describe('kail CLI', () => {
     expect(b.status).not.toBe(0);
     expect(b.stderr).toContain('--models-max');
     expect(kail('serve', '--help').stdout).toMatch(/--keep-alive <duration>[\s\S]*--models-max <n>/);
-    const c = kail('serve', '--cache-type', 'q4_0');
+    const c = kail('serve', '--cache-type', 'q4_k');
     expect(c.status).not.toBe(0);
-    expect(c.stderr).toContain("--cache-type must be f16, q8_0 or f32, got 'q4_0'");
+    expect(c.stderr).toContain("--cache-type must be f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1, got 'q4_k'");
   });
 
   it('rejects an unknown command with a non-zero exit and help', () => {

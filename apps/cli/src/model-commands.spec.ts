@@ -91,9 +91,10 @@ describe('kail model commands', () => {
     expect(kail('bench', '-m', model, '-p', '8', '-n', '4', '--cache-type', 'q8_0', '--json').status).toBe(0);
     const plan = (t: string) => JSON.parse(kail('plan', '-m', model, '--ram', '1G', '--reserve', '0', '--ctx', '256', '--cache-type', t, '--json').stdout).kvBytes as number;
     expect(plan('q8_0') / plan('f16')).toBeCloseTo(34 / 64, 6);
-    const bad = kail('run', '-m', model, '-n', '1', '--cache-type', 'q4_0');
+    expect(plan('q4_0') / plan('f16')).toBeCloseTo(18 / 64, 6);
+    const bad = kail('run', '-m', model, '-n', '1', '--cache-type', 'q4_k');
     expect(bad.status).not.toBe(0);
-    expect(bad.stderr).toContain("--cache-type must be f16, f32, q8_0, got 'q4_0'");
+    expect(bad.stderr).toContain("--cache-type must be f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1, got 'q4_k'");
   });
 
   it('logits writes n_tokens x n_vocab float32 and a JSON sidecar', () => {

@@ -529,9 +529,34 @@ void test_weighted_rows() {
             }
     std::vector<float> x(64), p(8), out(64);
     bool threw = false;
-    try { attention_weighted_rows(KAIL_TYPE_Q4_0, x.data(), 64, 1, 32, p.data(), 1, 1, out.data(), 32); }
+    try { attention_weighted_rows(KAIL_TYPE_Q4_K, x.data(), 64, 1, 256, p.data(), 1, 1, out.data(), 256); }
     catch (const kail::error & e) { threw = e.code() == KAIL_E_UNSUPPORTED; }
-    CHECK(threw, "attention_weighted_rows on a Q4_0 cache -> KAIL_E_UNSUPPORTED");
+    CHECK(threw, "attention_weighted_rows on a Q4_K cache -> KAIL_E_UNSUPPORTED");
+    {
+        // Q4_0, Q5_1, IQ4_NL, BF16 caches: each row's values as dequantize_row gives them; 300 rows
+        // (two 256-row chunks).
+        const int64_t width = 64, n = 300, group = 3;
+        std::vector<float> src(static_cast<size_t>(width * n)), deq(src.size()), pr(static_cast<size_t>(n * group)), got(static_cast<size_t>(width * group));
+        for (float & v : src) v = r.uniform() * 2.f - 1.f;
+        for (float & v : pr) v = r.uniform() / 100.f;
+        for (uint32_t type : {KAIL_TYPE_Q4_0, KAIL_TYPE_Q5_1, KAIL_TYPE_IQ4_NL, KAIL_TYPE_BF16}) {
+            const size_t rb = row_size(type, width);
+            std::vector<uint8_t> q(rb * static_cast<size_t>(n));
+            for (int64_t j = 0; j < n; j++) {
+                quantize_row(type, src.data() + j * width, q.data() + j * rb, width);
+                dequantize_row(type, q.data() + j * rb, deq.data() + j * width, width);
+            }
+            attention_weighted_rows(type, q.data(), rb, n, width, pr.data(), static_cast<size_t>(n), group, got.data(), static_cast<size_t>(width));
+            int bad = 0;
+            for (int64_t g = 0; g < group; g++)
+                for (int64_t c = 0; c < width; c++) {
+                    double acc = 0.0;
+                    for (int64_t j = 0; j < n; j++) acc += double(deq[j * width + c]) * pr[g * n + j];
+                    bad += std::fabs(acc - got[g * width + c]) > 1e-5 * (1.0 + std::fabs(acc));
+                }
+            CHECK(bad == 0, "attention_weighted_rows on %s rows: %d of %lld outputs differ from the dequantized rows' sums", type_name(type), bad, static_cast<long long>(width * group));
+        }
+    }
     threw = false;
     try { attention_weighted_rows(KAIL_TYPE_Q8_0, x.data(), 64, 1, 16, p.data(), 1, 1, out.data(), 16); }
     catch (const kail::error & e) { threw = e.code() == KAIL_E_INVALID_ARG; }

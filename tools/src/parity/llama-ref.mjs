@@ -14,8 +14,8 @@
 //       "generate": 8}, ...]; one process for many logits runs (loading llama.cpp takes seconds on a
 //       busy machine); "generate" adds that many greedy tokens to the sidecar ("generated")
 //
-// Common options: --threads N (default 2), --kv f32|f16|q8_0 (default f32: the exact reference; f16 is
-// llama.cpp's default; q8_0 needs flash attention), --flash-attention off|on|auto (default off), --ctx N, --batch N,
+// Common options: --threads N (default 2), --kv f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1 (default f32:
+// the exact reference; f16 is llama.cpp's default; the quantized ones need flash attention), --flash-attention off|on|auto (default off), --ctx N, --batch N,
 // --verbose (llama.cpp logs). Output is JSON on stdout; errors go to stderr with exit code 1.
 //
 // The functions are exported too, for scripts that import this module.
@@ -27,7 +27,7 @@ import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 
 const FA = { off: false, on: true, auto: 'auto' };
-const KV = { f32: 'F32', f16: 'F16', q8_0: 'Q8_0' };
+const KV = { f32: 'F32', f16: 'F16', bf16: 'BF16', q8_0: 'Q8_0', q4_0: 'Q4_0', q4_1: 'Q4_1', iq4_nl: 'IQ4_NL', q5_0: 'Q5_0', q5_1: 'Q5_1' };
 
 let llamaPromise;
 
@@ -50,13 +50,13 @@ export async function getCpuLlama({ threads = 2, verbose = false } = {}) {
 /**
  * Opens a model and one context sequence.
  * @param {string} modelPath
- * @param {{threads?: number, kv?: 'f32'|'f16'|'q8_0', flashAttention?: 'off'|'on'|'auto', ctx?: number, batch?: number, verbose?: boolean}} [opts]
+ * @param {{threads?: number, kv?: keyof typeof KV, flashAttention?: 'off'|'on'|'auto', ctx?: number, batch?: number, verbose?: boolean}} [opts]
  */
 export async function openModel(modelPath, opts = {}) {
   const threads = opts.threads ?? 2;
   const kv = opts.kv ?? 'f32';
   const fa = opts.flashAttention ?? 'off';
-  if (!(kv in KV)) throw new Error(`--kv must be f32, f16 or q8_0, got ${kv}`);
+  if (!Object.hasOwn(KV, kv)) throw new Error(`--kv must be ${Object.keys(KV).join(', ')}, got ${kv}`);
   if (!(fa in FA)) throw new Error(`--flash-attention must be off, on or auto, got ${fa}`);
   const llama = await getCpuLlama({ threads, verbose: opts.verbose });
   const model = await llama.loadModel({ modelPath: path.resolve(modelPath), gpuLayers: 0 });

@@ -11,7 +11,7 @@ export interface LlamaRefOptions {
   /** CPU threads. Default 2. */
   threads?: number;
   /** KV cache type: 'f32' (default; the exact reference), 'f16' (llama.cpp's default) or 'q8_0' (with flash attention). */
-  kv?: 'f32' | 'f16' | 'q8_0';
+  kv?: 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_1' | 'iq4_nl' | 'q5_0' | 'q5_1';
   /** Flash attention: 'off' (default; the exact reference), 'on' or 'auto' (llama.cpp's default). */
   flashAttention?: 'off' | 'on' | 'auto';
   /** Context size. Default: 512, or more for long inputs. */

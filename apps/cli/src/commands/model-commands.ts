@@ -110,8 +110,8 @@ interface StreamOpts {
 }
 
 /** --cache-type: the KV cache's element type (llama.cpp's -ctk/-ctv, both at once; Ollama's OLLAMA_KV_CACHE_TYPE). */
-const CACHE_TYPE_HELP = 'KV cache type: f16, q8_0 (about half the memory) or f32';
-function cacheType(v: string): KvType {
+export const CACHE_TYPE_HELP = `KV cache type: ${KV_TYPES.join(', ')} (q8_0 about half the memory of f16, q4_0 about a quarter)`;
+export function cacheType(v: string): KvType {
   if (!(KV_TYPES as readonly string[]).includes(v)) throw new Error(`--cache-type must be ${KV_TYPES.join(', ')}, got '${v}'`);
   return v as KvType;
 }

@@ -18,7 +18,7 @@ export interface PsReport {
     engines: { engineId: string; address: string; status: string; models: string[]; running: number; lastSeenMsAgo: number | null }[];
     models: {
       id: string; engine?: string; architecture: string; contextLength: number; experts: string;
-      /** The KV cache type (f16, f32, q8_0). */
+      /** The KV cache type (f16, q8_0, q4_0, ...: KV_TYPES). */
       kvType: string;
       memory: { residentBytes: number; expertBytes: number; kvBytes: number; ramExpertCacheBytes: number; vramExpertCacheBytes: number };
     }[];

@@ -6,6 +6,7 @@ import { AUTH_TOKEN_ENV, parseDurationMs } from '@kailstream/proto';
 
 import { dataDir, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 import { EngineKeeper, freePort, Supervisor } from '../supervisor';
+import { CACHE_TYPE_HELP, cacheType } from './model-commands';
 
 export interface ServeOptions {
   /** GGUF files to load at start (`id=path` names the model). */
@@ -13,7 +14,7 @@ export interface ServeOptions {
   /** Context length per sequence for loaded models. */
   ctx?: string;
   maxStallMs?: string;
-  /** KV cache type of the engine's models (f16, q8_0, f32). */
+  /** KV cache type of the engine's models (KV_TYPES: f16, q8_0, q4_0, ...). */
   cacheType?: string;
   /** Reasoning budget of chat requests that give none (-1 = none). */
   reasoningBudget?: string;
@@ -123,10 +124,7 @@ export function registerServe(program: Command): void {
     .description('start the engine, scheduler, API and web console as separate processes')
     .option('-m, --model <file...>', 'GGUF model(s) to load at start (id=FILE names one)')
     .option('-c, --ctx <n>', 'context length per sequence', '4096')
-    .option('--cache-type <type>', 'KV cache type of the models: f16, q8_0 (about half the memory) or f32', (v: string) => {
-      if (!['f16', 'q8_0', 'f32'].includes(v)) throw new Error(`--cache-type must be f16, q8_0 or f32, got '${v}'`);
-      return v;
-    }, 'f16')
+    .option('--cache-type <type>', `${CACHE_TYPE_HELP}, for the models`, cacheType, 'f16')
     .option('--max-stall-ms <ms>', 'while streams decode, the longest a pass spends on arriving prompts (0 = no limit)', '500')
     .option('--reasoning-budget <n>', "most tokens a chat answer's <think> block may take before the engine closes it, for requests that set none (-1 = none)", (v: string) => {
       if (!/^(-1|\d+)$/.test(v) || Number(v) > 1e9) throw new Error(`--reasoning-budget must be -1 or a token count (0..1000000000), got '${v}'`);

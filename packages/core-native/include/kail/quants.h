@@ -31,8 +31,12 @@ void fp32_to_fp16_row(const float * x, uint16_t * y, int64_t n);
 // same bits at every kernel level and whatever batch the row belongs to. Each row is read once
 // for a tile of up to 4 of the `group` probability rows. Q8_0 rows (a quantized cache; width a
 // multiple of 32) are turned to floats once each and added in row order, as ggml's flash attention.
+// BF16, Q4_0, Q4_1, IQ4_NL, Q5_0 and Q5_1 rows are turned to floats 256 rows at a time and summed
+// as F32 rows per 256 rows, those sums added in order (also the same bits at every level and batch).
 void attention_weighted_rows(uint32_t type, const void * rows, size_t row_stride, int64_t n, int64_t width, const float * p,
                              size_t p_stride, int64_t group, float * out, size_t out_stride);
+// The types a KV cache may have (llama.cpp's -ctk/-ctv list): F32 F16 BF16 Q8_0 Q4_0 Q4_1 IQ4_NL Q5_0 Q5_1.
+bool is_kv_cache_type(uint32_t type);
 void bf16_to_fp32_row(const uint16_t * x, float * y, int64_t n);
 void fp32_to_bf16_row(const float * x, uint16_t * y, int64_t n);
 

@@ -1797,8 +1797,38 @@ void attention_weighted_rows(uint32_t type, const void * rows, size_t row_stride
         // every head's output in row order (ggml_vec_mad_f32), sums in F32.
         if (width % 32 != 0 || (n > 1 && row_stride < row_size(type, width))) throw error(KAIL_E_INVALID_ARG, "attention_weighted_rows: bad Q8_0 row");
         kernels_active().weighted_rows_q8_0(static_cast<const uint8_t *>(rows), row_stride, n, width, p, p_stride, group, out, out_stride);
+    } else if (type == KAIL_TYPE_BF16 || is_kv_cache_type(type)) {
+        // BF16 and the other quantized caches (llama.cpp's -ctv q4_0/q4_1/iq4_nl/q5_0/q5_1/bf16), as
+        // ggml's flash attention reads them: each row converted to floats (its to_float), then added
+        // to every head's output (the F32 kernel here, on 256 rows converted at a time).
+        const type_traits * tr = type_traits_get(type);
+        if (width % tr->block_size != 0 || (n > 1 && row_stride < row_size(type, width))) throw error(KAIL_E_INVALID_ARG, "attention_weighted_rows: bad cache row");
+        constexpr int64_t CHUNK = 256;
+        thread_local std::vector<float> rows_f, part;
+        rows_f.resize(static_cast<size_t>(std::min<int64_t>(n, CHUNK) * width));
+        for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
+            const int64_t m = std::min<int64_t>(CHUNK, n - j0);
+            for (int64_t j = 0; j < m; j++)
+                dequantize_row(type, static_cast<const uint8_t *>(rows) + static_cast<size_t>(j0 + j) * row_stride, rows_f.data() + j * width, width);
+            if (j0 == 0) {
+                kernels_active().weighted_rows_f32(rows_f.data(), size_t(width), m, width, p, p_stride, group, out, out_stride);
+                continue;
+            }
+            part.resize(static_cast<size_t>(group * width));
+            kernels_active().weighted_rows_f32(rows_f.data(), size_t(width), m, width, p + j0, p_stride, group, part.data(), size_t(width));
+            for (int64_t g = 0; g < group; g++)
+                for (int64_t c = 0; c < width; c++) out[g * out_stride + c] += part[g * width + c];
+        }
     } else {
-        throw error(KAIL_E_UNSUPPORTED, std::string("attention_weighted_rows: cache type ") + type_name(type) + " (F32, F16 or Q8_0 only)");
+        throw error(KAIL_E_UNSUPPORTED, std::string("attention_weighted_rows: cache type ") + type_name(type) + " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0 or Q5_1)");
+    }
+}
+
+bool is_kv_cache_type(uint32_t type) {
+    switch (type) {
+        case KAIL_TYPE_F32: case KAIL_TYPE_F16: case KAIL_TYPE_BF16: case KAIL_TYPE_Q8_0: case KAIL_TYPE_Q4_0:
+        case KAIL_TYPE_Q4_1: case KAIL_TYPE_IQ4_NL: case KAIL_TYPE_Q5_0: case KAIL_TYPE_Q5_1: return true;
+        default: return false;
     }
 }
 void fp32_to_fp16_row(const float * x, uint16_t * y, int64_t n) { kernels_active().fp32_to_fp16(x, y, n); }

@@ -90,7 +90,10 @@ void store_row(uint32_t kv_type, const float * src, uint8_t * dst, int64_t n) {
     // As ggml-cpu stores a row into a Q8_0 cache: its from_float (the activations' quantizer,
     // round half to even), not the reference quantizer weights are written with.
     else if (kv_type == KAIL_TYPE_Q8_0) matmul_quantize_activations(KAIL_TYPE_Q8_0, n, src, static_cast<size_t>(n) * 4, 1, dst, row_size(KAIL_TYPE_Q8_0, n), nullptr);
-    else fp32_to_fp16_row(src, reinterpret_cast<uint16_t *>(dst), n);
+    else if (kv_type == KAIL_TYPE_F16) fp32_to_fp16_row(src, reinterpret_cast<uint16_t *>(dst), n);
+    else if (kv_type == KAIL_TYPE_BF16) fp32_to_bf16_row(src, reinterpret_cast<uint16_t *>(dst), n);
+    // The other quantized caches: ggml-cpu's from_float for these types is the reference quantizer.
+    else quantize_row(kv_type, src, dst, n);
 }
 
 } // namespace

@@ -71,22 +71,25 @@ uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_ba
 }
 
 void check_kv_type(const program & prog, uint32_t kv_type) {
-    if (kv_type != KAIL_TYPE_F16 && kv_type != KAIL_TYPE_F32 && kv_type != KAIL_TYPE_Q8_0)
-        throw error(KAIL_E_INVALID_ARG, "kv cache type must be F16, F32 or Q8_0");
-    if (kv_type != KAIL_TYPE_Q8_0) return;
-    // A Q8_0 cache quantizes each head's row (MLA: each latent row, whose latent part the values
-    // are read from) in blocks of 32 (llama.cpp's -ctk/-ctv q8_0): those widths must be multiples of 32.
+    if (!is_kv_cache_type(kv_type))
+        throw error(KAIL_E_INVALID_ARG, "kv cache type must be F32, F16, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0 or Q5_1");
+    const int64_t blk = type_traits_get(kv_type)->block_size;
+    if (blk == 1) return;
+    // A quantized cache quantizes each head's row (MLA: each latent row, whose latent part the
+    // values are read from) in blocks of 32 (llama.cpp's -ctk/-ctv q8_0, q4_0, ...): those widths
+    // must be multiples of 32.
+    const std::string name = type_name(kv_type);
     for (const op_desc & op : prog.ops) {
         if (op.type == OP_MLA_ATTENTION) {
             const int64_t L = static_cast<int64_t>(op.param("kv_lora", 0)), R = static_cast<int64_t>(op.param("qk_rope", 0));
-            if (L % 32 != 0 || (L + R) % 32 != 0)
-                throw error(KAIL_E_UNSUPPORTED, "a Q8_0 KV cache needs the MLA latent (kv_lora " + std::to_string(L) + ") and its row (kv_lora + qk_rope " + std::to_string(L + R) + ") to be multiples of 32");
+            if (L % blk != 0 || (L + R) % blk != 0)
+                throw error(KAIL_E_UNSUPPORTED, "a " + name + " KV cache needs the MLA latent (kv_lora " + std::to_string(L) + ") and its row (kv_lora + qk_rope " + std::to_string(L + R) + ") to be multiples of " + std::to_string(blk));
             continue;
         }
         if (op.type != OP_ATTENTION) continue;
         const int64_t hk = static_cast<int64_t>(op.param("head_dim", 0)), hv = static_cast<int64_t>(op.param("head_dim_v", static_cast<double>(hk)));
-        if (hk % 32 != 0 || hv % 32 != 0)
-            throw error(KAIL_E_UNSUPPORTED, "a Q8_0 KV cache needs head dims that are multiples of 32, this model's are " + std::to_string(hk) + "/" + std::to_string(hv));
+        if (hk % blk != 0 || hv % blk != 0)
+            throw error(KAIL_E_UNSUPPORTED, "a " + name + " KV cache needs head dims that are multiples of " + std::to_string(blk) + ", this model's are " + std::to_string(hk) + "/" + std::to_string(hv));
     }
 }
 

@@ -11,13 +11,29 @@ import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/de
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { Metadata, readHParams, type HParams } from './hparams';
 
-export type KvType = 'f16' | 'f32' | 'q8_0';
-export const KV_TYPES: readonly KvType[] = ['f16', 'f32', 'q8_0'];
-/** The native type id of a KV cache type (KAIL_TYPE_*). */
-const KV_TYPE_IDS: Record<KvType, number> = { f32: 0, f16: 1, q8_0: 8 };
-/** Bytes of a cached row of `width` values: Q8_0 stores 34 bytes per 32. */
+/** KV cache types: llama.cpp's `-ctk`/`-ctv` list (Ollama's OLLAMA_KV_CACHE_TYPE takes f16, q8_0, q4_0). */
+export type KvType = 'f16' | 'f32' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_1' | 'iq4_nl' | 'q5_0' | 'q5_1';
+export const KV_TYPES: readonly KvType[] = ['f16', 'f32', 'bf16', 'q8_0', 'q4_0', 'q4_1', 'iq4_nl', 'q5_0', 'q5_1'];
+/** Per type: the native type id (KAIL_TYPE_*), values per block and bytes per block. */
+const KV_TYPE_INFO: Record<KvType, { id: number; block: number; bytes: number }> = {
+  f32: { id: 0, block: 1, bytes: 4 },
+  f16: { id: 1, block: 1, bytes: 2 },
+  bf16: { id: 30, block: 1, bytes: 2 },
+  q8_0: { id: 8, block: 32, bytes: 34 },
+  q4_0: { id: 2, block: 32, bytes: 18 },
+  q4_1: { id: 3, block: 32, bytes: 20 },
+  iq4_nl: { id: 20, block: 32, bytes: 18 },
+  q5_0: { id: 6, block: 32, bytes: 22 },
+  q5_1: { id: 7, block: 32, bytes: 24 },
+};
+/** Bytes of a cached row of `width` values (a quantized cache stores whole blocks: Q8_0 34 bytes per 32). */
 export function kvRowBytes(kvType: KvType, width: number): number {
-  return kvType === 'q8_0' ? (width / 32) * 34 : width * (kvType === 'f32' ? 4 : 2);
+  const t = KV_TYPE_INFO[kvType];
+  return (width / t.block) * t.bytes;
+}
+/** Bytes per cached value (Q4_0: 18 per 32). */
+export function kvBytesPerValue(kvType: KvType): number {
+  return KV_TYPE_INFO[kvType].bytes / KV_TYPE_INFO[kvType].block;
 }
 
 export interface LoadModelOptions {
@@ -28,9 +44,9 @@ export interface LoadModelOptions {
   /** Concurrent sequences. Default 1. */
   nSeqMax?: number;
   /**
-   * KV cache type. Default 'f16' (llama.cpp's default); 'q8_0' about halves it (llama.cpp's
-   * `-ctk q8_0 -ctv q8_0`, Ollama's OLLAMA_KV_CACHE_TYPE), for attention whose head dims (MLA:
-   * whose latent and latent row) are multiples of 32.
+   * KV cache type. Default 'f16' (llama.cpp's default); 'q8_0' about halves it, 'q4_0' about
+   * quarters it (llama.cpp's `-ctk q8_0 -ctv q8_0`, Ollama's OLLAMA_KV_CACHE_TYPE); the quantized
+   * types need attention whose head dims (MLA: whose latent and latent row) are multiples of 32.
    */
   kvType?: KvType;
   /** Memory the load may plan against; default: MemAvailable from /proc/meminfo (or os.freemem()). */
@@ -221,9 +237,9 @@ interface Prepared {
 }
 
 function kvTypeId(t: KvType | undefined): number {
-  if (t === undefined) return KV_TYPE_IDS.f16;
-  if (!(t in KV_TYPE_IDS)) throw new EngineError('KAIL_E_INVALID_ARG', `KV cache type must be ${KV_TYPES.join(', ')}, got '${t}'`);
-  return KV_TYPE_IDS[t];
+  if (t === undefined) return KV_TYPE_INFO.f16.id;
+  if (!Object.hasOwn(KV_TYPE_INFO, t)) throw new EngineError('KAIL_E_INVALID_ARG', `KV cache type must be ${KV_TYPES.join(', ')}, got '${t}'`);
+  return KV_TYPE_INFO[t].id;
 }
 
 // Architecture checks, hyperparameters, program and the native parameters: what both planning
@@ -295,7 +311,7 @@ export function kvCacheReport(file: NativeGgufFile, kvType: KvType = 'f16'): KvC
     // Refuses a cache type the model's attention cannot take (as a load would).
     native().kvCacheBytes(program, params);
     // Bytes per cached value (Q8_0: 34 per block of 32), for the MLA comparison below.
-    const e = kvType === 'f32' ? 4 : kvType === 'q8_0' ? 34 / 32 : 2;
+    const e = kvBytesPerValue(kvType);
     const bytesPerToken = [...program.kvKWidth, ...program.kvVWidth].reduce((a, w) => a + kvRowBytes(kvType, w), 0);
     const out: KvCacheReport = { kvType, bytesPerToken };
     if (hp.arch === 'deepseek2') {

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The engine service process:
 //   node packages/engine/dist/service/main.js --port 0 [--host H] [--models-dir DIR] [--model [ID=]FILE ...]
-//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--cache-type f16|q8_0|f32] [--max-stall-ms MS] [--data-dir DIR (its profile.json)] [--auth-token T]
+//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--cache-type f16|q8_0|q4_0|… (KV_TYPES)] [--max-stall-ms MS] [--data-dir DIR (its profile.json)] [--auth-token T]
 // Prints one JSON line {"service":"engine","address":...} once listening, for supervisors.
 import { parseArgs } from 'node:util';
 
@@ -30,7 +30,7 @@ async function main() {
       threads: { type: 'string', default: '0' },
       seqs: { type: 'string', default: '8' },
       ram: { type: 'string' },
-      // The KV cache's type for every model this engine loads (f16, q8_0 or f32).
+      // The KV cache's type for every model this engine loads (KV_TYPES: f16, q8_0, q4_0, ...).
       'cache-type': { type: 'string', default: 'f16' },
       'max-waiting': { type: 'string', default: '64' },
       // While streams decode, the longest one pass spends on arriving prompts (0 = no limit).

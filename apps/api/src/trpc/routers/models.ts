@@ -35,7 +35,7 @@ function modelView(m: common.ModelInfo) {
     loaded: m.loaded,
     /** When an idle model unloads (the scheduler's keep-alive), ms since the epoch; 0: it stays. */
     expiresAtUnixMs: m.expiresAtUnixMs,
-    /** A loaded model's KV cache type (f16, f32, q8_0); '' for a file not loaded. */
+    /** A loaded model's KV cache type (f16, q8_0, q4_0, ...: KV_TYPES); '' for a file not loaded. */
     kvType: m.kvType,
     residency: tierBytes(m.residency),
     tensorTypes: Object.entries(m.tensorTypeBytes)
