@@ -15,13 +15,11 @@ import { applyPenalties, penaltiesActive } from './penalties';
 import { Mt19937, foldSeed } from './rng';
 import type { ResolvedSamplerParams, SampleResult, Sampler, TokenLogprob } from './sampler';
 import { defaultOrder } from './stages';
-import { floatBits, selectTop, sortIdsByValue } from './select-top';
+import { floatBits, radixKeys, radixSortByKey, selectTop, sortIdsByValue } from './select-top';
 
 const { exp, log, log2, abs, pow, sqrt, trunc, fround: f32 } = Math;
 const INF = Infinity;
 const FLT_MAX = 3.4028234663852886e38;
-/** Positions below this fit beside a float's bits in a double (the typical sampler's sort key). */
-const POS_LIMIT = 2 ** 21;
 /** Mirostat 1 estimates the Zipf exponent from this many of the most likely tokens (llama.cpp's m). */
 const MIROSTAT_M = 100;
 
@@ -268,26 +266,29 @@ export class FullChainSampler implements Sampler {
       const q = p[ids[i]];
       if (q > 0) entropy = f32(entropy + f32(-q * f32(log(q))));
     }
-    // Ascending |surprise - entropy|, ties by position: the float's bits (non-negative, so
-    // monotonic) beside the position in one double.
-    const keys = new Float64Array(size);
+    // Ascending |surprise - entropy|, ties by position: positions sorted (stably) by the float's
+    // bits (non-negative, so monotonic as unsigned integers).
+    const keys = radixKeys(size);
     const bits = floatBits(this.pos);
+    const order = this.tmp;
     for (let i = 0; i < size; i++) {
       this.pos[i] = abs(f32(-f32(log(p[ids[i]])) - entropy));
-      keys[i] = bits[i] * POS_LIMIT + i;
+      keys[i] = bits[i];
+      order[i] = i;
     }
-    keys.sort();
+    radixSortByKey(order.subarray(0, size), keys);
     let last = size;
     let cum = 0;
     for (let i = 0; i < size; i++) {
-      cum = f32(cum + p[ids[keys[i] % POS_LIMIT]]);
+      cum = f32(cum + p[ids[order[i]]]);
       if (cum > tp && (minKeep === 0 || i >= minKeep - 1)) {
         last = i + 1;
         break;
       }
     }
+    // (In place: order is tmp, and each entry is read before it is written.)
     const tmp = this.tmp;
-    for (let i = 0; i < last; i++) tmp[i] = ids[keys[i] % POS_LIMIT];
+    for (let i = 0; i < last; i++) tmp[i] = ids[order[i]];
     ids.set(tmp.subarray(0, last));
     this.size = last;
     this.sorted = false;

@@ -60,6 +60,24 @@ describe('sortIdsByValue', () => {
     expect([...ids]).toEqual(reference(values, values.length));
   });
 
+  it('sorts a shuffled subset by radix the same way (zeros of both signs, infinities, ties)', () => {
+    const rng = new Mt19937(9);
+    const values = new Float32Array(30000);
+    for (let i = 0; i < values.length; i++) {
+      const r = rng.nextDouble();
+      values[i] = r < 0.05 ? -Infinity : r < 0.1 ? 0 : r < 0.12 ? -0 : r < 0.4 ? Math.round(rng.nextDouble() * 8) - 4 : (rng.nextDouble() - 0.5) * (r < 0.7 ? 1e-30 : 40);
+    }
+    const pick = Int32Array.from(values.keys()).filter(() => rng.nextDouble() < 0.6);
+    for (let i = pick.length - 1; i > 0; i--) {
+      const j = Math.floor(rng.nextDouble() * (i + 1));
+      [pick[i], pick[j]] = [pick[j], pick[i]];
+    }
+    const want = [...pick].sort((a, b) => (values[a] === values[b] ? a - b : values[b] - values[a]));
+    expect(pick.length).toBeGreaterThan(4096);
+    sortIdsByValue(pick, values);
+    expect([...pick]).toEqual(want);
+  });
+
   it('falls back to a comparator beyond 2^21 ids', () => {
     const values = new Float32Array(2 ** 21 + 10);
     const ids = Int32Array.from([2 ** 21 + 5, 3, 2 ** 21 + 1, 7, 2 ** 21 + 9, 1, 0, 2, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14]);

@@ -107,6 +107,10 @@ export function sortIdsByValue(ids: Int32Array, values: Float32Array): void {
     }
     return;
   }
+  if (m >= RADIX_MIN) {
+    radixSortIdsByValue(ids, values);
+    return;
+  }
   if (values.length > SORT_KEY_ID_LIMIT) {
     ids.sort((a, b) => values[b] - values[a] || a - b);
     return;
@@ -116,6 +120,73 @@ export function sortIdsByValue(ids: Int32Array, values: Float32Array): void {
   for (let i = 0; i < m; i++) keys[i] = sortKey(values, bits, ids[i]);
   keys.sort();
   for (let i = 0; i < m; i++) ids[i] = idOfSortKey(keys[i]);
+}
+
+/** From this many ids on, sortIdsByValue sorts by radix (about 4x faster than the double keys' sort at 152k). */
+const RADIX_MIN = 4096;
+let radixBuf = { keys: new Uint32Array(0), keys2: new Uint32Array(0), items2: new Int32Array(0) };
+
+/** Scratch for radixSortByKey's keys: at least m long, reused between calls. */
+export function radixKeys(m: number): Uint32Array {
+  if (radixBuf.keys.length < m) radixBuf = { keys: new Uint32Array(m), keys2: new Uint32Array(m), items2: new Int32Array(m) };
+  return radixBuf.keys;
+}
+
+/**
+ * Sorts `items` by `keys` (keys[i] is items[i]'s; from `radixKeys(items.length)`) ascending, equal
+ * keys in their order before: a stable least-significant-digit radix sort, 11, 11 and 10 bits.
+ * The keys are left in no particular order.
+ */
+export function radixSortByKey(items: Int32Array, keys: Uint32Array): void {
+  const m = items.length;
+  radixKeys(m);
+  let k1: Uint32Array = keys;
+  let k2: Uint32Array = keys === radixBuf.keys ? radixBuf.keys2 : radixBuf.keys;
+  let a: Int32Array = items;
+  let b: Int32Array = radixBuf.items2;
+  const count = new Int32Array(2048);
+  for (const [shift, width] of [[0, 11], [11, 11], [22, 10]]) {
+    const mask = (1 << width) - 1;
+    count.fill(0);
+    for (let i = 0; i < m; i++) count[(k1[i] >>> shift) & mask]++;
+    let sum = 0;
+    for (let d = 0; d <= mask; d++) {
+      const c = count[d];
+      count[d] = sum;
+      sum += c;
+    }
+    for (let i = 0; i < m; i++) {
+      const k = k1[i];
+      const at = count[(k >>> shift) & mask]++;
+      k2[at] = k;
+      b[at] = a[i];
+    }
+    [k1, k2] = [k2, k1];
+    [a, b] = [b, a];
+  }
+  // Three passes: the sorted items are in the scratch array.
+  if (a !== items) items.set(a.subarray(0, m));
+}
+
+/**
+ * sortIdsByValue for many ids: the ids in ascending order first, then radixSortByKey by their
+ * value keys (as `sortKey`'s, without the id), so equal values stay in ascending id order.
+ */
+function radixSortIdsByValue(ids: Int32Array, values: Float32Array): void {
+  const m = ids.length;
+  for (let i = 1; i < m; i++)
+    if (ids[i] < ids[i - 1]) {
+      ids.sort();
+      break;
+    }
+  const keys = radixKeys(m);
+  const bits = floatBits(values);
+  for (let i = 0; i < m; i++) {
+    const id = ids[i];
+    const v = values[id] === 0 ? 0 : bits[id];
+    keys[i] = (0xffffffff - (v & 0x80000000 ? ~v >>> 0 : (v | 0x80000000) >>> 0)) >>> 0;
+  }
+  radixSortByKey(ids, keys);
 }
 
 /** Whether (va, ia) ranks below (vb, ib): smaller value, or equal value and larger id. */
