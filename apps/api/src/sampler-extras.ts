@@ -1,6 +1,6 @@
 // llama.cpp's further samplers, under llama-server's field names, for every route that generates
 // (OpenAI chat/completions, llama-server /completion and /infill, Ollama options): DRY, XTC,
-// top-n-sigma, locally typical, dynamic temperature, min_keep, Mirostat. Fields left out take
+// top-n-sigma, locally typical, dynamic temperature, min_keep, Mirostat, adaptive-p. Fields left out take
 // llama-server's defaults; a request that sets none of them sends no extras (all off).
 import { z } from 'zod';
 
@@ -24,20 +24,22 @@ const DEFAULTS = {
   mirostat: 0,
   mirostat_tau: 5,
   mirostat_eta: 0.1,
+  adaptive_target: -1,
+  adaptive_decay: 0.9,
 } as const;
 
 const num = (lo: number, hi: number) => z.number().min(lo).max(hi).optional().nullable();
 
 /** llama.cpp's sampler names (common_sampler_types_from_names: canonical, kebab-case, no dash, nucleus/temp/typ) and chars. */
 const STAGE_OF: Record<string, string> = {};
-for (const c of ['dry', 'top_k', 'top_p', 'top_n_sigma', 'typ_p', 'min_p', 'temperature', 'xtc', 'penalties']) {
+for (const c of ['dry', 'top_k', 'top_p', 'top_n_sigma', 'typ_p', 'min_p', 'temperature', 'xtc', 'penalties', 'adaptive_p']) {
   STAGE_OF[c] = c;
   STAGE_OF[c.replace(/_/g, '-')] = c;
   STAGE_OF[c.replace(/_/g, '')] = c;
 }
 Object.assign(STAGE_OF, { nucleus: 'top_p', temp: 'temperature', typ: 'typ_p' });
-const STAGE_CHARS: Record<string, string> = { d: 'dry', k: 'top_k', y: 'typ_p', p: 'top_p', s: 'top_n_sigma', m: 'min_p', t: 'temperature', x: 'xtc', e: 'penalties' };
-const UNSUPPORTED_STAGES: Record<string, string> = { infill: 'infill', i: 'infill', adaptive_p: 'adaptive_p', 'adaptive-p': 'adaptive_p', adaptivep: 'adaptive_p', a: 'adaptive_p' };
+const STAGE_CHARS: Record<string, string> = { d: 'dry', k: 'top_k', y: 'typ_p', p: 'top_p', s: 'top_n_sigma', m: 'min_p', t: 'temperature', x: 'xtc', e: 'penalties', a: 'adaptive_p' };
+const UNSUPPORTED_STAGES: Record<string, string> = { infill: 'infill', i: 'infill' };
 
 /** The chain's order: a list of sampler names or a string of llama.cpp's sampler chars. */
 const samplers = z
@@ -87,6 +89,10 @@ export const samplerExtraFields = {
   mirostat: z.number().int().min(0).max(2).optional().nullable(),
   mirostat_tau: num(0, 100),
   mirostat_eta: num(0, 10),
+  /** Adaptive-p (with `adaptive_p` among the samplers): tokens near this probability; negative = a plain draw; above 1 taken as 1. */
+  adaptive_target: z.number().min(-1e9).transform((v) => Math.max(-1, Math.min(v, 1))).optional().nullable(),
+  /** Adaptive-p's decay; above 0.99 taken as 0.99. */
+  adaptive_decay: z.number().min(0).transform((v) => Math.min(v, 0.99)).optional().nullable(),
   /** The order of the chain (llama-server's `samplers`): names, or a string of sampler chars such as "edkypmxt". */
   samplers,
 };
@@ -115,6 +121,8 @@ export function samplerExtras(b: SamplerExtraFields | null | undefined): common.
     mirostatTau: v('mirostat_tau'),
     mirostatEta: v('mirostat_eta'),
     samplers: b.samplers ?? [],
+    adaptiveTarget: v('adaptive_target'),
+    adaptiveDecay: v('adaptive_decay'),
   });
 }
 
@@ -149,6 +157,8 @@ export function samplerExtrasJson(x: common.SamplerExtras | undefined) {
     mirostat: x.mirostat,
     mirostat_tau: x.mirostatTau,
     mirostat_eta: x.mirostatEta,
+    adaptive_target: x.adaptiveTarget,
+    adaptive_decay: x.adaptiveDecay,
     samplers: x.samplers.length ? x.samplers : [...DEFAULT_ORDER],
   };
 }

@@ -50,6 +50,14 @@ describe('kail model commands', () => {
     const bad = kail('run', '-m', model, '-n', '1', '--mirostat', '3');
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toMatch(/--mirostat must be an integer in 0\.\.2/);
+    // --samplers orders the chain; adaptive_p in it draws by adaptive-p, reproducibly for a seed.
+    const adaptive = ['--temp', '1', '--seed', '7', '--samplers', 'top_k;temperature;adaptive_p', '--adaptive-target', '0.3', '--adaptive-decay', '0.5'];
+    expect(tokens(...adaptive)).toEqual(tokens(...adaptive));
+    expect(tokens('--temp', '0', '--samplers', 'top_k;temperature')).toEqual(greedy);
+    const badOrder = kail('run', '-m', model, '-p', 'Hello', '-n', '1', '--samplers', 'top_k;bogus');
+    expect(badOrder.status).not.toBe(0);
+    expect(badOrder.stdout).toBe('');
+    expect(badOrder.stderr).toMatch(/samplers must be a list .* got \["top_k","bogus"\]/);
   });
 
   it('run --grammar / --grammar-file / -j hold the output to a GBNF grammar or a JSON schema; bad ones are errors naming the place', () => {

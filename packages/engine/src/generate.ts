@@ -114,6 +114,7 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
     }
     const sample = (row: Float32Array) => sampler.sample(row, history);
     const { token } = constraint ? constraint.draw(logits, sample) : sample(logits);
+    sampler.accept?.(token);
     out.push(token);
     history.push(token);
     const step = stop.pushToken(token, decoder.push(token));

@@ -22,7 +22,7 @@ export { mlaKvBytesPerToken } from './model/architectures/deepseek2';
 export type { MlaKvShape } from './model/architectures/deepseek2';
 export { generate } from './generate';
 export type { GenerateOptions, GenerateResult } from './generate';
-export { createSampler } from './sampling/sampler';
+export { createSampler, DEFAULT_SAMPLERS, type SamplerStage } from './sampling/sampler';
 export { DEFAULT_DRY_BREAKERS, dryBreakerSequences } from './sampling/dry';
 export type { ResolvedSamplerParams, SampleResult, Sampler, SamplerParams, TokenLogprob } from './sampling/sampler';
 export { logprobs } from './sampling/logprobs';

@@ -236,11 +236,19 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect((await noTemp('kp')).body.tokens).toEqual(sampled);
     expect((await noTemp('kpt')).body.tokens).toEqual(greedy12);
     expect((await post('/completion', { prompt, n_predict: 1, samplers: 'kt' })).body.generation_settings.samplers).toEqual(['top_k', 'temperature']);
+    // Adaptive-p (its draw replaces the plain one; parity with llama.cpp in the engine's sampler spec): seeded, reproducible, reported.
+    const adaptive = { prompt, n_predict: 12, temperature: 1, seed: 5, ignore_eos: true, return_tokens: true, samplers: ['top_k', 'temperature', 'adaptive_p'], adaptive_target: 0.3, adaptive_decay: 0.5 };
+    const a1 = await post('/completion', adaptive);
+    expect(a1.status).toBe(200);
+    expect(a1.body.tokens).toHaveLength(12);
+    expect((await post('/completion', adaptive)).body.tokens).toEqual(a1.body.tokens);
+    expect(a1.body.generation_settings).toMatchObject({ adaptive_target: expect.closeTo(0.3, 6), adaptive_decay: 0.5, samplers: ['top_k', 'temperature', 'adaptive_p'] });
     // The sampling field names llama-server takes are checked as it checks them.
     for (const [body, why] of [
       [{ samplers: ['top_k', 'wibble'] }, /unknown sampler "wibble"/],
       [{ samplers: 'kzt' }, /unknown sampler "z"/],
       [{ samplers: ['infill'] }, /the infill sampler is not supported/],
+      [{ adaptive_decay: -0.5 }, /adaptive_decay/],
       [{ mirostat: 3 }, /mirostat/],
       [{ xtc_probability: 1.5 }, /xtc_probability/],
       [{ dry_sequence_breakers: [] }, /dry_sequence_breakers must be a non-empty array/],

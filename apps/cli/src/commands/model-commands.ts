@@ -33,6 +33,9 @@ import {
   type LoadModelOptions,
   type ResidencyPlan,
   type SamplerParams,
+  type SamplerStage,
+  DEFAULT_SAMPLERS,
+  createSampler,
   type SpeculativeStats,
   DEFAULT_DRY_BREAKERS,
   dryBreakerSequences,
@@ -257,6 +260,9 @@ interface SamplerOpts {
   mirostat: number;
   mirostatLr: number;
   mirostatEnt: number;
+  samplers?: string[];
+  adaptiveTarget: number;
+  adaptiveDecay: number;
 }
 
 function addSamplerOptions(cmd: Command): Command {
@@ -280,7 +286,10 @@ function addSamplerOptions(cmd: Command): Command {
     .option('--dry-sequence-breaker <s>', "a DRY sequence breaker, repeatable ('none': none; default: \\n : \" *)", collect, [])
     .option('--mirostat <v>', 'Mirostat sampling: 0 = off, 1, 2 (replaces top-k/top-p/min-p and the penalties)', int('--mirostat', 0, 2), 0)
     .option('--mirostat-lr <eta>', 'Mirostat learning rate', num('--mirostat-lr', 0, 10), 0.1)
-    .option('--mirostat-ent <tau>', 'Mirostat target entropy', num('--mirostat-ent', 0, 100), 5);
+    .option('--mirostat-ent <tau>', 'Mirostat target entropy', num('--mirostat-ent', 0, 100), 5)
+    .option('--samplers <list>', `the chain's order, names separated by ';' (${[...DEFAULT_SAMPLERS, 'adaptive_p'].join(';')})`, (v: string) => v.split(/[;,]/).map((x) => x.trim()).filter(Boolean))
+    .option('--adaptive-target <p>', 'adaptive-p (with adaptive_p in --samplers): draw tokens near this probability (negative = off)', num('--adaptive-target', -1, 1), -1)
+    .option('--adaptive-decay <d>', 'adaptive-p: decay of its running average (0 to 0.99)', num('--adaptive-decay', 0, 0.99), 0.9);
 }
 
 /** The sampler parameters of llama-cli's flags (DRY breakers turned into token sequences with the model's tokenizer). */
@@ -307,6 +316,9 @@ function samplerParams(o: SamplerOpts, tok: EngineModel['tokenizer']): SamplerPa
     mirostat: o.mirostat,
     mirostatTau: o.mirostatEnt,
     mirostatEta: o.mirostatLr,
+    ...(o.samplers ? { samplers: o.samplers as SamplerStage[] } : {}),
+    adaptiveTarget: o.adaptiveTarget,
+    adaptiveDecay: o.adaptiveDecay,
   };
 }
 
@@ -421,6 +433,8 @@ export function registerModelCommands(program: Command): void {
       const prompt = model.tokenizer.tokenize(text, { addSpecial: !o.chat, parseSpecial });
       const tok = model.tokenizer;
       const grammar = grammarText === undefined ? undefined : parseGbnf(grammarText, { tokenize: (s) => tok.tokenize(s, { addSpecial: false, parseSpecial: true }), nVocab: model.nVocab });
+      const sampling: SamplerParams = { temperature: o.temp, topK: o.topK, topP: o.topP, minP: o.minP, seed: o.seed, ...samplerParams(o, model.tokenizer) };
+      createSampler(sampling); // bad sampler settings fail here, before any output
       if (!o.json) {
         log(`model: ${path.basename(modelPath)} (${model.hparams.arch}, ${model.hparams.nLayer} layers${model.hparams.nExpert ? `, ${model.hparams.nExpert} experts / ${model.hparams.nExpertUsed} used` : ''}), ${model.runtime.nThreads} threads` +
             (model.plan ? `, RAM budget ${formatBytes(model.plan.ramBytes)}: ${formatBytes(model.plan.residentBytes)} resident, expert cache ${formatBytes(model.plan.cacheBytes)}` : ''),
@@ -430,7 +444,7 @@ export function registerModelCommands(program: Command): void {
       }
       const r: GenerateResult = await generate(model, prompt, {
         maxTokens: o.nPredict,
-        sampling: { temperature: o.temp, topK: o.topK, topP: o.topP, minP: o.minP, seed: o.seed, ...samplerParams(o, model.tokenizer) },
+        sampling,
         onText: o.json ? undefined : (t) => process.stdout.write(t),
         speculative: sp.spec ?? undefined,
         grammar,

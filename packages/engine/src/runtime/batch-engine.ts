@@ -737,6 +737,7 @@ export class BatchEngine {
       // (A constraint that follows the reasoning takes any text inside it.)
       if (a.constraint && !a.constraint.allows(forced)) throw new EngineError('KAIL_E_INTERNAL', `the output constraint refuses the reasoning budget's forced token ${forced}`);
       a.constraint?.accept(forced);
+      a.sampler.accept?.(forced);
       return forced;
     }
     if (a.req.minTokens && a.generated < a.req.minTokens) {
@@ -748,6 +749,7 @@ export class BatchEngine {
     }
     const sample = (r: Float32Array) => a.sampler.sample(r, a.history);
     a.lastDraw = a.constraint ? a.constraint.draw(row, sample) : sample(row);
+    a.sampler.accept?.(a.lastDraw.token);
     return a.lastDraw.token;
   }
 

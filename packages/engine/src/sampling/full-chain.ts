@@ -22,6 +22,10 @@ const INF = Infinity;
 const FLT_MAX = 3.4028234663852886e38;
 /** Mirostat 1 estimates the Zipf exponent from this many of the most likely tokens (llama.cpp's m). */
 const MIROSTAT_M = 100;
+/** Adaptive-p's transform (llama-sampler.cpp): a peak at the target, quadratic near it, linear in the tails. */
+const ADAPTIVE_PEAK = 5;
+const ADAPTIVE_SHARPNESS = 10;
+const ADAPTIVE_INV_WIDTH = f32(1 / f32(0.3));
 
 /** Whether these parameters need this chain (some sampler the fast chain lacks is on). */
 export function needsFullChain(p: ResolvedSamplerParams): boolean {
@@ -49,7 +53,7 @@ function toInt32(x: number): number {
 
 export class FullChainSampler implements Sampler {
   readonly params: Readonly<ResolvedSamplerParams>;
-  /** XTC and Mirostat draw or learn as they go, so no dense distribution stands for them. */
+  /** XTC, Mirostat and adaptive-p draw or learn as they go, so no dense distribution stands for them. */
   readonly stateful: boolean;
   private readonly seed32: number;
   private readonly rng: Mt19937;
@@ -75,7 +79,9 @@ export class FullChainSampler implements Sampler {
 
   constructor(params: ResolvedSamplerParams) {
     this.params = Object.freeze({ ...params });
-    this.stateful = xtcActive(params) || params.mirostat !== 0;
+    this.adaptive = params.mirostat === 0 && params.samplers.includes('adaptive_p');
+    this.stateful = xtcActive(params) || params.mirostat !== 0 || this.adaptive;
+    this.adaptiveDecay = f32(Math.min(Math.max(params.adaptiveDecay, 0), 0.99));
     this.seed32 = foldSeed(params.seed);
     this.rng = new Mt19937(this.seed32);
     this.xtcRng = new Mt19937(this.seed32);
@@ -86,23 +92,86 @@ export class FullChainSampler implements Sampler {
     // As in llama.cpp, Mirostat replaces the chain: only the logit bias and temperature stay.
     this.penalize = params.mirostat === 0 && penaltiesActive(params);
     this.mu = f32(2 * f32(params.mirostatTau));
+    this.resetAdaptive();
   }
 
   reset(): void {
     this.rng.seed(this.seed32);
     this.xtcRng.seed(this.seed32);
     this.mu = f32(2 * f32(this.params.mirostatTau));
+    this.resetAdaptive();
   }
 
   sample(logits: Float32Array, history: ArrayLike<number> = []): SampleResult {
     this.load(logits, history);
     if (this.params.mirostat !== 0) return this.mirostat();
     this.truncate(history);
-    return this.dist();
+    return this.adaptive ? this.adaptiveP() : this.dist();
+  }
+
+  accept(token: number): void {
+    // Adaptive-p's average moves by the original probability of the token it drew, when taken.
+    if (this.pending && this.pending.token === token) {
+      this.weightedSum = f32(this.pending.p + f32(this.adaptiveDecay * this.weightedSum));
+      this.totalWeight = f32(1 + f32(this.adaptiveDecay * this.totalWeight));
+    }
+    this.pending = null;
+  }
+
+  private readonly adaptive: boolean;
+  private readonly adaptiveDecay: number;
+  /** Adaptive-p's running sums: the drawn tokens' original probabilities and the weights, decayed. */
+  private weightedSum = 0;
+  private totalWeight = 0;
+  /** The last adaptive-p draw, until accepted. */
+  private pending: { token: number; p: number } | null = null;
+
+  private resetAdaptive(): void {
+    const target = f32(this.params.adaptiveTarget);
+    this.weightedSum = f32(target / f32(1 - this.adaptiveDecay));
+    this.totalWeight = f32(1 / f32(1 - this.adaptiveDecay));
+    this.pending = null;
+  }
+
+  /**
+   * llama.cpp's adaptive-p in place of the final draw: the candidates' probabilities move each
+   * logit to a peak at a target probability (the configured one, moved against the average of the
+   * drawn tokens' probabilities), and the draw is std::discrete_distribution's over the result.
+   */
+  private adaptiveP(): SampleResult {
+    this.softmax(false);
+    const { w, p, ids, size } = this;
+    if (this.params.adaptiveTarget < 0) {
+      const idx = this.discrete();
+      return this.result(idx, this.candidateProbs(), 0);
+    }
+    const original = new Float32Array(size);
+    for (let i = 0; i < size; i++) original[i] = p[ids[i]];
+    const target = Math.min(Math.max(f32(this.params.adaptiveTarget), 0), 1);
+    const adapted = Math.min(Math.max(this.totalWeight === 0 ? target : f32(f32(2 * target) - f32(this.weightedSum / this.totalWeight)), 0), 1);
+    for (let i = 0; i < size; i++) {
+      const id = ids[i];
+      if (w[id] === -INF) continue;
+      const d = abs(f32(f32(p[id] - adapted) * ADAPTIVE_INV_WIDTH));
+      w[id] = f32(ADAPTIVE_PEAK - f32(f32(f32(ADAPTIVE_SHARPNESS * d) * d) / f32(1 + d)));
+    }
+    // (The candidates keep their `sorted` mark, as llama.cpp's do: a sorted row's softmax then
+    // takes the first candidate's new logit as its maximum, which changes the rounding only.)
+    this.softmax(false);
+    const idx = this.discrete();
+    this.pending = { token: ids[idx], p: original[idx] };
+    return this.result(idx, this.candidateProbs(), 0);
+  }
+
+  /** The candidates' probabilities in candidate order (for `result`). */
+  private candidateProbs(): Float32Array {
+    const probs = this.pos;
+    for (let i = 0; i < this.size; i++) probs[i] = this.p[this.ids[i]];
+    return probs;
   }
 
   probabilities(logits: Float32Array, history: ArrayLike<number> = [], out = new Float32Array(logits.length)): Float32Array {
-    if (this.stateful) throw new EngineError('KAIL_E_UNSUPPORTED', 'XTC and Mirostat sampling have no fixed distribution to compare drafts against');
+    if (this.stateful) throw new EngineError('KAIL_E_UNSUPPORTED', 'XTC, Mirostat and adaptive-p sampling have no fixed distribution to compare drafts against');
     if (out.length !== logits.length) throw new EngineError('KAIL_E_INVALID_ARG', `out must have ${logits.length} entries, got ${out.length}`);
     this.load(logits, history);
     this.truncate(history);

@@ -400,6 +400,8 @@ describe('createSampler: parameter validation', () => {
       mirostatTau: 5,
       mirostatEta: 0.1,
       samplers: ['penalties', 'dry', 'top_n_sigma', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature'],
+      adaptiveTarget: -1,
+      adaptiveDecay: 0.9,
     });
   });
 
@@ -430,18 +432,24 @@ describe('createSampler: parity with llama.cpp', () => {
   });
 });
 
-describe('createSampler: the full chain (DRY, top-n-sigma, typical, XTC, dynamic temperature, min_keep, Mirostat), parity with llama.cpp', () => {
+describe('createSampler: the full chain (DRY, top-n-sigma, typical, XTC, dynamic temperature, min_keep, Mirostat, adaptive-p), parity with llama.cpp', () => {
   // Tokens llama.cpp's chain picked for the same logits, prompt and seed (__fixtures__/gen-llama-cpp-samplers.cpp).
 
   it.each(samplerCases.chains.map((c) => [c.name, c] as const))('%s: the same tokens for the same seed', (_name, c) => {
     const s = createSampler({ ...c.params, seed: c.seed } as SamplerParams);
     const history = [...c.prompt];
-    for (let step = 0; step < c.tokens.length; step++) history.push(s.sample(logitsAt(step, c.nVocab, c.scale), history).token);
+    // (Each drawn token taken, as llama.cpp's accept takes it: adaptive-p learns from it.)
+    const draw = (step: number, h: number[]) => {
+      const t = s.sample(logitsAt(step, c.nVocab, c.scale), h).token;
+      s.accept?.(t);
+      return t;
+    };
+    for (let step = 0; step < c.tokens.length; step++) history.push(draw(step, history));
     expect(history.slice(c.prompt.length)).toEqual(c.tokens);
-    // reset() replays the same draws (XTC's and Mirostat's state included).
+    // reset() replays the same draws (XTC's, Mirostat's and adaptive-p's state included).
     s.reset();
     const again = [...c.prompt];
-    for (let step = 0; step < 8; step++) again.push(s.sample(logitsAt(step, c.nVocab, c.scale), again).token);
+    for (let step = 0; step < 8; step++) again.push(draw(step, again));
     expect(again.slice(c.prompt.length)).toEqual(c.tokens.slice(0, 8));
   });
 
@@ -469,7 +477,7 @@ describe('createSampler: the full chain (DRY, top-n-sigma, typical, XTC, dynamic
     for (const p of [{ mirostat: 2 }, { xtcProbability: 0.5 }]) {
       const st = createSampler(p);
       expect(st.stateful).toBe(true);
-      expect(() => st.probabilities(row)).toThrow(/XTC and Mirostat/);
+      expect(() => st.probabilities(row)).toThrow(/XTC, Mirostat and adaptive-p/);
     }
   });
 

@@ -92,13 +92,22 @@ export interface SamplerParams {
   mirostatEta?: number;
   /**
    * The order of the chain's stages after the logit bias (llama.cpp's `samplers`); a stage left
-   * out is not applied, one named twice runs twice. Default DEFAULT_SAMPLERS; any other order
-   * runs the full chain.
+   * out is not applied, one named twice runs twice. `adaptive_p` anywhere in it makes the final
+   * draw adaptive-p's instead of the plain one (as common/sampling.cpp puts it last). Default
+   * DEFAULT_SAMPLERS; any other order runs the full chain.
    */
   samplers?: readonly SamplerStage[];
+  /**
+   * Adaptive-p (llama.cpp's `adaptive_target`, with `adaptive_p` among the samplers): draws tokens
+   * whose probability is near this target, moved against the recent draws' average; in [-1, 1],
+   * negative = a plain draw. Default -1.
+   */
+  adaptiveTarget?: number;
+  /** Adaptive-p's average decay per token (history about 1 / (1 - decay) tokens); in [0, 1), above 0.99 taken as 0.99. Default 0.9. */
+  adaptiveDecay?: number;
 }
 
-const STAGES: ReadonlySet<string> = new Set(DEFAULT_SAMPLERS);
+const STAGES: ReadonlySet<string> = new Set<string>([...DEFAULT_SAMPLERS, 'adaptive_p']);
 
 export type ResolvedSamplerParams = Required<SamplerParams>;
 export { DEFAULT_SAMPLERS, type SamplerStage } from './stages';
@@ -144,6 +153,11 @@ export interface Sampler {
   probabilities(logits: Float32Array, history?: ArrayLike<number>, out?: Float32Array): Float32Array;
   /** Restarts the random stream from the seed, so the same calls give the same tokens again. */
   reset(): void;
+  /**
+   * The token the sequence took (after any constrained redraw): adaptive-p learns from it, as
+   * llama.cpp's accept does. Samplers that learn nothing leave it out.
+   */
+  accept?(token: number): void;
 }
 
 /** Whether these (resolved) parameters always pick the best token: temperature 0 without a dynamic range. */
@@ -188,6 +202,8 @@ function resolveParams(p: SamplerParams): ResolvedSamplerParams {
     mirostatTau: p.mirostatTau ?? 5,
     mirostatEta: p.mirostatEta ?? 0.1,
     samplers: p.samplers ?? DEFAULT_SAMPLERS,
+    adaptiveTarget: p.adaptiveTarget ?? -1,
+    adaptiveDecay: p.adaptiveDecay ?? 0.9,
   };
   checkRange('temperature', r.temperature, 0, 100, false, '0 = greedy');
   checkInt('topK', r.topK, 0, 2 ** 31 - 1, '0 = off');
@@ -216,7 +232,9 @@ function resolveParams(p: SamplerParams): ResolvedSamplerParams {
   checkRange('mirostatTau', r.mirostatTau, 0, 100, false, 'target surprise in bits');
   checkRange('mirostatEta', r.mirostatEta, 0, 10, false, 'learning rate');
   if (!Array.isArray(r.samplers) || r.samplers.length > 64 || r.samplers.some((x) => !STAGES.has(x)))
-    throw invalid(`samplers must be a list of at most 64 of ${DEFAULT_SAMPLERS.join(', ')}, got ${JSON.stringify(r.samplers)}`);
+    throw invalid(`samplers must be a list of at most 64 of ${[...STAGES].join(', ')}, got ${JSON.stringify(r.samplers)}`);
+  checkRange('adaptiveTarget', r.adaptiveTarget, -1, 1, false, 'negative = off');
+  checkRange('adaptiveDecay', r.adaptiveDecay, 0, 1, false, 'about 1 / (1 - decay) tokens of history');
   return r;
 }
 

@@ -1,5 +1,5 @@
 /** A stage of the sampler chain, by llama.cpp's canonical name (common/sampling.cpp). */
-export type SamplerStage = 'penalties' | 'dry' | 'top_n_sigma' | 'top_k' | 'typ_p' | 'top_p' | 'min_p' | 'xtc' | 'temperature';
+export type SamplerStage = 'penalties' | 'dry' | 'top_n_sigma' | 'top_k' | 'typ_p' | 'top_p' | 'min_p' | 'xtc' | 'temperature' | 'adaptive_p';
 
 /** common/common.h's default order. */
 export const DEFAULT_SAMPLERS: readonly SamplerStage[] = ['penalties', 'dry', 'top_n_sigma', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature'];

@@ -140,6 +140,8 @@ export function samplingFromProto(s: common.SamplingParams | undefined, breakers
         mirostatTau: x.mirostatTau,
         mirostatEta: x.mirostatEta,
         ...(x.samplers.length ? { samplers: x.samplers as SamplerStage[] } : {}),
+        adaptiveTarget: x.adaptiveTarget,
+        adaptiveDecay: x.adaptiveDecay,
       }
     : {};
   return {
@@ -164,12 +166,12 @@ export function samplingFromProto(s: common.SamplingParams | undefined, breakers
  */
 function samplingToProto(p: Readonly<ResolvedSamplerParams>): common.SamplingParams {
   const { temperature, topK, topP, minP, repetitionPenalty, presencePenalty, frequencyPenalty, penaltyLastN, seed } = p;
-  const { typicalP, topNSigma, xtcProbability, xtcThreshold, minKeep, dynatempRange, dynatempExponent, dryMultiplier, dryBase, dryAllowedLength, dryPenaltyLastN, mirostat, mirostatTau, mirostatEta } = p;
+  const { typicalP, topNSigma, xtcProbability, xtcThreshold, minKeep, dynatempRange, dynatempExponent, dryMultiplier, dryBase, dryAllowedLength, dryPenaltyLastN, mirostat, mirostatTau, mirostatEta, adaptiveTarget, adaptiveDecay } = p;
   return {
     temperature, topK, topP, minP, repetitionPenalty, presencePenalty, frequencyPenalty, penaltyLastN, seed, hasSeed: true, logitBias: {},
     extras: {
       typicalP, topNSigma, xtcProbability, xtcThreshold, minKeep, dynatempRange, dynatempExponent, dryMultiplier, dryBase, dryAllowedLength, dryPenaltyLastN,
-      drySequenceBreakers: [], mirostat, mirostatTau, mirostatEta, samplers: [...p.samplers],
+      drySequenceBreakers: [], mirostat, mirostatTau, mirostatEta, samplers: [...p.samplers], adaptiveTarget, adaptiveDecay,
     },
   };
 }

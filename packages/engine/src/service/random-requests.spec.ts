@@ -54,7 +54,7 @@ describe('engine service under random requests', () => {
       if (rnd() < 0.7) req.sampling = { temperature: f32(), topK: i32(), topP: f32(), minP: f32(), repetitionPenalty: f32(), presencePenalty: f32(), frequencyPenalty: f32(), penaltyLastN: i32(), seed: pick([0, 1, 2 ** 53 - 1]), hasSeed: rnd() < 0.5, logitBias: pick<Record<number, number>>([{}, {}, { 0: 5 }, { 3: -Infinity, 4: 100 }, { [-1]: 1 }, { 5: NaN }, { 99999999: 2 }, { 7: Infinity }]), extras: rnd() < 0.5 ? undefined : {
         typicalP: f32(), topNSigma: f32(), xtcProbability: f32(), xtcThreshold: f32(), minKeep: pick([0, 1, 5, 4294967295]), dynatempRange: f32(), dynatempExponent: f32(),
         dryMultiplier: f32(), dryBase: f32(), dryAllowedLength: pick([0, 2, 4294967295]), dryPenaltyLastN: i32(), drySequenceBreakers: pick([[], ['\n'], ['', 'x'], ['User:', '###', 'x'.repeat(100)]]),
-        mirostat: pick([0, 1, 2, 3, 4294967295]), mirostatTau: f32(), mirostatEta: f32(), samplers: pick([[], ['top_k', 'temperature'], ['nope'], ['xtc', 'xtc']]) } };
+        mirostat: pick([0, 1, 2, 3, 4294967295]), mirostatTau: f32(), mirostatEta: f32(), samplers: pick([[], ['top_k', 'temperature'], ['nope'], ['xtc', 'xtc'], ['temperature', 'adaptive_p']]), adaptiveTarget: f32(), adaptiveDecay: f32() } };
       if (rnd() < 0.3) req.stop = Array.from({ length: pick([1, 2, 100]) }, () => pick(['', 'a', '\n', 'x'.repeat(500)]));
       if (rnd() < 0.3) {
         req.responseFormat = pick([0, 1, 2, 2, 7]) as pb.ResponseFormat;

@@ -1,5 +1,5 @@
 // Generates llama-cpp-samplers.json: what llama.cpp's samplers beyond the fast chain do (DRY,
-// top-n-sigma, typical, XTC, dynamic temperature, min_keep, Mirostat 1 and 2), for
+// top-n-sigma, typical, XTC, dynamic temperature, min_keep, Mirostat 1 and 2, adaptive-p), for
 // sampler.spec.ts / dry.spec.ts to replay:
 //   "chains": the tokens common/sampling.cpp's default chain picks for seeded runs over synthetic
 //             logits (the same hash as gen-llama-cpp-sampling.cpp), after a prompt;
@@ -44,8 +44,10 @@ struct config {
     std::vector<llama_token> prompt;
     uint32_t seed;
     int steps;
-    // The chain's order as llama.cpp's sampler chars (e d s k y p m x t); nullptr: the default.
+    // The chain's order as llama.cpp's sampler chars (e d s k y p m x t, and a: adaptive-p, which
+    // common/sampling.cpp puts last in place of dist); nullptr: the default.
     const char * order = nullptr;
+    float adaptive_target = -1.0f, adaptive_decay = 0.9f;
 };
 
 static uint32_t mix(uint32_t x) {
@@ -81,7 +83,10 @@ static llama_sampler * make_chain(const config & c) {
                 case 't': llama_sampler_chain_add(chain, llama_sampler_init_temp_ext(c.temp, c.dyn_range, c.dyn_exp)); break;
             }
         }
-        llama_sampler_chain_add(chain, llama_sampler_init_dist(c.seed));
+        if (c.order && std::string(c.order).find('a') != std::string::npos)
+            llama_sampler_chain_add(chain, llama_sampler_init_adaptive_p(c.adaptive_target, c.adaptive_decay, c.seed));
+        else
+            llama_sampler_chain_add(chain, llama_sampler_init_dist(c.seed));
     } else {
         llama_sampler_chain_add(chain, llama_sampler_init_temp(c.temp));
         if (c.mirostat == 1) llama_sampler_chain_add(chain, llama_sampler_init_mirostat(c.n_vocab, c.seed, c.tau, c.eta, 100));
@@ -119,6 +124,10 @@ int main(int argc, char ** argv) {
         { "order: temperature first",      3000, 0.5, 1.5f, 40, 0.9f, 0.05f,   0, 1.0f, 0, 0, 1.0f, -1.0f, 0.0f, 0.1f,  0, 0.0f, 1.0f, 0.0f, 1.75f, 2, 64, {},                 0, 5.0f, 0.1f, {},                                           39, 64, "tkpm" },
         { "order: min-p, top-k, penalties, temperature", 50, 0.3, 0.8f, 20, 1.0f, 0.1f, 16, 1.3f, 0.2f, 0.3f, 1.0f, -1.0f, 0.0f, 0.1f, 0, 0.0f, 1.0f, 0.0f, 1.75f, 2, 64, {}, 0, 5.0f, 0.1f, {},                                               40, 96, "mket" },
         { "order: no temperature stage",   3000, 0.5, 0.0f, 30, 0.8f, 0.0f,   0, 1.0f, 0, 0, 1.0f, -1.0f, 0.0f, 0.1f,  0, 0.0f, 1.0f, 0.0f, 1.75f, 2, 64, {},                 0, 5.0f, 0.1f, {},                                           41, 64, "kp" },
+        { "adaptive-p",                    3000, 0.5, 1.0f,  0, 1.0f, 0.0f,   0, 1.0f, 0, 0, 1.0f, -1.0f, 0.0f, 0.1f,  0, 0.0f, 1.0f, 0.0f, 1.75f, 2, 64, {},                 0, 5.0f, 0.1f, {},                                           42, 96, "ta", 0.3f, 0.9f },
+        { "adaptive-p after top-k, min-p", 3000, 0.5, 0.9f, 40, 1.0f, 0.05f,  0, 1.0f, 0, 0, 1.0f, -1.0f, 0.0f, 0.1f,  0, 0.0f, 1.0f, 0.0f, 1.75f, 2, 64, {},                 0, 5.0f, 0.1f, {},                                           43, 96, "kmta", 0.1f, 0.5f },
+        { "adaptive-p, target 0.8",          50, 0.3, 1.0f,  0, 1.0f, 0.0f,   0, 1.0f, 0, 0, 1.0f, -1.0f, 0.0f, 0.1f,  0, 0.0f, 1.0f, 0.0f, 1.75f, 2, 64, {},                 0, 5.0f, 0.1f, {},                                           44, 96, "ta", 0.8f, 0.99f },
+        { "adaptive-p off (negative target)", 3000, 0.5, 1.0f, 0, 1.0f, 0.0f,  0, 1.0f, 0, 0, 1.0f, -1.0f, 0.0f, 0.1f,  0, 0.0f, 1.0f, 0.0f, 1.75f, 2, 64, {},                 0, 5.0f, 0.1f, {},                                           45, 64, "ta", -1.0f, 0.9f },
     };
     // clang-format on
 
@@ -140,10 +149,12 @@ int main(int argc, char ** argv) {
             print_ids(cfg.breakers[b]);
         }
         printf("], \"mirostat\": %d, \"mirostatTau\": %.9g, \"mirostatEta\": %.9g", cfg.mirostat, cfg.tau, cfg.eta);
+        if (cfg.order && std::string(cfg.order).find('a') != std::string::npos)
+            printf(", \"adaptiveTarget\": %.9g, \"adaptiveDecay\": %.9g", cfg.adaptive_target, cfg.adaptive_decay);
         if (cfg.order) {
             printf(", \"samplers\": [");
             for (const char * o = cfg.order; *o; o++) {
-                const char * name = *o == 'e' ? "penalties" : *o == 'd' ? "dry" : *o == 's' ? "top_n_sigma" : *o == 'k' ? "top_k" : *o == 'y' ? "typ_p" : *o == 'p' ? "top_p" : *o == 'm' ? "min_p" : *o == 'x' ? "xtc" : "temperature";
+                const char * name = *o == 'e' ? "penalties" : *o == 'd' ? "dry" : *o == 's' ? "top_n_sigma" : *o == 'k' ? "top_k" : *o == 'y' ? "typ_p" : *o == 'p' ? "top_p" : *o == 'm' ? "min_p" : *o == 'x' ? "xtc" : *o == 'a' ? "adaptive_p" : "temperature";
                 printf("%s\"%s\"", o == cfg.order ? "" : ", ", name);
             }
             printf("]");

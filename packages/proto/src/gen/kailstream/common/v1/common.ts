@@ -181,9 +181,16 @@ export interface SamplerExtras {
   mirostatEta: number;
   /**
    * The chain's order (llama.cpp's canonical names: penalties, dry, top_n_sigma, top_k, typ_p,
-   * top_p, min_p, xtc, temperature); empty: that default order.
+   * top_p, min_p, xtc, temperature; adaptive_p anywhere makes the final draw adaptive-p's); empty:
+   * that default order.
    */
   samplers: string[];
+  /**
+   * Adaptive-p (with adaptive_p among the samplers): the target probability, negative = a plain
+   * draw (llama.cpp's default -1), and the decay of its running average (default 0.9).
+   */
+  adaptiveTarget: number;
+  adaptiveDecay: number;
 }
 
 export interface ModelTierBytes {
@@ -873,6 +880,8 @@ function createBaseSamplerExtras(): SamplerExtras {
     mirostatTau: 0,
     mirostatEta: 0,
     samplers: [],
+    adaptiveTarget: 0,
+    adaptiveDecay: 0,
   };
 }
 
@@ -925,6 +934,12 @@ export const SamplerExtras: MessageFns<SamplerExtras> = {
     }
     for (const v of message.samplers) {
       writer.uint32(130).string(v!);
+    }
+    if (message.adaptiveTarget !== 0) {
+      writer.uint32(141).float(message.adaptiveTarget);
+    }
+    if (message.adaptiveDecay !== 0) {
+      writer.uint32(149).float(message.adaptiveDecay);
     }
     return writer;
   },
@@ -1070,6 +1085,22 @@ export const SamplerExtras: MessageFns<SamplerExtras> = {
             message.samplers.push(reader.string());
             continue;
           }
+          case 17: {
+            if (tag !== 141) {
+              break;
+            }
+
+            message.adaptiveTarget = reader.float();
+            continue;
+          }
+          case 18: {
+            if (tag !== 149) {
+              break;
+            }
+
+            message.adaptiveDecay = reader.float();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1158,6 +1189,16 @@ export const SamplerExtras: MessageFns<SamplerExtras> = {
       samplers: globalThis.Array.isArray(object?.samplers)
         ? object.samplers.map((e: any) => globalThis.String(e))
         : [],
+      adaptiveTarget: isSet(object.adaptiveTarget)
+        ? globalThis.Number(object.adaptiveTarget)
+        : isSet(object.adaptive_target)
+        ? globalThis.Number(object.adaptive_target)
+        : 0,
+      adaptiveDecay: isSet(object.adaptiveDecay)
+        ? globalThis.Number(object.adaptiveDecay)
+        : isSet(object.adaptive_decay)
+        ? globalThis.Number(object.adaptive_decay)
+        : 0,
     };
   },
 
@@ -1211,6 +1252,12 @@ export const SamplerExtras: MessageFns<SamplerExtras> = {
     if (message.samplers?.length) {
       obj.samplers = message.samplers;
     }
+    if (message.adaptiveTarget !== 0) {
+      obj.adaptiveTarget = floatToJson(message.adaptiveTarget);
+    }
+    if (message.adaptiveDecay !== 0) {
+      obj.adaptiveDecay = floatToJson(message.adaptiveDecay);
+    }
     return obj;
   },
 
@@ -1235,6 +1282,8 @@ export const SamplerExtras: MessageFns<SamplerExtras> = {
     message.mirostatTau = object.mirostatTau ?? 0;
     message.mirostatEta = object.mirostatEta ?? 0;
     message.samplers = object.samplers?.map((e) => e) || [];
+    message.adaptiveTarget = object.adaptiveTarget ?? 0;
+    message.adaptiveDecay = object.adaptiveDecay ?? 0;
     return message;
   },
 };
