@@ -864,14 +864,22 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
         }
       }
     }
-    // End-of-generation tokens (whatever their text: a GBNF constraint reads control tokens' text).
-    if (this.ends())
-      for (const t of this.eog)
-        if (t < n) {
-          logits[t] = original[t];
-          kept++;
-          allowed?.push(t);
-        }
+    return kept + this.keepEog(logits, original, allowed);
+  }
+
+  /**
+   * The end-of-generation tokens back in a masked row when the text may end (whatever their text:
+   * a GBNF constraint reads control tokens' text); how many.
+   */
+  private keepEog(logits: Float32Array, original: Float32Array, allowed: number[] | null): number {
+    if (!this.ends()) return 0;
+    let kept = 0;
+    for (const t of this.eog)
+      if (t < logits.length) {
+        logits[t] = original[t];
+        kept++;
+        allowed?.push(t);
+      }
     return kept;
   }
 
@@ -921,14 +929,7 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
         allowed?.push(t);
       }
     }
-    if (this.ends())
-      for (const t of this.eog)
-        if (t < n) {
-          logits[t] = original[t];
-          kept++;
-          allowed?.push(t);
-        }
-    return kept;
+    return kept + this.keepEog(logits, original, allowed);
   }
 
   /** Tokens accepted so far. */
