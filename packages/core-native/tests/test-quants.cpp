@@ -533,6 +533,33 @@ void test_weighted_rows() {
     catch (const kail::error & e) { threw = e.code() == KAIL_E_UNSUPPORTED; }
     CHECK(threw, "attention_weighted_rows on a Q4_K cache -> KAIL_E_UNSUPPORTED");
     {
+        // A level's own dequantizer (to_float) gives the reference's bits: (q - 8) * d for Q4_0.
+        const int64_t k = 32 * 37;
+        std::vector<float> src(static_cast<size_t>(k)), want(src.size()), got(src.size());
+        for (float & v : src) v = (r.uniform() * 2.f - 1.f) * (r.uniform() < 0.1f ? 1e4f : 1.f);
+        std::vector<uint8_t> q(row_size(KAIL_TYPE_Q4_0, k));
+        quantize_row(KAIL_TYPE_Q4_0, src.data(), q.data(), k);
+        for (int64_t b = 0; b < k / 32; b++) {
+            uint16_t dh;
+            std::memcpy(&dh, q.data() + 18 * b, 2);
+            const float d = fp16_to_fp32(dh);
+            for (int j = 0; j < 16; j++) {
+                want[b * 32 + j] = static_cast<float>((q[18 * b + 2 + j] & 0x0F) - 8) * d;
+                want[b * 32 + j + 16] = static_cast<float>((q[18 * b + 2 + j] >> 4) - 8) * d;
+            }
+        }
+        int levels_with = 0;
+        for (const level & L : levels()) {
+            if (!L.t->to_float[KAIL_TYPE_Q4_0]) continue;
+            levels_with++;
+            L.t->to_float[KAIL_TYPE_Q4_0](q.data(), got.data(), k);
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, "%s to_float Q4_0 differs from the reference's bits", L.name.c_str());
+        }
+        dequantize_row(KAIL_TYPE_Q4_0, q.data(), got.data(), k);
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, "dequantize_row Q4_0 differs from the reference's bits");
+        std::printf("  to_float Q4_0: %d level(s) with their own\n", levels_with);
+    }
+    {
         // Q4_0, Q5_1, IQ4_NL, BF16 caches: each row's values as dequantize_row gives them; 300 rows
         // (two 256-row chunks).
         const int64_t width = 64, n = 300, group = 3;

@@ -1856,6 +1856,10 @@ void dequantize_row(uint32_t type, const void * src, float * dst, int64_t n) {
         case KAIL_TYPE_BF16: bf16_to_fp32_row(static_cast<const uint16_t *>(src), dst, n); return;
         default: break;
     }
+    if (convert_fn fast = kernels_active().to_float[type]) {
+        fast(src, dst, n);
+        return;
+    }
     row_fn fn = dequant_fn(type);
     if (!fn) unsupported("dequantize_row", type);
     fn(src, dst, n);

@@ -1188,6 +1188,23 @@ void init(kernel_table & t) {
     set<TS::template iq1_m, 1, 4>(t, KAIL_TYPE_IQ1_M, nullptr);
 }
 
+// Q4_0 rows to floats: (q - 8) * d per value, the reference's bits (see the AVX-512 one).
+void to_float_q4_0(const void * vx, void * vy, int64_t k) {
+    const uint8_t * x = static_cast<const uint8_t *>(vx);
+    float * y = static_cast<float *>(vy);
+    const __m256i eight = _mm256_set1_epi32(8), m4 = _mm256_set1_epi32(0x0F);
+    for (int64_t i = 0; i < k / 32; i++, x += 18, y += 32) {
+        uint16_t dh;
+        std::memcpy(&dh, x, 2);
+        const __m256 d = _mm256_set1_ps(fp16_to_fp32_sw(dh));
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(x + 2 + 8 * h)));
+            _mm256_storeu_ps(y + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(q, m4), eight)), d));
+            _mm256_storeu_ps(y + 16 + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(q, 4), eight)), d));
+        }
+    }
+}
+
 } // namespace
 
 void kernels_init_avx2(kernel_table & t, bool vnni) {
@@ -1213,6 +1230,7 @@ void kernels_init_avx2(kernel_table & t, bool vnni) {
     t.from_float[KAIL_TYPE_Q8_1] = from_float_q8<true>;
     t.from_float[KAIL_TYPE_Q8_K] = from_float_q8_K;
     t.from_float[KAIL_TYPE_F16] = from_float_f16;
+    t.to_float[KAIL_TYPE_Q4_0] = to_float_q4_0;
     t.from_float[KAIL_TYPE_BF16] = from_float_bf16;
     t.fp16_to_fp32 = cvt_f16_f32;
     t.fp32_to_fp16 = cvt_f32_f16;

@@ -1118,6 +1118,24 @@ template <int R, int T> using f32_tile = floats<0>::tile<R, T>;
 template <int R, int T> using f16_tile = floats<1>::tile<R, T>;
 template <int R, int T> using bf16_tile = floats<2>::tile<R, T>;
 
+// Q4_0 rows to floats: (q - 8) * d per value, as the reference computes it (one exact int to
+// float conversion and one multiply), 32 values per block.
+void to_float_q4_0(const void * vx, void * vy, int64_t k) {
+    const uint8_t * x = static_cast<const uint8_t *>(vx);
+    float * y = static_cast<float *>(vy);
+    const __m512i eight = _mm512_set1_epi32(8);
+    for (int64_t i = 0; i < k / 32; i++, x += 18, y += 32) {
+        uint16_t dh;
+        std::memcpy(&dh, x, 2);
+        const __m512 d = _mm512_set1_ps(fp16_to_fp32_sw(dh));
+        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + 2)));
+        const __m512i lo = _mm512_sub_epi32(_mm512_and_si512(q, _mm512_set1_epi32(0x0F)), eight);
+        const __m512i hi = _mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight);
+        _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d));
+        _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
+    }
+}
+
 } // namespace
 
 void kernels_init_avx512(kernel_table & t) {
@@ -1177,6 +1195,7 @@ void kernels_init_avx512(kernel_table & t) {
     t.weighted_rows_f32 = weighted_rows<float>;
     t.weighted_rows_f16 = weighted_rows<uint16_t>;
     t.weighted_rows_q8_0 = weighted_rows_q8_0;
+    t.to_float[KAIL_TYPE_Q4_0] = to_float_q4_0;
 }
 
 } // namespace kail::cpu

@@ -123,6 +123,9 @@ struct kernel_table {
     from_float_fn from_float[KAIL_TYPE_COUNT] = {};  // indexed by vec_dot_type
     convert_fn fp16_to_fp32 = nullptr, fp32_to_fp16 = nullptr;
     convert_fn bf16_to_fp32 = nullptr, fp32_to_bf16 = nullptr;
+    // Optional: dequantize_row for a type at this level, the reference's bits (a quantized KV
+    // cache's rows, read once per attention pass). Null: the reference.
+    convert_fn to_float[KAIL_TYPE_COUNT] = {};
     // Attention's probability-weighted sum of cached rows (see attention_weighted_rows in
     // kail/quants.h): x rows of `width` F32 / F16 values, xs elements apart.
     void (*weighted_rows_f32)(const float * x, size_t xs, int64_t n, int64_t width, const float * p, size_t ps, int64_t group,
