@@ -1806,7 +1806,7 @@ void attention_weighted_rows(uint32_t type, const void * rows, size_t row_stride
         constexpr int64_t CHUNK = 256;
         thread_local std::vector<float> rows_f, part;
         rows_f.resize(static_cast<size_t>(std::min<int64_t>(n, CHUNK) * width));
-        for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
+        for (int64_t j0 = 0; j0 == 0 || j0 < n; j0 += CHUNK) {  // (n = 0: one empty pass, zeros out)
             const int64_t m = std::min<int64_t>(CHUNK, n - j0);
             for (int64_t j = 0; j < m; j++)
                 dequantize_row(type, static_cast<const uint8_t *>(rows) + static_cast<size_t>(j0 + j) * row_stride, rows_f.data() + j * width, width);
