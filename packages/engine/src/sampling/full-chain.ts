@@ -125,6 +125,8 @@ export class FullChainSampler implements Sampler {
   private totalWeight = 0;
   /** The last adaptive-p draw, until accepted. */
   private pending: { token: number; p: number } | null = null;
+  /** Adaptive-p: the candidates' probabilities before its transform, in candidate order. */
+  private original = new Float32Array(0);
 
   private resetAdaptive(): void {
     const target = f32(this.params.adaptiveTarget);
@@ -145,7 +147,8 @@ export class FullChainSampler implements Sampler {
       const idx = this.discrete();
       return this.result(idx, this.candidateProbs(), 0);
     }
-    const original = new Float32Array(size);
+    if (this.original.length < size) this.original = new Float32Array(p.length);
+    const original = this.original;
     for (let i = 0; i < size; i++) original[i] = p[ids[i]];
     const target = Math.min(Math.max(f32(this.params.adaptiveTarget), 0), 1);
     const adapted = Math.min(Math.max(this.totalWeight === 0 ? target : f32(f32(2 * target) - f32(this.weightedSum / this.totalWeight)), 0), 1);
