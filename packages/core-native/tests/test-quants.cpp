@@ -533,31 +533,49 @@ void test_weighted_rows() {
     catch (const kail::error & e) { threw = e.code() == KAIL_E_UNSUPPORTED; }
     CHECK(threw, "attention_weighted_rows on a Q4_K cache -> KAIL_E_UNSUPPORTED");
     {
-        // A level's own dequantizer (to_float) gives the reference's bits: (q - 8) * d for Q4_0.
+        // A level's own dequantizer (to_float) gives the reference's bits: (q - 8) * d for Q4_0,
+        // ((q | high bit << 4) - 16) * d for Q5_0, d * level[q] for IQ4_NL.
         const int64_t k = 32 * 37;
         std::vector<float> src(static_cast<size_t>(k)), want(src.size()), got(src.size());
         for (float & v : src) v = (r.uniform() * 2.f - 1.f) * (r.uniform() < 0.1f ? 1e4f : 1.f);
-        std::vector<uint8_t> q(row_size(KAIL_TYPE_Q4_0, k));
-        quantize_row(KAIL_TYPE_Q4_0, src.data(), q.data(), k);
-        for (int64_t b = 0; b < k / 32; b++) {
-            uint16_t dh;
-            std::memcpy(&dh, q.data() + 18 * b, 2);
-            const float d = fp16_to_fp32(dh);
-            for (int j = 0; j < 16; j++) {
-                want[b * 32 + j] = static_cast<float>((q[18 * b + 2 + j] & 0x0F) - 8) * d;
-                want[b * 32 + j + 16] = static_cast<float>((q[18 * b + 2 + j] >> 4) - 8) * d;
+        for (uint32_t type : {KAIL_TYPE_Q4_0, KAIL_TYPE_Q5_0, KAIL_TYPE_IQ4_NL}) {
+            const size_t bb = row_size(type, 32);
+            std::vector<uint8_t> q(row_size(type, k));
+            quantize_row(type, src.data(), q.data(), k);
+            for (int64_t b = 0; b < k / 32; b++) {
+                const uint8_t * blk = q.data() + bb * b;
+                uint16_t dh;
+                std::memcpy(&dh, blk, 2);
+                const float d = fp16_to_fp32(dh);
+                uint32_t qh = 0;
+                if (type == KAIL_TYPE_Q5_0) std::memcpy(&qh, blk + 2, 4);
+                const uint8_t * qs = blk + (type == KAIL_TYPE_Q5_0 ? 6 : 2);
+                for (int j = 0; j < 16; j++) {
+                    const int lo = qs[j] & 0x0F, hi = qs[j] >> 4;
+                    if (type == KAIL_TYPE_Q4_0) {
+                        want[b * 32 + j] = static_cast<float>(lo - 8) * d;
+                        want[b * 32 + j + 16] = static_cast<float>(hi - 8) * d;
+                    } else if (type == KAIL_TYPE_Q5_0) {
+                        const int h0 = static_cast<int>(((qh >> j) << 4) & 0x10), h1 = static_cast<int>((qh >> (j + 12)) & 0x10);
+                        want[b * 32 + j] = static_cast<float>((lo | h0) - 16) * d;
+                        want[b * 32 + j + 16] = static_cast<float>((hi | h1) - 16) * d;
+                    } else {
+                        want[b * 32 + j] = d * kIq4Levels[lo];
+                        want[b * 32 + j + 16] = d * kIq4Levels[hi];
+                    }
+                }
             }
+            int levels_with = 0;
+            for (const level & L : levels()) {
+                if (!L.t->to_float[type]) continue;
+                levels_with++;
+                L.t->to_float[type](q.data(), got.data(), k);
+                CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, "%s to_float %s differs from the reference's bits", L.name.c_str(), type_name(type));
+            }
+            dequantize_row(type, q.data(), got.data(), k);
+            CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, "dequantize_row %s differs from the reference's bits", type_name(type));
+            std::printf("  to_float %s: %d level(s) with their own\n", type_name(type), levels_with);
         }
-        int levels_with = 0;
-        for (const level & L : levels()) {
-            if (!L.t->to_float[KAIL_TYPE_Q4_0]) continue;
-            levels_with++;
-            L.t->to_float[KAIL_TYPE_Q4_0](q.data(), got.data(), k);
-            CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, "%s to_float Q4_0 differs from the reference's bits", L.name.c_str());
-        }
-        dequantize_row(KAIL_TYPE_Q4_0, q.data(), got.data(), k);
-        CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, "dequantize_row Q4_0 differs from the reference's bits");
-        std::printf("  to_float Q4_0: %d level(s) with their own\n", levels_with);
     }
     {
         // Q4_0, Q5_1, IQ4_NL, BF16 caches: each row's values as dequantize_row gives them; 300 rows

@@ -1136,6 +1136,45 @@ void to_float_q4_0(const void * vx, void * vy, int64_t k) {
     }
 }
 
+// Q5_0 rows to floats: ((q | high bit << 4) - 16) * d, the reference's bits.
+void to_float_q5_0(const void * vx, void * vy, int64_t k) {
+    const uint8_t * x = static_cast<const uint8_t *>(vx);
+    float * y = static_cast<float *>(vy);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i one = _mm512_set1_epi32(1), m4 = _mm512_set1_epi32(0x0F), sixteen = _mm512_set1_epi32(16);
+    for (int64_t i = 0; i < k / 32; i++, x += 22, y += 32) {
+        uint16_t dh;
+        uint32_t qh;
+        std::memcpy(&dh, x, 2);
+        std::memcpy(&qh, x + 2, 4);
+        const __m512 d = _mm512_set1_ps(fp16_to_fp32_sw(dh));
+        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + 6)));
+        const __m512i h = _mm512_set1_epi32(static_cast<int>(qh));
+        const __m512i h0 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, iota), one), 4);
+        const __m512i h1 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, _mm512_add_epi32(iota, sixteen)), one), 4);
+        const __m512i lo = _mm512_sub_epi32(_mm512_or_si512(_mm512_and_si512(q, m4), h0), sixteen);
+        const __m512i hi = _mm512_sub_epi32(_mm512_or_si512(_mm512_srli_epi32(q, 4), h1), sixteen);
+        _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d));
+        _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
+    }
+}
+
+// IQ4_NL rows to floats: d * level[index], the reference's bits (the 16 levels as one vector).
+void to_float_iq4_nl(const void * vx, void * vy, int64_t k) {
+    const uint8_t * x = static_cast<const uint8_t *>(vx);
+    float * y = static_cast<float *>(vy);
+    const __m512i levels = _mm512_setr_epi32(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m512i m4 = _mm512_set1_epi32(0x0F);
+    for (int64_t i = 0; i < k / 32; i++, x += 18, y += 32) {
+        uint16_t dh;
+        std::memcpy(&dh, x, 2);
+        const __m512 d = _mm512_set1_ps(fp16_to_fp32_sw(dh));
+        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + 2)));
+        _mm512_storeu_ps(y, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(_mm512_and_si512(q, m4), levels))));
+        _mm512_storeu_ps(y + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(_mm512_srli_epi32(q, 4), levels))));
+    }
+}
+
 } // namespace
 
 void kernels_init_avx512(kernel_table & t) {
@@ -1196,6 +1235,8 @@ void kernels_init_avx512(kernel_table & t) {
     t.weighted_rows_f16 = weighted_rows<uint16_t>;
     t.weighted_rows_q8_0 = weighted_rows_q8_0;
     t.to_float[KAIL_TYPE_Q4_0] = to_float_q4_0;
+    t.to_float[KAIL_TYPE_Q5_0] = to_float_q5_0;
+    t.to_float[KAIL_TYPE_IQ4_NL] = to_float_iq4_nl;
 }
 
 } // namespace kail::cpu
