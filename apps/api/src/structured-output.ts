@@ -1,5 +1,6 @@
 // Structured output under the names other servers take it: llama-server's `json_schema` and
-// `grammar` (GBNF, on /completion, /infill and its OpenAI routes) and vLLM's `guided_json`,
+// `grammar` (GBNF, on /completion, /infill and its OpenAI routes; lazy with `grammar_lazy` and
+// `grammar_triggers`) and vLLM's `guided_json`,
 // `guided_choice`, `guided_grammar` and `guided_regex` (the whole output matches it), and their
 // current form, vLLM's `structured_outputs` ({json | regex | choice | grammar | json_object}),
 // held by the engine's constrained decoding like OpenAI's response_format.
@@ -39,6 +40,18 @@ export const structuredFields = {
     .nullable(),
   /** vLLM: a grammar (GBNF, as llama.cpp's; vLLM's xgrammar backend reads the same EBNF). */
   guided_grammar: z.string().max(1 << 20, 'guided_grammar is longer than 1 MiB').optional().nullable(),
+  /** llama-server: the grammar holds only from a trigger on (the output is free before). */
+  grammar_lazy: z.boolean().optional().nullable(),
+  /**
+   * llama-server: the lazy grammar's triggers, `{type, value, token}`: 0 = a token (`token`, or
+   * the single token `value` spells), 1 = a word, 2 = a pattern searched in the output so far, 3 =
+   * a pattern the whole output so far matches; the grammar starts at the pattern's first capture.
+   */
+  grammar_triggers: z
+    .array(z.object({ type: z.number().int().min(0).max(3), value: z.string().max(1 << 16).optional().nullable(), token: z.number().int().min(0).max(2 ** 31 - 1).optional().nullable() }))
+    .max(256)
+    .optional()
+    .nullable(),
 };
 
 export type StructuredFields = { [K in keyof typeof structuredFields]?: z.infer<(typeof structuredFields)[K]> };
@@ -81,9 +94,18 @@ export function structuredOutput(b: StructuredFields, hasResponseFormat: boolean
   const set = (['json_schema', 'guided_json', 'guided_choice', 'grammar', 'guided_grammar', 'guided_regex'] as const).filter((k) =>
     k === 'grammar' || k === 'guided_grammar' || k === 'guided_regex' ? !!b[k] : b[k] != null,
   );
+  const lazy = !!b.grammar_lazy || !!b.grammar_triggers?.length;
+  if (lazy && !b.grammar) throw bad('grammar_lazy and grammar_triggers need a grammar', b.grammar_lazy ? 'grammar_lazy' : 'grammar_triggers');
   if (!set.length) return undefined;
   if (set.length > 1) throw bad(`${set.join(' and ')} cannot be combined`, set[1]);
   if (hasResponseFormat) throw bad(`${set[0]} cannot be combined with response_format`, set[0]);
+  if (b.grammar && lazy) {
+    return {
+      grammar: b.grammar,
+      grammarLazy: !!b.grammar_lazy,
+      grammarTriggers: (b.grammar_triggers ?? []).map((t) => ({ type: t.type, value: t.value ?? '', token: t.token ?? 0 })),
+    };
+  }
   if (b.grammar || b.guided_grammar) return { grammar: (b.grammar || b.guided_grammar)! };
   if (b.guided_regex) return { regex: b.guided_regex };
   if (b.guided_choice) return { outputChoices: b.guided_choice };

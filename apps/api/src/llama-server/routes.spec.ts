@@ -308,6 +308,15 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
       expect(out.body.content).toMatch(/^(up|down) [0-9]{1,2}\n$/);
       expect(out.body.stop_type).toBe('eos');
     }
+    // Lazy: free until a trigger (llama-server's grammar_lazy + grammar_triggers), the grammar from it on.
+    const digits = 'root ::= [0-9]+';
+    const lazy = async (grammar_triggers: unknown, extra = {}) =>
+      (await post('/completion', { prompt: 'Move:', n_predict: 20, temperature: 1, seed: 6, ignore_eos: true, grammar: digits, grammar_lazy: true, grammar_triggers, ...extra })).body.content as string;
+    expect(await lazy([{ type: 2, value: 'QQQZZZ' }])).toMatch(/[^0-9]/); // never triggered: free text
+    expect(await lazy([{ type: 2, value: '[\\s\\S]' }])).toMatch(/^[0-9]{20,}$/); // triggered at the first byte
+    // On the OpenAI routes too, as llama-server takes them there.
+    const lc = await post('/v1/completions', { model: 'tiny', prompt: 'Move:', max_tokens: 12, temperature: 1, seed: 6, grammar: digits, grammar_lazy: true, grammar_triggers: [{ type: 3, value: '[\\s\\S]*' }] });
+    expect(lc.body.choices[0].text).toMatch(/^[0-9]+$/);
     const vg = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 30, temperature: 0, guided_grammar: 'root ::= [a-c]{3}' });
     expect(vg.body.choices[0].message.content).toMatch(/^[a-c]{3}$/);
     // vLLM's current form: structured_outputs.
@@ -346,6 +355,10 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
       ['/v1/completions', { model: 'tiny', prompt: 'x', guided_json: '{', }, /guided_json is not valid JSON/],
       ['/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'x' }], guided_choice: ['a'], response_format: { type: 'json_object' } }, /guided_choice cannot be combined with response_format/],
       ['/completion', { prompt: 'x', json_schema: schema, guided_choice: ['a'] }, /json_schema and guided_choice cannot be combined/],
+      ['/completion', { prompt: 'x', grammar: 'root ::= "a"', grammar_lazy: true }, /grammar_lazy needs grammar_triggers/],
+      ['/completion', { prompt: 'x', grammar_lazy: true, grammar_triggers: [{ type: 1, value: 'x' }] }, /grammar_lazy and grammar_triggers need a grammar/],
+      ['/completion', { prompt: 'x', grammar: 'root ::= "a"', grammar_lazy: true, grammar_triggers: [{ type: 2, value: '(' }] }, /grammar_triggers\[0\]: Invalid regular expression/],
+      ['/completion', { prompt: 'x', grammar: 'root ::= "a"', grammar_triggers: [{ type: 1, value: 'x' }] }, /grammar_triggers need grammar_lazy/],
     ] as const) {
       const bad = await post(p, body);
       expect([p, bad.status]).toEqual([p, 400]);

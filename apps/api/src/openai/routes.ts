@@ -79,6 +79,8 @@ interface Common {
   outputChoices: string[];
   /** llama-server's grammar, vLLM's guided_grammar (GBNF); '' for none. */
   grammar: string;
+  grammarLazy: boolean;
+  grammarTriggers: pb.GrammarTrigger[];
   /** vLLM's guided_regex; '' for none. */
   regex: string;
   /** vLLM's min_tokens, stop_token_ids, include_stop_str_in_output. */
@@ -132,6 +134,8 @@ function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: 
     jsonSchema: structured?.jsonSchema ?? (b.response_format?.type === 'json_schema' ? JSON.stringify(b.response_format.json_schema.schema ?? { type: 'object' }) : ''),
     outputChoices: structured?.outputChoices ?? [],
     grammar: structured?.grammar ?? '',
+    grammarLazy: !!structured?.grammarLazy,
+    grammarTriggers: structured?.grammarTriggers ?? [],
     regex: structured?.regex ?? '',
     minTokens: b.min_tokens ?? 0,
     stopTokenIds: b.stop_token_ids ?? [],
@@ -166,6 +170,8 @@ function generateRequest(c: Common, b: ChatCompletionRequest | CompletionRequest
     jsonSchema: c.jsonSchema,
     outputChoices: c.outputChoices,
     grammar: c.grammar,
+    grammarLazy: c.grammarLazy,
+    grammarTriggers: c.grammarTriggers,
     regex: c.regex,
     minTokens: c.minTokens,
     stopTokenIds: c.stopTokenIds,

@@ -297,6 +297,19 @@ describe('BatchEngine (continuous batching)', () => {
     expect(() => engine.generate({ ...base, id: 'st3', stopTokens: [1e9] })).toThrow(/stop token id 1000000000 is outside the vocabulary/);
   });
 
+  it('never draws an end-of-generation token when EOG is ignored (as llama-server bans them), even where it is the likeliest', async () => {
+    const eog = [...Array(model.nVocab).keys()].filter((t) => model.tokenizer.isEog(t));
+    expect(eog.length).toBeGreaterThan(0);
+    const favour = Object.fromEntries(eog.map((t) => [t, 100]));
+    const r = await collect(engine.generate({ id: 'ie0', prompt: [7, 8, 9], maxTokens: 12, sampling: { temperature: 0, logitBias: favour }, ignoreEog: true }));
+    expect(r.tokens).toHaveLength(12);
+    expect(r.tokens.some((t) => eog.includes(t))).toBe(false);
+    // Not ignored: the favoured end comes first and ends it.
+    const ended = await collect(engine.generate({ id: 'ie1', prompt: [7, 8, 9], maxTokens: 12, sampling: { temperature: 0, logitBias: favour } }));
+    expect(ended.tokens).toHaveLength(1);
+    expect(eog).toContain(ended.tokens[0]);
+  });
+
   it("answers response format 'json_object' with one JSON object, then ends (constrained decoding)", async () => {
     const piece = (text: string) => {
       for (let id = 0; id < model.nVocab; id++) if (Buffer.from(model.tokenizer.tokenToPiece(id)).toString('latin1') === text) return id;

@@ -1,6 +1,7 @@
 import { EngineError, toEngineError } from '../errors';
 import type { EngineModel } from '../model/model';
-import { GbnfRecognizer, type GbnfGrammar } from '../sampling/gbnf';
+import { GbnfRecognizer, GbnfStacks, type GbnfGrammar } from '../sampling/gbnf';
+import { LazyGbnfRecognizer, type LazyTriggers } from '../sampling/gbnf-lazy';
 import { JsonConstraint, OutputConstraint } from '../sampling/json-constraint';
 import { anyObjectGrammar, compileJsonSchema, type JsonGrammar } from '../sampling/json-schema';
 import { PatternRecognizer, type OutputPattern } from '../sampling/tool-call-grammar';
@@ -114,6 +115,8 @@ export interface GenerationRequest {
    * position's target token is then the allowed argmax, as without speculation).
    */
   gbnf?: GbnfGrammar;
+  /** With gbnf: the grammar holds only from one of these triggers on (llama.cpp's lazy grammars, `sampling/gbnf-lazy.ts`). */
+  gbnfLazy?: LazyTriggers;
   /** llama-server's code-completion limits (`sampling/line-limits.ts`); 0 or absent = off. */
   nIndent?: number;
   tMaxPredictMs?: number;
@@ -319,7 +322,7 @@ export class BatchEngine {
       req,
       slot: -1,
       // (With post-sampling probs the sampler reports its own distribution's top candidates.)
-      sampler: createSampler(req.postSamplingProbs && req.logprobs ? { ...req.sampling, nProbs: Math.max(1, req.topLogprobs ?? 0) } : (req.sampling ?? {})),
+      sampler: createSampler(this.samplingOf(req)),
       stopIds: req.minTokens ? ends : new Set(),
       stop: new StopMatcher({ stop: req.stop, eogTokens: stopSet }),
       limits: req.nIndent || req.tMaxPredictMs ? new LineLimits(req.nIndent ?? 0, req.tMaxPredictMs ?? 0) : null,
@@ -730,6 +733,23 @@ export class BatchEngine {
    * fits, else the row is masked to the tokens that do and drawn again (llama.cpp's grammar
    * sampling: a draw from the masked distribution, one token check in the common case).
    */
+  /**
+   * The request's sampler settings: with post-sampling probs the sampler reports its own
+   * distribution's top candidates; ignoring end of generation bans its tokens (but the request's
+   * own stop tokens) by logit bias, as llama-server's ignore_eos does, so they are never drawn.
+   */
+  private samplingOf(req: GenerationRequest): SamplerParams {
+    let s: SamplerParams = req.sampling ?? {};
+    if (req.postSamplingProbs && req.logprobs) s = { ...s, nProbs: Math.max(1, req.topLogprobs ?? 0) };
+    if (req.ignoreEog) {
+      const bias: Record<number, number> = { ...(s.logitBias ?? {}) };
+      const keep = new Set(req.stopTokens ?? []);
+      for (const t of this.eog) if (!keep.has(t)) bias[t] = -Infinity;
+      s = { ...s, logitBias: bias };
+    }
+    return s;
+  }
+
   private sampleOne(a: Active, row: Float32Array): number {
     const forced = a.budget?.forcedToken;
     a.lastDraw = undefined;
@@ -781,6 +801,10 @@ export class BatchEngine {
 
   /** The constraint a request's output follows, or null for free text. */
   private constraintOf(req: GenerationRequest, grammar: JsonGrammar | null): OutputConstraint | null {
+    if (req.gbnf && req.gbnfLazy) {
+      const table = new GbnfStacks();
+      return new OutputConstraint(this.specialPieces(), this.eog, LazyGbnfRecognizer.create(req.gbnf, req.gbnfLazy, table), LazyGbnfRecognizer.create(req.gbnf, req.gbnfLazy, table));
+    }
     if (req.gbnf) return new OutputConstraint(this.specialPieces(), this.eog, new GbnfRecognizer(req.gbnf), new GbnfRecognizer(req.gbnf));
     if (grammar) return new JsonConstraint(this.pieces(req.preserveTokens), this.eog, grammar);
     if (req.pattern) {

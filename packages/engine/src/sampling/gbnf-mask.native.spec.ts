@@ -92,9 +92,10 @@ describe.each([
     const whole = parseGbnf('root ::= [ぁ-ゖ]{1,6}');
     const c2 = new OutputConstraint(pieces, eog, new GbnfRecognizer(whole, table), new GbnfRecognizer(whole, table));
     for (const b of [0xe3, 0x81, 0x81]) c2.accept(pieces.findIndex((p) => p.length === 1 && p[0] === b));
-    expect(c2.done).toBe(true);
+    const end = [...eog][0];
+    expect(c2.allows(end)).toBe(true);
     c2.accept(lead);
-    expect(c2.done).toBe(false);
+    expect(c2.allows(end)).toBe(false);
     c2.mask(logits.fill(0));
     for (const t of eog) expect(logits[t]).toBe(-Infinity);
   });

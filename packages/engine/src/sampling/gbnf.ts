@@ -518,6 +518,11 @@ export class GbnfRecognizer implements ByteRecognizer {
     return this.stacks.includes(EMPTY);
   }
 
+  /** Every stack is empty: the grammar takes nothing more. */
+  finished(): boolean {
+    return this.stacks.length > 0 && this.stacks.every((s) => s === EMPTY);
+  }
+
   /** Some stack waits for a token named by id: a mask must try tokens whatever their bytes. */
   wantsTokens(): boolean {
     return !this.readsText();

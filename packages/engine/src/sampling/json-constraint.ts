@@ -97,6 +97,8 @@ export interface ByteRecognizer {
   stateKey?(): string;
   /** Whether end of generation may come now, when that is more than `done` (a text that its end completes). */
   mayEnd?(): boolean;
+  /** Whether nothing but end of generation may follow, when `done` means less (a GBNF text that may also go on). */
+  finished?(): boolean;
   /**
    * Feeding a text's bytes in parts leaves the same state and answer as feeding them at once, and
    * a false answer means no longer text is allowed either (so a mask may walk the vocabulary's
@@ -762,8 +764,9 @@ export class OutputConstraint<R extends ByteRecognizer = ByteRecognizer> {
     private readonly trial: R,
   ) {}
 
+  /** Nothing but end of generation may follow (so a request that ignores it ends here). */
   get done(): boolean {
-    return this.state.done;
+    return this.state.finished ? this.state.finished() : this.state.done;
   }
 
   /** End of generation may come now. */

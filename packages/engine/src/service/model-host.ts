@@ -11,6 +11,7 @@ import { dryBreakerSequences } from '../sampling/dry';
 import { parseGbnf } from '../sampling/gbnf';
 import { regexToGbnf } from '../sampling/regex-gbnf';
 import { BatchEngine, grammarOf, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
+import { lazyTriggers } from '../sampling/gbnf-lazy';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import { HARMONY_TAGS, THINK_TAGS, type ReasoningBudgetSpec, type ReasoningTags } from '../sampling/reasoning-budget';
 import type { ResolvedSamplerParams, SamplerParams, SamplerStage } from '../sampling/sampler';
@@ -625,7 +626,7 @@ export class LocalModelHost implements ModelHost {
    * the model's reasoning open, the reasoning runs free up to `</think>` (a reasoning budget, if
    * set, bounds it) and the form holds from the blank line after it, as llama.cpp's grammars do.
    */
-  private outputForm(m: Loaded, req: pb.GenerateRequest, reasoningOpen: boolean): Pick<GenerationRequest, 'responseFormat' | 'jsonSchema' | 'pattern' | 'gbnf'> {
+  private outputForm(m: Loaded, req: pb.GenerateRequest, reasoningOpen: boolean): Pick<GenerationRequest, 'responseFormat' | 'jsonSchema' | 'pattern' | 'gbnf' | 'gbnfLazy'> {
     const format = responseFormatFromProto(req);
     if (req.grammar || req.regex) {
       // llama.cpp's grammar holds the output from its first token, reasoning included.
@@ -638,9 +639,19 @@ export class LocalModelHost implements ModelHost {
         : '';
       if (other) throw new EngineError('KAIL_E_INVALID_ARG', `${req.grammar && req.regex ? 'a GBNF grammar' : what} cannot be combined with ${other}`);
       const tok = m.model.tokenizer;
+      const tokenize = (s: string) => tok.tokenize(s, { addSpecial: false, parseSpecial: true });
       const text = req.grammar || regexToGbnf(req.regex);
-      return { responseFormat: 'text', gbnf: parseGbnf(text, { tokenize: (s) => tok.tokenize(s, { addSpecial: false, parseSpecial: true }), nVocab: m.model.nVocab }) };
+      const gbnf = parseGbnf(text, { tokenize, nVocab: m.model.nVocab });
+      if (!req.grammarLazy) {
+        if (req.grammarTriggers.length) throw new EngineError('KAIL_E_INVALID_ARG', 'grammar_triggers need grammar_lazy');
+        return { responseFormat: 'text', gbnf };
+      }
+      const gbnfLazy = lazyTriggers(req.grammarTriggers, tokenize);
+      for (const t of gbnfLazy.tokens)
+        if (t < 0 || t >= m.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `grammar_triggers: token ${t} is outside the vocabulary (0..${m.model.nVocab - 1})`);
+      return { responseFormat: 'text', gbnf, gbnfLazy };
     }
+    if (req.grammarLazy || req.grammarTriggers.length) throw new EngineError('KAIL_E_INVALID_ARG', 'grammar_lazy and grammar_triggers need a grammar');
     if (req.outputChoices.length) {
       if (format.responseFormat !== 'text' || req.toolChoice === pb.ToolChoice.TOOL_CHOICE_REQUIRED || req.toolChoice === pb.ToolChoice.TOOL_CHOICE_FUNCTION)
         throw new EngineError('KAIL_E_INVALID_ARG', 'output choices cannot be combined with a JSON response format or forced tool calls');

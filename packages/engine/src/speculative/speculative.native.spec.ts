@@ -81,7 +81,7 @@ describe.each([
   };
 
   it('with DRY: the same tokens as plain decoding under it; under Mirostat a sequence does not speculate', async () => {
-    const dry = { sampling: { temperature: 0, dryMultiplier: 5, dryBase: 1.5, dryAllowedLength: 1, dryPenaltyLastN: -1 } };
+    const dry = { sampling: { temperature: 0, dryMultiplier: 50, dryBase: 1.5, dryAllowedLength: 0, dryPenaltyLastN: -1 } };
     const plain = await batchRun(dry);
     expect(plain).not.toEqual(await batchRun({ sampling: { temperature: 0 } }));
     const spec = new SpeculativeDecoder(target, { draft, k: 4, adaptive: false });

@@ -375,6 +375,26 @@ export interface GenerateRequest {
    * of probability 0 are left out. Such a request does not speculate.
    */
   postSamplingProbs: boolean;
+  /**
+   * With grammar: hold the output to it only once a trigger appears (llama-server's grammar_lazy
+   * and grammar_triggers): before that the output is free; from the trigger on (a token trigger:
+   * that token; a pattern: the start of its first non-empty capture group, else of the match) the
+   * text follows the grammar. INVALID_ARGUMENT without triggers or with a bad pattern.
+   */
+  grammarLazy: boolean;
+  grammarTriggers: GrammarTrigger[];
+}
+
+/** A lazy grammar's trigger, as llama-server's grammar_triggers entries. */
+export interface GrammarTrigger {
+  /**
+   * 0 = a token (`token`, or the single token `value` spells), 1 = a word (`value` as text),
+   * 2 = a pattern (`value`, an ECMAScript regular expression searched in the output so far, on its
+   * bytes), 3 = a pattern the whole output so far must match.
+   */
+  type: number;
+  value: string;
+  token: number;
 }
 
 /**
@@ -1296,6 +1316,8 @@ function createBaseGenerateRequest(): GenerateRequest {
     regex: "",
     contextWindow: 0,
     postSamplingProbs: false,
+    grammarLazy: false,
+    grammarTriggers: [],
   };
 }
 
@@ -1422,6 +1444,12 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.postSamplingProbs !== false) {
       writer.uint32(304).bool(message.postSamplingProbs);
+    }
+    if (message.grammarLazy !== false) {
+      writer.uint32(312).bool(message.grammarLazy);
+    }
+    for (const v of message.grammarTriggers) {
+      GrammarTrigger.encode(v!, writer.uint32(322).fork()).join();
     }
     return writer;
   },
@@ -1763,6 +1791,22 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.postSamplingProbs = reader.bool();
             continue;
           }
+          case 39: {
+            if (tag !== 312) {
+              break;
+            }
+
+            message.grammarLazy = reader.bool();
+            continue;
+          }
+          case 40: {
+            if (tag !== 322) {
+              break;
+            }
+
+            message.grammarTriggers.push(GrammarTrigger.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1929,6 +1973,16 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.post_sampling_probs)
         ? globalThis.Boolean(object.post_sampling_probs)
         : false,
+      grammarLazy: isSet(object.grammarLazy)
+        ? globalThis.Boolean(object.grammarLazy)
+        : isSet(object.grammar_lazy)
+        ? globalThis.Boolean(object.grammar_lazy)
+        : false,
+      grammarTriggers: globalThis.Array.isArray(object?.grammarTriggers)
+        ? object.grammarTriggers.map((e: any) => GrammarTrigger.fromJSON(e))
+        : globalThis.Array.isArray(object?.grammar_triggers)
+        ? object.grammar_triggers.map((e: any) => GrammarTrigger.fromJSON(e))
+        : [],
     };
   },
 
@@ -2048,6 +2102,12 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.postSamplingProbs !== false) {
       obj.postSamplingProbs = message.postSamplingProbs;
     }
+    if (message.grammarLazy !== false) {
+      obj.grammarLazy = message.grammarLazy;
+    }
+    if (message.grammarTriggers?.length) {
+      obj.grammarTriggers = message.grammarTriggers.map((e) => GrammarTrigger.toJSON(e));
+    }
     return obj;
   },
 
@@ -2098,6 +2158,109 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.regex = object.regex ?? "";
     message.contextWindow = object.contextWindow ?? 0;
     message.postSamplingProbs = object.postSamplingProbs ?? false;
+    message.grammarLazy = object.grammarLazy ?? false;
+    message.grammarTriggers = object.grammarTriggers?.map((e) => GrammarTrigger.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseGrammarTrigger(): GrammarTrigger {
+  return { type: 0, value: "", token: 0 };
+}
+
+export const GrammarTrigger: MessageFns<GrammarTrigger> = {
+  encode(message: GrammarTrigger, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.type !== 0) {
+      writer.uint32(8).uint32(message.type);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    if (message.token !== 0) {
+      writer.uint32(24).int32(message.token);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GrammarTrigger {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGrammarTrigger();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.type = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.token = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GrammarTrigger {
+    return {
+      type: isSet(object.type) ? globalThis.Number(object.type) : 0,
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+      token: isSet(object.token) ? globalThis.Number(object.token) : 0,
+    };
+  },
+
+  toJSON(message: GrammarTrigger): unknown {
+    const obj: any = {};
+    if (message.type !== 0) {
+      obj.type = Math.round(message.type);
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    if (message.token !== 0) {
+      obj.token = Math.round(message.token);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GrammarTrigger>, I>>(base?: I): GrammarTrigger {
+    return GrammarTrigger.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GrammarTrigger>, I>>(object: I): GrammarTrigger {
+    const message = createBaseGrammarTrigger();
+    message.type = object.type ?? 0;
+    message.value = object.value ?? "";
+    message.token = object.token ?? 0;
     return message;
   },
 };
