@@ -37,14 +37,16 @@ describe('OpenAI routes under random requests', () => {
       { type: 'function', function: { name: 'f' } }, 'deepseek', { enable_thinking: false }, { messages: [] }, { x: { y: [1] } },
       ['red', 'green'], ['a', 'ab'], 'kpt', ['top_k', 'temp'], ['\n'], [0, 5], [1e9], '{"type":"object"}', { type: 'object', properties: { ok: { type: 'boolean' } } },
       // grammars, regexes and vLLM's structured_outputs, well-formed or not
-      'root ::= "a" [0-9]*', 'root ::= x', 'root ::= "a"{3,1}', '[a-z]+\\d?', '(a)\\1', '(?=x)', { choice: ['x', 'y'] }, { regex: '[0-9]{2}' }, { json: { type: 'object' } }, { json_object: true }, { grammar: 'root ::= "z"' }, { regex: 'a', choice: ['a'] }, { structural_tag: {} }]);
+      'root ::= "a" [0-9]*', 'root ::= x', 'root ::= "a"{3,1}', '[a-z]+\\d?', '(a)\\1', '(?=x)', { choice: ['x', 'y'] }, { regex: '[0-9]{2}' }, { json: { type: 'object' } }, { json_object: true }, { grammar: 'root ::= "z"' }, { regex: 'a', choice: ['a'] }, { structural_tag: {} },
+      true, [{ type: 2, value: '[0-9]' }], [{ type: 0, token: 5 }], [{ type: 1, value: 'he' }], [{ type: 3, value: '(' }], [{ type: 0, token: 99999999 }], [{ type: 9 }]]);
     const baseChat = () => ({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, temperature: 0 } as Record<string, unknown>);
     const baseComp = () => ({ model: 'tiny', prompt: 'hello', max_tokens: 4, temperature: 0 } as Record<string, unknown>);
     const baseEmb = () => ({ model: 'tiny', input: 'hello' } as Record<string, unknown>);
     const fields = ['model', 'messages', 'prompt', 'input', 'encoding_format', 'dimensions', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'seed', 'stop', 'stream', 'stream_options', 'logprobs', 'top_logprobs', 'n', 'top_k', 'min_p', 'repeat_penalty', 'presence_penalty', 'frequency_penalty', 'ignore_eos', 'user', 'echo', 'suffix', 'best_of', 'logit_bias', 'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'chat_template_kwargs', 'reasoning_format', 'reasoning_budget_tokens', 'thinking_budget_tokens', 'reasoning_budget_message',
       // llama-server's and vLLM's extra fields
       'repeat_last_n', 'typical_p', 'top_n_sigma', 'xtc_probability', 'xtc_threshold', 'min_keep', 'dry_multiplier', 'dry_sequence_breakers', 'mirostat', 'samplers',
-      'json_schema', 'grammar', 'guided_json', 'guided_choice', 'guided_regex', 'guided_grammar', 'structured_outputs', 'min_tokens', 'stop_token_ids', 'include_stop_str_in_output', 'repetition_penalty', 'timings_per_token'];
+      'json_schema', 'grammar', 'guided_json', 'guided_choice', 'guided_regex', 'guided_grammar', 'structured_outputs', 'min_tokens', 'stop_token_ids', 'include_stop_str_in_output', 'repetition_penalty', 'timings_per_token',
+      'grammar_lazy', 'grammar_triggers', 'adaptive_target', 'adaptive_decay'];
     const bad: string[] = []; const hist: Record<string, number> = {};
     const N = Number(process.env.KAIL_FUZZ_N ?? 600);
     for (let i = 0; i < N; i++) {
