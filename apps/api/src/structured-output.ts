@@ -103,7 +103,8 @@ export function structuredOutput(b: StructuredFields, hasResponseFormat: boolean
     return {
       grammar: b.grammar,
       grammarLazy: !!b.grammar_lazy,
-      grammarTriggers: (b.grammar_triggers ?? []).map((t) => ({ type: t.type, value: t.value ?? '', token: t.token ?? 0 })),
+      // (A token trigger is its `token` when given, as llama-server reads it; else the one token `value` spells.)
+      grammarTriggers: (b.grammar_triggers ?? []).map((t) => ({ type: t.type, value: t.type === 0 && t.token != null ? '' : (t.value ?? ''), token: t.token ?? 0 })),
     };
   }
   if (b.grammar || b.guided_grammar) return { grammar: (b.grammar || b.guided_grammar)! };

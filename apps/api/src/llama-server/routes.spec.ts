@@ -314,6 +314,9 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
       (await post('/completion', { prompt: 'Move:', n_predict: 20, temperature: 1, seed: 6, ignore_eos: true, grammar: digits, grammar_lazy: true, grammar_triggers, ...extra })).body.content as string;
     expect(await lazy([{ type: 2, value: 'QQQZZZ' }])).toMatch(/[^0-9]/); // never triggered: free text
     expect(await lazy([{ type: 2, value: '[\\s\\S]' }])).toMatch(/^[0-9]{20,}$/); // triggered at the first byte
+    // A token trigger is its id when given (the value may say anything), as llama-server reads it.
+    const byId = await post('/completion', { prompt: 'Move:', n_predict: 4, grammar: digits, grammar_lazy: true, grammar_triggers: [{ type: 0, value: 'not one token at all', token: 5 }] });
+    expect(byId.status).toBe(200);
     // On the OpenAI routes too, as llama-server takes them there.
     const lc = await post('/v1/completions', { model: 'tiny', prompt: 'Move:', max_tokens: 12, temperature: 1, seed: 6, grammar: digits, grammar_lazy: true, grammar_triggers: [{ type: 3, value: '[\\s\\S]*' }] });
     expect(lc.body.choices[0].text).toMatch(/^[0-9]+$/);

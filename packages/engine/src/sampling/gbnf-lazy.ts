@@ -13,7 +13,10 @@ export interface LazyTriggers {
   patterns: readonly RegExp[];
 }
 
-/** A trigger as a request gives it (types as llama.cpp's common_grammar_trigger_type). */
+/**
+ * A trigger as a request gives it (types as llama.cpp's common_grammar_trigger_type); a token
+ * trigger is `token` when `value` is empty, else the one token `value` spells.
+ */
 export interface TriggerSpec {
   type: number;
   value: string;
