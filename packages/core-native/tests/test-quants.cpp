@@ -534,11 +534,12 @@ void test_weighted_rows() {
     CHECK(threw, "attention_weighted_rows on a Q4_K cache -> KAIL_E_UNSUPPORTED");
     {
         // A level's own dequantizer (to_float) gives the reference's bits: (q - 8) * d for Q4_0,
-        // ((q | high bit << 4) - 16) * d for Q5_0, d * level[q] for IQ4_NL.
+        // ((q | high bit << 4) - 16) * d for Q5_0, d * level[q] for IQ4_NL, q * d + m for Q4_1 and
+        // Q5_1 (the high bit too).
         const int64_t k = 32 * 37;
         std::vector<float> src(static_cast<size_t>(k)), want(src.size()), got(src.size());
         for (float & v : src) v = (r.uniform() * 2.f - 1.f) * (r.uniform() < 0.1f ? 1e4f : 1.f);
-        for (uint32_t type : {KAIL_TYPE_Q4_0, KAIL_TYPE_Q5_0, KAIL_TYPE_IQ4_NL}) {
+        for (uint32_t type : {KAIL_TYPE_Q4_0, KAIL_TYPE_Q5_0, KAIL_TYPE_IQ4_NL, KAIL_TYPE_Q4_1, KAIL_TYPE_Q5_1}) {
             const size_t bb = row_size(type, 32);
             std::vector<uint8_t> q(row_size(type, k));
             quantize_row(type, src.data(), q.data(), k);
@@ -547,12 +548,24 @@ void test_weighted_rows() {
                 uint16_t dh;
                 std::memcpy(&dh, blk, 2);
                 const float d = fp16_to_fp32(dh);
+                const bool with_min = type == KAIL_TYPE_Q4_1 || type == KAIL_TYPE_Q5_1;
+                uint16_t mh = 0;
+                if (with_min) std::memcpy(&mh, blk + 2, 2);
+                const float mn = fp16_to_fp32(mh);
                 uint32_t qh = 0;
                 if (type == KAIL_TYPE_Q5_0) std::memcpy(&qh, blk + 2, 4);
-                const uint8_t * qs = blk + (type == KAIL_TYPE_Q5_0 ? 6 : 2);
+                if (type == KAIL_TYPE_Q5_1) std::memcpy(&qh, blk + 4, 4);
+                const uint8_t * qs = blk + (type == KAIL_TYPE_Q5_0 ? 6 : type == KAIL_TYPE_Q4_1 ? 4 : type == KAIL_TYPE_Q5_1 ? 8 : 2);
                 for (int j = 0; j < 16; j++) {
                     const int lo = qs[j] & 0x0F, hi = qs[j] >> 4;
-                    if (type == KAIL_TYPE_Q4_0) {
+                    if (with_min) {
+                        const int h0 = type == KAIL_TYPE_Q5_1 ? static_cast<int>(((qh >> j) << 4) & 0x10) : 0;
+                        const int h1 = type == KAIL_TYPE_Q5_1 ? static_cast<int>((qh >> (j + 12)) & 0x10) : 0;
+                        // (Volatile: a product then a sum, as the reference rounds them, never one fused step.)
+                        volatile float p0 = static_cast<float>(lo | h0) * d, p1 = static_cast<float>(hi | h1) * d;
+                        want[b * 32 + j] = p0 + mn;
+                        want[b * 32 + j + 16] = p1 + mn;
+                    } else if (type == KAIL_TYPE_Q4_0) {
                         want[b * 32 + j] = static_cast<float>(lo - 8) * d;
                         want[b * 32 + j + 16] = static_cast<float>(hi - 8) * d;
                     } else if (type == KAIL_TYPE_Q5_0) {

@@ -1159,6 +1159,35 @@ void to_float_q5_0(const void * vx, void * vy, int64_t k) {
     }
 }
 
+// Q4_1 and Q5_1 rows to floats: q * d + m as the reference rounds it, a product then a sum (the
+// rounding-mode forms, which the compiler never fuses into one multiply-add).
+template <bool Q5>
+void to_float_q_1(const void * vx, void * vy, int64_t k) {
+    constexpr int BB = Q5 ? 24 : 20, QS = Q5 ? 8 : 4;
+    const uint8_t * x = static_cast<const uint8_t *>(vx);
+    float * y = static_cast<float *>(vy);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i one = _mm512_set1_epi32(1), m4 = _mm512_set1_epi32(0x0F), sixteen = _mm512_set1_epi32(16);
+    constexpr int R = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    for (int64_t i = 0; i < k / 32; i++, x += BB, y += 32) {
+        uint16_t dh, mh;
+        std::memcpy(&dh, x, 2);
+        std::memcpy(&mh, x + 2, 2);
+        const __m512 d = _mm512_set1_ps(fp16_to_fp32_sw(dh)), m = _mm512_set1_ps(fp16_to_fp32_sw(mh));
+        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + QS)));
+        __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_srli_epi32(q, 4);
+        if constexpr (Q5) {
+            uint32_t qh;
+            std::memcpy(&qh, x + 4, 4);
+            const __m512i h = _mm512_set1_epi32(static_cast<int>(qh));
+            lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, iota), one), 4));
+            hi = _mm512_or_si512(hi, _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, _mm512_add_epi32(iota, sixteen)), one), 4));
+        }
+        _mm512_storeu_ps(y, _mm512_add_round_ps(_mm512_mul_round_ps(_mm512_cvtepi32_ps(lo), d, R), m, R));
+        _mm512_storeu_ps(y + 16, _mm512_add_round_ps(_mm512_mul_round_ps(_mm512_cvtepi32_ps(hi), d, R), m, R));
+    }
+}
+
 // IQ4_NL rows to floats: d * level[index], the reference's bits (the 16 levels as one vector).
 void to_float_iq4_nl(const void * vx, void * vy, int64_t k) {
     const uint8_t * x = static_cast<const uint8_t *>(vx);
@@ -1237,6 +1266,8 @@ void kernels_init_avx512(kernel_table & t) {
     t.to_float[KAIL_TYPE_Q4_0] = to_float_q4_0;
     t.to_float[KAIL_TYPE_Q5_0] = to_float_q5_0;
     t.to_float[KAIL_TYPE_IQ4_NL] = to_float_iq4_nl;
+    t.to_float[KAIL_TYPE_Q4_1] = to_float_q_1<false>;
+    t.to_float[KAIL_TYPE_Q5_1] = to_float_q_1<true>;
 }
 
 } // namespace kail::cpu
