@@ -1205,6 +1205,52 @@ void to_float_q4_0(const void * vx, void * vy, int64_t k) {
     }
 }
 
+// Q5_0 rows to floats: ((q | high bit << 4) - 16) * d, the reference's bits.
+void to_float_q5_0(const void * vx, void * vy, int64_t k) {
+    const uint8_t * x = static_cast<const uint8_t *>(vx);
+    float * y = static_cast<float *>(vy);
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i one = _mm256_set1_epi32(1), m4 = _mm256_set1_epi32(0x0F), sixteen = _mm256_set1_epi32(16);
+    for (int64_t i = 0; i < k / 32; i++, x += 22, y += 32) {
+        uint16_t dh;
+        uint32_t qh;
+        std::memcpy(&dh, x, 2);
+        std::memcpy(&qh, x + 2, 4);
+        const __m256 d = _mm256_set1_ps(fp16_to_fp32_sw(dh));
+        const __m256i h = _mm256_set1_epi32(static_cast<int>(qh));
+        for (int g = 0; g < 2; g++) {
+            const __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(x + 6 + 8 * g)));
+            const __m256i at = _mm256_add_epi32(iota, _mm256_set1_epi32(8 * g));
+            const __m256i h0 = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, at), one), 4);
+            const __m256i h1 = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, _mm256_add_epi32(at, sixteen)), one), 4);
+            const __m256i lo = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(q, m4), h0), sixteen);
+            const __m256i hi = _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(q, 4), h1), sixteen);
+            _mm256_storeu_ps(y + 8 * g, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d));
+            _mm256_storeu_ps(y + 16 + 8 * g, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d));
+        }
+    }
+}
+
+// IQ4_NL rows to floats: d * level[index], the reference's bits (a byte shuffle looks the levels up).
+void to_float_iq4_nl(const void * vx, void * vy, int64_t k) {
+    const uint8_t * x = static_cast<const uint8_t *>(vx);
+    float * y = static_cast<float *>(vy);
+    const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    for (int64_t i = 0; i < k / 32; i++, x += 18, y += 32) {
+        uint16_t dh;
+        std::memcpy(&dh, x, 2);
+        const __m256 d = _mm256_set1_ps(fp16_to_fp32_sw(dh));
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(x + 2));
+        const __m128i lo = _mm_shuffle_epi8(levels, _mm_and_si128(q, m4));
+        const __m128i hi = _mm_shuffle_epi8(levels, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
+        _mm256_storeu_ps(y, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
+        _mm256_storeu_ps(y + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+        _mm256_storeu_ps(y + 16, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
+        _mm256_storeu_ps(y + 24, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+    }
+}
+
 } // namespace
 
 void kernels_init_avx2(kernel_table & t, bool vnni) {
@@ -1231,6 +1277,8 @@ void kernels_init_avx2(kernel_table & t, bool vnni) {
     t.from_float[KAIL_TYPE_Q8_K] = from_float_q8_K;
     t.from_float[KAIL_TYPE_F16] = from_float_f16;
     t.to_float[KAIL_TYPE_Q4_0] = to_float_q4_0;
+    t.to_float[KAIL_TYPE_Q5_0] = to_float_q5_0;
+    t.to_float[KAIL_TYPE_IQ4_NL] = to_float_iq4_nl;
     t.from_float[KAIL_TYPE_BF16] = from_float_bf16;
     t.fp16_to_fp32 = cvt_f16_f32;
     t.fp32_to_fp16 = cvt_f32_f16;
