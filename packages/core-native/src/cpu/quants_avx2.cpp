@@ -1188,45 +1188,33 @@ void init(kernel_table & t) {
     set<TS::template iq1_m, 1, 4>(t, KAIL_TYPE_IQ1_M, nullptr);
 }
 
-// Q4_0 rows to floats: (q - 8) * d per value, the reference's bits (see the AVX-512 one).
-void to_float_q4_0(const void * vx, void * vy, int64_t k) {
-    const uint8_t * x = static_cast<const uint8_t *>(vx);
-    float * y = static_cast<float *>(vy);
-    const __m256i eight = _mm256_set1_epi32(8), m4 = _mm256_set1_epi32(0x0F);
-    for (int64_t i = 0; i < k / 32; i++, x += 18, y += 32) {
-        uint16_t dh;
-        std::memcpy(&dh, x, 2);
-        const __m256 d = _mm256_set1_ps(fp16_to_fp32_sw(dh));
-        for (int h = 0; h < 2; h++) {
-            const __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(x + 2 + 8 * h)));
-            _mm256_storeu_ps(y + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(q, m4), eight)), d));
-            _mm256_storeu_ps(y + 16 + 8 * h, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(q, 4), eight)), d));
-        }
-    }
-}
-
-// Q5_0 rows to floats: ((q | high bit << 4) - 16) * d, the reference's bits.
-void to_float_q5_0(const void * vx, void * vy, int64_t k) {
+// Q4_0 and Q5_0 rows to floats (Q5 = Q5_0): the 4-bit quants with the 5th bit from qh, less the
+// offset (8, 16), times d: the reference's bits (one exact conversion and one product; Q4_1 and
+// Q5_1's added min would need a product and a sum the compiler may fuse, so they stay scalar here).
+template <bool Q5>
+void to_float_split(const void * vx, void * vy, int64_t k) {
+    constexpr int BB = Q5 ? 22 : 18, QS = Q5 ? 6 : 2;
     const uint8_t * x = static_cast<const uint8_t *>(vx);
     float * y = static_cast<float *>(vy);
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i one = _mm256_set1_epi32(1), m4 = _mm256_set1_epi32(0x0F), sixteen = _mm256_set1_epi32(16);
-    for (int64_t i = 0; i < k / 32; i++, x += 22, y += 32) {
+    const __m256i one = _mm256_set1_epi32(1), m4 = _mm256_set1_epi32(0x0F), sixteen = _mm256_set1_epi32(16), off = _mm256_set1_epi32(Q5 ? 16 : 8);
+    for (int64_t i = 0; i < k / 32; i++, x += BB, y += 32) {
         uint16_t dh;
-        uint32_t qh;
+        uint32_t qh = 0;
         std::memcpy(&dh, x, 2);
-        std::memcpy(&qh, x + 2, 4);
+        if constexpr (Q5) std::memcpy(&qh, x + 2, 4);
         const __m256 d = _mm256_set1_ps(fp16_to_fp32_sw(dh));
         const __m256i h = _mm256_set1_epi32(static_cast<int>(qh));
         for (int g = 0; g < 2; g++) {
-            const __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(x + 6 + 8 * g)));
-            const __m256i at = _mm256_add_epi32(iota, _mm256_set1_epi32(8 * g));
-            const __m256i h0 = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, at), one), 4);
-            const __m256i h1 = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, _mm256_add_epi32(at, sixteen)), one), 4);
-            const __m256i lo = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(q, m4), h0), sixteen);
-            const __m256i hi = _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(q, 4), h1), sixteen);
-            _mm256_storeu_ps(y + 8 * g, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d));
-            _mm256_storeu_ps(y + 16 + 8 * g, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d));
+            const __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(x + QS + 8 * g)));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_srli_epi32(q, 4);
+            if constexpr (Q5) {
+                const __m256i at = _mm256_add_epi32(iota, _mm256_set1_epi32(8 * g));
+                lo = _mm256_or_si256(lo, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, at), one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, _mm256_add_epi32(at, sixteen)), one), 4));
+            }
+            _mm256_storeu_ps(y + 8 * g, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(lo, off)), d));
+            _mm256_storeu_ps(y + 16 + 8 * g, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(hi, off)), d));
         }
     }
 }
@@ -1276,8 +1264,8 @@ void kernels_init_avx2(kernel_table & t, bool vnni) {
     t.from_float[KAIL_TYPE_Q8_1] = from_float_q8<true>;
     t.from_float[KAIL_TYPE_Q8_K] = from_float_q8_K;
     t.from_float[KAIL_TYPE_F16] = from_float_f16;
-    t.to_float[KAIL_TYPE_Q4_0] = to_float_q4_0;
-    t.to_float[KAIL_TYPE_Q5_0] = to_float_q5_0;
+    t.to_float[KAIL_TYPE_Q4_0] = to_float_split<false>;
+    t.to_float[KAIL_TYPE_Q5_0] = to_float_split<true>;
     t.to_float[KAIL_TYPE_IQ4_NL] = to_float_iq4_nl;
     t.from_float[KAIL_TYPE_BF16] = from_float_bf16;
     t.fp16_to_fp32 = cvt_f16_f32;

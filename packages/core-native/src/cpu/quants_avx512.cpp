@@ -1118,73 +1118,41 @@ template <int R, int T> using f32_tile = floats<0>::tile<R, T>;
 template <int R, int T> using f16_tile = floats<1>::tile<R, T>;
 template <int R, int T> using bf16_tile = floats<2>::tile<R, T>;
 
-// Q4_0 rows to floats: (q - 8) * d per value, as the reference computes it (one exact int to
-// float conversion and one multiply), 32 values per block.
-void to_float_q4_0(const void * vx, void * vy, int64_t k) {
-    const uint8_t * x = static_cast<const uint8_t *>(vx);
-    float * y = static_cast<float *>(vy);
-    const __m512i eight = _mm512_set1_epi32(8);
-    for (int64_t i = 0; i < k / 32; i++, x += 18, y += 32) {
-        uint16_t dh;
-        std::memcpy(&dh, x, 2);
-        const __m512 d = _mm512_set1_ps(fp16_to_fp32_sw(dh));
-        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + 2)));
-        const __m512i lo = _mm512_sub_epi32(_mm512_and_si512(q, _mm512_set1_epi32(0x0F)), eight);
-        const __m512i hi = _mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight);
-        _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d));
-        _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
-    }
-}
-
-// Q5_0 rows to floats: ((q | high bit << 4) - 16) * d, the reference's bits.
-void to_float_q5_0(const void * vx, void * vy, int64_t k) {
-    const uint8_t * x = static_cast<const uint8_t *>(vx);
-    float * y = static_cast<float *>(vy);
-    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i one = _mm512_set1_epi32(1), m4 = _mm512_set1_epi32(0x0F), sixteen = _mm512_set1_epi32(16);
-    for (int64_t i = 0; i < k / 32; i++, x += 22, y += 32) {
-        uint16_t dh;
-        uint32_t qh;
-        std::memcpy(&dh, x, 2);
-        std::memcpy(&qh, x + 2, 4);
-        const __m512 d = _mm512_set1_ps(fp16_to_fp32_sw(dh));
-        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + 6)));
-        const __m512i h = _mm512_set1_epi32(static_cast<int>(qh));
-        const __m512i h0 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, iota), one), 4);
-        const __m512i h1 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, _mm512_add_epi32(iota, sixteen)), one), 4);
-        const __m512i lo = _mm512_sub_epi32(_mm512_or_si512(_mm512_and_si512(q, m4), h0), sixteen);
-        const __m512i hi = _mm512_sub_epi32(_mm512_or_si512(_mm512_srli_epi32(q, 4), h1), sixteen);
-        _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d));
-        _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
-    }
-}
-
-// Q4_1 and Q5_1 rows to floats: q * d + m as the reference rounds it, a product then a sum (the
-// rounding-mode forms, which the compiler never fuses into one multiply-add).
-template <bool Q5>
-void to_float_q_1(const void * vx, void * vy, int64_t k) {
-    constexpr int BB = Q5 ? 24 : 20, QS = Q5 ? 8 : 4;
-    const uint8_t * x = static_cast<const uint8_t *>(vx);
-    float * y = static_cast<float *>(vy);
-    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i one = _mm512_set1_epi32(1), m4 = _mm512_set1_epi32(0x0F), sixteen = _mm512_set1_epi32(16);
+// Q4_0, Q4_1, Q5_0 and Q5_1 rows to floats (TYPE as split_dec's): the 4-bit quants with the
+// 5th bit from qh, less the offset (8 for Q4_0, 16 for Q5_0), times d, plus m for the types with
+// a min; the reference's bits: an exact int to float conversion, then a product and a sum in the
+// rounding-mode forms, which the compiler never fuses into one multiply-add.
+template <int TYPE>
+void to_float_split(const void * vx, void * vy, int64_t k) {
+    using D = split_dec<TYPE>;
+    constexpr int OFFSET = TYPE == 0 ? 8 : TYPE == 2 ? 16 : 0;
     constexpr int R = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    for (int64_t i = 0; i < k / 32; i++, x += BB, y += 32) {
-        uint16_t dh, mh;
+    const uint8_t * x = static_cast<const uint8_t *>(vx);
+    float * y = static_cast<float *>(vy);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i one = _mm512_set1_epi32(1), m4 = _mm512_set1_epi32(0x0F), sixteen = _mm512_set1_epi32(16), off = _mm512_set1_epi32(OFFSET);
+    for (int64_t i = 0; i < k / 32; i++, x += D::BB, y += 32) {
+        uint16_t dh, mh = 0;
         std::memcpy(&dh, x, 2);
-        std::memcpy(&mh, x + 2, 2);
+        if constexpr (D::HAS_MIN) std::memcpy(&mh, x + 2, 2);
         const __m512 d = _mm512_set1_ps(fp16_to_fp32_sw(dh)), m = _mm512_set1_ps(fp16_to_fp32_sw(mh));
-        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + QS)));
+        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x + D::QS_OFF)));
         __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_srli_epi32(q, 4);
-        if constexpr (Q5) {
+        if constexpr (D::HAS_QH) {
             uint32_t qh;
-            std::memcpy(&qh, x + 4, 4);
+            std::memcpy(&qh, x + (D::HAS_MIN ? 4 : 2), 4);
             const __m512i h = _mm512_set1_epi32(static_cast<int>(qh));
             lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, iota), one), 4));
             hi = _mm512_or_si512(hi, _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, _mm512_add_epi32(iota, sixteen)), one), 4));
         }
-        _mm512_storeu_ps(y, _mm512_add_round_ps(_mm512_mul_round_ps(_mm512_cvtepi32_ps(lo), d, R), m, R));
-        _mm512_storeu_ps(y + 16, _mm512_add_round_ps(_mm512_mul_round_ps(_mm512_cvtepi32_ps(hi), d, R), m, R));
+        __m512 vlo = _mm512_mul_round_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(lo, off)), d, R);
+        __m512 vhi = _mm512_mul_round_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(hi, off)), d, R);
+        if constexpr (D::HAS_MIN) {
+            vlo = _mm512_add_round_ps(vlo, m, R);
+            vhi = _mm512_add_round_ps(vhi, m, R);
+        }
+        _mm512_storeu_ps(y, vlo);
+        _mm512_storeu_ps(y + 16, vhi);
     }
 }
 
@@ -1192,7 +1160,7 @@ void to_float_q_1(const void * vx, void * vy, int64_t k) {
 void to_float_iq4_nl(const void * vx, void * vy, int64_t k) {
     const uint8_t * x = static_cast<const uint8_t *>(vx);
     float * y = static_cast<float *>(vy);
-    const __m512i levels = _mm512_setr_epi32(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+    const __m512i levels = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kIq4Levels)));
     const __m512i m4 = _mm512_set1_epi32(0x0F);
     for (int64_t i = 0; i < k / 32; i++, x += 18, y += 32) {
         uint16_t dh;
@@ -1263,11 +1231,11 @@ void kernels_init_avx512(kernel_table & t) {
     t.weighted_rows_f32 = weighted_rows<float>;
     t.weighted_rows_f16 = weighted_rows<uint16_t>;
     t.weighted_rows_q8_0 = weighted_rows_q8_0;
-    t.to_float[KAIL_TYPE_Q4_0] = to_float_q4_0;
-    t.to_float[KAIL_TYPE_Q5_0] = to_float_q5_0;
+    t.to_float[KAIL_TYPE_Q4_0] = to_float_split<0>;
+    t.to_float[KAIL_TYPE_Q4_1] = to_float_split<1>;
+    t.to_float[KAIL_TYPE_Q5_0] = to_float_split<2>;
+    t.to_float[KAIL_TYPE_Q5_1] = to_float_split<3>;
     t.to_float[KAIL_TYPE_IQ4_NL] = to_float_iq4_nl;
-    t.to_float[KAIL_TYPE_Q4_1] = to_float_q_1<false>;
-    t.to_float[KAIL_TYPE_Q5_1] = to_float_q_1<true>;
 }
 
 } // namespace kail::cpu
