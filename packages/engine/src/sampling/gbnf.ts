@@ -480,6 +480,12 @@ export class GbnfStacks {
 
 const EMPTY = 0;
 
+/** How many continuation bytes a UTF-8 lead byte takes (0: not the lead byte of a valid character). */
+const utf8More = (b: number) => (b < 0xc2 || b > 0xf4 ? 0 : b < 0xe0 ? 1 : b < 0xf0 ? 2 : 3);
+/** The range of the byte after a lead byte (no overlong forms, surrogates or code points past U+10FFFF). */
+const utf8Lo = (b: number) => (b === 0xe0 ? 0xa0 : b === 0xf0 ? 0x90 : 0x80);
+const utf8Hi = (b: number) => (b === 0xed ? 0x9f : b === 0xf4 ? 0x8f : 0xbf);
+
 /**
  * The set of stacks of a grammar after some text, fed tokens (their bytes, or their ids where the
  * grammar names tokens). State is immutable arrays and two numbers, so `assign` is cheap.
@@ -618,11 +624,11 @@ export class GbnfRecognizer implements ByteRecognizer {
       if (n === 0) return this.feedCodePoint(this.partialValue);
     } else {
       if (b < 0x80) return this.feedCodePoint(b);
-      if (b < 0xc2 || b > 0xf4) return false;
-      n = this.partialRemain = b < 0xe0 ? 1 : b < 0xf0 ? 2 : 3;
+      n = this.partialRemain = utf8More(b);
+      if (n === 0) return false;
       this.partialValue = b & (0x3f >> n);
-      this.nextLo = b === 0xe0 ? 0xa0 : b === 0xf0 ? 0x90 : 0x80;
-      this.nextHi = b === 0xed ? 0x9f : b === 0xf4 ? 0x8f : 0xbf;
+      this.nextLo = utf8Lo(b);
+      this.nextHi = utf8Hi(b);
     }
     // Inside a character: every stack reading text stays; the answer is whether one can take some completion.
     if (this.stacks.includes(EMPTY)) this.stacks = this.stacks.filter((s) => s !== EMPTY);
@@ -710,11 +716,11 @@ export class GbnfRecognizer implements ByteRecognizer {
         cps.push(b);
         continue;
       }
-      if (b < 0xc2 || b > 0xf4) return null;
-      n = b < 0xe0 ? 1 : b < 0xf0 ? 2 : 3;
+      n = utf8More(b);
+      if (n === 0) return null;
       value = b & (0x3f >> n);
-      lo = b === 0xe0 ? 0xa0 : b === 0xf0 ? 0x90 : 0x80;
-      hi = b === 0xed ? 0x9f : b === 0xf4 ? 0x8f : 0xbf;
+      lo = utf8Lo(b);
+      hi = utf8Hi(b);
     }
     this.partialValue = value;
     this.partialRemain = n;
