@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
+import { llamaFlagAliases } from './main';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
 
@@ -35,6 +36,13 @@ describe('kail CLI', () => {
     const c = kail('serve', '--cache-type', 'q4_k');
     expect(c.status).not.toBe(0);
     expect(c.stderr).toContain("--cache-type must be f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1, got 'q4_k'");
+    const d = kail('serve', '-ctk', 'q8_0', '-ctv', 'q3');
+    expect(d.status).not.toBe(0);
+    expect(d.stderr).toContain("--cache-type-v must be f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1, got 'q3'");
+  });
+
+  it("spells llama.cpp's -ctk/-ctv as --cache-type-k/-v, and leaves what follows -- alone", () => {
+    expect(llamaFlagAliases(['run', '-ctk', 'q8_0', '-ctv', 'q4_0', '--', '-ctk'])).toEqual(['run', '--cache-type-k', 'q8_0', '--cache-type-v', 'q4_0', '--', '-ctk']);
   });
 
   it('rejects an unknown command with a non-zero exit and help', () => {

@@ -33,10 +33,20 @@ export function buildProgram(): Command {
   return program;
 }
 
+/**
+ * llama.cpp's multi-letter short flags, which commander cannot declare, spelled as our long ones
+ * (-ctk q8_0 is --cache-type-k q8_0). Nothing after `--` is touched.
+ */
+const LLAMA_SHORT_FLAGS: Record<string, string> = { '-ctk': '--cache-type-k', '-ctv': '--cache-type-v' };
+export function llamaFlagAliases(argv: string[]): string[] {
+  const end = argv.indexOf('--');
+  return argv.map((a, i) => (end >= 0 && i >= end ? a : (LLAMA_SHORT_FLAGS[a] ?? a)));
+}
+
 export async function runCli(argv: string[]): Promise<number> {
   const program = buildProgram();
   try {
-    await program.parseAsync(argv, { from: 'user' });
+    await program.parseAsync(llamaFlagAliases(argv), { from: 'user' });
     return 0;
   } catch (e) {
     if (e instanceof CommanderError) return e.exitCode;

@@ -105,6 +105,21 @@ describe('kail model commands', () => {
     expect(bad.stderr).toContain("--cache-type must be f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1, got 'q4_k'");
   });
 
+  it("-ctk/-ctv (--cache-type-k/-v): K's and V's types apart, each defaulting to --cache-type, in run, plan and inspect", () => {
+    const r = kail('run', '-m', model, '-p', 'Hello', '-n', '8', '-ctk', 'q8_0', '-ctv', 'q4_0', '--json');
+    expect(r.status).toBe(0);
+    expect(JSON.parse(r.stdout).tokens).toHaveLength(8);
+    const plan = (...a: string[]) => JSON.parse(kail('plan', '-m', model, '--ram', '1G', '--reserve', '0', '--ctx', '256', ...a, '--json').stdout).kvBytes as number;
+    const f16 = plan();
+    expect(plan('-ctk', 'q8_0', '-ctv', 'q4_0') / f16).toBeCloseTo((34 + 18) / 128, 6);
+    expect(plan('--cache-type', 'q8_0', '--cache-type-v', 'q4_0') / f16).toBeCloseTo((34 + 18) / 128, 6);
+    expect(plan('--cache-type-v', 'q4_0') / f16).toBeCloseTo((64 + 18) / 128, 6);
+    expect(kail('inspect', model, '-ctk', 'q8_0', '-ctv', 'q4_0').stdout).toMatch(/kv cache .* per token \(K q8_0, V q4_0, all layers\)/);
+    const bad = kail('run', '-m', model, '-n', '1', '-ctv', 'q4_k');
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain("--cache-type-v must be f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1, got 'q4_k'");
+  });
+
   it('logits writes n_tokens x n_vocab float32 and a JSON sidecar', () => {
     const out = path.join(dir, 'l.f32');
     const r = kail('logits', '-m', model, '--tokens', '1,2,3,4', '--out', out);

@@ -133,6 +133,7 @@ kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
         Napi::Object p = info[i].As<Napi::Object>();
         mp.n_threads = static_cast<int>(get_num(p, "threads", 0));
         mp.kv_type = static_cast<uint32_t>(get_num(p, "kvType", 1));
+        mp.kv_type_v = static_cast<uint32_t>(get_num(p, "kvTypeV", mp.kv_type));
         mp.n_ctx = static_cast<int64_t>(get_num(p, "nCtx", 4096));
         mp.n_seq_max = static_cast<int>(get_num(p, "nSeqMax", 1));
         mp.kv_max_bytes = static_cast<uint64_t>(get_num(p, "kvMaxBytes", 0));
@@ -524,8 +525,8 @@ Napi::Value kv_cache_bytes(const Napi::CallbackInfo & info) {
         if (info.Length() < 1 || !info[0].IsObject()) throw make_error(env, "KAIL_E_INVALID_ARG", "program must be an object");
         kail::program prog = program_from_js(info[0].As<Napi::Object>());
         kail::model_params mp = params_from_js(info, 1);
-        kail::check_kv_type(prog, mp.kv_type);
-        const uint64_t b = kail::kv_bytes_per_sequence(prog, mp.n_ctx, mp.n_batch, mp.kv_type) * static_cast<uint64_t>(std::max(0, mp.n_seq_max));
+        kail::check_kv_type(prog, mp.kv_type, mp.kv_type_v);
+        const uint64_t b = kail::kv_bytes_per_sequence(prog, mp.n_ctx, mp.n_batch, mp.kv_type, mp.kv_type_v) * static_cast<uint64_t>(std::max(0, mp.n_seq_max));
         return Napi::Number::New(env, static_cast<double>(b));
     });
 }

@@ -119,8 +119,10 @@ export interface ModelProgram {
 export interface ModelParams {
   /** Compute threads; 0 = physical cores. */
   threads?: number;
-  /** KV cache element type: 1 (F16, default) or 0 (F32). */
+  /** KV cache element type (a ggml type id) of K rows and MLA latent rows: 1 (F16, default), 0 (F32), 8 (Q8_0), ... */
   kvType?: number;
+  /** Element type of V rows; defaults to kvType. */
+  kvTypeV?: number;
   /** Positions per sequence. */
   nCtx?: number;
   /** Sequence slots. */

@@ -15,7 +15,8 @@
 //       busy machine); "generate" adds that many greedy tokens to the sidecar ("generated")
 //
 // Common options: --threads N (default 2), --kv f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1 (default f32:
-// the exact reference; f16 is llama.cpp's default; the quantized ones need flash attention), --flash-attention off|on|auto (default off), --ctx N, --batch N,
+// the exact reference; f16 is llama.cpp's default; the quantized ones need flash attention; K's
+// and V's type, as -ctk/-ctv both), --kv-v TYPE (V's type apart, as -ctv), --flash-attention off|on|auto (default off), --ctx N, --batch N,
 // --verbose (llama.cpp logs). Output is JSON on stdout; errors go to stderr with exit code 1.
 //
 // The functions are exported too, for scripts that import this module.
@@ -50,13 +51,15 @@ export async function getCpuLlama({ threads = 2, verbose = false } = {}) {
 /**
  * Opens a model and one context sequence.
  * @param {string} modelPath
- * @param {{threads?: number, kv?: keyof typeof KV, flashAttention?: 'off'|'on'|'auto', ctx?: number, batch?: number, verbose?: boolean}} [opts]
+ * @param {{threads?: number, kv?: keyof typeof KV, kvV?: keyof typeof KV, flashAttention?: 'off'|'on'|'auto', ctx?: number, batch?: number, verbose?: boolean}} [opts]
  */
 export async function openModel(modelPath, opts = {}) {
   const threads = opts.threads ?? 2;
   const kv = opts.kv ?? 'f32';
+  const kvV = opts.kvV ?? kv;
   const fa = opts.flashAttention ?? 'off';
   if (!Object.hasOwn(KV, kv)) throw new Error(`--kv must be ${Object.keys(KV).join(', ')}, got ${kv}`);
+  if (!Object.hasOwn(KV, kvV)) throw new Error(`--kv-v must be ${Object.keys(KV).join(', ')}, got ${kvV}`);
   if (!(fa in FA)) throw new Error(`--flash-attention must be off, on or auto, got ${fa}`);
   const llama = await getCpuLlama({ threads, verbose: opts.verbose });
   const model = await llama.loadModel({ modelPath: path.resolve(modelPath), gpuLayers: 0 });
@@ -68,10 +71,10 @@ export async function openModel(modelPath, opts = {}) {
     threads: { ideal: threads, min: threads },
     flashAttention: FA[fa],
     experimentalKvCacheKeyType: KV[kv],
-    experimentalKvCacheValueType: KV[kv],
+    experimentalKvCacheValueType: KV[kvV],
   });
   const sequence = context.getSequence();
-  const settings = { threads, kv, flashAttention: fa, ctx: context.contextSize, batch: context.batchSize };
+  const settings = { threads, kv, kvV, flashAttention: fa, ctx: context.contextSize, batch: context.batchSize };
   return {
     llama,
     model,
@@ -236,6 +239,7 @@ async function main(argv) {
       out: { type: 'string' },
       threads: { type: 'string' },
       kv: { type: 'string' },
+      'kv-v': { type: 'string' },
       'flash-attention': { type: 'string' },
       ctx: { type: 'string' },
       batch: { type: 'string' },
@@ -261,6 +265,7 @@ async function main(argv) {
     const results = await runBatch(v.jobs, {
       threads: int('threads', 2),
       kv: v.kv ?? 'f32',
+      kvV: v['kv-v'],
       flashAttention: v['flash-attention'] ?? 'off',
       ctx: int('ctx', 512),
       batch: int('batch', undefined),

@@ -7,11 +7,15 @@ import path from 'node:path';
 
 import { buildCached } from './cached-build';
 
+export type LlamaKvType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_1' | 'iq4_nl' | 'q5_0' | 'q5_1';
+
 export interface LlamaRefOptions {
   /** CPU threads. Default 2. */
   threads?: number;
   /** KV cache type: 'f32' (default; the exact reference), 'f16' (llama.cpp's default) or 'q8_0' (with flash attention). */
-  kv?: 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_1' | 'iq4_nl' | 'q5_0' | 'q5_1';
+  kv?: LlamaKvType;
+  /** V's cache type apart (-ctv); default kv. */
+  kvV?: LlamaKvType;
   /** Flash attention: 'off' (default; the exact reference), 'on' or 'auto' (llama.cpp's default). */
   flashAttention?: 'off' | 'on' | 'auto';
   /** Context size. Default: 512, or more for long inputs. */
@@ -42,6 +46,7 @@ function optionArgs(o: LlamaRefOptions): string[] {
   const a: string[] = [];
   if (o.threads !== undefined) a.push('--threads', String(o.threads));
   if (o.kv !== undefined) a.push('--kv', o.kv);
+  if (o.kvV !== undefined) a.push('--kv-v', o.kvV);
   if (o.flashAttention !== undefined) a.push('--flash-attention', o.flashAttention);
   if (o.ctx !== undefined) a.push('--ctx', String(o.ctx));
   if (o.batch !== undefined) a.push('--batch', String(o.batch));

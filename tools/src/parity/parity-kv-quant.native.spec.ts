@@ -18,7 +18,7 @@ import { getPreset } from '../models/presets';
 import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
 import { nmse, top1Agreement } from './metrics';
 
-const PRESETS = ['tiny-llama', 'tiny-qwen3moe', 'tiny-gpt-oss', 'tiny-deepseek2-lite'];
+const PRESETS = ['tiny-llama', 'tiny-qwen3moe', 'tiny-gpt-oss', 'tiny-deepseek2-lite', 'tiny-deepseek2-lite-split'];
 
 let dir: string;
 const table: string[] = [];
@@ -32,8 +32,8 @@ function tokenIds(n: number, nVocab: number, seed: number): number[] {
   });
 }
 
-async function kailLogits(model: string, tokens: number[], kvType: KvType): Promise<Float32Array> {
-  const m = EngineModel.load(model, { kvType, threads: 2, nCtx: tokens.length + 8 });
+async function kailLogits(model: string, tokens: number[], kvType: KvType, kvTypeV: KvType = kvType): Promise<Float32Array> {
+  const m = EngineModel.load(model, { kvType, kvTypeV, threads: 2, nCtx: tokens.length + 8 });
   try {
     // Several passes, so later ones read rows earlier ones quantized.
     return await m.evaluate(0, tokens, 'all', 32);
@@ -43,10 +43,18 @@ async function kailLogits(model: string, tokens: number[], kvType: KvType): Prom
 }
 
 const TYPES: KvType[] = ['q8_0', 'q4_0', 'q4_1', 'iq4_nl', 'q5_0', 'q5_1', 'bf16'];
+// K's and V's types apart (-ctk K -ctv V). MLA keeps one latent cache for both, so DeepSeek files
+// refuse different types, as llama.cpp refuses them for its MLA files (the split attn_k_b/attn_v_b
+// layout; for the older attn_kv_b one it caches per-head K and V rows instead, where kail still
+// keeps the latent).
+const SPLITS: [KvType, KvType][] = [['q8_0', 'q4_0'], ['q4_0', 'f16'], ['f16', 'q5_1']];
+const SPLIT_PRESETS = PRESETS.filter((p) => !p.startsWith('tiny-deepseek2'));
+const splitName = ([k, v]: [KvType, KvType]) => `${k}/${v}`;
 
 describe("quantized KV caches against llama.cpp's", () => {
   let exact: LlamaLogits[];
   const theirs: Partial<Record<KvType, LlamaLogits[]>> = {};
+  const theirsSplit: Record<string, LlamaLogits[]> = {};
   const oursF32: Record<string, Float32Array> = {};
   const toks: Record<string, number[]> = {};
   beforeAll(async () => {
@@ -58,26 +66,34 @@ describe("quantized KV caches against llama.cpp's", () => {
     const jobs = PRESETS.map((p) => ({ model: file(p), tokens: toks[p] }));
     exact = await llamaLogitsBatch(jobs, { kv: 'f32', flashAttention: 'off', timeoutMs: 300_000 });
     for (const t of TYPES) theirs[t] = await llamaLogitsBatch(jobs, { kv: t, flashAttention: 'on', timeoutMs: 300_000 });
+    const splitJobs = jobs.filter((_, i) => SPLIT_PRESETS.includes(PRESETS[i]));
+    for (const sp of SPLITS) theirsSplit[splitName(sp)] = await llamaLogitsBatch(splitJobs, { kv: sp[0], kvV: sp[1], flashAttention: 'on', timeoutMs: 300_000 });
     for (const p of PRESETS) oursF32[p] = await kailLogits(file(p), toks[p], 'f32');
-  }, 600_000);
+  }, 900_000);
 
   afterAll(() => {
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
     process.stdout.write(`\nQuantized KV cache parity (measured; NMSE against the F32-cache logits):\n${table.join('\n')}\n`);
   });
 
+  /** Median per-position NMSE against the exact logits: kail's, llama.cpp's, and kail's F32 cache's. */
+  function errors(p: string, ours: Float32Array, ref: Float32Array): { oursQ: number; theirsQ: number; oursF: number } {
+    const i = PRESETS.indexOf(p);
+    const nv = exact[i].nVocab;
+    const median = (a: Float32Array) => {
+      const b = exact[i].logits;
+      const per = toks[p].map((_, k) => nmse(a.subarray(k * nv, (k + 1) * nv), b.subarray(k * nv, (k + 1) * nv))).sort((x, y) => x - y);
+      return per[per.length >> 1];
+    };
+    return { oursQ: median(ours), theirsQ: median(ref), oursF: median(oursF32[p]) };
+  }
+
   it.each(TYPES.flatMap((t) => PRESETS.map((p) => [t, p] as const)))('%s cache, %s', async (t, p) => {
     const i = PRESETS.indexOf(p);
     const ours = await kailLogits(file(p), toks[p], t);
     const ref = theirs[t]![i].logits;
     const nv = exact[i].nVocab;
-    const median = (a: Float32Array, b: Float32Array) => {
-      const per = toks[p].map((_, k) => nmse(a.subarray(k * nv, (k + 1) * nv), b.subarray(k * nv, (k + 1) * nv))).sort((x, y) => x - y);
-      return per[per.length >> 1];
-    };
-    const oursQ = median(ours, exact[i].logits);
-    const theirsQ = median(ref, exact[i].logits);
-    const oursF = median(oursF32[p], exact[i].logits);
+    const { oursQ, theirsQ, oursF } = errors(p, ours, ref);
     const { agree, total } = top1Agreement(ours, exact[i].logits, nv, 0.1);
     const theirAgree = top1Agreement(ref, exact[i].logits, nv, 0.1).agree;
     table.push(`${t.padEnd(7)} ${p.padEnd(20)} median per-position NMSE: kail ${oursQ.toExponential(2)}, llama.cpp ${theirsQ.toExponential(2)} (kail f32 ${oursF.toExponential(2)}); top-1 as exact: kail ${agree}/${total}, llama.cpp ${theirAgree}/${total}`);
@@ -89,5 +105,23 @@ describe("quantized KV caches against llama.cpp's", () => {
     // sliding window: 87-92 of 96 for kail and llama.cpp alike), so those types get 5% slack.
     const slack = t === 'q8_0' || t === 'bf16' ? 0 : Math.ceil(total * 0.05);
     expect(agree).toBeGreaterThanOrEqual(Math.min(theirAgree, total - 2) - slack);
+  });
+
+  it.each(SPLITS.flatMap((sp) => SPLIT_PRESETS.map((p) => [splitName(sp), p, sp] as const)))('K/V %s cache, %s', async (name, p, [k, v]) => {
+    const ours = await kailLogits(file(p), toks[p], k, v);
+    const { oursQ, theirsQ, oursF } = errors(p, ours, theirsSplit[name][SPLIT_PRESETS.indexOf(p)].logits);
+    table.push(`${name.padEnd(11)} ${p.padEnd(20)} median per-position NMSE: kail ${oursQ.toExponential(2)}, llama.cpp ${theirsQ.toExponential(2)} (kail f32 ${oursF.toExponential(2)})`);
+    expect(oursQ).toBeGreaterThan(100 * oursF);
+    // Each half in its own type: the error is llama.cpp's size from both sides (V silently in
+    // K's type, or the reverse, is several times smaller or larger for these pairs).
+    expect(oursQ).toBeLessThanOrEqual(2 * theirsQ);
+    expect(oursQ).toBeGreaterThanOrEqual(0.5 * theirsQ);
+  });
+
+  it.each(PRESETS.filter((p) => p.startsWith('tiny-deepseek2')))('%s (MLA) refuses different K and V types, saying why', (p) => {
+    expect(() => EngineModel.load(file(p), { kvType: 'q8_0', kvTypeV: 'q4_0', nCtx: 16 })).toThrow(
+      "MLA attention keeps one latent cache for keys and values: K (Q8_0) and V (Q4_0) cache types must be the same",
+    );
+    EngineModel.load(file(p), { kvType: 'q4_0', kvTypeV: 'q4_0', nCtx: 16 }).close();
   });
 });

@@ -99,8 +99,7 @@ function vramBytes(v: string): number {
 const VRAM_HELP = 'GPU memory for experts: no VRAM tier in this build, so only 0 (anything more is refused, saying so)';
 
 /** Flags of the expert-streaming budget, shared by run, bench and plan. */
-interface StreamOpts {
-  cacheType: KvType;
+interface StreamOpts extends CacheTypeOpts {
   ram?: number;
   reserve?: number;
   ioThreads?: number;
@@ -114,14 +113,29 @@ interface StreamOpts {
 
 /** --cache-type: the KV cache's element type (llama.cpp's -ctk/-ctv, both at once; Ollama's OLLAMA_KV_CACHE_TYPE). */
 export const CACHE_TYPE_HELP = `KV cache type: ${KV_TYPES.join(', ')} (q8_0 about half the memory of f16, q4_0 about a quarter)`;
-export function cacheType(v: string): KvType {
-  if (!(KV_TYPES as readonly string[]).includes(v)) throw new Error(`--cache-type must be ${KV_TYPES.join(', ')}, got '${v}'`);
+export function cacheType(v: string, flag = '--cache-type'): KvType {
+  if (!(KV_TYPES as readonly string[]).includes(v)) throw new Error(`${flag} must be ${KV_TYPES.join(', ')}, got '${v}'`);
   return v as KvType;
+}
+/** --cache-type for both, and K's and V's apart (llama.cpp's -ctk/-ctv, each defaulting to --cache-type). */
+export interface CacheTypeOpts {
+  cacheType: KvType;
+  cacheTypeK?: KvType;
+  cacheTypeV?: KvType;
+}
+export function addCacheTypeOptions(cmd: Command, help = CACHE_TYPE_HELP): Command {
+  return cmd
+    .option('--cache-type <type>', help, (v: string) => cacheType(v), 'f16' as KvType)
+    .option('--cache-type-k <type>', "K rows' type, also -ctk as llama.cpp spells it; default --cache-type", (v: string) => cacheType(v, '--cache-type-k'))
+    .option('--cache-type-v <type>', "V rows' type, also -ctv; default --cache-type (MLA models keep one latent cache: K's and V's must match)", (v: string) => cacheType(v, '--cache-type-v'));
+}
+/** The load options' KV types from the flags. */
+export function kvTypesOf(o: CacheTypeOpts): { kvType: KvType; kvTypeV: KvType } {
+  return { kvType: o.cacheTypeK ?? o.cacheType, kvTypeV: o.cacheTypeV ?? o.cacheType };
 }
 
 function addStreamOptions(cmd: Command): Command {
-  return cmd
-    .option('--cache-type <type>', CACHE_TYPE_HELP, cacheType, 'f16' as KvType)
+  return addCacheTypeOptions(cmd)
     .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes): routed experts stream from storage into what it leaves', bytes('--ram'))
     .option('--vram <bytes>', VRAM_HELP, vramBytes)
     .option('--reserve <bytes>', `part of --ram held back for this process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
@@ -151,7 +165,7 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
     for (const l of d.lines) log(`kail: ${l}`);
   }
   return {
-    kvType: o.cacheType,
+    ...kvTypesOf(o),
     ramBytes,
     ramReserveBytes: o.reserve,
     ioThreads,
@@ -627,7 +641,7 @@ export function registerModelCommands(program: Command): void {
     }
   }
 
-  program
+  const plan = program
     .command('plan')
     .description('what a RAM budget holds with experts streaming from storage: resident, KV, cache capacity, cold bytes per token (exit 1 when it does not fit)')
     .requiredOption('-m, --model <file>', 'GGUF model file')
@@ -637,10 +651,10 @@ export function registerModelCommands(program: Command): void {
     .option('-c, --ctx <n>', 'context length (default: the model\'s, at most 4096)', int('--ctx', 1, 1 << 20))
     .option('--seqs <n>', 'concurrent sequences', int('--seqs', 1, 1024), 1)
     .option('--batch <n>', 'most tokens per forward pass', int('--batch', 1, 1 << 16), 512)
-    .option('--reserve <bytes>', `part of --ram held back for the process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
-    .option('--cache-type <type>', CACHE_TYPE_HELP, cacheType, 'f16' as KvType)
+    .option('--reserve <bytes>', `part of --ram held back for the process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'));
+  addCacheTypeOptions(plan)
     .option('--json', 'print one JSON object')
-    .action((o: { model: string; ram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string; cacheType: KvType }) => {
+    .action((o: CacheTypeOpts & { model: string; ram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string }) => {
       let ram = o.ram;
       if (ram === undefined) {
         const dir = dataDir(o.dataDir);
@@ -649,7 +663,7 @@ export function registerModelCommands(program: Command): void {
         ram = profile.defaults.ramBytes;
         process.stderr.write(`kail: --ram ${formatBytes(ram)} from ${hardwareProfilePath(dir)}: ${profile.defaults.why.ramBytes}\n`);
       }
-      const p = planModel(o.model, { ramBytes: ram, nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve, kvType: o.cacheType });
+      const p = planModel(o.model, { ramBytes: ram, nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve, ...kvTypesOf(o) });
       if (o.json) process.stdout.write(JSON.stringify(p) + '\n');
       else process.stdout.write(planLines(o.model, p).join('\n') + '\n');
       if (!p.fits) throw new Error(p.message);
@@ -734,13 +748,13 @@ export function registerModelCommands(program: Command): void {
       }
     });
 
-  program
+  const inspect = program
     .command('inspect')
     .description('print architecture, parameter count, tensor types, expert sizes and bytes per token')
-    .argument('<file>', 'GGUF model file')
-    .option('--cache-type <type>', CACHE_TYPE_HELP, cacheType, 'f16' as KvType)
+    .argument('<file>', 'GGUF model file');
+  addCacheTypeOptions(inspect)
     .option('--json', 'print one JSON object')
-    .action((file: string, o: { json?: boolean; cacheType: KvType }) => {
+    .action((file: string, o: CacheTypeOpts & { json?: boolean }) => {
       const f = openGgufMetadata(file);
       try {
         const s = summarize(f);
@@ -748,7 +762,8 @@ export function registerModelCommands(program: Command): void {
         // the model cannot take) have no KV line.
         let kv: KvCacheReport | undefined;
         try {
-          kv = kvCacheReport(f, o.cacheType);
+          const t = kvTypesOf(o);
+          kv = kvCacheReport(f, t.kvType, t.kvTypeV);
         } catch {
           kv = undefined;
         }
@@ -771,7 +786,7 @@ export function registerModelCommands(program: Command): void {
           `bytes/token     ${gib(s.bytesPerToken)} of weights read per token`,
         ];
         if (kv) {
-          lines.push(`kv cache        ${kib(kv.bytesPerToken)} per token (${kv.kvType}, all layers)`);
+          lines.push(`kv cache        ${kib(kv.bytesPerToken)} per token (${kv.kvTypeV === kv.kvType ? kv.kvType : `K ${kv.kvType}, V ${kv.kvTypeV}`}, all layers)`);
           if (kv.mla)
             lines.push(
               `                MLA latent cache (kv_lora ${kv.mla.kvLora} + rope ${kv.mla.qkRope} per layer); a per-head cache of ${kv.mla.nHead} heads ` +

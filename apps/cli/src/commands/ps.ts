@@ -18,7 +18,7 @@ export interface PsReport {
     engines: { engineId: string; address: string; status: string; models: string[]; running: number; lastSeenMsAgo: number | null }[];
     models: {
       id: string; engine?: string; architecture: string; contextLength: number; experts: string;
-      /** The KV cache type (f16, q8_0, q4_0, ...: KV_TYPES). */
+      /** The KV cache type (f16, q8_0, q4_0, ...: KV_TYPES); "K q8_0, V q4_0" when K's and V's differ. */
       kvType: string;
       memory: { residentBytes: number; expertBytes: number; kvBytes: number; ramExpertCacheBytes: number; vramExpertCacheBytes: number };
     }[];
@@ -78,7 +78,7 @@ async function askScheduler(address: string, token: string | undefined, timeoutM
       architecture: m.architecture,
       contextLength: m.contextLength,
       experts: m.expertCount ? `${m.expertUsedCount}/${m.expertCount}` : '-',
-      kvType: m.kvType || 'f16',
+      kvType: m.kvTypeV && m.kvTypeV !== m.kvType ? `K ${m.kvType}, V ${m.kvTypeV}` : m.kvType || 'f16',
       memory: {
         residentBytes: m.residency?.residentBytes ?? 0, expertBytes: m.residency?.expertBytes ?? 0, kvBytes: m.residency?.kvBytes ?? 0,
         ramExpertCacheBytes: m.residency?.ramExpertCacheBytes ?? 0, vramExpertCacheBytes: m.residency?.vramExpertCacheBytes ?? 0,

@@ -6,7 +6,7 @@ import { AUTH_TOKEN_ENV, parseDurationMs } from '@kailstream/proto';
 
 import { dataDir, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 import { EngineKeeper, freePort, Supervisor } from '../supervisor';
-import { CACHE_TYPE_HELP, cacheType } from './model-commands';
+import { addCacheTypeOptions, CACHE_TYPE_HELP } from './model-commands';
 
 export interface ServeOptions {
   /** GGUF files to load at start (`id=path` names the model). */
@@ -14,8 +14,10 @@ export interface ServeOptions {
   /** Context length per sequence for loaded models. */
   ctx?: string;
   maxStallMs?: string;
-  /** KV cache type of the engine's models (KV_TYPES: f16, q8_0, q4_0, ...). */
+  /** KV cache type of the engine's models (KV_TYPES: f16, q8_0, q4_0, ...); K's and V's apart when given. */
   cacheType?: string;
+  cacheTypeK?: string;
+  cacheTypeV?: string;
   /** Reasoning budget of chat requests that give none (-1 = none). */
   reasoningBudget?: string;
   host: string;
@@ -76,7 +78,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     fs.mkdirSync(modelsDir, { recursive: true });
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
-    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : [])];
+    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : [])];
     for (const m of opts.model ?? []) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
@@ -119,12 +121,12 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
 }
 
 export function registerServe(program: Command): void {
-  program
+  const cmd = program
     .command('serve')
     .description('start the engine, scheduler, API and web console as separate processes')
     .option('-m, --model <file...>', 'GGUF model(s) to load at start (id=FILE names one)')
-    .option('-c, --ctx <n>', 'context length per sequence', '4096')
-    .option('--cache-type <type>', `${CACHE_TYPE_HELP}, for the models`, cacheType, 'f16')
+    .option('-c, --ctx <n>', 'context length per sequence', '4096');
+  addCacheTypeOptions(cmd, `${CACHE_TYPE_HELP}, for the models`)
     .option('--max-stall-ms <ms>', 'while streams decode, the longest a pass spends on arriving prompts (0 = no limit)', '500')
     .option('--reasoning-budget <n>', "most tokens a chat answer's <think> block may take before the engine closes it, for requests that set none (-1 = none)", (v: string) => {
       if (!/^(-1|\d+)$/.test(v) || Number(v) > 1e9) throw new Error(`--reasoning-budget must be -1 or a token count (0..1000000000), got '${v}'`);

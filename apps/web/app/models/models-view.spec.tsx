@@ -16,6 +16,7 @@ const model: ModelView = {
   loaded: false,
   expiresAtUnixMs: 0,
   kvType: '',
+  kvTypeV: '',
   residency: { residentBytes: 1024 * 1024, expertBytes: 5 * 1024 * 1024, kvBytes: 0, ramExpertCacheBytes: 0, vramExpertCacheBytes: 0 },
   tensorTypes: [
     { type: 'Q4_K', bytes: 5 * 1024 * 1024 },
@@ -36,6 +37,8 @@ describe('models page parts', () => {
     expect(html).not.toContain('KV cache');
     const kept = renderToString(<ModelDetails m={{ ...model, loaded: true, kvType: 'q8_0', expiresAtUnixMs: Date.UTC(2026, 11, 2, 5, 7, 30) }} />);
     expect(kept).toContain('<dt>KV cache</dt><dd>q8_0</dd>');
+    const split = renderToString(<ModelDetails m={{ ...model, loaded: true, kvType: 'q8_0', kvTypeV: 'q4_0' }} />);
+    expect(split).toContain('<dt>KV cache</dt><dd>K q8_0, V q4_0</dd>');
     expect(kept).toContain('unloads when idle at');
     expect(kept).toContain('2026-12-02 05:07:30 UTC');
   });

@@ -27,7 +27,7 @@ export function ModelDetails({ m, coldBytesPerToken }: { m: ModelView; coldBytes
       {m.kvType && (
         <>
           <dt>KV cache</dt>
-          <dd>{m.kvType}</dd>
+          <dd>{m.kvTypeV && m.kvTypeV !== m.kvType ? `K ${m.kvType}, V ${m.kvTypeV}` : m.kvType}</dd>
         </>
       )}
       <dt>file</dt>

@@ -73,7 +73,11 @@ struct program {
 
 struct model_params {
     int      n_threads = 0;       // 0 = physical cores
-    uint32_t kv_type = 1;         // KAIL_TYPE_F16, KAIL_TYPE_F32 or KAIL_TYPE_Q8_0 (attention layers whose head dims are multiples of 32; not MLA)
+    // KV cache element types (is_kv_cache_type; quantized ones need head dims, for MLA the latent,
+    // in whole blocks): kv_type for K rows and MLA's latent rows (llama.cpp's -ctk), kv_type_v for
+    // V rows (-ctv). Each defaults to F16.
+    uint32_t kv_type = 1;
+    uint32_t kv_type_v = 1;
     int64_t  n_ctx = 4096;        // max positions per sequence
     int      n_seq_max = 1;       // sequence slots
     uint64_t kv_max_bytes = 0;    // 0 = unlimited

@@ -62,12 +62,14 @@ std::string format_bytes(uint64_t bytes);
 // KAIL_E_BAD_MODEL when attention ops disagree on a layer's window.
 std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n_batch);
 // KV cache bytes of one sequence at n_ctx positions: n_ctx rows per layer, 2R for ring layers.
-uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type);
+// K rows in kv_type_k, V rows in kv_type_v.
+uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type_k, uint32_t kv_type_v);
 // Bytes of one cached row of `width` values (a layer's K or V for one position) in the cache type.
 size_t kv_row_bytes(uint32_t kv_type, int64_t width);
-// Throws unless the program's attention can keep its cache in kv_type: F16 and F32 always; Q8_0
-// when head dims (MLA: the latent and its row) are multiples of 32. The runtime, the residency
-// plan and the KV sizing all check with it, so a bad type is refused before anything is read.
-void check_kv_type(const program & prog, uint32_t kv_type);
+// Throws unless the program's attention can keep its K rows in kv_type_k and its V rows in
+// kv_type_v: float types always; a quantized type when the head dims it stores (MLA: the latent
+// and its row, in K's type) are whole blocks. The runtime, the residency plan and the KV sizing all
+// check with it, so a bad type is refused before anything is read.
+void check_kv_type(const program & prog, uint32_t kv_type_k, uint32_t kv_type_v);
 
 } // namespace kail

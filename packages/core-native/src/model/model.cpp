@@ -130,7 +130,6 @@ struct model::impl {
     bool                                   any_ring = false;
     std::vector<int64_t>                   seq_len;
     uint64_t                               kv_bytes = 0;
-    size_t                                 kv_elem = 2;
 
     model_stats stats;
     mutable std::mutex stats_mu;
@@ -372,8 +371,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.params = params;
     m.params.n_batch = std::max<int64_t>(1, m.params.n_batch);
     const bool streaming = m.params.ram_budget > 0;
-    m.kv_elem = m.params.kv_type == KAIL_TYPE_F32 ? 4 : 2;
-    check_kv_type(m.prog, m.params.kv_type);
+    check_kv_type(m.prog, m.params.kv_type, m.params.kv_type_v);
     if (m.params.n_seq_max < 1 || m.params.n_ctx < 1) throw error(KAIL_E_INVALID_ARG, "n_seq_max and n_ctx must be >= 1");
     const int nb = static_cast<int>(m.prog.buffers.size());
     auto check_buf = [&](int b, const char * what, size_t op_i) {
@@ -538,12 +536,12 @@ uint64_t model::kv_bytes_used() const { return impl_->kv_bytes; }
 
 uint64_t model::kv_bytes_per_token() const {
     uint64_t b = 0;
-    for (int l = 0; l < impl_->prog.n_kv_layers; l++) b += kv_row_bytes(impl_->params.kv_type, impl_->prog.kv_k_width[l]) + kv_row_bytes(impl_->params.kv_type, impl_->prog.kv_v_width[l]);
+    for (int l = 0; l < impl_->prog.n_kv_layers; l++) b += kv_row_bytes(impl_->params.kv_type, impl_->prog.kv_k_width[l]) + kv_row_bytes(impl_->params.kv_type_v, impl_->prog.kv_v_width[l]);
     return b;
 }
 
 uint64_t model::kv_bytes_capacity() const {
-    return kv_bytes_per_sequence(impl_->prog, impl_->params.n_ctx, impl_->params.n_batch, impl_->params.kv_type) *
+    return kv_bytes_per_sequence(impl_->prog, impl_->params.n_ctx, impl_->params.n_batch, impl_->params.kv_type, impl_->params.kv_type_v) *
            static_cast<uint64_t>(impl_->params.n_seq_max);
 }
 
@@ -748,9 +746,9 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     const float scale = static_cast<float>(op.param("scale", 1.0 / std::sqrt(static_cast<double>(hd_k))));
     const int64_t kw = m.prog.kv_k_width[layer], vw = m.prog.kv_v_width[layer];
     if (kw != n_head_kv * hd_k || vw != n_head_kv * hd_v) throw error(KAIL_E_INVALID_ARG, "program: attention kv widths do not match heads");
-    const uint32_t kvt = m.params.kv_type;
-    // Bytes of one head's row of K and of V (whole Q8_0 blocks for a quantized cache).
-    const size_t rk = kv_row_bytes(kvt, hd_k), rv = kv_row_bytes(kvt, hd_v);
+    const uint32_t kt = m.params.kv_type, vt = m.params.kv_type_v;
+    // Bytes of one head's row of K and of V (whole blocks for a quantized cache).
+    const size_t rk = kv_row_bytes(kt, hd_k), rv = kv_row_bytes(vt, hd_v);
     const int64_t R = m.kv_ring[layer];
     // 1. store K and V rows of the batch, each head's part in its block.
     for (int64_t t = 0; t < x.n_tok; t++) {
@@ -788,11 +786,11 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
         const float * vrow = x.ptr(op.c) + t * x.width(op.c) + static_cast<int64_t>(op.param("c_off", 0));
         const int64_t row = c.mirrored ? p % R : p;
         for (int64_t h = 0; h < n_head_kv; h++) {
-            store_row(kvt, krow + h * hd_k, c.k.data() + static_cast<size_t>(h * c.cap + row) * rk, hd_k);
-            store_row(kvt, vrow + h * hd_v, c.v.data() + static_cast<size_t>(h * c.cap + row) * rv, hd_v);
+            store_row(kt, krow + h * hd_k, c.k.data() + static_cast<size_t>(h * c.cap + row) * rk, hd_k);
+            store_row(vt, vrow + h * hd_v, c.v.data() + static_cast<size_t>(h * c.cap + row) * rv, hd_v);
             if (c.mirrored) {
-                store_row(kvt, krow + h * hd_k, c.k.data() + static_cast<size_t>(h * c.cap + row + R) * rk, hd_k);
-                store_row(kvt, vrow + h * hd_v, c.v.data() + static_cast<size_t>(h * c.cap + row + R) * rv, hd_v);
+                store_row(kt, krow + h * hd_k, c.k.data() + static_cast<size_t>(h * c.cap + row + R) * rk, hd_k);
+                store_row(vt, vrow + h * hd_v, c.v.data() + static_cast<size_t>(h * c.cap + row + R) * rv, hd_v);
             }
         }
     }
@@ -826,12 +824,12 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
             const int64_t first = c.mirrored ? lo % R : lo;  // row of position lo
             const float * q = xp->ptr(op.a) + t * qw + q_off + hk * group * hd_k;
             scores.resize(static_cast<size_t>(group * np));
-            matmul(kvt, c.k.data() + static_cast<size_t>(hk * c.cap + first) * rk, rk, np, hd_k,
+            matmul(kt, c.k.data() + static_cast<size_t>(hk * c.cap + first) * rk, rk, np, hd_k,
                    q, static_cast<size_t>(hd_k) * sizeof(float), group, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
             for (int64_t g = 0; g < group; g++)
-                attention_softmax(scores.data() + g * np, np, scale, kvt, half, sink ? sink[hk * group + g] : -std::numeric_limits<float>::infinity());
+                attention_softmax(scores.data() + g * np, np, scale, vt, half, sink ? sink[hk * group + g] : -std::numeric_limits<float>::infinity());
             float * o = xp->ptr(op.out) + t * ow + out_off + hk * group * hd_v;
-            attention_weighted_rows(kvt, c.v.data() + static_cast<size_t>(hk * c.cap + first) * rv, rv, np, hd_v,
+            attention_weighted_rows(vt, c.v.data() + static_cast<size_t>(hk * c.cap + first) * rv, rv, np, hd_v,
                                     scores.data(), static_cast<size_t>(np), group, o, static_cast<size_t>(hd_v));
         }
     }, 1);

@@ -60,36 +60,41 @@ std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n
     return ring;
 }
 
-uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type) {
+uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type_k, uint32_t kv_type_v) {
     const std::vector<int64_t> ring = kv_ring_rows(prog, n_ctx, n_batch);
     uint64_t b = 0;
     for (size_t l = 0; l < prog.kv_k_width.size() && l < prog.kv_v_width.size(); l++) {
         const uint64_t rows = static_cast<uint64_t>(l < ring.size() && ring[l] ? 2 * ring[l] : std::max<int64_t>(0, n_ctx));
-        b += static_cast<uint64_t>(kv_row_bytes(kv_type, prog.kv_k_width[l]) + kv_row_bytes(kv_type, prog.kv_v_width[l])) * rows;
+        b += static_cast<uint64_t>(kv_row_bytes(kv_type_k, prog.kv_k_width[l]) + kv_row_bytes(kv_type_v, prog.kv_v_width[l])) * rows;
     }
     return b;
 }
 
-void check_kv_type(const program & prog, uint32_t kv_type) {
-    if (!is_kv_cache_type(kv_type))
-        throw error(KAIL_E_INVALID_ARG, "kv cache type must be F32, F16, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0 or Q5_1");
-    const int64_t blk = type_traits_get(kv_type)->block_size;
-    if (blk == 1) return;
-    // A quantized cache quantizes each head's row (MLA: each latent row, whose latent part the
-    // values are read from) in blocks of 32 (llama.cpp's -ctk/-ctv q8_0, q4_0, ...): those widths
-    // must be multiples of 32.
-    const std::string name = type_name(kv_type);
+void check_kv_type(const program & prog, uint32_t kv_type_k, uint32_t kv_type_v) {
+    for (uint32_t t : {kv_type_k, kv_type_v})
+        if (!is_kv_cache_type(t))
+            throw error(KAIL_E_INVALID_ARG, "kv cache type must be F32, F16, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0 or Q5_1");
+    // A quantized cache quantizes each head's row (MLA: each latent row, in K's type, whose latent
+    // part the values are read from) in blocks of 32 (llama.cpp's -ctk/-ctv q8_0, q4_0, ...):
+    // those widths must be whole blocks.
+    const int64_t bk = type_traits_get(kv_type_k)->block_size, bv = type_traits_get(kv_type_v)->block_size;
     for (const op_desc & op : prog.ops) {
         if (op.type == OP_MLA_ATTENTION) {
+            // One latent row per position serves keys and values: one type (llama.cpp refuses
+            // different K and V types for MLA models too).
+            if (kv_type_k != kv_type_v)
+                throw error(KAIL_E_UNSUPPORTED, std::string("this model's MLA attention keeps one latent cache for keys and values: K (") + type_name(kv_type_k) + ") and V (" + type_name(kv_type_v) + ") cache types must be the same");
             const int64_t L = static_cast<int64_t>(op.param("kv_lora", 0)), R = static_cast<int64_t>(op.param("qk_rope", 0));
-            if (L % blk != 0 || (L + R) % blk != 0)
-                throw error(KAIL_E_UNSUPPORTED, "a " + name + " KV cache needs the MLA latent (kv_lora " + std::to_string(L) + ") and its row (kv_lora + qk_rope " + std::to_string(L + R) + ") to be multiples of " + std::to_string(blk));
+            if (L % bk != 0 || (L + R) % bk != 0)
+                throw error(KAIL_E_UNSUPPORTED, "a " + std::string(type_name(kv_type_k)) + " KV cache needs the MLA latent (kv_lora " + std::to_string(L) + ") and its row (kv_lora + qk_rope " + std::to_string(L + R) + ") to be multiples of " + std::to_string(bk));
             continue;
         }
         if (op.type != OP_ATTENTION) continue;
         const int64_t hk = static_cast<int64_t>(op.param("head_dim", 0)), hv = static_cast<int64_t>(op.param("head_dim_v", static_cast<double>(hk)));
-        if (hk % blk != 0 || hv % blk != 0)
-            throw error(KAIL_E_UNSUPPORTED, "a " + name + " KV cache needs head dims that are multiples of " + std::to_string(blk) + ", this model's are " + std::to_string(hk) + "/" + std::to_string(hv));
+        if (hk % bk != 0)
+            throw error(KAIL_E_UNSUPPORTED, "a " + std::string(type_name(kv_type_k)) + " K cache needs a key head dim that is a multiple of " + std::to_string(bk) + ", this model's is " + std::to_string(hk));
+        if (hv % bv != 0)
+            throw error(KAIL_E_UNSUPPORTED, "a " + std::string(type_name(kv_type_v)) + " V cache needs a value head dim that is a multiple of " + std::to_string(bv) + ", this model's is " + std::to_string(hv));
     }
 }
 
@@ -123,7 +128,7 @@ std::vector<expert_layer_source> residency_expert_sources(const gguf_file & file
 }
 
 residency_plan residency_plan_compute(const gguf_file & file, const program & prog, const model_params & params) {
-    check_kv_type(prog, params.kv_type);
+    check_kv_type(prog, params.kv_type, params.kv_type_v);
     residency_plan p;
     p.ram_budget = params.ram_budget;
     p.reserve_bytes = params.ram_reserve;
@@ -146,7 +151,7 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
     for (const std::string & name : experts) p.expert_bytes += file.find_tensor(name) ? file.find_tensor(name)->nbytes : 0;
 
     // KV cache at full context for every sequence (sliding-window layers: their ring).
-    p.kv_bytes = kv_bytes_per_sequence(prog, std::max<int64_t>(0, params.n_ctx), p.n_batch, params.kv_type) * static_cast<uint64_t>(std::max(0, params.n_seq_max));
+    p.kv_bytes = kv_bytes_per_sequence(prog, std::max<int64_t>(0, params.n_ctx), p.n_batch, params.kv_type, params.kv_type_v) * static_cast<uint64_t>(std::max(0, params.n_seq_max));
 
     // Scratch for a batch: the program's buffers (output rows: one per sequence, the decode case),
     // the MoE op's temporaries, matmul's quantized activations, and the logits handed to the caller.

@@ -13,10 +13,11 @@ describe('a Q8_0 KV cache', () => {
   const tokens = Array.from({ length: 80 }, (_, i) => (i * 37 + 11) % 1000);
 
   /** Loads `file` with an F16 and a `type` cache: sizes in proportion, logits close, batch-invariant. */
-  async function againstF16(file: string, type: KvType = 'q8_0', most = 1e-3): Promise<void> {
+  async function againstF16(file: string, type: KvType = 'q8_0', most = 1e-3, typeV: KvType = type): Promise<void> {
     const f16 = EngineModel.load(file, { threads: 2, nCtx: 128, kvType: 'f16' });
-    const q8 = EngineModel.load(file, { threads: 2, nCtx: 128, kvType: type });
-    const ratio = kvBytesPerValue(type) / 2;
+    const q8 = EngineModel.load(file, { threads: 2, nCtx: 128, kvType: type, kvTypeV: typeV });
+    // K and V rows of one width (the models here): the mean of the two types' sizes.
+    const ratio = (kvBytesPerValue(type) + kvBytesPerValue(typeV)) / 4;
     try {
       expect(q8.runtime.kvCapacityBytes / f16.runtime.kvCapacityBytes).toBeCloseTo(ratio, 6);
       expect(q8.runtime.kvBytesPerToken / f16.runtime.kvBytesPerToken).toBeCloseTo(ratio, 6);
@@ -101,10 +102,28 @@ describe('a Q8_0 KV cache', () => {
     }
   }, 60_000);
 
+  it("K's and V's types apart (-ctk q8_0 -ctv q4_0, and a quantized V under an F16 K): each row in its type, in the runtime, the plan and inspect", async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    await againstF16(file, 'q8_0', 1e-2, 'q4_0');
+    await againstF16(file, 'f16', 1e-2, 'q5_1');
+    const meta = openGgufMetadata(file);
+    try {
+      const r = kvCacheReport(meta, 'q8_0', 'q4_0');
+      expect([r.kvType, r.kvTypeV]).toEqual(['q8_0', 'q4_0']);
+      expect(r.bytesPerToken / kvCacheReport(meta, 'f16').bytesPerToken).toBeCloseTo((34 + 18) / 128, 6);
+    } finally {
+      meta.close();
+    }
+    const p16 = planModel(file, { ramBytes: 2 ** 34, nCtx: 4096, kvType: 'f16' });
+    const split = planModel(file, { ramBytes: 2 ** 34, nCtx: 4096, kvType: 'q8_0', kvTypeV: 'q4_0' });
+    expect(split.kvBytes / p16.kvBytes).toBeCloseTo((34 + 18) / 128, 6);
+  }, 60_000);
+
   it('is refused for head dims that are not multiples of 32, and for an unknown type', () => {
     const odd = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, ['--head-dim', '48']);
-    expect(() => EngineModel.load(odd, { kvType: 'q8_0', nCtx: 64 })).toThrow(/a Q8_0 KV cache needs head dims that are multiples of 32, this model's are 48\/48/);
-    expect(() => EngineModel.load(odd, { kvType: 'q4_0', nCtx: 64 })).toThrow(/a Q4_0 KV cache needs head dims that are multiples of 32/);
+    expect(() => EngineModel.load(odd, { kvType: 'q8_0', nCtx: 64 })).toThrow(/a Q8_0 K cache needs a key head dim that is a multiple of 32, this model's is 48/);
+    expect(() => EngineModel.load(odd, { kvType: 'q4_0', nCtx: 64 })).toThrow(/a Q4_0 K cache needs a key head dim that is a multiple of 32/);
+    expect(() => EngineModel.load(odd, { kvType: 'f16', kvTypeV: 'q5_0', nCtx: 64 })).toThrow(/a Q5_0 V cache needs a value head dim that is a multiple of 32, this model's is 48/);
     expect(() => EngineModel.load(odd, { kvType: 'q2_k' as never, nCtx: 64 })).toThrow(/KV cache type must be f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1, got 'q2_k'/);
     // BF16 and F16 still load it.
     EngineModel.load(odd, { nCtx: 64, kvType: 'bf16' }).close();

@@ -35,6 +35,10 @@ export function kvRowBytes(kvType: KvType, width: number): number {
 export function kvBytesPerValue(kvType: KvType): number {
   return KV_TYPE_INFO[kvType].bytes / KV_TYPE_INFO[kvType].block;
 }
+/** Cache bytes per position over every layer: K rows (and MLA latents) in kvType, V rows in kvTypeV. */
+function kvBytesPerPosition(program: { kvKWidth: number[]; kvVWidth: number[] }, kvType: KvType, kvTypeV: KvType): number {
+  return program.kvKWidth.reduce((a, w) => a + kvRowBytes(kvType, w), 0) + program.kvVWidth.reduce((a, w) => a + kvRowBytes(kvTypeV, w), 0);
+}
 
 export interface LoadModelOptions {
   /** Compute threads; 0 or undefined = physical cores. */
@@ -49,6 +53,11 @@ export interface LoadModelOptions {
    * types need attention whose head dims (MLA: whose latent and latent row) are multiples of 32.
    */
   kvType?: KvType;
+  /**
+   * The V rows' type when it differs from kvType's (llama.cpp's `-ctk` and `-ctv` separately:
+   * kvType is K's and, for MLA, the latent cache's; MLA stores no V). Default: kvType.
+   */
+  kvTypeV?: KvType;
   /** Memory the load may plan against; default: MemAvailable from /proc/meminfo (or os.freemem()). */
   memoryAvailableBytes?: number;
   /**
@@ -261,6 +270,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
   const params: ModelParams = {
     threads: opts.threads ?? 0,
     kvType: kvTypeId(opts.kvType),
+    kvTypeV: kvTypeId(opts.kvTypeV ?? opts.kvType),
     nCtx,
     nSeqMax,
     nBatch,
@@ -297,7 +307,9 @@ export function repackModel(path: string, name: string, storage: string[], log?:
 
 /** KV cache bytes per token of a file, and for MLA models the naive per-head cache it replaces. */
 export interface KvCacheReport {
+  /** K rows' (and MLA latents') type, and V rows'. */
   kvType: KvType;
+  kvTypeV: KvType;
   /** What this engine's cache holds per token over all layers. */
   bytesPerToken: number;
   /** deepseek2: the latent cache against a per-head cache (see mlaKvBytesPerToken). */
@@ -305,15 +317,15 @@ export interface KvCacheReport {
 }
 
 /** The KV cache an open file needs per token (`kail inspect`), from its metadata alone. */
-export function kvCacheReport(file: NativeGgufFile, kvType: KvType = 'f16'): KvCacheReport {
+export function kvCacheReport(file: NativeGgufFile, kvType: KvType = 'f16', kvTypeV: KvType = kvType): KvCacheReport {
   try {
-    const { hp, program, params } = prepare(file.path, file, { kvType });
+    const { hp, program, params } = prepare(file.path, file, { kvType, kvTypeV });
     // Refuses a cache type the model's attention cannot take (as a load would).
     native().kvCacheBytes(program, params);
     // Bytes per cached value (Q8_0: 34 per block of 32), for the MLA comparison below.
     const e = kvBytesPerValue(kvType);
-    const bytesPerToken = [...program.kvKWidth, ...program.kvVWidth].reduce((a, w) => a + kvRowBytes(kvType, w), 0);
-    const out: KvCacheReport = { kvType, bytesPerToken };
+    const bytesPerToken = kvBytesPerPosition(program, kvType, kvTypeV);
+    const out: KvCacheReport = { kvType, kvTypeV, bytesPerToken };
     if (hp.arch === 'deepseek2') {
       const d = readMlaDims(hp);
       const shape = { nLayer: trunkLayers(hp), nHead: hp.nHead[0], kvLora: d.kvLora, qkNope: d.qkNope, qkRope: d.qkRope, vHead: d.vHead, elemBytes: e };
@@ -384,7 +396,7 @@ export class EngineModel {
       if (opts.mtp) summary = { ...summary, bytesPerToken: programBytesPerToken(program, file, summary) };
       // Refuse before allocating: the KV cache at full context for every sequence must fit in
       // what the machine has available (the weights are mapped, not allocated).
-      const kvPerToken = [...program.kvKWidth, ...program.kvVWidth].reduce((a, w) => a + kvRowBytes(opts.kvType ?? 'f16', w), 0);
+      const kvPerToken = kvBytesPerPosition(program, opts.kvType ?? 'f16', opts.kvTypeV ?? opts.kvType ?? 'f16');
       // At most what the runtime allocates (sliding-window layers hold rings: kv_bytes_per_sequence).
       let kvBytes: number;
       try {

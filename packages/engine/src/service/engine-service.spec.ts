@@ -307,17 +307,19 @@ describe('LocalModelHost KV cache type', () => {
   it("loads with the engine's --cache-type and says so in ModelInfo (kv_type), its KV bytes counted in that type", async () => {
     const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
     const kv: Record<string, number> = {};
-    for (const kvType of ['f16', 'q8_0'] as const) {
-      const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256, loadOptions: { kvType } });
+    for (const [kvType, kvTypeV] of [['f16', undefined], ['q8_0', undefined], ['q8_0', 'q4_0']] as const) {
+      const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256, loadOptions: { kvType, kvTypeV } });
       try {
         const info = await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'm' }));
-        expect(info.kvType).toBe(kvType);
-        kv[kvType] = Number(info.residency!.kvBytes);
+        expect([info.kvType, info.kvTypeV]).toEqual([kvType, kvTypeV ?? kvType]);
+        kv[`${kvType}/${kvTypeV ?? kvType}`] = Number(info.residency!.kvBytes);
       } finally {
         await host.close();
       }
     }
-    expect(kv.q8_0 / kv.f16).toBeCloseTo(34 / 64, 6);
+    expect(kv['q8_0/q8_0'] / kv['f16/f16']).toBeCloseTo(34 / 64, 6);
+    // -ctk q8_0 -ctv q4_0: K rows at 34 bytes per 32 values, V rows at 18.
+    expect(kv['q8_0/q4_0'] / kv['f16/f16']).toBeCloseTo((34 + 18) / 128, 6);
   }, 30_000);
 });
 

@@ -32,6 +32,9 @@ async function main() {
       ram: { type: 'string' },
       // The KV cache's type for every model this engine loads (KV_TYPES: f16, q8_0, q4_0, ...).
       'cache-type': { type: 'string', default: 'f16' },
+      // K's and V's types apart (llama.cpp's -ctk/-ctv); each defaults to --cache-type.
+      'cache-type-k': { type: 'string' },
+      'cache-type-v': { type: 'string' },
       'max-waiting': { type: 'string', default: '64' },
       // While streams decode, the longest one pass spends on arriving prompts (0 = no limit).
       'max-stall-ms': { type: 'string', default: '500' },
@@ -41,8 +44,13 @@ async function main() {
   });
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be 0..65535, got '${values.port}'`);
-  const kvType = values['cache-type'] as KvType;
-  if (!KV_TYPES.includes(kvType)) throw new Error(`--cache-type must be ${KV_TYPES.join(', ')}, got '${values['cache-type']}'`);
+  const cacheType = (flag: 'cache-type' | 'cache-type-k' | 'cache-type-v'): KvType => {
+    const t = (values[flag] ?? values['cache-type']) as KvType;
+    if (!KV_TYPES.includes(t)) throw new Error(`--${flag} must be ${KV_TYPES.join(', ')}, got '${t}'`);
+    return t;
+  };
+  cacheType('cache-type');
+  const kvType = cacheType('cache-type-k'), kvTypeV = cacheType('cache-type-v');
   // The hardware profile in the data directory (kail profile) supplies budgets and bandwidth.
   const profile = values['data-dir'] ? readHardwareProfile(values['data-dir']) : null;
   if (profile) process.stderr.write(`engine: hardware profile ${hardwareProfilePath(values['data-dir']!)} (RAM budget ${profile.defaults.ramBytes} bytes, I/O depth ${profile.defaults.ioThreads})\n`);
@@ -56,7 +64,7 @@ async function main() {
     maxDecodeStallMs: int('max-stall-ms', values['max-stall-ms'], 0),
     modelsDir: values['models-dir'],
     defaultRamBudgetBytes: values.ram ? parseByteSize(values.ram) : undefined,
-    loadOptions: { kvType },
+    loadOptions: { kvType, kvTypeV },
   });
   for (const m of values.model) {
     // id=path or just path

@@ -82,7 +82,7 @@ export interface LocalModelHostOptions {
   /** Where the profile was read from (for messages). */
   profileFile?: string;
   /** Options passed to every EngineModel.load (I/O threads, direct I/O, prefetch, cache policy). */
-  loadOptions?: Pick<LoadModelOptions, 'ioThreads' | 'directIo' | 'prefetch' | 'cachePolicy' | 'ramReserveBytes' | 'kvType'>;
+  loadOptions?: Pick<LoadModelOptions, 'ioThreads' | 'directIo' | 'prefetch' | 'cachePolicy' | 'ramReserveBytes' | 'kvType' | 'kvTypeV'>;
   /** A running request with no forward pass completed for this long makes health NOT_SERVING. Default 60000 ms. */
   stallTimeoutMs?: number;
 }
@@ -374,6 +374,7 @@ export class LocalModelHost implements ModelHost {
       ramBudgetBytes: model.plan ? model.plan.ramBytes : 0,
       slots: model.nSeqMax,
       kvType: this.opts.loadOptions?.kvType ?? 'f16',
+      kvTypeV: this.opts.loadOptions?.kvTypeV ?? this.opts.loadOptions?.kvType ?? 'f16',
     });
     const loaded: Loaded = { info, model, engine, spec, lastSteps: 0, lastProgress: Date.now() };
     try {

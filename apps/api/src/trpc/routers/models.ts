@@ -37,6 +37,8 @@ function modelView(m: common.ModelInfo) {
     expiresAtUnixMs: m.expiresAtUnixMs,
     /** A loaded model's KV cache type (f16, q8_0, q4_0, ...: KV_TYPES); '' for a file not loaded. */
     kvType: m.kvType,
+    /** Its V rows' type (llama.cpp's -ctv), kvType unless set apart. */
+    kvTypeV: m.kvTypeV || m.kvType,
     residency: tierBytes(m.residency),
     tensorTypes: Object.entries(m.tensorTypeBytes)
       .map(([type, b]) => ({ type, bytes: b }))

@@ -235,8 +235,10 @@ export interface ModelInfo {
    * since the epoch, if nothing uses it before; 0 = it stays loaded.
    */
   expiresAtUnixMs: number;
-  /** A loaded model's KV cache type: "f16", "f32" or "q8_0". */
+  /** A loaded model's KV cache type ("f16", "q8_0", "q4_0", ...): its K rows' (and MLA latents'). */
   kvType: string;
+  /** Its V rows' type (llama.cpp's -ctv), the same as kv_type unless set apart. */
+  kvTypeV: string;
 }
 
 export interface ModelInfo_TensorTypeBytesEntry {
@@ -1460,6 +1462,7 @@ function createBaseModelInfo(): ModelInfo {
     chatTemplate: "",
     expiresAtUnixMs: 0,
     kvType: "",
+    kvTypeV: "",
   };
 }
 
@@ -1515,6 +1518,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     }
     if (message.kvType !== "") {
       writer.uint32(138).string(message.kvType);
+    }
+    if (message.kvTypeV !== "") {
+      writer.uint32(146).string(message.kvTypeV);
     }
     return writer;
   },
@@ -1671,6 +1677,14 @@ export const ModelInfo: MessageFns<ModelInfo> = {
             message.kvType = reader.string();
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.kvTypeV = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1768,6 +1782,11 @@ export const ModelInfo: MessageFns<ModelInfo> = {
         : isSet(object.kv_type)
         ? globalThis.String(object.kv_type)
         : "",
+      kvTypeV: isSet(object.kvTypeV)
+        ? globalThis.String(object.kvTypeV)
+        : isSet(object.kv_type_v)
+        ? globalThis.String(object.kv_type_v)
+        : "",
     };
   },
 
@@ -1830,6 +1849,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     if (message.kvType !== "") {
       obj.kvType = message.kvType;
     }
+    if (message.kvTypeV !== "") {
+      obj.kvTypeV = message.kvTypeV;
+    }
     return obj;
   },
 
@@ -1865,6 +1887,7 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     message.chatTemplate = object.chatTemplate ?? "";
     message.expiresAtUnixMs = object.expiresAtUnixMs ?? 0;
     message.kvType = object.kvType ?? "";
+    message.kvTypeV = object.kvTypeV ?? "";
     return message;
   },
 };
