@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { getPreset, writeLoraAdapter } from '@kailstream/tools';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
 
@@ -89,6 +90,35 @@ describe('kail plan and --ram', () => {
     const short = kail('perplexity', '-m', model, '-f', text, '-c', '64');
     expect(short.status).not.toBe(0);
     expect(short.stderr).toMatch(/tokenizes to \d+ tokens; a chunk size of 64 needs at least 128/);
+  });
+
+  it('--lora / --lora-scaled apply LoRA adapters (llama.cpp\'s syntax); scale 0 is the base model; a bad one is an error', () => {
+    const text = path.join(dir, 'lora.txt');
+    fs.writeFileSync(text, 'Adapters add a low-rank delta to the projections they name, and nothing else. '.repeat(40));
+    const adapter = path.join(dir, 'demo-lora.gguf');
+    writeLoraAdapter({ config: getPreset('tiny-qwen3moe').config, out: adapter, rank: 8, alpha: 16, bStd: 0.2 });
+    const ppl = (...a: string[]) => {
+      const r = kail('perplexity', '-m', model, '-f', text, '-c', '64', '--chunks', '2', '-t', '2', '--json', ...a);
+      expect(r.stderr).not.toMatch(/error/i);
+      return JSON.parse(r.stdout).ppl as number;
+    };
+    const base = ppl();
+    expect(ppl('--lora', adapter)).not.toBe(base);
+    expect(ppl('--lora-scaled', `${adapter}:0`)).toBe(base);
+    // With experts streaming under --ram: the same.
+    expect(ppl('--lora', adapter, '--ram', String(ram), '--reserve', '0')).toBe(ppl('--lora', adapter));
+    // Two halves are one adapter at 0.5, up to the order of float sums.
+    const half = ppl('--lora-scaled', `${adapter}:0.5`);
+    expect(half).not.toBe(base);
+    expect(Math.abs(ppl('--lora-scaled', `${adapter}:0.25,${adapter}:0.25`) - half) / half).toBeLessThan(1e-5);
+    const r = kail('run', '-m', model, '-p', 'Hello', '-n', '4', '-t', '2', '--lora', adapter, '--json');
+    expect(r.status).toBe(0);
+    const bad = kail('run', '-m', model, '-n', '1', '--lora-scaled', adapter);
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain(`--lora-scaled takes FNAME:SCALE, got '${adapter}'`);
+    const wrong = kail('run', '-m', model, '-n', '1', '--lora', model);
+    expect(wrong.status).not.toBe(0);
+    expect(wrong.stderr).toContain("general.type is 'model', expected 'adapter'");
   });
 
   it('bench --ram reports the generation phase of the stream', () => {

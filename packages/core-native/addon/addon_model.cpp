@@ -134,6 +134,18 @@ kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
         mp.n_threads = static_cast<int>(get_num(p, "threads", 0));
         mp.kv_type = static_cast<uint32_t>(get_num(p, "kvType", 1));
         mp.kv_type_v = static_cast<uint32_t>(get_num(p, "kvTypeV", mp.kv_type));
+        // lora: [{path, scale}] (model_params::lora)
+        const Napi::Value lv = p.Get("lora");
+        if (!lv.IsUndefined()) {
+            if (!lv.IsArray()) throw kail::error(kail::KAIL_E_INVALID_ARG, "lora must be an array of {path, scale}");
+            Napi::Array la = lv.As<Napi::Array>();
+            for (uint32_t k = 0; k < la.Length(); k++) {
+                const Napi::Value e = la.Get(k);
+                if (!e.IsObject() || !e.As<Napi::Object>().Get("path").IsString()) throw kail::error(kail::KAIL_E_INVALID_ARG, "lora[" + std::to_string(k) + "] needs a path");
+                Napi::Object eo = e.As<Napi::Object>();
+                mp.lora.push_back({eo.Get("path").As<Napi::String>().Utf8Value(), static_cast<float>(get_num(eo, "scale", 1.0))});
+            }
+        }
         mp.n_ctx = static_cast<int64_t>(get_num(p, "nCtx", 4096));
         mp.n_seq_max = static_cast<int>(get_num(p, "nSeqMax", 1));
         mp.kv_max_bytes = static_cast<uint64_t>(get_num(p, "kvMaxBytes", 0));

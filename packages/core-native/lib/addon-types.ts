@@ -123,6 +123,8 @@ export interface ModelParams {
   kvType?: number;
   /** Element type of V rows; defaults to kvType. */
   kvTypeV?: number;
+  /** LoRA adapters (GGUF adapter files), applied in order with their scales (default 1). */
+  lora?: { path: string; scale?: number }[];
   /** Positions per sequence. */
   nCtx?: number;
   /** Sequence slots. */

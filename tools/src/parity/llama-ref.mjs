@@ -11,7 +11,7 @@
 //       grammar allows (less the banned ones), ending at end of generation
 //   node tools/src/parity/llama-ref.mjs batch --jobs jobs.json
 //       jobs.json: [{"model": "a.gguf", "tokens": [1, 2] | "text": "...", "out": "/tmp/a",
-//       "generate": 8}, ...]; one process for many logits runs (loading llama.cpp takes seconds on a
+//       "generate": 8, "lora": [{"path": "a.lora.gguf", "scale": 1}]}, ...]; one process for many logits runs (loading llama.cpp takes seconds on a
 //       busy machine); "generate" adds that many greedy tokens to the sidecar ("generated")
 //
 // Common options: --threads N (default 2), --kv f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1 (default f32:
@@ -51,7 +51,7 @@ export async function getCpuLlama({ threads = 2, verbose = false } = {}) {
 /**
  * Opens a model and one context sequence.
  * @param {string} modelPath
- * @param {{threads?: number, kv?: keyof typeof KV, kvV?: keyof typeof KV, flashAttention?: 'off'|'on'|'auto', ctx?: number, batch?: number, verbose?: boolean}} [opts]
+ * @param {{threads?: number, kv?: keyof typeof KV, kvV?: keyof typeof KV, lora?: {path: string, scale?: number}[], flashAttention?: 'off'|'on'|'auto', ctx?: number, batch?: number, verbose?: boolean}} [opts]
  */
 export async function openModel(modelPath, opts = {}) {
   const threads = opts.threads ?? 2;
@@ -72,6 +72,7 @@ export async function openModel(modelPath, opts = {}) {
     flashAttention: FA[fa],
     experimentalKvCacheKeyType: KV[kv],
     experimentalKvCacheValueType: KV[kvV],
+    ...(opts.lora?.length ? { lora: { adapters: opts.lora.map((l) => ({ filePath: path.resolve(l.path), scale: l.scale ?? 1 })) } } : {}),
   });
   const sequence = context.getSequence();
   const settings = { threads, kv, kvV, flashAttention: fa, ctx: context.contextSize, batch: context.batchSize };
@@ -206,7 +207,7 @@ async function runBatch(jobsFile, opts) {
   const results = [];
   for (const job of jobs) {
     if (!job.model || !job.out) throw new Error('each job needs "model" and "out"');
-    const handle = await openModel(job.model, opts);
+    const handle = await openModel(job.model, job.lora ? { ...opts, lora: job.lora } : opts);
     try {
       const tokens = job.tokens ?? tokenize(handle, String(job.text ?? ''), { special: !!job.special, bos: job.bos ?? true });
       if (tokens.length === 0) throw new Error(`job for ${job.model} has no tokens`);

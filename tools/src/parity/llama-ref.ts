@@ -148,7 +148,7 @@ export async function llamaLogits(model: string, tokens: number[], opts: LlamaRe
  * `generate: n` also records n greedy tokens after the input in `meta.generated`.
  */
 export async function llamaLogitsBatch(
-  jobs: { model: string; tokens?: number[]; text?: string; generate?: number }[],
+  jobs: { model: string; tokens?: number[]; text?: string; generate?: number; lora?: { path: string; scale?: number }[] }[],
   opts: LlamaRefOptions = {},
 ): Promise<LlamaLogits[]> {
   const { dir } = tempPrefix();

@@ -100,6 +100,8 @@ const VRAM_HELP = 'GPU memory for experts: no VRAM tier in this build, so only 0
 
 /** Flags of the expert-streaming budget, shared by run, bench and plan. */
 interface StreamOpts extends CacheTypeOpts {
+  lora: string[];
+  loraScaled: string[];
   ram?: number;
   reserve?: number;
   ioThreads?: number;
@@ -134,8 +136,22 @@ export function kvTypesOf(o: CacheTypeOpts): { kvType: KvType; kvTypeV: KvType }
   return { kvType: o.cacheTypeK ?? o.cacheType, kvTypeV: o.cacheTypeV ?? o.cacheType };
 }
 
+/** --lora FNAME[,FNAME...] and --lora-scaled FNAME:SCALE[,...], as llama.cpp takes them; repeatable. */
+export function loraAdapters(lora: string[], scaled: string[]): { path: string; scale: number }[] {
+  const out = lora.flatMap((v) => v.split(',')).filter((p) => p !== '').map((path) => ({ path, scale: 1 }));
+  for (const item of scaled.flatMap((v) => v.split(','))) {
+    const i = item.lastIndexOf(':');
+    const scale = i > 0 ? Number(item.slice(i + 1)) : NaN;
+    if (i <= 0 || item.slice(i + 1).trim() === '' || !Number.isFinite(scale)) throw new Error(`--lora-scaled takes FNAME:SCALE, got '${item}'`);
+    out.push({ path: item.slice(0, i), scale });
+  }
+  return out;
+}
+
 function addStreamOptions(cmd: Command): Command {
   return addCacheTypeOptions(cmd)
+    .option('--lora <files>', "LoRA adapter (a GGUF adapter file; comma-separated for several), applied at scale 1; repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--lora-scaled <file:scale>', 'LoRA adapter with its scale, FNAME:SCALE (comma-separated for several); repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes): routed experts stream from storage into what it leaves', bytes('--ram'))
     .option('--vram <bytes>', VRAM_HELP, vramBytes)
     .option('--reserve <bytes>', `part of --ram held back for this process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
@@ -164,8 +180,10 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
     readBytes = d.readBytes;
     for (const l of d.lines) log(`kail: ${l}`);
   }
+  const lora = loraAdapters(o.lora ?? [], o.loraScaled ?? []);
   return {
     ...kvTypesOf(o),
+    ...(lora.length ? { lora } : {}),
     ramBytes,
     ramReserveBytes: o.reserve,
     ioThreads,

@@ -71,6 +71,17 @@ struct program {
     int                      n_expert = 0;
 };
 
+// A LoRA adapter (llama.cpp's GGUF adapter files: general.type "adapter", adapter.type "lora",
+// tensors NAME.lora_a / NAME.lora_b next to the base model's NAME, adapter.lora.alpha). Each dense
+// projection W with a pair computes W x + s * B (A x), s = scale * alpha / rank (scale alone when
+// alpha is 0), as llama.cpp's build_lora_mm; the token embedding adds s * B A[token] (its pair
+// stored as llama.cpp's converter writes it). Pairs for tensors kail computes inside fused ops
+// (routed experts, MLA's up-projections, routers) are refused at load.
+struct lora_adapter_spec {
+    std::string path;
+    float       scale = 1.0f;
+};
+
 struct model_params {
     int      n_threads = 0;       // 0 = physical cores
     // KV cache element types (is_kv_cache_type; quantized ones need head dims, for MLA the latent,
@@ -78,6 +89,7 @@ struct model_params {
     // V rows (-ctv). Each defaults to F16.
     uint32_t kv_type = 1;
     uint32_t kv_type_v = 1;
+    std::vector<lora_adapter_spec> lora;  // applied in this order
     int64_t  n_ctx = 4096;        // max positions per sequence
     int      n_seq_max = 1;       // sequence slots
     uint64_t kv_max_bytes = 0;    // 0 = unlimited

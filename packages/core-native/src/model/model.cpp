@@ -108,6 +108,14 @@ struct model::impl {
     // resolved weights per op: role -> tensor
     std::vector<std::map<std::string, tensor_ref>> wts;
 
+    // LoRA (model_params::lora): per op, the pairs on its weight, in adapter order.
+    struct lora_pair {
+        tensor_ref a, b;
+        float      scale = 1.0f;  // adapter scale x alpha / rank
+    };
+    std::vector<std::shared_ptr<gguf_file>> lora_files;
+    std::vector<std::vector<lora_pair>>     lora;
+
     // scratch
     std::vector<std::vector<float>> bufs;
     std::vector<uint8_t>            qscratch;
@@ -364,6 +372,73 @@ void setup_streaming(model::impl & m) {
 
 } // namespace
 
+// Opens params.lora's adapters and attaches each lora_a/lora_b pair to the op computing its base
+// tensor, checking what llama.cpp's llama_adapter_lora_init checks (type, architecture, shapes).
+static void load_lora_adapters(model::impl & m) {
+    m.lora.assign(m.prog.ops.size(), {});
+    if (m.params.lora.empty()) return;
+    // Base tensor -> the ops that read it, with their role.
+    std::map<std::string, std::vector<std::pair<size_t, std::string>>> users;
+    for (size_t i = 0; i < m.prog.ops.size(); i++)
+        for (auto & [role, name] : m.prog.ops[i].weights) users[name].push_back({i, role});
+    const std::string arch = m.file->get_str("general.architecture", "");
+    for (const lora_adapter_spec & spec : m.params.lora) {
+        const std::string what = "LoRA adapter " + spec.path + ": ";
+        if (!std::isfinite(spec.scale)) throw error(KAIL_E_INVALID_ARG, what + "scale must be a finite number");
+        std::shared_ptr<gguf_file> f = gguf_file::open(spec.path);
+        const std::string gtype = f->get_str("general.type", "");
+        if (gtype != "adapter") throw error(KAIL_E_BAD_MODEL, what + "general.type is '" + gtype + "', expected 'adapter' (is this a model rather than an adapter?)");
+        const std::string atype = f->get_str("adapter.type", "");
+        if (atype != "lora") throw error(KAIL_E_UNSUPPORTED, what + "adapter.type is '" + atype + "', expected 'lora'");
+        const std::string aarch = f->get_str("general.architecture", "");
+        if (aarch != arch) throw error(KAIL_E_INVALID_ARG, what + "made for architecture '" + aarch + "', the model is '" + arch + "'");
+        for (const gguf_kv & kv : f->metadata())
+            if (kv.key == "adapter.alora.invocation_tokens") throw error(KAIL_E_UNSUPPORTED, what + "activated LoRA (aLoRA, adapter.alora.invocation_tokens) is not supported");
+        const float alpha = f->get_f32("adapter.lora.alpha", 0.0f);
+        std::map<std::string, std::pair<const gguf_tensor_info *, const gguf_tensor_info *>> pairs;
+        auto ends = [](const std::string & s, const std::string & suf) { return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0; };
+        for (const gguf_tensor_info & t : f->tensors()) {
+            if (ends(t.name, ".lora_a")) pairs[t.name.substr(0, t.name.size() - 7)].first = &t;
+            else if (ends(t.name, ".lora_b")) pairs[t.name.substr(0, t.name.size() - 7)].second = &t;
+            else if (ends(t.name, "_norm.weight")) continue;  // as llama.cpp: norm deltas are not applied
+            else throw error(KAIL_E_BAD_MODEL, what + "tensor '" + t.name + "' has an unexpected suffix (expected .lora_a or .lora_b)");
+        }
+        for (auto & [base, ab] : pairs) {
+            const std::string pre = what + "tensor '" + base + "': ";
+            if (!ab.first || !ab.second) throw error(KAIL_E_BAD_MODEL, pre + "lora_a or lora_b is missing");
+            const gguf_tensor_info * bt = m.file->find_tensor(base);
+            if (!bt) throw error(KAIL_E_INVALID_ARG, pre + "not in the base model (a different base model?)");
+            auto it = users.find(base);
+            if (it == users.end()) continue;  // a tensor this program never reads (e.g. an MTP block's)
+            const gguf_tensor_info * a = ab.first, * b = ab.second;
+            for (const gguf_tensor_info * t : {a, b}) {
+                const type_traits * tr = type_traits_get(t->type);
+                if (t->n_dims > 2 || !tr || !tr->compute) throw error(KAIL_E_BAD_MODEL, pre + "'" + t->name + "' must be a 2-D matrix of a type kail computes with, is " + type_name(t->type) + " " + shape_str(t));
+            }
+            const int64_t rank = b->ne[0];
+            if (a->ne[0] % type_traits_get(a->type)->block_size || rank % type_traits_get(b->type)->block_size)
+                throw error(KAIL_E_BAD_MODEL, pre + "rows that are not whole blocks of their type");
+                        const bool tied = std::any_of(it->second.begin(), it->second.end(), [&](auto & u) { return m.prog.ops[u.first].type == OP_EMBED; }) &&
+                              std::any_of(it->second.begin(), it->second.end(), [&](auto & u) { return m.prog.ops[u.first].type == OP_MATMUL; });
+            if (tied) throw error(KAIL_E_UNSUPPORTED, pre + "the token embedding is also this model's output projection (tied); LoRA on it is not supported");
+            for (auto & [oi, role] : it->second) {
+                const op_type ty = m.prog.ops[oi].type;
+                const bool embed = ty == OP_EMBED;
+                if (role != "weight" || (ty != OP_MATMUL && !embed))
+                    throw error(KAIL_E_UNSUPPORTED, pre + "kail applies LoRA to dense projections and the token embedding; this tensor is computed inside a fused op (" + role + ")");
+                // As llama.cpp: a projection's A is [n_in, rank] and B [rank, n_out]; the
+                // embedding's pair is flipped, A [rank, n_vocab] (rows gathered) and B [rank, n_embd].
+                const bool ok = embed ? bt->ne[0] == b->ne[1] && bt->ne[1] == a->ne[1] && a->ne[0] == rank
+                                      : bt->ne[0] == a->ne[0] && bt->ne[1] == b->ne[1] && a->ne[1] == rank;
+                if (!ok) throw error(KAIL_E_INVALID_ARG, pre + "lora_a " + shape_str(a) + " / lora_b " + shape_str(b) + " do not fit " + shape_str(bt) + " (a different base model?)");
+                const float s = alpha != 0.0f ? spec.scale * alpha / static_cast<float>(rank) : spec.scale;
+                m.lora[oi].push_back({tensor_ref{a, f->tensor_data(*a)}, tensor_ref{b, f->tensor_data(*b)}, s});
+            }
+        }
+        m.lora_files.push_back(std::move(f));
+    }
+}
+
 model::model(std::shared_ptr<gguf_file> file, program prog, const model_params & params) : impl_(new impl) {
     impl & m = *impl_;
     m.file = std::move(file);
@@ -453,6 +528,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             if (ff.info) check(ff.type() == KAIL_TYPE_F32 && ff.info->n_elements >= half, "RoPE frequency factors '" + ff.info->name + "' must be F32 with " + std::to_string(half) + " elements, is " + type_name(ff.type()) + " " + shape_str(ff.info));
         }
     }
+    load_lora_adapters(m);
     for (size_t i = 0; i < m.prog.ops.size(); i++) {
         if (m.prog.ops[i].type == OP_MATMUL && m.prog.ops[i].out == m.prog.logits) n_vocab_ = m.weight(i, "weight").ne(1);
     }
@@ -592,6 +668,16 @@ void op_embed(exec_ctx & x, const op_desc & op, size_t oi) {
         if (tok < 0 || tok >= n_vocab) throw error(KAIL_E_INVALID_ARG, "token id " + std::to_string(tok) + " outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
         dequantize_row(w.type(), w.data + static_cast<size_t>(tok) * w.row_bytes(), out + t * ow, d);
     }
+    for (const model::impl::lora_pair & l : x.m.lora[oi]) {
+        // llama.cpp's build_inp_embd: + scale * B A[token] (A's rows gathered as floats).
+        const int64_t r = l.a.ne(0);
+        std::vector<float> rows(static_cast<size_t>(x.n_tok * r)), delta(static_cast<size_t>(x.n_tok * d));
+        for (int64_t t = 0; t < x.n_tok; t++)
+            dequantize_row(l.a.type(), l.a.data + static_cast<size_t>(x.b.tokens[t]) * l.a.row_bytes(), rows.data() + t * r, r);
+        matmul(l.b.type(), l.b.data, l.b.row_bytes(), d, r, rows.data(), static_cast<size_t>(r) * 4, x.n_tok, delta.data(), static_cast<size_t>(d) * 4, x.m.pool.get());
+        for (int64_t t = 0; t < x.n_tok; t++)
+            for (int64_t i = 0; i < d; i++) out[t * ow + i] += l.scale * delta[t * d + i];
+    }
 }
 
 void rms_norm_row(const float * x, float * y, int64_t n, float eps, const float * w) {
@@ -632,6 +718,20 @@ void op_matmul(exec_ctx & x, const op_desc & op, size_t oi) {
     matmul(w.type(), w.data, w.row_bytes(), w.ne(1), w.ne(0),
            x.ptr(op.a) + a_off, static_cast<size_t>(x.width(op.a)) * 4, rows,
            x.ptr(op.out) + o_off, static_cast<size_t>(x.width(op.out)) * 4, x.m.pool.get());
+    for (const model::impl::lora_pair & l : x.m.lora[oi]) {
+        // llama.cpp's build_lora_mm: + scale * B (A x).
+        const int64_t r = l.b.ne(0), n_out = w.ne(1);
+        std::vector<float> ax(static_cast<size_t>(rows * r)), bax(static_cast<size_t>(rows * n_out));
+        matmul(l.a.type(), l.a.data, l.a.row_bytes(), r, l.a.ne(0), x.ptr(op.a) + a_off, static_cast<size_t>(x.width(op.a)) * 4, rows,
+               ax.data(), static_cast<size_t>(r) * 4, x.m.pool.get());
+        matmul(l.b.type(), l.b.data, l.b.row_bytes(), n_out, r, ax.data(), static_cast<size_t>(r) * 4, rows,
+               bax.data(), static_cast<size_t>(n_out) * 4, x.m.pool.get());
+        for (int64_t t = 0; t < rows; t++) {
+            float * y = x.ptr(op.out) + t * x.width(op.out) + o_off;
+            const float * d = bax.data() + t * n_out;
+            for (int64_t i = 0; i < n_out; i++) y[i] += l.scale * d[i];
+        }
+    }
     const tensor_ref bias = x.m.weight(oi, "bias");
     if (bias.info) {
         const float * bp = reinterpret_cast<const float *>(bias.data);

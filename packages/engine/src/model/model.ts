@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
+import nodePath from 'node:path';
 import type { ForwardBatch, GgufTensorInfo, ModelParams, ModelProgram, NativeGgufFile, NativeModel, NativeResidencyPlan } from '@kailstream/core-native';
 
 import { EngineError, toEngineError } from '../errors';
@@ -58,6 +59,13 @@ export interface LoadModelOptions {
    * kvType is K's and, for MLA, the latent cache's; MLA stores no V). Default: kvType.
    */
   kvTypeV?: KvType;
+  /**
+   * LoRA adapters (llama.cpp's GGUF adapter files, `--lora` / `--lora-scaled`), applied in order,
+   * each with its scale (default 1; the delta is scale x alpha / rank x B A x). Dense projections
+   * and the token embedding take them; pairs on routed experts or other fused weights are refused
+   * at load. The adapter files are mapped, not counted in a RAM budget.
+   */
+  lora?: { path: string; scale?: number }[];
   /** Memory the load may plan against; default: MemAvailable from /proc/meminfo (or os.freemem()). */
   memoryAvailableBytes?: number;
   /**
@@ -271,6 +279,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     threads: opts.threads ?? 0,
     kvType: kvTypeId(opts.kvType),
     kvTypeV: kvTypeId(opts.kvTypeV ?? opts.kvType),
+    ...(opts.lora?.length ? { lora: opts.lora.map((l) => ({ path: nodePath.resolve(l.path), scale: l.scale ?? 1 })) } : {}),
     nCtx,
     nSeqMax,
     nBatch,

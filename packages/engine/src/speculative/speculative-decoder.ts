@@ -215,8 +215,9 @@ export class SpeculativeDecoder {
     if (!cfg.draftPath && !cfg.mtp) return null;
     // The MTP block is part of the target's file: it loads from there, mapped like the target's weights.
     const draft = cfg.mtp
-      ? EngineModel.load(target.path, { threads: target.runtime.nThreads, kvType: load.kvType, kvTypeV: load.kvTypeV, nCtx: target.nCtx, nSeqMax: target.nSeqMax, nBatch: target.nBatch, mtp: true })
-      : EngineModel.load(cfg.draftPath!, { threads: target.runtime.nThreads, ...load, nCtx: target.nCtx, nSeqMax: target.nSeqMax });
+      ? EngineModel.load(target.path, { threads: target.runtime.nThreads, kvType: load.kvType, kvTypeV: load.kvTypeV, lora: load.lora, nCtx: target.nCtx, nSeqMax: target.nSeqMax, nBatch: target.nBatch, mtp: true })
+      : // The target's LoRA adapters are the target's (llama.cpp's --lora too): the draft has none.
+        EngineModel.load(cfg.draftPath!, { threads: target.runtime.nThreads, ...load, lora: undefined, nCtx: target.nCtx, nSeqMax: target.nSeqMax });
     try {
       const d = new SpeculativeDecoder(target, cfg.mtp ? { mtp: draft, k, adaptive: cfg.adaptive } : { draft, k, adaptive: cfg.adaptive });
       d.ownsDraft = true;
