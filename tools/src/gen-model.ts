@@ -1,6 +1,7 @@
 // gen-model: writes a random-weight GGUF test model.
 //   node tools/dist/gen-model.js --preset tiny-qwen3moe --type F32 --seed 1 --out /tmp/m.gguf
 //   node tools/dist/gen-model.js --arch llama --dim 512 --layers 8 --type Q4_K_M --out m.gguf
+//   node tools/dist/gen-model.js --preset tiny-llama --lora-rank 8 --out a.gguf   (a LoRA adapter for it)
 //   node tools/dist/gen-model.js --inspect m.gguf
 import fs from 'node:fs';
 import path from 'node:path';
@@ -10,6 +11,7 @@ import { GgmlType, ggmlTypeTraits, GgufType } from './gguf/constants';
 import { readGgufHeader } from './gguf/reader';
 import type { ModelConfig } from './models/arch';
 import { archNames } from './models/architectures';
+import { writeLoraAdapter } from './models/lora';
 import { writeModelParallel } from './models/parallel';
 import { DEFAULT_PRESET_FOR_ARCH, getPreset, PRESETS } from './models/presets';
 import { FILE_TYPES, parseFileType } from './models/quant-plan';
@@ -36,6 +38,12 @@ const USAGE = `usage: gen-model (--preset NAME | --arch ARCH) --out FILE [option
   --expert-pool N     quantized expert tensors: rows drawn from a pool of N quantized random rows per
                       tensor (benchmark files of tens of GB in minutes; recorded in the file)
   --threads N         worker threads for generation and quantization (default: all cores)
+  --lora-rank N       write a LoRA adapter of rank N for the model these options describe, instead
+                      of the model (llama.cpp's GGUF adapter format, tools/src/models/lora.ts)
+  --lora-alpha X      its adapter.lora.alpha (default 16)
+  --lora-targets L    comma-separated: attn_q, ffn_down, ... (per block) or whole names
+                      (output.weight, token_embd.weight); default the attention and dense-FFN
+                      projections and output.weight
   --json              print the summary as JSON
   --quiet             no progress on stderr`;
 
@@ -58,7 +66,7 @@ function parseNum(name: string, s: string): number {
 
 export async function main(argv: string[]): Promise<number> {
   const strOpts = Object.fromEntries(
-    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'chat-template-file', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type', 'threads', 'expert-pool'].map(
+    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'chat-template-file', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type', 'threads', 'expert-pool', 'lora-rank', 'lora-alpha', 'lora-targets'].map(
       (k) => [k, { type: 'string' as const }],
     ),
   );
@@ -116,6 +124,20 @@ export async function main(argv: string[]): Promise<number> {
   const fileType = parseFileType(typeof v.type === 'string' ? v.type : 'F32');
   const seed = typeof v.seed === 'string' ? parseIntStrict('seed', v.seed) : 1;
   const quiet = !!v.quiet || !!v.json;
+  if (typeof v['lora-rank'] === 'string') {
+    const r = writeLoraAdapter({
+      config,
+      out: path.resolve(v.out as string),
+      rank: parseIntStrict('lora-rank', v['lora-rank']),
+      alpha: typeof v['lora-alpha'] === 'string' ? parseNum('lora-alpha', v['lora-alpha']) : undefined,
+      targets: typeof v['lora-targets'] === 'string' ? v['lora-targets'].split(',') : undefined,
+      type: fileType === 'F16' ? 'F16' : 'F32',
+      seed,
+    });
+    if (v.json) console.log(JSON.stringify(r));
+    else if (!quiet) process.stderr.write(`wrote LoRA adapter ${r.path} (${r.tensors.length} tensors adapted)\n`);
+    return 0;
+  }
 
   let lastReport = 0;
   const res = await writeModelParallel({

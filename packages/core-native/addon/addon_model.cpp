@@ -313,6 +313,8 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             InstanceMethod("seqLen", &AddonModel::seq_len),
             InstanceMethod("seqTruncate", &AddonModel::seq_truncate),
             InstanceMethod("seqCopy", &AddonModel::seq_copy),
+            InstanceMethod("setLoraScales", &AddonModel::set_lora_scales),
+            InstanceAccessor("nLora", &AddonModel::n_lora, nullptr),
             InstanceMethod("stats", &AddonModel::stats),
             InstanceMethod("plan", &AddonModel::plan),
             InstanceMethod("cancel", &AddonModel::cancel),
@@ -407,6 +409,24 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             const int64_t kept = m(info.Env()).seq_truncate(static_cast<int>(arg_number(info, 0, "seq")), static_cast<int64_t>(arg_number(info, 1, "len")));
             return Napi::Number::New(info.Env(), static_cast<double>(kept));
         });
+    }
+    Napi::Value set_lora_scales(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value {
+            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change LoRA scales during a forward pass");
+            if (info.Length() < 2 || !info[1].IsArray()) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "setLoraScales(seq, scales[])");
+            Napi::Array a = info[1].As<Napi::Array>();
+            std::vector<float> scales;
+            for (uint32_t k = 0; k < a.Length(); k++) {
+                const Napi::Value v = a.Get(k);
+                if (!v.IsNumber()) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "LoRA scales must be numbers");
+                scales.push_back(v.As<Napi::Number>().FloatValue());
+            }
+            m(info.Env()).set_lora_scales(static_cast<int>(arg_number(info, 0, "seq")), scales);
+            return info.Env().Undefined();
+        });
+    }
+    Napi::Value n_lora(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value { return Napi::Number::New(info.Env(), m(info.Env()).n_lora()); });
     }
     Napi::Value seq_copy(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value {

@@ -310,6 +310,10 @@ export interface NativeModel {
   /** Keeps positions [0, len); returns how many it kept: len, or 0 when a sliding-window layer's ring no longer holds the window before len. */
   seqTruncate(seq: number, len: number): number;
   seqCopy(src: number, dst: number): void;
+  /** LoRA adapters loaded (params.lora). */
+  readonly nLora: number;
+  /** The scale sequence `seq` applies each adapter with (nLora numbers; each sequence starts at params.lora's). */
+  setLoraScales(seq: number, scales: number[]): void;
   stats(): NativeModelStats;
   /** The residency plan the model was loaded with; null on the in-memory path. */
   plan(): NativeResidencyPlan | null;

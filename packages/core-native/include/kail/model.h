@@ -156,6 +156,11 @@ class model {
     int64_t seq_truncate(int seq, int64_t len);
     void    seq_clear(int seq) { seq_truncate(seq, 0); }
     void    seq_copy(int src, int dst);          // dst becomes a copy of src's cache
+    // LoRA: how many adapters are loaded, and the scale sequence `seq` applies each with (one per
+    // adapter, in load order; each sequence starts at model_params::lora's scales). Sequences with
+    // different scales share a forward pass: the delta is scaled per row.
+    int     n_lora() const;
+    void    set_lora_scales(int seq, const std::vector<float> & scales);
     uint64_t kv_bytes_used() const;
     uint64_t kv_bytes_per_token() const;
     // The KV cache at n_ctx positions for every sequence (kv_bytes_per_sequence: rings for sliding windows).

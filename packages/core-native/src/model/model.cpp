@@ -111,10 +111,12 @@ struct model::impl {
     // LoRA (model_params::lora): per op, the pairs on its weight, in adapter order.
     struct lora_pair {
         tensor_ref a, b;
-        float      scale = 1.0f;  // adapter scale x alpha / rank
+        float      factor = 1.0f;  // alpha / rank (1 without alpha)
+        int        adapter = 0;    // index into params.lora
     };
     std::vector<std::shared_ptr<gguf_file>> lora_files;
     std::vector<std::vector<lora_pair>>     lora;
+    std::vector<std::vector<float>>         lora_scale;  // [seq][adapter]: the scale that sequence applies
 
     // scratch
     std::vector<std::vector<float>> bufs;
@@ -376,6 +378,9 @@ void setup_streaming(model::impl & m) {
 // tensor, checking what llama.cpp's llama_adapter_lora_init checks (type, architecture, shapes).
 static void load_lora_adapters(model::impl & m) {
     m.lora.assign(m.prog.ops.size(), {});
+    std::vector<float> scales;
+    for (const lora_adapter_spec & spec : m.params.lora) scales.push_back(spec.scale);
+    m.lora_scale.assign(static_cast<size_t>(std::max(0, m.params.n_seq_max)), scales);
     if (m.params.lora.empty()) return;
     // Base tensor -> the ops that read it, with their role.
     std::map<std::string, std::vector<std::pair<size_t, std::string>>> users;
@@ -431,8 +436,8 @@ static void load_lora_adapters(model::impl & m) {
                 const bool ok = embed ? bt->ne[0] == b->ne[1] && bt->ne[1] == a->ne[1] && a->ne[0] == rank
                                       : bt->ne[0] == a->ne[0] && bt->ne[1] == b->ne[1] && a->ne[1] == rank;
                 if (!ok) throw error(KAIL_E_INVALID_ARG, pre + "lora_a " + shape_str(a) + " / lora_b " + shape_str(b) + " do not fit " + shape_str(bt) + " (a different base model?)");
-                const float s = alpha != 0.0f ? spec.scale * alpha / static_cast<float>(rank) : spec.scale;
-                m.lora[oi].push_back({tensor_ref{a, f->tensor_data(*a)}, tensor_ref{b, f->tensor_data(*b)}, s});
+                const float factor = alpha != 0.0f ? alpha / static_cast<float>(rank) : 1.0f;
+                m.lora[oi].push_back({tensor_ref{a, f->tensor_data(*a)}, tensor_ref{b, f->tensor_data(*b)}, factor, static_cast<int>(m.lora_files.size())});
             }
         }
         m.lora_files.push_back(std::move(f));
@@ -608,6 +613,18 @@ void model::seq_copy(int src, int dst) {
     m.seq_len[dst] = m.seq_len[src];
 }
 
+int model::n_lora() const { return static_cast<int>(impl_->params.lora.size()); }
+
+void model::set_lora_scales(int seq, const std::vector<float> & scales) {
+    impl & m = *impl_;
+    if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    if (scales.size() != m.params.lora.size())
+        throw error(KAIL_E_INVALID_ARG, "LoRA scales: " + std::to_string(scales.size()) + " given, the model has " + std::to_string(m.params.lora.size()) + " adapters");
+    for (float s : scales)
+        if (!std::isfinite(s)) throw error(KAIL_E_INVALID_ARG, "LoRA scales must be finite numbers");
+    m.lora_scale[seq] = scales;
+}
+
 uint64_t model::kv_bytes_used() const { return impl_->kv_bytes; }
 
 uint64_t model::kv_bytes_per_token() const {
@@ -653,7 +670,9 @@ struct exec_ctx {
     int64_t       n_tok;
     int64_t       n_out;
     std::atomic<bool> & cancel;
+    std::vector<int32_t> out_seq;  // the sequence of each output row (rows with b.output set, in order)
     int64_t rows(int buf) const { return m.prog.buffers[buf].out_rows ? n_out : n_tok; }
+    int32_t seq_of_row(int buf, int64_t r) const { return m.prog.buffers[buf].out_rows ? out_seq[r] : b.seq[r]; }
     float * ptr(int buf) { return m.bufs[buf].data(); }
     int64_t width(int buf) const { return m.prog.buffers[buf].width; }
 };
@@ -670,13 +689,17 @@ void op_embed(exec_ctx & x, const op_desc & op, size_t oi) {
     }
     for (const model::impl::lora_pair & l : x.m.lora[oi]) {
         // llama.cpp's build_inp_embd: + scale * B A[token] (A's rows gathered as floats).
+        std::vector<float> rs(static_cast<size_t>(x.n_tok));
+        bool any = false;
+        for (int64_t t = 0; t < x.n_tok; t++) any |= (rs[t] = l.factor * x.m.lora_scale[x.b.seq[t]][l.adapter]) != 0.0f;
+        if (!any) continue;
         const int64_t r = l.a.ne(0);
         std::vector<float> rows(static_cast<size_t>(x.n_tok * r)), delta(static_cast<size_t>(x.n_tok * d));
         for (int64_t t = 0; t < x.n_tok; t++)
             dequantize_row(l.a.type(), l.a.data + static_cast<size_t>(x.b.tokens[t]) * l.a.row_bytes(), rows.data() + t * r, r);
         matmul(l.b.type(), l.b.data, l.b.row_bytes(), d, r, rows.data(), static_cast<size_t>(r) * 4, x.n_tok, delta.data(), static_cast<size_t>(d) * 4, x.m.pool.get());
         for (int64_t t = 0; t < x.n_tok; t++)
-            for (int64_t i = 0; i < d; i++) out[t * ow + i] += l.scale * delta[t * d + i];
+            for (int64_t i = 0; i < d; i++) out[t * ow + i] += rs[t] * delta[t * d + i];
     }
 }
 
@@ -719,7 +742,11 @@ void op_matmul(exec_ctx & x, const op_desc & op, size_t oi) {
            x.ptr(op.a) + a_off, static_cast<size_t>(x.width(op.a)) * 4, rows,
            x.ptr(op.out) + o_off, static_cast<size_t>(x.width(op.out)) * 4, x.m.pool.get());
     for (const model::impl::lora_pair & l : x.m.lora[oi]) {
-        // llama.cpp's build_lora_mm: + scale * B (A x).
+        // llama.cpp's build_lora_mm: + scale * B (A x), the scale per row (its sequence's).
+        std::vector<float> rs(static_cast<size_t>(rows));
+        bool any = false;
+        for (int64_t t = 0; t < rows; t++) any |= (rs[t] = l.factor * x.m.lora_scale[x.seq_of_row(op.a, t)][l.adapter]) != 0.0f;
+        if (!any) continue;
         const int64_t r = l.b.ne(0), n_out = w.ne(1);
         std::vector<float> ax(static_cast<size_t>(rows * r)), bax(static_cast<size_t>(rows * n_out));
         matmul(l.a.type(), l.a.data, l.a.row_bytes(), r, l.a.ne(0), x.ptr(op.a) + a_off, static_cast<size_t>(x.width(op.a)) * 4, rows,
@@ -729,7 +756,7 @@ void op_matmul(exec_ctx & x, const op_desc & op, size_t oi) {
         for (int64_t t = 0; t < rows; t++) {
             float * y = x.ptr(op.out) + t * x.width(op.out) + o_off;
             const float * d = bax.data() + t * n_out;
-            for (int64_t i = 0; i < n_out; i++) y[i] += l.scale * d[i];
+            for (int64_t i = 0; i < n_out; i++) y[i] += rs[t] * d[i];
         }
     }
     const tensor_ref bias = x.m.weight(oi, "bias");
@@ -1273,7 +1300,9 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
         if (m.bufs[i].size() < need) m.bufs[i].resize(need);
     }
     std::atomic<bool> & cancel = cancel_;
-    exec_ctx x{m, b, b.n, n_out, cancel};
+    exec_ctx x{m, b, b.n, n_out, cancel, {}};
+    for (int64_t t = 0; t < b.n; t++)
+        if (b.output[t]) x.out_seq.push_back(b.seq[t]);
     for (size_t oi = 0; oi < m.prog.ops.size(); oi++) {
         if (cancel.load(std::memory_order_relaxed)) throw error(KAIL_E_CANCELLED, "forward cancelled");
         const op_desc & op = m.prog.ops[oi];

@@ -378,6 +378,9 @@ export class EngineModel {
   private usage: UsageState | null = null;
   /** What became of the usage history at load: warmed from it, none yet, or why it was ignored. '' without a history dir. */
   usageHistoryNote = '';
+  /** The LoRA adapters (paths resolved) with the scales they were loaded with. */
+  loraAdapters: readonly { path: string; scale: number }[] = [];
+  private loraDefaults: readonly number[] = [];
 
   private constructor(
     readonly path: string,
@@ -437,6 +440,8 @@ export class EngineModel {
         throw toEngineError(e);
       }
       const model = new EngineModel(path, hp, md, tokenizer, program, runtime, nCtx, nSeqMax, summary, nBatch, plan);
+      model.loraAdapters = (params.lora ?? []).map((l) => ({ path: l.path, scale: l.scale ?? 1 }));
+      model.loraDefaults = model.loraAdapters.map((l) => l.scale);
       if (opts.usageHistoryDir && program.nMoeLayers > 0) model.startUsageHistory(opts.usageHistoryDir, opts.usageDecay);
       return model;
     } finally {
@@ -611,6 +616,16 @@ export class EngineModel {
   /** Floats per hidden row (the normalized final hidden state an MTP draft reads); 0 when the program has none. */
   get hiddenWidth(): number {
     return this.runtime.hiddenWidth;
+  }
+
+  /** The scales the model's LoRA adapters were loaded with (LoadModelOptions.lora), one per adapter; empty without. */
+  get loraScales(): readonly number[] {
+    return this.loraDefaults;
+  }
+
+  /** The scale sequence `seq` applies each LoRA adapter with from its next pass on (loraScales.length numbers). */
+  setLoraScales(seq: number, scales: readonly number[]): void {
+    this.runtime.setLoraScales(seq, [...scales]);
   }
 
   /** Positions of a sequence held in its cache. */

@@ -377,3 +377,42 @@ describe.each(['tiny-deepseek2-lite', 'tiny-gpt-oss'])('BatchEngine: a start cop
     }
   }, 60_000);
 });
+
+describe('BatchEngine with LoRA adapters (per-request scales, as llama-server takes them)', () => {
+  const dir = tempDir();
+  let model: EngineModel;
+  let engine: BatchEngine;
+  beforeAll(() => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const adapter = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 7, ['--lora-rank', '8', '--lora-alpha', '32']);
+    model = EngineModel.load(file, { nSeqMax: 3, kvType: 'f32', threads: 2, nCtx: 256, lora: [{ path: adapter, scale: 1 }] });
+    engine = new BatchEngine(model, { maxBatchTokens: 32 });
+  }, 60_000);
+  afterAll(async () => {
+    await engine.close();
+    model.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs sequences with different scales in one pass, each as it runs alone; a cache is reused only at the same scales', async () => {
+    const prompt = model.tokenizer.tokenize('Adapters change what the model says', { addSpecial: true });
+    const req = (id: string, loraScales?: number[]) => ({ id, prompt, maxTokens: 10, sampling: { temperature: 0 }, ignoreEog: true, logprobs: true, loraScales });
+    expect(model.loraScales).toEqual([1]);
+    const on = await collectAll(engine.generate(req('on')));
+    const off = await collectAll(engine.generate(req('off', [0])));
+    const half = await collectAll(engine.generate(req('half', [0.5])));
+    // The adapter changes the output, and the model's default is its load scale.
+    expect(off.logprobs).not.toEqual(on.logprobs);
+    expect(half.logprobs).not.toEqual(on.logprobs);
+    expect(off.last.finish?.cachedPromptTokens).toBe(0);
+    expect(half.last.finish?.cachedPromptTokens).toBe(0);
+    const again = await collectAll(engine.generate(req('on-again', [1])));
+    expect(again.logprobs).toEqual(on.logprobs);
+    expect(again.last.finish?.cachedPromptTokens).toBeGreaterThan(0);
+    // Together in one batch (three slots, three scales): each as alone.
+    const together = await Promise.all([req('t-on'), req('t-off', [0]), req('t-half', [0.5])].map((r) => collectAll(engine.generate(r))));
+    expect(together.map((t) => t.logprobs)).toEqual([on.logprobs, off.logprobs, half.logprobs]);
+    expect(() => engine.generate(req('bad', [1, 2]))).toThrow('LoRA scales: 2 given, the model has 1 adapter');
+    expect(() => engine.generate(req('nan', [NaN]))).toThrow('LoRA scales must be finite numbers');
+  }, 60_000);
+});

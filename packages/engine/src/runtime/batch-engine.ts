@@ -128,11 +128,19 @@ export interface GenerationRequest {
    * takes the forced tokens one per pass.
    */
   reasoningBudget?: ReasoningBudgetSpec;
+  /**
+   * The scale of each of the model's LoRA adapters for this request (llama-server's per-request
+   * `lora`; one per adapter, in load order). Default: the scales the model was loaded with. A slot's
+   * cache is reused only by a request with the same scales (the K and V rows depend on them).
+   */
+  loraScales?: readonly number[];
 }
 
 interface Active {
   req: GenerationRequest;
   slot: number;
+  /** The LoRA scales this sequence runs with, as a key ('' for a model without adapters). */
+  lora: string;
   sampler: Sampler;
   /** With req.postSamplingProbs: the last draw (undefined for a token the reasoning budget forced). */
   lastDraw?: SampleResult;
@@ -262,7 +270,8 @@ export class BatchEngine {
    * prompt length of the request that left them, and when it was released (for choosing among
    * slots that share nothing).
    */
-  private readonly slots: { tokens: number[]; promptLen: number; released: number }[];
+  /** Per slot: what its cache holds, for prefix reuse (`lora`: the scales it was computed with). */
+  private readonly slots: { tokens: number[]; promptLen: number; released: number; lora: string }[];
   private releases = 0;
   private promptTokensReused = 0;
   private promptTokensCopied = 0;
@@ -288,7 +297,7 @@ export class BatchEngine {
     }
     this.freeSlots = Array.from({ length: model.nSeqMax }, (_, i) => model.nSeqMax - 1 - i);
     this.reusePrefix = (opts.reusePrefix ?? true) && !this.spec;
-    this.slots = Array.from({ length: model.nSeqMax }, () => ({ tokens: [], promptLen: 0, released: 0 }));
+    this.slots = Array.from({ length: model.nSeqMax }, () => ({ tokens: [], promptLen: 0, released: 0, lora: this.loraKey(undefined) }));
     for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) this.eog.add(id);
   }
 
@@ -308,6 +317,7 @@ export class BatchEngine {
     for (const k of Object.keys(req.sampling?.logitBias ?? {}))
       if (Number(k) >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `logit bias names token id ${k}, outside the vocabulary (0..${this.model.nVocab - 1})`);
     const constraint = this.constraintOf(req, grammar);
+    const lora = this.loraKey(req.loraScales);
     if (req.reasoningBudget) for (const t of req.reasoningBudget.forced) if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `reasoning budget: token id ${t} is outside the vocabulary`);
     for (const t of req.stopTokens ?? [])
       if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `stop token id ${t} is outside the vocabulary (0..${this.model.nVocab - 1})`);
@@ -321,6 +331,7 @@ export class BatchEngine {
     const a: Active = {
       req,
       slot: -1,
+      lora,
       // (With post-sampling probs the sampler reports its own distribution's top candidates.)
       sampler: createSampler(this.samplingOf(req)),
       stopIds: req.minTokens ? ends : new Set(),
@@ -428,9 +439,19 @@ export class BatchEngine {
   }
 
   /** How many of `prompt`'s first tokens a slot's cache holds (a running slot's: its history up to the positions fed so far). */
-  private cachedStart(slot: number, prompt: readonly number[]): number {
+  private cachedStart(slot: number, prompt: readonly number[], lora: string): number {
     const r = this.running.get(slot);
+    if ((r ? r.lora : this.slots[slot].lora) !== lora) return 0;
     return r ? sharedPrefix(r.history, prompt, this.model.seqLen(slot)) : sharedPrefix(this.slots[slot].tokens, prompt);
+  }
+
+  /** A request's LoRA scales checked against the model, as the key of what a cache holds. */
+  private loraKey(scales: readonly number[] | undefined): string {
+    const n = this.model.loraScales.length;
+    if (scales === undefined) return this.model.loraScales.join(',');
+    if (scales.length !== n) throw new EngineError('KAIL_E_INVALID_ARG', `LoRA scales: ${scales.length} given, the model has ${n} adapter${n === 1 ? '' : 's'}`);
+    for (const x of scales) if (!Number.isFinite(x)) throw new EngineError('KAIL_E_INVALID_ARG', `LoRA scales must be finite numbers, got ${x}`);
+    return scales.join(',');
   }
 
   /** Cancels everything and waits for the loop to stop. */
@@ -467,7 +488,7 @@ export class BatchEngine {
       // one released longest ago, so one conversation's cache is not given up to save another's
       // common preamble (a system prompt; it still reuses what it shares with the slot it gets).
       // How much of the prompt's start each slot's cache holds (free or running).
-      const shares = this.slots.map((_, slot) => (this.reusePrefix ? this.cachedStart(slot, a.req.prompt) : 0));
+      const shares = this.slots.map((_, slot) => (this.reusePrefix ? this.cachedStart(slot, a.req.prompt, a.lora) : 0));
       let best = -1;
       let bestShared = 0;
       for (let i = 0; i < this.freeSlots.length && this.reusePrefix; i++) {
@@ -489,6 +510,7 @@ export class BatchEngine {
       }
       a.slot = this.freeSlots.splice(best, 1)[0];
       this.slots[a.slot].tokens = [];
+      if (this.model.loraScales.length) this.model.setLoraScales(a.slot, a.req.loraScales ?? this.model.loraScales);
       a.tQueue = performance.now();
       // Another slot, free or running, may hold a longer start of this prompt (a system prompt and
       // tools every conversation shares): its cache rows are the same bits computing them would
@@ -837,6 +859,7 @@ export class BatchEngine {
         tokens: this.reusePrefix && reason !== 'error' ? a.history.slice(0, this.model.seqLen(a.slot)) : [],
         promptLen: a.req.prompt.length,
         released: ++this.releases,
+        lora: a.lora,
       };
       this.freeSlots.push(a.slot);
       a.slot = -1;
