@@ -97,6 +97,17 @@ export const samplerExtraFields = {
   samplers,
 };
 
+/**
+ * llama-server's per-request `lora`: [{id, scale}], the named adapters at their scale and the rest
+ * at 0 (ids are indices into the model's adapters, GET /lora-adapters); empty or absent: the scales
+ * the model was loaded with. An id the model lacks is a 400 from the engine.
+ */
+export const loraField = z
+  .array(z.object({ id: z.number().int().min(0).max(1_000_000), scale: z.number().min(-1e6).max(1e6) }).strict())
+  .max(256)
+  .optional()
+  .nullable();
+
 export type SamplerExtraFields = { [K in keyof typeof samplerExtraFields]?: z.infer<(typeof samplerExtraFields)[K]> };
 
 /** The engine's extras for a request's fields, or undefined when it sets none. */

@@ -15,6 +15,8 @@ export interface TestModel {
   /** A chat template (Jinja text) written into the file; the model's default otherwise. */
   template?: string;
   contextLength?: number;
+  /** LoRA adapters written for the model (gen-model --lora-rank, seeded by their index) and loaded with it. */
+  lora?: { rank: number; scale?: number }[];
 }
 
 export interface TestStackOptions {
@@ -80,7 +82,8 @@ export async function startTestStack(models: TestModel[], o: TestStackOptions = 
       extra = ['--chat-template-file', file];
     }
     const file = (files[m.id] = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, extra));
-    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: m.id, threads: 2, ...(m.contextLength ? { contextLength: m.contextLength } : {}) }));
+    const lora = (m.lora ?? []).map((l, i) => ({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 100 + i, ['--lora-rank', String(l.rank)]), scale: l.scale ?? 1 }));
+    await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: m.id, threads: 2, lora, ...(m.contextLength ? { contextLength: m.contextLength } : {}) }));
   }
   // (What started is stopped again if a later step fails, so that a failed start-up cannot hang jest.)
   const engine = await startEngineServer(host, { port: 0 });

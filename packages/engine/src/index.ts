@@ -10,7 +10,7 @@ export type { LocalModelHostOptions } from './service/model-host';
 export { BatchEngine } from './runtime/batch-engine';
 export type { BatchEngineOptions, GenerationChunk, GenerationRequest } from './runtime/batch-engine';
 export type { ModelHost } from './service/model-host';
-export { DEFAULT_RAM_RESERVE_BYTES, EngineModel, KV_TYPES, kvBytesPerValue, kvCacheReport, kvRowBytes, openGgufMetadata, planModel, summarize, type KvCacheReport, type KvType } from './model/model';
+export { DEFAULT_RAM_RESERVE_BYTES, EngineModel, KV_TYPES, kvBytesPerValue, kvCacheReport, kvRowBytes, openGgufMetadata, parseLoraFlags, planModel, summarize, type KvCacheReport, type KvType } from './model/model';
 export type { LoadModelOptions, ModelSummary, ResidencyPlan } from './model/model';
 export { formatBytes, parseByteSize } from './model/byte-size';
 export { summarizeStream } from './model/stream-summary';

@@ -262,7 +262,7 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     }
   });
 
-  it('answers n_cmpl completions per prompt (seed + j), keeps only response_fields, and refuses LoRA', async () => {
+  it('answers n_cmpl completions per prompt (seed + j), keeps only response_fields, and refuses an adapter the model lacks', async () => {
     const one = async (seed: number) => (await post('/completion', { prompt: 'Once', n_predict: 6, temperature: 1.5, seed, ignore_eos: true, return_tokens: true })).body.tokens;
     const r = await post('/completion', { prompt: 'Once', n_predict: 6, temperature: 1.5, seed: 11, ignore_eos: true, return_tokens: true, n_cmpl: 3 });
     expect(r.body.map((x: { index: number }) => x.index)).toEqual([0, 1, 2]);
@@ -273,7 +273,7 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect(Object.keys(f.body).sort()).toEqual(['content', 'generation_settings/n_predict']);
     expect(f.body['generation_settings/n_predict']).toBe(3);
     for (const [body, why] of [
-      [{ lora: [{ id: 0, scale: 1 }] }, /LoRA adapters are not supported/],
+      [{ lora: [{ id: 0, scale: 1 }] }, /lora: adapter id 0 does not exist; the model has 0 LoRA adapters/],
       [{ n_cmpl: 17 }, /n_cmpl/],
     ] as const) {
       const bad = await post('/completion', { prompt: 'x', n_predict: 1, ...body });

@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerExtrasJson } from '../sampler-extras';
+import { loraField, penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerExtrasJson } from '../sampler-extras';
 import { StructuredOutputError, structuredFields, structuredOutput } from '../structured-output';
 import { callFailure, chatMessagesToProto, continuesFinal, grpcToHttp, recordFinished, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
@@ -43,8 +43,8 @@ const generation = {
   response_fields: z.array(z.string().max(200)).max(64).optional().nullable(),
   /** llama-server's probabilities after the sampling chain (`prob` and `top_probs` instead of `logprob` and `top_logprobs`). */
   post_sampling_probs: z.boolean().optional().nullable(),
-  /** LoRA adapters per request: none are loaded here, so only an empty list. */
-  lora: z.array(z.unknown()).max(0, 'LoRA adapters are not supported').optional().nullable(),
+  /** LoRA adapters' scales for this request (llama-server's `lora`: [{id, scale}], the others 0). */
+  lora: loraField,
   presence_penalty: sampling.presence_penalty,
   frequency_penalty: sampling.frequency_penalty,
   /** -1 (the default): a random seed. */
@@ -394,6 +394,7 @@ async function complete(
       ignoreEos: !!b.ignore_eos,
       nIndent: Math.max(0, b.n_indent ?? 0),
       tMaxPredictMs: Math.max(0, b.t_max_predict_ms ?? 0),
+      lora: b.lora ?? [],
       ...structured,
     }),
   );
@@ -719,6 +720,14 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
       build_info: `kailstream ${VERSION}`,
       is_sleeping: false,
     }));
+  });
+
+  // llama-server's GET /lora-adapters: the model's adapters with the scales requests get by default.
+  app.get('/lora-adapters', async (req, reply) => {
+    const q = (req.query ?? {}) as Record<string, unknown>;
+    if (q.model !== undefined && (typeof q.model !== 'string' || !q.model))
+      return reply.code(400).send(openAiError('model must be a model id', 'invalid_request_error', 'model', 'invalid_value'));
+    return withModel(reply, deps, q.model as string | undefined, async (_s, _model, info) => info.loraAdapters.map((l, id) => ({ id, path: l.path, scale: l.scale })));
   });
 
   // llama-server's own embeddings (not OpenAI's shape): per prompt {index, embedding: [vector]},

@@ -174,7 +174,7 @@ const CreateRequest = z
     from: z.string().min(1).optional().nullable(),
     /** File name -> "sha256:<hex>" of an uploaded blob. */
     files: z.record(z.string(), z.string()).optional().nullable(),
-    adapters: z.record(z.string(), z.string()).refine((a) => Object.keys(a).length === 0, 'adapters are not supported (no LoRA)').optional().nullable(),
+    adapters: z.record(z.string(), z.string()).refine((a) => Object.keys(a).length === 0, 'adapters are not supported by /api/create (load LoRA adapters with kail serve --lora)').optional().nullable(),
     template: z.string().refine((t) => t === '', 'template is not supported: the model is prompted with its own (GGUF) chat template').optional().nullable(),
     license: z.union([z.string(), z.array(z.string())]).optional().nullable(),
     system: z.string().optional().nullable(),

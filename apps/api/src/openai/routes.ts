@@ -176,6 +176,7 @@ function generateRequest(c: Common, b: ChatCompletionRequest | CompletionRequest
     minTokens: c.minTokens,
     stopTokenIds: c.stopTokenIds,
     includeStopStr: c.includeStopStr,
+    lora: b.lora ?? [],
   });
 }
 

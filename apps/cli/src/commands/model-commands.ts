@@ -5,6 +5,7 @@ import {
   ChatTemplate,
   DEFAULT_RAM_RESERVE_BYTES,
   EngineModel,
+  parseLoraFlags,
   KV_TYPES,
   type KvType,
   SpeculativeDecoder,
@@ -136,18 +137,6 @@ export function kvTypesOf(o: CacheTypeOpts): { kvType: KvType; kvTypeV: KvType }
   return { kvType: o.cacheTypeK ?? o.cacheType, kvTypeV: o.cacheTypeV ?? o.cacheType };
 }
 
-/** --lora FNAME[,FNAME...] and --lora-scaled FNAME:SCALE[,...], as llama.cpp takes them; repeatable. */
-export function loraAdapters(lora: string[], scaled: string[]): { path: string; scale: number }[] {
-  const out = lora.flatMap((v) => v.split(',')).filter((p) => p !== '').map((path) => ({ path, scale: 1 }));
-  for (const item of scaled.flatMap((v) => v.split(','))) {
-    const i = item.lastIndexOf(':');
-    const scale = i > 0 ? Number(item.slice(i + 1)) : NaN;
-    if (i <= 0 || item.slice(i + 1).trim() === '' || !Number.isFinite(scale)) throw new Error(`--lora-scaled takes FNAME:SCALE, got '${item}'`);
-    out.push({ path: item.slice(0, i), scale });
-  }
-  return out;
-}
-
 function addStreamOptions(cmd: Command): Command {
   return addCacheTypeOptions(cmd)
     .option('--lora <files>', "LoRA adapter (a GGUF adapter file; comma-separated for several), applied at scale 1; repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
@@ -180,7 +169,7 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
     readBytes = d.readBytes;
     for (const l of d.lines) log(`kail: ${l}`);
   }
-  const lora = loraAdapters(o.lora ?? [], o.loraScaled ?? []);
+  const lora = parseLoraFlags(o.lora ?? [], o.loraScaled ?? []);
   return {
     ...kvTypesOf(o),
     ...(lora.length ? { lora } : {}),

@@ -6,6 +6,7 @@ import { AUTH_TOKEN_ENV, parseDurationMs } from '@kailstream/proto';
 
 import { dataDir, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 import { EngineKeeper, freePort, Supervisor } from '../supervisor';
+import { parseLoraFlags } from '@kailstream/engine';
 import { addCacheTypeOptions, CACHE_TYPE_HELP } from './model-commands';
 
 export interface ServeOptions {
@@ -18,6 +19,9 @@ export interface ServeOptions {
   cacheType?: string;
   cacheTypeK?: string;
   cacheTypeV?: string;
+  /** LoRA adapters for the -m models (llama.cpp's --lora / --lora-scaled). */
+  lora?: string[];
+  loraScaled?: string[];
   /** Reasoning budget of chat requests that give none (-1 = none). */
   reasoningBudget?: string;
   host: string;
@@ -78,7 +82,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     fs.mkdirSync(modelsDir, { recursive: true });
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
-    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : [])];
+    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l])];
     for (const m of opts.model ?? []) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
@@ -127,6 +131,11 @@ export function registerServe(program: Command): void {
     .option('-m, --model <file...>', 'GGUF model(s) to load at start (id=FILE names one)')
     .option('-c, --ctx <n>', 'context length per sequence', '4096');
   addCacheTypeOptions(cmd, `${CACHE_TYPE_HELP}, for the models`)
+    .option('--lora <files>', 'LoRA adapter for the -m models (comma-separated for several), scale 1; repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--lora-scaled <file:scale>', 'LoRA adapter with its default scale, FNAME:SCALE; repeatable', (v: string, acc: string[]) => {
+      parseLoraFlags([], [v]);
+      return [...acc, v];
+    }, [] as string[])
     .option('--max-stall-ms <ms>', 'while streams decode, the longest a pass spends on arriving prompts (0 = no limit)', '500')
     .option('--reasoning-budget <n>', "most tokens a chat answer's <think> block may take before the engine closes it, for requests that set none (-1 = none)", (v: string) => {
       if (!/^(-1|\d+)$/.test(v) || Number(v) > 1e9) throw new Error(`--reasoning-budget must be -1 or a token count (0..1000000000), got '${v}'`);

@@ -36,6 +36,21 @@ export function kvRowBytes(kvType: KvType, width: number): number {
 export function kvBytesPerValue(kvType: KvType): number {
   return KV_TYPE_INFO[kvType].bytes / KV_TYPE_INFO[kvType].block;
 }
+/**
+ * LoRA adapters from llama.cpp's flags: --lora FNAME[,FNAME...] (scale 1) and --lora-scaled
+ * FNAME:SCALE[,...], each repeatable; in that order.
+ */
+export function parseLoraFlags(lora: readonly string[], scaled: readonly string[]): { path: string; scale: number }[] {
+  const out = lora.flatMap((v) => v.split(',')).filter((p) => p !== '').map((path) => ({ path, scale: 1 }));
+  for (const item of scaled.flatMap((v) => v.split(','))) {
+    const i = item.lastIndexOf(':');
+    const scale = i > 0 ? Number(item.slice(i + 1)) : NaN;
+    if (i <= 0 || item.slice(i + 1).trim() === '' || !Number.isFinite(scale)) throw new EngineError('KAIL_E_INVALID_ARG', `--lora-scaled takes FNAME:SCALE, got '${item}'`);
+    out.push({ path: item.slice(0, i), scale });
+  }
+  return out;
+}
+
 /** Cache bytes per position over every layer: K rows (and MLA latents) in kvType, V rows in kvTypeV. */
 function kvBytesPerPosition(program: { kvKWidth: number[]; kvVWidth: number[] }, kvType: KvType, kvTypeV: KvType): number {
   return program.kvKWidth.reduce((a, w) => a + kvRowBytes(kvType, w), 0) + program.kvVWidth.reduce((a, w) => a + kvRowBytes(kvTypeV, w), 0);

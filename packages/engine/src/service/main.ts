@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import { AUTH_TOKEN_ENV, engine } from '@kailstream/proto';
 
 import { parseByteSize } from '../model/byte-size';
-import { KV_TYPES, type KvType } from '../model/model';
+import { KV_TYPES, parseLoraFlags, type KvType } from '../model/model';
 import { hardwareProfilePath, readHardwareProfile } from '../model/hardware-profile';
 import { LocalModelHost } from './model-host';
 import { startEngineServer } from './engine-service';
@@ -35,6 +35,9 @@ async function main() {
       // K's and V's types apart (llama.cpp's -ctk/-ctv); each defaults to --cache-type.
       'cache-type-k': { type: 'string' },
       'cache-type-v': { type: 'string' },
+      // LoRA adapters for the --model files loaded at start (llama.cpp's --lora / --lora-scaled).
+      lora: { type: 'string', multiple: true, default: [] },
+      'lora-scaled': { type: 'string', multiple: true, default: [] },
       'max-waiting': { type: 'string', default: '64' },
       // While streams decode, the longest one pass spends on arriving prompts (0 = no limit).
       'max-stall-ms': { type: 'string', default: '500' },
@@ -66,11 +69,12 @@ async function main() {
     defaultRamBudgetBytes: values.ram ? parseByteSize(values.ram) : undefined,
     loadOptions: { kvType, kvTypeV },
   });
+  const lora = parseLoraFlags(values.lora, values['lora-scaled']);
   for (const m of values.model) {
     // id=path or just path
     const eq = m.indexOf('=');
     const [id, file] = eq > 0 && !m.slice(0, eq).includes('/') ? [m.slice(0, eq), m.slice(eq + 1)] : ['', m];
-    const info = await host.loadModel(engine.LoadModelRequest.fromPartial({ path: file, id }));
+    const info = await host.loadModel(engine.LoadModelRequest.fromPartial({ path: file, id, lora }));
     process.stderr.write(`engine: loaded ${info.id} (${info.architecture}, ${info.layerCount} layers) from ${info.path}\n`);
   }
   const authToken = values['auth-token'] ?? process.env[AUTH_TOKEN_ENV] ?? '';

@@ -344,6 +344,7 @@ export class LocalModelHost implements ModelHost {
     try {
       model = EngineModel.load(file, {
         ...this.opts.loadOptions,
+        ...(req.lora.length ? { lora: req.lora.map((l) => ({ path: l.path, scale: l.scale })) } : {}),
         ioThreads,
         nCtx: req.contextLength || this.opts.defaultContext || 4096,
         threads: req.threads || this.opts.threads || 0,
@@ -375,6 +376,7 @@ export class LocalModelHost implements ModelHost {
       slots: model.nSeqMax,
       kvType: this.opts.loadOptions?.kvType ?? 'f16',
       kvTypeV: this.opts.loadOptions?.kvTypeV ?? this.opts.loadOptions?.kvType ?? 'f16',
+      loraAdapters: model.loraAdapters.map((l) => ({ path: l.path, scale: l.scale })),
     });
     const loaded: Loaded = { info, model, engine, spec, lastSteps: 0, lastProgress: Date.now() };
     try {
@@ -465,6 +467,7 @@ export class LocalModelHost implements ModelHost {
         // opens it and the budget has nothing to count.)
         reasoningBudget: this.reasoningBudget(m, req, budgetOpen),
         preserveTokens: req.messages.length ? this.markerTokens(m, !!req.toolsJson) : undefined,
+        loraScales: loraScalesOf(req.lora, m.model.loraAdapters.length),
       },
       signal,
     );
@@ -1004,4 +1007,15 @@ function residentExperts(stream: NativeExpertStreamStats | null, l: number, nExp
   if (!stream) return Array.from({ length: nExpert }, (_, i) => i);
   const r = stream.layers[l]?.resident;
   return r ? Array.from(r) : [];
+}
+
+/** A request's `lora` list (llama-server's: named adapters at their scale, the rest 0) as one scale per adapter; undefined when empty. */
+export function loraScalesOf(list: readonly { id: number; scale: number }[], nAdapters: number): number[] | undefined {
+  if (!list.length) return undefined;
+  const scales = new Array<number>(nAdapters).fill(0);
+  for (const { id, scale } of list) {
+    if (id >= nAdapters) throw new EngineError('KAIL_E_INVALID_ARG', `lora: adapter id ${id} does not exist; the model has ${nAdapters} LoRA adapter${nAdapters === 1 ? '' : 's'}`);
+    scales[id] = scale;
+  }
+  return scales;
 }

@@ -239,11 +239,22 @@ export interface ModelInfo {
   kvType: string;
   /** Its V rows' type (llama.cpp's -ctv), the same as kv_type unless set apart. */
   kvTypeV: string;
+  /**
+   * A loaded model's LoRA adapters, in load order (their index is the id requests name), each
+   * with the scale it was loaded with (the default of requests that give none).
+   */
+  loraAdapters: LoraAdapter[];
 }
 
 export interface ModelInfo_TensorTypeBytesEntry {
   key: string;
   value: number;
+}
+
+/** A LoRA adapter: a GGUF adapter file (llama.cpp's format) and its scale. */
+export interface LoraAdapter {
+  path: string;
+  scale: number;
 }
 
 export interface Usage {
@@ -1463,6 +1474,7 @@ function createBaseModelInfo(): ModelInfo {
     expiresAtUnixMs: 0,
     kvType: "",
     kvTypeV: "",
+    loraAdapters: [],
   };
 }
 
@@ -1521,6 +1533,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     }
     if (message.kvTypeV !== "") {
       writer.uint32(146).string(message.kvTypeV);
+    }
+    for (const v of message.loraAdapters) {
+      LoraAdapter.encode(v!, writer.uint32(154).fork()).join();
     }
     return writer;
   },
@@ -1685,6 +1700,14 @@ export const ModelInfo: MessageFns<ModelInfo> = {
             message.kvTypeV = reader.string();
             continue;
           }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.loraAdapters.push(LoraAdapter.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1787,6 +1810,11 @@ export const ModelInfo: MessageFns<ModelInfo> = {
         : isSet(object.kv_type_v)
         ? globalThis.String(object.kv_type_v)
         : "",
+      loraAdapters: globalThis.Array.isArray(object?.loraAdapters)
+        ? object.loraAdapters.map((e: any) => LoraAdapter.fromJSON(e))
+        : globalThis.Array.isArray(object?.lora_adapters)
+        ? object.lora_adapters.map((e: any) => LoraAdapter.fromJSON(e))
+        : [],
     };
   },
 
@@ -1852,6 +1880,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     if (message.kvTypeV !== "") {
       obj.kvTypeV = message.kvTypeV;
     }
+    if (message.loraAdapters?.length) {
+      obj.loraAdapters = message.loraAdapters.map((e) => LoraAdapter.toJSON(e));
+    }
     return obj;
   },
 
@@ -1888,6 +1919,7 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     message.expiresAtUnixMs = object.expiresAtUnixMs ?? 0;
     message.kvType = object.kvType ?? "";
     message.kvTypeV = object.kvTypeV ?? "";
+    message.loraAdapters = object.loraAdapters?.map((e) => LoraAdapter.fromPartial(e)) || [];
     return message;
   },
 };
@@ -1975,6 +2007,91 @@ export const ModelInfo_TensorTypeBytesEntry: MessageFns<ModelInfo_TensorTypeByte
     const message = createBaseModelInfo_TensorTypeBytesEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseLoraAdapter(): LoraAdapter {
+  return { path: "", scale: 0 };
+}
+
+export const LoraAdapter: MessageFns<LoraAdapter> = {
+  encode(message: LoraAdapter, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.path !== "") {
+      writer.uint32(10).string(message.path);
+    }
+    if (message.scale !== 0) {
+      writer.uint32(21).float(message.scale);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoraAdapter {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoraAdapter();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.path = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 21) {
+              break;
+            }
+
+            message.scale = reader.float();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoraAdapter {
+    return {
+      path: isSet(object.path) ? globalThis.String(object.path) : "",
+      scale: isSet(object.scale) ? globalThis.Number(object.scale) : 0,
+    };
+  },
+
+  toJSON(message: LoraAdapter): unknown {
+    const obj: any = {};
+    if (message.path !== "") {
+      obj.path = message.path;
+    }
+    if (message.scale !== 0) {
+      obj.scale = floatToJson(message.scale);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoraAdapter>, I>>(base?: I): LoraAdapter {
+    return LoraAdapter.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoraAdapter>, I>>(object: I): LoraAdapter {
+    const message = createBaseLoraAdapter();
+    message.path = object.path ?? "";
+    message.scale = object.scale ?? 0;
     return message;
   },
 };

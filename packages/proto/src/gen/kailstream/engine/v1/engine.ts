@@ -26,6 +26,7 @@ import {
   finishReasonToJSON,
   HealthRequest,
   HealthResponse,
+  LoraAdapter,
   ModelInfo,
   ModelTierBytes,
   SamplingParams,
@@ -206,6 +207,11 @@ export interface LoadModelRequest {
   speculativeK: number;
   /** ... or the model file's own multi-token-prediction block (DeepSeek-V3 NextN) as the draft. */
   mtpDecoding: boolean;
+  /**
+   * LoRA adapters applied to the model (llama.cpp's --lora / --lora-scaled), in order; paths are
+   * read by the engine process. Pairs on routed experts are refused (INVALID_ARGUMENT / UNIMPLEMENTED).
+   */
+  lora: LoraAdapter[];
 }
 
 export interface LoadModelResponse {
@@ -383,6 +389,17 @@ export interface GenerateRequest {
    */
   grammarLazy: boolean;
   grammarTriggers: GrammarTrigger[];
+  /**
+   * The model's LoRA adapters' scales for this request, as llama-server's per-request `lora`:
+   * adapters named by id (their index in ModelInfo.lora_adapters) take the scale given, the
+   * others 0. Empty: the scales the model was loaded with. An id the model lacks: INVALID_ARGUMENT.
+   */
+  lora: LoraScale[];
+}
+
+export interface LoraScale {
+  id: number;
+  scale: number;
 }
 
 /** A lazy grammar's trigger, as llama-server's grammar_triggers entries. */
@@ -826,6 +843,7 @@ function createBaseLoadModelRequest(): LoadModelRequest {
     lookupDecoding: false,
     speculativeK: 0,
     mtpDecoding: false,
+    lora: [],
   };
 }
 
@@ -860,6 +878,9 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
     }
     if (message.mtpDecoding !== false) {
       writer.uint32(80).bool(message.mtpDecoding);
+    }
+    for (const v of message.lora) {
+      LoraAdapter.encode(v!, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -957,6 +978,14 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
             message.mtpDecoding = reader.bool();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.lora.push(LoraAdapter.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1009,6 +1038,9 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
         : isSet(object.mtp_decoding)
         ? globalThis.Boolean(object.mtp_decoding)
         : false,
+      lora: globalThis.Array.isArray(object?.lora)
+        ? object.lora.map((e: any) => LoraAdapter.fromJSON(e))
+        : [],
     };
   },
 
@@ -1044,6 +1076,9 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
     if (message.mtpDecoding !== false) {
       obj.mtpDecoding = message.mtpDecoding;
     }
+    if (message.lora?.length) {
+      obj.lora = message.lora.map((e) => LoraAdapter.toJSON(e));
+    }
     return obj;
   },
 
@@ -1062,6 +1097,7 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
     message.lookupDecoding = object.lookupDecoding ?? false;
     message.speculativeK = object.speculativeK ?? 0;
     message.mtpDecoding = object.mtpDecoding ?? false;
+    message.lora = object.lora?.map((e) => LoraAdapter.fromPartial(e)) || [];
     return message;
   },
 };
@@ -1318,6 +1354,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     postSamplingProbs: false,
     grammarLazy: false,
     grammarTriggers: [],
+    lora: [],
   };
 }
 
@@ -1450,6 +1487,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     for (const v of message.grammarTriggers) {
       GrammarTrigger.encode(v!, writer.uint32(322).fork()).join();
+    }
+    for (const v of message.lora) {
+      LoraScale.encode(v!, writer.uint32(330).fork()).join();
     }
     return writer;
   },
@@ -1807,6 +1847,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.grammarTriggers.push(GrammarTrigger.decode(reader, reader.uint32()));
             continue;
           }
+          case 41: {
+            if (tag !== 330) {
+              break;
+            }
+
+            message.lora.push(LoraScale.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1983,6 +2031,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : globalThis.Array.isArray(object?.grammar_triggers)
         ? object.grammar_triggers.map((e: any) => GrammarTrigger.fromJSON(e))
         : [],
+      lora: globalThis.Array.isArray(object?.lora)
+        ? object.lora.map((e: any) => LoraScale.fromJSON(e))
+        : [],
     };
   },
 
@@ -2108,6 +2159,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.grammarTriggers?.length) {
       obj.grammarTriggers = message.grammarTriggers.map((e) => GrammarTrigger.toJSON(e));
     }
+    if (message.lora?.length) {
+      obj.lora = message.lora.map((e) => LoraScale.toJSON(e));
+    }
     return obj;
   },
 
@@ -2160,6 +2214,92 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.postSamplingProbs = object.postSamplingProbs ?? false;
     message.grammarLazy = object.grammarLazy ?? false;
     message.grammarTriggers = object.grammarTriggers?.map((e) => GrammarTrigger.fromPartial(e)) || [];
+    message.lora = object.lora?.map((e) => LoraScale.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseLoraScale(): LoraScale {
+  return { id: 0, scale: 0 };
+}
+
+export const LoraScale: MessageFns<LoraScale> = {
+  encode(message: LoraScale, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0) {
+      writer.uint32(8).uint32(message.id);
+    }
+    if (message.scale !== 0) {
+      writer.uint32(21).float(message.scale);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LoraScale {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLoraScale();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 21) {
+              break;
+            }
+
+            message.scale = reader.float();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LoraScale {
+    return {
+      id: isSet(object.id) ? globalThis.Number(object.id) : 0,
+      scale: isSet(object.scale) ? globalThis.Number(object.scale) : 0,
+    };
+  },
+
+  toJSON(message: LoraScale): unknown {
+    const obj: any = {};
+    if (message.id !== 0) {
+      obj.id = Math.round(message.id);
+    }
+    if (message.scale !== 0) {
+      obj.scale = floatToJson(message.scale);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LoraScale>, I>>(base?: I): LoraScale {
+    return LoraScale.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LoraScale>, I>>(object: I): LoraScale {
+    const message = createBaseLoraScale();
+    message.id = object.id ?? 0;
+    message.scale = object.scale ?? 0;
     return message;
   },
 };
