@@ -96,7 +96,8 @@ describe('kail plan and --ram', () => {
     const text = path.join(dir, 'lora.txt');
     fs.writeFileSync(text, 'Adapters add a low-rank delta to the projections they name, and nothing else. '.repeat(40));
     const adapter = path.join(dir, 'demo-lora.gguf');
-    writeLoraAdapter({ config: getPreset('tiny-qwen3moe').config, out: adapter, rank: 8, alpha: 16, bStd: 0.2 });
+    // Attention and the routed experts (which stream from storage under --ram below).
+    writeLoraAdapter({ config: getPreset('tiny-qwen3moe').config, out: adapter, rank: 8, alpha: 16, bStd: 0.2, targets: ['attn_q', 'attn_v', 'ffn_gate_exps', 'ffn_up_exps', 'ffn_down_exps'] });
     const ppl = (...a: string[]) => {
       const r = kail('perplexity', '-m', model, '-f', text, '-c', '64', '--chunks', '2', '-t', '2', '--json', ...a);
       expect(r.stderr).not.toMatch(/error/i);

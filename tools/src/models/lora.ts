@@ -23,7 +23,8 @@ export interface WriteLoraOptions {
   /**
    * Which base tensors get a pair, by the part of the name after `blk.N.` (attn_q, attn_v,
    * ffn_down, ...) or the whole name (output.weight, token_embd.weight). Default: every 2-D
-   * attention and dense-FFN projection (attn_q/k/v/output, ffn_gate/up/down) and output.weight.
+   * attention and dense-FFN projection (attn_q/k/v/output, ffn_gate/up/down) and output.weight;
+   * routed experts by ffn_gate_exps, ffn_up_exps, ffn_down_exps.
    */
   targets?: string[];
   /** Element type of the pairs. Default F32. */
@@ -35,11 +36,11 @@ export interface WriteLoraOptions {
 
 const DEFAULT_TARGETS = ['attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_gate', 'ffn_up', 'ffn_down', 'output.weight'];
 
-/** The base tensors `targets` selects: [name, shape] of 2-D tensors only. */
+/** The base tensors `targets` selects: [name, shape] of matrices, and of routed experts' stacks ([n_in, n_out, E]). */
 export function loraTargets(config: ModelConfig, targets: string[] = DEFAULT_TARGETS): { name: string; shape: number[] }[] {
   const { tensors } = planModel(config, 'F32');
   const picked = tensors.filter((t) => {
-    if (t.shape.length !== 2 || !t.name.endsWith('.weight')) return false;
+    if ((t.shape.length !== 2 && !(t.shape.length === 3 && /_exps\.weight$/.test(t.name))) || !t.name.endsWith('.weight')) return false;
     const local = t.name.replace(/^blk\.\d+\./, '').replace(/\.weight$/, '');
     return targets.includes(t.name) || (t.name.startsWith('blk.') && targets.includes(local));
   });
@@ -61,10 +62,11 @@ export function writeLoraAdapter(opts: WriteLoraOptions): { path: string; tensor
   w.set('general.name', kv.str(`${opts.config.name}-lora-r${rank}`));
   w.set('adapter.type', kv.str('lora'));
   w.set('adapter.lora.alpha', kv.f32(opts.alpha ?? 16));
-  const pairs = base.map(({ name, shape: [nIn, nOut] }) =>
+  // Routed experts' pairs are stacks of one pair per expert: [n_in, rank, E] and [rank, n_out, E].
+  const pairs = base.map(({ name, shape: [nIn, nOut, ...experts] }) =>
     name === 'token_embd.weight'
       ? { name, a: [rank, nOut], b: [rank, nIn], aStd: 1, bStd: opts.bStd ?? 0.05 }
-      : { name, a: [nIn, rank], b: [rank, nOut], aStd: 1 / Math.sqrt(nIn), bStd: opts.bStd ?? 0.05 },
+      : { name, a: [nIn, rank, ...experts], b: [rank, nOut, ...experts], aStd: 1 / Math.sqrt(nIn), bStd: opts.bStd ?? 0.05 },
   );
   const ggml = type === 'F16' ? GgmlType.F16 : GgmlType.F32;
   for (const p of pairs) {
@@ -76,7 +78,7 @@ export function writeLoraAdapter(opts: WriteLoraOptions): { path: string; tensor
     for (const p of pairs) {
       for (const [suffix, shape, std] of [['lora_a', p.a, p.aStd], ['lora_b', p.b, p.bStd]] as const) {
         const name = `${p.name}.${suffix}`;
-        const v = new Float32Array(shape[0] * shape[1]);
+        const v = new Float32Array(shape.reduce((x, y) => x * y, 1));
         new Xoshiro128(hashSeed(seed, name)).fillNormal(v, 0, std);
         w.writeTensorData(name, type === 'F16' ? encodeF16(v) : new Uint8Array(v.buffer));
       }

@@ -1,8 +1,9 @@
 // LoRA adapters (llama.cpp's --lora / --lora-scaled; GGUF adapter files from this project's
 // writer, tools/src/models/lora.ts) against llama.cpp with the same adapters: on float files, kail's
 // logits with adapters match llama.cpp's as closely as without, and the adapters do change them.
-// Dense projections (attention, dense FFN, output), the token embedding (its flipped pair), F32 and
-// F16 pairs, alpha / rank scaling, two adapters with their own scales, and a MoE's attention.
+// Dense projections (attention, dense FFN, output), the token embedding (its flipped pair), a MoE's
+// routed experts (a pair per expert), F32 and F16 pairs, alpha / rank scaling, two adapters with
+// their own scales.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -48,11 +49,13 @@ describe("LoRA adapters against llama.cpp's", () => {
     writeLoraAdapter({ config: untied, out: f('llama-a.gguf'), rank: 8, alpha: 16, seed: 1 });
     writeLoraAdapter({ config: untied, out: f('llama-b.gguf'), rank: 4, alpha: 0, type: 'F16', seed: 2, targets: ['attn_v', 'ffn_down', 'token_embd.weight'] });
     writeLoraAdapter({ config: moe, out: f('moe-a.gguf'), rank: 16, alpha: 32, type: 'F16', seed: 3 });
+    writeLoraAdapter({ config: moe, out: f('moe-exps.gguf'), rank: 4, alpha: 8, seed: 4, bStd: 0.2, targets: ['attn_v', 'ffn_gate_exps', 'ffn_up_exps', 'ffn_down_exps'] });
     cases.push(
       { name: 'dense projections and output, F32, alpha 16 / rank 8', model: f('llama.gguf'), lora: [{ path: f('llama-a.gguf') }] },
       { name: 'the same at scale 0.5', model: f('llama.gguf'), lora: [{ path: f('llama-a.gguf'), scale: 0.5 }] },
       { name: 'V, FFN down and the token embedding, F16, no alpha, with the first at scale 0.75', model: f('llama.gguf'), lora: [{ path: f('llama-b.gguf') }, { path: f('llama-a.gguf'), scale: 0.75 }] },
       { name: "a MoE's attention and output, F16, alpha 32 / rank 16", model: f('moe.gguf'), lora: [{ path: f('moe-a.gguf') }] },
+      { name: "a MoE's routed experts (gate, up, down per expert) and V, F32, alpha 8 / rank 4, with the first at scale 0.5", model: f('moe.gguf'), lora: [{ path: f('moe-exps.gguf') }, { path: f('moe-a.gguf'), scale: 0.5 }] },
     );
   }, 120_000);
 
@@ -82,8 +85,8 @@ describe("LoRA adapters against llama.cpp's", () => {
     const load = (model: string, lora: Lora) => () => EngineModel.load(model, { nCtx: 16, lora }).close();
     expect(load(f('llama.gguf'), [{ path: f('moe.gguf') }])).toThrow(/general.type is 'model', expected 'adapter'/);
     expect(load(f('llama.gguf'), [{ path: f('moe-a.gguf') }])).toThrow(/made for architecture 'qwen3moe', the model is 'llama'/);
-    writeLoraAdapter({ config: moe, out: f('moe-exps.gguf'), targets: ['ffn_gate_inp'] });
-    expect(load(f('moe.gguf'), [{ path: f('moe-exps.gguf') }])).toThrow(/kail applies LoRA to dense projections and the token embedding; this tensor is computed inside a fused op/);
+    writeLoraAdapter({ config: moe, out: f('moe-router.gguf'), targets: ['ffn_gate_inp'] });
+    expect(load(f('moe.gguf'), [{ path: f('moe-router.gguf') }])).toThrow(/kail applies LoRA to projections, routed experts and the token embedding; this tensor is computed inside a fused op \(gate_inp\)/);
     writeModel({ config: { ...llama, tiedEmbeddings: true }, fileType: 'F32', seed: 3, out: f('tied.gguf') });
     writeLoraAdapter({ config: { ...llama, tiedEmbeddings: true }, out: f('tied-a.gguf'), targets: ['token_embd.weight'] });
     expect(load(f('tied.gguf'), [{ path: f('tied-a.gguf') }])).toThrow(/the token embedding is also this model's output projection \(tied\)/);

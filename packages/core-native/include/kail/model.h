@@ -75,8 +75,9 @@ struct program {
 // tensors NAME.lora_a / NAME.lora_b next to the base model's NAME, adapter.lora.alpha). Each dense
 // projection W with a pair computes W x + s * B (A x), s = scale * alpha / rank (scale alone when
 // alpha is 0), as llama.cpp's build_lora_mm; the token embedding adds s * B A[token] (its pair
-// stored as llama.cpp's converter writes it). Pairs for tensors kail computes inside fused ops
-// (routed experts, MLA's up-projections, routers) are refused at load.
+// stored as llama.cpp's converter writes it). Routed experts take a pair per expert
+// ([n_in, rank, E], [rank, n_out, E]) on gate, up and down. Pairs for tensors computed inside other
+// fused ops (routers, MLA's up-projections) are refused at load.
 struct lora_adapter_spec {
     std::string path;
     float       scale = 1.0f;

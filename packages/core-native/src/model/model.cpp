@@ -113,6 +113,7 @@ struct model::impl {
         tensor_ref a, b;
         float      factor = 1.0f;  // alpha / rank (1 without alpha)
         int        adapter = 0;    // index into params.lora
+        int        role = 0;       // 0: the op's "weight"; a moe op's 1 gate_exps, 2 up_exps, 3 down_exps (a, b per expert: [n_in, rank, E], [rank, n_out, E])
     };
     std::vector<std::shared_ptr<gguf_file>> lora_files;
     std::vector<std::vector<lora_pair>>     lora;
@@ -418,7 +419,7 @@ static void load_lora_adapters(model::impl & m) {
             const gguf_tensor_info * a = ab.first, * b = ab.second;
             for (const gguf_tensor_info * t : {a, b}) {
                 const type_traits * tr = type_traits_get(t->type);
-                if (t->n_dims > 2 || !tr || !tr->compute) throw error(KAIL_E_BAD_MODEL, pre + "'" + t->name + "' must be a 2-D matrix of a type kail computes with, is " + type_name(t->type) + " " + shape_str(t));
+                if (t->n_dims > 3 || !tr || !tr->compute) throw error(KAIL_E_BAD_MODEL, pre + "'" + t->name + "' must be a matrix (per expert: 3-D) of a type kail computes with, is " + type_name(t->type) + " " + shape_str(t));
             }
             const int64_t rank = b->ne[0];
             if (a->ne[0] % type_traits_get(a->type)->block_size || rank % type_traits_get(b->type)->block_size)
@@ -429,15 +430,18 @@ static void load_lora_adapters(model::impl & m) {
             for (auto & [oi, role] : it->second) {
                 const op_type ty = m.prog.ops[oi].type;
                 const bool embed = ty == OP_EMBED;
-                if (role != "weight" || (ty != OP_MATMUL && !embed))
-                    throw error(KAIL_E_UNSUPPORTED, pre + "kail applies LoRA to dense projections and the token embedding; this tensor is computed inside a fused op (" + role + ")");
-                // As llama.cpp: a projection's A is [n_in, rank] and B [rank, n_out]; the
-                // embedding's pair is flipped, A [rank, n_vocab] (rows gathered) and B [rank, n_embd].
-                const bool ok = embed ? bt->ne[0] == b->ne[1] && bt->ne[1] == a->ne[1] && a->ne[0] == rank
-                                      : bt->ne[0] == a->ne[0] && bt->ne[1] == b->ne[1] && a->ne[1] == rank;
+                const int moe_role = ty != OP_MOE ? 0 : role == "gate_exps" ? 1 : role == "up_exps" ? 2 : role == "down_exps" ? 3 : 0;
+                if (!moe_role && (role != "weight" || (ty != OP_MATMUL && !embed)))
+                    throw error(KAIL_E_UNSUPPORTED, pre + "kail applies LoRA to projections, routed experts and the token embedding; this tensor is computed inside a fused op (" + role + ")");
+                // As llama.cpp: a projection's A is [n_in, rank] and B [rank, n_out] (experts':
+                // [n_in, rank, E] and [rank, n_out, E]); the embedding's pair is flipped, A
+                // [rank, n_vocab] (rows gathered) and B [rank, n_embd].
+                const bool dims_ok = moe_role ? a->n_dims == 3 && b->n_dims == 3 && a->ne[2] == bt->ne[2] && b->ne[2] == bt->ne[2] : a->n_dims <= 2 && b->n_dims <= 2;
+                const bool ok = dims_ok && (embed ? bt->ne[0] == b->ne[1] && bt->ne[1] == a->ne[1] && a->ne[0] == rank
+                                                  : bt->ne[0] == a->ne[0] && bt->ne[1] == b->ne[1] && a->ne[1] == rank);
                 if (!ok) throw error(KAIL_E_INVALID_ARG, pre + "lora_a " + shape_str(a) + " / lora_b " + shape_str(b) + " do not fit " + shape_str(bt) + " (a different base model?)");
                 const float factor = alpha != 0.0f ? alpha / static_cast<float>(rank) : 1.0f;
-                m.lora[oi].push_back({tensor_ref{a, f->tensor_data(*a)}, tensor_ref{b, f->tensor_data(*b)}, factor, static_cast<int>(m.lora_files.size())});
+                m.lora[oi].push_back({tensor_ref{a, f->tensor_data(*a)}, tensor_ref{b, f->tensor_data(*b)}, factor, static_cast<int>(m.lora_files.size()), moe_role});
             }
         }
         m.lora_files.push_back(std::move(f));
@@ -1115,6 +1119,24 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     // One expert's gate/up, swiglu, down for its tokens, with `sc` as scratch; `pool` splits each
     // product's rows over threads (nullptr: this thread alone). Threads split rows, never a row's
     // sum, so the result is the same bits either way.
+    // LoRA on the experts (llama.cpp's build_lora_mm_id): rows out[i] += s * B_e (A_e in[i]) for the
+    // pairs of `role`, s per row from its token's sequence; before the biases, as llama.cpp adds them.
+    const std::vector<model::impl::lora_pair> & loras = m.lora[oi];
+    auto expert_lora = [&](int role, int64_t e, const std::vector<int64_t> & slots, const float * in, int64_t in_stride, int64_t n_in, float * const * out, int64_t n_out, threadpool * pool) {
+        for (const model::impl::lora_pair & l : loras) {
+            if (l.role != role) continue;
+            const int64_t ne_ = static_cast<int64_t>(slots.size()), r = l.b.ne(0);
+            std::vector<float> rs(static_cast<size_t>(ne_));
+            bool any = false;
+            for (int64_t i = 0; i < ne_; i++) any |= (rs[i] = l.factor * m.lora_scale[x.b.seq[slots[i] / k]][l.adapter]) != 0.0f;
+            if (!any) continue;
+            std::vector<float> ax(static_cast<size_t>(ne_ * r)), bax(static_cast<size_t>(ne_ * n_out));
+            matmul(l.a.type(), l.a.data + static_cast<size_t>(e) * l.a.matrix_bytes(), l.a.row_bytes(), r, n_in, in, static_cast<size_t>(in_stride) * 4, ne_, ax.data(), static_cast<size_t>(r) * 4, pool);
+            matmul(l.b.type(), l.b.data + static_cast<size_t>(e) * l.b.matrix_bytes(), l.b.row_bytes(), n_out, r, ax.data(), static_cast<size_t>(r) * 4, ne_, bax.data(), static_cast<size_t>(n_out) * 4, pool);
+            for (int64_t i = 0; i < ne_; i++)
+                for (int64_t j = 0; j < n_out; j++) out[i][j] += rs[i] * bax[static_cast<size_t>(i * n_out + j)];
+        }
+    };
     auto run_expert_on = [&](model::impl::moe_thread_scratch & sc, threadpool * pool, int64_t e, const uint8_t * gw, const uint8_t * uw, const uint8_t * dw) {
         std::vector<float> & g = sc.g;
         std::vector<float> & u = sc.u;
@@ -1132,6 +1154,15 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         matmul_quantized_rows(wg.type(), gw, wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
         for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
         matmul_quantized_rows(wu.type(), uw, wu.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
+        if (!loras.empty()) {
+            // The experts' float inputs, gathered (A x needs them in A's own activation type).
+            std::vector<float> xin(static_cast<size_t>(ne_ * d));
+            for (int64_t i = 0; i < ne_; i++) std::memcpy(xin.data() + i * d, x.ptr(op.a) + (slots[i] / k) * d, static_cast<size_t>(d) * 4);
+            for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
+            expert_lora(1, e, slots, xin.data(), d, d, yrows.data(), ff, pool);
+            for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
+            expert_lora(2, e, slots, xin.data(), d, d, yrows.data(), ff, pool);
+        }
         if (bg) {
             for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
             add_bias_rows(yrows.data(), ne_, bg + e * ff, ff);
@@ -1156,6 +1187,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             yrows[i] = slot_out.data() + slots[i] * d;
         }
         matmul_quantized_rows(wd.type(), dw, wd.row_bytes(), d, ff, xrows.data(), yrows.data(), ne_, pool);
+        if (!loras.empty()) expert_lora(3, e, slots, g.data(), ff, ff, yrows.data(), d, pool);
         if (bd) add_bias_rows(yrows.data(), ne_, bd + e * d, d);
     };
     auto run_expert = [&](int64_t e, const uint8_t * gw, const uint8_t * uw, const uint8_t * dw) {

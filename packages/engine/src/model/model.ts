@@ -76,9 +76,9 @@ export interface LoadModelOptions {
   kvTypeV?: KvType;
   /**
    * LoRA adapters (llama.cpp's GGUF adapter files, `--lora` / `--lora-scaled`), applied in order,
-   * each with its scale (default 1; the delta is scale x alpha / rank x B A x). Dense projections
-   * and the token embedding take them; pairs on routed experts or other fused weights are refused
-   * at load. The adapter files are mapped, not counted in a RAM budget.
+   * each with its scale (default 1; the delta is scale x alpha / rank x B A x). Projections, routed
+   * experts (a pair per expert) and the token embedding take them; pairs on routers or MLA's
+   * up-projections are refused at load. The adapter files are mapped, not counted in a RAM budget.
    */
   lora?: { path: string; scale?: number }[];
   /** Memory the load may plan against; default: MemAvailable from /proc/meminfo (or os.freemem()). */

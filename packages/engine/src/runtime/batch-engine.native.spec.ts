@@ -384,7 +384,7 @@ describe('BatchEngine with LoRA adapters (per-request scales, as llama-server ta
   let engine: BatchEngine;
   beforeAll(() => {
     const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
-    const adapter = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 7, ['--lora-rank', '8', '--lora-alpha', '32']);
+    const adapter = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 7, ['--lora-rank', '8', '--lora-alpha', '32', '--lora-targets', 'attn_q,attn_v,ffn_gate_exps,ffn_up_exps,ffn_down_exps']);
     model = EngineModel.load(file, { nSeqMax: 3, kvType: 'f32', threads: 2, nCtx: 256, lora: [{ path: adapter, scale: 1 }] });
     engine = new BatchEngine(model, { maxBatchTokens: 32 });
   }, 60_000);

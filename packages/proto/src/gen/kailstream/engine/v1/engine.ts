@@ -209,7 +209,7 @@ export interface LoadModelRequest {
   mtpDecoding: boolean;
   /**
    * LoRA adapters applied to the model (llama.cpp's --lora / --lora-scaled), in order; paths are
-   * read by the engine process. Pairs on routed experts are refused (INVALID_ARGUMENT / UNIMPLEMENTED).
+   * read by the engine process. Pairs on routers or MLA's up-projections are refused (UNIMPLEMENTED).
    */
   lora: LoraAdapter[];
 }
