@@ -25,6 +25,7 @@ describe('Supervisor with an engine that dies mid-stream', () => {
   beforeAll(async () => {
     const model = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
     fs.renameSync(model, path.join(dir, 'tiny.gguf'));
+    const adapter = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 7, ['--lora-rank', '4']);
     const port = await freePort();
     let schedAddress: string | undefined;
     keeper = new EngineKeeper(`127.0.0.1:${port}`, () => schedAddress, { pollMs: 200 });
@@ -39,7 +40,7 @@ describe('Supervisor with an engine that dies mid-stream', () => {
     schedAddress = s.address;
     sched = new spb.SchedulerServiceClient(s.address, grpc.credentials.createInsecure());
     // Loaded at run time through the scheduler, so only the keeper knows to reload it.
-    await unary(sched.loadModel.bind(sched), spb.LoadModelRequest.fromPartial({ load: { path: 'tiny', id: 'tiny' } }));
+    await unary(sched.loadModel.bind(sched), spb.LoadModelRequest.fromPartial({ load: { path: 'tiny', id: 'tiny', lora: [{ path: adapter, scale: 0.5 }] } }));
     keeper.start();
     await keeper.record();
   }, 120_000);
@@ -52,7 +53,7 @@ describe('Supervisor with an engine that dies mid-stream', () => {
   }, 30_000);
 
   it('fails the stream, restarts the engine with its model, and serves the next request', async () => {
-    expect(keeper.remembered().map((m) => m.id)).toEqual(['tiny']);
+    expect(keeper.remembered().map((m) => [m.id, m.lora.length])).toEqual([['tiny', 1]]);
     const engine = sup.services.get('engine')!;
     const stream = sched.submit(spb.SubmitRequest.fromPartial({ generate: { requestId: 'long', model: 'tiny', prompt: 'Once', maxTokens: 4000, ignoreEos: true } }));
     const result = new Promise<grpc.ServiceError | undefined>((resolve) => {
@@ -77,6 +78,9 @@ describe('Supervisor with an engine that dies mid-stream', () => {
     expect(engines.engines).toHaveLength(1);
     expect(engines.engines[0].status).toBe(common.ServingStatus.SERVING_STATUS_SERVING);
     expect(engines.engines[0].models).toEqual(['tiny']);
+    // With the LoRA adapter it was loaded with, at its scale.
+    const models = await unary<spb.ListModelsRequest, spb.ListModelsResponse>(sched.listModels.bind(sched), {});
+    expect(models.models.find((m) => m.id === 'tiny')?.loraAdapters.map((l) => l.scale)).toEqual([0.5]);
 
     const chunks: pb.GenerateResponse[] = [];
     await new Promise<void>((resolve, reject) => {

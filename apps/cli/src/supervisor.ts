@@ -222,7 +222,8 @@ export class EngineKeeper {
       // An unload is remembered too: only what is loaded now is reloaded.
       this.models.clear();
       for (const m of res.models)
-        this.models.set(m.id, pb.LoadModelRequest.fromPartial({ path: m.path, id: m.id, contextLength: m.contextLength, ramBudgetBytes: m.ramBudgetBytes }));
+        // (With its LoRA adapters at the scales it was loaded with.)
+        this.models.set(m.id, pb.LoadModelRequest.fromPartial({ path: m.path, id: m.id, contextLength: m.contextLength, ramBudgetBytes: m.ramBudgetBytes, lora: m.loraAdapters }));
     } finally {
       c.close();
     }

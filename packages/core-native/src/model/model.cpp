@@ -424,7 +424,7 @@ static void load_lora_adapters(model::impl & m) {
             const int64_t rank = b->ne[0];
             if (a->ne[0] % type_traits_get(a->type)->block_size || rank % type_traits_get(b->type)->block_size)
                 throw error(KAIL_E_BAD_MODEL, pre + "rows that are not whole blocks of their type");
-                        const bool tied = std::any_of(it->second.begin(), it->second.end(), [&](auto & u) { return m.prog.ops[u.first].type == OP_EMBED; }) &&
+            const bool tied = std::any_of(it->second.begin(), it->second.end(), [&](auto & u) { return m.prog.ops[u.first].type == OP_EMBED; }) &&
                               std::any_of(it->second.begin(), it->second.end(), [&](auto & u) { return m.prog.ops[u.first].type == OP_MATMUL; });
             if (tied) throw error(KAIL_E_UNSUPPORTED, pre + "the token embedding is also this model's output projection (tied); LoRA on it is not supported");
             for (auto & [oi, role] : it->second) {
