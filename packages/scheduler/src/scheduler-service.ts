@@ -162,6 +162,12 @@ export function createSchedulerServiceImpl(dispatcher: Dispatcher): spb.Schedule
       const engineId = call.request.engineId || pool.list().find((e) => e.models.some((m) => m.id === id))?.id || '';
       passThrough(pool, engineId, (c, md, o, done) => c.unloadModel(call.request.unload!, md, o, done), cb, true);
     },
+    setLoraAdapters: (call, cb) => {
+      if (!call.request.set) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'set is required'));
+      const id = call.request.set.model;
+      const engineId = call.request.engineId || pool.list().find((e) => e.models.some((m) => m.id === id))?.id || '';
+      passThrough(pool, engineId, (c, md, o, done) => c.setLoraAdapters(call.request.set!, md, o, done), cb, true);
+    },
     deleteModelFile: (call, cb) => {
       if (!call.request.delete) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'delete is required'));
       passThrough(pool, call.request.engineId, (c, md, o, done) => c.deleteModelFile(call.request.delete!, md, o, done), cb, true);

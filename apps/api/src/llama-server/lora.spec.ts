@@ -44,6 +44,25 @@ describe('LoRA adapters through the API', () => {
     expect(await chat('tuned', [{ id: 1, scale: 0 }])).toBe(await chat('base'));
   });
 
+  it("POST /lora-adapters sets the scales of requests that give none (llama-server's: the others at 0)", async () => {
+    const post = (body: unknown) => fetch(`${stack.api.url}/lora-adapters?model=tuned`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const tuned = await probs('tuned');
+    const r = await post([{ id: 1, scale: 0.25 }]);
+    expect([r.status, await r.json()]).toEqual([200, { success: true }]);
+    expect(((await (await fetch(`${stack.api.url}/lora-adapters?model=tuned`)).json()) as { scale: number }[]).map((l) => l.scale)).toEqual([0, 0.25]);
+    expect(await probs('tuned')).toBe(await probs('tuned', [{ id: 1, scale: 0.25 }]));
+    expect(await probs('tuned')).not.toBe(tuned);
+    // All at 0: the base model's bits; back to the load scales: the first answer again.
+    await post([]);
+    expect(await probs('tuned')).toBe(await probs('base'));
+    await post([{ id: 0, scale: 1 }, { id: 1, scale: 0.5 }]);
+    expect(await probs('tuned')).toBe(tuned);
+    const bad = await post([{ id: 9, scale: 1 }]);
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/adapter id 9 does not exist/);
+    expect((await post({ id: 0 })).status).toBe(400);
+  });
+
   it('refuses an adapter id the model lacks, and a malformed list, with 400', async () => {
     const r = await stack.post('/completion', { model: 'tuned', prompt: 'x', n_predict: 1, lora: [{ id: 2, scale: 1 }] });
     expect(r.status).toBe(400);

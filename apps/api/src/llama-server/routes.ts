@@ -522,6 +522,9 @@ function pieceJson(bytes: Uint8Array): string | number[] {
 }
 
 /** Runs a tokenizer call with the request's model, answering errors in the API's shape. */
+/** POST /lora-adapters' body: llama-server's [{id, scale}]. */
+const LoraAdaptersBody = z.array(z.object({ id: z.number().int().min(0).max(1_000_000), scale: z.number().min(-1e6).max(1e6) }).strict()).max(256);
+
 async function withModel<T>(reply: FastifyReply, deps: OpenAiDeps, model: string | undefined, fn: (s: spb.SchedulerServiceClient, id: string, info: common.ModelInfo) => Promise<T>) {
   const scheduler = deps.scheduler();
   if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
@@ -728,6 +731,19 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
     if (q.model !== undefined && (typeof q.model !== 'string' || !q.model))
       return reply.code(400).send(openAiError('model must be a model id', 'invalid_request_error', 'model', 'invalid_value'));
     return withModel(reply, deps, q.model as string | undefined, async (_s, _model, info) => info.loraAdapters.map((l, id) => ({ id, path: l.path, scale: l.scale })));
+  });
+  // llama-server's POST /lora-adapters: [{id, scale}] become the scales of requests that give none
+  // (the adapters left out at 0), until the model is reloaded.
+  app.post('/lora-adapters', async (req, reply) => {
+    const q = (req.query ?? {}) as Record<string, unknown>;
+    if (q.model !== undefined && (typeof q.model !== 'string' || !q.model))
+      return reply.code(400).send(openAiError('model must be a model id', 'invalid_request_error', 'model', 'invalid_value'));
+    const parsed = LoraAdaptersBody.safeParse(req.body);
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    return withModel(reply, deps, q.model as string | undefined, async (s, model) => {
+      await unary<spb.SetLoraAdaptersRequest, pb.SetLoraAdaptersResponse>(s.setLoraAdapters.bind(s), { engineId: '', set: { model, lora: parsed.data } });
+      return { success: true };
+    });
   });
 
   // llama-server's own embeddings (not OpenAI's shape): per prompt {index, embedding: [vector]},

@@ -638,6 +638,14 @@ export class EngineModel {
     return this.loraDefaults;
   }
 
+  /** Makes `scales` the LoRA scales of sequences that are given none (llama-server's POST /lora-adapters). */
+  setDefaultLoraScales(scales: readonly number[]): void {
+    if (scales.length !== this.loraDefaults.length) throw new EngineError('KAIL_E_INVALID_ARG', `LoRA scales: ${scales.length} given, the model has ${this.loraDefaults.length}`);
+    for (const x of scales) if (!Number.isFinite(x)) throw new EngineError('KAIL_E_INVALID_ARG', `LoRA scales must be finite numbers, got ${x}`);
+    this.loraDefaults = [...scales];
+    this.loraAdapters = this.loraAdapters.map((l, i) => ({ ...l, scale: scales[i] }));
+  }
+
   /** The scale sequence `seq` applies each LoRA adapter with from its next pass on (loraScales.length numbers). */
   setLoraScales(seq: number, scales: readonly number[]): void {
     this.runtime.setLoraScales(seq, [...scales]);

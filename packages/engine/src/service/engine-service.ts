@@ -50,6 +50,13 @@ export function createEngineServiceImpl(host: ModelHost): pb.EngineServiceServer
         (e) => cb(toServiceError(e)),
       );
     },
+    setLoraAdapters: (call, cb) => {
+      try {
+        cb(null, { model: host.setLoraAdapters(call.request.model, call.request.lora) });
+      } catch (e) {
+        cb(toServiceError(e));
+      }
+    },
     unloadModel: (call, cb) => {
       host.unloadModel(call.request.id, call.request.ifIdle).then(
         () => cb(null, {}),

@@ -26,6 +26,8 @@ export interface ModelHost {
   loadModel(req: pb.LoadModelRequest): Promise<common.ModelInfo>;
   /** Unloads a model, cancelling what runs on it; with `ifIdle`, refuses (KAIL_E_BUDGET) while requests run or wait. */
   unloadModel(id: string, ifIdle?: boolean): Promise<void>;
+  /** Sets a loaded model's default LoRA scales (named adapters at their scale, the others 0); its info after. */
+  setLoraAdapters(id: string, lora: readonly { id: number; scale: number }[]): common.ModelInfo;
   /** Yields response chunks; the last one carries finish reason and usage. Stops when signal aborts. */
   generate(req: pb.GenerateRequest, signal: AbortSignal): AsyncIterable<pb.GenerateResponse>;
   /** Cancels a running request by id; false when none is running. */
@@ -387,6 +389,15 @@ export class LocalModelHost implements ModelHost {
     }
     this.models.set(id, loaded);
     return info;
+  }
+
+  setLoraAdapters(id: string, lora: readonly { id: number; scale: number }[]): common.ModelInfo {
+    const m = this.models.get(id);
+    if (!m) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not loaded`);
+    const n = m.model.loraAdapters.length;
+    m.model.setDefaultLoraScales(loraScalesOf(lora, n) ?? new Array<number>(n).fill(0));
+    m.info.loraAdapters = m.model.loraAdapters.map((l) => ({ path: l.path, scale: l.scale }));
+    return m.info;
   }
 
   async unloadModel(id: string, ifIdle = false): Promise<void> {

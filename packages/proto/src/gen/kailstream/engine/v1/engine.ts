@@ -402,6 +402,19 @@ export interface LoraScale {
   scale: number;
 }
 
+/**
+ * The scales requests without their own `lora` get from now on, as llama-server's POST
+ * /lora-adapters: the adapters named take the scale given, the others 0.
+ */
+export interface SetLoraAdaptersRequest {
+  model: string;
+  lora: LoraScale[];
+}
+
+export interface SetLoraAdaptersResponse {
+  model: ModelInfo | undefined;
+}
+
 /** A lazy grammar's trigger, as llama-server's grammar_triggers entries. */
 export interface GrammarTrigger {
   /**
@@ -2300,6 +2313,160 @@ export const LoraScale: MessageFns<LoraScale> = {
     const message = createBaseLoraScale();
     message.id = object.id ?? 0;
     message.scale = object.scale ?? 0;
+    return message;
+  },
+};
+
+function createBaseSetLoraAdaptersRequest(): SetLoraAdaptersRequest {
+  return { model: "", lora: [] };
+}
+
+export const SetLoraAdaptersRequest: MessageFns<SetLoraAdaptersRequest> = {
+  encode(message: SetLoraAdaptersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.model !== "") {
+      writer.uint32(10).string(message.model);
+    }
+    for (const v of message.lora) {
+      LoraScale.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetLoraAdaptersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetLoraAdaptersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.model = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.lora.push(LoraScale.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetLoraAdaptersRequest {
+    return {
+      model: isSet(object.model) ? globalThis.String(object.model) : "",
+      lora: globalThis.Array.isArray(object?.lora) ? object.lora.map((e: any) => LoraScale.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: SetLoraAdaptersRequest): unknown {
+    const obj: any = {};
+    if (message.model !== "") {
+      obj.model = message.model;
+    }
+    if (message.lora?.length) {
+      obj.lora = message.lora.map((e) => LoraScale.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetLoraAdaptersRequest>, I>>(base?: I): SetLoraAdaptersRequest {
+    return SetLoraAdaptersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetLoraAdaptersRequest>, I>>(object: I): SetLoraAdaptersRequest {
+    const message = createBaseSetLoraAdaptersRequest();
+    message.model = object.model ?? "";
+    message.lora = object.lora?.map((e) => LoraScale.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseSetLoraAdaptersResponse(): SetLoraAdaptersResponse {
+  return { model: undefined };
+}
+
+export const SetLoraAdaptersResponse: MessageFns<SetLoraAdaptersResponse> = {
+  encode(message: SetLoraAdaptersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.model !== undefined) {
+      ModelInfo.encode(message.model, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetLoraAdaptersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetLoraAdaptersResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.model = ModelInfo.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetLoraAdaptersResponse {
+    return { model: isSet(object.model) ? ModelInfo.fromJSON(object.model) : undefined };
+  },
+
+  toJSON(message: SetLoraAdaptersResponse): unknown {
+    const obj: any = {};
+    if (message.model !== undefined) {
+      obj.model = ModelInfo.toJSON(message.model);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetLoraAdaptersResponse>, I>>(base?: I): SetLoraAdaptersResponse {
+    return SetLoraAdaptersResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetLoraAdaptersResponse>, I>>(object: I): SetLoraAdaptersResponse {
+    const message = createBaseSetLoraAdaptersResponse();
+    message.model = (object.model !== undefined && object.model !== null)
+      ? ModelInfo.fromPartial(object.model)
+      : undefined;
     return message;
   },
 };
@@ -6195,6 +6362,18 @@ export const EngineServiceService = {
     responseSerialize: (value: UnloadModelResponse): Buffer => Buffer.from(UnloadModelResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): UnloadModelResponse => UnloadModelResponse.decode(value),
   },
+  /** Sets a loaded model's default LoRA scales (llama-server's POST /lora-adapters). */
+  setLoraAdapters: {
+    path: "/kailstream.engine.v1.EngineService/SetLoraAdapters" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetLoraAdaptersRequest): Buffer =>
+      Buffer.from(SetLoraAdaptersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetLoraAdaptersRequest => SetLoraAdaptersRequest.decode(value),
+    responseSerialize: (value: SetLoraAdaptersResponse): Buffer =>
+      Buffer.from(SetLoraAdaptersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetLoraAdaptersResponse => SetLoraAdaptersResponse.decode(value),
+  },
   /** Streams generated text as it is produced; the last message carries finish reason and usage. */
   generate: {
     path: "/kailstream.engine.v1.EngineService/Generate" as const,
@@ -6297,6 +6476,8 @@ export interface EngineServiceServer extends UntypedServiceImplementation {
   listModels: handleUnaryCall<ListModelsRequest, ListModelsResponse>;
   loadModel: handleUnaryCall<LoadModelRequest, LoadModelResponse>;
   unloadModel: handleUnaryCall<UnloadModelRequest, UnloadModelResponse>;
+  /** Sets a loaded model's default LoRA scales (llama-server's POST /lora-adapters). */
+  setLoraAdapters: handleUnaryCall<SetLoraAdaptersRequest, SetLoraAdaptersResponse>;
   /** Streams generated text as it is produced; the last message carries finish reason and usage. */
   generate: handleServerStreamingCall<GenerateRequest, GenerateResponse>;
   cancel: handleUnaryCall<CancelRequest, CancelResponse>;
@@ -6376,6 +6557,22 @@ export interface EngineServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: UnloadModelResponse) => void,
+  ): ClientUnaryCall;
+  /** Sets a loaded model's default LoRA scales (llama-server's POST /lora-adapters). */
+  setLoraAdapters(
+    request: SetLoraAdaptersRequest,
+    callback: (error: ServiceError | null, response: SetLoraAdaptersResponse) => void,
+  ): ClientUnaryCall;
+  setLoraAdapters(
+    request: SetLoraAdaptersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetLoraAdaptersResponse) => void,
+  ): ClientUnaryCall;
+  setLoraAdapters(
+    request: SetLoraAdaptersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetLoraAdaptersResponse) => void,
   ): ClientUnaryCall;
   /** Streams generated text as it is produced; the last message carries finish reason and usage. */
   generate(request: GenerateRequest, options?: Partial<CallOptions>): ClientReadableStream<GenerateResponse>;

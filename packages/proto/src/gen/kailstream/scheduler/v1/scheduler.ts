@@ -29,9 +29,9 @@ import {
   servingStatusToJSON,
 } from "../../common/v1/common";
 import {
-  CopyModelFileRequest as CopyModelFileRequest5,
+  CopyModelFileRequest as CopyModelFileRequest6,
   CopyModelFileResponse,
-  DeleteModelFileRequest as DeleteModelFileRequest4,
+  DeleteModelFileRequest as DeleteModelFileRequest5,
   DeleteModelFileResponse,
   DetokenizeRequest,
   DetokenizeResponse,
@@ -42,6 +42,8 @@ import {
   LoadModelResponse,
   PlanModelRequest as PlanModelRequest1,
   PlanModelResponse,
+  SetLoraAdaptersRequest as SetLoraAdaptersRequest4,
+  SetLoraAdaptersResponse,
   TelemetrySnapshot,
   TokenizeRequest,
   TokenizeResponse,
@@ -80,6 +82,11 @@ export interface LoadModelRequest {
 export interface UnloadModelRequest {
   engineId: string;
   unload: UnloadModelRequest3 | undefined;
+}
+
+export interface SetLoraAdaptersRequest {
+  engineId: string;
+  set: SetLoraAdaptersRequest4 | undefined;
 }
 
 export interface ListModelsRequest {
@@ -190,12 +197,12 @@ export interface EnsureModelResponse {
 
 export interface DeleteModelFileRequest {
   engineId: string;
-  delete: DeleteModelFileRequest4 | undefined;
+  delete: DeleteModelFileRequest5 | undefined;
 }
 
 export interface CopyModelFileRequest {
   engineId: string;
-  copy: CopyModelFileRequest5 | undefined;
+  copy: CopyModelFileRequest6 | undefined;
 }
 
 function createBaseWatchTelemetryRequest(): WatchTelemetryRequest {
@@ -719,6 +726,97 @@ export const UnloadModelRequest: MessageFns<UnloadModelRequest> = {
     message.engineId = object.engineId ?? "";
     message.unload = (object.unload !== undefined && object.unload !== null)
       ? UnloadModelRequest3.fromPartial(object.unload)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSetLoraAdaptersRequest(): SetLoraAdaptersRequest {
+  return { engineId: "", set: undefined };
+}
+
+export const SetLoraAdaptersRequest: MessageFns<SetLoraAdaptersRequest> = {
+  encode(message: SetLoraAdaptersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.engineId !== "") {
+      writer.uint32(10).string(message.engineId);
+    }
+    if (message.set !== undefined) {
+      SetLoraAdaptersRequest4.encode(message.set, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetLoraAdaptersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetLoraAdaptersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.engineId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.set = SetLoraAdaptersRequest4.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SetLoraAdaptersRequest {
+    return {
+      engineId: isSet(object.engineId)
+        ? globalThis.String(object.engineId)
+        : isSet(object.engine_id)
+        ? globalThis.String(object.engine_id)
+        : "",
+      set: isSet(object.set) ? SetLoraAdaptersRequest4.fromJSON(object.set) : undefined,
+    };
+  },
+
+  toJSON(message: SetLoraAdaptersRequest): unknown {
+    const obj: any = {};
+    if (message.engineId !== "") {
+      obj.engineId = message.engineId;
+    }
+    if (message.set !== undefined) {
+      obj.set = SetLoraAdaptersRequest4.toJSON(message.set);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetLoraAdaptersRequest>, I>>(base?: I): SetLoraAdaptersRequest {
+    return SetLoraAdaptersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetLoraAdaptersRequest>, I>>(object: I): SetLoraAdaptersRequest {
+    const message = createBaseSetLoraAdaptersRequest();
+    message.engineId = object.engineId ?? "";
+    message.set = (object.set !== undefined && object.set !== null)
+      ? SetLoraAdaptersRequest4.fromPartial(object.set)
       : undefined;
     return message;
   },
@@ -2190,7 +2288,7 @@ export const DeleteModelFileRequest: MessageFns<DeleteModelFileRequest> = {
       writer.uint32(10).string(message.engineId);
     }
     if (message.delete !== undefined) {
-      DeleteModelFileRequest4.encode(message.delete, writer.uint32(18).fork()).join();
+      DeleteModelFileRequest5.encode(message.delete, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -2221,7 +2319,7 @@ export const DeleteModelFileRequest: MessageFns<DeleteModelFileRequest> = {
               break;
             }
 
-            message.delete = DeleteModelFileRequest4.decode(reader, reader.uint32());
+            message.delete = DeleteModelFileRequest5.decode(reader, reader.uint32());
             continue;
           }
         }
@@ -2243,7 +2341,7 @@ export const DeleteModelFileRequest: MessageFns<DeleteModelFileRequest> = {
         : isSet(object.engine_id)
         ? globalThis.String(object.engine_id)
         : "",
-      delete: isSet(object.delete) ? DeleteModelFileRequest4.fromJSON(object.delete) : undefined,
+      delete: isSet(object.delete) ? DeleteModelFileRequest5.fromJSON(object.delete) : undefined,
     };
   },
 
@@ -2253,7 +2351,7 @@ export const DeleteModelFileRequest: MessageFns<DeleteModelFileRequest> = {
       obj.engineId = message.engineId;
     }
     if (message.delete !== undefined) {
-      obj.delete = DeleteModelFileRequest4.toJSON(message.delete);
+      obj.delete = DeleteModelFileRequest5.toJSON(message.delete);
     }
     return obj;
   },
@@ -2265,7 +2363,7 @@ export const DeleteModelFileRequest: MessageFns<DeleteModelFileRequest> = {
     const message = createBaseDeleteModelFileRequest();
     message.engineId = object.engineId ?? "";
     message.delete = (object.delete !== undefined && object.delete !== null)
-      ? DeleteModelFileRequest4.fromPartial(object.delete)
+      ? DeleteModelFileRequest5.fromPartial(object.delete)
       : undefined;
     return message;
   },
@@ -2281,7 +2379,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
       writer.uint32(10).string(message.engineId);
     }
     if (message.copy !== undefined) {
-      CopyModelFileRequest5.encode(message.copy, writer.uint32(18).fork()).join();
+      CopyModelFileRequest6.encode(message.copy, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -2312,7 +2410,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
               break;
             }
 
-            message.copy = CopyModelFileRequest5.decode(reader, reader.uint32());
+            message.copy = CopyModelFileRequest6.decode(reader, reader.uint32());
             continue;
           }
         }
@@ -2334,7 +2432,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
         : isSet(object.engine_id)
         ? globalThis.String(object.engine_id)
         : "",
-      copy: isSet(object.copy) ? CopyModelFileRequest5.fromJSON(object.copy) : undefined,
+      copy: isSet(object.copy) ? CopyModelFileRequest6.fromJSON(object.copy) : undefined,
     };
   },
 
@@ -2344,7 +2442,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
       obj.engineId = message.engineId;
     }
     if (message.copy !== undefined) {
-      obj.copy = CopyModelFileRequest5.toJSON(message.copy);
+      obj.copy = CopyModelFileRequest6.toJSON(message.copy);
     }
     return obj;
   },
@@ -2356,7 +2454,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
     const message = createBaseCopyModelFileRequest();
     message.engineId = object.engineId ?? "";
     message.copy = (object.copy !== undefined && object.copy !== null)
-      ? CopyModelFileRequest5.fromPartial(object.copy)
+      ? CopyModelFileRequest6.fromPartial(object.copy)
       : undefined;
     return message;
   },
@@ -2483,6 +2581,18 @@ export const SchedulerServiceService = {
     responseSerialize: (value: UnloadModelResponse): Buffer => Buffer.from(UnloadModelResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): UnloadModelResponse => UnloadModelResponse.decode(value),
   },
+  /** To the engine that has the model (or engine_id's). */
+  setLoraAdapters: {
+    path: "/kailstream.scheduler.v1.SchedulerService/SetLoraAdapters" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetLoraAdaptersRequest): Buffer =>
+      Buffer.from(SetLoraAdaptersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetLoraAdaptersRequest => SetLoraAdaptersRequest.decode(value),
+    responseSerialize: (value: SetLoraAdaptersResponse): Buffer =>
+      Buffer.from(SetLoraAdaptersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetLoraAdaptersResponse => SetLoraAdaptersResponse.decode(value),
+  },
   /**
    * The model by id, loaded first when no engine has it but one's models directory holds
    * <id>.gguf (load on demand; NOT_FOUND when none does or the scheduler runs without it).
@@ -2555,6 +2665,8 @@ export interface SchedulerServiceServer extends UntypedServiceImplementation {
   planModel: handleUnaryCall<PlanModelRequest, PlanModelResponse>;
   loadModel: handleUnaryCall<LoadModelRequest, LoadModelResponse>;
   unloadModel: handleUnaryCall<UnloadModelRequest, UnloadModelResponse>;
+  /** To the engine that has the model (or engine_id's). */
+  setLoraAdapters: handleUnaryCall<SetLoraAdaptersRequest, SetLoraAdaptersResponse>;
   /**
    * The model by id, loaded first when no engine has it but one's models directory holds
    * <id>.gguf (load on demand; NOT_FOUND when none does or the scheduler runs without it).
@@ -2724,6 +2836,22 @@ export interface SchedulerServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: UnloadModelResponse) => void,
+  ): ClientUnaryCall;
+  /** To the engine that has the model (or engine_id's). */
+  setLoraAdapters(
+    request: SetLoraAdaptersRequest,
+    callback: (error: ServiceError | null, response: SetLoraAdaptersResponse) => void,
+  ): ClientUnaryCall;
+  setLoraAdapters(
+    request: SetLoraAdaptersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetLoraAdaptersResponse) => void,
+  ): ClientUnaryCall;
+  setLoraAdapters(
+    request: SetLoraAdaptersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetLoraAdaptersResponse) => void,
   ): ClientUnaryCall;
   /**
    * The model by id, loaded first when no engine has it but one's models directory holds
