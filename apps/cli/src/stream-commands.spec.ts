@@ -103,6 +103,10 @@ describe('kail plan and --ram', () => {
       expect(r.stderr).not.toMatch(/error/i);
       return JSON.parse(r.stdout).ppl as number;
     };
+    // inspect tells an adapter from a model.
+    const info = JSON.parse(kail('inspect', adapter, '--json').stdout).adapter;
+    expect(info).toMatchObject({ architecture: 'qwen3moe', adapterType: 'lora', alpha: 16, ranks: [8] });
+    expect(info.targets).toEqual(['blk.N.attn_q.weight', 'blk.N.attn_v.weight', 'blk.N.ffn_gate_exps.weight', 'blk.N.ffn_up_exps.weight', 'blk.N.ffn_down_exps.weight']);
     const base = ppl();
     expect(ppl('--lora', adapter)).not.toBe(base);
     expect(ppl('--lora-scaled', `${adapter}:0`)).toBe(base);

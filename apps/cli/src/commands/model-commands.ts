@@ -764,6 +764,31 @@ export function registerModelCommands(program: Command): void {
     .action((file: string, o: CacheTypeOpts & { json?: boolean }) => {
       const f = openGgufMetadata(file);
       try {
+        if (f.metadata['general.type'] === 'adapter') {
+          // A LoRA adapter (llama.cpp's GGUF adapter format): what it adapts, not a model summary.
+          const pairs = f.tensors.filter((t) => t.name.endsWith('.lora_a')).map((t) => t.name.slice(0, -7));
+          const ranks = [...new Set(f.tensors.filter((t) => t.name.endsWith('.lora_b')).map((t) => t.dims[0]))].sort((x, y) => x - y);
+          const adapter = {
+            path: file,
+            architecture: String(f.metadata['general.architecture'] ?? ''),
+            adapterType: String(f.metadata['adapter.type'] ?? ''),
+            alpha: Number(f.metadata['adapter.lora.alpha'] ?? 0),
+            ranks,
+            pairs: pairs.length,
+            targets: [...new Set(pairs.map((n) => n.replace(/^blk\.\d+\./, 'blk.N.')))],
+          };
+          if (o.json) process.stdout.write(JSON.stringify({ adapter }) + '\n');
+          else
+            process.stdout.write(
+              [
+                `file            ${file}`,
+                `adapter         ${adapter.adapterType || '?'} for ${adapter.architecture}, rank ${ranks.join('/')}, alpha ${adapter.alpha} (scale x alpha / rank = ${ranks.map((r) => (adapter.alpha ? adapter.alpha / r : 1).toFixed(3)).join('/')} x the adapter scale)`,
+                `pairs           ${pairs.length}: ${adapter.targets.join(', ')}`,
+                `use             kail run -m MODEL.gguf --lora ${file}  (or --lora-scaled ${file}:SCALE)`,
+              ].join('\n') + '\n',
+            );
+          return;
+        }
         const s = summarize(f);
         // Files the engine cannot run (vocabulary-only, unknown architectures, or a cache type
         // the model cannot take) have no KV line.

@@ -17,6 +17,7 @@ const model: ModelView = {
   expiresAtUnixMs: 0,
   kvType: '',
   kvTypeV: '',
+  loraAdapters: [],
   residency: { residentBytes: 1024 * 1024, expertBytes: 5 * 1024 * 1024, kvBytes: 0, ramExpertCacheBytes: 0, vramExpertCacheBytes: 0 },
   tensorTypes: [
     { type: 'Q4_K', bytes: 5 * 1024 * 1024 },
@@ -39,6 +40,9 @@ describe('models page parts', () => {
     expect(kept).toContain('<dt>KV cache</dt><dd>q8_0</dd>');
     const split = renderToString(<ModelDetails m={{ ...model, loaded: true, kvType: 'q8_0', kvTypeV: 'q4_0' }} />);
     expect(split).toContain('<dt>KV cache</dt><dd>K q8_0, V q4_0</dd>');
+    expect(split).not.toContain('LoRA');
+    const tuned = renderToString(<ModelDetails m={{ ...model, loaded: true, loraAdapters: [{ path: '/models/style.gguf', scale: 0.5 }] }} />);
+    expect(tuned).toContain('<dt>LoRA</dt><dd>style.gguf × 0.5</dd>');
     expect(kept).toContain('unloads when idle at');
     expect(kept).toContain('2026-12-02 05:07:30 UTC');
   });

@@ -30,6 +30,12 @@ export function ModelDetails({ m, coldBytesPerToken }: { m: ModelView; coldBytes
           <dd>{m.kvTypeV && m.kvTypeV !== m.kvType ? `K ${m.kvType}, V ${m.kvTypeV}` : m.kvType}</dd>
         </>
       )}
+      {m.loraAdapters.length > 0 && (
+        <>
+          <dt>LoRA</dt>
+          <dd>{m.loraAdapters.map((l) => `${l.path.split('/').pop()} × ${l.scale}`).join(', ')}</dd>
+        </>
+      )}
       <dt>file</dt>
       <dd>{formatBytes(m.fileBytes)}</dd>
       {m.expiresAtUnixMs > 0 && (

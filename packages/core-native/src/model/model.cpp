@@ -422,6 +422,7 @@ static void load_lora_adapters(model::impl & m) {
                 if (t->n_dims > 3 || !tr || !tr->compute) throw error(KAIL_E_BAD_MODEL, pre + "'" + t->name + "' must be a matrix (per expert: 3-D) of a type kail computes with, is " + type_name(t->type) + " " + shape_str(t));
             }
             const int64_t rank = b->ne[0];
+            if (rank < 1) throw error(KAIL_E_BAD_MODEL, pre + "lora_b " + shape_str(b) + " has rank 0");
             if (a->ne[0] % type_traits_get(a->type)->block_size || rank % type_traits_get(b->type)->block_size)
                 throw error(KAIL_E_BAD_MODEL, pre + "rows that are not whole blocks of their type");
             const bool tied = std::any_of(it->second.begin(), it->second.end(), [&](auto & u) { return m.prog.ops[u.first].type == OP_EMBED; }) &&

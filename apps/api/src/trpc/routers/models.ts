@@ -39,6 +39,8 @@ function modelView(m: common.ModelInfo) {
     kvType: m.kvType,
     /** Its V rows' type (llama.cpp's -ctv), kvType unless set apart. */
     kvTypeV: m.kvTypeV || m.kvType,
+    /** Its LoRA adapters with their default scales. */
+    loraAdapters: m.loraAdapters.map((l) => ({ path: l.path, scale: l.scale })),
     residency: tierBytes(m.residency),
     tensorTypes: Object.entries(m.tensorTypeBytes)
       .map(([type, b]) => ({ type, bytes: b }))
