@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import { writeTestModel } from '@kailstream/engine/testing';
 
 import { startTestStack, type TestStack } from '../test-stack';
 
@@ -202,6 +203,33 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
       expect([JSON.stringify(body), bad.status >= 400 && bad.status < 500]).toEqual([JSON.stringify(body), true]);
       expect(bad.body.error).toMatch(why);
     }
+  }, 60_000);
+
+  it('creates a model with LoRA adapters as `ollama create` does with ADAPTER lines: the blob checked, loaded with it, copied with it', async () => {
+    const adapter = fs.readFileSync(writeTestModel(stack.dir, 'tiny-qwen3moe', 'F32', 9, ['--lora-rank', '8', '--lora-alpha', '32']));
+    const digest = `sha256:${createHash('sha256').update(adapter).digest('hex')}`;
+    expect((await fetch(`${stack.api.url}/api/blobs/${digest}`, { method: 'POST', body: adapter })).status).toBe(201);
+    const made = await stack.post('/api/create', { model: 'styled', from: 'lazy', adapters: { 'adapter.gguf': digest }, stream: false });
+    expect(made.body).toEqual({ status: 'success' });
+    const probs = async (model: string, lora?: unknown) =>
+      JSON.stringify((await stack.post('/completion', { model, prompt: 'Adapters', n_predict: 4, temperature: 0, ignore_eos: true, n_probs: 2, ...(lora ? { lora } : {}) })).body.completion_probabilities);
+    const styled = await probs('styled');
+    // Loaded with the adapter: not the base model's answer, which scale 0 gives back.
+    expect(styled).not.toBe(await probs('lazy'));
+    expect(await probs('styled', [{ id: 0, scale: 0 }])).toBe(await probs('lazy'));
+    expect((await stack.post('/api/show', { model: 'styled' })).body.modelfile).toMatch(/^ADAPTER \/.*[0-9a-f]{64}/m);
+    // A copy loads it too; a model file as an adapter, or an adapter for another architecture, is refused.
+    expect((await fetch(`${stack.api.url}/api/copy`, { method: 'POST', body: JSON.stringify({ source: 'styled', destination: 'styled2' }) })).status).toBe(200);
+    expect(await probs('styled2')).toBe(styled);
+    const model = fs.readFileSync(`${stack.dir}/models/lazy.gguf`);
+    const modelDigest = `sha256:${createHash('sha256').update(model).digest('hex')}`;
+    await fetch(`${stack.api.url}/api/blobs/${modelDigest}`, { method: 'POST', body: model });
+    const bad = await stack.post('/api/create', { model: 'wrong', from: 'lazy', adapters: { 'a.gguf': modelDigest }, stream: false });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatch(/is not a LoRA adapter \(general.type 'model'/);
+    expect(((await get('/api/tags')).models as { name: string }[]).map((m) => m.name)).not.toContain('wrong:latest');
+    expect((await stack.post('/api/create', { model: 'x', adapters: { 'a.gguf': digest }, stream: false })).body.error).toMatch(/give from \(a model\) or files|adapters need from/);
+    for (const m of ['styled2', 'styled']) expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: m }) })).status).toBe(200);
   }, 60_000);
 
   it("answers llama-server's router endpoints: GET /models, POST /models/load and /models/unload", async () => {

@@ -174,7 +174,8 @@ const CreateRequest = z
     from: z.string().min(1).optional().nullable(),
     /** File name -> "sha256:<hex>" of an uploaded blob. */
     files: z.record(z.string(), z.string()).optional().nullable(),
-    adapters: z.record(z.string(), z.string()).refine((a) => Object.keys(a).length === 0, 'adapters are not supported by /api/create (load LoRA adapters with kail serve --lora)').optional().nullable(),
+    /** File name -> "sha256:<hex>" of an uploaded LoRA adapter blob (the Modelfile's ADAPTER lines). */
+    adapters: z.record(z.string(), z.string()).optional().nullable(),
     template: z.string().refine((t) => t === '', 'template is not supported: the model is prompted with its own (GGUF) chat template').optional().nullable(),
     license: z.union([z.string(), z.array(z.string())]).optional().nullable(),
     system: z.string().optional().nullable(),
@@ -202,8 +203,8 @@ function withModelfile(o: Options | null | undefined, mf: Modelfile): Options | 
 }
 
 /** /api/show's modelfile text. */
-function modelfileText(file: string, mf: Modelfile): string {
-  const lines = ['# Served by KailStream from its GGUF file', `FROM ${file}`];
+function modelfileText(file: string, mf: Modelfile, adapters: readonly { path: string }[] = []): string {
+  const lines = ['# Served by KailStream from its GGUF file', `FROM ${file}`, ...adapters.map((a) => `ADAPTER ${a.path}`)];
   if (mf.system) lines.push(`SYSTEM ${JSON.stringify(mf.system)}`);
   for (const [k, v] of Object.entries(mf.parameters ?? {})) for (const x of Array.isArray(v) ? v : [v]) lines.push(`PARAMETER ${k} ${typeof x === 'string' ? JSON.stringify(x) : x}`);
   for (const m of mf.messages ?? []) lines.push(`MESSAGE ${m.role} ${JSON.stringify(m.content)}`);
@@ -487,7 +488,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
       const mf = modelfileOf(m.id);
       return {
         license: mf.license ?? '',
-        modelfile: modelfileText(m.path, mf),
+        modelfile: modelfileText(m.path, mf, m.loraAdapters),
         parameters: Object.entries({ ...OLLAMA_DEFAULTS, ...(mf.parameters ?? {}) })
           .flatMap(([k, v]) => (Array.isArray(v) ? v : [v]).map((x) => `${k.padEnd(30)} ${typeof x === 'string' ? JSON.stringify(x) : x}`))
           .join('\n'),
@@ -667,7 +668,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
   app.post('/api/copy', (req, reply) => {
     const parsed = CopyRequest.safeParse(req.body ?? {});
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
-    const copy = { sourceId: untag(parsed.data.source), destinationId: untag(parsed.data.destination), sourcePath: '' };
+    const copy = { sourceId: untag(parsed.data.source), destinationId: untag(parsed.data.destination), sourcePath: '', lora: [] };
     return fileOp(reply, async (s) => {
       await unary<spb.CopyModelFileRequest, pb.CopyModelFileResponse>(s.copyModelFile.bind(s), { engineId: '', copy });
       modelfiles.copy(copy.sourceId, copy.destinationId);
@@ -721,8 +722,18 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
       blob = blobs.path(hex);
     }
     const from = b.from ? untag(b.from) : id;
+    // ADAPTER lines: uploaded GGUF LoRA blobs the new model loads with (the engine checks each).
+    const lora: { path: string; scale: number }[] = [];
+    for (const [name, digest] of Object.entries(b.adapters ?? {})) {
+      if (!blobs) return noBlobs(reply);
+      const hex = blobDigest(digest);
+      if (!hex) return bad(reply, `adapters.${name}: the digest must be sha256:<64 lowercase hex digits>`);
+      if (!blobs.has(hex)) return bad(reply, `blob sha256:${hex} is not on the server: upload it with POST /api/blobs/sha256:${hex}`);
+      lora.push({ path: blobs.path(hex), scale: 1 });
+    }
+    if (lora.length && !blob && from === id) return bad(reply, 'adapters need from (another model) or files: the new model is a copy that loads them');
     return guarded(reply, async (s) => {
-      const copy = (c: Partial<pb.CopyModelFileRequest>) => unary<spb.CopyModelFileRequest, pb.CopyModelFileResponse>(s.copyModelFile.bind(s), { engineId: '', copy: { sourceId: '', destinationId: id, sourcePath: '', ...c } });
+      const copy = (c: Partial<pb.CopyModelFileRequest>) => unary<spb.CopyModelFileRequest, pb.CopyModelFileResponse>(s.copyModelFile.bind(s), { engineId: '', copy: { sourceId: '', destinationId: id, sourcePath: '', lora, ...c } });
       const replace = async (c: Partial<pb.CopyModelFileRequest>) => {
         try {
           await copy(c);
@@ -741,6 +752,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         status.push(`using existing model ${from}`);
         await replace({ sourceId: from });
       }
+      for (const digest of Object.values(b.adapters ?? {})) status.push(`using adapter layer ${digest}`);
       // The new model's Modelfile: the source's (when made from a model), then this request's.
       const base = blob ? {} : (modelfiles.get(from) ?? {});
       modelfiles.set(id, {

@@ -92,7 +92,8 @@ export function createEngineServiceImpl(host: ModelHost): pb.EngineServiceServer
       );
     },
     copyModelFile: (call, cb) => {
-      (call.request.sourcePath ? host.importModelFile(call.request.sourcePath, call.request.destinationId) : host.copyModelFile(call.request.sourceId, call.request.destinationId)).then(
+      const lora = call.request.lora.map((l) => ({ path: l.path, scale: l.scale }));
+      (call.request.sourcePath ? host.importModelFile(call.request.sourcePath, call.request.destinationId, lora) : host.copyModelFile(call.request.sourceId, call.request.destinationId, lora)).then(
         () => cb(null, {}),
         (e) => cb(toServiceError(e)),
       );

@@ -19,6 +19,47 @@ import type { TokenLogprobs } from '../sampling/logprobs';
 import { choicePattern, forcedToolCallPattern, lazyToolCallPattern, reasoningThenJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
 import type { NativeExpertStreamStats } from '@kailstream/core-native';
 
+/** A LoRA adapter file and its scale. */
+export interface LoraSpec {
+  path: string;
+  scale: number;
+}
+
+/** The sidecar of a models-directory file that lists the LoRA adapters it loads with (ID.lora.json). */
+function loraSidecar(modelFile: string): string {
+  return modelFile.replace(/\.gguf$/, '') + '.lora.json';
+}
+
+function readLoraSidecar(modelFile: string): LoraSpec[] {
+  const f = loraSidecar(modelFile);
+  if (!fs.existsSync(f)) return [];
+  const list = JSON.parse(fs.readFileSync(f, 'utf8')) as unknown;
+  if (!Array.isArray(list) || !list.every((l) => typeof l?.path === 'string' && Number.isFinite(l?.scale)))
+    throw new EngineError('KAIL_E_BAD_MODEL', `${f}: expected a list of {path, scale}`);
+  return list as LoraSpec[];
+}
+
+/** Checks each adapter is a LoRA adapter for `modelFile`'s architecture, then writes the sidecar. */
+function writeLoraSidecar(modelFile: string, lora: readonly LoraSpec[]): void {
+  const model = openGgufMetadata(modelFile);
+  const arch = model.metadata['general.architecture'];
+  model.close();
+  for (const l of lora) {
+    if (!path.isAbsolute(l.path)) throw new EngineError('KAIL_E_INVALID_ARG', `LoRA adapter path must be absolute, got ${JSON.stringify(l.path)}`);
+    if (!fs.existsSync(l.path)) throw new EngineError('KAIL_E_NOT_FOUND', `LoRA adapter ${l.path} does not exist on the engine's machine`);
+    const a = openGgufMetadata(l.path);
+    try {
+      if (a.metadata['general.type'] !== 'adapter' || a.metadata['adapter.type'] !== 'lora')
+        throw new EngineError('KAIL_E_INVALID_ARG', `${l.path} is not a LoRA adapter (general.type '${String(a.metadata['general.type'])}', adapter.type '${String(a.metadata['adapter.type'] ?? '')}')`);
+      if (a.metadata['general.architecture'] !== arch)
+        throw new EngineError('KAIL_E_INVALID_ARG', `LoRA adapter ${l.path} is for architecture '${String(a.metadata['general.architecture'])}', the model is '${String(arch)}'`);
+    } finally {
+      a.close();
+    }
+  }
+  fs.writeFileSync(loraSidecar(modelFile), JSON.stringify(lora.map((l) => ({ path: l.path, scale: l.scale }))) + '\n');
+}
+
 /** What the engine gRPC service needs from whatever owns models and runs generation. */
 export interface ModelHost {
   health(): { ok: boolean; detail: string };
@@ -38,9 +79,9 @@ export interface ModelHost {
   /** Removes ID.gguf from the models directory (unloading it first when idle); true when it was loaded. */
   deleteModelFile(id: string): Promise<boolean>;
   /** Makes ID.gguf of the models directory available as DEST.gguf too (a hard link, else a copy). */
-  copyModelFile(id: string, dest: string): Promise<void>;
+  copyModelFile(id: string, dest: string, lora?: readonly LoraSpec[]): Promise<void>;
   /** Brings a GGUF file from elsewhere into the models directory as `dest` (checked first; a hard link where it can be). */
-  importModelFile(source: string, dest: string): Promise<void>;
+  importModelFile(source: string, dest: string, lora?: readonly LoraSpec[]): Promise<void>;
   /** Residency plan for a file under the given budgets (nothing is loaded). */
   planModel(req: pb.PlanModelRequest): Promise<pb.PlanModelResponse>;
   tokenize(req: pb.TokenizeRequest): pb.TokenizeResponse;
@@ -317,6 +358,7 @@ export class LocalModelHost implements ModelHost {
     const file = this.resolveModelPath(req.path);
     const id = req.id || path.basename(file).replace(/\.gguf$/i, '');
     if (this.models.has(id) || this.loading.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a model with id '${id}' is already loaded`);
+    const lora: LoraSpec[] = req.lora.length ? req.lora.map((l) => ({ path: l.path, scale: l.scale })) : readLoraSidecar(file);
     let ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || 0;
     let ioThreads = this.opts.loadOptions?.ioThreads;
     if (this.opts.profile) {
@@ -346,7 +388,8 @@ export class LocalModelHost implements ModelHost {
     try {
       model = EngineModel.load(file, {
         ...this.opts.loadOptions,
-        ...(req.lora.length ? { lora: req.lora.map((l) => ({ path: l.path, scale: l.scale })) } : {}),
+        // The request's adapters, else those a models-directory file was created with (ID.lora.json).
+        ...(lora.length ? { lora } : {}),
         ioThreads,
         nCtx: req.contextLength || this.opts.defaultContext || 4096,
         threads: req.threads || this.opts.threads || 0,
@@ -795,7 +838,7 @@ export class LocalModelHost implements ModelHost {
         const f = openGgufMetadata(full);
         try {
           const s = summarize(f);
-          files.push({ path: full, id, sizeBytes: size, architecture: s.architecture, error: '', info: common.ModelInfo.fromPartial({ ...summaryInfo(id, full, s), loaded: loadedPaths.has(full) }) });
+          files.push({ path: full, id, sizeBytes: size, architecture: s.architecture, error: '', info: common.ModelInfo.fromPartial({ ...summaryInfo(id, full, s), loaded: loadedPaths.has(full), loraAdapters: readLoraSidecar(full) }) });
         } finally {
           f.close();
         }
@@ -824,18 +867,32 @@ export class LocalModelHost implements ModelHost {
       unloaded = true;
     }
     fs.unlinkSync(file);
+    fs.rmSync(loraSidecar(file), { force: true });
     return unloaded;
   }
 
-  async copyModelFile(id: string, dest: string): Promise<void> {
+  async copyModelFile(id: string, dest: string, lora: readonly LoraSpec[] = []): Promise<void> {
     const src = this.modelFilePath(id, 'source');
     const dst = this.modelFilePath(dest, 'destination');
     if (!fs.existsSync(src)) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not in the models directory`);
     if (fs.existsSync(dst)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `model '${dest}' is already in the models directory`);
+    const adapters = lora.length ? lora : readLoraSidecar(src);
     linkOrCopy(src, dst);
+    this.keepLora(dst, adapters);
   }
 
-  async importModelFile(source: string, dest: string): Promise<void> {
+  /** Writes dst's adapter sidecar (nothing without adapters); a refused adapter takes dst back out. */
+  private keepLora(dst: string, lora: readonly LoraSpec[]): void {
+    if (!lora.length) return;
+    try {
+      writeLoraSidecar(dst, lora);
+    } catch (e) {
+      fs.rmSync(dst, { force: true });
+      throw e;
+    }
+  }
+
+  async importModelFile(source: string, dest: string, lora: readonly LoraSpec[] = []): Promise<void> {
     const dst = this.modelFilePath(dest, 'destination');
     if (!path.isAbsolute(source)) throw new EngineError('KAIL_E_INVALID_ARG', `source path must be absolute, got ${JSON.stringify(source)}`);
     if (!fs.existsSync(source)) throw new EngineError('KAIL_E_NOT_FOUND', `${source} does not exist on the engine's machine`);
@@ -843,6 +900,7 @@ export class LocalModelHost implements ModelHost {
     // A readable GGUF header, or an error naming what is wrong with it.
     openGgufMetadata(source).close();
     linkOrCopy(source, dst);
+    this.keepLora(dst, lora);
   }
 
   async planModel(req: pb.PlanModelRequest): Promise<pb.PlanModelResponse> {

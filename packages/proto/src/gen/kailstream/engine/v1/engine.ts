@@ -654,6 +654,12 @@ export interface CopyModelFileRequest {
    * first (FAILED_PRECONDITION naming the problem for a file that is not a readable GGUF).
    */
   sourcePath: string;
+  /**
+   * LoRA adapters the new model loads with (Ollama's ADAPTER lines): files on the engine's machine,
+   * each checked to be a LoRA adapter for the model's architecture, kept next to it as
+   * DEST.lora.json. Empty: a copied model keeps its source's.
+   */
+  lora: LoraAdapter[];
 }
 
 export interface CopyModelFileResponse {
@@ -5308,7 +5314,7 @@ export const DeleteModelFileResponse: MessageFns<DeleteModelFileResponse> = {
 };
 
 function createBaseCopyModelFileRequest(): CopyModelFileRequest {
-  return { sourceId: "", destinationId: "", sourcePath: "" };
+  return { sourceId: "", destinationId: "", sourcePath: "", lora: [] };
 }
 
 export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
@@ -5321,6 +5327,9 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
     }
     if (message.sourcePath !== "") {
       writer.uint32(26).string(message.sourcePath);
+    }
+    for (const v of message.lora) {
+      LoraAdapter.encode(v!, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -5362,6 +5371,14 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
             message.sourcePath = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.lora.push(LoraAdapter.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5391,6 +5408,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
         : isSet(object.source_path)
         ? globalThis.String(object.source_path)
         : "",
+      lora: globalThis.Array.isArray(object?.lora) ? object.lora.map((e: any) => LoraAdapter.fromJSON(e)) : [],
     };
   },
 
@@ -5405,6 +5423,9 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
     if (message.sourcePath !== "") {
       obj.sourcePath = message.sourcePath;
     }
+    if (message.lora?.length) {
+      obj.lora = message.lora.map((e) => LoraAdapter.toJSON(e));
+    }
     return obj;
   },
 
@@ -5416,6 +5437,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
     message.sourceId = object.sourceId ?? "";
     message.destinationId = object.destinationId ?? "";
     message.sourcePath = object.sourcePath ?? "";
+    message.lora = object.lora?.map((e) => LoraAdapter.fromPartial(e)) || [];
     return message;
   },
 };
