@@ -110,8 +110,12 @@ describe('kail plan and --ram', () => {
     const base = ppl();
     expect(ppl('--lora', adapter)).not.toBe(base);
     expect(ppl('--lora-scaled', `${adapter}:0`)).toBe(base);
-    // With experts streaming under --ram: the same.
-    expect(ppl('--lora', adapter, '--ram', String(ram), '--reserve', '0')).toBe(ppl('--lora', adapter));
+    // With experts streaming under --ram: the same. The plan counts the adapter's pairs.
+    expect(ppl('--lora', adapter, '--ram', String(ram + fs.statSync(adapter).size), '--reserve', '0')).toBe(ppl('--lora', adapter));
+    const plan = (...a: string[]) => JSON.parse(kail('plan', '-m', model, '--ram', '64M', '--reserve', '0', '--ctx', '256', '--json', ...a).stdout);
+    const withLora = plan('--lora', adapter);
+    expect(withLora.loraBytes).toBeGreaterThan(0.9 * fs.statSync(adapter).size);
+    expect(withLora.fixedBytes - plan().fixedBytes).toBe(withLora.loraBytes);
     // Two halves are one adapter at 0.5, up to the order of float sums.
     const half = ppl('--lora-scaled', `${adapter}:0.5`);
     expect(half).not.toBe(base);

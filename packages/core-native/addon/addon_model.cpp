@@ -180,6 +180,7 @@ Napi::Object plan_to_js(Napi::Env env, const kail::residency_plan & p) {
     num("reserveBytes", static_cast<double>(p.reserve_bytes));
     num("residentBytes", static_cast<double>(p.resident_bytes));
     num("residentTensors", static_cast<double>(p.resident_tensors));
+    num("loraBytes", static_cast<double>(p.lora_bytes));
     num("kvBytes", static_cast<double>(p.kv_bytes));
     num("nCtx", static_cast<double>(p.n_ctx));
     num("nSeqMax", p.n_seq_max);

@@ -183,6 +183,8 @@ export interface NativeResidencyPlan {
   nSeqMax: number;
   /** Activations for a batch of nBatch tokens (an estimate). */
   scratchBytes: number;
+  /** LoRA adapters' pairs (params.lora), mapped and read by every pass. */
+  loraBytes: number;
   nBatch: number;
   /** reserve + resident + KV + scratch. */
   fixedBytes: number;

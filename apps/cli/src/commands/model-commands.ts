@@ -382,6 +382,7 @@ function planLines(file: string, p: ResidencyPlan): string[] {
     `  resident       ${b(p.residentBytes)} (${p.residentTensors} non-expert tensors, copied into RAM at load)`,
     `  KV cache       ${b(p.kvBytes)} (${p.nCtx} tokens x ${p.nSeqMax} sequence${p.nSeqMax > 1 ? 's' : ''})`,
     `  scratch        ${b(p.scratchBytes)} (batch of ${p.nBatch} tokens)`,
+    ...(p.loraBytes ? [`  LoRA           ${b(p.loraBytes)} (adapter pairs, mapped)`] : []),
   ];
   if (p.nMoeLayers) {
     lines.push(
@@ -660,8 +661,10 @@ export function registerModelCommands(program: Command): void {
     .option('--batch <n>', 'most tokens per forward pass', int('--batch', 1, 1 << 16), 512)
     .option('--reserve <bytes>', `part of --ram held back for the process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'));
   addCacheTypeOptions(plan)
+    .option('--lora <files>', 'LoRA adapter the model loads with (counted in the budget); repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--lora-scaled <file:scale>', 'the same with a scale, FNAME:SCALE', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--json', 'print one JSON object')
-    .action((o: CacheTypeOpts & { model: string; ram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string }) => {
+    .action((o: CacheTypeOpts & { model: string; ram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string; lora: string[]; loraScaled: string[] }) => {
       let ram = o.ram;
       if (ram === undefined) {
         const dir = dataDir(o.dataDir);
@@ -670,7 +673,7 @@ export function registerModelCommands(program: Command): void {
         ram = profile.defaults.ramBytes;
         process.stderr.write(`kail: --ram ${formatBytes(ram)} from ${hardwareProfilePath(dir)}: ${profile.defaults.why.ramBytes}\n`);
       }
-      const p = planModel(o.model, { ramBytes: ram, nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve, ...kvTypesOf(o) });
+      const p = planModel(o.model, { ramBytes: ram, nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve, ...kvTypesOf(o), lora: parseLoraFlags(o.lora, o.loraScaled) });
       if (o.json) process.stdout.write(JSON.stringify(p) + '\n');
       else process.stdout.write(planLines(o.model, p).join('\n') + '\n');
       if (!p.fits) throw new Error(p.message);

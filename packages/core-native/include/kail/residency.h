@@ -27,8 +27,9 @@ struct residency_plan {
     int64_t  n_ctx = 0;
     int      n_seq_max = 0;
     uint64_t scratch_bytes = 0;        // activations for a batch of n_batch tokens (an estimate)
+    uint64_t lora_bytes = 0;           // params.lora's adapter pairs (mapped, read by every pass)
     int64_t  n_batch = 0;
-    uint64_t fixed_bytes = 0;          // reserve + resident + kv + scratch
+    uint64_t fixed_bytes = 0;          // reserve + resident + kv + scratch + lora
     uint64_t expert_bytes = 0;         // routed expert tensors in the file
     int      n_moe_layers = 0;
     int      n_expert = 0;             // largest over MoE layers

@@ -192,7 +192,14 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
         moe_scratch = std::max(moe_scratch, tmp);
     }
     p.scratch_bytes = scratch + moe_scratch;
-    p.fixed_bytes = p.reserve_bytes + p.resident_bytes + p.kv_bytes + p.scratch_bytes;
+    // LoRA adapters: every pair in the files (their headers read, not their data).
+    for (const lora_adapter_spec & spec : params.lora) {
+        gguf_open_params op;
+        op.map_data = false;
+        const std::unique_ptr<gguf_file> f = gguf_file::open(spec.path, op);
+        for (const gguf_tensor_info & t : f->tensors()) p.lora_bytes += align64(t.nbytes);
+    }
+    p.fixed_bytes = p.reserve_bytes + p.resident_bytes + p.kv_bytes + p.scratch_bytes + p.lora_bytes;
     p.cache_bytes = p.ram_budget > p.fixed_bytes ? p.ram_budget - p.fixed_bytes : 0;
     p.cache_experts = p.expert_entry_bytes ? p.cache_bytes / p.expert_entry_bytes : 0;
     p.cache_experts_per_layer = sum_entry ? static_cast<double>(p.cache_bytes) / static_cast<double>(sum_entry) : 0;
@@ -203,7 +210,8 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
         std::string m = "RAM budget " + format_bytes(p.ram_budget) + " (" + std::to_string(p.ram_budget) + " bytes) is " + format_bytes(p.shortfall_bytes) +
                         " short: resident weights " + format_bytes(p.resident_bytes) + " + KV cache " + format_bytes(p.kv_bytes) + " (" +
                         std::to_string(p.n_ctx) + " tokens x " + std::to_string(p.n_seq_max) + " sequence(s)) + scratch " + format_bytes(p.scratch_bytes) +
-                        " (batch of " + std::to_string(p.n_batch) + ") + reserve " + format_bytes(p.reserve_bytes) + " = " + format_bytes(p.fixed_bytes);
+                        " (batch of " + std::to_string(p.n_batch) + ") + reserve " + format_bytes(p.reserve_bytes) +
+                        (p.lora_bytes ? " + LoRA adapters " + format_bytes(p.lora_bytes) : std::string()) + " = " + format_bytes(p.fixed_bytes);
         if (p.n_moe_layers > 0)
             m += ", and the expert cache needs at least " + format_bytes(p.min_cache_bytes) + " (" + std::to_string(p.n_expert_used) + " experts of " +
                  format_bytes(p.expert_entry_bytes) + ")";
