@@ -38,6 +38,8 @@ async function main() {
       // LoRA adapters for the --model files loaded at start (llama.cpp's --lora / --lora-scaled).
       lora: { type: 'string', multiple: true, default: [] },
       'lora-scaled': { type: 'string', multiple: true, default: [] },
+      // llama-server's: the adapters load at scale 0 (requests' `lora` or POST /lora-adapters apply them).
+      'lora-init-without-apply': { type: 'boolean', default: false },
       'max-waiting': { type: 'string', default: '64' },
       // While streams decode, the longest one pass spends on arriving prompts (0 = no limit).
       'max-stall-ms': { type: 'string', default: '500' },
@@ -69,7 +71,7 @@ async function main() {
     defaultRamBudgetBytes: values.ram ? parseByteSize(values.ram) : undefined,
     loadOptions: { kvType, kvTypeV },
   });
-  const lora = parseLoraFlags(values.lora, values['lora-scaled']);
+  const lora = parseLoraFlags(values.lora, values['lora-scaled']).map((l) => (values['lora-init-without-apply'] ? { ...l, scale: 0 } : l));
   for (const m of values.model) {
     // id=path or just path
     const eq = m.indexOf('=');
