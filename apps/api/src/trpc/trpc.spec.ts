@@ -136,6 +136,25 @@ describe('console tRPC router', () => {
     }
   }, 30_000);
 
+  it("sets a loaded model's LoRA scales (the console's form), and says why when it cannot", async () => {
+    const adapter = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 5, ['--lora-rank', '4']);
+    const loaded = await mutate<{ id: string; loraAdapters: { scale: number }[] }>('models.load', { path: file, id: 'styled', contextLength: 256, lora: [{ path: adapter, scale: 1 }] });
+    expect(loaded.status).toBe(200);
+    try {
+      expect(loaded.data!.loraAdapters.map((l) => l.scale)).toEqual([1]);
+      const set = await mutate<{ loraAdapters: { scale: number }[] }>('models.setLora', { id: 'styled', lora: [{ id: 0, scale: 0.25 }] });
+      expect(set.status).toBe(200);
+      expect(set.data!.loraAdapters.map((l) => l.scale)).toEqual([0.25]);
+      expect((await query<{ id: string; loraAdapters: { scale: number }[] }[]>('models.loaded')).data!.find((m) => m.id === 'styled')!.loraAdapters[0].scale).toBe(0.25);
+      const bad = await mutate('models.setLora', { id: 'styled', lora: [{ id: 3, scale: 1 }] });
+      expect(bad.status).toBe(400);
+      expect(bad.error!.message).toMatch(/adapter id 3 does not exist/);
+      expect((await mutate('models.setLora', { id: 'nope', lora: [] })).status).toBe(404);
+    } finally {
+      await mutate('models.unload', { id: 'styled' });
+    }
+  }, 30_000);
+
   it('names the bad field of a bad input and maps engine errors', async () => {
     const bad = await query('models.plan', { path: '' });
     expect(bad.status).toBe(400);

@@ -1,7 +1,7 @@
 import { renderToString } from 'react-dom/server';
 import type { ModelView } from '@kailstream/api';
 
-import { ModelDetails, PlanView } from './models-view';
+import { LoraScales, ModelDetails, PlanView } from './models-view';
 
 const model: ModelView = {
   id: 'tiny',
@@ -43,6 +43,12 @@ describe('models page parts', () => {
     expect(split).not.toContain('LoRA');
     const tuned = renderToString(<ModelDetails m={{ ...model, loaded: true, loraAdapters: [{ path: '/models/style.gguf', scale: 0.5 }] }} />);
     expect(tuned).toContain('<dt>LoRA</dt><dd>style.gguf × 0.5</dd>');
+    // The scales are editable on a loaded model with adapters, and nothing shows without.
+    const form = renderToString(<LoraScales m={{ id: 'm', loraAdapters: [{ path: '/models/style.gguf', scale: 0.5 }] }} onSaved={() => undefined} />);
+    expect(form).toContain('aria-label="scale of LoRA adapter 0"');
+    expect(form).toContain('value="0.5"');
+    expect(form).toContain('Set LoRA scales');
+    expect(renderToString(<LoraScales m={{ id: 'm', loraAdapters: [] }} onSaved={() => undefined} />)).toBe('');
     expect(kept).toContain('unloads when idle at');
     expect(kept).toContain('2026-12-02 05:07:30 UTC');
   });

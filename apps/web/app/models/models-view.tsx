@@ -192,6 +192,50 @@ function PathCard({ onLoaded }: { onLoaded: () => void }) {
   );
 }
 
+/** A loaded model's LoRA scales, editable (they become the scales of requests that give none). */
+export function LoraScales({ m, onSaved }: { m: { id: string; loraAdapters: { path: string; scale: number }[] }; onSaved: () => void }) {
+  const [scales, setScales] = useState(() => m.loraAdapters.map((l) => String(l.scale)));
+  const [error, setError] = useState<string | null>(null);
+  if (!m.loraAdapters.length) return null;
+  const valid = scales.every((x) => x.trim() !== '' && Number.isFinite(Number(x)));
+  const save = async () => {
+    setError(null);
+    try {
+      await api.models.setLora.mutate({ id: m.id, lora: scales.map((x, id) => ({ id, scale: Number(x) })) });
+      onSaved();
+    } catch (e) {
+      setError(errorMessage(e));
+    }
+  };
+  return (
+    <form
+      className="row"
+      aria-label={`LoRA scales of ${m.id}`}
+      onSubmit={(e) => {
+        e.preventDefault();
+        void save();
+      }}
+    >
+      {m.loraAdapters.map((l, i) => (
+        <label key={i}>
+          {l.path.split('/').pop()}{' '}
+          <input
+            value={scales[i]}
+            onChange={(e) => setScales(scales.map((x, j) => (j === i ? e.target.value : x)))}
+            inputMode="decimal"
+            size={5}
+            aria-label={`scale of LoRA adapter ${i}`}
+          />
+        </label>
+      ))}
+      <button type="submit" disabled={!valid}>
+        Set LoRA scales
+      </button>
+      {error && <span className="error">{error}</span>}
+    </form>
+  );
+}
+
 export function ModelsView() {
   const files = usePoll(() => api.models.files.query(), 5000);
   const loaded = usePoll(() => api.models.loaded.query(), 5000);
@@ -224,6 +268,7 @@ export function ModelsView() {
               <button onClick={() => unload(m.id)}>Unload</button>
             </div>
             <ModelDetails m={m} />
+            <LoraScales m={m} onSaved={refresh} />
           </div>
         ))}
       </div>

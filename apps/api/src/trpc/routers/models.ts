@@ -107,6 +107,8 @@ export const modelsRouter = router({
         lookupDecoding: z.boolean().default(false),
         mtpDecoding: z.boolean().default(false),
         speculativeK: z.number().int().min(0).max(32).default(0),
+        // LoRA adapters (files on the engine's machine) and their scales.
+        lora: z.array(z.object({ path: z.string().min(1).max(4096), scale: z.number().min(-1e6).max(1e6).default(1) })).max(64).default([]),
       }),
     )
     .mutation(async ({ ctx, input }) => {
@@ -114,6 +116,16 @@ export const modelsRouter = router({
       const { engineId: eid, ...load } = input;
       // Loading maps and plans the whole file: minutes for a large model.
       const r = await unary<spb.LoadModelRequest, pb.LoadModelResponse>(s, s?.loadModel, { engineId: eid, load: pb.LoadModelRequest.fromPartial(load) }, 600_000);
+      return r.model ? modelView(r.model) : null;
+    }),
+
+  // A loaded model's default LoRA scales (llama-server's POST /lora-adapters): the adapters named
+  // take the scale given, the others 0.
+  setLora: protectedProcedure
+    .input(z.object({ engineId, id: z.string().min(1, 'id is required').max(200), lora: z.array(z.object({ id: z.number().int().min(0).max(1_000_000), scale: z.number().min(-1e6).max(1e6) })).max(256) }))
+    .mutation(async ({ ctx, input }) => {
+      const s = ctx.deps.scheduler();
+      const r = await unary<spb.SetLoraAdaptersRequest, pb.SetLoraAdaptersResponse>(s, s?.setLoraAdapters, { engineId: input.engineId, set: { model: input.id, lora: input.lora } }, 60_000);
       return r.model ? modelView(r.model) : null;
     }),
 
