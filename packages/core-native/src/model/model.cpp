@@ -682,6 +682,35 @@ struct exec_ctx {
     int64_t width(int buf) const { return m.prog.buffers[buf].width; }
 };
 
+// LoRA (model_params::lora). The scales of n rows (each its sequence's, times alpha / rank) into
+// rs; false when all are 0 (then the pair adds nothing).
+template <typename SEQ>
+bool lora_row_scales(const model::impl & m, const model::impl::lora_pair & l, int64_t n, SEQ seq_of, std::vector<float> & rs) {
+    rs.resize(static_cast<size_t>(n));
+    bool any = false;
+    for (int64_t i = 0; i < n; i++) any |= (rs[i] = l.factor * m.lora_scale[seq_of(i)][l.adapter]) != 0.0f;
+    return any;
+}
+
+// A x for n rows of `in` (expert e's slice of A for a per-expert pair): n x rank floats.
+std::vector<float> lora_a_x(const model::impl::lora_pair & l, int64_t e, const float * in, int64_t in_stride, int64_t n, threadpool * pool) {
+    const int64_t r = l.b.ne(0);
+    std::vector<float> ax(static_cast<size_t>(n * r));
+    matmul(l.a.type(), l.a.data + static_cast<size_t>(e) * l.a.matrix_bytes(), l.a.row_bytes(), r, l.a.ne(0), in, static_cast<size_t>(in_stride) * 4, n,
+           ax.data(), static_cast<size_t>(r) * 4, pool);
+    return ax;
+}
+
+// out[i] += rs[i] * B ax[i] for n rows of rank floats (expert e's slice of B for a per-expert pair).
+void lora_add_b(const model::impl::lora_pair & l, int64_t e, const float * ax, int64_t n, const float * rs, float * const * out, int64_t n_out, threadpool * pool) {
+    const int64_t r = l.b.ne(0);
+    std::vector<float> bax(static_cast<size_t>(n * n_out));
+    matmul(l.b.type(), l.b.data + static_cast<size_t>(e) * l.b.matrix_bytes(), l.b.row_bytes(), n_out, r, ax, static_cast<size_t>(r) * 4, n,
+           bax.data(), static_cast<size_t>(n_out) * 4, pool);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n_out; j++) out[i][j] += rs[i] * bax[static_cast<size_t>(i * n_out + j)];
+}
+
 void op_embed(exec_ctx & x, const op_desc & op, size_t oi) {
     const tensor_ref w = x.m.weight(oi, "weight");
     const int64_t d = w.ne(0), n_vocab = w.ne(1);
@@ -692,19 +721,18 @@ void op_embed(exec_ctx & x, const op_desc & op, size_t oi) {
         if (tok < 0 || tok >= n_vocab) throw error(KAIL_E_INVALID_ARG, "token id " + std::to_string(tok) + " outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
         dequantize_row(w.type(), w.data + static_cast<size_t>(tok) * w.row_bytes(), out + t * ow, d);
     }
+    std::vector<float> rs;
+    std::vector<float *> outs;
     for (const model::impl::lora_pair & l : x.m.lora[oi]) {
         // llama.cpp's build_inp_embd: + scale * B A[token] (A's rows gathered as floats).
-        std::vector<float> rs(static_cast<size_t>(x.n_tok));
-        bool any = false;
-        for (int64_t t = 0; t < x.n_tok; t++) any |= (rs[t] = l.factor * x.m.lora_scale[x.b.seq[t]][l.adapter]) != 0.0f;
-        if (!any) continue;
+        if (!lora_row_scales(x.m, l, x.n_tok, [&](int64_t t) { return x.b.seq[t]; }, rs)) continue;
         const int64_t r = l.a.ne(0);
-        std::vector<float> rows(static_cast<size_t>(x.n_tok * r)), delta(static_cast<size_t>(x.n_tok * d));
+        std::vector<float> rows(static_cast<size_t>(x.n_tok * r));
         for (int64_t t = 0; t < x.n_tok; t++)
             dequantize_row(l.a.type(), l.a.data + static_cast<size_t>(x.b.tokens[t]) * l.a.row_bytes(), rows.data() + t * r, r);
-        matmul(l.b.type(), l.b.data, l.b.row_bytes(), d, r, rows.data(), static_cast<size_t>(r) * 4, x.n_tok, delta.data(), static_cast<size_t>(d) * 4, x.m.pool.get());
-        for (int64_t t = 0; t < x.n_tok; t++)
-            for (int64_t i = 0; i < d; i++) out[t * ow + i] += rs[t] * delta[t * d + i];
+        outs.resize(static_cast<size_t>(x.n_tok));
+        for (int64_t t = 0; t < x.n_tok; t++) outs[t] = out + t * ow;
+        lora_add_b(l, 0, rows.data(), x.n_tok, rs.data(), outs.data(), d, x.m.pool.get());
     }
 }
 
@@ -746,23 +774,15 @@ void op_matmul(exec_ctx & x, const op_desc & op, size_t oi) {
     matmul(w.type(), w.data, w.row_bytes(), w.ne(1), w.ne(0),
            x.ptr(op.a) + a_off, static_cast<size_t>(x.width(op.a)) * 4, rows,
            x.ptr(op.out) + o_off, static_cast<size_t>(x.width(op.out)) * 4, x.m.pool.get());
+    std::vector<float> rs;
+    std::vector<float *> outs;
     for (const model::impl::lora_pair & l : x.m.lora[oi]) {
         // llama.cpp's build_lora_mm: + scale * B (A x), the scale per row (its sequence's).
-        std::vector<float> rs(static_cast<size_t>(rows));
-        bool any = false;
-        for (int64_t t = 0; t < rows; t++) any |= (rs[t] = l.factor * x.m.lora_scale[x.seq_of_row(op.a, t)][l.adapter]) != 0.0f;
-        if (!any) continue;
-        const int64_t r = l.b.ne(0), n_out = w.ne(1);
-        std::vector<float> ax(static_cast<size_t>(rows * r)), bax(static_cast<size_t>(rows * n_out));
-        matmul(l.a.type(), l.a.data, l.a.row_bytes(), r, l.a.ne(0), x.ptr(op.a) + a_off, static_cast<size_t>(x.width(op.a)) * 4, rows,
-               ax.data(), static_cast<size_t>(r) * 4, x.m.pool.get());
-        matmul(l.b.type(), l.b.data, l.b.row_bytes(), n_out, r, ax.data(), static_cast<size_t>(r) * 4, rows,
-               bax.data(), static_cast<size_t>(n_out) * 4, x.m.pool.get());
-        for (int64_t t = 0; t < rows; t++) {
-            float * y = x.ptr(op.out) + t * x.width(op.out) + o_off;
-            const float * d = bax.data() + t * n_out;
-            for (int64_t i = 0; i < n_out; i++) y[i] += rs[t] * d[i];
-        }
+        if (!lora_row_scales(x.m, l, rows, [&](int64_t t) { return x.seq_of_row(op.a, t); }, rs)) continue;
+        const std::vector<float> ax = lora_a_x(l, 0, x.ptr(op.a) + a_off, x.width(op.a), rows, x.m.pool.get());
+        outs.resize(static_cast<size_t>(rows));
+        for (int64_t t = 0; t < rows; t++) outs[t] = x.ptr(op.out) + t * x.width(op.out) + o_off;
+        lora_add_b(l, 0, ax.data(), rows, rs.data(), outs.data(), w.ne(1), x.m.pool.get());
     }
     const tensor_ref bias = x.m.weight(oi, "bias");
     if (bias.info) {
@@ -1123,19 +1143,13 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     // LoRA on the experts (llama.cpp's build_lora_mm_id): rows out[i] += s * B_e (A_e in[i]) for the
     // pairs of `role`, s per row from its token's sequence; before the biases, as llama.cpp adds them.
     const std::vector<model::impl::lora_pair> & loras = m.lora[oi];
-    auto expert_lora = [&](int role, int64_t e, const std::vector<int64_t> & slots, const float * in, int64_t in_stride, int64_t n_in, float * const * out, int64_t n_out, threadpool * pool) {
+    auto expert_lora = [&](int role, int64_t e, const std::vector<int64_t> & slots, const float * in, int64_t in_stride, float * const * out, int64_t n_out, threadpool * pool) {
+        std::vector<float> rs;
+        const int64_t ne_ = static_cast<int64_t>(slots.size());
         for (const model::impl::lora_pair & l : loras) {
-            if (l.role != role) continue;
-            const int64_t ne_ = static_cast<int64_t>(slots.size()), r = l.b.ne(0);
-            std::vector<float> rs(static_cast<size_t>(ne_));
-            bool any = false;
-            for (int64_t i = 0; i < ne_; i++) any |= (rs[i] = l.factor * m.lora_scale[x.b.seq[slots[i] / k]][l.adapter]) != 0.0f;
-            if (!any) continue;
-            std::vector<float> ax(static_cast<size_t>(ne_ * r)), bax(static_cast<size_t>(ne_ * n_out));
-            matmul(l.a.type(), l.a.data + static_cast<size_t>(e) * l.a.matrix_bytes(), l.a.row_bytes(), r, n_in, in, static_cast<size_t>(in_stride) * 4, ne_, ax.data(), static_cast<size_t>(r) * 4, pool);
-            matmul(l.b.type(), l.b.data + static_cast<size_t>(e) * l.b.matrix_bytes(), l.b.row_bytes(), n_out, r, ax.data(), static_cast<size_t>(r) * 4, ne_, bax.data(), static_cast<size_t>(n_out) * 4, pool);
-            for (int64_t i = 0; i < ne_; i++)
-                for (int64_t j = 0; j < n_out; j++) out[i][j] += rs[i] * bax[static_cast<size_t>(i * n_out + j)];
+            if (l.role != role || !lora_row_scales(m, l, ne_, [&](int64_t i) { return x.b.seq[slots[i] / k]; }, rs)) continue;
+            const std::vector<float> ax = lora_a_x(l, e, in, in_stride, ne_, pool);
+            lora_add_b(l, e, ax.data(), ne_, rs.data(), out, n_out, pool);
         }
     };
     auto run_expert_on = [&](model::impl::moe_thread_scratch & sc, threadpool * pool, int64_t e, const uint8_t * gw, const uint8_t * uw, const uint8_t * dw) {
@@ -1160,9 +1174,9 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             std::vector<float> xin(static_cast<size_t>(ne_ * d));
             for (int64_t i = 0; i < ne_; i++) std::memcpy(xin.data() + i * d, x.ptr(op.a) + (slots[i] / k) * d, static_cast<size_t>(d) * 4);
             for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
-            expert_lora(1, e, slots, xin.data(), d, d, yrows.data(), ff, pool);
+            expert_lora(1, e, slots, xin.data(), d, yrows.data(), ff, pool);
             for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
-            expert_lora(2, e, slots, xin.data(), d, d, yrows.data(), ff, pool);
+            expert_lora(2, e, slots, xin.data(), d, yrows.data(), ff, pool);
         }
         if (bg) {
             for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
@@ -1188,7 +1202,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             yrows[i] = slot_out.data() + slots[i] * d;
         }
         matmul_quantized_rows(wd.type(), dw, wd.row_bytes(), d, ff, xrows.data(), yrows.data(), ne_, pool);
-        if (!loras.empty()) expert_lora(3, e, slots, g.data(), ff, ff, yrows.data(), d, pool);
+        if (!loras.empty()) expert_lora(3, e, slots, g.data(), ff, yrows.data(), d, pool);
         if (bd) add_bias_rows(yrows.data(), ne_, bd + e * d, d);
     };
     auto run_expert = [&](int64_t e, const uint8_t * gw, const uint8_t * uw, const uint8_t * dw) {
