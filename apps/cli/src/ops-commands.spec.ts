@@ -87,7 +87,7 @@ describe('kail ps / chat / stop against a running kail serve', () => {
     expect(ps.services.every((s: { alive: boolean }) => s.alive)).toBe(true);
     expect(ps.scheduler.error).toBeUndefined();
     expect(ps.scheduler.engines[0]).toMatchObject({ status: 'SERVING', models: ['tiny'] });
-    expect(ps.scheduler.models[0]).toMatchObject({ id: 'tiny', architecture: 'qwen3moe', kvType: 'f16' });
+    expect(ps.scheduler.models[0]).toMatchObject({ id: 'tiny', architecture: 'qwen3moe', kvType: 'f16', lora: [] });
     expect(ps.scheduler.models[0].memory.residentBytes).toBeGreaterThan(0);
     expect(ps.scheduler.queue).toBeDefined();
     const human = kail(['ps', '--data-dir', dir]).stdout;

@@ -20,6 +20,8 @@ export interface PsReport {
       id: string; engine?: string; architecture: string; contextLength: number; experts: string;
       /** The KV cache type (f16, q8_0, q4_0, ...: KV_TYPES); "K q8_0, V q4_0" when K's and V's differ. */
       kvType: string;
+      /** LoRA adapters with their default scales. */
+      lora: { path: string; scale: number }[];
       memory: { residentBytes: number; expertBytes: number; kvBytes: number; ramExpertCacheBytes: number; vramExpertCacheBytes: number };
     }[];
     /** Live tier occupancy per engine (from its telemetry). */
@@ -79,6 +81,7 @@ async function askScheduler(address: string, token: string | undefined, timeoutM
       contextLength: m.contextLength,
       experts: m.expertCount ? `${m.expertUsedCount}/${m.expertCount}` : '-',
       kvType: m.kvTypeV && m.kvTypeV !== m.kvType ? `K ${m.kvType}, V ${m.kvTypeV}` : m.kvType || 'f16',
+      lora: m.loraAdapters.map((l) => ({ path: l.path, scale: l.scale })),
       memory: {
         residentBytes: m.residency?.residentBytes ?? 0, expertBytes: m.residency?.expertBytes ?? 0, kvBytes: m.residency?.kvBytes ?? 0,
         ramExpertCacheBytes: m.residency?.ramExpertCacheBytes ?? 0, vramExpertCacheBytes: m.residency?.vramExpertCacheBytes ?? 0,
@@ -155,6 +158,7 @@ export function formatPs(r: PsReport): string {
     out.push('', ...table([['MODEL', 'ARCH', 'CTX', 'EXPERTS', 'RESIDENT', 'KV', 'RAM EXPERT CACHE', 'VRAM EXPERT CACHE', 'EXPERTS ON STORAGE'],
       ...sc.models.map((m) => [m.id, m.architecture, String(m.contextLength), m.experts, mib(m.memory.residentBytes), `${mib(m.memory.kvBytes)} ${m.kvType}`, mib(m.memory.ramExpertCacheBytes), mib(m.memory.vramExpertCacheBytes), mib(m.memory.expertBytes)])]));
   else out.push('', 'no model loaded');
+  for (const m of sc.models) for (const l of m.lora) out.push(`LoRA ${m.id}: ${l.path} x ${l.scale}`);
   if (sc.tiers.length)
     out.push('', ...table([['ENGINE', 'TIER', 'USED', 'BUDGET', 'HIT RATE'],
       ...sc.tiers.map((t) => [t.engineId, t.tier, mib(t.usedBytes), mib(t.budgetBytes), t.hits + t.misses ? `${((100 * t.hits) / (t.hits + t.misses)).toFixed(1)}%` : '-'])]));
