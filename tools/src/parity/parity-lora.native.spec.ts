@@ -92,7 +92,7 @@ describe("LoRA adapters against llama.cpp's", () => {
     expect(load(f('tied.gguf'), [{ path: f('tied-a.gguf') }])).toThrow(/the token embedding is also this model's output projection \(tied\)/);
     writeLoraAdapter({ config: { ...untied, dim: untied.dim * 2 }, out: f('wide.gguf') });
     expect(load(f('llama.gguf'), [{ path: f('wide.gguf') }])).toThrow(/do not fit .* \(a different base model\?\)/);
-    expect(load(f('llama.gguf'), [{ path: f('nope.gguf') }])).toThrow(/nope\.gguf/);
+    expect(load(f('llama.gguf'), [{ path: f('nope.gguf') }])).toThrow(/LoRA adapter .*nope\.gguf: .*cannot open/);
     // Still loads and runs after all that.
     EngineModel.load(f('llama.gguf'), { nCtx: 16, lora: [{ path: f('llama-a.gguf') }] }).close();
   }, 120_000);

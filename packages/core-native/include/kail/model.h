@@ -83,6 +83,9 @@ struct lora_adapter_spec {
     float       scale = 1.0f;
 };
 
+// Opens an adapter file, its errors naming it as a LoRA adapter (metadata only unless map_data).
+std::unique_ptr<gguf_file> open_lora_adapter(const std::string & path, bool map_data);
+
 struct model_params {
     int      n_threads = 0;       // 0 = physical cores
     // KV cache element types (is_kv_cache_type; quantized ones need head dims, for MLA the latent,

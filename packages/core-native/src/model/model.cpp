@@ -375,6 +375,16 @@ void setup_streaming(model::impl & m) {
 
 } // namespace
 
+std::unique_ptr<gguf_file> open_lora_adapter(const std::string & path, bool map_data) {
+    gguf_open_params op;
+    op.map_data = map_data;
+    try {
+        return gguf_file::open(path, op);
+    } catch (const error & e) {
+        throw error(e.code(), "LoRA adapter " + path + ": " + e.what());
+    }
+}
+
 // Opens params.lora's adapters and attaches each lora_a/lora_b pair to the op computing its base
 // tensor, checking what llama.cpp's llama_adapter_lora_init checks (type, architecture, shapes).
 static void load_lora_adapters(model::impl & m) {
@@ -391,7 +401,7 @@ static void load_lora_adapters(model::impl & m) {
     for (const lora_adapter_spec & spec : m.params.lora) {
         const std::string what = "LoRA adapter " + spec.path + ": ";
         if (!std::isfinite(spec.scale)) throw error(KAIL_E_INVALID_ARG, what + "scale must be a finite number");
-        std::shared_ptr<gguf_file> f = gguf_file::open(spec.path);
+        std::shared_ptr<gguf_file> f = open_lora_adapter(spec.path, true);
         const std::string gtype = f->get_str("general.type", "");
         if (gtype != "adapter") throw error(KAIL_E_BAD_MODEL, what + "general.type is '" + gtype + "', expected 'adapter' (is this a model rather than an adapter?)");
         const std::string atype = f->get_str("adapter.type", "");

@@ -194,9 +194,7 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
     p.scratch_bytes = scratch + moe_scratch;
     // LoRA adapters: every pair in the files (their headers read, not their data).
     for (const lora_adapter_spec & spec : params.lora) {
-        gguf_open_params op;
-        op.map_data = false;
-        const std::unique_ptr<gguf_file> f = gguf_file::open(spec.path, op);
+        const std::unique_ptr<gguf_file> f = open_lora_adapter(spec.path, false);
         for (const gguf_tensor_info & t : f->tensors()) p.lora_bytes += align64(t.nbytes);
     }
     p.fixed_bytes = p.reserve_bytes + p.resident_bytes + p.kv_bytes + p.scratch_bytes + p.lora_bytes;
