@@ -98,15 +98,13 @@ export const samplerExtraFields = {
 };
 
 /**
- * llama-server's per-request `lora`: [{id, scale}], the named adapters at their scale and the rest
+ * llama-server's lists of LoRA scales (a request's `lora`, POST /lora-adapters' body, the console's
+ * form), and the per-request field. A request's `lora`: [{id, scale}], the named adapters at their scale and the rest
  * at 0 (ids are indices into the model's adapters, GET /lora-adapters); empty or absent: the scales
  * the model was loaded with. An id the model lacks is a 400 from the engine.
  */
-export const loraField = z
-  .array(z.object({ id: z.number().int().min(0).max(1_000_000), scale: z.number().min(-1e6).max(1e6) }).strict())
-  .max(256)
-  .optional()
-  .nullable();
+export const loraScales = z.array(z.object({ id: z.number().int().min(0).max(1_000_000), scale: z.number().min(-1e6).max(1e6) }).strict()).max(256);
+export const loraField = loraScales.optional().nullable();
 
 export type SamplerExtraFields = { [K in keyof typeof samplerExtraFields]?: z.infer<(typeof samplerExtraFields)[K]> };
 

@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { loraField, penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerExtrasJson } from '../sampler-extras';
+import { loraField, loraScales, penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerExtrasJson } from '../sampler-extras';
 import { StructuredOutputError, structuredFields, structuredOutput } from '../structured-output';
 import { callFailure, chatMessagesToProto, continuesFinal, grpcToHttp, recordFinished, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
@@ -522,9 +522,6 @@ function pieceJson(bytes: Uint8Array): string | number[] {
 }
 
 /** Runs a tokenizer call with the request's model, answering errors in the API's shape. */
-/** POST /lora-adapters' body: llama-server's [{id, scale}]. */
-const LoraAdaptersBody = z.array(z.object({ id: z.number().int().min(0).max(1_000_000), scale: z.number().min(-1e6).max(1e6) }).strict()).max(256);
-
 async function withModel<T>(reply: FastifyReply, deps: OpenAiDeps, model: string | undefined, fn: (s: spb.SchedulerServiceClient, id: string, info: common.ModelInfo) => Promise<T>) {
   const scheduler = deps.scheduler();
   if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
@@ -738,7 +735,7 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
     const q = (req.query ?? {}) as Record<string, unknown>;
     if (q.model !== undefined && (typeof q.model !== 'string' || !q.model))
       return reply.code(400).send(openAiError('model must be a model id', 'invalid_request_error', 'model', 'invalid_value'));
-    const parsed = LoraAdaptersBody.safeParse(req.body);
+    const parsed = loraScales.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
     return withModel(reply, deps, q.model as string | undefined, async (s, model) => {
       await unary<spb.SetLoraAdaptersRequest, pb.SetLoraAdaptersResponse>(s.setLoraAdapters.bind(s), { engineId: '', set: { model, lora: parsed.data } });

@@ -393,9 +393,8 @@ export class EngineModel {
   private usage: UsageState | null = null;
   /** What became of the usage history at load: warmed from it, none yet, or why it was ignored. '' without a history dir. */
   usageHistoryNote = '';
-  /** The LoRA adapters (paths resolved) with the scales they were loaded with. */
+  /** The LoRA adapters (paths resolved) with their default scales (the load's, until setDefaultLoraScales). */
   loraAdapters: readonly { path: string; scale: number }[] = [];
-  private loraDefaults: readonly number[] = [];
 
   private constructor(
     readonly path: string,
@@ -456,7 +455,6 @@ export class EngineModel {
       }
       const model = new EngineModel(path, hp, md, tokenizer, program, runtime, nCtx, nSeqMax, summary, nBatch, plan);
       model.loraAdapters = (params.lora ?? []).map((l) => ({ path: l.path, scale: l.scale ?? 1 }));
-      model.loraDefaults = model.loraAdapters.map((l) => l.scale);
       if (opts.usageHistoryDir && program.nMoeLayers > 0) model.startUsageHistory(opts.usageHistoryDir, opts.usageDecay);
       return model;
     } finally {
@@ -633,16 +631,21 @@ export class EngineModel {
     return this.runtime.hiddenWidth;
   }
 
-  /** The scales the model's LoRA adapters were loaded with (LoadModelOptions.lora), one per adapter; empty without. */
+  /** The default scales of the model's LoRA adapters (those in loraAdapters), one per adapter; empty without. */
   get loraScales(): readonly number[] {
-    return this.loraDefaults;
+    return this.loraAdapters.map((l) => l.scale);
+  }
+
+  /** Throws unless `scales` holds one finite number per LoRA adapter. */
+  checkLoraScales(scales: readonly number[]): void {
+    const n = this.loraAdapters.length;
+    if (scales.length !== n) throw new EngineError('KAIL_E_INVALID_ARG', `LoRA scales: ${scales.length} given, the model has ${n} adapter${n === 1 ? '' : 's'}`);
+    for (const x of scales) if (!Number.isFinite(x)) throw new EngineError('KAIL_E_INVALID_ARG', `LoRA scales must be finite numbers, got ${x}`);
   }
 
   /** Makes `scales` the LoRA scales of sequences that are given none (llama-server's POST /lora-adapters). */
   setDefaultLoraScales(scales: readonly number[]): void {
-    if (scales.length !== this.loraDefaults.length) throw new EngineError('KAIL_E_INVALID_ARG', `LoRA scales: ${scales.length} given, the model has ${this.loraDefaults.length}`);
-    for (const x of scales) if (!Number.isFinite(x)) throw new EngineError('KAIL_E_INVALID_ARG', `LoRA scales must be finite numbers, got ${x}`);
-    this.loraDefaults = [...scales];
+    this.checkLoraScales(scales);
     this.loraAdapters = this.loraAdapters.map((l, i) => ({ ...l, scale: scales[i] }));
   }
 

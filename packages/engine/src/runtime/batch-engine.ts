@@ -447,11 +447,8 @@ export class BatchEngine {
 
   /** A request's LoRA scales checked against the model, as the key of what a cache holds. */
   private loraKey(scales: readonly number[] | undefined): string {
-    const n = this.model.loraScales.length;
-    if (scales === undefined) return this.model.loraScales.join(',');
-    if (scales.length !== n) throw new EngineError('KAIL_E_INVALID_ARG', `LoRA scales: ${scales.length} given, the model has ${n} adapter${n === 1 ? '' : 's'}`);
-    for (const x of scales) if (!Number.isFinite(x)) throw new EngineError('KAIL_E_INVALID_ARG', `LoRA scales must be finite numbers, got ${x}`);
-    return scales.join(',');
+    if (scales !== undefined) this.model.checkLoraScales(scales);
+    return (scales ?? this.model.loraScales).join(',');
   }
 
   /** Cancels everything and waits for the loop to stop. */

@@ -3,6 +3,7 @@ import { engine as pb, scheduler as spb, type common } from '@kailstream/proto';
 
 import { unary } from '../grpc-call';
 import { protectedProcedure, router } from '../trpc';
+import { loraScales } from '../../sampler-extras';
 
 const engineId = z.string().max(200).default('');
 const bytes = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
@@ -122,7 +123,7 @@ export const modelsRouter = router({
   // A loaded model's default LoRA scales (llama-server's POST /lora-adapters): the adapters named
   // take the scale given, the others 0.
   setLora: protectedProcedure
-    .input(z.object({ engineId, id: z.string().min(1, 'id is required').max(200), lora: z.array(z.object({ id: z.number().int().min(0).max(1_000_000), scale: z.number().min(-1e6).max(1e6) })).max(256) }))
+    .input(z.object({ engineId, id: z.string().min(1, 'id is required').max(200), lora: loraScales }))
     .mutation(async ({ ctx, input }) => {
       const s = ctx.deps.scheduler();
       const r = await unary<spb.SetLoraAdaptersRequest, pb.SetLoraAdaptersResponse>(s, s?.setLoraAdapters, { engineId: input.engineId, set: { model: input.id, lora: input.lora } }, 60_000);
