@@ -314,6 +314,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             InstanceMethod("seqLen", &AddonModel::seq_len),
             InstanceMethod("seqTruncate", &AddonModel::seq_truncate),
             InstanceMethod("seqCopy", &AddonModel::seq_copy),
+            InstanceMethod("seqShift", &AddonModel::seq_shift),
             InstanceMethod("setLoraScales", &AddonModel::set_lora_scales),
             InstanceAccessor("nLora", &AddonModel::n_lora, nullptr),
             InstanceMethod("stats", &AddonModel::stats),
@@ -428,6 +429,14 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
     }
     Napi::Value n_lora(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value { return Napi::Number::New(info.Env(), m(info.Env()).n_lora()); });
+    }
+    Napi::Value seq_shift(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value {
+            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+            const int64_t len = m(info.Env()).seq_shift(static_cast<int>(arg_number(info, 0, "seq")), static_cast<int64_t>(arg_number(info, 1, "keep")),
+                                                        static_cast<int64_t>(arg_number(info, 2, "discard")));
+            return Napi::Number::New(info.Env(), static_cast<double>(len));
+        });
     }
     Napi::Value seq_copy(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value {

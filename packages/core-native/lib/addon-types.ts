@@ -312,6 +312,8 @@ export interface NativeModel {
   /** Keeps positions [0, len); returns how many it kept: len, or 0 when a sliding-window layer's ring no longer holds the window before len. */
   seqTruncate(seq: number, len: number): number;
   seqCopy(src: number, dst: number): void;
+  /** Context shift: drops positions [keep, keep + discard), moves the rest down (K re-rotated); returns the new length. */
+  seqShift(seq: number, keep: number, discard: number): number;
   /** LoRA adapters loaded (params.lora). */
   readonly nLora: number;
   /** The scale sequence `seq` applies each adapter with (nLora numbers; each sequence starts at params.lora's). */

@@ -12,7 +12,10 @@
 //   node tools/src/parity/llama-ref.mjs batch --jobs jobs.json
 //       jobs.json: [{"model": "a.gguf", "tokens": [1, 2] | "text": "...", "out": "/tmp/a",
 //       "generate": 8, "lora": [{"path": "a.lora.gguf", "scale": 1}]}, ...]; one process for many logits runs (loading llama.cpp takes seconds on a
-//       busy machine); "generate" adds that many greedy tokens to the sidecar ("generated")
+//       busy machine); "generate" adds that many greedy tokens to the sidecar ("generated");
+//       "shift": {"at": 40, "keep": 4, "discard": 16}: evaluate tokens[0, at), shift the context
+//       as llama-server does (seq_rm of [keep, keep + discard), the rest moved down), then write
+//       the logits of tokens[at, n) only
 //
 // Common options: --threads N (default 2), --kv f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1 (default f32:
 // the exact reference; f16 is llama.cpp's default; the quantized ones need flash attention; K's
@@ -119,6 +122,33 @@ export async function computeLogits(handle, tokens) {
   return { nTokens: tokens.length, nVocab, logits };
 }
 
+/**
+ * A context shift, as llama-server's --context-shift makes it: evaluates tokens[0, at), drops
+ * cache positions [keep, keep + discard) and moves the later ones down (node-llama-cpp's
+ * eraseContextTokenRanges: llama_memory_seq_rm, then seq_add with -discard; the keys are turned at
+ * the next decode), then returns the logits of tokens[at, n).
+ */
+export async function computeLogitsShifted(handle, tokens, { at, keep, discard }) {
+  const { sequence, model } = handle;
+  const nVocab = vocabSize(model);
+  if (!(Number.isInteger(at) && Number.isInteger(keep) && Number.isInteger(discard)) || keep < 1 || discard < 1 || keep + discard > at || at >= tokens.length)
+    throw new Error(`shift needs 1 <= keep, 1 <= discard, keep + discard <= at < ${tokens.length}; got at ${at}, keep ${keep}, discard ${discard}`);
+  await sequence.clearHistory();
+  await sequence.controlledEvaluate(tokens.slice(0, at));
+  await sequence.eraseContextTokenRanges([{ start: keep, end: keep + discard }]);
+  if (sequence.nextTokenIndex !== at - discard) throw new Error(`the shift left ${sequence.nextTokenIndex} positions, expected ${at - discard}`);
+  const rest = tokens.slice(at);
+  const results = await sequence.controlledEvaluate(rest.map((t) => [t, { generateNext: { logits: true } }]));
+  const logits = new Float32Array(rest.length * nVocab);
+  for (let i = 0; i < rest.length; i++) {
+    const m = results[i]?.next?.logits;
+    if (!m || m.size !== nVocab) throw new Error(`no logits for position ${at + i}`);
+    const row = logits.subarray(i * nVocab, (i + 1) * nVocab);
+    for (const [tok, val] of m) row[tok] = val;
+  }
+  return { nTokens: rest.length, nVocab, logits };
+}
+
 /** llama.cpp's tokenizer. `bos`: prepend BOS when the model asks for it (tokenizer.ggml.add_bos_token). */
 export function tokenize(handle, text, { special = false, bos = false } = {}) {
   const { model } = handle;
@@ -212,8 +242,9 @@ async function runBatch(jobsFile, opts) {
       const tokens = job.tokens ?? tokenize(handle, String(job.text ?? ''), { special: !!job.special, bos: job.bos ?? true });
       if (tokens.length === 0) throw new Error(`job for ${job.model} has no tokens`);
       const t0 = performance.now();
-      const { nTokens, nVocab, logits } = await computeLogits(handle, tokens);
+      const { nTokens, nVocab, logits } = job.shift ? await computeLogitsShifted(handle, tokens, job.shift) : await computeLogits(handle, tokens);
       const meta = logitsMeta(handle, job.model, tokens, nTokens, nVocab, (performance.now() - t0) / 1000);
+      if (job.shift) meta.shift = job.shift;
       if (job.text !== undefined) {
         meta.text = job.text;
         meta.detokenized = detokenize(handle, tokens);

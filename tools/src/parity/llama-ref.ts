@@ -148,7 +148,15 @@ export async function llamaLogits(model: string, tokens: number[], opts: LlamaRe
  * `generate: n` also records n greedy tokens after the input in `meta.generated`.
  */
 export async function llamaLogitsBatch(
-  jobs: { model: string; tokens?: number[]; text?: string; generate?: number; lora?: { path: string; scale?: number }[] }[],
+  jobs: {
+    model: string;
+    tokens?: number[];
+    text?: string;
+    generate?: number;
+    lora?: { path: string; scale?: number }[];
+    /** A context shift after tokens[0, at) (llama-ref.mjs): the logits are of tokens[at, n) only. */
+    shift?: { at: number; keep: number; discard: number };
+  }[],
   opts: LlamaRefOptions = {},
 ): Promise<LlamaLogits[]> {
   const { dir } = tempPrefix();

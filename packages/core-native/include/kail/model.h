@@ -160,6 +160,10 @@ class model {
     int64_t seq_truncate(int seq, int64_t len);
     void    seq_clear(int seq) { seq_truncate(seq, 0); }
     void    seq_copy(int src, int dst);          // dst becomes a copy of src's cache
+    // Context shift (llama.cpp's seq_rm + seq_add): drops positions [keep, keep + n) and moves the
+    // ones after them n positions down, K's rotary part turned to match; returns the new length.
+    // Throws KAIL_E_UNSUPPORTED for a model with a sliding-window ring smaller than the context.
+    int64_t seq_shift(int seq, int64_t keep, int64_t n);
     // LoRA: how many adapters are loaded, and the scale sequence `seq` applies each with (one per
     // adapter, in load order; each sequence starts at model_params::lora's scales). Sequences with
     // different scales share a forward pass: the delta is scaled per row.

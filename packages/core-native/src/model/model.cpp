@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <numeric>
 
@@ -139,6 +140,10 @@ struct model::impl {
     std::vector<std::vector<kv_seq_layer>> kv;
     std::vector<int64_t>                   kv_ring;  // per KV layer: ring rows R (kv_ring_rows), 0 = every position
     bool                                   any_ring = false;
+    // Per KV layer: the rope op that turned its K rows (MLA: its latent row's rope part), -1 when
+    // none did (NoPE layers), -2 when one did in a shape a context shift cannot follow.
+    std::vector<int>                       kv_rope;
+    std::vector<int64_t>                   kv_heads;  // per KV layer: K heads cached per position (MLA: 1)
     std::vector<int64_t>                   seq_len;
     uint64_t                               kv_bytes = 0;
 
@@ -292,6 +297,34 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
 } // namespace
 
 namespace {
+
+// Which rope op turned each KV layer's cached K (context shifts rotate the rows again): the last
+// rope on the attention's K buffer since that buffer was last written, if it covers exactly the
+// K heads the layer caches (MLA: the one latent row, its rope part at the end).
+void find_kv_ropes(model::impl & m) {
+    m.kv_rope.assign(static_cast<size_t>(m.prog.n_kv_layers), -1);
+    m.kv_heads.assign(static_cast<size_t>(m.prog.n_kv_layers), 1);
+    std::map<int, int> last;  // buffer -> rope op on it since its last write
+    for (size_t i = 0; i < m.prog.ops.size(); i++) {
+        const op_desc & op = m.prog.ops[i];
+        if (op.type == OP_ROPE) { last[op.a] = static_cast<int>(i); continue; }
+        if (op.type == OP_ATTENTION || op.type == OP_MLA_ATTENTION) {
+            const int layer = static_cast<int>(op.param_req("layer"));
+            auto it = last.find(op.b);
+            if (layer >= 0 && layer < m.prog.n_kv_layers && op.type == OP_ATTENTION) m.kv_heads[static_cast<size_t>(layer)] = static_cast<int64_t>(op.param_req("n_head_kv"));
+            if (layer >= 0 && layer < m.prog.n_kv_layers && it != last.end()) {
+                const op_desc & r = m.prog.ops[static_cast<size_t>(it->second)];
+                const double hd = r.param_req("head_dim"), nh = r.param_req("n_head"), off = r.param("a_off", 0);
+                const bool fits = op.type == OP_ATTENTION
+                                      ? hd == op.param_req("head_dim") && nh == op.param_req("n_head_kv") && off == op.param("b_off", 0)
+                                      : hd == op.param_req("kv_lora") + op.param_req("qk_rope") && nh == 1 && off == 0 &&
+                                            r.param("rot_off", 0) == op.param_req("kv_lora") && r.param_req("n_dims") == op.param_req("qk_rope");
+                m.kv_rope[static_cast<size_t>(layer)] = fits ? it->second : -2;
+            }
+        }
+        last.erase(op.out);
+    }
+}
 
 // Streaming mode: plans (refusing before any read when the resident part does not fit), copies the
 // resident weights into RAM with pread and starts the expert stream.
@@ -566,6 +599,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.kv.assign(m.params.n_seq_max, std::vector<kv_seq_layer>(m.prog.n_kv_layers));
     m.kv_ring = kv_ring_rows(m.prog, m.params.n_ctx, m.params.n_batch);
     m.any_ring = std::any_of(m.kv_ring.begin(), m.kv_ring.end(), [](int64_t r) { return r > 0; });
+    find_kv_ropes(m);
     m.seq_len.assign(m.params.n_seq_max, 0);
     m.bufs.resize(m.prog.buffers.size());
     m.stats.expert_counts.assign(static_cast<size_t>(m.prog.n_moe_layers) * m.prog.n_expert, 0);
@@ -837,36 +871,44 @@ float rope_yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
     return n_dims * std::log(n_ctx_orig / (n_rot * 2 * static_cast<float>(M_PI))) / (2 * std::log(base));
 }
 
-// Rotates n_head heads (stride head_dim, rotation over n_dims dims starting at rot_off within each
-// head) of buffer a in place, ggml's rope_ext semantics incl. YaRN and freq factors.
-void op_rope(exec_ctx & x, const op_desc & op, size_t oi) {
-    const int n_dims = static_cast<int>(op.param_req("n_dims"));
-    const int64_t head_dim = static_cast<int64_t>(op.param_req("head_dim"));
-    const int64_t n_head = static_cast<int64_t>(op.param_req("n_head"));
-    const int64_t a_off = static_cast<int64_t>(op.param("a_off", 0));
-    const int64_t rot_off = static_cast<int64_t>(op.param("rot_off", 0));
-    const bool neox = op.param("neox", 0) != 0;
-    const float freq_base = static_cast<float>(op.param("freq_base", 10000.0));
-    const float freq_scale = static_cast<float>(op.param("freq_scale", 1.0));
-    const float ext_factor = static_cast<float>(op.param("ext_factor", 0.0));
-    const float attn_factor = static_cast<float>(op.param("attn_factor", 1.0));
-    const float beta_fast = static_cast<float>(op.param("beta_fast", 32.0));
-    const float beta_slow = static_cast<float>(op.param("beta_slow", 1.0));
-    const int n_ctx_orig = static_cast<int>(op.param("n_ctx_orig", 0));
-    const tensor_ref ff = x.m.weight(oi, "freq_factors");
-    const float * freq_factors = ff.info ? reinterpret_cast<const float *>(ff.data) : nullptr;
-    const float theta_scale = std::pow(freq_base, -2.0f / n_dims);
-    float corr_dims[2];
-    {
+// A rope op's parameters (ggml's rope_ext semantics incl. YaRN and freq factors).
+struct rope_spec {
+    int n_dims = 0;
+    int64_t head_dim = 0, n_head = 0, a_off = 0, rot_off = 0;
+    bool neox = false;
+    float freq_base = 10000, freq_scale = 1, ext_factor = 0, attn_factor = 1, beta_fast = 32, beta_slow = 1;
+    int n_ctx_orig = 0;
+    const float * freq_factors = nullptr;
+    float corr_dims[2] = {0, 0};
+
+    rope_spec(const model::impl & m, const op_desc & op, size_t oi) {
+        n_dims = static_cast<int>(op.param_req("n_dims"));
+        head_dim = static_cast<int64_t>(op.param_req("head_dim"));
+        n_head = static_cast<int64_t>(op.param_req("n_head"));
+        a_off = static_cast<int64_t>(op.param("a_off", 0));
+        rot_off = static_cast<int64_t>(op.param("rot_off", 0));
+        neox = op.param("neox", 0) != 0;
+        freq_base = static_cast<float>(op.param("freq_base", 10000.0));
+        freq_scale = static_cast<float>(op.param("freq_scale", 1.0));
+        ext_factor = static_cast<float>(op.param("ext_factor", 0.0));
+        attn_factor = static_cast<float>(op.param("attn_factor", 1.0));
+        beta_fast = static_cast<float>(op.param("beta_fast", 32.0));
+        beta_slow = static_cast<float>(op.param("beta_slow", 1.0));
+        n_ctx_orig = static_cast<int>(op.param("n_ctx_orig", 0));
+        const tensor_ref ff = m.weight(oi, "freq_factors");
+        freq_factors = ff.info ? reinterpret_cast<const float *>(ff.data) : nullptr;
         const float start = std::floor(rope_yarn_corr_dim(n_dims, n_ctx_orig, beta_fast, freq_base));
         const float end = std::ceil(rope_yarn_corr_dim(n_dims, n_ctx_orig, beta_slow, freq_base));
         corr_dims[0] = std::max(0.0f, start);
         corr_dims[1] = std::min(static_cast<float>(n_dims - 1), end);
     }
-    std::vector<float> cache(static_cast<size_t>(n_dims));
-    const int64_t aw = x.width(op.a);
-    for (int64_t t = 0; t < x.n_tok; t++) {
-        float theta = static_cast<float>(x.b.pos[t]);
+
+    // cos/sin pairs (n_dims floats) for position `pos`. `magnitude` false: a pure rotation, without
+    // the attention factor and YaRN's magnitude scale (a context shift turns rows that already
+    // carry them to another position).
+    void table(float pos, float * cache, bool magnitude = true) const {
+        const float theta_scale = std::pow(freq_base, -2.0f / n_dims);
+        float theta = pos;
         for (int i0 = 0; i0 < n_dims; i0 += 2) {
             const float f = freq_factors ? freq_factors[i0 / 2] : 1.0f;
             const float theta_extrap = theta / f;
@@ -878,23 +920,38 @@ void op_rope(exec_ctx & x, const op_desc & op, size_t oi) {
                 th = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
                 mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
             }
+            if (!magnitude) mscale = 1.0f;
             cache[i0] = std::cos(th) * mscale;
             cache[i0 + 1] = std::sin(th) * mscale;
             theta *= theta_scale;
         }
-        for (int64_t h = 0; h < n_head; h++) {
-            float * v = x.ptr(op.a) + t * aw + a_off + h * head_dim + rot_off;
-            for (int i0 = 0; i0 < n_dims; i0 += 2) {
-                const float c = cache[i0], s = cache[i0 + 1];
-                float * p0;
-                float * p1;
-                if (neox) { p0 = v + i0 / 2; p1 = v + i0 / 2 + n_dims / 2; }
-                else { p0 = v + i0; p1 = v + i0 + 1; }
-                const float x0 = *p0, x1 = *p1;
-                *p0 = x0 * c - x1 * s;
-                *p1 = x0 * s + x1 * c;
-            }
+    }
+
+    // Rotates one head's values (v: the head's first value; the rotated dims start at rot_off).
+    void apply(float * v, const float * cache) const {
+        v += rot_off;
+        for (int i0 = 0; i0 < n_dims; i0 += 2) {
+            const float c = cache[i0], s = cache[i0 + 1];
+            float * p0;
+            float * p1;
+            if (neox) { p0 = v + i0 / 2; p1 = v + i0 / 2 + n_dims / 2; }
+            else { p0 = v + i0; p1 = v + i0 + 1; }
+            const float x0 = *p0, x1 = *p1;
+            *p0 = x0 * c - x1 * s;
+            *p1 = x0 * s + x1 * c;
         }
+    }
+};
+
+// Rotates n_head heads (stride head_dim, rotation over n_dims dims starting at rot_off within each
+// head) of buffer a in place.
+void op_rope(exec_ctx & x, const op_desc & op, size_t oi) {
+    const rope_spec r(x.m, op, oi);
+    std::vector<float> cache(static_cast<size_t>(r.n_dims));
+    const int64_t aw = x.width(op.a);
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        r.table(static_cast<float>(x.b.pos[t]), cache.data());
+        for (int64_t h = 0; h < r.n_head; h++) r.apply(x.ptr(op.a) + t * aw + r.a_off + h * r.head_dim, cache.data());
     }
 }
 
@@ -1322,6 +1379,69 @@ void op_gather_out(exec_ctx & x, const op_desc & op) {
 }
 
 } // namespace
+
+// llama.cpp's context shift (seq_rm of [keep, keep + n), then seq_add of -n to the positions after):
+// rows move down n positions and K's rotary part turns back n positions, a pure rotation (the rows
+// already carry the rope's magnitude factors; llama.cpp's K-shift applies its attention factor
+// again, which differs only for YaRN files). Quantized K rows are dequantized, turned and
+// quantized again in the blocks the rotation touches, as llama.cpp does; V rows only move.
+int64_t model::seq_shift(int seq, int64_t keep, int64_t n) {
+    impl & m = *impl_;
+    if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    const int64_t len = m.seq_len[seq];
+    if (keep < 0 || n < 0 || keep + n > len)
+        throw error(KAIL_E_INVALID_ARG, "context shift: cannot discard " + std::to_string(n) + " positions after the first " + std::to_string(keep) + " of " + std::to_string(len));
+    if (n == 0) return len;
+    for (int l = 0; l < m.prog.n_kv_layers; l++) {
+        if (m.kv_ring[l])
+            throw error(KAIL_E_UNSUPPORTED, "context shift: KV layer " + std::to_string(l) + " keeps a sliding window in a ring of " + std::to_string(m.kv_ring[l]) +
+                                                " positions, smaller than the context, which cannot shift (llama.cpp refuses this too unless its SWA cache is full size)");
+        if (m.kv_rope[l] == -2) throw error(KAIL_E_UNSUPPORTED, "context shift: KV layer " + std::to_string(l) + "'s keys are rotated in a layout the shift cannot follow");
+    }
+    const int64_t moved = len - keep - n;  // rows that move down (and turn)
+    std::vector<float> row, table;
+    for (int l = 0; l < m.prog.n_kv_layers; l++) {
+        kv_seq_layer & c = m.kv[seq][l];
+        const bool mla = m.prog.kv_v_width[l] == 0;
+        std::unique_ptr<rope_spec> r;
+        if (m.kv_rope[l] >= 0) {
+            r.reset(new rope_spec(m, m.prog.ops[static_cast<size_t>(m.kv_rope[l])], static_cast<size_t>(m.kv_rope[l])));
+            table.resize(static_cast<size_t>(r->n_dims));
+            r->table(static_cast<float>(-n), table.data(), false);
+        }
+        // K rows: heads x rows of `width` values, `cap` rows per head (MLA: one head, rows packed).
+        const int64_t heads = m.kv_heads[static_cast<size_t>(l)];
+        const int64_t width = m.prog.kv_k_width[l] / heads;
+        const int64_t cap = mla ? len : c.cap;
+        const uint32_t kt = m.params.kv_type;
+        const size_t rk = kv_row_bytes(kt, width);
+        auto shift_rows = [&](std::vector<uint8_t> & buf, size_t rb, int64_t nh) {
+            for (int64_t h = 0; h < nh && moved > 0; h++) {
+                uint8_t * base = buf.data() + static_cast<size_t>(h * cap) * rb;
+                std::memmove(base + static_cast<size_t>(keep) * rb, base + static_cast<size_t>(keep + n) * rb, static_cast<size_t>(moved) * rb);
+            }
+        };
+        shift_rows(c.k, rk, heads);
+        if (!mla) shift_rows(c.v, kv_row_bytes(m.params.kv_type_v, m.prog.kv_v_width[l] / heads), heads);
+        if (r && moved > 0) {
+            // The blocks the rotation touches (a quantized row is written back in those only).
+            const int64_t bs = type_traits_get(kt)->block_size;
+            const int64_t lo = r->rot_off / bs * bs, hi = std::min<int64_t>(width, (r->rot_off + r->n_dims + bs - 1) / bs * bs);
+            row.resize(static_cast<size_t>(width));
+            for (int64_t h = 0; h < heads; h++)
+                for (int64_t p = keep; p < keep + moved; p++) {
+                    uint8_t * dst = c.k.data() + static_cast<size_t>(h * cap + p) * rk;
+                    dequantize_row(kt, dst, row.data(), width);
+                    r->apply(row.data(), table.data());
+                    store_row(kt, row.data() + lo, dst + row_size(kt, lo), hi - lo);
+                }
+        }
+        if (mla) c.k.resize(static_cast<size_t>(len - n) * rk);
+        c.hw = len - n;
+    }
+    m.seq_len[seq] = len - n;
+    return len - n;
+}
 
 void model::forward(const batch & b, std::vector<float> & logits, std::vector<float> * hidden) {
     impl & m = *impl_;

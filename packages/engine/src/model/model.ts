@@ -668,6 +668,17 @@ export class EngineModel {
     return this.runtime.seqTruncate(seq, len);
   }
 
+  /**
+   * Context shift (llama.cpp's seq_rm + seq_add, llama-server's --context-shift): drops `discard`
+   * positions after the first `keep` of a sequence's cache and moves the later ones down, their
+   * keys turned to the new positions; returns the sequence's new length (the next position to
+   * feed). Refused (KAIL_E_UNSUPPORTED) for a model whose sliding-window layers keep a ring
+   * smaller than the context.
+   */
+  shiftContext(seq: number, keep: number, discard: number): number {
+    return this.runtime.seqShift(seq, keep, discard);
+  }
+
   /** Makes `dst`'s cache a copy of `src`'s (every position; truncate it after to keep a prefix). */
   copySequence(src: number, dst: number): void {
     this.runtime.seqCopy(src, dst);
