@@ -416,3 +416,115 @@ describe('BatchEngine with LoRA adapters (per-request scales, as llama-server ta
     expect(() => engine.generate(req('nan', [NaN]))).toThrow('LoRA scales must be finite numbers');
   }, 60_000);
 });
+
+describe("BatchEngine with context shift (llama-server's --context-shift)", () => {
+  const dir = tempDir();
+  let model: EngineModel;
+  let ref: EngineModel;
+  const N_CTX = 40;
+  beforeAll(() => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    model = EngineModel.load(file, { nSeqMax: 3, kvType: 'f32', threads: 2, nCtx: N_CTX });
+    ref = EngineModel.load(file, { nSeqMax: 1, kvType: 'f32', threads: 2, nCtx: N_CTX });
+  }, 60_000);
+  afterAll(() => {
+    model.close();
+    ref.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /**
+   * Greedy generation with llama-server's shift done by hand on the model: the cache fills, then
+   * `discard` (default half the rest) of the positions after `keep` go, and the pending token is fed
+   * after what stays.
+   */
+  async function byHand(prompt: number[], maxTokens: number, keep: number, discard = 0, window = N_CTX): Promise<{ tokens: number[]; shifted: number }> {
+    ref.truncate(0, 0);
+    // (End-of-generation tokens are never drawn: the requests ignore them, as llama-server bans them.)
+    const argmax = (row: Float32Array) => row.reduce((b, v, i) => (v > row[b] && !ref.tokenizer.isEog(i) ? i : b), ref.tokenizer.isEog(0) ? 1 : 0);
+    const out: number[] = [];
+    let row = await ref.evaluate(0, prompt, 'last');
+    let shifted = 0;
+    for (;;) {
+      const t = argmax(row);
+      out.push(t);
+      if (out.length >= maxTokens) break;
+      if (prompt.length + out.length - shifted >= window) {
+        const len = ref.seqLen(0);
+        const k = Math.min(window - 4, keep, len);
+        const d = Math.min(discard || Math.floor((len - k) / 2), len - k - 1);
+        ref.shiftContext(0, k, d);
+        shifted += d;
+      }
+      row = await ref.evaluate(0, [t], 'last');
+    }
+    return { tokens: out, shifted };
+  }
+
+  it('generates past the context, each sequence of a shared batch as it runs alone, shifting as llama-server does', async () => {
+    const engine = new BatchEngine(model, { maxBatchTokens: 16 });
+    try {
+      const tok = (t: string) => model.tokenizer.tokenize(t, { addSpecial: true });
+      const cases = [
+        { prompt: tok('The expert router picks'), maxTokens: 70, keep: 0, discard: 0 },
+        { prompt: tok('Once upon a time in a land far away'), maxTokens: 55, keep: -1, discard: 0 },
+        { prompt: tok('a b c d'), maxTokens: 90, keep: 2, discard: 7 },
+      ];
+      const addBos = model.tokenizer.vocab.addBos ? 1 : 0;
+      const results = await Promise.all(
+        cases.map((c, i) =>
+          collect(engine.generate({ id: `s${i}`, prompt: c.prompt, maxTokens: c.maxTokens, sampling: { temperature: 0 }, ignoreEog: true, contextShift: { keep: c.keep, discard: c.discard } })),
+        ),
+      );
+      for (let i = 0; i < cases.length; i++) {
+        const c = cases[i];
+        const want = await byHand(c.prompt, c.maxTokens, (c.keep < 0 ? c.prompt.length : c.keep) + addBos, c.discard);
+        expect(results[i].tokens.length).toBe(c.maxTokens);
+        expect(results[i].tokens).toEqual(want.tokens);
+        expect(results[i].last.finish?.reason).toBe('length');
+        expect(want.shifted).toBeGreaterThan(0);
+        expect(results[i].last.finish?.contextShifted).toBe(want.shifted);
+      }
+      // Without a shift the same request stops when prompt and output fill the context.
+      const plain = await collect(engine.generate({ id: 'plain', prompt: cases[0].prompt, maxTokens: 70, sampling: { temperature: 0 }, ignoreEog: true }));
+      expect(plain.tokens.length).toBe(N_CTX - cases[0].prompt.length);
+      expect(plain.tokens).toEqual(results[0].tokens.slice(0, plain.tokens.length));
+      expect(plain.last.finish?.contextShifted).toBe(0);
+      // A request's own smaller window (Ollama's num_ctx) shifts there.
+      const win = await collect(engine.generate({ id: 'win', prompt: cases[0].prompt, maxTokens: 40, sampling: { temperature: 0 }, ignoreEog: true, contextWindow: 24, contextShift: { keep: 0 } }));
+      expect(win.tokens).toEqual((await byHand(cases[0].prompt, 40, addBos, 0, 24)).tokens);
+      const winPlain = await collect(engine.generate({ id: 'win2', prompt: cases[0].prompt, maxTokens: 40, sampling: { temperature: 0 }, ignoreEog: true, contextWindow: 24 }));
+      expect(winPlain.tokens.length).toBe(24 - cases[0].prompt.length);
+      // The next turn of a shifted conversation reuses only what the cache still holds in order.
+      const again = await collect(engine.generate({ id: 'again', prompt: cases[2].prompt, maxTokens: 5, sampling: { temperature: 0 }, ignoreEog: true }));
+      expect(again.tokens).toEqual(results[2].tokens.slice(0, 5));
+      expect(again.last.finish?.cachedPromptTokens).toBeLessThan(cases[2].prompt.length);
+      expect(() => engine.generate({ id: 'bad', prompt: cases[0].prompt, maxTokens: 4, contextShift: { keep: -2 } })).toThrow('n_keep must be an integer >= -1, got -2');
+      expect(() => engine.generate({ id: 'bad2', prompt: cases[0].prompt, maxTokens: 4, contextShift: { keep: 0, discard: 1.5 } })).toThrow('n_discard must be a non-negative integer, got 1.5');
+      expect(() => engine.generate({ id: 'bad3', prompt: cases[0].prompt, maxTokens: 4, contextWindow: 3 })).toThrow("the request's context window (num_ctx) holds 3");
+    } finally {
+      await engine.close();
+    }
+  }, 120_000);
+
+  it('ends a sequence with a clear error where the model cannot shift (a sliding-window ring), the others unharmed', async () => {
+    const file = writeTestModel(dir, 'tiny-gpt-oss', 'F32');
+    const m = EngineModel.load(file, { nSeqMax: 2, kvType: 'f32', threads: 2, nCtx: 48, nBatch: 16 });
+    const engine = new BatchEngine(m, { maxBatchTokens: 16 });
+    try {
+      const prompt = m.tokenizer.tokenize('hello there', { addSpecial: true });
+      const [shifting, other] = await Promise.all([
+        collect(engine.generate({ id: 'x', prompt, maxTokens: 60, sampling: { temperature: 0 }, ignoreEog: true, contextShift: { keep: 0 } })),
+        collect(engine.generate({ id: 'y', prompt, maxTokens: 20, sampling: { temperature: 0 }, ignoreEog: true })),
+      ]);
+      expect(shifting.last.finish?.reason).toBe('error');
+      expect(shifting.last.finish?.error?.message).toMatch(/context shift: KV layer \d+ keeps a sliding window in a ring/);
+      expect(shifting.tokens.length).toBe(48 - prompt.length);
+      expect(other.last.finish?.reason).toBe('length');
+      expect(other.tokens).toEqual(shifting.tokens.slice(0, 20));
+    } finally {
+      await engine.close();
+      m.close();
+    }
+  }, 120_000);
+});

@@ -47,6 +47,8 @@ export interface GenerationChunk {
     queueMs: number;
     /** The stop string that ended the output (reason 'stop' by a string, not an end-of-generation token). */
     stopWord?: string;
+    /** Cached positions context shifts dropped (GenerationRequest.contextShift). */
+    contextShifted: number;
     error?: EngineError;
   };
 }
@@ -134,6 +136,21 @@ export interface GenerationRequest {
    * cache is reused only by a request with the same scales (the K and V rows depend on them).
    */
   loraScales?: readonly number[];
+  /**
+   * Context shift (llama-server's --context-shift with the request's n_keep / n_discard): when the
+   * sequence fills the context while generating, `discard` cached positions after the first `keep`
+   * prompt tokens are dropped and the later ones moved down (EngineModel.shiftContext), so the
+   * generation goes on past the context length instead of ending with 'length'. `keep` -1 keeps the
+   * whole prompt; a BOS the tokenizer adds is kept on top of it, as llama-server does; at most
+   * nCtx - 4 are kept. `discard` 0 (the default) drops half of what is not kept. Absent: no shift.
+   * The sequence stops speculating at its first shift.
+   */
+  contextShift?: { keep: number; discard?: number };
+  /**
+   * The request's own context window (Ollama's num_ctx) when smaller than the model's: the prompt
+   * must be shorter, and the output stops (or shifts) when prompt and output fill it.
+   */
+  contextWindow?: number;
 }
 
 interface Active {
@@ -174,6 +191,11 @@ interface Active {
   promptLps: TokenLogprobs[] | null;
   /** With req.embed: the pooled hidden rows so far (a sum for 'mean'). */
   emb: Float64Array | null;
+  /** Positions dropped by context shifts so far (req.contextShift). */
+  shifted: number;
+  /** After a shift: the tokens the cache held then, and history.length then (the cache is shiftBase + history[shiftAt..]). */
+  shiftBase: number[] | null;
+  shiftAt: number;
 }
 
 /** Most prompt tokens of a promptLogprobs request in one pass (each takes a row of logits). */
@@ -275,6 +297,7 @@ export class BatchEngine {
   private releases = 0;
   private promptTokensReused = 0;
   private promptTokensCopied = 0;
+  private contextShifts = 0;
   private readonly tokenPieces = new WeakMap<ReadonlySet<number>, Uint8Array[]>();
   private maskRow: Float32Array | null = null;
 
@@ -310,8 +333,11 @@ export class BatchEngine {
     if (grammar && req.pattern) throw new EngineError('KAIL_E_INVALID_ARG', 'a JSON response format and forced tool calls cannot be combined');
     if (req.gbnf && (grammar || req.pattern)) throw new EngineError('KAIL_E_INVALID_ARG', `a GBNF grammar cannot be combined with ${grammar ? 'a JSON response format' : 'forced tool calls or output choices'}`);
     if (!Number.isInteger(req.maxTokens) || req.maxTokens < 0) throw new EngineError('KAIL_E_INVALID_ARG', `max tokens must be a non-negative integer, got ${req.maxTokens}`);
+    if (req.contextWindow !== undefined && (!Number.isInteger(req.contextWindow) || req.contextWindow < 1)) throw new EngineError('KAIL_E_INVALID_ARG', `the context window must be a positive integer, got ${req.contextWindow}`);
     if (req.prompt.length >= this.model.nCtx)
       throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the context holds ${this.model.nCtx}`);
+    if (req.contextWindow !== undefined && req.prompt.length >= req.contextWindow)
+      throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the request's context window (num_ctx) holds ${req.contextWindow}`);
     for (const t of req.prompt)
       if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `token id ${t} is outside the vocabulary (0..${this.model.nVocab - 1})`);
     for (const k of Object.keys(req.sampling?.logitBias ?? {}))
@@ -322,6 +348,11 @@ export class BatchEngine {
     for (const t of req.stopTokens ?? [])
       if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `stop token id ${t} is outside the vocabulary (0..${this.model.nVocab - 1})`);
     if (req.minTokens !== undefined && (!Number.isInteger(req.minTokens) || req.minTokens < 0)) throw new EngineError('KAIL_E_INVALID_ARG', `min tokens must be a non-negative integer, got ${req.minTokens}`);
+    if (req.contextShift) {
+      const { keep, discard = 0 } = req.contextShift;
+      if (!Number.isInteger(keep) || keep < -1) throw new EngineError('KAIL_E_INVALID_ARG', `n_keep must be an integer >= -1, got ${keep}`);
+      if (!Number.isInteger(discard) || discard < 0) throw new EngineError('KAIL_E_INVALID_ARG', `n_discard must be a non-negative integer, got ${discard}`);
+    }
     // End of generation and the request's stop tokens (min tokens masks them all; ignoreEog keeps only the stop tokens as ends).
     const ends: ReadonlySet<number> = req.stopTokens?.length ? new Set([...this.eog, ...req.stopTokens]) : this.eog;
     const stopSet: ReadonlySet<number> = req.ignoreEog ? new Set(req.stopTokens ?? []) : ends;
@@ -361,6 +392,9 @@ export class BatchEngine {
       constraint,
       promptLps: req.promptLogprobs ? [] : null,
       emb: req.embed ? new Float64Array(this.model.hiddenWidth) : null,
+      shifted: 0,
+      shiftBase: null,
+      shiftAt: 0,
     };
     const onAbort = () => this.cancelActive(a);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -442,7 +476,51 @@ export class BatchEngine {
   private cachedStart(slot: number, prompt: readonly number[], lora: string): number {
     const r = this.running.get(slot);
     if ((r ? r.lora : this.slots[slot].lora) !== lora) return 0;
-    return r ? sharedPrefix(r.history, prompt, this.model.seqLen(slot)) : sharedPrefix(this.slots[slot].tokens, prompt);
+    return r ? sharedPrefix(this.cacheTokens(r), prompt, this.model.seqLen(slot)) : sharedPrefix(this.slots[slot].tokens, prompt);
+  }
+
+  /** The positions a sequence may fill: the model's context, or the request's smaller window. */
+  private nCtxOf(a: Active): number {
+    return Math.min(this.model.nCtx, a.req.contextWindow ?? Infinity);
+  }
+
+  /** The tokens a running sequence's cache holds, in position order, up to the ones fed so far (and beyond: cut at seqLen). */
+  private cacheTokens(a: Active): number[] {
+    return a.shiftBase ? [...a.shiftBase, ...a.history.slice(a.shiftAt)] : a.history;
+  }
+
+  /**
+   * Context shift for a sequence that fills the context (llama-server's): drops `discard` cached
+   * positions after the first `keep` and moves the rest down. False (and the sequence finished with
+   * an error) when the model cannot shift.
+   */
+  private shiftContext(a: Active): boolean {
+    const cs = a.req.contextShift!;
+    const v = this.model.tokenizer.vocab;
+    let keep = cs.keep < 0 ? a.req.prompt.length : cs.keep;
+    if (v.addBos && v.special.bos !== null && a.req.prompt[0] === v.special.bos) keep += 1;
+    const len = this.model.seqLen(a.slot);
+    keep = Math.max(0, Math.min(this.nCtxOf(a) - 4, keep, len));
+    const left = len - keep;
+    const discard = Math.min(cs.discard || Math.floor(left / 2), Math.max(0, left - 1));
+    if (discard <= 0) {
+      this.finish(a, 'length');
+      return false;
+    }
+    const before = this.cacheTokens(a).slice(0, len);
+    try {
+      this.model.shiftContext(a.slot, keep, discard);
+    } catch (e) {
+      this.finish(a, 'error', toEngineError(e));
+      return false;
+    }
+    a.shiftBase = [...before.slice(0, keep), ...before.slice(keep + discard)];
+    a.shiftAt = a.history.length - 1;  // the pending token (history's last) is not in the cache yet
+    a.shifted += discard;
+    this.contextShifts++;
+    // The draft's cache (or MTP's hidden rows) follows the history's positions: no more speculation.
+    a.spec = null;
+    return true;
   }
 
   /** A request's LoRA scales checked against the model, as the key of what a cache holds. */
@@ -572,7 +650,7 @@ export class BatchEngine {
         // Bounded so the committed tokens fit max tokens, the context, this pass's budget and the
         // tokens a reasoning budget leaves the model before it forces the block closed.
         const free = a.budget ? a.budget.freeTokens : Infinity;
-        const maxDraft = Math.max(0, Math.min(a.req.maxTokens - a.generated - 1, this.model.nCtx - a.history.length - 1, planned - 1, free - 1));
+        const maxDraft = Math.max(0, Math.min(a.req.maxTokens - a.generated - 1, this.nCtxOf(a) - (a.history.length - a.shifted) - 1, planned - 1, free - 1));
         asks.push({ seq: a.spec, history: a.history, maxDraft });
         planned -= 1 + Math.min(maxDraft, a.spec.k);
       } else planned--;
@@ -594,7 +672,7 @@ export class BatchEngine {
     for (const a of decodingNow) {
       const draft = a.spec ? drafts[di++] : null;
       if (a.cancelled || a.slot < 0) continue;
-      const p0 = a.req.prompt.length + a.generated - 1;
+      const p0 = a.req.prompt.length + a.generated - 1 - a.shifted;
       const feed = [a.pending!, ...(draft?.tokens ?? [])];
       feed.forEach((t, i) => {
         tokens.push(t);
@@ -735,11 +813,17 @@ export class BatchEngine {
           this.finish(a, 'length', undefined, undefined, limited.cut);
           break;
         }
-        if (a.generated >= a.req.maxTokens || a.req.prompt.length + a.generated >= this.model.nCtx) {
+        if (a.generated >= a.req.maxTokens) {
           this.finish(a, 'length');
           break;
         }
         a.pending = token;
+      }
+      // The context is full (the drafts were bounded to fit it, so only after the last token):
+      // shift it, the pending token going after what stays, or end.
+      if (a.slot >= 0 && this.running.get(a.slot) === a && a.req.prompt.length + a.generated - a.shifted >= this.nCtxOf(a)) {
+        if (a.req.contextShift) this.shiftContext(a);
+        else this.finish(a, 'length');
       }
     }
     this.tokensGenerated += produced;
@@ -853,7 +937,7 @@ export class BatchEngine {
       // The cache holds the history up to the positions it was fed (the last sampled token is
       // not); after a failed pass its state is unknown, so nothing is kept.
       this.slots[a.slot] = {
-        tokens: this.reusePrefix && reason !== 'error' ? a.history.slice(0, this.model.seqLen(a.slot)) : [],
+        tokens: this.reusePrefix && reason !== 'error' ? this.cacheTokens(a).slice(0, this.model.seqLen(a.slot)) : [],
         promptLen: a.req.prompt.length,
         released: ++this.releases,
         lora: a.lora,
@@ -879,6 +963,7 @@ export class BatchEngine {
         timeToFirstTokenMs: a.tFirst ? a.tFirst - a.t0 : 0,
         stopWord,
         error,
+        contextShifted: a.shifted,
       },
     });
     a.end();

@@ -40,6 +40,8 @@ async function main() {
       'lora-scaled': { type: 'string', multiple: true, default: [] },
       // llama-server's: the adapters load at scale 0 (requests' `lora` or POST /lora-adapters apply them).
       'lora-init-without-apply': { type: 'boolean', default: false },
+      // llama-server's --context-shift: generations that fill the context drop old tokens and go on.
+      'context-shift': { type: 'boolean', default: false },
       'max-waiting': { type: 'string', default: '64' },
       // While streams decode, the longest one pass spends on arriving prompts (0 = no limit).
       'max-stall-ms': { type: 'string', default: '500' },
@@ -70,6 +72,7 @@ async function main() {
     modelsDir: values['models-dir'],
     defaultRamBudgetBytes: values.ram ? parseByteSize(values.ram) : undefined,
     loadOptions: { kvType, kvTypeV },
+    contextShift: values['context-shift'],
   });
   const lora = parseLoraFlags(values.lora, values['lora-scaled']).map((l) => (values['lora-init-without-apply'] ? { ...l, scale: 0 } : l));
   for (const m of values.model) {

@@ -126,6 +126,12 @@ export interface LocalModelHostOptions {
   profileFile?: string;
   /** Options passed to every EngineModel.load (I/O threads, direct I/O, prefetch, cache policy). */
   loadOptions?: Pick<LoadModelOptions, 'ioThreads' | 'directIo' | 'prefetch' | 'cachePolicy' | 'ramReserveBytes' | 'kvType' | 'kvTypeV'>;
+  /**
+   * llama-server's --context-shift: a generation that fills the context (or its context_window)
+   * drops cached tokens after the request's n_keep and goes on (BatchEngine's contextShift).
+   * Default off: it stops there, finish reason LENGTH.
+   */
+  contextShift?: boolean;
   /** A running request with no forward pass completed for this long makes health NOT_SERVING. Default 60000 ms. */
   stallTimeoutMs?: number;
 }
@@ -502,7 +508,9 @@ export class LocalModelHost implements ModelHost {
       {
         id,
         prompt,
-        maxTokens: window ? Math.min(maxTokens, window - prompt.length) : maxTokens,
+        maxTokens,
+        contextWindow: window || undefined,
+        contextShift: this.opts.contextShift ? { keep: req.nKeep, discard: req.nDiscard } : undefined,
         sampling: samplingFromProto(req.sampling, (b) => this.dryBreakers(m, b)),
         stop: req.stop.filter((s) => s.length > 0),
         logprobs: req.wantLogprobs || req.topLogprobs > 0,
@@ -549,6 +557,7 @@ export class LocalModelHost implements ModelHost {
           promptTopLogprobs: c.promptLogprobs ? [{ candidates: [] }, ...c.promptLogprobs.map(topOf)] : [],
           embedding: c.embedding ? Array.from(c.embedding) : [],
           stopWord: '',
+          contextShifted: 0,
           progressUsage: c.progress ? { promptTokens: c.progress.promptTokens, completionTokens: c.progress.completionTokens, cachedPromptTokens: c.progress.cachedPromptTokens } : undefined,
           progressTimings: c.progress ? { promptMs: c.progress.promptMs, generationMs: c.progress.generationMs, timeToFirstTokenMs: 0, queueMs: 0 } : undefined,
         };
@@ -557,6 +566,7 @@ export class LocalModelHost implements ModelHost {
           if (c.finish.reason === 'error' && c.finish.error) throw c.finish.error;
           out.finishReason = FINISH[c.finish.reason];
           out.stopWord = c.finish.stopWord ?? '';
+          out.contextShifted = c.finish.contextShifted;
           out.usage = { promptTokens: c.finish.promptTokens, completionTokens: c.finish.completionTokens, cachedPromptTokens: c.finish.cachedPromptTokens };
           out.timings = {
             promptMs: c.finish.promptMs,

@@ -395,6 +395,15 @@ export interface GenerateRequest {
    * others 0. Empty: the scales the model was loaded with. An id the model lacks: INVALID_ARGUMENT.
    */
   lora: LoraScale[];
+  /**
+   * Context shift (llama-server's n_keep and n_discard, Ollama's num_keep), used when the engine
+   * runs with --context-shift: once prompt and output fill the context (or context_window), n_discard
+   * cached tokens after the first n_keep prompt tokens (-1: the whole prompt; a BOS the tokenizer
+   * adds is kept besides) are dropped and the generation goes on; n_discard 0 drops half of the
+   * rest. Without --context-shift the output stops there (LENGTH), as without these fields.
+   */
+  nKeep: number;
+  nDiscard: number;
 }
 
 export interface LoraScale {
@@ -500,7 +509,14 @@ export interface GenerateResponse {
    * last message's; these let a client show the speed as it goes, llama-server's timings_per_token).
    */
   progressUsage: Usage | undefined;
-  progressTimings: Timings | undefined;
+  progressTimings:
+    | Timings
+    | undefined;
+  /**
+   * On the last message: the cached positions context shifts dropped (llama-server's `truncated`
+   * when > 0).
+   */
+  contextShifted: number;
 }
 
 export interface TopLogprobs {
@@ -1374,6 +1390,8 @@ function createBaseGenerateRequest(): GenerateRequest {
     grammarLazy: false,
     grammarTriggers: [],
     lora: [],
+    nKeep: 0,
+    nDiscard: 0,
   };
 }
 
@@ -1509,6 +1527,12 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     for (const v of message.lora) {
       LoraScale.encode(v!, writer.uint32(330).fork()).join();
+    }
+    if (message.nKeep !== 0) {
+      writer.uint32(336).int32(message.nKeep);
+    }
+    if (message.nDiscard !== 0) {
+      writer.uint32(344).uint32(message.nDiscard);
     }
     return writer;
   },
@@ -1874,6 +1898,22 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.lora.push(LoraScale.decode(reader, reader.uint32()));
             continue;
           }
+          case 42: {
+            if (tag !== 336) {
+              break;
+            }
+
+            message.nKeep = reader.int32();
+            continue;
+          }
+          case 43: {
+            if (tag !== 344) {
+              break;
+            }
+
+            message.nDiscard = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2053,6 +2093,16 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
       lora: globalThis.Array.isArray(object?.lora)
         ? object.lora.map((e: any) => LoraScale.fromJSON(e))
         : [],
+      nKeep: isSet(object.nKeep)
+        ? globalThis.Number(object.nKeep)
+        : isSet(object.n_keep)
+        ? globalThis.Number(object.n_keep)
+        : 0,
+      nDiscard: isSet(object.nDiscard)
+        ? globalThis.Number(object.nDiscard)
+        : isSet(object.n_discard)
+        ? globalThis.Number(object.n_discard)
+        : 0,
     };
   },
 
@@ -2181,6 +2231,12 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.lora?.length) {
       obj.lora = message.lora.map((e) => LoraScale.toJSON(e));
     }
+    if (message.nKeep !== 0) {
+      obj.nKeep = Math.round(message.nKeep);
+    }
+    if (message.nDiscard !== 0) {
+      obj.nDiscard = Math.round(message.nDiscard);
+    }
     return obj;
   },
 
@@ -2234,6 +2290,8 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.grammarLazy = object.grammarLazy ?? false;
     message.grammarTriggers = object.grammarTriggers?.map((e) => GrammarTrigger.fromPartial(e)) || [];
     message.lora = object.lora?.map((e) => LoraScale.fromPartial(e)) || [];
+    message.nKeep = object.nKeep ?? 0;
+    message.nDiscard = object.nDiscard ?? 0;
     return message;
   },
 };
@@ -2926,6 +2984,7 @@ function createBaseGenerateResponse(): GenerateResponse {
     stopWord: "",
     progressUsage: undefined,
     progressTimings: undefined,
+    contextShifted: 0,
   };
 }
 
@@ -2983,6 +3042,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     }
     if (message.progressTimings !== undefined) {
       Timings.encode(message.progressTimings, writer.uint32(122).fork()).join();
+    }
+    if (message.contextShifted !== 0) {
+      writer.uint32(128).uint32(message.contextShifted);
     }
     return writer;
   },
@@ -3140,6 +3202,14 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
             message.progressTimings = Timings.decode(reader, reader.uint32());
             continue;
           }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.contextShifted = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3209,6 +3279,11 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
         : isSet(object.progress_timings)
         ? Timings.fromJSON(object.progress_timings)
         : undefined,
+      contextShifted: isSet(object.contextShifted)
+        ? globalThis.Number(object.contextShifted)
+        : isSet(object.context_shifted)
+        ? globalThis.Number(object.context_shifted)
+        : 0,
     };
   },
 
@@ -3259,6 +3334,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     if (message.progressTimings !== undefined) {
       obj.progressTimings = Timings.toJSON(message.progressTimings);
     }
+    if (message.contextShifted !== 0) {
+      obj.contextShifted = Math.round(message.contextShifted);
+    }
     return obj;
   },
 
@@ -3288,6 +3366,7 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     message.progressTimings = (object.progressTimings !== undefined && object.progressTimings !== null)
       ? Timings.fromPartial(object.progressTimings)
       : undefined;
+    message.contextShifted = object.contextShifted ?? 0;
     return message;
   },
 };
