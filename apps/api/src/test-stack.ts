@@ -34,6 +34,8 @@ export interface TestStackOptions {
   onDemand?: string[];
   /** Give the API the stack's directory as its data directory (blobs, Ollama's Modelfiles). */
   apiDataDir?: boolean;
+  /** The engine runs with --context-shift (ModelHostOptions.contextShift). */
+  contextShift?: boolean;
 }
 
 export interface TestStack {
@@ -72,7 +74,7 @@ export async function startTestStack(models: TestModel[], o: TestStackOptions = 
     fs.mkdirSync(modelsDir, { recursive: true });
     fs.copyFileSync(writeTestModel(dir, 'tiny-qwen3moe', 'F32'), path.join(modelsDir, `${id}.gguf`));
   }
-  const host = new LocalModelHost({ seqsPerModel: o.seqsPerModel ?? 2, defaultContext: o.defaultContext ?? 1024, ...(o.onDemand ? { modelsDir } : {}) });
+  const host = new LocalModelHost({ seqsPerModel: o.seqsPerModel ?? 2, defaultContext: o.defaultContext ?? 1024, contextShift: o.contextShift, ...(o.onDemand ? { modelsDir } : {}) });
   const files: Record<string, string> = {};
   for (const m of models) {
     let extra: string[] = [];

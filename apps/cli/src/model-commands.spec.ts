@@ -120,6 +120,22 @@ describe('kail model commands', () => {
     expect(bad.stderr).toContain("--cache-type-v must be f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1, got 'q4_k'");
   });
 
+  it("run --context-shift goes on past the context (llama-cli's), dropping half of what follows --keep; without it the output stops there", () => {
+    const base = ['run', '-m', model, '-p', 'Hello there', '-n', '40', '-c', '24', '--ignore-eos', '--json'];
+    const plain = JSON.parse(kail(...base).stdout);
+    const n = plain.prompt_tokens.length;
+    expect(plain.tokens).toHaveLength(24 - n);
+    expect(plain.finish_reason).toBe('length');
+    expect(plain.context_shifted).toBe(0);
+    const shifted = JSON.parse(kail(...base, '--context-shift', '--keep', '2').stdout);
+    expect(shifted.tokens).toHaveLength(40);
+    expect(shifted.context_shifted).toBeGreaterThan(0);
+    expect(shifted.tokens.slice(0, plain.tokens.length)).toEqual(plain.tokens);
+    const r = kail('run', '-m', model, '-p', 'Hi', '-n', '4', '--keep', 'x');
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain('--keep');
+  });
+
   it('logits writes n_tokens x n_vocab float32 and a JSON sidecar', () => {
     const out = path.join(dir, 'l.f32');
     const r = kail('logits', '-m', model, '--tokens', '1,2,3,4', '--out', out);

@@ -6,6 +6,7 @@ import { GbnfRecognizer, type GbnfGrammar } from './sampling/gbnf';
 import { JsonConstraint, OutputConstraint } from './sampling/json-constraint';
 import type { JsonGrammar } from './sampling/json-schema';
 import type { SpeculativeDecoder, SpeculativeStats } from './speculative/speculative-decoder';
+import { contextShiftSpan, type ContextShift } from './runtime/context-shift';
 
 export interface GenerateOptions {
   /** Most tokens to generate. Default 128. */
@@ -33,6 +34,11 @@ export interface GenerateOptions {
   grammar?: GbnfGrammar;
   /** The output is one JSON value of this compiled schema (`sampling/json-schema.ts`; not with `grammar` or `speculative`). */
   jsonSchema?: JsonGrammar;
+  /**
+   * llama-cli's --context-shift: when the context fills, drop cached positions after `keep` prompt
+   * tokens (runtime/context-shift.ts) and go on, instead of ending with 'length'. Not with `speculative`.
+   */
+  contextShift?: ContextShift;
 }
 
 export interface GenerateResult {
@@ -40,6 +46,8 @@ export interface GenerateResult {
   text: string;
   finishReason: 'stop' | 'length' | 'cancelled';
   promptTokens: number;
+  /** Cached positions context shifts dropped (GenerateOptions.contextShift). */
+  contextShifted?: number;
   promptMs: number;
   generationMs: number;
   /** Prompt tokens per second. */
@@ -93,6 +101,7 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   const seq = opts.seq ?? 0;
   if (opts.speculative && (opts.grammar || opts.jsonSchema)) throw new EngineError('KAIL_E_INVALID_ARG', 'a grammar or JSON schema cannot be combined with speculative decoding');
   if (opts.grammar && opts.jsonSchema) throw new EngineError('KAIL_E_INVALID_ARG', 'a grammar and a JSON schema cannot be combined');
+  if (opts.speculative && opts.contextShift) throw new EngineError('KAIL_E_INVALID_ARG', 'context shift cannot be combined with speculative decoding here (the draft keeps its own cache)');
   if (opts.speculative) return generateSpeculative(model, prompt, maxTokens, seq, opts.speculative, opts);
   model.truncate(seq, 0);
   const sampler = createSampler(opts.sampling ?? {});
@@ -107,6 +116,7 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   let rng = (opts.sampling?.seed ?? 1) >>> 0 || 1;
   let decodeMs = 0;
   let decodes = 0;
+  let shifted = 0;
   for (let i = 0; i < maxTokens; i++) {
     if (opts.signal?.aborted) {
       finish = 'cancelled';
@@ -123,7 +133,13 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
       finish = 'stop';
       break;
     }
-    if (i + 1 === maxTokens || model.runtime.seqLen(seq) + 1 >= model.nCtx) break;
+    if (i + 1 === maxTokens) break;
+    if (model.runtime.seqLen(seq) + 1 >= model.nCtx) {
+      const span = opts.contextShift && contextShiftSpan(model.tokenizer.vocab, prompt, model.runtime.seqLen(seq), model.nCtx, opts.contextShift);
+      if (!span || span.discard <= 0) break;
+      model.shiftContext(seq, span.keep, span.discard);
+      shifted += span.discard;
+    }
     let next = token;
     if (opts.feed === 'random') {
       rng ^= rng << 13; rng >>>= 0; rng ^= rng >>> 17; rng ^= rng << 5; rng >>>= 0;
@@ -143,6 +159,7 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
     text: o.text,
     finishReason: finish,
     promptTokens: prompt.length,
+    contextShifted: shifted,
     promptMs,
     generationMs,
     promptTps: prompt.length / (promptMs / 1000),

@@ -556,3 +556,44 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect((await post('/tokenize', { content: 'x', model: 'tiny2' })).status).toBe(200);
   });
 });
+
+describe("context shift (llama-server's --context-shift, n_keep, n_discard; Ollama's num_keep)", () => {
+  const stacks: TestStack[] = [];
+  afterAll(async () => {
+    for (const s of stacks) await s.close();
+  });
+  const greedy = { temperature: 0, ignore_eos: true, return_tokens: true };
+
+  it('generates past a 48-token context with the engine shifting, and stops there without it', async () => {
+    const shifting = await startTestStack([{ id: 'tiny', contextLength: 48 }], { contextShift: true });
+    const plain = await startTestStack([{ id: 'tiny', contextLength: 48 }]);
+    stacks.push(shifting, plain);
+    const body = { prompt: 'The answer is', n_predict: 100, ...greedy };
+    const nPrompt = (await shifting.post('/tokenize', { content: 'The answer is', add_special: true })).body.tokens.length as number;
+    const stopped = (await plain.post('/completion', body)).body;
+    expect(stopped.tokens_predicted).toBe(48 - nPrompt);
+    expect(stopped.truncated).toBe(false);
+    const shifted = (await shifting.post('/completion', { ...body, n_keep: 2, n_discard: 10 })).body;
+    expect(shifted.tokens_predicted).toBe(100);
+    expect(shifted.truncated).toBe(true);
+    expect(shifted.stop_type).toBe('limit');
+    expect(shifted.generation_settings).toMatchObject({ n_keep: 2, n_discard: 10 });
+    // Up to the first shift the two are the same tokens.
+    expect(shifted.tokens.slice(0, stopped.tokens.length)).toEqual(stopped.tokens);
+    // Streamed, the same tokens.
+    const ev = (await shifting.events('/completion', { ...body, n_keep: 2, n_discard: 10 })).map(([, d]) => d);
+    expect(ev.flatMap((e) => e.tokens ?? [])).toEqual(shifted.tokens);
+    expect(ev.at(-1)!.truncated).toBe(true);
+    // Ollama's generate: num_keep, and a num_ctx window smaller than the model's shifts there.
+    const ol = await shifting.post('/api/generate', { model: 'tiny', prompt: 'The answer is', raw: true, stream: false, options: { num_predict: 60, num_ctx: 32, num_keep: 1, temperature: 0, seed: 1 } });
+    expect(ol.status).toBe(200);
+    // (Ollama's requests may end at an end-of-generation token: past the window is what counts.)
+    expect(ol.body.eval_count).toBeGreaterThan(32 - nPrompt);
+    if (ol.body.eval_count < 60) expect(ol.body.done_reason).toBe('stop');
+    // Bad values are the client's error, and the server goes on.
+    const bad = await shifting.post('/completion', { ...body, n_keep: -2 });
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.body)).toContain('n_keep');
+    expect((await shifting.post('/completion', { prompt: 'x', n_predict: 2, ...greedy })).status).toBe(200);
+  }, 120_000);
+});

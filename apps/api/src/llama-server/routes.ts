@@ -57,6 +57,10 @@ const generation = {
   n_probs: z.number().int().min(0).max(20).optional().nullable(),
   /** Include each message's token ids (`tokens`). */
   return_tokens: z.boolean().optional().nullable(),
+  /** Context shift (the server runs with --context-shift): prompt tokens kept when the context fills (-1: all of them; a BOS besides). */
+  n_keep: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
+  /** Tokens dropped after them per shift (0: half of the rest). */
+  n_discard: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
   /** Code completion: lines after the first newline need this many leading spaces/tabs, else the output ends there (0 or less: off). */
   n_indent: z.number().int().max(1_000_000).optional().nullable(),
   /** Code completion: past this many ms of generation, the output ends at the next newline (0 or less: off; -1 is llama-server's default). */
@@ -327,6 +331,8 @@ function settingsJson(b: Generation, sampling: common.SamplingParams, stops: str
     stop: stops,
     ignore_eos: !!b.ignore_eos,
     n_probs: b.n_probs ?? 0,
+    n_keep: b.n_keep ?? 0,
+    n_discard: b.n_discard ?? 0,
     n_indent: b.n_indent ?? 0,
     t_max_predict_ms: b.t_max_predict_ms ?? -1,
     stream: !!b.stream,
@@ -394,6 +400,8 @@ async function complete(
       ignoreEos: !!b.ignore_eos,
       nIndent: Math.max(0, b.n_indent ?? 0),
       tMaxPredictMs: Math.max(0, b.t_max_predict_ms ?? 0),
+      nKeep: b.n_keep ?? 0,
+      nDiscard: b.n_discard ?? 0,
       lora: b.lora ?? [],
       ...structured,
     }),
@@ -429,7 +437,8 @@ async function complete(
       generation_settings: settings,
       ...(specs[i].text !== undefined ? { prompt: specs[i].text } : {}),
       has_new_line: r.content.includes('\n'),
-      truncated: false,
+      // A context shift dropped tokens (llama-server's slot.truncated).
+      truncated: (r.last?.contextShifted ?? 0) > 0,
       stop_type: STOP_TYPE(finish, stopWord),
       stopping_word: stopWord,
       tokens_cached: usage.cachedPromptTokens,

@@ -35,7 +35,7 @@ import { blobDigest, BlobStore, MODELFILES_FILE, ModelfileStore, type Modelfile 
 export const OLLAMA_ROUTES = ['/api/chat', '/api/generate', '/api/embed', '/api/embeddings', '/api/tags', '/api/ps', '/api/show', '/api/version', '/api/delete', '/api/copy', '/api/create'] as const;
 
 /** Ollama's sampling defaults (a model without a Modelfile of its own). */
-export const OLLAMA_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, repeat_penalty: 1.1, repeat_last_n: 64 } as const;
+export const OLLAMA_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.9, min_p: 0, repeat_penalty: 1.1, repeat_last_n: 64, num_keep: 4 } as const;
 
 // `options`: the ones that change the output are honoured or refused; the runtime ones (threads,
 // GPU layers, mmap, batch, NUMA…) describe Ollama's runner and are ignored, as Ollama ignores
@@ -55,6 +55,8 @@ const options = z
     frequency_penalty: z.number().min(-2).max(2).optional().nullable(),
     /** The request's context (a model loads, or reloads when idle, with a larger one; see resolve). */
     num_ctx: z.number().int().min(1).optional().nullable(),
+    /** Prompt tokens kept when a context shift drops old ones (the server runs with --context-shift). */
+    num_keep: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
     // Ollama's mirostat, mirostat_tau, mirostat_eta, typical_p, and llama.cpp's other samplers under their llama-server names.
     ...samplerExtraFields,
     tfs_z: z.number().refine((v) => v >= 1, 'tail-free sampling is not supported (tfs_z 1 only)').optional().nullable(),
@@ -372,6 +374,7 @@ function generationFields(b: ChatRequest | GenerateRequest, m: common.ModelInfo,
     maxTokens: n < 0 ? Math.max(1, m.contextLength) : n,
     // (resolve made m's context the request's num_ctx when that is smaller.)
     contextWindow: o?.num_ctx ? m.contextLength : 0,
+    nKeep: o?.num_keep ?? OLLAMA_DEFAULTS.num_keep,
     promptOnly: n === 0,
     stop: stops,
     sampling: sampling(o, m.contextLength),

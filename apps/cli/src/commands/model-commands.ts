@@ -362,6 +362,9 @@ interface RunOpts extends SamplerOpts {
   grammarFile?: string;
   jsonSchema?: string;
   jsonSchemaFile?: string;
+  contextShift?: boolean;
+  keep?: number;
+  ignoreEos?: boolean;
 }
 
 /** A text file a flag names, or an error naming the flag and why it cannot be read. */
@@ -412,6 +415,9 @@ export function registerModelCommands(program: Command): void {
     .option('--seed <s>', 'sampling seed', int('--seed', 0, 2 ** 32 - 1))
     .option('-t, --threads <n>', 'compute threads (default: physical cores)', int('--threads', 1, 1024))
     .option('-c, --ctx <n>', 'context length', int('--ctx', 1, 1 << 20))
+    .option('--context-shift', "when prompt and output fill the context, drop half of the cached tokens after --keep and go on (llama-cli's --context-shift)")
+    .option('--keep <n>', 'with --context-shift: prompt tokens kept at the start (-1 = all; a BOS besides)', int('--keep', -1), 0)
+    .option('--ignore-eos', 'never draw end-of-generation tokens: generate all -n tokens (llama-cli\'s --ignore-eos)')
     .option('--json', 'print one JSON object (token ids, text, timings) instead of streaming')
     .option('--grammar <gbnf>', "hold the output to a GBNF grammar (llama.cpp's format)")
     .option('--grammar-file <file>', 'hold the output to the GBNF grammar in this file')
@@ -456,6 +462,11 @@ export function registerModelCommands(program: Command): void {
       const tok = model.tokenizer;
       const grammar = grammarText === undefined ? undefined : parseGbnf(grammarText, { tokenize: (s) => tok.tokenize(s, { addSpecial: false, parseSpecial: true }), nVocab: model.nVocab });
       const sampling: SamplerParams = { temperature: o.temp, topK: o.topK, topP: o.topP, minP: o.minP, seed: o.seed, ...samplerParams(o, model.tokenizer) };
+      if (o.ignoreEos) {
+        const bias: Record<number, number> = { ...(sampling.logitBias ?? {}) };
+        for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) bias[id] = -Infinity;
+        sampling.logitBias = bias;
+      }
       createSampler(sampling); // bad sampler settings fail here, before any output
       if (!o.json) {
         log(`model: ${path.basename(modelPath)} (${model.hparams.arch}, ${model.hparams.nLayer} layers${model.hparams.nExpert ? `, ${model.hparams.nExpert} experts / ${model.hparams.nExpertUsed} used` : ''}), ${model.runtime.nThreads} threads` +
@@ -471,6 +482,7 @@ export function registerModelCommands(program: Command): void {
         speculative: sp.spec ?? undefined,
         grammar,
         jsonSchema,
+        contextShift: o.contextShift ? { keep: o.keep ?? 0 } : undefined,
       });
       if (o.json) {
         const stream = model.runtime.stats().stream;
@@ -481,6 +493,7 @@ export function registerModelCommands(program: Command): void {
             tokens: r.tokens,
             text: r.text,
             finish_reason: r.finishReason,
+            context_shifted: r.contextShifted ?? 0,
             timings: { prompt_ms: r.promptMs, generation_ms: r.generationMs, prompt_tps: r.promptTps, gen_tps: r.genTps },
             stream: stream ? summarizeStream(stream) : null,
             speculative: r.speculative ?? null,
@@ -488,7 +501,7 @@ export function registerModelCommands(program: Command): void {
         );
       } else {
         process.stdout.write('\n');
-        log(`prompt: ${r.promptTokens} tokens, ${r.promptTps.toFixed(1)} tokens/s | generation: ${r.tokens.length} tokens, ${r.genTps.toFixed(1)} tokens/s | ${r.finishReason}`);
+        log(`prompt: ${r.promptTokens} tokens, ${r.promptTps.toFixed(1)} tokens/s | generation: ${r.tokens.length} tokens, ${r.genTps.toFixed(1)} tokens/s | ${r.finishReason}` + (r.contextShifted ? ` | context shifted: ${r.contextShifted} tokens dropped` : ''));
         const sl = streamLine(model, r.promptTokens + r.tokens.length);
         if (sl) log(sl);
         if (r.speculative) log(specLine(r.speculative));

@@ -10,6 +10,7 @@ import { createSampler, isGreedy, type ResolvedSamplerParams, type SampleResult,
 import { LineLimits } from '../sampling/line-limits';
 import { ReasoningBudget, type ReasoningBudgetSpec } from '../sampling/reasoning-budget';
 import { StopMatcher } from '../sampling/stop';
+import { contextShiftSpan, type ContextShift } from './context-shift';
 import { proposeMany, type Draft, type SpeculativeDecoder, type SpeculativeSequence, type SpeculativeStats } from '../speculative/speculative-decoder';
 import type { TokenStreamDecoder } from '../tokenizer/tokenizer';
 
@@ -145,7 +146,7 @@ export interface GenerationRequest {
    * nCtx - 4 are kept. `discard` 0 (the default) drops half of what is not kept. Absent: no shift.
    * The sequence stops speculating at its first shift.
    */
-  contextShift?: { keep: number; discard?: number };
+  contextShift?: ContextShift;
   /**
    * The request's own context window (Ollama's num_ctx) when smaller than the model's: the prompt
    * must be shorter, and the output stops (or shifts) when prompt and output fill it.
@@ -495,14 +496,8 @@ export class BatchEngine {
    * an error) when the model cannot shift.
    */
   private shiftContext(a: Active): boolean {
-    const cs = a.req.contextShift!;
-    const v = this.model.tokenizer.vocab;
-    let keep = cs.keep < 0 ? a.req.prompt.length : cs.keep;
-    if (v.addBos && v.special.bos !== null && a.req.prompt[0] === v.special.bos) keep += 1;
     const len = this.model.seqLen(a.slot);
-    keep = Math.max(0, Math.min(this.nCtxOf(a) - 4, keep, len));
-    const left = len - keep;
-    const discard = Math.min(cs.discard || Math.floor(left / 2), Math.max(0, left - 1));
+    const { keep, discard } = contextShiftSpan(this.model.tokenizer.vocab, a.req.prompt, len, this.nCtxOf(a), a.req.contextShift!);
     if (discard <= 0) {
       this.finish(a, 'length');
       return false;
