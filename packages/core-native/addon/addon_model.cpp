@@ -315,6 +315,8 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             InstanceMethod("seqTruncate", &AddonModel::seq_truncate),
             InstanceMethod("seqCopy", &AddonModel::seq_copy),
             InstanceMethod("seqShift", &AddonModel::seq_shift),
+            InstanceMethod("seqState", &AddonModel::seq_state),
+            InstanceMethod("setSeqState", &AddonModel::set_seq_state),
             InstanceMethod("setLoraScales", &AddonModel::set_lora_scales),
             InstanceAccessor("nLora", &AddonModel::n_lora, nullptr),
             InstanceMethod("stats", &AddonModel::stats),
@@ -436,6 +438,22 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             const int64_t len = m(info.Env()).seq_shift(static_cast<int>(arg_number(info, 0, "seq")), static_cast<int64_t>(arg_number(info, 1, "keep")),
                                                         static_cast<int64_t>(arg_number(info, 2, "discard")));
             return Napi::Number::New(info.Env(), static_cast<double>(len));
+        });
+    }
+    Napi::Value seq_state(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value {
+            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot read the KV cache during a forward pass");
+            const std::vector<uint8_t> s = m(info.Env()).seq_state(static_cast<int>(arg_number(info, 0, "seq")));
+            return Napi::Buffer<uint8_t>::Copy(info.Env(), s.data(), s.size());
+        });
+    }
+    Napi::Value set_seq_state(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value {
+            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+            if (info.Length() < 2 || !info[1].IsTypedArray()) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "setSeqState(seq, bytes: Uint8Array)");
+            Napi::Uint8Array a = info[1].As<Napi::Uint8Array>();
+            m(info.Env()).set_seq_state(static_cast<int>(arg_number(info, 0, "seq")), a.Data(), a.ByteLength());
+            return info.Env().Undefined();
         });
     }
     Napi::Value seq_copy(const Napi::CallbackInfo & info) {

@@ -314,6 +314,10 @@ export interface NativeModel {
   seqCopy(src: number, dst: number): void;
   /** Context shift: drops positions [keep, keep + discard), moves the rest down (K re-rotated); returns the new length. */
   seqShift(seq: number, keep: number, discard: number): number;
+  /** A sequence's KV cache as bytes (slot save, prompt cache). */
+  seqState(seq: number): Uint8Array;
+  /** Puts bytes from seqState back into a sequence of a model of the same shape and cache types; refuses others, naming the difference. */
+  setSeqState(seq: number, state: Uint8Array): void;
   /** LoRA adapters loaded (params.lora). */
   readonly nLora: number;
   /** The scale sequence `seq` applies each adapter with (nLora numbers; each sequence starts at params.lora's). */

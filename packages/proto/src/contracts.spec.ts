@@ -21,10 +21,10 @@ describe('generated contracts', () => {
 
   it('exposes both services with the methods of the contract', () => {
     expect(Object.keys(engine.EngineServiceService).sort()).toEqual(
-      ['cancel', 'copyModelFile', 'deleteModelFile', 'detokenize', 'generate', 'health', 'listModelFiles', 'listModels', 'loadModel', 'planModel', 'setLoraAdapters', 'tokenize', 'unloadModel', 'watchTelemetry'].sort(),
+      ['cancel', 'copyModelFile', 'deleteModelFile', 'detokenize', 'generate', 'health', 'listModelFiles', 'listModels', 'loadModel', 'planModel', 'setLoraAdapters', 'slotAction', 'tokenize', 'unloadModel', 'watchTelemetry'].sort(),
     );
     expect(Object.keys(scheduler.SchedulerServiceService).sort()).toEqual(
-      ['cancel', 'copyModelFile', 'deleteModelFile', 'detokenize', 'ensureModel', 'health', 'listEngines', 'listModelFiles', 'listModels', 'loadModel', 'planModel', 'registerEngine', 'setLoraAdapters', 'submit', 'tokenize', 'unloadModel', 'watchQueue', 'watchTelemetry'].sort(),
+      ['cancel', 'copyModelFile', 'deleteModelFile', 'detokenize', 'ensureModel', 'health', 'listEngines', 'listModelFiles', 'listModels', 'loadModel', 'planModel', 'registerEngine', 'setLoraAdapters', 'slotAction', 'submit', 'tokenize', 'unloadModel', 'watchQueue', 'watchTelemetry'].sort(),
     );
     expect(engine.EngineServiceService.generate.responseStream).toBe(true);
     expect(Object.keys(scheduler.SchedulerServiceService)).toContain('submit');

@@ -168,6 +168,12 @@ export function createSchedulerServiceImpl(dispatcher: Dispatcher): spb.Schedule
       const engineId = call.request.engineId || pool.list().find((e) => e.models.some((m) => m.id === id))?.id || '';
       passThrough(pool, engineId, (c, md, o, done) => c.setLoraAdapters(call.request.set!, md, o, done), cb, true);
     },
+    slotAction: (call, cb) => {
+      if (!call.request.action) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'action is required'));
+      const id = call.request.action.model;
+      const engineId = call.request.engineId || pool.list().find((e) => e.models.some((m) => m.id === id))?.id || '';
+      passThrough(pool, engineId, (c, md, o, done) => c.slotAction(call.request.action!, md, o, done), cb, true);
+    },
     deleteModelFile: (call, cb) => {
       if (!call.request.delete) return cb(grpcError(grpc.status.INVALID_ARGUMENT, 'delete is required'));
       passThrough(pool, call.request.engineId, (c, md, o, done) => c.deleteModelFile(call.request.delete!, md, o, done), cb, true);

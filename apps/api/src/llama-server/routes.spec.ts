@@ -597,3 +597,60 @@ describe("context shift (llama-server's --context-shift, n_keep, n_discard; Olla
     expect((await shifting.post('/completion', { prompt: 'x', n_predict: 2, ...greedy })).status).toBe(200);
   }, 120_000);
 });
+
+describe("slot save / restore / erase (llama-server's POST /slots/ID?action=…, --slot-save-path)", () => {
+  let stack: TestStack;
+  let off: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack([{ id: 'tiny' }], { slotSave: true });
+    off = await startTestStack([{ id: 'tiny' }]);
+  }, 60_000);
+  afterAll(async () => {
+    await stack?.close();
+    await off?.close();
+  });
+  const greedy = { temperature: 0, ignore_eos: true, return_tokens: true };
+
+  it("saves a slot's cache to a file, erases it, restores it into another slot, and the next request reuses it", async () => {
+    const prompt = 'System: you are a helpful assistant that knows about mixtures of experts. User: hello';
+    const first = (await stack.post('/completion', { prompt, n_predict: 4, ...greedy })).body;
+    // The slot the request ran in is the one with something to save.
+    const saves = await Promise.all([0, 1].map((id) => stack.post(`/slots/${id}?action=save`, { filename: `s${id}.bin` })));
+    for (const s of saves) expect(s.status).toBe(200);
+    const used = saves.findIndex((s) => s.body.n_saved > 0);
+    expect(used).toBeGreaterThanOrEqual(0);
+    const saved = saves[used].body;
+    expect(saved).toMatchObject({ id_slot: used, filename: `s${used}.bin`, n_saved: first.tokens_evaluated + 3 });
+    expect(saved.n_written).toBeGreaterThan(0);
+    expect(saved.timings.save_ms).toBeGreaterThanOrEqual(0);
+    // Both slots emptied, then the file goes into the other one.
+    for (const id of [0, 1]) expect((await stack.post(`/slots/${id}?action=erase`, {})).status).toBe(200);
+    const other = 1 - used;
+    const restored = (await stack.post(`/slots/${other}?action=restore`, { filename: `s${used}.bin` })).body;
+    expect(restored).toMatchObject({ id_slot: other, filename: `s${used}.bin`, n_restored: saved.n_saved, n_read: saved.n_written });
+    const next = (await stack.post('/completion', { prompt: prompt + first.content + ' more', n_predict: 4, ...greedy })).body;
+    expect(next.tokens_cached).toBeGreaterThanOrEqual(first.tokens_evaluated);
+    // The same answer as computing it all.
+    for (const id of [0, 1]) await stack.post(`/slots/${id}?action=erase`, {});
+    const again = (await stack.post('/completion', { prompt: prompt + first.content + ' more', n_predict: 4, ...greedy })).body;
+    expect(again.tokens_cached).toBe(0);
+    expect(next.tokens).toEqual(again.tokens);
+  }, 60_000);
+
+  it('answers bad actions, names, files and servers without a save path with the right errors, and goes on serving', async () => {
+    expect((await stack.post('/slots/0?action=fly', { filename: 'a.bin' })).status).toBe(400);
+    expect((await stack.post('/slots/0?action=save', {})).status).toBe(400);
+    const path = await stack.post('/slots/0?action=save', { filename: '../escape.bin' });
+    expect(path.status).toBe(400);
+    expect(path.body.error.message).toContain("invalid slot file name '../escape.bin'");
+    const missing = await stack.post('/slots/0?action=restore', { filename: 'nothing.bin' });
+    expect(missing.status).toBe(404);
+    expect(missing.body.error.message).toContain('nothing.bin');
+    expect((await stack.post('/slots/9?action=erase', {})).status).toBe(400);
+    expect((await stack.post('/slots/x?action=erase', {})).status).toBe(400);
+    const disabled = await off.post('/slots/0?action=save', { filename: 'a.bin' });
+    expect(disabled.status).toBe(501);
+    expect(disabled.body.error.message).toContain('--slot-save-path');
+    expect((await stack.post('/completion', { prompt: 'x', n_predict: 2, ...greedy })).status).toBe(200);
+  }, 60_000);
+});

@@ -662,6 +662,30 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
     });
   });
 
+  // llama-server's slot actions: POST /slots/ID?action=save|restore with {"filename": NAME} (a
+  // file in the engine's --slot-save-path directory), or action=erase; the slot must be idle.
+  const SlotBody = z.object({ filename: z.string().max(255).optional().nullable() }).passthrough();
+  app.post('/slots/:id', async (req, reply) => {
+    const q = (req.query ?? {}) as Record<string, unknown>;
+    const id = Number((req.params as { id: string }).id);
+    if (!Number.isInteger(id) || id < 0) return reply.code(400).send(openAiError(`slot id must be a non-negative integer, got '${(req.params as { id: string }).id}'`, 'invalid_request_error', 'id_slot', 'invalid_value'));
+    const kinds: Record<string, pb.SlotActionKind> = { save: pb.SlotActionKind.SLOT_ACTION_SAVE, restore: pb.SlotActionKind.SLOT_ACTION_RESTORE, erase: pb.SlotActionKind.SLOT_ACTION_ERASE };
+    const action = typeof q.action === 'string' ? kinds[q.action] : undefined;
+    if (action === undefined) return reply.code(400).send(openAiError('Invalid action: action must be save, restore or erase', 'invalid_request_error', 'action', 'invalid_value'));
+    if (q.model !== undefined && (typeof q.model !== 'string' || !q.model))
+      return reply.code(400).send(openAiError('model must be a model id', 'invalid_request_error', 'model', 'invalid_value'));
+    const parsed = SlotBody.safeParse(req.body ?? {});
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    const filename = parsed.data.filename ?? '';
+    if (action !== pb.SlotActionKind.SLOT_ACTION_ERASE && !filename) return reply.code(400).send(openAiError('Invalid filename: filename is required', 'invalid_request_error', 'filename', 'invalid_value'));
+    return withModel(reply, deps, q.model as string | undefined, async (s, model) => {
+      const r = await unary<spb.SlotActionRequest, pb.SlotActionResponse>(s.slotAction.bind(s), { engineId: '', action: { model, slot: id, action, filename } });
+      if (action === pb.SlotActionKind.SLOT_ACTION_SAVE) return { id_slot: id, filename, n_saved: r.nTokens, n_written: r.nBytes, timings: { save_ms: r.ms } };
+      if (action === pb.SlotActionKind.SLOT_ACTION_RESTORE) return { id_slot: id, filename, n_restored: r.nTokens, n_read: r.nBytes, timings: { restore_ms: r.ms } };
+      return { id_slot: id, n_erased: r.nTokens };
+    });
+  });
+
   // llama-server's router mode: the models the engines have and the models directory's files
   // (which load on demand), loading and unloading one by name.
   const ModelBody = z.object({ model: z.string().min(1, 'model is required').max(200) });

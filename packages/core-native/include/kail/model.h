@@ -164,6 +164,12 @@ class model {
     // ones after them n positions down, K's rotary part turned to match; returns the new length.
     // Throws KAIL_E_UNSUPPORTED for a model with a sliding-window ring smaller than the context.
     int64_t seq_shift(int seq, int64_t keep, int64_t n);
+    // A sequence's KV cache as bytes (llama.cpp's llama_state_seq_get_data: llama-server's slot save,
+    // llama-cli's --prompt-cache), and back into a sequence of a model of the same shape and cache
+    // types: a blob that does not fit (another model, other cache types, truncated) is refused
+    // with KAIL_E_INVALID_ARG naming the difference, the sequence left as it was.
+    std::vector<uint8_t> seq_state(int seq) const;
+    void    set_seq_state(int seq, const uint8_t * data, size_t n);
     // LoRA: how many adapters are loaded, and the scale sequence `seq` applies each with (one per
     // adapter, in load order; each sequence starts at model_params::lora's scales). Sequences with
     // different scales share a forward pass: the delta is scaled per row.

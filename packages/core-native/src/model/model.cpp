@@ -1443,6 +1443,121 @@ int64_t model::seq_shift(int seq, int64_t keep, int64_t n) {
     return len - n;
 }
 
+namespace {
+
+constexpr char kSeqMagic[8] = {'K', 'A', 'I', 'L', 'S', 'E', 'Q', '1'};
+
+struct blob_reader {
+    const uint8_t * p;
+    size_t n, at = 0;
+    template <typename T> T get(const char * what) {
+        T v;
+        bytes(&v, sizeof v, what);
+        return v;
+    }
+    void bytes(void * dst, size_t k, const char * what) {
+        if (k > n - at) throw error(KAIL_E_INVALID_ARG, std::string("sequence state: truncated (") + what + ")");
+        std::memcpy(dst, p + at, k);
+        at += k;
+    }
+};
+
+template <typename T> void put(std::vector<uint8_t> & out, T v) {
+    const uint8_t * b = reinterpret_cast<const uint8_t *>(&v);
+    out.insert(out.end(), b, b + sizeof v);
+}
+
+} // namespace
+
+// Layout: magic, then n_kv_layers, K type, V type (u32), length (i64); per layer: heads, K width,
+// V width, rows stored per head, mirrored (u8), high water (i64s), then each head's K rows, then
+// each head's V rows. A linear layer stores the sequence's rows only; a ring that turned mirrored
+// stores its whole 2R rows.
+std::vector<uint8_t> model::seq_state(int seq) const {
+    const impl & m = *impl_;
+    if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    const int64_t len = m.seq_len[seq];
+    std::vector<uint8_t> out(kSeqMagic, kSeqMagic + 8);
+    put<uint32_t>(out, static_cast<uint32_t>(m.prog.n_kv_layers));
+    put<uint32_t>(out, m.params.kv_type);
+    put<uint32_t>(out, m.params.kv_type_v);
+    put<int64_t>(out, len);
+    for (int l = 0; l < m.prog.n_kv_layers; l++) {
+        const kv_seq_layer & c = m.kv[seq][l];
+        const bool mla = m.prog.kv_v_width[l] == 0;
+        const int64_t heads = m.kv_heads[l], kw = m.prog.kv_k_width[l], vw = m.prog.kv_v_width[l];
+        const int64_t rows = len == 0 ? 0 : c.mirrored ? c.cap : len;
+        const int64_t cap = mla ? len : c.cap;
+        put<int64_t>(out, heads);
+        put<int64_t>(out, kw);
+        put<int64_t>(out, vw);
+        put<int64_t>(out, rows);
+        put<uint8_t>(out, c.mirrored ? 1 : 0);
+        put<int64_t>(out, len == 0 ? 0 : c.hw);
+        auto rows_of = [&](const std::vector<uint8_t> & buf, size_t rb) {
+            for (int64_t h = 0; h < heads && rows > 0; h++) {
+                const uint8_t * b = buf.data() + static_cast<size_t>(h * cap) * rb;
+                out.insert(out.end(), b, b + static_cast<size_t>(rows) * rb);
+            }
+        };
+        rows_of(c.k, kv_row_bytes(m.params.kv_type, kw / heads));
+        if (!mla) rows_of(c.v, kv_row_bytes(m.params.kv_type_v, vw / heads));
+    }
+    return out;
+}
+
+void model::set_seq_state(int seq, const uint8_t * data, size_t n) {
+    impl & m = *impl_;
+    if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    blob_reader r{data, n};
+    char magic[8];
+    r.bytes(magic, 8, "magic");
+    if (std::memcmp(magic, kSeqMagic, 8) != 0) throw error(KAIL_E_INVALID_ARG, "sequence state: not a kailstream sequence state (bad magic)");
+    const uint32_t nl = r.get<uint32_t>("layers"), kt = r.get<uint32_t>("K type"), vt = r.get<uint32_t>("V type");
+    const int64_t len = r.get<int64_t>("length");
+    auto refuse = [](const std::string & what) { throw error(KAIL_E_INVALID_ARG, "sequence state does not fit this model: " + what); };
+    if (nl != static_cast<uint32_t>(m.prog.n_kv_layers)) refuse(std::to_string(nl) + " KV layers, the model has " + std::to_string(m.prog.n_kv_layers));
+    if (kt != m.params.kv_type || vt != m.params.kv_type_v)
+        refuse(std::string("cache types K ") + type_name(kt) + " / V " + type_name(vt) + ", the model's are " + type_name(m.params.kv_type) + " / " + type_name(m.params.kv_type_v));
+    if (len < 0 || len > m.params.n_ctx) refuse(std::to_string(len) + " positions, the context holds " + std::to_string(m.params.n_ctx));
+    // Read everything into new layers first: a blob that fails halfway leaves the sequence as it was.
+    std::vector<kv_seq_layer> next(static_cast<size_t>(m.prog.n_kv_layers));
+    uint64_t bytes = 0;
+    for (int l = 0; l < m.prog.n_kv_layers; l++) {
+        const bool mla = m.prog.kv_v_width[l] == 0;
+        const int64_t heads = r.get<int64_t>("heads"), kw = r.get<int64_t>("K width"), vw = r.get<int64_t>("V width"), rows = r.get<int64_t>("rows");
+        const bool mirrored = r.get<uint8_t>("mirrored") != 0;
+        const int64_t hw = r.get<int64_t>("high water");
+        const std::string at = "layer " + std::to_string(l) + ": ";
+        if (heads != m.kv_heads[l] || kw != m.prog.kv_k_width[l] || vw != m.prog.kv_v_width[l])
+            refuse(at + std::to_string(heads) + " heads, K/V widths " + std::to_string(kw) + "/" + std::to_string(vw) + ", the model's are " + std::to_string(m.kv_heads[l]) + ", " +
+                   std::to_string(m.prog.kv_k_width[l]) + "/" + std::to_string(m.prog.kv_v_width[l]));
+        const int64_t R = m.kv_ring[l];
+        const bool ok = len == 0 ? rows == 0 && !mirrored : mirrored ? R > 0 && rows == 2 * R && hw >= len && !mla : rows == len && (R == 0 || len <= R);
+        if (!ok || hw < 0) refuse(at + "its rows do not match its length (" + std::to_string(rows) + " rows for " + std::to_string(len) + " positions)");
+        kv_seq_layer & c = next[static_cast<size_t>(l)];
+        const size_t rk = kv_row_bytes(kt, kw / heads);
+        c.k.resize(static_cast<size_t>(heads * rows) * rk);
+        r.bytes(c.k.data(), c.k.size(), "K rows");
+        if (!mla) {
+            c.v.resize(static_cast<size_t>(heads * rows) * kv_row_bytes(vt, vw / heads));
+            r.bytes(c.v.data(), c.v.size(), "V rows");
+            c.cap = rows;
+        }
+        c.mirrored = mirrored;
+        c.hw = hw;
+        bytes += c.k.capacity() + c.v.capacity();
+    }
+    if (r.at != r.n) refuse(std::to_string(r.n - r.at) + " bytes past the end");
+    uint64_t old = 0;
+    for (const kv_seq_layer & c : m.kv[seq]) old += c.k.capacity() + c.v.capacity();
+    if (m.params.kv_max_bytes && m.kv_bytes - old + bytes > m.params.kv_max_bytes)
+        throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes - old + bytes) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
+    m.kv[seq].swap(next);
+    m.kv_bytes = m.kv_bytes - old + bytes;
+    m.seq_len[seq] = len;
+}
+
 void model::forward(const batch & b, std::vector<float> & logits, std::vector<float> * hidden) {
     impl & m = *impl_;
     cancel_.store(false);

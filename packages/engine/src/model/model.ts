@@ -679,6 +679,19 @@ export class EngineModel {
     return this.runtime.seqShift(seq, keep, discard);
   }
 
+  /** A sequence's KV cache as bytes (llama.cpp's llama_state_seq_get_data), for restoreSequence. */
+  saveSequence(seq: number): Uint8Array {
+    return this.runtime.seqState(seq);
+  }
+
+  /**
+   * Puts a saveSequence blob back into a sequence (its length becomes the blob's). A blob of
+   * another model shape or cache types is refused (KAIL_E_INVALID_ARG), the sequence unchanged.
+   */
+  restoreSequence(seq: number, state: Uint8Array): void {
+    this.runtime.setSeqState(seq, state);
+  }
+
   /** Makes `dst`'s cache a copy of `src`'s (every position; truncate it after to keep a prefix). */
   copySequence(src: number, dst: number): void {
     this.runtime.seqCopy(src, dst);

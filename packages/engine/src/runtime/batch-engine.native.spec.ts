@@ -4,6 +4,7 @@ import { EngineModel } from '../model/model';
 import { JsonRecognizer } from '../sampling/json-constraint';
 import { tempDir, writeTestModel } from '../testing';
 import { BatchEngine, type GenerationChunk } from './batch-engine';
+import { readSlotFile, writeSlotFile } from './slot-file';
 
 async function collect(it: AsyncIterable<GenerationChunk>): Promise<{ tokens: number[]; text: string; last: GenerationChunk }> {
   const tokens: number[] = [];
@@ -525,6 +526,94 @@ describe("BatchEngine with context shift (llama-server's --context-shift)", () =
     } finally {
       await engine.close();
       m.close();
+    }
+  }, 120_000);
+});
+
+describe("BatchEngine slot save / restore / erase (llama-server's /slots actions)", () => {
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it.each(['tiny-qwen3moe', 'tiny-deepseek2-lite', 'tiny-gpt-oss'])('%s: a restored slot serves the next turn from the file, the same bits as computing it', async (preset) => {
+    const file = writeTestModel(dir, preset, 'F32');
+    // nBatch 8: gpt-oss's ring (window 8 + a batch) is 15 rows, which the prompt passes (mirrored).
+    const load = () => EngineModel.load(file, { nSeqMax: 2, kvType: 'f32', threads: 2, nCtx: 256, nBatch: 8 });
+    const ask = (e: BatchEngine, id: string, prompt: number[], maxTokens: number) =>
+      collectAll(e.generate({ id, prompt, maxTokens, sampling: { temperature: 0 }, ignoreEog: true, logprobs: true, topLogprobs: 2 }));
+    const a = load(), b = load(), c = load();
+    const ea = new BatchEngine(a), eb = new BatchEngine(b), ec = new BatchEngine(c);
+    try {
+      // gpt-oss's 8-position window: a prompt long enough that its ring turned mirrored.
+      const p1 = a.tokenizer.tokenize('User: tell me about the experts and the router. Assistant: the router picks', { addSpecial: true });
+      const r1 = await ask(ea, 't1', p1, 6);
+      const slot = ea.slotStates().find((s) => s.cachedTokens > 0)!.id;
+      const saved = ea.saveSlot(slot);
+      expect(saved.tokens).toEqual([...p1, ...r1.tokens.slice(0, -1)]);
+      const path = `${dir}/${preset}.slot`;
+      const bytes = writeSlotFile(path, a, saved.tokens, saved.lora, saved.state);
+      // Another engine (another process, in practice) restores it into its slot 1.
+      const { header, state } = readSlotFile(path, b);
+      expect(header.tokens).toEqual(saved.tokens);
+      eb.restoreSlot(1, header.tokens, header.lora, state);
+      expect(eb.slotStates()[1].cachedTokens).toBe(saved.tokens.length);
+      const p2 = [...p1, ...r1.tokens, ...a.tokenizer.tokenize(' User: and then? Assistant:')];
+      const restored = await ask(eb, 't2', p2, 8);
+      const fresh = await ask(ec, 't2', p2, 8);
+      expect(restored.last.finish?.cachedPromptTokens).toBe(saved.tokens.length);
+      expect(fresh.last.finish?.cachedPromptTokens).toBe(0);
+      expect(restored.tokens).toEqual(fresh.tokens);
+      expect(restored.logprobs).toEqual(fresh.logprobs);
+      expect(bytes).toBeGreaterThan(0);
+      // Erase: the slot holds nothing, the next request computes everything.
+      expect(eb.eraseSlot(1)).toBeGreaterThan(0);
+      expect(eb.slotStates()[1].cachedTokens).toBe(0);
+    } finally {
+      await Promise.all([ea.close(), eb.close(), ec.close()]);
+      a.close();
+      b.close();
+      c.close();
+    }
+  }, 120_000);
+
+  it('refuses a file of another model or cache type, a damaged one and a busy or missing slot, naming why; the slot stays usable', async () => {
+    const f1 = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const f2 = writeTestModel(dir, 'tiny-llama', 'F32');
+    const m1 = EngineModel.load(f1, { nSeqMax: 2, kvType: 'f32', threads: 2, nCtx: 64 });
+    const m1q = EngineModel.load(f1, { nSeqMax: 2, kvType: 'q8_0', threads: 2, nCtx: 64 });
+    const m2 = EngineModel.load(f2, { nSeqMax: 2, kvType: 'f32', threads: 2, nCtx: 64 });
+    const e1 = new BatchEngine(m1), e1q = new BatchEngine(m1q);
+    try {
+      const prompt = m1.tokenizer.tokenize('hello experts', { addSpecial: true });
+      await collect(e1.generate({ id: 'x', prompt, maxTokens: 3, sampling: { temperature: 0 } }));
+      const slot = e1.slotStates().find((s) => s.cachedTokens > 0)!.id;
+      const s = e1.saveSlot(slot);
+      const path = `${dir}/x.slot`;
+      writeSlotFile(path, m1, s.tokens, s.lora, s.state);
+      expect(() => readSlotFile(path, m2)).toThrow(/slot file .*x\.slot: saved for another model \(qwen3moe, 2 layers/);
+      const { header, state } = readSlotFile(path, m1q);
+      expect(() => e1q.restoreSlot(0, header.tokens, header.lora, state)).toThrow('sequence state does not fit this model: cache types K F32 / V F32, the model\'s are Q8_0 / Q8_0');
+      fs.writeFileSync(`${dir}/bad.slot`, Buffer.concat([fs.readFileSync(path).subarray(0, 60)]));
+      expect(() => readSlotFile(`${dir}/bad.slot`, m1)).toThrow(/bad\.slot: (truncated header|damaged header)/);
+      const cut = fs.readFileSync(path);
+      fs.writeFileSync(`${dir}/cut.slot`, cut.subarray(0, cut.length - 10));
+      const c = readSlotFile(`${dir}/cut.slot`, m1);
+      expect(() => e1.restoreSlot(0, c.header.tokens, c.header.lora, c.state)).toThrow('sequence state: truncated');
+      expect(() => readSlotFile(`${dir}/none.slot`, m1)).toThrow(/no such file/i);
+      expect(() => e1.saveSlot(7)).toThrow('slot 7 does not exist (0..1)');
+      const running = collect(e1.generate({ id: 'busy', prompt, maxTokens: 200, sampling: { temperature: 0 }, ignoreEog: true }));
+      await new Promise((r) => setTimeout(r, 20));
+      const busy = e1.slotStates().find((st) => st.processing)!.id;
+      expect(() => e1.saveSlot(busy)).toThrow(`slot ${busy} is busy with a request`);
+      e1.cancel('busy');
+      await running;
+      // The refused restores left slot 0 working.
+      const after = await collect(e1q.generate({ id: 'y', prompt, maxTokens: 3, sampling: { temperature: 0 } }));
+      expect(after.last.finish?.reason).not.toBe('error');
+    } finally {
+      await Promise.all([e1.close(), e1q.close()]);
+      m1.close();
+      m1q.close();
+      m2.close();
     }
   }, 120_000);
 });

@@ -524,6 +524,42 @@ export class BatchEngine {
     return (scales ?? this.model.loraScales).join(',');
   }
 
+  /** An idle slot, else KAIL_E_BUDGET (a running request holds it) or KAIL_E_INVALID_ARG (no such slot). */
+  private idleSlot(id: number): void {
+    if (!Number.isInteger(id) || id < 0 || id >= this.slots.length) throw new EngineError('KAIL_E_INVALID_ARG', `slot ${id} does not exist (0..${this.slots.length - 1})`);
+    if (this.running.has(id) || !this.freeSlots.includes(id)) throw new EngineError('KAIL_E_BUDGET', `slot ${id} is busy with a request; retry when it is done`);
+  }
+
+  /** llama-server's slot save: an idle slot's cached tokens, the LoRA scales they were computed with, and its KV cache. */
+  saveSlot(id: number): { tokens: number[]; lora: string; state: Uint8Array } {
+    this.idleSlot(id);
+    const c = this.slots[id];
+    const n = Math.min(c.tokens.length, this.model.seqLen(id));
+    this.model.truncate(id, n);
+    return { tokens: c.tokens.slice(0, n), lora: c.lora, state: this.model.saveSequence(id) };
+  }
+
+  /** llama-server's slot restore: an idle slot takes a saved cache; the next request whose prompt starts with its tokens reuses them. */
+  restoreSlot(id: number, tokens: readonly number[], lora: string, state: Uint8Array): void {
+    this.idleSlot(id);
+    this.slots[id] = { tokens: [], promptLen: 0, released: ++this.releases, lora };
+    this.model.restoreSequence(id, state);
+    if (this.model.seqLen(id) !== tokens.length) {
+      this.model.truncate(id, 0);
+      throw new EngineError('KAIL_E_INVALID_ARG', `the saved cache holds ${this.model.seqLen(id)} positions for ${tokens.length} tokens`);
+    }
+    this.slots[id] = { tokens: [...tokens], promptLen: tokens.length, released: this.releases, lora };
+  }
+
+  /** llama-server's slot erase: an idle slot's cache emptied; returns the tokens it held. */
+  eraseSlot(id: number): number {
+    this.idleSlot(id);
+    const n = this.slots[id].tokens.length;
+    this.model.truncate(id, 0);
+    this.slots[id] = { ...this.slots[id], tokens: [], promptLen: 0 };
+    return n;
+  }
+
   /** Cancels everything and waits for the loop to stop. */
   async close(): Promise<void> {
     this.closed = true;

@@ -50,6 +50,13 @@ export function createEngineServiceImpl(host: ModelHost): pb.EngineServiceServer
         (e) => cb(toServiceError(e)),
       );
     },
+    slotAction: (call, cb) => {
+      try {
+        cb(null, host.slotAction(call.request));
+      } catch (e) {
+        cb(toServiceError(e));
+      }
+    },
     setLoraAdapters: (call, cb) => {
       try {
         cb(null, { model: host.setLoraAdapters(call.request.model, call.request.lora) });

@@ -42,6 +42,8 @@ async function main() {
       'lora-init-without-apply': { type: 'boolean', default: false },
       // llama-server's --context-shift: generations that fill the context drop old tokens and go on.
       'context-shift': { type: 'boolean', default: false },
+      // llama-server's --slot-save-path: where POST /slots/ID?action=save|restore keeps slot files.
+      'slot-save-path': { type: 'string' },
       'max-waiting': { type: 'string', default: '64' },
       // While streams decode, the longest one pass spends on arriving prompts (0 = no limit).
       'max-stall-ms': { type: 'string', default: '500' },
@@ -73,6 +75,7 @@ async function main() {
     defaultRamBudgetBytes: values.ram ? parseByteSize(values.ram) : undefined,
     loadOptions: { kvType, kvTypeV },
     contextShift: values['context-shift'],
+    slotSavePath: values['slot-save-path'],
   });
   const lora = parseLoraFlags(values.lora, values['lora-scaled']).map((l) => (values['lora-init-without-apply'] ? { ...l, scale: 0 } : l));
   for (const m of values.model) {

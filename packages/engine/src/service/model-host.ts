@@ -11,6 +11,7 @@ import { dryBreakerSequences } from '../sampling/dry';
 import { parseGbnf } from '../sampling/gbnf';
 import { regexToGbnf } from '../sampling/regex-gbnf';
 import { BatchEngine, grammarOf, type FinishReason, type GenerationRequest } from '../runtime/batch-engine';
+import { readSlotFile, writeSlotFile } from '../runtime/slot-file';
 import { lazyTriggers } from '../sampling/gbnf-lazy';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import { HARMONY_TAGS, THINK_TAGS, type ReasoningBudgetSpec, type ReasoningTags } from '../sampling/reasoning-budget';
@@ -69,6 +70,8 @@ export interface ModelHost {
   unloadModel(id: string, ifIdle?: boolean): Promise<void>;
   /** Sets a loaded model's default LoRA scales (named adapters at their scale, the others 0); its info after. */
   setLoraAdapters(id: string, lora: readonly { id: number; scale: number }[]): common.ModelInfo;
+  /** llama-server's slot save / restore / erase (ModelHostOptions.slotSavePath). */
+  slotAction(req: pb.SlotActionRequest): pb.SlotActionResponse;
   /** Yields response chunks; the last one carries finish reason and usage. Stops when signal aborts. */
   generate(req: pb.GenerateRequest, signal: AbortSignal): AsyncIterable<pb.GenerateResponse>;
   /** Cancels a running request by id; false when none is running. */
@@ -132,6 +135,11 @@ export interface LocalModelHostOptions {
    * Default off: it stops there, finish reason LENGTH.
    */
   contextShift?: boolean;
+  /**
+   * llama-server's --slot-save-path: the directory SlotAction saves slots to and restores them
+   * from (created when missing). Unset: SlotAction is UNIMPLEMENTED.
+   */
+  slotSavePath?: string;
   /** A running request with no forward pass completed for this long makes health NOT_SERVING. Default 60000 ms. */
   stallTimeoutMs?: number;
 }
@@ -447,6 +455,29 @@ export class LocalModelHost implements ModelHost {
     m.model.setDefaultLoraScales(loraScalesOf(lora, n) ?? new Array<number>(n).fill(0));
     m.info.loraAdapters = m.model.loraAdapters.map((l) => ({ path: l.path, scale: l.scale }));
     return m.info;
+  }
+
+  slotAction(req: pb.SlotActionRequest): pb.SlotActionResponse {
+    const dir = this.opts.slotSavePath;
+    if (!dir) throw new EngineError('KAIL_E_UNSUPPORTED', 'slot save and restore are off: start the server with --slot-save-path DIR');
+    const m = this.get(req.model);
+    const t0 = performance.now();
+    const done = (nTokens: number, nBytes: number): pb.SlotActionResponse => ({ slot: req.slot, filename: req.filename, nTokens, nBytes, ms: performance.now() - t0 });
+    if (req.action === pb.SlotActionKind.SLOT_ACTION_ERASE) return done(m.engine.eraseSlot(req.slot), 0);
+    if (req.action !== pb.SlotActionKind.SLOT_ACTION_SAVE && req.action !== pb.SlotActionKind.SLOT_ACTION_RESTORE)
+      throw new EngineError('KAIL_E_INVALID_ARG', 'the slot action must be save, restore or erase');
+    // llama-server's fs_validate_filename, strictly: a plain name in the directory.
+    if (!/^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$/.test(req.filename))
+      throw new EngineError('KAIL_E_INVALID_ARG', `invalid slot file name '${req.filename}': letters, digits, '.', '_' and '-' only, no path`);
+    const file = path.join(dir, req.filename);
+    if (req.action === pb.SlotActionKind.SLOT_ACTION_SAVE) {
+      const s = m.engine.saveSlot(req.slot);
+      fs.mkdirSync(dir, { recursive: true });
+      return done(s.tokens.length, writeSlotFile(file, m.model, s.tokens, s.lora, s.state));
+    }
+    const { header, state, bytes } = readSlotFile(file, m.model);
+    m.engine.restoreSlot(req.slot, header.tokens, header.lora, state);
+    return done(header.tokens.length, bytes);
   }
 
   async unloadModel(id: string, ifIdle = false): Promise<void> {

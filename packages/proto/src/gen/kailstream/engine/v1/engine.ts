@@ -39,6 +39,51 @@ export const protobufPackage = "kailstream.engine.v1";
 
 export const protobufFileName = "kailstream/engine/v1/engine.proto";
 
+export enum SlotActionKind {
+  SLOT_ACTION_UNSPECIFIED = 0,
+  SLOT_ACTION_SAVE = 1,
+  SLOT_ACTION_RESTORE = 2,
+  SLOT_ACTION_ERASE = 3,
+  UNRECOGNIZED = -1,
+}
+
+export function slotActionKindFromJSON(object: any): SlotActionKind {
+  switch (object) {
+    case 0:
+    case "SLOT_ACTION_UNSPECIFIED":
+      return SlotActionKind.SLOT_ACTION_UNSPECIFIED;
+    case 1:
+    case "SLOT_ACTION_SAVE":
+      return SlotActionKind.SLOT_ACTION_SAVE;
+    case 2:
+    case "SLOT_ACTION_RESTORE":
+      return SlotActionKind.SLOT_ACTION_RESTORE;
+    case 3:
+    case "SLOT_ACTION_ERASE":
+      return SlotActionKind.SLOT_ACTION_ERASE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return SlotActionKind.UNRECOGNIZED;
+  }
+}
+
+export function slotActionKindToJSON(object: SlotActionKind): string {
+  switch (object) {
+    case SlotActionKind.SLOT_ACTION_UNSPECIFIED:
+      return "SLOT_ACTION_UNSPECIFIED";
+    case SlotActionKind.SLOT_ACTION_SAVE:
+      return "SLOT_ACTION_SAVE";
+    case SlotActionKind.SLOT_ACTION_RESTORE:
+      return "SLOT_ACTION_RESTORE";
+    case SlotActionKind.SLOT_ACTION_ERASE:
+      return "SLOT_ACTION_ERASE";
+    case SlotActionKind.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export enum EmbedPooling {
   EMBED_NONE = 0,
   /** EMBED_MODEL - The file's pooling_type (mean, cls or last), else last (decoder-only models, as vLLM). */
@@ -422,6 +467,28 @@ export interface SetLoraAdaptersRequest {
 
 export interface SetLoraAdaptersResponse {
   model: ModelInfo | undefined;
+}
+
+export interface SlotActionRequest {
+  model: string;
+  slot: number;
+  action: SlotActionKind;
+  /**
+   * A file name in the save directory (letters, digits, '.', '_', '-'; no path): INVALID_ARGUMENT
+   * otherwise. Not for ERASE. A file of another model or cache type is INVALID_ARGUMENT, a missing
+   * one NOT_FOUND; a slot a request holds is RESOURCE_EXHAUSTED.
+   */
+  filename: string;
+}
+
+export interface SlotActionResponse {
+  slot: number;
+  filename: string;
+  /** Tokens saved, restored or erased. */
+  nTokens: number;
+  /** Bytes written or read (0 for ERASE). */
+  nBytes: number;
+  ms: number;
 }
 
 /** A lazy grammar's trigger, as llama-server's grammar_triggers entries. */
@@ -2531,6 +2598,264 @@ export const SetLoraAdaptersResponse: MessageFns<SetLoraAdaptersResponse> = {
     message.model = (object.model !== undefined && object.model !== null)
       ? ModelInfo.fromPartial(object.model)
       : undefined;
+    return message;
+  },
+};
+
+function createBaseSlotActionRequest(): SlotActionRequest {
+  return { model: "", slot: 0, action: 0, filename: "" };
+}
+
+export const SlotActionRequest: MessageFns<SlotActionRequest> = {
+  encode(message: SlotActionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.model !== "") {
+      writer.uint32(10).string(message.model);
+    }
+    if (message.slot !== 0) {
+      writer.uint32(16).uint32(message.slot);
+    }
+    if (message.action !== 0) {
+      writer.uint32(24).int32(message.action);
+    }
+    if (message.filename !== "") {
+      writer.uint32(34).string(message.filename);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SlotActionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSlotActionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.model = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.slot = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.action = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.filename = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SlotActionRequest {
+    return {
+      model: isSet(object.model) ? globalThis.String(object.model) : "",
+      slot: isSet(object.slot) ? globalThis.Number(object.slot) : 0,
+      action: isSet(object.action) ? slotActionKindFromJSON(object.action) : 0,
+      filename: isSet(object.filename) ? globalThis.String(object.filename) : "",
+    };
+  },
+
+  toJSON(message: SlotActionRequest): unknown {
+    const obj: any = {};
+    if (message.model !== "") {
+      obj.model = message.model;
+    }
+    if (message.slot !== 0) {
+      obj.slot = Math.round(message.slot);
+    }
+    if (message.action !== 0) {
+      obj.action = slotActionKindToJSON(message.action);
+    }
+    if (message.filename !== "") {
+      obj.filename = message.filename;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SlotActionRequest>, I>>(base?: I): SlotActionRequest {
+    return SlotActionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SlotActionRequest>, I>>(object: I): SlotActionRequest {
+    const message = createBaseSlotActionRequest();
+    message.model = object.model ?? "";
+    message.slot = object.slot ?? 0;
+    message.action = object.action ?? 0;
+    message.filename = object.filename ?? "";
+    return message;
+  },
+};
+
+function createBaseSlotActionResponse(): SlotActionResponse {
+  return { slot: 0, filename: "", nTokens: 0, nBytes: 0, ms: 0 };
+}
+
+export const SlotActionResponse: MessageFns<SlotActionResponse> = {
+  encode(message: SlotActionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.slot !== 0) {
+      writer.uint32(8).uint32(message.slot);
+    }
+    if (message.filename !== "") {
+      writer.uint32(18).string(message.filename);
+    }
+    if (message.nTokens !== 0) {
+      writer.uint32(24).uint32(message.nTokens);
+    }
+    if (message.nBytes !== 0) {
+      writer.uint32(32).uint64(message.nBytes);
+    }
+    if (message.ms !== 0) {
+      writer.uint32(41).double(message.ms);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SlotActionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSlotActionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.slot = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.filename = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.nTokens = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.nBytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 41) {
+              break;
+            }
+
+            message.ms = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SlotActionResponse {
+    return {
+      slot: isSet(object.slot) ? globalThis.Number(object.slot) : 0,
+      filename: isSet(object.filename) ? globalThis.String(object.filename) : "",
+      nTokens: isSet(object.nTokens)
+        ? globalThis.Number(object.nTokens)
+        : isSet(object.n_tokens)
+        ? globalThis.Number(object.n_tokens)
+        : 0,
+      nBytes: isSet(object.nBytes)
+        ? globalThis.Number(object.nBytes)
+        : isSet(object.n_bytes)
+        ? globalThis.Number(object.n_bytes)
+        : 0,
+      ms: isSet(object.ms) ? globalThis.Number(object.ms) : 0,
+    };
+  },
+
+  toJSON(message: SlotActionResponse): unknown {
+    const obj: any = {};
+    if (message.slot !== 0) {
+      obj.slot = Math.round(message.slot);
+    }
+    if (message.filename !== "") {
+      obj.filename = message.filename;
+    }
+    if (message.nTokens !== 0) {
+      obj.nTokens = Math.round(message.nTokens);
+    }
+    if (message.nBytes !== 0) {
+      obj.nBytes = Math.round(message.nBytes);
+    }
+    if (message.ms !== 0) {
+      obj.ms = floatToJson(message.ms);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SlotActionResponse>, I>>(base?: I): SlotActionResponse {
+    return SlotActionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SlotActionResponse>, I>>(object: I): SlotActionResponse {
+    const message = createBaseSlotActionResponse();
+    message.slot = object.slot ?? 0;
+    message.filename = object.filename ?? "";
+    message.nTokens = object.nTokens ?? 0;
+    message.nBytes = object.nBytes ?? 0;
+    message.ms = object.ms ?? 0;
     return message;
   },
 };
@@ -6475,6 +6800,20 @@ export const EngineServiceService = {
       Buffer.from(SetLoraAdaptersResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SetLoraAdaptersResponse => SetLoraAdaptersResponse.decode(value),
   },
+  /**
+   * llama-server's POST /slots/ID?action=save|restore|erase: an idle sequence slot's cached tokens
+   * and KV cache written to, or read from, a file in the engine's --slot-save-path directory, or
+   * dropped. UNIMPLEMENTED when the engine runs without --slot-save-path.
+   */
+  slotAction: {
+    path: "/kailstream.engine.v1.EngineService/SlotAction" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SlotActionRequest): Buffer => Buffer.from(SlotActionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SlotActionRequest => SlotActionRequest.decode(value),
+    responseSerialize: (value: SlotActionResponse): Buffer => Buffer.from(SlotActionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SlotActionResponse => SlotActionResponse.decode(value),
+  },
   /** Streams generated text as it is produced; the last message carries finish reason and usage. */
   generate: {
     path: "/kailstream.engine.v1.EngineService/Generate" as const,
@@ -6579,6 +6918,12 @@ export interface EngineServiceServer extends UntypedServiceImplementation {
   unloadModel: handleUnaryCall<UnloadModelRequest, UnloadModelResponse>;
   /** Sets a loaded model's default LoRA scales (llama-server's POST /lora-adapters). */
   setLoraAdapters: handleUnaryCall<SetLoraAdaptersRequest, SetLoraAdaptersResponse>;
+  /**
+   * llama-server's POST /slots/ID?action=save|restore|erase: an idle sequence slot's cached tokens
+   * and KV cache written to, or read from, a file in the engine's --slot-save-path directory, or
+   * dropped. UNIMPLEMENTED when the engine runs without --slot-save-path.
+   */
+  slotAction: handleUnaryCall<SlotActionRequest, SlotActionResponse>;
   /** Streams generated text as it is produced; the last message carries finish reason and usage. */
   generate: handleServerStreamingCall<GenerateRequest, GenerateResponse>;
   cancel: handleUnaryCall<CancelRequest, CancelResponse>;
@@ -6674,6 +7019,26 @@ export interface EngineServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SetLoraAdaptersResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * llama-server's POST /slots/ID?action=save|restore|erase: an idle sequence slot's cached tokens
+   * and KV cache written to, or read from, a file in the engine's --slot-save-path directory, or
+   * dropped. UNIMPLEMENTED when the engine runs without --slot-save-path.
+   */
+  slotAction(
+    request: SlotActionRequest,
+    callback: (error: ServiceError | null, response: SlotActionResponse) => void,
+  ): ClientUnaryCall;
+  slotAction(
+    request: SlotActionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SlotActionResponse) => void,
+  ): ClientUnaryCall;
+  slotAction(
+    request: SlotActionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SlotActionResponse) => void,
   ): ClientUnaryCall;
   /** Streams generated text as it is produced; the last message carries finish reason and usage. */
   generate(request: GenerateRequest, options?: Partial<CallOptions>): ClientReadableStream<GenerateResponse>;

@@ -29,9 +29,9 @@ import {
   servingStatusToJSON,
 } from "../../common/v1/common";
 import {
-  CopyModelFileRequest as CopyModelFileRequest6,
+  CopyModelFileRequest as CopyModelFileRequest7,
   CopyModelFileResponse,
-  DeleteModelFileRequest as DeleteModelFileRequest5,
+  DeleteModelFileRequest as DeleteModelFileRequest6,
   DeleteModelFileResponse,
   DetokenizeRequest,
   DetokenizeResponse,
@@ -44,6 +44,8 @@ import {
   PlanModelResponse,
   SetLoraAdaptersRequest as SetLoraAdaptersRequest4,
   SetLoraAdaptersResponse,
+  SlotActionRequest as SlotActionRequest5,
+  SlotActionResponse,
   TelemetrySnapshot,
   TokenizeRequest,
   TokenizeResponse,
@@ -87,6 +89,11 @@ export interface UnloadModelRequest {
 export interface SetLoraAdaptersRequest {
   engineId: string;
   set: SetLoraAdaptersRequest4 | undefined;
+}
+
+export interface SlotActionRequest {
+  engineId: string;
+  action: SlotActionRequest5 | undefined;
 }
 
 export interface ListModelsRequest {
@@ -197,12 +204,12 @@ export interface EnsureModelResponse {
 
 export interface DeleteModelFileRequest {
   engineId: string;
-  delete: DeleteModelFileRequest5 | undefined;
+  delete: DeleteModelFileRequest6 | undefined;
 }
 
 export interface CopyModelFileRequest {
   engineId: string;
-  copy: CopyModelFileRequest6 | undefined;
+  copy: CopyModelFileRequest7 | undefined;
 }
 
 function createBaseWatchTelemetryRequest(): WatchTelemetryRequest {
@@ -817,6 +824,97 @@ export const SetLoraAdaptersRequest: MessageFns<SetLoraAdaptersRequest> = {
     message.engineId = object.engineId ?? "";
     message.set = (object.set !== undefined && object.set !== null)
       ? SetLoraAdaptersRequest4.fromPartial(object.set)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSlotActionRequest(): SlotActionRequest {
+  return { engineId: "", action: undefined };
+}
+
+export const SlotActionRequest: MessageFns<SlotActionRequest> = {
+  encode(message: SlotActionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.engineId !== "") {
+      writer.uint32(10).string(message.engineId);
+    }
+    if (message.action !== undefined) {
+      SlotActionRequest5.encode(message.action, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SlotActionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSlotActionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.engineId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.action = SlotActionRequest5.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SlotActionRequest {
+    return {
+      engineId: isSet(object.engineId)
+        ? globalThis.String(object.engineId)
+        : isSet(object.engine_id)
+        ? globalThis.String(object.engine_id)
+        : "",
+      action: isSet(object.action) ? SlotActionRequest5.fromJSON(object.action) : undefined,
+    };
+  },
+
+  toJSON(message: SlotActionRequest): unknown {
+    const obj: any = {};
+    if (message.engineId !== "") {
+      obj.engineId = message.engineId;
+    }
+    if (message.action !== undefined) {
+      obj.action = SlotActionRequest5.toJSON(message.action);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SlotActionRequest>, I>>(base?: I): SlotActionRequest {
+    return SlotActionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SlotActionRequest>, I>>(object: I): SlotActionRequest {
+    const message = createBaseSlotActionRequest();
+    message.engineId = object.engineId ?? "";
+    message.action = (object.action !== undefined && object.action !== null)
+      ? SlotActionRequest5.fromPartial(object.action)
       : undefined;
     return message;
   },
@@ -2288,7 +2386,7 @@ export const DeleteModelFileRequest: MessageFns<DeleteModelFileRequest> = {
       writer.uint32(10).string(message.engineId);
     }
     if (message.delete !== undefined) {
-      DeleteModelFileRequest5.encode(message.delete, writer.uint32(18).fork()).join();
+      DeleteModelFileRequest6.encode(message.delete, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -2319,7 +2417,7 @@ export const DeleteModelFileRequest: MessageFns<DeleteModelFileRequest> = {
               break;
             }
 
-            message.delete = DeleteModelFileRequest5.decode(reader, reader.uint32());
+            message.delete = DeleteModelFileRequest6.decode(reader, reader.uint32());
             continue;
           }
         }
@@ -2341,7 +2439,7 @@ export const DeleteModelFileRequest: MessageFns<DeleteModelFileRequest> = {
         : isSet(object.engine_id)
         ? globalThis.String(object.engine_id)
         : "",
-      delete: isSet(object.delete) ? DeleteModelFileRequest5.fromJSON(object.delete) : undefined,
+      delete: isSet(object.delete) ? DeleteModelFileRequest6.fromJSON(object.delete) : undefined,
     };
   },
 
@@ -2351,7 +2449,7 @@ export const DeleteModelFileRequest: MessageFns<DeleteModelFileRequest> = {
       obj.engineId = message.engineId;
     }
     if (message.delete !== undefined) {
-      obj.delete = DeleteModelFileRequest5.toJSON(message.delete);
+      obj.delete = DeleteModelFileRequest6.toJSON(message.delete);
     }
     return obj;
   },
@@ -2363,7 +2461,7 @@ export const DeleteModelFileRequest: MessageFns<DeleteModelFileRequest> = {
     const message = createBaseDeleteModelFileRequest();
     message.engineId = object.engineId ?? "";
     message.delete = (object.delete !== undefined && object.delete !== null)
-      ? DeleteModelFileRequest5.fromPartial(object.delete)
+      ? DeleteModelFileRequest6.fromPartial(object.delete)
       : undefined;
     return message;
   },
@@ -2379,7 +2477,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
       writer.uint32(10).string(message.engineId);
     }
     if (message.copy !== undefined) {
-      CopyModelFileRequest6.encode(message.copy, writer.uint32(18).fork()).join();
+      CopyModelFileRequest7.encode(message.copy, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -2410,7 +2508,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
               break;
             }
 
-            message.copy = CopyModelFileRequest6.decode(reader, reader.uint32());
+            message.copy = CopyModelFileRequest7.decode(reader, reader.uint32());
             continue;
           }
         }
@@ -2432,7 +2530,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
         : isSet(object.engine_id)
         ? globalThis.String(object.engine_id)
         : "",
-      copy: isSet(object.copy) ? CopyModelFileRequest6.fromJSON(object.copy) : undefined,
+      copy: isSet(object.copy) ? CopyModelFileRequest7.fromJSON(object.copy) : undefined,
     };
   },
 
@@ -2442,7 +2540,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
       obj.engineId = message.engineId;
     }
     if (message.copy !== undefined) {
-      obj.copy = CopyModelFileRequest6.toJSON(message.copy);
+      obj.copy = CopyModelFileRequest7.toJSON(message.copy);
     }
     return obj;
   },
@@ -2454,7 +2552,7 @@ export const CopyModelFileRequest: MessageFns<CopyModelFileRequest> = {
     const message = createBaseCopyModelFileRequest();
     message.engineId = object.engineId ?? "";
     message.copy = (object.copy !== undefined && object.copy !== null)
-      ? CopyModelFileRequest6.fromPartial(object.copy)
+      ? CopyModelFileRequest7.fromPartial(object.copy)
       : undefined;
     return message;
   },
@@ -2593,6 +2691,15 @@ export const SchedulerServiceService = {
       Buffer.from(SetLoraAdaptersResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SetLoraAdaptersResponse => SetLoraAdaptersResponse.decode(value),
   },
+  slotAction: {
+    path: "/kailstream.scheduler.v1.SchedulerService/SlotAction" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SlotActionRequest): Buffer => Buffer.from(SlotActionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SlotActionRequest => SlotActionRequest.decode(value),
+    responseSerialize: (value: SlotActionResponse): Buffer => Buffer.from(SlotActionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SlotActionResponse => SlotActionResponse.decode(value),
+  },
   /**
    * The model by id, loaded first when no engine has it but one's models directory holds
    * <id>.gguf (load on demand; NOT_FOUND when none does or the scheduler runs without it).
@@ -2667,6 +2774,7 @@ export interface SchedulerServiceServer extends UntypedServiceImplementation {
   unloadModel: handleUnaryCall<UnloadModelRequest, UnloadModelResponse>;
   /** To the engine that has the model (or engine_id's). */
   setLoraAdapters: handleUnaryCall<SetLoraAdaptersRequest, SetLoraAdaptersResponse>;
+  slotAction: handleUnaryCall<SlotActionRequest, SlotActionResponse>;
   /**
    * The model by id, loaded first when no engine has it but one's models directory holds
    * <id>.gguf (load on demand; NOT_FOUND when none does or the scheduler runs without it).
@@ -2852,6 +2960,21 @@ export interface SchedulerServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SetLoraAdaptersResponse) => void,
+  ): ClientUnaryCall;
+  slotAction(
+    request: SlotActionRequest,
+    callback: (error: ServiceError | null, response: SlotActionResponse) => void,
+  ): ClientUnaryCall;
+  slotAction(
+    request: SlotActionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SlotActionResponse) => void,
+  ): ClientUnaryCall;
+  slotAction(
+    request: SlotActionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SlotActionResponse) => void,
   ): ClientUnaryCall;
   /**
    * The model by id, loaded first when no engine has it but one's models directory holds
