@@ -136,6 +136,29 @@ describe('kail model commands', () => {
     expect(r.stderr).toContain('--keep');
   });
 
+  it("run --prompt-cache reuses the prompt's KV cache from a file (llama-cli's), with the same tokens; -ro leaves it; another model's file is an error", () => {
+    const cache = path.join(dir, 'prompt.cache');
+    const run = (prompt: string, ...extra: string[]) => kail('run', '-m', model, '-p', prompt, '-n', '6', '--ignore-eos', '--json', '--prompt-cache', cache, ...extra);
+    const p = 'Once upon a time there was a mixture of experts';
+    const first = JSON.parse(run(p).stdout);
+    expect(first.prompt_cached).toBe(0);
+    expect(fs.existsSync(cache)).toBe(true);
+    const second = JSON.parse(run(p).stdout);
+    expect(second.prompt_cached).toBe(first.prompt_tokens.length - 1);
+    expect(second.tokens).toEqual(first.tokens);
+    const before = fs.readFileSync(cache);
+    const longer = JSON.parse(run(p + ' who lived in a router', '--prompt-cache-ro').stdout);
+    expect(longer.prompt_cached).toBe(first.prompt_tokens.length);
+    expect(fs.readFileSync(cache).equals(before)).toBe(true);
+    const plain = JSON.parse(kail('run', '-m', model, '-p', p + ' who lived in a router', '-n', '6', '--ignore-eos', '--json').stdout);
+    expect(longer.tokens).toEqual(plain.tokens);
+    const other = path.join(dir, 'other-llama.gguf');
+    writeModel({ config: getPreset('tiny-llama').config, fileType: 'F32', seed: 2, out: other });
+    const bad = kail('run', '-m', other, '-p', p, '-n', '2', '--prompt-cache', cache);
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toMatch(/slot file .*prompt\.cache: saved for another model/);
+  });
+
   it('logits writes n_tokens x n_vocab float32 and a JSON sidecar', () => {
     const out = path.join(dir, 'l.f32');
     const r = kail('logits', '-m', model, '--tokens', '1,2,3,4', '--out', out);

@@ -7,6 +7,8 @@ import { JsonConstraint, OutputConstraint } from './sampling/json-constraint';
 import type { JsonGrammar } from './sampling/json-schema';
 import type { SpeculativeDecoder, SpeculativeStats } from './speculative/speculative-decoder';
 import { contextShiftSpan, type ContextShift } from './runtime/context-shift';
+import { readSlotFile, writeSlotFile } from './runtime/slot-file';
+import fs from 'node:fs';
 
 export interface GenerateOptions {
   /** Most tokens to generate. Default 128. */
@@ -39,6 +41,13 @@ export interface GenerateOptions {
    * tokens (runtime/context-shift.ts) and go on, instead of ending with 'length'. Not with `speculative`.
    */
   contextShift?: ContextShift;
+  /**
+   * llama-cli's --prompt-cache FILE: the prompt's KV cache is read from the file where it holds a
+   * start of this prompt (only the rest is computed), and the prompt's cache is written back to it
+   * after the prompt (not with `readOnly`, llama-cli's --prompt-cache-ro). A file of another model
+   * or cache type is an error naming why. Not with `speculative`.
+   */
+  promptCache?: { file: string; readOnly?: boolean };
 }
 
 export interface GenerateResult {
@@ -48,6 +57,8 @@ export interface GenerateResult {
   promptTokens: number;
   /** Cached positions context shifts dropped (GenerateOptions.contextShift). */
   contextShifted?: number;
+  /** Prompt tokens whose cache came from the prompt cache file (GenerateOptions.promptCache). */
+  promptCached?: number;
   promptMs: number;
   generationMs: number;
   /** Prompt tokens per second. */
@@ -91,6 +102,22 @@ function jsonConstraint(model: EngineModel, grammar: JsonGrammar, eog: ReadonlyS
   return new JsonConstraint(model.tokenizer.allPieces(model.nVocab), eog, grammar);
 }
 
+/**
+ * The prompt cache file's KV rows in `seq`, cut to the start they share with `prompt` (the last
+ * prompt token always left to compute: its logits choose the first new token); returns how many
+ * prompt tokens they cover. No file yet, or one computed at other LoRA scales: 0.
+ */
+function restorePromptCache(model: EngineModel, seq: number, prompt: readonly number[], file: string): number {
+  if (!fs.existsSync(file)) return 0;
+  const { header, state } = readSlotFile(file, model);
+  if (header.lora !== model.loraScales.join(',')) return 0;
+  model.restoreSequence(seq, state);
+  let n = 0;
+  while (n < Math.min(header.tokens.length, prompt.length - 1) && header.tokens[n] === prompt[n]) n++;
+  // (A sliding-window ring that no longer holds the window before n keeps nothing.)
+  return model.truncate(seq, n);
+}
+
 /** Evaluates the prompt, then samples tokens one at a time until EOG, a stop string or maxTokens. */
 export async function generate(model: EngineModel, prompt: readonly number[], opts: GenerateOptions = {}): Promise<GenerateResult> {
   const maxTokens = opts.maxTokens ?? 128;
@@ -101,6 +128,7 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   const seq = opts.seq ?? 0;
   if (opts.speculative && (opts.grammar || opts.jsonSchema)) throw new EngineError('KAIL_E_INVALID_ARG', 'a grammar or JSON schema cannot be combined with speculative decoding');
   if (opts.grammar && opts.jsonSchema) throw new EngineError('KAIL_E_INVALID_ARG', 'a grammar and a JSON schema cannot be combined');
+  if (opts.speculative && opts.promptCache) throw new EngineError('KAIL_E_INVALID_ARG', 'a prompt cache cannot be combined with speculative decoding');
   if (opts.speculative && opts.contextShift) throw new EngineError('KAIL_E_INVALID_ARG', 'context shift cannot be combined with speculative decoding here (the draft keeps its own cache)');
   if (opts.speculative) return generateSpeculative(model, prompt, maxTokens, seq, opts.speculative, opts);
   model.truncate(seq, 0);
@@ -110,7 +138,9 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   const constraint = opts.grammar ? grammarConstraint(model, opts.grammar, o.eog) : opts.jsonSchema ? jsonConstraint(model, opts.jsonSchema, o.eog) : null;
 
   const t0 = performance.now();
-  let logits = await model.evaluate(seq, prompt, 'last');
+  const cached = opts.promptCache ? restorePromptCache(model, seq, prompt, opts.promptCache.file) : 0;
+  let logits = await model.evaluate(seq, prompt.slice(cached), 'last');
+  if (opts.promptCache && !opts.promptCache.readOnly) writeSlotFile(opts.promptCache.file, model, prompt, model.loraScales.join(','), model.saveSequence(seq));
   const t1 = performance.now();
   let finish: GenerateResult['finishReason'] = 'length';
   let rng = (opts.sampling?.seed ?? 1) >>> 0 || 1;
@@ -159,10 +189,11 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
     text: o.text,
     finishReason: finish,
     promptTokens: prompt.length,
+    promptCached: cached,
     contextShifted: shifted,
     promptMs,
     generationMs,
-    promptTps: prompt.length / (promptMs / 1000),
+    promptTps: (prompt.length - cached) / (promptMs / 1000),
     genTps: decodes > 0 ? decodes / (decodeMs / 1000) : 0,
   };
 }

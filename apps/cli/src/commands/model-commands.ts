@@ -365,6 +365,8 @@ interface RunOpts extends SamplerOpts {
   contextShift?: boolean;
   keep?: number;
   ignoreEos?: boolean;
+  promptCache?: string;
+  promptCacheRo?: boolean;
 }
 
 /** A text file a flag names, or an error naming the flag and why it cannot be read. */
@@ -417,6 +419,8 @@ export function registerModelCommands(program: Command): void {
     .option('-c, --ctx <n>', 'context length', int('--ctx', 1, 1 << 20))
     .option('--context-shift', "when prompt and output fill the context, drop half of the cached tokens after --keep and go on (llama-cli's --context-shift)")
     .option('--keep <n>', 'with --context-shift: prompt tokens kept at the start (-1 = all; a BOS besides)', int('--keep', -1), 0)
+    .option('--prompt-cache <file>', "reuse the prompt's KV cache from this file where it holds a start of the prompt, and write the prompt's cache to it (llama-cli's --prompt-cache)")
+    .option('--prompt-cache-ro', 'with --prompt-cache: read the file, never write it')
     .option('--ignore-eos', 'never draw end-of-generation tokens: generate all -n tokens (llama-cli\'s --ignore-eos)')
     .option('--json', 'print one JSON object (token ids, text, timings) instead of streaming')
     .option('--grammar <gbnf>', "hold the output to a GBNF grammar (llama.cpp's format)")
@@ -483,6 +487,7 @@ export function registerModelCommands(program: Command): void {
         grammar,
         jsonSchema,
         contextShift: o.contextShift ? { keep: o.keep ?? 0 } : undefined,
+        promptCache: o.promptCache ? { file: o.promptCache, readOnly: o.promptCacheRo } : undefined,
       });
       if (o.json) {
         const stream = model.runtime.stats().stream;
@@ -494,6 +499,7 @@ export function registerModelCommands(program: Command): void {
             text: r.text,
             finish_reason: r.finishReason,
             context_shifted: r.contextShifted ?? 0,
+            prompt_cached: r.promptCached ?? 0,
             timings: { prompt_ms: r.promptMs, generation_ms: r.generationMs, prompt_tps: r.promptTps, gen_tps: r.genTps },
             stream: stream ? summarizeStream(stream) : null,
             speculative: r.speculative ?? null,
@@ -501,6 +507,7 @@ export function registerModelCommands(program: Command): void {
         );
       } else {
         process.stdout.write('\n');
+        if (o.promptCache) log(`prompt cache ${o.promptCache}: ${r.promptCached ?? 0} of ${r.promptTokens} prompt tokens reused${o.promptCacheRo ? ' (read-only)' : ', the prompt\'s cache written'}`);
         log(`prompt: ${r.promptTokens} tokens, ${r.promptTps.toFixed(1)} tokens/s | generation: ${r.tokens.length} tokens, ${r.genTps.toFixed(1)} tokens/s | ${r.finishReason}` + (r.contextShifted ? ` | context shifted: ${r.contextShifted} tokens dropped` : ''));
         const sl = streamLine(model, r.promptTokens + r.tokens.length);
         if (sl) log(sl);
