@@ -15,6 +15,8 @@ export interface TestModel {
   /** A chat template (Jinja text) written into the file; the model's default otherwise. */
   template?: string;
   contextLength?: number;
+  /** The project's preset to write (default tiny-qwen3moe). */
+  preset?: string;
   /** LoRA adapters written for the model (gen-model --lora-rank, seeded by their index) and loaded with it. */
   lora?: { rank: number; scale?: number }[];
 }
@@ -85,7 +87,7 @@ export async function startTestStack(models: TestModel[], o: TestStackOptions = 
       fs.writeFileSync(file, m.template);
       extra = ['--chat-template-file', file];
     }
-    const file = (files[m.id] = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1, extra));
+    const file = (files[m.id] = writeTestModel(dir, m.preset ?? 'tiny-qwen3moe', 'F32', 1, extra));
     const lora = (m.lora ?? []).map((l, i) => ({ path: writeTestModel(dir, 'tiny-qwen3moe', 'F32', 100 + i, ['--lora-rank', String(l.rank)]), scale: l.scale ?? 1 }));
     await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: m.id, threads: 2, lora, ...(m.contextLength ? { contextLength: m.contextLength } : {}) }));
   }

@@ -35,6 +35,14 @@ export interface ModelConfig {
   normEps: number;
   /** No `output.weight`; llama.cpp reuses token_embd. */
   tiedEmbeddings: boolean;
+  /**
+   * A reranker's classification head (qwen3): `cls.output.weight` with one row per label,
+   * `<arch>.classifier.output_labels` and `<arch>.pooling_type` 4 (rank), as convert_hf_to_gguf
+   * writes Qwen3-Reranker files.
+   */
+  clsLabels?: string[];
+  /** `tokenizer.chat_template.rerank`: the reranker's prompt with {query} and {document}. */
+  rerankTemplate?: string;
 }
 
 /** How a tensor's values are drawn (always in F32, before any conversion). */

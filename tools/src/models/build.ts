@@ -217,6 +217,7 @@ function openWriter(opts: WriteModelOptions, c: ModelConfig, tensors: readonly P
   const vocab = buildVocab(c.vocabKind, c.vocabSize);
   if (c.chatTemplate !== undefined) vocab.chatTemplate = c.chatTemplate;
   writeVocab(w, vocab);
+  if (c.rerankTemplate !== undefined) w.set('tokenizer.chat_template.rerank', kv.str(c.rerankTemplate));
   // How to regenerate the F32 weights (generateTensorF32) without the file.
   w.set('kailstream.generator.seed', kv.u32(opts.seed >>> 0));
   w.set('kailstream.generator.recipe', kv.u32(WEIGHT_RECIPE_VERSION));

@@ -42,6 +42,14 @@ export const PRESETS: Record<string, Preset> = {
       ropeBase: 1e6, normEps: 1e-6,
     },
   },
+  'tiny-qwen3-reranker': {
+    description: 'qwen3 dense with a reranker head (cls.output over labels yes/no, pooling rank), as Qwen3-Reranker files are converted',
+    config: {
+      ...tiny, arch: 'qwen3', name: 'tiny-qwen3-reranker', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2,
+      headDim: 64, nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'qwen2',
+      ropeBase: 1e6, normEps: 1e-6, clsLabels: ['yes', 'no'],
+    },
+  },
   'bench-llama-1b': {
     description: 'Llama 3.2 1B shape (16 x 2048, ff 8192, GQA 32/8, tied embeddings), vocab 32000: ~1.0B params',
     config: {

@@ -9,6 +9,10 @@
 //   node tools/src/parity/llama-ref.mjs generate --model M.gguf --text "Hi" --max-tokens 16
 //       [--grammar-file G.gbnf [--ban 5,9]]: the greedy choice among the tokens llama.cpp's
 //       grammar allows (less the banned ones), ending at end of generation
+//   node tools/src/parity/llama-ref.mjs rank --model RERANKER.gguf --tokens-file inputs.json
+//       inputs.json: [[1, 2, 3], ...]: llama.cpp's reranking score of each token sequence (a
+//       ranking context: pooling rank, the file's classification head; node-llama-cpp's sigmoid
+//       where llama.cpp does not normalize itself), as {"scores": [...]}
 //   node tools/src/parity/llama-ref.mjs batch --jobs jobs.json
 //       jobs.json: [{"model": "a.gguf", "tokens": [1, 2] | "text": "...", "out": "/tmp/a",
 //       "generate": 8, "lora": [{"path": "a.lora.gguf", "scale": 1}]}, ...]; one process for many logits runs (loading llama.cpp takes seconds on a
@@ -304,6 +308,39 @@ async function main(argv) {
       verbose: v.verbose,
     });
     console.log(JSON.stringify(results.map((r) => ({ ...r, tokens: undefined }))));
+    return;
+  }
+  if (command === 'rank') {
+    if (!v.model || !v['tokens-file']) throw new Error('rank needs --model FILE --tokens-file INPUTS.json');
+    const inputs = JSON.parse(fs.readFileSync(v['tokens-file'], 'utf8'));
+    if (!Array.isArray(inputs) || !inputs.every((t) => Array.isArray(t) && t.every(Number.isInteger))) throw new Error('--tokens-file must hold an array of token id arrays');
+    const threads = int('threads', 2);
+    const llama = await getCpuLlama({ threads, verbose: v.verbose });
+    const model = await llama.loadModel({ modelPath: path.resolve(v.model), gpuLayers: 0 });
+    // The ranking context node-llama-cpp's createRankingContext makes, but with the exact
+    // reference's settings (an F32 cache, flash attention off) unless --kv/--flash-attention say otherwise.
+    const { LlamaRankingContext } = await import('node-llama-cpp');
+    const kvType = KV[v.kv ?? 'f32'];
+    if (!kvType) throw new Error(`--kv must be ${Object.keys(KV).join(', ')}`);
+    const llamaContext = await model.createContext({
+      contextSize: int('ctx', 512),
+      threads: { ideal: threads, min: threads },
+      flashAttention: FA[v['flash-attention'] ?? 'off'],
+      experimentalKvCacheKeyType: kvType,
+      experimentalKvCacheValueType: kvType,
+      _embeddings: true,
+      _ranking: true,
+    });
+    const ctx = new LlamaRankingContext({ _llamaContext: llamaContext, _template: undefined });
+    try {
+      // (The token sequences as they are: the prompt's form is the caller's, as llama-server makes it.)
+      const scores = [];
+      for (const t of inputs) scores.push(await ctx._evaluateRankingForInput(t));
+      console.log(JSON.stringify({ scores, normalized: ctx._currentArchRankingAlreadyNormalized }));
+    } finally {
+      await ctx.dispose();
+      await model.dispose();
+    }
     return;
   }
   if (command === 'embed') {

@@ -171,6 +171,18 @@ export async function llamaLogitsBatch(
   }
 }
 
+/** llama.cpp's reranking score of each token sequence (a ranking context over the file's classification head). */
+export async function llamaRankScores(model: string, inputs: number[][], opts: { timeoutMs?: number } = {}): Promise<{ scores: number[]; normalized: boolean }> {
+  const { dir } = tempPrefix();
+  try {
+    const file = path.join(dir, 'inputs.json');
+    fs.writeFileSync(file, JSON.stringify(inputs));
+    return await runLlamaRef<{ scores: number[]; normalized: boolean }>(['rank', '--model', model, '--tokens-file', file], opts.timeoutMs);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** llama.cpp's tokenization of `text`; `bos` prepends BOS when the model's metadata asks for it. */
 export async function llamaTokenize(model: string, text: string, opts: { special?: boolean; bos?: boolean; timeoutMs?: number } = {}): Promise<number[]> {
   const args = ['tokenize', '--model', model, '--text', text];

@@ -654,3 +654,46 @@ describe("slot save / restore / erase (llama-server's POST /slots/ID?action=…,
     expect((await stack.post('/completion', { prompt: 'x', n_predict: 2, ...greedy })).status).toBe(200);
   }, 60_000);
 });
+
+describe("reranking (llama-server's /rerank, /v1/rerank; TEI's shape with texts)", () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack([{ id: 'rr', preset: 'tiny-qwen3-reranker' }, { id: 'tiny' }]);
+  }, 60_000);
+  afterAll(() => stack?.close());
+  const docs = ['A router picks the top experts for each token.', 'The weather is mild in the spring.', 'Experts are feed-forward blocks.', 'Bananas are yellow.'];
+
+  it('scores each document against the query, highest first, with top_n, return_text and usage', async () => {
+    const r = await stack.post('/rerank', { model: 'rr', query: 'what routes tokens to experts?', documents: docs, return_text: true });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ model: 'rr', object: 'list' });
+    const res = r.body.results as { index: number; relevance_score: number; document: { text: string } }[];
+    expect(res.map((x) => x.index).sort()).toEqual([0, 1, 2, 3]);
+    for (let i = 1; i < res.length; i++) expect(res[i - 1].relevance_score).toBeGreaterThanOrEqual(res[i].relevance_score);
+    for (const x of res) {
+      expect(x.relevance_score).toBeGreaterThan(0);
+      expect(x.relevance_score).toBeLessThan(1);
+      expect(x.document.text).toBe(docs[x.index]);
+    }
+    expect(new Set(res.map((x) => x.relevance_score)).size).toBe(4);
+    expect(r.body.usage.prompt_tokens).toBeGreaterThan(docs.length);
+    // The same scores on every door, each document scored alone; top_n keeps the best.
+    const v1 = await stack.post('/v1/rerank', { model: 'rr', query: 'what routes tokens to experts?', documents: docs, top_n: 2 });
+    expect(v1.body.results).toEqual(res.slice(0, 2).map(({ index, relevance_score }) => ({ index, relevance_score })));
+    const one = await stack.post('/reranking', { model: 'rr', query: 'what routes tokens to experts?', documents: [docs[2]] });
+    expect(one.body.results[0].relevance_score).toBeCloseTo(res.find((x) => x.index === 2)!.relevance_score, 6);
+    const tei = await stack.post('/v1/reranking', { model: 'rr', query: 'what routes tokens to experts?', texts: docs, return_text: true });
+    expect(tei.body).toEqual(res.map((x) => ({ index: x.index, score: x.relevance_score, text: docs[x.index] })));
+  }, 60_000);
+
+  it('refuses a model that is not a reranker and bad bodies with the right errors, and goes on serving', async () => {
+    const notRr = await stack.post('/rerank', { model: 'tiny', query: 'q', documents: ['d'] });
+    expect(notRr.status).toBe(501);
+    expect(notRr.body.error.message).toContain("model 'tiny' is not a reranker");
+    expect((await stack.post('/rerank', { model: 'rr', documents: ['d'] })).status).toBe(400);
+    expect((await stack.post('/rerank', { model: 'rr', query: 'q', documents: [] })).status).toBe(400);
+    expect((await stack.post('/rerank', { model: 'rr', query: 'q', documents: [1, 2] })).status).toBe(400);
+    expect((await stack.post('/rerank', { model: 'nope', query: 'q', documents: ['d'] })).status).toBe(404);
+    expect((await stack.post('/rerank', { model: 'rr', query: 'q', documents: ['d'] })).status).toBe(200);
+  }, 60_000);
+});

@@ -17,7 +17,7 @@ import { VERSION } from '../version';
 import type { ModelSlots } from '../trpc/telemetry-hub';
 
 /** The routes this module serves (for the error counter). */
-export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize', '/apply-template', '/props', '/slots', '/embedding', '/embeddings', '/models', '/models/load', '/models/unload'] as const;
+export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize', '/apply-template', '/props', '/slots', '/embedding', '/embeddings', '/models', '/models/load', '/models/unload', '/rerank', '/reranking'] as const;
 
 const tokenIds = z.array(z.number().int().min(0).max(2_147_483_647));
 
@@ -811,6 +811,56 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
   };
   app.post('/embedding', embedding);
   app.post('/embeddings', embedding);
+
+  // llama-server's /rerank (Jina's and Cohere's shape; TEI's with `texts`): each document scored
+  // against the query by a reranker model (pooling rank, a cls.output head), highest first.
+  const RerankBody = z.object({
+    model: z.string().max(200).optional().nullable(),
+    query: z.string('"query" must be a string').max(1 << 20),
+    documents: z.array(z.string().max(1 << 20)).max(1000).optional().nullable(),
+    /** TEI's name for the documents; the answer is then TEI's array of {index, score, text}. */
+    texts: z.array(z.string().max(1 << 20)).max(1000).optional().nullable(),
+    top_n: z.number().int().min(0).optional().nullable(),
+    return_text: z.boolean().optional().nullable(),
+  });
+  const rerank = async (req: FastifyRequest, reply: FastifyReply) => {
+    const parsed = RerankBody.safeParse(req.body ?? {});
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    const b = parsed.data;
+    const tei = b.texts != null;
+    const docs = b.documents ?? b.texts;
+    if (!docs || docs.length === 0) return reply.code(400).send(openAiError('"documents" must be a non-empty array of strings', 'invalid_request_error', 'documents', 'invalid_value'));
+    const scheduler = deps.scheduler();
+    if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
+    try {
+      const model = await resolveModel(scheduler, b.model ?? undefined);
+      const id = `rerank-${randomUUID()}`;
+      const scores: number[] = docs.map(() => 0);
+      let promptTokens = 0;
+      await submitAll(req, reply, deps, scheduler, docs.map((document, i) =>
+        pb.GenerateRequest.fromPartial({ requestId: `${id}-${i}`, model: model.id, maxTokens: 1, rerank: { query: b.query, document } }),
+      ), (i, msg) => {
+        if (msg.embedding.length) scores[i] = msg.embedding[0];
+        if (msg.usage) promptTokens += msg.usage.promptTokens;
+      });
+      deps.onUsage?.(req, promptTokens, 0);
+      const order = docs.map((_, i) => i).sort((x, y) => scores[y] - scores[x] || x - y).slice(0, b.top_n ?? docs.length);
+      if (tei) return reply.send(order.map((i) => ({ index: i, score: scores[i], ...(b.return_text ? { text: docs[i] } : {}) })));
+      return reply.send({
+        model: model.id,
+        object: 'list',
+        usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
+        results: order.map((i) => ({ index: i, relevance_score: scores[i], ...(b.return_text ? { document: { text: docs[i] } } : {}) })),
+      });
+    } catch (e) {
+      if (e instanceof HttpError) return reply.code(e.status).send(e.body);
+      const failed = callFailure(reply, e);
+      if (!failed) return reply;
+      if (failed.retryAfter) reply.header('retry-after', String(failed.retryAfter));
+      return reply.code(failed.status).send(failed.body);
+    }
+  };
+  for (const p of ['/rerank', '/reranking', '/v1/rerank', '/v1/reranking']) app.post(p, rerank);
 
   app.post('/detokenize', async (req, reply) => {
     const parsed = DetokenizeBody.safeParse(req.body ?? {});

@@ -11,6 +11,7 @@ import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram } from './archit
 import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { Metadata, readHParams, type HParams } from './hparams';
+import { readRankHead, type RankHead } from './rank-head';
 
 /** KV cache types: llama.cpp's `-ctk`/`-ctv` list (Ollama's OLLAMA_KV_CACHE_TYPE takes f16, q8_0, q4_0). */
 export type KvType = 'f16' | 'f32' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_1' | 'iq4_nl' | 'q5_0' | 'q5_1';
@@ -395,6 +396,8 @@ export class EngineModel {
   usageHistoryNote = '';
   /** The LoRA adapters (paths resolved) with their default scales (the load's, until setDefaultLoraScales). */
   loraAdapters: readonly { path: string; scale: number }[] = [];
+  /** A reranker's classification head (pooling rank and cls.output: model/rank-head.ts), else null. */
+  rankHead: RankHead | null = null;
 
   private constructor(
     readonly path: string,
@@ -455,6 +458,12 @@ export class EngineModel {
       }
       const model = new EngineModel(path, hp, md, tokenizer, program, runtime, nCtx, nSeqMax, summary, nBatch, plan);
       model.loraAdapters = (params.lora ?? []).map((l) => ({ path: l.path, scale: l.scale ?? 1 }));
+      try {
+        model.rankHead = readRankHead(file, hp);
+      } catch (e) {
+        runtime.close();
+        throw e;
+      }
       if (opts.usageHistoryDir && program.nMoeLayers > 0) model.startUsageHistory(opts.usageHistoryDir, opts.usageDecay);
       return model;
     } finally {

@@ -548,7 +548,7 @@ export class LocalModelHost implements ModelHost {
         topLogprobs: req.topLogprobs,
         postSamplingProbs: req.postSamplingProbs,
         promptLogprobs: req.promptLogprobs,
-        embed: this.embedPooling(m, req.embed),
+        embed: this.embedPooling(m, req.rerank ? pb.EmbedPooling.EMBED_RANK : req.embed),
         ignoreEog: req.ignoreEos,
         minTokens: req.minTokens,
         stopTokens: req.stopTokenIds,
@@ -566,6 +566,7 @@ export class LocalModelHost implements ModelHost {
     );
     this.requests.set(id, m);
     const tok = m.model.tokenizer;
+    const rank = req.rerank || req.embed === pb.EmbedPooling.EMBED_RANK ? m.model.rankHead : null;
     const lpOf = (l: TokenLogprobs) => ({ token: l.token, text: tok.detokenize([l.token]), logprob: l.logprob });
     const topOf = (l: TokenLogprobs) => ({ candidates: l.top.map((t) => ({ token: t.token, text: tok.detokenize([t.token]), logprob: t.logprob })) });
     // OpenAI's echo for a prompt given as token ids: its text, once, on the first message.
@@ -586,7 +587,8 @@ export class LocalModelHost implements ModelHost {
           // The prompt's first token, with nothing before it to score, then the scored ones.
           promptLogprobs: c.promptLogprobs ? [lpOf({ token: prompt[0], logprob: 0, top: [] }), ...c.promptLogprobs.map(lpOf)] : [],
           promptTopLogprobs: c.promptLogprobs ? [{ candidates: [] }, ...c.promptLogprobs.map(topOf)] : [],
-          embedding: c.embedding ? Array.from(c.embedding) : [],
+          // (A rank request's embedding is the head's scores.)
+          embedding: c.embedding ? Array.from(rank ? rank.apply(c.embedding) : c.embedding) : [],
           stopWord: '',
           contextShifted: 0,
           progressUsage: c.progress ? { promptTokens: c.progress.promptTokens, completionTokens: c.progress.completionTokens, cachedPromptTokens: c.progress.cachedPromptTokens } : undefined,
@@ -613,9 +615,35 @@ export class LocalModelHost implements ModelHost {
     }
   }
 
+  /**
+   * A rerank request's prompt, as llama-server's format_prompt_rerank makes it: the file's rerank
+   * template with {query} and {document} filled in (special tokens parsed), else [BOS] query [EOS]
+   * [SEP] document [EOS], each mark where the vocabulary adds it (EOS: SEP where there is none).
+   */
+  private rerankPrompt(m: Loaded, r: pb.Rerank): number[] {
+    if (!m.model.rankHead) throw new EngineError('KAIL_E_UNSUPPORTED', `model '${m.info.id}' is not a reranker (no rank pooling with a cls.output head)`);
+    const tok = m.model.tokenizer;
+    const template = m.model.metadata.kv['tokenizer.chat_template.rerank'];
+    if (typeof template === 'string' && template)
+      return tok.tokenize(template.split('{query}').join(r.query).split('{document}').join(r.document), { addSpecial: false, parseSpecial: true });
+    const v = tok.vocab;
+    const eos = v.special.eos ?? v.special.sep;
+    const out: number[] = [];
+    if (v.addBos && v.special.bos !== null) out.push(v.special.bos);
+    out.push(...tok.tokenize(r.query, { addSpecial: false, parseSpecial: false }));
+    if (v.addEos && eos !== null) out.push(eos);
+    if (v.addSep && v.special.sep !== null) out.push(v.special.sep);
+    out.push(...tok.tokenize(r.document, { addSpecial: false, parseSpecial: false }));
+    if (v.addEos && eos !== null) out.push(eos);
+    return out;
+  }
+
   /** The pooling of an embedding request: the file's pooling_type for EMBED_MODEL, else last (a decoder-only model, as vLLM). */
   private embedPooling(m: Loaded, e: pb.EmbedPooling): GenerationRequest['embed'] {
     switch (e) {
+      case pb.EmbedPooling.EMBED_RANK:
+        if (!m.model.rankHead) throw new EngineError('KAIL_E_UNSUPPORTED', `model '${m.info.id}' is not a reranker (no rank pooling with a cls.output head)`);
+        return m.model.rankHead.last ? 'last' : 'cls';
       case pb.EmbedPooling.EMBED_NONE:
         return undefined;
       case pb.EmbedPooling.EMBED_MEAN:
@@ -636,6 +664,7 @@ export class LocalModelHost implements ModelHost {
   /** The request's prompt tokens, and whether a chat prompt leaves a reasoning block open. */
   private prompt(m: Loaded, req: pb.GenerateRequest): { tokens: number[]; reasoningOpen: boolean; budgetOpen: boolean } {
     if (req.suffix || req.infill) return { tokens: this.infillPrompt(m, req), reasoningOpen: false, budgetOpen: false };
+    if (req.rerank) return { tokens: this.rerankPrompt(m, req.rerank), reasoningOpen: false, budgetOpen: false };
     if (req.messages.length) {
       const text = this.renderChat(m, req);
       // The template writes BOS itself where the model wants it.

@@ -5,6 +5,7 @@ import { gptOss } from './gpt-oss';
 import { olmoe } from './olmoe';
 import { llama, mixtral } from './llama';
 import { qwen2moe } from './qwen2moe';
+import { qwen3 } from './qwen3';
 import { qwen3moe } from './qwen3moe';
 
 const ARCHS = new Map<string, ArchDefinition>();
@@ -25,5 +26,5 @@ export function archNames(): string[] {
   return [...ARCHS.keys()];
 }
 
-for (const a of [llama, mixtral, qwen2moe, qwen3moe]) registerArch(a);
+for (const a of [llama, mixtral, qwen2moe, qwen3, qwen3moe]) registerArch(a);
 for (const a of [deepseek2, glm4moe, olmoe, gptOss]) registerArch(a);

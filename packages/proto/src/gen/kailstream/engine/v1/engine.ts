@@ -91,6 +91,12 @@ export enum EmbedPooling {
   EMBED_MEAN = 2,
   EMBED_LAST = 3,
   EMBED_CLS = 4,
+  /**
+   * EMBED_RANK - A reranker's scores (llama.cpp's pooling rank): the file's classification head (cls.output)
+   * over the pooled row (the last token's for qwen3, else the first's), one value per label,
+   * softmaxed for qwen3; the first is the relevance score. UNIMPLEMENTED for a model without one.
+   */
+  EMBED_RANK = 5,
   UNRECOGNIZED = -1,
 }
 
@@ -111,6 +117,9 @@ export function embedPoolingFromJSON(object: any): EmbedPooling {
     case 4:
     case "EMBED_CLS":
       return EmbedPooling.EMBED_CLS;
+    case 5:
+    case "EMBED_RANK":
+      return EmbedPooling.EMBED_RANK;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -130,6 +139,8 @@ export function embedPoolingToJSON(object: EmbedPooling): string {
       return "EMBED_LAST";
     case EmbedPooling.EMBED_CLS:
       return "EMBED_CLS";
+    case EmbedPooling.EMBED_RANK:
+      return "EMBED_RANK";
     case EmbedPooling.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -449,6 +460,17 @@ export interface GenerateRequest {
    */
   nKeep: number;
   nDiscard: number;
+  /**
+   * llama-server's /rerank: the prompt is made from a query and a document as format_prompt_rerank
+   * does (the file's tokenizer.chat_template.rerank with {query} and {document}, else [BOS] query
+   * [EOS] [SEP] document [EOS] as the vocabulary adds them), and scored with EMBED_RANK (implied).
+   */
+  rerank: Rerank | undefined;
+}
+
+export interface Rerank {
+  query: string;
+  document: string;
 }
 
 export interface LoraScale {
@@ -1459,6 +1481,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     lora: [],
     nKeep: 0,
     nDiscard: 0,
+    rerank: undefined,
   };
 }
 
@@ -1600,6 +1623,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.nDiscard !== 0) {
       writer.uint32(344).uint32(message.nDiscard);
+    }
+    if (message.rerank !== undefined) {
+      Rerank.encode(message.rerank, writer.uint32(354).fork()).join();
     }
     return writer;
   },
@@ -1981,6 +2007,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.nDiscard = reader.uint32();
             continue;
           }
+          case 44: {
+            if (tag !== 354) {
+              break;
+            }
+
+            message.rerank = Rerank.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2170,6 +2204,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.n_discard)
         ? globalThis.Number(object.n_discard)
         : 0,
+      rerank: isSet(object.rerank) ? Rerank.fromJSON(object.rerank) : undefined,
     };
   },
 
@@ -2304,6 +2339,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.nDiscard !== 0) {
       obj.nDiscard = Math.round(message.nDiscard);
     }
+    if (message.rerank !== undefined) {
+      obj.rerank = Rerank.toJSON(message.rerank);
+    }
     return obj;
   },
 
@@ -2359,6 +2397,94 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.lora = object.lora?.map((e) => LoraScale.fromPartial(e)) || [];
     message.nKeep = object.nKeep ?? 0;
     message.nDiscard = object.nDiscard ?? 0;
+    message.rerank = (object.rerank !== undefined && object.rerank !== null)
+      ? Rerank.fromPartial(object.rerank)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRerank(): Rerank {
+  return { query: "", document: "" };
+}
+
+export const Rerank: MessageFns<Rerank> = {
+  encode(message: Rerank, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.query !== "") {
+      writer.uint32(10).string(message.query);
+    }
+    if (message.document !== "") {
+      writer.uint32(18).string(message.document);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Rerank {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRerank();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.query = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.document = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Rerank {
+    return {
+      query: isSet(object.query) ? globalThis.String(object.query) : "",
+      document: isSet(object.document) ? globalThis.String(object.document) : "",
+    };
+  },
+
+  toJSON(message: Rerank): unknown {
+    const obj: any = {};
+    if (message.query !== "") {
+      obj.query = message.query;
+    }
+    if (message.document !== "") {
+      obj.document = message.document;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Rerank>, I>>(base?: I): Rerank {
+    return Rerank.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Rerank>, I>>(object: I): Rerank {
+    const message = createBaseRerank();
+    message.query = object.query ?? "";
+    message.document = object.document ?? "";
     return message;
   },
 };
