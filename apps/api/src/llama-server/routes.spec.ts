@@ -613,12 +613,13 @@ describe("slot save / restore / erase (llama-server's POST /slots/ID?action=…,
 
   it("saves a slot's cache to a file, erases it, restores it into another slot, and the next request reuses it", async () => {
     const prompt = 'System: you are a helpful assistant that knows about mixtures of experts. User: hello';
-    const first = (await stack.post('/completion', { prompt, n_predict: 4, ...greedy })).body;
-    // The slot the request ran in is the one with something to save.
+    const first = (await stack.post('/completion', { prompt, n_predict: 4, id_slot: 1, ...greedy })).body;
+    // The answer names the slot it ran in (pinned here with id_slot), the one with something to save.
+    expect(first.id_slot).toBe(1);
     const saves = await Promise.all([0, 1].map((id) => stack.post(`/slots/${id}?action=save`, { filename: `s${id}.bin` })));
     for (const s of saves) expect(s.status).toBe(200);
     const used = saves.findIndex((s) => s.body.n_saved > 0);
-    expect(used).toBeGreaterThanOrEqual(0);
+    expect(used).toBe(1);
     const saved = saves[used].body;
     expect(saved).toMatchObject({ id_slot: used, filename: `s${used}.bin`, n_saved: first.tokens_evaluated + 3 });
     expect(saved.n_written).toBeGreaterThan(0);
@@ -647,6 +648,9 @@ describe("slot save / restore / erase (llama-server's POST /slots/ID?action=…,
     expect(missing.status).toBe(404);
     expect(missing.body.error.message).toContain('nothing.bin');
     expect((await stack.post('/slots/9?action=erase', {})).status).toBe(400);
+    const pinned = await stack.post('/completion', { prompt: 'x', n_predict: 2, id_slot: 9 });
+    expect(pinned.status).toBe(400);
+    expect(pinned.body.error.message).toContain('slot 9 does not exist');
     expect((await stack.post('/slots/x?action=erase', {})).status).toBe(400);
     const disabled = await off.post('/slots/0?action=save', { filename: 'a.bin' });
     expect(disabled.status).toBe(501);

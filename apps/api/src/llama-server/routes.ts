@@ -57,6 +57,8 @@ const generation = {
   n_probs: z.number().int().min(0).max(20).optional().nullable(),
   /** Include each message's token ids (`tokens`). */
   return_tokens: z.boolean().optional().nullable(),
+  /** Run in this slot (-1: any idle one), llama-server's id_slot. */
+  id_slot: z.number().int().min(-1).max(1 << 16).optional().nullable(),
   /** Context shift (the server runs with --context-shift): prompt tokens kept when the context fills (-1: all of them; a BOS besides). */
   n_keep: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
   /** Tokens dropped after them per shift (0: half of the rest). */
@@ -401,6 +403,8 @@ async function complete(
       nIndent: Math.max(0, b.n_indent ?? 0),
       tMaxPredictMs: Math.max(0, b.t_max_predict_ms ?? 0),
       nKeep: b.n_keep ?? 0,
+      idSlot: Math.max(0, b.id_slot ?? -1),
+      hasIdSlot: (b.id_slot ?? -1) >= 0,
       nDiscard: b.n_discard ?? 0,
       lora: b.lora ?? [],
       ...structured,
@@ -429,7 +433,7 @@ async function complete(
       index: i,
       content: b.stream ? '' : r.content,
       tokens: returnTokens && !b.stream ? r.tokens : [],
-      id_slot: -1,
+      id_slot: r.last?.idSlot ?? -1,
       stop: true,
       model: model.id,
       tokens_predicted: genN,
@@ -462,7 +466,7 @@ async function complete(
       if (b.stream && (msg.text || msg.tokens.length) && !done) {
         startStream();
         sse({
-          index: i, content: msg.text, tokens: returnTokens ? msg.tokens : [], stop: false, id_slot: -1,
+          index: i, content: msg.text, tokens: returnTokens ? msg.tokens : [], stop: false, id_slot: msg.progressUsage ? msg.idSlot : -1,
           tokens_predicted: r.tokens.length, tokens_evaluated: 0,
           ...(b.timings_per_token && msg.progressUsage ? { timings: llamaTimings(msg.progressUsage, msg.progressTimings) } : {}),
           ...(p.length ? { completion_probabilities: p } : {}),

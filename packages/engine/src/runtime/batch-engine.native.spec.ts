@@ -575,6 +575,33 @@ describe("BatchEngine slot save / restore / erase (llama-server's /slots actions
     }
   }, 120_000);
 
+  it("runs a request pinned to a slot there (llama-server's id_slot), waiting for it while the others go past, and says which slot ran each", async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const m = EngineModel.load(file, { nSeqMax: 2, kvType: 'f32', threads: 2, nCtx: 128 });
+    const e = new BatchEngine(m);
+    try {
+      const prompt = m.tokenizer.tokenize('pinned', { addSpecial: true });
+      const order: string[] = [];
+      const run = (id: string, maxTokens: number, slot?: number) =>
+        collect(e.generate({ id, prompt, maxTokens, sampling: { temperature: 0 }, ignoreEog: true, slot })).then((r) => {
+          order.push(id);
+          return r;
+        });
+      // Two pinned to slot 1: the second waits for the first; the unpinned one takes slot 0 meanwhile.
+      const [a, b, c] = await Promise.all([run('a', 12, 1), run('b', 2, 1), run('c', 2)]);
+      expect(a.last.finish?.slot).toBe(1);
+      expect(b.last.finish?.slot).toBe(1);
+      expect(c.last.finish?.slot).toBe(0);
+      expect(order.indexOf('c')).toBeLessThan(order.indexOf('b'));
+      expect(order.indexOf('a')).toBeLessThan(order.indexOf('b'));
+      expect(b.tokens).toEqual(a.tokens.slice(0, 2));
+      expect(() => e.generate({ id: 'x', prompt, maxTokens: 1, slot: 2 })).toThrow('slot 2 does not exist (0..1)');
+    } finally {
+      await e.close();
+      m.close();
+    }
+  }, 60_000);
+
   it('refuses a file of another model or cache type, a damaged one and a busy or missing slot, naming why; the slot stays usable', async () => {
     const f1 = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
     const f2 = writeTestModel(dir, 'tiny-llama', 'F32');

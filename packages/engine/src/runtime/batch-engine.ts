@@ -26,6 +26,8 @@ export interface GenerationProgress {
   promptMs: number;
   /** Since the prompt was done. */
   generationMs: number;
+  /** The sequence slot the request runs in (llama-server's id_slot); -1 before it has one. */
+  slot: number;
 }
 
 export interface GenerationChunk {
@@ -152,6 +154,8 @@ export interface GenerationRequest {
    * must be shorter, and the output stops (or shifts) when prompt and output fill it.
    */
   contextWindow?: number;
+  /** Run in this sequence slot (llama-server's id_slot), waiting for it while another request holds it. Default: any. */
+  slot?: number;
 }
 
 interface Active {
@@ -334,6 +338,8 @@ export class BatchEngine {
     if (grammar && req.pattern) throw new EngineError('KAIL_E_INVALID_ARG', 'a JSON response format and forced tool calls cannot be combined');
     if (req.gbnf && (grammar || req.pattern)) throw new EngineError('KAIL_E_INVALID_ARG', `a GBNF grammar cannot be combined with ${grammar ? 'a JSON response format' : 'forced tool calls or output choices'}`);
     if (!Number.isInteger(req.maxTokens) || req.maxTokens < 0) throw new EngineError('KAIL_E_INVALID_ARG', `max tokens must be a non-negative integer, got ${req.maxTokens}`);
+    if (req.slot !== undefined && (!Number.isInteger(req.slot) || req.slot < 0 || req.slot >= this.model.nSeqMax))
+      throw new EngineError('KAIL_E_INVALID_ARG', `slot ${req.slot} does not exist (0..${this.model.nSeqMax - 1})`);
     if (req.contextWindow !== undefined && (!Number.isInteger(req.contextWindow) || req.contextWindow < 1)) throw new EngineError('KAIL_E_INVALID_ARG', `the context window must be a positive integer, got ${req.contextWindow}`);
     if (req.prompt.length >= this.model.nCtx)
       throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the context holds ${this.model.nCtx}`);
@@ -586,8 +592,14 @@ export class BatchEngine {
   }
 
   private admit(): void {
-    while (this.waiting.length && this.freeSlots.length) {
-      const a = this.waiting.shift()!;
+    for (let w = 0; w < this.waiting.length && this.freeSlots.length; ) {
+      const a = this.waiting[w];
+      // A request pinned to a slot (llama-server's id_slot) waits for that one; the others go past it.
+      if (a.req.slot !== undefined && !this.freeSlots.includes(a.req.slot)) {
+        w++;
+        continue;
+      }
+      this.waiting.splice(w, 1);
       // A prompt that continues a free slot's cached conversation (contains the prompt that left
       // the cache, but for its last few tokens, which may tokenize differently once the answer
       // follows them) takes the slot that saves the most; any other takes an empty slot, else the
@@ -605,7 +617,10 @@ export class BatchEngine {
           bestShared = shared;
         }
       }
-      if (best < 0) {
+      if (a.req.slot !== undefined) {
+        best = this.freeSlots.indexOf(a.req.slot);
+        bestShared = shares[a.req.slot];
+      } else if (best < 0) {
         best = this.freeSlots.length - 1;
         for (let i = 0; i < this.freeSlots.length; i++) {
           const s = this.slots[this.freeSlots[i]], b = this.slots[this.freeSlots[best]];
@@ -963,6 +978,7 @@ export class BatchEngine {
   }
 
   private finish(a: Active, reason: FinishReason, error?: EngineError, stopWord?: string, dropHeld = false): void {
+    const slot = a.slot;
     if (a.slot >= 0 && this.running.get(a.slot) === a) {
       this.running.delete(a.slot);
       // The cache holds the history up to the positions it was fed (the last sampled token is
@@ -989,7 +1005,7 @@ export class BatchEngine {
       tokens: [],
       finish: {
         reason,
-        ...progressOf(a, now),
+        ...progressOf(a, now, slot),
         queueMs: (a.tQueue || now) - a.t0,
         timeToFirstTokenMs: a.tFirst ? a.tFirst - a.t0 : 0,
         stopWord,
@@ -1002,8 +1018,9 @@ export class BatchEngine {
 }
 
 /** A sequence's counts and times at `now`. */
-function progressOf(a: Active, now: number): GenerationProgress {
+function progressOf(a: Active, now: number, slot = a.slot): GenerationProgress {
   return {
+    slot,
     promptTokens: a.req.prompt.length,
     cachedPromptTokens: a.reused,
     completionTokens: a.generated,

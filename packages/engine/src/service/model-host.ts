@@ -541,6 +541,7 @@ export class LocalModelHost implements ModelHost {
         prompt,
         maxTokens,
         contextWindow: window || undefined,
+        slot: req.hasIdSlot ? req.idSlot : undefined,
         contextShift: this.opts.contextShift ? { keep: req.nKeep, discard: req.nDiscard } : undefined,
         sampling: samplingFromProto(req.sampling, (b) => this.dryBreakers(m, b)),
         stop: req.stop.filter((s) => s.length > 0),
@@ -591,6 +592,7 @@ export class LocalModelHost implements ModelHost {
           embedding: c.embedding ? Array.from(rank ? rank.apply(c.embedding) : c.embedding) : [],
           stopWord: '',
           contextShifted: 0,
+          idSlot: c.progress?.slot ?? -1,
           progressUsage: c.progress ? { promptTokens: c.progress.promptTokens, completionTokens: c.progress.completionTokens, cachedPromptTokens: c.progress.cachedPromptTokens } : undefined,
           progressTimings: c.progress ? { promptMs: c.progress.promptMs, generationMs: c.progress.generationMs, timeToFirstTokenMs: 0, queueMs: 0 } : undefined,
         };
@@ -600,6 +602,7 @@ export class LocalModelHost implements ModelHost {
           out.finishReason = FINISH[c.finish.reason];
           out.stopWord = c.finish.stopWord ?? '';
           out.contextShifted = c.finish.contextShifted;
+          out.idSlot = c.finish.slot;
           out.usage = { promptTokens: c.finish.promptTokens, completionTokens: c.finish.completionTokens, cachedPromptTokens: c.finish.cachedPromptTokens };
           out.timings = {
             promptMs: c.finish.promptMs,

@@ -465,7 +465,15 @@ export interface GenerateRequest {
    * does (the file's tokenizer.chat_template.rerank with {query} and {document}, else [BOS] query
    * [EOS] [SEP] document [EOS] as the vocabulary adds them), and scored with EMBED_RANK (implied).
    */
-  rerank: Rerank | undefined;
+  rerank:
+    | Rerank
+    | undefined;
+  /**
+   * Run in this sequence slot of the model (llama-server's id_slot; with has_id_slot), waiting for
+   * it while another request holds it; INVALID_ARGUMENT for a slot the model does not have.
+   */
+  idSlot: number;
+  hasIdSlot: boolean;
 }
 
 export interface Rerank {
@@ -606,6 +614,11 @@ export interface GenerateResponse {
    * when > 0).
    */
   contextShifted: number;
+  /**
+   * The sequence slot that runs the request (llama-server's id_slot), on messages with
+   * progress_usage and on the last one.
+   */
+  idSlot: number;
 }
 
 export interface TopLogprobs {
@@ -1482,6 +1495,8 @@ function createBaseGenerateRequest(): GenerateRequest {
     nKeep: 0,
     nDiscard: 0,
     rerank: undefined,
+    idSlot: 0,
+    hasIdSlot: false,
   };
 }
 
@@ -1626,6 +1641,12 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.rerank !== undefined) {
       Rerank.encode(message.rerank, writer.uint32(354).fork()).join();
+    }
+    if (message.idSlot !== 0) {
+      writer.uint32(360).int32(message.idSlot);
+    }
+    if (message.hasIdSlot !== false) {
+      writer.uint32(368).bool(message.hasIdSlot);
     }
     return writer;
   },
@@ -2015,6 +2036,22 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.rerank = Rerank.decode(reader, reader.uint32());
             continue;
           }
+          case 45: {
+            if (tag !== 360) {
+              break;
+            }
+
+            message.idSlot = reader.int32();
+            continue;
+          }
+          case 46: {
+            if (tag !== 368) {
+              break;
+            }
+
+            message.hasIdSlot = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2205,6 +2242,16 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         ? globalThis.Number(object.n_discard)
         : 0,
       rerank: isSet(object.rerank) ? Rerank.fromJSON(object.rerank) : undefined,
+      idSlot: isSet(object.idSlot)
+        ? globalThis.Number(object.idSlot)
+        : isSet(object.id_slot)
+        ? globalThis.Number(object.id_slot)
+        : 0,
+      hasIdSlot: isSet(object.hasIdSlot)
+        ? globalThis.Boolean(object.hasIdSlot)
+        : isSet(object.has_id_slot)
+        ? globalThis.Boolean(object.has_id_slot)
+        : false,
     };
   },
 
@@ -2342,6 +2389,12 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.rerank !== undefined) {
       obj.rerank = Rerank.toJSON(message.rerank);
     }
+    if (message.idSlot !== 0) {
+      obj.idSlot = Math.round(message.idSlot);
+    }
+    if (message.hasIdSlot !== false) {
+      obj.hasIdSlot = message.hasIdSlot;
+    }
     return obj;
   },
 
@@ -2400,6 +2453,8 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.rerank = (object.rerank !== undefined && object.rerank !== null)
       ? Rerank.fromPartial(object.rerank)
       : undefined;
+    message.idSlot = object.idSlot ?? 0;
+    message.hasIdSlot = object.hasIdSlot ?? false;
     return message;
   },
 };
@@ -3436,6 +3491,7 @@ function createBaseGenerateResponse(): GenerateResponse {
     progressUsage: undefined,
     progressTimings: undefined,
     contextShifted: 0,
+    idSlot: 0,
   };
 }
 
@@ -3496,6 +3552,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     }
     if (message.contextShifted !== 0) {
       writer.uint32(128).uint32(message.contextShifted);
+    }
+    if (message.idSlot !== 0) {
+      writer.uint32(136).int32(message.idSlot);
     }
     return writer;
   },
@@ -3661,6 +3720,14 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
             message.contextShifted = reader.uint32();
             continue;
           }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.idSlot = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3735,6 +3802,11 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
         : isSet(object.context_shifted)
         ? globalThis.Number(object.context_shifted)
         : 0,
+      idSlot: isSet(object.idSlot)
+        ? globalThis.Number(object.idSlot)
+        : isSet(object.id_slot)
+        ? globalThis.Number(object.id_slot)
+        : 0,
     };
   },
 
@@ -3788,6 +3860,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     if (message.contextShifted !== 0) {
       obj.contextShifted = Math.round(message.contextShifted);
     }
+    if (message.idSlot !== 0) {
+      obj.idSlot = Math.round(message.idSlot);
+    }
     return obj;
   },
 
@@ -3818,6 +3893,7 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
       ? Timings.fromPartial(object.progressTimings)
       : undefined;
     message.contextShifted = object.contextShifted ?? 0;
+    message.idSlot = object.idSlot ?? 0;
     return message;
   },
 };
