@@ -12,6 +12,7 @@ import { readGgufHeader } from './gguf/reader';
 import type { ModelConfig } from './models/arch';
 import { archNames } from './models/architectures';
 import { writeLoraAdapter } from './models/lora';
+import { writeControlVector } from './models/control-vector';
 import { writeModelParallel } from './models/parallel';
 import { DEFAULT_PRESET_FOR_ARCH, getPreset, PRESETS } from './models/presets';
 import { FILE_TYPES, parseFileType } from './models/quant-plan';
@@ -44,6 +45,9 @@ const USAGE = `usage: gen-model (--preset NAME | --arch ARCH) --out FILE [option
   --lora-targets L    comma-separated: attn_q, ffn_down, ... (per block) or whole names
                       (output.weight, token_embd.weight); default the attention and dense-FFN
                       projections and output.weight
+  --control-vector    write a control vector for the model these options describe, instead of the
+                      model (llama.cpp's format: F32 direction.N per layer, tools/src/models/control-vector.ts)
+  --cv-layers L       its layers, comma-separated (default 1 .. layers-1)
   --json              print the summary as JSON
   --quiet             no progress on stderr`;
 
@@ -66,7 +70,7 @@ function parseNum(name: string, s: string): number {
 
 export async function main(argv: string[]): Promise<number> {
   const strOpts = Object.fromEntries(
-    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'chat-template-file', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type', 'threads', 'expert-pool', 'lora-rank', 'lora-alpha', 'lora-targets'].map(
+    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'chat-template-file', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type', 'threads', 'expert-pool', 'lora-rank', 'lora-alpha', 'lora-targets', 'cv-layers'].map(
       (k) => [k, { type: 'string' as const }],
     ),
   );
@@ -80,6 +84,7 @@ export async function main(argv: string[]): Promise<number> {
       quiet: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
       'list-presets': { type: 'boolean' },
+      'control-vector': { type: 'boolean' },
     },
     strict: true,
   });
@@ -124,6 +129,17 @@ export async function main(argv: string[]): Promise<number> {
   const fileType = parseFileType(typeof v.type === 'string' ? v.type : 'F32');
   const seed = typeof v.seed === 'string' ? parseIntStrict('seed', v.seed) : 1;
   const quiet = !!v.quiet || !!v.json;
+  if (v['control-vector']) {
+    const r = writeControlVector({
+      config,
+      out: path.resolve(v.out as string),
+      layers: typeof v['cv-layers'] === 'string' ? v['cv-layers'].split(',').map((x) => parseIntStrict('cv-layers', x)) : undefined,
+      seed,
+    });
+    if (v.json) console.log(JSON.stringify(r));
+    else if (!quiet) process.stderr.write(`wrote control vector ${r.path} (layers ${r.layers.join(', ')})\n`);
+    return 0;
+  }
   if (typeof v['lora-rank'] === 'string') {
     const r = writeLoraAdapter({
       config,

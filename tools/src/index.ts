@@ -1,6 +1,7 @@
 // Workspace tools. Each tool is a module under src/ with its own entry script.
 export { writeModel, planModel, generateTensorF32, fillTensorRange, WEIGHT_RECIPE_VERSION } from './models/build';
 export { writeLoraAdapter, loraTargets } from './models/lora';
+export { writeControlVector } from './models/control-vector';
 export type { WriteLoraOptions } from './models/lora';
 export type { WriteModelOptions, WriteModelResult, WrittenTensor } from './models/build';
 export { writeModelParallel } from './models/parallel';

@@ -43,6 +43,11 @@ describe('kail CLI', () => {
 
   it("spells llama.cpp's -ctk/-ctv as --cache-type-k/-v, and leaves what follows -- alone", () => {
     expect(llamaFlagAliases(['run', '-ctk', 'q8_0', '-ctv', 'q4_0', '--', '-ctk'])).toEqual(['run', '--cache-type-k', 'q8_0', '--cache-type-v', 'q4_0', '--', '-ctk']);
+    // llama.cpp's two-word flags (FNAME SCALE, START END) become one word; the one-word forms stay.
+    expect(llamaFlagAliases(['run', '--control-vector-scaled', 'a.gguf', '0.8', '--control-vector-layer-range', '2', '5', '-n', '3'])).toEqual([
+      'run', '--control-vector-scaled', 'a.gguf:0.8', '--control-vector-layer-range', '2:5', '-n', '3',
+    ]);
+    expect(llamaFlagAliases(['run', '--control-vector-scaled', 'a.gguf:-1.5', '-n', '3'])).toEqual(['run', '--control-vector-scaled', 'a.gguf:-1.5', '-n', '3']);
   });
 
   it('rejects an unknown command with a non-zero exit and help', () => {

@@ -38,9 +38,21 @@ export function buildProgram(): Command {
  * (-ctk q8_0 is --cache-type-k q8_0). Nothing after `--` is touched.
  */
 const LLAMA_SHORT_FLAGS: Record<string, string> = { '-ctk': '--cache-type-k', '-ctv': '--cache-type-v' };
+/** llama.cpp's flags that take two words (FNAME SCALE, START END), joined as FNAME:SCALE, START:END. */
+const LLAMA_TWO_WORD_FLAGS = new Set(['--control-vector-scaled', '--control-vector-layer-range']);
 export function llamaFlagAliases(argv: string[]): string[] {
   const end = argv.indexOf('--');
-  return argv.map((a, i) => (end >= 0 && i >= end ? a : (LLAMA_SHORT_FLAGS[a] ?? a)));
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (end >= 0 && i >= end) out.push(a);
+    // (Only when the second word is a number: FNAME:SCALE and START:END stay as they are.)
+    else if (LLAMA_TWO_WORD_FLAGS.has(a) && i + 2 < (end >= 0 ? end : argv.length) && /^-?\d*\.?\d+(e-?\d+)?$/.test(argv[i + 2])) {
+      out.push(a, `${argv[i + 1]}:${argv[i + 2]}`);
+      i += 2;
+    } else out.push(LLAMA_SHORT_FLAGS[a] ?? a);
+  }
+  return out;
 }
 
 export async function runCli(argv: string[]): Promise<number> {

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { getPreset, writeModel } from '@kailstream/tools';
+import { getPreset, writeControlVector, writeModel } from '@kailstream/tools';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
 const VOCAB = path.resolve(__dirname, '../../../../shared/fixtures/tokenizers/ggml-vocab-qwen2.gguf');
@@ -157,6 +157,27 @@ describe('kail model commands', () => {
     const bad = kail('run', '-m', other, '-p', p, '-n', '2', '--prompt-cache', cache);
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toMatch(/slot file .*prompt\.cache: saved for another model/);
+  });
+
+  it("run --control-vector / --control-vector-scaled FNAME SCALE / --control-vector-layer-range (llama.cpp's) steer the output; strength 0 changes nothing; a vector of another size is an error", () => {
+    const cfg = getPreset('tiny-qwen3moe').config;
+    const m = path.join(dir, 'cv-model.gguf');
+    writeModel({ config: cfg, fileType: 'F32', seed: 3, out: m });
+    const cv = path.join(dir, 'cv.gguf');
+    writeControlVector({ config: cfg, out: cv, seed: 5, std: 2 });
+    const base = ['run', '-m', m, '-p', 'Hello there', '-n', '8', '--ignore-eos', '--json'];
+    const plain = JSON.parse(kail(...base).stdout).tokens;
+    const steered = kail(...base, '--control-vector', cv);
+    expect(steered.status).toBe(0);
+    expect(JSON.parse(steered.stdout).tokens).not.toEqual(plain);
+    expect(JSON.parse(kail(...base, '--control-vector-scaled', cv, '0').stdout).tokens).toEqual(plain);
+    // Layer 1 is the only one with a direction in a 2-layer model: a range past it changes nothing.
+    expect(JSON.parse(kail(...base, '--control-vector', cv, '--control-vector-layer-range', '2', '3').stdout).tokens).toEqual(plain);
+    const bad = kail(...base, '--control-vector', path.join(dir, 'cv-narrow.gguf'));
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain('control vector');
+    writeControlVector({ config: { ...cfg, dim: 128 }, out: path.join(dir, 'cv-narrow.gguf') });
+    expect(kail(...base, '--control-vector', path.join(dir, 'cv-narrow.gguf')).stderr).toContain("control vector n_embd 128 does not match the model's 256");
   });
 
   it('logits writes n_tokens x n_vocab float32 and a JSON sidecar', () => {

@@ -146,6 +146,19 @@ kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
                 mp.lora.push_back({eo.Get("path").As<Napi::String>().Utf8Value(), static_cast<float>(get_num(eo, "scale", 1.0))});
             }
         }
+        // cvec: Float32Array (cvecNEmbd floats per layer from layer 1), cvecStart, cvecEnd (model_params::cvec)
+        const Napi::Value cv = p.Get("cvec");
+        if (!cv.IsUndefined()) {
+            if (!cv.IsTypedArray() || cv.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+                throw kail::error(kail::KAIL_E_INVALID_ARG, "cvec must be a Float32Array");
+            Napi::Float32Array fa = cv.As<Napi::Float32Array>();
+            mp.cvec.assign(fa.Data(), fa.Data() + fa.ElementLength());
+            mp.cvec_n_embd = static_cast<int64_t>(get_num(p, "cvecNEmbd", 0));
+            if (mp.cvec_n_embd <= 0 || mp.cvec.size() % static_cast<size_t>(mp.cvec_n_embd) != 0)
+                throw kail::error(kail::KAIL_E_INVALID_ARG, "cvecNEmbd must be a positive divisor of the control vector's length");
+            mp.cvec_start = static_cast<int>(get_num(p, "cvecStart", 1));
+            mp.cvec_end = static_cast<int>(get_num(p, "cvecEnd", 1 << 30));
+        }
         mp.n_ctx = static_cast<int64_t>(get_num(p, "nCtx", 4096));
         mp.n_seq_max = static_cast<int>(get_num(p, "nSeqMax", 1));
         mp.kv_max_bytes = static_cast<uint64_t>(get_num(p, "kvMaxBytes", 0));

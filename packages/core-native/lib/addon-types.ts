@@ -86,7 +86,8 @@ export interface ProgramOp {
     | 'gather_out'
     | 'copy'
     | 'mla_attention'
-    | 'input';
+    | 'input'
+    | 'cvec';
   out: number;
   a?: number;
   b?: number;
@@ -125,6 +126,12 @@ export interface ModelParams {
   kvTypeV?: number;
   /** LoRA adapters (GGUF adapter files), applied in order with their scales (default 1). */
   lora?: { path: string; scale?: number }[];
+  /** Control vectors summed (llama.cpp's llama_set_adapter_cvec data): cvecNEmbd floats per layer from layer 1. */
+  cvec?: Float32Array;
+  cvecNEmbd?: number;
+  /** The layers they apply to, inclusive (default 1 .. every layer). */
+  cvecStart?: number;
+  cvecEnd?: number;
   /** Positions per sequence. */
   nCtx?: number;
   /** Sequence slots. */

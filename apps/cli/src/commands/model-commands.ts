@@ -6,6 +6,7 @@ import {
   DEFAULT_RAM_RESERVE_BYTES,
   EngineModel,
   parseLoraFlags,
+  parseControlVectorFlags,
   KV_TYPES,
   type KvType,
   SpeculativeDecoder,
@@ -103,6 +104,9 @@ const VRAM_HELP = 'GPU memory for experts: no VRAM tier in this build, so only 0
 interface StreamOpts extends CacheTypeOpts {
   lora: string[];
   loraScaled: string[];
+  controlVector: string[];
+  controlVectorScaled: string[];
+  controlVectorLayerRange?: [number, number];
   ram?: number;
   reserve?: number;
   ioThreads?: number;
@@ -137,10 +141,20 @@ export function kvTypesOf(o: CacheTypeOpts): { kvType: KvType; kvTypeV: KvType }
   return { kvType: o.cacheTypeK ?? o.cacheType, kvTypeV: o.cacheTypeV ?? o.cacheType };
 }
 
+/** --control-vector-layer-range START:END (llama.cpp's two words are joined so by llamaFlagAliases). */
+function layerRange(v: string): [number, number] {
+  const m = /^(-?\d+):(-?\d+)$/.exec(v);
+  if (!m) throw new Error(`--control-vector-layer-range takes START END (integers), got '${v.replace(':', ' ')}'`);
+  return [Number(m[1]), Number(m[2])];
+}
+
 function addStreamOptions(cmd: Command): Command {
   return addCacheTypeOptions(cmd)
     .option('--lora <files>', "LoRA adapter (a GGUF adapter file; comma-separated for several), applied at scale 1; repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--lora-scaled <file:scale>', 'LoRA adapter with its scale, FNAME:SCALE (comma-separated for several); repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--control-vector <file>', "control vector (llama.cpp's format: direction.N per layer), added at strength 1; repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--control-vector-scaled <file:scale>', "control vector with a strength; llama.cpp's FNAME SCALE (two words) works too; repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--control-vector-layer-range <start:end>', "layers the control vectors apply to, inclusive (llama.cpp's START END works too; default all)", layerRange)
     .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes): routed experts stream from storage into what it leaves', bytes('--ram'))
     .option('--vram <bytes>', VRAM_HELP, vramBytes)
     .option('--reserve <bytes>', `part of --ram held back for this process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
@@ -170,9 +184,11 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
     for (const l of d.lines) log(`kail: ${l}`);
   }
   const lora = parseLoraFlags(o.lora ?? [], o.loraScaled ?? []);
+  const controlVectors = parseControlVectorFlags(o.controlVector ?? [], o.controlVectorScaled ?? []);
   return {
     ...kvTypesOf(o),
     ...(lora.length ? { lora } : {}),
+    ...(controlVectors.length ? { controlVectors, controlVectorLayerRange: o.controlVectorLayerRange } : {}),
     ramBytes,
     ramReserveBytes: o.reserve,
     ioThreads,

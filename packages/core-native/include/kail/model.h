@@ -36,6 +36,7 @@ enum op_type {
     OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
     OP_MLA_ATTENTION,  // stores the latent row b (kv_lora + qk_rope) in the KV cache, out = absorbed MLA(q=a)   weights: k_b, v_b | kv_b
     OP_INPUT,          // out[t] = batch.embd row t (hidden-state rows given with the batch, e.g. a multi-token-prediction head's)
+    OP_CVEC,           // a[t] += the control vector's row for param layer (model_params::cvec), in place; else nothing
     OP_COUNT_
 };
 
@@ -94,6 +95,12 @@ struct model_params {
     uint32_t kv_type = 1;
     uint32_t kv_type_v = 1;
     std::vector<lora_adapter_spec> lora;  // applied in this order
+    // Control vectors (llama.cpp's llama_set_adapter_cvec): cvec_n_embd floats per layer for layers
+    // 1, 2, ... (layer 0 has none), added to the residual stream after those layers' blocks (the
+    // program's cvec ops) whose index lies in [cvec_start, cvec_end]. Empty: none.
+    std::vector<float> cvec;
+    int64_t  cvec_n_embd = 0;
+    int      cvec_start = 1, cvec_end = 1 << 30;
     int64_t  n_ctx = 4096;        // max positions per sequence
     int      n_seq_max = 1;       // sequence slots
     uint64_t kv_max_bytes = 0;    // 0 = unlimited

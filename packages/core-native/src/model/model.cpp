@@ -36,7 +36,7 @@ op_type op_type_from_name(const std::string & name) {
         {"matmul", OP_MATMUL}, {"add", OP_ADD}, {"mul", OP_MUL}, {"scale", OP_SCALE},
         {"swiglu", OP_SWIGLU}, {"sigmoid_mul", OP_SIGMOID_MUL}, {"rope", OP_ROPE},
         {"attention", OP_ATTENTION}, {"moe", OP_MOE}, {"gather_out", OP_GATHER_OUT}, {"copy", OP_COPY}, {"mla_attention", OP_MLA_ATTENTION},
-        {"input", OP_INPUT},
+        {"input", OP_INPUT}, {"cvec", OP_CVEC},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -206,7 +206,7 @@ std::string shape_str(const gguf_tensor_info * t) {
 // and the numbers, instead of reading or writing past a buffer at the first token.
 void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
-                            "attention", "moe", "gather_out", "copy", "mla_attention", "input"};
+                            "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -247,6 +247,11 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
         }
         case OP_SIGMOID_MUL: fits(op.a, 0, width(op.out), "a"); fits(op.b, 0, 1, "b"); break;
         case OP_GATHER_OUT: fits(op.out, 0, width(op.a), "out"); break;
+        case OP_CVEC:
+            if (op.out != op.a) throw error(KAIL_E_INVALID_ARG, what + "a control vector op works in place (out must be a)");
+            if (m.params.cvec_n_embd && width(op.a) != m.params.cvec_n_embd)
+                throw error(KAIL_E_INVALID_ARG, "control vector: " + std::to_string(m.params.cvec_n_embd) + " values per layer, the model's hidden size is " + std::to_string(width(op.a)));
+            break;
         case OP_ROPE: {
             const int64_t n_dims = req("n_dims"), hd = req("head_dim"), nh = req("n_head"), rot = ip("rot_off", 0);
             if (n_dims < 0 || n_dims % 2 != 0 || hd < 1 || nh < 1 || rot < 0 || rot + n_dims > hd)
@@ -1366,6 +1371,17 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     }
 }
 
+void op_cvec(exec_ctx & x, const op_desc & op) {
+    const model_params & p = x.m.params;
+    const int64_t il = static_cast<int64_t>(op.param_req("layer")), n = p.cvec_n_embd;
+    if (il < 1 || il < p.cvec_start || il > p.cvec_end || n == 0 || static_cast<size_t>(il * n) > p.cvec.size()) return;
+    const float * dir = p.cvec.data() + (il - 1) * n;  // layer 1's row first
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        float * row = x.ptr(op.a) + t * x.width(op.a);
+        for (int64_t j = 0; j < n; j++) row[j] += dir[j];
+    }
+}
+
 void op_input(exec_ctx & x, const op_desc & op) {
     const int64_t w = x.width(op.out);
     std::memcpy(x.ptr(op.out), x.b.embd, static_cast<size_t>(x.n_tok * w) * sizeof(float));
@@ -1620,6 +1636,7 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_COPY: elementwise(x, op, [](float a, float) { return a; }); break;
             case OP_MLA_ATTENTION: op_mla_attention(x, op, oi); break;
             case OP_INPUT: op_input(x, op); break;
+            case OP_CVEC: op_cvec(x, op); break;
             default: throw error(KAIL_E_INTERNAL, "unhandled op");
         }
     }

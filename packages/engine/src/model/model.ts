@@ -12,6 +12,7 @@ import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/de
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { Metadata, readHParams, type HParams } from './hparams';
 import { readRankHead, type RankHead } from './rank-head';
+import { readControlVectors, type ControlVectorSpec } from './control-vector';
 
 /** KV cache types: llama.cpp's `-ctk`/`-ctv` list (Ollama's OLLAMA_KV_CACHE_TYPE takes f16, q8_0, q4_0). */
 export type KvType = 'f16' | 'f32' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_1' | 'iq4_nl' | 'q5_0' | 'q5_1';
@@ -82,6 +83,14 @@ export interface LoadModelOptions {
    * up-projections are refused at load. The adapter files are mapped, not counted in a RAM budget.
    */
   lora?: { path: string; scale?: number }[];
+  /**
+   * Control vectors (llama.cpp's --control-vector FNAME / --control-vector-scaled FNAME SCALE),
+   * summed and added to the residual stream after each layer's block that has a direction
+   * (model/control-vector.ts), within controlVectorLayerRange (inclusive; default 1 .. every layer,
+   * llama.cpp's --control-vector-layer-range).
+   */
+  controlVectors?: ControlVectorSpec[];
+  controlVectorLayerRange?: [number, number];
   /** Memory the load may plan against; default: MemAvailable from /proc/meminfo (or os.freemem()). */
   memoryAvailableBytes?: number;
   /**
@@ -269,6 +278,17 @@ interface Prepared {
   params: ModelParams;
 }
 
+/** The native parameters of the load's control vectors (none without); their size checked against the model's. */
+function controlVectorParams(opts: LoadModelOptions, hp: HParams): Pick<ModelParams, 'cvec' | 'cvecNEmbd' | 'cvecStart' | 'cvecEnd'> {
+  if (!opts.controlVectors?.length) return {};
+  const { data, nEmbd } = readControlVectors(opts.controlVectors);
+  if (nEmbd !== hp.nEmbd) throw new EngineError('KAIL_E_INVALID_ARG', `control vector n_embd ${nEmbd} does not match the model's ${hp.nEmbd}`);
+  const [start, end] = opts.controlVectorLayerRange ?? [0, 0];
+  if (!Number.isInteger(start) || !Number.isInteger(end)) throw new EngineError('KAIL_E_INVALID_ARG', `the control vector layer range must be two integers, got ${start} ${end}`);
+  // llama.cpp's defaults: a start or end of 0 or less means 1 and the layer count.
+  return { cvec: data, cvecNEmbd: nEmbd, cvecStart: start <= 0 ? 1 : start, cvecEnd: end <= 0 ? hp.nLayer : end };
+}
+
 function kvTypeId(t: KvType | undefined): number {
   if (t === undefined) return KV_TYPE_INFO.f16.id;
   if (!Object.hasOwn(KV_TYPE_INFO, t)) throw new EngineError('KAIL_E_INVALID_ARG', `KV cache type must be ${KV_TYPES.join(', ')}, got '${t}'`);
@@ -296,6 +316,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     kvType: kvTypeId(opts.kvType),
     kvTypeV: kvTypeId(opts.kvTypeV ?? opts.kvType),
     ...(opts.lora?.length ? { lora: opts.lora.map((l) => ({ path: nodePath.resolve(l.path), scale: l.scale ?? 1 })) } : {}),
+    ...controlVectorParams(opts, hp),
     nCtx,
     nSeqMax,
     nBatch,

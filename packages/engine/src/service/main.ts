@@ -9,6 +9,7 @@ import { AUTH_TOKEN_ENV, engine } from '@kailstream/proto';
 
 import { parseByteSize } from '../model/byte-size';
 import { KV_TYPES, parseLoraFlags, type KvType } from '../model/model';
+import { parseControlVectorFlags } from '../model/control-vector';
 import { hardwareProfilePath, readHardwareProfile } from '../model/hardware-profile';
 import { LocalModelHost } from './model-host';
 import { startEngineServer } from './engine-service';
@@ -40,6 +41,10 @@ async function main() {
       'lora-scaled': { type: 'string', multiple: true, default: [] },
       // llama-server's: the adapters load at scale 0 (requests' `lora` or POST /lora-adapters apply them).
       'lora-init-without-apply': { type: 'boolean', default: false },
+      // Control vectors for the --model files (llama.cpp's --control-vector / -scaled FNAME:SCALE / -layer-range START:END).
+      'control-vector': { type: 'string', multiple: true, default: [] },
+      'control-vector-scaled': { type: 'string', multiple: true, default: [] },
+      'control-vector-layer-range': { type: 'string' },
       // llama-server's --context-shift: generations that fill the context drop old tokens and go on.
       'context-shift': { type: 'boolean', default: false },
       // llama-server's --slot-save-path: where POST /slots/ID?action=save|restore keeps slot files.
@@ -78,11 +83,15 @@ async function main() {
     slotSavePath: values['slot-save-path'],
   });
   const lora = parseLoraFlags(values.lora, values['lora-scaled']).map((l) => (values['lora-init-without-apply'] ? { ...l, scale: 0 } : l));
+  const controlVectors = parseControlVectorFlags(values['control-vector'], values['control-vector-scaled']).map((c) => ({ path: c.path, scale: c.scale ?? 1 }));
+  const rangeFlag = values['control-vector-layer-range'];
+  const cvRange = rangeFlag === undefined ? [0, 0] : rangeFlag.split(':').map(Number);
+  if (cvRange.length !== 2 || !cvRange.every(Number.isInteger)) throw new Error(`--control-vector-layer-range takes START:END, got '${rangeFlag}'`);
   for (const m of values.model) {
     // id=path or just path
     const eq = m.indexOf('=');
     const [id, file] = eq > 0 && !m.slice(0, eq).includes('/') ? [m.slice(0, eq), m.slice(eq + 1)] : ['', m];
-    const info = await host.loadModel(engine.LoadModelRequest.fromPartial({ path: file, id, lora }));
+    const info = await host.loadModel(engine.LoadModelRequest.fromPartial({ path: file, id, lora, controlVectors, controlVectorLayerStart: cvRange[0], controlVectorLayerEnd: cvRange[1] }));
     process.stderr.write(`engine: loaded ${info.id} (${info.architecture}, ${info.layerCount} layers) from ${info.path}\n`);
   }
   const authToken = values['auth-token'] ?? process.env[AUTH_TOKEN_ENV] ?? '';

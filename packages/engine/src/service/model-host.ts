@@ -404,6 +404,9 @@ export class LocalModelHost implements ModelHost {
         ...this.opts.loadOptions,
         // The request's adapters, else those a models-directory file was created with (ID.lora.json).
         ...(lora.length ? { lora } : {}),
+        ...(req.controlVectors.length
+          ? { controlVectors: req.controlVectors.map((c) => ({ path: c.path, scale: c.scale })), controlVectorLayerRange: [req.controlVectorLayerStart, req.controlVectorLayerEnd] as [number, number] }
+          : {}),
         ioThreads,
         nCtx: req.contextLength || this.opts.defaultContext || 4096,
         threads: req.threads || this.opts.threads || 0,

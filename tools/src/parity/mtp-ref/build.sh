@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds mtp-ref (see mtp-ref.cpp) into $1 (default: this directory's build/) against the llama.cpp
+# Builds mtp-ref (see mtp-ref.cpp), or with $2 another reference program of tools/src/parity
+# (NAME/NAME.cpp, e.g. cvec-ref), into $1 (default: this directory's build/) against the llama.cpp
 # binaries node-llama-cpp ships. The headers (include/llama.h, ggml/include, and src/llama-ext.h,
 # which declares the MTP calls) come from the llama.cpp source node-llama-cpp bundles (a git
 # bundle), so struct layouts match those binaries. MTP_REF_LLAMA_BINS overrides the binaries' dir.
@@ -7,6 +8,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../../.." && pwd)"
 out="${1:-$here/build}"
+name="${2:-mtp-ref}"
+source="$here/../$name/$name.cpp"
+[ -f "$source" ] || { echo "build: $source not found" >&2; exit 1; }
 bins="${MTP_REF_LLAMA_BINS:-$root/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64}"
 bundle="$root/node_modules/node-llama-cpp/llama/gitRelease.bundle"
 for f in libllama.v0.5.0.so libggml.v0.5.0.so libggml-base.so; do
@@ -35,7 +39,7 @@ if [ ! -f "$src/src/llama-ext.h" ]; then
 fi
 g++ -std=c++17 -O2 -Wall -Wno-deprecated-declarations \
   -I"$src/include" -I"$src/ggml/include" -I"$src/src" \
-  "$here/mtp-ref.cpp" -o "$out/mtp-ref.tmp" \
+  "$source" -o "$out/$name.tmp" \
   -L"$bins" -Wl,-rpath,"$bins" -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so -ldl
-mv "$out/mtp-ref.tmp" "$out/mtp-ref"
-echo "$out/mtp-ref"
+mv "$out/$name.tmp" "$out/$name"
+echo "$out/$name"

@@ -281,6 +281,8 @@ function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number):
   const ffnOut = p.buf('ffn_out', d);
   moeBlockFfn(p, hp, tensors, il, h, ffnOut, c.routing, il < c.nDense);
   p.op('add', x, { a: x, b: ffnOut });
+  // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
+  p.op('cvec', x, { a: x, params: { layer: il } });
 }
 
 /** The first multi-token-prediction block's index when the file carries its tensors, else -1. */

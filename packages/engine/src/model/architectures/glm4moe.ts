@@ -46,6 +46,8 @@ export function buildGlm4Moe(hp: HParams, tensors: Map<string, GgufTensorInfo>):
     const ffnOut = p.buf('ffn_out', d);
     moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, il < nDense);
     p.op('add', x, { a: x, b: ffnOut });
+    // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
+    p.op('cvec', x, { a: x, params: { layer: il } });
   }
   return outputHead(p, hp, tensors, x);
 }

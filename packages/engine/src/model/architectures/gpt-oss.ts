@@ -91,6 +91,8 @@ export function buildGptOss(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
       },
     });
     p.op('add', x, { a: x, b: ffnOut });
+    // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
+    p.op('cvec', x, { a: x, params: { layer: il } });
   }
   return outputHead(p, hp, tensors, x);
 }

@@ -112,6 +112,8 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
       p.op('matmul', ffnOut, { a: g, weights: withBias(need(t(il, 'ffn_down.weight')), maybe(t(il, 'ffn_down.bias'))) });
     }
     p.op('add', x, { a: x, b: ffnOut });
+    // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
+    p.op('cvec', x, { a: x, params: { layer: il } });
   }
   const ho = hiddenOutput(p, hp, need, x);
   const head = maybe('output.weight') ?? need('token_embd.weight');

@@ -268,6 +268,14 @@ export interface LoadModelRequest {
    * read by the engine process. Pairs on routers or MLA's up-projections are refused (UNIMPLEMENTED).
    */
   lora: LoraAdapter[];
+  /**
+   * Control vectors (llama.cpp's --control-vector-scaled FNAME SCALE; the LoraAdapter shape: path
+   * and strength), summed, applied to layers control_vector_layer_start..end (inclusive; 0 = 1 and
+   * the last layer, llama.cpp's defaults). A vector of another hidden size is INVALID_ARGUMENT.
+   */
+  controlVectors: LoraAdapter[];
+  controlVectorLayerStart: number;
+  controlVectorLayerEnd: number;
 }
 
 export interface LoadModelResponse {
@@ -981,6 +989,9 @@ function createBaseLoadModelRequest(): LoadModelRequest {
     speculativeK: 0,
     mtpDecoding: false,
     lora: [],
+    controlVectors: [],
+    controlVectorLayerStart: 0,
+    controlVectorLayerEnd: 0,
   };
 }
 
@@ -1018,6 +1029,15 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
     }
     for (const v of message.lora) {
       LoraAdapter.encode(v!, writer.uint32(90).fork()).join();
+    }
+    for (const v of message.controlVectors) {
+      LoraAdapter.encode(v!, writer.uint32(98).fork()).join();
+    }
+    if (message.controlVectorLayerStart !== 0) {
+      writer.uint32(104).int32(message.controlVectorLayerStart);
+    }
+    if (message.controlVectorLayerEnd !== 0) {
+      writer.uint32(112).int32(message.controlVectorLayerEnd);
     }
     return writer;
   },
@@ -1123,6 +1143,30 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
             message.lora.push(LoraAdapter.decode(reader, reader.uint32()));
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.controlVectors.push(LoraAdapter.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.controlVectorLayerStart = reader.int32();
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.controlVectorLayerEnd = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1178,6 +1222,21 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
       lora: globalThis.Array.isArray(object?.lora)
         ? object.lora.map((e: any) => LoraAdapter.fromJSON(e))
         : [],
+      controlVectors: globalThis.Array.isArray(object?.controlVectors)
+        ? object.controlVectors.map((e: any) => LoraAdapter.fromJSON(e))
+        : globalThis.Array.isArray(object?.control_vectors)
+        ? object.control_vectors.map((e: any) => LoraAdapter.fromJSON(e))
+        : [],
+      controlVectorLayerStart: isSet(object.controlVectorLayerStart)
+        ? globalThis.Number(object.controlVectorLayerStart)
+        : isSet(object.control_vector_layer_start)
+        ? globalThis.Number(object.control_vector_layer_start)
+        : 0,
+      controlVectorLayerEnd: isSet(object.controlVectorLayerEnd)
+        ? globalThis.Number(object.controlVectorLayerEnd)
+        : isSet(object.control_vector_layer_end)
+        ? globalThis.Number(object.control_vector_layer_end)
+        : 0,
     };
   },
 
@@ -1216,6 +1275,15 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
     if (message.lora?.length) {
       obj.lora = message.lora.map((e) => LoraAdapter.toJSON(e));
     }
+    if (message.controlVectors?.length) {
+      obj.controlVectors = message.controlVectors.map((e) => LoraAdapter.toJSON(e));
+    }
+    if (message.controlVectorLayerStart !== 0) {
+      obj.controlVectorLayerStart = Math.round(message.controlVectorLayerStart);
+    }
+    if (message.controlVectorLayerEnd !== 0) {
+      obj.controlVectorLayerEnd = Math.round(message.controlVectorLayerEnd);
+    }
     return obj;
   },
 
@@ -1235,6 +1303,9 @@ export const LoadModelRequest: MessageFns<LoadModelRequest> = {
     message.speculativeK = object.speculativeK ?? 0;
     message.mtpDecoding = object.mtpDecoding ?? false;
     message.lora = object.lora?.map((e) => LoraAdapter.fromPartial(e)) || [];
+    message.controlVectors = object.controlVectors?.map((e) => LoraAdapter.fromPartial(e)) || [];
+    message.controlVectorLayerStart = object.controlVectorLayerStart ?? 0;
+    message.controlVectorLayerEnd = object.controlVectorLayerEnd ?? 0;
     return message;
   },
 };
