@@ -28,7 +28,7 @@ function cvecRefBinary(): Promise<string> {
     const lib = path.join(root, 'node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.v0.5.0.so');
     if (!fs.existsSync(lib)) throw new Error(`cvec-ref: ${lib} not found (node-llama-cpp's linux-x64 prebuilt; run npm install)`);
     const st = fs.statSync(lib);
-    const key = fs.readFileSync(path.join(here, 'cvec-ref', 'cvec-ref.cpp'), 'utf8') + fs.readFileSync(script, 'utf8') + `${lib}:${st.size}:${st.mtimeMs}`;
+    const key = ['cvec-ref/cvec-ref.cpp', 'mtp-ref/build.sh', 'ref-common.h'].map((f) => fs.readFileSync(path.join(here, f), 'utf8')).join('') + `${lib}:${st.size}:${st.mtimeMs}`;
     return buildCached('kail-cvec-ref', key, 'cvec-ref', async (dir) => {
       await run('bash', [script, dir, 'cvec-ref'], 300_000, 'cvec-ref build');
     });

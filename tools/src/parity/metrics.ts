@@ -33,3 +33,15 @@ export function top1Agreement(ours: Float32Array, ref: Float32Array, nVocab: num
   }
   return { agree, total };
 }
+
+/**
+ * Deterministic pseudo-random token ids in [lo, nVocab) (xorshift32 from `seed`): the parity
+ * specs' inputs, the same for kail and llama.cpp.
+ */
+export function tokenIds(n: number, nVocab: number, seed: number, lo = 0): number[] {
+  let s = seed >>> 0 || 1;
+  return Array.from({ length: n }, () => {
+    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+    return lo + (s % (nVocab - lo));
+  });
+}

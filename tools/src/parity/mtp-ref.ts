@@ -83,7 +83,7 @@ async function buildOnce(): Promise<string> {
   const src = sourceDir();
   const script = path.join(src, 'build.sh');
   let key = '';
-  for (const f of ['mtp-ref.cpp', 'build.sh']) key += fs.readFileSync(path.join(src, f), 'utf8');
+  for (const f of ['mtp-ref.cpp', 'build.sh', '../ref-common.h']) key += fs.readFileSync(path.join(src, f), 'utf8');
   const root = path.resolve(src, '../../../..');
   const lib = path.join(process.env.MTP_REF_LLAMA_BINS ?? path.join(root, 'node_modules/@node-llama-cpp/linux-x64/bins/linux-x64'), 'libllama.v0.5.0.so');
   if (!fs.existsSync(lib)) throw new Error(`mtp-ref: ${lib} not found (node-llama-cpp's linux-x64 prebuilt; run npm install, or set MTP_REF_LLAMA_BINS)`);

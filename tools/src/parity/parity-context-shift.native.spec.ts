@@ -17,7 +17,7 @@ import { EngineModel, type KvType } from '@kailstream/engine';
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
-import { nmse } from './metrics';
+import { nmse, tokenIds } from './metrics';
 
 const PRESETS = ['tiny-llama', 'tiny-qwen3moe', 'tiny-glm4moe', 'tiny-deepseek2-lite-split'];
 const SHIFT = { at: 48, keep: 4, discard: 20 };
@@ -26,14 +26,6 @@ const N = 64;
 let dir: string;
 const table: string[] = [];
 const file = (preset: string) => path.join(dir, `${preset}-F32.gguf`);
-
-function tokenIds(n: number, nVocab: number, seed: number): number[] {
-  let s = seed >>> 0 || 1;
-  return Array.from({ length: n }, () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return s % nVocab;
-  });
-}
 
 /** kail: tokens[0, at) in, the shift, then the logits of tokens[at, n). */
 async function kailShifted(model: string, tokens: number[], kvType: KvType): Promise<Float32Array> {

@@ -12,17 +12,9 @@ import { writeModel } from '../models/build';
 import { writeControlVector } from '../models/control-vector';
 import { getPreset } from '../models/presets';
 import { llamaCvecLogits } from './cvec-ref';
-import { nmse } from './metrics';
+import { nmse, tokenIds } from './metrics';
 
 const PRESETS = ['tiny-llama', 'tiny-qwen3moe', 'tiny-deepseek2-lite-split'];
-
-function tokenIds(n: number, nVocab: number, seed: number): number[] {
-  let s = seed >>> 0 || 1;
-  return Array.from({ length: n }, () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return s % nVocab;
-  });
-}
 
 describe("control vectors against llama.cpp's", () => {
   let dir: string;

@@ -16,6 +16,7 @@ import { EngineModel, LocalModelHost } from '@kailstream/engine';
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import { runLlamaRef } from './llama-ref';
+import { tokenIds as randomTokenIds } from './metrics';
 
 const GRAMMARS: Record<string, string> = {
   answer: 'root ::= "The answer is " [0-9]{1,3} ("." [0-9]+)? "\\n"',
@@ -54,13 +55,8 @@ function misreadTokens(pieces: Uint8Array[]): number[] {
   return pieces.flatMap((p, id) => (bad(p) ? [id] : []));
 }
 
-function tokenIds(n: number, nVocab: number, seed: number): number[] {
-  let s = seed >>> 0 || 1;
-  return Array.from({ length: n }, () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return 3 + (s % (nVocab - 3));
-  });
-}
+// (Ids from 3 on: the vocabulary's first ids are its control tokens.)
+const tokenIds = (n: number, nVocab: number, seed: number) => randomTokenIds(n, nVocab, seed, 3);
 
 describe("GBNF grammars against llama.cpp's grammar sampler (greedy)", () => {
   let dir: string;

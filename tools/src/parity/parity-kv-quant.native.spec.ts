@@ -16,21 +16,13 @@ import { EngineModel, type KvType } from '@kailstream/engine';
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
-import { nmse, top1Agreement } from './metrics';
+import { nmse, top1Agreement, tokenIds } from './metrics';
 
 const PRESETS = ['tiny-llama', 'tiny-qwen3moe', 'tiny-gpt-oss', 'tiny-deepseek2-lite', 'tiny-deepseek2-lite-split'];
 
 let dir: string;
 const table: string[] = [];
 const file = (preset: string) => path.join(dir, `${preset}-F32.gguf`);
-
-function tokenIds(n: number, nVocab: number, seed: number): number[] {
-  let s = seed >>> 0 || 1;
-  return Array.from({ length: n }, () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return s % nVocab;
-  });
-}
 
 async function kailLogits(model: string, tokens: number[], kvType: KvType, kvTypeV: KvType = kvType): Promise<Float32Array> {
   const m = EngineModel.load(model, { kvType, kvTypeV, threads: 2, nCtx: tokens.length + 8 });

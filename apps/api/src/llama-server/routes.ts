@@ -535,6 +535,15 @@ function pieceJson(bytes: Uint8Array): string | number[] {
 }
 
 /** Runs a tokenizer call with the request's model, answering errors in the API's shape. */
+/** A failed whole-body answer: an HttpError as it is, a gRPC error as its HTTP status (none when the client left). */
+function sendFailure(reply: FastifyReply, e: unknown): FastifyReply {
+  if (e instanceof HttpError) return reply.code(e.status).send(e.body);
+  const failed = callFailure(reply, e);
+  if (!failed) return reply;
+  if (failed.retryAfter) reply.header('retry-after', String(failed.retryAfter));
+  return reply.code(failed.status).send(failed.body);
+}
+
 async function withModel<T>(reply: FastifyReply, deps: OpenAiDeps, model: string | undefined, fn: (s: spb.SchedulerServiceClient, id: string, info: common.ModelInfo) => Promise<T>) {
   const scheduler = deps.scheduler();
   if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
@@ -806,11 +815,7 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
       deps.onUsage?.(req, promptTokens, 0);
       return reply.send(vectors.map((v, index) => ({ index, embedding: [embdNormalize(v, b.embd_normalize ?? 2)] })));
     } catch (e) {
-      if (e instanceof HttpError) return reply.code(e.status).send(e.body);
-      const failed = callFailure(reply, e);
-      if (!failed) return reply;
-      if (failed.retryAfter) reply.header('retry-after', String(failed.retryAfter));
-      return reply.code(failed.status).send(failed.body);
+      return sendFailure(reply, e);
     }
   };
   app.post('/embedding', embedding);
@@ -857,11 +862,7 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
         results: order.map((i) => ({ index: i, relevance_score: scores[i], ...(b.return_text ? { document: { text: docs[i] } } : {}) })),
       });
     } catch (e) {
-      if (e instanceof HttpError) return reply.code(e.status).send(e.body);
-      const failed = callFailure(reply, e);
-      if (!failed) return reply;
-      if (failed.retryAfter) reply.header('retry-after', String(failed.retryAfter));
-      return reply.code(failed.status).send(failed.body);
+      return sendFailure(reply, e);
     }
   };
   for (const p of ['/rerank', '/reranking', '/v1/rerank', '/v1/reranking']) app.post(p, rerank);

@@ -28,28 +28,20 @@
 #include <string>
 #include <vector>
 
+static const char * const kRefName = "cvec-ref";
+
 #include "ggml.h"
 #include "gguf.h"
 #include "ggml-backend.h"
 #include "llama.h"
+#include "ref-common.h"
 
 namespace {
 
-bool g_verbose = false;
-
-[[noreturn]] void fail(const char * fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::fprintf(stderr, "cvec-ref: ");
-    std::vfprintf(stderr, fmt, ap);
-    std::fprintf(stderr, "\n");
-    va_end(ap);
-    std::exit(1);
-}
-
-void log_cb(ggml_log_level level, const char * text, void *) {
-    if (g_verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
-}
+using ref::backend_dir;
+using ref::fail;
+using ref::log_cb;
+using ref::parse_tokens;
 
 struct cvec_file {
     std::string path;
@@ -63,22 +55,6 @@ struct args_t {
     int layer_start = -1, layer_end = -1;
     int threads = 2;
 };
-
-std::vector<llama_token> parse_tokens(const std::string & s) {
-    std::vector<llama_token> out;
-    size_t i = 0;
-    while (i < s.size()) {
-        size_t j = s.find(',', i);
-        if (j == std::string::npos) j = s.size();
-        const std::string part = s.substr(i, j - i);
-        char * end = nullptr;
-        const long v = std::strtol(part.c_str(), &end, 10);
-        if (part.empty() || *end != '\0' || v < 0 || v > INT32_MAX) fail("bad token '%s' in --tokens", part.c_str());
-        out.push_back((llama_token) v);
-        i = j + 1;
-    }
-    return out;
-}
 
 args_t parse_args(int argc, char ** argv) {
     args_t a;
@@ -101,7 +77,7 @@ args_t parse_args(int argc, char ** argv) {
         } else if (k == "--layer-range") {
             a.layer_start = std::atoi(val().c_str());
             a.layer_end = std::atoi(val().c_str());
-        } else if (k == "--verbose") g_verbose = true;
+        } else if (k == "--verbose") ref::g_verbose = true;
         else fail("unknown argument '%s' (%s)", k.c_str(), usage);
     }
     if (a.model.empty() || a.out.empty() || a.tokens.empty()) fail("%s", usage);
@@ -136,14 +112,6 @@ void load_cvecs(const std::vector<cvec_file> & files, std::vector<float> & data,
         gguf_free(g);
         ggml_free(ctx);
     }
-}
-
-std::string backend_dir() {
-    Dl_info info{};
-    if (dladdr((void *) &llama_backend_init, &info) == 0 || info.dli_fname == nullptr) fail("cannot locate libllama (dladdr failed)");
-    std::string p = info.dli_fname;
-    const size_t slash = p.rfind('/');
-    return slash == std::string::npos ? std::string(".") : p.substr(0, slash);
 }
 
 } // namespace

@@ -38,7 +38,7 @@ if [ ! -f "$src/src/llama-ext.h" ]; then
   rm -rf "$out/llama.cpp.clone"
 fi
 g++ -std=c++17 -O2 -Wall -Wno-deprecated-declarations \
-  -I"$src/include" -I"$src/ggml/include" -I"$src/src" \
+  -I"$src/include" -I"$src/ggml/include" -I"$src/src" -I"$here/.." \
   "$source" -o "$out/$name.tmp" \
   -L"$bins" -Wl,-rpath,"$bins" -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so -ldl
 mv "$out/$name.tmp" "$out/$name"

@@ -45,9 +45,12 @@
 // draft_tokens (d[0..K-1]), draft_token (d[0]), draft_pos (n), model, settings, files: {name:
 // path}}; all files little-endian float32, row-major. stdout: the same JSON. Errors: a message on
 // stderr naming the problem, exit code 1.
+static const char * const kRefName = "mtp-ref";
+
 #include "llama.h"
 #include "llama-ext.h"
 #include "gguf.h"
+#include "ref-common.h"
 
 #include <dlfcn.h>
 
@@ -63,17 +66,10 @@
 
 namespace {
 
-bool g_verbose = false;
-
-[[noreturn]] void fail(const char * fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::fprintf(stderr, "mtp-ref: ");
-    std::vfprintf(stderr, fmt, ap);
-    std::fprintf(stderr, "\n");
-    va_end(ap);
-    std::exit(1);
-}
+using ref::backend_dir;
+using ref::fail;
+using ref::log_cb;
+using ref::parse_tokens;
 
 // Row k of a batch: token at pos, sequence 0, logits wanted.
 void set_row(llama_batch & b, int32_t k, llama_token token, llama_pos pos) {
@@ -95,10 +91,6 @@ void read_rows(llama_context * ctx, int32_t n, int32_t n_vocab, int32_t n_embd, 
     }
 }
 
-void log_cb(ggml_log_level level, const char * text, void *) {
-    if (g_verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
-}
-
 struct args_t {
     std::string model;
     std::string out;
@@ -106,22 +98,6 @@ struct args_t {
     int threads = 2;
     int draft_steps = 1;
 };
-
-std::vector<llama_token> parse_tokens(const std::string & s) {
-    std::vector<llama_token> out;
-    size_t i = 0;
-    while (i < s.size()) {
-        size_t j = s.find(',', i);
-        if (j == std::string::npos) j = s.size();
-        const std::string part = s.substr(i, j - i);
-        char * end = nullptr;
-        const long v = std::strtol(part.c_str(), &end, 10);
-        if (part.empty() || *end != '\0' || v < 0 || v > INT32_MAX) fail("bad token '%s' in --tokens (want comma-separated non-negative integers)", part.c_str());
-        out.push_back((llama_token) v);
-        i = j + 1;
-    }
-    return out;
-}
 
 args_t parse_args(int argc, char ** argv) {
     args_t a;
@@ -136,23 +112,13 @@ args_t parse_args(int argc, char ** argv) {
         else if (k == "--tokens") a.tokens = parse_tokens(val());
         else if (k == "--threads") a.threads = std::atoi(val().c_str());
         else if (k == "--draft-steps") a.draft_steps = std::atoi(val().c_str());
-        else if (k == "--verbose") g_verbose = true;
+        else if (k == "--verbose") ref::g_verbose = true;
         else fail("unknown argument '%s' (usage: mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--draft-steps K] [--threads N] [--verbose])", k.c_str());
     }
     if (a.model.empty() || a.out.empty() || a.tokens.empty()) fail("usage: mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--draft-steps K] [--threads N] [--verbose]");
     if (a.threads < 1) fail("--threads must be >= 1");
     if (a.draft_steps < 1) fail("--draft-steps must be >= 1");
     return a;
-}
-
-// The backends of a GGML_BACKEND_DL build (node-llama-cpp's) are separate libraries next to
-// libggml; find that directory through this process's own libllama.
-std::string backend_dir() {
-    Dl_info info{};
-    if (dladdr((void *) &llama_backend_init, &info) == 0 || info.dli_fname == nullptr) fail("cannot locate libllama (dladdr failed)");
-    std::string p = info.dli_fname;
-    const size_t slash = p.rfind('/');
-    return slash == std::string::npos ? std::string(".") : p.substr(0, slash);
 }
 
 // Checks the file before llama.cpp sees it: graph_mtp GGML_ASSERTs (aborts) on a trunk-only file.
