@@ -106,6 +106,23 @@ export const samplerExtraFields = {
 export const loraScales = z.array(z.object({ id: z.number().int().min(0).max(1_000_000), scale: z.number().min(-1e6).max(1e6) }).strict()).max(256);
 export const loraField = loraScales.optional().nullable();
 
+/**
+ * llama-server's slot and context-shift fields, on /completion and the OpenAI routes alike: id_slot
+ * (run in that slot; -1 any), n_keep (prompt tokens a context shift keeps; -1 all) and n_discard
+ * (tokens it drops; 0 half the rest), the shift happening when the server runs with --context-shift.
+ */
+export const slotFields = {
+  id_slot: z.number().int().min(-1).max(1 << 16).optional().nullable(),
+  n_keep: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
+  n_discard: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
+};
+export type SlotFields = { [K in keyof typeof slotFields]?: z.infer<(typeof slotFields)[K]> };
+
+/** The engine request's fields for them. */
+export function slotRequest(b: SlotFields): { nKeep: number; nDiscard: number; idSlot: number; hasIdSlot: boolean } {
+  return { nKeep: b.n_keep ?? 0, nDiscard: b.n_discard ?? 0, idSlot: Math.max(0, b.id_slot ?? -1), hasIdSlot: (b.id_slot ?? -1) >= 0 };
+}
+
 export type SamplerExtraFields = { [K in keyof typeof samplerExtraFields]?: z.infer<(typeof samplerExtraFields)[K]> };
 
 /** The engine's extras for a request's fields, or undefined when it sets none. */

@@ -584,6 +584,11 @@ describe("context shift (llama-server's --context-shift, n_keep, n_discard; Olla
     const ev = (await shifting.events('/completion', { ...body, n_keep: 2, n_discard: 10 })).map(([, d]) => d);
     expect(ev.flatMap((e) => e.tokens ?? [])).toEqual(shifted.tokens);
     expect(ev.at(-1)!.truncated).toBe(true);
+    // The OpenAI routes take n_keep and n_discard too, as llama-server's do.
+    const oai = await shifting.post('/v1/completions', { model: 'tiny', prompt: 'The answer is', max_tokens: 90, temperature: 0, ignore_eos: true, n_keep: 1 });
+    expect(oai.status).toBe(200);
+    expect(oai.body.usage.completion_tokens).toBe(90);
+    expect((await shifting.post('/v1/completions', { model: 'tiny', prompt: 'x', max_tokens: 2, n_keep: -5 })).status).toBe(400);
     // Ollama's generate: num_keep, and a num_ctx window smaller than the model's shifts there.
     const ol = await shifting.post('/api/generate', { model: 'tiny', prompt: 'The answer is', raw: true, stream: false, options: { num_predict: 60, num_ctx: 32, num_keep: 1, temperature: 0, seed: 1 } });
     expect(ol.status).toBe(200);

@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { loraField, loraScales, penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerExtrasJson } from '../sampler-extras';
+import { loraField, loraScales, penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerExtrasJson, slotFields, slotRequest } from '../sampler-extras';
 import { StructuredOutputError, structuredFields, structuredOutput } from '../structured-output';
 import { callFailure, chatMessagesToProto, continuesFinal, grpcToHttp, recordFinished, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
@@ -57,12 +57,7 @@ const generation = {
   n_probs: z.number().int().min(0).max(20).optional().nullable(),
   /** Include each message's token ids (`tokens`). */
   return_tokens: z.boolean().optional().nullable(),
-  /** Run in this slot (-1: any idle one), llama-server's id_slot. */
-  id_slot: z.number().int().min(-1).max(1 << 16).optional().nullable(),
-  /** Context shift (the server runs with --context-shift): prompt tokens kept when the context fills (-1: all of them; a BOS besides). */
-  n_keep: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
-  /** Tokens dropped after them per shift (0: half of the rest). */
-  n_discard: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
+  ...slotFields,
   /** Code completion: lines after the first newline need this many leading spaces/tabs, else the output ends there (0 or less: off). */
   n_indent: z.number().int().max(1_000_000).optional().nullable(),
   /** Code completion: past this many ms of generation, the output ends at the next newline (0 or less: off; -1 is llama-server's default). */
@@ -402,10 +397,7 @@ async function complete(
       ignoreEos: !!b.ignore_eos,
       nIndent: Math.max(0, b.n_indent ?? 0),
       tMaxPredictMs: Math.max(0, b.t_max_predict_ms ?? 0),
-      nKeep: b.n_keep ?? 0,
-      idSlot: Math.max(0, b.id_slot ?? -1),
-      hasIdSlot: (b.id_slot ?? -1) >= 0,
-      nDiscard: b.n_discard ?? 0,
+      ...slotRequest(b),
       lora: b.lora ?? [],
       ...structured,
     }),

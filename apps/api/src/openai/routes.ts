@@ -5,7 +5,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import type { z } from 'zod';
 
 import type { ApiMetrics } from '../metrics';
-import { penaltyWindow, samplerExtras } from '../sampler-extras';
+import { penaltyWindow, samplerExtras, slotRequest } from '../sampler-extras';
 import { StructuredOutputError, structuredOutput } from '../structured-output';
 import { llamaTimings } from '../timings';
 import { ChatCompletionRequest, chatMessages, CompletionRequest, EmbeddingRequest, itemList, openAiError, zodToOpenAi } from './schemas';
@@ -177,6 +177,7 @@ function generateRequest(c: Common, b: ChatCompletionRequest | CompletionRequest
     stopTokenIds: c.stopTokenIds,
     includeStopStr: c.includeStopStr,
     lora: b.lora ?? [],
+    ...slotRequest(b),
   });
 }
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-import { loraField, repeatLastN, samplerExtraFields } from '../sampler-extras';
+import { loraField, repeatLastN, samplerExtraFields, slotFields } from '../sampler-extras';
 import { structuredFields } from '../structured-output';
 
 // Request bodies in the order of OpenAI's API reference. Unknown fields are ignored, as OpenAI's
@@ -184,8 +184,9 @@ export const ChatCompletionRequest = z.object({
   ignore_eos: sampling.ignore_eos,
   // llama-server's further samplers (DRY, XTC, top-n-sigma, typical, dynamic temperature, Mirostat)
   ...samplerExtraFields,
-  // llama-server's per-request LoRA scales
+  // llama-server's per-request LoRA scales, slot and context-shift fields
   lora: loraField,
+  ...slotFields,
   // llama-server's json_schema, vLLM's guided_json / guided_choice (structured-output.ts)
   ...structuredFields,
   ...vllmFields,
@@ -247,8 +248,9 @@ export const CompletionRequest = z.object({
   ignore_eos: sampling.ignore_eos,
   // llama-server's further samplers (DRY, XTC, top-n-sigma, typical, dynamic temperature, Mirostat)
   ...samplerExtraFields,
-  // llama-server's per-request LoRA scales
+  // llama-server's per-request LoRA scales, slot and context-shift fields
   lora: loraField,
+  ...slotFields,
   // llama-server's json_schema, vLLM's guided_json / guided_choice (structured-output.ts)
   ...structuredFields,
   ...vllmFields,
