@@ -131,6 +131,16 @@ describe('kail model commands', () => {
     expect(shifted.tokens).toHaveLength(40);
     expect(shifted.context_shifted).toBeGreaterThan(0);
     expect(shifted.tokens.slice(0, plain.tokens.length)).toEqual(plain.tokens);
+    // gpt-oss's sliding-window layers keep a ring: a shift needs --swa-full (llama.cpp's), which keeps every position.
+    const oss = path.join(dir, 'oss.gguf');
+    writeModel({ config: getPreset('tiny-gpt-oss').config, fileType: 'F32', seed: 2, out: oss });
+    // (The ring holds the window and a batch of 512: a context of 1100 is past twice that.)
+    const ring = kail('run', '-m', oss, '-p', 'Hello there', '-n', '1200', '-c', '1100', '--ignore-eos', '--context-shift');
+    expect(ring.status).not.toBe(0);
+    expect(ring.stderr).toContain('--swa-full');
+    const full = JSON.parse(kail('run', '-m', oss, '-p', 'Hello there', '-n', '1200', '-c', '1100', '--ignore-eos', '--context-shift', '--swa-full', '--json').stdout);
+    expect(full.tokens).toHaveLength(1200);
+    expect(full.context_shifted).toBeGreaterThan(0);
     const r = kail('run', '-m', model, '-p', 'Hi', '-n', '4', '--keep', 'x');
     expect(r.status).not.toBe(0);
     expect(r.stderr).toContain('--keep');

@@ -159,6 +159,7 @@ kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
             mp.cvec_start = static_cast<int>(get_num(p, "cvecStart", 1));
             mp.cvec_end = static_cast<int>(get_num(p, "cvecEnd", 1 << 30));
         }
+        mp.swa_full = p.Has("swaFull") && p.Get("swaFull").ToBoolean().Value();
         mp.n_ctx = static_cast<int64_t>(get_num(p, "nCtx", 4096));
         mp.n_seq_max = static_cast<int>(get_num(p, "nSeqMax", 1));
         mp.kv_max_bytes = static_cast<uint64_t>(get_num(p, "kvMaxBytes", 0));
@@ -599,7 +600,7 @@ Napi::Value kv_cache_bytes(const Napi::CallbackInfo & info) {
         kail::program prog = program_from_js(info[0].As<Napi::Object>());
         kail::model_params mp = params_from_js(info, 1);
         kail::check_kv_type(prog, mp.kv_type, mp.kv_type_v);
-        const uint64_t b = kail::kv_bytes_per_sequence(prog, mp.n_ctx, mp.n_batch, mp.kv_type, mp.kv_type_v) * static_cast<uint64_t>(std::max(0, mp.n_seq_max));
+        const uint64_t b = kail::kv_bytes_per_sequence(prog, mp.n_ctx, mp.n_batch, mp.kv_type, mp.kv_type_v, mp.swa_full) * static_cast<uint64_t>(std::max(0, mp.n_seq_max));
         return Napi::Number::New(env, static_cast<double>(b));
     });
 }

@@ -132,6 +132,8 @@ export interface ModelParams {
   /** The layers they apply to, inclusive (default 1 .. every layer). */
   cvecStart?: number;
   cvecEnd?: number;
+  /** llama.cpp's --swa-full: sliding-window layers cache every position (no ring). */
+  swaFull?: boolean;
   /** Positions per sequence. */
   nCtx?: number;
   /** Sequence slots. */

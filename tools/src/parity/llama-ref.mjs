@@ -79,10 +79,11 @@ export async function openModel(modelPath, opts = {}) {
     flashAttention: FA[fa],
     experimentalKvCacheKeyType: KV[kv],
     experimentalKvCacheValueType: KV[kvV],
+    ...(opts.swaFull ? { swaFullCache: true } : {}),
     ...(opts.lora?.length ? { lora: { adapters: opts.lora.map((l) => ({ filePath: path.resolve(l.path), scale: l.scale ?? 1 })) } } : {}),
   });
   const sequence = context.getSequence();
-  const settings = { threads, kv, kvV, flashAttention: fa, ctx: context.contextSize, batch: context.batchSize };
+  const settings = { threads, kv, kvV, flashAttention: fa, ctx: context.contextSize, batch: context.batchSize, swaFull: !!opts.swaFull };
   return {
     llama,
     model,
@@ -276,6 +277,7 @@ async function main(argv) {
       threads: { type: 'string' },
       kv: { type: 'string' },
       'kv-v': { type: 'string' },
+      'swa-full': { type: 'boolean' },
       'flash-attention': { type: 'string' },
       ctx: { type: 'string' },
       batch: { type: 'string' },
@@ -302,6 +304,7 @@ async function main(argv) {
       threads: int('threads', 2),
       kv: v.kv ?? 'f32',
       kvV: v['kv-v'],
+      swaFull: v['swa-full'],
       flashAttention: v['flash-attention'] ?? 'off',
       ctx: int('ctx', 512),
       batch: int('batch', undefined),

@@ -16,6 +16,8 @@ export interface LlamaRefOptions {
   kv?: LlamaKvType;
   /** V's cache type apart (-ctv); default kv. */
   kvV?: LlamaKvType;
+  /** llama.cpp's --swa-full (node-llama-cpp's swaFullCache): sliding-window layers cache every position. */
+  swaFull?: boolean;
   /** Flash attention: 'off' (default; the exact reference), 'on' or 'auto' (llama.cpp's default). */
   flashAttention?: 'off' | 'on' | 'auto';
   /** Context size. Default: 512, or more for long inputs. */
@@ -47,6 +49,7 @@ function optionArgs(o: LlamaRefOptions): string[] {
   if (o.threads !== undefined) a.push('--threads', String(o.threads));
   if (o.kv !== undefined) a.push('--kv', o.kv);
   if (o.kvV !== undefined) a.push('--kv-v', o.kvV);
+  if (o.swaFull) a.push('--swa-full');
   if (o.flashAttention !== undefined) a.push('--flash-attention', o.flashAttention);
   if (o.ctx !== undefined) a.push('--ctx', String(o.ctx));
   if (o.batch !== undefined) a.push('--batch', String(o.batch));

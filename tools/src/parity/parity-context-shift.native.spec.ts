@@ -115,6 +115,29 @@ describe("context shift against llama.cpp's", () => {
     expect(shifted).toBeLessThanOrEqual(3 * unshifted);
   });
 
+  // Without YaRN: with it llama.cpp's K-shift multiplies the rows by YaRN's magnitude factor again
+  // (its build_rope_shift passes the attention factor the rows already carry; 1.35 for gpt-oss's
+  // factor 32), where kail turns them only, so they equal rows computed at the new positions. On
+  // tiny-gpt-oss as written (YaRN) the two shifted logits differ by NMSE 1.0e-2 (measured); the
+  // DeepSeek files above cancel the factor, so both are a pure rotation there.
+  it("tiny-gpt-oss's shape with --swa-full (every position cached, window 8), no YaRN: the logits after a shift are llama.cpp's with its --swa-full", async () => {
+    const gptOss = path.join(dir, 'tiny-gpt-oss-noyarn-F32.gguf');
+    writeModel({ config: { ...getPreset('tiny-gpt-oss').config, yarn: undefined } as ReturnType<typeof getPreset>['config'], fileType: 'F32', seed: 5, out: gptOss });
+    const t = tokenIds(N, 1024, 31);
+    const [ref] = await llamaLogitsBatch([{ model: gptOss, tokens: t, shift: SHIFT }], { kv: 'f32', flashAttention: 'off', ctx: 128, swaFull: true, timeoutMs: 300_000 });
+    const m = EngineModel.load(gptOss, { kvType: 'f32', threads: 2, nCtx: N + 8, nBatch: 16, swaFull: true });
+    try {
+      await m.evaluate(0, t.slice(0, SHIFT.at), 'last', 16);
+      m.shiftContext(0, SHIFT.keep, SHIFT.discard);
+      const ours = await m.evaluate(0, t.slice(SHIFT.at), 'all', 16);
+      const err = medianNmse(ours, ref.logits, ref.nVocab);
+      table.push(`f32  ${'tiny-gpt-oss (no YaRN), --swa-full'.padEnd(26)} kail vs llama.cpp ${err.toExponential(2)}`);
+      expect(err).toBeLessThan(1e-7);
+    } finally {
+      m.close();
+    }
+  }, 300_000);
+
   it('refuses a model whose sliding-window layers keep a ring smaller than the context, and the sequence stays usable', async () => {
     const gptOss = path.join(dir, 'tiny-gpt-oss-F32.gguf');
     writeModel({ config: getPreset('tiny-gpt-oss').config, fileType: 'F32', seed: 5, out: gptOss });

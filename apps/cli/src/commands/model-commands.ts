@@ -107,6 +107,7 @@ interface StreamOpts extends CacheTypeOpts {
   controlVector: string[];
   controlVectorScaled: string[];
   controlVectorLayerRange?: [number, number];
+  swaFull?: boolean;
   ram?: number;
   reserve?: number;
   ioThreads?: number;
@@ -155,6 +156,7 @@ function addStreamOptions(cmd: Command): Command {
     .option('--control-vector <file>', "control vector (llama.cpp's format: direction.N per layer), added at strength 1; repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--control-vector-scaled <file:scale>', "control vector with a strength; llama.cpp's FNAME SCALE (two words) works too; repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--control-vector-layer-range <start:end>', "layers the control vectors apply to, inclusive (llama.cpp's START END works too; default all)", layerRange)
+    .option('--swa-full', "sliding-window layers keep every position instead of a ring (llama.cpp's --swa-full): more KV memory; gpt-oss can then shift its context")
     .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes): routed experts stream from storage into what it leaves', bytes('--ram'))
     .option('--vram <bytes>', VRAM_HELP, vramBytes)
     .option('--reserve <bytes>', `part of --ram held back for this process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
@@ -189,6 +191,7 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
     ...kvTypesOf(o),
     ...(lora.length ? { lora } : {}),
     ...(controlVectors.length ? { controlVectors, controlVectorLayerRange: o.controlVectorLayerRange } : {}),
+    ...(o.swaFull ? { swaFull: true } : {}),
     ramBytes,
     ramReserveBytes: o.reserve,
     ioThreads,

@@ -101,6 +101,9 @@ struct model_params {
     std::vector<float> cvec;
     int64_t  cvec_n_embd = 0;
     int      cvec_start = 1, cvec_end = 1 << 30;
+    // llama.cpp's --swa-full: sliding-window layers keep every position (no ring of window + one
+    // batch), so their cache can be rolled back any distance and shifted; more KV memory.
+    bool     swa_full = false;
     int64_t  n_ctx = 4096;        // max positions per sequence
     int      n_seq_max = 1;       // sequence slots
     uint64_t kv_max_bytes = 0;    // 0 = unlimited

@@ -61,10 +61,10 @@ std::string format_bytes(uint64_t bytes);
 // 0 for a layer that keeps every position (no window, or n_ctx <= 2R). The ring is stored twice
 // (2R rows per head) so any `window` consecutive positions are contiguous. Throws
 // KAIL_E_BAD_MODEL when attention ops disagree on a layer's window.
-std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n_batch);
+std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n_batch, bool swa_full = false);
 // KV cache bytes of one sequence at n_ctx positions: n_ctx rows per layer, 2R for ring layers.
 // K rows in kv_type_k, V rows in kv_type_v.
-uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type_k, uint32_t kv_type_v);
+uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type_k, uint32_t kv_type_v, bool swa_full = false);
 // Bytes of one cached row of `width` values (a layer's K or V for one position) in the cache type.
 size_t kv_row_bytes(uint32_t kv_type, int64_t width);
 // Throws unless the program's attention can keep its K rows in kv_type_k and its V rows in

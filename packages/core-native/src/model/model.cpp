@@ -602,7 +602,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     }
     n_vocab_ = m.prog.buffers[m.prog.logits].width;
     m.kv.assign(m.params.n_seq_max, std::vector<kv_seq_layer>(m.prog.n_kv_layers));
-    m.kv_ring = kv_ring_rows(m.prog, m.params.n_ctx, m.params.n_batch);
+    m.kv_ring = kv_ring_rows(m.prog, m.params.n_ctx, m.params.n_batch, m.params.swa_full);
     m.any_ring = std::any_of(m.kv_ring.begin(), m.kv_ring.end(), [](int64_t r) { return r > 0; });
     find_kv_ropes(m);
     m.seq_len.assign(m.params.n_seq_max, 0);
@@ -688,7 +688,7 @@ uint64_t model::kv_bytes_per_token() const {
 }
 
 uint64_t model::kv_bytes_capacity() const {
-    return kv_bytes_per_sequence(impl_->prog, impl_->params.n_ctx, impl_->params.n_batch, impl_->params.kv_type, impl_->params.kv_type_v) *
+    return kv_bytes_per_sequence(impl_->prog, impl_->params.n_ctx, impl_->params.n_batch, impl_->params.kv_type, impl_->params.kv_type_v, impl_->params.swa_full) *
            static_cast<uint64_t>(impl_->params.n_seq_max);
 }
 
@@ -1411,7 +1411,7 @@ int64_t model::seq_shift(int seq, int64_t keep, int64_t n) {
     for (int l = 0; l < m.prog.n_kv_layers; l++) {
         if (m.kv_ring[l])
             throw error(KAIL_E_UNSUPPORTED, "context shift: KV layer " + std::to_string(l) + " keeps a sliding window in a ring of " + std::to_string(m.kv_ring[l]) +
-                                                " positions, smaller than the context, which cannot shift (llama.cpp refuses this too unless its SWA cache is full size)");
+                                                " positions, smaller than the context, which cannot shift (load with --swa-full to keep every position, as llama.cpp needs its --swa-full to shift)");
         if (m.kv_rope[l] == -2) throw error(KAIL_E_UNSUPPORTED, "context shift: KV layer " + std::to_string(l) + "'s keys are rotated in a layout the shift cannot follow");
     }
     const int64_t moved = len - keep - n;  // rows that move down (and turn)

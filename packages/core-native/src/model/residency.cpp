@@ -40,7 +40,7 @@ std::string format_bytes(uint64_t b) {
     return buf;
 }
 
-std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n_batch) {
+std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n_batch, bool swa_full) {
     std::vector<int64_t> window(static_cast<size_t>(prog.n_kv_layers), -1);
     for (const op_desc & op : prog.ops) {
         if (op.type != OP_ATTENTION) continue;
@@ -52,7 +52,7 @@ std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n
         have = static_cast<int64_t>(w);
     }
     std::vector<int64_t> ring(window.size(), 0);
-    for (size_t l = 0; l < window.size(); l++) {
+    for (size_t l = 0; l < window.size() && !swa_full; l++) {
         if (window[l] <= 0) continue;
         const int64_t r = window[l] + std::max<int64_t>(1, n_batch) - 1;
         if (2 * r < n_ctx) ring[l] = r;
@@ -60,8 +60,8 @@ std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n
     return ring;
 }
 
-uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type_k, uint32_t kv_type_v) {
-    const std::vector<int64_t> ring = kv_ring_rows(prog, n_ctx, n_batch);
+uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type_k, uint32_t kv_type_v, bool swa_full) {
+    const std::vector<int64_t> ring = kv_ring_rows(prog, n_ctx, n_batch, swa_full);
     uint64_t b = 0;
     for (size_t l = 0; l < prog.kv_k_width.size() && l < prog.kv_v_width.size(); l++) {
         const uint64_t rows = static_cast<uint64_t>(l < ring.size() && ring[l] ? 2 * ring[l] : std::max<int64_t>(0, n_ctx));
@@ -151,7 +151,7 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
     for (const std::string & name : experts) p.expert_bytes += file.find_tensor(name) ? file.find_tensor(name)->nbytes : 0;
 
     // KV cache at full context for every sequence (sliding-window layers: their ring).
-    p.kv_bytes = kv_bytes_per_sequence(prog, std::max<int64_t>(0, params.n_ctx), p.n_batch, params.kv_type, params.kv_type_v) * static_cast<uint64_t>(std::max(0, params.n_seq_max));
+    p.kv_bytes = kv_bytes_per_sequence(prog, std::max<int64_t>(0, params.n_ctx), p.n_batch, params.kv_type, params.kv_type_v, params.swa_full) * static_cast<uint64_t>(std::max(0, params.n_seq_max));
 
     // Scratch for a batch: the program's buffers (output rows: one per sequence, the decode case),
     // the MoE op's temporaries, matmul's quantized activations, and the logits handed to the caller.

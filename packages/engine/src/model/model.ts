@@ -91,6 +91,12 @@ export interface LoadModelOptions {
    */
   controlVectors?: ControlVectorSpec[];
   controlVectorLayerRange?: [number, number];
+  /**
+   * llama.cpp's --swa-full: sliding-window layers keep every position instead of a ring of the
+   * window plus one batch, so a context shift and a rollback of any length work on them (gpt-oss);
+   * their KV cache grows with the context like the other layers'.
+   */
+  swaFull?: boolean;
   /** Memory the load may plan against; default: MemAvailable from /proc/meminfo (or os.freemem()). */
   memoryAvailableBytes?: number;
   /**
@@ -317,6 +323,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     kvTypeV: kvTypeId(opts.kvTypeV ?? opts.kvType),
     ...(opts.lora?.length ? { lora: opts.lora.map((l) => ({ path: nodePath.resolve(l.path), scale: l.scale ?? 1 })) } : {}),
     ...controlVectorParams(opts, hp),
+    ...(opts.swaFull ? { swaFull: true } : {}),
     nCtx,
     nSeqMax,
     nBatch,

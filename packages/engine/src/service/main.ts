@@ -47,6 +47,8 @@ async function main() {
       'control-vector-layer-range': { type: 'string' },
       // llama-server's --context-shift: generations that fill the context drop old tokens and go on.
       'context-shift': { type: 'boolean', default: false },
+      // llama.cpp's --swa-full: sliding-window layers keep every position (gpt-oss can then shift).
+      'swa-full': { type: 'boolean', default: false },
       // llama-server's --slot-save-path: where POST /slots/ID?action=save|restore keeps slot files.
       'slot-save-path': { type: 'string' },
       'max-waiting': { type: 'string', default: '64' },
@@ -78,7 +80,7 @@ async function main() {
     maxDecodeStallMs: int('max-stall-ms', values['max-stall-ms'], 0),
     modelsDir: values['models-dir'],
     defaultRamBudgetBytes: values.ram ? parseByteSize(values.ram) : undefined,
-    loadOptions: { kvType, kvTypeV },
+    loadOptions: { kvType, kvTypeV, ...(values['swa-full'] ? { swaFull: true } : {}) },
     contextShift: values['context-shift'],
     slotSavePath: values['slot-save-path'],
   });
