@@ -643,6 +643,12 @@ describe("slot save / restore / erase (llama-server's POST /slots/ID?action=…,
     expect(next.tokens).toEqual(again.tokens);
   }, 60_000);
 
+  it("answers POST /props as llama-server without --props does (501), and GET /props still works", async () => {
+    const r = await stack.post('/props', { default_generation_settings: {} });
+    expect(r.status).toBe(501);
+    expect(r.body.error.message).toContain('does not support changing global properties');
+  });
+
   it('answers bad actions, names, files and servers without a save path with the right errors, and goes on serving', async () => {
     expect((await stack.post('/slots/0?action=fly', { filename: 'a.bin' })).status).toBe(400);
     expect((await stack.post('/slots/0?action=save', {})).status).toBe(400);

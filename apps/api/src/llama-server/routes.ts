@@ -736,6 +736,10 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
     });
   });
 
+  // llama-server's POST /props: it changes nothing either, and answers so unless started with --props.
+  app.post('/props', async (_req, reply) =>
+    reply.code(501).send(openAiError('This server does not support changing global properties (llama-server answers so without --props, and changes nothing with it)', 'not_supported_error', null, 'not_supported')),
+  );
   app.get('/props', async (req, reply) => {
     const q = (req.query ?? {}) as Record<string, unknown>;
     if (q.model !== undefined && (typeof q.model !== 'string' || !q.model))
