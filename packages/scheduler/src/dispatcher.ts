@@ -6,6 +6,9 @@ import type { EngineEntry, EnginePool } from './engine-pool';
 import type { ModelLoader } from './model-loader';
 import { RequestQueue, type QueueItem, type RequestQueueOptions } from './request-queue';
 
+/** Most tokens a request's fairness cost counts (DRR quanta are 256 by default). */
+const MAX_COST = 16384;
+
 export interface DispatcherOptions extends RequestQueueOptions {
   /** Longest a request may wait in the queue when it has no deadline of its own (ms). Default 300000. */
   maxQueueWaitMs?: number;
@@ -136,7 +139,10 @@ export class Dispatcher {
       id: req.requestId,
       tenant: call.request.tenant || 'anonymous',
       priority: call.request.priority,
-      cost: Math.max(1, req.maxTokens || 256),
+      // The fairness cost is the tokens it may generate, up to MAX_COST: a request that may run on
+      // (Ollama's num_predict -1 with a context shift, a client's max_tokens of billions) counts as a
+      // long one, and DRR does not spin adding quanta until it is covered.
+      cost: Math.min(MAX_COST, Math.max(1, req.maxTokens || 256)),
       call,
       req,
       deadline: callerDeadline ? call.request.deadlineUnixMs : 0,

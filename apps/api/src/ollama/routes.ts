@@ -370,8 +370,9 @@ function generationFields(b: ChatRequest | GenerateRequest, m: common.ModelInfo,
   const stops = o?.stop == null ? [] : (Array.isArray(o.stop) ? o.stop : [o.stop]).filter((s) => s.length > 0);
   return {
     model: m.id,
-    // -1 (the default) and -2: until the end of generation or the context is full.
-    maxTokens: n < 0 ? Math.max(1, m.contextLength) : n,
+    // -1 (the default): until the end of generation (the context full ends it, unless the engine
+    // shifts it: kail serve --context-shift, as Ollama does); -2: until the context is full.
+    maxTokens: n === -1 ? 1 << 30 : n < 0 ? Math.max(1, m.contextLength) : n,
     // (resolve made m's context the request's num_ctx when that is smaller.)
     contextWindow: o?.num_ctx ? m.contextLength : 0,
     nKeep: o?.num_keep ?? OLLAMA_DEFAULTS.num_keep,
