@@ -701,6 +701,14 @@ describe("reranking (llama-server's /rerank, /v1/rerank; TEI's shape with texts)
     expect(tei.body).toEqual(res.map((x) => ({ index: x.index, score: x.relevance_score, text: docs[x.index] })));
   }, 60_000);
 
+  it("scores hundreds of documents in one request (more than the scheduler's queue for one key holds)", async () => {
+    const many = Array.from({ length: 300 }, (_, i) => `document number ${i}`);
+    const r = await stack.post('/rerank', { model: 'rr', query: 'which number?', documents: many, top_n: 3 });
+    expect(r.status).toBe(200);
+    expect(r.body.results).toHaveLength(3);
+    expect(r.body.usage.prompt_tokens).toBeGreaterThan(300);
+  }, 120_000);
+
   it('refuses a model that is not a reranker and bad bodies with the right errors, and goes on serving', async () => {
     const notRr = await stack.post('/rerank', { model: 'tiny', query: 'q', documents: ['d'] });
     expect(notRr.status).toBe(501);

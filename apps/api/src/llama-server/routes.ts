@@ -828,6 +828,8 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
     top_n: z.number().int().min(0).optional().nullable(),
     return_text: z.boolean().optional().nullable(),
   });
+  // (Documents are scored 16 at a time: a long list stays within the scheduler's per-key queue.)
+  const RERANK_IN_FLIGHT = 16;
   const rerank = async (req: FastifyRequest, reply: FastifyReply) => {
     const parsed = RerankBody.safeParse(req.body ?? {});
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
@@ -847,7 +849,7 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
       ), (i, msg) => {
         if (msg.embedding.length) scores[i] = msg.embedding[0];
         if (msg.usage) promptTokens += msg.usage.promptTokens;
-      });
+      }, {}, RERANK_IN_FLIGHT);
       deps.onUsage?.(req, promptTokens, 0);
       const order = docs.map((_, i) => i).sort((x, y) => scores[y] - scores[x] || x - y).slice(0, b.top_n ?? docs.length);
       if (tei) return reply.send(order.map((i) => ({ index: i, score: scores[i], ...(b.return_text ? { text: docs[i] } : {}) })));

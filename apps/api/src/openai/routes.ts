@@ -328,28 +328,47 @@ export async function submitAll(
   gens: pb.GenerateRequest[], onData: (i: number, msg: pb.GenerateResponse) => void,
   /** More SubmitRequest fields (Ollama's keep_alive). */
   extra: Partial<spb.SubmitRequest> = {},
+  /**
+   * Most generations in flight at once (the rest start as those finish): a request of hundreds of
+   * parts (a rerank of many documents) stays within the scheduler's per-key queue. Default: all.
+   */
+  limit = Infinity,
 ): Promise<void> {
   const tenant = deps.tenantOf(req);
   const timeout = deps.requestTimeoutMs ?? 0;
   const deadline = timeout > 0 ? Date.now() + timeout : 0;
-  const calls = gens.map((generate) => scheduler.submit(spb.SubmitRequest.fromPartial({ ...extra, generate, tenant, deadlineUnixMs: deadline })));
+  const active = new Set<grpc.ClientReadableStream<pb.GenerateResponse>>();
   let finished = false;
+  let failed = false;
   reply.raw.on('close', () => {
-    if (!finished && !reply.raw.writableFinished) for (const call of calls) call.cancel();
+    if (!finished && !reply.raw.writableFinished) {
+      failed = true;
+      for (const call of active) call.cancel();
+    }
   });
+  const run = (i: number) =>
+    new Promise<void>((resolve, reject) => {
+      const call = scheduler.submit(spb.SubmitRequest.fromPartial({ ...extra, generate: gens[i], tenant, deadlineUnixMs: deadline }));
+      active.add(call);
+      call.on('data', (msg: pb.GenerateResponse) => onData(i, msg));
+      call.on('end', () => {
+        active.delete(call);
+        resolve();
+      });
+      call.on('error', (e: grpc.ServiceError) => {
+        active.delete(call);
+        reject(e);
+      });
+    });
+  let next = 0;
+  const worker = async () => {
+    while (next < gens.length && !failed) await run(next++);
+  };
   try {
-    await Promise.all(
-      calls.map(
-        (call, i) =>
-          new Promise<void>((resolve, reject) => {
-            call.on('data', (msg: pb.GenerateResponse) => onData(i, msg));
-            call.on('end', () => resolve());
-            call.on('error', (e: grpc.ServiceError) => reject(e));
-          }),
-      ),
-    );
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, gens.length)) }, worker));
   } catch (e) {
-    for (const call of calls) call.cancel();
+    failed = true;
+    for (const call of active) call.cancel();
     throw e;
   } finally {
     finished = true;
