@@ -64,6 +64,9 @@ describe("control vectors against llama.cpp's", () => {
     expect(() => EngineModel.load(model, { nCtx: 16, controlVectors: [{ path: model }] })).toThrow(/control vector .*tl\.gguf: tensor 'token_embd\.weight' is not direction\.<layer>/);
     expect(() => EngineModel.load(model, { nCtx: 16, controlVectors: [{ path: path.join(dir, 'none.gguf') }] })).toThrow(/control vector .*none\.gguf: /);
     expect(() => EngineModel.load(model, { nCtx: 16, controlVectors: [{ path: other }, { path: narrow }] })).toThrow(/has 128 values, other directions 256/);
+    // A direction for layer 10^9 (llama.cpp would try to allocate 10^9 x n_embd floats).
+    const huge = writeControlVector({ config: llama, out: path.join(dir, 'huge.gguf'), layers: [1_000_000_000] }).path;
+    expect(() => EngineModel.load(model, { nCtx: 16, controlVectors: [{ path: huge }] })).toThrow('direction.1000000000: no model has 1000000000 layers (at most 4096)');
     EngineModel.load(model, { nCtx: 16, controlVectors: [{ path: other, scale: 2 }] }).close();
   });
 });

@@ -5,6 +5,7 @@
 // 0 or not a number, a non-F32 or non-1-D tensor, sizes that differ) is refused here, naming it.
 import { EngineError, toEngineError } from '../errors';
 import { native } from '../native';
+import { MAX_LAYERS } from './hparams';
 
 export interface ControlVectorSpec {
   path: string;
@@ -34,6 +35,7 @@ export function readControlVectors(specs: readonly ControlVectorSpec[]): { data:
         if (!m) throw bad(`tensor '${t.name}' is not direction.<layer>`);
         const layer = Number(m[1]);
         if (layer === 0) throw bad('direction.0: layer indices start at 1');
+        if (layer > MAX_LAYERS) throw bad(`${t.name}: no model has ${layer} layers (at most ${MAX_LAYERS})`);
         if (t.type !== 0) throw bad(`${t.name} is not F32`);
         if (t.dims.length !== 1) throw bad(`${t.name} is not one-dimensional`);
         const n = t.dims[0];
