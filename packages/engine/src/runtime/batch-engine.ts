@@ -302,7 +302,6 @@ export class BatchEngine {
   private releases = 0;
   private promptTokensReused = 0;
   private promptTokensCopied = 0;
-  private contextShifts = 0;
   private readonly tokenPieces = new WeakMap<ReadonlySet<number>, Uint8Array[]>();
   private maskRow: Float32Array | null = null;
 
@@ -518,7 +517,6 @@ export class BatchEngine {
     a.shiftBase = [...before.slice(0, keep), ...before.slice(keep + discard)];
     a.shiftAt = a.history.length - 1;  // the pending token (history's last) is not in the cache yet
     a.shifted += discard;
-    this.contextShifts++;
     // The draft's cache (or MTP's hidden rows) follows the history's positions: no more speculation.
     a.spec = null;
     return true;
