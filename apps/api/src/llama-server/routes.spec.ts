@@ -701,6 +701,24 @@ describe("reranking (llama-server's /rerank, /v1/rerank; TEI's shape with texts)
     expect(tei.body).toEqual(res.map((x) => ({ index: x.index, score: x.relevance_score, text: docs[x.index] })));
   }, 60_000);
 
+  it("answers vLLM's /score (one text_1 against each text_2, or pairs) and Cohere v2's /v2/rerank with the same scores", async () => {
+    const q = 'what routes tokens to experts?';
+    const rr = (await stack.post('/v1/rerank', { model: 'rr', query: q, documents: docs })).body.results as { index: number; relevance_score: number }[];
+    const byIndex = (i: number) => rr.find((x) => x.index === i)!.relevance_score;
+    const sc = await stack.post('/score', { model: 'rr', text_1: q, text_2: docs });
+    expect(sc.status).toBe(200);
+    expect(sc.body.data.map((d: { index: number }) => d.index)).toEqual([0, 1, 2, 3]);
+    sc.body.data.forEach((d: { index: number; score: number; object: string }) => {
+      expect(d.object).toBe('score');
+      expect(d.score).toBeCloseTo(byIndex(d.index), 6);
+    });
+    const pairs = await stack.post('/v1/score', { model: 'rr', text_1: [q, q], text_2: [docs[1], docs[0]] });
+    expect(pairs.body.data[0].score).toBeCloseTo(byIndex(1), 6);
+    expect(pairs.body.data[1].score).toBeCloseTo(byIndex(0), 6);
+    expect((await stack.post('/score', { model: 'rr', text_1: [q, q], text_2: docs })).status).toBe(400);
+    expect((await stack.post('/v2/rerank', { model: 'rr', query: q, documents: docs })).body.results).toEqual(rr);
+  }, 60_000);
+
   it("scores hundreds of documents in one request (more than the scheduler's queue for one key holds)", async () => {
     const many = Array.from({ length: 300 }, (_, i) => `document number ${i}`);
     const r = await stack.post('/rerank', { model: 'rr', query: 'which number?', documents: many, top_n: 3 });

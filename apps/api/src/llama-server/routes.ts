@@ -17,7 +17,7 @@ import { VERSION } from '../version';
 import type { ModelSlots } from '../trpc/telemetry-hub';
 
 /** The routes this module serves (for the error counter). */
-export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize', '/apply-template', '/props', '/slots', '/embedding', '/embeddings', '/models', '/models/load', '/models/unload', '/rerank', '/reranking'] as const;
+export const LLAMA_SERVER_ROUTES = ['/completion', '/completions', '/infill', '/tokenize', '/detokenize', '/apply-template', '/props', '/slots', '/embedding', '/embeddings', '/models', '/models/load', '/models/unload', '/rerank', '/reranking', '/score'] as const;
 
 const tokenIds = z.array(z.number().int().min(0).max(2_147_483_647));
 
@@ -830,6 +830,20 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
   });
   // (Documents are scored 16 at a time: a long list stays within the scheduler's per-key queue.)
   const RERANK_IN_FLIGHT = 16;
+  /** Each (query, document) pair's relevance score from the reranker `model` (null when the client left), and the prompt tokens. */
+  const scorePairs = async (req: FastifyRequest, reply: FastifyReply, scheduler: spb.SchedulerServiceClient, model: string, pairs: [string, string][]) => {
+    const id = `rerank-${randomUUID()}`;
+    const scores: number[] = pairs.map(() => 0);
+    let promptTokens = 0;
+    await submitAll(req, reply, deps, scheduler, pairs.map(([query, document], i) =>
+      pb.GenerateRequest.fromPartial({ requestId: `${id}-${i}`, model, maxTokens: 1, rerank: { query, document } }),
+    ), (i, msg) => {
+      if (msg.embedding.length) scores[i] = msg.embedding[0];
+      if (msg.usage) promptTokens += msg.usage.promptTokens;
+    }, {}, RERANK_IN_FLIGHT);
+    deps.onUsage?.(req, promptTokens, 0);
+    return { scores, promptTokens };
+  };
   const rerank = async (req: FastifyRequest, reply: FastifyReply) => {
     const parsed = RerankBody.safeParse(req.body ?? {});
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
@@ -841,16 +855,7 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
     if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
     try {
       const model = await resolveModel(scheduler, b.model ?? undefined);
-      const id = `rerank-${randomUUID()}`;
-      const scores: number[] = docs.map(() => 0);
-      let promptTokens = 0;
-      await submitAll(req, reply, deps, scheduler, docs.map((document, i) =>
-        pb.GenerateRequest.fromPartial({ requestId: `${id}-${i}`, model: model.id, maxTokens: 1, rerank: { query: b.query, document } }),
-      ), (i, msg) => {
-        if (msg.embedding.length) scores[i] = msg.embedding[0];
-        if (msg.usage) promptTokens += msg.usage.promptTokens;
-      }, {}, RERANK_IN_FLIGHT);
-      deps.onUsage?.(req, promptTokens, 0);
+      const { scores, promptTokens } = await scorePairs(req, reply, scheduler, model.id, docs.map((d) => [b.query, d]));
       const order = docs.map((_, i) => i).sort((x, y) => scores[y] - scores[x] || x - y).slice(0, b.top_n ?? docs.length);
       if (tei) return reply.send(order.map((i) => ({ index: i, score: scores[i], ...(b.return_text ? { text: docs[i] } : {}) })));
       return reply.send({
@@ -863,7 +868,39 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
       return sendFailure(reply, e);
     }
   };
-  for (const p of ['/rerank', '/reranking', '/v1/rerank', '/v1/reranking']) app.post(p, rerank);
+  // (vLLM serves Cohere's v2 shape, the same, at /v2/rerank.)
+  for (const p of ['/rerank', '/reranking', '/v1/rerank', '/v1/reranking', '/v2/rerank']) app.post(p, rerank);
+
+  // vLLM's score API: text_1 against each text_2 (one to one when both are lists of one length),
+  // answered {data: [{index, object: "score", score}], usage} in input order.
+  const texts = z.union([z.string().max(1 << 20), z.array(z.string().max(1 << 20)).min(1).max(1000)]);
+  const ScoreBody = z.object({ model: z.string().max(200).optional().nullable(), text_1: texts, text_2: texts });
+  const score = async (req: FastifyRequest, reply: FastifyReply) => {
+    const parsed = ScoreBody.safeParse(req.body ?? {});
+    if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
+    const b = parsed.data;
+    const t1 = typeof b.text_1 === 'string' ? [b.text_1] : b.text_1;
+    const t2 = typeof b.text_2 === 'string' ? [b.text_2] : b.text_2;
+    if (t1.length !== 1 && t1.length !== t2.length)
+      return reply.code(400).send(openAiError(`text_1 has ${t1.length} texts and text_2 ${t2.length}: give one text_1, or as many as text_2`, 'invalid_request_error', 'text_1', 'invalid_value'));
+    const scheduler = deps.scheduler();
+    if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
+    try {
+      const model = await resolveModel(scheduler, b.model ?? undefined);
+      const { scores, promptTokens } = await scorePairs(req, reply, scheduler, model.id, t2.map((d, i) => [t1.length === 1 ? t1[0] : t1[i], d]));
+      return reply.send({
+        id: `score-${randomUUID()}`,
+        object: 'list',
+        created: Math.floor(Date.now() / 1000),
+        model: model.id,
+        data: scores.map((s, index) => ({ index, object: 'score', score: s })),
+        usage: { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0 },
+      });
+    } catch (e) {
+      return sendFailure(reply, e);
+    }
+  };
+  for (const p of ['/score', '/v1/score']) app.post(p, score);
 
   app.post('/detokenize', async (req, reply) => {
     const parsed = DetokenizeBody.safeParse(req.body ?? {});
