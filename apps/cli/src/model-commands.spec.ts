@@ -162,6 +162,12 @@ describe('kail model commands', () => {
     expect(fs.readFileSync(cache).equals(before)).toBe(true);
     const plain = JSON.parse(kail('run', '-m', model, '-p', p + ' who lived in a router', '-n', '6', '--ignore-eos', '--json').stdout);
     expect(longer.tokens).toEqual(plain.tokens);
+    // --prompt-cache-all: the file then holds the generated tokens too (all but the last, never fed).
+    const all = path.join(dir, 'prompt-all.cache');
+    const withAll = JSON.parse(kail('run', '-m', model, '-p', p, '-n', '6', '--ignore-eos', '--json', '--prompt-cache', all, '--prompt-cache-all').stdout);
+    const buf = fs.readFileSync(all);
+    const header = JSON.parse(buf.subarray(12, 12 + buf.readUInt32LE(8)).toString('utf8'));
+    expect(header.tokens).toEqual([...withAll.prompt_tokens, ...withAll.tokens.slice(0, 5)]);
     const other = path.join(dir, 'other-llama.gguf');
     writeModel({ config: getPreset('tiny-llama').config, fileType: 'F32', seed: 2, out: other });
     const bad = kail('run', '-m', other, '-p', p, '-n', '2', '--prompt-cache', cache);

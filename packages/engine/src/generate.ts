@@ -45,9 +45,11 @@ export interface GenerateOptions {
    * llama-cli's --prompt-cache FILE: the prompt's KV cache is read from the file where it holds a
    * start of this prompt (only the rest is computed), and the prompt's cache is written back to it
    * after the prompt (not with `readOnly`, llama-cli's --prompt-cache-ro). A file of another model
-   * or cache type is an error naming why. Not with `speculative`.
+   * or cache type is an error naming why. With `all` (llama-cli's --prompt-cache-all) the file is
+   * written again at the end with the generated tokens too (not after a context shift, nor with
+   * feed 'random'). Not with `speculative`.
    */
-  promptCache?: { file: string; readOnly?: boolean };
+  promptCache?: { file: string; readOnly?: boolean; all?: boolean };
 }
 
 export interface GenerateResult {
@@ -182,6 +184,12 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   }
   if (finish !== 'stop') emit(stop.push(decoder.flush()).text + stop.flush());
   const t2 = performance.now();
+  const pc = opts.promptCache;
+  if (pc?.all && !pc.readOnly && shifted === 0 && opts.feed !== 'random') {
+    // The cache holds the prompt and every generated token fed back (the last one never is).
+    const n = model.runtime.seqLen(seq);
+    writeSlotFile(pc.file, model, [...prompt, ...out].slice(0, n), model.loraScales.join(','), model.saveSequence(seq));
+  }
   const promptMs = t1 - t0;
   const generationMs = t2 - t1;
   return {

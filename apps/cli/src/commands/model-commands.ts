@@ -386,6 +386,7 @@ interface RunOpts extends SamplerOpts {
   ignoreEos?: boolean;
   promptCache?: string;
   promptCacheRo?: boolean;
+  promptCacheAll?: boolean;
 }
 
 /** A text file a flag names, or an error naming the flag and why it cannot be read. */
@@ -440,6 +441,7 @@ export function registerModelCommands(program: Command): void {
     .option('--keep <n>', 'with --context-shift: prompt tokens kept at the start (-1 = all; a BOS besides)', int('--keep', -1), 0)
     .option('--prompt-cache <file>', "reuse the prompt's KV cache from this file where it holds a start of the prompt, and write the prompt's cache to it (llama-cli's --prompt-cache)")
     .option('--prompt-cache-ro', 'with --prompt-cache: read the file, never write it')
+    .option('--prompt-cache-all', 'with --prompt-cache: write the generated tokens\' cache to it too, at the end (llama-cli\'s)')
     .option('--ignore-eos', 'never draw end-of-generation tokens: generate all -n tokens (llama-cli\'s --ignore-eos)')
     .option('--json', 'print one JSON object (token ids, text, timings) instead of streaming')
     .option('--grammar <gbnf>', "hold the output to a GBNF grammar (llama.cpp's format)")
@@ -506,7 +508,7 @@ export function registerModelCommands(program: Command): void {
         grammar,
         jsonSchema,
         contextShift: o.contextShift ? { keep: o.keep ?? 0 } : undefined,
-        promptCache: o.promptCache ? { file: o.promptCache, readOnly: o.promptCacheRo } : undefined,
+        promptCache: o.promptCache ? { file: o.promptCache, readOnly: o.promptCacheRo, all: o.promptCacheAll } : undefined,
       });
       if (o.json) {
         const stream = model.runtime.stats().stream;
