@@ -138,6 +138,9 @@ describe('kail model commands', () => {
     const ring = kail('run', '-m', oss, '-p', 'Hello there', '-n', '1200', '-c', '1100', '--ignore-eos', '--context-shift');
     expect(ring.status).not.toBe(0);
     expect(ring.stderr).toContain('--swa-full');
+    // (kail plan counts those layers' KV at the full context with --swa-full.)
+    const kvOf = (...extra: string[]) => JSON.parse(kail('plan', '-m', oss, '--ram', '1G', '-c', '1100', '--json', ...extra).stdout).kvBytes as number;
+    expect(kvOf('--swa-full')).toBeGreaterThan(kvOf());
     const full = JSON.parse(kail('run', '-m', oss, '-p', 'Hello there', '-n', '1200', '-c', '1100', '--ignore-eos', '--context-shift', '--swa-full', '--json').stdout);
     expect(full.tokens).toHaveLength(1200);
     expect(full.context_shifted).toBeGreaterThan(0);

@@ -704,8 +704,9 @@ export function registerModelCommands(program: Command): void {
   addCacheTypeOptions(plan)
     .option('--lora <files>', 'LoRA adapter the model loads with (counted in the budget); repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--lora-scaled <file:scale>', 'the same with a scale, FNAME:SCALE', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--swa-full', "sliding-window layers keep every position (llama.cpp's --swa-full): their KV counted at the full context")
     .option('--json', 'print one JSON object')
-    .action((o: CacheTypeOpts & { model: string; ram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string; lora: string[]; loraScaled: string[] }) => {
+    .action((o: CacheTypeOpts & { model: string; ram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string; lora: string[]; loraScaled: string[]; swaFull?: boolean }) => {
       let ram = o.ram;
       if (ram === undefined) {
         const dir = dataDir(o.dataDir);
@@ -714,7 +715,7 @@ export function registerModelCommands(program: Command): void {
         ram = profile.defaults.ramBytes;
         process.stderr.write(`kail: --ram ${formatBytes(ram)} from ${hardwareProfilePath(dir)}: ${profile.defaults.why.ramBytes}\n`);
       }
-      const p = planModel(o.model, { ramBytes: ram, nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve, ...kvTypesOf(o), lora: parseLoraFlags(o.lora, o.loraScaled) });
+      const p = planModel(o.model, { ramBytes: ram, nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve, ...kvTypesOf(o), lora: parseLoraFlags(o.lora, o.loraScaled), swaFull: o.swaFull });
       if (o.json) process.stdout.write(JSON.stringify(p) + '\n');
       else process.stdout.write(planLines(o.model, p).join('\n') + '\n');
       if (!p.fits) throw new Error(p.message);
