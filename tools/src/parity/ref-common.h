@@ -59,4 +59,21 @@ inline std::string backend_dir() {
     return slash == std::string::npos ? std::string(".") : p.substr(0, slash);
 }
 
+// The exact reference's context: one sequence, one ubatch of n_ctx, F32 K and V caches, flash
+// attention off.
+inline llama_context_params exact_context_params(uint32_t n_ctx, int threads) {
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_ctx;
+    cp.n_ubatch = n_ctx;
+    cp.n_seq_max = 1;
+    cp.n_threads = threads;
+    cp.n_threads_batch = threads;
+    cp.type_k = GGML_TYPE_F32;
+    cp.type_v = GGML_TYPE_F32;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.no_perf = true;
+    return cp;
+}
+
 } // namespace ref

@@ -885,6 +885,7 @@ struct rope_spec {
     int n_ctx_orig = 0;
     const float * freq_factors = nullptr;
     float corr_dims[2] = {0, 0};
+    float theta_scale = 1;
 
     rope_spec(const model::impl & m, const op_desc & op, size_t oi) {
         n_dims = static_cast<int>(op.param_req("n_dims"));
@@ -906,13 +907,13 @@ struct rope_spec {
         const float end = std::ceil(rope_yarn_corr_dim(n_dims, n_ctx_orig, beta_slow, freq_base));
         corr_dims[0] = std::max(0.0f, start);
         corr_dims[1] = std::min(static_cast<float>(n_dims - 1), end);
+        theta_scale = std::pow(freq_base, -2.0f / n_dims);
     }
 
     // cos/sin pairs (n_dims floats) for position `pos`. `magnitude` false: a pure rotation, without
     // the attention factor and YaRN's magnitude scale (a context shift turns rows that already
     // carry them to another position).
     void table(float pos, float * cache, bool magnitude = true) const {
-        const float theta_scale = std::pow(freq_base, -2.0f / n_dims);
         float theta = pos;
         for (int i0 = 0; i0 < n_dims; i0 += 2) {
             const float f = freq_factors ? freq_factors[i0 / 2] : 1.0f;

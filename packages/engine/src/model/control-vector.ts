@@ -62,12 +62,18 @@ export function readControlVectors(specs: readonly ControlVectorSpec[]): { data:
  * the scaled ones given as FNAME:SCALE strings.
  */
 export function parseControlVectorFlags(plain: readonly string[], scaled: readonly string[]): ControlVectorSpec[] {
-  const out: ControlVectorSpec[] = plain.map((path) => ({ path, scale: 1 }));
-  for (const item of scaled) {
+  return [
+    ...plain.map((path) => ({ path, scale: 1 })),
+    ...parseScaledFiles(scaled, (item) => `--control-vector-scaled takes FNAME SCALE, got '${item.replace(/:([^:]*)$/, ' $1')}'`),
+  ];
+}
+
+/** FNAME:SCALE items of a llama.cpp --*-scaled flag as {path, scale}; `bad` words the error for one that is not. */
+export function parseScaledFiles(items: readonly string[], bad: (item: string) => string): { path: string; scale: number }[] {
+  return items.map((item) => {
     const i = item.lastIndexOf(':');
-    const scale = Number(item.slice(i + 1));
-    if (i <= 0 || item.slice(i + 1).trim() === '' || !Number.isFinite(scale)) throw new EngineError('KAIL_E_INVALID_ARG', `--control-vector-scaled takes FNAME SCALE, got '${item.replace(/:([^:]*)$/, ' $1')}'`);
-    out.push({ path: item.slice(0, i), scale });
-  }
-  return out;
+    const scale = i > 0 ? Number(item.slice(i + 1)) : NaN;
+    if (i <= 0 || item.slice(i + 1).trim() === '' || !Number.isFinite(scale)) throw new EngineError('KAIL_E_INVALID_ARG', bad(item));
+    return { path: item.slice(0, i), scale };
+  });
 }

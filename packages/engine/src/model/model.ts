@@ -12,7 +12,7 @@ import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/de
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { Metadata, readHParams, type HParams } from './hparams';
 import { readRankHead, type RankHead } from './rank-head';
-import { readControlVectors, type ControlVectorSpec } from './control-vector';
+import { parseScaledFiles, readControlVectors, type ControlVectorSpec } from './control-vector';
 
 /** KV cache types: llama.cpp's `-ctk`/`-ctv` list (Ollama's OLLAMA_KV_CACHE_TYPE takes f16, q8_0, q4_0). */
 export type KvType = 'f16' | 'f32' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_1' | 'iq4_nl' | 'q5_0' | 'q5_1';
@@ -44,14 +44,9 @@ export function kvBytesPerValue(kvType: KvType): number {
  */
 export function parseLoraFlags(lora: readonly string[], scaled: readonly string[]): { path: string; scale: number }[] {
   const out = lora.flatMap((v) => v.split(',')).filter((p) => p !== '').map((path) => ({ path, scale: 1 }));
-  for (const item of scaled.flatMap((v) => v.split(','))) {
-    const i = item.lastIndexOf(':');
-    const scale = i > 0 ? Number(item.slice(i + 1)) : NaN;
-    if (i <= 0 || item.slice(i + 1).trim() === '' || !Number.isFinite(scale)) throw new EngineError('KAIL_E_INVALID_ARG', `--lora-scaled takes FNAME:SCALE, got '${item}'`);
-    out.push({ path: item.slice(0, i), scale });
-  }
-  return out;
+  return [...out, ...parseScaledFiles(scaled.flatMap((v) => v.split(',')), (item) => `--lora-scaled takes FNAME:SCALE, got '${item}'`)];
 }
+
 
 /** Cache bytes per position over every layer: K rows (and MLA latents) in kvType, V rows in kvTypeV. */
 function kvBytesPerPosition(program: { kvKWidth: number[]; kvVWidth: number[] }, kvType: KvType, kvTypeV: KvType): number {
@@ -478,6 +473,7 @@ export class EngineModel {
           `not enough memory: the KV cache for ${nSeqMax} sequence(s) of ${nCtx} tokens needs ${gib(kvBytes)} ` +
             `(${kvPerToken} bytes per token), ${gib(available)} is available; lower the context (--ctx) or the number of sequences`,
         );
+      const rankHead = readRankHead(file, hp);
       let runtime: NativeModel;
       try {
         runtime = new (native().Model)(path, program, { ...params, kvMaxBytes: kvBytes });
@@ -486,12 +482,7 @@ export class EngineModel {
       }
       const model = new EngineModel(path, hp, md, tokenizer, program, runtime, nCtx, nSeqMax, summary, nBatch, plan);
       model.loraAdapters = (params.lora ?? []).map((l) => ({ path: l.path, scale: l.scale ?? 1 }));
-      try {
-        model.rankHead = readRankHead(file, hp);
-      } catch (e) {
-        runtime.close();
-        throw e;
-      }
+      model.rankHead = rankHead;
       if (opts.usageHistoryDir && program.nMoeLayers > 0) model.startUsageHistory(opts.usageHistoryDir, opts.usageDecay);
       return model;
     } finally {

@@ -546,13 +546,15 @@ export class BatchEngine {
   /** llama-server's slot restore: an idle slot takes a saved cache; the next request whose prompt starts with its tokens reuses them. */
   restoreSlot(id: number, tokens: readonly number[], lora: string, state: Uint8Array): void {
     this.idleSlot(id);
+    // (Until the cache is in, the slot offers nothing for reuse.)
     this.slots[id] = { tokens: [], promptLen: 0, released: ++this.releases, lora };
     this.model.restoreSequence(id, state);
-    if (this.model.seqLen(id) !== tokens.length) {
+    const held = this.model.seqLen(id);
+    if (held !== tokens.length) {
       this.model.truncate(id, 0);
-      throw new EngineError('KAIL_E_INVALID_ARG', `the saved cache holds ${this.model.seqLen(id)} positions for ${tokens.length} tokens`);
+      throw new EngineError('KAIL_E_INVALID_ARG', `the saved cache holds ${held} positions for ${tokens.length} tokens`);
     }
-    this.slots[id] = { tokens: [...tokens], promptLen: tokens.length, released: this.releases, lora };
+    this.slots[id] = { ...this.slots[id], tokens: [...tokens], promptLen: tokens.length };
   }
 
   /** llama-server's slot erase: an idle slot's cache emptied; returns the tokens it held. */

@@ -61,6 +61,12 @@ function writeLoraSidecar(modelFile: string, lora: readonly LoraSpec[]): void {
   fs.writeFileSync(loraSidecar(modelFile), JSON.stringify(lora.map((l) => ({ path: l.path, scale: l.scale }))) + '\n');
 }
 
+/** A reranker's head, else KAIL_E_UNSUPPORTED naming the model. */
+function rankHeadOf(m: { info: common.ModelInfo; model: EngineModel }): NonNullable<EngineModel['rankHead']> {
+  if (!m.model.rankHead) throw new EngineError('KAIL_E_UNSUPPORTED', `model '${m.info.id}' is not a reranker (no rank pooling with a cls.output head)`);
+  return m.model.rankHead;
+}
+
 /** What the engine gRPC service needs from whatever owns models and runs generation. */
 export interface ModelHost {
   health(): { ok: boolean; detail: string };
@@ -532,10 +538,8 @@ export class LocalModelHost implements ModelHost {
       );
     const id = req.requestId || `req-${Date.now()}-${Math.random().toString(36).slice(2)}`;
     if (this.requests.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a request with id '${id}' is already running`);
-    // The request's own window (Ollama's num_ctx) inside the model's context.
+    // The request's own window (Ollama's num_ctx) inside the model's context (the batch engine checks the prompt against it).
     const window = req.contextWindow > 0 && req.contextWindow < m.model.nCtx ? req.contextWindow : 0;
-    if (window && prompt.length >= window)
-      throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${prompt.length} tokens; the request's context window (num_ctx) holds ${window}`);
     // With prompt_logprobs, 0 asks for the prompt's scores alone.
     const maxTokens = req.promptOnly ? 0 : req.maxTokens || (req.promptLogprobs ? 0 : 256);
     const stream = m.engine.generate(
@@ -627,7 +631,7 @@ export class LocalModelHost implements ModelHost {
    * [SEP] document [EOS], each mark where the vocabulary adds it (EOS: SEP where there is none).
    */
   private rerankPrompt(m: Loaded, r: pb.Rerank): number[] {
-    if (!m.model.rankHead) throw new EngineError('KAIL_E_UNSUPPORTED', `model '${m.info.id}' is not a reranker (no rank pooling with a cls.output head)`);
+    rankHeadOf(m);
     const tok = m.model.tokenizer;
     const template = m.model.metadata.kv['tokenizer.chat_template.rerank'];
     if (typeof template === 'string' && template)
@@ -648,8 +652,7 @@ export class LocalModelHost implements ModelHost {
   private embedPooling(m: Loaded, e: pb.EmbedPooling): GenerationRequest['embed'] {
     switch (e) {
       case pb.EmbedPooling.EMBED_RANK:
-        if (!m.model.rankHead) throw new EngineError('KAIL_E_UNSUPPORTED', `model '${m.info.id}' is not a reranker (no rank pooling with a cls.output head)`);
-        return m.model.rankHead.last ? 'last' : 'cls';
+        return rankHeadOf(m).last ? 'last' : 'cls';
       case pb.EmbedPooling.EMBED_NONE:
         return undefined;
       case pb.EmbedPooling.EMBED_MEAN:

@@ -211,18 +211,8 @@ int main(int argc, char ** argv) {
         if (a.tokens[k] >= n_vocab) fail("token %d at index %d out of range [0, %d)", a.tokens[k], k, n_vocab);
     }
 
-    llama_context_params cp = llama_context_default_params();
     const uint32_t n_ctx = (uint32_t) ((n + a.draft_steps + 255) / 256 * 256);
-    cp.n_ctx = n_ctx;
-    cp.n_batch = n_ctx;
-    cp.n_ubatch = n_ctx;
-    cp.n_seq_max = 1;
-    cp.n_threads = a.threads;
-    cp.n_threads_batch = a.threads;
-    cp.type_k = GGML_TYPE_F32;
-    cp.type_v = GGML_TYPE_F32;
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    cp.no_perf = true;
+    llama_context_params cp = ref::exact_context_params(n_ctx, a.threads);
 
     // 1. target
     llama_context * ctx_tgt = llama_init_from_model(model, cp);
