@@ -87,7 +87,9 @@ export interface ProgramOp {
     | 'copy'
     | 'mla_attention'
     | 'input'
-    | 'cvec';
+    | 'cvec'
+    | 'layer_norm'
+    | 'gelu';
   out: number;
   a?: number;
   b?: number;

@@ -41,6 +41,8 @@ export interface ModelConfig {
    * writes Qwen3-Reranker files.
    */
   clsLabels?: string[];
+  /** An encoder's `<arch>.pooling_type` (1 mean, 2 CLS; default 1). */
+  pooling?: number;
   /** `tokenizer.chat_template.rerank`: the reranker's prompt with {query} and {document}. */
   rerankTemplate?: string;
 }

@@ -57,6 +57,20 @@ export const PRESETS: Record<string, Preset> = {
       vocabSize: 32000, vocabKind: 'llama3', ctx: 131072, ropeBase: 500000, tiedEmbeddings: true,
     },
   },
+  'tiny-bert': {
+    description: 'bert embedding encoder (MiniLM-style): learned positions, GELU, layer norms, mean pooling; WordPiece vocab',
+    config: {
+      ...tiny, arch: 'bert', name: 'tiny-bert', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 4,
+      nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'bert', ctx: 512, ropeBase: 10000, normEps: 1e-12, tiedEmbeddings: true,
+    },
+  },
+  'tiny-nomic-bert': {
+    description: 'nomic-bert embedding encoder (nomic-embed-text-style): NeoX RoPE, fused qkv, SwiGLU, layer norms, mean pooling',
+    config: {
+      ...tiny, arch: 'nomic-bert', name: 'tiny-nomic-bert', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 4,
+      nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'bert', ctx: 2048, ropeBase: 1000, normEps: 1e-12, tiedEmbeddings: true,
+    },
+  },
   'bench-qwen3-30b-a3b-shaped': {
     description: 'Qwen3-30B-A3B shape (48 x 2048, 128 experts top-8 of ff 768, head 128, GQA 32/4), vocab 32000',
     config: {
@@ -84,6 +98,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   deepseek2: 'tiny-deepseek3',
   glm4moe: 'tiny-glm4moe',
   olmoe: 'tiny-olmoe',
+  bert: 'tiny-bert',
+  'nomic-bert': 'tiny-nomic-bert',
 };
 
 export function getPreset(name: string): Preset {

@@ -33,6 +33,13 @@ describe('generated vocabularies', () => {
           });
           expect(bad).toEqual([]);
           expect(v.chatTemplate).toContain(v.kind === 'qwen2' ? '<|im_start|>' : '<|start_header_id|>');
+        } else if (v.model === 'bert') {
+          // WordPiece in llama.cpp's form: [CLS] ... [SEP]; every corpus character as a word start and a continuation.
+          expect(v.tokens.slice(0, 5)).toEqual(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']);
+          expect([v.bosId, v.sepId, v.unkId, v.padId, v.maskId]).toEqual([2, 3, 1, 0, 4]);
+          expect(v.tokens).toContain('▁the');
+          for (const c of 'abcxyz.,') expect([index.has(`▁${c}`), index.has(c)]).toEqual([true, true]);
+          expect(v.chatTemplate).toBe('');
         } else {
           expect(v.tokens.slice(0, 3)).toEqual(['<unk>', '<s>', '</s>']);
           const bytes = Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);

@@ -26,13 +26,15 @@ export type VocabKind =
   /** byte-level BPE, pre-tokenizer "llama-bpe", Llama 3 specials and template. */
   | 'llama3'
   /** SentencePiece-style ("llama" model), byte fallback, Mistral [INST] template. */
-  | 'spm';
+  | 'spm'
+  /** WordPiece ("bert" model) as convert_hf_to_gguf writes it: word starts carry U+2581, [CLS] ... [SEP]. */
+  | 'bert';
 
-export const VOCAB_KINDS: readonly VocabKind[] = ['qwen2', 'llama3', 'spm'];
+export const VOCAB_KINDS: readonly VocabKind[] = ['qwen2', 'llama3', 'spm', 'bert'];
 
 export interface Vocab {
   kind: VocabKind;
-  model: 'gpt2' | 'llama';
+  model: 'gpt2' | 'llama' | 'bert';
   pre?: string;
   tokens: string[];
   types: TokenType[];
@@ -42,6 +44,9 @@ export interface Vocab {
   eosId: number;
   unkId?: number;
   padId?: number;
+  /** WordPiece: the separator (appended by llama.cpp's add_sep) and the mask token. */
+  sepId?: number;
+  maskId?: number;
   addBos: boolean;
   chatTemplate: string;
 }
@@ -239,7 +244,49 @@ export function buildSpmVocab(vocabSize: number): Vocab {
   };
 }
 
+/**
+ * A WordPiece vocabulary in llama.cpp's form (convert_hf_to_gguf's "phantom space": a word-start
+ * piece is U+2581 + text, a continuation piece, BERT's "##x", is the bare text): [PAD] [UNK] [CLS]
+ * [SEP] [MASK], every character of the lowercased corpus as a word start and as a continuation,
+ * then the corpus's words by frequency, then frequent word endings, then [unusedN] to the size.
+ */
+export function buildWpmVocab(vocabSize: number): Vocab {
+  const tokens = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'];
+  const types = [TokenType.CONTROL, TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL, TokenType.CONTROL];
+  const have = new Set(tokens);
+  const add = (t: string) => {
+    if (tokens.length >= vocabSize || have.has(t)) return;
+    have.add(t);
+    tokens.push(t);
+    types.push(TokenType.NORMAL);
+  };
+  const text = TRAINING_CORPUS.toLowerCase();
+  const chars = [...new Set([...text].filter((c) => !/\s/u.test(c)))].sort();
+  if (vocabSize < tokens.length + 2 * chars.length) throw new Error(`vocab size ${vocabSize} too small for bert: needs at least ${tokens.length + 2 * chars.length}`);
+  for (const c of chars) add(SPM_SPACE + c);
+  for (const c of chars) add(c);
+  // Words as llama.cpp's WPM pre-tokenizer splits them (punctuation apart), by frequency.
+  const counts = new Map<string, number>();
+  for (const w of text.split(/[^\p{L}\p{N}]+/u)) if (w.length > 1) counts.set(w, (counts.get(w) ?? 0) + 1);
+  const byCount = (m: Map<string, number>) => [...m.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([w]) => w);
+  const words = byCount(counts);
+  for (const w of words.slice(0, Math.floor((vocabSize - tokens.length) * 0.7))) add(SPM_SPACE + w);
+  const endings = new Map<string, number>();
+  for (const [w, n] of counts) for (let k = 2; k <= Math.min(5, w.length - 1); k++) endings.set(w.slice(-k), (endings.get(w.slice(-k)) ?? 0) + n);
+  for (const e of byCount(endings)) add(e);
+  for (const w of words) add(SPM_SPACE + w);
+  for (let i = 0; tokens.length < vocabSize; i++) {
+    tokens.push(`[unused${i}]`);
+    types.push(TokenType.UNUSED);
+  }
+  return {
+    kind: 'bert', model: 'bert', tokens, types, bosId: 2, eosId: 3, unkId: 1, padId: 0, sepId: 3, maskId: 4, addBos: true,
+    chatTemplate: '',
+  };
+}
+
 export function buildVocab(kind: VocabKind, vocabSize: number): Vocab {
+  if (kind === 'bert') return buildWpmVocab(vocabSize);
   return kind === 'spm' ? buildSpmVocab(vocabSize) : buildBpeVocab(kind, vocabSize);
 }
 
@@ -255,7 +302,12 @@ export function writeVocab(w: GgufWriter, v: Vocab): void {
   w.set('tokenizer.ggml.eos_token_id', kv.u32(v.eosId));
   if (v.unkId !== undefined) w.set('tokenizer.ggml.unknown_token_id', kv.u32(v.unkId));
   if (v.padId !== undefined) w.set('tokenizer.ggml.padding_token_id', kv.u32(v.padId));
+  if (v.sepId !== undefined) w.set('tokenizer.ggml.seperator_token_id', kv.u32(v.sepId));
+  if (v.maskId !== undefined) w.set('tokenizer.ggml.mask_token_id', kv.u32(v.maskId));
   w.set('tokenizer.ggml.add_bos_token', kv.bool(v.addBos));
   w.set('tokenizer.ggml.add_eos_token', kv.bool(false));
-  w.set('tokenizer.chat_template', kv.str(v.chatTemplate));
+  // (An encoder's vocabulary has no chat template.)
+  if (v.chatTemplate) w.set('tokenizer.chat_template', kv.str(v.chatTemplate));
+  // BERT's token types ("sentence A/B"): llama.cpp refuses a bert file without the count.
+  if (v.model === 'bert') w.set('tokenizer.ggml.token_type_count', kv.u32(2));
 }

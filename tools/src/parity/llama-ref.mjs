@@ -9,6 +9,9 @@
 //   node tools/src/parity/llama-ref.mjs generate --model M.gguf --text "Hi" --max-tokens 16
 //       [--grammar-file G.gbnf [--ban 5,9]]: the greedy choice among the tokens llama.cpp's
 //       grammar allows (less the banned ones), ending at end of generation
+//   node tools/src/parity/llama-ref.mjs embed --model M.gguf --tokens 1,2,3 | --tokens-file inputs.json
+//       llama.cpp's pooled embedding (not normalized) of the tokens, {"embedding": [...]}, or of
+//       each token sequence in inputs.json, {"embeddings": [[...], ...]}
 //   node tools/src/parity/llama-ref.mjs rank --model RERANKER.gguf --tokens-file inputs.json
 //       inputs.json: [[1, 2, 3], ...]: llama.cpp's reranking score of each token sequence (a
 //       ranking context: pooling rank, the file's classification head; node-llama-cpp's sigmoid
@@ -348,15 +351,33 @@ async function main(argv) {
   }
   if (command === 'embed') {
     // llama.cpp's embedding of the tokens (node-llama-cpp's embedding context: the model's pooling,
-    // the last token's for a file without one), raw (not normalized).
-    if (!v.model || v.tokens === undefined) throw new Error('embed needs --model FILE --tokens IDS');
+    // the last token's for a file without one), raw (not normalized). node-llama-cpp prepends the
+    // vocabulary's beginning token and appends its end token (WordPiece's [SEP]) where missing.
+    if (!v.model || (v.tokens === undefined) === (v['tokens-file'] === undefined)) throw new Error('embed needs --model FILE and --tokens IDS or --tokens-file INPUTS.json');
+    const inputs = v['tokens-file'] ? JSON.parse(fs.readFileSync(v['tokens-file'], 'utf8')) : [parseTokenList(v.tokens)];
+    if (!Array.isArray(inputs) || !inputs.every((t) => Array.isArray(t) && t.every(Number.isInteger))) throw new Error('--tokens-file must hold an array of token id arrays');
     const threads = int('threads', 2);
     const llama = await getCpuLlama({ threads, verbose: v.verbose });
     const model = await llama.loadModel({ modelPath: path.resolve(v.model), gpuLayers: 0 });
-    const ctx = await model.createEmbeddingContext({ threads, contextSize: int('ctx', 512) });
+    // node-llama-cpp's createEmbeddingContext, with the exact reference's settings (an F32 cache,
+    // flash attention off) unless --kv/--flash-attention say otherwise.
+    const { LlamaEmbeddingContext } = await import('node-llama-cpp');
+    const kvType = KV[v.kv ?? 'f32'];
+    if (!kvType) throw new Error(`--kv must be ${Object.keys(KV).join(', ')}`);
+    const llamaContext = await model.createContext({
+      contextSize: int('ctx', 512),
+      batchSize: int('batch', int('ctx', 512)),
+      threads: { ideal: threads, min: threads },
+      flashAttention: FA[v['flash-attention'] ?? 'off'],
+      experimentalKvCacheKeyType: kvType,
+      experimentalKvCacheValueType: kvType,
+      _embeddings: true,
+    });
+    const ctx = new LlamaEmbeddingContext({ _llamaContext: llamaContext });
     try {
-      const e = await ctx.getEmbeddingFor(parseTokenList(v.tokens));
-      console.log(JSON.stringify({ embedding: Array.from(e.vector) }));
+      const embeddings = [];
+      for (const t of inputs) embeddings.push(Array.from((await ctx.getEmbeddingFor(t)).vector));
+      console.log(JSON.stringify(v['tokens-file'] ? { embeddings } : { embedding: embeddings[0] }));
     } finally {
       await ctx.dispose();
       await model.dispose();

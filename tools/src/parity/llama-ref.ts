@@ -175,6 +175,18 @@ export async function llamaLogitsBatch(
 }
 
 /** llama.cpp's reranking score of each token sequence (a ranking context over the file's classification head). */
+/** llama.cpp's pooled embedding (not normalized) of each token sequence, one model load for all. */
+export async function llamaEmbeddings(model: string, inputs: number[][], opts: { timeoutMs?: number } = {}): Promise<number[][]> {
+  const { dir } = tempPrefix();
+  try {
+    const file = path.join(dir, 'inputs.json');
+    fs.writeFileSync(file, JSON.stringify(inputs));
+    return (await runLlamaRef<{ embeddings: number[][] }>(['embed', '--model', model, '--tokens-file', file], opts.timeoutMs)).embeddings;
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export async function llamaRankScores(model: string, inputs: number[][], opts: { timeoutMs?: number } = {}): Promise<{ scores: number[]; normalized: boolean }> {
   const { dir } = tempPrefix();
   try {

@@ -20,7 +20,7 @@ class threadpool;
 struct residency_plan;
 
 enum op_type {
-    OP_EMBED,          // out[t] = dequant(w.weight row tokens[t])                      weights: weight
+    OP_EMBED,          // out[t] (+)= dequant(w.weight row tokens[t] | pos[t] | 0)     weights: weight  (params index, accumulate)
     OP_RMS_NORM,       // out = a / sqrt(mean(a^2) + eps) * weight                      weights: weight?
     OP_HEAD_RMS_NORM,  // per head of width head_dim: rms norm with a [head_dim] weight  weights: weight
     OP_MATMUL,         // out = a · weightᵀ (+ bias)                                    weights: weight, bias?
@@ -37,6 +37,8 @@ enum op_type {
     OP_MLA_ATTENTION,  // stores the latent row b (kv_lora + qk_rope) in the KV cache, out = absorbed MLA(q=a)   weights: k_b, v_b | kv_b
     OP_INPUT,          // out[t] = batch.embd row t (hidden-state rows given with the batch, e.g. a multi-token-prediction head's)
     OP_CVEC,           // a[t] += the control vector's row for param layer (model_params::cvec), in place; else nothing
+    OP_LAYER_NORM,     // out = (a - mean(a)) / sqrt(var(a) + eps) * weight + bias       weights: weight?, bias?
+    OP_GELU,           // out = gelu(a) as ggml-cpu computes it (tanh form through its F16 table)
     OP_COUNT_
 };
 

@@ -20,6 +20,7 @@
 #include "kail/status.h"
 #include "kail/threadpool.h"
 #include "kail/types.h"
+#include "cpu/fp16.h"
 #include "model/mla.h"
 
 namespace kail {
@@ -36,7 +37,7 @@ op_type op_type_from_name(const std::string & name) {
         {"matmul", OP_MATMUL}, {"add", OP_ADD}, {"mul", OP_MUL}, {"scale", OP_SCALE},
         {"swiglu", OP_SWIGLU}, {"sigmoid_mul", OP_SIGMOID_MUL}, {"rope", OP_ROPE},
         {"attention", OP_ATTENTION}, {"moe", OP_MOE}, {"gather_out", OP_GATHER_OUT}, {"copy", OP_COPY}, {"mla_attention", OP_MLA_ATTENTION},
-        {"input", OP_INPUT}, {"cvec", OP_CVEC},
+        {"input", OP_INPUT}, {"cvec", OP_CVEC}, {"layer_norm", OP_LAYER_NORM}, {"gelu", OP_GELU},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -206,7 +207,7 @@ std::string shape_str(const gguf_tensor_info * t) {
 // and the numbers, instead of reading or writing past a buffer at the first token.
 void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
-                            "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec"};
+                            "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -229,7 +230,11 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
         return static_cast<int>(l);
     };
     switch (op.type) {
-        case OP_RMS_NORM: fits(op.out, 0, width(op.a), "out"); break;
+        case OP_RMS_NORM: case OP_LAYER_NORM: fits(op.out, 0, width(op.a), "out"); break;
+        case OP_GELU: fits(op.out, 0, width(op.a), "out"); break;
+        case OP_EMBED:
+            if (ip("index", 0) < 0 || ip("index", 0) > 2) throw error(KAIL_E_INVALID_ARG, what + "index " + std::to_string(ip("index", 0)) + " is not 0 (token), 1 (position) or 2 (row 0)");
+            break;
         case OP_HEAD_RMS_NORM: {
             const int64_t hd = req("head_dim"), nh = req("n_head"), off = ip("a_off", 0);
             if (hd < 1 || nh < 1) throw error(KAIL_E_BAD_MODEL, what + "head_dim and n_head must be positive");
@@ -273,6 +278,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.c, ip("c_off", 0), nkv * hv, "c");
             fits(op.out, ip("out_off", 0), nh * hv, "out");
             if (ip("window", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "sliding window " + std::to_string(ip("window", 0)) + " is negative");
+            if (ip("causal", 1) == 0 && ip("window", 0) > 0) throw error(KAIL_E_INVALID_ARG, what + "non-causal attention over a sliding window is not supported");
             break;
         }
         case OP_MOE: {
@@ -542,11 +548,12 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
         } else if (op.type == OP_EMBED) {
             const tensor_ref w = m.weight(i, "weight");
             check(w.info && w.ne(0) == width(op.out), "embedding tensor width does not match the model dimension");
-            n_vocab_ = std::max(n_vocab_, w.ne(1));
-        } else if (op.type == OP_RMS_NORM || op.type == OP_HEAD_RMS_NORM) {
-            const tensor_ref w = m.weight(i, "weight");
-            if (w.info) {
-                const int64_t want = op.type == OP_RMS_NORM ? width(op.a) : static_cast<int64_t>(op.param_req("head_dim"));
+            if (op.param("index", 0) == 0) n_vocab_ = std::max(n_vocab_, w.ne(1));
+        } else if (op.type == OP_RMS_NORM || op.type == OP_HEAD_RMS_NORM || op.type == OP_LAYER_NORM) {
+            for (const char * role : {"weight", "bias"}) {
+                const tensor_ref w = m.weight(i, role);
+                if (!w.info) continue;
+                const int64_t want = op.type == OP_HEAD_RMS_NORM ? static_cast<int64_t>(op.param_req("head_dim")) : width(op.a);
                 check(w.type() == KAIL_TYPE_F32 && w.info->n_elements == want, "norm '" + w.info->name + "' must be F32 with " + std::to_string(want) + " elements, is " + type_name(w.type()) + " " + shape_str(w.info));
             }
         } else if (op.type == OP_MLA_ATTENTION) {
@@ -765,11 +772,26 @@ void op_embed(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t d = w.ne(0), n_vocab = w.ne(1);
     float * out = x.ptr(op.out);
     const int64_t ow = x.width(op.out);
+    // index 0: the token's row; 1: the position's (BERT's learned position embeddings); 2: row 0
+    // (BERT's token type 0, "sentence A", which llama.cpp gives every token). accumulate: add it.
+    const int index = static_cast<int>(op.param("index", 0));
+    const bool acc = op.param("accumulate", 0) != 0;
+    std::vector<float> row(acc ? static_cast<size_t>(d) : 0);
     for (int64_t t = 0; t < x.n_tok; t++) {
-        const int32_t tok = x.b.tokens[t];
-        if (tok < 0 || tok >= n_vocab) throw error(KAIL_E_INVALID_ARG, "token id " + std::to_string(tok) + " outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
-        dequantize_row(w.type(), w.data + static_cast<size_t>(tok) * w.row_bytes(), out + t * ow, d);
+        const int64_t r = index == 0 ? x.b.tokens[t] : index == 1 ? x.b.pos[t] : 0;
+        if (r < 0 || r >= n_vocab) {
+            if (index == 1) throw error(KAIL_E_INVALID_ARG, "position " + std::to_string(r) + " is past the model's " + std::to_string(n_vocab) + " learned positions");
+            throw error(KAIL_E_INVALID_ARG, "token id " + std::to_string(r) + " outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
+        }
+        const uint8_t * src = w.data + static_cast<size_t>(r) * w.row_bytes();
+        if (!acc) {
+            dequantize_row(w.type(), src, out + t * ow, d);
+            continue;
+        }
+        dequantize_row(w.type(), src, row.data(), d);
+        for (int64_t j = 0; j < d; j++) out[t * ow + j] += row[static_cast<size_t>(j)];
     }
+    if (index != 0) return;
     std::vector<float> rs;
     std::vector<float *> outs;
     for (const model::impl::lora_pair & l : x.m.lora[oi]) {
@@ -800,6 +822,45 @@ void op_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t n = x.width(op.a), rows = x.rows(op.a);
     const float * wp = w.info ? reinterpret_cast<const float *>(w.data) : nullptr;
     for (int64_t t = 0; t < rows; t++) rms_norm_row(x.ptr(op.a) + t * n, x.ptr(op.out) + t * x.width(op.out), n, eps, wp);
+}
+
+// ggml's norm (LLM_NORM) then its weight and bias: the mean and the variance about it in F32, as
+// ggml_compute_forward_norm_f32 sums them.
+void op_layer_norm(exec_ctx & x, const op_desc & op, size_t oi) {
+    const tensor_ref w = x.m.weight(oi, "weight"), b = x.m.weight(oi, "bias");
+    const float eps = static_cast<float>(op.param_req("eps"));
+    const int64_t n = x.width(op.a), rows = x.rows(op.a);
+    const float * wp = w.info ? reinterpret_cast<const float *>(w.data) : nullptr;
+    const float * bp = b.info ? reinterpret_cast<const float *>(b.data) : nullptr;
+    for (int64_t t = 0; t < rows; t++) {
+        const float * a = x.ptr(op.a) + t * n;
+        float * y = x.ptr(op.out) + t * x.width(op.out);
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; i++) sum += static_cast<double>(a[i]);
+        const float mean = static_cast<float>(sum) / static_cast<float>(n);
+        double var = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = a[i] - mean;
+            var += static_cast<double>(y[i] * y[i]);
+        }
+        const float scale = 1.0f / std::sqrt(static_cast<float>(var / static_cast<double>(n)) + eps);
+        for (int64_t i = 0; i < n; i++) {
+            float v = y[i] * scale;
+            if (wp) v *= wp[i];
+            if (bp) v += bp[i];
+            y[i] = v;
+        }
+    }
+}
+
+// ggml-cpu's GELU (GGML_GELU_FP16): 0 at or below -10, x at or above 10, else the tanh form
+// looked up in a table of F16 inputs and F16 outputs.
+float gelu_ggml(float v) {
+    if (v <= -10.0f) return 0.0f;
+    if (v >= 10.0f) return v;
+    const float h = cpu::fp16_to_fp32_sw(cpu::fp32_to_fp16_sw(v));
+    const float g = 0.5f * h * (1.0f + std::tanh(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
+    return cpu::fp16_to_fp32_sw(cpu::fp32_to_fp16_sw(g));
 }
 
 void op_head_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
@@ -1034,6 +1095,12 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t window = static_cast<int64_t>(op.param("window", 0));
     const tensor_ref sinks = m.weight(oi, "sinks");
     const float * sink = sinks.info ? reinterpret_cast<const float *>(sinks.data) : nullptr;
+    // Non-causal attention (BERT's encoders: llama.cpp's causal_attn false): every token sees its
+    // sequence's positions in this batch, later ones included. The batch holds whole sequences.
+    const bool causal = op.param("causal", 1) != 0;
+    std::map<int, int64_t> seq_end;
+    if (!causal)
+        for (int64_t t = 0; t < x.n_tok; t++) seq_end[x.b.seq[t]] = std::max(seq_end[x.b.seq[t]], static_cast<int64_t>(x.b.pos[t]) + 1);
     const int64_t n_tasks = x.n_tok * n_head_kv;
     exec_ctx * xp = &x;
     m.pool->parallel_for(n_tasks, [&, xp](int64_t begin, int64_t end, int) {
@@ -1042,7 +1109,7 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
         for (int64_t task = begin; task < end; task++) {
             const int64_t t = task / n_head_kv, hk = task % n_head_kv;
             const int s = xp->b.seq[t];
-            const int64_t p = xp->b.pos[t];
+            const int64_t p = causal ? xp->b.pos[t] : seq_end.at(s) - 1;
             const int64_t lo = window > 0 ? std::max<int64_t>(0, p + 1 - window) : 0;
             const int64_t np = p + 1 - lo;
             const kv_seq_layer & c = m.kv[s][layer];
@@ -1638,6 +1705,16 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_MLA_ATTENTION: op_mla_attention(x, op, oi); break;
             case OP_INPUT: op_input(x, op); break;
             case OP_CVEC: op_cvec(x, op); break;
+            case OP_LAYER_NORM: op_layer_norm(x, op, oi); break;
+            case OP_GELU: {
+                const int64_t n = x.width(op.a);
+                for (int64_t t = 0; t < x.rows(op.a); t++) {
+                    const float * a = x.ptr(op.a) + t * n;
+                    float * o = x.ptr(op.out) + t * x.width(op.out);
+                    for (int64_t i = 0; i < n; i++) o[i] = gelu_ggml(a[i]);
+                }
+                break;
+            }
             default: throw error(KAIL_E_INTERNAL, "unhandled op");
         }
     }

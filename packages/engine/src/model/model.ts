@@ -7,7 +7,7 @@ import { EngineError, toEngineError } from '../errors';
 import { DEFAULT_USAGE_DECAY, mergeUsage, modelIdentity, readUsageHistory, warmOrder, writeUsageHistory, type UsageHistory } from '../cache/usage-history';
 import { native } from '../native';
 import { Tokenizer } from '../tokenizer/tokenizer';
-import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram } from './architectures';
+import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, isEncoderArchitecture } from './architectures';
 import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { Metadata, readHParams, type HParams } from './hparams';
@@ -251,7 +251,8 @@ function programBytesPerToken(program: ModelProgram, file: NativeGgufFile, s: Mo
  * the embedding would fail only when a prompt contains it, and one past the head is never sampled.
  */
 function checkVocabulary(tokenizer: Tokenizer, hp: HParams, program: ModelProgram): void {
-  const nHead = program.buffers[program.logits]?.width;
+  // (An encoder has no output head: its "logits" are its hidden rows.)
+  const nHead = isEncoderArchitecture(hp.arch) ? hp.nVocab : program.buffers[program.logits]?.width;
   if (tokenizer.nTokens !== hp.nVocab || tokenizer.nTokens !== nHead)
     throw new EngineError(
       'KAIL_E_BAD_MODEL',
@@ -277,6 +278,9 @@ interface Prepared {
   nSeqMax: number;
   nBatch: number;
   params: ModelParams;
+  /** The cache types in effect (an encoder's default is F32). */
+  kvType: KvType;
+  kvTypeV: KvType;
 }
 
 /** The native parameters of the load's control vectors (none without); their size checked against the model's. */
@@ -309,7 +313,17 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
   const program = opts.mtp ? buildMtpProgram(hp, tensors) : buildProgram(hp, tensors);
   const nCtx = Math.max(1, Math.min(opts.nCtx ?? Math.min(hp.nCtxTrain || 4096, 4096), 1 << 20));
   const nSeqMax = Math.max(1, opts.nSeqMax ?? 1);
-  const nBatch = Math.max(1, Math.floor(opts.nBatch ?? 512));
+  const encoder = isEncoderArchitecture(hp.arch);
+  if (encoder && tensors.has('position_embd.weight')) {
+    const nPos = tensors.get('position_embd.weight')!.dims[1];
+    if (nCtx > nPos) throw new EngineError('KAIL_E_INVALID_ARG', `${path}: a context of ${nCtx} is longer than the model's ${nPos} learned positions; use --ctx ${nPos} or less`);
+  }
+  // An encoder computes a sequence in one pass (non-causal attention), so by default a pass holds a
+  // whole context, as llama-server wants its physical batch to hold an embedding's input.
+  const nBatch = Math.max(1, Math.floor(opts.nBatch ?? (encoder ? nCtx : 512)));
+  // An encoder's K and V never outlive the pass (llama.cpp keeps no cache for it): F32 by default,
+  // so they are the exact rows it attends over.
+  if (encoder && opts.kvType === undefined) opts = { ...opts, kvType: 'f32' };
   if (opts.ramBytes !== undefined && !(Number.isSafeInteger(opts.ramBytes) && opts.ramBytes > 0))
     throw new EngineError('KAIL_E_INVALID_ARG', `ramBytes must be a positive integer, got ${opts.ramBytes}`);
   const params: ModelParams = {
@@ -334,7 +348,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     if (!opts.ramBytes) throw new EngineError('KAIL_E_INVALID_ARG', 'storage (an expert pack) needs a RAM budget (ramBytes / --ram): experts stream only then');
     params.expertPack = resolveExpertPack(path, program, file, opts.storage);
   }
-  return { md, hp, program, nCtx, nSeqMax, nBatch, params };
+  return { md, hp, program, nCtx, nSeqMax, nBatch, params, kvType: opts.kvType ?? 'f16', kvTypeV: opts.kvTypeV ?? opts.kvType ?? 'f16' };
 }
 
 /**
@@ -441,14 +455,14 @@ export class EngineModel {
   static load(path: string, opts: LoadModelOptions = {}): EngineModel {
     const file = openGgufMetadata(path);
     try {
-      const { md, hp, program, nCtx, nSeqMax, nBatch, params } = prepare(path, file, opts);
+      const { md, hp, program, nCtx, nSeqMax, nBatch, params, kvType, kvTypeV } = prepare(path, file, opts);
       const tokenizer = Tokenizer.fromMetadata(file.metadata);
       checkVocabulary(tokenizer, hp, program);
       let summary = summarize(file);
       if (opts.mtp) summary = { ...summary, bytesPerToken: programBytesPerToken(program, file, summary) };
       // Refuse before allocating: the KV cache at full context for every sequence must fit in
       // what the machine has available (the weights are mapped, not allocated).
-      const kvPerToken = kvBytesPerPosition(program, opts.kvType ?? 'f16', opts.kvTypeV ?? opts.kvType ?? 'f16');
+      const kvPerToken = kvBytesPerPosition(program, kvType, kvTypeV);
       // At most what the runtime allocates (sliding-window layers hold rings: kv_bytes_per_sequence).
       let kvBytes: number;
       try {
@@ -564,8 +578,34 @@ export class EngineModel {
     }
   }
 
+  /** Token ids the model takes (and the width of its logits rows; an encoder has no head and no logits to sample). */
   get nVocab(): number {
-    return this.runtime.nVocab;
+    return this.encoder ? this.hparams.nVocab : this.runtime.nVocab;
+  }
+
+  /**
+   * An encoder-only embedding model (bert, nomic-bert): non-causal attention, no output head. It
+   * gives embeddings, never generated text, and takes each sequence whole in one forward pass.
+   */
+  get encoder(): boolean {
+    return isEncoderArchitecture(this.hparams.arch);
+  }
+
+  /**
+   * The pooling the file asks for (`{arch}.pooling_type`: 1 mean, 2 CLS); else the last token's
+   * row, as vLLM and llama.cpp embed with a decoder-only model.
+   */
+  get defaultPooling(): 'mean' | 'cls' | 'last' {
+    const t = this.hparams.poolingType;
+    return t === 1 ? 'mean' : t === 2 ? 'cls' : 'last';
+  }
+
+  /** Why an encoder cannot take `n` tokens of a sequence that holds `start` (one pass, from position 0), or null. */
+  encoderInputError(start: number, n: number, nBatch = this.nBatch): string | null {
+    if (!this.encoder) return null;
+    if (start > 0) return `${this.path}: an encoder (${this.hparams.arch}) takes a sequence whole, in one pass; this one already holds ${start} positions`;
+    if (n > nBatch) return `input is too large to process: ${n} tokens, and this encoder (${this.hparams.arch}) takes a sequence in one pass of at most ${nBatch} tokens`;
+    return null;
   }
 
   /** Serializes forward passes (one at a time per model). */
@@ -598,7 +638,10 @@ export class EngineModel {
       const start = this.runtime.seqLen(seq);
       if (start + tokens.length > this.nCtx)
         throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `${start + tokens.length} tokens do not fit the context of ${this.nCtx}`);
-      const nv = this.nVocab;
+      const inputError = this.encoderInputError(start, tokens.length, Math.min(nBatch, this.nBatch));
+      if (inputError) throw new EngineError('KAIL_E_INVALID_ARG', inputError);
+      // (An encoder's rows are its hidden states, n_embd wide.)
+      const nv = this.encoder ? this.program.buffers[this.program.logits].width : this.nVocab;
       const out = new Float32Array((outputs === 'all' ? tokens.length : 1) * nv);
       const hw = this.runtime.hiddenWidth;
       const hidden = withHidden ? new Float32Array(tokens.length * hw) : null;

@@ -310,7 +310,8 @@ export class BatchEngine {
     opts: BatchEngineOptions = {},
   ) {
     // Never more than the model's batch: its scratch is planned for it, and sliding-window rings hold one batch.
-    this.maxBatchTokens = Math.max(1, Math.min(opts.maxBatchTokens ?? 512, model.nBatch));
+    // (An encoder takes each input whole: by default a pass may hold a whole context.)
+    this.maxBatchTokens = Math.max(1, Math.min(opts.maxBatchTokens ?? (model.encoder ? model.nBatch : 512), model.nBatch));
     this.maxDecodeStallMs = Math.max(0, opts.maxDecodeStallMs ?? 500);
     this.spec = opts.speculative ?? null;
     if (this.spec) {
@@ -333,6 +334,8 @@ export class BatchEngine {
     if (this.closed) throw new EngineError('KAIL_E_INVALID_ARG', 'the model is being unloaded');
     if (req.prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
     if (req.embed && !this.model.hiddenWidth) throw new EngineError('KAIL_E_UNSUPPORTED', `${this.model.path}: this model's program gives no hidden states to embed`);
+    if (this.model.encoder && !req.embed)
+      throw new EngineError('KAIL_E_INVALID_ARG', `this model is an embedding model (${this.model.hparams.arch}): it gives embeddings (/v1/embeddings, /embedding), not generated text`);
     const grammar = grammarOf(req);
     if (grammar && req.pattern) throw new EngineError('KAIL_E_INVALID_ARG', 'a JSON response format and forced tool calls cannot be combined');
     if (req.gbnf && (grammar || req.pattern)) throw new EngineError('KAIL_E_INVALID_ARG', `a GBNF grammar cannot be combined with ${grammar ? 'a JSON response format' : 'forced tool calls or output choices'}`);
@@ -340,10 +343,13 @@ export class BatchEngine {
     if (req.slot !== undefined && (!Number.isInteger(req.slot) || req.slot < 0 || req.slot >= this.model.nSeqMax))
       throw new EngineError('KAIL_E_INVALID_ARG', `slot ${req.slot} does not exist (0..${this.model.nSeqMax - 1})`);
     if (req.contextWindow !== undefined && (!Number.isInteger(req.contextWindow) || req.contextWindow < 1)) throw new EngineError('KAIL_E_INVALID_ARG', `the context window must be a positive integer, got ${req.contextWindow}`);
-    if (req.prompt.length >= this.model.nCtx)
+    // (An embedding generates nothing: its prompt may fill the context.)
+    if (req.prompt.length > this.model.nCtx || (req.prompt.length === this.model.nCtx && !req.embed))
       throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the context holds ${this.model.nCtx}`);
     if (req.contextWindow !== undefined && req.prompt.length >= req.contextWindow)
       throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the request's context window (num_ctx) holds ${req.contextWindow}`);
+    const inputError = this.model.encoderInputError(0, req.prompt.length, this.maxBatchTokens);
+    if (inputError) throw new EngineError('KAIL_E_INVALID_ARG', inputError);
     for (const t of req.prompt)
       if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `token id ${t} is outside the vocabulary (0..${this.model.nVocab - 1})`);
     for (const k of Object.keys(req.sampling?.logitBias ?? {}))
@@ -740,6 +746,8 @@ export class BatchEngine {
     const promptRows: { a: Active; row: number; next: number }[] = [];
     for (const a of this.running.values()) {
       if (a.pending !== undefined || a.prefilled >= a.req.prompt.length || budget <= 0) continue;
+      // An encoder's sequence goes in whole (non-causal attention); it waits for a pass with room.
+      if (this.model.encoder && a.req.prompt.length > budget) continue;
       const n = Math.min(budget, a.req.prompt.length - a.prefilled, a.promptLps ? PROMPT_LOGPROB_CHUNK : Infinity);
       chunks.push({ a, at: tokens.length, start: a.prefilled, n });
       for (let i = 0; i < n; i++) {

@@ -661,10 +661,8 @@ export class LocalModelHost implements ModelHost {
         return 'last';
       case pb.EmbedPooling.EMBED_CLS:
         return 'cls';
-      case pb.EmbedPooling.EMBED_MODEL: {
-        const t = m.model.hparams.poolingType;
-        return t === 1 ? 'mean' : t === 2 ? 'cls' : 'last';
-      }
+      case pb.EmbedPooling.EMBED_MODEL:
+        return m.model.defaultPooling;
       default:
         throw new EngineError('KAIL_E_INVALID_ARG', `unknown embedding pooling ${e}`);
     }

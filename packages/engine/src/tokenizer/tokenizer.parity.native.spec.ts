@@ -1,7 +1,8 @@
 // Parity with llama.cpp itself (through the node-llama-cpp devDependency, in a child process) on
 // seeded random text: tokenization with and without special-token parsing, detokenization of
 // random ids, token attributes, end-of-generation tokens and special ids, for every fixture
-// vocabulary. Skipped where node-llama-cpp is not installed.
+// vocabulary, and for the WordPiece ("bert") vocabulary of the project's own tiny-bert (no fixture
+// has one). Skipped where node-llama-cpp is not installed.
 
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -9,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { native } from '../native';
+import { tempDir, writeTestModel } from '../testing';
 import { fixtureVocabs } from './test-vocabs';
 import { Tokenizer } from './tokenizer';
 import { TokenAttr } from './vocab';
@@ -76,7 +78,9 @@ function randomTexts(tok: Tokenizer, n: number, seed: number): { texts: string[]
 const describeIf = haveReference ? describe : describe.skip;
 
 describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
-  const vocabs = fixtureVocabs();
+  const genDir = tempDir('kail-tok-wpm-');
+  afterAll(() => fs.rmSync(genDir, { recursive: true, force: true }));
+  const vocabs = [...fixtureVocabs(), writeTestModel(genDir, 'tiny-bert', 'Q8_0')];
   const cases: { file: string; tok: Tokenizer; texts: string[]; ids: number[][]; ref: RefResult }[] = [];
 
   beforeAll(() => {

@@ -2,6 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
+import { buildBert } from './bert';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildGlm4Moe } from './glm4moe';
 import { buildGptOss } from './gpt-oss';
@@ -19,7 +20,19 @@ const ARCHITECTURES: Record<string, Builder> = {
   deepseek2: (hp, ts) => buildDeepseek2(hp, ts),
   glm4moe: (hp, ts) => buildGlm4Moe(hp, ts),
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
+  bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
+  'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),
 };
+
+/**
+ * Encoder-only embedding models (non-causal attention, no output head): they give embeddings and
+ * generate no text, and a sequence is computed in one forward pass.
+ */
+const ENCODERS = new Set(['bert', 'nomic-bert']);
+
+export function isEncoderArchitecture(arch: string): boolean {
+  return ENCODERS.has(arch);
+}
 
 /** Architectures (GGUF `general.architecture`) this build can run. */
 export const SUPPORTED_ARCHITECTURES = Object.keys(ARCHITECTURES).sort();

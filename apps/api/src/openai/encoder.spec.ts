@@ -1,0 +1,42 @@
+// An encoder-only embedding model (tiny-nomic-bert, like Ollama's nomic-embed-text) behind the
+// real stack: the embedding routes serve it (OpenAI, Ollama, llama-server), text routes answer a
+// clear 4xx, and the model keeps serving.
+import { startTestStack, type TestStack } from '../test-stack';
+
+describe('an embedding (encoder) model through the API', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack([{ id: 'nomic', preset: 'tiny-nomic-bert', contextLength: 256 }]);
+  }, 60_000);
+  afterAll(() => stack?.close());
+
+  it('embeds on /v1/embeddings, /api/embed and /embedding: the same unit vector', async () => {
+    const oai = await stack.post('/v1/embeddings', { model: 'nomic', input: ['search_query: what streams experts?', 'search_document: the expert cache'] });
+    expect(oai.status).toBe(200);
+    const [a, b] = oai.body.data.map((d: { embedding: number[] }) => d.embedding);
+    expect(a).toHaveLength(256);
+    expect(Math.hypot(...a)).toBeCloseTo(1, 5);
+    expect(a).not.toEqual(b);
+    // [CLS] + the text's pieces + [SEP].
+    expect(oai.body.usage.prompt_tokens).toBeGreaterThan(4);
+    const ollama = await stack.post('/api/embed', { model: 'nomic', input: 'search_query: what streams experts?' });
+    expect(ollama.status).toBe(200);
+    ollama.body.embeddings[0].forEach((v: number, i: number) => expect(v).toBeCloseTo(a[i], 5));
+    const ls = await stack.post('/embedding', { model: 'nomic', content: 'search_query: what streams experts?' });
+    expect(ls.status).toBe(200);
+  });
+
+  it('answers text generation with a 4xx naming the embedding model, and keeps serving', async () => {
+    for (const [route, body] of [
+      ['/v1/chat/completions', { model: 'nomic', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }],
+      ['/v1/completions', { model: 'nomic', prompt: 'hi', max_tokens: 4 }],
+      ['/api/generate', { model: 'nomic', prompt: 'hi', stream: false }],
+    ] as const) {
+      const r = await stack.post(route, body);
+      expect(r.status).toBeGreaterThanOrEqual(400);
+      expect(r.status).toBeLessThan(500);
+      expect(JSON.stringify(r.body)).toMatch(/embedding model/);
+    }
+    expect((await stack.post('/v1/embeddings', { model: 'nomic', input: 'still here' })).status).toBe(200);
+  });
+});

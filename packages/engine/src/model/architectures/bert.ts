@@ -1,0 +1,100 @@
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
+
+import { EngineError } from '../../errors';
+import type { HParams } from '../hparams';
+import { ProgramBuilder, ropeParams, withBias } from '../program-builder';
+import { tensorLookup } from './deepseek2';
+
+/** BERT-style encoders (llama.cpp's src/models/bert.cpp): what differs between the members. */
+export interface BertOptions {
+  /** Learned absolute positions (`position_embd.weight`, BERT); else NeoX RoPE (nomic-bert). */
+  positions: 'learned' | 'rope';
+  /** FFN: up -> GELU -> down (BERT), or SwiGLU over gate and up (nomic-bert). */
+  ffn: 'gelu' | 'swiglu';
+}
+
+const t = (i: number, name: string) => `blk.${i}.${name}`;
+
+/** The layer-norm epsilon of an encoder file (`{arch}.attention.layer_norm_epsilon`, required as in llama.cpp). */
+export function layerNormEps(hp: HParams): number {
+  const eps = hp.meta.num('attention.layer_norm_epsilon');
+  if (!(eps >= 0 && eps < 1)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: attention.layer_norm_epsilon ${eps} is not in [0, 1)`);
+  return eps;
+}
+
+/**
+ * An encoder-only embedding model: token (+ type 0) (+ learned position) embeddings, layer norm,
+ * then per layer non-causal attention -> residual -> layer norm -> FFN -> residual -> layer norm
+ * (post-norm). No output head: the program's hidden rows are the last layer's output, pooled by
+ * the engine (mean or CLS, the file's pooling_type); its "logits" are those rows gathered, which
+ * nothing samples (an embedding model generates no text).
+ */
+export function buildBert(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: BertOptions): ModelProgram {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const eps = layerNormEps(hp);
+  const d = hp.nEmbd;
+  const hd = hp.headDimK;
+  if (hp.headDimV !== hd) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key and value heads differ (${hd} / ${hp.headDimV})`);
+  const p = new ProgramBuilder();
+  const x = p.buf('x', d);
+  const attnOut = p.buf('attn_out', d);
+  p.op('embed', x, { weights: { weight: need('token_embd.weight') } });
+  const types = maybe('token_types.weight');
+  if (types) p.op('embed', x, { weights: { weight: types }, params: { index: 2, accumulate: true } });
+  if (opt.positions === 'learned') p.op('embed', x, { weights: { weight: need('position_embd.weight') }, params: { index: 1, accumulate: true } });
+  const norm = (out: number, a: number, name: string) =>
+    p.op('layer_norm', out, { a, weights: withBias(need(`${name}.weight`), need(`${name}.bias`)), params: { eps } });
+  norm(x, x, 'token_embd_norm');
+  const rp = ropeParams(hp, true);
+
+  for (let il = 0; il < hp.nLayer; il++) {
+    const H = hp.nHead[il];
+    const Hkv = hp.nHeadKv[il];
+    if (H % Hkv !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: head_count ${H} is not a multiple of head_count_kv ${Hkv}`);
+    const q = p.buf(`q${H * hd}`, H * hd);
+    const k = p.buf(`k${Hkv * hd}`, Hkv * hd);
+    const v = p.buf(`v${Hkv * hd}`, Hkv * hd);
+    const attn = p.buf(`attn${H * hd}`, H * hd);
+    const fused = maybe(t(il, 'attn_qkv.weight'));
+    if (fused) {
+      // One projection into [q | k | v], then each part copied out.
+      const qkv = p.buf(`qkv${(H + 2 * Hkv) * hd}`, (H + 2 * Hkv) * hd);
+      p.op('matmul', qkv, { a: x, weights: withBias(fused, maybe(t(il, 'attn_qkv.bias'))) });
+      p.op('copy', q, { a: qkv, params: { a_off: 0, n: H * hd } });
+      p.op('copy', k, { a: qkv, params: { a_off: H * hd, n: Hkv * hd } });
+      p.op('copy', v, { a: qkv, params: { a_off: (H + Hkv) * hd, n: Hkv * hd } });
+    } else {
+      for (const [buf, w] of [[q, 'attn_q'], [k, 'attn_k'], [v, 'attn_v']] as const)
+        p.op('matmul', buf, { a: x, weights: withBias(need(t(il, `${w}.weight`)), maybe(t(il, `${w}.bias`))) });
+    }
+    if (opt.positions === 'rope') {
+      p.op('rope', q, { a: q, params: { ...rp, head_dim: hd, n_head: H } });
+      p.op('rope', k, { a: k, params: { ...rp, head_dim: hd, n_head: Hkv } });
+    }
+    const layer = p.kvLayer(Hkv * hd, Hkv * hd);
+    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1 / Math.sqrt(hd), causal: false } });
+    p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), maybe(t(il, 'attn_output.bias'))) });
+    p.op('add', x, { a: attnOut, b: x });
+    norm(x, x, t(il, 'attn_output_norm'));
+
+    const ff = tensors.get(need(t(il, 'ffn_up.weight')))!.dims[1];
+    const u = p.buf(`ffn_up${ff}`, ff);
+    const ffnOut = p.buf('ffn_out', d);
+    p.op('matmul', u, { a: x, weights: withBias(need(t(il, 'ffn_up.weight')), maybe(t(il, 'ffn_up.bias'))) });
+    if (opt.ffn === 'gelu') {
+      p.op('gelu', u, { a: u });
+      p.op('matmul', ffnOut, { a: u, weights: withBias(need(t(il, 'ffn_down.weight')), maybe(t(il, 'ffn_down.bias'))) });
+    } else {
+      const g = p.buf(`ffn_gate${ff}`, ff);
+      p.op('matmul', g, { a: x, weights: { weight: need(t(il, 'ffn_gate.weight')) } });
+      p.op('swiglu', g, { a: g, b: u });
+      p.op('matmul', ffnOut, { a: g, weights: withBias(need(t(il, 'ffn_down.weight')), maybe(t(il, 'ffn_down.bias'))) });
+    }
+    p.op('add', x, { a: ffnOut, b: x });
+    norm(x, x, t(il, 'layer_output_norm'));
+  }
+  p.hidden(x);
+  const out = p.buf('h_out', d, true);
+  p.op('gather_out', out, { a: x });
+  return p.build(out);
+}

@@ -1,0 +1,78 @@
+// Encoder-only embedding models (llama.cpp's bert and nomic-bert graphs: non-causal attention,
+// layer norms, GELU or SwiGLU, learned or rotary positions, mean or CLS pooling) against
+// llama.cpp's embedding context (node-llama-cpp, flash attention off; it keeps no KV cache for
+// these), files from the project's writer in several types. kail's embedding is what the engine
+// service returns for /v1/embeddings before normalization: LocalModelHost, EMBED_MODEL (the file's
+// pooling type), the prompt tokenized with the vocabulary's [CLS] ... [SEP].
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { LocalModelHost } from '@kailstream/engine';
+import { engine as pb } from '@kailstream/proto';
+
+import { writeModel } from '../models/build';
+import type { FileTypeName } from '../models/quant-plan';
+import { getPreset } from '../models/presets';
+import { llamaEmbeddings } from './llama-ref';
+import { nmse } from './metrics';
+
+const TEXTS = [
+  'Experts stream from storage into a RAM cache.',
+  'the router picks the top experts for each token; the cache keeps the hot ones (and evicts the cold).',
+  'Ünïcödé, numbers 3.14159 and CJK 中文 too',
+  'a',
+];
+
+/** NMSE bounds per file type (measured values are far below; see docs/benchmarks.md). */
+const CASES: [string, FileTypeName, number][] = [
+  ['tiny-bert', 'F32', 1e-9],
+  ['tiny-bert', 'F16', 1e-6],
+  ['tiny-bert', 'Q8_0', 1e-5],
+  ['tiny-bert', 'Q4_K', 1e-4],
+  ['tiny-nomic-bert', 'F32', 1e-9],
+  ['tiny-nomic-bert', 'F16', 1e-6],
+  ['tiny-nomic-bert', 'Q8_0', 1e-5],
+  ['tiny-nomic-bert', 'Q4_K', 1e-4],
+  ['tiny-bert-cls', 'F32', 1e-9],
+];
+
+describe("encoder embeddings against llama.cpp's embedding context", () => {
+  let dir: string;
+  const lines: string[] = [];
+  afterAll(() => {
+    if (lines.length) console.log(lines.join('\n'));
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it.each(CASES)('%s %s: each text embeds as llama.cpp embeds its tokens (NMSE ≤ %s)', async (preset, type, bound) => {
+    dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-enc-'));
+    const file = path.join(dir, `${preset}-${type}.gguf`);
+    // tiny-bert-cls: tiny-bert with CLS pooling (pooling_type 2, as bge files).
+    const config = preset === 'tiny-bert-cls' ? { ...getPreset('tiny-bert').config, name: preset, pooling: 2 } : getPreset(preset).config;
+    writeModel({ config, fileType: type, seed: 5, out: file });
+    const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 256 });
+    const ours: number[][] = [];
+    const prompts: number[][] = [];
+    try {
+      await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'enc', threads: 2, contextLength: 256 }));
+      for (const [i, text] of TEXTS.entries()) {
+        prompts.push(host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'enc', text, addSpecial: true })).tokens);
+        const req = pb.GenerateRequest.fromPartial({ requestId: `enc-${i}`, model: 'enc', prompt: text, maxTokens: 1, embed: pb.EmbedPooling.EMBED_MODEL });
+        let emb: number[] = [];
+        for await (const r of host.generate(req, new AbortController().signal)) if (r.embedding.length) emb = r.embedding;
+        ours.push(emb);
+      }
+    } finally {
+      await host.close();
+    }
+    // [CLS] first and [SEP] last, as llama.cpp's WordPiece tokenizer adds them.
+    for (const p of prompts) expect([p[0], p[p.length - 1]]).toEqual([2, 3]);
+    const ref = await llamaEmbeddings(file, prompts, { timeoutMs: 120_000 });
+    const errs = ours.map((e, i) => {
+      expect(e).toHaveLength(ref[i].length);
+      return nmse(Float32Array.from(e), Float32Array.from(ref[i]));
+    });
+    lines.push(`${preset.padEnd(16)} ${type.padEnd(5)} NMSE ${errs.map((e) => e.toExponential(2)).join(' ')} (bound ${bound})`);
+    for (const e of errs) expect(e).toBeLessThan(bound);
+  }, 180_000);
+});
