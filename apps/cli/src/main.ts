@@ -11,6 +11,7 @@ import { registerStop } from './commands/stop';
 import { registerChat } from './commands/chat';
 import { registerProfile } from './commands/profile';
 import { registerRepack } from './commands/repack';
+import { registerEmbed } from './commands/embed';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -30,6 +31,7 @@ export function buildProgram(): Command {
   registerChat(program);
   registerProfile(program);
   registerRepack(program);
+  registerEmbed(program);
   return program;
 }
 

@@ -24,6 +24,7 @@ export { SUPPORTED_ARCHITECTURES } from './model/architectures';
 export { mlaKvBytesPerToken } from './model/architectures/deepseek2';
 export type { MlaKvShape } from './model/architectures/deepseek2';
 export { generate } from './generate';
+export { embdCosine, embdNormalize } from './runtime/embedding';
 export type { GenerateOptions, GenerateResult } from './generate';
 export { createSampler, DEFAULT_SAMPLERS, type SamplerStage } from './sampling/sampler';
 export { DEFAULT_DRY_BREAKERS, dryBreakerSequences } from './sampling/dry';

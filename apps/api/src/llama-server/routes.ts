@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
+import { embdNormalize } from '@kailstream/engine/embedding';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
@@ -159,24 +160,6 @@ const EmbeddingBody = z.object({
   /** -1 none, 0 max-absolute (to the int16 range), 1 taxicab, 2 Euclidean (the default), p > 2 p-norm. */
   embd_normalize: z.number().int().min(-1).max(1000).optional().nullable(),
 });
-
-/** llama.cpp's common_embd_normalize. */
-export function embdNormalize(v: readonly number[], norm: number): number[] {
-  let sum = 0;
-  if (norm === -1) sum = 1;
-  else if (norm === 0) {
-    for (const x of v) sum = Math.max(sum, Math.abs(x));
-    sum /= 32760;
-  } else if (norm === 2) {
-    for (const x of v) sum += x * x;
-    sum = Math.sqrt(sum);
-  } else {
-    for (const x of v) sum += Math.abs(x) ** norm;
-    sum = sum ** (1 / norm);
-  }
-  const k = sum > 0 ? 1 / sum : 0;
-  return v.map((x) => Math.fround(x * k));
-}
 
 const TokenizeBody = z.object({
   model: z.string().min(1).optional(),
@@ -809,7 +792,7 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
         if (msg.usage) promptTokens += msg.usage.promptTokens;
       });
       deps.onUsage?.(req, promptTokens, 0);
-      return reply.send(vectors.map((v, index) => ({ index, embedding: [embdNormalize(v, b.embd_normalize ?? 2)] })));
+      return reply.send(vectors.map((v, index) => ({ index, embedding: [Array.from(embdNormalize(v, b.embd_normalize ?? 2))] })));
     } catch (e) {
       return sendFailure(reply, e);
     }
