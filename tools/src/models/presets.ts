@@ -71,6 +71,13 @@ export const PRESETS: Record<string, Preset> = {
       nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'bert', ctx: 2048, ropeBase: 1000, normEps: 1e-12, tiedEmbeddings: true,
     },
   },
+  'bench-bge-base-shaped': {
+    description: 'bge-base-en-v1.5 shape (bert, 12 x 768, ff 3072, 12 heads, 512 positions, CLS pooling), vocab 30522',
+    config: {
+      ...tiny, arch: 'bert', name: 'bench-bge-base-shaped', nLayers: 12, dim: 768, ff: 3072, nHeads: 12, nKvHeads: 12,
+      vocabSize: 30522, vocabKind: 'bert', ctx: 512, ropeBase: 10000, normEps: 1e-12, tiedEmbeddings: true, pooling: 2,
+    },
+  },
   'bench-qwen3-30b-a3b-shaped': {
     description: 'Qwen3-30B-A3B shape (48 x 2048, 128 experts top-8 of ff 768, head 128, GQA 32/4), vocab 32000',
     config: {

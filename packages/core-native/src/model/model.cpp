@@ -854,13 +854,20 @@ void op_layer_norm(exec_ctx & x, const op_desc & op, size_t oi) {
 }
 
 // ggml-cpu's GELU (GGML_GELU_FP16): 0 at or below -10, x at or above 10, else the tanh form
-// looked up in a table of F16 inputs and F16 outputs.
+// looked up in a table of F16 inputs and F16 outputs (built once, as ggml's ggml_table_gelu_f16).
 float gelu_ggml(float v) {
+    static const std::vector<float> table = [] {
+        std::vector<float> t(1 << 16);
+        for (uint32_t i = 0; i < t.size(); i++) {
+            const float h = cpu::fp16_to_fp32_sw(static_cast<uint16_t>(i));
+            const float g = 0.5f * h * (1.0f + std::tanh(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
+            t[i] = cpu::fp16_to_fp32_sw(cpu::fp32_to_fp16_sw(g));
+        }
+        return t;
+    }();
     if (v <= -10.0f) return 0.0f;
     if (v >= 10.0f) return v;
-    const float h = cpu::fp16_to_fp32_sw(cpu::fp32_to_fp16_sw(v));
-    const float g = 0.5f * h * (1.0f + std::tanh(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)));
-    return cpu::fp16_to_fp32_sw(cpu::fp32_to_fp16_sw(g));
+    return table[cpu::fp32_to_fp16_sw(v)];
 }
 
 void op_head_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
