@@ -64,6 +64,14 @@ export const PRESETS: Record<string, Preset> = {
       nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'bert', ctx: 512, ropeBase: 10000, normEps: 1e-12, tiedEmbeddings: true,
     },
   },
+  'tiny-bert-reranker': {
+    description: 'tiny-bert with a cross-encoder reranker head (cls dense + tanh, cls.output with one score, pooling rank), as bge-reranker files',
+    config: {
+      ...tiny, arch: 'bert', name: 'tiny-bert-reranker', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 4,
+      nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'bert', ctx: 512, ropeBase: 10000, normEps: 1e-12, tiedEmbeddings: true,
+      clsLabels: ['score'],
+    },
+  },
   'tiny-nomic-bert': {
     description: 'nomic-bert embedding encoder (nomic-embed-text-style): NeoX RoPE, fused qkv, SwiGLU, layer norms, mean pooling',
     config: {

@@ -1,7 +1,8 @@
 // Encoder-only embedding models (llama.cpp's src/models/bert.cpp): bert (learned absolute
 // positions, q/k/v and every projection with a bias, GELU FFN) and nomic-bert (NeoX RoPE, one
 // fused attn_qkv, SwiGLU FFN, no projection biases). Post-norm layer norms with biases, token type
-// embeddings, non-causal attention, no output head; pooling_type says how the engine pools.
+// embeddings, non-causal attention, no output head; pooling_type says how the engine pools. With
+// `clsLabels`, a reranker's classification head (cls, cls.output; pooling rank).
 import { checkHeads, headDim, linear, linearInit, norm, requirePositive, residualGain } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { kv, type GgufValue } from '../../gguf/writer';
@@ -38,8 +39,8 @@ function encoder(name: 'bert' | 'nomic-bert'): ArchDefinition {
         [`${name}.attention.head_count`, kv.u32(c.nHeads)],
         [`${name}.attention.layer_norm_epsilon`, kv.f32(c.normEps)],
         [`${name}.attention.causal`, kv.bool(false)],
-        // 1 mean (sentence-transformers' MiniLM / nomic-embed), 2 CLS (bge).
-        [`${name}.pooling_type`, kv.u32(c.pooling ?? 1)],
+        // 1 mean (sentence-transformers' MiniLM / nomic-embed), 2 CLS (bge), 4 rank (a reranker head).
+        [`${name}.pooling_type`, kv.u32(c.clsLabels ? 4 : (c.pooling ?? 1))],
       ];
       if (nomic) m.push([`${name}.rope.freq_base`, kv.f32(c.ropeBase)]);
       return m;
@@ -69,6 +70,12 @@ function encoder(name: 'bert' | 'nomic-bert'): ArchDefinition {
         t.push({ name: `${p}.ffn_down.weight`, shape: [c.ff, d], init: linearInit(c.ff, 2 * residualGain(c)), role: 'ffn_down', layer: i });
         if (!nomic) t.push(bias(`${p}.ffn_down.bias`, d, i));
         t.push(...layerNorm(`${p}.layer_output_norm`, d, i));
+      }
+      if (c.clsLabels) {
+        // A cross-encoder reranker's head (bge-reranker): dense + tanh over the [CLS] row, then
+        // one output per label (the relevance score for one).
+        t.push(linear('cls.weight', d, d, 'output'), bias('cls.bias', d));
+        t.push(linear('cls.output.weight', d, c.clsLabels.length, 'output', undefined, 2), bias('cls.output.bias', c.clsLabels.length));
       }
       return t;
     },
