@@ -335,8 +335,9 @@ function details(m: common.ModelInfo) {
   return { parent_model: '', format: 'gguf', family: m.architecture, families: [m.architecture], parameter_size: size, quantization_level: types[0]?.[0] ?? '' };
 }
 
-/** Ollama's capabilities of a model, as Ollama finds them: by what its template refers to. */
+/** Ollama's capabilities of a model, as Ollama finds them: by what its template refers to ('embedding' alone for an embedding model). */
 function capabilities(m: common.ModelInfo): string[] {
+  if (m.embeddingOnly) return ['embedding'];
   const t = m.chatTemplate;
   return ['completion', ...(/\btools\b/.test(t) ? ['tools'] : []), ...(t.includes('<think>') || /enable_thinking|reasoning_content/.test(t) ? ['thinking'] : [])];
 }

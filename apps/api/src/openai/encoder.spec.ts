@@ -39,4 +39,14 @@ describe('an embedding (encoder) model through the API', () => {
     }
     expect((await stack.post('/v1/embeddings', { model: 'nomic', input: 'still here' })).status).toBe(200);
   });
+
+  it("shows Ollama clients an embedding model: capabilities ['embedding'], no template, its F32 cache", async () => {
+    const show = await stack.post('/api/show', { model: 'nomic' });
+    expect(show.status).toBe(200);
+    expect(show.body.capabilities).toEqual(['embedding']);
+    expect(show.body.template).toBe('');
+    expect(show.body.details.family).toBe('nomic-bert');
+    const info = stack.host.listModels().find((m) => m.id === 'nomic')!;
+    expect([info.embeddingOnly, info.kvType]).toEqual([true, 'f32']);
+  });
 });

@@ -435,6 +435,9 @@ export class EngineModel {
   loraAdapters: readonly { path: string; scale: number }[] = [];
   /** A reranker's classification head (pooling rank and cls.output: model/rank-head.ts), else null. */
   rankHead: RankHead | null = null;
+  /** The cache types the model was loaded with (an encoder's default is F32, a decoder's F16). */
+  kvType: KvType = 'f16';
+  kvTypeV: KvType = 'f16';
 
   private constructor(
     readonly path: string,
@@ -497,6 +500,8 @@ export class EngineModel {
       const model = new EngineModel(path, hp, md, tokenizer, program, runtime, nCtx, nSeqMax, summary, nBatch, plan);
       model.loraAdapters = (params.lora ?? []).map((l) => ({ path: l.path, scale: l.scale ?? 1 }));
       model.rankHead = rankHead;
+      model.kvType = kvType;
+      model.kvTypeV = kvTypeV;
       if (opts.usageHistoryDir && program.nMoeLayers > 0) model.startUsageHistory(opts.usageHistoryDir, opts.usageDecay);
       return model;
     } finally {

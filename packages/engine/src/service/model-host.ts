@@ -442,13 +442,15 @@ export class LocalModelHost implements ModelHost {
       residency: residencyOf(model),
       ramBudgetBytes: model.plan ? model.plan.ramBytes : 0,
       slots: model.nSeqMax,
-      kvType: this.opts.loadOptions?.kvType ?? 'f16',
-      kvTypeV: this.opts.loadOptions?.kvTypeV ?? this.opts.loadOptions?.kvType ?? 'f16',
+      kvType: model.kvType,
+      kvTypeV: model.kvTypeV,
       loraAdapters: model.loraAdapters.map((l) => ({ path: l.path, scale: l.scale })),
+      embeddingOnly: model.encoder,
     });
     const loaded: Loaded = { info, model, engine, spec, lastSteps: 0, lastProgress: Date.now() };
     try {
-      info.chatTemplate = this.chatTemplate(loaded).source;
+      // (An embedding model chats with nobody: no template.)
+      info.chatTemplate = model.encoder ? '' : this.chatTemplate(loaded).source;
     } catch {
       // A template that does not parse: chat requests report why; the model serves text prompts.
       info.chatTemplate = model.tokenizer.vocab.chatTemplate ?? '';

@@ -244,6 +244,11 @@ export interface ModelInfo {
    * with the scale it was loaded with (the default of requests that give none).
    */
   loraAdapters: LoraAdapter[];
+  /**
+   * An embedding model (an encoder such as bert or nomic-bert): it answers embeddings and
+   * reranking, never generated text.
+   */
+  embeddingOnly: boolean;
 }
 
 export interface ModelInfo_TensorTypeBytesEntry {
@@ -1475,6 +1480,7 @@ function createBaseModelInfo(): ModelInfo {
     kvType: "",
     kvTypeV: "",
     loraAdapters: [],
+    embeddingOnly: false,
   };
 }
 
@@ -1536,6 +1542,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     }
     for (const v of message.loraAdapters) {
       LoraAdapter.encode(v!, writer.uint32(154).fork()).join();
+    }
+    if (message.embeddingOnly !== false) {
+      writer.uint32(160).bool(message.embeddingOnly);
     }
     return writer;
   },
@@ -1708,6 +1717,14 @@ export const ModelInfo: MessageFns<ModelInfo> = {
             message.loraAdapters.push(LoraAdapter.decode(reader, reader.uint32()));
             continue;
           }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.embeddingOnly = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1815,6 +1832,11 @@ export const ModelInfo: MessageFns<ModelInfo> = {
         : globalThis.Array.isArray(object?.lora_adapters)
         ? object.lora_adapters.map((e: any) => LoraAdapter.fromJSON(e))
         : [],
+      embeddingOnly: isSet(object.embeddingOnly)
+        ? globalThis.Boolean(object.embeddingOnly)
+        : isSet(object.embedding_only)
+        ? globalThis.Boolean(object.embedding_only)
+        : false,
     };
   },
 
@@ -1883,6 +1905,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     if (message.loraAdapters?.length) {
       obj.loraAdapters = message.loraAdapters.map((e) => LoraAdapter.toJSON(e));
     }
+    if (message.embeddingOnly !== false) {
+      obj.embeddingOnly = message.embeddingOnly;
+    }
     return obj;
   },
 
@@ -1920,6 +1945,7 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     message.kvType = object.kvType ?? "";
     message.kvTypeV = object.kvTypeV ?? "";
     message.loraAdapters = object.loraAdapters?.map((e) => LoraAdapter.fromPartial(e)) || [];
+    message.embeddingOnly = object.embeddingOnly ?? false;
     return message;
   },
 };
