@@ -1,5 +1,5 @@
 // Regression guard of the semantic fuzz harness (semantic-fuzz.ts, run in full by hand): a
-// representative subset of its mutations over five architectures, each mutated file served by a
+// representative subset of its mutations over six architectures, each mutated file served by a
 // child process under a memory and a time limit. Every file must be refused with a clean
 // KAIL_E_* error that names the problem, or load and serve with finite logits; the ones that
 // crashed, hung, allocated from a huge number or produced NaN before the fixes must be refused.
@@ -74,6 +74,14 @@ const REFUSED: Record<string, [string, RegExp][]> = {
     ['meta:<a>.nextn_predict_layers:i32max', /nextn_predict_layers' is 2147483647/],
     ['meta:<a>.leading_dense_block_count:huge', /leading_dense_block_count' is 1099511627776/],
     ['tensor:blk.2.attn_k_norm.weight:shrink-ne0', /attn_k_norm/],
+  ],
+  // An encoder (bert): its own keys and tensors, refused by name.
+  'tiny-bert-F32': [
+    ['meta:<a>.attention.layer_norm_epsilon:removed', /lacks metadata 'bert\.attention\.layer_norm_epsilon'/],
+    ['meta:<a>.attention.layer_norm_epsilon:negative', /layer_norm_epsilon -1 is not in \[0, 1\)/],
+    ['tensor:position_embd.weight:shrink-last', /longer than the model's 256 learned positions/],
+    ['tensor:token_embd_norm.bias:removed', /lacks tensor 'token_embd_norm\.bias'/],
+    ['tensor:position_embd.weight:shrink-ne0', /embedding tensor width does not match/],
   ],
 };
 

@@ -158,6 +158,8 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-gpt-oss', type: 'F32' },
   { preset: 'tiny-mixtral', type: 'Q4_K_M' },
   { preset: 'tiny-qwen3moe', type: 'Q8_0' },
+  { preset: 'tiny-bert', type: 'F32' },
+  { preset: 'tiny-nomic-bert', type: 'Q8_0' },
 ];
 
 export function baseModelName(b: { preset: string; type: string }): string {

@@ -43,6 +43,8 @@ export interface ModelConfig {
   clsLabels?: string[];
   /** An encoder's `<arch>.pooling_type` (1 mean, 2 CLS; default 1). */
   pooling?: number;
+  /** An encoder's `<arch>.attention.causal` (default false, as converted encoders). */
+  causal?: boolean;
   /** `tokenizer.chat_template.rerank`: the reranker's prompt with {query} and {document}. */
   rerankTemplate?: string;
 }

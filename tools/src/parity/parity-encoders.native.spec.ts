@@ -34,6 +34,7 @@ const CASES: [string, FileTypeName, number][] = [
   ['tiny-nomic-bert', 'Q8_0', 1e-5],
   ['tiny-nomic-bert', 'Q4_K', 1e-4],
   ['tiny-bert-cls', 'F32', 1e-9],
+  ['tiny-bert-causal', 'F32', 1e-9],
 ];
 
 describe("encoder embeddings against llama.cpp's embedding context", () => {
@@ -47,8 +48,11 @@ describe("encoder embeddings against llama.cpp's embedding context", () => {
   it.each(CASES)('%s %s: each text embeds as llama.cpp embeds its tokens (NMSE ≤ %s)', async (preset, type, bound) => {
     dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-enc-'));
     const file = path.join(dir, `${preset}-${type}.gguf`);
-    // tiny-bert-cls: tiny-bert with CLS pooling (pooling_type 2, as bge files).
-    const config = preset === 'tiny-bert-cls' ? { ...getPreset('tiny-bert').config, name: preset, pooling: 2 } : getPreset(preset).config;
+    // tiny-bert-cls: tiny-bert with CLS pooling (pooling_type 2, as bge files); tiny-bert-causal:
+    // with attention.causal true, which llama.cpp ignores for a model without a KV cache (its
+    // encode() always attends both ways), and so does kail.
+    const variants: Record<string, object> = { 'tiny-bert-cls': { pooling: 2 }, 'tiny-bert-causal': { causal: true } };
+    const config = variants[preset] ? { ...getPreset('tiny-bert').config, name: preset, ...variants[preset] } : getPreset(preset).config;
     writeModel({ config, fileType: type, seed: 5, out: file });
     const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 256 });
     const ours: number[][] = [];

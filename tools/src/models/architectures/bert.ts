@@ -38,7 +38,7 @@ function encoder(name: 'bert' | 'nomic-bert'): ArchDefinition {
         [`${name}.feed_forward_length`, kv.u32(c.ff)],
         [`${name}.attention.head_count`, kv.u32(c.nHeads)],
         [`${name}.attention.layer_norm_epsilon`, kv.f32(c.normEps)],
-        [`${name}.attention.causal`, kv.bool(false)],
+        [`${name}.attention.causal`, kv.bool(c.causal ?? false)],
         // 1 mean (sentence-transformers' MiniLM / nomic-embed), 2 CLS (bge), 4 rank (a reranker head).
         [`${name}.pooling_type`, kv.u32(c.clsLabels ? 4 : (c.pooling ?? 1))],
       ];

@@ -46,6 +46,8 @@ export function buildBert(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt
     p.op('layer_norm', out, { a, weights: withBias(need(`${name}.weight`), need(`${name}.bias`)), params: { eps } });
   norm(x, x, 'token_embd_norm');
   const rp = ropeParams(hp, true);
+  // Non-causal whatever `{arch}.attention.causal` says: llama.cpp runs a model without a KV cache
+  // through its encode(), which always attends both ways.
 
   for (let il = 0; il < hp.nLayer; il++) {
     const H = hp.nHead[il];
