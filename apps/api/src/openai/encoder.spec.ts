@@ -40,6 +40,20 @@ describe('an embedding (encoder) model through the API', () => {
     expect((await stack.post('/v1/embeddings', { model: 'nomic', input: 'still here' })).status).toBe(200);
   });
 
+  it('answers an input past the context with a 400 (OpenAI, llama-server), or truncates it (Ollama, unless truncate: false)', async () => {
+    const long = Array.from({ length: 300 }, (_, i) => `word${i % 7}`).join(' ');
+    const oai = await stack.post('/v1/embeddings', { model: 'nomic', input: long });
+    expect(oai.status).toBe(400);
+    expect(oai.body.error.message).toMatch(/context holds 256/);
+    expect((await stack.post('/embedding', { model: 'nomic', content: long })).status).toBe(400);
+    const cut = await stack.post('/api/embed', { model: 'nomic', input: long });
+    expect(cut.status).toBe(200);
+    expect(cut.body.prompt_eval_count).toBe(256);
+    expect((await stack.post('/api/embed', { model: 'nomic', input: long, truncate: false })).status).toBe(400);
+    // Token ids past the vocabulary are the client's error too.
+    expect((await stack.post('/v1/embeddings', { model: 'nomic', input: [[2, 99999, 3]] })).status).toBe(400);
+  });
+
   it("shows Ollama clients an embedding model: capabilities ['embedding'], no template, its F32 cache", async () => {
     const show = await stack.post('/api/show', { model: 'nomic' });
     expect(show.status).toBe(200);
