@@ -52,7 +52,8 @@ export function TimingLine({ t }: { t: StreamTiming }) {
 }
 
 export function ChatView() {
-  const models = usePoll(() => api.models.loaded.query(), 5000);
+  // (Embedding models generate no text: not offered here.)
+  const models = usePoll(async () => (await api.models.loaded.query()).filter((m) => !m.embeddingOnly), 5000);
   const [model, setModel] = useState('');
   const [sampling, setSampling] = useState<Sampling>(DEFAULT_SAMPLING);
   const [system, setSystem] = useState('');

@@ -14,6 +14,7 @@ const model: ModelView = {
   expertUsedCount: 2,
   layerCount: 4,
   loaded: false,
+  embeddingOnly: false,
   expiresAtUnixMs: 0,
   kvType: '',
   kvTypeV: '',
@@ -49,6 +50,9 @@ describe('models page parts', () => {
     expect(form).toContain('value="0.5"');
     expect(form).toContain('Set LoRA scales');
     expect(renderToString(<LoraScales m={{ id: 'm', loraAdapters: [] }} onSaved={() => undefined} />)).toBe('');
+    const encoder = renderToString(<ModelDetails m={{ ...model, architecture: 'nomic-bert', expertCount: 0, embeddingOnly: true }} />);
+    expect(encoder).toContain('nomic-bert (embedding model: /v1/embeddings, no text)');
+    expect(html).not.toContain('embedding model');
     expect(kept).toContain('unloads when idle at');
     expect(kept).toContain('2026-12-02 05:07:30 UTC');
   });

@@ -15,7 +15,7 @@ export function ModelDetails({ m, coldBytesPerToken }: { m: ModelView; coldBytes
   return (
     <dl className="details" data-testid={`details-${m.id}`}>
       <dt>architecture</dt>
-      <dd>{m.architecture}</dd>
+      <dd>{m.embeddingOnly ? `${m.architecture} (embedding model: /v1/embeddings, no text)` : m.architecture}</dd>
       <dt>parameters</dt>
       <dd>{formatCount(m.parameterCount)}</dd>
       <dt>layers</dt>

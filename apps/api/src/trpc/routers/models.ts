@@ -34,6 +34,8 @@ function modelView(m: common.ModelInfo) {
     expertUsedCount: m.expertUsedCount,
     layerCount: m.layerCount,
     loaded: m.loaded,
+    /** An embedding model (bert, nomic-bert): embeddings and reranking, no text. */
+    embeddingOnly: m.embeddingOnly,
     /** When an idle model unloads (the scheduler's keep-alive), ms since the epoch; 0: it stays. */
     expiresAtUnixMs: m.expiresAtUnixMs,
     /** A loaded model's KV cache type (f16, q8_0, q4_0, ...: KV_TYPES); '' for a file not loaded. */
