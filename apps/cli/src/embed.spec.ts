@@ -53,6 +53,15 @@ describe('kail embed (llama-embedding)', () => {
     expect(run.stderr).toMatch(/is an embedding model \(bert\).*kail embed/);
   });
 
+  it('kail bench measures an embedding model\'s prompt processing alone', () => {
+    const r = kail('bench', '-m', model, '-p', '64', '-r', '1', '--json');
+    expect(r.status).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect([out.prompt_tokens, out.gen_tokens]).toEqual([64, 0]);
+    expect(out.prompt_tps).toBeGreaterThan(0);
+    expect(kail('bench', '-m', model, '--parallel', '1,2').stderr).toMatch(/embedding model: kail bench measures its prompt processing only/);
+  });
+
   it("normalizes as llama.cpp's common_embd_normalize", () => {
     const v = Float32Array.from([3, -4]);
     expect(Array.from(normalizeEmbedding(v, 2))).toEqual([Math.fround(0.6), Math.fround(-0.8)]);

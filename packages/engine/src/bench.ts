@@ -64,7 +64,8 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 /** llama-bench style: prompt processing of N random tokens, then M single-token decode steps. */
 export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Promise<BenchResult> {
   const pp = opts.promptTokens ?? 512;
-  const tg = opts.genTokens ?? 128;
+  // (An embedding model generates nothing: prompt processing only.)
+  const tg = model.encoder ? 0 : (opts.genTokens ?? 128);
   const feed = opts.feed ?? 'greedy';
   const reps = Math.max(1, opts.reps ?? 1);
   const rand = xorshift(opts.seed ?? 42);

@@ -20,7 +20,7 @@ export { summarizeStream } from './model/stream-summary';
 export { NllAccumulator, perplexity, perplexityChunks, type PerplexityOptions, type PerplexityResult } from './model/perplexity';
 export type { StreamSummary } from './model/stream-summary';
 export type { NativeExpertLayerStats as ExpertLayerStats, NativeExpertStreamStats as ExpertStreamStats } from '@kailstream/core-native';
-export { SUPPORTED_ARCHITECTURES } from './model/architectures';
+export { SUPPORTED_ARCHITECTURES, isEncoderArchitecture } from './model/architectures';
 export { mlaKvBytesPerToken } from './model/architectures/deepseek2';
 export type { MlaKvShape } from './model/architectures/deepseek2';
 export { generate } from './generate';

@@ -43,6 +43,7 @@ import {
   dryBreakerSequences,
   parseGbnf,
   compileJsonSchema,
+  isEncoderArchitecture,
 } from '@kailstream/engine';
 import { getPreset, writeModel, WEIGHT_RECIPE_VERSION } from '@kailstream/tools';
 
@@ -581,6 +582,15 @@ export function registerModelCommands(program: Command): void {
     ) => {
       if (o.feed !== 'greedy' && o.feed !== 'random') throw new Error(`--feed must be greedy or random, got '${o.feed}'`);
       const log = (l: string) => process.stderr.write(l + '\n');
+      // An embedding model generates nothing: its bench is prompt processing alone (as llama-bench's
+      // pp for one), the prompt one sequence in one pass.
+      const meta = openGgufMetadata(o.model);
+      const arch = String(meta.metadata['general.architecture'] ?? '');
+      meta.close();
+      if (isEncoderArchitecture(arch)) {
+        if (o.parallel || o.draft || o.lookup || o.mtp || o.routingStats) throw new Error(`${arch} is an embedding model: kail bench measures its prompt processing only (no --parallel, --draft, --lookup, --mtp or --routing-stats)`);
+        o.nGen = 0;
+      }
       if (o.parallel) {
         if (o.draft || o.lookup || o.mtp || o.routingStats) throw new Error('--parallel does not combine with --draft, --lookup, --mtp or --routing-stats');
         const most = Math.max(...o.parallel);
@@ -593,7 +603,7 @@ export function registerModelCommands(program: Command): void {
         }
         return;
       }
-      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(o.nPrompt + o.nGen + 1, o.routingStats ? 65 : 1), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
+      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(o.nPrompt + o.nGen + (isEncoderArchitecture(arch) ? 0 : 1), o.routingStats ? 65 : 1), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
       try {
         if (o.draft || o.lookup || o.mtp)
           return await benchSpeculative(model, o, () =>
@@ -610,7 +620,7 @@ export function registerModelCommands(program: Command): void {
           process.stdout.write(
             `${path.basename(o.model)} (${r.arch}), ${r.threads} threads, feed ${r.feed}, median of ${r.reps}\n` +
               `pp${r.prompt_tokens}: ${r.prompt_tps.toFixed(2)} tokens/s\n` +
-              `tg${r.gen_tokens}: ${r.gen_tps.toFixed(2)} tokens/s\n` +
+              (isEncoderArchitecture(arch) ? 'tg: none (an embedding model generates no text)\n' : `tg${r.gen_tokens}: ${r.gen_tps.toFixed(2)} tokens/s\n`) +
               (r.stream
                 ? `experts (generation): hit rate ${(100 * r.stream.hit_rate).toFixed(1)}%, ${formatBytes(r.stream.bytes_read_per_token)} read per token, ` +
                   `stalled ${r.stream.stall_s.toFixed(2)} s, prefetch precision ${(100 * r.stream.prefetch_precision).toFixed(1)}% recall ` +
