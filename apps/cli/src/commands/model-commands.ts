@@ -128,19 +128,21 @@ export function cacheType(v: string, flag = '--cache-type'): KvType {
 }
 /** --cache-type for both, and K's and V's apart (llama.cpp's -ctk/-ctv, each defaulting to --cache-type). */
 export interface CacheTypeOpts {
-  cacheType: KvType;
+  /** Unset: f16 (f32 for an embedding model, which keeps K and V for one pass only). */
+  cacheType?: KvType;
   cacheTypeK?: KvType;
   cacheTypeV?: KvType;
 }
 export function addCacheTypeOptions(cmd: Command, help = CACHE_TYPE_HELP): Command {
   return cmd
-    .option('--cache-type <type>', help, (v: string) => cacheType(v), 'f16' as KvType)
+    .option('--cache-type <type>', `${help}; default f16 (f32 for an embedding model)`, (v: string) => cacheType(v))
     .option('--cache-type-k <type>', "K rows' type, also -ctk as llama.cpp spells it; default --cache-type", (v: string) => cacheType(v, '--cache-type-k'))
     .option('--cache-type-v <type>', "V rows' type, also -ctv; default --cache-type (MLA models keep one latent cache: K's and V's must match)", (v: string) => cacheType(v, '--cache-type-v'));
 }
 /** The load options' KV types from the flags. */
-export function kvTypesOf(o: CacheTypeOpts): { kvType: KvType; kvTypeV: KvType } {
-  return { kvType: o.cacheTypeK ?? o.cacheType, kvTypeV: o.cacheTypeV ?? o.cacheType };
+export function kvTypesOf(o: CacheTypeOpts): { kvType?: KvType; kvTypeV?: KvType } {
+  // (-ctk alone leaves V at f16, as llama.cpp's -ctk does.)
+  return { kvType: o.cacheTypeK ?? o.cacheType, kvTypeV: o.cacheTypeV ?? o.cacheType ?? (o.cacheTypeK ? 'f16' : undefined) };
 }
 
 /** --control-vector-layer-range START:END (llama.cpp's two words are joined so by llamaFlagAliases). */

@@ -379,9 +379,10 @@ export interface KvCacheReport {
 }
 
 /** The KV cache an open file needs per token (`kail inspect`), from its metadata alone. */
-export function kvCacheReport(file: NativeGgufFile, kvType: KvType = 'f16', kvTypeV: KvType = kvType): KvCacheReport {
+export function kvCacheReport(file: NativeGgufFile, kvTypeIn?: KvType, kvTypeVIn?: KvType): KvCacheReport {
   try {
-    const { hp, program, params } = prepare(file.path, file, { kvType, kvTypeV });
+    // (Unset: the load's default, f16, or f32 for an encoder.)
+    const { hp, program, params, kvType, kvTypeV } = prepare(file.path, file, { kvType: kvTypeIn, kvTypeV: kvTypeVIn ?? kvTypeIn });
     // Refuses a cache type the model's attention cannot take (as a load would).
     native().kvCacheBytes(program, params);
     // Bytes per cached value (Q8_0: 34 per block of 32), for the MLA comparison below.

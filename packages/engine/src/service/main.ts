@@ -32,7 +32,8 @@ async function main() {
       seqs: { type: 'string', default: '8' },
       ram: { type: 'string' },
       // The KV cache's type for every model this engine loads (KV_TYPES: f16, q8_0, q4_0, ...).
-      'cache-type': { type: 'string', default: 'f16' },
+      // Unset: f16, or f32 for an embedding model (EngineModel's default).
+      'cache-type': { type: 'string' },
       // K's and V's types apart (llama.cpp's -ctk/-ctv); each defaults to --cache-type.
       'cache-type-k': { type: 'string' },
       'cache-type-v': { type: 'string' },
@@ -60,13 +61,14 @@ async function main() {
   });
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be 0..65535, got '${values.port}'`);
-  const cacheType = (flag: 'cache-type' | 'cache-type-k' | 'cache-type-v'): KvType => {
-    const t = (values[flag] ?? values['cache-type']) as KvType;
-    if (!KV_TYPES.includes(t)) throw new Error(`--${flag} must be ${KV_TYPES.join(', ')}, got '${t}'`);
+  const cacheType = (flag: 'cache-type' | 'cache-type-k' | 'cache-type-v'): KvType | undefined => {
+    const t = (values[flag] ?? values['cache-type']) as KvType | undefined;
+    if (t !== undefined && !KV_TYPES.includes(t)) throw new Error(`--${flag} must be ${KV_TYPES.join(', ')}, got '${t}'`);
     return t;
   };
   cacheType('cache-type');
-  const kvType = cacheType('cache-type-k'), kvTypeV = cacheType('cache-type-v');
+  // (-ctk alone leaves V at f16, as llama.cpp's.)
+  const kvType = cacheType('cache-type-k'), kvTypeV = cacheType('cache-type-v') ?? (kvType ? 'f16' : undefined);
   // The hardware profile in the data directory (kail profile) supplies budgets and bandwidth.
   const profile = values['data-dir'] ? readHardwareProfile(values['data-dir']) : null;
   if (profile) process.stderr.write(`engine: hardware profile ${hardwareProfilePath(values['data-dir']!)} (RAM budget ${profile.defaults.ramBytes} bytes, I/O depth ${profile.defaults.ioThreads})\n`);
