@@ -478,6 +478,7 @@ export function registerModelCommands(program: Command): void {
     loading?.done(`loaded ${path.basename(modelPath)}`);
     let draft: EngineModel | null = null;
     try {
+      if (model.encoder) throw new Error(`${path.basename(modelPath)} is an embedding model (${model.hparams.arch}): it gives embeddings, not generated text (kail embed, or kail serve's /v1/embeddings)`);
       const sp = loadSpeculation(model, o, o.threads);
       draft = sp.draft;
       let text = o.prompt ?? '';
