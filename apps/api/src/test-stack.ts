@@ -38,6 +38,8 @@ export interface TestStackOptions {
   apiDataDir?: boolean;
   /** The engine runs with --context-shift (ModelHostOptions.contextShift). */
   contextShift?: boolean;
+  /** The engine runs with --pooling (ModelHostOptions.pooling). */
+  pooling?: 'none' | 'mean' | 'cls' | 'last';
   /** The engine runs with --slot-save-path <dir>/slots (ModelHostOptions.slotSavePath). */
   slotSave?: boolean;
 }
@@ -78,7 +80,7 @@ export async function startTestStack(models: TestModel[], o: TestStackOptions = 
     fs.mkdirSync(modelsDir, { recursive: true });
     fs.copyFileSync(writeTestModel(dir, 'tiny-qwen3moe', 'F32'), path.join(modelsDir, `${id}.gguf`));
   }
-  const host = new LocalModelHost({ seqsPerModel: o.seqsPerModel ?? 2, defaultContext: o.defaultContext ?? 1024, contextShift: o.contextShift, ...(o.slotSave ? { slotSavePath: path.join(dir, 'slots') } : {}), ...(o.onDemand ? { modelsDir } : {}) });
+  const host = new LocalModelHost({ seqsPerModel: o.seqsPerModel ?? 2, defaultContext: o.defaultContext ?? 1024, contextShift: o.contextShift, pooling: o.pooling, ...(o.slotSave ? { slotSavePath: path.join(dir, 'slots') } : {}), ...(o.onDemand ? { modelsDir } : {}) });
   const files: Record<string, string> = {};
   for (const m of models) {
     let extra: string[] = [];

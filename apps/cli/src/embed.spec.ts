@@ -39,6 +39,11 @@ describe('kail embed (llama-embedding)', () => {
     // CLS pooling is another vector; the text form prints llama-embedding's lines.
     const cls = json('-p', 'experts stream from storage', '--pooling', 'cls').data[0].embedding;
     expect(cosine(Float32Array.from(cls), Float32Array.from(out.data[0].embedding))).toBeLessThan(0.9999);
+    // Pooling none: one (normalized) vector per token.
+    const tokens = JSON.parse(kail('tokenize', '-m', model, 'experts stream from storage').stdout) as number[];
+    const rows = json('-p', 'experts stream from storage', '--pooling', 'none').data;
+    expect(rows).toHaveLength(tokens.length);
+    for (const d of rows) expect(Math.hypot(...d.embedding)).toBeCloseTo(1, 5);
     const text = kail('embed', '-m', model, '-p', 'a\nb');
     expect(text.stdout).toMatch(/^embedding 0: +-?\d\.\d{6}/);
     expect(text.stdout).toContain('cosine similarity matrix:');
@@ -46,7 +51,7 @@ describe('kail embed (llama-embedding)', () => {
 
   it("refuses what it cannot do, and `kail run` says the model gives embeddings", () => {
     expect(kail('embed', '-m', model).stderr).toMatch(/-p\/--prompt or -f\/--file/);
-    expect(kail('embed', '-m', model, '-p', 'x', '--pooling', 'rank').stderr).toMatch(/--pooling must be one of mean, cls, last/);
+    expect(kail('embed', '-m', model, '-p', 'x', '--pooling', 'rank').stderr).toMatch(/--pooling must be one of none, mean, cls, last/);
     expect(kail('embed', '-m', model, '-p', 'x', '--embd-output-format', 'xml').stderr).toMatch(/--embd-output-format/);
     const run = kail('run', '-m', model, '-p', 'hi', '-n', '2');
     expect(run.status).toBe(1);

@@ -784,15 +784,23 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
       const specs = await Promise.all(prompts.map((p) => promptSpec(scheduler, model.id, p)));
       const id = `embd-${randomUUID()}`;
       const vectors: number[][] = specs.map(() => []);
-      let promptTokens = 0;
+      const tokens = specs.map(() => 0);
+      const perToken = specs.map(() => false);
       await submitAll(req, reply, deps, scheduler, specs.map((spec, i) =>
         pb.GenerateRequest.fromPartial({ ...spec.prompt, requestId: `${id}-${i}`, model: model.id, maxTokens: 1, embed: pb.EmbedPooling.EMBED_MODEL }),
       ), (i, msg) => {
-        if (msg.embedding.length) vectors[i] = msg.embedding;
-        if (msg.usage) promptTokens += msg.usage.promptTokens;
+        if (msg.embedding.length) [vectors[i], perToken[i]] = [msg.embedding, msg.embeddingPerToken];
+        if (msg.usage) tokens[i] = msg.usage.promptTokens;
       });
-      deps.onUsage?.(req, promptTokens, 0);
-      return reply.send(vectors.map((v, index) => ({ index, embedding: [Array.from(embdNormalize(v, b.embd_normalize ?? 2))] })));
+      deps.onUsage?.(req, tokens.reduce((a, n) => a + n, 0), 0);
+      // Under --pooling none, each token's row as it is (llama-server normalizes pooled ones only).
+      return reply.send(
+        vectors.map((v, index) => {
+          if (!perToken[index]) return { index, embedding: [Array.from(embdNormalize(v, b.embd_normalize ?? 2))] };
+          const w = v.length / Math.max(1, tokens[index]);
+          return { index, embedding: Array.from({ length: tokens[index] }, (_, t) => v.slice(t * w, (t + 1) * w)) };
+        }),
+      );
     } catch (e) {
       return sendFailure(reply, e);
     }

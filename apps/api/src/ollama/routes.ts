@@ -608,14 +608,17 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     }
     const vectors: number[][] = inputs.map(() => []);
     let promptTokens = 0;
+    let perToken = false;
     await submitAll(
       req, reply, deps, s, gens,
       (i, msg) => {
         if (msg.embedding.length) vectors[i] = msg.embedding;
+        if (msg.embeddingPerToken) perToken = true;
         if (msg.usage) promptTokens += msg.usage.promptTokens;
       },
       keepAliveFields(keepAliveMs),
     );
+    if (perToken) throw new HttpError(400, { error: { message: "the server's pooling is none (one vector per token): Ollama's embeddings need a pooled vector", type: 'invalid_request_error', param: null, code: null } });
     deps.onUsage?.(req, promptTokens, 0);
     return { vectors, promptTokens, ms: performance.now() - t0 };
   };

@@ -64,3 +64,28 @@ describe('an embedding (encoder) model through the API', () => {
     expect([info.embeddingOnly, info.kvType]).toEqual([true, 'f32']);
   });
 });
+
+describe("an encoder under llama-server's --pooling none", () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack([{ id: 'bert', preset: 'tiny-bert', contextLength: 128 }], { pooling: 'none' });
+  }, 60_000);
+  afterAll(() => stack?.close());
+
+  it('answers /embedding with every token\'s row; the pooled routes refuse with 400', async () => {
+    const tok = await stack.post('/tokenize', { model: 'bert', content: 'experts stream from storage', add_special: true });
+    const n = tok.body.tokens.length;
+    const r = await stack.post('/embedding', { model: 'bert', content: 'experts stream from storage' });
+    expect(r.status).toBe(200);
+    expect(r.body[0].embedding).toHaveLength(n);
+    for (const row of r.body[0].embedding) expect(row).toHaveLength(256);
+    // Raw rows (not normalized), each a different token's.
+    expect(Math.hypot(...r.body[0].embedding[0])).not.toBeCloseTo(1, 2);
+    expect(r.body[0].embedding[1]).not.toEqual(r.body[0].embedding[0]);
+    const oai = await stack.post('/v1/embeddings', { model: 'bert', input: 'x' });
+    expect([oai.status, oai.body.error.message]).toEqual([400, "Pooling type 'none' is not OAI compatible. Please use a different pooling type"]);
+    const ollama = await stack.post('/api/embed', { model: 'bert', input: 'x' });
+    expect(ollama.status).toBe(400);
+    expect(ollama.body.error).toMatch(/pooling is none/);
+  });
+});

@@ -278,10 +278,10 @@ async function embeddings(req: FastifyRequest, reply: FastifyReply, deps: OpenAi
       ...(typeof input === 'string' ? { prompt: input } : { promptTokens: input }),
     }),
   );
-  const results: { embedding: number[]; promptTokens: number }[] = inputs.map(() => ({ embedding: [], promptTokens: 0 }));
+  const results: { embedding: number[]; promptTokens: number; perToken: boolean }[] = inputs.map(() => ({ embedding: [], promptTokens: 0, perToken: false }));
   try {
     await submitAll(req, reply, deps, scheduler, gens, (i, msg) => {
-      if (msg.embedding.length) results[i].embedding = msg.embedding;
+      if (msg.embedding.length) [results[i].embedding, results[i].perToken] = [msg.embedding, msg.embeddingPerToken];
       if (msg.usage) results[i].promptTokens = msg.usage.promptTokens;
     });
   } catch (e) {
@@ -290,6 +290,9 @@ async function embeddings(req: FastifyRequest, reply: FastifyReply, deps: OpenAi
     if (failed.retryAfter) reply.header('retry-after', String(failed.retryAfter));
     return reply.code(failed.status).send(failed.body);
   }
+  // (llama-server's answer when its --pooling is none.)
+  if (results.some((r) => r.perToken))
+    return reply.code(400).send(openAiError("Pooling type 'none' is not OAI compatible. Please use a different pooling type", 'invalid_request_error', null, 'invalid_value'));
   const width = results[0]?.embedding.length ?? 0;
   if (b.dimensions && b.dimensions > width)
     return reply.code(400).send(openAiError(`dimensions ${b.dimensions} is more than the model's ${width}`, 'invalid_request_error', 'dimensions', 'invalid_value'));

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import type { Command } from 'commander';
 import { BatchEngine, EngineModel, embdCosine as cosine, embdNormalize } from '@kailstream/engine';
 
-const POOLINGS = ['mean', 'cls', 'last'] as const;
+const POOLINGS = ['none', 'mean', 'cls', 'last'] as const;
 type Pooling = (typeof POOLINGS)[number];
 const FORMATS = ['', 'array', 'json', 'json+'] as const;
 
@@ -36,7 +36,7 @@ export function registerEmbed(program: Command): void {
     .option('-p, --prompt <text>', 'text to embed; each line (--embd-separator) is one input')
     .option('-f, --file <file>', 'read the prompt from a file')
     .option('--embd-separator <s>', 'separator between inputs', '\n')
-    .option('--pooling <type>', `pooling: ${POOLINGS.join(', ')} (default: the model's pooling_type, else last)`)
+    .option('--pooling <type>', `pooling: ${POOLINGS.join(', ')} (none: every token's embedding; default: the model's pooling_type, else last)`)
     .option('--embd-normalize <n>', 'normalization: -1 none, 0 max absolute (int16 range), 1 taxicab, 2 euclidean, >2 p-norm', '2')
     .option('--embd-output-format <f>', "'' (text), array, json (OpenAI's list) or json+ (json and the cosine similarity matrix)", '')
     .option('-c, --ctx-size <n>', 'context (longest input); default the model\'s, at most 4096')
@@ -57,24 +57,35 @@ export function registerEmbed(program: Command): void {
         nSeqMax: Math.min(inputs.length, 4),
       });
       const engine = new BatchEngine(model, { reusePrefix: false });
-      let vectors: Float32Array[];
+      let vectors: Float32Array[][];
+      const pooling = (o.pooling as Pooling | undefined) ?? model.defaultPooling;
       try {
-        const pooling = (o.pooling as Pooling | undefined) ?? model.defaultPooling;
         vectors = await Promise.all(
           inputs.map(async (line, i) => {
             // As llama-embedding: the vocabulary's BOS/CLS and EOS/SEP, special-token text parsed.
             const prompt = model.tokenizer.tokenize(line, { addSpecial: true, parseSpecial: true });
             let out: Float32Array | undefined;
             for await (const c of engine.generate({ id: `embed-${i}`, prompt, maxTokens: 0, embed: pooling })) if (c.embedding) out = c.embedding;
-            return embdNormalize(out!, norm);
+            // (Pooling none: one row per token, each normalized, as llama-embedding does.)
+            const w = model.hiddenWidth;
+            const rows = pooling === 'none' ? prompt.length : 1;
+            return Array.from({ length: rows }, (_, r) => embdNormalize(out!.subarray(r * w, (r + 1) * w), norm));
           }),
         );
       } finally {
         await engine.close();
         model.close();
       }
-      process.stdout.write(format(vectors, inputs, norm, o.embdOutputFormat));
+      if (pooling === 'none') process.stdout.write(formatTokens(vectors.flat(), norm, o.embdOutputFormat));
+      else process.stdout.write(format(vectors.map((v) => v[0]), inputs, norm, o.embdOutputFormat));
     });
+}
+
+/** Every token's embedding (pooling none): llama-embedding's lines (first and last three values), or JSON. */
+function formatTokens(rows: Float32Array[], norm: number, fmt: string): string {
+  if (fmt) return format(rows, [], norm, fmt === 'json+' ? 'json' : fmt);
+  const v = (x: number) => (norm === 0 ? x.toFixed(0).padStart(6) : x.toFixed(6).padStart(9));
+  return rows.map((r, j) => `embedding ${j}: ${Array.from(r.subarray(0, 3), v).join(' ')}  ... ${Array.from(r.subarray(Math.max(0, r.length - 3)), v).join(' ')}`).join('\n') + '\n';
 }
 
 function format(vectors: Float32Array[], inputs: string[], norm: number, fmt: string): string {

@@ -26,6 +26,8 @@ export interface ServeOptions {
   loraInitWithoutApply?: boolean;
   /** llama-server's --context-shift: generations that fill the context drop old tokens and go on. */
   contextShift?: boolean;
+  /** llama-server's --pooling: what embeddings pool, over each file's pooling_type. */
+  pooling?: string;
   /** Control vectors for the -m models (llama.cpp's --control-vector / --control-vector-scaled / --control-vector-layer-range). */
   controlVector?: string[];
   controlVectorScaled?: string[];
@@ -80,6 +82,7 @@ export function grpcToken(dir: string): string {
 
 /** Starts engine, scheduler, API and web console as separate processes; returns the supervisor. */
 export async function serve(opts: ServeOptions, log: (l: string) => void = (l) => process.stdout.write(l + '\n')): Promise<Supervisor> {
+  if (opts.pooling !== undefined && !['none', 'mean', 'cls', 'last'].includes(opts.pooling)) throw new Error(`--pooling must be none, mean, cls or last, got '${opts.pooling}'`);
   const dir = dataDir(opts.dataDir);
   fs.mkdirSync(dir, { recursive: true });
   const sup = new Supervisor(log);
@@ -94,7 +97,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     fs.mkdirSync(modelsDir, { recursive: true });
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
-    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : [])];
+    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : [])];
     for (const m of opts.model ?? []) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
@@ -149,6 +152,7 @@ export function registerServe(program: Command): void {
       return [...acc, v];
     }, [] as string[])
     .option('--lora-init-without-apply', "load the adapters at scale 0: requests' lora or POST /lora-adapters apply them")
+    .option('--pooling <type>', "what embeddings pool, over each model's pooling_type: none (every token's row, on /embedding), mean, cls or last (llama-server's --pooling)")
     .option('--context-shift', "a generation that fills the context drops cached tokens after the request's n_keep (half the rest, or n_discard) and goes on, as llama-server's --context-shift")
     .option('--control-vector <file>', 'control vector for the -m models at strength 1; repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--control-vector-scaled <file:scale>', "control vector with a strength (llama.cpp's FNAME SCALE works too); repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])

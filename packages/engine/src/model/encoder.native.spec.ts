@@ -68,6 +68,17 @@ describe.each(['tiny-bert', 'tiny-nomic-bert'])('%s (encoder)', (preset) => {
     expect(maxAbsDiff(await embed(engine, { ...reqs[2], id: 'e2-again' }), alone[2])).toBe(0);
   });
 
+  it("gives every token's row with pooling none: the first is CLS pooling's, their mean is mean pooling's", async () => {
+    const prompt = model.tokenizer.tokenize(texts[1], { addSpecial: true });
+    const rows = await embed(engine, { id: 'none', prompt, embed: 'none' });
+    const w = model.hiddenWidth;
+    expect(rows.length).toBe(prompt.length * w);
+    expect(maxAbsDiff(rows.subarray(0, w), await embed(engine, { id: 'cls', prompt, embed: 'cls' }))).toBe(0);
+    const mean = new Float32Array(w);
+    for (let t = 0; t < prompt.length; t++) for (let j = 0; j < w; j++) mean[j] += rows[t * w + j] / prompt.length;
+    expect(maxAbsDiff(mean, await embed(engine, { id: 'mean', prompt, embed: 'mean' }))).toBeLessThan(1e-5);
+  });
+
   it('takes an input that fills the context, and refuses a longer one', async () => {
     const ids = Array.from({ length: 128 }, (_, i) => 10 + (i % 200));
     expect((await embed(engine, { id: 'full', prompt: ids, embed: 'mean' })).length).toBe(model.hparams.nEmbd);

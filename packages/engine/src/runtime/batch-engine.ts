@@ -81,10 +81,11 @@ export interface GenerationRequest {
   /**
    * Return the prompt's embedding instead of generating: the program's hidden rows (the
    * normalized final hidden states) averaged over the prompt ('mean') or taken at its last or
-   * first token ('last', 'cls'). The prompt is computed whole (no slot-cache reuse); the request
-   * ends when it is in, with the embedding on its last chunk.
+   * first token ('last', 'cls'), or every token's row, one after another ('none', llama.cpp's
+   * pooling none). The prompt is computed whole (no slot-cache reuse); the request ends when it
+   * is in, with the embedding on its last chunk.
    */
-  embed?: 'mean' | 'last' | 'cls';
+  embed?: 'mean' | 'last' | 'cls' | 'none';
   /** Ignore end-of-generation tokens (benchmarks). */
   ignoreEog?: boolean;
   /** Keep the stop string that ended the output at its end (vLLM's include_stop_str_in_output). Default false. */
@@ -403,7 +404,7 @@ export class BatchEngine {
       reused: 0,
       constraint,
       promptLps: req.promptLogprobs ? [] : null,
-      emb: req.embed ? new Float64Array(this.model.hiddenWidth) : null,
+      emb: req.embed ? new Float64Array(this.model.hiddenWidth * (req.embed === 'none' ? req.prompt.length : 1)) : null,
       shifted: 0,
       shiftBase: null,
       shiftAt: 0,
@@ -977,11 +978,11 @@ export class BatchEngine {
     const emb = a.emb!;
     for (let i = 0; i < n; i++) {
       const pos = start + i;
-      const take = a.req.embed === 'mean' || (a.req.embed === 'last' && pos === a.req.prompt.length - 1) || (a.req.embed === 'cls' && pos === 0);
+      const take = a.req.embed === 'mean' || a.req.embed === 'none' || (a.req.embed === 'last' && pos === a.req.prompt.length - 1) || (a.req.embed === 'cls' && pos === 0);
       if (!take) continue;
       const row = hidden.subarray((at + i) * w, (at + i + 1) * w);
       if (a.req.embed === 'mean') for (let j = 0; j < w; j++) emb[j] += row[j];
-      else emb.set(row);
+      else emb.set(row, a.req.embed === 'none' ? pos * w : 0);
     }
   }
 

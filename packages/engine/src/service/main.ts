@@ -2,6 +2,7 @@
 // The engine service process:
 //   node packages/engine/dist/service/main.js --port 0 [--host H] [--models-dir DIR] [--model [ID=]FILE ...]
 //     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--cache-type f16|q8_0|q4_0|… (KV_TYPES)] [--max-stall-ms MS] [--data-dir DIR (its profile.json)] [--auth-token T]
+//     [--pooling none|mean|cls|last]
 // Prints one JSON line {"service":"engine","address":...} once listening, for supervisors.
 import { parseArgs } from 'node:util';
 
@@ -48,6 +49,8 @@ async function main() {
       'control-vector-layer-range': { type: 'string' },
       // llama-server's --context-shift: generations that fill the context drop old tokens and go on.
       'context-shift': { type: 'boolean', default: false },
+      // llama-server's --pooling none|mean|cls|last: what embeddings pool, over each file's pooling_type.
+      pooling: { type: 'string' },
       // llama.cpp's --swa-full: sliding-window layers keep every position (gpt-oss can then shift).
       'swa-full': { type: 'boolean', default: false },
       // llama-server's --slot-save-path: where POST /slots/ID?action=save|restore keeps slot files.
@@ -59,6 +62,11 @@ async function main() {
       'data-dir': { type: 'string' },
     },
   });
+  function poolingFlag(v: string | undefined): 'none' | 'mean' | 'cls' | 'last' | undefined {
+    if (v === undefined) return undefined;
+    if (v !== 'none' && v !== 'mean' && v !== 'cls' && v !== 'last') throw new Error(`--pooling must be none, mean, cls or last, got '${v}' (rank: a reranker's own head answers /rerank)`);
+    return v;
+  }
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be 0..65535, got '${values.port}'`);
   const cacheType = (flag: 'cache-type' | 'cache-type-k' | 'cache-type-v'): KvType | undefined => {
@@ -85,6 +93,7 @@ async function main() {
     loadOptions: { kvType, kvTypeV, ...(values['swa-full'] ? { swaFull: true } : {}) },
     contextShift: values['context-shift'],
     slotSavePath: values['slot-save-path'],
+    pooling: poolingFlag(values.pooling),
   });
   const lora = parseLoraFlags(values.lora, values['lora-scaled']).map((l) => (values['lora-init-without-apply'] ? { ...l, scale: 0 } : l));
   const controlVectors = parseControlVectorFlags(values['control-vector'], values['control-vector-scaled']).map((c) => ({ path: c.path, scale: c.scale ?? 1 }));

@@ -148,6 +148,11 @@ export interface LocalModelHostOptions {
   slotSavePath?: string;
   /** A running request with no forward pass completed for this long makes health NOT_SERVING. Default 60000 ms. */
   stallTimeoutMs?: number;
+  /**
+   * llama-server's --pooling: what an EMBED_MODEL request pools, instead of each file's
+   * pooling_type ('none': every token's row, GenerateResponse.embedding_per_token).
+   */
+  pooling?: 'none' | 'mean' | 'cls' | 'last';
 }
 
 interface Loaded {
@@ -544,6 +549,7 @@ export class LocalModelHost implements ModelHost {
     const window = req.contextWindow > 0 && req.contextWindow < m.model.nCtx ? req.contextWindow : 0;
     // With prompt_logprobs, 0 asks for the prompt's scores alone.
     const maxTokens = req.promptOnly ? 0 : req.maxTokens || (req.promptLogprobs ? 0 : 256);
+    const pooling = this.embedPooling(m, req.rerank ? pb.EmbedPooling.EMBED_RANK : req.embed);
     const stream = m.engine.generate(
       {
         id,
@@ -558,7 +564,7 @@ export class LocalModelHost implements ModelHost {
         topLogprobs: req.topLogprobs,
         postSamplingProbs: req.postSamplingProbs,
         promptLogprobs: req.promptLogprobs,
-        embed: this.embedPooling(m, req.rerank ? pb.EmbedPooling.EMBED_RANK : req.embed),
+        embed: pooling,
         ignoreEog: req.ignoreEos,
         minTokens: req.minTokens,
         stopTokens: req.stopTokenIds,
@@ -599,6 +605,7 @@ export class LocalModelHost implements ModelHost {
           promptTopLogprobs: c.promptLogprobs ? [{ candidates: [] }, ...c.promptLogprobs.map(topOf)] : [],
           // (A rank request's embedding is the head's scores.)
           embedding: c.embedding ? Array.from(rank ? rank.apply(c.embedding) : c.embedding) : [],
+          embeddingPerToken: !!c.embedding && !rank && pooling === 'none',
           stopWord: '',
           contextShifted: 0,
           idSlot: c.progress?.slot ?? -1,
@@ -664,7 +671,9 @@ export class LocalModelHost implements ModelHost {
       case pb.EmbedPooling.EMBED_CLS:
         return 'cls';
       case pb.EmbedPooling.EMBED_MODEL:
-        return m.model.defaultPooling;
+        return this.opts.pooling ?? m.model.defaultPooling;
+      case pb.EmbedPooling.EMBED_TOKENS:
+        return 'none';
       default:
         throw new EngineError('KAIL_E_INVALID_ARG', `unknown embedding pooling ${e}`);
     }

@@ -97,6 +97,11 @@ export enum EmbedPooling {
    * softmaxed for qwen3; the first is the relevance score. UNIMPLEMENTED for a model without one.
    */
   EMBED_RANK = 5,
+  /**
+   * EMBED_TOKENS - Every prompt token's final hidden state, row by row (llama.cpp's pooling none):
+   * GenerateResponse.embedding holds prompt tokens x n_embd floats, embedding_per_token set.
+   */
+  EMBED_TOKENS = 6,
   UNRECOGNIZED = -1,
 }
 
@@ -120,6 +125,9 @@ export function embedPoolingFromJSON(object: any): EmbedPooling {
     case 5:
     case "EMBED_RANK":
       return EmbedPooling.EMBED_RANK;
+    case 6:
+    case "EMBED_TOKENS":
+      return EmbedPooling.EMBED_TOKENS;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -141,6 +149,8 @@ export function embedPoolingToJSON(object: EmbedPooling): string {
       return "EMBED_CLS";
     case EmbedPooling.EMBED_RANK:
       return "EMBED_RANK";
+    case EmbedPooling.EMBED_TOKENS:
+      return "EMBED_TOKENS";
     case EmbedPooling.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -627,6 +637,11 @@ export interface GenerateResponse {
    * progress_usage and on the last one.
    */
   idSlot: number;
+  /**
+   * The embedding is one row per prompt token (EMBED_TOKENS, or a model host whose pooling is
+   * none), not one pooled row.
+   */
+  embeddingPerToken: boolean;
 }
 
 export interface TopLogprobs {
@@ -3563,6 +3578,7 @@ function createBaseGenerateResponse(): GenerateResponse {
     progressTimings: undefined,
     contextShifted: 0,
     idSlot: 0,
+    embeddingPerToken: false,
   };
 }
 
@@ -3626,6 +3642,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     }
     if (message.idSlot !== 0) {
       writer.uint32(136).int32(message.idSlot);
+    }
+    if (message.embeddingPerToken !== false) {
+      writer.uint32(144).bool(message.embeddingPerToken);
     }
     return writer;
   },
@@ -3799,6 +3818,14 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
             message.idSlot = reader.int32();
             continue;
           }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.embeddingPerToken = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3878,6 +3905,11 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
         : isSet(object.id_slot)
         ? globalThis.Number(object.id_slot)
         : 0,
+      embeddingPerToken: isSet(object.embeddingPerToken)
+        ? globalThis.Boolean(object.embeddingPerToken)
+        : isSet(object.embedding_per_token)
+        ? globalThis.Boolean(object.embedding_per_token)
+        : false,
     };
   },
 
@@ -3934,6 +3966,9 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
     if (message.idSlot !== 0) {
       obj.idSlot = Math.round(message.idSlot);
     }
+    if (message.embeddingPerToken !== false) {
+      obj.embeddingPerToken = message.embeddingPerToken;
+    }
     return obj;
   },
 
@@ -3965,6 +4000,7 @@ export const GenerateResponse: MessageFns<GenerateResponse> = {
       : undefined;
     message.contextShifted = object.contextShifted ?? 0;
     message.idSlot = object.idSlot ?? 0;
+    message.embeddingPerToken = object.embeddingPerToken ?? false;
     return message;
   },
 };
