@@ -11,6 +11,11 @@ export interface Preset {
 
 const tiny = { ctx: 4096, normEps: 1e-5, tiedEmbeddings: false, expertFf: 0, sharedFf: 0, nExperts: 0, nExpertsUsed: 0 };
 
+const TINY_BERT: ModelConfig = {
+  ...tiny, arch: 'bert', name: 'tiny-bert', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 4,
+  vocabSize: 1024, vocabKind: 'bert', ctx: 512, ropeBase: 10000, normEps: 1e-12, tiedEmbeddings: true,
+};
+
 export const PRESETS: Record<string, Preset> = {
   'tiny-llama': {
     description: 'dense llama, Llama 3 byte-level BPE tokenizer',
@@ -59,32 +64,19 @@ export const PRESETS: Record<string, Preset> = {
   },
   'tiny-bert': {
     description: 'bert embedding encoder (MiniLM-style): learned positions, GELU, layer norms, mean pooling; WordPiece vocab',
-    config: {
-      ...tiny, arch: 'bert', name: 'tiny-bert', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 4,
-      nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'bert', ctx: 512, ropeBase: 10000, normEps: 1e-12, tiedEmbeddings: true,
-    },
+    config: TINY_BERT,
   },
   'tiny-bert-reranker': {
     description: 'tiny-bert with a cross-encoder reranker head (cls dense + tanh, cls.output with one score, pooling rank), as bge-reranker files',
-    config: {
-      ...tiny, arch: 'bert', name: 'tiny-bert-reranker', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 4,
-      nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'bert', ctx: 512, ropeBase: 10000, normEps: 1e-12, tiedEmbeddings: true,
-      clsLabels: ['score'],
-    },
+    config: { ...TINY_BERT, name: 'tiny-bert-reranker', clsLabels: ['score'] },
   },
   'tiny-nomic-bert': {
     description: 'nomic-bert embedding encoder (nomic-embed-text-style): NeoX RoPE, fused qkv, SwiGLU, layer norms, mean pooling',
-    config: {
-      ...tiny, arch: 'nomic-bert', name: 'tiny-nomic-bert', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 4,
-      nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'bert', ctx: 2048, ropeBase: 1000, normEps: 1e-12, tiedEmbeddings: true,
-    },
+    config: { ...TINY_BERT, arch: 'nomic-bert', name: 'tiny-nomic-bert', ctx: 2048, ropeBase: 1000 },
   },
   'bench-bge-base-shaped': {
     description: 'bge-base-en-v1.5 shape (bert, 12 x 768, ff 3072, 12 heads, 512 positions, CLS pooling), vocab 30522',
-    config: {
-      ...tiny, arch: 'bert', name: 'bench-bge-base-shaped', nLayers: 12, dim: 768, ff: 3072, nHeads: 12, nKvHeads: 12,
-      vocabSize: 30522, vocabKind: 'bert', ctx: 512, ropeBase: 10000, normEps: 1e-12, tiedEmbeddings: true, pooling: 2,
-    },
+    config: { ...TINY_BERT, name: 'bench-bge-base-shaped', nLayers: 12, dim: 768, ff: 3072, nHeads: 12, nKvHeads: 12, vocabSize: 30522, pooling: 2 },
   },
   'bench-qwen3-30b-a3b-shaped': {
     description: 'Qwen3-30B-A3B shape (48 x 2048, 128 experts top-8 of ff 768, head 128, GQA 32/4), vocab 32000',
