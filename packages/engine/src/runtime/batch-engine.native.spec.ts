@@ -628,7 +628,8 @@ describe("BatchEngine slot save / restore / erase (llama-server's /slots actions
       expect(() => readSlotFile(`${dir}/none.slot`, m1)).toThrow(/no such file/i);
       expect(() => e1.saveSlot(7)).toThrow('slot 7 does not exist (0..1)');
       const running = collect(e1.generate({ id: 'busy', prompt, maxTokens: 200, sampling: { temperature: 0 }, ignoreEog: true }));
-      await new Promise((r) => setTimeout(r, 20));
+      // (Polled: on a loaded machine the request may take more than a few ms to get its slot.)
+      for (let i = 0; i < 500 && !e1.slotStates().some((st) => st.processing); i++) await new Promise((r) => setTimeout(r, 10));
       const busy = e1.slotStates().find((st) => st.processing)!.id;
       expect(() => e1.saveSlot(busy)).toThrow(`slot ${busy} is busy with a request`);
       e1.cancel('busy');
