@@ -73,7 +73,8 @@ async function run(job: FuzzJob): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb'
     model.tokenizer.detokenize([...toks, model.nVocab - 1, model.tokenizer.nTokens - 1]);
     stage = 'chat-template';
     ChatTemplate.fromTokenizer(model.tokenizer).render([{ role: 'user', content: 'Hi' }]);
-    const moe = model.program.nMoeLayers > 0;
+    // (Gate-less experts, nomic-bert-moe's, do not stream: the engine refuses a RAM budget for them.)
+    const moe = model.program.nMoeLayers > 0 && !model.program.ops.some((op) => op.op === 'moe' && op.params?.act === 2);
     model.close();
     model = undefined;
     if (moe && job.streaming !== false) {

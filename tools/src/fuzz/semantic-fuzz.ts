@@ -160,6 +160,7 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-qwen3moe', type: 'Q8_0' },
   { preset: 'tiny-bert', type: 'F32' },
   { preset: 'tiny-nomic-bert', type: 'Q8_0' },
+  { preset: 'tiny-nomic-bert-moe', type: 'F32' },
 ];
 
 export function baseModelName(b: { preset: string; type: string }): string {

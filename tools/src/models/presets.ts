@@ -74,6 +74,10 @@ export const PRESETS: Record<string, Preset> = {
     description: 'nomic-bert embedding encoder (nomic-embed-text-style): NeoX RoPE, fused qkv, SwiGLU, layer norms, mean pooling',
     config: { ...TINY_BERT, arch: 'nomic-bert', name: 'tiny-nomic-bert', ctx: 2048, ropeBase: 1000 },
   },
+  'tiny-nomic-bert-moe': {
+    description: 'nomic-bert-moe embedding encoder (nomic-embed-text-v2-moe-style): every second layer 8 gate-less GELU experts, top-2',
+    config: { ...TINY_BERT, arch: 'nomic-bert-moe', name: 'tiny-nomic-bert-moe', ctx: 2048, ropeBase: 10000, nExperts: 8, nExpertsUsed: 2 },
+  },
   'bench-bge-base-shaped': {
     description: 'bge-base-en-v1.5 shape (bert, 12 x 768, ff 3072, 12 heads, 512 positions, CLS pooling), vocab 30522',
     config: { ...TINY_BERT, name: 'bench-bge-base-shaped', nLayers: 12, dim: 768, ff: 3072, nHeads: 12, nKvHeads: 12, vocabSize: 30522, pooling: 2 },

@@ -285,7 +285,8 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             const int64_t ne = req("n_expert"), k = req("n_expert_used"), g = ip("n_group", 0), gu = ip("n_group_used", 0);
             if (ne < 1 || k < 1 || k > ne) throw error(KAIL_E_BAD_MODEL, what + "uses " + std::to_string(k) + " of " + std::to_string(ne) + " experts");
             if (ip("gating", 0) < 0 || ip("gating", 0) > 2) throw error(KAIL_E_INVALID_ARG, what + "gating " + std::to_string(ip("gating", 0)) + " is not 0 (softmax), 1 (sigmoid) or 2 (softmax of the selected)");
-            if (ip("act", 0) < 0 || ip("act", 0) > 1) throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU) or 1 (gpt-oss's clamped SwiGLU)");
+            if (ip("act", 0) < 0 || ip("act", 0) > 2)
+                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU) or 2 (GELU over up, no gate)");
             if (g > 1 && gu > 0 && gu < g && (ne % g != 0)) throw error(KAIL_E_BAD_MODEL, what + std::to_string(ne) + " experts do not split into " + std::to_string(g) + " groups");
             if (m.prog.n_expert < ne) throw error(KAIL_E_INVALID_ARG, what + "more experts than the program declares");
             fits(op.out, 0, width(op.a), "out");
@@ -560,10 +561,13 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             const std::string err = mla_check_weights(mla_args_of(m, op, i));
             check(err.empty(), err);
         } else if (op.type == OP_MOE) {
+            // act 2 (nomic-bert-moe): up and down only, GELU between; else gate, up and down.
+            const bool gated = op.param("act", 0) != 2;
             for (const char * role : {"gate_inp", "gate_exps", "up_exps", "down_exps"})
-                check(m.weight(i, role).info != nullptr, std::string("program: moe op without ") + role);
+                if (gated || std::string(role) != "gate_exps") check(m.weight(i, role).info != nullptr, std::string("program: moe op without ") + role);
+            if (!gated) check(m.weight(i, "gate_exps").info == nullptr, "program: a gate-less moe op (act 2) with gate_exps");
             const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
-            const tensor_ref g = m.weight(i, "gate_exps"), u = m.weight(i, "up_exps"), d = m.weight(i, "down_exps"), r = m.weight(i, "gate_inp");
+            const tensor_ref u = m.weight(i, "up_exps"), g = gated ? m.weight(i, "gate_exps") : u, d = m.weight(i, "down_exps"), r = m.weight(i, "gate_inp");
             const int64_t dm = width(op.a);
             check(r.ne(0) == dm && r.ne(1) == n_expert, "router '" + r.info->name + "' " + shape_str(r.info) + " does not match [" + std::to_string(dm) + ", " + std::to_string(n_expert) + "]");
             check(g.ne(0) == dm && g.ne(2) == n_expert && u.ne(0) == dm && u.ne(1) == g.ne(1) && u.ne(2) == n_expert,
@@ -1248,13 +1252,14 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
 
 void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
-    const tensor_ref wg = m.weight(oi, "gate_exps"), wu = m.weight(oi, "up_exps"), wd = m.weight(oi, "down_exps");
+    // 0: silu(gate) * up; 1: gpt-oss's clamped swiglu, min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1);
+    // 2: gelu(up), no gate (nomic-bert-moe: llama.cpp's LLM_FFN_GELU without a gate).
+    const int act = static_cast<int>(op.param("act", 0));
+    const tensor_ref wu = m.weight(oi, "up_exps"), wg = act == 2 ? wu : m.weight(oi, "gate_exps"), wd = m.weight(oi, "down_exps");
     // Per-expert biases (gpt-oss), resident: [ff, n_expert] for gate and up, [d, n_expert] for down.
     const float * bg = reinterpret_cast<const float *>(m.weight(oi, "gate_exps_b").data);
     const float * bu = reinterpret_cast<const float *>(m.weight(oi, "up_exps_b").data);
     const float * bd = reinterpret_cast<const float *>(m.weight(oi, "down_exps_b").data);
-    // 0: silu(gate) * up; 1: gpt-oss's clamped swiglu, min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1)
-    const int act = static_cast<int>(op.param("act", 0));
     const float alpha = static_cast<float>(op.param("alpha", 1.702)), limit = static_cast<float>(op.param("limit", 7.0));
     const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
     const int64_t k = static_cast<int64_t>(op.param_req("n_expert_used"));
@@ -1313,7 +1318,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         yrows.resize(ne_);
         for (int64_t i = 0; i < ne_; i++) xrows[i] = xq.data() + static_cast<size_t>(slots[i] / k) * xq_row;
         for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
-        matmul_quantized_rows(wg.type(), gw, wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
+        if (act != 2) matmul_quantized_rows(wg.type(), gw, wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
         for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
         matmul_quantized_rows(wu.type(), uw, wu.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
         if (!loras.empty()) {
@@ -1321,7 +1326,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             std::vector<float> xin(static_cast<size_t>(ne_ * d));
             for (int64_t i = 0; i < ne_; i++) std::memcpy(xin.data() + i * d, x.ptr(op.a) + (slots[i] / k) * d, static_cast<size_t>(d) * 4);
             for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
-            expert_lora(1, e, slots, xin.data(), d, yrows.data(), ff, pool);
+            if (act != 2) expert_lora(1, e, slots, xin.data(), d, yrows.data(), ff, pool);
             for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
             expert_lora(2, e, slots, xin.data(), d, yrows.data(), ff, pool);
         }
@@ -1333,7 +1338,9 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
             add_bias_rows(yrows.data(), ne_, bu + e * ff, ff);
         }
-        if (act == 1) {
+        if (act == 2) {
+            for (int64_t i = 0; i < ne_ * ff; i++) g[i] = gelu_ggml(u[i]);
+        } else if (act == 1) {
             for (int64_t i = 0; i < ne_ * ff; i++) {
                 const float gx = std::min(g[i], limit);
                 const float uy = std::min(std::max(u[i], -limit), limit);

@@ -108,6 +108,8 @@ std::vector<expert_layer_source> residency_expert_sources(const gguf_file & file
     std::vector<expert_layer_source> out;
     for (const op_desc & op : prog.ops) {
         if (op.type != OP_MOE) continue;
+        if (op.param("act", 0) == 2)
+            throw error(KAIL_E_UNSUPPORTED, "expert streaming (a RAM budget) does not take gate-less experts (up and down only, as nomic-bert-moe's): load this model without a RAM budget");
         expert_layer_source src;
         for (int s = 0; s < 3; s++) {
             auto it = op.weights.find(EXPERT_ROLES[s]);

@@ -23,7 +23,7 @@ function maxAbsDiff(a: Float32Array, b: Float32Array): number {
   return m;
 }
 
-describe.each(['tiny-bert', 'tiny-nomic-bert'])('%s (encoder)', (preset) => {
+describe.each(['tiny-bert', 'tiny-nomic-bert', 'tiny-nomic-bert-moe'])('%s (encoder)', (preset) => {
   const dir = tempDir();
   let model: EngineModel;
   let engine: BatchEngine;
@@ -118,5 +118,22 @@ describe('bert learned positions', () => {
     } finally {
       m.close();
     }
+  });
+});
+
+describe('nomic-bert-moe (gate-less GELU experts)', () => {
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('routes its odd layers to experts, and refuses expert streaming (a RAM budget) naming why', () => {
+    const file = writeTestModel(dir, 'tiny-nomic-bert-moe', 'F32');
+    const m = EngineModel.load(file, { threads: 1, nCtx: 64 });
+    try {
+      expect(m.program.nMoeLayers).toBe(1);
+      expect(m.program.ops.filter((op) => op.op === 'moe').map((op) => op.params?.act)).toEqual([2]);
+    } finally {
+      m.close();
+    }
+    expect(() => EngineModel.load(file, { threads: 1, nCtx: 64, ramBytes: 1 << 30 })).toThrow(/expert streaming \(a RAM budget\) does not take gate-less experts/);
   });
 });

@@ -1,5 +1,5 @@
 import type { ArchDefinition } from '../arch';
-import { bert, nomicBert } from './bert';
+import { bert, nomicBert, nomicBertMoe } from './bert';
 import { deepseek2 } from './deepseek2';
 import { glm4moe } from './glm4moe';
 import { gptOss } from './gpt-oss';
@@ -29,4 +29,4 @@ export function archNames(): string[] {
 
 for (const a of [llama, mixtral, qwen2moe, qwen3, qwen3moe]) registerArch(a);
 for (const a of [deepseek2, glm4moe, olmoe, gptOss]) registerArch(a);
-for (const a of [bert, nomicBert]) registerArch(a);
+for (const a of [bert, nomicBert, nomicBertMoe]) registerArch(a);

@@ -46,6 +46,8 @@ export function buildBert(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt
     p.op('layer_norm', out, { a, weights: withBias(need(`${name}.weight`), need(`${name}.bias`)), params: { eps } });
   norm(x, x, 'token_embd_norm');
   const rp = ropeParams(hp, true);
+  // nomic-bert-moe: every moe_every_n_layers-th layer (index 1 mod n) routes to experts.
+  const moeEvery = hp.meta.int('moe_every_n_layers', 0, 0, 1 << 16);
   // Non-causal whatever `{arch}.attention.causal` says: llama.cpp runs a model without a KV cache
   // through its encode(), which always attends both ways.
 
@@ -79,9 +81,23 @@ export function buildBert(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt
     p.op('add', x, { a: attnOut, b: x });
     norm(x, x, t(il, 'attn_output_norm'));
 
+    const ffnOut = p.buf('ffn_out', d);
+    if (moeEvery > 0 && il % moeEvery === 1) {
+      // nomic-bert-moe's routed layers: softmax over the experts, top-k, unnormalized and unscaled
+      // weights (llama.cpp reads no expert_weights_scale for it);
+      // each expert up -> GELU -> down (no gate).
+      if (hp.nExpert <= 0 || hp.nExpertUsed <= 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il} has routed experts but expert_count/expert_used_count are missing`);
+      p.op('moe', ffnOut, {
+        a: x,
+        weights: { gate_inp: need(t(il, 'ffn_gate_inp.weight')), up_exps: need(t(il, 'ffn_up_exps.weight')), down_exps: need(t(il, 'ffn_down_exps.weight')) },
+        params: { n_expert: hp.nExpert, n_expert_used: hp.nExpertUsed, gating: 0, norm_w: false, act: 2, moe_layer: p.moeLayer(hp.nExpert) },
+      });
+      p.op('add', x, { a: ffnOut, b: x });
+      norm(x, x, t(il, 'layer_output_norm'));
+      continue;
+    }
     const ff = tensors.get(need(t(il, 'ffn_up.weight')))!.dims[1];
     const u = p.buf(`ffn_up${ff}`, ff);
-    const ffnOut = p.buf('ffn_out', d);
     p.op('matmul', u, { a: x, weights: withBias(need(t(il, 'ffn_up.weight')), maybe(t(il, 'ffn_up.bias'))) });
     if (opt.ffn === 'gelu') {
       p.op('gelu', u, { a: u });

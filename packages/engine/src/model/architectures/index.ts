@@ -22,13 +22,15 @@ const ARCHITECTURES: Record<string, Builder> = {
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),
+  // (Its dense layers are BERT's GELU FFNs with biases; every other one routes to experts.)
+  'nomic-bert-moe': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'gelu' }),
 };
 
 /**
  * Encoder-only embedding models (non-causal attention, no output head): they give embeddings and
  * generate no text, and a sequence is computed in one forward pass.
  */
-const ENCODERS = new Set(['bert', 'nomic-bert']);
+const ENCODERS = new Set(['bert', 'nomic-bert', 'nomic-bert-moe']);
 
 export function isEncoderArchitecture(arch: string): boolean {
   return ENCODERS.has(arch);
