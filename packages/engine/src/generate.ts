@@ -125,7 +125,8 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   const maxTokens = opts.maxTokens ?? 128;
   if (!Number.isInteger(maxTokens) || maxTokens < 0) throw new EngineError('KAIL_E_INVALID_ARG', `maxTokens must be a non-negative integer, got ${maxTokens}`);
   if (prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
-  if (model.encoder) throw new EngineError('KAIL_E_INVALID_ARG', `${model.path} is an embedding model (${model.hparams.arch}): it gives embeddings, not generated text (kail embed, or kail serve's /v1/embeddings)`);
+  const refusal = model.generationRefusal(model.path);
+  if (refusal) throw refusal;
   if (prompt.length + maxTokens > model.nCtx && prompt.length >= model.nCtx)
     throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${prompt.length} tokens; the context holds ${model.nCtx}`);
   const seq = opts.seq ?? 0;

@@ -316,27 +316,35 @@ async function main(argv) {
     console.log(JSON.stringify(results.map((r) => ({ ...r, tokens: undefined }))));
     return;
   }
-  if (command === 'rank') {
-    if (!v.model || !v['tokens-file']) throw new Error('rank needs --model FILE --tokens-file INPUTS.json');
-    const inputs = JSON.parse(fs.readFileSync(v['tokens-file'], 'utf8'));
+  // A ranking or embedding context as node-llama-cpp's createRankingContext / createEmbeddingContext
+  // make it, but with the exact reference's settings (an F32 cache, flash attention off) unless
+  // --kv/--flash-attention say otherwise; and the token sequences it runs (--tokens-file
+  // INPUTS.json: [[1, 2, 3], ...], or --tokens where one is allowed).
+  async function pooledContext(ranking) {
+    const inputs = v['tokens-file'] ? JSON.parse(fs.readFileSync(v['tokens-file'], 'utf8')) : [parseTokenList(v.tokens)];
     if (!Array.isArray(inputs) || !inputs.every((t) => Array.isArray(t) && t.every(Number.isInteger))) throw new Error('--tokens-file must hold an array of token id arrays');
     const threads = int('threads', 2);
     const llama = await getCpuLlama({ threads, verbose: v.verbose });
     const model = await llama.loadModel({ modelPath: path.resolve(v.model), gpuLayers: 0 });
-    // The ranking context node-llama-cpp's createRankingContext makes, but with the exact
-    // reference's settings (an F32 cache, flash attention off) unless --kv/--flash-attention say otherwise.
-    const { LlamaRankingContext } = await import('node-llama-cpp');
     const kvType = KV[v.kv ?? 'f32'];
     if (!kvType) throw new Error(`--kv must be ${Object.keys(KV).join(', ')}`);
     const llamaContext = await model.createContext({
       contextSize: int('ctx', 512),
+      // (An encoder takes a sequence in one pass: the batch holds the context.)
+      ...(ranking ? {} : { batchSize: int('batch', int('ctx', 512)) }),
       threads: { ideal: threads, min: threads },
       flashAttention: FA[v['flash-attention'] ?? 'off'],
       experimentalKvCacheKeyType: kvType,
       experimentalKvCacheValueType: kvType,
       _embeddings: true,
-      _ranking: true,
+      ...(ranking ? { _ranking: true } : {}),
     });
+    return { inputs, model, llamaContext };
+  }
+  if (command === 'rank') {
+    if (!v.model || !v['tokens-file']) throw new Error('rank needs --model FILE --tokens-file INPUTS.json');
+    const { inputs, model, llamaContext } = await pooledContext(true);
+    const { LlamaRankingContext } = await import('node-llama-cpp');
     const ctx = new LlamaRankingContext({ _llamaContext: llamaContext, _template: undefined });
     try {
       // (The token sequences as they are: the prompt's form is the caller's, as llama-server makes it.)
@@ -354,25 +362,8 @@ async function main(argv) {
     // the last token's for a file without one), raw (not normalized). node-llama-cpp prepends the
     // vocabulary's beginning token and appends its end token (WordPiece's [SEP]) where missing.
     if (!v.model || (v.tokens === undefined) === (v['tokens-file'] === undefined)) throw new Error('embed needs --model FILE and --tokens IDS or --tokens-file INPUTS.json');
-    const inputs = v['tokens-file'] ? JSON.parse(fs.readFileSync(v['tokens-file'], 'utf8')) : [parseTokenList(v.tokens)];
-    if (!Array.isArray(inputs) || !inputs.every((t) => Array.isArray(t) && t.every(Number.isInteger))) throw new Error('--tokens-file must hold an array of token id arrays');
-    const threads = int('threads', 2);
-    const llama = await getCpuLlama({ threads, verbose: v.verbose });
-    const model = await llama.loadModel({ modelPath: path.resolve(v.model), gpuLayers: 0 });
-    // node-llama-cpp's createEmbeddingContext, with the exact reference's settings (an F32 cache,
-    // flash attention off) unless --kv/--flash-attention say otherwise.
+    const { inputs, model, llamaContext } = await pooledContext(false);
     const { LlamaEmbeddingContext } = await import('node-llama-cpp');
-    const kvType = KV[v.kv ?? 'f32'];
-    if (!kvType) throw new Error(`--kv must be ${Object.keys(KV).join(', ')}`);
-    const llamaContext = await model.createContext({
-      contextSize: int('ctx', 512),
-      batchSize: int('batch', int('ctx', 512)),
-      threads: { ideal: threads, min: threads },
-      flashAttention: FA[v['flash-attention'] ?? 'off'],
-      experimentalKvCacheKeyType: kvType,
-      experimentalKvCacheValueType: kvType,
-      _embeddings: true,
-    });
     const ctx = new LlamaEmbeddingContext({ _llamaContext: llamaContext });
     try {
       const embeddings = [];

@@ -44,6 +44,7 @@ import {
   parseGbnf,
   compileJsonSchema,
   isEncoderArchitecture,
+  kvTypesFromFlags,
 } from '@kailstream/engine';
 import { getPreset, writeModel, WEIGHT_RECIPE_VERSION } from '@kailstream/tools';
 
@@ -141,8 +142,7 @@ export function addCacheTypeOptions(cmd: Command, help = CACHE_TYPE_HELP): Comma
 }
 /** The load options' KV types from the flags. */
 export function kvTypesOf(o: CacheTypeOpts): { kvType?: KvType; kvTypeV?: KvType } {
-  // (-ctk alone leaves V at f16, as llama.cpp's -ctk does.)
-  return { kvType: o.cacheTypeK ?? o.cacheType, kvTypeV: o.cacheTypeV ?? o.cacheType ?? (o.cacheTypeK ? 'f16' : undefined) };
+  return kvTypesFromFlags(o.cacheType, o.cacheTypeK, o.cacheTypeV);
 }
 
 /** --control-vector-layer-range START:END (llama.cpp's two words are joined so by llamaFlagAliases). */
@@ -478,7 +478,8 @@ export function registerModelCommands(program: Command): void {
     loading?.done(`loaded ${path.basename(modelPath)}`);
     let draft: EngineModel | null = null;
     try {
-      if (model.encoder) throw new Error(`${path.basename(modelPath)} is an embedding model (${model.hparams.arch}): it gives embeddings, not generated text (kail embed, or kail serve's /v1/embeddings)`);
+      const refusal = model.generationRefusal(path.basename(modelPath));
+      if (refusal) throw refusal;
       const sp = loadSpeculation(model, o, o.threads);
       draft = sp.draft;
       let text = o.prompt ?? '';

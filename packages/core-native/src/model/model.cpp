@@ -859,7 +859,9 @@ void op_layer_norm(exec_ctx & x, const op_desc & op, size_t oi) {
 
 // ggml-cpu's GELU (GGML_GELU_FP16): 0 at or below -10, x at or above 10, else the tanh form
 // looked up in a table of F16 inputs and F16 outputs (built once, as ggml's ggml_table_gelu_f16).
-float gelu_ggml(float v) {
+// Callers fetch the table once per op and pass it: a function-local static would be checked on
+// every element.
+const float * gelu_table() {
     static const std::vector<float> table = [] {
         std::vector<float> t(1 << 16);
         for (uint32_t i = 0; i < t.size(); i++) {
@@ -869,6 +871,10 @@ float gelu_ggml(float v) {
         }
         return t;
     }();
+    return table.data();
+}
+
+inline float gelu_ggml(const float * table, float v) {
     if (v <= -10.0f) return 0.0f;
     if (v >= 10.0f) return v;
     return table[cpu::fp32_to_fp16_sw(v)];
@@ -1339,7 +1345,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             add_bias_rows(yrows.data(), ne_, bu + e * ff, ff);
         }
         if (act == 2) {
-            for (int64_t i = 0; i < ne_ * ff; i++) g[i] = gelu_ggml(u[i]);
+            const float * gt = gelu_table();
+            for (int64_t i = 0; i < ne_ * ff; i++) g[i] = gelu_ggml(gt, u[i]);
         } else if (act == 1) {
             for (int64_t i = 0; i < ne_ * ff; i++) {
                 const float gx = std::min(g[i], limit);
@@ -1725,9 +1732,10 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
                 const int64_t n = x.width(op.a), ow = x.width(op.out);
                 const float * a = x.ptr(op.a);
                 float * o = x.ptr(op.out);
+                const float * gt = gelu_table();
                 m.pool->parallel_for(x.rows(op.a), [&](int64_t begin, int64_t end, int) {
                     for (int64_t t = begin; t < end; t++)
-                        for (int64_t i = 0; i < n; i++) o[t * ow + i] = gelu_ggml(a[t * n + i]);
+                        for (int64_t i = 0; i < n; i++) o[t * ow + i] = gelu_ggml(gt, a[t * n + i]);
                 }, 1);
                 break;
             }

@@ -294,6 +294,15 @@ function controlVectorParams(opts: LoadModelOptions, hp: HParams): Pick<ModelPar
   return { cvec: data, cvecNEmbd: nEmbd, cvecStart: start <= 0 ? 1 : start, cvecEnd: end <= 0 ? hp.nLayer : end };
 }
 
+/**
+ * llama.cpp's --cache-type / -ctk / -ctv as load options: K's type is -ctk, else --cache-type; V's
+ * is -ctv, else --cache-type, else f16 when only -ctk is given (llama.cpp's default V). Unset
+ * stays unset: the load's default (f16, or f32 for an encoder).
+ */
+export function kvTypesFromFlags(all?: KvType, k?: KvType, v?: KvType): { kvType?: KvType; kvTypeV?: KvType } {
+  return { kvType: k ?? all, kvTypeV: v ?? all ?? (k ? 'f16' : undefined) };
+}
+
 function kvTypeId(t: KvType | undefined): number {
   if (t === undefined) return KV_TYPE_INFO.f16.id;
   if (!Object.hasOwn(KV_TYPE_INFO, t)) throw new EngineError('KAIL_E_INVALID_ARG', `KV cache type must be ${KV_TYPES.join(', ')}, got '${t}'`);
@@ -604,6 +613,18 @@ export class EngineModel {
   get defaultPooling(): 'mean' | 'cls' | 'last' {
     const t = this.hparams.poolingType;
     return t === 1 ? 'mean' : t === 2 ? 'cls' : 'last';
+  }
+
+  /**
+   * The refusal of text generation from an embedding model (null for a model that generates),
+   * `label` naming the model as the caller shows it (the API does not show file paths).
+   */
+  generationRefusal(label = 'this model'): EngineError | null {
+    if (!this.encoder) return null;
+    return new EngineError(
+      'KAIL_E_INVALID_ARG',
+      `${label} is an embedding model (${this.hparams.arch}): it gives embeddings (kail embed; /v1/embeddings or /embedding under kail serve), not generated text`,
+    );
   }
 
   /** Why an encoder cannot take `n` tokens of a sequence that holds `start` (one pass, from position 0), or null. */

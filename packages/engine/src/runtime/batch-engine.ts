@@ -335,8 +335,8 @@ export class BatchEngine {
     if (this.closed) throw new EngineError('KAIL_E_INVALID_ARG', 'the model is being unloaded');
     if (req.prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
     if (req.embed && !this.model.hiddenWidth) throw new EngineError('KAIL_E_UNSUPPORTED', `${this.model.path}: this model's program gives no hidden states to embed`);
-    if (this.model.encoder && !req.embed)
-      throw new EngineError('KAIL_E_INVALID_ARG', `this model is an embedding model (${this.model.hparams.arch}): it gives embeddings (/v1/embeddings, /embedding), not generated text`);
+    const refusal = req.embed ? null : this.model.generationRefusal();
+    if (refusal) throw refusal;
     const grammar = grammarOf(req);
     if (grammar && req.pattern) throw new EngineError('KAIL_E_INVALID_ARG', 'a JSON response format and forced tool calls cannot be combined');
     if (req.gbnf && (grammar || req.pattern)) throw new EngineError('KAIL_E_INVALID_ARG', `a GBNF grammar cannot be combined with ${grammar ? 'a JSON response format' : 'forced tool calls or output choices'}`);

@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { AUTH_TOKEN_ENV, engine } from '@kailstream/proto';
 
 import { parseByteSize } from '../model/byte-size';
-import { KV_TYPES, parseLoraFlags, type KvType } from '../model/model';
+import { KV_TYPES, kvTypesFromFlags, parseLoraFlags, type KvType } from '../model/model';
 import { parseControlVectorFlags } from '../model/control-vector';
 import { hardwareProfilePath, readHardwareProfile } from '../model/hardware-profile';
 import { LocalModelHost } from './model-host';
@@ -70,13 +70,11 @@ async function main() {
   const port = Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be 0..65535, got '${values.port}'`);
   const cacheType = (flag: 'cache-type' | 'cache-type-k' | 'cache-type-v'): KvType | undefined => {
-    const t = (values[flag] ?? values['cache-type']) as KvType | undefined;
+    const t = values[flag] as KvType | undefined;
     if (t !== undefined && !KV_TYPES.includes(t)) throw new Error(`--${flag} must be ${KV_TYPES.join(', ')}, got '${t}'`);
     return t;
   };
-  cacheType('cache-type');
-  // (-ctk alone leaves V at f16, as llama.cpp's.)
-  const kvType = cacheType('cache-type-k'), kvTypeV = cacheType('cache-type-v') ?? (kvType ? 'f16' : undefined);
+  const { kvType, kvTypeV } = kvTypesFromFlags(cacheType('cache-type'), cacheType('cache-type-k'), cacheType('cache-type-v'));
   // The hardware profile in the data directory (kail profile) supplies budgets and bandwidth.
   const profile = values['data-dir'] ? readHardwareProfile(values['data-dir']) : null;
   if (profile) process.stderr.write(`engine: hardware profile ${hardwareProfilePath(values['data-dir']!)} (RAM budget ${profile.defaults.ramBytes} bytes, I/O depth ${profile.defaults.ioThreads})\n`);
