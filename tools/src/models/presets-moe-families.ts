@@ -3,6 +3,7 @@
 import type { Deepseek2Config } from './architectures/deepseek2';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
+import type { DeepseekConfig, Ernie45MoeConfig, MinimaxM2Config } from './architectures/llama-moe';
 import type { Preset } from './presets';
 
 const base = { ctx: 4096, normEps: 1e-6, tiedEmbeddings: false, sharedFf: 0, vocabKind: 'llama3' as const, vocabSize: 1024 };
@@ -33,7 +34,27 @@ const glm = (qkNorm: boolean): Glm4MoeConfig => ({
   moe: { nDense: 1, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 0, nGroupUsed: 0, normW: true, wScale: 2.5 },
 });
 
+// The Llama-shaped decoders with DeepSeek-style routed blocks (architectures/llama-moe.ts).
+const tinyMoe = { ...base, nLayers: 3, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2, nExperts: 16, nExpertsUsed: 4, expertFf: 128, ropeBase: 10000 };
+const deepseekMoe: DeepseekConfig = {
+  ...tinyMoe, arch: 'deepseek', name: 'tiny-deepseek-moe', tiedEmbeddings: true,
+  moe: { nDense: 1, nShared: 2, gating: 'softmax', probsBias: false, nGroup: 0, nGroupUsed: 0, normW: false, wScale: 1 },
+};
+const dots1: DeepseekConfig = {
+  ...tinyMoe, arch: 'dots1', name: 'tiny-dots1', nKvHeads: 4, headDim: 64, ropeBase: 1e6,
+  moe: { nDense: 1, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 0, nGroupUsed: 0, normW: true, wScale: 2.5 },
+};
+const ernie: Ernie45MoeConfig = {
+  ...tinyMoe, arch: 'ernie4_5-moe', name: 'tiny-ernie4_5-moe', sharedFf: 192, moeStep: 1, attnOutBias: true, ropeBase: 500000,
+  moe: { nDense: 1, nShared: 2, gating: 'softmax', probsBias: true, nGroup: 0, nGroupUsed: 0, normW: true, wScale: 0 },
+};
+const minimax: MinimaxM2Config = { ...tinyMoe, arch: 'minimax-m2', name: 'tiny-minimax-m2', ff: 128, nLayers: 2, headDim: 64, ropeDims: 32, ropeBase: 5e6 };
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-deepseek-moe': { description: 'deepseek (DeepSeek-MoE 16B style): 1 dense block, softmax experts, 2 shared, tied embeddings', config: deepseekMoe },
+  'tiny-dots1': { description: 'dots1 (dots.llm1 style): per-head q/k norms, NeoX RoPE, 1 dense block, sigmoid + bias experts with norm and scale 2.5, 1 shared', config: dots1 },
+  'tiny-ernie4_5-moe': { description: 'ernie4_5-moe (ERNIE-4.5-21B-A3B style): attn_output bias, 1 dense block, softmax + bias experts renormalized, a shared expert of 192', config: ernie },
+  'tiny-minimax-m2': { description: 'minimax-m2: q/k norms over the projections, NeoX RoPE on 32 of 64 head dims, sigmoid + bias experts renormalized', config: minimax },
   'tiny-deepseek2-lite': { description: 'deepseek2, V2-Lite style: MLA without q LoRA (attn_kv_b layout), YaRN, softmax experts, 2 shared', config: v2lite('kv_b') },
   'tiny-deepseek2-lite-split': { description: 'tiny-deepseek2-lite with the split attn_k_b/attn_v_b layout', config: v2lite('split') },
   'tiny-deepseek3': { description: 'deepseek2, V3 style: q LoRA, split MLA layout, YaRN, sigmoid + exp_probs_b, 4 groups (2 used), norm + scale', config: v3('split') },

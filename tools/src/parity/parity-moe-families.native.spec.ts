@@ -1,7 +1,8 @@
 // Parity with llama.cpp for deepseek2 (absorbed MLA, both tensor layouts, q LoRA on and off,
 // YaRN, softmax and sigmoid+bias group-limited routing), glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
-// pass its window of 8), on models the project writes itself. Same rules as parity.native.spec.ts.
+// pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe and minimax-m2, on models the
+// project writes itself. Same rules as parity.native.spec.ts.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,6 +23,10 @@ const PRESETS = [
   'tiny-glm4moe-qknorm',
   'tiny-olmoe',
   'tiny-gpt-oss',
+  'tiny-deepseek-moe',
+  'tiny-dots1',
+  'tiny-ernie4_5-moe',
+  'tiny-minimax-m2',
 ];
 const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5]];
 const QUANT_CASES: [string, FileTypeName][] = [
@@ -30,6 +35,10 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-glm4moe', 'Q4_K_M'],
   ['tiny-gpt-oss', 'Q4_K_M'],
   ['tiny-gpt-oss', 'MXFP4'],
+  ['tiny-dots1', 'Q4_K_M'],
+  ['tiny-ernie4_5-moe', 'Q8_0'],
+  ['tiny-minimax-m2', 'Q4_K_M'],
+  ['tiny-deepseek-moe', 'Q6_K'],
 ];
 
 let dir: string;

@@ -19,6 +19,8 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-glm4moe', 'Q4_K'],
   ['tiny-olmoe', 'F32'],
   ['tiny-gpt-oss', 'MXFP4'],
+  ['tiny-ernie4_5-moe', 'Q4_K'],
+  ['tiny-minimax-m2', 'Q8_0'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */

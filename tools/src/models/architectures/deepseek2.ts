@@ -83,15 +83,18 @@ export function deepseekFfn(c: ModelConfig, m: DeepseekMoeOptions, i: number, no
   if (i < m.nDense) return rename(denseFfn(c, i));
   const t = rename(moeFfn(c, i, c.expertFf));
   if (m.probsBias) t.push({ name: `${p}.exp_probs_b.bias`, shape: [c.nExperts], init: { kind: 'normal', std: 0.05 }, role: 'norm', layer: i });
-  if (m.nShared > 0) {
-    const f = c.expertFf * m.nShared;
-    t.push(
-      linear(`${p}.ffn_gate_shexp.weight`, c.dim, f, 'ffn_gate', i),
-      linear(`${p}.ffn_up_shexp.weight`, c.dim, f, 'ffn_up', i),
-      linear(`${p}.ffn_down_shexp.weight`, f, c.dim, 'ffn_down', i, residualGain(c)),
-    );
-  }
+  if (m.nShared > 0) t.push(...ungatedSharedExpert(c, i, c.expertFf * m.nShared));
   return t;
+}
+
+/** An ungated shared expert ffn_{gate,up,down}_shexp of width f. */
+export function ungatedSharedExpert(c: ModelConfig, i: number, f: number): TensorSpec[] {
+  const p = `blk.${i}`;
+  return [
+    linear(`${p}.ffn_gate_shexp.weight`, c.dim, f, 'ffn_gate', i),
+    linear(`${p}.ffn_up_shexp.weight`, c.dim, f, 'ffn_up', i),
+    linear(`${p}.ffn_down_shexp.weight`, f, c.dim, 'ffn_down', i, residualGain(c)),
+  ];
 }
 
 export function checkDeepseekMoe(c: ModelConfig, m: DeepseekMoeOptions | undefined): DeepseekMoeOptions {

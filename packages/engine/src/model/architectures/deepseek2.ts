@@ -52,14 +52,21 @@ export interface MoeRouting {
   nGroupUsed: number;
 }
 
-export function readMoeRouting(hp: HParams, defaultGating: number): MoeRouting {
+/**
+ * Routing as llama.cpp builds it for this file. `defaultGating` (llama.cpp's enum: 1 softmax,
+ * 2 sigmoid; 0 none) applies when the file has no expert_gating_func; with 0 a file without it is
+ * refused (llama.cpp aborts at graph build). `fixed` holds what an architecture's loader hard-codes
+ * instead of reading from the file (the keys are then ignored, as llama.cpp ignores them).
+ */
+export function readMoeRouting(hp: HParams, defaultGating: number, fixed: { gating?: number; normW?: boolean; wScale?: number } = {}): MoeRouting {
   const md = hp.meta;
-  const g = md.int('expert_gating_func', 0, 0, 1 << 16) || defaultGating;
+  const g = fixed.gating ?? (md.int('expert_gating_func', 0, 0, 1 << 16) || defaultGating);
+  if (g === 0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: the file has no expert_gating_func (1 softmax, 2 sigmoid), which this architecture needs`);
   if (g !== GATING_SOFTMAX && g !== GATING_SIGMOID) throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: expert_gating_func ${g} is not supported (1 softmax, 2 sigmoid)`);
   const r: MoeRouting = {
     gating: g === GATING_SIGMOID ? 1 : 0,
-    normW: md.bool('expert_weights_norm', false),
-    wScale: md.num('expert_weights_scale', 0),
+    normW: fixed.normW ?? md.bool('expert_weights_norm', false),
+    wScale: fixed.wScale ?? md.num('expert_weights_scale', 0),
     nGroup: md.int('expert_group_count', 0, 0, MAX_EXPERTS),
     nGroupUsed: md.int('expert_group_used_count', 0, 0, MAX_EXPERTS),
   };
@@ -71,11 +78,29 @@ export function readMoeRouting(hp: HParams, defaultGating: number): MoeRouting {
   return r;
 }
 
+/** Which of a routed block's optional parts an architecture's loader reads. */
+export interface MoeBlockOptions {
+  /** The selection bias exp_probs_b: read when present (default), required, or ignored. */
+  probsBias?: 'optional' | 'required' | 'none';
+  /** Ungated shared experts ffn_*_shexp: used when present (default), required, or none. */
+  shared?: 'optional' | 'required' | 'none';
+}
+
 /**
  * The FFN half of a DeepSeek/GLM block on `h` into `out`: a dense SwiGLU FFN for the leading dense
  * blocks, else routed experts (optional selection bias `exp_probs_b`) plus ungated shared experts.
  */
-export function moeBlockFfn(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, h: number, out: number, routing: MoeRouting, dense: boolean): void {
+export function moeBlockFfn(
+  p: ProgramBuilder,
+  hp: HParams,
+  tensors: Map<string, GgufTensorInfo>,
+  il: number,
+  h: number,
+  out: number,
+  routing: MoeRouting,
+  dense: boolean,
+  opt: MoeBlockOptions = {},
+): void {
   const { need, maybe } = tensorLookup(hp, tensors);
   const d = hp.nEmbd;
   const swiglu = (prefix: string, suffix: string, into: number) => {
@@ -92,7 +117,8 @@ export function moeBlockFfn(p: ProgramBuilder, hp: HParams, tensors: Map<string,
     return;
   }
   if (hp.nExpert <= 0 || hp.nExpertUsed <= 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il} has a router but expert_count/expert_used_count are missing`);
-  const bias = maybe(t(il, 'exp_probs_b.bias'));
+  const probsBias = opt.probsBias ?? 'optional';
+  const bias = probsBias === 'required' ? need(t(il, 'exp_probs_b.bias')) : probsBias === 'optional' ? maybe(t(il, 'exp_probs_b.bias')) : undefined;
   p.op('moe', out, {
     a: h,
     weights: {
@@ -113,7 +139,8 @@ export function moeBlockFfn(p: ProgramBuilder, hp: HParams, tensors: Map<string,
       moe_layer: p.moeLayer(hp.nExpert),
     },
   });
-  if (tensors.has(t(il, 'ffn_up_shexp.weight'))) {
+  const shared = opt.shared ?? 'optional';
+  if (shared === 'required' || (shared === 'optional' && tensors.has(t(il, 'ffn_up_shexp.weight')))) {
     const so = p.buf('sh_out', d);
     swiglu('ffn', '_shexp', so);
     p.op('add', out, { a: out, b: so });

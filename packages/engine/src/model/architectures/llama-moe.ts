@@ -1,0 +1,125 @@
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
+
+import { EngineError } from '../../errors';
+import { MAX_LAYERS, type HParams } from '../hparams';
+import { qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
+import { moeBlockFfn, outputHead, readMoeRouting, tensorLookup, type MoeBlockOptions, type MoeRouting } from './deepseek2';
+
+const t = (i: number, name: string) => `blk.${i}.${name}`;
+
+/** What differs between the decoders with GQA attention and DeepSeek-style routed blocks. */
+export interface LlamaMoeOptions {
+  /** NeoX RoPE (rotate halves) instead of adjacent pairs; rope.dimension_count may be partial. */
+  neox: boolean;
+  /** RMS norms on Q and K before RoPE: per head, over the whole projection, or none. */
+  qkNorm: 'head' | 'full' | 'none';
+  /** The routing llama.cpp builds for the file (which keys the architecture's loader reads). */
+  routing: (hp: HParams) => MoeRouting;
+  /** Whether block il has a dense SwiGLU FFN instead of experts. */
+  dense: (hp: HParams, il: number) => boolean;
+  /** Selection bias and shared experts, as the architecture's loader reads them. */
+  block: (hp: HParams) => MoeBlockOptions;
+  /** Whether the graph adds attn_output.bias when the file has one (ERNIE's and MiniMax's do not). */
+  attnOutBias: boolean;
+}
+
+/** leading_dense_block_count, within the file's blocks. */
+export function leadingDense(hp: HParams): number {
+  return hp.meta.int('leading_dense_block_count', 0, 0, MAX_LAYERS);
+}
+
+/**
+ * Decoders of the Llama shape whose FFN is a DeepSeek-style routed block (router with optional
+ * selection bias, top-k experts, ungated shared experts, leading dense blocks): RMSNorm → GQA
+ * attention with RoPE (optionally q/k norms, an attn_output bias) → residual → RMSNorm → FFN →
+ * residual; output norm and head. DeepSeek-MoE (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE
+ * (`ernie4_5-moe`) and MiniMax-M2 (`minimax-m2`), as llama.cpp's src/models/<arch>.cpp build them.
+ */
+export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: LlamaMoeOptions): ModelProgram {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  if (hp.headDimK !== hp.headDimV) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key_length ${hp.headDimK} and value_length ${hp.headDimV} must match`);
+  const routing = opt.routing(hp);
+  const block = opt.block(hp);
+  const hd = hp.headDimK;
+  const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
+  const rope = { ...ropeParams(hp, opt.neox), head_dim: hd };
+  for (let il = 0; il < hp.nLayer; il++) {
+    const { H, Hkv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
+    if (opt.qkNorm === 'head') {
+      p.op('head_rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });
+      p.op('head_rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
+    } else if (opt.qkNorm === 'full') {
+      p.op('rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps } });
+      p.op('rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps } });
+    }
+    p.op('rope', q, { a: q, params: { ...rope, n_head: H } });
+    p.op('rope', k, { a: k, params: { ...rope, n_head: Hkv } });
+    const layer = p.kvLayer(Hkv * hd, Hkv * hd);
+    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1 / Math.sqrt(hd) } });
+    const oBias = opt.attnOutBias ? maybe(t(il, 'attn_output.bias')) : undefined;
+    p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), oBias) });
+    p.op('add', x, { a: x, b: attnOut });
+
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
+    const ffnOut = p.buf('ffn_out', hp.nEmbd);
+    moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, opt.dense(hp, il), block);
+    p.op('add', x, { a: x, b: ffnOut });
+    // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
+    p.op('cvec', x, { a: x, params: { layer: il } });
+  }
+  return outputHead(p, hp, tensors, x);
+}
+
+const SOFTMAX = 1;
+
+/** The architectures buildLlamaMoe runs, with what each one's llama.cpp loader reads. */
+export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
+  // DeepSeek-MoE 16B (src/models/deepseek.cpp): softmax, no renormalization, the file's scale, no
+  // selection bias (the graph passes none), shared experts in every routed block.
+  deepseek: {
+    neox: false,
+    qkNorm: 'none',
+    routing: (hp) => readMoeRouting(hp, SOFTMAX, { gating: SOFTMAX, normW: false }),
+    dense: (hp, il) => il < leadingDense(hp),
+    block: () => ({ probsBias: 'none', shared: 'required' }),
+    attnOutBias: true,
+  },
+  // dots.llm1 (src/models/dots1.cpp): per-head q/k norms, NeoX RoPE, gating/norm/scale from the
+  // file, optional selection bias, shared experts in every routed block.
+  dots1: {
+    neox: true,
+    qkNorm: 'head',
+    routing: (hp) => readMoeRouting(hp, 0),
+    dense: (hp, il) => il < leadingDense(hp),
+    block: () => ({ probsBias: 'optional', shared: 'required' }),
+    attnOutBias: true,
+  },
+  // ERNIE 4.5 MoE (src/models/ernie4-5-moe.cpp): softmax with renormalization and no scale (its
+  // loader reads neither key), optional selection bias, routed blocks from leading_dense_block_count
+  // every interleave_moe_layer_step blocks, a shared expert when expert_shared_feed_forward_length > 0.
+  'ernie4_5-moe': {
+    neox: false,
+    qkNorm: 'none',
+    routing: (hp) => readMoeRouting(hp, SOFTMAX, { gating: SOFTMAX, normW: true, wScale: 0 }),
+    dense: (hp, il) => il < leadingDense(hp) || (il + 1) % ernieMoeStep(hp) !== 0,
+    block: (hp) => ({ probsBias: 'optional', shared: hp.meta.int('expert_shared_feed_forward_length', 0, 0, 1 << 30) > 0 ? 'required' : 'none' }),
+    // Its loader reads attn_output.bias, but the MoE graph passes none to build_attn.
+    attnOutBias: false,
+  },
+  // MiniMax-M2 (src/models/minimax-m2.cpp): q/k norms over the whole projections, partial NeoX
+  // RoPE, every block routed with a selection bias, renormalized, no scale, no shared experts.
+  'minimax-m2': {
+    neox: true,
+    qkNorm: 'full',
+    routing: (hp) => readMoeRouting(hp, 0, { normW: true, wScale: 0 }),
+    dense: () => false,
+    block: () => ({ probsBias: 'required', shared: 'none' }),
+    attnOutBias: false,
+  },
+};
+
+function ernieMoeStep(hp: HParams): number {
+  const step = hp.meta.int('interleave_moe_layer_step', 0, 0, MAX_LAYERS);
+  if (step < 1) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: interleave_moe_layer_step must be at least 1 (the file has ${step || 'none'})`);
+  return step;
+}

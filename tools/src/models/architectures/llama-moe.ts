@@ -1,0 +1,145 @@
+// Decoders of the Llama shape with DeepSeek-style routed blocks (llama.cpp src/models/<arch>.cpp):
+// DeepSeek-MoE 16B (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE (`ernie4_5-moe`) and
+// MiniMax-M2 (`minimax-m2`). Keys are the ones each architecture's converter writes
+// (conversion/<family>.py); tensor shapes the ones its loader creates.
+import { attention, checkHeads, denseFfn, embeddings, headDim, moeFfn, norm, requirePositive } from '../arch';
+import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
+import { kv } from '../../gguf/writer';
+import type { GgufValue } from '../../gguf/writer';
+import { baseMetadata } from './common';
+import { checkDeepseekMoe, deepseekFfn, deepseekMoeMetadata, ungatedSharedExpert } from './deepseek2';
+import type { DeepseekMoeOptions } from './deepseek2';
+
+export type DeepseekConfig = ModelConfig & { moe: DeepseekMoeOptions };
+/** moeStep: interleave_moe_layer_step; sharedFf: expert_shared_feed_forward_length (0: none). */
+export type Ernie45MoeConfig = ModelConfig & { moe: DeepseekMoeOptions; moeStep: number; attnOutBias?: boolean };
+/** ropeDims: rope.dimension_count (MiniMax-M2 rotates half of each head). */
+export type MinimaxM2Config = ModelConfig & { ropeDims: number };
+
+const probsBias = (c: ModelConfig, i: number): TensorSpec => ({ name: `blk.${i}.exp_probs_b.bias`, shape: [c.nExperts], init: { kind: 'normal', std: 0.05 }, role: 'norm', layer: i });
+
+export const deepseek: ArchDefinition = {
+  name: 'deepseek',
+  ggufArch: 'deepseek',
+  normalize(c: ModelConfig): ModelConfig {
+    const m = checkDeepseekMoe(c, (c as DeepseekConfig).moe);
+    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf']);
+    checkHeads(c);
+    if (c.headDim !== undefined && c.headDim * c.nHeads !== c.dim) throw new Error('deepseek: the query width must be dim (head size dim / heads)');
+    if (m.nShared < 1) throw new Error('deepseek: needs shared experts (its loader requires ffn_*_shexp)');
+    if (m.probsBias || m.gating !== 'softmax' || m.normW || m.nGroup > 1) throw new Error('deepseek: routing is softmax without renormalization, selection bias or groups');
+    return c;
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    const m = (c as DeepseekConfig).moe;
+    return [
+      ...baseMetadata('deepseek', c),
+      ['deepseek.leading_dense_block_count', kv.u32(m.nDense)],
+      ['deepseek.expert_feed_forward_length', kv.u32(c.expertFf)],
+      ['deepseek.expert_shared_count', kv.u32(m.nShared)],
+      ['deepseek.expert_weights_scale', kv.f32(m.wScale || 1)],
+    ];
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const m = (c as DeepseekConfig).moe;
+    const t = embeddings(c);
+    for (let i = 0; i < c.nLayers; i++) t.push(...attention(c, i), ...deepseekFfn(c, m, i, 'ffn_norm'));
+    return t;
+  },
+};
+
+export const dots1: ArchDefinition = {
+  name: 'dots1',
+  ggufArch: 'dots1',
+  normalize(c: ModelConfig): ModelConfig {
+    const m = checkDeepseekMoe(c, (c as DeepseekConfig).moe);
+    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf']);
+    checkHeads(c);
+    // Its loader creates K and V as wide as Q (n_embd_head_k * n_head).
+    if (c.nKvHeads !== c.nHeads) throw new Error('dots1: kv heads must equal heads (no GQA in dots.llm1)');
+    if (m.nShared < 1) throw new Error('dots1: needs shared experts (its loader requires ffn_*_shexp)');
+    return c;
+  },
+  metadata: (c) => [...baseMetadata('dots1', c), ...deepseekMoeMetadata('dots1', c, (c as DeepseekConfig).moe)],
+  tensors(c: ModelConfig): TensorSpec[] {
+    const m = (c as DeepseekConfig).moe;
+    const t = embeddings(c);
+    for (let i = 0; i < c.nLayers; i++) t.push(...attention(c, i, { qkNorm: true }), ...deepseekFfn(c, m, i, 'ffn_norm'));
+    return t;
+  },
+};
+
+export const ernie45Moe: ArchDefinition = {
+  name: 'ernie4_5-moe',
+  ggufArch: 'ernie4_5-moe',
+  normalize(c: ModelConfig): ModelConfig {
+    const e = c as Ernie45MoeConfig;
+    const m = checkDeepseekMoe(c, e.moe);
+    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf', 'moeStep' as keyof ModelConfig]);
+    checkHeads(c);
+    if (m.gating !== 'softmax' || !m.normW || m.nGroup > 1 || m.wScale) throw new Error('ernie4_5-moe: routing is softmax with renormalization, without groups or scale');
+    if (m.nShared > 0 && c.sharedFf <= 0) throw new Error('ernie4_5-moe: shared experts need sharedFf');
+    return c;
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    const e = c as Ernie45MoeConfig;
+    const out: [string, GgufValue][] = [
+      ...baseMetadata('ernie4_5-moe', c),
+      ['ernie4_5-moe.interleave_moe_layer_step', kv.u32(e.moeStep)],
+      ['ernie4_5-moe.leading_dense_block_count', kv.u32(e.moe.nDense)],
+      ['ernie4_5-moe.expert_feed_forward_length', kv.u32(c.expertFf)],
+    ];
+    if (e.moe.nShared > 0) out.push(['ernie4_5-moe.expert_shared_count', kv.u32(e.moe.nShared)], ['ernie4_5-moe.expert_shared_feed_forward_length', kv.u32(c.sharedFf)]);
+    return out;
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const e = c as Ernie45MoeConfig;
+    const t = embeddings(c);
+    for (let i = 0; i < c.nLayers; i++) {
+      t.push(...attention(c, i));
+      if (e.attnOutBias) t.push({ name: `blk.${i}.attn_output.bias`, shape: [c.dim], init: { kind: 'normal', std: 0.1 }, role: 'attn_bias', layer: i });
+      // The graph's test; the loader creates routed tensors for every block from the dense lead,
+      // so files where the two disagree do not load in llama.cpp (real ones use step 1).
+      if (i < e.moe.nDense || (i + 1) % e.moeStep !== 0) {
+        t.push(...denseFfn(c, i));
+        continue;
+      }
+      t.push(...moeFfn(c, i, c.expertFf));
+      if (e.moe.probsBias) t.push(probsBias(c, i));
+      if (e.moe.nShared > 0) t.push(...ungatedSharedExpert(c, i, c.sharedFf));
+    }
+    return t;
+  },
+};
+
+export const minimaxM2: ArchDefinition = {
+  name: 'minimax-m2',
+  ggufArch: 'minimax-m2',
+  normalize(c: ModelConfig): ModelConfig {
+    const mm = c as MinimaxM2Config;
+    requirePositive(c, ['nLayers', 'dim', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf', 'ropeDims' as keyof ModelConfig]);
+    checkHeads(c);
+    if (c.nExperts <= 0 || c.nExpertsUsed <= 0 || c.nExpertsUsed > c.nExperts) throw new Error('minimax-m2: needs experts');
+    if (mm.ropeDims > headDim(c) || mm.ropeDims % 2 !== 0) throw new Error('minimax-m2: ropeDims must be even and at most the head size');
+    // Its loader sizes the experts by feed_forward_length.
+    return { ...c, ff: c.expertFf };
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    return [
+      ...baseMetadata('minimax-m2', c).filter(([k]) => k !== 'minimax-m2.rope.dimension_count'),
+      ['minimax-m2.rope.dimension_count', kv.u32((c as MinimaxM2Config).ropeDims)],
+      ['minimax-m2.expert_feed_forward_length', kv.u32(c.expertFf)],
+      ['minimax-m2.expert_gating_func', kv.u32(2)],
+    ];
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const t = embeddings(c);
+    const hd = headDim(c);
+    for (let i = 0; i < c.nLayers; i++) {
+      // q/k norms over the whole projections, not per head.
+      t.push(...attention(c, i), norm(`blk.${i}.attn_q_norm.weight`, hd * c.nHeads, i), norm(`blk.${i}.attn_k_norm.weight`, hd * c.nKvHeads, i));
+      t.push(...moeFfn(c, i, c.expertFf), probsBias(c, i));
+    }
+    return t;
+  },
+};
