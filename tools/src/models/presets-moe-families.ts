@@ -3,7 +3,7 @@
 import type { Deepseek2Config } from './architectures/deepseek2';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
-import type { DeepseekConfig, Ernie45MoeConfig, MinimaxM2Config } from './architectures/llama-moe';
+import type { DeepseekConfig, Ernie45MoeConfig, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
 import type { Preset } from './presets';
 
 const base = { ctx: 4096, normEps: 1e-6, tiedEmbeddings: false, sharedFf: 0, vocabKind: 'llama3' as const, vocabSize: 1024 };
@@ -49,8 +49,19 @@ const ernie: Ernie45MoeConfig = {
   moe: { nDense: 1, nShared: 2, gating: 'softmax', probsBias: true, nGroup: 0, nGroupUsed: 0, normW: true, wScale: 0 },
 };
 const minimax: MinimaxM2Config = { ...tinyMoe, arch: 'minimax-m2', name: 'tiny-minimax-m2', ff: 128, nLayers: 2, headDim: 64, ropeDims: 32, ropeBase: 5e6 };
+// Llama 4: 4 blocks so that the fourth is a NoPE block with full attention and temperature tuning.
+const llama4Scout: Llama4Config = { ...tinyMoe, arch: 'llama4', name: 'tiny-llama4', nLayers: 4, nExpertsUsed: 1, moeStep: 1, ropeFreqs: true, ropeBase: 500000 };
+const llama4Maverick: Llama4Config = { ...llama4Scout, name: 'tiny-llama4-maverick', nExperts: 128, expertFf: 32, moeStep: 2 };
 
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-llama4': {
+    description: 'llama4 (Scout style): chunked attention with L2 q/k norms on 3 of 4 blocks, a NoPE block with temperature tuning, llama3 rope_freqs, 16 experts top-1 weighted before the FFN, shared expert',
+    config: llama4Scout,
+  },
+  'tiny-llama4-maverick': {
+    description: 'tiny-llama4 with 128 experts (so no q/k norms, as Maverick) routed on every second block, dense blocks between',
+    config: llama4Maverick,
+  },
   'tiny-deepseek-moe': { description: 'deepseek (DeepSeek-MoE 16B style): 1 dense block, softmax experts, 2 shared, tied embeddings', config: deepseekMoe },
   'tiny-dots1': { description: 'dots1 (dots.llm1 style): per-head q/k norms, NeoX RoPE, 1 dense block, sigmoid + bias experts with norm and scale 2.5, 1 shared', config: dots1 },
   'tiny-ernie4_5-moe': { description: 'ernie4_5-moe (ERNIE-4.5-21B-A3B style): attn_output bias, 1 dense block, softmax + bias experts renormalized, a shared expert of 192', config: ernie },

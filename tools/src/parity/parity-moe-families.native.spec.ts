@@ -1,7 +1,8 @@
 // Parity with llama.cpp for deepseek2 (absorbed MLA, both tensor layouts, q LoRA on and off,
 // YaRN, softmax and sigmoid+bias group-limited routing), glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
-// pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe and minimax-m2, on models the
+// pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2 and llama4 (its chunked attention past
+// 8192 positions in parity-llama4-chunks), on models the
 // project writes itself. Same rules as parity.native.spec.ts.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -27,6 +28,8 @@ const PRESETS = [
   'tiny-dots1',
   'tiny-ernie4_5-moe',
   'tiny-minimax-m2',
+  'tiny-llama4',
+  'tiny-llama4-maverick',
 ];
 const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5]];
 const QUANT_CASES: [string, FileTypeName][] = [
@@ -39,6 +42,7 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-ernie4_5-moe', 'Q8_0'],
   ['tiny-minimax-m2', 'Q4_K_M'],
   ['tiny-deepseek-moe', 'Q6_K'],
+  ['tiny-llama4', 'Q4_K_M'],
 ];
 
 let dir: string;

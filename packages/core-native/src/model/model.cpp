@@ -278,13 +278,17 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.c, ip("c_off", 0), nkv * hv, "c");
             fits(op.out, ip("out_off", 0), nh * hv, "out");
             if (ip("window", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "sliding window " + std::to_string(ip("window", 0)) + " is negative");
-            if (ip("causal", 1) == 0 && ip("window", 0) > 0) throw error(KAIL_E_INVALID_ARG, what + "non-causal attention over a sliding window is not supported");
+            if (ip("chunk", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "attention chunk " + std::to_string(ip("chunk", 0)) + " is negative");
+            if (ip("chunk", 0) > 0 && ip("window", 0) > 0) throw error(KAIL_E_INVALID_ARG, what + "a layer attends through a sliding window or in chunks, not both");
+            if (ip("causal", 1) == 0 && (ip("window", 0) > 0 || ip("chunk", 0) > 0)) throw error(KAIL_E_INVALID_ARG, what + "non-causal attention over a sliding window or chunks is not supported");
+            if (op.param("temp_scale", 0) != 0 && !(op.param("temp_floor", 0) >= 1)) throw error(KAIL_E_BAD_MODEL, what + "attention temperature tuning needs a floor scale of at least 1");
             break;
         }
         case OP_MOE: {
             const int64_t ne = req("n_expert"), k = req("n_expert_used"), g = ip("n_group", 0), gu = ip("n_group_used", 0);
             if (ne < 1 || k < 1 || k > ne) throw error(KAIL_E_BAD_MODEL, what + "uses " + std::to_string(k) + " of " + std::to_string(ne) + " experts");
-            if (ip("gating", 0) < 0 || ip("gating", 0) > 2) throw error(KAIL_E_INVALID_ARG, what + "gating " + std::to_string(ip("gating", 0)) + " is not 0 (softmax), 1 (sigmoid) or 2 (softmax of the selected)");
+            if (ip("gating", 0) < 0 || ip("gating", 0) > 3)
+                throw error(KAIL_E_INVALID_ARG, what + "gating " + std::to_string(ip("gating", 0)) + " is not 0 (softmax), 1 (sigmoid), 2 (softmax of the selected) or 3 (sigmoid of the selected)");
             if (ip("act", 0) < 0 || ip("act", 0) > 2)
                 throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU) or 2 (GELU over up, no gate)");
             if (g > 1 && gu > 0 && gu < g && (ne % g != 0)) throw error(KAIL_E_BAD_MODEL, what + std::to_string(ne) + " experts do not split into " + std::to_string(g) + " groups");
@@ -1110,6 +1114,12 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     // Sliding-window layers (llama.cpp's LLAMA_SWA_TYPE_STANDARD) see the last `window` positions,
     // their own included; a sink (per query head) joins each head's softmax.
     const int64_t window = static_cast<int64_t>(op.param("window", 0));
+    // Chunked layers (LLAMA_SWA_TYPE_CHUNKED, Llama 4) see the positions of their own chunk of
+    // `chunk` positions up to themselves.
+    const int64_t chunk = static_cast<int64_t>(op.param("chunk", 0));
+    // Attention temperature tuning (Llama 4's NoPE layers): each query row is scaled by
+    // log(floor((pos + temp_offset) / temp_floor) + 1) * temp_scale + 1, llama.cpp's inp_attn_scale.
+    const double temp_scale = op.param("temp_scale", 0), temp_floor = op.param("temp_floor", 0), temp_offset = op.param("temp_offset", 0);
     const tensor_ref sinks = m.weight(oi, "sinks");
     const float * sink = sinks.info ? reinterpret_cast<const float *>(sinks.data) : nullptr;
     // Non-causal attention (BERT's encoders: llama.cpp's causal_attn false): every token sees its
@@ -1121,17 +1131,25 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t n_tasks = x.n_tok * n_head_kv;
     exec_ctx * xp = &x;
     m.pool->parallel_for(n_tasks, [&, xp](int64_t begin, int64_t end, int) {
-        std::vector<float> scores;
+        std::vector<float> scores, qt;
         std::vector<uint16_t> half;
         for (int64_t task = begin; task < end; task++) {
             const int64_t t = task / n_head_kv, hk = task % n_head_kv;
             const int s = xp->b.seq[t];
             const int64_t p = causal ? xp->b.pos[t] : seq_end.at(s) - 1;
-            const int64_t lo = window > 0 ? std::max<int64_t>(0, p + 1 - window) : 0;
+            const int64_t lo = window > 0 ? std::max<int64_t>(0, p + 1 - window) : chunk > 0 ? p - p % chunk : 0;
             const int64_t np = p + 1 - lo;
             const kv_seq_layer & c = m.kv[s][layer];
             const int64_t first = c.mirrored ? lo % R : lo;  // row of position lo
             const float * q = xp->ptr(op.a) + t * qw + q_off + hk * group * hd_k;
+            if (temp_scale != 0) {
+                // In float up to the floor, then double, as llama.cpp computes it.
+                const float fl = std::floor((static_cast<float>(xp->b.pos[t]) + static_cast<float>(temp_offset)) / static_cast<float>(temp_floor));
+                const float f = static_cast<float>(std::log(static_cast<double>(fl) + 1.0) * static_cast<double>(static_cast<float>(temp_scale)) + 1.0);
+                qt.assign(q, q + group * hd_k);
+                for (float & v : qt) v *= f;
+                q = qt.data();
+            }
             scores.resize(static_cast<size_t>(group * np));
             matmul(kt, c.k.data() + static_cast<size_t>(hk * c.cap + first) * rk, rk, np, hd_k,
                    q, static_cast<size_t>(hd_k) * sizeof(float), group, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
@@ -1194,7 +1212,8 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
     const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
     const int64_t k = static_cast<int64_t>(op.param_req("n_expert_used"));
     // 0 softmax, 1 sigmoid, 2 softmax over the selected logits only (gpt-oss: top-k by logit, then
-    // the k weights are the softmax of their logits)
+    // the k weights are the softmax of their logits), 3 sigmoid of the selected logits (Llama 4:
+    // top-k by logit, each weight the sigmoid of its logit)
     const int gating = static_cast<int>(op.param("gating", 0));
     const bool norm_w = op.param("norm_w", 0) != 0;
     const float w_scale = static_cast<float>(op.param("w_scale", 0));
@@ -1220,7 +1239,7 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
         } else {
             for (int64_t e = 0; e < n_expert; e++) probs[e] = 1.0f / (1.0f + std::exp(-lg[e]));
         }
-        for (int64_t e = 0; e < n_expert; e++) sprobs[e] = probs[e] + (bias.info ? reinterpret_cast<const float *>(bias.data)[e] : 0.0f);
+        for (int64_t e = 0; e < n_expert; e++) sprobs[e] = gating == 3 ? lg[e] : probs[e] + (bias.info ? reinterpret_cast<const float *>(bias.data)[e] : 0.0f);
         if (n_group > 1 && n_group_used > 0 && n_group_used < n_group) {
             const int64_t per = n_expert / n_group;
             std::vector<std::pair<float, int64_t>> gs;
@@ -1270,6 +1289,9 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
     const int64_t k = static_cast<int64_t>(op.param_req("n_expert_used"));
     const int moe_layer = static_cast<int>(op.param("moe_layer", -1));
+    // Llama 4 weighs each expert's input instead of its output (llama.cpp's weight_before_ffn):
+    // expert e of token t computes FFN_e(w * x_t), and the outputs are summed unweighted.
+    const bool w_before = op.param("w_before", 0) != 0;
     const int64_t d = x.width(op.a), ff = wg.ne(1), n = x.n_tok;
 
     // 1. router
@@ -1284,9 +1306,21 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     // 2. experts: gather the tokens of each expert, gate/up, swiglu, down; results per (token, slot).
     const uint32_t gvt = vec_dot_type(wg.type()), dvt = vec_dot_type(wd.type());
     const size_t xq_row = row_size(gvt, d), hq_row = row_size(dvt, ff);
+    // The experts' float inputs: the token rows, or with w_before one weighted row per slot.
+    std::vector<float> xw;
+    if (w_before) {
+        xw.resize(static_cast<size_t>(n * k * d));
+        for (int64_t i = 0; i < n * k; i++) {
+            const float * xr = x.ptr(op.a) + (i / k) * d;
+            for (int64_t j = 0; j < d; j++) xw[static_cast<size_t>(i * d + j)] = xr[j] * wsel[i];
+        }
+    }
+    const float * xin_f = w_before ? xw.data() : x.ptr(op.a);
+    const int64_t in_rows = w_before ? n * k : n;
+    auto in_row = [&](int64_t slot) { return w_before ? slot : slot / k; };
     std::vector<uint8_t> & xq = m.moe_xq;
-    if (xq.size() < static_cast<size_t>(n) * xq_row) xq.resize(static_cast<size_t>(n) * xq_row);
-    matmul_quantize_activations(wg.type(), d, x.ptr(op.a), d * 4, n, xq.data(), xq_row, m.pool.get());
+    if (xq.size() < static_cast<size_t>(in_rows) * xq_row) xq.resize(static_cast<size_t>(in_rows) * xq_row);
+    matmul_quantize_activations(wg.type(), d, xin_f, d * 4, in_rows, xq.data(), xq_row, m.pool.get());
     if (vec_dot_type(wu.type()) != gvt) throw error(KAIL_E_UNSUPPORTED, "moe: gate and up experts need the same activation type");
     // Every slot is written by the down projection of its expert, so the buffer is not cleared.
     std::vector<float> & slot_out = m.moe_slot_out;
@@ -1322,7 +1356,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         u.resize(static_cast<size_t>(ne_ * ff));
         xrows.resize(ne_);
         yrows.resize(ne_);
-        for (int64_t i = 0; i < ne_; i++) xrows[i] = xq.data() + static_cast<size_t>(slots[i] / k) * xq_row;
+        for (int64_t i = 0; i < ne_; i++) xrows[i] = xq.data() + static_cast<size_t>(in_row(slots[i])) * xq_row;
         for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
         if (act != 2) matmul_quantized_rows(wg.type(), gw, wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
         for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
@@ -1330,7 +1364,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         if (!loras.empty()) {
             // The experts' float inputs, gathered (A x needs them in A's own activation type).
             std::vector<float> xin(static_cast<size_t>(ne_ * d));
-            for (int64_t i = 0; i < ne_; i++) std::memcpy(xin.data() + i * d, x.ptr(op.a) + (slots[i] / k) * d, static_cast<size_t>(d) * 4);
+            for (int64_t i = 0; i < ne_; i++) std::memcpy(xin.data() + i * d, xin_f + in_row(slots[i]) * d, static_cast<size_t>(d) * 4);
             for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
             if (act != 2) expert_lora(1, e, slots, xin.data(), d, yrows.data(), ff, pool);
             for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
@@ -1448,9 +1482,18 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             req.done(v, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
     }
-    // 3. weighted sum in slot order, as ggml adds the expert views one after another.
+    // 3. weighted sum in slot order, as ggml adds the expert views one after another (unweighted
+    // when the weights went into the inputs).
     for (int64_t t = 0; t < n; t++) {
         float * o = x.ptr(op.out) + t * x.width(op.out);
+        if (w_before) {
+            for (int64_t i = 0; i < d; i++) o[i] = slot_out[(t * k) * d + i];
+            for (int64_t s = 1; s < k; s++) {
+                const float * so = slot_out.data() + (t * k + s) * d;
+                for (int64_t i = 0; i < d; i++) o[i] += so[i];
+            }
+            continue;
+        }
         for (int64_t i = 0; i < d; i++) o[i] = slot_out[(t * k) * d + i] * wsel[t * k];
         for (int64_t s = 1; s < k; s++) {
             const float * so = slot_out.data() + (t * k + s) * d;

@@ -21,6 +21,7 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-gpt-oss', 'MXFP4'],
   ['tiny-ernie4_5-moe', 'Q4_K'],
   ['tiny-minimax-m2', 'Q8_0'],
+  ['tiny-llama4', 'Q4_K'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */

@@ -58,7 +58,17 @@ describe('native program checks', () => {
     ['expert groups that do not divide the experts', 'moe', (o) => Object.assign(o.params!, { n_group: 3, n_group_used: 2 }), /16 experts do not split into 3 groups/],
     ['per-head norms past the buffer', 'head_rms_norm', (o) => (o.params!.n_head = 9), /op \d+ \(head_rms_norm\): 1152 values at offset 0 do not fit/],
     ['a NaN parameter', 'attention', (o) => (o.params!.head_dim = NaN), /parameter head_dim is out of range/],
+    ['a negative attention chunk', 'attention', (o) => (o.params!.chunk = -8), /attention chunk -8 is negative/],
+    ['temperature tuning without a floor scale', 'attention', (o) => Object.assign(o.params!, { temp_scale: 0.1, temp_floor: 0 }), /temperature tuning needs a floor scale/],
   ])('refuses %s', (_what, op, edit, want) => {
     expect(() => load(tampered(program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
+  });
+
+  // What no file can cause, only a builder's mistake: KAIL_E_INVALID_ARG.
+  it.each<[string, ProgramOp['op'], (o: ProgramOp) => void, RegExp]>([
+    ['a sliding window and chunks at once', 'attention', (o) => Object.assign(o.params!, { chunk: 8, window: 4 }), /sliding window or in chunks, not both/],
+    ['an unknown gating', 'moe', (o) => (o.params!.gating = 4), /gating 4 is not 0 \(softmax\), 1 \(sigmoid\), 2 .* or 3/],
+  ])('refuses %s as a program error', (_what, op, edit, want) => {
+    expect(() => load(tampered(program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(want) }));
   });
 });

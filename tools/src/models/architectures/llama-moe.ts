@@ -143,3 +143,40 @@ export const minimaxM2: ArchDefinition = {
     return t;
   },
 };
+
+/**
+ * Llama 4 (src/models/llama4.cpp): moeStep = interleave_moe_layer_step (Scout 1, Maverick 2: the
+ * other blocks are dense with `ff`); routed blocks carry a shared expert as wide as the experts;
+ * ropeFreqs writes llama3-style `rope_freqs.weight` factors (the converter's rope_scaling llama3).
+ */
+export type Llama4Config = ModelConfig & { moeStep: number; ropeFreqs?: boolean };
+
+export const llama4: ArchDefinition = {
+  name: 'llama4',
+  ggufArch: 'llama4',
+  normalize(c: ModelConfig): ModelConfig {
+    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf', 'moeStep' as keyof ModelConfig]);
+    checkHeads(c);
+    if (c.nExperts <= 0 || c.nExpertsUsed <= 0 || c.nExpertsUsed > c.nExperts) throw new Error('llama4: needs experts (llama.cpp refuses a llama4 file without them)');
+    return c;
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    return [
+      ...baseMetadata('llama4', c),
+      ['llama4.interleave_moe_layer_step', kv.u32((c as Llama4Config).moeStep)],
+      ['llama4.expert_feed_forward_length', kv.u32(c.expertFf)],
+    ];
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const l = c as Llama4Config;
+    const t = embeddings(c);
+    // Factors around 1-4 (llama3 scaling divides the low frequencies by up to its factor).
+    if (l.ropeFreqs) t.push({ name: 'rope_freqs.weight', shape: [headDim(c) / 2], init: { kind: 'normal', mean: 2, std: 0.5 }, role: 'bias' });
+    for (let i = 0; i < c.nLayers; i++) {
+      t.push(...attention(c, i));
+      if ((i + 1) % l.moeStep !== 0) t.push(...denseFfn(c, i));
+      else t.push(...moeFfn(c, i, c.expertFf), ...ungatedSharedExpert(c, i, c.expertFf));
+    }
+    return t;
+  },
+};

@@ -84,6 +84,8 @@ export interface MoeBlockOptions {
   probsBias?: 'optional' | 'required' | 'none';
   /** Ungated shared experts ffn_*_shexp: used when present (default), required, or none. */
   shared?: 'optional' | 'required' | 'none';
+  /** Extra `moe` op parameters (Llama 4's w_before). */
+  moeParams?: Record<string, number>;
 }
 
 /**
@@ -137,6 +139,7 @@ export function moeBlockFfn(
       n_group: routing.nGroup,
       n_group_used: routing.nGroupUsed,
       moe_layer: p.moeLayer(hp.nExpert),
+      ...opt.moeParams,
     },
   });
   const shared = opt.shared ?? 'optional';

@@ -7,6 +7,7 @@ import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildGlm4Moe } from './glm4moe';
 import { buildGptOss } from './gpt-oss';
 import { buildLlamaFamily } from './llama-family';
+import { buildLlama4 } from './llama4';
 import { buildLlamaMoe, LLAMA_MOE_ARCHITECTURES } from './llama-moe';
 
 type Builder = (hp: HParams, tensors: Map<string, GgufTensorInfo>) => ModelProgram;
@@ -21,6 +22,7 @@ const ARCHITECTURES: Record<string, Builder> = {
   deepseek2: (hp, ts) => buildDeepseek2(hp, ts),
   glm4moe: (hp, ts) => buildGlm4Moe(hp, ts),
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
+  llama4: (hp, ts) => buildLlama4(hp, ts),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),
