@@ -47,6 +47,22 @@ export const PRESETS: Record<string, Preset> = {
       ropeBase: 1e6, normEps: 1e-6,
     },
   },
+  'tiny-qwen3vlmoe': {
+    description: 'qwen3vlmoe (Qwen3-VL-30B-A3B style language model): tiny-qwen3moe with interleaved M-RoPE sections and 3 deepstack layers',
+    config: {
+      ...tiny, arch: 'qwen3vlmoe', name: 'tiny-qwen3vlmoe', nLayers: 2, dim: 256, ff: 768, nHeads: 4, nKvHeads: 2,
+      headDim: 128, nExperts: 16, nExpertsUsed: 4, expertFf: 256, vocabSize: 1024, vocabKind: 'qwen2',
+      ropeBase: 5e6, normEps: 1e-6, ropeSections: [24, 20, 20, 0], deepstack: 3,
+    } as ModelConfig,
+  },
+  'tiny-qwen3vl': {
+    description: 'qwen3vl (Qwen3-VL dense language model): qwen3 with interleaved M-RoPE sections [12, 10, 10, 0] and deepstack',
+    config: {
+      ...tiny, arch: 'qwen3vl', name: 'tiny-qwen3vl', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2,
+      headDim: 64, nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'qwen2',
+      ropeBase: 5e6, normEps: 1e-6, ropeSections: [12, 10, 10, 0], deepstack: 2,
+    } as ModelConfig,
+  },
   'tiny-qwen3-reranker': {
     description: 'qwen3 dense with a reranker head (cls.output over labels yes/no, pooling rank), as Qwen3-Reranker files are converted',
     config: {
@@ -111,6 +127,13 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   olmoe: 'tiny-olmoe',
   bert: 'tiny-bert',
   'nomic-bert': 'tiny-nomic-bert',
+  deepseek: 'tiny-deepseek-moe',
+  dots1: 'tiny-dots1',
+  'ernie4_5-moe': 'tiny-ernie4_5-moe',
+  'minimax-m2': 'tiny-minimax-m2',
+  llama4: 'tiny-llama4',
+  qwen3vl: 'tiny-qwen3vl',
+  qwen3vlmoe: 'tiny-qwen3vlmoe',
 };
 
 export function getPreset(name: string): Preset {

@@ -19,6 +19,11 @@ const ARCHITECTURES: Record<string, Builder> = {
   qwen3: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false }),
   qwen3moe: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: true, sharedExpertGate: false }),
   olmoe: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false }),
+  // Qwen3-VL's language models. Text tokens get one position in every M-RoPE section (llama.cpp's
+  // batch broadcasts it), which makes the interleaved M-RoPE exactly NeoX RoPE; the deepstack
+  // additions are zero for them. (Images need the mmproj vision tower, which kail does not run.)
+  qwen3vl: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false }),
+  qwen3vlmoe: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: true, sharedExpertGate: false }),
   deepseek2: (hp, ts) => buildDeepseek2(hp, ts),
   glm4moe: (hp, ts) => buildGlm4Moe(hp, ts),
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
