@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 
 import {
-  BLOCKS, DS_SEP, KIMI_ARGS, MISTRAL, PYTHON_TAG, STARTS, WRAPPERS,
-  blockCall, llamaCall, mistralCalls, nextBlock, paramTypes, parseToolCalls, type ToolCall, type ToolDefs,
+  BLOCKS, DS_SEP, KIMI_ARGS, MINIMAX_PAIR, MISTRAL, PYTHON_TAG, STARTS, WRAPPERS,
+  blockCall, trimValueNewlines, llamaCall, mistralCalls, nextBlock, paramTypes, parseToolCalls, type ToolCall, type ToolDefs,
 } from './tool-calls';
 
 /**
@@ -11,7 +11,7 @@ import {
  * index, id and name once the name is complete, then its arguments text piece by piece.
  *
  * The arguments streamed are the model's JSON with the whitespace between tokens dropped (for
- * formats that write JSON), or a JSON object built from key/value pairs (GLM, Qwen3-Coder XML),
+ * formats that write JSON), or a JSON object built from key/value pairs (GLM, Qwen3-Coder XML, MiniMax),
  * string-typed values streamed as they are written and the others once they end. Every text this
  * module derives from a prefix of the output is a prefix of what it derives from the whole, so the
  * pieces concatenate to the final arguments. A call that has been announced stays a call even if
@@ -181,11 +181,14 @@ function callHead(text: string, keys: string): { name: string; args: number } | 
  * object text: complete pairs, then the open one (its key, and a string-typed value as written so
  * far), then '}' once the block is closed. Null when the text holds something else.
  */
-function pairsPrefix(text: string, closed: boolean, kind: 'glm' | 'xml', types: Record<string, { type?: unknown }>): string | null {
-  const pair = kind === 'glm' ? /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*?)<\/arg_value>\s*/y : /\s*<parameter=([^>]+)>([\s\S]*?)<\/parameter>\s*/y;
-  const open = kind === 'glm' ? /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*)$/y : /\s*<parameter=([^>]+)>([\s\S]*)$/y;
+function pairsPrefix(text: string, closed: boolean, kind: 'glm' | 'xml' | 'minimax', types: Record<string, { type?: unknown }>): string | null {
+  const pair =
+    kind === 'glm' ? /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*?)<\/arg_value>\s*/y
+    : kind === 'xml' ? /\s*<parameter=([^>]+)>([\s\S]*?)<\/parameter>\s*/y
+    : new RegExp(MINIMAX_PAIR.source, 'y');
+  const open = kind === 'glm' ? /<arg_key>([\s\S]*?)<\/arg_key>\s*<arg_value>([\s\S]*)$/y : kind === 'xml' ? /\s*<parameter=([^>]+)>([\s\S]*)$/y : /\s*<parameter name="([^"]+)">([\s\S]*)$/y;
   const end = kind === 'glm' ? '</arg_value>' : '</parameter>';
-  const clean = (raw: string) => (kind === 'xml' ? raw.replace(/^\n/, '').replace(/\n$/, '') : raw);
+  const clean = (raw: string) => (kind === 'xml' ? trimValueNewlines(raw) : raw);
   const value = (key: string, raw: string) => {
     if (types[key]?.type === 'string') return JSON.stringify(raw);
     try {
@@ -211,12 +214,12 @@ function pairsPrefix(text: string, closed: boolean, kind: 'glm' | 'xml', types: 
     tail = `${JSON.stringify(key)}:`;
     if (types[key]?.type === 'string') {
       let raw = withoutMarkerStart(o[2], end);
-      if (kind === 'xml') raw = raw.replace(/^\n/, '').replace(/\n$/, '');
+      if (kind === 'xml') raw = trimValueNewlines(raw);
       tail += `"${jsonBody(raw)}`;
     }
   } else {
     // Only the start of a pair may follow.
-    const start = kind === 'glm' ? '<arg_key>' : '<parameter=';
+    const start = kind === 'glm' ? '<arg_key>' : kind === 'xml' ? '<parameter=' : '<parameter name="';
     const r = rest.trimStart();
     if (r && !r.startsWith(start) && !start.startsWith(r)) return null;
   }
@@ -246,6 +249,14 @@ function partialBlock(open: string, body: string, closed: boolean, tools: ToolDe
     const header = body.slice(0, sep).trim();
     const h = /^(?:functions\.)?([\w.-]+?)(?::\d+)?$/.exec(header);
     return h ? { name: h[1], id: header, args: json(body.slice(sep + KIMI_ARGS.length)) } : null;
+  }
+  if (open === BLOCKS[4][0]) {
+    // MiniMax-M2: 'name">' then <parameter name="k">v</parameter> pairs.
+    const f = /^([^"<>]+)">/.exec(body);
+    if (!f) return need(!closed && /^[^"<>]*"?$/.test(body));
+    const pairs = closed ? body.slice(f[0].length) : withoutMarkerStart(body.slice(f[0].length), '</invoke>');
+    const args = pairsPrefix(pairs, closed, 'minimax', paramTypes(tools, f[1]));
+    return args === null ? null : { name: f[1], args };
   }
   if (lead.startsWith('{') || (!closed && lead === '')) {
     // Hermes: {"name": "f", "arguments": {...}}; other key orders wait for the whole block.

@@ -70,6 +70,16 @@ describe('parseToolCalls (GLM and DeepSeek formats)', () => {
     expect(parseToolCalls('<tool_call><function=f>hello<parameter=q>x</parameter></function></tool_call>').calls).toEqual([]);
   });
 
+  it("reads MiniMax-M2's <invoke> calls in their wrapper, typed by the schema", () => {
+    const tools = [{ function: { name: 'get_weather', parameters: { properties: { city: { type: 'string' }, days: { type: 'integer' } } } } }];
+    const text = 'Checking.\n<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">12</parameter>\n<parameter name="days">3</parameter>\n</invoke>\n<invoke name="f">\n</invoke>\n</minimax:tool_call>';
+    const r = parseToolCalls(text, tools);
+    expect(r.content).toBe('Checking.');
+    expect(r.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['get_weather', { city: '12', days: 3 }], ['f', {}]]);
+    // Something else inside an invoke keeps it text.
+    expect(parseToolCalls('<invoke name="f">hello<parameter name="q">x</parameter></invoke>').calls).toEqual([]);
+  });
+
   it("reads Mistral's calls: a JSON list, or name[ARGS] calls, ids kept", () => {
     const list = parseToolCalls('Sure.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "a1B2c3D4e"}, {"name": "f", "arguments": {}}]');
     expect(list.content).toBe('Sure.');
@@ -190,6 +200,7 @@ describe('ToolCallStream: calls as they are written', () => {
     ['deepseek-r1', `Writing.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>write_file\n\`\`\`json\n{"path": "a.txt", "content": "${body}", "mode": 420}\n\`\`\`<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n\`\`\`json\n{"city": "Oslo", "days": 2}\n\`\`\`<｜tool▁call▁end｜><｜tool▁calls▁end｜>`],
     ['kimi', `Writing.<|tool_calls_section_begin|><|tool_call_begin|>functions.write_file:0<|tool_call_argument_begin|>{"path": "a.txt", "content": "${body}", "mode": 420}<|tool_call_end|><|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{"city": "Oslo", "days": 2}<|tool_call_end|><|tool_calls_section_end|>`],
     ['mistral', `Writing.[TOOL_CALLS]write_file[ARGS]{"path": "a.txt", "content": "${body}", "mode": 420}[TOOL_CALLS]get_weather[CALL_ID]aB3dE6gH9[ARGS]{"city": "Oslo", "days": 2}`],
+    ['minimax', `Writing.\n<minimax:tool_call>\n<invoke name="write_file">\n<parameter name="path">a.txt</parameter>\n<parameter name="content">${content}</parameter>\n<parameter name="mode">420</parameter>\n</invoke>\n<invoke name="get_weather">\n<parameter name="city">Oslo</parameter>\n<parameter name="days">2</parameter>\n</invoke>\n</minimax:tool_call>`],
   ];
   const expected = [
     ['write_file', { path: 'a.txt', content, mode: 420 }],
@@ -277,7 +288,8 @@ describe('ToolCallStream: calls as they are written', () => {
     const pieces = ['<tool_call>', '</tool_call>', '{"name": "get_weather", "arguments": ', '{"city": "Os', 'lo"}', '}', '"', '\\', ' ', '\n', 'text',
       '<function=write_file>', '<parameter=content>', '</parameter>', '</function>', 'get_weather', '<arg_key>', 'city</arg_key>', '<arg_value>', 'Rome</arg_value>',
       '<｜tool▁call▁begin｜>', '<｜tool▁sep｜>', '<｜tool▁call▁end｜>', '<|tool_call_begin|>', 'functions.f:0', '<|tool_call_argument_begin|>', '<|tool_call_end|>',
-      '[TOOL_CALLS]', 'f[ARGS]', '[CALL_ID]', '[', ']', ',', '{', '<|python_tag|>', '\u00e9', '🙂', '<think>'];
+      '[TOOL_CALLS]', 'f[ARGS]', '[CALL_ID]', '[', ']', ',', '{', '<|python_tag|>', '\u00e9', '🙂', '<think>',
+      '<minimax:tool_call>', '</minimax:tool_call>', '<invoke name="', 'write_file">', '<parameter name="content">', '</invoke>'];
     let r = 7;
     const rand = (n: number) => ((r = (r * 1103515245 + 12345) % 2147483648), r % n);
     for (let round = 0; round < 400; round++) {

@@ -19,9 +19,11 @@ import { randomUUID } from 'node:crypto';
  *   `[TOOL_CALLS]f[ARGS]{...}` (with `[CALL_ID]id` before `[ARGS]` in Small 3.2's); ids are kept
  * - Llama 3.1-3.3: the whole answer one JSON object `{"name": "f", "parameters": {...}}` (after an
  *   optional `<|python_tag|>`), taken as a call only when it names one of the request's tools
+ * - MiniMax-M2: `<invoke name="f"><parameter name="k">v</parameter>…</invoke>` calls inside
+ *   `<minimax:tool_call>…</minimax:tool_call>`, values typed as GLM's
  *
  * A block that does not parse, or that the output cuts off, stays in the text, as llama-server
- * leaves it. Formats not listed (MiniMax's `<invoke>`, Functionary's bare `<function=f>{...}</function>`) arrive as text.
+ * leaves it. Formats not listed (Functionary's bare `<function=f>{...}</function>`) arrive as text.
  */
 
 /** Call blocks: opening and closing marker. */
@@ -30,14 +32,21 @@ export const BLOCKS: [open: string, close: string][] = [
   ['<｜tool▁call▁begin｜>', '<｜tool▁call▁end｜>'],
   ['<|tool_call_begin|>', '<|tool_call_end|>'],
   ['<seed:tool_call>', '</seed:tool_call>'],
+  ['<invoke name="', '</invoke>'],
 ];
-/** Wrappers around DeepSeek's and Kimi's blocks, dropped from the text once calls are found. */
-export const WRAPPERS = ['<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>'];
+/** Wrappers around DeepSeek's, Kimi's and MiniMax's blocks, dropped from the text once calls are found. */
+export const WRAPPERS = [
+  '<｜tool▁calls▁begin｜>', '<｜tool▁calls▁end｜>', '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>', '<minimax:tool_call>', '</minimax:tool_call>',
+];
 export const DS_SEP = '<｜tool▁sep｜>';
 export const KIMI_ARGS = '<|tool_call_argument_begin|>';
 export const MISTRAL = '[TOOL_CALLS]';
 /** Where a held-back stream starts: any of these. */
-export const STARTS = [...BLOCKS.map(([open]) => open), WRAPPERS[0], WRAPPERS[2], MISTRAL];
+export const STARTS = [...BLOCKS.map(([open]) => open), WRAPPERS[0], WRAPPERS[2], WRAPPERS[4], MISTRAL];
+/** MiniMax's parameter pairs, and the start of one. */
+export const MINIMAX_PAIR = /\s*<parameter name="([^"]+)">([\s\S]*?)<\/parameter>\s*/y;
+/** The one newline a template may write on each side of a value is not part of it. */
+export const trimValueNewlines = (raw: string): string => raw.replace(/^\n/, '').replace(/\n$/, '');
 
 export interface ToolCall {
   id: string;
@@ -86,6 +95,7 @@ export function blockCall(open: string, body: string, tools: ToolDefs): ToolCall
   return open === BLOCKS[0][0] ? (hermesCall(body) ?? glmCall(body, tools) ?? xmlCall(body, tools))
     : open === BLOCKS[1][0] ? deepseekCall(body)
     : open === BLOCKS[2][0] ? kimiCall(body)
+    : open === BLOCKS[4][0] ? minimaxCall(body, tools)
     : xmlCall(body, tools);
 }
 
@@ -133,8 +143,16 @@ function glmCall(body: string, tools: ToolDefs): ToolCall | null {
 function xmlCall(body: string, tools: ToolDefs): ToolCall | null {
   const m = /^\s*<function=([^>\s]+)>([\s\S]*?)<\/function>\s*$/.exec(body);
   if (!m) return null;
-  // The template writes a newline on each side of a value; they are not part of it.
-  const args = pairArgs(m[2], /\s*<parameter=([^>]+)>([\s\S]*?)<\/parameter>\s*/y, m[1], tools, (raw) => raw.replace(/^\n/, '').replace(/\n$/, ''));
+  const args = pairArgs(m[2], /\s*<parameter=([^>]+)>([\s\S]*?)<\/parameter>\s*/y, m[1], tools, trimValueNewlines);
+  return args ? makeCall(m[1], args) : null;
+}
+
+/** MiniMax-M2: the body after `<invoke name="` is `f">` and parameter pairs. */
+function minimaxCall(body: string, tools: ToolDefs): ToolCall | null {
+  const m = /^([^"<>]+)">([\s\S]*)$/.exec(body);
+  if (!m) return null;
+  // Its template writes each value inline, so a value's newlines are its own.
+  const args = pairArgs(m[2], new RegExp(MINIMAX_PAIR.source, 'y'), m[1], tools, (raw) => raw);
   return args ? makeCall(m[1], args) : null;
 }
 
