@@ -54,6 +54,10 @@ const llama4Scout: Llama4Config = { ...tinyMoe, arch: 'llama4', name: 'tiny-llam
 const llama4Maverick: Llama4Config = { ...llama4Scout, name: 'tiny-llama4-maverick', nExperts: 128, expertFf: 32, moeStep: 2 };
 
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-hunyuan-moe': {
+    description: 'hunyuan-moe (Hunyuan-A13B style): per-head q/k norms after NeoX RoPE, 16 experts top-4 renormalized, an ungated shared expert of 192',
+    config: { ...tinyMoe, arch: 'hunyuan-moe', name: 'tiny-hunyuan-moe', ff: 128, sharedFf: 192, headDim: 64, ropeBase: 11158839.9 },
+  },
   'tiny-llama4': {
     description: 'llama4 (Scout style): chunked attention with L2 q/k norms on 3 of 4 blocks, a NoPE block with temperature tuning, llama3 rope_freqs, 16 experts top-1 weighted before the FFN, shared expert',
     config: llama4Scout,

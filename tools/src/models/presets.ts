@@ -132,6 +132,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   'ernie4_5-moe': 'tiny-ernie4_5-moe',
   'minimax-m2': 'tiny-minimax-m2',
   llama4: 'tiny-llama4',
+  'hunyuan-moe': 'tiny-hunyuan-moe',
   qwen3vl: 'tiny-qwen3vl',
   qwen3vlmoe: 'tiny-qwen3vlmoe',
 };

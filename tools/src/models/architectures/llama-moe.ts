@@ -1,6 +1,6 @@
 // Decoders of the Llama shape with DeepSeek-style routed blocks (llama.cpp src/models/<arch>.cpp):
-// DeepSeek-MoE 16B (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE (`ernie4_5-moe`) and
-// MiniMax-M2 (`minimax-m2`). Keys are the ones each architecture's converter writes
+// DeepSeek-MoE 16B (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE (`ernie4_5-moe`),
+// MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`), and Llama 4 (`llama4`). Keys are the ones each architecture's converter writes
 // (conversion/<family>.py); tensor shapes the ones its loader creates.
 import { attention, checkHeads, denseFfn, embeddings, headDim, moeFfn, norm, requirePositive } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
@@ -177,6 +177,35 @@ export const llama4: ArchDefinition = {
       if ((i + 1) % l.moeStep !== 0) t.push(...denseFfn(c, i));
       else t.push(...moeFfn(c, i, c.expertFf), ...ungatedSharedExpert(c, i, c.expertFf));
     }
+    return t;
+  },
+};
+
+/**
+ * Hunyuan-A13B (src/models/hunyuan-moe.cpp): per-head q/k norms (applied after RoPE), every block
+ * routed with experts as wide as `ff` plus an ungated shared expert of `sharedFf`.
+ */
+export const hunyuanMoe: ArchDefinition = {
+  name: 'hunyuan-moe',
+  ggufArch: 'hunyuan-moe',
+  normalize(c: ModelConfig): ModelConfig {
+    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'sharedFf']);
+    checkHeads(c);
+    if (c.nExperts <= 0 || c.nExpertsUsed <= 0 || c.nExpertsUsed > c.nExperts) throw new Error('hunyuan-moe: needs experts');
+    // Its loader sizes the experts by feed_forward_length.
+    return { ...c, expertFf: c.ff };
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    return [
+      ...baseMetadata('hunyuan-moe', c),
+      ['hunyuan-moe.expert_feed_forward_length', kv.u32(c.ff)],
+      ['hunyuan-moe.expert_shared_feed_forward_length', kv.u32(c.sharedFf)],
+      ['hunyuan-moe.expert_shared_count', kv.u32(1)],
+    ];
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const t = embeddings(c);
+    for (let i = 0; i < c.nLayers; i++) t.push(...attention(c, i, { qkNorm: true }), ...moeFfn(c, i, c.ff), ...ungatedSharedExpert(c, i, c.sharedFf));
     return t;
   },
 };

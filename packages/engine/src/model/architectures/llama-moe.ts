@@ -11,8 +11,8 @@ const t = (i: number, name: string) => `blk.${i}.${name}`;
 export interface LlamaMoeOptions {
   /** NeoX RoPE (rotate halves) instead of adjacent pairs; rope.dimension_count may be partial. */
   neox: boolean;
-  /** RMS norms on Q and K before RoPE: per head, over the whole projection, or none. */
-  qkNorm: 'head' | 'full' | 'none';
+  /** RMS norms on Q and K before RoPE (per head, or over the whole projection), per head after RoPE (Hunyuan), or none. */
+  qkNorm: 'head' | 'full' | 'head-after-rope' | 'none';
   /** The routing llama.cpp builds for the file (which keys the architecture's loader reads). */
   routing: (hp: HParams) => MoeRouting;
   /** Whether block il has a dense SwiGLU FFN instead of experts. */
@@ -33,7 +33,8 @@ export function leadingDense(hp: HParams): number {
  * selection bias, top-k experts, ungated shared experts, leading dense blocks): RMSNorm → GQA
  * attention with RoPE (optionally q/k norms, an attn_output bias) → residual → RMSNorm → FFN →
  * residual; output norm and head. DeepSeek-MoE (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE
- * (`ernie4_5-moe`) and MiniMax-M2 (`minimax-m2`), as llama.cpp's src/models/<arch>.cpp build them.
+ * (`ernie4_5-moe`), MiniMax-M2 (`minimax-m2`) and Hunyuan-A13B (`hunyuan-moe`), as llama.cpp's
+ * src/models/<arch>.cpp build them.
  */
 export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: LlamaMoeOptions): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
@@ -45,15 +46,18 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
   const rope = { ...ropeParams(hp, opt.neox), head_dim: hd };
   for (let il = 0; il < hp.nLayer; il++) {
     const { H, Hkv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
-    if (opt.qkNorm === 'head') {
+    const headNorms = () => {
       p.op('head_rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });
       p.op('head_rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
-    } else if (opt.qkNorm === 'full') {
+    };
+    if (opt.qkNorm === 'head') headNorms();
+    else if (opt.qkNorm === 'full') {
       p.op('rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps } });
       p.op('rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps } });
     }
     p.op('rope', q, { a: q, params: { ...rope, n_head: H } });
     p.op('rope', k, { a: k, params: { ...rope, n_head: Hkv } });
+    if (opt.qkNorm === 'head-after-rope') headNorms();
     const layer = p.kvLayer(Hkv * hd, Hkv * hd);
     p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1 / Math.sqrt(hd) } });
     const oBias = opt.attnOutBias ? maybe(t(il, 'attn_output.bias')) : undefined;
@@ -114,6 +118,16 @@ export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
     routing: (hp) => readMoeRouting(hp, 0, { normW: true, wScale: 0 }),
     dense: () => false,
     block: () => ({ probsBias: 'required', shared: 'none' }),
+    attnOutBias: false,
+  },
+  // Hunyuan-A13B (src/models/hunyuan-moe.cpp): per-head q/k norms after RoPE, every block routed
+  // (softmax, renormalized; its loader reads no scale) plus an ungated shared expert, added after.
+  'hunyuan-moe': {
+    neox: true,
+    qkNorm: 'head-after-rope',
+    routing: (hp) => readMoeRouting(hp, SOFTMAX, { gating: SOFTMAX, normW: true, wScale: 0 }),
+    dense: () => false,
+    block: () => ({ probsBias: 'none', shared: 'required' }),
     attnOutBias: false,
   },
 };
