@@ -3,7 +3,7 @@
 import type { Deepseek2Config } from './architectures/deepseek2';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
-import type { DeepseekConfig, Ernie45MoeConfig, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
+import type { BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
 import type { Preset } from './presets';
 
 const base = { ctx: 4096, normEps: 1e-6, tiedEmbeddings: false, sharedFf: 0, vocabKind: 'llama3' as const, vocabSize: 1024 };
@@ -53,7 +53,16 @@ const minimax: MinimaxM2Config = { ...tinyMoe, arch: 'minimax-m2', name: 'tiny-m
 const llama4Scout: Llama4Config = { ...tinyMoe, arch: 'llama4', name: 'tiny-llama4', nLayers: 4, nExpertsUsed: 1, moeStep: 1, ropeFreqs: true, ropeBase: 500000 };
 const llama4Maverick: Llama4Config = { ...llama4Scout, name: 'tiny-llama4-maverick', nExperts: 128, expertFf: 32, moeStep: 2 };
 
+const ling: BailingMoe2Config = {
+  ...tinyMoe, arch: 'bailingmoe2', name: 'tiny-bailingmoe2', ropeDims: 32, ropeBase: 600000,
+  moe: { nDense: 1, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 4, nGroupUsed: 2, normW: true, wScale: 2.5 },
+};
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-bailingmoe2': {
+    description: 'bailingmoe2 (Ling 2.0 style): fused attn_qkv, per-head q/k norms, NeoX RoPE on 32 of 64 dims, 1 dense block, sigmoid + bias experts in 4 groups (2 used), 1 shared',
+    config: ling,
+  },
   'tiny-hunyuan-moe': {
     description: 'hunyuan-moe (Hunyuan-A13B style): per-head q/k norms after NeoX RoPE, 16 experts top-4 renormalized, an ungated shared expert of 192',
     config: { ...tinyMoe, arch: 'hunyuan-moe', name: 'tiny-hunyuan-moe', ff: 128, sharedFf: 192, headDim: 64, ropeBase: 11158839.9 },

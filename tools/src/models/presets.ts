@@ -133,6 +133,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   'minimax-m2': 'tiny-minimax-m2',
   llama4: 'tiny-llama4',
   'hunyuan-moe': 'tiny-hunyuan-moe',
+  bailingmoe2: 'tiny-bailingmoe2',
   qwen3vl: 'tiny-qwen3vl',
   qwen3vlmoe: 'tiny-qwen3vlmoe',
 };

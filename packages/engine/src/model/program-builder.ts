@@ -47,6 +47,20 @@ export function qkvProjections(
   const { need, maybe } = lookup;
   const t = (name: string) => `blk.${il}.${name}`;
   p.op('rms_norm', io.h, { a: io.x, weights: { weight: need(t('attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+  // A fused attn_qkv (llama.cpp's create_tensor_qkv takes it for any architecture): one product,
+  // then Q, K and V are its slices in that order.
+  const fused = maybe(t('attn_qkv.weight'));
+  if (fused) {
+    const [wq, wk, wv] = [H * hdK, Hkv * hdK, Hkv * hdV];
+    if (maybe(t('attn_q.bias')) || maybe(t('attn_k.bias')) || maybe(t('attn_v.bias')))
+      throw new EngineError('KAIL_E_UNSUPPORTED', `layer ${il}: a fused attn_qkv with separate q/k/v biases is not supported`);
+    const qkv = p.buf(`qkv${wq + wk + wv}`, wq + wk + wv);
+    p.op('matmul', qkv, { a: io.h, weights: withBias(fused, maybe(t('attn_qkv.bias'))) });
+    p.op('copy', q, { a: qkv, params: { a_off: 0, n: wq } });
+    p.op('copy', k, { a: qkv, params: { a_off: wq, n: wk } });
+    p.op('copy', v, { a: qkv, params: { a_off: wq + wk, n: wv } });
+    return { H, Hkv, q, k, v, attn };
+  }
   for (const [buf, w] of [[q, 'attn_q'], [k, 'attn_k'], [v, 'attn_v']] as const)
     p.op('matmul', buf, { a: io.h, weights: withBias(need(t(`${w}.weight`)), maybe(t(`${w}.bias`))) });
   return { H, Hkv, q, k, v, attn };

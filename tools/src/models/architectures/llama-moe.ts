@@ -1,8 +1,9 @@
 // Decoders of the Llama shape with DeepSeek-style routed blocks (llama.cpp src/models/<arch>.cpp):
 // DeepSeek-MoE 16B (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE (`ernie4_5-moe`),
-// MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`), and Llama 4 (`llama4`). Keys are the ones each architecture's converter writes
+// MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`), Ling 2.0 (`bailingmoe2`) and Llama 4
+// (`llama4`). Keys are the ones each architecture's converter writes
 // (conversion/<family>.py); tensor shapes the ones its loader creates.
-import { attention, checkHeads, denseFfn, embeddings, headDim, moeFfn, norm, requirePositive } from '../arch';
+import { attention, checkHeads, denseFfn, embeddings, headDim, linear, moeFfn, norm, requirePositive, residualGain } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { kv } from '../../gguf/writer';
 import type { GgufValue } from '../../gguf/writer';
@@ -206,6 +207,56 @@ export const hunyuanMoe: ArchDefinition = {
   tensors(c: ModelConfig): TensorSpec[] {
     const t = embeddings(c);
     for (let i = 0; i < c.nLayers; i++) t.push(...attention(c, i, { qkNorm: true }), ...moeFfn(c, i, c.ff), ...ungatedSharedExpert(c, i, c.sharedFf));
+    return t;
+  },
+};
+
+/**
+ * Ling 2.0 (bailingmoe2, src/models/bailingmoe2.cpp): a fused attn_qkv (query width dim), per-head
+ * q/k norms, NeoX RoPE over `ropeDims` of each head, DeepSeek-style routed blocks. `nextn` counts
+ * NextN blocks in block_count without writing them: the engine leaves them out, llama.cpp refuses
+ * such a file (it wants their tensors even though its graph skips them).
+ */
+export type BailingMoe2Config = ModelConfig & { moe: DeepseekMoeOptions; ropeDims: number; nextn?: number };
+
+export const bailingMoe2: ArchDefinition = {
+  name: 'bailingmoe2',
+  ggufArch: 'bailingmoe2',
+  normalize(c: ModelConfig): ModelConfig {
+    const b = c as BailingMoe2Config;
+    checkDeepseekMoe(c, b.moe);
+    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf', 'ropeDims' as keyof ModelConfig]);
+    checkHeads(c);
+    if (c.headDim !== undefined && c.headDim * c.nHeads !== c.dim) throw new Error('bailingmoe2: the query width must be dim (its loader sizes attn_qkv as dim + 2 kv widths)');
+    if (b.ropeDims > headDim(c) || b.ropeDims % 2 !== 0) throw new Error('bailingmoe2: ropeDims must be even and at most the head size');
+    if (b.moe.nShared < 1) throw new Error('bailingmoe2: needs shared experts (its loader requires ffn_*_shexp)');
+    return c;
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    const b = c as BailingMoe2Config;
+    return [
+      ...baseMetadata('bailingmoe2', c).filter(([k]) => k !== 'bailingmoe2.rope.dimension_count' && k !== 'bailingmoe2.block_count'),
+      ['bailingmoe2.block_count', kv.u32(c.nLayers + (b.nextn ?? 0))],
+      ['bailingmoe2.nextn_predict_layers', kv.u32(b.nextn ?? 0)],
+      ['bailingmoe2.rope.dimension_count', kv.u32(b.ropeDims)],
+      ...deepseekMoeMetadata('bailingmoe2', c, b.moe),
+    ];
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const b = c as BailingMoe2Config;
+    const t = embeddings(c);
+    const hd = headDim(c);
+    for (let i = 0; i < c.nLayers; i++) {
+      const p = `blk.${i}`;
+      t.push(
+        norm(`${p}.attn_norm.weight`, c.dim, i),
+        linear(`${p}.attn_qkv.weight`, c.dim, hd * (c.nHeads + 2 * c.nKvHeads), 'attn_q', i),
+        norm(`${p}.attn_q_norm.weight`, hd, i),
+        norm(`${p}.attn_k_norm.weight`, hd, i),
+        linear(`${p}.attn_output.weight`, hd * c.nHeads, c.dim, 'attn_output', i, residualGain(c)),
+        ...deepseekFfn(c, b.moe, i, 'ffn_norm'),
+      );
+    }
     return t;
   },
 };

@@ -3,7 +3,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import { MAX_LAYERS, type HParams } from '../hparams';
 import { qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
-import { moeBlockFfn, outputHead, readMoeRouting, tensorLookup, type MoeBlockOptions, type MoeRouting } from './deepseek2';
+import { moeBlockFfn, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeBlockOptions, type MoeRouting } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
@@ -33,8 +33,8 @@ export function leadingDense(hp: HParams): number {
  * selection bias, top-k experts, ungated shared experts, leading dense blocks): RMSNorm → GQA
  * attention with RoPE (optionally q/k norms, an attn_output bias) → residual → RMSNorm → FFN →
  * residual; output norm and head. DeepSeek-MoE (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE
- * (`ernie4_5-moe`), MiniMax-M2 (`minimax-m2`) and Hunyuan-A13B (`hunyuan-moe`), as llama.cpp's
- * src/models/<arch>.cpp build them.
+ * (`ernie4_5-moe`), MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`) and Ling 2.0 (`bailingmoe2`), as
+ * llama.cpp's src/models/<arch>.cpp build them.
  */
 export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: LlamaMoeOptions): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
@@ -44,7 +44,8 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
   const hd = hp.headDimK;
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   const rope = { ...ropeParams(hp, opt.neox), head_dim: hd };
-  for (let il = 0; il < hp.nLayer; il++) {
+  // (block_count includes the NextN blocks some files append; llama.cpp leaves them out.)
+  for (let il = 0; il < trunkLayers(hp); il++) {
     const { H, Hkv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
     const headNorms = () => {
       p.op('head_rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });
@@ -128,6 +129,17 @@ export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
     routing: (hp) => readMoeRouting(hp, SOFTMAX, { gating: SOFTMAX, normW: true, wScale: 0 }),
     dense: () => false,
     block: () => ({ probsBias: 'none', shared: 'required' }),
+    attnOutBias: false,
+  },
+  // Ling 2.0 / Ring 2.0 (bailingmoe2, src/models/bailingmoe2.cpp): a fused attn_qkv, per-head q/k
+  // norms, partial NeoX RoPE, leading dense blocks, routing from the file (gating required),
+  // optional selection bias, shared experts; NextN blocks left out.
+  bailingmoe2: {
+    neox: true,
+    qkNorm: 'head',
+    routing: (hp) => readMoeRouting(hp, 0),
+    dense: (hp, il) => il < leadingDense(hp),
+    block: () => ({ probsBias: 'optional', shared: 'required' }),
     attnOutBias: false,
   },
 };
