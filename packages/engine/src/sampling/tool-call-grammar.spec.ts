@@ -1,6 +1,6 @@
 import { OutputConstraint } from './json-constraint';
 import { ChatTemplate } from '../tokenizer/chat-template';
-import { choicePattern, forcedToolCallPattern, lazyToolCallPattern, PatternRecognizer, toolCallFormat, toolCallSyntax, type GlmLayout, type OutputPattern, type XmlLayout, type ToolDef } from './tool-call-grammar';
+import { choicePattern, forcedToolCallPattern, lazyToolCallPattern, PatternRecognizer, toolCallFormat, toolCallSyntax, type GlmLayout, type MinimaxLayout, type OutputPattern, type XmlLayout, type ToolDef } from './tool-call-grammar';
 
 const GLM46: GlmLayout = { afterName: '\n', keyValue: '\n', betweenPairs: '\n', beforeClose: '\n' };
 const GLM47: GlmLayout = { afterName: '', keyValue: '', betweenPairs: '', beforeClose: '' };
@@ -34,6 +34,7 @@ describe('toolCallFormat', () => {
     expect(toolCallFormat('<function={{ name }}>{{ args }}</function>')).toEqual({ unsupported: expect.any(String) });
     expect(toolCallFormat("{{ '<|tool_calls_section_begin|><|tool_call_begin|>' + id + '<|tool_call_argument_begin|>' }}")).toBe('kimi');
     expect(toolCallFormat('[TOOL_CALLS]')).toBe('mistral');
+    expect(toolCallFormat(`{%- set toolcall_begin_token = '<minimax:tool_call>' -%}{{- '<invoke name="' + tool_call.name + '">' }}`)).toBe('minimax');
     expect(toolCallFormat('<|im_start|>{{ message.content }}')).toEqual({ unsupported: expect.any(String) });
   });
 });
@@ -171,6 +172,21 @@ describe('forced tool calls', () => {
     expect(prefix(xml, call('get_weather', [param('city', 'Rome'), param('days', 'x')]))).toBe(false);
     const seed = forcedToolCallPattern({ format: 'xml', layout: { ...q3c, tag: 'seed:tool_call', valueLead: '', valueTrail: '' } }, tools, { parallel: false });
     expect(complete(seed, '<seed:tool_call>\n<function=get_time>\n<parameter=zone>"CET"</parameter>\n</function>\n</seed:tool_call>')).toBe(true);
+  });
+
+  it("writes MiniMax-M2's <invoke> calls in their wrapper, one wrapper per call", () => {
+    const layout: MinimaxLayout = { afterOpen: '\n', afterName: '\n', between: '\n', beforeInvokeClose: '\n', beforeClose: '\n' };
+    const mm = forcedToolCallPattern({ format: 'minimax', layout }, tools, { parallel: true });
+    const param = (k: string, v: string) => `<parameter name="${k}">${v}</parameter>`;
+    const call = (n: string, ps: string[]) => `<minimax:tool_call>\n<invoke name="${n}">\n${ps.join('\n')}${ps.length ? '\n' : ''}</invoke>\n</minimax:tool_call>`;
+    expect(complete(mm, call('get_weather', [param('city', 'New York, <NY>'), param('days', '3')]))).toBe(true);
+    expect(complete(mm, call('get_weather', [param('city', 'Rome')]) + '\n' + call('get_time', [param('zone', '"UTC"')]))).toBe(true);
+    expect(complete(mm, call('get', []))).toBe(true);
+    expect(prefix(mm, call('get_weather', [param('days', '3')]))).toBe(false); // city is required
+    expect(prefix(mm, call('get_weather', [param('city', 'Rome'), param('days', 'x')]))).toBe(false);
+    const lazy = lazyToolCallPattern({ format: 'minimax', layout }, tools, false)!;
+    expect(complete(lazy, `Checking. ${call('get_time', [param('zone', '"CET"')])}`)).toBe(true);
+    expect(prefix(lazy, 'Checking. <minimax:tool_call>\n<invoke name="get_time">\n<parameter name="zone">5')).toBe(false);
   });
 
   it('masks a vocabulary to the tokens that continue the calls, markers included', () => {

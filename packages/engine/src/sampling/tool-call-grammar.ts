@@ -35,12 +35,16 @@ import { compareBytes, compileJsonSchema, compileJsonValueSchema, enc, type Json
  *   (the generation prompt ends with `<|start|>assistant`); then the output ends (gpt-oss ends a
  *   call with `<|call|>` and waits for its result)
  *
- * Others (`<tool_calls>` lists, MiniMax's `<invoke>`, a template without tools) are refused with an error naming the reason: `auto` still works there.
+ * - `minimax` (MiniMax-M2): `<minimax:tool_call>\n<invoke name="f"><parameter name="k">v</parameter>…</invoke>\n</minimax:tool_call>`,
+ *   values as GLM's, the whitespace read from a rendered call (each forced call in its own wrapper)
+ *
+ * Others (`<tool_calls>` lists, a template without tools) are refused with an error naming the reason: `auto` still works there.
  */
-export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'kimi' | 'mistral' | 'glm' | 'xml' | 'harmony';
+export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'kimi' | 'mistral' | 'glm' | 'xml' | 'minimax' | 'harmony';
 
 /** The format a chat template writes tool calls in, or a reason forced calls cannot be written. */
 export function toolCallFormat(template: string): ToolCallFormat | { unsupported: string } {
+  if (template.includes('<minimax:tool_call>') && template.includes('<invoke name=')) return 'minimax';
   if (template.includes('<｜tool▁call▁begin｜>')) return template.includes('```json') ? 'deepseek-r1' : 'deepseek-v3.1';
   if (template.includes('<|tool_call_begin|>')) return 'kimi';
   if (template.includes('<arg_key>')) return 'glm';
@@ -85,11 +89,21 @@ export interface XmlLayout {
   beforeClose: string;
 }
 
-/** A format, with the layout GLM-style, XML-style and Mistral templates differ in. */
+/** The whitespace of a MiniMax-M2 call: after `<minimax:tool_call>`, after the name's `">`, between pairs, before `</invoke>`, before the wrapper's close. */
+export interface MinimaxLayout {
+  afterOpen: string;
+  afterName: string;
+  between: string;
+  beforeInvokeClose: string;
+  beforeClose: string;
+}
+
+/** A format, with the layout GLM-style, XML-style, MiniMax and Mistral templates differ in. */
 export type ToolCallSyntax =
-  | { format: Exclude<ToolCallFormat, 'glm' | 'mistral' | 'xml'> }
+  | { format: Exclude<ToolCallFormat, 'glm' | 'mistral' | 'xml' | 'minimax'> }
   | { format: 'glm'; layout: GlmLayout }
   | { format: 'xml'; layout: XmlLayout }
+  | { format: 'minimax'; layout: MinimaxLayout }
   | { format: 'mistral'; layout: MistralLayout };
 
 const PROBE_NAME = 'kail_probe_fn';
@@ -101,7 +115,7 @@ const PROBE_NAME = 'kail_probe_fn';
 export function toolCallSyntax(t: ChatTemplate): ToolCallSyntax | { unsupported: string } {
   const format = toolCallFormat(t.source);
   if (typeof format !== 'string') return format;
-  if (format !== 'glm' && format !== 'mistral' && format !== 'xml') return { format };
+  if (format !== 'glm' && format !== 'mistral' && format !== 'xml' && format !== 'minimax') return { format };
   const tools = [{ type: 'function', function: { name: PROBE_NAME, parameters: { type: 'object', properties: { kail_a: { type: 'string' }, kail_b: { type: 'integer' } } } } }];
   let text: string;
   try {
@@ -122,6 +136,13 @@ export function toolCallSyntax(t: ChatTemplate): ToolCallSyntax | { unsupported:
     const calls = new RegExp(`\\[TOOL_CALLS\\]${PROBE_NAME}(\\[CALL_ID\\]call00001)?\\[ARGS\\]\\{`).exec(text);
     if (calls) return { format, layout: { list: false, ids: !!calls[1] } };
     return { unsupported: 'Mistral calls in a layout not recognized' };
+  }
+  if (format === 'minimax') {
+    const x = new RegExp(
+      `<minimax:tool_call>(\\s*)<invoke name="${PROBE_NAME}">(\\s*)<parameter name="kail_a">kail_x</parameter>(\\s*)<parameter name="kail_b">2</parameter>(\\s*)</invoke>(\\s*)</minimax:tool_call>`,
+    ).exec(text);
+    if (!x) return { unsupported: 'MiniMax <invoke> calls in a layout not recognized' };
+    return { format, layout: { afterOpen: x[1], afterName: x[2], between: x[3], beforeInvokeClose: x[4], beforeClose: x[5] } };
   }
   if (format === 'xml') {
     const x = new RegExp(
@@ -392,7 +413,7 @@ export function lazyToolCallPattern(syntax: ToolCallSyntax, tools: readonly Tool
 }
 
 /** The markers a lazy pattern waits for: what opens a call (or a list of them) in each format that has one. */
-const CALL_MARKERS = ['<tool_call>', '<｜tool▁calls▁begin｜>', '<|tool_calls_section_begin|>', '[TOOL_CALLS]'];
+const CALL_MARKERS = ['<tool_call>', '<｜tool▁calls▁begin｜>', '<|tool_calls_section_begin|>', '[TOOL_CALLS]', '<minimax:tool_call>'];
 
 /** Builds a pattern step by step; `choice` branches are filled in after it. */
 class Builder {
@@ -492,6 +513,22 @@ function xmlPairs(l: XmlLayout): PairLayout {
     between: l.between,
     closeEmpty: `</function>${l.beforeClose}${close}`,
     closeAfterPairs: `${l.beforeFunctionClose}</function>${l.beforeClose}${close}`,
+  };
+}
+
+function minimaxPairs(l: MinimaxLayout): PairLayout {
+  const close = `${l.beforeClose}</minimax:tool_call>`;
+  return {
+    opens: ['<minimax:tool_call>', '\n<minimax:tool_call>'],
+    beforeName: `${l.afterOpen}<invoke name="`,
+    afterName: `">${l.afterName}`,
+    keyOpen: '<parameter name="',
+    keyEnd: '">',
+    valueOpen: '',
+    valueClose: '</parameter>',
+    between: l.between,
+    closeEmpty: `</invoke>${close}`,
+    closeAfterPairs: `${l.beforeInvokeClose}</invoke>${close}`,
   };
 }
 
@@ -712,6 +749,9 @@ export function forcedToolCallPattern(syntax: ToolCallSyntax, tools: readonly To
       break;
     case 'xml':
       pairCalls(b, chosen, xmlPairs(syntax.layout), choice.parallel);
+      break;
+    case 'minimax':
+      pairCalls(b, chosen, minimaxPairs(syntax.layout), choice.parallel);
       break;
   }
   return { steps: b.steps };

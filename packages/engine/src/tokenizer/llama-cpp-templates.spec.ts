@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { forcedToolCallPattern, PatternRecognizer, toolCallSyntax } from '../sampling/tool-call-grammar';
+import { forcedToolCallPattern, PatternRecognizer, toolCallSyntax, type ToolCallSyntax } from '../sampling/tool-call-grammar';
 import { tempDir } from '../testing';
 import { ChatTemplate, type ChatMessage } from './chat-template';
 
@@ -50,6 +50,7 @@ const OPENERS: Record<string, string[]> = {
   'deepseek-v3.1': ['<｜tool▁calls▁begin｜>'],
   'deepseek-r1': ['<｜tool▁calls▁begin｜>'],
   harmony: [' to=functions.'],
+  minimax: ['<minimax:tool_call>'],
 };
 
 describe("llama.cpp's bundled chat templates", () => {
@@ -109,7 +110,7 @@ describe("llama.cpp's bundled chat templates", () => {
         const found = OPENERS[syntax.format].map((o) => full.indexOf(Buffer.from(o), after)).filter((i) => i >= 0);
         if (!found.length) return `no ${OPENERS[syntax.format].join(' or ')} after the question`;
         let start = Math.min(...found);
-        if ((syntax.format === 'glm' || syntax.format === 'xml') && full[start - 1] === 0x0a) start--; // the newline some write before the opener
+        if ((syntax.format === 'glm' || syntax.format === 'xml' || syntax.format === 'minimax') && full[start - 1] === 0x0a) start--; // the newline some write before the opener
         const r = new PatternRecognizer(forcedToolCallPattern(syntax, tools, { parallel: true }));
         let n = start;
         let done = false;
@@ -118,6 +119,22 @@ describe("llama.cpp's bundled chat templates", () => {
       }),
     ).toEqual([]);
     expect(forcible).toBeGreaterThanOrEqual(20);
+  });
+
+  it("read MiniMax-M2's <invoke> calls as the minimax format, with the whitespace its template writes", () => {
+    const t = load('MiniMax-M2.jinja');
+    const syntax = toolCallSyntax(t);
+    expect(syntax).toEqual({ format: 'minimax', layout: expect.objectContaining({ afterOpen: '\n' }) });
+    // The call the template writes for the conversation is one the forced pattern accepts, whole.
+    const full = Buffer.from(t.render(withTools.slice(1, 4), { addGenerationPrompt: false, tools }), 'utf8');
+    // (The first wrapper is the system prompt's example; the call comes after the question.)
+    const after = full.indexOf(Buffer.from(question.content as string));
+    const start = full.indexOf(Buffer.from('<minimax:tool_call>'), after);
+    const end = full.indexOf(Buffer.from('</minimax:tool_call>'), start) + '</minimax:tool_call>'.length;
+    expect(start).toBeGreaterThan(0);
+    const r = new PatternRecognizer(forcedToolCallPattern(syntax as ToolCallSyntax, tools, { parallel: false }));
+    expect(r.feed(full.subarray(start, end))).toBe(true);
+    expect(r.done).toBe(true);
   });
 
   it("give gpt-oss an earlier call turn's reasoning_content as its analysis message", () => {
