@@ -22,6 +22,7 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-ernie4_5-moe', 'Q4_K'],
   ['tiny-minimax-m2', 'Q8_0'],
   ['tiny-llama4', 'Q4_K'],
+  ['tiny-llama4-maverick', 'Q8_0'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */
