@@ -3,6 +3,7 @@
 import type { Deepseek2Config } from './architectures/deepseek2';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
+import type { GraniteConfig } from './architectures/granite';
 import type { BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
 import type { Preset } from './presets';
 
@@ -58,7 +59,16 @@ const ling: BailingMoe2Config = {
   moe: { nDense: 1, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 4, nGroupUsed: 2, normW: true, wScale: 2.5 },
 };
 
+// Granite's multipliers: attention 1/head_dim and logits / 6 as Granite 3.0-1B-A400M; embedding 2
+// and residual 0.5 instead of its 12 and 0.22, so that with random (unit-scale) embeddings the
+// blocks still move the logits.
+const graniteScales = { embedding: 2, residual: 0.5, attention: 0.015625, logit: 6 };
+const graniteMoe: GraniteConfig = { ...tinyMoe, arch: 'granitemoe', name: 'tiny-granitemoe', ff: 128, sharedFf: 192, nExpertsUsed: 8, scales: graniteScales };
+const graniteDense: GraniteConfig = { ...tinyMoe, arch: 'granite', name: 'tiny-granite', nExperts: 0, nExpertsUsed: 0, expertFf: 0, scales: graniteScales };
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-granitemoe': { description: 'granitemoe (Granite MoE with a shared expert): Granite multipliers, 16 experts top-8 renormalized, an ungated shared expert of 192', config: graniteMoe },
+  'tiny-granite': { description: 'granite (Granite 3.x dense): the Llama graph with Granite multipliers', config: graniteDense },
   'tiny-bailingmoe2': {
     description: 'bailingmoe2 (Ling 2.0 style): fused attn_qkv, per-head q/k norms, NeoX RoPE on 32 of 64 dims, 1 dense block, sigmoid + bias experts in 4 groups (2 used), 1 shared',
     config: ling,

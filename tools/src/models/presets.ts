@@ -134,6 +134,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   llama4: 'tiny-llama4',
   'hunyuan-moe': 'tiny-hunyuan-moe',
   bailingmoe2: 'tiny-bailingmoe2',
+  granite: 'tiny-granite',
+  granitemoe: 'tiny-granitemoe',
   qwen3vl: 'tiny-qwen3vl',
   qwen3vlmoe: 'tiny-qwen3vlmoe',
 };

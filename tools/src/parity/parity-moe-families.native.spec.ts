@@ -2,9 +2,10 @@
 // YaRN, softmax and sigmoid+bias group-limited routing), glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
-// bailingmoe2 (fused QKV), llama4 (its chunked attention past 8192 positions in
-// parity-llama4-chunks) and Qwen3-VL's language models (qwen3vl, qwen3vlmoe: M-RoPE sections on
-// text tokens), on models the project writes itself. Same rules as parity.native.spec.ts.
+// bailingmoe2 (fused QKV), granite and granitemoe (Granite's multipliers), llama4 (its chunked
+// attention past 8192 positions in parity-llama4-chunks) and Qwen3-VL's language models
+// (qwen3vl, qwen3vlmoe: M-RoPE sections on text tokens), on models the project writes itself.
+// Same rules as parity.native.spec.ts.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -35,6 +36,8 @@ const PRESETS = [
   'tiny-qwen3vl',
   'tiny-hunyuan-moe',
   'tiny-bailingmoe2',
+  'tiny-granitemoe',
+  'tiny-granite',
 ];
 const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5]];
 const QUANT_CASES: [string, FileTypeName][] = [
@@ -51,6 +54,7 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-qwen3vlmoe', 'Q4_K_M'],
   ['tiny-hunyuan-moe', 'Q5_K'],
   ['tiny-bailingmoe2', 'Q4_K_M'],
+  ['tiny-granitemoe', 'Q8_0'],
 ];
 
 let dir: string;

@@ -1,4 +1,4 @@
-import type { ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
 
 import { EngineError } from '../errors';
 import type { HParams } from './hparams';
@@ -64,6 +64,29 @@ export function qkvProjections(
   for (const [buf, w] of [[q, 'attn_q'], [k, 'attn_k'], [v, 'attn_v']] as const)
     p.op('matmul', buf, { a: io.h, weights: withBias(need(t(`${w}.weight`)), maybe(t(`${w}.bias`))) });
   return { H, Hkv, q, k, v, attn };
+}
+
+/**
+ * Layer il's dense SwiGLU FFN of `h` into `out`: ffn_gate/ffn_up, SiLU(gate) * up, ffn_down, each
+ * with its bias when the file has one (llama.cpp's loaders read them as optional).
+ */
+export function denseSwigluFfn(
+  p: ProgramBuilder,
+  tensors: Map<string, GgufTensorInfo>,
+  il: number,
+  lookup: { need: (name: string) => string; maybe: (name: string) => string | undefined },
+  h: number,
+  out: number,
+): void {
+  const { need, maybe } = lookup;
+  const t = (name: string) => `blk.${il}.${name}`;
+  const ff = tensors.get(need(t('ffn_up.weight')))!.dims[1];
+  const g = p.buf(`ffn_gate${ff}`, ff);
+  const u = p.buf(`ffn_up${ff}`, ff);
+  p.op('matmul', g, { a: h, weights: withBias(need(t('ffn_gate.weight')), maybe(t('ffn_gate.bias'))) });
+  p.op('matmul', u, { a: h, weights: withBias(need(t('ffn_up.weight')), maybe(t('ffn_up.bias'))) });
+  p.op('swiglu', g, { a: g, b: u });
+  p.op('matmul', out, { a: g, weights: withBias(need(t('ffn_down.weight')), maybe(t('ffn_down.bias'))) });
 }
 
 /**

@@ -6,6 +6,7 @@ import { buildBert } from './bert';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildGlm4Moe } from './glm4moe';
 import { buildGptOss } from './gpt-oss';
+import { buildGranite } from './granite';
 import { buildLlamaFamily } from './llama-family';
 import { buildLlama4 } from './llama4';
 import { buildLlamaMoe, LLAMA_MOE_ARCHITECTURES } from './llama-moe';
@@ -28,6 +29,8 @@ const ARCHITECTURES: Record<string, Builder> = {
   glm4moe: (hp, ts) => buildGlm4Moe(hp, ts),
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
   llama4: (hp, ts) => buildLlama4(hp, ts),
+  granite: (hp, ts) => buildGranite(hp, ts),
+  granitemoe: (hp, ts) => buildGranite(hp, ts),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
-import { qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
+import { denseSwigluFfn, qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
 import { hiddenOutput } from './deepseek2';
 
 /** What differs between the members of the Llama family of decoder graphs. */
@@ -101,16 +101,7 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
         p.op('sigmoid_mul', so, { a: so, b: sgate });
         p.op('add', ffnOut, { a: ffnOut, b: so });
       }
-    } else {
-      const ff = tensors.get(need(t(il, 'ffn_up.weight')))!.dims[1];
-      const g = p.buf(`ffn_gate${ff}`, ff);
-      const u = p.buf(`ffn_up${ff}`, ff);
-      // Optional MLP biases (llama loads them when present).
-      p.op('matmul', g, { a: h, weights: withBias(need(t(il, 'ffn_gate.weight')), maybe(t(il, 'ffn_gate.bias'))) });
-      p.op('matmul', u, { a: h, weights: withBias(need(t(il, 'ffn_up.weight')), maybe(t(il, 'ffn_up.bias'))) });
-      p.op('swiglu', g, { a: g, b: u });
-      p.op('matmul', ffnOut, { a: g, weights: withBias(need(t(il, 'ffn_down.weight')), maybe(t(il, 'ffn_down.bias'))) });
-    }
+    } else denseSwigluFfn(p, tensors, il, { need, maybe }, h, ffnOut);
     p.op('add', x, { a: x, b: ffnOut });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: il } });
