@@ -11,7 +11,7 @@ const t = (i: number, name: string) => `blk.${i}.${name}`;
 export interface LlamaMoeOptions {
   /** NeoX RoPE (rotate halves) instead of adjacent pairs; rope.dimension_count may be partial. */
   neox: boolean;
-  /** RMS norms on Q and K before RoPE (per head, or over the whole projection), per head after RoPE (Hunyuan), or none. */
+  /** RMS norms on Q and K: before RoPE per head or over the whole projection, per head after RoPE (Hunyuan), or none. */
   qkNorm: 'head' | 'full' | 'head-after-rope' | 'none';
   /** The routing llama.cpp builds for the file (which keys the architecture's loader reads). */
   routing: (hp: HParams) => MoeRouting;
@@ -33,8 +33,8 @@ export function leadingDense(hp: HParams): number {
  * selection bias, top-k experts, ungated shared experts, leading dense blocks): RMSNorm → GQA
  * attention with RoPE (optionally q/k norms, an attn_output bias) → residual → RMSNorm → FFN →
  * residual; output norm and head. DeepSeek-MoE (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE
- * (`ernie4_5-moe`), MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`) and Ling 2.0 (`bailingmoe2`), as
- * llama.cpp's src/models/<arch>.cpp build them.
+ * (`ernie4_5-moe`), MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`) and Ling 2.0
+ * (`bailingmoe2`), as llama.cpp's src/models/<arch>.cpp build them.
  */
 export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: LlamaMoeOptions): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
