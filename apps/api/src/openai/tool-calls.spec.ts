@@ -80,6 +80,19 @@ describe('parseToolCalls (GLM and DeepSeek formats)', () => {
     expect(parseToolCalls('<invoke name="f">hello<parameter name="q">x</parameter></invoke>').calls).toEqual([]);
   });
 
+  it('reads <tool_calls> lists: a JSON list (Apriel, Hunyuan) or one call per line (MiniMax-M1)', () => {
+    const list = parseToolCalls('Sure.\n<tool_calls>[{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "f", "arguments": {}}]</tool_calls>');
+    expect(list.content).toBe('Sure.');
+    expect(list.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['get_weather', { city: 'Oslo' }], ['f', {}]]);
+    const lines = parseToolCalls('<tool_calls>\n{"name": "a", "arguments": {"x": 1}}\n{"name": "b", "arguments": {"y": "z"}}\n</tool_calls><end_of_sentence>');
+    expect(lines.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['a', { x: 1 }], ['b', { y: 'z' }]]);
+    expect(lines.content).toBe('<end_of_sentence>');
+    // Not all of it calls, or cut off: text.
+    expect(parseToolCalls('<tool_calls>[{"name": "a"}, 3]</tool_calls>').calls).toEqual([]);
+    const cut = parseToolCalls('<tool_calls>[{"name": "a", "argu');
+    expect([cut.calls, cut.cut]).toEqual([[], true]);
+  });
+
   it("reads Mistral's calls: a JSON list, or name[ARGS] calls, ids kept", () => {
     const list = parseToolCalls('Sure.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "a1B2c3D4e"}, {"name": "f", "arguments": {}}]');
     expect(list.content).toBe('Sure.');
@@ -252,6 +265,17 @@ describe('ToolCallStream: calls as they are written', () => {
     }
   });
 
+  it('holds a <tool_calls> list and gives its calls whole at the end, in any chunking', () => {
+    const text = 'Checking.\n<tool_calls>[{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}, {"name": "write_file", "arguments": {"path": "a.txt"}}]</tool_calls>';
+    for (let seed = 1; seed <= 10; seed++) {
+      const { content: text_, calls } = feed(text, seed);
+      expect(text_.trim()).toBe('Checking.');
+      expect(calls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([['get_weather', { city: 'Oslo', days: 2 }], ['write_file', { path: 'a.txt' }]]);
+    }
+    // A list that does not parse comes back as text.
+    expect(feed('Hi <tool_calls>[nope]</tool_calls> bye', 3).content).toBe('Hi <tool_calls>[nope]</tool_calls> bye');
+  });
+
   it('keeps the model ids (Kimi headers, Mistral CALL_IDs)', () => {
     expect(feed(formats[5][1], 3).calls.map((c) => c.id)).toEqual(['functions.write_file:0', 'functions.get_weather:1']);
     const m = feed(formats[6][1], 3).calls.map((c) => c.id);
@@ -289,7 +313,7 @@ describe('ToolCallStream: calls as they are written', () => {
       '<function=write_file>', '<parameter=content>', '</parameter>', '</function>', 'get_weather', '<arg_key>', 'city</arg_key>', '<arg_value>', 'Rome</arg_value>',
       '<｜tool▁call▁begin｜>', '<｜tool▁sep｜>', '<｜tool▁call▁end｜>', '<|tool_call_begin|>', 'functions.f:0', '<|tool_call_argument_begin|>', '<|tool_call_end|>',
       '[TOOL_CALLS]', 'f[ARGS]', '[CALL_ID]', '[', ']', ',', '{', '<|python_tag|>', '\u00e9', '🙂', '<think>',
-      '<minimax:tool_call>', '</minimax:tool_call>', '<invoke name="', 'write_file">', '<parameter name="content">', '</invoke>'];
+      '<minimax:tool_call>', '</minimax:tool_call>', '<invoke name="', 'write_file">', '<parameter name="content">', '</invoke>', '<tool_calls>', '</tool_calls>'];
     let r = 7;
     const rand = (n: number) => ((r = (r * 1103515245 + 12345) % 2147483648), r % n);
     for (let round = 0; round < 400; round++) {

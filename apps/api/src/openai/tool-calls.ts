@@ -21,6 +21,9 @@ import { randomUUID } from 'node:crypto';
  *   optional `<|python_tag|>`), taken as a call only when it names one of the request's tools
  * - MiniMax-M2: `<invoke name="f"><parameter name="k">v</parameter>…</invoke>` calls inside
  *   `<minimax:tool_call>…</minimax:tool_call>`, values typed as GLM's
+ * - `<tool_calls>` lists (MiniMax-M1, Apriel, Hunyuan-A13B): a JSON list of `{"name": "f",
+ *   "arguments": {...}}` objects, or one such object per line, inside `<tool_calls>…</tool_calls>`;
+ *   streamed as whole calls once the output ends
  *
  * A block that does not parse, or that the output cuts off, stays in the text, as llama-server
  * leaves it. Formats not listed (Functionary's bare `<function=f>{...}</function>`) arrive as text.
@@ -42,7 +45,10 @@ export const DS_SEP = '<｜tool▁sep｜>';
 export const KIMI_ARGS = '<|tool_call_argument_begin|>';
 export const MISTRAL = '[TOOL_CALLS]';
 /** Where a held-back stream starts: any of these. */
-export const STARTS = [...BLOCKS.map(([open]) => open), WRAPPERS[0], WRAPPERS[2], WRAPPERS[4], MISTRAL];
+/** A `<tool_calls>` list's markers. */
+export const LIST_OPEN = '<tool_calls>';
+export const LIST_CLOSE = '</tool_calls>';
+export const STARTS = [...BLOCKS.map(([open]) => open), WRAPPERS[0], WRAPPERS[2], WRAPPERS[4], MISTRAL, LIST_OPEN];
 /** MiniMax's parameter pairs, and the start of one. */
 export const MINIMAX_PAIR = /\s*<parameter name="([^"]+)">([\s\S]*?)<\/parameter>\s*/y;
 /** The one newline a template may write on each side of a value is not part of it. */
@@ -83,6 +89,13 @@ export function parseToolCalls(text: string, tools?: ToolDefs): { content: strin
     const m = text.indexOf(MISTRAL);
     const mistral = m >= 0 ? mistralCalls(text.slice(m)) : null;
     if (mistral) return { content: text.slice(0, m).trim(), calls: mistral, cut: false };
+    const l = text.indexOf(LIST_OPEN);
+    if (l >= 0) {
+      const e = text.indexOf(LIST_CLOSE, l + LIST_OPEN.length);
+      const list = e >= 0 ? listCalls(text.slice(l + LIST_OPEN.length, e)) : null;
+      if (list) return { content: (text.slice(0, l) + text.slice(e + LIST_CLOSE.length)).trim(), calls: list, cut: false };
+      if (e < 0) cut = true;
+    }
     const bare = llamaCall(text, tools);
     return bare ? { content: '', calls: [bare], cut: false } : { content, calls, cut };
   }
@@ -228,6 +241,34 @@ export function mistralCalls(text: string): ToolCall[] | null {
     const args = m ? jsonOrNull(m[3]) : undefined;
     if (!m || args === undefined) return null;
     calls.push(makeCall(m[1], args, m[2])!);
+  }
+  return calls.length ? calls : null;
+}
+
+/** A `<tool_calls>` body: a JSON list of calls, or one call object per line; null unless all of it parses. */
+export function listCalls(body: string): ToolCall[] | null {
+  const text = body.trim();
+  let items: unknown[];
+  if (text.startsWith('[')) {
+    const v = jsonOrNull(text);
+    if (!Array.isArray(v)) return null;
+    items = v;
+  } else {
+    items = [];
+    for (const line of text.split('\n')) {
+      if (!line.trim()) continue;
+      const v = jsonOrNull(line.trim());
+      if (v === undefined) return null;
+      items.push(v);
+    }
+  }
+  const calls: ToolCall[] = [];
+  for (const it of items) {
+    if (it === null || typeof it !== 'object' || Array.isArray(it)) return null;
+    const { name, arguments: args } = it as { name?: unknown; arguments?: unknown };
+    const call = typeof name === 'string' ? makeCall(name, args ?? {}) : null;
+    if (!call) return null;
+    calls.push(call);
   }
   return calls.length ? calls : null;
 }
