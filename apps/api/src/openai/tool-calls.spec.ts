@@ -87,6 +87,7 @@ describe('parseToolCalls (GLM and DeepSeek formats)', () => {
     const lines = parseToolCalls('<tool_calls>\n{"name": "a", "arguments": {"x": 1}}\n{"name": "b", "arguments": {"y": "z"}}\n</tool_calls><end_of_sentence>');
     expect(lines.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])).toEqual([['a', { x: 1 }], ['b', { y: 'z' }]]);
     expect(lines.content).toBe('<end_of_sentence>');
+    expect(parseToolCalls('<tool_calls>[{"name": "a", "arguments": {}, "id": "call_abc123"}]</tool_calls>').calls[0].id).toBe('call_abc123');
     // Not all of it calls, or cut off: text.
     expect(parseToolCalls('<tool_calls>[{"name": "a"}, 3]</tool_calls>').calls).toEqual([]);
     const cut = parseToolCalls('<tool_calls>[{"name": "a", "argu');

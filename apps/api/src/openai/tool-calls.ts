@@ -265,8 +265,9 @@ export function listCalls(body: string): ToolCall[] | null {
   const calls: ToolCall[] = [];
   for (const it of items) {
     if (it === null || typeof it !== 'object' || Array.isArray(it)) return null;
-    const { name, arguments: args } = it as { name?: unknown; arguments?: unknown };
-    const call = typeof name === 'string' ? makeCall(name, args ?? {}) : null;
+    const { name, arguments: args, id } = it as { name?: unknown; arguments?: unknown; id?: unknown };
+    // Apriel's calls carry their ids: kept, as Mistral's.
+    const call = typeof name === 'string' ? makeCall(name, args ?? {}, typeof id === 'string' && id ? id : undefined) : null;
     if (!call) return null;
     calls.push(call);
   }

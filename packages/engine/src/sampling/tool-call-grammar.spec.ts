@@ -29,7 +29,7 @@ describe('toolCallFormat', () => {
     expect(toolCallFormat("{{'<｜tool▁call▁begin｜>' + type + '<｜tool▁sep｜>' + name + '\\n```json\\n' + args + '\\n```<｜tool▁call▁end｜>'}}")).toBe('deepseek-r1');
     expect(toolCallFormat('<|start_header_id|>ipython Respond in the format {"name": function name, "parameters": dictionary}')).toBe('llama3');
     expect(toolCallFormat('<tool_call>{{ name }}\n<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v }}</arg_value>')).toBe('glm');
-    expect(toolCallFormat('<tool_call>\n<tool_calls>[{{ calls | tojson }}]</tool_calls>')).toEqual({ unsupported: expect.stringContaining('<tool_calls>') });
+    expect(toolCallFormat('<tool_call>\n<tool_calls>[{{ calls | tojson }}]</tool_calls>')).toBe('tool-calls-list');
     expect(toolCallFormat('<tool_call>\n<function={{ name }}>\n<parameter={{ k }}>')).toBe('xml');
     expect(toolCallFormat('<function={{ name }}>{{ args }}</function>')).toEqual({ unsupported: expect.any(String) });
     expect(toolCallFormat("{{ '<|tool_calls_section_begin|><|tool_call_begin|>' + id + '<|tool_call_argument_begin|>' }}")).toBe('kimi');
@@ -187,6 +187,18 @@ describe('forced tool calls', () => {
     const lazy = lazyToolCallPattern({ format: 'minimax', layout }, tools, false)!;
     expect(complete(lazy, `Checking. ${call('get_time', [param('zone', '"CET"')])}`)).toBe(true);
     expect(prefix(lazy, 'Checking. <minimax:tool_call>\n<invoke name="get_time">\n<parameter name="zone">5')).toBe(false);
+  });
+
+  it('writes <tool_calls> lists: a JSON list, or one call per line', () => {
+    const list = forcedToolCallPattern({ format: 'tool-calls-list', layout: { list: true, ids: false, afterOpen: '', beforeClose: '' } }, tools, { parallel: true });
+    expect(complete(list, '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Rome"}}, {"name": "get", "arguments": {}}]</tool_calls>')).toBe(true);
+    expect(prefix(list, '<tool_calls>[{"name": "get_weather", "arguments": {"days": 3}')).toBe(false); // city is required
+    const lines = forcedToolCallPattern({ format: 'tool-calls-list', layout: { list: false, ids: false, afterOpen: '\n', beforeClose: '\n' } }, tools, { parallel: true });
+    expect(complete(lines, '<tool_calls>\n{"name": "get_time", "arguments": {"zone": "UTC"}}\n{"name": "get", "arguments": {}}\n</tool_calls>')).toBe(true);
+    const one = forcedToolCallPattern({ format: 'tool-calls-list', layout: { list: false, ids: false, afterOpen: '\n', beforeClose: '\n' } }, tools, { parallel: false });
+    expect(prefix(one, '<tool_calls>\n{"name": "get", "arguments": {}}\n{')).toBe(false);
+    const ids = forcedToolCallPattern({ format: 'tool-calls-list', layout: { list: true, ids: true, afterOpen: '', beforeClose: '' } }, tools, { parallel: false });
+    expect(complete(ids, '<tool_calls>[{"name": "get", "arguments": {}, "id": "aB3dE6gH9"}]</tool_calls>')).toBe(true);
   });
 
   it('masks a vocabulary to the tokens that continue the calls, markers included', () => {

@@ -35,12 +35,14 @@ import { compareBytes, compileJsonSchema, compileJsonValueSchema, enc, type Json
  *   (the generation prompt ends with `<|start|>assistant`); then the output ends (gpt-oss ends a
  *   call with `<|call|>` and waits for its result)
  *
+ * - `tool-calls-list` (MiniMax-M1, Apriel): `<tool_calls>[{"name": "f", "arguments": {...}}, …]</tool_calls>`,
+ *   or one call object per line inside `<tool_calls>` (the layout read from a rendered call)
  * - `minimax` (MiniMax-M2): `<minimax:tool_call>\n<invoke name="f"><parameter name="k">v</parameter>…</invoke>\n</minimax:tool_call>`,
  *   values as GLM's, the whitespace read from a rendered call (each forced call in its own wrapper)
  *
- * Others (`<tool_calls>` lists, a template without tools) are refused with an error naming the reason: `auto` still works there.
+ * Others (a template without tools, layouts not recognized) are refused with an error naming the reason: `auto` still works there.
  */
-export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'kimi' | 'mistral' | 'glm' | 'xml' | 'minimax' | 'harmony';
+export type ToolCallFormat = 'hermes' | 'llama3' | 'deepseek-v3.1' | 'deepseek-r1' | 'kimi' | 'mistral' | 'glm' | 'xml' | 'minimax' | 'tool-calls-list' | 'harmony';
 
 /** The format a chat template writes tool calls in, or a reason forced calls cannot be written. */
 export function toolCallFormat(template: string): ToolCallFormat | { unsupported: string } {
@@ -49,7 +51,7 @@ export function toolCallFormat(template: string): ToolCallFormat | { unsupported
   if (template.includes('<|tool_call_begin|>')) return 'kimi';
   if (template.includes('<arg_key>')) return 'glm';
   if (template.includes('<|channel|>') && template.includes('to=')) return 'harmony';
-  if (template.includes('<tool_calls>')) return { unsupported: 'a <tool_calls> JSON list' };
+  if (template.includes('<tool_calls>')) return 'tool-calls-list';
   if (template.includes('<function=') && template.includes('<parameter=')) return 'xml';
   if (template.includes('<tool_call>')) {
     if (template.includes('{"name": "') || template.includes('{\\"name\\": \\"') || template.includes('"name": <function-name>')) return 'hermes';
@@ -98,9 +100,18 @@ export interface MinimaxLayout {
   beforeClose: string;
 }
 
-/** A format, with the layout GLM-style, XML-style, MiniMax and Mistral templates differ in. */
+/** A `<tool_calls>` list: a JSON list (`list`) or one call per line, with ids or not (Apriel's), and the whitespace inside the tags. */
+export interface CallsListLayout {
+  list: boolean;
+  ids: boolean;
+  afterOpen: string;
+  beforeClose: string;
+}
+
+/** A format, with the layout GLM-style, XML-style, MiniMax, `<tool_calls>` and Mistral templates differ in. */
 export type ToolCallSyntax =
-  | { format: Exclude<ToolCallFormat, 'glm' | 'mistral' | 'xml' | 'minimax'> }
+  | { format: Exclude<ToolCallFormat, 'glm' | 'mistral' | 'xml' | 'minimax' | 'tool-calls-list'> }
+  | { format: 'tool-calls-list'; layout: CallsListLayout }
   | { format: 'glm'; layout: GlmLayout }
   | { format: 'xml'; layout: XmlLayout }
   | { format: 'minimax'; layout: MinimaxLayout }
@@ -115,7 +126,7 @@ const PROBE_NAME = 'kail_probe_fn';
 export function toolCallSyntax(t: ChatTemplate): ToolCallSyntax | { unsupported: string } {
   const format = toolCallFormat(t.source);
   if (typeof format !== 'string') return format;
-  if (format !== 'glm' && format !== 'mistral' && format !== 'xml' && format !== 'minimax') return { format };
+  if (format !== 'glm' && format !== 'mistral' && format !== 'xml' && format !== 'minimax' && format !== 'tool-calls-list') return { format };
   const tools = [{ type: 'function', function: { name: PROBE_NAME, parameters: { type: 'object', properties: { kail_a: { type: 'string' }, kail_b: { type: 'integer' } } } } }];
   let text: string;
   try {
@@ -136,6 +147,12 @@ export function toolCallSyntax(t: ChatTemplate): ToolCallSyntax | { unsupported:
     const calls = new RegExp(`\\[TOOL_CALLS\\]${PROBE_NAME}(\\[CALL_ID\\]call00001)?\\[ARGS\\]\\{`).exec(text);
     if (calls) return { format, layout: { list: false, ids: !!calls[1] } };
     return { unsupported: 'Mistral calls in a layout not recognized' };
+  }
+  if (format === 'tool-calls-list') {
+    const call = `\\{"name": "${PROBE_NAME}", "arguments": \\{"kail_a": "kail_x", "kail_b": 2\\}(, "id": "call00001")?\\}`;
+    const x = new RegExp(`<tool_calls>(\\s*)(\\[)?${call}(\\])?(\\s*)</tool_calls>`).exec(text);
+    if (!x || !!x[2] !== !!x[4]) return { unsupported: 'a <tool_calls> list in a layout not recognized' };
+    return { format, layout: { list: !!x[2], ids: !!x[3], afterOpen: x[1], beforeClose: x[5] } };
   }
   if (format === 'minimax') {
     const x = new RegExp(
@@ -413,7 +430,7 @@ export function lazyToolCallPattern(syntax: ToolCallSyntax, tools: readonly Tool
 }
 
 /** The markers a lazy pattern waits for: what opens a call (or a list of them) in each format that has one. */
-const CALL_MARKERS = ['<tool_call>', '<｜tool▁calls▁begin｜>', '<|tool_calls_section_begin|>', '[TOOL_CALLS]', '<minimax:tool_call>'];
+const CALL_MARKERS = ['<tool_call>', '<｜tool▁calls▁begin｜>', '<|tool_calls_section_begin|>', '[TOOL_CALLS]', '<minimax:tool_call>', '<tool_calls>'];
 
 /** Builds a pattern step by step; `choice` branches are filled in after it. */
 class Builder {
@@ -753,6 +770,21 @@ export function forcedToolCallPattern(syntax: ToolCallSyntax, tools: readonly To
     case 'minimax':
       pairCalls(b, chosen, minimaxPairs(syntax.layout), choice.parallel);
       break;
+    case 'tool-calls-list': {
+      const l = syntax.layout;
+      b.lit(`<tool_calls>${l.afterOpen}${l.list ? '[' : ''}{"name": "`);
+      const call = b.next;
+      b.calls(defs.map((d) => ({ text: `${jsonName(d.name)}", "arguments": `, grammar: d.grammar })));
+      if (l.ids) {
+        // An id: any JSON string (Apriel's template writes the call's own).
+        b.lit(', "id": ');
+        b.steps.push({ op: 'json', grammar: compileJsonValueSchema({ type: 'string' }) });
+      }
+      b.lit('}');
+      // Another call (after a comma in a list, on the next line otherwise), or the closing tag.
+      b.againOrClose(l.list ? ', {"name": "' : '\n{"name": "', call, `${l.list ? ']' : ''}${l.beforeClose}</tool_calls>`, choice.parallel);
+      break;
+    }
   }
   return { steps: b.steps };
 }

@@ -51,6 +51,7 @@ const OPENERS: Record<string, string[]> = {
   'deepseek-r1': ['<｜tool▁calls▁begin｜>'],
   harmony: [' to=functions.'],
   minimax: ['<minimax:tool_call>'],
+  'tool-calls-list': ['<tool_calls>'],
 };
 
 describe("llama.cpp's bundled chat templates", () => {
