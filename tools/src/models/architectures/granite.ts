@@ -4,7 +4,7 @@
 import { attention, checkHeads, denseFfn, embeddings, moeFfn, requirePositive } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { kv, type GgufValue } from '../../gguf/writer';
-import { baseMetadata } from './common';
+import { baseMetadata, checkExperts } from './common';
 import { ungatedSharedExpert } from './deepseek2';
 
 /** The multipliers (converters copy them from the HF config). */
@@ -19,8 +19,8 @@ function granite(name: 'granite' | 'granitemoe'): ArchDefinition {
       requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx']);
       checkHeads(c);
       if (!(c as GraniteConfig).scales) throw new Error(`${name}: needs scales (use a preset)`);
-      if (moe !== c.nExperts > 0) throw new Error(moe ? 'granitemoe: needs experts' : 'granite: a dense architecture (granitemoe has the experts)');
-      if (moe && (c.nExpertsUsed <= 0 || c.nExpertsUsed > c.nExperts)) throw new Error('granitemoe: experts-used out of range');
+      checkExperts(c, moe);
+      if (!moe && c.nExperts > 0) throw new Error('granite: a dense architecture (granitemoe has the experts)');
       return moe ? { ...c, expertFf: c.ff } : c;
     },
     metadata(c: ModelConfig): [string, GgufValue][] {

@@ -7,7 +7,7 @@ import { attention, checkHeads, denseFfn, embeddings, headDim, linear, moeFfn, n
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { kv } from '../../gguf/writer';
 import type { GgufValue } from '../../gguf/writer';
-import { baseMetadata } from './common';
+import { baseMetadata, checkExperts } from './common';
 import { checkDeepseekMoe, deepseekFfn, deepseekMoeMetadata, ungatedSharedExpert } from './deepseek2';
 import type { DeepseekMoeOptions } from './deepseek2';
 
@@ -120,7 +120,7 @@ export const minimaxM2: ArchDefinition = {
     const mm = c as MinimaxM2Config;
     requirePositive(c, ['nLayers', 'dim', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf', 'ropeDims' as keyof ModelConfig]);
     checkHeads(c);
-    if (c.nExperts <= 0 || c.nExpertsUsed <= 0 || c.nExpertsUsed > c.nExperts) throw new Error('minimax-m2: needs experts');
+    checkExperts(c, true);
     if (mm.ropeDims > headDim(c) || mm.ropeDims % 2 !== 0) throw new Error('minimax-m2: ropeDims must be even and at most the head size');
     // Its loader sizes the experts by feed_forward_length.
     return { ...c, ff: c.expertFf };
@@ -158,7 +158,7 @@ export const llama4: ArchDefinition = {
   normalize(c: ModelConfig): ModelConfig {
     requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf', 'moeStep' as keyof ModelConfig]);
     checkHeads(c);
-    if (c.nExperts <= 0 || c.nExpertsUsed <= 0 || c.nExpertsUsed > c.nExperts) throw new Error('llama4: needs experts (llama.cpp refuses a llama4 file without them)');
+    checkExperts(c, true); // (llama.cpp refuses a llama4 file without experts)
     return c;
   },
   metadata(c: ModelConfig): [string, GgufValue][] {
@@ -192,7 +192,7 @@ export const hunyuanMoe: ArchDefinition = {
   normalize(c: ModelConfig): ModelConfig {
     requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'sharedFf']);
     checkHeads(c);
-    if (c.nExperts <= 0 || c.nExpertsUsed <= 0 || c.nExpertsUsed > c.nExperts) throw new Error('hunyuan-moe: needs experts');
+    checkExperts(c, true);
     // Its loader sizes the experts by feed_forward_length.
     return { ...c, expertFf: c.ff };
   },
