@@ -94,6 +94,14 @@ describe('parseToolCalls (GLM and DeepSeek formats)', () => {
     expect([cut.calls, cut.cut]).toEqual([[], true]);
   });
 
+  it("reads Granite 3.x's <|tool_call|> JSON list, to the end of the answer", () => {
+    const r = parseToolCalls('<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "f", "arguments": {}}]');
+    expect([r.content, r.calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)])]).toEqual(['', [['get_weather', { city: 'Oslo' }], ['f', {}]]]);
+    // Anything but a list of calls after the marker stays text.
+    expect(parseToolCalls('<|tool_call|>[{"name": "f"}] and more').calls).toEqual([]);
+    expect(parseToolCalls('<|tool_call|>{"name": "f", "arguments": {}}').calls).toEqual([]);
+  });
+
   it("reads Mistral's calls: a JSON list, or name[ARGS] calls, ids kept", () => {
     const list = parseToolCalls('Sure.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "a1B2c3D4e"}, {"name": "f", "arguments": {}}]');
     expect(list.content).toBe('Sure.');
@@ -277,6 +285,15 @@ describe('ToolCallStream: calls as they are written', () => {
     expect(feed('Hi <tool_calls>[nope]</tool_calls> bye', 3).content).toBe('Hi <tool_calls>[nope]</tool_calls> bye');
   });
 
+  it("holds Granite's <|tool_call|> list and gives its calls whole at the end", () => {
+    const text = 'Sure.<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}]';
+    for (let seed = 1; seed <= 5; seed++) {
+      const { content: text_, calls } = feed(text, seed);
+      expect(text_.trim()).toBe('Sure.');
+      expect(calls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([['get_weather', { city: 'Oslo', days: 2 }]]);
+    }
+  });
+
   it('keeps the model ids (Kimi headers, Mistral CALL_IDs)', () => {
     expect(feed(formats[5][1], 3).calls.map((c) => c.id)).toEqual(['functions.write_file:0', 'functions.get_weather:1']);
     const m = feed(formats[6][1], 3).calls.map((c) => c.id);
@@ -314,7 +331,7 @@ describe('ToolCallStream: calls as they are written', () => {
       '<function=write_file>', '<parameter=content>', '</parameter>', '</function>', 'get_weather', '<arg_key>', 'city</arg_key>', '<arg_value>', 'Rome</arg_value>',
       '<｜tool▁call▁begin｜>', '<｜tool▁sep｜>', '<｜tool▁call▁end｜>', '<|tool_call_begin|>', 'functions.f:0', '<|tool_call_argument_begin|>', '<|tool_call_end|>',
       '[TOOL_CALLS]', 'f[ARGS]', '[CALL_ID]', '[', ']', ',', '{', '<|python_tag|>', '\u00e9', '🙂', '<think>',
-      '<minimax:tool_call>', '</minimax:tool_call>', '<invoke name="', 'write_file">', '<parameter name="content">', '</invoke>', '<tool_calls>', '</tool_calls>'];
+      '<minimax:tool_call>', '</minimax:tool_call>', '<invoke name="', 'write_file">', '<parameter name="content">', '</invoke>', '<tool_calls>', '</tool_calls>', '<|tool_call|>'];
     let r = 7;
     const rand = (n: number) => ((r = (r * 1103515245 + 12345) % 2147483648), r % n);
     for (let round = 0; round < 400; round++) {

@@ -24,6 +24,8 @@ import { randomUUID } from 'node:crypto';
  * - `<tool_calls>` lists (MiniMax-M1, Apriel, Hunyuan-A13B): a JSON list of `{"name": "f",
  *   "arguments": {...}}` objects, or one such object per line, inside `<tool_calls>…</tool_calls>`;
  *   streamed as whole calls once the output ends
+ * - Granite 3.x: `<|tool_call|>` and a JSON list of such objects to the end of the answer (as
+ *   llama.cpp's Granite parser), streamed as whole calls once the output ends
  *
  * A block that does not parse, or that the output cuts off, stays in the text, as llama-server
  * leaves it. Formats not listed (Functionary's bare `<function=f>{...}</function>`) arrive as text.
@@ -48,7 +50,9 @@ export const MISTRAL = '[TOOL_CALLS]';
 /** A `<tool_calls>` list's markers. */
 export const LIST_OPEN = '<tool_calls>';
 export const LIST_CLOSE = '</tool_calls>';
-export const STARTS = [...BLOCKS.map(([open]) => open), WRAPPERS[0], WRAPPERS[2], WRAPPERS[4], MISTRAL, LIST_OPEN];
+/** Granite 3.x's call marker: a JSON list of calls follows it. */
+export const GRANITE = '<|tool_call|>';
+export const STARTS = [...BLOCKS.map(([open]) => open), WRAPPERS[0], WRAPPERS[2], WRAPPERS[4], MISTRAL, LIST_OPEN, GRANITE];
 /** MiniMax's parameter pairs, and the start of one. */
 export const MINIMAX_PAIR = /\s*<parameter name="([^"]+)">([\s\S]*?)<\/parameter>\s*/y;
 /** The one newline a template may write on each side of a value is not part of it. */
@@ -89,6 +93,9 @@ export function parseToolCalls(text: string, tools?: ToolDefs): { content: strin
     const m = text.indexOf(MISTRAL);
     const mistral = m >= 0 ? mistralCalls(text.slice(m)) : null;
     if (mistral) return { content: text.slice(0, m).trim(), calls: mistral, cut: false };
+    const g = text.indexOf(GRANITE);
+    const granite = g >= 0 && text.slice(g + GRANITE.length).trimStart().startsWith('[') ? listCalls(text.slice(g + GRANITE.length)) : null;
+    if (granite) return { content: text.slice(0, g).trim(), calls: granite, cut: false };
     const l = text.indexOf(LIST_OPEN);
     if (l >= 0) {
       const e = text.indexOf(LIST_CLOSE, l + LIST_OPEN.length);

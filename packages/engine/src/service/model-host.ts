@@ -288,6 +288,7 @@ const TOOL_MARKERS = new Set([
   '<|tool_calls_section_begin|>', '<|tool_calls_section_end|>', '<|tool_call_begin|>', '<|tool_call_argument_begin|>', '<|tool_call_end|>',
   '[TOOL_CALLS]', '[ARGS]', '[CALL_ID]',
   '<|python_tag|>',
+  '<minimax:tool_call>', '</minimax:tool_call>', '<tool_calls>', '</tool_calls>', '<|tool_call|>',
 ]);
 /** Reasoning markers, kept in a chat's output for the API to split off (llama.cpp's reasoning parser). */
 const REASONING_MARKERS = new Set(['<think>', '</think>']);
@@ -860,7 +861,7 @@ export class LocalModelHost implements ModelHost {
 
   /**
    * Reasoning markers and (with tools) tool-call markers that a vocabulary may hold as control
-   * tokens (Qwen's, GLM's, DeepSeek's, Kimi's, Llama 3's): the API's parsers need them in the text,
+   * tokens (Qwen's, GLM's, DeepSeek's, Kimi's, Llama 3's, MiniMax's, Granite's): the API's parsers need them in the text,
    * as llama.cpp's preserved tokens. One set of each kind per model.
    */
   private markerTokens(m: Loaded, tools: boolean): ReadonlySet<number> {
