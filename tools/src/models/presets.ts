@@ -11,6 +11,18 @@ export interface Preset {
 
 const tiny = { ctx: 4096, normEps: 1e-5, tiedEmbeddings: false, expertFf: 0, sharedFf: 0, nExperts: 0, nExpertsUsed: 0 };
 
+// The Qwen3 shapes the tiny qwen3moe/qwen3vlmoe and qwen3/qwen3vl/reranker presets share.
+const TINY_QWEN3MOE: ModelConfig = {
+  ...tiny, arch: 'qwen3moe', name: 'tiny-qwen3moe', nLayers: 2, dim: 256, ff: 768, nHeads: 4, nKvHeads: 2,
+  headDim: 128, nExperts: 16, nExpertsUsed: 4, expertFf: 256, vocabSize: 1024, vocabKind: 'qwen2',
+  ropeBase: 1e6, normEps: 1e-6,
+};
+const TINY_QWEN3: ModelConfig = {
+  ...tiny, arch: 'qwen3', name: 'tiny-qwen3', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2,
+  headDim: 64, nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'qwen2',
+  ropeBase: 1e6, normEps: 1e-6,
+};
+
 const TINY_BERT: ModelConfig = {
   ...tiny, arch: 'bert', name: 'tiny-bert', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 4,
   vocabSize: 1024, vocabKind: 'bert', ctx: 512, ropeBase: 10000, normEps: 1e-12, tiedEmbeddings: true,
@@ -41,35 +53,19 @@ export const PRESETS: Record<string, Preset> = {
   },
   'tiny-qwen3moe': {
     description: 'qwen3moe: q/k norms, head size 128 (attention width 512 > dim 256), 16 experts top-4',
-    config: {
-      ...tiny, arch: 'qwen3moe', name: 'tiny-qwen3moe', nLayers: 2, dim: 256, ff: 768, nHeads: 4, nKvHeads: 2,
-      headDim: 128, nExperts: 16, nExpertsUsed: 4, expertFf: 256, vocabSize: 1024, vocabKind: 'qwen2',
-      ropeBase: 1e6, normEps: 1e-6,
-    },
+    config: TINY_QWEN3MOE,
   },
   'tiny-qwen3vlmoe': {
     description: 'qwen3vlmoe (Qwen3-VL-30B-A3B style language model): tiny-qwen3moe with interleaved M-RoPE sections and 3 deepstack layers',
-    config: {
-      ...tiny, arch: 'qwen3vlmoe', name: 'tiny-qwen3vlmoe', nLayers: 2, dim: 256, ff: 768, nHeads: 4, nKvHeads: 2,
-      headDim: 128, nExperts: 16, nExpertsUsed: 4, expertFf: 256, vocabSize: 1024, vocabKind: 'qwen2',
-      ropeBase: 5e6, normEps: 1e-6, ropeSections: [24, 20, 20, 0], deepstack: 3,
-    } as ModelConfig,
+    config: { ...TINY_QWEN3MOE, arch: 'qwen3vlmoe', name: 'tiny-qwen3vlmoe', ropeBase: 5e6, ropeSections: [24, 20, 20, 0], deepstack: 3 } as ModelConfig,
   },
   'tiny-qwen3vl': {
     description: 'qwen3vl (Qwen3-VL dense language model): qwen3 with interleaved M-RoPE sections [12, 10, 10, 0] and deepstack',
-    config: {
-      ...tiny, arch: 'qwen3vl', name: 'tiny-qwen3vl', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2,
-      headDim: 64, nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'qwen2',
-      ropeBase: 5e6, normEps: 1e-6, ropeSections: [12, 10, 10, 0], deepstack: 2,
-    } as ModelConfig,
+    config: { ...TINY_QWEN3, arch: 'qwen3vl', name: 'tiny-qwen3vl', ropeBase: 5e6, ropeSections: [12, 10, 10, 0], deepstack: 2 } as ModelConfig,
   },
   'tiny-qwen3-reranker': {
     description: 'qwen3 dense with a reranker head (cls.output over labels yes/no, pooling rank), as Qwen3-Reranker files are converted',
-    config: {
-      ...tiny, arch: 'qwen3', name: 'tiny-qwen3-reranker', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2,
-      headDim: 64, nExperts: 0, nExpertsUsed: 0, expertFf: 0, vocabSize: 1024, vocabKind: 'qwen2',
-      ropeBase: 1e6, normEps: 1e-6, clsLabels: ['yes', 'no'],
-    },
+    config: { ...TINY_QWEN3, name: 'tiny-qwen3-reranker', clsLabels: ['yes', 'no'] },
   },
   'bench-llama-1b': {
     description: 'Llama 3.2 1B shape (16 x 2048, ff 8192, GQA 32/8, tied embeddings), vocab 32000: ~1.0B params',

@@ -135,6 +135,7 @@ struct model::impl {
     };
     std::vector<uint8_t>            moe_xq;
     std::vector<float>              moe_slot_out;
+    std::vector<float>              moe_xw;  // w_before: each slot's weighted input row
     std::vector<moe_thread_scratch> moe_scratch;
 
     // KV cache: [seq][layer]
@@ -1307,9 +1308,9 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     const uint32_t gvt = vec_dot_type(wg.type()), dvt = vec_dot_type(wd.type());
     const size_t xq_row = row_size(gvt, d), hq_row = row_size(dvt, ff);
     // The experts' float inputs: the token rows, or with w_before one weighted row per slot.
-    std::vector<float> xw;
+    std::vector<float> & xw = m.moe_xw;
     if (w_before) {
-        xw.resize(static_cast<size_t>(n * k * d));
+        if (xw.size() < static_cast<size_t>(n * k * d)) xw.resize(static_cast<size_t>(n * k * d));
         for (int64_t i = 0; i < n * k; i++) {
             const float * xr = x.ptr(op.a) + (i / k) * d;
             for (int64_t j = 0; j < d; j++) xw[static_cast<size_t>(i * d + j)] = xr[j] * wsel[i];
