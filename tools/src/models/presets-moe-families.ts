@@ -4,6 +4,7 @@ import type { Deepseek2Config } from './architectures/deepseek2';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
 import type { GraniteConfig } from './architectures/granite';
+import type { Phi3Config } from './architectures/phi3';
 import type { BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
 import type { Preset } from './presets';
 
@@ -66,7 +67,17 @@ const graniteScales = { embedding: 2, residual: 0.5, attention: 0.015625, logit:
 const graniteMoe: GraniteConfig = { ...tinyMoe, arch: 'granitemoe', name: 'tiny-granitemoe', ff: 128, sharedFf: 192, nExpertsUsed: 8, scales: graniteScales };
 const graniteDense: GraniteConfig = { ...tinyMoe, arch: 'granite', name: 'tiny-granite', nExperts: 0, nExpertsUsed: 0, expertFf: 0, scales: graniteScales };
 
+// Phi: LongRoPE over a 1024-token context trained at 256 (so a context above 256 takes the long
+// factors, one at or below it the short ones), the converter's SWA key (which llama.cpp ignores).
+const phiBase = { ...tinyMoe, nExperts: 0, nExpertsUsed: 0, expertFf: 0, ctx: 1024, normEps: 1e-5, vocabKind: 'phi3' as const, longrope: { origCtx: 256 }, slidingWindow: 2047 };
+const phi3: Phi3Config = { ...phiBase, arch: 'phi3', name: 'tiny-phi3', ropeDims: 48, fusedQkv: true };
+const phimoe: Phi3Config = { ...phiBase, arch: 'phimoe', name: 'tiny-phimoe', ff: 128, nExperts: 16, nExpertsUsed: 2 };
+const phi3Mini4k: Phi3Config = { ...phiBase, arch: 'phi3', name: 'tiny-phi3-4k', ctx: 4096, longrope: undefined, tiedEmbeddings: true };
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-phi3': { description: 'phi3 (Phi-4-mini style): fused attn_qkv and gate/up, NeoX RoPE on 48 of 64 dims with LongRoPE tables (1024 positions, 256 original)', config: phi3 },
+  'tiny-phi3-4k': { description: 'phi3 (Phi-3-mini-4k style): separate q/k/v, full RoPE without factor tables, tied embeddings', config: phi3Mini4k },
+  'tiny-phimoe': { description: 'phimoe (Phi-3.5-MoE style): biased norms, attention and head, 16 experts top-2 renormalized, LongRoPE', config: phimoe },
   'tiny-granitemoe': { description: 'granitemoe (Granite MoE with a shared expert): Granite multipliers, 16 experts top-8 renormalized, an ungated shared expert of 192', config: graniteMoe },
   'tiny-granite': { description: 'granite (Granite 3.x dense): the Llama graph with Granite multipliers', config: graniteDense },
   'tiny-bailingmoe2': {

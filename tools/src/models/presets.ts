@@ -2,6 +2,7 @@
 // multiples of 256 so every K-quant applies without fallbacks). bench-*: the shapes of real
 // models (random weights), for throughput work; use --layers to cut them down.
 import type { ModelConfig } from './arch';
+import type { Phi3Config } from './architectures/phi3';
 import { MOE_FAMILY_PRESETS } from './presets-moe-families';
 
 export interface Preset {
@@ -35,6 +36,10 @@ export const PRESETS: Record<string, Preset> = {
       ...tiny, arch: 'llama', name: 'tiny-llama', nLayers: 4, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2,
       vocabSize: 1024, vocabKind: 'llama3', ropeBase: 500000,
     },
+  },
+  'tiny-llama-longrope': {
+    description: 'tiny-llama with rope.scaling.type longrope and LongRoPE factor tables (1024 positions, 256 original)',
+    config: { ...tiny, arch: 'llama', name: 'tiny-llama-longrope', nLayers: 2, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2, vocabSize: 1024, vocabKind: 'llama3', ropeBase: 10000, ctx: 1024, longrope: { origCtx: 256, typed: true } } as Phi3Config,
   },
   'tiny-mixtral': {
     description: 'llama-architecture MoE (8 experts, top-2), SentencePiece tokenizer',
@@ -132,6 +137,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   bailingmoe2: 'tiny-bailingmoe2',
   granite: 'tiny-granite',
   granitemoe: 'tiny-granitemoe',
+  phi3: 'tiny-phi3',
+  phimoe: 'tiny-phimoe',
   qwen3vl: 'tiny-qwen3vl',
   qwen3vlmoe: 'tiny-qwen3vlmoe',
 };

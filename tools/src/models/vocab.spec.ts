@@ -47,7 +47,13 @@ describe('generated vocabularies', () => {
           expect(v.types.slice(3, 259).every((t) => t === TokenType.BYTE)).toBe(true);
           expect(v.scores!.length).toBe(size);
           expect(v.tokens).toContain('▁the');
-          expect(v.chatTemplate).toContain('[INST]');
+          if (kind === 'phi3') {
+            // Phi-3's specials close the vocabulary; <|endoftext|> ends text, <|end|> a turn.
+            expect(v.tokens.slice(-11)).toEqual(['<|endoftext|>', '<|assistant|>', '<|placeholder1|>', '<|placeholder2|>', '<|placeholder3|>', '<|placeholder4|>', '<|system|>', '<|end|>', '<|placeholder5|>', '<|placeholder6|>', '<|user|>']);
+            expect(v.types.slice(-11).every((t) => t === TokenType.CONTROL)).toBe(true);
+            expect(v.tokens[v.eosId]).toBe('<|endoftext|>');
+            expect(v.chatTemplate).toContain('<|user|>');
+          } else expect(v.chatTemplate).toContain('[INST]');
         }
       });
     }

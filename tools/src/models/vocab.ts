@@ -27,10 +27,12 @@ export type VocabKind =
   | 'llama3'
   /** SentencePiece-style ("llama" model), byte fallback, Mistral [INST] template. */
   | 'spm'
+  /** Phi-3's: the SentencePiece vocabulary with <|endoftext|> and the chat specials appended, Phi-3.5's template. */
+  | 'phi3'
   /** WordPiece ("bert" model) as convert_hf_to_gguf writes it: word starts carry U+2581, [CLS] ... [SEP]. */
   | 'bert';
 
-export const VOCAB_KINDS: readonly VocabKind[] = ['qwen2', 'llama3', 'spm', 'bert'];
+export const VOCAB_KINDS: readonly VocabKind[] = ['qwen2', 'llama3', 'spm', 'phi3', 'bert'];
 
 export interface Vocab {
   kind: VocabKind;
@@ -61,6 +63,12 @@ export const LLAMA3_TEMPLATE =
 
 export const MISTRAL_TEMPLATE =
   "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}";
+
+export const PHI3_TEMPLATE =
+  "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+
+/** Phi-3's added tokens, after the SentencePiece pieces (ids 32000.. in the real vocabulary). */
+const PHI3_SPECIALS = ['<|endoftext|>', '<|assistant|>', '<|placeholder1|>', '<|placeholder2|>', '<|placeholder3|>', '<|placeholder4|>', '<|system|>', '<|end|>', '<|placeholder5|>', '<|placeholder6|>', '<|user|>'];
 
 /** GPT-2's byte -> printable character map (bytes_to_unicode), in GPT-2's token order. */
 export function bytesToUnicode(): { order: number[]; map: string[] } {
@@ -203,8 +211,19 @@ export function buildBpeVocab(kind: 'qwen2' | 'llama3', vocabSize: number): Voca
 
 const SPM_SPACE = '\u2581';
 
-/** SentencePiece-style vocabulary: <unk>, <s>, </s>, 256 byte-fallback tokens, then scored pieces. */
-export function buildSpmVocab(vocabSize: number): Vocab {
+/**
+ * SentencePiece-style vocabulary: <unk>, <s>, </s>, 256 byte-fallback tokens, then scored pieces;
+ * `phi3` appends Phi-3's control tokens (the size includes them), <|endoftext|> the end of text.
+ */
+export function buildSpmVocab(vocabSize: number, flavor: 'spm' | 'phi3' = 'spm'): Vocab {
+  if (flavor === 'phi3') {
+    const v = buildSpmVocab(vocabSize - PHI3_SPECIALS.length);
+    for (const t of PHI3_SPECIALS) { v.tokens.push(t); v.types.push(TokenType.CONTROL); }
+    const scores = new Float32Array(v.tokens.length);
+    scores.set(v.scores!);
+    const eos = v.tokens.indexOf('<|endoftext|>');
+    return { ...v, kind: 'phi3', scores, eosId: eos, padId: eos, chatTemplate: PHI3_TEMPLATE };
+  }
   const tokens = ['<unk>', '<s>', '</s>'];
   const types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL];
   for (let b = 0; b < 256; b++) {
@@ -287,7 +306,7 @@ export function buildWpmVocab(vocabSize: number): Vocab {
 
 export function buildVocab(kind: VocabKind, vocabSize: number): Vocab {
   if (kind === 'bert') return buildWpmVocab(vocabSize);
-  return kind === 'spm' ? buildSpmVocab(vocabSize) : buildBpeVocab(kind, vocabSize);
+  return kind === 'spm' || kind === 'phi3' ? buildSpmVocab(vocabSize, kind) : buildBpeVocab(kind, vocabSize);
 }
 
 /** Writes the `tokenizer.*` keys. */

@@ -13,17 +13,10 @@ import { writeModel } from '../models/build';
 import { writeLoraAdapter } from '../models/lora';
 import { getPreset } from '../models/presets';
 import { llamaLogitsBatch } from './llama-ref';
-import { nmse } from './metrics';
+import { nmse, tokenIds } from './metrics';
 
 type Lora = { path: string; scale?: number }[];
 
-function tokenIds(n: number, nVocab: number, seed: number): number[] {
-  let s = seed >>> 0 || 1;
-  return Array.from({ length: n }, () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return s % nVocab;
-  });
-}
 
 async function kailLogits(model: string, tokens: number[], lora: Lora): Promise<Float32Array> {
   const m = EngineModel.load(model, { threads: 2, nCtx: tokens.length + 8, kvType: 'f32', lora });

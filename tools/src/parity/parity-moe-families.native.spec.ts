@@ -15,7 +15,7 @@ import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import type { FileTypeName } from '../models/quant-plan';
 import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
-import { nmse, top1Agreement } from './metrics';
+import { nmse, tokenIds, top1Agreement } from './metrics';
 
 const PRESETS = [
   'tiny-deepseek2-lite',
@@ -61,13 +61,6 @@ let dir: string;
 const table: string[] = [];
 const file = (preset: string, type: string) => path.join(dir, `${preset}-${type}.gguf`);
 
-function tokenIds(n: number, nVocab: number, seed: number): number[] {
-  let s = seed >>> 0 || 1;
-  return Array.from({ length: n }, () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return s % nVocab;
-  });
-}
 
 async function kailLogits(model: string, tokens: number[], kv: 'f32' | 'f16' = 'f32'): Promise<Float32Array> {
   const m = EngineModel.load(model, { kvType: kv, threads: 2, nCtx: tokens.length + 8 });

@@ -12,7 +12,7 @@ import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import type { FileTypeName } from '../models/quant-plan';
 import { llamaMtpRef, type MtpRef } from './mtp-ref';
-import { nmse, top1Agreement } from './metrics';
+import { nmse, tokenIds, top1Agreement } from './metrics';
 
 const N = 24;
 const STEPS = 3;
@@ -26,13 +26,6 @@ const CASES: [FileTypeName, number, number][] = [
 let dir: string;
 const table: string[] = [];
 
-function tokenIds(n: number, nVocab: number, seed: number): number[] {
-  let s = seed >>> 0 || 1;
-  return Array.from({ length: n }, () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return s % nVocab;
-  });
-}
 
 beforeAll(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-mtp-'));

@@ -11,7 +11,7 @@ import { TRAINING_CORPUS } from '../models/corpus';
 import { getPreset } from '../models/presets';
 import type { FileTypeName } from '../models/quant-plan';
 import { llamaEmbedding, llamaLogitsBatch, type LlamaLogits } from './llama-ref';
-import { nmse, top1Agreement } from './metrics';
+import { nmse, tokenIds, top1Agreement } from './metrics';
 
 const ARCHS = ['tiny-llama', 'tiny-mixtral', 'tiny-qwen2moe', 'tiny-qwen3moe'];
 const DENSE_QUANTS: FileTypeName[] = [
@@ -26,13 +26,6 @@ const record = (row: string) => table.push(row);
 const file = (preset: string, type: string) => path.join(dir, `${preset}-${type}.gguf`);
 
 /** Deterministic pseudo-random token ids (not a greedy loop, so routing varies). */
-function tokenIds(n: number, nVocab: number, seed: number): number[] {
-  let s = seed >>> 0 || 1;
-  return Array.from({ length: n }, () => {
-    s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
-    return s % nVocab;
-  });
-}
 
 async function kailLogits(model: string, tokens: number[], kv: 'f32' | 'f16' = 'f32'): Promise<Float32Array> {
   const m = EngineModel.load(model, { kvType: kv, threads: 2, nCtx: tokens.length + 8 });

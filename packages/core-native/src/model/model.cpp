@@ -825,12 +825,19 @@ void rms_norm_row(const float * x, float * y, int64_t n, float eps, const float 
     else for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
 }
 
+// RMS norm times its weight, plus its bias when the op has one (llama.cpp's build_norm adds
+// attn_norm_b after LLM_NORM_RMS too: Phi-3.5-MoE's norms carry biases).
 void op_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
-    const tensor_ref w = x.m.weight(oi, "weight");
+    const tensor_ref w = x.m.weight(oi, "weight"), b = x.m.weight(oi, "bias");
     const float eps = static_cast<float>(op.param_req("eps"));
     const int64_t n = x.width(op.a), rows = x.rows(op.a);
     const float * wp = w.info ? reinterpret_cast<const float *>(w.data) : nullptr;
-    for (int64_t t = 0; t < rows; t++) rms_norm_row(x.ptr(op.a) + t * n, x.ptr(op.out) + t * x.width(op.out), n, eps, wp);
+    const float * bp = b.info ? reinterpret_cast<const float *>(b.data) : nullptr;
+    for (int64_t t = 0; t < rows; t++) {
+        float * y = x.ptr(op.out) + t * x.width(op.out);
+        rms_norm_row(x.ptr(op.a) + t * n, y, n, eps, wp);
+        if (bp) for (int64_t i = 0; i < n; i++) y[i] += bp[i];
+    }
 }
 
 // ggml's norm (LLM_NORM) then its weight and bias: the mean and the variance about it in F32, as

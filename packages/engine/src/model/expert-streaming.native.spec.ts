@@ -23,6 +23,7 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-minimax-m2', 'Q8_0'],
   ['tiny-llama4', 'Q4_K'],
   ['tiny-llama4-maverick', 'Q8_0'],
+  ['tiny-phimoe', 'Q4_K'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */

@@ -190,9 +190,12 @@ function checkHParams(hp: HParams, tensors: Map<string, GgufTensorInfo>): void {
   // llama.cpp load_hparams: llama rotates whole heads ("invalid n_rot").
   if (hp.arch === 'llama' && hp.ropeDims !== hp.headDimK) bad(`rope.dimension_count ${hp.ropeDims} must equal the head dimension ${hp.headDimK}`);
   // llama.cpp knows these (an unknown name is LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED, which it asserts
-  // against); longrope (Phi-3's long/short factor tables) is valid but not run here.
-  if (hp.ropeScalingType === 'longrope') throw new EngineError('KAIL_E_UNSUPPORTED', `rope.scaling.type 'longrope' (Phi-3's factor tables) is not supported`);
-  if (!['none', 'linear', 'yarn'].includes(hp.ropeScalingType)) bad(`rope.scaling.type '${hp.ropeScalingType}' is not one of none, linear, yarn`);
+  // against). longrope rotates as linear does (no YaRN ramp); the architectures that read
+  // rope_factors_long/short pick one by the context (see ropeFactorTensor).
+  if (!['none', 'linear', 'yarn', 'longrope'].includes(hp.ropeScalingType)) bad(`rope.scaling.type '${hp.ropeScalingType}' is not one of none, linear, yarn, longrope`);
+  // Real files carry about 1 to 1.5 (LongRoPE's sqrt(1 + ln s / ln n), YaRN's mscale); a value
+  // that scales K past F16's range fills the cache with infinities.
+  if (!(hp.ropeYarn.attnFactor >= 0 && hp.ropeYarn.attnFactor <= 64)) bad(`rope.scaling.attn_factor ${hp.ropeYarn.attnFactor} is not in [0, 64]`);
   if (!(hp.ropeFreqScale > 0)) bad(`RoPE frequency scale ${hp.ropeFreqScale} (1 / rope.scaling.factor) is not positive`);
   if (!Number.isInteger(hp.nCtxTrain) || hp.nCtxTrain < 0) bad(`context_length ${hp.nCtxTrain} is not a non-negative integer`);
   if (!Number.isInteger(hp.ropeYarn.nCtxOrig) || hp.ropeYarn.nCtxOrig < 0) bad(`rope.scaling.original_context_length ${hp.ropeYarn.nCtxOrig} is not a non-negative integer`);

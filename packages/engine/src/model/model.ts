@@ -319,8 +319,8 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
   const md = new Metadata(file.metadata, arch);
   const tensors = new Map<string, GgufTensorInfo>(file.tensors.map((t) => [t.name, t]));
   const hp = readHParams(md, tensors);
-  const program = opts.mtp ? buildMtpProgram(hp, tensors) : buildProgram(hp, tensors);
   const nCtx = Math.max(1, Math.min(opts.nCtx ?? Math.min(hp.nCtxTrain || 4096, 4096), 1 << 20));
+  const program = opts.mtp ? buildMtpProgram(hp, tensors) : buildProgram(hp, tensors, { nCtxSeq: nCtx });
   const nSeqMax = Math.max(1, opts.nSeqMax ?? 1);
   const encoder = isEncoderArchitecture(hp.arch);
   if (encoder && tensors.has('position_embd.weight')) {

@@ -18,6 +18,26 @@ export function ropeParams(hp: HParams, neox: boolean, overrides: { n_dims?: num
   };
 }
 
+/**
+ * Where an architecture's loader finds its RoPE frequency factors: `rope_freqs` (Llama 3's
+ * scaling), Phi-3's LongRoPE tables `rope_factors_long`/`rope_factors_short` ('longrope'), or the
+ * tables when rope.scaling.type is longrope and rope_freqs otherwise ('typed': llama, granite).
+ */
+export type RopeFactorSource = 'freqs' | 'longrope' | 'typed';
+
+/**
+ * The frequency-factor tensor llama.cpp's get_rope_factors gives the rope ops (none when the file
+ * lacks it). Of the LongRoPE tables it takes the long one when the context of one sequence, padded
+ * to a multiple of 256 as llama.cpp pads it, is longer than rope.scaling.original_context_length,
+ * else the short one: the factors follow the context the model is loaded with, not the position.
+ */
+export function ropeFactorTensor(hp: HParams, tensors: Map<string, GgufTensorInfo>, nCtxSeq: number, source: RopeFactorSource): string | undefined {
+  const has = (name: string) => (tensors.has(name) ? name : undefined);
+  if (source === 'freqs' || (source === 'typed' && hp.ropeScalingType !== 'longrope')) return has('rope_freqs.weight');
+  const padded = Math.ceil(nCtxSeq / 256) * 256;
+  return has(padded > hp.ropeYarn.nCtxOrig ? 'rope_factors_long.weight' : 'rope_factors_short.weight');
+}
+
 /** A matmul's weights: the matrix, and its bias when the file has one. */
 export function withBias(w: string, b: string | undefined): Record<string, string> {
   return b ? { weight: w, bias: b } : { weight: w };
@@ -25,8 +45,8 @@ export function withBias(w: string, b: string | undefined): Record<string, strin
 
 /**
  * Layer il's attention inputs: the q/k/v/attn buffers of its head counts (head sizes hdK, hdV),
- * attn_norm of the residual stream x into h, and the q/k/v projections of h (with their biases
- * when the file has them).
+ * attn_norm of the residual stream x into h (plus attn_norm.bias with `normBias`), and the q/k/v
+ * projections of h (with their biases when the file has them).
  */
 export function qkvProjections(
   p: ProgramBuilder,
@@ -36,6 +56,7 @@ export function qkvProjections(
   lookup: { need: (name: string) => string; maybe: (name: string) => string | undefined },
   hdK: number,
   hdV: number,
+  opts: { normBias?: boolean } = {},
 ): { H: number; Hkv: number; q: number; k: number; v: number; attn: number } {
   const H = hp.nHead[il];
   const Hkv = hp.nHeadKv[il];
@@ -46,7 +67,8 @@ export function qkvProjections(
   const attn = p.buf(`attn${H * hdV}`, H * hdV);
   const { need, maybe } = lookup;
   const t = (name: string) => `blk.${il}.${name}`;
-  p.op('rms_norm', io.h, { a: io.x, weights: { weight: need(t('attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+  const normBias = opts.normBias ? need(t('attn_norm.bias')) : undefined;
+  p.op('rms_norm', io.h, { a: io.x, weights: withBias(need(t('attn_norm.weight')), normBias), params: { eps: hp.rmsEps } });
   // A fused attn_qkv (llama.cpp's create_tensor_qkv takes it for any architecture): one product,
   // then Q, K and V are its slices in that order.
   const fused = maybe(t('attn_qkv.weight'));

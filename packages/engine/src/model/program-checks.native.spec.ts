@@ -19,7 +19,7 @@ function programOf(file: string): ModelProgram {
   try {
     const arch = f.metadata['general.architecture'] as string;
     const tensors = new Map<string, GgufTensorInfo>(f.tensors.map((t) => [t.name, t]));
-    return buildProgram(readHParams(new Metadata(f.metadata, arch), tensors), tensors);
+    return buildProgram(readHParams(new Metadata(f.metadata, arch), tensors), tensors, { nCtxSeq: 4096 });
   } finally {
     f.close();
   }

@@ -5,6 +5,7 @@ import { glm4moe } from './glm4moe';
 import { gptOss } from './gpt-oss';
 import { graniteDense, graniteMoe } from './granite';
 import { olmoe } from './olmoe';
+import { phi3, phimoe } from './phi3';
 import { llama, mixtral } from './llama';
 import { bailingMoe2, deepseek, dots1, ernie45Moe, hunyuanMoe, llama4, minimaxM2 } from './llama-moe';
 import { qwen2moe } from './qwen2moe';
@@ -33,4 +34,4 @@ export function archNames(): string[] {
 for (const a of [llama, mixtral, qwen2moe, qwen3, qwen3moe]) registerArch(a);
 for (const a of [deepseek2, glm4moe, olmoe, gptOss]) registerArch(a);
 for (const a of [bert, nomicBert, nomicBertMoe]) registerArch(a);
-for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe]) registerArch(a);
+for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe]) registerArch(a);

@@ -1,8 +1,9 @@
 // llama (dense) and its MoE form, Mixtral: same GGUF architecture "llama", experts through
 // llama.expert_count with ffn_*_exps tensors of size feed_forward_length (src/models/llama.cpp).
-import { attention, checkHeads, denseFfn, embeddings, moeFfn, requirePositive } from '../arch';
+import { attention, checkHeads, denseFfn, embeddings, headDim, moeFfn, requirePositive } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { baseMetadata, checkExperts } from './common';
+import { longRopeMetadata, longRopeTensors, type Phi3Config } from './phi3';
 
 function normalize(c: ModelConfig): ModelConfig {
   requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx']);
@@ -14,7 +15,7 @@ function normalize(c: ModelConfig): ModelConfig {
 }
 
 function tensors(c: ModelConfig): TensorSpec[] {
-  const t = embeddings(c);
+  const t = [...embeddings(c), ...longRopeTensors(headDim(c), (c as Phi3Config).longrope)];
   for (let i = 0; i < c.nLayers; i++) {
     t.push(...attention(c, i));
     t.push(...(c.nExperts > 0 ? moeFfn(c, i, c.ff) : denseFfn(c, i)));
@@ -26,7 +27,8 @@ export const llama: ArchDefinition = {
   name: 'llama',
   ggufArch: 'llama',
   normalize,
-  metadata: (c) => baseMetadata('llama', c),
+  // (`longrope`: LongRoPE tables with rope.scaling.type longrope, which llama.cpp's llama loader reads then.)
+  metadata: (c) => [...baseMetadata('llama', c), ...longRopeMetadata('llama', c, (c as Phi3Config).longrope)],
   tensors,
 };
 

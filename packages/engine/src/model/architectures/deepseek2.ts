@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_EXPERTS, MAX_LAYERS, type HParams } from '../hparams';
-import { ProgramBuilder, ropeParams } from '../program-builder';
+import { ProgramBuilder, ropeParams, withBias } from '../program-builder';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
@@ -156,9 +156,9 @@ export function moeBlockFfn(
  * multi-token-prediction block reads it (llama.cpp's h_nextn). Returns the kept rows of it, which
  * the head reads: the norm is row by row, so they are the same bits as norming the kept rows.
  */
-export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string) => string, x: number): number {
+export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string) => string, x: number, normBias?: string): number {
   const hid = p.buf('h_norm', hp.nEmbd);
-  p.op('rms_norm', hid, { a: x, weights: { weight: need('output_norm.weight') }, params: { eps: hp.rmsEps } });
+  p.op('rms_norm', hid, { a: x, weights: withBias(need('output_norm.weight'), normBias), params: { eps: hp.rmsEps } });
   p.hidden(hid);
   const ho = p.buf('h_out', hp.nEmbd, true);
   p.op('gather_out', ho, { a: hid });

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, type HParams } from '../hparams';
-import { denseSwigluFfn, qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
+import { denseSwigluFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias } from '../program-builder';
 import { hiddenOutput, moeBlockFfn, readMoeRouting, tensorLookup } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -23,13 +23,12 @@ function scaleKey(hp: HParams, key: string, def: number | undefined): number {
  * expert when `expert_shared_feed_forward_length` is set. Dense Granite rotates only when
  * `rope.scaling.finetuned` is not false (llama.cpp's switch for it).
  */
-export function buildGranite(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+export function buildGranite(hp: HParams, tensors: Map<string, GgufTensorInfo>, nCtxSeq: number): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
   const logitScale = scaleKey(hp, 'logit_scale', undefined);
   if (logitScale === 0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: logit_scale must not be 0`);
   const residualScale = scaleKey(hp, 'residual_scale', 0);
   const embeddingScale = scaleKey(hp, 'embedding_scale', 0);
-  if (hp.ropeScalingType === 'longrope') throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: LongRoPE scaling (rope_long/rope_short factors) is not supported`);
   if (hp.meta.has('deepstack_mapping')) throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: Granite Vision's deepstack_mapping is not supported`);
   const useRope = hp.arch !== 'granite' || hp.meta.bool('rope.scaling.finetuned', true);
   const hd = hp.headDimK;
@@ -38,7 +37,7 @@ export function buildGranite(hp: HParams, tensors: Map<string, GgufTensorInfo>):
   // Softmax, renormalized; its loader reads no expert_weights_scale.
   const routing = readMoeRouting(hp, 1, { gating: 1, normW: true, wScale: 0 });
   const shared = hp.meta.int('expert_shared_feed_forward_length', 0, 0, MAX_DIM) > 0 ? 'required' : 'none';
-  const ropeFreqs = maybe('rope_freqs.weight');
+  const ropeFreqs = ropeFactorTensor(hp, tensors, nCtxSeq, 'typed');
   const rope = { ...ropeParams(hp, false), head_dim: hd };
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   if (embeddingScale !== 0) p.op('scale', x, { a: x, params: { scale: embeddingScale } });

@@ -9,12 +9,18 @@ import { buildGptOss } from './gpt-oss';
 import { buildGranite } from './granite';
 import { buildLlamaFamily } from './llama-family';
 import { buildLlama4 } from './llama4';
+import { buildPhi3 } from './phi3';
 import { buildLlamaMoe, LLAMA_MOE_ARCHITECTURES } from './llama-moe';
 
-type Builder = (hp: HParams, tensors: Map<string, GgufTensorInfo>) => ModelProgram;
+/** What a program depends on besides the file: the context of one sequence (LongRoPE picks its factors by it). */
+export interface BuildOptions {
+  nCtxSeq: number;
+}
+
+type Builder = (hp: HParams, tensors: Map<string, GgufTensorInfo>, o: BuildOptions) => ModelProgram;
 
 const ARCHITECTURES: Record<string, Builder> = {
-  llama: (hp, ts) => buildLlamaFamily(hp, ts, { neox: false, qkNorm: false, normExpertWeights: true, sharedExpertGate: false }),
+  llama: (hp, ts, o) => buildLlamaFamily(hp, ts, { neox: false, qkNorm: false, normExpertWeights: true, sharedExpertGate: false, ropeFactors: 'typed', nCtxSeq: o.nCtxSeq }),
   qwen2: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: false, normExpertWeights: false, sharedExpertGate: false }),
   qwen2moe: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: false, normExpertWeights: false, sharedExpertGate: true }),
   qwen3: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false }),
@@ -29,8 +35,10 @@ const ARCHITECTURES: Record<string, Builder> = {
   glm4moe: (hp, ts) => buildGlm4Moe(hp, ts),
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
   llama4: (hp, ts) => buildLlama4(hp, ts),
-  granite: (hp, ts) => buildGranite(hp, ts),
-  granitemoe: (hp, ts) => buildGranite(hp, ts),
+  granite: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
+  granitemoe: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
+  phi3: (hp, ts, o) => buildPhi3(hp, ts, o.nCtxSeq),
+  phimoe: (hp, ts, o) => buildPhi3(hp, ts, o.nCtxSeq),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),
@@ -51,10 +59,10 @@ export function isEncoderArchitecture(arch: string): boolean {
 /** Architectures (GGUF `general.architecture`) this build can run. */
 export const SUPPORTED_ARCHITECTURES = Object.keys(ARCHITECTURES).sort();
 
-export function buildProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+export function buildProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>, o: BuildOptions): ModelProgram {
   const b = ARCHITECTURES[hp.arch];
   if (!b) throw new EngineError('KAIL_E_UNSUPPORTED', `architecture '${hp.arch}' is not supported; supported: ${SUPPORTED_ARCHITECTURES.join(', ')}`);
-  return b(hp, tensors);
+  return b(hp, tensors, o);
 }
 
 /**

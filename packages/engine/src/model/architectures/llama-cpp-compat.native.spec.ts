@@ -39,8 +39,8 @@ function addTensor(v: FileView, name: string, dims: number[]): void {
   v.tensors.set(name, { name, type: 0, typeName: 'F32', dims, offset: 0, nbytes: 4 * dims.reduce((a, b) => a * b, 1) });
 }
 
-function program(v: FileView): ModelProgram {
-  return buildProgram(readHParams(new Metadata(v.kv, v.arch), v.tensors), v.tensors);
+function program(v: FileView, nCtxSeq = 4096): ModelProgram {
+  return buildProgram(readHParams(new Metadata(v.kv, v.arch), v.tensors), v.tensors, { nCtxSeq });
 }
 
 const ops = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
@@ -92,6 +92,41 @@ describe('RoPE scaling keys as llama.cpp reads them', () => {
     const p = program(v);
     for (const o of ops(p, 'mla_attention')) expect(o.params!.scale).toBeCloseTo((1.5 * 1.5) / Math.sqrt(64 + 32), 6);
     for (const r of ropeParams(p)) expect(r).toMatchObject({ attn_factor: 1.5, ext_factor: 0, freq_scale: 1 });
+  });
+});
+
+describe('LongRoPE factor tables (llama.cpp get_rope_factors)', () => {
+  const factors = (p: ModelProgram) => [...new Set(ops(p, 'rope').map((o) => o.weights?.freq_factors ?? 'none'))];
+
+  it('phi3: the long table above the original context (the context padded to 256 as llama.cpp pads it), else the short one', () => {
+    const v = view('tiny-phi3'); // original context 256
+    expect(factors(program(v, 256))).toEqual(['rope_factors_short.weight']);
+    expect(factors(program(v, 100))).toEqual(['rope_factors_short.weight']);
+    expect(factors(program(v, 257))).toEqual(['rope_factors_long.weight']);
+    v.kv['phi3.rope.scaling.original_context_length'] = 300;
+    // 290 pads to 512 > 300.
+    expect(factors(program(v, 290))).toEqual(['rope_factors_long.weight']);
+    for (const r of ropeParams(program(v, 290))) expect(r).toMatchObject({ ext_factor: 0, freq_scale: 1, neox: true, n_dims: 48 });
+  });
+
+  it('phi3: rope.scaling.attn_factor scales the rotation; files without tables rotate plainly; rope_freqs is not read', () => {
+    const v = view('tiny-phi3');
+    const want = Math.fround(Math.sqrt(1 + Math.log(4) / Math.log(256)));
+    for (const r of ropeParams(program(v))) expect(r.attn_factor).toBeCloseTo(want, 6);
+    v.tensors.delete('rope_factors_long.weight');
+    expect(factors(program(v, 4096))).toEqual(['none']);
+    expect(factors(program(v, 256))).toEqual(['rope_factors_short.weight']);
+    addTensor(v, 'rope_freqs.weight', [24]);
+    expect(factors(program(v, 4096))).toEqual(['none']);
+  });
+
+  it('llama reads the tables only when rope.scaling.type is longrope, rope_freqs otherwise', () => {
+    const v = view('tiny-llama-longrope');
+    expect(factors(program(v, 512))).toEqual(['rope_factors_long.weight']);
+    delete v.kv['llama.rope.scaling.type'];
+    expect(factors(program(v, 512))).toEqual(['none']);
+    addTensor(v, 'rope_freqs.weight', [32]);
+    expect(factors(program(v, 512))).toEqual(['rope_freqs.weight']);
   });
 });
 

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
-import { denseSwigluFfn, qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
+import { denseSwigluFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias, type RopeFactorSource } from '../program-builder';
 import { hiddenOutput } from './deepseek2';
 
 /** What differs between the members of the Llama family of decoder graphs. */
@@ -15,6 +15,9 @@ export interface LlamaFamilyOptions {
   normExpertWeights: boolean;
   /** Shared expert with a sigmoid gate (Qwen2-MoE). */
   sharedExpertGate: boolean;
+  /** Where the RoPE factors come from (default rope_freqs when present), and the context they may depend on. */
+  ropeFactors?: RopeFactorSource;
+  nCtxSeq?: number;
 }
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -34,7 +37,7 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   const d = hp.nEmbd;
   const rp = ropeParams(hp, opt.neox);
-  const ropeFreqs = maybe('rope_freqs.weight');
+  const ropeFreqs = ropeFactorTensor(hp, tensors, opt.nCtxSeq ?? 0, opt.ropeFactors ?? 'freqs');
 
   for (let il = 0; il < hp.nLayer; il++) {
     const { H: nHead, Hkv: nHeadKv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hp.headDimK, hp.headDimV);
