@@ -89,7 +89,9 @@ export interface ProgramOp {
     | 'input'
     | 'cvec'
     | 'layer_norm'
-    | 'gelu';
+    | 'gelu'
+    | 'hadamard'
+    | 'dsa_index';
   out: number;
   a?: number;
   b?: number;

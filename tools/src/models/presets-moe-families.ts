@@ -74,7 +74,12 @@ const phi3: Phi3Config = { ...phiBase, arch: 'phi3', name: 'tiny-phi3', ropeDims
 const phimoe: Phi3Config = { ...phiBase, arch: 'phimoe', name: 'tiny-phimoe', ff: 128, nExperts: 16, nExpertsUsed: 2 };
 const phi3Mini4k: Phi3Config = { ...phiBase, arch: 'phi3', name: 'tiny-phi3-4k', ctx: 4096, longrope: undefined, tiedEmbeddings: true };
 
+// V3.2 style: V3's blocks with a lightning indexer of 16 heads of 64 keeping 16 positions per
+// query, so a 64-token input runs most of its attention sparse.
+const v32: Deepseek2Config = { ...v3('split'), arch: 'deepseek32', name: 'tiny-deepseek32', dsa: { nHead: 16, headDim: 64, topK: 16 } };
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-deepseek32': { description: 'deepseek32 (DeepSeek-V3.2 style): tiny-deepseek3 with DSA, a lightning indexer of 16 heads x 64 keeping the top 16 positions', config: v32 },
   'tiny-phi3': { description: 'phi3 (Phi-4-mini style): fused attn_qkv and gate/up, NeoX RoPE on 48 of 64 dims with LongRoPE tables (1024 positions, 256 original)', config: phi3 },
   'tiny-phi3-4k': { description: 'phi3 (Phi-3-mini-4k style): separate q/k/v, full RoPE without factor tables, tied embeddings', config: phi3Mini4k },
   'tiny-phimoe': { description: 'phimoe (Phi-3.5-MoE style): biased norms, attention and head, 16 experts top-2 renormalized, LongRoPE', config: phimoe },

@@ -1,5 +1,6 @@
 // Parity with llama.cpp for deepseek2 (absorbed MLA, both tensor layouts, q LoRA on and off,
-// YaRN, softmax and sigmoid+bias group-limited routing), glm4moe (with and without q/k norms),
+// YaRN, softmax and sigmoid+bias group-limited routing), deepseek32 (DeepSeek-V3.2: the lightning
+// indexer keeps 16 positions per query, so 64 tokens run sparse; also with F16 and Q8_0 caches), glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
 // bailingmoe2 (fused QKV), granite and granitemoe (Granite's multipliers), llama4 (its chunked
@@ -9,8 +10,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { EngineModel } from '@kailstream/engine';
+import { EngineModel, type KvType } from '@kailstream/engine';
 
+import type { Deepseek2Config } from '../models/architectures/deepseek2';
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import type { FileTypeName } from '../models/quant-plan';
@@ -18,6 +20,7 @@ import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
 import { nmse, tokenIds, top1Agreement } from './metrics';
 
 const PRESETS = [
+  'tiny-deepseek32',
   'tiny-deepseek2-lite',
   'tiny-deepseek2-lite-split',
   'tiny-deepseek3',
@@ -42,6 +45,7 @@ const PRESETS = [
 const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5]];
 const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-deepseek3', 'Q8_0'],
+  ['tiny-deepseek32', 'Q4_K_M'],
   ['tiny-deepseek2-lite', 'Q4_K_M'],
   ['tiny-glm4moe', 'Q4_K_M'],
   ['tiny-gpt-oss', 'Q4_K_M'],
@@ -62,7 +66,7 @@ const table: string[] = [];
 const file = (preset: string, type: string) => path.join(dir, `${preset}-${type}.gguf`);
 
 
-async function kailLogits(model: string, tokens: number[], kv: 'f32' | 'f16' = 'f32'): Promise<Float32Array> {
+async function kailLogits(model: string, tokens: number[], kv: KvType = 'f32'): Promise<Float32Array> {
   const m = EngineModel.load(model, { kvType: kv, threads: 2, nCtx: tokens.length + 8 });
   try {
     return await m.evaluate(0, tokens, 'all', 64);
@@ -130,4 +134,33 @@ describe('quantized MoE files stay within llama.cpp’s own spread', () => {
     table.push(`${p.padEnd(26)} ${t.padEnd(7)} kail↔llama.cpp exact ${ourDistance.toExponential(2)}  llama.cpp default↔exact ${llamaSpread.toExponential(2)}`);
     expect(ourDistance).toBeLessThanOrEqual(Math.max(llamaSpread * 2, 1e-6));
   });
+});
+
+describe('deepseek32 sparse attention (DSA)', () => {
+  const toks = () => tokenIds(96, getPreset('tiny-deepseek32').config.vocabSize, 13);
+  it('caches of F16 and Q8_0 (the indexer keys in them too) give llama.cpp’s logits with the same cache', async () => {
+    const f = file('tiny-deepseek32', 'F32-kv');
+    writeModel({ config: getPreset('tiny-deepseek32').config, fileType: 'F32', seed: 7, out: f });
+    for (const kv of ['f16', 'q8_0'] as const) {
+      const [ref] = await llamaLogitsBatch([{ model: f, tokens: toks() }], { kv, flashAttention: kv === 'f16' ? 'off' : 'on', timeoutMs: 120_000 });
+      const ours = await kailLogits(f, toks(), kv);
+      const e = nmse(ours, ref.logits);
+      table.push(`${'tiny-deepseek32'.padEnd(26)} KV ${kv.padEnd(5)} NMSE ${e.toExponential(2)}`);
+      expect(e).toBeLessThanOrEqual(1e-6);
+      expect(top1Agreement(ours, ref.logits, ref.nVocab, 0.1).agree).toBe(96);
+    }
+  }, 240_000);
+
+  it('the selection is what changes the output: same as dense attention up to top_k positions, different after', async () => {
+    const cfg = getPreset('tiny-deepseek32').config as Deepseek2Config;
+    const sparse = file('tiny-deepseek32', 'sparse');
+    const dense = file('tiny-deepseek32', 'dense');
+    writeModel({ config: cfg, fileType: 'F32', seed: 7, out: sparse });
+    writeModel({ config: { ...cfg, dsa: { ...cfg.dsa!, topK: 4096 } } as Deepseek2Config, fileType: 'F32', seed: 7, out: dense });
+    const [a, b] = [await kailLogits(sparse, toks()), await kailLogits(dense, toks())];
+    const V = cfg.vocabSize;
+    const k = cfg.dsa!.topK;
+    expect(nmse(a.subarray(0, k * V), b.subarray(0, k * V))).toBe(0);
+    expect(nmse(a.subarray(k * V), b.subarray(k * V))).toBeGreaterThan(1e-2);
+  }, 120_000);
 });

@@ -21,7 +21,7 @@ struct residency_plan;
 
 enum op_type {
     OP_EMBED,          // out[t] (+)= dequant(w.weight row tokens[t] | pos[t] | 0)     weights: weight  (params index, accumulate)
-    OP_RMS_NORM,       // out = a / sqrt(mean(a^2) + eps) * weight                      weights: weight?
+    OP_RMS_NORM,       // out = a / sqrt(mean(a^2) + eps) * weight + bias               weights: weight?, bias?
     OP_HEAD_RMS_NORM,  // per head of width head_dim: rms norm with a [head_dim] weight  weights: weight
     OP_MATMUL,         // out = a · weightᵀ (+ bias)                                    weights: weight, bias?
     OP_ADD,            // out = a + b
@@ -34,11 +34,13 @@ enum op_type {
     OP_MOE,            // routed experts on a                                           weights: gate_inp, exp_probs_b?, gate_exps, up_exps, down_exps
     OP_GATHER_OUT,     // out (out-rows) = rows of a whose output flag is set
     OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
-    OP_MLA_ATTENTION,  // stores the latent row b (kv_lora + qk_rope) in the KV cache, out = absorbed MLA(q=a)   weights: k_b, v_b | kv_b
+    OP_MLA_ATTENTION,  // stores the latent row b (kv_lora + qk_rope) in the KV cache, out = absorbed MLA(q=a), over the positions in c when given   weights: k_b, v_b | kv_b
     OP_INPUT,          // out[t] = batch.embd row t (hidden-state rows given with the batch, e.g. a multi-token-prediction head's)
     OP_CVEC,           // a[t] += the control vector's row for param layer (model_params::cvec), in place; else nothing
     OP_LAYER_NORM,     // out = (a - mean(a)) / sqrt(var(a) + eps) * weight + bias       weights: weight?, bias?
     OP_GELU,           // out = gelu(a) as ggml-cpu computes it (tanh form through its F16 table)
+    OP_HADAMARD,       // a (= out) times the orthonormal Walsh-Hadamard matrix of size n, block by block of each row
+    OP_DSA_INDEX,      // DeepSeek's lightning indexer: stores key row b in the KV cache, out = positions of the top_k scores sum_h relu(q_h.k) w_h (q = a, w = c)
     OP_COUNT_
 };
 

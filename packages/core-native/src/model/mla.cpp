@@ -9,6 +9,7 @@
 #include "kail/matmul.h"
 #include "kail/quants.h"
 #include "kail/residency.h"
+#include "kail/status.h"
 #include "kail/threadpool.h"
 #include "kail/types.h"
 
@@ -105,11 +106,28 @@ void attend_absorbed(const mla_args & a) {
     // the queries (the product's activations) and the probabilities are rounded to F16.
     std::vector<float> lat(static_cast<size_t>(n * H * L));
     std::vector<float> scores;
+    std::vector<uint8_t> allowed, gathered;
     for (int64_t t = 0; t < n; t++) {
-        const int64_t np = a.pos[t] + 1;
+        int64_t np = a.pos[t] + 1;
         const size_t rb = kv_row_bytes(a.kv_type, W);  // a cached row's bytes (whole Q8_0 blocks for a quantized cache)
+        const uint8_t * rows = a.cache[t];
+        if (a.sel && np > a.top_k) {
+            // Sparse attention (DSA): only the rows the indexer selected, gathered in position
+            // order, take part (llama.cpp masks the others with -inf, which gives them no weight).
+            allowed.assign(static_cast<size_t>(np), 0);
+            const float * s = a.sel + t * a.sel_stride;
+            for (int64_t i = 0; i < a.top_k; i++)
+                if (s[i] >= 0 && s[i] < static_cast<float>(np)) allowed[static_cast<size_t>(s[i])] = 1;
+            gathered.resize(static_cast<size_t>(a.top_k) * rb);
+            int64_t m = 0;
+            for (int64_t j = 0; j < np; j++)
+                if (allowed[static_cast<size_t>(j)]) std::copy_n(rows + static_cast<size_t>(j) * rb, rb, gathered.data() + static_cast<size_t>(m++) * rb);
+            if (m == 0) throw error(KAIL_E_INTERNAL, "sparse attention: the indexer selected no position");
+            rows = gathered.data();
+            np = m;
+        }
         scores.resize(static_cast<size_t>(H * np));
-        matmul(a.kv_type, a.cache[t], rb, np, W, qa.data() + t * H * W, static_cast<size_t>(W) * 4, H,
+        matmul(a.kv_type, rows, rb, np, W, qa.data() + t * H * W, static_cast<size_t>(W) * 4, H,
                scores.data(), static_cast<size_t>(np) * 4, a.pool);
         a.pool->parallel_for(H, [&](int64_t h0, int64_t h1, int) {
             std::vector<uint16_t> half;
@@ -121,7 +139,7 @@ void attend_absorbed(const mla_args & a) {
         a.pool->parallel_for((L + chunk - 1) / chunk, [&](int64_t c0, int64_t c1, int) {
             for (int64_t c = c0; c < c1; c++) {
                 const int64_t l0 = c * chunk;
-                attention_weighted_rows(a.kv_type, a.cache[t] + kv_row_bytes(a.kv_type, l0), rb, np,
+                attention_weighted_rows(a.kv_type, rows + kv_row_bytes(a.kv_type, l0), rb, np,
                                         std::min(chunk, L - l0), scores.data(), static_cast<size_t>(np), H, lat.data() + t * H * L + l0,
                                         static_cast<size_t>(L));
             }
@@ -222,6 +240,7 @@ std::string mla_check_weights(const mla_args & a) {
 }
 
 void mla_attend(const mla_args & a) {
+    if (a.naive && a.sel) throw error(KAIL_E_UNSUPPORTED, "naive MLA (a test form) does not take the sparse attention's selection");
     if (a.naive) attend_naive(a);
     else attend_absorbed(a);
 }

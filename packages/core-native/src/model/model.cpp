@@ -38,6 +38,7 @@ op_type op_type_from_name(const std::string & name) {
         {"swiglu", OP_SWIGLU}, {"sigmoid_mul", OP_SIGMOID_MUL}, {"rope", OP_ROPE},
         {"attention", OP_ATTENTION}, {"moe", OP_MOE}, {"gather_out", OP_GATHER_OUT}, {"copy", OP_COPY}, {"mla_attention", OP_MLA_ATTENTION},
         {"input", OP_INPUT}, {"cvec", OP_CVEC}, {"layer_norm", OP_LAYER_NORM}, {"gelu", OP_GELU},
+        {"hadamard", OP_HADAMARD}, {"dsa_index", OP_DSA_INDEX},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -208,7 +209,8 @@ std::string shape_str(const gguf_tensor_info * t) {
 // and the numbers, instead of reading or writing past a buffer at the first token.
 void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
-                            "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu"};
+                            "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu",
+                            "hadamard", "dsa_index"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -305,6 +307,25 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.a, 0, nh * (nope + rope), "a");
             fits(op.b, 0, L + rope, "b");
             fits(op.out, 0, nh * vh, "out");
+            if (op.c >= 0) fits(op.c, 0, req("top_k"), "c");
+            break;
+        }
+        case OP_HADAMARD: {
+            const int64_t n = req("n");
+            if (n < 1 || (n & (n - 1)) != 0 || width(op.a) % n != 0)
+                throw error(KAIL_E_BAD_MODEL, what + "a Hadamard rotation of size " + std::to_string(n) + " needs a power of two that divides the row (" + std::to_string(width(op.a)) + ")");
+            if (op.out != op.a) throw error(KAIL_E_INVALID_ARG, what + "a Hadamard rotation works in place (out must be a)");
+            break;
+        }
+        case OP_DSA_INDEX: {
+            const int layer = kv_layer();
+            const int64_t nh = req("n_head"), hd = req("head_dim"), k = req("top_k");
+            if (nh < 1 || hd < 1 || k < 1) throw error(KAIL_E_BAD_MODEL, what + "needs positive n_head, head_dim and top_k");
+            if (m.prog.kv_k_width[layer] != hd || m.prog.kv_v_width[layer] != 0) throw error(KAIL_E_INVALID_ARG, what + "needs a kv layer of width head_dim and no V");
+            fits(op.a, 0, nh * hd, "a");
+            fits(op.b, 0, hd, "b");
+            fits(op.c, 0, nh, "c");
+            fits(op.out, 0, k, "out");
             break;
         }
         default: break;
@@ -325,6 +346,11 @@ void find_kv_ropes(model::impl & m) {
     for (size_t i = 0; i < m.prog.ops.size(); i++) {
         const op_desc & op = m.prog.ops[i];
         if (op.type == OP_ROPE) { last[op.a] = static_cast<int>(i); continue; }
+        // An indexer key is rotated (RoPE, then Hadamard) in a layout a shift cannot turn back.
+        if (op.type == OP_DSA_INDEX) {
+            const int layer = static_cast<int>(op.param_req("layer"));
+            if (layer >= 0 && layer < m.prog.n_kv_layers) m.kv_rope[static_cast<size_t>(layer)] = -2;
+        }
         if (op.type == OP_ATTENTION || op.type == OP_MLA_ATTENTION) {
             const int layer = static_cast<int>(op.param_req("layer"));
             auto it = last.find(op.b);
@@ -1172,14 +1198,12 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
 
 // MLA (mla.h): appends each token's latent row to its sequence's cache (one shared row per
 // token, no V), then attends with the query absorbed into the latent space.
-void op_mla_attention(exec_ctx & x, const op_desc & op, size_t oi) {
+// Appends row t of buffer `buf` to its sequence's packed cache of KV layer `layer` (one row per
+// position, no V: MLA's latents, the indexer's keys), growing it within the KV budget.
+void store_packed_rows(exec_ctx & x, int layer, int buf) {
     model::impl & m = x.m;
-    mla_args a = mla_args_of(m, op, oi);
-    const int layer = static_cast<int>(op.param_req("layer"));
     const int64_t kw = m.prog.kv_k_width[layer];
-    if (kw != a.kv_lora + a.qk_rope || m.prog.kv_v_width[layer] != 0)
-        throw error(KAIL_E_INVALID_ARG, "program: mla_attention needs a kv layer of width kv_lora + qk_rope and no V");
-    const size_t rb = kv_row_bytes(m.params.kv_type, kw);  // one latent row (whole Q8_0 blocks for a quantized cache)
+    const size_t rb = kv_row_bytes(m.params.kv_type, kw);  // one row (whole Q8_0 blocks for a quantized cache)
     for (int64_t t = 0; t < x.n_tok; t++) {
         kv_seq_layer & c = m.kv[x.b.seq[t]][layer];
         const int64_t p = x.b.pos[t];
@@ -1195,7 +1219,21 @@ void op_mla_attention(exec_ctx & x, const op_desc & op, size_t oi) {
             c.k.resize(need);
             m.kv_bytes += c.k.capacity() - old;
         }
-        store_row(m.params.kv_type, x.ptr(op.b) + t * x.width(op.b), c.k.data() + static_cast<size_t>(p) * rb, kw);
+        store_row(m.params.kv_type, x.ptr(buf) + t * x.width(buf), c.k.data() + static_cast<size_t>(p) * rb, kw);
+    }
+}
+
+void op_mla_attention(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    mla_args a = mla_args_of(m, op, oi);
+    const int layer = static_cast<int>(op.param_req("layer"));
+    if (m.prog.kv_k_width[layer] != a.kv_lora + a.qk_rope || m.prog.kv_v_width[layer] != 0)
+        throw error(KAIL_E_INVALID_ARG, "program: mla_attention needs a kv layer of width kv_lora + qk_rope and no V");
+    store_packed_rows(x, layer, op.b);
+    if (op.c >= 0) {
+        a.sel = x.ptr(op.c);
+        a.sel_stride = x.width(op.c);
+        a.top_k = static_cast<int64_t>(op.param_req("top_k"));
     }
     std::vector<const uint8_t *> cache(static_cast<size_t>(x.n_tok));
     for (int64_t t = 0; t < x.n_tok; t++) cache[t] = m.kv[x.b.seq[t]][layer].k.data();
@@ -1209,6 +1247,101 @@ void op_mla_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     a.kv_type = m.params.kv_type;
     a.pool = m.pool.get();
     mla_attend(a);
+}
+
+// The orthonormal Walsh-Hadamard matrix of size n (Sylvester's order, entries +-1/sqrt(n)), as
+// llama.cpp's ggml_gen_hadamard builds the rotation of DeepSeek's indexer keys and queries.
+const std::vector<float> & hadamard_matrix(int64_t n) {
+    static std::mutex mu;
+    static std::map<int64_t, std::vector<float>> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<float> & h = cache[n];
+    if (h.empty()) {
+        h.assign(static_cast<size_t>(n * n), 0.0f);
+        h[0] = 1.0f / std::sqrt(static_cast<float>(n));
+        for (int64_t s = 1; s < n; s *= 2)
+            for (int64_t i = 0; i < s; i++)
+                for (int64_t j = 0; j < s; j++) {
+                    const float v = h[static_cast<size_t>(i * n + j)];
+                    h[static_cast<size_t>((i + s) * n + j)] = v;
+                    h[static_cast<size_t>(i * n + j + s)] = v;
+                    h[static_cast<size_t>((i + s) * n + j + s)] = -v;
+                }
+    }
+    return h;
+}
+
+// a = H a for each n-wide block of each row (ggml_mul_mat of the matrix with the blocks: row i of
+// H dotted with the block, in F32).
+void op_hadamard(exec_ctx & x, const op_desc & op) {
+    const int64_t n = static_cast<int64_t>(op.param_req("n")), w = x.width(op.a);
+    const std::vector<float> & h = hadamard_matrix(n);
+    std::vector<float> in(static_cast<size_t>(n));
+    for (int64_t t = 0; t < x.rows(op.a); t++)
+        for (int64_t b = 0; b < w; b += n) {
+            float * v = x.ptr(op.a) + t * w + b;
+            std::copy_n(v, n, in.data());
+            for (int64_t i = 0; i < n; i++) {
+                float s = 0.0f;
+                const float * hr = h.data() + i * n;
+                for (int64_t j = 0; j < n; j++) s += hr[j] * in[static_cast<size_t>(j)];
+                v[i] = s;
+            }
+        }
+}
+
+// DeepSeek's lightning indexer (llama.cpp's deepseek32 graph, DSA): stores each token's indexer key
+// (b) in its sequence's cache of KV layer `layer`, scores every cached position j <= pos as
+// sum_h relu(q_h . k_j) * w_h (q = a, n_head heads of head_dim; w = c, one weight per head, already
+// scaled), and writes the positions of the top_k scores to out (-1 past the candidates). As
+// ggml-cpu's fused lightning-indexer op: cached keys as F32 (dequantized from the cache type), F32
+// products, the heads summed in order in F32; the selection ggml_top_k's, std::partial_sort larger
+// first (only the set matters to the attention).
+void op_dsa_index(exec_ctx & x, const op_desc & op) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t nh = static_cast<int64_t>(op.param_req("n_head")), hd = static_cast<int64_t>(op.param_req("head_dim"));
+    const int64_t k = static_cast<int64_t>(op.param_req("top_k"));
+    store_packed_rows(x, layer, op.b);
+    const uint32_t kt = m.params.kv_type;
+    const size_t rb = kv_row_bytes(kt, hd);
+    // Each sequence's keys as F32, once per op (rows up to the batch's last position in it).
+    std::map<int, std::vector<float>> keys;
+    if (kt != KAIL_TYPE_F32) {
+        std::map<int, int64_t> rows;
+        for (int64_t t = 0; t < x.n_tok; t++) rows[x.b.seq[t]] = std::max<int64_t>(rows[x.b.seq[t]], x.b.pos[t] + 1);
+        for (auto [seq, n] : rows) {
+            std::vector<float> & f = keys[seq];
+            f.resize(static_cast<size_t>(n * hd));
+            const uint8_t * src = m.kv[seq][layer].k.data();
+            m.pool->parallel_for(n, [&](int64_t j0, int64_t j1, int) {
+                for (int64_t j = j0; j < j1; j++) dequantize_row(kt, src + static_cast<size_t>(j) * rb, f.data() + j * hd, hd);
+            }, 64);
+        }
+    }
+    std::vector<float> sc, score;
+    std::vector<int32_t> idx;
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        const int64_t np = x.b.pos[t] + 1;
+        const int seq = x.b.seq[t];
+        const void * rows = kt == KAIL_TYPE_F32 ? static_cast<const void *>(m.kv[seq][layer].k.data()) : static_cast<const void *>(keys[seq].data());
+        sc.resize(static_cast<size_t>(nh * np));
+        matmul(KAIL_TYPE_F32, rows, static_cast<size_t>(hd) * 4, np, hd, x.ptr(op.a) + t * x.width(op.a), static_cast<size_t>(hd) * 4, nh,
+               sc.data(), static_cast<size_t>(np) * 4, m.pool.get());
+        const float * w = x.ptr(op.c) + t * x.width(op.c);
+        score.resize(static_cast<size_t>(np));
+        for (int64_t j = 0; j < np; j++) {
+            float s = 0.0f;
+            for (int64_t h = 0; h < nh; h++) s += std::max(sc[static_cast<size_t>(h * np + j)], 0.0f) * w[h];
+            score[static_cast<size_t>(j)] = s;
+        }
+        const int64_t kk = std::min(k, np);
+        idx.resize(static_cast<size_t>(np));
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + kk, idx.end(), [&](int32_t p, int32_t q) { return score[static_cast<size_t>(p)] > score[static_cast<size_t>(q)]; });
+        float * o = x.ptr(op.out) + t * x.width(op.out);
+        for (int64_t i = 0; i < k; i++) o[i] = i < kk ? static_cast<float>(idx[static_cast<size_t>(i)]) : -1.0f;
+    }
 }
 
 // Routes n tokens (rows of a, width d) with op's router as llama.cpp does (softmax or sigmoid,
@@ -1775,6 +1908,8 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_GATHER_OUT: op_gather_out(x, op); break;
             case OP_COPY: elementwise(x, op, [](float a, float) { return a; }); break;
             case OP_MLA_ATTENTION: op_mla_attention(x, op, oi); break;
+            case OP_HADAMARD: op_hadamard(x, op); break;
+            case OP_DSA_INDEX: op_dsa_index(x, op); break;
             case OP_INPUT: op_input(x, op); break;
             case OP_CVEC: op_cvec(x, op); break;
             case OP_LAYER_NORM: op_layer_norm(x, op, oi); break;

@@ -534,7 +534,7 @@ describe("BatchEngine slot save / restore / erase (llama-server's /slots actions
   const dir = tempDir();
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-  it.each(['tiny-qwen3moe', 'tiny-deepseek2-lite', 'tiny-gpt-oss'])('%s: a restored slot serves the next turn from the file, the same bits as computing it', async (preset) => {
+  it.each(['tiny-qwen3moe', 'tiny-deepseek2-lite', 'tiny-gpt-oss', 'tiny-deepseek32'])('%s: a restored slot serves the next turn from the file, the same bits as computing it', async (preset) => {
     const file = writeTestModel(dir, preset, 'F32');
     // nBatch 8: gpt-oss's ring (window 8 + a batch) is 15 rows, which the prompt passes (mirrored).
     const load = () => EngineModel.load(file, { nSeqMax: 2, kvType: 'f32', threads: 2, nCtx: 256, nBatch: 8 });

@@ -44,8 +44,17 @@ export interface YarnOptions {
   logMul: number;
 }
 
+/** DeepSeek-V3.2's lightning indexer (deepseek32, DSA): head count, head size, positions kept per query. */
+export interface DsaOptions {
+  nHead: number;
+  headDim: number;
+  topK: number;
+}
+
 export type Deepseek2Config = ModelConfig & {
   mla: MlaOptions;
+  /** deepseek32 only: the sparse attention's indexer. */
+  dsa?: DsaOptions;
   moe: DeepseekMoeOptions;
   yarn?: YarnOptions;
   /**
@@ -105,72 +114,95 @@ export function checkDeepseekMoe(c: ModelConfig, m: DeepseekMoeOptions | undefin
   return m;
 }
 
-export const deepseek2: ArchDefinition = {
-  name: 'deepseek2',
-  ggufArch: 'deepseek2',
-  normalize(c: ModelConfig): ModelConfig {
-    const d = c as Deepseek2Config;
-    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'vocabSize', 'ctx', 'expertFf']);
-    if (!d.mla) throw new Error('deepseek2: needs mla options (use a preset)');
-    checkDeepseekMoe(c, d.moe);
-    const m = d.mla;
-    if (m.qkRope % 2 !== 0 || m.qkNope < 1 || m.kvLora < 1 || m.vHead < 1) throw new Error('deepseek2: bad MLA sizes');
-    const n = d.nextn ?? 0;
-    if (n !== 0 && n !== 1) throw new Error(`deepseek2: nextn must be 0 or 1 (llama.cpp runs a single MTP block), got ${n}`);
-    if (n === 1) {
-      if (m.qLora < 1) throw new Error('deepseek2: a NextN block needs q LoRA (llama.cpp graph_mtp asserts attn_q_a/attn_q_b)');
-      if (m.layout !== 'split') throw new Error("deepseek2: a NextN block needs the split attn_k_b/attn_v_b layout (llama.cpp graph_mtp asserts it)");
-      if (d.moe.nShared < 1) throw new Error('deepseek2: a NextN block needs shared experts (llama.cpp graph_mtp asserts ffn_*_shexp)');
-    } else if (d.nextnOwnEmbeddings) {
-      throw new Error('deepseek2: nextnOwnEmbeddings needs nextn: 1');
-    }
-    return c;
-  },
-  metadata(c: ModelConfig): [string, GgufValue][] {
-    const d = c as Deepseek2Config;
-    const { mla: m, moe } = d;
-    const a = 'deepseek2';
-    const split = m.layout === 'split';
-    const out: [string, GgufValue][] = [
-      [`${a}.vocab_size`, kv.u32(c.vocabSize)],
-      [`${a}.context_length`, kv.u32(c.ctx)],
-      [`${a}.embedding_length`, kv.u32(c.dim)],
-      [`${a}.block_count`, kv.u32(c.nLayers + (d.nextn ?? 0))],
-      [`${a}.feed_forward_length`, kv.u32(c.ff)],
-      [`${a}.attention.head_count`, kv.u32(c.nHeads)],
-      // The split layout runs as MQA over the latent: one KV head of kv_lora + rope.
-      [`${a}.attention.head_count_kv`, kv.u32(split ? 1 : c.nHeads)],
-      [`${a}.attention.key_length`, kv.u32(split ? m.kvLora + m.qkRope : m.qkNope + m.qkRope)],
-      [`${a}.attention.value_length`, kv.u32(split ? m.kvLora : m.vHead)],
-      [`${a}.attention.layer_norm_rms_epsilon`, kv.f32(c.normEps)],
-      [`${a}.attention.q_lora_rank`, kv.u32(m.qLora)],
-      [`${a}.attention.kv_lora_rank`, kv.u32(m.kvLora)],
-      [`${a}.rope.freq_base`, kv.f32(c.ropeBase)],
-      [`${a}.rope.dimension_count`, kv.u32(m.qkRope)],
-      [`${a}.expert_count`, kv.u32(c.nExperts)],
-      [`${a}.expert_used_count`, kv.u32(c.nExpertsUsed)],
-      ...deepseekMoeMetadata(a, c, moe),
-    ];
-    if (d.nextn) out.push([`${a}.nextn_predict_layers`, kv.u32(d.nextn)]);
-    if (split) out.push([`${a}.attention.key_length_mla`, kv.u32(m.qkNope + m.qkRope)], [`${a}.attention.value_length_mla`, kv.u32(m.vHead)]);
-    if (d.yarn) {
-      out.push(
-        [`${a}.rope.scaling.type`, kv.str('yarn')],
-        [`${a}.rope.scaling.factor`, kv.f32(d.yarn.factor)],
-        [`${a}.rope.scaling.original_context_length`, kv.u32(d.yarn.origCtx)],
-        [`${a}.rope.scaling.yarn_log_multiplier`, kv.f32(d.yarn.logMul)],
-      );
-    }
-    return out;
-  },
-  tensors(c: ModelConfig): TensorSpec[] {
-    const d = c as Deepseek2Config;
-    const t = embeddings(c);
-    for (let i = 0; i < c.nLayers; i++) t.push(...deepseekBlock(d, i));
-    if (d.nextn) t.push(...deepseekBlock(d, c.nLayers), ...nextnTensors(d, c.nLayers));
-    return t;
-  },
-};
+/**
+ * `deepseek2`, and `deepseek32` (DeepSeek-V3.2, src/models/deepseek32.cpp): the same blocks plus a
+ * lightning indexer per block (indexer.attn_q_b from the q LoRA latent, indexer.attn_k with a
+ * biased LayerNorm k_norm, indexer.proj) and its attention.indexer.* keys; its loader takes q LoRA
+ * and the split layout only.
+ */
+function deepseekArch(a: 'deepseek2' | 'deepseek32'): ArchDefinition {
+  return {
+    name: a,
+    ggufArch: a,
+    normalize(c: ModelConfig): ModelConfig {
+      const d = c as Deepseek2Config;
+      requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'vocabSize', 'ctx', 'expertFf']);
+      if (!d.mla) throw new Error(`${a}: needs mla options (use a preset)`);
+      if (a === 'deepseek32') {
+        const x = d.dsa;
+        if (!x) throw new Error('deepseek32: needs dsa options (use a preset)');
+        if (x.headDim < 64 || (x.headDim & (x.headDim - 1)) !== 0 || x.headDim < d.mla.qkRope || x.nHead < 1 || x.topK < 1)
+          throw new Error('deepseek32: the indexer head must be a power of two of at least 64 holding the rotary dims, with heads and topK positive');
+        if (d.mla.qLora < 1 || d.mla.layout !== 'split') throw new Error('deepseek32: needs q LoRA and the split attn_k_b/attn_v_b layout');
+      } else if (d.dsa) throw new Error('deepseek2: dsa options are for deepseek32');
+      checkDeepseekMoe(c, d.moe);
+      const m = d.mla;
+      if (m.qkRope % 2 !== 0 || m.qkNope < 1 || m.kvLora < 1 || m.vHead < 1) throw new Error('deepseek2: bad MLA sizes');
+      const n = d.nextn ?? 0;
+      if (n !== 0 && n !== 1) throw new Error(`deepseek2: nextn must be 0 or 1 (llama.cpp runs a single MTP block), got ${n}`);
+      if (n === 1) {
+        if (m.qLora < 1) throw new Error('deepseek2: a NextN block needs q LoRA (llama.cpp graph_mtp asserts attn_q_a/attn_q_b)');
+        if (m.layout !== 'split') throw new Error("deepseek2: a NextN block needs the split attn_k_b/attn_v_b layout (llama.cpp graph_mtp asserts it)");
+        if (d.moe.nShared < 1) throw new Error('deepseek2: a NextN block needs shared experts (llama.cpp graph_mtp asserts ffn_*_shexp)');
+      } else if (d.nextnOwnEmbeddings) {
+        throw new Error('deepseek2: nextnOwnEmbeddings needs nextn: 1');
+      }
+      return c;
+    },
+    metadata(c: ModelConfig): [string, GgufValue][] {
+      const d = c as Deepseek2Config;
+      const { mla: m, moe } = d;
+      const split = m.layout === 'split';
+      const out: [string, GgufValue][] = [
+        [`${a}.vocab_size`, kv.u32(c.vocabSize)],
+        [`${a}.context_length`, kv.u32(c.ctx)],
+        [`${a}.embedding_length`, kv.u32(c.dim)],
+        [`${a}.block_count`, kv.u32(c.nLayers + (d.nextn ?? 0))],
+        [`${a}.feed_forward_length`, kv.u32(c.ff)],
+        [`${a}.attention.head_count`, kv.u32(c.nHeads)],
+        // The split layout runs as MQA over the latent: one KV head of kv_lora + rope.
+        [`${a}.attention.head_count_kv`, kv.u32(split ? 1 : c.nHeads)],
+        [`${a}.attention.key_length`, kv.u32(split ? m.kvLora + m.qkRope : m.qkNope + m.qkRope)],
+        [`${a}.attention.value_length`, kv.u32(split ? m.kvLora : m.vHead)],
+        [`${a}.attention.layer_norm_rms_epsilon`, kv.f32(c.normEps)],
+        [`${a}.attention.q_lora_rank`, kv.u32(m.qLora)],
+        [`${a}.attention.kv_lora_rank`, kv.u32(m.kvLora)],
+        [`${a}.rope.freq_base`, kv.f32(c.ropeBase)],
+        [`${a}.rope.dimension_count`, kv.u32(m.qkRope)],
+        [`${a}.expert_count`, kv.u32(c.nExperts)],
+        [`${a}.expert_used_count`, kv.u32(c.nExpertsUsed)],
+        ...deepseekMoeMetadata(a, c, moe),
+      ];
+      if (d.nextn) out.push([`${a}.nextn_predict_layers`, kv.u32(d.nextn)]);
+      if (d.dsa)
+        out.push(
+          [`${a}.attention.indexer.head_count`, kv.u32(d.dsa.nHead)],
+          [`${a}.attention.indexer.key_length`, kv.u32(d.dsa.headDim)],
+          [`${a}.attention.indexer.top_k`, kv.u32(d.dsa.topK)],
+        );
+      if (split) out.push([`${a}.attention.key_length_mla`, kv.u32(m.qkNope + m.qkRope)], [`${a}.attention.value_length_mla`, kv.u32(m.vHead)]);
+      if (d.yarn) {
+        out.push(
+          [`${a}.rope.scaling.type`, kv.str('yarn')],
+          [`${a}.rope.scaling.factor`, kv.f32(d.yarn.factor)],
+          [`${a}.rope.scaling.original_context_length`, kv.u32(d.yarn.origCtx)],
+          [`${a}.rope.scaling.yarn_log_multiplier`, kv.f32(d.yarn.logMul)],
+        );
+      }
+      return out;
+    },
+    tensors(c: ModelConfig): TensorSpec[] {
+      const d = c as Deepseek2Config;
+      const t = embeddings(c);
+      for (let i = 0; i < c.nLayers; i++) t.push(...deepseekBlock(d, i));
+      if (d.nextn) t.push(...deepseekBlock(d, c.nLayers), ...nextnTensors(d, c.nLayers));
+      return t;
+    },
+  };
+}
+
+export const deepseek2 = deepseekArch('deepseek2');
+export const deepseek32 = deepseekArch('deepseek32');
 
 /** Attention (MLA) and FFN of block `i`; the NextN block is one of these too. */
 function deepseekBlock(c: Deepseek2Config, i: number): TensorSpec[] {
@@ -197,6 +229,16 @@ function deepseekBlock(c: Deepseek2Config, i: number): TensorSpec[] {
     t.push(linear(`${p}.attn_kv_b.weight`, m.kvLora, H * (m.qkNope + m.vHead), 'attn_v', i));
   }
   t.push(linear(`${p}.attn_output.weight`, H * m.vHead, c.dim, 'attn_output', i, residualGain(c)));
+  if (c.dsa) {
+    const x = c.dsa;
+    t.push(
+      norm(`${p}.indexer.k_norm.weight`, x.headDim, i),
+      { name: `${p}.indexer.k_norm.bias`, shape: [x.headDim], init: { kind: 'normal', std: 0.1 }, role: 'attn_bias', layer: i },
+      linear(`${p}.indexer.proj.weight`, c.dim, x.nHead, 'attn_q', i),
+      linear(`${p}.indexer.attn_k.weight`, c.dim, x.headDim, 'attn_k', i),
+      linear(`${p}.indexer.attn_q_b.weight`, m.qLora, x.nHead * x.headDim, 'attn_q', i),
+    );
+  }
   t.push(...deepseekFfn(c, moe, i, 'ffn_norm'));
   return t;
 }

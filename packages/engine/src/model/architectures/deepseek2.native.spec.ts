@@ -51,6 +51,19 @@ describe('deepseek2 MLA', () => {
     expect(r.kvPerToken).toBe(3 * (256 + 32) * 4);
   }, 60_000);
 
+  it('deepseek32 caches the indexer key beside the latent, and refuses a context shift (its keys are Hadamard-rotated)', async () => {
+    const file = writeTestModel(dir, 'tiny-deepseek32', 'F32');
+    const m = EngineModel.load(file, { kvType: 'f32', threads: 2, nCtx: 64 });
+    try {
+      await m.evaluate(0, [5, 17, 99, 3, 250, 7, 42, 8], 'last');
+      // 3 layers x ((kv_lora 256 + rope 32) + indexer key 64) F32 values, 16 rows allocated per layer at least.
+      expect(m.runtime.stats().kvBytes / 16).toBe(3 * (256 + 32 + 64) * 4);
+      expect(() => m.shiftContext(0, 0, 4)).toThrow(/rotated in a layout the shift cannot follow/);
+    } finally {
+      m.close();
+    }
+  }, 60_000);
+
   it('streams experts with exactly the logits of the mapped path', async () => {
     const file = writeTestModel(dir, 'tiny-deepseek3', 'F32');
     const toks = [5, 17, 99, 3, 250, 7, 42, 8];

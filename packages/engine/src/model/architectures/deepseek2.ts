@@ -16,6 +16,11 @@ export interface Deepseek2Options {
    * absorbed one. For tests that check the two agree; default false.
    */
   naiveMla?: boolean;
+  /**
+   * The context of one sequence. deepseek32 with a context no longer than the indexer's top-k
+   * selects every position for every query: the indexer is left out (dense MLA, the same logits).
+   */
+  nCtxSeq?: number;
 }
 
 /** Tensor lookup that names the architecture in its errors. */
@@ -247,6 +252,29 @@ interface MlaBlockContext {
   kqScale: number;
   rope: Record<string, number | boolean>;
   naive: boolean;
+  /** DeepSeek-V3.2's lightning indexer (deepseek32): its head count, head size and top-k. */
+  dsa?: { nHead: number; headDim: number; topK: number };
+}
+
+/**
+ * The sparse attention (DSA) keys of a deepseek32 file, refused where llama.cpp's graph could not
+ * run them: the indexer's Hadamard rotation needs a power-of-two head of at least 64 that holds the
+ * rotary dimensions, and the indexer reads the q LoRA latent.
+ */
+function readDsa(hp: HParams, dims: MlaDims, nCtxSeq: number | undefined): MlaBlockContext['dsa'] {
+  if (hp.arch !== 'deepseek32') return undefined;
+  const md = hp.meta;
+  const dsa = {
+    nHead: md.int('attention.indexer.head_count', undefined, 1, MAX_DIM),
+    headDim: md.int('attention.indexer.key_length', undefined, 1, MAX_DIM),
+    topK: md.int('attention.indexer.top_k', undefined, 1, 1 << 24),
+  };
+  if (dsa.headDim < 64 || (dsa.headDim & (dsa.headDim - 1)) !== 0 || dsa.headDim < dims.qkRope)
+    throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: attention.indexer.key_length ${dsa.headDim} must be a power of two of at least 64 that holds the ${dims.qkRope} rotary dimensions`);
+  if (dims.qLora < 1) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: the lightning indexer reads the q LoRA latent; attention.q_lora_rank is missing`);
+  // Every position is selected when the context holds no more than top_k (V3.2: 2048).
+  if (nCtxSeq !== undefined && nCtxSeq <= dsa.topK) return undefined;
+  return dsa;
 }
 
 function mlaContext(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deepseek2Options): MlaBlockContext {
@@ -262,7 +290,37 @@ function mlaContext(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deep
     kqScale,
     rope: ropeParams(hp, false, { n_dims: dims.qkRope, attn_factor: ropeAttnFactor }),
     naive: opt.naiveMla ?? false,
+    dsa: readDsa(hp, dims, opt.nCtxSeq),
   };
+}
+
+/**
+ * DeepSeek-V3.2's lightning indexer for block il, as llama.cpp's deepseek32 graph builds it: per
+ * head a query from the q LoRA latent `qa`, one key from `h` (LayerNorm with bias, eps 1e-6), both
+ * NeoX-rotated over their first qk_rope dimensions and then Hadamard-rotated (kept so in their own
+ * cache), per-head weights from `h` scaled by 1/sqrt(heads x head size); the `dsa_index` op picks
+ * each token's top-k positions, into the returned buffer the attention is restricted to.
+ */
+function dsaIndexer(p: ProgramBuilder, c: MlaBlockContext, il: number, qa: number, h: number): number {
+  const { need } = tensorLookup(c.hp, c.tensors);
+  const { nHead: nh, headDim: hd, topK } = c.dsa!;
+  const iq = p.buf(`dsa_q${nh * hd}`, nh * hd);
+  const ik = p.buf(`dsa_k${hd}`, hd);
+  const iw = p.buf(`dsa_w${nh}`, nh);
+  const sel = p.buf(`dsa_sel${topK}`, topK);
+  const rope = { ...c.rope, neox: true };
+  p.op('matmul', iq, { a: qa, weights: { weight: need(t(il, 'indexer.attn_q_b.weight')) } });
+  p.op('rope', iq, { a: iq, params: { ...rope, head_dim: hd, n_head: nh } });
+  p.op('matmul', ik, { a: h, weights: { weight: need(t(il, 'indexer.attn_k.weight')) } });
+  p.op('layer_norm', ik, { a: ik, weights: { weight: need(t(il, 'indexer.k_norm.weight')), bias: need(t(il, 'indexer.k_norm.bias')) }, params: { eps: 1e-6 } });
+  p.op('rope', ik, { a: ik, params: { ...rope, head_dim: hd, n_head: 1 } });
+  p.op('hadamard', iq, { a: iq, params: { n: hd } });
+  p.op('hadamard', ik, { a: ik, params: { n: hd } });
+  p.op('matmul', iw, { a: h, weights: { weight: need(t(il, 'indexer.proj.weight')) } });
+  p.op('scale', iw, { a: iw, params: { scale: Math.fround(1 / Math.fround(Math.sqrt(hd * nh))) } });
+  const layer = p.kvLayer(hd, 0);
+  p.op('dsa_index', sel, { a: iq, b: ik, c: iw, params: { layer, n_head: nh, head_dim: hd, top_k: topK } });
+  return sel;
 }
 
 /** Block `il` (MLA attention, then the dense or MoE FFN) on the residual stream `x`, with its own KV layer. */
@@ -279,7 +337,8 @@ function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number):
   const q = p.buf(`q${H}`, H * (qkNope + R));
   const attn = p.buf(`attn${H}`, H * vHead);
   p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
-  const wq = maybe(t(il, 'attn_q.weight'));
+  const wq = c.dsa ? undefined : maybe(t(il, 'attn_q.weight'));
+  let sel: number | undefined;
   if (wq) {
     p.op('matmul', q, { a: h, weights: { weight: wq } });
   } else {
@@ -287,6 +346,7 @@ function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number):
     const qa = p.buf(`q_a${qaWidth}`, qaWidth);
     p.op('matmul', qa, { a: h, weights: { weight: need(t(il, 'attn_q_a.weight')) } });
     p.op('rms_norm', qa, { a: qa, weights: { weight: need(t(il, 'attn_q_a_norm.weight')) }, params: { eps: hp.rmsEps } });
+    if (c.dsa) sel = dsaIndexer(p, c, il, qa, h);
     p.op('matmul', q, { a: qa, weights: { weight: need(t(il, 'attn_q_b.weight')) } });
   }
   p.op('matmul', kva, { a: h, weights: { weight: need(t(il, 'attn_kv_a_mqa.weight')) } });
@@ -295,14 +355,16 @@ function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number):
   p.op('copy', kva, { a: lat, params: { n: L } });
   p.op('rope', kva, { a: kva, params: { ...c.rope, head_dim: L + R, n_head: 1, rot_off: L } });
   p.op('rope', q, { a: q, params: { ...c.rope, head_dim: qkNope + R, n_head: H, rot_off: qkNope } });
-  const kb = maybe(t(il, 'attn_k_b.weight'));
+  // (deepseek32's loader takes the split layout only.)
+  const kb = c.dsa ? need(t(il, 'attn_k_b.weight')) : maybe(t(il, 'attn_k_b.weight'));
   const weights: Record<string, string> = kb ? { k_b: kb, v_b: need(t(il, 'attn_v_b.weight')) } : { kv_b: need(t(il, 'attn_kv_b.weight')) };
   const layer = p.kvLayer(L + R, 0);
   p.op('mla_attention', attn, {
     a: q,
     b: kva,
+    ...(sel !== undefined ? { c: sel } : {}),
     weights,
-    params: { layer, n_head: H, kv_lora: L, qk_nope: qkNope, qk_rope: R, v_head: vHead, scale: c.kqScale, naive: c.naive },
+    params: { layer, n_head: H, kv_lora: L, qk_nope: qkNope, qk_rope: R, v_head: vHead, scale: c.kqScale, naive: c.naive, ...(c.dsa ? { top_k: c.dsa.topK } : {}) },
   });
   p.op('matmul', attnOut, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
   p.op('add', x, { a: x, b: attnOut });

@@ -32,6 +32,9 @@ const ARCHITECTURES: Record<string, Builder> = {
   qwen3vl: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false }),
   qwen3vlmoe: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: true, sharedExpertGate: false }),
   deepseek2: (hp, ts) => buildDeepseek2(hp, ts),
+  // DeepSeek-V3.2 (and V3.2-Exp/Speciale): deepseek2's MLA restricted to the positions its
+  // lightning indexer selects (DSA).
+  deepseek32: (hp, ts, o) => buildDeepseek2(hp, ts, { nCtxSeq: o.nCtxSeq }),
   glm4moe: (hp, ts) => buildGlm4Moe(hp, ts),
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
   llama4: (hp, ts) => buildLlama4(hp, ts),

@@ -130,6 +130,21 @@ describe('LongRoPE factor tables (llama.cpp get_rope_factors)', () => {
   });
 });
 
+describe('deepseek32 (DSA)', () => {
+  it('a context no longer than the indexer top-k (every position selected) runs dense MLA without the indexer', () => {
+    const v = view('tiny-deepseek32'); // top_k 16
+    expect(ops(program(v, 16), 'dsa_index')).toHaveLength(0);
+    expect(ops(program(v, 17), 'dsa_index')).toHaveLength(3);
+    for (const o of ops(program(v, 17), 'mla_attention')) expect(o.params!.top_k).toBe(16);
+  });
+
+  it('refuses indexer heads its Hadamard rotation cannot take', () => {
+    const v = view('tiny-deepseek32');
+    v.kv['deepseek32.attention.indexer.key_length'] = 96;
+    expect(() => program(v)).toThrow(/indexer.key_length 96 must be a power of two/);
+  });
+});
+
 describe('per-layer head counts', () => {
   it('head_count_kv absent: each layer takes its own head_count (llama.cpp copies the array)', () => {
     const v = view('tiny-llama');
