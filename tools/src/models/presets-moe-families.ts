@@ -77,8 +77,15 @@ const phi3Mini4k: Phi3Config = { ...phiBase, arch: 'phi3', name: 'tiny-phi3-4k',
 // V3.2 style: V3's blocks with a lightning indexer of 16 heads of 64 keeping 16 positions per
 // query, so a 64-token input runs most of its attention sparse.
 const v32: Deepseek2Config = { ...v3('split'), arch: 'deepseek32', name: 'tiny-deepseek32', dsa: { nHead: 16, headDim: 64, topK: 16 } };
+// GLM-5.2 style: 4 blocks, 2 with their own indexer and 2 sharing the selection before them,
+// sigmoid routing written as GLM writes it, no YaRN.
+const glmDsa: Deepseek2Config = {
+  ...v3('split'), arch: 'glm-dsa', name: 'tiny-glm-dsa', nLayers: 4, yarn: undefined, ropeBase: 1e6,
+  dsa: { nHead: 16, headDim: 64, topK: 16, types: [1, 0, 1, 0] },
+};
 
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-glm-dsa': { description: 'glm-dsa (GLM-5.2 style): MLA with DSA, blocks 1 and 3 reusing the indexer selection of blocks 0 and 2; sigmoid routing, no YaRN', config: glmDsa },
   'tiny-deepseek32': { description: 'deepseek32 (DeepSeek-V3.2 style): tiny-deepseek3 with DSA, a lightning indexer of 16 heads x 64 keeping the top 16 positions', config: v32 },
   'tiny-phi3': { description: 'phi3 (Phi-4-mini style): fused attn_qkv and gate/up, NeoX RoPE on 48 of 64 dims with LongRoPE tables (1024 positions, 256 original)', config: phi3 },
   'tiny-phi3-4k': { description: 'phi3 (Phi-3-mini-4k style): separate q/k/v, full RoPE without factor tables, tied embeddings', config: phi3Mini4k },

@@ -125,6 +125,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   qwen3moe: 'tiny-qwen3moe',
   deepseek2: 'tiny-deepseek3',
   deepseek32: 'tiny-deepseek32',
+  'glm-dsa': 'tiny-glm-dsa',
   glm4moe: 'tiny-glm4moe',
   olmoe: 'tiny-olmoe',
   bert: 'tiny-bert',

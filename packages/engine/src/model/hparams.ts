@@ -77,7 +77,7 @@ export class Metadata {
     if (v === undefined && def !== undefined) return new Array(nLayer).fill(def);
     if (typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean' || v === undefined) return new Array(nLayer).fill(this.int(key, def, min, max));
     if (typeof v === 'string') throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' must be a number or an array with one number per layer, is a string`);
-    const arr = Array.from(v as ArrayLike<unknown>, (x) => (typeof x === 'number' || typeof x === 'bigint' ? Number(x) : NaN));
+    const arr = Array.from(v as ArrayLike<unknown>, (x) => (typeof x === 'number' || typeof x === 'bigint' || typeof x === 'boolean' ? Number(x) : NaN));
     if (arr.length !== nLayer) throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' has ${arr.length} entries for ${nLayer} layers`);
     const bad = arr.findIndex((x) => !Number.isInteger(x) || x < min || x > max);
     if (bad >= 0) throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' entry ${bad} is ${String((v as ArrayLike<unknown>)[bad])}; expected an integer in ${min}..${max}`);

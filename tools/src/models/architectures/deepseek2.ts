@@ -8,6 +8,7 @@
 // plus the nextn.* tensors that feed it [enorm(embedding), hnorm(trunk state)] through eh_proj.
 import { denseFfn, linear, linearInit, moeFfn, norm, requirePositive, residualGain, embeddings } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
+import { GgufType } from '../../gguf/constants';
 import { kv } from '../../gguf/writer';
 import type { GgufValue } from '../../gguf/writer';
 import { checkExperts } from './common';
@@ -44,12 +45,17 @@ export interface YarnOptions {
   logMul: number;
 }
 
-/** DeepSeek-V3.2's lightning indexer (deepseek32, DSA): head count, head size, positions kept per query. */
+/** The lightning indexer (deepseek32, glm-dsa: DSA): head count, head size, positions kept per query. */
 export interface DsaOptions {
   nHead: number;
   headDim: number;
   topK: number;
+  /** glm-dsa: attention.indexer.types, 1 where a block has its own indexer, 0 where it shares the last one's selection. */
+  types?: number[];
 }
+
+/** Whether block i carries indexer tensors (every block unless types says it shares). */
+const hasIndexer = (d: DsaOptions, i: number) => !d.types || d.types[i] !== 0;
 
 export type Deepseek2Config = ModelConfig & {
   mla: MlaOptions;
@@ -120,7 +126,7 @@ export function checkDeepseekMoe(c: ModelConfig, m: DeepseekMoeOptions | undefin
  * biased LayerNorm k_norm, indexer.proj) and its attention.indexer.* keys; its loader takes q LoRA
  * and the split layout only.
  */
-function deepseekArch(a: 'deepseek2' | 'deepseek32'): ArchDefinition {
+function deepseekArch(a: 'deepseek2' | 'deepseek32' | 'glm-dsa'): ArchDefinition {
   return {
     name: a,
     ggufArch: a,
@@ -128,13 +134,14 @@ function deepseekArch(a: 'deepseek2' | 'deepseek32'): ArchDefinition {
       const d = c as Deepseek2Config;
       requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'vocabSize', 'ctx', 'expertFf']);
       if (!d.mla) throw new Error(`${a}: needs mla options (use a preset)`);
-      if (a === 'deepseek32') {
+      if (a !== 'deepseek2') {
         const x = d.dsa;
-        if (!x) throw new Error('deepseek32: needs dsa options (use a preset)');
+        if (!x) throw new Error(`${a}: needs dsa options (use a preset)`);
+        if (x.types && (a !== 'glm-dsa' || x.types.length !== c.nLayers || x.types[0] === 0)) throw new Error(`${a}: indexer types are glm-dsa's, one per block, the first 1`);
         if (x.headDim < 64 || (x.headDim & (x.headDim - 1)) !== 0 || x.headDim < d.mla.qkRope || x.nHead < 1 || x.topK < 1)
-          throw new Error('deepseek32: the indexer head must be a power of two of at least 64 holding the rotary dims, with heads and topK positive');
-        if (d.mla.qLora < 1 || d.mla.layout !== 'split') throw new Error('deepseek32: needs q LoRA and the split attn_k_b/attn_v_b layout');
-      } else if (d.dsa) throw new Error('deepseek2: dsa options are for deepseek32');
+          throw new Error(`${a}: the indexer head must be a power of two of at least 64 holding the rotary dims, with heads and topK positive`);
+        if (d.mla.qLora < 1 || d.mla.layout !== 'split') throw new Error(`${a}: needs q LoRA and the split attn_k_b/attn_v_b layout`);
+      } else if (d.dsa) throw new Error('deepseek2: dsa options are for deepseek32 and glm-dsa');
       checkDeepseekMoe(c, d.moe);
       const m = d.mla;
       if (m.qkRope % 2 !== 0 || m.qkNope < 1 || m.kvLora < 1 || m.vHead < 1) throw new Error('deepseek2: bad MLA sizes');
@@ -180,6 +187,7 @@ function deepseekArch(a: 'deepseek2' | 'deepseek32'): ArchDefinition {
           [`${a}.attention.indexer.key_length`, kv.u32(d.dsa.headDim)],
           [`${a}.attention.indexer.top_k`, kv.u32(d.dsa.topK)],
         );
+      if (d.dsa?.types) out.push([`${a}.attention.indexer.types`, kv.arr(GgufType.UINT32, d.dsa.types)]);
       if (split) out.push([`${a}.attention.key_length_mla`, kv.u32(m.qkNope + m.qkRope)], [`${a}.attention.value_length_mla`, kv.u32(m.vHead)]);
       if (d.yarn) {
         out.push(
@@ -203,6 +211,7 @@ function deepseekArch(a: 'deepseek2' | 'deepseek32'): ArchDefinition {
 
 export const deepseek2 = deepseekArch('deepseek2');
 export const deepseek32 = deepseekArch('deepseek32');
+export const glmDsa = deepseekArch('glm-dsa');
 
 /** Attention (MLA) and FFN of block `i`; the NextN block is one of these too. */
 function deepseekBlock(c: Deepseek2Config, i: number): TensorSpec[] {
@@ -229,7 +238,7 @@ function deepseekBlock(c: Deepseek2Config, i: number): TensorSpec[] {
     t.push(linear(`${p}.attn_kv_b.weight`, m.kvLora, H * (m.qkNope + m.vHead), 'attn_v', i));
   }
   t.push(linear(`${p}.attn_output.weight`, H * m.vHead, c.dim, 'attn_output', i, residualGain(c)));
-  if (c.dsa) {
+  if (c.dsa && hasIndexer(c.dsa, i)) {
     const x = c.dsa;
     t.push(
       norm(`${p}.indexer.k_norm.weight`, x.headDim, i),

@@ -209,9 +209,10 @@ export function readMlaDims(hp: HParams): MlaDims {
  * (the file stores 0.1·mscale_all_dim as rope.scaling.yarn_log_multiplier). As llama.cpp's
  * llama_context + deepseek2 graph compute them.
  */
-export function deepseekYarn(hp: HParams, headK: number): { ropeAttnFactor: number; kqScale: number } {
+export function deepseekYarn(hp: HParams, headK: number, readLogMul = true): { ropeAttnFactor: number; kqScale: number } {
   const ropeAttn = hp.meta.num('rope.scaling.attn_factor', 1);
-  const logMul = hp.meta.num('rope.scaling.yarn_log_multiplier', 0) / 0.1; // mscale_all_dim
+  // (glm-dsa's loader does not read the multiplier: 0 there.)
+  const logMul = readLogMul ? hp.meta.num('rope.scaling.yarn_log_multiplier', 0) / 0.1 : 0; // mscale_all_dim
   // Without YaRN llama.cpp's attn_factor is rope.scaling.attn_factor alone, and the graph still
   // pre-scales kq_scale with it (and with 1/freq_scale when linear scaling is on).
   let a = ropeAttn;
@@ -252,22 +253,53 @@ interface MlaBlockContext {
   kqScale: number;
   rope: Record<string, number | boolean>;
   naive: boolean;
-  /** DeepSeek-V3.2's lightning indexer (deepseek32): its head count, head size and top-k. */
-  dsa?: { nHead: number; headDim: number; topK: number };
+  /** The lightning indexer (DSA) of deepseek32 and glm-dsa files. */
+  dsa?: DsaParams;
+}
+
+interface DsaParams {
+  nHead: number;
+  headDim: number;
+  topK: number;
+  /** NeoX RoPE on the indexer's rotary dims (deepseek32), or adjacent pairs (glm-dsa). */
+  neox: boolean;
+  /** The indexer key's LayerNorm epsilon: 1e-6 in deepseek32; glm-dsa's loader leaves it 0. */
+  eps: number;
+  /** Per block: its own indexer (full), or the selection of the last full block before it (shared). */
+  full: boolean[];
 }
 
 /**
- * The sparse attention (DSA) keys of a deepseek32 file, refused where llama.cpp's graph could not
- * run them: the indexer's Hadamard rotation needs a power-of-two head of at least 64 that holds the
- * rotary dimensions, and the indexer reads the q LoRA latent.
+ * GLM-5.2's indexer layout, llama.cpp's default for glm-dsa files of a 1M-token training context
+ * without attention.indexer.types: blocks 0 and 1 and every fourth from 2 compute their own
+ * selection (78 listed; blocks past them share).
  */
-function readDsa(hp: HParams, dims: MlaDims, nCtxSeq: number | undefined): MlaBlockContext['dsa'] {
-  if (hp.arch !== 'deepseek32') return undefined;
+const glm52Full = (il: number) => il < 78 && (il < 2 || (il - 2) % 4 === 0);
+
+/**
+ * The sparse attention (DSA) keys of a deepseek32 or glm-dsa file, refused where llama.cpp's
+ * graph could not run them: the indexer's Hadamard rotation needs a power-of-two head of at least
+ * 64 that holds the rotary dimensions, the indexer reads the q LoRA latent, and a shared block
+ * needs a full one before it.
+ */
+function readDsa(hp: HParams, dims: MlaDims, nCtxSeq: number | undefined): DsaParams | undefined {
+  if (hp.arch !== 'deepseek32' && hp.arch !== 'glm-dsa') return undefined;
   const md = hp.meta;
-  const dsa = {
+  const n = trunkLayers(hp);
+  let full = Array.from({ length: n }, () => true);
+  if (hp.arch === 'glm-dsa') {
+    // GLM-5 and 5.1 (training context under 1M) have an indexer in every block.
+    if (md.has('attention.indexer.types')) full = md.perLayer('attention.indexer.types', n, undefined, 0, 1).map((x) => x !== 0);
+    else if (hp.nCtxTrain >= 1048576) full = full.map((_, il) => glm52Full(il));
+    if (!full[0]) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: block 0 shares the indexer selection of a block before it (attention.indexer.types), and there is none`);
+  }
+  const dsa: DsaParams = {
     nHead: md.int('attention.indexer.head_count', undefined, 1, MAX_DIM),
     headDim: md.int('attention.indexer.key_length', undefined, 1, MAX_DIM),
     topK: md.int('attention.indexer.top_k', undefined, 1, 1 << 24),
+    neox: hp.arch === 'deepseek32',
+    eps: hp.arch === 'deepseek32' ? 1e-6 : 0,
+    full,
   };
   if (dsa.headDim < 64 || (dsa.headDim & (dsa.headDim - 1)) !== 0 || dsa.headDim < dims.qkRope)
     throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: attention.indexer.key_length ${dsa.headDim} must be a power of two of at least 64 that holds the ${dims.qkRope} rotary dimensions`);
@@ -280,12 +312,14 @@ function readDsa(hp: HParams, dims: MlaDims, nCtxSeq: number | undefined): MlaBl
 function mlaContext(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deepseek2Options): MlaBlockContext {
   refuseUnsupported(hp);
   const dims = readMlaDims(hp);
-  const { ropeAttnFactor, kqScale } = deepseekYarn(hp, dims.qkNope + dims.qkRope);
+  const glmDsa = hp.arch === 'glm-dsa';
+  const { ropeAttnFactor, kqScale } = deepseekYarn(hp, dims.qkNope + dims.qkRope, !glmDsa);
   return {
     hp,
     tensors,
     dims,
-    routing: readMoeRouting(hp, isGlm47Lite(hp) ? GATING_SIGMOID : GATING_SOFTMAX),
+    // (glm-dsa routes with sigmoid when the file does not say.)
+    routing: readMoeRouting(hp, glmDsa || isGlm47Lite(hp) ? GATING_SIGMOID : GATING_SOFTMAX),
     nDense: hp.meta.int('leading_dense_block_count', 0, 0, MAX_LAYERS),
     kqScale,
     rope: ropeParams(hp, false, { n_dims: dims.qkRope, attn_factor: ropeAttnFactor }),
@@ -295,24 +329,26 @@ function mlaContext(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deep
 }
 
 /**
- * DeepSeek-V3.2's lightning indexer for block il, as llama.cpp's deepseek32 graph builds it: per
- * head a query from the q LoRA latent `qa`, one key from `h` (LayerNorm with bias, eps 1e-6), both
- * NeoX-rotated over their first qk_rope dimensions and then Hadamard-rotated (kept so in their own
+ * The lightning indexer for block il, as llama.cpp's deepseek32 and glm-dsa graphs build it: per
+ * head a query from the q LoRA latent `qa`, one key from `h` (LayerNorm with bias), both rotated
+ * over their first qk_rope dimensions and then Hadamard-rotated (kept so in their own
  * cache), per-head weights from `h` scaled by 1/sqrt(heads x head size); the `dsa_index` op picks
  * each token's top-k positions, into the returned buffer the attention is restricted to.
  */
 function dsaIndexer(p: ProgramBuilder, c: MlaBlockContext, il: number, qa: number, h: number): number {
   const { need } = tensorLookup(c.hp, c.tensors);
-  const { nHead: nh, headDim: hd, topK } = c.dsa!;
+  const { nHead: nh, headDim: hd, topK, neox, eps, full } = c.dsa!;
+  // One selection buffer for every block: a shared block (glm-dsa) reads the last full block's.
+  const sel = p.buf(`dsa_sel${topK}`, topK);
+  if (!full[il]) return sel;
   const iq = p.buf(`dsa_q${nh * hd}`, nh * hd);
   const ik = p.buf(`dsa_k${hd}`, hd);
   const iw = p.buf(`dsa_w${nh}`, nh);
-  const sel = p.buf(`dsa_sel${topK}`, topK);
-  const rope = { ...c.rope, neox: true };
+  const rope = { ...c.rope, neox };
   p.op('matmul', iq, { a: qa, weights: { weight: need(t(il, 'indexer.attn_q_b.weight')) } });
   p.op('rope', iq, { a: iq, params: { ...rope, head_dim: hd, n_head: nh } });
   p.op('matmul', ik, { a: h, weights: { weight: need(t(il, 'indexer.attn_k.weight')) } });
-  p.op('layer_norm', ik, { a: ik, weights: { weight: need(t(il, 'indexer.k_norm.weight')), bias: need(t(il, 'indexer.k_norm.bias')) }, params: { eps: 1e-6 } });
+  p.op('layer_norm', ik, { a: ik, weights: { weight: need(t(il, 'indexer.k_norm.weight')), bias: need(t(il, 'indexer.k_norm.bias')) }, params: { eps } });
   p.op('rope', ik, { a: ik, params: { ...rope, head_dim: hd, n_head: 1 } });
   p.op('hadamard', iq, { a: iq, params: { n: hd } });
   p.op('hadamard', ik, { a: ik, params: { n: hd } });
@@ -355,7 +391,7 @@ function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number):
   p.op('copy', kva, { a: lat, params: { n: L } });
   p.op('rope', kva, { a: kva, params: { ...c.rope, head_dim: L + R, n_head: 1, rot_off: L } });
   p.op('rope', q, { a: q, params: { ...c.rope, head_dim: qkNope + R, n_head: H, rot_off: qkNope } });
-  // (deepseek32's loader takes the split layout only.)
+  // (The DSA architectures' loaders take the split layout only.)
   const kb = c.dsa ? need(t(il, 'attn_k_b.weight')) : maybe(t(il, 'attn_k_b.weight'));
   const weights: Record<string, string> = kb ? { k_b: kb, v_b: need(t(il, 'attn_v_b.weight')) } : { kv_b: need(t(il, 'attn_kv_b.weight')) };
   const layer = p.kvLayer(L + R, 0);

@@ -35,6 +35,8 @@ const ARCHITECTURES: Record<string, Builder> = {
   // DeepSeek-V3.2 (and V3.2-Exp/Speciale): deepseek2's MLA restricted to the positions its
   // lightning indexer selects (DSA).
   deepseek32: (hp, ts, o) => buildDeepseek2(hp, ts, { nCtxSeq: o.nCtxSeq }),
+  // GLM-5 (5, 5.1, 5.2): the same, its blocks either computing a selection or sharing the last one.
+  'glm-dsa': (hp, ts, o) => buildDeepseek2(hp, ts, { nCtxSeq: o.nCtxSeq }),
   glm4moe: (hp, ts) => buildGlm4Moe(hp, ts),
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
   llama4: (hp, ts) => buildLlama4(hp, ts),

@@ -138,6 +138,37 @@ describe('deepseek32 (DSA)', () => {
     for (const o of ops(program(v, 17), 'mla_attention')) expect(o.params!.top_k).toBe(16);
   });
 
+  it('glm-dsa: blocks share the selection as attention.indexer.types says; without it GLM-5/5.1 (context < 1M) index every block, GLM-5.2 by its layout', () => {
+    const v = view('tiny-glm-dsa'); // types [1, 0, 1, 0]
+    const indexed = (p: ModelProgram) => ops(p, 'dsa_index').length;
+    const sels = (p: ModelProgram) => ops(p, 'mla_attention').map((o) => o.c);
+    let p = program(v);
+    expect(indexed(p)).toBe(2);
+    // Blocks 1 and 3 read the selection buffer blocks 0 and 2 wrote: one buffer throughout.
+    expect(new Set(sels(p)).size).toBe(1);
+    delete v.kv['glm-dsa.attention.indexer.types'];
+    for (let il = 0; il < 4; il++) for (const n of ['k_norm.weight', 'k_norm.bias', 'proj.weight', 'attn_k.weight', 'attn_q_b.weight']) addTensor(v, `blk.${il}.indexer.${n}`, [1]);
+    p = program(v);
+    expect(indexed(p)).toBe(4);
+    v.kv['glm-dsa.context_length'] = 1048576;
+    // GLM-5.2's default: blocks 0, 1, 2, 6, 10, ... have their own indexer.
+    expect(indexed(program(v))).toBe(3);
+    v.kv['glm-dsa.attention.indexer.types'] = Uint32Array.of(0, 1, 1, 1);
+    expect(() => program(v)).toThrow(/block 0 shares the indexer selection/);
+  });
+
+  it('glm-dsa: sigmoid routing when the file does not say; the YaRN log multiplier is not read', () => {
+    const v = view('tiny-glm-dsa');
+    delete v.kv['glm-dsa.expert_gating_func'];
+    expect([...new Set(ops(program(v), 'moe').map((o) => o.params!.gating))]).toEqual([1]);
+    const before = ops(program(v), 'mla_attention')[0].params!.scale;
+    Object.assign(v.kv, { 'glm-dsa.rope.scaling.type': 'yarn', 'glm-dsa.rope.scaling.factor': 4, 'glm-dsa.rope.scaling.original_context_length': 1024 });
+    const plain = ops(program(v), 'mla_attention')[0].params!.scale;
+    v.kv['glm-dsa.rope.scaling.yarn_log_multiplier'] = 0.1;
+    expect(ops(program(v), 'mla_attention')[0].params!.scale).toBe(plain);
+    expect(plain).not.toBe(before);
+  });
+
   it('refuses indexer heads its Hadamard rotation cannot take', () => {
     const v = view('tiny-deepseek32');
     v.kv['deepseek32.attention.indexer.key_length'] = 96;
