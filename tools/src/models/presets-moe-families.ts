@@ -4,6 +4,7 @@ import type { Deepseek2Config } from './architectures/deepseek2';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
 import type { GraniteConfig } from './architectures/granite';
+import type { Mimo2Config } from './architectures/mimo2';
 import type { Phi3Config } from './architectures/phi3';
 import type { BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
 import type { Preset } from './presets';
@@ -84,7 +85,16 @@ const glmDsa: Deepseek2Config = {
   dsa: { nHead: 16, headDim: 64, topK: 16, types: [1, 0, 1, 0] },
 };
 
+// MiMo-V2-Flash style: keys of 96, values of 64, NeoX RoPE on 32; block 0 dense with full
+// attention, blocks 1-3 windowed (8 positions, so 64 tokens pass it) with sinks and their own KV
+// heads; value scale 0.707; 16 sigmoid experts top-4 with a selection bias.
+const mimo2: Mimo2Config = {
+  ...tinyMoe, arch: 'mimo2', name: 'tiny-mimo2', nLayers: 4, nKvHeads: 2, headDim: 96, headDimV: 64, ropeDims: 32, ropeBase: 5e6,
+  swaPattern: [0, 1, 1, 1], window: 8, nKvHeadsSwa: 4, valueScale: 0.707, nDense: 1,
+};
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-mimo2': { description: 'mimo2 (MiMo-V2-Flash style): wider keys than values, partial RoPE, windowed blocks with sinks and their own KV heads, value scale, sigmoid experts', config: mimo2 },
   'tiny-glm-dsa': { description: 'glm-dsa (GLM-5.2 style): MLA with DSA, blocks 1 and 3 reusing the indexer selection of blocks 0 and 2; sigmoid routing, no YaRN', config: glmDsa },
   'tiny-deepseek32': { description: 'deepseek32 (DeepSeek-V3.2 style): tiny-deepseek3 with DSA, a lightning indexer of 16 heads x 64 keeping the top 16 positions', config: v32 },
   'tiny-phi3': { description: 'phi3 (Phi-4-mini style): fused attn_qkv and gate/up, NeoX RoPE on 48 of 64 dims with LongRoPE tables (1024 positions, 256 original)', config: phi3 },

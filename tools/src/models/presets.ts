@@ -140,6 +140,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   granite: 'tiny-granite',
   granitemoe: 'tiny-granitemoe',
   phi3: 'tiny-phi3',
+  mimo2: 'tiny-mimo2',
   phimoe: 'tiny-phimoe',
   qwen3vl: 'tiny-qwen3vl',
   qwen3vlmoe: 'tiny-qwen3vlmoe',

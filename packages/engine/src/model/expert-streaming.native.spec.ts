@@ -25,6 +25,7 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-llama4-maverick', 'Q8_0'],
   ['tiny-phimoe', 'Q4_K'],
   ['tiny-deepseek32', 'Q8_0'],
+  ['tiny-mimo2', 'Q4_K'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */

@@ -4,6 +4,7 @@ import { deepseek2, deepseek32, glmDsa } from './deepseek2';
 import { glm4moe } from './glm4moe';
 import { gptOss } from './gpt-oss';
 import { graniteDense, graniteMoe } from './granite';
+import { mimo2 } from './mimo2';
 import { olmoe } from './olmoe';
 import { phi3, phimoe } from './phi3';
 import { llama, mixtral } from './llama';
@@ -34,4 +35,4 @@ export function archNames(): string[] {
 for (const a of [llama, mixtral, qwen2moe, qwen3, qwen3moe]) registerArch(a);
 for (const a of [deepseek2, deepseek32, glmDsa, glm4moe, olmoe, gptOss]) registerArch(a);
 for (const a of [bert, nomicBert, nomicBertMoe]) registerArch(a);
-for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe]) registerArch(a);
+for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe, mimo2]) registerArch(a);

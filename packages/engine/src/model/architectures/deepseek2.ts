@@ -8,7 +8,7 @@ const t = (i: number, name: string) => `blk.${i}.${name}`;
 
 /** llama.cpp's `expert_gating_func` values. */
 const GATING_SOFTMAX = 1;
-const GATING_SIGMOID = 2;
+export const GATING_SIGMOID = 2;
 
 export interface Deepseek2Options {
   /**

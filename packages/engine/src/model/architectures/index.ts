@@ -9,6 +9,7 @@ import { buildGptOss } from './gpt-oss';
 import { buildGranite } from './granite';
 import { buildLlamaFamily } from './llama-family';
 import { buildLlama4 } from './llama4';
+import { buildMimo2 } from './mimo2';
 import { buildPhi3 } from './phi3';
 import { buildLlamaMoe, LLAMA_MOE_ARCHITECTURES } from './llama-moe';
 
@@ -40,6 +41,7 @@ const ARCHITECTURES: Record<string, Builder> = {
   glm4moe: (hp, ts) => buildGlm4Moe(hp, ts),
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
   llama4: (hp, ts) => buildLlama4(hp, ts),
+  mimo2: (hp, ts) => buildMimo2(hp, ts),
   granite: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   granitemoe: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   phi3: (hp, ts, o) => buildPhi3(hp, ts, o.nCtxSeq),
