@@ -6,7 +6,7 @@ import type { GptOssConfig } from './architectures/gpt-oss';
 import type { GraniteConfig } from './architectures/granite';
 import type { Mimo2Config } from './architectures/mimo2';
 import type { Phi3Config } from './architectures/phi3';
-import type { BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
+import type { AfmoeConfig, BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, ExaoneMoeConfig, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
 import type { Preset } from './presets';
 
 const base = { ctx: 4096, normEps: 1e-6, tiedEmbeddings: false, sharedFf: 0, vocabKind: 'llama3' as const, vocabSize: 1024 };
@@ -93,7 +93,23 @@ const mimo2: Mimo2Config = {
   swaPattern: [0, 1, 1, 1], window: 8, nKvHeadsSwa: 4, valueScale: 0.707, nDense: 1,
 };
 
+// K-EXAONE style: 4 blocks, the first 3 windowed (8 positions) with RoPE, the 4th full without;
+// 1 dense block, sigmoid + bias experts renormalized and scaled, a shared expert.
+const exaone: ExaoneMoeConfig = {
+  ...tinyMoe, arch: 'exaone-moe', name: 'tiny-exaone-moe', nLayers: 4, ropeBase: 1e6, window: 8, swa: [true, true, true, false],
+  moe: { nDense: 1, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 0, nGroupUsed: 0, normW: true, wScale: 2.5 },
+};
+
+// Arcee Trinity style: 4 blocks (the 4th full attention without RoPE, the others windowed over 8
+// positions), 1 dense block, sigmoid + bias experts renormalized and scaled, a shared expert.
+const trinity: AfmoeConfig = {
+  ...tinyMoe, arch: 'afmoe', name: 'tiny-afmoe', nLayers: 4, ropeBase: 1e4, window: 8,
+  moe: { nDense: 1, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 0, nGroupUsed: 0, normW: true, wScale: 2.826 },
+};
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-afmoe': { description: 'afmoe (Arcee Trinity style): embedding x sqrt(dim), gated attention with q/k norms, windowed RoPE blocks and a full NoPE one, post norms, sigmoid + bias experts with a shared one', config: trinity },
+  'tiny-exaone-moe': { description: 'exaone-moe (K-EXAONE style): per-head q/k norms, 3 windowed RoPE blocks and a full NoPE one, 1 dense block, sigmoid + bias experts with a shared one', config: exaone },
   'tiny-mimo2': { description: 'mimo2 (MiMo-V2-Flash style): wider keys than values, partial RoPE, windowed blocks with sinks and their own KV heads, value scale, sigmoid experts', config: mimo2 },
   'tiny-glm-dsa': { description: 'glm-dsa (GLM-5.2 style): MLA with DSA, blocks 1 and 3 reusing the indexer selection of blocks 0 and 2; sigmoid routing, no YaRN', config: glmDsa },
   'tiny-deepseek32': { description: 'deepseek32 (DeepSeek-V3.2 style): tiny-deepseek3 with DSA, a lightning indexer of 16 heads x 64 keeping the top 16 positions', config: v32 },

@@ -141,6 +141,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   granitemoe: 'tiny-granitemoe',
   phi3: 'tiny-phi3',
   mimo2: 'tiny-mimo2',
+  'exaone-moe': 'tiny-exaone-moe',
+  afmoe: 'tiny-afmoe',
   phimoe: 'tiny-phimoe',
   qwen3vl: 'tiny-qwen3vl',
   qwen3vlmoe: 'tiny-qwen3vlmoe',

@@ -2,7 +2,9 @@
 // YaRN, softmax and sigmoid+bias group-limited routing), deepseek32 (DeepSeek-V3.2: the lightning
 // indexer keeps 16 positions per query, so 64 tokens run sparse; also with F16 and Q8_0 caches),
 // glm-dsa (GLM-5.2: blocks that share the last indexer's selection, adjacent-pair indexer RoPE),
-// mimo2 (MiMo-V2-Flash: per-block KV heads, keys wider than values, windowed blocks with sinks), glm4moe (with and without q/k norms),
+// mimo2 (MiMo-V2-Flash: per-block KV heads, keys wider than values, windowed blocks with sinks),
+// exaone-moe (K-EXAONE: windowed RoPE blocks and full NoPE ones), afmoe (Arcee Trinity: gated
+// attention, post norms), glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
 // bailingmoe2 (fused QKV), granite and granitemoe (Granite's multipliers), llama4 (its chunked
@@ -25,6 +27,8 @@ const PRESETS = [
   'tiny-deepseek32',
   'tiny-glm-dsa',
   'tiny-mimo2',
+  'tiny-exaone-moe',
+  'tiny-afmoe',
   'tiny-deepseek2-lite',
   'tiny-deepseek2-lite-split',
   'tiny-deepseek3',
@@ -52,6 +56,8 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-deepseek32', 'Q4_K_M'],
   ['tiny-glm-dsa', 'Q8_0'],
   ['tiny-mimo2', 'Q4_K_M'],
+  ['tiny-exaone-moe', 'Q5_K'],
+  ['tiny-afmoe', 'Q4_K_M'],
   ['tiny-deepseek2-lite', 'Q4_K_M'],
   ['tiny-glm4moe', 'Q4_K_M'],
   ['tiny-gpt-oss', 'Q4_K_M'],

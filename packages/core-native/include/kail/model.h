@@ -28,7 +28,7 @@ enum op_type {
     OP_MUL,            // out = a * b
     OP_SCALE,          // out = a * scale
     OP_SWIGLU,         // out = silu(a) * b
-    OP_SIGMOID_MUL,    // out[t] = a[t] * sigmoid(b[t][0])  (shared-expert gate)
+    OP_SIGMOID_MUL,    // out[t] = a[t] * sigmoid(b[t][0])  (shared-expert gate); per_element: a * sigmoid(b) (gated attention)
     OP_ROPE,           // rotates heads of a in place (positions of the batch)          weights: freq_factors?
     OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a)
     OP_MOE,            // routed experts on a                                           weights: gate_inp, exp_probs_b?, gate_exps, up_exps, down_exps

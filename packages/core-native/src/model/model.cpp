@@ -253,7 +253,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.out, ip("out_off", 0), n, "out");
             break;
         }
-        case OP_SIGMOID_MUL: fits(op.a, 0, width(op.out), "a"); fits(op.b, 0, 1, "b"); break;
+        case OP_SIGMOID_MUL: fits(op.a, 0, width(op.out), "a"); fits(op.b, 0, op.param("per_element", 0) != 0 ? width(op.out) : 1, "b"); break;
         case OP_GATHER_OUT: fits(op.out, 0, width(op.a), "out"); break;
         case OP_CVEC:
             if (op.out != op.a) throw error(KAIL_E_INVALID_ARG, what + "a control vector op works in place (out must be a)");
@@ -972,14 +972,21 @@ void elementwise(exec_ctx & x, const op_desc & op, F f) {
     }
 }
 
+// out = a * sigmoid(b): one gate per row (b's first value: a shared expert's gate), or with
+// `per_element` one per value (b as wide as out: gated attention, ggml_sigmoid then ggml_mul).
 void op_sigmoid_mul(exec_ctx & x, const op_desc & op) {
     const int64_t n = x.width(op.out);
+    const bool each = op.param("per_element", 0) != 0;
     for (int64_t t = 0; t < x.rows(op.out); t++) {
-        const float g = x.ptr(op.b)[t * x.width(op.b)];
-        const float s = 1.0f / (1.0f + std::exp(-g));
+        const float * g = x.ptr(op.b) + t * x.width(op.b);
         const float * a = x.ptr(op.a) + t * x.width(op.a);
         float * o = x.ptr(op.out) + t * n;
-        for (int64_t i = 0; i < n; i++) o[i] = a[i] * s;
+        if (each) {
+            for (int64_t i = 0; i < n; i++) o[i] = a[i] * (1.0f / (1.0f + std::exp(-g[i])));
+        } else {
+            const float s = 1.0f / (1.0f + std::exp(-g[0]));
+            for (int64_t i = 0; i < n; i++) o[i] = a[i] * s;
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 // (conversion/<family>.py); tensor shapes the ones its loader creates.
 import { attention, checkHeads, denseFfn, embeddings, headDim, linear, moeFfn, norm, requirePositive, residualGain } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
+import { GgufType } from '../../gguf/constants';
 import { kv } from '../../gguf/writer';
 import type { GgufValue } from '../../gguf/writer';
 import { baseMetadata, checkExperts } from './common';
@@ -14,6 +15,8 @@ import type { DeepseekMoeOptions } from './deepseek2';
 export type DeepseekConfig = ModelConfig & { moe: DeepseekMoeOptions };
 /** moeStep: interleave_moe_layer_step; sharedFf: expert_shared_feed_forward_length (0: none). */
 export type Ernie45MoeConfig = ModelConfig & { moe: DeepseekMoeOptions; moeStep: number; attnOutBias?: boolean };
+/** K-EXAONE: the window and which blocks slide (the others attend everything, without RoPE). */
+export type ExaoneMoeConfig = ModelConfig & { moe: DeepseekMoeOptions; window: number; swa: boolean[] };
 /** ropeDims: rope.dimension_count (MiniMax-M2 rotates half of each head). */
 export type MinimaxM2Config = ModelConfig & { ropeDims: number };
 
@@ -256,6 +259,89 @@ export const bailingMoe2: ArchDefinition = {
         linear(`${p}.attn_output.weight`, hd * c.nHeads, c.dim, 'attn_output', i, residualGain(c)),
         ...deepseekFfn(c, b.moe, i, 'ffn_norm'),
       );
+    }
+    return t;
+  },
+};
+
+/**
+ * K-EXAONE (exaone-moe, src/models/exaone-moe.cpp) as conversion/exaone.py writes it: per-head q/k
+ * norms, sliding_window and a per-block sliding_window_pattern, rope scaling none, DeepSeek-style
+ * routed blocks (with the gating function, which its loader requires) after leading dense blocks,
+ * shared experts of expert_shared_feed_forward_length.
+ */
+export const exaoneMoe: ArchDefinition = {
+  name: 'exaone-moe',
+  ggufArch: 'exaone-moe',
+  normalize(c: ModelConfig): ModelConfig {
+    const e = c as ExaoneMoeConfig;
+    const m = checkDeepseekMoe(c, e.moe);
+    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf']);
+    checkHeads(c);
+    if (m.nShared < 1) throw new Error('exaone-moe: needs shared experts (its loader requires ffn_*_shexp)');
+    if (!e.swa || e.swa.length !== c.nLayers || !(e.window > 0)) throw new Error('exaone-moe: needs window and one swa flag per block (use a preset)');
+    return c;
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    const e = c as ExaoneMoeConfig;
+    return [
+      ...baseMetadata('exaone-moe', c),
+      ...deepseekMoeMetadata('exaone-moe', c, e.moe),
+      ['exaone-moe.expert_shared_feed_forward_length', kv.u32(c.expertFf * e.moe.nShared)],
+      ['exaone-moe.attention.sliding_window', kv.u32(e.window)],
+      ['exaone-moe.attention.sliding_window_pattern', kv.arr(GgufType.BOOL, e.swa)],
+      ['exaone-moe.rope.scaling.type', kv.str('none')],
+    ];
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const e = c as ExaoneMoeConfig;
+    const t = embeddings(c);
+    for (let i = 0; i < c.nLayers; i++) t.push(...attention(c, i, { qkNorm: true }), ...deepseekFfn(c, e.moe, i, 'ffn_norm'));
+    return t;
+  },
+};
+
+/** Arcee Trinity: the window (0: none; else every 4th block full) and the routed-block options. */
+export type AfmoeConfig = ModelConfig & { moe: DeepseekMoeOptions; window: number };
+
+/**
+ * Arcee Trinity (afmoe, src/models/afmoe.cpp) as conversion/afmoe.py writes it (Llama's keys plus
+ * the expert ones and sliding_window; no gating key: sigmoid): per-head q/k norms, an attn_gate
+ * per block, post-attention and post-FFN norms, leading dense blocks, routed blocks with a
+ * selection bias and shared experts.
+ */
+export const afmoe: ArchDefinition = {
+  name: 'afmoe',
+  ggufArch: 'afmoe',
+  normalize(c: ModelConfig): ModelConfig {
+    const a = c as AfmoeConfig;
+    const m = checkDeepseekMoe(c, a.moe);
+    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf']);
+    checkHeads(c);
+    if (m.gating !== 'sigmoid' || !m.probsBias || m.nGroup > 1) throw new Error('afmoe: sigmoid routing with a selection bias, no groups');
+    return c;
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    const a = c as AfmoeConfig;
+    const out: [string, GgufValue][] = [
+      ...baseMetadata('afmoe', c),
+      ['afmoe.expert_shared_count', kv.u32(a.moe.nShared)],
+      ['afmoe.expert_feed_forward_length', kv.u32(c.expertFf)],
+      ['afmoe.leading_dense_block_count', kv.u32(a.moe.nDense)],
+      ['afmoe.expert_weights_norm', kv.bool(a.moe.normW)],
+      ['afmoe.expert_weights_scale', kv.f32(a.moe.wScale || 1)],
+    ];
+    if (a.window > 0) out.push(['afmoe.attention.sliding_window', kv.u32(a.window)]);
+    return out;
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const a = c as AfmoeConfig;
+    const hd = headDim(c);
+    const t = embeddings(c);
+    for (let i = 0; i < c.nLayers; i++) {
+      const p = `blk.${i}`;
+      t.push(...attention(c, i, { qkNorm: true }), linear(`${p}.attn_gate.weight`, c.dim, c.nHeads * hd, 'attn_q', i), norm(`${p}.post_attention_norm.weight`, c.dim, i));
+      t.push(...deepseekFfn(c, a.moe, i, 'ffn_norm'), norm(`${p}.post_ffw_norm.weight`, c.dim, i));
     }
     return t;
   },

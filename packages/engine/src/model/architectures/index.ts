@@ -2,6 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
+import { buildAfmoe } from './afmoe';
 import { buildBert } from './bert';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildGlm4Moe } from './glm4moe';
@@ -42,6 +43,7 @@ const ARCHITECTURES: Record<string, Builder> = {
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
   llama4: (hp, ts) => buildLlama4(hp, ts),
   mimo2: (hp, ts) => buildMimo2(hp, ts),
+  afmoe: (hp, ts) => buildAfmoe(hp, ts),
   granite: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   granitemoe: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   phi3: (hp, ts, o) => buildPhi3(hp, ts, o.nCtxSeq),

@@ -4,6 +4,7 @@ import { EngineError } from '../../errors';
 import { MAX_LAYERS, type HParams } from '../hparams';
 import { qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
 import { moeBlockFfn, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeBlockOptions, type MoeRouting } from './deepseek2';
+import { slidingWindowLayers } from './gpt-oss';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
@@ -21,6 +22,13 @@ export interface LlamaMoeOptions {
   block: (hp: HParams) => MoeBlockOptions;
   /** Whether the graph adds attn_output.bias when the file has one (ERNIE's and MiniMax's do not). */
   attnOutBias: boolean;
+  /**
+   * Sliding-window blocks (K-EXAONE): the window, which blocks slide, and whether only those rotate
+   * (the full-attention blocks then use no positions, NoPE).
+   */
+  swa?: (hp: HParams) => { window: number; layers: boolean[]; ropeOnlySwa: boolean };
+  /** Rotate with the file's rope_freqs factors when it has them. */
+  ropeFreqs?: boolean;
 }
 
 /** leading_dense_block_count, within the file's blocks. */
@@ -33,8 +41,8 @@ export function leadingDense(hp: HParams): number {
  * selection bias, top-k experts, ungated shared experts, leading dense blocks): RMSNorm → GQA
  * attention with RoPE (optionally q/k norms, an attn_output bias) → residual → RMSNorm → FFN →
  * residual; output norm and head. DeepSeek-MoE (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE
- * (`ernie4_5-moe`), MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`) and Ling 2.0
- * (`bailingmoe2`), as llama.cpp's src/models/<arch>.cpp build them.
+ * (`ernie4_5-moe`), MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`), K-EXAONE
+ * (`exaone-moe`) and Ling 2.0 (`bailingmoe2`), as llama.cpp's src/models/<arch>.cpp build them.
  */
 export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: LlamaMoeOptions): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
@@ -44,6 +52,9 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
   const hd = hp.headDimK;
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   const rope = { ...ropeParams(hp, opt.neox), head_dim: hd };
+  const swa = opt.swa?.(hp);
+  const freqs = opt.ropeFreqs ? maybe('rope_freqs.weight') : undefined;
+  const rw = freqs ? { freq_factors: freqs } : undefined;
   // (block_count includes the NextN blocks some files append; llama.cpp leaves them out.)
   for (let il = 0; il < trunkLayers(hp); il++) {
     const { H, Hkv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
@@ -56,11 +67,15 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
       p.op('rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps } });
       p.op('rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps } });
     }
-    p.op('rope', q, { a: q, params: { ...rope, n_head: H } });
-    p.op('rope', k, { a: k, params: { ...rope, n_head: Hkv } });
+    const slides = swa?.layers[il] ?? false;
+    if (!swa?.ropeOnlySwa || slides) {
+      p.op('rope', q, { a: q, weights: rw, params: { ...rope, n_head: H } });
+      p.op('rope', k, { a: k, weights: rw, params: { ...rope, n_head: Hkv } });
+    }
     if (opt.qkNorm === 'head-after-rope') headNorms();
     const layer = p.kvLayer(Hkv * hd, Hkv * hd);
-    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1 / Math.sqrt(hd) } });
+    const window: Record<string, number> = slides ? { window: swa!.window } : {};
+    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1 / Math.sqrt(hd), ...window } });
     const oBias = opt.attnOutBias ? maybe(t(il, 'attn_output.bias')) : undefined;
     p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), oBias) });
     p.op('add', x, { a: x, b: attnOut });
@@ -130,6 +145,21 @@ export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
     dense: () => false,
     block: () => ({ probsBias: 'none', shared: 'required' }),
     attnOutBias: false,
+  },
+  // K-EXAONE (exaone-moe, src/models/exaone-moe.cpp): per-head q/k norms, NeoX RoPE (with
+  // rope_freqs when present) on the sliding-window blocks only, the others attending everything
+  // without positions; windows from attention.sliding_window (128 by default) on the blocks
+  // load_swa_pattern picks (every 4th full by default); routing from the file (the gating key
+  // required), optional selection bias, shared experts, leading dense blocks; NextN left out.
+  'exaone-moe': {
+    neox: true,
+    qkNorm: 'head',
+    routing: (hp) => readMoeRouting(hp, 0),
+    dense: (hp, il) => il < leadingDense(hp),
+    block: () => ({ probsBias: 'optional', shared: 'required' }),
+    attnOutBias: false,
+    swa: (hp) => ({ window: hp.meta.int('attention.sliding_window', 128, 1, 1 << 30), layers: slidingWindowLayers(hp, 4), ropeOnlySwa: true }),
+    ropeFreqs: true,
   },
   // Ling 2.0 / Ring 2.0 (bailingmoe2, src/models/bailingmoe2.cpp): a fused attn_qkv, per-head q/k
   // norms, partial NeoX RoPE, leading dense blocks, routing from the file (gating required),
