@@ -7,7 +7,7 @@ import { EngineError, toEngineError } from '../errors';
 import { DEFAULT_USAGE_DECAY, mergeUsage, modelIdentity, readUsageHistory, warmOrder, writeUsageHistory, type UsageHistory } from '../cache/usage-history';
 import { native } from '../native';
 import { Tokenizer } from '../tokenizer/tokenizer';
-import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, isEncoderArchitecture } from './architectures';
+import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, defaultContext, isEncoderArchitecture } from './architectures';
 import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { Metadata, readHParams, type HParams } from './hparams';
@@ -319,7 +319,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
   const md = new Metadata(file.metadata, arch);
   const tensors = new Map<string, GgufTensorInfo>(file.tensors.map((t) => [t.name, t]));
   const hp = readHParams(md, tensors);
-  const nCtx = Math.max(1, Math.min(opts.nCtx ?? Math.min(hp.nCtxTrain || 4096, 4096), 1 << 20));
+  const nCtx = Math.max(1, Math.min(opts.nCtx ?? defaultContext(hp), 1 << 20));
   const program = opts.mtp ? buildMtpProgram(hp, tensors) : buildProgram(hp, tensors, { nCtxSeq: nCtx });
   const nSeqMax = Math.max(1, opts.nSeqMax ?? 1);
   const encoder = isEncoderArchitecture(hp.arch);

@@ -65,10 +65,15 @@ export function isEncoderArchitecture(arch: string): boolean {
   return ENCODERS.has(arch);
 }
 
+/** The context a load gets without one asked for: the training context, at most 4096. */
+export function defaultContext(hp: HParams): number {
+  return Math.min(hp.nCtxTrain || 4096, 4096);
+}
+
 /** Architectures (GGUF `general.architecture`) this build can run. */
 export const SUPPORTED_ARCHITECTURES = Object.keys(ARCHITECTURES).sort();
 
-export function buildProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>, o: BuildOptions): ModelProgram {
+export function buildProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>, o: BuildOptions = { nCtxSeq: defaultContext(hp) }): ModelProgram {
   const b = ARCHITECTURES[hp.arch];
   if (!b) throw new EngineError('KAIL_E_UNSUPPORTED', `architecture '${hp.arch}' is not supported; supported: ${SUPPORTED_ARCHITECTURES.join(', ')}`);
   return b(hp, tensors, o);

@@ -109,6 +109,12 @@ describe('LongRoPE factor tables (llama.cpp get_rope_factors)', () => {
     for (const r of ropeParams(program(v, 290))) expect(r).toMatchObject({ ext_factor: 0, freq_scale: 1, neox: true, n_dims: 48 });
   });
 
+  it('without a context given, the program is built for the default load context (the training context, at most 4096)', () => {
+    const v = view('tiny-phi3'); // context_length 1024 > 256
+    const p = buildProgram(readHParams(new Metadata(v.kv, v.arch), v.tensors), v.tensors);
+    expect(factors(p)).toEqual(['rope_factors_long.weight']);
+  });
+
   it('phi3: rope.scaling.attn_factor scales the rotation; files without tables rotate plainly; rope_freqs is not read', () => {
     const v = view('tiny-phi3');
     const want = Math.fround(Math.sqrt(1 + Math.log(4) / Math.log(256)));
