@@ -126,6 +126,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   deepseek2: 'tiny-deepseek3',
   deepseek32: 'tiny-deepseek32',
   'glm-dsa': 'tiny-glm-dsa',
+  mistral4: 'tiny-mistral4',
   glm4moe: 'tiny-glm4moe',
   olmoe: 'tiny-olmoe',
   bert: 'tiny-bert',

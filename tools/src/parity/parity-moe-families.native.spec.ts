@@ -4,7 +4,7 @@
 // glm-dsa (GLM-5.2: blocks that share the last indexer's selection, adjacent-pair indexer RoPE),
 // mimo2 (MiMo-V2-Flash: per-block KV heads, keys wider than values, windowed blocks with sinks),
 // exaone-moe (K-EXAONE: windowed RoPE blocks and full NoPE ones), afmoe (Arcee Trinity: gated
-// attention, post norms), glm4moe (with and without q/k norms),
+// attention, post norms), mistral4 (deepseek2 under its own name: YaRN's mscale rule differs), glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
 // bailingmoe2 (fused QKV), granite and granitemoe (Granite's multipliers), llama4 (its chunked
@@ -29,6 +29,7 @@ const PRESETS = [
   'tiny-mimo2',
   'tiny-exaone-moe',
   'tiny-afmoe',
+  'tiny-mistral4',
   'tiny-deepseek2-lite',
   'tiny-deepseek2-lite-split',
   'tiny-deepseek3',

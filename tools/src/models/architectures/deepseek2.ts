@@ -126,7 +126,7 @@ export function checkDeepseekMoe(c: ModelConfig, m: DeepseekMoeOptions | undefin
  * biased LayerNorm k_norm, indexer.proj) and its attention.indexer.* keys; its loader takes q LoRA
  * and the split layout only.
  */
-function deepseekArch(a: 'deepseek2' | 'deepseek32' | 'glm-dsa'): ArchDefinition {
+function deepseekArch(a: 'deepseek2' | 'deepseek32' | 'glm-dsa' | 'mistral4'): ArchDefinition {
   return {
     name: a,
     ggufArch: a,
@@ -134,14 +134,14 @@ function deepseekArch(a: 'deepseek2' | 'deepseek32' | 'glm-dsa'): ArchDefinition
       const d = c as Deepseek2Config;
       requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'vocabSize', 'ctx', 'expertFf']);
       if (!d.mla) throw new Error(`${a}: needs mla options (use a preset)`);
-      if (a !== 'deepseek2') {
+      if (a === 'deepseek32' || a === 'glm-dsa') {
         const x = d.dsa;
         if (!x) throw new Error(`${a}: needs dsa options (use a preset)`);
         if (x.types && (a !== 'glm-dsa' || x.types.length !== c.nLayers || x.types[0] === 0)) throw new Error(`${a}: indexer types are glm-dsa's, one per block, the first 1`);
         if (x.headDim < 64 || (x.headDim & (x.headDim - 1)) !== 0 || x.headDim < d.mla.qkRope || x.nHead < 1 || x.topK < 1)
           throw new Error(`${a}: the indexer head must be a power of two of at least 64 holding the rotary dims, with heads and topK positive`);
         if (d.mla.qLora < 1 || d.mla.layout !== 'split') throw new Error(`${a}: needs q LoRA and the split attn_k_b/attn_v_b layout`);
-      } else if (d.dsa) throw new Error('deepseek2: dsa options are for deepseek32 and glm-dsa');
+      } else if (d.dsa) throw new Error(`${a}: dsa options are for deepseek32 and glm-dsa`);
       checkDeepseekMoe(c, d.moe);
       const m = d.mla;
       if (m.qkRope % 2 !== 0 || m.qkNope < 1 || m.kvLora < 1 || m.vHead < 1) throw new Error('deepseek2: bad MLA sizes');
@@ -212,6 +212,8 @@ function deepseekArch(a: 'deepseek2' | 'deepseek32' | 'glm-dsa'): ArchDefinition
 export const deepseek2 = deepseekArch('deepseek2');
 export const deepseek32 = deepseekArch('deepseek32');
 export const glmDsa = deepseekArch('glm-dsa');
+/** Mistral's MLA MoE models, which llama.cpp loads and runs as deepseek2 under their own name. */
+export const mistral4 = deepseekArch('mistral4');
 
 /** Attention (MLA) and FFN of block `i`; the NextN block is one of these too. */
 function deepseekBlock(c: Deepseek2Config, i: number): TensorSpec[] {

@@ -1,6 +1,6 @@
 import type { ArchDefinition } from '../arch';
 import { bert, nomicBert, nomicBertMoe } from './bert';
-import { deepseek2, deepseek32, glmDsa } from './deepseek2';
+import { deepseek2, deepseek32, glmDsa, mistral4 } from './deepseek2';
 import { glm4moe } from './glm4moe';
 import { gptOss } from './gpt-oss';
 import { graniteDense, graniteMoe } from './granite';
@@ -33,6 +33,6 @@ export function archNames(): string[] {
 }
 
 for (const a of [llama, mixtral, qwen2moe, qwen3, qwen3moe]) registerArch(a);
-for (const a of [deepseek2, deepseek32, glmDsa, glm4moe, olmoe, gptOss]) registerArch(a);
+for (const a of [deepseek2, deepseek32, glmDsa, mistral4, glm4moe, olmoe, gptOss]) registerArch(a);
 for (const a of [bert, nomicBert, nomicBertMoe]) registerArch(a);
 for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe, mimo2, exaoneMoe, afmoe]) registerArch(a);

@@ -220,7 +220,9 @@ export function deepseekYarn(hp: HParams, headK: number, readLogMul = true): { r
     const factor = 1 / hp.ropeFreqScale;
     const getMscale = (scale: number, m: number) => (scale <= 1 ? 1 : 0.1 * m * Math.log(scale) + 1);
     if (logMul !== 0) {
-      const mscale = logMul !== 1 ? logMul : 1;
+      // [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]: llama.cpp takes mscale = mscale_all_dim for deepseek2
+      // files only; its other MLA architectures (deepseek32, mistral4) keep mscale 1.
+      const mscale = hp.arch === 'deepseek2' && logMul !== 1 ? logMul : 1;
       a = getMscale(factor, mscale) / getMscale(factor, logMul);
     } else {
       a = getMscale(factor, 1);
