@@ -107,12 +107,12 @@ const trinity: AfmoeConfig = {
   moe: { nDense: 1, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 0, nGroupUsed: 0, normW: true, wScale: 2.826 },
 };
 
-// Mistral 4 style: deepseek2 under its own name, with YaRN of mscale_all_dim 0.707, where llama.cpp's
+// mistral4 (HF model_type mistral4): deepseek2 under its own name, with YaRN of mscale_all_dim 0.707, where llama.cpp's
 // deepseek2-only mscale rule does not apply.
 const mistral4: Deepseek2Config = { ...v3('split'), arch: 'mistral4', name: 'tiny-mistral4', yarn: { factor: 40, origCtx: 4096, logMul: 0.0707 } };
 
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
-  'tiny-mistral4': { description: 'mistral4 (Mistral Small 4 style): tiny-deepseek3 under its own name, YaRN with mscale_all_dim 0.707', config: mistral4 },
+  'tiny-mistral4': { description: 'mistral4 (Mistral MLA MoE): tiny-deepseek3 under its own name, YaRN with mscale_all_dim 0.707', config: mistral4 },
   'tiny-afmoe': { description: 'afmoe (Arcee Trinity style): embedding x sqrt(dim), gated attention with q/k norms, windowed RoPE blocks and a full NoPE one, post norms, sigmoid + bias experts with a shared one', config: trinity },
   'tiny-exaone-moe': { description: 'exaone-moe (K-EXAONE style): per-head q/k norms, 3 windowed RoPE blocks and a full NoPE one, 1 dense block, sigmoid + bias experts with a shared one', config: exaone },
   'tiny-mimo2': { description: 'mimo2 (MiMo-V2-Flash style): wider keys than values, partial RoPE, windowed blocks with sinks and their own KV heads, value scale, sigmoid experts', config: mimo2 },

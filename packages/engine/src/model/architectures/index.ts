@@ -34,7 +34,7 @@ const ARCHITECTURES: Record<string, Builder> = {
   qwen3vl: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false }),
   qwen3vlmoe: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: true, normExpertWeights: true, sharedExpertGate: false }),
   deepseek2: (hp, ts) => buildDeepseek2(hp, ts),
-  // Mistral's MLA MoE models (Mistral Small 4): llama.cpp runs them with deepseek2's loader and graph.
+  // Mistral's MLA MoE models (HF model_type mistral4): llama.cpp runs them with deepseek2's loader and graph.
   mistral4: (hp, ts) => buildDeepseek2(hp, ts),
   // DeepSeek-V3.2 (and V3.2-Exp/Speciale): deepseek2's MLA restricted to the positions its
   // lightning indexer selects (DSA).
