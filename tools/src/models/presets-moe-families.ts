@@ -5,6 +5,7 @@ import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
 import type { GraniteConfig } from './architectures/granite';
 import type { Mimo2Config } from './architectures/mimo2';
+import type { Mistral3Config } from './architectures/mistral3';
 import type { Phi3Config } from './architectures/phi3';
 import type { AfmoeConfig, BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, ExaoneMoeConfig, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
 import type { Preset } from './presets';
@@ -111,7 +112,15 @@ const trinity: AfmoeConfig = {
 // deepseek2-only mscale rule does not apply.
 const mistral4: Deepseek2Config = { ...v3('split'), arch: 'mistral4', name: 'tiny-mistral4', yarn: { factor: 40, origCtx: 4096, logMul: 0.0707 } };
 
+// Ministral 3 style (dense): YaRN factor 4 over an original context of 16 with its own betas and
+// mscale_all_dim 0.7, and the query temperature, whose floor of 16 positions 64 tokens cross 3 times.
+const ministral3: Mistral3Config = {
+  ...tinyMoe, arch: 'mistral3', name: 'tiny-mistral3', nExperts: 0, nExpertsUsed: 0, expertFf: 0, ropeBase: 1e6, ctx: 64,
+  yarn: { factor: 4, origCtx: 16, betaFast: 16, betaSlow: 2, logMul: 0.7 }, tempScale: 0.1,
+};
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-mistral3': { description: 'mistral3 (Ministral 3 style, dense): YaRN with its own betas and mscale_all_dim, Llama 4 query temperature', config: ministral3 },
   'tiny-mistral4': { description: 'mistral4 (Mistral MLA MoE): tiny-deepseek3 under its own name, YaRN with mscale_all_dim 0.707', config: mistral4 },
   'tiny-afmoe': { description: 'afmoe (Arcee Trinity style): embedding x sqrt(dim), gated attention with q/k norms, windowed RoPE blocks and a full NoPE one, post norms, sigmoid + bias experts with a shared one', config: trinity },
   'tiny-exaone-moe': { description: 'exaone-moe (K-EXAONE style): per-head q/k norms, 3 windowed RoPE blocks and a full NoPE one, 1 dense block, sigmoid + bias experts with a shared one', config: exaone },

@@ -127,6 +127,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   deepseek32: 'tiny-deepseek32',
   'glm-dsa': 'tiny-glm-dsa',
   mistral4: 'tiny-mistral4',
+  mistral3: 'tiny-mistral3',
   glm4moe: 'tiny-glm4moe',
   olmoe: 'tiny-olmoe',
   bert: 'tiny-bert',

@@ -4,7 +4,8 @@
 // glm-dsa (GLM-5.2: blocks that share the last indexer's selection, adjacent-pair indexer RoPE),
 // mimo2 (MiMo-V2-Flash: per-block KV heads, keys wider than values, windowed blocks with sinks),
 // exaone-moe (K-EXAONE: windowed RoPE blocks and full NoPE ones), afmoe (Arcee Trinity: gated
-// attention, post norms), mistral4 (deepseek2 under its own name: YaRN's mscale rule differs), glm4moe (with and without q/k norms),
+// attention, post norms), mistral4 (deepseek2 under its own name: YaRN's mscale rule differs),
+// mistral3 (Ministral 3, dense: YaRN betas and log multiplier from the file, query temperature), glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
 // bailingmoe2 (fused QKV), granite and granitemoe (Granite's multipliers), llama4 (its chunked
@@ -30,6 +31,7 @@ const PRESETS = [
   'tiny-exaone-moe',
   'tiny-afmoe',
   'tiny-mistral4',
+  'tiny-mistral3',
   'tiny-deepseek2-lite',
   'tiny-deepseek2-lite-split',
   'tiny-deepseek3',

@@ -11,6 +11,7 @@ import { buildGranite } from './granite';
 import { buildLlamaFamily } from './llama-family';
 import { buildLlama4 } from './llama4';
 import { buildMimo2 } from './mimo2';
+import { buildMistral3 } from './mistral3';
 import { buildPhi3 } from './phi3';
 import { buildLlamaMoe, LLAMA_MOE_ARCHITECTURES } from './llama-moe';
 
@@ -45,6 +46,7 @@ const ARCHITECTURES: Record<string, Builder> = {
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
   llama4: (hp, ts) => buildLlama4(hp, ts),
   mimo2: (hp, ts) => buildMimo2(hp, ts),
+  mistral3: (hp, ts, o) => buildMistral3(hp, ts, o.nCtxSeq),
   afmoe: (hp, ts) => buildAfmoe(hp, ts),
   granite: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   granitemoe: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),

@@ -182,6 +182,19 @@ describe('deepseek32 (DSA)', () => {
   });
 });
 
+describe('mistral3 (Ministral 3)', () => {
+  it("reads the YaRN betas and log multiplier llama.cpp's loader reads for it, and the query temperature over the original context", () => {
+    const v = view('tiny-mistral3'); // factor 4, original 16, betas 16/2, mscale_all_dim 0.7, temperature 0.1
+    const p = program(v);
+    const ms = (m: number) => 0.1 * m * Math.log(4) + 1;
+    for (const r of ropeParams(p)) {
+      expect(r).toMatchObject({ beta_fast: 16, beta_slow: 2, ext_factor: 1, freq_scale: 0.25, n_ctx_orig: 16, neox: false });
+      expect(r.attn_factor).toBeCloseTo(ms(1) / ms(Math.fround(0.7)) / (1 + 0.1 * Math.log(4)), 6);
+    }
+    for (const o of ops(p, 'attention')) expect(o.params).toMatchObject({ temp_scale: Math.fround(0.1), temp_floor: 16, temp_offset: 0 });
+  });
+});
+
 describe('per-layer head counts', () => {
   it('head_count_kv absent: each layer takes its own head_count (llama.cpp copies the array)', () => {
     const v = view('tiny-llama');
