@@ -173,6 +173,7 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-afmoe', type: 'F32' },
   { preset: 'tiny-mistral4', type: 'F32' },
   { preset: 'tiny-mistral3', type: 'F32' },
+  { preset: 'tiny-hy-v3', type: 'F32' },
   { preset: 'tiny-phi3', type: 'F32' },
   { preset: 'tiny-mixtral', type: 'Q4_K_M' },
   { preset: 'tiny-qwen3moe', type: 'Q8_0' },

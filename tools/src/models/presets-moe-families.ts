@@ -7,7 +7,7 @@ import type { GraniteConfig } from './architectures/granite';
 import type { Mimo2Config } from './architectures/mimo2';
 import type { Mistral3Config } from './architectures/mistral3';
 import type { Phi3Config } from './architectures/phi3';
-import type { AfmoeConfig, BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, ExaoneMoeConfig, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
+import type { AfmoeConfig, BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, ExaoneMoeConfig, HyV3Config, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
 import type { Preset } from './presets';
 
 const base = { ctx: 4096, normEps: 1e-6, tiedEmbeddings: false, sharedFf: 0, vocabKind: 'llama3' as const, vocabSize: 1024 };
@@ -119,7 +119,11 @@ const ministral3: Mistral3Config = {
   yarn: { factor: 4, origCtx: 16, betaFast: 16, betaSlow: 2, logMul: 0.7 }, tempScale: 0.1,
 };
 
+// Hunyuan v3 style: 1 dense block, sigmoid + bias experts renormalized and scaled by 2.5, a shared expert of 192.
+const hyV3: HyV3Config = { ...tinyMoe, arch: 'hy_v3', name: 'tiny-hy-v3', ff: 512, expertFf: 128, sharedFf: 192, nDense: 1, ropeBase: 1e6 };
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-hy-v3': { description: 'hy_v3 (Hunyuan v3 style): per-head q/k norms, 1 dense block, sigmoid + bias (blk.N.exp_probs_b) experts, an ungated shared expert', config: hyV3 },
   'tiny-mistral3': { description: 'mistral3 (Ministral 3 style, dense): YaRN with its own betas and mscale_all_dim, Llama 4 query temperature', config: ministral3 },
   'tiny-mistral4': { description: 'mistral4 (Mistral MLA MoE): tiny-deepseek3 under its own name, YaRN with mscale_all_dim 0.707', config: mistral4 },
   'tiny-afmoe': { description: 'afmoe (Arcee Trinity style): embedding x sqrt(dim), gated attention with q/k norms, windowed RoPE blocks and a full NoPE one, post norms, sigmoid + bias experts with a shared one', config: trinity },

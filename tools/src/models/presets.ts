@@ -128,6 +128,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   'glm-dsa': 'tiny-glm-dsa',
   mistral4: 'tiny-mistral4',
   mistral3: 'tiny-mistral3',
+  hy_v3: 'tiny-hy-v3',
   glm4moe: 'tiny-glm4moe',
   olmoe: 'tiny-olmoe',
   bert: 'tiny-bert',

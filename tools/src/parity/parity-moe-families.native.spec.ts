@@ -5,7 +5,8 @@
 // mimo2 (MiMo-V2-Flash: per-block KV heads, keys wider than values, windowed blocks with sinks),
 // exaone-moe (K-EXAONE: windowed RoPE blocks and full NoPE ones), afmoe (Arcee Trinity: gated
 // attention, post norms), mistral4 (deepseek2 under its own name: YaRN's mscale rule differs),
-// mistral3 (Ministral 3, dense: YaRN betas and log multiplier from the file, query temperature), glm4moe (with and without q/k norms),
+// mistral3 (Ministral 3, dense: YaRN betas and log multiplier from the file, query temperature),
+// hy_v3 (Hunyuan v3: a selection bias without the .bias suffix), glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
 // bailingmoe2 (fused QKV), granite and granitemoe (Granite's multipliers), llama4 (its chunked
@@ -32,6 +33,7 @@ const PRESETS = [
   'tiny-afmoe',
   'tiny-mistral4',
   'tiny-mistral3',
+  'tiny-hy-v3',
   'tiny-deepseek2-lite',
   'tiny-deepseek2-lite-split',
   'tiny-deepseek3',
@@ -61,6 +63,7 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-mimo2', 'Q4_K_M'],
   ['tiny-exaone-moe', 'Q5_K'],
   ['tiny-afmoe', 'Q4_K_M'],
+  ['tiny-hy-v3', 'Q4_K_M'],
   ['tiny-deepseek2-lite', 'Q4_K_M'],
   ['tiny-glm4moe', 'Q4_K_M'],
   ['tiny-gpt-oss', 'Q4_K_M'],

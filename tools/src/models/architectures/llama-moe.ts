@@ -346,3 +346,44 @@ export const afmoe: ArchDefinition = {
     return t;
   },
 };
+
+/** Hunyuan v3: leading dense blocks (no router), then routed blocks with a shared expert of sharedFf. */
+export type HyV3Config = ModelConfig & { nDense: number };
+
+/**
+ * Hunyuan v3 (hy_v3, src/models/hy-v3.cpp) as conversion/hunyuan.py writes it: per-head q/k norms,
+ * the expert sizes, norm and scale keys, sigmoid gating, a selection bias named blk.N.exp_probs_b
+ * (no suffix), an ungated shared expert per routed block.
+ */
+export const hyV3: ArchDefinition = {
+  name: 'hy_v3',
+  ggufArch: 'hy_v3',
+  normalize(c: ModelConfig): ModelConfig {
+    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf', 'sharedFf']);
+    checkHeads(c);
+    checkExperts(c, true);
+    const h = c as HyV3Config;
+    if (!(h.nDense >= 0 && h.nDense < c.nLayers)) throw new Error('hy_v3: nDense must leave routed blocks');
+    return c;
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    return [
+      ...baseMetadata('hy_v3', c),
+      ['hy_v3.expert_feed_forward_length', kv.u32(c.expertFf)],
+      ['hy_v3.expert_shared_feed_forward_length', kv.u32(c.sharedFf)],
+      ['hy_v3.expert_weights_norm', kv.bool(true)],
+      ['hy_v3.expert_weights_scale', kv.f32(2.5)],
+      ['hy_v3.expert_gating_func', kv.u32(2)],
+    ];
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const h = c as HyV3Config;
+    const t = embeddings(c);
+    for (let i = 0; i < c.nLayers; i++) {
+      t.push(...attention(c, i, { qkNorm: true }));
+      if (i < h.nDense) t.push(...denseFfn(c, i));
+      else t.push(...moeFfn(c, i, c.expertFf), { ...probsBias(c, i), name: `blk.${i}.exp_probs_b` }, ...ungatedSharedExpert(c, i, c.sharedFf));
+    }
+    return t;
+  },
+};

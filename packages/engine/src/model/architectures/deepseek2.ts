@@ -87,6 +87,8 @@ export function readMoeRouting(hp: HParams, defaultGating: number, fixed: { gati
 export interface MoeBlockOptions {
   /** The selection bias exp_probs_b: read when present (default), required, or ignored. */
   probsBias?: 'optional' | 'required' | 'none';
+  /** Its tensor name within the block (default exp_probs_b.bias; hy_v3 files have no suffix). */
+  probsBiasName?: string;
   /** Ungated shared experts ffn_*_shexp: used when present (default), required, or none. */
   shared?: 'optional' | 'required' | 'none';
   /** Extra `moe` op parameters (Llama 4's w_before). */
@@ -125,7 +127,8 @@ export function moeBlockFfn(
   }
   if (hp.nExpert <= 0 || hp.nExpertUsed <= 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il} has a router but expert_count/expert_used_count are missing`);
   const probsBias = opt.probsBias ?? 'optional';
-  const bias = probsBias === 'required' ? need(t(il, 'exp_probs_b.bias')) : probsBias === 'optional' ? maybe(t(il, 'exp_probs_b.bias')) : undefined;
+  const biasName = t(il, opt.probsBiasName ?? 'exp_probs_b.bias');
+  const bias = probsBias === 'required' ? need(biasName) : probsBias === 'optional' ? maybe(biasName) : undefined;
   p.op('moe', out, {
     a: h,
     weights: {

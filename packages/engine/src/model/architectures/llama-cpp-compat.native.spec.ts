@@ -195,6 +195,14 @@ describe('mistral3 (Ministral 3)', () => {
   });
 });
 
+describe('hy_v3 (Hunyuan v3)', () => {
+  it('reads its selection bias blk.N.exp_probs_b (no suffix); blocks without a router are dense', () => {
+    const moe = ops(program(view('tiny-hy-v3')), 'moe');
+    expect(moe.map((o) => o.weights!.exp_probs_b)).toEqual(['blk.1.exp_probs_b', 'blk.2.exp_probs_b']);
+    expect(moe.map((o) => o.params!.gating)).toEqual([1, 1]);
+  });
+});
+
 describe('per-layer head counts', () => {
   it('head_count_kv absent: each layer takes its own head_count (llama.cpp copies the array)', () => {
     const v = view('tiny-llama');

@@ -3,7 +3,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import { MAX_LAYERS, type HParams } from '../hparams';
 import { qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
-import { moeBlockFfn, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeBlockOptions, type MoeRouting } from './deepseek2';
+import { GATING_SIGMOID, moeBlockFfn, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeBlockOptions, type MoeRouting } from './deepseek2';
 import { slidingWindowLayers } from './gpt-oss';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -17,7 +17,7 @@ export interface LlamaMoeOptions {
   /** The routing llama.cpp builds for the file (which keys the architecture's loader reads). */
   routing: (hp: HParams) => MoeRouting;
   /** Whether block il has a dense SwiGLU FFN instead of experts. */
-  dense: (hp: HParams, il: number) => boolean;
+  dense: (hp: HParams, il: number, tensors: Map<string, GgufTensorInfo>) => boolean;
   /** Selection bias and shared experts, as the architecture's loader reads them. */
   block: (hp: HParams) => MoeBlockOptions;
   /** Whether the graph adds attn_output.bias when the file has one (ERNIE's and MiniMax's do not). */
@@ -41,7 +41,7 @@ export function leadingDense(hp: HParams): number {
  * selection bias, top-k experts, ungated shared experts, leading dense blocks): RMSNorm → GQA
  * attention with RoPE (optionally q/k norms, an attn_output bias) → residual → RMSNorm → FFN →
  * residual; output norm and head. DeepSeek-MoE (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE
- * (`ernie4_5-moe`), MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`), K-EXAONE
+ * (`ernie4_5-moe`), MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`), Hunyuan v3 (`hy_v3`), K-EXAONE
  * (`exaone-moe`) and Ling 2.0 (`bailingmoe2`), as llama.cpp's src/models/<arch>.cpp build them.
  */
 export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: LlamaMoeOptions): ModelProgram {
@@ -82,7 +82,7 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
 
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
     const ffnOut = p.buf('ffn_out', hp.nEmbd);
-    moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, opt.dense(hp, il), block);
+    moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, opt.dense(hp, il, tensors), block);
     p.op('add', x, { a: x, b: ffnOut });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: il } });
@@ -160,6 +160,18 @@ export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
     attnOutBias: false,
     swa: (hp) => ({ window: hp.meta.int('attention.sliding_window', 128, 1, 1 << 30), layers: slidingWindowLayers(hp, 4), ropeOnlySwa: true }),
     ropeFreqs: true,
+  },
+  // Hunyuan v3 (hy_v3, src/models/hy-v3.cpp): per-head q/k norms before NeoX RoPE, dense blocks
+  // where the file has no router, routing from the file (sigmoid when it does not say; no expert
+  // groups) with a selection bias named blk.N.exp_probs_b, an ungated shared expert in every
+  // routed block; NextN blocks left out.
+  hy_v3: {
+    neox: true,
+    qkNorm: 'head',
+    routing: (hp) => ({ ...readMoeRouting(hp, GATING_SIGMOID), nGroup: 0, nGroupUsed: 0 }),
+    dense: (_hp, il, tensors) => !tensors.has(t(il, 'ffn_gate_inp.weight')),
+    block: () => ({ probsBias: 'optional', probsBiasName: 'exp_probs_b', shared: 'required' }),
+    attnOutBias: false,
   },
   // Ling 2.0 / Ring 2.0 (bailingmoe2, src/models/bailingmoe2.cpp): a fused attn_qkv, per-head q/k
   // norms, partial NeoX RoPE, leading dense blocks, routing from the file (gating required),
