@@ -16,6 +16,7 @@ import { getPreset } from '../models/presets';
 import type { FileTypeName } from '../models/quant-plan';
 import { llamaLogitsBatch, llamaTokenize, type LlamaLogits } from './llama-ref';
 import { nmse, tokenIds, top1Agreement } from './metrics';
+import { quantSpread, quantSpreadRefs, type QuantSpreadRefs } from './quant-spread';
 
 const PRESETS = ['tiny-phi3', 'tiny-phi3-4k', 'tiny-phimoe', 'tiny-llama-longrope'];
 const LONGROPE = new Set(['tiny-phi3', 'tiny-phimoe', 'tiny-llama-longrope']);
@@ -113,25 +114,15 @@ describe('Phi-3 chat prompts tokenize as in llama.cpp', () => {
 });
 
 describe('quantized files stay within llama.cpp’s own spread', () => {
-  let exact: LlamaLogits[];
-  let runtime: LlamaLogits[];
-  const toks: Record<string, number[]> = {};
+  let refs: QuantSpreadRefs;
   beforeAll(async () => {
-    for (const [p, t] of QUANT_CASES) {
-      writeModel({ config: getPreset(p).config, fileType: t, seed: 7, out: file(p, t) });
-      toks[p] = tokenIds(128, getPreset(p).config.vocabSize, 5);
-    }
-    const jobs = QUANT_CASES.map(([p, t]) => ({ model: file(p, t), tokens: toks[p] }));
-    exact = await llamaLogitsBatch(jobs, { kv: 'f32', flashAttention: 'off', timeoutMs: 300_000 });
-    runtime = await llamaLogitsBatch(jobs, { kv: 'f16', flashAttention: 'auto', timeoutMs: 300_000 });
+    refs = await quantSpreadRefs(QUANT_CASES, file, 300_000);
   }, 400_000);
 
   it.each(QUANT_CASES)('%s %s', async (p, t) => {
     const i = QUANT_CASES.findIndex(([a, b]) => a === p && b === t);
-    const ours = await kailLogits(file(p, t), toks[p], 512);
-    const ourDistance = nmse(ours, exact[i].logits);
-    const llamaSpread = nmse(runtime[i].logits, exact[i].logits);
-    table.push(`${p.padEnd(20)} ${t.padEnd(6)} kail↔llama.cpp exact ${ourDistance.toExponential(2)}  llama.cpp default↔exact ${llamaSpread.toExponential(2)}`);
-    expect(ourDistance).toBeLessThanOrEqual(Math.max(llamaSpread * 2, 1e-6));
+    const d = quantSpread(await kailLogits(file(p, t), refs.tokens[i], 512), refs, i);
+    table.push(`${p.padEnd(20)} ${t.padEnd(6)} kail↔llama.cpp exact ${d.kail.toExponential(2)}  llama.cpp default↔exact ${d.llama.toExponential(2)}`);
+    expect(d.kail).toBeLessThanOrEqual(Math.max(d.llama * 2, 1e-6));
   });
 });

@@ -38,6 +38,28 @@ export function ropeFactorTensor(hp: HParams, tensors: Map<string, GgufTensorInf
   return has(padded > hp.ropeYarn.nCtxOrig ? 'rope_factors_long.weight' : 'rope_factors_short.weight');
 }
 
+/**
+ * llama_context's yarn_attn_factor for a file whose loader read mscale_all_dim (0: none): with YaRN,
+ * get_mscale(f, mscale) / get_mscale(f, mscale_all_dim) (or get_mscale(f, 1) without it) over
+ * 1 + 0.1 ln f, which the rope op multiplies back, times rope.scaling.attn_factor; without YaRN
+ * rope.scaling.attn_factor alone. mscale is 1 except in deepseek2 files, where llama.cpp takes
+ * mscale_all_dim itself when it is not 1 ([TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]).
+ */
+export function yarnAttnFactor(hp: HParams, mscaleAllDim: number): number {
+  const ropeAttn = hp.ropeYarn.attnFactor;
+  if (hp.ropeYarn.extFactor === 0) return ropeAttn;
+  const factor = 1 / hp.ropeFreqScale;
+  const getMscale = (scale: number, m: number) => (scale <= 1 ? 1 : 0.1 * m * Math.log(scale) + 1);
+  let a: number;
+  if (mscaleAllDim !== 0) {
+    const mscale = hp.arch === 'deepseek2' && mscaleAllDim !== 1 ? mscaleAllDim : 1;
+    a = getMscale(factor, mscale) / getMscale(factor, mscaleAllDim);
+  } else {
+    a = getMscale(factor, 1);
+  }
+  return (a / (1 + 0.1 * Math.log(factor))) * ropeAttn;
+}
+
 /** A matmul's weights: the matrix, and its bias when the file has one. */
 export function withBias(w: string, b: string | undefined): Record<string, string> {
   return b ? { weight: w, bias: b } : { weight: w };

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_EXPERTS, MAX_LAYERS, type HParams } from '../hparams';
-import { ProgramBuilder, ropeParams, withBias } from '../program-builder';
+import { ProgramBuilder, ropeParams, withBias, yarnAttnFactor } from '../program-builder';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
@@ -213,25 +213,11 @@ export function readMlaDims(hp: HParams): MlaDims {
  * llama_context + deepseek2 graph compute them.
  */
 export function deepseekYarn(hp: HParams, headK: number, readLogMul = true): { ropeAttnFactor: number; kqScale: number } {
-  const ropeAttn = hp.meta.num('rope.scaling.attn_factor', 1);
   // (glm-dsa's loader does not read the multiplier: 0 there.)
   const logMul = readLogMul ? hp.meta.num('rope.scaling.yarn_log_multiplier', 0) / 0.1 : 0; // mscale_all_dim
   // Without YaRN llama.cpp's attn_factor is rope.scaling.attn_factor alone, and the graph still
   // pre-scales kq_scale with it (and with 1/freq_scale when linear scaling is on).
-  let a = ropeAttn;
-  if (hp.ropeYarn.extFactor !== 0) {
-    const factor = 1 / hp.ropeFreqScale;
-    const getMscale = (scale: number, m: number) => (scale <= 1 ? 1 : 0.1 * m * Math.log(scale) + 1);
-    if (logMul !== 0) {
-      // [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]: llama.cpp takes mscale = mscale_all_dim for deepseek2
-      // files only; its other MLA architectures (deepseek32, mistral4) keep mscale 1.
-      const mscale = hp.arch === 'deepseek2' && logMul !== 1 ? logMul : 1;
-      a = getMscale(factor, mscale) / getMscale(factor, logMul);
-    } else {
-      a = getMscale(factor, 1);
-    }
-    a = (a / (1 + 0.1 * Math.log(factor))) * ropeAttn;
-  }
+  const a = yarnAttnFactor(hp, logMul);
   const f32 = Math.fround;
   const org = f32(a * f32(1 + 0.1 * Math.log(1 / hp.ropeFreqScale)));
   const mscale = f32(org * f32(1 + 0.1 * logMul * Math.log(1 / hp.ropeFreqScale)));

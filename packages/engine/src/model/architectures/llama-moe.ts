@@ -92,6 +92,17 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
 
 const SOFTMAX = 1;
 
+// dots.llm1 (src/models/dots1.cpp): per-head q/k norms, NeoX RoPE, gating/norm/scale from the
+// file, optional selection bias, shared experts in every routed block.
+const DOTS1: LlamaMoeOptions = {
+  neox: true,
+  qkNorm: 'head',
+  routing: (hp) => readMoeRouting(hp, 0),
+  dense: (hp, il) => il < leadingDense(hp),
+  block: () => ({ probsBias: 'optional', shared: 'required' }),
+  attnOutBias: true,
+};
+
 /** The architectures buildLlamaMoe runs, with what each one's llama.cpp loader reads. */
 export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
   // DeepSeek-MoE 16B (src/models/deepseek.cpp): softmax, no renormalization, the file's scale, no
@@ -104,16 +115,7 @@ export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
     block: () => ({ probsBias: 'none', shared: 'required' }),
     attnOutBias: true,
   },
-  // dots.llm1 (src/models/dots1.cpp): per-head q/k norms, NeoX RoPE, gating/norm/scale from the
-  // file, optional selection bias, shared experts in every routed block.
-  dots1: {
-    neox: true,
-    qkNorm: 'head',
-    routing: (hp) => readMoeRouting(hp, 0),
-    dense: (hp, il) => il < leadingDense(hp),
-    block: () => ({ probsBias: 'optional', shared: 'required' }),
-    attnOutBias: true,
-  },
+  dots1: DOTS1,
   // ERNIE 4.5 MoE (src/models/ernie4-5-moe.cpp): softmax with renormalization and no scale (its
   // loader reads neither key), optional selection bias, routed blocks from leading_dense_block_count
   // every interleave_moe_layer_step blocks, a shared expert when expert_shared_feed_forward_length > 0.
@@ -146,17 +148,13 @@ export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
     block: () => ({ probsBias: 'none', shared: 'required' }),
     attnOutBias: false,
   },
-  // K-EXAONE (exaone-moe, src/models/exaone-moe.cpp): per-head q/k norms, NeoX RoPE (with
-  // rope_freqs when present) on the sliding-window blocks only, the others attending everything
+  // K-EXAONE (exaone-moe, src/models/exaone-moe.cpp): dots1's blocks without its attn_output
+  // bias, NeoX RoPE (with rope_freqs when present) on the sliding-window blocks only, the others attending everything
   // without positions; windows from attention.sliding_window (128 by default) on the blocks
   // load_swa_pattern picks (every 4th full by default); routing from the file (the gating key
   // required), optional selection bias, shared experts, leading dense blocks; NextN left out.
   'exaone-moe': {
-    neox: true,
-    qkNorm: 'head',
-    routing: (hp) => readMoeRouting(hp, 0),
-    dense: (hp, il) => il < leadingDense(hp),
-    block: () => ({ probsBias: 'optional', shared: 'required' }),
+    ...DOTS1,
     attnOutBias: false,
     swa: (hp) => ({ window: hp.meta.int('attention.sliding_window', 128, 1, 1 << 30), layers: slidingWindowLayers(hp, 4), ropeOnlySwa: true }),
     ropeFreqs: true,

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
-import { denseSwigluFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias } from '../program-builder';
+import { denseSwigluFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias, yarnAttnFactor } from '../program-builder';
 import { moeBlockFfn, outputHead, readMoeRouting, tensorLookup } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -26,14 +26,8 @@ export function buildMistral3(hp: HParams, tensors: Map<string, GgufTensorInfo>,
   const tempFloor = hp.ropeYarn.nCtxOrig;
   if (tempScale !== 0 && !(tempFloor >= 1)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: attention temperature scaling needs rope.scaling.original_context_length of at least 1`);
   const rope: Record<string, number | boolean> = { ...ropeParams(hp, false), head_dim: hd, beta_fast: md.num('rope.scaling.yarn_beta_fast', 32), beta_slow: md.num('rope.scaling.yarn_beta_slow', 1) };
-  const logMul = md.num('rope.scaling.yarn_log_multiplier', 0);
-  if (hp.ropeYarn.extFactor !== 0 && logMul !== 0) {
-    // llama_context: yarn_attn_factor = get_mscale(f, 1) / get_mscale(f, mscale_all_dim), then
-    // divided by 1 + 0.1 ln f (the rope op multiplies that back) and times rope.scaling.attn_factor.
-    const f = 1 / hp.ropeFreqScale;
-    const getMscale = (scale: number, m: number) => (scale <= 1 ? 1 : 0.1 * m * Math.log(scale) + 1);
-    rope.attn_factor = ((getMscale(f, 1) / getMscale(f, logMul)) / (1 + 0.1 * Math.log(f))) * hp.ropeYarn.attnFactor;
-  }
+  // Its loader reads the log multiplier as written (mscale_all_dim, no 0.1 factor to cancel).
+  rope.attn_factor = yarnAttnFactor(hp, md.num('rope.scaling.yarn_log_multiplier', 0));
   const factors = ropeFactorTensor(hp, tensors, nCtxSeq, 'typed');
   const rw = factors ? { freq_factors: factors } : undefined;
   const temp: Record<string, number> = tempScale !== 0 ? { temp_scale: tempScale, temp_floor: tempFloor, temp_offset: 0 } : {};
