@@ -79,6 +79,11 @@ kail::program program_from_js(Napi::Object p) {
         for (uint32_t i = 0; i < b.Length(); i++) prog.kv_v_width.push_back(static_cast<int64_t>(b.Get(i).As<Napi::Number>().Int64Value()));
     }
     prog.n_kv_layers = static_cast<int>(prog.kv_k_width.size());
+    Napi::Value rw = p.Get("rsWidth");
+    if (rw.IsArray()) {
+        Napi::Array a = rw.As<Napi::Array>();
+        for (uint32_t i = 0; i < a.Length(); i++) prog.rs_width.push_back(static_cast<int64_t>(a.Get(i).As<Napi::Number>().Int64Value()));
+    }
     prog.n_moe_layers = static_cast<int>(get_num(p, "nMoeLayers", 0));
     prog.n_expert = static_cast<int>(get_num(p, "nExpert", 0));
     return prog;

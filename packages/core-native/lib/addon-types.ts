@@ -91,7 +91,9 @@ export interface ProgramOp {
     | 'layer_norm'
     | 'gelu'
     | 'hadamard'
-    | 'dsa_index';
+    | 'dsa_index'
+    | 'ssm_conv'
+    | 'gated_delta_net';
   out: number;
   a?: number;
   b?: number;
@@ -117,6 +119,8 @@ export interface ModelProgram {
   hidden?: number;
   kvKWidth: number[];
   kvVWidth: number[];
+  /** Recurrent layers (linear attention): the F32 state each sequence keeps per layer, in floats. */
+  rsWidth?: number[];
   nMoeLayers: number;
   nExpert: number;
 }

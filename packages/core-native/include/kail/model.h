@@ -41,6 +41,8 @@ enum op_type {
     OP_GELU,           // out = gelu(a) as ggml-cpu computes it (tanh form through its F16 table)
     OP_HADAMARD,       // a (= out) times the orthonormal Walsh-Hadamard matrix of size n, block by block of each row
     OP_DSA_INDEX,      // DeepSeek's lightning indexer: stores key row b in the KV cache, out = positions of the top_k scores sum_h relu(q_h.k) w_h (q = a, w = c)
+    OP_SSM_CONV,       // causal depthwise conv over each sequence's last d_conv inputs (a), state in recurrent layer `layer`; silu: then SiLU   weights: weight [d_conv, channels]
+    OP_GATED_DELTA_NET,// gated delta rule (Qwen3-Next/3.5 linear attention) over a = q|k|v, b = alpha, c = beta logits, state in recurrent layer `layer`   weights: dt_bias, a
     OP_COUNT_
 };
 
@@ -72,6 +74,9 @@ struct program {
     int                      n_kv_layers = 0;
     std::vector<int64_t>     kv_k_width;  // per KV layer: floats of K per token (n_head_kv * head_dim)
     std::vector<int64_t>     kv_v_width;
+    // Recurrent layers (linear attention): per layer, the floats of state each sequence keeps
+    // (a conv window, a delta-rule matrix), independent of its length.
+    std::vector<int64_t>     rs_width;
     int                      n_moe_layers = 0; // for expert-usage statistics
     int                      n_expert = 0;
 };
@@ -170,13 +175,16 @@ class model {
     int64_t n_vocab() const { return n_vocab_; }
     int64_t seq_len(int seq) const;
     // Keeps positions [0, len) and returns how many it kept: len, or 0 when a sliding-window layer's
-    // ring no longer holds the window before len (positions written since overwrote it).
+    // ring no longer holds the window before len (positions written since overwrote it), or when
+    // the model has recurrent layers and len is shorter than the sequence (their state holds no
+    // earlier positions).
     int64_t seq_truncate(int seq, int64_t len);
     void    seq_clear(int seq) { seq_truncate(seq, 0); }
     void    seq_copy(int src, int dst);          // dst becomes a copy of src's cache
     // Context shift (llama.cpp's seq_rm + seq_add): drops positions [keep, keep + n) and moves the
     // ones after them n positions down, K's rotary part turned to match; returns the new length.
-    // Throws KAIL_E_UNSUPPORTED for a model with a sliding-window ring smaller than the context.
+    // Throws KAIL_E_UNSUPPORTED for a model with a sliding-window ring smaller than the context or
+    // with recurrent layers.
     int64_t seq_shift(int seq, int64_t keep, int64_t n);
     // A sequence's KV cache as bytes (llama.cpp's llama_state_seq_get_data: llama-server's slot save,
     // llama-cli's --prompt-cache), and back into a sequence of a model of the same shape and cache

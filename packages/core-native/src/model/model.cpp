@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <set>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -38,7 +39,7 @@ op_type op_type_from_name(const std::string & name) {
         {"swiglu", OP_SWIGLU}, {"sigmoid_mul", OP_SIGMOID_MUL}, {"rope", OP_ROPE},
         {"attention", OP_ATTENTION}, {"moe", OP_MOE}, {"gather_out", OP_GATHER_OUT}, {"copy", OP_COPY}, {"mla_attention", OP_MLA_ATTENTION},
         {"input", OP_INPUT}, {"cvec", OP_CVEC}, {"layer_norm", OP_LAYER_NORM}, {"gelu", OP_GELU},
-        {"hadamard", OP_HADAMARD}, {"dsa_index", OP_DSA_INDEX},
+        {"hadamard", OP_HADAMARD}, {"dsa_index", OP_DSA_INDEX}, {"ssm_conv", OP_SSM_CONV}, {"gated_delta_net", OP_GATED_DELTA_NET},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -149,6 +150,9 @@ struct model::impl {
     std::vector<int64_t>                   kv_heads;  // per KV layer: K heads cached per position (MLA: 1)
     std::vector<int64_t>                   seq_len;
     uint64_t                               kv_bytes = 0;
+    // Recurrent state: [seq][recurrent layer], program::rs_width floats each, allocated (zeros) at
+    // a sequence's first token and freed when it is cleared; counted in kv_bytes.
+    std::vector<std::vector<std::vector<float>>> rs;
 
     model_stats stats;
     mutable std::mutex stats_mu;
@@ -210,7 +214,7 @@ std::string shape_str(const gguf_tensor_info * t) {
 void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
                             "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu",
-                            "hadamard", "dsa_index"};
+                            "hadamard", "dsa_index", "ssm_conv", "gated_delta_net"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -315,6 +319,28 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (n < 1 || (n & (n - 1)) != 0 || width(op.a) % n != 0)
                 throw error(KAIL_E_BAD_MODEL, what + "a Hadamard rotation of size " + std::to_string(n) + " needs a power of two that divides the row (" + std::to_string(width(op.a)) + ")");
             if (op.out != op.a) throw error(KAIL_E_INVALID_ARG, what + "a Hadamard rotation works in place (out must be a)");
+            break;
+        }
+        case OP_SSM_CONV: {
+            const int64_t l = req("layer"), nc = req("d_conv");
+            if (l < 0 || l >= static_cast<int64_t>(m.prog.rs_width.size())) throw error(KAIL_E_INVALID_ARG, what + "recurrent layer " + std::to_string(l) + " out of range");
+            if (nc < 2) throw error(KAIL_E_BAD_MODEL, what + "a convolution of " + std::to_string(nc) + " taps (ssm.conv_kernel must be at least 2)");
+            if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
+            fits(op.out, 0, width(op.a), "out");
+            if (m.prog.rs_width[static_cast<size_t>(l)] != (nc - 1) * width(op.a)) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not (d_conv - 1) x channels");
+            break;
+        }
+        case OP_GATED_DELTA_NET: {
+            const int64_t l = req("layer"), hk = req("n_k_heads"), hv = req("n_v_heads"), S = req("head_dim");
+            if (l < 0 || l >= static_cast<int64_t>(m.prog.rs_width.size())) throw error(KAIL_E_INVALID_ARG, what + "recurrent layer " + std::to_string(l) + " out of range");
+            if (hk < 1 || hv < 1 || S < 1 || hv % hk != 0)
+                throw error(KAIL_E_BAD_MODEL, what + std::to_string(hv) + " value heads over " + std::to_string(hk) + " key heads of " + std::to_string(S) + ": the value heads must be a multiple of the key heads");
+            if (width(op.a) != (2 * hk + hv) * S) throw error(KAIL_E_BAD_MODEL, what + "q|k|v input is " + std::to_string(width(op.a)) + " wide, expected " + std::to_string((2 * hk + hv) * S));
+            fits(op.b, 0, hv, "b");
+            fits(op.c, 0, hv, "c");
+            fits(op.out, 0, hv * S, "out");
+            if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
+            if (m.prog.rs_width[static_cast<size_t>(l)] != hv * S * S) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not n_v_heads x head_dim^2");
             break;
         }
         case OP_DSA_INDEX: {
@@ -553,6 +579,8 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             throw error(KAIL_E_BAD_MODEL, "program: buffer '" + bd.name + "' has width " + std::to_string(bd.width) + " (the model's sizes are out of range)");
     if (static_cast<int>(m.prog.kv_k_width.size()) != m.prog.n_kv_layers || static_cast<int>(m.prog.kv_v_width.size()) != m.prog.n_kv_layers)
         throw error(KAIL_E_INVALID_ARG, "program: kv widths do not match n_kv_layers");
+    for (int64_t w : m.prog.rs_width)
+        if (w < 1 || w > (int64_t(1) << 31)) throw error(KAIL_E_BAD_MODEL, "program: a recurrent layer of " + std::to_string(w) + " floats per sequence (the model's sizes are out of range)");
     m.wts.resize(m.prog.ops.size());
     for (size_t i = 0; i < m.prog.ops.size(); i++) {
         const op_desc & op = m.prog.ops[i];
@@ -622,6 +650,19 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             const tensor_ref sk = m.weight(i, "sinks");
             const int64_t nh = static_cast<int64_t>(op.param_req("n_head"));
             if (sk.info) check(sk.type() == KAIL_TYPE_F32 && sk.info->n_elements == nh, "attention sinks '" + sk.info->name + "' must be F32 with " + std::to_string(nh) + " elements (one per head), is " + type_name(sk.type()) + " " + shape_str(sk.info));
+        } else if (op.type == OP_SSM_CONV) {
+            const tensor_ref w = m.weight(i, "weight");
+            const int64_t nc = static_cast<int64_t>(op.param_req("d_conv"));
+            check(w.info && w.type() == KAIL_TYPE_F32 && w.ne(0) == nc && w.ne(1) == width(op.a) && w.info->n_elements == nc * width(op.a),
+                  "convolution kernel " + (w.info ? "'" + w.info->name + "' " + type_name(w.type()) + " " + shape_str(w.info) : std::string("(missing)")) + " must be F32 [" + std::to_string(nc) + ", " +
+                      std::to_string(width(op.a)) + "]");
+        } else if (op.type == OP_GATED_DELTA_NET) {
+            const int64_t hv = static_cast<int64_t>(op.param_req("n_v_heads"));
+            for (const char * role : {"dt_bias", "a"}) {
+                const tensor_ref w = m.weight(i, role);
+                check(w.info && w.type() == KAIL_TYPE_F32 && w.info->n_elements == hv,
+                      std::string("gated delta net ") + role + (w.info ? " '" + w.info->name + "' " + type_name(w.type()) + " " + shape_str(w.info) : std::string(" (missing)")) + " must be F32 with " + std::to_string(hv) + " elements (one per value head)");
+            }
         } else if (op.type == OP_ROPE) {
             const tensor_ref ff = m.weight(i, "freq_factors");
             const int64_t half = static_cast<int64_t>(op.param_req("n_dims")) / 2;
@@ -644,6 +685,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     }
     n_vocab_ = m.prog.buffers[m.prog.logits].width;
     m.kv.assign(m.params.n_seq_max, std::vector<kv_seq_layer>(m.prog.n_kv_layers));
+    m.rs.assign(m.params.n_seq_max, std::vector<std::vector<float>>(m.prog.rs_width.size()));
     m.kv_ring = kv_ring_rows(m.prog, m.params.n_ctx, m.params.n_batch, m.params.swa_full);
     m.any_ring = std::any_of(m.kv_ring.begin(), m.kv_ring.end(), [](int64_t r) { return r > 0; });
     find_kv_ropes(m);
@@ -672,6 +714,8 @@ int64_t model::seq_truncate(int seq, int64_t len) {
     if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
     if (len < 0) throw error(KAIL_E_INVALID_ARG, "length must be >= 0");
     len = std::min(m.seq_len[seq], len);
+    // A recurrent layer's state is the sequence's whole past: it cannot be cut back, only cleared.
+    if (!m.prog.rs_width.empty() && len < m.seq_len[seq]) len = 0;
     // A ring keeps the positions [hw - R, hw): continuing at len needs the window before it,
     // [len - window, len), which later positions may have overwritten. Then only a clear is exact.
     for (int l = 0; l < m.prog.n_kv_layers && len > 0; l++) {
@@ -689,6 +733,10 @@ int64_t model::seq_truncate(int seq, int64_t len) {
             l.mirrored = false;
             l.hw = 0;
         }
+        for (auto & r : m.rs[seq]) {
+            m.kv_bytes -= r.capacity() * sizeof(float);
+            std::vector<float>().swap(r);
+        }
     }
     return len;
 }
@@ -705,6 +753,10 @@ void model::seq_copy(int src, int dst) {
         m.kv[dst][l].mirrored = m.kv[src][l].mirrored;
         m.kv[dst][l].hw = m.kv[src][l].hw;
         m.kv_bytes += m.kv[dst][l].k.capacity() + m.kv[dst][l].v.capacity();
+    }
+    for (size_t l = 0; l < m.rs[src].size(); l++) {
+        m.rs[dst][l] = m.rs[src][l];
+        m.kv_bytes += m.rs[dst][l].capacity() * sizeof(float);
     }
     m.seq_len[dst] = m.seq_len[src];
 }
@@ -1651,6 +1703,121 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     }
 }
 
+// A sequence's state in recurrent layer `layer`, zeros at its first token (counted in kv_bytes
+// and refused past the KV budget, as a cache row would be).
+std::vector<float> & rs_state(model::impl & m, int seq, int layer) {
+    std::vector<float> & st = m.rs[static_cast<size_t>(seq)][static_cast<size_t>(layer)];
+    if (st.empty()) {
+        const uint64_t bytes = static_cast<uint64_t>(m.prog.rs_width[static_cast<size_t>(layer)]) * sizeof(float);
+        if (m.params.kv_max_bytes && m.kv_bytes + bytes > m.params.kv_max_bytes)
+            throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes + bytes) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
+        st.assign(static_cast<size_t>(m.prog.rs_width[static_cast<size_t>(layer)]), 0.0f);
+        m.kv_bytes += st.capacity() * sizeof(float);
+    }
+    return st;
+}
+
+// ggml_ssm_conv (then ggml_silu with `silu`): out[c] = sum_i window_i[c] * w[c][i] over the d_conv
+// inputs ending at this token, summed in F32 oldest first as ggml-cpu does; the sequence's state
+// keeps the d_conv - 1 inputs before it, [i][channel], oldest first. Tokens run in batch order,
+// which is position order within each sequence.
+void op_ssm_conv(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t nc = static_cast<int64_t>(op.param_req("d_conv"));
+    const bool act = op.param("silu", 0) != 0;
+    const int64_t C = x.width(op.a), ow = x.width(op.out);
+    const float * w = reinterpret_cast<const float *>(m.weight(oi, "weight").data);  // channel c's taps at c * nc
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        std::vector<float> & st = rs_state(m, x.b.seq[t], layer);
+        const float * in = x.ptr(op.a) + t * C;
+        float * out = x.ptr(op.out) + t * ow;
+        for (int64_t c = 0; c < C; c++) {
+            const float * wc = w + c * nc;
+            float sum = 0.0f;
+            for (int64_t i = 0; i < nc - 1; i++) sum += st[static_cast<size_t>(i * C + c)] * wc[i];
+            sum += in[c] * wc[nc - 1];
+            out[c] = act ? silu(sum) : sum;
+        }
+        if (nc > 2) std::memmove(st.data(), st.data() + C, static_cast<size_t>((nc - 2) * C) * sizeof(float));
+        std::memcpy(st.data() + (nc - 2) * C, in, static_cast<size_t>(C) * sizeof(float));
+    }
+}
+
+float dot_f32(const float * a, const float * b, int64_t n) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
+    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) sum += a[i] * b[i];
+    return sum;
+}
+
+// The gated delta rule of Qwen3-Next / Qwen3.5's linear attention, as ggml-cpu's fused
+// ggml_gated_delta_net (which llama.cpp uses on CPU for prompts and decoding alike). Per token:
+// q and k of each key head L2-normalized (ggml_rms_norm with eps / S, times 1 / sqrt(S)),
+// g = softplus(alpha + dt_bias) * a (a = -exp(A_log)), beta = sigmoid(beta logits); per value
+// head h (key head h % n_k_heads) with state M (row j: value dim j, over the key dims):
+// M *= exp(g); delta_j = (v_j - M_j . k) beta; M_j += delta_j k; out_j = (M_j . q) / sqrt(S).
+void op_gated_delta_net(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t Hk = static_cast<int64_t>(op.param_req("n_k_heads")), Hv = static_cast<int64_t>(op.param_req("n_v_heads"));
+    const int64_t S = static_cast<int64_t>(op.param_req("head_dim"));
+    const float eps = static_cast<float>(op.param_req("eps"));
+    const float * dt = reinterpret_cast<const float *>(m.weight(oi, "dt_bias").data);
+    const float * A = reinterpret_cast<const float *>(m.weight(oi, "a").data);
+    const int64_t aw = x.width(op.a), ow = x.width(op.out), n = x.n_tok;
+    // Normalized q and k (2 Hk S per token), then g and beta (2 Hv per token).
+    std::vector<float> qk(static_cast<size_t>(n * 2 * Hk * S)), gb(static_cast<size_t>(n * 2 * Hv));
+    const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(S));
+    for (int64_t t = 0; t < n; t++) {
+        const float * a = x.ptr(op.a) + t * aw;
+        float * o = qk.data() + t * 2 * Hk * S;
+        for (int64_t h = 0; h < 2 * Hk; h++) {
+            rms_norm_row(a + h * S, o + h * S, S, eps / static_cast<float>(S), nullptr);
+            for (int64_t i = 0; i < S; i++) o[h * S + i] *= inv_sqrt;
+        }
+        const float * al = x.ptr(op.b) + t * x.width(op.b);
+        const float * be = x.ptr(op.c) + t * x.width(op.c);
+        for (int64_t h = 0; h < Hv; h++) {
+            const float z = al[h] + dt[h];
+            const float sp = z > 20.0f ? z : std::log(1.0f + std::exp(z));
+            gb[static_cast<size_t>(t * 2 * Hv + h)] = sp * A[h];
+            gb[static_cast<size_t>(t * 2 * Hv + Hv + h)] = 1.0f / (1.0f + std::exp(-be[h]));
+        }
+    }
+    // Each sequence's tokens in order; states allocated before the threads start.
+    std::map<int, std::vector<int64_t>> by_seq;
+    for (int64_t t = 0; t < n; t++) by_seq[x.b.seq[t]].push_back(t);
+    std::vector<std::pair<float *, const std::vector<int64_t> *>> seqs;
+    for (auto & [seq, toks] : by_seq) seqs.push_back({rs_state(m, seq, layer).data(), &toks});
+    const int64_t tasks = static_cast<int64_t>(seqs.size()) * Hv;
+    m.pool->parallel_for(tasks, [&](int64_t begin, int64_t end, int) {
+        std::vector<float> delta(static_cast<size_t>(S));
+        for (int64_t task = begin; task < end; task++) {
+            const int64_t h = task % Hv, hk = h % Hk;
+            float * M = seqs[static_cast<size_t>(task / Hv)].first + h * S * S;
+            for (int64_t t : *seqs[static_cast<size_t>(task / Hv)].second) {
+                const float * q = qk.data() + t * 2 * Hk * S + hk * S;
+                const float * k = q + Hk * S;
+                const float * v = x.ptr(op.a) + t * aw + 2 * Hk * S + h * S;
+                const float eg = std::exp(gb[static_cast<size_t>(t * 2 * Hv + h)]), beta = gb[static_cast<size_t>(t * 2 * Hv + Hv + h)];
+                for (int64_t i = 0; i < S * S; i++) M[i] *= eg;
+                for (int64_t j = 0; j < S; j++) delta[static_cast<size_t>(j)] = (v[j] - dot_f32(M + j * S, k, S)) * beta;
+                for (int64_t j = 0; j < S; j++) {
+                    float * row = M + j * S;
+                    const float d = delta[static_cast<size_t>(j)];
+                    for (int64_t i = 0; i < S; i++) row[i] += k[i] * d;
+                }
+                float * out = x.ptr(op.out) + t * ow + h * S;
+                for (int64_t j = 0; j < S; j++) out[j] = dot_f32(M + j * S, q, S) * inv_sqrt;
+            }
+        }
+    }, 1);
+}
+
 void op_cvec(exec_ctx & x, const op_desc & op) {
     const model_params & p = x.m.params;
     const int64_t il = static_cast<int64_t>(op.param_req("layer")), n = p.cvec_n_embd;
@@ -1688,6 +1855,8 @@ int64_t model::seq_shift(int seq, int64_t keep, int64_t n) {
     if (keep < 0 || n < 0 || keep + n > len)
         throw error(KAIL_E_INVALID_ARG, "context shift: cannot discard " + std::to_string(n) + " positions after the first " + std::to_string(keep) + " of " + std::to_string(len));
     if (n == 0) return len;
+    if (!m.prog.rs_width.empty())
+        throw error(KAIL_E_UNSUPPORTED, "context shift: this model has recurrent (linear attention) layers, whose state holds the whole past and cannot drop positions from it");
     for (int l = 0; l < m.prog.n_kv_layers; l++) {
         if (m.kv_ring[l])
             throw error(KAIL_E_UNSUPPORTED, "context shift: KV layer " + std::to_string(l) + " keeps a sliding window in a ring of " + std::to_string(m.kv_ring[l]) +
@@ -1799,6 +1968,18 @@ std::vector<uint8_t> model::seq_state(int seq) const {
         rows_of(c.k, kv_row_bytes(m.params.kv_type, kw / heads));
         if (!mla) rows_of(c.v, kv_row_bytes(m.params.kv_type_v, vw / heads));
     }
+    // Models with recurrent layers: their count, then per layer its width (i64), whether the
+    // sequence holds a state (u8) and the state's floats.
+    if (!m.prog.rs_width.empty()) {
+        put<uint32_t>(out, static_cast<uint32_t>(m.prog.rs_width.size()));
+        for (size_t l = 0; l < m.prog.rs_width.size(); l++) {
+            const std::vector<float> & st = m.rs[seq][l];
+            put<int64_t>(out, m.prog.rs_width[l]);
+            put<uint8_t>(out, st.empty() ? 0 : 1);
+            const uint8_t * b = reinterpret_cast<const uint8_t *>(st.data());
+            out.insert(out.end(), b, b + st.size() * sizeof(float));
+        }
+    }
     return out;
 }
 
@@ -1844,12 +2025,30 @@ void model::set_seq_state(int seq, const uint8_t * data, size_t n) {
         c.hw = hw;
         bytes += c.k.capacity() + c.v.capacity();
     }
+    std::vector<std::vector<float>> next_rs(m.prog.rs_width.size());
+    if (!m.prog.rs_width.empty()) {
+        const uint32_t nr = r.get<uint32_t>("recurrent layers");
+        if (nr != m.prog.rs_width.size()) refuse(std::to_string(nr) + " recurrent layers, the model has " + std::to_string(m.prog.rs_width.size()));
+        for (size_t l = 0; l < m.prog.rs_width.size(); l++) {
+            const int64_t w = r.get<int64_t>("recurrent width");
+            const bool present = r.get<uint8_t>("recurrent state") != 0;
+            const std::string at = "recurrent layer " + std::to_string(l) + ": ";
+            if (w != m.prog.rs_width[l]) refuse(at + std::to_string(w) + " floats, the model's are " + std::to_string(m.prog.rs_width[l]));
+            if (present != (len > 0)) refuse(at + (present ? "a state for an empty sequence" : "no state for " + std::to_string(len) + " positions"));
+            if (!present) continue;
+            next_rs[l].resize(static_cast<size_t>(w));
+            r.bytes(next_rs[l].data(), next_rs[l].size() * sizeof(float), "recurrent state");
+            bytes += next_rs[l].capacity() * sizeof(float);
+        }
+    }
     if (r.at != r.n) refuse(std::to_string(r.n - r.at) + " bytes past the end");
     uint64_t old = 0;
     for (const kv_seq_layer & c : m.kv[seq]) old += c.k.capacity() + c.v.capacity();
+    for (const std::vector<float> & st : m.rs[seq]) old += st.capacity() * sizeof(float);
     if (m.params.kv_max_bytes && m.kv_bytes - old + bytes > m.params.kv_max_bytes)
         throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes - old + bytes) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
     m.kv[seq].swap(next);
+    m.rs[seq].swap(next_rs);
     m.kv_bytes = m.kv_bytes - old + bytes;
     m.seq_len[seq] = len;
 }
@@ -1891,6 +2090,7 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
     exec_ctx x{m, b, b.n, n_out, cancel, {}};
     for (int64_t t = 0; t < b.n; t++)
         if (b.output[t]) x.out_seq.push_back(b.seq[t]);
+    try {
     for (size_t oi = 0; oi < m.prog.ops.size(); oi++) {
         if (cancel.load(std::memory_order_relaxed)) throw error(KAIL_E_CANCELLED, "forward cancelled");
         const op_desc & op = m.prog.ops[oi];
@@ -1917,6 +2117,8 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_MLA_ATTENTION: op_mla_attention(x, op, oi); break;
             case OP_HADAMARD: op_hadamard(x, op); break;
             case OP_DSA_INDEX: op_dsa_index(x, op); break;
+            case OP_SSM_CONV: op_ssm_conv(x, op, oi); break;
+            case OP_GATED_DELTA_NET: op_gated_delta_net(x, op, oi); break;
             case OP_INPUT: op_input(x, op); break;
             case OP_CVEC: op_cvec(x, op); break;
             case OP_LAYER_NORM: op_layer_norm(x, op, oi); break;
@@ -1934,6 +2136,16 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             }
             default: throw error(KAIL_E_INTERNAL, "unhandled op");
         }
+    }
+    } catch (...) {
+        // Recurrent layers update their state in place as the pass goes: a pass that stops halfway
+        // leaves the batch's sequences between two states, so they are cleared (the KV rows past
+        // each sequence's length are never read, but the state has no such length).
+        if (!m.prog.rs_width.empty()) {
+            std::set<int> seqs(b.seq, b.seq + b.n);
+            for (int s : seqs) seq_truncate(s, 0);
+        }
+        throw;
     }
     for (int s = 0; s < m.params.n_seq_max; s++) m.seq_len[s] = next[s];
     logits.assign(m.bufs[m.prog.logits].begin(), m.bufs[m.prog.logits].begin() + n_out * n_vocab_);

@@ -67,6 +67,8 @@ uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_ba
         const uint64_t rows = static_cast<uint64_t>(l < ring.size() && ring[l] ? 2 * ring[l] : std::max<int64_t>(0, n_ctx));
         b += static_cast<uint64_t>(kv_row_bytes(kv_type_k, prog.kv_k_width[l]) + kv_row_bytes(kv_type_v, prog.kv_v_width[l])) * rows;
     }
+    // Recurrent layers keep a fixed F32 state per sequence, whatever its length.
+    for (int64_t w : prog.rs_width) b += static_cast<uint64_t>(std::max<int64_t>(0, w)) * sizeof(float);
     return b;
 }
 
