@@ -7,6 +7,7 @@ import type { GraniteConfig } from './architectures/granite';
 import type { Mimo2Config } from './architectures/mimo2';
 import type { Mistral3Config } from './architectures/mistral3';
 import type { Phi3Config } from './architectures/phi3';
+import type { Qwen35Config } from './architectures/qwen35';
 import type { AfmoeConfig, BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, ExaoneMoeConfig, HyV3Config, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
 import type { Preset } from './presets';
 
@@ -122,7 +123,23 @@ const ministral3: Mistral3Config = {
 // Hunyuan v3 style: 1 dense block, sigmoid + bias experts renormalized and scaled by 2.5, a shared expert of 192.
 const hyV3: HyV3Config = { ...tinyMoe, arch: 'hy_v3', name: 'tiny-hy-v3', ff: 512, expertFf: 128, sharedFf: 192, nDense: 1, ropeBase: 1e6 };
 
+// Qwen3.5-35B-A3B style, scaled down: 4 blocks (0-2 gated delta net, 3 full attention with its
+// query gate), heads of 64 rotating a quarter (16) with M-RoPE sections [3, 3, 2, 0] (the real
+// [11, 11, 10, 0] over 32 pairs, scaled to 8); linear attention of 2 key heads and 4 value heads
+// of 64 (as the real 16/32 of 128: twice the value heads), conv kernel 4; 16 softmax experts top-4
+// of 128 and a sigmoid-gated shared expert of 128. Every matrix row is a multiple of 256 except
+// ffn_down_exps / ffn_down_shexp (128, as the other tiny MoE presets: K-quants fall back to
+// Q5_0 / Q8_0 there). tiny-qwen35: the dense Qwen3.5 (ffn_down rows of 512).
+const qwen35moe: Qwen35Config = {
+  ...tinyMoe, arch: 'qwen35moe', name: 'tiny-qwen35moe', nLayers: 4, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2, headDim: 64,
+  ropeDims: 16, ropeSections: [3, 3, 2, 0], fullAttentionInterval: 4, linearAttn: { kHeads: 2, vHeads: 4, headDim: 64, convKernel: 4 },
+  nExperts: 16, nExpertsUsed: 4, expertFf: 128, sharedFf: 128, vocabKind: 'qwen2', vocabSize: 1024, ropeBase: 1e7, normEps: 1e-6,
+};
+const qwen35: Qwen35Config = { ...qwen35moe, arch: 'qwen35', name: 'tiny-qwen35', ff: 512, nExperts: 0, nExpertsUsed: 0, expertFf: 0, sharedFf: 0 };
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-qwen35moe': { description: 'qwen35moe (Qwen3.5/3.6-35B-A3B style): 3 gated delta-net blocks then 1 gated full-attention block (q/k norms, M-RoPE on 16 of 64), 16 experts top-4 with a gated shared expert', config: qwen35moe },
+  'tiny-qwen35': { description: 'qwen35 (dense Qwen3.5 style): tiny-qwen35moe\'s hybrid trunk (3 delta-net blocks, 1 gated attention block) with a SwiGLU FFN of 512', config: qwen35 },
   'tiny-hy-v3': { description: 'hy_v3 (Hunyuan v3 style): per-head q/k norms, 1 dense block, sigmoid + bias (blk.N.exp_probs_b) experts, an ungated shared expert', config: hyV3 },
   'tiny-mistral3': { description: 'mistral3 (Ministral 3 style, dense): YaRN with its own betas and mscale_all_dim, Llama 4 query temperature', config: ministral3 },
   'tiny-mistral4': { description: 'mistral4 (Mistral MLA MoE): tiny-deepseek3 under its own name, YaRN with mscale_all_dim 0.707', config: mistral4 },

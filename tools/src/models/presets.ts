@@ -149,6 +149,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   phimoe: 'tiny-phimoe',
   qwen3vl: 'tiny-qwen3vl',
   qwen3vlmoe: 'tiny-qwen3vlmoe',
+  qwen35moe: 'tiny-qwen35moe',
+  qwen35: 'tiny-qwen35',
 };
 
 export function getPreset(name: string): Preset {
