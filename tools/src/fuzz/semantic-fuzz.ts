@@ -169,6 +169,8 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-deepseek32', type: 'F32' },
   { preset: 'tiny-glm-dsa', type: 'F32' },
   { preset: 'tiny-mimo2', type: 'F32' },
+  { preset: 'tiny-qwen35moe', type: 'Q4_K_M' },
+  { preset: 'tiny-qwen35', type: 'F32' },
   { preset: 'tiny-exaone-moe', type: 'F32' },
   { preset: 'tiny-afmoe', type: 'F32' },
   { preset: 'tiny-mistral4', type: 'F32' },

@@ -599,6 +599,15 @@ export class EngineModel {
   }
 
   /**
+   * The model has recurrent layers (Qwen3.5's gated delta nets): each sequence keeps a state of
+   * fixed size that holds its whole past, so its cache can be kept or cleared but not cut back
+   * (truncate returns 0 below its length), not shifted, and not rolled back.
+   */
+  get recurrent(): boolean {
+    return (this.program.rsWidth?.length ?? 0) > 0;
+  }
+
+  /**
    * An encoder-only embedding model (bert, nomic-bert): non-causal attention, no output head. It
    * gives embeddings, never generated text, and takes each sequence whole in one forward pass.
    */
@@ -760,7 +769,8 @@ export class EngineModel {
   /**
    * Drops a sequence's cache from position len on (len 0 clears it) and returns the positions
    * kept: len, or 0 when a sliding-window layer's ring no longer holds the window before len
-   * (positions written since overwrote it; then only recomputing from the start is exact).
+   * (positions written since overwrote it; then only recomputing from the start is exact), or when
+   * the model is recurrent and len is below the sequence's length.
    */
   truncate(seq: number, len: number): number {
     return this.runtime.seqTruncate(seq, len);
@@ -797,7 +807,8 @@ export class EngineModel {
 
   /**
    * Takes back the last positions written (a speculative pass's rejected drafts): exact whenever
-   * fewer than nBatch positions are taken back, which a verification pass guarantees.
+   * fewer than nBatch positions are taken back, which a verification pass guarantees (never for a
+   * recurrent model: speculative decoding refuses those).
    */
   rollback(seq: number, len: number): void {
     const want = Math.min(len, this.runtime.seqLen(seq));

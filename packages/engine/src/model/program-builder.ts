@@ -153,6 +153,7 @@ export class ProgramBuilder {
   private readonly ops: ProgramOp[] = [];
   private readonly kvK: number[] = [];
   private readonly kvV: number[] = [];
+  private readonly rs: number[] = [];
   private nMoeLayers = 0;
   private nExpert = 0;
   private hiddenBuf = -1;
@@ -174,6 +175,11 @@ export class ProgramBuilder {
     return this.buffers.length - 1;
   }
 
+  /** A buffer's width (floats per row). */
+  width(buf: number): number {
+    return this.buffers[buf].width;
+  }
+
   op(op: ProgramOp['op'], out: number, rest: Omit<ProgramOp, 'op' | 'out'> = {}): void {
     this.ops.push({ op, out, ...rest });
   }
@@ -183,6 +189,12 @@ export class ProgramBuilder {
     this.kvK.push(kWidth);
     this.kvV.push(vWidth);
     return this.kvK.length - 1;
+  }
+
+  /** Declares a recurrent layer (`width` floats of state per sequence) and returns its index for ssm_conv / gated_delta_net ops. */
+  rsLayer(width: number): number {
+    this.rs.push(width);
+    return this.rs.length - 1;
   }
 
   /** Declares a MoE layer for expert statistics and returns its index. */
@@ -205,6 +217,7 @@ export class ProgramBuilder {
       hidden: this.hiddenBuf,
       kvKWidth: this.kvK,
       kvVWidth: this.kvV,
+      ...(this.rs.length ? { rsWidth: this.rs } : {}),
       nMoeLayers: this.nMoeLayers,
       nExpert: this.nExpert,
     };

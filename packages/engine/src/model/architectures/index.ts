@@ -13,6 +13,7 @@ import { buildLlama4 } from './llama4';
 import { buildMimo2 } from './mimo2';
 import { buildMistral3 } from './mistral3';
 import { buildPhi3 } from './phi3';
+import { buildQwen35 } from './qwen35';
 import { buildLlamaMoe, LLAMA_MOE_ARCHITECTURES } from './llama-moe';
 
 /** What a program depends on besides the file: the context of one sequence (LongRoPE picks its factors by it). */
@@ -52,6 +53,9 @@ const ARCHITECTURES: Record<string, Builder> = {
   granitemoe: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   phi3: (hp, ts, o) => buildPhi3(hp, ts, o.nCtxSeq),
   phimoe: (hp, ts, o) => buildPhi3(hp, ts, o.nCtxSeq),
+  // Qwen3.5 / 3.6: gated delta net blocks (a recurrent state per sequence) and gated full attention.
+  qwen35: (hp, ts) => buildQwen35(hp, ts),
+  qwen35moe: (hp, ts) => buildQwen35(hp, ts),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
-import { denseSwigluFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias, type RopeFactorSource } from '../program-builder';
+import { denseSwigluFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias, type ProgramBuilder, type RopeFactorSource } from '../program-builder';
 import { hiddenOutput } from './deepseek2';
 
 /** What differs between the members of the Llama family of decoder graphs. */
@@ -71,39 +71,8 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
     p.op('rms_norm', h, { a: x, weights: { weight: ffnNorm }, params: { eps: hp.rmsEps } });
     const ffnOut = p.buf('ffn_out', d);
     if (tensors.has(t(il, 'ffn_gate_inp.weight'))) {
-      if (hp.nExpert <= 0 || hp.nExpertUsed <= 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il} has a router but expert_count/expert_used_count are missing`);
-      const moeLayer = p.moeLayer(hp.nExpert);
-      p.op('moe', ffnOut, {
-        a: h,
-        weights: {
-          gate_inp: need(t(il, 'ffn_gate_inp.weight')),
-          gate_exps: need(t(il, 'ffn_gate_exps.weight')),
-          up_exps: need(t(il, 'ffn_up_exps.weight')),
-          down_exps: need(t(il, 'ffn_down_exps.weight')),
-        },
-        params: {
-          n_expert: hp.nExpert,
-          n_expert_used: hp.nExpertUsed,
-          gating: 0,
-          norm_w: opt.normExpertWeights,
-          w_scale: hp.expertWeightsScale,
-          moe_layer: moeLayer,
-        },
-      });
-      if (opt.sharedExpertGate) {
-        const ffS = tensors.get(need(t(il, 'ffn_up_shexp.weight')))!.dims[1];
-        const sg = p.buf(`sh_gate${ffS}`, ffS);
-        const su = p.buf(`sh_up${ffS}`, ffS);
-        const so = p.buf('sh_out', d);
-        const sgate = p.buf('sh_gate_logit', 1);
-        p.op('matmul', sg, { a: h, weights: { weight: need(t(il, 'ffn_gate_shexp.weight')) } });
-        p.op('matmul', su, { a: h, weights: { weight: need(t(il, 'ffn_up_shexp.weight')) } });
-        p.op('swiglu', sg, { a: sg, b: su });
-        p.op('matmul', so, { a: sg, weights: { weight: need(t(il, 'ffn_down_shexp.weight')) } });
-        p.op('matmul', sgate, { a: h, weights: { weight: need(t(il, 'ffn_gate_inp_shexp.weight')) } });
-        p.op('sigmoid_mul', so, { a: so, b: sgate });
-        p.op('add', ffnOut, { a: ffnOut, b: so });
-      }
+      softmaxExperts(p, hp, il, need, h, ffnOut, opt.normExpertWeights, hp.expertWeightsScale);
+      if (opt.sharedExpertGate) gatedSharedExpert(p, tensors, il, need, h, ffnOut);
     } else denseSwigluFfn(p, tensors, il, { need, maybe }, h, ffnOut);
     p.op('add', x, { a: x, b: ffnOut });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
@@ -116,4 +85,38 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
   // qwen2 files may carry an output bias.
   p.op('matmul', logits, { a: ho, weights: withBias(head, maybe('output.bias')) });
   return p.build(logits);
+}
+
+/**
+ * Qwen's shared expert (Qwen2-MoE, Qwen3-Next, Qwen3.5): a SwiGLU FFN of `h` times
+ * sigmoid(ffn_gate_inp_shexp . h), added to `out`.
+ */
+export function gatedSharedExpert(p: ProgramBuilder, tensors: Map<string, GgufTensorInfo>, il: number, need: (name: string) => string, h: number, out: number): void {
+  const ffS = tensors.get(need(t(il, 'ffn_up_shexp.weight')))!.dims[1];
+  const sg = p.buf(`sh_gate${ffS}`, ffS);
+  const su = p.buf(`sh_up${ffS}`, ffS);
+  const so = p.buf('sh_out', p.width(out));
+  const sgate = p.buf('sh_gate_logit', 1);
+  p.op('matmul', sg, { a: h, weights: { weight: need(t(il, 'ffn_gate_shexp.weight')) } });
+  p.op('matmul', su, { a: h, weights: { weight: need(t(il, 'ffn_up_shexp.weight')) } });
+  p.op('swiglu', sg, { a: sg, b: su });
+  p.op('matmul', so, { a: sg, weights: { weight: need(t(il, 'ffn_down_shexp.weight')) } });
+  p.op('matmul', sgate, { a: h, weights: { weight: need(t(il, 'ffn_gate_inp_shexp.weight')) } });
+  p.op('sigmoid_mul', so, { a: so, b: sgate });
+  p.op('add', out, { a: out, b: so });
+}
+
+/** Routed experts chosen by softmax over the router's logits (top-k, renormalized with `normW`, times `wScale` when not 0 or 1). */
+export function softmaxExperts(p: ProgramBuilder, hp: HParams, il: number, need: (name: string) => string, h: number, out: number, normW: boolean, wScale: number): void {
+  if (hp.nExpert <= 0 || hp.nExpertUsed <= 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il} has a router but expert_count/expert_used_count are missing`);
+  p.op('moe', out, {
+    a: h,
+    weights: {
+      gate_inp: need(t(il, 'ffn_gate_inp.weight')),
+      gate_exps: need(t(il, 'ffn_gate_exps.weight')),
+      up_exps: need(t(il, 'ffn_up_exps.weight')),
+      down_exps: need(t(il, 'ffn_down_exps.weight')),
+    },
+    params: { n_expert: hp.nExpert, n_expert_used: hp.nExpertUsed, gating: 0, norm_w: normW, w_scale: wScale, moe_layer: p.moeLayer(hp.nExpert) },
+  });
 }

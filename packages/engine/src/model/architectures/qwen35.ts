@@ -1,0 +1,159 @@
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
+
+import { EngineError } from '../../errors';
+import { MAX_DIM, MAX_HEADS, type HParams } from '../hparams';
+import { denseSwigluFfn, ropeParams, trunkStart, type ProgramBuilder } from '../program-builder';
+import { outputHead, tensorLookup, trunkLayers } from './deepseek2';
+import { gatedSharedExpert, softmaxExperts } from './llama-family';
+
+const t = (i: number, name: string) => `blk.${i}.${name}`;
+
+/** The linear-attention (gated delta net) shape of a Qwen3-Next / Qwen3.5 file. */
+export interface LinearAttentionDims {
+  /** Convolution taps (ssm.conv_kernel). */
+  dConv: number;
+  /** Key and value head size (ssm.state_size; llama.cpp requires ssm.inner_size / n_v_heads to equal it). */
+  S: number;
+  /** Key heads (ssm.group_count) and value heads (ssm.time_step_rank). */
+  hk: number;
+  hv: number;
+}
+
+export function readLinearAttention(hp: HParams): LinearAttentionDims {
+  const md = hp.meta;
+  const dConv = md.int('ssm.conv_kernel', undefined, 2, 1024);
+  const S = md.int('ssm.state_size', undefined, 1, 4096);
+  const hk = md.int('ssm.group_count', undefined, 1, MAX_HEADS);
+  const hv = md.int('ssm.time_step_rank', undefined, 1, MAX_HEADS);
+  const inner = md.int('ssm.inner_size', undefined, 1, MAX_DIM);
+  const bad = (why: string) => new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ${why}`);
+  if (inner !== hv * S) throw bad(`ssm.inner_size ${inner} is not ssm.time_step_rank ${hv} x ssm.state_size ${S} (llama.cpp's delta net needs value heads as wide as key heads)`);
+  if (hv % hk !== 0) throw bad(`${hv} value heads (ssm.time_step_rank) are not a multiple of ${hk} key heads (ssm.group_count)`);
+  return { dConv, S, hk, hv };
+}
+
+/**
+ * Which blocks are linear attention: `attention.recurrent_layers` (one flag per block) when the
+ * file has it, else every block but each full_attention_interval-th (default 4), as llama.cpp's
+ * loader; NextN blocks past the trunk are never recurrent.
+ */
+export function recurrentLayers(hp: HParams, nTrunk: number): boolean[] {
+  if (hp.meta.has('attention.recurrent_layers')) return hp.meta.perLayer('attention.recurrent_layers', hp.nLayer, undefined, 0, 1).map((v, i) => i < nTrunk && v === 1);
+  const interval = hp.meta.int('full_attention_interval', 4, 1, 1 << 20);
+  return Array.from({ length: hp.nLayer }, (_, i) => i < nTrunk && (i + 1) % interval !== 0);
+}
+
+/**
+ * A gated delta net block (llama.cpp's build_layer_attn_linear) on the normed input `h` into
+ * `out`: q|k|v = attn_qkv h through a causal depthwise convolution and SiLU, the gated delta rule
+ * over them with g = softplus(ssm_alpha h + ssm_dt) * ssm_a and beta = sigmoid(ssm_beta h), each
+ * value head RMS-normed by ssm_norm and gated by SiLU(attn_gate h), then ssm_out.
+ */
+function linearAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, dims: LinearAttentionDims, h: number, out: number): void {
+  const { need } = tensorLookup(hp, tensors);
+  const { dConv, S, hk, hv } = dims;
+  const convDim = (2 * hk + hv) * S;
+  const qkv = p.buf(`lin_qkv${convDim}`, convDim);
+  const conv = p.buf(`lin_conv${convDim}`, convDim);
+  const z = p.buf(`lin_z${hv * S}`, hv * S);
+  const core = p.buf(`lin_core${hv * S}`, hv * S);
+  const alpha = p.buf(`lin_alpha${hv}`, hv);
+  const beta = p.buf(`lin_beta${hv}`, hv);
+  p.op('matmul', qkv, { a: h, weights: { weight: need(t(il, 'attn_qkv.weight')) } });
+  p.op('matmul', z, { a: h, weights: { weight: need(t(il, 'attn_gate.weight')) } });
+  p.op('matmul', beta, { a: h, weights: { weight: need(t(il, 'ssm_beta.weight')) } });
+  p.op('matmul', alpha, { a: h, weights: { weight: need(t(il, 'ssm_alpha.weight')) } });
+  p.op('ssm_conv', conv, { a: qkv, weights: { weight: need(t(il, 'ssm_conv1d.weight')) }, params: { layer: p.rsLayer((dConv - 1) * convDim), d_conv: dConv, silu: 1 } });
+  p.op('gated_delta_net', core, {
+    a: conv,
+    b: alpha,
+    c: beta,
+    weights: { dt_bias: need(t(il, 'ssm_dt.bias')), a: need(t(il, 'ssm_a')) },
+    params: { layer: p.rsLayer(hv * S * S), n_k_heads: hk, n_v_heads: hv, head_dim: S, eps: hp.rmsEps },
+  });
+  p.op('head_rms_norm', core, { a: core, weights: { weight: need(t(il, 'ssm_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: S, n_head: hv } });
+  p.op('swiglu', core, { a: z, b: core });
+  p.op('matmul', out, { a: core, weights: { weight: need(t(il, 'ssm_out.weight')) } });
+}
+
+/**
+ * A full-attention block of Qwen3-Next / Qwen3.5 (build_layer_attn) on `h` into `out`: the query
+ * projection gives each head's query and then its gate; per-head q/k RMS norms, NeoX RoPE over
+ * rope.dimension_count of each head (Qwen3.5's interleaved M-RoPE gives text tokens the same
+ * position in every section, which is this), attention, times sigmoid(gate), attn_output.
+ */
+function gatedAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, h: number, out: number): void {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const [H, Hkv, hd] = [hp.nHead[il], hp.nHeadKv[il], hp.headDimK];
+  if (hp.headDimV !== hd) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key length ${hd} and value length ${hp.headDimV} differ`);
+  if (H % Hkv !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: head_count ${H} is not a multiple of head_count_kv ${Hkv}`);
+  const qg = p.buf(`qg${2 * H * hd}`, 2 * H * hd);
+  const q = p.buf(`q${H * hd}`, H * hd);
+  const gate = p.buf(`gate${H * hd}`, H * hd);
+  const k = p.buf(`k${Hkv * hd}`, Hkv * hd);
+  const v = p.buf(`v${Hkv * hd}`, Hkv * hd);
+  const attn = p.buf(`attn${H * hd}`, H * hd);
+  const fused = maybe(t(il, 'attn_qkv.weight'));
+  if (fused) {
+    const all = p.buf(`qgkv${2 * H * hd + 2 * Hkv * hd}`, 2 * H * hd + 2 * Hkv * hd);
+    p.op('matmul', all, { a: h, weights: { weight: fused } });
+    p.op('copy', qg, { a: all, params: { a_off: 0, n: 2 * H * hd } });
+    p.op('copy', k, { a: all, params: { a_off: 2 * H * hd, n: Hkv * hd } });
+    p.op('copy', v, { a: all, params: { a_off: 2 * H * hd + Hkv * hd, n: Hkv * hd } });
+  } else {
+    p.op('matmul', qg, { a: h, weights: { weight: need(t(il, 'attn_q.weight')) } });
+    p.op('matmul', k, { a: h, weights: { weight: need(t(il, 'attn_k.weight')) } });
+    p.op('matmul', v, { a: h, weights: { weight: need(t(il, 'attn_v.weight')) } });
+  }
+  for (let hh = 0; hh < H; hh++) {
+    p.op('copy', q, { a: qg, params: { a_off: 2 * hh * hd, out_off: hh * hd, n: hd } });
+    p.op('copy', gate, { a: qg, params: { a_off: 2 * hh * hd + hd, out_off: hh * hd, n: hd } });
+  }
+  p.op('head_rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });
+  p.op('head_rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
+  const rope = { ...ropeParams(hp, true), head_dim: hd };
+  p.op('rope', q, { a: q, params: { ...rope, n_head: H } });
+  p.op('rope', k, { a: k, params: { ...rope, n_head: Hkv } });
+  const layer = p.kvLayer(Hkv * hd, Hkv * hd);
+  const scale = hp.attentionScale || 1 / Math.sqrt(hd);
+  p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale } });
+  p.op('sigmoid_mul', attn, { a: attn, b: gate, params: { per_element: 1 } });
+  p.op('matmul', out, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
+}
+
+/**
+ * Qwen3.5 / Qwen3.6 (`qwen35` dense, `qwen35moe`; llama.cpp src/models/qwen35*.cpp): hybrid
+ * decoders whose blocks are gated delta nets (linear attention with a fixed-size recurrent state
+ * per sequence) except every fourth (or as attention.recurrent_layers says), which is gated full
+ * attention with a KV cache. Each block: attn_norm, the mixer, residual, post_attention_norm, the
+ * FFN (routed experts with softmax top-k renormalized plus a sigmoid-gated shared expert, or a
+ * dense SwiGLU), residual. NextN (MTP) blocks counted in block_count are left out.
+ */
+export function buildQwen35(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  const { need } = tensorLookup(hp, tensors);
+  const dims = readLinearAttention(hp);
+  const nTrunk = trunkLayers(hp);
+  const recurrent = recurrentLayers(hp, nTrunk);
+  const d = hp.nEmbd;
+  const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
+  for (let il = 0; il < nTrunk; il++) {
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+    if (recurrent[il]) linearAttention(p, hp, tensors, il, dims, h, attnOut);
+    else gatedAttention(p, hp, tensors, il, h, attnOut);
+    p.op('add', x, { a: x, b: attnOut });
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });
+    const ffnOut = p.buf('ffn_out', d);
+    if (tensors.has(t(il, 'ffn_gate_inp.weight'))) qwenMoeFfn(p, hp, tensors, il, h, ffnOut);
+    else denseSwigluFfn(p, tensors, il, tensorLookup(hp, tensors), h, ffnOut);
+    p.op('add', x, { a: x, b: ffnOut });
+    p.op('cvec', x, { a: x, params: { layer: il } });
+  }
+  return outputHead(p, hp, tensors, x);
+}
+
+/** Routed experts (softmax, top-k renormalized; the loader reads no weight scale) plus the sigmoid-gated shared expert when the file has one. */
+function qwenMoeFfn(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, h: number, out: number): void {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  softmaxExperts(p, hp, il, need, h, out, true, 0);
+  if (maybe(t(il, 'ffn_up_shexp.weight'))) gatedSharedExpert(p, tensors, il, need, h, out);
+}
