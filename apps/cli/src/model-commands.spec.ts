@@ -245,6 +245,15 @@ describe('kail model commands', () => {
     expect(i.kvCache.kvType).toBe('f16');
     expect(i.kvCache.bytesPerToken).toBeGreaterThan(0);
     expect(i.kvCache.mla).toBeUndefined();
+    expect(i.kvCache.recurrentBytesPerSequence).toBe(0);
+    // A Qwen3.5 file: the attention block's rows per token, and each delta-net block's state per sequence.
+    const q35 = path.join(dir, 'q35.gguf');
+    writeModel({ config: getPreset('tiny-qwen35moe').config, fileType: 'Q8_0', seed: 3, out: q35 });
+    const r = JSON.parse(kail('inspect', q35, '--json').stdout);
+    // 1 attention block x 2 kv heads x 64 x (K + V) f16; 3 delta-net blocks x (3 x 512 conv inputs + 4 heads x 64 x 64) F32.
+    expect(r.kvCache.bytesPerToken).toBe(2 * 64 * 2 * 2);
+    expect(r.kvCache.recurrentBytesPerSequence).toBe(3 * (3 * 512 + 4 * 64 * 64) * 4);
+    expect(kail('inspect', q35).stdout).toMatch(/recurrent state 210\.00 KiB per sequence/);
     const ds = path.join(dir, 'ds3.gguf');
     writeModel({ config: getPreset('tiny-deepseek3').config, fileType: 'F16', seed: 3, out: ds });
     const j = JSON.parse(kail('inspect', ds, '--json').stdout);

@@ -135,10 +135,16 @@ const qwen35moe: Qwen35Config = {
   ropeDims: 16, ropeSections: [3, 3, 2, 0], fullAttentionInterval: 4, linearAttn: { kHeads: 2, vHeads: 4, headDim: 64, convKernel: 4 },
   nExperts: 16, nExpertsUsed: 4, expertFf: 128, sharedFf: 128, vocabKind: 'qwen2', vocabSize: 1024, ropeBase: 1e7, normEps: 1e-6,
 };
+// Qwen3-Next-80B-A3B style: tiny-qwen35moe's trunk with Qwen3-Next's ssm_ba, value heads grouped
+// by key head and plain NeoX RoPE; -ssm-in: the older fused ssm_in projection.
+const qwen3next: Qwen35Config = { ...qwen35moe, arch: 'qwen3next', name: 'tiny-qwen3next', ropeSections: [] };
+const qwen3nextSsmIn: Qwen35Config = { ...qwen3next, name: 'tiny-qwen3next-ssm-in', ssmIn: true };
 const qwen35: Qwen35Config = { ...qwen35moe, arch: 'qwen35', name: 'tiny-qwen35', ff: 512, nExperts: 0, nExpertsUsed: 0, expertFf: 0, sharedFf: 0 };
 
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
   'tiny-qwen35moe': { description: 'qwen35moe (Qwen3.5/3.6-35B-A3B style): 3 gated delta-net blocks then 1 gated full-attention block (q/k norms, M-RoPE on 16 of 64), 16 experts top-4 with a gated shared expert', config: qwen35moe },
+  'tiny-qwen3next': { description: 'qwen3next (Qwen3-Next-80B-A3B style): tiny-qwen35moe with ssm_ba, value heads grouped by key head, NeoX RoPE without sections', config: qwen3next },
+  'tiny-qwen3next-ssm-in': { description: "qwen3next with the older fused ssm_in projection (per key head: q, k, its group's values and gates)", config: qwen3nextSsmIn },
   'tiny-qwen35': { description: 'qwen35 (dense Qwen3.5 style): tiny-qwen35moe\'s hybrid trunk (3 delta-net blocks, 1 gated attention block) with a SwiGLU FFN of 512', config: qwen35 },
   'tiny-hy-v3': { description: 'hy_v3 (Hunyuan v3 style): per-head q/k norms, 1 dense block, sigmoid + bias (blk.N.exp_probs_b) experts, an ungated shared expert', config: hyV3 },
   'tiny-mistral3': { description: 'mistral3 (Ministral 3 style, dense): YaRN with its own betas and mscale_all_dim, Llama 4 query temperature', config: ministral3 },

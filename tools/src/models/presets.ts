@@ -151,6 +151,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   qwen3vlmoe: 'tiny-qwen3vlmoe',
   qwen35moe: 'tiny-qwen35moe',
   qwen35: 'tiny-qwen35',
+  qwen3next: 'tiny-qwen3next',
 };
 
 export function getPreset(name: string): Preset {

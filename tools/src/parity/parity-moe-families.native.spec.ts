@@ -7,7 +7,8 @@
 // attention, post norms), mistral4 (deepseek2 under its own name: YaRN's mscale rule differs),
 // mistral3 (Ministral 3, dense: YaRN betas and log multiplier from the file, query temperature),
 // hy_v3 (Hunyuan v3: a selection bias without the .bias suffix), qwen35moe and qwen35 (Qwen3.5:
-// gated delta net blocks with a recurrent state per sequence, gated full attention), glm4moe (with and without q/k norms),
+// gated delta net blocks with a recurrent state per sequence, gated full attention), qwen3next
+// (Qwen3-Next: value heads grouped by key head, ssm_ba, and the older fused ssm_in), glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
 // bailingmoe2 (fused QKV), granite and granitemoe (Granite's multipliers), llama4 (its chunked
@@ -30,6 +31,8 @@ import { quantSpread, quantSpreadRefs, type QuantSpreadRefs } from './quant-spre
 const PRESETS = [
   'tiny-qwen35moe',
   'tiny-qwen35',
+  'tiny-qwen3next',
+  'tiny-qwen3next-ssm-in',
   'tiny-deepseek32',
   'tiny-glm-dsa',
   'tiny-mimo2',

@@ -340,6 +340,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.c, 0, hv, "c");
             fits(op.out, 0, hv * S, "out");
             if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
+            if (ip("grouped", 0) != 0 && ip("grouped", 0) != 1) throw error(KAIL_E_INVALID_ARG, what + "grouped must be 0 (value head h reads key head h % n_k_heads) or 1 (h / (n_v_heads / n_k_heads))");
             if (m.prog.rs_width[static_cast<size_t>(l)] != hv * S * S) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not n_v_heads x head_dim^2");
             break;
         }
@@ -1758,7 +1759,8 @@ float dot_f32(const float * a, const float * b, int64_t n) {
 // ggml_gated_delta_net (which llama.cpp uses on CPU for prompts and decoding alike). Per token:
 // q and k of each key head L2-normalized (ggml_rms_norm with eps / S, times 1 / sqrt(S)),
 // g = softplus(alpha + dt_bias) * a (a = -exp(A_log)), beta = sigmoid(beta logits); per value
-// head h (key head h % n_k_heads) with state M (row j: value dim j, over the key dims):
+// head h (key head h % n_k_heads as Qwen3.5's tiled heads, or h / (n_v_heads / n_k_heads) with
+// `grouped`, as Qwen3-Next repeats each key head for its group) with state M (row j: value dim j, over the key dims):
 // M *= exp(g); delta_j = (v_j - M_j . k) beta; M_j += delta_j k; out_j = (M_j . q) / sqrt(S).
 void op_gated_delta_net(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
@@ -1766,6 +1768,7 @@ void op_gated_delta_net(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t Hk = static_cast<int64_t>(op.param_req("n_k_heads")), Hv = static_cast<int64_t>(op.param_req("n_v_heads"));
     const int64_t S = static_cast<int64_t>(op.param_req("head_dim"));
     const float eps = static_cast<float>(op.param_req("eps"));
+    const int64_t group = op.param("grouped", 0) != 0 ? Hv / Hk : 0;
     const float * dt = reinterpret_cast<const float *>(m.weight(oi, "dt_bias").data);
     const float * A = reinterpret_cast<const float *>(m.weight(oi, "a").data);
     const int64_t aw = x.width(op.a), ow = x.width(op.out), n = x.n_tok;
@@ -1797,7 +1800,7 @@ void op_gated_delta_net(exec_ctx & x, const op_desc & op, size_t oi) {
     m.pool->parallel_for(tasks, [&](int64_t begin, int64_t end, int) {
         std::vector<float> delta(static_cast<size_t>(S));
         for (int64_t task = begin; task < end; task++) {
-            const int64_t h = task % Hv, hk = h % Hk;
+            const int64_t h = task % Hv, hk = group ? h / group : h % Hk;
             float * M = seqs[static_cast<size_t>(task / Hv)].first + h * S * S;
             for (int64_t t : *seqs[static_cast<size_t>(task / Hv)].second) {
                 const float * q = qk.data() + t * 2 * Hk * S + hk * S;

@@ -383,6 +383,8 @@ export interface KvCacheReport {
   kvTypeV: KvType;
   /** What this engine's cache holds per token over all layers. */
   bytesPerToken: number;
+  /** Recurrent layers (Qwen3.5's delta nets): the F32 state every sequence keeps whatever its length; 0 without them. */
+  recurrentBytesPerSequence: number;
   /** deepseek2: the latent cache against a per-head cache (see mlaKvBytesPerToken). */
   mla?: ReturnType<typeof mlaKvBytesPerToken> & { kvLora: number; qkRope: number; nHead: number };
 }
@@ -397,7 +399,7 @@ export function kvCacheReport(file: NativeGgufFile, kvTypeIn?: KvType, kvTypeVIn
     // Bytes per cached value (Q8_0: 34 per block of 32), for the MLA comparison below.
     const e = kvBytesPerValue(kvType);
     const bytesPerToken = kvBytesPerPosition(program, kvType, kvTypeV);
-    const out: KvCacheReport = { kvType, kvTypeV, bytesPerToken };
+    const out: KvCacheReport = { kvType, kvTypeV, bytesPerToken, recurrentBytesPerSequence: (program.rsWidth ?? []).reduce((a, w) => a + 4 * w, 0) };
     if (hp.arch === 'deepseek2') {
       const d = readMlaDims(hp);
       const shape = { nLayer: trunkLayers(hp), nHead: hp.nHead[0], kvLora: d.kvLora, qkNope: d.qkNope, qkRope: d.qkRope, vHead: d.vHead, elemBytes: e };

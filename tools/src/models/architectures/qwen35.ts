@@ -1,6 +1,10 @@
 // Qwen3.5 / Qwen3.6 (`qwen35` dense, `qwen35moe`; llama.cpp src/models/qwen35.cpp, qwen35moe.cpp,
-// converted by conversion/qwen.py Qwen3_5TextModel / Qwen3_5MoeTextModel): a hybrid of gated
-// delta-net linear attention and gated full attention. Blocks with (i + 1) % interval != 0 are
+// converted by conversion/qwen.py Qwen3_5TextModel / Qwen3_5MoeTextModel) and Qwen3-Next
+// (`qwen3next`, src/models/qwen3next.cpp, Qwen3NextModel): a hybrid of gated delta-net linear
+// attention and gated full attention. Qwen3-Next differs in its projections (ssm_ba per key head:
+// its group's beta logits then alphas; optionally the older ssm_in per key head: q, k, its group's
+// values and gates), in grouping value heads by key head (Qwen3.5's converter tiles them) and in
+// plain NeoX RoPE (no M-RoPE sections). Blocks with (i + 1) % interval != 0 are
 // recurrent: a fused attn_qkv (q and k of `kHeads` heads, v of `vHeads`, all of `headDim`), the
 // output gate attn_gate, a depthwise causal conv over the qkv channels, the decay terms ssm_a
 // (-exp(A_log), so negative) and ssm_dt.bias, per-head beta/alpha projections and a gated RMS norm
@@ -35,7 +39,10 @@ export interface Qwen35LinearAttention {
 export type Qwen35Config = ModelConfig & {
   headDim: number;
   ropeDims: number;
+  /** Qwen3.5 only (Qwen3-Next rotates plain NeoX, without sections). */
   ropeSections: number[];
+  /** Qwen3-Next only: the older fused `ssm_in` (per key head q, k, its values, its gates) instead of attn_qkv + attn_gate. */
+  ssmIn?: boolean;
   fullAttentionInterval: number;
   linearAttn: Qwen35LinearAttention;
 };
@@ -46,8 +53,9 @@ export const qwen35Recurrent = (c: Qwen35Config, i: number): boolean => (i + 1) 
 /** The FFN helpers write ffn_norm; these blocks use post_attention_norm in its place. */
 const withoutFfnNorm = (t: TensorSpec[]) => t.filter((s) => !s.name.endsWith('.ffn_norm.weight'));
 
-function hybrid(name: 'qwen35' | 'qwen35moe'): ArchDefinition {
-  const moe = name === 'qwen35moe';
+function hybrid(name: 'qwen35' | 'qwen35moe' | 'qwen3next'): ArchDefinition {
+  const moe = name !== 'qwen35';
+  const next = name === 'qwen3next';
   return {
     name,
     ggufArch: name,
@@ -65,6 +73,8 @@ function hybrid(name: 'qwen35' | 'qwen35moe'): ArchDefinition {
       if (!Number.isInteger(interval) || interval <= 0) throw new Error(`${name}: fullAttentionInterval must be a positive integer`);
       if (!Number.isInteger(q.ropeDims) || q.ropeDims <= 0 || q.ropeDims % 2 !== 0 || q.ropeDims > hd) throw new Error(`${name}: ropeDims must be even, positive and at most the head size ${hd}`);
       const s = q.ropeSections;
+      if (next) return { ...c, headDim: hd, fullAttentionInterval: interval } as Qwen35Config;
+      if (q.ssmIn) throw new Error(`${name}: ssmIn is Qwen3-Next's layout`);
       if (!Array.isArray(s) || s.length !== 4 || s.some((x) => !Number.isInteger(x) || x < 0)) throw new Error(`${name}: ropeSections must be 4 non-negative integers`);
       if (s.reduce((a, b) => a + b, 0) !== q.ropeDims / 2) throw new Error(`${name}: ropeSections must sum to ropeDims / 2 = ${q.ropeDims / 2}`);
       return { ...c, headDim: hd, fullAttentionInterval: interval } as Qwen35Config;
@@ -77,7 +87,7 @@ function hybrid(name: 'qwen35' | 'qwen35moe'): ArchDefinition {
         ...baseMetadata(a, c).filter(([k]) => k !== `${a}.rope.dimension_count`),
         [`${a}.rope.dimension_count`, kv.u32(q.ropeDims)],
         // As the converter (gguf-py add_array of Python ints): an INT32 array.
-        [`${a}.rope.dimension_sections`, kv.arr(GgufType.INT32, q.ropeSections)],
+        ...(next ? [] : [[`${a}.rope.dimension_sections`, kv.arr(GgufType.INT32, q.ropeSections)] as [string, GgufValue]]),
         [`${a}.ssm.conv_kernel`, kv.u32(la.convKernel)],
         [`${a}.ssm.state_size`, kv.u32(la.headDim)],
         [`${a}.ssm.group_count`, kv.u32(la.kHeads)],
@@ -101,19 +111,27 @@ function hybrid(name: 'qwen35' | 'qwen35moe'): ArchDefinition {
         t.push(norm(`${p}.attn_norm.weight`, c.dim, i), norm(`${p}.post_attention_norm.weight`, c.dim, i));
         if (qwen35Recurrent(q, i)) {
           const vec = (n: string, mean: number, std: number): TensorSpec => ({ name: `${p}.${n}`, shape: [la.vHeads], init: { kind: 'normal', mean, std }, role: 'bias', layer: i });
+          // Qwen3-Next's older converters: one ssm_in giving, per key head, its q and k, then its
+          // group's values and gates (the layout llama.cpp's legacy build_qkvz reads).
+          if (q.ssmIn) t.push(linear(`${p}.ssm_in.weight`, c.dim, 2 * keyDim + 2 * valueDim, 'attn_v', i));
+          else
+            t.push(
+              // llama-quant types attn_qkv as attn_v (category_is_attn_v), one per block here as attn_v is.
+              linear(`${p}.attn_qkv.weight`, c.dim, convDim, 'attn_v', i),
+              // attn_gate, ssm_alpha/beta and ssm_out: llama-quant has no category for them (the default rule).
+              linear(`${p}.attn_gate.weight`, c.dim, valueDim, 'attn_q', i),
+            );
           t.push(
-            // llama-quant types attn_qkv as attn_v (category_is_attn_v), one per block here as attn_v is.
-            linear(`${p}.attn_qkv.weight`, c.dim, convDim, 'attn_v', i),
-            // attn_gate, ssm_alpha/beta and ssm_out: llama-quant has no category for them (the default rule).
-            linear(`${p}.attn_gate.weight`, c.dim, valueDim, 'attn_q', i),
             // [kernel, channels]: rows of convKernel taps, F32 in every file (llama-quant skips ssm_conv1d).
             { name: `${p}.ssm_conv1d.weight`, shape: [la.convKernel, convDim], init: { kind: 'normal', std: 0.5 }, role: 'bias', layer: i },
             vec('ssm_dt.bias', 0, 0.5),
             // -exp(A_log): negative, so the per-step decay exp(softplus(alpha + dt) * a) stays below 1.
             // The generator's normal is a sum of 4 uniforms (bounded at 3.5 std): all in [-1.7, -0.3].
             vec('ssm_a', -1, 0.2),
-            linear(`${p}.ssm_beta.weight`, c.dim, la.vHeads, 'attn_q', i),
-            linear(`${p}.ssm_alpha.weight`, c.dim, la.vHeads, 'attn_q', i),
+            // Qwen3-Next: one ssm_ba giving, per key head, its group's beta logits then its alphas.
+            ...(next
+              ? [linear(`${p}.ssm_ba.weight`, c.dim, 2 * la.vHeads, 'attn_q', i)]
+              : [linear(`${p}.ssm_beta.weight`, c.dim, la.vHeads, 'attn_q', i), linear(`${p}.ssm_alpha.weight`, c.dim, la.vHeads, 'attn_q', i)]),
             norm(`${p}.ssm_norm.weight`, la.headDim, i),
             linear(`${p}.ssm_out.weight`, valueDim, c.dim, 'attn_q', i, residualGain(c)),
           );
@@ -137,3 +155,4 @@ function hybrid(name: 'qwen35' | 'qwen35moe'): ArchDefinition {
 
 export const qwen35 = hybrid('qwen35');
 export const qwen35moe = hybrid('qwen35moe');
+export const qwen3next = hybrid('qwen3next');

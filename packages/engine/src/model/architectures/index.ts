@@ -56,6 +56,7 @@ const ARCHITECTURES: Record<string, Builder> = {
   // Qwen3.5 / 3.6: gated delta net blocks (a recurrent state per sequence) and gated full attention.
   qwen35: (hp, ts) => buildQwen35(hp, ts),
   qwen35moe: (hp, ts) => buildQwen35(hp, ts),
+  qwen3next: (hp, ts) => buildQwen35(hp, ts),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),

@@ -44,12 +44,46 @@ export function recurrentLayers(hp: HParams, nTrunk: number): boolean[] {
 }
 
 /**
+ * Qwen3-Next's older projections: `ssm_in` gives per key head [q, k, the group's values, the
+ * group's gates] (llama.cpp's legacy build_qkvz), copied out into q|k|v and z; `ssm_ba` gives per
+ * key head [the group's beta logits, the group's alphas].
+ */
+function groupedProjections(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, dims: LinearAttentionDims, h: number, io: { qkv: number; z: number; alpha: number; beta: number }): void {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const { S, hk, hv } = dims;
+  const r = hv / hk;
+  const fused = maybe(t(il, 'attn_qkv.weight'));
+  if (fused) {
+    p.op('matmul', io.qkv, { a: h, weights: { weight: fused } });
+    p.op('matmul', io.z, { a: h, weights: { weight: need(t(il, 'attn_gate.weight')) } });
+  } else {
+    const w = (2 + 2 * r) * S;
+    const qkvz = p.buf(`lin_qkvz${hk * w}`, hk * w);
+    p.op('matmul', qkvz, { a: h, weights: { weight: need(t(il, 'ssm_in.weight')) } });
+    for (let g = 0; g < hk; g++) {
+      p.op('copy', io.qkv, { a: qkvz, params: { a_off: g * w, out_off: g * S, n: S } });
+      p.op('copy', io.qkv, { a: qkvz, params: { a_off: g * w + S, out_off: (hk + g) * S, n: S } });
+      p.op('copy', io.qkv, { a: qkvz, params: { a_off: g * w + 2 * S, out_off: 2 * hk * S + g * r * S, n: r * S } });
+      p.op('copy', io.z, { a: qkvz, params: { a_off: g * w + (2 + r) * S, out_off: g * r * S, n: r * S } });
+    }
+  }
+  const ba = p.buf(`lin_ba${2 * hv}`, 2 * hv);
+  p.op('matmul', ba, { a: h, weights: { weight: need(t(il, 'ssm_ba.weight')) } });
+  for (let g = 0; g < hk; g++) {
+    p.op('copy', io.beta, { a: ba, params: { a_off: g * 2 * r, out_off: g * r, n: r } });
+    p.op('copy', io.alpha, { a: ba, params: { a_off: g * 2 * r + r, out_off: g * r, n: r } });
+  }
+}
+
+/**
  * A gated delta net block (llama.cpp's build_layer_attn_linear) on the normed input `h` into
  * `out`: q|k|v = attn_qkv h through a causal depthwise convolution and SiLU, the gated delta rule
  * over them with g = softplus(ssm_alpha h + ssm_dt) * ssm_a and beta = sigmoid(ssm_beta h), each
- * value head RMS-normed by ssm_norm and gated by SiLU(attn_gate h), then ssm_out.
+ * value head RMS-normed by ssm_norm and gated by SiLU(attn_gate h), then ssm_out. Qwen3-Next
+ * (`grouped`) takes its projections from groupedProjections and gives each key head's group of
+ * value heads that key head (Qwen3.5 tiles them: value head h reads key head h % n_k_heads).
  */
-function linearAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, dims: LinearAttentionDims, h: number, out: number): void {
+function linearAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, dims: LinearAttentionDims, h: number, out: number, grouped: boolean): void {
   const { need } = tensorLookup(hp, tensors);
   const { dConv, S, hk, hv } = dims;
   const convDim = (2 * hk + hv) * S;
@@ -59,17 +93,20 @@ function linearAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, Gg
   const core = p.buf(`lin_core${hv * S}`, hv * S);
   const alpha = p.buf(`lin_alpha${hv}`, hv);
   const beta = p.buf(`lin_beta${hv}`, hv);
-  p.op('matmul', qkv, { a: h, weights: { weight: need(t(il, 'attn_qkv.weight')) } });
-  p.op('matmul', z, { a: h, weights: { weight: need(t(il, 'attn_gate.weight')) } });
-  p.op('matmul', beta, { a: h, weights: { weight: need(t(il, 'ssm_beta.weight')) } });
-  p.op('matmul', alpha, { a: h, weights: { weight: need(t(il, 'ssm_alpha.weight')) } });
+  if (grouped) groupedProjections(p, hp, tensors, il, dims, h, { qkv, z, alpha, beta });
+  else {
+    p.op('matmul', qkv, { a: h, weights: { weight: need(t(il, 'attn_qkv.weight')) } });
+    p.op('matmul', z, { a: h, weights: { weight: need(t(il, 'attn_gate.weight')) } });
+    p.op('matmul', beta, { a: h, weights: { weight: need(t(il, 'ssm_beta.weight')) } });
+    p.op('matmul', alpha, { a: h, weights: { weight: need(t(il, 'ssm_alpha.weight')) } });
+  }
   p.op('ssm_conv', conv, { a: qkv, weights: { weight: need(t(il, 'ssm_conv1d.weight')) }, params: { layer: p.rsLayer((dConv - 1) * convDim), d_conv: dConv, silu: 1 } });
   p.op('gated_delta_net', core, {
     a: conv,
     b: alpha,
     c: beta,
     weights: { dt_bias: need(t(il, 'ssm_dt.bias')), a: need(t(il, 'ssm_a')) },
-    params: { layer: p.rsLayer(hv * S * S), n_k_heads: hk, n_v_heads: hv, head_dim: S, eps: hp.rmsEps },
+    params: { layer: p.rsLayer(hv * S * S), n_k_heads: hk, n_v_heads: hv, head_dim: S, eps: hp.rmsEps, grouped: grouped ? 1 : 0 },
   });
   p.op('head_rms_norm', core, { a: core, weights: { weight: need(t(il, 'ssm_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: S, n_head: hv } });
   p.op('swiglu', core, { a: z, b: core });
@@ -122,7 +159,8 @@ function gatedAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, Ggu
 }
 
 /**
- * Qwen3.5 / Qwen3.6 (`qwen35` dense, `qwen35moe`; llama.cpp src/models/qwen35*.cpp): hybrid
+ * Qwen3-Next (`qwen3next`, llama.cpp src/models/qwen3next.cpp) and Qwen3.5 / Qwen3.6 (`qwen35`
+ * dense, `qwen35moe`; src/models/qwen35*.cpp): hybrid
  * decoders whose blocks are gated delta nets (linear attention with a fixed-size recurrent state
  * per sequence) except every fourth (or as attention.recurrent_layers says), which is gated full
  * attention with a KV cache. Each block: attn_norm, the mixer, residual, post_attention_norm, the
@@ -132,13 +170,15 @@ function gatedAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, Ggu
 export function buildQwen35(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   const { need } = tensorLookup(hp, tensors);
   const dims = readLinearAttention(hp);
+  // (Its loader refuses a file without experts.)
+  if (hp.arch === 'qwen3next' && hp.nExpert <= 0) throw new EngineError('KAIL_E_BAD_MODEL', 'qwen3next: the model has no experts (expert_count), which its loader requires');
   const nTrunk = trunkLayers(hp);
   const recurrent = recurrentLayers(hp, nTrunk);
   const d = hp.nEmbd;
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   for (let il = 0; il < nTrunk; il++) {
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
-    if (recurrent[il]) linearAttention(p, hp, tensors, il, dims, h, attnOut);
+    if (recurrent[il]) linearAttention(p, hp, tensors, il, dims, h, attnOut, hp.arch === 'qwen3next');
     else gatedAttention(p, hp, tensors, il, h, attnOut);
     p.op('add', x, { a: x, b: attnOut });
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });
