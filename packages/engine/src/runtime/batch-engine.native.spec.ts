@@ -379,6 +379,51 @@ describe.each(['tiny-deepseek2-lite', 'tiny-gpt-oss'])('BatchEngine: a start cop
   }, 60_000);
 });
 
+describe('BatchEngine on a recurrent model (tiny-qwen35moe)', () => {
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('runs requests together as alone, continues a conversation from its slot and recomputes a prompt that leaves the cached state', async () => {
+    const file = writeTestModel(dir, 'tiny-qwen35moe', 'F32');
+    const mine = EngineModel.load(file, { nSeqMax: 3, kvType: 'f32', threads: 2, nCtx: 256 });
+    const other = EngineModel.load(file, { nSeqMax: 3, kvType: 'f32', threads: 2, nCtx: 256 });
+    const e = new BatchEngine(mine, { maxBatchTokens: 16 });
+    const plain = new BatchEngine(other, { maxBatchTokens: 16, reusePrefix: false });
+    const ask = (en: BatchEngine, id: string, prompt: number[], maxTokens = 8) =>
+      collectAll(en.generate({ id, prompt, maxTokens, sampling: { temperature: 0 }, ignoreEog: true, logprobs: true, topLogprobs: 2 }));
+    const tok = (t: string, addSpecial = false) => mine.tokenizer.tokenize(t, { addSpecial });
+    try {
+      const ps = ['User: tell me about experts. Assistant:', 'The router of a mixture of experts', 'a b c d e f g h i j k l m n o p'].map((t) => tok(t, true));
+      const alone: { tokens: number[] }[] = [];
+      for (const [i, p] of ps.entries()) alone.push(await ask(plain, `alone${i}`, p));
+      const together = await Promise.all(ps.map((p, i) => ask(plain, `together${i}`, p)));
+      together.forEach((t, i) => expect(t.tokens).toEqual(alone[i].tokens));
+      // A conversation's next turn continues the state its slot holds (every position of it).
+      const a1 = ps[0];
+      const r1 = await ask(e, 't1', a1, 6);
+      const a2 = [...a1, ...r1.tokens, ...tok(' User: and then? Assistant:')];
+      const r2 = await ask(e, 't2', a2);
+      expect(r2.last.finish?.cachedPromptTokens).toBe(a1.length + r1.tokens.length - 1);
+      const ref2 = await ask(plain, 'ref2', a2);
+      expect(r2.tokens).toEqual(ref2.tokens);
+      expect(r2.logprobs).toEqual(ref2.logprobs);
+      // A prompt sharing only the start of a cached conversation cannot cut the state back: it is computed whole.
+      const b = [...a1, ...tok(' something else entirely, a new question')];
+      const rb = await ask(e, 'b', b);
+      expect(rb.last.finish?.cachedPromptTokens).toBe(0);
+      expect(e.stats().promptTokensCopied).toBe(0);
+      const refb = await ask(plain, 'refb', b);
+      expect(rb.tokens).toEqual(refb.tokens);
+      expect(rb.logprobs).toEqual(refb.logprobs);
+    } finally {
+      await e.close();
+      await plain.close();
+      mine.close();
+      other.close();
+    }
+  }, 60_000);
+});
+
 describe('BatchEngine with LoRA adapters (per-request scales, as llama-server takes them)', () => {
   const dir = tempDir();
   let model: EngineModel;
@@ -534,7 +579,7 @@ describe("BatchEngine slot save / restore / erase (llama-server's /slots actions
   const dir = tempDir();
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-  it.each(['tiny-qwen3moe', 'tiny-deepseek2-lite', 'tiny-gpt-oss', 'tiny-deepseek32'])('%s: a restored slot serves the next turn from the file, the same bits as computing it', async (preset) => {
+  it.each(['tiny-qwen3moe', 'tiny-deepseek2-lite', 'tiny-gpt-oss', 'tiny-deepseek32', 'tiny-qwen35moe'])('%s: a restored slot serves the next turn from the file, the same bits as computing it', async (preset) => {
     const file = writeTestModel(dir, preset, 'F32');
     // nBatch 8: gpt-oss's ring (window 8 + a batch) is 15 rows, which the prompt passes (mirrored).
     const load = () => EngineModel.load(file, { nSeqMax: 2, kvType: 'f32', threads: 2, nCtx: 256, nBatch: 8 });

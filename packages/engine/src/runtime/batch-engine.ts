@@ -489,7 +489,9 @@ export class BatchEngine {
   private cachedStart(slot: number, prompt: readonly number[], lora: string): number {
     const r = this.running.get(slot);
     if ((r ? r.lora : this.slots[slot].lora) !== lora) return 0;
-    return r ? sharedPrefix(this.cacheTokens(r), prompt, this.model.seqLen(slot)) : sharedPrefix(this.slots[slot].tokens, prompt);
+    const n = r ? sharedPrefix(this.cacheTokens(r), prompt, this.model.seqLen(slot)) : sharedPrefix(this.slots[slot].tokens, prompt);
+    // A recurrent state holds the whole cached past: only a prompt that continues all of it can use it.
+    return this.model.recurrent && n < this.model.seqLen(slot) ? 0 : n;
   }
 
   /** The positions a sequence may fill: the model's context, or the request's smaller window. */
