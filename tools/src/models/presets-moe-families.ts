@@ -8,6 +8,7 @@ import type { Mimo2Config } from './architectures/mimo2';
 import type { Mistral3Config } from './architectures/mistral3';
 import type { Phi3Config } from './architectures/phi3';
 import type { Qwen35Config } from './architectures/qwen35';
+import type { Lfm2Config } from './architectures/lfm2';
 import type { AfmoeConfig, BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, ExaoneMoeConfig, HyV3Config, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
 import type { Preset } from './presets';
 
@@ -141,7 +142,17 @@ const qwen3next: Qwen35Config = { ...qwen35moe, arch: 'qwen3next', name: 'tiny-q
 const qwen3nextSsmIn: Qwen35Config = { ...qwen3next, name: 'tiny-qwen3next-ssm-in', ssmIn: true };
 const qwen35: Qwen35Config = { ...qwen35moe, arch: 'qwen35', name: 'tiny-qwen35', ff: 512, nExperts: 0, nExpertsUsed: 0, expertFf: 0, sharedFf: 0 };
 
+// LFM2-8B-A1B style: 4 blocks (convolution, convolution, GQA, convolution; the real one has 6 GQA
+// blocks among 24), 3-tap short convolutions, 1 dense block then 16 sigmoid experts top-4 with a
+// selection bias; tiny-lfm2: the dense LFM2 (LFM2-1.2B style).
+const lfm2moe: Lfm2Config = {
+  ...tinyMoe, arch: 'lfm2moe', name: 'tiny-lfm2moe', nLayers: 4, ropeBase: 1e6, attnBlocks: [false, false, true, false], convTaps: 3, nDense: 1, tiedEmbeddings: true,
+};
+const lfm2: Lfm2Config = { ...lfm2moe, arch: 'lfm2', name: 'tiny-lfm2', nExperts: 0, nExpertsUsed: 0, expertFf: 0, nDense: undefined };
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-lfm2moe': { description: 'lfm2moe (LFM2-8B-A1B style): gated short-convolution blocks (a recurrent conv state) and a GQA block with q/k norms, 1 dense block, sigmoid + bias experts, token_embd_norm', config: lfm2moe },
+  'tiny-lfm2': { description: 'lfm2 (dense LFM2 style): tiny-lfm2moe with SwiGLU FFNs in every block', config: lfm2 },
   'tiny-qwen35moe': { description: 'qwen35moe (Qwen3.5/3.6-35B-A3B style): 3 gated delta-net blocks then 1 gated full-attention block (q/k norms, M-RoPE on 16 of 64), 16 experts top-4 with a gated shared expert', config: qwen35moe },
   'tiny-qwen3next': { description: 'qwen3next (Qwen3-Next-80B-A3B style): tiny-qwen35moe with ssm_ba, value heads grouped by key head, NeoX RoPE without sections', config: qwen3next },
   'tiny-qwen3next-ssm-in': { description: "qwen3next with the older fused ssm_in projection (per key head: q, k, its group's values and gates)", config: qwen3nextSsmIn },

@@ -152,6 +152,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   qwen35moe: 'tiny-qwen35moe',
   qwen35: 'tiny-qwen35',
   qwen3next: 'tiny-qwen3next',
+  lfm2: 'tiny-lfm2',
+  lfm2moe: 'tiny-lfm2moe',
 };
 
 export function getPreset(name: string): Preset {

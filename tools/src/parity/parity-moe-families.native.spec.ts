@@ -8,7 +8,8 @@
 // mistral3 (Ministral 3, dense: YaRN betas and log multiplier from the file, query temperature),
 // hy_v3 (Hunyuan v3: a selection bias without the .bias suffix), qwen35moe and qwen35 (Qwen3.5:
 // gated delta net blocks with a recurrent state per sequence, gated full attention), qwen3next
-// (Qwen3-Next: value heads grouped by key head, ssm_ba, and the older fused ssm_in), glm4moe (with and without q/k norms),
+// (Qwen3-Next: value heads grouped by key head, ssm_ba, and the older fused ssm_in), lfm2moe and
+// lfm2 (LFM2: gated short convolutions with a recurrent state, GQA blocks among them), glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
 // bailingmoe2 (fused QKV), granite and granitemoe (Granite's multipliers), llama4 (its chunked
@@ -33,6 +34,8 @@ const PRESETS = [
   'tiny-qwen35',
   'tiny-qwen3next',
   'tiny-qwen3next-ssm-in',
+  'tiny-lfm2moe',
+  'tiny-lfm2',
   'tiny-deepseek32',
   'tiny-glm-dsa',
   'tiny-mimo2',
@@ -64,6 +67,7 @@ const PRESETS = [
 ];
 const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5]];
 const QUANT_CASES: [string, FileTypeName][] = [
+  ['tiny-lfm2moe', 'Q4_K_M'],
   ['tiny-deepseek3', 'Q8_0'],
   ['tiny-deepseek32', 'Q4_K_M'],
   ['tiny-glm-dsa', 'Q8_0'],

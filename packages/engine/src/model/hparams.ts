@@ -115,12 +115,18 @@ export interface HParams {
   meta: Metadata;
 }
 
+/** Architectures whose blocks without KV heads (attention.head_count_kv 0) are recurrent. */
+const KV_HEADLESS_BLOCKS = new Set(['lfm2', 'lfm2moe']);
+
 export function readHParams(md: Metadata, tensors: Map<string, GgufTensorInfo>): HParams {
   const nLayer = md.int('block_count', undefined, 1, MAX_LAYERS);
   const nEmbd = md.int('embedding_length', undefined, 1, MAX_DIM);
   const nHead = md.perLayer('attention.head_count', nLayer, undefined, 1, MAX_HEADS);
   // llama.cpp: head_count_kv defaults to head_count, layer by layer.
-  const nHeadKv = md.has('attention.head_count_kv') ? md.perLayer('attention.head_count_kv', nLayer, undefined, 1, MAX_HEADS) : [...nHead];
+  // (LFM2's converters write 0 KV heads for the short-convolution blocks, which llama.cpp then
+  // treats as recurrent; everywhere else a block has at least one.)
+  const kvMin = KV_HEADLESS_BLOCKS.has(md.arch) ? 0 : 1;
+  const nHeadKv = md.has('attention.head_count_kv') ? md.perLayer('attention.head_count_kv', nLayer, undefined, kvMin, MAX_HEADS) : [...nHead];
   const headDimK = md.num('attention.key_length', nEmbd / nHead[0]);
   const headDimV = md.num('attention.value_length', nEmbd / nHead[0]);
   for (const [what, hd] of [['key', headDimK], ['value', headDimV]] as const)

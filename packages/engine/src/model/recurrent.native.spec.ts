@@ -1,4 +1,4 @@
-// Recurrent layers (Qwen3.5's gated delta nets): each sequence keeps a fixed-size state that holds
+// Recurrent layers (Qwen3.5's gated delta nets, LFM2's short convolutions): each sequence keeps a fixed-size state that holds
 // its whole past. The state carries across passes (a prompt in chunks = in one pass), belongs to
 // its sequence (two sequences in one pass = each alone), can be kept, copied, saved and restored
 // or cleared, but never cut back: truncating below the length clears the sequence, context shifts
@@ -16,11 +16,12 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const toks = Array.from({ length: 24 }, (_, i) => ((i * 37 + 5) % 1000) + 3);
 
-describe('tiny-qwen35moe: recurrent state', () => {
+// Qwen3.5's delta nets (a conv window and a matrix per head) and LFM2's short convolutions.
+describe.each(['tiny-qwen35moe', 'tiny-lfm2moe'])('%s: recurrent state', (preset) => {
   let file: string;
   let m: EngineModel;
   beforeAll(() => {
-    file = writeTestModel(dir, 'tiny-qwen35moe', 'F32');
+    file = writeTestModel(dir, preset, 'F32');
     m = EngineModel.load(file, { threads: 2, nCtx: 64, nSeqMax: 3, kvType: 'f32', nBatch: 8 });
   }, 60_000);
   afterAll(() => m.close());
@@ -77,8 +78,8 @@ describe('tiny-qwen35moe: recurrent state', () => {
   });
 
   it('a pass that fails halfway clears the sequences in it', async () => {
-    // A KV budget that holds the three delta-net states but not the attention block's first rows:
-    // the pass fails at block 3, after blocks 0-2 moved their states.
+    // A KV budget that holds the three recurrent blocks' states but not the attention block's
+    // first rows: the pass fails there, after the blocks before it moved their states.
     const rs = m.program.rsWidth!.reduce((a, w) => a + w * 4, 0);
     const rt = new (native().Model)(file, m.program, { threads: 2, nCtx: 64, nSeqMax: 1, kvType: 0, kvTypeV: 0, kvMaxBytes: rs + 1024 });
     try {

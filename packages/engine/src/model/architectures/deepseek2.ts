@@ -164,9 +164,9 @@ export function moeBlockFfn(
  * multi-token-prediction block reads it (llama.cpp's h_nextn). Returns the kept rows of it, which
  * the head reads: the norm is row by row, so they are the same bits as norming the kept rows.
  */
-export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string) => string, x: number, normBias?: string): number {
+export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string) => string, x: number, normBias?: string, normName = 'output_norm.weight'): number {
   const hid = p.buf('h_norm', hp.nEmbd);
-  p.op('rms_norm', hid, { a: x, weights: withBias(need('output_norm.weight'), normBias), params: { eps: hp.rmsEps } });
+  p.op('rms_norm', hid, { a: x, weights: withBias(need(normName), normBias), params: { eps: hp.rmsEps } });
   p.hidden(hid);
   const ho = p.buf('h_out', hp.nEmbd, true);
   p.op('gather_out', ho, { a: hid });
@@ -174,9 +174,9 @@ export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string
 }
 
 /** Output norm and head (tied to the embedding when output.weight is absent) over the kept rows, and the hidden output. */
-export function outputHead(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, x: number): ModelProgram {
+export function outputHead(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, x: number, normName = 'output_norm.weight'): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
-  const ho = hiddenOutput(p, hp, need, x);
+  const ho = hiddenOutput(p, hp, need, x, undefined, normName);
   const head = maybe('output.weight') ?? need('token_embd.weight');
   const logits = p.buf('logits', tensors.get(head)!.dims[1], true);
   p.op('matmul', logits, { a: ho, weights: { weight: head } });

@@ -9,6 +9,7 @@ import { buildGlm4Moe } from './glm4moe';
 import { buildGptOss } from './gpt-oss';
 import { buildGranite } from './granite';
 import { buildLlamaFamily } from './llama-family';
+import { buildLfm2 } from './lfm2';
 import { buildLlama4 } from './llama4';
 import { buildMimo2 } from './mimo2';
 import { buildMistral3 } from './mistral3';
@@ -57,6 +58,9 @@ const ARCHITECTURES: Record<string, Builder> = {
   qwen35: (hp, ts) => buildQwen35(hp, ts),
   qwen35moe: (hp, ts) => buildQwen35(hp, ts),
   qwen3next: (hp, ts) => buildQwen35(hp, ts),
+  // Liquid AI LFM2 / LFM2-MoE: gated short convolutions (a recurrent conv state) and GQA blocks.
+  lfm2: (hp, ts) => buildLfm2(hp, ts),
+  lfm2moe: (hp, ts) => buildLfm2(hp, ts),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),
