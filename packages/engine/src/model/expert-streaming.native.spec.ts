@@ -26,6 +26,8 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-phimoe', 'Q4_K'],
   ['tiny-deepseek32', 'Q8_0'],
   ['tiny-mimo2', 'Q4_K'],
+  ['tiny-qwen35moe', 'Q4_K'],
+  ['tiny-lfm2moe', 'Q8_0'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */
