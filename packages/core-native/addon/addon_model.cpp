@@ -333,6 +333,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             InstanceMethod("seqLen", &AddonModel::seq_len),
             InstanceMethod("seqTruncate", &AddonModel::seq_truncate),
             InstanceMethod("seqCopy", &AddonModel::seq_copy),
+            InstanceMethod("seqKeepRollback", &AddonModel::seq_keep_rollback),
             InstanceMethod("seqShift", &AddonModel::seq_shift),
             InstanceMethod("seqState", &AddonModel::seq_state),
             InstanceMethod("setSeqState", &AddonModel::set_seq_state),
@@ -472,6 +473,14 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             if (info.Length() < 2 || !info[1].IsTypedArray()) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "setSeqState(seq, bytes: Uint8Array)");
             Napi::Uint8Array a = info[1].As<Napi::Uint8Array>();
             m(info.Env()).set_seq_state(static_cast<int>(arg_number(info, 0, "seq")), a.Data(), a.ByteLength());
+            return info.Env().Undefined();
+        });
+    }
+    Napi::Value seq_keep_rollback(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value {
+            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+            if (info.Length() < 2 || !info[1].IsBoolean()) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "seqKeepRollback(seq, on: boolean)");
+            m(info.Env()).seq_keep_rollback(static_cast<int>(arg_number(info, 0, "seq")), info[1].As<Napi::Boolean>().Value());
             return info.Env().Undefined();
         });
     }

@@ -329,6 +329,8 @@ export interface NativeModel {
   /** Keeps positions [0, len); returns how many it kept: len, or 0 when a sliding-window layer's ring no longer holds the window before len. */
   seqTruncate(seq: number, len: number): number;
   seqCopy(src: number, dst: number): void;
+  /** Recurrent layers: keep a checkpoint of the sequence's states so seqTruncate can take back up to 40 positions (speculative decoding). */
+  seqKeepRollback(seq: number, on: boolean): void;
   /** Context shift: drops positions [keep, keep + discard), moves the rest down (K re-rotated); returns the new length. */
   seqShift(seq: number, keep: number, discard: number): number;
   /** A sequence's KV cache as bytes (slot save, prompt cache). */

@@ -181,6 +181,10 @@ class model {
     int64_t seq_truncate(int seq, int64_t len);
     void    seq_clear(int seq) { seq_truncate(seq, 0); }
     void    seq_copy(int src, int dst);          // dst becomes a copy of src's cache
+    // Recurrent layers only: an armed sequence keeps a checkpoint of its states and the recurrent ops'
+    // inputs since, so seq_truncate can take it back (speculative decoding's rejected drafts) by
+    // 40 positions at least; it costs a copy of the states and the recorded inputs in memory.
+    void    seq_keep_rollback(int seq, bool on);
     // Context shift (llama.cpp's seq_rm + seq_add): drops positions [keep, keep + n) and moves the
     // ones after them n positions down, K's rotary part turned to match; returns the new length.
     // Throws KAIL_E_UNSUPPORTED for a model with a sliding-window ring smaller than the context or

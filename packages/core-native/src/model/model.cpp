@@ -153,6 +153,17 @@ struct model::impl {
     // Recurrent state: [seq][recurrent layer], program::rs_width floats each, allocated (zeros) at
     // a sequence's first token and freed when it is cleared; counted in kv_bytes.
     std::vector<std::vector<std::vector<float>>> rs;
+    // Rollback of recurrent states (seq_keep_rollback): for an armed sequence, its states at pos0
+    // and every op input since, so that seq_truncate can go back to any position in between by
+    // replaying the kept inputs onto the states (speculative decoding takes back rejected drafts).
+    struct rs_checkpoint {
+        bool    armed = false;
+        int64_t pos0 = -1;  // -1: none
+        int64_t n = 0;      // positions recorded since pos0
+        std::vector<std::vector<float>> state;   // per recurrent layer (empty: zeros)
+        std::vector<std::vector<float>> inputs;  // per recurrent layer: each position's op inputs, in order
+    };
+    std::vector<rs_checkpoint> rs_ck;
 
     model_stats stats;
     mutable std::mutex stats_mu;
@@ -179,6 +190,10 @@ struct model::impl {
 };
 
 namespace {
+
+// Recurrent-state checkpoints (defined with the recurrent ops below).
+void rs_drop_checkpoint(model::impl::rs_checkpoint & ck);
+void rs_rewind(model::impl & m, int seq, int64_t r);
 
 // An mla_attention op's dimensions and up-projection weights (the batch parts are filled at run).
 mla_args mla_args_of(const model::impl & m, const op_desc & op, size_t oi) {
@@ -687,6 +702,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     n_vocab_ = m.prog.buffers[m.prog.logits].width;
     m.kv.assign(m.params.n_seq_max, std::vector<kv_seq_layer>(m.prog.n_kv_layers));
     m.rs.assign(m.params.n_seq_max, std::vector<std::vector<float>>(m.prog.rs_width.size()));
+    m.rs_ck.assign(static_cast<size_t>(m.params.n_seq_max), {});
     m.kv_ring = kv_ring_rows(m.prog, m.params.n_ctx, m.params.n_batch, m.params.swa_full);
     m.any_ring = std::any_of(m.kv_ring.begin(), m.kv_ring.end(), [](int64_t r) { return r > 0; });
     find_kv_ropes(m);
@@ -715,8 +731,13 @@ int64_t model::seq_truncate(int seq, int64_t len) {
     if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
     if (len < 0) throw error(KAIL_E_INVALID_ARG, "length must be >= 0");
     len = std::min(m.seq_len[seq], len);
-    // A recurrent layer's state is the sequence's whole past: it cannot be cut back, only cleared.
-    if (!m.prog.rs_width.empty() && len < m.seq_len[seq]) len = 0;
+    // A recurrent layer's state is the sequence's whole past: it cannot be cut back, only cleared,
+    // unless the sequence keeps a checkpoint at or before len (then its inputs since are replayed).
+    if (!m.prog.rs_width.empty() && len < m.seq_len[seq]) {
+        impl::rs_checkpoint & ck = m.rs_ck[static_cast<size_t>(seq)];
+        if (ck.pos0 >= 0 && len >= ck.pos0 && ck.pos0 + ck.n == m.seq_len[seq]) rs_rewind(m, seq, len - ck.pos0);
+        else len = 0;
+    }
     // A ring keeps the positions [hw - R, hw): continuing at len needs the window before it,
     // [len - window, len), which later positions may have overwritten. Then only a clear is exact.
     for (int l = 0; l < m.prog.n_kv_layers && len > 0; l++) {
@@ -738,6 +759,7 @@ int64_t model::seq_truncate(int seq, int64_t len) {
             m.kv_bytes -= r.capacity() * sizeof(float);
             std::vector<float>().swap(r);
         }
+        rs_drop_checkpoint(m.rs_ck[static_cast<size_t>(seq)]);
     }
     return len;
 }
@@ -755,11 +777,20 @@ void model::seq_copy(int src, int dst) {
         m.kv[dst][l].hw = m.kv[src][l].hw;
         m.kv_bytes += m.kv[dst][l].k.capacity() + m.kv[dst][l].v.capacity();
     }
+    rs_drop_checkpoint(m.rs_ck[static_cast<size_t>(dst)]);
     for (size_t l = 0; l < m.rs[src].size(); l++) {
         m.rs[dst][l] = m.rs[src][l];
         m.kv_bytes += m.rs[dst][l].capacity() * sizeof(float);
     }
     m.seq_len[dst] = m.seq_len[src];
+}
+
+void model::seq_keep_rollback(int seq, bool on) {
+    impl & m = *impl_;
+    if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    impl::rs_checkpoint & ck = m.rs_ck[static_cast<size_t>(seq)];
+    ck.armed = on && !m.prog.rs_width.empty();
+    if (!ck.armed) rs_drop_checkpoint(ck);
 }
 
 int model::n_lora() const { return static_cast<int>(impl_->params.lora.size()); }
@@ -1733,6 +1764,9 @@ void op_ssm_conv(exec_ctx & x, const op_desc & op, size_t oi) {
         std::vector<float> & st = rs_state(m, x.b.seq[t], layer);
         const float * in = x.ptr(op.a) + t * C;
         float * out = x.ptr(op.out) + t * ow;
+        // A sequence that keeps a checkpoint records the op's inputs for a replay.
+        model::impl::rs_checkpoint & ck = m.rs_ck[static_cast<size_t>(x.b.seq[t])];
+        if (ck.pos0 >= 0) ck.inputs[static_cast<size_t>(layer)].insert(ck.inputs[static_cast<size_t>(layer)].end(), in, in + C);
         for (int64_t c = 0; c < C; c++) {
             const float * wc = w + c * nc;
             float sum = 0.0f;
@@ -1760,35 +1794,72 @@ float dot_f32(const float * a, const float * b, int64_t n) {
 // q and k of each key head L2-normalized (ggml_rms_norm with eps / S, times 1 / sqrt(S)),
 // g = softplus(alpha + dt_bias) * a (a = -exp(A_log)), beta = sigmoid(beta logits); per value
 // head h (key head h % n_k_heads as Qwen3.5's tiled heads, or h / (n_v_heads / n_k_heads) with
-// `grouped`, as Qwen3-Next repeats each key head for its group) with state M (row j: value dim j, over the key dims):
-// M *= exp(g); delta_j = (v_j - M_j . k) beta; M_j += delta_j k; out_j = (M_j . q) / sqrt(S).
+// `grouped`, as Qwen3-Next repeats each key head for its group) with state M (row j: value dim j,
+// over the key dims): M *= exp(g); delta_j = (v_j - M_j . k) beta; M_j += delta_j k;
+// out_j = (M_j . q) / sqrt(S).
+struct gdn_params {
+    int64_t       Hk, Hv, S, group;
+    float         eps, inv_sqrt;
+    const float * dt;
+    const float * A;
+    gdn_params(const model::impl & m, const op_desc & op, size_t oi)
+        : Hk(static_cast<int64_t>(op.param_req("n_k_heads"))), Hv(static_cast<int64_t>(op.param_req("n_v_heads"))), S(static_cast<int64_t>(op.param_req("head_dim"))),
+          group(op.param("grouped", 0) != 0 ? Hv / Hk : 0), eps(static_cast<float>(op.param_req("eps"))), inv_sqrt(1.0f / std::sqrt(static_cast<float>(S))),
+          dt(reinterpret_cast<const float *>(m.weight(oi, "dt_bias").data)), A(reinterpret_cast<const float *>(m.weight(oi, "a").data)) {}
+    int64_t key_head(int64_t h) const { return group ? h / group : h % Hk; }
+};
+
+// One token's normalized q|k (2 Hk S floats into qk) and g|beta (2 Hv floats into gb) from its op inputs.
+void gdn_prepare(const gdn_params & g, const float * a, const float * al, const float * be, float * qk, float * gb) {
+    for (int64_t h = 0; h < 2 * g.Hk; h++) {
+        rms_norm_row(a + h * g.S, qk + h * g.S, g.S, g.eps / static_cast<float>(g.S), nullptr);
+        for (int64_t i = 0; i < g.S; i++) qk[h * g.S + i] *= g.inv_sqrt;
+    }
+    for (int64_t h = 0; h < g.Hv; h++) {
+        const float z = al[h] + g.dt[h];
+        const float sp = z > 20.0f ? z : std::log(1.0f + std::exp(z));
+        gb[h] = sp * g.A[h];
+        gb[g.Hv + h] = 1.0f / (1.0f + std::exp(-be[h]));
+    }
+}
+
+// One token through value head h's state M (its v: the head's S values); out (S floats) unless null.
+void gdn_step(const gdn_params & g, float * M, int64_t h, const float * qk, const float * gb, const float * v, float * delta, float * out) {
+    const int64_t S = g.S;
+    const float * q = qk + g.key_head(h) * S;
+    const float * k = q + g.Hk * S;
+    const float eg = std::exp(gb[h]), beta = gb[g.Hv + h];
+    for (int64_t i = 0; i < S * S; i++) M[i] *= eg;
+    for (int64_t j = 0; j < S; j++) delta[j] = (v[j] - dot_f32(M + j * S, k, S)) * beta;
+    for (int64_t j = 0; j < S; j++) {
+        float * row = M + j * S;
+        const float d = delta[j];
+        for (int64_t i = 0; i < S; i++) row[i] += k[i] * d;
+    }
+    if (out)
+        for (int64_t j = 0; j < S; j++) out[j] = dot_f32(M + j * S, q, S) * g.inv_sqrt;
+}
+
 void op_gated_delta_net(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
     const int layer = static_cast<int>(op.param_req("layer"));
-    const int64_t Hk = static_cast<int64_t>(op.param_req("n_k_heads")), Hv = static_cast<int64_t>(op.param_req("n_v_heads"));
-    const int64_t S = static_cast<int64_t>(op.param_req("head_dim"));
-    const float eps = static_cast<float>(op.param_req("eps"));
-    const int64_t group = op.param("grouped", 0) != 0 ? Hv / Hk : 0;
-    const float * dt = reinterpret_cast<const float *>(m.weight(oi, "dt_bias").data);
-    const float * A = reinterpret_cast<const float *>(m.weight(oi, "a").data);
+    const gdn_params g(m, op, oi);
+    const int64_t Hk = g.Hk, Hv = g.Hv, S = g.S;
     const int64_t aw = x.width(op.a), ow = x.width(op.out), n = x.n_tok;
     // Normalized q and k (2 Hk S per token), then g and beta (2 Hv per token).
     std::vector<float> qk(static_cast<size_t>(n * 2 * Hk * S)), gb(static_cast<size_t>(n * 2 * Hv));
-    const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(S));
     for (int64_t t = 0; t < n; t++) {
         const float * a = x.ptr(op.a) + t * aw;
-        float * o = qk.data() + t * 2 * Hk * S;
-        for (int64_t h = 0; h < 2 * Hk; h++) {
-            rms_norm_row(a + h * S, o + h * S, S, eps / static_cast<float>(S), nullptr);
-            for (int64_t i = 0; i < S; i++) o[h * S + i] *= inv_sqrt;
-        }
         const float * al = x.ptr(op.b) + t * x.width(op.b);
         const float * be = x.ptr(op.c) + t * x.width(op.c);
-        for (int64_t h = 0; h < Hv; h++) {
-            const float z = al[h] + dt[h];
-            const float sp = z > 20.0f ? z : std::log(1.0f + std::exp(z));
-            gb[static_cast<size_t>(t * 2 * Hv + h)] = sp * A[h];
-            gb[static_cast<size_t>(t * 2 * Hv + Hv + h)] = 1.0f / (1.0f + std::exp(-be[h]));
+        gdn_prepare(g, a, al, be, qk.data() + t * 2 * Hk * S, gb.data() + t * 2 * Hv);
+        // A sequence that keeps a checkpoint records the op's inputs for a replay.
+        model::impl::rs_checkpoint & ck = m.rs_ck[static_cast<size_t>(x.b.seq[t])];
+        if (ck.pos0 >= 0) {
+            std::vector<float> & rec = ck.inputs[static_cast<size_t>(layer)];
+            rec.insert(rec.end(), a, a + aw);
+            rec.insert(rec.end(), al, al + Hv);
+            rec.insert(rec.end(), be, be + Hv);
         }
     }
     // Each sequence's tokens in order; states allocated before the threads start.
@@ -1800,25 +1871,110 @@ void op_gated_delta_net(exec_ctx & x, const op_desc & op, size_t oi) {
     m.pool->parallel_for(tasks, [&](int64_t begin, int64_t end, int) {
         std::vector<float> delta(static_cast<size_t>(S));
         for (int64_t task = begin; task < end; task++) {
-            const int64_t h = task % Hv, hk = group ? h / group : h % Hk;
+            const int64_t h = task % Hv;
             float * M = seqs[static_cast<size_t>(task / Hv)].first + h * S * S;
-            for (int64_t t : *seqs[static_cast<size_t>(task / Hv)].second) {
-                const float * q = qk.data() + t * 2 * Hk * S + hk * S;
-                const float * k = q + Hk * S;
-                const float * v = x.ptr(op.a) + t * aw + 2 * Hk * S + h * S;
-                const float eg = std::exp(gb[static_cast<size_t>(t * 2 * Hv + h)]), beta = gb[static_cast<size_t>(t * 2 * Hv + Hv + h)];
-                for (int64_t i = 0; i < S * S; i++) M[i] *= eg;
-                for (int64_t j = 0; j < S; j++) delta[static_cast<size_t>(j)] = (v[j] - dot_f32(M + j * S, k, S)) * beta;
-                for (int64_t j = 0; j < S; j++) {
-                    float * row = M + j * S;
-                    const float d = delta[static_cast<size_t>(j)];
-                    for (int64_t i = 0; i < S; i++) row[i] += k[i] * d;
-                }
-                float * out = x.ptr(op.out) + t * ow + h * S;
-                for (int64_t j = 0; j < S; j++) out[j] = dot_f32(M + j * S, q, S) * inv_sqrt;
-            }
+            for (int64_t t : *seqs[static_cast<size_t>(task / Hv)].second)
+                gdn_step(g, M, h, qk.data() + t * 2 * Hk * S, gb.data() + t * 2 * Hv, x.ptr(op.a) + t * aw + 2 * Hk * S + h * S, delta.data(), x.ptr(op.out) + t * ow + h * S);
         }
     }, 1);
+}
+
+void rs_drop_checkpoint(model::impl::rs_checkpoint & ck) {
+    ck.pos0 = -1;
+    ck.n = 0;
+    std::vector<std::vector<float>>().swap(ck.state);
+    std::vector<std::vector<float>>().swap(ck.inputs);
+}
+
+// Applies the first r recorded positions of `inputs` to `states` (one per recurrent layer; an
+// empty one is a sequence's zeros): the recurrent ops' state updates without their outputs.
+void rs_replay(const model::impl & m, std::vector<std::vector<float>> & states, const std::vector<std::vector<float>> & inputs, int64_t r) {
+    for (size_t oi = 0; oi < m.prog.ops.size(); oi++) {
+        const op_desc & op = m.prog.ops[oi];
+        if (op.type != OP_SSM_CONV && op.type != OP_GATED_DELTA_NET) continue;
+        const size_t l = static_cast<size_t>(op.param_req("layer"));
+        std::vector<float> & st = states[l];
+        if (st.empty()) st.assign(static_cast<size_t>(m.prog.rs_width[l]), 0.0f);
+        const float * in = inputs[l].data();
+        const int64_t aw = m.prog.buffers[static_cast<size_t>(op.a)].width;
+        if (op.type == OP_SSM_CONV) {
+            // The state is the last d_conv - 1 inputs.
+            const int64_t nc = static_cast<int64_t>(op.param_req("d_conv"));
+            for (int64_t t = 0; t < r; t++) {
+                if (nc > 2) std::memmove(st.data(), st.data() + aw, static_cast<size_t>((nc - 2) * aw) * sizeof(float));
+                std::memcpy(st.data() + (nc - 2) * aw, in + t * aw, static_cast<size_t>(aw) * sizeof(float));
+            }
+            continue;
+        }
+        const gdn_params g(m, op, oi);
+        const int64_t rec = aw + 2 * g.Hv;
+        std::vector<float> qk(static_cast<size_t>(2 * g.Hk * g.S)), gb(static_cast<size_t>(2 * g.Hv)), delta(static_cast<size_t>(g.S));
+        for (int64_t t = 0; t < r; t++) {
+            const float * a = in + t * rec;
+            gdn_prepare(g, a, a + aw, a + aw + g.Hv, qk.data(), gb.data());
+            for (int64_t h = 0; h < g.Hv; h++) gdn_step(g, st.data() + h * g.S * g.S, h, qk.data(), gb.data(), a + 2 * g.Hk * g.S + h * g.S, delta.data(), nullptr);
+        }
+    }
+}
+
+// The floats one position records in recurrent layer l (the op's inputs).
+int64_t rs_record_width(const model::impl & m, size_t l) {
+    for (const op_desc & op : m.prog.ops)
+        if ((op.type == OP_SSM_CONV || op.type == OP_GATED_DELTA_NET) && static_cast<size_t>(op.param_req("layer")) == l)
+            return m.prog.buffers[static_cast<size_t>(op.a)].width + (op.type == OP_GATED_DELTA_NET ? 2 * static_cast<int64_t>(op.param_req("n_v_heads")) : 0);
+    return 0;
+}
+
+// Sets the sequence's recurrent states to the checkpoint's advanced by r positions (seq_truncate
+// to pos0 + r); the checkpoint keeps those r positions' inputs for a later rewind.
+void rs_rewind(model::impl & m, int seq, int64_t r) {
+    model::impl::rs_checkpoint & ck = m.rs_ck[static_cast<size_t>(seq)];
+    std::vector<std::vector<float>> & states = m.rs[static_cast<size_t>(seq)];
+    for (size_t l = 0; l < states.size(); l++) {
+        const uint64_t before = states[l].capacity() * sizeof(float);
+        if (ck.state[l].empty()) states[l].assign(static_cast<size_t>(m.prog.rs_width[l]), 0.0f);
+        else states[l] = ck.state[l];
+        m.kv_bytes = m.kv_bytes - before + states[l].capacity() * sizeof(float);
+    }
+    rs_replay(m, states, ck.inputs, r);
+    for (size_t l = 0; l < ck.inputs.size(); l++) ck.inputs[l].resize(static_cast<size_t>(r * rs_record_width(m, l)));
+    ck.n = r;
+}
+
+// Positions an armed sequence can always be taken back by (at least the 32 drafts plus one
+// verified token of the largest speculation): its checkpoint is moved forward past older ones
+// once it records twice this many.
+constexpr int64_t kRollbackKeep = 40;
+
+// At a pass's start, for each sequence in it: an armed one keeps (or takes) a checkpoint that ends
+// where the pass starts, moved forward when it grew long; the others drop theirs.
+void rs_checkpoint_pass(model::impl & m, const batch & b) {
+    std::map<int, int64_t> count;
+    for (int64_t t = 0; t < b.n; t++) count[b.seq[t]]++;
+    for (auto [seq, n] : count) {
+        model::impl::rs_checkpoint & ck = m.rs_ck[static_cast<size_t>(seq)];
+        if (!ck.armed) {
+            if (ck.pos0 >= 0) rs_drop_checkpoint(ck);
+            continue;
+        }
+        const int64_t len = m.seq_len[static_cast<size_t>(seq)];
+        if (ck.pos0 < 0 || ck.pos0 + ck.n != len) {
+            ck.state = m.rs[static_cast<size_t>(seq)];
+            ck.inputs.assign(m.prog.rs_width.size(), {});
+            ck.pos0 = len;
+            ck.n = 0;
+        } else if (ck.n > 2 * kRollbackKeep) {
+            const int64_t f = ck.n - kRollbackKeep;
+            rs_replay(m, ck.state, ck.inputs, f);
+            for (size_t l = 0; l < ck.inputs.size(); l++) {
+                const int64_t w = rs_record_width(m, l);
+                ck.inputs[l].erase(ck.inputs[l].begin(), ck.inputs[l].begin() + f * w);
+            }
+            ck.pos0 += f;
+            ck.n -= f;
+        }
+        ck.n += n;
+    }
 }
 
 void op_cvec(exec_ctx & x, const op_desc & op) {
@@ -2052,6 +2208,7 @@ void model::set_seq_state(int seq, const uint8_t * data, size_t n) {
         throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes - old + bytes) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
     m.kv[seq].swap(next);
     m.rs[seq].swap(next_rs);
+    rs_drop_checkpoint(m.rs_ck[static_cast<size_t>(seq)]);
     m.kv_bytes = m.kv_bytes - old + bytes;
     m.seq_len[seq] = len;
 }
@@ -2093,6 +2250,7 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
     exec_ctx x{m, b, b.n, n_out, cancel, {}};
     for (int64_t t = 0; t < b.n; t++)
         if (b.output[t]) x.out_seq.push_back(b.seq[t]);
+    if (!m.prog.rs_width.empty()) rs_checkpoint_pass(m, b);
     try {
     for (size_t oi = 0; oi < m.prog.ops.size(); oi++) {
         if (cancel.load(std::memory_order_relaxed)) throw error(KAIL_E_CANCELLED, "forward cancelled");

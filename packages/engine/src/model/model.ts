@@ -601,9 +601,10 @@ export class EngineModel {
   }
 
   /**
-   * The model has recurrent layers (Qwen3.5's gated delta nets): each sequence keeps a state of
-   * fixed size that holds its whole past, so its cache can be kept or cleared but not cut back
-   * (truncate returns 0 below its length), not shifted, and not rolled back.
+   * The model has recurrent layers (Qwen3.5's gated delta nets, LFM2's short convolutions): each
+   * sequence keeps a state of fixed size that holds its whole past, so its cache can be kept or
+   * cleared but not cut back (truncate returns 0 below its length) unless keepRollback armed a
+   * checkpoint, and not shifted.
    */
   get recurrent(): boolean {
     return (this.program.rsWidth?.length ?? 0) > 0;
@@ -802,6 +803,15 @@ export class EngineModel {
     this.runtime.setSeqState(seq, state);
   }
 
+  /**
+   * Recurrent models: while on, the sequence keeps a checkpoint of its recurrent states and the
+   * inputs since, so truncate/rollback can take back up to 40 positions (speculative decoding's
+   * rejected drafts), at the cost of a copy of the states per sequence. Nothing for other models.
+   */
+  keepRollback(seq: number, on: boolean): void {
+    if (this.recurrent) this.runtime.seqKeepRollback(seq, on);
+  }
+
   /** Makes `dst`'s cache a copy of `src`'s (every position; truncate it after to keep a prefix). */
   copySequence(src: number, dst: number): void {
     this.runtime.seqCopy(src, dst);
@@ -809,8 +819,8 @@ export class EngineModel {
 
   /**
    * Takes back the last positions written (a speculative pass's rejected drafts): exact whenever
-   * fewer than nBatch positions are taken back, which a verification pass guarantees (never for a
-   * recurrent model: speculative decoding refuses those).
+   * fewer than nBatch positions are taken back, which a verification pass guarantees (a recurrent
+   * model: when keepRollback armed the sequence, up to 40 positions).
    */
   rollback(seq: number, len: number): void {
     const want = Math.min(len, this.runtime.seqLen(seq));

@@ -1,14 +1,14 @@
 // Recurrent layers (Qwen3.5's gated delta nets, LFM2's short convolutions): each sequence keeps a fixed-size state that holds
 // its whole past. The state carries across passes (a prompt in chunks = in one pass), belongs to
 // its sequence (two sequences in one pass = each alone), can be kept, copied, saved and restored
-// or cleared, but never cut back: truncating below the length clears the sequence, context shifts
-// and speculative decoding (which rolls back rejected drafts) are refused with clear errors, and a
-// pass that fails halfway clears the sequences it touched instead of leaving them between states.
+// or cleared, but not cut back: truncating below the length clears the sequence unless a rollback
+// checkpoint was armed (speculative decoding arms it; then up to 40 positions come back exactly),
+// context shifts are refused with a clear error, and a pass that fails halfway clears the
+// sequences it touched instead of leaving them between states.
 import fs from 'node:fs';
 
 import { EngineModel } from './model';
 import { native } from '../native';
-import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import { tempDir, writeTestModel } from '../testing';
 
 const dir = tempDir('kail-recurrent-');
@@ -22,7 +22,7 @@ describe.each(['tiny-qwen35moe', 'tiny-lfm2moe'])('%s: recurrent state', (preset
   let m: EngineModel;
   beforeAll(() => {
     file = writeTestModel(dir, preset, 'F32');
-    m = EngineModel.load(file, { threads: 2, nCtx: 64, nSeqMax: 3, kvType: 'f32', nBatch: 8 });
+    m = EngineModel.load(file, { threads: 2, nCtx: 160, nSeqMax: 3, kvType: 'f32', nBatch: 8 });
   }, 60_000);
   afterAll(() => m.close());
 
@@ -51,7 +51,7 @@ describe.each(['tiny-qwen35moe', 'tiny-lfm2moe'])('%s: recurrent state', (preset
     expect(Array.from(mixed.subarray(V, 2 * V))).toEqual(Array.from(all.subarray(3 * V, 4 * V)));
   }, 60_000);
 
-  it('keeps or clears, never cuts back; copies and blobs continue with the same logits', async () => {
+  it('keeps or clears, never cuts back unarmed; copies and blobs continue with the same logits', async () => {
     m.truncate(0, 0);
     await m.evaluate(0, toks.slice(0, 20), 'last');
     expect(m.truncate(0, 25)).toBe(20);
@@ -73,9 +73,38 @@ describe.each(['tiny-qwen35moe', 'tiny-lfm2moe'])('%s: recurrent state', (preset
     expect(() => m.rollback(0, 21)).toThrow(/lost/);
   }, 60_000);
 
-  it('refuses speculative decoding with the model as target or draft', () => {
-    expect(() => new SpeculativeDecoder(m, { lookup: true })).toThrow(/roll back rejected drafts.*target/);
-  });
+  it('an armed sequence is taken back within its checkpoint window with the same logits as recomputing', async () => {
+    m.truncate(0, 0);
+    m.keepRollback(0, true);
+    try {
+      // Passes of 5, 3, 1, 1 tokens, then back into the first, the third or the second pass.
+      for (const back of [3, 8, 6, 9]) {
+        m.truncate(0, 0);
+        for (const [a, b] of [[0, 5], [5, 8], [8, 9], [9, 10]]) await m.evaluate(0, toks.slice(a, b), 'all');
+        expect(m.truncate(0, back)).toBe(back);
+        const cont = await m.evaluate(0, toks.slice(back, back + 4), 'all');
+        m.truncate(1, 0);
+        const ref = await m.evaluate(1, toks.slice(0, back + 4), 'all');
+        expect(Array.from(cont)).toEqual(Array.from(ref.subarray((ref.length / (back + 4)) * back)));
+      }
+      // A long run moves the checkpoint forward: 40 positions back still rewind, the start does not.
+      m.truncate(0, 0);
+      for (let i = 0; i < 120; i++) await m.evaluate(0, [toks[i % toks.length]], 'last');
+      expect(m.truncate(0, 80)).toBe(80);
+      const seqOf = (n: number) => Array.from({ length: n }, (_, i) => toks[i % toks.length]);
+      const cont = await m.evaluate(0, seqOf(83).slice(80), 'all');
+      m.truncate(1, 0);
+      const ref = await m.evaluate(1, seqOf(83), 'all');
+      expect(Array.from(cont)).toEqual(Array.from(ref.subarray((ref.length / 83) * 80)));
+      expect(m.truncate(0, 10)).toBe(0);
+      expect(() => m.rollback(0, 0)).not.toThrow();
+    } finally {
+      m.keepRollback(0, false);
+    }
+    // Disarmed: below the length clears again.
+    await m.evaluate(0, toks.slice(0, 6), 'all');
+    expect(m.truncate(0, 3)).toBe(0);
+  }, 60_000);
 
   it('a pass that fails halfway clears the sequences in it', async () => {
     // A KV budget that holds the three recurrent blocks' states but not the attention block's

@@ -164,10 +164,6 @@ export class SpeculativeDecoder {
     const given = opts ? [opts.draft, opts.lookup, opts.mtp].filter(Boolean).length : 0;
     if (given === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'speculative decoding needs a draft model, lookup: true or an MTP model');
     if (given > 1) throw new EngineError('KAIL_E_INVALID_ARG', 'give one of a draft model, lookup and an MTP model');
-    // Verification takes back the rejected drafts' positions; a recurrent layer's state cannot be cut back.
-    for (const [role, m] of [['target', target], ['draft', opts.draft]] as const)
-      if (m?.recurrent)
-        throw new EngineError('KAIL_E_UNSUPPORTED', `speculative decoding needs to roll back rejected drafts, which the ${role} model's recurrent (linear attention) layers cannot (${m.hparams.arch}: ${m.path})`);
     this.mode = opts.draft ? 'draft' : opts.mtp ? 'mtp' : 'lookup';
     this.draft = opts.draft ?? null;
     this.mtp = opts.mtp ?? null;
@@ -351,6 +347,9 @@ export class SpeculativeSequence {
     this.greedy = isGreedy(this.targetSampler.params);
     this.k = decoder.currentK;
     if (decoder.mtp) decoder.mtp.truncate(draftSeq, 0);
+    // Recurrent models (Qwen3.5, LFM2) take rejected drafts back from a checkpoint of their states.
+    decoder.target.keepRollback(seq, true);
+    decoder.draft?.keepRollback(draftSeq, true);
   }
 
   /** True when drafts come from the target's MTP block, which needs the target's hidden rows (`recordHidden`). */

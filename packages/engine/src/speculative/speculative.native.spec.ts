@@ -33,6 +33,10 @@ describe.each([
   ['tiny-deepseek2-lite', 'F32', 'f32'],
   ['tiny-qwen3moe', 'Q4_K', 'f16'],
   ['tiny-deepseek2-lite', 'Q5_K', 'f16'],
+  // Recurrent targets and drafts (a 1-block draft is all delta net / short convolution): rejected
+  // drafts are taken back from the sequence's checkpoint.
+  ['tiny-qwen35moe', 'F32', 'f32'],
+  ['tiny-lfm2moe', 'Q4_K', 'f16'],
 ] as const)('greedy speculation on %s %s (KV %s) gives exactly the target tokens', (preset, type, kvType) => {
   let target: EngineModel;
   let draft: EngineModel;

@@ -31,9 +31,10 @@ function lfm2Arch(name: 'lfm2' | 'lfm2moe'): ArchDefinition {
       requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', ...(moe ? (['expertFf'] as const) : [])]);
       checkHeads(c);
       checkExperts(c, moe);
-      if (!Array.isArray(l.attnBlocks) || l.attnBlocks.length !== c.nLayers) throw new Error(`${name}: attnBlocks needs one entry per block (use a preset)`);
+      if (!Array.isArray(l.attnBlocks) || l.attnBlocks.length === 0) throw new Error(`${name}: attnBlocks needs an entry per block (use a preset)`);
       if (!Number.isInteger(l.convTaps) || l.convTaps < 2) throw new Error(`${name}: convTaps must be an integer of at least 2`);
-      return c;
+      // --layers N: the preset's pattern, cut or repeated to N blocks.
+      return { ...c, attnBlocks: Array.from({ length: c.nLayers }, (_, i) => l.attnBlocks[i % l.attnBlocks.length]) } as Lfm2Config;
     },
     metadata(c: ModelConfig): [string, GgufValue][] {
       const l = c as Lfm2Config;
