@@ -1,4 +1,4 @@
-// Parity with llama.cpp for DeepSeek-V3's multi-token-prediction block (the built-in draft of
+// Parity with llama.cpp for DeepSeek-V3's and Qwen3.5's multi-token-prediction blocks (the built-in draft of
 // speculative decoding): the trunk's normalized hidden states, the block's logits and hidden
 // states for every (token, previous hidden state) row, and chained draft steps, against
 // llama.cpp's MTP graph (mtp-ref.ts). The engine side runs exactly what speculation runs:
@@ -32,18 +32,20 @@ beforeAll(() => {
 });
 afterAll(() => {
   fs.rmSync(dir, { recursive: true, force: true });
-  process.stdout.write(`\nMTP parity with llama.cpp (tiny-deepseek3-mtp, ${N} tokens, ${STEPS} chained steps, measured):\n${table.join('\n')}\n`);
+  process.stdout.write(`\nMTP parity with llama.cpp (${N} tokens, ${STEPS} chained steps, measured):\n${table.join('\n')}\n`);
 });
 
-describe.each(CASES)('tiny-deepseek3-mtp %s', (type, bound, margin) => {
+// DeepSeek-V3's block (MLA, MoE + shared experts) and Qwen3.5's (gated full attention over a
+// trunk of delta nets, softmax experts + a gated shared expert).
+describe.each(['tiny-deepseek3-mtp', 'tiny-qwen35moe-mtp'].flatMap((preset) => CASES.map((c) => [preset, ...c] as const)))('%s %s', (preset, type, bound, margin) => {
   let ref: MtpRef;
   let file: string;
   let tokens: number[];
   let target: EngineModel;
   let mtp: EngineModel;
   beforeAll(async () => {
-    const cfg = getPreset('tiny-deepseek3-mtp').config;
-    file = path.join(dir, `tiny-deepseek3-mtp-${type}.gguf`);
+    const cfg = getPreset(preset).config;
+    file = path.join(dir, `${preset}-${type}.gguf`);
     writeModel({ config: cfg, fileType: type, seed: 5, out: file });
     tokens = tokenIds(N, cfg.vocabSize, 23);
     ref = await llamaMtpRef(file, tokens, { draftSteps: STEPS, threads: 2 });
@@ -60,7 +62,7 @@ describe.each(CASES)('tiny-deepseek3-mtp %s', (type, bound, margin) => {
     const { logits, hidden } = await target.evaluateWithHidden(0, tokens, 'all');
     const eL = nmse(logits, ref.targetLogits);
     const eH = nmse(hidden, ref.targetH);
-    table.push(`${type.padEnd(4)} trunk logits NMSE ${eL.toExponential(2)}, hidden NMSE ${eH.toExponential(2)}`);
+    table.push(`${preset.padEnd(19)} ${type.padEnd(4)} trunk logits NMSE ${eL.toExponential(2)}, hidden NMSE ${eH.toExponential(2)}`);
     expect(eL).toBeLessThanOrEqual(bound);
     expect(eH).toBeLessThanOrEqual(bound);
   });
@@ -97,7 +99,7 @@ describe.each(CASES)('tiny-deepseek3-mtp %s', (type, bound, margin) => {
     }
     const eS = nmse(steps, ref.draftLogits);
     table.push(
-      `${type.padEnd(4)} MTP logits NMSE ${eL.toExponential(2)} (top-1 ${top.agree}/${top.total}), MTP hidden NMSE ${eH.toExponential(2)}, ` +
+      `${preset.padEnd(19)} ${type.padEnd(4)} MTP logits NMSE ${eL.toExponential(2)} (top-1 ${top.agree}/${top.total}), MTP hidden NMSE ${eH.toExponential(2)}, ` +
         `${STEPS} chained steps NMSE ${eS.toExponential(2)}  (bound ${bound})`,
     );
     expect(eL).toBeLessThanOrEqual(bound);

@@ -26,16 +26,20 @@ function maxAbsDiff(a: Float32Array, b: Float32Array): number {
   return m;
 }
 
+// DeepSeek-V3's block, and Qwen3.5's over a recurrent trunk (whose rejected drafts come back from
+// the rollback checkpoint).
 describe.each([
-  ['F32', 'f32'],
-  ['Q8_0', 'f16'],
-] as const)('MTP draft on tiny-deepseek3-mtp %s (KV %s)', (type, kvType) => {
+  ['tiny-deepseek3-mtp', 'F32', 'f32'],
+  ['tiny-deepseek3-mtp', 'Q8_0', 'f16'],
+  ['tiny-qwen35moe-mtp', 'F32', 'f32'],
+  ['tiny-qwen35moe-mtp', 'Q4_K', 'f16'],
+] as const)('MTP draft on %s %s (KV %s)', (preset, type, kvType) => {
   let target: EngineModel;
   let mtp: EngineModel;
   let want: number[][];
   const opts = { threads: 2, nCtx: 96, kvType, nSeqMax: 3 };
   beforeAll(async () => {
-    const file = writeTestModel(dir, 'tiny-deepseek3-mtp', type);
+    const file = writeTestModel(dir, preset, type);
     target = EngineModel.load(file, opts);
     mtp = EngineModel.load(file, { ...opts, mtp: true });
     want = [];

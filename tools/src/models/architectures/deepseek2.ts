@@ -260,7 +260,7 @@ function deepseekBlock(c: Deepseek2Config, i: number): TensorSpec[] {
  * std 1/sqrt(2*dim) starts that stream at unit scale like token_embd starts the trunk's.
  * shared_head_norm normalizes the block's output before the vocabulary head.
  */
-function nextnTensors(c: Deepseek2Config, i: number): TensorSpec[] {
+export function nextnTensors(c: ModelConfig & { nextnOwnEmbeddings?: boolean }, i: number): TensorSpec[] {
   const p = `blk.${i}.nextn`;
   const t: TensorSpec[] = [
     linear(`${p}.eh_proj.weight`, 2 * c.dim, c.dim, 'nextn_eh_proj', i),

@@ -18,6 +18,7 @@ import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { GgufType } from '../../gguf/constants';
 import { kv, type GgufValue } from '../../gguf/writer';
 import { baseMetadata, checkExperts } from './common';
+import { nextnTensors } from './deepseek2';
 
 /** The linear-attention (gated delta net) shape: ssm.group_count, ssm.time_step_rank, ssm.state_size, ssm.conv_kernel. */
 export interface Qwen35LinearAttention {
@@ -43,12 +44,17 @@ export type Qwen35Config = ModelConfig & {
   ropeSections: number[];
   /** Qwen3-Next only: the older fused `ssm_in` (per key head q, k, its values, its gates) instead of attn_qkv + attn_gate. */
   ssmIn?: boolean;
+  /**
+   * 1: a multi-token-prediction block after the trunk (counted in block_count, nextn_predict_layers):
+   * a full-attention block with the trunk's FFN, plus nextn.eh_proj/enorm/hnorm/shared_head_norm.
+   */
+  nextn?: number;
   fullAttentionInterval: number;
   linearAttn: Qwen35LinearAttention;
 };
 
-/** llama.cpp's default pattern (no attention.recurrent_layers key): recurrent unless (i + 1) % interval == 0. */
-export const qwen35Recurrent = (c: Qwen35Config, i: number): boolean => (i + 1) % c.fullAttentionInterval !== 0;
+/** llama.cpp's default pattern (no attention.recurrent_layers key): recurrent unless (i + 1) % interval == 0; the MTP block never. */
+export const qwen35Recurrent = (c: Qwen35Config, i: number): boolean => i < c.nLayers && (i + 1) % c.fullAttentionInterval !== 0;
 
 /** The FFN helpers write ffn_norm; these blocks use post_attention_norm in its place. */
 const withoutFfnNorm = (t: TensorSpec[]) => t.filter((s) => !s.name.endsWith('.ffn_norm.weight'));
@@ -71,6 +77,7 @@ function hybrid(name: 'qwen35' | 'qwen35moe' | 'qwen3next'): ArchDefinition {
       const hd = headDim(c);
       const interval = q.fullAttentionInterval ?? 4;
       if (!Number.isInteger(interval) || interval <= 0) throw new Error(`${name}: fullAttentionInterval must be a positive integer`);
+      if (q.nextn !== undefined && q.nextn !== 0 && q.nextn !== 1) throw new Error(`${name}: nextn must be 0 or 1 (llama.cpp runs a single MTP block)`);
       if (!Number.isInteger(q.ropeDims) || q.ropeDims <= 0 || q.ropeDims % 2 !== 0 || q.ropeDims > hd) throw new Error(`${name}: ropeDims must be even, positive and at most the head size ${hd}`);
       const s = q.ropeSections;
       if (next) return { ...c, headDim: hd, fullAttentionInterval: interval } as Qwen35Config;
@@ -95,6 +102,11 @@ function hybrid(name: 'qwen35' | 'qwen35moe' | 'qwen3next'): ArchDefinition {
         [`${a}.ssm.inner_size`, kv.u32(la.headDim * la.vHeads)],
         [`${a}.full_attention_interval`, kv.u32(q.fullAttentionInterval)],
       ];
+      if (q.nextn) {
+        const i = m.findIndex(([k]) => k === `${a}.block_count`);
+        m[i] = [`${a}.block_count`, kv.u32(c.nLayers + q.nextn)];
+        m.push([`${a}.nextn_predict_layers`, kv.u32(q.nextn)]);
+      }
       if (moe) m.push([`${a}.expert_feed_forward_length`, kv.u32(c.expertFf)], [`${a}.expert_shared_feed_forward_length`, kv.u32(c.sharedFf)]);
       return m;
     },
@@ -106,9 +118,10 @@ function hybrid(name: 'qwen35' | 'qwen35moe' | 'qwen3next'): ArchDefinition {
       const valueDim = la.vHeads * la.headDim;
       const convDim = 2 * keyDim + valueDim;
       const t = embeddings(c);
-      for (let i = 0; i < c.nLayers; i++) {
+      for (let i = 0; i < c.nLayers + (q.nextn ?? 0); i++) {
         const p = `blk.${i}`;
         t.push(norm(`${p}.attn_norm.weight`, c.dim, i), norm(`${p}.post_attention_norm.weight`, c.dim, i));
+        if (i >= c.nLayers) t.push(...nextnTensors(c, i));
         if (qwen35Recurrent(q, i)) {
           const vec = (n: string, mean: number, std: number): TensorSpec => ({ name: `${p}.${n}`, shape: [la.vHeads], init: { kind: 'normal', mean, std }, role: 'bias', layer: i });
           // Qwen3-Next's older converters: one ssm_in giving, per key head, its q and k, then its

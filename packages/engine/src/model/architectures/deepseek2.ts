@@ -438,10 +438,21 @@ export function buildDeepseek2(hp: HParams, tensors: Map<string, GgufTensorInfo>
  * feeds the next drafted position.
  */
 export function buildDeepseek2Mtp(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deepseek2Options = {}): ModelProgram {
-  const { need, maybe } = tensorLookup(hp, tensors);
   const il = mtpBlock(hp, tensors);
   if (il < 0) throw new EngineError('KAIL_E_INVALID_ARG', `${hp.arch}: the file carries no multi-token-prediction block (nextn_predict_layers and blk.N.nextn.* tensors)`);
   const c = mlaContext(hp, tensors, opt);
+  const { p, x } = mtpInput(hp, tensors, il);
+  mlaBlock(p, c, il, x);
+  return mtpHead(p, hp, tensors, il, x);
+}
+
+/**
+ * The start of a NextN block's program (llama.cpp's graph_mtp, every architecture alike): row t
+ * takes token x_t and the target's normalized hidden state of the position before (batch.embd),
+ * and the residual stream `x` starts as eh_proj [enorm(embed(x_t)); hnorm(h)].
+ */
+export function mtpInput(hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number): { p: ProgramBuilder; x: number } {
+  const { need, maybe } = tensorLookup(hp, tensors);
   const d = hp.nEmbd;
   const p = new ProgramBuilder();
   const e = p.buf('mtp_embd', d);
@@ -455,7 +466,13 @@ export function buildDeepseek2Mtp(hp: HParams, tensors: Map<string, GgufTensorIn
   p.op('copy', cat, { a: e, params: { n: d } });
   p.op('copy', cat, { a: hin, params: { n: d, out_off: d } });
   p.op('matmul', x, { a: cat, weights: { weight: need(t(il, 'nextn.eh_proj.weight')) } });
-  mlaBlock(p, c, il, x);
+  return { p, x };
+}
+
+/** A NextN block's end: shared_head_norm (or the output norm) as the program's hidden state, then shared_head_head (or the model's head). */
+export function mtpHead(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, x: number): ModelProgram {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const d = hp.nEmbd;
   const hid = p.buf('h_nextn', d);
   p.op('rms_norm', hid, { a: x, weights: { weight: maybe(t(il, 'nextn.shared_head_norm.weight')) ?? need('output_norm.weight') }, params: { eps: hp.rmsEps } });
   p.hidden(hid);

@@ -14,7 +14,7 @@ import { buildLlama4 } from './llama4';
 import { buildMimo2 } from './mimo2';
 import { buildMistral3 } from './mistral3';
 import { buildPhi3 } from './phi3';
-import { buildQwen35 } from './qwen35';
+import { buildQwen35, buildQwen35Mtp } from './qwen35';
 import { buildLlamaMoe, LLAMA_MOE_ARCHITECTURES } from './llama-moe';
 
 /** What a program depends on besides the file: the context of one sequence (LongRoPE picks its factors by it). */
@@ -94,9 +94,11 @@ export function buildProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>, 
 
 /**
  * The program of a file's multi-token-prediction block, run as a draft model of its own (see
- * buildDeepseek2Mtp). deepseek2 only; other architectures, and files without the block, are refused.
+ * buildDeepseek2Mtp, buildQwen35Mtp): deepseek2, qwen35moe and qwen35; other architectures, and
+ * files without the block, are refused.
  */
 export function buildMtpProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
-  if (hp.arch !== 'deepseek2') throw new EngineError('KAIL_E_UNSUPPORTED', `multi-token-prediction drafting is implemented for deepseek2 files; this one is '${hp.arch}'`);
+  if (hp.arch === 'qwen35moe' || hp.arch === 'qwen35') return buildQwen35Mtp(hp, tensors);
+  if (hp.arch !== 'deepseek2') throw new EngineError('KAIL_E_UNSUPPORTED', `multi-token-prediction drafting is implemented for deepseek2, qwen35moe and qwen35 files; this one is '${hp.arch}'`);
   return buildDeepseek2Mtp(hp, tensors);
 }

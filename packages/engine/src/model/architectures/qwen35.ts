@@ -3,7 +3,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_HEADS, type HParams } from '../hparams';
 import { denseSwigluFfn, ropeParams, trunkStart, type ProgramBuilder } from '../program-builder';
-import { outputHead, tensorLookup, trunkLayers } from './deepseek2';
+import { mtpBlock, mtpHead, mtpInput, outputHead, tensorLookup, trunkLayers } from './deepseek2';
 import { gatedSharedExpert, softmaxExperts } from './llama-family';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -189,6 +189,30 @@ export function buildQwen35(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
     p.op('cvec', x, { a: x, params: { layer: il } });
   }
   return outputHead(p, hp, tensors, x);
+}
+
+/**
+ * Qwen3.5's multi-token-prediction block as a model of its own (llama.cpp's qwen35moe graph_mtp):
+ * eh_proj of [enorm(embed(x_t)); hnorm(the target's hidden state before)], a gated full-attention
+ * block over its own KV cache, post_attention_norm and the trunk's FFN, then shared_head_norm
+ * (or output_norm) and the head.
+ */
+export function buildQwen35Mtp(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  const { need } = tensorLookup(hp, tensors);
+  const il = mtpBlock(hp, tensors);
+  if (il < 0) throw new EngineError('KAIL_E_INVALID_ARG', `${hp.arch}: the file carries no multi-token-prediction block (nextn_predict_layers and blk.N.nextn.* tensors)`);
+  const { p, x } = mtpInput(hp, tensors, il);
+  const h = p.buf('h', hp.nEmbd);
+  const attnOut = p.buf('attn_out', hp.nEmbd);
+  p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+  gatedAttention(p, hp, tensors, il, h, attnOut);
+  p.op('add', x, { a: x, b: attnOut });
+  p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });
+  const ffnOut = p.buf('ffn_out', hp.nEmbd);
+  if (tensors.has(t(il, 'ffn_gate_inp.weight'))) qwenMoeFfn(p, hp, tensors, il, h, ffnOut);
+  else denseSwigluFfn(p, tensors, il, tensorLookup(hp, tensors), h, ffnOut);
+  p.op('add', x, { a: x, b: ffnOut });
+  return mtpHead(p, hp, tensors, il, x);
 }
 
 /** Routed experts (softmax, top-k renormalized; the loader reads no weight scale) plus the sigmoid-gated shared expert when the file has one. */
