@@ -1947,7 +1947,8 @@ void rs_rewind(model::impl & m, int seq, int64_t r) {
 constexpr int64_t kRollbackKeep = 40;
 
 // At a pass's start, for each sequence in it: an armed one keeps (or takes) a checkpoint that ends
-// where the pass starts, moved forward when it grew long; the others drop theirs.
+// where the pass starts, moved forward when it grew long; the others, and one fed more than the
+// window in this pass, drop theirs.
 void rs_checkpoint_pass(model::impl & m, const batch & b) {
     std::map<int, int64_t> count;
     for (int64_t t = 0; t < b.n; t++) count[b.seq[t]]++;
@@ -1955,6 +1956,12 @@ void rs_checkpoint_pass(model::impl & m, const batch & b) {
         model::impl::rs_checkpoint & ck = m.rs_ck[static_cast<size_t>(seq)];
         if (!ck.armed) {
             if (ck.pos0 >= 0) rs_drop_checkpoint(ck);
+            continue;
+        }
+        // A pass longer than the window (a prompt) is never taken back: its inputs are not kept, and
+        // the next pass starts a checkpoint after it.
+        if (n > kRollbackKeep) {
+            rs_drop_checkpoint(ck);
             continue;
         }
         const int64_t len = m.seq_len[static_cast<size_t>(seq)];

@@ -106,6 +106,25 @@ describe.each(['tiny-qwen35moe', 'tiny-lfm2moe'])('%s: recurrent state', (preset
     expect(m.truncate(0, 3)).toBe(0);
   }, 60_000);
 
+  it('a pass longer than the rollback window (a prompt) keeps no checkpoint; the passes after it do', async () => {
+    const rt = new (native().Model)(file, m.program, { threads: 2, nCtx: 64, nSeqMax: 1, kvType: 0, kvTypeV: 0, nBatch: 64 });
+    const pass = (from: number, n: number) =>
+      rt.forward({ tokens: Int32Array.from({ length: n }, (_, i) => toks[(from + i) % toks.length]), pos: Int32Array.from({ length: n }, (_, i) => from + i), seq: new Int32Array(n), output: new Uint8Array(n).fill(1) });
+    try {
+      rt.seqKeepRollback(0, true);
+      await pass(0, 50);
+      expect(rt.seqTruncate(0, 45)).toBe(0);
+      await pass(0, 50);
+      await pass(50, 1);
+      await pass(51, 3);
+      expect(rt.seqTruncate(0, 52)).toBe(52);
+      expect(rt.seqTruncate(0, 50)).toBe(50);
+      expect(rt.seqTruncate(0, 49)).toBe(0);
+    } finally {
+      rt.close();
+    }
+  }, 60_000);
+
   it('a pass that fails halfway clears the sequences in it', async () => {
     // A KV budget that holds the three recurrent blocks' states but not the attention block's
     // first rows: the pass fails there, after the blocks before it moved their states.
