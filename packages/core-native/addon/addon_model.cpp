@@ -504,6 +504,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             for (size_t i = 0; i < s.expert_counts.size(); i++) counts[i] = static_cast<double>(s.expert_counts[i]);
             o.Set("expertCounts", counts);
             o.Set("scratchBytes", Napi::Number::New(env, static_cast<double>(s.scratch_bytes)));
+            o.Set("rollbackBytes", Napi::Number::New(env, static_cast<double>(s.rollback_bytes)));
             o.Set("stream", s.streaming ? Napi::Value(stream_to_js(env, s)) : env.Null());
             return o;
         });

@@ -310,6 +310,8 @@ export interface NativeModelStats {
   expertCounts: Float64Array;
   /** Activation buffers allocated now. */
   scratchBytes: number;
+  /** Recurrent-state rollback checkpoints held now (speculating sequences of a recurrent model; outside the KV budget). */
+  rollbackBytes: number;
   /** Expert streaming telemetry; null on the in-memory path. */
   stream: NativeExpertStreamStats | null;
 }

@@ -5,7 +5,7 @@ import { StopMatcher } from './sampling/stop';
 import { GbnfRecognizer, type GbnfGrammar } from './sampling/gbnf';
 import { JsonConstraint, OutputConstraint } from './sampling/json-constraint';
 import type { JsonGrammar } from './sampling/json-schema';
-import type { SpeculativeDecoder, SpeculativeStats } from './speculative/speculative-decoder';
+import type { SpeculativeDecoder, SpeculativeSequence, SpeculativeStats } from './speculative/speculative-decoder';
 import { contextShiftSpan, type ContextShift } from './runtime/context-shift';
 import { readSlotFile, writeSlotFile } from './runtime/slot-file';
 import fs from 'node:fs';
@@ -225,8 +225,27 @@ async function generateSpeculative(
   if (spec.target !== model) throw new EngineError('KAIL_E_INVALID_ARG', 'the speculative decoder was made for another target model');
   if (opts.feed === 'random') throw new EngineError('KAIL_E_INVALID_ARG', "feed 'random' cannot be combined with speculative decoding");
   model.truncate(seq, 0);
+  const draftSeq = spec.draft === model ? seq + 1 : spec.mtp ? seq : 0;
+  const s = spec.begin(seq, opts.sampling ?? {}, draftSeq);
+  try {
+    return await runSpeculative(model, prompt, maxTokens, seq, spec, s, opts);
+  } finally {
+    // (The rollback checkpoints a recurrent target and draft kept for this run.)
+    model.keepRollback(seq, false);
+    spec.draft?.keepRollback(draftSeq, false);
+  }
+}
+
+async function runSpeculative(
+  model: EngineModel,
+  prompt: readonly number[],
+  maxTokens: number,
+  seq: number,
+  spec: SpeculativeDecoder,
+  s: SpeculativeSequence,
+  opts: GenerateOptions,
+): Promise<GenerateResult> {
   const before = spec.stats();
-  const s = spec.begin(seq, opts.sampling ?? {}, spec.draft === model ? seq + 1 : spec.mtp ? seq : 0);
   const o = startOutput(model, prompt, opts);
   const { stop, decoder, history, out, emit } = o;
   const t0 = performance.now();

@@ -155,6 +155,13 @@ export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
   'tiny-lfm2': { description: 'lfm2 (dense LFM2 style): tiny-lfm2moe with SwiGLU FFNs in every block', config: lfm2 },
   'tiny-qwen35moe': { description: 'qwen35moe (Qwen3.5/3.6-35B-A3B style): 3 gated delta-net blocks then 1 gated full-attention block (q/k norms, M-RoPE on 16 of 64), 16 experts top-4 with a gated shared expert', config: qwen35moe },
   'tiny-qwen35moe-mtp': { description: 'tiny-qwen35moe with its multi-token-prediction block (a gated full-attention block with the MoE FFN after the trunk, nextn.*)', config: { ...qwen35moe, name: 'tiny-qwen35moe-mtp', nextn: 1 } as Qwen35Config },
+  'bench-qwen35-35b-a3b-shaped': {
+    description: 'Qwen3.5-35B-A3B shape (40 x 2048: 3 gated delta nets of 16/32 heads x 128 then 1 gated attention block of 16/2 heads x 256, repeated; 256 experts top-8 of ff 512 + a shared one of 512), vocab 32000',
+    config: {
+      ...qwen35moe, name: 'bench-qwen35-35b-a3b-shaped', nLayers: 40, dim: 2048, ff: 512, nHeads: 16, nKvHeads: 2, headDim: 256, ropeDims: 64, ropeSections: [11, 11, 10, 0],
+      linearAttn: { kHeads: 16, vHeads: 32, headDim: 128, convKernel: 4 }, nExperts: 256, nExpertsUsed: 8, expertFf: 512, sharedFf: 512, vocabSize: 32000, ctx: 262144,
+    } as Qwen35Config,
+  },
   'tiny-qwen3next': { description: 'qwen3next (Qwen3-Next-80B-A3B style): tiny-qwen35moe with ssm_ba, value heads grouped by key head, NeoX RoPE without sections', config: qwen3next },
   'tiny-qwen3next-ssm-in': { description: "qwen3next with the older fused ssm_in projection (per key head: q, k, its group's values and gates)", config: qwen3nextSsmIn },
   'tiny-qwen35': { description: 'qwen35 (dense Qwen3.5 style): tiny-qwen35moe\'s hybrid trunk (3 delta-net blocks, 1 gated attention block) with a SwiGLU FFN of 512', config: qwen35 },

@@ -152,6 +152,7 @@ struct model_stats {
     bool     streaming = false;   // experts stream from the file (model_params::ram_budget)
     uint64_t resident_bytes = 0;  // streaming: weights copied into RAM
     uint64_t scratch_bytes = 0;   // activation buffers allocated now
+    uint64_t rollback_bytes = 0;  // recurrent-state rollback checkpoints held now (seq_keep_rollback; not in the KV budget)
     expert_stream_stats stream;   // streaming: the expert cache and its reads, per MoE op in order
 };
 

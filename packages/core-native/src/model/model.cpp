@@ -824,6 +824,10 @@ model_stats model::stats() const {
         std::lock_guard<std::mutex> lk(impl_->stats_mu);
         s = impl_->stats;
     }
+    for (const impl::rs_checkpoint & ck : impl_->rs_ck) {
+        for (const auto & v : ck.state) s.rollback_bytes += v.capacity() * sizeof(float);
+        for (const auto & v : ck.inputs) s.rollback_bytes += v.capacity() * sizeof(float);
+    }
     if (impl_->plan) {
         s.streaming = true;
         s.resident_bytes = impl_->plan->resident_bytes;
@@ -2257,8 +2261,9 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
     exec_ctx x{m, b, b.n, n_out, cancel, {}};
     for (int64_t t = 0; t < b.n; t++)
         if (b.output[t]) x.out_seq.push_back(b.seq[t]);
-    if (!m.prog.rs_width.empty()) rs_checkpoint_pass(m, b);
     try {
+    // (Inside: a checkpoint that fails to move forward clears the batch's sequences with the rest.)
+    if (!m.prog.rs_width.empty()) rs_checkpoint_pass(m, b);
     for (size_t oi = 0; oi < m.prog.ops.size(); oi++) {
         if (cancel.load(std::memory_order_relaxed)) throw error(KAIL_E_CANCELLED, "forward cancelled");
         const op_desc & op = m.prog.ops[oi];

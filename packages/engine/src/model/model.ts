@@ -826,7 +826,12 @@ export class EngineModel {
     const want = Math.min(len, this.runtime.seqLen(seq));
     const kept = this.runtime.seqTruncate(seq, len);
     if (kept !== want)
-      throw new EngineError('KAIL_E_INTERNAL', `sequence ${seq}: rolling back to ${len} positions lost the sliding window's cache (kept ${kept})`);
+      throw new EngineError(
+        'KAIL_E_INTERNAL',
+        this.recurrent
+          ? `sequence ${seq}: rolling back to ${len} positions is beyond its recurrent layers' checkpoint (kept ${kept}; the sequence was cleared)`
+          : `sequence ${seq}: rolling back to ${len} positions lost the sliding window's cache (kept ${kept})`,
+      );
   }
 
   /** Saves the usage history (errors are kept in usageHistoryNote, never thrown) and frees the model. */

@@ -665,8 +665,9 @@ export class BatchEngine {
       // (A constrained sequence speculates when greedy: the target's choice at each drafted
       // position is then the allowed argmax, as without speculation.)
       if (this.spec && (!a.constraint || isGreedy(a.sampler.params)) && !a.sampler.stateful && !a.req.minTokens && !a.req.postSamplingProbs) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
-      // (A recurrent model keeps rollback checkpoints for the speculating sequences only.)
-      if (this.model.recurrent) this.model.keepRollback(a.slot, !!a.spec);
+      // (A recurrent target or draft keeps rollback checkpoints for the speculating sequences only.)
+      this.model.keepRollback(a.slot, !!a.spec);
+      this.spec?.draft?.keepRollback(a.slot, !!a.spec);
       this.running.set(a.slot, a);
     }
   }
