@@ -162,6 +162,7 @@ export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
       linearAttn: { kHeads: 16, vHeads: 32, headDim: 128, convKernel: 4 }, nExperts: 256, nExpertsUsed: 8, expertFf: 512, sharedFf: 512, vocabSize: 32000, ctx: 262144,
     } as Qwen35Config,
   },
+  'tiny-qwen3next-mtp': { description: 'tiny-qwen3next with its multi-token-prediction block', config: { ...qwen3next, name: 'tiny-qwen3next-mtp', nextn: 1 } as Qwen35Config },
   'tiny-qwen3next': { description: 'qwen3next (Qwen3-Next-80B-A3B style): tiny-qwen35moe with ssm_ba, value heads grouped by key head, NeoX RoPE without sections', config: qwen3next },
   'tiny-qwen3next-ssm-in': { description: "qwen3next with the older fused ssm_in projection (per key head: q, k, its group's values and gates)", config: qwen3nextSsmIn },
   'tiny-qwen35': { description: 'qwen35 (dense Qwen3.5 style): tiny-qwen35moe\'s hybrid trunk (3 delta-net blocks, 1 gated attention block) with a SwiGLU FFN of 512', config: qwen35 },

@@ -35,9 +35,9 @@ afterAll(() => {
   process.stdout.write(`\nMTP parity with llama.cpp (${N} tokens, ${STEPS} chained steps, measured):\n${table.join('\n')}\n`);
 });
 
-// DeepSeek-V3's block (MLA, MoE + shared experts) and Qwen3.5's (gated full attention over a
-// trunk of delta nets, softmax experts + a gated shared expert).
-describe.each(['tiny-deepseek3-mtp', 'tiny-qwen35moe-mtp'].flatMap((preset) => CASES.map((c) => [preset, ...c] as const)))('%s %s', (preset, type, bound, margin) => {
+// DeepSeek-V3's block (MLA, MoE + shared experts), Qwen3.5's and Qwen3-Next's (gated full
+// attention over a trunk of delta nets, softmax experts + a gated shared expert).
+describe.each(['tiny-deepseek3-mtp', 'tiny-qwen35moe-mtp', 'tiny-qwen3next-mtp'].flatMap((preset) => CASES.map((c) => [preset, ...c] as const)))('%s %s', (preset, type, bound, margin) => {
   let ref: MtpRef;
   let file: string;
   let tokens: number[];

@@ -94,11 +94,11 @@ export function buildProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>, 
 
 /**
  * The program of a file's multi-token-prediction block, run as a draft model of its own (see
- * buildDeepseek2Mtp, buildQwen35Mtp): deepseek2, qwen35moe and qwen35; other architectures, and
+ * buildDeepseek2Mtp, buildQwen35Mtp): deepseek2, qwen35moe, qwen35 and qwen3next; other architectures, and
  * files without the block, are refused.
  */
 export function buildMtpProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
-  if (hp.arch === 'qwen35moe' || hp.arch === 'qwen35') return buildQwen35Mtp(hp, tensors);
-  if (hp.arch !== 'deepseek2') throw new EngineError('KAIL_E_UNSUPPORTED', `multi-token-prediction drafting is implemented for deepseek2, qwen35moe and qwen35 files; this one is '${hp.arch}'`);
+  if (hp.arch === 'qwen35moe' || hp.arch === 'qwen35' || hp.arch === 'qwen3next') return buildQwen35Mtp(hp, tensors);
+  if (hp.arch !== 'deepseek2') throw new EngineError('KAIL_E_UNSUPPORTED', `multi-token-prediction drafting is implemented for deepseek2, qwen35moe, qwen35 and qwen3next files; this one is '${hp.arch}'`);
   return buildDeepseek2Mtp(hp, tensors);
 }

@@ -192,7 +192,8 @@ export function buildQwen35(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
 }
 
 /**
- * Qwen3.5's multi-token-prediction block as a model of its own (llama.cpp's qwen35moe graph_mtp):
+ * Qwen3.5's and Qwen3-Next's multi-token-prediction block as a model of its own (llama.cpp's
+ * qwen35moe and qwen3next graph_mtp, the same computation):
  * eh_proj of [enorm(embed(x_t)); hnorm(the target's hidden state before)], a gated full-attention
  * block over its own KV cache, post_attention_norm and the trunk's FFN, then shared_head_norm
  * (or output_norm) and the head.
