@@ -339,7 +339,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
         case OP_SSM_CONV: {
             const int64_t l = req("layer"), nc = req("d_conv");
             if (l < 0 || l >= static_cast<int64_t>(m.prog.rs_width.size())) throw error(KAIL_E_INVALID_ARG, what + "recurrent layer " + std::to_string(l) + " out of range");
-            if (nc < 2) throw error(KAIL_E_BAD_MODEL, what + "a convolution of " + std::to_string(nc) + " taps (ssm.conv_kernel must be at least 2)");
+            if (nc < 2 || nc > 4096) throw error(KAIL_E_BAD_MODEL, what + "a convolution of " + std::to_string(nc) + " taps (ssm.conv_kernel must be in 2..4096)");
             if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
             fits(op.out, 0, width(op.a), "out");
             if (m.prog.rs_width[static_cast<size_t>(l)] != (nc - 1) * width(op.a)) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not (d_conv - 1) x channels");
@@ -348,7 +348,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
         case OP_GATED_DELTA_NET: {
             const int64_t l = req("layer"), hk = req("n_k_heads"), hv = req("n_v_heads"), S = req("head_dim");
             if (l < 0 || l >= static_cast<int64_t>(m.prog.rs_width.size())) throw error(KAIL_E_INVALID_ARG, what + "recurrent layer " + std::to_string(l) + " out of range");
-            if (hk < 1 || hv < 1 || S < 1 || hv % hk != 0)
+            if (hk < 1 || hv < 1 || S < 1 || hk > 65536 || hv > 65536 || S > 16384 || hv % hk != 0)
                 throw error(KAIL_E_BAD_MODEL, what + std::to_string(hv) + " value heads over " + std::to_string(hk) + " key heads of " + std::to_string(S) + ": the value heads must be a multiple of the key heads");
             if (width(op.a) != (2 * hk + hv) * S) throw error(KAIL_E_BAD_MODEL, what + "q|k|v input is " + std::to_string(width(op.a)) + " wide, expected " + std::to_string((2 * hk + hv) * S));
             fits(op.b, 0, hv, "b");
@@ -685,6 +685,12 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             if (ff.info) check(ff.type() == KAIL_TYPE_F32 && ff.info->n_elements >= half, "RoPE frequency factors '" + ff.info->name + "' must be F32 with " + std::to_string(half) + " elements, is " + type_name(ff.type()) + " " + shape_str(ff.info));
         }
     }
+    // Each recurrent layer belongs to exactly one op (its state, its checkpoint's inputs).
+    std::vector<int> rs_uses(m.prog.rs_width.size(), 0);
+    for (const op_desc & op : m.prog.ops)
+        if (op.type == OP_SSM_CONV || op.type == OP_GATED_DELTA_NET) rs_uses[static_cast<size_t>(op.param_req("layer"))]++;
+    for (size_t l = 0; l < rs_uses.size(); l++)
+        if (rs_uses[l] != 1) throw error(KAIL_E_INVALID_ARG, "program: recurrent layer " + std::to_string(l) + " is used by " + std::to_string(rs_uses[l]) + " ops (each by exactly one)");
     load_lora_adapters(m);
     for (size_t i = 0; i < m.prog.ops.size(); i++) {
         if (m.prog.ops[i].type == OP_MATMUL && m.prog.ops[i].out == m.prog.logits) n_vocab_ = m.weight(i, "weight").ne(1);

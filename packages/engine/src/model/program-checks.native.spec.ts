@@ -34,19 +34,25 @@ function tampered(p: ModelProgram, op: ProgramOp['op'], edit: (o: ProgramOp) => 
   return q;
 }
 
-describe('native program checks', () => {
-  let file: string;
-  let program: ModelProgram;
+/**
+ * Inside a describe: the preset's file and program (loaded before its tests), a loader for
+ * programs over that file, and the test that the unchanged program loads.
+ */
+function fixture(preset: string): { f: { file: string; program: ModelProgram }; load: (p: ModelProgram) => void } {
+  const f = { file: '', program: undefined as unknown as ModelProgram };
   beforeAll(() => {
-    file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
-    program = programOf(file);
+    f.file = writeTestModel(dir, preset, 'F32');
+    f.program = programOf(f.file);
   }, 60_000);
-
-  const load = (p: ModelProgram) => new (native().Model)(file, p, { threads: 1, nCtx: 16 }).close();
-
+  const load = (p: ModelProgram) => new (native().Model)(f.file, p, { threads: 1, nCtx: 16 }).close();
   it('accepts the program the architecture builds', () => {
-    expect(() => load(program)).not.toThrow();
+    expect(() => load(f.program)).not.toThrow();
   });
+  return { f, load };
+}
+
+describe('native program checks', () => {
+  const { f, load } = fixture('tiny-qwen3moe');
 
   it.each<[string, ProgramOp['op'], (o: ProgramOp) => void, RegExp]>([
     ['RoPE over more dimensions than the head', 'rope', (o) => (o.params!.n_dims = 4096), /op \d+ \(rope\): rotating 4096 dimensions .* must be even and within the head/],
@@ -61,7 +67,7 @@ describe('native program checks', () => {
     ['a negative attention chunk', 'attention', (o) => (o.params!.chunk = -8), /attention chunk -8 is negative/],
     ['temperature tuning without a floor scale', 'attention', (o) => Object.assign(o.params!, { temp_scale: 0.1, temp_floor: 0 }), /temperature tuning needs a floor scale/],
   ])('refuses %s', (_what, op, edit, want) => {
-    expect(() => load(tampered(program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
+    expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
   });
 
   // What no file can cause, only a builder's mistake: KAIL_E_INVALID_ARG.
@@ -69,6 +75,30 @@ describe('native program checks', () => {
     ['a sliding window and chunks at once', 'attention', (o) => Object.assign(o.params!, { chunk: 8, window: 4 }), /sliding window or in chunks, not both/],
     ['an unknown gating', 'moe', (o) => (o.params!.gating = 4), /gating 4 is not 0 \(softmax\), 1 \(sigmoid\), 2 .* or 3/],
   ])('refuses %s as a program error', (_what, op, edit, want) => {
-    expect(() => load(tampered(program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(want) }));
+    expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(want) }));
+  });
+});
+
+describe('native program checks: recurrent layers (tiny-qwen35moe)', () => {
+  const { f, load } = fixture('tiny-qwen35moe');
+
+  it.each<[string, ProgramOp['op'], (o: ProgramOp) => void, RegExp]>([
+    ['a one-tap convolution', 'ssm_conv', (o) => (o.params!.d_conv = 1), /op \d+ \(ssm_conv\): a convolution of 1 taps/],
+    ['value heads that are not a multiple of the key heads', 'gated_delta_net', (o) => (o.params!.n_k_heads = 3), /4 value heads over 3 key heads/],
+    // (A head of 2^20 would make n_v_heads x head_dim^2 overflow; refused before any product.)
+    ['a head too wide to hold a state of', 'gated_delta_net', (o) => (o.params!.head_dim = 1 << 20), /4 value heads over 2 key heads of 1048576/],
+  ])('refuses %s', (_what, op, edit, want) => {
+    expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
+  });
+
+  it('refuses a recurrent layer two ops share, or a state of the wrong width, as program errors', () => {
+    const shared: ModelProgram = JSON.parse(JSON.stringify(f.program));
+    const convs = shared.ops.filter((o) => o.op === 'ssm_conv');
+    // The second convolution writes into the first one's layer (of the same width): the second's is then unused.
+    convs[1].params!.layer = convs[0].params!.layer;
+    expect(() => load(shared)).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/recurrent layer \d+ is used by (2|0) ops/) }));
+    const wide: ModelProgram = JSON.parse(JSON.stringify(f.program));
+    wide.rsWidth![0] += 1;
+    expect(() => load(wide)).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/recurrent layer's width is not/) }));
   });
 });
