@@ -164,6 +164,8 @@ struct model::impl {
         std::vector<std::vector<float>> inputs;  // per recurrent layer: each position's op inputs, in order
     };
     std::vector<rs_checkpoint> rs_ck;
+    std::vector<size_t>        rs_op;      // per recurrent layer: the op that keeps its state
+    std::vector<int64_t>       rs_record;  // per recurrent layer: floats its op records per position (its inputs)
 
     model_stats stats;
     mutable std::mutex stats_mu;
@@ -687,8 +689,16 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     }
     // Each recurrent layer belongs to exactly one op (its state, its checkpoint's inputs).
     std::vector<int> rs_uses(m.prog.rs_width.size(), 0);
-    for (const op_desc & op : m.prog.ops)
-        if (op.type == OP_SSM_CONV || op.type == OP_GATED_DELTA_NET) rs_uses[static_cast<size_t>(op.param_req("layer"))]++;
+    m.rs_op.assign(m.prog.rs_width.size(), 0);
+    m.rs_record.assign(m.prog.rs_width.size(), 0);
+    for (size_t i = 0; i < m.prog.ops.size(); i++) {
+        const op_desc & op = m.prog.ops[i];
+        if (op.type != OP_SSM_CONV && op.type != OP_GATED_DELTA_NET) continue;
+        const size_t l = static_cast<size_t>(op.param_req("layer"));
+        rs_uses[l]++;
+        m.rs_op[l] = i;
+        m.rs_record[l] = m.prog.buffers[static_cast<size_t>(op.a)].width + (op.type == OP_GATED_DELTA_NET ? 2 * static_cast<int64_t>(op.param_req("n_v_heads")) : 0);
+    }
     for (size_t l = 0; l < rs_uses.size(); l++)
         if (rs_uses[l] != 1) throw error(KAIL_E_INVALID_ARG, "program: recurrent layer " + std::to_string(l) + " is used by " + std::to_string(rs_uses[l]) + " ops (each by exactly one)");
     load_lora_adapters(m);
@@ -1759,6 +1769,12 @@ std::vector<float> & rs_state(model::impl & m, int seq, int layer) {
     return st;
 }
 
+// A convolution state (the last nc - 1 inputs of C channels, oldest first) after input row `in`.
+void conv_push(std::vector<float> & st, const float * in, int64_t C, int64_t nc) {
+    if (nc > 2) std::memmove(st.data(), st.data() + C, static_cast<size_t>((nc - 2) * C) * sizeof(float));
+    std::memcpy(st.data() + (nc - 2) * C, in, static_cast<size_t>(C) * sizeof(float));
+}
+
 // ggml_ssm_conv (then ggml_silu with `silu`): out[c] = sum_i window_i[c] * w[c][i] over the d_conv
 // inputs ending at this token, summed in F32 oldest first as ggml-cpu does; the sequence's state
 // keeps the d_conv - 1 inputs before it, [i][channel], oldest first. Tokens run in batch order,
@@ -1784,8 +1800,7 @@ void op_ssm_conv(exec_ctx & x, const op_desc & op, size_t oi) {
             sum += in[c] * wc[nc - 1];
             out[c] = act ? silu(sum) : sum;
         }
-        if (nc > 2) std::memmove(st.data(), st.data() + C, static_cast<size_t>((nc - 2) * C) * sizeof(float));
-        std::memcpy(st.data() + (nc - 2) * C, in, static_cast<size_t>(C) * sizeof(float));
+        conv_push(st, in, C, nc);
     }
 }
 
@@ -1899,10 +1914,9 @@ void rs_drop_checkpoint(model::impl::rs_checkpoint & ck) {
 // Applies the first r recorded positions of `inputs` to `states` (one per recurrent layer; an
 // empty one is a sequence's zeros): the recurrent ops' state updates without their outputs.
 void rs_replay(const model::impl & m, std::vector<std::vector<float>> & states, const std::vector<std::vector<float>> & inputs, int64_t r) {
-    for (size_t oi = 0; oi < m.prog.ops.size(); oi++) {
+    for (size_t l = 0; l < states.size(); l++) {
+        const size_t oi = m.rs_op[l];
         const op_desc & op = m.prog.ops[oi];
-        if (op.type != OP_SSM_CONV && op.type != OP_GATED_DELTA_NET) continue;
-        const size_t l = static_cast<size_t>(op.param_req("layer"));
         std::vector<float> & st = states[l];
         if (st.empty()) st.assign(static_cast<size_t>(m.prog.rs_width[l]), 0.0f);
         const float * in = inputs[l].data();
@@ -1910,14 +1924,11 @@ void rs_replay(const model::impl & m, std::vector<std::vector<float>> & states, 
         if (op.type == OP_SSM_CONV) {
             // The state is the last d_conv - 1 inputs.
             const int64_t nc = static_cast<int64_t>(op.param_req("d_conv"));
-            for (int64_t t = 0; t < r; t++) {
-                if (nc > 2) std::memmove(st.data(), st.data() + aw, static_cast<size_t>((nc - 2) * aw) * sizeof(float));
-                std::memcpy(st.data() + (nc - 2) * aw, in + t * aw, static_cast<size_t>(aw) * sizeof(float));
-            }
+            for (int64_t t = 0; t < r; t++) conv_push(st, in + t * aw, aw, nc);
             continue;
         }
         const gdn_params g(m, op, oi);
-        const int64_t rec = aw + 2 * g.Hv;
+        const int64_t rec = m.rs_record[l];
         std::vector<float> qk(static_cast<size_t>(2 * g.Hk * g.S)), gb(static_cast<size_t>(2 * g.Hv)), delta(static_cast<size_t>(g.S));
         for (int64_t t = 0; t < r; t++) {
             const float * a = in + t * rec;
@@ -1925,14 +1936,6 @@ void rs_replay(const model::impl & m, std::vector<std::vector<float>> & states, 
             for (int64_t h = 0; h < g.Hv; h++) gdn_step(g, st.data() + h * g.S * g.S, h, qk.data(), gb.data(), a + 2 * g.Hk * g.S + h * g.S, delta.data(), nullptr);
         }
     }
-}
-
-// The floats one position records in recurrent layer l (the op's inputs).
-int64_t rs_record_width(const model::impl & m, size_t l) {
-    for (const op_desc & op : m.prog.ops)
-        if ((op.type == OP_SSM_CONV || op.type == OP_GATED_DELTA_NET) && static_cast<size_t>(op.param_req("layer")) == l)
-            return m.prog.buffers[static_cast<size_t>(op.a)].width + (op.type == OP_GATED_DELTA_NET ? 2 * static_cast<int64_t>(op.param_req("n_v_heads")) : 0);
-    return 0;
 }
 
 // Sets the sequence's recurrent states to the checkpoint's advanced by r positions (seq_truncate
@@ -1947,7 +1950,7 @@ void rs_rewind(model::impl & m, int seq, int64_t r) {
         m.kv_bytes = m.kv_bytes - before + states[l].capacity() * sizeof(float);
     }
     rs_replay(m, states, ck.inputs, r);
-    for (size_t l = 0; l < ck.inputs.size(); l++) ck.inputs[l].resize(static_cast<size_t>(r * rs_record_width(m, l)));
+    for (size_t l = 0; l < ck.inputs.size(); l++) ck.inputs[l].resize(static_cast<size_t>(r * m.rs_record[l]));
     ck.n = r;
 }
 
@@ -1984,8 +1987,7 @@ void rs_checkpoint_pass(model::impl & m, const batch & b) {
             const int64_t f = ck.n - kRollbackKeep;
             rs_replay(m, ck.state, ck.inputs, f);
             for (size_t l = 0; l < ck.inputs.size(); l++) {
-                const int64_t w = rs_record_width(m, l);
-                ck.inputs[l].erase(ck.inputs[l].begin(), ck.inputs[l].begin() + f * w);
+                ck.inputs[l].erase(ck.inputs[l].begin(), ck.inputs[l].begin() + f * m.rs_record[l]);
             }
             ck.pos0 += f;
             ck.n -= f;

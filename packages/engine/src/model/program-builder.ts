@@ -68,7 +68,8 @@ export function withBias(w: string, b: string | undefined): Record<string, strin
 /**
  * Layer il's attention inputs: the q/k/v/attn buffers of its head counts (head sizes hdK, hdV),
  * attn_norm of the residual stream x into h (plus attn_norm.bias with `normBias`), and the q/k/v
- * projections of h (with their biases when the file has them).
+ * projections of h (with their biases when the file has them). `qPerHead` (default hdK): the
+ * floats the query projection gives per head (Qwen3-Next/3.5: a query and its gate, 2 hdK).
  */
 export function qkvProjections(
   p: ProgramBuilder,
@@ -78,12 +79,13 @@ export function qkvProjections(
   lookup: { need: (name: string) => string; maybe: (name: string) => string | undefined },
   hdK: number,
   hdV: number,
-  opts: { normBias?: boolean } = {},
+  opts: { normBias?: boolean; qPerHead?: number } = {},
 ): { H: number; Hkv: number; q: number; k: number; v: number; attn: number } {
   const H = hp.nHead[il];
   const Hkv = hp.nHeadKv[il];
   if (H % Hkv !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: head_count ${H} is not a multiple of head_count_kv ${Hkv}`);
-  const q = p.buf(`q${H * hdK}`, H * hdK);
+  const qw = H * (opts.qPerHead ?? hdK);
+  const q = p.buf(`q${qw}`, qw);
   const k = p.buf(`k${Hkv * hdK}`, Hkv * hdK);
   const v = p.buf(`v${Hkv * hdV}`, Hkv * hdV);
   const attn = p.buf(`attn${H * hdV}`, H * hdV);
@@ -95,7 +97,7 @@ export function qkvProjections(
   // then Q, K and V are its slices in that order.
   const fused = maybe(t('attn_qkv.weight'));
   if (fused) {
-    const [wq, wk, wv] = [H * hdK, Hkv * hdK, Hkv * hdV];
+    const [wq, wk, wv] = [qw, Hkv * hdK, Hkv * hdV];
     if (maybe(t('attn_q.bias')) || maybe(t('attn_k.bias')) || maybe(t('attn_v.bias')))
       throw new EngineError('KAIL_E_UNSUPPORTED', `layer ${il}: a fused attn_qkv with separate q/k/v biases is not supported`);
     const qkv = p.buf(`qkv${wq + wk + wv}`, wq + wk + wv);

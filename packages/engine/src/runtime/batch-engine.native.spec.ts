@@ -30,6 +30,25 @@ async function collectAll(it: AsyncIterable<GenerationChunk>) {
   return { tokens, logprobs, last };
 }
 
+/**
+ * Two loads of `file`: an engine that reuses cached prompt starts and a plain one that computes
+ * every prompt (the reference), closed after `run`.
+ */
+async function withReuseAndPlain(file: string, nSeqMax: number, maxBatchTokens: number, run: (e: BatchEngine, plain: BatchEngine, mine: EngineModel) => Promise<void>): Promise<void> {
+  const mine = EngineModel.load(file, { nSeqMax, kvType: 'f32', threads: 2, nCtx: 256 });
+  const other = EngineModel.load(file, { nSeqMax, kvType: 'f32', threads: 2, nCtx: 256 });
+  const e = new BatchEngine(mine, { maxBatchTokens });
+  const plain = new BatchEngine(other, { maxBatchTokens, reusePrefix: false });
+  try {
+    await run(e, plain, mine);
+  } finally {
+    await e.close();
+    await plain.close();
+    mine.close();
+    other.close();
+  }
+}
+
 describe('BatchEngine (continuous batching)', () => {
   const dir = tempDir();
   let model: EngineModel;
@@ -102,12 +121,8 @@ describe('BatchEngine (continuous batching)', () => {
   it('copies a start another slot holds, free or running (a shared system prompt), instead of computing it, with the same bits', async () => {
     const sampling = { temperature: 0 };
     const tok = (t: string, addSpecial = false) => model.tokenizer.tokenize(t, { addSpecial });
-    const mine = EngineModel.load(model.path, { nSeqMax: 4, kvType: 'f32', threads: 2, nCtx: 256 });
-    const other = EngineModel.load(model.path, { nSeqMax: 4, kvType: 'f32', threads: 2, nCtx: 256 });
-    const e = new BatchEngine(mine, { maxBatchTokens: 32 });
-    const plain = new BatchEngine(other, { maxBatchTokens: 32, reusePrefix: false });
-    const ask = (en: BatchEngine, id: string, prompt: number[], maxTokens: number) => collectAll(en.generate({ id, prompt, maxTokens, sampling, ignoreEog: true, logprobs: true, topLogprobs: 3 }));
-    try {
+    await withReuseAndPlain(model.path, 4, 32, async (e, plain, mine) => {
+      const ask = (en: BatchEngine, id: string, prompt: number[], maxTokens: number) => collectAll(en.generate({ id, prompt, maxTokens, sampling, ignoreEog: true, logprobs: true, topLogprobs: 3 }));
       const sys = tok('System: you explain mixture of experts models: routers, experts, caches and their costs. ', true);
       expect(sys.length).toBeGreaterThan(20);
       const p1 = [...sys, ...tok('User: hi. Assistant:')];
@@ -141,12 +156,7 @@ describe('BatchEngine (continuous batching)', () => {
       const q = await ask(e, 'c5', [...sys.slice(0, 10), ...tok(' unrelated text here')], 2);
       expect(e.stats().promptTokensCopied - before).toBe(shared(p3, p4));
       expect(q.last.finish?.cachedPromptTokens).toBeLessThan(16);
-    } finally {
-      await e.close();
-      await plain.close();
-      mine.close();
-      other.close();
-    }
+    });
   });
 
   it('scores a prompt (promptLogprobs) with the same bits as generating it, in chunks, next to other sequences', async () => {
@@ -354,12 +364,8 @@ describe.each(['tiny-deepseek2-lite', 'tiny-gpt-oss'])('BatchEngine: a start cop
 
   it('gives the bits computing it gives', async () => {
     const file = writeTestModel(dir, preset, 'F32');
-    const mine = EngineModel.load(file, { nSeqMax: 3, kvType: 'f32', threads: 2, nCtx: 256 });
-    const other = EngineModel.load(file, { nSeqMax: 3, kvType: 'f32', threads: 2, nCtx: 256 });
-    const e = new BatchEngine(mine, { maxBatchTokens: 32 });
-    const plain = new BatchEngine(other, { maxBatchTokens: 32, reusePrefix: false });
-    const ask = (en: BatchEngine, id: string, prompt: number[]) => collectAll(en.generate({ id, prompt, maxTokens: 8, sampling: { temperature: 0 }, ignoreEog: true, logprobs: true, topLogprobs: 2 }));
-    try {
+    await withReuseAndPlain(file, 3, 32, async (e, plain, mine) => {
+      const ask = (en: BatchEngine, id: string, prompt: number[]) => collectAll(en.generate({ id, prompt, maxTokens: 8, sampling: { temperature: 0 }, ignoreEog: true, logprobs: true, topLogprobs: 2 }));
       const tok = (t: string) => mine.tokenizer.tokenize(t, { addSpecial: false });
       const sys = tok('System: answer about routers, experts and their caches, briefly and exactly. '.repeat(2));
       await ask(e, 'a', [...sys, ...tok('User: one long question about the first expert and its cache.')]);
@@ -370,12 +376,7 @@ describe.each(['tiny-deepseek2-lite', 'tiny-gpt-oss'])('BatchEngine: a start cop
       const ref = await ask(plain, 'ref', p);
       expect(r.tokens).toEqual(ref.tokens);
       expect(r.logprobs).toEqual(ref.logprobs);
-    } finally {
-      await e.close();
-      await plain.close();
-      mine.close();
-      other.close();
-    }
+    });
   }, 60_000);
 });
 
@@ -385,14 +386,10 @@ describe('BatchEngine on a recurrent model (tiny-qwen35moe)', () => {
 
   it('runs requests together as alone, continues a conversation from its slot and recomputes a prompt that leaves the cached state', async () => {
     const file = writeTestModel(dir, 'tiny-qwen35moe', 'F32');
-    const mine = EngineModel.load(file, { nSeqMax: 3, kvType: 'f32', threads: 2, nCtx: 256 });
-    const other = EngineModel.load(file, { nSeqMax: 3, kvType: 'f32', threads: 2, nCtx: 256 });
-    const e = new BatchEngine(mine, { maxBatchTokens: 16 });
-    const plain = new BatchEngine(other, { maxBatchTokens: 16, reusePrefix: false });
-    const ask = (en: BatchEngine, id: string, prompt: number[], maxTokens = 8) =>
-      collectAll(en.generate({ id, prompt, maxTokens, sampling: { temperature: 0 }, ignoreEog: true, logprobs: true, topLogprobs: 2 }));
-    const tok = (t: string, addSpecial = false) => mine.tokenizer.tokenize(t, { addSpecial });
-    try {
+    await withReuseAndPlain(file, 3, 16, async (e, plain, mine) => {
+      const ask = (en: BatchEngine, id: string, prompt: number[], maxTokens = 8) =>
+        collectAll(en.generate({ id, prompt, maxTokens, sampling: { temperature: 0 }, ignoreEog: true, logprobs: true, topLogprobs: 2 }));
+      const tok = (t: string, addSpecial = false) => mine.tokenizer.tokenize(t, { addSpecial });
       const ps = ['User: tell me about experts. Assistant:', 'The router of a mixture of experts', 'a b c d e f g h i j k l m n o p'].map((t) => tok(t, true));
       const alone: { tokens: number[] }[] = [];
       for (const [i, p] of ps.entries()) alone.push(await ask(plain, `alone${i}`, p));
@@ -415,12 +412,7 @@ describe('BatchEngine on a recurrent model (tiny-qwen35moe)', () => {
       const refb = await ask(plain, 'refb', b);
       expect(rb.tokens).toEqual(refb.tokens);
       expect(rb.logprobs).toEqual(refb.logprobs);
-    } finally {
-      await e.close();
-      await plain.close();
-      mine.close();
-      other.close();
-    }
+    });
   }, 60_000);
 });
 

@@ -665,9 +665,12 @@ export class BatchEngine {
       // (A constrained sequence speculates when greedy: the target's choice at each drafted
       // position is then the allowed argmax, as without speculation.)
       if (this.spec && (!a.constraint || isGreedy(a.sampler.params)) && !a.sampler.stateful && !a.req.minTokens && !a.req.postSamplingProbs) a.spec = this.spec.begin(a.slot, a.sampler.params, a.slot);
-      // (A recurrent target or draft keeps rollback checkpoints for the speculating sequences only.)
-      this.model.keepRollback(a.slot, !!a.spec);
-      this.spec?.draft?.keepRollback(a.slot, !!a.spec);
+      // A speculating sequence's recurrent target and draft keep rollback checkpoints (armed by
+      // begin); a slot's earlier request may have left them armed.
+      if (!a.spec) {
+        this.model.keepRollback(a.slot, false);
+        this.spec?.draft?.keepRollback(a.slot, false);
+      }
       this.running.set(a.slot, a);
     }
   }

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_HEADS, type HParams } from '../hparams';
-import { denseSwigluFfn, ropeParams, trunkStart, type ProgramBuilder } from '../program-builder';
+import { denseSwigluFfn, qkvProjections, ropeParams, trunkStart, type ProgramBuilder } from '../program-builder';
 import { mtpBlock, mtpHead, mtpInput, outputHead, tensorLookup, trunkLayers } from './deepseek2';
 import { gatedSharedExpert, softmaxExperts } from './llama-family';
 
@@ -114,34 +114,19 @@ function linearAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, Gg
 }
 
 /**
- * A full-attention block of Qwen3-Next / Qwen3.5 (build_layer_attn) on `h` into `out`: the query
- * projection gives each head's query and then its gate; per-head q/k RMS norms, NeoX RoPE over
- * rope.dimension_count of each head (Qwen3.5's interleaved M-RoPE gives text tokens the same
- * position in every section, which is this), attention, times sigmoid(gate), attn_output.
+ * A full-attention block of Qwen3-Next / Qwen3.5 (build_layer_attn) on the residual stream `io.x`
+ * (attn_norm into `io.h`) into `out`: the query projection gives each head's query and then its
+ * gate; per-head q/k RMS norms, NeoX RoPE over rope.dimension_count of each head (Qwen3.5's
+ * interleaved M-RoPE gives text tokens the same position in every section, which is this),
+ * attention, times sigmoid(gate), attn_output.
  */
-function gatedAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, h: number, out: number): void {
+function gatedAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, io: { x: number; h: number }, out: number): void {
   const { need, maybe } = tensorLookup(hp, tensors);
-  const [H, Hkv, hd] = [hp.nHead[il], hp.nHeadKv[il], hp.headDimK];
+  const hd = hp.headDimK;
   if (hp.headDimV !== hd) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key length ${hd} and value length ${hp.headDimV} differ`);
-  if (H % Hkv !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: head_count ${H} is not a multiple of head_count_kv ${Hkv}`);
-  const qg = p.buf(`qg${2 * H * hd}`, 2 * H * hd);
+  const { H, Hkv, q: qg, k, v, attn } = qkvProjections(p, hp, il, io, { need, maybe }, hd, hd, { qPerHead: 2 * hd });
   const q = p.buf(`q${H * hd}`, H * hd);
   const gate = p.buf(`gate${H * hd}`, H * hd);
-  const k = p.buf(`k${Hkv * hd}`, Hkv * hd);
-  const v = p.buf(`v${Hkv * hd}`, Hkv * hd);
-  const attn = p.buf(`attn${H * hd}`, H * hd);
-  const fused = maybe(t(il, 'attn_qkv.weight'));
-  if (fused) {
-    const all = p.buf(`qgkv${2 * H * hd + 2 * Hkv * hd}`, 2 * H * hd + 2 * Hkv * hd);
-    p.op('matmul', all, { a: h, weights: { weight: fused } });
-    p.op('copy', qg, { a: all, params: { a_off: 0, n: 2 * H * hd } });
-    p.op('copy', k, { a: all, params: { a_off: 2 * H * hd, n: Hkv * hd } });
-    p.op('copy', v, { a: all, params: { a_off: 2 * H * hd + Hkv * hd, n: Hkv * hd } });
-  } else {
-    p.op('matmul', qg, { a: h, weights: { weight: need(t(il, 'attn_q.weight')) } });
-    p.op('matmul', k, { a: h, weights: { weight: need(t(il, 'attn_k.weight')) } });
-    p.op('matmul', v, { a: h, weights: { weight: need(t(il, 'attn_v.weight')) } });
-  }
   for (let hh = 0; hh < H; hh++) {
     p.op('copy', q, { a: qg, params: { a_off: 2 * hh * hd, out_off: hh * hd, n: hd } });
     p.op('copy', gate, { a: qg, params: { a_off: 2 * hh * hd + hd, out_off: hh * hd, n: hd } });
@@ -177,9 +162,10 @@ export function buildQwen35(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
   const d = hp.nEmbd;
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   for (let il = 0; il < nTrunk; il++) {
-    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
-    if (recurrent[il]) linearAttention(p, hp, tensors, il, dims, h, attnOut, hp.arch === 'qwen3next');
-    else gatedAttention(p, hp, tensors, il, h, attnOut);
+    if (recurrent[il]) {
+      p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+      linearAttention(p, hp, tensors, il, dims, h, attnOut, hp.arch === 'qwen3next');
+    } else gatedAttention(p, hp, tensors, il, { x, h }, attnOut);
     p.op('add', x, { a: x, b: attnOut });
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });
     const ffnOut = p.buf('ffn_out', d);
@@ -205,8 +191,7 @@ export function buildQwen35Mtp(hp: HParams, tensors: Map<string, GgufTensorInfo>
   const { p, x } = mtpInput(hp, tensors, il);
   const h = p.buf('h', hp.nEmbd);
   const attnOut = p.buf('attn_out', hp.nEmbd);
-  p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
-  gatedAttention(p, hp, tensors, il, h, attnOut);
+  gatedAttention(p, hp, tensors, il, { x, h }, attnOut);
   p.op('add', x, { a: x, b: attnOut });
   p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });
   const ffnOut = p.buf('ffn_out', hp.nEmbd);
