@@ -93,7 +93,9 @@ export interface ProgramOp {
     | 'hadamard'
     | 'dsa_index'
     | 'ssm_conv'
-    | 'gated_delta_net';
+    | 'gated_delta_net'
+    | 'ssm_scan'
+    | 'relu_sqr';
   out: number;
   a?: number;
   b?: number;

@@ -22,7 +22,7 @@ struct residency_plan;
 enum op_type {
     OP_EMBED,          // out[t] (+)= dequant(w.weight row tokens[t] | pos[t] | 0)     weights: weight  (params index, accumulate)
     OP_RMS_NORM,       // out = a / sqrt(mean(a^2) + eps) * weight + bias               weights: weight?, bias?
-    OP_HEAD_RMS_NORM,  // per head of width head_dim: rms norm with a [head_dim] weight  weights: weight
+    OP_HEAD_RMS_NORM,  // per head of width head_dim: rms norm with a [head_dim] weight, or one per head   weights: weight
     OP_MATMUL,         // out = a · weightᵀ (+ bias)                                    weights: weight, bias?
     OP_ADD,            // out = a + b
     OP_MUL,            // out = a * b
@@ -31,7 +31,7 @@ enum op_type {
     OP_SIGMOID_MUL,    // out[t] = a[t] * sigmoid(b[t][0])  (shared-expert gate); per_element: a * sigmoid(b) (gated attention)
     OP_ROPE,           // rotates heads of a in place (positions of the batch)          weights: freq_factors?
     OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a)
-    OP_MOE,            // routed experts on a                                           weights: gate_inp, exp_probs_b?, gate_exps, up_exps, down_exps
+    OP_MOE,            // routed experts on a                                           weights: gate_inp, exp_probs_b?, gate_exps (not for act 2, 3), up_exps, down_exps
     OP_GATHER_OUT,     // out (out-rows) = rows of a whose output flag is set
     OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
     OP_MLA_ATTENTION,  // stores the latent row b (kv_lora + qk_rope) in the KV cache, out = absorbed MLA(q=a), over the positions in c when given   weights: k_b, v_b | kv_b
@@ -41,8 +41,10 @@ enum op_type {
     OP_GELU,           // out = gelu(a) as ggml-cpu computes it (tanh form through its F16 table)
     OP_HADAMARD,       // a (= out) times the orthonormal Walsh-Hadamard matrix of size n, block by block of each row
     OP_DSA_INDEX,      // DeepSeek's lightning indexer: stores key row b in the KV cache, out = positions of the top_k scores sum_h relu(q_h.k) w_h (q = a, w = c)
-    OP_SSM_CONV,       // causal depthwise conv over each sequence's last d_conv inputs (a), state in recurrent layer `layer`; silu: then SiLU   weights: weight [d_conv, channels]
+    OP_SSM_CONV,       // causal depthwise conv over each sequence's last d_conv inputs (a), state in recurrent layer `layer`; + bias, then SiLU with silu   weights: weight [d_conv, channels], bias?
     OP_GATED_DELTA_NET,// gated delta rule (Qwen3-Next/3.5 linear attention) over a = q|k|v, b = alpha, c = beta logits, state in recurrent layer `layer`   weights: dt_bias, a
+    OP_SSM_SCAN,       // Mamba-2 selective scan over a = x|B|C, b = dt, state in recurrent layer `layer`; out = y + D x   weights: dt_bias, a, d (one per head)
+    OP_RELU_SQR,       // out = max(a, 0)^2 (Nemotron-H's FFN activation)
     OP_COUNT_
 };
 
@@ -59,6 +61,12 @@ struct op_desc {
     }
     double param_req(const std::string & k) const;
 };
+
+// Whether a moe op's experts have a gate projection: act 2 (GELU) and 3 (squared ReLU) use up and down only.
+inline bool moe_gated(const op_desc & op) {
+    const double act = op.param("act", 0);
+    return act != 2 && act != 3;
+}
 
 struct buffer_desc {
     std::string name;

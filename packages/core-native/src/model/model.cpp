@@ -40,6 +40,7 @@ op_type op_type_from_name(const std::string & name) {
         {"attention", OP_ATTENTION}, {"moe", OP_MOE}, {"gather_out", OP_GATHER_OUT}, {"copy", OP_COPY}, {"mla_attention", OP_MLA_ATTENTION},
         {"input", OP_INPUT}, {"cvec", OP_CVEC}, {"layer_norm", OP_LAYER_NORM}, {"gelu", OP_GELU},
         {"hadamard", OP_HADAMARD}, {"dsa_index", OP_DSA_INDEX}, {"ssm_conv", OP_SSM_CONV}, {"gated_delta_net", OP_GATED_DELTA_NET},
+        {"ssm_scan", OP_SSM_SCAN}, {"relu_sqr", OP_RELU_SQR},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -231,7 +232,7 @@ std::string shape_str(const gguf_tensor_info * t) {
 void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
                             "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu",
-                            "hadamard", "dsa_index", "ssm_conv", "gated_delta_net"};
+                            "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -267,7 +268,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             break;
         }
         case OP_MATMUL: fits(op.a, ip("a_off", 0), 0, "a"); fits(op.out, ip("out_off", 0), 0, "out"); break;
-        case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: {
+        case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: case OP_RELU_SQR: {
             const int64_t n = ip("n", static_cast<double>(width(op.out)));
             fits(op.a, ip("a_off", 0), n, "a");
             if (op.b >= 0) fits(op.b, ip("b_off", 0), n, "b");
@@ -313,8 +314,8 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (ne < 1 || k < 1 || k > ne) throw error(KAIL_E_BAD_MODEL, what + "uses " + std::to_string(k) + " of " + std::to_string(ne) + " experts");
             if (ip("gating", 0) < 0 || ip("gating", 0) > 3)
                 throw error(KAIL_E_INVALID_ARG, what + "gating " + std::to_string(ip("gating", 0)) + " is not 0 (softmax), 1 (sigmoid), 2 (softmax of the selected) or 3 (sigmoid of the selected)");
-            if (ip("act", 0) < 0 || ip("act", 0) > 2)
-                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU) or 2 (GELU over up, no gate)");
+            if (ip("act", 0) < 0 || ip("act", 0) > 3)
+                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU), 2 (GELU over up, no gate) or 3 (squared ReLU over up, no gate)");
             if (g > 1 && gu > 0 && gu < g && (ne % g != 0)) throw error(KAIL_E_BAD_MODEL, what + std::to_string(ne) + " experts do not split into " + std::to_string(g) + " groups");
             if (m.prog.n_expert < ne) throw error(KAIL_E_INVALID_ARG, what + "more experts than the program declares");
             fits(op.out, 0, width(op.a), "out");
@@ -359,6 +360,19 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
             if (ip("grouped", 0) != 0 && ip("grouped", 0) != 1) throw error(KAIL_E_INVALID_ARG, what + "grouped must be 0 (value head h reads key head h % n_k_heads) or 1 (h / (n_v_heads / n_k_heads))");
             if (m.prog.rs_width[static_cast<size_t>(l)] != hv * S * S) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not n_v_heads x head_dim^2");
+            break;
+        }
+        case OP_SSM_SCAN: {
+            const int64_t l = req("layer"), nh = req("n_head"), hd = req("head_dim"), ds = req("d_state"), ng = req("n_group");
+            if (l < 0 || l >= static_cast<int64_t>(m.prog.rs_width.size())) throw error(KAIL_E_INVALID_ARG, what + "recurrent layer " + std::to_string(l) + " out of range");
+            if (nh < 1 || hd < 1 || ds < 1 || ng < 1 || nh > 65536 || hd > 65536 || ds > 65536 || ng > nh || nh % ng != 0)
+                throw error(KAIL_E_BAD_MODEL, what + std::to_string(nh) + " SSM heads of " + std::to_string(hd) + " in " + std::to_string(ng) + " groups with a state of " + std::to_string(ds) +
+                                                  ": the heads must split evenly into the groups");
+            if (width(op.a) != nh * hd + 2 * ng * ds) throw error(KAIL_E_BAD_MODEL, what + "x|B|C input is " + std::to_string(width(op.a)) + " wide, expected " + std::to_string(nh * hd + 2 * ng * ds));
+            fits(op.b, 0, nh, "b");
+            fits(op.out, 0, nh * hd, "out");
+            if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
+            if (m.prog.rs_width[static_cast<size_t>(l)] != nh * hd * ds) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not n_head x head_dim x d_state");
             break;
         }
         case OP_DSA_INDEX: {
@@ -632,17 +646,19 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
                 const tensor_ref w = m.weight(i, role);
                 if (!w.info) continue;
                 const int64_t want = op.type == OP_HEAD_RMS_NORM ? static_cast<int64_t>(op.param_req("head_dim")) : width(op.a);
-                check(w.type() == KAIL_TYPE_F32 && w.info->n_elements == want, "norm '" + w.info->name + "' must be F32 with " + std::to_string(want) + " elements, is " + type_name(w.type()) + " " + shape_str(w.info));
+                // A head norm's weight is shared by the heads, or one per head (Mamba-2's grouped norm).
+                const bool per_head = op.type == OP_HEAD_RMS_NORM && w.info->n_elements == want * static_cast<int64_t>(op.param_req("n_head"));
+                check(w.type() == KAIL_TYPE_F32 && (w.info->n_elements == want || per_head), "norm '" + w.info->name + "' must be F32 with " + std::to_string(want) + " elements, is " + type_name(w.type()) + " " + shape_str(w.info));
             }
         } else if (op.type == OP_MLA_ATTENTION) {
             const std::string err = mla_check_weights(mla_args_of(m, op, i));
             check(err.empty(), err);
         } else if (op.type == OP_MOE) {
-            // act 2 (nomic-bert-moe): up and down only, GELU between; else gate, up and down.
-            const bool gated = op.param("act", 0) != 2;
+            // act 2 (nomic-bert-moe) and 3 (Nemotron-H): up and down only; else gate, up and down.
+            const bool gated = moe_gated(op);
             for (const char * role : {"gate_inp", "gate_exps", "up_exps", "down_exps"})
                 if (gated || std::string(role) != "gate_exps") check(m.weight(i, role).info != nullptr, std::string("program: moe op without ") + role);
-            if (!gated) check(m.weight(i, "gate_exps").info == nullptr, "program: a gate-less moe op (act 2) with gate_exps");
+            if (!gated) check(m.weight(i, "gate_exps").info == nullptr, "program: a gate-less moe op (act 2 or 3) with gate_exps");
             const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
             const tensor_ref u = m.weight(i, "up_exps"), g = gated ? m.weight(i, "gate_exps") : u, d = m.weight(i, "down_exps"), r = m.weight(i, "gate_inp");
             const int64_t dm = width(op.a);
@@ -674,12 +690,17 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             check(w.info && w.type() == KAIL_TYPE_F32 && w.ne(0) == nc && w.ne(1) == width(op.a) && w.info->n_elements == nc * width(op.a),
                   "convolution kernel " + (w.info ? "'" + w.info->name + "' " + type_name(w.type()) + " " + shape_str(w.info) : std::string("(missing)")) + " must be F32 [" + std::to_string(nc) + ", " +
                       std::to_string(width(op.a)) + "]");
-        } else if (op.type == OP_GATED_DELTA_NET) {
-            const int64_t hv = static_cast<int64_t>(op.param_req("n_v_heads"));
-            for (const char * role : {"dt_bias", "a"}) {
+            const tensor_ref b = m.weight(i, "bias");
+            if (b.info) check(b.type() == KAIL_TYPE_F32 && b.info->n_elements == width(op.a), "convolution bias '" + b.info->name + "' must be F32 with " + std::to_string(width(op.a)) + " elements (one per channel), is " + type_name(b.type()) + " " + shape_str(b.info));
+        } else if (op.type == OP_GATED_DELTA_NET || op.type == OP_SSM_SCAN) {
+            const bool scan = op.type == OP_SSM_SCAN;
+            const int64_t hv = static_cast<int64_t>(op.param_req(scan ? "n_head" : "n_v_heads"));
+            for (const char * role : {"dt_bias", "a", "d"}) {
+                if (!scan && std::string(role) == "d") continue;
                 const tensor_ref w = m.weight(i, role);
                 check(w.info && w.type() == KAIL_TYPE_F32 && w.info->n_elements == hv,
-                      std::string("gated delta net ") + role + (w.info ? " '" + w.info->name + "' " + type_name(w.type()) + " " + shape_str(w.info) : std::string(" (missing)")) + " must be F32 with " + std::to_string(hv) + " elements (one per value head)");
+                      std::string(scan ? "SSM scan " : "gated delta net ") + role + (w.info ? " '" + w.info->name + "' " + type_name(w.type()) + " " + shape_str(w.info) : std::string(" (missing)")) + " must be F32 with " +
+                          std::to_string(hv) + (scan ? " elements (one per head)" : " elements (one per value head)"));
             }
         } else if (op.type == OP_ROPE) {
             const tensor_ref ff = m.weight(i, "freq_factors");
@@ -693,11 +714,13 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.rs_record.assign(m.prog.rs_width.size(), 0);
     for (size_t i = 0; i < m.prog.ops.size(); i++) {
         const op_desc & op = m.prog.ops[i];
-        if (op.type != OP_SSM_CONV && op.type != OP_GATED_DELTA_NET) continue;
+        if (op.type != OP_SSM_CONV && op.type != OP_GATED_DELTA_NET && op.type != OP_SSM_SCAN) continue;
         const size_t l = static_cast<size_t>(op.param_req("layer"));
         rs_uses[l]++;
         m.rs_op[l] = i;
-        m.rs_record[l] = m.prog.buffers[static_cast<size_t>(op.a)].width + (op.type == OP_GATED_DELTA_NET ? 2 * static_cast<int64_t>(op.param_req("n_v_heads")) : 0);
+        // A checkpoint records the op's inputs per position: a, and alpha|beta or dt.
+        m.rs_record[l] = m.prog.buffers[static_cast<size_t>(op.a)].width +
+                         (op.type == OP_GATED_DELTA_NET ? 2 * static_cast<int64_t>(op.param_req("n_v_heads")) : op.type == OP_SSM_SCAN ? static_cast<int64_t>(op.param_req("n_head")) : 0);
     }
     for (size_t l = 0; l < rs_uses.size(); l++)
         if (rs_uses[l] != 1) throw error(KAIL_E_INVALID_ARG, "program: recurrent layer " + std::to_string(l) + " is used by " + std::to_string(rs_uses[l]) + " ops (each by exactly one)");
@@ -1029,10 +1052,11 @@ void op_head_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t n_head = static_cast<int64_t>(op.param_req("n_head"));
     const int64_t off = static_cast<int64_t>(op.param("a_off", 0));
     const float * wp = w.info ? reinterpret_cast<const float *>(w.data) : nullptr;
+    const bool per_head = w.info && w.info->n_elements == hd * n_head;  // one weight row per head (a grouped norm)
     const int64_t aw = x.width(op.a), ow = x.width(op.out);
     for (int64_t t = 0; t < x.rows(op.a); t++)
         for (int64_t h = 0; h < n_head; h++)
-            rms_norm_row(x.ptr(op.a) + t * aw + off + h * hd, x.ptr(op.out) + t * ow + off + h * hd, hd, eps, wp);
+            rms_norm_row(x.ptr(op.a) + t * aw + off + h * hd, x.ptr(op.out) + t * ow + off + h * hd, hd, eps, wp && per_head ? wp + h * hd : wp);
 }
 
 void op_matmul(exec_ctx & x, const op_desc & op, size_t oi) {
@@ -1530,9 +1554,11 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
 void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
     // 0: silu(gate) * up; 1: gpt-oss's clamped swiglu, min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1);
-    // 2: gelu(up), no gate (nomic-bert-moe: llama.cpp's LLM_FFN_GELU without a gate).
+    // 2: gelu(up), no gate (nomic-bert-moe: llama.cpp's LLM_FFN_GELU without a gate); 3: relu(up)^2,
+    // no gate (Nemotron-H: LLM_FFN_RELU_SQR).
     const int act = static_cast<int>(op.param("act", 0));
-    const tensor_ref wu = m.weight(oi, "up_exps"), wg = act == 2 ? wu : m.weight(oi, "gate_exps"), wd = m.weight(oi, "down_exps");
+    const bool gated = moe_gated(op);
+    const tensor_ref wu = m.weight(oi, "up_exps"), wg = gated ? m.weight(oi, "gate_exps") : wu, wd = m.weight(oi, "down_exps");
     // Per-expert biases (gpt-oss), resident: [ff, n_expert] for gate and up, [d, n_expert] for down.
     const float * bg = reinterpret_cast<const float *>(m.weight(oi, "gate_exps_b").data);
     const float * bu = reinterpret_cast<const float *>(m.weight(oi, "up_exps_b").data);
@@ -1610,7 +1636,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         yrows.resize(ne_);
         for (int64_t i = 0; i < ne_; i++) xrows[i] = xq.data() + static_cast<size_t>(in_row(slots[i])) * xq_row;
         for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
-        if (act != 2) matmul_quantized_rows(wg.type(), gw, wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
+        if (gated) matmul_quantized_rows(wg.type(), gw, wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
         for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
         matmul_quantized_rows(wu.type(), uw, wu.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
         if (!loras.empty()) {
@@ -1618,7 +1644,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             std::vector<float> xin(static_cast<size_t>(ne_ * d));
             for (int64_t i = 0; i < ne_; i++) std::memcpy(xin.data() + i * d, xin_f + in_row(slots[i]) * d, static_cast<size_t>(d) * 4);
             for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
-            if (act != 2) expert_lora(1, e, slots, xin.data(), d, yrows.data(), ff, pool);
+            if (gated) expert_lora(1, e, slots, xin.data(), d, yrows.data(), ff, pool);
             for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
             expert_lora(2, e, slots, xin.data(), d, yrows.data(), ff, pool);
         }
@@ -1633,6 +1659,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         if (act == 2) {
             const float * gt = gelu_table();
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = gelu_ggml(gt, u[i]);
+        } else if (act == 3) {
+            for (int64_t i = 0; i < ne_ * ff; i++) g[i] = u[i] > 0.0f ? u[i] * u[i] : 0.0f;
         } else if (act == 1) {
             for (int64_t i = 0; i < ne_ * ff; i++) {
                 const float gx = std::min(g[i], limit);
@@ -1775,7 +1803,7 @@ void conv_push(std::vector<float> & st, const float * in, int64_t C, int64_t nc)
     std::memcpy(st.data() + (nc - 2) * C, in, static_cast<size_t>(C) * sizeof(float));
 }
 
-// ggml_ssm_conv (then ggml_silu with `silu`): out[c] = sum_i window_i[c] * w[c][i] over the d_conv
+// ggml_ssm_conv (then + bias, then ggml_silu with `silu`): out[c] = sum_i window_i[c] * w[c][i] over the d_conv
 // inputs ending at this token, summed in F32 oldest first as ggml-cpu does; the sequence's state
 // keeps the d_conv - 1 inputs before it, [i][channel], oldest first. Tokens run in batch order,
 // which is position order within each sequence.
@@ -1786,6 +1814,7 @@ void op_ssm_conv(exec_ctx & x, const op_desc & op, size_t oi) {
     const bool act = op.param("silu", 0) != 0;
     const int64_t C = x.width(op.a), ow = x.width(op.out);
     const float * w = reinterpret_cast<const float *>(m.weight(oi, "weight").data);  // channel c's taps at c * nc
+    const float * bias = reinterpret_cast<const float *>(m.weight(oi, "bias").data);
     for (int64_t t = 0; t < x.n_tok; t++) {
         std::vector<float> & st = rs_state(m, x.b.seq[t], layer);
         const float * in = x.ptr(op.a) + t * C;
@@ -1798,6 +1827,7 @@ void op_ssm_conv(exec_ctx & x, const op_desc & op, size_t oi) {
             float sum = 0.0f;
             for (int64_t i = 0; i < nc - 1; i++) sum += st[static_cast<size_t>(i * C + c)] * wc[i];
             sum += in[c] * wc[nc - 1];
+            if (bias) sum += bias[c];
             out[c] = act ? silu(sum) : sum;
         }
         conv_push(st, in, C, nc);
@@ -1904,6 +1934,70 @@ void op_gated_delta_net(exec_ctx & x, const op_desc & op, size_t oi) {
     }, 1);
 }
 
+// Mamba-2's selective scan, as ggml-cpu's ggml_ssm_scan with a scalar A per head (llama.cpp's
+// build_mamba2_layer): per token and head h (group g = h / (n_head / n_group)), dt_h =
+// softplus(dt + dt_bias), dA = exp(dt_h A_h); for each of the head's head_dim rows i of the state
+// (d_state wide): s_i = s_i dA + B_g x_i dt_h, y_i = s_i . C_g; out = y + D_h x. The state is
+// [head][row][d_state] as ggml's {d_state, head_dim, n_head}.
+struct ssm_scan_params {
+    int64_t       H, P, N, G;  // heads, head_dim, d_state, groups
+    const float * dt;
+    const float * A;
+    const float * D;
+    ssm_scan_params(const model::impl & m, const op_desc & op, size_t oi)
+        : H(static_cast<int64_t>(op.param_req("n_head"))), P(static_cast<int64_t>(op.param_req("head_dim"))), N(static_cast<int64_t>(op.param_req("d_state"))),
+          G(static_cast<int64_t>(op.param_req("n_group"))), dt(reinterpret_cast<const float *>(m.weight(oi, "dt_bias").data)),
+          A(reinterpret_cast<const float *>(m.weight(oi, "a").data)), D(reinterpret_cast<const float *>(m.weight(oi, "d").data)) {}
+};
+
+// One token (x|B|C row a, raw dt row) through head h's state S (P x N); out (P floats) unless null.
+void ssm_scan_step(const ssm_scan_params & q, float * S, int64_t h, const float * a, const float * dtr, float * out) {
+    const float z = dtr[h] + q.dt[h];
+    const float dts = z > 20.0f ? z : std::log(1.0f + std::exp(z));
+    const float dA = std::exp(dts * q.A[h]);
+    const int64_t g = h / (q.H / q.G);
+    const float * x = a + h * q.P;
+    const float * B = a + q.H * q.P + g * q.N;
+    const float * C = a + q.H * q.P + q.G * q.N + g * q.N;
+    for (int64_t i = 0; i < q.P; i++) {
+        float * s = S + i * q.N;
+        const float xdt = x[i] * dts;
+        for (int64_t j = 0; j < q.N; j++) s[j] = s[j] * dA + B[j] * xdt;
+        if (out) out[i] = dot_f32(s, C, q.N) + x[i] * q.D[h];
+    }
+}
+
+void op_ssm_scan(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const ssm_scan_params q(m, op, oi);
+    const int64_t aw = x.width(op.a), bw = x.width(op.b), ow = x.width(op.out), n = x.n_tok;
+    for (int64_t t = 0; t < n; t++) {
+        // A sequence that keeps a checkpoint records the op's inputs for a replay.
+        model::impl::rs_checkpoint & ck = m.rs_ck[static_cast<size_t>(x.b.seq[t])];
+        if (ck.pos0 >= 0) {
+            std::vector<float> & rec = ck.inputs[static_cast<size_t>(layer)];
+            const float * a = x.ptr(op.a) + t * aw;
+            const float * dt = x.ptr(op.b) + t * bw;
+            rec.insert(rec.end(), a, a + aw);
+            rec.insert(rec.end(), dt, dt + q.H);
+        }
+    }
+    // Each sequence's tokens in order, its heads over the threads; states allocated first.
+    std::map<int, std::vector<int64_t>> by_seq;
+    for (int64_t t = 0; t < n; t++) by_seq[x.b.seq[t]].push_back(t);
+    std::vector<std::pair<float *, const std::vector<int64_t> *>> seqs;
+    for (auto & [seq, toks] : by_seq) seqs.push_back({rs_state(m, seq, layer).data(), &toks});
+    m.pool->parallel_for(static_cast<int64_t>(seqs.size()) * q.H, [&](int64_t begin, int64_t end, int) {
+        for (int64_t task = begin; task < end; task++) {
+            const int64_t h = task % q.H;
+            float * S = seqs[static_cast<size_t>(task / q.H)].first + h * q.P * q.N;
+            for (int64_t t : *seqs[static_cast<size_t>(task / q.H)].second)
+                ssm_scan_step(q, S, h, x.ptr(op.a) + t * aw, x.ptr(op.b) + t * bw, x.ptr(op.out) + t * ow + h * q.P);
+        }
+    }, 1);
+}
+
 void rs_drop_checkpoint(model::impl::rs_checkpoint & ck) {
     ck.pos0 = -1;
     ck.n = 0;
@@ -1925,6 +2019,13 @@ void rs_replay(const model::impl & m, std::vector<std::vector<float>> & states, 
             // The state is the last d_conv - 1 inputs.
             const int64_t nc = static_cast<int64_t>(op.param_req("d_conv"));
             for (int64_t t = 0; t < r; t++) conv_push(st, in + t * aw, aw, nc);
+            continue;
+        }
+        if (op.type == OP_SSM_SCAN) {
+            const ssm_scan_params q(m, op, oi);
+            const int64_t rec = m.rs_record[l];
+            for (int64_t t = 0; t < r; t++)
+                for (int64_t h = 0; h < q.H; h++) ssm_scan_step(q, st.data() + h * q.P * q.N, h, in + t * rec, in + t * rec + aw, nullptr);
             continue;
         }
         const gdn_params g(m, op, oi);
@@ -2300,6 +2401,8 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_DSA_INDEX: op_dsa_index(x, op); break;
             case OP_SSM_CONV: op_ssm_conv(x, op, oi); break;
             case OP_GATED_DELTA_NET: op_gated_delta_net(x, op, oi); break;
+            case OP_SSM_SCAN: op_ssm_scan(x, op, oi); break;
+            case OP_RELU_SQR: elementwise(x, op, [](float a, float) { const float r = a > 0.0f ? a : 0.0f; return r * r; }); break;
             case OP_INPUT: op_input(x, op); break;
             case OP_CVEC: op_cvec(x, op); break;
             case OP_LAYER_NORM: op_layer_norm(x, op, oi); break;

@@ -110,10 +110,9 @@ std::vector<expert_layer_source> residency_expert_sources(const gguf_file & file
     std::vector<expert_layer_source> out;
     for (const op_desc & op : prog.ops) {
         if (op.type != OP_MOE) continue;
-        if (op.param("act", 0) == 2)
-            throw error(KAIL_E_UNSUPPORTED, "expert streaming (a RAM budget) does not take gate-less experts (up and down only, as nomic-bert-moe's): load this model without a RAM budget");
         expert_layer_source src;
-        for (int s = 0; s < 3; s++) {
+        // Gate-less experts (up and down only) have an empty gate slice: nothing read, nothing cached.
+        for (int s = moe_gated(op) ? 0 : 1; s < 3; s++) {
             auto it = op.weights.find(EXPERT_ROLES[s]);
             if (it == op.weights.end()) throw error(KAIL_E_BAD_MODEL, std::string("program: moe op without ") + EXPERT_ROLES[s]);
             const gguf_tensor_info * t = file.find_tensor(it->second);
@@ -121,7 +120,7 @@ std::vector<expert_layer_source> residency_expert_sources(const gguf_file & file
             const uint64_t stride = row_size(t->type, t->ne[0]) * static_cast<uint64_t>(t->ne[1]);
             if (stride == 0 || t->ne[2] < 1 || stride * static_cast<uint64_t>(t->ne[2]) > t->nbytes)
                 throw error(KAIL_E_BAD_MODEL, "expert tensor '" + t->name + "' is smaller than its shape");
-            if (s == 0) src.n_expert = static_cast<int32_t>(t->ne[2]);
+            if (src.n_expert == 0) src.n_expert = static_cast<int32_t>(t->ne[2]);
             else if (t->ne[2] != src.n_expert) throw error(KAIL_E_BAD_MODEL, "expert tensor '" + t->name + "' has " + std::to_string(t->ne[2]) + " experts, gate has " + std::to_string(src.n_expert));
             src.offset[s] = t->file_offset;
             src.stride[s] = stride;
@@ -188,7 +187,7 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
         p.min_cache_bytes = std::max(p.min_cache_bytes, entry * static_cast<uint64_t>(std::max(1, k)));
         p.cold_read_bytes_per_token += entry * static_cast<uint64_t>(std::max(0, k));
         sum_entry += entry;
-        const gguf_tensor_info * g = file.find_tensor(op.weights.at("gate_exps"));
+        const gguf_tensor_info * g = file.find_tensor(op.weights.at("up_exps"));  // (the gate's shape, when there is one)
         const gguf_tensor_info * d = file.find_tensor(op.weights.at("down_exps"));
         const uint64_t dm = static_cast<uint64_t>(g->ne[0]), ff = static_cast<uint64_t>(g->ne[1]);
         const uint64_t tmp = nb * (static_cast<uint64_t>(src.n_expert) * 4 + static_cast<uint64_t>(k) * (8 + dm * 4) + row_size(vec_dot_type(g->type), g->ne[0])) +
