@@ -3,9 +3,10 @@
 import type { Deepseek2Config } from './architectures/deepseek2';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
-import type { GraniteConfig } from './architectures/granite';
+import type { GraniteConfig, GraniteHybridConfig } from './architectures/granite';
 import type { Mimo2Config } from './architectures/mimo2';
 import type { Mistral3Config } from './architectures/mistral3';
+import type { NemotronHConfig } from './architectures/nemotron-h';
 import type { Phi3Config } from './architectures/phi3';
 import type { Qwen35Config } from './architectures/qwen35';
 import type { Lfm2Config } from './architectures/lfm2';
@@ -150,9 +151,44 @@ const lfm2moe: Lfm2Config = {
 };
 const lfm2: Lfm2Config = { ...lfm2moe, arch: 'lfm2', name: 'tiny-lfm2', nExperts: 0, nExpertsUsed: 0, expertFf: 0, nDense: undefined };
 
+// Nemotron-3-Nano-30B-A3B style: 6 blocks M E * E M E (the real 52 interleave Mamba2, expert and
+// attention blocks so), attention of 4 heads of 64 over 2 KV heads without positions, Mamba2 of 8
+// heads of 64 (d_inner 512) with 2 groups of state 64 (B and C 2 x 64) and 4-tap convolutions, 16
+// sigmoid + bias experts top-4 of 256 (relu² up/down) renormalized and scaled by 2.5, a relu²
+// shared expert of 512. tiny-nemotron-h: the dense Nemotron-H (Nemotron-Nano-9B-v2 style), relu²
+// FFN blocks of 512 where the experts were.
+const nemotronHMoe: NemotronHConfig = {
+  ...tinyMoe, arch: 'nemotron_h_moe', name: 'tiny-nemotron-h-moe', nLayers: 6, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2, headDim: 64, pattern: 'ME*EME',
+  ssm: { convKernel: 4, stateSize: 64, nGroup: 2, nHeads: 8, headDim: 64 }, nExperts: 16, nExpertsUsed: 4, expertFf: 256, sharedFf: 512,
+  moe: { normW: true, wScale: 2.5 }, normEps: 1e-5,
+};
+const nemotronH: NemotronHConfig = { ...nemotronHMoe, arch: 'nemotron_h', name: 'tiny-nemotron-h', pattern: 'M-*-M-', nExperts: 0, nExpertsUsed: 0, expertFf: 0, sharedFf: 0, moe: undefined };
+
+// Granite-4.0-H-Tiny style: 4 blocks (Mamba2, Mamba2, GQA, Mamba2; the real one has 4 GQA blocks
+// among 40), NoPE attention of 4 heads of 64 over 2 KV heads, Mamba2 of 8 heads of 64 (d_inner
+// 2 x 256) with 1 group of state 64 and 4-tap convolutions, 16 softmax experts top-4 of 256
+// renormalized, a shared expert of 512, Granite 4.0's multipliers (the init undoes them, see
+// architectures/granite.ts). -dense: Granite-4.0-H-Micro style, a SwiGLU FFN of 512 per block.
+const graniteHybrid: GraniteHybridConfig = {
+  ...tinyMoe, arch: 'granitehybrid', name: 'tiny-granitehybrid', nLayers: 4, dim: 256, ff: 256, nHeads: 4, nKvHeads: 2, attnBlocks: [false, false, true, false],
+  ssm: { convKernel: 4, stateSize: 64, nGroup: 1, nHeads: 8, headDim: 64 }, nExperts: 16, nExpertsUsed: 4, expertFf: 256, sharedFf: 512, normEps: 1e-5,
+  scales: { embedding: 12, residual: 0.22, attention: 0.015625, logit: 8 },
+};
+const graniteHybridDense: GraniteHybridConfig = { ...graniteHybrid, name: 'tiny-granitehybrid-dense', ff: 512, nExperts: 0, nExpertsUsed: 0, expertFf: 0, sharedFf: 512 };
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
   'tiny-lfm2moe': { description: 'lfm2moe (LFM2-8B-A1B style): gated short-convolution blocks (a recurrent conv state) and a GQA block with q/k norms, 1 dense block, sigmoid + bias experts, token_embd_norm', config: lfm2moe },
   'tiny-lfm2': { description: 'lfm2 (dense LFM2 style): tiny-lfm2moe with SwiGLU FFNs in every block', config: lfm2 },
+  'tiny-nemotron-h-moe': {
+    description: 'nemotron_h_moe (Nemotron-3-Nano-30B-A3B style): blocks M E * E M E of Mamba2 (8 heads x 64, 2 groups of state 64), NoPE GQA and sigmoid + bias relu² experts (16, top-4, norm + scale 2.5) with a relu² shared expert; attn_norm only',
+    config: nemotronHMoe,
+  },
+  'tiny-nemotron-h': { description: 'nemotron_h (Nemotron-H / Nemotron-Nano-9B-v2 style): tiny-nemotron-h-moe with relu² FFN blocks of 512 (M - * - M -)', config: nemotronH },
+  'tiny-granitehybrid': {
+    description: 'granitehybrid (Granite-4.0-H-Tiny style): Mamba2 blocks (8 heads x 64, state 64) and a NoPE GQA block, each with softmax SwiGLU experts (16, top-4) and a shared expert, Granite multipliers',
+    config: graniteHybrid,
+  },
+  'tiny-granitehybrid-dense': { description: 'granitehybrid without experts (Granite-4.0-H-Micro style): tiny-granitehybrid with a SwiGLU FFN of 512 per block', config: graniteHybridDense },
   'tiny-qwen35moe': { description: 'qwen35moe (Qwen3.5/3.6-35B-A3B style): 3 gated delta-net blocks then 1 gated full-attention block (q/k norms, M-RoPE on 16 of 64), 16 experts top-4 with a gated shared expert', config: qwen35moe },
   'tiny-qwen35moe-mtp': { description: 'tiny-qwen35moe with its multi-token-prediction block (a gated full-attention block with the MoE FFN after the trunk, nextn.*)', config: { ...qwen35moe, name: 'tiny-qwen35moe-mtp', nextn: 1 } as Qwen35Config },
   'bench-qwen35-35b-a3b-shaped': {

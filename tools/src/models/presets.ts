@@ -154,6 +154,9 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   qwen3next: 'tiny-qwen3next',
   lfm2: 'tiny-lfm2',
   lfm2moe: 'tiny-lfm2moe',
+  nemotron_h_moe: 'tiny-nemotron-h-moe',
+  nemotron_h: 'tiny-nemotron-h',
+  granitehybrid: 'tiny-granitehybrid',
 };
 
 export function getPreset(name: string): Preset {

@@ -1,14 +1,36 @@
 // IBM Granite 3.x (src/models/granite.cpp): `granite` (dense) and `granitemoe` (routed blocks with
 // experts as wide as `ff`, plus an ungated shared expert of `sharedFf` when it is not 0), the
-// Llama graph with Granite's embedding, attention, residual and logit multipliers.
-import { attention, checkHeads, denseFfn, embeddings, moeFfn, requirePositive } from '../arch';
+// Llama graph with Granite's embedding, attention, residual and logit multipliers. And Granite 4.0-H
+// (`granitehybrid`, src/models/granite-hybrid.cpp, converted by conversion/granite.py
+// GraniteHybridModel): blocks are a Mamba2 mixer (architectures/mamba2.ts, d_inner = 2 x dim, which
+// the loader asserts) or GQA attention, as `attention.head_count_kv` says per block (0: Mamba2);
+// every block has attn_norm and ffn_norm, and its FFN is softmax top-k SwiGLU experts as wide as
+// `ff` (renormalized) with an ungated shared expert of `sharedFf` (Granite-4.0-H-Tiny/Small), or,
+// with no experts, a SwiGLU FFN of `ff` (Granite-4.0-H-Micro). The converter writes
+// rope.scaling.finetuned false for hybrids, which llama.cpp takes as no RoPE.
+import { attention, checkHeads, denseFfn, embeddings, moeFfn, norm, requirePositive } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
+import { GgufType } from '../../gguf/constants';
 import { kv, type GgufValue } from '../../gguf/writer';
 import { baseMetadata, checkExperts } from './common';
 import { ungatedSharedExpert } from './deepseek2';
+import { checkMamba2, mamba2Inner, mamba2Metadata, mamba2Mixer, type Mamba2Shape } from './mamba2';
 
 /** The multipliers (converters copy them from the HF config). */
 export type GraniteConfig = ModelConfig & { scales: { embedding: number; residual: number; attention: number; logit: number } };
+
+/** granitehybrid: attnBlocks per block (true: GQA, false: Mamba2), repeated to --layers N; ssm: the Mamba2 mixer. */
+export type GraniteHybridConfig = GraniteConfig & { attnBlocks: boolean[]; ssm: Mamba2Shape };
+
+/** The multiplier keys (HF embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling). */
+function scaleMetadata(arch: string, s: GraniteConfig['scales']): [string, GgufValue][] {
+  return [
+    [`${arch}.logit_scale`, kv.f32(s.logit)],
+    [`${arch}.residual_scale`, kv.f32(s.residual)],
+    [`${arch}.embedding_scale`, kv.f32(s.embedding)],
+    [`${arch}.attention.scale`, kv.f32(s.attention)],
+  ];
+}
 
 function granite(name: 'granite' | 'granitemoe'): ArchDefinition {
   const moe = name === 'granitemoe';
@@ -25,13 +47,7 @@ function granite(name: 'granite' | 'granitemoe'): ArchDefinition {
     },
     metadata(c: ModelConfig): [string, GgufValue][] {
       const s = (c as GraniteConfig).scales;
-      const m: [string, GgufValue][] = [
-        ...baseMetadata(name, c),
-        [`${name}.logit_scale`, kv.f32(s.logit)],
-        [`${name}.residual_scale`, kv.f32(s.residual)],
-        [`${name}.embedding_scale`, kv.f32(s.embedding)],
-        [`${name}.attention.scale`, kv.f32(s.attention)],
-      ];
+      const m: [string, GgufValue][] = [...baseMetadata(name, c), ...scaleMetadata(name, s)];
       if (moe && c.sharedFf > 0) m.push([`${name}.expert_shared_feed_forward_length`, kv.u32(c.sharedFf)]);
       return m;
     },
@@ -49,3 +65,65 @@ function granite(name: 'granite' | 'granitemoe'): ArchDefinition {
 
 export const graniteDense = granite('granite');
 export const graniteMoe = granite('granitemoe');
+
+/**
+ * Granite 4.0-H. The real multipliers (embedding 12, residual 0.22, logits / 8) assume trained
+ * weights: with unit-scale random ones the embedding would swamp every block. So the init undoes
+ * them: token_embd is drawn at 1 / embedding_scale (unit-scale after the scale), whatever writes
+ * into the residual stream (attn_output, ssm_out, ffn_down*) at 1 / residual_scale times the usual
+ * gain, and output at logit_scale times it, so the activations and logits match the other tiny
+ * presets while the file keeps Granite's multipliers.
+ */
+export const graniteHybrid: ArchDefinition = {
+  name: 'granitehybrid',
+  ggufArch: 'granitehybrid',
+  normalize(c: ModelConfig): ModelConfig {
+    const g = c as GraniteHybridConfig;
+    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx']);
+    checkHeads(c);
+    checkExperts(c, false);
+    const s = g.scales;
+    if (!s || ![s.embedding, s.residual, s.logit].every((x) => x > 0) || !(s.attention >= 0)) throw new Error('granitehybrid: needs positive scales (use a preset)');
+    const ssm = checkMamba2('granitehybrid', g.ssm);
+    if (mamba2Inner(ssm) !== 2 * c.dim) throw new Error(`granitehybrid: ssm inner size (nHeads x headDim = ${mamba2Inner(ssm)}) must be 2 x dim = ${2 * c.dim} (llama.cpp's loader asserts it)`);
+    // Without experts the converter writes shared_intermediate_size as the dense FFN's width (and as expert_shared_feed_forward_length).
+    if (c.nExperts === 0 && c.sharedFf !== 0 && c.sharedFf !== c.ff) throw new Error('granitehybrid: without experts the FFN is ff wide (sharedFf 0 or ff)');
+    if (!Array.isArray(g.attnBlocks) || g.attnBlocks.length === 0) throw new Error('granitehybrid: attnBlocks needs an entry per block (use a preset)');
+    // --layers N: the preset's pattern, cut or repeated to N blocks.
+    const attnBlocks = Array.from({ length: c.nLayers }, (_, i) => g.attnBlocks[i % g.attnBlocks.length]);
+    return { ...c, attnBlocks, expertFf: c.nExperts > 0 ? c.ff : 0 } as GraniteHybridConfig;
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    const g = c as GraniteHybridConfig;
+    const a = 'granitehybrid';
+    const m: [string, GgufValue][] = [
+      ...baseMetadata(a, c).filter(([k]) => k !== `${a}.attention.head_count_kv`),
+      // Per block, as the converter (gguf-py add_array of Python ints): INT32.
+      [`${a}.attention.head_count_kv`, kv.arr(GgufType.INT32, g.attnBlocks.map((x) => (x ? c.nKvHeads : 0)))],
+      ...scaleMetadata(a, g.scales),
+      [`${a}.rope.scaling.finetuned`, kv.bool(false)],
+      ...mamba2Metadata(a, g.ssm),
+    ];
+    if (c.sharedFf > 0) m.push([`${a}.expert_shared_feed_forward_length`, kv.u32(c.sharedFf)]);
+    // Granite-4.0-H-Micro's config has num_local_experts / num_experts_per_tok 0, which the converter writes.
+    if (c.nExperts === 0) m.push([`${a}.expert_count`, kv.u32(0)], [`${a}.expert_used_count`, kv.u32(0)]);
+    return m;
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const g = c as GraniteHybridConfig;
+    const s = g.scales;
+    const t: TensorSpec[] = [];
+    for (let i = 0; i < c.nLayers; i++) {
+      if (g.attnBlocks[i]) t.push(...attention(c, i));
+      else t.push(norm(`blk.${i}.attn_norm.weight`, c.dim, i), ...mamba2Mixer(c, i, g.ssm));
+      if (c.nExperts > 0) t.push(...moeFfn(c, i, c.ff), ...(c.sharedFf > 0 ? ungatedSharedExpert(c, i, c.sharedFf) : []));
+      else t.push(...denseFfn(c, i));
+    }
+    const scaled = (x: TensorSpec, k: number): TensorSpec => (x.init.kind === 'normal' ? { ...x, init: { ...x.init, std: x.init.std * k } } : x);
+    const writesResidual = (x: TensorSpec) => x.role === 'attn_output' || x.role === 'ffn_down' || x.name.endsWith('.ssm_out.weight');
+    return [
+      ...embeddings(c).map((x) => (x.role === 'token_embd' && !c.tiedEmbeddings ? scaled(x, 1 / s.embedding) : x.role === 'output' ? scaled(x, s.logit) : x)),
+      ...t.map((x) => (writesResidual(x) ? scaled(x, 1 / s.residual) : x)),
+    ];
+  },
+};

@@ -20,7 +20,8 @@ export type ExaoneMoeConfig = ModelConfig & { moe: DeepseekMoeOptions; window: n
 /** ropeDims: rope.dimension_count (MiniMax-M2 rotates half of each head). */
 export type MinimaxM2Config = ModelConfig & { ropeDims: number };
 
-const probsBias = (c: ModelConfig, i: number): TensorSpec => ({ name: `blk.${i}.exp_probs_b.bias`, shape: [c.nExperts], init: { kind: 'normal', std: 0.05 }, role: 'norm', layer: i });
+/** The per-expert selection bias `blk.N.exp_probs_b.bias` (F32: 1-D). */
+export const probsBias = (c: ModelConfig, i: number): TensorSpec => ({ name: `blk.${i}.exp_probs_b.bias`, shape: [c.nExperts], init: { kind: 'normal', std: 0.05 }, role: 'norm', layer: i });
 
 export const deepseek: ArchDefinition = {
   name: 'deepseek',

@@ -1,0 +1,110 @@
+// NVIDIA Nemotron-H (`nemotron_h`: Nemotron-H, Nemotron-Nano-9B-v2) and Nemotron-H MoE
+// (`nemotron_h_moe`: Nemotron-3-Nano-30B-A3B; llama.cpp src/models/nemotron-h.cpp, whose loader
+// nemotron-h-moe.cpp reuses; converted by conversion/nemotron.py NemotronHModel on top of
+// GraniteHybridModel): a block is one of three kinds, told apart by the per-block arrays
+// `attention.head_count_kv` and `feed_forward_length`: a Mamba2 mixer (both 0; architectures/
+// mamba2.ts), GQA attention without positions (kv heads > 0, ff 0) or an FFN (ff > 0): relu² up/down
+// without a gate (nemotron_h), or sigmoid-routed experts with a selection bias (exp_probs_b),
+// renormalized and scaled, whose up/down are relu² without a gate too, plus a relu² shared expert
+// (nemotron_h_moe; the gating is fixed in llama.cpp's graph and the converter writes no
+// expert_gating_func). Every block has only attn_norm (its input norm) and a plain residual; there
+// is no ffn_norm. The pattern is HF's hybrid_override_pattern: 'M' Mamba2, '*' attention, '-' an
+// FFN (nemotron_h), 'E' experts (nemotron_h_moe). The MTP block of nemotron_h_moe is not written.
+import { attention, checkHeads, denseFfn, embeddings, headDim, moeFfn, norm, requirePositive } from '../arch';
+import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
+import { GgufType } from '../../gguf/constants';
+import { kv, type GgufValue } from '../../gguf/writer';
+import { baseMetadata, checkExperts } from './common';
+import { ungatedSharedExpert } from './deepseek2';
+import { probsBias } from './llama-moe';
+import { checkMamba2, mamba2Metadata, mamba2Mixer, type Mamba2Shape } from './mamba2';
+
+/**
+ * pattern: one character per block (see above), repeated to --layers N; ssm: the Mamba2 mixer;
+ * ff: the FFN blocks' width (nemotron_h); moe (nemotron_h_moe): expert_weights_norm and
+ * expert_weights_scale (HF norm_topk_prob, routed_scaling_factor), with experts of expertFf and one
+ * shared expert of sharedFf.
+ */
+export type NemotronHConfig = ModelConfig & {
+  headDim: number;
+  pattern: string;
+  ssm: Mamba2Shape;
+  moe?: { normW: boolean; wScale: number };
+};
+
+/** Drops the tensors whose names end with one of `suffixes` (the helpers' parts these blocks lack). */
+const without = (t: TensorSpec[], ...suffixes: string[]) => t.filter((s) => !suffixes.some((x) => s.name.endsWith(x)));
+
+function nemotronHArch(name: 'nemotron_h' | 'nemotron_h_moe'): ArchDefinition {
+  const moe = name === 'nemotron_h_moe';
+  const ffnChar = moe ? 'E' : '-';
+  return {
+    name,
+    ggufArch: name,
+    normalize(c: ModelConfig): ModelConfig {
+      const n = c as NemotronHConfig;
+      requirePositive(c, ['nLayers', 'dim', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', ...(moe ? (['expertFf', 'sharedFf'] as const) : (['ff'] as const))]);
+      checkHeads(c);
+      checkExperts(c, moe);
+      if (!moe && c.nExperts > 0) throw new Error('nemotron_h: dense; use nemotron_h_moe for experts');
+      if (moe && (!n.moe || !(n.moe.wScale >= 0))) throw new Error('nemotron_h_moe: needs moe { normW, wScale } (use a preset)');
+      checkMamba2(name, n.ssm);
+      if (typeof n.pattern !== 'string' || n.pattern.length === 0 || [...n.pattern].some((b) => !['M', '*', ffnChar].includes(b))) throw new Error(`${name}: pattern needs one of M, * and ${ffnChar} per block (use a preset)`);
+      // --layers N: the preset's pattern, cut or repeated to N blocks.
+      const pattern = Array.from({ length: c.nLayers }, (_, i) => n.pattern[i % n.pattern.length]).join('');
+      return { ...c, headDim: headDim(c), pattern } as NemotronHConfig;
+    },
+    metadata(c: ModelConfig): [string, GgufValue][] {
+      const n = c as NemotronHConfig;
+      const a = name;
+      const blocks = [...n.pattern];
+      const m: [string, GgufValue][] = [
+        ...baseMetadata(a, c).filter(([k]) => k !== `${a}.attention.head_count_kv` && k !== `${a}.feed_forward_length`),
+        // Per-block arrays, as the converter (gguf-py add_array of Python ints): INT32.
+        [`${a}.attention.head_count_kv`, kv.arr(GgufType.INT32, blocks.map((b) => (b === '*' ? c.nKvHeads : 0)))],
+        [`${a}.feed_forward_length`, kv.arr(GgufType.INT32, blocks.map((b) => (b === ffnChar ? (moe ? c.expertFf : c.ff) : 0)))],
+        // HF layer_norm_epsilon, which the loader requires (the MTP head's LayerNorm); layer_norm_rms_epsilon above is HF norm_eps.
+        [`${a}.attention.layer_norm_epsilon`, kv.f32(c.normEps)],
+        // GraniteHybridModel's switch: no RoPE for a hybrid (llama.cpp runs these blocks without positions regardless).
+        [`${a}.rope.scaling.finetuned`, kv.bool(false)],
+        ...mamba2Metadata(a, n.ssm),
+      ];
+      if (moe)
+        m.push(
+          [`${a}.expert_feed_forward_length`, kv.u32(c.expertFf)],
+          [`${a}.expert_shared_feed_forward_length`, kv.u32(c.sharedFf)],
+          [`${a}.expert_shared_count`, kv.u32(1)],
+          [`${a}.expert_weights_norm`, kv.bool(n.moe!.normW)],
+          [`${a}.expert_weights_scale`, kv.f32(n.moe!.wScale)],
+          // HF n_group / topk_group of 1: no group-limited routing.
+          [`${a}.expert_group_count`, kv.u32(1)],
+          [`${a}.expert_group_used_count`, kv.u32(1)],
+        );
+      return m;
+    },
+    tensors(c: ModelConfig): TensorSpec[] {
+      const n = c as NemotronHConfig;
+      const t = embeddings(c);
+      for (let i = 0; i < c.nLayers; i++) {
+        const b = n.pattern[i];
+        // attention() starts with the block's attn_norm; the other kinds add it themselves.
+        if (b === '*') t.push(...attention(c, i));
+        else {
+          t.push(norm(`blk.${i}.attn_norm.weight`, c.dim, i));
+          if (b === 'M') t.push(...mamba2Mixer(c, i, n.ssm));
+          else if (!moe) t.push(...without(denseFfn(c, i), '.ffn_norm.weight', '.ffn_gate.weight'));
+          else
+            t.push(
+              ...without(moeFfn(c, i, c.expertFf), '.ffn_norm.weight', '.ffn_gate_exps.weight'),
+              probsBias(c, i),
+              ...without(ungatedSharedExpert(c, i, c.sharedFf), '.ffn_gate_shexp.weight'),
+            );
+        }
+      }
+      return t;
+    },
+  };
+}
+
+export const nemotronH = nemotronHArch('nemotron_h');
+export const nemotronHMoe = nemotronHArch('nemotron_h_moe');

@@ -1,0 +1,226 @@
+// nemotron_h / nemotron_h_moe and granitehybrid: the tensor list and keys llama.cpp's loaders
+// (src/models/nemotron-h.cpp, granite-hybrid.cpp) take, and the types the quantized files give the
+// Mamba2 tensors.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { GgmlType, GgufType } from '../gguf/constants';
+import { readGgufHeader } from '../gguf/reader';
+import { getArch } from './architectures';
+import { generateTensorF32, planModel, writeModel } from './build';
+import { DEFAULT_PRESET_FOR_ARCH, getPreset } from './presets';
+
+const shapes = (preset: string) => new Map(planModel(getPreset(preset).config, 'F32').tensors.map((t) => [t.name, t.shape]));
+
+/** The header's `<arch>.*` values of a preset written at F32. */
+function keys(preset: string): { v: (k: string) => unknown; elemType: (k: string) => number | undefined; all: Map<string, unknown> } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-mamba2-'));
+  try {
+    const out = path.join(dir, 'm.gguf');
+    const { config } = getPreset(preset);
+    writeModel({ config, fileType: 'F32', seed: 1, out });
+    const kv = readGgufHeader(out).kv;
+    const a = kv.get('general.architecture')!.value as string;
+    return {
+      v: (k) => kv.get(`${a}.${k}`)?.value,
+      elemType: (k) => kv.get(`${a}.${k}`)?.elemType,
+      all: new Map([...kv].map(([k, x]) => [k, x.value])),
+    };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// The Mamba2 mixer of both Nemotron presets: 8 heads of 64 (d_inner 512), 2 groups of state 64, 4 taps.
+function expectNemotronMixer(s: Map<string, number[]>, i: number): void {
+  expect(s.get(`blk.${i}.ssm_in.weight`)).toEqual([256, 2 * 512 + 2 * 2 * 64 + 8]);
+  expect(s.get(`blk.${i}.ssm_conv1d.weight`)).toEqual([4, 512 + 2 * 2 * 64]);
+  expect(s.get(`blk.${i}.ssm_conv1d.bias`)).toEqual([768]);
+  expect(s.get(`blk.${i}.ssm_dt.bias`)).toEqual([8]);
+  expect(s.get(`blk.${i}.ssm_a`)).toEqual([1, 8]);
+  expect(s.get(`blk.${i}.ssm_d`)).toEqual([1, 8]);
+  expect(s.get(`blk.${i}.ssm_norm.weight`)).toEqual([256, 2]);
+  expect(s.get(`blk.${i}.ssm_out.weight`)).toEqual([512, 256]);
+}
+
+describe('nemotron_h_moe / nemotron_h', () => {
+  it('blocks M E * E M E: Mamba2, sigmoid experts with a relu² shared expert, NoPE attention; attn_norm only', () => {
+    const s = shapes('tiny-nemotron-h-moe');
+    for (const i of [0, 4]) {
+      expectNemotronMixer(s, i);
+      expect(s.has(`blk.${i}.attn_q.weight`)).toBe(false);
+      expect(s.has(`blk.${i}.ffn_gate_inp.weight`)).toBe(false);
+    }
+    for (const i of [1, 3, 5]) {
+      expect(s.get(`blk.${i}.ffn_gate_inp.weight`)).toEqual([256, 16]);
+      expect(s.get(`blk.${i}.exp_probs_b.bias`)).toEqual([16]);
+      expect(s.get(`blk.${i}.ffn_up_exps.weight`)).toEqual([256, 256, 16]);
+      expect(s.get(`blk.${i}.ffn_down_exps.weight`)).toEqual([256, 256, 16]);
+      expect(s.get(`blk.${i}.ffn_up_shexp.weight`)).toEqual([256, 512]);
+      expect(s.get(`blk.${i}.ffn_down_shexp.weight`)).toEqual([512, 256]);
+      // relu² up/down: no gates.
+      expect(s.has(`blk.${i}.ffn_gate_exps.weight`)).toBe(false);
+      expect(s.has(`blk.${i}.ffn_gate_shexp.weight`)).toBe(false);
+      expect(s.has(`blk.${i}.ssm_in.weight`)).toBe(false);
+    }
+    expect(s.get('blk.2.attn_q.weight')).toEqual([256, 256]);
+    expect(s.get('blk.2.attn_k.weight')).toEqual([256, 128]);
+    expect(s.get('blk.2.attn_v.weight')).toEqual([256, 128]);
+    expect(s.get('blk.2.attn_output.weight')).toEqual([256, 256]);
+    for (let i = 0; i < 6; i++) {
+      expect(s.get(`blk.${i}.attn_norm.weight`)).toEqual([256]);
+      expect(s.has(`blk.${i}.ffn_norm.weight`)).toBe(false);
+    }
+    // token_embd, output_norm, output; per block attn_norm + 8 mixer / 6 MoE / 4 attention tensors.
+    expect(s.size).toBe(3 + 6 + 2 * 8 + 3 * 6 + 4);
+
+    const d = shapes('tiny-nemotron-h');
+    for (const i of [0, 4]) expectNemotronMixer(d, i);
+    for (const i of [1, 3, 5]) {
+      expect(d.get(`blk.${i}.ffn_up.weight`)).toEqual([256, 512]);
+      expect(d.get(`blk.${i}.ffn_down.weight`)).toEqual([512, 256]);
+      expect(d.has(`blk.${i}.ffn_gate.weight`)).toBe(false);
+      expect(d.has(`blk.${i}.ffn_norm.weight`)).toBe(false);
+      expect(d.has(`blk.${i}.ffn_gate_inp.weight`)).toBe(false);
+    }
+    expect(d.size).toBe(3 + 6 + 2 * 8 + 3 * 2 + 4);
+  });
+
+  it('writes the per-block arrays, ssm and expert keys as the converter', () => {
+    const { v, elemType, all } = keys('tiny-nemotron-h-moe');
+    expect(all.get('general.architecture')).toBe('nemotron_h_moe');
+    expect(v('block_count')).toBe(6);
+    // A block is Mamba2 iff both are 0, attention iff only head_count_kv is set, else an FFN.
+    expect(v('attention.head_count_kv')).toEqual([0, 0, 2, 0, 0, 0]);
+    expect(v('feed_forward_length')).toEqual([0, 256, 0, 256, 0, 256]);
+    expect([elemType('attention.head_count_kv'), elemType('feed_forward_length')]).toEqual([GgufType.INT32, GgufType.INT32]);
+    expect([v('attention.head_count'), v('attention.key_length'), v('attention.value_length')]).toEqual([4, 64, 64]);
+    expect(v('attention.layer_norm_epsilon')).toBeCloseTo(1e-5);
+    expect(v('attention.layer_norm_rms_epsilon')).toBeCloseTo(1e-5);
+    expect(v('rope.scaling.finetuned')).toBe(false);
+    expect([v('ssm.conv_kernel'), v('ssm.state_size'), v('ssm.group_count'), v('ssm.inner_size'), v('ssm.time_step_rank')]).toEqual([4, 64, 2, 512, 8]);
+    expect([v('expert_count'), v('expert_used_count'), v('expert_feed_forward_length'), v('expert_shared_feed_forward_length'), v('expert_shared_count')]).toEqual([16, 4, 256, 512, 1]);
+    expect(v('expert_weights_norm')).toBe(true);
+    expect(v('expert_weights_scale')).toBeCloseTo(2.5);
+    expect([v('expert_group_count'), v('expert_group_used_count')]).toEqual([1, 1]);
+    // The gating is fixed (sigmoid) in llama.cpp's graph; the converter writes no key for it.
+    expect(v('expert_gating_func')).toBeUndefined();
+
+    const d = keys('tiny-nemotron-h');
+    expect(d.all.get('general.architecture')).toBe('nemotron_h');
+    expect(d.v('feed_forward_length')).toEqual([0, 512, 0, 512, 0, 512]);
+    expect(d.v('attention.head_count_kv')).toEqual([0, 0, 2, 0, 0, 0]);
+    expect(d.v('expert_count')).toBeUndefined();
+  });
+
+  it('--layers repeats the block pattern', () => {
+    const c = { ...getPreset('tiny-nemotron-h-moe').config, nLayers: 9 };
+    const s = new Map(planModel(c, 'F32').tensors.map((t) => [t.name, t.shape]));
+    expect([6, 7, 8].map((i) => [s.has(`blk.${i}.ssm_in.weight`), s.has(`blk.${i}.ffn_up_exps.weight`), s.has(`blk.${i}.attn_q.weight`)])).toEqual([
+      [true, false, false],
+      [false, true, false],
+      [false, false, true],
+    ]);
+  });
+});
+
+describe('granitehybrid', () => {
+  it('blocks Mamba2, Mamba2, GQA, Mamba2, each with ffn_norm and experts plus a shared expert', () => {
+    const s = shapes('tiny-granitehybrid');
+    for (const i of [0, 1, 3]) {
+      expect(s.get(`blk.${i}.ssm_in.weight`)).toEqual([256, 2 * 512 + 2 * 64 + 8]);
+      expect(s.get(`blk.${i}.ssm_conv1d.weight`)).toEqual([4, 512 + 2 * 64]);
+      expect(s.get(`blk.${i}.ssm_conv1d.bias`)).toEqual([640]);
+      expect(s.get(`blk.${i}.ssm_dt.bias`)).toEqual([8]);
+      expect(s.get(`blk.${i}.ssm_a`)).toEqual([1, 8]);
+      expect(s.get(`blk.${i}.ssm_d`)).toEqual([1, 8]);
+      expect(s.get(`blk.${i}.ssm_norm.weight`)).toEqual([512, 1]);
+      expect(s.get(`blk.${i}.ssm_out.weight`)).toEqual([512, 256]);
+      expect(s.has(`blk.${i}.attn_q.weight`)).toBe(false);
+    }
+    expect(s.get('blk.2.attn_q.weight')).toEqual([256, 256]);
+    expect(s.get('blk.2.attn_k.weight')).toEqual([256, 128]);
+    expect(s.has('blk.2.ssm_in.weight')).toBe(false);
+    for (let i = 0; i < 4; i++) {
+      expect(s.get(`blk.${i}.attn_norm.weight`)).toEqual([256]);
+      expect(s.get(`blk.${i}.ffn_norm.weight`)).toEqual([256]);
+      expect(s.get(`blk.${i}.ffn_gate_inp.weight`)).toEqual([256, 16]);
+      expect(s.get(`blk.${i}.ffn_gate_exps.weight`)).toEqual([256, 256, 16]);
+      expect(s.get(`blk.${i}.ffn_down_exps.weight`)).toEqual([256, 256, 16]);
+      expect(s.get(`blk.${i}.ffn_gate_shexp.weight`)).toEqual([256, 512]);
+      expect(s.get(`blk.${i}.ffn_down_shexp.weight`)).toEqual([512, 256]);
+      expect(s.has(`blk.${i}.ffn_gate_inp_shexp.weight`)).toBe(false);
+      expect(s.has(`blk.${i}.exp_probs_b.bias`)).toBe(false);
+    }
+    // 3 globals; per block attn_norm + ffn_norm + 4 routed + 3 shared; 8 mixer or 4 attention tensors.
+    expect(s.size).toBe(3 + 4 * 9 + 3 * 8 + 4);
+
+    const d = shapes('tiny-granitehybrid-dense');
+    expect(d.get('blk.0.ffn_gate.weight')).toEqual([256, 512]);
+    expect(d.get('blk.2.ffn_down.weight')).toEqual([512, 256]);
+    expect(d.get('blk.3.ffn_norm.weight')).toEqual([256]);
+    expect(d.has('blk.0.ffn_gate_inp.weight')).toBe(false);
+    expect(d.size).toBe(3 + 4 * 5 + 3 * 8 + 4);
+  });
+
+  it('writes Granite multipliers, NoPE and the ssm keys as the converter', () => {
+    const { v, elemType, all } = keys('tiny-granitehybrid');
+    expect(all.get('general.architecture')).toBe('granitehybrid');
+    expect(v('attention.head_count_kv')).toEqual([0, 0, 2, 0]);
+    expect(elemType('attention.head_count_kv')).toBe(GgufType.INT32);
+    expect([v('attention.head_count'), v('feed_forward_length'), v('expert_count'), v('expert_used_count'), v('expert_shared_feed_forward_length')]).toEqual([4, 256, 16, 4, 512]);
+    expect([v('embedding_scale'), v('residual_scale'), v('logit_scale'), v('attention.scale')].map((x) => Math.round((x as number) * 1e6) / 1e6)).toEqual([12, 0.22, 8, 0.015625]);
+    expect(v('rope.scaling.finetuned')).toBe(false);
+    expect([v('ssm.conv_kernel'), v('ssm.state_size'), v('ssm.group_count'), v('ssm.inner_size'), v('ssm.time_step_rank')]).toEqual([4, 64, 1, 512, 8]);
+    // head_dim is dim / heads: the Granite converter drops head_dim, so no key_length.
+    expect(v('attention.key_length')).toBeUndefined();
+
+    const d = keys('tiny-granitehybrid-dense');
+    expect([d.v('feed_forward_length'), d.v('expert_count'), d.v('expert_used_count'), d.v('expert_shared_feed_forward_length')]).toEqual([512, 0, 0, 512]);
+  });
+
+  it('undoes the multipliers in the init: unit-scale embeddings, logits of the usual scale', () => {
+    const { config } = getPreset('tiny-granitehybrid');
+    const t = new Map(planModel(config, 'F32').tensors.map((x) => [x.name, x.init]));
+    const std = (n: string) => (t.get(n) as { std: number }).std;
+    expect(std('token_embd.weight') * 12).toBeCloseTo(1);
+    expect(std('output.weight')).toBeCloseTo((2 / 16) * 8);
+    // The residual writers at 1 / 0.22 of their usual gain 1 / sqrt(2 x 4 blocks).
+    expect(std('blk.0.ssm_out.weight')).toBeCloseTo(1 / Math.sqrt(512) / Math.sqrt(8) / 0.22);
+    expect(std('blk.2.attn_output.weight')).toBeCloseTo(1 / 16 / Math.sqrt(8) / 0.22);
+    expect(std('blk.0.ssm_in.weight')).toBeCloseTo(1 / 16);
+  });
+});
+
+describe('Mamba2 tensors', () => {
+  it('ssm_a = -exp(A_log) in [-8, -1]; conv, ssm_a/d and the grouped norm stay F32, the projections quantize', () => {
+    for (const preset of ['tiny-nemotron-h-moe', 'tiny-granitehybrid']) {
+      const { config } = getPreset(preset);
+      for (const { name } of planModel(config, 'F32').tensors.filter((x) => x.name.endsWith('.ssm_a'))) {
+        const a = generateTensorF32(config, 1, name);
+        expect([name, Math.min(...a) >= -8, Math.max(...a) <= -1]).toEqual([name, true, true]);
+      }
+      for (const ft of ['Q8_0', 'Q4_K_M'] as const) {
+        const t = new Map(planModel(config, ft).tensors.map((x) => [x.name, x.type]));
+        for (const n of ['ssm_conv1d.weight', 'ssm_conv1d.bias', 'ssm_dt.bias', 'ssm_a', 'ssm_d', 'ssm_norm.weight', 'attn_norm.weight']) expect([preset, ft, n, t.get(`blk.0.${n}`)]).toEqual([preset, ft, n, GgmlType.F32]);
+        // No llama-quant category: the file type's default (Q4_K in Q4_K_M).
+        for (const n of ['ssm_in.weight', 'ssm_out.weight']) expect([preset, ft, n, t.get(`blk.0.${n}`)]).toEqual([preset, ft, n, ft === 'Q8_0' ? GgmlType.Q8_0 : GgmlType.Q4_K]);
+      }
+    }
+  });
+
+  it('rejects inconsistent shapes', () => {
+    const g = getPreset('tiny-granitehybrid').config;
+    expect(() => planModel({ ...g, dim: 512 }, 'F32')).toThrow(/2 x dim/);
+    expect(() => planModel({ ...g, ssm: undefined } as typeof g, 'F32')).toThrow(/ssm needs/);
+    expect(() => planModel({ ...getPreset('tiny-granitehybrid-dense').config, sharedFf: 256 }, 'F32')).toThrow(/without experts/);
+    const n = getPreset('tiny-nemotron-h-moe').config;
+    expect(() => planModel({ ...n, pattern: 'M-*' } as typeof n, 'F32')).toThrow(/pattern/);
+    expect(() => planModel({ ...n, ssm: { convKernel: 4, stateSize: 64, nGroup: 3, nHeads: 8, headDim: 64 } } as typeof n, 'F32')).toThrow(/groups/);
+    expect(() => planModel({ ...n, nExperts: 0, nExpertsUsed: 0 }, 'F32')).toThrow(/experts/);
+    expect(() => planModel({ ...getPreset('tiny-nemotron-h').config, nExperts: 16, nExpertsUsed: 4 }, 'F32')).toThrow(/dense/);
+    expect([getArch('nemotron_h').ggufArch, getArch('nemotron_h_moe').ggufArch, getArch('granitehybrid').ggufArch]).toEqual(['nemotron_h', 'nemotron_h_moe', 'granitehybrid']);
+    expect([DEFAULT_PRESET_FOR_ARCH.nemotron_h_moe, DEFAULT_PRESET_FOR_ARCH.nemotron_h, DEFAULT_PRESET_FOR_ARCH.granitehybrid]).toEqual(['tiny-nemotron-h-moe', 'tiny-nemotron-h', 'tiny-granitehybrid']);
+  });
+});
