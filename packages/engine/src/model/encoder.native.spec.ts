@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import { generate } from '../generate';
 import { BatchEngine, type GenerationRequest } from '../runtime/batch-engine';
 import { tempDir, writeTestModel } from '../testing';
-import { EngineModel } from './model';
+import { EngineModel, planModel } from './model';
 
 async function embed(engine: BatchEngine, req: Omit<GenerationRequest, 'maxTokens'>): Promise<Float32Array> {
   let out: Float32Array | undefined;
@@ -125,15 +125,26 @@ describe('nomic-bert-moe (gate-less GELU experts)', () => {
   const dir = tempDir();
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-  it('routes its odd layers to experts, and refuses expert streaming (a RAM budget) naming why', () => {
+  it('routes its odd layers to experts, which stream (up and down slices only) with the in-memory embedding', async () => {
     const file = writeTestModel(dir, 'tiny-nomic-bert-moe', 'F32');
-    const m = EngineModel.load(file, { threads: 1, nCtx: 64 });
-    try {
-      expect(m.program.nMoeLayers).toBe(1);
-      expect(m.program.ops.filter((op) => op.op === 'moe').map((op) => op.params?.act)).toEqual([2]);
-    } finally {
-      m.close();
-    }
-    expect(() => EngineModel.load(file, { threads: 1, nCtx: 64, ramBytes: 1 << 30 })).toThrow(/expert streaming \(a RAM budget\) does not take gate-less experts/);
+    const embedWith = async (opts: Parameters<typeof EngineModel.load>[1]) => {
+      const m = EngineModel.load(file, opts);
+      const engine = new BatchEngine(m);
+      try {
+        const prompt = m.tokenizer.tokenize('the router picks the top experts for each token', { addSpecial: true });
+        return { nMoe: m.program.nMoeLayers, e: await embed(engine, { id: 'x', prompt, embed: 'mean' }), stream: m.runtime.stats().stream, moeActs: m.program.ops.filter((op) => op.op === 'moe').map((op) => op.params?.act) };
+      } finally {
+        await engine.close();
+        m.close();
+      }
+    };
+    const mem = await embedWith({ threads: 1, nCtx: 64 });
+    expect(mem.nMoe).toBe(1);
+    expect(mem.moeActs).toEqual([2]);
+    // A budget of 2 experts per layer; a cache entry is the up and down slices (no gate).
+    const plan = planModel(file, { threads: 1, nCtx: 64, ramBytes: 2 ** 40, ramReserveBytes: 0 });
+    const streamed = await embedWith({ threads: 1, nCtx: 64, ramBytes: plan.fixedBytes + 2 * plan.nMoeLayers * plan.expertEntryBytes, ramReserveBytes: 0 });
+    expect(Array.from(streamed.e)).toEqual(Array.from(mem.e));
+    expect(streamed.stream!.layers[0].misses).toBeGreaterThan(0);
   });
 });

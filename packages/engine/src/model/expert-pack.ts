@@ -58,6 +58,7 @@ export function expertTensors(program: ModelProgram, file: NativeGgufFile): [Ggu
   const out: [GgufTensorInfo, GgufTensorInfo, GgufTensorInfo][] = [];
   for (const op of program.ops) {
     if (op.op !== 'moe') continue;
+    if (!op.weights?.gate_exps && op.weights?.up_exps) throw new EngineError('KAIL_E_UNSUPPORTED', `${file.path}: expert packs hold gate, up and down slices; this model's experts have no gate (up and down only): stream them from the GGUF itself`);
     const ts = (['gate_exps', 'up_exps', 'down_exps'] as const).map((role) => {
       const name = op.weights?.[role];
       const t = name ? byName.get(name) : undefined;

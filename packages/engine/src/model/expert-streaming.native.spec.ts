@@ -28,6 +28,9 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-mimo2', 'Q4_K'],
   ['tiny-qwen35moe', 'Q4_K'],
   ['tiny-lfm2moe', 'Q8_0'],
+  // Gate-less experts (up and down, squared ReLU) between Mamba-2 blocks.
+  ['tiny-nemotron-h-moe', 'Q4_K'],
+  ['tiny-granitehybrid', 'Q8_0'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */

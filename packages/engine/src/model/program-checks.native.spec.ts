@@ -102,3 +102,25 @@ describe('native program checks: recurrent layers (tiny-qwen35moe)', () => {
     expect(() => load(wide)).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/recurrent layer's width is not/) }));
   });
 });
+
+describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
+  const { f, load } = fixture('tiny-nemotron-h-moe');
+
+  it.each<[string, ProgramOp['op'], (o: ProgramOp) => void, RegExp]>([
+    ['heads that do not split into the groups', 'ssm_scan', (o) => (o.params!.n_group = 3), /8 SSM heads of 64 in 3 groups with a state of 64: the heads must split evenly/],
+    ['an x|B|C input of the wrong width', 'ssm_scan', (o) => (o.params!.d_state = 32), /x\|B\|C input is 768 wide, expected 640/],
+    ['a state too wide to hold', 'ssm_scan', (o) => (o.params!.head_dim = 1 << 20), /8 SSM heads of 1048576/],
+    ['an unknown expert activation', 'moe', (o) => (o.params!.act = 4), /act 4 is not 0 .* or 3 \(squared ReLU over up, no gate\)/],
+  ])('refuses %s', (_what, op, edit, want) => {
+    expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ message: expect.stringMatching(want) }));
+  });
+
+  it('refuses a scan whose state is not n_head x head_dim x d_state, and a convolution bias of the wrong size', () => {
+    const wide: ModelProgram = JSON.parse(JSON.stringify(f.program));
+    const scan = wide.ops.find((o) => o.op === 'ssm_scan')!;
+    wide.rsWidth![Number(scan.params!.layer)] += 1;
+    expect(() => load(wide)).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/recurrent layer's width is not n_head x head_dim x d_state/) }));
+    const bias = tampered(f.program, 'ssm_conv', (o) => (o.weights!.bias = 'blk.0.ssm_dt.bias'));
+    expect(() => load(bias)).toThrow(/convolution bias 'blk.0.ssm_dt.bias' must be F32 with 768 elements/);
+  });
+});

@@ -1,4 +1,5 @@
-// Recurrent layers (Qwen3.5's gated delta nets, LFM2's short convolutions): each sequence keeps a fixed-size state that holds
+// Recurrent layers (Qwen3.5's gated delta nets, LFM2's short convolutions, Nemotron-H's Mamba-2
+// scans): each sequence keeps a fixed-size state that holds
 // its whole past. The state carries across passes (a prompt in chunks = in one pass), belongs to
 // its sequence (two sequences in one pass = each alone), can be kept, copied, saved and restored
 // or cleared, but not cut back: truncating below the length clears the sequence unless a rollback
@@ -16,8 +17,9 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const toks = Array.from({ length: 24 }, (_, i) => ((i * 37 + 5) % 1000) + 3);
 
-// Qwen3.5's delta nets (a conv window and a matrix per head) and LFM2's short convolutions.
-describe.each(['tiny-qwen35moe', 'tiny-lfm2moe'])('%s: recurrent state', (preset) => {
+// Qwen3.5's delta nets (a conv window and a matrix per head), LFM2's short convolutions and
+// Nemotron-H's Mamba-2 mixers (a conv window with a bias and a head_dim x d_state state per head).
+describe.each(['tiny-qwen35moe', 'tiny-lfm2moe', 'tiny-nemotron-h-moe'])('%s: recurrent state', (preset) => {
   let file: string;
   let m: EngineModel;
   beforeAll(() => {

@@ -37,6 +37,7 @@ describe.each([
   // drafts are taken back from the sequence's checkpoint.
   ['tiny-qwen35moe', 'F32', 'f32'],
   ['tiny-lfm2moe', 'Q4_K', 'f16'],
+  ['tiny-nemotron-h-moe', 'Q4_K', 'f16'],
 ] as const)('greedy speculation on %s %s (KV %s) gives exactly the target tokens', (preset, type, kvType) => {
   let target: EngineModel;
   let draft: EngineModel;

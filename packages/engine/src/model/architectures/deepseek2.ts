@@ -91,8 +91,10 @@ export interface MoeBlockOptions {
   probsBiasName?: string;
   /** Ungated shared experts ffn_*_shexp: used when present (default), required, or none. */
   shared?: 'optional' | 'required' | 'none';
-  /** Extra `moe` op parameters (Llama 4's w_before). */
+  /** Extra `moe` op parameters (Llama 4's w_before, a gate-less activation). */
   moeParams?: Record<string, number>;
+  /** Experts with up and down only (the `act` in moeParams says which activation). */
+  gateless?: boolean;
 }
 
 /**
@@ -134,7 +136,7 @@ export function moeBlockFfn(
     weights: {
       gate_inp: need(t(il, 'ffn_gate_inp.weight')),
       ...(bias ? { exp_probs_b: bias } : {}),
-      gate_exps: need(t(il, 'ffn_gate_exps.weight')),
+      ...(opt.gateless ? {} : { gate_exps: need(t(il, 'ffn_gate_exps.weight')) }),
       up_exps: need(t(il, 'ffn_up_exps.weight')),
       down_exps: need(t(il, 'ffn_down_exps.weight')),
     },

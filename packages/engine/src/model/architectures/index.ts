@@ -10,6 +10,7 @@ import { buildGptOss } from './gpt-oss';
 import { buildGranite } from './granite';
 import { buildLlamaFamily } from './llama-family';
 import { buildLfm2 } from './lfm2';
+import { buildNemotronH } from './mamba2';
 import { buildLlama4 } from './llama4';
 import { buildMimo2 } from './mimo2';
 import { buildMistral3 } from './mistral3';
@@ -61,6 +62,12 @@ const ARCHITECTURES: Record<string, Builder> = {
   // Liquid AI LFM2 / LFM2-MoE: gated short convolutions (a recurrent conv state) and GQA blocks.
   lfm2: (hp, ts) => buildLfm2(hp, ts),
   lfm2moe: (hp, ts) => buildLfm2(hp, ts),
+  // NVIDIA Nemotron-H / Nemotron 3: Mamba-2 blocks (a recurrent conv and SSM state), GQA blocks
+  // without RoPE, squared-ReLU FFN or expert blocks.
+  nemotron_h: (hp, ts) => buildNemotronH(hp, ts),
+  nemotron_h_moe: (hp, ts) => buildNemotronH(hp, ts),
+  // IBM Granite 4.0-H: Granite's multipliers over Mamba-2 and GQA blocks.
+  granitehybrid: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),

@@ -1,0 +1,133 @@
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
+
+import { EngineError } from '../../errors';
+import { MAX_DIM, MAX_HEADS, type HParams } from '../hparams';
+import { qkvProjections, trunkStart, withBias, type ProgramBuilder } from '../program-builder';
+import { moeBlockFfn, outputHead, readMoeRouting, tensorLookup } from './deepseek2';
+
+const t = (i: number, name: string) => `blk.${i}.${name}`;
+
+/** The Mamba-2 mixer's shape (llama.cpp's ssm_* hparams). */
+export interface Mamba2Dims {
+  /** Convolution taps (ssm.conv_kernel). */
+  dConv: number;
+  /** ssm.inner_size: the heads' total width. */
+  dInner: number;
+  /** ssm.state_size: each state row's width (B and C per group). */
+  dState: number;
+  /** ssm.time_step_rank: the number of SSM heads (one dt, A and D each). */
+  nHead: number;
+  /** ssm.group_count: groups of heads sharing B and C. */
+  nGroup: number;
+}
+
+export function readMamba2Dims(hp: HParams): Mamba2Dims {
+  const md = hp.meta;
+  const dims: Mamba2Dims = {
+    dConv: md.int('ssm.conv_kernel', undefined, 2, 1024),
+    dInner: md.int('ssm.inner_size', undefined, 1, MAX_DIM),
+    dState: md.int('ssm.state_size', undefined, 1, 65536),
+    nHead: md.int('ssm.time_step_rank', undefined, 1, MAX_HEADS),
+    nGroup: md.int('ssm.group_count', undefined, 1, MAX_HEADS),
+  };
+  const bad = (why: string) => new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ${why}`);
+  if (dims.dInner % dims.nHead !== 0) throw bad(`ssm.inner_size ${dims.dInner} does not split into ${dims.nHead} heads (ssm.time_step_rank)`);
+  if (dims.nHead % dims.nGroup !== 0) throw bad(`${dims.nHead} SSM heads (ssm.time_step_rank) do not split into ${dims.nGroup} groups (ssm.group_count)`);
+  return dims;
+}
+
+/**
+ * A Mamba-2 mixer (llama.cpp's build_mamba2_layer) on the normed input `h` into `out`: ssm_in gives
+ * z | x B C | dt; x B C goes through the causal depthwise convolution (d_conv taps, + bias, SiLU;
+ * its last d_conv - 1 inputs kept per sequence), then the selective scan (a state of
+ * n_head x head_dim x d_state per sequence) gives y + D x; y times SiLU(z), RMS-normed per group
+ * of heads (ssm_norm), then ssm_out.
+ */
+export function mamba2Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, dims: Mamba2Dims, h: number, out: number): void {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const { dConv, dInner, dState, nHead, nGroup } = dims;
+  const convDim = dInner + 2 * nGroup * dState;
+  const zxbcdt = p.buf(`m2_in${2 * dInner + 2 * nGroup * dState + nHead}`, 2 * dInner + 2 * nGroup * dState + nHead);
+  const xbc = p.buf(`m2_xbc${convDim}`, convDim);
+  const conv = p.buf(`m2_conv${convDim}`, convDim);
+  const dt = p.buf(`m2_dt${nHead}`, nHead);
+  const y = p.buf(`m2_y${dInner}`, dInner);
+  p.op('matmul', zxbcdt, { a: h, weights: { weight: need(t(il, 'ssm_in.weight')) } });
+  p.op('copy', xbc, { a: zxbcdt, params: { a_off: dInner, n: convDim } });
+  p.op('copy', dt, { a: zxbcdt, params: { a_off: dInner + convDim, n: nHead } });
+  const convBias = maybe(t(il, 'ssm_conv1d.bias'));
+  p.op('ssm_conv', conv, {
+    a: xbc,
+    weights: { weight: need(t(il, 'ssm_conv1d.weight')), ...(convBias ? { bias: convBias } : {}) },
+    params: { layer: p.rsLayer((dConv - 1) * convDim), d_conv: dConv, silu: 1 },
+  });
+  p.op('ssm_scan', y, {
+    a: conv,
+    b: dt,
+    weights: { dt_bias: need(t(il, 'ssm_dt.bias')), a: need(t(il, 'ssm_a')), d: need(t(il, 'ssm_d')) },
+    params: { layer: p.rsLayer(dInner * dState), n_head: nHead, head_dim: dInner / nHead, d_state: dState, n_group: nGroup },
+  });
+  // ggml_swiglu_split(z, y): SiLU(z) * y, z being ssm_in's first d_inner outputs.
+  p.op('swiglu', y, { a: zxbcdt, b: y, params: { a_off: 0, n: dInner } });
+  const norm = maybe(t(il, 'ssm_norm.weight'));
+  if (norm) p.op('head_rms_norm', y, { a: y, weights: { weight: norm }, params: { eps: hp.rmsEps, head_dim: dInner / nGroup, n_head: nGroup } });
+  p.op('matmul', out, { a: y, weights: { weight: need(t(il, 'ssm_out.weight')) } });
+}
+
+/** up (+ bias), squared ReLU, down (+ bias): llama.cpp's build_ffn with LLM_FFN_RELU_SQR and no gate. */
+function relu2Ffn(p: ProgramBuilder, tensors: Map<string, GgufTensorInfo>, lookup: ReturnType<typeof tensorLookup>, up: string, down: string, h: number, out: number): void {
+  const ff = tensors.get(lookup.need(`${up}.weight`))!.dims[1];
+  const u = p.buf(`ffn_up${ff}`, ff);
+  p.op('matmul', u, { a: h, weights: withBias(lookup.need(`${up}.weight`), lookup.maybe(`${up}.bias`)) });
+  p.op('relu_sqr', u, { a: u });
+  p.op('matmul', out, { a: u, weights: withBias(lookup.need(`${down}.weight`), lookup.maybe(`${down}.bias`)) });
+}
+
+/**
+ * NVIDIA Nemotron-H (`nemotron_h`: Nemotron-H, Nemotron-Nano-9B-v2) and its MoE form
+ * (`nemotron_h_moe`: Nemotron-3-Nano-30B-A3B; llama.cpp src/models/nemotron-h.cpp,
+ * nemotron-h-moe.cpp): every block is attn_norm, one mixer, a residual add. A block with neither KV
+ * heads nor a feed_forward_length is a Mamba-2 mixer, one with KV heads and no feed_forward_length
+ * is GQA without RoPE, the others are FFNs: squared-ReLU up/down, or routed experts (up and down
+ * only, squared ReLU; sigmoid scores with the selection bias exp_probs_b, expert_weights_norm and
+ * expert_weights_scale) plus a squared-ReLU shared expert. NextN (MTP) blocks past the trunk are
+ * left out.
+ */
+export function buildNemotronH(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  const lookup = tensorLookup(hp, tensors);
+  const { need, maybe } = lookup;
+  const md = hp.meta;
+  const dims = readMamba2Dims(hp);
+  // Its loader takes the RMS epsilon from layer_norm_rms_epsilon, else layer_norm_epsilon.
+  const eps = md.has('attention.layer_norm_rms_epsilon') ? hp.rmsEps : md.num('attention.layer_norm_epsilon');
+  const h2 = { ...hp, rmsEps: eps };
+  if (md.int('moe_latent_size', 0, 0, MAX_DIM) > 0 || tensors.has(t(0, 'ffn_latent_down.weight')))
+    throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: latent MoE (moe_latent_size, ffn_latent_down/up: Nemotron 3 Super) is not supported yet`);
+  const nTrunk = hp.nLayer - md.int('nextn_predict_layers', 0, 0, hp.nLayer - 1);
+  const routing = hp.nExpert > 0 ? { ...readMoeRouting(hp, 2, { gating: 2 }), nGroup: 0, nGroupUsed: 0 } : undefined;
+  const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
+  for (let il = 0; il < nTrunk; il++) {
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps } });
+    if (hp.nHeadKv[il] === 0 && hp.nFf[il] === 0) mamba2Mixer(p, h2, tensors, il, dims, h, attnOut);
+    else if (hp.nFf[il] === 0) {
+      const hd = hp.headDimK;
+      if (hp.headDimV !== hd) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key length ${hd} and value length ${hp.headDimV} differ`);
+      const { H, Hkv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
+      const layer = p.kvLayer(Hkv * hd, Hkv * hd);
+      p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: hp.attentionScale || 1 / Math.sqrt(hd) } });
+      p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), maybe(t(il, 'attn_output.bias'))) });
+    } else if (!tensors.has(t(il, 'ffn_gate_inp.weight'))) {
+      relu2Ffn(p, tensors, lookup, t(il, 'ffn_up'), t(il, 'ffn_down'), h, attnOut);
+      p.op('cvec', attnOut, { a: attnOut, params: { layer: il } });
+    } else {
+      // Gate-less experts (squared ReLU) after sigmoid + bias routing.
+      moeBlockFfn(p, hp, tensors, il, h, attnOut, routing!, false, { probsBias: 'required', shared: 'none', gateless: true, moeParams: { act: 3 } });
+      const shared = p.buf('ffn_shexp', hp.nEmbd);
+      relu2Ffn(p, tensors, lookup, t(il, 'ffn_up_shexp'), t(il, 'ffn_down_shexp'), h, shared);
+      p.op('add', attnOut, { a: attnOut, b: shared });
+      p.op('cvec', attnOut, { a: attnOut, params: { layer: il } });
+    }
+    p.op('add', x, { a: x, b: attnOut });
+  }
+  return outputHead(p, h2, tensors, x);
+}
