@@ -334,6 +334,8 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             InstanceMethod("seqTruncate", &AddonModel::seq_truncate),
             InstanceMethod("seqCopy", &AddonModel::seq_copy),
             InstanceMethod("seqKeepRollback", &AddonModel::seq_keep_rollback),
+            InstanceMethod("seqStates", &AddonModel::seq_states),
+            InstanceMethod("seqSetStates", &AddonModel::seq_set_states),
             InstanceMethod("seqShift", &AddonModel::seq_shift),
             InstanceMethod("seqState", &AddonModel::seq_state),
             InstanceMethod("setSeqState", &AddonModel::set_seq_state),
@@ -482,6 +484,25 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             if (info.Length() < 2 || !info[1].IsBoolean()) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "seqKeepRollback(seq, on: boolean)");
             m(info.Env()).seq_keep_rollback(static_cast<int>(arg_number(info, 0, "seq")), info[1].As<Napi::Boolean>().Value());
             return info.Env().Undefined();
+        });
+    }
+    Napi::Value seq_states(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value {
+            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot read the recurrent states during a forward pass");
+            const std::vector<float> s = m(info.Env()).seq_states(static_cast<int>(arg_number(info, 0, "seq")));
+            Napi::Float32Array out = Napi::Float32Array::New(info.Env(), s.size());
+            std::memcpy(out.Data(), s.data(), s.size() * sizeof(float));
+            return out;
+        });
+    }
+    Napi::Value seq_set_states(const Napi::CallbackInfo & info) {
+        return guarded(info.Env(), [&]() -> Napi::Value {
+            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+            if (info.Length() < 3 || !info[2].IsTypedArray() || info[2].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
+                throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "seqSetStates(seq, len, states: Float32Array)");
+            Napi::Float32Array a = info[2].As<Napi::Float32Array>();
+            const int64_t len = m(info.Env()).seq_set_states(static_cast<int>(arg_number(info, 0, "seq")), static_cast<int64_t>(arg_number(info, 1, "len")), a.Data(), a.ElementLength());
+            return Napi::Number::New(info.Env(), static_cast<double>(len));
         });
     }
     Napi::Value seq_copy(const Napi::CallbackInfo & info) {

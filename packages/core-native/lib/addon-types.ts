@@ -335,6 +335,10 @@ export interface NativeModel {
   seqCopy(src: number, dst: number): void;
   /** Recurrent layers: keep a checkpoint of the sequence's states so seqTruncate can take back up to 40 positions (speculative decoding). */
   seqKeepRollback(seq: number, on: boolean): void;
+  /** Recurrent layers: the sequence's states now (every recurrent layer's floats, in order). */
+  seqStates(seq: number): Float32Array;
+  /** Recurrent layers: back to `len` positions with states seqStates gave at that length (KV layers cut to len); returns len, or 0 when a sliding-window ring lost the window (cleared). */
+  seqSetStates(seq: number, len: number, states: Float32Array): number;
   /** Context shift: drops positions [keep, keep + discard), moves the rest down (K re-rotated); returns the new length. */
   seqShift(seq: number, keep: number, discard: number): number;
   /** A sequence's KV cache as bytes (slot save, prompt cache). */

@@ -34,6 +34,8 @@ export interface ServeOptions {
   controlVectorLayerRange?: string;
   /** llama.cpp's --swa-full for the engine's models. */
   swaFull?: boolean;
+  /** llama-server's --ctx-checkpoints: a recurrent model's context checkpoints per slot. */
+  ctxCheckpoints?: string;
   /** llama-server's --slot-save-path (POST /slots/ID?action=save|restore). */
   slotSavePath?: string;
   /** Reasoning budget of chat requests that give none (-1 = none). */
@@ -97,7 +99,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     fs.mkdirSync(modelsDir, { recursive: true });
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
-    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : [])];
+    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : [])];
     for (const m of opts.model ?? []) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
@@ -160,6 +162,7 @@ export function registerServe(program: Command): void {
     .option('--swa-full', "sliding-window layers keep every position (llama.cpp's --swa-full; gpt-oss can then shift its context)")
     .option('--slot-save-path <dir>', "directory for llama-server's POST /slots/ID?action=save|restore files (off without it)")
     .option('--max-stall-ms <ms>', 'while streams decode, the longest a pass spends on arriving prompts (0 = no limit)', '500')
+    .option('--ctx-checkpoints <n>', "recurrent models (Qwen3.5, Nemotron-H, Granite 4.0-H, LFM2): states kept per slot one token before each prompt's end, so a regenerated or rewritten turn computes only what follows (llama-server's --ctx-checkpoints; 0 = off)", '2')
     .option('--reasoning-budget <n>', "most tokens a chat answer's <think> block may take before the engine closes it, for requests that set none (-1 = none)", (v: string) => {
       if (!/^(-1|\d+)$/.test(v) || Number(v) > 1e9) throw new Error(`--reasoning-budget must be -1 or a token count (0..1000000000), got '${v}'`);
       return v;

@@ -194,6 +194,14 @@ class model {
     // inputs since, so seq_truncate can take it back (speculative decoding's rejected drafts) by
     // 40 positions at least; it costs a copy of the states and the recorded inputs in memory.
     void    seq_keep_rollback(int seq, bool on);
+    // Recurrent layers only: a sequence's states now (every recurrent layer's floats in layer order),
+    // and back: seq_set_states(seq, len, ...) with states taken when the sequence was len long (and
+    // its positions before len unchanged since) cuts its KV layers back to len and puts the states
+    // in, which continues it exactly as it continued then (a prompt cache's context checkpoint).
+    // Returns len, or 0 when a sliding-window ring no longer holds the window before len (the
+    // sequence is then cleared); states of another size are refused, the sequence left as it was.
+    std::vector<float> seq_states(int seq) const;
+    int64_t seq_set_states(int seq, int64_t len, const float * states, size_t n);
     // Context shift (llama.cpp's seq_rm + seq_add): drops positions [keep, keep + n) and moves the
     // ones after them n positions down, K's rotary part turned to match; returns the new length.
     // Throws KAIL_E_UNSUPPORTED for a model with a sliding-window ring smaller than the context or

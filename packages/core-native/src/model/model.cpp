@@ -765,6 +765,58 @@ int64_t model::seq_len(int seq) const {
     return impl_->seq_len[seq];
 }
 
+namespace {
+// A ring keeps the positions [hw - R, hw): continuing at len needs the window before it,
+// [len - window, len), which later positions may have overwritten. Then only a clear is exact.
+bool kv_rings_hold(const model::impl & m, int seq, int64_t len) {
+    for (int l = 0; l < m.prog.n_kv_layers && len > 0; l++) {
+        const kv_seq_layer & c = m.kv[seq][l];
+        const int64_t R = m.kv_ring[l], W = R ? R - (m.params.n_batch - 1) : 0;
+        if (c.mirrored && std::max<int64_t>(0, len - W) + R < c.hw) return false;
+    }
+    return true;
+}
+} // namespace
+
+std::vector<float> model::seq_states(int seq) const {
+    const impl & m = *impl_;
+    if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    if (m.prog.rs_width.empty()) throw error(KAIL_E_UNSUPPORTED, "the model has no recurrent layers: its sequences have no states apart from the KV cache");
+    std::vector<float> out;
+    for (size_t l = 0; l < m.prog.rs_width.size(); l++) {
+        const std::vector<float> & st = m.rs[static_cast<size_t>(seq)][l];
+        if (st.empty()) out.resize(out.size() + static_cast<size_t>(m.prog.rs_width[l]), 0.0f);
+        else out.insert(out.end(), st.begin(), st.end());
+    }
+    return out;
+}
+
+int64_t model::seq_set_states(int seq, int64_t len, const float * states, size_t n) {
+    impl & m = *impl_;
+    if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    if (m.prog.rs_width.empty()) throw error(KAIL_E_UNSUPPORTED, "the model has no recurrent layers: its sequences have no states apart from the KV cache");
+    size_t want = 0;
+    for (int64_t w : m.prog.rs_width) want += static_cast<size_t>(w);
+    if (n != want) throw error(KAIL_E_INVALID_ARG, "recurrent states of " + std::to_string(n) + " floats; the model's are " + std::to_string(want));
+    if (len < 1 || len > m.seq_len[seq])
+        throw error(KAIL_E_INVALID_ARG, "states for " + std::to_string(len) + " positions: the sequence holds " + std::to_string(m.seq_len[seq]));
+    if (!kv_rings_hold(m, seq, len)) {
+        seq_truncate(seq, 0);
+        return 0;
+    }
+    rs_drop_checkpoint(m.rs_ck[static_cast<size_t>(seq)]);
+    size_t off = 0;
+    for (size_t l = 0; l < m.prog.rs_width.size(); l++) {
+        std::vector<float> & st = m.rs[static_cast<size_t>(seq)][l];
+        const uint64_t before = st.capacity() * sizeof(float);
+        st.assign(states + off, states + off + m.prog.rs_width[l]);
+        m.kv_bytes = m.kv_bytes - before + st.capacity() * sizeof(float);
+        off += static_cast<size_t>(m.prog.rs_width[l]);
+    }
+    m.seq_len[seq] = len;
+    return len;
+}
+
 int64_t model::seq_truncate(int seq, int64_t len) {
     impl & m = *impl_;
     if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
@@ -777,13 +829,7 @@ int64_t model::seq_truncate(int seq, int64_t len) {
         if (ck.pos0 >= 0 && len >= ck.pos0 && ck.pos0 + ck.n == m.seq_len[seq]) rs_rewind(m, seq, len - ck.pos0);
         else len = 0;
     }
-    // A ring keeps the positions [hw - R, hw): continuing at len needs the window before it,
-    // [len - window, len), which later positions may have overwritten. Then only a clear is exact.
-    for (int l = 0; l < m.prog.n_kv_layers && len > 0; l++) {
-        const kv_seq_layer & c = m.kv[seq][l];
-        const int64_t R = m.kv_ring[l], W = R ? R - (m.params.n_batch - 1) : 0;
-        if (c.mirrored && std::max<int64_t>(0, len - W) + R < c.hw) len = 0;
-    }
+    if (!kv_rings_hold(m, seq, len)) len = 0;
     m.seq_len[seq] = len;
     if (len == 0) {
         for (auto & l : m.kv[seq]) {

@@ -812,6 +812,23 @@ export class EngineModel {
     if (this.recurrent) this.runtime.seqKeepRollback(seq, on);
   }
 
+  /**
+   * A recurrent model's context checkpoint: the sequence's states now (every recurrent layer's
+   * floats), which restoreStates puts back once the sequence has moved on.
+   */
+  recurrentStates(seq: number): Float32Array {
+    return this.runtime.seqStates(seq);
+  }
+
+  /**
+   * Takes a recurrent model's sequence back to `len` positions with the states recurrentStates gave
+   * when it was `len` long (its first `len` positions unchanged since): returns len, or 0 when a
+   * sliding-window ring lost the window (the sequence is then cleared).
+   */
+  restoreStates(seq: number, len: number, states: Float32Array): number {
+    return this.runtime.seqSetStates(seq, len, states);
+  }
+
   /** Makes `dst`'s cache a copy of `src`'s (every position; truncate it after to keep a prefix). */
   copySequence(src: number, dst: number): void {
     this.runtime.seqCopy(src, dst);

@@ -75,6 +75,21 @@ describe.each(['tiny-qwen35moe', 'tiny-lfm2moe', 'tiny-nemotron-h-moe'])('%s: re
     expect(() => m.rollback(0, 21)).toThrow(/beyond its recurrent layers' checkpoint/);
   }, 60_000);
 
+  it('states taken at a length and put back later continue the sequence exactly; bad states are refused', async () => {
+    m.truncate(0, 0);
+    await m.evaluate(0, toks.slice(0, 12), 'last');
+    const states = m.recurrentStates(0);
+    const want = await m.evaluate(0, toks.slice(12, 20), 'all');
+    expect(m.seqLen(0)).toBe(20);
+    expect(m.restoreStates(0, 12, states)).toBe(12);
+    expect(m.seqLen(0)).toBe(12);
+    expect(Array.from(await m.evaluate(0, toks.slice(12, 20), 'all'))).toEqual(Array.from(want));
+    expect(() => m.restoreStates(0, 12, states.subarray(1))).toThrow(/recurrent states of \d+ floats; the model's are \d+/);
+    expect(() => m.restoreStates(0, 21, states)).toThrow(/states for 21 positions: the sequence holds 20/);
+    expect(() => m.restoreStates(0, 0, states)).toThrow(/states for 0 positions/);
+    expect(m.seqLen(0)).toBe(20);
+  }, 60_000);
+
   it('an armed sequence is taken back within its checkpoint window with the same logits as recomputing', async () => {
     m.truncate(0, 0);
     m.keepRollback(0, true);

@@ -416,6 +416,69 @@ describe('BatchEngine on a recurrent model (tiny-qwen35moe)', () => {
   }, 60_000);
 });
 
+// A recurrent state cannot be cut back, so a prompt that shares only a start with the cache is
+// computed whole, unless a context checkpoint (the states one token before an earlier prompt's
+// end) lies within what it shares: a regenerated answer, or a next turn whose template drops the
+// last answer's reasoning, computes only what follows the checkpoint, with the same bits.
+describe.each(['tiny-qwen35moe', 'tiny-nemotron-h-moe'])('BatchEngine context checkpoints on %s', (preset) => {
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('a regenerated prompt and a turn that rewrites the last answer go on from the checkpoint, as computing them whole', async () => {
+    const file = writeTestModel(dir, preset, 'F32');
+    await withReuseAndPlain(file, 2, 32, async (e, plain, mine) => {
+      const ask = (en: BatchEngine, id: string, prompt: number[]) =>
+        collectAll(en.generate({ id, prompt, maxTokens: 6, sampling: { temperature: 0 }, ignoreEog: true, logprobs: true, topLogprobs: 2 }));
+      const tok = (t: string, addSpecial = false) => mine.tokenizer.tokenize(t, { addSpecial });
+      const p1 = tok('System: you answer questions about experts, routers and caches, briefly and exactly, in plain words. User: which experts does the router pick for a token, and why those? Assistant:', true);
+      expect(p1.length).toBeGreaterThanOrEqual(64);
+      const r1 = await ask(e, 'r1', p1);
+      expect(r1.last.finish?.cachedPromptTokens).toBe(0);
+      expect(e.stats().contextCheckpoints.count).toBe(1);
+      expect(e.stats().contextCheckpoints.bytes).toBe(mine.recurrentStates(0).byteLength);
+      // Regenerate: the same prompt again (its slot holds prompt + answer, which the state cannot drop).
+      const again = await ask(e, 'again', p1);
+      expect(again.last.finish?.cachedPromptTokens).toBe(p1.length - 1);
+      expect(again.tokens).toEqual(r1.tokens);
+      expect(again.logprobs).toEqual(r1.logprobs);
+      // The next turn with the answer rewritten (a template that strips reasoning).
+      const p2 = [...p1, ...tok(' the top ones.'), ...tok(' User: and how many of them? Assistant:')];
+      const r2 = await ask(e, 'r2', p2);
+      expect(r2.last.finish?.cachedPromptTokens).toBe(p1.length - 1);
+      const ref2 = await ask(plain, 'ref2', p2);
+      expect(r2.tokens).toEqual(ref2.tokens);
+      expect(r2.logprobs).toEqual(ref2.logprobs);
+      expect(e.stats().promptTokensFromCheckpoints).toBe(2 * (p1.length - 1));
+      // Two per slot, the newest kept: p1's and p2's.
+      expect(e.stats().contextCheckpoints.count).toBe(2);
+      // A prompt that leaves p1 before the checkpoint starts over.
+      const p3 = [...p1.slice(0, 20), ...tok(' something else entirely: a question about the cache and its policies, in detail')];
+      const r3 = await ask(e, 'r3', p3);
+      expect(r3.last.finish?.cachedPromptTokens).toBe(0);
+      const ref3 = await ask(plain, 'ref3', p3);
+      expect(r3.logprobs).toEqual(ref3.logprobs);
+    });
+  }, 120_000);
+
+  it('contextCheckpoints 0 keeps none; a bad count is refused', async () => {
+    const file = writeTestModel(dir, preset, 'F32');
+    const m = EngineModel.load(file, { nSeqMax: 1, kvType: 'f32', threads: 2, nCtx: 256 });
+    const e = new BatchEngine(m, { contextCheckpoints: 0 });
+    try {
+      const p = m.tokenizer.tokenize('a long prompt about experts, routers and caches '.repeat(6), { addSpecial: true });
+      for (const id of ['x', 'y']) {
+        const r = await collectAll(e.generate({ id, prompt: p, maxTokens: 3, sampling: { temperature: 0 }, ignoreEog: true }));
+        expect(r.last.finish?.cachedPromptTokens).toBe(0);
+      }
+      expect(e.stats().contextCheckpoints).toEqual({ count: 0, bytes: 0 });
+      expect(() => new BatchEngine(m, { contextCheckpoints: -1 })).toThrow(/contextCheckpoints must be a non-negative integer/);
+    } finally {
+      await e.close();
+      m.close();
+    }
+  }, 60_000);
+});
+
 describe('BatchEngine with LoRA adapters (per-request scales, as llama-server takes them)', () => {
   const dir = tempDir();
   let model: EngineModel;

@@ -191,6 +191,8 @@ interface Active {
   spec: SpeculativeSequence | null;
   /** Prompt tokens taken from the slot's cache. */
   reused: number;
+  /** Recurrent models: the prompt position at which a context checkpoint is taken (the pass stops there). */
+  checkpointAt?: number;
   /** The output constraint of a JSON or pattern request, else null. */
   constraint: OutputConstraint | null;
   /** With req.promptLogprobs: the prompt tokens' logprobs so far (sent before the first token). */
@@ -244,6 +246,16 @@ export interface BatchEngineOptions {
    */
   reusePrefix?: boolean;
   /**
+   * Recurrent models (Qwen3.5, Nemotron-H, Granite 4.0-H, LFM2): a state holds a sequence's whole
+   * past and cannot be cut back, so a prompt that shares only a start with a slot's cache (a chat
+   * regenerated, or its next turn re-rendered without the last answer's reasoning) would be
+   * computed whole. Instead each prompt of at least 64 tokens stops one token short, the states
+   * there are kept (a context checkpoint, as llama-server's --ctx-checkpoints), and a later prompt
+   * that starts with those tokens restores them and computes only the rest. This many per slot,
+   * the newest kept; each costs the model's recurrent state bytes per sequence. Default 2; 0 = off.
+   */
+  contextCheckpoints?: number;
+  /**
    * Speculative decoding for every sequence: each decoding sequence drafts (draft model in the
    * same slot number, or prompt lookup) and contributes [pending, drafts…] to the shared forward
    * pass, with logits for each; the verification rule commits 1..k+1 tokens per sequence per pass.
@@ -263,6 +275,10 @@ export interface BatchEngineStats {
   promptTokensReused: number;
   /** Of those, the ones copied from another slot's cache (a start that conversations share). */
   promptTokensCopied: number;
+  /** Of those, the ones restored from a recurrent model's context checkpoint. */
+  promptTokensFromCheckpoints: number;
+  /** Recurrent models: context checkpoints held and their bytes (outside the KV budget). */
+  contextCheckpoints: { count: number; bytes: number };
   /** Decode tokens per second over the last few seconds. */
   tokensPerSecond: number;
   /** Speculation counters (shaped like the proto's SpeculativeStats); null when off. */
@@ -298,8 +314,14 @@ export class BatchEngine {
    * prompt length of the request that left them, and when it was released (for choosing among
    * slots that share nothing).
    */
-  /** Per slot: what its cache holds, for prefix reuse (`lora`: the scales it was computed with). */
-  private readonly slots: { tokens: number[]; promptLen: number; released: number; lora: string }[];
+  /**
+   * Per slot: what its cache holds, for prefix reuse (`lora`: the scales it was computed with), and
+   * a recurrent model's context checkpoints (each consistent with the slot's cache rows before its
+   * position: dropped when those are rewritten).
+   */
+  private readonly slots: { tokens: number[]; promptLen: number; released: number; lora: string; checkpoints: ContextCheckpoint[] }[];
+  private readonly maxCheckpoints: number;
+  private promptTokensFromCheckpoints = 0;
   private releases = 0;
   private promptTokensReused = 0;
   private promptTokensCopied = 0;
@@ -326,7 +348,10 @@ export class BatchEngine {
     }
     this.freeSlots = Array.from({ length: model.nSeqMax }, (_, i) => model.nSeqMax - 1 - i);
     this.reusePrefix = (opts.reusePrefix ?? true) && !this.spec;
-    this.slots = Array.from({ length: model.nSeqMax }, () => ({ tokens: [], promptLen: 0, released: 0, lora: this.loraKey(undefined) }));
+    this.slots = Array.from({ length: model.nSeqMax }, () => ({ tokens: [], promptLen: 0, released: 0, lora: this.loraKey(undefined), checkpoints: [] }));
+    const nCk = opts.contextCheckpoints ?? 2;
+    if (!Number.isInteger(nCk) || nCk < 0) throw new EngineError('KAIL_E_INVALID_ARG', `contextCheckpoints must be a non-negative integer, got ${nCk}`);
+    this.maxCheckpoints = model.recurrent && this.reusePrefix ? nCk : 0;
     for (let id = 0; id < model.nVocab; id++) if (model.tokenizer.isEog(id)) this.eog.add(id);
   }
 
@@ -458,6 +483,8 @@ export class BatchEngine {
       promptTokens: this.promptTokens,
       promptTokensReused: this.promptTokensReused,
       promptTokensCopied: this.promptTokensCopied,
+      promptTokensFromCheckpoints: this.promptTokensFromCheckpoints,
+      contextCheckpoints: this.slots.reduce((c, s) => ({ count: c.count + s.checkpoints.length, bytes: c.bytes + s.checkpoints.reduce((b, k) => b + k.states.byteLength, 0) }), { count: 0, bytes: 0 }),
       steps: this.steps,
       tokensPerSecond: (n * 1000) / span,
       speculative: this.spec ? this.spec.stats() : null,
@@ -492,6 +519,18 @@ export class BatchEngine {
     const n = r ? sharedPrefix(this.cacheTokens(r), prompt, this.model.seqLen(slot)) : sharedPrefix(this.slots[slot].tokens, prompt);
     // A recurrent state holds the whole cached past: only a prompt that continues all of it can use it.
     return this.model.recurrent && n < this.model.seqLen(slot) ? 0 : n;
+  }
+
+  /**
+   * A recurrent model's free slot: its newest context checkpoint from which `prompt` can go on
+   * (its tokens start the prompt, and at least the prompt's last token is left to compute).
+   */
+  private checkpointFor(slot: number, prompt: readonly number[], lora: string): ContextCheckpoint | undefined {
+    if (this.running.has(slot)) return undefined;
+    let best: ContextCheckpoint | undefined;
+    for (const c of this.slots[slot].checkpoints)
+      if (c.lora === lora && c.tokens.length < prompt.length && (!best || c.tokens.length > best.tokens.length) && sharedPrefix(c.tokens, prompt) === c.tokens.length) best = c;
+    return best;
   }
 
   /** The positions a sequence may fill: the model's context, or the request's smaller window. */
@@ -556,7 +595,7 @@ export class BatchEngine {
   restoreSlot(id: number, tokens: readonly number[], lora: string, state: Uint8Array): void {
     this.idleSlot(id);
     // (Until the cache is in, the slot offers nothing for reuse.)
-    this.slots[id] = { tokens: [], promptLen: 0, released: ++this.releases, lora };
+    this.slots[id] = { tokens: [], promptLen: 0, released: ++this.releases, lora, checkpoints: [] };
     this.model.restoreSequence(id, state);
     const held = this.model.seqLen(id);
     if (held !== tokens.length) {
@@ -571,7 +610,7 @@ export class BatchEngine {
     this.idleSlot(id);
     const n = this.slots[id].tokens.length;
     this.model.truncate(id, 0);
-    this.slots[id] = { ...this.slots[id], tokens: [], promptLen: 0 };
+    this.slots[id] = { ...this.slots[id], tokens: [], promptLen: 0, checkpoints: [] };
     return n;
   }
 
@@ -616,11 +655,14 @@ export class BatchEngine {
       // common preamble (a system prompt; it still reuses what it shares with the slot it gets).
       // How much of the prompt's start each slot's cache holds (free or running).
       const shares = this.slots.map((_, slot) => (this.reusePrefix ? this.cachedStart(slot, a.req.prompt, a.lora) : 0));
+      // A recurrent model's slot may also go on from a context checkpoint.
+      const ckpts = this.slots.map((_, slot) => (this.maxCheckpoints && !a.req.promptLogprobs && !a.req.embed ? this.checkpointFor(slot, a.req.prompt, a.lora) : undefined));
+      const usable = shares.map((n, slot) => Math.max(n, ckpts[slot]?.tokens.length ?? 0));
       let best = -1;
       let bestShared = 0;
       for (let i = 0; i < this.freeSlots.length && this.reusePrefix; i++) {
         const c = this.slots[this.freeSlots[i]];
-        const shared = shares[this.freeSlots[i]];
+        const shared = usable[this.freeSlots[i]];
         if (c.tokens.length > 0 && shared >= Math.max(1, c.promptLen - 4) && shared > bestShared) {
           best = i;
           bestShared = shared;
@@ -628,7 +670,6 @@ export class BatchEngine {
       }
       if (a.req.slot !== undefined) {
         best = this.freeSlots.indexOf(a.req.slot);
-        bestShared = shares[a.req.slot];
       } else if (best < 0) {
         best = this.freeSlots.length - 1;
         for (let i = 0; i < this.freeSlots.length; i++) {
@@ -636,9 +677,9 @@ export class BatchEngine {
           const emptier = (s.tokens.length === 0 ? 0 : 1) - (b.tokens.length === 0 ? 0 : 1);
           if (emptier < 0 || (emptier === 0 && s.released < b.released)) best = i;
         }
-        bestShared = shares[this.freeSlots[best]];
       }
       a.slot = this.freeSlots.splice(best, 1)[0];
+      bestShared = shares[a.slot];
       this.slots[a.slot].tokens = [];
       if (this.model.loraScales.length) this.model.setLoraScales(a.slot, a.req.loraScales ?? this.model.loraScales);
       a.tQueue = performance.now();
@@ -649,16 +690,28 @@ export class BatchEngine {
       if (this.reusePrefix && !a.req.promptLogprobs && !a.req.embed) {
         let src = -1;
         for (let slot = 0; slot < shares.length; slot++) if (slot !== a.slot && (src < 0 || shares[slot] > shares[src])) src = slot;
-        if (src >= 0 && shares[src] >= bestShared + MIN_COPIED_PREFIX) {
+        if (src >= 0 && shares[src] >= Math.max(bestShared, ckpts[a.slot]?.tokens.length ?? 0) + MIN_COPIED_PREFIX) {
           this.model.copySequence(src, a.slot);
+          this.slots[a.slot].checkpoints = [];
           bestShared = shares[src];
           copied = true;
         }
+      }
+      const ck = ckpts[a.slot];
+      if (!copied && ck && ck.tokens.length > bestShared) {
+        bestShared = this.model.restoreStates(a.slot, ck.tokens.length, ck.states);
+        this.promptTokensFromCheckpoints += bestShared;
       }
       // The last prompt token is always computed: its logits choose the first new token.
       a.reused = a.req.promptLogprobs || a.req.embed ? 0 : Math.max(0, Math.min(bestShared, a.req.prompt.length - 1));
       // A sliding-window cache may keep less than the shared prefix (then nothing).
       a.reused = this.model.truncate(a.slot, a.reused);
+      // Cache rows from a.reused on are rewritten: checkpoints past it no longer hold.
+      const kept = this.slots[a.slot].checkpoints.filter((c) => c.tokens.length <= a.reused);
+      this.slots[a.slot].checkpoints = kept;
+      // This prompt's own checkpoint, one token before its end (where the same prompt, or one that
+      // goes on from it, starts computing again).
+      if (this.maxCheckpoints && !a.req.embed && a.req.prompt.length >= CHECKPOINT_MIN_PROMPT && a.reused < a.req.prompt.length - 1) a.checkpointAt = a.req.prompt.length - 1;
       a.prefilled = a.reused;
       this.promptTokensReused += a.reused;
       if (copied) this.promptTokensCopied += a.reused;
@@ -757,7 +810,7 @@ export class BatchEngine {
       if (a.pending !== undefined || a.prefilled >= a.req.prompt.length || budget <= 0) continue;
       // An encoder's sequence goes in whole (non-causal attention); it waits for a pass with room.
       if (this.model.encoder && a.req.prompt.length > budget) continue;
-      const n = Math.min(budget, a.req.prompt.length - a.prefilled, a.promptLps ? PROMPT_LOGPROB_CHUNK : Infinity);
+      const n = Math.min(budget, (a.checkpointAt ?? a.req.prompt.length) - a.prefilled, a.promptLps ? PROMPT_LOGPROB_CHUNK : Infinity);
       chunks.push({ a, at: tokens.length, start: a.prefilled, n });
       for (let i = 0; i < n; i++) {
         tokens.push(a.req.prompt[a.prefilled + i]);
@@ -790,6 +843,7 @@ export class BatchEngine {
       return;
     }
     const passMs = performance.now() - tPass;
+    for (const a of prefilling) if (a.checkpointAt !== undefined && a.prefilled === a.checkpointAt) this.takeCheckpoint(a);
     this.steps++;
     if (prefilling.length) {
       const perToken = passMs / tokens.length;
@@ -994,6 +1048,16 @@ export class BatchEngine {
     }
   }
 
+  /** Keeps the states of a's slot now (after its prompt's first checkpointAt tokens), the slot's newest. */
+  private takeCheckpoint(a: Active): void {
+    const slot = this.slots[a.slot];
+    const n = a.checkpointAt!;
+    a.checkpointAt = undefined;
+    // (Admission dropped the slot's checkpoints past the reused prefix, which is shorter than n.)
+    slot.checkpoints.push({ tokens: a.req.prompt.slice(0, n), states: this.model.recurrentStates(a.slot), lora: a.lora });
+    if (slot.checkpoints.length > this.maxCheckpoints) slot.checkpoints.splice(0, slot.checkpoints.length - this.maxCheckpoints);
+  }
+
   private finish(a: Active, reason: FinishReason, error?: EngineError, stopWord?: string, dropHeld = false): void {
     const slot = a.slot;
     if (a.slot >= 0 && this.running.get(a.slot) === a) {
@@ -1005,6 +1069,8 @@ export class BatchEngine {
         promptLen: a.req.prompt.length,
         released: ++this.releases,
         lora: a.lora,
+        // (After a failed pass the cache rows are unknown.)
+        checkpoints: reason !== 'error' ? this.slots[a.slot].checkpoints : [],
       };
       this.freeSlots.push(a.slot);
       a.slot = -1;
@@ -1050,6 +1116,15 @@ const NO_PRESERVED: ReadonlySet<number> = new Set();
 
 /** Shortest prompt start worth copying from another slot's cache rather than computing. */
 const MIN_COPIED_PREFIX = 16;
+/** Prompts shorter than this are recomputed rather than checkpointed (a pass and a state copy cost more). */
+const CHECKPOINT_MIN_PROMPT = 64;
+
+/** A recurrent model's states after a slot's first tokens.length positions (computed with the LoRA scales `lora`). */
+interface ContextCheckpoint {
+  tokens: number[];
+  states: Float32Array;
+  lora: string;
+}
 
 /** The grammar a request's response format asks for, or null for text; throws naming a bad format or schema. */
 export function grammarOf(req: Pick<GenerationRequest, 'responseFormat' | 'jsonSchema'>): JsonGrammar | null {

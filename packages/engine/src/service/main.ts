@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The engine service process:
 //   node packages/engine/dist/service/main.js --port 0 [--host H] [--models-dir DIR] [--model [ID=]FILE ...]
-//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--cache-type f16|q8_0|q4_0|… (KV_TYPES)] [--max-stall-ms MS] [--data-dir DIR (its profile.json)] [--auth-token T]
+//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--cache-type f16|q8_0|q4_0|… (KV_TYPES)] [--max-stall-ms MS] [--ctx-checkpoints N] [--data-dir DIR (its profile.json)] [--auth-token T]
 //     [--pooling none|mean|cls|last]
 // Prints one JSON line {"service":"engine","address":...} once listening, for supervisors.
 import { parseArgs } from 'node:util';
@@ -58,6 +58,7 @@ async function main() {
       'max-waiting': { type: 'string', default: '64' },
       // While streams decode, the longest one pass spends on arriving prompts (0 = no limit).
       'max-stall-ms': { type: 'string', default: '500' },
+      'ctx-checkpoints': { type: 'string', default: '2' },
       'auth-token': { type: 'string' },
       'data-dir': { type: 'string' },
     },
@@ -86,6 +87,7 @@ async function main() {
     seqsPerModel: int('seqs', values.seqs, 1),
     maxWaitingPerModel: int('max-waiting', values['max-waiting'], 0),
     maxDecodeStallMs: int('max-stall-ms', values['max-stall-ms'], 0),
+    contextCheckpoints: int('ctx-checkpoints', values['ctx-checkpoints'], 0),
     modelsDir: values['models-dir'],
     defaultRamBudgetBytes: values.ram ? parseByteSize(values.ram) : undefined,
     loadOptions: { kvType, kvTypeV, ...(values['swa-full'] ? { swaFull: true } : {}) },

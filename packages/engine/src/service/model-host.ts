@@ -116,6 +116,11 @@ export interface LocalModelHostOptions {
    * maxDecodeStallMs). Default 500 ms; 0 = no limit.
    */
   maxDecodeStallMs?: number;
+  /**
+   * Recurrent models: context checkpoints kept per slot (BatchEngineOptions.contextCheckpoints,
+   * llama-server's --ctx-checkpoints). Default 2; 0 = off.
+   */
+  contextCheckpoints?: number;
   /** Directory ListModelFiles lists and relative load paths resolve against. Default: none. */
   modelsDir?: string;
   /**
@@ -432,7 +437,7 @@ export class LocalModelHost implements ModelHost {
           { draftPath: req.draftPath ? this.resolveModelPath(req.draftPath) : undefined, lookup: req.lookupDecoding, mtp: req.mtpDecoding, k: req.speculativeK },
           { ...this.opts.loadOptions, threads: req.threads || this.opts.threads || 0 },
         );
-        engine = new BatchEngine(model, { speculative: spec ?? undefined, maxDecodeStallMs: this.opts.maxDecodeStallMs });
+        engine = new BatchEngine(model, { speculative: spec ?? undefined, maxDecodeStallMs: this.opts.maxDecodeStallMs, contextCheckpoints: this.opts.contextCheckpoints });
       } catch (e) {
         spec?.close();
         model.close();
