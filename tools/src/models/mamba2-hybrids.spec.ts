@@ -8,13 +8,14 @@ import path from 'node:path';
 import { GgmlType, GgufType } from '../gguf/constants';
 import { readGgufHeader } from '../gguf/reader';
 import { getArch } from './architectures';
+import type { NemotronHConfig } from './architectures/nemotron-h';
 import { generateTensorF32, planModel, writeModel } from './build';
 import { DEFAULT_PRESET_FOR_ARCH, getPreset } from './presets';
 
 const shapes = (preset: string) => new Map(planModel(getPreset(preset).config, 'F32').tensors.map((t) => [t.name, t.shape]));
 
 /** The header's `<arch>.*` values of a preset written at F32. */
-function keys(preset: string): { v: (k: string) => unknown; elemType: (k: string) => number | undefined; all: Map<string, unknown> } {
+function keys(preset: string): { v: (k: string) => unknown; type: (k: string) => number | undefined; elemType: (k: string) => number | undefined; all: Map<string, unknown> } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-mamba2-'));
   try {
     const out = path.join(dir, 'm.gguf');
@@ -24,6 +25,7 @@ function keys(preset: string): { v: (k: string) => unknown; elemType: (k: string
     const a = kv.get('general.architecture')!.value as string;
     return {
       v: (k) => kv.get(`${a}.${k}`)?.value,
+      type: (k) => kv.get(`${a}.${k}`)?.type,
       elemType: (k) => kv.get(`${a}.${k}`)?.elemType,
       all: new Map([...kv].map(([k, x]) => [k, x.value])),
     };
@@ -122,6 +124,132 @@ describe('nemotron_h_moe / nemotron_h', () => {
       [false, true, false],
       [false, false, true],
     ]);
+  });
+});
+
+describe('nemotron_h_moe with a latent MoE (tiny-nemotron-h-moe-latent)', () => {
+  it('routes on the full width, runs the experts in the latent width between ffn_latent_down and ffn_latent_up', () => {
+    const plan = planModel(getPreset('tiny-nemotron-h-moe-latent').config, 'F32').tensors;
+    const s = new Map(plan.map((t) => [t.name, t.shape]));
+    for (const i of [1, 3, 5]) {
+      expect(s.get(`blk.${i}.ffn_gate_inp.weight`)).toEqual([256, 16]);
+      expect(s.get(`blk.${i}.exp_probs_b.bias`)).toEqual([16]);
+      expect(s.get(`blk.${i}.ffn_latent_down.weight`)).toEqual([256, 128]);
+      expect(s.get(`blk.${i}.ffn_latent_up.weight`)).toEqual([128, 256]);
+      expect(s.get(`blk.${i}.ffn_up_exps.weight`)).toEqual([128, 256, 16]);
+      expect(s.get(`blk.${i}.ffn_down_exps.weight`)).toEqual([256, 128, 16]);
+      // The shared expert stays full width.
+      expect(s.get(`blk.${i}.ffn_up_shexp.weight`)).toEqual([256, 512]);
+      expect(s.get(`blk.${i}.ffn_down_shexp.weight`)).toEqual([512, 256]);
+      // llama.cpp's load order: router, selection bias, latent down/up, then the experts.
+      const names = plan.filter((t) => t.layer === i && !t.name.includes('shexp') && !t.name.endsWith('attn_norm.weight')).map((t) => t.name.slice(`blk.${i}.`.length));
+      expect(names).toEqual(['ffn_gate_inp.weight', 'exp_probs_b.bias', 'ffn_latent_down.weight', 'ffn_latent_up.weight', 'ffn_up_exps.weight', 'ffn_down_exps.weight']);
+    }
+    for (const i of [0, 4]) {
+      expectNemotronMixer(s, i);
+      expect(s.has(`blk.${i}.ffn_latent_down.weight`)).toBe(false);
+    }
+    expect(s.get('blk.2.attn_q.weight')).toEqual([256, 256]);
+    expect(s.has('blk.2.ffn_latent_up.weight')).toBe(false);
+    // tiny-nemotron-h-moe's tensors plus 2 per expert block.
+    expect(s.size).toBe(3 + 6 + 2 * 8 + 3 * 8 + 4);
+    // Without a latent: no latent tensors, experts in n_embd.
+    expect([...shapes('tiny-nemotron-h-moe').keys()].some((n) => n.includes('latent'))).toBe(false);
+  });
+
+  it('writes moe_latent_size (UINT32) and keeps the other keys of tiny-nemotron-h-moe', () => {
+    const { v, type, all } = keys('tiny-nemotron-h-moe-latent');
+    expect(all.get('general.architecture')).toBe('nemotron_h_moe');
+    expect(v('moe_latent_size')).toBe(128);
+    expect(type('moe_latent_size')).toBe(GgufType.UINT32);
+    expect([v('embedding_length'), v('expert_count'), v('expert_used_count'), v('expert_feed_forward_length'), v('expert_shared_feed_forward_length')]).toEqual([256, 16, 4, 256, 512]);
+    expect(v('feed_forward_length')).toEqual([0, 256, 0, 256, 0, 256]);
+    expect(keys('tiny-nemotron-h-moe').v('moe_latent_size')).toBeUndefined();
+  });
+
+  it('keeps K-quants on rows of 256 and falls back on the latent rows of 128; the block writes at the usual scale', () => {
+    const { config } = getPreset('tiny-nemotron-h-moe-latent');
+    const q = new Map(planModel(config, 'Q4_K_M').tensors.map((x) => [x.name, x.type]));
+    // No llama-quant category for the latent projections: the default Q4_K (Q5_0 on rows of 128).
+    expect(q.get('blk.1.ffn_latent_down.weight')).toBe(GgmlType.Q4_K);
+    expect(q.get('blk.1.ffn_latent_up.weight')).toBe(GgmlType.Q5_0);
+    expect(q.get('blk.1.ffn_up_exps.weight')).toBe(GgmlType.Q5_0);
+    // ffn_down_exps: use_more_bits (Q6_K) on block 5 of 6, Q4_K on block 3.
+    expect([q.get('blk.3.ffn_down_exps.weight'), q.get('blk.5.ffn_down_exps.weight')]).toEqual([GgmlType.Q4_K, GgmlType.Q6_K]);
+    expect(q.get('blk.1.ffn_gate_inp.weight')).toBe(GgmlType.F32);
+    const t = new Map(planModel(config, 'F32').tensors.map((x) => [x.name, x.init]));
+    const std = (n: string) => (t.get(n) as { std: number }).std;
+    expect(std('blk.1.ffn_latent_down.weight')).toBeCloseTo(1 / 16);
+    expect(std('blk.1.ffn_up_exps.weight')).toBeCloseTo(1 / Math.sqrt(128));
+    expect(std('blk.1.ffn_latent_up.weight')).toBeCloseTo(1 / Math.sqrt(128));
+    // The residual gain 1 / sqrt(2 x 6 blocks) stays on ffn_down_exps, over its 256 inputs.
+    expect(std('blk.1.ffn_down_exps.weight')).toBeCloseTo(1 / 16 / Math.sqrt(12));
+    expect(std('blk.1.ffn_gate_inp.weight')).toBeCloseTo(2 / 16);
+  });
+
+  it('rejects a latent on nemotron_h or a non-integer one', () => {
+    const n = getPreset('tiny-nemotron-h-moe').config;
+    expect(() => planModel({ ...n, latent: 0 } as typeof n, 'F32')).toThrow(/latent/);
+    expect(() => planModel({ ...n, latent: 12.5 } as typeof n, 'F32')).toThrow(/latent/);
+    const d = getPreset('tiny-nemotron-h').config;
+    expect(() => planModel({ ...d, latent: 128 } as typeof d, 'F32')).toThrow(/latent/);
+  });
+});
+
+describe('bench-nemotron-3-nano-shaped', () => {
+  it('--layers 8 plans M E M E M * E M in the real widths (Q4_K: Q5_0 where rows are not a multiple of 256)', () => {
+    const c = { ...getPreset('bench-nemotron-3-nano-shaped').config, nLayers: 8 };
+    const { tensors } = planModel(c, 'Q4_K');
+    const s = new Map(tensors.map((t) => [t.name, t.shape]));
+    const ty = new Map(tensors.map((t) => [t.name, t.type]));
+    // 3 globals, 8 attn_norm, 4 mixers of 8, 3 expert blocks of 6, 1 attention block of 4.
+    expect(tensors.length).toBe(3 + 8 + 4 * 8 + 3 * 6 + 4);
+    expect(s.get('token_embd.weight')).toEqual([2688, 131072]);
+    expect(s.get('output.weight')).toEqual([2688, 131072]);
+    for (const i of [0, 2, 4, 7]) {
+      expect(s.get(`blk.${i}.ssm_in.weight`)).toEqual([2688, 2 * 4096 + 2 * 8 * 128 + 64]);
+      expect(s.get(`blk.${i}.ssm_conv1d.weight`)).toEqual([4, 4096 + 2 * 8 * 128]);
+      expect(s.get(`blk.${i}.ssm_norm.weight`)).toEqual([512, 8]);
+      expect(s.get(`blk.${i}.ssm_a`)).toEqual([1, 64]);
+      expect(s.get(`blk.${i}.ssm_out.weight`)).toEqual([4096, 2688]);
+    }
+    for (const i of [1, 3, 6]) {
+      expect(s.get(`blk.${i}.ffn_gate_inp.weight`)).toEqual([2688, 128]);
+      expect(s.get(`blk.${i}.exp_probs_b.bias`)).toEqual([128]);
+      expect(s.get(`blk.${i}.ffn_up_exps.weight`)).toEqual([2688, 1856, 128]);
+      expect(s.get(`blk.${i}.ffn_down_exps.weight`)).toEqual([1856, 2688, 128]);
+      expect(s.get(`blk.${i}.ffn_up_shexp.weight`)).toEqual([2688, 3712]);
+      expect(s.get(`blk.${i}.ffn_down_shexp.weight`)).toEqual([3712, 2688]);
+      expect(s.has(`blk.${i}.ffn_latent_down.weight`)).toBe(false);
+    }
+    expect(s.get('blk.5.attn_q.weight')).toEqual([2688, 4096]);
+    expect(s.get('blk.5.attn_k.weight')).toEqual([2688, 256]);
+    expect(s.get('blk.5.attn_v.weight')).toEqual([2688, 256]);
+    expect(s.get('blk.5.attn_output.weight')).toEqual([4096, 2688]);
+    // Rows of 2688, 1856 and 3712 take Q4_K's fallback; rows of 4096 keep Q4_K.
+    for (const n of ['token_embd.weight', 'output.weight', 'blk.0.ssm_in.weight', 'blk.5.attn_q.weight', 'blk.1.ffn_up_exps.weight', 'blk.1.ffn_down_exps.weight', 'blk.1.ffn_up_shexp.weight', 'blk.1.ffn_down_shexp.weight']) {
+      expect([n, ty.get(n)]).toEqual([n, GgmlType.Q5_0]);
+    }
+    for (const n of ['blk.0.ssm_out.weight', 'blk.5.attn_output.weight']) expect([n, ty.get(n)]).toEqual([n, GgmlType.Q4_K]);
+    for (const n of ['blk.1.ffn_gate_inp.weight', 'blk.1.exp_probs_b.bias', 'blk.0.ssm_conv1d.weight', 'blk.0.ssm_norm.weight']) expect([n, ty.get(n)]).toEqual([n, GgmlType.F32]);
+    // A selection bias small next to the saturated sigmoids of 128 experts (tiny-nemotron-h-moe keeps 0.05).
+    const init = new Map(tensors.map((t) => [t.name, t.init]));
+    expect(init.get('blk.1.exp_probs_b.bias')).toEqual({ kind: 'normal', std: 0.002 });
+    expect((planModel(getPreset('tiny-nemotron-h-moe').config, 'F32').tensors.find((t) => t.name === 'blk.1.exp_probs_b.bias')!.init as { std: number }).std).toBe(0.05);
+  });
+
+  it('the full preset: 52 blocks of the published pattern and its keys', () => {
+    const { config, tensors } = planModel(getPreset('bench-nemotron-3-nano-shaped').config, 'F32');
+    const p = (config as NemotronHConfig).pattern;
+    expect([p.length, [...p].filter((b) => b === 'M').length, [...p].filter((b) => b === 'E').length, [...p].filter((b) => b === '*').length]).toEqual([52, 23, 23, 6]);
+    expect(tensors.length).toBe(3 + 52 + 23 * 8 + 23 * 6 + 6 * 4);
+    const m = new Map(getArch('nemotron_h_moe').metadata(config));
+    const val = (k: string) => (m.get(`nemotron_h_moe.${k}`) as { value: unknown } | undefined)?.value;
+    expect([val('embedding_length'), val('attention.head_count'), val('attention.key_length'), val('expert_count'), val('expert_used_count'), val('expert_feed_forward_length'), val('expert_shared_feed_forward_length')]).toEqual([
+      2688, 32, 128, 128, 6, 1856, 3712,
+    ]);
+    expect([val('ssm.inner_size'), val('ssm.state_size'), val('ssm.group_count'), val('ssm.time_step_rank'), val('ssm.conv_kernel')]).toEqual([4096, 128, 8, 64, 4]);
+    expect(val('moe_latent_size')).toBeUndefined();
   });
 });
 

@@ -163,6 +163,34 @@ const nemotronHMoe: NemotronHConfig = {
   moe: { normW: true, wScale: 2.5 }, normEps: 1e-5,
 };
 const nemotronH: NemotronHConfig = { ...nemotronHMoe, arch: 'nemotron_h', name: 'tiny-nemotron-h', pattern: 'M-*-M-', nExperts: 0, nExpertsUsed: 0, expertFf: 0, sharedFf: 0, moe: undefined };
+// Nemotron 3 Super style latent MoE: tiny-nemotron-h-moe whose routed experts run in a latent
+// width of 128 (moe_latent_size; ffn_latent_down 256 -> 128 before them, ffn_latent_up 128 -> 256
+// after), the router and the shared expert on the full 256. 128 rather than 256, so that the latent
+// differs from n_embd and a mix-up of the two widths fails to load or to match: the rows of 128
+// (ffn_up_exps, ffn_latent_up) take the K-quants' fallbacks (Q4_K -> Q5_0, Q6_K -> Q8_0), as
+// ffn_down_exps does in the other tiny MoE presets; ffn_down_exps and ffn_latent_down (rows of 256)
+// keep their K-quants.
+const nemotronHMoeLatent: NemotronHConfig = { ...nemotronHMoe, name: 'tiny-nemotron-h-moe-latent', latent: 128 };
+
+// Nemotron-3-Nano-30B-A3B's published HF config as recalled (not read from a file; llama.cpp's
+// nemotron-h.cpp names 52 blocks LLM_TYPE_31B_A3_5B): 52 blocks of hybrid_override_pattern below
+// (23 Mamba2, 23 experts, 6 attention), hidden 2688, attention of 32 query heads of 128 over 2 KV
+// heads (NoPE), Mamba2 of 64 heads of 64 (d_inner 4096) with 8 groups of state 128 and 4-tap
+// convolutions, 128 sigmoid + bias experts top-6 of moe_intermediate_size 1856 (relu²),
+// norm_topk_prob with routed_scaling_factor 2.5, a shared expert of 3712, vocabulary 131072,
+// context 262144, norm eps 1e-5. Routing balance: moeFfn's router (logits of std ~2 over normed
+// inputs) and residual-gain writers, as the other bench-* presets, and exp_probs_b of std 0.002
+// instead of 0.05 (see NemotronHConfig: over 2000 tokens at block 1, 0.05 leaves 13 of the 128
+// experts unused and gives one 3.6x its share; 0.002 gives 0.6x..1.4x, the unbiased router
+// 0.66x..1.3x, and still changes about a fifth of the tokens' choices). --layers N keeps the
+// pattern's first N blocks (8: M E M E M * E M).
+// 2688, 1856 and 3712 are not multiples of 256: at Q4_K the matrices over those rows fall back to
+// Q5_0 (only ssm_out and attn_output, rows of 4096, stay Q4_K), as llama-quant does for the real model.
+const nemotron3Nano: NemotronHConfig = {
+  ...nemotronHMoe, name: 'bench-nemotron-3-nano-shaped', nLayers: 52, dim: 2688, ff: 1856, nHeads: 32, nKvHeads: 2, headDim: 128,
+  pattern: 'MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME', ssm: { convKernel: 4, stateSize: 128, nGroup: 8, nHeads: 64, headDim: 64 },
+  nExperts: 128, nExpertsUsed: 6, expertFf: 1856, sharedFf: 3712, moe: { normW: true, wScale: 2.5, biasStd: 0.002 }, vocabSize: 131072, ctx: 262144, normEps: 1e-5,
+};
 
 // Granite-4.0-H-Tiny style: 4 blocks (Mamba2, Mamba2, GQA, Mamba2; the real one has 4 GQA blocks
 // among 40), NoPE attention of 4 heads of 64 over 2 KV heads, Mamba2 of 8 heads of 64 (d_inner
@@ -183,7 +211,15 @@ export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
     description: 'nemotron_h_moe (Nemotron-3-Nano-30B-A3B style): blocks M E * E M E of Mamba2 (8 heads x 64, 2 groups of state 64), NoPE GQA and sigmoid + bias relu² experts (16, top-4, norm + scale 2.5) with a relu² shared expert; attn_norm only',
     config: nemotronHMoe,
   },
+  'tiny-nemotron-h-moe-latent': {
+    description: 'nemotron_h_moe with a latent MoE (Nemotron 3 Super style): tiny-nemotron-h-moe whose routed experts run in a latent width of 128 between ffn_latent_down and ffn_latent_up (moe_latent_size); router and shared expert full width',
+    config: nemotronHMoeLatent,
+  },
   'tiny-nemotron-h': { description: 'nemotron_h (Nemotron-H / Nemotron-Nano-9B-v2 style): tiny-nemotron-h-moe with relu² FFN blocks of 512 (M - * - M -)', config: nemotronH },
+  'bench-nemotron-3-nano-shaped': {
+    description: 'Nemotron-3-Nano-30B-A3B shape as recalled (52 x 2688: Mamba2 64 heads x 64, 8 groups of state 128; NoPE attention 32/2 heads x 128; 128 sigmoid experts top-6 of ff 1856 + a shared one of 3712), vocab 131072; --layers N keeps the first N blocks',
+    config: nemotron3Nano,
+  },
   'tiny-granitehybrid': {
     description: 'granitehybrid (Granite-4.0-H-Tiny style): Mamba2 blocks (8 heads x 64, state 64) and a NoPE GQA block, each with softmax SwiGLU experts (16, top-4) and a shared expert, Granite multipliers',
     config: graniteHybrid,

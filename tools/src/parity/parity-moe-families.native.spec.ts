@@ -11,7 +11,7 @@
 // (Qwen3-Next: value heads grouped by key head, ssm_ba, and the older fused ssm_in), lfm2moe and
 // lfm2 (LFM2: gated short convolutions with a recurrent state, GQA blocks among them),
 // nemotron_h_moe and nemotron_h (Nemotron-H / Nemotron 3: Mamba-2 blocks, NoPE GQA, squared-ReLU
-// FFNs and gate-less experts), granitehybrid (Granite 4.0-H: Mamba-2 with Granite's multipliers,
+// FFNs and gate-less experts; -latent: Nemotron 3 Super's latent experts), granitehybrid (Granite 4.0-H: Mamba-2 with Granite's multipliers,
 // MoE and dense), glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
@@ -40,6 +40,7 @@ const PRESETS = [
   'tiny-lfm2moe',
   'tiny-lfm2',
   'tiny-nemotron-h-moe',
+  'tiny-nemotron-h-moe-latent',
   'tiny-nemotron-h',
   'tiny-granitehybrid',
   'tiny-granitehybrid-dense',
@@ -76,6 +77,7 @@ const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5]];
 const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-lfm2moe', 'Q4_K_M'],
   ['tiny-nemotron-h-moe', 'Q8_0'],
+  ['tiny-nemotron-h-moe-latent', 'Q8_0'],
   ['tiny-nemotron-h', 'Q4_K_M'],
   ['tiny-granitehybrid', 'Q4_K_M'],
   ['tiny-deepseek3', 'Q8_0'],

@@ -31,7 +31,7 @@ enum op_type {
     OP_SIGMOID_MUL,    // out[t] = a[t] * sigmoid(b[t][0])  (shared-expert gate); per_element: a * sigmoid(b) (gated attention)
     OP_ROPE,           // rotates heads of a in place (positions of the batch)          weights: freq_factors?
     OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a)
-    OP_MOE,            // routed experts on a                                           weights: gate_inp, exp_probs_b?, gate_exps (not for act 2, 3), up_exps, down_exps
+    OP_MOE,            // routed experts on a, routed on b if given (else a)            weights: gate_inp, exp_probs_b?, gate_exps (not for act 2, 3), up_exps, down_exps
     OP_GATHER_OUT,     // out (out-rows) = rows of a whose output flag is set
     OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
     OP_MLA_ATTENTION,  // stores the latent row b (kv_lora + qk_rope) in the KV cache, out = absorbed MLA(q=a), over the positions in c when given   weights: k_b, v_b | kv_b

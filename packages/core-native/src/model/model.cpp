@@ -662,7 +662,9 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
             const tensor_ref u = m.weight(i, "up_exps"), g = gated ? m.weight(i, "gate_exps") : u, d = m.weight(i, "down_exps"), r = m.weight(i, "gate_inp");
             const int64_t dm = width(op.a);
-            check(r.ne(0) == dm && r.ne(1) == n_expert, "router '" + r.info->name + "' " + shape_str(r.info) + " does not match [" + std::to_string(dm) + ", " + std::to_string(n_expert) + "]");
+            // The router reads b when given (a latent MoE's experts run on a projection of it), else a.
+            const int64_t dr = op.b >= 0 ? width(op.b) : dm;
+            check(r.ne(0) == dr && r.ne(1) == n_expert, "router '" + r.info->name + "' " + shape_str(r.info) + " does not match [" + std::to_string(dr) + ", " + std::to_string(n_expert) + "]");
             check(g.ne(0) == dm && g.ne(2) == n_expert && u.ne(0) == dm && u.ne(1) == g.ne(1) && u.ne(2) == n_expert,
                   "expert tensors '" + g.info->name + "' " + shape_str(g.info) + " / '" + u.info->name + "' " + shape_str(u.info) + " do not match d_model " + std::to_string(dm) + " and " + std::to_string(n_expert) + " experts");
             check(d.ne(0) == g.ne(1) && d.ne(1) == dm && d.ne(2) == n_expert, "expert tensor '" + d.info->name + "' " + shape_str(d.info) + " does not match");
@@ -1621,7 +1623,10 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     // 1. router
     std::vector<int32_t> sel;
     std::vector<float> wsel;
-    moe_route(m, op, oi, x.ptr(op.a), n, d, sel, wsel);
+    // The router's input: b when given (Nemotron 3 Super's latent MoE routes on the full-width
+    // input and runs its experts on a projection of it), else a.
+    const int rin = op.b >= 0 ? op.b : op.a;
+    moe_route(m, op, oi, x.ptr(rin), n, x.width(rin), sel, wsel);
     if (moe_layer >= 0 && moe_layer < m.prog.n_moe_layers) {
         std::lock_guard<std::mutex> lk(m.stats_mu);
         for (int64_t i = 0; i < n * k; i++) m.stats.expert_counts[static_cast<size_t>(moe_layer) * m.prog.n_expert + sel[i]]++;
@@ -1778,11 +1783,13 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         }
         expert_request req = m.stream->request(m.stream_layer[oi], need.data(), static_cast<int>(need.size()), &x.cancel, need_w.data());
         const int nx = m.next_moe[oi];
-        if (m.params.prefetch && nx >= 0 && x.width(m.prog.ops[nx].a) == d) {
+        // (The next router applied to this one's input, when they read the same width.)
+        const int nrin = nx >= 0 ? (m.prog.ops[nx].b >= 0 ? m.prog.ops[nx].b : m.prog.ops[nx].a) : -1;
+        if (m.params.prefetch && nx >= 0 && x.width(nrin) == x.width(rin)) {
             const op_desc & nop = m.prog.ops[nx];
             std::vector<int32_t> psel;
             std::vector<float> pw;
-            moe_route(m, nop, static_cast<size_t>(nx), x.ptr(op.a), n, d, psel, pw);
+            moe_route(m, nop, static_cast<size_t>(nx), x.ptr(rin), n, x.width(rin), psel, pw);
             // Most-wanted first: the stream drops what does not fit.
             std::vector<std::pair<int64_t, int32_t>> votes;
             std::vector<int64_t> cnt(static_cast<size_t>(nop.param_req("n_expert")), 0);

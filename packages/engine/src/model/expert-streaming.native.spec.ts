@@ -30,6 +30,8 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-lfm2moe', 'Q8_0'],
   // Gate-less experts (up and down, squared ReLU) between Mamba-2 blocks.
   ['tiny-nemotron-h-moe', 'Q4_K'],
+  // Latent experts (Nemotron 3 Super): routed on the full-width input, run on its projection.
+  ['tiny-nemotron-h-moe-latent', 'Q8_0'],
   ['tiny-granitehybrid', 'Q8_0'],
 ];
 

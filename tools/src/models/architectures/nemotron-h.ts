@@ -10,7 +10,11 @@
 // expert_gating_func). Every block has only attn_norm (its input norm) and a plain residual; there
 // is no ffn_norm. The pattern is HF's hybrid_override_pattern: 'M' Mamba2, '*' attention, '-' an
 // FFN (nemotron_h), 'E' experts (nemotron_h_moe). The MTP block of nemotron_h_moe is not written.
-import { attention, checkHeads, denseFfn, embeddings, headDim, moeFfn, norm, requirePositive } from '../arch';
+// Latent MoE (Nemotron 3 Super; HF moe_latent_size, key `moe_latent_size`): the router still reads
+// the full-width normed input, but the routed experts run in a narrower latent width, between
+// ffn_latent_down {n_embd, latent} (HF fc1_latent_proj) and ffn_latent_up {latent, n_embd}
+// (fc2_latent_proj); the shared expert stays full width.
+import { attention, checkHeads, denseFfn, embeddings, headDim, linear, moeFfn, norm, requirePositive } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { GgufType } from '../../gguf/constants';
 import { kv, type GgufValue } from '../../gguf/writer';
@@ -23,17 +27,52 @@ import { checkMamba2, mamba2Metadata, mamba2Mixer, type Mamba2Shape } from './ma
  * pattern: one character per block (see above), repeated to --layers N; ssm: the Mamba2 mixer;
  * ff: the FFN blocks' width (nemotron_h); moe (nemotron_h_moe): expert_weights_norm and
  * expert_weights_scale (HF norm_topk_prob, routed_scaling_factor), with experts of expertFf and one
- * shared expert of sharedFf.
+ * shared expert of sharedFf; biasStd: exp_probs_b's std (default probsBias's 0.05). The bias is
+ * added to sigmoid probabilities, which near the top of many experts saturate close to 1: with
+ * 128 experts top-6 a bias of 0.05 outweighs the router (a few experts take 3-4x their share and
+ * some are never chosen), so the bench preset takes 0.002, near the unbiased balance while still
+ * changing some tokens' choices. latent (nemotron_h_moe only): the routed experts' width (HF
+ * moe_latent_size), with ffn_latent_down / ffn_latent_up around them; unset: full width (dim).
  */
 export type NemotronHConfig = ModelConfig & {
   headDim: number;
   pattern: string;
   ssm: Mamba2Shape;
-  moe?: { normW: boolean; wScale: number };
+  moe?: { normW: boolean; wScale: number; biasStd?: number };
+  latent?: number;
 };
 
 /** Drops the tensors whose names end with one of `suffixes` (the helpers' parts these blocks lack). */
 const without = (t: TensorSpec[], ...suffixes: string[]) => t.filter((s) => !suffixes.some((x) => s.name.endsWith(x)));
+
+/**
+ * An 'E' block's router, selection bias and relu² experts (no gates, no ffn_norm). With a latent
+ * width they are in llama.cpp's load order (router, exp_probs_b, ffn_latent_down, ffn_latent_up,
+ * then the experts; without one, the order these files had before the latent option). The router
+ * keeps the full-width input; the experts are moeFfn's for a model of width `latent` (up std
+ * 1/sqrt(latent), down with the residual gain over expertFf). latent_down (std 1/sqrt(dim)) keeps
+ * the normed input's unit scale and latent_up (std 1/sqrt(latent)) passes the experts' sum on at
+ * the scale moeFfn's down projection gave it, so the block writes to the residual stream at the
+ * same scale as without a latent. The two have no llama-quant category (their names hold neither
+ * `ffn_up` nor `ffn_down`), so both take the default rule, as ffn_up does.
+ */
+function routedBlock(c: NemotronHConfig, i: number): TensorSpec[] {
+  const drop = ['.ffn_norm.weight', '.ffn_gate_exps.weight'];
+  const [router, ...experts] = without(moeFfn(c, i, c.expertFf), ...drop);
+  const bias = probsBias(c, i);
+  const biasStd = c.moe?.biasStd;
+  if (biasStd !== undefined) bias.init = { kind: 'normal', std: biasStd };
+  const latent = c.latent;
+  if (latent === undefined) return [router, ...experts, bias];
+  const p = `blk.${i}`;
+  return [
+    router,
+    bias,
+    linear(`${p}.ffn_latent_down.weight`, c.dim, latent, 'ffn_up', i),
+    linear(`${p}.ffn_latent_up.weight`, latent, c.dim, 'ffn_up', i),
+    ...without(moeFfn({ ...c, dim: latent }, i, c.expertFf), ...drop, '.ffn_gate_inp.weight'),
+  ];
+}
 
 function nemotronHArch(name: 'nemotron_h' | 'nemotron_h_moe'): ArchDefinition {
   const moe = name === 'nemotron_h_moe';
@@ -48,7 +87,12 @@ function nemotronHArch(name: 'nemotron_h' | 'nemotron_h_moe'): ArchDefinition {
       checkExperts(c, moe);
       if (!moe && c.nExperts > 0) throw new Error('nemotron_h: dense; use nemotron_h_moe for experts');
       if (moe && (!n.moe || !(n.moe.wScale >= 0))) throw new Error('nemotron_h_moe: needs moe { normW, wScale } (use a preset)');
+      if (n.moe?.biasStd !== undefined && !(n.moe.biasStd >= 0)) throw new Error(`${name}: moe.biasStd must be >= 0`);
       checkMamba2(name, n.ssm);
+      if (n.latent !== undefined) {
+        if (!moe) throw new Error('nemotron_h: latent is for the experts of nemotron_h_moe');
+        if (!Number.isInteger(n.latent) || n.latent <= 0) throw new Error(`nemotron_h_moe: latent must be a positive integer, got ${String(n.latent)}`);
+      }
       if (typeof n.pattern !== 'string' || n.pattern.length === 0 || [...n.pattern].some((b) => !['M', '*', ffnChar].includes(b))) throw new Error(`${name}: pattern needs one of M, * and ${ffnChar} per block (use a preset)`);
       // --layers N: the preset's pattern, cut or repeated to N blocks.
       const pattern = Array.from({ length: c.nLayers }, (_, i) => n.pattern[i % n.pattern.length]).join('');
@@ -80,6 +124,8 @@ function nemotronHArch(name: 'nemotron_h' | 'nemotron_h_moe'): ArchDefinition {
           [`${a}.expert_group_count`, kv.u32(1)],
           [`${a}.expert_group_used_count`, kv.u32(1)],
         );
+      // gguf-py add_moe_latent_size: UINT32, only when the HF config has moe_latent_size.
+      if (moe && n.latent !== undefined) m.push([`${a}.moe_latent_size`, kv.u32(n.latent)]);
       return m;
     },
     tensors(c: ModelConfig): TensorSpec[] {
@@ -93,12 +139,7 @@ function nemotronHArch(name: 'nemotron_h' | 'nemotron_h_moe'): ArchDefinition {
           t.push(norm(`blk.${i}.attn_norm.weight`, c.dim, i));
           if (b === 'M') t.push(...mamba2Mixer(c, i, n.ssm));
           else if (!moe) t.push(...without(denseFfn(c, i), '.ffn_norm.weight', '.ffn_gate.weight'));
-          else
-            t.push(
-              ...without(moeFfn(c, i, c.expertFf), '.ffn_norm.weight', '.ffn_gate_exps.weight'),
-              probsBias(c, i),
-              ...without(ungatedSharedExpert(c, i, c.sharedFf), '.ffn_gate_shexp.weight'),
-            );
+          else t.push(...routedBlock(n, i), ...without(ungatedSharedExpert(c, i, c.sharedFf), '.ffn_gate_shexp.weight'));
         }
       }
       return t;

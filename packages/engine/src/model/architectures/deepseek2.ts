@@ -95,6 +95,8 @@ export interface MoeBlockOptions {
   moeParams?: Record<string, number>;
   /** Experts with up and down only (the `act` in moeParams says which activation). */
   gateless?: boolean;
+  /** The buffer the router reads when it is not the experts' input (a latent MoE's full-width input). */
+  routerInput?: number;
 }
 
 /**
@@ -133,6 +135,7 @@ export function moeBlockFfn(
   const bias = probsBias === 'required' ? need(biasName) : probsBias === 'optional' ? maybe(biasName) : undefined;
   p.op('moe', out, {
     a: h,
+    ...(opt.routerInput !== undefined ? { b: opt.routerInput } : {}),
     weights: {
       gate_inp: need(t(il, 'ffn_gate_inp.weight')),
       ...(bias ? { exp_probs_b: bias } : {}),

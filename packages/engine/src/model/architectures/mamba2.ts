@@ -101,8 +101,6 @@ export function buildNemotronH(hp: HParams, tensors: Map<string, GgufTensorInfo>
   // Its loader takes the RMS epsilon from layer_norm_rms_epsilon, else layer_norm_epsilon.
   const eps = md.has('attention.layer_norm_rms_epsilon') ? hp.rmsEps : md.num('attention.layer_norm_epsilon');
   const h2 = { ...hp, rmsEps: eps };
-  if (md.int('moe_latent_size', 0, 0, MAX_DIM) > 0 || tensors.has(t(0, 'ffn_latent_down.weight')))
-    throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: latent MoE (moe_latent_size, ffn_latent_down/up: Nemotron 3 Super) is not supported yet`);
   const nTrunk = hp.nLayer - md.int('nextn_predict_layers', 0, 0, hp.nLayer - 1);
   const routing = hp.nExpert > 0 ? { ...readMoeRouting(hp, 2, { gating: 2 }), nGroup: 0, nGroupUsed: 0 } : undefined;
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
@@ -120,8 +118,20 @@ export function buildNemotronH(hp: HParams, tensors: Map<string, GgufTensorInfo>
       relu2Ffn(p, tensors, lookup, t(il, 'ffn_up'), t(il, 'ffn_down'), h, attnOut);
       p.op('cvec', attnOut, { a: attnOut, params: { layer: il } });
     } else {
-      // Gate-less experts (squared ReLU) after sigmoid + bias routing.
-      moeBlockFfn(p, hp, tensors, il, h, attnOut, routing!, false, { probsBias: 'required', shared: 'none', gateless: true, moeParams: { act: 3 } });
+      // Gate-less experts (squared ReLU) after sigmoid + bias routing; a latent MoE (Nemotron 3
+      // Super) routes on h and runs its experts on ffn_latent_down h, their sum through ffn_latent_up.
+      const down = maybe(t(il, 'ffn_latent_down.weight'));
+      const up = maybe(t(il, 'ffn_latent_up.weight'));
+      if (!down !== !up) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: block ${il} has ${down ? 'ffn_latent_down without ffn_latent_up' : 'ffn_latent_up without ffn_latent_down'}`);
+      const opt = { probsBias: 'required', shared: 'none', gateless: true, moeParams: { act: 3 } } as const;
+      if (down) {
+        const L = tensors.get(down)!.dims[1];
+        const lat = p.buf(`moe_latent${L}`, L);
+        const latOut = p.buf(`moe_latent_out${L}`, L);
+        p.op('matmul', lat, { a: h, weights: { weight: down } });
+        moeBlockFfn(p, hp, tensors, il, lat, latOut, routing!, false, { ...opt, routerInput: h });
+        p.op('matmul', attnOut, { a: latOut, weights: { weight: need(up!) } });
+      } else moeBlockFfn(p, hp, tensors, il, h, attnOut, routing!, false, opt);
       const shared = p.buf('ffn_shexp', hp.nEmbd);
       relu2Ffn(p, tensors, lookup, t(il, 'ffn_up_shexp'), t(il, 'ffn_down_shexp'), h, shared);
       p.op('add', attnOut, { a: attnOut, b: shared });
