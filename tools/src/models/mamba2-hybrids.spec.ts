@@ -196,6 +196,74 @@ describe('nemotron_h_moe with a latent MoE (tiny-nemotron-h-moe-latent)', () => 
   });
 });
 
+describe('nemotron_h_moe with its MTP block (tiny-nemotron-h-moe-mtp)', () => {
+  it("writes blk.6 as llama.cpp's loader takes it: nextn inputs, NoPE attention, post_attention_norm, the experts", () => {
+    const plan = planModel(getPreset('tiny-nemotron-h-moe-mtp').config, 'F32').tensors;
+    const s = new Map(plan.map((t) => [t.name, t.shape]));
+    const mtp = new Map(plan.filter((t) => t.layer === 6).map((t) => [t.name.slice('blk.6.'.length), t.shape]));
+    expect(Object.fromEntries(mtp)).toEqual({
+      'nextn.eh_proj.weight': [512, 256],
+      'nextn.enorm.weight': [256],
+      'nextn.hnorm.weight': [256],
+      'nextn.shared_head_norm.weight': [256],
+      'attn_norm.weight': [256],
+      'attn_q.weight': [256, 256],
+      'attn_k.weight': [256, 128],
+      'attn_v.weight': [256, 128],
+      'attn_output.weight': [256, 256],
+      'post_attention_norm.weight': [256],
+      'ffn_gate_inp.weight': [256, 16],
+      'exp_probs_b.bias': [16],
+      'ffn_up_exps.weight': [256, 256, 16],
+      'ffn_down_exps.weight': [256, 256, 16],
+      'ffn_up_shexp.weight': [256, 512],
+      'ffn_down_shexp.weight': [512, 256],
+    });
+    // The loader creates neither nextn.embed_tokens nor nextn.shared_head_head, nor gates or ffn_norm.
+    expect([...s.keys()].filter((n) => n.startsWith('blk.7.') || /nextn\.(embed_tokens|shared_head_head)|gate_(exps|shexp)|ffn_norm/.test(n))).toEqual([]);
+    // The trunk is tiny-nemotron-h-moe's, tensor for tensor (names, shapes, inits: the same weights for a seed).
+    const trunk = planModel(getPreset('tiny-nemotron-h-moe').config, 'F32').tensors;
+    expect(plan.filter((t) => t.layer !== 6).map((t) => [t.name, t.shape, t.init])).toEqual(trunk.map((t) => [t.name, t.shape, t.init]));
+    expect(s.size).toBe(trunk.length + 16);
+  });
+
+  it('counts the block in block_count and both per-block arrays, as the converter, with nextn_predict_layers 1', () => {
+    const { v, type, elemType } = keys('tiny-nemotron-h-moe-mtp');
+    expect(v('block_count')).toBe(7);
+    expect(v('nextn_predict_layers')).toBe(1);
+    expect(type('nextn_predict_layers')).toBe(GgufType.UINT32);
+    // The converter registers the MTP block as attention (head_count_kv) and expert block (moe_intermediate_size).
+    expect(v('attention.head_count_kv')).toEqual([0, 0, 2, 0, 0, 0, 2]);
+    expect(v('feed_forward_length')).toEqual([0, 256, 0, 256, 0, 256, 256]);
+    expect([elemType('attention.head_count_kv'), elemType('feed_forward_length')]).toEqual([GgufType.INT32, GgufType.INT32]);
+    // shared_head_norm is a LayerNorm with layer_norm_epsilon (the loader requires the key).
+    expect(v('attention.layer_norm_epsilon')).toBeCloseTo(1e-5);
+    expect([v('expert_feed_forward_length'), v('expert_shared_feed_forward_length'), v('expert_used_count')]).toEqual([256, 512, 4]);
+    const base = keys('tiny-nemotron-h-moe');
+    expect([base.v('block_count'), base.v('nextn_predict_layers')]).toEqual([6, undefined]);
+  });
+
+  it('inits the block at the trunk scales; with a latent it takes the latent projections too', () => {
+    const { config } = getPreset('tiny-nemotron-h-moe-mtp');
+    const t = new Map(planModel(config, 'F32').tensors.map((x) => [x.name, x.init as { mean?: number; std: number }]));
+    // [enorm(e); hnorm(h)]: 2 x 256 unit-scale inputs to a unit-scale stream.
+    expect(t.get('blk.6.nextn.eh_proj.weight')!.std).toBeCloseTo(1 / Math.sqrt(512));
+    for (const n of ['nextn.enorm', 'nextn.hnorm', 'nextn.shared_head_norm', 'attn_norm', 'post_attention_norm']) expect([n, t.get(`blk.6.${n}.weight`)]).toEqual([n, { kind: 'normal', mean: 1, std: 0.1 }]);
+    expect(t.get('blk.6.attn_output.weight')!.std).toBeCloseTo(t.get('blk.2.attn_output.weight')!.std);
+    expect(t.get('blk.6.ffn_down_exps.weight')!.std).toBeCloseTo(t.get('blk.5.ffn_down_exps.weight')!.std);
+    expect(t.get('blk.6.exp_probs_b.bias')!.std).toBe(0.05);
+    const lat = new Map(planModel({ ...getPreset('tiny-nemotron-h-moe-latent').config, nextn: 1 } as NemotronHConfig, 'F32').tensors.map((x) => [x.name, x.shape]));
+    expect([lat.get('blk.6.ffn_latent_down.weight'), lat.get('blk.6.ffn_latent_up.weight'), lat.get('blk.6.ffn_up_exps.weight')]).toEqual([[256, 128], [128, 256], [128, 256, 16]]);
+  });
+
+  it('rejects nextn other than 0 or 1, and on nemotron_h', () => {
+    const n = getPreset('tiny-nemotron-h-moe').config as NemotronHConfig;
+    expect(() => planModel({ ...n, nextn: 2 } as unknown as NemotronHConfig, 'F32')).toThrow(/nextn/);
+    expect(planModel({ ...n, nextn: 0 } as NemotronHConfig, 'F32').tensors.length).toBe(planModel(n, 'F32').tensors.length);
+    expect(() => planModel({ ...(getPreset('tiny-nemotron-h').config as NemotronHConfig), nextn: 1 } as NemotronHConfig, 'F32')).toThrow(/nextn/);
+  });
+});
+
 describe('bench-nemotron-3-nano-shaped', () => {
   it('--layers 8 plans M E M E M * E M in the real widths (Q4_K: Q5_0 where rows are not a multiple of 256)', () => {
     const c = { ...getPreset('bench-nemotron-3-nano-shaped').config, nLayers: 8 };

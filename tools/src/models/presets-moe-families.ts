@@ -171,6 +171,10 @@ const nemotronH: NemotronHConfig = { ...nemotronHMoe, arch: 'nemotron_h', name: 
 // ffn_down_exps does in the other tiny MoE presets; ffn_down_exps and ffn_latent_down (rows of 256)
 // keep their K-quants.
 const nemotronHMoeLatent: NemotronHConfig = { ...nemotronHMoe, name: 'tiny-nemotron-h-moe-latent', latent: 128 };
+// Nemotron 3 Super style multi-token prediction: tiny-nemotron-h-moe plus its MTP block blk.6
+// (nextn.enorm / hnorm / eh_proj, a NoPE attention sub-layer of the trunk's heads, post_attention_norm
+// and the trunk's expert layout, nextn.shared_head_norm as a LayerNorm before output).
+const nemotronHMoeMtp: NemotronHConfig = { ...nemotronHMoe, name: 'tiny-nemotron-h-moe-mtp', nextn: 1 };
 
 // Nemotron-3-Nano-30B-A3B's published HF config as recalled (not read from a file; llama.cpp's
 // nemotron-h.cpp names 52 blocks LLM_TYPE_31B_A3_5B): 52 blocks of hybrid_override_pattern below
@@ -214,6 +218,10 @@ export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
   'tiny-nemotron-h-moe-latent': {
     description: 'nemotron_h_moe with a latent MoE (Nemotron 3 Super style): tiny-nemotron-h-moe whose routed experts run in a latent width of 128 between ffn_latent_down and ffn_latent_up (moe_latent_size); router and shared expert full width',
     config: nemotronHMoeLatent,
+  },
+  'tiny-nemotron-h-moe-mtp': {
+    description: 'tiny-nemotron-h-moe with its multi-token-prediction block (Nemotron 3 Super style): blk.6 = nextn.* inputs, NoPE GQA, post_attention_norm, the sigmoid + bias experts with a relu² shared expert, a LayerNorm head norm (block_count 7, nextn_predict_layers 1)',
+    config: nemotronHMoeMtp,
   },
   'tiny-nemotron-h': { description: 'nemotron_h (Nemotron-H / Nemotron-Nano-9B-v2 style): tiny-nemotron-h-moe with relu² FFN blocks of 512 (M - * - M -)', config: nemotronH },
   'bench-nemotron-3-nano-shaped': {

@@ -1,4 +1,4 @@
-// Parity with llama.cpp for DeepSeek-V3's and Qwen3.5's multi-token-prediction blocks (the built-in draft of
+// Parity with llama.cpp for DeepSeek-V3's, Qwen3.5's and Nemotron 3's multi-token-prediction blocks (the built-in draft of
 // speculative decoding): the trunk's normalized hidden states, the block's logits and hidden
 // states for every (token, previous hidden state) row, and chained draft steps, against
 // llama.cpp's MTP graph (mtp-ref.ts). The engine side runs exactly what speculation runs:
@@ -36,8 +36,9 @@ afterAll(() => {
 });
 
 // DeepSeek-V3's block (MLA, MoE + shared experts), Qwen3.5's and Qwen3-Next's (gated full
-// attention over a trunk of delta nets, softmax experts + a gated shared expert).
-describe.each(['tiny-deepseek3-mtp', 'tiny-qwen35moe-mtp', 'tiny-qwen3next-mtp'].flatMap((preset) => CASES.map((c) => [preset, ...c] as const)))('%s %s', (preset, type, bound, margin) => {
+// attention over a trunk of delta nets, softmax experts + a gated shared expert), Nemotron 3's
+// (GQA without positions over a Mamba-2 trunk, gate-less squared-ReLU experts, a LayerNorm head).
+describe.each(['tiny-deepseek3-mtp', 'tiny-qwen35moe-mtp', 'tiny-qwen3next-mtp', 'tiny-nemotron-h-moe-mtp'].flatMap((preset) => CASES.map((c) => [preset, ...c] as const)))('%s %s', (preset, type, bound, margin) => {
   let ref: MtpRef;
   let file: string;
   let tokens: number[];

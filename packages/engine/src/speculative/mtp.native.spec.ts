@@ -26,13 +26,14 @@ function maxAbsDiff(a: Float32Array, b: Float32Array): number {
   return m;
 }
 
-// DeepSeek-V3's block, and Qwen3.5's over a recurrent trunk (whose rejected drafts come back from
-// the rollback checkpoint).
+// DeepSeek-V3's block, and Qwen3.5's and Nemotron 3's over a recurrent trunk (whose rejected
+// drafts come back from the rollback checkpoint).
 describe.each([
   ['tiny-deepseek3-mtp', 'F32', 'f32'],
   ['tiny-deepseek3-mtp', 'Q8_0', 'f16'],
   ['tiny-qwen35moe-mtp', 'F32', 'f32'],
   ['tiny-qwen35moe-mtp', 'Q4_K', 'f16'],
+  ['tiny-nemotron-h-moe-mtp', 'Q4_K', 'f16'],
 ] as const)('MTP draft on %s %s (KV %s)', (preset, type, kvType) => {
   let target: EngineModel;
   let mtp: EngineModel;

@@ -474,12 +474,18 @@ export function mtpInput(hp: HParams, tensors: Map<string, GgufTensorInfo>, il: 
   return { p, x };
 }
 
-/** A NextN block's end: shared_head_norm (or the output norm) as the program's hidden state, then shared_head_head (or the model's head). */
-export function mtpHead(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, x: number): ModelProgram {
+/**
+ * A NextN block's end: shared_head_norm (or the output norm) as the program's hidden state, then
+ * shared_head_head (or the model's head). The norm is an RMS norm, or with `layerNorm` (its
+ * epsilon) a LayerNorm without bias (Nemotron 3's).
+ */
+export function mtpHead(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, x: number, opt: { layerNorm?: number } = {}): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
   const d = hp.nEmbd;
   const hid = p.buf('h_nextn', d);
-  p.op('rms_norm', hid, { a: x, weights: { weight: maybe(t(il, 'nextn.shared_head_norm.weight')) ?? need('output_norm.weight') }, params: { eps: hp.rmsEps } });
+  const norm = { weight: maybe(t(il, 'nextn.shared_head_norm.weight')) ?? need('output_norm.weight') };
+  if (opt.layerNorm !== undefined) p.op('layer_norm', hid, { a: x, weights: norm, params: { eps: opt.layerNorm } });
+  else p.op('rms_norm', hid, { a: x, weights: norm, params: { eps: hp.rmsEps } });
   p.hidden(hid);
   const ho = p.buf('h_out', d, true);
   p.op('gather_out', ho, { a: hid });

@@ -10,7 +10,7 @@ import { buildGptOss } from './gpt-oss';
 import { buildGranite } from './granite';
 import { buildLlamaFamily } from './llama-family';
 import { buildLfm2 } from './lfm2';
-import { buildNemotronH } from './mamba2';
+import { buildNemotronH, buildNemotronHMtp } from './mamba2';
 import { buildLlama4 } from './llama4';
 import { buildMimo2 } from './mimo2';
 import { buildMistral3 } from './mistral3';
@@ -101,11 +101,12 @@ export function buildProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>, 
 
 /**
  * The program of a file's multi-token-prediction block, run as a draft model of its own (see
- * buildDeepseek2Mtp, buildQwen35Mtp): deepseek2, qwen35moe, qwen35 and qwen3next; other architectures, and
+ * buildDeepseek2Mtp, buildQwen35Mtp, buildNemotronHMtp): deepseek2, qwen35moe, qwen35, qwen3next and nemotron_h_moe; other architectures, and
  * files without the block, are refused.
  */
 export function buildMtpProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   if (hp.arch === 'qwen35moe' || hp.arch === 'qwen35' || hp.arch === 'qwen3next') return buildQwen35Mtp(hp, tensors);
-  if (hp.arch !== 'deepseek2') throw new EngineError('KAIL_E_UNSUPPORTED', `multi-token-prediction drafting is implemented for deepseek2, qwen35moe, qwen35 and qwen3next files; this one is '${hp.arch}'`);
+  if (hp.arch === 'nemotron_h_moe') return buildNemotronHMtp(hp, tensors);
+  if (hp.arch !== 'deepseek2') throw new EngineError('KAIL_E_UNSUPPORTED', `multi-token-prediction drafting is implemented for deepseek2, qwen35moe, qwen35, qwen3next and nemotron_h_moe files; this one is '${hp.arch}'`);
   return buildDeepseek2Mtp(hp, tensors);
 }

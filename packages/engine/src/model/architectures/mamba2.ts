@@ -3,7 +3,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_HEADS, type HParams } from '../hparams';
 import { qkvProjections, trunkStart, withBias, type ProgramBuilder } from '../program-builder';
-import { moeBlockFfn, outputHead, readMoeRouting, tensorLookup } from './deepseek2';
+import { moeBlockFfn, mtpBlock, mtpHead, mtpInput, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeRouting } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
@@ -93,51 +93,92 @@ function relu2Ffn(p: ProgramBuilder, tensors: Map<string, GgufTensorInfo>, looku
  * expert_weights_scale) plus a squared-ReLU shared expert. NextN (MTP) blocks past the trunk are
  * left out.
  */
-export function buildNemotronH(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+/** Nemotron-H's epsilons: RMS norms take layer_norm_rms_epsilon, else layer_norm_epsilon; the MTP head's LayerNorm the latter. */
+function nemotronHParams(hp: HParams): HParams & { lnEps: number } {
+  const md = hp.meta;
+  const lnEps = md.num('attention.layer_norm_epsilon');
+  return { ...hp, rmsEps: md.has('attention.layer_norm_rms_epsilon') ? hp.rmsEps : lnEps, lnEps };
+}
+
+/** GQA without positions (Nemotron-H's attention blocks) on the residual stream io.x into out. */
+function nopeAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, io: { x: number; h: number }, out: number): void {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const hd = hp.headDimK;
+  if (hp.headDimV !== hd) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key length ${hd} and value length ${hp.headDimV} differ`);
+  const { H, Hkv, q, k, v, attn } = qkvProjections(p, hp, il, io, { need, maybe }, hd, hd);
+  const layer = p.kvLayer(Hkv * hd, Hkv * hd);
+  p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: hp.attentionScale || 1 / Math.sqrt(hd) } });
+  p.op('matmul', out, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), maybe(t(il, 'attn_output.bias'))) });
+}
+
+/**
+ * Nemotron-H's expert FFN on the normed h into out: gate-less experts (squared ReLU) after sigmoid
+ * + bias routing, plus the squared-ReLU shared expert; a latent MoE (Nemotron 3 Super) routes on h
+ * and runs its experts on ffn_latent_down h, their sum through ffn_latent_up.
+ */
+function nemotronMoe(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, routing: MoeRouting | undefined, h: number, out: number): void {
   const lookup = tensorLookup(hp, tensors);
   const { need, maybe } = lookup;
-  const md = hp.meta;
+  if (!routing) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: block ${il} has a router but expert_count is missing`);
+  const down = maybe(t(il, 'ffn_latent_down.weight'));
+  const up = maybe(t(il, 'ffn_latent_up.weight'));
+  if (!down !== !up) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: block ${il} has ${down ? 'ffn_latent_down without ffn_latent_up' : 'ffn_latent_up without ffn_latent_down'}`);
+  const opt = { probsBias: 'required', shared: 'none', gateless: true, moeParams: { act: 3 } } as const;
+  if (down) {
+    const L = tensors.get(down)!.dims[1];
+    const lat = p.buf(`moe_latent${L}`, L);
+    const latOut = p.buf(`moe_latent_out${L}`, L);
+    p.op('matmul', lat, { a: h, weights: { weight: down } });
+    moeBlockFfn(p, hp, tensors, il, lat, latOut, routing, false, { ...opt, routerInput: h });
+    p.op('matmul', out, { a: latOut, weights: { weight: need(up!) } });
+  } else moeBlockFfn(p, hp, tensors, il, h, out, routing, false, opt);
+  const shared = p.buf('ffn_shexp', hp.nEmbd);
+  relu2Ffn(p, tensors, lookup, t(il, 'ffn_up_shexp'), t(il, 'ffn_down_shexp'), h, shared);
+  p.op('add', out, { a: out, b: shared });
+}
+
+const nemotronRouting = (hp: HParams): MoeRouting | undefined => (hp.nExpert > 0 ? { ...readMoeRouting(hp, 2, { gating: 2 }), nGroup: 0, nGroupUsed: 0 } : undefined);
+
+export function buildNemotronH(hp0: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  const hp = nemotronHParams(hp0);
+  const lookup = tensorLookup(hp, tensors);
+  const { need } = lookup;
   const dims = readMamba2Dims(hp);
-  // Its loader takes the RMS epsilon from layer_norm_rms_epsilon, else layer_norm_epsilon.
-  const eps = md.has('attention.layer_norm_rms_epsilon') ? hp.rmsEps : md.num('attention.layer_norm_epsilon');
-  const h2 = { ...hp, rmsEps: eps };
-  const nTrunk = hp.nLayer - md.int('nextn_predict_layers', 0, 0, hp.nLayer - 1);
-  const routing = hp.nExpert > 0 ? { ...readMoeRouting(hp, 2, { gating: 2 }), nGroup: 0, nGroupUsed: 0 } : undefined;
+  const routing = nemotronRouting(hp);
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
-  for (let il = 0; il < nTrunk; il++) {
-    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps } });
-    if (hp.nHeadKv[il] === 0 && hp.nFf[il] === 0) mamba2Mixer(p, h2, tensors, il, dims, h, attnOut);
-    else if (hp.nFf[il] === 0) {
-      const hd = hp.headDimK;
-      if (hp.headDimV !== hd) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key length ${hd} and value length ${hp.headDimV} differ`);
-      const { H, Hkv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
-      const layer = p.kvLayer(Hkv * hd, Hkv * hd);
-      p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: hp.attentionScale || 1 / Math.sqrt(hd) } });
-      p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), maybe(t(il, 'attn_output.bias'))) });
-    } else if (!tensors.has(t(il, 'ffn_gate_inp.weight'))) {
-      relu2Ffn(p, tensors, lookup, t(il, 'ffn_up'), t(il, 'ffn_down'), h, attnOut);
-      p.op('cvec', attnOut, { a: attnOut, params: { layer: il } });
-    } else {
-      // Gate-less experts (squared ReLU) after sigmoid + bias routing; a latent MoE (Nemotron 3
-      // Super) routes on h and runs its experts on ffn_latent_down h, their sum through ffn_latent_up.
-      const down = maybe(t(il, 'ffn_latent_down.weight'));
-      const up = maybe(t(il, 'ffn_latent_up.weight'));
-      if (!down !== !up) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: block ${il} has ${down ? 'ffn_latent_down without ffn_latent_up' : 'ffn_latent_up without ffn_latent_down'}`);
-      const opt = { probsBias: 'required', shared: 'none', gateless: true, moeParams: { act: 3 } } as const;
-      if (down) {
-        const L = tensors.get(down)!.dims[1];
-        const lat = p.buf(`moe_latent${L}`, L);
-        const latOut = p.buf(`moe_latent_out${L}`, L);
-        p.op('matmul', lat, { a: h, weights: { weight: down } });
-        moeBlockFfn(p, hp, tensors, il, lat, latOut, routing!, false, { ...opt, routerInput: h });
-        p.op('matmul', attnOut, { a: latOut, weights: { weight: need(up!) } });
-      } else moeBlockFfn(p, hp, tensors, il, h, attnOut, routing!, false, opt);
-      const shared = p.buf('ffn_shexp', hp.nEmbd);
-      relu2Ffn(p, tensors, lookup, t(il, 'ffn_up_shexp'), t(il, 'ffn_down_shexp'), h, shared);
-      p.op('add', attnOut, { a: attnOut, b: shared });
-      p.op('cvec', attnOut, { a: attnOut, params: { layer: il } });
+  for (let il = 0; il < trunkLayers(hp); il++) {
+    if (hp.nHeadKv[il] !== 0 && hp.nFf[il] === 0) nopeAttention(p, hp, tensors, il, { x, h }, attnOut);
+    else {
+      p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+      if (hp.nFf[il] === 0) mamba2Mixer(p, hp, tensors, il, dims, h, attnOut);
+      else if (tensors.has(t(il, 'ffn_gate_inp.weight'))) nemotronMoe(p, hp, tensors, il, routing, h, attnOut);
+      else relu2Ffn(p, tensors, lookup, t(il, 'ffn_up'), t(il, 'ffn_down'), h, attnOut);
+      // llama.cpp's build_cvec, on the FFN blocks' output.
+      if (hp.nFf[il] !== 0) p.op('cvec', attnOut, { a: attnOut, params: { layer: il } });
     }
     p.op('add', x, { a: x, b: attnOut });
   }
-  return outputHead(p, h2, tensors, x);
+  return outputHead(p, hp, tensors, x);
+}
+
+/**
+ * Nemotron 3's multi-token-prediction block as a model of its own (llama.cpp's nemotron_h_moe
+ * graph_mtp): eh_proj of [enorm(embed(x_t)); hnorm(the target's hidden state before)], a GQA
+ * block without positions over its own KV cache, post_attention_norm and the expert FFN (latent when
+ * the trunk's is), then shared_head_norm as a LayerNorm (layer_norm_epsilon) and the head.
+ */
+export function buildNemotronHMtp(hp0: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  const hp = nemotronHParams(hp0);
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const il = mtpBlock(hp, tensors);
+  if (il < 0) throw new EngineError('KAIL_E_INVALID_ARG', `${hp.arch}: the file carries no multi-token-prediction block (nextn_predict_layers and blk.N.nextn.* tensors)`);
+  const { p, x } = mtpInput(hp, tensors, il);
+  const h = p.buf('h', hp.nEmbd);
+  const attnOut = p.buf('attn_out', hp.nEmbd);
+  nopeAttention(p, hp, tensors, il, { x, h }, attnOut);
+  p.op('add', x, { a: x, b: attnOut });
+  p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });
+  nemotronMoe(p, hp, tensors, il, nemotronRouting(hp), h, attnOut);
+  p.op('add', x, { a: x, b: attnOut });
+  return mtpHead(p, hp, tensors, il, x, { layerNorm: hp.lnEps });
 }
