@@ -475,6 +475,17 @@ export function mtpInput(hp: HParams, tensors: Map<string, GgufTensorInfo>, il: 
 }
 
 /**
+ * The start of a NextN block that is attention then an FFN (Qwen3.5's, Nemotron 3's): the block's
+ * index, its input (mtpInput) in x, and buffers for the attention's normed input and its output.
+ */
+export function mtpAttentionStart(hp: HParams, tensors: Map<string, GgufTensorInfo>): { il: number; p: ProgramBuilder; x: number; h: number; attnOut: number } {
+  const il = mtpBlock(hp, tensors);
+  if (il < 0) throw new EngineError('KAIL_E_INVALID_ARG', `${hp.arch}: the file carries no multi-token-prediction block (nextn_predict_layers and blk.N.nextn.* tensors)`);
+  const { p, x } = mtpInput(hp, tensors, il);
+  return { il, p, x, h: p.buf('h', hp.nEmbd), attnOut: p.buf('attn_out', hp.nEmbd) };
+}
+
+/**
  * A NextN block's end: shared_head_norm (or the output norm) as the program's hidden state, then
  * shared_head_head (or the model's head). The norm is an RMS norm, or with `layerNorm` (its
  * epsilon) a LayerNorm without bias (Nemotron 3's).

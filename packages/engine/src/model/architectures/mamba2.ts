@@ -3,7 +3,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_HEADS, type HParams } from '../hparams';
 import { qkvProjections, trunkStart, withBias, type ProgramBuilder } from '../program-builder';
-import { moeBlockFfn, mtpBlock, mtpHead, mtpInput, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeRouting } from './deepseek2';
+import { moeBlockFfn, mtpAttentionStart, mtpHead, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeRouting } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
@@ -169,12 +169,8 @@ export function buildNemotronH(hp0: HParams, tensors: Map<string, GgufTensorInfo
  */
 export function buildNemotronHMtp(hp0: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   const hp = nemotronHParams(hp0);
-  const { need, maybe } = tensorLookup(hp, tensors);
-  const il = mtpBlock(hp, tensors);
-  if (il < 0) throw new EngineError('KAIL_E_INVALID_ARG', `${hp.arch}: the file carries no multi-token-prediction block (nextn_predict_layers and blk.N.nextn.* tensors)`);
-  const { p, x } = mtpInput(hp, tensors, il);
-  const h = p.buf('h', hp.nEmbd);
-  const attnOut = p.buf('attn_out', hp.nEmbd);
+  const { need } = tensorLookup(hp, tensors);
+  const { il, p, x, h, attnOut } = mtpAttentionStart(hp, tensors);
   nopeAttention(p, hp, tensors, il, { x, h }, attnOut);
   p.op('add', x, { a: x, b: attnOut });
   p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });

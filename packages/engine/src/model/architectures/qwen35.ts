@@ -3,7 +3,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_HEADS, type HParams } from '../hparams';
 import { denseSwigluFfn, qkvProjections, ropeParams, trunkStart, type ProgramBuilder } from '../program-builder';
-import { mtpBlock, mtpHead, mtpInput, outputHead, tensorLookup, trunkLayers } from './deepseek2';
+import { mtpAttentionStart, mtpHead, outputHead, tensorLookup, trunkLayers } from './deepseek2';
 import { gatedSharedExpert, softmaxExperts } from './llama-family';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -186,11 +186,7 @@ export function buildQwen35(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
  */
 export function buildQwen35Mtp(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   const { need } = tensorLookup(hp, tensors);
-  const il = mtpBlock(hp, tensors);
-  if (il < 0) throw new EngineError('KAIL_E_INVALID_ARG', `${hp.arch}: the file carries no multi-token-prediction block (nextn_predict_layers and blk.N.nextn.* tensors)`);
-  const { p, x } = mtpInput(hp, tensors, il);
-  const h = p.buf('h', hp.nEmbd);
-  const attnOut = p.buf('attn_out', hp.nEmbd);
+  const { il, p, x, h, attnOut } = mtpAttentionStart(hp, tensors);
   gatedAttention(p, hp, tensors, il, { x, h }, attnOut);
   p.op('add', x, { a: x, b: attnOut });
   p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });
