@@ -17,6 +17,8 @@ describe('expert packs (kail repack)', () => {
   it.each([
     ['tiny-qwen3moe', 'Q4_K'],
     ['tiny-mixtral', 'Q8_0'],
+    // Gate-less experts (up and down): an empty gate slice.
+    ['tiny-nemotron-h-moe', 'Q4_K'],
   ])('%s %s: one and two stripes give the in-memory tokens', async (preset, type) => {
     const file = writeTestModel(dir, preset, type);
     const opts: LoadModelOptions = { threads: 2, nCtx: 128 };
@@ -40,6 +42,7 @@ describe('expert packs (kail repack)', () => {
         expect(h.header.stripes).toBe(n);
         for (const l of h.header.layers) {
           expect(l.blockBytes % 4096).toBe(0);
+          expect(l.strides[0] === 0).toBe(preset === 'tiny-nemotron-h-moe');
           expect(l.offset.every((o) => o % 4096 === 0)).toBe(true);
         }
       }

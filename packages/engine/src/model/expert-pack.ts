@@ -3,7 +3,7 @@
 //
 // Each expert of each MoE layer is one block, 4 KiB-aligned and a multiple of 4 KiB long, holding
 // its gate, up and down slices (each slice's bytes exactly as in the GGUF, at 64-byte-aligned
-// offsets), so one O_DIRECT read fetches an expert. Blocks are striped over one file per storage
+// offsets; gate-less experts have an empty gate slice), so one O_DIRECT read fetches an expert. Blocks are striped over one file per storage
 // path: expert g = layer * n_expert + e goes to stripe g mod n, so the experts one token needs
 // spread over every device and the reader's I/O threads keep all of them busy.
 //
@@ -27,7 +27,7 @@ const ALIGN = 4096;
 const SLICE_ALIGN = 64;
 
 export interface ExpertPackLayer {
-  /** gate, up, down tensor names in the GGUF. */
+  /** gate, up, down tensor names in the GGUF ('' for the gate of gate-less experts). */
   tensors: [string, string, string];
   /** Bytes of one expert's slice of each tensor. */
   strides: [number, number, number];
@@ -52,29 +52,33 @@ export interface ExpertPackHeader {
 
 const up = (v: number, a: number) => Math.ceil(v / a) * a;
 
-/** Per MoE op in program order: its gate, up and down expert tensors. */
-export function expertTensors(program: ModelProgram, file: NativeGgufFile): [GgufTensorInfo, GgufTensorInfo, GgufTensorInfo][] {
+/** Per MoE op in program order: its gate (null for gate-less experts), up and down expert tensors. */
+export type ExpertTensors = [GgufTensorInfo | null, GgufTensorInfo, GgufTensorInfo];
+export function expertTensors(program: ModelProgram, file: NativeGgufFile): ExpertTensors[] {
   const byName = new Map(file.tensors.map((t) => [t.name, t]));
-  const out: [GgufTensorInfo, GgufTensorInfo, GgufTensorInfo][] = [];
+  const out: ExpertTensors[] = [];
   for (const op of program.ops) {
     if (op.op !== 'moe') continue;
-    if (!op.weights?.gate_exps && op.weights?.up_exps) throw new EngineError('KAIL_E_UNSUPPORTED', `${file.path}: expert packs hold gate, up and down slices; this model's experts have no gate (up and down only): stream them from the GGUF itself`);
+    // (act 2 and 3: up and down only.)
+    const gated = op.params?.act !== 2 && op.params?.act !== 3;
     const ts = (['gate_exps', 'up_exps', 'down_exps'] as const).map((role) => {
+      if (role === 'gate_exps' && !gated) return null;
       const name = op.weights?.[role];
       const t = name ? byName.get(name) : undefined;
       if (!t) throw new EngineError('KAIL_E_BAD_MODEL', `${file.path}: MoE op without its ${role} tensor`);
       return t;
     });
-    out.push(ts as [GgufTensorInfo, GgufTensorInfo, GgufTensorInfo]);
+    out.push(ts as ExpertTensors);
   }
   return out;
 }
 
-function layout(tensors: [GgufTensorInfo, GgufTensorInfo, GgufTensorInfo][], stripes: number): ExpertPackLayer[] {
+function layout(tensors: ExpertTensors[], stripes: number): ExpertPackLayer[] {
   const next = new Array<number>(stripes).fill(0);
   return tensors.map((ts, l) => {
-    const nExpert = ts[0].dims[2] ?? 1;
+    const nExpert = ts[1].dims[2] ?? 1;
     const strides = ts.map((t) => {
+      if (!t) return 0;
       const n = t.dims[2] ?? 1;
       if (n !== nExpert || t.nbytes % n !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `expert tensor '${t.name}' does not split into ${nExpert} experts`);
       return t.nbytes / n;
@@ -90,7 +94,7 @@ function layout(tensors: [GgufTensorInfo, GgufTensorInfo, GgufTensorInfo][], str
       offset.push(next[s]);
       next[s] += blockBytes;
     }
-    return { tensors: ts.map((t) => t.name) as [string, string, string], strides, sliceOffset, blockBytes, stripe, offset };
+    return { tensors: ts.map((t) => t?.name ?? '') as [string, string, string], strides, sliceOffset, blockBytes, stripe, offset };
   });
 }
 
@@ -140,6 +144,7 @@ export function writeExpertPack(modelPath: string, program: ModelProgram, file: 
         block.fill(0, 0, l.blockBytes);
         for (let s = 0; s < 3; s++) {
           const t = tensors[li][s];
+          if (!t) continue;
           const off = t.offset + e * l.strides[s];
           const n = fs.readSync(src, block, l.sliceOffset[s], l.strides[s], off);
           if (n !== l.strides[s]) throw new EngineError('KAIL_E_IO', `${modelPath}: short read of '${t.name}' expert ${e} at offset ${off} (the file ends early?)`);
