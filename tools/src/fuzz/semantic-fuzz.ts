@@ -175,6 +175,7 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-lfm2moe', type: 'Q4_K_M' },
   { preset: 'tiny-nemotron-h-moe', type: 'Q4_K_M' },
   { preset: 'tiny-granitehybrid', type: 'Q4_K_M' },
+  { preset: 'tiny-jamba', type: 'Q4_K_M' },
   { preset: 'tiny-exaone-moe', type: 'F32' },
   { preset: 'tiny-afmoe', type: 'F32' },
   { preset: 'tiny-mistral4', type: 'F32' },

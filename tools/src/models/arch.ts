@@ -53,7 +53,12 @@ export interface ModelConfig {
 export type WeightInit =
   /** Approximately normal with this mean and standard deviation. */
   | { kind: 'normal'; std: number; mean?: number }
-  | { kind: 'const'; value: number };
+  | { kind: 'const'; value: number }
+  /**
+   * The same ramp in every row (along shape[0]): start, start + step, ... (Mamba's S4D-real
+   * A = 1..d_state per channel, stored as ssm_a = -A: start -1, step -1).
+   */
+  | { kind: 'ramp'; start: number; step: number };
 
 /** What a tensor is, for the type rules of mixed quantizations (llama.cpp's tensor categories). */
 export type TensorRole =

@@ -89,6 +89,11 @@ export function fillTensorRange(seed: number, spec: TensorSpec, start: number, o
     out.fill(spec.init.value);
     return;
   }
+  if (spec.init.kind === 'ramp') {
+    const row = spec.shape[0];
+    for (let k = 0; k < out.length; k++) out[k] = spec.init.start + spec.init.step * ((start + k) % row);
+    return;
+  }
   const rng = new Xoshiro128(hashSeed(seed, spec.name));
   rng.jump(2 * start); // fillNormal draws two 32-bit words per value
   rng.fillNormal(out, spec.init.mean ?? 0, spec.init.std);

@@ -4,6 +4,7 @@ import type { Deepseek2Config } from './architectures/deepseek2';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
 import type { GraniteConfig, GraniteHybridConfig } from './architectures/granite';
+import type { JambaConfig } from './architectures/jamba';
 import type { Mimo2Config } from './architectures/mimo2';
 import type { Mistral3Config } from './architectures/mistral3';
 import type { NemotronHConfig } from './architectures/nemotron-h';
@@ -208,7 +209,25 @@ const graniteHybrid: GraniteHybridConfig = {
 };
 const graniteHybridDense: GraniteHybridConfig = { ...graniteHybrid, name: 'tiny-granitehybrid-dense', ff: 512, nExperts: 0, nExpertsUsed: 0, expertFf: 0, sharedFf: 512 };
 
+// Jamba 1.5 / 1.7 Mini style in 4 blocks: Mamba-1 + dense FFN, Mamba-1 + experts, NoPE GQA + dense
+// FFN, Mamba-1 + experts (the real ones: attention every 8th block from 4, experts every 2nd from
+// 1; here attention every 4th from 2), attention of 4 heads of 64 over 2 KV heads, Mamba-1 of
+// d_inner 512 (2 x dim) with state 16, 4-tap convolutions and a dt rank of 32 (HF's default would be
+// ceil(256 / 16) = 16, but ssm_dt's rows of dt_rank would then fit no 32-block type and fall back to
+// F16 in every quantized file; with 32 they take Q8_0 / Q5_0 / Q4_0 as the other presets' narrow
+// rows), 16 softmax experts top-2 without renormalization. The experts and the dense FFNs share one
+// feed_forward_length of 256 (llama.cpp reads one n_ff for both, as the real models have).
+const jamba: JambaConfig = {
+  ...base, arch: 'jamba', name: 'tiny-jamba', nLayers: 4, dim: 256, ff: 256, nHeads: 4, nKvHeads: 2, nExperts: 16, nExpertsUsed: 2, expertFf: 256,
+  vocabKind: 'spm', ropeBase: 10000, normEps: 1e-6, ssm: { convKernel: 4, stateSize: 16, dtRank: 32 },
+  layout: { attnPeriod: 4, attnOffset: 2, expertPeriod: 2, expertOffset: 1 },
+};
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-jamba': {
+    description: 'jamba (Jamba 1.5 / 1.7 Mini style): blocks of Mamba-1 (d_inner 512, state 16, dt rank 32, normed dt/B/C) + dense FFN, Mamba-1 + experts, NoPE GQA + dense FFN, Mamba-1 + experts; 16 softmax SwiGLU experts top-2 sharing feed_forward_length 256 with the dense FFNs',
+    config: jamba,
+  },
   'tiny-lfm2moe': { description: 'lfm2moe (LFM2-8B-A1B style): gated short-convolution blocks (a recurrent conv state) and a GQA block with q/k norms, 1 dense block, sigmoid + bias experts, token_embd_norm', config: lfm2moe },
   'tiny-lfm2': { description: 'lfm2 (dense LFM2 style): tiny-lfm2moe with SwiGLU FFNs in every block', config: lfm2 },
   'tiny-nemotron-h-moe': {

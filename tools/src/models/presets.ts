@@ -157,6 +157,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   nemotron_h_moe: 'tiny-nemotron-h-moe',
   nemotron_h: 'tiny-nemotron-h',
   granitehybrid: 'tiny-granitehybrid',
+  jamba: 'tiny-jamba',
 };
 
 export function getPreset(name: string): Preset {

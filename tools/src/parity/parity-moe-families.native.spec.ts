@@ -12,7 +12,8 @@
 // lfm2 (LFM2: gated short convolutions with a recurrent state, GQA blocks among them),
 // nemotron_h_moe and nemotron_h (Nemotron-H / Nemotron 3: Mamba-2 blocks, NoPE GQA, squared-ReLU
 // FFNs and gate-less experts; -latent: Nemotron 3 Super's latent experts), granitehybrid (Granite 4.0-H: Mamba-2 with Granite's multipliers,
-// MoE and dense), glm4moe (with and without q/k norms),
+// MoE and dense), jamba (Mamba-1 blocks with dt/B/C norms, NoPE GQA, experts every other block),
+// glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
 // bailingmoe2 (fused QKV), granite and granitemoe (Granite's multipliers), llama4 (its chunked
@@ -44,6 +45,7 @@ const PRESETS = [
   'tiny-nemotron-h',
   'tiny-granitehybrid',
   'tiny-granitehybrid-dense',
+  'tiny-jamba',
   'tiny-deepseek32',
   'tiny-glm-dsa',
   'tiny-mimo2',
@@ -80,6 +82,7 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],
   ['tiny-nemotron-h', 'Q4_K_M'],
   ['tiny-granitehybrid', 'Q4_K_M'],
+  ['tiny-jamba', 'Q4_K_M'],
   ['tiny-deepseek3', 'Q8_0'],
   ['tiny-deepseek32', 'Q4_K_M'],
   ['tiny-glm-dsa', 'Q8_0'],

@@ -267,7 +267,11 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.out, off, hd * nh, "out");
             break;
         }
-        case OP_MATMUL: fits(op.a, ip("a_off", 0), 0, "a"); fits(op.out, ip("out_off", 0), 0, "out"); break;
+        case OP_MATMUL:
+            // (n_in / n_out: the product's input and output widths when not the buffers' own.)
+            fits(op.a, ip("a_off", 0), ip("n_in", static_cast<double>(width(op.a) - ip("a_off", 0))), "a");
+            fits(op.out, ip("out_off", 0), ip("n_out", static_cast<double>(width(op.out) - ip("out_off", 0))), "out");
+            break;
         case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: case OP_RELU_SQR: {
             const int64_t n = ip("n", static_cast<double>(width(op.out)));
             fits(op.a, ip("a_off", 0), n, "a");
@@ -700,9 +704,17 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             for (const char * role : {"dt_bias", "a", "d"}) {
                 if (!scan && std::string(role) == "d") continue;
                 const tensor_ref w = m.weight(i, role);
+                // The scan's dt may come biased (Mamba-1: no dt_bias), and its A may hold one value
+                // per state element ([n_head][d_state], Mamba-1).
+                if (scan && std::string(role) == "dt_bias" && !w.info) continue;
+                const int64_t ds = scan ? static_cast<int64_t>(op.param_req("d_state")) : 1;
+                if (scan && std::string(role) == "a" && w.info && w.info->n_elements == hv * ds && ds > 1) {
+                    check(w.type() == KAIL_TYPE_F32, "SSM scan a '" + w.info->name + "' must be F32, is " + type_name(w.type()));
+                    continue;
+                }
                 check(w.info && w.type() == KAIL_TYPE_F32 && w.info->n_elements == hv,
                       std::string(scan ? "SSM scan " : "gated delta net ") + role + (w.info ? " '" + w.info->name + "' " + type_name(w.type()) + " " + shape_str(w.info) : std::string(" (missing)")) + " must be F32 with " +
-                          std::to_string(hv) + (scan ? " elements (one per head)" : " elements (one per value head)"));
+                          std::to_string(hv) + (!scan ? " elements (one per value head)" : std::string(role) == "a" ? " elements (one per head) or n_head x d_state" : " elements (one per head)"));
             }
         } else if (op.type == OP_ROPE) {
             const tensor_ref ff = m.weight(i, "freq_factors");
@@ -1987,31 +1999,50 @@ void op_gated_delta_net(exec_ctx & x, const op_desc & op, size_t oi) {
     }, 1);
 }
 
-// Mamba-2's selective scan, as ggml-cpu's ggml_ssm_scan with a scalar A per head (llama.cpp's
-// build_mamba2_layer): per token and head h (group g = h / (n_head / n_group)), dt_h =
-// softplus(dt + dt_bias), dA = exp(dt_h A_h); for each of the head's head_dim rows i of the state
-// (d_state wide): s_i = s_i dA + B_g x_i dt_h, y_i = s_i . C_g; out = y + D_h x. The state is
+// The selective scan of Mamba-2 and Mamba-1, as ggml-cpu's ggml_ssm_scan (llama.cpp's
+// build_mamba2_layer, build_mamba_layer): per token and head h (group g = h / (n_head / n_group)),
+// dt_h = softplus(dt + dt_bias) (Mamba-1: dt came biased, no dt_bias); for each of the head's
+// head_dim rows i of the state (d_state wide): s_i = s_i dA + B_g x_i dt_h, y_i = s_i . C_g; out =
+// y + D_h x. Mamba-2's A is a scalar per head (dA = exp(dt_h A_h)); Mamba-1's has one per state
+// element (A [head][d_state], dA_j = exp(dt_h A_hj), with head_dim 1). The state is
 // [head][row][d_state] as ggml's {d_state, head_dim, n_head}.
 struct ssm_scan_params {
     int64_t       H, P, N, G;  // heads, head_dim, d_state, groups
-    const float * dt;
+    const float * dt;          // or null
     const float * A;
     const float * D;
+    bool          a_per_state;
     ssm_scan_params(const model::impl & m, const op_desc & op, size_t oi)
         : H(static_cast<int64_t>(op.param_req("n_head"))), P(static_cast<int64_t>(op.param_req("head_dim"))), N(static_cast<int64_t>(op.param_req("d_state"))),
           G(static_cast<int64_t>(op.param_req("n_group"))), dt(reinterpret_cast<const float *>(m.weight(oi, "dt_bias").data)),
-          A(reinterpret_cast<const float *>(m.weight(oi, "a").data)), D(reinterpret_cast<const float *>(m.weight(oi, "d").data)) {}
+          A(reinterpret_cast<const float *>(m.weight(oi, "a").data)), D(reinterpret_cast<const float *>(m.weight(oi, "d").data)),
+          a_per_state(m.weight(oi, "a").info->n_elements == H * N && N > 1) {}
 };
 
 // One token (x|B|C row a, raw dt row) through head h's state S (P x N); out (P floats) unless null.
 void ssm_scan_step(const ssm_scan_params & q, float * S, int64_t h, const float * a, const float * dtr, float * out) {
-    const float z = dtr[h] + q.dt[h];
+    const float z = dtr[h] + (q.dt ? q.dt[h] : 0.0f);
     const float dts = z > 20.0f ? z : std::log(1.0f + std::exp(z));
-    const float dA = std::exp(dts * q.A[h]);
     const int64_t g = h / (q.H / q.G);
     const float * x = a + h * q.P;
     const float * B = a + q.H * q.P + g * q.N;
     const float * C = a + q.H * q.P + q.G * q.N + g * q.N;
+    if (q.a_per_state) {
+        // (Summed in order, as ggml-cpu's Mamba-1 loop.)
+        const float * Ah = q.A + h * q.N;
+        for (int64_t i = 0; i < q.P; i++) {
+            float * s = S + i * q.N;
+            const float xdt = x[i] * dts;
+            float sum = 0.0f;
+            for (int64_t j = 0; j < q.N; j++) {
+                s[j] = s[j] * std::exp(dts * Ah[j]) + B[j] * xdt;
+                sum += s[j] * C[j];
+            }
+            if (out) out[i] = sum + x[i] * q.D[h];
+        }
+        return;
+    }
+    const float dA = std::exp(dts * q.A[h]);
     for (int64_t i = 0; i < q.P; i++) {
         float * s = S + i * q.N;
         const float xdt = x[i] * dts;

@@ -33,6 +33,7 @@ const CASES: [preset: string, type: string][] = [
   // Latent experts (Nemotron 3 Super): routed on the full-width input, run on its projection.
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],
   ['tiny-granitehybrid', 'Q8_0'],
+  ['tiny-jamba', 'Q4_K'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */

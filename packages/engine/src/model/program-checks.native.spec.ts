@@ -122,5 +122,7 @@ describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
     expect(() => load(wide)).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/recurrent layer's width is not n_head x head_dim x d_state/) }));
     const bias = tampered(f.program, 'ssm_conv', (o) => (o.weights!.bias = 'blk.0.ssm_dt.bias'));
     expect(() => load(bias)).toThrow(/convolution bias 'blk.0.ssm_dt.bias' must be F32 with 768 elements/);
+    const a = tampered(f.program, 'ssm_scan', (o) => (o.weights!.a = 'blk.0.ssm_conv1d.bias'));
+    expect(() => load(a)).toThrow(/SSM scan a 'blk.0.ssm_conv1d.bias' F32 \[768\] must be F32 with 8 elements \(one per head\) or n_head x d_state/);
   });
 });

@@ -17,9 +17,10 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const toks = Array.from({ length: 24 }, (_, i) => ((i * 37 + 5) % 1000) + 3);
 
-// Qwen3.5's delta nets (a conv window and a matrix per head), LFM2's short convolutions and
-// Nemotron-H's Mamba-2 mixers (a conv window with a bias and a head_dim x d_state state per head).
-describe.each(['tiny-qwen35moe', 'tiny-lfm2moe', 'tiny-nemotron-h-moe'])('%s: recurrent state', (preset) => {
+// Qwen3.5's delta nets (a conv window and a matrix per head), LFM2's short convolutions,
+// Nemotron-H's Mamba-2 mixers (a conv window with a bias and a head_dim x d_state state per head)
+// and Jamba's Mamba-1 mixers (a d_state state per channel, A per state element).
+describe.each(['tiny-qwen35moe', 'tiny-lfm2moe', 'tiny-nemotron-h-moe', 'tiny-jamba'])('%s: recurrent state', (preset) => {
   let file: string;
   let m: EngineModel;
   beforeAll(() => {

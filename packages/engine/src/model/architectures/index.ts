@@ -10,7 +10,7 @@ import { buildGptOss } from './gpt-oss';
 import { buildGranite } from './granite';
 import { buildLlamaFamily } from './llama-family';
 import { buildLfm2 } from './lfm2';
-import { buildNemotronH, buildNemotronHMtp } from './mamba2';
+import { buildJamba, buildNemotronH, buildNemotronHMtp } from './mamba2';
 import { buildLlama4 } from './llama4';
 import { buildMimo2 } from './mimo2';
 import { buildMistral3 } from './mistral3';
@@ -68,6 +68,8 @@ const ARCHITECTURES: Record<string, Builder> = {
   nemotron_h_moe: (hp, ts) => buildNemotronH(hp, ts),
   // IBM Granite 4.0-H: Granite's multipliers over Mamba-2 and GQA blocks.
   granitehybrid: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
+  // AI21 Jamba: Mamba-1 and GQA blocks, experts every other block.
+  jamba: (hp, ts) => buildJamba(hp, ts),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),

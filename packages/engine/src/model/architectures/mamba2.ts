@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_HEADS, type HParams } from '../hparams';
-import { qkvProjections, trunkStart, withBias, type ProgramBuilder } from '../program-builder';
+import { denseSwigluFfn, qkvProjections, trunkStart, withBias, type ProgramBuilder } from '../program-builder';
 import { moeBlockFfn, mtpAttentionStart, mtpHead, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeRouting } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -72,6 +72,86 @@ export function mamba2Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string,
   const norm = maybe(t(il, 'ssm_norm.weight'));
   if (norm) p.op('head_rms_norm', y, { a: y, weights: { weight: norm }, params: { eps: hp.rmsEps, head_dim: dInner / nGroup, n_head: nGroup } });
   p.op('matmul', out, { a: y, weights: { weight: need(t(il, 'ssm_out.weight')) } });
+}
+
+/**
+ * A Mamba-1 mixer (llama.cpp's build_mamba_layer, Jamba's blocks without KV heads) on the normed
+ * input `h` into `out`: ssm_in gives x | z; x through the causal convolution (+ bias, SiLU); ssm_x
+ * of that gives dt (ssm.time_step_rank wide) | B | C (d_state each), each RMS-normed when the file
+ * has ssm_dt_norm / ssm_b_norm / ssm_c_norm (Jamba); dt = ssm_dt dt + bias; the `ssm_scan` op with
+ * one head per channel and A per state element; times SiLU(z); ssm_out.
+ */
+export function mamba1Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, h: number, out: number): void {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const md = hp.meta;
+  const dConv = md.int('ssm.conv_kernel', undefined, 2, 1024);
+  const dInner = md.int('ssm.inner_size', undefined, 1, MAX_DIM);
+  const dState = md.int('ssm.state_size', undefined, 1, 65536);
+  const dtRank = md.int('ssm.time_step_rank', undefined, 1, MAX_DIM);
+  const xz = p.buf(`m1_xz${2 * dInner}`, 2 * dInner);
+  const x = p.buf(`m1_x${dInner}`, dInner);
+  // The scan's input: the convolution's output, then B and C.
+  const xbc = p.buf(`m1_xbc${dInner + 2 * dState}`, dInner + 2 * dState);
+  const xdb = p.buf(`m1_xdb${dtRank + 2 * dState}`, dtRank + 2 * dState);
+  const dtr = p.buf(`m1_dtr${dtRank}`, dtRank);
+  const dt = p.buf(`m1_dt${dInner}`, dInner);
+  const y = p.buf(`m1_y${dInner}`, dInner);
+  const norm = (buf: number, name: string, off: number, width: number) => {
+    const w = maybe(t(il, `${name}.weight`));
+    if (w) p.op('head_rms_norm', buf, { a: buf, weights: { weight: w }, params: { eps: hp.rmsEps, head_dim: width, n_head: 1, a_off: off } });
+  };
+  p.op('matmul', xz, { a: h, weights: { weight: need(t(il, 'ssm_in.weight')) } });
+  p.op('copy', x, { a: xz, params: { n: dInner } });
+  const convBias = maybe(t(il, 'ssm_conv1d.bias'));
+  p.op('ssm_conv', xbc, {
+    a: x,
+    weights: { weight: need(t(il, 'ssm_conv1d.weight')), ...(convBias ? { bias: convBias } : {}) },
+    params: { layer: p.rsLayer((dConv - 1) * dInner), d_conv: dConv, silu: 1 },
+  });
+  p.op('matmul', xdb, { a: xbc, weights: { weight: need(t(il, 'ssm_x.weight')) }, params: { n_in: dInner } });
+  p.op('copy', dtr, { a: xdb, params: { n: dtRank } });
+  p.op('copy', xbc, { a: xdb, params: { a_off: dtRank, out_off: dInner, n: 2 * dState } });
+  norm(dtr, 'ssm_dt_norm', 0, dtRank);
+  norm(xbc, 'ssm_b_norm', dInner, dState);
+  norm(xbc, 'ssm_c_norm', dInner + dState, dState);
+  p.op('matmul', dt, { a: dtr, weights: withBias(need(t(il, 'ssm_dt.weight')), maybe(t(il, 'ssm_dt.bias'))) });
+  p.op('ssm_scan', y, {
+    a: xbc,
+    b: dt,
+    weights: { a: need(t(il, 'ssm_a')), d: need(t(il, 'ssm_d')) },
+    params: { layer: p.rsLayer(dInner * dState), n_head: dInner, head_dim: 1, d_state: dState, n_group: 1 },
+  });
+  p.op('swiglu', y, { a: xz, b: y, params: { a_off: dInner, n: dInner } });
+  p.op('matmul', out, { a: y, weights: { weight: need(t(il, 'ssm_out.weight')) } });
+}
+
+/**
+ * AI21 Jamba (`jamba`; llama.cpp src/models/jamba.cpp): blocks without KV heads are Mamba-1 mixers,
+ * the others GQA without RoPE; each then ffn_norm and routed experts (softmax top-k, not
+ * renormalized) or a dense SwiGLU FFN.
+ */
+export function buildJamba(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  const lookup = tensorLookup(hp, tensors);
+  const { need, maybe } = lookup;
+  if (2 * hp.nEmbd !== hp.meta.int('ssm.inner_size', undefined, 1, MAX_DIM)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ssm.inner_size must be twice embedding_length (llama.cpp's loader asserts it)`);
+  // Its loader reads no gating function, weight norm or scale.
+  const routing = hp.nExpert > 0 ? { ...readMoeRouting(hp, 1, { gating: 1, normW: false, wScale: 0 }), nGroup: 0, nGroupUsed: 0 } : undefined;
+  const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
+  for (let il = 0; il < hp.nLayer; il++) {
+    if (hp.nHeadKv[il] !== 0) nopeAttention(p, hp, tensors, il, { x, h }, attnOut);
+    else {
+      p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+      mamba1Mixer(p, hp, tensors, il, h, attnOut);
+    }
+    p.op('add', x, { a: x, b: attnOut });
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
+    const ffnOut = p.buf('ffn_out', hp.nEmbd);
+    if (tensors.has(t(il, 'ffn_gate_inp.weight'))) moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing!, false, { probsBias: 'none', shared: 'none' });
+    else denseSwigluFfn(p, tensors, il, { need, maybe }, h, ffnOut);
+    p.op('add', x, { a: x, b: ffnOut });
+    p.op('cvec', x, { a: x, params: { layer: il } });
+  }
+  return outputHead(p, hp, tensors, x);
 }
 
 /** up (+ bias), squared ReLU, down (+ bias): llama.cpp's build_ffn with LLM_FFN_RELU_SQR and no gate. */
