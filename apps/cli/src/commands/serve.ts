@@ -162,7 +162,7 @@ export function registerServe(program: Command): void {
     .option('--swa-full', "sliding-window layers keep every position (llama.cpp's --swa-full; gpt-oss can then shift its context)")
     .option('--slot-save-path <dir>', "directory for llama-server's POST /slots/ID?action=save|restore files (off without it)")
     .option('--max-stall-ms <ms>', 'while streams decode, the longest a pass spends on arriving prompts (0 = no limit)', '500')
-    .option('--ctx-checkpoints <n>', "recurrent models (Qwen3.5, Nemotron-H, Granite 4.0-H, LFM2): states kept per slot one token before each prompt's end, so a regenerated or rewritten turn computes only what follows (llama-server's --ctx-checkpoints; 0 = off)", '2')
+    .option('--ctx-checkpoints <n>', "recurrent models (Qwen3.5, Qwen3-Next, Nemotron-H, Granite 4.0-H, Jamba, LFM2): states kept per slot one token before each prompt's end, so a regenerated or rewritten turn computes only what follows (llama-server's --ctx-checkpoints; 0 = off)", '2')
     .option('--reasoning-budget <n>', "most tokens a chat answer's <think> block may take before the engine closes it, for requests that set none (-1 = none)", (v: string) => {
       if (!/^(-1|\d+)$/.test(v) || Number(v) > 1e9) throw new Error(`--reasoning-budget must be -1 or a token count (0..1000000000), got '${v}'`);
       return v;

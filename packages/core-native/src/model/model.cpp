@@ -237,7 +237,8 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
         const double v = op.param(k, def);
-        if (!std::isfinite(v) || v < -(double(int64_t(1) << 40)) || v > double(int64_t(1) << 40)) throw error(KAIL_E_BAD_MODEL, what + "parameter " + k + " is out of range");
+        // (Within 2^31, so a product of two parameters, e.g. head_dim x n_head, cannot overflow.)
+        if (!std::isfinite(v) || v < -(double(int64_t(1) << 31)) || v > double(int64_t(1) << 31)) throw error(KAIL_E_BAD_MODEL, what + "parameter " + k + " is out of range");
         return static_cast<int64_t>(v);
     };
     auto req = [&](const char * k) -> int64_t {
@@ -268,9 +269,10 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             break;
         }
         case OP_MATMUL:
-            // (n_in / n_out: the product's input and output widths when not the buffers' own.)
-            fits(op.a, ip("a_off", 0), ip("n_in", static_cast<double>(width(op.a) - ip("a_off", 0))), "a");
-            fits(op.out, ip("out_off", 0), ip("n_out", static_cast<double>(width(op.out) - ip("out_off", 0))), "out");
+            // (n_in / n_out: the product's input and output widths when not the buffers' own; the
+            // weight's shape is checked against the same numbers.)
+            fits(op.a, ip("a_off", 0), ip("n_in", static_cast<double>(width(op.a))), "a");
+            fits(op.out, ip("out_off", 0), ip("n_out", static_cast<double>(width(op.out))), "out");
             break;
         case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: case OP_RELU_SQR: {
             const int64_t n = ip("n", static_cast<double>(width(op.out)));
@@ -375,7 +377,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (width(op.a) != nh * hd + 2 * ng * ds) throw error(KAIL_E_BAD_MODEL, what + "x|B|C input is " + std::to_string(width(op.a)) + " wide, expected " + std::to_string(nh * hd + 2 * ng * ds));
             fits(op.b, 0, nh, "b");
             fits(op.out, 0, nh * hd, "out");
-            if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
+            if (op.out == op.a || op.out == op.b) throw error(KAIL_E_INVALID_ARG, what + "out must not be a or b");
             if (m.prog.rs_width[static_cast<size_t>(l)] != nh * hd * ds) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not n_head x head_dim x d_state");
             break;
         }

@@ -64,6 +64,8 @@ describe('native program checks', () => {
     ['expert groups that do not divide the experts', 'moe', (o) => Object.assign(o.params!, { n_group: 3, n_group_used: 2 }), /16 experts do not split into 3 groups/],
     ['per-head norms past the buffer', 'head_rms_norm', (o) => (o.params!.n_head = 9), /op \d+ \(head_rms_norm\): 1152 values at offset 0 do not fit/],
     ['a NaN parameter', 'attention', (o) => (o.params!.head_dim = NaN), /parameter head_dim is out of range/],
+    ['a product written past its buffer', 'matmul', (o) => (o.params = { ...o.params, out_off: 4 }), /op \d+ \(matmul\): \d+ values at offset 4 do not fit buffer/],
+    ['heads whose product would overflow', 'head_rms_norm', (o) => Object.assign(o.params!, { head_dim: 2 ** 32, n_head: 2 ** 32 }), /parameter head_dim is out of range/],
     ['a negative attention chunk', 'attention', (o) => (o.params!.chunk = -8), /attention chunk -8 is negative/],
     ['temperature tuning without a floor scale', 'attention', (o) => Object.assign(o.params!, { temp_scale: 0.1, temp_floor: 0 }), /temperature tuning needs a floor scale/],
   ])('refuses %s', (_what, op, edit, want) => {
@@ -124,5 +126,7 @@ describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
     expect(() => load(bias)).toThrow(/convolution bias 'blk.0.ssm_dt.bias' must be F32 with 768 elements/);
     const a = tampered(f.program, 'ssm_scan', (o) => (o.weights!.a = 'blk.0.ssm_conv1d.bias'));
     expect(() => load(a)).toThrow(/SSM scan a 'blk.0.ssm_conv1d.bias' F32 \[768\] must be F32 with 8 elements \(one per head\) or n_head x d_state/);
+    const outB = tampered(f.program, 'ssm_scan', (o) => (o.out = o.b!));
+    expect(() => load(outB)).toThrow(/op \d+ \(ssm_scan\): /);
   });
 });

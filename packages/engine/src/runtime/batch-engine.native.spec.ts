@@ -460,6 +460,20 @@ describe.each(['tiny-qwen35moe', 'tiny-nemotron-h-moe'])('BatchEngine context ch
     });
   }, 120_000);
 
+  it('a prompt whose every token the slot holds (the last answer was empty) goes on from the checkpoint', async () => {
+    const file = writeTestModel(dir, preset, 'F32');
+    await withReuseAndPlain(file, 1, 32, async (e, plain, mine) => {
+      const p = mine.tokenizer.tokenize('a long prompt about experts, routers and caches '.repeat(6), { addSpecial: true });
+      const req = (id: string, maxTokens: number) => ({ id, prompt: p, maxTokens, sampling: { temperature: 0 }, ignoreEog: true, logprobs: true });
+      await collectAll(e.generate(req('prefill-only', 0)));
+      expect(mine.seqLen(0)).toBe(p.length);
+      const r = await collectAll(e.generate(req('again', 4)));
+      expect(r.last.finish?.cachedPromptTokens).toBe(p.length - 1);
+      const ref = await collectAll(plain.generate(req('ref', 4)));
+      expect(r.logprobs).toEqual(ref.logprobs);
+    });
+  }, 60_000);
+
   it('contextCheckpoints 0 keeps none; a bad count is refused', async () => {
     const file = writeTestModel(dir, preset, 'F32');
     const m = EngineModel.load(file, { nSeqMax: 1, kvType: 'f32', threads: 2, nCtx: 256 });

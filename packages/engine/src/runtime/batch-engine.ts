@@ -246,13 +246,14 @@ export interface BatchEngineOptions {
    */
   reusePrefix?: boolean;
   /**
-   * Recurrent models (Qwen3.5, Nemotron-H, Granite 4.0-H, LFM2): a state holds a sequence's whole
+   * Recurrent models (Qwen3.5, Qwen3-Next, Nemotron-H, Granite 4.0-H, Jamba, LFM2): a state holds a sequence's whole
    * past and cannot be cut back, so a prompt that shares only a start with a slot's cache (a chat
    * regenerated, or its next turn re-rendered without the last answer's reasoning) would be
    * computed whole. Instead each prompt of at least 64 tokens stops one token short, the states
    * there are kept (a context checkpoint, as llama-server's --ctx-checkpoints), and a later prompt
    * that starts with those tokens restores them and computes only the rest. This many per slot,
-   * the newest kept; each costs the model's recurrent state bytes per sequence. Default 2; 0 = off.
+   * the newest kept; each costs the model's recurrent state bytes per sequence (outside the RAM
+   * budget). Default 2; 0 = off, and off with speculative decoding (as reusePrefix).
    */
   contextCheckpoints?: number;
   /**
@@ -517,8 +518,9 @@ export class BatchEngine {
     const r = this.running.get(slot);
     if ((r ? r.lora : this.slots[slot].lora) !== lora) return 0;
     const n = r ? sharedPrefix(this.cacheTokens(r), prompt, this.model.seqLen(slot)) : sharedPrefix(this.slots[slot].tokens, prompt);
-    // A recurrent state holds the whole cached past: only a prompt that continues all of it can use it.
-    return this.model.recurrent && n < this.model.seqLen(slot) ? 0 : n;
+    // A recurrent state holds the whole cached past: only a prompt that continues all of it, past
+    // it, can use it (the last prompt token is always computed; a context checkpoint serves the rest).
+    return this.model.recurrent && (n < this.model.seqLen(slot) || n >= prompt.length) ? 0 : n;
   }
 
   /**
@@ -699,8 +701,15 @@ export class BatchEngine {
       }
       const ck = ckpts[a.slot];
       if (!copied && ck && ck.tokens.length > bestShared) {
-        bestShared = this.model.restoreStates(a.slot, ck.tokens.length, ck.states);
-        this.promptTokensFromCheckpoints += bestShared;
+        try {
+          bestShared = this.model.restoreStates(a.slot, ck.tokens.length, ck.states);
+          this.promptTokensFromCheckpoints += bestShared;
+        } catch {
+          // (Not expected: the checkpoint was taken from this slot at a length it still holds.
+          // Then nothing is reused.)
+          this.slots[a.slot].checkpoints = [];
+          bestShared = 0;
+        }
       }
       // The last prompt token is always computed: its logits choose the first new token.
       a.reused = a.req.promptLogprobs || a.req.embed ? 0 : Math.max(0, Math.min(bestShared, a.req.prompt.length - 1));

@@ -494,7 +494,8 @@ export function mtpHead(p: ProgramBuilder, hp: HParams, tensors: Map<string, Ggu
   const { need, maybe } = tensorLookup(hp, tensors);
   const d = hp.nEmbd;
   const hid = p.buf('h_nextn', d);
-  const norm = { weight: maybe(t(il, 'nextn.shared_head_norm.weight')) ?? need('output_norm.weight') };
+  // (Nemotron 3's LayerNorm head has no fallback: output_norm is an RMS norm's weight.)
+  const norm = { weight: opt.layerNorm !== undefined ? need(t(il, 'nextn.shared_head_norm.weight')) : (maybe(t(il, 'nextn.shared_head_norm.weight')) ?? need('output_norm.weight')) };
   if (opt.layerNorm !== undefined) p.op('layer_norm', hid, { a: x, weights: norm, params: { eps: opt.layerNorm } });
   else p.op('rms_norm', hid, { a: x, weights: norm, params: { eps: hp.rmsEps } });
   p.hidden(hid);

@@ -77,8 +77,8 @@ export function mamba2Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string,
 /**
  * A Mamba-1 mixer (llama.cpp's build_mamba_layer, Jamba's blocks without KV heads) on the normed
  * input `h` into `out`: ssm_in gives x | z; x through the causal convolution (+ bias, SiLU); ssm_x
- * of that gives dt (ssm.time_step_rank wide) | B | C (d_state each), each RMS-normed when the file
- * has ssm_dt_norm / ssm_b_norm / ssm_c_norm (Jamba); dt = ssm_dt dt + bias; the `ssm_scan` op with
+ * of that gives dt (ssm.time_step_rank wide) | B | C (d_state each), RMS-normed when the file
+ * has ssm_dt_norm, ssm_b_norm and ssm_c_norm (Jamba); dt = ssm_dt dt + bias; the `ssm_scan` op with
  * one head per channel and A per state element; times SiLU(z); ssm_out.
  */
 export function mamba1Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, h: number, out: number): void {
@@ -96,9 +96,11 @@ export function mamba1Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string,
   const dtr = p.buf(`m1_dtr${dtRank}`, dtRank);
   const dt = p.buf(`m1_dt${dInner}`, dInner);
   const y = p.buf(`m1_y${dInner}`, dInner);
-  const norm = (buf: number, name: string, off: number, width: number) => {
-    const w = maybe(t(il, `${name}.weight`));
-    if (w) p.op('head_rms_norm', buf, { a: buf, weights: { weight: w }, params: { eps: hp.rmsEps, head_dim: width, n_head: 1, a_off: off } });
+  // dt, B and C are normed when the file has all three norms (llama.cpp's condition).
+  const norms = ['ssm_dt_norm', 'ssm_b_norm', 'ssm_c_norm'].map((n) => maybe(t(il, `${n}.weight`)));
+  const normed = norms.every((w) => w !== undefined);
+  const norm = (buf: number, i: number, off: number, width: number) => {
+    if (normed) p.op('head_rms_norm', buf, { a: buf, weights: { weight: norms[i]! }, params: { eps: hp.rmsEps, head_dim: width, n_head: 1, a_off: off } });
   };
   p.op('matmul', xz, { a: h, weights: { weight: need(t(il, 'ssm_in.weight')) } });
   p.op('copy', x, { a: xz, params: { n: dInner } });
@@ -111,9 +113,9 @@ export function mamba1Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string,
   p.op('matmul', xdb, { a: xbc, weights: { weight: need(t(il, 'ssm_x.weight')) }, params: { n_in: dInner } });
   p.op('copy', dtr, { a: xdb, params: { n: dtRank } });
   p.op('copy', xbc, { a: xdb, params: { a_off: dtRank, out_off: dInner, n: 2 * dState } });
-  norm(dtr, 'ssm_dt_norm', 0, dtRank);
-  norm(xbc, 'ssm_b_norm', dInner, dState);
-  norm(xbc, 'ssm_c_norm', dInner + dState, dState);
+  norm(dtr, 0, 0, dtRank);
+  norm(xbc, 1, dInner, dState);
+  norm(xbc, 2, dInner + dState, dState);
   p.op('matmul', dt, { a: dtr, weights: withBias(need(t(il, 'ssm_dt.weight')), maybe(t(il, 'ssm_dt.bias'))) });
   p.op('ssm_scan', y, {
     a: xbc,
