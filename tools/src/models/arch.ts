@@ -130,6 +130,11 @@ export function norm(name: string, n: number, layer?: number): TensorSpec {
   return { name, shape: [n], init: NORM_INIT, role: 'norm', layer };
 }
 
+/** A tensor every file keeps in F32 whatever its shape (role 'bias': convolution taps, SSM parameters). */
+export function f32Tensor(name: string, shape: number[], init: WeightInit, layer?: number): TensorSpec {
+  return { name, shape, init, role: 'bias', layer };
+}
+
 export function linear(name: string, nIn: number, nOut: number, role: TensorRole, layer?: number, gain = 1): TensorSpec {
   return { name, shape: [nIn, nOut], init: linearInit(nIn, gain), role, layer };
 }

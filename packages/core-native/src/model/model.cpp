@@ -1864,6 +1864,34 @@ std::vector<float> & rs_state(model::impl & m, int seq, int layer) {
     return st;
 }
 
+// A sequence that keeps a checkpoint records its recurrent op's inputs of one token (these spans,
+// in order: rs_record[layer] floats), which rs_replay feeds back through the op's state update.
+void rs_record_inputs(model::impl & m, int seq, int layer, std::initializer_list<std::pair<const float *, int64_t>> spans) {
+    model::impl::rs_checkpoint & ck = m.rs_ck[static_cast<size_t>(seq)];
+    if (ck.pos0 < 0) return;
+    std::vector<float> & rec = ck.inputs[static_cast<size_t>(layer)];
+    for (const auto & [p, n] : spans) rec.insert(rec.end(), p, p + n);
+}
+
+// The recurrent ops' parallel shape: each sequence in the batch with its tokens in batch order
+// (position order within it) and its state in recurrent layer `layer` (allocated before the
+// threads start), its heads over the threads: f(state, head, tokens, scratch) per (sequence,
+// head), with one scratch vector per thread's range.
+template <typename F>
+void over_sequence_heads(exec_ctx & x, int layer, int64_t heads, F && f) {
+    std::map<int, std::vector<int64_t>> by_seq;
+    for (int64_t t = 0; t < x.n_tok; t++) by_seq[x.b.seq[t]].push_back(t);
+    std::vector<std::pair<float *, const std::vector<int64_t> *>> seqs;
+    for (auto & [seq, toks] : by_seq) seqs.push_back({rs_state(x.m, seq, layer).data(), &toks});
+    x.m.pool->parallel_for(static_cast<int64_t>(seqs.size()) * heads, [&](int64_t begin, int64_t end, int) {
+        std::vector<float> scratch;
+        for (int64_t task = begin; task < end; task++) {
+            const auto & [state, toks] = seqs[static_cast<size_t>(task / heads)];
+            f(state, task % heads, *toks, scratch);
+        }
+    }, 1);
+}
+
 // A convolution state (the last nc - 1 inputs of C channels, oldest first) after input row `in`.
 void conv_push(std::vector<float> & st, const float * in, int64_t C, int64_t nc) {
     if (nc > 2) std::memmove(st.data(), st.data() + C, static_cast<size_t>((nc - 2) * C) * sizeof(float));
@@ -1886,9 +1914,7 @@ void op_ssm_conv(exec_ctx & x, const op_desc & op, size_t oi) {
         std::vector<float> & st = rs_state(m, x.b.seq[t], layer);
         const float * in = x.ptr(op.a) + t * C;
         float * out = x.ptr(op.out) + t * ow;
-        // A sequence that keeps a checkpoint records the op's inputs for a replay.
-        model::impl::rs_checkpoint & ck = m.rs_ck[static_cast<size_t>(x.b.seq[t])];
-        if (ck.pos0 >= 0) ck.inputs[static_cast<size_t>(layer)].insert(ck.inputs[static_cast<size_t>(layer)].end(), in, in + C);
+        rs_record_inputs(m, x.b.seq[t], layer, {{in, C}});
         for (int64_t c = 0; c < C; c++) {
             const float * wc = w + c * nc;
             float sum = 0.0f;
@@ -1975,30 +2001,13 @@ void op_gated_delta_net(exec_ctx & x, const op_desc & op, size_t oi) {
         const float * al = x.ptr(op.b) + t * x.width(op.b);
         const float * be = x.ptr(op.c) + t * x.width(op.c);
         gdn_prepare(g, a, al, be, qk.data() + t * 2 * Hk * S, gb.data() + t * 2 * Hv);
-        // A sequence that keeps a checkpoint records the op's inputs for a replay.
-        model::impl::rs_checkpoint & ck = m.rs_ck[static_cast<size_t>(x.b.seq[t])];
-        if (ck.pos0 >= 0) {
-            std::vector<float> & rec = ck.inputs[static_cast<size_t>(layer)];
-            rec.insert(rec.end(), a, a + aw);
-            rec.insert(rec.end(), al, al + Hv);
-            rec.insert(rec.end(), be, be + Hv);
-        }
+        rs_record_inputs(m, x.b.seq[t], layer, {{a, aw}, {al, Hv}, {be, Hv}});
     }
-    // Each sequence's tokens in order; states allocated before the threads start.
-    std::map<int, std::vector<int64_t>> by_seq;
-    for (int64_t t = 0; t < n; t++) by_seq[x.b.seq[t]].push_back(t);
-    std::vector<std::pair<float *, const std::vector<int64_t> *>> seqs;
-    for (auto & [seq, toks] : by_seq) seqs.push_back({rs_state(m, seq, layer).data(), &toks});
-    const int64_t tasks = static_cast<int64_t>(seqs.size()) * Hv;
-    m.pool->parallel_for(tasks, [&](int64_t begin, int64_t end, int) {
-        std::vector<float> delta(static_cast<size_t>(S));
-        for (int64_t task = begin; task < end; task++) {
-            const int64_t h = task % Hv;
-            float * M = seqs[static_cast<size_t>(task / Hv)].first + h * S * S;
-            for (int64_t t : *seqs[static_cast<size_t>(task / Hv)].second)
-                gdn_step(g, M, h, qk.data() + t * 2 * Hk * S, gb.data() + t * 2 * Hv, x.ptr(op.a) + t * aw + 2 * Hk * S + h * S, delta.data(), x.ptr(op.out) + t * ow + h * S);
-        }
-    }, 1);
+    over_sequence_heads(x, layer, Hv, [&](float * state, int64_t h, const std::vector<int64_t> & toks, std::vector<float> & delta) {
+        delta.resize(static_cast<size_t>(S));
+        for (int64_t t : toks)
+            gdn_step(g, state + h * S * S, h, qk.data() + t * 2 * Hk * S, gb.data() + t * 2 * Hv, x.ptr(op.a) + t * aw + 2 * Hk * S + h * S, delta.data(), x.ptr(op.out) + t * ow + h * S);
+    });
 }
 
 // The selective scan of Mamba-2 and Mamba-1, as ggml-cpu's ggml_ssm_scan (llama.cpp's
@@ -2058,30 +2067,10 @@ void op_ssm_scan(exec_ctx & x, const op_desc & op, size_t oi) {
     const int layer = static_cast<int>(op.param_req("layer"));
     const ssm_scan_params q(m, op, oi);
     const int64_t aw = x.width(op.a), bw = x.width(op.b), ow = x.width(op.out), n = x.n_tok;
-    for (int64_t t = 0; t < n; t++) {
-        // A sequence that keeps a checkpoint records the op's inputs for a replay.
-        model::impl::rs_checkpoint & ck = m.rs_ck[static_cast<size_t>(x.b.seq[t])];
-        if (ck.pos0 >= 0) {
-            std::vector<float> & rec = ck.inputs[static_cast<size_t>(layer)];
-            const float * a = x.ptr(op.a) + t * aw;
-            const float * dt = x.ptr(op.b) + t * bw;
-            rec.insert(rec.end(), a, a + aw);
-            rec.insert(rec.end(), dt, dt + q.H);
-        }
-    }
-    // Each sequence's tokens in order, its heads over the threads; states allocated first.
-    std::map<int, std::vector<int64_t>> by_seq;
-    for (int64_t t = 0; t < n; t++) by_seq[x.b.seq[t]].push_back(t);
-    std::vector<std::pair<float *, const std::vector<int64_t> *>> seqs;
-    for (auto & [seq, toks] : by_seq) seqs.push_back({rs_state(m, seq, layer).data(), &toks});
-    m.pool->parallel_for(static_cast<int64_t>(seqs.size()) * q.H, [&](int64_t begin, int64_t end, int) {
-        for (int64_t task = begin; task < end; task++) {
-            const int64_t h = task % q.H;
-            float * S = seqs[static_cast<size_t>(task / q.H)].first + h * q.P * q.N;
-            for (int64_t t : *seqs[static_cast<size_t>(task / q.H)].second)
-                ssm_scan_step(q, S, h, x.ptr(op.a) + t * aw, x.ptr(op.b) + t * bw, x.ptr(op.out) + t * ow + h * q.P);
-        }
-    }, 1);
+    for (int64_t t = 0; t < n; t++) rs_record_inputs(m, x.b.seq[t], layer, {{x.ptr(op.a) + t * aw, aw}, {x.ptr(op.b) + t * bw, q.H}});
+    over_sequence_heads(x, layer, q.H, [&](float * state, int64_t h, const std::vector<int64_t> & toks, std::vector<float> &) {
+        for (int64_t t : toks) ssm_scan_step(q, state + h * q.P * q.N, h, x.ptr(op.a) + t * aw, x.ptr(op.b) + t * bw, x.ptr(op.out) + t * ow + h * q.P);
+    });
 }
 
 void rs_drop_checkpoint(model::impl::rs_checkpoint & ck) {

@@ -19,8 +19,8 @@
 // exp(softplus(dt) * ssm_a) over each channel's state_size states (ssm_a = -exp(A_log), stored
 // {d_state, d_inner}), plus the skip ssm_d {d_inner}; the result is gated by SiLU(z) and projected
 // back by ssm_out.
-import { attention, checkHeads, denseFfn, embeddings, linear, linearInit, moeFfn, norm, NORM_INIT, requirePositive, residualGain } from '../arch';
-import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
+import { attention, checkHeads, denseFfn, embeddings, f32Tensor, linear, linearInit, moeFfn, norm, NORM_INIT, requirePositive, residualGain } from '../arch';
+import type { ArchDefinition, ModelConfig, TensorSpec, WeightInit } from '../arch';
 import { GgufType } from '../../gguf/constants';
 import { kv, type GgufValue } from '../../gguf/writer';
 import { baseMetadata, checkExperts } from './common';
@@ -93,7 +93,7 @@ export function mamba1Metadata(arch: string, c: ModelConfig, s: Mamba1Shape): [s
 export function mamba1Mixer(c: ModelConfig, i: number, s: Mamba1Shape): TensorSpec[] {
   const p = `blk.${i}`;
   const inner = mamba1Inner(c);
-  const f32 = (name: string, shape: number[], init: TensorSpec['init']): TensorSpec => ({ name: `${p}.${name}`, shape, init, role: 'bias', layer: i });
+  const f32 = (name: string, shape: number[], init: WeightInit): TensorSpec => f32Tensor(`${p}.${name}`, shape, init, i);
   return [
     linear(`${p}.ssm_in.weight`, c.dim, 2 * inner, 'attn_q', i),
     f32('ssm_conv1d.weight', [s.convKernel, inner], { kind: 'normal', std: 1 / Math.sqrt(s.convKernel) }),

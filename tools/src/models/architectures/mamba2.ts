@@ -7,8 +7,8 @@
 // scan runs per head with the decay exp(softplus(dt + ssm_dt.bias) * ssm_a), ssm_a = -exp(A_log)
 // stored as {1, n_head}, plus the skip ssm_d {1, n_head}; the result is gated by SiLU(z), RMS-normed
 // per group (ssm_norm {d_inner / n_group, n_group}) and projected back by ssm_out.
-import { linear, NORM_INIT, residualGain } from '../arch';
-import type { ModelConfig, TensorSpec } from '../arch';
+import { f32Tensor, linear, NORM_INIT, residualGain } from '../arch';
+import type { ModelConfig, TensorSpec, WeightInit } from '../arch';
 import { kv, type GgufValue } from '../../gguf/writer';
 
 /** The mixer's shape: the ssm.* keys (HF mamba_* / ssm_* fields). */
@@ -60,7 +60,7 @@ export function mamba2Metadata(arch: string, s: Mamba2Shape): [string, GgufValue
 export function mamba2Mixer(c: ModelConfig, i: number, s: Mamba2Shape): TensorSpec[] {
   const p = `blk.${i}`;
   const inner = mamba2Inner(s);
-  const f32 = (name: string, shape: number[], init: TensorSpec['init']): TensorSpec => ({ name: `${p}.${name}`, shape, init, role: 'bias', layer: i });
+  const f32 = (name: string, shape: number[], init: WeightInit): TensorSpec => f32Tensor(`${p}.${name}`, shape, init, i);
   return [
     linear(`${p}.ssm_in.weight`, c.dim, 2 * inner + 2 * s.nGroup * s.stateSize + s.nHeads, 'attn_q', i),
     // [taps, channels]: rows of convKernel taps; std 0.5 over 4 taps keeps unit-scale channels.

@@ -74,6 +74,24 @@ export function mamba2Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string,
   p.op('matmul', out, { a: y, weights: { weight: need(t(il, 'ssm_out.weight')) } });
 }
 
+/** The Mamba-1 mixer's shape (llama.cpp's ssm_* hparams; time_step_rank is dt's projection rank here). */
+export interface Mamba1Dims {
+  dConv: number;
+  dInner: number;
+  dState: number;
+  dtRank: number;
+}
+
+export function readMamba1Dims(hp: HParams): Mamba1Dims {
+  const md = hp.meta;
+  return {
+    dConv: md.int('ssm.conv_kernel', undefined, 2, 1024),
+    dInner: md.int('ssm.inner_size', undefined, 1, MAX_DIM),
+    dState: md.int('ssm.state_size', undefined, 1, 65536),
+    dtRank: md.int('ssm.time_step_rank', undefined, 1, MAX_DIM),
+  };
+}
+
 /**
  * A Mamba-1 mixer (llama.cpp's build_mamba_layer, Jamba's blocks without KV heads) on the normed
  * input `h` into `out`: ssm_in gives x | z; x through the causal convolution (+ bias, SiLU); ssm_x
@@ -81,13 +99,9 @@ export function mamba2Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string,
  * has ssm_dt_norm, ssm_b_norm and ssm_c_norm (Jamba); dt = ssm_dt dt + bias; the `ssm_scan` op with
  * one head per channel and A per state element; times SiLU(z); ssm_out.
  */
-export function mamba1Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, h: number, out: number): void {
+export function mamba1Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, dims: Mamba1Dims, h: number, out: number): void {
   const { need, maybe } = tensorLookup(hp, tensors);
-  const md = hp.meta;
-  const dConv = md.int('ssm.conv_kernel', undefined, 2, 1024);
-  const dInner = md.int('ssm.inner_size', undefined, 1, MAX_DIM);
-  const dState = md.int('ssm.state_size', undefined, 1, 65536);
-  const dtRank = md.int('ssm.time_step_rank', undefined, 1, MAX_DIM);
+  const { dConv, dInner, dState, dtRank } = dims;
   const xz = p.buf(`m1_xz${2 * dInner}`, 2 * dInner);
   const x = p.buf(`m1_x${dInner}`, dInner);
   // The scan's input: the convolution's output, then B and C.
@@ -135,7 +149,8 @@ export function mamba1Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string,
 export function buildJamba(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   const lookup = tensorLookup(hp, tensors);
   const { need, maybe } = lookup;
-  if (2 * hp.nEmbd !== hp.meta.int('ssm.inner_size', undefined, 1, MAX_DIM)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ssm.inner_size must be twice embedding_length (llama.cpp's loader asserts it)`);
+  const dims = readMamba1Dims(hp);
+  if (2 * hp.nEmbd !== dims.dInner) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ssm.inner_size must be twice embedding_length (llama.cpp's loader asserts it)`);
   // Its loader reads no gating function, weight norm or scale.
   const routing = hp.nExpert > 0 ? { ...readMoeRouting(hp, 1, { gating: 1, normW: false, wScale: 0 }), nGroup: 0, nGroupUsed: 0 } : undefined;
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
@@ -143,7 +158,7 @@ export function buildJamba(hp: HParams, tensors: Map<string, GgufTensorInfo>): M
     if (hp.nHeadKv[il] !== 0) nopeAttention(p, hp, tensors, il, { x, h }, attnOut);
     else {
       p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
-      mamba1Mixer(p, hp, tensors, il, h, attnOut);
+      mamba1Mixer(p, hp, tensors, il, dims, h, attnOut);
     }
     p.op('add', x, { a: x, b: attnOut });
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
