@@ -95,7 +95,8 @@ export interface ProgramOp {
     | 'ssm_conv'
     | 'gated_delta_net'
     | 'ssm_scan'
-    | 'relu_sqr';
+    | 'relu_sqr'
+    | 'softcap';
   out: number;
   a?: number;
   b?: number;

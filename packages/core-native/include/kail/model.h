@@ -25,13 +25,13 @@ enum op_type {
     OP_HEAD_RMS_NORM,  // per head of width head_dim: rms norm with a [head_dim] weight, or one per head   weights: weight
     OP_MATMUL,         // out = a · weightᵀ (+ bias)                                    weights: weight, bias?
     OP_ADD,            // out = a + b
-    OP_MUL,            // out = a * b
+    OP_MUL,            // out = a * b, or without b a * weight (F32, as wide as a row or one value)   weights: weight?
     OP_SCALE,          // out = a * scale
     OP_SWIGLU,         // out = silu(a) * b
     OP_SIGMOID_MUL,    // out[t] = a[t] * sigmoid(b[t][0])  (shared-expert gate); per_element: a * sigmoid(b) (gated attention)
     OP_ROPE,           // rotates heads of a in place (positions of the batch)          weights: freq_factors?
-    OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a)
-    OP_MOE,            // routed experts on a, routed on b if given (else a)            weights: gate_inp, exp_probs_b?, gate_exps (not for act 2, 3), up_exps, down_exps
+    OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a); without b and c it reads a layer an earlier op stored (shared KV)
+    OP_MOE,            // routed experts on a, routed on b if given (else a)            weights: gate_inp, exp_probs_b?, gate_exps (not for act 2, 3), up_exps, down_exps, down_exps_s?
     OP_GATHER_OUT,     // out (out-rows) = rows of a whose output flag is set
     OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
     OP_MLA_ATTENTION,  // stores the latent row b (kv_lora + qk_rope) in the KV cache, out = absorbed MLA(q=a), over the positions in c when given   weights: k_b, v_b | kv_b
@@ -45,6 +45,7 @@ enum op_type {
     OP_GATED_DELTA_NET,// gated delta rule (Qwen3-Next/3.5 linear attention) over a = q|k|v, b = alpha, c = beta logits, state in recurrent layer `layer`   weights: dt_bias, a
     OP_SSM_SCAN,       // Mamba-2 selective scan over a = x|B|C, b = dt, state in recurrent layer `layer`; out = y + D x   weights: dt_bias, a, d (one per head)
     OP_RELU_SQR,       // out = max(a, 0)^2 (Nemotron-H's FFN activation)
+    OP_SOFTCAP,        // out = cap * tanh(a / cap) (Gemma's logit soft-capping)
     OP_COUNT_
 };
 
@@ -66,6 +67,13 @@ struct op_desc {
 inline bool moe_gated(const op_desc & op) {
     const double act = op.param("act", 0);
     return act != 2 && act != 3;
+}
+
+// Whether a moe op's gate and up experts are one fused tensor (`fused_gate_up`: gate_exps and
+// up_exps name the same [n_in, 2 ff, E] tensor, expert e's gate rows then its up rows, as
+// llama.cpp's ffn_gate_up_exps). Its cached expert is then one gate|up slice and the down slice.
+inline bool moe_fused(const op_desc & op) {
+    return moe_gated(op) && op.param("fused_gate_up", 0) != 0;
 }
 
 struct buffer_desc {

@@ -40,7 +40,7 @@ op_type op_type_from_name(const std::string & name) {
         {"attention", OP_ATTENTION}, {"moe", OP_MOE}, {"gather_out", OP_GATHER_OUT}, {"copy", OP_COPY}, {"mla_attention", OP_MLA_ATTENTION},
         {"input", OP_INPUT}, {"cvec", OP_CVEC}, {"layer_norm", OP_LAYER_NORM}, {"gelu", OP_GELU},
         {"hadamard", OP_HADAMARD}, {"dsa_index", OP_DSA_INDEX}, {"ssm_conv", OP_SSM_CONV}, {"gated_delta_net", OP_GATED_DELTA_NET},
-        {"ssm_scan", OP_SSM_SCAN}, {"relu_sqr", OP_RELU_SQR},
+        {"ssm_scan", OP_SSM_SCAN}, {"relu_sqr", OP_RELU_SQR}, {"softcap", OP_SOFTCAP},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -232,7 +232,7 @@ std::string shape_str(const gguf_tensor_info * t) {
 void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
                             "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu",
-                            "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr"};
+                            "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr", "softcap"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -258,6 +258,12 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     switch (op.type) {
         case OP_RMS_NORM: case OP_LAYER_NORM: fits(op.out, 0, width(op.a), "out"); break;
         case OP_GELU: fits(op.out, 0, width(op.a), "out"); break;
+        case OP_SOFTCAP: {
+            const double cap = op.param("cap", 0);
+            if (!(cap > 0) || !std::isfinite(cap)) throw error(KAIL_E_BAD_MODEL, what + "soft-capping value " + std::to_string(cap) + " is not a positive number");
+            fits(op.out, 0, width(op.a), "out");
+            break;
+        }
         case OP_EMBED:
             if (ip("index", 0) < 0 || ip("index", 0) > 2) throw error(KAIL_E_INVALID_ARG, what + "index " + std::to_string(ip("index", 0)) + " is not 0 (token), 1 (position) or 2 (row 0)");
             break;
@@ -278,6 +284,9 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             const int64_t n = ip("n", static_cast<double>(width(op.out)));
             fits(op.a, ip("a_off", 0), n, "a");
             if (op.b >= 0) fits(op.b, ip("b_off", 0), n, "b");
+            // (A product without b multiplies by its weight vector, checked with the weights.)
+            if ((op.type == OP_ADD || op.type == OP_SWIGLU || (op.type == OP_MUL && !op.weights.count("weight"))) && op.b < 0) throw error(KAIL_E_INVALID_ARG, what + "needs buffer b");
+            if (op.type == OP_MUL && op.b >= 0 && op.weights.count("weight")) throw error(KAIL_E_INVALID_ARG, what + "multiplies by b or by a weight, not both");
             fits(op.out, ip("out_off", 0), n, "out");
             break;
         }
@@ -305,14 +314,18 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
                 throw error(KAIL_E_BAD_MODEL, what + std::to_string(nh) + " heads over " + std::to_string(nkv) + " kv heads of " + std::to_string(hk) + "/" + std::to_string(hv) + " dimensions");
             if (m.prog.kv_k_width[layer] != nkv * hk || m.prog.kv_v_width[layer] != nkv * hv) throw error(KAIL_E_INVALID_ARG, what + "kv widths do not match heads");
             fits(op.a, ip("a_off", 0), nh * hk, "a");
-            fits(op.b, ip("b_off", 0), nkv * hk, "b");
-            fits(op.c, ip("c_off", 0), nkv * hv, "c");
+            // Without k and v it reads the rows an earlier op stored in this layer (checked in
+            // order by check_shared_kv).
+            if ((op.b < 0) != (op.c < 0)) throw error(KAIL_E_INVALID_ARG, what + "stores both k (b) and v (c) or neither");
+            if (op.b >= 0) fits(op.b, ip("b_off", 0), nkv * hk, "b");
+            if (op.c >= 0) fits(op.c, ip("c_off", 0), nkv * hv, "c");
             fits(op.out, ip("out_off", 0), nh * hv, "out");
             if (ip("window", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "sliding window " + std::to_string(ip("window", 0)) + " is negative");
             if (ip("chunk", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "attention chunk " + std::to_string(ip("chunk", 0)) + " is negative");
             if (ip("chunk", 0) > 0 && ip("window", 0) > 0) throw error(KAIL_E_INVALID_ARG, what + "a layer attends through a sliding window or in chunks, not both");
             if (ip("causal", 1) == 0 && (ip("window", 0) > 0 || ip("chunk", 0) > 0)) throw error(KAIL_E_INVALID_ARG, what + "non-causal attention over a sliding window or chunks is not supported");
             if (op.param("temp_scale", 0) != 0 && !(op.param("temp_floor", 0) >= 1)) throw error(KAIL_E_BAD_MODEL, what + "attention temperature tuning needs a floor scale of at least 1");
+            if (!(op.param("softcap", 0) >= 0) || !std::isfinite(op.param("softcap", 0))) throw error(KAIL_E_BAD_MODEL, what + "attention logit soft-capping " + std::to_string(op.param("softcap", 0)) + " is not a non-negative number");
             break;
         }
         case OP_MOE: {
@@ -320,8 +333,9 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (ne < 1 || k < 1 || k > ne) throw error(KAIL_E_BAD_MODEL, what + "uses " + std::to_string(k) + " of " + std::to_string(ne) + " experts");
             if (ip("gating", 0) < 0 || ip("gating", 0) > 3)
                 throw error(KAIL_E_INVALID_ARG, what + "gating " + std::to_string(ip("gating", 0)) + " is not 0 (softmax), 1 (sigmoid), 2 (softmax of the selected) or 3 (sigmoid of the selected)");
-            if (ip("act", 0) < 0 || ip("act", 0) > 3)
-                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU), 2 (GELU over up, no gate) or 3 (squared ReLU over up, no gate)");
+            if (ip("act", 0) < 0 || ip("act", 0) > 4)
+                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU), 2 (GELU over up, no gate), 3 (squared ReLU over up, no gate) or 4 (GeGLU)");
+            if (op.param("fused_gate_up", 0) != 0 && !moe_gated(op)) throw error(KAIL_E_INVALID_ARG, what + "fused gate/up experts need a gated activation");
             if (g > 1 && gu > 0 && gu < g && (ne % g != 0)) throw error(KAIL_E_BAD_MODEL, what + std::to_string(ne) + " experts do not split into " + std::to_string(g) + " groups");
             if (m.prog.n_expert < ne) throw error(KAIL_E_INVALID_ARG, what + "more experts than the program declares");
             fits(op.out, 0, width(op.a), "out");
@@ -415,7 +429,8 @@ void find_kv_ropes(model::impl & m) {
             const int layer = static_cast<int>(op.param_req("layer"));
             if (layer >= 0 && layer < m.prog.n_kv_layers) m.kv_rope[static_cast<size_t>(layer)] = -2;
         }
-        if (op.type == OP_ATTENTION || op.type == OP_MLA_ATTENTION) {
+        // (A reader of a shared layer stores nothing: the layer's K is the storing op's.)
+        if ((op.type == OP_ATTENTION && op.b >= 0) || op.type == OP_MLA_ATTENTION) {
             const int layer = static_cast<int>(op.param_req("layer"));
             auto it = last.find(op.b);
             if (layer >= 0 && layer < m.prog.n_kv_layers && op.type == OP_ATTENTION) m.kv_heads[static_cast<size_t>(layer)] = static_cast<int64_t>(op.param_req("n_head_kv"));
@@ -582,6 +597,7 @@ static void load_lora_adapters(model::impl & m) {
                 const op_type ty = m.prog.ops[oi].type;
                 const bool embed = ty == OP_EMBED;
                 const int moe_role = ty != OP_MOE ? 0 : role == "gate_exps" ? 1 : role == "up_exps" ? 2 : role == "down_exps" ? 3 : 0;
+                if (ty == OP_MOE && moe_role != 3 && moe_fused(m.prog.ops[oi])) throw error(KAIL_E_UNSUPPORTED, pre + "LoRA on fused gate/up experts (ffn_gate_up_exps) is not supported");
                 if (!moe_role && (role != "weight" || (ty != OP_MATMUL && !embed)))
                     throw error(KAIL_E_UNSUPPORTED, pre + "kail applies LoRA to projections, routed experts and the token embedding; this tensor is computed inside a fused op (" + role + ")");
                 // As llama.cpp: a projection's A is [n_in, rank] and B [rank, n_out] (experts':
@@ -671,9 +687,13 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             // The router reads b when given (a latent MoE's experts run on a projection of it), else a.
             const int64_t dr = op.b >= 0 ? width(op.b) : dm;
             check(r.ne(0) == dr && r.ne(1) == n_expert, "router '" + r.info->name + "' " + shape_str(r.info) + " does not match [" + std::to_string(dr) + ", " + std::to_string(n_expert) + "]");
+            // A fused gate|up tensor holds 2 ff rows per expert.
+            const bool fused = moe_fused(op);
+            if (fused) check(g.info == u.info && g.ne(1) % 2 == 0, "fused expert tensor '" + g.info->name + "' " + shape_str(g.info) + " must be named as both gate and up and hold an even number of rows (gate, then up)");
+            const int64_t ff = fused ? g.ne(1) / 2 : g.ne(1);
             check(g.ne(0) == dm && g.ne(2) == n_expert && u.ne(0) == dm && u.ne(1) == g.ne(1) && u.ne(2) == n_expert,
                   "expert tensors '" + g.info->name + "' " + shape_str(g.info) + " / '" + u.info->name + "' " + shape_str(u.info) + " do not match d_model " + std::to_string(dm) + " and " + std::to_string(n_expert) + " experts");
-            check(d.ne(0) == g.ne(1) && d.ne(1) == dm && d.ne(2) == n_expert, "expert tensor '" + d.info->name + "' " + shape_str(d.info) + " does not match");
+            check(d.ne(0) == ff && d.ne(1) == dm && d.ne(2) == n_expert, "expert tensor '" + d.info->name + "' " + shape_str(d.info) + " does not match");
             // F32 vectors of n elements; per-expert biases exactly [rows, n_expert] (read as expert e's row block).
             auto f32_of = [&](const char * role, int64_t n, const char * what, int64_t rows = 0) {
                 const tensor_ref b = m.weight(i, role);
@@ -684,10 +704,17 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
                           ", is " + type_name(b.type()) + " " + shape_str(b.info));
             };
             f32_of("exp_probs_b", n_expert, "expert selection bias");
+            f32_of("down_exps_s", n_expert, "per-expert output scale");
             f32_of("gate_inp_b", n_expert, "router bias");
+            if (fused) check(!m.weight(i, "gate_exps_b").info && !m.weight(i, "up_exps_b").info, "fused gate/up experts with per-expert gate or up biases are not supported");
             f32_of("gate_exps_b", g.ne(1) * n_expert, "expert gate bias", g.ne(1));
             f32_of("up_exps_b", g.ne(1) * n_expert, "expert up bias", g.ne(1));
             f32_of("down_exps_b", dm * n_expert, "expert down bias", dm);
+        } else if (op.type == OP_MUL && op.weights.count("weight")) {
+            const tensor_ref w = m.weight(i, "weight");
+            const int64_t n = static_cast<int64_t>(op.param("n", static_cast<double>(width(op.out))));
+            check(w.type() == KAIL_TYPE_F32 && (w.info->n_elements == n || w.info->n_elements == 1),
+                  "scale '" + w.info->name + "' must be F32 with " + std::to_string(n) + " elements or one, is " + type_name(w.type()) + " " + shape_str(w.info));
         } else if (op.type == OP_ATTENTION) {
             const tensor_ref sk = m.weight(i, "sinks");
             const int64_t nh = static_cast<int64_t>(op.param_req("n_head"));
@@ -760,6 +787,18 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.rs_ck.assign(static_cast<size_t>(m.params.n_seq_max), {});
     m.kv_ring = kv_ring_rows(m.prog, m.params.n_ctx, m.params.n_batch, m.params.swa_full);
     m.any_ring = std::any_of(m.kv_ring.begin(), m.kv_ring.end(), [](int64_t r) { return r > 0; });
+    // An attention op without k and v (Gemma's shared KV layers) reads the rows an earlier op of the
+    // program stored in its layer during the same pass.
+    {
+        std::vector<bool> stored(static_cast<size_t>(m.prog.n_kv_layers), false);
+        for (size_t i = 0; i < m.prog.ops.size(); i++) {
+            const op_desc & op = m.prog.ops[i];
+            if (op.type != OP_ATTENTION) continue;
+            const size_t layer = static_cast<size_t>(op.param_req("layer"));
+            if (op.b >= 0) stored[layer] = true;
+            else check(stored[layer], "program: op " + std::to_string(i) + " (attention) reads kv layer " + std::to_string(layer) + ", which no earlier op stores");
+        }
+    }
     find_kv_ropes(m);
     m.seq_len.assign(m.params.n_seq_max, 0);
     m.bufs.resize(m.prog.buffers.size());
@@ -1288,8 +1327,9 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     // Bytes of one head's row of K and of V (whole blocks for a quantized cache).
     const size_t rk = kv_row_bytes(kt, hd_k), rv = kv_row_bytes(vt, hd_v);
     const int64_t R = m.kv_ring[layer];
-    // 1. store K and V rows of the batch, each head's part in its block.
-    for (int64_t t = 0; t < x.n_tok; t++) {
+    // 1. store K and V rows of the batch, each head's part in its block (a reader of a shared
+    // layer finds them stored by an earlier op of this pass).
+    for (int64_t t = 0; t < x.n_tok && op.b >= 0; t++) {
         const int s = x.b.seq[t];
         const int64_t p = x.b.pos[t];
         kv_seq_layer & c = m.kv[s][layer];
@@ -1353,6 +1393,9 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     const double temp_scale = op.param("temp_scale", 0), temp_floor = op.param("temp_floor", 0), temp_offset = op.param("temp_offset", 0);
     const tensor_ref sinks = m.weight(oi, "sinks");
     const float * sink = sinks.info ? reinterpret_cast<const float *>(sinks.data) : nullptr;
+    // Gemma 2's attention logit soft-capping: each score cap * tanh(score / cap) before the
+    // softmax (llama.cpp's attn_soft_cap: ggml_scale, ggml_tanh, ggml_scale on kq).
+    const float softcap = static_cast<float>(op.param("softcap", 0)), inv_cap = softcap > 0 ? 1.0f / softcap : 0.0f;
     // Non-causal attention (BERT's encoders: llama.cpp's causal_attn false): every token sees its
     // sequence's positions in this batch, later ones included. The batch holds whole sequences.
     const bool causal = op.param("causal", 1) != 0;
@@ -1384,6 +1427,8 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
             scores.resize(static_cast<size_t>(group * np));
             matmul(kt, c.k.data() + static_cast<size_t>(hk * c.cap + first) * rk, rk, np, hd_k,
                    q, static_cast<size_t>(hd_k) * sizeof(float), group, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
+            if (softcap > 0)
+                for (float & s : scores) s = std::tanh(s * inv_cap) * softcap;
             for (int64_t g = 0; g < group; g++)
                 attention_softmax(scores.data() + g * np, np, scale, vt, half, sink ? sink[hk * group + g] : -std::numeric_limits<float>::infinity());
             float * o = xp->ptr(op.out) + t * ow + out_off + hk * group * hd_v;
@@ -1617,10 +1662,15 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
     // 0: silu(gate) * up; 1: gpt-oss's clamped swiglu, min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1);
     // 2: gelu(up), no gate (nomic-bert-moe: llama.cpp's LLM_FFN_GELU without a gate); 3: relu(up)^2,
-    // no gate (Nemotron-H: LLM_FFN_RELU_SQR).
+    // no gate (Nemotron-H: LLM_FFN_RELU_SQR); 4: gelu(gate) * up (Gemma 4: ggml_geglu_split).
     const int act = static_cast<int>(op.param("act", 0));
     const bool gated = moe_gated(op);
     const tensor_ref wu = m.weight(oi, "up_exps"), wg = gated ? m.weight(oi, "gate_exps") : wu, wd = m.weight(oi, "down_exps");
+    // Fused gate|up experts: expert e's gate rows, then its up rows, in one matrix (its up slice
+    // in the stream is empty: the gate slice holds both).
+    const bool fused = moe_fused(op);
+    // Per-expert output scales (Gemma 4's per_expert_scale: llama.cpp's down_exps_s), resident.
+    const float * ds = reinterpret_cast<const float *>(m.weight(oi, "down_exps_s").data);
     // Per-expert biases (gpt-oss), resident: [ff, n_expert] for gate and up, [d, n_expert] for down.
     const float * bg = reinterpret_cast<const float *>(m.weight(oi, "gate_exps_b").data);
     const float * bu = reinterpret_cast<const float *>(m.weight(oi, "up_exps_b").data);
@@ -1632,7 +1682,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     // Llama 4 weighs each expert's input instead of its output (llama.cpp's weight_before_ffn):
     // expert e of token t computes FFN_e(w * x_t), and the outputs are summed unweighted.
     const bool w_before = op.param("w_before", 0) != 0;
-    const int64_t d = x.width(op.a), ff = wg.ne(1), n = x.n_tok;
+    const int64_t d = x.width(op.a), ff = fused ? wg.ne(1) / 2 : wg.ne(1), n = x.n_tok;
+    const size_t up_skip = fused ? static_cast<size_t>(ff) * wg.row_bytes() : 0;  // from a fused expert's gate rows to its up rows
 
     // 1. router
     std::vector<int32_t> sel;
@@ -1688,6 +1739,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         }
     };
     auto run_expert_on = [&](model::impl::moe_thread_scratch & sc, threadpool * pool, int64_t e, const uint8_t * gw, const uint8_t * uw, const uint8_t * dw) {
+        if (fused) uw = gw + up_skip;
         std::vector<float> & g = sc.g;
         std::vector<float> & u = sc.u;
         std::vector<uint8_t> & hq = sc.hq;
@@ -1724,6 +1776,9 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         if (act == 2) {
             const float * gt = gelu_table();
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = gelu_ggml(gt, u[i]);
+        } else if (act == 4) {
+            const float * gt = gelu_table();
+            for (int64_t i = 0; i < ne_ * ff; i++) g[i] = gelu_ggml(gt, g[i]) * u[i];
         } else if (act == 3) {
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = u[i] > 0.0f ? u[i] * u[i] : 0.0f;
         } else if (act == 1) {
@@ -1742,6 +1797,10 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             yrows[i] = slot_out.data() + slots[i] * d;
         }
         matmul_quantized_rows(wd.type(), dw, wd.row_bytes(), d, ff, xrows.data(), yrows.data(), ne_, pool);
+        // (As llama.cpp's build_lora_mm_id: the scale on the product, before LoRA and the bias.)
+        if (ds)
+            for (int64_t i = 0; i < ne_; i++)
+                for (int64_t j = 0; j < d; j++) yrows[i][j] *= ds[e];
         if (!loras.empty()) expert_lora(3, e, slots, g.data(), ff, yrows.data(), d, pool);
         if (bd) add_bias_rows(yrows.data(), ne_, bd + e * d, d);
     };
@@ -1754,7 +1813,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             if (!by_expert[e].empty()) order.push_back(e);
         auto expert_weights = [&](int64_t e, const uint8_t *& gw, const uint8_t *& uw, const uint8_t *& dw) {
             gw = wg.data + static_cast<size_t>(e) * wg.matrix_bytes();
-            uw = wu.data + static_cast<size_t>(e) * wu.matrix_bytes();
+            uw = wu.data + static_cast<size_t>(e) * wu.matrix_bytes();  // (fused: run_expert_on takes it from gw)
             dw = wd.data + static_cast<size_t>(e) * wd.matrix_bytes();
         };
         const int64_t n_routed = static_cast<int64_t>(order.size());
@@ -2458,7 +2517,23 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_HEAD_RMS_NORM: op_head_rms_norm(x, op, oi); break;
             case OP_MATMUL: op_matmul(x, op, oi); break;
             case OP_ADD: elementwise(x, op, [](float a, float c) { return a + c; }); break;
-            case OP_MUL: elementwise(x, op, [](float a, float c) { return a * c; }); break;
+            case OP_MUL:
+                if (op.b >= 0) {
+                    elementwise(x, op, [](float a, float c) { return a * c; });
+                } else {
+                    // By a weight vector (ggml_mul broadcasting it over rows), or by its one value.
+                    const tensor_ref w = m.weight(oi, "weight");
+                    const float * wv = reinterpret_cast<const float *>(w.data);
+                    const bool one = w.info->n_elements == 1;
+                    const int64_t n = static_cast<int64_t>(op.param("n", static_cast<double>(x.width(op.out))));
+                    const int64_t ao = static_cast<int64_t>(op.param("a_off", 0)), oo = static_cast<int64_t>(op.param("out_off", 0));
+                    for (int64_t t = 0; t < x.rows(op.out); t++) {
+                        const float * a = x.ptr(op.a) + t * x.width(op.a) + ao;
+                        float * o = x.ptr(op.out) + t * x.width(op.out) + oo;
+                        for (int64_t i = 0; i < n; i++) o[i] = a[i] * wv[one ? 0 : i];
+                    }
+                }
+                break;
             case OP_SCALE: {
                 const float s = static_cast<float>(op.param_req("scale"));
                 elementwise(x, op, [s](float a, float) { return a * s; });
@@ -2478,6 +2553,14 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_GATED_DELTA_NET: op_gated_delta_net(x, op, oi); break;
             case OP_SSM_SCAN: op_ssm_scan(x, op, oi); break;
             case OP_RELU_SQR: elementwise(x, op, [](float a, float) { const float r = a > 0.0f ? a : 0.0f; return r * r; }); break;
+            case OP_SOFTCAP: {
+                // As llama.cpp: ggml_scale by 1/cap, ggml_tanh, ggml_scale by cap, each in float.
+                const float cap = static_cast<float>(op.param_req("cap")), inv = 1.0f / cap;
+                const int64_t n = x.width(op.a), ow = x.width(op.out);
+                for (int64_t t = 0; t < x.rows(op.a); t++)
+                    for (int64_t i = 0; i < n; i++) x.ptr(op.out)[t * ow + i] = std::tanh(x.ptr(op.a)[t * n + i] * inv) * cap;
+                break;
+            }
             case OP_INPUT: op_input(x, op); break;
             case OP_CVEC: op_cvec(x, op); break;
             case OP_LAYER_NORM: op_layer_norm(x, op, oi); break;

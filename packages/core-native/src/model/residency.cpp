@@ -111,8 +111,10 @@ std::vector<expert_layer_source> residency_expert_sources(const gguf_file & file
     for (const op_desc & op : prog.ops) {
         if (op.type != OP_MOE) continue;
         expert_layer_source src;
-        // Gate-less experts (up and down only) have an empty gate slice: nothing read, nothing cached.
+        // Gate-less experts (up and down only) have an empty gate slice: nothing read, nothing cached;
+        // fused gate|up experts an empty up slice (their gate slice holds both).
         for (int s = moe_gated(op) ? 0 : 1; s < 3; s++) {
+            if (s == 1 && moe_fused(op)) continue;
             auto it = op.weights.find(EXPERT_ROLES[s]);
             if (it == op.weights.end()) throw error(KAIL_E_BAD_MODEL, std::string("program: moe op without ") + EXPERT_ROLES[s]);
             const gguf_tensor_info * t = file.find_tensor(it->second);
