@@ -58,7 +58,12 @@ export type WeightInit =
    * The same ramp in every row (along shape[0]): start, start + step, ... (Mamba's S4D-real
    * A = 1..d_state per channel, stored as ssm_a = -A: start -1, step -1).
    */
-  | { kind: 'ramp'; start: number; step: number };
+  | { kind: 'ramp'; start: number; step: number }
+  /**
+   * Every row (along shape[0]) holds `head` in its first `n` entries and `tail` in the rest
+   * (Gemma 4's proportional-RoPE rope_freqs: factor 1 on the rotated pairs, 1e30 on the others).
+   */
+  | { kind: 'step'; n: number; head: number; tail: number };
 
 /** What a tensor is, for the type rules of mixed quantizations (llama.cpp's tensor categories). */
 export type TensorRole =

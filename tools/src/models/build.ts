@@ -94,6 +94,12 @@ export function fillTensorRange(seed: number, spec: TensorSpec, start: number, o
     for (let k = 0; k < out.length; k++) out[k] = spec.init.start + spec.init.step * ((start + k) % row);
     return;
   }
+  if (spec.init.kind === 'step') {
+    const row = spec.shape[0];
+    const { n, head, tail } = spec.init;
+    for (let k = 0; k < out.length; k++) out[k] = (start + k) % row < n ? head : tail;
+    return;
+  }
   const rng = new Xoshiro128(hashSeed(seed, spec.name));
   rng.jump(2 * start); // fillNormal draws two 32-bit words per value
   rng.fillNormal(out, spec.init.mean ?? 0, spec.init.std);

@@ -1,6 +1,8 @@
 // Presets for deepseek2 (MLA), glm4moe, olmoe and gpt-oss. tiny-*: for parity tests (two MLA layouts each
 // for a V2-Lite-style and a V3-style configuration); bench-*: real shapes with random weights.
 import type { Deepseek2Config } from './architectures/deepseek2';
+import type { GemmaConfig } from './architectures/gemma';
+import type { Gemma4Config } from './architectures/gemma4';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
 import type { GraniteConfig, GraniteHybridConfig } from './architectures/granite';
@@ -223,7 +225,83 @@ const jamba: JambaConfig = {
   layout: { attnPeriod: 4, attnOffset: 2, expertPeriod: 2, expertOffset: 1 },
 };
 
+// Gemma-4-26B-A4B style, scaled down: 6 blocks S S F S S F (S: sliding window of 8, F: full
+// attention), 4 query heads; sliding blocks of 2 KV heads of 16, full blocks of 1 KV head of 32
+// without attn_v (attention_k_eq_v: V is K's projection), proportional RoPE on the full blocks
+// (rope_freqs: 4 of their 16 pairs rotate, base 1e6; the sliding ones base 1e4), a GELU MLP of 96 as
+// the shared expert beside 8 softmax experts top-2 of 32 with per-expert output scales, experts
+// fused as ffn_gate_up_exps (-split: ffn_gate_exps + ffn_up_exps), tied head, logit soft cap 30.
+// n_embd 64 as asked of these presets (not a multiple of 256: K-quants fall back to Q5_0 / Q8_0 on
+// every matrix). Gemma's tokenizer is SentencePiece-based: spm vocabulary.
+const S = true;
+const F = false;
+const gemma4Moe: Gemma4Config = {
+  ...base, arch: 'gemma4', name: 'tiny-gemma4', nLayers: 6, dim: 64, ff: 96, nHeads: 4, nKvHeads: 2, headDim: 16, headDimFull: 32, nKvHeadsFull: 1,
+  swaPattern: [S, S, F, S, S, F], window: 8, ropeBase: 1e6, ropeBaseSwa: 1e4, kEqV: true, fusedGateUp: true, nEmbdPerLayer: 0, sharedKvLayers: 0,
+  doubleWideMlp: false, softcap: 30, nExperts: 8, nExpertsUsed: 2, expertFf: 32, tiedEmbeddings: true, vocabKind: 'spm', normEps: 1e-6,
+};
+// Gemma-4-E2B style (dense), scaled down: 6 blocks S S S F S F with tiny-gemma4's heads but attn_v
+// on every block that has a cache, per-layer embeddings of 8 per block, the last 2 blocks sharing
+// the caches of blocks 2 (sliding) and 3 (full) with a double-wide MLP (feed_forward_length
+// [96 x 4, 192 x 2], use_double_wide_mlp), no experts.
+const gemma4E: Gemma4Config = {
+  ...gemma4Moe, name: 'tiny-gemma4-e', swaPattern: [S, S, S, F, S, F], kEqV: false, fusedGateUp: false, nEmbdPerLayer: 8, sharedKvLayers: 2, doubleWideMlp: true,
+  nExperts: 0, nExpertsUsed: 0, expertFf: 0,
+};
+// Gemma-4-26B-A4B's published shape: 30 blocks of 5 sliding (window 1024; 16 heads of 256 over 8
+// KV heads) then 1 full (16 heads of 512 over 2 KV heads, no attn_v), hidden 2816, a GELU MLP of
+// 2112 beside 128 experts top-8 of 704 (fused gate/up), context 262144, vocabulary 32000 as the
+// other bench presets (the real one: 262144). Routing balance as the other bench-* presets: router
+// logits of std ~2 over its normalized input (see architectures/gemma4.ts) and residual-gain
+// writers. --layers N keeps the pattern's first N blocks with the last made full (2: S F). With
+// few blocks the stream is mostly the token's own embedding, so through the tied head its own logit
+// nears the soft cap (--layers 2, measured: 29.8 of 30, the others std 2); the 30 blocks mix it away
+// (a 1024-wide cut: logits within +-9.4, 64 distinct top-1 tokens over 64 positions).
+// 2112 and 704 are not multiples of 256: at Q4_K the matrices over those rows (ffn_down,
+// ffn_down_exps) fall back to Q5_0, as llama-quant does for the real model.
+const gemma4_26bA4b: Gemma4Config = {
+  ...gemma4Moe, name: 'bench-gemma4-26b-a4b-shaped', nLayers: 30, dim: 2816, ff: 2112, nHeads: 16, nKvHeads: 8, headDim: 256, headDimFull: 512, nKvHeadsFull: 2,
+  swaPattern: Array.from({ length: 30 }, (_, i) => (i + 1) % 6 !== 0), window: 1024, nExperts: 128, nExpertsUsed: 8, expertFf: 704, vocabSize: 32000, ctx: 262144,
+};
+
+// Gemma 1 / 2 / 3 (dense), scaled down, n_embd 64 as the Gemma 4 presets (K-quants fall back to
+// Q5_0 / Q8_0), spm vocabulary, tied head. tiny-gemma: Gemma-2B style MQA (4 heads over 1 KV head)
+// with heads of 32, so the attention width (128) is not n_embd as on the real models.
+// tiny-gemma2: even blocks sliding (window 8: 64-token tests pass it), attention / final logit soft
+// caps 50 / 30 as Gemma 2 ships. tiny-gemma3: 6 blocks (5 sliding of window 8, then 1 full), q/k
+// norms, full blocks with base 1e6 and linear RoPE scaling 8 as Gemma 3 4B and up (sliding: 1e4,
+// unscaled), no logit soft cap.
+const tinyGemma = { ...base, vocabKind: 'spm' as const, nLayers: 4, dim: 64, ff: 128, nHeads: 4, tiedEmbeddings: true, nExperts: 0, nExpertsUsed: 0, expertFf: 0 };
+const gemma1: GemmaConfig = { ...tinyGemma, arch: 'gemma', name: 'tiny-gemma', nKvHeads: 1, headDim: 32, ropeBase: 10000 };
+const gemma2: GemmaConfig = { ...tinyGemma, arch: 'gemma2', name: 'tiny-gemma2', nKvHeads: 2, headDim: 16, ropeBase: 10000, window: 8, attnSoftcap: 50, softcap: 30 };
+const gemma3: GemmaConfig = { ...tinyGemma, arch: 'gemma3', name: 'tiny-gemma3', nLayers: 6, nKvHeads: 2, headDim: 32, ropeBase: 1e6, window: 8, ropeScale: 8, softcap: 0 };
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-gemma': {
+    description: 'gemma (Gemma 1, 2B style): MQA 4 heads over 1 KV head of 32 (attention width 128 over n_embd 64), GELU-gated MLP, embedding scaled by sqrt(n_embd), tied head',
+    config: gemma1,
+  },
+  'tiny-gemma2': {
+    description: 'gemma2: tiny-gemma\'s block with post-attention / post-FFN norms, 4 heads over 2 KV heads of 16, even blocks sliding (window 8), attention / final logit soft caps 50 / 30',
+    config: gemma2,
+  },
+  'tiny-gemma3': {
+    description: 'gemma3: gemma2\'s block with q/k norms and no soft caps, 6 blocks (5 sliding of window 8, 1 full), heads of 32, full blocks base 1e6 with linear RoPE scaling 8, tied head',
+    config: gemma3,
+  },
+  'tiny-gemma4': {
+    description: 'gemma4 (Gemma-4-26B-A4B style): sliding blocks (2 KV heads of 16, window 8) and full ones (1 KV head of 32, V = K, proportional RoPE), post norms, a GELU MLP beside 8 softmax experts top-2 (fused gate_up, per-expert scales), tied head, soft cap 30',
+    config: gemma4Moe,
+  },
+  'tiny-gemma4-split': { description: 'tiny-gemma4 with separate ffn_gate_exps / ffn_up_exps', config: { ...gemma4Moe, name: 'tiny-gemma4-split', fusedGateUp: false } as Gemma4Config },
+  'tiny-gemma4-e': {
+    description: 'gemma4 dense (Gemma-4-E2B style): tiny-gemma4\'s attention with attn_v everywhere, per-layer embeddings of 8, the last 2 blocks reusing earlier KV caches with a double-wide MLP',
+    config: gemma4E,
+  },
+  'bench-gemma4-26b-a4b-shaped': {
+    description: 'Gemma-4-26B-A4B shape (30 x 2816: 5 sliding blocks of 16/8 heads x 256 then 1 full of 16/2 heads x 512, V = K; GELU MLP 2112 + 128 experts top-8 of 704), vocab 32000; --layers N keeps N blocks, the last full',
+    config: gemma4_26bA4b,
+  },
   'tiny-jamba': {
     description: 'jamba (Jamba 1.5 / 1.7 Mini style): blocks of Mamba-1 (d_inner 512, state 16, dt rank 32, normed dt/B/C) + dense FFN, Mamba-1 + experts, NoPE GQA + dense FFN, Mamba-1 + experts; 16 softmax SwiGLU experts top-2 sharing feed_forward_length 256 with the dense FFNs',
     config: jamba,

@@ -158,6 +158,10 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   nemotron_h: 'tiny-nemotron-h',
   granitehybrid: 'tiny-granitehybrid',
   jamba: 'tiny-jamba',
+  gemma4: 'tiny-gemma4',
+  gemma: 'tiny-gemma',
+  gemma2: 'tiny-gemma2',
+  gemma3: 'tiny-gemma3',
 };
 
 export function getPreset(name: string): Preset {
