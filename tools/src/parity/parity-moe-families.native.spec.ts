@@ -13,6 +13,10 @@
 // nemotron_h_moe and nemotron_h (Nemotron-H / Nemotron 3: Mamba-2 blocks, NoPE GQA, squared-ReLU
 // FFNs and gate-less experts; -latent: Nemotron 3 Super's latent experts), granitehybrid (Granite 4.0-H: Mamba-2 with Granite's multipliers,
 // MoE and dense), jamba (Mamba-1 blocks with dt/B/C norms, NoPE GQA, experts every other block),
+// gemma4 (Gemma 4: sliding and full blocks of their own head sizes, proportional RoPE, V = K,
+// GeGLU experts fused or split with per-expert scales beside a dense MLP, soft-capped logits;
+// -e: per-layer embeddings and shared KV blocks), gemma, gemma2 and gemma3 (dense: GeGLU, query
+// scaling, post norms, sliding windows with their own RoPE, attention and logit soft-capping),
 // glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
@@ -34,6 +38,12 @@ import { nmse, tokenIds, top1Agreement } from './metrics';
 import { quantSpread, quantSpreadRefs, type QuantSpreadRefs } from './quant-spread';
 
 const PRESETS = [
+  'tiny-gemma4',
+  'tiny-gemma4-split',
+  'tiny-gemma4-e',
+  'tiny-gemma',
+  'tiny-gemma2',
+  'tiny-gemma3',
   'tiny-qwen35moe',
   'tiny-qwen35',
   'tiny-qwen3next',
@@ -77,6 +87,10 @@ const PRESETS = [
 ];
 const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5]];
 const QUANT_CASES: [string, FileTypeName][] = [
+  ['tiny-gemma4', 'Q4_K_M'],
+  ['tiny-gemma4-e', 'Q8_0'],
+  ['tiny-gemma2', 'Q4_K_M'],
+  ['tiny-gemma3', 'Q8_0'],
   ['tiny-lfm2moe', 'Q4_K_M'],
   ['tiny-nemotron-h-moe', 'Q8_0'],
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],

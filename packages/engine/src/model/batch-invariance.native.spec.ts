@@ -30,6 +30,7 @@ describe.each([
   ['tiny-llama4-maverick', 'Q8_0'],
   ['tiny-deepseek32', 'Q8_0'],
   ['tiny-qwen35moe', 'Q4_K'],
+  ['tiny-gemma4', 'Q4_K'],
 ])('%s %s: batch-invariant logits', (preset, type) => {
   it('one pass = token by token = split passes, bit for bit (f16 KV)', async () => {
     const m = EngineModel.load(writeTestModel(dir, preset, type), { threads: 2, nCtx: 64, nSeqMax: 2 });

@@ -19,6 +19,8 @@ describe('expert packs (kail repack)', () => {
     ['tiny-mixtral', 'Q8_0'],
     // Gate-less experts (up and down): an empty gate slice.
     ['tiny-nemotron-h-moe', 'Q4_K'],
+    // Gate and up fused (ffn_gate_up_exps): one gate|up slice and an empty up slice.
+    ['tiny-gemma4', 'Q8_0'],
   ])('%s %s: one and two stripes give the in-memory tokens', async (preset, type) => {
     const file = writeTestModel(dir, preset, type);
     const opts: LoadModelOptions = { threads: 2, nCtx: 128 };
@@ -43,6 +45,7 @@ describe('expert packs (kail repack)', () => {
         for (const l of h.header.layers) {
           expect(l.blockBytes % 4096).toBe(0);
           expect(l.strides[0] === 0).toBe(preset === 'tiny-nemotron-h-moe');
+          expect(l.strides[1] === 0).toBe(preset === 'tiny-gemma4');
           expect(l.offset.every((o) => o % 4096 === 0)).toBe(true);
         }
       }

@@ -52,17 +52,22 @@ export interface ExpertPackHeader {
 
 const up = (v: number, a: number) => Math.ceil(v / a) * a;
 
-/** Per MoE op in program order: its gate (null for gate-less experts), up and down expert tensors. */
-export type ExpertTensors = [GgufTensorInfo | null, GgufTensorInfo, GgufTensorInfo];
+/**
+ * Per MoE op in program order: its gate (null for gate-less experts; fused gate|up experts: the
+ * fused tensor), up (null when fused into the gate) and down expert tensors.
+ */
+export type ExpertTensors = [GgufTensorInfo | null, GgufTensorInfo | null, GgufTensorInfo];
 export function expertTensors(program: ModelProgram, file: NativeGgufFile): ExpertTensors[] {
   const byName = new Map(file.tensors.map((t) => [t.name, t]));
   const out: ExpertTensors[] = [];
   for (const op of program.ops) {
     if (op.op !== 'moe') continue;
-    // (act 2 and 3: up and down only.)
+    // (act 2 and 3: up and down only. A fused gate|up tensor is read as the gate slice, as the
+    // native stream reads it.)
     const gated = op.params?.act !== 2 && op.params?.act !== 3;
+    const fused = gated && !!op.params?.fused_gate_up;
     const ts = (['gate_exps', 'up_exps', 'down_exps'] as const).map((role) => {
-      if (role === 'gate_exps' && !gated) return null;
+      if ((role === 'gate_exps' && !gated) || (role === 'up_exps' && fused)) return null;
       const name = op.weights?.[role];
       const t = name ? byName.get(name) : undefined;
       if (!t) throw new EngineError('KAIL_E_BAD_MODEL', `${file.path}: MoE op without its ${role} tensor`);
@@ -76,7 +81,7 @@ export function expertTensors(program: ModelProgram, file: NativeGgufFile): Expe
 function layout(tensors: ExpertTensors[], stripes: number): ExpertPackLayer[] {
   const next = new Array<number>(stripes).fill(0);
   return tensors.map((ts, l) => {
-    const nExpert = ts[1].dims[2] ?? 1;
+    const nExpert = ts[2].dims[2] ?? 1;
     const strides = ts.map((t) => {
       if (!t) return 0;
       const n = t.dims[2] ?? 1;

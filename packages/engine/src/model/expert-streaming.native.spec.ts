@@ -34,6 +34,10 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],
   ['tiny-granitehybrid', 'Q8_0'],
   ['tiny-jamba', 'Q4_K'],
+  // GeGLU experts with gate and up fused in one tensor (one gate|up slice), per-expert output
+  // scales, routed on a scaled norm of the stream beside a dense MLP (Gemma 4); and separate.
+  ['tiny-gemma4', 'Q4_K'],
+  ['tiny-gemma4-split', 'Q8_0'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */

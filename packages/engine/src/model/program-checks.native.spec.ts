@@ -112,7 +112,7 @@ describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
     ['heads that do not split into the groups', 'ssm_scan', (o) => (o.params!.n_group = 3), /8 SSM heads of 64 in 3 groups with a state of 64: the heads must split evenly/],
     ['an x|B|C input of the wrong width', 'ssm_scan', (o) => (o.params!.d_state = 32), /x\|B\|C input is 768 wide, expected 640/],
     ['a state too wide to hold', 'ssm_scan', (o) => (o.params!.head_dim = 1 << 20), /8 SSM heads of 1048576/],
-    ['an unknown expert activation', 'moe', (o) => (o.params!.act = 4), /act 4 is not 0 .* or 3 \(squared ReLU over up, no gate\)/],
+    ['an unknown expert activation', 'moe', (o) => (o.params!.act = 5), /act 5 is not 0 .* or 4 \(GeGLU\)/],
   ])('refuses %s', (_what, op, edit, want) => {
     expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ message: expect.stringMatching(want) }));
   });
@@ -128,5 +128,48 @@ describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
     expect(() => load(a)).toThrow(/SSM scan a 'blk.0.ssm_conv1d.bias' F32 \[768\] must be F32 with 8 elements \(one per head\) or n_head x d_state/);
     const outB = tampered(f.program, 'ssm_scan', (o) => (o.out = o.b!));
     expect(() => load(outB)).toThrow(/op \d+ \(ssm_scan\): /);
+  });
+});
+
+describe('native program checks: Gemma 4 (tiny-gemma4, tiny-gemma4-e)', () => {
+  const { f, load } = fixture('tiny-gemma4');
+  const e = { file: '', program: undefined as unknown as ModelProgram };
+  beforeAll(() => {
+    e.file = writeTestModel(dir, 'tiny-gemma4-e', 'F32');
+    e.program = programOf(e.file);
+  }, 60_000);
+  const loadE = (p: ModelProgram) => new (native().Model)(e.file, p, { threads: 1, nCtx: 16 }).close();
+
+  it('accepts the shared-KV program, and refuses a reader of a layer no earlier op stores or an op storing k without v', () => {
+    expect(() => loadE(e.program)).not.toThrow();
+    const readers = e.program.ops.filter((o) => o.op === 'attention' && o.b === undefined);
+    expect(readers.length).toBe(2);
+    // The first attention op no longer stores its layer: every op before its readers reads nothing.
+    const early = tampered(e.program, 'attention', (o) => {
+      delete o.b;
+      delete o.c;
+    });
+    expect(() => loadE(early)).toThrow(expect.objectContaining({ message: expect.stringMatching(/op \d+ \(attention\) reads kv layer 0, which no earlier op stores/) }));
+    const half = tampered(e.program, 'attention', (o) => delete o.c);
+    expect(() => loadE(half)).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/stores both k \(b\) and v \(c\) or neither/) }));
+  });
+
+  it.each<[string, ProgramOp['op'], (o: ProgramOp) => void, RegExp]>([
+    ['fused experts named as gate only', 'moe', (o) => (o.weights!.up_exps = 'blk.1.ffn_gate_up_exps.weight'), /fused expert tensor 'blk.0.ffn_gate_up_exps.weight' .* must be named as both gate and up/],
+    ['per-expert scales of the wrong size', 'moe', (o) => (o.weights!.down_exps_s = 'blk.0.ffn_gate_inp.scale'), /per-expert output scale 'blk.0.ffn_gate_inp.scale' must be F32 with 8 elements/],
+    ['a soft cap of zero', 'softcap', (o) => (o.params!.cap = 0), /op \d+ \(softcap\): soft-capping value 0/],
+  ])('refuses %s', (_what, op, edit, want) => {
+    expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ message: expect.stringMatching(want) }));
+  });
+
+  it('refuses a product by a scale vector of the wrong size, by b and a weight at once, and by nothing', () => {
+    const byWeight = (edit: (o: ProgramOp) => void) => {
+      const q: ModelProgram = JSON.parse(JSON.stringify(f.program));
+      edit(q.ops.find((o) => o.op === 'mul' && o.weights?.weight)!);
+      return q;
+    };
+    expect(() => load(byWeight((o) => (o.weights!.weight = 'blk.0.attn_q_norm.weight')))).toThrow(/scale 'blk.0.attn_q_norm.weight' must be F32 with 64 elements or one/);
+    expect(() => load(byWeight((o) => (o.b = o.a)))).toThrow(/multiplies by b or by a weight, not both/);
+    expect(() => load(byWeight((o) => delete o.weights))).toThrow(/op \d+ \(mul\): needs buffer b/);
   });
 });

@@ -5,6 +5,8 @@ import type { HParams } from '../hparams';
 import { buildAfmoe } from './afmoe';
 import { buildBert } from './bert';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
+import { buildGemma } from './gemma';
+import { buildGemma4 } from './gemma4';
 import { buildGlm4Moe } from './glm4moe';
 import { buildGptOss } from './gpt-oss';
 import { buildGranite } from './granite';
@@ -70,6 +72,14 @@ const ARCHITECTURES: Record<string, Builder> = {
   granitehybrid: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   // AI21 Jamba: Mamba-1 and GQA blocks, experts every other block.
   jamba: (hp, ts) => buildJamba(hp, ts),
+  // Google Gemma 4 (26B-A4B experts, 31B, E2B/E4B): sliding and full blocks of their own head
+  // sizes, shared KV blocks, a dense GeGLU beside routed GeGLU experts, per-layer embeddings.
+  gemma4: (hp, ts) => buildGemma4(hp, ts),
+  // Google Gemma, Gemma 2 and Gemma 3 (dense): GeGLU, post norms from 2, sliding windows and
+  // soft-capping from 2, q/k norms from 3.
+  gemma: (hp, ts) => buildGemma(hp, ts, 1),
+  gemma2: (hp, ts) => buildGemma(hp, ts, 2),
+  gemma3: (hp, ts) => buildGemma(hp, ts, 3),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),
