@@ -138,6 +138,26 @@ describe("context shift against llama.cpp's", () => {
     }
   }, 300_000);
 
+  // Gemma 4's shared KV blocks read the shifted rows of the blocks they share from; its full blocks
+  // rotate a quarter of each head (rope_freqs), which the shift turns the same way.
+  it('tiny-gemma4-e with --swa-full (shared KV blocks, proportional RoPE): the logits after a shift are llama.cpp\'s with its --swa-full', async () => {
+    const g = path.join(dir, 'tiny-gemma4-e-F32.gguf');
+    writeModel({ config: getPreset('tiny-gemma4-e').config, fileType: 'F32', seed: 5, out: g });
+    const t = tokenIds(N, 1024, 37);
+    const [ref] = await llamaLogitsBatch([{ model: g, tokens: t, shift: SHIFT }], { kv: 'f32', flashAttention: 'off', ctx: 128, swaFull: true, timeoutMs: 300_000 });
+    const m = EngineModel.load(g, { kvType: 'f32', threads: 2, nCtx: N + 8, nBatch: 16, swaFull: true });
+    try {
+      await m.evaluate(0, t.slice(0, SHIFT.at), 'last', 16);
+      m.shiftContext(0, SHIFT.keep, SHIFT.discard);
+      const ours = await m.evaluate(0, t.slice(SHIFT.at), 'all', 16);
+      const err = medianNmse(ours, ref.logits, ref.nVocab);
+      table.push(`f32  ${'tiny-gemma4-e, --swa-full'.padEnd(26)} kail vs llama.cpp ${err.toExponential(2)}`);
+      expect(err).toBeLessThan(1e-7);
+    } finally {
+      m.close();
+    }
+  }, 300_000);
+
   it('refuses a model whose sliding-window layers keep a ring smaller than the context, and the sequence stays usable', async () => {
     const gptOss = path.join(dir, 'tiny-gpt-oss-F32.gguf');
     writeModel({ config: getPreset('tiny-gpt-oss').config, fileType: 'F32', seed: 5, out: gptOss });

@@ -256,14 +256,10 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
         return static_cast<int>(l);
     };
     switch (op.type) {
-        case OP_RMS_NORM: case OP_LAYER_NORM: fits(op.out, 0, width(op.a), "out"); break;
-        case OP_GELU: fits(op.out, 0, width(op.a), "out"); break;
-        case OP_SOFTCAP: {
-            const double cap = op.param("cap", 0);
-            if (!(cap > 0) || !std::isfinite(cap)) throw error(KAIL_E_BAD_MODEL, what + "soft-capping value " + std::to_string(cap) + " is not a positive number");
+        case OP_RMS_NORM: case OP_LAYER_NORM: case OP_GELU:
+            fits(op.a, 0, 0, "a");
             fits(op.out, 0, width(op.a), "out");
             break;
-        }
         case OP_EMBED:
             if (ip("index", 0) < 0 || ip("index", 0) > 2) throw error(KAIL_E_INVALID_ARG, what + "index " + std::to_string(ip("index", 0)) + " is not 0 (token), 1 (position) or 2 (row 0)");
             break;
@@ -280,7 +276,9 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.a, ip("a_off", 0), ip("n_in", static_cast<double>(width(op.a))), "a");
             fits(op.out, ip("out_off", 0), ip("n_out", static_cast<double>(width(op.out))), "out");
             break;
-        case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: case OP_RELU_SQR: {
+        case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: case OP_RELU_SQR: case OP_SOFTCAP: {
+            if (op.type == OP_SOFTCAP && (!(op.param("cap", 0) > 0) || !std::isfinite(op.param("cap", 0))))
+                throw error(KAIL_E_BAD_MODEL, what + "soft-capping value " + std::to_string(op.param("cap", 0)) + " is not a positive number");
             const int64_t n = ip("n", static_cast<double>(width(op.out)));
             fits(op.a, ip("a_off", 0), n, "a");
             if (op.b >= 0) fits(op.b, ip("b_off", 0), n, "b");
@@ -315,7 +313,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (m.prog.kv_k_width[layer] != nkv * hk || m.prog.kv_v_width[layer] != nkv * hv) throw error(KAIL_E_INVALID_ARG, what + "kv widths do not match heads");
             fits(op.a, ip("a_off", 0), nh * hk, "a");
             // Without k and v it reads the rows an earlier op stored in this layer (checked in
-            // order by check_shared_kv).
+            // program order at construction).
             if ((op.b < 0) != (op.c < 0)) throw error(KAIL_E_INVALID_ARG, what + "stores both k (b) and v (c) or neither");
             if (op.b >= 0) fits(op.b, ip("b_off", 0), nkv * hk, "b");
             if (op.c >= 0) fits(op.c, ip("c_off", 0), nkv * hv, "c");
@@ -597,7 +595,7 @@ static void load_lora_adapters(model::impl & m) {
                 const op_type ty = m.prog.ops[oi].type;
                 const bool embed = ty == OP_EMBED;
                 const int moe_role = ty != OP_MOE ? 0 : role == "gate_exps" ? 1 : role == "up_exps" ? 2 : role == "down_exps" ? 3 : 0;
-                if (ty == OP_MOE && moe_role != 3 && moe_fused(m.prog.ops[oi])) throw error(KAIL_E_UNSUPPORTED, pre + "LoRA on fused gate/up experts (ffn_gate_up_exps) is not supported");
+                if ((moe_role == 1 || moe_role == 2) && moe_fused(m.prog.ops[oi])) throw error(KAIL_E_UNSUPPORTED, pre + "LoRA on fused gate/up experts (ffn_gate_up_exps) is not supported");
                 if (!moe_role && (role != "weight" || (ty != OP_MATMUL && !embed)))
                     throw error(KAIL_E_UNSUPPORTED, pre + "kail applies LoRA to projections, routed experts and the token embedding; this tensor is computed inside a fused op (" + role + ")");
                 // As llama.cpp: a projection's A is [n_in, rank] and B [rank, n_out] (experts':
@@ -789,14 +787,19 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.any_ring = std::any_of(m.kv_ring.begin(), m.kv_ring.end(), [](int64_t r) { return r > 0; });
     // An attention op without k and v (Gemma's shared KV layers) reads the rows an earlier op of the
     // program stored in its layer during the same pass.
+    // Its heads must be the storing op's (the same widths could be other heads).
     {
-        std::vector<bool> stored(static_cast<size_t>(m.prog.n_kv_layers), false);
+        std::vector<const op_desc *> stored(static_cast<size_t>(m.prog.n_kv_layers), nullptr);
         for (size_t i = 0; i < m.prog.ops.size(); i++) {
             const op_desc & op = m.prog.ops[i];
             if (op.type != OP_ATTENTION) continue;
             const size_t layer = static_cast<size_t>(op.param_req("layer"));
-            if (op.b >= 0) stored[layer] = true;
-            else check(stored[layer], "program: op " + std::to_string(i) + " (attention) reads kv layer " + std::to_string(layer) + ", which no earlier op stores");
+            const op_desc * s = stored[layer];
+            if (op.b >= 0) { stored[layer] = &op; continue; }
+            check(s != nullptr, "program: op " + std::to_string(i) + " (attention) reads kv layer " + std::to_string(layer) + ", which no earlier op stores");
+            for (const char * k : {"n_head_kv", "head_dim"})
+                check(op.param_req(k) == s->param_req(k), "program: op " + std::to_string(i) + " (attention) reads kv layer " + std::to_string(layer) + " with another " + k + " than the op that stores it");
+            check(op.param("head_dim_v", op.param_req("head_dim")) == s->param("head_dim_v", s->param_req("head_dim")), "program: op " + std::to_string(i) + " (attention) reads kv layer " + std::to_string(layer) + " with another head_dim_v than the op that stores it");
         }
     }
     find_kv_ropes(m);
@@ -2556,9 +2559,7 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_SOFTCAP: {
                 // As llama.cpp: ggml_scale by 1/cap, ggml_tanh, ggml_scale by cap, each in float.
                 const float cap = static_cast<float>(op.param_req("cap")), inv = 1.0f / cap;
-                const int64_t n = x.width(op.a), ow = x.width(op.out);
-                for (int64_t t = 0; t < x.rows(op.a); t++)
-                    for (int64_t i = 0; i < n; i++) x.ptr(op.out)[t * ow + i] = std::tanh(x.ptr(op.a)[t * n + i] * inv) * cap;
+                elementwise(x, op, [cap, inv](float a, float) { return std::tanh(a * inv) * cap; });
                 break;
             }
             case OP_INPUT: op_input(x, op); break;

@@ -189,7 +189,9 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
         p.min_cache_bytes = std::max(p.min_cache_bytes, entry * static_cast<uint64_t>(std::max(1, k)));
         p.cold_read_bytes_per_token += entry * static_cast<uint64_t>(std::max(0, k));
         sum_entry += entry;
-        const gguf_tensor_info * g = file.find_tensor(op.weights.at("up_exps"));  // (the gate's shape, when there is one)
+        // (The gate's shape, when there is one; a fused gate|up tensor's 2 ff rows overstate ff, so
+        // the estimate errs high.)
+        const gguf_tensor_info * g = file.find_tensor(op.weights.at("up_exps"));
         const gguf_tensor_info * d = file.find_tensor(op.weights.at("down_exps"));
         const uint64_t dm = static_cast<uint64_t>(g->ne[0]), ff = static_cast<uint64_t>(g->ne[1]);
         const uint64_t tmp = nb * (static_cast<uint64_t>(src.n_expert) * 4 + static_cast<uint64_t>(k) * (8 + dm * 4) + row_size(vec_dot_type(g->type), g->ne[0])) +

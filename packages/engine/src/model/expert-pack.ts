@@ -3,7 +3,8 @@
 //
 // Each expert of each MoE layer is one block, 4 KiB-aligned and a multiple of 4 KiB long, holding
 // its gate, up and down slices (each slice's bytes exactly as in the GGUF, at 64-byte-aligned
-// offsets; gate-less experts have an empty gate slice), so one O_DIRECT read fetches an expert. Blocks are striped over one file per storage
+// offsets; gate-less experts have an empty gate slice, and experts whose gate and up are one fused
+// tensor a gate|up slice and an empty up slice), so one O_DIRECT read fetches an expert. Blocks are striped over one file per storage
 // path: expert g = layer * n_expert + e goes to stripe g mod n, so the experts one token needs
 // spread over every device and the reader's I/O threads keep all of them busy.
 //
@@ -27,7 +28,7 @@ const ALIGN = 4096;
 const SLICE_ALIGN = 64;
 
 export interface ExpertPackLayer {
-  /** gate, up, down tensor names in the GGUF ('' for the gate of gate-less experts). */
+  /** gate, up, down tensor names in the GGUF ('' for the gate of gate-less experts and the up of fused gate|up ones). */
   tensors: [string, string, string];
   /** Bytes of one expert's slice of each tensor. */
   strides: [number, number, number];

@@ -113,16 +113,18 @@ export function qkvProjections(
 }
 
 /**
- * Layer il's dense SwiGLU FFN of `h` into `out`: ffn_gate/ffn_up, SiLU(gate) * up, ffn_down, each
- * with its bias when the file has one (llama.cpp's loaders read them as optional).
+ * Layer il's dense gated FFN of `h` into `out` (SwiGLU): ffn_gate/ffn_up, SiLU(gate) * up, ffn_down, each
+ * with its bias when the file has one (llama.cpp's loaders read them as optional). With `geglu`
+ * the gate goes through GELU instead (the F16 table's, as ggml_geglu_split: Gemma).
  */
-export function denseSwigluFfn(
+export function denseGatedFfn(
   p: ProgramBuilder,
   tensors: Map<string, GgufTensorInfo>,
   il: number,
   lookup: { need: (name: string) => string; maybe: (name: string) => string | undefined },
   h: number,
   out: number,
+  act: 'swiglu' | 'geglu' = 'swiglu',
 ): void {
   const { need, maybe } = lookup;
   const t = (name: string) => `blk.${il}.${name}`;
@@ -131,7 +133,12 @@ export function denseSwigluFfn(
   const u = p.buf(`ffn_up${ff}`, ff);
   p.op('matmul', g, { a: h, weights: withBias(need(t('ffn_gate.weight')), maybe(t('ffn_gate.bias'))) });
   p.op('matmul', u, { a: h, weights: withBias(need(t('ffn_up.weight')), maybe(t('ffn_up.bias'))) });
-  p.op('swiglu', g, { a: g, b: u });
+  if (act === 'geglu') {
+    p.op('gelu', g, { a: g });
+    p.op('mul', g, { a: g, b: u });
+  } else {
+    p.op('swiglu', g, { a: g, b: u });
+  }
   p.op('matmul', out, { a: g, weights: withBias(need(t('ffn_down.weight')), maybe(t('ffn_down.bias'))) });
 }
 

@@ -152,12 +152,18 @@ describe('native program checks: Gemma 4 (tiny-gemma4, tiny-gemma4-e)', () => {
     expect(() => loadE(early)).toThrow(expect.objectContaining({ message: expect.stringMatching(/op \d+ \(attention\) reads kv layer 0, which no earlier op stores/) }));
     const half = tampered(e.program, 'attention', (o) => delete o.c);
     expect(() => loadE(half)).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/stores both k \(b\) and v \(c\) or neither/) }));
+    // The sliding reader (4 heads over 2 KV heads of 16) as 2 heads over 1 KV head of 32: the same widths, other heads.
+    const split: ModelProgram = JSON.parse(JSON.stringify(e.program));
+    Object.assign(split.ops.find((o) => o.op === 'attention' && o.b === undefined)!.params!, { n_head: 2, n_head_kv: 1, head_dim: 32, head_dim_v: 32 });
+    expect(() => loadE(split)).toThrow(/op \d+ \(attention\) reads kv layer 2 with another n_head_kv than the op that stores it/);
   });
 
   it.each<[string, ProgramOp['op'], (o: ProgramOp) => void, RegExp]>([
     ['fused experts named as gate only', 'moe', (o) => (o.weights!.up_exps = 'blk.1.ffn_gate_up_exps.weight'), /fused expert tensor 'blk.0.ffn_gate_up_exps.weight' .* must be named as both gate and up/],
     ['per-expert scales of the wrong size', 'moe', (o) => (o.weights!.down_exps_s = 'blk.0.ffn_gate_inp.scale'), /per-expert output scale 'blk.0.ffn_gate_inp.scale' must be F32 with 8 elements/],
     ['a soft cap of zero', 'softcap', (o) => (o.params!.cap = 0), /op \d+ \(softcap\): soft-capping value 0/],
+    ['a soft cap without its input', 'softcap', (o) => delete o.a, /op \d+ \(softcap\): needs buffer a/],
+    ['a GELU without its input', 'gelu', (o) => delete o.a, /op \d+ \(gelu\): needs buffer a/],
   ])('refuses %s', (_what, op, edit, want) => {
     expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ message: expect.stringMatching(want) }));
   });

@@ -11,7 +11,7 @@ describe('sequence state blobs', () => {
   const dir = tempDir();
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-  it.each(['tiny-qwen3moe', 'tiny-deepseek2-lite', 'tiny-gpt-oss', 'tiny-qwen35moe'])('%s: save, restore elsewhere, continue with the same logits; damaged blobs never crash', async (preset) => {
+  it.each(['tiny-qwen3moe', 'tiny-deepseek2-lite', 'tiny-gpt-oss', 'tiny-qwen35moe', 'tiny-gemma4-e'])('%s: save, restore elsewhere, continue with the same logits; damaged blobs never crash', async (preset) => {
     const file = writeTestModel(dir, preset, 'F32');
     const m = EngineModel.load(file, { nSeqMax: 2, kvType: 'f32', threads: 2, nCtx: 64, nBatch: 8 });
     try {

@@ -77,3 +77,41 @@ describe('sliding-window KV rings', () => {
     }
   }, 60_000);
 });
+
+// Gemma 4's shared KV blocks (tiny-gemma4-e: blocks 4 and 5 attend over the caches of blocks 2,
+// sliding, and 3, full) store nothing: they read the rings and rows their source blocks wrote in
+// the same pass, so every cache operation on the source layers is theirs too.
+describe('shared KV layers (tiny-gemma4-e)', () => {
+  let file: string;
+  const toks = Array.from({ length: 60 }, (_, i) => ((i * 53 + 11) % 1000) + 3);
+  beforeAll(() => {
+    file = writeTestModel(dir, 'tiny-gemma4-e', 'Q8_0');
+  }, 60_000);
+
+  it('read rings and full caches in any batching, take positions back and copy sequences exactly', async () => {
+    const ring = EngineModel.load(file, { threads: 2, nCtx: 256, nBatch: 4, nSeqMax: 2 });
+    const full = EngineModel.load(file, { threads: 2, nCtx: 256, nBatch: 512 });
+    try {
+      // 6 blocks, 4 caches: the readers add none.
+      expect(ring.program.kvKWidth.length).toBe(4);
+      const want = await full.evaluate(0, toks, 'all');
+      const V = ring.nVocab;
+      for (let i = 0; i < toks.length; i++) {
+        const one = await ring.evaluate(0, [toks[i]], 'last');
+        if (!same(one, want.subarray(i * V, (i + 1) * V))) throw new Error(`position ${i} differs`);
+      }
+      expect(ring.truncate(0, 57)).toBe(57);
+      ring.copySequence(0, 1);
+      const again = await ring.evaluate(0, toks.slice(57), 'all');
+      const copied = await ring.evaluate(1, toks.slice(57), 'all');
+      expect(same(again, want.subarray(57 * V))).toBe(true);
+      expect(same(copied, want.subarray(57 * V))).toBe(true);
+      // Gone from the rings: cleared, then recomputed the same.
+      expect(ring.truncate(0, 40)).toBe(0);
+      expect(same(await ring.evaluate(0, toks, 'all'), want)).toBe(true);
+    } finally {
+      ring.close();
+      full.close();
+    }
+  }, 60_000);
+});

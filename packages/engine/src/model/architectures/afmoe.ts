@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, type HParams } from '../hparams';
-import { denseSwigluFfn, qkvProjections, ropeParams, trunkStart } from '../program-builder';
+import { denseGatedFfn, qkvProjections, ropeParams, trunkStart } from '../program-builder';
 import { GATING_SIGMOID, moeBlockFfn, outputHead, readMoeRouting, tensorLookup } from './deepseek2';
 import { slidingWindowLayers } from './gpt-oss';
 import { leadingDense } from './llama-moe';
@@ -53,7 +53,7 @@ export function buildAfmoe(hp: HParams, tensors: Map<string, GgufTensorInfo>): M
 
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
     const ffnOut = p.buf('ffn_out', hp.nEmbd);
-    if (il < leadingDense(hp)) denseSwigluFfn(p, tensors, il, { need, maybe }, h, ffnOut);
+    if (il < leadingDense(hp)) denseGatedFfn(p, tensors, il, { need, maybe }, h, ffnOut);
     else moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, false, { probsBias: 'required', shared });
     p.op('rms_norm', ffnOut, { a: ffnOut, weights: { weight: need(t(il, 'post_ffw_norm.weight')) }, params: { eps: hp.rmsEps } });
     p.op('add', x, { a: x, b: ffnOut });

@@ -2,9 +2,8 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
-import { qkvProjections, ropeParams, trunkStart } from '../program-builder';
+import { denseGatedFfn, qkvProjections, ropeParams, trunkStart } from '../program-builder';
 import { hiddenOutput, tensorLookup } from './deepseek2';
-import { gegluFfn } from './gemma4';
 import { slidingWindowLayers } from './gpt-oss';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -75,7 +74,7 @@ export function buildGemma(hp: HParams, tensors: Map<string, GgufTensorInfo>, ge
     if (gen > 1) norm(il, attnOut, 'post_attention_norm.weight');
     p.op('add', res, { a: attnOut, b: x });
     p.op('rms_norm', h, { a: res, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
-    gegluFfn(p, tensors, need, il, h, ffnOut);
+    denseGatedFfn(p, tensors, il, { need, maybe }, h, ffnOut, 'geglu');
     if (gen > 1) norm(il, ffnOut, 'post_ffw_norm.weight');
     p.op('add', x, { a: ffnOut, b: res });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.

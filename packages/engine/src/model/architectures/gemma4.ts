@@ -2,28 +2,13 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, type HParams } from '../hparams';
-import { type ProgramBuilder, ropeParams, trunkStart } from '../program-builder';
+import { denseGatedFfn, type ProgramBuilder, ropeParams, trunkStart } from '../program-builder';
 import { hiddenOutput, tensorLookup } from './deepseek2';
 import { slidingWindowLayers } from './gpt-oss';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 /** A float32 constant as llama.cpp computes it in C (sqrtf, 1.0f / x). */
 const f32 = Math.fround;
-
-/**
- * Dense GeGLU of `h` into `out` (llama.cpp's build_ffn with LLM_FFN_GELU, LLM_FFN_PAR: the F16
- * table's GELU of the gate times up).
- */
-export function gegluFfn(p: ProgramBuilder, tensors: Map<string, GgufTensorInfo>, need: (n: string) => string, il: number, h: number, out: number): void {
-  const ff = tensors.get(need(t(il, 'ffn_up.weight')))!.dims[1];
-  const g = p.buf(`ffn_gate${ff}`, ff);
-  const u = p.buf(`ffn_up${ff}`, ff);
-  p.op('matmul', g, { a: h, weights: { weight: need(t(il, 'ffn_gate.weight')) } });
-  p.op('matmul', u, { a: h, weights: { weight: need(t(il, 'ffn_up.weight')) } });
-  p.op('gelu', g, { a: g });
-  p.op('mul', g, { a: g, b: u });
-  p.op('matmul', out, { a: g, weights: { weight: need(t(il, 'ffn_down.weight')) } });
-}
 
 /**
  * Google Gemma 4 (`gemma4`, llama.cpp src/models/gemma4.cpp): 26B-A4B (experts), 31B (dense) and
@@ -55,13 +40,17 @@ export function buildGemma4(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
     throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ${msg}`);
   };
   const nL = hp.nLayer;
-  if (!md.has('attention.sliding_window_pattern')) bad('metadata attention.sliding_window_pattern is missing');
+  // (llama.cpp's loader requires these: the pattern as one flag per block, the sliding head size,
+  // the per-layer embedding width, and rope_freqs when a block attends in full.)
+  const pattern = md.kv[`${hp.arch}.attention.sliding_window_pattern`];
+  if (pattern === undefined || typeof pattern !== 'object' || pattern === null || !('length' in pattern))
+    bad('metadata attention.sliding_window_pattern must be an array with one flag per block');
   const swa = slidingWindowLayers(hp, 0);
   const window = md.int('attention.sliding_window', undefined, 1, 1 << 30);
   const hdFull = hp.headDimK;
   if (hp.headDimV !== hdFull) bad(`key_length ${hdFull} and value_length ${hp.headDimV} must match`);
-  const hdSwa = md.int('attention.key_length_swa', hdFull, 1, MAX_DIM);
-  if (md.int('attention.value_length_swa', hdSwa, 1, MAX_DIM) !== hdSwa) bad(`key_length_swa ${hdSwa} and value_length_swa must match`);
+  const hdSwa = md.int('attention.key_length_swa', undefined, 1, MAX_DIM);
+  if (md.int('attention.value_length_swa', undefined, 1, MAX_DIM) !== hdSwa) bad(`key_length_swa ${hdSwa} and value_length_swa must match`);
   const rotSwa = md.int('rope.dimension_count_swa', hp.ropeDims, 0, MAX_DIM);
   if (rotSwa % 2 !== 0 || rotSwa > hdSwa) bad(`rope.dimension_count_swa ${rotSwa} is not an even number of dimensions within the sliding head (${hdSwa})`);
   const baseSwa = md.num('rope.freq_base_swa', 10000);
@@ -71,11 +60,11 @@ export function buildGemma4(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
   // llama.cpp's reuse callback: a shared block reads block kvFrom - 2 if it slides, kvFrom - 1 if not.
   if (shared > 0 && (kvFrom < 2 || !swa[kvFrom - 2] || swa[kvFrom - 1]))
     bad(`attention.shared_kv_layers ${shared} leaves blocks ${kvFrom - 2} and ${kvFrom - 1} to share from, which must be a sliding-window and a full-attention block`);
-  const nEpl = md.int('embedding_length_per_layer_input', 0, 0, MAX_DIM);
+  const nEpl = md.int('embedding_length_per_layer_input', undefined, 0, MAX_DIM);
   // (llama.cpp's default when the key is absent: 30.)
   const softcap = md.num('final_logit_softcapping', 30);
   if (!(softcap >= 0) || !Number.isFinite(softcap)) bad(`final_logit_softcapping ${softcap} is not a non-negative number`);
-  const ropeFreqs = maybe('rope_freqs.weight');
+  const ropeFreqs = swa.every(Boolean) ? undefined : need('rope_freqs.weight');
   const ropeFull = { ...ropeParams(hp, true), head_dim: hdFull };
   const ropeSwa = { ...ropeParams(hp, true, { n_dims: rotSwa }), head_dim: hdSwa, freq_base: baseSwa, freq_scale: 1 };
   const d = hp.nEmbd;
@@ -157,7 +146,7 @@ export function buildGemma4(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
     p.op('add', ao, { a: attnOut, b: x });
 
     p.op('rms_norm', h, { a: ao, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
-    gegluFfn(p, tensors, need, il, h, ffnOut);
+    denseGatedFfn(p, tensors, il, { need, maybe }, h, ffnOut, 'geglu');
     if (tensors.has(t(il, 'ffn_gate_inp.weight'))) moeBranch(p, hp, tensors, il, ao, ffnOut);
     p.op('rms_norm', ffnOut, { a: ffnOut, weights: { weight: need(t(il, 'post_ffw_norm.weight')) }, params: { eps: hp.rmsEps } });
     p.op('add', x, { a: ffnOut, b: ao });

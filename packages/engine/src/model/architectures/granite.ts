@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, type HParams } from '../hparams';
-import { denseSwigluFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias } from '../program-builder';
+import { denseGatedFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias } from '../program-builder';
 import { hiddenOutput, moeBlockFfn, readMoeRouting, tensorLookup } from './deepseek2';
 import { mamba2Mixer, readMamba2Dims } from './mamba2';
 
@@ -55,7 +55,7 @@ export function buildGranite(hp: HParams, tensors: Map<string, GgufTensorInfo>, 
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
     const ffnOut = p.buf('ffn_out', hp.nEmbd);
     if (tensors.has(t(il, 'ffn_gate_inp.weight'))) moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, false, { probsBias: 'none', shared });
-    else denseSwigluFfn(p, tensors, il, { need, maybe }, h, ffnOut);
+    else denseGatedFfn(p, tensors, il, { need, maybe }, h, ffnOut);
     residual(ffnOut);
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: il } });

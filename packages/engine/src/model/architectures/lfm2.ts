@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_LAYERS, type HParams } from '../hparams';
-import { denseSwigluFfn, qkvProjections, ropeParams, trunkStart, type ProgramBuilder } from '../program-builder';
+import { denseGatedFfn, qkvProjections, ropeParams, trunkStart, type ProgramBuilder } from '../program-builder';
 import { moeBlockFfn, outputHead, readMoeRouting, tensorLookup } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -67,7 +67,7 @@ export function buildLfm2(hp: HParams, tensors: Map<string, GgufTensorInfo>): Mo
     p.op('add', x, { a: x, b: attnOut });
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
     const ffnOut = p.buf('ffn_out', hp.nEmbd);
-    if (il < nDense) denseSwigluFfn(p, tensors, il, { need, maybe }, h, ffnOut);
+    if (il < nDense) denseGatedFfn(p, tensors, il, { need, maybe }, h, ffnOut);
     else moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing!, false, { probsBias: 'required', shared: 'none' });
     p.op('add', x, { a: x, b: ffnOut });
     p.op('cvec', x, { a: x, params: { layer: il } });

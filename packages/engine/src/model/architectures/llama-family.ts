@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
-import { denseSwigluFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias, type ProgramBuilder, type RopeFactorSource } from '../program-builder';
+import { denseGatedFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias, type ProgramBuilder, type RopeFactorSource } from '../program-builder';
 import { hiddenOutput } from './deepseek2';
 
 /** What differs between the members of the Llama family of decoder graphs. */
@@ -73,7 +73,7 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
     if (tensors.has(t(il, 'ffn_gate_inp.weight'))) {
       softmaxExperts(p, hp, il, need, h, ffnOut, opt.normExpertWeights, hp.expertWeightsScale);
       if (opt.sharedExpertGate) gatedSharedExpert(p, tensors, il, need, h, ffnOut);
-    } else denseSwigluFfn(p, tensors, il, { need, maybe }, h, ffnOut);
+    } else denseGatedFfn(p, tensors, il, { need, maybe }, h, ffnOut);
     p.op('add', x, { a: x, b: ffnOut });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: il } });

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_HEADS, type HParams } from '../hparams';
-import { denseSwigluFfn, qkvProjections, trunkStart, withBias, type ProgramBuilder } from '../program-builder';
+import { denseGatedFfn, qkvProjections, trunkStart, withBias, type ProgramBuilder } from '../program-builder';
 import { moeBlockFfn, mtpAttentionStart, mtpHead, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeRouting } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -164,7 +164,7 @@ export function buildJamba(hp: HParams, tensors: Map<string, GgufTensorInfo>): M
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
     const ffnOut = p.buf('ffn_out', hp.nEmbd);
     if (tensors.has(t(il, 'ffn_gate_inp.weight'))) moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing!, false, { probsBias: 'none', shared: 'none' });
-    else denseSwigluFfn(p, tensors, il, { need, maybe }, h, ffnOut);
+    else denseGatedFfn(p, tensors, il, { need, maybe }, h, ffnOut);
     p.op('add', x, { a: x, b: ffnOut });
     p.op('cvec', x, { a: x, params: { layer: il } });
   }

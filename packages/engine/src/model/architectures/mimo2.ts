@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
-import { denseSwigluFfn, qkvProjections, ropeParams, trunkStart } from '../program-builder';
+import { denseGatedFfn, qkvProjections, ropeParams, trunkStart } from '../program-builder';
 import { GATING_SIGMOID, moeBlockFfn, outputHead, readMoeRouting, tensorLookup, trunkLayers } from './deepseek2';
 import { slidingWindowLayers } from './gpt-oss';
 
@@ -52,7 +52,7 @@ export function buildMimo2(hp: HParams, tensors: Map<string, GgufTensorInfo>): M
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
     const ffnOut = p.buf('ffn_out', hp.nEmbd);
     if (tensors.has(t(il, 'ffn_gate_inp.weight'))) moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, false, { probsBias: 'optional', shared: 'none' });
-    else denseSwigluFfn(p, tensors, il, { need, maybe }, h, ffnOut);
+    else denseGatedFfn(p, tensors, il, { need, maybe }, h, ffnOut);
     p.op('add', x, { a: x, b: ffnOut });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: il } });

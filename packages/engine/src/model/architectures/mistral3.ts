@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
-import { denseSwigluFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias, yarnAttnFactor } from '../program-builder';
+import { denseGatedFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias, yarnAttnFactor } from '../program-builder';
 import { moeBlockFfn, outputHead, readMoeRouting, tensorLookup } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -48,7 +48,7 @@ export function buildMistral3(hp: HParams, tensors: Map<string, GgufTensorInfo>,
     if (tensors.has(t(il, 'ffn_gate_inp.weight'))) {
       if (!routing) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: layer ${il} has a router but expert_count is missing`);
       moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, false, { probsBias: 'none', shared: 'none' });
-    } else denseSwigluFfn(p, tensors, il, { need, maybe }, h, ffnOut);
+    } else denseGatedFfn(p, tensors, il, { need, maybe }, h, ffnOut);
     p.op('add', x, { a: x, b: ffnOut });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: il } });

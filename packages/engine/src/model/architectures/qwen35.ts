@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_HEADS, type HParams } from '../hparams';
-import { denseSwigluFfn, qkvProjections, ropeParams, trunkStart, type ProgramBuilder } from '../program-builder';
+import { denseGatedFfn, qkvProjections, ropeParams, trunkStart, type ProgramBuilder } from '../program-builder';
 import { mtpAttentionStart, mtpHead, outputHead, tensorLookup, trunkLayers } from './deepseek2';
 import { gatedSharedExpert, softmaxExperts } from './llama-family';
 
@@ -170,7 +170,7 @@ export function buildQwen35(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });
     const ffnOut = p.buf('ffn_out', d);
     if (tensors.has(t(il, 'ffn_gate_inp.weight'))) qwenMoeFfn(p, hp, tensors, il, h, ffnOut);
-    else denseSwigluFfn(p, tensors, il, tensorLookup(hp, tensors), h, ffnOut);
+    else denseGatedFfn(p, tensors, il, tensorLookup(hp, tensors), h, ffnOut);
     p.op('add', x, { a: x, b: ffnOut });
     p.op('cvec', x, { a: x, params: { layer: il } });
   }
@@ -192,7 +192,7 @@ export function buildQwen35Mtp(hp: HParams, tensors: Map<string, GgufTensorInfo>
   p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });
   const ffnOut = p.buf('ffn_out', hp.nEmbd);
   if (tensors.has(t(il, 'ffn_gate_inp.weight'))) qwenMoeFfn(p, hp, tensors, il, h, ffnOut);
-  else denseSwigluFfn(p, tensors, il, tensorLookup(hp, tensors), h, ffnOut);
+  else denseGatedFfn(p, tensors, il, tensorLookup(hp, tensors), h, ffnOut);
   p.op('add', x, { a: x, b: ffnOut });
   return mtpHead(p, hp, tensors, il, x);
 }
