@@ -96,7 +96,8 @@ export interface ProgramOp {
     | 'gated_delta_net'
     | 'ssm_scan'
     | 'relu_sqr'
-    | 'softcap';
+    | 'softcap'
+    | 'moe_prefetch';
   out: number;
   a?: number;
   b?: number;

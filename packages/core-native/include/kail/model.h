@@ -46,6 +46,7 @@ enum op_type {
     OP_SSM_SCAN,       // Mamba-2 selective scan over a = x|B|C, b = dt, state in recurrent layer `layer`; out = y + D x   weights: dt_bias, a, d (one per head)
     OP_RELU_SQR,       // out = max(a, 0)^2 (Nemotron-H's FFN activation)
     OP_SOFTCAP,        // out = cap * tanh(a / cap) (Gemma's logit soft-capping)
+    OP_MOE_PREFETCH,   // streaming: routes a (the next moe op's router input) with that op's router and reads its experts ahead; computes nothing (out = a)
     OP_COUNT_
 };
 
@@ -63,7 +64,8 @@ struct op_desc {
     double param_req(const std::string & k) const;
 };
 
-// Whether a moe op's experts have a gate projection: act 2 (GELU) and 3 (squared ReLU) use up and down only.
+// Whether a moe op's experts have a gate projection: act 2 (GELU) and 3 (squared ReLU) use up and
+// down only (act 0 SwiGLU, 1 gpt-oss's clamped SwiGLU, 4 GeGLU, 5 ReGLU gate them).
 inline bool moe_gated(const op_desc & op) {
     const double act = op.param("act", 0);
     return act != 2 && act != 3;

@@ -40,7 +40,7 @@ op_type op_type_from_name(const std::string & name) {
         {"attention", OP_ATTENTION}, {"moe", OP_MOE}, {"gather_out", OP_GATHER_OUT}, {"copy", OP_COPY}, {"mla_attention", OP_MLA_ATTENTION},
         {"input", OP_INPUT}, {"cvec", OP_CVEC}, {"layer_norm", OP_LAYER_NORM}, {"gelu", OP_GELU},
         {"hadamard", OP_HADAMARD}, {"dsa_index", OP_DSA_INDEX}, {"ssm_conv", OP_SSM_CONV}, {"gated_delta_net", OP_GATED_DELTA_NET},
-        {"ssm_scan", OP_SSM_SCAN}, {"relu_sqr", OP_RELU_SQR}, {"softcap", OP_SOFTCAP},
+        {"ssm_scan", OP_SSM_SCAN}, {"relu_sqr", OP_RELU_SQR}, {"softcap", OP_SOFTCAP}, {"moe_prefetch", OP_MOE_PREFETCH},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -179,6 +179,7 @@ struct model::impl {
     std::unique_ptr<expert_stream> stream;
     std::vector<int>               stream_layer;  // per op: its index among the MoE ops, else -1
     std::vector<int>               next_moe;      // per op: the next MoE op's index, else -1
+    std::vector<int>               prefetch_for;  // per moe_prefetch op: the moe op it reads ahead for, else -1
 
     ~impl() {
         stream.reset();
@@ -232,7 +233,7 @@ std::string shape_str(const gguf_tensor_info * t) {
 void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
                             "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu",
-                            "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr", "softcap"};
+                            "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr", "softcap", "moe_prefetch"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -331,8 +332,8 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (ne < 1 || k < 1 || k > ne) throw error(KAIL_E_BAD_MODEL, what + "uses " + std::to_string(k) + " of " + std::to_string(ne) + " experts");
             if (ip("gating", 0) < 0 || ip("gating", 0) > 3)
                 throw error(KAIL_E_INVALID_ARG, what + "gating " + std::to_string(ip("gating", 0)) + " is not 0 (softmax), 1 (sigmoid), 2 (softmax of the selected) or 3 (sigmoid of the selected)");
-            if (ip("act", 0) < 0 || ip("act", 0) > 4)
-                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU), 2 (GELU over up, no gate), 3 (squared ReLU over up, no gate) or 4 (GeGLU)");
+            if (ip("act", 0) < 0 || ip("act", 0) > 5)
+                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU), 2 (GELU over up, no gate), 3 (squared ReLU over up, no gate), 4 (GeGLU) or 5 (ReGLU)");
             if (op.param("fused_gate_up", 0) != 0 && !moe_gated(op)) throw error(KAIL_E_INVALID_ARG, what + "fused gate/up experts need a gated activation");
             if (g > 1 && gu > 0 && gu < g && (ne % g != 0)) throw error(KAIL_E_BAD_MODEL, what + std::to_string(ne) + " experts do not split into " + std::to_string(g) + " groups");
             if (m.prog.n_expert < ne) throw error(KAIL_E_INVALID_ARG, what + "more experts than the program declares");
@@ -348,6 +349,12 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.b, 0, L + rope, "b");
             fits(op.out, 0, nh * vh, "out");
             if (op.c >= 0) fits(op.c, 0, req("top_k"), "c");
+            break;
+        }
+        case OP_MOE_PREFETCH: {
+            // (The moe op it reads ahead for is found, and its router input checked, at construction.)
+            fits(op.a, 0, 0, "a");
+            if (op.out != op.a) throw error(KAIL_E_INVALID_ARG, what + "an expert prefetch computes nothing (out must be a)");
             break;
         }
         case OP_HADAMARD: {
@@ -801,6 +808,17 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
                 check(op.param_req(k) == s->param_req(k), "program: op " + std::to_string(i) + " (attention) reads kv layer " + std::to_string(layer) + " with another " + k + " than the op that stores it");
             check(op.param("head_dim_v", op.param_req("head_dim")) == s->param("head_dim_v", s->param_req("head_dim")), "program: op " + std::to_string(i) + " (attention) reads kv layer " + std::to_string(layer) + " with another head_dim_v than the op that stores it");
         }
+    }
+    // An expert prefetch reads ahead for the next moe op, which must route on the buffer it reads.
+    m.prefetch_for.assign(m.prog.ops.size(), -1);
+    for (size_t i = 0; i < m.prog.ops.size(); i++) {
+        if (m.prog.ops[i].type != OP_MOE_PREFETCH) continue;
+        size_t j = i + 1;
+        while (j < m.prog.ops.size() && m.prog.ops[j].type != OP_MOE) j++;
+        check(j < m.prog.ops.size(), "program: op " + std::to_string(i) + " (moe_prefetch) has no moe op after it");
+        const op_desc & mop = m.prog.ops[j];
+        check((mop.b >= 0 ? mop.b : mop.a) == m.prog.ops[i].a, "program: op " + std::to_string(i) + " (moe_prefetch) reads another buffer than the router of op " + std::to_string(j) + " (moe)");
+        m.prefetch_for[i] = static_cast<int>(j);
     }
     find_kv_ropes(m);
     m.seq_len.assign(m.params.n_seq_max, 0);
@@ -1665,7 +1683,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
     // 0: silu(gate) * up; 1: gpt-oss's clamped swiglu, min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1);
     // 2: gelu(up), no gate (nomic-bert-moe: llama.cpp's LLM_FFN_GELU without a gate); 3: relu(up)^2,
-    // no gate (Nemotron-H: LLM_FFN_RELU_SQR); 4: gelu(gate) * up (Gemma 4: ggml_geglu_split).
+    // no gate (Nemotron-H: LLM_FFN_RELU_SQR); 4: gelu(gate) * up (Gemma 4: ggml_geglu_split); 5:
+    // relu(gate) * up (SmallThinker: ggml_reglu_split).
     const int act = static_cast<int>(op.param("act", 0));
     const bool gated = moe_gated(op);
     const tensor_ref wu = m.weight(oi, "up_exps"), wg = gated ? m.weight(oi, "gate_exps") : wu, wd = m.weight(oi, "down_exps");
@@ -1782,6 +1801,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         } else if (act == 4) {
             const float * gt = gelu_table();
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = gelu_ggml(gt, g[i]) * u[i];
+        } else if (act == 5) {
+            for (int64_t i = 0; i < ne_ * ff; i++) g[i] = (g[i] > 0.0f ? g[i] : 0.0f) * u[i];
         } else if (act == 3) {
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = u[i] > 0.0f ? u[i] * u[i] : 0.0f;
         } else if (act == 1) {
@@ -1910,6 +1931,27 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             for (int64_t i = 0; i < d; i++) o[i] += so[i] * w;
         }
     }
+}
+
+// SmallThinker-style early routing: the router of the next moe op reads a buffer that is ready
+// before the block's attention, so its experts are known then. Streaming, this routes the batch
+// with that router and asks the stream for every expert it chose (most-wanted first), which reads
+// them while attention computes; the moe op then finds them cached or in flight. Otherwise nothing.
+void op_moe_prefetch(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    const int mi = m.prefetch_for[oi];
+    if (!m.stream || !m.params.prefetch || mi < 0) return;
+    const op_desc & mop = m.prog.ops[static_cast<size_t>(mi)];
+    std::vector<int32_t> sel;
+    std::vector<float> w;
+    moe_route(m, mop, static_cast<size_t>(mi), x.ptr(op.a), x.n_tok, x.width(op.a), sel, w);
+    std::vector<int64_t> cnt(static_cast<size_t>(mop.param_req("n_expert")), 0);
+    for (int32_t e : sel) cnt[static_cast<size_t>(e)]++;
+    std::vector<int32_t> want;
+    for (size_t e = 0; e < cnt.size(); e++)
+        if (cnt[e]) want.push_back(static_cast<int32_t>(e));
+    std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) { return cnt[static_cast<size_t>(a)] > cnt[static_cast<size_t>(b)]; });
+    m.stream->prefetch(m.stream_layer[static_cast<size_t>(mi)], want.data(), static_cast<int>(want.size()));
 }
 
 // A sequence's state in recurrent layer `layer`, zeros at its first token (counted in kv_bytes
@@ -2556,6 +2598,7 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_GATED_DELTA_NET: op_gated_delta_net(x, op, oi); break;
             case OP_SSM_SCAN: op_ssm_scan(x, op, oi); break;
             case OP_RELU_SQR: elementwise(x, op, [](float a, float) { const float r = a > 0.0f ? a : 0.0f; return r * r; }); break;
+            case OP_MOE_PREFETCH: op_moe_prefetch(x, op, oi); break;
             case OP_SOFTCAP: {
                 // As llama.cpp: ggml_scale by 1/cap, ggml_tanh, ggml_scale by cap, each in float.
                 const float cap = static_cast<float>(op.param_req("cap")), inv = 1.0f / cap;
