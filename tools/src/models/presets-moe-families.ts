@@ -13,7 +13,7 @@ import type { NemotronHConfig } from './architectures/nemotron-h';
 import type { Phi3Config } from './architectures/phi3';
 import type { Qwen35Config } from './architectures/qwen35';
 import type { Lfm2Config } from './architectures/lfm2';
-import type { AfmoeConfig, BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, ExaoneMoeConfig, HyV3Config, Llama4Config, MinimaxM2Config } from './architectures/llama-moe';
+import type { AfmoeConfig, BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, ExaoneMoeConfig, HyV3Config, Llama4Config, MinimaxM2Config, SmallThinkerConfig } from './architectures/llama-moe';
 import type { Preset } from './presets';
 
 const base = { ctx: 4096, normEps: 1e-6, tiedEmbeddings: false, sharedFf: 0, vocabKind: 'llama3' as const, vocabSize: 1024 };
@@ -276,7 +276,28 @@ const gemma1: GemmaConfig = { ...tinyGemma, arch: 'gemma', name: 'tiny-gemma', n
 const gemma2: GemmaConfig = { ...tinyGemma, arch: 'gemma2', name: 'tiny-gemma2', nKvHeads: 2, headDim: 16, ropeBase: 10000, window: 8, attnSoftcap: 50, softcap: 30 };
 const gemma3: GemmaConfig = { ...tinyGemma, arch: 'gemma3', name: 'tiny-gemma3', nLayers: 6, nKvHeads: 2, headDim: 32, ropeBase: 1e6, window: 8, ropeScale: 8, softcap: 0 };
 
+// SmallThinker-4B-A0.6B style, scaled down: 4 blocks of n_embd 64, 4 heads over 2 KV heads of 16
+// (NeoX RoPE everywhere, no window), 8 softmax ReGLU experts top-2 of 32 renormalized, routed from
+// each block's input; no shared expert, untied head, Qwen2 tokenizer. -swa: SmallThinker-21B-A3B
+// style, 8 blocks with sigmoid routing and attention.sliding_window 4096 (the value llama.cpp forces
+// whatever the file says): blocks 0 and 4 full attention without RoPE, the others sliding with it
+// (64-token tests stay inside the window, so only the NoPE blocks differ from the plain layout).
+// n_embd 64 (not a multiple of 256): K-quants fall back to Q5_0 / Q8_0 on every matrix.
+const smallthinker: SmallThinkerConfig = {
+  ...base, arch: 'smallthinker', name: 'tiny-smallthinker', nLayers: 4, dim: 64, ff: 32, nHeads: 4, nKvHeads: 2, nExperts: 8, nExpertsUsed: 2, expertFf: 32,
+  vocabKind: 'qwen2', ropeBase: 1e6, window: 0, gating: 'softmax',
+};
+const smallthinkerSwa: SmallThinkerConfig = { ...smallthinker, name: 'tiny-smallthinker-swa', nLayers: 8, window: 4096, gating: 'sigmoid' };
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-smallthinker': {
+    description: 'smallthinker (SmallThinker-4B-A0.6B style): every block routed by a router over the block input (before attn_norm), 8 softmax ReGLU experts top-2 renormalized, no window',
+    config: smallthinker,
+  },
+  'tiny-smallthinker-swa': {
+    description: 'tiny-smallthinker in 8 blocks with sigmoid routing and attention.sliding_window (SmallThinker-21B-A3B style): every 4th block from 0 full attention without RoPE, the others sliding',
+    config: smallthinkerSwa,
+  },
   'tiny-gemma': {
     description: 'gemma (Gemma 1, 2B style): MQA 4 heads over 1 KV head of 32 (attention width 128 over n_embd 64), GELU-gated MLP, embedding scaled by sqrt(n_embd), tied head',
     config: gemma1,

@@ -162,6 +162,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   gemma: 'tiny-gemma',
   gemma2: 'tiny-gemma2',
   gemma3: 'tiny-gemma3',
+  smallthinker: 'tiny-smallthinker',
 };
 
 export function getPreset(name: string): Preset {

@@ -1,9 +1,10 @@
 // Decoders of the Llama shape with DeepSeek-style routed blocks (llama.cpp src/models/<arch>.cpp):
 // DeepSeek-MoE 16B (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE (`ernie4_5-moe`),
-// MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`), Ling 2.0 (`bailingmoe2`) and Llama 4
-// (`llama4`). Keys are the ones each architecture's converter writes
-// (conversion/<family>.py); tensor shapes the ones its loader creates.
-import { attention, checkHeads, denseFfn, embeddings, headDim, linear, moeFfn, norm, requirePositive, residualGain } from '../arch';
+// MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`), Ling 2.0 (`bailingmoe2`), Llama 4
+// (`llama4`), K-EXAONE (`exaone-moe`), Arcee Trinity (`afmoe`), Hunyuan v3 (`hy_v3`) and
+// SmallThinker (`smallthinker`: early-routed ReGLU experts). Keys are the ones each architecture's
+// converter writes (conversion/<family>.py); tensor shapes the ones its loader creates.
+import { attention, checkHeads, denseFfn, embeddings, headDim, linear, linearInit, moeFfn, norm, requirePositive, residualGain } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { GgufType } from '../../gguf/constants';
 import { kv } from '../../gguf/writer';
@@ -384,6 +385,67 @@ export const hyV3: ArchDefinition = {
       t.push(...attention(c, i, { qkNorm: true }));
       if (i < h.nDense) t.push(...denseFfn(c, i));
       else t.push(...moeFfn(c, i, c.expertFf), { ...probsBias(c, i), name: `blk.${i}.exp_probs_b` }, ...ungatedSharedExpert(c, i, c.sharedFf));
+    }
+    return t;
+  },
+};
+
+/**
+ * SmallThinker: `window` is attention.sliding_window (0: none; llama.cpp then runs every block full
+ * with RoPE). When positive llama.cpp forces the window to 4096 whatever the file says and slides
+ * every block but each 4th (il % 4 == 0: full attention without RoPE). `gating`: the converter's
+ * expert_gating_func (moe_primary_router_apply_softmax: softmax, else sigmoid).
+ */
+export type SmallThinkerConfig = ModelConfig & { window: number; gating: 'softmax' | 'sigmoid' };
+
+/**
+ * PowerInfer's SmallThinker (src/models/smallthinker.cpp) as conversion/smallthinker.py writes it:
+ * Llama-shaped attention (NeoX RoPE), every block routed, no shared expert; feed_forward_length and
+ * expert_feed_forward_length both moe_ffn_hidden_size, expert_gating_func always written (llama.cpp
+ * aborts on a file without it), no expert_weights_scale (so none applied); the top-k weights are
+ * renormalized. The experts are ReGLU (relu(gate) * up), and ffn_gate_inp reads the block's input
+ * (the residual stream before attn_norm), so the router's scale follows the stream's: unit-std
+ * token_embd rows when untied, 2/sqrt(dim) when tied (the router is scaled up to match).
+ * ffn_down_exps writes at residualGain / sqrt(2): relu(g) * u has a second moment of 1/2 (SiLU-GLU's
+ * ~0.35), and with top-k renormalized weights (sigmoid ties near 1/2 each) a top-k choice that
+ * quantization flips swaps about half of a block's expert output. Q8_0-vs-F32 logits NMSE in
+ * llama.cpp over seeds 1-5 and 7 (64 tokens): tiny-smallthinker-swa 1.1e-3..3.1e-3 at the full
+ * residual gain, 1.4e-4..1.4e-3 (median 4.8e-4) at 1/sqrt(2); tiny-smallthinker 1.2e-4..4.9e-4.
+ */
+export const smallthinker: ArchDefinition = {
+  name: 'smallthinker',
+  ggufArch: 'smallthinker',
+  normalize(c: ModelConfig): ModelConfig {
+    const s = c as SmallThinkerConfig;
+    requirePositive(c, ['nLayers', 'dim', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf']);
+    checkHeads(c);
+    checkExperts(c, true); // (its loader asserts n_expert > 0 and n_expert_used > 0)
+    if (s.gating !== 'softmax' && s.gating !== 'sigmoid') throw new Error(`smallthinker: gating must be softmax or sigmoid, got ${String(s.gating)} (use a preset)`);
+    if (!(Number.isInteger(s.window) && s.window >= 0)) throw new Error(`smallthinker: window must be a non-negative integer (0: none), got ${String(s.window)} (use a preset)`);
+    // The converter writes moe_ffn_hidden_size as feed_forward_length too.
+    return { ...c, ff: c.expertFf };
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    const s = c as SmallThinkerConfig;
+    const out: [string, GgufValue][] = [
+      ...baseMetadata('smallthinker', c),
+      ['smallthinker.expert_feed_forward_length', kv.u32(c.expertFf)],
+      ['smallthinker.expert_gating_func', kv.u32(s.gating === 'softmax' ? 1 : 2)],
+    ];
+    if (s.window > 0) out.push(['smallthinker.attention.sliding_window', kv.u32(s.window)]);
+    return out;
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const t = embeddings(c);
+    // Router logits of std ~2 over the raw stream (see above), whose rows start at token_embd's std.
+    const routerInit = linearInit(c.dim, c.tiedEmbeddings ? Math.sqrt(c.dim) : 2);
+    for (let i = 0; i < c.nLayers; i++) {
+      t.push(...attention(c, i));
+      for (const x of moeFfn(c, i, c.expertFf)) {
+        if (x.role === 'router') t.push({ ...x, init: routerInit });
+        else if (x.role === 'ffn_down') t.push({ ...x, init: linearInit(c.expertFf, residualGain(c) / Math.SQRT2) });
+        else t.push(x);
+      }
     }
     return t;
   },
