@@ -17,6 +17,7 @@
 // GeGLU experts fused or split with per-expert scales beside a dense MLP, soft-capped logits;
 // -e: per-layer embeddings and shared KV blocks), gemma, gemma2 and gemma3 (dense: GeGLU, query
 // scaling, post norms, sliding windows with their own RoPE, attention and logit soft-capping),
+// smallthinker (routers that read the block's input, ReGLU experts; -swa: NoPE full blocks),
 // glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
@@ -44,6 +45,8 @@ const PRESETS = [
   'tiny-gemma',
   'tiny-gemma2',
   'tiny-gemma3',
+  'tiny-smallthinker',
+  'tiny-smallthinker-swa',
   'tiny-qwen35moe',
   'tiny-qwen35',
   'tiny-qwen3next',
@@ -91,6 +94,7 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-gemma4-e', 'Q8_0'],
   ['tiny-gemma2', 'Q4_K_M'],
   ['tiny-gemma3', 'Q8_0'],
+  ['tiny-smallthinker-swa', 'Q4_K_M'],
   ['tiny-lfm2moe', 'Q4_K_M'],
   ['tiny-nemotron-h-moe', 'Q8_0'],
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],

@@ -38,6 +38,9 @@ const CASES: [preset: string, type: string][] = [
   // scales, routed on a scaled norm of the stream beside a dense MLP (Gemma 4); and separate.
   ['tiny-gemma4', 'Q4_K'],
   ['tiny-gemma4-split', 'Q8_0'],
+  // ReGLU experts routed from the block's input before attention (SmallThinker), read ahead then.
+  ['tiny-smallthinker', 'Q4_K'],
+  ['tiny-smallthinker-swa', 'Q8_0'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */
@@ -105,6 +108,36 @@ describe('expert streaming', () => {
       }
     }, 120_000);
   });
+
+  it('reads a block\'s experts ahead exactly when its router reads the block\'s input (SmallThinker), and not without prefetch', async () => {
+    const file = writeTestModel(dir, 'tiny-smallthinker', 'Q4_K');
+    const opts: LoadModelOptions = { threads: 2, nCtx: 256 };
+    const ramBytes = budgetFor(file, 2.5, opts);
+    const run = async (prefetch: boolean) => {
+      const m = EngineModel.load(file, { ...opts, ramBytes, ramReserveBytes: 0, prefetch });
+      try {
+        const tokens = (await generate(m, PROMPT, { maxTokens: 12, sampling: { temperature: 0 } })).tokens;
+        return { tokens, layers: m.runtime.stats().stream!.layers };
+      } finally {
+        m.close();
+      }
+    };
+    const on = await run(true);
+    const off = await run(false);
+    expect(on.tokens).toEqual(off.tokens);
+    // Every block's prediction is its router's own choice, made before its attention: what it
+    // predicted is exactly what it asked for (block 0 included, which no earlier block predicts).
+    for (const l of on.layers) {
+      expect(l.predicted).toBeGreaterThan(0);
+      expect(l.predictedCorrect).toBe(l.predicted);
+      expect(l.predictedActual).toBe(l.predicted);
+      expect(l.prefetchReads).toBeGreaterThan(0);
+    }
+    for (const l of off.layers) {
+      expect(l.predicted).toBe(0);
+      expect(l.prefetchReads).toBe(0);
+    }
+  }, 120_000);
 
   it('gives the same tokens with buffered reads, without prefetch and with another policy, and says why reads are buffered', async () => {
     const file = writeTestModel(dir, 'tiny-qwen3moe', 'Q4_K');

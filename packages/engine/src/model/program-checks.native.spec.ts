@@ -179,3 +179,25 @@ describe('native program checks: Gemma 4 (tiny-gemma4, tiny-gemma4-e)', () => {
     expect(() => load(byWeight((o) => delete o.weights))).toThrow(/op \d+ \(mul\): needs buffer b/);
   });
 });
+
+describe('native program checks: early expert reads (tiny-smallthinker)', () => {
+  const { f, load } = fixture('tiny-smallthinker');
+
+  it('refuses an expert prefetch with no moe op after it, or reading another buffer than that op routes on', () => {
+    const last: ModelProgram = JSON.parse(JSON.stringify(f.program));
+    const pre = last.ops.filter((o) => o.op === 'moe_prefetch');
+    expect(pre.length).toBe(4);
+    // The last block's prefetch moved past its moe op: nothing left to read ahead for.
+    const i = last.ops.indexOf(pre[3]);
+    last.ops.splice(i, 1);
+    last.ops.push(pre[3]);
+    expect(() => load(last)).toThrow(/op \d+ \(moe_prefetch\) has no moe op after it/);
+    const other = tampered(f.program, 'moe_prefetch', (o) => {
+      o.a = 0;
+      o.out = 0;
+    });
+    expect(() => load(other)).toThrow(/op \d+ \(moe_prefetch\) reads another buffer than the router of op \d+ \(moe\)/);
+    const writes = tampered(f.program, 'moe_prefetch', (o) => (o.out = 0));
+    expect(() => load(writes)).toThrow(/an expert prefetch computes nothing \(out must be a\)/);
+  });
+});

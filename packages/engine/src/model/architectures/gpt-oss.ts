@@ -10,9 +10,10 @@ const t = (i: number, name: string) => `blk.${i}.${name}`;
 /**
  * Which layers attend through a sliding window, as llama.cpp's load_swa_pattern: the file's
  * `attention.sliding_window_pattern` as one flag per layer, or as a period n (layer il slides
- * unless il % n == n - 1; 0: every layer), else the architecture's default period.
+ * unless il % n == n - 1, or with `denseFirst` unless il % n == 0; 0: every layer), else the
+ * architecture's default period.
  */
-export function slidingWindowLayers(hp: HParams, defaultPeriod: number): boolean[] {
+export function slidingWindowLayers(hp: HParams, defaultPeriod: number, denseFirst = false): boolean[] {
   const key = 'attention.sliding_window_pattern';
   const raw = hp.meta.has(key) ? hp.meta.kv[`${hp.arch}.${key}`] : undefined;
   if (raw !== undefined && typeof raw === 'object' && raw !== null && 'length' in (raw as object)) {
@@ -21,7 +22,7 @@ export function slidingWindowLayers(hp: HParams, defaultPeriod: number): boolean
     return flags;
   }
   const period = raw === undefined ? defaultPeriod : hp.meta.int(key, defaultPeriod, 0, 1 << 16);
-  return Array.from({ length: hp.nLayer }, (_, il) => period === 0 || il % period < period - 1);
+  return Array.from({ length: hp.nLayer }, (_, il) => period === 0 || (denseFirst ? il % period !== 0 : il % period < period - 1));
 }
 
 /**

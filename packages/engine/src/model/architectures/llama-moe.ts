@@ -24,9 +24,14 @@ export interface LlamaMoeOptions {
   attnOutBias: boolean;
   /**
    * Sliding-window blocks (K-EXAONE): the window, which blocks slide, and whether only those rotate
-   * (the full-attention blocks then use no positions, NoPE).
+   * (the full-attention blocks then use no positions, NoPE), or which blocks rotate (`rope`).
    */
-  swa?: (hp: HParams) => { window: number; layers: boolean[]; ropeOnlySwa: boolean };
+  swa?: (hp: HParams) => { window: number; layers: boolean[]; ropeOnlySwa: boolean; rope?: boolean[] };
+  /**
+   * The router reads the block's input, before attention (SmallThinker): its experts are known
+   * then, and a streaming model reads them while the attention computes (the `moe_prefetch` op).
+   */
+  routeOnInput?: boolean;
   /** Rotate with the file's rope_freqs factors when it has them. */
   ropeFreqs?: boolean;
 }
@@ -57,6 +62,12 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
   const rw = freqs ? { freq_factors: freqs } : undefined;
   // (block_count includes the NextN blocks some files append; llama.cpp leaves them out.)
   for (let il = 0; il < trunkLayers(hp); il++) {
+    let routerIn: number | undefined;
+    if (opt.routeOnInput) {
+      routerIn = p.buf('router_in', hp.nEmbd);
+      p.op('copy', routerIn, { a: x });
+      p.op('moe_prefetch', routerIn, { a: routerIn });
+    }
     const { H, Hkv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
     const headNorms = () => {
       p.op('head_rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });
@@ -68,7 +79,7 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
       p.op('rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps } });
     }
     const slides = swa?.layers[il] ?? false;
-    if (!swa?.ropeOnlySwa || slides) {
+    if (swa?.rope ? swa.rope[il] : !swa?.ropeOnlySwa || slides) {
       p.op('rope', q, { a: q, weights: rw, params: { ...rope, n_head: H } });
       p.op('rope', k, { a: k, weights: rw, params: { ...rope, n_head: Hkv } });
     }
@@ -82,7 +93,7 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
 
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
     const ffnOut = p.buf('ffn_out', hp.nEmbd);
-    moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, opt.dense(hp, il, tensors), block);
+    moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, opt.dense(hp, il, tensors), routerIn === undefined ? block : { ...block, routerInput: routerIn });
     p.op('add', x, { a: x, b: ffnOut });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: il } });
@@ -153,6 +164,24 @@ export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
   // without positions; windows from attention.sliding_window (128 by default) on the blocks
   // load_swa_pattern picks (every 4th full by default); routing from the file (the gating key
   // required), optional selection bias, shared experts, leading dense blocks; NextN left out.
+  // SmallThinker (smallthinker, src/models/smallthinker.cpp): every block routed, by a router that
+  // reads the block's input before attention; ReGLU experts (relu(gate) * up), gating from the
+  // file, renormalized and scaled by expert_weights_scale; NeoX RoPE; with attention.sliding_window
+  // set, a window of 4096 whatever its value (as llama.cpp) on every block but each 4th (dense
+  // first), and RoPE on those only.
+  smallthinker: {
+    neox: true,
+    qkNorm: 'none',
+    routing: (hp) => ({ ...readMoeRouting(hp, 0, { normW: true }), nGroup: 0, nGroupUsed: 0 }),
+    dense: () => false,
+    block: () => ({ probsBias: 'none', shared: 'none', moeParams: { act: 5 } }),
+    attnOutBias: true,
+    routeOnInput: true,
+    swa: (hp) => {
+      if (hp.meta.int('attention.sliding_window', 0, 0, 1 << 30) === 0) return { window: 0, layers: hp.nHead.map(() => false), ropeOnlySwa: false };
+      return { window: 4096, layers: slidingWindowLayers(hp, 4, true), ropeOnlySwa: true, rope: hp.nHead.map((_, il) => il % 4 !== 0) };
+    },
+  },
   'exaone-moe': {
     ...DOTS1,
     attnOutBias: false,
