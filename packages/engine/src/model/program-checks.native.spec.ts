@@ -112,7 +112,7 @@ describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
     ['heads that do not split into the groups', 'ssm_scan', (o) => (o.params!.n_group = 3), /8 SSM heads of 64 in 3 groups with a state of 64: the heads must split evenly/],
     ['an x|B|C input of the wrong width', 'ssm_scan', (o) => (o.params!.d_state = 32), /x\|B\|C input is 768 wide, expected 640/],
     ['a state too wide to hold', 'ssm_scan', (o) => (o.params!.head_dim = 1 << 20), /8 SSM heads of 1048576/],
-    ['an unknown expert activation', 'moe', (o) => (o.params!.act = 5), /act 5 is not 0 .* or 4 \(GeGLU\)/],
+    ['an unknown expert activation', 'moe', (o) => (o.params!.act = 6), /act 6 is not 0 .* or 5 \(ReGLU\)/],
   ])('refuses %s', (_what, op, edit, want) => {
     expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ message: expect.stringMatching(want) }));
   });
