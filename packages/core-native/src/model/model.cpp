@@ -180,6 +180,7 @@ struct model::impl {
     std::vector<int>               stream_layer;  // per op: its index among the MoE ops, else -1
     std::vector<int>               next_moe;      // per op: the next MoE op's index, else -1
     std::vector<int>               prefetch_for;  // per moe_prefetch op: the moe op it reads ahead for, else -1
+    std::vector<bool>              routed_early;  // per op: a moe op some moe_prefetch reads ahead for
 
     ~impl() {
         stream.reset();
@@ -811,6 +812,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     }
     // An expert prefetch reads ahead for the next moe op, which must route on the buffer it reads.
     m.prefetch_for.assign(m.prog.ops.size(), -1);
+    m.routed_early.assign(m.prog.ops.size(), false);
     for (size_t i = 0; i < m.prog.ops.size(); i++) {
         if (m.prog.ops[i].type != OP_MOE_PREFETCH) continue;
         size_t j = i + 1;
@@ -819,6 +821,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
         const op_desc & mop = m.prog.ops[j];
         check((mop.b >= 0 ? mop.b : mop.a) == m.prog.ops[i].a, "program: op " + std::to_string(i) + " (moe_prefetch) reads another buffer than the router of op " + std::to_string(j) + " (moe)");
         m.prefetch_for[i] = static_cast<int>(j);
+        m.routed_early[j] = true;
     }
     find_kv_ropes(m);
     m.seq_len.assign(m.params.n_seq_max, 0);
@@ -1880,9 +1883,10 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         }
         expert_request req = m.stream->request(m.stream_layer[oi], need.data(), static_cast<int>(need.size()), &x.cancel, need_w.data());
         const int nx = m.next_moe[oi];
-        // (The next router applied to this one's input, when they read the same width.)
+        // (The next router applied to this one's input, when they read the same width; not for a
+        // moe op whose own router runs early, which a moe_prefetch reads ahead for exactly.)
         const int nrin = nx >= 0 ? (m.prog.ops[nx].b >= 0 ? m.prog.ops[nx].b : m.prog.ops[nx].a) : -1;
-        if (m.params.prefetch && nx >= 0 && x.width(nrin) == x.width(rin)) {
+        if (m.params.prefetch && nx >= 0 && !m.routed_early[static_cast<size_t>(nx)] && x.width(nrin) == x.width(rin)) {
             const op_desc & nop = m.prog.ops[nx];
             std::vector<int32_t> psel;
             std::vector<float> pw;

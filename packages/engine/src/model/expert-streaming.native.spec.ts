@@ -126,12 +126,14 @@ describe('expert streaming', () => {
     const off = await run(false);
     expect(on.tokens).toEqual(off.tokens);
     // Every block's prediction is its router's own choice, made before its attention: what it
-    // predicted is exactly what it asked for (block 0 included, which no earlier block predicts).
+    // predicted is exactly what it asked for (block 0 included, which no earlier block predicts),
+    // and the previous block guesses nothing for it, so no read ahead is wasted.
     for (const l of on.layers) {
       expect(l.predicted).toBeGreaterThan(0);
       expect(l.predictedCorrect).toBe(l.predicted);
       expect(l.predictedActual).toBe(l.predicted);
       expect(l.prefetchReads).toBeGreaterThan(0);
+      expect(l.prefetchWasted).toBe(0);
     }
     for (const l of off.layers) {
       expect(l.predicted).toBe(0);
