@@ -288,11 +288,22 @@ const smallthinker: SmallThinkerConfig = {
   vocabKind: 'qwen2', ropeBase: 1e6, window: 0, gating: 'softmax',
 };
 const smallthinkerSwa: SmallThinkerConfig = { ...smallthinker, name: 'tiny-smallthinker-swa', nLayers: 8, window: 4096, gating: 'sigmoid' };
+// SmallThinker-21B-A3B's shape as recalled (not checked against its config.json): 52 blocks of
+// 2560, 28 heads over 4 KV heads of 128, 64 experts top-6 of 768, sigmoid routing, the sliding
+// window; vocabulary 32000 as the other bench presets. --layers N keeps the first N blocks.
+const smallthinker21b: SmallThinkerConfig = {
+  ...smallthinkerSwa, name: 'bench-smallthinker-21b-a3b-shaped', nLayers: 52, dim: 2560, ff: 768, nHeads: 28, nKvHeads: 4, headDim: 128,
+  nExperts: 64, nExpertsUsed: 6, expertFf: 768, vocabSize: 32000, ctx: 16384,
+};
 
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
   'tiny-smallthinker': {
     description: 'smallthinker (SmallThinker-4B-A0.6B style): every block routed by a router over the block input (before attn_norm), 8 softmax ReGLU experts top-2 renormalized, no window',
     config: smallthinker,
+  },
+  'bench-smallthinker-21b-a3b-shaped': {
+    description: 'SmallThinker-21B-A3B shape as recalled (52 x 2560, 28/4 heads of 128, 64 sigmoid ReGLU experts top-6 of 768, routers over the block input, window 4096), vocab 32000',
+    config: smallthinker21b,
   },
   'tiny-smallthinker-swa': {
     description: 'tiny-smallthinker in 8 blocks with sigmoid routing and attention.sliding_window (SmallThinker-21B-A3B style): every 4th block from 0 full attention without RoPE, the others sliding',
