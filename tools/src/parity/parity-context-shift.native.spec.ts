@@ -120,42 +120,34 @@ describe("context shift against llama.cpp's", () => {
   // factor 32), where kail turns them only, so they equal rows computed at the new positions. On
   // tiny-gpt-oss as written (YaRN) the two shifted logits differ by NMSE 1.0e-2 (measured); the
   // DeepSeek files above cancel the factor, so both are a pure rotation there.
-  it("tiny-gpt-oss's shape with --swa-full (every position cached, window 8), no YaRN: the logits after a shift are llama.cpp's with its --swa-full", async () => {
-    const gptOss = path.join(dir, 'tiny-gpt-oss-noyarn-F32.gguf');
-    writeModel({ config: { ...getPreset('tiny-gpt-oss').config, yarn: undefined } as ReturnType<typeof getPreset>['config'], fileType: 'F32', seed: 5, out: gptOss });
-    const t = tokenIds(N, 1024, 31);
-    const [ref] = await llamaLogitsBatch([{ model: gptOss, tokens: t, shift: SHIFT }], { kv: 'f32', flashAttention: 'off', ctx: 128, swaFull: true, timeoutMs: 300_000 });
-    const m = EngineModel.load(gptOss, { kvType: 'f32', threads: 2, nCtx: N + 8, nBatch: 16, swaFull: true });
+  /** A file of `config` shifted with --swa-full by kail and by llama.cpp: the median NMSE of the logits after the shift. */
+  async function swaFullShiftError(name: string, config: ReturnType<typeof getPreset>['config'], tokenSeed: number): Promise<number> {
+    const file = path.join(dir, `${name}-F32.gguf`);
+    writeModel({ config, fileType: 'F32', seed: 5, out: file });
+    const t = tokenIds(N, 1024, tokenSeed);
+    const [ref] = await llamaLogitsBatch([{ model: file, tokens: t, shift: SHIFT }], { kv: 'f32', flashAttention: 'off', ctx: 128, swaFull: true, timeoutMs: 300_000 });
+    const m = EngineModel.load(file, { kvType: 'f32', threads: 2, nCtx: N + 8, nBatch: 16, swaFull: true });
     try {
       await m.evaluate(0, t.slice(0, SHIFT.at), 'last', 16);
       m.shiftContext(0, SHIFT.keep, SHIFT.discard);
-      const ours = await m.evaluate(0, t.slice(SHIFT.at), 'all', 16);
-      const err = medianNmse(ours, ref.logits, ref.nVocab);
-      table.push(`f32  ${'tiny-gpt-oss (no YaRN), --swa-full'.padEnd(26)} kail vs llama.cpp ${err.toExponential(2)}`);
-      expect(err).toBeLessThan(1e-7);
+      return medianNmse(await m.evaluate(0, t.slice(SHIFT.at), 'all', 16), ref.logits, ref.nVocab);
     } finally {
       m.close();
     }
+  }
+
+  it("tiny-gpt-oss's shape with --swa-full (every position cached, window 8), no YaRN: the logits after a shift are llama.cpp's with its --swa-full", async () => {
+    const err = await swaFullShiftError('tiny-gpt-oss-noyarn', { ...getPreset('tiny-gpt-oss').config, yarn: undefined } as ReturnType<typeof getPreset>['config'], 31);
+    table.push(`f32  ${'tiny-gpt-oss (no YaRN), --swa-full'.padEnd(26)} kail vs llama.cpp ${err.toExponential(2)}`);
+    expect(err).toBeLessThan(1e-7);
   }, 300_000);
 
   // Gemma 4's shared KV blocks read the shifted rows of the blocks they share from; its full blocks
   // rotate a quarter of each head (rope_freqs), which the shift turns the same way.
   it('tiny-gemma4-e with --swa-full (shared KV blocks, proportional RoPE): the logits after a shift are llama.cpp\'s with its --swa-full', async () => {
-    const g = path.join(dir, 'tiny-gemma4-e-F32.gguf');
-    writeModel({ config: getPreset('tiny-gemma4-e').config, fileType: 'F32', seed: 5, out: g });
-    const t = tokenIds(N, 1024, 37);
-    const [ref] = await llamaLogitsBatch([{ model: g, tokens: t, shift: SHIFT }], { kv: 'f32', flashAttention: 'off', ctx: 128, swaFull: true, timeoutMs: 300_000 });
-    const m = EngineModel.load(g, { kvType: 'f32', threads: 2, nCtx: N + 8, nBatch: 16, swaFull: true });
-    try {
-      await m.evaluate(0, t.slice(0, SHIFT.at), 'last', 16);
-      m.shiftContext(0, SHIFT.keep, SHIFT.discard);
-      const ours = await m.evaluate(0, t.slice(SHIFT.at), 'all', 16);
-      const err = medianNmse(ours, ref.logits, ref.nVocab);
-      table.push(`f32  ${'tiny-gemma4-e, --swa-full'.padEnd(26)} kail vs llama.cpp ${err.toExponential(2)}`);
-      expect(err).toBeLessThan(1e-7);
-    } finally {
-      m.close();
-    }
+    const err = await swaFullShiftError('tiny-gemma4-e', getPreset('tiny-gemma4-e').config, 37);
+    table.push(`f32  ${'tiny-gemma4-e, --swa-full'.padEnd(26)} kail vs llama.cpp ${err.toExponential(2)}`);
+    expect(err).toBeLessThan(1e-7);
   }, 300_000);
 
   it('refuses a model whose sliding-window layers keep a ring smaller than the context, and the sequence stays usable', async () => {

@@ -1682,6 +1682,18 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
     }
 }
 
+// The experts a routing chose (sel: k per token), most-chosen first (ties in expert order): the
+// order reads ahead are asked for, so the stream drops the least-wanted when they do not fit.
+std::vector<int32_t> experts_by_votes(const std::vector<int32_t> & sel, int64_t n_expert) {
+    std::vector<int64_t> cnt(static_cast<size_t>(n_expert), 0);
+    for (int32_t e : sel) cnt[static_cast<size_t>(e)]++;
+    std::vector<int32_t> out;
+    for (size_t e = 0; e < cnt.size(); e++)
+        if (cnt[e]) out.push_back(static_cast<int32_t>(e));
+    std::stable_sort(out.begin(), out.end(), [&](int32_t a, int32_t b) { return cnt[static_cast<size_t>(a)] > cnt[static_cast<size_t>(b)]; });
+    return out;
+}
+
 void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
     // 0: silu(gate) * up; 1: gpt-oss's clamped swiglu, min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1);
@@ -1891,22 +1903,14 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             std::vector<int32_t> psel;
             std::vector<float> pw;
             moe_route(m, nop, static_cast<size_t>(nx), x.ptr(rin), n, x.width(rin), psel, pw);
-            // Most-wanted first: the stream drops what does not fit.
-            std::vector<std::pair<int64_t, int32_t>> votes;
-            std::vector<int64_t> cnt(static_cast<size_t>(nop.param_req("n_expert")), 0);
-            for (int32_t e : psel) cnt[e]++;
-            for (size_t e = 0; e < cnt.size(); e++)
-                if (cnt[e]) votes.push_back({cnt[e], static_cast<int32_t>(e)});
-            std::stable_sort(votes.begin(), votes.end(), [](auto & l, auto & r) { return l.first > r.first; });
+            std::vector<int32_t> guess = experts_by_votes(psel, static_cast<int64_t>(nop.param_req("n_expert")));
             // At most twice the experts a token uses, the most-voted: a batch's predictions are
             // mostly experts one token wants, and reading all of them ahead took the bandwidth the
             // next layer's own reads needed (Qwen3-30B-A3B shape, 8 layers, 16 sequences under a
             // 1.2 GB budget: 13.4 t/s guessing all, 23.8-24.0 with at most 8-16, 23.4 with none;
             // one sequence guesses its 8 either way).
             const size_t most = static_cast<size_t>(2 * nop.param_req("n_expert_used"));
-            std::vector<int32_t> guess;
-            for (auto & v : votes)
-                if (guess.size() < most) guess.push_back(v.second);
+            if (guess.size() > most) guess.resize(most);
             m.stream->prefetch(m.stream_layer[nx], guess.data(), static_cast<int>(guess.size()));
         }
         expert_request::view v;
@@ -1949,12 +1953,7 @@ void op_moe_prefetch(exec_ctx & x, const op_desc & op, size_t oi) {
     std::vector<int32_t> sel;
     std::vector<float> w;
     moe_route(m, mop, static_cast<size_t>(mi), x.ptr(op.a), x.n_tok, x.width(op.a), sel, w);
-    std::vector<int64_t> cnt(static_cast<size_t>(mop.param_req("n_expert")), 0);
-    for (int32_t e : sel) cnt[static_cast<size_t>(e)]++;
-    std::vector<int32_t> want;
-    for (size_t e = 0; e < cnt.size(); e++)
-        if (cnt[e]) want.push_back(static_cast<int32_t>(e));
-    std::stable_sort(want.begin(), want.end(), [&](int32_t a, int32_t b) { return cnt[static_cast<size_t>(a)] > cnt[static_cast<size_t>(b)]; });
+    const std::vector<int32_t> want = experts_by_votes(sel, static_cast<int64_t>(mop.param_req("n_expert")));
     m.stream->prefetch(m.stream_layer[static_cast<size_t>(mi)], want.data(), static_cast<int>(want.size()));
 }
 

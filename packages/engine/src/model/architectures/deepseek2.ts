@@ -178,13 +178,25 @@ export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string
   return ho;
 }
 
-/** Output norm and head (tied to the embedding when output.weight is absent) over the kept rows, and the hidden output. */
-export function outputHead(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, x: number, normName = 'output_norm.weight'): ModelProgram {
+/**
+ * Output norm and head (tied to the embedding when output.weight is absent, or always with
+ * `tied`) over the kept rows, and the hidden output; the logits tanh soft-capped by `softcap` when
+ * it is positive (Gemma).
+ */
+export function outputHead(
+  p: ProgramBuilder,
+  hp: HParams,
+  tensors: Map<string, GgufTensorInfo>,
+  x: number,
+  normName = 'output_norm.weight',
+  opts: { tied?: boolean; softcap?: number } = {},
+): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
   const ho = hiddenOutput(p, hp, need, x, undefined, normName);
-  const head = maybe('output.weight') ?? need('token_embd.weight');
+  const head = (opts.tied ? undefined : maybe('output.weight')) ?? need('token_embd.weight');
   const logits = p.buf('logits', tensors.get(head)!.dims[1], true);
   p.op('matmul', logits, { a: ho, weights: { weight: head } });
+  if (opts.softcap && opts.softcap > 0) p.op('softcap', logits, { a: logits, params: { cap: opts.softcap } });
   return p.build(logits);
 }
 

@@ -3,7 +3,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
 import { denseGatedFfn, qkvProjections, ropeParams, trunkStart } from '../program-builder';
-import { hiddenOutput, tensorLookup } from './deepseek2';
+import { outputHead, tensorLookup } from './deepseek2';
 import { slidingWindowLayers } from './gpt-oss';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -80,11 +80,6 @@ export function buildGemma(hp: HParams, tensors: Map<string, GgufTensorInfo>, ge
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: il } });
   }
-  const ho = hiddenOutput(p, hp, need, x);
   // Gemma and Gemma 2 read the embedding as the head whatever else the file holds.
-  const head = gen === 3 ? (maybe('output.weight') ?? need('token_embd.weight')) : need('token_embd.weight');
-  const logits = p.buf('logits', tensors.get(head)!.dims[1], true);
-  p.op('matmul', logits, { a: ho, weights: { weight: head } });
-  if (finalCap > 0) p.op('softcap', logits, { a: logits, params: { cap: finalCap } });
-  return p.build(logits);
+  return outputHead(p, hp, tensors, x, undefined, { tied: gen < 3, softcap: finalCap });
 }

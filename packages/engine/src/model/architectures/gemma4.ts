@@ -3,7 +3,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import { MAX_DIM, type HParams } from '../hparams';
 import { denseGatedFfn, type ProgramBuilder, ropeParams, trunkStart } from '../program-builder';
-import { hiddenOutput, tensorLookup } from './deepseek2';
+import { outputHead, tensorLookup } from './deepseek2';
 import { slidingWindowLayers } from './gpt-oss';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -165,12 +165,7 @@ export function buildGemma4(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: il } });
   }
-  const ho = hiddenOutput(p, hp, need, x);
-  const head = maybe('output.weight') ?? need('token_embd.weight');
-  const logits = p.buf('logits', tensors.get(head)!.dims[1], true);
-  p.op('matmul', logits, { a: ho, weights: { weight: head } });
-  if (softcap > 0) p.op('softcap', logits, { a: logits, params: { cap: softcap } });
-  return p.build(logits);
+  return outputHead(p, hp, tensors, x, undefined, { softcap });
 }
 
 /**
