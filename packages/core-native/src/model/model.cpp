@@ -281,6 +281,8 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
         case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: case OP_RELU_SQR: case OP_SOFTCAP: {
             if (op.type == OP_SOFTCAP && (!(op.param("cap", 0) > 0) || !std::isfinite(op.param("cap", 0))))
                 throw error(KAIL_E_BAD_MODEL, what + "soft-capping value " + std::to_string(op.param("cap", 0)) + " is not a positive number");
+            if (op.type == OP_SWIGLU && (!(op.param("limit", 0) >= 0) || !std::isfinite(op.param("limit", 0))))
+                throw error(KAIL_E_BAD_MODEL, what + "SwiGLU limit " + std::to_string(op.param("limit", 0)) + " is not a non-negative number");
             const int64_t n = ip("n", static_cast<double>(width(op.out)));
             fits(op.a, ip("a_off", 0), n, "a");
             if (op.b >= 0) fits(op.b, ip("b_off", 0), n, "b");
@@ -290,7 +292,14 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.out, ip("out_off", 0), n, "out");
             break;
         }
-        case OP_SIGMOID_MUL: fits(op.a, 0, width(op.out), "a"); fits(op.b, 0, op.param("per_element", 0) != 0 ? width(op.out) : 1, "b"); break;
+        case OP_SIGMOID_MUL: {
+            const int64_t group = sigmoid_mul_group(op);
+            if (group < 0 || (group > 0 && width(op.out) % group != 0))
+                throw error(KAIL_E_INVALID_ARG, what + "gates of " + std::to_string(group) + " values do not divide rows of " + std::to_string(width(op.out)));
+            fits(op.a, 0, width(op.out), "a");
+            fits(op.b, 0, group > 0 ? width(op.out) / group : 1, "b");
+            break;
+        }
         case OP_GATHER_OUT: fits(op.out, 0, width(op.a), "out"); break;
         case OP_CVEC:
             if (op.out != op.a) throw error(KAIL_E_INVALID_ARG, what + "a control vector op works in place (out must be a)");
@@ -333,8 +342,10 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (ne < 1 || k < 1 || k > ne) throw error(KAIL_E_BAD_MODEL, what + "uses " + std::to_string(k) + " of " + std::to_string(ne) + " experts");
             if (ip("gating", 0) < 0 || ip("gating", 0) > 3)
                 throw error(KAIL_E_INVALID_ARG, what + "gating " + std::to_string(ip("gating", 0)) + " is not 0 (softmax), 1 (sigmoid), 2 (softmax of the selected) or 3 (sigmoid of the selected)");
-            if (ip("act", 0) < 0 || ip("act", 0) > 5)
-                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU), 2 (GELU over up, no gate), 3 (squared ReLU over up, no gate), 4 (GeGLU) or 5 (ReGLU)");
+            if (ip("act", 0) < 0 || ip("act", 0) > 6)
+                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU), 2 (GELU over up, no gate), 3 (squared ReLU over up, no gate), 4 (GeGLU), 5 (ReGLU) or 6 (SwiGLU with a limit)");
+            if (ip("act", 0) == 6 && (!(op.param("limit", 0) > 0) || !std::isfinite(op.param("limit", 0))))
+                throw error(KAIL_E_BAD_MODEL, what + "SwiGLU limit " + std::to_string(op.param("limit", 0)) + " is not a positive number");
             if (op.param("fused_gate_up", 0) != 0 && !moe_gated(op)) throw error(KAIL_E_INVALID_ARG, what + "fused gate/up experts need a gated activation");
             if (g > 1 && gu > 0 && gu < g && (ne % g != 0)) throw error(KAIL_E_BAD_MODEL, what + std::to_string(ne) + " experts do not split into " + std::to_string(g) + " groups");
             if (m.prog.n_expert < ne) throw error(KAIL_E_INVALID_ARG, what + "more experts than the program declares");
@@ -1225,17 +1236,19 @@ void elementwise(exec_ctx & x, const op_desc & op, F f) {
     }
 }
 
-// out = a * sigmoid(b): one gate per row (b's first value: a shared expert's gate), or with
-// `per_element` one per value (b as wide as out: gated attention, ggml_sigmoid then ggml_mul).
+// out = a * sigmoid(b), one gate per sigmoid_mul_group(op) values.
 void op_sigmoid_mul(exec_ctx & x, const op_desc & op) {
     const int64_t n = x.width(op.out);
-    const bool each = op.param("per_element", 0) != 0;
+    const int64_t group = sigmoid_mul_group(op);
     for (int64_t t = 0; t < x.rows(op.out); t++) {
         const float * g = x.ptr(op.b) + t * x.width(op.b);
         const float * a = x.ptr(op.a) + t * x.width(op.a);
         float * o = x.ptr(op.out) + t * n;
-        if (each) {
-            for (int64_t i = 0; i < n; i++) o[i] = a[i] * (1.0f / (1.0f + std::exp(-g[i])));
+        if (group > 0) {
+            for (int64_t j = 0; j < n / group; j++) {
+                const float s = 1.0f / (1.0f + std::exp(-g[j]));
+                for (int64_t i = j * group; i < (j + 1) * group; i++) o[i] = a[i] * s;
+            }
         } else {
             const float s = 1.0f / (1.0f + std::exp(-g[0]));
             for (int64_t i = 0; i < n; i++) o[i] = a[i] * s;
@@ -1699,7 +1712,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     // 0: silu(gate) * up; 1: gpt-oss's clamped swiglu, min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1);
     // 2: gelu(up), no gate (nomic-bert-moe: llama.cpp's LLM_FFN_GELU without a gate); 3: relu(up)^2,
     // no gate (Nemotron-H: LLM_FFN_RELU_SQR); 4: gelu(gate) * up (Gemma 4: ggml_geglu_split); 5:
-    // relu(gate) * up (SmallThinker: ggml_reglu_split).
+    // relu(gate) * up (SmallThinker: ggml_reglu_split); 6: min(silu(gate), limit) * clamp(up, -limit,
+    // limit) (Step 3.5: llama.cpp's swiglu_clamp_exp outside the ggml_swiglu_clamp architectures).
     const int act = static_cast<int>(op.param("act", 0));
     const bool gated = moe_gated(op);
     const tensor_ref wu = m.weight(oi, "up_exps"), wg = gated ? m.weight(oi, "gate_exps") : wu, wd = m.weight(oi, "down_exps");
@@ -1820,6 +1834,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = (g[i] > 0.0f ? g[i] : 0.0f) * u[i];
         } else if (act == 3) {
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = u[i] > 0.0f ? u[i] * u[i] : 0.0f;
+        } else if (act == 6) {
+            for (int64_t i = 0; i < ne_ * ff; i++) g[i] = std::min(silu(g[i]), limit) * std::min(std::max(u[i], -limit), limit);
         } else if (act == 1) {
             for (int64_t i = 0; i < ne_ * ff; i++) {
                 const float gx = std::min(g[i], limit);
@@ -2587,7 +2603,14 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
                 elementwise(x, op, [s](float a, float) { return a * s; });
                 break;
             }
-            case OP_SWIGLU: elementwise(x, op, [](float a, float c) { return silu(a) * c; }); break;
+            case OP_SWIGLU: {
+                // With a limit (Step 3.5's shared experts, llama.cpp's swiglu_clamp_shexp):
+                // min(silu(gate), limit) * clamp(up, -limit, limit).
+                const float limit = static_cast<float>(op.param("limit", 0));
+                if (limit > 0) elementwise(x, op, [limit](float a, float c) { return std::min(silu(a), limit) * std::min(std::max(c, -limit), limit); });
+                else elementwise(x, op, [](float a, float c) { return silu(a) * c; });
+                break;
+            }
             case OP_SIGMOID_MUL: op_sigmoid_mul(x, op); break;
             case OP_ROPE: op_rope(x, op, oi); break;
             case OP_ATTENTION: op_attention(x, op, oi); break;

@@ -81,6 +81,19 @@ describe('native program checks', () => {
   });
 });
 
+describe('native program checks: shared experts (tiny-qwen2moe)', () => {
+  const { f, load } = fixture('tiny-qwen2moe');
+
+  it('refuses a negative SwiGLU limit (a file\'s), and gates that do not divide the rows (a builder\'s)', () => {
+    expect(() => load(tampered(f.program, 'swiglu', (o) => (o.params = { ...o.params, limit: -1 })))).toThrow(
+      expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/op \d+ \(swiglu\): SwiGLU limit -1\.0+ is not a non-negative number/) }),
+    );
+    expect(() => load(tampered(f.program, 'sigmoid_mul', (o) => (o.params = { group: 3 })))).toThrow(
+      expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/op \d+ \(sigmoid_mul\): gates of 3 values do not divide rows of 256/) }),
+    );
+  });
+});
+
 describe('native program checks: recurrent layers (tiny-qwen35moe)', () => {
   const { f, load } = fixture('tiny-qwen35moe');
 
@@ -112,7 +125,8 @@ describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
     ['heads that do not split into the groups', 'ssm_scan', (o) => (o.params!.n_group = 3), /8 SSM heads of 64 in 3 groups with a state of 64: the heads must split evenly/],
     ['an x|B|C input of the wrong width', 'ssm_scan', (o) => (o.params!.d_state = 32), /x\|B\|C input is 768 wide, expected 640/],
     ['a state too wide to hold', 'ssm_scan', (o) => (o.params!.head_dim = 1 << 20), /8 SSM heads of 1048576/],
-    ['an unknown expert activation', 'moe', (o) => (o.params!.act = 6), /act 6 is not 0 .* or 5 \(ReGLU\)/],
+    ['an unknown expert activation', 'moe', (o) => (o.params!.act = 7), /act 7 is not 0 .* or 6 \(SwiGLU with a limit\)/],
+    ['a SwiGLU limit that is not positive', 'moe', (o) => Object.assign(o.params!, { act: 6, limit: 0 }), /SwiGLU limit 0\.0+ is not a positive number/],
   ])('refuses %s', (_what, op, edit, want) => {
     expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ message: expect.stringMatching(want) }));
   });
