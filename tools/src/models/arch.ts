@@ -63,7 +63,12 @@ export type WeightInit =
    * Every row (along shape[0]) holds `head` in its first `n` entries and `tail` in the rest
    * (Gemma 4's proportional-RoPE rope_freqs: factor 1 on the rotated pairs, 1e30 on the others).
    */
-  | { kind: 'step'; n: number; head: number; tail: number };
+  | { kind: 'step'; n: number; head: number; tail: number }
+  /**
+   * Every row (along shape[0], which must be values.length) holds these values (step35's llama3
+   * rope_freqs factors, computed as its converter does).
+   */
+  | { kind: 'values'; values: readonly number[] };
 
 /** What a tensor is, for the type rules of mixed quantizations (llama.cpp's tensor categories). */
 export type TensorRole =

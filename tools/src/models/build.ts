@@ -100,6 +100,12 @@ export function fillTensorRange(seed: number, spec: TensorSpec, start: number, o
     for (let k = 0; k < out.length; k++) out[k] = (start + k) % row < n ? head : tail;
     return;
   }
+  if (spec.init.kind === 'values') {
+    const v = spec.init.values;
+    if (v.length !== spec.shape[0]) throw new Error(`${spec.name}: ${v.length} values for rows of ${spec.shape[0]}`);
+    for (let k = 0; k < out.length; k++) out[k] = v[(start + k) % v.length];
+    return;
+  }
   const rng = new Xoshiro128(hashSeed(seed, spec.name));
   rng.jump(2 * start); // fillNormal draws two 32-bit words per value
   rng.fillNormal(out, spec.init.mean ?? 0, spec.init.std);

@@ -12,6 +12,7 @@ import type { Mistral3Config } from './architectures/mistral3';
 import type { NemotronHConfig } from './architectures/nemotron-h';
 import type { Phi3Config } from './architectures/phi3';
 import type { Qwen35Config } from './architectures/qwen35';
+import type { Step35Config } from './architectures/step35';
 import type { Lfm2Config } from './architectures/lfm2';
 import type { AfmoeConfig, BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, ExaoneMoeConfig, HyV3Config, Llama4Config, MinimaxM2Config, SmallThinkerConfig } from './architectures/llama-moe';
 import type { Preset } from './presets';
@@ -296,7 +297,65 @@ const smallthinker21b: SmallThinkerConfig = {
   nExperts: 64, nExpertsUsed: 6, expertFf: 768, vocabSize: 32000, ctx: 16384,
 };
 
+// Step-3.5-Flash style, scaled down: 6 blocks F S S S F S (F: full attention, every 4th block from
+// 0 as in Step-3.5-Flash's layer_types; S: sliding window of 8, so 64-token tests pass it), heads of
+// 16: the full blocks 4 over 2 KV heads rotating half of each head (8 dims) with base 5e6, the
+// sliding ones 6 over 2 (different on purpose: q, attn_gate and attn_output widths differ per
+// block) rotating all 16 with base 1e4; per-head q/k norms and the head-wise attention gate; 1
+// dense block (SwiGLU of 128), then 8 sigmoid + bias experts top-2 of 32 renormalized and scaled by
+// 3.0 (the real moe_router_scaling_factor; activations stay O(1), see architectures/step35.ts) with
+// an ungated shared expert of 32; untied head, Llama 3 tokenizer. No clamps, no rope_freqs.
+// n_embd 64 (not a multiple of 256): K-quants fall back to Q5_0 / Q8_0 on every matrix.
+const step35Tiny: Step35Config = {
+  ...base, arch: 'step35', name: 'tiny-step35', nLayers: 6, dim: 64, ff: 128, nHeads: 4, nKvHeads: 2, headDim: 16, nHeadsSwa: 6, nKvHeadsSwa: 2,
+  window: 8, fullInterval: 4, ropeBase: 5e6, ropeBaseSwa: 1e4, nDense: 1, nExperts: 8, nExpertsUsed: 2, expertFf: 32, sharedFf: 32, wScale: 3, normW: true,
+  normEps: 1e-5,
+};
+// tiny-step35 with per-block SwiGLU clamps and llama3 RoPE factors. swiglu_clamp_exp
+// [0, 1, 0, 1, 0.75, 1] and swiglu_clamp_shexp [0, 0, 1, 1, 0.75, 0]: 0 on the dense block 0, each
+// kind alone on some routed blocks (1 and 5: experts only, 2: shared expert only) so that a reader
+// swapping the two arrays differs. The clamped values come after ffn_norm (up ~ N(0, 1), gate too),
+// so a limit of 1 clips about a third of the up values and a tenth of silu(gate) (> 1 for gate >
+// 1.28): the clamps change the outputs (the real model's 7 would never be reached by these random
+// weights). rope_freqs: factor 8, low 1, high 4 over an original context of 16 (as tiny-mistral3's
+// YaRN), which at head 16 and base 5e6 gives the full blocks' 4 pairs (wavelengths 6.3, 297, 1.4e4,
+// 6.6e5) the factors [1.74, 8, 8, 8], padded with 1 to 8 entries. Measured in llama.cpp (64 tokens,
+// F32 logits NMSE against the same file without rope_freqs): 2.2e-3 at 16, 2.5e-4..2.7e-4 at 64 to
+// 512 (where the fastest pair, the only one that turns much within 64 positions, keeps factor 1),
+// against a Q8_0-vs-F32 spread of 1.2e-4..8.1e-4 (seeds 1-5, 7); the clamps: 4.4e-2 (experts alone
+// 2.1e-2, shared expert alone 2.6e-2).
+const step35Clamp: Step35Config = {
+  ...step35Tiny, name: 'tiny-step35-clamp', swigluLimit: [0, 1, 0, 1, 0.75, 1], swigluLimitShared: [0, 0, 1, 1, 0.75, 0],
+  ropeFreqs: { factor: 8, lowFreqFactor: 1, highFreqFactor: 4, origCtx: 16 },
+};
+// Step-3.5-Flash's shape as recalled, not checked against config.json: 45 blocks of 4096, heads
+// of 128, full blocks (0, 4, 8, ... 44) 64 heads over 8 KV heads, sliding ones 96 over 8 with a
+// window of 512, 3 leading dense blocks of 11264, then 288 sigmoid + bias experts top-8 of 1280
+// renormalized and scaled by 3.0 with a shared expert of 1280; context 16384 and vocabulary 32000
+// as the other bench presets (the real one 128896). llama.cpp's tests/test-gguf-model-data.cpp
+// checks ggml-org/Step-3.5-Flash-GGUF for 45 blocks, 4096, feed_forward_length 11264, head
+// arrays starting 64 / 8, 288 experts, heads of 128 and 754 tensors: 3 + 3 x 12 + 42 x 17 = 753
+// here, the 754th being rope_freqs.weight (llama3 scaling), which this preset leaves out as it
+// does the real model's clamps. Every matrix row (4096, 11264, 1280, 8192, 12288) is a multiple of
+// 256: Q4_K everywhere. --layers N keeps the first N blocks (at most 3 of them dense).
+const step35Flash: Step35Config = {
+  ...step35Tiny, name: 'bench-step35-flash-shaped', nLayers: 45, dim: 4096, ff: 11264, nHeads: 64, nKvHeads: 8, headDim: 128, nHeadsSwa: 96, nKvHeadsSwa: 8,
+  window: 512, nDense: 3, nExperts: 288, nExpertsUsed: 8, expertFf: 1280, sharedFf: 1280, vocabSize: 32000, ctx: 16384,
+};
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-step35': {
+    description: 'step35 (Step-3.5-Flash style): full blocks (every 4th from 0, 4 heads / 2 KV, half-head RoPE) and sliding ones (6 heads / 2 KV, window 8), q/k norms, head-wise attention gate, 1 dense block, 8 sigmoid + bias experts top-2 (norm, scale 3) with a shared expert',
+    config: step35Tiny,
+  },
+  'tiny-step35-clamp': {
+    description: 'tiny-step35 with per-block SwiGLU clamps on the experts and the shared expert (swiglu_clamp_exp / _shexp, limits 0.75-1) and llama3 rope_freqs for the full blocks',
+    config: step35Clamp,
+  },
+  'bench-step35-flash-shaped': {
+    description: 'Step-3.5-Flash shape as recalled (45 x 4096: full blocks 64/8 heads x 128, sliding 96/8 over 512; 3 dense blocks of 11264, then 288 sigmoid experts top-8 of 1280 + a shared one of 1280), vocab 32000; --layers N keeps the first N blocks',
+    config: step35Flash,
+  },
   'tiny-smallthinker': {
     description: 'smallthinker (SmallThinker-4B-A0.6B style): every block routed by a router over the block input (before attn_norm), 8 softmax ReGLU experts top-2 renormalized, no window',
     config: smallthinker,

@@ -163,6 +163,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   gemma2: 'tiny-gemma2',
   gemma3: 'tiny-gemma3',
   smallthinker: 'tiny-smallthinker',
+  step35: 'tiny-step35',
 };
 
 export function getPreset(name: string): Preset {

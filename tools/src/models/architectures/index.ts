@@ -18,6 +18,7 @@ import { qwen2moe } from './qwen2moe';
 import { qwen3 } from './qwen3';
 import { qwen3moe } from './qwen3moe';
 import { qwen35, qwen35moe, qwen3next } from './qwen35';
+import { step35 } from './step35';
 import { lfm2, lfm2moe } from './lfm2';
 import { qwen3vl, qwen3vlmoe } from './qwen3vl';
 
@@ -42,4 +43,4 @@ export function archNames(): string[] {
 for (const a of [llama, mixtral, qwen2moe, qwen3, qwen3moe]) registerArch(a);
 for (const a of [deepseek2, deepseek32, glmDsa, mistral4, glm4moe, olmoe, gptOss]) registerArch(a);
 for (const a of [bert, nomicBert, nomicBertMoe]) registerArch(a);
-for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe, mimo2, exaoneMoe, afmoe, mistral3, hyV3, qwen35, qwen35moe, qwen3next, lfm2, lfm2moe, nemotronH, nemotronHMoe, graniteHybrid, jamba, gemma4, gemma, gemma2, gemma3, smallthinker]) registerArch(a);
+for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe, mimo2, exaoneMoe, afmoe, mistral3, hyV3, qwen35, qwen35moe, qwen3next, lfm2, lfm2moe, nemotronH, nemotronHMoe, graniteHybrid, jamba, gemma4, gemma, gemma2, gemma3, smallthinker, step35]) registerArch(a);
