@@ -18,6 +18,8 @@
 // -e: per-layer embeddings and shared KV blocks), gemma, gemma2 and gemma3 (dense: GeGLU, query
 // scaling, post norms, sliding windows with their own RoPE, attention and logit soft-capping),
 // smallthinker (routers that read the block's input, ReGLU experts; -swa: NoPE full blocks),
+// step35 (Step 3.5: per-block head counts, half-head RoPE on full blocks, a sigmoid gate per
+// attention head, sigmoid experts beside a shared one; -clamp: per-block SwiGLU limits, rope_freqs),
 // glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
@@ -47,6 +49,8 @@ const PRESETS = [
   'tiny-gemma3',
   'tiny-smallthinker',
   'tiny-smallthinker-swa',
+  'tiny-step35',
+  'tiny-step35-clamp',
   'tiny-qwen35moe',
   'tiny-qwen35',
   'tiny-qwen3next',
@@ -95,6 +99,7 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-gemma2', 'Q4_K_M'],
   ['tiny-gemma3', 'Q8_0'],
   ['tiny-smallthinker-swa', 'Q4_K_M'],
+  ['tiny-step35-clamp', 'Q4_K_M'],
   ['tiny-lfm2moe', 'Q4_K_M'],
   ['tiny-nemotron-h-moe', 'Q8_0'],
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],

@@ -31,6 +31,7 @@ describe.each([
   ['tiny-deepseek32', 'Q8_0'],
   ['tiny-qwen35moe', 'Q4_K'],
   ['tiny-gemma4', 'Q4_K'],
+  ['tiny-step35-clamp', 'Q8_0'],
 ])('%s %s: batch-invariant logits', (preset, type) => {
   it('one pass = token by token = split passes, bit for bit (f16 KV)', async () => {
     const m = EngineModel.load(writeTestModel(dir, preset, type), { threads: 2, nCtx: 64, nSeqMax: 2 });

@@ -41,6 +41,8 @@ const CASES: [preset: string, type: string][] = [
   // ReGLU experts routed from the block's input before attention (SmallThinker), read ahead then.
   ['tiny-smallthinker', 'Q4_K'],
   ['tiny-smallthinker-swa', 'Q8_0'],
+  // Sigmoid experts with a selection bias beside a shared expert, per-block SwiGLU limits (Step 3.5).
+  ['tiny-step35-clamp', 'Q4_K'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */

@@ -71,16 +71,29 @@ export class Metadata {
 
   /** A per-layer value stored either as one number or an array with one entry per layer. */
   perLayer(key: string, nLayer: number, def?: number, min = 0, max = MAX_DIM): number[] {
+    return this.perLayerValues(key, nLayer, def, (x) => Number.isInteger(x) && x >= min && x <= max, `an integer in ${min}..${max}`);
+  }
+
+  /** perLayer for real numbers (per-layer limits and scales): any finite value of at least `min`. */
+  perLayerNum(key: string, nLayer: number, def: number, min = -Infinity): number[] {
+    return this.perLayerValues(key, nLayer, def, (x) => Number.isFinite(x) && x >= min, min === -Infinity ? 'a finite number' : `a finite number of at least ${min}`);
+  }
+
+  private perLayerValues(key: string, nLayer: number, def: number | undefined, ok: (x: number) => boolean, expected: string): number[] {
     const k = this.full(key);
     const v = this.kv[k];
     if (!Number.isInteger(nLayer) || nLayer < 1 || nLayer > MAX_LAYERS) throw new EngineError('KAIL_E_BAD_MODEL', `block count ${nLayer} is not an integer in 1..${MAX_LAYERS}`);
     if (v === undefined && def !== undefined) return new Array(nLayer).fill(def);
-    if (typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean' || v === undefined) return new Array(nLayer).fill(this.int(key, def, min, max));
+    if (typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean' || v === undefined) {
+      const one = this.num(key, def);
+      if (!ok(one)) throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' is ${one}; expected ${expected}`);
+      return new Array(nLayer).fill(one);
+    }
     if (typeof v === 'string') throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' must be a number or an array with one number per layer, is a string`);
     const arr = Array.from(v as ArrayLike<unknown>, (x) => (typeof x === 'number' || typeof x === 'bigint' || typeof x === 'boolean' ? Number(x) : NaN));
     if (arr.length !== nLayer) throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' has ${arr.length} entries for ${nLayer} layers`);
-    const bad = arr.findIndex((x) => !Number.isInteger(x) || x < min || x > max);
-    if (bad >= 0) throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' entry ${bad} is ${String((v as ArrayLike<unknown>)[bad])}; expected an integer in ${min}..${max}`);
+    const bad = arr.findIndex((x) => !ok(x));
+    if (bad >= 0) throw new EngineError('KAIL_E_BAD_MODEL', `metadata '${k}' entry ${bad} is ${String((v as ArrayLike<unknown>)[bad])}; expected ${expected}`);
     return arr;
   }
 }

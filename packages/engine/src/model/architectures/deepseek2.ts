@@ -97,6 +97,11 @@ export interface MoeBlockOptions {
   gateless?: boolean;
   /** The buffer the router reads when it is not the experts' input (a latent MoE's full-width input). */
   routerInput?: number;
+  /**
+   * A limit on the dense and shared-expert SwiGLU (Step 3.5's swiglu_clamp_shexp: min(silu(gate),
+   * L) * clamp(up, -L, L)); 0 or absent: none.
+   */
+  ffnLimit?: number;
 }
 
 /**
@@ -122,7 +127,7 @@ export function moeBlockFfn(
     const u = p.buf(`ffn_up${ff}`, ff);
     p.op('matmul', g, { a: h, weights: { weight: need(t(il, `${prefix}_gate${suffix}.weight`)) } });
     p.op('matmul', u, { a: h, weights: { weight: need(t(il, `${prefix}_up${suffix}.weight`)) } });
-    p.op('swiglu', g, { a: g, b: u });
+    p.op('swiglu', g, { a: g, b: u, ...(opt.ffnLimit ? { params: { limit: opt.ffnLimit } } : {}) });
     p.op('matmul', into, { a: g, weights: { weight: need(t(il, `${prefix}_down${suffix}.weight`)) } });
   };
   if (dense) {

@@ -7,6 +7,7 @@ import { buildBert } from './bert';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildGemma } from './gemma';
 import { buildGemma4 } from './gemma4';
+import { buildStep35 } from './step35';
 import { buildGlm4Moe } from './glm4moe';
 import { buildGptOss } from './gpt-oss';
 import { buildGranite } from './granite';
@@ -80,6 +81,10 @@ const ARCHITECTURES: Record<string, Builder> = {
   gemma: (hp, ts) => buildGemma(hp, ts, 1),
   gemma2: (hp, ts) => buildGemma(hp, ts, 2),
   gemma3: (hp, ts) => buildGemma(hp, ts, 3),
+  // StepFun Step 3.5 (Step-3.5-Flash): sliding and full blocks with their own head counts and
+  // RoPE (half the dimensions on full blocks), a sigmoid gate per attention head, sigmoid-routed
+  // experts beside a shared expert, per-block SwiGLU limits.
+  step35: (hp, ts) => buildStep35(hp, ts),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),
