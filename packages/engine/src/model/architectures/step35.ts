@@ -23,8 +23,8 @@ const LIMIT_EPS = 1e-6;
  * `rope_freqs` factors when the file has them → attention scaled by 1/sqrt(head size) → each
  * head's output times sigmoid(attn_gate · normed input) when the block has `attn_gate` → output
  * projection → residual. RMSNorm → a dense SwiGLU FFN on blocks without a router, else routed
- * SwiGLU experts (sigmoid by default, optional selection bias exp_probs_b, renormalization and
- * scale from the file) plus a shared SwiGLU expert → residual. Per-block limits
+ * SwiGLU experts (sigmoid by default, optional selection bias exp_probs_b, renormalization, scale
+ * and expert groups from the file, as llama.cpp reads them) plus a shared SwiGLU expert → residual. Per-block limits
  * `swiglu_clamp_exp` (experts) and `swiglu_clamp_shexp` (the dense and shared FFNs) make the
  * SwiGLU min(silu(gate), L) * clamp(up, -L, L). The multi-token-prediction blocks a file may append
  * (`nextn_predict_layers`) are left out, as llama.cpp's main graph leaves them.
@@ -57,7 +57,7 @@ export function buildStep35(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
   const nL = trunkLayers(hp);
   const limitExp = md.perLayerNum('swiglu_clamp_exp', hp.nLayer, 0, 0);
   const limitSh = md.perLayerNum('swiglu_clamp_shexp', hp.nLayer, 0, 0);
-  const routing = { ...readMoeRouting(hp, GATING_SIGMOID), nGroup: 0, nGroupUsed: 0 };
+  const routing = readMoeRouting(hp, GATING_SIGMOID);
   const freqs = maybe('rope_freqs.weight');
   const ropeFull = { ...ropeParams(hp, true, { n_dims: rotFull }), head_dim: hdK };
   const ropeSwa = { ...ropeParams(hp, true, { n_dims: rotSwa }), head_dim: hdK, freq_base: baseSwa, freq_scale: 1 };
