@@ -335,6 +335,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (ip("causal", 1) == 0 && (ip("window", 0) > 0 || ip("chunk", 0) > 0)) throw error(KAIL_E_INVALID_ARG, what + "non-causal attention over a sliding window or chunks is not supported");
             if (op.param("temp_scale", 0) != 0 && !(op.param("temp_floor", 0) >= 1)) throw error(KAIL_E_BAD_MODEL, what + "attention temperature tuning needs a floor scale of at least 1");
             if (!(op.param("softcap", 0) >= 0) || !std::isfinite(op.param("softcap", 0))) throw error(KAIL_E_BAD_MODEL, what + "attention logit soft-capping " + std::to_string(op.param("softcap", 0)) + " is not a non-negative number");
+            if (!std::isfinite(op.param("softcap_scale", 1.0))) throw error(KAIL_E_BAD_MODEL, what + "the soft-capped scores' scale " + std::to_string(op.param("softcap_scale", 1.0)) + " is not a finite number");
             break;
         }
         case OP_MOE: {
@@ -1430,9 +1431,12 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     const double temp_scale = op.param("temp_scale", 0), temp_floor = op.param("temp_floor", 0), temp_offset = op.param("temp_offset", 0);
     const tensor_ref sinks = m.weight(oi, "sinks");
     const float * sink = sinks.info ? reinterpret_cast<const float *>(sinks.data) : nullptr;
-    // Gemma 2's attention logit soft-capping: each score cap * tanh(score / cap) before the
-    // softmax (llama.cpp's attn_soft_cap: ggml_scale, ggml_tanh, ggml_scale on kq).
-    const float softcap = static_cast<float>(op.param("softcap", 0)), inv_cap = softcap > 0 ? 1.0f / softcap : 0.0f;
+    // Attention logit soft-capping before the softmax: each score cap * tanh(score * m / cap), m
+    // being `softcap_scale` (1 by default: Gemma 2, llama.cpp's attn_soft_cap; Grok's
+    // attention.output_scale, which llama.cpp multiplies in there with a softmax scale of 1):
+    // ggml_scale by m / cap (one float), ggml_tanh, ggml_scale by cap.
+    const float softcap = static_cast<float>(op.param("softcap", 0));
+    const float inv_cap = softcap > 0 ? static_cast<float>(op.param("softcap_scale", 1.0)) / softcap : 0.0f;
     // Non-causal attention (BERT's encoders: llama.cpp's causal_attn false): every token sees its
     // sequence's positions in this batch, later ones included. The batch holds whole sequences.
     const bool causal = op.param("causal", 1) != 0;
