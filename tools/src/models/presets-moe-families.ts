@@ -6,6 +6,7 @@ import type { Gemma4Config } from './architectures/gemma4';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
 import type { GraniteConfig, GraniteHybridConfig } from './architectures/granite';
+import type { GrokConfig } from './architectures/grok';
 import type { JambaConfig } from './architectures/jamba';
 import type { Mimo2Config } from './architectures/mimo2';
 import type { Mistral3Config } from './architectures/mistral3';
@@ -343,7 +344,78 @@ const step35Flash: Step35Config = {
   window: 512, nDense: 3, nExperts: 288, nExpertsUsed: 8, expertFf: 1280, sharedFf: 1280, vocabSize: 32000, ctx: 16384,
 };
 
+// Grok-1 style, scaled down: 4 blocks of n_embd 64, 4 heads over 2 KV heads of 16, 8 softmax
+// GeGLU experts top-2 as wide as feed_forward_length (64; no expert_feed_forward_length, no dense
+// FFN), Grok-1's post-FFN norm name layer_output_norm, rope base 10000, SentencePiece vocabulary,
+// tied head (Grok-1's in_out_embed), no final soft cap. Multipliers: embedding_scale 8 = sqrt(64)
+// (Grok-1's 78.38 is sqrt(6144): the same rule at this width; the real value over the unit-std
+// random embeddings other presets use would put the stream at std ~80) and logit_scale 1/sqrt(3)
+// (Grok-1's): the writer draws token_embd at 2 / (sqrt(64) x logit_scale) = 0.43 so the tied head
+// gives logits of std ~2, which puts the embedding into the stream at 8 x 0.43 = 3.5 (the post-norm
+// gains follow it; architectures/grok.ts). attention.output_scale 0.5 (twice the converter's
+// default head^-0.5 = 0.25, so a reader using the usual 1/sqrt(head) is off by 2x) and
+// attn_logit_softcapping 5 (Grok-1's 30 would never be reached by random weights): block 0's raw
+// scores (q.k x 0.5, no RoPE, 64 tokens, seed 1) have std 2.1 and reach 8.9, 22% of them beyond
+// half the cap. Measured in llama.cpp (flash attention off, F32 KV, 64 tokens, seeds 1-5 and 7):
+// logits std 2.05, the input token's own logit leading through the tied head (max ~16), F32 vs
+// Q8_0 NMSE 2.5e-4..4.0e-3 (median 5.6e-4), Q4_K_M 2.7e-3..5.8e-3; the same file with the cap at
+// 1e6 (none): 3.8e-2..5.0e-2 from the capped one.
+//
+// tiny-grok2, Grok-2 style: tiny-grok's attention with a dense GeGLU FFN of 128 beside the experts
+// of 64 (expert_feed_forward_length; the sum x sqrt(2)/2), Grok-2's post-FFN norm name
+// post_ffw_norm, untied head, byte-level BPE vocabulary; embedding_scale 8, logit_scale 0.5
+// (Grok-2's, as recalled), attention.output_scale 0.375 with cap 4 (block 0's raw scores std 1.6,
+// max 6.6, times YaRN's magnitude scale 1 + 0.1 ln 4 on q and k: std ~2.0), final_logit_softcapping
+// 8 (logits of std 2.0 reaching 8.3..9.6 come out within +-6.7; cap 5 would squash every top logit to
+// ~4.7, cap 10 barely bends them), YaRN factor 4 over an original context of 16 with context
+// length 64 (= 4 x 16; the real model: 16 over 8192, as recalled) and the converter's other keys
+// (ext_factor 1, attn_factor 1, beta_fast 8, beta_slow 1): at head 16 and base 1e4 every pair but
+// the fastest is interpolated (positions / 4) at every position, so 64-token tests exercise it.
+// attention.temperature_length 1024 as Grok-2's attn_temperature_len (as recalled; llama.cpp's graph
+// does not use it). Measured as tiny-grok: logits std 1.9, 48..61 distinct top-1 tokens of 64,
+// F32 vs Q8_0 NMSE 2.8e-4..1.0e-3 (median 4.0e-4), Q4_K_M 5.2e-3..8.3e-3; against the same file
+// without each feature: attention cap 5.3e-2..6.8e-2, YaRN 1.0e-1..1.5e-1, dense FFN
+// 8.0e-2..1.0e-1, final cap 5.4e-3..5.8e-3.
+// n_embd 64 (not a multiple of 256): K-quants fall back to Q5_0 / Q8_0 on every matrix.
+const grok1: GrokConfig = {
+  ...base, arch: 'grok', name: 'tiny-grok', nLayers: 4, dim: 64, ff: 64, nHeads: 4, nKvHeads: 2, nExperts: 8, nExpertsUsed: 2, expertFf: 0, dense: false,
+  vocabKind: 'spm', ctx: 8192, ropeBase: 10000, normEps: 1e-5, tiedEmbeddings: true,
+  embeddingScale: 8, logitScale: 0.5773502691896257, attnOutScale: 0.5, attnSoftcap: 5, routerSoftcap: 30, softcap: 0, postFfnNorm: 'layer_output_norm',
+};
+const grok2: GrokConfig = {
+  ...grok1, name: 'tiny-grok2', ff: 128, expertFf: 64, dense: true, vocabKind: 'llama3', ctx: 64, tiedEmbeddings: false,
+  embeddingScale: 8, logitScale: 0.5, attnOutScale: 0.375, attnSoftcap: 4, softcap: 8, postFfnNorm: 'post_ffw_norm',
+  yarn: { factor: 4, origCtx: 16, extFactor: 1, attnFactor: 1, betaFast: 8, betaSlow: 1 }, attnTempLength: 1024,
+};
+// Grok-2's shape as recalled, not checked against config.json: 64 blocks of 8192, 64 heads over 8
+// KV heads of 128, a dense GeGLU FFN of 32768 beside 8 experts top-2 of 16384, rope base 208533496
+// with YaRN factor 16 over 8192 (HF rope_type "original"), embedding_multiplier_scale 90.51
+// (sqrt(8192)), output_multiplier_scale 0.5, attn_output_multiplier 1/sqrt(128), soft caps 30
+// (attention, router) and 50 (final), attn_temperature_len 1024; context 16384 and vocabulary
+// 32000 as the other bench presets (the real model's, as recalled: 131072 each). 3 + 64 x 15 =
+// 963 tensors, 267.9B parameters (~269.5B with the real vocabulary). The init undoes the
+// multipliers (architectures/grok.ts): a 2-block cut to n_embd 512 gives logits of std 2.0 in
+// llama.cpp. Every matrix row (8192, 32768, 16384) is a multiple of 256: Q4_K everywhere. --layers
+// N keeps the first N blocks.
+const grok2Bench: GrokConfig = {
+  ...grok2, name: 'bench-grok2-shaped', nLayers: 64, dim: 8192, ff: 32768, expertFf: 16384, nHeads: 64, nKvHeads: 8, headDim: 128, vocabSize: 32000, ctx: 16384,
+  ropeBase: 208533496, embeddingScale: 90.50966799187809, logitScale: 0.5, attnOutScale: 0.08838834764831845, attnSoftcap: 30, softcap: 50,
+  yarn: { factor: 16, origCtx: 8192, extFactor: 1, attnFactor: 1, betaFast: 8, betaSlow: 1 },
+};
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-grok': {
+    description: 'grok (Grok-1 style): 4 heads / 2 KV of 16, attention scaled by attention.output_scale and soft-capped (cap 5), post-attention and post-FFN norms (layer_output_norm), 8 softmax GeGLU experts top-2 of 64 (no dense FFN), embedding / logit multipliers, tied head',
+    config: grok1,
+  },
+  'tiny-grok2': {
+    description: 'grok (Grok-2 style): tiny-grok with a dense GeGLU FFN of 128 beside the experts of 64 (sum x sqrt(2)/2), post_ffw_norm, output scale 0.375 with attention cap 4, final logit soft cap 8, YaRN (factor 4 over 16 positions), untied head',
+    config: grok2,
+  },
+  'bench-grok2-shaped': {
+    description: 'Grok-2 shape as recalled (64 x 8192, 64/8 heads x 128, dense GeGLU 32768 + 8 experts top-2 of 16384, YaRN 16 over 8192, Grok-2 multipliers and caps 30 / 50), vocab 32000; --layers N keeps the first N blocks',
+    config: grok2Bench,
+  },
   'tiny-step35': {
     description: 'step35 (Step-3.5-Flash style): full blocks (every 4th from 0, 4 heads / 2 KV, half-head RoPE) and sliding ones (6 heads / 2 KV, window 8), q/k norms, head-wise attention gate, 1 dense block, 8 sigmoid + bias experts top-2 (norm, scale 3) with a shared expert',
     config: step35Tiny,

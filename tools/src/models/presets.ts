@@ -164,6 +164,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   gemma3: 'tiny-gemma3',
   smallthinker: 'tiny-smallthinker',
   step35: 'tiny-step35',
+  grok: 'tiny-grok',
 };
 
 export function getPreset(name: string): Preset {

@@ -6,6 +6,7 @@ import { gemma4 } from './gemma4';
 import { glm4moe } from './glm4moe';
 import { gptOss } from './gpt-oss';
 import { graniteDense, graniteHybrid, graniteMoe } from './granite';
+import { grok } from './grok';
 import { jamba } from './jamba';
 import { mimo2 } from './mimo2';
 import { mistral3 } from './mistral3';
@@ -43,4 +44,4 @@ export function archNames(): string[] {
 for (const a of [llama, mixtral, qwen2moe, qwen3, qwen3moe]) registerArch(a);
 for (const a of [deepseek2, deepseek32, glmDsa, mistral4, glm4moe, olmoe, gptOss]) registerArch(a);
 for (const a of [bert, nomicBert, nomicBertMoe]) registerArch(a);
-for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe, mimo2, exaoneMoe, afmoe, mistral3, hyV3, qwen35, qwen35moe, qwen3next, lfm2, lfm2moe, nemotronH, nemotronHMoe, graniteHybrid, jamba, gemma4, gemma, gemma2, gemma3, smallthinker, step35]) registerArch(a);
+for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe, mimo2, exaoneMoe, afmoe, mistral3, hyV3, qwen35, qwen35moe, qwen3next, lfm2, lfm2moe, nemotronH, nemotronHMoe, graniteHybrid, jamba, gemma4, gemma, gemma2, gemma3, smallthinker, step35, grok]) registerArch(a);
