@@ -182,6 +182,7 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-gemma3', type: 'Q4_K_M' },
   { preset: 'tiny-smallthinker-swa', type: 'F32' },
   { preset: 'tiny-step35-clamp', type: 'F32' },
+  { preset: 'tiny-grok2', type: 'F32' },
   { preset: 'tiny-exaone-moe', type: 'F32' },
   { preset: 'tiny-afmoe', type: 'F32' },
   { preset: 'tiny-mistral4', type: 'F32' },

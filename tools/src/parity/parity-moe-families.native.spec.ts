@@ -20,6 +20,8 @@
 // smallthinker (routers that read the block's input, ReGLU experts; -swa: NoPE full blocks),
 // step35 (Step 3.5: per-block head counts, half-head RoPE on full blocks, a sigmoid gate per
 // attention head, sigmoid experts beside a shared one; -clamp: per-block SwiGLU limits, rope_freqs),
+// grok (Grok-1: scores soft-capped after Grok's own multiplier, post norms, GeGLU experts, embedding
+// and logit multipliers; grok2: a dense GeGLU beside the experts, YaRN, a final logit cap),
 // glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
@@ -51,6 +53,8 @@ const PRESETS = [
   'tiny-smallthinker-swa',
   'tiny-step35',
   'tiny-step35-clamp',
+  'tiny-grok',
+  'tiny-grok2',
   'tiny-qwen35moe',
   'tiny-qwen35',
   'tiny-qwen3next',
@@ -100,6 +104,7 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-gemma3', 'Q8_0'],
   ['tiny-smallthinker-swa', 'Q4_K_M'],
   ['tiny-step35-clamp', 'Q4_K_M'],
+  ['tiny-grok2', 'Q4_K_M'],
   ['tiny-lfm2moe', 'Q4_K_M'],
   ['tiny-nemotron-h-moe', 'Q8_0'],
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],

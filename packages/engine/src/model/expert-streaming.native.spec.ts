@@ -43,6 +43,8 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-smallthinker-swa', 'Q8_0'],
   // Sigmoid experts with a selection bias beside a shared expert, per-block SwiGLU limits (Step 3.5).
   ['tiny-step35-clamp', 'Q4_K'],
+  // GeGLU experts beside a dense GeGLU, post-FFN norm (Grok-2).
+  ['tiny-grok2', 'Q8_0'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */

@@ -7,7 +7,7 @@ import { ProgramBuilder, ropeParams, withBias, yarnAttnFactor } from '../program
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
 /** llama.cpp's `expert_gating_func` values. */
-const GATING_SOFTMAX = 1;
+export const GATING_SOFTMAX = 1;
 export const GATING_SIGMOID = 2;
 
 export interface Deepseek2Options {
@@ -185,8 +185,8 @@ export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string
 
 /**
  * Output norm and head (tied to the embedding when output.weight is absent, or always with
- * `tied`) over the kept rows, and the hidden output; the logits tanh soft-capped by `softcap` when
- * it is positive (Gemma).
+ * `tied`) over the kept rows, and the hidden output; the logits times `scale` when given (Grok's
+ * logit_scale), then tanh soft-capped by `softcap` when it is positive (Gemma, Grok-2).
  */
 export function outputHead(
   p: ProgramBuilder,
@@ -194,13 +194,14 @@ export function outputHead(
   tensors: Map<string, GgufTensorInfo>,
   x: number,
   normName = 'output_norm.weight',
-  opts: { tied?: boolean; softcap?: number } = {},
+  opts: { tied?: boolean; softcap?: number; scale?: number } = {},
 ): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
   const ho = hiddenOutput(p, hp, need, x, undefined, normName);
   const head = (opts.tied ? undefined : maybe('output.weight')) ?? need('token_embd.weight');
   const logits = p.buf('logits', tensors.get(head)!.dims[1], true);
   p.op('matmul', logits, { a: ho, weights: { weight: head } });
+  if (opts.scale !== undefined) p.op('scale', logits, { a: logits, params: { scale: opts.scale } });
   if (opts.softcap && opts.softcap > 0) p.op('softcap', logits, { a: logits, params: { cap: opts.softcap } });
   return p.build(logits);
 }

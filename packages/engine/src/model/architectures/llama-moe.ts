@@ -3,7 +3,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import { MAX_LAYERS, type HParams } from '../hparams';
 import { qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
-import { GATING_SIGMOID, moeBlockFfn, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeBlockOptions, type MoeRouting } from './deepseek2';
+import { GATING_SIGMOID, GATING_SOFTMAX, moeBlockFfn, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeBlockOptions, type MoeRouting } from './deepseek2';
 import { slidingWindowLayers } from './gpt-oss';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -101,7 +101,7 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
   return outputHead(p, hp, tensors, x);
 }
 
-const SOFTMAX = 1;
+const SOFTMAX = GATING_SOFTMAX;
 
 // dots.llm1 (src/models/dots1.cpp): per-head q/k norms, NeoX RoPE, gating/norm/scale from the
 // file, optional selection bias, shared experts in every routed block.
