@@ -97,7 +97,8 @@ export interface ProgramOp {
     | 'ssm_scan'
     | 'relu_sqr'
     | 'softcap'
-    | 'moe_prefetch';
+    | 'moe_prefetch'
+    | 'clamp';
   out: number;
   a?: number;
   b?: number;

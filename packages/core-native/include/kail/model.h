@@ -47,6 +47,7 @@ enum op_type {
     OP_RELU_SQR,       // out = max(a, 0)^2 (Nemotron-H's FFN activation)
     OP_SOFTCAP,        // out = cap * tanh(a / cap) (Gemma's logit soft-capping)
     OP_MOE_PREFETCH,   // streaming: routes a (the next moe op's router input) with that op's router and reads its experts ahead; computes nothing (out = a)
+    OP_CLAMP,          // out = min(max(a, -limit), limit) (llama.cpp's clamp_kqv of fused q|k|v projections: DBRX)
     OP_COUNT_
 };
 

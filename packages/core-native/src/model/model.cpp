@@ -41,6 +41,7 @@ op_type op_type_from_name(const std::string & name) {
         {"input", OP_INPUT}, {"cvec", OP_CVEC}, {"layer_norm", OP_LAYER_NORM}, {"gelu", OP_GELU},
         {"hadamard", OP_HADAMARD}, {"dsa_index", OP_DSA_INDEX}, {"ssm_conv", OP_SSM_CONV}, {"gated_delta_net", OP_GATED_DELTA_NET},
         {"ssm_scan", OP_SSM_SCAN}, {"relu_sqr", OP_RELU_SQR}, {"softcap", OP_SOFTCAP}, {"moe_prefetch", OP_MOE_PREFETCH},
+        {"clamp", OP_CLAMP},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -234,7 +235,7 @@ std::string shape_str(const gguf_tensor_info * t) {
 void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
                             "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu",
-                            "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr", "softcap", "moe_prefetch"};
+                            "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr", "softcap", "moe_prefetch", "clamp"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -278,9 +279,11 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.a, ip("a_off", 0), ip("n_in", static_cast<double>(width(op.a))), "a");
             fits(op.out, ip("out_off", 0), ip("n_out", static_cast<double>(width(op.out))), "out");
             break;
-        case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: case OP_RELU_SQR: case OP_SOFTCAP: {
+        case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: case OP_RELU_SQR: case OP_SOFTCAP: case OP_CLAMP: {
             if (op.type == OP_SOFTCAP && (!(op.param("cap", 0) > 0) || !std::isfinite(op.param("cap", 0))))
                 throw error(KAIL_E_BAD_MODEL, what + "soft-capping value " + std::to_string(op.param("cap", 0)) + " is not a positive number");
+            if (op.type == OP_CLAMP && !(op.param("limit", 0) > 0))
+                throw error(KAIL_E_BAD_MODEL, what + "clamping limit " + std::to_string(op.param("limit", 0)) + " is not a positive number");
             if (op.type == OP_SWIGLU && (!(op.param("limit", 0) >= 0) || !std::isfinite(op.param("limit", 0))))
                 throw error(KAIL_E_BAD_MODEL, what + "SwiGLU limit " + std::to_string(op.param("limit", 0)) + " is not a non-negative number");
             const int64_t n = ip("n", static_cast<double>(width(op.out)));
@@ -2629,6 +2632,12 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_SSM_SCAN: op_ssm_scan(x, op, oi); break;
             case OP_RELU_SQR: elementwise(x, op, [](float a, float) { const float r = a > 0.0f ? a : 0.0f; return r * r; }); break;
             case OP_MOE_PREFETCH: op_moe_prefetch(x, op, oi); break;
+            case OP_CLAMP: {
+                // As ggml_clamp(a, -limit, limit): max(min(a, limit), -limit).
+                const float limit = static_cast<float>(op.param_req("limit"));
+                elementwise(x, op, [limit](float a, float) { return std::max(std::min(a, limit), -limit); });
+                break;
+            }
             case OP_SOFTCAP: {
                 // As llama.cpp: ggml_scale by 1/cap, ggml_tanh, ggml_scale by cap, each in float.
                 const float cap = static_cast<float>(op.param_req("cap")), inv = 1.0f / cap;
