@@ -5,7 +5,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import type { GgufTensorInfo, GgufValue } from '@kailstream/core-native';
+
 import type { HardwareProfile } from './model/hardware-profile';
+import { native } from './native';
 
 const GEN_MODEL = path.resolve(__dirname, '../../../tools/dist/gen-model.js');
 
@@ -21,6 +24,16 @@ export function writeTestModel(dir: string, preset: string, type = 'F32', seed =
   if (!fs.existsSync(GEN_MODEL)) throw new Error(`${GEN_MODEL} is missing: build the tools first (npx nx run tools:build)`);
   execFileSync(process.execPath, [GEN_MODEL, '--preset', preset, '--type', type, '--seed', String(seed), '--out', out, ...extra], { stdio: 'pipe' });
   return out;
+}
+
+/** A preset model's metadata (a copy, to edit) and tensor table, as writeTestModel writes it. */
+export function testModelFile(dir: string, preset: string, type = 'F32'): { kv: Record<string, GgufValue>; tensors: Map<string, GgufTensorInfo> } {
+  const f = native().openGguf(writeTestModel(dir, preset, type), { mapData: false });
+  try {
+    return { kv: { ...f.metadata }, tensors: new Map(f.tensors.map((t) => [t.name, t])) };
+  } finally {
+    f.close();
+  }
 }
 
 export function tempDir(prefix = 'kail-test-'): string {

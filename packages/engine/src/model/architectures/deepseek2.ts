@@ -174,9 +174,11 @@ export function moeBlockFfn(
  * multi-token-prediction block reads it (llama.cpp's h_nextn). Returns the kept rows of it, which
  * the head reads: the norm is row by row, so they are the same bits as norming the kept rows.
  */
-export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string) => string, x: number, normBias?: string, normName = 'output_norm.weight'): number {
+export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string) => string, x: number, normBias?: string, normName = 'output_norm.weight', layerNormEps?: number): number {
   const hid = p.buf('h_norm', hp.nEmbd);
-  p.op('rms_norm', hid, { a: x, weights: withBias(need(normName), normBias), params: { eps: hp.rmsEps } });
+  const weights = withBias(need(normName), normBias);
+  if (layerNormEps !== undefined) p.op('layer_norm', hid, { a: x, weights, params: { eps: layerNormEps } });
+  else p.op('rms_norm', hid, { a: x, weights, params: { eps: hp.rmsEps } });
   p.hidden(hid);
   const ho = p.buf('h_out', hp.nEmbd, true);
   p.op('gather_out', ho, { a: hid });
@@ -184,9 +186,10 @@ export function hiddenOutput(p: ProgramBuilder, hp: HParams, need: (name: string
 }
 
 /**
- * Output norm and head (tied to the embedding when output.weight is absent, or always with
- * `tied`) over the kept rows, and the hidden output; the logits times `scale` when given (Grok's
- * logit_scale), then tanh soft-capped by `softcap` when it is positive (Gemma, Grok-2).
+ * Output norm (RMS, or with `layerNorm` its epsilon a LayerNorm) and head (tied to the embedding
+ * when output.weight is absent, or always with `tied`; `untied`: output.weight required) over the
+ * kept rows, and the hidden output; the logits times `scale` when given (Grok's logit_scale), then
+ * tanh soft-capped by `softcap` when it is positive (Gemma, Grok-2).
  */
 export function outputHead(
   p: ProgramBuilder,
@@ -194,11 +197,11 @@ export function outputHead(
   tensors: Map<string, GgufTensorInfo>,
   x: number,
   normName = 'output_norm.weight',
-  opts: { tied?: boolean; softcap?: number; scale?: number } = {},
+  opts: { tied?: boolean; untied?: boolean; softcap?: number; scale?: number; layerNorm?: number } = {},
 ): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
-  const ho = hiddenOutput(p, hp, need, x, undefined, normName);
-  const head = (opts.tied ? undefined : maybe('output.weight')) ?? need('token_embd.weight');
+  const ho = hiddenOutput(p, hp, need, x, undefined, normName, opts.layerNorm);
+  const head = opts.untied ? need('output.weight') : ((opts.tied ? undefined : maybe('output.weight')) ?? need('token_embd.weight'));
   const logits = p.buf('logits', tensors.get(head)!.dims[1], true);
   p.op('matmul', logits, { a: ho, weights: { weight: head } });
   if (opts.scale !== undefined) p.op('scale', logits, { a: logits, params: { scale: opts.scale } });

@@ -5,32 +5,22 @@ import fs from 'node:fs';
 
 import type { GgufTensorInfo, GgufValue, ModelProgram } from '@kailstream/core-native';
 
-import { native } from '../../native';
-import { tempDir, writeTestModel } from '../../testing';
+import { tempDir, testModelFile } from '../../testing';
 import { Metadata, readHParams } from '../hparams';
 import { buildProgram } from './index';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-function fileOf(preset: string): { kv: Record<string, GgufValue>; tensors: Map<string, GgufTensorInfo> } {
-  const f = native().openGguf(writeTestModel(dir, preset, 'F32'), { mapData: false });
-  try {
-    return { kv: { ...f.metadata }, tensors: new Map(f.tensors.map((t) => [t.name, t])) };
-  } finally {
-    f.close();
-  }
-}
-
 const programOf = (kv: Record<string, GgufValue>, tensors: Map<string, GgufTensorInfo>): ModelProgram =>
   buildProgram(readHParams(new Metadata(kv, 'grok'), tensors), tensors, { nCtxSeq: 4096 });
 
 describe('grok program', () => {
-  let g1: ReturnType<typeof fileOf>;
-  let g2: ReturnType<typeof fileOf>;
+  let g1: ReturnType<typeof testModelFile>;
+  let g2: ReturnType<typeof testModelFile>;
   beforeAll(() => {
-    g1 = fileOf('tiny-grok');
-    g2 = fileOf('tiny-grok2');
+    g1 = testModelFile(dir, 'tiny-grok');
+    g2 = testModelFile(dir, 'tiny-grok2');
   }, 60_000);
 
   it('caps the scores after attention.output_scale with no other scaling; GeGLU experts; a dense GeGLU only in Grok-2 blocks', () => {

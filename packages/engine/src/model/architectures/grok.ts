@@ -3,7 +3,8 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
 import { denseGatedFfn, qkvProjections, ropeParams, trunkStart } from '../program-builder';
-import { GATING_SOFTMAX, outputHead, readMoeRouting, tensorLookup } from './deepseek2';
+import { outputHead, tensorLookup } from './deepseek2';
+import { softmaxExperts } from './llama-family';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
@@ -14,7 +15,8 @@ const t = (i: number, name: string) => `blk.${i}.${name}`;
  * head (YaRN from the file's rope.scaling keys) → scores soft-capped as cap * tanh(score *
  * attention.output_scale / cap) with `attn_logit_softcapping` as the cap and no other scaling →
  * output projection → `attn_output_norm` → residual. RMSNorm → routed GeGLU experts (softmax,
- * top-k renormalized; gelu(up) alone when the file has no gate experts) and, when the file has a
+ * top-k renormalized, unscaled: its loader reads no gating, renormalization or scale keys;
+ * gelu(up) alone when the file has no gate experts) and, when the file has a
  * dense FFN (Grok-2), a dense GeGLU beside them, the two summed and scaled by sqrt(2)/2 → the
  * post-FFN norm (`layer_output_norm`, else `post_ffw_norm`) → residual. Output norm, head (tied to
  * the embedding without output.weight), logits times `logit_scale`, then soft-capped by
@@ -42,9 +44,6 @@ export function buildGrok(hp: HParams, tensors: Map<string, GgufTensorInfo>): Mo
   const attnScale = num('attention.output_scale', 0.08838834764831845, false);
   const attnCap = num('attn_logit_softcapping', 30, true);
   const finalCap = num('final_logit_softcapping', 0, false);
-  // (Grok's loader reads no expert_gating_func, no renormalization flag and no scale: softmax,
-  // renormalized, unscaled; expert groups as every architecture reads them.)
-  const routing = readMoeRouting(hp, GATING_SOFTMAX, { gating: GATING_SOFTMAX, normW: true, wScale: 0 });
   const rope = { ...ropeParams(hp, true), head_dim: hd };
 
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
@@ -63,28 +62,8 @@ export function buildGrok(hp: HParams, tensors: Map<string, GgufTensorInfo>): Mo
     p.op('add', res, { a: attnOut, b: x });
 
     p.op('rms_norm', h, { a: res, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
-    const gate = maybe(t(il, 'ffn_gate_exps.weight'));
-    p.op('moe', ffnOut, {
-      a: h,
-      weights: {
-        gate_inp: need(t(il, 'ffn_gate_inp.weight')),
-        ...(gate ? { gate_exps: gate } : {}),
-        up_exps: need(t(il, 'ffn_up_exps.weight')),
-        down_exps: need(t(il, 'ffn_down_exps.weight')),
-      },
-      params: {
-        n_expert: hp.nExpert,
-        n_expert_used: hp.nExpertUsed,
-        gating: routing.gating,
-        norm_w: routing.normW,
-        w_scale: routing.wScale,
-        n_group: routing.nGroup,
-        n_group_used: routing.nGroupUsed,
-        moe_layer: p.moeLayer(hp.nExpert),
-        // GeGLU (ggml_geglu_split), or GELU over up without gate experts.
-        act: gate ? 4 : 2,
-      },
-    });
+    // GeGLU (ggml_geglu_split), or GELU over up without gate experts.
+    softmaxExperts(p, hp, il, need, h, ffnOut, true, 0, maybe(t(il, 'ffn_gate_exps.weight')) ? 4 : 2);
     if (maybe(t(il, 'ffn_up.weight'))) {
       const dense = p.buf('dense_out', hp.nEmbd);
       denseGatedFfn(p, tensors, il, { need, maybe }, h, dense, 'geglu');

@@ -106,17 +106,22 @@ export function gatedSharedExpert(p: ProgramBuilder, tensors: Map<string, GgufTe
   p.op('add', out, { a: out, b: so });
 }
 
-/** Routed experts chosen by softmax over the router's logits (top-k, renormalized with `normW`, times `wScale` when not 0 or 1). */
-export function softmaxExperts(p: ProgramBuilder, hp: HParams, il: number, need: (name: string) => string, h: number, out: number, normW: boolean, wScale: number): void {
+/**
+ * Routed experts chosen by softmax over the router's logits (top-k, renormalized with `normW`, times
+ * `wScale` when not 0 or 1), SwiGLU unless `act` says otherwise (the moe op's act; 2 and 3 have no
+ * gate experts).
+ */
+export function softmaxExperts(p: ProgramBuilder, hp: HParams, il: number, need: (name: string) => string, h: number, out: number, normW: boolean, wScale: number, act = 0): void {
   if (hp.nExpert <= 0 || hp.nExpertUsed <= 0) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il} has a router but expert_count/expert_used_count are missing`);
+  const gated = act !== 2 && act !== 3;
   p.op('moe', out, {
     a: h,
     weights: {
       gate_inp: need(t(il, 'ffn_gate_inp.weight')),
-      gate_exps: need(t(il, 'ffn_gate_exps.weight')),
+      ...(gated ? { gate_exps: need(t(il, 'ffn_gate_exps.weight')) } : {}),
       up_exps: need(t(il, 'ffn_up_exps.weight')),
       down_exps: need(t(il, 'ffn_down_exps.weight')),
     },
-    params: { n_expert: hp.nExpert, n_expert_used: hp.nExpertUsed, gating: 0, norm_w: normW, w_scale: wScale, moe_layer: p.moeLayer(hp.nExpert) },
+    params: { n_expert: hp.nExpert, n_expert_used: hp.nExpertUsed, gating: 0, norm_w: normW, w_scale: wScale, moe_layer: p.moeLayer(hp.nExpert), ...(act ? { act } : {}) },
   });
 }

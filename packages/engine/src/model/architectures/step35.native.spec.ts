@@ -5,22 +5,12 @@ import fs from 'node:fs';
 
 import type { GgufTensorInfo, GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
 
-import { native } from '../../native';
-import { tempDir, writeTestModel } from '../../testing';
+import { tempDir, testModelFile } from '../../testing';
 import { Metadata, readHParams } from '../hparams';
 import { buildProgram } from './index';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
-
-function fileOf(preset: string): { kv: Record<string, GgufValue>; tensors: Map<string, GgufTensorInfo> } {
-  const f = native().openGguf(writeTestModel(dir, preset, 'F32'), { mapData: false });
-  try {
-    return { kv: { ...f.metadata }, tensors: new Map(f.tensors.map((t) => [t.name, t])) };
-  } finally {
-    f.close();
-  }
-}
 
 function programOf(kv: Record<string, GgufValue>, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   return buildProgram(readHParams(new Metadata(kv, 'step35'), tensors), tensors, { nCtxSeq: 4096 });
@@ -30,9 +20,9 @@ function programOf(kv: Record<string, GgufValue>, tensors: Map<string, GgufTenso
 const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 
 describe('step35 program', () => {
-  let clamp: ReturnType<typeof fileOf>;
+  let clamp: ReturnType<typeof testModelFile>;
   beforeAll(() => {
-    clamp = fileOf('tiny-step35-clamp');
+    clamp = testModelFile(dir, 'tiny-step35-clamp');
   }, 60_000);
 
   it('full blocks (0, 4) rotate half of each head with the file base and rope_freqs, sliding ones all of it with base_swa', () => {

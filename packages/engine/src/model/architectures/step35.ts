@@ -101,6 +101,5 @@ export function buildStep35(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
     p.op('add', x, { a: x, b: ffnOut });
     p.op('cvec', x, { a: x, params: { layer: il } });
   }
-  need('output.weight');
-  return outputHead(p, hp, tensors, x);
+  return outputHead(p, hp, tensors, x, undefined, { untied: true });
 }
