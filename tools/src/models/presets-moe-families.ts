@@ -1,5 +1,6 @@
 // Presets for deepseek2 (MLA), glm4moe, olmoe and gpt-oss. tiny-*: for parity tests (two MLA layouts each
 // for a V2-Lite-style and a V3-style configuration); bench-*: real shapes with random weights.
+import type { DbrxConfig } from './architectures/dbrx';
 import type { Deepseek2Config } from './architectures/deepseek2';
 import type { GemmaConfig } from './architectures/gemma';
 import type { Gemma4Config } from './architectures/gemma4';
@@ -403,7 +404,41 @@ const grok2Bench: GrokConfig = {
   yarn: { factor: 16, origCtx: 8192, extFactor: 1, attnFactor: 1, betaFast: 8, betaSlow: 1 },
 };
 
+// DBRX style, scaled down: 4 blocks of n_embd 64, 4 heads over 2 KV heads of 16 (fused attn_qkv of
+// 128 rows), 16 softmax SwiGLU experts top-4 of 32 (feed_forward_length), LayerNorms with eps 1e-5
+// (the converter's constant), rope base 500000 (DBRX's rope_theta), untied head, Llama 3
+// byte-level BPE vocabulary (DBRX's tokenizer is tiktoken's cl100k, converted as gpt2 with the dbrx
+// pre-tokenizer, whose split regex is llama3's). attention.clamp_kqv 1.5 (DBRX's clip_qkv 8 would
+// never be reached by these weights): q, k and v come out of the LayerNorm and attn_qkv at std ~1,
+// and the clamp cuts 13-15% of them (block 0 over 64 tokens, seeds 1-5 and 7; 1.0 would cut 32%,
+// 2.0 under 5%). Measured in llama.cpp (flash attention off, F32 KV, 64 tokens, seeds 1-5 and 7):
+// logits std 1.99..2.04, 56..61 distinct top-1 tokens of 64, F32 vs Q8_0 NMSE 1.1e-4..2.0e-4,
+// Q4_K_M 2.8e-3..3.5e-3; the same file with clamp_kqv 1e6 (none; 0 gives the same logits) 8.7e-3..1.0e-2
+// from the clamped one (clamp 1.0: 2.2e-2..2.8e-2, 2.0: 2.3e-3..3.0e-3, below Q4_K_M's error).
+// n_embd 64 (not a multiple of 256): K-quants fall back to Q5_0 / Q8_0 on every matrix.
+const dbrxTiny: DbrxConfig = {
+  ...base, arch: 'dbrx', name: 'tiny-dbrx', nLayers: 4, dim: 64, ff: 32, nHeads: 4, nKvHeads: 2, nExperts: 16, nExpertsUsed: 4, expertFf: 0,
+  ropeBase: 500000, normEps: 1e-5, clampKqv: 1.5,
+};
+// DBRX's shape as recalled, not checked against config.json: 40 blocks of 6144 (d_model), 48 heads
+// over 8 KV heads of 128, 16 experts top-4 of 10752 (ffn_hidden_size), clip_qkv 8, rope_theta
+// 500000; context 16384 and vocabulary 32000 as the other bench presets (the real ones, as
+// recalled: max_seq_len 32768, vocab 100352). 3 + 40 x 8 = 323 tensors, 130.8B parameters (~131.6B
+// with the real vocabulary). Every matrix row (6144, 10752) is a multiple of 256: Q4_K everywhere.
+// --layers N keeps the first N blocks.
+const dbrxBench: DbrxConfig = {
+  ...dbrxTiny, name: 'bench-dbrx-shaped', nLayers: 40, dim: 6144, ff: 10752, nHeads: 48, nKvHeads: 8, vocabSize: 32000, ctx: 16384, clampKqv: 8,
+};
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-dbrx': {
+    description: 'dbrx (DBRX style): LayerNorms without bias, fused attn_qkv clamped to +-1.5 (attention.clamp_kqv), 4 heads / 2 KV of 16 with NeoX RoPE, no ffn_norm (attn_output_norm feeds the experts), 16 softmax SwiGLU experts top-4 of 32 renormalized, untied head',
+    config: dbrxTiny,
+  },
+  'bench-dbrx-shaped': {
+    description: 'DBRX shape as recalled (40 x 6144, 48/8 heads x 128, fused qkv clamped to +-8, 16 experts top-4 of 10752), vocab 32000; --layers N keeps the first N blocks',
+    config: dbrxBench,
+  },
   'tiny-grok': {
     description: 'grok (Grok-1 style): 4 heads / 2 KV of 16, attention scaled by attention.output_scale and soft-capped (cap 5), post-attention and post-FFN norms (layer_output_norm), 8 softmax GeGLU experts top-2 of 64 (no dense FFN), embedding / logit multipliers, tied head',
     config: grok1,

@@ -165,6 +165,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   smallthinker: 'tiny-smallthinker',
   step35: 'tiny-step35',
   grok: 'tiny-grok',
+  dbrx: 'tiny-dbrx',
 };
 
 export function getPreset(name: string): Preset {
