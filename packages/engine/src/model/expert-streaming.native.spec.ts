@@ -45,6 +45,8 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-step35-clamp', 'Q4_K'],
   // GeGLU experts beside a dense GeGLU, post-FFN norm (Grok-2).
   ['tiny-grok2', 'Q8_0'],
+  // 16 experts top-4 after a LayerNorm (DBRX).
+  ['tiny-dbrx', 'Q4_K'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */

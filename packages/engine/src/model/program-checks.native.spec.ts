@@ -94,6 +94,17 @@ describe('native program checks: shared experts (tiny-qwen2moe)', () => {
   });
 });
 
+describe('native program checks: a clamped QKV (tiny-dbrx)', () => {
+  const { f, load } = fixture('tiny-dbrx');
+
+  it('refuses a clamp without a positive limit', () => {
+    for (const limit of [0, -1, NaN])
+      expect(() => load(tampered(f.program, 'clamp', (o) => (o.params = { limit })))).toThrow(
+        expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/op \d+ \(clamp\): clamping limit .* is not a positive number|parameter limit is out of range/) }),
+      );
+  });
+});
+
 describe('native program checks: recurrent layers (tiny-qwen35moe)', () => {
   const { f, load } = fixture('tiny-qwen35moe');
 

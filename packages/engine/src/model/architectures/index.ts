@@ -7,6 +7,7 @@ import { buildBert } from './bert';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildGemma } from './gemma';
 import { buildGemma4 } from './gemma4';
+import { buildDbrx } from './dbrx';
 import { buildGrok } from './grok';
 import { buildStep35 } from './step35';
 import { buildGlm4Moe } from './glm4moe';
@@ -89,6 +90,8 @@ const ARCHITECTURES: Record<string, Builder> = {
   // xAI Grok-1 / Grok-2: soft-capped attention scores, post-attention and post-FFN norms, GeGLU
   // experts (beside a dense GeGLU in Grok-2), embedding and logit multipliers.
   grok: (hp, ts) => buildGrok(hp, ts),
+  // Databricks DBRX: LayerNorms without bias, a fused and clamped QKV, routed SwiGLU experts.
+  dbrx: (hp, ts) => buildDbrx(hp, ts),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),
