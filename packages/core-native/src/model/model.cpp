@@ -74,6 +74,9 @@ struct kv_seq_layer {
 };
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
+// SwiGLU with a limit (llama.cpp's swiglu_clamp_exp / _shexp outside the ggml_swiglu_clamp
+// architectures): min(silu(gate), limit) * clamp(up, -limit, limit).
+float swiglu_limited(float g, float u, float limit) { return std::min(silu(g), limit) * std::min(std::max(u, -limit), limit); }
 
 // In place: v[i] = exp(v[i] - max) / sum, summed in double (ggml_soft_max's order).
 void softmax_inplace(float * v, int64_t n) {
@@ -1842,7 +1845,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         } else if (act == 3) {
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = u[i] > 0.0f ? u[i] * u[i] : 0.0f;
         } else if (act == 6) {
-            for (int64_t i = 0; i < ne_ * ff; i++) g[i] = std::min(silu(g[i]), limit) * std::min(std::max(u[i], -limit), limit);
+            for (int64_t i = 0; i < ne_ * ff; i++) g[i] = swiglu_limited(g[i], u[i], limit);
         } else if (act == 1) {
             for (int64_t i = 0; i < ne_ * ff; i++) {
                 const float gx = std::min(g[i], limit);
@@ -2611,10 +2614,9 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
                 break;
             }
             case OP_SWIGLU: {
-                // With a limit (Step 3.5's shared experts, llama.cpp's swiglu_clamp_shexp):
-                // min(silu(gate), limit) * clamp(up, -limit, limit).
+                // With a limit: Step 3.5's dense and shared-expert FFNs.
                 const float limit = static_cast<float>(op.param("limit", 0));
-                if (limit > 0) elementwise(x, op, [limit](float a, float c) { return std::min(silu(a), limit) * std::min(std::max(c, -limit), limit); });
+                if (limit > 0) elementwise(x, op, [limit](float a, float c) { return swiglu_limited(a, c, limit); });
                 else elementwise(x, op, [](float a, float c) { return silu(a) * c; });
                 break;
             }
