@@ -1,5 +1,6 @@
 // Presets for deepseek2 (MLA), glm4moe, olmoe and gpt-oss. tiny-*: for parity tests (two MLA layouts each
 // for a V2-Lite-style and a V3-style configuration); bench-*: real shapes with random weights.
+import type { ArcticConfig } from './architectures/arctic';
 import type { DbrxConfig } from './architectures/dbrx';
 import type { Deepseek2Config } from './architectures/deepseek2';
 import type { GemmaConfig } from './architectures/gemma';
@@ -430,7 +431,38 @@ const dbrxBench: DbrxConfig = {
   ...dbrxTiny, name: 'bench-dbrx-shaped', nLayers: 40, dim: 6144, ff: 10752, nHeads: 48, nKvHeads: 8, vocabSize: 32000, ctx: 16384, clampKqv: 8,
 };
 
+// Arctic style, scaled down: 4 blocks of n_embd 64, 4 heads over 2 KV heads of 16 (normal RoPE,
+// base 10000), a dense SwiGLU MLP of 64 (n_embd, fixed by the loader) on the post-attention stream
+// beside 16 softmax SwiGLU experts top-2 of 32 (feed_forward_length) on the block input, RMS eps
+// 1e-5, untied head (HF Arctic's lm_head), SentencePiece vocabulary (Arctic's is Llama's
+// tokenizer.model). The dense MLP and the experts each write at residualGain / sqrt(2)
+// (architectures/arctic.ts). Measured in llama.cpp (flash attention off, F32 KV, 64 tokens, seeds
+// 1-3): logits std 1.99..2.03, 59..62 distinct top-1 tokens of 64, F32 vs Q8_0 NMSE 1.6e-4..3.9e-4,
+// Q4_K_M 4.3e-3..4.7e-3. n_embd 64 (not a multiple of 256): K-quants fall back to Q5_0 / Q8_0 on
+// every matrix.
+const arcticTiny: ArcticConfig = {
+  ...base, arch: 'arctic', name: 'tiny-arctic', nLayers: 4, dim: 64, ff: 32, nHeads: 4, nKvHeads: 2, nExperts: 16, nExpertsUsed: 2, expertFf: 0,
+  vocabKind: 'spm', ropeBase: 10000, normEps: 1e-5,
+};
+// Snowflake Arctic's shape as recalled, not checked against config.json: 35 blocks of 7168, 56
+// heads over 8 KV heads of 128, the dense residual MLP 7168 wide, 128 experts top-2 of 4864
+// (intermediate_size), rope_theta 10000, rms_norm_eps 1e-5, max_position_embeddings 4096, untied;
+// vocabulary 32000 (the real one's too, as recalled). 3 + 35 x 16 = 563 tensors, 478.6B
+// parameters. Every matrix row (7168, 4864) is a multiple of 256: Q4_K everywhere. --layers N keeps
+// the first N blocks.
+const arcticBench: ArcticConfig = {
+  ...arcticTiny, name: 'bench-arctic-shaped', nLayers: 35, dim: 7168, ff: 4864, nHeads: 56, nKvHeads: 8, nExperts: 128, nExpertsUsed: 2, vocabSize: 32000, ctx: 4096,
+};
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-arctic': {
+    description: 'arctic (Snowflake Arctic style): 4 heads / 2 KV of 16, a dense SwiGLU MLP of n_embd on the post-attention stream plus 16 softmax SwiGLU experts top-2 of 32 renormalized on the block input (ffn_norm_exps), both added to the residual, untied head, SentencePiece vocabulary',
+    config: arcticTiny,
+  },
+  'bench-arctic-shaped': {
+    description: 'Snowflake Arctic shape as recalled (35 x 7168, 56/8 heads x 128, dense MLP 7168 + 128 experts top-2 of 4864), vocab 32000; --layers N keeps the first N blocks',
+    config: arcticBench,
+  },
   'tiny-dbrx': {
     description: 'dbrx (DBRX style): LayerNorms without bias, fused attn_qkv clamped to +-1.5 (attention.clamp_kqv), 4 heads / 2 KV of 16 with NeoX RoPE, no ffn_norm (attn_output_norm feeds the experts), 16 softmax SwiGLU experts top-4 of 32 renormalized, untied head',
     config: dbrxTiny,

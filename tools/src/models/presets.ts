@@ -166,6 +166,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   step35: 'tiny-step35',
   grok: 'tiny-grok',
   dbrx: 'tiny-dbrx',
+  arctic: 'tiny-arctic',
 };
 
 export function getPreset(name: string): Preset {

@@ -1,4 +1,5 @@
 import type { ArchDefinition } from '../arch';
+import { arctic } from './arctic';
 import { bert, nomicBert, nomicBertMoe } from './bert';
 import { dbrx } from './dbrx';
 import { deepseek2, deepseek32, glmDsa, mistral4 } from './deepseek2';
@@ -45,4 +46,4 @@ export function archNames(): string[] {
 for (const a of [llama, mixtral, qwen2moe, qwen3, qwen3moe]) registerArch(a);
 for (const a of [deepseek2, deepseek32, glmDsa, mistral4, glm4moe, olmoe, gptOss]) registerArch(a);
 for (const a of [bert, nomicBert, nomicBertMoe]) registerArch(a);
-for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe, mimo2, exaoneMoe, afmoe, mistral3, hyV3, qwen35, qwen35moe, qwen3next, lfm2, lfm2moe, nemotronH, nemotronHMoe, graniteHybrid, jamba, gemma4, gemma, gemma2, gemma3, smallthinker, step35, grok, dbrx]) registerArch(a);
+for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe, mimo2, exaoneMoe, afmoe, mistral3, hyV3, qwen35, qwen35moe, qwen3next, lfm2, lfm2moe, nemotronH, nemotronHMoe, graniteHybrid, jamba, gemma4, gemma, gemma2, gemma3, smallthinker, step35, grok, dbrx, arctic]) registerArch(a);
