@@ -22,7 +22,8 @@
 // attention head, sigmoid experts beside a shared one; -clamp: per-block SwiGLU limits, rope_freqs),
 // grok (Grok-1: scores soft-capped after Grok's own multiplier, post norms, GeGLU experts, embedding
 // and logit multipliers; grok2: a dense GeGLU beside the experts, YaRN, a final logit cap),
-// dbrx (LayerNorms without bias, a fused QKV clamped to clamp_kqv, 16 experts top-4),
+// dbrx (LayerNorms without bias, a fused QKV clamped to clamp_kqv, 16 experts top-4), arctic (a
+// dense residual MLP of the post-attention stream beside experts on the block's input),
 // glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
@@ -57,6 +58,7 @@ const PRESETS = [
   'tiny-grok',
   'tiny-grok2',
   'tiny-dbrx',
+  'tiny-arctic',
   'tiny-qwen35moe',
   'tiny-qwen35',
   'tiny-qwen3next',
@@ -108,6 +110,7 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-step35-clamp', 'Q4_K_M'],
   ['tiny-grok2', 'Q4_K_M'],
   ['tiny-dbrx', 'Q4_K_M'],
+  ['tiny-arctic', 'Q4_K_M'],
   ['tiny-lfm2moe', 'Q4_K_M'],
   ['tiny-nemotron-h-moe', 'Q8_0'],
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],

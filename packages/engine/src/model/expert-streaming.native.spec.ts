@@ -47,6 +47,8 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-grok2', 'Q8_0'],
   // 16 experts top-4 after a LayerNorm (DBRX).
   ['tiny-dbrx', 'Q4_K'],
+  // Experts on the block's input beside a dense MLP of the post-attention stream (Arctic).
+  ['tiny-arctic', 'Q8_0'],
 ];
 
 /** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */
@@ -115,8 +117,8 @@ describe('expert streaming', () => {
     }, 120_000);
   });
 
-  it('reads a block\'s experts ahead exactly when its router reads the block\'s input (SmallThinker), and not without prefetch', async () => {
-    const file = writeTestModel(dir, 'tiny-smallthinker', 'Q4_K');
+  it.each(['tiny-smallthinker', 'tiny-arctic'])('reads a block\'s experts ahead exactly when its router reads the block\'s input (%s), and not without prefetch', async (preset) => {
+    const file = writeTestModel(dir, preset, 'Q4_K');
     const opts: LoadModelOptions = { threads: 2, nCtx: 256 };
     const ramBytes = budgetFor(file, 2.5, opts);
     const run = async (prefetch: boolean) => {

@@ -7,6 +7,7 @@ import { buildBert } from './bert';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildGemma } from './gemma';
 import { buildGemma4 } from './gemma4';
+import { buildArctic } from './arctic';
 import { buildDbrx } from './dbrx';
 import { buildGrok } from './grok';
 import { buildStep35 } from './step35';
@@ -92,6 +93,9 @@ const ARCHITECTURES: Record<string, Builder> = {
   grok: (hp, ts) => buildGrok(hp, ts),
   // Databricks DBRX: LayerNorms without bias, a fused and clamped QKV, routed SwiGLU experts.
   dbrx: (hp, ts) => buildDbrx(hp, ts),
+  // Snowflake Arctic: a dense residual MLP and 128 experts beside it, the experts reading the
+  // block's input (so streamed experts are read while the attention runs).
+  arctic: (hp, ts) => buildArctic(hp, ts),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),
