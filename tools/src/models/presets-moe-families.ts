@@ -67,6 +67,12 @@ const minimax: MinimaxM2Config = { ...tinyMoe, arch: 'minimax-m2', name: 'tiny-m
 const llama4Scout: Llama4Config = { ...tinyMoe, arch: 'llama4', name: 'tiny-llama4', nLayers: 4, nExpertsUsed: 1, moeStep: 1, ropeFreqs: true, ropeBase: 500000 };
 const llama4Maverick: Llama4Config = { ...llama4Scout, name: 'tiny-llama4-maverick', nExperts: 128, expertFf: 32, moeStep: 2 };
 
+// Ling-lite style, scaled down: every block routed, 16 softmax experts top-4 renormalized, 2
+// shared experts (one ungated expert of 2 x 128), RoPE over adjacent pairs of the whole head.
+const lingV1: DeepseekConfig = {
+  ...tinyMoe, arch: 'bailingmoe', name: 'tiny-bailingmoe',
+  moe: { nDense: 0, nShared: 2, gating: 'softmax', probsBias: false, nGroup: 0, nGroupUsed: 0, normW: true, wScale: 1 },
+};
 const ling: BailingMoe2Config = {
   ...tinyMoe, arch: 'bailingmoe2', name: 'tiny-bailingmoe2', ropeDims: 32, ropeBase: 600000,
   moe: { nDense: 1, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 4, nGroupUsed: 2, normW: true, wScale: 2.5 },
@@ -586,6 +592,10 @@ export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
   'tiny-phimoe': { description: 'phimoe (Phi-3.5-MoE style): biased norms, attention and head, 16 experts top-2 renormalized, LongRoPE', config: phimoe },
   'tiny-granitemoe': { description: 'granitemoe (Granite MoE with a shared expert): Granite multipliers, 16 experts top-8 renormalized, an ungated shared expert of 192', config: graniteMoe },
   'tiny-granite': { description: 'granite (Granite 3.x dense): the Llama graph with Granite multipliers', config: graniteDense },
+  'tiny-bailingmoe': {
+    description: 'bailingmoe (Ling-lite / Ling-plus style): separate q/k/v with RoPE over adjacent pairs, every block routed (16 softmax experts top-4 renormalized), 2 shared experts',
+    config: lingV1,
+  },
   'tiny-bailingmoe2': {
     description: 'bailingmoe2 (Ling 2.0 style): fused attn_qkv, per-head q/k norms, NeoX RoPE on 32 of 64 dims, 1 dense block, sigmoid + bias experts in 4 groups (2 used), 1 shared',
     config: ling,

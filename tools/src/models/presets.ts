@@ -139,6 +139,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   'minimax-m2': 'tiny-minimax-m2',
   llama4: 'tiny-llama4',
   'hunyuan-moe': 'tiny-hunyuan-moe',
+  bailingmoe: 'tiny-bailingmoe',
   bailingmoe2: 'tiny-bailingmoe2',
   granite: 'tiny-granite',
   granitemoe: 'tiny-granitemoe',

@@ -16,7 +16,7 @@ import { nemotronH, nemotronHMoe } from './nemotron-h';
 import { olmoe } from './olmoe';
 import { phi3, phimoe } from './phi3';
 import { llama, mixtral } from './llama';
-import { afmoe, bailingMoe2, deepseek, dots1, ernie45Moe, exaoneMoe, hunyuanMoe, hyV3, llama4, minimaxM2, smallthinker } from './llama-moe';
+import { afmoe, bailingMoe, bailingMoe2, deepseek, dots1, ernie45Moe, exaoneMoe, hunyuanMoe, hyV3, llama4, minimaxM2, smallthinker } from './llama-moe';
 import { qwen2moe } from './qwen2moe';
 import { qwen3 } from './qwen3';
 import { qwen3moe } from './qwen3moe';
@@ -46,4 +46,4 @@ export function archNames(): string[] {
 for (const a of [llama, mixtral, qwen2moe, qwen3, qwen3moe]) registerArch(a);
 for (const a of [deepseek2, deepseek32, glmDsa, mistral4, glm4moe, olmoe, gptOss]) registerArch(a);
 for (const a of [bert, nomicBert, nomicBertMoe]) registerArch(a);
-for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe, mimo2, exaoneMoe, afmoe, mistral3, hyV3, qwen35, qwen35moe, qwen3next, lfm2, lfm2moe, nemotronH, nemotronHMoe, graniteHybrid, jamba, gemma4, gemma, gemma2, gemma3, smallthinker, step35, grok, dbrx, arctic]) registerArch(a);
+for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe, mimo2, exaoneMoe, afmoe, mistral3, hyV3, qwen35, qwen35moe, qwen3next, lfm2, lfm2moe, nemotronH, nemotronHMoe, graniteHybrid, jamba, gemma4, gemma, gemma2, gemma3, smallthinker, step35, grok, dbrx, arctic]) registerArch(a);

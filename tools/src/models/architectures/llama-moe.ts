@@ -1,6 +1,6 @@
 // Decoders of the Llama shape with DeepSeek-style routed blocks (llama.cpp src/models/<arch>.cpp):
 // DeepSeek-MoE 16B (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE (`ernie4_5-moe`),
-// MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`), Ling 2.0 (`bailingmoe2`), Llama 4
+// MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`), Ling-lite/plus (`bailingmoe`), Ling 2.0 (`bailingmoe2`), Llama 4
 // (`llama4`), K-EXAONE (`exaone-moe`), Arcee Trinity (`afmoe`), Hunyuan v3 (`hy_v3`) and
 // SmallThinker (`smallthinker`: early-routed ReGLU experts). Keys are the ones each architecture's
 // converter writes (conversion/<family>.py); tensor shapes the ones its loader creates.
@@ -212,6 +212,45 @@ export const hunyuanMoe: ArchDefinition = {
   tensors(c: ModelConfig): TensorSpec[] {
     const t = embeddings(c);
     for (let i = 0; i < c.nLayers; i++) t.push(...attention(c, i, { qkNorm: true }), ...moeFfn(c, i, c.ff), ...ungatedSharedExpert(c, i, c.sharedFf));
+    return t;
+  },
+};
+
+/**
+ * Ling-lite / Ling-plus (bailingmoe, src/models/bailingmoe.cpp) as conversion/bailingmoe.py writes
+ * it: separate q/k/v (the converter splits query_key_value, permuting q and k for RoPE over
+ * adjacent pairs), every block routed (its loader requires a router in each, and its graph has no
+ * dense path): softmax, renormalized by expert_weights_norm, expert_weights_scale 1.0, plus
+ * `nShared` shared experts as one ungated expert of expertFf x nShared;
+ * leading_dense_block_count 0 (the converter's first_k_dense_replace, which the graph ignores).
+ */
+export const bailingMoe: ArchDefinition = {
+  name: 'bailingmoe',
+  ggufArch: 'bailingmoe',
+  normalize(c: ModelConfig): ModelConfig {
+    const m = checkDeepseekMoe(c, (c as DeepseekConfig).moe);
+    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx', 'expertFf']);
+    checkHeads(c);
+    if (m.nShared < 1) throw new Error('bailingmoe: needs shared experts (its loader requires ffn_*_shexp)');
+    if (m.nDense !== 0) throw new Error('bailingmoe: nDense must be 0 (its loader requires a router in every block)');
+    if (m.probsBias || m.gating !== 'softmax' || m.nGroup > 1) throw new Error('bailingmoe: routing is softmax without selection bias or groups');
+    return c;
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    const m = (c as DeepseekConfig).moe;
+    return [
+      ...baseMetadata('bailingmoe', c),
+      ['bailingmoe.leading_dense_block_count', kv.u32(0)],
+      ['bailingmoe.expert_feed_forward_length', kv.u32(c.expertFf)],
+      ['bailingmoe.expert_weights_scale', kv.f32(1)],
+      ['bailingmoe.expert_shared_count', kv.u32(m.nShared)],
+      ['bailingmoe.expert_weights_norm', kv.bool(m.normW)],
+    ];
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const m = (c as DeepseekConfig).moe;
+    const t = embeddings(c);
+    for (let i = 0; i < c.nLayers; i++) t.push(...attention(c, i), ...deepseekFfn(c, m, i, 'ffn_norm'));
     return t;
   },
 };
