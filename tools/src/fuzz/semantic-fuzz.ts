@@ -185,6 +185,7 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-grok2', type: 'F32' },
   { preset: 'tiny-dbrx', type: 'F32' },
   { preset: 'tiny-arctic', type: 'F32' },
+  { preset: 'tiny-bailingmoe', type: 'F32' },
   { preset: 'tiny-exaone-moe', type: 'F32' },
   { preset: 'tiny-afmoe', type: 'F32' },
   { preset: 'tiny-mistral4', type: 'F32' },

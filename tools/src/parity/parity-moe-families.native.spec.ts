@@ -27,8 +27,9 @@
 // glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
-// bailingmoe2 (fused QKV), granite and granitemoe (Granite's multipliers), llama4 (its chunked
-// attention past 8192 positions in parity-llama4-chunks) and Qwen3-VL's language models
+// bailingmoe (Ling-lite: every block routed, shared experts), bailingmoe2 (fused QKV), granite
+// and granitemoe (Granite's multipliers), llama4 (its chunked attention past 8192 positions in
+// parity-llama4-chunks) and Qwen3-VL's language models
 // (qwen3vl, qwen3vlmoe: M-RoPE sections on text tokens), on models the project writes itself.
 // Same rules as parity.native.spec.ts.
 import fs from 'node:fs';
@@ -96,6 +97,7 @@ const PRESETS = [
   'tiny-qwen3vlmoe',
   'tiny-qwen3vl',
   'tiny-hunyuan-moe',
+  'tiny-bailingmoe',
   'tiny-bailingmoe2',
   'tiny-granitemoe',
   'tiny-granite',
@@ -136,6 +138,7 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-qwen3vlmoe', 'Q4_K_M'],
   ['tiny-hunyuan-moe', 'Q5_K'],
   ['tiny-bailingmoe2', 'Q4_K_M'],
+  ['tiny-bailingmoe', 'Q4_K_M'],
   ['tiny-granitemoe', 'Q8_0'],
 ];
 

@@ -47,7 +47,8 @@ export function leadingDense(hp: HParams): number {
  * attention with RoPE (optionally q/k norms, an attn_output bias) → residual → RMSNorm → FFN →
  * residual; output norm and head. DeepSeek-MoE (`deepseek`), dots.llm1 (`dots1`), ERNIE 4.5 MoE
  * (`ernie4_5-moe`), MiniMax-M2 (`minimax-m2`), Hunyuan-A13B (`hunyuan-moe`), Hunyuan v3 (`hy_v3`), K-EXAONE
- * (`exaone-moe`) and Ling 2.0 (`bailingmoe2`), as llama.cpp's src/models/<arch>.cpp build them.
+ * (`exaone-moe`), Ling-lite/plus (`bailingmoe`) and Ling 2.0 (`bailingmoe2`), as llama.cpp's
+ * src/models/<arch>.cpp build them.
  */
 export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: LlamaMoeOptions): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
@@ -199,6 +200,19 @@ export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
     dense: (_hp, il, tensors) => !tensors.has(t(il, 'ffn_gate_inp.weight')),
     block: () => ({ probsBias: 'optional', probsBiasName: 'exp_probs_b', shared: 'required' }),
     attnOutBias: false,
+  },
+  // Ling-lite / Ling-plus (bailingmoe, src/models/bailingmoe.cpp): RoPE over adjacent pairs (with
+  // rope_freqs when present), every block routed (softmax; renormalization from the file; the
+  // file's scale), shared experts, attn_output.bias when present; leading_dense_block_count is read
+  // by its loader but its graph routes every block.
+  bailingmoe: {
+    neox: false,
+    qkNorm: 'none',
+    routing: (hp) => readMoeRouting(hp, SOFTMAX, { gating: SOFTMAX }),
+    dense: () => false,
+    block: () => ({ probsBias: 'none', shared: 'required' }),
+    attnOutBias: true,
+    ropeFreqs: true,
   },
   // Ling 2.0 / Ring 2.0 (bailingmoe2, src/models/bailingmoe2.cpp): a fused attn_qkv, per-head q/k
   // norms, partial NeoX RoPE, leading dense blocks, routing from the file (gating required),
