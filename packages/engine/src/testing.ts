@@ -5,9 +5,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import type { GgufTensorInfo, GgufValue } from '@kailstream/core-native';
+import type { GgufTensorInfo, GgufValue, ModelProgram } from '@kailstream/core-native';
 
+import { buildProgram } from './model/architectures';
 import type { HardwareProfile } from './model/hardware-profile';
+import { Metadata, readHParams } from './model/hparams';
 import { native } from './native';
 
 const GEN_MODEL = path.resolve(__dirname, '../../../tools/dist/gen-model.js');
@@ -34,6 +36,11 @@ export function testModelFile(dir: string, preset: string, type = 'F32'): { kv: 
   } finally {
     f.close();
   }
+}
+
+/** The program its architecture builds from (possibly edited) metadata and tensors, at a 4096 context. */
+export function programOfFile(kv: Record<string, GgufValue>, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  return buildProgram(readHParams(new Metadata(kv, String(kv['general.architecture'])), tensors), tensors, { nCtxSeq: 4096 });
 }
 
 export function tempDir(prefix = 'kail-test-'): string {

@@ -3,17 +3,12 @@
 // llama.cpp in tools/src/parity/parity-moe-families.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, GgufValue, ModelProgram } from '@kailstream/core-native';
+import type { GgufValue } from '@kailstream/core-native';
 
-import { tempDir, testModelFile } from '../../testing';
-import { Metadata, readHParams } from '../hparams';
-import { buildProgram } from './index';
+import { programOfFile as programOf, tempDir, testModelFile } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
-
-const programOf = (kv: Record<string, GgufValue>, tensors: Map<string, GgufTensorInfo>): ModelProgram =>
-  buildProgram(readHParams(new Metadata(kv, 'arctic'), tensors), tensors, { nCtxSeq: 4096 });
 
 describe('arctic program', () => {
   let f: ReturnType<typeof testModelFile>;

@@ -3,18 +3,12 @@
 // checked against llama.cpp in tools/src/parity/parity-moe-families.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
 
-import { tempDir, testModelFile } from '../../testing';
-import { Metadata, readHParams } from '../hparams';
-import { buildProgram } from './index';
+import { programOfFile as programOf, tempDir, testModelFile } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
-
-function programOf(kv: Record<string, GgufValue>, tensors: Map<string, GgufTensorInfo>): ModelProgram {
-  return buildProgram(readHParams(new Metadata(kv, 'step35'), tensors), tensors, { nCtxSeq: 4096 });
-}
 
 /** The ops of one kind in block order (one per block when every block has one). */
 const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
