@@ -71,6 +71,12 @@ export type Step35Config = ModelConfig & {
   swigluLimit?: number[];
   swigluLimitShared?: number[];
   ropeFreqs?: Llama3RopeScaling;
+  /**
+   * exp_probs_b's std (default probsBias's 0.05). The bias is added to sigmoid probabilities that
+   * saturate near 1 at the top of many experts, where 0.05 outweighs the router (as in
+   * NemotronHConfig): the bench preset takes 0.002.
+   */
+  biasStd?: number;
 };
 
 const isSwa = (c: Step35Config, i: number) => i % c.fullInterval !== 0;
@@ -202,7 +208,9 @@ export const step35: ArchDefinition = {
         // The routed mix is scaled by wScale after renormalization: its writer at residualGain / wScale.
         const down = linearInit(c.expertFf, residualGain(c) / s.wScale);
         const routed = moeFfn(c, i, c.expertFf).map((x) => (x.role === 'ffn_down' ? { ...x, init: down } : x));
-        t.push(...routed, probsBias(c, i), ...ungatedSharedExpert(c, i, c.sharedFf));
+        const bias = probsBias(c, i);
+        if (s.biasStd !== undefined) bias.init = { kind: 'normal', std: s.biasStd };
+        t.push(...routed, bias, ...ungatedSharedExpert(c, i, c.sharedFf));
       }
     }
     return t;
