@@ -45,7 +45,7 @@ export function buildLfm2(hp: HParams, tensors: Map<string, GgufTensorInfo>): Mo
   // lfm2's loader reads the window (then every attention block is windowed); lfm2moe's does not.
   const window = moe ? 0 : md.int('attention.sliding_window', 0, 0, 1 << 30);
   // Its loader requires expert_gating_func and reads no weight scale; the weights are renormalized.
-  const routing = moe ? { ...readMoeRouting(hp, 0, { normW: true, wScale: 0 }), nGroup: 0, nGroupUsed: 0 } : undefined;
+  const routing = moe ? readMoeRouting(hp, 0, { normW: true, wScale: 0 }) : undefined;
   const hd = hp.headDimK;
   const rope = { ...ropeParams(hp, true), head_dim: hd };
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));

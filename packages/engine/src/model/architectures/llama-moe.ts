@@ -173,7 +173,7 @@ export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
   smallthinker: {
     neox: true,
     qkNorm: 'none',
-    routing: (hp) => ({ ...readMoeRouting(hp, 0, { normW: true }), nGroup: 0, nGroupUsed: 0 }),
+    routing: (hp) => readMoeRouting(hp, 0, { normW: true }),
     dense: () => false,
     block: () => ({ probsBias: 'none', shared: 'none', moeParams: { act: 5 } }),
     attnOutBias: true,
@@ -196,7 +196,7 @@ export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
   hy_v3: {
     neox: true,
     qkNorm: 'head',
-    routing: (hp) => ({ ...readMoeRouting(hp, GATING_SIGMOID), nGroup: 0, nGroupUsed: 0 }),
+    routing: (hp) => readMoeRouting(hp, GATING_SIGMOID),
     dense: (_hp, il, tensors) => !tensors.has(t(il, 'ffn_gate_inp.weight')),
     block: () => ({ probsBias: 'optional', probsBiasName: 'exp_probs_b', shared: 'required' }),
     attnOutBias: false,

@@ -152,7 +152,7 @@ export function buildJamba(hp: HParams, tensors: Map<string, GgufTensorInfo>): M
   const dims = readMamba1Dims(hp);
   if (2 * hp.nEmbd !== dims.dInner) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ssm.inner_size must be twice embedding_length (llama.cpp's loader asserts it)`);
   // Its loader reads no gating function, weight norm or scale.
-  const routing = hp.nExpert > 0 ? { ...readMoeRouting(hp, 1, { gating: 1, normW: false, wScale: 0 }), nGroup: 0, nGroupUsed: 0 } : undefined;
+  const routing = hp.nExpert > 0 ? readMoeRouting(hp, 1, { gating: 1, normW: false, wScale: 0 }) : undefined;
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   for (let il = 0; il < hp.nLayer; il++) {
     if (hp.nHeadKv[il] !== 0) nopeAttention(p, hp, tensors, il, { x, h }, attnOut);
@@ -234,7 +234,7 @@ function nemotronMoe(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTe
   p.op('add', out, { a: out, b: shared });
 }
 
-const nemotronRouting = (hp: HParams): MoeRouting | undefined => (hp.nExpert > 0 ? { ...readMoeRouting(hp, 2, { gating: 2 }), nGroup: 0, nGroupUsed: 0 } : undefined);
+const nemotronRouting = (hp: HParams): MoeRouting | undefined => (hp.nExpert > 0 ? readMoeRouting(hp, 2, { gating: 2 }) : undefined);
 
 export function buildNemotronH(hp0: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   const hp = nemotronHParams(hp0);

@@ -27,7 +27,7 @@ export function buildMimo2(hp: HParams, tensors: Map<string, GgufTensorInfo>): M
   if (!(baseSwa > 0)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: rope.freq_base_swa ${baseSwa} is not positive`);
   const vScale = hp.meta.num('attention.value_scale', 1);
   if (!Number.isFinite(vScale)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: attention.value_scale ${vScale} is not a finite number`);
-  const routing = { ...readMoeRouting(hp, GATING_SIGMOID, { gating: GATING_SIGMOID, normW: true, wScale: 0 }), nGroup: 0, nGroupUsed: 0 };
+  const routing = readMoeRouting(hp, GATING_SIGMOID, { gating: GATING_SIGMOID, normW: true, wScale: 0 });
   const [hdK, hdV] = [hp.headDimK, hp.headDimV];
   const rope = { ...ropeParams(hp, true), head_dim: hdK };
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));

@@ -32,7 +32,7 @@ export function buildMistral3(hp: HParams, tensors: Map<string, GgufTensorInfo>,
   const rw = factors ? { freq_factors: factors } : undefined;
   const temp: Record<string, number> = tempScale !== 0 ? { temp_scale: tempScale, temp_floor: tempFloor, temp_offset: 0 } : {};
   // Softmax, renormalized, no scale (its loader reads none).
-  const routing = hp.nExpert > 0 ? { ...readMoeRouting(hp, 1, { gating: 1, normW: true, wScale: 0 }), nGroup: 0, nGroupUsed: 0 } : undefined;
+  const routing = hp.nExpert > 0 ? readMoeRouting(hp, 1, { gating: 1, normW: true, wScale: 0 }) : undefined;
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   for (let il = 0; il < hp.nLayer; il++) {
     const { H, Hkv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
