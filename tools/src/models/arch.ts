@@ -244,3 +244,13 @@ export function checkHeads(c: ModelConfig): void {
   if (c.nHeads % c.nKvHeads !== 0) throw new Error(`${c.arch}: heads ${c.nHeads} not divisible by kv heads ${c.nKvHeads}`);
   if (headDim(c) % 2 !== 0) throw new Error(`${c.arch}: head size ${headDim(c)} must be even for RoPE`);
 }
+
+/**
+ * checkHeads for loaders that size the query and attention output as n_embd (grok, dbrx, arctic):
+ * heads x head size must be dim; `what` names those tensors in the error.
+ */
+export function checkFullWidthHeads(c: ModelConfig, what: string): void {
+  const hd = c.headDim ?? c.dim / c.nHeads;
+  if (!Number.isInteger(hd) || hd * c.nHeads !== c.dim) throw new Error(`${c.arch}: heads ${c.nHeads} x head size ${hd} must be dim ${c.dim} (the loader sizes ${what} as n_embd)`);
+  checkHeads(c);
+}

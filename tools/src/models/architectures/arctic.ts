@@ -32,7 +32,7 @@
 // type NORM, src/llama-graph.cpp build_moe_ffn, conversion/arctic.py and conversion/base.py,
 // gguf-py constants.py / tensor_mapping.py: FFN_NORM_EXP is blk.N.ffn_norm_exps); the real model's
 // hyperparameters in the presets are as recalled.
-import { attention, embeddings, linear, linearInit, norm, requirePositive, residualGain } from '../arch';
+import { attention, checkFullWidthHeads, embeddings, linear, linearInit, norm, requirePositive, residualGain } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import type { GgufValue } from '../../gguf/writer';
 import { baseMetadata, checkExperts } from './common';
@@ -63,10 +63,7 @@ export const arctic: ArchDefinition = {
     requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx']);
     // The graph routes every block (build_moe_ffn unconditionally): an arctic file needs experts.
     checkExperts(c, true);
-    const hd = c.headDim ?? c.dim / c.nHeads;
-    if (!Number.isInteger(hd) || hd * c.nHeads !== c.dim) throw new Error(`arctic: heads ${c.nHeads} x head size ${hd} must be dim ${c.dim} (the loader sizes attn_q and attn_output as n_embd)`);
-    if (hd % 2 !== 0) throw new Error(`arctic: head size ${hd} must be even for RoPE`);
-    if (c.nHeads % c.nKvHeads !== 0) throw new Error(`arctic: heads ${c.nHeads} not divisible by kv heads ${c.nKvHeads}`);
+    checkFullWidthHeads(c, "attn_q and attn_output");
     if (!(c.ropeBase > 0)) throw new Error(`arctic: ropeBase must be positive, got ${String(c.ropeBase)}`);
     if (!(c.normEps > 0)) throw new Error(`arctic: normEps must be positive (attention.layer_norm_rms_epsilon), got ${String(c.normEps)}`);
     const ef = c.expertFf ?? 0;

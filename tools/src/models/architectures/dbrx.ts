@@ -29,7 +29,7 @@
 // build_qkv / build_moe_ffn, src/llama-model.cpp rope type NEOX, conversion/dbrx.py, gguf-py
 // constants.py / tensor_mapping.py, src/llama-quant.cpp: attn_qkv is categorized with attn_v);
 // the real model's hyperparameters in the presets are as recalled.
-import { linear, linearInit, norm, requirePositive, residualGain } from '../arch';
+import { checkFullWidthHeads, linear, linearInit, norm, requirePositive, residualGain } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { kv, type GgufValue } from '../../gguf/writer';
 import { baseMetadata, checkExperts } from './common';
@@ -62,10 +62,7 @@ export const dbrx: ArchDefinition = {
     requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx']);
     // The loader throws on a dbrx file without experts.
     checkExperts(c, true);
-    const hd = c.headDim ?? c.dim / c.nHeads;
-    if (!Number.isInteger(hd) || hd * c.nHeads !== c.dim) throw new Error(`dbrx: heads ${c.nHeads} x head size ${hd} must be dim ${c.dim} (the loader sizes attn_qkv's Q and attn_output as n_embd)`);
-    if (hd % 2 !== 0) throw new Error(`dbrx: head size ${hd} must be even for RoPE`);
-    if (c.nHeads % c.nKvHeads !== 0) throw new Error(`dbrx: heads ${c.nHeads} not divisible by kv heads ${c.nKvHeads}`);
+    checkFullWidthHeads(c, "attn_qkv's Q and attn_output");
     if (!(c.ropeBase > 0)) throw new Error(`dbrx: ropeBase must be positive, got ${String(c.ropeBase)}`);
     if (!(c.normEps > 0)) throw new Error(`dbrx: normEps must be positive (attention.layer_norm_epsilon), got ${String(c.normEps)}`);
     if (c.tiedEmbeddings) throw new Error('dbrx: tiedEmbeddings must be false (the loader requires output.weight)');

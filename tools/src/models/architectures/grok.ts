@@ -36,7 +36,7 @@
 // Checked against the bundled llama.cpp sources (src/models/grok.cpp, src/llama-graph.cpp
 // build_attn / build_moe_ffn / build_ffn, conversion/grok.py, gguf-py tensor_mapping.py); the real
 // models' hyperparameters in the presets are as recalled.
-import { linear, linearInit, norm, requirePositive, residualGain } from '../arch';
+import { checkFullWidthHeads, linear, linearInit, norm, requirePositive, residualGain } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec, WeightInit } from '../arch';
 import { kv, type GgufValue } from '../../gguf/writer';
 import { baseMetadata, checkExperts } from './common';
@@ -124,10 +124,7 @@ export const grok: ArchDefinition = {
     requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx']);
     // The loader throws on a grok file without experts.
     checkExperts(c, true);
-    const hd = c.headDim ?? c.dim / c.nHeads;
-    if (!Number.isInteger(hd) || hd * c.nHeads !== c.dim) throw new Error(`grok: heads ${c.nHeads} x head size ${hd} must be dim ${c.dim} (the loader sizes attn_q and attn_output as n_embd)`);
-    if (hd % 2 !== 0) throw new Error(`grok: head size ${hd} must be even for RoPE`);
-    if (c.nHeads % c.nKvHeads !== 0) throw new Error(`grok: heads ${c.nHeads} not divisible by kv heads ${c.nKvHeads}`);
+    checkFullWidthHeads(c, "attn_q and attn_output");
     if (!(c.ropeBase > 0)) throw new Error(`grok: ropeBase must be positive, got ${String(c.ropeBase)}`);
     if (!Number.isInteger(c.expertFf) || c.expertFf < 0) throw new Error(`grok: expertFf must be a non-negative integer (0: experts as wide as ff), got ${String(c.expertFf)}`);
     if (typeof g.dense !== 'boolean') throw new Error(`grok: dense must be a boolean (use a preset), got ${String(g.dense)}`);
