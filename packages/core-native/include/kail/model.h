@@ -28,7 +28,7 @@ enum op_type {
     OP_MUL,            // out = a * b, or without b a * weight (F32, as wide as a row or one value)   weights: weight?
     OP_SCALE,          // out = a * scale
     OP_SWIGLU,         // out = silu(a) * b; with limit L > 0: min(silu(a), L) * clamp(b, -L, L)
-    OP_SIGMOID_MUL,    // out[t] = a[t] * sigmoid(b[t][0])  (shared-expert gate); per_element: a * sigmoid(b) (gated attention); group G: a gate per G values
+    OP_SIGMOID_MUL,    // out[t] = a[t] * sigmoid(b[t][0])  (shared-expert gate); per_element: a * sigmoid(b) (gated attention); group G: a gate per G values; softplus: softplus(b) for sigmoid(b)
     OP_ROPE,           // rotates heads of a in place (positions of the batch)          weights: freq_factors?
     OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a); without b and c it reads a layer an earlier op stored (shared KV)
     OP_MOE,            // routed experts on a, routed on b if given (else a)            weights: gate_inp, exp_probs_b?, gate_exps (not for act 2, 3), up_exps, down_exps, down_exps_s?
@@ -66,8 +66,8 @@ struct op_desc {
 };
 
 // Whether a moe op's experts have a gate projection: act 2 (GELU) and 3 (squared ReLU) use up and
-// down only (act 0 SwiGLU, 1 gpt-oss's clamped SwiGLU, 4 GeGLU, 5 ReGLU, 6 SwiGLU with a limit
-// gate them).
+// down only (act 0 SwiGLU, 1 gpt-oss's clamped SwiGLU, 4 GeGLU, 5 ReGLU, 6 SwiGLU with a limit,
+// 7 ggml_swiglu_clamp gate them).
 inline bool moe_gated(const op_desc & op) {
     const double act = op.param("act", 0);
     return act != 2 && act != 3;

@@ -349,11 +349,16 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (ne < 1 || k < 1 || k > ne) throw error(KAIL_E_BAD_MODEL, what + "uses " + std::to_string(k) + " of " + std::to_string(ne) + " experts");
             if (ip("gating", 0) < 0 || ip("gating", 0) > 3)
                 throw error(KAIL_E_INVALID_ARG, what + "gating " + std::to_string(ip("gating", 0)) + " is not 0 (softmax), 1 (sigmoid), 2 (softmax of the selected) or 3 (sigmoid of the selected)");
-            if (ip("act", 0) < 0 || ip("act", 0) > 6)
-                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU), 2 (GELU over up, no gate), 3 (squared ReLU over up, no gate), 4 (GeGLU), 5 (ReGLU) or 6 (SwiGLU with a limit)");
-            if (ip("act", 0) == 6 && (!(op.param("limit", 0) > 0) || !std::isfinite(op.param("limit", 0))))
+            if (ip("act", 0) < 0 || ip("act", 0) > 7)
+                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU), 2 (GELU over up, no gate), 3 (squared ReLU over up, no gate), 4 (GeGLU), 5 (ReGLU), 6 (SwiGLU with a limit) or 7 (ggml_swiglu_clamp)");
+            if ((ip("act", 0) == 6 || ip("act", 0) == 7) && (!(op.param("limit", 0) > 0) || !std::isfinite(op.param("limit", 0))))
                 throw error(KAIL_E_BAD_MODEL, what + "SwiGLU limit " + std::to_string(op.param("limit", 0)) + " is not a positive number");
             if (op.param("fused_gate_up", 0) != 0 && !moe_gated(op)) throw error(KAIL_E_INVALID_ARG, what + "fused gate/up experts need a gated activation");
+            // GroveMoE's chunk experts: routed by a router over n_route experts, expert e standing for chunk e / chunk_group.
+            if (ip("n_route", ne) < ne) throw error(KAIL_E_BAD_MODEL, what + "routes over " + std::to_string(ip("n_route", ne)) + " experts, fewer than its " + std::to_string(ne));
+            if (ip("chunk_group", 0) < 0 || (ip("chunk_group", 0) > 0 && ip("n_route", ne) > ne * ip("chunk_group", 0)))
+                throw error(KAIL_E_BAD_MODEL, what + "chunk_group " + std::to_string(ip("chunk_group", 0)) + " does not map " + std::to_string(ip("n_route", ne)) + " routed experts onto " + std::to_string(ne));
+            if (ip("chunk_group", 0) == 0 && ip("n_route", ne) != ne) throw error(KAIL_E_INVALID_ARG, what + "n_route differs from n_expert without a chunk_group");
             if (g > 1 && gu > 0 && gu < g && (ne % g != 0)) throw error(KAIL_E_BAD_MODEL, what + std::to_string(ne) + " experts do not split into " + std::to_string(g) + " groups");
             if (m.prog.n_expert < ne) throw error(KAIL_E_INVALID_ARG, what + "more experts than the program declares");
             fits(op.out, 0, width(op.a), "out");
@@ -706,11 +711,12 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
                 if (gated || std::string(role) != "gate_exps") check(m.weight(i, role).info != nullptr, std::string("program: moe op without ") + role);
             if (!gated) check(m.weight(i, "gate_exps").info == nullptr, "program: a gate-less moe op (act 2 or 3) with gate_exps");
             const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
+            const int64_t n_route = static_cast<int64_t>(op.param("n_route", static_cast<double>(n_expert)));
             const tensor_ref u = m.weight(i, "up_exps"), g = gated ? m.weight(i, "gate_exps") : u, d = m.weight(i, "down_exps"), r = m.weight(i, "gate_inp");
             const int64_t dm = width(op.a);
             // The router reads b when given (a latent MoE's experts run on a projection of it), else a.
             const int64_t dr = op.b >= 0 ? width(op.b) : dm;
-            check(r.ne(0) == dr && r.ne(1) == n_expert, "router '" + r.info->name + "' " + shape_str(r.info) + " does not match [" + std::to_string(dr) + ", " + std::to_string(n_expert) + "]");
+            check(r.ne(0) == dr && r.ne(1) == n_route, "router '" + r.info->name + "' " + shape_str(r.info) + " does not match [" + std::to_string(dr) + ", " + std::to_string(n_route) + "]");
             // A fused gate|up tensor holds 2 ff rows per expert.
             const bool fused = moe_fused(op);
             if (fused) check(g.info == u.info && g.ne(1) % 2 == 0, "fused expert tensor '" + g.info->name + "' " + shape_str(g.info) + " must be named as both gate and up and hold an even number of rows (gate, then up)");
@@ -727,9 +733,9 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
                       std::string(what) + " '" + b.info->name + "' must be F32 " + (rows ? "[" + std::to_string(rows) + ", " + std::to_string(n_expert) + "]" : "with " + std::to_string(n) + " elements") +
                           ", is " + type_name(b.type()) + " " + shape_str(b.info));
             };
-            f32_of("exp_probs_b", n_expert, "expert selection bias");
+            f32_of("exp_probs_b", n_route, "expert selection bias");
             f32_of("down_exps_s", n_expert, "per-expert output scale");
-            f32_of("gate_inp_b", n_expert, "router bias");
+            f32_of("gate_inp_b", n_route, "router bias");
             if (fused) check(!m.weight(i, "gate_exps_b").info && !m.weight(i, "up_exps_b").info, "fused gate/up experts with per-expert gate or up biases are not supported");
             f32_of("gate_exps_b", g.ne(1) * n_expert, "expert gate bias", g.ne(1));
             f32_of("up_exps_b", g.ne(1) * n_expert, "expert up bias", g.ne(1));
@@ -1244,20 +1250,24 @@ void elementwise(exec_ctx & x, const op_desc & op, F f) {
 }
 
 // out = a * sigmoid(b), one gate per sigmoid_mul_group(op) values.
+// out = a * f(b), f the sigmoid (ggml_sigmoid), or with `softplus` ggml_softplus (Laguna's
+// attention gate): one gate per row, per group of values or per value (sigmoid_mul_group).
 void op_sigmoid_mul(exec_ctx & x, const op_desc & op) {
     const int64_t n = x.width(op.out);
     const int64_t group = sigmoid_mul_group(op);
+    const bool softplus = op.param("softplus", 0) != 0;
+    auto f = [softplus](float v) { return softplus ? (v > 20.0f ? v : std::log(1.0f + std::exp(v))) : 1.0f / (1.0f + std::exp(-v)); };
     for (int64_t t = 0; t < x.rows(op.out); t++) {
         const float * g = x.ptr(op.b) + t * x.width(op.b);
         const float * a = x.ptr(op.a) + t * x.width(op.a);
         float * o = x.ptr(op.out) + t * n;
         if (group > 0) {
             for (int64_t j = 0; j < n / group; j++) {
-                const float s = 1.0f / (1.0f + std::exp(-g[j]));
+                const float s = f(g[j]);
                 for (int64_t i = j * group; i < (j + 1) * group; i++) o[i] = a[i] * s;
             }
         } else {
-            const float s = 1.0f / (1.0f + std::exp(-g[0]));
+            const float s = f(g[0]);
             for (int64_t i = 0; i < n; i++) o[i] = a[i] * s;
         }
     }
@@ -1639,7 +1649,14 @@ void op_dsa_index(exec_ctx & x, const op_desc & op) {
 void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, int64_t n, int64_t d,
                std::vector<int32_t> & sel, std::vector<float> & wsel) {
     const tensor_ref router = m.weight(oi, "gate_inp"), bias = m.weight(oi, "exp_probs_b"), lbias = m.weight(oi, "gate_inp_b");
-    const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
+    // The router's experts: the op's own, or (GroveMoE's chunk experts, chunk_group g > 0) n_route
+    // experts of which the k chosen stand for chunks int(float(e) * (1 / g)), each weighted by the
+    // router's probability at that chunk's index, as llama.cpp's build_moe_ffn does for grovemoe.
+    const int64_t n_expert = static_cast<int64_t>(op.param("n_route", op.param_req("n_expert")));
+    const int64_t n_chunk = static_cast<int64_t>(op.param_req("n_expert"));
+    const int64_t chunk_group = static_cast<int64_t>(op.param("chunk_group", 0));
+    // Select by the sigmoid of the logits whatever the weights' gating (grovemoe).
+    const bool sel_sigmoid = op.param("sel_sigmoid", 0) != 0;
     const int64_t k = static_cast<int64_t>(op.param_req("n_expert_used"));
     // 0 softmax, 1 sigmoid, 2 softmax over the selected logits only (gpt-oss: top-k by logit, then
     // the k weights are the softmax of their logits), 3 sigmoid of the selected logits (Llama 4:
@@ -1669,7 +1686,8 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
         } else {
             for (int64_t e = 0; e < n_expert; e++) probs[e] = 1.0f / (1.0f + std::exp(-lg[e]));
         }
-        for (int64_t e = 0; e < n_expert; e++) sprobs[e] = gating == 3 ? lg[e] : probs[e] + (bias.info ? reinterpret_cast<const float *>(bias.data)[e] : 0.0f);
+        for (int64_t e = 0; e < n_expert; e++)
+            sprobs[e] = gating == 3 ? lg[e] : (sel_sigmoid ? 1.0f / (1.0f + std::exp(-lg[e])) : probs[e]) + (bias.info ? reinterpret_cast<const float *>(bias.data)[e] : 0.0f);
         if (n_group > 1 && n_group_used > 0 && n_group_used < n_group) {
             const int64_t per = n_expert / n_group;
             std::vector<std::pair<float, int64_t>> gs;
@@ -1691,8 +1709,10 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
             return sprobs[l] > sprobs[r] || (sprobs[l] == sprobs[r] && l < r);
         });
         for (int64_t i = 0; i < k; i++) {
-            sel[t * k + i] = idx[i];
-            wsel[t * k + i] = probs[idx[i]];
+            int32_t e = idx[i];
+            if (chunk_group > 0) e = std::min<int32_t>(static_cast<int32_t>(static_cast<float>(e) * (1.0f / static_cast<float>(chunk_group))), static_cast<int32_t>(n_chunk - 1));
+            sel[t * k + i] = e;
+            wsel[t * k + i] = probs[e];
         }
         if (gating == 2) softmax_inplace(&wsel[static_cast<size_t>(t * k)], k);  // over the k selected logits, in rank order
         float wsum = 0;
@@ -1723,7 +1743,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     // 2: gelu(up), no gate (nomic-bert-moe: llama.cpp's LLM_FFN_GELU without a gate); 3: relu(up)^2,
     // no gate (Nemotron-H: LLM_FFN_RELU_SQR); 4: gelu(gate) * up (Gemma 4: ggml_geglu_split); 5:
     // relu(gate) * up (SmallThinker: ggml_reglu_split); 6: min(silu(gate), limit) * clamp(up, -limit,
-    // limit) (Step 3.5: llama.cpp's swiglu_clamp_exp outside the ggml_swiglu_clamp architectures).
+    // limit) (Step 3.5: llama.cpp's swiglu_clamp_exp outside the ggml_swiglu_clamp architectures);
+    // 7: silu(min(gate, limit)) * clamp(up, -limit, limit) (Maple: ggml_swiglu_clamp).
     const int act = static_cast<int>(op.param("act", 0));
     const bool gated = moe_gated(op);
     const tensor_ref wu = m.weight(oi, "up_exps"), wg = gated ? m.weight(oi, "gate_exps") : wu, wd = m.weight(oi, "down_exps");
@@ -1846,6 +1867,11 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = u[i] > 0.0f ? u[i] * u[i] : 0.0f;
         } else if (act == 6) {
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = swiglu_limited(g[i], u[i], limit);
+        } else if (act == 7) {
+            for (int64_t i = 0; i < ne_ * ff; i++) {
+                const float gx = std::min(g[i], limit);
+                g[i] = gx / (1.0f + std::exp(-gx)) * std::min(std::max(u[i], -limit), limit);
+            }
         } else if (act == 1) {
             for (int64_t i = 0; i < ne_ * ff; i++) {
                 const float gx = std::min(g[i], limit);

@@ -136,8 +136,12 @@ describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
     ['heads that do not split into the groups', 'ssm_scan', (o) => (o.params!.n_group = 3), /8 SSM heads of 64 in 3 groups with a state of 64: the heads must split evenly/],
     ['an x|B|C input of the wrong width', 'ssm_scan', (o) => (o.params!.d_state = 32), /x\|B\|C input is 768 wide, expected 640/],
     ['a state too wide to hold', 'ssm_scan', (o) => (o.params!.head_dim = 1 << 20), /8 SSM heads of 1048576/],
-    ['an unknown expert activation', 'moe', (o) => (o.params!.act = 7), /act 7 is not 0 .* or 6 \(SwiGLU with a limit\)/],
+    ['an unknown expert activation', 'moe', (o) => (o.params!.act = 8), /act 8 is not 0 .* 6 \(SwiGLU with a limit\) or 7 \(ggml_swiglu_clamp\)/],
     ['a SwiGLU limit that is not positive', 'moe', (o) => Object.assign(o.params!, { act: 6, limit: 0 }), /SwiGLU limit 0\.0+ is not a positive number/],
+    ['a swiglu_clamp limit that is not positive', 'moe', (o) => Object.assign(o.params!, { act: 7, limit: -2 }), /SwiGLU limit -2\.0+ is not a positive number/],
+    ['a router over fewer experts than the op runs', 'moe', (o) => Object.assign(o.params!, { n_route: 2 }), /routes over 2 experts, fewer than its/],
+    ['a router wider than its experts without a chunk group', 'moe', (o) => Object.assign(o.params!, { n_route: Number(o.params!.n_expert) + 1 }), /n_route differs from n_expert without a chunk_group/],
+    ['chunk groups that do not map the routed experts onto its own', 'moe', (o) => Object.assign(o.params!, { n_route: Number(o.params!.n_expert) * 3, chunk_group: 2 }), /chunk_group 2 does not map \d+ routed experts onto/],
   ])('refuses %s', (_what, op, edit, want) => {
     expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ message: expect.stringMatching(want) }));
   });
