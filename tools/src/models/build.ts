@@ -35,7 +35,7 @@ export interface WriteModelOptions {
    */
   simulateType?: FileTypeName;
   /**
-   * Benchmark files of tens of GB: each routed-expert tensor (ffn_*_exps) of a quantized type is
+   * Benchmark files of tens of GB: each routed-expert tensor (ffn_*_exps, ffn_*_chexps) of a quantized type is
    * filled with rows drawn from a pool of this many of its own quantized random rows (chosen per
    * row by a hash of the tensor and row) instead of generating and quantizing every row, which is
    * what makes such a file take hours. The values are still quantized normal draws at the tensor's
@@ -144,7 +144,8 @@ export function workUnits(tensors: readonly TensorSpec[], chunkElements: number)
 }
 
 /** Generates and encodes work units; reuses its scratch buffers between calls. */
-const isExpertTensor = (name: string) => /\.ffn_(gate|up|down|gate_up)_exps\./.test(name);
+// grovemoe's chunk experts (ffn_*_chexps) are routed expert tensors too.
+const isExpertTensor = (name: string) => /\.ffn_(gate|up|down|gate_up)_(ch)?exps\./.test(name);
 
 export class UnitEncoder {
   private f32 = new Float32Array(0);

@@ -17,6 +17,7 @@ import type { Phi3Config } from './architectures/phi3';
 import type { Qwen35Config } from './architectures/qwen35';
 import type { Step35Config } from './architectures/step35';
 import type { Lfm2Config } from './architectures/lfm2';
+import type { MapleConfig, MellumConfig } from './architectures/mellum-maple';
 import type { AfmoeConfig, BailingMoe2Config, DeepseekConfig, Ernie45MoeConfig, ExaoneMoeConfig, HyV3Config, Llama4Config, MinimaxM2Config, SmallThinkerConfig } from './architectures/llama-moe';
 import type { Preset } from './presets';
 
@@ -356,6 +357,48 @@ const step35Flash: Step35Config = {
   biasStd: 0.002,
 };
 
+// Mellum2-12B-A2.5B style, scaled down: 4 blocks of n_embd 64, 4 heads over 2 KV heads of 32
+// (attention width 128 > n_embd, key_length / value_length written, as tiny-qwen3moe), per-head
+// q/k norms, NeoX RoPE over the whole head (llama.cpp's mellum graph asserts n_rot == head), 8
+// softmax SwiGLU experts top-2 of 32 renormalized, no shared expert, untied head (required).
+// tiny-mellum: attention.sliding_window 8 (so 64-token tests pass it) with the BOOL pattern
+// [true, true, true, false] (blocks 0-2 sliding, 3 full), rope.freq_base 1e6 and
+// rope.freq_base_swa 1e4 (distinct, so a reader taking the wrong one differs; llama.cpp's graph
+// rotates the sliding blocks with freq_base too and uses freq_base_swa only in the K-shift, see
+// architectures/mellum-maple.ts). tiny-mellum-full: no sliding keys, every block full.
+// n_embd 64 (not a multiple of 256): K-quants fall back to Q5_0 / Q8_0 on every matrix.
+// Measured in llama.cpp (node-llama-cpp's CPU build, flash attention off, F32 KV, 64 tokens,
+// seeds 1-3): logits std 1.99..2.02, 57..63 distinct top-1 tokens of 64; F32 vs Q8_0 NMSE
+// 1.4e-4..7.8e-4 (-full 3.3e-4..1.3e-3), Q4_K_M 4.7e-3..6.5e-3; tiny-mellum against -full
+// (the window) 6.7e-2..7.6e-2; tiny-mellum with rope.freq_base_swa 1e6 or without the key, or
+// without the pattern array (llama.cpp's default every-4th-full is the same pattern): identical
+// logits (NMSE 0); the pattern [false, true, true, true] instead: 4.3e-2..5.3e-2.
+const mellumTiny: MellumConfig = {
+  ...base, arch: 'mellum', name: 'tiny-mellum', nLayers: 4, dim: 64, ff: 128, nHeads: 4, nKvHeads: 2, headDim: 32, nExperts: 8, nExpertsUsed: 2, expertFf: 32,
+  ropeBase: 1e6, normEps: 1e-6, window: 8, swaPattern: [true, true, true, false], ropeBaseSwa: 1e4,
+};
+const mellumFull: MellumConfig = { ...mellumTiny, name: 'tiny-mellum-full', window: 0, swaPattern: undefined, ropeBaseSwa: undefined };
+// deepgrove maple-preview style, scaled down: tiny-mellum's trunk (4 blocks of 64, 4 heads / 2 KV
+// of 32, q/k norms, 8 softmax experts top-2 of 32, untied head) with maple's required window 8 and
+// pattern [true, true, true, false]: blocks 0-2 sliding with NeoX RoPE on 16 of the 32 dims
+// (rope.dimension_count 16: partial_rotary_factor 0.5) at rope.freq_base_swa 1e4, block 3 full
+// attention without RoPE (its base 1e6 then unused: a reader rotating the full block, or the
+// sliding ones at 1e6, differs). swiglu_clamp_exp [1, 0.5, 0, 0.75] (FLOAT32 per block; the real
+// model's 7 is never reached by random weights): the experts' gate and up pre-activations come out
+// of ffn_norm at ~N(0, 1), so 1 clips 32% of the up values and caps 16% of the gates, 0.5 62% and
+// 31%, 0.75 45% and 23%; block 2's 0 is no clamp (a reader clamping at 0 zeroes that block's
+// experts), and the limits differ per block so a reader taking one scalar differs too.
+// Measured in llama.cpp as tiny-mellum (seeds 1-3): logits std 1.99..2.02, 57..63 distinct top-1
+// tokens; F32 vs Q8_0 NMSE 1.2e-4..1.5e-4, Q4_K_M 2.9e-3..4.1e-3. Against tiny-maple: no clamps
+// (all 0, or all 7) 4.9e-2..5.2e-2; one limit 1 on every block 1.4e-2..1.6e-2; block 2 clamped at
+// 1e-5 (a reader clamping at 0) 2.6e-2..2.8e-2; RoPE over the whole head 2.1e-2..2.5e-2;
+// freq_base_swa 1e6 (the sliding blocks at the global base) 1.8e-3..2.2e-3 (small: within the
+// window of 8 only the fastest pairs turn); rope.freq_base 1e4 instead of 1e6: identical (NMSE 0).
+const mapleTiny: MapleConfig = {
+  ...mellumTiny, arch: 'maple', name: 'tiny-maple', ropeDims: 16, window: 8, swaPattern: [true, true, true, false], ropeBaseSwa: 1e4,
+  swigluLimit: [1, 0.5, 0, 0.75],
+};
+
 // Grok-1 style, scaled down: 4 blocks of n_embd 64, 4 heads over 2 KV heads of 16, 8 softmax
 // GeGLU experts top-2 as wide as feed_forward_length (64; no expert_feed_forward_length, no dense
 // FFN), Grok-1's post-FFN norm name layer_output_norm, rope base 10000, SentencePiece vocabulary,
@@ -516,6 +559,15 @@ export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
   'tiny-smallthinker-swa': {
     description: 'tiny-smallthinker in 8 blocks with sigmoid routing and attention.sliding_window (SmallThinker-21B-A3B style): every 4th block from 0 full attention without RoPE, the others sliding',
     config: smallthinkerSwa,
+  },
+  'tiny-mellum': {
+    description: 'mellum (Mellum2-12B-A2.5B style): 4 heads / 2 KV of 32 (width 128 > n_embd 64), q/k norms, blocks 0-2 sliding (window 8, pattern array), rope bases 1e6 / swa 1e4, 8 softmax experts top-2 of 32, untied head',
+    config: mellumTiny,
+  },
+  'tiny-mellum-full': { description: 'tiny-mellum without sliding-window keys: every block full attention', config: mellumFull },
+  'tiny-maple': {
+    description: 'maple (maple-preview style): tiny-mellum\'s trunk, blocks 0-2 sliding (window 8) with NeoX RoPE on 16 of 32 dims at base 1e4, block 3 full NoPE, experts with per-block SwiGLU clamps [1, 0.5, 0, 0.75] (swiglu_clamp_exp)',
+    config: mapleTiny,
   },
   'tiny-gemma': {
     description: 'gemma (Gemma 1, 2B style): MQA 4 heads over 1 KV head of 32 (attention width 128 over n_embd 64), GELU-gated MLP, embedding scaled by sqrt(n_embd), tied head',

@@ -4,6 +4,9 @@
 import type { ModelConfig } from './arch';
 import type { Phi3Config } from './architectures/phi3';
 import { MOE_FAMILY_PRESETS } from './presets-moe-families';
+import { GROVEMOE_PRESETS } from './presets-grovemoe';
+import { LAGUNA_PRESETS } from './presets-laguna';
+import { COHERE2MOE_PRESETS } from './presets-cohere2moe';
 
 export interface Preset {
   description: string;
@@ -115,6 +118,9 @@ export const PRESETS: Record<string, Preset> = {
     },
   },
   ...MOE_FAMILY_PRESETS,
+  ...GROVEMOE_PRESETS,
+  ...LAGUNA_PRESETS,
+  ...COHERE2MOE_PRESETS,
 };
 
 /** The tiny preset used as the base for `--arch X` without `--preset`. */
@@ -168,6 +174,11 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   grok: 'tiny-grok',
   dbrx: 'tiny-dbrx',
   arctic: 'tiny-arctic',
+  grovemoe: 'tiny-grovemoe',
+  laguna: 'tiny-laguna',
+  cohere2moe: 'tiny-cohere2moe',
+  mellum: 'tiny-mellum',
+  maple: 'tiny-maple',
 };
 
 export function getPreset(name: string): Preset {

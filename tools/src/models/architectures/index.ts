@@ -9,7 +9,9 @@ import { glm4moe } from './glm4moe';
 import { gptOss } from './gpt-oss';
 import { graniteDense, graniteHybrid, graniteMoe } from './granite';
 import { grok } from './grok';
+import { grovemoe } from './grovemoe';
 import { jamba } from './jamba';
+import { laguna } from './laguna';
 import { mimo2 } from './mimo2';
 import { mistral3 } from './mistral3';
 import { nemotronH, nemotronHMoe } from './nemotron-h';
@@ -22,8 +24,10 @@ import { qwen3 } from './qwen3';
 import { qwen3moe } from './qwen3moe';
 import { qwen35, qwen35moe, qwen3next } from './qwen35';
 import { step35 } from './step35';
+import { maple, mellum } from './mellum-maple';
 import { lfm2, lfm2moe } from './lfm2';
 import { qwen3vl, qwen3vlmoe } from './qwen3vl';
+import { cohere2moe } from './cohere2moe';
 
 const ARCHS = new Map<string, ArchDefinition>();
 
@@ -47,3 +51,7 @@ for (const a of [llama, mixtral, qwen2moe, qwen3, qwen3moe]) registerArch(a);
 for (const a of [deepseek2, deepseek32, glmDsa, mistral4, glm4moe, olmoe, gptOss]) registerArch(a);
 for (const a of [bert, nomicBert, nomicBertMoe]) registerArch(a);
 for (const a of [deepseek, dots1, ernie45Moe, minimaxM2, llama4, hunyuanMoe, bailingMoe, bailingMoe2, qwen3vl, qwen3vlmoe, graniteDense, graniteMoe, phi3, phimoe, mimo2, exaoneMoe, afmoe, mistral3, hyV3, qwen35, qwen35moe, qwen3next, lfm2, lfm2moe, nemotronH, nemotronHMoe, graniteHybrid, jamba, gemma4, gemma, gemma2, gemma3, smallthinker, step35, grok, dbrx, arctic]) registerArch(a);
+for (const a of [mellum, maple]) registerArch(a);
+registerArch(grovemoe);
+registerArch(laguna);
+registerArch(cohere2moe);
