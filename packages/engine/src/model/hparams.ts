@@ -74,8 +74,8 @@ export class Metadata {
     return this.perLayerValues(key, nLayer, def, (x) => Number.isInteger(x) && x >= min && x <= max, `an integer in ${min}..${max}`);
   }
 
-  /** perLayer for real numbers (per-layer limits and scales): any finite value of at least `min`. */
-  perLayerNum(key: string, nLayer: number, def: number, min = -Infinity): number[] {
+  /** perLayer for real numbers (per-layer limits and scales): any finite value of at least `min`; required without a default. */
+  perLayerNum(key: string, nLayer: number, def: number | undefined, min = -Infinity): number[] {
     return this.perLayerValues(key, nLayer, def, (x) => Number.isFinite(x) && x >= min, min === -Infinity ? 'a finite number' : `a finite number of at least ${min}`);
   }
 

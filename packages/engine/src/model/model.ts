@@ -180,7 +180,7 @@ export interface ModelSummary {
   expertUsedCount: number;
   /** Bytes per type name. */
   tensorTypeBytes: Record<string, number>;
-  /** Bytes of routed expert tensors (ffn_*_exps). */
+  /** Bytes of routed expert tensors (ffn_*_exps, and GroveMoE's chunk experts ffn_*_chexps). */
   expertBytes: number;
   /** Bytes of everything else (resident). */
   residentBytes: number;
@@ -190,7 +190,7 @@ export interface ModelSummary {
   bytesPerToken: number;
 }
 
-export const isExpertTensor = (name: string) => /\.ffn_(gate|up|down|gate_up)_exps\./.test(name);
+export const isExpertTensor = (name: string) => /\.ffn_(gate|up|down|gate_up)_(ch)?exps\./.test(name);
 
 export function summarize(file: NativeGgufFile): ModelSummary {
   const arch = String(file.metadata['general.architecture'] ?? 'unknown');

@@ -13,6 +13,14 @@ const t = (i: number, name: string) => `blk.${i}.${name}`;
  * unless il % n == n - 1, or with `denseFirst` unless il % n == 0; 0: every layer), else the
  * architecture's default period.
  */
+/** The sliding-window flags of a loader that requires them as an array (get_arr without a default), one per block. */
+export function requiredSlidingWindowPattern(hp: HParams): boolean[] {
+  const raw = hp.meta.kv[`${hp.arch}.attention.sliding_window_pattern`];
+  if (raw === undefined || typeof raw !== 'object' || raw === null || !('length' in raw))
+    throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: metadata attention.sliding_window_pattern must be an array with one flag per block`);
+  return slidingWindowLayers(hp, 0);
+}
+
 export function slidingWindowLayers(hp: HParams, defaultPeriod: number, denseFirst = false): boolean[] {
   const key = 'attention.sliding_window_pattern';
   const raw = hp.meta.has(key) ? hp.meta.kv[`${hp.arch}.${key}`] : undefined;

@@ -2,9 +2,9 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_LAYERS, type HParams } from '../hparams';
-import { qkvProjections, ropeParams, trunkStart, withBias } from '../program-builder';
+import { qkvProjections, ropeParams, trunkStart, withBias, type ProgramBuilder } from '../program-builder';
 import { GATING_SIGMOID, GATING_SOFTMAX, moeBlockFfn, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeBlockOptions, type MoeRouting } from './deepseek2';
-import { slidingWindowLayers } from './gpt-oss';
+import { requiredSlidingWindowPattern, slidingWindowLayers } from './gpt-oss';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
@@ -18,15 +18,15 @@ export interface LlamaMoeOptions {
   routing: (hp: HParams) => MoeRouting;
   /** Whether block il has a dense SwiGLU FFN instead of experts. */
   dense: (hp: HParams, il: number, tensors: Map<string, GgufTensorInfo>) => boolean;
-  /** Selection bias and shared experts, as the architecture's loader reads them. */
-  block: (hp: HParams) => MoeBlockOptions;
+  /** Selection bias, shared experts and expert activation of block il, as the architecture's loader reads them. */
+  block: (hp: HParams, il: number) => MoeBlockOptions;
   /** Whether the graph adds attn_output.bias when the file has one (ERNIE's and MiniMax's do not). */
   attnOutBias: boolean;
   /**
    * Sliding-window blocks (K-EXAONE): the window, which blocks slide, and whether only those rotate
    * (the full-attention blocks then use no positions, NoPE), or which blocks rotate (`rope`).
    */
-  swa?: (hp: HParams) => { window: number; layers: boolean[]; ropeOnlySwa: boolean; rope?: boolean[] };
+  swa?: (hp: HParams) => { window: number; layers: boolean[]; ropeOnlySwa: boolean; rope?: boolean[]; ropeSwa?: Record<string, number> };
   /**
    * The router reads the block's input, before attention (SmallThinker): its experts are known
    * then, and a streaming model reads them while the attention computes (the `moe_prefetch` op).
@@ -34,6 +34,10 @@ export interface LlamaMoeOptions {
   routeOnInput?: boolean;
   /** Rotate with the file's rope_freqs factors when it has them. */
   ropeFreqs?: boolean;
+  /** The loader requires output.weight (no tied head). */
+  untiedHead?: boolean;
+  /** More of a routed block's FFN after its experts (GroveMoE's chunk experts), adding into `out`. */
+  afterMoe?: (p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, h: number, out: number) => void;
 }
 
 /** leading_dense_block_count, within the file's blocks. */
@@ -54,7 +58,6 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
   const { need, maybe } = tensorLookup(hp, tensors);
   if (hp.headDimK !== hp.headDimV) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key_length ${hp.headDimK} and value_length ${hp.headDimV} must match`);
   const routing = opt.routing(hp);
-  const block = opt.block(hp);
   const hd = hp.headDimK;
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   const rope = { ...ropeParams(hp, opt.neox), head_dim: hd };
@@ -81,8 +84,9 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
     }
     const slides = swa?.layers[il] ?? false;
     if (swa?.rope ? swa.rope[il] : !swa?.ropeOnlySwa || slides) {
-      p.op('rope', q, { a: q, weights: rw, params: { ...rope, n_head: H } });
-      p.op('rope', k, { a: k, weights: rw, params: { ...rope, n_head: Hkv } });
+      const r = slides && swa?.ropeSwa ? { ...rope, ...swa.ropeSwa } : rope;
+      p.op('rope', q, { a: q, weights: rw, params: { ...r, n_head: H } });
+      p.op('rope', k, { a: k, weights: rw, params: { ...r, n_head: Hkv } });
     }
     if (opt.qkNorm === 'head-after-rope') headNorms();
     const layer = p.kvLayer(Hkv * hd, Hkv * hd);
@@ -94,12 +98,15 @@ export function buildLlamaMoe(hp: HParams, tensors: Map<string, GgufTensorInfo>,
 
     p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
     const ffnOut = p.buf('ffn_out', hp.nEmbd);
-    moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, opt.dense(hp, il, tensors), routerIn === undefined ? block : { ...block, routerInput: routerIn });
+    const block = opt.block(hp, il);
+    const dense = opt.dense(hp, il, tensors);
+    moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, dense, routerIn === undefined ? block : { ...block, routerInput: routerIn });
+    if (!dense) opt.afterMoe?.(p, hp, tensors, il, h, ffnOut);
     p.op('add', x, { a: x, b: ffnOut });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: il } });
   }
-  return outputHead(p, hp, tensors, x);
+  return outputHead(p, hp, tensors, x, undefined, { untied: opt.untiedHead });
 }
 
 const SOFTMAX = GATING_SOFTMAX;
@@ -114,6 +121,21 @@ const DOTS1: LlamaMoeOptions = {
   block: () => ({ probsBias: 'optional', shared: 'required' }),
   attnOutBias: true,
 };
+
+/** llama.cpp's threshold below which a per-layer SwiGLU limit means "no limit". */
+export const SWIGLU_LIMIT_EPS = 1e-6;
+
+// The Qwen3-MoE blocks with sliding windows of Mellum and Maple: per-head q/k norms, NeoX RoPE,
+// softmax experts renormalized and unscaled (neither loader reads a scale), no shared experts, an
+// untied head.
+const QWEN3MOE_SWA = {
+  neox: true,
+  qkNorm: 'head',
+  routing: (hp: HParams) => readMoeRouting(hp, SOFTMAX, { gating: SOFTMAX, normW: true, wScale: 0 }),
+  dense: () => false,
+  attnOutBias: false,
+  untiedHead: true,
+} as const;
 
 /** The architectures buildLlamaMoe runs, with what each one's llama.cpp loader reads. */
 export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
@@ -225,7 +247,90 @@ export const LLAMA_MOE_ARCHITECTURES: Record<string, LlamaMoeOptions> = {
     block: () => ({ probsBias: 'optional', shared: 'required' }),
     attnOutBias: false,
   },
+  // JetBrains Mellum 2 (mellum, src/models/mellum.cpp): Qwen3-MoE blocks; with
+  // attention.sliding_window set, windows on the blocks load_swa_pattern picks (3 of every 4 by
+  // default), whose RoPE has the file's base but no scaling (scale 1, no YaRN).
+  mellum: {
+    ...QWEN3MOE_SWA,
+    block: () => ({ probsBias: 'none', shared: 'none' }),
+    swa: (hp) => {
+      const window = hp.meta.int('attention.sliding_window', 0, 0, 1 << 30);
+      if (window === 0) return { window: 0, layers: hp.nHead.map(() => false), ropeOnlySwa: false };
+      return { window, layers: slidingWindowLayers(hp, 4), ropeOnlySwa: false, ropeSwa: { freq_scale: 1, ext_factor: 0, attn_factor: 1 } };
+    },
+  },
+  // deepgrove Maple (maple, src/models/maple.cpp): Qwen3-MoE blocks, windows on the blocks the
+  // required pattern array flags, RoPE on those only (rope.dimension_count_swa dimensions, base
+  // rope.freq_base_swa), the others attending without positions; experts with ggml_swiglu_clamp at
+  // each block's swiglu_clamp_exp (required).
+  maple: {
+    ...QWEN3MOE_SWA,
+    block: (hp, il) => {
+      const limit = hp.meta.perLayerNum('swiglu_clamp_exp', hp.nLayer, undefined, 0)[il];
+      return { probsBias: 'none', shared: 'none', ...(limit > SWIGLU_LIMIT_EPS ? { moeParams: { act: 7, limit } } : {}) };
+    },
+    swa: (hp) => {
+      const baseSwa = hp.meta.num('rope.freq_base_swa', hp.ropeFreqBase);
+      if (!(baseSwa > 0)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: rope.freq_base_swa ${baseSwa} is not positive`);
+      const nDims = hp.meta.int('rope.dimension_count_swa', hp.ropeDims, 0, hp.headDimK);
+      if (nDims % 2 !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: rope.dimension_count_swa ${nDims} is not an even number of dimensions`);
+      return {
+        window: hp.meta.int('attention.sliding_window', undefined, 1, 1 << 30),
+        layers: requiredSlidingWindowPattern(hp),
+        ropeOnlySwa: true,
+        ropeSwa: { n_dims: nDims, freq_base: baseSwa },
+      };
+    },
+  },
+  // inclusionAI GroveMoE (grovemoe, src/models/grovemoe.cpp): Qwen3-MoE blocks (experts selected
+  // by the sigmoid of the logits, weighted by their softmax, renormalized, unscaled) plus chunk
+  // experts (groveChunkExperts); the head tied when the file has no output.weight.
+  grovemoe: {
+    neox: true,
+    qkNorm: 'head',
+    routing: (hp) => {
+      const r = readMoeRouting(hp, SOFTMAX, { gating: SOFTMAX, normW: true, wScale: 0 });
+      if (r.nGroup > 1) throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: expert groups (expert_group_count ${r.nGroup}) with chunk experts are not supported`);
+      return r;
+    },
+    dense: () => false,
+    block: () => ({ probsBias: 'none', shared: 'none', moeParams: { sel_sigmoid: 1 } }),
+    attnOutBias: false,
+    afterMoe: groveChunkExperts,
+  },
 };
+
+/**
+ * GroveMoE's chunk ("adjugate") experts after the routed ones, as llama.cpp's grovemoe graph
+ * builds them: a second expert set of expert_count / experts_per_group experts, routed by the
+ * same router on the same input (top min(k, chunk experts) by the sigmoid of the logits, expert e
+ * standing for chunk e / experts_per_group, each weighted by the softmax probability at the chunk's
+ * own index, renormalized), run on the routed experts' output, times expert_group_scale, added.
+ * Its experts stream like the routed ones; its routing is not counted in the heatmap.
+ */
+function groveChunkExperts(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, h: number, out: number): void {
+  const { need } = tensorLookup(hp, tensors);
+  const md = hp.meta;
+  const g = md.int('experts_per_group', undefined, 1, hp.nExpert);
+  const scale = md.num('expert_group_scale');
+  if (!Number.isFinite(scale)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: expert_group_scale ${scale} is not a finite number`);
+  const nChunk = Math.floor(hp.nExpert / g);
+  if (nChunk * g !== hp.nExpert) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: experts_per_group ${g} does not divide expert_count ${hp.nExpert}`);
+  const chunkOut = p.buf('chunk_out', hp.nEmbd);
+  p.op('moe', chunkOut, {
+    a: out,
+    b: h,
+    weights: {
+      gate_inp: need(t(il, 'ffn_gate_inp.weight')),
+      gate_exps: need(t(il, 'ffn_gate_chexps.weight')),
+      up_exps: need(t(il, 'ffn_up_chexps.weight')),
+      down_exps: need(t(il, 'ffn_down_chexps.weight')),
+    },
+    params: { n_expert: nChunk, n_route: hp.nExpert, chunk_group: g, n_expert_used: Math.min(hp.nExpertUsed, nChunk), gating: 0, norm_w: 1, w_scale: 0, sel_sigmoid: 1 },
+  });
+  p.op('scale', chunkOut, { a: chunkOut, params: { scale } });
+  p.op('add', out, { a: out, b: chunkOut });
+}
 
 function ernieMoeStep(hp: HParams): number {
   const step = hp.meta.int('interleave_moe_layer_step', 0, 0, MAX_LAYERS);

@@ -4,12 +4,10 @@ import { EngineError } from '../../errors';
 import { MAX_DIM, type HParams } from '../hparams';
 import { qkvProjections, ropeParams, trunkStart } from '../program-builder';
 import { GATING_SIGMOID, moeBlockFfn, outputHead, readMoeRouting, tensorLookup, trunkLayers } from './deepseek2';
-import { slidingWindowLayers } from './gpt-oss';
+import { requiredSlidingWindowPattern } from './gpt-oss';
+import { SWIGLU_LIMIT_EPS } from './llama-moe';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
-
-/** llama.cpp's threshold below which a per-layer SwiGLU limit means "no limit". */
-const LIMIT_EPS = 1e-6;
 
 /**
  * StepFun Step 3.5 (`step35`, llama.cpp src/models/step35.cpp; Step-3.5-Flash, 196B-A11B).
@@ -36,10 +34,7 @@ export function buildStep35(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
     throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ${msg}`);
   };
   // (llama.cpp's loader requires the pattern as an array and the window.)
-  const pattern = md.kv[`${hp.arch}.attention.sliding_window_pattern`];
-  if (pattern === undefined || typeof pattern !== 'object' || pattern === null || !('length' in pattern))
-    bad('metadata attention.sliding_window_pattern must be an array with one flag per block');
-  const swa = slidingWindowLayers(hp, 0);
+  const swa = requiredSlidingWindowPattern(hp);
   const window = md.int('attention.sliding_window', undefined, 1, 1 << 30);
   const hdK = hp.headDimK;
   const hdV = hp.headDimV;
@@ -95,8 +90,8 @@ export function buildStep35(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
     moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing, dense, {
       probsBias: 'optional',
       shared: 'required',
-      ...(limitExp[il] > LIMIT_EPS ? { moeParams: { act: 6, limit: limitExp[il] } } : {}),
-      ...(limitSh[il] > LIMIT_EPS ? { ffnLimit: limitSh[il] } : {}),
+      ...(limitExp[il] > SWIGLU_LIMIT_EPS ? { moeParams: { act: 6, limit: limitExp[il] } } : {}),
+      ...(limitSh[il] > SWIGLU_LIMIT_EPS ? { ffnLimit: limitSh[il] } : {}),
     });
     p.op('add', x, { a: x, b: ffnOut });
     p.op('cvec', x, { a: x, params: { layer: il } });
