@@ -138,14 +138,15 @@ export function moeBlockFfn(
   const probsBias = opt.probsBias ?? 'optional';
   const biasName = t(il, opt.probsBiasName ?? 'exp_probs_b.bias');
   const bias = probsBias === 'required' ? need(biasName) : probsBias === 'optional' ? maybe(biasName) : undefined;
+  // Gate and up experts fused in one tensor (llama.cpp's create_tensor_gate_up_exps) when the file has no separate gate.
+  const gateUp = opt.gateless || tensors.has(t(il, 'ffn_gate_exps.weight')) ? undefined : maybe(t(il, 'ffn_gate_up_exps.weight'));
   p.op('moe', out, {
     a: h,
     ...(opt.routerInput !== undefined ? { b: opt.routerInput } : {}),
     weights: {
       gate_inp: need(t(il, 'ffn_gate_inp.weight')),
       ...(bias ? { exp_probs_b: bias } : {}),
-      ...(opt.gateless ? {} : { gate_exps: need(t(il, 'ffn_gate_exps.weight')) }),
-      up_exps: need(t(il, 'ffn_up_exps.weight')),
+      ...(gateUp ? { gate_exps: gateUp, up_exps: gateUp } : { ...(opt.gateless ? {} : { gate_exps: need(t(il, 'ffn_gate_exps.weight')) }), up_exps: need(t(il, 'ffn_up_exps.weight')) }),
       down_exps: need(t(il, 'ffn_down_exps.weight')),
     },
     params: {
@@ -157,6 +158,7 @@ export function moeBlockFfn(
       n_group: routing.nGroup,
       n_group_used: routing.nGroupUsed,
       moe_layer: p.moeLayer(hp.nExpert),
+      ...(gateUp ? { fused_gate_up: 1 } : {}),
       ...opt.moeParams,
     },
   });

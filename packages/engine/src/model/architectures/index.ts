@@ -4,12 +4,14 @@ import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
 import { buildAfmoe } from './afmoe';
 import { buildBert } from './bert';
+import { buildCohere2Moe } from './cohere2moe';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildGemma } from './gemma';
 import { buildGemma4 } from './gemma4';
 import { buildArctic } from './arctic';
 import { buildDbrx } from './dbrx';
 import { buildGrok } from './grok';
+import { buildLaguna } from './laguna';
 import { buildStep35 } from './step35';
 import { buildGlm4Moe } from './glm4moe';
 import { buildGptOss } from './gpt-oss';
@@ -96,6 +98,13 @@ const ARCHITECTURES: Record<string, Builder> = {
   // Snowflake Arctic: a dense residual MLP and 128 experts beside it, the experts reading the
   // block's input (so streamed experts are read while the attention runs).
   arctic: (hp, ts) => buildArctic(hp, ts),
+  // Poolside Laguna: blocks with their own query head counts, sliding and full blocks with their
+  // own RoPE, a softplus gate per head or per value on the attention, sigmoid + bias experts
+  // beside a shared expert.
+  laguna: (hp, ts) => buildLaguna(hp, ts),
+  // Cohere's MoE: parallel attention and FFN blocks, NoPE full-attention blocks among sliding
+  // ones, experts averaged with a shared expert, a logit scale.
+  cohere2moe: (hp, ts) => buildCohere2Moe(hp, ts),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),
