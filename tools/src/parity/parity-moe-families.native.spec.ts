@@ -23,7 +23,13 @@
 // grok (Grok-1: scores soft-capped after Grok's own multiplier, post norms, GeGLU experts, embedding
 // and logit multipliers; grok2: a dense GeGLU beside the experts, YaRN, a final logit cap),
 // dbrx (LayerNorms without bias, a fused QKV clamped to clamp_kqv, 16 experts top-4), arctic (a
-// dense residual MLP of the post-attention stream beside experts on the block's input),
+// dense residual MLP of the post-attention stream beside experts on the block's input), mellum
+// (Mellum 2: Qwen3-MoE blocks, sliding ones rotating unscaled; -full: no window), maple (RoPE on
+// sliding blocks only, ggml_swiglu_clamp experts), grovemoe (chunk experts on the routed output;
+// -g4: 4 experts per group, each chunk picked twice at times), laguna (per-block query heads,
+// sliding and full RoPE of their own, a softplus gate per head; -m: per value, YaRN, tied head),
+// cohere2moe (parallel blocks under one LayerNorm, NoPE full blocks, a shared expert averaged in,
+// a logit scale; -rms: RMSNorm, fused gate|up experts, sigmoid routing),
 // glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
@@ -60,6 +66,15 @@ const PRESETS = [
   'tiny-grok2',
   'tiny-dbrx',
   'tiny-arctic',
+  'tiny-mellum',
+  'tiny-mellum-full',
+  'tiny-maple',
+  'tiny-grovemoe',
+  'tiny-grovemoe-g4',
+  'tiny-laguna',
+  'tiny-laguna-m',
+  'tiny-cohere2moe',
+  'tiny-cohere2moe-rms',
   'tiny-qwen35moe',
   'tiny-qwen35',
   'tiny-qwen3next',
@@ -113,6 +128,10 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-grok2', 'Q4_K_M'],
   ['tiny-dbrx', 'Q4_K_M'],
   ['tiny-arctic', 'Q4_K_M'],
+  ['tiny-grovemoe', 'Q4_K_M'],
+  ['tiny-grovemoe-g4', 'Q4_K_M'],
+  ['tiny-laguna-m', 'Q4_K_M'],
+  ['tiny-cohere2moe', 'Q4_K_M'],
   ['tiny-lfm2moe', 'Q4_K_M'],
   ['tiny-nemotron-h-moe', 'Q8_0'],
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],

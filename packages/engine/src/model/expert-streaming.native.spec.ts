@@ -49,12 +49,24 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-dbrx', 'Q4_K'],
   // Experts on the block's input beside a dense MLP of the post-attention stream (Arctic).
   ['tiny-arctic', 'Q8_0'],
+  // Chunk experts after the routed ones, streamed as a MoE layer of their own (GroveMoE).
+  ['tiny-grovemoe', 'Q4_K'],
+  // ggml_swiglu_clamp experts between sliding and NoPE full blocks (Maple).
+  ['tiny-maple', 'Q8_0'],
+  // Sigmoid + bias experts beside a shared expert after softplus-gated attention (Laguna).
+  ['tiny-laguna', 'Q8_0'],
+  // Fused gate|up experts of parallel blocks (Cohere's MoE).
+  ['tiny-cohere2moe-rms', 'Q4_K'],
 ];
 
-/** A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve). */
+/**
+ * A budget whose expert cache holds `perLayer` experts of every MoE layer (no reserve): the plan's
+ * experts per layer are the cache over one expert of each layer (whose sizes may differ: GroveMoE's
+ * chunk experts are narrower than its routed ones).
+ */
 function budgetFor(file: string, perLayer: number, opts: LoadModelOptions = {}): number {
   const p = planModel(file, { ...opts, ramBytes: 2 ** 40, ramReserveBytes: 0 });
-  return p.fixedBytes + Math.round(perLayer * p.nMoeLayers * p.expertEntryBytes);
+  return p.fixedBytes + Math.round(perLayer * (p.cacheBytes / p.cacheExpertsPerLayer));
 }
 
 const PROMPT = [1, 17, 99, 3, 250, 7, 42, 8];
@@ -146,6 +158,24 @@ describe('expert streaming', () => {
     for (const l of off.layers) {
       expect(l.predicted).toBe(0);
       expect(l.prefetchReads).toBe(0);
+    }
+  }, 120_000);
+
+  it('predicts GroveMoE\'s chunk experts exactly: the routed layer before them applies their router to their routing input', async () => {
+    const file = writeTestModel(dir, 'tiny-grovemoe', 'Q4_K');
+    const opts: LoadModelOptions = { threads: 2, nCtx: 256 };
+    const m = EngineModel.load(file, { ...opts, ramBytes: budgetFor(file, 1.5, opts), ramReserveBytes: 0 });
+    try {
+      await generate(m, PROMPT, { maxTokens: 12, sampling: { temperature: 0 } });
+      const layers = m.runtime.stats().stream!.layers;
+      // Stream layers alternate: block il's routed experts (8), then its chunk experts (4).
+      expect(layers).toHaveLength(8);
+      for (const l of layers.filter((_, i) => i % 2 === 1)) {
+        expect(l.predicted).toBeGreaterThan(0);
+        expect(l.predictedCorrect).toBe(l.predicted);
+      }
+    } finally {
+      m.close();
     }
   }, 120_000);
 
