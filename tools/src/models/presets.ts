@@ -7,6 +7,7 @@ import { MOE_FAMILY_PRESETS } from './presets-moe-families';
 import { GROVEMOE_PRESETS } from './presets-grovemoe';
 import { LAGUNA_PRESETS } from './presets-laguna';
 import { COHERE2MOE_PRESETS } from './presets-cohere2moe';
+import { COHERE_DENSE_PRESETS } from './presets-cohere-dense';
 
 export interface Preset {
   description: string;
@@ -121,6 +122,7 @@ export const PRESETS: Record<string, Preset> = {
   ...GROVEMOE_PRESETS,
   ...LAGUNA_PRESETS,
   ...COHERE2MOE_PRESETS,
+  ...COHERE_DENSE_PRESETS,
 };
 
 /** The tiny preset used as the base for `--arch X` without `--preset`. */
@@ -177,6 +179,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   grovemoe: 'tiny-grovemoe',
   laguna: 'tiny-laguna',
   cohere2moe: 'tiny-cohere2moe',
+  cohere2: 'tiny-cohere2',
+  'command-r': 'tiny-command-r',
   mellum: 'tiny-mellum',
   maple: 'tiny-maple',
 };

@@ -29,7 +29,9 @@
 // -g4: 4 experts per group, each chunk picked twice at times), laguna (per-block query heads,
 // sliding and full RoPE of their own, a softplus gate per head; -m: per value, YaRN, tied head),
 // cohere2moe (parallel blocks under one LayerNorm, NoPE full blocks, a shared expert averaged in,
-// a logit scale; -rms: RMSNorm, fused gate|up experts, sigmoid routing),
+// a logit scale; -rms: RMSNorm, fused gate|up experts, sigmoid routing), its dense relatives cohere2
+// (Command R7B / Command A: NoPE full blocks; -pattern: the file's own pattern) and command-r
+// (Command R; -plus: 64 blocks with per-head q/k LayerNorms),
 // glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
@@ -75,6 +77,10 @@ const PRESETS = [
   'tiny-laguna-m',
   'tiny-cohere2moe',
   'tiny-cohere2moe-rms',
+  'tiny-cohere2',
+  'tiny-cohere2-pattern',
+  'tiny-command-r',
+  'tiny-command-r-plus',
   'tiny-qwen35moe',
   'tiny-qwen35',
   'tiny-qwen3next',
@@ -132,6 +138,7 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-grovemoe-g4', 'Q4_K_M'],
   ['tiny-laguna-m', 'Q4_K_M'],
   ['tiny-cohere2moe', 'Q4_K_M'],
+  ['tiny-command-r-plus', 'Q8_0'],
   ['tiny-lfm2moe', 'Q4_K_M'],
   ['tiny-nemotron-h-moe', 'Q8_0'],
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],

@@ -22,7 +22,7 @@ struct residency_plan;
 enum op_type {
     OP_EMBED,          // out[t] (+)= dequant(w.weight row tokens[t] | pos[t] | 0)     weights: weight  (params index, accumulate)
     OP_RMS_NORM,       // out = a / sqrt(mean(a^2) + eps) * weight + bias               weights: weight?, bias?
-    OP_HEAD_RMS_NORM,  // per head of width head_dim: rms norm with a [head_dim] weight, or one per head   weights: weight
+    OP_HEAD_RMS_NORM,  // per head of width head_dim: rms norm (layer_norm: ggml_norm) with a [head_dim] weight, or one per head   weights: weight
     OP_MATMUL,         // out = a · weightᵀ (+ bias)                                    weights: weight, bias?
     OP_ADD,            // out = a + b
     OP_MUL,            // out = a * b, or without b a * weight (F32, as wide as a row or one value)   weights: weight?

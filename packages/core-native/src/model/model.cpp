@@ -1142,33 +1142,33 @@ void op_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
     }
 }
 
-// ggml's norm (LLM_NORM) then its weight and bias: the mean and the variance about it in F32, as
-// ggml_compute_forward_norm_f32 sums them.
+// ggml's norm (LLM_NORM) of n values, the mean and the variance about it summed as
+// ggml_compute_forward_norm_f32 sums them, then * w + b when given; y may be a.
+void layer_norm_row(const float * a, float * y, int64_t n, float eps, const float * wp, const float * bp) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += static_cast<double>(a[i]);
+    const float mean = static_cast<float>(sum) / static_cast<float>(n);
+    double var = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = a[i] - mean;
+        var += static_cast<double>(y[i] * y[i]);
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(var / static_cast<double>(n)) + eps);
+    for (int64_t i = 0; i < n; i++) {
+        float v = y[i] * scale;
+        if (wp) v *= wp[i];
+        if (bp) v += bp[i];
+        y[i] = v;
+    }
+}
+
 void op_layer_norm(exec_ctx & x, const op_desc & op, size_t oi) {
     const tensor_ref w = x.m.weight(oi, "weight"), b = x.m.weight(oi, "bias");
     const float eps = static_cast<float>(op.param_req("eps"));
     const int64_t n = x.width(op.a), rows = x.rows(op.a);
     const float * wp = w.info ? reinterpret_cast<const float *>(w.data) : nullptr;
     const float * bp = b.info ? reinterpret_cast<const float *>(b.data) : nullptr;
-    for (int64_t t = 0; t < rows; t++) {
-        const float * a = x.ptr(op.a) + t * n;
-        float * y = x.ptr(op.out) + t * x.width(op.out);
-        double sum = 0.0;
-        for (int64_t i = 0; i < n; i++) sum += static_cast<double>(a[i]);
-        const float mean = static_cast<float>(sum) / static_cast<float>(n);
-        double var = 0.0;
-        for (int64_t i = 0; i < n; i++) {
-            y[i] = a[i] - mean;
-            var += static_cast<double>(y[i] * y[i]);
-        }
-        const float scale = 1.0f / std::sqrt(static_cast<float>(var / static_cast<double>(n)) + eps);
-        for (int64_t i = 0; i < n; i++) {
-            float v = y[i] * scale;
-            if (wp) v *= wp[i];
-            if (bp) v += bp[i];
-            y[i] = v;
-        }
-    }
+    for (int64_t t = 0; t < rows; t++) layer_norm_row(x.ptr(op.a) + t * n, x.ptr(op.out) + t * x.width(op.out), n, eps, wp, bp);
 }
 
 // ggml-cpu's GELU (GGML_GELU_FP16): 0 at or below -10, x at or above 10, else the tanh form
@@ -1203,9 +1203,16 @@ void op_head_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
     const float * wp = w.info ? reinterpret_cast<const float *>(w.data) : nullptr;
     const bool per_head = w.info && w.info->n_elements == hd * n_head;  // one weight row per head (a grouped norm)
     const int64_t aw = x.width(op.a), ow = x.width(op.out);
+    // With `layer_norm`, a LayerNorm of each head (ggml_norm, then the weight: Command R+'s q/k norms).
+    const bool ln = op.param("layer_norm", 0) != 0;
     for (int64_t t = 0; t < x.rows(op.a); t++)
-        for (int64_t h = 0; h < n_head; h++)
-            rms_norm_row(x.ptr(op.a) + t * aw + off + h * hd, x.ptr(op.out) + t * ow + off + h * hd, hd, eps, wp && per_head ? wp + h * hd : wp);
+        for (int64_t h = 0; h < n_head; h++) {
+            const float * a = x.ptr(op.a) + t * aw + off + h * hd;
+            float * y = x.ptr(op.out) + t * ow + off + h * hd;
+            const float * wh = wp && per_head ? wp + h * hd : wp;
+            if (ln) layer_norm_row(a, y, hd, eps, wh, nullptr);
+            else rms_norm_row(a, y, hd, eps, wh);
+        }
 }
 
 void op_matmul(exec_ctx & x, const op_desc & op, size_t oi) {
@@ -1249,7 +1256,6 @@ void elementwise(exec_ctx & x, const op_desc & op, F f) {
     }
 }
 
-// out = a * sigmoid(b), one gate per sigmoid_mul_group(op) values.
 // out = a * f(b), f the sigmoid (ggml_sigmoid), or with `softplus` ggml_softplus (Laguna's
 // attention gate): one gate per row, per group of values or per value (sigmoid_mul_group).
 void op_sigmoid_mul(exec_ctx & x, const op_desc & op) {

@@ -28,6 +28,7 @@ import { maple, mellum } from './mellum-maple';
 import { lfm2, lfm2moe } from './lfm2';
 import { qwen3vl, qwen3vlmoe } from './qwen3vl';
 import { cohere2moe } from './cohere2moe';
+import { cohere2, commandR } from './cohere-dense';
 
 const ARCHS = new Map<string, ArchDefinition>();
 
@@ -55,3 +56,5 @@ for (const a of [mellum, maple]) registerArch(a);
 registerArch(grovemoe);
 registerArch(laguna);
 registerArch(cohere2moe);
+registerArch(cohere2);
+registerArch(commandR);

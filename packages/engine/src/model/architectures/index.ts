@@ -4,7 +4,7 @@ import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
 import { buildAfmoe } from './afmoe';
 import { buildBert } from './bert';
-import { buildCohere2Moe } from './cohere2moe';
+import { buildCohere } from './cohere';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildGemma } from './gemma';
 import { buildGemma4 } from './gemma4';
@@ -102,9 +102,12 @@ const ARCHITECTURES: Record<string, Builder> = {
   // own RoPE, a softplus gate per head or per value on the attention, sigmoid + bias experts
   // beside a shared expert.
   laguna: (hp, ts) => buildLaguna(hp, ts),
-  // Cohere's MoE: parallel attention and FFN blocks, NoPE full-attention blocks among sliding
-  // ones, experts averaged with a shared expert, a logit scale.
-  cohere2moe: (hp, ts) => buildCohere2Moe(hp, ts),
+  // Cohere's decoders: parallel attention and FFN blocks, a logit scale. Command R / R+ (per-head
+  // q/k LayerNorms), Command R7B / Command A (NoPE full blocks among sliding ones) and Cohere's
+  // MoE (experts averaged with a shared expert).
+  cohere2moe: (hp, ts) => buildCohere(hp, ts, 'cohere2moe'),
+  cohere2: (hp, ts) => buildCohere(hp, ts, 'cohere2'),
+  'command-r': (hp, ts) => buildCohere(hp, ts, 'command-r'),
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),

@@ -1,6 +1,8 @@
-// Cohere's MoE program (parallel blocks, the norm kind the file's epsilon key says, RoPE on sliding
-// and dense blocks only, the shared expert averaged in, the logit scale) and the metadata its
-// builder refuses, naming the key. Numerics are checked against llama.cpp in
+// The programs of Cohere's decoders: the MoE (parallel blocks, the norm kind the file's epsilon key
+// says, RoPE on sliding and dense blocks only, the shared expert averaged in, the logit scale),
+// Command R7B / Command A (cohere2: NoPE full blocks among sliding ones, a tied head) and Command R /
+// R+ (command-r: per-head q/k LayerNorms from 64 blocks), and the metadata the builder refuses,
+// naming the key. Numerics are checked against llama.cpp in
 // tools/src/parity/parity-moe-families.native.spec.ts.
 import fs from 'node:fs';
 
@@ -60,5 +62,59 @@ describe('cohere2moe program', () => {
     const kv = { ...ln.kv };
     edit(kv);
     expect(() => programOf(kv, ln.tensors)).toThrow(want);
+  });
+});
+
+describe('cohere2 and command-r programs', () => {
+  let c2: ReturnType<typeof testModelFile>;
+  let c2p: ReturnType<typeof testModelFile>;
+  let cr: ReturnType<typeof testModelFile>;
+  let crp: ReturnType<typeof testModelFile>;
+  beforeAll(() => {
+    c2 = testModelFile(dir, 'tiny-cohere2');
+    c2p = testModelFile(dir, 'tiny-cohere2-pattern');
+    cr = testModelFile(dir, 'tiny-command-r');
+    crp = testModelFile(dir, 'tiny-command-r-plus');
+  }, 120_000);
+
+  it('cohere2: 3 sliding blocks of every 4 by default (the 4th full, NoPE), the pattern array when the file has one; dense FFNs; a tied head', () => {
+    const p = programOf(c2.kv, c2.tensors);
+    expect(opsOf(p, 'attention').map((o) => o.params!.window ?? 0)).toEqual([8, 8, 8, 0]);
+    expect(opsOf(p, 'rope')).toHaveLength(6);
+    expect(opsOf(p, 'moe')).toHaveLength(0);
+    expect(p.ops.filter((o) => o.op === 'matmul').at(-1)!.weights!.weight).toBe('token_embd.weight');
+    const q = programOf(c2p.kv, c2p.tensors);
+    const flags = Array.from(c2p.kv['cohere2.attention.sliding_window_pattern'] as ArrayLike<unknown>, Boolean);
+    expect(opsOf(q, 'attention').map((o) => Number(o.params!.window ?? 0) > 0)).toEqual(flags);
+    expect(opsOf(q, 'rope')).toHaveLength(2 * flags.filter(Boolean).length);
+  });
+
+  it('command-r: every block rotates and attends fully; per-head q/k LayerNorms only from 64 blocks', () => {
+    const p = programOf(cr.kv, cr.tensors);
+    expect(opsOf(p, 'rope')).toHaveLength(2 * 4);
+    expect(opsOf(p, 'attention').every((o) => o.params!.window === undefined)).toBe(true);
+    expect(opsOf(p, 'head_rms_norm')).toHaveLength(0);
+    const plus = programOf(crp.kv, crp.tensors);
+    const norms = opsOf(plus, 'head_rms_norm');
+    expect(norms).toHaveLength(2 * 64);
+    expect(norms.every((o) => o.params!.layer_norm === 1)).toBe(true);
+    expect(norms.slice(0, 2).map((o) => o.weights!.weight)).toEqual(['blk.0.attn_q_norm.weight', 'blk.0.attn_k_norm.weight']);
+  });
+
+  it.each<[string, () => [ReturnType<typeof testModelFile>, (kv: Record<string, GgufValue>) => void], RegExp]>([
+    ['a cohere2 file without logit_scale', () => [c2, (kv) => delete kv['cohere2.logit_scale']], /lacks metadata 'cohere2\.logit_scale'/],
+    ['a cohere2 file without a window', () => [c2, (kv) => delete kv['cohere2.attention.sliding_window']], /lacks metadata 'cohere2\.attention\.sliding_window'/],
+    ['a command-r file without its LayerNorm epsilon', () => [cr, (kv) => delete kv['command-r.attention.layer_norm_epsilon']], /lacks metadata 'command-r\.attention\.layer_norm_epsilon'/],
+  ])('refuses %s, naming the key', (_what, get, want) => {
+    const [f, edit] = get();
+    const kv = { ...f.kv };
+    edit(kv);
+    expect(() => programOf(kv, f.tensors)).toThrow(want);
+  });
+
+  it('refuses a Command R+ file without its q/k norms', () => {
+    const tensors = new Map(crp.tensors);
+    tensors.delete('blk.3.attn_k_norm.weight');
+    expect(() => programOf(crp.kv, tensors)).toThrow(/blk\.3\.attn_k_norm\.weight/);
   });
 });
