@@ -191,6 +191,8 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-grovemoe', type: 'Q4_K_M' },
   { preset: 'tiny-laguna', type: 'F32' },
   { preset: 'tiny-cohere2moe-rms', type: 'F32' },
+  { preset: 'tiny-cohere2-pattern', type: 'F32' },
+  { preset: 'tiny-command-r', type: 'Q8_0' },
   { preset: 'tiny-exaone-moe', type: 'F32' },
   { preset: 'tiny-afmoe', type: 'F32' },
   { preset: 'tiny-mistral4', type: 'F32' },
