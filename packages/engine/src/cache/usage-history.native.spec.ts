@@ -69,6 +69,32 @@ describe('usage history', () => {
     expect(h2.tokens).toBeCloseTo((2 * PROMPT.length + 7) * 1.5, 6); // decay 0.5
   }, 120_000);
 
+  it('warms the stream layers the counted MoE layers are (GroveMoE: chunk experts stream between them, uncounted)', async () => {
+    const file = writeTestModel(dir, 'tiny-grovemoe', 'Q4_K');
+    const hist = path.join(dir, 'grove');
+    const base: LoadModelOptions = { threads: 2, nCtx: 128, nBatch: 32 };
+    const p = planModel(file, { ...base, ramBytes: 2 ** 40, ramReserveBytes: 0 });
+    // 4 blocks: 4 counted MoE layers of 8 experts, 8 stream layers (routed, chunk, routed, ...).
+    expect(p.nMoeLayers).toBe(8);
+    const opts: LoadModelOptions = { ...base, ramReserveBytes: 0, ramBytes: p.fixedBytes + 3 * p.nMoeLayers * p.expertEntryBytes, usageHistoryDir: hist };
+    const runs: { tokens: number[]; note: string; warmUsed: number; warmReads: number }[] = [];
+    for (let i = 0; i < 2; i++) {
+      const m = EngineModel.load(file, opts);
+      try {
+        if (i === 1) expect(await m.warmed(10_000)).toBe(true);
+        const r = await generate(m, PROMPT, { maxTokens: 8, sampling: { temperature: 0 } });
+        const st = m.runtime.stats().stream!;
+        runs.push({ tokens: r.tokens, note: m.usageHistoryNote, warmUsed: st.warmUsed, warmReads: st.warmReads });
+      } finally {
+        m.close();
+      }
+    }
+    expect(runs[1].note).toMatch(/^warming \d+ of \d+ experts used in 1 earlier run/);
+    expect(runs[1].warmReads).toBeGreaterThan(0);
+    expect(runs[1].warmUsed).toBeGreaterThan(0);
+    expect(runs[1].tokens).toEqual(runs[0].tokens);
+  }, 120_000);
+
   it('ignores a broken history file (says why) and still runs', async () => {
     const file = writeTestModel(dir, 'tiny-qwen3moe', 'Q4_K');
     const hist = path.join(dir, 'broken');

@@ -192,6 +192,23 @@ export interface ModelSummary {
 
 export const isExpertTensor = (name: string) => /\.ffn_(gate|up|down|gate_up)_(ch)?exps\./.test(name);
 
+/**
+ * For each MoE layer the routing counts use (a `moe` op's moe_layer), its layer in the expert
+ * stream (the `moe` ops in program order). They differ where a `moe` op is not counted (GroveMoE's
+ * chunk experts stream as layers of their own).
+ */
+export function moeStreamLayers(program: ModelProgram): number[] {
+  const out: number[] = [];
+  let s = 0;
+  for (const op of program.ops) {
+    if (op.op !== 'moe') continue;
+    const ml = op.params?.moe_layer;
+    if (typeof ml === 'number' && ml >= 0) out[ml] = s;
+    s++;
+  }
+  return out;
+}
+
 export function summarize(file: NativeGgufFile): ModelSummary {
   const arch = String(file.metadata['general.architecture'] ?? 'unknown');
   const md = new Metadata(file.metadata, arch);
@@ -542,8 +559,11 @@ export class EngineModel {
       return;
     }
     const w = warmOrder(h);
+    // (The history counts MoE layers as the routing statistics do; the stream numbers its own.)
+    const streamOf = moeStreamLayers(this.program);
+    const layers = Int32Array.from(w.layers, (l) => streamOf[l] ?? l);
     try {
-      this.runtime.warmExperts(w.layers, w.experts, w.shares);
+      this.runtime.warmExperts(layers, w.experts, w.shares);
     } catch (e) {
       throw toEngineError(e);
     }

@@ -5,7 +5,7 @@ import { common, engine as pb } from '@kailstream/proto';
 import { EngineError, toEngineError } from '../errors';
 import { formatBytes } from '../model/byte-size';
 import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
-import { EngineModel, availableMemoryBytes, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
+import { EngineModel, availableMemoryBytes, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
 import { parseGbnf } from '../sampling/gbnf';
@@ -1087,9 +1087,10 @@ function modelTelemetry(id: string, m: Loaded): pb.ModelTelemetry {
   }
   const nExpert = m.model.program.nExpert;
   const blocks = moeBlocks(m.model);
+  const streamOf = moeStreamLayers(m.model.program);
   const experts: pb.LayerExpertCounts[] = [];
   for (let l = 0; l < m.model.program.nMoeLayers; l++)
-    experts.push({ layer: blocks[l] ?? l, counts: Array.from(ns.expertCounts.subarray(l * nExpert, (l + 1) * nExpert)), resident: residentExperts(ns.stream, l, nExpert) });
+    experts.push({ layer: blocks[l] ?? l, counts: Array.from(ns.expertCounts.subarray(l * nExpert, (l + 1) * nExpert)), resident: residentExperts(ns.stream, streamOf[l] ?? l, nExpert) });
   const x = st.speculative;
   const slots = m.engine.slotStates().map((s): pb.SlotState => ({
     ...s,
