@@ -9,6 +9,10 @@
 //   node tools/src/parity/llama-ref.mjs generate --model M.gguf --text "Hi" --max-tokens 16
 //       [--grammar-file G.gbnf [--ban 5,9]]: the greedy choice among the tokens llama.cpp's
 //       grammar allows (less the banned ones), ending at end of generation
+//   node tools/src/parity/llama-ref.mjs generate --model M.gguf --jobs gen.json
+//       gen.json: [{"tokens": [1, 2], "max-tokens": 16, "grammar-file": "G.gbnf", "ban": [5, 9],
+//       "stop-at-eog": false}, ...]: the same generations, one after another on one loaded model
+//       (each from a cleared context), as {"results": [{"prompt", "tokens", "eog", "text"}, ...]}
 //   node tools/src/parity/llama-ref.mjs embed --model M.gguf --tokens 1,2,3 | --tokens-file inputs.json
 //       llama.cpp's pooled embedding (not normalized) of the tokens, {"embedding": [...]}, or of
 //       each token sequence in inputs.json, {"embeddings": [[...], ...]}
@@ -381,14 +385,27 @@ async function main(argv) {
   let tokens;
   if (v.tokens !== undefined) tokens = parseTokenList(v.tokens);
   else if (v['tokens-file'] !== undefined) tokens = parseTokenList(fs.readFileSync(v['tokens-file'], 'utf8'));
-  const wantTokens = command === 'logits' || command === 'generate' || command === 'detokenize';
+  // generate --jobs: many generations on one loaded model (see the header).
+  let jobs;
+  if (command === 'generate' && v.jobs !== undefined) {
+    jobs = JSON.parse(fs.readFileSync(v.jobs, 'utf8'));
+    if (!Array.isArray(jobs) || jobs.length === 0) throw new Error('--jobs must hold a non-empty JSON array');
+    jobs = jobs.map((j, i) => {
+      const n = j['max-tokens'] ?? 16;
+      if (!Array.isArray(j.tokens) || j.tokens.length === 0 || !j.tokens.every(Number.isInteger)) throw new Error(`job ${i}: "tokens" must be a non-empty array of token ids`);
+      if (!Number.isInteger(n) || n <= 0) throw new Error(`job ${i}: "max-tokens" must be a positive integer`);
+      if (j.ban !== undefined && !(Array.isArray(j.ban) && j.ban.every(Number.isInteger))) throw new Error(`job ${i}: "ban" must be an array of token ids`);
+      return { tokens: j.tokens, maxTokens: n, grammarFile: j['grammar-file'], ban: j.ban ?? [], stopAtEog: !!j['stop-at-eog'] };
+    });
+  }
+  const wantTokens = command === 'logits' || (command === 'generate' && !jobs) || command === 'detokenize';
   const maxTokens = int('max-tokens', 16);
-  const promptLen = tokens?.length ?? 0;
+  const promptLen = jobs ? Math.max(...jobs.map((j) => j.tokens.length + j.maxTokens)) : tokens?.length ?? 0;
   const handle = await openModel(v.model, {
     threads: int('threads', 2),
     kv: v.kv ?? 'f32',
     flashAttention: v['flash-attention'] ?? 'off',
-    ctx: int('ctx', Math.max(512, Math.ceil((promptLen + (command === 'generate' ? maxTokens : 0) + 256) / 256) * 256)),
+    ctx: int('ctx', Math.max(512, Math.ceil((promptLen + (command === 'generate' && !jobs ? maxTokens : 0) + 256) / 256) * 256)),
     batch: int('batch', undefined),
     verbose: v.verbose,
   });
@@ -407,18 +424,27 @@ async function main(argv) {
       return;
     }
     if (command === 'generate') {
-      const t0 = performance.now();
-      const out = v['grammar-file']
-        ? await generateGrammar(handle, tokens, fs.readFileSync(v['grammar-file'], 'utf8'), { maxTokens, ban: v.ban ? parseTokenList(v.ban) : [] })
-        : await generateGreedy(handle, tokens, { maxTokens, stopAtEog: v['stop-at-eog'] });
-      console.log(JSON.stringify({
-        prompt: tokens,
-        tokens: out,
-        eog: out.length > 0 && handle.model.isEogToken(out[out.length - 1]),
-        text: detokenize(handle, out, { special: true }),
-        seconds: (performance.now() - t0) / 1000,
-        settings: handle.settings,
-      }));
+      const generate = async (prompt, { maxTokens: n, grammarFile, ban, stopAtEog }) => {
+        const t0 = performance.now();
+        const out = grammarFile
+          ? await generateGrammar(handle, prompt, fs.readFileSync(grammarFile, 'utf8'), { maxTokens: n, ban })
+          : await generateGreedy(handle, prompt, { maxTokens: n, stopAtEog });
+        return {
+          prompt,
+          tokens: out,
+          eog: out.length > 0 && handle.model.isEogToken(out[out.length - 1]),
+          text: detokenize(handle, out, { special: true }),
+          seconds: (performance.now() - t0) / 1000,
+        };
+      };
+      if (jobs) {
+        const results = [];
+        for (const j of jobs) results.push(await generate(j.tokens, j));
+        console.log(JSON.stringify({ results, settings: handle.settings }));
+        return;
+      }
+      const r = await generate(tokens, { maxTokens, grammarFile: v['grammar-file'], ban: v.ban ? parseTokenList(v.ban) : [], stopAtEog: v['stop-at-eog'] });
+      console.log(JSON.stringify({ ...r, settings: handle.settings }));
       return;
     }
     const t0 = performance.now();

@@ -222,3 +222,33 @@ export async function llamaGenerateGreedy(
   if (opts.stopAtEog) args.push('--stop-at-eog');
   return runLlamaRef<{ tokens: number[]; text: string }>(args, opts.timeoutMs);
 }
+
+/** One generation of `llamaGenerateMany`: greedy, under a GBNF grammar file where one is given. */
+export interface LlamaGenerateJob {
+  tokens: number[];
+  maxTokens?: number;
+  grammarFile?: string;
+  /** Token ids llama.cpp may never pick (a logit bias of -infinity). */
+  ban?: number[];
+  stopAtEog?: boolean;
+}
+
+/**
+ * Several generations on one loaded model, in one harness process (starting the harness and
+ * loading llama.cpp cost more than a short generation): each from a cleared context.
+ */
+export async function llamaGenerateMany(
+  model: string,
+  jobs: LlamaGenerateJob[],
+  opts: LlamaRefOptions = {},
+): Promise<{ prompt: number[]; tokens: number[]; eog: boolean; text: string }[]> {
+  const { dir, out } = tempPrefix();
+  try {
+    const file = `${out}-jobs.json`;
+    fs.writeFileSync(file, JSON.stringify(jobs.map((j) => ({ tokens: j.tokens, 'max-tokens': j.maxTokens, 'grammar-file': j.grammarFile, ban: j.ban, 'stop-at-eog': j.stopAtEog }))));
+    const r = await runLlamaRef<{ results: { prompt: number[]; tokens: number[]; eog: boolean; text: string }[] }>(['generate', '--model', model, '--jobs', file, ...optionArgs(opts)], opts.timeoutMs);
+    return r.results;
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -15,7 +15,7 @@ import { EngineModel, LocalModelHost } from '@kailstream/engine';
 
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
-import { runLlamaRef } from './llama-ref';
+import { llamaGenerateMany } from './llama-ref';
 import { tokenIds as randomTokenIds } from './metrics';
 
 const GRAMMARS: Record<string, string> = {
@@ -62,6 +62,9 @@ describe("GBNF grammars against llama.cpp's grammar sampler (greedy)", () => {
   let dir: string;
   const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256 });
   const banned: Record<string, number[]> = {};
+  // Per preset and grammar, the two prompts' grammars and llama.cpp's generations (one harness
+  // process per preset runs them all: starting it costs more than the generations).
+  const cases: Record<string, Record<string, { grammar: string; prompts: number[][]; refs: { tokens: number[]; eog: boolean }[] }>> = {};
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-gbnf-'));
     for (const p of PRESETS) {
@@ -71,8 +74,21 @@ describe("GBNF grammars against llama.cpp's grammar sampler (greedy)", () => {
       const m = EngineModel.load(file, { threads: 1, nCtx: 16 });
       banned[p] = misreadTokens(Array.from({ length: m.tokenizer.nTokens }, (_, id) => m.tokenizer.tokenToPiece(id, { special: true })));
       m.close();
+      const nVocab = getPreset(p).config.vocabSize;
+      cases[p] = {};
+      const jobs = [];
+      for (const [name, text] of Object.entries(GRAMMARS)) {
+        const grammar = text.replace('TOK', String(tokenIds(1, nVocab, 99)[0]));
+        const grammarFile = path.join(dir, `${p}-${name}.gbnf`);
+        fs.writeFileSync(grammarFile, grammar);
+        const prompts = [1, 2].map((seed) => tokenIds(6, nVocab, seed * 7 + name.length));
+        cases[p][name] = { grammar, prompts, refs: [] };
+        for (const tokens of prompts) jobs.push({ name, tokens, maxTokens: MAX_TOKENS, grammarFile, ban: banned[p] });
+      }
+      const refs = await llamaGenerateMany(file, jobs, { timeoutMs: 240_000 });
+      jobs.forEach((j, i) => cases[p][j.name].refs.push(refs[i]));
     }
-  }, 120_000);
+  }, 360_000);
   afterAll(async () => {
     await host.close();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
@@ -93,22 +109,15 @@ describe("GBNF grammars against llama.cpp's grammar sampler (greedy)", () => {
   }
 
   for (const preset of PRESETS)
-    for (const [name, text] of Object.entries(GRAMMARS))
+    for (const name of Object.keys(GRAMMARS))
       it(`${preset}: ${name}`, async () => {
-        const nVocab = getPreset(preset).config.vocabSize;
-        const grammar = text.replace('TOK', String(tokenIds(1, nVocab, 99)[0]));
-        const file = path.join(dir, `${name}.gbnf`);
-        fs.writeFileSync(file, grammar);
-        for (const seed of [1, 2]) {
-          const prompt = tokenIds(6, nVocab, seed * 7 + name.length);
-          const ref = await runLlamaRef<{ tokens: number[]; eog: boolean }>(
-            ['generate', '--model', path.join(dir, `${preset}.gguf`), '--tokens', prompt.join(','), '--max-tokens', String(MAX_TOKENS), '--grammar-file', file, '--ban', banned[preset].join(',')],
-            120_000,
-          );
+        const { grammar, prompts, refs } = cases[preset][name];
+        expect(refs).toHaveLength(prompts.length);
+        for (const [i, prompt] of prompts.entries()) {
           const ours = await kail(preset, prompt, grammar);
           // Both list the end-of-generation token that ended the output (kail's finish reason is then stop).
-          expect({ prompt, tokens: ours.tokens, eog: ours.eog }).toEqual({ prompt, tokens: ref.tokens, eog: ref.eog });
+          expect({ prompt, tokens: ours.tokens, eog: ours.eog }).toEqual({ prompt, tokens: refs[i].tokens, eog: refs[i].eog });
           expect(ours.tokens.length).toBeGreaterThan(3);
         }
-      }, 300_000);
+      }, 120_000);
 });
