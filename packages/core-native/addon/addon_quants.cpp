@@ -1,6 +1,7 @@
 // Tensor-type kernels for tests and benchmarks: quantize, dequantize, matmul.
 #include "addon_common.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <mutex>
@@ -48,7 +49,8 @@ kail::threadpool * pool_for(int n_threads) {
     return pools[n_threads].get();
 }
 
-// quantize(type, data: Float32Array): Uint8Array
+// quantize(type, data: Float32Array, threads = 1): Uint8Array. Every format quantizes block by
+// block, so slices of whole blocks on several threads give the same bytes as one thread.
 Napi::Value quantize(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     return guarded(env, [&]() -> Napi::Value {
@@ -61,8 +63,28 @@ Napi::Value quantize(const Napi::CallbackInfo & info) {
         if (n % bs != 0)
             throw make_error(env, "KAIL_E_INVALID_ARG", std::string(kail::type_name(type)) + ": data length " + std::to_string(n) +
                                                             " is not a multiple of the block size " + std::to_string(bs));
+        int threads = 1;
+        if (info.Length() > 2 && !info[2].IsUndefined()) {
+            const int64_t t = arg_count(info, 2, "threads");
+            if (t < 1 || t > 1024) throw make_error(env, "KAIL_E_INVALID_ARG", "quantize: threads must be 1 to 1024, got " + std::to_string(t));
+            threads = static_cast<int>(t);
+        }
         Napi::Uint8Array out = Napi::Uint8Array::New(env, kail::row_size(type, n));
-        kail::quantize_row(type, src.Data(), out.Data(), n);
+        // (Slices of at least 64 Ki values: below that, handing them out costs more than it saves.)
+        const int64_t slice = std::max<int64_t>(1, (int64_t{1} << 16) / bs) * bs;
+        const int64_t n_slices = (n + slice - 1) / slice;
+        kail::threadpool * pool = threads > 1 && n_slices > 1 ? pool_for(std::min(threads, 64)) : nullptr;
+        const float * x = src.Data();
+        uint8_t * y = out.Data();
+        const size_t slice_bytes = kail::row_size(type, slice);
+        auto run = [&](int64_t b, int64_t e, int) {
+            for (int64_t i = b; i < e; i++) {
+                const int64_t n0 = i * slice;
+                kail::quantize_row(type, x + n0, y + static_cast<size_t>(i) * slice_bytes, std::min(slice, n - n0));
+            }
+        };
+        if (pool) pool->parallel_for(n_slices, run, 1);
+        else run(0, n_slices, 0);
         return out;
     });
 }

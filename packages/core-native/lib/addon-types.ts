@@ -379,8 +379,8 @@ export interface AddonModel {
 }
 
 export interface AddonQuants {
-  /** Quantizes floats to a ggml type id; returns the blocks. */
-  quantize(type: number, data: Float32Array): Uint8Array;
+  /** Quantizes floats to a ggml type id; returns the blocks. `threads` (default 1) quantizes slices of whole blocks in parallel: the same bytes. */
+  quantize(type: number, data: Float32Array, threads?: number): Uint8Array;
   /** Dequantizes n values of a ggml type. */
   dequantize(type: number, data: Uint8Array, n: number): Float32Array;
   matmul(type: number, weights: Uint8Array, rows: number, cols: number, x: Float32Array, n: number): Float32Array;

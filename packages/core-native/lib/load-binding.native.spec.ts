@@ -16,6 +16,33 @@ describe('native addon', () => {
     }
   });
 
+  it('quantizes in slices on several threads to the same bytes as on one, for every format it writes', () => {
+    const addon = loadBinding();
+    // 700 blocks of 256 (or 5600 of 32): two whole 64 Ki-value slices and a partial one.
+    const n = 256 * 700;
+    const x = new Float32Array(n);
+    let s = 12345;
+    for (let i = 0; i < n; i++) {
+      s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+      x[i] = ((s / 2 ** 32) * 2 - 1) * (i % 997 === 0 ? 40 : 1);
+    }
+    x.fill(0, 1000, 1300);
+    let formats = 0;
+    for (let type = 0; type < 64; type++) {
+      let one: Uint8Array;
+      try {
+        one = addon.quantize(type, x);
+      } catch (e) {
+        expect((e as { code?: string }).code).toMatch(/KAIL_E_(UNSUPPORTED|INVALID_ARG)/);
+        continue;
+      }
+      formats++;
+      for (const threads of [2, 3]) expect(Buffer.from(addon.quantize(type, x, threads)).equals(Buffer.from(one))).toBe(true);
+    }
+    expect(formats).toBeGreaterThanOrEqual(20);
+    expect(() => addon.quantize(8, x, 0)).toThrow(/threads/);
+  });
+
   it('fails with one error listing every attempt when nothing loads', () => {
     const env = { KAIL_NATIVE_PATH: '/nonexistent/kail_native.node' };
     expect(bindingCandidates(env)[0].path).toBe('/nonexistent/kail_native.node');
