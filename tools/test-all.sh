@@ -6,6 +6,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export NX_DAEMON=false NX_NO_CLOUD=true NEXT_TELEMETRY_DISABLED=1 NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
 rm -rf .test-results && mkdir -p .test-results
+# The suites write the same small models many times: the GGUF writer keeps one copy of each recipe
+# here for this run only (tools/src/models/file-cache.ts), emptied now and when the run ends.
+export KAIL_TEST_MODEL_CACHE="$PWD/.test-results/model-cache"
+trap 'rm -rf "$KAIL_TEST_MODEL_CACHE"' EXIT
 status=0
 step() {
   printf '\n\033[1m== %s\033[0m\n' "$1"

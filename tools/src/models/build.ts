@@ -13,6 +13,7 @@ import { resolveDequantizer, resolveQuantizer } from './quantizer';
 import type { DequantizeFn, QuantizeFn } from './quantizer';
 import { hashSeed, Xoshiro128 } from './rng';
 import { buildVocab, writeVocab } from './vocab';
+import { cachedFile, stableKeyText } from './file-cache';
 
 /** Version of the weight recipe; bump when the values a seed produces change. */
 export const WEIGHT_RECIPE_VERSION = 2;
@@ -277,6 +278,19 @@ class Progress {
 
 /** Writes the model on this thread. */
 export function writeModel(opts: WriteModelOptions): WriteModelResult {
+  // (Test runs only, where KAIL_TEST_MODEL_CACHE is set: see file-cache.ts. The progress callback
+  // does not change the bytes; a quantizer of the caller's own does, so it is never cached.)
+  const { out, onTensor: _progress, quantize, ...recipe } = opts;
+  const recipeText = quantize ? null : stableKeyText(recipe);
+  const t0 = performance.now();
+  const r = cachedFile(recipeText === null ? null : `writeModel/1 ${recipeText}`, out, () => {
+    const w = writeModelNow(opts);
+    return { bytes: w.bytes, params: w.params, tensors: w.tensors };
+  });
+  return { ...r, path: out, seconds: (performance.now() - t0) / 1000, config: planWithSimulation(opts).config };
+}
+
+function writeModelNow(opts: WriteModelOptions): WriteModelResult {
   const t0 = performance.now();
   const { config: c, tensors } = planWithSimulation(opts);
   const encoder = new UnitEncoder(opts.seed, tensors, opts.quantize, opts.expertPool ?? 0);
