@@ -1,5 +1,5 @@
 import { Command, CommanderError } from 'commander';
-import { VERSION } from '@kailstream/engine';
+import { VERSION } from '@kailstream/engine/core';
 
 import { registerVersion } from './commands/version';
 import { registerServe } from './commands/serve';

@@ -22,7 +22,7 @@ function nativeAddon(): NativeWithQuantize {
   try {
     // Loaded lazily: float files need neither the engine build nor the addon.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const engine = require('@kailstream/engine') as { native: () => unknown };
+    const engine = require('@kailstream/engine/core') as { native: () => unknown };
     return engine.native() as NativeWithQuantize;
   } catch (e) {
     throw new Error(`quantized types need the native addon through @kailstream/engine: ${(e as Error).message}`);

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { Command } from 'commander';
-import { readRoutingTrace, simulateCache } from '@kailstream/engine';
+import { readRoutingTrace, simulateCache } from '@kailstream/engine/core';
 
 interface CacheSimOpts {
   trace: string;

@@ -3,7 +3,7 @@
 // --embd-normalize says, in llama-embedding's text form, or as JSON (--embd-output-format).
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { BatchEngine, EngineModel, embdCosine as cosine, embdNormalize } from '@kailstream/engine';
+import { BatchEngine, EngineModel, embdCosine as cosine, embdNormalize } from '@kailstream/engine/core';
 
 const POOLINGS = ['none', 'mean', 'cls', 'last'] as const;
 type Pooling = (typeof POOLINGS)[number];

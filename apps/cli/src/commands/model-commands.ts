@@ -45,8 +45,7 @@ import {
   compileJsonSchema,
   isEncoderArchitecture,
   kvTypesFromFlags,
-} from '@kailstream/engine';
-import { getPreset, writeModel, WEIGHT_RECIPE_VERSION } from '@kailstream/tools';
+} from '@kailstream/engine/core';
 
 import { createProgress, type Progress } from '../progress';
 import { dataDir } from '../paths';
@@ -267,6 +266,9 @@ function specLine(s: SpeculativeStats): string {
 
 /** The built-in default model: a tiny Qwen3-MoE the project writes itself (no download). */
 export function ensureDemoModel(dir: string, log: (l: string) => void): string {
+  // (The writer is loaded here, for --demo only.)
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { getPreset, writeModel, WEIGHT_RECIPE_VERSION } = require('@kailstream/tools') as typeof import('@kailstream/tools');
   const file = path.join(dir, 'models', `kail-demo-tiny-qwen3moe-f32-r${WEIGHT_RECIPE_VERSION}.gguf`);
   if (fs.existsSync(file)) return file;
   fs.mkdirSync(path.dirname(file), { recursive: true });

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { formatBytes, hardwareProfilePath, measureHardware, parseByteSize, readHardwareProfile, writeHardwareProfile, type HardwareProfile } from '@kailstream/engine';
+import { formatBytes, hardwareProfilePath, measureHardware, parseByteSize, readHardwareProfile, writeHardwareProfile, type HardwareProfile } from '@kailstream/engine/core';
 
 import { dataDir } from '../paths';
 

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 import type { Command } from 'commander';
-import { AUTH_TOKEN_ENV, bearerClientOptions, common, scheduler as spb } from '@kailstream/proto';
+import type { scheduler as spb } from '@kailstream/proto';
 
 import { dataDir } from '../paths';
 import { isAlive, readServeState } from '../serve-state';
@@ -31,12 +31,22 @@ export interface PsReport {
   };
 }
 
+/**
+ * grpc-js and the generated contracts, loaded when ps asks the scheduler: they take longer to load
+ * than most kail commands take to run, so no command pays for them unless it talks gRPC.
+ */
+function rpc(): { grpc: typeof import('@grpc/grpc-js'); proto: typeof import('@kailstream/proto') } {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  return { grpc: require('@grpc/grpc-js') as typeof import('@grpc/grpc-js'), proto: require('@kailstream/proto') as typeof import('@kailstream/proto') };
+  /* eslint-enable @typescript-eslint/no-require-imports */
+}
+
 function unary<Req, Res>(
   fn: (req: Req, md: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Res) => void) => unknown,
   req: Req,
   timeoutMs: number,
 ): Promise<Res> {
-  return new Promise((resolve, reject) => fn(req, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (e, r) => (e ? reject(e) : resolve(r))));
+  return new Promise((resolve, reject) => fn(req, new (rpc().grpc.Metadata)(), { deadline: Date.now() + timeoutMs }, (e, r) => (e ? reject(e) : resolve(r))));
 }
 
 /** First message of a server stream within timeoutMs (then cancels), or undefined. */
@@ -62,7 +72,8 @@ function firstOf<T>(open: () => grpc.ClientReadableStream<T>, timeoutMs: number,
 }
 
 async function askScheduler(address: string, token: string | undefined, timeoutMs: number): Promise<NonNullable<PsReport['scheduler']>> {
-  const c = new spb.SchedulerServiceClient(address, grpc.credentials.createInsecure(), bearerClientOptions(token));
+  const { grpc: g, proto } = rpc();
+  const c = new proto.scheduler.SchedulerServiceClient(address, g.credentials.createInsecure(), proto.bearerClientOptions(token));
   const out: NonNullable<PsReport['scheduler']> = { engines: [], models: [], tiers: [], kv: [] };
   try {
     const [eng, models] = await Promise.all([
@@ -71,7 +82,7 @@ async function askScheduler(address: string, token: string | undefined, timeoutM
     ]);
     const now = Date.now();
     out.engines = eng.engines.map((e) => ({
-      engineId: e.engineId, address: e.address, status: common.servingStatusToJSON(e.status).replace('SERVING_STATUS_', ''),
+      engineId: e.engineId, address: e.address, status: proto.common.servingStatusToJSON(e.status).replace('SERVING_STATUS_', ''),
       models: e.models, running: e.running, lastSeenMsAgo: e.lastSeenUnixMs > 0 ? Math.round(now - e.lastSeenUnixMs) : null,
     }));
     out.models = models.models.map((m) => ({
@@ -111,7 +122,8 @@ async function askScheduler(address: string, token: string | undefined, timeoutM
 
 /** The gRPC bearer token: $KAIL_GRPC_TOKEN, else the one `kail serve` keeps in the data directory (bound beyond loopback). */
 function grpcTokenOf(dir: string): string | undefined {
-  if (process.env[AUTH_TOKEN_ENV]) return process.env[AUTH_TOKEN_ENV];
+  const env = rpc().proto.AUTH_TOKEN_ENV;
+  if (process.env[env]) return process.env[env];
   try {
     return fs.readFileSync(path.join(dir, 'grpc-token'), 'utf8').trim() || undefined;
   } catch {

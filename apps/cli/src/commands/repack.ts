@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { Command } from 'commander';
-import { EXPERT_PACK_EXT, formatBytes, readPackHeader, repackModel } from '@kailstream/engine';
+import { EXPERT_PACK_EXT, formatBytes, readPackHeader, repackModel } from '@kailstream/engine/core';
 import fs from 'node:fs';
 
 export function registerRepack(program: Command): void {

@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { AUTH_TOKEN_ENV, parseDurationMs } from '@kailstream/proto';
 
 import { dataDir, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
-import { EngineKeeper, freePort, Supervisor } from '../supervisor';
-import { parseLoraFlags } from '@kailstream/engine';
+// (The supervisor and the contracts load grpc-js: required when serve runs, not for every command.)
+import type { Supervisor } from '../supervisor';
+import { parseLoraFlags } from '@kailstream/engine/core';
 import { addCacheTypeOptions, CACHE_TYPE_HELP } from './model-commands';
 
 export interface ServeOptions {
@@ -87,6 +87,10 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
   if (opts.pooling !== undefined && !['none', 'mean', 'cls', 'last'].includes(opts.pooling)) throw new Error(`--pooling must be none, mean, cls or last, got '${opts.pooling}'`);
   const dir = dataDir(opts.dataDir);
   fs.mkdirSync(dir, { recursive: true });
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { EngineKeeper, freePort, Supervisor } = require('../supervisor') as typeof import('../supervisor');
+  const { AUTH_TOKEN_ENV } = require('@kailstream/proto') as typeof import('@kailstream/proto');
+  /* eslint-enable @typescript-eslint/no-require-imports */
   const sup = new Supervisor(log);
   const node = process.execPath;
   try {
@@ -173,7 +177,8 @@ export function registerServe(program: Command): void {
     .option('--no-web', 'do not start the web console')
     .option('--no-load-on-demand', "do not load a model from <data dir>/models when a request names one that is not loaded")
     .option('--keep-alive <duration>', "how long a model loaded on demand stays after its last request, as Ollama's keep_alive: 5m, 1h, 30s, 0, -1 = until unloaded (default 5m)", (v: string) => {
-      const ms = parseDurationMs(v);
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const ms = (require('@kailstream/proto') as typeof import('@kailstream/proto')).parseDurationMs(v);
       if (Number.isNaN(ms)) throw new Error(`--keep-alive must be a duration such as 5m, 1h30m, 30s, 0 or -1, got '${v}'`);
       // Negative, or a thousand years and more: until unloaded.
       return ms < 0 || ms >= 1000 * 365.25 * 24 * 3_600_000 ? -1 : Math.round(ms);

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { VERSION, systemInfo } from '@kailstream/engine';
+import { VERSION, systemInfo } from '@kailstream/engine/core';
 
 export function registerVersion(program: Command): void {
   program
