@@ -283,11 +283,13 @@ export function writeModel(opts: WriteModelOptions): WriteModelResult {
   const { out, onTensor: _progress, quantize, ...recipe } = opts;
   const recipeText = quantize ? null : stableKeyText(recipe);
   const t0 = performance.now();
+  let written: WriteModelResult | undefined;
   const r = cachedFile(recipeText === null ? null : `writeModel/1 ${recipeText}`, out, () => {
-    const w = writeModelNow(opts);
-    return { bytes: w.bytes, params: w.params, tensors: w.tensors };
+    written = writeModelNow(opts);
+    return { bytes: written.bytes, params: written.params, tensors: written.tensors };
   });
-  return { ...r, path: out, seconds: (performance.now() - t0) / 1000, config: planWithSimulation(opts).config };
+  // (A copy from the cache: the plan's config, which the file was written from.)
+  return written ?? { ...r, path: out, seconds: (performance.now() - t0) / 1000, config: planWithSimulation(opts).config };
 }
 
 function writeModelNow(opts: WriteModelOptions): WriteModelResult {
