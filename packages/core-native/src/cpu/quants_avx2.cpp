@@ -411,6 +411,10 @@ struct iq4_xs_dec {
 // each 32-weight vector. IQ1 weights are (grid + delta) with grid in {-1, 0, 1} and delta +-1/8:
 // 8 * grid +- 1 is an exact odd integer, so the dot is integer as for the others and d carries the
 // 1/8. Same integer sums as quants_iq.cpp's scalar dots.
+// Indices, signs and scales are read in 32- or 64-bit words and cut with shifts: reading them as
+// uint16_t / byte arrays let the compiler do the arithmetic in 16-bit registers, and IQ2_XS ran at
+// 1.8 GB/s against IQ2_XXS's 4.8 (`bench-matmul`, 2048 x 4096, 1 thread, AMD EPYC with AVX-512);
+// with words, 4.7 (IQ1_M 1.4 -> 2.2).
 
 // Byte masks (0xFF = minus) for a sign byte, and for the 7 stored bits of the even-parity rule.
 struct sign_tables {
@@ -485,9 +489,9 @@ template <bool VNNI>
 struct iq2_xs_dec : iq_dec<block_iq2_xs, iq2_xs_dec<VNNI>> {
     static KAIL_INLINE float mul(const block_iq2_xs & b) { return 0.125f * _cvtsh_ss(b.d); }
     static KAIL_INLINE void sub(const block_iq2_xs & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
-        const uint16_t * q = b.qs + 4 * ib;
-        iq_vec(iq2xs_grid[q[0] & 511], iq2xs_grid[q[1] & 511], iq2xs_grid[q[2] & 511], iq2xs_grid[q[3] & 511],
-               kSigns.even[q[0] >> 9], kSigns.even[q[1] >> 9], kSigns.even[q[2] >> 9], kSigns.even[q[3] >> 9], u, sg);
+        const uint32_t a = iq_load32(b.qs + 4 * ib), c = iq_load32(b.qs + 4 * ib + 2);
+        iq_vec(iq2xs_grid[a & 511], iq2xs_grid[(a >> 16) & 511], iq2xs_grid[c & 511], iq2xs_grid[(c >> 16) & 511],
+               kSigns.even[(a >> 9) & 127], kSigns.even[a >> 25], kSigns.even[(c >> 9) & 127], kSigns.even[c >> 25], u, sg);
         sc = iq_scales(2 * (b.scales[ib] & 0xF) + 1, 2 * (b.scales[ib] >> 4) + 1);
     }
 };
@@ -496,11 +500,10 @@ template <bool VNNI>
 struct iq2_s_dec : iq_dec<block_iq2_s, iq2_s_dec<VNNI>> {
     static KAIL_INLINE float mul(const block_iq2_s & b) { return 0.125f * _cvtsh_ss(b.d); }
     static KAIL_INLINE void sub(const block_iq2_s & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
-        const uint8_t * q = b.qs + 4 * ib;
-        const uint8_t * signs = b.qs + QK_K / 8 + 4 * ib;
-        const int qh = b.qh[ib];
-        iq_vec(iq2s_grid[q[0] | ((qh << 8) & 0x300)], iq2s_grid[q[1] | ((qh << 6) & 0x300)], iq2s_grid[q[2] | ((qh << 4) & 0x300)],
-               iq2s_grid[q[3] | ((qh << 2) & 0x300)], kSigns.full[signs[0]], kSigns.full[signs[1]], kSigns.full[signs[2]], kSigns.full[signs[3]], u, sg);
+        const uint32_t q = iq_load32(b.qs + 4 * ib), signs = iq_load32(b.qs + QK_K / 8 + 4 * ib), qh = b.qh[ib];
+        iq_vec(iq2s_grid[(q & 0xFF) | ((qh << 8) & 0x300)], iq2s_grid[((q >> 8) & 0xFF) | ((qh << 6) & 0x300)],
+               iq2s_grid[((q >> 16) & 0xFF) | ((qh << 4) & 0x300)], iq2s_grid[(q >> 24) | ((qh << 2) & 0x300)], kSigns.full[signs & 0xFF],
+               kSigns.full[(signs >> 8) & 0xFF], kSigns.full[(signs >> 16) & 0xFF], kSigns.full[signs >> 24], u, sg);
         sc = iq_scales(2 * (b.scales[ib] & 0xF) + 1, 2 * (b.scales[ib] >> 4) + 1);
     }
 };
@@ -522,15 +525,18 @@ struct iq3_xxs_dec : iq_dec<block_iq3_xxs, iq3_xxs_dec<VNNI>> {
 template <bool VNNI>
 struct iq3_s_dec : iq_dec<block_iq3_s, iq3_s_dec<VNNI>> {
     static KAIL_INLINE float mul(const block_iq3_s & b) { return _cvtsh_ss(b.d); }
-    static KAIL_INLINE uint64_t pair(const uint8_t * q, int qh, int k) {
-        return iq3s_grid[q[k] | (((qh >> k) & 1) << 8)] | (uint64_t(iq3s_grid[q[k + 1] | (((qh >> (k + 1)) & 1) << 8)]) << 32);
+    // Grid entries k and k + 1 of a sub-block: 9-bit indices, the low bytes from q (8 bytes, one
+    // 64-bit load), the high bits from qh.
+    static KAIL_INLINE uint64_t pair(uint64_t q, uint32_t qh, int k) {
+        return iq3s_grid[((q >> (8 * k)) & 0xFF) | (((qh >> k) & 1) << 8)] |
+               (uint64_t(iq3s_grid[((q >> (8 * k + 8)) & 0xFF) | (((qh >> (k + 1)) & 1) << 8)]) << 32);
     }
     static KAIL_INLINE void sub(const block_iq3_s & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
-        const uint8_t * q = b.qs + 8 * ib;
-        const int qh = b.qh[ib];
-        const uint8_t * sgn = b.signs + 4 * ib;
+        uint64_t q;
+        std::memcpy(&q, b.qs + 8 * ib, 8);
+        const uint32_t qh = b.qh[ib], sgn = iq_load32(b.signs + 4 * ib);
         iq_vec(pair(q, qh, 0), pair(q, qh, 2), pair(q, qh, 4), pair(q, qh, 6),
-               kSigns.full[sgn[0]], kSigns.full[sgn[1]], kSigns.full[sgn[2]], kSigns.full[sgn[3]], u, sg);
+               kSigns.full[sgn & 0xFF], kSigns.full[(sgn >> 8) & 0xFF], kSigns.full[(sgn >> 16) & 0xFF], kSigns.full[sgn >> 24], u, sg);
         const int ls = 1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF);
         sc = iq_scales(ls, ls);
     }
@@ -549,11 +555,10 @@ template <bool VNNI>
 struct iq1_s_dec : iq_dec<block_iq1_s, iq1_s_dec<VNNI>> {
     static KAIL_INLINE float mul(const block_iq1_s & b) { return 0.125f * _cvtsh_ss(b.d); }
     static KAIL_INLINE void sub(const block_iq1_s & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
-        const uint8_t * q = b.qs + 4 * ib;
-        const int qh = b.qh[ib];
+        const uint32_t q = iq_load32(b.qs + 4 * ib), qh = b.qh[ib];
         const int neg = (qh >> 15) & 1;
-        iq1_vec(iq1s_grid[q[0] | ((qh << 8) & 0x700)], iq1s_grid[q[1] | ((qh << 5) & 0x700)], iq1s_grid[q[2] | ((qh << 2) & 0x700)],
-                iq1s_grid[q[3] | ((qh >> 1) & 0x700)], neg, neg, neg, neg, u, sg);
+        iq1_vec(iq1s_grid[(q & 0xFF) | ((qh << 8) & 0x700)], iq1s_grid[((q >> 8) & 0xFF) | ((qh << 5) & 0x700)],
+                iq1s_grid[((q >> 16) & 0xFF) | ((qh << 2) & 0x700)], iq1s_grid[(q >> 24) | ((qh >> 1) & 0x700)], neg, neg, neg, neg, u, sg);
         const int ls = 2 * ((qh >> 12) & 7) + 1;
         sc = iq_scales(ls, ls);
     }
@@ -567,13 +572,15 @@ struct iq1_m_dec : iq_dec<block_iq1_m, iq1_m_dec<VNNI>> {
         return 0.125f * _cvtsh_ss(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
     }
     static KAIL_INLINE void sub(const block_iq1_m & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
-        uint16_t w;
-        std::memcpy(&w, b.scales + 2 * (ib / 2), 2);  // the scales of sub-blocks 2(ib/2) and 2(ib/2) + 1
+        uint16_t w16;
+        std::memcpy(&w16, b.scales + 2 * (ib / 2), 2);  // the scales of sub-blocks 2(ib/2) and 2(ib/2) + 1
+        const uint32_t w = w16;
         const int sh = 6 * (ib % 2);
-        const uint8_t * q = b.qs + 4 * ib;
-        const int q0 = b.qh[2 * ib], q1 = b.qh[2 * ib + 1];
-        iq1_vec(iq1s_grid[q[0] | ((q0 << 8) & 0x700)], iq1s_grid[q[1] | ((q0 << 4) & 0x700)], iq1s_grid[q[2] | ((q1 << 8) & 0x700)],
-                iq1s_grid[q[3] | ((q1 << 4) & 0x700)], (q0 >> 3) & 1, (q0 >> 7) & 1, (q1 >> 3) & 1, (q1 >> 7) & 1, u, sg);
+        const uint32_t q = iq_load32(b.qs + 4 * ib);
+        const uint32_t q0 = b.qh[2 * ib], q1 = b.qh[2 * ib + 1];
+        iq1_vec(iq1s_grid[(q & 0xFF) | ((q0 << 8) & 0x700)], iq1s_grid[((q >> 8) & 0xFF) | ((q0 << 4) & 0x700)],
+                iq1s_grid[((q >> 16) & 0xFF) | ((q1 << 8) & 0x700)], iq1s_grid[(q >> 24) | ((q1 << 4) & 0x700)], (q0 >> 3) & 1, (q0 >> 7) & 1,
+                (q1 >> 3) & 1, (q1 >> 7) & 1, u, sg);
         sc = iq_scales(2 * ((w >> sh) & 7) + 1, 2 * ((w >> (sh + 3)) & 7) + 1);
     }
 };
