@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { getPreset, writeLoraAdapter } from '@kailstream/tools';
+import { getPreset, writeLoraAdapter, writeModel } from '@kailstream/tools';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
 
@@ -39,6 +39,23 @@ describe('kail plan and --ram', () => {
     const text = kail('plan', '-m', model, '--ram', '512M', '--ctx', '256');
     expect(text.status).toBe(0);
     for (const label of ['resident', 'KV cache', 'expert cache', 'per MoE layer', 'cold read/token', 'fits             yes']) expect(text.stdout).toContain(label);
+  });
+
+  it('plan counts the experts of MoE layers of different sizes (GroveMoE: routed and chunk experts)', () => {
+    const grove = path.join(dir, 'grove.gguf');
+    const preset = getPreset('tiny-grovemoe');
+    writeModel({ config: preset.config, fileType: 'F16', seed: 1, out: grove });
+    const p = JSON.parse(kail('plan', '-m', grove, '--ram', '512M', '--json').stdout);
+    const c = preset.config as unknown as { nLayers: number; nExperts: number; expertsPerGroup: number };
+    const nChunk = c.nExperts / c.expertsPerGroup;
+    expect(Number.isInteger(nChunk) && nChunk < c.nExperts).toBe(true);
+    expect(p.nMoeLayers).toBe(2 * c.nLayers);
+    expect([p.nExpert, p.nExpertMin]).toEqual([c.nExperts, nChunk]);
+    expect(p.nExpertTotal).toBe(c.nLayers * (c.nExperts + nChunk));
+    const text = kail('plan', '-m', grove, '--ram', '512M').stdout;
+    expect(text).toContain(`${p.nExpertTotal} experts in ${p.nMoeLayers} MoE layers of ${nChunk} to ${c.nExperts}`);
+    // Uniform layers keep the short form.
+    expect(kail('plan', '-m', model, '--ram', '512M').stdout).toMatch(/MoE layers x \d+ experts, \d+ used per token/);
   });
 
   it('plan exits non-zero with the numbers when the budget is too small; bad sizes are named', () => {

@@ -209,6 +209,8 @@ Napi::Object plan_to_js(Napi::Env env, const kail::residency_plan & p) {
     num("expertBytes", static_cast<double>(p.expert_bytes));
     num("nMoeLayers", p.n_moe_layers);
     num("nExpert", p.n_expert);
+    num("nExpertMin", p.n_expert_min);
+    num("nExpertTotal", static_cast<double>(p.n_expert_total));
     num("nExpertUsed", p.n_expert_used);
     num("expertEntryBytes", static_cast<double>(p.expert_entry_bytes));
     num("cacheBytes", static_cast<double>(p.cache_bytes));

@@ -213,7 +213,11 @@ export interface NativeResidencyPlan {
   /** Routed expert tensors in the file. */
   expertBytes: number;
   nMoeLayers: number;
+  /** Experts of the largest and the smallest MoE layer, and over all of them (they differ where a
+   * block has more than one MoE op: GroveMoE's 128 routed and 64 chunk experts are two layers here). */
   nExpert: number;
+  nExpertMin: number;
+  nExpertTotal: number;
   nExpertUsed: number;
   /** One cached expert (gate+up+down, 4 KiB-aligned read buffers), largest layer. */
   expertEntryBytes: number;

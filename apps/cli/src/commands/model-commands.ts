@@ -415,10 +415,16 @@ function planLines(file: string, p: ResidencyPlan): string[] {
     ...(p.loraBytes ? [`  LoRA           ${b(p.loraBytes)} (adapter pairs, mapped)`] : []),
   ];
   if (p.nMoeLayers) {
+    // A block can hold more than one MoE op (GroveMoE: routed and chunk experts), each with its own
+    // expert count; the plan counts each op as a MoE layer.
+    const uniform = p.nExpertMin === p.nExpert;
     lines.push(
       `  expert cache   ${b(p.cacheBytes)}: ${p.cacheExperts} experts of ${b(p.expertEntryBytes)}, ${p.cacheExpertsPerLayer.toFixed(1)} per MoE layer`,
-      `experts          ${b(p.expertBytes)} on storage: ${p.nMoeLayers} MoE layers x ${p.nExpert} experts, ${p.nExpertUsed} used per token`,
-      `cold read/token  ${b(p.coldReadBytesPerToken)} (${p.nExpertUsed} experts x ${p.nMoeLayers} layers, nothing cached)`,
+      uniform
+        ? `experts          ${b(p.expertBytes)} on storage: ${p.nMoeLayers} MoE layers x ${p.nExpert} experts, ${p.nExpertUsed} used per token`
+        : `experts          ${b(p.expertBytes)} on storage: ${p.nExpertTotal} experts in ${p.nMoeLayers} MoE layers of ${p.nExpertMin} to ${p.nExpert} ` +
+          `(a block may hold more than one), up to ${p.nExpertUsed} used per layer and token`,
+      `cold read/token  ${b(p.coldReadBytesPerToken)} (${uniform ? '' : 'up to '}${p.nExpertUsed} experts x ${p.nMoeLayers} layers, nothing cached)`,
     );
   } else {
     lines.push('experts          none (dense model: everything is resident)');

@@ -33,6 +33,8 @@ struct residency_plan {
     uint64_t expert_bytes = 0;         // routed expert tensors in the file
     int      n_moe_layers = 0;
     int      n_expert = 0;             // largest over MoE layers
+    int      n_expert_min = 0;         // smallest over MoE layers (GroveMoE's chunk experts: fewer)
+    int64_t  n_expert_total = 0;       // experts over all MoE layers
     int      n_expert_used = 0;        // largest over MoE layers
     uint64_t expert_entry_bytes = 0;   // one cached expert (gate+up+down read buffers), largest layer
     uint64_t cache_bytes = 0;          // budget - fixed (0 when the budget is smaller)

@@ -184,6 +184,8 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
         const int k = static_cast<int>(op.param("n_expert_used", 0));
         const uint64_t entry = expert_entry_bytes_max(src);
         p.n_expert = std::max(p.n_expert, src.n_expert);
+        p.n_expert_min = moe_i == 1 ? src.n_expert : std::min(p.n_expert_min, src.n_expert);
+        p.n_expert_total += src.n_expert;
         p.n_expert_used = std::max(p.n_expert_used, k);
         p.expert_entry_bytes = std::max(p.expert_entry_bytes, entry);
         p.min_cache_bytes = std::max(p.min_cache_bytes, entry * static_cast<uint64_t>(std::max(1, k)));
