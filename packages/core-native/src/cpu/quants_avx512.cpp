@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "cpu/fp16.h"
+#include "kail/cpu_features.h"
 #include "cpu/quants_impl.h"
 
 namespace kail::cpu {
@@ -858,6 +859,59 @@ struct floats {
     }
 };
 
+// BF16 weights on CPUs with AVX512_BF16: VDPBF16PS multiplies 32 weights by 32 activations kept in
+// BF16 (the type's standard activation rows: no widening pass, no prepared layout) and adds the
+// products into 16 float lanes, pair by pair: lane j adds the product of elements 2j+1, then of 2j,
+// each product exact (8-bit significands) and each addition rounded to nearest even, denormal
+// inputs and results as zero. llama.cpp's BF16 dot product uses the same instruction where the CPU
+// has it. Twice the multiply-adds per instruction of widening to floats for VFMADD231PS; matrix x
+// vector runs the tile's loop with one row, so a token gets the same bits alone or in a batch.
+struct bf16_dp {
+    static KAIL_INLINE __m512bh bh(__m512i v) { return reinterpret_cast<__m512bh &>(v); }
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            __m512 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+            int64_t i = 0;
+            for (; i + 32 <= k; i += 32) {
+                __m512bh wv[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) wv[r] = bh(_mm512_loadu_si512(w + r * ws + 2 * i));
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const __m512bh x = bh(_mm512_loadu_si512(a[t] + 2 * i));
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], x);
+                }
+            }
+            if (i < k) {
+                // The tail: missing elements load as +0, whose products add nothing.
+                const __mmask32 m = static_cast<__mmask32>((uint64_t(1) << (k - i)) - 1);
+                __m512bh wv[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) wv[r] = bh(_mm512_maskz_loadu_epi16(m, w + r * ws + 2 * i));
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const __m512bh x = bh(_mm512_maskz_loadu_epi16(m, a[t] + 2 * i));
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], x);
+                }
+            }
+            store_tile<R, T>(acc, out);
+        }
+    };
+    static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int, float * const * out) {
+        for (int r = 0; r < nr; r++) {
+            float * o = out[0] + r;
+            tile<1, 1>::run(k, w + r * ws, ws, a, &o);
+        }
+    }
+};
+
 // ---------------------------------------------------------------- attention vectors
 
 // B = float or uint16_t (fp16 bits): 16 elements (masked for the tail) widened to floats.
@@ -1114,6 +1168,7 @@ template <int R, int T> using q3_K_tile = kquant<q3_K_dec>::tile<R, T>;
 template <int R, int T> using q5_K_tile = kquant<q5_K_dec>::tile<R, T>;
 template <int R, int T> using q6_K_tile = kquant<q6_K_dec>::tile<R, T>;
 template <int R, int T> using iq4_xs_tile = kquant<iq4_xs_dec>::tile<R, T>;
+template <int R, int T> using bf16_dp_tile = bf16_dp::tile<R, T>;
 template <int R, int T> using f32_tile = floats<0>::tile<R, T>;
 template <int R, int T> using f16_tile = floats<1>::tile<R, T>;
 template <int R, int T> using bf16_tile = floats<2>::tile<R, T>;
@@ -1219,6 +1274,11 @@ void kernels_init_avx512(kernel_table & t) {
     t.w[KAIL_TYPE_F32].gemm_decode = floats<0>::decode;
     t.w[KAIL_TYPE_F16].gemm_decode = floats<1>::decode;
     t.w[KAIL_TYPE_BF16].gemm_decode = floats<2>::decode;
+    if (cpu_features_get().avx512_bf16) {
+        set<bf16_dp_tile, 4, 6>(t, KAIL_TYPE_BF16, 1);
+        t.w[KAIL_TYPE_BF16].gemm_decode = bf16_dp::decode;
+        t.w[KAIL_TYPE_BF16].quantize_prepared = nullptr;  // standard BF16 rows, not the widened layout
+    }
     t.from_float[KAIL_TYPE_Q8_0] = from_float_q8<false>;
     t.from_float[KAIL_TYPE_Q8_1] = from_float_q8<true>;
     t.from_float[KAIL_TYPE_Q8_K] = from_float_q8_K;
