@@ -812,8 +812,42 @@ KAIL_INLINE __m512 load_w16_masked(const uint8_t * p, int64_t i, __mmask16 m) {
     else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t *>(p) + i)), 16));
 }
 
+// One step of the float tiles: N weights of a row against N activation values of a token.
+// WT 0-2: the weights widened to 16 floats (F32 / F16 / BF16) against float activations, one FMA.
+// WT 3, BF16 on CPUs with AVX512_BF16: VDPBF16PS multiplies 32 weights by 32 activations kept in
+// BF16 (the type's standard activation rows: no widening pass, no prepared layout) and adds the
+// products into 16 float lanes, pair by pair: lane j adds the product of elements 2j+1, then of 2j,
+// each product exact (8-bit significands) and each addition rounded to nearest even, denormal
+// inputs and results as zero. llama.cpp's BF16 dot product uses the same instruction where the CPU
+// has it: twice the multiply-adds per instruction of widening to floats.
 template <int WT>
+struct float_step {
+    static constexpr int N = 16;
+    using wvec = __m512;
+    static KAIL_INLINE wvec load_w(const uint8_t * p, int64_t i) { return load_w16<WT>(p, i); }
+    static KAIL_INLINE wvec load_w(const uint8_t * p, int64_t i, int64_t n) { return load_w16_masked<WT>(p, i, mask(n)); }
+    static KAIL_INLINE __m512 load_x(const uint8_t * a, int64_t i) { return _mm512_loadu_ps(reinterpret_cast<const float *>(a) + i); }
+    static KAIL_INLINE __m512 load_x(const uint8_t * a, int64_t i, int64_t n) { return _mm512_maskz_loadu_ps(mask(n), reinterpret_cast<const float *>(a) + i); }
+    static KAIL_INLINE __m512 mac(__m512 acc, wvec w, __m512 x) { return _mm512_fmadd_ps(w, x, acc); }
+    static KAIL_INLINE __mmask16 mask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
+};
+template <>
+struct float_step<3> {
+    static constexpr int N = 32;
+    using wvec = __m512bh;
+    static KAIL_INLINE __m512bh bh(__m512i v) { return reinterpret_cast<__m512bh &>(v); }
+    // Missing elements of the tail load as +0, whose products add nothing.
+    static KAIL_INLINE __mmask32 mask(int64_t n) { return static_cast<__mmask32>((uint64_t(1) << n) - 1); }
+    static KAIL_INLINE wvec load_w(const uint8_t * p, int64_t i) { return bh(_mm512_loadu_si512(p + 2 * i)); }
+    static KAIL_INLINE wvec load_w(const uint8_t * p, int64_t i, int64_t n) { return bh(_mm512_maskz_loadu_epi16(mask(n), p + 2 * i)); }
+    static KAIL_INLINE wvec load_x(const uint8_t * a, int64_t i) { return load_w(a, i); }
+    static KAIL_INLINE wvec load_x(const uint8_t * a, int64_t i, int64_t n) { return load_w(a, i, n); }
+    static KAIL_INLINE __m512 mac(__m512 acc, wvec w, wvec x) { return _mm512_dpbf16_ps(acc, w, x); }
+};
+
+template <int WT>  // 0 = F32, 1 = F16, 2 = BF16 widened, 3 = BF16 pairs (VDPBF16PS)
 struct floats {
+    using S = float_step<WT>;
     template <int R, int T>
     struct impl {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
@@ -823,27 +857,26 @@ struct floats {
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
             int64_t i = 0;
-            for (; i + 16 <= k; i += 16) {
-                __m512 wv[R];
+            for (; i + S::N <= k; i += S::N) {
+                typename S::wvec wv[R];
 #pragma GCC unroll 8
-                for (int r = 0; r < R; r++) wv[r] = load_w16<WT>(w + r * ws, i);
+                for (int r = 0; r < R; r++) wv[r] = S::load_w(w + r * ws, i);
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
-                    const __m512 x = _mm512_loadu_ps(reinterpret_cast<const float *>(a[t]) + i);
+                    const auto x = S::load_x(a[t], i);
 #pragma GCC unroll 8
-                    for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], x, acc[r][t]);
+                    for (int r = 0; r < R; r++) acc[r][t] = S::mac(acc[r][t], wv[r], x);
                 }
             }
             if (i < k) {
-                const __mmask16 m = static_cast<__mmask16>((1u << (k - i)) - 1);
-                __m512 wv[R];
+                typename S::wvec wv[R];
 #pragma GCC unroll 8
-                for (int r = 0; r < R; r++) wv[r] = load_w16_masked<WT>(w + r * ws, i, m);
+                for (int r = 0; r < R; r++) wv[r] = S::load_w(w + r * ws, i, k - i);
 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
-                    const __m512 x = _mm512_maskz_loadu_ps(m, reinterpret_cast<const float *>(a[t]) + i);
+                    const auto x = S::load_x(a[t], i, k - i);
 #pragma GCC unroll 8
-                    for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], x, acc[r][t]);
+                    for (int r = 0; r < R; r++) acc[r][t] = S::mac(acc[r][t], wv[r], x);
                 }
             }
             store_tile<R, T>(acc, out);
@@ -856,59 +889,6 @@ struct floats {
     static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int nt, float * const * out) {
         if (nr == 1) impl<1, 1>::run(k, w, ws, a, out);
         else impl<2, 1>::run(k, w, ws, a, out);
-    }
-};
-
-// BF16 weights on CPUs with AVX512_BF16: VDPBF16PS multiplies 32 weights by 32 activations kept in
-// BF16 (the type's standard activation rows: no widening pass, no prepared layout) and adds the
-// products into 16 float lanes, pair by pair: lane j adds the product of elements 2j+1, then of 2j,
-// each product exact (8-bit significands) and each addition rounded to nearest even, denormal
-// inputs and results as zero. llama.cpp's BF16 dot product uses the same instruction where the CPU
-// has it. Twice the multiply-adds per instruction of widening to floats for VFMADD231PS; matrix x
-// vector runs the tile's loop with one row, so a token gets the same bits alone or in a batch.
-struct bf16_dp {
-    static KAIL_INLINE __m512bh bh(__m512i v) { return reinterpret_cast<__m512bh &>(v); }
-    template <int R, int T>
-    struct tile {
-        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
-            __m512 acc[R][T];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
-            int64_t i = 0;
-            for (; i + 32 <= k; i += 32) {
-                __m512bh wv[R];
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++) wv[r] = bh(_mm512_loadu_si512(w + r * ws + 2 * i));
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) {
-                    const __m512bh x = bh(_mm512_loadu_si512(a[t] + 2 * i));
-#pragma GCC unroll 8
-                    for (int r = 0; r < R; r++) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], x);
-                }
-            }
-            if (i < k) {
-                // The tail: missing elements load as +0, whose products add nothing.
-                const __mmask32 m = static_cast<__mmask32>((uint64_t(1) << (k - i)) - 1);
-                __m512bh wv[R];
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++) wv[r] = bh(_mm512_maskz_loadu_epi16(m, w + r * ws + 2 * i));
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) {
-                    const __m512bh x = bh(_mm512_maskz_loadu_epi16(m, a[t] + 2 * i));
-#pragma GCC unroll 8
-                    for (int r = 0; r < R; r++) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], x);
-                }
-            }
-            store_tile<R, T>(acc, out);
-        }
-    };
-    static void decode(int64_t k, const uint8_t * w, size_t ws, int nr, const uint8_t * const * a, int, float * const * out) {
-        for (int r = 0; r < nr; r++) {
-            float * o = out[0] + r;
-            tile<1, 1>::run(k, w + r * ws, ws, a, &o);
-        }
     }
 };
 
@@ -1168,10 +1148,10 @@ template <int R, int T> using q3_K_tile = kquant<q3_K_dec>::tile<R, T>;
 template <int R, int T> using q5_K_tile = kquant<q5_K_dec>::tile<R, T>;
 template <int R, int T> using q6_K_tile = kquant<q6_K_dec>::tile<R, T>;
 template <int R, int T> using iq4_xs_tile = kquant<iq4_xs_dec>::tile<R, T>;
-template <int R, int T> using bf16_dp_tile = bf16_dp::tile<R, T>;
 template <int R, int T> using f32_tile = floats<0>::tile<R, T>;
 template <int R, int T> using f16_tile = floats<1>::tile<R, T>;
 template <int R, int T> using bf16_tile = floats<2>::tile<R, T>;
+template <int R, int T> using bf16_dp_tile = floats<3>::tile<R, T>;
 
 // Q4_0, Q4_1, Q5_0 and Q5_1 rows to floats (TYPE as split_dec's): the 4-bit quants with the
 // 5th bit from qh, less the offset (8 for Q4_0, 16 for Q5_0), times d, plus m for the types with
@@ -1276,7 +1256,7 @@ void kernels_init_avx512(kernel_table & t) {
     t.w[KAIL_TYPE_BF16].gemm_decode = floats<2>::decode;
     if (cpu_features_get().avx512_bf16) {
         set<bf16_dp_tile, 4, 6>(t, KAIL_TYPE_BF16, 1);
-        t.w[KAIL_TYPE_BF16].gemm_decode = bf16_dp::decode;
+        t.w[KAIL_TYPE_BF16].gemm_decode = floats<3>::decode;
         t.w[KAIL_TYPE_BF16].quantize_prepared = nullptr;  // standard BF16 rows, not the widened layout
     }
     t.from_float[KAIL_TYPE_Q8_0] = from_float_q8<false>;
