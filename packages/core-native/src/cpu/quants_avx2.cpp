@@ -443,6 +443,18 @@ KAIL_INLINE void iq_vec(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint
     sg = _mm256_or_si256(_mm256_set_epi64x(static_cast<long long>(m3), static_cast<long long>(m2), static_cast<long long>(m1), static_cast<long long>(m0)), _mm256_set1_epi8(1));
 }
 
+// The same with the 32 signs as bits of a word (IQ2_S, IQ3_S store whole sign bytes): byte j of the
+// word spread over weights 8j..8j+7 by one shuffle, then a bit test per byte, instead of four
+// table loads.
+KAIL_INLINE void iq_vec_bits(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint32_t signs, __m256i & u, __m256i & sg) {
+    u = _mm256_set_epi64x(static_cast<long long>(g3), static_cast<long long>(g2), static_cast<long long>(g1), static_cast<long long>(g0));
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(signs)),
+                                               _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    const __m256i minus = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    sg = _mm256_or_si256(minus, _mm256_set1_epi8(1));
+}
+
 // Scale words for the two 16-weight halves of a 32-weight vector.
 KAIL_INLINE __m256i iq_scales(int lo, int hi) { return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(hi)), _mm_set1_epi16(static_cast<short>(lo))); }
 
@@ -501,9 +513,8 @@ struct iq2_s_dec : iq_dec<block_iq2_s, iq2_s_dec<VNNI>> {
     static KAIL_INLINE float mul(const block_iq2_s & b) { return 0.125f * _cvtsh_ss(b.d); }
     static KAIL_INLINE void sub(const block_iq2_s & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
         const uint32_t q = iq_load32(b.qs + 4 * ib), signs = iq_load32(b.qs + QK_K / 8 + 4 * ib), qh = b.qh[ib];
-        iq_vec(iq2s_grid[(q & 0xFF) | ((qh << 8) & 0x300)], iq2s_grid[((q >> 8) & 0xFF) | ((qh << 6) & 0x300)],
-               iq2s_grid[((q >> 16) & 0xFF) | ((qh << 4) & 0x300)], iq2s_grid[(q >> 24) | ((qh << 2) & 0x300)], kSigns.full[signs & 0xFF],
-               kSigns.full[(signs >> 8) & 0xFF], kSigns.full[(signs >> 16) & 0xFF], kSigns.full[signs >> 24], u, sg);
+        iq_vec_bits(iq2s_grid[(q & 0xFF) | ((qh << 8) & 0x300)], iq2s_grid[((q >> 8) & 0xFF) | ((qh << 6) & 0x300)],
+                    iq2s_grid[((q >> 16) & 0xFF) | ((qh << 4) & 0x300)], iq2s_grid[(q >> 24) | ((qh << 2) & 0x300)], signs, u, sg);
         sc = iq_scales(2 * (b.scales[ib] & 0xF) + 1, 2 * (b.scales[ib] >> 4) + 1);
     }
 };
@@ -535,8 +546,7 @@ struct iq3_s_dec : iq_dec<block_iq3_s, iq3_s_dec<VNNI>> {
         uint64_t q;
         std::memcpy(&q, b.qs + 8 * ib, 8);
         const uint32_t qh = b.qh[ib], sgn = iq_load32(b.signs + 4 * ib);
-        iq_vec(pair(q, qh, 0), pair(q, qh, 2), pair(q, qh, 4), pair(q, qh, 6),
-               kSigns.full[sgn & 0xFF], kSigns.full[(sgn >> 8) & 0xFF], kSigns.full[(sgn >> 16) & 0xFF], kSigns.full[sgn >> 24], u, sg);
+        iq_vec_bits(pair(q, qh, 0), pair(q, qh, 2), pair(q, qh, 4), pair(q, qh, 6), sgn, u, sg);
         const int ls = 1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF);
         sc = iq_scales(ls, ls);
     }
