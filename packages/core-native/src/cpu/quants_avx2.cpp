@@ -437,22 +437,25 @@ struct sign_tables {
 };
 constexpr sign_tables kSigns{};
 
-// Magnitudes g (4 groups) and minus masks m -> u = g, sg = +-1 bytes.
-KAIL_INLINE void iq_vec(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint64_t m0, uint64_t m1, uint64_t m2, uint64_t m3, __m256i & u, __m256i & sg) {
+// Magnitudes g (4 groups) and minus-byte masks (0xFF = minus) -> u = g, sg = +-1 bytes.
+KAIL_INLINE void iq_vec(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, __m256i minus, __m256i & u, __m256i & sg) {
     u = _mm256_set_epi64x(static_cast<long long>(g3), static_cast<long long>(g2), static_cast<long long>(g1), static_cast<long long>(g0));
-    sg = _mm256_or_si256(_mm256_set_epi64x(static_cast<long long>(m3), static_cast<long long>(m2), static_cast<long long>(m1), static_cast<long long>(m0)), _mm256_set1_epi8(1));
+    sg = _mm256_or_si256(minus, _mm256_set1_epi8(1));
 }
 
-// The same with the 32 signs as bits of a word (IQ2_S, IQ3_S store whole sign bytes): byte j of the
-// word spread over weights 8j..8j+7 by one shuffle, then a bit test per byte, instead of four
+// Minus masks of 4 groups from the sign tables.
+KAIL_INLINE __m256i iq_minus(uint64_t m0, uint64_t m1, uint64_t m2, uint64_t m3) {
+    return _mm256_set_epi64x(static_cast<long long>(m3), static_cast<long long>(m2), static_cast<long long>(m1), static_cast<long long>(m0));
+}
+
+// Minus masks from the 32 signs as bits of a word (IQ2_S, IQ3_S store whole sign bytes): byte j of
+// the word spread over weights 8j..8j+7 by one shuffle, then a bit test per byte, instead of four
 // table loads.
-KAIL_INLINE void iq_vec_bits(uint64_t g0, uint64_t g1, uint64_t g2, uint64_t g3, uint32_t signs, __m256i & u, __m256i & sg) {
-    u = _mm256_set_epi64x(static_cast<long long>(g3), static_cast<long long>(g2), static_cast<long long>(g1), static_cast<long long>(g0));
+KAIL_INLINE __m256i iq_minus_bits(uint32_t signs) {
     const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(signs)),
                                                _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
     const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-    const __m256i minus = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-    sg = _mm256_or_si256(minus, _mm256_set1_epi8(1));
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
 }
 
 // Scale words for the two 16-weight halves of a 32-weight vector.
@@ -491,7 +494,7 @@ struct iq2_xxs_dec : iq_dec<block_iq2_xxs, iq2_xxs_dec<VNNI>> {
     static KAIL_INLINE void sub(const block_iq2_xxs & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
         const uint32_t idx = iq_load32(b.qs + 4 * ib), aux = iq_load32(b.qs + 4 * ib + 2);
         iq_vec(iq2xxs_grid[idx & 0xFF], iq2xxs_grid[(idx >> 8) & 0xFF], iq2xxs_grid[(idx >> 16) & 0xFF], iq2xxs_grid[idx >> 24],
-               kSigns.even[aux & 127], kSigns.even[(aux >> 7) & 127], kSigns.even[(aux >> 14) & 127], kSigns.even[(aux >> 21) & 127], u, sg);
+               iq_minus(kSigns.even[aux & 127], kSigns.even[(aux >> 7) & 127], kSigns.even[(aux >> 14) & 127], kSigns.even[(aux >> 21) & 127]), u, sg);
         const int ls = 2 * static_cast<int>(aux >> 28) + 1;
         sc = iq_scales(ls, ls);
     }
@@ -503,7 +506,7 @@ struct iq2_xs_dec : iq_dec<block_iq2_xs, iq2_xs_dec<VNNI>> {
     static KAIL_INLINE void sub(const block_iq2_xs & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
         const uint32_t a = iq_load32(b.qs + 4 * ib), c = iq_load32(b.qs + 4 * ib + 2);
         iq_vec(iq2xs_grid[a & 511], iq2xs_grid[(a >> 16) & 511], iq2xs_grid[c & 511], iq2xs_grid[(c >> 16) & 511],
-               kSigns.even[(a >> 9) & 127], kSigns.even[a >> 25], kSigns.even[(c >> 9) & 127], kSigns.even[c >> 25], u, sg);
+               iq_minus(kSigns.even[(a >> 9) & 127], kSigns.even[a >> 25], kSigns.even[(c >> 9) & 127], kSigns.even[c >> 25]), u, sg);
         sc = iq_scales(2 * (b.scales[ib] & 0xF) + 1, 2 * (b.scales[ib] >> 4) + 1);
     }
 };
@@ -513,8 +516,8 @@ struct iq2_s_dec : iq_dec<block_iq2_s, iq2_s_dec<VNNI>> {
     static KAIL_INLINE float mul(const block_iq2_s & b) { return 0.125f * _cvtsh_ss(b.d); }
     static KAIL_INLINE void sub(const block_iq2_s & b, int ib, __m256i & u, __m256i & sc, __m256i & sg) {
         const uint32_t q = iq_load32(b.qs + 4 * ib), signs = iq_load32(b.qs + QK_K / 8 + 4 * ib), qh = b.qh[ib];
-        iq_vec_bits(iq2s_grid[(q & 0xFF) | ((qh << 8) & 0x300)], iq2s_grid[((q >> 8) & 0xFF) | ((qh << 6) & 0x300)],
-                    iq2s_grid[((q >> 16) & 0xFF) | ((qh << 4) & 0x300)], iq2s_grid[(q >> 24) | ((qh << 2) & 0x300)], signs, u, sg);
+        iq_vec(iq2s_grid[(q & 0xFF) | ((qh << 8) & 0x300)], iq2s_grid[((q >> 8) & 0xFF) | ((qh << 6) & 0x300)],
+               iq2s_grid[((q >> 16) & 0xFF) | ((qh << 4) & 0x300)], iq2s_grid[(q >> 24) | ((qh << 2) & 0x300)], iq_minus_bits(signs), u, sg);
         sc = iq_scales(2 * (b.scales[ib] & 0xF) + 1, 2 * (b.scales[ib] >> 4) + 1);
     }
 };
@@ -527,7 +530,7 @@ struct iq3_xxs_dec : iq_dec<block_iq3_xxs, iq3_xxs_dec<VNNI>> {
         const uint8_t * q = b.qs + 8 * ib;
         const uint32_t aux = iq_load32(b.qs + QK_K / 4 + 4 * ib);
         iq_vec(pair(q), pair(q + 2), pair(q + 4), pair(q + 6),
-               kSigns.even[aux & 127], kSigns.even[(aux >> 7) & 127], kSigns.even[(aux >> 14) & 127], kSigns.even[(aux >> 21) & 127], u, sg);
+               iq_minus(kSigns.even[aux & 127], kSigns.even[(aux >> 7) & 127], kSigns.even[(aux >> 14) & 127], kSigns.even[(aux >> 21) & 127]), u, sg);
         const int ls = 2 * static_cast<int>(aux >> 28) + 1;
         sc = iq_scales(ls, ls);
     }
@@ -546,7 +549,7 @@ struct iq3_s_dec : iq_dec<block_iq3_s, iq3_s_dec<VNNI>> {
         uint64_t q;
         std::memcpy(&q, b.qs + 8 * ib, 8);
         const uint32_t qh = b.qh[ib], sgn = iq_load32(b.signs + 4 * ib);
-        iq_vec_bits(pair(q, qh, 0), pair(q, qh, 2), pair(q, qh, 4), pair(q, qh, 6), sgn, u, sg);
+        iq_vec(pair(q, qh, 0), pair(q, qh, 2), pair(q, qh, 4), pair(q, qh, 6), iq_minus_bits(sgn), u, sg);
         const int ls = 1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xF);
         sc = iq_scales(ls, ls);
     }

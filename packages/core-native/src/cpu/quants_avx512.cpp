@@ -1125,8 +1125,10 @@ void from_float_bf16(const float * x, void * y, int64_t k) { cvt_f32_bf16(x, y, 
 template <template <int, int> class TILE, int R, int T>
 void set(kernel_table & t, uint32_t type, int decode_r, prepare_fn prep = nullptr, prepared_size_fn psz = nullptr) {
     weight_kernels & wk = t.w[type];
-    // A vectorised prepare of the same layout from the AVX2 init stays in place.
+    // A vectorised prepare of the same layout from the AVX2 init stays in place, with its fused
+    // quantizer; another layout (or none) drops that quantizer, which would write the old one.
     if (prep && wk.prepared_size == psz && wk.prepare) prep = wk.prepare;
+    else wk.quantize_prepared = nullptr;
     wk.gemm = gemm_dispatch<TILE, R, T>;
     wk.max_r = R;
     wk.max_t = T;
@@ -1257,7 +1259,6 @@ void kernels_init_avx512(kernel_table & t) {
     if (cpu_features_get().avx512_bf16) {
         set<bf16_dp_tile, 4, 6>(t, KAIL_TYPE_BF16, 1);
         t.w[KAIL_TYPE_BF16].gemm_decode = floats<3>::decode;
-        t.w[KAIL_TYPE_BF16].quantize_prepared = nullptr;  // standard BF16 rows, not the widened layout
     }
     t.from_float[KAIL_TYPE_Q8_0] = from_float_q8<false>;
     t.from_float[KAIL_TYPE_Q8_1] = from_float_q8<true>;
