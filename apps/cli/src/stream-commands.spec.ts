@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { systemInfo } from '@kailstream/engine';
 import { getPreset, writeLoraAdapter, writeModel } from '@kailstream/tools';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
@@ -66,12 +67,37 @@ describe('kail plan and --ram', () => {
     const bad = kail('plan', '-m', model, '--ram', '8X');
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toContain("--ram: '8X' is not a byte size");
-    // No VRAM tier: 0 is accepted, anything more refused with the reason.
     expect(kail('plan', '-m', model, '--ram', '512M', '--vram', '0').status).toBe(0);
-    for (const cmd of ['plan', 'run', 'bench']) {
-      const v = kail(cmd, '-m', model, '--ram', '512M', '--vram', '2G');
-      expect(v.status).not.toBe(0);
-      expect(v.stderr).toMatch(/--vram 2G: this build has no VRAM expert tier/);
+  });
+
+  it('--vram: plan counts the VRAM tier; run and bench use it on a CUDA device and refuse, saying why, without one', () => {
+    const p = JSON.parse(kail('plan', '-m', model, '--ram', '512M', '--vram', '1M', '--json').stdout);
+    expect(p.vramBytes).toBe(2 ** 20);
+    expect(p.vramCacheExperts).toBe(Math.floor(2 ** 20 / p.expertEntryBytes));
+    expect(p.vramCacheExperts).toBeGreaterThan(0);
+    expect(p.vramCacheBytes).toBe(p.vramCacheExperts * p.expertEntryBytes);
+    expect(kail('plan', '-m', model, '--ram', '512M', '--vram', '1M').stdout).toContain(`VRAM tier        1.00 MiB: ${p.vramCacheExperts} experts`);
+    // Without a RAM budget nothing streams, so there is nothing for the tier to hold.
+    const noRam = kail('run', '-m', model, '-n', '2', '--vram', '1M', '--data-dir', dir);
+    expect(noRam.status).not.toBe(0);
+    expect(noRam.stderr).toMatch(/--vram\) needs a RAM budget/);
+    const devices = systemInfo().cudaDevices.length;
+    for (const cmd of ['run', 'bench']) {
+      const extra = cmd === 'run' ? ['-p', 'Hello', '-n', '8', '--json'] : ['-p', '8', '-n', '4', '-r', '1'];
+      const ctx = cmd === 'run' ? ['--ctx', '256'] : [];
+      const v = kail(cmd, '-m', model, '-t', '2', ...ctx, '--ram', String(ram), '--reserve', '0', '--vram', '1M', ...extra);
+      if (devices === 0) {
+        expect(v.status).not.toBe(0);
+        expect(v.stderr).toMatch(/a VRAM tier needs (the CUDA backend, and this build has none|a CUDA device, and there is no device 0)/);
+      } else {
+        // A GPU: RAM misses come back from VRAM, and the tokens are the in-memory run's.
+        expect(v.status).toBe(0);
+        if (cmd === 'run') {
+          const out = JSON.parse(v.stdout);
+          expect(out.tokens).toEqual(inMemory);
+          expect(out.stream.vramDevice).toMatch(/^cuda:0/);
+        }
+      }
     }
   });
 

@@ -172,6 +172,10 @@ kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
         if (ram < 0) throw kail::error(kail::KAIL_E_INVALID_ARG, "ramBytes must be >= 0");
         mp.ram_budget = static_cast<uint64_t>(ram);
         mp.ram_reserve = static_cast<uint64_t>(std::max(0.0, get_num(p, "ramReserveBytes", 0)));
+        const double vram = get_num(p, "vramBytes", 0);
+        if (vram < 0) throw kail::error(kail::KAIL_E_INVALID_ARG, "vramBytes must be >= 0");
+        mp.vram_budget = static_cast<uint64_t>(vram);
+        mp.vram_device = static_cast<int>(get_num(p, "vramDevice", 0));
         mp.n_batch = static_cast<int64_t>(get_num(p, "nBatch", 512));
         mp.io_threads = static_cast<int>(get_num(p, "ioThreads", 4));
         mp.direct_io = get_bool(p, "directIo", true);
@@ -218,6 +222,9 @@ Napi::Object plan_to_js(Napi::Env env, const kail::residency_plan & p) {
     num("cacheExperts", static_cast<double>(p.cache_experts));
     num("cacheExpertsPerLayer", p.cache_experts_per_layer);
     num("coldReadBytesPerToken", static_cast<double>(p.cold_read_bytes_per_token));
+    num("vramBytes", static_cast<double>(p.vram_budget));
+    num("vramCacheExperts", static_cast<double>(p.vram_cache_experts));
+    num("vramCacheBytes", static_cast<double>(p.vram_cache_bytes));
     o.Set("fits", Napi::Boolean::New(env, p.fits));
     num("shortfallBytes", static_cast<double>(p.shortfall_bytes));
     o.Set("message", Napi::String::New(env, p.message));
@@ -251,6 +258,18 @@ Napi::Object stream_to_js(Napi::Env env, const kail::model_stats & s) {
     Napi::Array files = Napi::Array::New(env, st.files.size());
     for (size_t i = 0; i < st.files.size(); i++) files.Set(static_cast<uint32_t>(i), Napi::String::New(env, st.files[i]));
     o.Set("files", files);
+    Napi::Object vr = Napi::Object::New(env);
+    vr.Set("device", Napi::String::New(env, st.vram_device));
+    num(vr, "capacityBytes", static_cast<double>(st.vram_capacity_bytes));
+    num(vr, "slotBytes", static_cast<double>(st.vram_slot_bytes));
+    num(vr, "usedBytes", static_cast<double>(st.vram_used_bytes));
+    num(vr, "entries", static_cast<double>(st.vram_entries));
+    num(vr, "uploads", static_cast<double>(st.vram_uploads));
+    num(vr, "uploadBytes", static_cast<double>(st.vram_upload_bytes));
+    num(vr, "uploadSeconds", st.vram_upload_seconds);
+    num(vr, "evictions", static_cast<double>(st.vram_evictions));
+    vr.Set("error", Napi::String::New(env, st.vram_error));
+    o.Set("vram", vr);
     Napi::Array layers = Napi::Array::New(env, st.layers.size());
     for (size_t i = 0; i < st.layers.size(); i++) {
         const kail::expert_layer_stats & l = st.layers[i];
@@ -274,6 +293,12 @@ Napi::Object stream_to_js(Napi::Env env, const kail::model_stats & s) {
         Napi::Int32Array res = Napi::Int32Array::New(env, l.resident.size());
         for (size_t k = 0; k < l.resident.size(); k++) res[k] = l.resident[k];
         t.Set("resident", res);
+        num(t, "vramReads", static_cast<double>(l.vram_reads));
+        num(t, "vramBytes", static_cast<double>(l.vram_bytes));
+        num(t, "vramSeconds", l.vram_seconds);
+        Napi::Int32Array vres = Napi::Int32Array::New(env, l.vram_resident.size());
+        for (size_t k = 0; k < l.vram_resident.size(); k++) vres[k] = l.vram_resident[k];
+        t.Set("vramResident", vres);
         layers.Set(static_cast<uint32_t>(i), t);
     }
     o.Set("layers", layers);

@@ -163,6 +163,13 @@ export interface ModelParams {
   ramBytes?: number;
   /** Part of ramBytes held back for the rest of the process (runtime, heap). Default 0. */
   ramReserveBytes?: number;
+  /**
+   * The VRAM tier under the RAM expert cache (streaming only): bytes of memory on CUDA device
+   * vramDevice (default 0) holding copies of experts read from storage. 0 or absent: none. The load
+   * fails with KAIL_E_UNSUPPORTED without a CUDA build or device.
+   */
+  vramBytes?: number;
+  vramDevice?: number;
   /** Most tokens per forward() the budget's scratch is planned for (streaming only). Default 512. */
   nBatch?: number;
   /** Expert reads in flight at once (I/O threads), 1..64. Default 4. */
@@ -231,6 +238,11 @@ export interface NativeResidencyPlan {
   /** Bytes read for one token with nothing cached: nExpertUsed experts per MoE layer. */
   coldReadBytesPerToken: number;
   fits: boolean;
+  /** The VRAM tier's budget (params.vramBytes; 0 without MoE layers). */
+  vramBytes: number;
+  /** Experts it holds: slots of expertEntryBytes. */
+  vramCacheExperts: number;
+  vramCacheBytes: number;
   /** How much larger ramBytes must be; 0 when it fits. */
   shortfallBytes: number;
   /** The refusal with its numbers; '' when it fits. */
@@ -263,6 +275,31 @@ export interface NativeExpertLayerStats {
   predictedActual: number;
   /** Experts of this layer in the RAM cache now (ascending). */
   resident: Int32Array;
+  /** Entries filled from the VRAM tier instead of storage (not in reads/bytesRead/readSeconds), their bytes and copy time. */
+  vramReads: number;
+  vramBytes: number;
+  vramSeconds: number;
+  /** Experts of this layer held by the VRAM tier now (ascending). */
+  vramResident: Int32Array;
+}
+
+/** The VRAM tier of an expert stream (device "" and zeros without one). */
+export interface NativeVramTierStats {
+  /** "cuda:0 (NAME)". */
+  device: string;
+  /** Slots x slotBytes. */
+  capacityBytes: number;
+  /** One slot: the largest expert entry. */
+  slotBytes: number;
+  usedBytes: number;
+  entries: number;
+  /** Copies written to the device after storage reads, their bytes and time. */
+  uploads: number;
+  uploadBytes: number;
+  uploadSeconds: number;
+  evictions: number;
+  /** Why the tier turned off (a failed copy); "" while it works. */
+  error: string;
 }
 
 export interface NativeExpertStreamStats {
@@ -294,6 +331,7 @@ export interface NativeExpertStreamStats {
   warmPending: number;
   /** The files experts are read from (the GGUF, or the expert pack's stripes). */
   files: string[];
+  vram: NativeVramTierStats;
   /** One per MoE op, in program order. */
   layers: NativeExpertLayerStats[];
 }

@@ -11,5 +11,13 @@ bool cuda_dequantize_q8_0(int, const void *, int64_t, float *, std::string & err
     err = "this build has no CUDA backend (nvcc was not found when it was built)";
     return false;
 }
+static bool no_backend(std::string & err) {
+    err = "this build has no CUDA backend (nvcc was not found when it was built)";
+    return false;
+}
+bool cuda_malloc(int, size_t, void **, std::string & err) { return no_backend(err); }
+void cuda_free(int, void *) {}
+bool cuda_copy_to_device(int, void *, const void *, size_t, std::string & err) { return no_backend(err); }
+bool cuda_copy_to_host(int, void *, const void *, size_t, std::string & err) { return no_backend(err); }
 } // namespace kail
 #endif

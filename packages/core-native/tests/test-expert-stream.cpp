@@ -1,7 +1,10 @@
 // Expert stream: slices read by offset (O_DIRECT and buffered) match the file byte for byte, the
 // byte budget holds under eviction, requests larger than the cache complete, concurrent requests
 // pin and release without deadlock, prefetch is counted, and a file truncated while open fails the
-// request with KAIL_E_IO naming the file and offset, after which the stream serves again.
+// request with KAIL_E_IO naming the file and offset, after which the stream serves again; the
+// VRAM tier's bookkeeping (uploads after reads, RAM misses filled from it, its LRU, a failing
+// device turning it off) over device memory stood in for by host memory (test-cuda runs the real
+// CUDA memory where a GPU exists).
 #include "kail/expert_stream.h"
 
 #include <algorithm>
@@ -459,6 +462,140 @@ static void test_pack(const test_file & f, const std::string & dir) {
     for (auto & fn : pk.files) std::remove(fn.c_str());
 }
 
+// Device memory for the VRAM tier's bookkeeping tests on machines without a GPU: host bytes,
+// copies counted, and a switch that makes copies fail as a broken device would.
+class host_device_memory final : public expert_device_memory {
+  public:
+    explicit host_device_memory(uint64_t n) : mem_(n) {}
+    std::string name() const override { return "test-host"; }
+    uint64_t bytes() const override { return mem_.size(); }
+    void upload(uint64_t off, const uint8_t * src, uint64_t n) override {
+        if (fail.load()) throw error(KAIL_E_IO, "test-host: upload refused");
+        std::memcpy(mem_.data() + off, src, n);
+        uploads++;
+    }
+    void download(uint64_t off, uint8_t * dst, uint64_t n) override {
+        if (fail.load()) throw error(KAIL_E_IO, "test-host: download refused");
+        std::memcpy(dst, mem_.data() + off, n);
+        downloads++;
+    }
+    std::atomic<bool> fail{false};
+    std::atomic<int>  uploads{0}, downloads{0};
+
+  private:
+    std::vector<uint8_t> mem_;
+};
+
+// Uploads run after the read that fetched the entry; wait for n of them.
+static bool wait_uploads(expert_stream & s, uint64_t n) {
+    for (int i = 0; i < 2000; i++) {
+        if (s.stats().vram_uploads >= n) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+}
+
+static void test_vram(const test_file & f) {
+    const uint64_t em = entry_max(f);
+    {
+        // RAM holds 2 experts, VRAM 4: reads go up, RAM misses come back down, LRU in VRAM.
+        auto dev = std::make_shared<host_device_memory>(4 * em + 100);
+        expert_stream_params p;
+        p.cache_bytes = 2 * em;
+        p.io_threads = 2;
+        p.policy = "lru";
+        p.vram = dev;
+        expert_stream s(f.path, f.layers, p);
+        expert_stream_stats st = s.stats();
+        CHECK(st.vram_device == "test-host");
+        CHECK(st.vram_capacity_bytes == 4 * em);
+        CHECK(st.vram_slot_bytes == em);
+        for (int32_t x : {0, 1, 2, 3}) CHECK(fetch(s, f, 0, {x}) == 1);
+        CHECK(wait_uploads(s, 4));
+        st = s.stats();
+        CHECK(st.layers[0].reads == 4 && st.layers[0].vram_reads == 0);
+        CHECK(st.vram_entries == 4 && st.vram_used_bytes == 4 * em);
+        CHECK(st.layers[0].vram_resident == std::vector<int32_t>({0, 1, 2, 3}));
+        CHECK(st.layers[0].resident == std::vector<int32_t>({2, 3}));
+        // 0 and 1 left RAM: filled from VRAM, byte-exact (fetch checks), no storage read.
+        CHECK(fetch(s, f, 0, {0}) == 1);
+        CHECK(fetch(s, f, 0, {1, 0}) == 2);
+        st = s.stats();
+        CHECK(st.layers[0].reads == 4);
+        CHECK(st.layers[0].vram_reads == 2);
+        CHECK(st.layers[0].vram_bytes == expert_entry_bytes(f.layers[0], 0) + expert_entry_bytes(f.layers[0], 1));
+        CHECK(st.layers[0].misses == 6 && st.layers[0].hits == 1);
+        CHECK(dev->downloads.load() == 2);
+        CHECK(st.vram_uploads == 4);  // copies already there are not uploaded again
+        // VRAM's LRU order is now 2, 3, 0, 1: two new experts take 2's and 3's slots.
+        CHECK(fetch(s, f, 1, {5}) == 1);
+        CHECK(fetch(s, f, 1, {6}) == 1);
+        CHECK(wait_uploads(s, 6));
+        st = s.stats();
+        CHECK(st.vram_evictions == 2);
+        CHECK(st.layers[0].vram_resident == std::vector<int32_t>({0, 1}));
+        CHECK(st.layers[1].vram_resident == std::vector<int32_t>({5, 6}));
+        CHECK(st.peak_bytes <= p.cache_bytes);
+        CHECK(st.vram_error.empty());
+        // A device that fails: the tier turns off, the request still gets the right bytes from storage.
+        dev->fail = true;
+        CHECK(fetch(s, f, 0, {0}) == 1);
+        st = s.stats();
+        CHECK(st.vram_error.find("download refused") != std::string::npos);
+        CHECK(st.layers[0].reads == 5);
+        CHECK(fetch(s, f, 0, {2, 3}) == 2);  // no more copies either way
+        st = s.stats();
+        CHECK(st.vram_uploads == 6);
+        CHECK(st.read_errors == 0);
+    }
+    {
+        // A tier smaller than one expert is refused with numbers.
+        expert_stream_params p;
+        p.cache_bytes = 2 * em;
+        p.vram = std::make_shared<host_device_memory>(em - 1);
+        bool threw = false;
+        try {
+            expert_stream s(f.path, f.layers, p);
+        } catch (const error & e) {
+            threw = e.code() == KAIL_E_BUDGET && std::string(e.what()).find("VRAM tier of " + std::to_string(em - 1) + " bytes") != std::string::npos;
+        }
+        CHECK(threw);
+    }
+    {
+        // Many threads, small RAM and VRAM, prefetch on: every byte right, the budget held, no hang.
+        auto dev = std::make_shared<host_device_memory>(5 * em);
+        expert_stream_params p;
+        p.cache_bytes = 3 * em;
+        p.io_threads = 3;
+        p.vram = dev;
+        expert_stream s(f.path, f.layers, p);
+        std::vector<std::thread> ts;
+        std::atomic<int> got{0};
+        for (int t = 0; t < 3; t++)
+            ts.emplace_back([&, t] {
+                std::mt19937 rng(static_cast<unsigned>(t + 7));
+                for (int i = 0; i < 60; i++) {
+                    const int layer = static_cast<int>(rng() % 2);
+                    const int32_t a = static_cast<int32_t>(rng() % 8), b = static_cast<int32_t>((a + 1 + rng() % 7) % 8);
+                    const int32_t c = static_cast<int32_t>(rng() % 8);
+                    s.prefetch(1 - layer, &c, 1);
+                    got += fetch(s, f, layer, {a, b});
+                }
+            });
+        for (auto & t : ts) t.join();
+        CHECK(got.load() == 3 * 60 * 2);
+        const expert_stream_stats st = s.stats();
+        uint64_t vr = 0;
+        for (auto & l : st.layers) vr += l.vram_reads;
+        CHECK(vr > 0);
+        CHECK(st.peak_bytes <= p.cache_bytes);
+        CHECK(st.vram_entries <= 5);
+        CHECK(st.pinned_bytes == 0);
+        std::printf("vram tier: %llu RAM fills from VRAM, %llu uploads, %llu VRAM evictions under 3 threads\n", static_cast<unsigned long long>(vr),
+                    static_cast<unsigned long long>(st.vram_uploads), static_cast<unsigned long long>(st.vram_evictions));
+    }
+}
+
 // Reads cut into 4 KiB parts taken by several readers give the same bytes, GGUF and buffered alike.
 static void test_parts(const test_file & f) {
     for (bool direct : {true, false}) {
@@ -499,6 +636,7 @@ int main() {
     test_warm(f);
     test_pack(f, dir);
     test_parts(f);
+    test_vram(f);
     std::remove(f.path.c_str());
     if (!env_dir) rmdir(dir.c_str());
     if (g_failures) {

@@ -87,19 +87,8 @@ function bytes(name: string) {
   };
 }
 
-/**
- * --vram: there is no VRAM expert tier in this build, so a budget above 0 is refused with the
- * reason (rather than accepted and ignored, or commander's "unknown option").
- */
-function vramBytes(v: string): number {
-  const n = bytes('--vram')(v);
-  if (n > 0)
-    throw new Error(
-      `--vram ${v}: this build has no VRAM expert tier (the CUDA backend compiles where nvcc exists, but experts are computed on the CPU); experts stream into the RAM budget, --ram`,
-    );
-  return n;
-}
-const VRAM_HELP = 'GPU memory for experts: no VRAM tier in this build, so only 0 (anything more is refused, saying so)';
+const VRAM_HELP =
+  'GPU memory (8G, 512M, bytes) for a second expert cache under --ram: experts read from storage are kept there too, and RAM misses are copied back from it instead of read again (needs --ram and a CUDA device; default: the hardware profile\'s usable GPU memory when experts stream, else none)';
 
 /** Flags of the expert-streaming budget, shared by run, bench and plan. */
 interface StreamOpts extends CacheTypeOpts {
@@ -110,6 +99,7 @@ interface StreamOpts extends CacheTypeOpts {
   controlVectorLayerRange?: [number, number];
   swaFull?: boolean;
   ram?: number;
+  vram?: number;
   reserve?: number;
   ioThreads?: number;
   directIo: boolean;
@@ -160,7 +150,7 @@ function addStreamOptions(cmd: Command): Command {
     .option('--control-vector-layer-range <start:end>', "layers the control vectors apply to, inclusive (llama.cpp's START END works too; default all)", layerRange)
     .option('--swa-full', "sliding-window layers keep every position instead of a ring (llama.cpp's --swa-full): more KV memory; gpt-oss can then shift its context")
     .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes): routed experts stream from storage into what it leaves', bytes('--ram'))
-    .option('--vram <bytes>', VRAM_HELP, vramBytes)
+    .option('--vram <bytes>', VRAM_HELP, bytes('--vram'))
     .option('--reserve <bytes>', `part of --ram held back for this process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
     .option('--io-threads <n>', 'expert reads in flight (default 4)', int('--io-threads', 1, 64))
     .option('--no-direct-io', 'read experts through the page cache (then drop it) instead of O_DIRECT')
@@ -179,12 +169,14 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
   let ramBytes = o.ram;
   let ioThreads = o.ioThreads;
   let readBytes = o.readSize;
+  let vramBytes = o.vram;
   const profile = readHardwareProfile(dir);
   if (profile) {
-    const d = profileDefaults(profile, hardwareProfilePath(dir), fs.statSync(modelPath).size, { ramBytes, ioThreads, readBytes });
+    const d = profileDefaults(profile, hardwareProfilePath(dir), fs.statSync(modelPath).size, { ramBytes, ioThreads, readBytes, vramBytes });
     ramBytes = d.ramBytes;
     if (ramBytes !== undefined) ioThreads = d.ioThreads;
     readBytes = d.readBytes;
+    vramBytes = d.vramBytes;
     for (const l of d.lines) log(`kail: ${l}`);
   }
   const lora = parseLoraFlags(o.lora ?? [], o.loraScaled ?? []);
@@ -196,6 +188,7 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
     ...(o.swaFull ? { swaFull: true } : {}),
     ramBytes,
     ramReserveBytes: o.reserve,
+    ...(vramBytes ? { vramBytes } : {}),
     ioThreads,
     directIo: o.directIo,
     prefetch: o.prefetch,
@@ -216,7 +209,11 @@ function streamLine(model: EngineModel, tokens: number): string {
     `experts: ${s.accesses} asked, hit rate ${pct(s.hitRate)}, read ${formatBytes(s.bytesRead)}` +
     `${tokens ? ` (${formatBytes(s.bytesRead / tokens)}/token)` : ''} in ${s.readSeconds.toFixed(2)} s of I/O, stalled ${s.stallSeconds.toFixed(2)} s, ` +
     `prefetch precision ${pct(s.prefetchPrecision)} recall ${pct(s.prefetchRecall)} | cache ${formatBytes(s.usedBytes)} used, ` +
-    `${formatBytes(s.peakBytes)} peak of ${formatBytes(s.capacityBytes)}, ${st.policy} | ${s.directIo ? 'O_DIRECT' : s.ioNote}`
+    `${formatBytes(s.peakBytes)} peak of ${formatBytes(s.capacityBytes)}, ${st.policy} | ${s.directIo ? 'O_DIRECT' : s.ioNote}` +
+    (s.vramDevice
+      ? ` | VRAM tier ${s.vramDevice}: ${s.vramReads} RAM misses copied from it (${formatBytes(s.vramBytes)} in ${s.vramSeconds.toFixed(2)} s), ` +
+        `${formatBytes(s.vramUsedBytes)} of ${formatBytes(s.vramCapacityBytes)} held${st.vram.error ? `, off: ${st.vram.error}` : ''}`
+      : '')
   );
 }
 
@@ -426,6 +423,10 @@ function planLines(file: string, p: ResidencyPlan): string[] {
           `(a block may hold more than one), up to ${p.nExpertUsed} used per layer and token`,
       `cold read/token  ${b(p.coldReadBytesPerToken)} (${uniform ? '' : 'up to '}${p.nExpertUsed} experts x ${p.nMoeLayers} layers, nothing cached)`,
     );
+    if (p.vramBytes)
+      lines.push(
+        `VRAM tier        ${b(p.vramBytes)}: ${p.vramCacheExperts} experts (slots of ${b(p.expertEntryBytes)}; copies of what is read, RAM misses copied back from it)`,
+      );
   } else {
     lines.push('experts          none (dense model: everything is resident)');
   }
@@ -717,7 +718,7 @@ export function registerModelCommands(program: Command): void {
     .description('what a RAM budget holds with experts streaming from storage: resident, KV, cache capacity, cold bytes per token (exit 1 when it does not fit)')
     .requiredOption('-m, --model <file>', 'GGUF model file')
     .option('--ram <bytes>', "RAM budget (8G, 512M, bytes); default: the hardware profile's (kail profile)", bytes('--ram'))
-    .option('--vram <bytes>', VRAM_HELP, vramBytes)
+    .option('--vram <bytes>', VRAM_HELP, bytes('--vram'))
     .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('-c, --ctx <n>', 'context length (default: the model\'s, at most 4096)', int('--ctx', 1, 1 << 20))
     .option('--seqs <n>', 'concurrent sequences', int('--seqs', 1, 1024), 1)
@@ -728,16 +729,23 @@ export function registerModelCommands(program: Command): void {
     .option('--lora-scaled <file:scale>', 'the same with a scale, FNAME:SCALE', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--swa-full', "sliding-window layers keep every position (llama.cpp's --swa-full): their KV counted at the full context")
     .option('--json', 'print one JSON object')
-    .action((o: CacheTypeOpts & { model: string; ram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string; lora: string[]; loraScaled: string[]; swaFull?: boolean }) => {
+    .action((o: CacheTypeOpts & { model: string; ram?: number; vram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string; lora: string[]; loraScaled: string[]; swaFull?: boolean }) => {
       let ram = o.ram;
-      if (ram === undefined) {
+      let vram = o.vram;
+      if (ram === undefined || vram === undefined) {
         const dir = dataDir(o.dataDir);
         const profile = readHardwareProfile(dir);
-        if (!profile) throw new Error(`give --ram, or run kail profile first (no ${hardwareProfilePath(dir)})`);
-        ram = profile.defaults.ramBytes;
-        process.stderr.write(`kail: --ram ${formatBytes(ram)} from ${hardwareProfilePath(dir)}: ${profile.defaults.why.ramBytes}\n`);
+        if (!profile && ram === undefined) throw new Error(`give --ram, or run kail profile first (no ${hardwareProfilePath(dir)})`);
+        if (profile) {
+          // The plan always streams: the profile's budgets, as a streaming run would take them.
+          const d = profileDefaults(profile, hardwareProfilePath(dir), Number.MAX_SAFE_INTEGER, { ramBytes: ram, vramBytes: vram });
+          if (ram === undefined) process.stderr.write(`kail: --ram ${formatBytes(profile.defaults.ramBytes)} from ${hardwareProfilePath(dir)}: ${profile.defaults.why.ramBytes}\n`);
+          ram = d.ramBytes;
+          if (vram === undefined && d.vramBytes !== undefined) process.stderr.write(`kail: ${d.lines.find((l) => l.startsWith('--vram'))}\n`);
+          vram = d.vramBytes;
+        }
       }
-      const p = planModel(o.model, { ramBytes: ram, nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve, ...kvTypesOf(o), lora: parseLoraFlags(o.lora, o.loraScaled), swaFull: o.swaFull });
+      const p = planModel(o.model, { ramBytes: ram!, ...(vram ? { vramBytes: vram } : {}), nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve, ...kvTypesOf(o), lora: parseLoraFlags(o.lora, o.loraScaled), swaFull: o.swaFull });
       if (o.json) process.stdout.write(JSON.stringify(p) + '\n');
       else process.stdout.write(planLines(o.model, p).join('\n') + '\n');
       if (!p.fits) throw new Error(p.message);

@@ -30,4 +30,12 @@ bool cuda_device_info_get(int index, cuda_device_info & info);
 // Returns false with `err` set when no device is available or a CUDA call fails.
 bool cuda_dequantize_q8_0(int device, const void * blocks, int64_t n_blocks, float * out, std::string & err);
 
+// Device memory for the VRAM expert tier (expert_stream.h): one allocation, synchronous copies in
+// and out. Each returns false with `err` set when there is no such device, the allocation is
+// refused or a CUDA call fails. Safe to call from any thread (each call selects the device).
+bool cuda_malloc(int device, size_t bytes, void ** out, std::string & err);
+void cuda_free(int device, void * p);
+bool cuda_copy_to_device(int device, void * dst, const void * src, size_t bytes, std::string & err);
+bool cuda_copy_to_host(int device, void * dst, const void * src, size_t bytes, std::string & err);
+
 } // namespace kail

@@ -54,6 +54,22 @@ struct expert_pack {
     std::vector<expert_pack_layer> layers;  // one per MoE layer, as the expert_layer_source list
 };
 
+// Device memory the second tier keeps expert copies in: `bytes()` bytes, copied in and out at
+// byte offsets. upload/download throw KAIL_E_IO naming the device when a copy fails.
+class expert_device_memory {
+  public:
+    virtual ~expert_device_memory() = default;
+    virtual std::string name() const = 0;  // e.g. "cuda:0 (NVIDIA H200)"
+    virtual uint64_t bytes() const = 0;
+    virtual void upload(uint64_t offset, const uint8_t * src, uint64_t n) = 0;
+    virtual void download(uint64_t offset, uint8_t * dst, uint64_t n) = 0;
+};
+
+// `bytes` of memory on CUDA device `device`, allocated at once. Throws KAIL_E_UNSUPPORTED when this
+// build has no CUDA backend or there is no such device, KAIL_E_BUDGET when the device refuses the
+// allocation (with its free and total memory).
+std::shared_ptr<expert_device_memory> cuda_expert_memory(int device, uint64_t bytes);
+
 struct expert_stream_params {
     uint64_t cache_bytes = 0;   // budget for cached experts, read buffers included
     int      io_threads = 4;    // reader threads: reads in flight at once (the queue depth)
@@ -70,6 +86,9 @@ struct expert_stream_params {
     // take in parallel; 0 = uncut. `kail profile` picks the smallest block size that reaches the
     // device's bandwidth.
     uint64_t read_bytes = 0;
+    // The VRAM tier (see the top of this file); null = none. Slots hold the largest entry, so
+    // the tier holds bytes() / expert_entry_bytes_max() experts at most; it must hold one.
+    std::shared_ptr<expert_device_memory> vram;
 };
 
 // Per MoE layer. accesses counts distinct experts per request (one forward pass asks each layer
@@ -93,8 +112,15 @@ struct expert_layer_stats {
     uint64_t predicted = 0;
     uint64_t predicted_correct = 0;
     uint64_t predicted_actual = 0;
+    // Entries filled from the VRAM tier (a device-to-host copy instead of a storage read: demand,
+    // prefetch or warm; not counted in reads/bytes_read/read_seconds), their bytes and copy time.
+    uint64_t vram_reads = 0;
+    uint64_t vram_bytes = 0;
+    double   vram_seconds = 0;
     // Experts of this layer whose bytes are in the RAM cache now (ascending); filled by stats().
     std::vector<int32_t> resident;
+    // Experts of this layer held by the VRAM tier now (ascending); filled by stats().
+    std::vector<int32_t> vram_resident;
 };
 
 struct expert_stream_stats {
@@ -120,6 +146,19 @@ struct expert_stream_stats {
     uint64_t    warm_cancelled = 0;
     uint64_t    warm_pending = 0;
     std::vector<std::string> files;  // the files experts are read from
+    // The VRAM tier: its device ("" without one), capacity (slots x slot size), bytes held now,
+    // experts held, copies written to it (their bytes and time), slots given up, and why the
+    // tier stopped (a failed copy turns it off; the stream goes on from storage).
+    std::string vram_device;
+    uint64_t    vram_capacity_bytes = 0;
+    uint64_t    vram_slot_bytes = 0;
+    uint64_t    vram_used_bytes = 0;
+    uint64_t    vram_entries = 0;
+    uint64_t    vram_uploads = 0;
+    uint64_t    vram_upload_bytes = 0;
+    double      vram_upload_seconds = 0;
+    uint64_t    vram_evictions = 0;
+    std::string vram_error;
     std::vector<expert_layer_stats> layers;
 };
 

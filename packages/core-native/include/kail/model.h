@@ -158,6 +158,11 @@ struct model_params {
     std::string cache_policy;     // expert cache eviction policy (expert_cache.h); empty = its default
     expert_pack pack;             // read experts from this pack (kail repack) instead of the GGUF
     uint64_t read_bytes = 0;      // largest single expert read (expert_stream_params::read_bytes); 0 = uncut
+    // The VRAM tier under the RAM expert cache (expert_stream.h), streaming only: bytes of device
+    // memory on CUDA device vram_device; 0 = none. The load throws KAIL_E_UNSUPPORTED without a
+    // CUDA build or device, KAIL_E_BUDGET when the device refuses the memory.
+    uint64_t vram_budget = 0;
+    int      vram_device = 0;
 };
 
 struct batch {

@@ -42,6 +42,9 @@ struct residency_plan {
     uint64_t cache_experts = 0;        // whole experts the cache holds (of the largest size)
     double   cache_experts_per_layer = 0;      // cache_bytes / one expert of every MoE layer
     uint64_t cold_read_bytes_per_token = 0;    // one token, nothing cached: n_expert_used experts per MoE layer
+    uint64_t vram_budget = 0;          // params.vram_budget (the VRAM tier, streaming only)
+    uint64_t vram_cache_experts = 0;   // experts it holds: slots of expert_entry_bytes
+    uint64_t vram_cache_bytes = 0;     // vram_cache_experts x expert_entry_bytes
     bool     fits = false;
     uint64_t shortfall_bytes = 0;      // how much larger the budget must be (0 when it fits)
     std::string message;               // the refusal with its numbers, empty when it fits
@@ -51,7 +54,7 @@ struct residency_plan {
 // that is missing or smaller than its shape.
 std::vector<expert_layer_source> residency_expert_sources(const gguf_file & file, const program & prog);
 
-// Uses params.ram_budget, ram_reserve, n_ctx, n_seq_max, kv_type and n_batch. Throws
+// Uses params.ram_budget, vram_budget, ram_reserve, n_ctx, n_seq_max, kv_type and n_batch. Throws
 // KAIL_E_BAD_MODEL for programs that name tensors the file lacks; never throws for budgets.
 residency_plan residency_plan_compute(const gguf_file & file, const program & prog, const model_params & params);
 

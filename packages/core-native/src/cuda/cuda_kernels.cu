@@ -84,4 +84,43 @@ bool cuda_dequantize_q8_0(int device, const void * blocks, int64_t n_blocks, flo
     return ok;
 }
 
+namespace {
+bool select_device(int device, std::string & err) {
+    if (device < 0 || device >= cuda_device_count()) {
+        err = "no CUDA device " + std::to_string(device) + " (" + std::to_string(cuda_device_count()) + " found)";
+        return false;
+    }
+    return check(cudaSetDevice(device), "cudaSetDevice", err);
+}
+} // namespace
+
+bool cuda_malloc(int device, size_t bytes, void ** out, std::string & err) {
+    *out = nullptr;
+    if (!select_device(device, err)) return false;
+    if (cudaMalloc(out, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        err = "cannot allocate " + std::to_string(bytes) + " bytes on CUDA device " + std::to_string(device) + " (" + std::to_string(free_b) + " free of " +
+              std::to_string(total_b) + ")";
+        *out = nullptr;
+        return false;
+    }
+    return true;
+}
+
+void cuda_free(int device, void * p) {
+    if (!p) return;
+    if (cudaSetDevice(device) == cudaSuccess) cudaFree(p);
+    cudaGetLastError();
+}
+
+bool cuda_copy_to_device(int device, void * dst, const void * src, size_t bytes, std::string & err) {
+    return select_device(device, err) && check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D", err);
+}
+
+bool cuda_copy_to_host(int device, void * dst, const void * src, size_t bytes, std::string & err) {
+    return select_device(device, err) && check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H", err);
+}
+
 } // namespace kail

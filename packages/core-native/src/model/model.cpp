@@ -482,6 +482,14 @@ void find_kv_ropes(model::impl & m) {
 void setup_streaming(model::impl & m) {
     std::unique_ptr<residency_plan> plan(new residency_plan(residency_plan_compute(*m.file, m.prog, m.params)));
     if (!plan->fits) throw error(KAIL_E_BUDGET, plan->message);
+    // The VRAM tier's memory is taken before any read, so a missing device or a refused allocation
+    // costs nothing; the stream checks that a slot holds the largest expert.
+    std::shared_ptr<expert_device_memory> vram;
+    if (m.params.vram_budget > 0 && plan->n_moe_layers > 0) {
+        if (plan->vram_cache_experts == 0)
+            throw error(KAIL_E_BUDGET, "VRAM budget " + format_bytes(m.params.vram_budget) + " cannot hold one expert (" + format_bytes(plan->expert_entry_bytes) + ")");
+        vram = cuda_expert_memory(m.params.vram_device, m.params.vram_budget);
+    }
     const std::string & path = m.file->path();
     if (path.empty()) throw error(KAIL_E_INVALID_ARG, "expert streaming needs a model file opened from a path");
 
@@ -552,6 +560,7 @@ void setup_streaming(model::impl & m) {
         sp.policy = m.params.cache_policy;
         sp.pack = m.params.pack;
         sp.read_bytes = m.params.read_bytes;
+        sp.vram = vram;
         m.stream.reset(new expert_stream(path, residency_expert_sources(*m.file, m.prog), sp));
     }
     m.plan = std::move(plan);
@@ -651,6 +660,8 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.params = params;
     m.params.n_batch = std::max<int64_t>(1, m.params.n_batch);
     const bool streaming = m.params.ram_budget > 0;
+    if (m.params.vram_budget > 0 && !streaming)
+        throw error(KAIL_E_INVALID_ARG, "a VRAM budget needs expert streaming (a RAM budget): the VRAM tier caches experts streamed from storage");
     check_kv_type(m.prog, m.params.kv_type, m.params.kv_type_v);
     if (m.params.n_seq_max < 1 || m.params.n_ctx < 1) throw error(KAIL_E_INVALID_ARG, "n_seq_max and n_ctx must be >= 1");
     const int nb = static_cast<int>(m.prog.buffers.size());

@@ -210,6 +210,11 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
     p.cache_bytes = p.ram_budget > p.fixed_bytes ? p.ram_budget - p.fixed_bytes : 0;
     p.cache_experts = p.expert_entry_bytes ? p.cache_bytes / p.expert_entry_bytes : 0;
     p.cache_experts_per_layer = sum_entry ? static_cast<double>(p.cache_bytes) / static_cast<double>(sum_entry) : 0;
+    if (p.n_moe_layers > 0 && p.expert_entry_bytes > 0) {
+        p.vram_budget = params.vram_budget;
+        p.vram_cache_experts = p.vram_budget / p.expert_entry_bytes;
+        p.vram_cache_bytes = p.vram_cache_experts * p.expert_entry_bytes;
+    }
     const uint64_t need = p.fixed_bytes + p.min_cache_bytes;
     p.fits = p.ram_budget >= need;
     p.shortfall_bytes = p.fits ? 0 : need - p.ram_budget;

@@ -9,6 +9,14 @@
 // Speculative (prefetched, unused) entries stay outside the policy: stale ones go first.
 // Buffers are anonymous mappings of exactly the entry's size, so freeing one returns it to the
 // kernel at once; an eviction that makes room for an entry of the same size hands its buffer over.
+//
+// The VRAM tier (params.vram) is a set of slots in device memory, each the size of the largest
+// entry. A slot is reserved for a key when a storage read of it completes and the tier does not
+// hold it (the reader copies the entry up, the entry pinned meanwhile), and becomes a copy others
+// may use once that upload is done. An entry created for a key with a finished copy is filled by
+// one download from its slot instead of storage reads. Slots being copied are busy and never
+// reused; the least recently used idle copy gives its slot up. A failed copy turns the tier off
+// (the entry is then read from storage); the stream never fails for the tier's sake.
 #include "kail/expert_stream.h"
 
 #include <algorithm>
@@ -70,6 +78,7 @@ struct entry {
     uint64_t        bytes = 0;
     const uint8_t * data[3] = {nullptr, nullptr, nullptr};
     std::string     error;
+    int             vslot = -1;           // filled by a download from this VRAM slot (busy while set)
 };
 using entry_ptr = std::shared_ptr<entry>;
 
@@ -118,6 +127,20 @@ struct expert_stream::impl {
     std::vector<expert_key>          candidates;          // pick_victim's scratch
     bool                             stop = false;
     std::vector<std::thread>         threads;
+
+    // The VRAM tier (see the top of this file). vmap: key -> slot, for copies done and uploading.
+    struct vslot_t {
+        uint64_t                 key = 0;
+        int                      busy = 0;      // copies in flight (the upload, downloads)
+        bool                     filled = false;
+        std::list<int>::iterator lru;           // in vlru while filled
+    };
+    bool                             vram_on = false;
+    uint64_t                         vslot_bytes = 0;
+    std::vector<vslot_t>             vslots;
+    std::unordered_map<uint64_t, int> vmap;
+    std::list<int>                   vlru;   // filled slots, least recently used first
+    std::vector<int>                 vfree;
 
     ~impl() {
         {
@@ -193,6 +216,7 @@ struct expert_stream::impl {
     void drop(const entry_ptr & v) {
         if (v->speculative) st.layers[v->layer].prefetch_wasted++;
         if (v->state == entry::QUEUED) {
+            vrelease(*v);
             v->state = entry::CANCELLED;
             if (v->warm) st.warm_cancelled++;
             else st.prefetch_cancelled++;
@@ -230,8 +254,54 @@ struct expert_stream::impl {
         e->buf = buf;
         e->bytes = bytes;
         e->n_parts = static_cast<int>(parts_of(*e).size());
+        if (vram_on) {
+            auto it = vmap.find(key_of(layer, expert));
+            if (it != vmap.end() && vslots[it->second].filled) {
+                e->vslot = it->second;
+                vslots[e->vslot].busy++;
+                e->n_parts = 1;  // one download
+            }
+        }
         map[key_of(layer, expert)] = e;
         return e;
+    }
+
+    void vrelease(entry & e) {
+        if (e.vslot < 0) return;
+        vslots[e.vslot].busy--;
+        e.vslot = -1;
+    }
+
+    // A slot for an upload of `key`, or -1 (the tier is off, holds or is copying the key, or every
+    // slot is busy). The least recently used idle copy gives its slot up.
+    int vreserve(uint64_t key) {
+        if (!vram_on || vmap.count(key)) return -1;
+        int s = -1;
+        if (!vfree.empty()) {
+            s = vfree.back();
+            vfree.pop_back();
+        } else {
+            for (auto it = vlru.begin(); it != vlru.end(); ++it) {
+                if (vslots[*it].busy) continue;
+                s = *it;
+                vlru.erase(it);
+                vmap.erase(vslots[s].key);
+                vslots[s].filled = false;
+                st.vram_evictions++;
+                break;
+            }
+        }
+        if (s < 0) return -1;
+        vslots[s].key = key;
+        vslots[s].busy = 1;
+        vmap[key] = s;
+        return s;
+    }
+
+    void vram_off(const std::string & why) {
+        if (!vram_on) return;
+        vram_on = false;
+        st.vram_error = why;
     }
 
     // Tries to start demand reads for `pending` (in order) as room allows; moves them to `held`.
@@ -430,6 +500,7 @@ struct expert_stream::impl {
             entry_ptr e;
             int part = 0;
             bool direct_now, is_prefetch = false, is_warm = false;
+            int vs = -1;  // the VRAM slot the entry is copied from, if any
             {
                 std::unique_lock<std::mutex> lk(mu);
                 io_cv.wait(lk, [&] {
@@ -448,14 +519,39 @@ struct expert_stream::impl {
                 }
                 if (!e) continue;
                 direct_now = direct;
+                vs = e->vslot;
             }
             const auto t0 = clock_type::now();
             std::string note;
             const bool was_direct = direct_now;
             const std::vector<read_part> parts = parts_of(*e);
-            std::string err = read_part_do(*e, parts[static_cast<size_t>(part)], direct_now, note);
+            std::string err;
+            bool from_vram = false;
+            if (vs >= 0) {
+                // One download from the VRAM tier; should it fail, the tier goes off and the
+                // whole entry is read from storage here, its parts in turn.
+                std::string verr;
+                try {
+                    params.vram->download(static_cast<uint64_t>(vs) * vslot_bytes, e->buf, e->bytes);
+                    from_vram = true;
+                } catch (const std::exception & x) {
+                    verr = x.what();
+                }
+                if (!from_vram) {
+                    {
+                        std::lock_guard<std::mutex> lk(mu);
+                        vram_off(verr);
+                        vrelease(*e);
+                    }
+                    for (const read_part & p : parts)
+                        if (!(err = read_part_do(*e, p, direct_now, note)).empty()) break;
+                }
+            } else {
+                err = read_part_do(*e, parts[static_cast<size_t>(part)], direct_now, note);
+            }
             const double secs = seconds_since(t0);
             bool finished = false;
+            int up = -1;  // a VRAM slot this reader copies the entry into
             {
                 std::lock_guard<std::mutex> lk(mu);
                 if (was_direct && !direct_now && direct) {
@@ -465,7 +561,14 @@ struct expert_stream::impl {
                 if (is_prefetch) prefetch_reading--;
                 if (is_warm) warm_reading--;
                 expert_layer_stats & ls = st.layers[e->layer];
-                ls.read_seconds += secs;
+                if (from_vram) {
+                    ls.vram_seconds += secs;
+                    vslot_t & v = vslots[vs];
+                    if (v.filled) vlru.splice(vlru.end(), vlru, v.lru);
+                    vrelease(*e);
+                } else {
+                    ls.read_seconds += secs;
+                }
                 e->parts_done++;
                 if (!err.empty()) {
                     // Parts not handed out yet are not read: the entry fails as a whole. Parts are
@@ -483,8 +586,14 @@ struct expert_stream::impl {
                     if (e->part_error.empty()) {
                         set_views(*e);
                         e->state = entry::READY;
-                        ls.reads++;
-                        ls.bytes_read += e->bytes;
+                        if (from_vram) {
+                            ls.vram_reads++;
+                            ls.vram_bytes += e->bytes;
+                        } else {
+                            ls.reads++;
+                            ls.bytes_read += e->bytes;
+                            if ((up = vreserve(key_of(e->layer, e->expert))) >= 0) e->pins++;
+                        }
                         if (is_warm || e->warm) {
                             st.warm_reads++;
                             st.warm_bytes += e->bytes;
@@ -501,7 +610,38 @@ struct expert_stream::impl {
             }
             if (finished) ready_cv.notify_all();
             if (is_prefetch || is_warm || e->n_parts > 1) io_cv.notify_one();
+            if (up >= 0) upload(e, up);
         }
+    }
+
+    // Copies a READY entry (pinned for it) into its reserved VRAM slot.
+    void upload(const entry_ptr & e, int s) {
+        const auto t0 = clock_type::now();
+        std::string err;
+        try {
+            params.vram->upload(static_cast<uint64_t>(s) * vslot_bytes, e->buf, e->bytes);
+        } catch (const std::exception & x) {
+            err = x.what();
+        }
+        const double secs = seconds_since(t0);
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            e->pins--;
+            vslot_t & v = vslots[s];
+            v.busy--;
+            if (err.empty()) {
+                v.filled = true;
+                v.lru = vlru.insert(vlru.end(), s);
+                st.vram_uploads++;
+                st.vram_upload_bytes += e->bytes;
+                st.vram_upload_seconds += secs;
+            } else {
+                vmap.erase(v.key);
+                vfree.push_back(s);
+                vram_off(err);
+            }
+        }
+        ready_cv.notify_all();
     }
 };
 
@@ -635,6 +775,19 @@ expert_stream::expert_stream(const std::string & path, std::vector<expert_layer_
     for (size_t l = 0; l < m.layers.size(); l++) largest = std::max(largest, m.packed ? m.params.pack.layers[l].block_bytes : expert_entry_bytes_max(m.layers[l]));
     if (largest > m.params.cache_bytes)
         throw error(KAIL_E_BUDGET, "expert stream: a cache of " + std::to_string(m.params.cache_bytes) + " bytes cannot hold one expert (" + std::to_string(largest) + " bytes)");
+    if (m.params.vram) {
+        const uint64_t n_slots = m.params.vram->bytes() / largest;
+        if (n_slots == 0)
+            throw error(KAIL_E_BUDGET, "expert stream: a VRAM tier of " + std::to_string(m.params.vram->bytes()) + " bytes on " + m.params.vram->name() +
+                                           " cannot hold one expert (" + std::to_string(largest) + " bytes)");
+        m.vram_on = true;
+        m.vslot_bytes = largest;
+        m.vslots.resize(static_cast<size_t>(n_slots));
+        for (uint64_t i = n_slots; i-- > 0;) m.vfree.push_back(static_cast<int>(i));
+        m.st.vram_device = m.params.vram->name();
+        m.st.vram_capacity_bytes = n_slots * largest;
+        m.st.vram_slot_bytes = largest;
+    }
     m.direct = m.params.direct_io;
     if (!m.params.direct_io) m.io_note = "direct I/O off by request; buffered reads + POSIX_FADV_DONTNEED";
     for (const std::string & f : m.files) {
@@ -807,7 +960,18 @@ expert_stream_stats expert_stream::stats() const {
         if (e.pins > 0) s.pinned_bytes += e.bytes;
         if (e.state == entry::READY && e.layer >= 0 && static_cast<size_t>(e.layer) < s.layers.size()) s.layers[e.layer].resident.push_back(e.expert);
     }
-    for (auto & l : s.layers) std::sort(l.resident.begin(), l.resident.end());
+    s.vram_entries = 0;
+    for (const auto & v : m.vslots) {
+        if (!v.filled) continue;
+        s.vram_entries++;
+        const int layer = static_cast<int>(v.key >> 32);
+        if (layer >= 0 && static_cast<size_t>(layer) < s.layers.size()) s.layers[layer].vram_resident.push_back(static_cast<int32_t>(v.key & 0xffffffffu));
+    }
+    s.vram_used_bytes = s.vram_entries * m.vslot_bytes;
+    for (auto & l : s.layers) {
+        std::sort(l.resident.begin(), l.resident.end());
+        std::sort(l.vram_resident.begin(), l.vram_resident.end());
+    }
     s.warm_pending = 0;
     for (auto & e : m.q_warm)
         if (e->state == entry::QUEUED || e->state == entry::READING) s.warm_pending++;

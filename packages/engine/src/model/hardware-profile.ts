@@ -235,10 +235,17 @@ export interface ProfileDefaults {
   ramBytes?: number;
   ioThreads: number;
   readBytes?: number;
+  /** The VRAM tier's budget when experts stream and the profile found a GPU (its first device's usable memory). */
+  vramBytes?: number;
   lines: string[];
 }
 
-export function profileDefaults(p: HardwareProfile, file: string, modelBytes: number, given: { ramBytes?: number; ioThreads?: number; readBytes?: number }): ProfileDefaults {
+export function profileDefaults(
+  p: HardwareProfile,
+  file: string,
+  modelBytes: number,
+  given: { ramBytes?: number; ioThreads?: number; readBytes?: number; vramBytes?: number },
+): ProfileDefaults {
   const lines: string[] = [];
   let ramBytes = given.ramBytes;
   if (ramBytes === undefined) {
@@ -257,5 +264,11 @@ export function profileDefaults(p: HardwareProfile, file: string, modelBytes: nu
     readBytes = p.defaults.readBytes;
     lines.push(`--read-size ${formatBytes(readBytes)} from ${file}: ${p.defaults.why.readBytes}`);
   }
-  return { ramBytes, ioThreads, readBytes, lines };
+  let vramBytes = given.vramBytes;
+  const gpu = p.gpus?.[0];
+  if (vramBytes === undefined && ramBytes !== undefined && gpu && gpu.usableBytes > 0) {
+    vramBytes = gpu.usableBytes;
+    lines.push(`--vram ${formatBytes(vramBytes)} from ${file}: GPU #${gpu.index} ${gpu.name}'s free memory when profiled, less headroom for a display and the driver`);
+  }
+  return { ramBytes, ioThreads, readBytes, vramBytes, lines };
 }

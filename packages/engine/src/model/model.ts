@@ -105,6 +105,15 @@ export interface LoadModelOptions {
   ramBytes?: number;
   /** Part of ramBytes held back for the rest of this process (Node, tokenizer, heaps). Default DEFAULT_RAM_RESERVE_BYTES. */
   ramReserveBytes?: number;
+  /**
+   * The VRAM tier under the RAM expert cache (needs ramBytes): bytes of GPU memory holding copies
+   * of experts read from storage, so a RAM miss is a device-to-host copy instead of a storage read.
+   * Experts are computed on the CPU either way. The load refuses with KAIL_E_UNSUPPORTED without a
+   * CUDA build or device. Default 0: none.
+   */
+  vramBytes?: number;
+  /** The CUDA device of the VRAM tier. Default 0. */
+  vramDevice?: number;
   /** Most tokens per forward pass; with ramBytes, the scratch the budget plans for. Default 512. */
   nBatch?: number;
   /** Expert reads in flight at once (I/O threads, 1..64). Default 4. */
@@ -352,6 +361,12 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
   if (encoder && opts.kvType === undefined) opts = { ...opts, kvType: 'f32' };
   if (opts.ramBytes !== undefined && !(Number.isSafeInteger(opts.ramBytes) && opts.ramBytes > 0))
     throw new EngineError('KAIL_E_INVALID_ARG', `ramBytes must be a positive integer, got ${opts.ramBytes}`);
+  if (opts.vramBytes !== undefined && !(Number.isSafeInteger(opts.vramBytes) && opts.vramBytes >= 0))
+    throw new EngineError('KAIL_E_INVALID_ARG', `vramBytes must be a non-negative integer, got ${opts.vramBytes}`);
+  if (opts.vramDevice !== undefined && !(Number.isSafeInteger(opts.vramDevice) && opts.vramDevice >= 0))
+    throw new EngineError('KAIL_E_INVALID_ARG', `vramDevice must be a non-negative integer, got ${opts.vramDevice}`);
+  if (opts.vramBytes && !opts.ramBytes)
+    throw new EngineError('KAIL_E_INVALID_ARG', 'a VRAM budget (vramBytes / --vram) needs a RAM budget (ramBytes / --ram): the VRAM tier caches experts streamed from storage');
   const params: ModelParams = {
     threads: opts.threads ?? 0,
     kvType: kvTypeId(opts.kvType),
@@ -364,6 +379,8 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     nBatch,
     ramBytes: opts.ramBytes ?? 0,
     ramReserveBytes: opts.ramBytes ? (opts.ramReserveBytes ?? DEFAULT_RAM_RESERVE_BYTES) : 0,
+    vramBytes: opts.vramBytes ?? 0,
+    vramDevice: opts.vramDevice ?? 0,
     ioThreads: opts.ioThreads ?? 4,
     directIo: opts.directIo ?? true,
     prefetch: opts.prefetch ?? true,

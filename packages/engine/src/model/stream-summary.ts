@@ -25,6 +25,14 @@ export interface StreamSummary {
   capacityBytes: number;
   usedBytes: number;
   peakBytes: number;
+  /** Entries filled from the VRAM tier instead of storage, their bytes and copy time. */
+  vramReads: number;
+  vramBytes: number;
+  vramSeconds: number;
+  /** The VRAM tier's device ('' without one), capacity and bytes held now. */
+  vramDevice: string;
+  vramCapacityBytes: number;
+  vramUsedBytes: number;
 }
 
 const COUNTERS = [
@@ -42,6 +50,9 @@ const COUNTERS = [
   'predicted',
   'predictedCorrect',
   'predictedActual',
+  'vramReads',
+  'vramBytes',
+  'vramSeconds',
 ] as const satisfies readonly (keyof NativeExpertLayerStats)[];
 
 export function summarizeStream(after: NativeExpertStreamStats, before?: NativeExpertStreamStats): StreamSummary {
@@ -70,5 +81,11 @@ export function summarizeStream(after: NativeExpertStreamStats, before?: NativeE
     capacityBytes: after.capacityBytes,
     usedBytes: after.usedBytes,
     peakBytes: after.peakBytes,
+    vramReads: t.vramReads,
+    vramBytes: t.vramBytes,
+    vramSeconds: t.vramSeconds,
+    vramDevice: after.vram.device,
+    vramCapacityBytes: after.vram.capacityBytes,
+    vramUsedBytes: after.vram.usedBytes,
   };
 }

@@ -392,6 +392,7 @@ export class LocalModelHost implements ModelHost {
     const lora: LoraSpec[] = req.lora.length ? req.lora.map((l) => ({ path: l.path, scale: l.scale })) : readLoraSidecar(file);
     let ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || 0;
     let ioThreads = this.opts.loadOptions?.ioThreads;
+    let vram = req.vramBudgetBytes || undefined;
     if (this.opts.profile) {
       const fileBytes = fs.existsSync(file) ? fs.statSync(file).size : 0;
       let given = ram || undefined;
@@ -408,9 +409,12 @@ export class LocalModelHost implements ModelHost {
           );
         if (fileBytes > left) given = left;
       }
-      const d = profileDefaults(this.opts.profile, this.opts.profileFile ?? 'profile.json', fileBytes, { ramBytes: given, ioThreads });
+      // The profile's GPU memory is one tier: the first streaming model takes it, later ones none.
+      const vramHeld = [...this.models.values()].some((m) => (m.model.plan?.vramBytes ?? 0) > 0);
+      const d = profileDefaults(this.opts.profile, this.opts.profileFile ?? 'profile.json', fileBytes, { ramBytes: given, ioThreads, vramBytes: vram ?? (vramHeld ? 0 : undefined) });
       ram = d.ramBytes ?? 0;
       ioThreads = d.ioThreads;
+      vram = d.vramBytes;
     }
     this.loading.add(id);
     let model: EngineModel;
@@ -429,6 +433,7 @@ export class LocalModelHost implements ModelHost {
         threads: req.threads || this.opts.threads || 0,
         nSeqMax: this.opts.seqsPerModel ?? 8,
         ramBytes: ram > 0 ? ram : undefined,
+        ...(vram && ram > 0 ? { vramBytes: vram } : {}),
       });
       // Speculative decoding: a draft model (loaded with the target's context and slots), prompt lookup, or the file's MTP block.
       try {
@@ -1002,14 +1007,16 @@ export class LocalModelHost implements ModelHost {
     const file = this.resolveModelPath(req.path);
     // An unset budget plans against the profile's, else what the machine has available now.
     const ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || this.opts.profile?.defaults.ramBytes || availableMemoryBytes();
+    const vram = req.vramBudgetBytes || (this.opts.profile ? profileDefaults(this.opts.profile, '', Number.MAX_SAFE_INTEGER, { ramBytes: ram }).vramBytes : undefined);
     const p = planModel(file, {
       ...this.opts.loadOptions,
+      ...(vram ? { vramBytes: vram } : {}),
       ramBytes: ram,
       nCtx: req.contextLength || this.opts.defaultContext || 4096,
       nSeqMax: this.opts.seqsPerModel ?? 8,
     });
     return {
-      residency: { residentBytes: p.residentBytes, expertBytes: p.expertBytes, kvBytes: p.kvBytes, ramExpertCacheBytes: p.cacheBytes, vramExpertCacheBytes: 0 },
+      residency: { residentBytes: p.residentBytes, expertBytes: p.expertBytes, kvBytes: p.kvBytes, ramExpertCacheBytes: p.cacheBytes, vramExpertCacheBytes: p.vramCacheBytes },
       cacheExpertsPerLayer: Math.floor(p.cacheExpertsPerLayer),
       coldBytesPerToken: p.coldReadBytesPerToken,
       fits: p.fits,
@@ -1022,13 +1029,14 @@ export class LocalModelHost implements ModelHost {
     const models: pb.ModelTelemetry[] = [];
     for (const [id, m] of this.models) models.push(modelTelemetry(id, m));
     const sum = (f: (t: pb.ModelTelemetry) => number) => models.reduce((a, t) => a + f(t), 0);
-    const ram: pb.TierStats = { tier: 'ram', budgetBytes: 0, usedBytes: 0, hits: 0, misses: 0 };
+    const tiers = new Map<string, pb.TierStats>([['ram', { tier: 'ram', budgetBytes: 0, usedBytes: 0, hits: 0, misses: 0 }]]);
     for (const t of models)
       for (const x of t.tiers) {
-        ram.budgetBytes += x.budgetBytes;
-        ram.usedBytes += x.usedBytes;
-        ram.hits += x.hits;
-        ram.misses += x.misses;
+        const sum = tiers.get(x.tier) ?? tiers.set(x.tier, { tier: x.tier, budgetBytes: 0, usedBytes: 0, hits: 0, misses: 0 }).get(x.tier)!;
+        sum.budgetBytes += x.budgetBytes;
+        sum.usedBytes += x.usedBytes;
+        sum.hits += x.hits;
+        sum.misses += x.misses;
       }
     return {
       unixMs: Date.now(),
@@ -1037,7 +1045,7 @@ export class LocalModelHost implements ModelHost {
       bytesRead: sum((t) => t.bytesRead),
       ioStallSeconds: sum((t) => t.ioStallSeconds),
       runningRequests: sum((t) => t.runningRequests),
-      tiers: models.length ? [ram] : [],
+      tiers: models.length ? [...tiers.values()] : [],
       storageBandwidthBytesPerSecond: this.opts.storageBandwidthBytesPerSecond ?? profiledBandwidth(this.opts.profile),
       kvUsedBytes: sum((t) => t.kvUsedBytes),
       kvCapacityBytes: sum((t) => t.kvCapacityBytes),
@@ -1068,16 +1076,23 @@ function modelTelemetry(id: string, m: Loaded): pb.ModelTelemetry {
   const st = m.engine.stats();
   const ns = m.model.runtime.stats();
   const ram: pb.TierStats = { tier: 'ram', budgetBytes: 0, usedBytes: 0, hits: 0, misses: 0 };
+  let vram: pb.TierStats | null = null;
   let bytesRead = 0;
   let stall = 0;
   if (ns.stream) {
     ram.budgetBytes = ns.stream.capacityBytes;
     ram.usedBytes = ns.stream.usedBytes;
+    // The VRAM tier's hits are RAM fills copied from it; its misses, fills read from storage.
+    if (ns.stream.vram.device) vram = { tier: 'vram', budgetBytes: ns.stream.vram.capacityBytes, usedBytes: ns.stream.vram.usedBytes, hits: 0, misses: 0 };
     for (const l of ns.stream.layers) {
       ram.hits += l.hits;
       ram.misses += l.misses;
       bytesRead += l.bytesRead;
       stall += l.stallSeconds;
+      if (vram) {
+        vram.hits += l.vramReads;
+        vram.misses += l.reads;
+      }
     }
   } else {
     // Mapped path: every expert is in RAM (through the page cache); each activation is a hit.
@@ -1103,7 +1118,7 @@ function modelTelemetry(id: string, m: Loaded): pb.ModelTelemetry {
     runningRequests: st.running,
     bytesRead,
     ioStallSeconds: stall,
-    tiers: [ram],
+    tiers: vram ? [ram, vram] : [ram],
     kvUsedBytes: ns.kvBytes,
     kvCapacityBytes: m.model.runtime.kvCapacityBytes,
     experts,
@@ -1162,7 +1177,7 @@ function residencyOf(model: EngineModel): common.ModelTierBytes {
   const s = model.summary;
   const kvBytes = model.runtime.kvCapacityBytes;
   const p = model.plan;
-  if (p) return { residentBytes: p.residentBytes, expertBytes: p.expertBytes, kvBytes, ramExpertCacheBytes: p.cacheBytes, vramExpertCacheBytes: 0 };
+  if (p) return { residentBytes: p.residentBytes, expertBytes: p.expertBytes, kvBytes, ramExpertCacheBytes: p.cacheBytes, vramExpertCacheBytes: p.vramCacheBytes };
   return { residentBytes: s.residentBytes, expertBytes: s.expertBytes, kvBytes, ramExpertCacheBytes: s.expertBytes, vramExpertCacheBytes: 0 };
 }
 
