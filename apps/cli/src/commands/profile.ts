@@ -22,6 +22,9 @@ function showLines(file: string, p: HardwareProfile): string[] {
     `default --ram    ${b(p.defaults.ramBytes)}: ${p.defaults.why.ramBytes}`,
     `default --io-threads ${p.defaults.ioThreads}: ${p.defaults.why.ioThreads}`,
     `default --read-size ${b(p.defaults.readBytes)}: ${p.defaults.why.readBytes}`,
+    p.gpus.length && p.gpus[0].usableBytes > 0
+      ? `default --vram   ${b(p.gpus[0].usableBytes)} when experts stream: GPU #${p.gpus[0].index}'s free memory when profiled, less max(512 MiB, 5%) for a display and the driver`
+      : 'default --vram   none: no CUDA device (or no CUDA backend in this build)',
   );
   return lines;
 }

@@ -3,6 +3,7 @@ import { common, engine as pb } from '@kailstream/proto';
 
 import { createEngineClient, startEngineServer, type RunningEngineServer } from './engine-service';
 import { LocalModelHost } from './model-host';
+import { systemInfo } from '../native';
 
 function unary<Req, Res>(fn: (req: Req, cb: (err: grpc.ServiceError | null, res: Res) => void) => unknown, req: Req): Promise<Res> {
   return new Promise((resolve, reject) => fn(req, (err, res) => (err ? reject(err) : resolve(res))));
@@ -152,6 +153,24 @@ describe('engine gRPC service with a loaded model', () => {
     const small = await unary<pb.PlanModelRequest, pb.PlanModelResponse>(client.planModel.bind(client), pb.PlanModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', ramBudgetBytes: 1024 }));
     expect(small.fits).toBe(false);
     expect(small.detail).toMatch(/\d/);
+  });
+
+  it('plans a VRAM tier, and refuses one it cannot have (no RAM budget; no CUDA device) with a clear error, serving on', async () => {
+    const p = await unary<pb.PlanModelRequest, pb.PlanModelResponse>(
+      client.planModel.bind(client),
+      pb.PlanModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', ramBudgetBytes: 2 ** 32, vramBudgetBytes: 2 ** 24 }),
+    );
+    const plan = JSON.parse(p.planJson);
+    expect(plan.vramCacheExperts).toBe(Math.floor(2 ** 24 / plan.expertEntryBytes));
+    expect(p.residency?.vramExpertCacheBytes).toBe(plan.vramCacheExperts * plan.expertEntryBytes);
+    const load = (req: Partial<pb.LoadModelRequest>) => unary<pb.LoadModelRequest, pb.LoadModelResponse>(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial(req));
+    await expect(load({ path: 'tiny-qwen3moe-F32-1', id: 'v0', vramBudgetBytes: 2 ** 24 })).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: expect.stringMatching(/needs a RAM budget/) });
+    if (systemInfo().cudaDevices.length === 0)
+      await expect(load({ path: 'tiny-qwen3moe-F32-1', id: 'v1', ramBudgetBytes: 2 ** 32, vramBudgetBytes: 2 ** 24 })).rejects.toMatchObject({
+        details: expect.stringMatching(/a VRAM tier needs (the CUDA backend|a CUDA device)/),
+      });
+    const list = await unary<pb.ListModelsRequest, pb.ListModelsResponse>(client.listModels.bind(client), pb.ListModelsRequest.fromPartial({}));
+    expect(list.models.map((m) => m.id)).not.toContain('v1');
   });
 
   it('loads a model under a RAM budget (experts stream) and reports its residency and cache tier in telemetry', async () => {

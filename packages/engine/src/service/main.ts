@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The engine service process:
 //   node packages/engine/dist/service/main.js --port 0 [--host H] [--models-dir DIR] [--model [ID=]FILE ...]
-//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--cache-type f16|q8_0|q4_0|… (KV_TYPES)] [--max-stall-ms MS] [--ctx-checkpoints N] [--data-dir DIR (its profile.json)] [--auth-token T]
+//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--vram BYTES] [--cache-type f16|q8_0|q4_0|… (KV_TYPES)] [--max-stall-ms MS] [--ctx-checkpoints N] [--data-dir DIR (its profile.json)] [--auth-token T]
 //     [--pooling none|mean|cls|last]
 // Prints one JSON line {"service":"engine","address":...} once listening, for supervisors.
 import { parseArgs } from 'node:util';
@@ -32,6 +32,8 @@ async function main() {
       threads: { type: 'string', default: '0' },
       seqs: { type: 'string', default: '8' },
       ram: { type: 'string' },
+      // The VRAM tier's budget for a streaming model (needs --ram or the profile's budget, and a CUDA device).
+      vram: { type: 'string' },
       // The KV cache's type for every model this engine loads (KV_TYPES: f16, q8_0, q4_0, ...).
       // Unset: f16, or f32 for an embedding model (EngineModel's default).
       'cache-type': { type: 'string' },
@@ -90,6 +92,7 @@ async function main() {
     contextCheckpoints: int('ctx-checkpoints', values['ctx-checkpoints'], 0),
     modelsDir: values['models-dir'],
     defaultRamBudgetBytes: values.ram ? parseByteSize(values.ram) : undefined,
+    defaultVramBudgetBytes: values.vram ? parseByteSize(values.vram) : undefined,
     loadOptions: { kvType, kvTypeV, ...(values['swa-full'] ? { swaFull: true } : {}) },
     contextShift: values['context-shift'],
     slotSavePath: values['slot-save-path'],

@@ -112,6 +112,11 @@ export interface LocalModelHostOptions {
    */
   defaultRamBudgetBytes?: number;
   /**
+   * VRAM tier budget for a streaming model when a load request gives none (vram_budget_bytes = 0);
+   * default: the hardware profile's first GPU, for the first streaming model.
+   */
+  defaultVramBudgetBytes?: number;
+  /**
    * While streams decode, the longest a pass may spend on arriving prompts (BatchEngineOptions.
    * maxDecodeStallMs). Default 500 ms; 0 = no limit.
    */
@@ -392,7 +397,7 @@ export class LocalModelHost implements ModelHost {
     const lora: LoraSpec[] = req.lora.length ? req.lora.map((l) => ({ path: l.path, scale: l.scale })) : readLoraSidecar(file);
     let ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || 0;
     let ioThreads = this.opts.loadOptions?.ioThreads;
-    let vram = req.vramBudgetBytes || undefined;
+    let vram = req.vramBudgetBytes || this.opts.defaultVramBudgetBytes || undefined;
     if (this.opts.profile) {
       const fileBytes = fs.existsSync(file) ? fs.statSync(file).size : 0;
       let given = ram || undefined;
@@ -433,7 +438,9 @@ export class LocalModelHost implements ModelHost {
         threads: req.threads || this.opts.threads || 0,
         nSeqMax: this.opts.seqsPerModel ?? 8,
         ramBytes: ram > 0 ? ram : undefined,
-        ...(vram && ram > 0 ? { vramBytes: vram } : {}),
+        // A request's VRAM budget always goes to the load (refused there without a RAM budget); the
+        // engine's default and the profile's only where experts stream.
+        ...(req.vramBudgetBytes ? { vramBytes: req.vramBudgetBytes } : vram && ram > 0 ? { vramBytes: vram } : {}),
       });
       // Speculative decoding: a draft model (loaded with the target's context and slots), prompt lookup, or the file's MTP block.
       try {
@@ -1007,7 +1014,7 @@ export class LocalModelHost implements ModelHost {
     const file = this.resolveModelPath(req.path);
     // An unset budget plans against the profile's, else what the machine has available now.
     const ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || this.opts.profile?.defaults.ramBytes || availableMemoryBytes();
-    const vram = req.vramBudgetBytes || (this.opts.profile ? profileDefaults(this.opts.profile, '', Number.MAX_SAFE_INTEGER, { ramBytes: ram }).vramBytes : undefined);
+    const vram = req.vramBudgetBytes || this.opts.defaultVramBudgetBytes || (this.opts.profile ? profileDefaults(this.opts.profile, '', Number.MAX_SAFE_INTEGER, { ramBytes: ram }).vramBytes : undefined);
     const p = planModel(file, {
       ...this.opts.loadOptions,
       ...(vram ? { vramBytes: vram } : {}),
