@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 
 import { GgmlType, ggmlTypeTraits, GgufType } from './gguf/constants';
 import { readGgufHeader } from './gguf/reader';
+import { splitGguf } from './gguf/split';
 import type { ModelConfig } from './models/arch';
 import { archNames } from './models/architectures';
 import { writeLoraAdapter } from './models/lora';
@@ -48,6 +49,8 @@ const USAGE = `usage: gen-model (--preset NAME | --arch ARCH) --out FILE [option
   --control-vector    write a control vector for the model these options describe, instead of the
                       model (llama.cpp's format: F32 direction.N per layer, tools/src/models/control-vector.ts)
   --cv-layers L       its layers, comma-separated (default 1 .. layers-1)
+  --split-max-tensors N  write the model as llama.cpp's gguf-split does: OUT's name less .gguf
+                      becomes the prefix of OUT-00001-of-0000K.gguf ..., at most N tensors per file
   --json              print the summary as JSON
   --quiet             no progress on stderr`;
 
@@ -70,7 +73,7 @@ function parseNum(name: string, s: string): number {
 
 export async function main(argv: string[]): Promise<number> {
   const strOpts = Object.fromEntries(
-    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'chat-template-file', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type', 'threads', 'expert-pool', 'lora-rank', 'lora-alpha', 'lora-targets', 'cv-layers'].map(
+    [...INT_OPTS.map(([k]) => k), 'preset', 'arch', 'type', 'seed', 'out', 'vocab-kind', 'chat-template-file', 'rope-base', 'norm-eps', 'name', 'alignment', 'inspect', 'simulate-type', 'threads', 'expert-pool', 'lora-rank', 'lora-alpha', 'lora-targets', 'cv-layers', 'split-max-tensors'].map(
       (k) => [k, { type: 'string' as const }],
     ),
   );
@@ -175,6 +178,13 @@ export async function main(argv: string[]): Promise<number> {
           }
         },
   });
+  let splits: string[] | undefined;
+  if (typeof v['split-max-tensors'] === 'string') {
+    // The whole file first, then its splits (its bytes, cut as gguf-split cuts them); the whole goes.
+    const n = parseIntStrict('split-max-tensors', v['split-max-tensors']);
+    splits = splitGguf(res.path, res.path.replace(/\.gguf$/i, ''), n);
+    fs.rmSync(res.path, { force: true });
+  }
   const typeCounts: Record<string, number> = {};
   for (const t of res.tensors) typeCounts[ggmlTypeTraits(t.type).name] = (typeCounts[ggmlTypeTraits(t.type).name] ?? 0) + 1;
   const summary = {
@@ -186,6 +196,7 @@ export async function main(argv: string[]): Promise<number> {
     seed,
     tensorTypes: typeCounts,
     config: res.config,
+    ...(splits ? { splits } : {}),
   };
   if (v.json) console.log(JSON.stringify(summary));
   else {
@@ -193,6 +204,7 @@ export async function main(argv: string[]): Promise<number> {
       `${res.path}: ${res.config.arch} ${fileType}, ${(res.params / 1e6).toFixed(1)}M params, ${(res.bytes / 2 ** 20).toFixed(1)} MiB, ` +
         `${res.tensors.length} tensors ${JSON.stringify(typeCounts)}, ${res.seconds.toFixed(1)} s`,
     );
+    if (splits) console.log(`split into ${splits.length} files: ${splits.join(', ')}`);
   }
   return 0;
 }

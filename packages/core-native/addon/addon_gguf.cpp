@@ -216,6 +216,7 @@ class AddonGgufFile : public Napi::ObjectWrap<AddonGgufFile> {
             InstanceAccessor<&AddonGgufFile::get_alignment>("alignment"),
             InstanceAccessor<&AddonGgufFile::get_data_offset>("dataOffset"),
             InstanceAccessor<&AddonGgufFile::get_file_size>("fileSize"),
+            InstanceAccessor<&AddonGgufFile::get_splits>("splits"),
             InstanceAccessor<&AddonGgufFile::get_path>("path"),
             InstanceAccessor<&AddonGgufFile::get_closed>("closed"),
             InstanceAccessor<&AddonGgufFile::get_metadata>("metadata"),
@@ -245,7 +246,8 @@ class AddonGgufFile : public Napi::ObjectWrap<AddonGgufFile> {
             version_ = file_->version();
             alignment_ = file_->alignment();
             data_offset_ = file_->data_offset();
-            file_size_ = file_->file_size();
+            file_size_ = file_->total_size();
+            for (uint32_t i = 0; i < file_->n_splits(); i++) splits_.push_back({file_->split_path(i), file_->split_size(i)});
             path_ = path;
             reported_ = static_cast<int64_t>(file_->heap_bytes());
             Napi::MemoryManagement::AdjustExternalMemory(env, reported_);
@@ -263,6 +265,7 @@ class AddonGgufFile : public Napi::ObjectWrap<AddonGgufFile> {
     uint32_t                         alignment_ = 0;
     uint64_t                         data_offset_ = 0;
     uint64_t                         file_size_ = 0;
+    std::vector<std::pair<std::string, uint64_t>> splits_;  // path, bytes
     int64_t                          reported_ = 0;
     Napi::ObjectReference            metadata_, metadata_types_, tensors_;
 
@@ -284,6 +287,20 @@ class AddonGgufFile : public Napi::ObjectWrap<AddonGgufFile> {
     Napi::Value get_data_offset(const Napi::CallbackInfo & info) {
         return Napi::Number::New(info.Env(), static_cast<double>(data_offset_));
     }
+    Napi::Value get_splits(const Napi::CallbackInfo & info) {
+        Napi::Env env = info.Env();
+        Napi::Array arr = Napi::Array::New(env, splits_.size());
+        for (size_t i = 0; i < splits_.size(); i++) {
+            Napi::Object o = Napi::Object::New(env);
+            o.Set("path", Napi::String::New(env, splits_[i].first));
+            o.Set("bytes", Napi::Number::New(env, static_cast<double>(splits_[i].second)));
+            freeze(env, o);
+            arr.Set(static_cast<uint32_t>(i), o);
+        }
+        freeze(env, arr);
+        return arr;
+    }
+
     Napi::Value get_file_size(const Napi::CallbackInfo & info) {
         return Napi::Number::New(info.Env(), static_cast<double>(file_size_));
     }
@@ -337,6 +354,7 @@ class AddonGgufFile : public Napi::ObjectWrap<AddonGgufFile> {
                     o.Set("dims", dims);
                     // Offsets and sizes lie within the file, so they are exact as JS numbers.
                     o.Set("offset", Napi::Number::New(env, static_cast<double>(t.file_offset)));
+                    o.Set("split", Napi::Number::New(env, t.split));
                     o.Set("nbytes", Napi::Number::New(env, static_cast<double>(t.nbytes)));
                     freeze(env, o);
                     arr.Set(i++, o);

@@ -56,8 +56,10 @@ export interface GgufTensorInfo {
   readonly typeName: string;
   /** Elements per dimension, ne[0] (contiguous) first; 1 to 4 entries, each > 0. */
   readonly dims: readonly number[];
-  /** Absolute file offset of the first byte (dataOffset + the offset stored in the file). */
+  /** Absolute offset of the first byte in its split file (that file's data offset + the offset stored there). */
   readonly offset: number;
+  /** The split file holding it (index into `splits`; 0 for a model in one file). */
+  readonly split: number;
   /** Size of the data in bytes (unpadded). */
   readonly nbytes: number;
 }
@@ -84,8 +86,15 @@ export interface NativeGgufFile {
   readonly alignment: number;
   /** Absolute file offset where the tensor data section starts. */
   readonly dataOffset: number;
+  /** Bytes of the model: every split file's. */
   readonly fileSize: number;
+  /** The path opened (a split model's first split). */
   readonly path: string;
+  /**
+   * The files of the model: one, or a split model's splits in order (PREFIX-0000i-of-0000N.gguf,
+   * llama.cpp's gguf-split naming), each with its size. Tensors name theirs by index.
+   */
+  readonly splits: readonly { readonly path: string; readonly bytes: number }[];
   readonly closed: boolean;
   /** Key → value in file order; built on first access, then the same frozen object. */
   readonly metadata: Readonly<Record<string, GgufValue>>;

@@ -15,6 +15,7 @@ export { DEFAULT_RAM_RESERVE_BYTES, EngineModel, KV_TYPES, kvBytesPerValue, kvCa
 export type { LoadModelOptions, ModelSummary, ResidencyPlan } from './model/model';
 export { formatBytes, parseByteSize } from './model/byte-size';
 export { summarizeStream } from './model/stream-summary';
+export { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from './model/split-files';
 export { NllAccumulator, perplexity, perplexityChunks, type PerplexityOptions, type PerplexityResult } from './model/perplexity';
 export type { StreamSummary } from './model/stream-summary';
 export type { NativeExpertLayerStats as ExpertLayerStats, NativeExpertStreamStats as ExpertStreamStats } from '@kailstream/core-native';

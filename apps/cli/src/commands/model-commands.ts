@@ -24,6 +24,7 @@ import {
   perplexity,
   planModel,
   profileDefaults,
+  modelFileBytes,
   readHardwareProfile,
   hardwareProfilePath,
   USAGE_HISTORY_SUBDIR,
@@ -172,7 +173,7 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
   let vramBytes = o.vram;
   const profile = readHardwareProfile(dir);
   if (profile) {
-    const d = profileDefaults(profile, hardwareProfilePath(dir), fs.statSync(modelPath).size, { ramBytes, ioThreads, readBytes, vramBytes });
+    const d = profileDefaults(profile, hardwareProfilePath(dir), modelFileBytes(modelPath), { ramBytes, ioThreads, readBytes, vramBytes });
     ramBytes = d.ramBytes;
     if (ramBytes !== undefined) ioThreads = d.ioThreads;
     readBytes = d.readBytes;

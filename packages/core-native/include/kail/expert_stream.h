@@ -27,10 +27,12 @@ namespace kail {
 constexpr uint64_t EXPERT_READ_ALIGN = 4096;
 
 // The slices of one MoE layer's expert tensors in the file: expert e's matrix s (0 gate, 1 up,
-// 2 down) is stride[s] bytes at offset[s] + e * stride[s].
+// 2 down) is stride[s] bytes at offset[s] + e * stride[s] of split file[s] (0: the GGUF itself;
+// i: expert_stream_params::splits[i - 1], for a model in several files).
 struct expert_layer_source {
     uint64_t offset[3] = {0, 0, 0};
     uint64_t stride[3] = {0, 0, 0};
+    int32_t  file[3] = {0, 0, 0};
     int32_t  n_expert = 0;
 };
 
@@ -81,6 +83,8 @@ struct expert_stream_params {
     std::string policy;
     // Where experts are read from: the GGUF (default) or an expert pack of the same model.
     expert_pack pack;
+    // A GGUF in several files: the split files after the first (gguf_file::split_path(1..)).
+    std::vector<std::string> splits;
     // Largest single read (rounded down to a multiple of 4096): an entry's reads (one per slice in
     // the GGUF, one per pack block) are cut into parts of at most this size, which idle readers
     // take in parallel; 0 = uncut. `kail profile` picks the smallest block size that reaches the

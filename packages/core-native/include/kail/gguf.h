@@ -102,6 +102,7 @@ struct gguf_tensor_info {
     uint64_t    nbytes = 0;       // unpadded size of the data
     int64_t     n_elements = 0;
     uint64_t    info_offset = 0;  // file offset of this tensor's entry in the tensor table
+    uint32_t    split = 0;        // the split file holding it (gguf_file::split_path); offsets are that file's
 };
 
 struct gguf_open_params {
@@ -134,10 +135,16 @@ class gguf_region {
     size_t    size_ = 0;
 };
 
+// A model split into several files (llama.cpp's gguf-split, as large models are published):
+// PREFIX-00001-of-0000N.gguf holds the metadata with split.count = N, each split file its own
+// tensor table and data with split.no = its index. open() on the first split opens the others by
+// that naming and presents one tensor table; each tensor records its split.
 class gguf_file {
   public:
-    // mmaps the whole file read-only and parses it. Throws KAIL_E_IO (open/stat/mmap failures, with
-    // the errno text) or KAIL_E_BAD_MODEL (malformed file; the message ends with the path).
+    // mmaps the whole file read-only and parses it, and the other splits of a split model. Throws
+    // KAIL_E_IO (open/stat/mmap failures, with the errno text; a missing split names its path) or
+    // KAIL_E_BAD_MODEL (malformed file; the message ends with the path; a later split opened
+    // alone, or splits that disagree, are refused naming the file).
     static std::unique_ptr<gguf_file> open(const std::string & path, const gguf_open_params & params = {});
     // Parses a file image in memory. The buffer is borrowed: it must outlive the gguf_file, and
     // tensor_data() points into it.
@@ -150,8 +157,13 @@ class gguf_file {
     uint32_t            version() const { return version_; }
     uint32_t            alignment() const { return alignment_; }
     uint64_t            data_offset() const { return data_offset_; }  // start of the data section
-    uint64_t            file_size() const { return file_size_; }
+    uint64_t            file_size() const { return file_size_; }  // of the (first) file
     const std::string & path() const { return path_; }             // empty for from_buffer()
+    // Split files: 1 for an unsplit file; split 0 is this file.
+    uint32_t            n_splits() const { return 1 + static_cast<uint32_t>(splits_.size()); }
+    const std::string & split_path(uint32_t i) const { return i == 0 ? path_ : splits_.at(i - 1)->path_; }
+    uint64_t            split_size(uint32_t i) const { return i == 0 ? file_size_ : splits_.at(i - 1)->file_size_; }
+    uint64_t            total_size() const;  // every split's bytes
     bool                data_mapped() const { return data_ != nullptr; }
 
     // Metadata in file order.
@@ -203,6 +215,9 @@ class gguf_file {
     friend struct gguf_parser;
     gguf_file() = default;
     void parse(const uint8_t * base, uint64_t size, uint64_t max_heap);
+    static std::unique_ptr<gguf_file> open_one(const std::string & path, const gguf_open_params & params);
+    void open_splits(const gguf_open_params & params);
+    const gguf_file & holder(const gguf_tensor_info & t) const;
 
     std::string                   path_;
     int                           fd_ = -1;
@@ -217,6 +232,7 @@ class gguf_file {
     std::vector<gguf_tensor_info> tensors_;
     std::unordered_map<std::string_view, size_t> kv_index_;      // views into kv_[i].key
     std::unordered_map<std::string_view, size_t> tensor_index_;  // views into tensors_[i].name
+    std::vector<std::unique_ptr<gguf_file>> splits_;  // splits 1.. (their tensors moved into tensors_)
 };
 
 } // namespace kail

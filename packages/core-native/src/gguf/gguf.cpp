@@ -2,6 +2,7 @@
 #include "kail/gguf.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -220,6 +221,93 @@ gguf_region::~gguf_region() {
 // ---- gguf_file ----
 
 std::unique_ptr<gguf_file> gguf_file::open(const std::string & path, const gguf_open_params & params) {
+    std::unique_ptr<gguf_file> f = open_one(path, params);
+    f->open_splits(params);
+    return f;
+}
+
+namespace {
+// llama.cpp's split file names (llama_split_path): PREFIX-%05d-of-%05d.gguf, numbered from 1.
+std::string split_postfix(uint32_t no, uint32_t count) {
+    char b[48];
+    std::snprintf(b, sizeof b, "-%05u-of-%05u.gguf", no + 1, count);
+    return b;
+}
+} // namespace
+
+void gguf_file::open_splits(const gguf_open_params & params) {
+    if (!has("split.count")) return;
+    uint32_t n = 0, no = 0;
+    try {
+        n = get_u32("split.count");
+        no = get_u32("split.no", 0);
+    } catch (const error & e) {
+        throw error(e.code(), std::string(e.what()) + " (file " + path_ + ")");
+    }
+    if (n <= 1) return;
+    const std::string what = "GGUF: '" + path_ + "' ";
+    if (no != 0)
+        throw error(KAIL_E_BAD_MODEL, what + "is split " + std::to_string(no + 1) + " of " + std::to_string(n) + " of a model: open its first split (the file ending in '" +
+                                          split_postfix(0, n) + "')");
+    const std::string post = split_postfix(0, n);
+    if (path_.size() <= post.size() || path_.compare(path_.size() - post.size(), post.size(), post) != 0)
+        throw error(KAIL_E_BAD_MODEL, what + "is the first of " + std::to_string(n) + " splits, but its name does not end in '" + post +
+                                          "', so the others cannot be found (splits are named PREFIX-00001-of-NNNNN.gguf, as llama.cpp's gguf-split writes them)");
+    const std::string prefix = path_.substr(0, path_.size() - post.size());
+    for (uint32_t i = 1; i < n; i++) {
+        const std::string sp = prefix + split_postfix(i, n);
+        std::unique_ptr<gguf_file> s;
+        try {
+            s = open_one(sp, params);
+        } catch (const error & e) {
+            throw error(e.code(), "GGUF: split " + std::to_string(i + 1) + " of " + std::to_string(n) + " of '" + path_ + "': " + e.what());
+        }
+        uint32_t s_no = UINT32_MAX, s_n = 0;
+        try {
+            s_no = s->get_u32("split.no");
+            s_n = s->get_u32("split.count");
+        } catch (const error & e) {
+            throw error(KAIL_E_BAD_MODEL, "GGUF: '" + sp + "' is not a split of '" + path_ + "': " + e.what());
+        }
+        if (s_no != i || s_n != n)
+            throw error(KAIL_E_BAD_MODEL, "GGUF: '" + sp + "' says it is split " + std::to_string(s_no + 1) + " of " + std::to_string(s_n) + ", expected " +
+                                              std::to_string(i + 1) + " of " + std::to_string(n));
+        for (gguf_tensor_info & t : s->tensors_) {
+            t.split = i;
+            tensors_.push_back(std::move(t));
+        }
+        s->tensors_.clear();
+        s->tensor_index_.clear();
+        heap_bytes_ += s->heap_bytes_;
+        splits_.push_back(std::move(s));
+    }
+    // The table moved: index it again, now across splits.
+    tensor_index_.clear();
+    tensor_index_.reserve(tensors_.size());
+    for (size_t i = 0; i < tensors_.size(); i++)
+        if (!tensor_index_.emplace(std::string_view(tensors_[i].name), i).second)
+            throw error(KAIL_E_BAD_MODEL, what + "tensor '" + tensors_[i].name + "' appears in two splits (split " + std::to_string(tensors_[i].split + 1) + ")");
+    if (has("split.tensors.count")) {
+        const int64_t want = get_i64("split.tensors.count");
+        if (want != static_cast<int64_t>(tensors_.size()))
+            throw error(KAIL_E_BAD_MODEL, what + "declares " + std::to_string(want) + " tensors over its " + std::to_string(n) + " splits, which hold " +
+                                              std::to_string(tensors_.size()));
+    }
+}
+
+uint64_t gguf_file::total_size() const {
+    uint64_t b = file_size_;
+    for (const auto & s : splits_) b += s->file_size_;
+    return b;
+}
+
+const gguf_file & gguf_file::holder(const gguf_tensor_info & t) const {
+    if (t.split == 0) return *this;
+    if (t.split > splits_.size()) throw error(KAIL_E_INVALID_ARG, "GGUF: tensor '" + t.name + "' names split " + std::to_string(t.split + 1) + " of " + std::to_string(n_splits()));
+    return *splits_[t.split - 1];
+}
+
+std::unique_ptr<gguf_file> gguf_file::open_one(const std::string & path, const gguf_open_params & params) {
     std::unique_ptr<gguf_file> f(new gguf_file());
     f->path_ = path;
     f->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -357,26 +445,28 @@ const gguf_tensor_info * gguf_file::find_tensor(std::string_view name) const {
 }
 
 const uint8_t * gguf_file::tensor_data(const gguf_tensor_info & t) const {
-    if (!data_)
+    const gguf_file & h = holder(t);
+    if (!h.data_)
         throw error(KAIL_E_INVALID_ARG, "GGUF: tensor data of '" + t.name + "' is not mapped (file opened with map_data = false)");
-    return data_ + t.file_offset;
+    return h.data_ + t.file_offset;
 }
 
 std::unique_ptr<gguf_region> gguf_file::tensor_map_private(const gguf_tensor_info & t) const {
-    if (fd_ < 0) throw error(KAIL_E_INVALID_ARG, "GGUF: tensor_map_private needs a file opened from a path");
+    const gguf_file & h = holder(t);
+    if (h.fd_ < 0) throw error(KAIL_E_INVALID_ARG, "GGUF: tensor_map_private needs a file opened from a path");
     // The file may have shrunk since it was parsed; mapping past its end would fault on access.
     struct stat st;
-    if (fstat(fd_, &st) != 0) io_error("cannot stat", path_, errno);
+    if (fstat(h.fd_, &st) != 0) io_error("cannot stat", h.path_, errno);
     if (static_cast<uint64_t>(st.st_size) < t.file_offset + t.nbytes)
-        throw error(KAIL_E_IO, "GGUF: '" + path_ + "' shrank to " + std::to_string(st.st_size) +
+        throw error(KAIL_E_IO, "GGUF: '" + h.path_ + "' shrank to " + std::to_string(st.st_size) +
                                " bytes since it was opened; tensor '" + t.name + "' is gone");
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     const uint64_t start = t.file_offset / page * page;
     const uint64_t delta = t.file_offset - start;
     std::unique_ptr<gguf_region> r(new gguf_region());
     r->map_size_ = static_cast<size_t>(delta + t.nbytes);
-    void * m = mmap(nullptr, r->map_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd_, static_cast<off_t>(start));
-    if (m == MAP_FAILED) io_error("cannot mmap tensor '" + t.name + "' of", path_, errno);
+    void * m = mmap(nullptr, r->map_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, h.fd_, static_cast<off_t>(start));
+    if (m == MAP_FAILED) io_error("cannot mmap tensor '" + t.name + "' of", h.path_, errno);
     r->map_ = m;
     r->data_ = static_cast<uint8_t *>(m) + delta;
     r->size_ = static_cast<size_t>(t.nbytes);

@@ -502,7 +502,9 @@ void setup_streaming(model::impl & m) {
             if (std::none_of(res.begin(), res.end(), [&](auto & r) { return r.first == ref.info; })) res.push_back({ref.info, 0});
         }
     }
-    std::sort(res.begin(), res.end(), [](auto & a, auto & b) { return a.first->file_offset < b.first->file_offset; });
+    std::sort(res.begin(), res.end(), [](auto & a, auto & b) {
+        return a.first->split != b.first->split ? a.first->split < b.first->split : a.first->file_offset < b.first->file_offset;
+    });
     size_t total = 0;
     for (auto & r : res) {
         r.second = total;
@@ -516,10 +518,19 @@ void setup_streaming(model::impl & m) {
         throw error(KAIL_E_BUDGET, "cannot allocate " + format_bytes(total) + " for the resident weights: " + std::strerror(errno));
     }
     m.resident = static_cast<uint8_t *>(mem);
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw error(KAIL_E_IO, "cannot open '" + path + "': " + std::strerror(errno));
+    // One split file open at a time (a model in one file: the file), in split order.
+    int fd = -1;
+    uint32_t fd_split = 0;
+    std::string split_path;
     std::string err;
     for (auto & r : res) {
+        if (fd < 0 || r.first->split != fd_split) {
+            if (fd >= 0) ::close(fd);
+            fd_split = r.first->split;
+            split_path = m.file->split_path(fd_split);
+            fd = ::open(split_path.c_str(), O_RDONLY | O_CLOEXEC);
+            if (fd < 0) throw error(KAIL_E_IO, "cannot open '" + split_path + "': " + std::strerror(errno));
+        }
         uint8_t * dst = m.resident + r.second;
         const uint64_t off = r.first->file_offset, len = r.first->nbytes;
         uint64_t got = 0;
@@ -533,10 +544,10 @@ void setup_streaming(model::impl & m) {
         posix_fadvise(fd, static_cast<off_t>(off), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
         if (!err.empty()) {
             ::close(fd);
-            throw error(KAIL_E_IO, "cannot read tensor '" + r.first->name + "' (" + std::to_string(len) + " bytes at offset " + std::to_string(off + got) + ") from '" + path + "': " + err);
+            throw error(KAIL_E_IO, "cannot read tensor '" + r.first->name + "' (" + std::to_string(len) + " bytes at offset " + std::to_string(off + got) + ") from '" + split_path + "': " + err);
         }
     }
-    ::close(fd);
+    if (fd >= 0) ::close(fd);
     for (size_t i = 0; i < m.prog.ops.size(); i++)
         for (auto & [role, ref] : m.wts[i])
             for (auto & r : res)
@@ -561,6 +572,7 @@ void setup_streaming(model::impl & m) {
         sp.pack = m.params.pack;
         sp.read_bytes = m.params.read_bytes;
         sp.vram = vram;
+        for (uint32_t i = 1; i < m.file->n_splits(); i++) sp.splits.push_back(m.file->split_path(i));
         m.stream.reset(new expert_stream(path, residency_expert_sources(*m.file, m.prog), sp));
     }
     m.plan = std::move(plan);

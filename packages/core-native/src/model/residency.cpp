@@ -125,6 +125,7 @@ std::vector<expert_layer_source> residency_expert_sources(const gguf_file & file
             if (src.n_expert == 0) src.n_expert = static_cast<int32_t>(t->ne[2]);
             else if (t->ne[2] != src.n_expert) throw error(KAIL_E_BAD_MODEL, "expert tensor '" + t->name + "' has " + std::to_string(t->ne[2]) + " experts, gate has " + std::to_string(src.n_expert));
             src.offset[s] = t->file_offset;
+            src.file[s] = static_cast<int32_t>(t->split);
             src.stride[s] = stride;
         }
         out.push_back(src);

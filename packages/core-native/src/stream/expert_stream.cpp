@@ -396,6 +396,7 @@ struct expert_stream::impl {
             const uint64_t off = src.offset[s] + static_cast<uint64_t>(e.expert) * src.stride[s], len = src.stride[s];
             read_part b;
             b.slice = s;
+            b.file = src.file[s];
             b.buf_off = part;
             b.msg_off = off;
             b.msg_len = len;
@@ -422,7 +423,7 @@ struct expert_stream::impl {
     }
 
     std::string describe_part(const entry & e, const read_part & p, const std::string & why) const {
-        return p.slice >= 0 ? describe(e, p.slice, p.msg_off, p.msg_len, why) : describe_block(e, p.file, p.msg_off, p.msg_len, why);
+        return p.slice >= 0 ? describe(e, p.slice, p.file, p.msg_off, p.msg_len, why) : describe_block(e, p.file, p.msg_off, p.msg_len, why);
     }
 
     std::string describe_block(const entry & e, int f, uint64_t off, uint64_t len, const std::string & why) const {
@@ -430,9 +431,9 @@ struct expert_stream::impl {
                "-byte block at offset " + std::to_string(off) + ") from expert pack '" + files[f] + "': " + why;
     }
 
-    std::string describe(const entry & e, int s, uint64_t off, uint64_t len, const std::string & why) const {
+    std::string describe(const entry & e, int s, int f, uint64_t off, uint64_t len, const std::string & why) const {
         return "expert stream: cannot read expert " + std::to_string(e.expert) + " of MoE layer " + std::to_string(e.layer) + " (" + SLICE_NAMES[s] +
-               " matrix, " + std::to_string(len) + " bytes at offset " + std::to_string(off) + ") from '" + path + "': " + why;
+               " matrix, " + std::to_string(len) + " bytes at offset " + std::to_string(off) + ") from '" + files[static_cast<size_t>(f)] + "': " + why;
     }
 
     // Reads file f until `need` bytes are in (up to `len`); 0, EINVAL (for the O_DIRECT fallback) or -1 with err set.
@@ -770,6 +771,12 @@ expert_stream::expert_stream(const std::string & path, std::vector<expert_layer_
         m.files = pk.files;
     } else {
         m.files = {path};
+        m.files.insert(m.files.end(), m.params.splits.begin(), m.params.splits.end());
+        for (size_t l = 0; l < m.layers.size(); l++)
+            for (int s = 0; s < 3; s++)
+                if (m.layers[l].file[s] < 0 || static_cast<size_t>(m.layers[l].file[s]) >= m.files.size())
+                    throw error(KAIL_E_INVALID_ARG, "expert stream: MoE layer " + std::to_string(l) + "'s " + SLICE_NAMES[s] + " slices name file " +
+                                                        std::to_string(m.layers[l].file[s]) + " of " + std::to_string(m.files.size()));
     }
     uint64_t largest = 0;
     for (size_t l = 0; l < m.layers.size(); l++) largest = std::max(largest, m.packed ? m.params.pack.layers[l].block_bytes : expert_entry_bytes_max(m.layers[l]));

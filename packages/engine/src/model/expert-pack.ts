@@ -136,7 +136,8 @@ export function writeExpertPack(modelPath: string, program: ModelProgram, file: 
   const headers = dirs.map((_, i) => headerBytes({ ...base, stripe: i }));
   const outs = dirs.map((d) => path.join(d, o.name));
   const tmps = outs.map((f) => `${f}.partial`);
-  const src = fs.openSync(modelPath, 'r');
+  // One descriptor per split file of the model (one for a model in one file).
+  const srcs = file.splits.map((sp) => fs.openSync(sp.path, 'r'));
   const fds: number[] = [];
   try {
     for (const t of tmps) fds.push(fs.openSync(t, 'w', 0o644));
@@ -152,8 +153,8 @@ export function writeExpertPack(modelPath: string, program: ModelProgram, file: 
           const t = tensors[li][s];
           if (!t) continue;
           const off = t.offset + e * l.strides[s];
-          const n = fs.readSync(src, block, l.sliceOffset[s], l.strides[s], off);
-          if (n !== l.strides[s]) throw new EngineError('KAIL_E_IO', `${modelPath}: short read of '${t.name}' expert ${e} at offset ${off} (the file ends early?)`);
+          const n = fs.readSync(srcs[t.split], block, l.sliceOffset[s], l.strides[s], off);
+          if (n !== l.strides[s]) throw new EngineError('KAIL_E_IO', `${file.splits[t.split].path}: short read of '${t.name}' expert ${e} at offset ${off} (the file ends early?)`);
         }
         fs.writeSync(fds[l.stripe[e]], block, 0, l.blockBytes, headers[l.stripe[e]].length + l.offset[e]);
         written += l.blockBytes;
@@ -171,7 +172,7 @@ export function writeExpertPack(modelPath: string, program: ModelProgram, file: 
     for (const t of tmps) fs.rmSync(t, { force: true });
     throw e;
   } finally {
-    fs.closeSync(src);
+    for (const fd of srcs) fs.closeSync(fd);
     for (const fd of fds) fs.closeSync(fd);
   }
   tmps.forEach((t, i) => fs.renameSync(t, outs[i]));

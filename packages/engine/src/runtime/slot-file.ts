@@ -6,6 +6,7 @@ import fs from 'node:fs';
 
 import { EngineError } from '../errors';
 import type { EngineModel } from '../model/model';
+import { modelFileBytes } from '../model/split-files';
 
 const MAGIC = Buffer.from('KAILSLOT');
 
@@ -19,7 +20,7 @@ export interface SlotFileHeader {
 }
 
 function identity(model: EngineModel): SlotFileHeader['model'] {
-  return { arch: model.hparams.arch, nLayer: model.hparams.nLayer, nVocab: model.nVocab, fileBytes: fs.statSync(model.path).size };
+  return { arch: model.hparams.arch, nLayer: model.hparams.nLayer, nVocab: model.nVocab, fileBytes: modelFileBytes(model.path) };
 }
 
 /** Writes a slot file; returns its size in bytes. */

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { engine as pb } from '@kailstream/proto';
 
 import { EngineError } from '../errors';
 import { tempDir, writeTestModel } from '../testing';
@@ -27,6 +28,32 @@ describe('importing a GGUF file into the models directory', () => {
       await expect(host.importModelFile(`${dir}/junk.gguf`, 'x')).rejects.toBeInstanceOf(EngineError);
       expect(fs.existsSync(`${models}/x.gguf`)).toBe(false);
       await refuse(host.importModelFile(src, '../escape'), 'KAIL_E_INVALID_ARG', /destination must be a model id/);
+    } finally {
+      await host.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+// Large models come in splits (PREFIX-00001-of-0000N.gguf, llama.cpp's gguf-split): one model.
+describe('a split model in the models directory', () => {
+  it('is listed once, as its first split, with every split in its size; loads by that id; delete takes all splits', async () => {
+    const dir = tempDir();
+    const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 64, modelsDir: dir });
+    try {
+      const whole = writeTestModel(dir, 'tiny-qwen3moe', 'Q8_0', 3, ['--split-max-tensors', '10']);
+      const first = whole.replace(/\.gguf$/, '-00001-of-00003.gguf');
+      const all = [1, 2, 3].map((i) => whole.replace(/\.gguf$/, `-0000${i}-of-00003.gguf`));
+      expect(all.every((f) => fs.existsSync(f))).toBe(true);
+      const files = (await host.listModelFiles()).files;
+      expect(files.map((f) => f.path)).toEqual([first]);
+      expect(files[0].error).toBe('');
+      expect(files[0].sizeBytes).toBe(all.reduce((a, f) => a + fs.statSync(f).size, 0));
+      const info = await host.loadModel(pb.LoadModelRequest.fromPartial({ path: files[0].id }));
+      expect(Number(info.fileBytes)).toBe(files[0].sizeBytes);
+      await expect(host.copyModelFile(files[0].id, 'copy')).rejects.toThrow(/split over 3 files/);
+      await host.deleteModelFile(files[0].id);
+      expect(all.some((f) => fs.existsSync(f))).toBe(false);
     } finally {
       await host.close();
       fs.rmSync(dir, { recursive: true, force: true });

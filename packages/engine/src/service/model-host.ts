@@ -6,6 +6,7 @@ import { EngineError, toEngineError } from '../errors';
 import { formatBytes } from '../model/byte-size';
 import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
 import { EngineModel, availableMemoryBytes, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
+import { isLaterSplit, modelFileBytes, modelFiles } from '../model/split-files';
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
 import { parseGbnf } from '../sampling/gbnf';
@@ -399,7 +400,7 @@ export class LocalModelHost implements ModelHost {
     let ioThreads = this.opts.loadOptions?.ioThreads;
     let vram = req.vramBudgetBytes || this.opts.defaultVramBudgetBytes || undefined;
     if (this.opts.profile) {
-      const fileBytes = fs.existsSync(file) ? fs.statSync(file).size : 0;
+      const fileBytes = fs.existsSync(file) ? modelFileBytes(file) : 0;
       let given = ram || undefined;
       if (!given && this.models.size) {
         // The profile's budget is the engine's: the models loaded already hold part of it (their
@@ -926,7 +927,8 @@ export class LocalModelHost implements ModelHost {
     if (!dir) return { modelsDir: '', files: [] };
     let names: string[];
     try {
-      names = fs.readdirSync(dir).filter((n) => n.toLowerCase().endsWith('.gguf')).sort();
+      // A split model lists once, as its first split (the others load with it).
+      names = fs.readdirSync(dir).filter((n) => n.toLowerCase().endsWith('.gguf') && !isLaterSplit(n)).sort();
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { modelsDir: dir, files: [] };
       throw new EngineError('KAIL_E_IO', `cannot read the models directory ${dir}: ${(e as Error).message}`);
@@ -940,7 +942,7 @@ export class LocalModelHost implements ModelHost {
       try {
         const st = fs.statSync(full);
         if (!st.isFile()) continue;
-        size = st.size;
+        size = modelFileBytes(full);
         const f = openGgufMetadata(full);
         try {
           const s = summarize(f);
@@ -972,7 +974,7 @@ export class LocalModelHost implements ModelHost {
       await this.unloadModel(mid, true);
       unloaded = true;
     }
-    fs.unlinkSync(file);
+    for (const f of modelFiles(file)) fs.unlinkSync(f);
     fs.rmSync(loraSidecar(file), { force: true });
     return unloaded;
   }
@@ -982,6 +984,8 @@ export class LocalModelHost implements ModelHost {
     const dst = this.modelFilePath(dest, 'destination');
     if (!fs.existsSync(src)) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not in the models directory`);
     if (fs.existsSync(dst)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `model '${dest}' is already in the models directory`);
+    if (modelFiles(src).length > 1)
+      throw new EngineError('KAIL_E_UNSUPPORTED', `model '${id}' is split over ${modelFiles(src).length} files, which find each other by name: copy them under a new prefix by hand`);
     const adapters = lora.length ? lora : readLoraSidecar(src);
     linkOrCopy(src, dst);
     this.keepLora(dst, adapters);

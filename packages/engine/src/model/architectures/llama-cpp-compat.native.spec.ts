@@ -36,7 +36,7 @@ function asArch(v: FileView, arch: string): FileView {
 }
 
 function addTensor(v: FileView, name: string, dims: number[]): void {
-  v.tensors.set(name, { name, type: 0, typeName: 'F32', dims, offset: 0, nbytes: 4 * dims.reduce((a, b) => a * b, 1) });
+  v.tensors.set(name, { name, type: 0, typeName: 'F32', dims, offset: 0, split: 0, nbytes: 4 * dims.reduce((a, b) => a * b, 1) });
 }
 
 function program(v: FileView, nCtxSeq = 4096): ModelProgram {
