@@ -85,5 +85,5 @@ export { EXPERT_PACK_EXT, readPackHeader, resolveExpertPack } from './model/expe
 export type { ExpertPackHeader } from './model/expert-pack';
 export { routingStats } from './model/routing-stats';
 export type { RoutingStats } from './model/routing-stats';
-export { createMemoryCgroup, evictFromPageCache } from './model/memory-cgroup';
+export { createMemoryCgroup, evictFromPageCache, rereadIntoPageCache } from './model/memory-cgroup';
 export type { MemoryCgroup } from './model/memory-cgroup';

@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import { rereadIntoPageCache } from '@kailstream/engine';
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import type { FileTypeName } from '../models/quant-plan';
@@ -86,6 +87,8 @@ async function main() {
       writeModel({ config, fileType: row.type, seed: 1, out: `${file}.partial` });
       fs.renameSync(`${file}.partial`, file);
     }
+    // Both engines then map pages cached as a read leaves them, not as the writer left them.
+    rereadIntoPageCache(file);
     const common = ['--threads', values.threads!, '--feed', values.feed!];
     process.stderr.write(`${row.name}: kail ...\n`);
     const k = run([KAIL, 'bench', '-m', file, '-p', values.pp!, '-n', values.tg!, '--reps', values.reps!, '--json', ...common]);
@@ -125,7 +128,7 @@ async function main() {
   const section =
     `Measured ${new Date().toISOString().slice(0, 10)} on ${machine()}.\n` +
     `Settings: ${values.threads} threads for both engines, prompt ${values.pp} random tokens, ${values.tg} decode steps feeding the ${values.feed} token, ` +
-    `median of ${values.reps}; weights mmapped from a warm page cache; kail KV cache f16, llama.cpp ${values['llama-no-repack'] ? 'with its extra weight buffers off (no-repack shim)' : 'defaults'} (through node-llama-cpp 3.22.1, CPU build).\n\n` +
+    `median of ${values.reps}; weights mmapped from a warm page cache (the file evicted and read back before its row); kail KV cache f16, llama.cpp ${values['llama-no-repack'] ? 'with its extra weight buffers off (no-repack shim)' : 'defaults'} (through node-llama-cpp 3.22.1, CPU build).\n\n` +
     lines.join('\n') + '\n' + (notes.length ? `\n${notes.join('\n')}\n` : '');
   process.stdout.write(section);
   if (!values['no-write']) writeSection(section);
