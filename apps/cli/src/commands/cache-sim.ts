@@ -19,7 +19,7 @@ export function registerCacheSim(program: Command): void {
   program
     .command('cache-sim')
     .description("replay a routing trace through the expert cache: each policy's hit rate next to Belady's optimal (MIN)")
-    .requiredOption('--trace <file>', 'routing trace, JSON lines with layer, token_idx, experts (and problem_id, gating_probs)')
+    .requiredOption('--trace <file>', 'routing trace, JSON lines with layer, token_idx, experts (and problem_id, gating_probs; without problem_id a (token_idx, layer) pair seen again starts the next prompt)')
     .requiredOption('--slots <n>', 'expert slots per layer', slotCount)
     .option(
       '--policy <name>',

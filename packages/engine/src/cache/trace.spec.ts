@@ -53,6 +53,20 @@ describe('parseRoutingTrace', () => {
     expect(t.problems).toBe(1);
   });
 
+  it('reads a trace without problem ids in file order, a (token, layer) pair seen again starting the next problem', () => {
+    // Two prompts written one after the other, layer-major, token_idx restarting: no problem_id.
+    const prompt = (base: number) =>
+      [0, 1].flatMap((layer) => [0, 1, 2].map((t) => rec({ layer, token_idx: t, experts: [base + 10 * layer + t], probs: [1] })));
+    const t = parseRoutingTrace([...prompt(0), ...prompt(100)].join('\n'));
+    expect(t).toMatchObject({ records: 12, tokens: 6, problems: 2, layers: 2 });
+    expect(Array.from(t.token)).toEqual([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]);
+    expect(Array.from(t.expertIds)).toEqual([0, 10, 1, 11, 2, 12, 100, 110, 101, 111, 102, 112]);
+    expect(t.probs.length).toBe(12);
+    // With ids the same file is one problem per id, and a repeat within one is an error.
+    const withIds = [...prompt(0).map((l) => l.replace('{', '{"problem_id":7,')), ...prompt(100).map((l) => l.replace('{', '{"problem_id":3,'))];
+    expect(Array.from(parseRoutingTrace(withIds.join('\n')).expertIds).slice(0, 2)).toEqual([100, 110]);
+  });
+
   it('normalises gating weights that sum above 1 (scaled, as DeepSeek-V3 writes them) and clamps rounding', () => {
     const t = parseRoutingTrace(
       [rec({ layer: 0, token_idx: 0, experts: [0, 1], gating_probs: [1.5, 1] }), rec({ layer: 0, token_idx: 1, experts: [2], gating_probs: [1.0000002] })].join('\n'),
@@ -79,7 +93,10 @@ describe('parseRoutingTrace', () => {
     expect(invalid(`${good}\n\n${rec({ layer: 0, token_idx: 1, experts: [1], gating_probs: [1] })}`).message).toMatch(
       /^t\.jsonl:3: "gating_probs" present here but missing on line 1/,
     );
-    expect(invalid(`${good}\n${rec({ layer: 0, token_idx: 0, experts: [3, 4] })}`).message).toMatch(/^t\.jsonl:2: repeats problem 0 token 0 layer 0 of line 1/);
+    expect(
+      invalid(`${rec({ problem_id: 0, layer: 0, token_idx: 0, experts: [1, 2] })}\n${rec({ problem_id: 0, layer: 0, token_idx: 0, experts: [3, 4] })}`).message,
+    ).toMatch(/^t\.jsonl:2: repeats problem 0 token 0 layer 0 of line 1/);
+    expect(invalid(rec({ layer: 0, token_idx: 0, experts: [1, 2], routing_weights: [0.5] })).message).toMatch(/"routing_weights" must be an array as long/);
     expect(invalid('\n  \n').message).toMatch(/no records/);
   });
 

@@ -39,6 +39,9 @@ interface RawRecord {
 
 const MAX_ID = 2 ** 31 - 1;
 
+/** Where traces keep the router's weights: the fixture's name first, then other writers' names. */
+const PROB_KEYS = ['gating_probs', 'probs', 'routing_weights', 'weights', 'scores'] as const;
+
 function isIndex(v: unknown, max = MAX_ID): v is number {
   return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= max;
 }
@@ -56,8 +59,11 @@ function normalizedWeights(w: number[]): number[] {
 /**
  * Parses JSON lines like shared/fixtures/routing/*.jsonl: one object per token and layer with
  * `layer`, `token_idx` and `experts` (expert ids, router order), optionally `gating_probs` (same
- * length, non-negative; normalised as `normalizedWeights` says; all records or none) and `problem_id` (number or string; absent = one
- * problem). Other keys are ignored. Throws EngineError KAIL_E_INVALID_ARG naming the source and
+ * length, non-negative; normalised as `normalizedWeights` says; all records or none; also read
+ * under the names in PROB_KEYS) and `problem_id` (number or string). A trace whose records carry
+ * no `problem_id` is read in file order as prompts one after another: a (token_idx, layer) pair
+ * that comes again starts the next problem, so concatenated traces whose token_idx restarts need
+ * no ids. Other keys are ignored. Throws EngineError KAIL_E_INVALID_ARG naming the source and
  * line of the first malformed record.
  */
 export function parseRoutingTrace(text: string, source = 'trace'): RoutingTrace {
@@ -68,6 +74,7 @@ export function parseRoutingTrace(text: string, source = 'trace'): RoutingTrace 
   }
   let withProbs: number | null = null;
   let withoutProbs: number | null = null;
+  let withProblem = false;
   for (let i = 0; i < lines.length; i++) {
     const s = lines[i].trim();
     if (s === '') continue;
@@ -82,6 +89,7 @@ export function parseRoutingTrace(text: string, source = 'trace'): RoutingTrace 
     const r = o as Record<string, unknown>;
     if (!isIndex(r.layer, 4095)) fail(line, `"layer" must be an integer in 0..4095, got ${JSON.stringify(r.layer)}`);
     if (!isIndex(r.token_idx)) fail(line, `"token_idx" must be a non-negative integer, got ${JSON.stringify(r.token_idx)}`);
+    if (r.problem_id !== undefined && r.problem_id !== null) withProblem = true;
     const problem = r.problem_id ?? 0;
     if (!(typeof problem === 'string' || (typeof problem === 'number' && Number.isFinite(problem))))
       fail(line, `"problem_id" must be a number or a string, got ${JSON.stringify(r.problem_id)}`);
@@ -92,12 +100,13 @@ export function parseRoutingTrace(text: string, source = 'trace'): RoutingTrace 
     for (const e of ex) if (!isIndex(e, 65535)) fail(line, `"experts" must hold integers in 0..65535, got ${JSON.stringify(e)}`);
     if (new Set(ex).size !== ex.length) fail(line, `"experts" names an expert twice: ${JSON.stringify(ex)}`);
     let probs: number[] | null = null;
-    if (r.gating_probs !== undefined && r.gating_probs !== null) {
-      const gp = r.gating_probs;
+    const probKey = PROB_KEYS.find((name) => r[name] !== undefined && r[name] !== null);
+    if (probKey) {
+      const gp = r[probKey];
       if (!Array.isArray(gp) || gp.length !== ex.length)
-        fail(line, `"gating_probs" must be an array as long as "experts" (${ex.length}), got ${JSON.stringify(gp)}`);
+        fail(line, `"${probKey}" must be an array as long as "experts" (${ex.length}), got ${JSON.stringify(gp)}`);
       for (const p of gp as unknown[])
-        if (typeof p !== 'number' || !Number.isFinite(p) || p < 0) fail(line, `"gating_probs" must hold non-negative numbers, got ${JSON.stringify(p)}`);
+        if (typeof p !== 'number' || !Number.isFinite(p) || p < 0) fail(line, `"${probKey}" must hold non-negative numbers, got ${JSON.stringify(p)}`);
       probs = normalizedWeights(gp as number[]);
       withProbs ??= line;
     } else {
@@ -109,6 +118,20 @@ export function parseRoutingTrace(text: string, source = 'trace'): RoutingTrace 
   if (withProbs !== null && withoutProbs !== null)
     fail(Math.max(withProbs, withoutProbs), `"gating_probs" ${withoutProbs > withProbs ? 'missing' : 'present'} here but ${withoutProbs > withProbs ? 'present' : 'missing'} on line ${Math.min(withProbs, withoutProbs)}: give it on every record or none`);
 
+  if (!withProblem) {
+    // Prompts one after another: a pair seen again in this problem begins the next one.
+    let problem = 0;
+    let seen = new Set<number>();
+    for (const r of raws) {
+      const pair = r.tokenIdx * 4096 + r.layer;
+      if (seen.has(pair)) {
+        problem++;
+        seen = new Set();
+      }
+      seen.add(pair);
+      r.problem = problem;
+    }
+  }
   // Problems in numeric order when every id is a number, else in order of first appearance.
   const problemOrder = new Map<number | string, number>();
   for (const r of raws) if (!problemOrder.has(r.problem)) problemOrder.set(r.problem, problemOrder.size);
