@@ -12,6 +12,7 @@ import { registerChat } from './commands/chat';
 import { registerProfile } from './commands/profile';
 import { registerRepack } from './commands/repack';
 import { registerEmbed } from './commands/embed';
+import { registerModels } from './commands/models';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -32,6 +33,7 @@ export function buildProgram(): Command {
   registerProfile(program);
   registerRepack(program);
   registerEmbed(program);
+  registerModels(program);
   return program;
 }
 

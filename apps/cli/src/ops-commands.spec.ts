@@ -52,6 +52,42 @@ describe('kail keys', () => {
   });
 });
 
+describe('kail list / rm without a server', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-models-cli-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('lists the models directory (a split model once, an unreadable file with its error) and deletes models, every split', () => {
+    const models = path.join(dir, 'models');
+    expect(kail(['list', '--data-dir', dir]).stdout).toMatch(/^no models in .*models/);
+    fs.mkdirSync(models);
+    const prefix = path.basename(writeTestModel(models, 'tiny-qwen3moe', 'Q8_0', 2, ['--split-max-tensors', '10']), '.gguf');
+    const first = `${prefix}-00001-of-00003`;
+    fs.copyFileSync(writeTestModel(dir, 'tiny-llama', 'F32'), path.join(models, 'small.gguf'));
+    fs.writeFileSync(path.join(models, 'broken.gguf'), 'not a model');
+    const r = kail(['list', '--data-dir', dir, '--json']);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const l = JSON.parse(r.stdout);
+    expect(l.source).toBe('files');
+    expect(l.models.map((m: { id: string }) => m.id)).toEqual(['broken', 'small', first]);
+    expect(l.models[0].error).toMatch(/bad magic/);
+    expect(l.models[2]).toMatchObject({ architecture: 'qwen3moe', loaded: false });
+    expect(l.models[2].sizeBytes).toBe([1, 2, 3].reduce((a, i) => a + fs.statSync(path.join(models, `${prefix}-0000${i}-of-00003.gguf`)).size, 0));
+    expect(l.models[1]).toMatchObject({ architecture: 'llama', experts: '-' });
+    expect(kail(['ls', '--data-dir', dir]).stdout).toMatch(/^small\s+llama\s+\S+\s+-\s+\d+\s+\d/m);
+    const later = kail(['rm', first.replace('00001-of', '00002-of'), '--data-dir', dir]);
+    expect(later.status).not.toBe(0);
+    expect(later.stderr).toMatch(/is split 2 of 3 of the model '.*-00001-of-00003': remove that/);
+    const rm = kail(['rm', first, 'broken', '--data-dir', dir]);
+    expect(rm.stdout).toBe(`deleted '${first}'\ndeleted 'broken'\n`);
+    expect(fs.readdirSync(models)).toEqual(['small.gguf']);
+    const missing = kail(['rm', 'nope', '--data-dir', dir]);
+    expect(missing.status).not.toBe(0);
+    expect(missing.stderr).toMatch(/model 'nope' is not in the models directory/);
+    expect(kail(['rm', '../small', '--data-dir', dir]).stderr).toMatch(/must be a model id/);
+  });
+});
+
 describe('kail ps / chat / stop against a running kail serve', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-ops-'));
   let server: ChildProcess;
@@ -94,6 +130,23 @@ describe('kail ps / chat / stop against a running kail serve', () => {
     expect(human).toMatch(/scheduler\s+127\.0\.0\.1:\d+/);
     expect(human).toMatch(/^tiny\s+qwen3moe/m);
     expect(human).toMatch(/^tiny\s+qwen3moe.* MiB f16 /m);
+  });
+
+  it('list and rm go through the server when one runs: the engine lists the directory (each file, loaded or not) and deletes', () => {
+    const models = path.join(dir, 'models');
+    fs.mkdirSync(models, { recursive: true });
+    fs.copyFileSync(writeTestModel(dir, 'tiny-qwen3moe', 'F32'), path.join(models, 'spare.gguf'));
+    const l = JSON.parse(kail(['list', '--data-dir', dir, '--json']).stdout);
+    expect(l.source).toBe('server');
+    expect(l.models.map((m: { id: string; loaded: boolean }) => [m.id, m.loaded])).toEqual([['spare', false]]);
+    expect(kail(['list', '--data-dir', dir]).stdout).toMatch(/^spare\s+qwen3moe.*\sno$/m);
+    const rm = kail(['rm', 'spare', '--data-dir', dir]);
+    expect(rm.stderr).toBe('');
+    expect(rm.stdout).toBe("deleted 'spare'\n");
+    expect(fs.existsSync(path.join(models, 'spare.gguf'))).toBe(false);
+    const gone = kail(['rm', 'spare', '--data-dir', dir]);
+    expect(gone.status).not.toBe(0);
+    expect(gone.stderr).toMatch(/not in the models directory/);
   });
 
   it('chat reads stdin line by line, streams replies, and needs a key once one exists', () => {

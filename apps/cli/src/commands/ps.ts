@@ -35,13 +35,13 @@ export interface PsReport {
  * grpc-js and the generated contracts, loaded when ps asks the scheduler: they take longer to load
  * than most kail commands take to run, so no command pays for them unless it talks gRPC.
  */
-function rpc(): { grpc: typeof import('@grpc/grpc-js'); proto: typeof import('@kailstream/proto') } {
+export function rpc(): { grpc: typeof import('@grpc/grpc-js'); proto: typeof import('@kailstream/proto') } {
   /* eslint-disable @typescript-eslint/no-require-imports */
   return { grpc: require('@grpc/grpc-js') as typeof import('@grpc/grpc-js'), proto: require('@kailstream/proto') as typeof import('@kailstream/proto') };
   /* eslint-enable @typescript-eslint/no-require-imports */
 }
 
-function unary<Req, Res>(
+export function unary<Req, Res>(
   fn: (req: Req, md: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Res) => void) => unknown,
   req: Req,
   timeoutMs: number,
@@ -121,7 +121,7 @@ async function askScheduler(address: string, token: string | undefined, timeoutM
 }
 
 /** The gRPC bearer token: $KAIL_GRPC_TOKEN, else the one `kail serve` keeps in the data directory (bound beyond loopback). */
-function grpcTokenOf(dir: string): string | undefined {
+export function grpcTokenOf(dir: string): string | undefined {
   const env = rpc().proto.AUTH_TOKEN_ENV;
   if (process.env[env]) return process.env[env];
   try {

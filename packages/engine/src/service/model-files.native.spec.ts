@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import { engine as pb } from '@kailstream/proto';
 
 import { EngineError } from '../errors';
@@ -52,6 +53,10 @@ describe('a split model in the models directory', () => {
       const info = await host.loadModel(pb.LoadModelRequest.fromPartial({ path: files[0].id }));
       expect(Number(info.fileBytes)).toBe(files[0].sizeBytes);
       await expect(host.copyModelFile(files[0].id, 'copy')).rejects.toThrow(/split over 3 files/);
+      // A later split alone is not a model: deleting it would break the one it belongs to.
+      const second = path.basename(all[1], '.gguf');
+      await expect(host.deleteModelFile(second)).rejects.toThrow(`'${second}' is split 2 of 3 of the model '${files[0].id}': remove that`);
+      expect(all.every((f) => fs.existsSync(f))).toBe(true);
       await host.deleteModelFile(files[0].id);
       expect(all.some((f) => fs.existsSync(f))).toBe(false);
     } finally {

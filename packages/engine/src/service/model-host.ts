@@ -6,7 +6,7 @@ import { EngineError, toEngineError } from '../errors';
 import { formatBytes } from '../model/byte-size';
 import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
 import { EngineModel, availableMemoryBytes, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
-import { isLaterSplit, modelFileBytes, modelFiles } from '../model/split-files';
+import { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from '../model/split-files';
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
 import { parseGbnf } from '../sampling/gbnf';
@@ -269,6 +269,59 @@ function withoutStrict(t: unknown): unknown {
 }
 
 /** A hard link where the file system allows one (no second copy of the weights), else a copy; never over an existing file. */
+/** ID.gguf in a models directory; an id that is not a plain model id is an error naming `what`. */
+export function modelsDirectoryFile(dir: string, id: string, what = 'id'): string {
+  if (!/^[A-Za-z0-9_][A-Za-z0-9._:-]{0,199}$/.test(id)) throw new EngineError('KAIL_E_INVALID_ARG', `${what} must be a model id (letters, digits and . _ : -), got ${JSON.stringify(id)}`);
+  return path.join(dir, `${id}.gguf`);
+}
+
+/**
+ * The GGUF files of a models directory (each split model once, as its first split), each with its
+ * summary, or the error that kept it from being read; `loaded` holds the paths of loaded models.
+ */
+export function listModelsDirectory(dir: string, loaded: ReadonlySet<string> = new Set()): pb.ListModelFilesResponse {
+  let names: string[];
+  try {
+    // A split model lists once, as its first split (the others load with it).
+    names = fs.readdirSync(dir).filter((n) => n.toLowerCase().endsWith('.gguf') && !isLaterSplit(n)).sort();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { modelsDir: dir, files: [] };
+    throw new EngineError('KAIL_E_IO', `cannot read the models directory ${dir}: ${(e as Error).message}`);
+  }
+  const files: pb.ModelFile[] = [];
+  for (const name of names) {
+    const full = path.join(dir, name);
+    const id = name.replace(/\.gguf$/i, '');
+    let size = 0;
+    try {
+      const st = fs.statSync(full);
+      if (!st.isFile()) continue;
+      size = modelFileBytes(full);
+      const f = openGgufMetadata(full);
+      try {
+        const s = summarize(f);
+        files.push({ path: full, id, sizeBytes: size, architecture: s.architecture, error: '', info: common.ModelInfo.fromPartial({ ...summaryInfo(id, full, s), loaded: loaded.has(full), loraAdapters: readLoraSidecar(full) }) });
+      } finally {
+        f.close();
+      }
+    } catch (e) {
+      files.push({ path: full, id, sizeBytes: size, architecture: '', error: toEngineError(e).message, info: undefined });
+    }
+  }
+  return { modelsDir: dir, files };
+}
+
+/** Deletes a model file of a models directory: every split, and its LoRA sidecar. */
+export function removeModelFiles(file: string): void {
+  const split = splitNameOf(file);
+  if (split && split.no > 1) {
+    const first = path.basename(splitPath(split.prefix, 1, split.count), '.gguf');
+    throw new EngineError('KAIL_E_INVALID_ARG', `'${path.basename(file, '.gguf')}' is split ${split.no} of ${split.count} of the model '${first}': remove that, which removes every split`);
+  }
+  for (const f of modelFiles(file)) fs.unlinkSync(f);
+  fs.rmSync(loraSidecar(file), { force: true });
+}
+
 function linkOrCopy(src: string, dst: string): void {
   try {
     fs.linkSync(src, dst);
@@ -925,44 +978,14 @@ export class LocalModelHost implements ModelHost {
   async listModelFiles(): Promise<pb.ListModelFilesResponse> {
     const dir = this.opts.modelsDir;
     if (!dir) return { modelsDir: '', files: [] };
-    let names: string[];
-    try {
-      // A split model lists once, as its first split (the others load with it).
-      names = fs.readdirSync(dir).filter((n) => n.toLowerCase().endsWith('.gguf') && !isLaterSplit(n)).sort();
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { modelsDir: dir, files: [] };
-      throw new EngineError('KAIL_E_IO', `cannot read the models directory ${dir}: ${(e as Error).message}`);
-    }
-    const loadedPaths = new Set([...this.models.values()].map((m) => m.info.path));
-    const files: pb.ModelFile[] = [];
-    for (const name of names) {
-      const full = path.join(dir, name);
-      const id = name.replace(/\.gguf$/i, '');
-      let size = 0;
-      try {
-        const st = fs.statSync(full);
-        if (!st.isFile()) continue;
-        size = modelFileBytes(full);
-        const f = openGgufMetadata(full);
-        try {
-          const s = summarize(f);
-          files.push({ path: full, id, sizeBytes: size, architecture: s.architecture, error: '', info: common.ModelInfo.fromPartial({ ...summaryInfo(id, full, s), loaded: loadedPaths.has(full), loraAdapters: readLoraSidecar(full) }) });
-        } finally {
-          f.close();
-        }
-      } catch (e) {
-        files.push({ path: full, id, sizeBytes: size, architecture: '', error: toEngineError(e).message, info: undefined });
-      }
-    }
-    return { modelsDir: dir, files };
+    return listModelsDirectory(dir, new Set([...this.models.values()].map((m) => m.info.path)));
   }
 
   /** ID.gguf in the models directory, for a file operation; a refused id or a missing directory is an error. */
   private modelFilePath(id: string, what: string): string {
     const dir = this.opts.modelsDir;
     if (!dir) throw new EngineError('KAIL_E_UNSUPPORTED', 'this engine has no models directory');
-    if (!/^[A-Za-z0-9_][A-Za-z0-9._:-]{0,199}$/.test(id)) throw new EngineError('KAIL_E_INVALID_ARG', `${what} must be a model id (letters, digits and . _ : -), got ${JSON.stringify(id)}`);
-    return path.join(dir, `${id}.gguf`);
+    return modelsDirectoryFile(dir, id, what);
   }
 
   async deleteModelFile(id: string): Promise<boolean> {
@@ -974,8 +997,7 @@ export class LocalModelHost implements ModelHost {
       await this.unloadModel(mid, true);
       unloaded = true;
     }
-    for (const f of modelFiles(file)) fs.unlinkSync(f);
-    fs.rmSync(loraSidecar(file), { force: true });
+    removeModelFiles(file);
     return unloaded;
   }
 

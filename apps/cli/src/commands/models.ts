@@ -1,0 +1,143 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Command } from 'commander';
+import type { engine as epb, scheduler as spb } from '@kailstream/proto';
+
+import { dataDir } from '../paths';
+import { isAlive, readServeState } from '../serve-state';
+import { grpcTokenOf, rpc, unary } from './ps';
+
+// `kail list` and `kail rm`, as `ollama list` and `ollama rm`: the GGUF files of the data
+// directory's models/ (what `kail serve` loads on demand). With a server running on the data
+// directory they go through its scheduler, so a loaded model is unloaded before its file goes;
+// without one they read and delete the files themselves.
+
+export interface ModelListEntry {
+  id: string;
+  path: string;
+  sizeBytes: number;
+  architecture: string;
+  parameters: number;
+  experts: string;
+  contextLength: number;
+  loaded: boolean;
+  /** Why the file could not be read (then the other fields are empty). */
+  error?: string;
+}
+
+export interface ModelList {
+  modelsDir: string;
+  /** 'server': asked the running kail serve; 'files': read the directory. */
+  source: 'server' | 'files';
+  models: ModelListEntry[];
+}
+
+/** The scheduler's address when a kail serve runs on this data directory. */
+function runningScheduler(dir: string): string | null {
+  const state = readServeState(dir);
+  if (!state || !isAlive(state.pid)) return null;
+  return state.services.scheduler?.address ?? null;
+}
+
+function schedulerClient(address: string, dir: string) {
+  const { grpc: g, proto } = rpc();
+  return new proto.scheduler.SchedulerServiceClient(address, g.credentials.createInsecure(), proto.bearerClientOptions(grpcTokenOf(dir)));
+}
+
+function grpcMessage(e: unknown, address: string): Error {
+  const se = e as { details?: string; message?: string };
+  return new Error(se.details || `the scheduler at ${address} did not answer: ${se.message}`);
+}
+
+function entries(r: epb.ListModelFilesResponse): ModelListEntry[] {
+  return r.files.map((f) => ({
+    id: f.id,
+    path: f.path,
+    sizeBytes: f.sizeBytes,
+    architecture: f.architecture,
+    parameters: f.info?.parameterCount ?? 0,
+    experts: f.info?.expertCount ? `${f.info.expertUsedCount}/${f.info.expertCount}` : '-',
+    contextLength: f.info?.contextLength ?? 0,
+    loaded: f.info?.loaded ?? false,
+    ...(f.error ? { error: f.error } : {}),
+  }));
+}
+
+export async function listModels(dir: string, timeoutMs = 10_000): Promise<ModelList> {
+  const address = runningScheduler(dir);
+  if (address) {
+    const c = schedulerClient(address, dir);
+    try {
+      const r = await unary<spb.ListModelFilesRequest, epb.ListModelFilesResponse>(c.listModelFiles.bind(c), { engineId: '' }, timeoutMs);
+      return { modelsDir: r.modelsDir, source: 'server', models: entries(r) };
+    } catch (e) {
+      throw grpcMessage(e, address);
+    } finally {
+      c.close();
+    }
+  }
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { listModelsDirectory } = require('@kailstream/engine') as typeof import('@kailstream/engine');
+  const r = listModelsDirectory(path.join(dir, 'models'));
+  return { modelsDir: r.modelsDir, source: 'files', models: entries(r) };
+}
+
+/** Removes a model from the models directory; says whether a running server unloaded it first. */
+export async function removeModel(dir: string, id: string, timeoutMs = 30_000): Promise<{ unloaded: boolean }> {
+  const address = runningScheduler(dir);
+  if (address) {
+    const c = schedulerClient(address, dir);
+    try {
+      const r = await unary<spb.DeleteModelFileRequest, epb.DeleteModelFileResponse>(c.deleteModelFile.bind(c), { engineId: '', delete: { id } }, timeoutMs);
+      return { unloaded: r.unloaded };
+    } catch (e) {
+      throw grpcMessage(e, address);
+    } finally {
+      c.close();
+    }
+  }
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { modelsDirectoryFile, removeModelFiles } = require('@kailstream/engine') as typeof import('@kailstream/engine');
+  const file = modelsDirectoryFile(path.join(dir, 'models'), id);
+  if (!fs.existsSync(file)) throw new Error(`model '${id}' is not in the models directory ${path.join(dir, 'models')}`);
+  removeModelFiles(file);
+  return { unloaded: false };
+}
+
+const size = (n: number) =>
+  n >= 1 << 30 ? `${(n / (1 << 30)).toFixed(2)} GiB` : n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`;
+const params = (n: number) => (n >= 1e9 ? `${(n / 1e9).toFixed(1)}B` : n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : n ? String(n) : '-');
+
+export function formatModelList(l: ModelList): string {
+  if (!l.models.length) return `no models in ${l.modelsDir} (put GGUF files there; kail serve loads them when a request names them)`;
+  const rows = [['NAME', 'ARCH', 'PARAMS', 'EXPERTS', 'CTX', 'SIZE', l.source === 'server' ? 'LOADED' : '']];
+  for (const m of l.models)
+    rows.push(m.error ? [m.id, 'unreadable', '', '', '', size(m.sizeBytes), m.error] : [m.id, m.architecture, params(m.parameters), m.experts, String(m.contextLength), size(m.sizeBytes), l.source === 'server' ? (m.loaded ? 'yes' : 'no') : '']);
+  const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(w[i]))).join('  ').trimEnd()).join('\n');
+}
+
+export function registerModels(program: Command): void {
+  program
+    .command('list')
+    .alias('ls')
+    .description("the models in the data directory's models/ (as ollama list): name, architecture, parameters, size; through the running server when there is one (then also whether each is loaded)")
+    .option('--data-dir <dir>', 'data directory (default: $KAIL_DATA_DIR or ~/.kailstream)')
+    .option('--json', 'print JSON')
+    .action(async (o: { dataDir?: string; json?: boolean }) => {
+      const l = await listModels(dataDir(o.dataDir));
+      process.stdout.write((o.json ? JSON.stringify(l, null, 2) : formatModelList(l)) + '\n');
+    });
+  program
+    .command('rm')
+    .argument('<name...>', 'model names, as kail list shows them')
+    .description("delete models from the data directory's models/ (as ollama rm): every split file and its LoRA list; a running server unloads a loaded one first")
+    .option('--data-dir <dir>', 'data directory (default: $KAIL_DATA_DIR or ~/.kailstream)')
+    .action(async (names: string[], o: { dataDir?: string }) => {
+      const dir = dataDir(o.dataDir);
+      for (const id of names) {
+        const r = await removeModel(dir, id);
+        process.stdout.write(`deleted '${id}'${r.unloaded ? ' (unloaded it first)' : ''}\n`);
+      }
+    });
+}
