@@ -75,6 +75,13 @@ describe('kail list / rm without a server', () => {
     expect(l.models[2].sizeBytes).toBe([1, 2, 3].reduce((a, i) => a + fs.statSync(path.join(models, `${prefix}-0000${i}-of-00003.gguf`)).size, 0));
     expect(l.models[1]).toMatchObject({ architecture: 'llama', experts: '-' });
     expect(kail(['ls', '--data-dir', dir]).stdout).toMatch(/^small\s+llama\s+\S+\s+-\s+\d+\s+\d/m);
+    const cp = kail(['cp', 'small', 'small2', '--data-dir', dir]);
+    expect(cp.stderr).toBe('');
+    expect(cp.stdout).toBe("copied 'small' to 'small2'\n");
+    expect(fs.readFileSync(path.join(models, 'small2.gguf')).equals(fs.readFileSync(path.join(models, 'small.gguf')))).toBe(true);
+    expect(kail(['cp', 'small', 'small2', '--data-dir', dir]).stderr).toMatch(/'small2' is already in the models directory/);
+    expect(kail(['cp', first, 'x', '--data-dir', dir]).stderr).toMatch(/split over 3 files/);
+    expect(kail(['rm', 'small2', '--data-dir', dir]).status).toBe(0);
     const later = kail(['rm', first.replace('00001-of', '00002-of'), '--data-dir', dir]);
     expect(later.status).not.toBe(0);
     expect(later.stderr).toMatch(/is split 2 of 3 of the model '.*-00001-of-00003': remove that/);
@@ -140,6 +147,10 @@ describe('kail ps / chat / stop against a running kail serve', () => {
     expect(l.source).toBe('server');
     expect(l.models.map((m: { id: string; loaded: boolean }) => [m.id, m.loaded])).toEqual([['spare', false]]);
     expect(kail(['list', '--data-dir', dir]).stdout).toMatch(/^spare\s+qwen3moe.*\sno$/m);
+    expect(kail(['cp', 'spare', 'spare2', '--data-dir', dir]).stdout).toBe("copied 'spare' to 'spare2'\n");
+    expect(fs.existsSync(path.join(models, 'spare2.gguf'))).toBe(true);
+    expect(kail(['cp', 'nope', 'x', '--data-dir', dir]).stderr).toMatch(/model 'nope' is not in the models directory/);
+    expect(kail(['rm', 'spare2', '--data-dir', dir]).status).toBe(0);
     const rm = kail(['rm', 'spare', '--data-dir', dir]);
     expect(rm.stderr).toBe('');
     expect(rm.stdout).toBe("deleted 'spare'\n");

@@ -7,7 +7,7 @@ import { dataDir } from '../paths';
 import { isAlive, readServeState } from '../serve-state';
 import { grpcTokenOf, rpc, unary } from './ps';
 
-// `kail list` and `kail rm`, as `ollama list` and `ollama rm`: the GGUF files of the data
+// `kail list`, `kail cp` and `kail rm`, as `ollama list`, `ollama cp` and `ollama rm`: the GGUF files of the data
 // directory's models/ (what `kail serve` loads on demand). With a server running on the data
 // directory they go through its scheduler, so a loaded model is unloaded before its file goes;
 // without one they read and delete the files themselves.
@@ -104,6 +104,31 @@ export async function removeModel(dir: string, id: string, timeoutMs = 30_000): 
   return { unloaded: false };
 }
 
+/** Copies a model of the models directory under another name (a hard link where it can be). */
+export async function copyModel(dir: string, id: string, dest: string, timeoutMs = 60_000): Promise<void> {
+  const address = runningScheduler(dir);
+  if (address) {
+    const c = schedulerClient(address, dir);
+    try {
+      await unary<spb.CopyModelFileRequest, epb.CopyModelFileResponse>(
+        c.copyModelFile.bind(c),
+        { engineId: '', copy: rpc().proto.engine.CopyModelFileRequest.fromPartial({ sourceId: id, destinationId: dest }) },
+        timeoutMs,
+      );
+      return;
+    } catch (e) {
+      throw grpcMessage(e, address);
+    } finally {
+      c.close();
+    }
+  }
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { copyModelInDirectory } = require('@kailstream/engine') as typeof import('@kailstream/engine');
+  const models = path.join(dir, 'models');
+  if (!fs.existsSync(models)) throw new Error(`model '${id}' is not in the models directory ${models}`);
+  copyModelInDirectory(models, id, dest);
+}
+
 const size = (n: number) =>
   n >= 1 << 30 ? `${(n / (1 << 30)).toFixed(2)} GiB` : n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`;
 const params = (n: number) => (n >= 1e9 ? `${(n / 1e9).toFixed(1)}B` : n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : n ? String(n) : '-');
@@ -127,6 +152,16 @@ export function registerModels(program: Command): void {
     .action(async (o: { dataDir?: string; json?: boolean }) => {
       const l = await listModels(dataDir(o.dataDir));
       process.stdout.write((o.json ? JSON.stringify(l, null, 2) : formatModelList(l)) + '\n');
+    });
+  program
+    .command('cp')
+    .argument('<source>', 'a model name, as kail list shows it')
+    .argument('<destination>', 'the new name')
+    .description("copy a model of the data directory's models/ under another name (as ollama cp): a hard link where it can be, with the source's LoRA list")
+    .option('--data-dir <dir>', 'data directory (default: $KAIL_DATA_DIR or ~/.kailstream)')
+    .action(async (source: string, destination: string, o: { dataDir?: string }) => {
+      await copyModel(dataDir(o.dataDir), source, destination);
+      process.stdout.write(`copied '${source}' to '${destination}'\n`);
     });
   program
     .command('rm')

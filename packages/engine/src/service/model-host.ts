@@ -322,6 +322,34 @@ export function removeModelFiles(file: string): void {
   fs.rmSync(loraSidecar(file), { force: true });
 }
 
+/**
+ * Makes ID.gguf of a models directory available as DEST.gguf too (a hard link, else a copy), with
+ * `lora` as its adapters, else the source's; a split model is refused (its files find each other
+ * by name).
+ */
+export function copyModelInDirectory(dir: string, id: string, dest: string, lora: readonly LoraSpec[] = []): void {
+  const src = modelsDirectoryFile(dir, id, 'source');
+  const dst = modelsDirectoryFile(dir, dest, 'destination');
+  if (!fs.existsSync(src)) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not in the models directory`);
+  if (fs.existsSync(dst)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `model '${dest}' is already in the models directory`);
+  if (modelFiles(src).length > 1)
+    throw new EngineError('KAIL_E_UNSUPPORTED', `model '${id}' is split over ${modelFiles(src).length} files, which find each other by name: copy them under a new prefix by hand`);
+  const adapters = lora.length ? lora : readLoraSidecar(src);
+  linkOrCopy(src, dst);
+  keepLora(dst, adapters);
+}
+
+/** Writes dst's adapter sidecar (nothing without adapters); a refused adapter takes dst back out. */
+function keepLora(dst: string, lora: readonly LoraSpec[]): void {
+  if (!lora.length) return;
+  try {
+    writeLoraSidecar(dst, lora);
+  } catch (e) {
+    fs.rmSync(dst, { force: true });
+    throw e;
+  }
+}
+
 function linkOrCopy(src: string, dst: string): void {
   try {
     fs.linkSync(src, dst);
@@ -1002,26 +1030,9 @@ export class LocalModelHost implements ModelHost {
   }
 
   async copyModelFile(id: string, dest: string, lora: readonly LoraSpec[] = []): Promise<void> {
-    const src = this.modelFilePath(id, 'source');
-    const dst = this.modelFilePath(dest, 'destination');
-    if (!fs.existsSync(src)) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not in the models directory`);
-    if (fs.existsSync(dst)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `model '${dest}' is already in the models directory`);
-    if (modelFiles(src).length > 1)
-      throw new EngineError('KAIL_E_UNSUPPORTED', `model '${id}' is split over ${modelFiles(src).length} files, which find each other by name: copy them under a new prefix by hand`);
-    const adapters = lora.length ? lora : readLoraSidecar(src);
-    linkOrCopy(src, dst);
-    this.keepLora(dst, adapters);
-  }
-
-  /** Writes dst's adapter sidecar (nothing without adapters); a refused adapter takes dst back out. */
-  private keepLora(dst: string, lora: readonly LoraSpec[]): void {
-    if (!lora.length) return;
-    try {
-      writeLoraSidecar(dst, lora);
-    } catch (e) {
-      fs.rmSync(dst, { force: true });
-      throw e;
-    }
+    const dir = this.opts.modelsDir;
+    if (!dir) throw new EngineError('KAIL_E_UNSUPPORTED', 'this engine has no models directory');
+    copyModelInDirectory(dir, id, dest, lora);
   }
 
   async importModelFile(source: string, dest: string, lora: readonly LoraSpec[] = []): Promise<void> {
@@ -1032,7 +1043,7 @@ export class LocalModelHost implements ModelHost {
     // A readable GGUF header, or an error naming what is wrong with it.
     openGgufMetadata(source).close();
     linkOrCopy(source, dst);
-    this.keepLora(dst, lora);
+    keepLora(dst, lora);
   }
 
   async planModel(req: pb.PlanModelRequest): Promise<pb.PlanModelResponse> {
