@@ -33,20 +33,26 @@ export interface ModelList {
 }
 
 /** The scheduler's address when a kail serve runs on this data directory. */
-function runningScheduler(dir: string): string | null {
+type SchedulerClient = InstanceType<ReturnType<typeof rpc>['proto']['scheduler']['SchedulerServiceClient']>;
+
+/**
+ * `call` on the scheduler of the kail serve running on this data directory, with its answer or
+ * its error's message; `null` when no server runs there.
+ */
+async function onServer<T>(dir: string, call: (c: SchedulerClient) => Promise<T>): Promise<{ value: T } | null> {
   const state = readServeState(dir);
-  if (!state || !isAlive(state.pid)) return null;
-  return state.services.scheduler?.address ?? null;
-}
-
-function schedulerClient(address: string, dir: string) {
+  const address = state && isAlive(state.pid) ? state.services.scheduler?.address : undefined;
+  if (!address) return null;
   const { grpc: g, proto } = rpc();
-  return new proto.scheduler.SchedulerServiceClient(address, g.credentials.createInsecure(), proto.bearerClientOptions(grpcTokenOf(dir)));
-}
-
-function grpcMessage(e: unknown, address: string): Error {
-  const se = e as { details?: string; message?: string };
-  return new Error(se.details || `the scheduler at ${address} did not answer: ${se.message}`);
+  const c = new proto.scheduler.SchedulerServiceClient(address, g.credentials.createInsecure(), proto.bearerClientOptions(grpcTokenOf(dir)));
+  try {
+    return { value: await call(c) };
+  } catch (e) {
+    const se = e as { details?: string; message?: string };
+    throw new Error(se.details || `the scheduler at ${address} did not answer: ${se.message}`);
+  } finally {
+    c.close();
+  }
 }
 
 function entries(r: epb.ListModelFilesResponse): ModelListEntry[] {
@@ -64,18 +70,8 @@ function entries(r: epb.ListModelFilesResponse): ModelListEntry[] {
 }
 
 export async function listModels(dir: string, timeoutMs = 10_000): Promise<ModelList> {
-  const address = runningScheduler(dir);
-  if (address) {
-    const c = schedulerClient(address, dir);
-    try {
-      const r = await unary<spb.ListModelFilesRequest, epb.ListModelFilesResponse>(c.listModelFiles.bind(c), { engineId: '' }, timeoutMs);
-      return { modelsDir: r.modelsDir, source: 'server', models: entries(r) };
-    } catch (e) {
-      throw grpcMessage(e, address);
-    } finally {
-      c.close();
-    }
-  }
+  const served = await onServer(dir, (c) => unary<spb.ListModelFilesRequest, epb.ListModelFilesResponse>(c.listModelFiles.bind(c), { engineId: '' }, timeoutMs));
+  if (served) return { modelsDir: served.value.modelsDir, source: 'server', models: entries(served.value) };
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { listModelsDirectory } = require('@kailstream/engine') as typeof import('@kailstream/engine');
   const r = listModelsDirectory(path.join(dir, 'models'));
@@ -84,18 +80,8 @@ export async function listModels(dir: string, timeoutMs = 10_000): Promise<Model
 
 /** Removes a model from the models directory; says whether a running server unloaded it first. */
 export async function removeModel(dir: string, id: string, timeoutMs = 30_000): Promise<{ unloaded: boolean }> {
-  const address = runningScheduler(dir);
-  if (address) {
-    const c = schedulerClient(address, dir);
-    try {
-      const r = await unary<spb.DeleteModelFileRequest, epb.DeleteModelFileResponse>(c.deleteModelFile.bind(c), { engineId: '', delete: { id } }, timeoutMs);
-      return { unloaded: r.unloaded };
-    } catch (e) {
-      throw grpcMessage(e, address);
-    } finally {
-      c.close();
-    }
-  }
+  const served = await onServer(dir, (c) => unary<spb.DeleteModelFileRequest, epb.DeleteModelFileResponse>(c.deleteModelFile.bind(c), { engineId: '', delete: { id } }, timeoutMs));
+  if (served) return { unloaded: served.value.unloaded };
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { modelsDirectoryFile, removeModelFiles } = require('@kailstream/engine') as typeof import('@kailstream/engine');
   const file = modelsDirectoryFile(path.join(dir, 'models'), id);
@@ -106,22 +92,8 @@ export async function removeModel(dir: string, id: string, timeoutMs = 30_000): 
 
 /** Copies a model of the models directory under another name (a hard link where it can be). */
 export async function copyModel(dir: string, id: string, dest: string, timeoutMs = 60_000): Promise<void> {
-  const address = runningScheduler(dir);
-  if (address) {
-    const c = schedulerClient(address, dir);
-    try {
-      await unary<spb.CopyModelFileRequest, epb.CopyModelFileResponse>(
-        c.copyModelFile.bind(c),
-        { engineId: '', copy: rpc().proto.engine.CopyModelFileRequest.fromPartial({ sourceId: id, destinationId: dest }) },
-        timeoutMs,
-      );
-      return;
-    } catch (e) {
-      throw grpcMessage(e, address);
-    } finally {
-      c.close();
-    }
-  }
+  const copy = () => rpc().proto.engine.CopyModelFileRequest.fromPartial({ sourceId: id, destinationId: dest });
+  if (await onServer(dir, (c) => unary<spb.CopyModelFileRequest, epb.CopyModelFileResponse>(c.copyModelFile.bind(c), { engineId: '', copy: copy() }, timeoutMs))) return;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { copyModelInDirectory } = require('@kailstream/engine') as typeof import('@kailstream/engine');
   const models = path.join(dir, 'models');
