@@ -107,3 +107,31 @@ describe('grpcToken (kail serve beyond loopback)', () => {
     }
   });
 });
+
+describe('engine service with a hardware profile it cannot read', () => {
+  it('starts and serves without it, saying why, instead of staying down', async () => {
+    const { spawn } = require('node:child_process') as typeof import('node:child_process');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-badprofile-'));
+    fs.writeFileSync(path.join(dir, 'profile.json'), '{"format": "kailstream-hardware-profile", "defaults": ');
+    const child = spawn(process.execPath, [SERVICE_ENTRIES.engine, '--port', '0', '--data-dir', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    try {
+      const end = Date.now() + 60_000;
+      while (!out.includes('\n') && child.exitCode === null && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+      expect(child.exitCode).toBeNull();
+      const address = JSON.parse(out.split('\n')[0]).address as string;
+      expect(err).toMatch(/engine: ignoring the hardware profile: hardware profile .*profile\.json is not JSON: .*; run kail profile again/);
+      const c = new pb.EngineServiceClient(address, grpc.credentials.createInsecure());
+      const h = await unary<common.HealthRequest, common.HealthResponse>(c.health.bind(c), {});
+      expect(h.status).toBe(common.ServingStatus.SERVING_STATUS_SERVING);
+      c.close();
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
+});

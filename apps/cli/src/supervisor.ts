@@ -62,6 +62,7 @@ export class Supervisor extends EventEmitter {
       env: { ...process.env, ...spec.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    let startupStderr = '';
     const address = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
@@ -74,6 +75,7 @@ export class Supervisor extends EventEmitter {
       let stderr = '';
       child.stderr!.on('data', (d: Buffer) => {
         stderr = (stderr + d.toString()).slice(-4000);
+        startupStderr = stderr;
       });
       child.once('exit', (code, signal) => fail(`exited with ${signal ?? code}${stderr ? `: ${stderr.trim()}` : ''}`));
       if (spec.fixedAddress !== undefined) {
@@ -102,6 +104,9 @@ export class Supervisor extends EventEmitter {
     });
     child.removeAllListeners('exit');
     child.stdout!.resume();
+    child.stderr!.removeAllListeners('data');
+    // What it said while starting (a profile it ignored, say) is shown too, not only on failure.
+    for (const line of startupStderr.trimEnd().split('\n')) if (line.trim()) process.stderr.write(`[${spec.name}] ${line}\n`);
     child.stderr!.on('data', (d: Buffer) => process.stderr.write(`[${spec.name}] ${d}`));
     const running: RunningService = { spec, child, address, restarts: this.services.get(spec.name)?.restarts ?? 0 };
     this.services.set(spec.name, running);

@@ -79,7 +79,14 @@ async function main() {
   };
   const { kvType, kvTypeV } = kvTypesFromFlags(cacheType('cache-type'), cacheType('cache-type-k'), cacheType('cache-type-v'));
   // The hardware profile in the data directory (kail profile) supplies budgets and bandwidth.
-  const profile = values['data-dir'] ? readHardwareProfile(values['data-dir']) : null;
+  // A profile that cannot be read does not keep the engine down: it serves as without one (no
+  // default budgets), says why, and `kail profile` writes a good one.
+  let profile: ReturnType<typeof readHardwareProfile> = null;
+  try {
+    profile = values['data-dir'] ? readHardwareProfile(values['data-dir']) : null;
+  } catch (e) {
+    process.stderr.write(`engine: ignoring the hardware profile: ${(e as Error).message}\n`);
+  }
   if (profile) process.stderr.write(`engine: hardware profile ${hardwareProfilePath(values['data-dir']!)} (RAM budget ${profile.defaults.ramBytes} bytes, I/O depth ${profile.defaults.ioThreads})\n`);
   const host = new LocalModelHost({
     profile: profile ?? undefined,
