@@ -50,7 +50,9 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   // Stored responses (/v1/responses): in the data directory when there is one, so they outlive a restart.
   let responses: ResponseStore;
   try {
-    responses = config.dataDir ? SqliteResponseStore.open(path.join(config.dataDir, RESPONSES_FILE)) : new MemoryResponseStore();
+    responses = config.dataDir
+      ? SqliteResponseStore.open(path.join(config.dataDir, RESPONSES_FILE), undefined, (m) => process.stderr.write(`api: ${m}\n`))
+      : new MemoryResponseStore();
   } catch (e) {
     keys?.close();
     throw e;

@@ -24,6 +24,14 @@ describe('KeyStore', () => {
     expect(raw.includes(Buffer.from(k.key))).toBe(false);
   });
 
+  it('refuses a key file that is not a database, naming it, and leaves it as it is', () => {
+    const file = path.join(dir, 'garbage.sqlite');
+    const bytes = 'these were keys once '.repeat(300);
+    fs.writeFileSync(file, bytes);
+    expect(() => KeyStore.open(file)).toThrow(/^cannot open the key store .*garbage\.sqlite: file is not a database; restore it from a backup, or move it away to start with no keys/);
+    expect(fs.readFileSync(file, 'utf8')).toBe(bytes);
+  });
+
   it('revokes by id or listed prefix, and a revoke in one handle is seen by another at once', () => {
     const file = path.join(dir, 'b.sqlite');
     const server = KeyStore.open(file);

@@ -61,16 +61,13 @@ export class KeyStore {
 
   /** Opens (creating if needed) the store at `file`; its directory is created too. */
   static open(file: string): KeyStore {
-    let db: Database.Database;
+    let db: Database.Database | undefined;
     try {
       fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
       db = new Database(file);
-    } catch (e) {
-      throw new Error(`cannot open the key store ${file}: ${(e as Error).message}`);
-    }
-    db.pragma('journal_mode = WAL');
-    db.pragma('busy_timeout = 5000');
-    db.exec(`
+      db.pragma('journal_mode = WAL');
+      db.pragma('busy_timeout = 5000');
+      db.exec(`
       CREATE TABLE IF NOT EXISTS api_keys (
         id TEXT PRIMARY KEY,
         name TEXT NOT NULL,
@@ -87,6 +84,15 @@ export class KeyStore {
         completion_tokens INTEGER NOT NULL DEFAULT 0
       );
     `);
+    } catch (e) {
+      db?.close();
+      // Never started without its keys: that would open the API to anyone.
+      const damaged = /^SQLITE_(NOTADB|CORRUPT)/.test((e as { code?: string }).code ?? '');
+      throw new Error(
+        `cannot open the key store ${file}: ${(e as Error).message}` +
+          (damaged ? '; restore it from a backup, or move it away to start with no keys (each key then has to be created again)' : ''),
+      );
+    }
     return new KeyStore(db);
   }
 

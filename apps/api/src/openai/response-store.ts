@@ -85,8 +85,28 @@ export class SqliteResponseStore implements ResponseStore {
     private readonly limits: typeof STORE_LIMITS,
   ) {}
 
-  static open(file: string, limits = STORE_LIMITS): SqliteResponseStore {
-    let db: Database.Database;
+  /**
+   * Opens (creating if needed) the store at `file`. A file that is not an SQLite database (or a
+   * damaged one) is moved aside as FILE.unreadable-TIME, kept for whoever wants it back, and a new
+   * store starts: stored responses are a cache of past answers, not a reason to stay down.
+   * `onNote` hears that it happened.
+   */
+  static open(file: string, limits = STORE_LIMITS, onNote?: (message: string) => void): SqliteResponseStore {
+    try {
+      return SqliteResponseStore.openOnce(file, limits);
+    } catch (e) {
+      const code = (e as { cause?: { code?: string } }).cause?.code ?? '';
+      if (!/^SQLITE_(NOTADB|CORRUPT)/.test(code) || !fs.existsSync(file)) throw e;
+      const aside = `${file}.unreadable-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+      fs.renameSync(file, aside);
+      for (const ext of ['-wal', '-shm']) if (fs.existsSync(file + ext)) fs.renameSync(file + ext, aside + ext);
+      onNote?.(`${(e as Error).message}; moved it to ${aside} and started an empty response store`);
+      return SqliteResponseStore.openOnce(file, limits);
+    }
+  }
+
+  private static openOnce(file: string, limits: typeof STORE_LIMITS): SqliteResponseStore {
+    let db: Database.Database | undefined;
     try {
       fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
       db = new Database(file);
@@ -104,7 +124,8 @@ export class SqliteResponseStore implements ResponseStore {
         );
       `);
     } catch (e) {
-      throw new Error(`cannot open the response store ${file}: ${(e as Error).message}`);
+      db?.close();
+      throw new Error(`cannot open the response store ${file}: ${(e as Error).message}`, { cause: e });
     }
     return new SqliteResponseStore(db, limits);
   }

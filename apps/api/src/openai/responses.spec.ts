@@ -328,4 +328,20 @@ describe('Responses input items as chat turns', () => {
     b.close();
     expect(() => SqliteResponseStore.open(path.join(file, 'not-a-dir', 'x.sqlite'))).toThrow(/cannot open the response store/);
   });
+
+  it('moves a file that is not a database aside, keeping it, and starts an empty store', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-resp-bad-'));
+    const file = path.join(dir, 'responses.sqlite');
+    fs.writeFileSync(file, 'not a database, but somebody may want these bytes back '.repeat(200));
+    const notes: string[] = [];
+    const s = SqliteResponseStore.open(file, undefined, (m) => notes.push(m));
+    expect(notes).toEqual([expect.stringMatching(/^cannot open the response store .*responses\.sqlite: file is not a database; moved it to .*responses\.sqlite\.unreadable-\S+ and started an empty response store$/)]);
+    const aside = fs.readdirSync(dir).filter((n) => n.startsWith('responses.sqlite.unreadable-'));
+    expect(aside).toHaveLength(1);
+    expect(fs.readFileSync(path.join(dir, aside[0]), 'utf8')).toMatch(/^not a database/);
+    s.put('resp_1', 'k', { id: 'resp_1', output: [] }, []);
+    expect(s.get('resp_1', 'k')).not.toBeNull();
+    s.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
 });
