@@ -62,7 +62,8 @@ export class Supervisor extends EventEmitter {
       env: { ...process.env, ...spec.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    let startupStderr = '';
+    // What it printed while starting: part of the error if it fails, shown once it is up.
+    let stderr = '';
     const address = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
@@ -72,10 +73,8 @@ export class Supervisor extends EventEmitter {
         clearTimeout(timer);
         reject(new Error(`${spec.name} failed to start: ${why}`));
       };
-      let stderr = '';
       child.stderr!.on('data', (d: Buffer) => {
         stderr = (stderr + d.toString()).slice(-4000);
-        startupStderr = stderr;
       });
       child.once('exit', (code, signal) => fail(`exited with ${signal ?? code}${stderr ? `: ${stderr.trim()}` : ''}`));
       if (spec.fixedAddress !== undefined) {
@@ -105,8 +104,8 @@ export class Supervisor extends EventEmitter {
     child.removeAllListeners('exit');
     child.stdout!.resume();
     child.stderr!.removeAllListeners('data');
-    // What it said while starting (a profile it ignored, say) is shown too, not only on failure.
-    for (const line of startupStderr.trimEnd().split('\n')) if (line.trim()) process.stderr.write(`[${spec.name}] ${line}\n`);
+    // (A profile it ignored, say: not only on failure.)
+    for (const line of stderr.trimEnd().split('\n')) if (line.trim()) process.stderr.write(`[${spec.name}] ${line}\n`);
     child.stderr!.on('data', (d: Buffer) => process.stderr.write(`[${spec.name}] ${d}`));
     const running: RunningService = { spec, child, address, restarts: this.services.get(spec.name)?.restarts ?? 0 };
     this.services.set(spec.name, running);

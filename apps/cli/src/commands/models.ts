@@ -1,11 +1,10 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import type { engine as epb, scheduler as spb } from '@kailstream/proto';
 
 import { dataDir } from '../paths';
 import { isAlive, readServeState } from '../serve-state';
-import { grpcTokenOf, rpc, unary } from './ps';
+import { grpcTokenOf, rpc, schedulerClient, unary } from './ps';
 
 // `kail list`, `kail cp` and `kail rm`, as `ollama list`, `ollama cp` and `ollama rm`: the GGUF files of the data
 // directory's models/ (what `kail serve` loads on demand). With a server running on the data
@@ -32,8 +31,7 @@ export interface ModelList {
   models: ModelListEntry[];
 }
 
-/** The scheduler's address when a kail serve runs on this data directory. */
-type SchedulerClient = InstanceType<ReturnType<typeof rpc>['proto']['scheduler']['SchedulerServiceClient']>;
+type SchedulerClient = ReturnType<typeof schedulerClient>;
 
 /**
  * `call` on the scheduler of the kail serve running on this data directory, with its answer or
@@ -43,8 +41,7 @@ async function onServer<T>(dir: string, call: (c: SchedulerClient) => Promise<T>
   const state = readServeState(dir);
   const address = state && isAlive(state.pid) ? state.services.scheduler?.address : undefined;
   if (!address) return null;
-  const { grpc: g, proto } = rpc();
-  const c = new proto.scheduler.SchedulerServiceClient(address, g.credentials.createInsecure(), proto.bearerClientOptions(grpcTokenOf(dir)));
+  const c = schedulerClient(address, grpcTokenOf(dir));
   try {
     return { value: await call(c) };
   } catch (e) {
@@ -83,10 +80,8 @@ export async function removeModel(dir: string, id: string, timeoutMs = 30_000): 
   const served = await onServer(dir, (c) => unary<spb.DeleteModelFileRequest, epb.DeleteModelFileResponse>(c.deleteModelFile.bind(c), { engineId: '', delete: { id } }, timeoutMs));
   if (served) return { unloaded: served.value.unloaded };
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { modelsDirectoryFile, removeModelFiles } = require('@kailstream/engine') as typeof import('@kailstream/engine');
-  const file = modelsDirectoryFile(path.join(dir, 'models'), id);
-  if (!fs.existsSync(file)) throw new Error(`model '${id}' is not in the models directory ${path.join(dir, 'models')}`);
-  removeModelFiles(file);
+  const { existingModelFile, removeModelFiles } = require('@kailstream/engine') as typeof import('@kailstream/engine');
+  removeModelFiles(existingModelFile(path.join(dir, 'models'), id));
   return { unloaded: false };
 }
 
@@ -96,9 +91,7 @@ export async function copyModel(dir: string, id: string, dest: string, timeoutMs
   if (await onServer(dir, (c) => unary<spb.CopyModelFileRequest, epb.CopyModelFileResponse>(c.copyModelFile.bind(c), { engineId: '', copy: copy() }, timeoutMs))) return;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { copyModelInDirectory } = require('@kailstream/engine') as typeof import('@kailstream/engine');
-  const models = path.join(dir, 'models');
-  if (!fs.existsSync(models)) throw new Error(`model '${id}' is not in the models directory ${models}`);
-  copyModelInDirectory(models, id, dest);
+  copyModelInDirectory(path.join(dir, 'models'), id, dest);
 }
 
 const size = (n: number) =>

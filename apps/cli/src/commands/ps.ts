@@ -71,9 +71,15 @@ function firstOf<T>(open: () => grpc.ClientReadableStream<T>, timeoutMs: number,
   });
 }
 
-async function askScheduler(address: string, token: string | undefined, timeoutMs: number): Promise<NonNullable<PsReport['scheduler']>> {
+/** A client of the scheduler at `address` (plain channel, the bearer token when there is one). */
+export function schedulerClient(address: string, token: string | undefined) {
   const { grpc: g, proto } = rpc();
-  const c = new proto.scheduler.SchedulerServiceClient(address, g.credentials.createInsecure(), proto.bearerClientOptions(token));
+  return new proto.scheduler.SchedulerServiceClient(address, g.credentials.createInsecure(), proto.bearerClientOptions(token));
+}
+
+async function askScheduler(address: string, token: string | undefined, timeoutMs: number): Promise<NonNullable<PsReport['scheduler']>> {
+  const { proto } = rpc();
+  const c = schedulerClient(address, token);
   const out: NonNullable<PsReport['scheduler']> = { engines: [], models: [], tiers: [], kv: [] };
   try {
     const [eng, models] = await Promise.all([

@@ -268,11 +268,17 @@ function withoutStrict(t: unknown): unknown {
   return rest;
 }
 
-/** A hard link where the file system allows one (no second copy of the weights), else a copy; never over an existing file. */
 /** ID.gguf in a models directory; an id that is not a plain model id is an error naming `what`. */
 export function modelsDirectoryFile(dir: string, id: string, what = 'id'): string {
   if (!/^[A-Za-z0-9_][A-Za-z0-9._:-]{0,199}$/.test(id)) throw new EngineError('KAIL_E_INVALID_ARG', `${what} must be a model id (letters, digits and . _ : -), got ${JSON.stringify(id)}`);
   return path.join(dir, `${id}.gguf`);
+}
+
+/** ID.gguf of a models directory, which must exist (KAIL_E_NOT_FOUND otherwise). */
+export function existingModelFile(dir: string, id: string, what = 'id'): string {
+  const file = modelsDirectoryFile(dir, id, what);
+  if (!fs.existsSync(file)) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not in the models directory`);
+  return file;
 }
 
 /**
@@ -328,9 +334,8 @@ export function removeModelFiles(file: string): void {
  * by name).
  */
 export function copyModelInDirectory(dir: string, id: string, dest: string, lora: readonly LoraSpec[] = []): void {
-  const src = modelsDirectoryFile(dir, id, 'source');
+  const src = existingModelFile(dir, id, 'source');
   const dst = modelsDirectoryFile(dir, dest, 'destination');
-  if (!fs.existsSync(src)) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not in the models directory`);
   if (fs.existsSync(dst)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `model '${dest}' is already in the models directory`);
   if (modelFiles(src).length > 1)
     throw new EngineError('KAIL_E_UNSUPPORTED', `model '${id}' is split over ${modelFiles(src).length} files, which find each other by name: copy them under a new prefix by hand`);
@@ -350,6 +355,7 @@ function keepLora(dst: string, lora: readonly LoraSpec[]): void {
   }
 }
 
+/** A hard link where the file system allows one (no second copy of the weights), else a copy; never over an existing file. */
 function linkOrCopy(src: string, dst: string): void {
   try {
     fs.linkSync(src, dst);
@@ -1009,16 +1015,14 @@ export class LocalModelHost implements ModelHost {
     return listModelsDirectory(dir, new Set([...this.models.values()].map((m) => m.info.path)));
   }
 
-  /** ID.gguf in the models directory, for a file operation; a refused id or a missing directory is an error. */
-  private modelFilePath(id: string, what: string): string {
-    const dir = this.opts.modelsDir;
-    if (!dir) throw new EngineError('KAIL_E_UNSUPPORTED', 'this engine has no models directory');
-    return modelsDirectoryFile(dir, id, what);
+  /** The models directory, for a file operation; an engine without one says so. */
+  private modelsDir(): string {
+    if (!this.opts.modelsDir) throw new EngineError('KAIL_E_UNSUPPORTED', 'this engine has no models directory');
+    return this.opts.modelsDir;
   }
 
   async deleteModelFile(id: string): Promise<boolean> {
-    const file = this.modelFilePath(id, 'id');
-    if (!fs.existsSync(file)) throw new EngineError('KAIL_E_NOT_FOUND', `model '${id}' is not in the models directory`);
+    const file = existingModelFile(this.modelsDir(), id);
     let unloaded = false;
     for (const [mid, m] of this.models) {
       if (m.info.path !== file) continue;
@@ -1030,13 +1034,11 @@ export class LocalModelHost implements ModelHost {
   }
 
   async copyModelFile(id: string, dest: string, lora: readonly LoraSpec[] = []): Promise<void> {
-    const dir = this.opts.modelsDir;
-    if (!dir) throw new EngineError('KAIL_E_UNSUPPORTED', 'this engine has no models directory');
-    copyModelInDirectory(dir, id, dest, lora);
+    copyModelInDirectory(this.modelsDir(), id, dest, lora);
   }
 
   async importModelFile(source: string, dest: string, lora: readonly LoraSpec[] = []): Promise<void> {
-    const dst = this.modelFilePath(dest, 'destination');
+    const dst = modelsDirectoryFile(this.modelsDir(), dest, 'destination');
     if (!path.isAbsolute(source)) throw new EngineError('KAIL_E_INVALID_ARG', `source path must be absolute, got ${JSON.stringify(source)}`);
     if (!fs.existsSync(source)) throw new EngineError('KAIL_E_NOT_FOUND', `${source} does not exist on the engine's machine`);
     if (fs.existsSync(dst)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `model '${dest}' is already in the models directory`);
