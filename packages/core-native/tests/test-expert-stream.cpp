@@ -495,6 +495,23 @@ static bool wait_uploads(expert_stream & s, uint64_t n) {
     return false;
 }
 
+// Prefetch reads and the uploads after reads finish on the reader threads after the fetches that
+// asked for them have returned: wait until nothing is pinned and no read or upload has moved for
+// 20 ms (a prefetch read that lands pins its entry again while it is uploaded).
+static bool wait_quiet(expert_stream & s) {
+    uint64_t last = ~uint64_t(0);
+    int still = 0;
+    for (int i = 0; i < 5000 && still < 20; i++) {
+        const expert_stream_stats st = s.stats();
+        uint64_t moved = st.vram_uploads + st.evictions;
+        for (const auto & l : st.layers) moved += l.reads + l.vram_reads;
+        still = st.pinned_bytes == 0 && moved == last ? still + 1 : 0;
+        last = moved;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return still >= 20;
+}
+
 static void test_vram(const test_file & f) {
     const uint64_t em = entry_max(f);
     {
@@ -510,8 +527,12 @@ static void test_vram(const test_file & f) {
         CHECK(st.vram_device == "test-host");
         CHECK(st.vram_capacity_bytes == 4 * em);
         CHECK(st.vram_slot_bytes == em);
-        for (int32_t x : {0, 1, 2, 3}) CHECK(fetch(s, f, 0, {x}) == 1);
-        CHECK(wait_uploads(s, 4));
+        // Each upload done before the next fetch: an entry pinned for its upload is not evicted,
+        // which would change which two stay in RAM.
+        for (int32_t x : {0, 1, 2, 3}) {
+            CHECK(fetch(s, f, 0, {x}) == 1);
+            CHECK(wait_uploads(s, static_cast<uint64_t>(x) + 1));
+        }
         st = s.stats();
         CHECK(st.layers[0].reads == 4 && st.layers[0].vram_reads == 0);
         CHECK(st.vram_entries == 4 && st.vram_used_bytes == 4 * em);
@@ -584,6 +605,7 @@ static void test_vram(const test_file & f) {
             });
         for (auto & t : ts) t.join();
         CHECK(got.load() == 3 * 60 * 2);
+        CHECK(wait_quiet(s));
         const expert_stream_stats st = s.stats();
         uint64_t vr = 0;
         for (auto & l : st.layers) vr += l.vram_reads;
