@@ -190,3 +190,9 @@ export function getPreset(name: string): Preset {
   if (!p) throw new Error(`unknown preset '${name}'; known: ${Object.keys(PRESETS).join(', ')}`);
   return { description: p.description, config: { ...p.config } };
 }
+
+/** Whether the preset's model routes each token to some of its experts (so near-ties can flip). */
+export function presetRoutes(name: string): boolean {
+  const c = getPreset(name).config;
+  return c.nExperts > 0 && c.nExpertsUsed < c.nExperts;
+}

@@ -11,6 +11,48 @@ export function nmse(a: Float32Array, b: Float32Array): number {
   return num / den;
 }
 
+/** NMSE of each position: rows of `nVocab` logits, b the reference. */
+export function perPositionNmse(a: Float32Array, b: Float32Array, nVocab: number): number[] {
+  if (a.length !== b.length) throw new Error(`length mismatch ${a.length} vs ${b.length}`);
+  const per: number[] = [];
+  for (let off = 0; off < b.length; off += nVocab) per.push(nmse(a.subarray(off, off + nVocab), b.subarray(off, off + nVocab)));
+  return per;
+}
+
+/** Median of perPositionNmse. */
+export function medianNmse(a: Float32Array, b: Float32Array, nVocab: number): number {
+  const per = perPositionNmse(a, b, nVocab).sort((x, y) => x - y);
+  return per[per.length >> 1];
+}
+
+/**
+ * NMSE over every position but at most `maxOutliers` whose own NMSE exceeds `bound`, and those
+ * positions. Routed models have near-ties between experts that a different summation order can
+ * flip (an F16 product summed eight lanes wide on AVX2 against sixteen on AVX-512): one position's
+ * logits then move by orders of magnitude more than rounding moves the others. A fault of the
+ * engine moves every position, or more than a few.
+ */
+export function nmseBesideOutliers(a: Float32Array, b: Float32Array, nVocab: number, bound: number, maxOutliers: number): { nmse: number; outliers: { position: number; nmse: number }[] } {
+  const per = perPositionNmse(a, b, nVocab);
+  const outliers = per
+    .map((e, position) => ({ position, nmse: e }))
+    .filter((o) => o.nmse > bound)
+    .sort((x, y) => y.nmse - x.nmse)
+    .slice(0, maxOutliers);
+  const skip = new Set(outliers.map((o) => o.position));
+  let num = 0;
+  let den = 0;
+  for (let p = 0, off = 0; off < b.length; p++, off += nVocab) {
+    if (skip.has(p)) continue;
+    for (let i = off; i < off + nVocab; i++) {
+      const d = a[i] - b[i];
+      num += d * d;
+      den += b[i] * b[i];
+    }
+  }
+  return { nmse: den > 0 ? num / den : 0, outliers };
+}
+
 function argmax(x: Float32Array, off: number, n: number): number {
   let best = 0;
   for (let i = 1; i < n; i++) if (x[off + i] > x[off + best]) best = i;

@@ -17,7 +17,7 @@ import { EngineModel, type KvType } from '@kailstream/engine';
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
-import { nmse, tokenIds } from './metrics';
+import { medianNmse, tokenIds } from './metrics';
 
 const PRESETS = ['tiny-llama', 'tiny-qwen3moe', 'tiny-glm4moe', 'tiny-deepseek2-lite-split'];
 const SHIFT = { at: 48, keep: 4, discard: 20 };
@@ -40,13 +40,6 @@ async function kailShifted(model: string, tokens: number[], kvType: KvType): Pro
   }
 }
 
-/** Median per-position NMSE over the rows of two [rows][nVocab] logit blocks. */
-function medianNmse(a: Float32Array, b: Float32Array, nv: number): number {
-  const per: number[] = [];
-  for (let i = 0; i * nv < a.length; i++) per.push(nmse(a.subarray(i * nv, (i + 1) * nv), b.subarray(i * nv, (i + 1) * nv)));
-  per.sort((x, y) => x - y);
-  return per[per.length >> 1];
-}
 
 describe("context shift against llama.cpp's", () => {
   const toks: Record<string, number[]> = {};

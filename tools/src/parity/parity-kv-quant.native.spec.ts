@@ -16,7 +16,7 @@ import { EngineModel, type KvType } from '@kailstream/engine';
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
-import { nmse, top1Agreement, tokenIds } from './metrics';
+import { medianNmse, top1Agreement, tokenIds } from './metrics';
 
 const PRESETS = ['tiny-llama', 'tiny-qwen3moe', 'tiny-gpt-oss', 'tiny-deepseek2-lite', 'tiny-deepseek2-lite-split'];
 
@@ -72,11 +72,7 @@ describe("quantized KV caches against llama.cpp's", () => {
   function errors(p: string, ours: Float32Array, ref: Float32Array): { oursQ: number; theirsQ: number; oursF: number } {
     const i = PRESETS.indexOf(p);
     const nv = exact[i].nVocab;
-    const median = (a: Float32Array) => {
-      const b = exact[i].logits;
-      const per = toks[p].map((_, k) => nmse(a.subarray(k * nv, (k + 1) * nv), b.subarray(k * nv, (k + 1) * nv))).sort((x, y) => x - y);
-      return per[per.length >> 1];
-    };
+    const median = (a: Float32Array) => medianNmse(a, exact[i].logits, nv);
     return { oursQ: median(ours), theirsQ: median(ref), oursF: median(oursF32[p]) };
   }
 
