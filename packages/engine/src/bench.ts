@@ -49,6 +49,11 @@ export interface BenchStreamResult {
   prefetch_precision: number;
   prefetch_recall: number;
   peak_cache_bytes: number;
+  /** The VRAM tier's device ('' without one), its capacity, and the bytes per token it copied back into RAM. */
+  vram_device: string;
+  vram_capacity_bytes: number;
+  vram_bytes_per_token: number;
+  vram_s: number;
 }
 
 function xorshift(seed: number): () => number {
@@ -132,6 +137,10 @@ function benchStream(gen: { before: NativeExpertStreamStats; after: NativeExpert
     prefetch_precision: predicted ? correct / predicted : 0,
     prefetch_recall: actual ? correct / actual : 0,
     peak_cache_bytes: last.peakBytes,
+    vram_device: parts[parts.length - 1].vramDevice,
+    vram_capacity_bytes: parts[parts.length - 1].vramCapacityBytes,
+    vram_bytes_per_token: tokens ? sum((p) => p.vramBytes) / tokens : 0,
+    vram_s: sum((p) => p.vramSeconds),
   };
 }
 

@@ -639,7 +639,11 @@ export function registerModelCommands(program: Command): void {
                 ? `experts (generation): hit rate ${(100 * r.stream.hit_rate).toFixed(1)}%, ${formatBytes(r.stream.bytes_read_per_token)} read per token, ` +
                   `stalled ${r.stream.stall_s.toFixed(2)} s, prefetch precision ${(100 * r.stream.prefetch_precision).toFixed(1)}% recall ` +
                   `${(100 * r.stream.prefetch_recall).toFixed(1)}%, cache ${formatBytes(r.stream.cache_bytes)} (budget ${formatBytes(r.stream.ram_bytes)}, ${r.stream.policy}), ` +
-                  `${r.stream.direct_io ? 'O_DIRECT' : 'buffered reads'}\n`
+                  `${r.stream.direct_io ? 'O_DIRECT' : 'buffered reads'}` +
+                  (r.stream.vram_device
+                    ? `; VRAM tier ${formatBytes(r.stream.vram_capacity_bytes)} on ${r.stream.vram_device}: ${formatBytes(r.stream.vram_bytes_per_token)} per token copied back (${r.stream.vram_s.toFixed(2)} s)`
+                    : '') +
+                  '\n'
                 : '') +
               (routing
                 ? `routing over ${routing.tokens} random tokens: each MoE layer used >= ${(100 * routing.minUsedShare).toFixed(0)}% of its ${routing.nExpert} experts; ` +
