@@ -19,5 +19,7 @@ bool cuda_malloc(int, size_t, void **, std::string & err) { return no_backend(er
 void cuda_free(int, void *) {}
 bool cuda_copy_to_device(int, void *, const void *, size_t, std::string & err) { return no_backend(err); }
 bool cuda_copy_to_host(int, void *, const void *, size_t, std::string & err) { return no_backend(err); }
+bool cuda_host_register(int, void *, size_t, std::string & err) { return no_backend(err); }
+void cuda_host_unregister(int, void *) {}
 } // namespace kail
 #endif

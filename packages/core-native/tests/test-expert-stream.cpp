@@ -5,6 +5,7 @@
 // VRAM tier's bookkeeping (uploads after reads, RAM misses filled from it, its LRU, a failing
 // device turning it off) over device memory stood in for by host memory (test-cuda runs the real
 // CUDA memory where a GPU exists).
+#include "kail/cuda.h"
 #include "kail/expert_stream.h"
 
 #include <algorithm>
@@ -13,6 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <random>
 #include <string>
 #include <thread>
@@ -479,11 +483,27 @@ class host_device_memory final : public expert_device_memory {
         std::memcpy(dst, mem_.data() + off, n);
         downloads++;
     }
+    // Page-locking, as a GPU offers it: every buffer pinned must be unpinned before it is freed.
+    bool pin_host(void * p, uint64_t) override {
+        std::lock_guard<std::mutex> lk(pin_mu_);
+        pins++;
+        return pinned_.insert(p).second;
+    }
+    void unpin_host(void * p) override {
+        std::lock_guard<std::mutex> lk(pin_mu_);
+        if (pinned_.erase(p) == 0) unknown_unpins++;
+    }
+    size_t pinned_now() {
+        std::lock_guard<std::mutex> lk(pin_mu_);
+        return pinned_.size();
+    }
     std::atomic<bool> fail{false};
-    std::atomic<int>  uploads{0}, downloads{0};
+    std::atomic<int>  uploads{0}, downloads{0}, pins{0}, unknown_unpins{0};
 
   private:
     std::vector<uint8_t> mem_;
+    std::mutex pin_mu_;
+    std::set<void *> pinned_;
 };
 
 // Uploads run after the read that fetched the entry; wait for n of them.
@@ -511,6 +531,8 @@ static bool wait_quiet(expert_stream & s) {
     }
     return still >= 20;
 }
+
+static void test_vram_threads(const test_file & f, std::shared_ptr<expert_device_memory> dev);
 
 static void test_vram(const test_file & f) {
     const uint64_t em = entry_max(f);
@@ -582,9 +604,16 @@ static void test_vram(const test_file & f) {
         }
         CHECK(threw);
     }
+    test_vram_threads(f, std::make_shared<host_device_memory>(5 * em));
+    // The same on a real GPU's memory where there is one (CUDA copies from several reader threads).
+    if (cuda_device_count() > 0) test_vram_threads(f, cuda_expert_memory(0, 5 * em));
+}
+
+// Many threads, small RAM and VRAM (5 experts of device memory in `dev`), prefetch on: every byte
+// right, the budget held, no hang.
+static void test_vram_threads(const test_file & f, std::shared_ptr<expert_device_memory> dev) {
+    const uint64_t em = entry_max(f);
     {
-        // Many threads, small RAM and VRAM, prefetch on: every byte right, the budget held, no hang.
-        auto dev = std::make_shared<host_device_memory>(5 * em);
         expert_stream_params p;
         p.cache_bytes = 3 * em;
         p.io_threads = 3;
@@ -613,8 +642,14 @@ static void test_vram(const test_file & f) {
         CHECK(st.peak_bytes <= p.cache_bytes);
         CHECK(st.vram_entries <= 5);
         CHECK(st.pinned_bytes == 0);
-        std::printf("vram tier: %llu RAM fills from VRAM, %llu uploads, %llu VRAM evictions under 3 threads\n", static_cast<unsigned long long>(vr),
+        std::printf("vram tier on %s: %llu RAM fills from VRAM, %llu uploads, %llu VRAM evictions under 3 threads\n", st.vram_device.c_str(), static_cast<unsigned long long>(vr),
                     static_cast<unsigned long long>(st.vram_uploads), static_cast<unsigned long long>(st.vram_evictions));
+    }
+    // The stream offered its buffers for pinning and took every one back before freeing it.
+    if (auto * h = dynamic_cast<host_device_memory *>(dev.get())) {
+        CHECK(h->pins.load() > 0);
+        CHECK(h->pinned_now() == 0);
+        CHECK(h->unknown_unpins.load() == 0);
     }
 }
 

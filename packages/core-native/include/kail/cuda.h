@@ -37,5 +37,9 @@ bool cuda_malloc(int device, size_t bytes, void ** out, std::string & err);
 void cuda_free(int device, void * p);
 bool cuda_copy_to_device(int device, void * dst, const void * src, size_t bytes, std::string & err);
 bool cuda_copy_to_host(int device, void * dst, const void * src, size_t bytes, std::string & err);
+// Page-locks host memory [p, p + bytes) for device `device`'s copies (cudaHostRegister), so they
+// run by DMA instead of through the driver's pageable staging; false with `err` set where it cannot.
+bool cuda_host_register(int device, void * p, size_t bytes, std::string & err);
+void cuda_host_unregister(int device, void * p);
 
 } // namespace kail

@@ -65,6 +65,11 @@ class expert_device_memory {
     virtual uint64_t bytes() const = 0;
     virtual void upload(uint64_t offset, const uint8_t * src, uint64_t n) = 0;
     virtual void download(uint64_t offset, uint8_t * dst, uint64_t n) = 0;
+    // The stream's RAM buffers, offered when allocated (and taken back before they are freed): a
+    // device may page-lock them so its copies run at the bus's speed. False where it does not;
+    // copies to and from any host memory still work.
+    virtual bool pin_host(void * p, uint64_t n) { (void)p; (void)n; return false; }
+    virtual void unpin_host(void * p) { (void)p; }
 };
 
 // `bytes` of memory on CUDA device `device`, allocated at once. Throws KAIL_E_UNSUPPORTED when this

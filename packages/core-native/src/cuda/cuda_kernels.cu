@@ -123,4 +123,13 @@ bool cuda_copy_to_host(int device, void * dst, const void * src, size_t bytes, s
     return select_device(device, err) && check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H", err);
 }
 
+bool cuda_host_register(int device, void * p, size_t bytes, std::string & err) {
+    return select_device(device, err) && check(cudaHostRegister(p, bytes, cudaHostRegisterDefault), "cudaHostRegister", err);
+}
+
+void cuda_host_unregister(int device, void * p) {
+    if (p && cudaSetDevice(device) == cudaSuccess) cudaHostUnregister(p);
+    cudaGetLastError();
+}
+
 } // namespace kail

@@ -30,6 +30,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -136,6 +137,7 @@ struct expert_stream::impl {
         std::list<int>::iterator lru;           // in vlru while filled
     };
     bool                             vram_on = false;
+    std::unordered_set<void *>       host_pinned;  // buffers the VRAM tier's device page-locked (pin_host)
     uint64_t                         vslot_bytes = 0;
     std::vector<vslot_t>             vslots;
     std::unordered_map<uint64_t, int> vmap;
@@ -161,8 +163,18 @@ struct expert_stream::impl {
         return packed ? params.pack.layers[layer].block_bytes : expert_entry_bytes(layers[layer], expert);
     }
 
+    // A fresh buffer of `bytes` (not counted in `used`), offered to the VRAM tier's device to
+    // page-lock; nullptr when the system refuses the memory.
+    uint8_t * map_buffer(uint64_t bytes) {
+        void * p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return nullptr;
+        if (vram_on && params.vram->pin_host(p, bytes)) host_pinned.insert(p);
+        return static_cast<uint8_t *>(p);
+    }
+
     void free_buffer(entry & e) {
         if (!e.buf) return;
+        if (host_pinned.erase(e.buf)) params.vram->unpin_host(e.buf);
         munmap(e.buf, e.bytes);
         used -= e.bytes;
         e.buf = nullptr;
@@ -240,11 +252,11 @@ struct expert_stream::impl {
             }
             free_buffer(*v);
         }
-        void * p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) throw error(KAIL_E_BUDGET, "expert stream: cannot allocate a " + std::to_string(bytes) + "-byte read buffer: " + std::strerror(errno));
+        uint8_t * p = map_buffer(bytes);
+        if (!p) throw error(KAIL_E_BUDGET, "expert stream: cannot allocate a " + std::to_string(bytes) + "-byte read buffer: " + std::strerror(errno));
         used += bytes;
         st.peak_bytes = std::max(st.peak_bytes, used);
-        return static_cast<uint8_t *>(p);
+        return p;
     }
 
     entry_ptr new_entry(int layer, int32_t expert, uint8_t * buf, uint64_t bytes) {
@@ -894,11 +906,11 @@ void expert_stream::warm(const expert_key * experts, const double * shares, size
         if (m.map.count(key_of(k.layer, k.expert))) continue;
         const uint64_t bytes = m.entry_bytes(k.layer, k.expert);
         if (m.used + bytes > m.params.cache_bytes) continue;  // never evicts; a smaller entry may still fit
-        void * p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) break;
+        uint8_t * p = m.map_buffer(bytes);
+        if (!p) break;
         m.used += bytes;
         m.st.peak_bytes = std::max(m.st.peak_bytes, m.used);
-        entry_ptr e = m.new_entry(k.layer, k.expert, static_cast<uint8_t *>(p), bytes);
+        entry_ptr e = m.new_entry(k.layer, k.expert, p, bytes);
         e->warm = true;
         m.q_warm.push_back(e);
         queued.push_back(e);

@@ -32,6 +32,13 @@ class cuda_memory final : public expert_device_memory {
             throw error(KAIL_E_IO, "VRAM tier on " + name_ + ": copy of " + std::to_string(n) + " bytes from the device failed: " + err);
     }
 
+    // Measured on an H200 (session 34): copies back into pageable buffers moved about 3.5 GB/s.
+    bool pin_host(void * p, uint64_t n) override {
+        std::string err;
+        return cuda_host_register(device_, p, static_cast<size_t>(n), err);
+    }
+    void unpin_host(void * p) override { cuda_host_unregister(device_, p); }
+
   private:
     void check(uint64_t offset, uint64_t n) const {
         if (offset > bytes_ || n > bytes_ - offset)
