@@ -77,6 +77,13 @@ describe('kail plan and --ram', () => {
     expect(p.vramCacheExperts).toBeGreaterThan(0);
     expect(p.vramCacheBytes).toBe(p.vramCacheExperts * p.expertEntryBytes);
     expect(kail('plan', '-m', model, '--ram', '512M', '--vram', '1M').stdout).toContain(`VRAM tier        1.00 MiB: ${p.vramCacheExperts} experts`);
+    // A budget past every expert (a whole GPU, as the profile offers) takes only their slots.
+    const all = JSON.parse(kail('plan', '-m', model, '--ram', '512M', '--vram', '100G', '--json').stdout);
+    expect(all.vramCacheExperts).toBe(all.nExpertTotal);
+    expect(all.vramCacheBytes).toBe(all.nExpertTotal * all.expertEntryBytes);
+    expect(kail('plan', '-m', model, '--ram', '512M', '--vram', '100G').stdout).toContain(
+      `of the 100.00 GiB budget: all ${all.nExpertTotal} experts`,
+    );
     // Without a RAM budget nothing streams, so there is nothing for the tier to hold.
     const noRam = kail('run', '-m', model, '-n', '2', '--vram', '1M', '--data-dir', dir);
     expect(noRam.status).not.toBe(0);

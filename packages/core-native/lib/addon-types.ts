@@ -240,8 +240,9 @@ export interface NativeResidencyPlan {
   fits: boolean;
   /** The VRAM tier's budget (params.vramBytes; 0 without MoE layers). */
   vramBytes: number;
-  /** Experts it holds: slots of expertEntryBytes. */
+  /** Experts it holds: slots of expertEntryBytes, at most nExpertTotal (a larger budget is not taken). */
   vramCacheExperts: number;
+  /** vramCacheExperts x expertEntryBytes: the device memory the tier allocates. */
   vramCacheBytes: number;
   /** How much larger ramBytes must be; 0 when it fits. */
   shortfallBytes: number;

@@ -426,7 +426,9 @@ function planLines(file: string, p: ResidencyPlan): string[] {
     );
     if (p.vramBytes)
       lines.push(
-        `VRAM tier        ${b(p.vramBytes)}: ${p.vramCacheExperts} experts (slots of ${b(p.expertEntryBytes)}; copies of what is read, RAM misses copied back from it)`,
+        p.vramCacheBytes < p.vramBytes && p.vramCacheExperts === p.nExpertTotal
+          ? `VRAM tier        ${b(p.vramCacheBytes)} of the ${b(p.vramBytes)} budget: all ${p.vramCacheExperts} experts (slots of ${b(p.expertEntryBytes)}; the rest is not taken)`
+          : `VRAM tier        ${b(p.vramBytes)}: ${p.vramCacheExperts} experts (slots of ${b(p.expertEntryBytes)}; copies of what is read, RAM misses copied back from it)`,
       );
   } else {
     lines.push('experts          none (dense model: everything is resident)');

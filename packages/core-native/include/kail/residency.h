@@ -43,8 +43,8 @@ struct residency_plan {
     double   cache_experts_per_layer = 0;      // cache_bytes / one expert of every MoE layer
     uint64_t cold_read_bytes_per_token = 0;    // one token, nothing cached: n_expert_used experts per MoE layer
     uint64_t vram_budget = 0;          // params.vram_budget (the VRAM tier, streaming only)
-    uint64_t vram_cache_experts = 0;   // experts it holds: slots of expert_entry_bytes
-    uint64_t vram_cache_bytes = 0;     // vram_cache_experts x expert_entry_bytes
+    uint64_t vram_cache_experts = 0;   // experts it holds: slots of expert_entry_bytes, at most n_expert_total
+    uint64_t vram_cache_bytes = 0;     // vram_cache_experts x expert_entry_bytes: the device memory taken
     bool     fits = false;
     uint64_t shortfall_bytes = 0;      // how much larger the budget must be (0 when it fits)
     std::string message;               // the refusal with its numbers, empty when it fits

@@ -213,7 +213,9 @@ residency_plan residency_plan_compute(const gguf_file & file, const program & pr
     p.cache_experts_per_layer = sum_entry ? static_cast<double>(p.cache_bytes) / static_cast<double>(sum_entry) : 0;
     if (p.n_moe_layers > 0 && p.expert_entry_bytes > 0) {
         p.vram_budget = params.vram_budget;
-        p.vram_cache_experts = p.vram_budget / p.expert_entry_bytes;
+        // No more slots than there are experts: a budget past that (the profile offers a whole GPU)
+        // is not allocated, and stays free for other work on the device.
+        p.vram_cache_experts = std::min<uint64_t>(p.vram_budget / p.expert_entry_bytes, static_cast<uint64_t>(p.n_expert_total));
         p.vram_cache_bytes = p.vram_cache_experts * p.expert_entry_bytes;
     }
     const uint64_t need = p.fixed_bytes + p.min_cache_bytes;
