@@ -1,7 +1,7 @@
 #!/bin/bash
 # The VRAM tier on a real GPU (packed by pack.sh): the C++ device tests, memcheck, then kail on a
 # 4-layer Qwen3-30B-A3B-shaped Q4_K model written there: the same tokens in RAM, streaming with a
-# VRAM tier and streaming from storage alone, and their decode speeds.
+# VRAM tier (given, and the profile's default) and streaming from storage alone, and decode speeds.
 #   bash .dev/check.sh [THREADS]     (default 8)
 cd "$(dirname "$0")/root" || exit 1
 LOG=${OUT:-$(pwd)/..}
@@ -16,23 +16,24 @@ if command -v compute-sanitizer > /dev/null; then s memcheck; timeout 120 comput
 K="/tmp/kail-node apps/cli/bin/kail.js"
 M=/tmp/kail-gpu-check.gguf
 s gen; /tmp/kail-node tools/dist/gen-model.js --preset bench-qwen3-30b-a3b-shaped --layers 4 --type Q4_K --out $M 2>&1 | tail -1
+s profile; timeout 90 $K profile --data-dir /tmp/kail-check-profile 2>&1 | grep -E "^(gpus|default --vram)"
 P="Once upon a time in a land far away"
-for c in "ram:" "vram:--ram 1G --vram 4G" "storage:--ram 1G"; do
-  n=${c%%:*}; s "run $n"; timeout 90 $K run -m $M -p "$P" -n 48 -t "$T" --data-dir /tmp/kail-check-$n ${c#*:} --json > "$LOG/run-$n.json"; echo "rc $?"
+for c in "ram:" "vram:--ram 1G --vram 4G" "storage:--ram 1G" "profiled:--ram 1G"; do
+  n=${c%%:*}; s "run $n"; timeout 90 $K run -m $M -p "$P" -n 48 -t "$T" --data-dir /tmp/kail-check-$([ $n = profiled ] && echo profile || echo $n) ${c#*:} --json > "$LOG/run-$n.json"; echo "rc $?"
 done
 python3 - "$LOG" <<'PY'
 import json, os, sys
 o = sys.argv[1]
 r = {}
-for n in ['ram', 'vram', 'storage']:
+for n in ['ram', 'vram', 'storage', 'profiled']:
     try:
         r[n] = json.load(open(os.path.join(o, f'run-{n}.json')))
     except ValueError:
         print(n, 'gave no result (its error is above)')
-for n in [x for x in ['vram', 'storage'] if x in r and 'ram' in r]:
+for n in [x for x in ['vram', 'storage', 'profiled'] if x in r and 'ram' in r]:
     st = r[n]['stream']
     print(n, 'same tokens as in RAM:', r[n]['tokens'] == r['ram']['tokens'], '| tg t/s', round(r[n]['timings']['gen_tps'], 2),
-          '| storage reads', st['reads'], '| VRAM fills', st['vramReads'], f"({st['vramBytes'] / 1e9:.2f} GB in {st['vramSeconds']:.3f} s)")
+          '| storage reads', st['reads'], '| VRAM fills', st['vramReads'], f"({st['vramBytes'] / 1e9:.2f} GB in {st['vramSeconds']:.3f} s)", f"| VRAM tier {st['vramCapacityBytes'] / 2**30:.2f} GiB")
 PY
 for c in "ram:" "vram:--ram 1G --vram 4G" "storage:--ram 1G"; do
   s "bench ${c%%:*}"; timeout 150 $K bench -m $M -p 16 -n 32 -t "$T" --feed random --parallel 1,4,16 --data-dir /tmp/kail-check-bench ${c#*:} 2>&1 | tail -4
