@@ -137,8 +137,8 @@ function benchStream(gen: { before: NativeExpertStreamStats; after: NativeExpert
     prefetch_precision: predicted ? correct / predicted : 0,
     prefetch_recall: actual ? correct / actual : 0,
     peak_cache_bytes: last.peakBytes,
-    vram_device: parts[parts.length - 1].vramDevice,
-    vram_capacity_bytes: parts[parts.length - 1].vramCapacityBytes,
+    vram_device: last.vram.device,
+    vram_capacity_bytes: last.vram.capacityBytes,
     vram_bytes_per_token: tokens ? sum((p) => p.vramBytes) / tokens : 0,
     vram_s: sum((p) => p.vramSeconds),
   };

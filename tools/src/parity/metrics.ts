@@ -11,12 +11,26 @@ export function nmse(a: Float32Array, b: Float32Array): number {
   return num / den;
 }
 
+/** Each position's Σ(a−b)² and Σb²: rows of `nVocab` logits, b the reference. */
+function positionSums(a: Float32Array, b: Float32Array, nVocab: number): { num: number; den: number }[] {
+  if (a.length !== b.length) throw new Error(`length mismatch ${a.length} vs ${b.length}`);
+  const out: { num: number; den: number }[] = [];
+  for (let off = 0; off < b.length; off += nVocab) {
+    let num = 0;
+    let den = 0;
+    for (let i = off; i < off + nVocab; i++) {
+      const d = a[i] - b[i];
+      num += d * d;
+      den += b[i] * b[i];
+    }
+    out.push({ num, den });
+  }
+  return out;
+}
+
 /** NMSE of each position: rows of `nVocab` logits, b the reference. */
 export function perPositionNmse(a: Float32Array, b: Float32Array, nVocab: number): number[] {
-  if (a.length !== b.length) throw new Error(`length mismatch ${a.length} vs ${b.length}`);
-  const per: number[] = [];
-  for (let off = 0; off < b.length; off += nVocab) per.push(nmse(a.subarray(off, off + nVocab), b.subarray(off, off + nVocab)));
-  return per;
+  return positionSums(a, b, nVocab).map((s) => s.num / s.den);
 }
 
 /** Median of perPositionNmse. */
@@ -33,24 +47,16 @@ export function medianNmse(a: Float32Array, b: Float32Array, nVocab: number): nu
  * engine moves every position, or more than a few.
  */
 export function nmseBesideOutliers(a: Float32Array, b: Float32Array, nVocab: number, bound: number, maxOutliers: number): { nmse: number; outliers: { position: number; nmse: number }[] } {
-  const per = perPositionNmse(a, b, nVocab);
-  const outliers = per
-    .map((e, position) => ({ position, nmse: e }))
+  const sums = positionSums(a, b, nVocab);
+  const outliers = sums
+    .map((s, position) => ({ position, nmse: s.num / s.den }))
     .filter((o) => o.nmse > bound)
     .sort((x, y) => y.nmse - x.nmse)
     .slice(0, maxOutliers);
   const skip = new Set(outliers.map((o) => o.position));
-  let num = 0;
-  let den = 0;
-  for (let p = 0, off = 0; off < b.length; p++, off += nVocab) {
-    if (skip.has(p)) continue;
-    for (let i = off; i < off + nVocab; i++) {
-      const d = a[i] - b[i];
-      num += d * d;
-      den += b[i] * b[i];
-    }
-  }
-  return { nmse: den > 0 ? num / den : 0, outliers };
+  const kept = sums.filter((_, p) => !skip.has(p));
+  const den = kept.reduce((t, s) => t + s.den, 0);
+  return { nmse: den > 0 ? kept.reduce((t, s) => t + s.num, 0) / den : 0, outliers };
 }
 
 function argmax(x: Float32Array, off: number, n: number): number {
