@@ -25,6 +25,15 @@ describe('profileDefaults', () => {
     expect(profileDefaults(full, 'profile.json', 20 * GIB, {}).vramBytes).toBeUndefined();
   });
 
+  it('gives a later model what the loaded models\' VRAM tiers leave of the GPU, saying so', () => {
+    const d = profileDefaults(withGpu, 'profile.json', 20 * GIB, {}, 5 * GIB);
+    expect(d.vramBytes).toBe(16 * GIB);
+    expect(d.lines.some((l) => l.startsWith('--vram 16.00 GiB from profile.json: GPU #0 Test GPU') && l.includes('less the 5.00 GiB the loaded models'))).toBe(true);
+    expect(profileDefaults(withGpu, 'profile.json', 20 * GIB, {}, 30 * GIB).vramBytes).toBe(0);
+    // A budget given by flag is not cut.
+    expect(profileDefaults(withGpu, 'profile.json', 20 * GIB, { vramBytes: 20 * GIB }, 5 * GIB).vramBytes).toBe(20 * GIB);
+  });
+
   it('keeps what the flags give, 0 included', () => {
     expect(profileDefaults(withGpu, 'profile.json', 20 * GIB, { vramBytes: GIB }).vramBytes).toBe(GIB);
     const off = profileDefaults(withGpu, 'profile.json', 20 * GIB, { vramBytes: 0 });

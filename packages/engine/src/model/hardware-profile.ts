@@ -245,6 +245,8 @@ export function profileDefaults(
   file: string,
   modelBytes: number,
   given: { ramBytes?: number; ioThreads?: number; readBytes?: number; vramBytes?: number },
+  /** Bytes of the profiled GPU's memory that models loaded already hold (their VRAM tiers): the tier gets the rest. */
+  vramHeldBytes = 0,
 ): ProfileDefaults {
   const lines: string[] = [];
   let ramBytes = given.ramBytes;
@@ -267,8 +269,14 @@ export function profileDefaults(
   let vramBytes = given.vramBytes;
   const gpu = p.gpus?.[0];
   if (vramBytes === undefined && ramBytes !== undefined && gpu && gpu.usableBytes > 0) {
-    vramBytes = gpu.usableBytes;
-    lines.push(`--vram ${formatBytes(vramBytes)} from ${file}: GPU #${gpu.index} ${gpu.name}'s free memory when profiled, less headroom for a display and the driver`);
+    const why = `GPU #${gpu.index} ${gpu.name}'s free memory when profiled, less headroom for a display and the driver`;
+    if (vramHeldBytes <= 0) {
+      vramBytes = gpu.usableBytes;
+      lines.push(`--vram ${formatBytes(vramBytes)} from ${file}: ${why}`);
+    } else {
+      vramBytes = Math.max(0, gpu.usableBytes - vramHeldBytes);
+      lines.push(`--vram ${formatBytes(vramBytes)} from ${file}: ${why} (${formatBytes(gpu.usableBytes)}), less the ${formatBytes(vramHeldBytes)} the loaded models' VRAM tiers hold`);
+    }
   }
   return { ramBytes, ioThreads, readBytes, vramBytes, lines };
 }

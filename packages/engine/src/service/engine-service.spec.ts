@@ -371,6 +371,23 @@ describe('LocalModelHost with a hardware profile', () => {
       await host.close();
     }
   }, 30_000);
+
+  it('takes no VRAM tier from a profiled GPU whose memory holds none of the model\'s experts', async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const plan = planModel(file, { ramBytes: 2 ** 40, nCtx: 256, nSeqMax: 1, ramReserveBytes: 0 });
+    const budget = plan.fixedBytes + 2 * plan.nMoeLayers * plan.expertEntryBytes;
+    const gpu = { index: 0, name: 'Test GPU', totalBytes: 2 ** 30, freeBytes: 2 ** 29, usableBytes: plan.expertEntryBytes - 1 };
+    const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256, profile: { ...testHardwareProfile(dir, budget), gpus: [gpu] }, loadOptions: { ramReserveBytes: 0 } });
+    try {
+      // Given as a budget, the same bytes are refused by the load, naming them.
+      await expect(host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'v', vramBudgetBytes: gpu.usableBytes }))).rejects.toThrow(/cannot hold one expert/);
+      const info = await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'p' }));
+      expect(info.ramBudgetBytes).toBe(budget);
+      expect(Number(info.residency!.vramExpertCacheBytes)).toBe(0);
+    } finally {
+      await host.close();
+    }
+  }, 30_000);
 });
 
 describe('telemetry layer numbers', () => {

@@ -486,6 +486,8 @@ export class LocalModelHost implements ModelHost {
     let ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || 0;
     let ioThreads = this.opts.loadOptions?.ioThreads;
     let vram = req.vramBudgetBytes || this.opts.defaultVramBudgetBytes || undefined;
+    const nCtx = req.contextLength || this.opts.defaultContext || 4096;
+    const nSeqMax = this.opts.seqsPerModel ?? 8;
     if (this.opts.profile) {
       const fileBytes = fs.existsSync(file) ? modelFileBytes(file) : 0;
       let given = ram || undefined;
@@ -502,12 +504,18 @@ export class LocalModelHost implements ModelHost {
           );
         if (fileBytes > left) given = left;
       }
-      // The profile's GPU memory is one tier: the first streaming model takes it, later ones none.
-      const vramHeld = [...this.models.values()].some((m) => (m.model.plan?.vramBytes ?? 0) > 0);
-      const d = profileDefaults(this.opts.profile, this.opts.profileFile ?? 'profile.json', fileBytes, { ramBytes: given, ioThreads, vramBytes: vram ?? (vramHeld ? 0 : undefined) });
+      // The profile's GPU memory is shared the same way: a streaming model's VRAM tier takes what the
+      // loaded models' tiers leave (each allocates at most one slot per expert of its own).
+      const vramHeld = [...this.models.values()].reduce((a, m) => a + (m.model.plan?.vramCacheBytes ?? 0), 0);
+      const d = profileDefaults(this.opts.profile, this.opts.profileFile ?? 'profile.json', fileBytes, { ramBytes: given, ioThreads, vramBytes: vram }, vramHeld);
       ram = d.ramBytes ?? 0;
       ioThreads = d.ioThreads;
-      vram = d.vramBytes;
+      // What the profile (or the other models) leave may not hold one of this model's experts: then
+      // no tier, where a budget someone gave is refused by the load.
+      if (!vram && d.vramBytes && ram > 0 && fileBytes > 0) {
+        const p = planModel(file, { ...this.opts.loadOptions, ramBytes: ram, vramBytes: d.vramBytes, nCtx, nSeqMax });
+        vram = p.vramCacheExperts > 0 ? d.vramBytes : 0;
+      } else vram = d.vramBytes;
     }
     this.loading.add(id);
     let model: EngineModel;
@@ -522,9 +530,9 @@ export class LocalModelHost implements ModelHost {
           ? { controlVectors: req.controlVectors.map((c) => ({ path: c.path, scale: c.scale })), controlVectorLayerRange: [req.controlVectorLayerStart, req.controlVectorLayerEnd] as [number, number] }
           : {}),
         ioThreads,
-        nCtx: req.contextLength || this.opts.defaultContext || 4096,
+        nCtx,
         threads: req.threads || this.opts.threads || 0,
-        nSeqMax: this.opts.seqsPerModel ?? 8,
+        nSeqMax,
         ramBytes: ram > 0 ? ram : undefined,
         // A request's VRAM budget always goes to the load (refused there without a RAM budget); the
         // engine's default and the profile's only where experts stream.
