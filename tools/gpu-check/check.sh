@@ -1,7 +1,8 @@
 #!/bin/bash
 # The VRAM tier on a real GPU (packed by pack.sh): the C++ device tests, memcheck, then kail on a
 # 4-layer Qwen3-30B-A3B-shaped Q4_K model written there: the same tokens in RAM, streaming with a
-# VRAM tier (given, and the profile's default) and streaming from storage alone, and decode speeds.
+# VRAM tier (given, and the profile's default) and streaming from storage alone, two streaming
+# models sharing the profiled GPU in one engine (two-models.js), and decode speeds.
 #   bash .dev/check.sh [THREADS]     (default 8)
 cd "$(dirname "$0")/root" || exit 1
 LOG=${OUT:-$(pwd)/..}
@@ -35,6 +36,9 @@ for n in [x for x in ['vram', 'storage', 'profiled'] if x in r and 'ram' in r]:
     print(n, 'same tokens as in RAM:', r[n]['tokens'] == r['ram']['tokens'], '| tg t/s', round(r[n]['timings']['gen_tps'], 2),
           '| storage reads', st['reads'], '| VRAM fills', st['vramReads'], f"({st['vramBytes'] / 1e9:.2f} GB in {st['vramSeconds']:.3f} s)", f"| VRAM tier {st['vramCapacityBytes'] / 2**30:.2f} GiB")
 PY
+# Two streaming models in one engine, the profile's GPU memory cut to 2 GiB: the first tier holds
+# every expert (1.27 GiB), the second what is left.
+s "two models"; timeout 120 /tmp/kail-node tools/gpu-check/two-models.js $M /tmp/kail-check-profile $((2 << 30)) $((1 << 30)) "$T"; echo "rc $?"
 for c in "ram:" "vram:--ram 1G --vram 4G" "storage:--ram 1G"; do
   s "bench ${c%%:*}"; timeout 150 $K bench -m $M -p 16 -n 32 -t "$T" --feed random --parallel 1,4,16 --data-dir /tmp/kail-check-bench ${c#*:} 2>&1 | tail -4
 done
