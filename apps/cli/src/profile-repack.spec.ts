@@ -54,6 +54,26 @@ describe('kail profile and kail repack', () => {
     expect(JSON.parse(run.stdout).stream).toBeNull();
   }, 120_000);
 
+  it('takes no VRAM tier from a profiled GPU whose memory holds none of the experts, and says so', () => {
+    // The first test's profile, with a GPU whose usable memory is one byte short of an expert.
+    const p = JSON.parse(kail('plan', '-m', model, '--ram', '1G', '--reserve', '0', '--ctx', '256', '--json').stdout);
+    const gpuDir = path.join(dir, 'gpu');
+    fs.mkdirSync(gpuDir);
+    const profile = JSON.parse(fs.readFileSync(path.join(dir, 'profile.json'), 'utf8'));
+    profile.gpus = [{ index: 0, name: 'Test GPU', totalBytes: 2 ** 30, freeBytes: 2 ** 29, usableBytes: p.expertEntryBytes - 1 }];
+    fs.writeFileSync(path.join(gpuDir, 'profile.json'), JSON.stringify(profile));
+    const ram = String(p.fixedBytes + Math.round(2.5 * p.nMoeLayers * p.expertEntryBytes));
+    const run = kail('run', '-m', model, '--data-dir', gpuDir, '-p', 'Hello', '-n', '8', '-t', '2', '-c', '256', '--json', '--ram', ram, '--reserve', '0', '--no-usage-history');
+    expect(run.stderr).toMatch(/--vram .* from .*profile\.json: GPU #0 Test GPU/);
+    expect(run.stderr).toMatch(/no VRAM tier: .* of GPU memory holds none of this model's experts/);
+    expect(run.status).toBe(0);
+    expect(JSON.parse(run.stdout).tokens).toEqual(inMemory);
+    // The same bytes given by hand are refused, naming them.
+    const given = kail('run', '-m', model, '--data-dir', gpuDir, '-n', '1', '-c', '256', '--ram', ram, '--reserve', '0', '--vram', String(p.expertEntryBytes - 1));
+    expect(given.status).toBe(1);
+    expect(given.stderr).toMatch(/cannot hold one expert/);
+  }, 120_000);
+
   it('repack stripes experts over two directories; run --storage gives the in-memory tokens', () => {
     const s1 = path.join(dir, 's1');
     const s2 = path.join(dir, 's2');

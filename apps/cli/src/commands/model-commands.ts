@@ -27,6 +27,7 @@ import {
   modelFileBytes,
   readHardwareProfile,
   hardwareProfilePath,
+  vramHoldsAnExpert,
   USAGE_HISTORY_SUBDIR,
   summarize,
   summarizeStream,
@@ -179,6 +180,10 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
     readBytes = d.readBytes;
     vramBytes = d.vramBytes;
     for (const l of d.lines) log(`kail: ${l}`);
+    if (o.vram === undefined && vramBytes && !vramHoldsAnExpert(modelPath, vramBytes)) {
+      log(`kail: no VRAM tier: ${formatBytes(vramBytes)} of GPU memory holds none of this model's experts`);
+      vramBytes = undefined;
+    }
   }
   const lora = parseLoraFlags(o.lora ?? [], o.loraScaled ?? []);
   const controlVectors = parseControlVectorFlags(o.controlVector ?? [], o.controlVectorScaled ?? []);

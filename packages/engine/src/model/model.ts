@@ -462,6 +462,17 @@ export function planModel(path: string, opts: LoadModelOptions & { ramBytes: num
   }
 }
 
+/**
+ * Whether a VRAM tier of vramBytes holds at least one of this file's routed experts (reads the
+ * header only). A default budget (the hardware profile's, or what other models leave of it) that
+ * does not is dropped, where one given by hand is refused by the load. True for a model with no
+ * routed experts, where a VRAM budget is ignored.
+ */
+export function vramHoldsAnExpert(path: string, vramBytes: number): boolean {
+  const p = planModel(path, { ramBytes: 2 ** 50, vramBytes });
+  return p.nMoeLayers === 0 || p.vramCacheExperts > 0;
+}
+
 interface UsageState {
   dir: string;
   key: string;

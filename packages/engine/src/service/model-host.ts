@@ -5,7 +5,7 @@ import { common, engine as pb } from '@kailstream/proto';
 import { EngineError, toEngineError } from '../errors';
 import { formatBytes } from '../model/byte-size';
 import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
-import { EngineModel, availableMemoryBytes, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
+import { EngineModel, availableMemoryBytes, moeStreamLayers, openGgufMetadata, planModel, summarize, vramHoldsAnExpert, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from '../model/split-files';
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
@@ -486,8 +486,6 @@ export class LocalModelHost implements ModelHost {
     let ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || 0;
     let ioThreads = this.opts.loadOptions?.ioThreads;
     let vram = req.vramBudgetBytes || this.opts.defaultVramBudgetBytes || undefined;
-    const nCtx = req.contextLength || this.opts.defaultContext || 4096;
-    const nSeqMax = this.opts.seqsPerModel ?? 8;
     if (this.opts.profile) {
       const fileBytes = fs.existsSync(file) ? modelFileBytes(file) : 0;
       let given = ram || undefined;
@@ -510,12 +508,8 @@ export class LocalModelHost implements ModelHost {
       const d = profileDefaults(this.opts.profile, this.opts.profileFile ?? 'profile.json', fileBytes, { ramBytes: given, ioThreads, vramBytes: vram }, vramHeld);
       ram = d.ramBytes ?? 0;
       ioThreads = d.ioThreads;
-      // What the profile (or the other models) leave may not hold one of this model's experts: then
-      // no tier, where a budget someone gave is refused by the load.
-      if (!vram && d.vramBytes && ram > 0 && fileBytes > 0) {
-        const p = planModel(file, { ...this.opts.loadOptions, ramBytes: ram, vramBytes: d.vramBytes, nCtx, nSeqMax });
-        vram = p.vramCacheExperts > 0 ? d.vramBytes : 0;
-      } else vram = d.vramBytes;
+      // What the profile (or the other models) leave may not hold one of this model's experts: then no tier.
+      vram = !vram && d.vramBytes && ram > 0 && fileBytes > 0 && !vramHoldsAnExpert(file, d.vramBytes) ? 0 : d.vramBytes;
     }
     this.loading.add(id);
     let model: EngineModel;
@@ -530,9 +524,9 @@ export class LocalModelHost implements ModelHost {
           ? { controlVectors: req.controlVectors.map((c) => ({ path: c.path, scale: c.scale })), controlVectorLayerRange: [req.controlVectorLayerStart, req.controlVectorLayerEnd] as [number, number] }
           : {}),
         ioThreads,
-        nCtx,
+        nCtx: req.contextLength || this.opts.defaultContext || 4096,
         threads: req.threads || this.opts.threads || 0,
-        nSeqMax,
+        nSeqMax: this.opts.seqsPerModel ?? 8,
         ramBytes: ram > 0 ? ram : undefined,
         // A request's VRAM budget always goes to the load (refused there without a RAM budget); the
         // engine's default and the profile's only where experts stream.
