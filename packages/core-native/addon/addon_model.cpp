@@ -165,6 +165,7 @@ kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
             mp.cvec_end = static_cast<int>(get_num(p, "cvecEnd", 1 << 30));
         }
         mp.swa_full = p.Has("swaFull") && p.Get("swaFull").ToBoolean().Value();
+        mp.use_mmap = p.Has("mmap") && p.Get("mmap").ToBoolean().Value();
         mp.n_ctx = static_cast<int64_t>(get_num(p, "nCtx", 4096));
         mp.n_seq_max = static_cast<int>(get_num(p, "nSeqMax", 1));
         mp.kv_max_bytes = static_cast<uint64_t>(get_num(p, "kvMaxBytes", 0));

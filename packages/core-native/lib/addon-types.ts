@@ -147,6 +147,8 @@ export interface ModelParams {
   cvecEnd?: number;
   /** llama.cpp's --swa-full: sliding-window layers cache every position (no ring). */
   swaFull?: boolean;
+  /** In memory: compute from the file's mapping instead of a copy of the tensor data in huge pages. */
+  mmap?: boolean;
   /** Positions per sequence. */
   nCtx?: number;
   /** Sequence slots. */

@@ -100,6 +100,7 @@ interface StreamOpts extends CacheTypeOpts {
   controlVectorScaled: string[];
   controlVectorLayerRange?: [number, number];
   swaFull?: boolean;
+  mmap?: boolean;
   ram?: number;
   vram?: number;
   reserve?: number;
@@ -151,6 +152,7 @@ function addStreamOptions(cmd: Command): Command {
     .option('--control-vector-scaled <file:scale>', "control vector with a strength; llama.cpp's FNAME SCALE (two words) works too; repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--control-vector-layer-range <start:end>', "layers the control vectors apply to, inclusive (llama.cpp's START END works too; default all)", layerRange)
     .option('--swa-full', "sliding-window layers keep every position instead of a ring (llama.cpp's --swa-full): more KV memory; gpt-oss can then shift its context")
+    .option('--mmap', "in memory, compute from the file's mapping (llama.cpp's default) instead of a copy in huge pages: starts faster, runs slower")
     .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes): routed experts stream from storage into what it leaves', bytes('--ram'))
     .option('--vram <bytes>', VRAM_HELP, bytes('--vram'))
     .option('--reserve <bytes>', `part of --ram held back for this process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
@@ -192,6 +194,7 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
     ...(lora.length ? { lora } : {}),
     ...(controlVectors.length ? { controlVectors, controlVectorLayerRange: o.controlVectorLayerRange } : {}),
     ...(o.swaFull ? { swaFull: true } : {}),
+    ...(o.mmap ? { mmap: true } : {}),
     ramBytes,
     ramReserveBytes: o.reserve,
     ...(vramBytes ? { vramBytes } : {}),

@@ -140,6 +140,11 @@ struct model_params {
     // llama.cpp's --swa-full: sliding-window layers keep every position (no ring of window + one
     // batch), so their cache can be rolled back any distance and shifted; more KV memory.
     bool     swa_full = false;
+    // In memory (no RAM budget): compute from the file's read-only mapping (llama.cpp's default
+    // mmap) instead of a copy of the weights in huge pages (load_weights in model.cpp): a
+    // faster start, pages shared with other processes and left to the page cache, but a TLB walk
+    // every 4 KiB and page faults on first use.
+    bool     use_mmap = false;
     int64_t  n_ctx = 4096;        // max positions per sequence
     int      n_seq_max = 1;       // sequence slots
     uint64_t kv_max_bytes = 0;    // 0 = unlimited

@@ -168,6 +168,7 @@ struct expert_stream::impl {
     uint8_t * map_buffer(uint64_t bytes) {
         void * p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) return nullptr;
+        madvise(p, bytes, MADV_HUGEPAGE);  // best effort; see load_weights in src/model/model.cpp
         if (vram_on && params.vram->pin_host(p, bytes)) host_pinned.insert(p);
         return static_cast<uint8_t *>(p);
     }

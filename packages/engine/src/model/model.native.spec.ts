@@ -33,6 +33,20 @@ describe('EngineModel', () => {
     }
   });
 
+  it('computes the same logits from its copy of the weights (the default) and from the file\'s mapping (mmap)', async () => {
+    const toks = [5, 17, 99, 3, 250, 7, 42, 8];
+    const logits: Float32Array[] = [];
+    for (const mmap of [false, true]) {
+      const m = EngineModel.load(file, { threads: 2, mmap });
+      try {
+        logits.push(await m.evaluate(0, toks, 'all'));
+      } finally {
+        m.close();
+      }
+    }
+    expect(Buffer.from(logits[0].buffer).equals(Buffer.from(logits[1].buffer))).toBe(true);
+  });
+
   it('greedy generation is deterministic and seeded sampling is reproducible', async () => {
     const m = EngineModel.load(file, { threads: 2 });
     try {

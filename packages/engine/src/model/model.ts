@@ -92,6 +92,12 @@ export interface LoadModelOptions {
    * their KV cache grows with the context like the other layers'.
    */
   swaFull?: boolean;
+  /**
+   * In memory (no ramBytes): compute from the file's read-only mapping, as llama.cpp does by
+   * default, instead of a copy of the tensor data in huge pages: a faster start and pages shared
+   * with other processes, but slower passes where 4 KiB pages are costly (docs/benchmarks.md).
+   */
+  mmap?: boolean;
   /** Memory the load may plan against; default: MemAvailable from /proc/meminfo (or os.freemem()). */
   memoryAvailableBytes?: number;
   /**
@@ -374,6 +380,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     ...(opts.lora?.length ? { lora: opts.lora.map((l) => ({ path: nodePath.resolve(l.path), scale: l.scale ?? 1 })) } : {}),
     ...controlVectorParams(opts, hp),
     ...(opts.swaFull ? { swaFull: true } : {}),
+    ...(opts.mmap ? { mmap: true } : {}),
     nCtx,
     nSeqMax,
     nBatch,

@@ -2,7 +2,7 @@
 // The engine service process:
 //   node packages/engine/dist/service/main.js --port 0 [--host H] [--models-dir DIR] [--model [ID=]FILE ...]
 //     [--ctx N] [--seqs N] [--threads N] [--ram BYTES] [--vram BYTES] [--cache-type f16|q8_0|q4_0|… (KV_TYPES)] [--max-stall-ms MS] [--ctx-checkpoints N] [--data-dir DIR (its profile.json)] [--auth-token T]
-//     [--pooling none|mean|cls|last]
+//     [--pooling none|mean|cls|last] [--mmap]
 // Prints one JSON line {"service":"engine","address":...} once listening, for supervisors.
 import { parseArgs } from 'node:util';
 
@@ -55,6 +55,8 @@ async function main() {
       pooling: { type: 'string' },
       // llama.cpp's --swa-full: sliding-window layers keep every position (gpt-oss can then shift).
       'swa-full': { type: 'boolean', default: false },
+      // In memory, compute from the file's mapping instead of a copy in huge pages.
+      mmap: { type: 'boolean', default: false },
       // llama-server's --slot-save-path: where POST /slots/ID?action=save|restore keeps slot files.
       'slot-save-path': { type: 'string' },
       'max-waiting': { type: 'string', default: '64' },
@@ -100,7 +102,7 @@ async function main() {
     modelsDir: values['models-dir'],
     defaultRamBudgetBytes: values.ram ? parseByteSize(values.ram) : undefined,
     defaultVramBudgetBytes: values.vram ? parseByteSize(values.vram) : undefined,
-    loadOptions: { kvType, kvTypeV, ...(values['swa-full'] ? { swaFull: true } : {}) },
+    loadOptions: { kvType, kvTypeV, ...(values['swa-full'] ? { swaFull: true } : {}), ...(values.mmap ? { mmap: true } : {}) },
     contextShift: values['context-shift'],
     slotSavePath: values['slot-save-path'],
     pooling: poolingFlag(values.pooling),
