@@ -496,6 +496,8 @@ export function registerModelCommands(program: Command): void {
     const loading = o.json ? undefined : createProgress({ label: `loading ${path.basename(modelPath)}`, total: 0 });
     const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...streamLoadOptions(o, modelPath, dir, o.usageHistory, log) });
     loading?.done(`loaded ${path.basename(modelPath)}`);
+    if (model.weightsMapped && !o.mmap)
+      log(`kail: ${path.basename(modelPath)} (${formatBytes(model.summary.fileBytes)}) and its KV cache do not fit the memory available, so its weights are computed from the file's mapping, as with --mmap (slower); --ram streams its experts instead`);
     let draft: EngineModel | null = null;
     try {
       const refusal = model.generationRefusal(path.basename(modelPath));

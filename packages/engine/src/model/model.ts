@@ -499,6 +499,12 @@ export class EngineModel {
   loraAdapters: readonly { path: string; scale: number }[] = [];
   /** A reranker's classification head (pooling rank and cls.output: model/rank-head.ts), else null. */
   rankHead: RankHead | null = null;
+  /**
+   * In memory, whether the weights are computed from the file's mapping: asked for (mmap), or
+   * chosen because a copy would not have fit the memory available at load. False when they were
+   * copied into huge pages, and when experts stream.
+   */
+  weightsMapped = false;
   /** The cache types the model was loaded with (an encoder's default is F32, a decoder's F16). */
   kvType: KvType = 'f16';
   kvTypeV: KvType = 'f16';
@@ -554,6 +560,14 @@ export class EngineModel {
           `not enough memory: the KV cache for ${nSeqMax} sequence(s) of ${nCtx} tokens needs ${gib(kvBytes)} ` +
             `(${kvPerToken} bytes per token), ${gib(available)} is available; lower the context (--ctx) or the number of sequences`,
         );
+      // In memory the weights are copied into huge pages, unless that copy and the KV cache would
+      // not fit what is available: then they are computed from the file's mapping (as mmap), which
+      // the page cache can give back; slower, but it runs (ramBytes streams the experts instead).
+      let weightsMapped = !plan && !!params.mmap;
+      if (!plan && !params.mmap && file.fileSize + kvBytes > available) {
+        params.mmap = true;
+        weightsMapped = true;
+      }
       const rankHead = readRankHead(file, hp);
       let runtime: NativeModel;
       try {
@@ -564,6 +578,7 @@ export class EngineModel {
       const model = new EngineModel(path, hp, md, tokenizer, program, runtime, nCtx, nSeqMax, summary, nBatch, plan);
       model.loraAdapters = (params.lora ?? []).map((l) => ({ path: l.path, scale: l.scale ?? 1 }));
       model.rankHead = rankHead;
+      model.weightsMapped = weightsMapped;
       model.kvType = kvType;
       model.kvTypeV = kvTypeV;
       if (opts.usageHistoryDir && program.nMoeLayers > 0) model.startUsageHistory(opts.usageHistoryDir, opts.usageDecay);
