@@ -483,7 +483,7 @@ void find_kv_ropes(model::impl & m) {
 // file order (one split open at a time), and points the program's weight refs there: every one, or
 // (experts = false, when they stream) all but the routed experts. Computing from the file's mapping
 // instead costs a TLB walk every 4 KiB of weights and a page fault at each page's first use: on a
-// 2-vCPU VM, an in-memory Qwen3-MoE-shaped model decoded 1.25-1.6x and prefilled 1.1-2x faster
+// 2-vCPU VM, an in-memory Qwen3-MoE-shaped model decoded 1.25-1.55x and prefilled 1.1-1.9x faster
 // from the copy (docs/benchmarks.md). Streaming, the page cache is told to drop what was read (the
 // copy is what counts against the budget); in memory it keeps it, for the next start.
 void load_weights(model::impl & m, bool experts) {
