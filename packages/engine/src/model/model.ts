@@ -264,6 +264,11 @@ export function summarize(file: NativeGgufFile): ModelSummary {
  * tensors at the share the used experts take. For a program that runs part of a file (the MTP block).
  */
 function programBytesPerToken(program: ModelProgram, file: NativeGgufFile, s: ModelSummary): number {
+  return programWeightBytes(program, file, (name, b) => (isExpertTensor(name) && s.expertCount ? (b * s.expertUsedCount) / s.expertCount : b));
+}
+
+/** Bytes of the tensors the program names (each once), each counted through `count` (default: whole). */
+function programWeightBytes(program: ModelProgram, file: NativeGgufFile, count: (name: string, bytes: number) => number = (_, b) => b): number {
   const bytes = new Map(file.tensors.map((t) => [t.name, t.nbytes]));
   const seen = new Set<string>();
   let total = 0;
@@ -271,8 +276,7 @@ function programBytesPerToken(program: ModelProgram, file: NativeGgufFile, s: Mo
     for (const name of Object.values(op.weights ?? {})) {
       if (seen.has(name)) continue;
       seen.add(name);
-      const b = bytes.get(name) ?? 0;
-      total += isExpertTensor(name) && s.expertCount ? (b * s.expertUsedCount) / s.expertCount : b;
+      total += count(name, bytes.get(name) ?? 0);
     }
   return total;
 }
@@ -560,11 +564,12 @@ export class EngineModel {
           `not enough memory: the KV cache for ${nSeqMax} sequence(s) of ${nCtx} tokens needs ${gib(kvBytes)} ` +
             `(${kvPerToken} bytes per token), ${gib(available)} is available; lower the context (--ctx) or the number of sequences`,
         );
-      // In memory the weights are copied into huge pages, unless that copy and the KV cache would
-      // not fit what is available: then they are computed from the file's mapping (as mmap), which
-      // the page cache can give back; slower, but it runs (ramBytes streams the experts instead).
+      // In memory the weights the program names are copied into huge pages, unless that copy and
+      // the KV cache would not fit what is available: then they are computed from the file's
+      // mapping (as mmap), which the page cache can give back; slower, but it runs (ramBytes
+      // streams the experts instead).
       let weightsMapped = !plan && !!params.mmap;
-      if (!plan && !params.mmap && file.fileSize + kvBytes > available) {
+      if (!plan && !params.mmap && programWeightBytes(program, file) + kvBytes > available) {
         params.mmap = true;
         weightsMapped = true;
       }
