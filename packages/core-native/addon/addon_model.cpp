@@ -177,6 +177,7 @@ kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
         if (vram < 0) throw kail::error(kail::KAIL_E_INVALID_ARG, "vramBytes must be >= 0");
         mp.vram_budget = static_cast<uint64_t>(vram);
         mp.vram_device = static_cast<int>(get_num(p, "vramDevice", 0));
+        mp.vram_optional = get_bool(p, "vramOptional", false);
         mp.n_batch = static_cast<int64_t>(get_num(p, "nBatch", 512));
         mp.io_threads = static_cast<int>(get_num(p, "ioThreads", 4));
         mp.direct_io = get_bool(p, "directIo", true);

@@ -172,6 +172,8 @@ export interface ModelParams {
    */
   vramBytes?: number;
   vramDevice?: number;
+  /** vramBytes is a default (the hardware profile's): one that cannot hold an expert gives no tier instead of failing. */
+  vramOptional?: boolean;
   /** Most tokens per forward() the budget's scratch is planned for (streaming only). Default 512. */
   nBatch?: number;
   /** Expert reads in flight at once (I/O threads), 1..64. Default 4. */

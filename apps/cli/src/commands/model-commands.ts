@@ -27,7 +27,7 @@ import {
   modelFileBytes,
   readHardwareProfile,
   hardwareProfilePath,
-  vramHoldsAnExpert,
+  vramTierDropped,
   USAGE_HISTORY_SUBDIR,
   summarize,
   summarizeStream,
@@ -165,6 +165,19 @@ function addStreamOptions(cmd: Command): Command {
     .option('--read-size <bytes>', 'largest single expert read; larger reads are cut into parts read in parallel (default: uncut, or the hardware profile\'s)', bytes('--read-size'));
 }
 
+
+/**
+ * What a load with streamLoadOptions chose by itself, said on stderr: weights computed from the
+ * file's mapping because a copy would not fit, or no VRAM tier because the profile's GPU memory
+ * holds none of the experts.
+ */
+function sayLoadChoices(model: EngineModel, o: StreamOpts, log: (l: string) => void): void {
+  if (model.weightsMapped && !o.mmap)
+    log(`kail: ${path.basename(model.path)} (${formatBytes(model.summary.fileBytes)}) and its KV cache do not fit the memory available, so its weights are computed from the file's mapping, as with --mmap (slower); --ram streams its experts instead`);
+  if (vramTierDropped(model))
+    log(`kail: no VRAM tier: ${formatBytes(model.plan!.vramBytes)} of GPU memory holds none of this model's experts (${formatBytes(model.plan!.expertEntryBytes)} each)`);
+}
+
 /**
  * Load options from the streaming flags, with the hardware profile's defaults (<data dir>/profile.json)
  * for --ram and --io-threads when absent; each default taken is said on stderr with its reason.
@@ -182,10 +195,6 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
     readBytes = d.readBytes;
     vramBytes = d.vramBytes;
     for (const l of d.lines) log(`kail: ${l}`);
-    if (o.vram === undefined && vramBytes && !vramHoldsAnExpert(modelPath, vramBytes)) {
-      log(`kail: no VRAM tier: ${formatBytes(vramBytes)} of GPU memory holds none of this model's experts`);
-      vramBytes = undefined;
-    }
   }
   const lora = parseLoraFlags(o.lora ?? [], o.loraScaled ?? []);
   const controlVectors = parseControlVectorFlags(o.controlVector ?? [], o.controlVectorScaled ?? []);
@@ -198,6 +207,8 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
     ramBytes,
     ramReserveBytes: o.reserve,
     ...(vramBytes ? { vramBytes } : {}),
+    // The profile's budget: one too small for an expert gives no tier (said by sayVramDropped).
+    ...(vramBytes && o.vram === undefined ? { vramOptional: true } : {}),
     ioThreads,
     directIo: o.directIo,
     prefetch: o.prefetch,
@@ -496,8 +507,7 @@ export function registerModelCommands(program: Command): void {
     const loading = o.json ? undefined : createProgress({ label: `loading ${path.basename(modelPath)}`, total: 0 });
     const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...streamLoadOptions(o, modelPath, dir, o.usageHistory, log) });
     loading?.done(`loaded ${path.basename(modelPath)}`);
-    if (model.weightsMapped && !o.mmap)
-      log(`kail: ${path.basename(modelPath)} (${formatBytes(model.summary.fileBytes)}) and its KV cache do not fit the memory available, so its weights are computed from the file's mapping, as with --mmap (slower); --ram streams its experts instead`);
+    sayLoadChoices(model, o, log);
     let draft: EngineModel | null = null;
     try {
       const refusal = model.generationRefusal(path.basename(modelPath));
@@ -621,6 +631,7 @@ export function registerModelCommands(program: Command): void {
         if (o.draft || o.lookup || o.mtp || o.routingStats) throw new Error('--parallel does not combine with --draft, --lookup, --mtp or --routing-stats');
         const most = Math.max(...o.parallel);
         const pm = EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1, nSeqMax: most, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
+        sayLoadChoices(pm, o, log);
         try {
           const r = await benchmarkParallel(pm, { parallel: o.parallel, promptTokens: o.nPrompt, genTokens: o.nGen, feed: o.feed as 'greedy' | 'random', reps: o.reps });
           process.stdout.write(o.json ? JSON.stringify(r) + '\n' : parallelTable(r));
@@ -630,6 +641,7 @@ export function registerModelCommands(program: Command): void {
         return;
       }
       const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(o.nPrompt + o.nGen + (isEncoderArchitecture(arch) ? 0 : 1), o.routingStats ? 65 : 1), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
+      sayLoadChoices(model, o, log);
       try {
         if (o.draft || o.lookup || o.mtp)
           return await benchSpeculative(model, o, () =>
@@ -783,6 +795,7 @@ export function registerModelCommands(program: Command): void {
     const text = fs.readFileSync(o.file, 'utf8');
     const log = (l: string) => process.stderr.write(l + '\n');
     const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.ctx, nBatch: Math.min(o.batch, o.ctx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
+    sayLoadChoices(model, o, log);
     try {
       const tokens = model.tokenizer.tokenize(text, { addSpecial: true });
       if (!o.json) log(`${path.basename(o.file)}: ${tokens.length} tokens; chunks of ${o.ctx}, the last ${o.ctx - Math.floor(o.ctx / 2) - 1} of each scored`);

@@ -168,6 +168,9 @@ struct model_params {
     // CUDA build or device, KAIL_E_BUDGET when the device refuses the memory.
     uint64_t vram_budget = 0;
     int      vram_device = 0;
+    // A default budget (the hardware profile's) rather than one asked for: one that cannot hold an
+    // expert gives no tier (the plan's vram_cache_experts 0) instead of KAIL_E_BUDGET.
+    bool     vram_optional = false;
 };
 
 struct batch {

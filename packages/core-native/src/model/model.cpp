@@ -559,9 +559,9 @@ void setup_streaming(model::impl & m) {
     // costs nothing; the stream checks that a slot holds the largest expert.
     std::shared_ptr<expert_device_memory> vram;
     if (m.params.vram_budget > 0 && plan->n_moe_layers > 0) {
-        if (plan->vram_cache_experts == 0)
+        if (plan->vram_cache_experts > 0) vram = cuda_expert_memory(m.params.vram_device, plan->vram_cache_bytes);
+        else if (!m.params.vram_optional)
             throw error(KAIL_E_BUDGET, "VRAM budget " + format_bytes(m.params.vram_budget) + " cannot hold one expert (" + format_bytes(plan->expert_entry_bytes) + ")");
-        vram = cuda_expert_memory(m.params.vram_device, plan->vram_cache_bytes);
     }
     const std::string & path = m.file->path();
     if (path.empty()) throw error(KAIL_E_INVALID_ARG, "expert streaming needs a model file opened from a path");

@@ -120,6 +120,12 @@ export interface LoadModelOptions {
   vramBytes?: number;
   /** The CUDA device of the VRAM tier. Default 0. */
   vramDevice?: number;
+  /**
+   * vramBytes is a default (the hardware profile's, or what other models leave of it), not asked
+   * for: when it cannot hold one of the model's experts the model loads without a VRAM tier
+   * (plan.vramCacheExperts 0, see vramTierDropped) instead of being refused.
+   */
+  vramOptional?: boolean;
   /** Most tokens per forward pass; with ramBytes, the scratch the budget plans for. Default 512. */
   nBatch?: number;
   /** Expert reads in flight at once (I/O threads, 1..64). Default 4. */
@@ -392,6 +398,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     ramReserveBytes: opts.ramBytes ? (opts.ramReserveBytes ?? DEFAULT_RAM_RESERVE_BYTES) : 0,
     vramBytes: opts.vramBytes ?? 0,
     vramDevice: opts.vramDevice ?? 0,
+    ...(opts.vramOptional ? { vramOptional: true } : {}),
     ioThreads: opts.ioThreads ?? 4,
     directIo: opts.directIo ?? true,
     prefetch: opts.prefetch ?? true,
@@ -473,15 +480,10 @@ export function planModel(path: string, opts: LoadModelOptions & { ramBytes: num
   }
 }
 
-/**
- * Whether a VRAM tier of vramBytes holds at least one of this file's routed experts (reads the
- * header only). A default budget (the hardware profile's, or what other models leave of it) that
- * does not is dropped, where one given by hand is refused by the load. True for a model with no
- * routed experts, where a VRAM budget is ignored.
- */
-export function vramHoldsAnExpert(path: string, vramBytes: number): boolean {
-  const p = planModel(path, { ramBytes: 2 ** 50, vramBytes });
-  return p.nMoeLayers === 0 || p.vramCacheExperts > 0;
+/** Whether a model streaming its experts was given a VRAM budget (vramOptional) too small for one expert, so has no tier. */
+export function vramTierDropped(model: EngineModel): boolean {
+  const p = model.plan;
+  return !!p && p.vramBytes > 0 && p.nMoeLayers > 0 && p.vramCacheExperts === 0;
 }
 
 interface UsageState {

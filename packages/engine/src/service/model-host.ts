@@ -5,7 +5,7 @@ import { common, engine as pb } from '@kailstream/proto';
 import { EngineError, toEngineError } from '../errors';
 import { formatBytes } from '../model/byte-size';
 import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
-import { EngineModel, availableMemoryBytes, moeStreamLayers, openGgufMetadata, planModel, summarize, vramHoldsAnExpert, type LoadModelOptions, type ModelSummary } from '../model/model';
+import { EngineModel, availableMemoryBytes, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from '../model/split-files';
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
@@ -485,7 +485,8 @@ export class LocalModelHost implements ModelHost {
     const lora: LoraSpec[] = req.lora.length ? req.lora.map((l) => ({ path: l.path, scale: l.scale })) : readLoraSidecar(file);
     let ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || 0;
     let ioThreads = this.opts.loadOptions?.ioThreads;
-    let vram = req.vramBudgetBytes || this.opts.defaultVramBudgetBytes || undefined;
+    const vramGiven = req.vramBudgetBytes || this.opts.defaultVramBudgetBytes || undefined;
+    let vram = vramGiven;
     if (this.opts.profile) {
       const fileBytes = fs.existsSync(file) ? modelFileBytes(file) : 0;
       let given = ram || undefined;
@@ -508,8 +509,7 @@ export class LocalModelHost implements ModelHost {
       const d = profileDefaults(this.opts.profile, this.opts.profileFile ?? 'profile.json', fileBytes, { ramBytes: given, ioThreads, vramBytes: vram }, vramHeld);
       ram = d.ramBytes ?? 0;
       ioThreads = d.ioThreads;
-      // What the profile (or the other models) leave may not hold one of this model's experts: then no tier.
-      vram = !vram && d.vramBytes && ram > 0 && fileBytes > 0 && !vramHoldsAnExpert(file, d.vramBytes) ? 0 : d.vramBytes;
+      vram = d.vramBytes;
     }
     this.loading.add(id);
     let model: EngineModel;
@@ -531,6 +531,8 @@ export class LocalModelHost implements ModelHost {
         // A request's VRAM budget always goes to the load (refused there without a RAM budget); the
         // engine's default and the profile's only where experts stream.
         ...(req.vramBudgetBytes ? { vramBytes: req.vramBudgetBytes } : vram && ram > 0 ? { vramBytes: vram } : {}),
+        // What the profile (or the other models) leave may not hold one of this model's experts: then no tier.
+        ...(!vramGiven ? { vramOptional: true } : {}),
       });
       // Speculative decoding: a draft model (loaded with the target's context and slots), prompt lookup, or the file's MTP block.
       try {
