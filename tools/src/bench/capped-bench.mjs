@@ -9,7 +9,6 @@
 //        [--threads 2] [--feeds greedy,random] [--reserve 96M] [--data-dir D] [--llama] [--no-repack-shim SO]
 //        [--llama-reps 1] [--timeout-s 1200] [--skip-kail]
 import { createRequire } from 'node:module';
-import { parseArgs } from 'node:util';
 import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
@@ -20,9 +19,9 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../.
 const engine = require(path.join(ROOT, 'packages/engine/dist/index.js'));
 const KAIL = path.join(ROOT, 'apps/cli/bin/kail.js');
 const LLAMA = path.join(ROOT, 'tools/src/bench/llama-bench.mjs');
+const { benchArgs } = require(path.join(ROOT, 'tools/dist/bench/args.js'));
 
-const { values } = parseArgs({
-  options: {
+const values = benchArgs('capped-bench', {
     model: { type: 'string' },
     caps: { type: 'string' },
     pp: { type: 'string', default: '32' },
@@ -37,9 +36,11 @@ const { values } = parseArgs({
     'skip-kail': { type: 'boolean', default: false },
     'llama-reps': { type: 'string', default: '1' },
     'timeout-s': { type: 'string', default: '1200' },
-  },
 });
-if (!values.model || !values.caps) throw new Error('--model and --caps are required');
+if (!values.model || !values.caps) {
+  console.error('capped-bench: --model and --caps are required (--help lists the flags)');
+  process.exit(2);
+}
 const model = path.resolve(values.model);
 const caps = values.caps.split(',').map((c) => engine.parseByteSize(c));
 const feeds = values.feeds.split(',');

@@ -8,20 +8,21 @@
 process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD = 'true';
 import { createRequire } from 'node:module';
 import os from 'node:os';
-import { parseArgs } from 'node:util';
 
 const require = createRequire(import.meta.url);
 const { EngineModel, BatchEngine } = require('../../../packages/engine/dist/index.js');
-const { values: v } = parseArgs({
-  options: {
+const { benchArgs } = require('../../dist/bench/args.js');
+const v = benchArgs('embed-bench', {
     model: { type: 'string' },
     inputs: { type: 'string', default: '32' },
     len: { type: 'string', default: '128' },
     seqs: { type: 'string', default: '8' },
     threads: { type: 'string', default: '2' },
-  },
 });
-if (!v.model) throw new Error('--model M.gguf is required');
+if (!v.model) {
+  console.error('embed-bench: --model M.gguf is required (--help lists the flags)');
+  process.exit(2);
+}
 const nIn = Number(v.inputs), len = Number(v.len), seqs = Number(v.seqs), threads = Number(v.threads);
 
 const model = EngineModel.load(v.model, { threads, nSeqMax: seqs, nCtx: Math.max(len, 16) });

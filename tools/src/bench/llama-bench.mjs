@@ -7,13 +7,13 @@
 // a context of N sequences, their random prompts (pp each) evaluated together, then tg passes that
 // each give every sequence one random token (node-llama-cpp puts the N evaluations of a step into
 // one llama_decode batch); one JSON line per N.
-import { parseArgs } from 'node:util';
+import { createRequire } from 'node:module';
 
 process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD ??= 'true';
 const { getLlama } = await import('node-llama-cpp');
 
-const { values } = parseArgs({
-  options: {
+const { benchArgs } = createRequire(import.meta.url)('../../dist/bench/args.js');
+const values = benchArgs('llama-bench', {
     model: { type: 'string' },
     pp: { type: 'string', default: '512' },
     tg: { type: 'string', default: '128' },
@@ -23,10 +23,13 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '42' },
     'no-mmap': { type: 'boolean', default: false },
     parallel: { type: 'string' },
-  },
 });
-if (!values.model) throw new Error('--model is required');
-if (values.feed !== 'greedy' && values.feed !== 'random') throw new Error(`--feed must be greedy or random, got '${values.feed}'`);
+const fail = (m) => {
+  console.error(`llama-bench: ${m} (--help lists the flags)`);
+  process.exit(2);
+};
+if (!values.model) fail('--model is required');
+if (values.feed !== 'greedy' && values.feed !== 'random') fail(`--feed must be greedy or random, got '${values.feed}'`);
 const pp = Number(values.pp), tg = Number(values.tg), reps = Number(values.reps);
 let s = Number(values.seed) >>> 0 || 1;
 const rand = () => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s; };

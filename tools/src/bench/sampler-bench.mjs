@@ -4,11 +4,11 @@
 // full chain (llama.cpp's stage by stage) adds. Needs the engine built (npx nx run engine:build).
 //   node tools/src/bench/sampler-bench.mjs [--vocab 151936] [--steps 40]
 import { createRequire } from 'node:module';
-import { parseArgs } from 'node:util';
 
 const require = createRequire(import.meta.url);
 const { createSampler } = require('../../../packages/engine/dist/sampling/sampler.js');
-const { values } = parseArgs({ options: { vocab: { type: 'string', default: '151936' }, steps: { type: 'string', default: '40' } } });
+const { benchArgs } = require('../../dist/bench/args.js');
+const values = benchArgs('sampler-bench', { vocab: { type: 'string', default: '151936' }, steps: { type: 'string', default: '40' } });
 const n = Number(values.vocab);
 const steps = Number(values.steps);
 
