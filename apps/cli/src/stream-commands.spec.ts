@@ -185,6 +185,9 @@ describe('kail plan and --ram', () => {
     expect(b.gen_tps).toBeGreaterThan(0);
     expect(b.stream.bytes_read_per_token).toBeGreaterThanOrEqual(0);
     expect(b.stream.hit_rate).toBeGreaterThanOrEqual(0);
+    // Experts whose prefetch was still in flight are a share of the same accesses, apart from the hits.
+    expect(b.stream.inflight_rate).toBeGreaterThanOrEqual(0);
+    expect(b.stream.hit_rate + b.stream.inflight_rate).toBeLessThanOrEqual(1);
     expect(b.stream.peak_cache_bytes).toBeLessThanOrEqual(b.stream.cache_bytes);
     // No VRAM tier here: nothing copied back from one.
     expect(b.stream).toMatchObject({ vram_device: '', vram_capacity_bytes: 0, vram_bytes_per_token: 0, vram_s: 0 });

@@ -43,6 +43,8 @@ export interface BenchStreamResult {
   policy: string;
   /** Distinct experts asked for per layer and step that were cached and ready. */
   hit_rate: number;
+  /** Of the same accesses, the share whose read a prefetch had issued but not finished (counted as misses in hit_rate). */
+  inflight_rate: number;
   bytes_read_per_token: number;
   stall_s: number;
   read_s: number;
@@ -131,6 +133,7 @@ function benchStream(gen: { before: NativeExpertStreamStats; after: NativeExpert
     io_threads: last.ioThreads,
     policy: last.policy,
     hit_rate: accesses ? sum((p) => p.hits) / accesses : 0,
+    inflight_rate: accesses ? sum((p) => p.missesInflight) / accesses : 0,
     bytes_read_per_token: tokens ? sum((p) => p.bytesRead) / tokens : 0,
     stall_s: sum((p) => p.stallSeconds),
     read_s: sum((p) => p.readSeconds),

@@ -2,7 +2,8 @@
 // Expert streaming under a real memory cap: kail (and, with --llama, llama.cpp through
 // node-llama-cpp in its default configuration) run in a memory cgroup per cap, the model file
 // evicted from the page cache before each run. Reports generation tokens/s, expert bytes read per
-// token, hit rate, the cgroup's peak, OOM kills, whether kail's tokens equal an uncapped run's,
+// token, hit rate (and the share of accesses whose prefetch read was still in flight, misses in the
+// hit rate), the cgroup's peak, OOM kills, whether kail's tokens equal an uncapped run's,
 // and the I/O bound (bytes read per token / the random-read bandwidth `kail profile` measured).
 // Needs root (writable memory cgroups) and built dist/ outputs. Prints a markdown table and a JSON line.
 //   node tools/src/bench/capped-bench.mjs --model F.gguf --caps 512M,900M [--pp 32] [--tg 32] [--reps 3]
@@ -85,7 +86,7 @@ for (const cap of caps) {
     const bpt = b?.stream?.bytes_read_per_token ?? 0;
     rows.push({
       engine: 'kail', cap, feed, status: r.status === 0 ? 'ok' : r.signal ? `killed (${r.signal})` : `exit ${r.status}: ${r.stderr.trim().split('\n').pop()}`,
-      gen_tps: b?.gen_tps ?? null, bytes_per_token: bpt, hit_rate: b?.stream?.hit_rate ?? null, peak: r.peak, oom_kills: r.oomKills,
+      gen_tps: b?.gen_tps ?? null, bytes_per_token: bpt, hit_rate: b?.stream?.hit_rate ?? null, inflight_rate: b?.stream?.inflight_rate ?? null, peak: r.peak, oom_kills: r.oomKills,
       io_bound_tps: bw && bpt ? bw / bpt : null, same_tokens: same,
     });
     console.error(`kail cap ${fmt(cap)} feed ${feed}: ${rows.at(-1).status}, ${b?.gen_tps?.toFixed(2)} t/s, peak ${fmt(r.peak)}`);
@@ -111,11 +112,11 @@ const lines = [
   `Routing over ${routing.tokens} random tokens: every MoE layer used >= ${(100 * routing.minUsedShare).toFixed(0)}% of its ${routing.nExpert} experts; consecutive tokens shared ${routing.meanConsecutiveShared.toFixed(2)} of ${routing.nExpertUsed} on average.`,
   bw ? `I/O bound: random-read bandwidth ${fmt(bw)}/s from ${engine.hardwareProfilePath(dataDir)} / bytes read per token.` : 'No hardware profile: no I/O bound.',
   '',
-  '| engine | cap | feed | result | gen t/s | bytes read/token | hit rate | cgroup peak | OOM kills | I/O bound t/s | achieved / bound | tokens = uncapped |',
-  '|---|---|---|---|---|---|---|---|---|---|---|---|',
+  '| engine | cap | feed | result | gen t/s | bytes read/token | hit rate | prefetch in flight | cgroup peak | OOM kills | I/O bound t/s | achieved / bound | tokens = uncapped |',
+  '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ...rows.map((r) =>
     `| ${r.engine} | ${fmt(r.cap)} | ${r.feed} | ${r.status} | ${r.gen_tps?.toFixed(2) ?? '-'} | ${r.bytes_per_token ? fmt(r.bytes_per_token) : '-'} | ` +
-      `${r.hit_rate != null ? (100 * r.hit_rate).toFixed(1) + '%' : '-'} | ${fmt(r.peak)} | ${r.oom_kills} | ${r.io_bound_tps?.toFixed(2) ?? '-'} | ` +
+      `${r.hit_rate != null ? (100 * r.hit_rate).toFixed(1) + '%' : '-'} | ${r.inflight_rate != null ? (100 * r.inflight_rate).toFixed(1) + '%' : '-'} | ${fmt(r.peak)} | ${r.oom_kills} | ${r.io_bound_tps?.toFixed(2) ?? '-'} | ` +
       `${r.io_bound_tps && r.gen_tps ? (100 * r.gen_tps / r.io_bound_tps).toFixed(0) + '%' : '-'} | ${r.engine === 'kail' ? (r.same_tokens ? 'yes' : 'no') : '-'} |`,
   ),
 ];

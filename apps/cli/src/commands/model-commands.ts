@@ -660,7 +660,7 @@ export function registerModelCommands(program: Command): void {
               `pp${r.prompt_tokens}: ${r.prompt_tps.toFixed(2)} tokens/s\n` +
               (isEncoderArchitecture(arch) ? 'tg: none (an embedding model generates no text)\n' : `tg${r.gen_tokens}: ${r.gen_tps.toFixed(2)} tokens/s\n`) +
               (r.stream
-                ? `experts (generation): hit rate ${(100 * r.stream.hit_rate).toFixed(1)}%, ${formatBytes(r.stream.bytes_read_per_token)} read per token, ` +
+                ? `experts (generation): hit rate ${(100 * r.stream.hit_rate).toFixed(1)}% (+${(100 * r.stream.inflight_rate).toFixed(1)}% being prefetched when asked), ${formatBytes(r.stream.bytes_read_per_token)} read per token, ` +
                   `stalled ${r.stream.stall_s.toFixed(2)} s, prefetch precision ${(100 * r.stream.prefetch_precision).toFixed(1)}% recall ` +
                   `${(100 * r.stream.prefetch_recall).toFixed(1)}%, cache ${formatBytes(r.stream.cache_bytes)} (budget ${formatBytes(r.stream.ram_bytes)}, ${r.stream.policy}), ` +
                   `${r.stream.direct_io ? 'O_DIRECT' : 'buffered reads'}` +

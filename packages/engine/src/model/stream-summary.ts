@@ -5,6 +5,8 @@ export interface StreamSummary {
   accesses: number;
   hits: number;
   misses: number;
+  /** Misses whose read (a prefetch) had already been issued when the layer asked: in flight, not ready. */
+  missesInflight: number;
   /** hits / accesses (0 without accesses). */
   hitRate: number;
   reads: number;
@@ -39,6 +41,7 @@ const COUNTERS = [
   'accesses',
   'hits',
   'misses',
+  'missesInflight',
   'reads',
   'bytesRead',
   'readSeconds',
@@ -64,6 +67,7 @@ export function summarizeStream(after: NativeExpertStreamStats, before?: NativeE
     accesses: t.accesses,
     hits: t.hits,
     misses: t.misses,
+    missesInflight: t.missesInflight,
     hitRate: t.accesses ? t.hits / t.accesses : 0,
     reads: t.reads,
     bytesRead: t.bytesRead,
