@@ -33,10 +33,20 @@ describe('kail profile and kail repack', () => {
     const p = JSON.parse(fs.readFileSync(path.join(dir, 'profile.json'), 'utf8'));
     expect(p.storage).toHaveLength(1);
     expect(p.storage[0].results.length).toBe(17);
+    // Each setting measured in three interleaved rounds, keeping the median.
+    expect(r.stderr).toMatch(/queue depth 4: [\d.]+ (KiB|MiB|GiB)\/s \(median of 3: /);
+    expect(r.stderr).toContain('round 2 of 3 measured');
+    for (const m of p.storage[0].results) {
+      expect(m.rounds).toHaveLength(3);
+      expect(m.bytesPerSecond).toBe([...m.rounds].sort((a: number, b: number) => a - b)[1]);
+    }
     expect(p.storage[0].sequentialBytesPerSecond).toBeGreaterThan(0);
     expect(p.memory.readBytesPerSecond).toBeGreaterThan(0);
     expect(p.defaults.ioThreads).toBeGreaterThanOrEqual(1);
     expect(fs.readdirSync(dir).filter((f) => f.includes('kail-profile'))).toEqual([]); // temp file removed
+    const bad = kail('profile', '--data-dir', dir, '--rounds', '0');
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain("--rounds must be an integer in [1, 20], got '0'");
     const show = kail('profile', '--data-dir', dir, '--show');
     expect(show.stdout).toMatch(/default --ram .*50% of the .* available when profiled/);
     expect(show.stdout).toMatch(/default --io-threads \d+: the smallest queue depth/);

@@ -35,9 +35,14 @@ export function registerProfile(program: Command): void {
     .description('measure RAM, memory bandwidth, CPU, GPUs and storage read bandwidth (O_DIRECT); write <data dir>/profile.json, whose defaults run/bench/plan use')
     .option('--storage <dir>', 'a storage path to measure (a temp file is written there, then removed), repeatable; default: the data directory', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--file-size <bytes>', 'test file size per storage path (default 256M)', (v: string) => parseByteSize(v))
-    .option('--seconds <s>', 'seconds per measurement (default 0.5)', (v: string) => {
+    .option('--seconds <s>', 'seconds per measurement, its rounds together (default 0.5)', (v: string) => {
       const n = Number(v);
       if (!(n > 0 && n <= 60)) throw new Error(`--seconds must be a number in (0, 60], got '${v}'`);
+      return n;
+    })
+    .option('--rounds <n>', 'storage is measured in this many interleaved rounds and each setting keeps the median (default 3)', (v: string) => {
+      const n = Number(v);
+      if (!(Number.isInteger(n) && n >= 1 && n <= 20)) throw new Error(`--rounds must be an integer in [1, 20], got '${v}'`);
       return n;
     })
     .option('--ram-share <f>', 'share of available RAM the default budget takes (default 0.8)', (v: string) => {
@@ -48,7 +53,7 @@ export function registerProfile(program: Command): void {
     .option('--show', 'print the stored profile and what it chose, and why; measure nothing')
     .option('--json', 'print the profile as JSON')
     .option('--data-dir <dir>', 'data directory')
-    .action(async (o: { storage: string[]; fileSize?: number; seconds?: number; ramShare?: number; show?: boolean; json?: boolean; dataDir?: string }) => {
+    .action(async (o: { storage: string[]; fileSize?: number; seconds?: number; ramShare?: number; rounds?: number; show?: boolean; json?: boolean; dataDir?: string }) => {
       const dir = dataDir(o.dataDir);
       if (o.show) {
         const p = readHardwareProfile(dir);
@@ -64,6 +69,7 @@ export function registerProfile(program: Command): void {
         storagePaths: o.storage.length ? o.storage : [dir],
         testFileBytes: o.fileSize,
         seconds: o.seconds,
+        rounds: o.rounds,
         ramShare: o.ramShare,
         log,
       });

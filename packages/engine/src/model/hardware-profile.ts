@@ -20,8 +20,12 @@ export interface StorageMeasurement {
   pattern: 'sequential' | 'random';
   blockBytes: number;
   queueDepth: number;
+  /** The median of the rounds' bandwidths. */
   bytesPerSecond: number;
+  /** Seconds measured, all rounds together. */
   seconds: number;
+  /** Each round's bandwidth, in the order measured (absent in profiles written before rounds). */
+  rounds?: number[];
 }
 
 export interface StorageProfile {
@@ -70,8 +74,15 @@ export interface ProfileOptions {
   storagePaths?: string[];
   /** Size of each temp file. Default 256 MiB (larger than any drive cache we can avoid is not the point: O_DIRECT skips the page cache). */
   testFileBytes?: number;
-  /** Seconds per measurement. Default 0.5. */
+  /** Seconds per measurement, all its rounds together. Default 0.5. */
   seconds?: number;
+  /**
+   * Storage measurements are taken in this many rounds, each round measuring every block size and
+   * queue depth once, and each keeps the median of its rounds: a virtual disk's speed drifts and
+   * jumps within seconds, and one short sample per setting made the chosen I/O depth flip between
+   * runs. Default 3.
+   */
+  rounds?: number;
   /** Block sizes for random reads. Default 64 KiB, 1 MiB, 4 MiB. */
   randomBlocks?: number[];
   /** Queue depths. Default 1, 2, 4, 8, 16. */
@@ -106,6 +117,11 @@ async function ioBench(o: Parameters<ReturnType<typeof native>['ioBench']>[0]): 
   }
 }
 
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
 /** Measures the machine. Temp files are removed even when a measurement fails. */
 export async function measureHardware(opts: ProfileOptions = {}): Promise<HardwareProfile> {
   const log = opts.log ?? (() => undefined);
@@ -113,6 +129,8 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
   const fileBytes = Math.max(16 * MIB, Math.floor((opts.testFileBytes ?? 256 * MIB) / MIB) * MIB);
   const blocks = opts.randomBlocks ?? [64 * 1024, MIB, 4 * MIB];
   const depths = opts.queueDepths ?? [1, 2, 4, 8, 16];
+  const rounds = opts.rounds ?? 3;
+  if (!(Number.isInteger(rounds) && rounds >= 1 && rounds <= 20)) throw new EngineError('KAIL_E_INVALID_ARG', `rounds must be an integer in [1, 20], got ${rounds}`);
   const ramShare = opts.ramShare ?? 0.8;
   if (!(ramShare > 0 && ramShare <= 1)) throw new EngineError('KAIL_E_INVALID_ARG', `ramShare must be in (0, 1], got ${ramShare}`);
   for (const b of blocks) if (!(Number.isInteger(b) && b > 0 && b % 4096 === 0)) throw new EngineError('KAIL_E_INVALID_ARG', `block size ${b} is not a positive multiple of 4096`);
@@ -149,13 +167,23 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
         ['sequential', MIB, 4],
         ...blocks.flatMap((b) => depths.map((q): [StorageMeasurement['pattern'], number, number] => ['random', b, q])),
       ];
-      for (const [pattern, blockBytes, queueDepth] of runs) {
-        const r = await ioBench({ path: file, blockBytes, queueDepth, random: pattern === 'random', seconds, direct: true });
-        direct &&= r.direct;
-        note ||= r.note;
-        const m: StorageMeasurement = { pattern, blockBytes, queueDepth, bytesPerSecond: r.seconds > 0 ? r.bytes / r.seconds : 0, seconds: r.seconds };
-        results.push(m);
-        log(`storage ${dir}: ${pattern} ${formatBytes(blockBytes)} blocks, queue depth ${queueDepth}: ${formatBytes(m.bytesPerSecond)}/s${r.direct ? '' : ' (buffered)'}`);
+      const samples = runs.map(() => ({ rates: [] as number[], seconds: 0 }));
+      for (let round = 0; round < rounds; round++) {
+        for (const [i, [pattern, blockBytes, queueDepth]] of runs.entries()) {
+          const r = await ioBench({ path: file, blockBytes, queueDepth, random: pattern === 'random', seconds: seconds / rounds, direct: true });
+          direct &&= r.direct;
+          note ||= r.note;
+          samples[i].rates.push(r.seconds > 0 ? r.bytes / r.seconds : 0);
+          samples[i].seconds += r.seconds;
+          if (round < rounds - 1) {
+            if (i === runs.length - 1) log(`storage ${dir}: round ${round + 1} of ${rounds} measured`);
+            continue;
+          }
+          const m: StorageMeasurement = { pattern, blockBytes, queueDepth, bytesPerSecond: median(samples[i].rates), seconds: samples[i].seconds, rounds: samples[i].rates };
+          results.push(m);
+          const spread = rounds > 1 ? ` (median of ${rounds}: ${samples[i].rates.map((x) => formatBytes(x)).join(', ')})` : '';
+          log(`storage ${dir}: ${pattern} ${formatBytes(blockBytes)} blocks, queue depth ${queueDepth}: ${formatBytes(m.bytesPerSecond)}/s${r.direct ? '' : ' (buffered)'}${spread}`);
+        }
       }
     } finally {
       fs.rmSync(file, { force: true });
