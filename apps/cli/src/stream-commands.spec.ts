@@ -116,7 +116,7 @@ describe('kail plan and --ram', () => {
     expect(out.stream.bytesRead).toBeGreaterThan(0);
     expect(out.stream.hits + out.stream.misses).toBe(out.stream.accesses);
     const text = kail('run', '-m', model, '-p', 'Hello', '-n', '4', '-t', '2', '--ctx', '256', '--ram', String(ram), '--reserve', '0');
-    expect(text.stderr).toMatch(/experts: \d+ asked, hit rate [\d.]+%, read .* prefetch precision/);
+    expect(text.stderr).toMatch(/experts: \d+ asked, hit rate [\d.]+% \(\+[\d.]+% being prefetched\), read .* prefetch precision/);
     const refused = kail('run', '-m', model, '-n', '1', '--ram', '2M');
     expect(refused.status).not.toBe(0);
     expect(refused.stderr).toContain('short');

@@ -226,7 +226,7 @@ function streamLine(model: EngineModel, tokens: number): string {
   const s = summarizeStream(st);
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   return (
-    `experts: ${s.accesses} asked, hit rate ${pct(s.hitRate)}, read ${formatBytes(s.bytesRead)}` +
+    `experts: ${s.accesses} asked, hit rate ${pct(s.hitRate)} (+${pct(s.accesses ? s.missesInflight / s.accesses : 0)} being prefetched), read ${formatBytes(s.bytesRead)}` +
     `${tokens ? ` (${formatBytes(s.bytesRead / tokens)}/token)` : ''} in ${s.readSeconds.toFixed(2)} s of I/O, stalled ${s.stallSeconds.toFixed(2)} s, ` +
     `prefetch precision ${pct(s.prefetchPrecision)} recall ${pct(s.prefetchRecall)} | cache ${formatBytes(s.usedBytes)} used, ` +
     `${formatBytes(s.peakBytes)} peak of ${formatBytes(s.capacityBytes)}, ${st.policy} | ${s.directIo ? 'O_DIRECT' : s.ioNote}` +
