@@ -143,7 +143,7 @@ struct expert_stream_stats {
     uint64_t    pinned_bytes = 0;
     uint64_t    entries = 0;
     uint64_t    evictions = 0;
-    uint64_t    prefetch_cancelled = 0;  // queued prefetches dropped to make room for demand reads
+    uint64_t    prefetch_cancelled = 0;  // queued prefetches dropped unread: wrong, or room for demand reads
     uint64_t    prefetch_dropped = 0;    // predictions not read because the cache had no room
     uint64_t    read_errors = 0;
     // Warming from usage history (warm()): entries queued, read, asked for later, dropped unread,
@@ -218,7 +218,8 @@ class expert_stream {
     expert_request request(int layer, const int32_t * experts, int n, const std::atomic<bool> * cancel = nullptr, const float * probs = nullptr);
 
     // A prediction of `layer`'s next request: experts not cached are read at low priority, only
-    // into room that holds no other fresh prediction, and are evicted first if never used. Also
+    // into room that holds no other fresh prediction, and are evicted first if never used; those
+    // the layer's next request does not ask for are cancelled if no reader has begun them. Also
     // records the prediction for precision/recall.
     void prefetch(int layer, const int32_t * experts, int n);
 

@@ -117,7 +117,10 @@ struct expert_stream::impl {
     std::list<entry_ptr>             spec;      // speculative entries, oldest first
     uint64_t                         spec_bytes = 0;
     std::unique_ptr<expert_cache_policy> policy;  // ranks demand-used entries for eviction
-    uint64_t                         used = 0;
+    uint64_t                         used = 0;     // entries' buffers and spare ones
+    // Buffers of cancelled predictions, counted in `used`, kept for the next entry of their size:
+    // unmapping and mapping again costs a page fault per page (huge page) each time.
+    std::vector<std::pair<uint64_t, uint8_t *>> spare;
     expert_stream_stats              st;
     std::vector<std::vector<uint8_t>> predicted;  // per layer: the last prediction not yet checked
     int                              protect_layer = -1;  // prefetch(): its predicted set is not evictable
@@ -152,6 +155,7 @@ struct expert_stream::impl {
         io_cv.notify_all();
         for (auto & t : threads) t.join();
         for (auto & kv : map) free_buffer(*kv.second);
+        while (!spare.empty()) free_spare();
         for (int fd : fd_direct)
             if (fd >= 0) ::close(fd);
         for (int fd : fd_buffered)
@@ -180,6 +184,14 @@ struct expert_stream::impl {
         used -= e.bytes;
         e.buf = nullptr;
         e.bytes = 0;
+    }
+
+    void free_spare() {
+        const auto [bytes, p] = spare.back();
+        spare.pop_back();
+        if (host_pinned.erase(p)) params.vram->unpin_host(p);
+        munmap(p, bytes);
+        used -= bytes;
     }
 
     // Removes an entry from the cache's books (not its buffer).
@@ -241,7 +253,17 @@ struct expert_stream::impl {
 
     // A buffer of `bytes` within the budget, evicting as needed; nullptr when there is no room.
     uint8_t * alloc(uint64_t bytes, bool for_demand) {
+        for (size_t i = 0; i < spare.size(); i++) {
+            if (spare[i].first != bytes) continue;
+            uint8_t * b = spare[i].second;
+            spare.erase(spare.begin() + static_cast<std::ptrdiff_t>(i));
+            return b;
+        }
         while (used + bytes > params.cache_bytes) {
+            if (!spare.empty()) {  // another size's spare buffer gives its room up first
+                free_spare();
+                continue;
+            }
             entry_ptr v = pick_victim(for_demand);
             if (!v) return nullptr;
             drop(v);
@@ -888,8 +910,21 @@ expert_request expert_stream::request(int layer, const int32_t * experts, int n,
         m.pin_existing(e);
         s->held.push_back(e);
     }
-    for (auto & e : m.spec)
-        if (e->layer == layer && !asked[e->expert]) e->stale = true;
+    // Predictions for this layer that it did not ask for were wrong: one no reader has begun is
+    // cancelled (its bytes would take the disk from the reads this and the next layer need); one
+    // being read or read goes first when room is needed.
+    std::vector<entry_ptr> wrong;
+    for (auto & e : m.spec) {
+        if (e->layer != layer || asked[e->expert]) continue;
+        if (e->state == entry::QUEUED && e->pins == 0) wrong.push_back(e);
+        else e->stale = true;
+    }
+    for (auto & e : wrong) {
+        m.drop(e);
+        m.spare.emplace_back(e->bytes, e->buf);
+        e->buf = nullptr;
+        e->bytes = 0;
+    }
     m.admit(layer, s->pending, s->held);
     m.pending_total += s->pending.size();
     return expert_request(std::move(s));
