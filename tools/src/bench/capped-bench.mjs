@@ -4,8 +4,9 @@
 // evicted from the page cache before each run. Reports generation tokens/s, expert bytes read per
 // token, hit rate (and the share of accesses whose prefetch read was still in flight, misses in the
 // hit rate), the cgroup's peak, OOM kills, whether kail's tokens equal an uncapped run's,
-// and the I/O bound (bytes read per token / the model file's own random O_DIRECT read bandwidth, at
-// the read size and depth the profile gives a run).
+// and the I/O bound twice: the profile's random-read bandwidth / bytes read per token (the issue's
+// definition), and the same with the model file's own random O_DIRECT read bandwidth, at the read
+// size and depth the profile gives a run.
 // Needs root (writable memory cgroups) and built dist/ outputs. Prints a markdown table and a JSON line.
 //   node tools/src/bench/capped-bench.mjs --model F.gguf --caps 512M,900M [--pp 32] [--tg 32] [--reps 3]
 //        [--threads 2] [--feeds greedy,random] [--reserve 96M] [--data-dir D] [--llama] [--no-repack-shim SO]
@@ -103,7 +104,7 @@ for (const cap of caps) {
     rows.push({
       engine: 'kail', cap, feed, status: r.status === 0 ? 'ok' : r.signal ? `killed (${r.signal})` : `exit ${r.status}: ${r.stderr.trim().split('\n').pop()}`,
       gen_tps: b?.gen_tps ?? null, bytes_per_token: bpt, hit_rate: b?.stream?.hit_rate ?? null, inflight_rate: b?.stream?.inflight_rate ?? null, peak: r.peak, oom_kills: r.oomKills,
-      io_bound_tps: bw && bpt ? bw / bpt : null, same_tokens: same,
+      io_bound_tps: profileBw && bpt ? profileBw / bpt : null, io_bound_file_tps: bw && bpt ? bw / bpt : null, same_tokens: same,
     });
     console.error(`kail cap ${fmt(cap)} feed ${feed}: ${rows.at(-1).status}, ${b?.gen_tps?.toFixed(2)} t/s, peak ${fmt(r.peak)}`);
   }
@@ -122,19 +123,21 @@ for (const cap of caps) {
 }
 
 const size = fs.statSync(model).size;
+const pctOf = (x, bound) => (x && bound ? `${((100 * x) / bound).toFixed(0)}%` : '-');
 const lines = [
   `Model ${path.basename(model)} (${fmt(size)}); prompt ${values.pp} random tokens, ${values.tg} generated, ${values.threads} threads, median of ${values.reps}; ` +
     `kail --ram = the cap with --reserve ${values.reserve}, O_DIRECT, default policy; file evicted before each run.`,
   `Routing over ${routing.tokens} random tokens: every MoE layer used >= ${(100 * routing.minUsedShare).toFixed(0)}% of its ${routing.nExpert} experts; consecutive tokens shared ${routing.meanConsecutiveShared.toFixed(2)} of ${routing.nExpertUsed} on average.`,
-  `I/O bound: ${fmt(bw)}/s (random ${fmt(readBytes)} O_DIRECT reads of the model file at queue depth ${depth}, median of ${samples.map((x) => fmt(x)).join(', ')}) / bytes read per token` +
-    (profileBw ? `; the profile's test file read at ${fmt(profileBw)}/s (${engine.hardwareProfilePath(dataDir)}).` : '; no hardware profile (read size 1 MiB, depth 4).'),
+  `I/O bound = bandwidth / bytes read per token, with two bandwidths: ` +
+    (profileBw ? `the profile's random-read figure, ${fmt(profileBw)}/s (${engine.hardwareProfilePath(dataDir)}); ` : 'no hardware profile (read size 1 MiB, depth 4); ') +
+    `the model file's, ${fmt(bw)}/s (random ${fmt(readBytes)} O_DIRECT reads at queue depth ${depth}, the file evicted, median of ${samples.map((x) => fmt(x)).join(', ')}).`,
   '',
-  '| engine | cap | feed | result | gen t/s | bytes read/token | hit rate | prefetch in flight | cgroup peak | OOM kills | I/O bound t/s | achieved / bound | tokens = uncapped |',
+  '| engine | cap | feed | result | gen t/s | bytes read/token | hit rate | prefetch in flight | cgroup peak | OOM kills | I/O bound t/s: profile, file | achieved / bound: profile, file | tokens = uncapped |',
   '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ...rows.map((r) =>
     `| ${r.engine} | ${fmt(r.cap)} | ${r.feed} | ${r.status} | ${r.gen_tps?.toFixed(2) ?? '-'} | ${r.bytes_per_token ? fmt(r.bytes_per_token) : '-'} | ` +
-      `${r.hit_rate != null ? (100 * r.hit_rate).toFixed(1) + '%' : '-'} | ${r.inflight_rate != null ? (100 * r.inflight_rate).toFixed(1) + '%' : '-'} | ${fmt(r.peak)} | ${r.oom_kills} | ${r.io_bound_tps?.toFixed(2) ?? '-'} | ` +
-      `${r.io_bound_tps && r.gen_tps ? (100 * r.gen_tps / r.io_bound_tps).toFixed(0) + '%' : '-'} | ${r.engine === 'kail' ? (r.same_tokens ? 'yes' : 'no') : '-'} |`,
+      `${r.hit_rate != null ? (100 * r.hit_rate).toFixed(1) + '%' : '-'} | ${r.inflight_rate != null ? (100 * r.inflight_rate).toFixed(1) + '%' : '-'} | ${fmt(r.peak)} | ${r.oom_kills} | ${r.io_bound_tps?.toFixed(2) ?? '-'}, ${r.io_bound_file_tps?.toFixed(2) ?? '-'} | ` +
+      `${pctOf(r.gen_tps, r.io_bound_tps)}, ${pctOf(r.gen_tps, r.io_bound_file_tps)} | ${r.engine === 'kail' ? (r.same_tokens ? 'yes' : 'no') : '-'} |`,
   ),
 ];
 console.log(lines.join('\n'));
