@@ -1773,15 +1773,24 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
     }
 }
 
-// The experts a routing chose (sel: k per token), most-chosen first (ties in expert order): the
-// order reads ahead are asked for, so the stream drops the least-wanted when they do not fit.
-std::vector<int32_t> experts_by_votes(const std::vector<int32_t> & sel, int64_t n_expert) {
+// The experts a routing chose (sel: k per token, w: their gating weights), most-chosen first, ties
+// by the summed weight (then expert order): the order reads ahead are asked for and read in, so
+// the stream drops the least-wanted when they do not fit, and a guess the next layer does not ask
+// for is the likelier to be still queued, and cancelled, when it asks.
+std::vector<int32_t> experts_by_votes(const std::vector<int32_t> & sel, const std::vector<float> & w, int64_t n_expert) {
     std::vector<int64_t> cnt(static_cast<size_t>(n_expert), 0);
-    for (int32_t e : sel) cnt[static_cast<size_t>(e)]++;
+    std::vector<double> wsum(static_cast<size_t>(n_expert), 0.0);
+    for (size_t i = 0; i < sel.size(); i++) {
+        cnt[static_cast<size_t>(sel[i])]++;
+        if (i < w.size()) wsum[static_cast<size_t>(sel[i])] += w[i];
+    }
     std::vector<int32_t> out;
     for (size_t e = 0; e < cnt.size(); e++)
         if (cnt[e]) out.push_back(static_cast<int32_t>(e));
-    std::stable_sort(out.begin(), out.end(), [&](int32_t a, int32_t b) { return cnt[static_cast<size_t>(a)] > cnt[static_cast<size_t>(b)]; });
+    std::stable_sort(out.begin(), out.end(), [&](int32_t a, int32_t b) {
+        const size_t i = static_cast<size_t>(a), j = static_cast<size_t>(b);
+        return cnt[i] != cnt[j] ? cnt[i] > cnt[j] : wsum[i] > wsum[j];
+    });
     return out;
 }
 
@@ -2003,7 +2012,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             std::vector<int32_t> psel;
             std::vector<float> pw;
             moe_route(m, nop, static_cast<size_t>(nx), x.ptr(rin), n, x.width(rin), psel, pw);
-            std::vector<int32_t> guess = experts_by_votes(psel, static_cast<int64_t>(nop.param_req("n_expert")));
+            std::vector<int32_t> guess = experts_by_votes(psel, pw, static_cast<int64_t>(nop.param_req("n_expert")));
             // At most twice the experts a token uses, the most-voted: a batch's predictions are
             // mostly experts one token wants, and reading all of them ahead took the bandwidth the
             // next layer's own reads needed (Qwen3-30B-A3B shape, 8 layers, 16 sequences under a
@@ -2053,7 +2062,7 @@ void op_moe_prefetch(exec_ctx & x, const op_desc & op, size_t oi) {
     std::vector<int32_t> sel;
     std::vector<float> w;
     moe_route(m, mop, static_cast<size_t>(mi), x.ptr(op.a), x.n_tok, x.width(op.a), sel, w);
-    const std::vector<int32_t> want = experts_by_votes(sel, static_cast<int64_t>(mop.param_req("n_expert")));
+    const std::vector<int32_t> want = experts_by_votes(sel, w, static_cast<int64_t>(mop.param_req("n_expert")));
     m.stream->prefetch(m.stream_layer[static_cast<size_t>(mi)], want.data(), static_cast<int>(want.size()));
 }
 
