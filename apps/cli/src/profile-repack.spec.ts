@@ -64,6 +64,32 @@ describe('kail profile and kail repack', () => {
     expect(JSON.parse(run.stdout).stream).toBeNull();
   }, 120_000);
 
+  it('reads the largest model file of a storage path in place of writing a test file, and leaves it there', () => {
+    const store = path.join(dir, 'store');
+    fs.mkdirSync(path.join(store, 'sub'), { recursive: true });
+    const big = path.join(store, 'sub', 'big.gguf');
+    fs.writeFileSync(path.join(store, 'small.gguf'), 'x');
+    fs.writeFileSync(path.join(store, 'bigger.bin'), '');
+    fs.truncateSync(path.join(store, 'bigger.bin'), 2 * 2 ** 30); // not a .gguf: not read
+    fs.writeFileSync(big, '');
+    fs.truncateSync(big, 2 ** 30); // sparse: reads as zeros
+    const pdir = path.join(dir, 'probe');
+    const r = kail('profile', '--data-dir', pdir, '--storage', store, '--file-size', '16M', '--seconds', '0.05', '--rounds', '1');
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain(`storage ${store}: reading ${big} (1.00 GiB) in place of a test file`);
+    expect(r.stderr).not.toContain('writing a');
+    const p = JSON.parse(fs.readFileSync(path.join(pdir, 'profile.json'), 'utf8'));
+    expect(p.storage[0]).toMatchObject({ probeFile: big, testFileBytes: 2 ** 30 });
+    expect(fs.statSync(big).size).toBe(2 ** 30); // still there
+    expect(kail('profile', '--data-dir', pdir, '--show').stdout).toContain(`read from ${big}`);
+    // Asked not to, it writes (and removes) a test file.
+    const w = kail('profile', '--data-dir', pdir, '--storage', store, '--file-size', '16M', '--seconds', '0.05', '--rounds', '1', '--no-model-files');
+    expect(w.status).toBe(0);
+    expect(w.stderr).toContain('writing a 16.00 MiB test file');
+    expect(JSON.parse(fs.readFileSync(path.join(pdir, 'profile.json'), 'utf8')).storage[0].probeFile).toBeUndefined();
+    expect(fs.readdirSync(store).sort()).toEqual(['bigger.bin', 'small.gguf', 'sub']);
+  }, 120_000);
+
   it('takes no VRAM tier from a profiled GPU whose memory holds none of the experts, and says so', () => {
     // The first test's profile, with a GPU whose usable memory is one byte short of an expert.
     const p = JSON.parse(kail('plan', '-m', model, '--ram', '1G', '--reserve', '0', '--ctx', '256', '--json').stdout);

@@ -15,7 +15,8 @@ function showLines(file: string, p: HardwareProfile): string[] {
   for (const s of p.storage) {
     lines.push(
       `storage          ${s.path}: sequential ${b(s.sequentialBytesPerSecond)}/s, random ${b(s.randomBlockBytes)} blocks ${b(s.randomBytesPerSecond)}/s ` +
-        `(queue depth ${s.queueDepth}), ${s.directIo ? 'O_DIRECT' : `buffered: ${s.note}`}`,
+        `(queue depth ${s.queueDepth}), ${s.directIo ? 'O_DIRECT' : `buffered: ${s.note}`}` +
+        (s.probeFile ? `, read from ${s.probeFile}` : ''),
     );
   }
   lines.push(
@@ -35,6 +36,7 @@ export function registerProfile(program: Command): void {
     .description('measure RAM, memory bandwidth, CPU, GPUs and storage read bandwidth (O_DIRECT); write <data dir>/profile.json, whose defaults run/bench/plan use')
     .option('--storage <dir>', 'a storage path to measure (a temp file is written there, then removed), repeatable; default: the data directory', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--file-size <bytes>', 'test file size per storage path (default 256M)', (v: string) => parseByteSize(v))
+    .option('--no-model-files', 'always write a test file; by default the largest .gguf of at least max(1G, 4 x --file-size) in the path (or one directory down) is read in its place')
     .option('--seconds <s>', 'seconds per measurement, its rounds together (default 0.5)', (v: string) => {
       const n = Number(v);
       if (!(n > 0 && n <= 60)) throw new Error(`--seconds must be a number in (0, 60], got '${v}'`);
@@ -53,7 +55,7 @@ export function registerProfile(program: Command): void {
     .option('--show', 'print the stored profile and what it chose, and why; measure nothing')
     .option('--json', 'print the profile as JSON')
     .option('--data-dir <dir>', 'data directory')
-    .action(async (o: { storage: string[]; fileSize?: number; seconds?: number; ramShare?: number; rounds?: number; show?: boolean; json?: boolean; dataDir?: string }) => {
+    .action(async (o: { storage: string[]; fileSize?: number; seconds?: number; ramShare?: number; rounds?: number; modelFiles?: boolean; show?: boolean; json?: boolean; dataDir?: string }) => {
       const dir = dataDir(o.dataDir);
       if (o.show) {
         const p = readHardwareProfile(dir);
@@ -68,6 +70,7 @@ export function registerProfile(program: Command): void {
       const p = await measureHardware({
         storagePaths: o.storage.length ? o.storage : [dir],
         testFileBytes: o.fileSize,
+        modelFiles: o.modelFiles,
         seconds: o.seconds,
         rounds: o.rounds,
         ramShare: o.ramShare,
