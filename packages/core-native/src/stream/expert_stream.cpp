@@ -177,11 +177,16 @@ struct expert_stream::impl {
         return static_cast<uint8_t *>(p);
     }
 
+    // Gives a map_buffer() buffer counted in `used` back to the system.
+    void unmap_buffer(uint8_t * p, uint64_t bytes) {
+        if (host_pinned.erase(p)) params.vram->unpin_host(p);
+        munmap(p, bytes);
+        used -= bytes;
+    }
+
     void free_buffer(entry & e) {
         if (!e.buf) return;
-        if (host_pinned.erase(e.buf)) params.vram->unpin_host(e.buf);
-        munmap(e.buf, e.bytes);
-        used -= e.bytes;
+        unmap_buffer(e.buf, e.bytes);
         e.buf = nullptr;
         e.bytes = 0;
     }
@@ -189,9 +194,7 @@ struct expert_stream::impl {
     void free_spare() {
         const auto [bytes, p] = spare.back();
         spare.pop_back();
-        if (host_pinned.erase(p)) params.vram->unpin_host(p);
-        munmap(p, bytes);
-        used -= bytes;
+        unmap_buffer(p, bytes);
     }
 
     // Removes an entry from the cache's books (not its buffer).

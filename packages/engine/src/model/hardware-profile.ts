@@ -208,23 +208,22 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
         ['sequential', MIB, 4],
         ...blocks.flatMap((b) => depths.map((q): [StorageMeasurement['pattern'], number, number] => ['random', b, q])),
       ];
-      const samples = runs.map(() => ({ rates: [] as number[], seconds: 0 }));
+      const measured = runs.map(([pattern, blockBytes, queueDepth]): StorageMeasurement => ({ pattern, blockBytes, queueDepth, bytesPerSecond: 0, seconds: 0, rounds: [] }));
       for (let round = 0; round < rounds; round++) {
-        for (const [i, [pattern, blockBytes, queueDepth]] of runs.entries()) {
-          const r = await ioBench({ path: file, blockBytes, queueDepth, random: pattern === 'random', seconds: seconds / rounds, direct: true });
+        for (const m of measured) {
+          const r = await ioBench({ path: file, blockBytes: m.blockBytes, queueDepth: m.queueDepth, random: m.pattern === 'random', seconds: seconds / rounds, direct: true });
           direct &&= r.direct;
           note ||= r.note;
-          samples[i].rates.push(r.seconds > 0 ? r.bytes / r.seconds : 0);
-          samples[i].seconds += r.seconds;
-          if (round < rounds - 1) {
-            if (i === runs.length - 1) log(`storage ${dir}: round ${round + 1} of ${rounds} measured`);
-            continue;
-          }
-          const m: StorageMeasurement = { pattern, blockBytes, queueDepth, bytesPerSecond: median(samples[i].rates), seconds: samples[i].seconds, rounds: samples[i].rates };
-          results.push(m);
-          const spread = rounds > 1 ? ` (median of ${rounds}: ${samples[i].rates.map((x) => formatBytes(x)).join(', ')})` : '';
-          log(`storage ${dir}: ${pattern} ${formatBytes(blockBytes)} blocks, queue depth ${queueDepth}: ${formatBytes(m.bytesPerSecond)}/s${r.direct ? '' : ' (buffered)'}${spread}`);
+          m.rounds!.push(r.seconds > 0 ? r.bytes / r.seconds : 0);
+          m.seconds += r.seconds;
         }
+        if (round < rounds - 1) log(`storage ${dir}: round ${round + 1} of ${rounds} measured`);
+      }
+      for (const m of measured) {
+        m.bytesPerSecond = median(m.rounds!);
+        results.push(m);
+        const spread = rounds > 1 ? ` (median of ${rounds}: ${m.rounds!.map((x) => formatBytes(x)).join(', ')})` : '';
+        log(`storage ${dir}: ${m.pattern} ${formatBytes(m.blockBytes)} blocks, queue depth ${m.queueDepth}: ${formatBytes(m.bytesPerSecond)}/s${direct ? '' : ' (buffered)'}${spread}`);
       }
     } finally {
       if (!model) fs.rmSync(file, { force: true });
