@@ -60,7 +60,7 @@ describe('kail profile and kail repack', () => {
     // The demo model fits the profiled budget: run says so and stays in memory.
     const run = kail('run', '-m', model, '--data-dir', dir, '-p', 'Hello', '-n', '8', '-t', '2', '--json', '--no-usage-history');
     expect(run.status).toBe(0);
-    expect(run.stderr).toMatch(/fits the profiled budget .* so it runs in memory/);
+    expect(run.stderr).toMatch(/fits the budget .* from .*profile.json: .* so it runs in memory/);
     expect(JSON.parse(run.stdout).stream).toBeNull();
   }, 120_000);
 

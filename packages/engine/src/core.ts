@@ -74,6 +74,7 @@ export {
   hardwareProfilePath,
   measureHardware,
   profileDefaults,
+  profileRamBudget,
   readHardwareProfile,
   writeHardwareProfile,
 } from './model/hardware-profile';
@@ -85,5 +86,5 @@ export { EXPERT_PACK_EXT, readPackHeader, resolveExpertPack } from './model/expe
 export type { ExpertPackHeader } from './model/expert-pack';
 export { routingStats } from './model/routing-stats';
 export type { RoutingStats } from './model/routing-stats';
-export { createMemoryCgroup, evictFromPageCache, rereadIntoPageCache } from './model/memory-cgroup';
-export type { MemoryCgroup } from './model/memory-cgroup';
+export { cgroupMemoryLimit, createMemoryCgroup, evictFromPageCache, rereadIntoPageCache } from './model/memory-cgroup';
+export type { CgroupMemoryLimit, MemoryCgroup } from './model/memory-cgroup';

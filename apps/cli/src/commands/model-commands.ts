@@ -24,6 +24,7 @@ import {
   perplexity,
   planModel,
   profileDefaults,
+  profileRamBudget,
   modelFileBytes,
   readHardwareProfile,
   hardwareProfilePath,
@@ -768,7 +769,7 @@ export function registerModelCommands(program: Command): void {
         if (profile) {
           // The plan always streams: the profile's budgets, as a streaming run would take them.
           const d = profileDefaults(profile, hardwareProfilePath(dir), Number.MAX_SAFE_INTEGER, { ramBytes: ram, vramBytes: vram });
-          if (ram === undefined) process.stderr.write(`kail: --ram ${formatBytes(profile.defaults.ramBytes)} from ${hardwareProfilePath(dir)}: ${profile.defaults.why.ramBytes}\n`);
+          if (ram === undefined) process.stderr.write(`kail: --ram ${formatBytes(d.ramBytes!)} ${profileRamBudget(profile, hardwareProfilePath(dir)).why}\n`);
           ram = d.ramBytes;
           if (vram === undefined && d.vramBytes !== undefined) process.stderr.write(`kail: ${d.lines.find((l) => l.startsWith('--vram'))}\n`);
           vram = d.vramBytes;

@@ -1,6 +1,7 @@
 // profileDefaults: what a run takes from the hardware profile when its flags are absent.
 import { testHardwareProfile } from '../testing';
-import { profileDefaults } from './hardware-profile';
+import { profileDefaults, profileRamBudget } from './hardware-profile';
+import type { CgroupMemoryLimit } from './memory-cgroup';
 
 const GIB = 2 ** 30;
 
@@ -9,35 +10,52 @@ describe('profileDefaults', () => {
   const withGpu = { ...base, gpus: [{ index: 0, name: 'Test GPU', totalBytes: 24 * GIB, freeBytes: 23 * GIB, usableBytes: 21 * GIB }] };
 
   it('streams a model larger than the RAM budget and gives the GPU to the VRAM tier, saying why', () => {
-    const d = profileDefaults(withGpu, 'profile.json', 20 * GIB, {});
+    const d = profileDefaults(withGpu, 'profile.json', 20 * GIB, {}, 0, null);
     expect(d.ramBytes).toBe(8 * GIB);
     expect(d.vramBytes).toBe(21 * GIB);
     expect(d.lines.some((l) => l.startsWith('--vram 21.00 GiB from profile.json: GPU #0 Test GPU'))).toBe(true);
   });
 
   it('takes no VRAM tier for a model that runs in memory, or without a GPU', () => {
-    const fits = profileDefaults(withGpu, 'profile.json', 2 * GIB, {});
+    const fits = profileDefaults(withGpu, 'profile.json', 2 * GIB, {}, 0, null);
     expect(fits.ramBytes).toBeUndefined();
     expect(fits.vramBytes).toBeUndefined();
-    expect(profileDefaults(base, 'profile.json', 20 * GIB, {}).vramBytes).toBeUndefined();
+    expect(profileDefaults(base, 'profile.json', 20 * GIB, {}, 0, null).vramBytes).toBeUndefined();
     // A GPU with no usable memory left (a display holds it) is no tier either.
     const full = { ...withGpu, gpus: [{ ...withGpu.gpus[0], usableBytes: 0 }] };
-    expect(profileDefaults(full, 'profile.json', 20 * GIB, {}).vramBytes).toBeUndefined();
+    expect(profileDefaults(full, 'profile.json', 20 * GIB, {}, 0, null).vramBytes).toBeUndefined();
   });
 
   it('gives a later model what the loaded models\' VRAM tiers leave of the GPU, saying so', () => {
-    const d = profileDefaults(withGpu, 'profile.json', 20 * GIB, {}, 5 * GIB);
+    const d = profileDefaults(withGpu, 'profile.json', 20 * GIB, {}, 5 * GIB, null);
     expect(d.vramBytes).toBe(16 * GIB);
     expect(d.lines.some((l) => l.startsWith('--vram 16.00 GiB from profile.json: GPU #0 Test GPU') && l.includes('less the 5.00 GiB the loaded models'))).toBe(true);
-    expect(profileDefaults(withGpu, 'profile.json', 20 * GIB, {}, 30 * GIB).vramBytes).toBe(0);
+    expect(profileDefaults(withGpu, 'profile.json', 20 * GIB, {}, 30 * GIB, null).vramBytes).toBe(0);
     // A budget given by flag is not cut.
-    expect(profileDefaults(withGpu, 'profile.json', 20 * GIB, { vramBytes: 20 * GIB }, 5 * GIB).vramBytes).toBe(20 * GIB);
+    expect(profileDefaults(withGpu, 'profile.json', 20 * GIB, { vramBytes: 20 * GIB }, 5 * GIB, null).vramBytes).toBe(20 * GIB);
   });
 
   it('keeps what the flags give, 0 included', () => {
-    expect(profileDefaults(withGpu, 'profile.json', 20 * GIB, { vramBytes: GIB }).vramBytes).toBe(GIB);
-    const off = profileDefaults(withGpu, 'profile.json', 20 * GIB, { vramBytes: 0 });
+    expect(profileDefaults(withGpu, 'profile.json', 20 * GIB, { vramBytes: GIB }, 0, null).vramBytes).toBe(GIB);
+    const off = profileDefaults(withGpu, 'profile.json', 20 * GIB, { vramBytes: 0 }, 0, null);
     expect(off.vramBytes).toBe(0);
     expect(off.lines.some((l) => l.startsWith('--vram'))).toBe(false);
+  });
+
+  it('plans under a memory cgroup that leaves less room than the profile found, saying so', () => {
+    // The test profile: 8 GiB available when profiled, budget 6 GiB (a 75% share).
+    const p = testHardwareProfile('/tmp', 6 * GIB);
+    const limit = (headroom: number): CgroupMemoryLimit => ({ dir: '/sys/fs/cgroup/box', version: 2, limitBytes: 4 * GIB, usedBytes: 4 * GIB - headroom, reclaimableBytes: 0, headroomBytes: headroom });
+    const capped = profileDefaults(p, 'profile.json', 5 * GIB, {}, 0, limit(4 * GIB));
+    expect(capped.ramBytes).toBe(3 * GIB); // 75% of the 4 GiB the group leaves
+    const line = capped.lines.find((l) => l.startsWith('--ram 3.00 GiB'));
+    expect(line).toContain('75% of the 4.00 GiB the memory cgroup /sys/fs/cgroup/box leaves (limit 4.00 GiB');
+    expect(line).toContain("less than profile.json's 6.00 GiB");
+    expect(line).toContain('so experts stream');
+    // The same model fits the profile's own budget: without the limit it runs in memory.
+    expect(profileDefaults(p, 'profile.json', 5 * GIB, {}, 0, null).ramBytes).toBeUndefined();
+    // A roomier group changes nothing; a flag always wins.
+    expect(profileRamBudget(p, 'profile.json', limit(16 * GIB))).toEqual({ bytes: 6 * GIB, why: 'from profile.json: test' });
+    expect(profileDefaults(p, 'profile.json', 5 * GIB, { ramBytes: 5 * GIB }, 0, limit(GIB)).ramBytes).toBe(5 * GIB);
   });
 });

@@ -10,6 +10,7 @@ import type { IoBenchResult } from '@kailstream/core-native';
 import { EngineError, toEngineError } from '../errors';
 import { native } from '../native';
 import { formatBytes } from './byte-size';
+import { cgroupMemoryLimit, type CgroupMemoryLimit } from './memory-cgroup';
 import { availableMemoryBytes } from './model';
 
 export const HARDWARE_PROFILE_FORMAT = 'kailstream-hardware-profile';
@@ -177,7 +178,13 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
   log(`cpu: ${cpuModel}, ${sys.physicalCores} physical / ${sys.logicalCores} logical cores, SIMD ${sys.simd.join(' ')} (kernels ${sys.kernelLevel})`);
   const total = os.totalmem();
   const available = availableMemoryBytes();
-  log(`memory: ${formatBytes(total)} total, ${formatBytes(available)} available; measuring bandwidth ...`);
+  const cgroup = cgroupMemoryLimit();
+  const limited = cgroup !== null && cgroup.headroomBytes <= available;
+  log(
+    `memory: ${formatBytes(total)} total, ${formatBytes(available)} available` +
+      (limited ? ` (the memory cgroup ${cgroup.dir} limits this process to ${formatBytes(cgroup.limitBytes)})` : '') +
+      '; measuring bandwidth ...',
+  );
   const mem = await native().memBench({ bytes: Math.min(256 * MIB, Math.floor(available / 8)), threads: sys.physicalCores, seconds });
   log(`memory: read ${formatBytes(mem.readBytesPerSecond)}/s (${mem.threads} threads), copy ${formatBytes(mem.copyBytesPerSecond)}/s (1 thread)`);
   const gpus: GpuProfile[] = sys.cudaDevices.map((d) => ({
@@ -260,7 +267,7 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
       readBytes: fastest.readBytes,
       storagePath: fastest.path,
       why: {
-        ramBytes: `${Math.round(ramShare * 100)}% of the ${formatBytes(available)} available when profiled`,
+        ramBytes: `${Math.round(ramShare * 100)}% of the ${formatBytes(available)} available when profiled${limited ? ` (under the memory cgroup ${cgroup.dir}'s ${formatBytes(cgroup.limitBytes)} limit)` : ''}`,
         ioThreads:
           `the smallest queue depth reaching 90% of the best random-read bandwidth (${formatBytes(fastest.randomBytesPerSecond)}/s) with ${formatBytes(fastest.randomBlockBytes)} blocks on ${fastest.path}` +
           (fastest.queueDepth < 2 ? ` was ${fastest.queueDepth}; at least 2, so a demand read never waits behind a prefetch read` : ''),
@@ -314,6 +321,27 @@ export interface ProfileDefaults {
   lines: string[];
 }
 
+/**
+ * The profile's RAM budget, or less where a memory cgroup (a container's limit) now leaves this
+ * process less room than the profile found: then the profile's share of that room. A profile
+ * measured outside the container (a shared data directory) or before the limit was lowered would
+ * otherwise plan past the limit, and the kernel OOM-kills the run.
+ */
+export function profileRamBudget(p: HardwareProfile, file: string, memoryLimit: CgroupMemoryLimit | null = cgroupMemoryLimit()): { bytes: number; why: string } {
+  const profiled = { bytes: p.defaults.ramBytes, why: `from ${file}: ${p.defaults.why.ramBytes}` };
+  if (!memoryLimit) return profiled;
+  const share = p.memory.availableBytes > 0 ? Math.min(1, p.defaults.ramBytes / p.memory.availableBytes) : 0.8;
+  const bytes = Math.floor((memoryLimit.headroomBytes * share) / MIB) * MIB;
+  if (bytes >= profiled.bytes) return profiled;
+  return {
+    bytes,
+    why:
+      `${(100 * share).toFixed(0)}% of the ${formatBytes(memoryLimit.headroomBytes)} the memory cgroup ${memoryLimit.dir} leaves ` +
+      `(limit ${formatBytes(memoryLimit.limitBytes)}, ${formatBytes(memoryLimit.usedBytes - memoryLimit.reclaimableBytes)} in use), ` +
+      `less than ${file}'s ${formatBytes(profiled.bytes)}`,
+  };
+}
+
 export function profileDefaults(
   p: HardwareProfile,
   file: string,
@@ -321,15 +349,18 @@ export function profileDefaults(
   given: { ramBytes?: number; ioThreads?: number; readBytes?: number; vramBytes?: number },
   /** Bytes of the profiled GPU's memory that models loaded already hold (their VRAM tiers): the tier gets the rest. */
   vramHeldBytes = 0,
+  /** The process's memory cgroup limit (cgroupMemoryLimit()); null: none. */
+  memoryLimit: CgroupMemoryLimit | null = cgroupMemoryLimit(),
 ): ProfileDefaults {
   const lines: string[] = [];
   let ramBytes = given.ramBytes;
   if (ramBytes === undefined) {
-    if (modelBytes > p.defaults.ramBytes) {
-      ramBytes = p.defaults.ramBytes;
-      lines.push(`--ram ${formatBytes(ramBytes)} from ${file}: ${p.defaults.why.ramBytes}; the model (${formatBytes(modelBytes)}) is larger, so experts stream`);
+    const budget = profileRamBudget(p, file, memoryLimit);
+    if (modelBytes > budget.bytes) {
+      ramBytes = budget.bytes;
+      lines.push(`--ram ${formatBytes(ramBytes)} ${budget.why}; the model (${formatBytes(modelBytes)}) is larger, so experts stream`);
     } else {
-      lines.push(`no --ram: the model (${formatBytes(modelBytes)}) fits the profiled budget ${formatBytes(p.defaults.ramBytes)} (${file}), so it runs in memory`);
+      lines.push(`no --ram: the model (${formatBytes(modelBytes)}) fits the budget ${formatBytes(budget.bytes)} ${budget.why}, so it runs in memory`);
     }
   }
   let ioThreads = given.ioThreads ?? p.defaults.ioThreads;

@@ -5,8 +5,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { tempDir, writeTestModel } from '../testing';
+import { tempDir, testHardwareProfile, writeTestModel } from '../testing';
 import { formatBytes } from './byte-size';
+import { profileDefaults } from './hardware-profile';
 import { createMemoryCgroup, evictFromPageCache, type MemoryCgroup } from './memory-cgroup';
 import { planModel } from './model';
 
@@ -15,15 +16,20 @@ const PROMPT = [1, 17, 99, 3, 250, 7, 42, 8];
 
 // Runs in the child: loads the model (or nothing), generates, prints one JSON line.
 const CHILD = `
-const [engine, file, optsJson] = process.argv.slice(1);
+const [engine, file, optsJson, profileJson] = process.argv.slice(1);
 const e = require(engine);
 (async () => {
   if (!file) { e.systemInfo(); console.log('{}'); return; }
-  const m = e.EngineModel.load(file, JSON.parse(optsJson));
+  const opts = JSON.parse(optsJson);
+  // With a profile: its defaults, as kail run takes them without --ram (the group's limit read here).
+  const d = profileJson && e.profileDefaults(JSON.parse(profileJson), 'profile.json', require('fs').statSync(file).size, {});
+  if (d) Object.assign(opts, { ramBytes: d.ramBytes, ramReserveBytes: 0 });
+  const m = e.EngineModel.load(file, opts);
   const r = await e.generate(m, ${JSON.stringify(PROMPT)}, { maxTokens: 8, sampling: { temperature: 0 } });
   const st = m.runtime.stats().stream;
   m.close();
-  console.log(JSON.stringify({ tokens: r.tokens, stream: st && { directIo: st.directIo, bytesRead: e.summarizeStream(st).bytesRead, peakBytes: st.peakBytes } }));
+  console.log(JSON.stringify({ tokens: r.tokens, stream: st && { directIo: st.directIo, bytesRead: e.summarizeStream(st).bytesRead, peakBytes: st.peakBytes },
+    ...(d ? { ramBytes: d.ramBytes, lines: d.lines, limit: e.cgroupMemoryLimit() } : {}) }));
 })().catch((err) => { console.error(err.message); process.exit(3); });
 `;
 
@@ -89,6 +95,25 @@ describe('expert streaming under a memory cgroup cap', () => {
       expect(st.out.stream.directIo).toBe(true);
       expect(st.out.tokens).toEqual(mem.out.tokens);
       expect(mem.peak).toBeGreaterThan(cap);
+
+      // No --ram, a profile taken outside the group (its budget holds the whole model): the run
+      // reads the group's limit, plans under it, streams, and gives the same tokens.
+      evictFromPageCache(file);
+      const profile = testHardwareProfile(dir, 0.8 * 2 ** 33); // 80% of the 8 GiB "available when profiled"
+      const auto = inGroup('auto', cap, [file, JSON.stringify(opts), JSON.stringify(profile)]);
+      // eslint-disable-next-line no-console
+      console.log(`memory cap, budget from the group: ${formatBytes(auto.out?.ramBytes ?? 0)} (cap ${formatBytes(cap)}), peak ${formatBytes(auto.peak)}; ${auto.out?.lines?.[0]}`);
+      expect(auto.r.stderr).toBe('');
+      expect(auto.r.status).toBe(0);
+      expect(auto.oomKills).toBe(0);
+      expect(cap - auto.out.limit.limitBytes).toBeGreaterThanOrEqual(0); // the kernel rounds the limit down to a page
+      expect(cap - auto.out.limit.limitBytes).toBeLessThan(4096);
+      expect(auto.out.ramBytes).toBeLessThan(cap);
+      expect(auto.out.lines[0]).toMatch(/^--ram .* of the .* the memory cgroup .* leaves \(limit .*so experts stream$/);
+      expect(auto.out.stream.directIo).toBe(true);
+      expect(auto.out.tokens).toEqual(mem.out.tokens);
+      // Outside any limit the same profile runs the model in memory.
+      expect(profileDefaults(profile, 'profile.json', size, {}, 0, null).ramBytes).toBeUndefined();
     },
     180_000,
   );

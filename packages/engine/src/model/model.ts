@@ -11,6 +11,7 @@ import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, defaultContext,
 import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { Metadata, readHParams, type HParams } from './hparams';
+import { cgroupMemoryLimit } from './memory-cgroup';
 import { readRankHead, type RankHead } from './rank-head';
 import { parseScaledFiles, readControlVectors, type ControlVectorSpec } from './control-vector';
 
@@ -178,15 +179,20 @@ export const DEFAULT_RAM_RESERVE_BYTES = 256 * 2 ** 20;
 
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
 
-/** Memory the kernel says is available for new allocations without swapping. */
+/**
+ * Memory available for new allocations without swapping: the kernel's MemAvailable, or less where
+ * a memory cgroup (a container's limit) leaves this process less room than that.
+ */
 export function availableMemoryBytes(): number {
+  let bytes = os.freemem();
   try {
     const m = /^MemAvailable:\s+(\d+) kB/m.exec(fs.readFileSync('/proc/meminfo', 'utf8'));
-    if (m) return Number(m[1]) * 1024;
+    if (m) bytes = Number(m[1]) * 1024;
   } catch {
     // not Linux
   }
-  return os.freemem();
+  const limit = cgroupMemoryLimit();
+  return limit ? Math.min(bytes, limit.headroomBytes) : bytes;
 }
 
 /** What `kail inspect` and the model list show about a file, read from its metadata alone. */

@@ -4,7 +4,7 @@ import { common, engine as pb } from '@kailstream/proto';
 
 import { EngineError, toEngineError } from '../errors';
 import { formatBytes } from '../model/byte-size';
-import { profileDefaults, type HardwareProfile } from '../model/hardware-profile';
+import { profileDefaults, profileRamBudget, type HardwareProfile } from '../model/hardware-profile';
 import { EngineModel, availableMemoryBytes, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from '../model/split-files';
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
@@ -495,7 +495,8 @@ export class LocalModelHost implements ModelHost {
         // plan's budget, or their whole file when in memory); a new one gets what is left,
         // streaming its experts when its file is larger.
         const held = [...this.models.values()].map((m) => [m.info.id, m.model.plan ? m.model.plan.ramBytes : Number(m.info.fileBytes)] as const);
-        const left = this.opts.profile.defaults.ramBytes - held.reduce((a, [, b]) => a + b, 0);
+        // A memory cgroup's headroom is measured now, with the loaded models already charged to it.
+        const left = Math.min(this.opts.profile.defaults.ramBytes - held.reduce((a, [, b]) => a + b, 0), profileRamBudget(this.opts.profile, '').bytes);
         if (left <= 0)
           throw new EngineError(
             'KAIL_E_BUDGET',
@@ -1056,7 +1057,7 @@ export class LocalModelHost implements ModelHost {
     if (!req.path) throw new EngineError('KAIL_E_INVALID_ARG', 'path is required');
     const file = this.resolveModelPath(req.path);
     // An unset budget plans against the profile's, else what the machine has available now.
-    const ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || this.opts.profile?.defaults.ramBytes || availableMemoryBytes();
+    const ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || (this.opts.profile ? profileRamBudget(this.opts.profile, '').bytes : 0) || availableMemoryBytes();
     const vram = req.vramBudgetBytes || this.opts.defaultVramBudgetBytes || (this.opts.profile ? profileDefaults(this.opts.profile, '', Number.MAX_SAFE_INTEGER, { ramBytes: ram }).vramBytes : undefined);
     const p = planModel(file, {
       ...this.opts.loadOptions,
