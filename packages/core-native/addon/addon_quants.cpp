@@ -133,7 +133,7 @@ Napi::Value matmul(const Napi::CallbackInfo & info) {
                                                             std::to_string(w.ByteLength()));
         if (x.ElementLength() != static_cast<size_t>(n * cols))
             throw make_error(env, "KAIL_E_INVALID_ARG", "matmul: x must hold n * cols = " + std::to_string(n * cols) + " floats");
-        kail::threadpool * pool = pool_for(threads > 0 ? threads : kail::cpu_features_get().physical_cores);
+        kail::threadpool * pool = pool_for(threads > 0 ? threads : kail::cpu_features_get().default_threads);
         Napi::Float32Array y = Napi::Float32Array::New(env, static_cast<size_t>(n * rows));
         kail::matmul(type, w.Data(), rs, rows, cols, x.Data(), static_cast<size_t>(cols) * 4, n, y.Data(),
                      static_cast<size_t>(rows) * 4, pool);

@@ -24,6 +24,9 @@ Napi::Value system_info(const Napi::CallbackInfo & info) {
         o.Set("kernelLevel", Napi::String::New(env, kail::cpu_kernel_level()));
         o.Set("logicalCores", Napi::Number::New(env, f.logical_cores));
         o.Set("physicalCores", Napi::Number::New(env, f.physical_cores));
+        o.Set("onlineCores", Napi::Number::New(env, f.online_cores));
+        o.Set("cpuQuota", Napi::Number::New(env, f.cpu_quota));
+        o.Set("defaultThreads", Napi::Number::New(env, f.default_threads));
         o.Set("cudaCompiled", Napi::Boolean::New(env, kail::cuda_compiled()));
         Napi::Array devs = Napi::Array::New(env);
         int n = kail::cuda_device_count();

@@ -14,8 +14,16 @@ export interface SystemInfo {
   simd: string[];
   /** Kernel level in use: "avx512", "avx2" or "scalar" (KAIL_FORCE_ISA can lower it). */
   kernelLevel: 'avx512' | 'avx2' | 'scalar';
+  /** CPUs this process may run on (its affinity mask: taskset, a container's cpuset). */
   logicalCores: number;
+  /** Distinct physical cores among those. */
   physicalCores: number;
+  /** Every CPU the kernel has online. */
+  onlineCores: number;
+  /** CPU time a cgroup allows, in CPUs (docker --cpus, a Kubernetes CPU limit); 0 when none. */
+  cpuQuota: number;
+  /** Compute threads when none are asked for: the physical cores, at most the quota. */
+  defaultThreads: number;
   /** True when the addon was built with the CUDA backend. */
   cudaCompiled: boolean;
   cudaDevices: CudaDeviceInfo[];

@@ -16,6 +16,32 @@ describe('native addon', () => {
     }
   });
 
+  it('counts only the CPUs this process may run on, and defaults to that many compute threads', () => {
+    const info = loadBinding().systemInfo();
+    expect(info.logicalCores).toBeLessThanOrEqual(info.onlineCores);
+    expect(info.defaultThreads).toBeGreaterThanOrEqual(1);
+    expect(info.defaultThreads).toBeLessThanOrEqual(info.physicalCores);
+    const { spawnSync } = require('node:child_process') as typeof import('node:child_process');
+    const fs = require('node:fs') as typeof import('node:fs');
+    const path = require('node:path') as typeof import('node:path');
+    const os = require('node:os') as typeof import('node:os');
+    const dist = path.resolve(__dirname, '../dist/index.js');
+    if (spawnSync('taskset', ['-V']).status !== 0 || !fs.existsSync(dist)) {
+      // eslint-disable-next-line no-console
+      console.log('affinity check skipped: no taskset or no dist build');
+      return;
+    }
+    // One CPU of the mask (taskset -c N), as a container's cpuset or taskset leaves a process.
+    const script = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kail-aff-')), 'info.js');
+    fs.writeFileSync(script, `console.log(JSON.stringify(require(${JSON.stringify(dist)}).loadBinding().systemInfo()))`);
+    const cpu = String(spawnSync('taskset', ['-pc', String(process.pid)], { encoding: 'utf8' }).stdout.split(':').pop()!.trim().split(/[,-]/)[0]);
+    const r = spawnSync('taskset', ['-c', cpu, process.execPath, script], { encoding: 'utf8' });
+    fs.rmSync(path.dirname(script), { recursive: true, force: true });
+    expect(r.stderr).toBe('');
+    const one = JSON.parse(r.stdout);
+    expect([one.logicalCores, one.physicalCores, one.defaultThreads, one.onlineCores]).toEqual([1, 1, 1, info.onlineCores]);
+  });
+
   it('quantizes in slices on several threads to the same bytes as on one, for every format it writes', () => {
     const addon = loadBinding();
     // 700 blocks of 256 (or 5600 of 32): two whole 64 Ki-value slices and a partial one.

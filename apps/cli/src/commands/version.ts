@@ -22,7 +22,15 @@ export function registerVersion(program: Command): void {
         process.stdout.write(`native core: unavailable\n${native.error}\n`);
         return;
       }
-      process.stdout.write(`native core: kernels ${native.kernelLevel}; ${native.physicalCores} physical / ${native.logicalCores} logical cores\n`);
+      const limits = [
+        ...(native.logicalCores < native.onlineCores ? [`of ${native.onlineCores} online`] : []),
+        ...(native.cpuQuota > 0 ? [`CPU quota ${native.cpuQuota.toFixed(2).replace(/\.?0+$/, '')}`] : []),
+      ];
+      process.stdout.write(
+        `native core: kernels ${native.kernelLevel}; ${native.physicalCores} physical / ${native.logicalCores} logical cores` +
+          (limits.length ? ` (${limits.join(', ')})` : '') +
+          `; ${native.defaultThreads} compute threads by default\n`,
+      );
       process.stdout.write(`SIMD: ${native.simd.join(' ')}\n`);
       process.stdout.write(
         `CUDA: ${native.cudaCompiled ? 'compiled' : 'not compiled'}; ` +

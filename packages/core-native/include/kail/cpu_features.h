@@ -13,9 +13,25 @@ struct cpu_features {
     bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
     bool avx512_vnni = false, avx512_bf16 = false;
     bool neon = false;
+    // CPUs this process may run on (its affinity mask: taskset, a container's cpuset), and the
+    // distinct physical cores among them; online_cores counts every CPU the kernel has online.
     int  logical_cores = 1;
     int  physical_cores = 1;
+    int  online_cores = 1;
+    // CPU time a cgroup allows this process, in CPUs (docker --cpus, a Kubernetes CPU limit); 0: none.
+    double cpu_quota = 0;
+    // Compute threads when none are asked for: the physical cores, at most the quota (at least 1).
+    int  default_threads = 1;
 };
+
+// The tightest CPU quota over this process's cpu cgroup and its ancestors, in CPUs: cgroup v2
+// cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us; 0 when none is set or cgroups cannot be
+// read. fs_root (a fake /proc and /sys) is for tests.
+double cgroup_cpu_quota(const std::string & fs_root = "/");
+
+// Distinct (physical id, core id) pairs among the processors of /proc/cpuinfo's text that are in
+// `allowed` (every processor when it is empty); 0 when the text names no cores (then count CPUs).
+int count_physical_cores(const std::string & cpuinfo, const std::vector<int> & allowed);
 
 // Detected once and cached; thread-safe.
 const cpu_features & cpu_features_get();

@@ -17,7 +17,7 @@ class threadpool {
     // fn(begin, end, thread_id) over a sub-range of task indices. thread_id is in [0, n_threads()).
     using task_fn = void (*)(void * ctx, int64_t begin, int64_t end, int thread_id);
 
-    // n_threads <= 0 means cpu_features_get().physical_cores. The calling thread is thread 0, so
+    // n_threads <= 0 means cpu_features_get().default_threads. The calling thread is thread 0, so
     // n_threads - 1 workers are started.
     explicit threadpool(int n_threads = 0);
     ~threadpool();

@@ -150,7 +150,7 @@ struct threadpool::impl {
 };
 
 threadpool::threadpool(int n_threads) : impl_(new impl) {
-    if (n_threads <= 0) n_threads = cpu_features_get().physical_cores;
+    if (n_threads <= 0) n_threads = cpu_features_get().default_threads;
     n_threads = std::max(1, std::min(n_threads, 512));
     impl_->n_threads = n_threads;
     impl_->spin_us = default_spin_us();

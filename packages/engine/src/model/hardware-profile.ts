@@ -175,7 +175,7 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
 
   const sys = native().systemInfo();
   const cpuModel = os.cpus()[0]?.model ?? 'unknown';
-  log(`cpu: ${cpuModel}, ${sys.physicalCores} physical / ${sys.logicalCores} logical cores, SIMD ${sys.simd.join(' ')} (kernels ${sys.kernelLevel})`);
+  log(`cpu: ${cpuModel}, ${sys.physicalCores} physical / ${sys.logicalCores} logical cores${sys.logicalCores < sys.onlineCores ? ` of ${sys.onlineCores} online` : ''}${sys.cpuQuota > 0 ? `, CPU quota ${sys.cpuQuota}` : ''}, ${sys.defaultThreads} compute threads by default, SIMD ${sys.simd.join(' ')} (kernels ${sys.kernelLevel})`);
   const total = os.totalmem();
   const available = availableMemoryBytes();
   const cgroup = cgroupMemoryLimit();
@@ -185,7 +185,7 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
       (limited ? ` (the memory cgroup ${cgroup.dir} limits this process to ${formatBytes(cgroup.limitBytes)})` : '') +
       '; measuring bandwidth ...',
   );
-  const mem = await native().memBench({ bytes: Math.min(256 * MIB, Math.floor(available / 8)), threads: sys.physicalCores, seconds });
+  const mem = await native().memBench({ bytes: Math.min(256 * MIB, Math.floor(available / 8)), threads: sys.defaultThreads, seconds });
   log(`memory: read ${formatBytes(mem.readBytesPerSecond)}/s (${mem.threads} threads), copy ${formatBytes(mem.copyBytesPerSecond)}/s (1 thread)`);
   const gpus: GpuProfile[] = sys.cudaDevices.map((d) => ({
     index: d.index,

@@ -104,7 +104,7 @@ export interface LocalModelHostOptions {
   seqsPerModel?: number;
   /** Default context length when a load request gives none. Default 4096. */
   defaultContext?: number;
-  /** Compute threads when a load request gives none (0 = physical cores). */
+  /** Compute threads when a load request gives none (0 = the native default: physical cores this process may run on, at most its CPU quota). */
   threads?: number;
   /**
    * RAM budget per model when a load request gives none (LoadModelRequest.ram_budget_bytes = 0).
