@@ -4,6 +4,7 @@
 #include <functional>
 #include <vector>
 
+#include "kail/cgroup.h"
 #include "kail/cpu_features.h"
 #include "kail/cuda.h"
 #include "kail/storage_bench.h"
@@ -148,8 +149,31 @@ Napi::Value mem_bench(const Napi::CallbackInfo & info) {
 
 } // namespace
 
+// cgroupMemoryLimit(fsRoot?: string) -> { dir, version, limitBytes, usedBytes, reclaimableBytes, headroomBytes } | null
+Napi::Value cgroup_memory_limit(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+        std::string root = "/";
+        if (info.Length() > 0 && !info[0].IsUndefined()) {
+            if (!info[0].IsString()) throw make_error(env, "KAIL_E_INVALID_ARG", "fsRoot must be a string");
+            root = info[0].As<Napi::String>().Utf8Value();
+        }
+        kail::cgroup_memory_limit l;
+        if (!kail::cgroup_memory_limit_get(l, root)) return env.Null();
+        Napi::Object o = Napi::Object::New(env);
+        o.Set("dir", Napi::String::New(env, l.dir));
+        o.Set("version", Napi::Number::New(env, l.version));
+        o.Set("limitBytes", Napi::Number::New(env, l.limit_bytes));
+        o.Set("usedBytes", Napi::Number::New(env, l.used_bytes));
+        o.Set("reclaimableBytes", Napi::Number::New(env, l.reclaimable_bytes));
+        o.Set("headroomBytes", Napi::Number::New(env, l.headroom_bytes));
+        return o;
+    });
+}
+
 void register_system(Napi::Env env, Napi::Object exports) {
     exports.Set("systemInfo", Napi::Function::New(env, system_info, "systemInfo"));
+    exports.Set("cgroupMemoryLimit", Napi::Function::New(env, cgroup_memory_limit, "cgroupMemoryLimit"));
     exports.Set("ioBench", Napi::Function::New(env, io_bench, "ioBench"));
     exports.Set("memBench", Napi::Function::New(env, mem_bench, "memBench"));
     exports.Set("cudaDequantizeQ8_0", Napi::Function::New(env, cuda_dequantize_q8_0, "cudaDequantizeQ8_0"));

@@ -63,8 +63,25 @@ export interface MemBenchResult {
   threads: number;
 }
 
+/** The memory limit the tightest cgroup over this process sets (include/kail/cgroup.h). */
+export interface CgroupMemoryLimit {
+  /** The group directory whose limit leaves the least room (this process's group or an ancestor). */
+  dir: string;
+  version: 1 | 2;
+  /** v2 memory.max (or memory.high when lower), v1 memory.limit_in_bytes. */
+  limitBytes: number;
+  /** Charged to the group now, page cache included. */
+  usedBytes: number;
+  /** The group's file page cache, which the kernel reclaims before it OOM-kills. */
+  reclaimableBytes: number;
+  /** limitBytes - (usedBytes - reclaimableBytes), at least 0. */
+  headroomBytes: number;
+}
+
 export interface AddonSystem {
   systemInfo(): SystemInfo;
+  /** The tightest cgroup memory limit over this process; null when none is set. fsRoot (a fake /proc and /sys) is for tests. */
+  cgroupMemoryLimit(fsRoot?: string): CgroupMemoryLimit | null;
   /** Read bandwidth of a file at one block size and queue depth. */
   ioBench(options: IoBenchOptions): Promise<IoBenchResult>;
   /** Memory bandwidth over a buffer of `bytes` (default 256 MiB). */

@@ -1,3 +1,4 @@
+#include "kail/cgroup.h"
 #include "kail/cpu_features.h"
 #include "kail/types.h"
 

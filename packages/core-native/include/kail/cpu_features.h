@@ -18,16 +18,11 @@ struct cpu_features {
     int  logical_cores = 1;
     int  physical_cores = 1;
     int  online_cores = 1;
-    // CPU time a cgroup allows this process, in CPUs (docker --cpus, a Kubernetes CPU limit); 0: none.
+    // CPU time a cgroup allows this process, in CPUs (cgroup_cpu_quota in cgroup.h); 0: none.
     double cpu_quota = 0;
     // Compute threads when none are asked for: the physical cores, at most the quota (at least 1).
     int  default_threads = 1;
 };
-
-// The tightest CPU quota over this process's cpu cgroup and its ancestors, in CPUs: cgroup v2
-// cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us; 0 when none is set or cgroups cannot be
-// read. fs_root (a fake /proc and /sys) is for tests.
-double cgroup_cpu_quota(const std::string & fs_root = "/");
 
 // Distinct (physical id, core id) pairs among the processors of /proc/cpuinfo's text that are in
 // `allowed` (every processor when it is empty); 0 when the text names no cores (then count CPUs).

@@ -1,5 +1,7 @@
 #include "kail/cpu_features.h"
 
+#include "kail/cgroup.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -44,36 +46,6 @@ std::string slurp(const std::string & path, bool & ok) {
     return ss.str();
 }
 
-std::vector<std::string> split(const std::string & s, char sep) {
-    std::vector<std::string> out;
-    size_t b = 0;
-    for (size_t e; (e = s.find(sep, b)) != std::string::npos; b = e + 1) out.push_back(s.substr(b, e - b));
-    out.push_back(s.substr(b));
-    return out;
-}
-
-bool has_token(const std::string & list, const char * tok) {
-    for (auto & t : split(list, ',')) if (t == tok) return true;
-    return false;
-}
-
-// One group's quota in CPUs, 0 when it sets none.
-double group_quota(const std::string & dir, bool v2) {
-    bool ok = false;
-    if (v2) {
-        std::istringstream in(slurp(dir + "/cpu.max", ok));
-        std::string quota;
-        double period = 0;
-        if (!ok || !(in >> quota >> period) || quota == "max" || period <= 0) return 0;
-        double q = std::atof(quota.c_str());
-        return q > 0 ? q / period : 0;
-    }
-    double q = std::atof(slurp(dir + "/cpu.cfs_quota_us", ok).c_str());
-    if (!ok || q <= 0) return 0;
-    double period = std::atof(slurp(dir + "/cpu.cfs_period_us", ok).c_str());
-    return ok && period > 0 ? q / period : 0;
-}
-
 // CPUs in this thread's affinity mask (empty when it cannot be read).
 std::vector<int> allowed_cpus() {
     std::vector<int> ids;
@@ -103,55 +75,6 @@ int count_physical_cores(const std::string & cpuinfo, const std::vector<int> & a
         else if (line.rfind("core id", 0) == 0 && (ok.empty() || ok.count(proc))) cores.insert({phys, value()});
     }
     return static_cast<int>(cores.size());
-}
-
-double cgroup_cpu_quota(const std::string & fs_root) {
-    bool ok = false;
-    std::string root = fs_root;
-    while (!root.empty() && root.back() == '/') root.pop_back();
-    std::string own_text = slurp(root + "/proc/self/cgroup", ok);
-    if (!ok) return 0;
-    std::string mounts = slurp(root + "/proc/self/mountinfo", ok);
-    if (!ok) return 0;
-    double best = 0;
-    std::istringstream mi(mounts);
-    std::string line;
-    while (std::getline(mi, line)) {
-        // "id parent maj:min root mountpoint opts [optional...] - fstype source superopts"
-        std::vector<std::string> f = split(line, ' ');
-        size_t dash = 0;
-        while (dash < f.size() && f[dash] != "-") dash++;
-        if (f.size() < 5 || dash + 1 >= f.size()) continue;
-        const std::string & fstype = f[dash + 1];
-        const std::string super = dash + 3 < f.size() ? f[dash + 3] : "";
-        bool v2 = fstype == "cgroup2";
-        if (!v2 && !(fstype == "cgroup" && has_token(super, "cpu"))) continue;
-        // This process's group in that hierarchy: "0::/path" (v2), "N:cpu,cpuacct:/path" (v1).
-        std::string own;
-        bool found = false;
-        std::istringstream oc(own_text);
-        std::string l;
-        while (!found && std::getline(oc, l)) {
-            size_t a = l.find(':'), b = a == std::string::npos ? a : l.find(':', a + 1);
-            if (b == std::string::npos) continue;
-            std::string ctrls = l.substr(a + 1, b - a - 1);
-            if (v2 ? ctrls.empty() : has_token(ctrls, "cpu")) { own = l.substr(b + 1); found = true; }
-        }
-        if (!found) continue;
-        const std::string & mroot = f[3];
-        std::string rel = mroot == "/" ? own
-                        : own == mroot || own.rfind(mroot + "/", 0) == 0 ? own.substr(mroot.size()) : "/";
-        std::string top = root + f[4];
-        while (top.size() > 1 && top.back() == '/') top.pop_back();
-        std::string dir = top + (rel == "/" ? "" : rel);
-        for (;;) {
-            double q = group_quota(dir, v2);
-            if (q > 0 && (best == 0 || q < best)) best = q;
-            if (dir.size() <= top.size()) break;
-            dir = dir.substr(0, dir.rfind('/'));
-        }
-    }
-    return best;
 }
 
 namespace {

@@ -1,4 +1,5 @@
-// A memory cgroup to run a command under a real cap, for tests and benchmarks: cgroup v2
+// The memory limit the cgroups over this process set (cgroupMemoryLimit), and a memory cgroup to
+// run a command under a real cap, for tests and benchmarks: cgroup v2
 // (memory.max, memory.peak) where the unified hierarchy has the memory controller, else v1
 // (memory.limit_in_bytes, memory.max_usage_in_bytes). Page cache the group's processes read is
 // charged to the group; pages cached earlier by another group stay charged there, so evict a file
@@ -7,6 +8,10 @@
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+
+import type { CgroupMemoryLimit } from '@kailstream/core-native';
+
+import { native } from '../native';
 
 export interface MemoryCgroup {
   dir: string;
@@ -124,101 +129,18 @@ function group(dir: string, version: 1 | 2): MemoryCgroup {
   };
 }
 
-/** The memory limit a cgroup puts on this process, with what the group holds now. */
-export interface CgroupMemoryLimit {
-  /** The group directory whose limit leaves the least room (this process's group or an ancestor). */
-  dir: string;
-  version: 1 | 2;
-  /** memory.max (or memory.high when lower) in v2, memory.limit_in_bytes in v1. */
-  limitBytes: number;
-  /** Charged to the group now (memory.current / memory.usage_in_bytes), page cache included. */
-  usedBytes: number;
-  /** The part of usedBytes that is file page cache, which the kernel reclaims before it OOM-kills. */
-  reclaimableBytes: number;
-  /** limitBytes - (usedBytes - reclaimableBytes), at least 0: what a new allocation can still take. */
-  headroomBytes: number;
-}
-
-/** Limits at or above this are "none" (v1 writes LONG_MAX rounded down to a page). */
-const NO_LIMIT = 2 ** 60;
-
-interface CgroupMount {
-  version: 1 | 2;
-  /** Where the hierarchy is mounted, and the cgroup path its root shows (not "/" without a cgroup namespace). */
-  point: string;
-  root: string;
-}
-
-function cgroupMounts(fsRoot: string): CgroupMount[] {
-  const mounts: CgroupMount[] = [];
-  for (const line of read(path.join(fsRoot, 'proc/self/mountinfo')).split('\n')) {
-    const f = line.split(' ');
-    const dash = f.indexOf('-');
-    if (dash < 0) continue;
-    const [fstype, , superOpts = ''] = f.slice(dash + 1);
-    const unescape = (s: string) => s.replace(/\\(\d{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
-    if (fstype === 'cgroup2') mounts.push({ version: 2, point: unescape(f[4]), root: unescape(f[3]) });
-    else if (fstype === 'cgroup' && superOpts.split(',').includes('memory')) mounts.push({ version: 1, point: unescape(f[4]), root: unescape(f[3]) });
-  }
-  return mounts;
-}
-
-function statFileBytes(dir: string, version: 1 | 2): number {
-  const stat = read(path.join(dir, 'memory.stat'));
-  const get = (k: string) => Number(new RegExp(`^${k} (\\d+)$`, 'm').exec(stat)?.[1] ?? 0);
-  return version === 2 ? get('active_file') + get('inactive_file') : get('total_active_file') + get('total_inactive_file');
-}
-
-function limitOf(dir: string, version: 1 | 2): CgroupMemoryLimit | null {
-  const num = (name: string) => {
-    const f = path.join(dir, name);
-    if (!fs.existsSync(f)) return null;
-    const v = read(f);
-    return v === 'max' ? Infinity : Number(v);
-  };
-  const limit = version === 2 ? Math.min(num('memory.max') ?? Infinity, num('memory.high') ?? Infinity) : (num('memory.limit_in_bytes') ?? Infinity);
-  if (!(limit < NO_LIMIT)) return null;
-  const used = num(version === 2 ? 'memory.current' : 'memory.usage_in_bytes') ?? 0;
-  const reclaimable = Math.min(used, statFileBytes(dir, version));
-  return { dir, version, limitBytes: limit, usedBytes: used, reclaimableBytes: reclaimable, headroomBytes: Math.max(0, limit - (used - reclaimable)) };
-}
+export type { CgroupMemoryLimit } from '@kailstream/core-native';
 
 /**
  * The tightest memory limit on this process: over its memory cgroup and that group's ancestors, in
  * the v2 hierarchy and the v1 memory hierarchy, the group leaving the least headroom; null where no
  * group sets one (or cgroups cannot be read). A container's memory limit (docker --memory, a
  * Kubernetes pod's limits) is one of these: /proc/meminfo does not show it, and a process that
- * plans by MemAvailable alone is OOM-killed there. fsRoot is for tests (a fake /proc and /sys).
+ * plans by MemAvailable alone is OOM-killed there. Read by the native core (include/kail/cgroup.h),
+ * which reads the CPU quota the same way. fsRoot is for tests (a fake /proc and /sys).
  */
 export function cgroupMemoryLimit(fsRoot = '/'): CgroupMemoryLimit | null {
-  let lines: string[];
-  let mounts: CgroupMount[];
-  try {
-    lines = read(path.join(fsRoot, 'proc/self/cgroup')).split('\n');
-    mounts = cgroupMounts(fsRoot);
-  } catch {
-    return null; // not Linux, or no /proc
-  }
-  let best: CgroupMemoryLimit | null = null;
-  for (const m of mounts) {
-    // "0::/path" for v2; "N:memory,…:/path" for the v1 memory controller.
-    const own = lines
-      .map((l) => /^\d+:([^:]*):(.*)$/.exec(l))
-      .find((x) => x && (m.version === 2 ? x[1] === '' : x[1].split(',').includes('memory')))?.[2];
-    if (own === undefined) continue;
-    const rel = m.root === '/' ? own : own === m.root || own.startsWith(m.root + '/') ? own.slice(m.root.length) : '/';
-    const top = path.join(fsRoot, m.point);
-    for (let dir = path.join(top, rel); ; dir = path.dirname(dir)) {
-      try {
-        const l = limitOf(dir, m.version);
-        if (l && (!best || l.headroomBytes < best.headroomBytes)) best = l;
-      } catch {
-        // a group that vanished or cannot be read sets nothing we can see
-      }
-      if (dir === top || !dir.startsWith(top)) break;
-    }
-  }
-  return best;
+  return native().cgroupMemoryLimit(fsRoot);
 }
 
 /**
