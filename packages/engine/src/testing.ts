@@ -69,7 +69,9 @@ export function testHardwareProfile(dir: string, ramBytes: number): HardwareProf
     measured: 'test',
     host: 'test',
     cpu: { model: 'x', logicalCores: 2, physicalCores: 2, simd: [], kernelLevel: '' },
-    memory: { totalBytes: 2 ** 34, availableBytes: 2 ** 33, readBytesPerSecond: 1e10, copyBytesPerSecond: 1e10, threads: 2 },
+    // The default budget's usual share of what was available (80%), so a run shrinks it only when
+    // less than ramBytes / 0.8 is available now.
+    memory: { totalBytes: 2 ** 34, availableBytes: Math.ceil(ramBytes / 0.8), readBytesPerSecond: 1e10, copyBytesPerSecond: 1e10, threads: 2 },
     gpus: [],
     storage: [{ path: dir, directIo: true, note: '', testFileBytes: 1, results: [], sequentialBytesPerSecond: 3e9, randomBytesPerSecond: 2.5e9, randomBlockBytes: 2 ** 20, queueDepth: 4, readBytes: 0 }],
     defaults: { ramBytes, ioThreads: 2, readBytes: 0, storagePath: dir, why: { ramBytes: 'test', ioThreads: 'test', readBytes: 'test: reads uncut' } },

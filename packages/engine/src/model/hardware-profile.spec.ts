@@ -42,20 +42,30 @@ describe('profileDefaults', () => {
     expect(off.lines.some((l) => l.startsWith('--vram'))).toBe(false);
   });
 
-  it('plans under a memory cgroup that leaves less room than the profile found, saying so', () => {
+  it('plans under what is available now when that is less than when profiled, naming a memory cgroup that limits it', () => {
     // The test profile: 8 GiB available when profiled, budget 6 GiB (a 75% share).
-    const p = testHardwareProfile('/tmp', 6 * GIB);
+    const t = testHardwareProfile('/tmp', 6 * GIB);
+    const p = { ...t, memory: { ...t.memory, availableBytes: 8 * GIB } };
     const limit = (headroom: number): CgroupMemoryLimit => ({ dir: '/sys/fs/cgroup/box', version: 2, limitBytes: 4 * GIB, usedBytes: 4 * GIB - headroom, reclaimableBytes: 0, headroomBytes: headroom });
-    const capped = profileDefaults(p, 'profile.json', 5 * GIB, {}, 0, limit(4 * GIB));
+    const capped = profileDefaults(p, 'profile.json', 5 * GIB, {}, 0, { availableBytes: 4 * GIB, cgroup: limit(4 * GIB) });
     expect(capped.ramBytes).toBe(3 * GIB); // 75% of the 4 GiB the group leaves
     const line = capped.lines.find((l) => l.startsWith('--ram 3.00 GiB'));
     expect(line).toContain('75% of the 4.00 GiB the memory cgroup /sys/fs/cgroup/box leaves (limit 4.00 GiB');
     expect(line).toContain("less than profile.json's 6.00 GiB");
     expect(line).toContain('so experts stream');
+    // Without a cgroup: other programs took memory since the profile.
+    const busy = profileDefaults(p, 'profile.json', 5 * GIB, {}, 0, { availableBytes: 2 * GIB, cgroup: null });
+    expect(busy.ramBytes).toBe(1.5 * GIB);
+    expect(busy.lines[0]).toContain("75% of the 2.00 GiB available now, less than profile.json's 6.00 GiB (profiled with 8.00 GiB available)");
     // The same model fits the profile's own budget: without the limit it runs in memory.
     expect(profileDefaults(p, 'profile.json', 5 * GIB, {}, 0, null).ramBytes).toBeUndefined();
-    // A roomier group changes nothing; a flag always wins.
-    expect(profileRamBudget(p, 'profile.json', limit(16 * GIB))).toEqual({ bytes: 6 * GIB, why: 'from profile.json: test' });
-    expect(profileDefaults(p, 'profile.json', 5 * GIB, { ramBytes: 5 * GIB }, 0, limit(GIB)).ramBytes).toBe(5 * GIB);
+    expect(profileDefaults(p, 'profile.json', 5 * GIB, {}, 0, { availableBytes: 16 * GIB, cgroup: null }).ramBytes).toBeUndefined();
+    // A shortfall of less than a tenth keeps the profile's budget (7.5 GiB x 75% = 5.63 GiB > 0.9 x 6 GiB).
+    expect(profileRamBudget(p, 'profile.json', { availableBytes: 7.5 * GIB, cgroup: null }).bytes).toBe(6 * GIB);
+    expect(profileRamBudget(p, 'profile.json', { availableBytes: 7 * GIB, cgroup: null }).bytes).toBe(5.25 * GIB);
+    // More room now changes nothing; a cgroup roomier than MemAvailable is not named; a flag always wins.
+    expect(profileRamBudget(p, 'profile.json', { availableBytes: 16 * GIB, cgroup: limit(16 * GIB) })).toEqual({ bytes: 6 * GIB, why: 'from profile.json: test' });
+    expect(profileRamBudget(p, 'profile.json', { availableBytes: 2 * GIB, cgroup: limit(3 * GIB) }).why).not.toContain('cgroup');
+    expect(profileDefaults(p, 'profile.json', 5 * GIB, { ramBytes: 5 * GIB }, 0, { availableBytes: GIB, cgroup: limit(GIB) }).ramBytes).toBe(5 * GIB);
   });
 });

@@ -10,8 +10,7 @@ import type { IoBenchResult } from '@kailstream/core-native';
 import { EngineError, toEngineError } from '../errors';
 import { native } from '../native';
 import { formatBytes } from './byte-size';
-import { cgroupMemoryLimit, type CgroupMemoryLimit } from './memory-cgroup';
-import { availableMemoryBytes } from './model';
+import { memoryNow, type MemoryNow } from './model';
 
 export const HARDWARE_PROFILE_FORMAT = 'kailstream-hardware-profile';
 export const HARDWARE_PROFILE_VERSION = 1;
@@ -177,8 +176,7 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
   const cpuModel = os.cpus()[0]?.model ?? 'unknown';
   log(`cpu: ${cpuModel}, ${sys.physicalCores} physical / ${sys.logicalCores} logical cores${sys.logicalCores < sys.onlineCores ? ` of ${sys.onlineCores} online` : ''}${sys.cpuQuota > 0 ? `, CPU quota ${sys.cpuQuota}` : ''}, ${sys.defaultThreads} compute threads by default, SIMD ${sys.simd.join(' ')} (kernels ${sys.kernelLevel})`);
   const total = os.totalmem();
-  const available = availableMemoryBytes();
-  const cgroup = cgroupMemoryLimit();
+  const { availableBytes: available, cgroup } = memoryNow();
   const limited = cgroup !== null && cgroup.headroomBytes <= available;
   log(
     `memory: ${formatBytes(total)} total, ${formatBytes(available)} available` +
@@ -322,23 +320,30 @@ export interface ProfileDefaults {
 }
 
 /**
- * The profile's RAM budget, or less where a memory cgroup (a container's limit) now leaves this
- * process less room than the profile found: then the profile's share of that room. A profile
- * measured outside the container (a shared data directory) or before the limit was lowered would
- * otherwise plan past the limit, and the kernel OOM-kills the run.
+ * The profile's RAM budget, or, where less memory is available now than when it was profiled, the
+ * profile's share of what is available now: other programs hold more, a memory cgroup (a
+ * container's limit, which /proc/meminfo does not show) leaves less, or the profile was taken
+ * elsewhere (a shared data directory). Planning past it swaps or gets the run OOM-killed. A
+ * shortfall of less than a tenth keeps the profile's budget. now: memoryNow(); null takes the
+ * profile's budget as it is.
  */
-export function profileRamBudget(p: HardwareProfile, file: string, memoryLimit: CgroupMemoryLimit | null = cgroupMemoryLimit()): { bytes: number; why: string } {
+export function profileRamBudget(p: HardwareProfile, file: string, now: MemoryNow | null = memoryNow()): { bytes: number; why: string } {
   const profiled = { bytes: p.defaults.ramBytes, why: `from ${file}: ${p.defaults.why.ramBytes}` };
-  if (!memoryLimit) return profiled;
+  if (!now) return profiled;
   const share = p.memory.availableBytes > 0 ? Math.min(1, p.defaults.ramBytes / p.memory.availableBytes) : 0.8;
-  const bytes = Math.floor((memoryLimit.headroomBytes * share) / MIB) * MIB;
-  if (bytes >= profiled.bytes) return profiled;
+  const bytes = Math.floor((now.availableBytes * share) / MIB) * MIB;
+  // Available memory moves by tens of MiB from one run to the next: only a shortfall of more than
+  // a tenth re-plans, so repeated runs keep one budget (the share leaves room for the rest).
+  if (bytes >= 0.9 * profiled.bytes) return profiled;
+  const pct = `${(100 * share).toFixed(0)}%`;
+  const c = now.cgroup && now.cgroup.headroomBytes <= now.availableBytes ? now.cgroup : null;
   return {
     bytes,
-    why:
-      `${(100 * share).toFixed(0)}% of the ${formatBytes(memoryLimit.headroomBytes)} the memory cgroup ${memoryLimit.dir} leaves ` +
-      `(limit ${formatBytes(memoryLimit.limitBytes)}, ${formatBytes(memoryLimit.usedBytes - memoryLimit.reclaimableBytes)} in use), ` +
-      `less than ${file}'s ${formatBytes(profiled.bytes)}`,
+    why: c
+      ? `${pct} of the ${formatBytes(c.headroomBytes)} the memory cgroup ${c.dir} leaves (limit ${formatBytes(c.limitBytes)}, ` +
+        `${formatBytes(c.usedBytes - c.reclaimableBytes)} in use), less than ${file}'s ${formatBytes(profiled.bytes)}`
+      : `${pct} of the ${formatBytes(now.availableBytes)} available now, less than ${file}'s ${formatBytes(profiled.bytes)} ` +
+        `(profiled with ${formatBytes(p.memory.availableBytes)} available)`,
   };
 }
 
@@ -349,13 +354,13 @@ export function profileDefaults(
   given: { ramBytes?: number; ioThreads?: number; readBytes?: number; vramBytes?: number },
   /** Bytes of the profiled GPU's memory that models loaded already hold (their VRAM tiers): the tier gets the rest. */
   vramHeldBytes = 0,
-  /** The process's memory cgroup limit (cgroupMemoryLimit()); null: none. */
-  memoryLimit: CgroupMemoryLimit | null = cgroupMemoryLimit(),
+  /** Memory available now (memoryNow()); null: the profile's budget as it is. */
+  now: MemoryNow | null = memoryNow(),
 ): ProfileDefaults {
   const lines: string[] = [];
   let ramBytes = given.ramBytes;
   if (ramBytes === undefined) {
-    const budget = profileRamBudget(p, file, memoryLimit);
+    const budget = profileRamBudget(p, file, now);
     if (modelBytes > budget.bytes) {
       ramBytes = budget.bytes;
       lines.push(`--ram ${formatBytes(ramBytes)} ${budget.why}; the model (${formatBytes(modelBytes)}) is larger, so experts stream`);

@@ -99,7 +99,7 @@ describe('expert streaming under a memory cgroup cap', () => {
       // No --ram, a profile taken outside the group (its budget holds the whole model): the run
       // reads the group's limit, plans under it, streams, and gives the same tokens.
       evictFromPageCache(file);
-      const profile = testHardwareProfile(dir, 0.8 * 2 ** 33); // 80% of the 8 GiB "available when profiled"
+      const profile = testHardwareProfile(dir, 0.8 * 2 ** 33); // 80% of 8 GiB "available when profiled"
       const auto = inGroup('auto', cap, [file, JSON.stringify(opts), JSON.stringify(profile)]);
       // eslint-disable-next-line no-console
       console.log(`memory cap, budget from the group: ${formatBytes(auto.out?.ramBytes ?? 0)} (cap ${formatBytes(cap)}), peak ${formatBytes(auto.peak)}; ${auto.out?.lines?.[0]}`);

@@ -11,7 +11,7 @@ import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, defaultContext,
 import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { Metadata, readHParams, type HParams } from './hparams';
-import { cgroupMemoryLimit } from './memory-cgroup';
+import { cgroupMemoryLimit, type CgroupMemoryLimit } from './memory-cgroup';
 import { readRankHead, type RankHead } from './rank-head';
 import { parseScaledFiles, readControlVectors, type ControlVectorSpec } from './control-vector';
 
@@ -179,11 +179,14 @@ export const DEFAULT_RAM_RESERVE_BYTES = 256 * 2 ** 20;
 
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
 
-/**
- * Memory available for new allocations without swapping: the kernel's MemAvailable, or less where
- * a memory cgroup (a container's limit) leaves this process less room than that.
- */
-export function availableMemoryBytes(): number {
+/** Memory a load may plan against now, and the memory cgroup limit over this process, if any. */
+export interface MemoryNow {
+  /** MemAvailable (/proc/meminfo), or less where the cgroup leaves less room (its headroom). */
+  availableBytes: number;
+  cgroup: CgroupMemoryLimit | null;
+}
+
+export function memoryNow(): MemoryNow {
   let bytes = os.freemem();
   try {
     const m = /^MemAvailable:\s+(\d+) kB/m.exec(fs.readFileSync('/proc/meminfo', 'utf8'));
@@ -191,8 +194,16 @@ export function availableMemoryBytes(): number {
   } catch {
     // not Linux
   }
-  const limit = cgroupMemoryLimit();
-  return limit ? Math.min(bytes, limit.headroomBytes) : bytes;
+  const cgroup = cgroupMemoryLimit();
+  return { availableBytes: cgroup ? Math.min(bytes, cgroup.headroomBytes) : bytes, cgroup };
+}
+
+/**
+ * Memory available for new allocations without swapping: the kernel's MemAvailable, or less where
+ * a memory cgroup (a container's limit) leaves this process less room than that.
+ */
+export function availableMemoryBytes(): number {
+  return memoryNow().availableBytes;
 }
 
 /** What `kail inspect` and the model list show about a file, read from its metadata alone. */
