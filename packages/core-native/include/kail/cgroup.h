@@ -11,6 +11,10 @@
 
 namespace kail {
 
+// The whole text of a small /proc or /sys file, trailing newlines and spaces dropped; ok = false
+// (and "") when it cannot be read.
+std::string read_sys_file(const std::string & path, bool & ok);
+
 struct cgroup_dir {
     std::string path;
     int version = 2; // 1 or 2

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -36,15 +35,6 @@ unsigned long long xgetbv0() {
     return (static_cast<unsigned long long>(edx) << 32) | eax;
 }
 #endif
-
-std::string slurp(const std::string & path, bool & ok) {
-    std::ifstream in(path);
-    ok = static_cast<bool>(in);
-    if (!ok) return {};
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 // CPUs in this thread's affinity mask (empty when it cannot be read).
 std::vector<int> allowed_cpus() {
@@ -86,7 +76,7 @@ cpu_features detect() {
     std::vector<int> allowed = allowed_cpus();
     f.logical_cores = allowed.empty() ? f.online_cores : static_cast<int>(allowed.size());
     bool ok = false;
-    int physical = count_physical_cores(slurp("/proc/cpuinfo", ok), allowed);
+    int physical = count_physical_cores(read_sys_file("/proc/cpuinfo", ok), allowed);
     f.physical_cores = physical > 0 && physical < f.logical_cores ? physical : f.logical_cores;
     f.cpu_quota = cgroup_cpu_quota("/");
     f.default_threads = f.physical_cores;

@@ -8,17 +8,6 @@ namespace kail {
 
 namespace {
 
-std::string slurp(const std::string & path, bool & ok) {
-    std::ifstream in(path);
-    ok = static_cast<bool>(in);
-    if (!ok) return {};
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string s = ss.str();
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-}
-
 std::vector<std::string> split(const std::string & s, char sep) {
     std::vector<std::string> out;
     size_t b = 0;
@@ -51,23 +40,23 @@ std::string unescape(const std::string & s) {
 double group_quota(const cgroup_dir & g) {
     bool ok = false;
     if (g.version == 2) {
-        std::istringstream in(slurp(g.path + "/cpu.max", ok));
+        std::istringstream in(read_sys_file(g.path + "/cpu.max", ok));
         std::string quota;
         double period = 0;
         if (!ok || !(in >> quota >> period) || quota == "max" || period <= 0) return 0;
         double q = std::atof(quota.c_str());
         return q > 0 ? q / period : 0;
     }
-    double q = std::atof(slurp(g.path + "/cpu.cfs_quota_us", ok).c_str());
+    double q = std::atof(read_sys_file(g.path + "/cpu.cfs_quota_us", ok).c_str());
     if (!ok || q <= 0) return 0;
-    double period = std::atof(slurp(g.path + "/cpu.cfs_period_us", ok).c_str());
+    double period = std::atof(read_sys_file(g.path + "/cpu.cfs_period_us", ok).c_str());
     return ok && period > 0 ? q / period : 0;
 }
 
 // A number file: "max" is no limit (-1); missing is -2.
 double number_file(const std::string & path) {
     bool ok = false;
-    std::string v = slurp(path, ok);
+    std::string v = read_sys_file(path, ok);
     if (!ok) return -2;
     return v == "max" ? -1 : std::atof(v.c_str());
 }
@@ -82,14 +71,25 @@ double stat_value(const std::string & stat, const std::string & key) {
 
 } // namespace
 
+std::string read_sys_file(const std::string & path, bool & ok) {
+    std::ifstream in(path);
+    ok = static_cast<bool>(in);
+    if (!ok) return {};
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string s = ss.str();
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
 std::vector<cgroup_dir> cgroup_dirs(const char * controller, const std::string & fs_root) {
     std::vector<cgroup_dir> out;
     std::string root = fs_root;
     while (!root.empty() && root.back() == '/') root.pop_back();
     bool ok = false;
-    std::string own_text = slurp(root + "/proc/self/cgroup", ok);
+    std::string own_text = read_sys_file(root + "/proc/self/cgroup", ok);
     if (!ok) return out;
-    std::string mounts = slurp(root + "/proc/self/mountinfo", ok);
+    std::string mounts = read_sys_file(root + "/proc/self/mountinfo", ok);
     if (!ok) return out;
     std::istringstream mi(mounts);
     std::string line;
@@ -155,7 +155,7 @@ bool cgroup_memory_limit_get(cgroup_memory_limit & out, const std::string & fs_r
         double used = number_file(g.path + (g.version == 2 ? "/memory.current" : "/memory.usage_in_bytes"));
         if (used < 0) used = 0;
         bool ok = false;
-        std::string stat = slurp(g.path + "/memory.stat", ok);
+        std::string stat = read_sys_file(g.path + "/memory.stat", ok);
         double file = g.version == 2 ? stat_value(stat, "active_file") + stat_value(stat, "inactive_file")
                                      : stat_value(stat, "total_active_file") + stat_value(stat, "total_inactive_file");
         double reclaimable = file < used ? file : used;
