@@ -63,6 +63,12 @@ describe('profileDefaults', () => {
     // A shortfall of less than a tenth keeps the profile's budget (7.5 GiB x 75% = 5.63 GiB > 0.9 x 6 GiB).
     expect(profileRamBudget(p, 'profile.json', { availableBytes: 7.5 * GIB, cgroup: null }).bytes).toBe(6 * GIB);
     expect(profileRamBudget(p, 'profile.json', { availableBytes: 7 * GIB, cgroup: null }).bytes).toBe(5.25 * GIB);
+    // A hand-edited profile without its memory record takes the default 80% share.
+    const bare = { ...p, memory: undefined } as unknown as typeof p;
+    expect(profileRamBudget(bare, 'profile.json', { availableBytes: 4 * GIB, cgroup: null })).toEqual({
+      bytes: 3276 * 2 ** 20, // 80% of 4 GiB, rounded down to a MiB
+      why: "80% of the 4.00 GiB available now, less than profile.json's 6.00 GiB (the profile records no available memory)",
+    });
     // More room now changes nothing; a cgroup roomier than MemAvailable is not named; a flag always wins.
     expect(profileRamBudget(p, 'profile.json', { availableBytes: 16 * GIB, cgroup: limit(16 * GIB) })).toEqual({ bytes: 6 * GIB, why: 'from profile.json: test' });
     expect(profileRamBudget(p, 'profile.json', { availableBytes: 2 * GIB, cgroup: limit(3 * GIB) }).why).not.toContain('cgroup');

@@ -330,7 +330,9 @@ export interface ProfileDefaults {
 export function profileRamBudget(p: HardwareProfile, file: string, now: MemoryNow | null = memoryNow()): { bytes: number; why: string } {
   const profiled = { bytes: p.defaults.ramBytes, why: `from ${file}: ${p.defaults.why.ramBytes}` };
   if (!now) return profiled;
-  const share = p.memory.availableBytes > 0 ? Math.min(1, p.defaults.ramBytes / p.memory.availableBytes) : 0.8;
+  // A hand-edited profile may lack the memory record: then the default share.
+  const profiledAvailable = Number(p.memory?.availableBytes);
+  const share = profiledAvailable > 0 ? Math.min(1, p.defaults.ramBytes / profiledAvailable) : 0.8;
   const bytes = Math.floor((now.availableBytes * share) / MIB) * MIB;
   // Available memory moves by tens of MiB from one run to the next: only a shortfall of more than
   // a tenth re-plans, so repeated runs keep one budget (the share leaves room for the rest).
@@ -343,7 +345,7 @@ export function profileRamBudget(p: HardwareProfile, file: string, now: MemoryNo
       ? `${pct} of the ${formatBytes(c.headroomBytes)} the memory cgroup ${c.dir} leaves (limit ${formatBytes(c.limitBytes)}, ` +
         `${formatBytes(c.usedBytes - c.reclaimableBytes)} in use), less than ${file}'s ${formatBytes(profiled.bytes)}`
       : `${pct} of the ${formatBytes(now.availableBytes)} available now, less than ${file}'s ${formatBytes(profiled.bytes)} ` +
-        `(profiled with ${formatBytes(p.memory.availableBytes)} available)`,
+        (profiledAvailable > 0 ? `(profiled with ${formatBytes(profiledAvailable)} available)` : '(the profile records no available memory)'),
   };
 }
 
