@@ -23,6 +23,13 @@ describe('kail CLI', () => {
     const out = JSON.parse(r.stdout);
     expect(out.version).toMatch(/^\d+\.\d+\.\d+$/);
     expect(Array.isArray(out.native.simd)).toBe(true);
+    expect(out.native.defaultThreads).toBeGreaterThanOrEqual(1);
+    expect(out.native.defaultThreads).toBeLessThanOrEqual(out.native.physicalCores);
+    expect(out.memory.availableBytes).toBeGreaterThan(0);
+    expect(out.memory.availableBytes).toBeLessThanOrEqual(out.memory.totalBytes);
+    if (out.memory.cgroup) expect(out.memory.availableBytes).toBeLessThanOrEqual(out.memory.cgroup.headroomBytes);
+    const text = kail('version');
+    expect(text.stdout).toMatch(/compute threads by default\nmemory: .* available of /);
   });
 
   it('serve refuses a malformed --keep-alive, --models-max or --cache-type before starting anything', () => {

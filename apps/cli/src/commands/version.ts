@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
-import { VERSION, systemInfo } from '@kailstream/engine/core';
+import os from 'node:os';
+
+import { VERSION, formatBytes, memoryNow, systemInfo } from '@kailstream/engine/core';
 
 export function registerVersion(program: Command): void {
   program
@@ -13,8 +15,14 @@ export function registerVersion(program: Command): void {
       } catch (e) {
         native = { error: (e as Error).message };
       }
+      let memory: (ReturnType<typeof memoryNow> & { totalBytes: number }) | null = null;
+      try {
+        memory = { totalBytes: os.totalmem(), ...memoryNow() };
+      } catch {
+        // the cgroup reader is native: unavailable with the addon
+      }
       if (opts.json) {
-        process.stdout.write(JSON.stringify({ version: VERSION, node: process.version, native }) + '\n');
+        process.stdout.write(JSON.stringify({ version: VERSION, node: process.version, native, memory }) + '\n');
         return;
       }
       process.stdout.write(`kail ${VERSION} (node ${process.version})\n`);
@@ -31,6 +39,14 @@ export function registerVersion(program: Command): void {
           (limits.length ? ` (${limits.join(', ')})` : '') +
           `; ${native.defaultThreads} compute threads by default\n`,
       );
+      if (memory) {
+        const c = memory.cgroup;
+        process.stdout.write(
+          `memory: ${formatBytes(memory.availableBytes)} available of ${formatBytes(memory.totalBytes)}` +
+            (c ? ` (the memory cgroup ${c.dir} limits this process to ${formatBytes(c.limitBytes)}, ${formatBytes(c.headroomBytes)} of it free)` : '') +
+            '\n',
+        );
+      }
       process.stdout.write(`SIMD: ${native.simd.join(' ')}\n`);
       process.stdout.write(
         `CUDA: ${native.cudaCompiled ? 'compiled' : 'not compiled'}; ` +
