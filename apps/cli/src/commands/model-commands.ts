@@ -168,11 +168,16 @@ function addStreamOptions(cmd: Command): Command {
 
 
 /**
- * What a load with streamLoadOptions chose by itself, said on stderr: weights computed from the
- * file's mapping because a copy would not fit, or no VRAM tier because the profile's GPU memory
- * holds none of the experts.
+ * What a load with streamLoadOptions chose by itself, said on stderr: experts streamed, or weights
+ * computed from the file's mapping, because a copy would not fit; or no VRAM tier because the
+ * profile's GPU memory holds none of the experts.
  */
 function sayLoadChoices(model: EngineModel, o: StreamOpts, log: (l: string) => void): void {
+  if (model.autoRamBytes)
+    log(
+      `kail: ${path.basename(model.path)} (${formatBytes(model.summary.fileBytes)}) and its KV cache do not fit the memory available, so its experts stream from storage ` +
+        `within --ram ${formatBytes(model.autoRamBytes)} (80% of it); kail profile measures the storage for --io-threads and --read-size, --mmap computes from the file's mapping instead`,
+    );
   if (model.weightsMapped && !o.mmap)
     log(`kail: ${path.basename(model.path)} (${formatBytes(model.summary.fileBytes)}) and its KV cache do not fit the memory available, so its weights are computed from the file's mapping, as with --mmap (slower); --ram streams its experts instead`);
   if (vramTierDropped(model))

@@ -129,6 +129,43 @@ describe('expert streaming', () => {
     }, 120_000);
   });
 
+  it('streams its experts by itself when the model does not fit the memory available, with the in-memory tokens', async () => {
+    // ~110 MB: 2 MoE layers x 64 experts of 3 x 512 x 512 in Q8_0 (memory-cap.native.spec.ts's file).
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'Q8_0', 1, ['--layers', '2', '--experts', '64', '--expert-ff', '512', '--dim', '512']);
+    const opts: LoadModelOptions = { threads: 2, nCtx: 64, nBatch: 16, ramReserveBytes: 0 };
+    const mem = EngineModel.load(file, opts);
+    let want: number[];
+    try {
+      want = (await generate(mem, PROMPT, { maxTokens: 16, sampling: { temperature: 0 } })).tokens;
+    } finally {
+      mem.close();
+    }
+    // Available: what makes 80% of it a budget caching 8.5 experts per layer, less than the file.
+    const budget = budgetFor(file, 8.5, opts);
+    const available = Math.ceil(budget / 0.8) + 2 ** 20;
+    expect(available).toBeLessThan(fs.statSync(file).size);
+    const m = EngineModel.load(file, { ...opts, memoryAvailableBytes: available });
+    try {
+      expect(m.autoRamBytes).toBe(Math.floor((0.8 * available) / 2 ** 20) * 2 ** 20);
+      expect(m.weightsMapped).toBe(false);
+      expect(m.plan!.ramBytes).toBe(m.autoRamBytes);
+      expect(m.plan!.cacheExpertsPerLayer).toBeGreaterThanOrEqual(8);
+      expect((await generate(m, PROMPT, { maxTokens: 16, sampling: { temperature: 0 } })).tokens).toEqual(want);
+      expect(summarizeStream(m.runtime.stats().stream!).bytesRead).toBeGreaterThan(0);
+    } finally {
+      m.close();
+    }
+    // autoStream off, or a budget that cannot hold the resident part: computed from the mapping.
+    for (const o of [{ autoStream: false, memoryAvailableBytes: available }, { memoryAvailableBytes: 2 ** 20 }]) {
+      const mapped = EngineModel.load(file, { ...opts, ...o });
+      try {
+        expect([mapped.autoRamBytes, mapped.weightsMapped, mapped.plan]).toEqual([0, true, null]);
+      } finally {
+        mapped.close();
+      }
+    }
+  }, 120_000);
+
   it.each(['tiny-smallthinker', 'tiny-arctic'])('reads a block\'s experts ahead exactly when its router reads the block\'s input (%s), and not without prefetch', async (preset) => {
     const file = writeTestModel(dir, preset, 'Q4_K');
     const opts: LoadModelOptions = { threads: 2, nCtx: 256 };

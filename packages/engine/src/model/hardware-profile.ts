@@ -10,7 +10,7 @@ import type { IoBenchResult } from '@kailstream/core-native';
 import { EngineError, toEngineError } from '../errors';
 import { native } from '../native';
 import { formatBytes } from './byte-size';
-import { memoryNow, type MemoryNow } from './model';
+import { DEFAULT_RAM_SHARE, memoryNow, type MemoryNow } from './model';
 
 export const HARDWARE_PROFILE_FORMAT = 'kailstream-hardware-profile';
 export const HARDWARE_PROFILE_VERSION = 1;
@@ -168,7 +168,7 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
   const depths = opts.queueDepths ?? [1, 2, 4, 8, 16];
   const rounds = opts.rounds ?? 3;
   if (!(Number.isInteger(rounds) && rounds >= 1 && rounds <= 20)) throw new EngineError('KAIL_E_INVALID_ARG', `rounds must be an integer in [1, 20], got ${rounds}`);
-  const ramShare = opts.ramShare ?? 0.8;
+  const ramShare = opts.ramShare ?? DEFAULT_RAM_SHARE;
   if (!(ramShare > 0 && ramShare <= 1)) throw new EngineError('KAIL_E_INVALID_ARG', `ramShare must be in (0, 1], got ${ramShare}`);
   for (const b of blocks) if (!(Number.isInteger(b) && b > 0 && b % 4096 === 0)) throw new EngineError('KAIL_E_INVALID_ARG', `block size ${b} is not a positive multiple of 4096`);
 
@@ -332,7 +332,7 @@ export function profileRamBudget(p: HardwareProfile, file: string, now: MemoryNo
   if (!now) return profiled;
   // A hand-edited profile may lack the memory record: then the default share.
   const profiledAvailable = Number(p.memory?.availableBytes);
-  const share = profiledAvailable > 0 ? Math.min(1, p.defaults.ramBytes / profiledAvailable) : 0.8;
+  const share = profiledAvailable > 0 ? Math.min(1, p.defaults.ramBytes / profiledAvailable) : DEFAULT_RAM_SHARE;
   const bytes = Math.floor((now.availableBytes * share) / MIB) * MIB;
   // Available memory moves by tens of MiB from one run to the next: only a shortfall of more than
   // a tenth re-plans, so repeated runs keep one budget (the share leaves room for the rest).

@@ -99,8 +99,15 @@ export interface LoadModelOptions {
    * with other processes, but slower passes where 4 KiB pages are costly (docs/benchmarks.md).
    */
   mmap?: boolean;
-  /** Memory the load may plan against; default: MemAvailable from /proc/meminfo (or os.freemem()). */
+  /** Memory the load may plan against; default: availableMemoryBytes() (MemAvailable, or a cgroup's headroom when lower). */
   memoryAvailableBytes?: number;
+  /**
+   * Without ramBytes: a MoE model whose weights and KV cache do not fit the memory available streams
+   * its routed experts from storage within 80% of it (the hardware profile's share), when that
+   * budget holds the resident part; only otherwise, or for a dense model, are the weights computed
+   * from the file's mapping. EngineModel.autoRamBytes says which. false: always the mapping. Default true.
+   */
+  autoStream?: boolean;
   /**
    * RAM budget in bytes for the whole model: turns on expert streaming. Non-expert weights are
    * copied into RAM at load, routed experts are read from the file on demand (O_DIRECT) into a
@@ -173,6 +180,9 @@ export interface LoadModelOptions {
 
 /** What a RAM budget holds with routed experts streaming from storage. */
 export type ResidencyPlan = NativeResidencyPlan;
+
+/** Share of the available memory a default RAM budget takes: the hardware profile's, and the load's own (autoStream). */
+export const DEFAULT_RAM_SHARE = 0.8;
 
 /** Part of a RAM budget held back for the process itself (Node runtime, tokenizer, JS heap) by default. */
 export const DEFAULT_RAM_RESERVE_BYTES = 256 * 2 ** 20;
@@ -528,6 +538,8 @@ export class EngineModel {
    * copied into huge pages, and when experts stream.
    */
   weightsMapped = false;
+  /** The RAM budget the load chose itself (autoStream) because the model did not fit in memory; 0 when it did not choose one. */
+  autoRamBytes = 0;
   /** The cache types the model was loaded with (an encoder's default is F32, a decoder's F16). */
   kvType: KvType = 'f16';
   kvTypeV: KvType = 'f16';
@@ -588,9 +600,30 @@ export class EngineModel {
       // mapping (as mmap), which the page cache can give back; slower, but it runs (ramBytes
       // streams the experts instead).
       let weightsMapped = !plan && !!params.mmap;
+      let autoRamBytes = 0;
       if (!plan && !params.mmap && programWeightBytes(program, file) + kvBytes > available) {
-        params.mmap = true;
-        weightsMapped = true;
+        // A MoE model streams its experts within the profile's usual share of what is available,
+        // when that holds its resident part: far faster than the mapping, whose page cache thrashes
+        // when a model's experts do not fit (docs/benchmarks.md, "Expert streaming under a memory cap").
+        const ramBytes = Math.floor((DEFAULT_RAM_SHARE * available) / 2 ** 20) * 2 ** 20;
+        if (program.nMoeLayers > 0 && opts.autoStream !== false && ramBytes > 0) {
+          const auto = { ...params, ramBytes, ramReserveBytes: opts.ramReserveBytes ?? DEFAULT_RAM_RESERVE_BYTES };
+          let p: ResidencyPlan | null = null;
+          try {
+            p = native().planModel(path, program, auto);
+          } catch {
+            // no plan: the mapping below
+          }
+          if (p?.fits) {
+            Object.assign(params, auto);
+            plan = p;
+            autoRamBytes = ramBytes;
+          }
+        }
+        if (!plan) {
+          params.mmap = true;
+          weightsMapped = true;
+        }
       }
       const rankHead = readRankHead(file, hp);
       let runtime: NativeModel;
@@ -603,6 +636,7 @@ export class EngineModel {
       model.loraAdapters = (params.lora ?? []).map((l) => ({ path: l.path, scale: l.scale ?? 1 }));
       model.rankHead = rankHead;
       model.weightsMapped = weightsMapped;
+      model.autoRamBytes = autoRamBytes;
       model.kvType = kvType;
       model.kvTypeV = kvTypeV;
       if (opts.usageHistoryDir && program.nMoeLayers > 0) model.startUsageHistory(opts.usageHistoryDir, opts.usageDecay);
