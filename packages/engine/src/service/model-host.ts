@@ -5,7 +5,7 @@ import { common, engine as pb } from '@kailstream/proto';
 import { EngineError, toEngineError } from '../errors';
 import { formatBytes } from '../model/byte-size';
 import { profileDefaults, profileRamBudget, type HardwareProfile } from '../model/hardware-profile';
-import { EngineModel, availableMemoryBytes, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
+import { DEFAULT_RAM_SHARE, EngineModel, availableMemoryBytes, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from '../model/split-files';
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
@@ -1056,8 +1056,13 @@ export class LocalModelHost implements ModelHost {
   async planModel(req: pb.PlanModelRequest): Promise<pb.PlanModelResponse> {
     if (!req.path) throw new EngineError('KAIL_E_INVALID_ARG', 'path is required');
     const file = this.resolveModelPath(req.path);
-    // An unset budget plans against the profile's, else what the machine has available now.
-    const ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || (this.opts.profile ? profileRamBudget(this.opts.profile, '').bytes : 0) || availableMemoryBytes();
+    // An unset budget plans against the profile's, else the share of what is available now that a
+    // load takes when the model does not fit (autoStream).
+    const ram =
+      req.ramBudgetBytes ||
+      this.opts.defaultRamBudgetBytes ||
+      (this.opts.profile ? profileRamBudget(this.opts.profile, '').bytes : 0) ||
+      Math.floor((DEFAULT_RAM_SHARE * availableMemoryBytes()) / 2 ** 20) * 2 ** 20;
     const vram = req.vramBudgetBytes || this.opts.defaultVramBudgetBytes || (this.opts.profile ? profileDefaults(this.opts.profile, '', Number.MAX_SAFE_INTEGER, { ramBytes: ram }).vramBytes : undefined);
     const p = planModel(file, {
       ...this.opts.loadOptions,

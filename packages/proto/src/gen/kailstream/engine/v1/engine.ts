@@ -259,7 +259,10 @@ export interface LoadModelRequest {
   id: string;
   /** Context length; 0 = the model's training context, capped by the memory budget. */
   contextLength: number;
-  /** RAM budget for this model in bytes; 0 = from the hardware profile. */
+  /**
+   * RAM budget for this model in bytes; 0 = from the hardware profile; without one, in memory, or
+   * (a MoE model that does not fit the memory available) its experts streamed within 80% of it.
+   */
   ramBudgetBytes: number;
   /** VRAM budget in bytes; 0 = from the hardware profile (none without a GPU). */
   vramBudgetBytes: number;
@@ -809,6 +812,7 @@ export interface CopyModelFileResponse {
 export interface PlanModelRequest {
   path: string;
   contextLength: number;
+  /** 0 = the hardware profile's budget; without one, 80% of the memory available now. */
   ramBudgetBytes: number;
   vramBudgetBytes: number;
 }
