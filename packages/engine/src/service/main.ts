@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 
 import { AUTH_TOKEN_ENV, engine } from '@kailstream/proto';
 
-import { parseByteSize } from '../model/byte-size';
+import { formatBytes, parseByteSize } from '../model/byte-size';
 import { KV_TYPES, kvTypesFromFlags, parseLoraFlags, type KvType } from '../model/model';
 import { parseControlVectorFlags } from '../model/control-vector';
 import { hardwareProfilePath, readHardwareProfile } from '../model/hardware-profile';
@@ -117,7 +117,8 @@ async function main() {
     const eq = m.indexOf('=');
     const [id, file] = eq > 0 && !m.slice(0, eq).includes('/') ? [m.slice(0, eq), m.slice(eq + 1)] : ['', m];
     const info = await host.loadModel(engine.LoadModelRequest.fromPartial({ path: file, id, lora, controlVectors, controlVectorLayerStart: cvRange[0], controlVectorLayerEnd: cvRange[1] }));
-    process.stderr.write(`engine: loaded ${info.id} (${info.architecture}, ${info.layerCount} layers) from ${info.path}\n`);
+    const budget = info.ramBudgetBytes ? `, experts streaming within a ${formatBytes(info.ramBudgetBytes)} RAM budget` : '';
+    process.stderr.write(`engine: loaded ${info.id} (${info.architecture}, ${info.layerCount} layers${budget}) from ${info.path}\n`);
   }
   const authToken = values['auth-token'] ?? process.env[AUTH_TOKEN_ENV] ?? '';
   const running = await startEngineServer(host, { host: values.host, port, authToken });
