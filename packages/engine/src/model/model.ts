@@ -596,9 +596,9 @@ export class EngineModel {
             `(${kvPerToken} bytes per token), ${gib(available)} is available; lower the context (--ctx) or the number of sequences`,
         );
       // In memory the weights the program names are copied into huge pages, unless that copy and
-      // the KV cache would not fit what is available: then they are computed from the file's
-      // mapping (as mmap), which the page cache can give back; slower, but it runs (ramBytes
-      // streams the experts instead).
+      // the KV cache would not fit what is available: then a MoE model streams its experts (below),
+      // and any other is computed from the file's mapping (as mmap), which the page cache can give
+      // back; slower, but it runs.
       let weightsMapped = !plan && !!params.mmap;
       let autoRamBytes = 0;
       if (!plan && !params.mmap && programWeightBytes(program, file) + kvBytes > available) {
