@@ -92,6 +92,18 @@ describe('kail model commands', () => {
     expect(kail('run', '-m', model, '-n', '4', '-j', '{}', '--grammar', 'root ::= "a"').stderr).toMatch(/give one of --grammar, --grammar-file, --json-schema and --json-schema-file/);
   });
 
+  it('plan without --ram or a profile plans against 80% of the memory available now, saying so', () => {
+    const r = kail('plan', '-m', model, '--data-dir', dir, '--json');
+    expect(r.status).toBe(0);
+    const m = /--ram ([\d.]+) GiB: 80% of the ([\d.]+) GiB available now/.exec(r.stderr);
+    expect(m).not.toBeNull();
+    expect(Math.abs(Number(m![1]) - 0.8 * Number(m![2]))).toBeLessThan(0.02);
+    expect(r.stderr).toContain('profile.json: kail profile measures the machine');
+    const p = JSON.parse(r.stdout);
+    expect(p.ramBytes / 2 ** 30).toBeCloseTo(Number(m![1]), 1);
+    expect(p.fits).toBe(true);
+  });
+
   it('--cache-type q8_0: run and bench with a Q8_0 KV cache, plan counts it at 34 bytes per 32 values; a bad type is an error', () => {
     const r = kail('run', '-m', model, '-p', 'Hello', '-n', '8', '--cache-type', 'q8_0', '--json');
     expect(r.status).toBe(0);

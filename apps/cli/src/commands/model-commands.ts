@@ -25,6 +25,8 @@ import {
   planModel,
   profileDefaults,
   profileRamBudget,
+  memoryNow,
+  DEFAULT_RAM_SHARE,
   modelFileBytes,
   readHardwareProfile,
   hardwareProfilePath,
@@ -770,7 +772,16 @@ export function registerModelCommands(program: Command): void {
       if (ram === undefined || vram === undefined) {
         const dir = dataDir(o.dataDir);
         const profile = readHardwareProfile(dir);
-        if (!profile && ram === undefined) throw new Error(`give --ram, or run kail profile first (no ${hardwareProfilePath(dir)})`);
+        if (!profile && ram === undefined) {
+          // As a load without a profile streams a MoE model that does not fit: 80% of what is available.
+          const now = memoryNow();
+          ram = Math.floor((DEFAULT_RAM_SHARE * now.availableBytes) / 2 ** 20) * 2 ** 20;
+          process.stderr.write(
+            `kail: --ram ${formatBytes(ram)}: 80% of the ${formatBytes(now.availableBytes)} available now` +
+              (now.cgroup && now.cgroup.headroomBytes <= now.availableBytes ? ` (the memory cgroup ${now.cgroup.dir}'s room)` : '') +
+              ` (no ${hardwareProfilePath(dir)}: kail profile measures the machine)\n`,
+          );
+        }
         if (profile) {
           // The plan always streams: the profile's budgets, as a streaming run would take them.
           const d = profileDefaults(profile, hardwareProfilePath(dir), Number.MAX_SAFE_INTEGER, { ramBytes: ram, vramBytes: vram });
