@@ -92,7 +92,7 @@ describe('kail model commands', () => {
     expect(kail('run', '-m', model, '-n', '4', '-j', '{}', '--grammar', 'root ::= "a"').stderr).toMatch(/give one of --grammar, --grammar-file, --json-schema and --json-schema-file/);
   });
 
-  it('plan without --ram or a profile plans against 80% of the memory available now, saying so', () => {
+  it('plan without --ram or a profile plans against 80% of the memory available now, saying so; --ram takes a share too', () => {
     const r = kail('plan', '-m', model, '--data-dir', dir, '--json');
     expect(r.status).toBe(0);
     const m = /--ram ([\d.]+) GiB: 80% of the ([\d.]+) GiB available now/.exec(r.stderr);
@@ -102,6 +102,10 @@ describe('kail model commands', () => {
     const p = JSON.parse(r.stdout);
     expect(p.ramBytes / 2 ** 30).toBeCloseTo(Number(m![1]), 1);
     expect(p.fits).toBe(true);
+    // --ram as a share of the memory available now.
+    const half = JSON.parse(kail('plan', '-m', model, '--ram', '40%', '--json').stdout).ramBytes;
+    expect(half / 2 ** 30).toBeCloseTo(Number(m![2]) * 0.4, 0);
+    expect(kail('plan', '-m', model, '--ram', '0%').stderr).toContain("--ram: '0%': a share of the memory available must be above 0% and at most 100%");
   });
 
   it('--cache-type q8_0: run and bench with a Q8_0 KV cache, plan counts it at 34 bytes per 32 values; a bad type is an error', () => {

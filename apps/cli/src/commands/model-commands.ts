@@ -26,6 +26,7 @@ import {
   profileDefaults,
   profileRamBudget,
   memoryNow,
+  parseRamBudget,
   DEFAULT_RAM_SHARE,
   modelFileBytes,
   readHardwareProfile,
@@ -79,6 +80,17 @@ function num(name: string, min: number, max: number) {
     const n = Number(v);
     if (!Number.isFinite(n) || n < min || n > max) throw new Error(`${name} must be a number in ${min}..${max}, got '${v}'`);
     return n;
+  };
+}
+
+/** --ram: a byte size or a share of the memory available now ("80%"). */
+function ramBudget(name: string) {
+  return (v: string) => {
+    try {
+      return parseRamBudget(v);
+    } catch (e) {
+      throw new Error(`${name}: ${(e as Error).message}`);
+    }
   };
 }
 
@@ -156,7 +168,7 @@ function addStreamOptions(cmd: Command): Command {
     .option('--control-vector-layer-range <start:end>', "layers the control vectors apply to, inclusive (llama.cpp's START END works too; default all)", layerRange)
     .option('--swa-full', "sliding-window layers keep every position instead of a ring (llama.cpp's --swa-full): more KV memory; gpt-oss can then shift its context")
     .option('--mmap', "in memory, compute from the file's mapping (llama.cpp's default) instead of a copy in huge pages: starts faster, runs slower")
-    .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes): routed experts stream from storage into what it leaves', bytes('--ram'))
+    .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes, or a share of the memory available now such as 80%): routed experts stream from storage into what it leaves', ramBudget('--ram'))
     .option('--vram <bytes>', VRAM_HELP, bytes('--vram'))
     .option('--reserve <bytes>', `part of --ram held back for this process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
     .option('--io-threads <n>', 'expert reads in flight (default 4)', int('--io-threads', 1, 64))
@@ -754,7 +766,7 @@ export function registerModelCommands(program: Command): void {
     .command('plan')
     .description('what a RAM budget holds with experts streaming from storage: resident, KV, cache capacity, cold bytes per token (exit 1 when it does not fit)')
     .requiredOption('-m, --model <file>', 'GGUF model file')
-    .option('--ram <bytes>', "RAM budget (8G, 512M, bytes); default: the hardware profile's (kail profile)", bytes('--ram'))
+    .option('--ram <bytes>', "RAM budget (8G, 512M, bytes, or a share of the memory available now such as 80%); default: the hardware profile's (kail profile)", ramBudget('--ram'))
     .option('--vram <bytes>', VRAM_HELP, bytes('--vram'))
     .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('-c, --ctx <n>', 'context length (default: the model\'s, at most 4096)', int('--ctx', 1, 1 << 20))

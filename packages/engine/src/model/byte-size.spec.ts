@@ -1,4 +1,5 @@
 import { formatBytes, parseByteSize } from './byte-size';
+import { parseRamBudget } from './model';
 
 describe('parseByteSize', () => {
   it.each([
@@ -26,5 +27,26 @@ describe('formatBytes', () => {
     expect(formatBytes(780 * 1024)).toBe('780.0 KiB');
     expect(formatBytes(5.04 * 2 ** 20)).toBe('5.04 MiB');
     expect(formatBytes(8 * 2 ** 30)).toBe('8.00 GiB');
+  });
+});
+
+describe('parseRamBudget', () => {
+  const now = () => ({ availableBytes: 10 * 2 ** 30 + 12345, cgroup: null });
+  it('takes a byte size, or a share of the memory available now rounded down to a MiB', () => {
+    expect(parseRamBudget('8G', now)).toBe(8 * 2 ** 30);
+    expect(parseRamBudget('50%', now)).toBe(5 * 2 ** 30);
+    expect(parseRamBudget(' 12.5 % ', now)).toBe(1280 * 2 ** 20);
+    expect(parseRamBudget('100%', now)).toBe(10 * 2 ** 30);
+  });
+
+  it.each([['0%', /above 0% and at most 100%/], ['101%', /above 0% and at most 100%/], ['-5%', /or a share of the memory available \(e\.g\. 80%\)/], ['lots', /not a byte size .* or a share/]])(
+    'rejects %j',
+    (text, msg) => {
+      expect(() => parseRamBudget(text, now)).toThrow(msg);
+    },
+  );
+
+  it('refuses a share smaller than a MiB', () => {
+    expect(() => parseRamBudget('0.001%', () => ({ availableBytes: 2 ** 30, cgroup: null }))).toThrow(/less than 1 MiB/);
   });
 });

@@ -10,6 +10,7 @@ import { Tokenizer } from '../tokenizer/tokenizer';
 import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, defaultContext, isEncoderArchitecture } from './architectures';
 import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
+import { parseByteSize } from './byte-size';
 import { Metadata, readHParams, type HParams } from './hparams';
 import { cgroupMemoryLimit, type CgroupMemoryLimit } from './memory-cgroup';
 import { readRankHead, type RankHead } from './rank-head';
@@ -206,6 +207,27 @@ export function memoryNow(): MemoryNow {
   }
   const cgroup = cgroupMemoryLimit();
   return { availableBytes: cgroup ? Math.min(bytes, cgroup.headroomBytes) : bytes, cgroup };
+}
+
+/**
+ * A RAM budget as a flag gives it: a byte size (8G, 512M, 1.5GiB, 4096) or a share of the memory
+ * available now ("80%": of MemAvailable, or of a memory cgroup's headroom when lower), rounded
+ * down to a MiB, as vLLM's --gpu-memory-utilization takes a share of its device.
+ */
+export function parseRamBudget(text: string, now: () => MemoryNow = memoryNow): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*%\s*$/.exec(text);
+  if (!m) {
+    try {
+      return parseByteSize(text);
+    } catch {
+      throw new EngineError('KAIL_E_INVALID_ARG', `'${text}' is not a byte size (e.g. 8G, 512M, 1.5GiB, 4096) or a share of the memory available (e.g. 80%)`);
+    }
+  }
+  const pct = Number(m[1]);
+  if (!(pct > 0 && pct <= 100)) throw new EngineError('KAIL_E_INVALID_ARG', `'${text}': a share of the memory available must be above 0% and at most 100%`);
+  const bytes = Math.floor(((pct / 100) * now().availableBytes) / 2 ** 20) * 2 ** 20;
+  if (bytes <= 0) throw new EngineError('KAIL_E_INVALID_ARG', `'${text}' of the memory available now is less than 1 MiB`);
+  return bytes;
 }
 
 /**
