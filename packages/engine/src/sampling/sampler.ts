@@ -346,14 +346,7 @@ class ChainSampler implements Sampler {
 
     if (this.temp === 0) return this.greedy(src);
 
-    const { topK, minP } = this.params;
-    this.whole = true;
-    this.sorted = false;
-    this.count = n;
-    if (topK > 0) this.keepTopK(src, Math.min(topK, n));
-    let minPDone = false;
-    if (this.topP < 1) minPDone = this.keepTopP(src);
-    if (minP > 0 && !minPDone) this.keepMinP(src);
+    this.truncate(src, n);
     return this.draw(src);
   }
 
@@ -369,14 +362,7 @@ class ChainSampler implements Sampler {
       out[this.greedy(src).token] = 1;
       return out;
     }
-    const { topK, minP } = this.params;
-    this.whole = true;
-    this.sorted = false;
-    this.count = n;
-    if (topK > 0) this.keepTopK(src, Math.min(topK, n));
-    let minPDone = false;
-    if (this.topP < 1) minPDone = this.keepTopP(src);
-    if (minP > 0 && !minPDone) this.keepMinP(src);
+    this.truncate(src, n);
     const m = this.count;
     if (m === 0) throw noToken();
     const vals = this.whole ? src : this.vals;
@@ -395,6 +381,18 @@ class ChainSampler implements Sampler {
   }
 
   /** The row after the logit bias and the penalties (`logits` itself when neither changes anything). */
+  /** Top-k, then top-p, then min-p (unless top-p's pass applied it) over src's n logits: the candidates draw and probabilities read. */
+  private truncate(src: Float32Array, n: number): void {
+    const { topK, minP } = this.params;
+    this.whole = true;
+    this.sorted = false;
+    this.count = n;
+    if (topK > 0) this.keepTopK(src, Math.min(topK, n));
+    let minPDone = false;
+    if (this.topP < 1) minPDone = this.keepTopP(src);
+    if (minP > 0 && !minPDone) this.keepMinP(src);
+  }
+
   private transform(logits: Float32Array, history: ArrayLike<number>): Float32Array {
     let row = logits;
     if (this.biasIds.length > 0) {
