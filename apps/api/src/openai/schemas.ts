@@ -118,6 +118,25 @@ export const tools = z.array(tool).max(128).optional().nullable();
 
 const reasoningBudgetTokens = z.number().int().min(-1).max(1_000_000_000).optional().nullable();
 
+/** The fields both completion routes take beyond OpenAI's own (and top_p, user). */
+const sharedFields = {
+  top_p: sampling.top_p,
+  user: sampling.user,
+  top_k: sampling.top_k,
+  min_p: sampling.min_p,
+  repeat_penalty: sampling.repeat_penalty,
+  repeat_last_n: repeatLastN,
+  ignore_eos: sampling.ignore_eos,
+  // llama-server's further samplers (DRY, XTC, top-n-sigma, typical, dynamic temperature, Mirostat)
+  ...samplerExtraFields,
+  // llama-server's per-request LoRA scales, slot and context-shift fields
+  lora: loraField,
+  ...slotFields,
+  // llama-server's json_schema, vLLM's guided_json / guided_choice (structured-output.ts)
+  ...structuredFields,
+  ...vllmFields,
+};
+
 export const ChatCompletionRequest = z.object({
   messages: chatMessages,
   model: z.string().min(1),
@@ -175,21 +194,7 @@ export const ChatCompletionRequest = z.object({
    */
   continue_final_message: z.boolean().optional().nullable(),
   add_generation_prompt: z.boolean().optional().nullable(),
-  top_p: sampling.top_p,
-  user: sampling.user,
-  top_k: sampling.top_k,
-  min_p: sampling.min_p,
-  repeat_penalty: sampling.repeat_penalty,
-  repeat_last_n: repeatLastN,
-  ignore_eos: sampling.ignore_eos,
-  // llama-server's further samplers (DRY, XTC, top-n-sigma, typical, dynamic temperature, Mirostat)
-  ...samplerExtraFields,
-  // llama-server's per-request LoRA scales, slot and context-shift fields
-  lora: loraField,
-  ...slotFields,
-  // llama-server's json_schema, vLLM's guided_json / guided_choice (structured-output.ts)
-  ...structuredFields,
-  ...vllmFields,
+  ...sharedFields,
 }).superRefine((b, ctx) => {
   if (b.continue_final_message && b.add_generation_prompt)
     ctx.addIssue({ code: 'custom', path: ['continue_final_message'], message: 'continue_final_message and add_generation_prompt cannot both be true' });
@@ -239,21 +244,7 @@ export const CompletionRequest = z.object({
   /** Fill-in-the-middle: the text after the gap (the prompt is the text before it); needs a model with FIM tokens. */
   suffix: z.string().optional().nullable(),
   temperature: sampling.temperature,
-  top_p: sampling.top_p,
-  user: sampling.user,
-  top_k: sampling.top_k,
-  min_p: sampling.min_p,
-  repeat_penalty: sampling.repeat_penalty,
-  repeat_last_n: repeatLastN,
-  ignore_eos: sampling.ignore_eos,
-  // llama-server's further samplers (DRY, XTC, top-n-sigma, typical, dynamic temperature, Mirostat)
-  ...samplerExtraFields,
-  // llama-server's per-request LoRA scales, slot and context-shift fields
-  lora: loraField,
-  ...slotFields,
-  // llama-server's json_schema, vLLM's guided_json / guided_choice (structured-output.ts)
-  ...structuredFields,
-  ...vllmFields,
+  ...sharedFields,
 }).superRefine((b, ctx) => {
   const n = b.n ?? 1;
   const bestOf = b.best_of ?? n;
