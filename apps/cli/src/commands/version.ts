@@ -37,7 +37,7 @@ export function registerVersion(program: Command): void {
       process.stdout.write(
         `native core: kernels ${native.kernelLevel}; ${native.physicalCores} physical / ${native.logicalCores} logical cores` +
           (limits.length ? ` (${limits.join(', ')})` : '') +
-          `; ${native.defaultThreads} compute threads by default\n`,
+          `; ${native.defaultThreads} compute thread${native.defaultThreads === 1 ? '' : 's'} by default\n`,
       );
       if (memory) {
         const c = memory.cgroup;

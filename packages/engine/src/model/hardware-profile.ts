@@ -174,7 +174,7 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
 
   const sys = native().systemInfo();
   const cpuModel = os.cpus()[0]?.model ?? 'unknown';
-  log(`cpu: ${cpuModel}, ${sys.physicalCores} physical / ${sys.logicalCores} logical cores${sys.logicalCores < sys.onlineCores ? ` of ${sys.onlineCores} online` : ''}${sys.cpuQuota > 0 ? `, CPU quota ${sys.cpuQuota}` : ''}, ${sys.defaultThreads} compute threads by default, SIMD ${sys.simd.join(' ')} (kernels ${sys.kernelLevel})`);
+  log(`cpu: ${cpuModel}, ${sys.physicalCores} physical / ${sys.logicalCores} logical cores${sys.logicalCores < sys.onlineCores ? ` of ${sys.onlineCores} online` : ''}${sys.cpuQuota > 0 ? `, CPU quota ${sys.cpuQuota}` : ''}, ${sys.defaultThreads} compute thread${sys.defaultThreads === 1 ? '' : 's'} by default, SIMD ${sys.simd.join(' ')} (kernels ${sys.kernelLevel})`);
   const total = os.totalmem();
   const { availableBytes: available, cgroup } = memoryNow();
   const limited = cgroup !== null && cgroup.headroomBytes <= available;
