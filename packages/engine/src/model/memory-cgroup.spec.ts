@@ -130,6 +130,19 @@ describe('cgroupMemoryLimit', () => {
     expect(cgroupMemoryLimit(mk({}))).toBeNull();
   });
 
+  it('reads a hierarchy mounted at a path with a space (mountinfo escapes it as \\040)', () => {
+    const root = mk({
+      'proc/self/cgroup': '0::/g\n',
+      'proc/self/mountinfo': mountinfo('30 22 0:27 / /sys/fs/my\\040cgroup rw - cgroup2 cgroup2 rw'),
+      'sys/fs/my cgroup/g/memory.max': String(GIB),
+      'sys/fs/my cgroup/g/memory.current': String(256 * MIB),
+      'sys/fs/my cgroup/g/memory.stat': v2stat(0),
+    });
+    const l = cgroupMemoryLimit(root)!;
+    expect(l.dir).toBe(path.join(root, 'sys/fs/my cgroup/g'));
+    expect(l.headroomBytes).toBe(768 * MIB);
+  });
+
   it('never reports negative room for a group over its limit', () => {
     const root = mk({
       'proc/self/cgroup': '0::/g\n',
