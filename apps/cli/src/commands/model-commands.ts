@@ -27,6 +27,7 @@ import {
   profileRamBudget,
   memoryNow,
   parseRamBudget,
+  parseVramBudget,
   DEFAULT_RAM_SHARE,
   modelFileBytes,
   readHardwareProfile,
@@ -83,11 +84,11 @@ function num(name: string, min: number, max: number) {
   };
 }
 
-/** --ram: a byte size or a share of the memory available now ("80%"). */
-function ramBudget(name: string) {
+/** --ram / --vram: a byte size or a share ("80%") of the memory available now / GPU 0's free memory. */
+function budget(name: string, parse: (v: string) => number) {
   return (v: string) => {
     try {
-      return parseRamBudget(v);
+      return parse(v);
     } catch (e) {
       throw new Error(`${name}: ${(e as Error).message}`);
     }
@@ -105,7 +106,7 @@ function bytes(name: string) {
 }
 
 const VRAM_HELP =
-  'GPU memory (8G, 512M, bytes) for a second expert cache under --ram: experts read from storage are kept there too, and RAM misses are copied back from it instead of read again (needs --ram and a CUDA device; default: the hardware profile\'s usable GPU memory when experts stream, else none)';
+  'GPU memory (8G, 512M, bytes, or a share of GPU 0\'s free memory such as 90%) for a second expert cache under --ram: experts read from storage are kept there too, and RAM misses are copied back from it instead of read again (needs --ram and a CUDA device; default: the hardware profile\'s usable GPU memory when experts stream, else none)';
 
 /** Flags of the expert-streaming budget, shared by run, bench and plan. */
 interface StreamOpts extends CacheTypeOpts {
@@ -168,8 +169,8 @@ function addStreamOptions(cmd: Command): Command {
     .option('--control-vector-layer-range <start:end>', "layers the control vectors apply to, inclusive (llama.cpp's START END works too; default all)", layerRange)
     .option('--swa-full', "sliding-window layers keep every position instead of a ring (llama.cpp's --swa-full): more KV memory; gpt-oss can then shift its context")
     .option('--mmap', "in memory, compute from the file's mapping (llama.cpp's default) instead of a copy in huge pages: starts faster, runs slower")
-    .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes, or a share of the memory available now such as 80%): routed experts stream from storage into what it leaves', ramBudget('--ram'))
-    .option('--vram <bytes>', VRAM_HELP, bytes('--vram'))
+    .option('--ram <bytes>', 'RAM budget for the whole model (8G, 512M, bytes, or a share of the memory available now such as 80%): routed experts stream from storage into what it leaves', budget('--ram', parseRamBudget))
+    .option('--vram <bytes>', VRAM_HELP, budget('--vram', parseVramBudget))
     .option('--reserve <bytes>', `part of --ram held back for this process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'))
     .option('--io-threads <n>', 'expert reads in flight (default 4)', int('--io-threads', 1, 64))
     .option('--no-direct-io', 'read experts through the page cache (then drop it) instead of O_DIRECT')
@@ -766,8 +767,8 @@ export function registerModelCommands(program: Command): void {
     .command('plan')
     .description('what a RAM budget holds with experts streaming from storage: resident, KV, cache capacity, cold bytes per token (exit 1 when it does not fit)')
     .requiredOption('-m, --model <file>', 'GGUF model file')
-    .option('--ram <bytes>', "RAM budget (8G, 512M, bytes, or a share of the memory available now such as 80%); default: the hardware profile's (kail profile)", ramBudget('--ram'))
-    .option('--vram <bytes>', VRAM_HELP, bytes('--vram'))
+    .option('--ram <bytes>', "RAM budget (8G, 512M, bytes, or a share of the memory available now such as 80%); default: the hardware profile's (kail profile)", budget('--ram', parseRamBudget))
+    .option('--vram <bytes>', VRAM_HELP, budget('--vram', parseVramBudget))
     .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('-c, --ctx <n>', 'context length (default: the model\'s, at most 4096)', int('--ctx', 1, 1 << 20))
     .option('--seqs <n>', 'concurrent sequences', int('--seqs', 1, 1024), 1)

@@ -1,5 +1,5 @@
 import { formatBytes, parseByteSize } from './byte-size';
-import { parseRamBudget } from './model';
+import { parseRamBudget, parseVramBudget } from './model';
 
 describe('parseByteSize', () => {
   it.each([
@@ -48,5 +48,16 @@ describe('parseRamBudget', () => {
 
   it('refuses a share smaller than a MiB', () => {
     expect(() => parseRamBudget('0.001%', () => ({ availableBytes: 2 ** 30, cgroup: null }))).toThrow(/less than 1 MiB/);
+  });
+});
+
+describe('parseVramBudget', () => {
+  it("takes a byte size, or a share of GPU 0's free memory; a share without a device is an error", () => {
+    const gpu = () => [{ freeBytes: 80 * 2 ** 30 }, { freeBytes: 2 ** 30 }];
+    expect(parseVramBudget('8G', gpu)).toBe(8 * 2 ** 30);
+    expect(parseVramBudget('90%', gpu)).toBe(72 * 2 ** 30);
+    expect(parseVramBudget('8G', () => [])).toBe(8 * 2 ** 30);
+    expect(() => parseVramBudget('90%', () => [])).toThrow(expect.objectContaining({ code: 'KAIL_E_UNSUPPORTED', message: expect.stringMatching(/needs a CUDA device/) }));
+    expect(() => parseVramBudget('120%', gpu)).toThrow(/a share of GPU 0's free memory must be above 0% and at most 100%/);
   });
 });

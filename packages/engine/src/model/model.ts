@@ -210,24 +210,48 @@ export function memoryNow(): MemoryNow {
 }
 
 /**
- * A RAM budget as a flag gives it: a byte size (8G, 512M, 1.5GiB, 4096) or a share of the memory
- * available now ("80%": of MemAvailable, or of a memory cgroup's headroom when lower), rounded
- * down to a MiB, as vLLM's --gpu-memory-utilization takes a share of its device.
+ * A byte size (8G, 512M, 1.5GiB, 4096), or a share of `of()` bytes ("80%"), rounded down to a MiB:
+ * how --ram and --vram take their budgets. `what` names that total in messages.
  */
-export function parseRamBudget(text: string, now: () => MemoryNow = memoryNow): number {
+function parseBudget(text: string, of: () => number, what: string): number {
   const m = /^\s*(\d+(?:\.\d+)?)\s*%\s*$/.exec(text);
   if (!m) {
     try {
       return parseByteSize(text);
     } catch {
-      throw new EngineError('KAIL_E_INVALID_ARG', `'${text}' is not a byte size (e.g. 8G, 512M, 1.5GiB, 4096) or a share of the memory available (e.g. 80%)`);
+      throw new EngineError('KAIL_E_INVALID_ARG', `'${text}' is not a byte size (e.g. 8G, 512M, 1.5GiB, 4096) or a share of ${what} (e.g. 80%)`);
     }
   }
   const pct = Number(m[1]);
-  if (!(pct > 0 && pct <= 100)) throw new EngineError('KAIL_E_INVALID_ARG', `'${text}': a share of the memory available must be above 0% and at most 100%`);
-  const bytes = Math.floor(((pct / 100) * now().availableBytes) / 2 ** 20) * 2 ** 20;
-  if (bytes <= 0) throw new EngineError('KAIL_E_INVALID_ARG', `'${text}' of the memory available now is less than 1 MiB`);
+  if (!(pct > 0 && pct <= 100)) throw new EngineError('KAIL_E_INVALID_ARG', `'${text}': a share of ${what} must be above 0% and at most 100%`);
+  const bytes = Math.floor(((pct / 100) * of()) / 2 ** 20) * 2 ** 20;
+  if (bytes <= 0) throw new EngineError('KAIL_E_INVALID_ARG', `'${text}' of ${what} is less than 1 MiB`);
   return bytes;
+}
+
+/**
+ * A RAM budget as a flag gives it: a byte size or a share of the memory available now ("80%": of
+ * MemAvailable, or of a memory cgroup's headroom when lower), as vLLM's --gpu-memory-utilization
+ * takes a share of its device.
+ */
+export function parseRamBudget(text: string, now: () => MemoryNow = memoryNow): number {
+  return parseBudget(text, () => now().availableBytes, 'the memory available');
+}
+
+/**
+ * A VRAM budget as a flag gives it: a byte size or a share of the free memory of CUDA device 0
+ * (the VRAM tier's) now ("90%"); a share without a device is an error saying so.
+ */
+export function parseVramBudget(text: string, devices: () => { freeBytes: number }[] = () => native().systemInfo().cudaDevices): number {
+  return parseBudget(
+    text,
+    () => {
+      const d = devices()[0];
+      if (!d) throw new EngineError('KAIL_E_UNSUPPORTED', `'${text}': a share of GPU memory needs a CUDA device (none found, or no CUDA backend in this build)`);
+      return d.freeBytes;
+    },
+    "GPU 0's free memory",
+  );
 }
 
 /**

@@ -1,15 +1,15 @@
 #!/usr/bin/env node
 // The engine service process:
 //   node packages/engine/dist/service/main.js --port 0 [--host H] [--models-dir DIR] [--model [ID=]FILE ...]
-//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES|N%] [--vram BYTES] [--cache-type f16|q8_0|q4_0|… (KV_TYPES)] [--max-stall-ms MS] [--ctx-checkpoints N] [--data-dir DIR (its profile.json)] [--auth-token T]
+//     [--ctx N] [--seqs N] [--threads N] [--ram BYTES|N%] [--vram BYTES|N%] [--cache-type f16|q8_0|q4_0|… (KV_TYPES)] [--max-stall-ms MS] [--ctx-checkpoints N] [--data-dir DIR (its profile.json)] [--auth-token T]
 //     [--pooling none|mean|cls|last] [--mmap]
 // Prints one JSON line {"service":"engine","address":...} once listening, for supervisors.
 import { parseArgs } from 'node:util';
 
 import { AUTH_TOKEN_ENV, engine } from '@kailstream/proto';
 
-import { formatBytes, parseByteSize } from '../model/byte-size';
-import { KV_TYPES, kvTypesFromFlags, parseLoraFlags, parseRamBudget, type KvType } from '../model/model';
+import { formatBytes } from '../model/byte-size';
+import { KV_TYPES, kvTypesFromFlags, parseLoraFlags, parseRamBudget, parseVramBudget, type KvType } from '../model/model';
 import { parseControlVectorFlags } from '../model/control-vector';
 import { hardwareProfilePath, readHardwareProfile } from '../model/hardware-profile';
 import { LocalModelHost } from './model-host';
@@ -101,7 +101,7 @@ async function main() {
     contextCheckpoints: int('ctx-checkpoints', values['ctx-checkpoints'], 0),
     modelsDir: values['models-dir'],
     defaultRamBudgetBytes: values.ram ? parseRamBudget(values.ram) : undefined,
-    defaultVramBudgetBytes: values.vram ? parseByteSize(values.vram) : undefined,
+    defaultVramBudgetBytes: values.vram ? parseVramBudget(values.vram) : undefined,
     loadOptions: { kvType, kvTypeV, ...(values['swa-full'] ? { swaFull: true } : {}), ...(values.mmap ? { mmap: true } : {}) },
     contextShift: values['context-shift'],
     slotSavePath: values['slot-save-path'],
