@@ -62,6 +62,19 @@ describe('kail profile and kail repack', () => {
     expect(run.status).toBe(0);
     expect(run.stderr).toMatch(/fits the budget .* from .*profile.json: .* so it runs in memory/);
     expect(JSON.parse(run.stdout).stream).toBeNull();
+
+    // A profile that assumed far more memory than is available now (taken on a bigger machine, or
+    // outside a container): --show says what a run takes now, and plan takes it.
+    const big = path.join(dir, 'big-profile');
+    fs.mkdirSync(big);
+    const T = 2 ** 40;
+    fs.writeFileSync(path.join(big, 'profile.json'), JSON.stringify({ ...p, memory: { ...p.memory, availableBytes: 2 * T }, defaults: { ...p.defaults, ramBytes: T } }));
+    const bigShow = kail('profile', '--data-dir', big, '--show');
+    expect(bigShow.stdout).toMatch(/ now --ram +[\d.]+ (MiB|GiB): 50% of the [\d.]+ (MiB|GiB) (available now|the memory cgroup .* leaves)/);
+    const bigPlan = kail('plan', '-m', model, '--data-dir', big, '--json');
+    expect(bigPlan.status).toBe(0);
+    expect(JSON.parse(bigPlan.stdout).ramBytes).toBeLessThan(T / 2);
+    expect(bigPlan.stderr).toMatch(/--ram [\d.]+ (MiB|GiB) 50% of the/);
   }, 120_000);
 
   it('reads the largest model file of a storage path in place of writing a test file, and leaves it there', () => {

@@ -1,8 +1,14 @@
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { formatBytes, hardwareProfilePath, measureHardware, parseByteSize, readHardwareProfile, writeHardwareProfile, type HardwareProfile } from '@kailstream/engine/core';
+import { formatBytes, hardwareProfilePath, measureHardware, parseByteSize, profileRamBudget, readHardwareProfile, writeHardwareProfile, type HardwareProfile } from '@kailstream/engine/core';
 
 import { dataDir } from '../paths';
+
+/** What a run takes now when less memory is available than the profile assumed (profileRamBudget), else nothing. */
+function ramNow(file: string, p: HardwareProfile): string[] {
+  const now = profileRamBudget(p, file);
+  return now.bytes < p.defaults.ramBytes ? [`  now --ram      ${formatBytes(now.bytes)}: ${now.why}`] : [];
+}
 
 function showLines(file: string, p: HardwareProfile): string[] {
   const b = formatBytes;
@@ -21,6 +27,7 @@ function showLines(file: string, p: HardwareProfile): string[] {
   }
   lines.push(
     `default --ram    ${b(p.defaults.ramBytes)}: ${p.defaults.why.ramBytes}`,
+    ...ramNow(file, p),
     `default --io-threads ${p.defaults.ioThreads}: ${p.defaults.why.ioThreads}`,
     `default --read-size ${b(p.defaults.readBytes)}: ${p.defaults.why.readBytes}`,
     p.gpus.length && p.gpus[0].usableBytes > 0
