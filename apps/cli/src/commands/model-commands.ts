@@ -25,10 +25,9 @@ import {
   planModel,
   profileDefaults,
   profileRamBudget,
-  memoryNow,
+  defaultRamBudget,
   parseRamBudget,
   parseVramBudget,
-  DEFAULT_RAM_SHARE,
   modelFileBytes,
   readHardwareProfile,
   hardwareProfilePath,
@@ -786,20 +785,19 @@ export function registerModelCommands(program: Command): void {
         const dir = dataDir(o.dataDir);
         const profile = readHardwareProfile(dir);
         if (!profile && ram === undefined) {
-          // As a load without a profile streams a MoE model that does not fit: 80% of what is available.
-          const now = memoryNow();
-          ram = Math.floor((DEFAULT_RAM_SHARE * now.availableBytes) / 2 ** 20) * 2 ** 20;
-          process.stderr.write(
-            `kail: --ram ${formatBytes(ram)}: 80% of the ${formatBytes(now.availableBytes)} available now` +
-              (now.cgroup && now.cgroup.headroomBytes <= now.availableBytes ? ` (the memory cgroup ${now.cgroup.dir}'s room)` : '') +
-              ` (no ${hardwareProfilePath(dir)}: kail profile measures the machine)\n`,
-          );
+          // As a load without a profile streams a MoE model that does not fit.
+          const d = defaultRamBudget();
+          ram = d.bytes;
+          process.stderr.write(`kail: --ram ${formatBytes(ram)}: ${d.why} (no ${hardwareProfilePath(dir)}: kail profile measures the machine)\n`);
         }
         if (profile) {
           // The plan always streams: the profile's budgets, as a streaming run would take them.
+          if (ram === undefined) {
+            const b = profileRamBudget(profile, hardwareProfilePath(dir));
+            ram = b.bytes;
+            process.stderr.write(`kail: --ram ${formatBytes(ram)} ${b.why}\n`);
+          }
           const d = profileDefaults(profile, hardwareProfilePath(dir), Number.MAX_SAFE_INTEGER, { ramBytes: ram, vramBytes: vram });
-          if (ram === undefined) process.stderr.write(`kail: --ram ${formatBytes(d.ramBytes!)} ${profileRamBudget(profile, hardwareProfilePath(dir)).why}\n`);
-          ram = d.ramBytes;
           if (vram === undefined && d.vramBytes !== undefined) process.stderr.write(`kail: ${d.lines.find((l) => l.startsWith('--vram'))}\n`);
           vram = d.vramBytes;
         }

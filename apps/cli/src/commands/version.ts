@@ -19,7 +19,7 @@ export function registerVersion(program: Command): void {
       try {
         memory = { totalBytes: os.totalmem(), ...memoryNow() };
       } catch {
-        // the cgroup reader is native: unavailable with the addon
+        // the cgroup reader is native: unavailable without the addon
       }
       if (opts.json) {
         process.stdout.write(JSON.stringify({ version: VERSION, node: process.version, native, memory }) + '\n');

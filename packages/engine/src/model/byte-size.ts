@@ -2,6 +2,11 @@ import { EngineError } from '../errors';
 
 const UNITS: Record<string, number> = { '': 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 };
 
+/** `share` (0..1) of `bytes`, rounded down to a MiB: how every budget taken as a share is sized. */
+export function shareOfBytes(bytes: number, share: number): number {
+  return Math.floor((bytes * share) / 2 ** 20) * 2 ** 20;
+}
+
 /**
  * Parses a byte count as the CLI flags take it: a plain integer (bytes) or a number with a binary
  * suffix K, M, G or T (optionally followed by 'i' and/or 'B', any case): '8G' = 8 GiB,

@@ -9,8 +9,8 @@ import type { IoBenchResult } from '@kailstream/core-native';
 
 import { EngineError, toEngineError } from '../errors';
 import { native } from '../native';
-import { formatBytes } from './byte-size';
-import { DEFAULT_RAM_SHARE, memoryNow, type MemoryNow } from './model';
+import { formatBytes, shareOfBytes } from './byte-size';
+import { DEFAULT_RAM_SHARE, limitingCgroup, memoryNow, type MemoryNow } from './model';
 
 export const HARDWARE_PROFILE_FORMAT = 'kailstream-hardware-profile';
 export const HARDWARE_PROFILE_VERSION = 1;
@@ -176,11 +176,12 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
   const cpuModel = os.cpus()[0]?.model ?? 'unknown';
   log(`cpu: ${cpuModel}, ${sys.physicalCores} physical / ${sys.logicalCores} logical cores${sys.logicalCores < sys.onlineCores ? ` of ${sys.onlineCores} online` : ''}${sys.cpuQuota > 0 ? `, CPU quota ${sys.cpuQuota}` : ''}, ${sys.defaultThreads} compute thread${sys.defaultThreads === 1 ? '' : 's'} by default, SIMD ${sys.simd.join(' ')} (kernels ${sys.kernelLevel})`);
   const total = os.totalmem();
-  const { availableBytes: available, cgroup } = memoryNow();
-  const limited = cgroup !== null && cgroup.headroomBytes <= available;
+  const now = memoryNow();
+  const available = now.availableBytes;
+  const cgroup = limitingCgroup(now);
   log(
     `memory: ${formatBytes(total)} total, ${formatBytes(available)} available` +
-      (limited ? ` (the memory cgroup ${cgroup.dir} limits this process to ${formatBytes(cgroup.limitBytes)})` : '') +
+      (cgroup ? ` (the memory cgroup ${cgroup.dir} limits this process to ${formatBytes(cgroup.limitBytes)})` : '') +
       '; measuring bandwidth ...',
   );
   const mem = await native().memBench({ bytes: Math.min(256 * MIB, Math.floor(available / 8)), threads: sys.defaultThreads, seconds });
@@ -245,7 +246,7 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
     storage.push({ path: path.resolve(dir), directIo: direct, note, testFileBytes: model?.bytes ?? fileBytes, ...(model ? { probeFile: model.file } : {}), results, sequentialBytesPerSecond: seq, randomBytesPerSecond: best, randomBlockBytes, queueDepth: qd, readBytes });
   }
   const fastest = storage.reduce((a, b) => (b.randomBytesPerSecond > a.randomBytesPerSecond ? b : a));
-  const ramBytes = Math.floor((available * ramShare) / MIB) * MIB;
+  const ramBytes = shareOfBytes(available, ramShare);
   return {
     format: HARDWARE_PROFILE_FORMAT,
     version: HARDWARE_PROFILE_VERSION,
@@ -265,7 +266,7 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
       readBytes: fastest.readBytes,
       storagePath: fastest.path,
       why: {
-        ramBytes: `${Math.round(ramShare * 100)}% of the ${formatBytes(available)} available when profiled${limited ? ` (under the memory cgroup ${cgroup.dir}'s ${formatBytes(cgroup.limitBytes)} limit)` : ''}`,
+        ramBytes: `${Math.round(ramShare * 100)}% of the ${formatBytes(available)} available when profiled${cgroup ? ` (under the memory cgroup ${cgroup.dir}'s ${formatBytes(cgroup.limitBytes)} limit)` : ''}`,
         ioThreads:
           `the smallest queue depth reaching 90% of the best random-read bandwidth (${formatBytes(fastest.randomBytesPerSecond)}/s) with ${formatBytes(fastest.randomBlockBytes)} blocks on ${fastest.path}` +
           (fastest.queueDepth < 2 ? ` was ${fastest.queueDepth}; at least 2, so a demand read never waits behind a prefetch read` : ''),
@@ -333,12 +334,12 @@ export function profileRamBudget(p: HardwareProfile, file: string, now: MemoryNo
   // A hand-edited profile may lack the memory record: then the default share.
   const profiledAvailable = Number(p.memory?.availableBytes);
   const share = profiledAvailable > 0 ? Math.min(1, p.defaults.ramBytes / profiledAvailable) : DEFAULT_RAM_SHARE;
-  const bytes = Math.floor((now.availableBytes * share) / MIB) * MIB;
+  const bytes = shareOfBytes(now.availableBytes, share);
   // Available memory moves by tens of MiB from one run to the next: only a shortfall of more than
   // a tenth re-plans, so repeated runs keep one budget (the share leaves room for the rest).
   if (bytes >= 0.9 * profiled.bytes) return profiled;
   const pct = `${(100 * share).toFixed(0)}%`;
-  const c = now.cgroup && now.cgroup.headroomBytes <= now.availableBytes ? now.cgroup : null;
+  const c = limitingCgroup(now);
   return {
     bytes,
     why: c
@@ -356,8 +357,8 @@ export function profileDefaults(
   given: { ramBytes?: number; ioThreads?: number; readBytes?: number; vramBytes?: number },
   /** Bytes of the profiled GPU's memory that models loaded already hold (their VRAM tiers): the tier gets the rest. */
   vramHeldBytes = 0,
-  /** Memory available now (memoryNow()); null: the profile's budget as it is. */
-  now: MemoryNow | null = memoryNow(),
+  /** Memory available now; undefined: memoryNow(), read only when the RAM budget is not given; null: the profile's budget as it is. */
+  now?: MemoryNow | null,
 ): ProfileDefaults {
   const lines: string[] = [];
   let ramBytes = given.ramBytes;

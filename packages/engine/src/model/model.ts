@@ -10,7 +10,7 @@ import { Tokenizer } from '../tokenizer/tokenizer';
 import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, defaultContext, isEncoderArchitecture } from './architectures';
 import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
-import { parseByteSize } from './byte-size';
+import { formatBytes, parseByteSize, shareOfBytes } from './byte-size';
 import { Metadata, readHParams, type HParams } from './hparams';
 import { cgroupMemoryLimit, type CgroupMemoryLimit } from './memory-cgroup';
 import { readRankHead, type RankHead } from './rank-head';
@@ -224,9 +224,27 @@ function parseBudget(text: string, of: () => number, what: string): number {
   }
   const pct = Number(m[1]);
   if (!(pct > 0 && pct <= 100)) throw new EngineError('KAIL_E_INVALID_ARG', `'${text}': a share of ${what} must be above 0% and at most 100%`);
-  const bytes = Math.floor(((pct / 100) * of()) / 2 ** 20) * 2 ** 20;
+  const bytes = shareOfBytes(of(), pct / 100);
   if (bytes <= 0) throw new EngineError('KAIL_E_INVALID_ARG', `'${text}' of ${what} is less than 1 MiB`);
   return bytes;
+}
+
+/** The memory cgroup when it, not MemAvailable, is what limits `now` (to name it in messages); else null. */
+export function limitingCgroup(now: MemoryNow): CgroupMemoryLimit | null {
+  return now.cgroup && now.cgroup.headroomBytes <= now.availableBytes ? now.cgroup : null;
+}
+
+/**
+ * The RAM budget when neither a flag nor a hardware profile sets one: DEFAULT_RAM_SHARE of the
+ * memory available now, which a load without either streams a MoE model within when it does not
+ * fit (autoStream), and which plans take; with the reason, naming a cgroup that limits it.
+ */
+export function defaultRamBudget(now: MemoryNow = memoryNow()): { bytes: number; why: string } {
+  const c = limitingCgroup(now);
+  return {
+    bytes: shareOfBytes(now.availableBytes, DEFAULT_RAM_SHARE),
+    why: `${Math.round(100 * DEFAULT_RAM_SHARE)}% of the ${formatBytes(now.availableBytes)} available now` + (c ? ` (the memory cgroup ${c.dir}'s room)` : ''),
+  };
 }
 
 /**
@@ -651,7 +669,7 @@ export class EngineModel {
         // A MoE model streams its experts within the profile's usual share of what is available,
         // when that holds its resident part: far faster than the mapping, whose page cache thrashes
         // when a model's experts do not fit (docs/benchmarks.md, "Expert streaming under a memory cap").
-        const ramBytes = Math.floor((DEFAULT_RAM_SHARE * available) / 2 ** 20) * 2 ** 20;
+        const ramBytes = shareOfBytes(available, DEFAULT_RAM_SHARE);
         if (program.nMoeLayers > 0 && opts.autoStream !== false && ramBytes > 0) {
           const auto = { ...params, ramBytes, ramReserveBytes: opts.ramReserveBytes ?? DEFAULT_RAM_RESERVE_BYTES };
           let p: ResidencyPlan | null = null;

@@ -5,7 +5,7 @@ import { common, engine as pb } from '@kailstream/proto';
 import { EngineError, toEngineError } from '../errors';
 import { formatBytes } from '../model/byte-size';
 import { profileDefaults, profileRamBudget, type HardwareProfile } from '../model/hardware-profile';
-import { DEFAULT_RAM_SHARE, EngineModel, availableMemoryBytes, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
+import { EngineModel, defaultRamBudget, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from '../model/split-files';
 import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
@@ -1062,7 +1062,7 @@ export class LocalModelHost implements ModelHost {
       req.ramBudgetBytes ||
       this.opts.defaultRamBudgetBytes ||
       (this.opts.profile ? profileRamBudget(this.opts.profile, '').bytes : 0) ||
-      Math.floor((DEFAULT_RAM_SHARE * availableMemoryBytes()) / 2 ** 20) * 2 ** 20;
+      defaultRamBudget().bytes;
     const vram = req.vramBudgetBytes || this.opts.defaultVramBudgetBytes || (this.opts.profile ? profileDefaults(this.opts.profile, '', Number.MAX_SAFE_INTEGER, { ramBytes: ram }).vramBytes : undefined);
     const p = planModel(file, {
       ...this.opts.loadOptions,
