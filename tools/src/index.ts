@@ -19,6 +19,8 @@ export { GgufWriter, kv } from './gguf/writer';
 export type { GgufValue, GgufTensorInfo, GgufWriterOptions } from './gguf/writer';
 export { readGgufHeader, readGgufTensorBytes } from './gguf/reader';
 export { ggufSplitPath, splitGguf } from './gguf/split';
+export { QUANT_FILE_TYPES, defaultQuantizedPath, parseQuantFileType, parseTensorType, quantizeModel, quantizeSummary } from './gguf/quantize';
+export type { QuantizeOptions, QuantizeReport, QuantizedTensor } from './gguf/quantize';
 export type { GgufHeader, GgufReadTensor, GgufReadKv } from './gguf/reader';
 export { GgmlType, GgufType, ggmlTypeTraits, ggmlTensorBytes, LlamaFileType, GGUF_DEFAULT_ALIGNMENT } from './gguf/constants';
 export { encodeF16, encodeBf16, decodeF16, decodeBf16, f32ToF16Bits, f32ToBf16Bits } from './gguf/float-encode';

@@ -11,6 +11,7 @@ import { registerStop } from './commands/stop';
 import { registerChat } from './commands/chat';
 import { registerProfile } from './commands/profile';
 import { registerRepack } from './commands/repack';
+import { registerQuantize } from './commands/quantize';
 import { registerEmbed } from './commands/embed';
 import { registerModels } from './commands/models';
 
@@ -32,6 +33,7 @@ export function buildProgram(): Command {
   registerChat(program);
   registerProfile(program);
   registerRepack(program);
+  registerQuantize(program);
   registerEmbed(program);
   registerModels(program);
   return program;

@@ -11,6 +11,8 @@ export interface GgufReadKv {
   /** Element type for arrays. */
   elemType?: GgufType;
   value: GgufReadValue;
+  /** The value's bytes as the file holds them (after the key and the type tag): copies it losslessly. */
+  raw: Buffer;
 }
 
 export interface GgufReadTensor {
@@ -76,6 +78,21 @@ class FileCursor {
     const n = this.u64n();
     return this.need(n).toString('utf8');
   }
+
+  /** A copy of the file's bytes [from, to), wherever the buffer stands. */
+  copy(from: number, to: number): Buffer {
+    const out = Buffer.alloc(to - from);
+    if (from >= this.bufStart && to <= this.bufStart + this.bufLen) {
+      this.buf.copy(out, 0, from - this.bufStart, to - this.bufStart);
+      return out;
+    }
+    for (let off = 0; off < out.length; ) {
+      const n = fs.readSync(this.fd, out, off, out.length - off, from + off);
+      if (n <= 0) throw new Error(`GGUF truncated at ${from + off}`);
+      off += n;
+    }
+    return out;
+  }
 }
 
 function readScalar(c: FileCursor, type: GgufType): GgufReadValue {
@@ -96,6 +113,14 @@ function readScalar(c: FileCursor, type: GgufType): GgufReadValue {
     case GgufType.UINT64: return c.u64();
     case GgufType.INT64: return c.i64();
     case GgufType.STRING: return c.str();
+    case GgufType.ARRAY: {
+      // An array of arrays: each element carries its own element type and length.
+      const elemType = c.u32() as GgufType;
+      const n = c.u64n();
+      const value: GgufReadValue[] = new Array(n);
+      for (let j = 0; j < n; j++) value[j] = readScalar(c, elemType);
+      return value;
+    }
     default: throw new Error(`bad GGUF value type ${type}`);
   }
 }
@@ -115,14 +140,16 @@ export function readGgufHeader(path: string): GgufHeader {
       const key = c.str();
       const type = c.u32() as GgufType;
       if (kv.has(key)) throw new Error(`${path}: duplicate key '${key}'`);
+      const start = c.pos;
       if (type === GgufType.ARRAY) {
         const elemType = c.u32() as GgufType;
         const n = c.u64n();
         const value: GgufReadValue[] = new Array(n);
         for (let j = 0; j < n; j++) value[j] = readScalar(c, elemType);
-        kv.set(key, { type, elemType, value });
+        kv.set(key, { type, elemType, value, raw: c.copy(start, c.pos) });
       } else {
-        kv.set(key, { type, value: readScalar(c, type) });
+        const value = readScalar(c, type);
+        kv.set(key, { type, value, raw: c.copy(start, c.pos) });
       }
     }
     const alignKv = kv.get('general.alignment');

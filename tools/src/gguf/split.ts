@@ -5,19 +5,12 @@
 // with its own tensor table and data section. Tensor bytes are copied unchanged.
 import fs from 'node:fs';
 
-import { GgufType } from './constants';
-import { readGgufHeader, type GgufReadKv } from './reader';
-import { GgufWriter, kv, type GgufArrayElementType, type GgufValue } from './writer';
+import { readGgufHeader } from './reader';
+import { GgufWriter, kv } from './writer';
 
 /** llama.cpp's split file name (llama_split_path): PREFIX-%05d-of-%05d.gguf, numbered from 1. */
 export function ggufSplitPath(prefix: string, no: number, count: number): string {
   return `${prefix}-${String(no).padStart(5, '0')}-of-${String(count).padStart(5, '0')}.gguf`;
-}
-
-function toValue(key: string, v: GgufReadKv): GgufValue {
-  if (v.type !== GgufType.ARRAY) return { type: v.type, value: v.value } as GgufValue;
-  if (v.elemType === GgufType.ARRAY) throw new Error(`gguf split: key '${key}' is an array of arrays, which this splitter does not copy`);
-  return kv.arr(v.elemType as GgufArrayElementType, v.value as number[] | bigint[] | boolean[] | string[]);
 }
 
 /**
@@ -37,7 +30,7 @@ export function splitGguf(input: string, prefix: string, maxTensors: number): st
     for (let s = 0; s < count; s++) {
       const out = ggufSplitPath(prefix, s + 1, count);
       const w = new GgufWriter(out, { alignment: h.alignment });
-      if (s === 0) for (const [key, v] of h.kv) if (key !== 'general.alignment') w.set(key, toValue(key, v));
+      if (s === 0) for (const [key, v] of h.kv) if (key !== 'general.alignment') w.set(key, kv.raw(v.type, v.raw));
       w.set('split.no', kv.u16(s));
       w.set('split.count', kv.u16(count));
       w.set('split.tensors.count', kv.i32(h.tensors.length));

@@ -23,6 +23,12 @@ export type GgufValue =
       value: ArrayLike<number> | ArrayLike<bigint> | readonly boolean[] | readonly string[];
     };
 
+/** A value already encoded as GGUF stores it after its type tag (GgufReadKv.raw): written as it is. */
+export interface RawGgufValue {
+  type: GgufType;
+  raw: Uint8Array;
+}
+
 /** Typed GGUF values: `kv.u32(5)`, `kv.str('llama')`, `kv.arr(GgufType.INT32, [1, 2])`. */
 export const kv = {
   u8: (value: number): GgufValue => ({ type: GgufType.UINT8, value }),
@@ -41,6 +47,8 @@ export const kv = {
     elemType: GgufArrayElementType,
     value: ArrayLike<number> | ArrayLike<bigint> | readonly boolean[] | readonly string[],
   ): GgufValue => ({ type: GgufType.ARRAY, elemType, value }),
+  /** A value copied from a file as its bytes (GgufReadKv's `type` and `raw`). */
+  raw: (type: GgufType, raw: Uint8Array): RawGgufValue => ({ type, raw }),
 };
 
 export interface GgufTensorInfo {
@@ -53,6 +61,11 @@ export interface GgufTensorInfo {
 export interface GgufWriterOptions {
   /** Data alignment in bytes, a power of two; written as `general.alignment`. Default 32. */
   alignment?: number;
+  /**
+   * Write the `general.alignment` key (default true). False (only at the default alignment, which
+   * readers assume without it) copies a file that has no such key as it is.
+   */
+  alignmentKey?: boolean;
   /** Size of the write buffer in bytes. Default 8 MiB. */
   bufferSize?: number;
 }
@@ -122,6 +135,12 @@ class ByteSink {
     this.length += bytes.length;
   }
 
+  append(bytes: Uint8Array): void {
+    this.reserve(bytes.length);
+    this.buf.set(bytes, this.length);
+    this.length += bytes.length;
+  }
+
   zeros(n: number): void {
     this.reserve(n);
     this.buf.fill(0, this.length, this.length + n);
@@ -145,8 +164,10 @@ function toBigInt(v: number | bigint | boolean): bigint {
   throw new Error(`GGUF 64-bit integer expects a safe integer or bigint, got ${String(v)}`);
 }
 
-function writeValue(sink: ByteSink, v: GgufValue): void {
-  if (v.type === GgufType.STRING) {
+function writeValue(sink: ByteSink, v: GgufValue | RawGgufValue): void {
+  if ('raw' in v) {
+    sink.append(v.raw);
+  } else if (v.type === GgufType.STRING) {
     sink.string(v.value);
   } else if (v.type === GgufType.ARRAY) {
     if ((v.elemType as GgufType) === GgufType.ARRAY) throw new Error('nested GGUF arrays are not supported');
@@ -168,9 +189,10 @@ function writeValue(sink: ByteSink, v: GgufValue): void {
  * declaration order with `writeTensorData`, then `finish()`.
  */
 export class GgufWriter {
-  private readonly kvs = new Map<string, GgufValue>();
+  private readonly kvs = new Map<string, GgufValue | RawGgufValue>();
   private readonly tensors: (GgufTensorInfo & { bytes: number; offset: number })[] = [];
   private readonly alignment: number;
+  private readonly alignmentKey: boolean;
   private readonly bufferSize: number;
   private fd: number | undefined;
   private buf: Buffer;
@@ -189,12 +211,16 @@ export class GgufWriter {
     if (!Number.isInteger(this.alignment) || this.alignment <= 0 || (this.alignment & (this.alignment - 1)) !== 0) {
       throw new Error(`alignment must be a power of two, got ${this.alignment}`);
     }
+    this.alignmentKey = options.alignmentKey ?? true;
+    if (!this.alignmentKey && this.alignment !== GGUF_DEFAULT_ALIGNMENT) {
+      throw new Error(`an alignment of ${this.alignment} must be written as general.alignment; only ${GGUF_DEFAULT_ALIGNMENT} may go without it`);
+    }
     this.bufferSize = options.bufferSize ?? 8 << 20;
     this.buf = Buffer.alloc(0);
   }
 
   /** Sets a metadata key (insertion order is file order). `general.alignment` is managed by the writer. */
-  set(key: string, value: GgufValue): this {
+  set(key: string, value: GgufValue | RawGgufValue): this {
     this.assertNotStarted();
     if (key === 'general.alignment') throw new Error('general.alignment is set through the writer option `alignment`');
     if (this.kvs.has(key)) throw new Error(`duplicate GGUF key '${key}'`);
@@ -229,10 +255,12 @@ export class GgufWriter {
     sink.u32(GGUF_MAGIC);
     sink.u32(GGUF_VERSION);
     sink.u64(this.tensors.length);
-    sink.u64(this.kvs.size + 1);
-    sink.string('general.alignment');
-    sink.u32(GgufType.UINT32);
-    sink.u32(this.alignment);
+    sink.u64(this.kvs.size + (this.alignmentKey ? 1 : 0));
+    if (this.alignmentKey) {
+      sink.string('general.alignment');
+      sink.u32(GgufType.UINT32);
+      sink.u32(this.alignment);
+    }
     for (const [key, value] of this.kvs) {
       sink.string(key);
       sink.u32(value.type);

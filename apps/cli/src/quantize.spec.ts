@@ -1,0 +1,87 @@
+// kail quantize from the command line: llama-quantize's positional form (IN [OUT] TYPE [NTHREADS]),
+// its default output name, plain progress lines off a terminal, a report as JSON, and errors for
+// bad arguments. (Byte-for-byte parity with llama.cpp: tools/src/gguf/quantize.native.spec.ts.)
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { getPreset, writeModel } from '@kailstream/tools';
+
+import { quantizeArgs } from './commands/quantize';
+
+const KAIL = path.resolve(__dirname, '../bin/kail.js');
+
+function kail(...args: string[]) {
+  return spawnSync(process.execPath, [KAIL, ...args], { encoding: 'utf8', timeout: 120_000 });
+}
+
+describe('quantizeArgs', () => {
+  const isType = (s: string) => ['Q4_K_M', 'Q8_0'].includes(s.toUpperCase());
+  it('reads IN TYPE, IN TYPE N, IN OUT TYPE and IN OUT TYPE N', () => {
+    expect(quantizeArgs(['a.gguf', 'q4_k_m'], isType)).toEqual({ input: 'a.gguf', type: 'q4_k_m', threads: undefined });
+    expect(quantizeArgs(['a.gguf', 'Q8_0', '4'], isType)).toEqual({ input: 'a.gguf', type: 'Q8_0', threads: '4' });
+    expect(quantizeArgs(['a.gguf', 'b.gguf', 'Q8_0'], isType)).toEqual({ input: 'a.gguf', output: 'b.gguf', type: 'Q8_0', threads: undefined });
+    expect(quantizeArgs(['a.gguf', 'b.gguf', 'Q8_0', '2'], isType)).toEqual({ input: 'a.gguf', output: 'b.gguf', type: 'Q8_0', threads: '2' });
+  });
+  it('refuses too few or too many arguments, and a second word that is neither type nor followed by one', () => {
+    expect(() => quantizeArgs(['a.gguf'], isType)).toThrow(/IN\.gguf \[OUT\.gguf\] TYPE \[NTHREADS\], got 1/);
+    expect(() => quantizeArgs(['a', 'b', 'c', 'd', 'e'], isType)).toThrow(/got 5/);
+    expect(() => quantizeArgs(['a.gguf', 'b.gguf'], isType)).toThrow(/'b\.gguf' is not a quantization type/);
+    expect(() => quantizeArgs(['a.gguf', 'Q8_0', '2', '3'], isType)).toThrow(/only a thread count may follow/);
+  });
+});
+
+describe('kail quantize', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-cli-quantize-'));
+  const model = path.join(dir, 'moe-f16.gguf');
+  beforeAll(() => {
+    writeModel({ config: getPreset('tiny-qwen3moe').config, fileType: 'F16', seed: 5, out: model });
+  }, 60_000);
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('writes ggml-model-TYPE.gguf beside the input by default, with plain progress lines, and the result runs', () => {
+    const r = kail('quantize', model, 'q4_k_m', '2');
+    expect(r.stderr).toBe(r.stderr.replace(/\r/g, ''));
+    expect(r.status).toBe(0);
+    const out = path.join(dir, 'ggml-model-Q4_K_M.gguf');
+    expect(r.stdout).toMatch(/model size {2}= [\d.]+ MiB \([\d.]+ BPW\)\nquant size {2}= [\d.]+ MiB \([\d.]+ BPW\)/);
+    expect(r.stdout).toContain(`wrote ${out}`);
+    expect(r.stdout).toMatch(/tensor types: .*Q4_K \d+/);
+    expect(r.stderr).toMatch(/quantizing moe-f16\.gguf to Q4_K_M .*100%/);
+    const run = kail('run', '-m', out, '-p', 'Hello', '-n', '4', '-t', '2', '--json');
+    expect(run.status).toBe(0);
+    expect(JSON.parse(run.stdout).tokens).toHaveLength(4);
+  });
+
+  it('--json reports each tensor; --dry-run writes nothing', () => {
+    const out = path.join(dir, 'q8.gguf');
+    const r = kail('quantize', '--json', '--threads', '1', model, out, 'Q8_0');
+    expect(r.status).toBe(0);
+    const rep = JSON.parse(r.stdout);
+    expect(rep.typeName).toBe('Q8_0');
+    expect(rep.ftype).toBe(7);
+    expect(rep.tensors.find((t: { name: string }) => t.name === 'blk.0.attn_q.weight')).toMatchObject({ from: 'F16', to: 'Q8_0' });
+    expect(fs.statSync(out).size).toBeGreaterThan(rep.bytesOut);
+    const dry = kail('quantize', '--dry-run', model, path.join(dir, 'never.gguf'), 'Q2_K');
+    expect(dry.status).toBe(0);
+    expect(dry.stdout).toContain('dry run: nothing written');
+    expect(fs.existsSync(path.join(dir, 'never.gguf'))).toBe(false);
+  });
+
+  it('refuses bad arguments naming them', () => {
+    const cases: [string[], RegExp][] = [
+      [[model, path.join(dir, 'x.gguf'), 'Q9_K'], /unknown quantization type 'Q9_K'/],
+      [[model, 'Q8_0', 'many'], /threads must be an integer from 1 to 1024, got 'many'/],
+      [['--tensor-type', 'ffn_down', model, 'Q8_0'], /--tensor-type wants REGEX=TYPE, got 'ffn_down'/],
+      [['--tensor-type', 'ffn_down=q7_k', model, 'Q8_0'], /unknown tensor type 'q7_k'/],
+      [['--tensor-type', '(=q8_0', model, 'Q8_0'], /--tensor-type '\(=q8_0': Invalid regular expression/],
+      [[path.join(dir, 'missing.gguf'), 'Q8_0'], /no such file|ENOENT/],
+    ];
+    for (const [args, message] of cases) {
+      const r = kail('quantize', ...args);
+      expect(r.status).toBe(1);
+      expect(r.stderr).toMatch(message);
+    }
+    expect(fs.existsSync(path.join(dir, 'x.gguf'))).toBe(false);
+  });
+});

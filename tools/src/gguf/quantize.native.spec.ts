@@ -1,0 +1,165 @@
+// `kail quantize` against llama.cpp's llama-quantize (llama_model_quantize in node-llama-cpp's
+// libllama, through tools/src/parity/quant-ref): from the same F32/F16 file, every file type kail
+// writes must come out byte for byte as llama.cpp's: the same per-tensor types (its mixes, the
+// 8-expert and 70B rules, fallbacks for rows the block does not divide), tensor order, metadata
+// and quantized blocks. Then what it refuses, and that nothing is left behind when it does.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { EngineModel } from '@kailstream/engine';
+
+import { writeModel } from '../models/build';
+import { getPreset } from '../models/presets';
+import { nmse } from '../parity/metrics';
+import { llamaQuantize, type QuantRefOptions } from '../parity/quant-ref';
+import { GgmlType } from './constants';
+import { readGgufHeader } from './reader';
+import { parseQuantFileType, quantizeModel, type QuantizeOptions } from './quantize';
+import { splitGguf } from './split';
+
+type Case = [label: string, model: string, type: string, kail?: Partial<QuantizeOptions>, ref?: QuantRefOptions];
+
+describe("kail quantize against llama.cpp's llama-quantize", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-quantize-'));
+  const table: string[] = [];
+  const models: Record<string, string> = {};
+  afterAll(() => {
+    fs.rmSync(dir, { recursive: true, force: true });
+    process.stdout.write(`\nkail quantize vs llama-quantize (measured; same input file, 2 threads):\n${table.join('\n')}\n`);
+  });
+
+  beforeAll(() => {
+    const write = (name: string, preset: string, fileType: 'F32' | 'F16' | 'Q8_0', over: Record<string, number | boolean> = {}) => {
+      models[name] = path.join(dir, `${name}.gguf`);
+      writeModel({ config: { ...getPreset(preset).config, ...over }, fileType, seed: 3, out: models[name] });
+    };
+    write('qwen3moe-f16', 'tiny-qwen3moe', 'F16');
+    // 8 experts: llama.cpp gives attn_v and attn_k Q8_0, attn_output Q5_K.
+    write('mixtral-f32', 'tiny-mixtral', 'F32');
+    // MLA: attn_kv_b counts as attn_v.
+    write('deepseek2-f16', 'tiny-deepseek2-lite', 'F16');
+    // Rows of 96: no K-quant block divides them, every one falls back (Q4_K -> Q5_0 ...).
+    write('llama-odd-f32', 'tiny-llama', 'F32', { nLayers: 17, dim: 96 });
+    // 80 blocks, GQA 4: llama.cpp's 70B rule (attn_v Q3_K/Q4_K -> Q5_K) and every use_more_bits layer.
+    write('llama80-f16', 'tiny-llama', 'F16', { nLayers: 80, dim: 256, ff: 256, nHeads: 8, nKvHeads: 2 });
+    write('llama-tied-f16', 'tiny-llama', 'F16', { tiedEmbeddings: true });
+    write('qwen3moe-q8', 'tiny-qwen3moe', 'Q8_0');
+    splitGguf(models['qwen3moe-f16'], path.join(dir, 'qwen3moe-split'), 8);
+    models['qwen3moe-split'] = path.join(dir, 'qwen3moe-split-00001-of-00004.gguf');
+  }, 120_000);
+
+  /** The first tensor whose bytes or type differ, for a useful failure. */
+  function firstDifference(a: string, b: string): string {
+    const ha = readGgufHeader(a);
+    const hb = readGgufHeader(b);
+    const ka = [...ha.kv.keys()].join(',');
+    const kb = [...hb.kv.keys()].join(',');
+    if (ka !== kb) return `metadata keys differ: ${ka} vs ${kb}`;
+    for (let i = 0; i < Math.max(ha.tensors.length, hb.tensors.length); i++) {
+      const x = ha.tensors[i];
+      const y = hb.tensors[i];
+      if (!x || !y || x.name !== y.name || x.type !== y.type) return `tensor ${i}: ${x?.name} ${x?.type} vs ${y?.name} ${y?.type}`;
+    }
+    return 'the tensor bytes differ';
+  }
+
+  const CASES: Case[] = [
+    ...['Q4_K_M', 'Q3_K_S', 'Q3_K_M', 'Q3_K_L', 'Q4_K_S', 'Q5_K_S', 'Q5_K_M', 'Q6_K', 'Q2_K', 'Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'F16', 'BF16', 'F32'].map(
+      (t): Case => [t, 'qwen3moe-f16', t],
+    ),
+    ...['Q4_K_M', 'Q3_K_M', 'Q2_K', 'Q4_K_S', 'Q5_K_M', 'Q6_K'].map((t): Case => [t, 'mixtral-f32', t]),
+    ...['Q4_K_M', 'Q3_K_M', 'Q2_K', 'Q4_K_S', 'Q3_K_L'].map((t): Case => [t, 'deepseek2-f16', t]),
+    ...['Q4_K_M', 'Q3_K_M', 'Q2_K', 'Q5_K_M', 'Q3_K_L', 'Q6_K'].map((t): Case => [t, 'llama-odd-f32', t]),
+    ...['Q4_K_M', 'Q2_K', 'Q3_K_S'].map((t): Case => [t, 'llama80-f16', t]),
+    ...['Q4_K_M', 'Q3_K_M', 'Q8_0'].map((t): Case => [t, 'llama-tied-f16', t]),
+    ['Q4_K_M --pure', 'qwen3moe-f16', 'Q4_K_M', { pure: true }, { pure: true }],
+    ['Q4_K_M --leave-output-tensor', 'qwen3moe-f16', 'Q4_K_M', { leaveOutputTensor: true }, { leaveOutputTensor: true }],
+    ['Q4_K_M --output-tensor-type q8_0 --token-embedding-type q6_k', 'llama-tied-f16', 'Q4_K_M', { outputTensorType: GgmlType.Q8_0, tokenEmbeddingType: GgmlType.Q6_K }, { outputTensorType: GgmlType.Q8_0, tokenEmbeddingType: GgmlType.Q6_K }],
+    [
+      'Q4_K_M --tensor-type ffn_down_exps=q8_0 --tensor-type attn_.*=q4_0',
+      'qwen3moe-f16',
+      'Q4_K_M',
+      { tensorTypes: [{ pattern: 'ffn_down_exps', type: GgmlType.Q8_0 }, { pattern: 'attn_.*', type: GgmlType.Q4_0 }] },
+      { tensorTypes: [{ pattern: 'ffn_down_exps', type: GgmlType.Q8_0 }, { pattern: 'attn_.*', type: GgmlType.Q4_0 }] },
+    ],
+    ['Q4_K_M --allow-requantize (from Q8_0)', 'qwen3moe-q8', 'Q4_K_M', { allowRequantize: true }, { allowRequantize: true }],
+    ['Q4_K_M from 4 split files', 'qwen3moe-split', 'Q4_K_M'],
+    ['COPY', 'qwen3moe-f16', 'COPY', {}, { copy: true }],
+  ];
+
+  it.each(CASES)('%s of %s: the same bytes as llama.cpp', async (label, model, type, kailOpts = {}, refOpts = {}) => {
+    const ours = path.join(dir, `k-${model}-${type}.gguf`);
+    const theirs = path.join(dir, `r-${model}-${type}.gguf`);
+    const t0 = performance.now();
+    const r = quantizeModel(models[model], ours, { type, threads: 2, ...kailOpts });
+    const kailS = (performance.now() - t0) / 1000;
+    const t1 = performance.now();
+    await llamaQuantize(models[model], theirs, parseQuantFileType(type).ftype, { threads: 2, ...refOpts });
+    const refS = (performance.now() - t1) / 1000;
+    const same = fs.readFileSync(ours).equals(fs.readFileSync(theirs));
+    const types = [...new Set(r.tensors.map((t) => t.to))].join(' ');
+    table.push(`  ${model.padEnd(16)} ${label.padEnd(64)} ${same ? 'identical' : 'DIFFERENT'} (${types}; ${(r.bytesOut / 1048576).toFixed(2)} MiB; kail ${kailS.toFixed(2)} s, llama.cpp ${refS.toFixed(2)} s)`);
+    if (!same) throw new Error(`${label} of ${model}: ${firstDifference(ours, theirs)}`);
+    fs.rmSync(theirs);
+    fs.rmSync(ours);
+  });
+
+  it('gives the same bytes whatever the slab size (rows streamed a few at a time)', () => {
+    const a = path.join(dir, 'slab-a.gguf');
+    const b = path.join(dir, 'slab-b.gguf');
+    quantizeModel(models['mixtral-f32'], a, { type: 'Q4_K_M', threads: 1 });
+    quantizeModel(models['mixtral-f32'], b, { type: 'Q4_K_M', threads: 2, slabBytes: 64 * 1024 });
+    expect(fs.readFileSync(a).equals(fs.readFileSync(b))).toBe(true);
+  });
+
+  it("writes models kail runs, whose logits stay near the F16 file's (closer with more bits)", async () => {
+    const logitsOf = async (file: string) => {
+      const m = EngineModel.load(file, { nCtx: 64 });
+      try {
+        return await m.evaluate(0, [1, 17, 99, 3, 250, 7], 'all');
+      } finally {
+        m.close();
+      }
+    };
+    const f16 = await logitsOf(models['qwen3moe-f16']);
+    const err: Record<string, number> = {};
+    for (const type of ['Q8_0', 'Q4_K_M', 'Q2_K']) {
+      const out = path.join(dir, `run-${type}.gguf`);
+      quantizeModel(models['qwen3moe-f16'], out, { type });
+      err[type] = nmse(await logitsOf(out), f16);
+      fs.rmSync(out);
+    }
+    table.push(`  logits NMSE against the F16 file (qwen3moe, 6 tokens): ${Object.entries(err).map(([t, e]) => `${t} ${e.toExponential(2)}`).join(', ')}`);
+    expect(err.Q8_0).toBeLessThan(err.Q4_K_M);
+    expect(err.Q4_K_M).toBeLessThan(err.Q2_K);
+    expect(err.Q2_K).toBeLessThan(0.5);
+  });
+
+  it('plans i-quant types with --dry-run and refuses to write them, naming why; nothing is left behind', () => {
+    const plan = quantizeModel(models['mixtral-f32'], undefined, { type: 'IQ2_XXS', dryRun: true });
+    expect(plan.needsImatrix).toBe(true);
+    expect(plan.tensors.find((t) => t.name === 'blk.0.attn_v.weight')?.to).toBe('Q4_K');
+    const out = path.join(dir, 'refused.gguf');
+    expect(() => quantizeModel(models['mixtral-f32'], out, { type: 'IQ2_XXS' })).toThrow(/IQ2_XXS needs an importance matrix for blk\.0\.\w+\.weight/);
+    expect(() => quantizeModel(models['mixtral-f32'], out, { type: 'IQ4_XS' })).toThrow(/would be IQ4_XS, which kail quantize cannot write/);
+    expect(() => quantizeModel(models['qwen3moe-q8'], out, { type: 'Q4_K_M' })).toThrow(/already Q8_0: requantizing is off \(--allow-requantize/);
+    expect(fs.readdirSync(dir).filter((f) => f.startsWith('refused'))).toEqual([]);
+  });
+
+  it('refuses bad arguments and bad files with errors that name them', () => {
+    const out = path.join(dir, 'bad.gguf');
+    expect(() => quantizeModel(models['qwen3moe-f16'], out, { type: 'Q4_K_Z' })).toThrow(/unknown quantization type 'Q4_K_Z'; known: Q4_0/);
+    expect(() => quantizeModel(models['qwen3moe-f16'], models['qwen3moe-f16'], { type: 'Q8_0' })).toThrow(/is the input/);
+    expect(() => quantizeModel(models['qwen3moe-f16'], out, { type: 'Q8_0', threads: 0 })).toThrow(/threads must be 1 to 1024/);
+    expect(() => quantizeModel(path.join(dir, 'qwen3moe-split-00002-of-00004.gguf'), out, { type: 'Q8_0' })).toThrow(/is split 2 of 4: give the first split/);
+    // A file cut inside its tensor data: the error names the tensor, and no output is left.
+    const cut = path.join(dir, 'cut.gguf');
+    const bytes = fs.readFileSync(models['qwen3moe-f16']);
+    fs.writeFileSync(cut, bytes.subarray(0, bytes.length - 1000));
+    expect(() => quantizeModel(cut, out, { type: 'Q8_0' })).toThrow(/runs past the end of the file|ends early/);
+    fs.writeFileSync(cut, Buffer.from('not a gguf file at all'));
+    expect(() => quantizeModel(cut, out, { type: 'Q8_0' })).toThrow(/not a GGUF file/);
+    expect(fs.existsSync(out)).toBe(false);
+    expect(fs.readdirSync(dir).filter((f) => f.startsWith('bad.gguf'))).toEqual([]);
+  });
+});

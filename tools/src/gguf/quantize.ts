@@ -1,0 +1,674 @@
+// `kail quantize`: llama-quantize's job on a GGUF file. An F32/F16/BF16 model (or, with
+// allowRequantize, a quantized one) becomes a file of llama.cpp's file types (Q4_K_M, Q8_0, ...),
+// with the tensor types llama.cpp chooses for that file type (its "mixes": more bits for attn_v
+// and some ffn_down layers, the output in Q6_K, ...), the same tensor order and metadata, and
+// the same bytes: ggml's reference quantization through the native core, no importance matrix.
+// The rules are those of llama.cpp's src/llama-quant.cpp (llama_tensor_get_type and what it
+// calls), read from the source bundled in node-llama-cpp and written again here.
+//
+// The file streams through: each tensor is read in slabs of rows, converted and written, so a
+// model larger than memory quantizes in a bounded buffer. Nothing is written until every tensor's
+// type is known to be producible; the output goes to OUT.tmp-PID and is renamed at the end.
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { GgmlType, ggmlTypeTraits, GGUF_DEFAULT_ALIGNMENT } from './constants';
+import { readGgufHeader, type GgufHeader, type GgufReadKv, type GgufReadTensor } from './reader';
+import { GgufWriter, kv } from './writer';
+
+/** llama_ftype values of the file types below (include/llama.h). */
+const FTYPE = {
+  ALL_F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q2_K: 10, Q3_K_S: 11, Q3_K_M: 12, Q3_K_L: 13,
+  Q4_K_S: 14, Q4_K_M: 15, Q5_K_S: 16, Q5_K_M: 17, Q6_K: 18, IQ2_XXS: 19, IQ2_XS: 20, Q2_K_S: 21, IQ3_XS: 22,
+  IQ3_XXS: 23, IQ1_S: 24, IQ4_NL: 25, IQ3_S: 26, IQ3_M: 27, IQ2_S: 28, IQ2_M: 29, IQ4_XS: 30, IQ1_M: 31, BF16: 32,
+  MXFP4_MOE: 38,
+} as const;
+const LLAMA_FTYPE_GUESSED = 1024;
+/** GGML_QNT_VERSION, written as general.quantization_version. */
+const QNT_VERSION = 2;
+
+/** llama-quantize's type names (tools/quantize/quantize.cpp), with their llama_ftype and default tensor type. */
+export const QUANT_FILE_TYPES: readonly { name: string; ftype: number; type: GgmlType; copy?: true }[] = [
+  { name: 'Q4_0', ftype: FTYPE.Q4_0, type: GgmlType.Q4_0 },
+  { name: 'Q4_1', ftype: FTYPE.Q4_1, type: GgmlType.Q4_1 },
+  { name: 'MXFP4_MOE', ftype: FTYPE.MXFP4_MOE, type: GgmlType.MXFP4 },
+  { name: 'Q5_0', ftype: FTYPE.Q5_0, type: GgmlType.Q5_0 },
+  { name: 'Q5_1', ftype: FTYPE.Q5_1, type: GgmlType.Q5_1 },
+  { name: 'IQ2_XXS', ftype: FTYPE.IQ2_XXS, type: GgmlType.IQ2_XXS },
+  { name: 'IQ2_XS', ftype: FTYPE.IQ2_XS, type: GgmlType.IQ2_XS },
+  { name: 'IQ2_S', ftype: FTYPE.IQ2_S, type: GgmlType.IQ2_XS },
+  { name: 'IQ2_M', ftype: FTYPE.IQ2_M, type: GgmlType.IQ2_S },
+  { name: 'IQ1_S', ftype: FTYPE.IQ1_S, type: GgmlType.IQ1_S },
+  { name: 'IQ1_M', ftype: FTYPE.IQ1_M, type: GgmlType.IQ1_M },
+  { name: 'Q2_K', ftype: FTYPE.Q2_K, type: GgmlType.Q2_K },
+  { name: 'Q2_K_S', ftype: FTYPE.Q2_K_S, type: GgmlType.Q2_K },
+  { name: 'IQ3_XXS', ftype: FTYPE.IQ3_XXS, type: GgmlType.IQ3_XXS },
+  { name: 'IQ3_S', ftype: FTYPE.IQ3_S, type: GgmlType.IQ3_S },
+  { name: 'IQ3_M', ftype: FTYPE.IQ3_M, type: GgmlType.IQ3_S },
+  { name: 'Q3_K', ftype: FTYPE.Q3_K_M, type: GgmlType.Q3_K },
+  { name: 'IQ3_XS', ftype: FTYPE.IQ3_XS, type: GgmlType.IQ3_S },
+  { name: 'Q3_K_S', ftype: FTYPE.Q3_K_S, type: GgmlType.Q3_K },
+  { name: 'Q3_K_M', ftype: FTYPE.Q3_K_M, type: GgmlType.Q3_K },
+  { name: 'Q3_K_L', ftype: FTYPE.Q3_K_L, type: GgmlType.Q3_K },
+  { name: 'IQ4_NL', ftype: FTYPE.IQ4_NL, type: GgmlType.IQ4_NL },
+  { name: 'IQ4_XS', ftype: FTYPE.IQ4_XS, type: GgmlType.IQ4_XS },
+  { name: 'Q4_K', ftype: FTYPE.Q4_K_M, type: GgmlType.Q4_K },
+  { name: 'Q4_K_S', ftype: FTYPE.Q4_K_S, type: GgmlType.Q4_K },
+  { name: 'Q4_K_M', ftype: FTYPE.Q4_K_M, type: GgmlType.Q4_K },
+  { name: 'Q5_K', ftype: FTYPE.Q5_K_M, type: GgmlType.Q5_K },
+  { name: 'Q5_K_S', ftype: FTYPE.Q5_K_S, type: GgmlType.Q5_K },
+  { name: 'Q5_K_M', ftype: FTYPE.Q5_K_M, type: GgmlType.Q5_K },
+  { name: 'Q6_K', ftype: FTYPE.Q6_K, type: GgmlType.Q6_K },
+  { name: 'Q8_0', ftype: FTYPE.Q8_0, type: GgmlType.Q8_0 },
+  { name: 'F16', ftype: FTYPE.F16, type: GgmlType.F16 },
+  { name: 'BF16', ftype: FTYPE.BF16, type: GgmlType.BF16 },
+  { name: 'F32', ftype: FTYPE.ALL_F32, type: GgmlType.F32 },
+  { name: 'COPY', ftype: FTYPE.ALL_F32, type: GgmlType.F32, copy: true },
+];
+
+/**
+ * Tensor types kail can write from F32 values (the native core's quantize_row: ggml's reference
+ * quantizers). The i-quants and MXFP4 have no quantizer here: their file types plan (dry run) but
+ * do not write.
+ */
+const QUANTIZABLE = new Set<GgmlType>([
+  GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q8_0,
+  GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K,
+]);
+/** Source types the native core expands to F32 (dequantize_row), for requantizing. */
+const DEQUANTIZABLE = new Set<GgmlType>([...QUANTIZABLE]);
+
+/** A file type by llama-quantize's name (any case) or llama_ftype number; throws listing the names. */
+export function parseQuantFileType(s: string): (typeof QUANT_FILE_TYPES)[number] {
+  const u = s.trim().toUpperCase();
+  const byName = QUANT_FILE_TYPES.find((t) => t.name === u);
+  if (byName) return byName;
+  if (/^\d+$/.test(u)) {
+    const byNumber = QUANT_FILE_TYPES.find((t) => t.ftype === Number(u) && !t.copy);
+    if (byNumber) return byNumber;
+  }
+  throw new Error(`unknown quantization type '${s}'; known: ${QUANT_FILE_TYPES.map((t) => t.name).join(', ')}`);
+}
+
+/** A ggml tensor type by name (any case), for --output-tensor-type and the like. */
+export function parseTensorType(s: string): GgmlType {
+  const u = s.trim().toUpperCase();
+  for (const id of Object.values(GgmlType)) {
+    if (typeof id !== 'number') continue;
+    if (ggmlTypeTraits(id).name === u) return id;
+  }
+  throw new Error(`unknown tensor type '${s}'`);
+}
+
+export interface QuantizeOptions {
+  /** A QUANT_FILE_TYPES name or llama_ftype number. */
+  type: string;
+  /** Threads for the quantizer (default: the CPUs this process may use). */
+  threads?: number;
+  /** Quantize tensors already quantized (llama-quantize --allow-requantize). */
+  allowRequantize?: boolean;
+  /** Keep output.weight as it is (--leave-output-tensor). */
+  leaveOutputTensor?: boolean;
+  /** Every quantizable tensor in the file type's default type, no mix (--pure). */
+  pure?: boolean;
+  /** Type of output.weight (and of token_embd.weight when the two are tied) (--output-tensor-type). */
+  outputTensorType?: GgmlType;
+  /** Type of token_embd.weight (--token-embedding-type). */
+  tokenEmbeddingType?: GgmlType;
+  /** --tensor-type REGEX=TYPE: the first regex found in a tensor's name sets its type. */
+  tensorTypes?: { pattern: string; type: GgmlType }[];
+  /** Plan and report sizes without writing (--dry-run). */
+  dryRun?: boolean;
+  /** Bytes of rows converted at once per tensor (default 256 MiB). */
+  slabBytes?: number;
+  /** Progress lines, one per tensor (and fallback warnings). */
+  log?: (line: string) => void;
+  /** Called after each slab: input bytes done of the total, and the tensor. */
+  progress?: (doneBytes: number, totalBytes: number, tensor: string) => void;
+}
+
+export interface QuantizedTensor {
+  name: string;
+  shape: number[];
+  from: string;
+  to: string;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+export interface QuantizeReport {
+  output?: string;
+  ftype: number;
+  typeName: string;
+  tensors: QuantizedTensor[];
+  bytesIn: number;
+  bytesOut: number;
+  /** Elements over all tensors (for bits per weight). */
+  elements: number;
+  /** Tensors whose row length the chosen type's block does not divide, and that took a fallback type. */
+  fallbacks: number;
+  /** A dry run's plan needs an importance matrix that kail cannot use. */
+  needsImatrix: boolean;
+}
+
+// --- what llama.cpp reads of the model ---
+
+interface ModelInfo {
+  arch: string;
+  nLayerAll: number;
+  nLayer: number;
+  nExpert: number;
+  nHead: number;
+  nHeadKv: number;
+  is70B: boolean;
+}
+
+function kvNumber(h: GgufHeader, key: string): number | undefined {
+  const v = h.kv.get(key);
+  if (!v) return undefined;
+  const x = Array.isArray(v.value) ? v.value[0] : v.value;
+  return typeof x === 'number' ? x : typeof x === 'bigint' ? Number(x) : undefined;
+}
+
+function modelInfo(h: GgufHeader, file: string): ModelInfo {
+  const archKv = h.kv.get('general.architecture');
+  if (!archKv || typeof archKv.value !== 'string') throw new Error(`${file}: no general.architecture; not a model file`);
+  const arch = archKv.value;
+  const nLayerAll = kvNumber(h, `${arch}.block_count`);
+  if (nLayerAll === undefined || nLayerAll < 1) throw new Error(`${file}: ${arch}.block_count is missing or not positive`);
+  const nLayer = nLayerAll - (kvNumber(h, `${arch}.nextn_predict_layers`) ?? 0);
+  const e = kvNumber(h, `${arch}.expert_count`) ?? 0;
+  const nHead = kvNumber(h, `${arch}.attention.head_count`) ?? 0;
+  const nHeadKv = kvNumber(h, `${arch}.attention.head_count_kv`) ?? nHead;
+  const nExpert = e <= 1 ? 0 : e;
+  // The model types llama.cpp calls LLM_TYPE_70B (it gives their attn_v more bits).
+  const is70B =
+    (arch === 'llama' && nExpert !== 8 && nLayer === 80 && nHead !== nHeadKv) ||
+    (['qwen2', 'olmo', 'deci'].includes(arch) && nLayer === 80) ||
+    (arch === 'jais2' && nLayer === 68);
+  return { arch, nLayerAll, nLayer, nExpert, nHead, nHeadKv, is70B };
+}
+
+// --- llama.cpp's type choice (src/llama-quant.cpp) ---
+
+type Category = 'token_embd' | 'attn_q' | 'attn_v' | 'attn_k' | 'attn_qkv' | 'attn_kv_b' | 'attn_output' | 'ffn_up' | 'ffn_gate' | 'ffn_down' | 'output' | 'other';
+
+function category(name: string): Category {
+  if (name === 'output.weight') return 'output';
+  if (name === 'token_embd.weight' || name === 'per_layer_token_embd.weight') return 'token_embd';
+  const has = (s: string) => name.includes(s);
+  if (has('attn_qkv.weight')) return 'attn_qkv';
+  if (has('attn_kv_b.weight')) return 'attn_kv_b';
+  if (has('attn_v.weight')) return 'attn_v';
+  if (has('attn_k.weight')) return 'attn_k';
+  if (has('attn_q.weight')) return 'attn_q';
+  if (has('attn_output.weight')) return 'attn_output';
+  if (has('ffn_up')) return 'ffn_up';
+  if (has('ffn_gate')) return 'ffn_gate';
+  if (has('ffn_down')) return 'ffn_down';
+  return 'other';
+}
+
+const isAttnV = (c: Category) => c === 'attn_v' || c === 'attn_qkv' || c === 'attn_kv_b';
+
+/** ggml_n_dims: dimensions up to the last one above 1. */
+function nDims(shape: readonly number[]): number {
+  for (let i = shape.length - 1; i >= 1; i--) if (shape[i] > 1) return i + 1;
+  return 1;
+}
+
+/** The block index llama.cpp's sscanf("blk.%d.") reads from a name, or -1. */
+function blockOf(name: string): number {
+  const m = /^blk\.\s*([+-]?\d+)/.exec(name);
+  return m ? Number(m[1]) : -1;
+}
+
+const NOT_QUANTIZED = [
+  '_norm.weight', 'ffn_gate_inp.weight', 'ffn_gate_tid2eid.weight', 'altup', 'laurel', 'per_layer_model_proj',
+  'ssm_conv1d', 'shortconv.conv.weight', 'indexer.k_proj.weight', 'indexer.q_proj.weight',
+  'time_mix_first.weight', 'time_mix_w0.weight', 'time_mix_w1.weight', 'time_mix_w2.weight', 'time_mix_v0.weight',
+  'time_mix_v1.weight', 'time_mix_v2.weight', 'time_mix_a0.weight', 'time_mix_a1.weight', 'time_mix_a2.weight',
+  'time_mix_g1.weight', 'time_mix_g2.weight', 'time_mix_decay_w1.weight', 'time_mix_decay_w2.weight',
+  'time_mix_lerp_fused.weight', 'attn_rel_b.weight', '.position_embd', 'sam.pos_embd', 'sam.neck.', 'sam.net_',
+  '.rel_pos', '.patch_embd', '.patch_merger', 'a.rvq.codebook', 'mm.a.code_embd',
+];
+
+/** tensor_allows_quantization: 2-D and 3-D weights, less norms, routers, small tables and the like. */
+function allowsQuantization(t: GgufReadTensor, opts: QuantizeOptions, copy: boolean): boolean {
+  if (copy || nDims(t.shape) < 2) return false;
+  const n = t.name;
+  if (!n.endsWith('weight')) return false;
+  if (n === 'output.weight' && opts.leaveOutputTensor) return false;
+  if (n === 'position_embd.weight' || n === 'token_types.weight') return false;
+  return !NOT_QUANTIZED.some((s) => n.includes(s));
+}
+
+const blockSize = (t: GgmlType) => ggmlTypeTraits(t).blockSize;
+const isQuantized = (t: GgmlType) => ggmlTypeTraits(t).quantized;
+
+class TypeChooser {
+  private nAttnV = 0;
+  private iAttnV = 0;
+  private iFfnDown = 0;
+  private iFfnGate = 0;
+  private iFfnUp = 0;
+  private readonly tiedEmbeddings: boolean;
+  private readonly patterns: { re: RegExp; type: GgmlType }[];
+  fallbacks = 0;
+
+  constructor(
+    private readonly m: ModelInfo,
+    names: readonly string[],
+    private readonly ftype: number,
+    private readonly opts: QuantizeOptions,
+    private readonly warn: (line: string) => void,
+  ) {
+    for (const n of names) if (isAttnV(category(n))) this.nAttnV++;
+    this.tiedEmbeddings = !names.includes('output.weight');
+    this.patterns = (opts.tensorTypes ?? []).map((p) => ({ re: new RegExp(p.pattern), type: p.type }));
+  }
+
+  private get nGqa(): number {
+    return this.m.nHeadKv === 0 ? 0 : Math.floor(this.m.nHead / this.m.nHeadKv);
+  }
+
+  /** llama_tensor_get_type: the type of a tensor that allows quantization. */
+  choose(t: GgufReadTensor, defaultType: GgmlType): GgmlType {
+    const cat = category(t.name);
+    const o = this.opts;
+    if (o.tokenEmbeddingType !== undefined && cat === 'token_embd') {
+      // per_layer_token_embd follows it unless a --tensor-type names it.
+      const named = t.name === 'per_layer_token_embd.weight' && this.patterns.some((p) => p.re.test(t.name));
+      if (!named) return o.tokenEmbeddingType;
+    }
+    if (o.outputTensorType !== undefined && cat === 'output') return o.outputTensorType;
+    let type = defaultType;
+    if (!isQuantized(defaultType)) return type;
+    let manual = false;
+    for (const p of this.patterns) {
+      if (p.re.test(t.name)) {
+        type = p.type;
+        manual = true;
+        break;
+      }
+    }
+    if (!manual && !o.pure) type = this.mix(t, type, cat);
+    return this.fallback(t, type);
+  }
+
+  /** tensor_type_fallback: a row length the type's block does not divide takes a type with a smaller block. */
+  private fallback(t: GgufReadTensor, target: GgmlType): GgmlType {
+    const ncols = t.shape[0];
+    if (ncols % blockSize(target) === 0) return target;
+    this.fallbacks++;
+    let type: GgmlType;
+    switch (target) {
+      case GgmlType.IQ1_S: case GgmlType.IQ1_M: case GgmlType.IQ2_XXS: case GgmlType.IQ2_XS: case GgmlType.IQ2_S:
+      case GgmlType.IQ3_XXS: case GgmlType.IQ3_S: case GgmlType.IQ4_XS:
+        type = GgmlType.IQ4_NL; break;
+      case GgmlType.Q2_K: case GgmlType.Q3_K: type = GgmlType.Q4_0; break;
+      case GgmlType.Q4_K: type = GgmlType.Q5_0; break;
+      case GgmlType.Q5_K: type = GgmlType.Q5_1; break;
+      case GgmlType.Q6_K: type = GgmlType.Q8_0; break;
+      default:
+        if (blockSize(target) > 32) throw new Error(`no tensor type fallback is defined for type ${ggmlTypeTraits(target).name}`);
+        type = target;
+    }
+    if (ncols % blockSize(type) !== 0) type = GgmlType.F16;
+    this.warn(`${t.name}: row length ${ncols} is not a multiple of ${blockSize(target)} (${ggmlTypeTraits(target).name}); falling back to ${ggmlTypeTraits(type).name}`);
+    return type;
+  }
+
+  /** The block a per-layer FFN tensor belongs to, and the block count (layer_info). */
+  private layer(counter: number, name: string): [number, number] {
+    const n = this.m.nLayerAll;
+    if (this.m.nExpert > 1) {
+      const il = blockOf(name);
+      if (!/^blk\.\s*[+-]?\d/.test(name)) throw new Error(`failed to determine the block of tensor ${name}`);
+      if (il < 0 || il >= n) throw new Error(`bad block ${il} for tensor ${name}: must be in [0, ${n})`);
+      return [il, n];
+    }
+    return [counter, n];
+  }
+
+  /** llama_tensor_get_type_impl: the file type's mix. */
+  private mix(t: GgufReadTensor, type: GgmlType, cat: Category): GgmlType {
+    const F = FTYPE;
+    const ft = this.ftype;
+    const m = this.m;
+    const arch = m.arch;
+    const falcon = arch === 'falcon';
+    const moreBits = (i: number, n: number) => i < Math.trunc(n / 8) || i >= Math.trunc((7 * n) / 8) || (i - Math.trunc(n / 8)) % 3 === 2;
+    const div = (a: number, b: number) => Math.trunc(a / b);
+    const is = (...fts: number[]) => fts.includes(ft);
+    const Q = GgmlType;
+    if (cat === 'output' || (this.tiedEmbeddings && cat === 'token_embd')) {
+      if (this.opts.outputTensorType !== undefined) return this.opts.outputTensorType;
+      if (ft === F.MXFP4_MOE) return Q.Q8_0;
+      if (falcon || t.shape[0] % blockSize(type) !== 0) return Q.Q8_0;
+      if (is(F.IQ2_XXS, F.IQ2_XS, F.IQ3_XXS, F.IQ1_S, F.IQ2_S, F.IQ2_M, F.IQ1_M)) return Q.Q5_K;
+      if (type !== Q.Q8_0) return Q.Q6_K;
+      return type;
+    }
+    if (ft === F.MXFP4_MOE) {
+      const bailing3Expert = arch === 'bailingmoe3' && (cat === 'ffn_up' || cat === 'ffn_gate' || cat === 'ffn_down');
+      return (t.shape[2] ?? 1) > 1 && (arch !== 'bailingmoe3' || bailing3Expert) ? Q.MXFP4 : Q.Q8_0;
+    }
+    if (cat === 'token_embd') {
+      if (this.opts.tokenEmbeddingType !== undefined) return this.opts.tokenEmbeddingType;
+      if (is(F.IQ2_XXS, F.IQ2_XS, F.IQ1_S, F.IQ1_M)) return Q.Q2_K;
+      if (is(F.IQ2_S, F.IQ2_M, F.IQ3_XXS)) return Q.IQ3_S;
+      return type;
+    }
+    if (is(F.IQ2_XXS, F.IQ2_XS, F.IQ1_S, F.IQ2_S, F.IQ2_M, F.IQ1_M)) {
+      const s2 = is(F.IQ2_S, F.IQ2_M);
+      if (isAttnV(cat)) {
+        type = this.nGqa >= 4 || m.nExpert >= 4 ? Q.Q4_K : s2 ? Q.IQ3_S : Q.Q2_K;
+        this.iAttnV++;
+      } else if (m.nExpert === 8 && cat === 'attn_k') {
+        type = Q.Q4_K;
+      } else if (cat === 'ffn_down') {
+        if (this.iFfnDown < div(m.nLayerAll, 8)) type = s2 ? Q.IQ3_S : Q.Q2_K;
+        this.iFfnDown++;
+      } else if (cat === 'attn_output') {
+        if (m.nExpert === 8) type = Q.Q5_K;
+        else if (is(F.IQ1_S, F.IQ1_M)) type = Q.IQ2_XXS;
+        else if (s2) type = Q.IQ3_S;
+      }
+      return type;
+    }
+    if (isAttnV(cat)) {
+      const gqa4 = this.nGqa >= 4;
+      if (ft === F.Q2_K) type = gqa4 ? Q.Q4_K : Q.Q3_K;
+      else if (ft === F.Q2_K_S && gqa4) type = Q.Q4_K;
+      else if (ft === F.IQ3_XXS) type = gqa4 ? Q.Q4_K : Q.IQ3_S; // (no imatrix: IQ3_S)
+      else if (is(F.IQ3_XS, F.IQ3_S) && gqa4) type = Q.Q4_K;
+      else if (ft === F.IQ3_M) type = Q.Q4_K;
+      else if (ft === F.Q3_K_M) type = this.iAttnV < 2 ? Q.Q5_K : Q.Q4_K;
+      else if (ft === F.Q3_K_L) type = Q.Q5_K;
+      else if (is(F.IQ4_NL, F.IQ4_XS) && gqa4) type = Q.Q5_K;
+      else if (is(F.Q4_K_M, F.Q5_K_M) && moreBits(this.iAttnV, this.nAttnV)) type = Q.Q6_K;
+      else if (ft === F.Q4_K_S && this.iAttnV < 4) type = Q.Q5_K;
+      if (m.is70B && (type === Q.Q3_K || type === Q.Q4_K)) type = Q.Q5_K;
+      if (m.nExpert === 8) type = Q.Q8_0;
+      this.iAttnV++;
+      return type;
+    }
+    if (cat === 'attn_k') {
+      if (m.nExpert === 8) type = Q.Q8_0;
+      else if (ft === F.IQ3_XS) type = Q.IQ3_XXS;
+      else if (ft === F.IQ3_XXS) type = Q.IQ2_S;
+      return type;
+    }
+    if (cat === 'attn_q') {
+      if (ft === F.IQ3_XS) type = Q.IQ3_XXS;
+      else if (ft === F.IQ3_XXS) type = Q.IQ2_S;
+      return type;
+    }
+    if (cat === 'ffn_down') {
+      const [il, nl] = this.layer(this.iFfnDown, t.name);
+      if (ft === F.Q2_K) type = Q.Q3_K;
+      else if (ft === F.Q2_K_S) {
+        if (il < div(nl, 8)) type = Q.Q4_K;
+      } else if (ft === F.IQ3_XXS) type = il < div(nl, 8) ? Q.Q4_K : Q.Q3_K; // (no imatrix)
+      else if (ft === F.Q3_K_M) type = il < div(nl, 16) ? Q.Q5_K : !falcon || moreBits(il, nl) ? Q.Q4_K : Q.Q3_K;
+      else if (ft === F.IQ3_M && (il < div(nl, 8) || (m.nExpert === 8 && moreBits(il, nl)))) type = Q.Q4_K;
+      else if (ft === F.Q3_K_L) type = falcon ? Q.Q4_K : Q.Q5_K;
+      else if (ft === F.Q4_K_M) {
+        if (falcon) type = il < div(nl, 16) ? Q.Q6_K : moreBits(il, nl) ? Q.Q5_K : Q.Q4_K;
+        else if (moreBits(il, nl)) type = Q.Q6_K;
+      } else if (il < div(nl, 8) && is(F.IQ4_NL, F.IQ4_XS)) type = Q.Q5_K; // (no imatrix)
+      else if (ft === F.Q5_K_M && moreBits(il, nl)) type = Q.Q6_K;
+      else if (ft === F.Q4_K_S && !falcon && il < div(nl, 8)) type = Q.Q5_K;
+      this.iFfnDown++;
+      return type;
+    }
+    if (cat === 'attn_output') {
+      if (!falcon) {
+        if (m.nExpert === 8) {
+          if (is(F.Q2_K, F.IQ3_XS, F.IQ3_XXS, F.Q3_K_S, F.Q3_K_M, F.IQ4_NL, F.Q4_K_S, F.Q4_K_M, F.IQ3_S, F.IQ3_M, F.IQ4_XS)) type = Q.Q5_K;
+        } else if (ft === F.Q2_K) type = Q.Q3_K;
+        else if (ft === F.IQ3_XXS) type = Q.IQ3_S;
+        else if (ft === F.Q3_K_M) type = Q.Q4_K;
+        else if (ft === F.Q3_K_L) type = Q.Q5_K;
+        else if (ft === F.IQ3_M) type = Q.Q4_K;
+      } else if (ft === F.Q3_K_L) type = Q.Q4_K;
+      return type;
+    }
+    if (cat === 'ffn_gate' || cat === 'ffn_up') {
+      const counter = cat === 'ffn_gate' ? this.iFfnGate : this.iFfnUp;
+      const [il, nl] = this.layer(counter, t.name);
+      if (ft === F.IQ3_XS && il >= div(nl, 8) && il < div(7 * nl, 8)) type = Q.IQ3_XXS;
+      if (cat === 'ffn_gate') this.iFfnGate++;
+      else this.iFfnUp++;
+      return type;
+    }
+    return type;
+  }
+}
+
+/** tensor_requires_imatrix (kail quantizes without one). */
+function requiresImatrix(name: string, type: GgmlType, ftype: number): boolean {
+  if (name === 'token_embd.weight' || name === 'per_layer_token_embd.weight' || name === 'output.weight') return false;
+  switch (type) {
+    case GgmlType.IQ3_XXS: case GgmlType.IQ2_XXS: case GgmlType.IQ2_XS: case GgmlType.IQ2_S: case GgmlType.IQ1_M: case GgmlType.IQ1_S:
+      return true;
+    case GgmlType.Q2_K:
+      return ftype === FTYPE.Q2_K_S;
+    default:
+      return false;
+  }
+}
+
+/** llama_model_loader's file-type guess for COPY from a file without general.file_type. */
+function guessFtype(tensors: readonly GgufReadTensor[]): number {
+  const count = new Map<GgmlType, number>();
+  let max = 0;
+  let typeMax = GgmlType.F32;
+  for (const t of tensors) {
+    const c = (count.get(t.type) ?? 0) + 1;
+    count.set(t.type, c);
+    if (c > max) {
+      max = c;
+      typeMax = t.type;
+    }
+  }
+  const byType: Partial<Record<GgmlType, number>> = {
+    [GgmlType.F32]: FTYPE.ALL_F32, [GgmlType.F16]: FTYPE.F16, [GgmlType.BF16]: FTYPE.BF16, [GgmlType.Q4_0]: FTYPE.Q4_0,
+    [GgmlType.Q4_1]: FTYPE.Q4_1, [GgmlType.Q5_0]: FTYPE.Q5_0, [GgmlType.Q5_1]: FTYPE.Q5_1, [GgmlType.Q8_0]: FTYPE.Q8_0,
+    [GgmlType.Q2_K]: FTYPE.Q2_K, [GgmlType.Q3_K]: FTYPE.Q3_K_M, [GgmlType.Q4_K]: FTYPE.Q4_K_M, [GgmlType.Q5_K]: FTYPE.Q5_K_M,
+    [GgmlType.Q6_K]: FTYPE.Q6_K, [GgmlType.IQ2_XXS]: FTYPE.IQ2_XXS, [GgmlType.IQ2_XS]: FTYPE.IQ2_XS, [GgmlType.IQ2_S]: FTYPE.IQ2_S,
+    [GgmlType.IQ3_XXS]: FTYPE.IQ3_XXS, [GgmlType.IQ1_S]: FTYPE.IQ1_S, [GgmlType.IQ1_M]: FTYPE.IQ1_M, [GgmlType.IQ4_NL]: FTYPE.IQ4_NL,
+    [GgmlType.IQ4_XS]: FTYPE.IQ4_XS, [GgmlType.IQ3_S]: FTYPE.IQ3_S,
+  };
+  return (byType[typeMax] ?? FTYPE.ALL_F32) | LLAMA_FTYPE_GUESSED;
+}
+
+// --- the native core ---
+
+interface NativeQuant {
+  quantize(type: number, data: Float32Array, threads?: number): Uint8Array;
+  dequantize(type: number, data: Uint8Array, n: number): Float32Array;
+}
+
+function nativeQuant(): NativeQuant {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const engine = require('@kailstream/engine/core') as { native: () => NativeQuant };
+  return engine.native();
+}
+
+function defaultThreads(): number {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const engine = require('@kailstream/engine/core') as typeof import('@kailstream/engine/core');
+  return Math.max(1, engine.systemInfo().defaultThreads);
+}
+
+/** The files of a model: one, or llama.cpp's split files PREFIX-0000i-of-0000N.gguf found from the first. */
+function modelSplits(file: string, h: GgufHeader): string[] {
+  const count = kvNumber(h, 'split.count');
+  if (count === undefined || count <= 1) return [file];
+  if ((kvNumber(h, 'split.no') ?? 0) !== 0) throw new Error(`${file} is split ${(kvNumber(h, 'split.no') ?? 0) + 1} of ${count}: give the first split`);
+  const m = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/.exec(file);
+  if (!m) throw new Error(`${file}: split.count is ${count} but the name is not PREFIX-00001-of-NNNNN.gguf`);
+  const out: string[] = [];
+  for (let i = 1; i <= count; i++) out.push(`${m[1]}-${String(i).padStart(5, '0')}-of-${String(count).padStart(5, '0')}.gguf`);
+  return out;
+}
+
+type SourceTensor = GgufReadTensor & { file: string };
+
+function readAll(fd: number, buf: Uint8Array, pos: number, what: string): void {
+  for (let off = 0; off < buf.length; ) {
+    const n = fs.readSync(fd, buf, off, buf.length - off, pos + off);
+    if (n <= 0) throw new Error(`${what}: the file ends early (read ${off} of ${buf.length} bytes at ${pos})`);
+    off += n;
+  }
+}
+
+const MIB = 1024 * 1024;
+
+/**
+ * Quantizes `input` (a GGUF model, or a split model's first file) to `output` as llama-quantize
+ * does without an importance matrix; returns what each tensor became. `output` undefined only
+ * with dryRun.
+ */
+export function quantizeModel(input: string, output: string | undefined, opts: QuantizeOptions): QuantizeReport {
+  const ft = parseQuantFileType(opts.type);
+  const log = opts.log ?? (() => undefined);
+  if (!opts.dryRun) {
+    if (!output) throw new Error('quantize: an output file is needed (or a dry run)');
+    if (fs.existsSync(output) && fs.realpathSync(output) === fs.realpathSync(input)) throw new Error(`quantize: the output ${output} is the input`);
+  }
+  if (opts.threads !== undefined && (!Number.isInteger(opts.threads) || opts.threads < 1 || opts.threads > 1024)) {
+    throw new Error(`quantize: threads must be 1 to 1024, got ${opts.threads}`);
+  }
+  const first = readGgufHeader(input);
+  const files = modelSplits(input, first);
+  const info = modelInfo(first, input);
+  const tensors: SourceTensor[] = [];
+  for (const f of files) {
+    if (!fs.existsSync(f)) throw new Error(`${input}: split file ${f} is missing`);
+    const h = f === input ? first : readGgufHeader(f);
+    for (const t of h.tensors) tensors.push({ ...t, file: f });
+  }
+  const seen = new Set<string>();
+  for (const t of tensors) {
+    if (seen.has(t.name)) throw new Error(`${input}: tensor '${t.name}' appears twice`);
+    seen.add(t.name);
+  }
+  // llama.cpp's order: by block number (none first), then by name.
+  tensors.sort((a, b) => blockOf(a.name) - blockOf(b.name) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+
+  const ftype = ft.copy ? (kvNumber(first, 'general.file_type') ?? guessFtype(tensors)) : ft.ftype;
+  const chooser = new TypeChooser(info, tensors.map((t) => t.name), ft.ftype, opts, log);
+  const plan = tensors.map((t) => {
+    const to = allowsQuantization(t, opts, !!ft.copy) ? chooser.choose(t, ft.type) : t.type;
+    return { t, to, imatrix: requiresImatrix(t.name, to, ft.ftype) && allowsQuantization(t, opts, !!ft.copy) };
+  });
+  const needsImatrix = plan.some((p) => p.imatrix);
+
+  // Everything that would stop the run is found before a byte is written.
+  if (!opts.dryRun) {
+    for (const { t, to, imatrix } of plan) {
+      if (imatrix) throw new Error(`${ft.name} needs an importance matrix for ${t.name} (type ${ggmlTypeTraits(to).name}), as llama.cpp's does; kail quantize has none: choose another type`);
+      if (to === t.type) continue;
+      const toName = ggmlTypeTraits(to).name;
+      if (!QUANTIZABLE.has(to)) throw new Error(`${t.name} would be ${toName}, which kail quantize cannot write (it writes ${[...QUANTIZABLE].map((x) => ggmlTypeTraits(x).name).join(', ')})`);
+      if (isQuantized(t.type) && !opts.allowRequantize) throw new Error(`${t.name} is already ${ggmlTypeTraits(t.type).name}: requantizing is off (--allow-requantize turns it on; quality suffers)`);
+      if (!DEQUANTIZABLE.has(t.type)) throw new Error(`${t.name} is ${ggmlTypeTraits(t.type).name}, which kail quantize cannot read back to floats`);
+      if (t.shape[0] % blockSize(to) !== 0) throw new Error(`${t.name}: row length ${t.shape[0]} is not a multiple of the ${toName} block`);
+    }
+  }
+
+  const report: QuantizeReport = { output: opts.dryRun ? undefined : output, ftype, typeName: ft.name, tensors: [], bytesIn: 0, bytesOut: 0, elements: 0, fallbacks: chooser.fallbacks, needsImatrix };
+  const alignment = kvNumber(first, 'general.alignment') ?? GGUF_DEFAULT_ALIGNMENT;
+  const skip = new Set(['general.alignment', 'general.quantization_version', 'general.file_type', 'split.no', 'split.count', 'split.tensors.count']);
+  const tmp = output ? `${output}.tmp-${process.pid}` : '';
+  const w = opts.dryRun ? undefined : new GgufWriter(tmp, { alignment, alignmentKey: first.kv.has('general.alignment') });
+  if (w) {
+    for (const [key, v] of first.kv as Map<string, GgufReadKv>) if (!skip.has(key)) w.set(key, kv.raw(v.type, v.raw));
+    w.set('general.quantization_version', kv.u32(QNT_VERSION));
+    w.set('general.file_type', kv.u32(ftype));
+    // (ggml writes a tensor's dims up to the last one above 1.)
+    for (const { t, to } of plan) w.addTensor({ name: t.name, shape: t.shape.slice(0, nDims(t.shape)), type: to });
+  }
+
+  const threads = opts.threads ?? defaultThreads();
+  const slabBytes = opts.slabBytes ?? 256 * MIB;
+  const q = w ? nativeQuant() : undefined;
+  const fds = new Map<string, number>();
+  const totalIn = plan.reduce((a, p) => a + p.t.bytes, 0);
+  let doneIn = 0;
+  try {
+    let i = 0;
+    for (const { t, to } of plan) {
+      i++;
+      const nPerRow = t.shape[0];
+      const rows = t.shape.slice(1).reduce((a, b) => a * b, 1);
+      const fromName = ggmlTypeTraits(t.type).name;
+      const toName = ggmlTypeTraits(to).name;
+      const rowIn = (nPerRow / blockSize(t.type)) * ggmlTypeTraits(t.type).typeSize;
+      const rowOut = (nPerRow / blockSize(to)) * ggmlTypeTraits(to).typeSize;
+      const bytesOut = rowOut * rows;
+      if (w && q) {
+        let fd = fds.get(t.file);
+        if (fd === undefined) {
+          fd = fs.openSync(t.file, 'r');
+          fds.set(t.file, fd);
+        }
+        const perRow = to === t.type ? rowIn : rowIn + 4 * nPerRow + rowOut;
+        const slabRows = Math.max(1, Math.min(rows, Math.floor(slabBytes / perRow)));
+        for (let r = 0; r < rows; r += slabRows) {
+          const n = Math.min(slabRows, rows - r);
+          // (A fresh ArrayBuffer: aligned for an F32 view.)
+          const src = new Uint8Array(new ArrayBuffer(n * rowIn));
+          readAll(fd, src, t.fileOffset + r * rowIn, `${t.file}: tensor ${t.name}`);
+          if (to === t.type) {
+            w.writeTensorData(t.name, src);
+          } else {
+            const f32 = t.type === GgmlType.F32 ? new Float32Array(src.buffer) : q.dequantize(t.type, src, n * nPerRow);
+            const out = to === GgmlType.F32 ? new Uint8Array(f32.buffer, f32.byteOffset, f32.byteLength) : q.quantize(to, f32, threads);
+            if (out.byteLength !== n * rowOut) throw new Error(`quantize ${t.name}: ${out.byteLength} bytes for ${n} rows of ${toName}, expected ${n * rowOut}`);
+            w.writeTensorData(t.name, out);
+          }
+          doneIn += n * rowIn;
+          opts.progress?.(doneIn, totalIn, t.name);
+        }
+      }
+      const shape = `[${t.shape.join(', ')}]`;
+      log(`[${String(i).padStart(4)}/${String(plan.length).padStart(4)}] ${t.name.padEnd(36)} ${shape.padEnd(22)} ${fromName.padStart(7)} -> ${toName.padEnd(7)} ${(t.bytes / MIB).toFixed(2).padStart(9)} MiB -> ${(bytesOut / MIB).toFixed(2).padStart(9)} MiB`);
+      report.tensors.push({ name: t.name, shape: [...t.shape], from: fromName, to: toName, bytesIn: t.bytes, bytesOut });
+      report.bytesIn += t.bytes;
+      report.bytesOut += bytesOut;
+      report.elements += nPerRow * rows;
+    }
+    if (w && output) {
+      w.finish();
+      fs.renameSync(tmp, output);
+    }
+  } catch (e) {
+    w?.abort();
+    fs.rmSync(tmp, { force: true });
+    throw e;
+  } finally {
+    for (const fd of fds.values()) fs.closeSync(fd);
+  }
+  return report;
+}
+
+/** llama-quantize's default output name: ggml-model-TYPE.gguf beside the input. */
+export function defaultQuantizedPath(input: string, typeName: string): string {
+  return path.join(path.dirname(input), `ggml-model-${typeName}.gguf`);
+}
+
+/** `model size = X MiB (Y BPW)` lines, as llama-quantize ends. */
+export function quantizeSummary(r: QuantizeReport): string[] {
+  const bpw = (b: number) => ((b * 8) / Math.max(1, r.elements)).toFixed(2);
+  const lines = [
+    `model size  = ${(r.bytesIn / MIB).toFixed(2)} MiB (${bpw(r.bytesIn)} BPW)`,
+    `quant size  = ${(r.bytesOut / MIB).toFixed(2)} MiB (${bpw(r.bytesOut)} BPW)`,
+  ];
+  if (r.fallbacks > 0) lines.push(`${r.fallbacks} of ${r.tensors.length} tensor(s) took a fallback type (row length not a multiple of the block)`);
+  if (r.needsImatrix) lines.push(`${r.typeName} needs an importance matrix, which kail quantize does not take: this plan cannot be written`);
+  return lines;
+}
