@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kail/cpu_features.h"
 #include "kail/matmul.h"
@@ -89,6 +91,67 @@ Napi::Value quantize(const Napi::CallbackInfo & info) {
     });
 }
 
+// convert(srcType, data: Uint8Array, n, dstType, threads = 1): Uint8Array. n values of srcType
+// become dstType: each slice of whole blocks is expanded to F32 (unless it is F32) and quantized
+// (unless F32 is asked for) on one thread, so a file is requantized without an F32 copy of it in
+// between, and the bytes are those of dequantize then quantize.
+Napi::Value convert(const Napi::CallbackInfo & info) {
+    Napi::Env env = info.Env();
+    return guarded(env, [&]() -> Napi::Value {
+        const uint32_t from = arg_type(info, 0);
+        Napi::Uint8Array src = arg_typed<Napi::Uint8Array>(info, 1, "data", napi_uint8_array, "Uint8Array");
+        const int64_t n = arg_count(info, 2, "n");
+        const uint32_t to = arg_type(info, 3);
+        if (from != kail::KAIL_TYPE_F32 && !kail::type_can_dequantize(from))
+            throw make_error(env, "KAIL_E_UNSUPPORTED", std::string("convert: type ") + kail::type_name(from) + " cannot be read back to floats");
+        if (to != kail::KAIL_TYPE_F32 && !kail::type_can_quantize(to))
+            throw make_error(env, "KAIL_E_UNSUPPORTED", std::string("convert: type ") + kail::type_name(to) + " is not supported");
+        const int64_t bs_from = kail::type_traits_get(from)->block_size;
+        const int64_t bs_to = kail::type_traits_get(to)->block_size;
+        if (n % bs_from != 0 || n % bs_to != 0 || src.ByteLength() != kail::row_size(from, n))
+            throw make_error(env, "KAIL_E_INVALID_ARG", std::string("convert: ") + std::to_string(n) + " values of " + kail::type_name(from) + " to " +
+                                                            kail::type_name(to) + " need whole blocks of both and " +
+                                                            (n % bs_from ? std::string("?") : std::to_string(kail::row_size(from, n))) + " bytes, got " +
+                                                            std::to_string(src.ByteLength()));
+        int threads = 1;
+        if (info.Length() > 4 && !info[4].IsUndefined()) {
+            const int64_t t = arg_count(info, 4, "threads");
+            if (t < 1 || t > 1024) throw make_error(env, "KAIL_E_INVALID_ARG", "convert: threads must be 1 to 1024, got " + std::to_string(t));
+            threads = static_cast<int>(t);
+        }
+        Napi::Uint8Array out = Napi::Uint8Array::New(env, kail::row_size(to, n));
+        // Slices of 64 Ki values: whole blocks of every type (blocks are at most 256 values).
+        const int64_t slice = int64_t{1} << 16;
+        const int64_t n_slices = (n + slice - 1) / slice;
+        kail::threadpool * pool = threads > 1 && n_slices > 1 ? pool_for(std::min(threads, 64)) : nullptr;
+        const int n_bufs = pool ? pool->n_threads() : 1;
+        std::vector<std::vector<float>> bufs(static_cast<size_t>(n_bufs));
+        const uint8_t * x = src.Data();
+        uint8_t * y = out.Data();
+        auto run = [&](int64_t b, int64_t e, int tid) {
+            std::vector<float> & buf = bufs[static_cast<size_t>(tid)];
+            for (int64_t i = b; i < e; i++) {
+                const int64_t n0 = i * slice;
+                const int64_t m = std::min(slice, n - n0);
+                const uint8_t * xs = x + kail::row_size(from, n0);
+                uint8_t * ys = y + kail::row_size(to, n0);
+                if (to == kail::KAIL_TYPE_F32) {
+                    // (The output is a fresh buffer: aligned for floats.)
+                    kail::dequantize_row(from, xs, reinterpret_cast<float *>(ys), m);
+                    continue;
+                }
+                buf.resize(static_cast<size_t>(m));
+                if (from == kail::KAIL_TYPE_F32) std::memcpy(buf.data(), xs, static_cast<size_t>(m) * sizeof(float));
+                else kail::dequantize_row(from, xs, buf.data(), m);
+                kail::quantize_row(to, buf.data(), ys, m);
+            }
+        };
+        if (pool) pool->parallel_for(n_slices, run, 1);
+        else run(0, n_slices, 0);
+        return out;
+    });
+}
+
 // dequantize(type, data: Uint8Array, n): Float32Array
 Napi::Value dequantize(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
@@ -146,6 +209,7 @@ Napi::Value matmul(const Napi::CallbackInfo & info) {
 void register_quants(Napi::Env env, Napi::Object exports) {
     exports.Set("quantize", Napi::Function::New(env, quantize, "quantize"));
     exports.Set("dequantize", Napi::Function::New(env, dequantize, "dequantize"));
+    exports.Set("convert", Napi::Function::New(env, convert, "convert"));
     exports.Set("matmul", Napi::Function::New(env, matmul, "matmul"));
 }
 

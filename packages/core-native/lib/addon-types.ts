@@ -455,6 +455,11 @@ export interface AddonQuants {
   quantize(type: number, data: Float32Array, threads?: number): Uint8Array;
   /** Dequantizes n values of a ggml type. */
   dequantize(type: number, data: Uint8Array, n: number): Float32Array;
+  /**
+   * n values of type `from` as type `to` (dequantize then quantize, slice by slice on `threads`
+   * threads, default 1: the same bytes); F32 on either side is taken or given as it is.
+   */
+  convert(from: number, data: Uint8Array, n: number, to: number, threads?: number): Uint8Array;
   matmul(type: number, weights: Uint8Array, rows: number, cols: number, x: Float32Array, n: number): Float32Array;
 }
 

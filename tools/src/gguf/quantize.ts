@@ -487,8 +487,7 @@ function guessFtype(tensors: readonly GgufReadTensor[]): number {
 // --- the native core ---
 
 interface NativeQuant {
-  quantize(type: number, data: Float32Array, threads?: number): Uint8Array;
-  dequantize(type: number, data: Uint8Array, n: number): Float32Array;
+  convert(from: number, data: Uint8Array, n: number, to: number, threads?: number): Uint8Array;
 }
 
 function nativeQuant(): NativeQuant {
@@ -598,6 +597,7 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   const q = w ? nativeQuant() : undefined;
   const fds = new Map<string, number>();
   const totalIn = plan.reduce((a, p) => a + p.t.bytes, 0);
+  let slabBuf = new Uint8Array(0);
   let doneIn = 0;
   try {
     let i = 0;
@@ -620,14 +620,14 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
         const slabRows = Math.max(1, Math.min(rows, Math.floor(slabBytes / perRow)));
         for (let r = 0; r < rows; r += slabRows) {
           const n = Math.min(slabRows, rows - r);
-          // (A fresh ArrayBuffer: aligned for an F32 view.)
-          const src = new Uint8Array(new ArrayBuffer(n * rowIn));
+          // (One buffer for every slab: a fresh one each time costs more in page faults than the read.)
+          if (slabBuf.length < n * rowIn) slabBuf = new Uint8Array(n * rowIn);
+          const src = slabBuf.subarray(0, n * rowIn);
           readAll(fd, src, t.fileOffset + r * rowIn, `${t.file}: tensor ${t.name}`);
           if (to === t.type) {
             w.writeTensorData(t.name, src);
           } else {
-            const f32 = t.type === GgmlType.F32 ? new Float32Array(src.buffer) : q.dequantize(t.type, src, n * nPerRow);
-            const out = to === GgmlType.F32 ? new Uint8Array(f32.buffer, f32.byteOffset, f32.byteLength) : q.quantize(to, f32, threads);
+            const out = q.convert(t.type, src, n * nPerRow, to, threads);
             if (out.byteLength !== n * rowOut) throw new Error(`quantize ${t.name}: ${out.byteLength} bytes for ${n} rows of ${toName}, expected ${n * rowOut}`);
             w.writeTensorData(t.name, out);
           }
