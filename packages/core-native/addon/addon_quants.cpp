@@ -92,7 +92,7 @@ Napi::Value quantize(const Napi::CallbackInfo & info) {
 }
 
 // convert(srcType, data: Uint8Array, n, dstType, threads = 1): Uint8Array. n values of srcType
-// become dstType: each slice of whole blocks is expanded to F32 (unless it is F32) and quantized
+// become dstType as llama-quantize writes it (quantize_row_file): each slice of whole blocks is expanded to F32 (unless it is F32) and quantized
 // (unless F32 is asked for) on one thread, so a file is requantized without an F32 copy of it in
 // between, and the bytes are those of dequantize then quantize.
 Napi::Value convert(const Napi::CallbackInfo & info) {
@@ -104,8 +104,8 @@ Napi::Value convert(const Napi::CallbackInfo & info) {
         const uint32_t to = arg_type(info, 3);
         if (from != kail::KAIL_TYPE_F32 && !kail::type_can_dequantize(from))
             throw make_error(env, "KAIL_E_UNSUPPORTED", std::string("convert: type ") + kail::type_name(from) + " cannot be read back to floats");
-        if (to != kail::KAIL_TYPE_F32 && !kail::type_can_quantize(to))
-            throw make_error(env, "KAIL_E_UNSUPPORTED", std::string("convert: type ") + kail::type_name(to) + " is not supported");
+        if (!kail::type_can_quantize_file(to))
+            throw make_error(env, "KAIL_E_UNSUPPORTED", std::string("convert: type ") + kail::type_name(to) + " is not written here");
         const int64_t bs_from = kail::type_traits_get(from)->block_size;
         const int64_t bs_to = kail::type_traits_get(to)->block_size;
         if (n % bs_from != 0 || n % bs_to != 0 || src.ByteLength() != kail::row_size(from, n))
@@ -143,7 +143,7 @@ Napi::Value convert(const Napi::CallbackInfo & info) {
                 buf.resize(static_cast<size_t>(m));
                 if (from == kail::KAIL_TYPE_F32) std::memcpy(buf.data(), xs, static_cast<size_t>(m) * sizeof(float));
                 else kail::dequantize_row(from, xs, buf.data(), m);
-                kail::quantize_row(to, buf.data(), ys, m);
+                kail::quantize_row_file(to, buf.data(), ys, m);
             }
         };
         if (pool) pool->parallel_for(n_slices, run, 1);

@@ -44,6 +44,8 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     write('llama80-f16', 'tiny-llama', 'F16', { nLayers: 80, dim: 256, ff: 256, nHeads: 8, nKvHeads: 2 });
     write('llama-tied-f16', 'tiny-llama', 'F16', { tiedEmbeddings: true });
     write('qwen3moe-q8', 'tiny-qwen3moe', 'Q8_0');
+    // Biased experts and attention sinks: MXFP4_MOE's home.
+    write('gpt-oss-f16', 'tiny-gpt-oss', 'F16');
     splitGguf(models['qwen3moe-f16'], path.join(dir, 'qwen3moe-split'), 8);
     models['qwen3moe-split'] = path.join(dir, 'qwen3moe-split-00001-of-00004.gguf');
   }, 120_000);
@@ -67,9 +69,13 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     ...['Q4_K_M', 'Q3_K_S', 'Q3_K_M', 'Q3_K_L', 'Q4_K_S', 'Q5_K_S', 'Q5_K_M', 'Q6_K', 'Q2_K', 'Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'F16', 'BF16', 'F32'].map(
       (t): Case => [t, 'qwen3moe-f16', t],
     ),
-    ...['Q4_K_M', 'Q3_K_M', 'Q2_K', 'Q4_K_S', 'Q5_K_M', 'Q6_K'].map((t): Case => [t, 'mixtral-f32', t]),
+    ['IQ4_NL', 'qwen3moe-f16', 'IQ4_NL'],
+    ['IQ4_XS', 'qwen3moe-f16', 'IQ4_XS'],
+    ['MXFP4_MOE', 'qwen3moe-f16', 'MXFP4_MOE'],
+    ['MXFP4_MOE', 'gpt-oss-f16', 'MXFP4_MOE'],
+    ...['Q4_K_M', 'Q3_K_M', 'Q2_K', 'Q4_K_S', 'Q5_K_M', 'Q6_K', 'IQ4_XS'].map((t): Case => [t, 'mixtral-f32', t]),
     ...['Q4_K_M', 'Q3_K_M', 'Q2_K', 'Q4_K_S', 'Q3_K_L'].map((t): Case => [t, 'deepseek2-f16', t]),
-    ...['Q4_K_M', 'Q3_K_M', 'Q2_K', 'Q5_K_M', 'Q3_K_L', 'Q6_K'].map((t): Case => [t, 'llama-odd-f32', t]),
+    ...['Q4_K_M', 'Q3_K_M', 'Q2_K', 'Q5_K_M', 'Q3_K_L', 'Q6_K', 'IQ4_XS'].map((t): Case => [t, 'llama-odd-f32', t]),
     ...['Q4_K_M', 'Q2_K', 'Q3_K_S'].map((t): Case => [t, 'llama80-f16', t]),
     ...['Q4_K_M', 'Q3_K_M', 'Q8_0'].map((t): Case => [t, 'llama-tied-f16', t]),
     ['Q4_K_M --pure', 'qwen3moe-f16', 'Q4_K_M', { pure: true }, { pure: true }],
@@ -141,7 +147,7 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     expect(plan.tensors.find((t) => t.name === 'blk.0.attn_v.weight')?.to).toBe('Q4_K');
     const out = path.join(dir, 'refused.gguf');
     expect(() => quantizeModel(models['mixtral-f32'], out, { type: 'IQ2_XXS' })).toThrow(/IQ2_XXS needs an importance matrix for blk\.0\.\w+\.weight/);
-    expect(() => quantizeModel(models['mixtral-f32'], out, { type: 'IQ4_XS' })).toThrow(/would be IQ4_XS, which kail quantize cannot write/);
+    expect(() => quantizeModel(models['mixtral-f32'], out, { type: 'IQ3_S' })).toThrow(/would be IQ3_S, which kail quantize cannot write/);
     expect(() => quantizeModel(models['qwen3moe-q8'], out, { type: 'Q4_K_M' })).toThrow(/already Q8_0: requantizing is off \(--allow-requantize/);
     expect(fs.readdirSync(dir).filter((f) => f.startsWith('refused'))).toEqual([]);
   });

@@ -67,13 +67,13 @@ export const QUANT_FILE_TYPES: readonly { name: string; ftype: number; type: Ggm
 ];
 
 /**
- * Tensor types kail can write from F32 values (the native core's quantize_row: ggml's reference
- * quantizers). The i-quants and MXFP4 have no quantizer here: their file types plan (dry run) but
- * do not write.
+ * Tensor types kail writes as ggml_quantize_chunk does without an importance matrix (the native
+ * core's quantize_row_file). The other i-quants (IQ1-IQ3) have no such quantizer here: their file
+ * types plan (dry run) but do not write.
  */
 const QUANTIZABLE = new Set<GgmlType>([
   GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q8_0,
-  GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K,
+  GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS, GgmlType.MXFP4,
 ]);
 /** Source types the native core expands to F32 (dequantize_row), for requantizing. */
 const DEQUANTIZABLE = new Set<GgmlType>([...QUANTIZABLE]);

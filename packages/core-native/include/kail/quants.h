@@ -63,6 +63,12 @@ void dequantize_row(uint32_t type, const void * src, float * dst, int64_t n);
 // Q8_K is ggml's quantize_row_q8_K_ref (bsums included).
 size_t quantize_row(uint32_t type, const float * src, void * dst, int64_t n);
 
+// What llama.cpp's ggml_quantize_chunk writes without an importance matrix (llama-quantize's
+// files): F32 F16 BF16, Q4_0..Q8_0, Q2_K..Q6_K and MXFP4 as quantize_row, IQ4_NL and IQ4_XS with ggml's
+// own scale search (quantize_row's IQ4 is a simpler one that defines the test models' bytes).
+bool type_can_quantize_file(uint32_t type);
+size_t quantize_row_file(uint32_t type, const float * src, void * dst, int64_t n);
+
 // Activation quantizer for a vec_dot_type (F32, F16, BF16, Q8_0, Q8_1, Q8_K), exactly as ggml-cpu
 // computes it on x86: Q8_0/Q8_1 use d = amax/127, q = round-half-even(x * 127/amax) (the AVX path of
 // quantize_row_q8_0/q8_1, with Q8_1's s = fp16(d * sum(q))), Q8_K is quantize_row_q8_K_ref.

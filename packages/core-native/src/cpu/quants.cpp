@@ -980,6 +980,130 @@ void quantize_mxfp4_ref(const float * x, void * vy, int64_t k) {
     }
 }
 
+// ggml's own IQ4 search (quantize_row_iq4_nl_impl without an importance matrix, 7 tries each side),
+// which ggml_quantize_chunk, and so llama-quantize, writes files with: written again from
+// ggml-quants.c so `kail quantize` gives llama.cpp's bytes. (quantize_iq4_*_ref above are kail's
+// own, simpler search, kept for the test-model writer, whose files they define.)
+int iq4_best_index(float x) {
+    const int8_t * val = kIq4Levels;
+    if (x <= val[0]) return 0;
+    if (x >= val[15]) return 15;
+    int ml = 0, mu = 15;
+    while (mu - ml > 1) {
+        const int mav = (ml + mu) / 2;
+        if (x < val[mav]) mu = mav;
+        else ml = mav;
+    }
+    return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
+}
+
+void iq4_ggml_impl(int super_block_size, const float * x, uint16_t * dh, uint8_t * q4, uint16_t * scales_h, uint8_t * scales_l, float * scales,
+                   uint8_t * L) {
+    const int block_size = 32;
+    const int ntry = 7;
+    const int8_t * values = kIq4Levels;
+    float weight[32];
+    std::memset(q4, 0, static_cast<size_t>(super_block_size / 2));
+    dh[0] = f2h(0.f);
+    float max_scale = 0, amax_scale = 0;
+    for (int ib = 0; ib < super_block_size / block_size; ++ib) {
+        const float * xb = x + ib * block_size;
+        uint8_t * Lb = L + ib * block_size;
+        for (int j = 0; j < block_size; ++j) weight[j] = xb[j] * xb[j];
+        float amax = 0, max = 0;
+        for (int j = 0; j < block_size; ++j) {
+            const float ax = std::fabs(xb[j]);
+            if (ax > amax) {
+                amax = ax;
+                max = xb[j];
+            }
+        }
+        if (amax < GROUP_MAX_EPS) {
+            scales[ib] = 0;
+            continue;
+        }
+        float d = -max / values[0];
+        float id = 1 / d;
+        float sumqx = 0, sumq2 = 0;
+        for (int j = 0; j < block_size; ++j) {
+            const float al = id * xb[j];
+            const int l = iq4_best_index(al);
+            Lb[j] = static_cast<uint8_t>(l);
+            const float q = values[l];
+            const float w = weight[j];
+            sumqx += w * q * xb[j];
+            sumq2 += w * q * q;
+        }
+        d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+        float best = d * sumqx;
+        for (int itry = -ntry; itry <= ntry; ++itry) {
+            id = (itry + values[0]) / max;
+            sumqx = sumq2 = 0;
+            for (int j = 0; j < block_size; ++j) {
+                const float al = id * xb[j];
+                const int l = iq4_best_index(al);
+                const float q = values[l];
+                const float w = weight[j];
+                sumqx += w * q * xb[j];
+                sumq2 += w * q * q;
+            }
+            if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+                d = sumqx / sumq2;
+                best = d * sumqx;
+            }
+        }
+        scales[ib] = d;
+        const float abs_d = std::fabs(d);
+        if (abs_d > amax_scale) {
+            amax_scale = abs_d;
+            max_scale = d;
+        }
+    }
+    if (super_block_size / block_size > 1) {
+        const int nb = super_block_size / block_size;
+        std::memset(scales_h, 0, static_cast<size_t>((nb + 7) / 8) * sizeof(uint16_t));
+        const float d = -max_scale / 32;
+        dh[0] = f2h(d);
+        const float id = d != 0 ? 1 / d : 0.f;
+        for (int ib = 0; ib < nb; ++ib) {
+            int l = nearest_int(id * scales[ib]);
+            l = std::max(-32, std::min(31, l));
+            const float dl = d * l;
+            const float idl = dl != 0 ? 1 / dl : 0.f;
+            uint8_t * Lb = L + ib * block_size;
+            const float * xb = x + ib * block_size;
+            for (int j = 0; j < block_size; ++j) Lb[j] = static_cast<uint8_t>(iq4_best_index(idl * xb[j]));
+            l += 32;
+            const uint8_t l_l = static_cast<uint8_t>(l & 0xf);
+            const uint8_t l_h = static_cast<uint8_t>(l >> 4);
+            if (ib % 2 == 0) scales_l[ib / 2] = l_l;
+            else scales_l[ib / 2] |= static_cast<uint8_t>(l_l << 4);
+            scales_h[ib / 8] = static_cast<uint16_t>(scales_h[ib / 8] | (l_h << 2 * (ib % 8)));
+        }
+    } else {
+        dh[0] = f2h(scales[0]);
+        const float id = scales[0] != 0 ? 1 / scales[0] : 0;
+        for (int j = 0; j < super_block_size; ++j) L[j] = static_cast<uint8_t>(iq4_best_index(id * x[j]));
+    }
+    for (int i = 0; i < super_block_size / 32; ++i)
+        for (int j = 0; j < 16; ++j) q4[16 * i + j] = static_cast<uint8_t>(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
+}
+
+void quantize_iq4_nl_ggml(const float * x, void * vy, int64_t k) {
+    block_iq4_nl * y = static_cast<block_iq4_nl *>(vy);
+    uint8_t L[QK4_NL];
+    float scale;
+    uint16_t unused_h;
+    for (int64_t i = 0; i < k / QK4_NL; i++) iq4_ggml_impl(QK4_NL, x + QK4_NL * i, &y[i].d, y[i].qs, &unused_h, nullptr, &scale, L);
+}
+
+void quantize_iq4_xs_ggml(const float * x, void * vy, int64_t k) {
+    block_iq4_xs * y = static_cast<block_iq4_xs *>(vy);
+    uint8_t L[QK_K];
+    float scales[QK_K / 32];
+    for (int64_t i = 0; i < k / QK_K; i++) iq4_ggml_impl(QK_K, x + QK_K * i, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l, scales, L);
+}
+
 void quantize_iq4_xs_ref(const float * x, void * vy, int64_t k) {
     block_iq4_xs * y = static_cast<block_iq4_xs *>(vy);
     uint8_t L[QK_K];
@@ -1877,6 +2001,26 @@ size_t quantize_row(uint32_t type, const float * src, void * dst, int64_t n) {
             fn(src, dst, n);
         }
     }
+    return row_size(type, n);
+}
+
+bool type_can_quantize_file(uint32_t type) {
+    switch (type) {
+        case KAIL_TYPE_F32: case KAIL_TYPE_F16: case KAIL_TYPE_BF16: case KAIL_TYPE_Q4_0: case KAIL_TYPE_Q4_1: case KAIL_TYPE_Q5_0:
+        case KAIL_TYPE_Q5_1: case KAIL_TYPE_Q8_0: case KAIL_TYPE_Q2_K: case KAIL_TYPE_Q3_K: case KAIL_TYPE_Q4_K: case KAIL_TYPE_Q5_K:
+        case KAIL_TYPE_Q6_K: case KAIL_TYPE_IQ4_NL: case KAIL_TYPE_IQ4_XS: case KAIL_TYPE_MXFP4:
+            return true;
+        default:
+            return false;
+    }
+}
+
+size_t quantize_row_file(uint32_t type, const float * src, void * dst, int64_t n) {
+    if (!type_can_quantize_file(type)) unsupported("quantize_row_file", type);
+    check_n(type, n);
+    if (type == KAIL_TYPE_IQ4_NL) quantize_iq4_nl_ggml(src, dst, n);
+    else if (type == KAIL_TYPE_IQ4_XS) quantize_iq4_xs_ggml(src, dst, n);
+    else return quantize_row(type, src, dst, n);
     return row_size(type, n);
 }
 
