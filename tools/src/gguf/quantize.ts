@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { GgmlType, ggmlTypeTraits, GGUF_DEFAULT_ALIGNMENT } from './constants';
+import { useMoreBits } from '../models/quant-plan';
 import { readGgufHeader, type GgufHeader, type GgufReadKv, type GgufReadTensor } from './reader';
 import { GgufWriter, kv } from './writer';
 
@@ -338,7 +339,7 @@ class TypeChooser {
     const m = this.m;
     const arch = m.arch;
     const falcon = arch === 'falcon';
-    const moreBits = (i: number, n: number) => i < Math.trunc(n / 8) || i >= Math.trunc((7 * n) / 8) || (i - Math.trunc(n / 8)) % 3 === 2;
+    const moreBits = useMoreBits;
     const div = (a: number, b: number) => Math.trunc(a / b);
     const is = (...fts: number[]) => fts.includes(ft);
     const Q = GgmlType;

@@ -183,7 +183,7 @@ const CreateRequest = z
     system: z.string().optional().nullable(),
     parameters: options.optional().nullable(),
     messages: z.array(Message).max(256).optional().nullable(),
-    quantize: z.string().refine((q) => q === '', 'quantize is not supported: write a quantized GGUF instead (kail\'s writer, or llama-quantize)').optional().nullable(),
+    quantize: z.string().refine((q) => q === '', 'quantize is not supported by the server: quantize the GGUF first (`kail quantize IN.gguf OUT.gguf Q4_K_M`, llama-quantize\'s types and mixes), then create from that file').optional().nullable(),
     /** Ollama before 0.5 sent the Modelfile's text. */
     modelfile: z.string().refine((m) => m === '', 'modelfile (Ollama before 0.5) is not supported: send from or files, with system, parameters and messages').optional().nullable(),
     stream: z.boolean().optional().nullable(),
