@@ -517,6 +517,16 @@ function modelSplits(file: string, h: GgufHeader): string[] {
 
 type SourceTensor = GgufReadTensor & { file: string };
 
+/** The header, or an error that names the file and what is wrong with it. */
+function readHeader(file: string): GgufHeader {
+  try {
+    return readGgufHeader(file);
+  } catch (e) {
+    const m = (e as Error).message;
+    throw new Error(m.includes(file) ? m : `${file}: not a readable GGUF model: ${m}`);
+  }
+}
+
 function readAll(fd: number, buf: Uint8Array, pos: number, what: string): void {
   for (let off = 0; off < buf.length; ) {
     const n = fs.readSync(fd, buf, off, buf.length - off, pos + off);
@@ -542,13 +552,13 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   if (opts.threads !== undefined && (!Number.isInteger(opts.threads) || opts.threads < 1 || opts.threads > 1024)) {
     throw new Error(`quantize: threads must be 1 to 1024, got ${opts.threads}`);
   }
-  const first = readGgufHeader(input);
+  const first = readHeader(input);
   const files = modelSplits(input, first);
   const info = modelInfo(first, input);
   const tensors: SourceTensor[] = [];
   for (const f of files) {
     if (!fs.existsSync(f)) throw new Error(`${input}: split file ${f} is missing`);
-    const h = f === input ? first : readGgufHeader(f);
+    const h = f === input ? first : readHeader(f);
     for (const t of h.tensors) tensors.push({ ...t, file: f });
   }
   const seen = new Set<string>();
