@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { getPreset, writeModel } from '@kailstream/tools';
+import { getPreset, ggufSplitPath, splitGguf, writeModel } from '@kailstream/tools';
 
 import { quantizeArgs } from './commands/quantize';
 
@@ -66,6 +66,18 @@ describe('kail quantize', () => {
     expect(dry.status).toBe(0);
     expect(dry.stdout).toContain('dry run: nothing written');
     expect(fs.existsSync(path.join(dir, 'never.gguf'))).toBe(false);
+  });
+
+  it('--keep-split writes a split input as the same number of files, which kail runs as one model', () => {
+    const prefix = path.join(dir, 'split-src');
+    const splits = splitGguf(model, prefix, 10);
+    const r = kail('quantize', '--keep-split', splits[0], path.join(dir, 'split-q8.gguf'), 'Q8_0');
+    expect(r.status).toBe(0);
+    const outs = splits.map((_, i) => ggufSplitPath(path.join(dir, 'split-q8'), i + 1, splits.length));
+    expect(r.stdout).toContain(`wrote ${outs.join(', ')}`);
+    const run = kail('run', '-m', outs[0], '-p', 'Hello', '-n', '4', '-t', '2', '--json');
+    expect(run.status).toBe(0);
+    expect(JSON.parse(run.stdout).tokens).toHaveLength(4);
   });
 
   it('refuses bad arguments naming them', () => {

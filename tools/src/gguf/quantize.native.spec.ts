@@ -15,7 +15,7 @@ import { llamaQuantize, type QuantRefOptions } from '../parity/quant-ref';
 import { GgmlType } from './constants';
 import { readGgufHeader } from './reader';
 import { parseQuantFileType, quantizeModel, type QuantizeOptions } from './quantize';
-import { splitGguf } from './split';
+import { ggufSplitPath, splitGguf } from './split';
 
 type Case = [label: string, model: string, type: string, kail?: Partial<QuantizeOptions>, ref?: QuantRefOptions];
 
@@ -108,6 +108,19 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     if (!same) throw new Error(`${label} of ${model}: ${firstDifference(ours, theirs)}`);
     fs.rmSync(theirs);
     fs.rmSync(ours);
+  });
+
+  it('--keep-split writes one file per input split, each the same bytes as llama.cpp\'s', async () => {
+    for (const [model, n] of [['qwen3moe-split', 4], ['qwen3moe-f16', 1]] as const) {
+      const r = quantizeModel(models[model], path.join(dir, `ks-${model}.gguf`), { type: 'Q4_K_M', threads: 2, keepSplit: true });
+      await llamaQuantize(models[model], path.join(dir, `ksr-${model}`), 15, { keepSplit: true });
+      expect(r.outputs).toEqual(Array.from({ length: n }, (_, i) => ggufSplitPath(path.join(dir, `ks-${model}`), i + 1, n)));
+      r.outputs.forEach((o, i) => {
+        const ref = ggufSplitPath(path.join(dir, `ksr-${model}`), i + 1, n);
+        if (!fs.readFileSync(o).equals(fs.readFileSync(ref))) throw new Error(`${model} split ${i + 1}: ${firstDifference(o, ref)}`);
+      });
+      table.push(`  ${model.padEnd(16)} ${'Q4_K_M --keep-split'.padEnd(64)} identical (${n} file(s))`);
+    }
   });
 
   it('gives the same bytes whatever the slab size (rows streamed a few at a time)', () => {

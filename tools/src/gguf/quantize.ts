@@ -15,6 +15,7 @@ import path from 'node:path';
 import { GgmlType, ggmlTypeTraits, GGUF_DEFAULT_ALIGNMENT } from './constants';
 import { useMoreBits } from '../models/quant-plan';
 import { readGgufHeader, type GgufHeader, type GgufReadKv, type GgufReadTensor } from './reader';
+import { ggufSplitPath } from './split';
 import { GgufWriter, kv } from './writer';
 
 /** llama_ftype values of the file types below (include/llama.h). */
@@ -120,6 +121,11 @@ export interface QuantizeOptions {
   tensorTypes?: { pattern: string; type: GgmlType }[];
   /** Plan and report sizes without writing (--dry-run). */
   dryRun?: boolean;
+  /**
+   * Write as many files as the input has (--keep-split): OUT less .gguf becomes the prefix of
+   * PREFIX-0000i-of-0000N.gguf, each split's tensors in its own file, in file order.
+   */
+  keepSplit?: boolean;
   /** Bytes of rows converted at once per tensor (default 256 MiB). */
   slabBytes?: number;
   /** Progress lines, one per tensor (and fallback warnings). */
@@ -139,6 +145,8 @@ export interface QuantizedTensor {
 
 export interface QuantizeReport {
   output?: string;
+  /** Every file written (one, or with keepSplit one per input split). */
+  outputs: string[];
   ftype: number;
   typeName: string;
   tensors: QuantizedTensor[];
@@ -515,7 +523,7 @@ function modelSplits(file: string, h: GgufHeader): string[] {
   return out;
 }
 
-type SourceTensor = GgufReadTensor & { file: string };
+type SourceTensor = GgufReadTensor & { file: string; split: number };
 
 /** The header, or an error that names the file and what is wrong with it. */
 function readHeader(file: string): GgufHeader {
@@ -545,10 +553,7 @@ const MIB = 1024 * 1024;
 export function quantizeModel(input: string, output: string | undefined, opts: QuantizeOptions): QuantizeReport {
   const ft = parseQuantFileType(opts.type);
   const log = opts.log ?? (() => undefined);
-  if (!opts.dryRun) {
-    if (!output) throw new Error('quantize: an output file is needed (or a dry run)');
-    if (fs.existsSync(output) && fs.realpathSync(output) === fs.realpathSync(input)) throw new Error(`quantize: the output ${output} is the input`);
-  }
+  if (!opts.dryRun && !output) throw new Error('quantize: an output file is needed (or a dry run)');
   if (opts.threads !== undefined && (!Number.isInteger(opts.threads) || opts.threads < 1 || opts.threads > 1024)) {
     throw new Error(`quantize: threads must be 1 to 1024, got ${opts.threads}`);
   }
@@ -556,18 +561,25 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   const files = modelSplits(input, first);
   const info = modelInfo(first, input);
   const tensors: SourceTensor[] = [];
-  for (const f of files) {
+  files.forEach((f, split) => {
     if (!fs.existsSync(f)) throw new Error(`${input}: split file ${f} is missing`);
     const h = f === input ? first : readHeader(f);
-    for (const t of h.tensors) tensors.push({ ...t, file: f });
-  }
+    for (const t of h.tensors) tensors.push({ ...t, file: f, split });
+  });
   const seen = new Set<string>();
   for (const t of tensors) {
     if (seen.has(t.name)) throw new Error(`${input}: tensor '${t.name}' appears twice`);
     seen.add(t.name);
   }
-  // llama.cpp's order: by block number (none first), then by name.
-  tensors.sort((a, b) => blockOf(a.name) - blockOf(b.name) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  // llama.cpp's order: by block number (none first), then by name; kept in splits, file order.
+  if (opts.keepSplit) tensors.sort((a, b) => a.split - b.split || a.fileOffset - b.fileOffset);
+  else tensors.sort((a, b) => blockOf(a.name) - blockOf(b.name) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  // (llama.cpp names the files from OUT less .gguf, even when there is one.)
+  const nOut = opts.keepSplit ? files.length : 1;
+  const outputs = opts.dryRun || !output ? [] : opts.keepSplit ? Array.from({ length: nOut }, (_, i) => ggufSplitPath(output.replace(/\.gguf$/, ''), i + 1, nOut)) : [output];
+  for (const o of outputs) {
+    if (fs.existsSync(o) && files.some((f) => fs.realpathSync(o) === fs.realpathSync(f))) throw new Error(`quantize: the output ${o} is the input`);
+  }
 
   const ftype = ft.copy ? (kvNumber(first, 'general.file_type') ?? guessFtype(tensors)) : ft.ftype;
   const chooser = new TypeChooser(info, tensors.map((t) => t.name), ft.ftype, opts, log);
@@ -590,22 +602,30 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
     }
   }
 
-  const report: QuantizeReport = { output: opts.dryRun ? undefined : output, ftype, typeName: ft.name, tensors: [], bytesIn: 0, bytesOut: 0, elements: 0, fallbacks: chooser.fallbacks, needsImatrix };
+  const report: QuantizeReport = { output: outputs[0], outputs, ftype, typeName: ft.name, tensors: [], bytesIn: 0, bytesOut: 0, elements: 0, fallbacks: chooser.fallbacks, needsImatrix };
   const alignment = kvNumber(first, 'general.alignment') ?? GGUF_DEFAULT_ALIGNMENT;
   const skip = new Set(['general.alignment', 'general.quantization_version', 'general.file_type', 'split.no', 'split.count', 'split.tensors.count']);
-  const tmp = output ? `${output}.tmp-${process.pid}` : '';
-  const w = opts.dryRun ? undefined : new GgufWriter(tmp, { alignment, alignmentKey: first.kv.has('general.alignment') });
-  if (w) {
-    for (const [key, v] of first.kv as Map<string, GgufReadKv>) if (!skip.has(key)) w.set(key, kv.raw(v.type, v.raw));
-    w.set('general.quantization_version', kv.u32(QNT_VERSION));
-    w.set('general.file_type', kv.u32(ftype));
-    // (ggml writes a tensor's dims up to the last one above 1.)
-    for (const { t, to } of plan) w.addTensor({ name: t.name, shape: t.shape.slice(0, nDims(t.shape)), type: to });
-  }
+  const tmps = outputs.map((o) => `${o}.tmp-${process.pid}`);
+  // The first file carries the metadata; later splits only the split keys (as gguf-split's).
+  const writers = tmps.map((tmp, i) => new GgufWriter(tmp, { alignment, alignmentKey: i === 0 ? first.kv.has('general.alignment') : alignment !== GGUF_DEFAULT_ALIGNMENT }));
+  writers.forEach((w, i) => {
+    if (i === 0) {
+      for (const [key, v] of first.kv as Map<string, GgufReadKv>) if (!skip.has(key)) w.set(key, kv.raw(v.type, v.raw));
+      w.set('general.quantization_version', kv.u32(QNT_VERSION));
+      w.set('general.file_type', kv.u32(ftype));
+    }
+    if (nOut > 1) {
+      w.set('split.no', kv.u16(i));
+      w.set('split.count', kv.u16(nOut));
+      w.set('split.tensors.count', kv.i32(plan.length));
+    }
+  });
+  // (ggml writes a tensor's dims up to the last one above 1.)
+  for (const { t, to } of plan) writers[opts.keepSplit ? t.split : 0]?.addTensor({ name: t.name, shape: t.shape.slice(0, nDims(t.shape)), type: to });
 
   const threads = opts.threads ?? defaultThreads();
   const slabBytes = opts.slabBytes ?? 256 * MIB;
-  const q = w ? nativeQuant() : undefined;
+  const q = writers.length ? nativeQuant() : undefined;
   const fds = new Map<string, number>();
   const totalIn = plan.reduce((a, p) => a + p.t.bytes, 0);
   let slabBuf = new Uint8Array(0);
@@ -621,6 +641,7 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
       const rowIn = (nPerRow / blockSize(t.type)) * ggmlTypeTraits(t.type).typeSize;
       const rowOut = (nPerRow / blockSize(to)) * ggmlTypeTraits(to).typeSize;
       const bytesOut = rowOut * rows;
+      const w = writers[opts.keepSplit ? t.split : 0];
       if (w && q) {
         let fd = fds.get(t.file);
         if (fd === undefined) {
@@ -653,13 +674,11 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
       report.bytesOut += bytesOut;
       report.elements += nPerRow * rows;
     }
-    if (w && output) {
-      w.finish();
-      fs.renameSync(tmp, output);
-    }
+    for (const w of writers) w.finish();
+    tmps.forEach((tmp, i) => fs.renameSync(tmp, outputs[i]));
   } catch (e) {
-    w?.abort();
-    fs.rmSync(tmp, { force: true });
+    for (const w of writers) w.abort();
+    for (const tmp of tmps) fs.rmSync(tmp, { force: true });
     throw e;
   } finally {
     for (const fd of fds.values()) fs.closeSync(fd);

@@ -16,6 +16,8 @@ export interface QuantRefOptions {
   tokenEmbeddingType?: number;
   tensorTypes?: { pattern: string; type: number }[];
   copy?: boolean;
+  /** Write one file per input split; `output` is then their prefix. */
+  keepSplit?: boolean;
   timeoutMs?: number;
 }
 
@@ -27,6 +29,7 @@ export async function llamaQuantize(input: string, output: string, ftype: number
   if (opts.allowRequantize) args.push('--allow-requantize');
   if (opts.leaveOutputTensor) args.push('--leave-output-tensor');
   if (opts.copy) args.push('--copy');
+  if (opts.keepSplit) args.push('--keep-split');
   if (opts.outputTensorType !== undefined) args.push('--output-tensor-type', String(opts.outputTensorType));
   if (opts.tokenEmbeddingType !== undefined) args.push('--token-embedding-type', String(opts.tokenEmbeddingType));
   for (const t of opts.tensorTypes ?? []) args.push('--tensor-type', `${t.pattern}=${t.type}`);

@@ -13,6 +13,7 @@ interface QuantizeFlags {
   tokenEmbeddingType?: string;
   tensorType: string[];
   dryRun?: boolean;
+  keepSplit?: boolean;
   threads?: string;
   json?: boolean;
   verbose?: boolean;
@@ -47,6 +48,7 @@ export function registerQuantize(program: Command): void {
     .option('--token-embedding-type <type>', 'type of token_embd.weight')
     .option('--tensor-type <regex=type>', 'tensors whose name matches the regex take the type (first match wins; repeatable), e.g. ffn_down_exps=q6_k', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--dry-run', 'print the types and sizes without writing')
+    .option('--keep-split', 'as many output files as the input has: OUT less .gguf becomes the prefix of OUT-0000i-of-0000N.gguf')
     .option('-t, --threads <n>', 'quantizer threads (default: the CPUs this process may use)')
     .option('-v, --verbose', 'a line per tensor: its type before and after, and sizes')
     .option('--json', 'print the report as JSON')
@@ -94,6 +96,7 @@ export function registerQuantize(program: Command): void {
         tokenEmbeddingType: o.tokenEmbeddingType === undefined ? undefined : tools.parseTensorType(o.tokenEmbeddingType),
         tensorTypes,
         dryRun: o.dryRun,
+        keepSplit: o.keepSplit,
         log: o.verbose && !o.json ? (l) => process.stderr.write(`${l}\n`) : undefined,
         progress: showBar
           ? (done, total, name) => (bar ??= createProgress({ label: `quantizing ${path.basename(a.input)} to ${ft.name}`, total, format: formatBytes })).update(done, name)
@@ -109,7 +112,7 @@ export function registerQuantize(program: Command): void {
       const lines = [
         ...tools.quantizeSummary(report),
         `tensor types: ${[...counts].map(([t, n]) => `${t} ${n}`).join(', ')}`,
-        output ? `wrote ${output} (${formatBytes(report.bytesOut)} of tensors)` : 'dry run: nothing written',
+        report.outputs.length ? `wrote ${report.outputs.join(', ')} (${formatBytes(report.bytesOut)} of tensors)` : 'dry run: nothing written',
       ];
       process.stdout.write(lines.join('\n') + '\n');
     });

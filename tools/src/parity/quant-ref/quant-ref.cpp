@@ -5,8 +5,9 @@
 //
 //   quant-ref --in IN.gguf --out OUT.gguf --ftype N [--threads N] [--pure] [--allow-requantize]
 //             [--leave-output-tensor] [--output-tensor-type T] [--token-embedding-type T]
-//             [--tensor-type REGEX=T]... [--copy]
+//             [--tensor-type REGEX=T]... [--copy] [--keep-split]
 //
+// With --keep-split, OUT is the prefix of OUT-0000i-of-0000N.gguf, as llama_model_quantize takes it.
 // N is a llama_ftype number (15 = Q4_K_M); T a ggml_type number (14 = Q6_K). REGEX is lowercased,
 // as llama-quantize does. Errors: a message on stderr, exit code 1.
 #include <cctype>
@@ -44,6 +45,7 @@ int main(int argc, char ** argv) {
         else if (a == "--output-tensor-type") p.output_tensor_type = (ggml_type)atoi(next(i));
         else if (a == "--token-embedding-type") p.token_embedding_type = (ggml_type)atoi(next(i));
         else if (a == "--copy") p.only_copy = true;
+        else if (a == "--keep-split") p.keep_split = true;
         else if (a == "--tensor-type") {
             const std::string v = next(i);
             const size_t eq = v.find('=');
