@@ -11,6 +11,7 @@
 // type is known to be producible; the output goes to OUT.tmp-PID and is renamed at the end.
 import fs from 'node:fs';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 
 import { GgmlType, ggmlTypeTraits, GGUF_DEFAULT_ALIGNMENT } from './constants';
 import { useMoreBits } from '../models/quant-plan';
@@ -701,4 +702,40 @@ export function quantizeSummary(r: QuantizeReport): string[] {
   if (r.fallbacks > 0) lines.push(`${r.fallbacks} of ${r.tensors.length} tensor(s) took a fallback type (row length not a multiple of the block)`);
   if (r.needsImatrix) lines.push(`${r.typeName} needs an importance matrix, which kail quantize does not take: this plan cannot be written`);
   return lines;
+}
+
+/**
+ * quantizeModel on a worker thread (the compiled quantize-worker.js): the caller's event loop
+ * stays free. Rejects with the same messages quantizeModel throws.
+ */
+export function quantizeModelInWorker(
+  input: string,
+  output: string | undefined,
+  opts: Omit<QuantizeOptions, 'log' | 'progress'>,
+  onProgress?: (doneBytes: number, totalBytes: number, tensor: string) => void,
+): Promise<QuantizeReport> {
+  // (From the sources, as under jest, the build's worker is used.)
+  const script = [path.join(__dirname, 'quantize-worker.js'), path.resolve(__dirname, '../../dist/gguf/quantize-worker.js')].find((p) => fs.existsSync(p));
+  if (!script) return Promise.reject(new Error('quantize: the worker script is not built (npx nx run tools:build)'));
+  return new Promise((resolve, reject) => {
+    const w = new Worker(script, { workerData: { input, output, opts } });
+    let settled = false;
+    w.on('message', (m: { progress?: { done: number; total: number; tensor: string }; report?: QuantizeReport; error?: string }) => {
+      if (m.progress) onProgress?.(m.progress.done, m.progress.total, m.progress.tensor);
+      else if (m.report) {
+        settled = true;
+        resolve(m.report);
+      } else if (m.error !== undefined) {
+        settled = true;
+        reject(new Error(m.error));
+      }
+    });
+    w.on('error', (e) => {
+      settled = true;
+      reject(e);
+    });
+    w.on('exit', (code) => {
+      if (!settled) reject(new Error(`quantize: the worker exited with code ${code} before it finished`));
+    });
+  });
 }

@@ -193,7 +193,7 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     for (const [body, why] of [
       [{ model: 'x', files: { 'model.gguf': `sha256:${'0'.repeat(64)}` } }, /blob sha256:0{64} is not on the server: upload it with POST/],
       [{ model: 'x', files: { 'model.safetensors': digest } }, /files must be one GGUF file/],
-      [{ model: 'x', from: 'lazy', quantize: 'q4_K_M' }, /quantize is not supported/],
+      [{ model: 'x', from: 'lazy', quantize: 'q4_K_M' }, /quantize needs files: an uploaded F32, F16 or BF16 GGUF/],
       [{ model: 'x', from: 'lazy', template: '{{ .Prompt }}' }, /template is not supported/],
       [{ model: 'x', from: 'lazy', parameters: { temperature: 'hot' } }, /parameters.temperature/],
       [{ model: 'x' }, /give from \(a model\) or files/],
@@ -203,6 +203,35 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
       expect([JSON.stringify(body), bad.status >= 400 && bad.status < 500]).toEqual([JSON.stringify(body), true]);
       expect(bad.body.error).toMatch(why);
     }
+  }, 60_000);
+
+  it('creates a quantized model as `ollama create -q` does: the uploaded F16 file quantized on a worker while the API keeps answering', async () => {
+    const f16 = fs.readFileSync(writeTestModel(stack.dir, 'tiny-qwen3moe', 'F16', 11));
+    const digest = `sha256:${createHash('sha256').update(f16).digest('hex')}`;
+    expect((await fetch(`${stack.api.url}/api/blobs/${digest}`, { method: 'POST', body: f16 })).status).toBe(201);
+    const made = fetch(`${stack.api.url}/api/create`, { method: 'POST', body: JSON.stringify({ model: 'small', files: { 'model.gguf': digest }, quantize: 'q4_K_M' }) });
+    // (The quantizer runs off the event loop: the API answers meanwhile.)
+    expect((await fetch(`${stack.api.url}/api/version`)).status).toBe(200);
+    const r = await made;
+    expect(r.status).toBe(200);
+    const lines = (await r.text()).trim().split('\n').map((l) => (JSON.parse(l) as { status: string }).status);
+    expect(lines).toEqual([`using existing layer ${digest}`, 'quantizing model to Q4_K_M', 'creating new layer', 'writing manifest', 'success']);
+    const show = await stack.post('/api/show', { model: 'small' });
+    expect(show.body.details.quantization_level).toBe('Q4_K');
+    const chatted = await stack.post('/api/chat', { model: 'small', messages, stream: false, options: { temperature: 0, num_predict: 3 } });
+    expect(chatted.status).toBe(200);
+    expect(chatted.body.eval_count).toBe(3);
+    for (const [quantize, why] of [
+      ['iq2_xxs', /quantize: IQ2_XXS needs an importance matrix for blk\.\d+\.\w+\.weight/],
+      ['q9_k', /quantize: unknown quantization type 'q9_k'/],
+    ] as const) {
+      const bad = await stack.post('/api/create', { model: 'bad', files: { 'model.gguf': digest }, quantize, stream: false });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error).toMatch(why);
+    }
+    expect(((await get('/api/tags')).models as { name: string }[]).map((m) => m.name)).not.toContain('bad:latest');
+    expect(fs.readdirSync(`${stack.dir}/blobs`).filter((f) => f.startsWith('.quantize-'))).toEqual([]);
+    expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: 'small' }) })).status).toBe(200);
   }, 60_000);
 
   it('creates a model with LoRA adapters as `ollama create` does with ADAPTER lines: the blob checked, loaded with it, copied with it', async () => {

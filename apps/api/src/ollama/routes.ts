@@ -16,6 +16,7 @@
 // uploaded GGUF blob or another model, with a system prompt, default options and opening
 // messages: modelfiles.ts) work on the models directory; pulling and pushing are errors that say so.
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
@@ -28,6 +29,7 @@ import { callFailure, continuesFinal, functionTool, grpcToHttp, reasoningBudget,
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
 import { samplerExtraFields, samplerExtras } from '../sampler-extras';
+import { openAiError } from '../openai/schemas';
 import { VERSION } from '../version';
 import { blobDigest, BlobStore, MODELFILES_FILE, ModelfileStore, type Modelfile } from './modelfiles';
 
@@ -183,13 +185,20 @@ const CreateRequest = z
     system: z.string().optional().nullable(),
     parameters: options.optional().nullable(),
     messages: z.array(Message).max(256).optional().nullable(),
-    quantize: z.string().refine((q) => q === '', 'quantize is not supported by the server: quantize the GGUF first (`kail quantize IN.gguf OUT.gguf Q4_K_M`, llama-quantize\'s types and mixes), then create from that file').optional().nullable(),
+    /** `ollama create -q TYPE`: the uploaded GGUF (`files`) is quantized to TYPE (kail quantize's types). */
+    quantize: z.string().optional().nullable(),
     /** Ollama before 0.5 sent the Modelfile's text. */
     modelfile: z.string().refine((m) => m === '', 'modelfile (Ollama before 0.5) is not supported: send from or files, with system, parameters and messages').optional().nullable(),
     stream: z.boolean().optional().nullable(),
   })
   .refine((b) => b.model || b.name, 'model is required');
 const ShowRequest = z.object({ model: z.string().min(1).optional(), name: z.string().min(1).optional(), verbose: z.boolean().optional().nullable() }).refine((b) => b.model || b.name, 'model is required');
+
+/** The quantizer (loaded on the first `create -q`: it brings the native core into this process). */
+function tools(): typeof import('@kailstream/tools') {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('@kailstream/tools') as typeof import('@kailstream/tools');
+}
 
 /** Ollama's error body. */
 const ollamaError = (message: string) => ({ error: message });
@@ -740,6 +749,16 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
       lora.push({ path: blobs.path(hex), scale: 1 });
     }
     if (lora.length && !blob && from === id) return bad(reply, 'adapters need from (another model) or files: the new model is a copy that loads them');
+    // `-q TYPE`: the uploaded file is quantized on a worker thread (the API keeps answering).
+    let quantize: { name: string } | null = null;
+    if (b.quantize) {
+      if (!blob) return bad(reply, 'quantize needs files: an uploaded F32, F16 or BF16 GGUF, which is quantized as it is imported (from a model: kail quantize its file)');
+      try {
+        quantize = tools().parseQuantFileType(b.quantize);
+      } catch (e) {
+        return bad(reply, `quantize: ${(e as Error).message}`);
+      }
+    }
     return guarded(reply, async (s) => {
       const copy = (c: Partial<pb.CopyModelFileRequest>) => unary<spb.CopyModelFileRequest, pb.CopyModelFileResponse>(s.copyModelFile.bind(s), { engineId: '', copy: { sourceId: '', destinationId: id, sourcePath: '', lora, ...c } });
       const replace = async (c: Partial<pb.CopyModelFileRequest>) => {
@@ -753,7 +772,22 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         }
       };
       const status: string[] = [];
-      if (blob) {
+      if (blob && quantize) {
+        status.push(`using existing layer sha256:${blobDigest(ggufs[0][1])}`, `quantizing model to ${quantize.name}`);
+        // (Beside the blobs, on the same file system: the engine links it into its models directory.)
+        const tmp = path.join(path.dirname(blob), `.quantize-${randomUUID()}.gguf`);
+        try {
+          await tools().quantizeModelInWorker(blob, tmp, { type: quantize.name });
+        } catch (e) {
+          throw new HttpError(400, openAiError(`quantize: ${(e as Error).message.replaceAll(tmp, 'the new model')}`, 'invalid_request_error'));
+        }
+        try {
+          status.push('creating new layer');
+          await replace({ sourcePath: tmp });
+        } finally {
+          fs.rmSync(tmp, { force: true });
+        }
+      } else if (blob) {
         status.push(`using existing layer sha256:${blobDigest(ggufs[0][1])}`);
         await replace({ sourcePath: blob });
       } else if (from !== id) {
