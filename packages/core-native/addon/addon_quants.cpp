@@ -41,6 +41,14 @@ T arg_typed(const Napi::CallbackInfo & info, size_t i, const char * name, napi_t
     return info[i].As<T>();
 }
 
+// Optional argument i: a thread count from 1 to 1024 (default 1).
+int arg_threads(const Napi::CallbackInfo & info, size_t i, const char * what) {
+    if (info.Length() <= i || info[i].IsUndefined()) return 1;
+    const int64_t t = arg_count(info, i, "threads");
+    if (t < 1 || t > 1024) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", std::string(what) + ": threads must be 1 to 1024, got " + std::to_string(t));
+    return static_cast<int>(t);
+}
+
 // One pool per thread count, kept for the life of the process (benchmarks call matmul in loops).
 kail::threadpool * pool_for(int n_threads) {
     static std::mutex mtx;
@@ -65,12 +73,7 @@ Napi::Value quantize(const Napi::CallbackInfo & info) {
         if (n % bs != 0)
             throw make_error(env, "KAIL_E_INVALID_ARG", std::string(kail::type_name(type)) + ": data length " + std::to_string(n) +
                                                             " is not a multiple of the block size " + std::to_string(bs));
-        int threads = 1;
-        if (info.Length() > 2 && !info[2].IsUndefined()) {
-            const int64_t t = arg_count(info, 2, "threads");
-            if (t < 1 || t > 1024) throw make_error(env, "KAIL_E_INVALID_ARG", "quantize: threads must be 1 to 1024, got " + std::to_string(t));
-            threads = static_cast<int>(t);
-        }
+        const int threads = arg_threads(info, 2, "quantize");
         Napi::Uint8Array out = Napi::Uint8Array::New(env, kail::row_size(type, n));
         // (Slices of at least 64 Ki values: below that, handing them out costs more than it saves.)
         const int64_t slice = std::max<int64_t>(1, (int64_t{1} << 16) / bs) * bs;
@@ -108,17 +111,13 @@ Napi::Value convert(const Napi::CallbackInfo & info) {
             throw make_error(env, "KAIL_E_UNSUPPORTED", std::string("convert: type ") + kail::type_name(to) + " is not written here");
         const int64_t bs_from = kail::type_traits_get(from)->block_size;
         const int64_t bs_to = kail::type_traits_get(to)->block_size;
-        if (n % bs_from != 0 || n % bs_to != 0 || src.ByteLength() != kail::row_size(from, n))
-            throw make_error(env, "KAIL_E_INVALID_ARG", std::string("convert: ") + std::to_string(n) + " values of " + kail::type_name(from) + " to " +
-                                                            kail::type_name(to) + " need whole blocks of both and " +
-                                                            (n % bs_from ? std::string("?") : std::to_string(kail::row_size(from, n))) + " bytes, got " +
-                                                            std::to_string(src.ByteLength()));
-        int threads = 1;
-        if (info.Length() > 4 && !info[4].IsUndefined()) {
-            const int64_t t = arg_count(info, 4, "threads");
-            if (t < 1 || t > 1024) throw make_error(env, "KAIL_E_INVALID_ARG", "convert: threads must be 1 to 1024, got " + std::to_string(t));
-            threads = static_cast<int>(t);
-        }
+        if (n % bs_from != 0 || n % bs_to != 0)
+            throw make_error(env, "KAIL_E_INVALID_ARG", std::string("convert: ") + std::to_string(n) + " values are not whole blocks of " + kail::type_name(from) +
+                                                            " (" + std::to_string(bs_from) + ") and " + kail::type_name(to) + " (" + std::to_string(bs_to) + ")");
+        if (src.ByteLength() != kail::row_size(from, n))
+            throw make_error(env, "KAIL_E_INVALID_ARG", std::string("convert: ") + std::to_string(n) + " values of " + kail::type_name(from) + " are " +
+                                                            std::to_string(kail::row_size(from, n)) + " bytes, got " + std::to_string(src.ByteLength()));
+        const int threads = arg_threads(info, 4, "convert");
         Napi::Uint8Array out = Napi::Uint8Array::New(env, kail::row_size(to, n));
         // Slices of 64 Ki values: whole blocks of every type (blocks are at most 256 values).
         const int64_t slice = int64_t{1} << 16;

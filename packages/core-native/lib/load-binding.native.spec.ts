@@ -69,6 +69,33 @@ describe('native addon', () => {
     expect(() => addon.quantize(8, x, 0)).toThrow(/threads/);
   });
 
+  it('converts between types slice by slice: dequantize then quantize on any thread count, the file quantizer for IQ4', () => {
+    const addon = loadBinding();
+    const n = 256 * 700;
+    const x = new Float32Array(n);
+    for (let i = 0; i < n; i++) x[i] = Math.sin(i * 0.37) * (i % 501 === 0 ? 9 : 1);
+    const f16 = addon.quantize(1, x);
+    const xs = addon.dequantize(1, f16, n);
+    // F16 -> Q4_K / Q8_0 / F32 / BF16: what dequantize and quantize give, on 1, 2 and 3 threads.
+    for (const to of [12, 8, 0, 30]) {
+      const want = to === 0 ? new Uint8Array(xs.buffer) : addon.quantize(to, xs);
+      for (const threads of [1, 2, 3]) expect(Buffer.from(addon.convert(1, f16, n, to, threads)).equals(Buffer.from(want))).toBe(true);
+    }
+    // From F32 itself, and requantizing (Q8_0 -> Q6_K).
+    expect(Buffer.from(addon.convert(0, new Uint8Array(x.buffer), n, 14, 2)).equals(Buffer.from(addon.quantize(14, x)))).toBe(true);
+    const q8 = addon.quantize(8, x);
+    expect(Buffer.from(addon.convert(8, q8, n, 14)).equals(Buffer.from(addon.quantize(14, addon.dequantize(8, q8, n))))).toBe(true);
+    // IQ4_XS through ggml's search: not the test writer's (quantize's) bytes, but as close or closer.
+    const iq = addon.convert(0, new Uint8Array(x.buffer), n, 23, 2);
+    expect(iq.byteLength).toBe((n / 256) * 136);
+    const err = (q: Uint8Array) => addon.dequantize(23, q, n).reduce((a, v, i) => a + (v - x[i]) ** 2, 0);
+    expect(err(iq)).toBeLessThanOrEqual(err(addon.quantize(23, x)) * 1.02);
+    expect(() => addon.convert(1, f16, n, 16)).toThrow(/IQ2_XXS is not written here/);
+    expect(() => addon.convert(1, f16.subarray(2), n, 12)).toThrow(/are 358400 bytes, got 358398/);
+    expect(() => addon.convert(1, f16, n - 32, 12)).toThrow(/not whole blocks of F16 \(1\) and Q4_K \(256\)/);
+    expect(() => addon.convert(1, f16, n, 12, 0)).toThrow(/convert: threads must be 1 to 1024, got 0/);
+  });
+
   it('fails with one error listing every attempt when nothing loads', () => {
     const env = { KAIL_NATIVE_PATH: '/nonexistent/kail_native.node' };
     expect(bindingCandidates(env)[0].path).toBe('/nonexistent/kail_native.node');
