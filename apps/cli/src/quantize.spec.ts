@@ -51,6 +51,9 @@ describe('kail quantize', () => {
     const run = kail('run', '-m', out, '-p', 'Hello', '-n', '4', '-t', '2', '--json');
     expect(run.status).toBe(0);
     expect(JSON.parse(run.stdout).tokens).toHaveLength(4);
+    // kail inspect names the file type as llama-quantize does.
+    expect(kail('inspect', out).stdout).toMatch(/^file type {7}Q4_K_M$/m);
+    expect(JSON.parse(kail('inspect', '--json', model).stdout).fileType).toBe('F16');
   });
 
   it('--json reports each tensor; --dry-run writes nothing', () => {

@@ -14,7 +14,7 @@ import { nmse } from '../parity/metrics';
 import { llamaQuantize, type QuantRefOptions } from '../parity/quant-ref';
 import { GgmlType } from './constants';
 import { readGgufHeader } from './reader';
-import { parseQuantFileType, quantizeModel, type QuantizeOptions } from './quantize';
+import { fileTypeName, parseQuantFileType, quantizeModel, type QuantizeOptions } from './quantize';
 import { ggufSplitPath, splitGguf } from './split';
 
 type Case = [label: string, model: string, type: string, kail?: Partial<QuantizeOptions>, ref?: QuantRefOptions];
@@ -163,6 +163,13 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     expect(() => quantizeModel(models['mixtral-f32'], out, { type: 'IQ3_S' })).toThrow(/would be IQ3_S, which kail quantize cannot write/);
     expect(() => quantizeModel(models['qwen3moe-q8'], out, { type: 'Q4_K_M' })).toThrow(/already Q8_0: requantizing is off \(--allow-requantize/);
     expect(fs.readdirSync(dir).filter((f) => f.startsWith('refused'))).toEqual([]);
+  });
+
+  it('names file types as llama-quantize does', () => {
+    expect([15, 14, 12, 7, 1, 0, 30, 38].map(fileTypeName)).toEqual(['Q4_K_M', 'Q4_K_S', 'Q3_K_M', 'Q8_0', 'F16', 'F32', 'IQ4_XS', 'MXFP4_MOE']);
+    expect(fileTypeName(1024 + 15)).toBe('Q4_K_M (guessed)');
+    expect(fileTypeName(36)).toBe('TQ1_0');
+    expect(fileTypeName(99)).toBe('unknown (99)');
   });
 
   it('refuses bad arguments and bad files with errors that name them', () => {
