@@ -19,7 +19,7 @@ export { GgufWriter, kv } from './gguf/writer';
 export type { GgufValue, GgufTensorInfo, GgufWriterOptions } from './gguf/writer';
 export { readGgufHeader, readGgufTensorBytes } from './gguf/reader';
 export { ggufSplitPath, splitGguf } from './gguf/split';
-export { QUANT_FILE_TYPES, defaultQuantizedPath, fileTypeName, parseQuantFileType, parseTensorType, quantizeModel, quantizeModelInWorker, quantizeSummary } from './gguf/quantize';
+export { QUANT_FILE_TYPES, defaultQuantizedPath, parseQuantFileType, parseTensorType, quantizeModel, quantizeModelInWorker, quantizeSummary } from './gguf/quantize';
 export type { QuantizeOptions, QuantizeReport, QuantizedTensor } from './gguf/quantize';
 export type { GgufHeader, GgufReadTensor, GgufReadKv } from './gguf/reader';
 export { GgmlType, GgufType, ggmlTypeTraits, ggmlTensorBytes, LlamaFileType, GGUF_DEFAULT_ALIGNMENT } from './gguf/constants';

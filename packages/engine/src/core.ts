@@ -2,6 +2,7 @@
 // process that computes in place imports (the CLI's run, bench, plan...): it loads neither grpc-js
 // nor the generated contracts, which take longer to load than the rest of the engine.
 export { native, systemInfo } from './native';
+export { fileTypeName, LLAMA_FILE_TYPES } from './model/file-type';
 export type { SystemInfo } from '@kailstream/core-native';
 export { EngineError, toEngineError } from './errors';
 export type { EngineErrorCode } from './errors';

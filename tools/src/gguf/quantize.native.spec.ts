@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { EngineModel } from '@kailstream/engine';
+import { EngineModel, fileTypeName } from '@kailstream/engine';
 
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
@@ -14,7 +14,7 @@ import { nmse } from '../parity/metrics';
 import { llamaQuantize, type QuantRefOptions } from '../parity/quant-ref';
 import { GgmlType } from './constants';
 import { readGgufHeader } from './reader';
-import { fileTypeName, parseQuantFileType, quantizeModel, type QuantizeOptions } from './quantize';
+import { parseQuantFileType, quantizeModel, type QuantizeOptions } from './quantize';
 import { ggufSplitPath, splitGguf } from './split';
 
 type Case = [label: string, model: string, type: string, kail?: Partial<QuantizeOptions>, ref?: QuantRefOptions];

@@ -93,19 +93,6 @@ export function parseQuantFileType(s: string): (typeof QUANT_FILE_TYPES)[number]
   throw new Error(`unknown quantization type '${s}'; known: ${QUANT_FILE_TYPES.map((t) => t.name).join(', ')}`);
 }
 
-/** Aliases in QUANT_FILE_TYPES (the name is another's): a file type is named by the other. */
-const ALIASES = new Set(['Q3_K', 'Q4_K', 'Q5_K', 'COPY']);
-/** llama_ftype values llama.cpp knows that kail quantize does not write, for naming a file's. */
-const OTHER_FTYPES: Record<number, string> = { 4: 'Q4_1_SOME_F16', 36: 'TQ1_0', 37: 'TQ2_0', 39: 'NVFP4', 40: 'Q1_0', 41: 'Q2_0' };
-
-/** A file's general.file_type as llama-quantize names it ("Q4_K_M"), "(guessed)" when so marked. */
-export function fileTypeName(ftype: number): string {
-  const guessed = (ftype & LLAMA_FTYPE_GUESSED) !== 0;
-  const n = ftype & ~LLAMA_FTYPE_GUESSED;
-  const name = QUANT_FILE_TYPES.find((t) => t.ftype === n && !ALIASES.has(t.name))?.name ?? OTHER_FTYPES[n] ?? `unknown (${n})`;
-  return guessed ? `${name} (guessed)` : name;
-}
-
 /** A ggml tensor type by name (any case), for --output-tensor-type and the like. */
 export function parseTensorType(s: string): GgmlType {
   const u = s.trim().toUpperCase();

@@ -217,7 +217,7 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     const lines = (await r.text()).trim().split('\n').map((l) => (JSON.parse(l) as { status: string }).status);
     expect(lines).toEqual([`using existing layer ${digest}`, 'quantizing model to Q4_K_M', 'creating new layer', 'writing manifest', 'success']);
     const show = await stack.post('/api/show', { model: 'small' });
-    expect(show.body.details.quantization_level).toBe('Q4_K');
+    expect(show.body.details.quantization_level).toBe('Q4_K_M');
     const chatted = await stack.post('/api/chat', { model: 'small', messages, stream: false, options: { temperature: 0, num_predict: 3 } });
     expect(chatted.status).toBe(200);
     expect(chatted.body.eval_count).toBe(3);

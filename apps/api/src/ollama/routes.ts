@@ -336,12 +336,12 @@ export async function fitHistory(scheduler: spb.SchedulerServiceClient, m: commo
   return keep(cuts[lo]);
 }
 
-/** The model's details block: format, family (architecture), size in parameters, main tensor type. */
+/** The model's details block: format, family (architecture), size in parameters, file type (else the main tensor type). */
 function details(m: common.ModelInfo) {
   const n = Number(m.parameterCount);
   const size = n >= 1e9 ? `${(n / 1e9).toFixed(1)}B` : n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : `${n}`;
   const types = Object.entries(m.tensorTypeBytes).sort((a, b) => Number(b[1]) - Number(a[1]));
-  return { parent_model: '', format: 'gguf', family: m.architecture, families: [m.architecture], parameter_size: size, quantization_level: types[0]?.[0] ?? '' };
+  return { parent_model: '', format: 'gguf', family: m.architecture, families: [m.architecture], parameter_size: size, quantization_level: m.fileType || (types[0]?.[0] ?? '') };
 }
 
 /** Ollama's capabilities of a model, as Ollama finds them: by what its template refers to ('embedding' alone for an embedding model). */

@@ -932,12 +932,8 @@ export function registerModelCommands(program: Command): void {
         } catch {
           kv = undefined;
         }
-        // general.file_type, as llama-quantize names it (a file may lack it).
-        const ft = f.metadata['general.file_type'];
-        // eslint-disable-next-line @typescript-eslint/no-require-imports
-        const fileType = typeof ft === 'number' ? (require('@kailstream/tools') as typeof import('@kailstream/tools')).fileTypeName(ft) : null;
         if (o.json) {
-          process.stdout.write(JSON.stringify({ ...s, fileType, kvCache: kv ?? null }) + '\n');
+          process.stdout.write(JSON.stringify({ ...s, kvCache: kv ?? null }) + '\n');
           return;
         }
         const kib = (b: number) => `${(b / 1024).toFixed(2)} KiB`;
@@ -949,7 +945,8 @@ export function registerModelCommands(program: Command): void {
           `layers          ${s.layerCount}`,
           `context         ${s.contextLength}`,
           `experts         ${s.expertCount ? `${s.expertCount} per layer, ${s.expertUsedCount} used per token` : 'none (dense)'}`,
-          ...(fileType ? [`file type       ${fileType}`] : []),
+          // (general.file_type, as llama-quantize names it; a file may lack it.)
+          ...(s.fileType ? [`file type       ${s.fileType}`] : []),
           `tensor types    ${Object.entries(s.tensorTypeBytes).map(([t, b]) => `${t} ${gib(b)}`).join(', ')}`,
           `resident        ${gib(s.residentBytes)} (non-expert weights)`,
           `routed experts  ${gib(s.expertBytes)}${s.bytesPerExpert ? ` (${(s.bytesPerExpert / 2 ** 20).toFixed(2)} MiB each)` : ''}`,

@@ -11,6 +11,7 @@ import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, defaultContext,
 import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { formatBytes, parseByteSize, shareOfBytes } from './byte-size';
+import { fileTypeName } from './file-type';
 import { Metadata, readHParams, type HParams } from './hparams';
 import { cgroupMemoryLimit, type CgroupMemoryLimit } from './memory-cgroup';
 import { readRankHead, type RankHead } from './rank-head';
@@ -292,6 +293,8 @@ export interface ModelSummary {
   expertUsedCount: number;
   /** Bytes per type name. */
   tensorTypeBytes: Record<string, number>;
+  /** general.file_type as llama-quantize names it ("Q4_K_M"); '' when the file has none. */
+  fileType: string;
   /** Bytes of routed expert tensors (ffn_*_exps, and GroveMoE's chunk experts ffn_*_chexps). */
   expertBytes: number;
   /** Bytes of everything else (resident). */
@@ -349,6 +352,7 @@ export function summarize(file: NativeGgufFile): ModelSummary {
     expertCount: nExpert,
     expertUsedCount: nUsed,
     tensorTypeBytes: byType,
+    fileType: typeof file.metadata['general.file_type'] === 'number' ? fileTypeName(file.metadata['general.file_type']) : '',
     expertBytes,
     residentBytes,
     bytesPerExpert,

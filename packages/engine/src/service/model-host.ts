@@ -1221,6 +1221,7 @@ function summaryInfo(id: string, file: string, s: ModelSummary): Partial<common.
     expertUsedCount: s.expertUsedCount,
     layerCount: s.layerCount,
     tensorTypeBytes: s.tensorTypeBytes,
+    fileType: s.fileType,
   };
 }
 

@@ -249,6 +249,11 @@ export interface ModelInfo {
    * reranking, never generated text.
    */
   embeddingOnly: boolean;
+  /**
+   * The file's general.file_type as llama-quantize names it ("Q4_K_M", "F16"); empty when the
+   * file does not say.
+   */
+  fileType: string;
 }
 
 export interface ModelInfo_TensorTypeBytesEntry {
@@ -1481,6 +1486,7 @@ function createBaseModelInfo(): ModelInfo {
     kvTypeV: "",
     loraAdapters: [],
     embeddingOnly: false,
+    fileType: "",
   };
 }
 
@@ -1545,6 +1551,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     }
     if (message.embeddingOnly !== false) {
       writer.uint32(160).bool(message.embeddingOnly);
+    }
+    if (message.fileType !== "") {
+      writer.uint32(170).string(message.fileType);
     }
     return writer;
   },
@@ -1725,6 +1734,14 @@ export const ModelInfo: MessageFns<ModelInfo> = {
             message.embeddingOnly = reader.bool();
             continue;
           }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.fileType = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1837,6 +1854,11 @@ export const ModelInfo: MessageFns<ModelInfo> = {
         : isSet(object.embedding_only)
         ? globalThis.Boolean(object.embedding_only)
         : false,
+      fileType: isSet(object.fileType)
+        ? globalThis.String(object.fileType)
+        : isSet(object.file_type)
+        ? globalThis.String(object.file_type)
+        : "",
     };
   },
 
@@ -1908,6 +1930,9 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     if (message.embeddingOnly !== false) {
       obj.embeddingOnly = message.embeddingOnly;
     }
+    if (message.fileType !== "") {
+      obj.fileType = message.fileType;
+    }
     return obj;
   },
 
@@ -1946,6 +1971,7 @@ export const ModelInfo: MessageFns<ModelInfo> = {
     message.kvTypeV = object.kvTypeV ?? "";
     message.loraAdapters = object.loraAdapters?.map((e) => LoraAdapter.fromPartial(e)) || [];
     message.embeddingOnly = object.embeddingOnly ?? false;
+    message.fileType = object.fileType ?? "";
     return message;
   },
 };
