@@ -20,6 +20,7 @@ const model: ModelView = {
   kvTypeV: '',
   loraAdapters: [],
   residency: { residentBytes: 1024 * 1024, expertBytes: 5 * 1024 * 1024, kvBytes: 0, ramExpertCacheBytes: 0, vramExpertCacheBytes: 0 },
+  fileType: 'Q4_K_M',
   tensorTypes: [
     { type: 'Q4_K', bytes: 5 * 1024 * 1024 },
     { type: 'F32', bytes: 1024 * 1024 },
@@ -32,6 +33,8 @@ describe('models page parts', () => {
     expect(html).toContain('qwen3moe');
     expect(html).toContain('2 of 8 per token');
     expect(html).toContain('Q4_K 5.00 MiB · F32 1.00 MiB');
+    expect(html).toContain('<dt>file type</dt><dd>Q4_K_M</dd>');
+    expect(renderToString(<ModelDetails m={{ ...model, fileType: '' }} />)).not.toContain('file type');
     expect(html).toContain('6.00 MiB');
     expect(html).toContain('3.00 KiB');
     // A model that stays loaded says nothing of unloading; one with a keep-alive says when.

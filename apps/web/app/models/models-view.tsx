@@ -58,6 +58,12 @@ export function ModelDetails({ m, coldBytesPerToken }: { m: ModelView; coldBytes
           <dd>{formatBytes(coldBytesPerToken)}</dd>
         </>
       )}
+      {m.fileType && (
+        <>
+          <dt>file type</dt>
+          <dd>{m.fileType}</dd>
+        </>
+      )}
       <dt>quant types</dt>
       <dd>
         <div className="stackbar" title="bytes per tensor type">

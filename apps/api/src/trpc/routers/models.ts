@@ -45,6 +45,8 @@ function modelView(m: common.ModelInfo) {
     /** Its LoRA adapters with their default scales. */
     loraAdapters: m.loraAdapters.map((l) => ({ path: l.path, scale: l.scale })),
     residency: tierBytes(m.residency),
+    /** general.file_type as llama-quantize names it (Q4_K_M); '' when the file does not say. */
+    fileType: m.fileType,
     tensorTypes: Object.entries(m.tensorTypeBytes)
       .map(([type, b]) => ({ type, bytes: b }))
       .sort((a, b) => b.bytes - a.bytes),
