@@ -95,9 +95,10 @@ Napi::Value quantize(const Napi::CallbackInfo & info) {
 }
 
 // convert(srcType, data: Uint8Array, n, dstType, threads = 1): Uint8Array. n values of srcType
-// become dstType as llama-quantize writes it (quantize_row_file): each slice of whole blocks is expanded to F32 (unless it is F32) and quantized
-// (unless F32 is asked for) on one thread, so a file is requantized without an F32 copy of it in
-// between, and the bytes are those of dequantize then quantize.
+// become dstType as llama-quantize writes it: each 64 Ki-value slice is expanded to F32 (unless it
+// is F32) and quantized with quantize_row_file (unless F32 is asked for) on one thread. So a file
+// is requantized without an F32 copy of it in between, and on any thread count the bytes are
+// those of dequantize_row then quantize_row_file over the whole.
 Napi::Value convert(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     return guarded(env, [&]() -> Napi::Value {
