@@ -7,12 +7,24 @@ import path from 'node:path';
 
 import type { GgufTensorInfo, GgufValue, ModelProgram } from '@kailstream/core-native';
 
+import { generate } from './generate';
 import { buildProgram } from './model/architectures';
 import type { HardwareProfile } from './model/hardware-profile';
 import { Metadata, readHParams } from './model/hparams';
+import { EngineModel, type LoadModelOptions } from './model/model';
 import { native } from './native';
 
 const GEN_MODEL = path.resolve(__dirname, '../../../tools/dist/gen-model.js');
+
+/** The tokens greedy decoding gives with `file` loaded as `opts` (streaming tests' in-memory reference); the model is closed after. */
+export async function greedyTokens(file: string, opts: LoadModelOptions, prompt: readonly number[], maxTokens: number): Promise<number[]> {
+  const m = EngineModel.load(file, opts);
+  try {
+    return (await generate(m, prompt, { maxTokens, sampling: { temperature: 0 } })).tokens;
+  } finally {
+    m.close();
+  }
+}
 
 /**
  * Writes a preset model (e.g. 'tiny-qwen3moe', 'F32') into dir and returns its path. `extra` are

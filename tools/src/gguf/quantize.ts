@@ -13,60 +13,53 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 
-import { GgmlType, ggmlTypeTraits, GGUF_DEFAULT_ALIGNMENT } from './constants';
+import { GgmlType, ggmlTypeTraits, GGUF_DEFAULT_ALIGNMENT, LlamaFileType } from './constants';
 import { useMoreBits } from '../models/quant-plan';
 import { readGgufHeader, type GgufHeader, type GgufReadKv, type GgufReadTensor } from './reader';
 import { ggufSplitPath } from './split';
 import { GgufWriter, kv } from './writer';
 
-/** llama_ftype values of the file types below (include/llama.h). */
-const FTYPE = {
-  ALL_F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q8_0: 7, Q5_0: 8, Q5_1: 9, Q2_K: 10, Q3_K_S: 11, Q3_K_M: 12, Q3_K_L: 13,
-  Q4_K_S: 14, Q4_K_M: 15, Q5_K_S: 16, Q5_K_M: 17, Q6_K: 18, IQ2_XXS: 19, IQ2_XS: 20, Q2_K_S: 21, IQ3_XS: 22,
-  IQ3_XXS: 23, IQ1_S: 24, IQ4_NL: 25, IQ3_S: 26, IQ3_M: 27, IQ2_S: 28, IQ2_M: 29, IQ4_XS: 30, IQ1_M: 31, BF16: 32,
-  MXFP4_MOE: 38,
-} as const;
 const LLAMA_FTYPE_GUESSED = 1024;
 /** GGML_QNT_VERSION, written as general.quantization_version. */
 const QNT_VERSION = 2;
 
 /** llama-quantize's type names (tools/quantize/quantize.cpp), with their llama_ftype and default tensor type. */
 export const QUANT_FILE_TYPES: readonly { name: string; ftype: number; type: GgmlType; copy?: true }[] = [
-  { name: 'Q4_0', ftype: FTYPE.Q4_0, type: GgmlType.Q4_0 },
-  { name: 'Q4_1', ftype: FTYPE.Q4_1, type: GgmlType.Q4_1 },
-  { name: 'MXFP4_MOE', ftype: FTYPE.MXFP4_MOE, type: GgmlType.MXFP4 },
-  { name: 'Q5_0', ftype: FTYPE.Q5_0, type: GgmlType.Q5_0 },
-  { name: 'Q5_1', ftype: FTYPE.Q5_1, type: GgmlType.Q5_1 },
-  { name: 'IQ2_XXS', ftype: FTYPE.IQ2_XXS, type: GgmlType.IQ2_XXS },
-  { name: 'IQ2_XS', ftype: FTYPE.IQ2_XS, type: GgmlType.IQ2_XS },
-  { name: 'IQ2_S', ftype: FTYPE.IQ2_S, type: GgmlType.IQ2_XS },
-  { name: 'IQ2_M', ftype: FTYPE.IQ2_M, type: GgmlType.IQ2_S },
-  { name: 'IQ1_S', ftype: FTYPE.IQ1_S, type: GgmlType.IQ1_S },
-  { name: 'IQ1_M', ftype: FTYPE.IQ1_M, type: GgmlType.IQ1_M },
-  { name: 'Q2_K', ftype: FTYPE.Q2_K, type: GgmlType.Q2_K },
-  { name: 'Q2_K_S', ftype: FTYPE.Q2_K_S, type: GgmlType.Q2_K },
-  { name: 'IQ3_XXS', ftype: FTYPE.IQ3_XXS, type: GgmlType.IQ3_XXS },
-  { name: 'IQ3_S', ftype: FTYPE.IQ3_S, type: GgmlType.IQ3_S },
-  { name: 'IQ3_M', ftype: FTYPE.IQ3_M, type: GgmlType.IQ3_S },
-  { name: 'Q3_K', ftype: FTYPE.Q3_K_M, type: GgmlType.Q3_K },
-  { name: 'IQ3_XS', ftype: FTYPE.IQ3_XS, type: GgmlType.IQ3_S },
-  { name: 'Q3_K_S', ftype: FTYPE.Q3_K_S, type: GgmlType.Q3_K },
-  { name: 'Q3_K_M', ftype: FTYPE.Q3_K_M, type: GgmlType.Q3_K },
-  { name: 'Q3_K_L', ftype: FTYPE.Q3_K_L, type: GgmlType.Q3_K },
-  { name: 'IQ4_NL', ftype: FTYPE.IQ4_NL, type: GgmlType.IQ4_NL },
-  { name: 'IQ4_XS', ftype: FTYPE.IQ4_XS, type: GgmlType.IQ4_XS },
-  { name: 'Q4_K', ftype: FTYPE.Q4_K_M, type: GgmlType.Q4_K },
-  { name: 'Q4_K_S', ftype: FTYPE.Q4_K_S, type: GgmlType.Q4_K },
-  { name: 'Q4_K_M', ftype: FTYPE.Q4_K_M, type: GgmlType.Q4_K },
-  { name: 'Q5_K', ftype: FTYPE.Q5_K_M, type: GgmlType.Q5_K },
-  { name: 'Q5_K_S', ftype: FTYPE.Q5_K_S, type: GgmlType.Q5_K },
-  { name: 'Q5_K_M', ftype: FTYPE.Q5_K_M, type: GgmlType.Q5_K },
-  { name: 'Q6_K', ftype: FTYPE.Q6_K, type: GgmlType.Q6_K },
-  { name: 'Q8_0', ftype: FTYPE.Q8_0, type: GgmlType.Q8_0 },
-  { name: 'F16', ftype: FTYPE.F16, type: GgmlType.F16 },
-  { name: 'BF16', ftype: FTYPE.BF16, type: GgmlType.BF16 },
-  { name: 'F32', ftype: FTYPE.ALL_F32, type: GgmlType.F32 },
-  { name: 'COPY', ftype: FTYPE.ALL_F32, type: GgmlType.F32, copy: true },
+  { name: 'Q4_0', ftype: LlamaFileType.MOSTLY_Q4_0, type: GgmlType.Q4_0 },
+  { name: 'Q4_1', ftype: LlamaFileType.MOSTLY_Q4_1, type: GgmlType.Q4_1 },
+  { name: 'MXFP4_MOE', ftype: LlamaFileType.MOSTLY_MXFP4_MOE, type: GgmlType.MXFP4 },
+  { name: 'Q5_0', ftype: LlamaFileType.MOSTLY_Q5_0, type: GgmlType.Q5_0 },
+  { name: 'Q5_1', ftype: LlamaFileType.MOSTLY_Q5_1, type: GgmlType.Q5_1 },
+  { name: 'IQ2_XXS', ftype: LlamaFileType.MOSTLY_IQ2_XXS, type: GgmlType.IQ2_XXS },
+  { name: 'IQ2_XS', ftype: LlamaFileType.MOSTLY_IQ2_XS, type: GgmlType.IQ2_XS },
+  { name: 'IQ2_S', ftype: LlamaFileType.MOSTLY_IQ2_S, type: GgmlType.IQ2_XS },
+  { name: 'IQ2_M', ftype: LlamaFileType.MOSTLY_IQ2_M, type: GgmlType.IQ2_S },
+  { name: 'IQ1_S', ftype: LlamaFileType.MOSTLY_IQ1_S, type: GgmlType.IQ1_S },
+  { name: 'IQ1_M', ftype: LlamaFileType.MOSTLY_IQ1_M, type: GgmlType.IQ1_M },
+  { name: 'Q2_K', ftype: LlamaFileType.MOSTLY_Q2_K, type: GgmlType.Q2_K },
+  { name: 'Q2_K_S', ftype: LlamaFileType.MOSTLY_Q2_K_S, type: GgmlType.Q2_K },
+  { name: 'IQ3_XXS', ftype: LlamaFileType.MOSTLY_IQ3_XXS, type: GgmlType.IQ3_XXS },
+  { name: 'IQ3_S', ftype: LlamaFileType.MOSTLY_IQ3_S, type: GgmlType.IQ3_S },
+  { name: 'IQ3_M', ftype: LlamaFileType.MOSTLY_IQ3_M, type: GgmlType.IQ3_S },
+  { name: 'Q3_K', ftype: LlamaFileType.MOSTLY_Q3_K_M, type: GgmlType.Q3_K },
+  { name: 'IQ3_XS', ftype: LlamaFileType.MOSTLY_IQ3_XS, type: GgmlType.IQ3_S },
+  { name: 'Q3_K_S', ftype: LlamaFileType.MOSTLY_Q3_K_S, type: GgmlType.Q3_K },
+  { name: 'Q3_K_M', ftype: LlamaFileType.MOSTLY_Q3_K_M, type: GgmlType.Q3_K },
+  { name: 'Q3_K_L', ftype: LlamaFileType.MOSTLY_Q3_K_L, type: GgmlType.Q3_K },
+  { name: 'IQ4_NL', ftype: LlamaFileType.MOSTLY_IQ4_NL, type: GgmlType.IQ4_NL },
+  { name: 'IQ4_XS', ftype: LlamaFileType.MOSTLY_IQ4_XS, type: GgmlType.IQ4_XS },
+  { name: 'Q4_K', ftype: LlamaFileType.MOSTLY_Q4_K_M, type: GgmlType.Q4_K },
+  { name: 'Q4_K_S', ftype: LlamaFileType.MOSTLY_Q4_K_S, type: GgmlType.Q4_K },
+  { name: 'Q4_K_M', ftype: LlamaFileType.MOSTLY_Q4_K_M, type: GgmlType.Q4_K },
+  { name: 'Q5_K', ftype: LlamaFileType.MOSTLY_Q5_K_M, type: GgmlType.Q5_K },
+  { name: 'Q5_K_S', ftype: LlamaFileType.MOSTLY_Q5_K_S, type: GgmlType.Q5_K },
+  { name: 'Q5_K_M', ftype: LlamaFileType.MOSTLY_Q5_K_M, type: GgmlType.Q5_K },
+  { name: 'Q6_K', ftype: LlamaFileType.MOSTLY_Q6_K, type: GgmlType.Q6_K },
+  { name: 'Q8_0', ftype: LlamaFileType.MOSTLY_Q8_0, type: GgmlType.Q8_0 },
+  { name: 'F16', ftype: LlamaFileType.MOSTLY_F16, type: GgmlType.F16 },
+  { name: 'BF16', ftype: LlamaFileType.MOSTLY_BF16, type: GgmlType.BF16 },
+  { name: 'F32', ftype: LlamaFileType.ALL_F32, type: GgmlType.F32 },
+  { name: 'COPY', ftype: LlamaFileType.ALL_F32, type: GgmlType.F32, copy: true },
 ];
 
 /**
@@ -343,7 +336,7 @@ class TypeChooser {
 
   /** llama_tensor_get_type_impl: the file type's mix. */
   private mix(t: GgufReadTensor, type: GgmlType, cat: Category): GgmlType {
-    const F = FTYPE;
+    const F = LlamaFileType;
     const ft = this.ftype;
     const m = this.m;
     const arch = m.arch;
@@ -354,24 +347,24 @@ class TypeChooser {
     const Q = GgmlType;
     if (cat === 'output' || (this.tiedEmbeddings && cat === 'token_embd')) {
       if (this.opts.outputTensorType !== undefined) return this.opts.outputTensorType;
-      if (ft === F.MXFP4_MOE) return Q.Q8_0;
+      if (ft === F.MOSTLY_MXFP4_MOE) return Q.Q8_0;
       if (falcon || t.shape[0] % blockSize(type) !== 0) return Q.Q8_0;
-      if (is(F.IQ2_XXS, F.IQ2_XS, F.IQ3_XXS, F.IQ1_S, F.IQ2_S, F.IQ2_M, F.IQ1_M)) return Q.Q5_K;
+      if (is(F.MOSTLY_IQ2_XXS, F.MOSTLY_IQ2_XS, F.MOSTLY_IQ3_XXS, F.MOSTLY_IQ1_S, F.MOSTLY_IQ2_S, F.MOSTLY_IQ2_M, F.MOSTLY_IQ1_M)) return Q.Q5_K;
       if (type !== Q.Q8_0) return Q.Q6_K;
       return type;
     }
-    if (ft === F.MXFP4_MOE) {
+    if (ft === F.MOSTLY_MXFP4_MOE) {
       const bailing3Expert = arch === 'bailingmoe3' && (cat === 'ffn_up' || cat === 'ffn_gate' || cat === 'ffn_down');
       return (t.shape[2] ?? 1) > 1 && (arch !== 'bailingmoe3' || bailing3Expert) ? Q.MXFP4 : Q.Q8_0;
     }
     if (cat === 'token_embd') {
       if (this.opts.tokenEmbeddingType !== undefined) return this.opts.tokenEmbeddingType;
-      if (is(F.IQ2_XXS, F.IQ2_XS, F.IQ1_S, F.IQ1_M)) return Q.Q2_K;
-      if (is(F.IQ2_S, F.IQ2_M, F.IQ3_XXS)) return Q.IQ3_S;
+      if (is(F.MOSTLY_IQ2_XXS, F.MOSTLY_IQ2_XS, F.MOSTLY_IQ1_S, F.MOSTLY_IQ1_M)) return Q.Q2_K;
+      if (is(F.MOSTLY_IQ2_S, F.MOSTLY_IQ2_M, F.MOSTLY_IQ3_XXS)) return Q.IQ3_S;
       return type;
     }
-    if (is(F.IQ2_XXS, F.IQ2_XS, F.IQ1_S, F.IQ2_S, F.IQ2_M, F.IQ1_M)) {
-      const s2 = is(F.IQ2_S, F.IQ2_M);
+    if (is(F.MOSTLY_IQ2_XXS, F.MOSTLY_IQ2_XS, F.MOSTLY_IQ1_S, F.MOSTLY_IQ2_S, F.MOSTLY_IQ2_M, F.MOSTLY_IQ1_M)) {
+      const s2 = is(F.MOSTLY_IQ2_S, F.MOSTLY_IQ2_M);
       if (isAttnV(cat)) {
         type = this.nGqa >= 4 || m.nExpert >= 4 ? Q.Q4_K : s2 ? Q.IQ3_S : Q.Q2_K;
         this.iAttnV++;
@@ -382,23 +375,23 @@ class TypeChooser {
         this.iFfnDown++;
       } else if (cat === 'attn_output') {
         if (m.nExpert === 8) type = Q.Q5_K;
-        else if (is(F.IQ1_S, F.IQ1_M)) type = Q.IQ2_XXS;
+        else if (is(F.MOSTLY_IQ1_S, F.MOSTLY_IQ1_M)) type = Q.IQ2_XXS;
         else if (s2) type = Q.IQ3_S;
       }
       return type;
     }
     if (isAttnV(cat)) {
       const gqa4 = this.nGqa >= 4;
-      if (ft === F.Q2_K) type = gqa4 ? Q.Q4_K : Q.Q3_K;
-      else if (ft === F.Q2_K_S && gqa4) type = Q.Q4_K;
-      else if (ft === F.IQ3_XXS) type = gqa4 ? Q.Q4_K : Q.IQ3_S; // (no imatrix: IQ3_S)
-      else if (is(F.IQ3_XS, F.IQ3_S) && gqa4) type = Q.Q4_K;
-      else if (ft === F.IQ3_M) type = Q.Q4_K;
-      else if (ft === F.Q3_K_M) type = this.iAttnV < 2 ? Q.Q5_K : Q.Q4_K;
-      else if (ft === F.Q3_K_L) type = Q.Q5_K;
-      else if (is(F.IQ4_NL, F.IQ4_XS) && gqa4) type = Q.Q5_K;
-      else if (is(F.Q4_K_M, F.Q5_K_M) && moreBits(this.iAttnV, this.nAttnV)) type = Q.Q6_K;
-      else if (ft === F.Q4_K_S && this.iAttnV < 4) type = Q.Q5_K;
+      if (ft === F.MOSTLY_Q2_K) type = gqa4 ? Q.Q4_K : Q.Q3_K;
+      else if (ft === F.MOSTLY_Q2_K_S && gqa4) type = Q.Q4_K;
+      else if (ft === F.MOSTLY_IQ3_XXS) type = gqa4 ? Q.Q4_K : Q.IQ3_S; // (no imatrix: IQ3_S)
+      else if (is(F.MOSTLY_IQ3_XS, F.MOSTLY_IQ3_S) && gqa4) type = Q.Q4_K;
+      else if (ft === F.MOSTLY_IQ3_M) type = Q.Q4_K;
+      else if (ft === F.MOSTLY_Q3_K_M) type = this.iAttnV < 2 ? Q.Q5_K : Q.Q4_K;
+      else if (ft === F.MOSTLY_Q3_K_L) type = Q.Q5_K;
+      else if (is(F.MOSTLY_IQ4_NL, F.MOSTLY_IQ4_XS) && gqa4) type = Q.Q5_K;
+      else if (is(F.MOSTLY_Q4_K_M, F.MOSTLY_Q5_K_M) && moreBits(this.iAttnV, this.nAttnV)) type = Q.Q6_K;
+      else if (ft === F.MOSTLY_Q4_K_S && this.iAttnV < 4) type = Q.Q5_K;
       if (m.is70B && (type === Q.Q3_K || type === Q.Q4_K)) type = Q.Q5_K;
       if (m.nExpert === 8) type = Q.Q8_0;
       this.iAttnV++;
@@ -406,49 +399,49 @@ class TypeChooser {
     }
     if (cat === 'attn_k') {
       if (m.nExpert === 8) type = Q.Q8_0;
-      else if (ft === F.IQ3_XS) type = Q.IQ3_XXS;
-      else if (ft === F.IQ3_XXS) type = Q.IQ2_S;
+      else if (ft === F.MOSTLY_IQ3_XS) type = Q.IQ3_XXS;
+      else if (ft === F.MOSTLY_IQ3_XXS) type = Q.IQ2_S;
       return type;
     }
     if (cat === 'attn_q') {
-      if (ft === F.IQ3_XS) type = Q.IQ3_XXS;
-      else if (ft === F.IQ3_XXS) type = Q.IQ2_S;
+      if (ft === F.MOSTLY_IQ3_XS) type = Q.IQ3_XXS;
+      else if (ft === F.MOSTLY_IQ3_XXS) type = Q.IQ2_S;
       return type;
     }
     if (cat === 'ffn_down') {
       const [il, nl] = this.layer(this.iFfnDown, t.name);
-      if (ft === F.Q2_K) type = Q.Q3_K;
-      else if (ft === F.Q2_K_S) {
+      if (ft === F.MOSTLY_Q2_K) type = Q.Q3_K;
+      else if (ft === F.MOSTLY_Q2_K_S) {
         if (il < div(nl, 8)) type = Q.Q4_K;
-      } else if (ft === F.IQ3_XXS) type = il < div(nl, 8) ? Q.Q4_K : Q.Q3_K; // (no imatrix)
-      else if (ft === F.Q3_K_M) type = il < div(nl, 16) ? Q.Q5_K : !falcon || moreBits(il, nl) ? Q.Q4_K : Q.Q3_K;
-      else if (ft === F.IQ3_M && (il < div(nl, 8) || (m.nExpert === 8 && moreBits(il, nl)))) type = Q.Q4_K;
-      else if (ft === F.Q3_K_L) type = falcon ? Q.Q4_K : Q.Q5_K;
-      else if (ft === F.Q4_K_M) {
+      } else if (ft === F.MOSTLY_IQ3_XXS) type = il < div(nl, 8) ? Q.Q4_K : Q.Q3_K; // (no imatrix)
+      else if (ft === F.MOSTLY_Q3_K_M) type = il < div(nl, 16) ? Q.Q5_K : !falcon || moreBits(il, nl) ? Q.Q4_K : Q.Q3_K;
+      else if (ft === F.MOSTLY_IQ3_M && (il < div(nl, 8) || (m.nExpert === 8 && moreBits(il, nl)))) type = Q.Q4_K;
+      else if (ft === F.MOSTLY_Q3_K_L) type = falcon ? Q.Q4_K : Q.Q5_K;
+      else if (ft === F.MOSTLY_Q4_K_M) {
         if (falcon) type = il < div(nl, 16) ? Q.Q6_K : moreBits(il, nl) ? Q.Q5_K : Q.Q4_K;
         else if (moreBits(il, nl)) type = Q.Q6_K;
-      } else if (il < div(nl, 8) && is(F.IQ4_NL, F.IQ4_XS)) type = Q.Q5_K; // (no imatrix)
-      else if (ft === F.Q5_K_M && moreBits(il, nl)) type = Q.Q6_K;
-      else if (ft === F.Q4_K_S && !falcon && il < div(nl, 8)) type = Q.Q5_K;
+      } else if (il < div(nl, 8) && is(F.MOSTLY_IQ4_NL, F.MOSTLY_IQ4_XS)) type = Q.Q5_K; // (no imatrix)
+      else if (ft === F.MOSTLY_Q5_K_M && moreBits(il, nl)) type = Q.Q6_K;
+      else if (ft === F.MOSTLY_Q4_K_S && !falcon && il < div(nl, 8)) type = Q.Q5_K;
       this.iFfnDown++;
       return type;
     }
     if (cat === 'attn_output') {
       if (!falcon) {
         if (m.nExpert === 8) {
-          if (is(F.Q2_K, F.IQ3_XS, F.IQ3_XXS, F.Q3_K_S, F.Q3_K_M, F.IQ4_NL, F.Q4_K_S, F.Q4_K_M, F.IQ3_S, F.IQ3_M, F.IQ4_XS)) type = Q.Q5_K;
-        } else if (ft === F.Q2_K) type = Q.Q3_K;
-        else if (ft === F.IQ3_XXS) type = Q.IQ3_S;
-        else if (ft === F.Q3_K_M) type = Q.Q4_K;
-        else if (ft === F.Q3_K_L) type = Q.Q5_K;
-        else if (ft === F.IQ3_M) type = Q.Q4_K;
-      } else if (ft === F.Q3_K_L) type = Q.Q4_K;
+          if (is(F.MOSTLY_Q2_K, F.MOSTLY_IQ3_XS, F.MOSTLY_IQ3_XXS, F.MOSTLY_Q3_K_S, F.MOSTLY_Q3_K_M, F.MOSTLY_IQ4_NL, F.MOSTLY_Q4_K_S, F.MOSTLY_Q4_K_M, F.MOSTLY_IQ3_S, F.MOSTLY_IQ3_M, F.MOSTLY_IQ4_XS)) type = Q.Q5_K;
+        } else if (ft === F.MOSTLY_Q2_K) type = Q.Q3_K;
+        else if (ft === F.MOSTLY_IQ3_XXS) type = Q.IQ3_S;
+        else if (ft === F.MOSTLY_Q3_K_M) type = Q.Q4_K;
+        else if (ft === F.MOSTLY_Q3_K_L) type = Q.Q5_K;
+        else if (ft === F.MOSTLY_IQ3_M) type = Q.Q4_K;
+      } else if (ft === F.MOSTLY_Q3_K_L) type = Q.Q4_K;
       return type;
     }
     if (cat === 'ffn_gate' || cat === 'ffn_up') {
       const counter = cat === 'ffn_gate' ? this.iFfnGate : this.iFfnUp;
       const [il, nl] = this.layer(counter, t.name);
-      if (ft === F.IQ3_XS && il >= div(nl, 8) && il < div(7 * nl, 8)) type = Q.IQ3_XXS;
+      if (ft === F.MOSTLY_IQ3_XS && il >= div(nl, 8) && il < div(7 * nl, 8)) type = Q.IQ3_XXS;
       if (cat === 'ffn_gate') this.iFfnGate++;
       else this.iFfnUp++;
       return type;
@@ -464,7 +457,7 @@ function requiresImatrix(name: string, type: GgmlType, ftype: number): boolean {
     case GgmlType.IQ3_XXS: case GgmlType.IQ2_XXS: case GgmlType.IQ2_XS: case GgmlType.IQ2_S: case GgmlType.IQ1_M: case GgmlType.IQ1_S:
       return true;
     case GgmlType.Q2_K:
-      return ftype === FTYPE.Q2_K_S;
+      return ftype === LlamaFileType.MOSTLY_Q2_K_S;
     default:
       return false;
   }
@@ -484,14 +477,14 @@ function guessFtype(tensors: readonly GgufReadTensor[]): number {
     }
   }
   const byType: Partial<Record<GgmlType, number>> = {
-    [GgmlType.F32]: FTYPE.ALL_F32, [GgmlType.F16]: FTYPE.F16, [GgmlType.BF16]: FTYPE.BF16, [GgmlType.Q4_0]: FTYPE.Q4_0,
-    [GgmlType.Q4_1]: FTYPE.Q4_1, [GgmlType.Q5_0]: FTYPE.Q5_0, [GgmlType.Q5_1]: FTYPE.Q5_1, [GgmlType.Q8_0]: FTYPE.Q8_0,
-    [GgmlType.Q2_K]: FTYPE.Q2_K, [GgmlType.Q3_K]: FTYPE.Q3_K_M, [GgmlType.Q4_K]: FTYPE.Q4_K_M, [GgmlType.Q5_K]: FTYPE.Q5_K_M,
-    [GgmlType.Q6_K]: FTYPE.Q6_K, [GgmlType.IQ2_XXS]: FTYPE.IQ2_XXS, [GgmlType.IQ2_XS]: FTYPE.IQ2_XS, [GgmlType.IQ2_S]: FTYPE.IQ2_S,
-    [GgmlType.IQ3_XXS]: FTYPE.IQ3_XXS, [GgmlType.IQ1_S]: FTYPE.IQ1_S, [GgmlType.IQ1_M]: FTYPE.IQ1_M, [GgmlType.IQ4_NL]: FTYPE.IQ4_NL,
-    [GgmlType.IQ4_XS]: FTYPE.IQ4_XS, [GgmlType.IQ3_S]: FTYPE.IQ3_S,
+    [GgmlType.F32]: LlamaFileType.ALL_F32, [GgmlType.F16]: LlamaFileType.MOSTLY_F16, [GgmlType.BF16]: LlamaFileType.MOSTLY_BF16, [GgmlType.Q4_0]: LlamaFileType.MOSTLY_Q4_0,
+    [GgmlType.Q4_1]: LlamaFileType.MOSTLY_Q4_1, [GgmlType.Q5_0]: LlamaFileType.MOSTLY_Q5_0, [GgmlType.Q5_1]: LlamaFileType.MOSTLY_Q5_1, [GgmlType.Q8_0]: LlamaFileType.MOSTLY_Q8_0,
+    [GgmlType.Q2_K]: LlamaFileType.MOSTLY_Q2_K, [GgmlType.Q3_K]: LlamaFileType.MOSTLY_Q3_K_M, [GgmlType.Q4_K]: LlamaFileType.MOSTLY_Q4_K_M, [GgmlType.Q5_K]: LlamaFileType.MOSTLY_Q5_K_M,
+    [GgmlType.Q6_K]: LlamaFileType.MOSTLY_Q6_K, [GgmlType.IQ2_XXS]: LlamaFileType.MOSTLY_IQ2_XXS, [GgmlType.IQ2_XS]: LlamaFileType.MOSTLY_IQ2_XS, [GgmlType.IQ2_S]: LlamaFileType.MOSTLY_IQ2_S,
+    [GgmlType.IQ3_XXS]: LlamaFileType.MOSTLY_IQ3_XXS, [GgmlType.IQ1_S]: LlamaFileType.MOSTLY_IQ1_S, [GgmlType.IQ1_M]: LlamaFileType.MOSTLY_IQ1_M, [GgmlType.IQ4_NL]: LlamaFileType.MOSTLY_IQ4_NL,
+    [GgmlType.IQ4_XS]: LlamaFileType.MOSTLY_IQ4_XS, [GgmlType.IQ3_S]: LlamaFileType.MOSTLY_IQ3_S,
   };
-  return (byType[typeMax] ?? FTYPE.ALL_F32) | LLAMA_FTYPE_GUESSED;
+  return (byType[typeMax] ?? LlamaFileType.ALL_F32) | LLAMA_FTYPE_GUESSED;
 }
 
 // --- the native core ---
@@ -519,9 +512,7 @@ function modelSplits(file: string, h: GgufHeader): string[] {
   if ((kvNumber(h, 'split.no') ?? 0) !== 0) throw new Error(`${file} is split ${(kvNumber(h, 'split.no') ?? 0) + 1} of ${count}: give the first split`);
   const m = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/.exec(file);
   if (!m) throw new Error(`${file}: split.count is ${count} but the name is not PREFIX-00001-of-NNNNN.gguf`);
-  const out: string[] = [];
-  for (let i = 1; i <= count; i++) out.push(`${m[1]}-${String(i).padStart(5, '0')}-of-${String(count).padStart(5, '0')}.gguf`);
-  return out;
+  return Array.from({ length: count }, (_, i) => ggufSplitPath(m[1], i + 1, count));
 }
 
 type SourceTensor = GgufReadTensor & { file: string; split: number };
@@ -585,8 +576,9 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   const ftype = ft.copy ? (kvNumber(first, 'general.file_type') ?? guessFtype(tensors)) : ft.ftype;
   const chooser = new TypeChooser(info, tensors.map((t) => t.name), ft.ftype, opts, log);
   const plan = tensors.map((t) => {
-    const to = allowsQuantization(t, opts, !!ft.copy) ? chooser.choose(t, ft.type) : t.type;
-    return { t, to, imatrix: requiresImatrix(t.name, to, ft.ftype) && allowsQuantization(t, opts, !!ft.copy) };
+    const allowed = allowsQuantization(t, opts, !!ft.copy);
+    const to = allowed ? chooser.choose(t, ft.type) : t.type;
+    return { t, to, imatrix: allowed && requiresImatrix(t.name, to, ft.ftype) };
   });
   const needsImatrix = plan.some((p) => p.imatrix);
 

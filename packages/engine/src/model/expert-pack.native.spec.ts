@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { generate } from '../generate';
-import { tempDir, writeTestModel } from '../testing';
+import { greedyTokens, tempDir, writeTestModel } from '../testing';
 import { EngineModel, planModel, repackModel, type LoadModelOptions } from './model';
 import { readPackHeader } from './expert-pack';
 
@@ -24,13 +24,7 @@ describe('expert packs (kail repack)', () => {
   ])('%s %s: one and two stripes give the in-memory tokens', async (preset, type) => {
     const file = writeTestModel(dir, preset, type);
     const opts: LoadModelOptions = { threads: 2, nCtx: 128 };
-    const mem = EngineModel.load(file, opts);
-    let want: number[];
-    try {
-      want = (await generate(mem, PROMPT, { maxTokens: 12, sampling: { temperature: 0 } })).tokens;
-    } finally {
-      mem.close();
-    }
+    const want = await greedyTokens(file, opts, PROMPT, 12);
     const p = planModel(file, { ...opts, ramBytes: 2 ** 40, ramReserveBytes: 0 });
     const ramBytes = p.fixedBytes + Math.round(2.5 * p.nMoeLayers * p.expertEntryBytes);
     for (const n of [1, 2]) {

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { generate } from '../generate';
-import { tempDir, writeTestModel } from '../testing';
+import { greedyTokens, tempDir, writeTestModel } from '../testing';
 import { summarizeStream } from './stream-summary';
 import { EngineModel, openGgufMetadata, planModel, type LoadModelOptions } from './model';
 
@@ -133,13 +133,7 @@ describe('expert streaming', () => {
     // ~110 MB: 2 MoE layers x 64 experts of 3 x 512 x 512 in Q8_0 (memory-cap.native.spec.ts's file).
     const file = writeTestModel(dir, 'tiny-qwen3moe', 'Q8_0', 1, ['--layers', '2', '--experts', '64', '--expert-ff', '512', '--dim', '512']);
     const opts: LoadModelOptions = { threads: 2, nCtx: 64, nBatch: 16, ramReserveBytes: 0 };
-    const mem = EngineModel.load(file, opts);
-    let want: number[];
-    try {
-      want = (await generate(mem, PROMPT, { maxTokens: 16, sampling: { temperature: 0 } })).tokens;
-    } finally {
-      mem.close();
-    }
+    const want = await greedyTokens(file, opts, PROMPT, 16);
     // Available: what makes 80% of it a budget caching 8.5 experts per layer, less than the file.
     const budget = budgetFor(file, 8.5, opts);
     const available = Math.ceil(budget / 0.8) + 2 ** 20;
@@ -248,13 +242,7 @@ describe('expert streaming', () => {
     const original = fs.readFileSync(src);
     fs.writeFileSync(file, original);
     const opts: LoadModelOptions = { threads: 2, nCtx: 256 };
-    const mem = EngineModel.load(src, opts);
-    let want: number[];
-    try {
-      want = (await generate(mem, PROMPT, { maxTokens: 8, sampling: { temperature: 0 } })).tokens;
-    } finally {
-      mem.close();
-    }
+    const want = await greedyTokens(src, opts, PROMPT, 8);
     const meta = openGgufMetadata(file);
     const firstExpert = Math.min(...meta.tensors.filter((t) => /_exps\./.test(t.name)).map((t) => t.offset));
     meta.close();

@@ -6,7 +6,7 @@ import path from 'node:path';
 
 import { tempDir } from '../testing';
 import { cgroupMemoryLimit } from './memory-cgroup';
-import { availableMemoryBytes } from './model';
+import { memoryNow } from './model';
 
 const GIB = 2 ** 30;
 const MIB = 2 ** 20;
@@ -154,9 +154,9 @@ describe('cgroupMemoryLimit', () => {
     expect(cgroupMemoryLimit(root)!.headroomBytes).toBe(0);
   });
 
-  it('on this machine: availableMemoryBytes is within the cgroup headroom when there is a limit', () => {
+  it('on this machine: the memory available now is within the cgroup headroom when there is a limit', () => {
     const l = cgroupMemoryLimit();
-    const avail = availableMemoryBytes();
+    const avail = memoryNow().availableBytes;
     expect(avail).toBeGreaterThan(0);
     if (l) expect(avail).toBeLessThanOrEqual(l.headroomBytes);
   });

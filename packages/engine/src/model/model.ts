@@ -101,7 +101,7 @@ export interface LoadModelOptions {
    * with other processes, but slower passes where 4 KiB pages are costly (docs/benchmarks.md).
    */
   mmap?: boolean;
-  /** Memory the load may plan against; default: availableMemoryBytes() (MemAvailable, or a cgroup's headroom when lower). */
+  /** Memory the load may plan against; default: memoryNow().availableBytes (MemAvailable, or a cgroup's headroom when lower). */
   memoryAvailableBytes?: number;
   /**
    * Without ramBytes: a MoE model whose weights and KV cache do not fit the memory available streams
@@ -271,14 +271,6 @@ export function parseVramBudget(text: string, devices: () => { freeBytes: number
     },
     "GPU 0's free memory",
   );
-}
-
-/**
- * Memory available for new allocations without swapping: the kernel's MemAvailable, or less where
- * a memory cgroup (a container's limit) leaves this process less room than that.
- */
-export function availableMemoryBytes(): number {
-  return memoryNow().availableBytes;
 }
 
 /** What `kail inspect` and the model list show about a file, read from its metadata alone. */
@@ -656,7 +648,7 @@ export class EngineModel {
         }
         if (!plan.fits) throw new EngineError('KAIL_E_BUDGET', `${path}: ${plan.message}`);
       }
-      const available = opts.memoryAvailableBytes ?? availableMemoryBytes();
+      const available = opts.memoryAvailableBytes ?? memoryNow().availableBytes;
       if (!plan && kvBytes > available)
         throw new EngineError(
           'KAIL_E_BUDGET',
