@@ -94,11 +94,13 @@ Napi::Value quantize(const Napi::CallbackInfo & info) {
     });
 }
 
-// convert(srcType, data: Uint8Array, n, dstType, threads = 1): Uint8Array. n values of srcType
-// become dstType as llama-quantize writes it: each 64 Ki-value slice is expanded to F32 (unless it
-// is F32) and quantized with quantize_row_file (unless F32 is asked for) on one thread. So a file
-// is requantized without an F32 copy of it in between, and on any thread count the bytes are
-// those of dequantize_row then quantize_row_file over the whole.
+// convert(srcType, data: Uint8Array, n, dstType, threads = 1, imatrix?: Float32Array): Uint8Array.
+// n values of srcType become dstType as llama-quantize writes it: each slice of about 64 Ki values
+// (whole rows when an importance matrix is given) is expanded to F32 (unless it is F32) and
+// quantized with quantize_rows_file (unless F32 is asked for) on one thread. So a file is
+// requantized without an F32 copy of it in between, and on any thread count the bytes are those of
+// dequantize_row then quantize_rows_file over the whole. imatrix: one weight per column of the
+// rows (its length is the row length), as llama-quantize's --imatrix gives for one tensor or expert.
 Napi::Value convert(const Napi::CallbackInfo & info) {
     Napi::Env env = info.Env();
     return guarded(env, [&]() -> Napi::Value {
@@ -119,9 +121,22 @@ Napi::Value convert(const Napi::CallbackInfo & info) {
             throw make_error(env, "KAIL_E_INVALID_ARG", std::string("convert: ") + std::to_string(n) + " values of " + kail::type_name(from) + " are " +
                                                             std::to_string(kail::row_size(from, n)) + " bytes, got " + std::to_string(src.ByteLength()));
         const int threads = arg_threads(info, 4, "convert");
+        const float * qw = nullptr;
+        int64_t n_per_row = n;
+        if (info.Length() > 5 && !info[5].IsUndefined() && !info[5].IsNull()) {
+            Napi::Float32Array w = arg_typed<Napi::Float32Array>(info, 5, "imatrix", napi_float32_array, "Float32Array");
+            n_per_row = static_cast<int64_t>(w.ElementLength());
+            if (n_per_row == 0 || n % n_per_row != 0 || n_per_row % bs_to != 0)
+                throw make_error(env, "KAIL_E_INVALID_ARG", std::string("convert: an importance matrix of ") + std::to_string(n_per_row) + " values does not give whole rows of " +
+                                                                kail::type_name(to) + " blocks in " + std::to_string(n) + " values");
+            if (n_per_row % bs_from != 0)
+                throw make_error(env, "KAIL_E_INVALID_ARG", std::string("convert: rows of ") + std::to_string(n_per_row) + " values are not whole blocks of " + kail::type_name(from));
+            qw = w.Data();
+        }
         Napi::Uint8Array out = Napi::Uint8Array::New(env, kail::row_size(to, n));
-        // Slices of 64 Ki values: whole blocks of every type (blocks are at most 256 values).
-        const int64_t slice = int64_t{1} << 16;
+        // Slices of 64 Ki values, whole blocks of every type (blocks are at most 256 values); with an
+        // importance matrix, whole rows (one at least).
+        const int64_t slice = qw ? std::max<int64_t>(1, (int64_t{1} << 16) / n_per_row) * n_per_row : int64_t{1} << 16;
         const int64_t n_slices = (n + slice - 1) / slice;
         kail::threadpool * pool = threads > 1 && n_slices > 1 ? pool_for(std::min(threads, 64)) : nullptr;
         const int n_bufs = pool ? pool->n_threads() : 1;
@@ -143,7 +158,7 @@ Napi::Value convert(const Napi::CallbackInfo & info) {
                 buf.resize(static_cast<size_t>(m));
                 if (from == kail::KAIL_TYPE_F32) std::memcpy(buf.data(), xs, static_cast<size_t>(m) * sizeof(float));
                 else kail::dequantize_row(from, xs, buf.data(), m);
-                kail::quantize_row_file(to, buf.data(), ys, m);
+                kail::quantize_rows_file(to, buf.data(), ys, qw ? m / n_per_row : 1, qw ? n_per_row : m, qw);
             }
         };
         if (pool) pool->parallel_for(n_slices, run, 1);

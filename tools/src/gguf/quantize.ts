@@ -2,7 +2,8 @@
 // allowRequantize, a quantized one) becomes a file of llama.cpp's file types (Q4_K_M, Q8_0, ...),
 // with the tensor types llama.cpp chooses for that file type (its "mixes": more bits for attn_v
 // and some ffn_down layers, the output in Q6_K, ...), the same tensor order and metadata, and
-// the same bytes: ggml's reference quantization through the native core, no importance matrix.
+// the same bytes: ggml's quantizers through the native core, weighted by an importance matrix
+// (imatrix.ts) when one is given, as llama-quantize --imatrix does.
 // The rules are those of llama.cpp's src/llama-quant.cpp (llama_tensor_get_type and what it
 // calls), read from the source bundled in node-llama-cpp and written again here.
 //
@@ -13,11 +14,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 
-import { GgmlType, ggmlTypeTraits, GGUF_DEFAULT_ALIGNMENT, LlamaFileType } from './constants';
+import { GgmlType, ggmlTypeTraits, GGUF_DEFAULT_ALIGNMENT, GgufType, LlamaFileType } from './constants';
 import { useMoreBits } from '../models/quant-plan';
 import { readGgufHeader, type GgufHeader, type GgufReadKv, type GgufReadTensor } from './reader';
+import { loadImatrix, type Imatrix } from './imatrix';
 import { ggufSplitPath } from './split';
-import { GgufWriter, kv } from './writer';
+import { GgufWriter, kv, type GgufValue, type RawGgufValue } from './writer';
 
 const LLAMA_FTYPE_GUESSED = 1024;
 /** GGML_QNT_VERSION, written as general.quantization_version. */
@@ -63,9 +65,9 @@ export const QUANT_FILE_TYPES: readonly { name: string; ftype: number; type: Ggm
 ];
 
 /**
- * Tensor types kail writes as ggml_quantize_chunk does without an importance matrix (the native
- * core's quantize_row_file). The other i-quants (IQ1-IQ3) have no such quantizer here: their file
- * types plan (dry run) but do not write.
+ * Tensor types kail writes as ggml_quantize_chunk does, with or without an importance matrix (the
+ * native core's quantize_rows_file). The other i-quants (IQ1-IQ3) have no quantizer here: their
+ * file types plan (dry run) but do not write.
  */
 const QUANTIZABLE = new Set<GgmlType>([
   GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q8_0,
@@ -120,6 +122,17 @@ export interface QuantizeOptions {
    * PREFIX-0000i-of-0000N.gguf, each split's tensors in its own file, in file order.
    */
   keepSplit?: boolean;
+  /**
+   * An importance matrix file (--imatrix: llama-imatrix's GGUF or legacy .dat format), recorded in
+   * the output as given. Its values weight each column's rounding error (ggml's weighted
+   * quantizers) and turn on llama.cpp's imatrix rules (Q2_K_S writable, IQ4_NL/IQ4_XS keep their
+   * type in the first ffn_down layers, Q4_0/Q5_0 guard them with Q4_1/Q5_1).
+   */
+  imatrix?: string;
+  /** Only the imatrix entries whose names contain one of these (--include-weights). */
+  includeWeights?: string[];
+  /** Drop the imatrix entries whose names contain one of these (--exclude-weights). */
+  excludeWeights?: string[];
   /** Bytes of rows converted at once per tensor (default 256 MiB). */
   slabBytes?: number;
   /** Progress lines, one per tensor (and fallback warnings). */
@@ -265,6 +278,7 @@ class TypeChooser {
     private readonly ftype: number,
     private readonly opts: QuantizeOptions,
     private readonly warn: (line: string) => void,
+    private readonly hasImatrix: boolean,
   ) {
     for (const n of names) if (isAttnV(category(n))) this.nAttnV++;
     this.tiedEmbeddings = !names.includes('output.weight');
@@ -384,7 +398,7 @@ class TypeChooser {
       const gqa4 = this.nGqa >= 4;
       if (ft === F.MOSTLY_Q2_K) type = gqa4 ? Q.Q4_K : Q.Q3_K;
       else if (ft === F.MOSTLY_Q2_K_S && gqa4) type = Q.Q4_K;
-      else if (ft === F.MOSTLY_IQ3_XXS) type = gqa4 ? Q.Q4_K : Q.IQ3_S; // (no imatrix: IQ3_S)
+      else if (ft === F.MOSTLY_IQ3_XXS) type = gqa4 ? Q.Q4_K : !this.hasImatrix ? Q.IQ3_S : Q.IQ3_XXS;
       else if (is(F.MOSTLY_IQ3_XS, F.MOSTLY_IQ3_S) && gqa4) type = Q.Q4_K;
       else if (ft === F.MOSTLY_IQ3_M) type = Q.Q4_K;
       else if (ft === F.MOSTLY_Q3_K_M) type = this.iAttnV < 2 ? Q.Q5_K : Q.Q4_K;
@@ -413,16 +427,18 @@ class TypeChooser {
       if (ft === F.MOSTLY_Q2_K) type = Q.Q3_K;
       else if (ft === F.MOSTLY_Q2_K_S) {
         if (il < div(nl, 8)) type = Q.Q4_K;
-      } else if (ft === F.MOSTLY_IQ3_XXS) type = il < div(nl, 8) ? Q.Q4_K : Q.Q3_K; // (no imatrix)
+      } else if (ft === F.MOSTLY_IQ3_XXS && !this.hasImatrix) type = il < div(nl, 8) ? Q.Q4_K : Q.Q3_K;
       else if (ft === F.MOSTLY_Q3_K_M) type = il < div(nl, 16) ? Q.Q5_K : !falcon || moreBits(il, nl) ? Q.Q4_K : Q.Q3_K;
       else if (ft === F.MOSTLY_IQ3_M && (il < div(nl, 8) || (m.nExpert === 8 && moreBits(il, nl)))) type = Q.Q4_K;
       else if (ft === F.MOSTLY_Q3_K_L) type = falcon ? Q.Q4_K : Q.Q5_K;
       else if (ft === F.MOSTLY_Q4_K_M) {
         if (falcon) type = il < div(nl, 16) ? Q.Q6_K : moreBits(il, nl) ? Q.Q5_K : Q.Q4_K;
         else if (moreBits(il, nl)) type = Q.Q6_K;
-      } else if (il < div(nl, 8) && is(F.MOSTLY_IQ4_NL, F.MOSTLY_IQ4_XS)) type = Q.Q5_K; // (no imatrix)
+      } else if (il < div(nl, 8) && is(F.MOSTLY_IQ4_NL, F.MOSTLY_IQ4_XS) && !this.hasImatrix) type = Q.Q5_K;
       else if (ft === F.MOSTLY_Q5_K_M && moreBits(il, nl)) type = Q.Q6_K;
       else if (ft === F.MOSTLY_Q4_K_S && !falcon && il < div(nl, 8)) type = Q.Q5_K;
+      // (llama.cpp's guard for the first ffn_down layers, only with an imatrix.)
+      else if (is(F.MOSTLY_Q4_0, F.MOSTLY_Q5_0) && this.hasImatrix && il < div(nl, 8)) type = ft === F.MOSTLY_Q4_0 ? Q.Q4_1 : Q.Q5_1;
       this.iFfnDown++;
       return type;
     }
@@ -450,7 +466,7 @@ class TypeChooser {
   }
 }
 
-/** tensor_requires_imatrix (kail quantizes without one). */
+/** tensor_requires_imatrix: types whose quantization is garbage without an importance matrix. */
 function requiresImatrix(name: string, type: GgmlType, ftype: number): boolean {
   if (name === 'token_embd.weight' || name === 'per_layer_token_embd.weight' || name === 'output.weight') return false;
   switch (type) {
@@ -487,10 +503,50 @@ function guessFtype(tensors: readonly GgufReadTensor[]): number {
   return (byType[typeMax] ?? LlamaFileType.ALL_F32) | LLAMA_FTYPE_GUESSED;
 }
 
+/**
+ * A tensor's importance values from the imatrix (ne0 per expert), as llama_model_quantize looks
+ * them up: by name; a size other than ne0 * ne2 is an error except for token_embd, which goes
+ * without.
+ */
+function imatrixFor(im: Imatrix | undefined, t: GgufReadTensor, log: (line: string) => void): Float32Array | undefined {
+  if (!im) return undefined;
+  const v = im.values.get(t.name);
+  if (!v) {
+    log(`====== did not find weights for ${t.name}`);
+    return undefined;
+  }
+  const want = t.shape[0] * (t.shape[2] ?? 1);
+  if (v.length === want) return v;
+  const msg = `imatrix size ${v.length} is different from tensor size ${want} for ${t.name}`;
+  if (t.name === 'token_embd.weight') {
+    log(`====== ${msg}`);
+    return undefined;
+  }
+  throw new Error(`${im.file}: ${msg} (an imatrix made for another model?)`);
+}
+
+/** A string value of at most 127 bytes, as llama_model_kv_override's val_str holds it (strncpy). */
+function overrideStr(s: string): RawGgufValue {
+  const b = Buffer.from(s, 'utf8').subarray(0, 127);
+  const raw = Buffer.alloc(8 + b.length);
+  raw.writeBigUInt64LE(BigInt(b.length));
+  b.copy(raw, 8);
+  return kv.raw(GgufType.STRING, raw);
+}
+
+/** The keys llama-quantize adds for an imatrix (tools/quantize/quantize.cpp), in its order. */
+function imatrixMetadata(im: Imatrix): [string, GgufValue | RawGgufValue][] {
+  const out: [string, GgufValue | RawGgufValue][] = [['quantize.imatrix.file', overrideStr(im.file)]];
+  if (im.datasets.length) out.push(['quantize.imatrix.dataset', overrideStr(im.datasets[0])]);
+  out.push(['quantize.imatrix.entries_count', kv.u32(im.values.size)]);
+  if (im.chunkCount > 0) out.push(['quantize.imatrix.chunks_count', kv.u32(im.chunkCount)]);
+  return out;
+}
+
 // --- the native core ---
 
 interface NativeQuant {
-  convert(from: number, data: Uint8Array, n: number, to: number, threads?: number): Uint8Array;
+  convert(from: number, data: Uint8Array, n: number, to: number, threads?: number, imatrix?: Float32Array): Uint8Array;
 }
 
 function nativeQuant(): NativeQuant {
@@ -574,19 +630,30 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   }
 
   const ftype = ft.copy ? (kvNumber(first, 'general.file_type') ?? guessFtype(tensors)) : ft.ftype;
-  const chooser = new TypeChooser(info, tensors.map((t) => t.name), ft.ftype, opts, log);
+  if (!opts.imatrix && (opts.includeWeights?.length || opts.excludeWeights?.length)) throw new Error('quantize: --include-weights and --exclude-weights need --imatrix');
+  const imatrix = opts.imatrix ? loadImatrix(opts.imatrix, { include: opts.includeWeights, exclude: opts.excludeWeights }) : undefined;
+  // (llama-quantize passes no imatrix when the filters leave it empty.)
+  const im = imatrix && imatrix.values.size > 0 ? imatrix : undefined;
+  if (imatrix) log(`imatrix ${imatrix.file}: ${imatrix.values.size} entries, ${imatrix.chunkCount} chunks${imatrix.datasets.length ? `, datasets ${imatrix.datasets.map((d) => `'${d}'`).join(', ')}` : ''}`);
+  const chooser = new TypeChooser(info, tensors.map((t) => t.name), ft.ftype, opts, log, !!im);
   const plan = tensors.map((t) => {
     const allowed = allowsQuantization(t, opts, !!ft.copy);
     const to = allowed ? chooser.choose(t, ft.type) : t.type;
-    return { t, to, imatrix: allowed && requiresImatrix(t.name, to, ft.ftype) };
+    return { t, to, needsImatrix: allowed && requiresImatrix(t.name, to, ft.ftype), weights: !opts.dryRun && to !== t.type ? imatrixFor(im, t, log) : undefined };
   });
-  const needsImatrix = plan.some((p) => p.imatrix);
+  const needsImatrix = !im && plan.some((p) => p.needsImatrix);
 
   // Everything that would stop the run is found before a byte is written.
   if (!opts.dryRun) {
-    for (const { t, to, imatrix } of plan) {
-      if (imatrix) throw new Error(`${ft.name} needs an importance matrix for ${t.name} (type ${ggmlTypeTraits(to).name}), as llama.cpp's does; kail quantize has none: choose another type`);
+    for (const { t, to, needsImatrix: needs, weights } of plan) {
       if (to === t.type) continue;
+      if (needs && !weights) {
+        throw new Error(
+          im
+            ? `missing importance matrix for tensor ${t.name} in a very low-bit quantization (${ggmlTypeTraits(to).name}): the imatrix has no entry for it`
+            : `${ft.name} needs an importance matrix for ${t.name} (type ${ggmlTypeTraits(to).name}), as llama.cpp's does: give one with --imatrix, or choose another type`,
+        );
+      }
       const toName = ggmlTypeTraits(to).name;
       if (!QUANTIZABLE.has(to)) throw new Error(`${t.name} would be ${toName}, which kail quantize cannot write (it writes ${[...QUANTIZABLE].map((x) => ggmlTypeTraits(x).name).join(', ')})`);
       if (isQuantized(t.type) && !opts.allowRequantize) throw new Error(`${t.name} is already ${ggmlTypeTraits(t.type).name}: requantizing is off (--allow-requantize turns it on; quality suffers)`);
@@ -598,6 +665,9 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   const report: QuantizeReport = { output: outputs[0], outputs, ftype, typeName: ft.name, tensors: [], bytesIn: 0, bytesOut: 0, elements: 0, fallbacks: chooser.fallbacks, needsImatrix };
   const alignment = kvNumber(first, 'general.alignment') ?? GGUF_DEFAULT_ALIGNMENT;
   const skip = new Set(['general.alignment', 'general.quantization_version', 'general.file_type', 'split.no', 'split.count', 'split.tensors.count']);
+  // llama-quantize's kv overrides for an imatrix, set (so moved last) after the file type.
+  const imatrixKvs = im ? imatrixMetadata(im) : [];
+  for (const [key] of imatrixKvs) skip.add(key);
   const tmps = outputs.map((o) => `${o}.tmp-${process.pid}`);
   // The first file carries the metadata; later splits only the split keys (as gguf-split's).
   const writers = tmps.map((tmp, i) => new GgufWriter(tmp, { alignment, alignmentKey: i === 0 ? first.kv.has('general.alignment') : alignment !== GGUF_DEFAULT_ALIGNMENT }));
@@ -606,6 +676,7 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
       for (const [key, v] of first.kv as Map<string, GgufReadKv>) if (!skip.has(key)) w.set(key, kv.raw(v.type, v.raw));
       w.set('general.quantization_version', kv.u32(QNT_VERSION));
       w.set('general.file_type', kv.u32(ftype));
+      for (const [key, v] of imatrixKvs) w.set(key, v);
     }
     if (nOut > 1) {
       w.set('split.no', kv.u16(i));
@@ -625,7 +696,7 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   let doneIn = 0;
   try {
     let i = 0;
-    for (const { t, to } of plan) {
+    for (const { t, to, weights } of plan) {
       i++;
       const nPerRow = t.shape[0];
       const rows = t.shape.slice(1).reduce((a, b) => a * b, 1);
@@ -643,8 +714,13 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
         }
         const perRow = to === t.type ? rowIn : rowIn + 4 * nPerRow + rowOut;
         const slabRows = Math.max(1, Math.min(rows, Math.floor(slabBytes / perRow)));
-        for (let r = 0; r < rows; r += slabRows) {
-          const n = Math.min(slabRows, rows - r);
+        // (With an imatrix a slab stays within one expert: each has its own weights.)
+        const perMatrix = t.shape[1] ?? 1;
+        const nPerMatrix = weights ? weights.length / nPerRow : 1;
+        for (let r = 0; r < rows; ) {
+          const e = weights ? Math.min(nPerMatrix - 1, Math.floor(r / perMatrix)) : 0;
+          const end = weights && nPerMatrix > 1 ? Math.min(rows, (e + 1) * perMatrix) : rows;
+          const n = Math.min(slabRows, end - r);
           // (One buffer for every slab: a fresh one each time costs more in page faults than the read.)
           if (slabBuf.length < n * rowIn) slabBuf = new Uint8Array(n * rowIn);
           const src = slabBuf.subarray(0, n * rowIn);
@@ -652,12 +728,13 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
           if (to === t.type) {
             w.writeTensorData(t.name, src);
           } else {
-            const out = q.convert(t.type, src, n * nPerRow, to, threads);
+            const out = q.convert(t.type, src, n * nPerRow, to, threads, weights?.subarray(e * nPerRow, (e + 1) * nPerRow));
             if (out.byteLength !== n * rowOut) throw new Error(`quantize ${t.name}: ${out.byteLength} bytes for ${n} rows of ${toName}, expected ${n * rowOut}`);
             w.writeTensorData(t.name, out);
           }
           doneIn += n * rowIn;
           opts.progress?.(doneIn, totalIn, t.name);
+          r += n;
         }
       }
       const shape = `[${t.shape.join(', ')}]`;
@@ -692,7 +769,7 @@ export function quantizeSummary(r: QuantizeReport): string[] {
     `quant size  = ${(r.bytesOut / MIB).toFixed(2)} MiB (${bpw(r.bytesOut)} BPW)`,
   ];
   if (r.fallbacks > 0) lines.push(`${r.fallbacks} of ${r.tensors.length} tensor(s) took a fallback type (row length not a multiple of the block)`);
-  if (r.needsImatrix) lines.push(`${r.typeName} needs an importance matrix, which kail quantize does not take: this plan cannot be written`);
+  if (r.needsImatrix) lines.push(`${r.typeName} needs an importance matrix (--imatrix FILE, from kail imatrix or llama-imatrix): without one this plan cannot be written`);
   return lines;
 }
 

@@ -2,6 +2,7 @@
 // the quant-ref program (quant-ref/quant-ref.cpp: its header is the contract), as the oracle for
 // `kail quantize`. Built once per source and library version (mtp-ref's build script) into a cache
 // directory under the OS temp dir; runs as a child process.
+import fs from 'node:fs';
 import path from 'node:path';
 
 import { parityRefBinary, runProgram } from './cached-build';
@@ -18,6 +19,10 @@ export interface QuantRefOptions {
   copy?: boolean;
   /** Write one file per input split; `output` is then their prefix. */
   keepSplit?: boolean;
+  /** Importance values per tensor name, as llama-quantize's load_imatrix hands them over (means). */
+  imatrixValues?: Map<string, Float32Array>;
+  /** Metadata overrides, in order (llama-quantize adds quantize.imatrix.* ones with an imatrix). */
+  kvOverrides?: ({ key: string; str: string } | { key: string; u32: number })[];
   timeoutMs?: number;
 }
 
@@ -33,5 +38,29 @@ export async function llamaQuantize(input: string, output: string, ftype: number
   if (opts.outputTensorType !== undefined) args.push('--output-tensor-type', String(opts.outputTensorType));
   if (opts.tokenEmbeddingType !== undefined) args.push('--token-embedding-type', String(opts.tokenEmbeddingType));
   for (const t of opts.tensorTypes ?? []) args.push('--tensor-type', `${t.pattern}=${t.type}`);
-  await runProgram(bin, args, opts.timeoutMs ?? 120_000, 'quant-ref');
+  for (const o of opts.kvOverrides ?? []) args.push('str' in o ? '--kv-str' : '--kv-u32', `${o.key}=${'str' in o ? o.str : o.u32}`);
+  const valuesFile = opts.imatrixValues ? `${path.resolve(output)}.imatrix-values` : undefined;
+  if (valuesFile && opts.imatrixValues) {
+    const parts: Buffer[] = [];
+    const u32 = (v: number) => {
+      const b = Buffer.alloc(4);
+      b.writeUInt32LE(v);
+      parts.push(b);
+    };
+    u32(opts.imatrixValues.size);
+    for (const [name, v] of opts.imatrixValues) {
+      const nb = Buffer.from(name, 'utf8');
+      u32(nb.length);
+      parts.push(nb);
+      u32(v.length);
+      parts.push(Buffer.from(v.buffer, v.byteOffset, v.byteLength));
+    }
+    fs.writeFileSync(valuesFile, Buffer.concat(parts));
+    args.push('--imatrix-values', valuesFile);
+  }
+  try {
+    await runProgram(bin, args, opts.timeoutMs ?? 120_000, 'quant-ref');
+  } finally {
+    if (valuesFile) fs.rmSync(valuesFile, { force: true });
+  }
 }

@@ -12,6 +12,9 @@ interface QuantizeFlags {
   outputTensorType?: string;
   tokenEmbeddingType?: string;
   tensorType: string[];
+  imatrix?: string;
+  includeWeights: string[];
+  excludeWeights: string[];
   dryRun?: boolean;
   keepSplit?: boolean;
   threads?: string;
@@ -36,9 +39,9 @@ export function registerQuantize(program: Command): void {
     .command('quantize')
     .description(
       "llama-quantize: write IN.gguf (F32/F16/BF16; a quantized file with --allow-requantize) as TYPE (Q4_K_M, Q8_0, ...) with llama.cpp's per-tensor mix, " +
-        'byte for byte what llama.cpp writes without an importance matrix; the file streams through in slabs, so a model larger than memory quantizes. ' +
+        'byte for byte what llama.cpp writes, with or without an importance matrix (--imatrix); the file streams through in slabs, so a model larger than memory quantizes. ' +
         'OUT defaults to ggml-model-TYPE.gguf beside IN. Types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS MXFP4_MOE F16 BF16 F32 COPY ' +
-        '(aliases Q3_K Q4_K Q5_K; IQ1_S..IQ3_M plan with --dry-run but are not written: most need an importance matrix)',
+        '(aliases Q3_K Q4_K Q5_K; Q2_K_S with --imatrix; IQ1_S..IQ3_M plan with --dry-run but are not written)',
     )
     .argument('<args...>', 'IN.gguf [OUT.gguf] TYPE [NTHREADS]')
     .option('--allow-requantize', 'quantize tensors that are already quantized (quality suffers)')
@@ -47,6 +50,9 @@ export function registerQuantize(program: Command): void {
     .option('--output-tensor-type <type>', 'type of output.weight (a ggml type: Q8_0, Q6_K, F16, ...)')
     .option('--token-embedding-type <type>', 'type of token_embd.weight')
     .option('--tensor-type <regex=type>', 'tensors whose name matches the regex take the type (first match wins; repeatable), e.g. ffn_down_exps=q6_k', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--imatrix <file>', "importance matrix (kail imatrix's or llama-imatrix's, GGUF or legacy .dat): weights each column's rounding error by the activations it sees")
+    .option('--include-weights <name>', 'use the imatrix only for tensors whose name contains this (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--exclude-weights <name>', 'do not use the imatrix for tensors whose name contains this (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--dry-run', 'print the types and sizes without writing')
     .option('--keep-split', 'as many output files as the input has: OUT less .gguf becomes the prefix of OUT-0000i-of-0000N.gguf')
     .option('-t, --threads <n>', 'quantizer threads (default: the CPUs this process may use)')
@@ -95,6 +101,9 @@ export function registerQuantize(program: Command): void {
         outputTensorType: o.outputTensorType === undefined ? undefined : tools.parseTensorType(o.outputTensorType),
         tokenEmbeddingType: o.tokenEmbeddingType === undefined ? undefined : tools.parseTensorType(o.tokenEmbeddingType),
         tensorTypes,
+        imatrix: o.imatrix,
+        includeWeights: o.includeWeights,
+        excludeWeights: o.excludeWeights,
         dryRun: o.dryRun,
         keepSplit: o.keepSplit,
         log: o.verbose && !o.json ? (l) => process.stderr.write(`${l}\n`) : undefined,

@@ -68,6 +68,10 @@ size_t quantize_row(uint32_t type, const float * src, void * dst, int64_t n);
 // own scale search (quantize_row's IQ4 is a simpler one that defines the test models' bytes).
 bool type_can_quantize_file(uint32_t type);
 size_t quantize_row_file(uint32_t type, const float * src, void * dst, int64_t n);
+// The same for nrows rows of n_per_row values with an importance matrix qw (n_per_row values, the
+// mean squared activation each column sees; null: none), as ggml_quantize_chunk with imatrix does:
+// ggml's weighted searches for Q4_0..Q5_1, Q2_K..Q6_K, IQ4_NL and IQ4_XS; the other types ignore it.
+size_t quantize_rows_file(uint32_t type, const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * qw);
 
 // Activation quantizer for a vec_dot_type (F32, F16, BF16, Q8_0, Q8_1, Q8_K), exactly as ggml-cpu
 // computes it on x86: Q8_0/Q8_1 use d = amax/127, q = round-half-even(x * 127/amax) (the AVX path of

@@ -998,18 +998,26 @@ int iq4_best_index(float x) {
 }
 
 void iq4_ggml_impl(int super_block_size, const float * x, uint16_t * dh, uint8_t * q4, uint16_t * scales_h, uint8_t * scales_l, float * scales,
-                   uint8_t * L) {
+                   uint8_t * L, const float * quant_weights) {
     const int block_size = 32;
     const int ntry = 7;
     const int8_t * values = kIq4Levels;
     float weight[32];
+    float sigma2 = 0;
+    for (int j = 0; j < super_block_size; ++j) sigma2 += x[j] * x[j];
+    sigma2 *= 2.f / super_block_size;
     std::memset(q4, 0, static_cast<size_t>(super_block_size / 2));
     dh[0] = f2h(0.f);
     float max_scale = 0, amax_scale = 0;
     for (int ib = 0; ib < super_block_size / block_size; ++ib) {
         const float * xb = x + ib * block_size;
         uint8_t * Lb = L + ib * block_size;
-        for (int j = 0; j < block_size; ++j) weight[j] = xb[j] * xb[j];
+        if (quant_weights) {
+            const float * qw = quant_weights + ib * block_size;
+            for (int j = 0; j < block_size; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+        } else {
+            for (int j = 0; j < block_size; ++j) weight[j] = xb[j] * xb[j];
+        }
         float amax = 0, max = 0;
         for (int j = 0; j < block_size; ++j) {
             const float ax = std::fabs(xb[j]);
@@ -1089,19 +1097,451 @@ void iq4_ggml_impl(int super_block_size, const float * x, uint16_t * dh, uint8_t
         for (int j = 0; j < 16; ++j) q4[16 * i + j] = static_cast<uint8_t>(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
 }
 
-void quantize_iq4_nl_ggml(const float * x, void * vy, int64_t k) {
+// (qw: the importance of each of the k values, or null.)
+void quantize_iq4_nl_ggml(const float * x, void * vy, int64_t k, const float * qw = nullptr) {
     block_iq4_nl * y = static_cast<block_iq4_nl *>(vy);
     uint8_t L[QK4_NL];
     float scale;
     uint16_t unused_h;
-    for (int64_t i = 0; i < k / QK4_NL; i++) iq4_ggml_impl(QK4_NL, x + QK4_NL * i, &y[i].d, y[i].qs, &unused_h, nullptr, &scale, L);
+    for (int64_t i = 0; i < k / QK4_NL; i++)
+        iq4_ggml_impl(QK4_NL, x + QK4_NL * i, &y[i].d, y[i].qs, &unused_h, nullptr, &scale, L, qw ? qw + QK4_NL * i : nullptr);
 }
 
-void quantize_iq4_xs_ggml(const float * x, void * vy, int64_t k) {
+void quantize_iq4_xs_ggml(const float * x, void * vy, int64_t k, const float * qw = nullptr) {
     block_iq4_xs * y = static_cast<block_iq4_xs *>(vy);
     uint8_t L[QK_K];
     float scales[QK_K / 32];
-    for (int64_t i = 0; i < k / QK_K; i++) iq4_ggml_impl(QK_K, x + QK_K * i, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l, scales, L);
+    for (int64_t i = 0; i < k / QK_K; i++)
+        iq4_ggml_impl(QK_K, x + QK_K * i, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l, scales, L, qw ? qw + QK_K * i : nullptr);
+}
+
+// ---- With an importance matrix ----
+// ggml's quantizers when llama-quantize is given an imatrix (quantize_row_*_impl in
+// ggml-quants.c, written again term by term): each value's weight is its column's mean squared
+// activation (qw, one per value of the row) times sqrt(sigma2 + x^2). Q8_0 and MXFP4 ignore it.
+
+float make_qkx3_quants(int n, int nmax, const float * x, const float * weights, uint8_t * L, float * the_min, uint8_t * Laux, float rmin, float rdelta,
+                       int nstep, bool use_mad) {
+    float min = x[0], max = x[0];
+    float sum_w = weights ? weights[0] : x[0] * x[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        const float w = weights ? weights[i] : x[i] * x[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max <= min) {
+        std::memset(L, 0, static_cast<size_t>(n));
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_mad = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l = nearest_int(iscale * (x[i] - min));
+        L[i] = static_cast<uint8_t>(std::max(0, std::min(nmax, l)));
+        float diff = scale * L[i] + min - x[i];
+        diff = use_mad ? std::fabs(diff) : diff * diff;
+        const float w = weights ? weights[i] : x[i] * x[i];
+        best_mad += w * diff;
+    }
+    if (nstep < 1) {
+        *the_min = -min;
+        return scale;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * (x[i] - min));
+            l = std::max(0, std::min(nmax, l));
+            Laux[i] = static_cast<uint8_t>(l);
+            const float w = weights ? weights[i] : x[i] * x[i];
+            sum_l += w * l;
+            sum_l2 += w * l * l;
+            sum_xl += w * l * x[i];
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float mad = 0;
+            for (int i = 0; i < n; ++i) {
+                float diff = this_scale * Laux[i] + this_min - x[i];
+                diff = use_mad ? std::fabs(diff) : diff * diff;
+                const float w = weights ? weights[i] : x[i] * x[i];
+                mad += w * diff;
+            }
+            if (mad < best_mad) {
+                for (int i = 0; i < n; ++i) L[i] = Laux[i];
+                best_mad = mad;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+float make_qp_quants(int n, int nmax, const float * x, uint8_t * L, const float * quant_weights) {
+    float max = 0;
+    for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
+    if (max < GROUP_MAX_EPS) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.f;
+    }
+    float iscale = nmax / max;
+    for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(nearest_int(iscale * x[i]));
+    const float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; ++i) {
+        const float diff = x[i] - scale * L[i];
+        best_mse += quant_weights[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; ++is) {
+        if (is == 0) continue;
+        const float iscale_is = (0.1f * is + nmax) / max;
+        const float scale_is = 1 / iscale_is;
+        float mse = 0;
+        for (int i = 0; i < n; ++i) {
+            const int l = std::min(nmax, nearest_int(iscale_is * x[i]));
+            const float diff = x[i] - scale_is * l;
+            mse += quant_weights[i] * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        const int l = std::min(nmax, nearest_int(iscale * x[i]));
+        L[i] = static_cast<uint8_t>(l);
+        const float w = quant_weights[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            const float w = quant_weights[i];
+            float slx = sumlx - w * x[i] * L[i];
+            float sl2 = suml2 - w * L[i] * L[i];
+            if (slx > 0 && sl2 > 0) {
+                const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
+                if (new_l != L[i]) {
+                    slx += w * x[i] * new_l;
+                    sl2 += w * new_l * new_l;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = static_cast<uint8_t>(new_l);
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// sum(x^2) / n over a row or a super-block, as each impl computes it.
+float mean_square(const float * x, int64_t n) {
+    float s = 0;
+    for (int64_t j = 0; j < n; ++j) s += x[j] * x[j];
+    return s / n;
+}
+
+// The five-bit values' high bits, as quantize_row_q5_*_impl packs them.
+void pack_q5(const uint8_t * L, uint8_t * qs, uint8_t * qh_out) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+        const uint8_t xi0 = L[j], xi1 = L[j + 16];
+        qs[j] = static_cast<uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+        qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
+        qh |= ((xi1 & 0x10u) >> 4) << (j + 16);
+    }
+    std::memcpy(qh_out, &qh, sizeof qh);
+}
+
+void quantize_q4_0_w(const float * x, block_q4_0 * y, int64_t n_per_row, const float * quant_weights) {
+    float weight[32];
+    int8_t L[32];
+    const float sigma2 = mean_square(x, n_per_row);
+    for (int64_t ib = 0; ib < n_per_row / 32; ++ib) {
+        const float * xb = x + 32 * ib;
+        const float * qw = quant_weights + 32 * ib;
+        for (int j = 0; j < 32; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+        const float d = make_qx_quants(32, 8, xb, L, 1, weight);
+        y[ib].d = f2h(d);
+        for (int j = 0; j < 16; ++j) y[ib].qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+    }
+}
+
+void quantize_q4_1_w(const float * x, block_q4_1 * y, int64_t n_per_row, const float * quant_weights) {
+    float weight[32];
+    uint8_t L[32], Laux[32];
+    const float sigma2 = mean_square(x, n_per_row);
+    for (int64_t ib = 0; ib < n_per_row / 32; ++ib) {
+        const float * xb = x + 32 * ib;
+        const float * qw = quant_weights + 32 * ib;
+        for (int j = 0; j < 32; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+        float min;
+        const float d = make_qkx3_quants(32, 15, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36, false);
+        y[ib].d = f2h(d);
+        y[ib].m = f2h(-min);
+        for (int j = 0; j < 16; ++j) y[ib].qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+    }
+}
+
+void quantize_q5_0_w(const float * x, block_q5_0 * y, int64_t n_per_row, const float * quant_weights) {
+    float weight[32];
+    int8_t L[32];
+    const float sigma2 = mean_square(x, n_per_row);
+    for (int64_t ib = 0; ib < n_per_row / 32; ++ib) {
+        const float * xb = x + 32 * ib;
+        const float * qw = quant_weights + 32 * ib;
+        for (int j = 0; j < 32; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+        const float d = make_qx_quants(32, 16, xb, L, 1, weight);
+        y[ib].d = f2h(d);
+        pack_q5(reinterpret_cast<const uint8_t *>(L), y[ib].qs, y[ib].qh);
+    }
+}
+
+void quantize_q5_1_w(const float * x, block_q5_1 * y, int64_t n_per_row, const float * quant_weights) {
+    float weight[32];
+    uint8_t L[32], Laux[32];
+    const float sigma2 = mean_square(x, n_per_row);
+    for (int64_t ib = 0; ib < n_per_row / 32; ++ib) {
+        const float * xb = x + 32 * ib;
+        const float * qw = quant_weights + 32 * ib;
+        for (int j = 0; j < 32; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+        float min;
+        const float d = make_qkx3_quants(32, 31, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36, false);
+        y[ib].d = f2h(d);
+        y[ib].m = f2h(-min);
+        pack_q5(L, y[ib].qs, y[ib].qh);
+    }
+}
+
+void quantize_q2_K_w(const float * x, block_q2_K * y, int64_t n_per_row, const float * quant_weights) {
+    uint8_t L[QK_K], Laux[16], Ls[QK_K / 16], Lm[QK_K / 16];
+    float mins[QK_K / 16], scales[QK_K / 16], sw[QK_K / 16], weight[16];
+    for (int64_t i = 0; i < n_per_row / QK_K; i++, x += QK_K) {
+        std::memset(sw, 0, sizeof sw);
+        const float sigma2 = mean_square(x, QK_K);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float * qw = quant_weights + QK_K * i + 16 * j;
+            for (int l = 0; l < 16; ++l) weight[l] = qw[l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+            for (int l = 0; l < QK_K / 16; ++l) sw[j] += weight[l];
+            scales[j] = make_qkx3_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+        }
+        const float dm0 = make_qp_quants(QK_K / 16, 15, scales, Ls, sw);
+        const float mm0 = make_qp_quants(QK_K / 16, 15, mins, Lm, sw);
+        y[i].d = f2h(dm0);
+        y[i].dmin = f2h(mm0);
+        const float dm = h2f(y[i].d), mm = h2f(y[i].dmin);
+        for (int j = 0; j < QK_K / 16; ++j) y[i].scales[j] = static_cast<uint8_t>(Ls[j] | (Lm[j] << 4));
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d = dm * (y[i].scales[j] & 0xF);
+            if (!d) continue;
+            const float m = mm * (y[i].scales[j] >> 4);
+            for (int ii = 0; ii < 16; ++ii) {
+                const int l = nearest_int((x[16 * j + ii] + m) / d);
+                L[16 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(3, l)));
+            }
+        }
+        for (int j = 0; j < QK_K; j += 128)
+            for (int l = 0; l < 32; ++l)
+                y[i].qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+    }
+}
+
+void quantize_q3_K_w(const float * x, block_q3_K * y, int64_t n_per_row, const float * quant_weights) {
+    int8_t L[QK_K], Ls[QK_K / 16];
+    float scales[QK_K / 16], weight[16], sw[QK_K / 16];
+    for (int64_t i = 0; i < n_per_row / QK_K; i++, x += QK_K) {
+        const float sigma2 = 2 * mean_square(x, QK_K);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float * qw = quant_weights + QK_K * i + 16 * j;
+            for (int l = 0; l < 16; ++l) weight[l] = qw[l] * std::sqrt(sigma2 + x[16 * j + l] * x[16 * j + l]);
+            float sumw = 0;
+            for (int l = 0; l < 16; ++l) sumw += weight[l];
+            sw[j] = sumw;
+            scales[j] = make_qx_quants(16, 4, x + 16 * j, L + 16 * j, 1, weight);
+        }
+        std::memset(y[i].scales, 0, 12);
+        const float d_block = make_qx_quants(QK_K / 16, 32, scales, Ls, 1, sw);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            int l = Ls[j];
+            if (j < 8) y[i].scales[j] = static_cast<uint8_t>(l & 0xF);
+            else y[i].scales[j - 8] = static_cast<uint8_t>(y[i].scales[j - 8] | ((l & 0xF) << 4));
+            l >>= 4;
+            y[i].scales[j % 4 + 8] = static_cast<uint8_t>(y[i].scales[j % 4 + 8] | (l << (2 * (j / 4))));
+        }
+        y[i].d = f2h(d_block);
+        for (int j = 0; j < QK_K / 16; ++j) {
+            int8_t sc = static_cast<int8_t>(j < 8 ? y[i].scales[j] & 0xF : y[i].scales[j - 8] >> 4);
+            sc = static_cast<int8_t>((sc | (((y[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
+            const float d = h2f(y[i].d) * sc;
+            if (!d) continue;
+            for (int ii = 0; ii < 16; ++ii) {
+                const int l = nearest_int(x[16 * j + ii] / d);
+                L[16 * j + ii] = static_cast<int8_t>(std::max(-4, std::min(3, l)) + 4);
+            }
+        }
+        std::memset(y[i].hmask, 0, QK_K / 8);
+        int m = 0;
+        uint8_t hm = 1;
+        for (int j = 0; j < QK_K; ++j) {
+            if (L[j] > 3) {
+                y[i].hmask[m] |= hm;
+                L[j] -= 4;
+            }
+            if (++m == QK_K / 8) {
+                m = 0;
+                hm = static_cast<uint8_t>(hm << 1);
+            }
+        }
+        for (int j = 0; j < QK_K; j += 128)
+            for (int l = 0; l < 32; ++l)
+                y[i].qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+    }
+}
+
+// Q4_K and Q5_K share everything but the level count and the packing of L.
+void quantize_q45_K_w(int nmax, const float * x, uint8_t * scales_out, uint16_t * d_out, uint16_t * dmin_out, uint8_t * L, const float * qw_block) {
+    uint8_t Laux[32], Ls[QK_K / 32], Lm[QK_K / 32];
+    float weights[32], sw[QK_K / 32], mins[QK_K / 32], scales[QK_K / 32];
+    const float sigma2 = 2 * mean_square(x, QK_K);
+    for (int j = 0; j < QK_K / 32; ++j) {
+        const float * qw = qw_block + 32 * j;
+        for (int l = 0; l < 32; ++l) weights[l] = qw[l] * std::sqrt(sigma2 + x[32 * j + l] * x[32 * j + l]);
+        float sumw = 0;
+        for (int l = 0; l < 32; ++l) sumw += weights[l];
+        sw[j] = sumw;
+        scales[j] = make_qkx3_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+    }
+    const float d_block = make_qp_quants(QK_K / 32, 63, scales, Ls, sw);
+    const float m_block = make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
+    for (int j = 0; j < QK_K / 32; ++j) {
+        // (Q5_K's impl clamps to 63, Q4_K's does not.)
+        const uint8_t ls = nmax == 31 ? std::min<uint8_t>(63, Ls[j]) : Ls[j];
+        const uint8_t lm = nmax == 31 ? std::min<uint8_t>(63, Lm[j]) : Lm[j];
+        if (j < 4) {
+            scales_out[j] = ls;
+            scales_out[j + 4] = lm;
+        } else {
+            scales_out[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+            scales_out[j - 4] = static_cast<uint8_t>(scales_out[j - 4] | ((ls >> 4) << 6));
+            scales_out[j - 0] = static_cast<uint8_t>(scales_out[j - 0] | ((lm >> 4) << 6));
+        }
+    }
+    *d_out = f2h(d_block);
+    *dmin_out = f2h(m_block);
+    for (int j = 0; j < QK_K / 32; ++j) {
+        uint8_t sc, m;
+        get_scale_min_k4(j, scales_out, &sc, &m);
+        const float d = h2f(*d_out) * sc;
+        if (!d) continue;
+        const float dm = h2f(*dmin_out) * m;
+        for (int ii = 0; ii < 32; ++ii) {
+            const int l = nearest_int((x[32 * j + ii] + dm) / d);
+            L[32 * j + ii] = static_cast<uint8_t>(std::max(0, std::min(nmax, l)));
+        }
+    }
+}
+
+void quantize_q4_K_w(const float * x, block_q4_K * y, int64_t n_per_row, const float * quant_weights) {
+    uint8_t L[QK_K];
+    for (int64_t i = 0; i < n_per_row / QK_K; i++, x += QK_K) {
+        quantize_q45_K_w(15, x, y[i].scales, &y[i].d, &y[i].dmin, L, quant_weights + QK_K * i);
+        uint8_t * q = y[i].qs;
+        for (int j = 0; j < QK_K; j += 64, q += 32)
+            for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+    }
+}
+
+void quantize_q5_K_w(const float * x, block_q5_K * y, int64_t n_per_row, const float * quant_weights) {
+    uint8_t L[QK_K];
+    for (int64_t i = 0; i < n_per_row / QK_K; i++, x += QK_K) {
+        quantize_q45_K_w(31, x, y[i].scales, &y[i].d, &y[i].dmin, L, quant_weights + QK_K * i);
+        uint8_t * qh = y[i].qh;
+        uint8_t * ql = y[i].qs;
+        std::memset(qh, 0, QK_K / 8);
+        uint8_t m1 = 1, m2 = 2;
+        for (int n = 0; n < QK_K; n += 64, ql += 32) {
+            for (int j = 0; j < 32; ++j) {
+                int l1 = L[n + j];
+                if (l1 > 15) {
+                    l1 -= 16;
+                    qh[j] |= m1;
+                }
+                int l2 = L[n + j + 32];
+                if (l2 > 15) {
+                    l2 -= 16;
+                    qh[j] |= m2;
+                }
+                ql[j] = static_cast<uint8_t>(l1 | (l2 << 4));
+            }
+            m1 = static_cast<uint8_t>(m1 << 2);
+            m2 = static_cast<uint8_t>(m2 << 2);
+        }
+    }
+}
+
+void quantize_q6_K_w(const float * x, block_q6_K * y, int64_t n_per_row, const float * quant_weights) {
+    int8_t L[QK_K];
+    float scales[QK_K / 16];
+    for (int64_t i = 0; i < n_per_row / QK_K; i++, x += QK_K) {
+        float max_scale = 0, max_abs_scale = 0;
+        for (int ib = 0; ib < QK_K / 16; ++ib) {
+            // (ggml passes the imatrix values themselves here, not the sigma2-scaled weights.)
+            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, quant_weights + QK_K * i + 16 * ib);
+            scales[ib] = scale;
+            const float abs_scale = std::fabs(scale);
+            if (abs_scale > max_abs_scale) {
+                max_abs_scale = abs_scale;
+                max_scale = scale;
+            }
+        }
+        if (max_abs_scale < GROUP_MAX_EPS) {
+            std::memset(&y[i], 0, sizeof(block_q6_K));
+            y[i].d = f2h(0.f);
+            continue;
+        }
+        const float iscale = -128.f / max_scale;
+        y[i].d = f2h(1 / iscale);
+        for (int ib = 0; ib < QK_K / 16; ++ib) y[i].scales[ib] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d = h2f(y[i].d) * y[i].scales[j];
+            if (!d) continue;
+            for (int ii = 0; ii < 16; ++ii) {
+                const int l = nearest_int(x[16 * j + ii] / d);
+                L[16 * j + ii] = static_cast<int8_t>(std::max(-32, std::min(31, l)) + 32);
+            }
+        }
+        uint8_t * ql = y[i].ql;
+        uint8_t * qh = y[i].qh;
+        for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t q1 = L[j + l + 0] & 0xF, q2 = L[j + l + 32] & 0xF, q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
+                ql[l + 0] = static_cast<uint8_t>(q1 | (q3 << 4));
+                ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
+                qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
+            }
+        }
+    }
 }
 
 void quantize_iq4_xs_ref(const float * x, void * vy, int64_t k) {
@@ -2022,6 +2462,31 @@ size_t quantize_row_file(uint32_t type, const float * src, void * dst, int64_t n
     else if (type == KAIL_TYPE_IQ4_XS) quantize_iq4_xs_ggml(src, dst, n);
     else return quantize_row(type, src, dst, n);
     return row_size(type, n);
+}
+
+size_t quantize_rows_file(uint32_t type, const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * qw) {
+    if (!qw) return quantize_row_file(type, src, dst, nrows * n_per_row);
+    if (!type_can_quantize_file(type)) unsupported("quantize_rows_file", type);
+    check_n(type, n_per_row);
+    const size_t rs = row_size(type, n_per_row);
+    uint8_t * out = static_cast<uint8_t *>(dst);
+    for (int64_t r = 0; r < nrows; r++, src += n_per_row, out += rs) {
+        switch (type) {
+            case KAIL_TYPE_Q4_0: quantize_q4_0_w(src, reinterpret_cast<block_q4_0 *>(out), n_per_row, qw); break;
+            case KAIL_TYPE_Q4_1: quantize_q4_1_w(src, reinterpret_cast<block_q4_1 *>(out), n_per_row, qw); break;
+            case KAIL_TYPE_Q5_0: quantize_q5_0_w(src, reinterpret_cast<block_q5_0 *>(out), n_per_row, qw); break;
+            case KAIL_TYPE_Q5_1: quantize_q5_1_w(src, reinterpret_cast<block_q5_1 *>(out), n_per_row, qw); break;
+            case KAIL_TYPE_Q2_K: quantize_q2_K_w(src, reinterpret_cast<block_q2_K *>(out), n_per_row, qw); break;
+            case KAIL_TYPE_Q3_K: quantize_q3_K_w(src, reinterpret_cast<block_q3_K *>(out), n_per_row, qw); break;
+            case KAIL_TYPE_Q4_K: quantize_q4_K_w(src, reinterpret_cast<block_q4_K *>(out), n_per_row, qw); break;
+            case KAIL_TYPE_Q5_K: quantize_q5_K_w(src, reinterpret_cast<block_q5_K *>(out), n_per_row, qw); break;
+            case KAIL_TYPE_Q6_K: quantize_q6_K_w(src, reinterpret_cast<block_q6_K *>(out), n_per_row, qw); break;
+            case KAIL_TYPE_IQ4_NL: quantize_iq4_nl_ggml(src, out, n_per_row, qw); break;
+            case KAIL_TYPE_IQ4_XS: quantize_iq4_xs_ggml(src, out, n_per_row, qw); break;
+            default: quantize_row_file(type, src, out, n_per_row); // (F32, F16, BF16, Q8_0, MXFP4: no weights)
+        }
+    }
+    return rs * static_cast<size_t>(nrows);
 }
 
 size_t quantize_row_activations(uint32_t vd_type, const float * src, void * dst, int64_t n) {

@@ -1,16 +1,25 @@
 // quant-ref: llama.cpp's llama-quantize as a reference oracle for `kail quantize`.
 //
 // node-llama-cpp does not expose quantization; its prebuilt libllama does (llama_model_quantize).
-// This program calls it as tools/quantize/quantize.cpp does, without an importance matrix:
+// This program calls it as tools/quantize/quantize.cpp does:
 //
 //   quant-ref --in IN.gguf --out OUT.gguf --ftype N [--threads N] [--pure] [--allow-requantize]
 //             [--leave-output-tensor] [--output-tensor-type T] [--token-embedding-type T]
 //             [--tensor-type REGEX=T]... [--copy] [--keep-split]
+//             [--imatrix-values FILE] [--kv-str KEY=VALUE]... [--kv-u32 KEY=N]...
+//
+// --imatrix-values: the importance values llama-quantize's load_imatrix would pass (already
+// divided by their counts), as u32 n_entries, then per entry u32 name length, the name, u32 n,
+// n f32. (The file formats are read by llama.cpp's common library, which node-llama-cpp does not
+// ship; the caller reads them.) --kv-str/--kv-u32: the metadata overrides llama-quantize adds
+// with an imatrix (quantize.imatrix.file, ...), in the order given.
 //
 // With --keep-split, OUT is the prefix of OUT-0000i-of-0000N.gguf, as llama_model_quantize takes it.
 // N is a llama_ftype number (15 = Q4_K_M); T a ggml_type number (14 = Q6_K). REGEX is lowercased,
 // as llama-quantize does. Errors: a message on stderr, exit code 1.
 #include <cctype>
+#include <cstdint>
+#include <fstream>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +42,18 @@ int main(int argc, char ** argv) {
         return argv[++i];
     };
     std::vector<std::pair<std::string, int>> tt;
+    std::vector<std::string> im_names;
+    std::vector<std::vector<float>> im_values;
+    std::vector<llama_model_kv_override> kvo;
+    auto kv_split = [&](const std::string & v, std::string & key, std::string & val) {
+        const size_t eq = v.find('=');
+        if (eq == std::string::npos || eq == 0 || eq >= 128) {
+            fprintf(stderr, "quant-ref: malformed KEY=VALUE '%s'\n", v.c_str());
+            exit(1);
+        }
+        key = v.substr(0, eq);
+        val = v.substr(eq + 1);
+    };
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--in") in = next(i);
@@ -46,7 +67,40 @@ int main(int argc, char ** argv) {
         else if (a == "--token-embedding-type") p.token_embedding_type = (ggml_type)atoi(next(i));
         else if (a == "--copy") p.only_copy = true;
         else if (a == "--keep-split") p.keep_split = true;
-        else if (a == "--tensor-type") {
+        else if (a == "--imatrix-values") {
+            std::ifstream f(next(i), std::ios::binary);
+            uint32_t n = 0;
+            f.read((char *)&n, 4);
+            for (uint32_t e = 0; e < n && f; e++) {
+                uint32_t len = 0, cnt = 0;
+                f.read((char *)&len, 4);
+                std::string name(len, '\0');
+                f.read(name.data(), len);
+                f.read((char *)&cnt, 4);
+                std::vector<float> v(cnt);
+                f.read((char *)v.data(), (std::streamsize)cnt * 4);
+                im_names.push_back(name);
+                im_values.push_back(std::move(v));
+            }
+            if (!f) {
+                fprintf(stderr, "quant-ref: --imatrix-values file is malformed\n");
+                return 1;
+            }
+        } else if (a == "--kv-str" || a == "--kv-u32") {
+            std::string key, val;
+            kv_split(next(i), key, val);
+            llama_model_kv_override o{};
+            std::strcpy(o.key, key.c_str());
+            if (a == "--kv-str") {
+                o.tag = LLAMA_KV_OVERRIDE_TYPE_STR;
+                strncpy(o.val_str, val.c_str(), 127);
+                o.val_str[127] = '\0';
+            } else {
+                o.tag = LLAMA_KV_OVERRIDE_TYPE_INT;
+                o.val_i64 = atoll(val.c_str());
+            }
+            kvo.push_back(o);
+        } else if (a == "--tensor-type") {
             const std::string v = next(i);
             const size_t eq = v.find('=');
             if (eq == std::string::npos || eq == 0) {
@@ -74,6 +128,17 @@ int main(int argc, char ** argv) {
         for (size_t i = 0; i < tt.size(); i++) overrides[i].pattern = patterns[i].c_str();
         overrides.push_back({nullptr, GGML_TYPE_COUNT});
         p.tt_overrides = overrides.data();
+    }
+    std::vector<llama_model_imatrix_data> i_data;
+    if (!im_names.empty()) {
+        for (size_t e = 0; e < im_names.size(); e++) i_data.push_back({im_names[e].c_str(), im_values[e].data(), im_values[e].size()});
+        i_data.push_back({nullptr, nullptr, 0});
+        p.imatrix = i_data.data();
+    }
+    if (!kvo.empty()) {
+        kvo.emplace_back();
+        kvo.back().key[0] = 0;
+        p.kv_overrides = kvo.data();
     }
     llama_log_set([](ggml_log_level level, const char * text, void *) {
         if (level == GGML_LOG_LEVEL_ERROR || getenv("QUANT_REF_VERBOSE")) fputs(text, stderr);
