@@ -374,6 +374,8 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             InstanceMethod("plan", &AddonModel::plan),
             InstanceMethod("cancel", &AddonModel::cancel),
             InstanceMethod("warmExperts", &AddonModel::warm_experts),
+            InstanceMethod("imatrixCollect", &AddonModel::imatrix_collect),
+            InstanceMethod("imatrixTake", &AddonModel::imatrix_take),
             InstanceMethod("close", &AddonModel::close),
             InstanceAccessor("nVocab", &AddonModel::n_vocab, nullptr),
             InstanceAccessor("nThreads", &AddonModel::n_threads, nullptr),
@@ -583,6 +585,34 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             for (size_t i = 0; i < keys.size(); i++) keys[i] = {l[i], e[i]};
             mm.warm_experts(keys, shares);
             return env.Undefined();
+        });
+    }
+    // imatrixCollect(on: boolean): start (clearing) or stop gathering importance-matrix statistics.
+    Napi::Value imatrix_collect(const Napi::CallbackInfo & info) {
+        Napi::Env env = info.Env();
+        return guarded(env, [&]() -> Napi::Value {
+            if (info.Length() < 1 || !info[0].IsBoolean()) throw make_error(env, "KAIL_E_INVALID_ARG", "imatrixCollect(on: boolean)");
+            m(env).imatrix_collect(info[0].As<Napi::Boolean>().Value());
+            return env.Undefined();
+        });
+    }
+    // imatrixTake(): { [weight name]: { sums: Float32Array (n_mat * ne0), counts: Float64Array (n_mat) } }, cleared.
+    Napi::Value imatrix_take(const Napi::CallbackInfo & info) {
+        Napi::Env env = info.Env();
+        return guarded(env, [&]() -> Napi::Value {
+            std::map<std::string, kail::imatrix_stats> all = m(env).imatrix_take();
+            Napi::Object o = Napi::Object::New(env);
+            for (auto & [name, e] : all) {
+                Napi::Object t = Napi::Object::New(env);
+                Napi::Float32Array sums = Napi::Float32Array::New(env, e.sums.size());
+                std::memcpy(sums.Data(), e.sums.data(), e.sums.size() * sizeof(float));
+                Napi::Float64Array counts = Napi::Float64Array::New(env, e.counts.size());
+                for (size_t i = 0; i < e.counts.size(); i++) counts[i] = static_cast<double>(e.counts[i]);
+                t.Set("sums", sums);
+                t.Set("counts", counts);
+                o.Set(name, t);
+            }
+            return o;
         });
     }
     Napi::Value cancel(const Napi::CallbackInfo & info) {

@@ -433,6 +433,14 @@ export interface NativeModel {
    * No-op on the in-memory path.
    */
   warmExperts(layers: Int32Array, experts: Int32Array, shares: Float64Array): void;
+  /**
+   * Importance-matrix collection (llama-imatrix's statistics): true starts it (clearing what was
+   * gathered), false stops it. While on, each forward adds every weight's input rows, per column
+   * the sum of squares, per expert for routed experts (2-D weights only in passes of 16 rows or more).
+   */
+  imatrixCollect(on: boolean): void;
+  /** What was gathered since, per weight name (sums: n_mat * ne0, counts: n_mat), and clears it. */
+  imatrixTake(): Record<string, { sums: Float32Array; counts: Float64Array }>;
   cancel(): void;
   close(): void;
   readonly nVocab: number;

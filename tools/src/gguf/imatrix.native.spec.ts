@@ -10,6 +10,7 @@ import path from 'node:path';
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import { llamaQuantize, type QuantRefOptions } from '../parity/quant-ref';
+import { GgmlType, ggmlTypeTraits } from './constants';
 import { loadImatrix, readImatrixFile, writeImatrixDat, writeImatrixGguf, type ImatrixEntry } from './imatrix';
 import { readGgufHeader } from './reader';
 import { parseQuantFileType, quantizeModel } from './quantize';
@@ -150,6 +151,50 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
       expect(back.entries.get(name)?.counts).toEqual(e.counts);
       expect(Buffer.from(back.entries.get(name)!.sums.buffer, back.entries.get(name)!.sums.byteOffset, e.sums.byteLength).equals(Buffer.from(e.sums.buffer))).toBe(true);
     }
+  });
+
+  it('cuts the error of products with activations that have hot columns (what the imatrix is for), in every weighted type', () => {
+    // W random; activations whose 3% hot columns are 20x the rest, as real hidden states have; the
+    // imatrix their mean squares. Error: relative squared error of W x against the quantized W's.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const q = (require('@kailstream/engine/core') as { native: () => { convert: (...a: unknown[]) => Uint8Array; dequantize: (t: number, d: Uint8Array, n: number) => Float32Array } }).native();
+    let s = 7;
+    const rnd = () => {
+      s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+      return s / 2 ** 32;
+    };
+    const gauss = () => Math.sqrt(-2 * Math.log(rnd() + 1e-12)) * Math.cos(2 * Math.PI * rnd());
+    const ne0 = 1024, rows = 32, ntok = 128;
+    const W = Float32Array.from({ length: ne0 * rows }, gauss);
+    const colScale = Float32Array.from({ length: ne0 }, () => (rnd() < 0.03 ? 20 : 1) * (0.5 + rnd()));
+    const X = Float32Array.from({ length: ntok * ne0 }, (_, i) => gauss() * colScale[i % ne0]);
+    const im = new Float32Array(ne0);
+    for (let t = 0; t < ntok; t++) for (let j = 0; j < ne0; j++) im[j] += X[t * ne0 + j] ** 2 / ntok;
+    const err = (type: number, weights?: Float32Array) => {
+      const wq = q.dequantize(type, q.convert(GgmlType.F32, new Uint8Array(W.buffer), ne0 * rows, type, 1, weights), ne0 * rows);
+      let num = 0, den = 0;
+      for (let t = 0; t < 32; t++)
+        for (let r = 0; r < rows; r++) {
+          let a = 0, b = 0;
+          for (let j = 0; j < ne0; j++) {
+            a += W[r * ne0 + j] * X[t * ne0 + j];
+            b += wq[r * ne0 + j] * X[t * ne0 + j];
+          }
+          num += (a - b) ** 2;
+          den += a * a;
+        }
+      return num / den;
+    };
+    const line: string[] = [];
+    for (const t of [GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS]) {
+      const plain = err(t);
+      const weighted = err(t, im);
+      line.push(`${ggmlTypeTraits(t).name} ${(plain / weighted).toFixed(1)}x`);
+      expect(weighted).toBeLessThan(plain / 1.5);
+    }
+    // Q8_0 takes no weights: the same bytes either way.
+    expect(Buffer.from(q.convert(GgmlType.F32, new Uint8Array(W.buffer), ne0 * rows, GgmlType.Q8_0, 1, im)).equals(Buffer.from(q.convert(GgmlType.F32, new Uint8Array(W.buffer), ne0 * rows, GgmlType.Q8_0, 1)))).toBe(true);
+    table.push(`  error of W x with 3% hot columns, without / with the imatrix (measured): ${line.join(', ')}`);
   });
 
   it('refuses what llama-quantize refuses, naming the tensor or the file; nothing is left behind', () => {

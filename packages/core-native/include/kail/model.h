@@ -196,6 +196,14 @@ struct model_stats {
     expert_stream_stats stream;   // streaming: the expert cache and its reads, per MoE op in order
 };
 
+// Importance-matrix statistics (llama-imatrix's): for each weight matrix the forward passes
+// multiply, per matrix (an expert of a 3-D tensor; 1 for a 2-D one) each input column's sum of
+// squared activations, and how many input rows were summed.
+struct imatrix_stats {
+    std::vector<float>   sums;    // n_mat * ne0
+    std::vector<int64_t> counts;  // n_mat
+};
+
 class model {
   public:
     // Validates the program against the file (every weight present, shapes consistent) before
@@ -255,6 +263,13 @@ class model {
     // The KV cache at n_ctx positions for every sequence (kv_bytes_per_sequence: rings for sliding windows).
     uint64_t kv_bytes_capacity() const;
     model_stats stats() const;
+    // Importance-matrix collection (kail imatrix): while on, every forward adds each weight's
+    // input rows to its statistics, as llama-imatrix's collect_imatrix does: 2-D weights of
+    // op matmuls (and the router) when a pass has 16 rows or more, routed experts always, per
+    // expert (gate/up: the expert's input rows, down: its activated rows). The matrices inside
+    // attention (MLA's attn_k_b/attn_v_b) are not collected. imatrix_collect(true) starts over.
+    void imatrix_collect(bool on);
+    std::map<std::string, imatrix_stats> imatrix_take();  // what was gathered, cleared
     // The residency plan the model was loaded with (streaming); all zero for the in-memory path.
     residency_plan plan() const;
     // Streaming: warms the expert cache from usage history (expert_stream::warm); no-op otherwise.

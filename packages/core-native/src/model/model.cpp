@@ -174,6 +174,11 @@ struct model::impl {
 
     model_stats stats;
     mutable std::mutex stats_mu;
+    // imatrix collection (model::imatrix_collect): entries made under imx_mu; an expert's slice
+    // is only touched by the thread running that expert.
+    bool imx_on = false;
+    std::map<std::string, imatrix_stats> imx;
+    std::mutex imx_mu;
 
     // The weights, read into one anonymous mapping (load_weights): with expert streaming
     // (params.ram_budget > 0) the resident ones, the routed experts coming from the stream, so
@@ -1048,6 +1053,19 @@ uint64_t model::kv_bytes_capacity() const {
            static_cast<uint64_t>(impl_->params.n_seq_max);
 }
 
+void model::imatrix_collect(bool on) {
+    std::lock_guard<std::mutex> lk(impl_->imx_mu);
+    impl_->imx_on = on;
+    if (on) impl_->imx.clear();
+}
+
+std::map<std::string, imatrix_stats> model::imatrix_take() {
+    std::lock_guard<std::mutex> lk(impl_->imx_mu);
+    std::map<std::string, imatrix_stats> out;
+    out.swap(impl_->imx);
+    return out;
+}
+
 model_stats model::stats() const {
     model_stats s;
     {
@@ -1257,6 +1275,29 @@ void op_head_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
         }
 }
 
+// A weight's imatrix statistics, made on first use: n_mat matrices of ne0 columns.
+imatrix_stats & imx_entry(model::impl & m, const tensor_ref & w, int64_t n_mat) {
+    std::lock_guard<std::mutex> lk(m.imx_mu);
+    imatrix_stats & e = m.imx[w.info->name];
+    if (e.sums.empty()) {
+        e.sums.assign(static_cast<size_t>(w.ne(0) * n_mat), 0.0f);
+        e.counts.assign(static_cast<size_t>(n_mat), 0);
+    } else if (e.sums.size() != static_cast<size_t>(w.ne(0) * n_mat)) {
+        throw error(KAIL_E_INTERNAL, "imatrix: " + w.info->name + " is multiplied with inputs of two sizes");
+    }
+    return e;
+}
+
+// Adds `rows` input rows (stride floats apart) to matrix `mat` of e: sum of squares per column.
+void imx_add(imatrix_stats & e, int64_t mat, int64_t ne0, const float * x, int64_t stride, int64_t rows) {
+    float * acc = e.sums.data() + mat * ne0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float * xr = x + r * stride;
+        for (int64_t j = 0; j < ne0; j++) acc[j] += xr[j] * xr[j];
+    }
+    e.counts[static_cast<size_t>(mat)] += rows;
+}
+
 void op_matmul(exec_ctx & x, const op_desc & op, size_t oi) {
     const tensor_ref w = x.m.weight(oi, "weight");
     const int64_t rows = x.rows(op.a);
@@ -1265,6 +1306,8 @@ void op_matmul(exec_ctx & x, const op_desc & op, size_t oi) {
     matmul(w.type(), w.data, w.row_bytes(), w.ne(1), w.ne(0),
            x.ptr(op.a) + a_off, static_cast<size_t>(x.width(op.a)) * 4, rows,
            x.ptr(op.out) + o_off, static_cast<size_t>(x.width(op.out)) * 4, x.m.pool.get());
+    // (llama-imatrix skips passes of fewer than 16 rows.)
+    if (x.m.imx_on && rows >= 16) imx_add(imx_entry(x.m, w, 1), 0, w.ne(0), x.ptr(op.a) + a_off, x.width(op.a), rows);
     std::vector<float> rs;
     std::vector<float *> outs;
     for (const model::impl::lora_pair & l : x.m.lora[oi]) {
@@ -1860,6 +1903,23 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     if (slot_out.size() < static_cast<size_t>(n * k * d)) slot_out.resize(static_cast<size_t>(n * k * d));
     std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(n_expert));
     for (int64_t i = 0; i < n * k; i++) by_expert[sel[i]].push_back(i);
+    // imatrix: the router's input rows, and each routed slot's input row for its expert's gate and
+    // up; the down projection's rows are added where they are made (run_expert_on).
+    imatrix_stats * imx_down = nullptr;
+    if (m.imx_on) {
+        const tensor_ref router = m.weight(oi, "gate_inp");
+        if (router.info && n >= 16) imx_add(imx_entry(m, router, 1), 0, router.ne(0), x.ptr(rin), x.width(rin), n);
+        // (Fused experts: one gate|up tensor, under gate_exps.)
+        const tensor_ref & w1 = fused || !wu.info ? wg : wu;
+        imatrix_stats & e1 = imx_entry(m, w1, w1.ne(2));
+        imatrix_stats * e2 = gated && !fused && wu.info && wg.info && wg.info != wu.info ? &imx_entry(m, wg, wg.ne(2)) : nullptr;
+        for (int64_t i = 0; i < n * k; i++) {
+            const float * xr = xin_f + in_row(i) * d;
+            imx_add(e1, sel[i], d, xr, d, 1);
+            if (e2) imx_add(*e2, sel[i], d, xr, d, 1);
+        }
+        imx_down = &imx_entry(m, wd, wd.ne(2));
+    }
     const int n_threads = m.pool->n_threads();
     if (m.moe_scratch.size() < static_cast<size_t>(n_threads)) m.moe_scratch.resize(static_cast<size_t>(n_threads));
     // One expert's gate/up, swiglu, down for its tokens, with `sc` as scratch; `pool` splits each
@@ -1938,6 +1998,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         } else {
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = silu(g[i]) * u[i];
         }
+        if (imx_down) imx_add(*imx_down, e, ff, g.data(), ff, ne_);
         hq.resize(static_cast<size_t>(ne_) * hq_row);
         matmul_quantize_activations(wd.type(), ff, g.data(), ff * 4, ne_, hq.data(), hq_row, pool);
         for (int64_t i = 0; i < ne_; i++) {

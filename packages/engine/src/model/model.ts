@@ -967,6 +967,24 @@ export class EngineModel {
     return this.runtime.seqTruncate(seq, len);
   }
 
+  /** Starts (clearing) or stops gathering importance-matrix statistics in every forward pass (model/imatrix.ts). */
+  collectImatrix(on: boolean): void {
+    try {
+      this.runtime.imatrixCollect(on);
+    } catch (e) {
+      throw toEngineError(e);
+    }
+  }
+
+  /** The importance-matrix statistics gathered since collection started or was last taken; clears them. */
+  takeImatrix(): Record<string, { sums: Float32Array; counts: Float64Array }> {
+    try {
+      return this.runtime.imatrixTake();
+    } catch (e) {
+      throw toEngineError(e);
+    }
+  }
+
   /**
    * Context shift (llama.cpp's seq_rm + seq_add, llama-server's --context-shift): drops `discard`
    * positions after the first `keep` of a sequence's cache and moves the later ones down, their

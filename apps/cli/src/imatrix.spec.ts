@@ -1,0 +1,97 @@
+// kail imatrix from the command line, then kail quantize --imatrix with its file: llama-imatrix's
+// chunks and progress line, the GGUF and legacy formats, the metadata llama-quantize records, a
+// quantized file that runs, and errors. (Parity of the statistics with llama.cpp's:
+// tools/src/parity/parity-imatrix.native.spec.ts; of the quantized bytes: tools/src/gguf/imatrix.native.spec.ts.)
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { getPreset, readGgufHeader, readImatrixFile, writeModel } from '@kailstream/tools';
+
+const KAIL = path.resolve(__dirname, '../bin/kail.js');
+
+function kail(...args: string[]) {
+  return spawnSync(process.execPath, [KAIL, ...args], { encoding: 'utf8', timeout: 120_000 });
+}
+
+describe('kail imatrix', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-cli-imatrix-'));
+  const model = path.join(dir, 'moe-f16.gguf');
+  const text = path.join(dir, 'calib.txt');
+  beforeAll(() => {
+    writeModel({ config: getPreset('tiny-qwen3moe').config, fileType: 'F16', seed: 5, out: model });
+    // Words enough for several chunks of 64 tokens.
+    const words = ['the', 'expert', 'cache', 'streams', 'weights', 'from', 'storage', 'while', 'tokens', 'route', 'through', 'layers', 'of', 'a', 'model'];
+    fs.writeFileSync(text, Array.from({ length: 2000 }, (_, i) => words[(i * 7 + (i >> 3)) % words.length]).join(' '));
+  }, 60_000);
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('writes a GGUF imatrix over chunks of --ctx, with the perplexity; quantize --imatrix records it and the result runs', () => {
+    const im = path.join(dir, 'imatrix.gguf');
+    const r = kail('imatrix', '-m', model, '-f', text, '-c', '64', '--chunks', '5', '-o', im, '-t', '2');
+    expect(r.status).toBe(0);
+    expect(r.stderr).toMatch(/calib\.txt: \d+ tokens; computing over chunks of 64/);
+    expect(r.stderr).toMatch(/\[1\][\d.]+,\[2\][\d.]+,\[3\][\d.]+,\[4\][\d.]+,\[5\][\d.]+,/);
+    expect(r.stdout).toMatch(/^wrote .*imatrix\.gguf \(gguf\): 16 entries from 5 chunks of 64 tokens in [\d.]+ s\nFinal estimate: PPL = [\d.]+$/m);
+    const f = readImatrixFile(im);
+    expect(f.hasMetadata).toBe(true);
+    expect(f.chunkCount).toBe(5);
+    expect(f.chunkSize).toBe(64);
+    expect(f.datasets).toEqual([text]);
+    // Per expert for routed experts (16 of them), one count for the rest; 5 x 64 rows went through attention.
+    expect(f.entries.get('blk.0.ffn_up_exps.weight')?.counts).toHaveLength(16);
+    expect(f.entries.get('blk.0.attn_q.weight')?.counts).toEqual([320]);
+    expect(f.entries.has('output.weight')).toBe(false);
+    // 4 of 16 experts per token: the experts' counts sum to 4 x 320.
+    expect(f.entries.get('blk.1.ffn_down_exps.weight')!.counts.reduce((a, b) => a + b, 0)).toBe(4 * 320);
+
+    const out = path.join(dir, 'q2ks.gguf');
+    const q = kail('quantize', '--imatrix', im, model, out, 'Q2_K_S', '2');
+    expect(q.status).toBe(0);
+    const kv = readGgufHeader(out).kv;
+    expect(kv.get('quantize.imatrix.file')?.value).toBe(im);
+    expect(kv.get('quantize.imatrix.dataset')?.value).toBe(text);
+    expect(kv.get('quantize.imatrix.entries_count')?.value).toBe(16);
+    expect(kv.get('quantize.imatrix.chunks_count')?.value).toBe(5);
+    expect(kail('inspect', out).stdout).toMatch(/^file type {7}Q2_K_S$/m);
+    const run = kail('run', '-m', out, '-p', 'Hello', '-n', '4', '-t', '2', '--json');
+    expect(run.status).toBe(0);
+    expect(JSON.parse(run.stdout).tokens).toHaveLength(4);
+  });
+
+  it('writes the legacy .dat format for a .dat name or --output-format dat, with output.weight on --process-output', () => {
+    const dat = path.join(dir, 'imatrix.dat');
+    const r = kail('imatrix', '-m', model, '-f', text, '-c', '64', '--chunks', '3', '-o', dat, '--process-output', '--no-ppl', '--json');
+    expect(r.status).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j).toMatchObject({ format: 'dat', chunks: 3, entries: 17 });
+    expect(j.ppl).toBeNull();
+    const f = readImatrixFile(dat);
+    expect(f.legacy).toBe(true);
+    expect(f.entries.has('output.weight')).toBe(true);
+    expect(f.chunkCount).toBe(3);
+    const other = path.join(dir, 'legacy.bin');
+    expect(kail('imatrix', '-m', model, '-f', text, '-c', '64', '--chunks', '2', '-o', other, '--output-format', 'dat').status).toBe(0);
+    expect(readImatrixFile(other).legacy).toBe(true);
+    const q = kail('quantize', '--imatrix', dat, model, path.join(dir, 'q4.gguf'), 'Q4_K_M');
+    expect(q.status).toBe(0);
+  });
+
+  it('refuses a text too short for two chunks, a bad format, and an imatrix for another model, naming each', () => {
+    const short = path.join(dir, 'short.txt');
+    fs.writeFileSync(short, 'a few words only');
+    const a = kail('imatrix', '-m', model, '-f', short, '-c', '64', '-o', path.join(dir, 'x.gguf'));
+    expect(a.status).toBe(1);
+    expect(a.stderr).toMatch(/tokenizes to \d+ tokens; a chunk size of 64 needs at least 128/);
+    expect(fs.existsSync(path.join(dir, 'x.gguf'))).toBe(false);
+    const b = kail('imatrix', '-m', model, '-f', text, '--output-format', 'bin');
+    expect(b.status).toBe(1);
+    expect(b.stderr).toMatch(/--output-format must be gguf or dat, got 'bin'/);
+    const llama = path.join(dir, 'llama.gguf');
+    writeModel({ config: getPreset('tiny-llama').config, fileType: 'F16', seed: 5, out: llama });
+    const c = kail('quantize', '--imatrix', path.join(dir, 'imatrix.gguf'), llama, path.join(dir, 'no.gguf'), 'Q4_K_M');
+    expect(c.status).toBe(1);
+    expect(c.stderr).toMatch(/imatrix size \d+ is different from tensor size \d+ for blk\.0\.\w+\.weight|did not find/);
+    expect(fs.existsSync(path.join(dir, 'no.gguf'))).toBe(false);
+  });
+});

@@ -1,0 +1,72 @@
+// Importance matrix of a model over a text, computed as llama.cpp's `llama-imatrix` computes it
+// (tools/imatrix/imatrix.cpp, written again here): the tokens (BOS added when the vocabulary asks
+// for it) are cut into chunks of n_ctx, each evaluated from an empty cache with its first token
+// replaced by BOS, as llama-perplexity does; while they run, the native core adds each weight
+// matrix's input rows to per-column sums of squares (model::imatrix_collect: per expert for
+// routed experts, dense weights in passes of 16 rows or more). Kept, as llama-imatrix keeps them:
+// the weights of the blocks (names blk.*), and output.weight when asked. The perplexity of each
+// chunk's second half comes along, as llama-imatrix prints it.
+//
+// `kail quantize --imatrix` (tools/src/gguf/quantize.ts) reads the file this is written to.
+import { EngineError } from '../errors';
+import type { EngineModel } from './model';
+import { NllAccumulator, perplexityChunks } from './perplexity';
+
+export interface ImatrixOptions {
+  /** Tokens per chunk (llama-imatrix's -c, default 512). */
+  nCtx: number;
+  /** At most this many chunks (default: every whole chunk). */
+  maxChunks?: number;
+  /** Tokens per forward pass (default: the model's). */
+  nBatch?: number;
+  /** Keep output.weight's statistics too (llama-imatrix --process-output). */
+  processOutput?: boolean;
+  /** Score each chunk's second half (llama-imatrix's default; --no-ppl turns it off). */
+  computePpl?: boolean;
+  /** After each chunk: chunks done, of how many, and the running perplexity (NaN without it). */
+  onChunk?: (chunk: number, nChunks: number, ppl: number) => void;
+}
+
+export interface ImatrixResult {
+  /** Per weight name: n_mat * ne0 sums of squares and n_mat counts (rows summed). */
+  entries: Map<string, { sums: Float32Array; counts: number[] }>;
+  chunks: number;
+  nCtx: number;
+  /** Perplexity over the chunks' second halves (NaN with computePpl false). */
+  ppl: number;
+  seconds: number;
+}
+
+/** llama-imatrix's collection over `tokens` (already tokenized, BOS included as the vocabulary adds it). */
+export async function computeImatrix(model: EngineModel, tokens: readonly number[], opts: ImatrixOptions): Promise<ImatrixResult> {
+  const { nCtx } = opts;
+  if (nCtx > model.nCtx) throw new EngineError('KAIL_E_INVALID_ARG', `imatrix: chunks of ${nCtx} tokens do not fit the model's context of ${model.nCtx}`);
+  const v = model.tokenizer.vocab;
+  const chunks = perplexityChunks(tokens, nCtx, v.addBos ? v.special.bos : null, opts.maxChunks);
+  const computePpl = opts.computePpl ?? true;
+  const first = Math.floor(nCtx / 2);
+  const acc = new NllAccumulator();
+  const entries = new Map<string, { sums: Float32Array; counts: number[] }>();
+  const t0 = performance.now();
+  const seq = 0;
+  model.collectImatrix(true);
+  try {
+    for (let i = 0; i < chunks.length; i++) {
+      const c = chunks[i];
+      model.truncate(seq, 0);
+      // (Every row's logits, as llama-imatrix asks for them: output.weight sees the whole chunk.)
+      const logits = await model.evaluate(seq, c, 'all', opts.nBatch);
+      if (computePpl) acc.addRows(logits.subarray(first * model.nVocab), model.nVocab, c.slice(first + 1));
+      opts.onChunk?.(i + 1, chunks.length, computePpl ? acc.ppl : NaN);
+    }
+  } finally {
+    model.truncate(seq, 0);
+    const got = model.takeImatrix();
+    model.collectImatrix(false);
+    for (const [name, e] of Object.entries(got)) {
+      if (!(name.startsWith('blk.') || (opts.processOutput && name === 'output.weight'))) continue;
+      entries.set(name, { sums: e.sums, counts: Array.from(e.counts) });
+    }
+  }
+  return { entries, chunks: chunks.length, nCtx, ppl: computePpl ? acc.ppl : NaN, seconds: (performance.now() - t0) / 1000 };
+}
