@@ -57,7 +57,17 @@ describe('kail imatrix', () => {
     const run = kail('run', '-m', out, '-p', 'Hello', '-n', '4', '-t', '2', '--json');
     expect(run.status).toBe(0);
     expect(JSON.parse(run.stdout).tokens).toHaveLength(4);
-  });
+    // The 2-bit codebook type, which needs the imatrix, runs too.
+    const iq2 = path.join(dir, 'iq2xxs.gguf');
+    expect(kail('quantize', '--imatrix', im, model, iq2, 'IQ2_XXS').status).toBe(0);
+    expect(kail('inspect', iq2).stdout).toMatch(/IQ2_XXS/);
+    const run2 = kail('run', '-m', iq2, '-p', 'Hello', '-n', '4', '-t', '2', '--json');
+    expect(run2.status).toBe(0);
+    expect(JSON.parse(run2.stdout).tokens).toHaveLength(4);
+    const refused = kail('quantize', model, path.join(dir, 'iq2-no.gguf'), 'IQ2_XXS');
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toMatch(/IQ2_XXS needs an importance matrix for blk\.0\.\w+\.weight .*--imatrix/);
+  }, 60_000);
 
   it('writes the legacy .dat format for a .dat name or --output-format dat, with output.weight on --process-output', () => {
     const dat = path.join(dir, 'imatrix.dat');

@@ -92,13 +92,17 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     return { report: r, kv };
   }
 
-  const TYPES = ['Q4_K_M', 'Q4_K_S', 'Q2_K', 'Q2_K_S', 'Q3_K_S', 'Q3_K_M', 'Q3_K_L', 'Q5_K_M', 'Q6_K', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'IQ4_NL', 'IQ4_XS', 'MXFP4_MOE'];
+  const TYPES = [
+    'Q4_K_M', 'Q4_K_S', 'Q2_K', 'Q2_K_S', 'Q3_K_S', 'Q3_K_M', 'Q3_K_L', 'Q5_K_M', 'Q6_K', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'IQ4_NL', 'IQ4_XS', 'MXFP4_MOE',
+    // The codebook i-quants (ggml's grid searches), which need the imatrix.
+    'IQ1_S', 'IQ1_M', 'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ2_M', 'IQ3_XXS', 'IQ3_XS', 'IQ3_S', 'IQ3_M',
+  ];
   it.each(TYPES)('%s of an MoE with per-expert values (some experts unseen): the same bytes', async (type) => {
     const { kv } = await compare(type, 'qwen3moe-f16', type, imatrices['qwen3moe-f16']);
     expect(kv.get('quantize.imatrix.file')?.value).toBe(imatrices['qwen3moe-f16']);
     expect(kv.get('quantize.imatrix.dataset')?.value).toBe('wiki.train.raw');
     expect(kv.get('quantize.imatrix.chunks_count')?.value).toBe(7);
-  });
+  }, 120_000);
 
   it.each([
     ['mixtral-f32', 'Q4_K_M'], ['mixtral-f32', 'Q2_K_S'], ['mixtral-f32', 'IQ4_XS'],
@@ -108,7 +112,7 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     ['llama-odd-f32', 'Q4_K_M'], ['llama-odd-f32', 'Q2_K'],
   ])('%s %s: the same bytes', async (model, type) => {
     await compare(type, model, type, imatrices[model]);
-  });
+  }, 120_000);
 
   it('takes the legacy .dat format (values divided by ncall), as llama-quantize does', async () => {
     const entries = syntheticEntries(models['qwen3moe-f16'], 12);
@@ -186,7 +190,7 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
       return num / den;
     };
     const line: string[] = [];
-    for (const t of [GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS]) {
+    for (const t of [GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS, GgmlType.IQ3_S, GgmlType.IQ3_XXS, GgmlType.IQ2_S, GgmlType.IQ1_M]) {
       const plain = err(t);
       const weighted = err(t, im);
       line.push(`${ggmlTypeTraits(t).name} ${(plain / weighted).toFixed(1)}x`);

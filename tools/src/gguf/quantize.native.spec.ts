@@ -69,6 +69,10 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     ...['Q4_K_M', 'Q3_K_S', 'Q3_K_M', 'Q3_K_L', 'Q4_K_S', 'Q5_K_S', 'Q5_K_M', 'Q6_K', 'Q2_K', 'Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'F16', 'BF16', 'F32'].map(
       (t): Case => [t, 'qwen3moe-f16', t],
     ),
+    // IQ3_S and IQ3_M need no imatrix (ggml's grid search weights by x^2 without one; IQ3_XS puts IQ3_XXS on attn_q, which does).
+    ['IQ3_S', 'qwen3moe-f16', 'IQ3_S'],
+    ['IQ3_M', 'qwen3moe-f16', 'IQ3_M'],
+    ['IQ3_M', 'mixtral-f32', 'IQ3_M'],
     ['IQ4_NL', 'qwen3moe-f16', 'IQ4_NL'],
     ['IQ4_XS', 'qwen3moe-f16', 'IQ4_XS'],
     ['MXFP4_MOE', 'qwen3moe-f16', 'MXFP4_MOE'],
@@ -154,13 +158,14 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     expect(err.Q2_K).toBeLessThan(0.5);
   });
 
-  it('plans i-quant types with --dry-run and refuses to write them, naming why; nothing is left behind', () => {
+  it('plans imatrix-only i-quant types with --dry-run and refuses to write them without one, naming why; nothing is left behind', () => {
     const plan = quantizeModel(models['mixtral-f32'], undefined, { type: 'IQ2_XXS', dryRun: true });
     expect(plan.needsImatrix).toBe(true);
     expect(plan.tensors.find((t) => t.name === 'blk.0.attn_v.weight')?.to).toBe('Q4_K');
     const out = path.join(dir, 'refused.gguf');
     expect(() => quantizeModel(models['mixtral-f32'], out, { type: 'IQ2_XXS' })).toThrow(/IQ2_XXS needs an importance matrix for blk\.0\.\w+\.weight/);
-    expect(() => quantizeModel(models['mixtral-f32'], out, { type: 'IQ3_S' })).toThrow(/would be IQ3_S, which kail quantize cannot write/);
+    // --pure puts IQ2_XS on output.weight too, which no rule exempts there: ggml cannot quantize it without importance values.
+    expect(() => quantizeModel(models['mixtral-f32'], out, { type: 'IQ2_XS', pure: true })).toThrow(/needs an importance matrix|cannot be quantized without importance values/);
     expect(() => quantizeModel(models['qwen3moe-q8'], out, { type: 'Q4_K_M' })).toThrow(/already Q8_0: requantizing is off \(--allow-requantize/);
     expect(fs.readdirSync(dir).filter((f) => f.startsWith('refused'))).toEqual([]);
   });

@@ -66,13 +66,15 @@ export const QUANT_FILE_TYPES: readonly { name: string; ftype: number; type: Ggm
 
 /**
  * Tensor types kail writes as ggml_quantize_chunk does, with or without an importance matrix (the
- * native core's quantize_rows_file). The other i-quants (IQ1-IQ3) have no quantizer here: their
- * file types plan (dry run) but do not write.
+ * native core's quantize_rows_file): every type a llama-quantize file type uses.
  */
 const QUANTIZABLE = new Set<GgmlType>([
   GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q8_0,
   GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS, GgmlType.MXFP4,
+  GgmlType.IQ2_XXS, GgmlType.IQ2_XS, GgmlType.IQ2_S, GgmlType.IQ3_XXS, GgmlType.IQ3_S, GgmlType.IQ1_S, GgmlType.IQ1_M,
 ]);
+/** Types ggml cannot quantize at all without importance values (it asserts): whatever the tensor, an imatrix entry is needed. */
+const NEEDS_WEIGHTS = new Set<GgmlType>([GgmlType.IQ2_XXS, GgmlType.IQ2_XS, GgmlType.IQ1_S]);
 /** Source types the native core expands to F32 (dequantize_row), for requantizing. */
 const DEQUANTIZABLE = new Set<GgmlType>([...QUANTIZABLE]);
 
@@ -655,6 +657,7 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
         );
       }
       const toName = ggmlTypeTraits(to).name;
+      if (NEEDS_WEIGHTS.has(to) && !weights) throw new Error(`${t.name} would be ${toName}, which cannot be quantized without importance values for it${im ? ': the imatrix has no entry for it' : ' (--imatrix)'}`);
       if (!QUANTIZABLE.has(to)) throw new Error(`${t.name} would be ${toName}, which kail quantize cannot write (it writes ${[...QUANTIZABLE].map((x) => ggmlTypeTraits(x).name).join(', ')})`);
       if (isQuantized(t.type) && !opts.allowRequantize) throw new Error(`${t.name} is already ${ggmlTypeTraits(t.type).name}: requantizing is off (--allow-requantize turns it on; quality suffers)`);
       if (!DEQUANTIZABLE.has(t.type)) throw new Error(`${t.name} is ${ggmlTypeTraits(t.type).name}, which kail quantize cannot read back to floats`);

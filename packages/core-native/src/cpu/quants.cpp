@@ -2097,6 +2097,8 @@ struct scalar_entry {
 
 } // namespace
 
+float make_qp_quants_ggml(int n, int nmax, const float * x, uint8_t * L, const float * quant_weights) { return make_qp_quants(n, nmax, x, L, quant_weights); }
+
 size_t prepared_size_split(int64_t k) { return static_cast<size_t>((k / 32 + 3) / 4) * PREP_SPLIT_GROUP; }
 void prepare_split_q8_0_off8(int64_t k, const void * src, void * dst) { prepare_split<8, false>(k, src, dst); }
 void prepare_split_q8_0_off16(int64_t k, const void * src, void * dst) { prepare_split<16, false>(k, src, dst); }
@@ -2444,11 +2446,18 @@ size_t quantize_row(uint32_t type, const float * src, void * dst, int64_t n) {
     return row_size(type, n);
 }
 
+static bool is_codebook_iq(uint32_t type) {
+    return type == KAIL_TYPE_IQ2_XXS || type == KAIL_TYPE_IQ2_XS || type == KAIL_TYPE_IQ2_S || type == KAIL_TYPE_IQ3_XXS || type == KAIL_TYPE_IQ3_S ||
+           type == KAIL_TYPE_IQ1_S || type == KAIL_TYPE_IQ1_M;
+}
+
 bool type_can_quantize_file(uint32_t type) {
     switch (type) {
         case KAIL_TYPE_F32: case KAIL_TYPE_F16: case KAIL_TYPE_BF16: case KAIL_TYPE_Q4_0: case KAIL_TYPE_Q4_1: case KAIL_TYPE_Q5_0:
         case KAIL_TYPE_Q5_1: case KAIL_TYPE_Q8_0: case KAIL_TYPE_Q2_K: case KAIL_TYPE_Q3_K: case KAIL_TYPE_Q4_K: case KAIL_TYPE_Q5_K:
         case KAIL_TYPE_Q6_K: case KAIL_TYPE_IQ4_NL: case KAIL_TYPE_IQ4_XS: case KAIL_TYPE_MXFP4:
+        case KAIL_TYPE_IQ2_XXS: case KAIL_TYPE_IQ2_XS: case KAIL_TYPE_IQ2_S: case KAIL_TYPE_IQ3_XXS: case KAIL_TYPE_IQ3_S:
+        case KAIL_TYPE_IQ1_S: case KAIL_TYPE_IQ1_M:
             return true;
         default:
             return false;
@@ -2460,7 +2469,10 @@ size_t quantize_row_file(uint32_t type, const float * src, void * dst, int64_t n
     check_n(type, n);
     if (type == KAIL_TYPE_IQ4_NL) quantize_iq4_nl_ggml(src, dst, n);
     else if (type == KAIL_TYPE_IQ4_XS) quantize_iq4_xs_ggml(src, dst, n);
-    else return quantize_row(type, src, dst, n);
+    else if (is_codebook_iq(type)) {
+        if (iq_ggml_needs_weights(type)) throw error(KAIL_E_INVALID_ARG, std::string("quantizing to ") + type_name(type) + " needs an importance matrix");
+        quantize_iq_ggml_row(type, src, dst, n, nullptr);
+    } else return quantize_row(type, src, dst, n);
     return row_size(type, n);
 }
 
@@ -2483,6 +2495,8 @@ size_t quantize_rows_file(uint32_t type, const float * src, void * dst, int64_t 
             case KAIL_TYPE_Q6_K: quantize_q6_K_w(src, reinterpret_cast<block_q6_K *>(out), n_per_row, qw); break;
             case KAIL_TYPE_IQ4_NL: quantize_iq4_nl_ggml(src, out, n_per_row, qw); break;
             case KAIL_TYPE_IQ4_XS: quantize_iq4_xs_ggml(src, out, n_per_row, qw); break;
+            case KAIL_TYPE_IQ2_XXS: case KAIL_TYPE_IQ2_XS: case KAIL_TYPE_IQ2_S: case KAIL_TYPE_IQ3_XXS: case KAIL_TYPE_IQ3_S:
+            case KAIL_TYPE_IQ1_S: case KAIL_TYPE_IQ1_M: quantize_iq_ggml_row(type, src, out, n_per_row, qw); break;
             default: quantize_row_file(type, src, out, n_per_row); // (F32, F16, BF16, Q8_0, MXFP4: no weights)
         }
     }

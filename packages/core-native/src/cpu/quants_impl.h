@@ -194,4 +194,12 @@ void kernels_init_avx512(kernel_table & t);
 // Scalar reference pieces reused by the SIMD tables for types they do not accelerate.
 void kernels_init_scalar(kernel_table & t);
 
+// ggml's make_qp_quants (quants.cpp), for the i-quant quantizers.
+float make_qp_quants_ggml(int n, int nmax, const float * x, uint8_t * L, const float * quant_weights);
+// ggml's quantizers for the codebook i-quants (quants_iq_ggml.cpp): n values (whole super-blocks)
+// of one row with its importance values qw (n of them; null: none, which IQ2_XXS, IQ2_XS and
+// IQ1_S refuse, as ggml asserts: iq_ggml_needs_weights).
+void quantize_iq_ggml_row(uint32_t type, const float * x, void * y, int64_t n, const float * qw);
+bool iq_ggml_needs_weights(uint32_t type);
+
 } // namespace kail::cpu
