@@ -13,6 +13,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -148,8 +149,9 @@ inline int8_t coord(uint64_t g, int i) { return static_cast<int8_t>((g >> (8 * i
     throw error(KAIL_E_INTERNAL, std::string(what) + ": a point not on the grid after the search (ggml aborts here)");
 }
 
-template <typename G>
-int find_best_neighbour(const uint16_t * neighbours, const G * grid, int n_coord, const float * xval, const float * weight, float scale, int8_t * L) {
+template <int N, typename G>
+int find_best_neighbour(const uint16_t * neighbours, const G * grid, const float * xval, const float * weight, float scale, int8_t * L) {
+    constexpr int n_coord = N;
     const int num = neighbours[0];
     float best_d2 = FLT_MAX;
     int grid_index = -1;
@@ -250,7 +252,7 @@ void quantize_iq2_xxs_row(const float * x, block_iq2_xxs * y, int64_t n, const f
                     }
                     uint16_t u = 0;
                     for (int i = 0; i < 8; ++i) u = static_cast<uint16_t>(u | (Laux[8 * k + i] << 2 * i));
-                    if (cb.map[u] < 0) find_best_neighbour(cb.neighbours.data() - cb.map[u] - 1, cb.grid.data(), 8, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
+                    if (cb.map[u] < 0) find_best_neighbour<8>(cb.neighbours.data() - cb.map[u] - 1, cb.grid.data(), xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
                 }
                 float sumqx = 0, sumq2 = 0;
                 for (int i = 0; i < 32; ++i) {
@@ -275,7 +277,7 @@ void quantize_iq2_xxs_row(const float * x, block_iq2_xxs * y, int64_t n, const f
                         u = static_cast<uint16_t>(u | (l << 2 * i));
                     }
                     int grid_index = cb.map[u];
-                    if (grid_index < 0) grid_index = find_best_neighbour(cb.neighbours.data() - cb.map[u] - 1, cb.grid.data(), 8, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
+                    if (grid_index < 0) grid_index = find_best_neighbour<8>(cb.neighbours.data() - cb.map[u] - 1, cb.grid.data(), xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
                     for (int i = 0; i < 8; ++i) L[8 * k + i] = static_cast<int8_t>((coord(cb.grid[grid_index], i) - 1) / 2);
                 }
                 float sumqx = 0, sumq2 = 0;
@@ -318,112 +320,145 @@ void quantize_iq2_xxs_row(const float * x, block_iq2_xxs * y, int64_t n, const f
     }
 }
 
-// IQ2_XS and IQ2_S share the search over groups of 16 (two of 8): `even` keeps 7 sign bits per 8
-// (IQ2_XS), else all 8 (IQ2_S); the codebook, the scale range and the first guess differ.
-struct iq2_group_result {
-    float   scale;
-    int     grid_index[2];
-    uint8_t signs[2];
-};
+// The scale search IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S share (ggml writes it out four times): the
+// `bs` values of a sub-block, in groups of G coordinates (8 for IQ2, 4 for IQ3) whose levels (2l +
+// 1, l < kMaxQ) must form a grid point; scales tried at (2 kMaxQ - 1 + is * step) / max for
+// is = -ntry..ntry, a group off the grid moved to its best neighbour; then the groups still off
+// the grid (IQ3_S: every group) refitted at the best scale. `even`: 7 sign bits per 8 values, the
+// least important value flipped to make the count of minus signs even (IQ2_XS, IQ3_XXS).
+template <typename G, int N>
+struct grid_search {
+    static constexpr int n_coord = N;
+    const codebook<G> & cb;
+    int bits, kMaxQ, bs;
+    bool even;
+    float eps;          // a sub-block whose largest magnitude is below this is left at zero
+    bool on_grid_init;  // ggml starts IQ3_S's groups off the grid, the others on it
+    float step;
+    int ntry;
+    bool redo_all;
+    const char * name;
+    float weight[32], xval[32], waux[32];
+    int8_t L[32], Laux[32];
+    bool is_on_grid[8], is_on_grid_aux[8];
+    uint8_t block_signs[4];
 
-bool iq2_group16(const codebook<uint64_t> & cb, bool even, const float * xb, const float * weight, const float * waux, float eps, iq2_group_result & r, const char * name) {
-    const int kMaxQ = 3;
-    float xval[16];
-    int8_t L[16], Laux[16];
-    bool is_on_grid[2], is_on_grid_aux[2];
-    for (int k = 0; k < 2; ++k) {
-        if (even) r.signs[k] = even_signs(xb + 8 * k, weight + 8 * k, xval + 8 * k);
-        else {
-            uint8_t s = 0;
-            for (int i = 0; i < 8; ++i) {
-                if (xb[8 * k + i] >= 0) xval[8 * k + i] = xb[8 * k + i];
-                else {
-                    xval[8 * k + i] = -xb[8 * k + i];
-                    s = static_cast<uint8_t>(s | (1 << i));
+    // xb: the sub-block; weight must be filled. Returns false for a sub-block left at zero.
+    bool run(const float * xb, float & scale_out) {
+        const int ng = bs / n_coord, bs8 = bs / 8;
+        for (int i = 0; i < bs; ++i) waux[i] = std::sqrt(weight[i]);
+        for (int k = 0; k < bs8; ++k) {
+            if (even) block_signs[k] = even_signs(xb + 8 * k, weight + 8 * k, xval + 8 * k);
+            else {
+                uint8_t s = 0;
+                for (int i = 0; i < 8; ++i) {
+                    if (xb[8 * k + i] >= 0) xval[8 * k + i] = xb[8 * k + i];
+                    else {
+                        xval[8 * k + i] = -xb[8 * k + i];
+                        s = static_cast<uint8_t>(s | (1 << i));
+                    }
+                }
+                block_signs[k] = s;
+            }
+        }
+        float max = xval[0];
+        for (int i = 1; i < bs; ++i) max = std::max(max, xval[i]);
+        std::memset(L, 0, static_cast<size_t>(bs));
+        if (max < eps) return false;
+        float best = 0;
+        float scale = max / (2 * kMaxQ - 1);
+        for (int k = 0; k < ng; ++k) is_on_grid[k] = on_grid_init;
+        for (int is = -ntry; is <= ntry; ++is) {
+            const float id = (2 * kMaxQ - 1 + is * step) / max;
+            const float this_scale = 1 / id;
+            for (int k = 0; k < ng; ++k) {
+                for (int i = 0; i < n_coord; ++i) {
+                    const int l = nearest_int(0.5f * (id * xval[n_coord * k + i] - 1));
+                    Laux[n_coord * k + i] = static_cast<int8_t>(std::max(0, std::min(kMaxQ - 1, l)));
+                }
+                is_on_grid_aux[k] = true;
+                const int u = lattice_index(Laux + n_coord * k);
+                if (cb.map[static_cast<size_t>(u)] < 0) {
+                    is_on_grid_aux[k] = false;
+                    find_best_neighbour<N>(cb.neighbours.data() - cb.map[static_cast<size_t>(u)] - 1, cb.grid.data(), xval + n_coord * k, waux + n_coord * k, this_scale, Laux + n_coord * k);
                 }
             }
-            r.signs[k] = s;
-        }
-    }
-    float max = xval[0];
-    for (int i = 1; i < 16; ++i) max = std::max(max, xval[i]);
-    std::memset(L, 0, 16);
-    if (max < eps) return false;
-    float best = 0;
-    float scale = max / (2 * kMaxQ - 1);
-    is_on_grid[0] = is_on_grid[1] = true;
-    for (int is = -9; is <= 9; ++is) {
-        const float id = (2 * kMaxQ - 1 + is * 0.1f) / max;
-        const float this_scale = 1 / id;
-        for (int k = 0; k < 2; ++k) {
-            for (int i = 0; i < 8; ++i) {
-                const int l = nearest_int(0.5f * (id * xval[8 * k + i] - 1));
-                Laux[8 * k + i] = static_cast<int8_t>(std::max(0, std::min(kMaxQ - 1, l)));
+            float sumqx = 0, sumq2 = 0;
+            for (int i = 0; i < bs; ++i) {
+                const float w = weight[i];
+                const float q = 2 * Laux[i] + 1;
+                sumqx += w * xval[i] * q;
+                sumq2 += w * q * q;
             }
-            uint16_t u = 0;
-            for (int i = 0; i < 8; ++i) u = static_cast<uint16_t>(u | (Laux[8 * k + i] << 2 * i));
-            is_on_grid_aux[k] = true;
-            if (cb.map[u] < 0) {
-                is_on_grid_aux[k] = false;
-                find_best_neighbour(cb.neighbours.data() - cb.map[u] - 1, cb.grid.data(), 8, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
+            if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+                scale = sumqx / sumq2;
+                best = scale * sumqx;
+                for (int i = 0; i < bs; ++i) L[i] = Laux[i];
+                for (int k = 0; k < ng; ++k) is_on_grid[k] = is_on_grid_aux[k];
             }
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 16; ++i) {
-            const float w = weight[i];
-            const float q = 2 * Laux[i] + 1;
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
-        }
-        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-            scale = sumqx / sumq2;
-            best = scale * sumqx;
-            for (int i = 0; i < 16; ++i) L[i] = Laux[i];
-            for (int k = 0; k < 2; ++k) is_on_grid[k] = is_on_grid_aux[k];
-        }
-    }
-    int n_not_ongrid = 0;
-    for (int k = 0; k < 2; ++k)
-        if (!is_on_grid[k]) ++n_not_ongrid;
-    if (n_not_ongrid > 0 && scale > 0) {
-        const float id = 1 / scale;
-        for (int k = 0; k < 2; ++k) {
-            if (is_on_grid[k]) continue;
-            uint16_t u = 0;
-            for (int i = 0; i < 8; ++i) {
-                int l = nearest_int(0.5f * (id * xval[8 * k + i] - 1));
-                l = std::max(0, std::min(kMaxQ - 1, l));
-                u = static_cast<uint16_t>(u | (l << 2 * i));
-                L[8 * k + i] = static_cast<int8_t>(l);
+        int n_not_ongrid = 0;
+        for (int k = 0; k < ng; ++k)
+            if (!is_on_grid[k]) ++n_not_ongrid;
+        if (n_not_ongrid > 0 && scale > 0) {
+            const float id = 1 / scale;
+            for (int k = 0; k < ng; ++k) {
+                if (!redo_all && is_on_grid[k]) continue;
+                int8_t lk[8];
+                for (int i = 0; i < n_coord; ++i) {
+                    const int l = nearest_int(0.5f * (id * xval[n_coord * k + i] - 1));
+                    lk[i] = static_cast<int8_t>(std::max(0, std::min(kMaxQ - 1, l)));
+                }
+                const int u = lattice_index(lk);
+                int g = cb.map[static_cast<size_t>(u)];
+                if (g < 0) g = find_best_neighbour<N>(cb.neighbours.data() - cb.map[static_cast<size_t>(u)] - 1, cb.grid.data(), xval + n_coord * k, waux + n_coord * k, scale, L + n_coord * k);
+                for (int i = 0; i < n_coord; ++i) L[n_coord * k + i] = static_cast<int8_t>((coord(cb.grid[g], i) - 1) / 2);
             }
-            if (cb.map[u] < 0) find_best_neighbour(cb.neighbours.data() - cb.map[u] - 1, cb.grid.data(), 8, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
+            float sumqx = 0, sumq2 = 0;
+            for (int i = 0; i < bs; ++i) {
+                const float w = weight[i];
+                const float q = 2 * L[i] + 1;
+                sumqx += w * xval[i] * q;
+                sumq2 += w * q * q;
+            }
+            if (sumq2 > 0) scale = sumqx / sumq2;
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 16; ++i) {
-            const float w = weight[i];
-            const float q = 2 * L[i] + 1;
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
+        if (scale < 0) {
+            scale = -scale;
+            for (int k = 0; k < bs8; ++k) block_signs[k] = static_cast<uint8_t>(even ? (~block_signs[k] & 127) : ~block_signs[k]);
         }
-        if (sumq2 > 0) scale = sumqx / sumq2;
+        scale_out = scale;
+        return true;
     }
-    if (scale < 0) {
-        scale = -scale;
-        for (int k = 0; k < 2; ++k) r.signs[k] = static_cast<uint8_t>(even ? (~r.signs[k] & 127) : ~r.signs[k]);
+
+    int lattice_index(const int8_t * l) const {
+        int u = 0;
+        for (int i = 0; i < n_coord; ++i) u |= l[i] << (bits * i);
+        return u;
     }
-    for (int k = 0; k < 2; ++k) {
-        uint16_t u = 0;
-        for (int i = 0; i < 8; ++i) u = static_cast<uint16_t>(u | (L[8 * k + i] << 2 * i));
-        r.grid_index[k] = cb.map[u];
-        if (r.grid_index[k] < 0) off_grid(name);
+
+    // Group k's grid index (L is on the grid after run()).
+    int grid_index(int k) const {
+        const int g = cb.map[static_cast<size_t>(lattice_index(L + n_coord * k))];
+        if (g < 0) off_grid(name);
+        return g;
     }
-    r.scale = scale;
-    return true;
+};
+
+grid_search<uint64_t, 8> iq2_search(uint32_t type) {
+    const bool xs = type == KAIL_TYPE_IQ2_XS;
+    return {iq2_codebook(type), 2, 3, 16, xs, xs ? GROUP_MAX_EPS : GROUP_MAX_EPS_IQ2_S, true, 0.1f, 9, false, xs ? "IQ2_XS" : "IQ2_S", {}, {}, {}, {}, {}, {}, {}, {}};
+}
+
+grid_search<uint32_t, 4> iq3_search(bool xxs) {
+    // (IQ3_S leaves only an all-zero sub-block at zero: below the smallest positive float.)
+    return {iq3_codebook(xxs ? 256 : 512), 3, 8, 32, xxs, xxs ? GROUP_MAX_EPS_IQ3_XXS : std::numeric_limits<float>::denorm_min(), xxs, 0.2f, xxs ? 15 : 9, !xxs,
+            xxs ? "IQ3_XXS" : "IQ3_S", {}, {}, {}, {}, {}, {}, {}, {}};
 }
 
 void quantize_iq2_xs_row(const float * x, block_iq2_xs * y, int64_t n, const float * qw_row) {
-    const codebook<uint64_t> & cb = iq2_codebook(KAIL_TYPE_IQ2_XS);
-    float scales[QK_K / 16], weight[16], waux[16];
+    grid_search<uint64_t, 8> gs = iq2_search(KAIL_TYPE_IQ2_XS);
+    float scales[QK_K / 16];
     uint16_t q2[2 * (QK_K / 16)];
     for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
         y[ibl].d = f2h(0.f);
@@ -435,16 +470,15 @@ void quantize_iq2_xs_row(const float * x, block_iq2_xs * y, int64_t n, const flo
         for (int ib = 0; ib < QK_K / 16; ++ib) {
             const float * xb = xbl + 16 * ib;
             const float * qw = qw_row + QK_K * ibl + 16 * ib;
-            for (int i = 0; i < 16; ++i) weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
-            for (int i = 0; i < 16; ++i) waux[i] = std::sqrt(weight[i]);
-            iq2_group_result r;
-            if (!iq2_group16(cb, true, xb, weight, waux, GROUP_MAX_EPS, r, "IQ2_XS")) {
+            for (int i = 0; i < 16; ++i) gs.weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
+            float scale;
+            if (!gs.run(xb, scale)) {
                 scales[ib] = 0;
                 continue;
             }
-            for (int k = 0; k < 2; ++k) q2[2 * ib + k] = static_cast<uint16_t>(r.grid_index[k] | (r.signs[k] << 9));
-            scales[ib] = r.scale;
-            max_scale = std::max(max_scale, r.scale);
+            for (int k = 0; k < 2; ++k) q2[2 * ib + k] = static_cast<uint16_t>(gs.grid_index(k) | (gs.block_signs[k] << 9));
+            scales[ib] = scale;
+            max_scale = std::max(max_scale, scale);
         }
         if (!max_scale) {
             std::memset(y[ibl].qs, 0, QK_K / 4);
@@ -464,8 +498,8 @@ void quantize_iq2_xs_row(const float * x, block_iq2_xs * y, int64_t n, const flo
 }
 
 void quantize_iq2_s_row(const float * x, block_iq2_s * y, int64_t n, const float * qw_row) {
-    const codebook<uint64_t> & cb = iq2_codebook(KAIL_TYPE_IQ2_S);
-    float scales[QK_K / 16], weight[16], waux[16];
+    grid_search<uint64_t, 8> gs = iq2_search(KAIL_TYPE_IQ2_S);
+    float scales[QK_K / 16];
     for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
         std::memset(&y[ibl], 0, sizeof(block_iq2_s));
         y[ibl].d = f2h(0.f);
@@ -476,24 +510,24 @@ void quantize_iq2_s_row(const float * x, block_iq2_s * y, int64_t n, const float
             const float * xb = xbl + 16 * ib;
             if (qw_row) {
                 const float * qw = qw_row + QK_K * ibl + 16 * ib;
-                for (int i = 0; i < 16; ++i) weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
+                for (int i = 0; i < 16; ++i) gs.weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
             } else {
-                for (int i = 0; i < 16; ++i) weight[i] = 0.25f * sigma2 + xb[i] * xb[i];
+                for (int i = 0; i < 16; ++i) gs.weight[i] = 0.25f * sigma2 + xb[i] * xb[i];
             }
-            for (int i = 0; i < 16; ++i) waux[i] = std::sqrt(weight[i]);
-            iq2_group_result r;
-            if (!iq2_group16(cb, false, xb, weight, waux, GROUP_MAX_EPS_IQ2_S, r, "IQ2_S")) {
+            float scale;
+            if (!gs.run(xb, scale)) {
                 scales[ib] = 0;
                 continue;
             }
             for (int k = 0; k < 2; ++k) {
                 const int i8 = 2 * ib + k;
-                y[ibl].qs[i8] = static_cast<uint8_t>(r.grid_index[k] & 255);
-                y[ibl].qh[i8 / 4] = static_cast<uint8_t>(y[ibl].qh[i8 / 4] | ((r.grid_index[k] >> 8) << 2 * (i8 % 4)));
-                y[ibl].qs[QK_K / 8 + i8] = r.signs[k];
+                const int g = gs.grid_index(k);
+                y[ibl].qs[i8] = static_cast<uint8_t>(g & 255);
+                y[ibl].qh[i8 / 4] = static_cast<uint8_t>(y[ibl].qh[i8 / 4] | ((g >> 8) << 2 * (i8 % 4)));
+                y[ibl].qs[QK_K / 8 + i8] = gs.block_signs[k];
             }
-            scales[ib] = r.scale;
-            max_scale = std::max(max_scale, r.scale);
+            scales[ib] = scale;
+            max_scale = std::max(max_scale, scale);
         }
         if (!max_scale) continue;
         const float d = max_scale / 31;
@@ -508,123 +542,8 @@ void quantize_iq2_s_row(const float * x, block_iq2_s * y, int64_t n, const float
     }
 }
 
-// The search over groups of 4 for IQ3 (IQ3_XXS: 32 values at a time, even signs; IQ3_S: all 8
-// signs): fills L (levels) and signs, returns false for a group too small to quantize.
-struct iq3_search {
-    const codebook<uint32_t> & cb;
-    int bs;            // values per sub-block
-    bool xxs;          // IQ3_XXS's rules (even signs, 31 tries, the XXS epsilon)
-    float weight[32], xval[32], waux[32];
-    int8_t L[32], Laux[32];
-    bool is_on_grid[8], is_on_grid_aux[8];
-    uint8_t block_signs[8];
-
-    bool run(const float * xb, float & scale_out) {
-        const int kMaxQ = 8;
-        const int bs4 = bs / 4, bs8 = bs / 8;
-        for (int i = 0; i < bs; ++i) waux[i] = std::sqrt(weight[i]);
-        for (int k = 0; k < bs8; ++k) {
-            if (xxs) block_signs[k] = even_signs(xb + 8 * k, weight + 8 * k, xval + 8 * k);
-            else {
-                uint8_t s = 0;
-                for (int i = 0; i < 8; ++i) {
-                    if (xb[8 * k + i] >= 0) xval[8 * k + i] = xb[8 * k + i];
-                    else {
-                        xval[8 * k + i] = -xb[8 * k + i];
-                        s = static_cast<uint8_t>(s | (1 << i));
-                    }
-                }
-                block_signs[k] = s;
-            }
-        }
-        float max = xval[0];
-        for (int i = 1; i < bs; ++i) max = std::max(max, xval[i]);
-        std::memset(L, 0, static_cast<size_t>(bs));
-        if (xxs ? max < GROUP_MAX_EPS_IQ3_XXS : !max) return false;
-        float best = 0;
-        float scale = max / (2 * kMaxQ - 1);
-        for (int k = 0; k < bs4; ++k) is_on_grid[k] = xxs;
-        const int ntry = xxs ? 15 : 9;
-        for (int is = -ntry; is <= ntry; ++is) {
-            const float id = (2 * kMaxQ - 1 + is * 0.2f) / max;
-            const float this_scale = 1 / id;
-            for (int k = 0; k < bs4; ++k) {
-                for (int i = 0; i < 4; ++i) {
-                    const int l = nearest_int(0.5f * (id * xval[4 * k + i] - 1));
-                    Laux[4 * k + i] = static_cast<int8_t>(std::max(0, std::min(kMaxQ - 1, l)));
-                }
-                uint16_t u = 0;
-                for (int i = 0; i < 4; ++i) u = static_cast<uint16_t>(u | (Laux[4 * k + i] << 3 * i));
-                is_on_grid_aux[k] = true;
-                if (cb.map[u] < 0) {
-                    is_on_grid_aux[k] = false;
-                    find_best_neighbour(cb.neighbours.data() - cb.map[u] - 1, cb.grid.data(), 4, xval + 4 * k, waux + 4 * k, this_scale, Laux + 4 * k);
-                }
-            }
-            float sumqx = 0, sumq2 = 0;
-            for (int i = 0; i < bs; ++i) {
-                const float w = weight[i];
-                const float q = 2 * Laux[i] + 1;
-                sumqx += w * xval[i] * q;
-                sumq2 += w * q * q;
-            }
-            if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-                scale = sumqx / sumq2;
-                best = scale * sumqx;
-                for (int i = 0; i < bs; ++i) L[i] = Laux[i];
-                for (int k = 0; k < bs4; ++k) is_on_grid[k] = is_on_grid_aux[k];
-            }
-        }
-        int n_not_ongrid = 0;
-        for (int k = 0; k < bs4; ++k)
-            if (!is_on_grid[k]) ++n_not_ongrid;
-        if (n_not_ongrid > 0 && scale > 0) {
-            const float id = 1 / scale;
-            for (int k = 0; k < bs4; ++k) {
-                // (IQ3_S redoes every group here, IQ3_XXS only those off the grid.)
-                if (xxs && is_on_grid[k]) continue;
-                uint16_t u = 0;
-                for (int i = 0; i < 4; ++i) {
-                    int l = nearest_int(0.5f * (id * xval[4 * k + i] - 1));
-                    l = std::max(0, std::min(kMaxQ - 1, l));
-                    u = static_cast<uint16_t>(u | (l << 3 * i));
-                }
-                int grid_index = cb.map[u];
-                if (grid_index < 0) grid_index = find_best_neighbour(cb.neighbours.data() - cb.map[u] - 1, cb.grid.data(), 4, xval + 4 * k, waux + 4 * k, scale, L + 4 * k);
-                for (int i = 0; i < 4; ++i) L[4 * k + i] = static_cast<int8_t>((coord(cb.grid[grid_index], i) - 1) / 2);
-            }
-            float sumqx = 0, sumq2 = 0;
-            for (int i = 0; i < bs; ++i) {
-                const float w = weight[i];
-                const float q = 2 * L[i] + 1;
-                sumqx += w * xval[i] * q;
-                sumq2 += w * q * q;
-            }
-            if (sumq2 > 0) scale = sumqx / sumq2;
-        }
-        if (scale < 0) {
-            scale = -scale;
-            // (IQ3_XXS flips only the first 4 groups' signs, as ggml does.)
-            if (xxs)
-                for (int k = 0; k < 4; ++k) block_signs[k] = static_cast<uint8_t>(~block_signs[k] & 127);
-            else
-                for (int k = 0; k < bs8; ++k) block_signs[k] = static_cast<uint8_t>(~block_signs[k]);
-        }
-        scale_out = scale;
-        return true;
-    }
-
-    int grid_index(int k) const {
-        uint16_t u = 0;
-        for (int i = 0; i < 4; ++i) u = static_cast<uint16_t>(u | (L[4 * k + i] << 3 * i));
-        const int g = cb.map[u];
-        if (g < 0) off_grid(xxs ? "IQ3_XXS" : "IQ3_S");
-        return g;
-    }
-};
-
 void quantize_iq3_xxs_row(const float * x, block_iq3_xxs * y, int64_t n, const float * qw_row) {
-    iq3_search s{iq3_codebook(256), 32, true, {}, {}, {}, {}, {}, {}, {}, {}};
+    grid_search<uint32_t, 4> s = iq3_search(true);
     float scales[QK_K / 32];
     uint8_t q3[3 * (QK_K / 8) + QK_K / 32];
     uint32_t scales_and_signs[QK_K / 32];
@@ -672,7 +591,7 @@ void quantize_iq3_xxs_row(const float * x, block_iq3_xxs * y, int64_t n, const f
 
 void quantize_iq3_s_row(const float * x, block_iq3_s * y, int64_t n, const float * qw_row) {
     const int block_size = 32, bs4 = block_size / 4, bs8 = block_size / 8;
-    iq3_search s{iq3_codebook(512), block_size, false, {}, {}, {}, {}, {}, {}, {}, {}};
+    grid_search<uint32_t, 4> s = iq3_search(false);
     float scales[QK_K / 32];
     for (int64_t ibl = 0; ibl < n / QK_K; ++ibl) {
         std::memset(&y[ibl], 0, sizeof(block_iq3_s));
