@@ -467,7 +467,12 @@ export interface AddonQuants {
    * n values of type `from` as type `to` (dequantize then quantize, slice by slice on `threads`
    * threads, default 1: the same bytes); F32 on either side is taken or given as it is.
    */
-  convert(from: number, data: Uint8Array, n: number, to: number, threads?: number): Uint8Array;
+  /**
+   * `imatrix`: importance values, one per column of the rows (its length is the row length; n a
+   * multiple of it), as llama-quantize --imatrix gives for one tensor or expert: ggml's weighted
+   * quantizers. IQ2_XXS, IQ2_XS and IQ1_S are written only with it.
+   */
+  convert(from: number, data: Uint8Array, n: number, to: number, threads?: number, imatrix?: Float32Array): Uint8Array;
   matmul(type: number, weights: Uint8Array, rows: number, cols: number, x: Float32Array, n: number): Float32Array;
 }
 

@@ -90,7 +90,11 @@ describe('native addon', () => {
     expect(iq.byteLength).toBe((n / 256) * 136);
     const err = (q: Uint8Array) => addon.dequantize(23, q, n).reduce((a, v, i) => a + (v - x[i]) ** 2, 0);
     expect(err(iq)).toBeLessThanOrEqual(err(addon.quantize(23, x)) * 1.02);
-    expect(() => addon.convert(1, f16, n, 16)).toThrow(/IQ2_XXS is not written here/);
+    // IQ2_XXS is written only with importance values (as ggml asserts); Q8_K (an activation type) never.
+    expect(() => addon.convert(1, f16, n, 16)).toThrow(/IQ2_XXS needs an importance matrix/);
+    expect(addon.convert(1, f16, n, 16, 1, new Float32Array(256).fill(1)).byteLength).toBe((n / 256) * 66);
+    expect(() => addon.convert(1, f16, n, 16, 1, new Float32Array(100))).toThrow(/an importance matrix of 100 values does not give whole rows of IQ2_XXS blocks/);
+    expect(() => addon.convert(1, f16, n, 15)).toThrow(/Q8_K is not written here/);
     expect(() => addon.convert(1, f16.subarray(2), n, 12)).toThrow(/are 358400 bytes, got 358398/);
     expect(() => addon.convert(1, f16, n - 32, 12)).toThrow(/not whole blocks of F16 \(1\) and Q4_K \(256\)/);
     expect(() => addon.convert(1, f16, n, 12, 0)).toThrow(/convert: threads must be 1 to 1024, got 0/);
