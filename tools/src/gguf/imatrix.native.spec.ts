@@ -65,6 +65,8 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     write('mixtral-f32', 'tiny-mixtral', 'F32');
     write('llama-f16', 'tiny-llama', 'F16', { nLayers: 16 });
     write('llama-odd-f32', 'tiny-llama', 'F32', { nLayers: 9, dim: 96 });
+    // MLA with attn_k_b/attn_v_b: 3-D per-head matrices whose imatrix is ne0 x n_head.
+    write('deepseek2-f16', 'tiny-deepseek2-lite-split', 'F16');
   }, 120_000);
 
   async function compare(label: string, model: string, type: string, imatrix: string, kailExtra: { includeWeights?: string[]; excludeWeights?: string[] } = {}) {
@@ -110,6 +112,7 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     ['llama-f16', 'Q4_0'], ['llama-f16', 'Q5_0'], ['llama-f16', 'IQ4_NL'], ['llama-f16', 'Q3_K_M'],
     // Rows of 96: every K type falls back to a legacy one, quantized with the imatrix.
     ['llama-odd-f32', 'Q4_K_M'], ['llama-odd-f32', 'Q2_K'],
+    ['deepseek2-f16', 'Q4_K_M'], ['deepseek2-f16', 'IQ2_XXS'],
   ])('%s %s: the same bytes', async (model, type) => {
     await compare(type, model, type, imatrices[model]);
   }, 120_000);

@@ -71,6 +71,8 @@ void attend_absorbed(const mla_args & a) {
     std::vector<float> qa(static_cast<size_t>(n * H * W));
     if (a.k_b.info) {
         const size_t kb = row_bytes(a.k_b);
+        if (a.observe)
+            for (int64_t h = 0; h < H; h++) a.observe(0, h, a.q + h * hq, a.q_stride, n);
         for (int64_t h = 0; h < H; h++)
             matmul(a.k_b.info->type, a.k_b.data + static_cast<size_t>(h * L) * kb, kb, L, a.qk_nope,
                    a.q + h * hq, static_cast<size_t>(a.q_stride) * 4, n, qa.data() + h * W, static_cast<size_t>(H * W) * 4, a.pool);
@@ -152,6 +154,7 @@ void attend_absorbed(const mla_args & a) {
         const size_t xs = static_cast<size_t>(H * L) * 4, ys = static_cast<size_t>(a.out_stride) * 4;
         float * y = a.out + h * a.v_head;
         if (a.v_b.info) {
+            if (a.observe) a.observe(1, h, x, H * L, n);
             const size_t vb = row_bytes(a.v_b);
             matmul(a.v_b.info->type, a.v_b.data + static_cast<size_t>(h * a.v_head) * vb, vb, a.v_head, L, x, xs, n, y, ys, a.pool);
         } else {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -43,6 +44,10 @@ struct mla_args {
     // n_head], or the older attn_kv_b [kv_lora, n_head * (qk_nope + v_head)].
     mla_weight k_b, v_b, kv_b;
     threadpool * pool = nullptr;
+    // imatrix collection (model::imatrix_collect): called with each head's input rows to attn_k_b
+    // (which 0: q_nope, qk_nope wide) and to attn_v_b (which 1: the head's latent, kv_lora wide),
+    // `rows` rows `stride` floats apart. Absorbed split layout only.
+    std::function<void(int which, int64_t head, const float * x, int64_t stride, int64_t rows)> observe;
 };
 
 // Shape check of the up-projections against the op's dimensions; empty when they match.

@@ -1288,6 +1288,19 @@ imatrix_stats & imx_entry(model::impl & m, const tensor_ref & w, int64_t n_mat) 
     return e;
 }
 
+// A weight's statistics kept flat, as llama-imatrix keeps a batched (per-head) product's: n sums, one count.
+imatrix_stats & imx_entry_flat(model::impl & m, const gguf_tensor_info & w, int64_t n) {
+    std::lock_guard<std::mutex> lk(m.imx_mu);
+    imatrix_stats & e = m.imx[w.name];
+    if (e.sums.empty()) {
+        e.sums.assign(static_cast<size_t>(n), 0.0f);
+        e.counts.assign(1, 0);
+    } else if (e.sums.size() != static_cast<size_t>(n)) {
+        throw error(KAIL_E_INTERNAL, "imatrix: " + w.name + " is multiplied with inputs of two sizes");
+    }
+    return e;
+}
+
 // Adds `rows` input rows (stride floats apart) to matrix `mat` of e: sum of squares per column.
 void imx_add(imatrix_stats & e, int64_t mat, int64_t ne0, const float * x, int64_t stride, int64_t rows) {
     float * acc = e.sums.data() + mat * ne0;
@@ -1636,6 +1649,20 @@ void op_mla_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     a.pos = x.b.pos;
     a.kv_type = m.params.kv_type;
     a.pool = m.pool.get();
+    // imatrix: llama.cpp multiplies attn_k_b and attn_v_b as batched matrices, one per head, whose
+    // statistics it keeps as one entry of ne0 * n_head sums and one count (the tokens).
+    if (m.imx_on && x.n_tok >= 16 && a.k_b.info && a.v_b.info) {
+        imatrix_stats * ek = &imx_entry_flat(m, *a.k_b.info, a.qk_nope * a.n_head);
+        imatrix_stats * ev = &imx_entry_flat(m, *a.v_b.info, a.kv_lora * a.n_head);
+        a.observe = [&, ek, ev](int which, int64_t h, const float * xr, int64_t stride, int64_t rows) {
+            const int64_t ne0 = which == 0 ? a.qk_nope : a.kv_lora;
+            imatrix_stats & e = which == 0 ? *ek : *ev;
+            float * acc = e.sums.data() + h * ne0;
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t j = 0; j < ne0; j++) acc[j] += xr[r * stride + j] * xr[r * stride + j];
+            if (h == 0) e.counts[0] += rows;
+        };
+    }
     mla_attend(a);
 }
 
