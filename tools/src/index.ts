@@ -21,7 +21,7 @@ export { readGgufHeader, readGgufTensorBytes } from './gguf/reader';
 export { ggufSplitPath, splitGguf } from './gguf/split';
 export { QUANT_FILE_TYPES, defaultQuantizedPath, parseQuantFileType, parseTensorType, quantizeModel, quantizeModelInWorker, quantizeSummary } from './gguf/quantize';
 export type { QuantizeOptions, QuantizeReport, QuantizedTensor } from './gguf/quantize';
-export { loadImatrix, readImatrixFile, writeImatrixDat, writeImatrixGguf } from './gguf/imatrix';
+export { imatrixChunkCount, loadImatrix, mergeImatrixEntries, readImatrixFile, writeImatrixDat, writeImatrixGguf } from './gguf/imatrix';
 export type { Imatrix, ImatrixEntry, ImatrixFile } from './gguf/imatrix';
 export type { GgufHeader, GgufReadTensor, GgufReadKv } from './gguf/reader';
 export { GgmlType, GgufType, ggmlTypeTraits, ggmlTensorBytes, LlamaFileType, GGUF_DEFAULT_ALIGNMENT } from './gguf/constants';

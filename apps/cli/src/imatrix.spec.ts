@@ -32,7 +32,7 @@ describe('kail imatrix', () => {
     expect(r.status).toBe(0);
     expect(r.stderr).toMatch(/calib\.txt: \d+ tokens; computing over chunks of 64/);
     expect(r.stderr).toMatch(/\[1\][\d.]+,\[2\][\d.]+,\[3\][\d.]+,\[4\][\d.]+,\[5\][\d.]+,/);
-    expect(r.stdout).toMatch(/^wrote .*imatrix\.gguf \(gguf\): 16 entries from 5 chunks of 64 tokens in [\d.]+ s\nFinal estimate: PPL = [\d.]+$/m);
+    expect(r.stdout).toMatch(/^wrote .*imatrix\.gguf \(gguf\): 16 entries from 5 chunks of 64 tokens \(5 computed in [\d.]+ s\)\nFinal estimate: PPL = [\d.]+$/m);
     const f = readImatrixFile(im);
     expect(f.hasMetadata).toBe(true);
     expect(f.chunkCount).toBe(5);
@@ -86,6 +86,46 @@ describe('kail imatrix', () => {
     const q = kail('quantize', '--imatrix', dat, model, path.join(dir, 'q4.gguf'), 'Q4_K_M');
     expect(q.status).toBe(0);
   });
+
+  it('--in-file combines imatrix files (GGUF and legacy), or continues one with more chunks, as llama-imatrix does', () => {
+    const a = path.join(dir, 'a.gguf');
+    expect(kail('imatrix', '-m', model, '-f', text, '-c', '64', '--chunks', '2', '-o', a, '--no-ppl').status).toBe(0);
+    // Combining alone needs no model: sums and counts add up (2 + 2 chunks of 64 rows).
+    const both = path.join(dir, 'both.gguf');
+    const c = kail('imatrix', '--in-file', a, '--in-file', a, '-c', '64', '-o', both);
+    expect(c.status).toBe(0);
+    expect(c.stdout).toMatch(/^wrote .*both\.gguf \(gguf\): 16 entries from 4 chunks of 64 tokens$/m);
+    const fa = readImatrixFile(a);
+    const fb = readImatrixFile(both);
+    expect(fb.chunkCount).toBe(4);
+    expect(fb.datasets).toEqual([text, text]);
+    expect(fb.entries.get('blk.0.attn_q.weight')?.counts).toEqual([256]);
+    const sa = fa.entries.get('blk.1.ffn_down_exps.weight')!;
+    const sb = fb.entries.get('blk.1.ffn_down_exps.weight')!;
+    expect(sb.counts).toEqual(sa.counts.map((x) => 2 * x));
+    expect(Array.from(sb.sums.subarray(0, 8))).toEqual(Array.from(sa.sums.subarray(0, 8), (x) => Math.fround(2 * x)));
+    // Continuing: 2 chunks read back, 3 more computed.
+    const more = kail('imatrix', '-m', model, '-f', text, '-c', '64', '--chunks', '3', '--in-file', a, '-o', path.join(dir, 'more.gguf'), '--json');
+    expect(more.status).toBe(0);
+    expect(JSON.parse(more.stdout)).toMatchObject({ chunks: 5, entries: 16 });
+    expect(readImatrixFile(path.join(dir, 'more.gguf')).entries.get('blk.0.attn_q.weight')?.counts).toEqual([320]);
+    // A legacy file counts in chunks of -c: its means come back as sums.
+    const dat = path.join(dir, 'a.dat');
+    expect(kail('imatrix', '--in-file', a, '-c', '64', '-o', dat).status).toBe(0);
+    const back = path.join(dir, 'back.gguf');
+    expect(kail('imatrix', '--in-file', dat, '-c', '64', '-o', back).status).toBe(0);
+    expect(readImatrixFile(back).entries.get('blk.0.attn_q.weight')?.counts).toEqual([128]);
+    // Files of another model do not combine; neither -f nor --in-file is an error.
+    const other = path.join(dir, 'other.gguf');
+    writeModel({ config: getPreset('tiny-llama').config, fileType: 'F16', seed: 5, out: other });
+    expect(kail('imatrix', '-m', other, '-f', text, '-c', '64', '--chunks', '2', '-o', path.join(dir, 'o.gguf'), '--no-ppl').status).toBe(0);
+    const bad = kail('imatrix', '--in-file', a, '--in-file', path.join(dir, 'o.gguf'), '-o', path.join(dir, 'bad.gguf'));
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toMatch(/o\.gguf: blk\.0\.\w+\.weight has \d+ sums, the others \d+/);
+    const none = kail('imatrix', '-o', path.join(dir, 'none.gguf'));
+    expect(none.status).toBe(1);
+    expect(none.stderr).toMatch(/give a calibration text \(-f\) with a model \(-m\), or imatrix files to combine/);
+  }, 60_000);
 
   it('refuses a text too short for two chunks, a bad format, and an imatrix for another model, naming each', () => {
     const short = path.join(dir, 'short.txt');

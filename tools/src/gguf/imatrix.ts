@@ -268,3 +268,38 @@ export function writeImatrixDat(file: string, data: { entries: Map<string, Imatr
   parts.push(ds);
   fs.writeFileSync(file, Buffer.concat(parts));
 }
+
+/**
+ * Adds an imatrix's statistics into `into` (llama-imatrix --in-file: combining files, or
+ * continuing one): GGUF sums and counts as they are; legacy means times `chunkSize` (its ncall
+ * counts chunks). A dense entry meeting a per-expert one of the same name takes its count for
+ * every expert. Sizes that differ are an error naming the entry and the source.
+ */
+export function mergeImatrixEntries(into: Map<string, ImatrixEntry>, from: { entries: Map<string, ImatrixEntry>; legacy: boolean }, chunkSize: number, source: string): void {
+  for (const [name, e] of from.entries) {
+    const sums = from.legacy ? Float32Array.from(e.sums, (v) => v * chunkSize) : e.sums;
+    const counts = from.legacy ? [e.counts[0] * chunkSize] : e.counts;
+    const cur = into.get(name);
+    if (!cur) {
+      into.set(name, { sums: Float32Array.from(sums), counts: [...counts] });
+      continue;
+    }
+    if (cur.sums.length !== sums.length) throw new Error(`imatrix ${source}: ${name} has ${sums.length} sums, the others ${cur.sums.length} (another model?)`);
+    if (cur.counts.length === 1 && counts.length > 1) cur.counts = Array.from({ length: counts.length }, () => cur.counts[0]);
+    if (from.legacy) {
+      // (llama-imatrix adds a legacy entry's ncall to every count.)
+      for (let j = 0; j < cur.counts.length; j++) cur.counts[j] += counts[0];
+    } else {
+      if (counts.length !== cur.counts.length) throw new Error(`imatrix ${source}: ${name} has ${counts.length} counts, the others ${cur.counts.length}`);
+      for (let j = 0; j < counts.length; j++) cur.counts[j] += counts[j];
+    }
+    for (let i = 0; i < sums.length; i++) cur.sums[i] += sums[i];
+  }
+}
+
+/** llama-imatrix's chunk count of merged statistics: the largest count over the chunk size. */
+export function imatrixChunkCount(entries: Map<string, ImatrixEntry>, chunkSize: number): number {
+  let max = 0;
+  for (const e of entries.values()) for (const c of e.counts) max = Math.max(max, c);
+  return chunkSize > 0 ? Math.floor(max / chunkSize) : 0;
+}

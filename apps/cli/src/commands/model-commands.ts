@@ -849,13 +849,15 @@ export function registerModelCommands(program: Command): void {
     .command('imatrix')
     .description(
       "llama-imatrix: an importance matrix of a model over a text file (per weight, each input column's mean squared activation, per expert for MoE experts), " +
-        'for kail quantize --imatrix (or llama-quantize); chunks of --ctx tokens as llama-imatrix cuts them, with the perplexity of their second halves',
+        'for kail quantize --imatrix (or llama-quantize); chunks of --ctx tokens as llama-imatrix cuts them, with the perplexity of their second halves. ' +
+        '--in-file adds existing imatrix files (combining them, or continuing one); with no -f they are only combined',
     )
-    .requiredOption('-m, --model <file>', 'GGUF model file (F16/BF16/F32 is best: the one you will quantize)')
-    .requiredOption('-f, --file <text>', 'calibration text (at least two chunks of tokens)')
+    .option('-m, --model <file>', 'GGUF model file (F16/BF16/F32 is best: the one you will quantize); needed with -f')
+    .option('-f, --file <text>', 'calibration text (at least two chunks of tokens)')
+    .option('--in-file <imatrix>', 'an imatrix file (GGUF or .dat) whose statistics are added first (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('-o, --output <file>', 'output file', 'imatrix.gguf')
     .option('--output-format <fmt>', "gguf (llama.cpp's current format) or dat (the legacy one); default: dat when --output ends in .dat, else gguf")
-    .option('-c, --ctx <n>', 'tokens per chunk', int('--ctx', 4, 1 << 20), 512)
+    .option('-c, --ctx <n>', 'tokens per chunk (also the chunk size legacy --in-file counts are in)', int('--ctx', 4, 1 << 20), 512)
     .option('--chunks <n>', 'at most this many chunks (default: all)', int('--chunks', 1, 1 << 30))
     .option('--process-output', "also collect output.weight's statistics (llama-imatrix's --process-output)")
     .option('--no-ppl', 'do not compute the perplexity')
@@ -864,42 +866,63 @@ export function registerModelCommands(program: Command): void {
     .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('--json', 'print one JSON object');
   addStreamOptions(imx).action(
-    async (o: { model: string; file: string; output: string; outputFormat?: string; ctx: number; chunks?: number; processOutput?: boolean; ppl: boolean; threads?: number; batch: number; dataDir?: string; json?: boolean } & StreamOpts) => {
+    async (o: { model?: string; file?: string; inFile: string[]; output: string; outputFormat?: string; ctx: number; chunks?: number; processOutput?: boolean; ppl: boolean; threads?: number; batch: number; dataDir?: string; json?: boolean } & StreamOpts) => {
       const format = o.outputFormat ?? (o.output.endsWith('.dat') ? 'dat' : 'gguf');
       if (format !== 'gguf' && format !== 'dat') throw new Error(`--output-format must be gguf or dat, got '${format}'`);
-      const text = fs.readFileSync(o.file, 'utf8');
+      if (!o.file && !o.inFile.length) throw new Error('imatrix: give a calibration text (-f) with a model (-m), or imatrix files to combine (--in-file)');
+      if (o.file && !o.model) throw new Error('imatrix: -f needs a model (-m)');
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const tools = require('@kailstream/tools') as typeof import('@kailstream/tools');
       const log = (l: string) => process.stderr.write(l + '\n');
-      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.ctx, nBatch: Math.min(o.batch, o.ctx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
-      sayLoadChoices(model, o, log);
-      try {
-        const tokens = model.tokenizer.tokenize(text, { addSpecial: true });
-        if (!o.json) log(`${path.basename(o.file)}: ${tokens.length} tokens; computing over chunks of ${o.ctx}`);
-        const r = await computeImatrix(model, tokens, {
-          nCtx: o.ctx,
-          maxChunks: o.chunks,
-          nBatch: Math.min(o.batch, o.ctx),
-          processOutput: o.processOutput,
-          computePpl: o.ppl,
-          onChunk: o.json ? undefined : (i, n, p) => process.stderr.write(`[${i}]${Number.isNaN(p) ? '' : p.toFixed(4)},${i === n ? '\n' : ''}`),
-        });
-        // eslint-disable-next-line @typescript-eslint/no-require-imports
-        const tools = require('@kailstream/tools') as typeof import('@kailstream/tools');
-        const data = { entries: r.entries, datasets: [o.file], chunkCount: r.chunks, chunkSize: o.ctx };
-        if (format === 'dat') tools.writeImatrixDat(o.output, data);
-        else tools.writeImatrixGguf(o.output, data);
-        const partial = [...r.entries].filter(([, e]) => e.counts.some((c) => c === 0)).length;
-        const summary = { model: o.model, file: o.file, output: o.output, format, tokens: tokens.length, chunks: r.chunks, nCtx: r.nCtx, entries: r.entries.size, partialEntries: partial, ppl: r.ppl, seconds: r.seconds };
-        if (o.json) process.stdout.write(JSON.stringify(summary) + '\n');
-        else
-          process.stdout.write(
-            `wrote ${o.output} (${format}): ${r.entries.size} entries from ${r.chunks} chunks of ${r.nCtx} tokens in ${r.seconds.toFixed(1)} s` +
-              (partial ? `; ${partial} with experts no token reached (they quantize as if unweighted)` : '') +
-              (Number.isNaN(r.ppl) ? '' : `\nFinal estimate: PPL = ${r.ppl.toFixed(4)}`) +
-              '\n',
-          );
-      } finally {
-        model.close();
+      // As llama-imatrix: the --in-file statistics first, then what this run collects; datasets in that order.
+      const entries = new Map<string, import('@kailstream/tools').ImatrixEntry>();
+      const datasets: string[] = [];
+      for (const f of o.inFile) {
+        const r = tools.readImatrixFile(f);
+        tools.mergeImatrixEntries(entries, r, o.ctx, f);
+        datasets.push(...r.datasets);
+        if (!o.json) log(`${f}: ${r.entries.size} entries${r.legacy ? ' (legacy format)' : ''}, ${r.chunkCount} chunks`);
       }
+      let r: Awaited<ReturnType<typeof computeImatrix>> | undefined;
+      let tokens = 0;
+      if (o.file && o.model) {
+        const text = fs.readFileSync(o.file, 'utf8');
+        const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.ctx, nBatch: Math.min(o.batch, o.ctx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
+        sayLoadChoices(model, o, log);
+        try {
+          const toks = model.tokenizer.tokenize(text, { addSpecial: true });
+          tokens = toks.length;
+          if (!o.json) log(`${path.basename(o.file)}: ${toks.length} tokens; computing over chunks of ${o.ctx}`);
+          r = await computeImatrix(model, toks, {
+            nCtx: o.ctx,
+            maxChunks: o.chunks,
+            nBatch: Math.min(o.batch, o.ctx),
+            processOutput: o.processOutput,
+            computePpl: o.ppl,
+            onChunk: o.json ? undefined : (i, n, p) => process.stderr.write(`[${i}]${Number.isNaN(p) ? '' : p.toFixed(4)},${i === n ? '\n' : ''}`),
+          });
+        } finally {
+          model.close();
+        }
+        tools.mergeImatrixEntries(entries, { entries: r.entries, legacy: false }, o.ctx, o.model);
+        datasets.push(o.file);
+      }
+      const chunkCount = tools.imatrixChunkCount(entries, o.ctx);
+      const data = { entries, datasets, chunkCount, chunkSize: o.ctx };
+      if (format === 'dat') tools.writeImatrixDat(o.output, data);
+      else tools.writeImatrixGguf(o.output, data);
+      const partial = [...entries].filter(([, e]) => e.counts.some((c) => c === 0)).length;
+      const ppl = r ? r.ppl : NaN;
+      const summary = { model: o.model ?? null, file: o.file ?? null, inFiles: o.inFile, output: o.output, format, tokens, chunks: chunkCount, nCtx: o.ctx, entries: entries.size, partialEntries: partial, ppl, seconds: r?.seconds ?? 0 };
+      if (o.json) process.stdout.write(JSON.stringify(summary) + '\n');
+      else
+        process.stdout.write(
+          `wrote ${o.output} (${format}): ${entries.size} entries from ${chunkCount} chunks of ${o.ctx} tokens` +
+            (r ? ` (${r.chunks} computed in ${r.seconds.toFixed(1)} s)` : '') +
+            (partial ? `; ${partial} with experts no token reached (they quantize as if unweighted)` : '') +
+            (Number.isNaN(ppl) ? '' : `\nFinal estimate: PPL = ${ppl.toFixed(4)}`) +
+            '\n',
+        );
     },
   );
 
