@@ -208,6 +208,20 @@ float block_sigma2(const float * xbl, float factor) {
     return factor * sumx2 / QK_K;
 }
 
+// ggml's weights for a sub-block of n: the importance values times sqrt(sigma2 + x^2), or x^2 without them.
+void fill_weights(float * weight, const float * qw, const float * xb, int n, float sigma2) {
+    if (qw)
+        for (int i = 0; i < n; ++i) weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
+    else
+        for (int i = 0; i < n; ++i) weight[i] = xb[i] * xb[i];
+}
+
+// A sub-block scale's code under the block scale's inverse id: (2l + 1) steps, l in [0, max].
+int scale_code(float id, float scale, int max) {
+    const int l = nearest_int(0.5f * (id * scale - 1));
+    return std::max(0, std::min(max, l));
+}
+
 void quantize_iq2_xxs_row(const float * x, block_iq2_xxs * y, int64_t n, const float * qw_row) {
     const codebook<uint64_t> & cb = iq2_codebook(KAIL_TYPE_IQ2_XXS);
     const int kMaxQ = 3;
@@ -312,8 +326,7 @@ void quantize_iq2_xxs_row(const float * x, block_iq2_xxs * y, int64_t n, const f
         y[ibl].d = f2h(d);
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 32; ++ib) {
-            int l = nearest_int(0.5f * (id * scales[ib] - 1));
-            l = std::max(0, std::min(15, l));
+            int l = scale_code(id, scales[ib], 15);
             q2[2 * ib + 1] |= static_cast<uint32_t>(l) << 28;
         }
         std::memcpy(y[ibl].qs, q2, QK_K / 4);
@@ -488,8 +501,7 @@ void quantize_iq2_xs_row(const float * x, block_iq2_xs * y, int64_t n, const flo
         y[ibl].d = f2h(d);
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 16; ++ib) {
-            int l = nearest_int(0.5f * (id * scales[ib] - 1));
-            l = std::max(0, std::min(15, l));
+            int l = scale_code(id, scales[ib], 15);
             if (ib % 2 == 0) y[ibl].scales[ib / 2] = static_cast<uint8_t>(l);
             else y[ibl].scales[ib / 2] = static_cast<uint8_t>(y[ibl].scales[ib / 2] | (l << 4));
         }
@@ -534,8 +546,7 @@ void quantize_iq2_s_row(const float * x, block_iq2_s * y, int64_t n, const float
         y[ibl].d = f2h(d * 0.9875f);
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 16; ++ib) {
-            int l = nearest_int(0.5f * (id * scales[ib] - 1));
-            l = std::max(0, std::min(15, l));
+            int l = scale_code(id, scales[ib], 15);
             if (ib % 2 == 0) y[ibl].scales[ib / 2] = static_cast<uint8_t>(l);
             else y[ibl].scales[ib / 2] = static_cast<uint8_t>(y[ibl].scales[ib / 2] | (l << 4));
         }
@@ -556,12 +567,7 @@ void quantize_iq3_xxs_row(const float * x, block_iq3_xxs * y, int64_t n, const f
         const float sigma2 = block_sigma2(xbl, 2);
         for (int ib = 0; ib < QK_K / 32; ++ib) {
             const float * xb = xbl + 32 * ib;
-            if (qw_row) {
-                const float * qw = qw_row + QK_K * ibl + 32 * ib;
-                for (int i = 0; i < 32; ++i) s.weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
-            } else {
-                for (int i = 0; i < 32; ++i) s.weight[i] = xb[i] * xb[i];
-            }
+            fill_weights(s.weight, qw_row ? qw_row + QK_K * ibl + 32 * ib : nullptr, xb, 32, sigma2);
             float scale;
             if (!s.run(xb, scale)) {
                 scales[ib] = 0;
@@ -580,8 +586,7 @@ void quantize_iq3_xxs_row(const float * x, block_iq3_xxs * y, int64_t n, const f
         y[ibl].d = f2h(d * 1.0125f);
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 32; ++ib) {
-            int l = nearest_int(0.5f * (id * scales[ib] - 1));
-            l = std::max(0, std::min(15, l));
+            int l = scale_code(id, scales[ib], 15);
             scales_and_signs[ib] |= static_cast<uint32_t>(l) << 28;
         }
         std::memcpy(q3 + QK_K / 4, scales_and_signs, sizeof scales_and_signs);
@@ -604,12 +609,7 @@ void quantize_iq3_s_row(const float * x, block_iq3_s * y, int64_t n, const float
         const float sigma2 = block_sigma2(xbl, 2);
         for (int ib = 0; ib < QK_K / block_size; ++ib) {
             const float * xb = xbl + block_size * ib;
-            if (qw_row) {
-                const float * qw = qw_row + QK_K * ibl + block_size * ib;
-                for (int i = 0; i < block_size; ++i) s.weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
-            } else {
-                for (int i = 0; i < block_size; ++i) s.weight[i] = xb[i] * xb[i];
-            }
+            fill_weights(s.weight, qw_row ? qw_row + QK_K * ibl + block_size * ib : nullptr, xb, block_size, sigma2);
             float scale;
             // (A sub-block of zeros leaves its qs, signs and qh bits at zero and does not move on.)
             if (!s.run(xb, scale)) {
@@ -632,10 +632,8 @@ void quantize_iq3_s_row(const float * x, block_iq3_s * y, int64_t n, const float
         y[ibl].d = f2h(d * 1.033f);
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / block_size; ib += 2) {
-            int l1 = nearest_int(0.5f * (id * scales[ib + 0] - 1));
-            l1 = std::max(0, std::min(15, l1));
-            int l2 = nearest_int(0.5f * (id * scales[ib + 1] - 1));
-            l2 = std::max(0, std::min(15, l2));
+            int l1 = scale_code(id, scales[ib + 0], 15);
+            int l2 = scale_code(id, scales[ib + 1], 15);
             y[ibl].scales[ib / 2] = static_cast<uint8_t>(l1 | (l2 << 4));
         }
     }
@@ -787,8 +785,7 @@ void quantize_iq1_s_row(const float * x, block_iq1_s * y, int64_t n, const float
         y[ibl].d = f2h(d * 1.125f);
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / block_size; ++ib) {
-            int l = nearest_int(0.5f * (id * scales[ib] - 1));
-            l = std::max(0, std::min(7, l));
+            int l = scale_code(id, scales[ib], 7);
             if (shifts[ib] == -1) l |= 8;
             y[ibl].qh[ib] = static_cast<uint16_t>(y[ibl].qh[ib] | (l << 12));
         }
@@ -813,14 +810,7 @@ void quantize_iq1_m_row(const float * x, block_iq1_m * y, int64_t n, const float
         float max_scale = 0;
         const float * xbl = x + QK_K * ibl;
         const float sigma2 = block_sigma2(xbl, 2);
-        auto weights_of = [&](int ib, const float * xb) {
-            if (qw_row) {
-                const float * qw = qw_row + QK_K * ibl + block_size * ib;
-                for (int i = 0; i < block_size; ++i) weight[i] = qw[i] * std::sqrt(sigma2 + xb[i] * xb[i]);
-            } else {
-                for (int i = 0; i < block_size; ++i) weight[i] = xb[i] * xb[i];
-            }
-        };
+        auto weights_of = [&](int ib, const float * xb) { fill_weights(weight, qw_row ? qw_row + QK_K * ibl + block_size * ib : nullptr, xb, block_size, sigma2); };
         for (int ib = 0; ib < QK_K / block_size; ++ib) {
             const float * xb = xbl + block_size * ib;
             weights_of(ib, xb);
@@ -938,8 +928,7 @@ void quantize_iq1_m_row(const float * x, block_iq1_m * y, int64_t n, const float
         const float id = 1 / d;
         float sumqx_f = 0, sumq2_f = 0;
         for (int ib = 0; ib < QK_K / block_size; ++ib) {
-            int l = nearest_int(0.5f * (id * scales[ib] - 1));
-            l = std::max(0, std::min(7, l));
+            int l = scale_code(id, scales[ib], 7);
             sc[ib / 4] = static_cast<uint16_t>(sc[ib / 4] | (l << 3 * (ib % 4)));
             y[ibl].qh[ib] = static_cast<uint8_t>(y[ibl].qh[ib] | masks[shifts[ib]]);
             const float * xb = xbl + block_size * ib;
