@@ -22,16 +22,6 @@ namespace {
 inline float h2f(uint16_t h) { return fp16_to_fp32_sw(h); }
 inline uint16_t f2h(float f) { return fp32_to_fp16_sw(f); }
 
-// ggml's nearest_int: round half to even through the 1.5*2^23 trick (valid for |x| < 2^22).
-inline int nearest_int(float fval) {
-    float val = fval + 12582912.f;
-    int i;
-    std::memcpy(&i, &val, sizeof(int));
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-constexpr float GROUP_MAX_EPS = 1e-15f;
-
 // ============================ dequantize ============================
 
 void dequantize_q4_0(const void * vx, float * y, int64_t k) {

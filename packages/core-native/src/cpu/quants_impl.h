@@ -7,7 +7,20 @@
 
 #include "kail/types.h"
 
+#include <cstring>
+
 namespace kail::cpu {
+
+// ggml's nearest_int: round half to even through the 1.5*2^23 trick (valid for |x| < 2^22).
+inline int nearest_int(float fval) {
+    float val = fval + 12582912.f;
+    int i;
+    std::memcpy(&i, &val, sizeof(int));
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+// ggml's threshold below which a group's largest magnitude counts as zero.
+constexpr float GROUP_MAX_EPS = 1e-15f;
 
 constexpr int QK4_0 = 32, QK4_1 = 32, QK5_0 = 32, QK5_1 = 32, QK8_0 = 32, QK8_1 = 32;
 constexpr int QK_K = 256;

@@ -29,14 +29,6 @@ namespace {
 
 inline uint16_t f2h(float f) { return fp32_to_fp16_sw(f); }
 
-inline int nearest_int(float fval) {
-    float val = fval + 12582912.f;
-    int i;
-    std::memcpy(&i, &val, sizeof(int));
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-constexpr float GROUP_MAX_EPS = 1e-15f;
 constexpr float GROUP_MAX_EPS_IQ3_XXS = 1e-8f;
 constexpr float GROUP_MAX_EPS_IQ2_S = 1e-8f;
 constexpr float GROUP_MAX_EPS_IQ1_M = 1e-7f;
