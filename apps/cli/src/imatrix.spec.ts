@@ -85,7 +85,7 @@ describe('kail imatrix', () => {
     expect(readImatrixFile(other).legacy).toBe(true);
     const q = kail('quantize', '--imatrix', dat, model, path.join(dir, 'q4.gguf'), 'Q4_K_M');
     expect(q.status).toBe(0);
-  });
+  }, 120_000);
 
   it('--in-file combines imatrix files (GGUF and legacy), or continues one with more chunks, as llama-imatrix does', () => {
     const a = path.join(dir, 'a.gguf');
@@ -143,5 +143,5 @@ describe('kail imatrix', () => {
     expect(c.status).toBe(1);
     expect(c.stderr).toMatch(/imatrix size \d+ is different from tensor size \d+ for blk\.0\.\w+\.weight|did not find/);
     expect(fs.existsSync(path.join(dir, 'no.gguf'))).toBe(false);
-  });
+  }, 120_000);
 });

@@ -134,7 +134,7 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     expect(got[0]).toBeCloseTo(e.sums[0] / e.counts[0], 3);
     const { report } = await compare('Q4_K_M (legacy .dat)', 'qwen3moe-f16', 'Q4_K_M', dat);
     expect(report.tensors.length).toBeGreaterThan(0);
-  });
+  }, 120_000);
 
   it('--include-weights and --exclude-weights filter the entries as llama-quantize does', async () => {
     const a = await compare('Q4_K_M --include-weights ffn_', 'qwen3moe-f16', 'Q4_K_M', imatrices['qwen3moe-f16'], { includeWeights: ['ffn_'] });
@@ -142,7 +142,7 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     const all = loadImatrix(imatrices['qwen3moe-f16']).values.size;
     expect(a.kv.get('quantize.imatrix.entries_count')?.value).toBeLessThan(all);
     expect(b.kv.get('quantize.imatrix.entries_count')?.value).toBeLessThan(all);
-  });
+  }, 120_000);
 
   it('changes the bytes (the weights matter), and the GGUF format reads back what was written', () => {
     const plain = path.join(dir, 'plain.gguf');
@@ -158,7 +158,7 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
       expect(back.entries.get(name)?.counts).toEqual(e.counts);
       expect(Buffer.from(back.entries.get(name)!.sums.buffer, back.entries.get(name)!.sums.byteOffset, e.sums.byteLength).equals(Buffer.from(e.sums.buffer))).toBe(true);
     }
-  });
+  }, 120_000);
 
   it('cuts the error of products with activations that have hot columns (what the imatrix is for), in every weighted type', () => {
     // W random; activations whose 3% hot columns are 20x the rest, as real hidden states have; the
@@ -202,7 +202,7 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     // Q8_0 takes no weights: the same bytes either way.
     expect(Buffer.from(q.convert(GgmlType.F32, new Uint8Array(W.buffer), ne0 * rows, GgmlType.Q8_0, 1, im)).equals(Buffer.from(q.convert(GgmlType.F32, new Uint8Array(W.buffer), ne0 * rows, GgmlType.Q8_0, 1)))).toBe(true);
     table.push(`  error of W x with 3% hot columns, without / with the imatrix (measured): ${line.join(', ')}`);
-  });
+  }, 120_000);
 
   it('refuses what llama-quantize refuses, naming the tensor or the file; nothing is left behind', () => {
     const out = path.join(dir, 'refused.gguf');
@@ -231,5 +231,5 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     expect(() => quantizeModel(models['llama-f16'], out, { type: 'Q4_K_M', imatrix: path.join(dir, 'nope.dat') })).toThrow(/nope\.dat: cannot open/);
     expect(() => quantizeModel(models['llama-f16'], out, { type: 'Q4_K_M', includeWeights: ['x'] })).toThrow(/need --imatrix/);
     expect(fs.readdirSync(dir).filter((f) => f.startsWith('refused'))).toEqual([]);
-  });
+  }, 120_000);
 });

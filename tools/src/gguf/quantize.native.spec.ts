@@ -112,7 +112,7 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     if (!same) throw new Error(`${label} of ${model}: ${firstDifference(ours, theirs)}`);
     fs.rmSync(theirs);
     fs.rmSync(ours);
-  });
+  }, 120_000);
 
   it('--keep-split writes one file per input split, each the same bytes as llama.cpp\'s', async () => {
     for (const [model, n] of [['qwen3moe-split', 4], ['qwen3moe-f16', 1]] as const) {
@@ -125,7 +125,7 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
       });
       table.push(`  ${model.padEnd(16)} ${'Q4_K_M --keep-split'.padEnd(64)} identical (${n} file(s))`);
     }
-  });
+  }, 120_000);
 
   it('gives the same bytes whatever the slab size (rows streamed a few at a time)', () => {
     const a = path.join(dir, 'slab-a.gguf');
@@ -133,7 +133,7 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     quantizeModel(models['mixtral-f32'], a, { type: 'Q4_K_M', threads: 1 });
     quantizeModel(models['mixtral-f32'], b, { type: 'Q4_K_M', threads: 2, slabBytes: 64 * 1024 });
     expect(fs.readFileSync(a).equals(fs.readFileSync(b))).toBe(true);
-  });
+  }, 120_000);
 
   it("writes models kail runs, whose logits stay near the F16 file's (closer with more bits)", async () => {
     const logitsOf = async (file: string) => {
@@ -156,7 +156,7 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     expect(err.Q8_0).toBeLessThan(err.Q4_K_M);
     expect(err.Q4_K_M).toBeLessThan(err.Q2_K);
     expect(err.Q2_K).toBeLessThan(0.5);
-  });
+  }, 120_000);
 
   it('plans imatrix-only i-quant types with --dry-run and refuses to write them without one, naming why; nothing is left behind', () => {
     const plan = quantizeModel(models['mixtral-f32'], undefined, { type: 'IQ2_XXS', dryRun: true });
