@@ -83,6 +83,30 @@ describe('kail quantize', () => {
     expect(JSON.parse(run.stdout).tokens).toHaveLength(4);
   });
 
+  it('--override-kv writes the values into the output, and a run with the same override computes as that file', () => {
+    const plain = path.join(dir, 'plain-q8.gguf');
+    const over = path.join(dir, 'over-q8.gguf');
+    expect(kail('quantize', model, plain, 'Q8_0').status).toBe(0);
+    const r = kail('quantize', '--override-kv', 'qwen3moe.expert_used_count=int:1', '--override-kv', 'general.name=str:one expert, Q8_0', model, over, 'Q8_0');
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain("metadata override (int) 'qwen3moe.expert_used_count' = 1");
+    expect(JSON.parse(kail('inspect', '--json', over).stdout).expertUsedCount).toBe(1);
+    expect(JSON.parse(kail('inspect', '--json', plain).stdout).expertUsedCount).toBe(4);
+    const tokens = (m: string, ...flags: string[]) => {
+      const run = kail('run', '-m', m, '-p', 'Hello there', '-n', '12', '-t', '2', '--json', ...flags);
+      expect(run.status).toBe(0);
+      return JSON.parse(run.stdout).tokens as number[];
+    };
+    const one = tokens(over);
+    expect(tokens(plain, '--override-kv', 'qwen3moe.expert_used_count=int:1')).toEqual(one);
+    // (llama.cpp's comma list works too.)
+    expect(tokens(plain, '--override-kv', 'qwen3moe.expert_used_count=int:1,"general.name=str:a, b"')).toEqual(one);
+    expect(tokens(plain)).not.toEqual(one);
+    const bad = kail('run', '-m', plain, '-n', '1', '--override-kv', 'qwen3moe.expert_used_count=str:1');
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toMatch(/the model's 'qwen3moe.expert_used_count' is a number, not a string; use int: or float:/);
+  });
+
   it('refuses bad arguments naming them', () => {
     const cases: [string[], RegExp][] = [
       [[model, path.join(dir, 'x.gguf'), 'Q9_K'], /unknown quantization type 'Q9_K'/],
@@ -91,6 +115,8 @@ describe('kail quantize', () => {
       [['--tensor-type', 'ffn_down=q7_k', model, 'Q8_0'], /unknown tensor type 'q7_k'/],
       [['--tensor-type', '(=q8_0', model, 'Q8_0'], /--tensor-type '\(=q8_0': Invalid regular expression/],
       [[path.join(dir, 'missing.gguf'), 'Q8_0'], /no such file|ENOENT/],
+      [['--override-kv', 'qwen3moe.expert_used_count=int:x', model, path.join(dir, 'x.gguf'), 'Q8_0'], /--override-kv 'qwen3moe.expert_used_count=int:x': 'x' is not an integer/],
+      [['--override-kv', 'qwen3moe.block_count=bool:true', model, path.join(dir, 'x.gguf'), 'Q8_0'], /'qwen3moe.block_count' is a number, not a boolean/],
     ];
     for (const [args, message] of cases) {
       const r = kail('quantize', ...args);

@@ -20,13 +20,19 @@ describe('kail serve', () => {
 
   beforeAll(async () => {
     const model = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
-    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '512' }, (l) => lines.push(l));
+    // (--override-kv reaches the engine: the model routes to 2 of its experts, not the file's 4.)
+    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'] }, (l) => lines.push(l));
   }, 120_000);
 
   afterAll(async () => {
     await sup?.stopAll();
     fs.rmSync(dir, { recursive: true, force: true });
   }, 30_000);
+
+  it('refuses a malformed --override-kv before starting anything', async () => {
+    await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, overrideKv: ['qwen3moe.expert_used_count=2'] })).rejects.toThrow(/--override-kv 'qwen3moe.expert_used_count=2': no TYPE: before the value/);
+    expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
+  });
 
   it('starts every service as its own process and prints their addresses', () => {
     expect([...sup.services.keys()]).toEqual(['engine', 'scheduler', 'api', 'web']);
@@ -45,6 +51,8 @@ describe('kail serve', () => {
       expect((await unary<common.HealthResponse>(s.health.bind(s))).status).toBe(common.ServingStatus.SERVING_STATUS_SERVING);
       const engines = await unary<spb.ListEnginesResponse>(s.listEngines.bind(s));
       expect(engines.engines[0].address).toBe(sup.services.get('engine')!.address);
+      const models = await unary<pb.ListModelsResponse>(e.listModels.bind(e));
+      expect(models.models.find((m) => m.id === 'tiny')).toMatchObject({ expertCount: 16, expertUsedCount: 2 });
     } finally {
       e.close();
       s.close();

@@ -12,6 +12,7 @@ export type { BatchEngineOptions, GenerationChunk, GenerationRequest } from './r
 export { contextShiftSpan, type ContextShift } from './runtime/context-shift';
 export { readSlotFile, writeSlotFile, type SlotFileHeader } from './runtime/slot-file';
 export { parseControlVectorFlags, readControlVectors, type ControlVectorSpec } from './model/control-vector';
+export { applyKvOverrides, describeKvOverride, formatKvOverride, parseKvOverride, parseKvOverrides, type KvOverride, type KvOverrideType } from './model/kv-override';
 export { DEFAULT_RAM_RESERVE_BYTES, DEFAULT_RAM_SHARE, EngineModel, defaultRamBudget, KV_TYPES, kvBytesPerValue, kvCacheReport, kvRowBytes, kvTypesFromFlags, memoryNow, openGgufMetadata, parseLoraFlags, parseRamBudget, parseVramBudget, planModel, summarize, vramTierDropped, type KvCacheReport, type KvType } from './model/model';
 export type { LoadModelOptions, MemoryNow, ModelSummary, ResidencyPlan } from './model/model';
 export { formatBytes, parseByteSize } from './model/byte-size';

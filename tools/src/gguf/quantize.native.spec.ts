@@ -95,6 +95,32 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     ['Q4_K_M --allow-requantize (from Q8_0)', 'qwen3moe-q8', 'Q4_K_M', { allowRequantize: true }, { allowRequantize: true }],
     ['Q4_K_M from 4 split files', 'qwen3moe-split', 'Q4_K_M'],
     ['COPY', 'qwen3moe-f16', 'COPY', {}, { copy: true }],
+    // --override-kv: a key the file has moves last with its new value, a new key is added; an int
+    // is written as u32, a float as f32.
+    [
+      'Q4_K_M --override-kv (int, float, bool, str; old and new keys)',
+      'qwen3moe-f16',
+      'Q4_K_M',
+      {
+        kvOverrides: [
+          { key: 'qwen3moe.expert_used_count', type: 'int', value: 1 },
+          { key: 'general.name', type: 'str', value: 'renamed, with a comma' },
+          { key: 'qwen3moe.rope.freq_base', type: 'float', value: 500000.5 },
+          { key: 'kail.test.flag', type: 'bool', value: true },
+        ],
+      },
+      {
+        kvOverrides: [
+          { key: 'qwen3moe.expert_used_count', u32: 1 },
+          { key: 'general.name', str: 'renamed, with a comma' },
+          { key: 'qwen3moe.rope.freq_base', f64: 500000.5 },
+          { key: 'kail.test.flag', bool: true },
+        ],
+      },
+    ],
+    // The mix reads the overridden value: 4 experts instead of 8 drop the 8-expert rule (attn_v, attn_k Q8_0).
+    ['Q4_K_M --override-kv llama.expert_count=int:4', 'mixtral-f32', 'Q4_K_M', { kvOverrides: [{ key: 'llama.expert_count', type: 'int', value: 4 }] }, { kvOverrides: [{ key: 'llama.expert_count', u32: 4 }] }],
+    ['COPY --override-kv general.file_type=int:7', 'qwen3moe-f16', 'COPY', { kvOverrides: [{ key: 'general.file_type', type: 'int', value: 7 }] }, { copy: true, kvOverrides: [{ key: 'general.file_type', u32: 7 }] }],
   ];
 
   it.each(CASES)('%s of %s: the same bytes as llama.cpp', async (label, model, type, kailOpts = {}, refOpts = {}) => {
@@ -190,6 +216,12 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     expect(() => quantizeModel(cut, out, { type: 'Q8_0' })).toThrow(/runs past the end of the file|ends early/);
     fs.writeFileSync(cut, Buffer.from('not a gguf file at all'));
     expect(() => quantizeModel(cut, out, { type: 'Q8_0' })).toThrow(/not a GGUF file/);
+    // Overrides a file cannot take: the kind of value, an int a u32 cannot hold, the layout keys.
+    const q = (key: string, type: 'int' | 'float' | 'bool' | 'str', value: number | boolean | string) => () => quantizeModel(models['qwen3moe-f16'], out, { type: 'Q8_0', kvOverrides: [{ key, type, value }] });
+    expect(q('qwen3moe.block_count', 'str', 'two')).toThrow(/the model's 'qwen3moe.block_count' is a number, not a string; use int: or float:/);
+    expect(q('tokenizer.ggml.tokens', 'str', 'x')).toThrow(/'tokenizer.ggml.tokens' is an array/);
+    expect(q('kail.test.count', 'int', -1)).toThrow(/written as a u32 \(0..4294967295\)/);
+    expect(q('general.alignment', 'int', 64)).toThrow(/sets the file's layout keys/);
     expect(fs.existsSync(out)).toBe(false);
     expect(fs.readdirSync(dir).filter((f) => f.startsWith('bad.gguf'))).toEqual([]);
   });

@@ -20,6 +20,7 @@ import { readGgufHeader, type GgufHeader, type GgufReadKv, type GgufReadTensor }
 import { loadImatrix, type Imatrix } from './imatrix';
 import { ggufSplitPath } from './split';
 import { GgufWriter, kv, type GgufValue, type RawGgufValue } from './writer';
+import type { KvOverride } from '@kailstream/engine/core';
 
 const LLAMA_FTYPE_GUESSED = 1024;
 /** GGML_QNT_VERSION, written as general.quantization_version. */
@@ -135,6 +136,12 @@ export interface QuantizeOptions {
   includeWeights?: string[];
   /** Drop the imatrix entries whose names contain one of these (--exclude-weights). */
   excludeWeights?: string[];
+  /**
+   * Metadata overrides (--override-kv KEY=TYPE:VALUE): read in place of the file's values where the
+   * mix reads hyperparameters (block and expert counts, heads), and written into the output after
+   * the file type, as llama-quantize writes them (an int as u32, a float as f32).
+   */
+  kvOverrides?: KvOverride[];
   /** Bytes of rows converted at once per tensor (default 256 MiB). */
   slabBytes?: number;
   /** Progress lines, one per tensor (and fallback warnings). */
@@ -545,22 +552,53 @@ function imatrixMetadata(im: Imatrix): [string, GgufValue | RawGgufValue][] {
   return out;
 }
 
+/** An override as llama-quantize writes it (src/llama-quant.cpp: gguf_set_val_u32/f32/bool/str). */
+function overrideValue(o: KvOverride): GgufValue {
+  switch (o.type) {
+    case 'int': {
+      const n = o.value as number;
+      if (n < 0 || n > 0xffffffff) throw new Error(`--override-kv ${o.key}=int:${n}: an int override is written as a u32 (0..4294967295), as llama-quantize writes it`);
+      return kv.u32(n);
+    }
+    case 'float':
+      return kv.f32(o.value as number);
+    case 'bool':
+      return kv.bool(o.value as boolean);
+    case 'str':
+      return kv.str(o.value as string);
+  }
+}
+
+/**
+ * The header as llama.cpp's loader reads the model for the mix: the overrides' values in place of
+ * the file's (each checked against the file's kind of value, as a load checks it). Only its values
+ * are read; the output copies the file's metadata from the original header.
+ */
+function withOverrides(h: GgufHeader, overrides: readonly KvOverride[] | undefined): GgufHeader {
+  if (!overrides?.length) return h;
+  engineCore().applyKvOverrides(Object.fromEntries([...h.kv].map(([k, v]) => [k, v.value])) as Parameters<typeof import('@kailstream/engine/core').applyKvOverrides>[0], overrides);
+  const kvs = new Map(h.kv);
+  for (const o of overrides) kvs.set(o.key, { type: overrideValue(o).type, value: o.value, raw: Buffer.alloc(0) });
+  return { ...h, kv: kvs };
+}
+
 // --- the native core ---
+
+function engineCore(): typeof import('@kailstream/engine/core') {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('@kailstream/engine/core') as typeof import('@kailstream/engine/core');
+}
 
 interface NativeQuant {
   convert(from: number, data: Uint8Array, n: number, to: number, threads?: number, imatrix?: Float32Array): Uint8Array;
 }
 
 function nativeQuant(): NativeQuant {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const engine = require('@kailstream/engine/core') as { native: () => NativeQuant };
-  return engine.native();
+  return (engineCore() as unknown as { native: () => NativeQuant }).native();
 }
 
 function defaultThreads(): number {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const engine = require('@kailstream/engine/core') as typeof import('@kailstream/engine/core');
-  return Math.max(1, engine.systemInfo().defaultThreads);
+  return Math.max(1, engineCore().systemInfo().defaultThreads);
 }
 
 /** The files of a model: one, or llama.cpp's split files PREFIX-0000i-of-0000N.gguf found from the first. */
@@ -609,7 +647,12 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   }
   const first = readHeader(input);
   const files = modelSplits(input, first);
-  const info = modelInfo(first, input);
+  // (Overrides are checked, and their ints' range, before anything else is read.)
+  for (const o of opts.kvOverrides ?? [])
+    if (o.key === 'general.alignment' || o.key.startsWith('split.')) throw new Error(`--override-kv ${o.key}: kail quantize sets the file's layout keys (general.alignment, split.*) itself`);
+  const overrideKvs: [string, GgufValue][] = (opts.kvOverrides ?? []).map((o) => [o.key, overrideValue(o)]);
+  const read = withOverrides(first, opts.kvOverrides);
+  const info = modelInfo(read, input);
   const tensors: SourceTensor[] = [];
   files.forEach((f, split) => {
     if (!fs.existsSync(f)) throw new Error(`${input}: split file ${f} is missing`);
@@ -631,7 +674,7 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
     if (fs.existsSync(o) && files.some((f) => fs.realpathSync(o) === fs.realpathSync(f))) throw new Error(`quantize: the output ${o} is the input`);
   }
 
-  const ftype = ft.copy ? (kvNumber(first, 'general.file_type') ?? guessFtype(tensors)) : ft.ftype;
+  const ftype = ft.copy ? (kvNumber(read, 'general.file_type') ?? guessFtype(tensors)) : ft.ftype;
   if (!opts.imatrix && (opts.includeWeights?.length || opts.excludeWeights?.length)) throw new Error('quantize: --include-weights and --exclude-weights need --imatrix');
   const imatrix = opts.imatrix ? loadImatrix(opts.imatrix, { include: opts.includeWeights, exclude: opts.excludeWeights }) : undefined;
   // (llama-quantize passes no imatrix when the filters leave it empty.)
@@ -667,19 +710,24 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
 
   const report: QuantizeReport = { output: outputs[0], outputs, ftype, typeName: ft.name, tensors: [], bytesIn: 0, bytesOut: 0, elements: 0, fallbacks: chooser.fallbacks, needsImatrix };
   const alignment = kvNumber(first, 'general.alignment') ?? GGUF_DEFAULT_ALIGNMENT;
-  const skip = new Set(['general.alignment', 'general.quantization_version', 'general.file_type', 'split.no', 'split.count', 'split.tensors.count']);
-  // llama-quantize's kv overrides for an imatrix, set (so moved last) after the file type.
-  const imatrixKvs = im ? imatrixMetadata(im) : [];
-  for (const [key] of imatrixKvs) skip.add(key);
+  // After the file's metadata, as llama-quantize sets them (each set moves its key last): the
+  // quantization version and file type, then the overrides, the user's and the imatrix's.
+  const tail = new Map<string, GgufValue | RawGgufValue>([
+    ['general.quantization_version', kv.u32(QNT_VERSION)],
+    ['general.file_type', kv.u32(ftype)],
+  ]);
+  for (const [key, v] of [...overrideKvs, ...(im ? imatrixMetadata(im) : [])]) {
+    tail.delete(key);
+    tail.set(key, v);
+  }
+  const skip = new Set(['general.alignment', 'split.no', 'split.count', 'split.tensors.count', ...tail.keys()]);
   const tmps = outputs.map((o) => `${o}.tmp-${process.pid}`);
   // The first file carries the metadata; later splits only the split keys (as gguf-split's).
   const writers = tmps.map((tmp, i) => new GgufWriter(tmp, { alignment, alignmentKey: i === 0 ? first.kv.has('general.alignment') : alignment !== GGUF_DEFAULT_ALIGNMENT }));
   writers.forEach((w, i) => {
     if (i === 0) {
       for (const [key, v] of first.kv as Map<string, GgufReadKv>) if (!skip.has(key)) w.set(key, kv.raw(v.type, v.raw));
-      w.set('general.quantization_version', kv.u32(QNT_VERSION));
-      w.set('general.file_type', kv.u32(ftype));
-      for (const [key, v] of imatrixKvs) w.set(key, v);
+      for (const [key, v] of tail) w.set(key, v);
     }
     if (nOut > 1) {
       w.set('split.no', kv.u16(i));

@@ -22,7 +22,7 @@ export interface QuantRefOptions {
   /** Importance values per tensor name, as llama-quantize's load_imatrix hands them over (means). */
   imatrixValues?: Map<string, Float32Array>;
   /** Metadata overrides, in order (llama-quantize adds quantize.imatrix.* ones with an imatrix). */
-  kvOverrides?: ({ key: string; str: string } | { key: string; u32: number })[];
+  kvOverrides?: ({ key: string; str: string } | { key: string; u32: number } | { key: string; f64: number } | { key: string; bool: boolean })[];
   timeoutMs?: number;
 }
 
@@ -38,7 +38,12 @@ export async function llamaQuantize(input: string, output: string, ftype: number
   if (opts.outputTensorType !== undefined) args.push('--output-tensor-type', String(opts.outputTensorType));
   if (opts.tokenEmbeddingType !== undefined) args.push('--token-embedding-type', String(opts.tokenEmbeddingType));
   for (const t of opts.tensorTypes ?? []) args.push('--tensor-type', `${t.pattern}=${t.type}`);
-  for (const o of opts.kvOverrides ?? []) args.push('str' in o ? '--kv-str' : '--kv-u32', `${o.key}=${'str' in o ? o.str : o.u32}`);
+  for (const o of opts.kvOverrides ?? []) {
+    if ('str' in o) args.push('--kv-str', `${o.key}=${o.str}`);
+    else if ('f64' in o) args.push('--kv-f64', `${o.key}=${o.f64}`);
+    else if ('bool' in o) args.push('--kv-bool', `${o.key}=${o.bool}`);
+    else args.push('--kv-u32', `${o.key}=${o.u32}`);
+  }
   const valuesFile = opts.imatrixValues ? `${path.resolve(output)}.imatrix-values` : undefined;
   if (valuesFile && opts.imatrixValues) {
     const parts: Buffer[] = [];

@@ -52,6 +52,10 @@ import {
   compileJsonSchema,
   isEncoderArchitecture,
   kvTypesFromFlags,
+  parseKvOverrides,
+  applyKvOverrides,
+  describeKvOverride,
+  type KvOverride,
 } from '@kailstream/engine/core';
 
 import { createProgress, type Progress } from '../progress';
@@ -116,6 +120,7 @@ interface StreamOpts extends CacheTypeOpts {
   controlVectorScaled: string[];
   controlVectorLayerRange?: [number, number];
   swaFull?: boolean;
+  overrideKv: string[];
   mmap?: boolean;
   ram?: number;
   vram?: number;
@@ -160,8 +165,21 @@ function layerRange(v: string): [number, number] {
   return [Number(m[1]), Number(m[2])];
 }
 
+export const OVERRIDE_KV_HELP =
+  "metadata read in place of the file's, llama.cpp's --override-kv KEY=TYPE:VALUE with TYPE int, float, bool or str (comma-separated for several; repeatable), e.g. qwen3moe.expert_used_count=int:4";
+/** --override-kv, repeatable: each value a comma-separated list (parsed by kvOverridesOf). */
+export function addOverrideKvOption(cmd: Command): Command {
+  return cmd.option('--override-kv <KEY=TYPE:VALUE>', OVERRIDE_KV_HELP, (v: string, acc: string[]) => [...acc, v], [] as string[]);
+}
+/** The load options' overrides from the flag, each said on stderr as llama.cpp logs it. */
+export function kvOverridesOf(values: readonly string[] | undefined, log: (line: string) => void): { kvOverrides?: KvOverride[] } {
+  const kvOverrides = parseKvOverrides(values ?? []);
+  for (const o of kvOverrides) log(`kail: ${describeKvOverride(o)}`);
+  return kvOverrides.length ? { kvOverrides } : {};
+}
+
 function addStreamOptions(cmd: Command): Command {
-  return addCacheTypeOptions(cmd)
+  return addOverrideKvOption(addCacheTypeOptions(cmd))
     .option('--lora <files>', "LoRA adapter (a GGUF adapter file; comma-separated for several), applied at scale 1; repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--lora-scaled <file:scale>', 'LoRA adapter with its scale, FNAME:SCALE (comma-separated for several); repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--control-vector <file>', "control vector (llama.cpp's format: direction.N per layer), added at strength 1; repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
@@ -221,6 +239,7 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
   const controlVectors = parseControlVectorFlags(o.controlVector ?? [], o.controlVectorScaled ?? []);
   return {
     ...kvTypesOf(o),
+    ...kvOverridesOf(o.overrideKv, log),
     ...(lora.length ? { lora } : {}),
     ...(controlVectors.length ? { controlVectors, controlVectorLayerRange: o.controlVectorLayerRange } : {}),
     ...(o.swaFull ? { swaFull: true } : {}),
@@ -774,12 +793,12 @@ export function registerModelCommands(program: Command): void {
     .option('--seqs <n>', 'concurrent sequences', int('--seqs', 1, 1024), 1)
     .option('--batch <n>', 'most tokens per forward pass', int('--batch', 1, 1 << 16), 512)
     .option('--reserve <bytes>', `part of --ram held back for the process (default ${formatBytes(DEFAULT_RAM_RESERVE_BYTES)})`, bytes('--reserve'));
-  addCacheTypeOptions(plan)
+  addOverrideKvOption(addCacheTypeOptions(plan))
     .option('--lora <files>', 'LoRA adapter the model loads with (counted in the budget); repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--lora-scaled <file:scale>', 'the same with a scale, FNAME:SCALE', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--swa-full', "sliding-window layers keep every position (llama.cpp's --swa-full): their KV counted at the full context")
     .option('--json', 'print one JSON object')
-    .action((o: CacheTypeOpts & { model: string; ram?: number; vram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string; lora: string[]; loraScaled: string[]; swaFull?: boolean }) => {
+    .action((o: CacheTypeOpts & { model: string; ram?: number; vram?: number; ctx?: number; seqs: number; batch: number; reserve?: number; json?: boolean; dataDir?: string; lora: string[]; loraScaled: string[]; swaFull?: boolean; overrideKv: string[] }) => {
       let ram = o.ram;
       let vram = o.vram;
       if (ram === undefined || vram === undefined) {
@@ -803,7 +822,7 @@ export function registerModelCommands(program: Command): void {
           vram = d.vramBytes;
         }
       }
-      const p = planModel(o.model, { ramBytes: ram!, ...(vram ? { vramBytes: vram } : {}), nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve, ...kvTypesOf(o), lora: parseLoraFlags(o.lora, o.loraScaled), swaFull: o.swaFull });
+      const p = planModel(o.model, { ramBytes: ram!, ...(vram ? { vramBytes: vram } : {}), nCtx: o.ctx, nSeqMax: o.seqs, nBatch: o.batch, ramReserveBytes: o.reserve, ...kvTypesOf(o), lora: parseLoraFlags(o.lora, o.loraScaled), swaFull: o.swaFull, ...kvOverridesOf(o.overrideKv, (l) => process.stderr.write(l + '\n')) });
       if (o.json) process.stdout.write(JSON.stringify(p) + '\n');
       else process.stdout.write(planLines(o.model, p).join('\n') + '\n');
       if (!p.fits) throw new Error(p.message);
@@ -960,10 +979,12 @@ export function registerModelCommands(program: Command): void {
     .argument('<text>', 'text to tokenize')
     .option('--no-add-special', 'do not add BOS/EOS the model asks for')
     .option('--parse-special', 'treat special-token text (e.g. <|im_start|>) as special tokens')
-    .action(async (text: string, o: { model: string; addSpecial: boolean; parseSpecial?: boolean }) => {
+    .option('--override-kv <KEY=TYPE:VALUE>', OVERRIDE_KV_HELP, (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .action(async (text: string, o: { model: string; addSpecial: boolean; parseSpecial?: boolean; overrideKv: string[] }) => {
+      const { kvOverrides } = kvOverridesOf(o.overrideKv, (l) => process.stderr.write(l + '\n'));
       const file = openGgufMetadata(o.model);
       try {
-        const tok = Tokenizer.fromMetadata(file.metadata);
+        const tok = Tokenizer.fromMetadata(applyKvOverrides(file.metadata, kvOverrides));
         process.stdout.write(JSON.stringify(tok.tokenize(text, { addSpecial: o.addSpecial, parseSpecial: !!o.parseSpecial })) + '\n');
       } finally {
         file.close();

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { Command } from 'commander';
-import { formatBytes } from '@kailstream/engine/core';
+import { describeKvOverride, formatBytes, parseKvOverride } from '@kailstream/engine/core';
 import type { QuantizeReport } from '@kailstream/tools';
 
 import { createProgress, type Progress } from '../progress';
@@ -15,6 +15,7 @@ interface QuantizeFlags {
   imatrix?: string;
   includeWeights: string[];
   excludeWeights: string[];
+  overrideKv: string[];
   dryRun?: boolean;
   keepSplit?: boolean;
   threads?: string;
@@ -53,6 +54,7 @@ export function registerQuantize(program: Command): void {
     .option('--imatrix <file>', "importance matrix (kail imatrix's or llama-imatrix's, GGUF or legacy .dat): weights each column's rounding error by the activations it sees")
     .option('--include-weights <name>', 'use the imatrix only for tensors whose name contains this (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--exclude-weights <name>', 'do not use the imatrix for tensors whose name contains this (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--override-kv <KEY=TYPE:VALUE>', "metadata written into the output in place of the file's (TYPE int, float, bool or str; an int is written as u32), and read so by the mix; repeatable, one per flag as llama-quantize takes it", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--dry-run', 'print the types and sizes without writing')
     .option('--keep-split', 'as many output files as the input has: OUT less .gguf becomes the prefix of OUT-0000i-of-0000N.gguf')
     .option('-t, --threads <n>', 'quantizer threads (default: the CPUs this process may use)')
@@ -88,6 +90,9 @@ export function registerQuantize(program: Command): void {
         }
         return { pattern, type: tools.parseTensorType(spec.slice(eq + 1)) };
       });
+      // (One override per flag, as llama-quantize's string_parse_kv_override takes it: commas are the value's.)
+      const kvOverrides = o.overrideKv.map((v) => parseKvOverride(v));
+      if (!o.json) for (const ov of kvOverrides) process.stderr.write(`kail: ${describeKvOverride(ov)}\n`);
       const output = o.dryRun ? undefined : (a.output ?? tools.defaultQuantizedPath(a.input, ft.name));
       // (Made at the first slab, when the amount is known: a dry run or a refusal draws none.)
       let bar: Progress | undefined;
@@ -104,6 +109,7 @@ export function registerQuantize(program: Command): void {
         imatrix: o.imatrix,
         includeWeights: o.includeWeights,
         excludeWeights: o.excludeWeights,
+        kvOverrides,
         dryRun: o.dryRun,
         keepSplit: o.keepSplit,
         log: o.verbose && !o.json ? (l) => process.stderr.write(`${l}\n`) : undefined,

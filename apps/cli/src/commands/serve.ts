@@ -6,8 +6,8 @@ import type { Command } from 'commander';
 import { dataDir, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 // (The supervisor and the contracts load grpc-js: required when serve runs, not for every command.)
 import type { Supervisor } from '../supervisor';
-import { parseLoraFlags } from '@kailstream/engine/core';
-import { addCacheTypeOptions, CACHE_TYPE_HELP } from './model-commands';
+import { parseKvOverrides, parseLoraFlags } from '@kailstream/engine/core';
+import { addCacheTypeOptions, CACHE_TYPE_HELP, OVERRIDE_KV_HELP } from './model-commands';
 
 export interface ServeOptions {
   /** GGUF files to load at start (`id=path` names the model). */
@@ -34,6 +34,8 @@ export interface ServeOptions {
   controlVectorLayerRange?: string;
   /** llama.cpp's --swa-full for the engine's models. */
   swaFull?: boolean;
+  /** llama.cpp's --override-kv KEY=TYPE:VALUE[,...] for every model the engine loads. */
+  overrideKv?: string[];
   /** Models in memory computed from the file's mapping (--mmap). */
   mmap?: boolean;
   /** llama-server's --ctx-checkpoints: a recurrent model's context checkpoints per slot. */
@@ -87,6 +89,8 @@ export function grpcToken(dir: string): string {
 /** Starts engine, scheduler, API and web console as separate processes; returns the supervisor. */
 export async function serve(opts: ServeOptions, log: (l: string) => void = (l) => process.stdout.write(l + '\n')): Promise<Supervisor> {
   if (opts.pooling !== undefined && !['none', 'mean', 'cls', 'last'].includes(opts.pooling)) throw new Error(`--pooling must be none, mean, cls or last, got '${opts.pooling}'`);
+  // A malformed override stops here, not in an engine the supervisor would restart again and again.
+  parseKvOverrides(opts.overrideKv ?? []);
   const dir = dataDir(opts.dataDir);
   fs.mkdirSync(dir, { recursive: true });
   /* eslint-disable @typescript-eslint/no-require-imports */
@@ -105,7 +109,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     fs.mkdirSync(modelsDir, { recursive: true });
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
-    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : [])];
+    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.overrideKv ?? []).flatMap((v) => ['--override-kv', v]), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : [])];
     for (const m of opts.model ?? []) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
@@ -166,6 +170,10 @@ export function registerServe(program: Command): void {
     .option('--control-vector-scaled <file:scale>', "control vector with a strength (llama.cpp's FNAME SCALE works too); repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--control-vector-layer-range <start:end>', "layers the control vectors apply to (llama.cpp's START END works too)")
     .option('--swa-full', "sliding-window layers keep every position (llama.cpp's --swa-full; gpt-oss can then shift its context)")
+    .option('--override-kv <KEY=TYPE:VALUE>', `${OVERRIDE_KV_HELP}; for every model the engine loads`, (v: string, acc: string[]) => {
+      parseKvOverrides([v]);
+      return [...acc, v];
+    }, [] as string[])
     .option('--mmap', "models in memory compute from the file's mapping (llama.cpp's default) instead of a copy in huge pages: they start faster and run slower")
     .option('--slot-save-path <dir>', "directory for llama-server's POST /slots/ID?action=save|restore files (off without it)")
     .option('--max-stall-ms <ms>', 'while streams decode, the longest a pass spends on arriving prompts (0 = no limit)', '500')

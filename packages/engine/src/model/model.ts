@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import nodePath from 'node:path';
-import type { ForwardBatch, GgufTensorInfo, ModelParams, ModelProgram, NativeGgufFile, NativeModel, NativeResidencyPlan } from '@kailstream/core-native';
+import type { ForwardBatch, GgufTensorInfo, GgufValue, ModelParams, ModelProgram, NativeGgufFile, NativeModel, NativeResidencyPlan } from '@kailstream/core-native';
 
 import { EngineError, toEngineError } from '../errors';
 import { DEFAULT_USAGE_DECAY, mergeUsage, modelIdentity, readUsageHistory, warmOrder, writeUsageHistory, type UsageHistory } from '../cache/usage-history';
@@ -12,6 +12,7 @@ import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/de
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { formatBytes, parseByteSize, shareOfBytes } from './byte-size';
 import { fileTypeName } from './file-type';
+import { applyKvOverrides, type KvOverride } from './kv-override';
 import { Metadata, readHParams, type HParams } from './hparams';
 import { cgroupMemoryLimit, type CgroupMemoryLimit } from './memory-cgroup';
 import { readRankHead, type RankHead } from './rank-head';
@@ -95,6 +96,12 @@ export interface LoadModelOptions {
    * their KV cache grows with the context like the other layers'.
    */
   swaFull?: boolean;
+  /**
+   * llama.cpp's --override-kv: metadata values read in place of the file's (hyperparameters and
+   * tokenizer keys alike; model/kv-override.ts), e.g. `<arch>.expert_used_count` as an int to
+   * route each token to fewer experts. The summary, plan and tokenizer see them too.
+   */
+  kvOverrides?: KvOverride[];
   /**
    * In memory (no ramBytes): compute from the file's read-only mapping, as llama.cpp does by
    * default, instead of a copy of the tensor data in huge pages: a faster start and pages shared
@@ -316,9 +323,10 @@ export function moeStreamLayers(program: ModelProgram): number[] {
   return out;
 }
 
-export function summarize(file: NativeGgufFile): ModelSummary {
-  const arch = String(file.metadata['general.architecture'] ?? 'unknown');
-  const md = new Metadata(file.metadata, arch);
+/** `metadata`: the file's with a load's overrides (applyKvOverrides); default the file's. */
+export function summarize(file: NativeGgufFile, metadata: Record<string, GgufValue> = file.metadata): ModelSummary {
+  const arch = String(metadata['general.architecture'] ?? 'unknown');
+  const md = new Metadata(metadata, arch);
   let params = 0;
   let expertBytes = 0;
   let residentBytes = 0;
@@ -344,7 +352,7 @@ export function summarize(file: NativeGgufFile): ModelSummary {
     expertCount: nExpert,
     expertUsedCount: nUsed,
     tensorTypeBytes: byType,
-    fileType: typeof file.metadata['general.file_type'] === 'number' ? fileTypeName(file.metadata['general.file_type']) : '',
+    fileType: typeof metadata['general.file_type'] === 'number' ? fileTypeName(metadata['general.file_type']) : '',
     expertBytes,
     residentBytes,
     bytesPerExpert,
@@ -441,11 +449,12 @@ function kvTypeId(t: KvType | undefined): number {
 // Architecture checks, hyperparameters, program and the native parameters: what both planning
 // and loading need, from the metadata alone.
 function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Prepared {
-  const arch = file.metadata['general.architecture'];
+  const meta = applyKvOverrides(file.metadata, opts.kvOverrides);
+  const arch = meta['general.architecture'];
   if (typeof arch !== 'string') throw new EngineError('KAIL_E_BAD_MODEL', `${path}: metadata 'general.architecture' is missing`);
   if (!SUPPORTED_ARCHITECTURES.includes(arch))
     throw new EngineError('KAIL_E_UNSUPPORTED', `architecture '${arch}' is not supported; supported: ${SUPPORTED_ARCHITECTURES.join(', ')}`);
-  const md = new Metadata(file.metadata, arch);
+  const md = new Metadata(meta, arch);
   const tensors = new Map<string, GgufTensorInfo>(file.tensors.map((t) => [t.name, t]));
   const hp = readHParams(md, tensors);
   const nCtx = Math.max(1, Math.min(opts.nCtx ?? defaultContext(hp), 1 << 20));
@@ -624,9 +633,9 @@ export class EngineModel {
     const file = openGgufMetadata(path);
     try {
       const { md, hp, program, nCtx, nSeqMax, nBatch, params, kvType, kvTypeV } = prepare(path, file, opts);
-      const tokenizer = Tokenizer.fromMetadata(file.metadata);
+      const tokenizer = Tokenizer.fromMetadata(md.kv);
       checkVocabulary(tokenizer, hp, program);
-      let summary = summarize(file);
+      let summary = summarize(file, md.kv);
       if (opts.mtp) summary = { ...summary, bytesPerToken: programBytesPerToken(program, file, summary) };
       // Refuse before allocating: the KV cache at full context for every sequence must fit in
       // what the machine has available (the weights are mapped, not allocated).

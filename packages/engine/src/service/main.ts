@@ -11,6 +11,7 @@ import { AUTH_TOKEN_ENV, engine } from '@kailstream/proto';
 import { formatBytes } from '../model/byte-size';
 import { KV_TYPES, kvTypesFromFlags, parseLoraFlags, parseRamBudget, parseVramBudget, type KvType } from '../model/model';
 import { parseControlVectorFlags } from '../model/control-vector';
+import { describeKvOverride, parseKvOverrides } from '../model/kv-override';
 import { hardwareProfilePath, readHardwareProfile } from '../model/hardware-profile';
 import { LocalModelHost } from './model-host';
 import { startEngineServer } from './engine-service';
@@ -55,6 +56,8 @@ async function main() {
       pooling: { type: 'string' },
       // llama.cpp's --swa-full: sliding-window layers keep every position (gpt-oss can then shift).
       'swa-full': { type: 'boolean', default: false },
+      // llama.cpp's --override-kv KEY=TYPE:VALUE[,...]: metadata the engine's models read in place of their files'.
+      'override-kv': { type: 'string', multiple: true, default: [] },
       // In memory, compute from the file's mapping instead of a copy in huge pages.
       mmap: { type: 'boolean', default: false },
       // llama-server's --slot-save-path: where POST /slots/ID?action=save|restore keeps slot files.
@@ -79,6 +82,8 @@ async function main() {
     if (t !== undefined && !KV_TYPES.includes(t)) throw new Error(`--${flag} must be ${KV_TYPES.join(', ')}, got '${t}'`);
     return t;
   };
+  const kvOverrides = parseKvOverrides(values['override-kv']);
+  for (const o of kvOverrides) process.stderr.write(`engine: ${describeKvOverride(o)}\n`);
   const { kvType, kvTypeV } = kvTypesFromFlags(cacheType('cache-type'), cacheType('cache-type-k'), cacheType('cache-type-v'));
   // The hardware profile in the data directory (kail profile) supplies budgets and bandwidth.
   // A profile that cannot be read does not keep the engine down: it serves as without one (no
@@ -102,7 +107,7 @@ async function main() {
     modelsDir: values['models-dir'],
     defaultRamBudgetBytes: values.ram ? parseRamBudget(values.ram) : undefined,
     defaultVramBudgetBytes: values.vram ? parseVramBudget(values.vram) : undefined,
-    loadOptions: { kvType, kvTypeV, ...(values['swa-full'] ? { swaFull: true } : {}), ...(values.mmap ? { mmap: true } : {}) },
+    loadOptions: { kvType, kvTypeV, ...(values['swa-full'] ? { swaFull: true } : {}), ...(kvOverrides.length ? { kvOverrides } : {}), ...(values.mmap ? { mmap: true } : {}) },
     contextShift: values['context-shift'],
     slotSavePath: values['slot-save-path'],
     pooling: poolingFlag(values.pooling),

@@ -7,12 +7,14 @@
 //             [--leave-output-tensor] [--output-tensor-type T] [--token-embedding-type T]
 //             [--tensor-type REGEX=T]... [--copy] [--keep-split]
 //             [--imatrix-values FILE] [--kv-str KEY=VALUE]... [--kv-u32 KEY=N]...
+//             [--kv-f64 KEY=X]... [--kv-bool KEY=true|false]...
 //
 // --imatrix-values: the importance values llama-quantize's load_imatrix would pass (already
 // divided by their counts), as u32 n_entries, then per entry u32 name length, the name, u32 n,
 // n f32. (The file formats are read by llama.cpp's common library, which node-llama-cpp does not
-// ship; the caller reads them.) --kv-str/--kv-u32: the metadata overrides llama-quantize adds
-// with an imatrix (quantize.imatrix.file, ...), in the order given.
+// ship; the caller reads them.) --kv-str/--kv-u32/--kv-f64/--kv-bool: metadata overrides
+// (llama_model_kv_override STR/INT/FLOAT/BOOL), in the order given: llama-quantize's
+// --override-kv values, then those it adds with an imatrix (quantize.imatrix.file, ...).
 //
 // With --keep-split, OUT is the prefix of OUT-0000i-of-0000N.gguf, as llama_model_quantize takes it.
 // N is a llama_ftype number (15 = Q4_K_M); T a ggml_type number (14 = Q6_K). REGEX is lowercased,
@@ -86,7 +88,7 @@ int main(int argc, char ** argv) {
                 fprintf(stderr, "quant-ref: --imatrix-values file is malformed\n");
                 return 1;
             }
-        } else if (a == "--kv-str" || a == "--kv-u32") {
+        } else if (a == "--kv-str" || a == "--kv-u32" || a == "--kv-f64" || a == "--kv-bool") {
             std::string key, val;
             kv_split(next(i), key, val);
             llama_model_kv_override o{};
@@ -95,6 +97,12 @@ int main(int argc, char ** argv) {
                 o.tag = LLAMA_KV_OVERRIDE_TYPE_STR;
                 strncpy(o.val_str, val.c_str(), 127);
                 o.val_str[127] = '\0';
+            } else if (a == "--kv-f64") {
+                o.tag = LLAMA_KV_OVERRIDE_TYPE_FLOAT;
+                o.val_f64 = atof(val.c_str());
+            } else if (a == "--kv-bool") {
+                o.tag = LLAMA_KV_OVERRIDE_TYPE_BOOL;
+                o.val_bool = val == "true";
             } else {
                 o.tag = LLAMA_KV_OVERRIDE_TYPE_INT;
                 o.val_i64 = atoll(val.c_str());
