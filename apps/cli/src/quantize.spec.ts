@@ -107,6 +107,18 @@ describe('kail quantize', () => {
     expect(bad.stderr).toMatch(/the model's 'qwen3moe.expert_used_count' is a number, not a string; use int: or float:/);
   });
 
+  it('--prune-layers leaves blocks out; the smaller model runs', () => {
+    const out = path.join(dir, 'pruned.gguf');
+    const r = kail('quantize', '--prune-layers', '0', model, out, 'Q8_0');
+    expect(r.status).toBe(0);
+    const info = JSON.parse(kail('inspect', '--json', out).stdout);
+    expect(info.layerCount).toBe(1);
+    expect(JSON.parse(kail('quantize', '--json', '--dry-run', '--prune-layers', '0', model, 'Q8_0').stdout).tensors.some((t: { name: string }) => t.name.startsWith('blk.1.'))).toBe(false);
+    const run = kail('run', '-m', out, '-p', 'Hello', '-n', '4', '-t', '2', '--json');
+    expect(run.status).toBe(0);
+    expect(JSON.parse(run.stdout).tokens).toHaveLength(4);
+  });
+
   it('refuses bad arguments naming them', () => {
     const cases: [string[], RegExp][] = [
       [[model, path.join(dir, 'x.gguf'), 'Q9_K'], /unknown quantization type 'Q9_K'/],
@@ -116,6 +128,9 @@ describe('kail quantize', () => {
       [['--tensor-type', '(=q8_0', model, 'Q8_0'], /--tensor-type '\(=q8_0': Invalid regular expression/],
       [[path.join(dir, 'missing.gguf'), 'Q8_0'], /no such file|ENOENT/],
       [['--override-kv', 'qwen3moe.expert_used_count=int:x', model, path.join(dir, 'x.gguf'), 'Q8_0'], /--override-kv 'qwen3moe.expert_used_count=int:x': 'x' is not an integer/],
+      [['--prune-layers', '1,x', model, path.join(dir, 'x.gguf'), 'Q8_0'], /--prune-layers takes comma-separated block numbers, got 'x' in '1,x'/],
+      [['--prune-layers', '5', model, path.join(dir, 'x.gguf'), 'Q8_0'], /--prune-layers: 5 is not a block of this model \(qwen3moe.block_count is 2: 0..1\)/],
+      [['--prune-layers', '0,1', model, path.join(dir, 'x.gguf'), 'Q8_0'], /would prune every one of the model's 2 blocks/],
       [['--override-kv', 'qwen3moe.block_count=bool:true', model, path.join(dir, 'x.gguf'), 'Q8_0'], /'qwen3moe.block_count' is a number, not a boolean/],
     ];
     for (const [args, message] of cases) {

@@ -13,7 +13,7 @@ import { llamaQuantize, type QuantRefOptions } from '../parity/quant-ref';
 import { GgmlType, ggmlTypeTraits } from './constants';
 import { loadImatrix, readImatrixFile, writeImatrixDat, writeImatrixGguf, type ImatrixEntry } from './imatrix';
 import { readGgufHeader } from './reader';
-import { parseQuantFileType, quantizeModel } from './quantize';
+import { parseQuantFileType, quantizeModel, type QuantizeOptions } from './quantize';
 
 /** A made-up imatrix for every matrix of a model (as llama-imatrix collects: not token_embd), some experts unseen. */
 function syntheticEntries(model: string, seed: number): Map<string, ImatrixEntry> {
@@ -69,11 +69,20 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     write('deepseek2-f16', 'tiny-deepseek2-lite-split', 'F16');
   }, 120_000);
 
-  async function compare(label: string, model: string, type: string, imatrix: string, kailExtra: { includeWeights?: string[]; excludeWeights?: string[] } = {}) {
+  async function compare(
+    label: string,
+    model: string,
+    type: string,
+    imatrix: string,
+    kailExtra: Pick<QuantizeOptions, 'includeWeights' | 'excludeWeights' | 'pruneLayers' | 'kvOverrides'> = {},
+    refExtra: QuantRefOptions = {},
+  ) {
     const ours = path.join(dir, `k-${model}-${type}.gguf`);
     const theirs = path.join(dir, `r-${model}-${type}.gguf`);
     const r = quantizeModel(models[model], ours, { type, threads: 2, imatrix, ...kailExtra });
-    await llamaQuantize(models[model], theirs, parseQuantFileType(type).ftype, { threads: 2, ...refOptions(imatrix, { include: kailExtra.includeWeights, exclude: kailExtra.excludeWeights }) });
+    const ref = refOptions(imatrix, { include: kailExtra.includeWeights, exclude: kailExtra.excludeWeights });
+    // (llama-quantize puts its --override-kv values before the imatrix's.)
+    await llamaQuantize(models[model], theirs, parseQuantFileType(type).ftype, { threads: 2, ...ref, ...refExtra, kvOverrides: [...(refExtra.kvOverrides ?? []), ...(ref.kvOverrides ?? [])] });
     const same = fs.readFileSync(ours).equals(fs.readFileSync(theirs));
     const types = [...new Set(r.tensors.map((t) => t.to))].join(' ');
     table.push(`  ${model.padEnd(14)} ${label.padEnd(40)} ${same ? 'identical' : 'DIFFERENT'} (${types})`);
@@ -142,6 +151,19 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     const all = loadImatrix(imatrices['qwen3moe-f16']).values.size;
     expect(a.kv.get('quantize.imatrix.entries_count')?.value).toBeLessThan(all);
     expect(b.kv.get('quantize.imatrix.entries_count')?.value).toBeLessThan(all);
+  }, 120_000);
+
+  it('--prune-layers reads the imatrix by the input\'s names, and --override-kv goes before its keys, as llama-quantize does', async () => {
+    const { kv } = await compare(
+      'IQ2_XXS --prune-layers 3,7 --override-kv',
+      'llama-f16',
+      'IQ2_XXS',
+      imatrices['llama-f16'],
+      { pruneLayers: [7, 3], kvOverrides: [{ key: 'general.name', type: 'str', value: 'pruned' }, { key: 'quantize.imatrix.file', type: 'str', value: 'replaced by the imatrix one' }] },
+      { pruneLayers: [3, 7], kvOverrides: [{ key: 'general.name', str: 'pruned' }, { key: 'quantize.imatrix.file', str: 'replaced by the imatrix one' }] },
+    );
+    expect(kv.get('llama.block_count')?.value).toBe(14);
+    expect([...kv.keys()].slice(-6)).toEqual(['general.name', 'quantize.imatrix.file', 'quantize.imatrix.dataset', 'quantize.imatrix.entries_count', 'quantize.imatrix.chunks_count', 'llama.block_count']);
   }, 120_000);
 
   it('changes the bytes (the weights matter), and the GGUF format reads back what was written', () => {

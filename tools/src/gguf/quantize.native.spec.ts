@@ -120,6 +120,11 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     ],
     // The mix reads the overridden value: 4 experts instead of 8 drop the 8-expert rule (attn_v, attn_k Q8_0).
     ['Q4_K_M --override-kv llama.expert_count=int:4', 'mixtral-f32', 'Q4_K_M', { kvOverrides: [{ key: 'llama.expert_count', type: 'int', value: 4 }] }, { kvOverrides: [{ key: 'llama.expert_count', u32: 4 }] }],
+    // --prune-layers: blocks dropped, the rest renumbered, block_count set last; the mix still counts the input's layers.
+    ['Q4_K_M --prune-layers 1', 'qwen3moe-f16', 'Q4_K_M', { pruneLayers: [1] }, { pruneLayers: [1] }],
+    ['Q4_K_M --prune-layers 70,3,3,10,40', 'llama80-f16', 'Q4_K_M', { pruneLayers: [70, 3, 3, 10, 40] }, { pruneLayers: [70, 3, 10, 40] }],
+    ['Q4_K_M --prune-layers 0 from 4 split files', 'qwen3moe-split', 'Q4_K_M', { pruneLayers: [0] }, { pruneLayers: [0] }],
+    ['Q3_K_M --prune-layers 0 (8 experts)', 'mixtral-f32', 'Q3_K_M', { pruneLayers: [0] }, { pruneLayers: [0] }],
     ['COPY --override-kv general.file_type=int:7', 'qwen3moe-f16', 'COPY', { kvOverrides: [{ key: 'general.file_type', type: 'int', value: 7 }] }, { copy: true, kvOverrides: [{ key: 'general.file_type', u32: 7 }] }],
   ];
 

@@ -142,6 +142,13 @@ export interface QuantizeOptions {
    * the file type, as llama-quantize writes them (an int as u32, a float as f32).
    */
   kvOverrides?: KvOverride[];
+  /**
+   * Blocks to leave out (--prune-layers): their tensors are dropped, the blocks after them
+   * renumbered down, and block_count set to what remains, as llama-quantize does. The mix still
+   * counts the input's layers (llama.cpp's n_layer), and the imatrix is read by the input's names.
+   * Per-layer metadata arrays are copied as they are (as llama.cpp copies them).
+   */
+  pruneLayers?: number[];
   /** Bytes of rows converted at once per tensor (default 256 MiB). */
   slabBytes?: number;
   /** Progress lines, one per tensor (and fallback warnings). */
@@ -517,9 +524,9 @@ function guessFtype(tensors: readonly GgufReadTensor[]): number {
  * them up: by name; a size other than ne0 * ne2 is an error except for token_embd, which goes
  * without.
  */
-function imatrixFor(im: Imatrix | undefined, t: GgufReadTensor, log: (line: string) => void): Float32Array | undefined {
+function imatrixFor(im: Imatrix | undefined, t: SourceTensor, log: (line: string) => void): Float32Array | undefined {
   if (!im) return undefined;
-  const v = im.values.get(t.name);
+  const v = im.values.get(t.srcName ?? t.name);
   if (!v) {
     log(`====== did not find weights for ${t.name}`);
     return undefined;
@@ -611,7 +618,26 @@ function modelSplits(file: string, h: GgufHeader): string[] {
   return Array.from({ length: count }, (_, i) => ggufSplitPath(m[1], i + 1, count));
 }
 
-type SourceTensor = GgufReadTensor & { file: string; split: number };
+/** `srcName`: its name in the input where --prune-layers renumbered its block (the imatrix's name for it). */
+type SourceTensor = GgufReadTensor & { file: string; split: number; srcName?: string };
+
+/**
+ * llama.cpp's remap_layer over the tensors in block order: each block's new number (null:
+ * pruned), and the blocks that remain. `prune` sorted, without repeats.
+ */
+function pruneBlocks(names: readonly string[], prune: readonly number[]): { mapped: Map<number, number | null>; remaining: number } {
+  const blocks = [...new Set(names.map(blockOf).filter((b) => b >= 0))].sort((a, b) => a - b);
+  const mapped = new Map<number, number | null>();
+  let next = 0;
+  for (const b of blocks) {
+    if (prune.includes(b)) mapped.set(b, null);
+    else if (b < prune[0]) {
+      mapped.set(b, b);
+      next = b + 1;
+    } else mapped.set(b, next++);
+  }
+  return { mapped, remaining: next };
+}
 
 /** The header, or an error that names the file and what is wrong with it. */
 function readHeader(file: string): GgufHeader {
@@ -653,7 +679,7 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   const overrideKvs: [string, GgufValue][] = (opts.kvOverrides ?? []).map((o) => [o.key, overrideValue(o)]);
   const read = withOverrides(first, opts.kvOverrides);
   const info = modelInfo(read, input);
-  const tensors: SourceTensor[] = [];
+  let tensors: SourceTensor[] = [];
   files.forEach((f, split) => {
     if (!fs.existsSync(f)) throw new Error(`${input}: split file ${f} is missing`);
     const h = f === input ? first : readHeader(f);
@@ -675,6 +701,25 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   }
 
   const ftype = ft.copy ? (kvNumber(read, 'general.file_type') ?? guessFtype(tensors)) : ft.ftype;
+  // --prune-layers: the kept blocks renumbered (llama-quantize's remap_layer), block_count set below.
+  let prunedBlockCount: number | undefined;
+  if (opts.pruneLayers?.length) {
+    const prune = [...new Set(opts.pruneLayers)].sort((a, b) => a - b);
+    for (const b of prune) {
+      if (!Number.isInteger(b) || b < 0 || b >= info.nLayerAll) throw new Error(`--prune-layers: ${b} is not a block of this model (${info.arch}.block_count is ${info.nLayerAll}: 0..${info.nLayerAll - 1})`);
+    }
+    if (prune.length >= info.nLayerAll) throw new Error(`--prune-layers would prune every one of the model's ${info.nLayerAll} blocks`);
+    const { mapped, remaining } = pruneBlocks(tensors.map((t) => t.name), prune);
+    tensors = tensors.flatMap((t) => {
+      const b = blockOf(t.name);
+      if (b < 0) return [t];
+      const to = mapped.get(b);
+      if (to === null || to === undefined) return [];
+      return to === b ? [t] : [{ ...t, name: t.name.replace(/blk\.(\d+)\./, `blk.${to}.`), srcName: t.name }];
+    });
+    prunedBlockCount = remaining;
+    log(`pruned blocks ${prune.join(', ')}: ${remaining} of ${info.nLayerAll} remain`);
+  }
   if (!opts.imatrix && (opts.includeWeights?.length || opts.excludeWeights?.length)) throw new Error('quantize: --include-weights and --exclude-weights need --imatrix');
   const imatrix = opts.imatrix ? loadImatrix(opts.imatrix, { include: opts.includeWeights, exclude: opts.excludeWeights }) : undefined;
   // (llama-quantize passes no imatrix when the filters leave it empty.)
@@ -716,7 +761,9 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
     ['general.quantization_version', kv.u32(QNT_VERSION)],
     ['general.file_type', kv.u32(ftype)],
   ]);
-  for (const [key, v] of [...overrideKvs, ...(im ? imatrixMetadata(im) : [])]) {
+  // (then, pruned, the block count: llama-quantize sets it after the overrides.)
+  const pruned: [string, GgufValue][] = prunedBlockCount === undefined ? [] : [[`${info.arch}.block_count`, kv.u32(prunedBlockCount)]];
+  for (const [key, v] of [...overrideKvs, ...(im ? imatrixMetadata(im) : []), ...pruned]) {
     tail.delete(key);
     tail.set(key, v);
   }

@@ -19,6 +19,8 @@ export interface QuantRefOptions {
   copy?: boolean;
   /** Write one file per input split; `output` is then their prefix. */
   keepSplit?: boolean;
+  /** Blocks to prune (llama-quantize's --prune-layers). */
+  pruneLayers?: number[];
   /** Importance values per tensor name, as llama-quantize's load_imatrix hands them over (means). */
   imatrixValues?: Map<string, Float32Array>;
   /** Metadata overrides, in order (llama-quantize adds quantize.imatrix.* ones with an imatrix). */
@@ -35,6 +37,7 @@ export async function llamaQuantize(input: string, output: string, ftype: number
   if (opts.leaveOutputTensor) args.push('--leave-output-tensor');
   if (opts.copy) args.push('--copy');
   if (opts.keepSplit) args.push('--keep-split');
+  if (opts.pruneLayers?.length) args.push('--prune-layers', opts.pruneLayers.join(','));
   if (opts.outputTensorType !== undefined) args.push('--output-tensor-type', String(opts.outputTensorType));
   if (opts.tokenEmbeddingType !== undefined) args.push('--token-embedding-type', String(opts.tokenEmbeddingType));
   for (const t of opts.tensorTypes ?? []) args.push('--tensor-type', `${t.pattern}=${t.type}`);

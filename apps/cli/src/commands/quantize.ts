@@ -16,6 +16,7 @@ interface QuantizeFlags {
   includeWeights: string[];
   excludeWeights: string[];
   overrideKv: string[];
+  pruneLayers?: number[];
   dryRun?: boolean;
   keepSplit?: boolean;
   threads?: string;
@@ -55,6 +56,12 @@ export function registerQuantize(program: Command): void {
     .option('--include-weights <name>', 'use the imatrix only for tensors whose name contains this (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--exclude-weights <name>', 'do not use the imatrix for tensors whose name contains this (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--override-kv <KEY=TYPE:VALUE>', "metadata written into the output in place of the file's (TYPE int, float, bool or str; an int is written as u32), and read so by the mix; repeatable, one per flag as llama-quantize takes it", (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--prune-layers <ids>', "leave out these blocks (comma-separated numbers): the later ones are renumbered and block_count set to what remains, as llama-quantize's --prune-layers", (v: string) =>
+      v.split(',').map((x) => {
+        if (!/^\s*\d+\s*$/.test(x)) throw new Error(`--prune-layers takes comma-separated block numbers, got '${x}' in '${v}'`);
+        return Number(x);
+      }),
+    )
     .option('--dry-run', 'print the types and sizes without writing')
     .option('--keep-split', 'as many output files as the input has: OUT less .gguf becomes the prefix of OUT-0000i-of-0000N.gguf')
     .option('-t, --threads <n>', 'quantizer threads (default: the CPUs this process may use)')
@@ -110,6 +117,7 @@ export function registerQuantize(program: Command): void {
         includeWeights: o.includeWeights,
         excludeWeights: o.excludeWeights,
         kvOverrides,
+        pruneLayers: o.pruneLayers,
         dryRun: o.dryRun,
         keepSplit: o.keepSplit,
         log: o.verbose && !o.json ? (l) => process.stderr.write(`${l}\n`) : undefined,

@@ -5,7 +5,7 @@
 //
 //   quant-ref --in IN.gguf --out OUT.gguf --ftype N [--threads N] [--pure] [--allow-requantize]
 //             [--leave-output-tensor] [--output-tensor-type T] [--token-embedding-type T]
-//             [--tensor-type REGEX=T]... [--copy] [--keep-split]
+//             [--tensor-type REGEX=T]... [--copy] [--keep-split] [--prune-layers I,J,...]
 //             [--imatrix-values FILE] [--kv-str KEY=VALUE]... [--kv-u32 KEY=N]...
 //             [--kv-f64 KEY=X]... [--kv-bool KEY=true|false]...
 //
@@ -19,6 +19,7 @@
 // With --keep-split, OUT is the prefix of OUT-0000i-of-0000N.gguf, as llama_model_quantize takes it.
 // N is a llama_ftype number (15 = Q4_K_M); T a ggml_type number (14 = Q6_K). REGEX is lowercased,
 // as llama-quantize does. Errors: a message on stderr, exit code 1.
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <fstream>
@@ -47,6 +48,7 @@ int main(int argc, char ** argv) {
     std::vector<std::string> im_names;
     std::vector<std::vector<float>> im_values;
     std::vector<llama_model_kv_override> kvo;
+    std::vector<int32_t> prune;
     auto kv_split = [&](const std::string & v, std::string & key, std::string & val) {
         const size_t eq = v.find('=');
         if (eq == std::string::npos || eq == 0 || eq >= 128) {
@@ -69,6 +71,17 @@ int main(int argc, char ** argv) {
         else if (a == "--token-embedding-type") p.token_embedding_type = (ggml_type)atoi(next(i));
         else if (a == "--copy") p.only_copy = true;
         else if (a == "--keep-split") p.keep_split = true;
+        else if (a == "--prune-layers") {
+            // Sorted, without repeats, as llama-quantize's parse_layer_prune hands them over.
+            const std::string v = next(i);
+            for (size_t at = 0; at <= v.size();) {
+                const size_t comma = std::min(v.find(',', at), v.size());
+                prune.push_back((int32_t) atoi(v.substr(at, comma - at).c_str()));
+                at = comma + 1;
+            }
+            std::sort(prune.begin(), prune.end());
+            prune.erase(std::unique(prune.begin(), prune.end()), prune.end());
+        }
         else if (a == "--imatrix-values") {
             std::ifstream f(next(i), std::ios::binary);
             uint32_t n = 0;
@@ -147,6 +160,10 @@ int main(int argc, char ** argv) {
         kvo.emplace_back();
         kvo.back().key[0] = 0;
         p.kv_overrides = kvo.data();
+    }
+    if (!prune.empty()) {
+        prune.push_back(-1);
+        p.prune_layers = prune.data();
     }
     llama_log_set([](ggml_log_level level, const char * text, void *) {
         if (level == GGML_LOG_LEVEL_ERROR || getenv("QUANT_REF_VERBOSE")) fputs(text, stderr);
