@@ -142,6 +142,44 @@ describe('kail plan and --ram', () => {
     expect(short.stderr).toMatch(/tokenizes to \d+ tokens; a chunk size of 64 needs at least 128/);
   });
 
+  it("perplexity --kl-divergence-base then --kl-divergence, as llama-perplexity's: the same model (streamed or not) gives 0, fewer experts do not", () => {
+    const text = path.join(dir, 'kld.txt');
+    fs.writeFileSync(text, 'A quantized model is judged by how far its distributions move from the base model. '.repeat(40));
+    const base = path.join(dir, 'base.kld');
+    const saved = kail('perplexity', '-m', model, '-f', text, '-c', '64', '--chunks', '3', '-t', '2', '--kl-divergence-base', base);
+    expect(saved.status).toBe(0);
+    expect(saved.stdout).toContain(`log-probabilities saved to ${base}`);
+    const arch = JSON.parse(kail('inspect', '--json', model).stdout).architecture;
+    const kld = (...a: string[]) => {
+      const r = kail('perplexity', '-m', model, '--kl-divergence-base', base, '--kl-divergence', '-t', '2', '--json', ...a);
+      expect(r.status).toBe(0);
+      return JSON.parse(r.stdout).stats;
+    };
+    const same = kld();
+    expect(same.positions).toBe(93);
+    expect(Math.abs(same.kld.value)).toBeLessThan(1e-5);
+    expect(same.sameTop.value).toBe(1);
+    expect(kld('--ram', String(ram), '--reserve', '0')).toEqual(same);
+    const fewer = kld('--override-kv', `${arch}.expert_used_count=int:1`);
+    expect(fewer.kld.value).toBeGreaterThan(1e-3);
+    expect(fewer.sameTop.value).toBeLessThan(1);
+    // The text report: llama-perplexity's chunk lines and statistics.
+    const t = kail('perplexity', '-m', model, '--kl-divergence-base', base, '--kl-divergence', '-t', '2', '--override-kv', `${arch}.expert_used_count=int:1`);
+    expect(t.stdout).toMatch(/^ {3}3 {4}[ \d.]+ ± [ \d.]+ {4}[ \d.-]+ ± [ \d.]+ {4}[ \d.]+ ± [ \d.]+ {4}[ \d.]+ ± [ \d.]+ % {4}[ \d.]+ ± [ \d.]+ %$/m);
+    expect(t.stdout).toMatch(/^Mean {4}KLD: +[\d.]+ ± +[\d.]+$/m);
+    expect(t.stdout).toMatch(/^Same top p: +[\d.]+ ± +[\d.]+ %$/m);
+    // Misuse: a clear error each.
+    const bad = (re: RegExp, ...a: string[]) => {
+      const r = kail('perplexity', '-m', model, '-t', '2', ...a);
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toMatch(re);
+    };
+    bad(/--kl-divergence needs --kl-divergence-base FILE/, '--kl-divergence');
+    bad(/takes its tokens from the base file; leave out -f/, '--kl-divergence', '--kl-divergence-base', base, '-f', text);
+    bad(/does not look like a file of base log-probabilities/, '--kl-divergence', '--kl-divergence-base', text);
+    bad(/perplexity needs -f TEXT/);
+  });
+
   it('--lora / --lora-scaled apply LoRA adapters (llama.cpp\'s syntax); scale 0 is the base model; a bad one is an error', () => {
     const text = path.join(dir, 'lora.txt');
     fs.writeFileSync(text, 'Adapters add a low-rank delta to the projections they name, and nothing else. '.repeat(40));

@@ -19,6 +19,7 @@ export { formatBytes, parseByteSize } from './model/byte-size';
 export { summarizeStream } from './model/stream-summary';
 export { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from './model/split-files';
 export { NllAccumulator, perplexity, perplexityChunks, type PerplexityOptions, type PerplexityResult } from './model/perplexity';
+export { encodeLogProbs, KldAccumulator, klDivergence, kldChunkLine, kldStats, kldStatsLines, KLD_CHUNK_HEADER, logProbWords, openBaseLogits, scoredPerChunk, type KlDivergenceResult, type KldStats } from './model/kl-divergence';
 export { computeImatrix, type ImatrixOptions, type ImatrixResult } from './model/imatrix';
 export type { StreamSummary } from './model/stream-summary';
 export type { NativeExpertLayerStats as ExpertLayerStats, NativeExpertStreamStats as ExpertStreamStats } from '@kailstream/core-native';

@@ -22,6 +22,11 @@ import {
   type KvCacheReport,
   parseByteSize,
   perplexity,
+  klDivergence,
+  kldChunkLine,
+  kldStatsLines,
+  KLD_CHUNK_HEADER,
+  openBaseLogits,
   computeImatrix,
   planModel,
   profileDefaults,
@@ -830,39 +835,78 @@ export function registerModelCommands(program: Command): void {
 
   const ppl = program
     .command('perplexity')
-    .description("perplexity of a text file, computed as llama-perplexity computes it (chunks of --ctx tokens, the second half of each scored), so the two compare on one model file")
+    .description(
+      "perplexity of a text file, computed as llama-perplexity computes it (chunks of --ctx tokens, the second half of each scored), so the two compare on one model file; " +
+        'with --kl-divergence-base FILE it also saves the log-probabilities at every scored position, and a later run of another model with --kl-divergence compares with them (KL divergence, Δp, same top token), as llama-perplexity does',
+    )
     .requiredOption('-m, --model <file>', 'GGUF model file')
-    .requiredOption('-f, --file <text>', 'text file to score (at least two chunks of tokens)')
-    .option('-c, --ctx <n>', 'tokens per chunk', int('--ctx', 4, 1 << 20), 512)
+    .option('-f, --file <text>', 'text file to score (at least two chunks of tokens); not with --kl-divergence, which takes the tokens from the base file')
+    .option('-c, --ctx <n>', 'tokens per chunk (with --kl-divergence: the base file\'s)', int('--ctx', 4, 1 << 20), 512)
     .option('--chunks <n>', 'score at most this many chunks (default: all)', int('--chunks', 1, 1 << 30))
+    .option('--kl-divergence-base <file>', "llama-perplexity's base log-probabilities file (also --save-all-logits): written by this run, or read with --kl-divergence")
+    .option('--save-all-logits <file>', 'the same as --kl-divergence-base')
+    .option('--kl-divergence', "compare this model's distributions with the base file's (llama-perplexity's --kl-divergence): the file's chunks, its tokens")
     .option('-t, --threads <n>', 'compute threads (default: the physical cores this process may run on, at most its cgroup CPU quota)', int('--threads', 1, 1024))
     .option('--batch <n>', 'tokens per forward pass', int('--batch', 1, 1 << 16), 512)
     .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('--json', 'print one JSON object');
-  addStreamOptions(ppl).action(async (o: { model: string; file: string; ctx: number; chunks?: number; threads?: number; batch: number; dataDir?: string; json?: boolean } & StreamOpts) => {
-    const text = fs.readFileSync(o.file, 'utf8');
-    const log = (l: string) => process.stderr.write(l + '\n');
-    const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.ctx, nBatch: Math.min(o.batch, o.ctx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
-    sayLoadChoices(model, o, log);
-    try {
-      const tokens = model.tokenizer.tokenize(text, { addSpecial: true });
-      if (!o.json) log(`${path.basename(o.file)}: ${tokens.length} tokens; chunks of ${o.ctx}, the last ${o.ctx - Math.floor(o.ctx / 2) - 1} of each scored`);
-      const r = await perplexity(model, tokens, {
-        nCtx: o.ctx,
-        maxChunks: o.chunks,
-        nBatch: Math.min(o.batch, o.ctx),
-        onChunk: o.json ? undefined : (i, n, p) => process.stderr.write(`[${i}]${p.toFixed(4)},${i === n ? '\n' : ''}`),
-      });
-      if (o.json) process.stdout.write(JSON.stringify({ model: o.model, file: o.file, tokens: tokens.length, ...r }) + '\n');
-      else
-        process.stdout.write(
-          `Final estimate: PPL = ${r.ppl.toFixed(4)} +/- ${r.pplError.toFixed(5)}\n` +
-            `${r.chunks} chunks of ${r.nCtx} tokens, ${r.tokensScored} scored, ${r.tokensPerSecond.toFixed(1)} tokens/s (${r.seconds.toFixed(1)} s)\n`,
-        );
-    } finally {
-      model.close();
-    }
-  });
+  addStreamOptions(ppl).action(
+    async (
+      o: { model: string; file?: string; ctx: number; chunks?: number; threads?: number; batch: number; dataDir?: string; json?: boolean; klDivergenceBase?: string; saveAllLogits?: string; klDivergence?: boolean } & StreamOpts,
+    ) => {
+      const log = (l: string) => process.stderr.write(l + '\n');
+      const baseFile = o.klDivergenceBase ?? o.saveAllLogits;
+      if (o.klDivergenceBase && o.saveAllLogits && o.klDivergenceBase !== o.saveAllLogits) throw new Error('--kl-divergence-base and --save-all-logits name two files; they are one option');
+      if (o.klDivergence) {
+        if (!baseFile) throw new Error('--kl-divergence needs --kl-divergence-base FILE: the base model\'s log-probabilities, saved by a perplexity run of the base model with it');
+        if (o.file) throw new Error('--kl-divergence takes its tokens from the base file; leave out -f');
+        const head = openBaseLogits(baseFile);
+        const nCtx = head.nCtx;
+        const model = EngineModel.load(o.model, { threads: o.threads, nCtx, nBatch: Math.min(o.batch, nCtx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
+        sayLoadChoices(model, o, log);
+        try {
+          if (!o.json) {
+            log(`${path.basename(baseFile)}: ${head.nChunk} chunks of ${nCtx} tokens, the last ${nCtx - Math.floor(nCtx / 2) - 1} of each compared`);
+            process.stdout.write(`${KLD_CHUNK_HEADER}\n`);
+          }
+          const r = await klDivergence(model, baseFile, {
+            maxChunks: o.chunks,
+            nBatch: Math.min(o.batch, nCtx),
+            onChunk: o.json ? undefined : (i, _n, run) => process.stdout.write(kldChunkLine(i, run) + '\n'),
+          });
+          if (o.json) process.stdout.write(JSON.stringify({ model: o.model, ...r }) + '\n');
+          else process.stdout.write(`\n${kldStatsLines(r.stats).join('\n')}\n${r.chunks} chunks of ${r.nCtx} tokens, ${r.stats.positions} positions compared (${r.seconds.toFixed(1)} s of forward passes)\n`);
+        } finally {
+          model.close();
+        }
+        return;
+      }
+      if (!o.file) throw new Error('perplexity needs -f TEXT (or --kl-divergence with --kl-divergence-base)');
+      const text = fs.readFileSync(o.file, 'utf8');
+      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.ctx, nBatch: Math.min(o.batch, o.ctx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
+      sayLoadChoices(model, o, log);
+      try {
+        const tokens = model.tokenizer.tokenize(text, { addSpecial: true });
+        if (!o.json) log(`${path.basename(o.file)}: ${tokens.length} tokens; chunks of ${o.ctx}, the last ${o.ctx - Math.floor(o.ctx / 2) - 1} of each scored${baseFile ? `; saving the log-probabilities to ${baseFile}` : ''}`);
+        const r = await perplexity(model, tokens, {
+          nCtx: o.ctx,
+          maxChunks: o.chunks,
+          nBatch: Math.min(o.batch, o.ctx),
+          saveLogits: baseFile,
+          onChunk: o.json ? undefined : (i, n, p) => process.stderr.write(`[${i}]${p.toFixed(4)},${i === n ? '\n' : ''}`),
+        });
+        if (o.json) process.stdout.write(JSON.stringify({ model: o.model, file: o.file, tokens: tokens.length, ...r, ...(baseFile ? { klDivergenceBase: baseFile } : {}) }) + '\n');
+        else
+          process.stdout.write(
+            `Final estimate: PPL = ${r.ppl.toFixed(4)} +/- ${r.pplError.toFixed(5)}\n` +
+              `${r.chunks} chunks of ${r.nCtx} tokens, ${r.tokensScored} scored, ${r.tokensPerSecond.toFixed(1)} tokens/s (${r.seconds.toFixed(1)} s)\n` +
+              (baseFile ? `log-probabilities saved to ${baseFile} (${formatBytes(fs.statSync(baseFile).size)}); compare another model with: kail perplexity -m OTHER.gguf --kl-divergence-base ${baseFile} --kl-divergence\n` : ''),
+          );
+      } finally {
+        model.close();
+      }
+    },
+  );
 
   const imx = program
     .command('imatrix')

@@ -5,8 +5,11 @@
 // one); only the second half is scored: the logits at positions n_ctx/2 .. n_ctx-2 predict the
 // tokens after them. PPL = exp(mean negative log-likelihood); the ± is the standard error of that
 // mean, times PPL.
+import fs from 'node:fs';
+
 import { EngineError } from '../errors';
 import { logprobs } from '../sampling/logprobs';
+import { BaseLogitsWriter } from './kl-divergence';
 import type { EngineModel } from './model';
 
 export interface PerplexityOptions {
@@ -18,6 +21,12 @@ export interface PerplexityOptions {
   nBatch?: number;
   /** Sequence slot to use. Default 0. */
   seq?: number;
+  /**
+   * Write the base model's log-probabilities at every scored position to this file, for a later
+   * KL divergence of another model against them (llama-perplexity's --kl-divergence-base; its
+   * format: model/kl-divergence.ts).
+   */
+  saveLogits?: string;
   /** Called after each chunk with the running estimate (llama-perplexity's `[i]ppl,` line). */
   onChunk?: (chunk: number, nChunks: number, ppl: number) => void;
 }
@@ -87,17 +96,25 @@ export async function perplexity(model: EngineModel, tokens: readonly number[], 
   const seq = opts.seq ?? 0;
   const first = Math.floor(nCtx / 2);
   const acc = new NllAccumulator();
+  const writer = opts.saveLogits ? new BaseLogitsWriter(opts.saveLogits, nCtx, model.nVocab, chunks.length, tokens) : null;
   let ms = 0;
-  for (let i = 0; i < chunks.length; i++) {
-    const c = chunks[i];
-    const t0 = performance.now();
-    model.truncate(seq, 0);
-    // The first half only fills the cache; the second half's logits are scored.
-    await model.evaluate(seq, c.slice(0, first), 'last', opts.nBatch);
-    const logits = await model.evaluate(seq, c.slice(first), 'all', opts.nBatch);
-    ms += performance.now() - t0;
-    acc.addRows(logits, model.nVocab, c.slice(first + 1));
-    opts.onChunk?.(i + 1, chunks.length, acc.ppl);
+  try {
+    for (let i = 0; i < chunks.length; i++) {
+      const c = chunks[i];
+      const t0 = performance.now();
+      model.truncate(seq, 0);
+      // The first half only fills the cache; the second half's logits are scored.
+      await model.evaluate(seq, c.slice(0, first), 'last', opts.nBatch);
+      const logits = await model.evaluate(seq, c.slice(first), 'all', opts.nBatch);
+      ms += performance.now() - t0;
+      acc.addRows(logits, model.nVocab, c.slice(first + 1));
+      writer?.addChunk(logits, c.slice(first + 1));
+      opts.onChunk?.(i + 1, chunks.length, acc.ppl);
+    }
+  } finally {
+    writer?.close();
+    // (A file cut short by an error is removed: a later --kl-divergence must not read it.)
+    if (writer && !writer.complete) fs.rmSync(writer.path, { force: true });
   }
   model.truncate(seq, 0);
   return {
