@@ -18,7 +18,7 @@
 import fs from 'node:fs';
 
 import { EngineError } from '../errors';
-import { NllAccumulator } from './perplexity';
+import { chunkLogits, NllAccumulator } from './perplexity';
 import type { EngineModel } from './model';
 
 const MAGIC = '_logits_';
@@ -458,9 +458,7 @@ export async function klDivergence(model: EngineModel, basePath: string, opts: K
     for (let c = 0; c < chunks.length; c++) {
       const toks = chunks[c];
       const t0 = performance.now();
-      model.truncate(seq, 0);
-      await model.evaluate(seq, toks.slice(0, first), 'last', opts.nBatch);
-      const logits = await model.evaluate(seq, toks.slice(first), 'all', opts.nBatch);
+      const logits = await chunkLogits(model, seq, toks, opts.nBatch);
       ms += performance.now() - t0;
       const base = readBaseChunk(f, fd, c);
       const targets = toks.slice(first + 1);

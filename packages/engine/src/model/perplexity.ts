@@ -87,6 +87,17 @@ export function perplexityChunks(tokens: readonly number[], nCtx: number, bos: n
   });
 }
 
+/**
+ * One chunk as llama-perplexity evaluates it: from an empty cache, the first half only filling it;
+ * returns the logits of the second half (rows for positions n/2 .. n-1).
+ */
+export async function chunkLogits(model: EngineModel, seq: number, chunk: readonly number[], nBatch?: number): Promise<Float32Array> {
+  const first = Math.floor(chunk.length / 2);
+  model.truncate(seq, 0);
+  await model.evaluate(seq, chunk.slice(0, first), 'last', nBatch);
+  return model.evaluate(seq, chunk.slice(first), 'all', nBatch);
+}
+
 /** Perplexity of `tokens` (the text's tokens, with BOS where the vocabulary adds it) under `model`. */
 export async function perplexity(model: EngineModel, tokens: readonly number[], opts: PerplexityOptions): Promise<PerplexityResult> {
   const { nCtx } = opts;
@@ -102,10 +113,7 @@ export async function perplexity(model: EngineModel, tokens: readonly number[], 
     for (let i = 0; i < chunks.length; i++) {
       const c = chunks[i];
       const t0 = performance.now();
-      model.truncate(seq, 0);
-      // The first half only fills the cache; the second half's logits are scored.
-      await model.evaluate(seq, c.slice(0, first), 'last', opts.nBatch);
-      const logits = await model.evaluate(seq, c.slice(first), 'all', opts.nBatch);
+      const logits = await chunkLogits(model, seq, c, opts.nBatch);
       ms += performance.now() - t0;
       acc.addRows(logits, model.nVocab, c.slice(first + 1));
       writer?.addChunk(logits, c.slice(first + 1));
