@@ -23,6 +23,7 @@ export { QUANT_FILE_TYPES, defaultQuantizedPath, parseQuantFileType, parseTensor
 export type { QuantizeOptions, QuantizeReport, QuantizedTensor } from './gguf/quantize';
 export { imatrixChunkCount, loadImatrix, mergeImatrixEntries, readImatrixFile, writeImatrixDat, writeImatrixGguf } from './gguf/imatrix';
 export type { Imatrix, ImatrixEntry, ImatrixFile } from './gguf/imatrix';
+export { imatrixStatistics, imatrixStatisticsLines, type ImatrixLayerStats, type ImatrixStatistics, type ImatrixTensorStats } from './gguf/imatrix-stats';
 export type { GgufHeader, GgufReadTensor, GgufReadKv } from './gguf/reader';
 export { GgmlType, GgufType, ggmlTypeTraits, ggmlTensorBytes, LlamaFileType, GGUF_DEFAULT_ALIGNMENT } from './gguf/constants';
 export { encodeF16, encodeBf16, decodeF16, decodeBf16, f32ToF16Bits, f32ToBf16Bits } from './gguf/float-encode';

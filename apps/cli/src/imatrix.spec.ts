@@ -127,6 +127,42 @@ describe('kail imatrix', () => {
     expect(none.stderr).toMatch(/give a calibration text \(-f\) with a model \(-m\), or imatrix files to combine/);
   }, 60_000);
 
+  it('--output-frequency writes the output as it goes and --save-frequency keeps copies, without changing the result; --chunk skips chunks', () => {
+    const plain = path.join(dir, 'plain.gguf');
+    const saved = path.join(dir, 'saved.gguf');
+    expect(kail('imatrix', '-m', model, '-f', text, '-c', '64', '--chunks', '5', '-o', plain, '--no-ppl').status).toBe(0);
+    const r = kail('imatrix', '-m', model, '-f', text, '-c', '64', '--chunks', '5', '-o', saved, '--no-ppl', '-ofreq', '2', '--save-frequency', '2');
+    expect(r.status).toBe(0);
+    // Snapshots do not disturb the collection: the same bytes.
+    expect(fs.readFileSync(saved).equals(fs.readFileSync(plain))).toBe(true);
+    expect(readImatrixFile(`${saved}.at_2`).chunkCount).toBe(2);
+    expect(readImatrixFile(`${saved}.at_4`).entries.get('blk.0.attn_q.weight')?.counts).toEqual([256]);
+    expect(fs.existsSync(`${saved}.at_5`)).toBe(false);
+    expect(fs.readdirSync(dir).filter((f) => f.endsWith('.tmp'))).toEqual([]);
+    // --chunk 2: the first two chunks' tokens are left out (3 chunks after them here).
+    const later = kail('imatrix', '-m', model, '-f', text, '-c', '64', '--chunk', '2', '--chunks', '3', '-o', path.join(dir, 'later.gguf'), '--json');
+    expect(later.status).toBe(0);
+    expect(JSON.parse(later.stdout).chunks).toBe(3);
+    const tooFar = kail('imatrix', '-m', model, '-f', text, '-c', '64', '--from-chunk', '100', '-o', path.join(dir, 'far.gguf'));
+    expect(tooFar.status).toBe(1);
+    expect(tooFar.stderr).toMatch(/leave too few after removing 100 chunks of 64 \(at least two must remain\)/);
+  }, 120_000);
+
+  it('--show-statistics prints llama-imatrix\'s per-tensor and per-layer statistics of one file', () => {
+    const im = path.join(dir, 'imatrix.gguf');
+    const r = kail('imatrix', '--in-file', im, '--show-statistics');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain(`Computing statistics for ${im} (16 tensors)`);
+    expect(r.stdout).toMatch(/^ {4}1\tffn_down_exps {7}\t +[\d.]+\t +[\d.]+\t +[\d.]+\t +[\d.]+\t +[\d.]+\t +[\d.]+%\t +\d+\t +[\d.]+\t +[\d.]+%\t +[\d.]+%\t +[\d.]+$/m);
+    expect(r.stdout).toMatch(/Computing weighted average statistics per layer \(2 layers\)/);
+    const j = JSON.parse(kail('imatrix', '--in-file', im, '--show-statistics', '--json').stdout);
+    expect(j.tensors).toHaveLength(16);
+    expect(j.layers.map((l: { layer: number }) => l.layer)).toEqual([0, 1]);
+    const bad = kail('imatrix', '--in-file', im, '--in-file', im, '--show-statistics');
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toMatch(/--show-statistics reads one imatrix file/);
+  });
+
   it('refuses a text too short for two chunks, a bad format, and an imatrix for another model, naming each', () => {
     const short = path.join(dir, 'short.txt');
     fs.writeFileSync(short, 'a few words only');

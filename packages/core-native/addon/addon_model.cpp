@@ -596,11 +596,13 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             return env.Undefined();
         });
     }
-    // imatrixTake(): { [weight name]: { sums: Float32Array (n_mat * ne0), counts: Float64Array (n_mat) } }, cleared.
+    // imatrixTake(clear = true): { [weight name]: { sums: Float32Array (n_mat * ne0), counts: Float64Array (n_mat) } },
+    // cleared unless clear is false.
     Napi::Value imatrix_take(const Napi::CallbackInfo & info) {
         Napi::Env env = info.Env();
         return guarded(env, [&]() -> Napi::Value {
-            std::map<std::string, kail::imatrix_stats> all = m(env).imatrix_take();
+            const bool clear = info.Length() < 1 || info[0].IsUndefined() || info[0].ToBoolean().Value();
+            std::map<std::string, kail::imatrix_stats> all = m(env).imatrix_take(clear);
             Napi::Object o = Napi::Object::New(env);
             for (auto & [name, e] : all) {
                 Napi::Object t = Napi::Object::New(env);

@@ -440,7 +440,8 @@ export interface NativeModel {
    */
   imatrixCollect(on: boolean): void;
   /** What was gathered since, per weight name (sums: n_mat * ne0, counts: n_mat), and clears it. */
-  imatrixTake(): Record<string, { sums: Float32Array; counts: Float64Array }>;
+  /** The statistics gathered; cleared unless `clear` is false (a copy while collection goes on). */
+  imatrixTake(clear?: boolean): Record<string, { sums: Float32Array; counts: Float64Array }>;
   cancel(): void;
   close(): void;
   readonly nVocab: number;

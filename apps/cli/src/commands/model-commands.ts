@@ -922,6 +922,10 @@ export function registerModelCommands(program: Command): void {
     .option('--output-format <fmt>', "gguf (llama.cpp's current format) or dat (the legacy one); default: dat when --output ends in .dat, else gguf")
     .option('-c, --ctx <n>', 'tokens per chunk (also the chunk size legacy --in-file counts are in)', int('--ctx', 4, 1 << 20), 512)
     .option('--chunks <n>', 'at most this many chunks (default: all)', int('--chunks', 1, 1 << 30))
+    .option('--chunk <n>', "skip the text's first N chunks (llama-imatrix's --chunk; also --from-chunk)", int('--chunk', 0, 1 << 30))
+    .option('--output-frequency <n>', 'write the output every N chunks, so a long run that stops keeps what it computed (also -ofreq; llama-imatrix\'s default 10)', int('--output-frequency', 1, 1 << 30), 10)
+    .option('--save-frequency <n>', 'also keep a copy every N chunks, as OUTPUT.at_<chunks> (0 = none)', int('--save-frequency', 0, 1 << 30), 0)
+    .option('--show-statistics', "print statistics of one imatrix file (--in-file) per tensor and per layer, and exit (llama-imatrix's --show-statistics)")
     .option('--process-output', "also collect output.weight's statistics (llama-imatrix's --process-output)")
     .option('--no-ppl', 'do not compute the perplexity')
     .option('-t, --threads <n>', 'compute threads (default: the physical cores this process may run on, at most its cgroup CPU quota)', int('--threads', 1, 1024))
@@ -929,13 +933,40 @@ export function registerModelCommands(program: Command): void {
     .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('--json', 'print one JSON object');
   addStreamOptions(imx).action(
-    async (o: { model?: string; file?: string; inFile: string[]; output: string; outputFormat?: string; ctx: number; chunks?: number; processOutput?: boolean; ppl: boolean; threads?: number; batch: number; dataDir?: string; json?: boolean } & StreamOpts) => {
+    async (
+      o: {
+        model?: string;
+        file?: string;
+        inFile: string[];
+        output: string;
+        outputFormat?: string;
+        ctx: number;
+        chunks?: number;
+        chunk?: number;
+        outputFrequency: number;
+        saveFrequency: number;
+        showStatistics?: boolean;
+        processOutput?: boolean;
+        ppl: boolean;
+        threads?: number;
+        batch: number;
+        dataDir?: string;
+        json?: boolean;
+      } & StreamOpts,
+    ) => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const tools = require('@kailstream/tools') as typeof import('@kailstream/tools');
+      if (o.showStatistics) {
+        if (o.inFile.length !== 1 || o.file) throw new Error('--show-statistics reads one imatrix file: give it with --in-file (and no -f)');
+        const st = tools.imatrixStatistics(tools.readImatrixFile(o.inFile[0]), o.ctx);
+        if (o.json) process.stdout.write(JSON.stringify({ file: o.inFile[0], ...st }) + '\n');
+        else process.stdout.write(tools.imatrixStatisticsLines(o.inFile[0], st).join('\n') + '\n');
+        return;
+      }
       const format = o.outputFormat ?? (o.output.endsWith('.dat') ? 'dat' : 'gguf');
       if (format !== 'gguf' && format !== 'dat') throw new Error(`--output-format must be gguf or dat, got '${format}'`);
       if (!o.file && !o.inFile.length) throw new Error('imatrix: give a calibration text (-f) with a model (-m), or imatrix files to combine (--in-file)');
       if (o.file && !o.model) throw new Error('imatrix: -f needs a model (-m)');
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const tools = require('@kailstream/tools') as typeof import('@kailstream/tools');
       const log = (l: string) => process.stderr.write(l + '\n');
       // As llama-imatrix: the --in-file statistics first, then what this run collects; datasets in that order.
       const entries = new Map<string, import('@kailstream/tools').ImatrixEntry>();
@@ -956,13 +987,35 @@ export function registerModelCommands(program: Command): void {
           const toks = model.tokenizer.tokenize(text, { addSpecial: true });
           tokens = toks.length;
           if (!o.json) log(`${path.basename(o.file)}: ${toks.length} tokens; computing over chunks of ${o.ctx}`);
+          // As llama-imatrix: the output (the --in-file statistics and this run's so far) every
+          // --output-frequency chunks, and with --save-frequency a copy named by its chunk count.
+          const save = (i: number, n: number, snapshot: () => Map<string, import('@kailstream/tools').ImatrixEntry>) => {
+            const out = o.outputFrequency && i % o.outputFrequency === 0 && i < n;
+            const copy = o.saveFrequency > 0 && i % o.saveFrequency === 0;
+            if (!out && !copy) return;
+            const now = new Map([...entries].map(([k, e]) => [k, { sums: Float32Array.from(e.sums), counts: [...e.counts] }]));
+            tools.mergeImatrixEntries(now, { entries: snapshot(), legacy: false }, o.ctx, o.model!);
+            const data = { entries: now, datasets: [...datasets, o.file!], chunkCount: tools.imatrixChunkCount(now, o.ctx), chunkSize: o.ctx };
+            // (Through a temporary name: a run stopped while writing leaves the last whole file.)
+            const write = (file: string) => {
+              if (format === 'dat') tools.writeImatrixDat(`${file}.tmp`, data);
+              else tools.writeImatrixGguf(`${file}.tmp`, data);
+              fs.renameSync(`${file}.tmp`, file);
+            };
+            if (out) write(o.output);
+            if (copy) write(`${o.output}.at_${data.chunkCount}`);
+          };
           r = await computeImatrix(model, toks, {
             nCtx: o.ctx,
             maxChunks: o.chunks,
+            fromChunk: o.chunk,
             nBatch: Math.min(o.batch, o.ctx),
             processOutput: o.processOutput,
             computePpl: o.ppl,
-            onChunk: o.json ? undefined : (i, n, p) => process.stderr.write(`[${i}]${Number.isNaN(p) ? '' : p.toFixed(4)},${i === n ? '\n' : ''}`),
+            onChunk: (i, n, p, snapshot) => {
+              if (!o.json) process.stderr.write(`[${i}]${Number.isNaN(p) ? '' : p.toFixed(4)},${i === n ? '\n' : ''}`);
+              save(i, n, snapshot);
+            },
           });
         } finally {
           model.close();

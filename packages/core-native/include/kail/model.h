@@ -269,7 +269,9 @@ class model {
     // expert (gate/up: the expert's input rows, down: its activated rows). The matrices inside
     // attention (MLA's attn_k_b/attn_v_b) are not collected. imatrix_collect(true) starts over.
     void imatrix_collect(bool on);
-    std::map<std::string, imatrix_stats> imatrix_take();  // what was gathered, cleared
+    // What was gathered, cleared (clear false: a copy, collection going on; llama-imatrix's
+    // periodic saves of a run that continues).
+    std::map<std::string, imatrix_stats> imatrix_take(bool clear = true);
     // The residency plan the model was loaded with (streaming); all zero for the in-memory path.
     residency_plan plan() const;
     // Streaming: warms the expert cache from usage history (expert_stream::warm); no-op otherwise.

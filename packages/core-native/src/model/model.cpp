@@ -1059,8 +1059,9 @@ void model::imatrix_collect(bool on) {
     if (on) impl_->imx.clear();
 }
 
-std::map<std::string, imatrix_stats> model::imatrix_take() {
+std::map<std::string, imatrix_stats> model::imatrix_take(bool clear) {
     std::lock_guard<std::mutex> lk(impl_->imx_mu);
+    if (!clear) return impl_->imx;
     std::map<std::string, imatrix_stats> out;
     out.swap(impl_->imx);
     return out;

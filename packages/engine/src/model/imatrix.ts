@@ -17,14 +17,23 @@ export interface ImatrixOptions {
   nCtx: number;
   /** At most this many chunks (default: every whole chunk). */
   maxChunks?: number;
+  /**
+   * Skip the text's first chunks (llama-imatrix's --chunk / --from-chunk): its first
+   * fromChunk x nCtx tokens are left out, and at least two chunks must remain.
+   */
+  fromChunk?: number;
   /** Tokens per forward pass (default: the model's). */
   nBatch?: number;
   /** Keep output.weight's statistics too (llama-imatrix --process-output). */
   processOutput?: boolean;
   /** Score each chunk's second half (llama-imatrix's default; --no-ppl turns it off). */
   computePpl?: boolean;
-  /** After each chunk: chunks done, of how many, and the running perplexity (NaN without it). */
-  onChunk?: (chunk: number, nChunks: number, ppl: number) => void;
+  /**
+   * After each chunk: chunks done, of how many, the running perplexity (NaN without it), and a
+   * snapshot of the statistics so far (the kept weights, as the result gives them; collection
+   * goes on undisturbed: llama-imatrix's periodic saves).
+   */
+  onChunk?: (chunk: number, nChunks: number, ppl: number, snapshot: () => ImatrixResult['entries']) => void;
 }
 
 export interface ImatrixResult {
@@ -37,12 +46,26 @@ export interface ImatrixResult {
   seconds: number;
 }
 
+/** The weights llama-imatrix keeps: the blocks' (blk.*), and output.weight when asked. */
+function kept(got: Record<string, { sums: Float32Array; counts: Float64Array }>, processOutput?: boolean): ImatrixResult['entries'] {
+  const out: ImatrixResult['entries'] = new Map();
+  for (const [name, e] of Object.entries(got)) {
+    if (!(name.startsWith('blk.') || (processOutput && name === 'output.weight'))) continue;
+    out.set(name, { sums: e.sums, counts: Array.from(e.counts) });
+  }
+  return out;
+}
+
 /** llama-imatrix's collection over `tokens` (already tokenized, BOS included as the vocabulary adds it). */
 export async function computeImatrix(model: EngineModel, tokens: readonly number[], opts: ImatrixOptions): Promise<ImatrixResult> {
   const { nCtx } = opts;
   if (nCtx > model.nCtx) throw new EngineError('KAIL_E_INVALID_ARG', `imatrix: chunks of ${nCtx} tokens do not fit the model's context of ${model.nCtx}`);
   const v = model.tokenizer.vocab;
-  const chunks = perplexityChunks(tokens, nCtx, v.addBos ? v.special.bos : null, opts.maxChunks);
+  const skip = opts.fromChunk ?? 0;
+  if (!Number.isInteger(skip) || skip < 0) throw new EngineError('KAIL_E_INVALID_ARG', `imatrix: the first chunk must be a non-negative integer, got ${skip}`);
+  if (skip > 0 && (skip + 2) * nCtx >= tokens.length)
+    throw new EngineError('KAIL_E_INVALID_ARG', `imatrix: the text's ${tokens.length} tokens leave too few after removing ${skip} chunks of ${nCtx} (at least two must remain)`);
+  const chunks = perplexityChunks(skip ? tokens.slice(skip * nCtx) : tokens, nCtx, v.addBos ? v.special.bos : null, opts.maxChunks);
   const computePpl = opts.computePpl ?? true;
   const first = Math.floor(nCtx / 2);
   const acc = new NllAccumulator();
@@ -57,16 +80,13 @@ export async function computeImatrix(model: EngineModel, tokens: readonly number
       // (Every row's logits, as llama-imatrix asks for them: output.weight sees the whole chunk.)
       const logits = await model.evaluate(seq, c, 'all', opts.nBatch);
       if (computePpl) acc.addRows(logits.subarray(first * model.nVocab), model.nVocab, c.slice(first + 1));
-      opts.onChunk?.(i + 1, chunks.length, computePpl ? acc.ppl : NaN);
+      opts.onChunk?.(i + 1, chunks.length, computePpl ? acc.ppl : NaN, () => kept(model.takeImatrix(false), opts.processOutput));
     }
   } finally {
     model.truncate(seq, 0);
     const got = model.takeImatrix();
     model.collectImatrix(false);
-    for (const [name, e] of Object.entries(got)) {
-      if (!(name.startsWith('blk.') || (opts.processOutput && name === 'output.weight'))) continue;
-      entries.set(name, { sums: e.sums, counts: Array.from(e.counts) });
-    }
+    for (const [name, e] of kept(got, opts.processOutput)) entries.set(name, e);
   }
   return { entries, chunks: chunks.length, nCtx, ppl: computePpl ? acc.ppl : NaN, seconds: (performance.now() - t0) / 1000 };
 }

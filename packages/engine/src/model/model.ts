@@ -985,10 +985,13 @@ export class EngineModel {
     }
   }
 
-  /** The importance-matrix statistics gathered since collection started or was last taken; clears them. */
-  takeImatrix(): Record<string, { sums: Float32Array; counts: Float64Array }> {
+  /**
+   * The importance-matrix statistics gathered since collection started or was last taken; clears
+   * them, unless `clear` is false (a copy, for a snapshot of a run that goes on).
+   */
+  takeImatrix(clear = true): Record<string, { sums: Float32Array; counts: Float64Array }> {
     try {
-      return this.runtime.imatrixTake();
+      return this.runtime.imatrixTake(clear);
     } catch (e) {
       throw toEngineError(e);
     }
