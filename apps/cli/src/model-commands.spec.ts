@@ -238,6 +238,13 @@ describe('kail model commands', () => {
     const b = JSON.parse(kail('bench', '-m', model, '-p', '16', '-n', '4', '--json').stdout);
     expect(b.prompt_tps).toBeGreaterThan(0);
     expect(b.gen_tps).toBeGreaterThan(0);
+    expect(b.depth).toBe(0);
+    // -d (llama-bench's depth): a row per depth, labelled as llama-bench labels its tests.
+    const d = JSON.parse(kail('bench', '-m', model, '-p', '16', '-n', '4', '-d', '0,48', '--json').stdout);
+    expect(d.rows.map((x: { depth: number }) => x.depth)).toEqual([0, 48]);
+    const t = kail('bench', '-m', model, '-p', '16', '-n', '4', '-d', '48');
+    expect(t.stdout).toMatch(/^pp16 @ d48: [\d.]+ tokens\/s\ntg4 @ d48: [\d.]+ tokens\/s$/m);
+    expect(kail('bench', '-m', model, '-d', '8', '--parallel', '2').stderr).toContain('--n-depth does not combine with --parallel');
   });
 
   it('bench --parallel decodes several sequences per pass, one row per count', () => {

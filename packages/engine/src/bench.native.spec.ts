@@ -1,7 +1,7 @@
 // benchmarkParallel (kail bench --parallel): N sequences decoded together, one token each per pass.
 import fs from 'node:fs';
 
-import { benchmarkParallel } from './bench';
+import { benchmark, benchmarkParallel } from './bench';
 import { EngineModel } from './model/model';
 import { tempDir, writeTestModel } from './testing';
 
@@ -52,4 +52,26 @@ describe('benchmarkParallel', () => {
       m.close();
     }
   }, 60_000);
+});
+
+describe('benchmark at a depth (llama-bench -d)', () => {
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('fills the cache with the depth first, then times pp and tg on top; refuses a depth past the context', async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'Q8_0');
+    const m = EngineModel.load(file, { threads: 2, nCtx: 64 });
+    try {
+      const r = await benchmark(m, { promptTokens: 8, genTokens: 4, depth: 40, reps: 2 });
+      expect(r).toMatchObject({ depth: 40, prompt_tokens: 8, gen_tokens: 4, reps: 2 });
+      expect(r.prompt_tps).toBeGreaterThan(0);
+      expect(r.gen_tps).toBeGreaterThan(0);
+      // The last rep's cache: the depth, the prompt and the tokens generated after it.
+      expect(m.seqLen(0)).toBe(40 + 8 + 4);
+      await expect(benchmark(m, { promptTokens: 8, genTokens: 4, depth: 60 })).rejects.toThrow(/depth 60 \+ 8 prompt \+ 4 generated tokens do not fit the model's context of 64/);
+      await expect(benchmark(m, { promptTokens: 8, genTokens: 4, depth: -1 })).rejects.toThrow(/depth must be a non-negative integer/);
+    } finally {
+      m.close();
+    }
+  }, 120_000);
 });

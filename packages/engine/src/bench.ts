@@ -17,6 +17,11 @@ export interface BenchOptions {
   /** Repetitions; the median is reported. Default 1. */
   reps?: number;
   seed?: number;
+  /**
+   * Context depth (llama-bench's -d): this many random tokens fill the cache first, untimed, so
+   * pp and tg are measured with attention over them (long-context speed). Default 0.
+   */
+  depth?: number;
 }
 
 export interface BenchResult {
@@ -26,6 +31,8 @@ export interface BenchResult {
   gen_tps: number;
   prompt_ms: number;
   gen_ms: number;
+  /** Tokens in the cache before the prompt (BenchOptions.depth). */
+  depth: number;
   feed: 'greedy' | 'random';
   reps: number;
   threads: number;
@@ -75,6 +82,9 @@ export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Pr
   const tg = model.encoder ? 0 : (opts.genTokens ?? 128);
   const feed = opts.feed ?? 'greedy';
   const reps = Math.max(1, opts.reps ?? 1);
+  const depth = opts.depth ?? 0;
+  if (!Number.isInteger(depth) || depth < 0) throw new EngineError('KAIL_E_INVALID_ARG', `bench: the depth must be a non-negative integer, got ${depth}`);
+  if (depth + pp + tg > model.nCtx) throw new EngineError('KAIL_E_INVALID_ARG', `bench: depth ${depth} + ${pp} prompt + ${tg} generated tokens do not fit the model's context of ${model.nCtx}`);
   const rand = xorshift(opts.seed ?? 42);
   const nv = model.nVocab;
   const ppMs: number[] = [];
@@ -82,6 +92,7 @@ export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Pr
   const gen: { before: NativeExpertStreamStats; after: NativeExpertStreamStats }[] = [];
   for (let r = 0; r < reps; r++) {
     model.truncate(0, 0);
+    if (depth) await model.evaluate(0, Array.from({ length: depth }, () => rand() % nv), 'last');
     const prompt = Array.from({ length: Math.max(1, pp) }, () => rand() % nv);
     const t0 = performance.now();
     let logits = await model.evaluate(0, prompt, 'last');
@@ -109,6 +120,7 @@ export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Pr
     gen_tps: tg ? tg / (gms / 1000) : 0,
     prompt_ms: pms,
     gen_ms: gms,
+    depth,
     feed,
     reps,
     threads: model.runtime.nThreads,

@@ -631,6 +631,7 @@ export function registerModelCommands(program: Command): void {
     .option('-t, --threads <n>', 'compute threads (default: the physical cores this process may run on, at most its cgroup CPU quota)', int('--threads', 1, 1024))
     .option('--feed <kind>', 'what each decode step feeds: greedy or random', 'greedy')
     .option('-r, --reps <n>', 'repetitions (median reported)', int('--reps', 1, 100), 1)
+    .option('-d, --n-depth <list>', "context depth (llama-bench's -d): this many tokens fill the cache first, untimed, so pp and tg are measured at that depth; comma-separated for a row each, e.g. 0,4096,16384", intList('--n-depth', 0, 1 << 20))
     .option('--temp <t>', 'with --draft/--lookup/--mtp: sampling temperature (0 = greedy)', num('--temp', 0, 100), 0)
     .option('--seed <s>', 'with --draft/--lookup/--mtp: sampling seed', int('--seed', 0, 2 ** 32 - 1), 1)
     .option('--usage-history', "warm the expert cache from the model's usage history and update it (off by default, so runs compare)")
@@ -658,6 +659,7 @@ export function registerModelCommands(program: Command): void {
         dataDir?: string;
         routingStats?: boolean;
         parallel?: number[];
+        nDepth?: number[];
       } & StreamOpts &
         SpecOpts,
     ) => {
@@ -669,9 +671,12 @@ export function registerModelCommands(program: Command): void {
       const arch = String(meta.metadata['general.architecture'] ?? '');
       meta.close();
       if (isEncoderArchitecture(arch)) {
-        if (o.parallel || o.draft || o.lookup || o.mtp || o.routingStats) throw new Error(`${arch} is an embedding model: kail bench measures its prompt processing only (no --parallel, --draft, --lookup, --mtp or --routing-stats)`);
+        if (o.parallel || o.draft || o.lookup || o.mtp || o.routingStats || o.nDepth?.some((d) => d > 0))
+          throw new Error(`${arch} is an embedding model: kail bench measures its prompt processing only (no --parallel, --draft, --lookup, --mtp, --routing-stats or --n-depth)`);
         o.nGen = 0;
       }
+      const depths = o.nDepth ?? [0];
+      if ((o.parallel || o.draft || o.lookup || o.mtp) && depths.some((d) => d > 0)) throw new Error('--n-depth does not combine with --parallel, --draft, --lookup or --mtp');
       if (o.parallel) {
         if (o.draft || o.lookup || o.mtp || o.routingStats) throw new Error('--parallel does not combine with --draft, --lookup, --mtp or --routing-stats');
         const most = Math.max(...o.parallel);
@@ -685,35 +690,45 @@ export function registerModelCommands(program: Command): void {
         }
         return;
       }
-      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(o.nPrompt + o.nGen + (isEncoderArchitecture(arch) ? 0 : 1), o.routingStats ? 65 : 1), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
+      const deepest = Math.max(...depths);
+      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(deepest + o.nPrompt + o.nGen + (isEncoderArchitecture(arch) ? 0 : 1), o.routingStats ? 65 : 1), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
       sayLoadChoices(model, o, log);
       try {
         if (o.draft || o.lookup || o.mtp)
           return await benchSpeculative(model, o, () =>
             EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, () => undefined) }),
           );
-        const r = await benchmark(model, { promptTokens: o.nPrompt, genTokens: o.nGen, feed: o.feed, reps: o.reps });
+        const rows: Awaited<ReturnType<typeof benchmark>>[] = [];
+        for (const depth of depths) rows.push(await benchmark(model, { promptTokens: o.nPrompt, genTokens: o.nGen, feed: o.feed, reps: o.reps, depth }));
         let routing: RoutingStats | null = null;
         if (o.routingStats) {
           model.truncate(0, 0);
           routing = await routingStats(model, 64, 1);
         }
-        if (o.json) process.stdout.write(JSON.stringify(routing ? { ...r, routing } : r) + '\n');
+        // (One depth: one object, as before -d; several: a row each.)
+        const r = rows[0];
+        if (o.json) process.stdout.write(JSON.stringify(rows.length > 1 ? { rows, ...(routing ? { routing } : {}) } : routing ? { ...r, routing } : r) + '\n');
         else
           process.stdout.write(
             `${path.basename(o.model)} (${r.arch}), ${r.threads} threads, feed ${r.feed}, median of ${r.reps}\n` +
-              `pp${r.prompt_tokens}: ${r.prompt_tps.toFixed(2)} tokens/s\n` +
-              (isEncoderArchitecture(arch) ? 'tg: none (an embedding model generates no text)\n' : `tg${r.gen_tokens}: ${r.gen_tps.toFixed(2)} tokens/s\n`) +
-              (r.stream
-                ? `experts (generation): hit rate ${(100 * r.stream.hit_rate).toFixed(1)}% (+${(100 * r.stream.inflight_rate).toFixed(1)}% being prefetched when asked), ${formatBytes(r.stream.bytes_read_per_token)} read per token, ` +
-                  `stalled ${r.stream.stall_s.toFixed(2)} s, prefetch precision ${(100 * r.stream.prefetch_precision).toFixed(1)}% recall ` +
-                  `${(100 * r.stream.prefetch_recall).toFixed(1)}%, cache ${formatBytes(r.stream.cache_bytes)} (budget ${formatBytes(r.stream.ram_bytes)}, ${r.stream.policy}), ` +
-                  `${r.stream.direct_io ? 'O_DIRECT' : 'buffered reads'}` +
-                  (r.stream.vram_device
-                    ? `; VRAM tier ${formatBytes(r.stream.vram_capacity_bytes)} on ${r.stream.vram_device}: ${formatBytes(r.stream.vram_bytes_per_token)} per token copied back (${r.stream.vram_s.toFixed(2)} s)`
-                    : '') +
-                  '\n'
-                : '') +
+              rows
+                .map((x) => {
+                  const at = x.depth ? ` @ d${x.depth}` : '';
+                  const st = x.stream;
+                  return (
+                    `pp${x.prompt_tokens}${at}: ${x.prompt_tps.toFixed(2)} tokens/s\n` +
+                    (isEncoderArchitecture(arch) ? 'tg: none (an embedding model generates no text)\n' : `tg${x.gen_tokens}${at}: ${x.gen_tps.toFixed(2)} tokens/s\n`) +
+                    (st
+                      ? `experts (generation${at}): hit rate ${(100 * st.hit_rate).toFixed(1)}% (+${(100 * st.inflight_rate).toFixed(1)}% being prefetched when asked), ${formatBytes(st.bytes_read_per_token)} read per token, ` +
+                        `stalled ${st.stall_s.toFixed(2)} s, prefetch precision ${(100 * st.prefetch_precision).toFixed(1)}% recall ` +
+                        `${(100 * st.prefetch_recall).toFixed(1)}%, cache ${formatBytes(st.cache_bytes)} (budget ${formatBytes(st.ram_bytes)}, ${st.policy}), ` +
+                        `${st.direct_io ? 'O_DIRECT' : 'buffered reads'}` +
+                        (st.vram_device ? `; VRAM tier ${formatBytes(st.vram_capacity_bytes)} on ${st.vram_device}: ${formatBytes(st.vram_bytes_per_token)} per token copied back (${st.vram_s.toFixed(2)} s)` : '') +
+                        '\n'
+                      : '')
+                  );
+                })
+                .join('') +
               (routing
                 ? `routing over ${routing.tokens} random tokens: each MoE layer used >= ${(100 * routing.minUsedShare).toFixed(0)}% of its ${routing.nExpert} experts; ` +
                   `consecutive tokens shared ${routing.meanConsecutiveShared.toFixed(2)} of ${routing.nExpertUsed} on average (worst layer ${routing.maxConsecutiveShared.toFixed(2)})\n`
