@@ -12,6 +12,7 @@ import { registerChat } from './commands/chat';
 import { registerProfile } from './commands/profile';
 import { registerRepack } from './commands/repack';
 import { registerQuantize } from './commands/quantize';
+import { registerGgufSplit } from './commands/gguf-split';
 import { registerEmbed } from './commands/embed';
 import { registerModels } from './commands/models';
 
@@ -34,6 +35,7 @@ export function buildProgram(): Command {
   registerProfile(program);
   registerRepack(program);
   registerQuantize(program);
+  registerGgufSplit(program);
   registerEmbed(program);
   registerModels(program);
   return program;

@@ -12,7 +12,7 @@ import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import { llamaLogits } from '../parity/llama-ref';
 import { readGgufHeader } from './reader';
-import { ggufSplitPath, splitGguf } from './split';
+import { ggufSplitPath, mergeGguf, planGgufSplit, splitGguf } from './split';
 import { GgufWriter, kv } from './writer';
 
 const TOKENS = [1, 17, 99, 3, 250, 7, 42, 8];
@@ -38,7 +38,7 @@ describe('split GGUF models', () => {
       expect(h.kv.get('split.no')?.value).toBe(i);
       expect(h.kv.get('split.count')?.value).toBe(4);
       expect(h.kv.get('split.tensors.count')?.value).toBe(27);
-      if (i > 0) expect([...h.kv.keys()].sort()).toEqual(['general.alignment', 'split.count', 'split.no', 'split.tensors.count']);
+      if (i > 0) expect([...h.kv.keys()]).toEqual(['split.no', 'split.count', 'split.tensors.count']);
     });
     expect(heads.reduce((a, h) => a + h.tensors.length, 0)).toBe(27);
     expect(splitNameOf(splits[2])).toEqual({ prefix: path.join(dir, 'qwen3moe-q4k'), no: 3, count: 4 });
@@ -142,5 +142,53 @@ describe('split GGUF models', () => {
     expect(open(two[0])).toThrow(/declares 27 tensors over its 2 splits, which hold 14/);
     // The engine keeps going: the good split still loads.
     expect(() => EngineModel.load(splits[0], { threads: 1, nCtx: 16 }).close()).not.toThrow();
+  });
+
+  it('splits by size and with a tensorless first split, as llama-gguf-split; --merge gives the model back', async () => {
+    const h = readGgufHeader(whole);
+    const pad = (n: number) => Math.ceil(n / 32) * 32;
+    const max = 3 * pad(Math.max(...h.tensors.map((t) => t.bytes)));
+    const plan = planGgufSplit(whole, { maxBytes: max });
+    // Each split takes tensors while their padded sizes stay within the limit, in file order.
+    expect(plan.splits.flat()).toEqual(h.tensors.map((_, i) => i));
+    for (const ids of plan.splits) expect(ids.reduce((a, i) => a + pad(h.tensors[i].bytes), 0)).toBeLessThanOrEqual(max);
+    for (let s = 1; s < plan.splits.length; s++) {
+      const prev = plan.splits[s - 1].reduce((a, i) => a + pad(h.tensors[i].bytes), 0);
+      expect(prev + pad(h.tensors[plan.splits[s][0]].bytes)).toBeGreaterThan(max);
+    }
+    const sized = splitGguf(whole, path.join(dir, 'sized'), { maxBytes: max });
+    expect(sized.map((f) => fs.statSync(f).size)).toEqual(plan.bytes);
+    const bare = splitGguf(whole, path.join(dir, 'bare'), { maxTensors: 10, noTensorFirstSplit: true });
+    expect(bare.map((f) => readGgufHeader(f).tensors.length)).toEqual([0, 10, 10, 7]);
+    // Merged: the first split's metadata with split.count 0, every tensor's bytes in order.
+    const merged = path.join(dir, 'merged.gguf');
+    expect(mergeGguf(bare[0], merged)).toEqual({ files: bare, tensors: 27 });
+    const m = readGgufHeader(merged);
+    expect([...m.kv.keys()]).toEqual([...h.kv.keys(), 'split.no', 'split.count', 'split.tensors.count']);
+    expect(m.kv.get('split.count')?.value).toBe(0);
+    expect(m.tensors.map((t) => t.name)).toEqual(h.tensors.map((t) => t.name));
+    const a = fs.readFileSync(merged);
+    const b = fs.readFileSync(whole);
+    for (const [i, t] of m.tensors.entries()) expect(a.subarray(t.fileOffset, t.fileOffset + t.bytes).equals(b.subarray(h.tensors[i].fileOffset, h.tensors[i].fileOffset + t.bytes))).toBe(true);
+    const logits = async (file: string) => {
+      const model = EngineModel.load(file, { threads: 2, nCtx: 32 });
+      try {
+        return await model.evaluate(0, TOKENS, 'all');
+      } finally {
+        model.close();
+      }
+    };
+    const ref = await logits(whole);
+    expect(await logits(bare[0])).toEqual(ref);
+    expect(await logits(merged)).toEqual(ref);
+    // Refusals, naming the problem; nothing half-written stays.
+    expect(() => planGgufSplit(whole, { maxBytes: 100 })).toThrow(/would leave a split with no tensors: the size per split is too small/);
+    expect(() => splitGguf(bare[0], path.join(dir, 'again'), 5)).toThrow(/is itself a split file/);
+    expect(() => mergeGguf(bare[0], merged)).toThrow(/the output .*merged\.gguf already exists/);
+    expect(() => mergeGguf(bare[1], path.join(dir, 'm2.gguf'))).toThrow(/is not named PREFIX-00001-of-00004\.gguf \(give the first split\)/);
+    expect(() => mergeGguf(whole, path.join(dir, 'm3.gguf'))).toThrow(/has no split\.count: not a split file/);
+    fs.rmSync(bare[2]);
+    expect(() => mergeGguf(bare[0], path.join(dir, 'm4.gguf'))).toThrow(/split 3 of 4, .*bare-00003-of-00004\.gguf, is missing/);
+    expect(fs.existsSync(path.join(dir, 'm4.gguf'))).toBe(false);
   });
 });
