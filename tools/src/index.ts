@@ -18,6 +18,7 @@ export type { Vocab, VocabKind } from './models/vocab';
 export { GgufWriter, kv } from './gguf/writer';
 export type { GgufValue, GgufTensorInfo, GgufWriterOptions } from './gguf/writer';
 export { readGgufHeader, readGgufTensorBytes } from './gguf/reader';
+export { exportLora, type ExportLoraOptions, type ExportLoraReport } from './gguf/export-lora';
 export { ggufSplitFiles, ggufSplitPath, mergeGguf, planGgufSplit, splitGguf, type SplitOptions, type SplitPlan } from './gguf/split';
 export { QUANT_FILE_TYPES, defaultQuantizedPath, parseQuantFileType, parseTensorType, quantizeModel, quantizeModelInWorker, quantizeSummary } from './gguf/quantize';
 export type { QuantizeOptions, QuantizeReport, QuantizedTensor } from './gguf/quantize';

@@ -13,6 +13,7 @@ import { registerProfile } from './commands/profile';
 import { registerRepack } from './commands/repack';
 import { registerQuantize } from './commands/quantize';
 import { registerGgufSplit } from './commands/gguf-split';
+import { registerExportLora } from './commands/export-lora';
 import { registerEmbed } from './commands/embed';
 import { registerModels } from './commands/models';
 
@@ -36,6 +37,7 @@ export function buildProgram(): Command {
   registerRepack(program);
   registerQuantize(program);
   registerGgufSplit(program);
+  registerExportLora(program);
   registerEmbed(program);
   registerModels(program);
   return program;
@@ -47,7 +49,7 @@ export function buildProgram(): Command {
  */
 const LLAMA_SHORT_FLAGS: Record<string, string> = { '-ctk': '--cache-type-k', '-ctv': '--cache-type-v', '-ofreq': '--output-frequency', '--from-chunk': '--chunk' };
 /** llama.cpp's flags that take two words (FNAME SCALE, START END), joined as FNAME:SCALE, START:END. */
-const LLAMA_TWO_WORD_FLAGS = new Set(['--control-vector-scaled', '--control-vector-layer-range']);
+const LLAMA_TWO_WORD_FLAGS = new Set(['--control-vector-scaled', '--control-vector-layer-range', '--lora-scaled']);
 export function llamaFlagAliases(argv: string[]): string[] {
   const end = argv.indexOf('--');
   const out: string[] = [];
