@@ -77,7 +77,9 @@ describe('loads with --override-kv', () => {
 
   it.each([
     ['llama.expert_used_count=str:one', 'KAIL_E_INVALID_ARG', /the model's 'llama.expert_used_count' is a number, not a string/],
-    ['llama.expert_used_count=int:9', 'KAIL_E_BAD_MODEL', /expert_used_count 9 is larger than expert_count 8/],
+    ['llama.expert_used_count=int:9', 'KAIL_E_BAD_MODEL', /expert_used_count 9 is larger than expert_count 8 \(with --override-kv llama\.expert_used_count=int:9\)/],
+    // The file is fine; the override does not fit its tensors: the error says which override was in play.
+    ['llama.attention.head_count=int:2', 'KAIL_E_BAD_MODEL', /rope.dimension_count 32 must equal the head dimension 128 \(with --override-kv llama\.attention\.head_count=int:2\)$/],
     ['llama.block_count=int:0', 'KAIL_E_BAD_MODEL', /block_count/],
     ['general.architecture=str:nonesuch', 'KAIL_E_UNSUPPORTED', /architecture 'nonesuch' is not supported/],
   ])('refuses %s with %s, naming it', (over, code, why) => {
@@ -90,5 +92,14 @@ describe('loads with --override-kv', () => {
     }
     expect(err?.code).toBe(code);
     expect(err?.message).toMatch(why);
+  });
+
+  it("a tensor the override does not fit, found by the native core: the error names the tensor and the override", () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32', 1);
+    expect(() => EngineModel.load(file, { ...opts, kvOverrides: parseKvOverrides(['qwen3moe.attention.head_count=int:2']) })).toThrow(
+      /tensor 'blk\.0\.attn_q\.weight' \[256, 512\]: expected 256 outputs \(with --override-kv qwen3moe\.attention\.head_count=int:2\)/,
+    );
+    // The same file without it loads.
+    EngineModel.load(file, opts).close();
   });
 });

@@ -12,7 +12,7 @@ import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/de
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { formatBytes, parseByteSize, shareOfBytes } from './byte-size';
 import { fileTypeName } from './file-type';
-import { applyKvOverrides, type KvOverride } from './kv-override';
+import { applyKvOverrides, formatKvOverride, type KvOverride } from './kv-override';
 import { Metadata, readHParams, type HParams } from './hparams';
 import { cgroupMemoryLimit, type CgroupMemoryLimit } from './memory-cgroup';
 import { readRankHead, type RankHead } from './rank-head';
@@ -446,6 +446,17 @@ function kvTypeId(t: KvType | undefined): number {
   return KV_TYPE_INFO[t].id;
 }
 
+/**
+ * A load's error, saying which overrides were in play when the model was found wrong: the file may
+ * be fine and an override what does not fit it (a head count its tensors do not have).
+ */
+function withOverrides(e: unknown, opts: LoadModelOptions): unknown {
+  if (!opts.kvOverrides?.length) return e;
+  const err = toEngineError(e);
+  if (err.code !== 'KAIL_E_BAD_MODEL' || err.message.includes('(with --override-kv ')) return err;
+  return new EngineError(err.code, `${err.message} (with --override-kv ${opts.kvOverrides.map(formatKvOverride).join(',')})`);
+}
+
 // Architecture checks, hyperparameters, program and the native parameters: what both planning
 // and loading need, from the metadata alone.
 function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Prepared {
@@ -570,7 +581,7 @@ export function planModel(path: string, opts: LoadModelOptions & { ramBytes: num
     const p = prepare(path, file, opts);
     return native().planModel(path, p.program, p.params);
   } catch (e) {
-    throw toEngineError(e);
+    throw withOverrides(e, opts);
   } finally {
     file.close();
   }
@@ -710,6 +721,8 @@ export class EngineModel {
       model.kvTypeV = kvTypeV;
       if (opts.usageHistoryDir && program.nMoeLayers > 0) model.startUsageHistory(opts.usageHistoryDir, opts.usageDecay);
       return model;
+    } catch (e) {
+      throw withOverrides(e, opts);
     } finally {
       file.close();
     }
