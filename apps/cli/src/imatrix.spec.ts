@@ -143,6 +143,11 @@ describe('kail imatrix', () => {
     const later = kail('imatrix', '-m', model, '-f', text, '-c', '64', '--chunk', '2', '--chunks', '3', '-o', path.join(dir, 'later.gguf'), '--json');
     expect(later.status).toBe(0);
     expect(JSON.parse(later.stdout).chunks).toBe(3);
+    // --parse-special: special-token text in the calibration file becomes those tokens (fewer of them).
+    const chat = path.join(dir, 'chat.txt');
+    fs.writeFileSync(chat, '<|im_start|>user\nthe expert cache streams weights<|im_end|>\n'.repeat(40));
+    const count = (...a: string[]) => JSON.parse(kail('imatrix', '-m', model, '-f', chat, '-c', '64', '--chunks', '2', '-o', path.join(dir, 'chat.gguf'), '--no-ppl', '--json', ...a).stdout).tokens as number;
+    expect(count('--parse-special')).toBeLessThan(count());
     const tooFar = kail('imatrix', '-m', model, '-f', text, '-c', '64', '--from-chunk', '100', '-o', path.join(dir, 'far.gguf'));
     expect(tooFar.status).toBe(1);
     expect(tooFar.stderr).toMatch(/leave too few after removing 100 chunks of 64 \(at least two must remain\)/);

@@ -941,6 +941,7 @@ export function registerModelCommands(program: Command): void {
     .option('--output-frequency <n>', 'write the output every N chunks, so a long run that stops keeps what it computed (also -ofreq; llama-imatrix\'s default 10)', int('--output-frequency', 1, 1 << 30), 10)
     .option('--save-frequency <n>', 'also keep a copy every N chunks, as OUTPUT.at_<chunks> (0 = none)', int('--save-frequency', 0, 1 << 30), 0)
     .option('--show-statistics', "print statistics of one imatrix file (--in-file) per tensor and per layer, and exit (llama-imatrix's --show-statistics)")
+    .option('--parse-special', 'read special-token text in the calibration file (e.g. <|im_start|>) as those tokens, as llama-imatrix\'s --parse-special')
     .option('--process-output', "also collect output.weight's statistics (llama-imatrix's --process-output)")
     .option('--no-ppl', 'do not compute the perplexity')
     .option('-t, --threads <n>', 'compute threads (default: the physical cores this process may run on, at most its cgroup CPU quota)', int('--threads', 1, 1024))
@@ -961,6 +962,7 @@ export function registerModelCommands(program: Command): void {
         outputFrequency: number;
         saveFrequency: number;
         showStatistics?: boolean;
+        parseSpecial?: boolean;
         processOutput?: boolean;
         ppl: boolean;
         threads?: number;
@@ -999,7 +1001,7 @@ export function registerModelCommands(program: Command): void {
         const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.ctx, nBatch: Math.min(o.batch, o.ctx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
         sayLoadChoices(model, o, log);
         try {
-          const toks = model.tokenizer.tokenize(text, { addSpecial: true });
+          const toks = model.tokenizer.tokenize(text, { addSpecial: true, parseSpecial: !!o.parseSpecial });
           tokens = toks.length;
           if (!o.json) log(`${path.basename(o.file)}: ${toks.length} tokens; computing over chunks of ${o.ctx}`);
           // As llama-imatrix: the output (the --in-file statistics and this run's so far) every
