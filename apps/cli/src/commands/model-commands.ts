@@ -848,6 +848,16 @@ export function registerModelCommands(program: Command): void {
       if (!p.fits) throw new Error(p.message);
     });
 
+  /**
+   * llama-perplexity's batch: chunks of nCtx share a pass, a sequence each, as many as a batch of
+   * `batch` tokens holds (-b 2048 -c 512: four per pass; under --ram a MoE model then reads each
+   * expert once for four chunks); a batch smaller than a chunk splits it.
+   */
+  function chunkedLoad(nCtx: number, batch: number): { nCtx: number; nBatch: number; nSeqMax: number } {
+    const perPass = Math.max(1, Math.floor(batch / nCtx));
+    return { nCtx, nBatch: perPass > 1 ? perPass * nCtx : Math.min(batch, nCtx), nSeqMax: perPass };
+  }
+
   const ppl = program
     .command('perplexity')
     .description(
@@ -862,7 +872,7 @@ export function registerModelCommands(program: Command): void {
     .option('--save-all-logits <file>', 'the same as --kl-divergence-base')
     .option('--kl-divergence', "compare this model's distributions with the base file's (llama-perplexity's --kl-divergence): the file's chunks, its tokens")
     .option('-t, --threads <n>', 'compute threads (default: the physical cores this process may run on, at most its cgroup CPU quota)', int('--threads', 1, 1024))
-    .option('--batch <n>', 'tokens per forward pass', int('--batch', 1, 1 << 16), 512)
+    .option('-b, --batch <n>', "tokens per forward pass: chunks share one when it holds several, a sequence each, as llama-perplexity's -b (-b 2048 -c 512: four)", int('--batch', 1, 1 << 16), 512)
     .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('--json', 'print one JSON object');
   addStreamOptions(ppl).action(
@@ -877,7 +887,7 @@ export function registerModelCommands(program: Command): void {
         if (o.file) throw new Error('--kl-divergence takes its tokens from the base file; leave out -f');
         const head = openBaseLogits(baseFile);
         const nCtx = head.nCtx;
-        const model = EngineModel.load(o.model, { threads: o.threads, nCtx, nBatch: Math.min(o.batch, nCtx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
+        const model = EngineModel.load(o.model, { threads: o.threads, ...chunkedLoad(nCtx, o.batch), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
         sayLoadChoices(model, o, log);
         try {
           if (!o.json) {
@@ -886,7 +896,7 @@ export function registerModelCommands(program: Command): void {
           }
           const r = await klDivergence(model, baseFile, {
             maxChunks: o.chunks,
-            nBatch: Math.min(o.batch, nCtx),
+            nBatch: o.batch,
             onChunk: o.json ? undefined : (i, _n, run) => process.stdout.write(kldChunkLine(i, run) + '\n'),
           });
           if (o.json) process.stdout.write(JSON.stringify({ model: o.model, ...r }) + '\n');
@@ -898,7 +908,7 @@ export function registerModelCommands(program: Command): void {
       }
       if (!o.file) throw new Error('perplexity needs -f TEXT (or --kl-divergence with --kl-divergence-base)');
       const text = fs.readFileSync(o.file, 'utf8');
-      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.ctx, nBatch: Math.min(o.batch, o.ctx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
+      const model = EngineModel.load(o.model, { threads: o.threads, ...chunkedLoad(o.ctx, o.batch), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
       sayLoadChoices(model, o, log);
       try {
         const tokens = model.tokenizer.tokenize(text, { addSpecial: true });
@@ -906,7 +916,7 @@ export function registerModelCommands(program: Command): void {
         const r = await perplexity(model, tokens, {
           nCtx: o.ctx,
           maxChunks: o.chunks,
-          nBatch: Math.min(o.batch, o.ctx),
+          nBatch: o.batch,
           saveLogits: baseFile,
           onChunk: o.json ? undefined : (i, n, p) => process.stderr.write(`[${i}]${p.toFixed(4)},${i === n ? '\n' : ''}`),
         });

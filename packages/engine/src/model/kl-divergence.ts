@@ -18,7 +18,7 @@
 import fs from 'node:fs';
 
 import { EngineError } from '../errors';
-import { chunkLogits, NllAccumulator } from './perplexity';
+import { chunkLogits, chunksLogits, chunksPerPass, NllAccumulator } from './perplexity';
 import type { EngineModel } from './model';
 
 const MAGIC = '_logits_';
@@ -414,6 +414,7 @@ export interface KlDivergenceOptions {
   /** Compare at most this many of the file's chunks (llama-perplexity compares them all). */
   maxChunks?: number;
   nBatch?: number;
+  /** Sequence slot to use, one chunk at a time. Default: chunks share passes (chunksPerPass). */
   seq?: number;
   /** After each chunk: its number, the count, and the running values (llama-perplexity's line). */
   onChunk?: (chunk: number, nChunks: number, running: KldRunning) => void;
@@ -455,16 +456,21 @@ export async function klDivergence(model: EngineModel, basePath: string, opts: K
   const fd = fs.openSync(basePath, 'r');
   let ms = 0;
   try {
-    for (let c = 0; c < chunks.length; c++) {
-      const toks = chunks[c];
+    const perPass = opts.seq === undefined ? chunksPerPass(model, f.nCtx, opts.nBatch) : 1;
+    for (let c0 = 0; c0 < chunks.length; c0 += perPass) {
+      const group = chunks.slice(c0, c0 + perPass);
       const t0 = performance.now();
-      const logits = await chunkLogits(model, seq, toks, opts.nBatch);
+      const all = perPass > 1 ? await chunksLogits(model, group) : [await chunkLogits(model, seq, group[0], opts.nBatch)];
       ms += performance.now() - t0;
-      const base = readBaseChunk(f, fd, c);
-      const targets = toks.slice(first + 1);
-      for (let i = 0; i < targets.length; i++) acc.add(logits.subarray(i * f.nVocab, (i + 1) * f.nVocab), base.subarray(i * words, (i + 1) * words), targets[i]);
-      own.addRows(logits, f.nVocab, targets);
-      opts.onChunk?.(c + 1, chunks.length, kldRunning(acc));
+      group.forEach((toks, g) => {
+        const c = c0 + g;
+        const logits = all[g];
+        const base = readBaseChunk(f, fd, c);
+        const targets = toks.slice(first + 1);
+        for (let i = 0; i < targets.length; i++) acc.add(logits.subarray(i * f.nVocab, (i + 1) * f.nVocab), base.subarray(i * words, (i + 1) * words), targets[i]);
+        own.addRows(logits, f.nVocab, targets);
+        opts.onChunk?.(c + 1, chunks.length, kldRunning(acc));
+      });
     }
   } finally {
     fs.closeSync(fd);

@@ -19,7 +19,7 @@ export interface PerplexityOptions {
   maxChunks?: number;
   /** Tokens per forward pass. Default: the model's. */
   nBatch?: number;
-  /** Sequence slot to use. Default 0. */
+  /** Sequence slot to use, one chunk at a time. Default: chunks share passes, one sequence each, as many as the batch holds (chunksPerPass). */
   seq?: number;
   /**
    * Write the base model's log-probabilities at every scored position to this file, for a later
@@ -98,6 +98,43 @@ export async function chunkLogits(model: EngineModel, seq: number, chunk: readon
   return model.evaluate(seq, chunk.slice(first), 'all', nBatch);
 }
 
+/**
+ * Several chunks in one forward pass, one sequence each (llama-perplexity's n_seq = n_batch /
+ * n_ctx): fewer, larger passes, so a MoE model's experts are read once for all of them (what
+ * matters when they stream). Every chunk has the same length; sequences 0..n-1 are used and
+ * cleared. Returns each chunk's second-half logits, the same bits as chunkLogits gives.
+ */
+export async function chunksLogits(model: EngineModel, chunks: readonly (readonly number[])[]): Promise<Float32Array[]> {
+  if (chunks.length === 1) return [await chunkLogits(model, 0, chunks[0])];
+  const n = chunks[0].length;
+  const first = Math.floor(n / 2);
+  const total = n * chunks.length;
+  if (chunks.length > model.nSeqMax || total > model.nBatch)
+    throw new EngineError('KAIL_E_INVALID_ARG', `${chunks.length} chunks of ${n} tokens in one pass need ${chunks.length} sequences and a batch of ${total}; the model has ${model.nSeqMax} and ${model.nBatch}`);
+  for (let s = 0; s < chunks.length; s++) model.truncate(s, 0);
+  const batch = { tokens: new Int32Array(total), pos: new Int32Array(total), seq: new Int32Array(total), output: new Uint8Array(total) };
+  chunks.forEach((c, s) => {
+    if (c.length !== n) throw new EngineError('KAIL_E_INTERNAL', 'chunks of different lengths in one pass');
+    for (let j = 0; j < n; j++) {
+      const at = s * n + j;
+      batch.tokens[at] = c[j];
+      batch.pos[at] = j;
+      batch.seq[at] = s;
+      batch.output[at] = j >= first ? 1 : 0;
+    }
+  });
+  const logits = await model.forwardBatch(batch);
+  const rows = (n - first) * model.nVocab;
+  const out = chunks.map((_, s) => logits.subarray(s * rows, (s + 1) * rows));
+  for (let s = 0; s < chunks.length; s++) model.truncate(s, 0);
+  return out;
+}
+
+/** How many chunks of nCtx one pass takes: what the batch holds, at most the model's sequences. */
+export function chunksPerPass(model: EngineModel, nCtx: number, nBatch = model.nBatch): number {
+  return Math.max(1, Math.min(model.nSeqMax, Math.floor(Math.min(nBatch, model.nBatch) / nCtx)));
+}
+
 /** Perplexity of `tokens` (the text's tokens, with BOS where the vocabulary adds it) under `model`. */
 export async function perplexity(model: EngineModel, tokens: readonly number[], opts: PerplexityOptions): Promise<PerplexityResult> {
   const { nCtx } = opts;
@@ -110,14 +147,18 @@ export async function perplexity(model: EngineModel, tokens: readonly number[], 
   const writer = opts.saveLogits ? new BaseLogitsWriter(opts.saveLogits, nCtx, model.nVocab, chunks.length, tokens) : null;
   let ms = 0;
   try {
-    for (let i = 0; i < chunks.length; i++) {
-      const c = chunks[i];
+    // (Several chunks per pass when the batch holds them and the model has the sequences.)
+    const perPass = opts.seq === undefined ? chunksPerPass(model, nCtx, opts.nBatch) : 1;
+    for (let i = 0; i < chunks.length; i += perPass) {
+      const group = chunks.slice(i, i + perPass);
       const t0 = performance.now();
-      const logits = await chunkLogits(model, seq, c, opts.nBatch);
+      const all = perPass > 1 ? await chunksLogits(model, group) : [await chunkLogits(model, seq, group[0], opts.nBatch)];
       ms += performance.now() - t0;
-      acc.addRows(logits, model.nVocab, c.slice(first + 1));
-      writer?.addChunk(logits, c.slice(first + 1));
-      opts.onChunk?.(i + 1, chunks.length, acc.ppl);
+      group.forEach((c, g) => {
+        acc.addRows(all[g], model.nVocab, c.slice(first + 1));
+        writer?.addChunk(all[g], c.slice(first + 1));
+        opts.onChunk?.(i + g + 1, chunks.length, acc.ppl);
+      });
     }
   } finally {
     writer?.close();
