@@ -10,6 +10,7 @@ import fs from 'node:fs';
 
 import { GgmlType, ggmlTypeTraits, LlamaFileType } from './constants';
 import { readGgufHeader, type GgufHeader, type GgufReadTensor } from './reader';
+import { copyTensors } from './split';
 import { GgufWriter, kv } from './writer';
 
 export interface ExportLoraOptions {
@@ -130,12 +131,13 @@ export function exportLora(base: string, output: string, opts: ExportLoraOptions
     return fd;
   };
   let merged = 0;
+  const chunk = Buffer.alloc(16 << 20);
   try {
     w.begin();
     for (const { t, pairs } of plan) {
       const fd = fdOf(base);
       if (!pairs) {
-        for (let off = 0; off < t.bytes; off += 16 << 20) w.writeTensorData(t.name, readBytes(fd, t, off, Math.min(16 << 20, t.bytes - off), base));
+        copyTensors(fd, w, [t], base, chunk);
         continue;
       }
       const embed = t.name.startsWith('token_embd');

@@ -195,23 +195,26 @@ interface ModelInfo {
   is70B: boolean;
 }
 
-function kvNumber(h: GgufHeader, key: string): number | undefined {
-  const v = h.kv.get(key);
-  if (!v) return undefined;
-  const x = Array.isArray(v.value) ? v.value[0] : v.value;
+/** A header's metadata values by key (what llama.cpp's loader reads; overrides put in by readValues). */
+type KvValues = Readonly<Record<string, unknown>>;
+
+const valuesOf = (h: GgufHeader): KvValues => Object.fromEntries([...h.kv].map(([k, v]) => [k, v.value]));
+
+function kvNumber(values: KvValues, key: string): number | undefined {
+  const v = values[key];
+  const x = Array.isArray(v) ? v[0] : v;
   return typeof x === 'number' ? x : typeof x === 'bigint' ? Number(x) : undefined;
 }
 
-function modelInfo(h: GgufHeader, file: string): ModelInfo {
-  const archKv = h.kv.get('general.architecture');
-  if (!archKv || typeof archKv.value !== 'string') throw new Error(`${file}: no general.architecture; not a model file`);
-  const arch = archKv.value;
-  const nLayerAll = kvNumber(h, `${arch}.block_count`);
+function modelInfo(values: KvValues, file: string): ModelInfo {
+  const arch = values['general.architecture'];
+  if (typeof arch !== 'string') throw new Error(`${file}: no general.architecture; not a model file`);
+  const nLayerAll = kvNumber(values, `${arch}.block_count`);
   if (nLayerAll === undefined || nLayerAll < 1) throw new Error(`${file}: ${arch}.block_count is missing or not positive`);
-  const nLayer = nLayerAll - (kvNumber(h, `${arch}.nextn_predict_layers`) ?? 0);
-  const e = kvNumber(h, `${arch}.expert_count`) ?? 0;
-  const nHead = kvNumber(h, `${arch}.attention.head_count`) ?? 0;
-  const nHeadKv = kvNumber(h, `${arch}.attention.head_count_kv`) ?? nHead;
+  const nLayer = nLayerAll - (kvNumber(values, `${arch}.nextn_predict_layers`) ?? 0);
+  const e = kvNumber(values, `${arch}.expert_count`) ?? 0;
+  const nHead = kvNumber(values, `${arch}.attention.head_count`) ?? 0;
+  const nHeadKv = kvNumber(values, `${arch}.attention.head_count_kv`) ?? nHead;
   const nExpert = e <= 1 ? 0 : e;
   // The model types llama.cpp calls LLM_TYPE_70B (it gives their attn_v more bits).
   const is70B =
@@ -577,16 +580,13 @@ function overrideValue(o: KvOverride): GgufValue {
 }
 
 /**
- * The header as llama.cpp's loader reads the model for the mix: the overrides' values in place of
- * the file's (each checked against the file's kind of value, as a load checks it). Only its values
- * are read; the output copies the file's metadata from the original header.
+ * The metadata as llama.cpp's loader reads the model for the mix: the overrides' values in place
+ * of the file's, each checked against the file's kind of value as a load checks it (the engine's
+ * applyKvOverrides). The output copies the file's metadata from its header.
  */
-function withOverrides(h: GgufHeader, overrides: readonly KvOverride[] | undefined): GgufHeader {
-  if (!overrides?.length) return h;
-  engineCore().applyKvOverrides(Object.fromEntries([...h.kv].map(([k, v]) => [k, v.value])) as Parameters<typeof import('@kailstream/engine/core').applyKvOverrides>[0], overrides);
-  const kvs = new Map(h.kv);
-  for (const o of overrides) kvs.set(o.key, { type: overrideValue(o).type, value: o.value, raw: Buffer.alloc(0) });
-  return { ...h, kv: kvs };
+function readValues(h: GgufHeader, overrides: readonly KvOverride[] | undefined): KvValues {
+  const values = valuesOf(h);
+  return overrides?.length ? engineCore().applyKvOverrides(values as Parameters<typeof import('@kailstream/engine/core').applyKvOverrides>[0], overrides) : values;
 }
 
 // --- the native core ---
@@ -610,9 +610,10 @@ function defaultThreads(): number {
 
 /** The files of a model: one, or llama.cpp's split files PREFIX-0000i-of-0000N.gguf found from the first. */
 function modelSplits(file: string, h: GgufHeader): string[] {
-  const count = kvNumber(h, 'split.count');
+  const count = kvNumber(valuesOf(h), 'split.count');
   if (count === undefined || count <= 1) return [file];
-  if ((kvNumber(h, 'split.no') ?? 0) !== 0) throw new Error(`${file} is split ${(kvNumber(h, 'split.no') ?? 0) + 1} of ${count}: give the first split`);
+  const no = kvNumber(valuesOf(h), 'split.no') ?? 0;
+  if (no !== 0) throw new Error(`${file} is split ${no + 1} of ${count}: give the first split`);
   const m = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/.exec(file);
   if (!m) throw new Error(`${file}: split.count is ${count} but the name is not PREFIX-00001-of-NNNNN.gguf`);
   return Array.from({ length: count }, (_, i) => ggufSplitPath(m[1], i + 1, count));
@@ -677,7 +678,7 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   for (const o of opts.kvOverrides ?? [])
     if (o.key === 'general.alignment' || o.key.startsWith('split.')) throw new Error(`--override-kv ${o.key}: kail quantize sets the file's layout keys (general.alignment, split.*) itself`);
   const overrideKvs: [string, GgufValue][] = (opts.kvOverrides ?? []).map((o) => [o.key, overrideValue(o)]);
-  const read = withOverrides(first, opts.kvOverrides);
+  const read = readValues(first, opts.kvOverrides);
   const info = modelInfo(read, input);
   let tensors: SourceTensor[] = [];
   files.forEach((f, split) => {
@@ -754,7 +755,7 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   }
 
   const report: QuantizeReport = { output: outputs[0], outputs, ftype, typeName: ft.name, tensors: [], bytesIn: 0, bytesOut: 0, elements: 0, fallbacks: chooser.fallbacks, needsImatrix };
-  const alignment = kvNumber(first, 'general.alignment') ?? GGUF_DEFAULT_ALIGNMENT;
+  const alignment = first.alignment;
   // After the file's metadata, as llama-quantize sets them (each set moves its key last): the
   // quantization version and file type, then the overrides, the user's and the imatrix's.
   const tail = new Map<string, GgufValue | RawGgufValue>([

@@ -5,7 +5,7 @@
 // with its own tensor table and data section. Tensor bytes are copied unchanged.
 import fs from 'node:fs';
 
-import { readGgufHeader } from './reader';
+import { readGgufHeader, type GgufHeader } from './reader';
 import { GgufWriter, kv } from './writer';
 
 /** llama.cpp's split file name (llama_split_path): PREFIX-%05d-of-%05d.gguf, numbered from 1. */
@@ -28,6 +28,8 @@ export interface SplitPlan {
   splits: number[][];
   /** Per split, its file size in bytes (header and padded tensor data). */
   bytes: number[];
+  /** The input's header the plan was made from (splitGguf writes from it). */
+  header: GgufHeader;
 }
 
 const pad32 = (n: number) => Math.ceil(n / 32) * 32;
@@ -60,7 +62,7 @@ export function planGgufSplit(input: string, opts: SplitOptions): SplitPlan {
     for (const i of ids) w.addTensor({ name: h.tensors[i].name, shape: h.tensors[i].shape, type: h.tensors[i].type });
     return w.headerBytes().length + ids.reduce((a, i) => a + pad32(h.tensors[i].bytes), 0);
   });
-  return { splits, bytes };
+  return { splits, bytes, header: h };
 }
 
 /** A split's writer with its metadata: every key of the input on the first, the split.* keys on each. */
@@ -73,12 +75,12 @@ function splitWriter(out: string, h: ReturnType<typeof readGgufHeader>, s: numbe
   return w;
 }
 
-/** Copies tensors' bytes from `fd` into `w` (declared in the same order). */
-function copyTensors(fd: number, w: GgufWriter, tensors: readonly { name: string; bytes: number; fileOffset: number }[], from: string, chunk: Buffer): void {
+/** Copies tensors' bytes unchanged from `fd` (the file `from`) into `w`, which declared them in the same order, through `chunk`. */
+export function copyTensors(fd: number, w: GgufWriter, tensors: readonly { name: string; bytes: number; fileOffset: number }[], from: string, chunk: Buffer): void {
   for (const t of tensors) {
     for (let off = 0; off < t.bytes; ) {
       const n = fs.readSync(fd, chunk, 0, Math.min(chunk.length, t.bytes - off), t.fileOffset + off);
-      if (n <= 0) throw new Error(`gguf split: ${from} ends inside tensor '${t.name}'`);
+      if (n <= 0) throw new Error(`${from}: the file ends inside tensor '${t.name}'`);
       w.writeTensorData(t.name, chunk.subarray(0, n));
       off += n;
     }
@@ -90,10 +92,10 @@ function copyTensors(fd: number, w: GgufWriter, tensors: readonly { name: string
  * most that many tensors each) and returns their paths, first split first. The input is left as it
  * is; on an error no split is left behind.
  */
-export function splitGguf(input: string, prefix: string, opts: number | SplitOptions): string[] {
-  const o: SplitOptions = typeof opts === 'number' ? { maxTensors: opts } : opts;
-  const plan = planGgufSplit(input, o);
-  const h = readGgufHeader(input);
+export function splitGguf(input: string, prefix: string, opts: number | SplitOptions | SplitPlan): string[] {
+  // (A plan already made, as `kail gguf-split` makes one to print, is not made again.)
+  const plan = typeof opts === 'object' && 'splits' in opts ? opts : planGgufSplit(input, typeof opts === 'number' ? { maxTensors: opts } : opts);
+  const h = plan.header;
   const count = plan.splits.length;
   const paths: string[] = [];
   const fd = fs.openSync(input, 'r');

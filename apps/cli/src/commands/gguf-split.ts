@@ -56,7 +56,7 @@ export function registerGgufSplit(program: Command): void {
         else process.stdout.write(lines.join('\n') + '\n');
         return;
       }
-      const files = tools.splitGguf(input, output, opts);
+      const files = tools.splitGguf(input, output, plan);
       if (o.json) process.stdout.write(JSON.stringify({ files, tensors: plan.splits.map((x) => x.length), bytes: files.map((f) => fs.statSync(f).size) }) + '\n');
       else process.stdout.write([...lines, ...files.map((f) => `wrote ${f}`)].join('\n') + '\n');
     });

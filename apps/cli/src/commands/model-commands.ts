@@ -894,7 +894,7 @@ export function registerModelCommands(program: Command): void {
             log(`${path.basename(baseFile)}: ${head.nChunk} chunks of ${nCtx} tokens, the last ${nCtx - Math.floor(nCtx / 2) - 1} of each compared`);
             process.stdout.write(`${KLD_CHUNK_HEADER}\n`);
           }
-          const r = await klDivergence(model, baseFile, {
+          const r = await klDivergence(model, head, {
             maxChunks: o.chunks,
             nBatch: o.batch,
             onChunk: o.json ? undefined : (i, _n, run) => process.stdout.write(kldChunkLine(i, run) + '\n'),

@@ -208,10 +208,17 @@ export interface KldStats extends KldRunning {
   dpPercentiles: Record<string, number>;
 }
 
+/** The log-perplexities of both models (mean NLL and its uncertainty) and their covariance. */
+function logPpls(a: KldAccumulator): { lnPpl: Estimate; lnBase: Estimate; cov: number } {
+  return {
+    lnPpl: meanAndUncertainty(a.sumNll, a.sumNll2, a.count),
+    lnBase: meanAndUncertainty(a.sumNllBase, a.sumNllBase2, a.count),
+    cov: covariance(a.sumNll, a.sumNllBase, a.sumNllNllBase, a.count),
+  };
+}
+
 export function kldRunning(a: KldAccumulator): KldRunning {
-  const lnPpl = meanAndUncertainty(a.sumNll, a.sumNll2, a.count);
-  const lnBase = meanAndUncertainty(a.sumNllBase, a.sumNllBase2, a.count);
-  const cov = covariance(a.sumNll, a.sumNllBase, a.sumNllNllBase, a.count);
+  const { lnPpl, lnBase, cov } = logPpls(a);
   const mse = meanAndUncertainty(a.sumPDiff2, a.sumPDiff4, a.count);
   const rms = Math.sqrt(mse.value);
   const top = a.nSameTop / a.count;
@@ -231,12 +238,10 @@ const DP_POINTS: [string, number][] = [['99.9%', 0.999], ['99.0%', 0.99], ['95.0
 export function kldStats(a: KldAccumulator): KldStats {
   if (a.count < 1) throw new EngineError('KAIL_E_INVALID_ARG', 'KL divergence: no positions were scored');
   const run = kldRunning(a);
-  const lnPpl = meanAndUncertainty(a.sumNll, a.sumNll2, a.count);
-  const lnBase = meanAndUncertainty(a.sumNllBase, a.sumNllBase2, a.count);
-  const cov = covariance(a.sumNll, a.sumNllBase, a.sumNllNllBase, a.count);
-  const ppl = Math.exp(lnPpl.value);
+  const { lnPpl, lnBase, cov } = logPpls(a);
+  const ppl = run.ppl.value;
+  const pplErr = run.ppl.error;
   const base = Math.exp(lnBase.value);
-  const pplErr = ppl * lnPpl.error;
   const baseErr = base * lnBase.error;
   const ratio = Math.exp(run.lnPplRatio.value);
   const kld = Float32Array.from(a.kld).sort();
@@ -431,12 +436,14 @@ export interface KlDivergenceResult {
 }
 
 /**
- * The KL divergence of `model` from the base whose log-probabilities `basePath` holds: the file's
+ * The KL divergence of `model` from the base whose log-probabilities the file `base` holds (a path, or its header from openBaseLogits): the file's
  * chunks evaluated as llama-perplexity evaluates them (from an empty cache, the first token
  * replaced by BOS when the vocabulary adds one, the second half scored).
  */
-export async function klDivergence(model: EngineModel, basePath: string, opts: KlDivergenceOptions = {}): Promise<KlDivergenceResult> {
-  const f = openBaseLogits(basePath);
+export async function klDivergence(model: EngineModel, base: string | BaseLogitsFile, opts: KlDivergenceOptions = {}): Promise<KlDivergenceResult> {
+  // (A header already read, as the CLI reads it for the chunk size, is not read again.)
+  const f = typeof base === 'string' ? openBaseLogits(base) : base;
+  const basePath = f.path;
   if (f.nVocab !== model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `${basePath}: the base model's vocabulary has ${f.nVocab} tokens, this model's ${model.nVocab}: they must be the same vocabulary`);
   if (f.nCtx > model.nCtx) throw new EngineError('KAIL_E_INVALID_ARG', `${basePath} was computed with chunks of ${f.nCtx} tokens; this model's context is ${model.nCtx}: load it with --ctx ${f.nCtx} or more`);
   for (const t of f.tokens) if (t < 0 || t >= model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `${basePath}: token ${t} is outside the vocabulary of ${model.nVocab}`);
