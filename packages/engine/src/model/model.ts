@@ -457,6 +457,18 @@ function withOverrides(e: unknown, opts: LoadModelOptions): unknown {
   return new EngineError(err.code, `${err.message} (with --override-kv ${opts.kvOverrides.map(formatKvOverride).join(',')})`);
 }
 
+/** EngineModel.computeKey of a load. */
+function computeKey(opts: LoadModelOptions, lora: readonly { path: string }[]): string {
+  const parts: string[] = [];
+  if (opts.kvOverrides?.length) parts.push(`override-kv ${opts.kvOverrides.map(formatKvOverride).join(',')}`);
+  if (opts.controlVectors?.length) {
+    const range = opts.controlVectorLayerRange ?? [0, 0];
+    parts.push(`control-vector ${opts.controlVectors.map((c) => `${nodePath.resolve(c.path)}:${c.scale ?? 1}`).join(',')} layers ${range.join('-')}`);
+  }
+  if (lora.length) parts.push(`lora ${lora.map((l) => l.path).join(',')}`);
+  return parts.join('; ');
+}
+
 // Architecture checks, hyperparameters, program and the native parameters: what both planning
 // and loading need, from the metadata alone.
 function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Prepared {
@@ -623,6 +635,13 @@ export class EngineModel {
   /** The cache types the model was loaded with (an encoder's default is F32, a decoder's F16). */
   kvType: KvType = 'f16';
   kvTypeV: KvType = 'f16';
+  /**
+   * What the load changed about the computation besides the file, LoRA scales and cache types: the
+   * metadata overrides, the control vectors (files, scales, layer range) and the LoRA adapters'
+   * files, as one string ('' for none). A saved KV cache (slot file, prompt cache) holds rows
+   * computed under it and is refused under another.
+   */
+  computeKey = '';
 
   private constructor(
     readonly path: string,
@@ -719,6 +738,7 @@ export class EngineModel {
       model.autoRamBytes = autoRamBytes;
       model.kvType = kvType;
       model.kvTypeV = kvTypeV;
+      model.computeKey = computeKey(opts, model.loraAdapters);
       if (opts.usageHistoryDir && program.nMoeLayers > 0) model.startUsageHistory(opts.usageHistoryDir, opts.usageDecay);
       return model;
     } catch (e) {

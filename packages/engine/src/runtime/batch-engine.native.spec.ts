@@ -731,6 +731,17 @@ describe("BatchEngine slot save / restore / erase (llama-server's /slots actions
       const path = `${dir}/x.slot`;
       writeSlotFile(path, m1, s.tokens, s.lora, s.state);
       expect(() => readSlotFile(path, m2)).toThrow(/slot file .*x\.slot: saved for another model \(qwen3moe, 2 layers/);
+      // The same file under an override computes other rows: refused, naming both loads.
+      const m1o = EngineModel.load(f1, { nSeqMax: 2, kvType: 'f32', threads: 2, nCtx: 64, kvOverrides: [{ key: 'qwen3moe.expert_used_count', type: 'int', value: 1 }] });
+      try {
+        expect(() => readSlotFile(path, m1o)).toThrow(/x\.slot: saved from the model loaded with no overrides, control vectors or adapters; this load has override-kv qwen3moe\.expert_used_count=int:1/);
+        const s2 = `${dir}/o.slot`;
+        writeSlotFile(s2, m1o, s.tokens, s.lora, s.state);
+        expect(readSlotFile(s2, m1o).header.model.compute).toBe('override-kv qwen3moe.expert_used_count=int:1');
+        expect(() => readSlotFile(s2, m1)).toThrow(/o\.slot: saved from the model loaded with override-kv qwen3moe\.expert_used_count=int:1; this load has none/);
+      } finally {
+        m1o.close();
+      }
       const { header, state } = readSlotFile(path, m1q);
       expect(() => e1q.restoreSlot(0, header.tokens, header.lora, state)).toThrow('sequence state does not fit this model: cache types K F32 / V F32, the model\'s are Q8_0 / Q8_0');
       fs.writeFileSync(`${dir}/bad.slot`, Buffer.concat([fs.readFileSync(path).subarray(0, 60)]));

@@ -12,15 +12,18 @@ const MAGIC = Buffer.from('KAILSLOT');
 
 export interface SlotFileHeader {
   version: 1;
-  /** What the cache rows were computed by: the architecture, its sizes and the file's size. */
-  model: { arch: string; nLayer: number; nVocab: number; fileBytes: number };
+  /**
+   * What the cache rows were computed by: the architecture, its sizes, the file's size and the
+   * load's EngineModel.computeKey (overrides, control vectors, adapters; absent in older files: none).
+   */
+  model: { arch: string; nLayer: number; nVocab: number; fileBytes: number; compute?: string };
   tokens: number[];
   /** The LoRA scales of the rows, comma-joined ('' without adapters). */
   lora: string;
 }
 
 function identity(model: EngineModel): SlotFileHeader['model'] {
-  return { arch: model.hparams.arch, nLayer: model.hparams.nLayer, nVocab: model.nVocab, fileBytes: modelFileBytes(model.path) };
+  return { arch: model.hparams.arch, nLayer: model.hparams.nLayer, nVocab: model.nVocab, fileBytes: modelFileBytes(model.path), ...(model.computeKey ? { compute: model.computeKey } : {}) };
 }
 
 /** Writes a slot file; returns its size in bytes. */
@@ -61,5 +64,7 @@ export function readSlotFile(file: string, model: EngineModel): { header: SlotFi
   const got = header.model ?? {};
   if (got.arch !== want.arch || got.nLayer !== want.nLayer || got.nVocab !== want.nVocab || got.fileBytes !== want.fileBytes)
     throw bad(`saved for another model (${got.arch}, ${got.nLayer} layers, vocabulary ${got.nVocab}, file of ${got.fileBytes} bytes; this one: ${want.arch}, ${want.nLayer}, ${want.nVocab}, ${want.fileBytes})`);
+  if ((got.compute ?? '') !== (want.compute ?? ''))
+    throw bad(`saved from the model loaded with ${got.compute || 'no overrides, control vectors or adapters'}; this load has ${want.compute || 'none'}: its cache rows would differ`);
   return { header, state: new Uint8Array(buf.buffer, buf.byteOffset + 12 + n, buf.length - 12 - n), bytes: buf.length };
 }
