@@ -245,6 +245,17 @@ describe('kail model commands', () => {
     const t = kail('bench', '-m', model, '-p', '16', '-n', '4', '-d', '48');
     expect(t.stdout).toMatch(/^pp16 @ d48: [\d.]+ tokens\/s\ntg4 @ d48: [\d.]+ tokens\/s$/m);
     expect(kail('bench', '-m', model, '-d', '8', '--parallel', '2').stderr).toContain('--n-depth does not combine with --parallel');
+    // Lists and ranges (llama-bench's), a row per combination; -o md prints each test once.
+    const md = kail('bench', '-m', model, '-p', '8-16+8', '-n', '0,4', '-r', '2', '-o', 'md');
+    expect(md.status).toBe(0);
+    const tests = md.stdout.trim().split('\n').slice(2).map((l) => l.split('|').map((c) => c.trim()));
+    expect(tests.map((c) => c[7])).toEqual(['pp8', 'tg4 @ d8', 'pp16', 'tg4 @ d16']);
+    for (const c of tests) expect(c[8]).toMatch(/^[\d.]+ ± [\d.]+$/);
+    const jl = kail('bench', '-m', model, '-p', '0', '-n', '4', '-d', '0,8', '-o', 'jsonl').stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(jl.map((x: { test: string }) => x.test)).toEqual(['tg4 @ d1', 'tg4 @ d9']);
+    expect(kail('bench', '-m', model, '-p', '0', '-n', '0').stderr).toContain('nothing to measure: -p and -n are both 0');
+    expect(kail('bench', '-m', model, '-p', '8,16', '--parallel', '2').stderr).toContain('-p and -n take one value each with --parallel');
+    expect(kail('bench', '-m', model, '-o', 'xml').stderr).toContain("--output must be one of text, md, csv, json, jsonl, got 'xml'");
   });
 
   it('bench --parallel decodes several sequences per pass, one row per count', () => {

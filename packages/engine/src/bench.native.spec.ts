@@ -70,6 +70,15 @@ describe('benchmark at a depth (llama-bench -d)', () => {
       expect(m.seqLen(0)).toBe(40 + 8 + 4);
       await expect(benchmark(m, { promptTokens: 8, genTokens: 4, depth: 60 })).rejects.toThrow(/depth 60 \+ 8 prompt \+ 4 generated tokens do not fit the model's context of 64/);
       await expect(benchmark(m, { promptTokens: 8, genTokens: 4, depth: -1 })).rejects.toThrow(/depth must be a non-negative integer/);
+      // Two reps: a spread of their rates (llama-bench's stddev_ts).
+      expect(r.prompt_tps_stddev).toBeGreaterThanOrEqual(0);
+      expect(r.gen_tps_stddev).toBeGreaterThan(0);
+      // No prompt (llama-bench's tg test): one untimed token, then the generation.
+      const g = await benchmark(m, { promptTokens: 0, genTokens: 4, depth: 10 });
+      expect(g).toMatchObject({ prompt_tokens: 0, prompt_tps: 0, prompt_ms: 0, prompt_tps_stddev: 0 });
+      expect(g.gen_tps).toBeGreaterThan(0);
+      expect(m.seqLen(0)).toBe(10 + 1 + 4);
+      await expect(benchmark(m, { promptTokens: 0, genTokens: 0 })).rejects.toThrow(/not both 0/);
     } finally {
       m.close();
     }

@@ -5,7 +5,7 @@ import { isExpertTensor, openGgufMetadata, type EngineModel } from './model/mode
 import { summarizeStream } from './model/stream-summary';
 
 export interface BenchOptions {
-  /** Prompt tokens (pp). Default 512. */
+  /** Prompt tokens (pp). Default 512. 0: generation alone, after one untimed token (llama-bench's tg test). */
   promptTokens?: number;
   /** Generated tokens (tg). Default 128. */
   genTokens?: number;
@@ -31,6 +31,9 @@ export interface BenchResult {
   gen_tps: number;
   prompt_ms: number;
   gen_ms: number;
+  /** Standard deviation of the reps' tokens/s (llama-bench's stddev_ts); 0 for one rep. */
+  prompt_tps_stddev: number;
+  gen_tps_stddev: number;
   /** Tokens in the cache before the prompt (BenchOptions.depth). */
   depth: number;
   feed: 'greedy' | 'random';
@@ -75,6 +78,14 @@ function xorshift(seed: number): () => number {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+/** Sample standard deviation of the rates `tokens` per each of `ms` (0 below two samples). */
+function rateStddev(tokens: number, ms: number[]): number {
+  if (ms.length < 2 || !tokens) return 0;
+  const rates = ms.map((m) => tokens / (m / 1000));
+  const mean = rates.reduce((a, b) => a + b, 0) / rates.length;
+  return Math.sqrt(rates.reduce((a, r) => a + (r - mean) ** 2, 0) / (rates.length - 1));
+}
+
 /** llama-bench style: prompt processing of N random tokens, then M single-token decode steps. */
 export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Promise<BenchResult> {
   const pp = opts.promptTokens ?? 512;
@@ -84,7 +95,9 @@ export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Pr
   const reps = Math.max(1, opts.reps ?? 1);
   const depth = opts.depth ?? 0;
   if (!Number.isInteger(depth) || depth < 0) throw new EngineError('KAIL_E_INVALID_ARG', `bench: the depth must be a non-negative integer, got ${depth}`);
-  if (depth + pp + tg > model.nCtx) throw new EngineError('KAIL_E_INVALID_ARG', `bench: depth ${depth} + ${pp} prompt + ${tg} generated tokens do not fit the model's context of ${model.nCtx}`);
+  if (!Number.isInteger(pp) || pp < 0 || !Number.isInteger(tg) || tg < 0 || pp + tg === 0)
+    throw new EngineError('KAIL_E_INVALID_ARG', `bench: prompt and generated tokens must be non-negative integers, not both 0; got ${pp} and ${tg}`);
+  if (depth + Math.max(1, pp) + tg > model.nCtx) throw new EngineError('KAIL_E_INVALID_ARG', `bench: depth ${depth} + ${pp} prompt + ${tg} generated tokens do not fit the model's context of ${model.nCtx}`);
   const rand = xorshift(opts.seed ?? 42);
   const nv = model.nVocab;
   const ppMs: number[] = [];
@@ -93,10 +106,11 @@ export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Pr
   for (let r = 0; r < reps; r++) {
     model.truncate(0, 0);
     if (depth) await model.evaluate(0, Array.from({ length: depth }, () => rand() % nv), 'last');
+    // (Without a prompt, one untimed token gives the first step its logits.)
     const prompt = Array.from({ length: Math.max(1, pp) }, () => rand() % nv);
     const t0 = performance.now();
     let logits = await model.evaluate(0, prompt, 'last');
-    ppMs.push(performance.now() - t0);
+    ppMs.push(pp ? performance.now() - t0 : 0);
     let ms = 0;
     const before = model.runtime.stats().stream;
     for (let i = 0; i < tg; i++) {
@@ -116,10 +130,12 @@ export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Pr
   return {
     prompt_tokens: pp,
     gen_tokens: tg,
-    prompt_tps: pp / (pms / 1000),
+    prompt_tps: pp ? pp / (pms / 1000) : 0,
     gen_tps: tg ? tg / (gms / 1000) : 0,
     prompt_ms: pms,
     gen_ms: gms,
+    prompt_tps_stddev: rateStddev(pp, ppMs),
+    gen_tps_stddev: rateStddev(tg, tgMs),
     depth,
     feed,
     reps,

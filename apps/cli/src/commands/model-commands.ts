@@ -64,6 +64,7 @@ import {
 } from '@kailstream/engine/core';
 
 import { createProgress, type Progress } from '../progress';
+import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, type BenchOutput } from './bench-output';
 import { dataDir } from '../paths';
 
 function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
@@ -626,12 +627,12 @@ export function registerModelCommands(program: Command): void {
     .command('bench')
     .description('prompt and generation tokens/s, like llama-bench')
     .requiredOption('-m, --model <file>', 'GGUF model file')
-    .option('-p, --n-prompt <n>', 'prompt tokens', int('--n-prompt', 1, 1 << 20), 512)
-    .option('-n, --n-gen <n>', 'generated tokens', int('--n-gen', 0, 1 << 20), 128)
+    .option('-p, --n-prompt <list>', "prompt tokens (default 512); as llama-bench's, a list (128,512) or range (64-512*2, 0-96+32), repeatable: a row per value; 0: generation alone", intRangeList('--n-prompt', 0, 1 << 20))
+    .option('-n, --n-gen <list>', 'generated tokens (default 128), after the row\'s prompt; a list or range as -p', intRangeList('--n-gen', 0, 1 << 20))
     .option('-t, --threads <n>', 'compute threads (default: the physical cores this process may run on, at most its cgroup CPU quota)', int('--threads', 1, 1024))
     .option('--feed <kind>', 'what each decode step feeds: greedy or random', 'greedy')
     .option('-r, --reps <n>', 'repetitions (median reported)', int('--reps', 1, 100), 1)
-    .option('-d, --n-depth <list>', "context depth (llama-bench's -d): this many tokens fill the cache first, untimed, so pp and tg are measured at that depth; comma-separated for a row each, e.g. 0,4096,16384", intList('--n-depth', 0, 1 << 20))
+    .option('-d, --n-depth <list>', "context depth (llama-bench's -d): this many tokens fill the cache first, untimed, so pp and tg are measured at that depth; a list or range as -p, e.g. 0,4096,16384", intRangeList('--n-depth', 0, 1 << 20))
     .option('--temp <t>', 'with --draft/--lookup/--mtp: sampling temperature (0 = greedy)', num('--temp', 0, 100), 0)
     .option('--seed <s>', 'with --draft/--lookup/--mtp: sampling seed', int('--seed', 0, 2 ** 32 - 1), 1)
     .option('--usage-history', "warm the expert cache from the model's usage history and update it (off by default, so runs compare)")
@@ -642,18 +643,20 @@ export function registerModelCommands(program: Command): void {
       'decode this many sequences together, one row per count (llama-batched-bench -npl), e.g. 1,4,16: -p and -n are per sequence, each pass gives every sequence one token',
       intList('--parallel', 1, 256),
     )
-    .option('--json', 'print one JSON object');
+    .option('-o, --output <format>', `text, md (llama-bench's table), csv, json or jsonl (a test per line, as llama-bench's)`, 'text')
+    .option('--json', 'print one JSON object (-o json)');
   addSpecOptions(addStreamOptions(bench)).action(
     async (
       o: {
         model: string;
-        nPrompt: number;
-        nGen: number;
+        nPrompt?: number[];
+        nGen?: number[];
         threads?: number;
         feed: string;
         reps: number;
         temp: number;
         seed: number;
+        output: string;
         json?: boolean;
         usageHistory?: boolean;
         dataDir?: string;
@@ -664,6 +667,11 @@ export function registerModelCommands(program: Command): void {
         SpecOpts,
     ) => {
       if (o.feed !== 'greedy' && o.feed !== 'random') throw new Error(`--feed must be greedy or random, got '${o.feed}'`);
+      if (!(BENCH_OUTPUTS as readonly string[]).includes(o.output)) throw new Error(`--output must be one of ${BENCH_OUTPUTS.join(', ')}, got '${o.output}'`);
+      if (o.json && o.output !== 'text' && o.output !== 'json') throw new Error(`--json and --output ${o.output} say different things`);
+      const output = (o.json ? 'json' : o.output) as BenchOutput;
+      const prompts = o.nPrompt ?? [512];
+      let gens = o.nGen ?? [128];
       const log = (l: string) => process.stderr.write(l + '\n');
       // An embedding model generates nothing: its bench is prompt processing alone (as llama-bench's
       // pp for one), the prompt one sequence in one pass.
@@ -673,41 +681,56 @@ export function registerModelCommands(program: Command): void {
       if (isEncoderArchitecture(arch)) {
         if (o.parallel || o.draft || o.lookup || o.mtp || o.routingStats || o.nDepth?.some((d) => d > 0))
           throw new Error(`${arch} is an embedding model: kail bench measures its prompt processing only (no --parallel, --draft, --lookup, --mtp, --routing-stats or --n-depth)`);
-        o.nGen = 0;
+        gens = [0];
+        if (prompts.includes(0)) throw new Error(`${arch} is an embedding model: its bench is prompt processing, so -p must be at least 1`);
       }
       const depths = o.nDepth ?? [0];
       if ((o.parallel || o.draft || o.lookup || o.mtp) && depths.some((d) => d > 0)) throw new Error('--n-depth does not combine with --parallel, --draft, --lookup or --mtp');
+      const combos = depths.flatMap((depth) => prompts.flatMap((p) => gens.filter((n) => p + n > 0).map((n) => ({ depth, p, n }))));
+      if (!combos.length) throw new Error('nothing to measure: -p and -n are both 0');
+      if (o.parallel || o.draft || o.lookup || o.mtp) {
+        if (prompts.length > 1 || gens.length > 1) throw new Error('-p and -n take one value each with --parallel, --draft, --lookup or --mtp');
+        if (output !== 'text' && output !== 'json') throw new Error(`--output ${output} is for the pp/tg rows: --parallel, --draft, --lookup and --mtp print text or json`);
+        if (!prompts[0]) throw new Error('--parallel, --draft, --lookup and --mtp need a prompt: -p at least 1');
+      }
+      const nPrompt = prompts[0];
+      const nGen = gens[0];
       if (o.parallel) {
         if (o.draft || o.lookup || o.mtp || o.routingStats) throw new Error('--parallel does not combine with --draft, --lookup, --mtp or --routing-stats');
         const most = Math.max(...o.parallel);
-        const pm = EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1, nSeqMax: most, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
+        const pm = EngineModel.load(o.model, { threads: o.threads, nCtx: nPrompt + nGen + 1, nSeqMax: most, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
         sayLoadChoices(pm, o, log);
         try {
-          const r = await benchmarkParallel(pm, { parallel: o.parallel, promptTokens: o.nPrompt, genTokens: o.nGen, feed: o.feed as 'greedy' | 'random', reps: o.reps });
-          process.stdout.write(o.json ? JSON.stringify(r) + '\n' : parallelTable(r));
+          const r = await benchmarkParallel(pm, { parallel: o.parallel, promptTokens: nPrompt, genTokens: nGen, feed: o.feed as 'greedy' | 'random', reps: o.reps });
+          process.stdout.write(output === 'json' ? JSON.stringify(r) + '\n' : parallelTable(r));
         } finally {
           pm.close();
         }
         return;
       }
-      const deepest = Math.max(...depths);
-      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(deepest + o.nPrompt + o.nGen + (isEncoderArchitecture(arch) ? 0 : 1), o.routingStats ? 65 : 1), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
+      // (A row without a prompt evaluates one token first; an encoder's prompt is its whole pass.)
+      const longest = Math.max(...combos.map((c) => c.depth + Math.max(1, c.p) + c.n + (isEncoderArchitecture(arch) ? 0 : 1)));
+      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(longest, o.routingStats ? 65 : 1), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
       sayLoadChoices(model, o, log);
       try {
         if (o.draft || o.lookup || o.mtp)
-          return await benchSpeculative(model, o, () =>
-            EngineModel.load(o.model, { threads: o.threads, nCtx: o.nPrompt + o.nGen + 1, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, () => undefined) }),
+          return await benchSpeculative(model, { ...o, nPrompt, nGen, json: output === 'json' }, () =>
+            EngineModel.load(o.model, { threads: o.threads, nCtx: nPrompt + nGen + 1, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, () => undefined) }),
           );
         const rows: Awaited<ReturnType<typeof benchmark>>[] = [];
-        for (const depth of depths) rows.push(await benchmark(model, { promptTokens: o.nPrompt, genTokens: o.nGen, feed: o.feed, reps: o.reps, depth }));
+        for (const c of combos) rows.push(await benchmark(model, { promptTokens: c.p, genTokens: c.n, feed: o.feed, reps: o.reps, depth: c.depth }));
         let routing: RoutingStats | null = null;
         if (o.routingStats) {
           model.truncate(0, 0);
           routing = await routingStats(model, 64, 1);
         }
-        // (One depth: one object, as before -d; several: a row each.)
+        const ctx = { summary: model.summary, backend: model.plan ? 'CPU, experts streamed' : 'CPU' };
+        // (One row: one object, as before -d; several: a row each.)
         const r = rows[0];
-        if (o.json) process.stdout.write(JSON.stringify(rows.length > 1 ? { rows, ...(routing ? { routing } : {}) } : routing ? { ...r, routing } : r) + '\n');
+        if (output === 'json') process.stdout.write(JSON.stringify(rows.length > 1 ? { rows, ...(routing ? { routing } : {}) } : routing ? { ...r, routing } : r) + '\n');
+        else if (output === 'md') process.stdout.write(benchMarkdown(rows, ctx) + (routing ? `\n${routingLine(routing)}` : ''));
+        else if (output === 'csv') process.stdout.write(benchCsv(rows, ctx));
+        else if (output === 'jsonl') process.stdout.write(benchJsonl(rows, ctx) + (routing ? JSON.stringify({ routing }) + '\n' : ''));
         else
           process.stdout.write(
             `${path.basename(o.model)} (${r.arch}), ${r.threads} threads, feed ${r.feed}, median of ${r.reps}\n` +
@@ -716,8 +739,8 @@ export function registerModelCommands(program: Command): void {
                   const at = x.depth ? ` @ d${x.depth}` : '';
                   const st = x.stream;
                   return (
-                    `pp${x.prompt_tokens}${at}: ${x.prompt_tps.toFixed(2)} tokens/s\n` +
-                    (isEncoderArchitecture(arch) ? 'tg: none (an embedding model generates no text)\n' : `tg${x.gen_tokens}${at}: ${x.gen_tps.toFixed(2)} tokens/s\n`) +
+                    (x.prompt_tokens ? `pp${x.prompt_tokens}${at}: ${x.prompt_tps.toFixed(2)} tokens/s\n` : '') +
+                    (isEncoderArchitecture(arch) ? 'tg: none (an embedding model generates no text)\n' : x.gen_tokens ? `tg${x.gen_tokens}${at}: ${x.gen_tps.toFixed(2)} tokens/s\n` : '') +
                     (st
                       ? `experts (generation${at}): hit rate ${(100 * st.hit_rate).toFixed(1)}% (+${(100 * st.inflight_rate).toFixed(1)}% being prefetched when asked), ${formatBytes(st.bytes_read_per_token)} read per token, ` +
                         `stalled ${st.stall_s.toFixed(2)} s, prefetch precision ${(100 * st.prefetch_precision).toFixed(1)}% recall ` +
@@ -729,16 +752,20 @@ export function registerModelCommands(program: Command): void {
                   );
                 })
                 .join('') +
-              (routing
-                ? `routing over ${routing.tokens} random tokens: each MoE layer used >= ${(100 * routing.minUsedShare).toFixed(0)}% of its ${routing.nExpert} experts; ` +
-                  `consecutive tokens shared ${routing.meanConsecutiveShared.toFixed(2)} of ${routing.nExpertUsed} on average (worst layer ${routing.maxConsecutiveShared.toFixed(2)})\n`
-                : ''),
+              (routing ? routingLine(routing) : ''),
           );
       } finally {
         model.close();
       }
     },
   );
+
+  function routingLine(routing: RoutingStats): string {
+    return (
+      `routing over ${routing.tokens} random tokens: each MoE layer used >= ${(100 * routing.minUsedShare).toFixed(0)}% of its ${routing.nExpert} experts; ` +
+      `consecutive tokens shared ${routing.meanConsecutiveShared.toFixed(2)} of ${routing.nExpertUsed} on average (worst layer ${routing.maxConsecutiveShared.toFixed(2)})\n`
+    );
+  }
 
   function parallelTable(r: ParallelBenchResult): string {
     const streamed = r.rows.some((x) => x.stream_bytes_read_per_token !== null);
