@@ -142,6 +142,36 @@ describe('kail plan and --ram', () => {
     expect(short.stderr).toMatch(/tokenizes to \d+ tokens; a chunk size of 64 needs at least 128/);
   });
 
+  it("perplexity --hellaswag and --winogrande print llama-perplexity's lines; the same scores with experts streaming; a bad file is named", () => {
+    const words = 'the router sends each token to a few experts and they stream from storage into the cache'.split(' ');
+    let s = 3;
+    const w = (n: number) => Array.from({ length: n }, () => words[(s = (s * 1103515245 + 12345) >>> 0) % words.length]).join(' ');
+    const hs = path.join(dir, 'hs.txt');
+    fs.writeFileSync(hs, Array.from({ length: 8 }, (_, t) => [`Streaming: ${w(8)}`, String(t % 4), w(3), w(5), w(2), w(6)].join('\n')).join('\n') + '\n');
+    const r = kail('perplexity', '-m', model, '-f', hs, '--hellaswag', '--hellaswag-tasks', '6', '-t', '2');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('task\tacc_norm\t95% confidence interval');
+    expect(r.stdout).toMatch(/^6\t\d+\.\d{8}%\t\[\d+\.\d{4}%, \d+\.\d{4}%\]$/m);
+    expect(r.stdout).toMatch(/^HellaSwag acc_norm over 6 tasks: /m);
+    const mem = JSON.parse(kail('perplexity', '-m', model, '-f', hs, '--hellaswag', '-t', '2', '-c', '64', '--json').stdout).hellaswag;
+    // (Eight sequences of 64 positions: the KV cache of 512, a MiB more than the plan's 256.)
+    const streamed = JSON.parse(kail('perplexity', '-m', model, '-f', hs, '--hellaswag', '-t', '2', '-c', '64', '-np', '8', '--ram', String(ram + 2 ** 20), '--reserve', '0', '--json').stdout).hellaswag;
+    expect(mem.tasks).toBe(8);
+    expect(streamed.correct).toBe(mem.correct);
+    const wg = path.join(dir, 'wg.csv');
+    fs.writeFileSync(wg, ['index,sentence,option1,option2,answer', ...Array.from({ length: 6 }, (_, t) => `${t},${w(4)} _ ${w(1 + (t % 5))}.,${w(1)},${w(1)},${1 + (t % 2)}`)].join('\n') + '\n');
+    const g = kail('perplexity', '-m', model, '-f', wg, '--winogrande', '-t', '2');
+    expect(g.status).toBe(0);
+    expect(g.stderr).toContain('6 Winogrande tasks (1 line(s) skipped, e.g. line 1: no \'_\' in the sentence)');
+    expect(g.stdout).toMatch(/^6\t\d+\.\d{4}\t +-?\d+\.\d{6}  +-?\d+\.\d{6}  [12]  [12]$/m);
+    expect(g.stdout).toMatch(/^Final Winogrande score\(6 tasks\): [\d.]+ \+\/- [\d.]+/m);
+    // Each file in the other's mode: named, before the model loads.
+    const bad = kail('perplexity', '-m', model, '-f', wg, '--hellaswag');
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain(`${wg}: 7 lines; a HellaSwag file has 6 per task`);
+    expect(kail('perplexity', '-m', model, '-f', hs, '--winogrande').stderr).toContain(`${hs}: no Winogrande tasks`);
+  });
+
   it("perplexity --kl-divergence-base then --kl-divergence, as llama-perplexity's: the same model (streamed or not) gives 0, fewer experts do not", () => {
     const text = path.join(dir, 'kld.txt');
     fs.writeFileSync(text, 'A quantized model is judged by how far its distributions move from the base model. '.repeat(40));

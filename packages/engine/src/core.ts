@@ -19,6 +19,23 @@ export { formatBytes, parseByteSize } from './model/byte-size';
 export { summarizeStream } from './model/stream-summary';
 export { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from './model/split-files';
 export { NllAccumulator, perplexity, perplexityChunks, type PerplexityOptions, type PerplexityResult } from './model/perplexity';
+export { evaluateChoiceTasks, sharedStart, type ChoiceEvalOptions, type ChoiceRows } from './model/choice-eval';
+export {
+  hellaswagPick,
+  hellaswagScore,
+  parseHellaswag,
+  parseWinogrande,
+  selectHellaswag,
+  selectWinogrande,
+  wilson95,
+  winograndePick,
+  winograndeScore,
+  type ChoiceRunOptions,
+  type HellaswagResult,
+  type HellaswagTask,
+  type WinograndeResult,
+  type WinograndeTask,
+} from './model/choice-scores';
 export { encodeLogProbs, KldAccumulator, klDivergence, kldChunkLine, kldStats, kldStatsLines, KLD_CHUNK_HEADER, logProbWords, openBaseLogits, scoredPerChunk, type KlDivergenceResult, type KldStats } from './model/kl-divergence';
 export { computeImatrix, type ImatrixOptions, type ImatrixResult } from './model/imatrix';
 export type { StreamSummary } from './model/stream-summary';

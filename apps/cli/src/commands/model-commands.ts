@@ -17,6 +17,10 @@ import {
   type ParallelBenchResult,
   formatBytes,
   generate,
+  hellaswagScore,
+  parseHellaswag,
+  parseWinogrande,
+  winograndeScore,
   kvCacheReport,
   openGgufMetadata,
   type KvCacheReport,
@@ -885,6 +889,51 @@ export function registerModelCommands(program: Command): void {
     return { nCtx, nBatch: perPass > 1 ? perPass * nCtx : Math.min(batch, nCtx), nSeqMax: perPass };
   }
 
+  /** `kail perplexity --hellaswag|--winogrande`: llama-perplexity's multiple-choice scores. */
+  async function choiceScore(
+    o: { model: string; file?: string; ctx: number; threads?: number; batch: number; dataDir?: string; json?: boolean; hellaswag?: boolean; hellaswagTasks: number; winogrande?: boolean; winograndeTasks: number; parallel: number; klDivergence?: boolean; klDivergenceBase?: string; saveAllLogits?: string; chunks?: number } & StreamOpts,
+    log: (l: string) => void,
+  ): Promise<void> {
+    const mode = o.hellaswag ? '--hellaswag' : '--winogrande';
+    if (o.hellaswag && o.winogrande) throw new Error('--hellaswag and --winogrande are two runs: give one');
+    if (o.klDivergence || o.klDivergenceBase || o.saveAllLogits || o.chunks) throw new Error(`${mode} does not combine with --kl-divergence, --kl-divergence-base, --save-all-logits or --chunks`);
+    if (!o.file) throw new Error(`${mode} needs -f FILE: the tasks`);
+    const text = fs.readFileSync(o.file, 'utf8');
+    // (The file is read before the model loads: a malformed one costs no load.)
+    const hs = o.hellaswag ? parseHellaswag(text, o.file) : null;
+    const wg = o.winogrande ? parseWinogrande(text, o.file) : null;
+    const nSeq = Math.max(4, o.parallel);
+    const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.ctx, nSeqMax: nSeq, nBatch: Math.min(o.batch, nSeq * o.ctx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
+    sayLoadChoices(model, o, log);
+    try {
+      const tokensPerPass = nSeq * o.ctx;
+      const onTask = o.json ? undefined : (_done: number, _n: number, line: string) => process.stdout.write(line + '\n');
+      if (hs) {
+        if (!o.json) {
+          log(`${path.basename(o.file)}: ${hs.length} HellaSwag tasks; scoring ${Math.min(o.hellaswagTasks, hs.length)} drawn at random, as llama-perplexity draws them`);
+          process.stdout.write('\ntask\tacc_norm\t95% confidence interval\n');
+        }
+        const r = await hellaswagScore(model, hs, o.hellaswagTasks, { tokensPerPass, onTask });
+        if (o.json) process.stdout.write(JSON.stringify({ model: o.model, file: o.file, hellaswag: r }) + '\n');
+        else
+          process.stdout.write(
+            `\nHellaSwag acc_norm over ${r.tasks} tasks: ${(100 * r.accuracy).toFixed(4)}% [${(100 * r.interval[0]).toFixed(4)}%, ${(100 * r.interval[1]).toFixed(4)}%] (95%, Wilson) (${r.seconds.toFixed(1)} s of forward passes)\n`,
+          );
+      } else if (wg) {
+        if (!o.json) {
+          const n = o.winograndeTasks > 0 ? Math.min(o.winograndeTasks, wg.tasks.length) : wg.tasks.length;
+          log(`${path.basename(o.file)}: ${wg.tasks.length} Winogrande tasks (${wg.skipped.length} line(s) skipped${wg.skipped.length ? `, e.g. line ${wg.skipped[0].line}: ${wg.skipped[0].why}` : ''}); scoring ${n}`);
+          process.stdout.write('\n');
+        }
+        const r = await winograndeScore(model, wg, o.winograndeTasks, { tokensPerPass, onTask });
+        if (o.json) process.stdout.write(JSON.stringify({ model: o.model, file: o.file, winogrande: r }) + '\n');
+        else process.stdout.write(`\nFinal Winogrande score(${r.tasks} tasks): ${(100 * r.accuracy).toFixed(4)} +/- ${r.sigma.toFixed(4)} (${r.seconds.toFixed(1)} s of forward passes)\n`);
+      }
+    } finally {
+      model.close();
+    }
+  }
+
   const ppl = program
     .command('perplexity')
     .description(
@@ -900,13 +949,36 @@ export function registerModelCommands(program: Command): void {
     .option('--kl-divergence', "compare this model's distributions with the base file's (llama-perplexity's --kl-divergence): the file's chunks, its tokens")
     .option('-t, --threads <n>', 'compute threads (default: the physical cores this process may run on, at most its cgroup CPU quota)', int('--threads', 1, 1024))
     .option('-b, --batch <n>', "tokens per forward pass: chunks share one when it holds several, a sequence each, as llama-perplexity's -b (-b 2048 -c 512: four)", int('--batch', 1, 1 << 16), 512)
+    .option('--hellaswag', "llama-perplexity's HellaSwag score (acc_norm) of -f, a file of 6 lines per task (context, right ending 0-3, four endings)")
+    .option('--hellaswag-tasks <n>', 'tasks drawn from the file, as llama-perplexity draws them (default 400)', int('--hellaswag-tasks', 1, 1 << 30), 400)
+    .option('--winogrande', "llama-perplexity's Winogrande score of -f, a CSV of index,sentence with _,option1,option2,answer")
+    .option('--winogrande-tasks <n>', 'tasks drawn from the file, as llama-perplexity draws them (default: all, in order)', int('--winogrande-tasks', 0, 1 << 30), 0)
+    .option('--parallel <n>', "with --hellaswag/--winogrande: sequences (a candidate each; also -np): tasks share a pass while their candidates and -c x N tokens fit, as llama-perplexity's (at least 4)", int('--parallel', 1, 1024), 4)
     .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('--json', 'print one JSON object');
   addStreamOptions(ppl).action(
     async (
-      o: { model: string; file?: string; ctx: number; chunks?: number; threads?: number; batch: number; dataDir?: string; json?: boolean; klDivergenceBase?: string; saveAllLogits?: string; klDivergence?: boolean } & StreamOpts,
+      o: {
+        model: string;
+        file?: string;
+        ctx: number;
+        chunks?: number;
+        threads?: number;
+        batch: number;
+        dataDir?: string;
+        json?: boolean;
+        klDivergenceBase?: string;
+        saveAllLogits?: string;
+        klDivergence?: boolean;
+        hellaswag?: boolean;
+        hellaswagTasks: number;
+        winogrande?: boolean;
+        winograndeTasks: number;
+        parallel: number;
+      } & StreamOpts,
     ) => {
       const log = (l: string) => process.stderr.write(l + '\n');
+      if (o.hellaswag || o.winogrande) return choiceScore(o, log);
       const baseFile = o.klDivergenceBase ?? o.saveAllLogits;
       if (o.klDivergenceBase && o.saveAllLogits && o.klDivergenceBase !== o.saveAllLogits) throw new Error('--kl-divergence-base and --save-all-logits name two files; they are one option');
       if (o.klDivergence) {

@@ -51,3 +51,27 @@ describe('foldSeed', () => {
     expect(Number.isInteger(s) && s >= 0 && s < 2 ** 32).toBe(true);
   });
 });
+
+describe('Mt19937.nextBelow', () => {
+  it("draws what libstdc++'s uniform_int_distribution<size_t> draws from std::mt19937(1)", () => {
+    // Printed by g++ 12 (Debian 12) from: std::mt19937 rng(1); for 3 rounds, for each n,
+    // std::uniform_int_distribution<size_t>(0, n - 1)(rng).
+    const ns = [1, 2, 3, 7, 10, 100, 1000, 10042, 4000000000, 123456789];
+    const want = [
+      0, 1, 2, 6, 0, 12, 302, 10032, 587023570, 29146786, 0, 0, 0, 2, 3, 66, 396, 9394, 2155266927, 104482828, 0, 0, 2, 3, 2, 44, 878, 2305, 109550383, 65977024,
+    ];
+    const r = new Mt19937(1);
+    const got: number[] = [];
+    for (let k = 0; k < 3; k++) for (const n of ns) got.push(r.nextBelow(n));
+    expect(got).toEqual(want);
+    expect(() => r.nextBelow(0)).toThrow(RangeError);
+  });
+
+  it('redraws below the threshold, so it stays uniform for a range that does not divide 2^32', () => {
+    const r = new Mt19937(7);
+    const n = 3 * 2 ** 30; // threshold 2^30: a quarter of the draws are redrawn
+    const counts = [0, 0, 0];
+    for (let i = 0; i < 30000; i++) counts[Math.floor(r.nextBelow(n) / 2 ** 30)]++;
+    for (const c of counts) expect(Math.abs(c - 10000)).toBeLessThan(400);
+  });
+});

@@ -65,6 +65,27 @@ export class Mt19937 {
     return r >= 1 ? FLOAT_BELOW_ONE : r;
   }
 
+  /**
+   * A uniform integer in [0, n), as `std::uniform_int_distribution<size_t>(0, n - 1)(mt19937)` draws
+   * it in libstdc++ (GCC 11 and later: Lemire's nearly divisionless method over one 32-bit output,
+   * redrawn below the threshold), which llama-perplexity's HellaSwag task selection uses. n in 1..2^32.
+   */
+  nextBelow(n: number): number {
+    if (!Number.isInteger(n) || n < 1 || n > TWO_POW_32) throw new RangeError(`nextBelow: n must be an integer in 1..2^32, got ${n}`);
+    if (n === TWO_POW_32) return this.nextUint32();
+    const range = BigInt(n);
+    let product = BigInt(this.nextUint32()) * range;
+    let low = Number(product & 0xffffffffn);
+    if (low < n) {
+      const threshold = (TWO_POW_32 - n) % n;
+      while (low < threshold) {
+        product = BigInt(this.nextUint32()) * range;
+        low = Number(product & 0xffffffffn);
+      }
+    }
+    return Number(product >> 32n);
+  }
+
   private twist(): void {
     const mt = this.mt;
     for (let i = 0; i < N; i++) {

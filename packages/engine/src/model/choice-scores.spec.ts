@@ -1,0 +1,54 @@
+import { parseHellaswag, parseWinogrande, selectHellaswag, selectWinogrande, wilson95 } from './choice-scores';
+
+describe("llama-perplexity's HellaSwag and Winogrande inputs", () => {
+  it('draws the tasks llama-perplexity draws (std::mt19937(1) and libstdc++, checked with g++ 12)', () => {
+    // g++ 12: a vector of 0..49; 12 times, uniform_int_distribution<size_t>(0, size - 1), erase it.
+    const ids = Array.from({ length: 50 }, (_, i) => i);
+    expect(selectHellaswag(ids, 12)).toEqual([20, 49, 35, 45, 0, 6, 15, 48, 8, 12, 4, 22]);
+    // All tasks when asked for more: still in the drawn order, each once.
+    const all = selectHellaswag(ids, 400);
+    expect(all.slice(0, 3)).toEqual([20, 49, 35]);
+    expect([...all].sort((a, b) => a - b)).toEqual(ids);
+    // g++ 12: 0..1266, int(scale * rng() * size) in float with scale = 1 / (1.f + (float)rng.max()), swap-remove.
+    const wg = Array.from({ length: 1267 }, (_, i) => i);
+    expect(selectWinogrande(wg, 12)).toEqual([528, 1262, 911, 1178, 0, 161, 381, 1258, 184, 296, 116, 498]);
+    expect(selectWinogrande(wg, 0)).toEqual(wg);
+    expect(selectWinogrande(wg, 5000)).toEqual(wg);
+  });
+
+  it('reads a HellaSwag file, 6 lines a task, and names what is wrong with a bad one', () => {
+    const task = ['Ctx: a man', '2', 'e0', 'e1', 'e2', 'e3'];
+    expect(parseHellaswag([...task, ...task].join('\n') + '\n')).toHaveLength(2);
+    expect(parseHellaswag(task.join('\n'))[0]).toEqual({ context: 'Ctx: a man', gold: 2, endings: ['e0', 'e1', 'e2', 'e3'] });
+    expect(() => parseHellaswag(task.slice(0, 5).join('\n'), 'hs.txt')).toThrow('hs.txt: 5 lines; a HellaSwag file has 6 per task');
+    expect(() => parseHellaswag('', 'hs.txt')).toThrow('hs.txt: 0 lines');
+    expect(() => parseHellaswag(['c', '4', 'a', 'b', 'c', 'd'].join('\n'), 'hs.txt')).toThrow("hs.txt:2: the label must be 0, 1, 2 or 3 (the right ending), got '4'");
+  });
+
+  it("reads Winogrande's CSV as llama-perplexity does: quoted commas, the blank, answers 1 or 2", () => {
+    const csv = [
+      'index,sentence,option1,option2,answer',
+      '0,Sarah was a much better surgeon than Maria so _ always got the easier cases.,Sarah,Maria,2',
+      '1,"Because of the rain, _ stayed in.",the cat,the dog,1\r',
+      '2,no blank,a,b,1',
+      '3,a _ b,x,y,0',
+    ].join('\n');
+    const { tasks, skipped } = parseWinogrande(csv);
+    expect(tasks).toEqual([
+      { first: 'Sarah was a much better surgeon than Maria so ', second: ' always got the easier cases.', choices: ['Sarah', 'Maria'], answer: 2 },
+      { first: 'Because of the rain, ', second: ' stayed in.', choices: ['the cat', 'the dog'], answer: 1 },
+    ]);
+    expect(skipped).toEqual([
+      { line: 1, why: "no '_' in the sentence" },
+      { line: 4, why: "no '_' in the sentence" },
+      { line: 5, why: "the answer must be 1 or 2, got '0'" },
+    ]);
+    expect(() => parseWinogrande('a,b\n', 'wg.csv')).toThrow('wg.csv: no Winogrande tasks');
+  });
+
+  it("gives llama-perplexity's Wilson interval", () => {
+    const [a, b] = wilson95(50, 100);
+    expect(a).toBeCloseTo(0.4038, 4);
+    expect(b).toBeCloseTo(0.5962, 4);
+  });
+});
