@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { systemInfo } from '@kailstream/engine';
+import { systemInfo, writeMultipleChoice } from '@kailstream/engine';
 import { getPreset, writeLoraAdapter, writeModel } from '@kailstream/tools';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
@@ -142,7 +142,7 @@ describe('kail plan and --ram', () => {
     expect(short.stderr).toMatch(/tokenizes to \d+ tokens; a chunk size of 64 needs at least 128/);
   });
 
-  it("perplexity --hellaswag and --winogrande print llama-perplexity's lines; the same scores with experts streaming; a bad file is named", () => {
+  it("perplexity --hellaswag, --winogrande and --multiple-choice print llama-perplexity's lines; the same scores with experts streaming; a bad file is named", () => {
     const words = 'the router sends each token to a few experts and they stream from storage into the cache'.split(' ');
     let s = 3;
     const w = (n: number) => Array.from({ length: n }, () => words[(s = (s * 1103515245 + 12345) >>> 0) % words.length]).join(' ');
@@ -170,6 +170,18 @@ describe('kail plan and --ram', () => {
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toContain(`${wg}: 7 lines; a HellaSwag file has 6 per task`);
     expect(kail('perplexity', '-m', model, '-f', hs, '--winogrande').stderr).toContain(`${hs}: no Winogrande tasks`);
+    // The multiple-choice file (binary): tasks of 2-4 answers; one of 6 needs -np 6.
+    const mcFile = path.join(dir, 'mc.bin');
+    const tasks = Array.from({ length: 5 }, (_, t) => ({ question: w(6), answers: Array.from({ length: 2 + (t % 3) }, () => w(2)), labels: Array.from({ length: 2 + (t % 3) }, (_, a) => (a === 0 ? 1 : 0)) }));
+    fs.writeFileSync(mcFile, writeMultipleChoice(tasks));
+    const mc = kail('perplexity', '-m', model, '-f', mcFile, '--multiple-choice', '-t', '2');
+    expect(mc.status).toBe(0);
+    expect(mc.stdout).toMatch(/^task\tacc_norm\n1\t\d+\.\d{8}\n/m);
+    expect(mc.stdout).toMatch(/^Final result: [\d.]+ \+\/- [\d.]+\nRandom chance: [\d.]+ \+\/- [\d.]+$/m);
+    fs.writeFileSync(mcFile, writeMultipleChoice([...tasks, { question: 'q', answers: ['a', 'b', 'c', 'd', 'e', 'f'], labels: [1, 0, 0, 0, 0, 0] }]));
+    expect(kail('perplexity', '-m', model, '-f', mcFile, '--multiple-choice').stderr).toContain('task 6: 6 candidates need as many sequences; the model was loaded with 4 (-np)');
+    expect(kail('perplexity', '-m', model, '-f', mcFile, '--multiple-choice', '-np', '6').status).toBe(0);
+    expect(kail('perplexity', '-m', model, '-f', hs, '--multiple-choice').stderr).toMatch(/hs\.txt: .*(runs past the end|ends inside|at most 100)/);
   });
 
   it("perplexity --kl-divergence-base then --kl-divergence, as llama-perplexity's: the same model (streamed or not) gives 0, fewer experts do not", () => {

@@ -21,8 +21,12 @@ export { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from
 export { NllAccumulator, perplexity, perplexityChunks, type PerplexityOptions, type PerplexityResult } from './model/perplexity';
 export { evaluateChoiceTasks, sharedStart, type ChoiceEvalOptions, type ChoiceRows } from './model/choice-eval';
 export {
+  drawTaskIndices,
   hellaswagPick,
   hellaswagScore,
+  multipleChoiceScore,
+  readMultipleChoice,
+  writeMultipleChoice,
   parseHellaswag,
   parseWinogrande,
   selectHellaswag,
@@ -33,6 +37,8 @@ export {
   type ChoiceRunOptions,
   type HellaswagResult,
   type HellaswagTask,
+  type MultipleChoiceResult,
+  type MultipleChoiceTask,
   type WinograndeResult,
   type WinograndeTask,
 } from './model/choice-scores';

@@ -18,7 +18,9 @@ import {
   formatBytes,
   generate,
   hellaswagScore,
+  multipleChoiceScore,
   parseHellaswag,
+  readMultipleChoice,
   parseWinogrande,
   winograndeScore,
   kvCacheReport,
@@ -891,17 +893,37 @@ export function registerModelCommands(program: Command): void {
 
   /** `kail perplexity --hellaswag|--winogrande`: llama-perplexity's multiple-choice scores. */
   async function choiceScore(
-    o: { model: string; file?: string; ctx: number; threads?: number; batch: number; dataDir?: string; json?: boolean; hellaswag?: boolean; hellaswagTasks: number; winogrande?: boolean; winograndeTasks: number; parallel: number; klDivergence?: boolean; klDivergenceBase?: string; saveAllLogits?: string; chunks?: number } & StreamOpts,
+    o: {
+      model: string;
+      file?: string;
+      ctx: number;
+      threads?: number;
+      batch: number;
+      dataDir?: string;
+      json?: boolean;
+      hellaswag?: boolean;
+      hellaswagTasks: number;
+      winogrande?: boolean;
+      winograndeTasks: number;
+      multipleChoice?: boolean;
+      multipleChoiceTasks: number;
+      parallel: number;
+      klDivergence?: boolean;
+      klDivergenceBase?: string;
+      saveAllLogits?: string;
+      chunks?: number;
+    } & StreamOpts,
     log: (l: string) => void,
   ): Promise<void> {
-    const mode = o.hellaswag ? '--hellaswag' : '--winogrande';
-    if (o.hellaswag && o.winogrande) throw new Error('--hellaswag and --winogrande are two runs: give one');
+    const mode = o.hellaswag ? '--hellaswag' : o.winogrande ? '--winogrande' : '--multiple-choice';
+    if ([o.hellaswag, o.winogrande, o.multipleChoice].filter(Boolean).length > 1) throw new Error('--hellaswag, --winogrande and --multiple-choice are separate runs: give one');
     if (o.klDivergence || o.klDivergenceBase || o.saveAllLogits || o.chunks) throw new Error(`${mode} does not combine with --kl-divergence, --kl-divergence-base, --save-all-logits or --chunks`);
     if (!o.file) throw new Error(`${mode} needs -f FILE: the tasks`);
-    const text = fs.readFileSync(o.file, 'utf8');
+    const raw = fs.readFileSync(o.file);
     // (The file is read before the model loads: a malformed one costs no load.)
-    const hs = o.hellaswag ? parseHellaswag(text, o.file) : null;
-    const wg = o.winogrande ? parseWinogrande(text, o.file) : null;
+    const hs = o.hellaswag ? parseHellaswag(raw.toString('utf8'), o.file) : null;
+    const wg = o.winogrande ? parseWinogrande(raw.toString('utf8'), o.file) : null;
+    const mc = o.multipleChoice ? readMultipleChoice(raw, o.multipleChoiceTasks, o.file) : null;
     const nSeq = Math.max(4, o.parallel);
     const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.ctx, nSeqMax: nSeq, nBatch: Math.min(o.batch, nSeq * o.ctx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
     sayLoadChoices(model, o, log);
@@ -928,6 +950,18 @@ export function registerModelCommands(program: Command): void {
         const r = await winograndeScore(model, wg, o.winograndeTasks, { tokensPerPass, onTask });
         if (o.json) process.stdout.write(JSON.stringify({ model: o.model, file: o.file, winogrande: r }) + '\n');
         else process.stdout.write(`\nFinal Winogrande score(${r.tasks} tasks): ${(100 * r.accuracy).toFixed(4)} +/- ${r.sigma.toFixed(4)} (${r.seconds.toFixed(1)} s of forward passes)\n`);
+      } else if (mc) {
+        if (!o.json) {
+          log(`${path.basename(o.file)}: ${mc.available} tasks; scoring ${mc.tasks.length}${mc.tasks.length < mc.available ? ' drawn at random, as llama-perplexity draws them' : ''}`);
+          process.stdout.write('\ntask\tacc_norm\n');
+        }
+        const r = await multipleChoiceScore(model, mc.tasks, { tokensPerPass, onTask });
+        if (o.json) process.stdout.write(JSON.stringify({ model: o.model, file: o.file, multipleChoice: r }) + '\n');
+        else
+          process.stdout.write(
+            `\nFinal result: ${(100 * r.accuracy).toFixed(4)} +/- ${(100 * r.sigma).toFixed(4)}\n` +
+              `Random chance: ${(100 * r.chance).toFixed(4)} +/- ${(100 * Math.sqrt((r.chance * (1 - r.chance)) / (r.tasks - 1))).toFixed(4)}\n(${r.tasks} tasks, ${r.seconds.toFixed(1)} s of forward passes)\n`,
+          );
       }
     } finally {
       model.close();
@@ -953,7 +987,9 @@ export function registerModelCommands(program: Command): void {
     .option('--hellaswag-tasks <n>', 'tasks drawn from the file, as llama-perplexity draws them (default 400)', int('--hellaswag-tasks', 1, 1 << 30), 400)
     .option('--winogrande', "llama-perplexity's Winogrande score of -f, a CSV of index,sentence with _,option1,option2,answer")
     .option('--winogrande-tasks <n>', 'tasks drawn from the file, as llama-perplexity draws them (default: all, in order)', int('--winogrande-tasks', 0, 1 << 30), 0)
-    .option('--parallel <n>', "with --hellaswag/--winogrande: sequences (a candidate each; also -np): tasks share a pass while their candidates and -c x N tokens fit, as llama-perplexity's (at least 4)", int('--parallel', 1, 1024), 4)
+    .option('--multiple-choice', "llama-perplexity's multiple-choice score of -f, its binary task file (ARC, MMLU, TruthfulQA sets)")
+    .option('--multiple-choice-tasks <n>', 'tasks drawn from the file, as llama-perplexity draws them (default: all, in order)', int('--multiple-choice-tasks', 0, 1 << 30), 0)
+    .option('--parallel <n>', "with --hellaswag/--winogrande/--multiple-choice: sequences (a candidate each; also -np): tasks share a pass while their candidates and -c x N tokens fit, as llama-perplexity's (at least 4)", int('--parallel', 1, 1024), 4)
     .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('--json', 'print one JSON object');
   addStreamOptions(ppl).action(
@@ -974,11 +1010,13 @@ export function registerModelCommands(program: Command): void {
         hellaswagTasks: number;
         winogrande?: boolean;
         winograndeTasks: number;
+        multipleChoice?: boolean;
+        multipleChoiceTasks: number;
         parallel: number;
       } & StreamOpts,
     ) => {
       const log = (l: string) => process.stderr.write(l + '\n');
-      if (o.hellaswag || o.winogrande) return choiceScore(o, log);
+      if (o.hellaswag || o.winogrande || o.multipleChoice) return choiceScore(o, log);
       const baseFile = o.klDivergenceBase ?? o.saveAllLogits;
       if (o.klDivergenceBase && o.saveAllLogits && o.klDivergenceBase !== o.saveAllLogits) throw new Error('--kl-divergence-base and --save-all-logits name two files; they are one option');
       if (o.klDivergence) {

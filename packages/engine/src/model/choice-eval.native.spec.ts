@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 
 import { evaluateChoiceTasks, sharedStart, type ChoiceRows } from './choice-eval';
-import { hellaswagPick, hellaswagScore, parseHellaswag, parseWinogrande, selectHellaswag, winograndePick, winograndeScore } from './choice-scores';
+import { hellaswagPick, hellaswagScore, multipleChoiceScore, parseHellaswag, parseWinogrande, selectHellaswag, winograndePick, winograndeScore } from './choice-scores';
 import { EngineModel, planModel } from './model';
 import { tempDir, writeTestModel } from '../testing';
 
@@ -142,6 +142,32 @@ describe("llama-perplexity's HellaSwag and Winogrande scores", () => {
         if (result === t.answer) correct++;
       }
       expect(r.correct).toBe(correct);
+    } finally {
+      m.close();
+    }
+  }, 120_000);
+
+  it('score multiple-choice tasks of 2 to 6 answers: the picks are those of each answer computed alone; a task with more answers than sequences is named', async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'Q8_0');
+    const rand = lcg(9);
+    const tasks = Array.from({ length: 7 }, (_, i) => {
+      const n = 2 + (i % 5);
+      return { question: words(rand, 7), answers: Array.from({ length: n }, () => words(rand, 1 + (rand() % 5))), labels: Array.from({ length: n }, (_, a) => (a === i % n ? 1 : 0)) };
+    });
+    const m = EngineModel.load(file, { threads: 2, nCtx: 64, nSeqMax: 6 });
+    try {
+      const lines: string[] = [];
+      const r = await multipleChoiceScore(m, tasks, { tokensPerPass: 6 * 64, onTask: (_d, _n, l) => lines.push(l) });
+      expect(lines[6]).toMatch(/^7\t\d+\.\d{8}$/);
+      let correct = 0;
+      for (const t of tasks) {
+        const cands = t.answers.map((a) => m.tokenizer.tokenize(`${t.question} ${a}`, { addSpecial: true }));
+        if (t.labels[hellaswagPick(cands, await aloneRows(m, cands)).pick] === 1) correct++;
+      }
+      expect(r.correct).toBe(correct);
+      expect(r.chance).toBeCloseTo(7 / tasks.reduce((a, t) => a + t.answers.length, 0), 12);
+      const seven = { question: 'q', answers: Array.from({ length: 7 }, (_, a) => `a${a}`), labels: [1, 0, 0, 0, 0, 0, 0] };
+      await expect(multipleChoiceScore(m, [seven], { tokensPerPass: 384 })).rejects.toThrow('task 1: 7 candidates need as many sequences; the model was loaded with 6 (-np)');
     } finally {
       m.close();
     }

@@ -67,7 +67,7 @@ export async function evaluateChoiceTasks(model: EngineModel, tasks: readonly (r
   const nv = model.nVocab;
   const prefixes = tasks.map((cands, i) => {
     if (cands.length < 2) throw new EngineError('KAIL_E_INVALID_ARG', `task ${i + 1}: ${cands.length} candidate(s); a task needs at least two`);
-    if (cands.length > model.nSeqMax) throw new EngineError('KAIL_E_INVALID_ARG', `task ${i + 1}: ${cands.length} candidates need as many sequences; the model was loaded with ${model.nSeqMax}`);
+    if (cands.length > model.nSeqMax) throw new EngineError('KAIL_E_INVALID_ARG', `task ${i + 1}: ${cands.length} candidates need as many sequences; the model was loaded with ${model.nSeqMax} (-np)`);
     for (const c of cands) {
       if (c.length > model.nCtx) throw new EngineError('KAIL_E_INVALID_ARG', `task ${i + 1}: a candidate of ${c.length} tokens does not fit the context of ${model.nCtx} (-c)`);
       for (const t of c) if (!(Number.isInteger(t) && t >= 0 && t < nv)) throw new EngineError('KAIL_E_INVALID_ARG', `task ${i + 1}: token ${t} is not in the vocabulary`);

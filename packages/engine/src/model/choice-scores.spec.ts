@@ -1,4 +1,4 @@
-import { parseHellaswag, parseWinogrande, selectHellaswag, selectWinogrande, wilson95 } from './choice-scores';
+import { drawTaskIndices, parseHellaswag, parseWinogrande, readMultipleChoice, selectHellaswag, selectWinogrande, wilson95, writeMultipleChoice } from './choice-scores';
 
 describe("llama-perplexity's HellaSwag and Winogrande inputs", () => {
   it('draws the tasks llama-perplexity draws (std::mt19937(1) and libstdc++, checked with g++ 12)', () => {
@@ -50,5 +50,20 @@ describe("llama-perplexity's HellaSwag and Winogrande inputs", () => {
     const [a, b] = wilson95(50, 100);
     expect(a).toBeCloseTo(0.4038, 4);
     expect(b).toBeCloseTo(0.5962, 4);
+  });
+
+  it("reads llama-perplexity's multiple-choice file: all tasks in order, or those drawn, each at its offset; a damaged one is named", () => {
+    const tasks = Array.from({ length: 7 }, (_, i) => ({ question: `Question ${i}: é?`, answers: Array.from({ length: 2 + (i % 4) }, (_, a) => `answer ${a}`), labels: Array.from({ length: 2 + (i % 4) }, (_, a) => (a === i % 2 ? 1 : 0)) }));
+    const buf = writeMultipleChoice(tasks);
+    expect(readMultipleChoice(buf, 0)).toEqual({ tasks, available: 7 });
+    expect(readMultipleChoice(buf, 9).tasks).toEqual(tasks);
+    const drawn = drawTaskIndices(7, 3);
+    expect(readMultipleChoice(buf, 3).tasks).toEqual(drawn.map((i) => tasks[i]));
+    expect(() => readMultipleChoice(buf.subarray(0, buf.length - 3), 0, 'mc.bin')).toThrow(/mc\.bin: task 7 \(at byte \d+\): the file ends inside mc2's labels/);
+    expect(() => readMultipleChoice(buf.subarray(0, 10), 0, 'mc.bin')).toThrow('mc.bin: 7 tasks announced, but the file ends inside their offsets');
+    expect(() => readMultipleChoice(Buffer.alloc(4), 0, 'mc.bin')).toThrow('mc.bin: no tasks');
+    expect(() => readMultipleChoice(writeMultipleChoice([{ question: 'q', answers: ['a', ''], labels: [1, 0] }]), 0, 'mc.bin')).toThrow('mc.bin: task 1 (at byte 8): answer 2 is empty');
+    const many = Buffer.concat([writeMultipleChoice([{ question: 'q', answers: [], labels: [] }]).subarray(0, 8), Buffer.from([1, 0, 0, 0, 113, 200, 0, 0, 0])]);
+    expect(() => readMultipleChoice(many, 0, 'mc.bin')).toThrow('mc.bin: task 1 (at byte 8): 200 answers in mc1; at most 100');
   });
 });

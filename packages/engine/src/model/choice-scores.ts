@@ -147,21 +147,29 @@ export function parseWinogrande(text: string, file = 'the Winogrande file'): { t
   return { tasks, skipped };
 }
 
-/** llama-perplexity's Winogrande selection: with 0 < n < the tasks, n drawn at random (its float arithmetic); else all, in order. */
-export function selectWinogrande<T>(tasks: readonly T[], n: number): T[] {
-  if (!(n > 0 && n < tasks.length)) return [...tasks];
+/**
+ * The task indices llama-perplexity's Winogrande and multiple-choice runs take: with 0 < n < count,
+ * n drawn at random (std::mt19937(1), its float arithmetic, swap-remove); else all, in order.
+ */
+export function drawTaskIndices(count: number, n: number): number[] {
+  const aux = Array.from({ length: count }, (_, i) => i);
+  if (!(n > 0 && n < count)) return aux;
   const rng = new Mt19937(1);
-  const aux = tasks.map((_, i) => i);
   const scale = 2 ** -32; // 1 / (1.f + (float)UINT32_MAX)
-  const out: T[] = [];
+  const out: number[] = [];
   for (let i = 0; i < n; i++) {
     // int(scale * rng() * aux.size()) in float; a draw that rounds up to 1 would index past the end.
     const j = Math.min(aux.length - 1, Math.trunc(Math.fround(Math.fround(Math.fround(rng.nextUint32()) * scale) * Math.fround(aux.length))));
-    out.push(tasks[aux[j]]);
+    out.push(aux[j]);
     aux[j] = aux[aux.length - 1];
     aux.pop();
   }
   return out;
+}
+
+/** llama-perplexity's Winogrande selection (drawTaskIndices). */
+export function selectWinogrande<T>(tasks: readonly T[], n: number): T[] {
+  return drawTaskIndices(tasks.length, n).map((i) => tasks[i]);
 }
 
 export interface WinograndeResult {
@@ -227,4 +235,121 @@ export async function winograndeScore(model: EngineModel, parsed: { tasks: reado
   });
   const pr = correct / tasks.length;
   return { tasks: tasks.length, correct, accuracy: pr, sigma: tasks.length > 1 ? 100 * Math.sqrt((pr * (1 - pr)) / (tasks.length - 1)) : NaN, skippedLines: parsed.skipped.length, seconds };
+}
+
+export interface MultipleChoiceTask {
+  /** The question (or the text to continue). */
+  question: string;
+  answers: string[];
+  /** 1 for a right answer, per answer (llama-perplexity scores the single-answer set, mc1). */
+  labels: number[];
+}
+
+/**
+ * llama-perplexity's --multiple-choice file (the binary ARC, MMLU and TruthfulQA sets of
+ * ikawrakow/validation-datasets-for-llama.cpp): u32 task count, a u32 byte offset per task, then
+ * the tasks: the question (u32 length, UTF-8 bytes), then two answer sets (mc1, single right
+ * answer; mc2, not scored), each a u32 count (at most 100), the answers as strings and an i32
+ * label each. Reads the tasks llama-perplexity would read for `nTasks` (0: all, in order; fewer:
+ * drawn as drawTaskIndices draws them, each read at its offset). A damaged file is an error naming
+ * the task; so is one with an empty question or answer, as llama-perplexity refuses those.
+ */
+export function readMultipleChoice(buf: Buffer, nTasks: number, file = 'the multiple-choice file'): { tasks: MultipleChoiceTask[]; available: number } {
+  const bad = (why: string) => new EngineError('KAIL_E_INVALID_ARG', `${file}: ${why}`);
+  if (buf.length < 4) throw bad('too short for a task count');
+  const n = buf.readUInt32LE(0);
+  if (n === 0) throw bad('no tasks');
+  if (4 + 4 * n > buf.length) throw bad(`${n} tasks announced, but the file ends inside their offsets`);
+  const readTask = (idx: number, at: number): { task: MultipleChoiceTask; end: number } => {
+    let p = at;
+    const where = `task ${idx + 1} (at byte ${at})`;
+    const u32 = (what: string) => {
+      if (p + 4 > buf.length) throw bad(`${where}: the file ends inside ${what}`);
+      const v = buf.readUInt32LE(p);
+      p += 4;
+      return v;
+    };
+    const str = (what: string) => {
+      const len = u32(`${what}'s length`);
+      if (p + len > buf.length) throw bad(`${where}: ${what} of ${len} bytes runs past the end`);
+      const v = buf.toString('utf8', p, p + len);
+      p += len;
+      return v;
+    };
+    const set = (name: string) => {
+      const count = u32(`${name}'s answer count`);
+      if (count > 100) throw bad(`${where}: ${count} answers in ${name}; at most 100`);
+      const answers = Array.from({ length: count }, (_, i) => str(`${name} answer ${i + 1}`));
+      const labels = Array.from({ length: count }, () => u32(`${name}'s labels`) | 0);
+      return { answers, labels };
+    };
+    const question = str('the question');
+    const mc1 = set('mc1');
+    set('mc2');
+    if (!question) throw bad(`${where}: the question is empty`);
+    if (mc1.answers.length === 0) throw bad(`${where}: no answers`);
+    const empty = mc1.answers.findIndex((a) => a === '');
+    if (empty >= 0) throw bad(`${where}: answer ${empty + 1} is empty`);
+    return { task: { question, ...mc1 }, end: p };
+  };
+  const tasks: MultipleChoiceTask[] = [];
+  if (nTasks === 0 || nTasks >= n) {
+    let at = 4 + 4 * n;
+    for (let i = 0; i < n; i++) {
+      const r = readTask(i, at);
+      tasks.push(r.task);
+      at = r.end;
+    }
+  } else for (const i of drawTaskIndices(n, nTasks)) tasks.push(readTask(i, buf.readUInt32LE(4 + 4 * i)).task);
+  return { tasks, available: n };
+}
+
+/** Writes tasks in llama-perplexity's --multiple-choice layout (readMultipleChoice's), mc2 a copy of mc1. */
+export function writeMultipleChoice(tasks: readonly MultipleChoiceTask[]): Buffer {
+  const u32 = (v: number) => {
+    const b = Buffer.alloc(4);
+    b.writeUInt32LE(v >>> 0);
+    return b;
+  };
+  const str = (v: string) => {
+    const b = Buffer.from(v, 'utf8');
+    return Buffer.concat([u32(b.length), b]);
+  };
+  const set = (t: MultipleChoiceTask) => Buffer.concat([u32(t.answers.length), ...t.answers.map(str), ...t.labels.map(u32)]);
+  const bodies = tasks.map((t) => Buffer.concat([str(t.question), set(t), set(t)]));
+  const offsets: number[] = [];
+  let at = 4 + 4 * tasks.length;
+  for (const b of bodies) {
+    offsets.push(at);
+    at += b.length;
+  }
+  return Buffer.concat([u32(tasks.length), ...offsets.map(u32), ...bodies]);
+}
+
+export interface MultipleChoiceResult {
+  tasks: number;
+  correct: number;
+  accuracy: number;
+  /** sqrt(p (1 - p) / (n - 1)), as llama-perplexity's ± (a fraction; NaN below 2 tasks). */
+  sigma: number;
+  /** What picking at random would score: tasks over answers. */
+  chance: number;
+  seconds: number;
+}
+
+/** llama-perplexity --multiple-choice: the share of tasks whose highest-scoring answer (mean log-probability, as HellaSwag's) is a right one. */
+export async function multipleChoiceScore(model: EngineModel, tasks: readonly MultipleChoiceTask[], opts: ChoiceRunOptions): Promise<MultipleChoiceResult> {
+  const seqs = tasks.map((t) => t.answers.map((a) => model.tokenizer.tokenize(`${t.question} ${a}`, { addSpecial: true })));
+  let correct = 0;
+  const { seconds } = await evaluateChoiceTasks(model, seqs, {
+    tokensPerPass: opts.tokensPerPass,
+    onTask: (i, rows) => {
+      if (tasks[i].labels[hellaswagPick(seqs[i], rows).pick] === 1) correct++;
+      opts.onTask?.(i + 1, tasks.length, `${i + 1}\t${((100 * correct) / (i + 1)).toFixed(8)}`);
+    },
+  });
+  const n = tasks.length;
+  const p = correct / n;
+  const answers = tasks.reduce((a, t) => a + t.answers.length, 0);
+  return { tasks: n, correct, accuracy: p, sigma: n > 1 ? Math.sqrt((p * (1 - p)) / (n - 1)) : NaN, chance: n / answers, seconds };
 }
