@@ -135,6 +135,14 @@ describe('kail plan and --ram', () => {
     expect(mem.ppl).toBeGreaterThan(1);
     expect(streamed.ppl).toBe(mem.ppl);
     expect(streamed.tokensScored).toBe(93);
+    // --ppl-stride (llama-perplexity's strided mode): chunks of -c + S/2 every S tokens, the last S scored.
+    const st = kail('perplexity', '-m', model, '-f', text, '-c', '32', '--ppl-stride', '16', '--ppl-output-type', '1', '--chunks', '3', '-t', '2');
+    expect(st.status).toBe(0);
+    expect(st.stdout).toMatch(/^ {7}0  [\d.]+\n {6}16  [\d.]+\n {6}32  [\d.]+\n/m);
+    expect(st.stdout).toContain('3 chunks of 40 tokens every 16, 48 scored');
+    const stJson = JSON.parse(kail('perplexity', '-m', model, '-f', text, '-c', '32', '--ppl-stride', '16', '--chunks', '3', '-t', '2', '--ram', String(ram), '--reserve', '0', '--json').stdout);
+    expect(stJson.ppl).toBeCloseTo(Number(/Final estimate: PPL = ([\d.]+)/.exec(st.stdout)![1]), 3);
+    expect(kail('perplexity', '-m', model, '-f', text, '-c', '8', '--ppl-stride', '64').stderr).toContain('a stride of 64 scores more tokens than a chunk of 40 holds');
     // A text too short for two chunks is a clear error, not a crash.
     fs.writeFileSync(text, 'Too short.');
     const short = kail('perplexity', '-m', model, '-f', text, '-c', '64');

@@ -18,7 +18,7 @@ export type { LoadModelOptions, MemoryNow, ModelSummary, ResidencyPlan } from '.
 export { formatBytes, parseByteSize } from './model/byte-size';
 export { summarizeStream } from './model/stream-summary';
 export { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from './model/split-files';
-export { NllAccumulator, perplexity, perplexityChunks, type PerplexityOptions, type PerplexityResult } from './model/perplexity';
+export { NllAccumulator, perplexity, perplexityChunks, perplexityStrided, type PerplexityOptions, type PerplexityResult, type StridedPerplexityOptions } from './model/perplexity';
 export { evaluateChoiceTasks, sharedStart, type ChoiceEvalOptions, type ChoiceRows } from './model/choice-eval';
 export {
   drawTaskIndices,

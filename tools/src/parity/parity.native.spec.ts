@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { EngineModel, NllAccumulator, perplexity, perplexityChunks } from '@kailstream/engine';
+import { EngineModel, NllAccumulator, perplexity, perplexityChunks, perplexityStrided } from '@kailstream/engine';
 
 import { writeModel } from '../models/build';
 import { TRAINING_CORPUS } from '../models/corpus';
@@ -174,6 +174,31 @@ describe("kail perplexity equals llama.cpp's logits scored the llama-perplexity 
     dflt.forEach((r, i) => accD.addRows(r.logits.subarray((nCtx / 2) * r.nVocab, (nCtx - 1) * r.nVocab), r.nVocab, chunks[i].slice(nCtx / 2 + 1)));
     record(`perplexity ${preset.padEnd(14)} ${type.padEnd(7)} kail ${ours.ppl.toFixed(4)} +/- ${ours.pplError.toFixed(4)}  llama.cpp logits ${acc.ppl.toFixed(4)}  relative ${rel.toExponential(2)}  (llama.cpp default vs exact ${Math.abs(accD.ppl / acc.ppl - 1).toExponential(2)})`);
     expect(rel).toBeLessThan(bound);
+  }, 120_000);
+
+  it("strided (--ppl-stride): chunks every S tokens, each from an empty cache with no BOS swapped in, their last S tokens scored", async () => {
+    const f = file('tiny-llama', 'F32');
+    if (!fs.existsSync(f)) writeModel({ config: getPreset('tiny-llama').config, fileType: 'F32', seed: 7, out: f });
+    const stride = 16;
+    const chunkLen = 48 + stride / 2;
+    const m = EngineModel.load(f, { kvType: 'f32', threads: 2, nCtx: chunkLen });
+    let ours;
+    let tokens: number[];
+    try {
+      tokens = m.tokenizer.tokenize(TRAINING_CORPUS, { addSpecial: true });
+      ours = await perplexityStrided(m, tokens, { chunkLen, stride, maxChunks: 4, nBatch: 16 });
+    } finally {
+      m.close();
+    }
+    expect(ours.chunks).toBe(4);
+    expect(ours.tokensScored).toBe(4 * stride);
+    const chunks = [0, 1, 2, 3].map((i) => tokens.slice(i * stride, i * stride + chunkLen));
+    const refs = await llamaLogitsBatch(chunks.map((c) => ({ model: f, tokens: c })), { kv: 'f32', flashAttention: 'off', timeoutMs: 240_000 });
+    const acc = new NllAccumulator();
+    refs.forEach((r, i) => acc.addRows(r.logits.subarray((chunkLen - stride - 1) * r.nVocab, (chunkLen - 1) * r.nVocab), r.nVocab, chunks[i].slice(chunkLen - stride)));
+    const rel = Math.abs(ours.ppl / acc.ppl - 1);
+    record(`perplexity --ppl-stride ${stride} tiny-llama F32 kail ${ours.ppl.toFixed(4)}  llama.cpp logits ${acc.ppl.toFixed(4)}  relative ${rel.toExponential(2)}`);
+    expect(rel).toBeLessThan(1e-5);
   }, 120_000);
 });
 

@@ -20,6 +20,7 @@ import {
   hellaswagScore,
   multipleChoiceScore,
   parseHellaswag,
+  perplexityStrided,
   readMultipleChoice,
   parseWinogrande,
   winograndeScore,
@@ -891,6 +892,42 @@ export function registerModelCommands(program: Command): void {
     return { nCtx, nBatch: perPass > 1 ? perPass * nCtx : Math.min(batch, nCtx), nSeqMax: perPass };
   }
 
+  /** `kail perplexity --ppl-stride N`: llama-perplexity's strided perplexity. */
+  async function stridedPerplexity(
+    o: { model: string; file?: string; ctx: number; chunks?: number; threads?: number; batch: number; dataDir?: string; json?: boolean; pplStride: number; pplOutputType: number } & StreamOpts,
+    log: (l: string) => void,
+  ): Promise<void> {
+    if (!o.file) throw new Error('--ppl-stride needs -f TEXT');
+    const text = fs.readFileSync(o.file, 'utf8');
+    // -c + stride / 2, as llama-perplexity enlarges its context. (Its context is also -c times
+    // -b / -c when that exceeds 1, and its -b defaults to 2048: to match a run of it, pass that product as -c.)
+    const chunkLen = o.ctx + Math.floor(o.pplStride / 2);
+    const model = EngineModel.load(o.model, { threads: o.threads, nCtx: chunkLen, nBatch: Math.min(o.batch, chunkLen), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
+    sayLoadChoices(model, o, log);
+    try {
+      const tokens = model.tokenizer.tokenize(text, { addSpecial: true });
+      if (!o.json) log(`${path.basename(o.file)}: ${tokens.length} tokens; chunks of ${chunkLen} every ${o.pplStride}, the last ${o.pplStride} of each scored`);
+      const r = await perplexityStrided(model, tokens, {
+        chunkLen,
+        stride: o.pplStride,
+        maxChunks: o.chunks,
+        nBatch: o.batch,
+        onChunk: o.json
+          ? undefined
+          : o.pplOutputType === 1
+            ? (_i, _n, start, p) => process.stdout.write(`${String(start).padStart(8)}  ${p.toFixed(4)}\n`)
+            : (i, n, _start, p) => process.stderr.write(`[${i}]${p.toFixed(4)},${i === n ? '\n' : ''}`),
+      });
+      if (o.json) process.stdout.write(JSON.stringify({ model: o.model, file: o.file, tokens: tokens.length, stride: o.pplStride, ...r }) + '\n');
+      else
+        process.stdout.write(
+          `Final estimate: PPL = ${r.ppl.toFixed(4)} +/- ${r.pplError.toFixed(5)}\n${r.chunks} chunks of ${r.nCtx} tokens every ${o.pplStride}, ${r.tokensScored} scored, ${r.tokensPerSecond.toFixed(1)} tokens/s (${r.seconds.toFixed(1)} s)\n`,
+        );
+    } finally {
+      model.close();
+    }
+  }
+
   /** `kail perplexity --hellaswag|--winogrande`: llama-perplexity's multiple-choice scores. */
   async function choiceScore(
     o: {
@@ -983,6 +1020,8 @@ export function registerModelCommands(program: Command): void {
     .option('--kl-divergence', "compare this model's distributions with the base file's (llama-perplexity's --kl-divergence): the file's chunks, its tokens")
     .option('-t, --threads <n>', 'compute threads (default: the physical cores this process may run on, at most its cgroup CPU quota)', int('--threads', 1, 1024))
     .option('-b, --batch <n>', "tokens per forward pass: chunks share one when it holds several, a sequence each, as llama-perplexity's -b (-b 2048 -c 512: four)", int('--batch', 1, 1 << 16), 512)
+    .option('--ppl-stride <n>', "llama-perplexity's strided perplexity: chunks of -c + N/2 tokens start every N tokens, each scoring its last N (llama-perplexity multiplies -c by -b/-c when that exceeds 1, and its -b defaults to 2048: give that product as -c to match it)", int('--ppl-stride', 1, 1 << 20))
+    .option('--ppl-output-type <t>', 'with --ppl-stride: 0 prints [chunk]ppl, on stderr; 1 prints each chunk\'s start and the running perplexity a line each, as llama-perplexity\'s', int('--ppl-output-type', 0, 1), 0)
     .option('--hellaswag', "llama-perplexity's HellaSwag score (acc_norm) of -f, a file of 6 lines per task (context, right ending 0-3, four endings)")
     .option('--hellaswag-tasks <n>', 'tasks drawn from the file, as llama-perplexity draws them (default 400)', int('--hellaswag-tasks', 1, 1 << 30), 400)
     .option('--winogrande', "llama-perplexity's Winogrande score of -f, a CSV of index,sentence with _,option1,option2,answer")
@@ -1013,10 +1052,15 @@ export function registerModelCommands(program: Command): void {
         multipleChoice?: boolean;
         multipleChoiceTasks: number;
         parallel: number;
+        pplStride?: number;
+        pplOutputType: number;
       } & StreamOpts,
     ) => {
       const log = (l: string) => process.stderr.write(l + '\n');
+      if (o.pplStride && (o.hellaswag || o.winogrande || o.multipleChoice || o.klDivergence || o.klDivergenceBase || o.saveAllLogits))
+        throw new Error('--ppl-stride is a perplexity run of its own: not with --hellaswag, --winogrande, --multiple-choice or the KL-divergence options');
       if (o.hellaswag || o.winogrande || o.multipleChoice) return choiceScore(o, log);
+      if (o.pplStride) return stridedPerplexity({ ...o, pplStride: o.pplStride }, log);
       const baseFile = o.klDivergenceBase ?? o.saveAllLogits;
       if (o.klDivergenceBase && o.saveAllLogits && o.klDivergenceBase !== o.saveAllLogits) throw new Error('--kl-divergence-base and --save-all-logits name two files; they are one option');
       if (o.klDivergence) {

@@ -177,3 +177,50 @@ export async function perplexity(model: EngineModel, tokens: readonly number[], 
     seconds: ms / 1000,
   };
 }
+
+export interface StridedPerplexityOptions {
+  /** Tokens per chunk: llama-perplexity's context, -c plus stride/2 (its -c is multiplied by -b/-c when that exceeds 1). */
+  chunkLen: number;
+  /** Chunks start this many tokens apart; each scores its last `stride` tokens (llama-perplexity's --ppl-stride). */
+  stride: number;
+  maxChunks?: number;
+  nBatch?: number;
+  /** After each chunk: its index, its start in the text and the running estimate. */
+  onChunk?: (chunk: number, nChunks: number, start: number, ppl: number) => void;
+}
+
+/**
+ * llama-perplexity's strided perplexity (--ppl-stride S, its perplexity_v2): chunks of chunkLen
+ * tokens starting every S tokens, each from an empty cache, its last S tokens scored, so every
+ * scored token sees at least chunkLen - S tokens before it. Unlike the default mode no token is
+ * replaced by BOS (llama-perplexity swaps one in only after the pass, which changes nothing): the
+ * text's own BOS, when the vocabulary adds one, starts the first chunk only.
+ */
+export async function perplexityStrided(model: EngineModel, tokens: readonly number[], opts: StridedPerplexityOptions): Promise<PerplexityResult> {
+  const { chunkLen, stride } = opts;
+  if (!(Number.isInteger(stride) && stride > 0)) throw new EngineError('KAIL_E_INVALID_ARG', `perplexity: the stride must be a positive integer, got ${stride}`);
+  if (!(Number.isInteger(chunkLen) && chunkLen > stride))
+    throw new EngineError('KAIL_E_INVALID_ARG', `perplexity: a stride of ${stride} scores more tokens than a chunk of ${chunkLen} holds; use a smaller --ppl-stride or a larger -c`);
+  if (chunkLen > model.nCtx) throw new EngineError('KAIL_E_INVALID_ARG', `perplexity: chunks of ${chunkLen} tokens do not fit the model's context of ${model.nCtx}`);
+  if (tokens.length < 2 * chunkLen)
+    throw new EngineError('KAIL_E_INVALID_ARG', `perplexity: the text tokenizes to ${tokens.length} tokens; strided chunks of ${chunkLen} need at least ${2 * chunkLen}, as llama-perplexity asks`);
+  const nChunks = Math.min(Math.floor((tokens.length - chunkLen + stride - 1) / stride), opts.maxChunks ?? Infinity);
+  const acc = new NllAccumulator();
+  let ms = 0;
+  for (let i = 0; i < nChunks; i++) {
+    const start = i * stride;
+    const chunk = tokens.slice(start, start + chunkLen);
+    model.truncate(0, 0);
+    const t0 = performance.now();
+    // (Only the rows that score: positions chunkLen - stride - 1 .. chunkLen - 2.)
+    const from = chunkLen - stride - 1;
+    if (from > 0) await model.evaluate(0, chunk.slice(0, from), 'last', opts.nBatch);
+    const logits = await model.evaluate(0, chunk.slice(from, chunkLen - 1), 'all', opts.nBatch);
+    ms += performance.now() - t0;
+    acc.addRows(logits, model.nVocab, chunk.slice(from + 1));
+    opts.onChunk?.(i + 1, nChunks, start, acc.ppl);
+  }
+  model.truncate(0, 0);
+  return { ppl: acc.ppl, pplError: acc.pplError, meanNll: acc.nll / acc.count, chunks: nChunks, nCtx: chunkLen, tokensScored: acc.count, tokensPerSecond: (nChunks * (chunkLen - 1)) / (ms / 1000), seconds: ms / 1000 };
+}
+
