@@ -21,7 +21,8 @@ describe('kail serve', () => {
   beforeAll(async () => {
     const model = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
     // (--override-kv reaches the engine: the model routes to 2 of its experts, not the file's 4.)
-    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'] }, (l) => lines.push(l));
+    // (So do RoPE flags: the engine takes them, or it would not start.)
+    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'], rope: { 'rope-freq-base': '20000' } }, (l) => lines.push(l));
   }, 120_000);
 
   afterAll(async () => {
@@ -31,6 +32,8 @@ describe('kail serve', () => {
 
   it('refuses a malformed --override-kv before starting anything', async () => {
     await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, overrideKv: ['qwen3moe.expert_used_count=2'] })).rejects.toThrow(/--override-kv 'qwen3moe.expert_used_count=2': no TYPE: before the value/);
+    expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
+    await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, rope: { 'rope-scale': 'x' } })).rejects.toThrow("--rope-scale takes a number, got 'x'");
     expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
   });
 

@@ -192,6 +192,19 @@ describe('kail plan and --ram', () => {
     expect(kail('perplexity', '-m', model, '-f', hs, '--multiple-choice').stderr).toMatch(/hs\.txt: .*(runs past the end|ends inside|at most 100)/);
   });
 
+  it("--rope-scaling/--rope-scale/--yarn-orig-ctx (llama.cpp's RoPE flags) run as the same values in the file's metadata would; a bad one is named", () => {
+    const run = (...a: string[]) => kail('run', '-m', model, '-p', 'The experts stream from storage', '-n', '8', '-t', '2', '--ignore-eos', '--json', ...a);
+    const yarn = run('--rope-scaling', 'yarn', '--rope-scale', '4', '--yarn-orig-ctx', '64', '--rope-freq-base', '20000');
+    expect(yarn.status).toBe(0);
+    const meta = run('--override-kv', 'qwen3moe.rope.scaling.type=str:yarn,qwen3moe.rope.scaling.factor=float:4,qwen3moe.rope.scaling.original_context_length=int:64,qwen3moe.rope.freq_base=float:20000');
+    expect(JSON.parse(yarn.stdout).tokens).toEqual(JSON.parse(meta.stdout).tokens);
+    const bad = run('--rope-scale', 'four');
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain("--rope-scale takes a number, got 'four'");
+    expect(run('--rope-scaling', 'ntk').stderr).toContain("--rope-scaling must be none, linear, yarn, got 'ntk'");
+    expect(run('--rope-scale', '2', '--rope-freq-scale', '0.5').stderr).toContain('--rope-scale N and --rope-freq-scale 1/N say the same thing');
+  });
+
   it("perplexity --kl-divergence-base then --kl-divergence, as llama-perplexity's: the same model (streamed or not) gives 0, fewer experts do not", () => {
     const text = path.join(dir, 'kld.txt');
     fs.writeFileSync(text, 'A quantized model is judged by how far its distributions move from the base model. '.repeat(40));

@@ -20,8 +20,10 @@ import {
   hellaswagScore,
   multipleChoiceScore,
   parseHellaswag,
+  parseRopeFlags,
   perplexityStrided,
   readMultipleChoice,
+  type RopeFlag,
   parseWinogrande,
   winograndeScore,
   kvCacheReport,
@@ -126,7 +128,7 @@ const VRAM_HELP =
   'GPU memory (8G, 512M, bytes, or a share of GPU 0\'s free memory such as 90%) for a second expert cache under --ram: experts read from storage are kept there too, and RAM misses are copied back from it instead of read again (needs --ram and a CUDA device; default: the hardware profile\'s usable GPU memory when experts stream, else none)';
 
 /** Flags of the expert-streaming budget, shared by run, bench and plan. */
-interface StreamOpts extends CacheTypeOpts {
+interface StreamOpts extends CacheTypeOpts, RopeFlagOpts {
   lora: string[];
   loraScaled: string[];
   controlVector: string[];
@@ -191,8 +193,45 @@ export function kvOverridesOf(values: readonly string[] | undefined, log: (line:
   return kvOverrides.length ? { kvOverrides } : {};
 }
 
+/** llama.cpp's RoPE context flags (engine model/rope-options.ts), shared by the commands that load a model and by serve. */
+export function addRopeOptions(cmd: Command, what = ''): Command {
+  return cmd
+    .option('--rope-scaling <type>', `RoPE frequency scaling: none, linear or yarn (default: the model's)${what}`)
+    .option('--rope-scale <n>', 'RoPE context scaling factor: the context grows by N (a frequency scale of 1/N)')
+    .option('--rope-freq-base <n>', "RoPE base frequency (default: the model's)")
+    .option('--rope-freq-scale <n>', 'RoPE frequency scale: the context grows by 1/N')
+    .option('--yarn-orig-ctx <n>', "YaRN: the model's original context (default: the model's)")
+    .option('--yarn-ext-factor <n>', 'YaRN extrapolation mix (default: 1 with yarn, else 0)')
+    .option('--yarn-beta-fast <n>', 'YaRN low correction dimension (default 32)')
+    .option('--yarn-beta-slow <n>', 'YaRN high correction dimension (default 1)');
+}
+export interface RopeFlagOpts {
+  ropeScaling?: string;
+  ropeScale?: string;
+  ropeFreqBase?: string;
+  ropeFreqScale?: string;
+  yarnOrigCtx?: string;
+  yarnExtFactor?: string;
+  yarnBetaFast?: string;
+  yarnBetaSlow?: string;
+}
+/** The flags' text values under llama.cpp's names (parseRopeFlags, or forwarding to the engine service). */
+export function ropeFlagValues(o: RopeFlagOpts): Partial<Record<RopeFlag, string>> {
+  const v: Partial<Record<RopeFlag, string>> = {
+    'rope-scaling': o.ropeScaling,
+    'rope-scale': o.ropeScale,
+    'rope-freq-base': o.ropeFreqBase,
+    'rope-freq-scale': o.ropeFreqScale,
+    'yarn-orig-ctx': o.yarnOrigCtx,
+    'yarn-ext-factor': o.yarnExtFactor,
+    'yarn-beta-fast': o.yarnBetaFast,
+    'yarn-beta-slow': o.yarnBetaSlow,
+  };
+  return Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined));
+}
+
 function addStreamOptions(cmd: Command): Command {
-  return addOverrideKvOption(addCacheTypeOptions(cmd))
+  return addRopeOptions(addOverrideKvOption(addCacheTypeOptions(cmd)))
     .option('--lora <files>', "LoRA adapter (a GGUF adapter file; comma-separated for several), applied at scale 1; repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--lora-scaled <file:scale>', 'LoRA adapter with its scale, FNAME:SCALE (comma-separated for several); repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--control-vector <file>', "control vector (llama.cpp's format: direction.N per layer), added at strength 1; repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
@@ -250,9 +289,11 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
   }
   const lora = parseLoraFlags(o.lora ?? [], o.loraScaled ?? []);
   const controlVectors = parseControlVectorFlags(o.controlVector ?? [], o.controlVectorScaled ?? []);
+  const rope = parseRopeFlags(ropeFlagValues(o));
   return {
     ...kvTypesOf(o),
     ...kvOverridesOf(o.overrideKv, log),
+    ...(rope ? { rope } : {}),
     ...(lora.length ? { lora } : {}),
     ...(controlVectors.length ? { controlVectors, controlVectorLayerRange: o.controlVectorLayerRange } : {}),
     ...(o.swaFull ? { swaFull: true } : {}),

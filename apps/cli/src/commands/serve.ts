@@ -6,8 +6,8 @@ import type { Command } from 'commander';
 import { dataDir, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 // (The supervisor and the contracts load grpc-js: required when serve runs, not for every command.)
 import type { Supervisor } from '../supervisor';
-import { parseKvOverrides, parseLoraFlags } from '@kailstream/engine/core';
-import { addCacheTypeOptions, CACHE_TYPE_HELP, OVERRIDE_KV_HELP } from './model-commands';
+import { parseKvOverrides, parseLoraFlags, parseRopeFlags, type RopeFlag } from '@kailstream/engine/core';
+import { addCacheTypeOptions, addRopeOptions, CACHE_TYPE_HELP, OVERRIDE_KV_HELP, ropeFlagValues, type RopeFlagOpts } from './model-commands';
 
 export interface ServeOptions {
   /** GGUF files to load at start (`id=path` names the model). */
@@ -36,6 +36,8 @@ export interface ServeOptions {
   swaFull?: boolean;
   /** llama.cpp's --override-kv KEY=TYPE:VALUE[,...] for every model the engine loads. */
   overrideKv?: string[];
+  /** llama.cpp's RoPE context flags for every model the engine loads. */
+  rope?: Partial<Record<RopeFlag, string>>;
   /** Models in memory computed from the file's mapping (--mmap). */
   mmap?: boolean;
   /** llama-server's --ctx-checkpoints: a recurrent model's context checkpoints per slot. */
@@ -91,6 +93,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
   if (opts.pooling !== undefined && !['none', 'mean', 'cls', 'last'].includes(opts.pooling)) throw new Error(`--pooling must be none, mean, cls or last, got '${opts.pooling}'`);
   // A malformed override stops here, not in an engine the supervisor would restart again and again.
   parseKvOverrides(opts.overrideKv ?? []);
+  parseRopeFlags(opts.rope ?? {});
   const dir = dataDir(opts.dataDir);
   fs.mkdirSync(dir, { recursive: true });
   /* eslint-disable @typescript-eslint/no-require-imports */
@@ -109,7 +112,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     fs.mkdirSync(modelsDir, { recursive: true });
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
-    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.overrideKv ?? []).flatMap((v) => ['--override-kv', v]), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : [])];
+    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.overrideKv ?? []).flatMap((v) => ['--override-kv', v]), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : []), ...Object.entries(opts.rope ?? {}).flatMap(([f, v]) => [`--${f}`, v])];
     for (const m of opts.model ?? []) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
@@ -157,7 +160,7 @@ export function registerServe(program: Command): void {
     .description('start the engine, scheduler, API and web console as separate processes')
     .option('-m, --model <file...>', 'GGUF model(s) to load at start (id=FILE names one)')
     .option('-c, --ctx <n>', 'context length per sequence', '4096');
-  addCacheTypeOptions(cmd, `${CACHE_TYPE_HELP}, for the models`)
+  addRopeOptions(addCacheTypeOptions(cmd, `${CACHE_TYPE_HELP}, for the models`), '; for every model the engine loads')
     .option('--lora <files>', 'LoRA adapter for the -m models (comma-separated for several), scale 1; repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--lora-scaled <file:scale>', 'LoRA adapter with its default scale, FNAME:SCALE; repeatable', (v: string, acc: string[]) => {
       parseLoraFlags([], [v]);
@@ -198,8 +201,9 @@ export function registerServe(program: Command): void {
       if (!/^\d+$/.test(v) || Number(v) > 1000) throw new Error(`--models-max must be an integer in 0..1000, got '${v}'`);
       return Number(v);
     })
-    .action(async (opts: ServeOptions) => {
-      const sup = await serve(opts);
+    .action(async (opts: ServeOptions & RopeFlagOpts) => {
+      const rope = ropeFlagValues(opts);
+      const sup = await serve({ ...opts, ...(Object.keys(rope).length ? { rope } : {}) });
       process.stdout.write('ready; Ctrl-C stops everything\n');
       await new Promise<void>((resolve) => {
         const stop = () => {

@@ -13,6 +13,7 @@ import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { formatBytes, parseByteSize, shareOfBytes } from './byte-size';
 import { fileTypeName } from './file-type';
 import { applyKvOverrides, formatKvOverride, type KvOverride } from './kv-override';
+import { applyRopeOptions, describeRopeOptions, hasRopeOptions, refuseRopeOptionsOnSlidingWindows, type RopeOptions } from './rope-options';
 import { Metadata, readHParams, type HParams } from './hparams';
 import { cgroupMemoryLimit, type CgroupMemoryLimit } from './memory-cgroup';
 import { readRankHead, type RankHead } from './rank-head';
@@ -102,6 +103,12 @@ export interface LoadModelOptions {
    * route each token to fewer experts. The summary, plan and tokenizer see them too.
    */
   kvOverrides?: KvOverride[];
+  /**
+   * llama.cpp's RoPE context flags (--rope-scaling, --rope-freq-base, --rope-freq-scale / --rope-scale,
+   * --yarn-*), in place of the file's values (model/rope-options.ts): e.g. YaRN to extend a
+   * context. Refused for a model with sliding-window layers.
+   */
+  rope?: RopeOptions;
   /**
    * In memory (no ramBytes): compute from the file's read-only mapping, as llama.cpp does by
    * default, instead of a copy of the tensor data in huge pages: a faster start and pages shared
@@ -461,6 +468,8 @@ function withOverrides(e: unknown, opts: LoadModelOptions): unknown {
 function computeKey(opts: LoadModelOptions, lora: readonly { path: string }[]): string {
   const parts: string[] = [];
   if (opts.kvOverrides?.length) parts.push(`override-kv ${opts.kvOverrides.map(formatKvOverride).join(',')}`);
+  const rope = describeRopeOptions(opts.rope);
+  if (rope) parts.push(rope);
   if (opts.controlVectors?.length) {
     const range = opts.controlVectorLayerRange ?? [0, 0];
     parts.push(`control-vector ${opts.controlVectors.map((c) => `${nodePath.resolve(c.path)}:${c.scale ?? 1}`).join(',')} layers ${range.join('-')}`);
@@ -479,9 +488,10 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     throw new EngineError('KAIL_E_UNSUPPORTED', `architecture '${arch}' is not supported; supported: ${SUPPORTED_ARCHITECTURES.join(', ')}`);
   const md = new Metadata(meta, arch);
   const tensors = new Map<string, GgufTensorInfo>(file.tensors.map((t) => [t.name, t]));
-  const hp = readHParams(md, tensors);
+  const hp = applyRopeOptions(readHParams(md, tensors), opts.rope);
   const nCtx = Math.max(1, Math.min(opts.nCtx ?? defaultContext(hp), 1 << 20));
   const program = opts.mtp ? buildMtpProgram(hp, tensors) : buildProgram(hp, tensors, { nCtxSeq: nCtx });
+  if (hasRopeOptions(opts.rope)) refuseRopeOptionsOnSlidingWindows(program, hp.arch);
   const nSeqMax = Math.max(1, opts.nSeqMax ?? 1);
   const encoder = isEncoderArchitecture(hp.arch);
   if (encoder && tensors.has('position_embd.weight')) {

@@ -12,6 +12,7 @@ import { formatBytes } from '../model/byte-size';
 import { KV_TYPES, kvTypesFromFlags, parseLoraFlags, parseRamBudget, parseVramBudget, type KvType } from '../model/model';
 import { parseControlVectorFlags } from '../model/control-vector';
 import { describeKvOverride, parseKvOverrides } from '../model/kv-override';
+import { ROPE_FLAGS, describeRopeOptions, parseRopeFlags } from '../model/rope-options';
 import { hardwareProfilePath, readHardwareProfile } from '../model/hardware-profile';
 import { LocalModelHost } from './model-host';
 import { startEngineServer } from './engine-service';
@@ -60,6 +61,8 @@ async function main() {
       'override-kv': { type: 'string', multiple: true, default: [] },
       // In memory, compute from the file's mapping instead of a copy in huge pages.
       mmap: { type: 'boolean', default: false },
+      // llama.cpp's RoPE context flags (--rope-scaling, --rope-scale, --rope-freq-base, ..., --yarn-*) for every model.
+      ...Object.fromEntries(ROPE_FLAGS.map((f) => [f, { type: 'string' as const }])),
       // llama-server's --slot-save-path: where POST /slots/ID?action=save|restore keeps slot files.
       'slot-save-path': { type: 'string' },
       'max-waiting': { type: 'string', default: '64' },
@@ -84,6 +87,8 @@ async function main() {
   };
   const kvOverrides = parseKvOverrides(values['override-kv']);
   for (const o of kvOverrides) process.stderr.write(`engine: ${describeKvOverride(o)}\n`);
+  const rope = parseRopeFlags(Object.fromEntries(ROPE_FLAGS.map((f) => [f, (values as Record<string, unknown>)[f] as string | undefined])));
+  if (rope) process.stderr.write(`engine: every model loads with ${describeRopeOptions(rope)}\n`);
   const { kvType, kvTypeV } = kvTypesFromFlags(cacheType('cache-type'), cacheType('cache-type-k'), cacheType('cache-type-v'));
   // The hardware profile in the data directory (kail profile) supplies budgets and bandwidth.
   // A profile that cannot be read does not keep the engine down: it serves as without one (no
@@ -107,7 +112,7 @@ async function main() {
     modelsDir: values['models-dir'],
     defaultRamBudgetBytes: values.ram ? parseRamBudget(values.ram) : undefined,
     defaultVramBudgetBytes: values.vram ? parseVramBudget(values.vram) : undefined,
-    loadOptions: { kvType, kvTypeV, ...(values['swa-full'] ? { swaFull: true } : {}), ...(kvOverrides.length ? { kvOverrides } : {}), ...(values.mmap ? { mmap: true } : {}) },
+    loadOptions: { kvType, kvTypeV, ...(values['swa-full'] ? { swaFull: true } : {}), ...(kvOverrides.length ? { kvOverrides } : {}), ...(values.mmap ? { mmap: true } : {}), ...(rope ? { rope } : {}) },
     contextShift: values['context-shift'],
     slotSavePath: values['slot-save-path'],
     pooling: poolingFlag(values.pooling),

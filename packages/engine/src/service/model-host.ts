@@ -145,7 +145,7 @@ export interface LocalModelHostOptions {
   /** Where the profile was read from (for messages). */
   profileFile?: string;
   /** Options passed to every EngineModel.load (I/O threads, direct I/O, prefetch, cache policy). */
-  loadOptions?: Pick<LoadModelOptions, 'ioThreads' | 'directIo' | 'prefetch' | 'cachePolicy' | 'ramReserveBytes' | 'kvType' | 'kvTypeV' | 'swaFull' | 'kvOverrides'>;
+  loadOptions?: Pick<LoadModelOptions, 'ioThreads' | 'directIo' | 'prefetch' | 'cachePolicy' | 'ramReserveBytes' | 'kvType' | 'kvTypeV' | 'swaFull' | 'kvOverrides' | 'rope'>;
   /**
    * llama-server's --context-shift: a generation that fills the context (or its context_window)
    * drops cached tokens after the request's n_keep and goes on (BatchEngine's contextShift).

@@ -6,6 +6,11 @@
 // those binaries, on fixed tokens:
 //
 //   cvec-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--cvec FNAME SCALE]... [--layer-range S E] [--threads N] [--verbose]
+//            [--rope-scaling none|linear|yarn] [--rope-freq-base F] [--rope-freq-scale F] [--yarn-orig-ctx N]
+//            [--yarn-ext-factor F] [--yarn-beta-fast F] [--yarn-beta-slow F]
+//
+// The --rope-*/--yarn-* values go into llama_context_params as llama-cli's flags of those names put
+// them (common_context_params_to_llama), so llama_context's own rules combine them with the model's.
 //
 // The control vectors are read as common_control_vector_load reads them (each file's F32
 // direction.N tensors, N >= 1, times its scale, summed over files into n_embd floats per layer from
@@ -54,6 +59,11 @@ struct args_t {
     std::vector<cvec_file> cvecs;
     int layer_start = -1, layer_end = -1;
     int threads = 2;
+    // llama_context_params' RoPE fields; unset: the library's defaults (the model's values).
+    int rope_scaling = LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED;
+    float rope_freq_base = 0.0f, rope_freq_scale = 0.0f;
+    float yarn_ext_factor = -1.0f, yarn_beta_fast = -1.0f, yarn_beta_slow = -1.0f;
+    uint32_t yarn_orig_ctx = 0;
 };
 
 args_t parse_args(int argc, char ** argv) {
@@ -77,7 +87,19 @@ args_t parse_args(int argc, char ** argv) {
         } else if (k == "--layer-range") {
             a.layer_start = std::atoi(val().c_str());
             a.layer_end = std::atoi(val().c_str());
-        } else if (k == "--verbose") ref::g_verbose = true;
+        } else if (k == "--rope-scaling") {
+            const std::string v = val();
+            if (v == "none") a.rope_scaling = LLAMA_ROPE_SCALING_TYPE_NONE;
+            else if (v == "linear") a.rope_scaling = LLAMA_ROPE_SCALING_TYPE_LINEAR;
+            else if (v == "yarn") a.rope_scaling = LLAMA_ROPE_SCALING_TYPE_YARN;
+            else fail("--rope-scaling takes none, linear or yarn, got '%s'", v.c_str());
+        } else if (k == "--rope-freq-base") a.rope_freq_base = std::strtof(val().c_str(), nullptr);
+        else if (k == "--rope-freq-scale") a.rope_freq_scale = std::strtof(val().c_str(), nullptr);
+        else if (k == "--yarn-orig-ctx") a.yarn_orig_ctx = (uint32_t) std::atoi(val().c_str());
+        else if (k == "--yarn-ext-factor") a.yarn_ext_factor = std::strtof(val().c_str(), nullptr);
+        else if (k == "--yarn-beta-fast") a.yarn_beta_fast = std::strtof(val().c_str(), nullptr);
+        else if (k == "--yarn-beta-slow") a.yarn_beta_slow = std::strtof(val().c_str(), nullptr);
+        else if (k == "--verbose") ref::g_verbose = true;
         else fail("unknown argument '%s' (%s)", k.c_str(), usage);
     }
     if (a.model.empty() || a.out.empty() || a.tokens.empty()) fail("%s", usage);
@@ -139,6 +161,13 @@ int main(int argc, char ** argv) {
 
     const uint32_t n_ctx = (uint32_t) ((n + 255) / 256 * 256);
     llama_context_params cp = ref::exact_context_params(n_ctx, a.threads);
+    cp.rope_scaling_type = (enum llama_rope_scaling_type) a.rope_scaling;
+    cp.rope_freq_base = a.rope_freq_base;
+    cp.rope_freq_scale = a.rope_freq_scale;
+    cp.yarn_ext_factor = a.yarn_ext_factor;
+    cp.yarn_beta_fast = a.yarn_beta_fast;
+    cp.yarn_beta_slow = a.yarn_beta_slow;
+    cp.yarn_orig_ctx = a.yarn_orig_ctx;
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) fail("cannot create a context");
 

@@ -1,0 +1,137 @@
+// llama.cpp's RoPE context flags (--rope-scaling, --rope-scale, --rope-freq-base,
+// --rope-freq-scale, --yarn-orig-ctx, --yarn-ext-factor, --yarn-beta-fast, --yarn-beta-slow):
+// values that replace the file's for a load, as llama_context's cparams replace the trained
+// hparams (src/llama-context.cpp). The use: extending a model's context with YaRN, e.g. Qwen3's
+// `--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768`.
+import type { ModelProgram } from '@kailstream/core-native';
+
+import { EngineError } from '../errors';
+import type { HParams } from './hparams';
+
+export type RopeScaling = 'none' | 'linear' | 'yarn';
+export const ROPE_SCALINGS: readonly RopeScaling[] = ['none', 'linear', 'yarn'];
+
+export interface RopeOptions {
+  /** --rope-scaling: the scaling type (default: the file's). */
+  scaling?: RopeScaling;
+  /** --rope-freq-base (default: the file's). */
+  freqBase?: number;
+  /** --rope-freq-scale, or 1 / --rope-scale (default: the file's). */
+  freqScale?: number;
+  /** --yarn-orig-ctx: the context the model was trained with, YaRN's reference (default: the file's). */
+  yarnOrigCtx?: number;
+  /** --yarn-ext-factor (default: 1 with YaRN, else 0, unless the file says). */
+  yarnExtFactor?: number;
+  /** --yarn-beta-fast, --yarn-beta-slow (default 32 and 1). */
+  yarnBetaFast?: number;
+  yarnBetaSlow?: number;
+}
+
+const bad = (flag: string, v: unknown, want: string) => new EngineError('KAIL_E_INVALID_ARG', `${flag} must be ${want}, got ${v}`);
+
+/** The options, checked: a value out of range is an error naming its flag. */
+export function checkRopeOptions(o: RopeOptions): void {
+  if (o.scaling !== undefined && !ROPE_SCALINGS.includes(o.scaling)) throw bad('--rope-scaling', `'${o.scaling}'`, ROPE_SCALINGS.join(', '));
+  if (o.freqBase !== undefined && !(Number.isFinite(o.freqBase) && o.freqBase > 0)) throw bad('--rope-freq-base', o.freqBase, 'a positive number');
+  if (o.freqScale !== undefined && !(Number.isFinite(o.freqScale) && o.freqScale > 0)) throw bad('--rope-freq-scale (or --rope-scale)', o.freqScale, 'a positive number');
+  if (o.yarnOrigCtx !== undefined && !(Number.isSafeInteger(o.yarnOrigCtx) && o.yarnOrigCtx > 0)) throw bad('--yarn-orig-ctx', o.yarnOrigCtx, 'a positive integer');
+  for (const [flag, v] of [['--yarn-ext-factor', o.yarnExtFactor], ['--yarn-beta-fast', o.yarnBetaFast], ['--yarn-beta-slow', o.yarnBetaSlow]] as const)
+    if (v !== undefined && !(Number.isFinite(v) && v >= 0)) throw bad(flag, v, 'a non-negative number');
+}
+
+/** Whether any value is set. */
+export function hasRopeOptions(o: RopeOptions | undefined): o is RopeOptions {
+  return !!o && Object.values(o).some((v) => v !== undefined);
+}
+
+/**
+ * The hyperparameters with the options in place, by llama_context's rules: the type defaults to
+ * the file's; scaling 'none' never scales; the YaRN extrapolation factor defaults to 1 under YaRN
+ * and 0 otherwise when the type is given; a custom YaRN scale sets the training context to the
+ * original one over the scale (llama.cpp's "custom YaRN scaling detected").
+ */
+export function applyRopeOptions(hp: HParams, o: RopeOptions | undefined): HParams {
+  if (!hasRopeOptions(o)) return hp;
+  checkRopeOptions(o);
+  const md = hp.meta;
+  const type = o.scaling ?? hp.ropeScalingType;
+  // (The file's scale before its type is applied: a file of type none still has its factor.)
+  const factor = md.num('rope.scaling.factor', 0) || md.num('rope.scale_linear', 0);
+  const fileScale = factor ? 1 / factor : 1;
+  const scale = type === 'none' ? 1 : (o.freqScale ?? fileScale);
+  const extFactor = o.yarnExtFactor ?? (o.scaling !== undefined ? (type === 'yarn' ? 1 : 0) : hp.ropeYarn.extFactor);
+  const nCtxOrig = o.yarnOrigCtx ?? hp.ropeYarn.nCtxOrig;
+  return {
+    ...hp,
+    ropeScalingType: type,
+    ropeFreqBase: o.freqBase ?? hp.ropeFreqBase,
+    ropeFreqScale: scale,
+    ropeYarn: {
+      ...hp.ropeYarn,
+      extFactor,
+      betaFast: o.yarnBetaFast ?? hp.ropeYarn.betaFast,
+      betaSlow: o.yarnBetaSlow ?? hp.ropeYarn.betaSlow,
+      nCtxOrig,
+    },
+    nCtxTrain: type === 'yarn' && scale !== fileScale ? Math.floor(nCtxOrig / scale) : hp.nCtxTrain,
+  };
+}
+
+/**
+ * Refuses RoPE options on a program with sliding-window attention: there llama.cpp keeps the
+ * file's RoPE for the sliding layers (hparams' *_swa values) and applies the options to the
+ * others, a split this engine does not make.
+ */
+export function refuseRopeOptionsOnSlidingWindows(program: ModelProgram, arch: string): void {
+  if (program.ops.some((op) => op.op === 'attention' && Number(op.params?.window ?? 0) > 0))
+    throw new EngineError('KAIL_E_UNSUPPORTED', `${arch}: the --rope-*/--yarn-* options are not supported for a model with sliding-window layers (llama.cpp keeps their own RoPE); use --override-kv on the file's rope keys instead`);
+}
+
+/** The options as flags, for a load's computeKey ('' for none). */
+export function describeRopeOptions(o: RopeOptions | undefined): string {
+  if (!hasRopeOptions(o)) return '';
+  const parts: string[] = [];
+  if (o.scaling !== undefined) parts.push(`--rope-scaling ${o.scaling}`);
+  if (o.freqBase !== undefined) parts.push(`--rope-freq-base ${o.freqBase}`);
+  if (o.freqScale !== undefined) parts.push(`--rope-freq-scale ${o.freqScale}`);
+  if (o.yarnOrigCtx !== undefined) parts.push(`--yarn-orig-ctx ${o.yarnOrigCtx}`);
+  if (o.yarnExtFactor !== undefined) parts.push(`--yarn-ext-factor ${o.yarnExtFactor}`);
+  if (o.yarnBetaFast !== undefined) parts.push(`--yarn-beta-fast ${o.yarnBetaFast}`);
+  if (o.yarnBetaSlow !== undefined) parts.push(`--yarn-beta-slow ${o.yarnBetaSlow}`);
+  return parts.join(' ');
+}
+
+/** llama.cpp's flag names for the options (without the leading --). */
+export const ROPE_FLAGS = ['rope-scaling', 'rope-scale', 'rope-freq-base', 'rope-freq-scale', 'yarn-orig-ctx', 'yarn-ext-factor', 'yarn-beta-fast', 'yarn-beta-slow'] as const;
+export type RopeFlag = (typeof ROPE_FLAGS)[number];
+
+/**
+ * The options from the flags' text values, as llama.cpp's arg parser reads them (`--rope-scale N`
+ * is a frequency scale of 1/N); undefined when none is given. A value that is not a number, or
+ * both --rope-scale and --rope-freq-scale, is an error naming the flag.
+ */
+export function parseRopeFlags(values: Partial<Record<RopeFlag, string>>): RopeOptions | undefined {
+  const num = (flag: RopeFlag): number | undefined => {
+    const v = values[flag];
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n)) throw new EngineError('KAIL_E_INVALID_ARG', `--${flag} takes a number, got '${v}'`);
+    return n;
+  };
+  const scale = num('rope-scale');
+  const freqScale = num('rope-freq-scale');
+  if (scale !== undefined && freqScale !== undefined) throw new EngineError('KAIL_E_INVALID_ARG', '--rope-scale N and --rope-freq-scale 1/N say the same thing: give one');
+  if (scale !== undefined && !(scale > 0)) throw bad('--rope-scale', scale, 'a positive number');
+  const o: RopeOptions = {
+    scaling: values['rope-scaling'] as RopeScaling | undefined,
+    freqBase: num('rope-freq-base'),
+    freqScale: scale !== undefined ? 1 / scale : freqScale,
+    yarnOrigCtx: num('yarn-orig-ctx'),
+    yarnExtFactor: num('yarn-ext-factor'),
+    yarnBetaFast: num('yarn-beta-fast'),
+    yarnBetaSlow: num('yarn-beta-slow'),
+  };
+  if (!hasRopeOptions(o)) return undefined;
+  checkRopeOptions(o);
+  return o;
+}
