@@ -22,7 +22,7 @@ describe('kail serve', () => {
     const model = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
     // (--override-kv reaches the engine: the model routes to 2 of its experts, not the file's 4.)
     // (So do RoPE flags: the engine takes them, or it would not start.)
-    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'], rope: { 'rope-freq-base': '20000' } }, (l) => lines.push(l));
+    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'], rope: { 'rope-freq-base': '20000' }, parallel: '3' }, (l) => lines.push(l));
   }, 120_000);
 
   afterAll(async () => {
@@ -77,6 +77,14 @@ describe('kail serve', () => {
     expect(r.status).toBe(200);
     const body = (await r.json()) as { usage: { completion_tokens: number } };
     expect(body.usage.completion_tokens).toBeGreaterThan(0);
+    // --parallel 3 (llama-server's -np): the model has three slots.
+    let slots: unknown[] = [];
+    for (let i = 0; i < 100 && !slots.length; i++) {
+      const res = await fetch(`${api}/slots`);
+      if (res.status === 200) slots = (await res.json()) as unknown[];
+      else await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(slots).toHaveLength(3);
   }, 60_000);
 
   it('the web console renders its page', async () => {
