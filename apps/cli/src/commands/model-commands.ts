@@ -933,9 +933,33 @@ export function registerModelCommands(program: Command): void {
     return { nCtx, nBatch: perPass > 1 ? perPass * nCtx : Math.min(batch, nCtx), nSeqMax: perPass };
   }
 
+  /** `kail perplexity`'s flags. */
+  interface PerplexityFlags extends StreamOpts {
+    model: string;
+    file?: string;
+    ctx: number;
+    chunks?: number;
+    threads?: number;
+    batch: number;
+    dataDir?: string;
+    json?: boolean;
+    klDivergenceBase?: string;
+    saveAllLogits?: string;
+    klDivergence?: boolean;
+    hellaswag?: boolean;
+    hellaswagTasks: number;
+    winogrande?: boolean;
+    winograndeTasks: number;
+    multipleChoice?: boolean;
+    multipleChoiceTasks: number;
+    parallel: number;
+    pplStride?: number;
+    pplOutputType: number;
+  }
+
   /** `kail perplexity --ppl-stride N`: llama-perplexity's strided perplexity. */
   async function stridedPerplexity(
-    o: { model: string; file?: string; ctx: number; chunks?: number; threads?: number; batch: number; dataDir?: string; json?: boolean; pplStride: number; pplOutputType: number } & StreamOpts,
+    o: PerplexityFlags & { pplStride: number },
     log: (l: string) => void,
   ): Promise<void> {
     if (!o.file) throw new Error('--ppl-stride needs -f TEXT');
@@ -970,29 +994,7 @@ export function registerModelCommands(program: Command): void {
   }
 
   /** `kail perplexity --hellaswag|--winogrande`: llama-perplexity's multiple-choice scores. */
-  async function choiceScore(
-    o: {
-      model: string;
-      file?: string;
-      ctx: number;
-      threads?: number;
-      batch: number;
-      dataDir?: string;
-      json?: boolean;
-      hellaswag?: boolean;
-      hellaswagTasks: number;
-      winogrande?: boolean;
-      winograndeTasks: number;
-      multipleChoice?: boolean;
-      multipleChoiceTasks: number;
-      parallel: number;
-      klDivergence?: boolean;
-      klDivergenceBase?: string;
-      saveAllLogits?: string;
-      chunks?: number;
-    } & StreamOpts,
-    log: (l: string) => void,
-  ): Promise<void> {
+  async function choiceScore(o: PerplexityFlags, log: (l: string) => void): Promise<void> {
     const mode = o.hellaswag ? '--hellaswag' : o.winogrande ? '--winogrande' : '--multiple-choice';
     if ([o.hellaswag, o.winogrande, o.multipleChoice].filter(Boolean).length > 1) throw new Error('--hellaswag, --winogrande and --multiple-choice are separate runs: give one');
     if (o.klDivergence || o.klDivergenceBase || o.saveAllLogits || o.chunks) throw new Error(`${mode} does not combine with --kl-divergence, --kl-divergence-base, --save-all-logits or --chunks`);
@@ -1073,30 +1075,7 @@ export function registerModelCommands(program: Command): void {
     .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('--json', 'print one JSON object');
   addStreamOptions(ppl).action(
-    async (
-      o: {
-        model: string;
-        file?: string;
-        ctx: number;
-        chunks?: number;
-        threads?: number;
-        batch: number;
-        dataDir?: string;
-        json?: boolean;
-        klDivergenceBase?: string;
-        saveAllLogits?: string;
-        klDivergence?: boolean;
-        hellaswag?: boolean;
-        hellaswagTasks: number;
-        winogrande?: boolean;
-        winograndeTasks: number;
-        multipleChoice?: boolean;
-        multipleChoiceTasks: number;
-        parallel: number;
-        pplStride?: number;
-        pplOutputType: number;
-      } & StreamOpts,
-    ) => {
+    async (o: PerplexityFlags) => {
       const log = (l: string) => process.stderr.write(l + '\n');
       if (o.pplStride && (o.hellaswag || o.winogrande || o.multipleChoice || o.klDivergence || o.klDivergenceBase || o.saveAllLogits))
         throw new Error('--ppl-stride is a perplexity run of its own: not with --hellaswag, --winogrande, --multiple-choice or the KL-divergence options');

@@ -1,3 +1,4 @@
+import { EngineError } from '../errors';
 import { drawTaskIndices, parseHellaswag, parseWinogrande, readMultipleChoice, selectHellaswag, selectWinogrande, wilson95, writeMultipleChoice } from './choice-scores';
 
 describe("llama-perplexity's HellaSwag and Winogrande inputs", () => {
@@ -65,5 +66,37 @@ describe("llama-perplexity's HellaSwag and Winogrande inputs", () => {
     expect(() => readMultipleChoice(writeMultipleChoice([{ question: 'q', answers: ['a', ''], labels: [1, 0] }]), 0, 'mc.bin')).toThrow('mc.bin: task 1 (at byte 8): answer 2 is empty');
     const many = Buffer.concat([writeMultipleChoice([{ question: 'q', answers: [], labels: [] }]).subarray(0, 8), Buffer.from([1, 0, 0, 0, 113, 200, 0, 0, 0])]);
     expect(() => readMultipleChoice(many, 0, 'mc.bin')).toThrow('mc.bin: task 1 (at byte 8): 200 answers in mc1; at most 100');
+  });
+
+  it('reads damaged and random files of each kind with a clear error or a result, never another exception', () => {
+    let x = 12345;
+    const rnd = (n: number) => ((x = (Math.imul(x, 1103515245) + 12345) >>> 0) % n);
+    const good = writeMultipleChoice(Array.from({ length: 5 }, (_, i) => ({ question: `q${i}`, answers: ['a', 'bb', 'ccc'], labels: [0, 1, 0] })));
+    const hs = ['ctx', '1', 'a', 'b', 'c', 'd'].join('\n');
+    const wg = '0,a _ b,x,y,1\n1,"c, _ d",p,q,2';
+    const outcomes = { ok: 0, refused: 0 };
+    const attempt = (f: () => unknown) => {
+      try {
+        f();
+        outcomes.ok++;
+      } catch (e) {
+        if (!(e instanceof EngineError)) throw e;
+        outcomes.refused++;
+      }
+    };
+    for (let i = 0; i < 3000; i++) {
+      const b = Buffer.from(good);
+      for (let k = 0; k < 1 + rnd(4); k++) b[rnd(b.length)] = rnd(256);
+      const cut = b.subarray(0, rnd(b.length + 1));
+      attempt(() => readMultipleChoice(cut, rnd(4)));
+      const noise = Buffer.from(Array.from({ length: rnd(64) }, () => rnd(256)));
+      attempt(() => readMultipleChoice(noise, 0));
+      const t = (i % 2 ? hs : wg).split('');
+      for (let k = 0; k < 1 + rnd(3); k++) t[rnd(t.length)] = String.fromCharCode(rnd(128));
+      attempt(() => parseHellaswag(t.join('')));
+      attempt(() => parseWinogrande(t.join('')));
+    }
+    expect(outcomes.ok).toBeGreaterThan(100);
+    expect(outcomes.refused).toBeGreaterThan(100);
   });
 });
