@@ -131,13 +131,19 @@ describe('kail imatrix', () => {
     const plain = path.join(dir, 'plain.gguf');
     const saved = path.join(dir, 'saved.gguf');
     expect(kail('imatrix', '-m', model, '-f', text, '-c', '64', '--chunks', '5', '-o', plain, '--no-ppl').status).toBe(0);
-    const r = kail('imatrix', '-m', model, '-f', text, '-c', '64', '--chunks', '5', '-o', saved, '--no-ppl', '-ofreq', '2', '--save-frequency', '2');
+    // (-b 64: one chunk per pass.)
+    const r = kail('imatrix', '-m', model, '-f', text, '-c', '64', '-b', '64', '--chunks', '5', '-o', saved, '--no-ppl', '-ofreq', '2', '--save-frequency', '2');
     expect(r.status).toBe(0);
-    // Snapshots do not disturb the collection: the same bytes.
+    // Snapshots do not disturb the collection: the same bytes; nor do chunks sharing a pass (-b 512: 8 of 64).
     expect(fs.readFileSync(saved).equals(fs.readFileSync(plain))).toBe(true);
     expect(readImatrixFile(`${saved}.at_2`).chunkCount).toBe(2);
     expect(readImatrixFile(`${saved}.at_4`).entries.get('blk.0.attn_q.weight')?.counts).toEqual([256]);
     expect(fs.existsSync(`${saved}.at_5`)).toBe(false);
+    // Three chunks a pass (-b 192): as llama-imatrix then, a copy after each pass that crosses a multiple of 2, named by its chunks.
+    const packed = path.join(dir, 'packed.gguf');
+    expect(kail('imatrix', '-m', model, '-f', text, '-c', '64', '-b', '192', '--chunks', '5', '-o', packed, '--no-ppl', '--save-frequency', '2').status).toBe(0);
+    expect(fs.readFileSync(packed).equals(fs.readFileSync(plain))).toBe(true);
+    expect(fs.readdirSync(dir).filter((f) => f.startsWith('packed.gguf.at_')).sort()).toEqual(['packed.gguf.at_3', 'packed.gguf.at_5']);
     expect(fs.readdirSync(dir).filter((f) => f.endsWith('.tmp'))).toEqual([]);
     // --chunk 2: the first two chunks' tokens are left out (3 chunks after them here).
     const later = kail('imatrix', '-m', model, '-f', text, '-c', '64', '--chunk', '2', '--chunks', '3', '-o', path.join(dir, 'later.gguf'), '--json');

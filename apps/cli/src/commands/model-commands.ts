@@ -1156,7 +1156,7 @@ export function registerModelCommands(program: Command): void {
     .option('--process-output', "also collect output.weight's statistics (llama-imatrix's --process-output)")
     .option('--no-ppl', 'do not compute the perplexity')
     .option('-t, --threads <n>', 'compute threads (default: the physical cores this process may run on, at most its cgroup CPU quota)', int('--threads', 1, 1024))
-    .option('--batch <n>', 'tokens per forward pass', int('--batch', 1, 1 << 16), 512)
+    .option('-b, --batch <n>', "tokens per forward pass: chunks share one when it holds several, a sequence each, as llama-imatrix's -b (-b 2048 -c 512: four; a streamed expert is read once for them; the same statistics)", int('--batch', 1, 1 << 16), 512)
     .option('--data-dir <dir>', 'data directory (hardware profile)')
     .option('--json', 'print one JSON object');
   addStreamOptions(imx).action(
@@ -1209,7 +1209,7 @@ export function registerModelCommands(program: Command): void {
       let tokens = 0;
       if (o.file && o.model) {
         const text = fs.readFileSync(o.file, 'utf8');
-        const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.ctx, nBatch: Math.min(o.batch, o.ctx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
+        const model = EngineModel.load(o.model, { threads: o.threads, ...chunkedLoad(o.ctx, o.batch), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
         sayLoadChoices(model, o, log);
         try {
           const toks = model.tokenizer.tokenize(text, { addSpecial: true, parseSpecial: !!o.parseSpecial });
@@ -1217,9 +1217,12 @@ export function registerModelCommands(program: Command): void {
           if (!o.json) log(`${path.basename(o.file)}: ${toks.length} tokens; computing over chunks of ${o.ctx}`);
           // As llama-imatrix: the output (the --in-file statistics and this run's so far) every
           // --output-frequency chunks, and with --save-frequency a copy named by its chunk count.
-          const save = (i: number, n: number, snapshot: () => Map<string, import('@kailstream/tools').ImatrixEntry>) => {
-            const out = o.outputFrequency && i % o.outputFrequency === 0 && i < n;
-            const copy = o.saveFrequency > 0 && i % o.saveFrequency === 0;
+          // With chunks sharing a pass, as llama-imatrix does then: after a pass of `step` chunks
+          // ending at chunk i, when a multiple of the frequency lies within it.
+          const save = (i: number, n: number, snapshot: () => Map<string, import('@kailstream/tools').ImatrixEntry>, step: number) => {
+            if (!step) return;
+            const out = o.outputFrequency && i % o.outputFrequency < step && i < n;
+            const copy = o.saveFrequency > 0 && i % o.saveFrequency < step;
             if (!out && !copy) return;
             const now = new Map([...entries].map(([k, e]) => [k, { sums: Float32Array.from(e.sums), counts: [...e.counts] }]));
             tools.mergeImatrixEntries(now, { entries: snapshot(), legacy: false }, o.ctx, o.model!);
@@ -1237,12 +1240,12 @@ export function registerModelCommands(program: Command): void {
             nCtx: o.ctx,
             maxChunks: o.chunks,
             fromChunk: o.chunk,
-            nBatch: Math.min(o.batch, o.ctx),
+            nBatch: o.batch,
             processOutput: o.processOutput,
             computePpl: o.ppl,
-            onChunk: (i, n, p, snapshot) => {
+            onChunk: (i, n, p, snapshot, step) => {
               if (!o.json) process.stderr.write(`[${i}]${Number.isNaN(p) ? '' : p.toFixed(4)},${i === n ? '\n' : ''}`);
-              save(i, n, snapshot);
+              save(i, n, snapshot, step);
             },
           });
         } finally {

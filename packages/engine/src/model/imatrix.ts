@@ -10,7 +10,7 @@
 // `kail quantize --imatrix` (tools/src/gguf/quantize.ts) reads the file this is written to.
 import { EngineError } from '../errors';
 import type { EngineModel } from './model';
-import { NllAccumulator, perplexityChunks } from './perplexity';
+import { chunksLogits, chunksPerPass, NllAccumulator, perplexityChunks } from './perplexity';
 
 export interface ImatrixOptions {
   /** Tokens per chunk (llama-imatrix's -c, default 512). */
@@ -22,18 +22,23 @@ export interface ImatrixOptions {
    * fromChunk x nCtx tokens are left out, and at least two chunks must remain.
    */
   fromChunk?: number;
-  /** Tokens per forward pass (default: the model's). */
+  /**
+   * Tokens per forward pass (default: the model's). When it holds several chunks (and the model
+   * has the sequences), they share a pass, a sequence each, as llama-imatrix's n_seq = n_batch /
+   * n_ctx: a streamed expert is read once for all of them. The statistics are the same bits.
+   */
   nBatch?: number;
   /** Keep output.weight's statistics too (llama-imatrix --process-output). */
   processOutput?: boolean;
   /** Score each chunk's second half (llama-imatrix's default; --no-ppl turns it off). */
   computePpl?: boolean;
   /**
-   * After each chunk: chunks done, of how many, the running perplexity (NaN without it), and a
+   * After each chunk: chunks done, of how many, the running perplexity (NaN without it), a
    * snapshot of the statistics so far (the kept weights, as the result gives them; collection
-   * goes on undisturbed: llama-imatrix's periodic saves).
+   * goes on undisturbed: llama-imatrix's periodic saves), and on the last chunk of a pass the
+   * chunks that pass added (0 on the others: the snapshot then already holds the whole pass).
    */
-  onChunk?: (chunk: number, nChunks: number, ppl: number, snapshot: () => ImatrixResult['entries']) => void;
+  onChunk?: (chunk: number, nChunks: number, ppl: number, snapshot: () => ImatrixResult['entries'], step: number) => void;
 }
 
 export interface ImatrixResult {
@@ -72,18 +77,25 @@ export async function computeImatrix(model: EngineModel, tokens: readonly number
   const entries = new Map<string, { sums: Float32Array; counts: number[] }>();
   const t0 = performance.now();
   const seq = 0;
+  const perPass = chunksPerPass(model, nCtx, opts.nBatch);
   model.collectImatrix(true);
   try {
-    for (let i = 0; i < chunks.length; i++) {
-      const c = chunks[i];
-      model.truncate(seq, 0);
+    for (let i = 0; i < chunks.length; i += perPass) {
+      const group = chunks.slice(i, i + perPass);
       // (Every row's logits, as llama-imatrix asks for them: output.weight sees the whole chunk.)
-      const logits = await model.evaluate(seq, c, 'all', opts.nBatch);
-      if (computePpl) acc.addRows(logits.subarray(first * model.nVocab), model.nVocab, c.slice(first + 1));
-      opts.onChunk?.(i + 1, chunks.length, computePpl ? acc.ppl : NaN, () => kept(model.takeImatrix(false), opts.processOutput));
+      let all: Float32Array[];
+      if (group.length > 1) all = await chunksLogits(model, group, true);
+      else {
+        model.truncate(seq, 0);
+        all = [await model.evaluate(seq, group[0], 'all', Math.min(opts.nBatch ?? model.nBatch, model.nBatch))];
+      }
+      group.forEach((c, g) => {
+        if (computePpl) acc.addRows(all[g].subarray(first * model.nVocab), model.nVocab, c.slice(first + 1));
+        opts.onChunk?.(i + g + 1, chunks.length, computePpl ? acc.ppl : NaN, () => kept(model.takeImatrix(false), opts.processOutput), g === group.length - 1 ? group.length : 0);
+      });
     }
   } finally {
-    model.truncate(seq, 0);
+    for (let s = 0; s < perPass; s++) model.truncate(s, 0);
     const got = model.takeImatrix();
     model.collectImatrix(false);
     for (const [name, e] of kept(got, opts.processOutput)) entries.set(name, e);

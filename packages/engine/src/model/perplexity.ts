@@ -102,12 +102,14 @@ export async function chunkLogits(model: EngineModel, seq: number, chunk: readon
  * Several chunks in one forward pass, one sequence each (llama-perplexity's n_seq = n_batch /
  * n_ctx): fewer, larger passes, so a MoE model's experts are read once for all of them (what
  * matters when they stream). Every chunk has the same length; sequences 0..n-1 are used and
- * cleared. Returns each chunk's second-half logits, the same bits as chunkLogits gives.
+ * cleared. Returns each chunk's second-half logits (with `allRows`, every row's), the same bits
+ * as chunkLogits gives.
  */
-export async function chunksLogits(model: EngineModel, chunks: readonly (readonly number[])[]): Promise<Float32Array[]> {
-  if (chunks.length === 1) return [await chunkLogits(model, 0, chunks[0])];
+export async function chunksLogits(model: EngineModel, chunks: readonly (readonly number[])[], allRows = false): Promise<Float32Array[]> {
+  if (chunks.length === 1 && !allRows) return [await chunkLogits(model, 0, chunks[0])];
   const n = chunks[0].length;
-  const first = Math.floor(n / 2);
+  // (allRows: every row's logits, from position 0, as llama-imatrix asks for them.)
+  const first = allRows ? 0 : Math.floor(n / 2);
   const total = n * chunks.length;
   if (chunks.length > model.nSeqMax || total > model.nBatch)
     throw new EngineError('KAIL_E_INVALID_ARG', `${chunks.length} chunks of ${n} tokens in one pass need ${chunks.length} sequences and a batch of ${total}; the model has ${model.nSeqMax} and ${model.nBatch}`);
