@@ -933,6 +933,18 @@ export function registerModelCommands(program: Command): void {
     return { nCtx, nBatch: perPass > 1 ? perPass * nCtx : Math.min(batch, nCtx), nSeqMax: perPass };
   }
 
+  /** A model file's vocabulary size from its metadata: the output (or token embedding) matrix's rows. */
+  function vocabOfFile(file: string): number {
+    const f = openGgufMetadata(file);
+    try {
+      const t = f.tensors.find((x) => x.name === 'output.weight') ?? f.tensors.find((x) => x.name === 'token_embd.weight');
+      const tokens = f.metadata['tokenizer.ggml.tokens'];
+      return t?.dims[1] ?? (Array.isArray(tokens) ? tokens.length : 0);
+    } finally {
+      f.close();
+    }
+  }
+
   /** `kail perplexity`'s flags. */
   interface PerplexityFlags extends StreamOpts {
     model: string;
@@ -1209,8 +1221,16 @@ export function registerModelCommands(program: Command): void {
       let tokens = 0;
       if (o.file && o.model) {
         const text = fs.readFileSync(o.file, 'utf8');
-        const model = EngineModel.load(o.model, { threads: o.threads, ...chunkedLoad(o.ctx, o.batch), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
+        const chunked = chunkedLoad(o.ctx, o.batch);
+        const lo = streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log);
+        // Every row's logits come back to this process, a pass at a time, and the heap holds more
+        // than one pass's while the next replaces them (measured: about 2.6 times a pass's at
+        // 2048 rows): three passes' worth is held back from a RAM budget on top of the reserve,
+        // so the expert cache shrinks instead of the process outgrowing the budget.
+        const passLogits = 3 * chunked.nSeqMax * o.ctx * vocabOfFile(o.model) * 4;
+        const model = EngineModel.load(o.model, { threads: o.threads, ...chunked, ...lo, ramReserveBytes: (lo.ramReserveBytes ?? DEFAULT_RAM_RESERVE_BYTES) + passLogits });
         sayLoadChoices(model, o, log);
+        if (model.plan && !o.json) log(`kail: ${formatBytes(passLogits)} of the RAM budget held for a pass's logits (every row, as llama-imatrix asks for them)`);
         try {
           const toks = model.tokenizer.tokenize(text, { addSpecial: true, parseSpecial: !!o.parseSpecial });
           tokens = toks.length;
