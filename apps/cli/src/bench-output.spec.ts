@@ -1,10 +1,10 @@
 import type { BenchResult, ModelSummary } from '@kailstream/engine/core';
 
-import { benchCsv, benchJsonl, benchMarkdown, benchTests, intRangeList } from './commands/bench-output';
+import { benchCsv, benchJsonl, benchMarkdown, benchTests, intRangeList, pgPairs } from './commands/bench-output';
 
 function row(p: number, n: number, depth: number, tps: [number, number], sd: [number, number] = [0, 0]): BenchResult {
   return {
-    prompt_tokens: p, gen_tokens: n, prompt_tps: tps[0], gen_tps: tps[1], prompt_ms: 0, gen_ms: 0, prompt_tps_stddev: sd[0], gen_tps_stddev: sd[1],
+    prompt_tokens: p, gen_tokens: n, prompt_tps: tps[0], gen_tps: tps[1], prompt_ms: 0, gen_ms: 0, prompt_tps_stddev: sd[0], gen_tps_stddev: sd[1], pg_tps: 33, pg_tps_stddev: 1.25,
     depth, feed: 'random', reps: 3, threads: 2, arch: 'qwen3moe', model: '/m/q.gguf', stream: null,
   };
 }
@@ -34,6 +34,19 @@ describe("kail bench's lists and output formats (llama-bench's)", () => {
       ['tg128 @ d512', 512, 9],
       // (Without a prompt, one untimed token comes first.)
       ['tg128 @ d4097', 4097, 8],
+    ]);
+  });
+
+  it("names a -pg row as llama-bench does, one test timed as one: pp512+tg128", () => {
+    expect(pgPairs('512,128')).toEqual([[512, 128]]);
+    expect(pgPairs('0, 16', [[512, 128]])).toEqual([[512, 128], [0, 16]]);
+    expect(() => pgPairs('512')).toThrow("-pg takes PP,TG (prompt and generated tokens, not both 0), got '512'");
+    expect(() => pgPairs('0,0')).toThrow('not both 0');
+    const rows = [row(512, 128, 0, [100, 9]), { ...row(512, 128, 4096, [100, 9]), combined: true }];
+    expect(benchTests(rows).map((t) => [t.test, t.ts, t.stddev_ts])).toEqual([
+      ['pp512', 100, 0],
+      ['tg128 @ d512', 9, 0],
+      ['pp512+tg128 @ d4096', 33, 1.25],
     ]);
   });
 

@@ -256,6 +256,10 @@ describe('kail model commands', () => {
     expect(kail('bench', '-m', model, '-p', '0', '-n', '0').stderr).toContain('nothing to measure: -p and -n are both 0');
     expect(kail('bench', '-m', model, '-p', '8,16', '--parallel', '2').stderr).toContain('-p and -n take one value each with --parallel');
     expect(kail('bench', '-m', model, '-o', 'xml').stderr).toContain("--output must be one of text, md, csv, json, jsonl, got 'xml'");
+    // -pg (llama-bench's): prompt and generation as one test, after the -p/-n rows.
+    const pg = kail('bench', '-m', model, '-p', '8', '-n', '4', '-pg', '8,4', '-o', 'md');
+    expect(pg.stdout.trim().split('\n').slice(2).map((l) => l.split('|')[7].trim())).toEqual(['pp8', 'tg4 @ d8', 'pp8+tg4']);
+    expect(kail('bench', '-m', model, '-p', '8', '-n', '4', '-pg', '8,4').stdout).toMatch(/^pp8\+tg4: [\d.]+ tokens\/s$/m);
   });
 
   it('bench --parallel decodes several sequences per pass, one row per count', () => {

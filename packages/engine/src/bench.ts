@@ -34,6 +34,9 @@ export interface BenchResult {
   /** Standard deviation of the reps' tokens/s (llama-bench's stddev_ts); 0 for one rep. */
   prompt_tps_stddev: number;
   gen_tps_stddev: number;
+  /** Prompt and generation as one test (llama-bench's -pg): their tokens over their time, median of the reps, and its spread. */
+  pg_tps: number;
+  pg_tps_stddev: number;
   /** Tokens in the cache before the prompt (BenchOptions.depth). */
   depth: number;
   feed: 'greedy' | 'random';
@@ -136,6 +139,8 @@ export async function benchmark(model: EngineModel, opts: BenchOptions = {}): Pr
     gen_ms: gms,
     prompt_tps_stddev: rateStddev(pp, ppMs),
     gen_tps_stddev: rateStddev(tg, tgMs),
+    pg_tps: (pp + tg) / (median(ppMs.map((m, r) => m + tgMs[r])) / 1000),
+    pg_tps_stddev: rateStddev(pp + tg, ppMs.map((m, r) => m + tgMs[r])),
     depth,
     feed,
     reps,

@@ -1,7 +1,7 @@
 // `kail bench`'s lists and output formats, as llama-bench's: `-p`, `-n` and `-d` take
 // comma-separated values and ranges (first-last, first-last+step, first-last*step), each flag
-// repeatable, a row per combination; `-o md|csv|json|jsonl` prints the results in llama-bench's
-// shapes, a test (pp or tg) per line.
+// repeatable, a row per combination; `-pg PP,TG` adds a row timed as one test; `-o
+// md|csv|json|jsonl` prints the results in llama-bench's shapes, a test (pp, tg or pp+tg) per line.
 import path from 'node:path';
 
 import type { BenchResult, ModelSummary } from '@kailstream/engine/core';
@@ -38,6 +38,16 @@ export function intRangeList(name: string, min: number, max: number) {
   };
 }
 
+/** A row of kail bench: with `combined`, llama-bench's -pg test (prompt and generation timed as one). */
+export type BenchRow = BenchResult & { combined?: boolean };
+
+/** llama-bench's -pg PP,TG, repeatable: pairs of prompt and generated tokens. */
+export function pgPairs(v: string, previous?: [number, number][]): [number, number][] {
+  const m = /^\s*(\d+)\s*,\s*(\d+)\s*$/.exec(v);
+  if (!m || Number(m[1]) > 1 << 20 || Number(m[2]) > 1 << 20 || Number(m[1]) + Number(m[2]) === 0) throw new Error(`-pg takes PP,TG (prompt and generated tokens, not both 0), got '${v}'`);
+  return [...(previous ?? []), [Number(m[1]), Number(m[2])]];
+}
+
 /** One line of llama-bench's output: a prompt-processing or a generation test of a row. */
 export interface BenchTest {
   /** llama-bench's test name: pp512, tg128, with " @ d4096" at a depth. */
@@ -55,7 +65,7 @@ export interface BenchTest {
  * The tests rows measured, each once: a row's prompt (when it had one), then its generation (when
  * it had one) after it. Rows that differ only in -n measured the same prompt test: the first is kept.
  */
-export function benchTests(rows: readonly BenchResult[]): (BenchTest & { row: BenchResult })[] {
+export function benchTests(rows: readonly BenchRow[]): (BenchTest & { row: BenchResult })[] {
   const seen = new Set<string>();
   return rows.flatMap((r) =>
     rowTests(r)
@@ -64,8 +74,9 @@ export function benchTests(rows: readonly BenchResult[]): (BenchTest & { row: Be
   );
 }
 
-function rowTests(r: BenchResult): BenchTest[] {
+function rowTests(r: BenchRow): BenchTest[] {
   const at = (d: number) => (d ? ` @ d${d}` : '');
+  if (r.combined) return [{ test: `pp${r.prompt_tokens}+tg${r.gen_tokens}${at(r.depth)}`, n_prompt: r.prompt_tokens, n_gen: r.gen_tokens, n_depth: r.depth, ts: r.pg_tps, stddev_ts: r.pg_tps_stddev }];
   const out: BenchTest[] = [];
   if (r.prompt_tokens) out.push({ test: `pp${r.prompt_tokens}${at(r.depth)}`, n_prompt: r.prompt_tokens, n_gen: 0, n_depth: r.depth, ts: r.prompt_tps, stddev_ts: r.prompt_tps_stddev });
   if (r.gen_tokens) {
@@ -88,7 +99,7 @@ const params = (n: number) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)} B` : `${(n / 
 const modelName = (s: ModelSummary) => [s.architecture, s.fileType].filter(Boolean).join(' ');
 
 /** llama-bench's -o md: a table, a test per line, t/s as median ± stddev. */
-export function benchMarkdown(rows: BenchResult[], ctx: BenchContext): string {
+export function benchMarkdown(rows: BenchRow[], ctx: BenchContext): string {
   const head = ['model', 'size', 'params', 'backend', 'threads', 'feed', 'test', 't/s'];
   const lines = [`| ${head.join(' | ')} |`, `| ${head.map((h) => (['size', 'params', 'threads', 'test', 't/s'].includes(h) ? '---:' : '---')).join(' | ')} |`];
   for (const { row: r, ...t } of benchTests(rows))
@@ -100,7 +111,7 @@ export function benchMarkdown(rows: BenchResult[], ctx: BenchContext): string {
 
 const CSV_FIELDS = ['model_filename', 'model_type', 'model_size', 'model_n_params', 'backend', 'n_threads', 'feed', 'reps', 'n_prompt', 'n_gen', 'n_depth', 'test', 'ts', 'stddev_ts'] as const;
 
-function testRecords(rows: BenchResult[], ctx: BenchContext): Record<(typeof CSV_FIELDS)[number], string | number>[] {
+function testRecords(rows: BenchRow[], ctx: BenchContext): Record<(typeof CSV_FIELDS)[number], string | number>[] {
   return benchTests(rows).map(({ row: r, ...t }) => ({
       model_filename: path.basename(r.model),
       model_type: modelName(ctx.summary),
@@ -120,12 +131,12 @@ function testRecords(rows: BenchResult[], ctx: BenchContext): Record<(typeof CSV
 }
 
 /** llama-bench's -o csv: a header line, then a test per line (strings quoted). */
-export function benchCsv(rows: BenchResult[], ctx: BenchContext): string {
+export function benchCsv(rows: BenchRow[], ctx: BenchContext): string {
   const cell = (v: string | number) => (typeof v === 'number' ? String(v) : `"${v.replace(/"/g, '""')}"`);
   return [CSV_FIELDS.join(','), ...testRecords(rows, ctx).map((rec) => CSV_FIELDS.map((f) => cell(rec[f])).join(','))].join('\n') + '\n';
 }
 
 /** llama-bench's -o jsonl: a JSON object per test and line. */
-export function benchJsonl(rows: BenchResult[], ctx: BenchContext): string {
+export function benchJsonl(rows: BenchRow[], ctx: BenchContext): string {
   return testRecords(rows, ctx).map((rec) => JSON.stringify(rec) + '\n').join('');
 }

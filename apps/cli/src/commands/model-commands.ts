@@ -73,7 +73,7 @@ import {
 } from '@kailstream/engine/core';
 
 import { createProgress, type Progress } from '../progress';
-import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, type BenchOutput } from './bench-output';
+import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, pgPairs, type BenchOutput, type BenchRow } from './bench-output';
 import { dataDir } from '../paths';
 
 function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
@@ -680,6 +680,7 @@ export function registerModelCommands(program: Command): void {
     .option('-t, --threads <n>', 'compute threads (default: the physical cores this process may run on, at most its cgroup CPU quota)', int('--threads', 1, 1024))
     .option('--feed <kind>', 'what each decode step feeds: greedy or random', 'greedy')
     .option('-r, --reps <n>', 'repetitions (median reported)', int('--reps', 1, 100), 1)
+    .option('--pg <pp,tg>', "prompt and generation timed as one test, pp512+tg128 (llama-bench's -pg, also -pg); repeatable", pgPairs)
     .option('-d, --n-depth <list>', "context depth (llama-bench's -d): this many tokens fill the cache first, untimed, so pp and tg are measured at that depth; a list or range as -p, e.g. 0,4096,16384", intRangeList('--n-depth', 0, 1 << 20))
     .option('--temp <t>', 'with --draft/--lookup/--mtp: sampling temperature (0 = greedy)', num('--temp', 0, 100), 0)
     .option('--seed <s>', 'with --draft/--lookup/--mtp: sampling seed', int('--seed', 0, 2 ** 32 - 1), 1)
@@ -711,6 +712,7 @@ export function registerModelCommands(program: Command): void {
         routingStats?: boolean;
         parallel?: number[];
         nDepth?: number[];
+        pg?: [number, number][];
       } & StreamOpts &
         SpecOpts,
     ) => {
@@ -734,7 +736,12 @@ export function registerModelCommands(program: Command): void {
       }
       const depths = o.nDepth ?? [0];
       if ((o.parallel || o.draft || o.lookup || o.mtp) && depths.some((d) => d > 0)) throw new Error('--n-depth does not combine with --parallel, --draft, --lookup or --mtp');
-      const combos = depths.flatMap((depth) => prompts.flatMap((p) => gens.filter((n) => p + n > 0).map((n) => ({ depth, p, n }))));
+      const pgs = isEncoderArchitecture(arch) ? [] : (o.pg ?? []);
+      const combos = depths.flatMap((depth) => [
+        ...prompts.flatMap((p) => gens.filter((n) => p + n > 0).map((n) => ({ depth, p, n, combined: false }))),
+        ...pgs.map(([p, n]) => ({ depth, p, n, combined: true })),
+      ]);
+      if (o.pg && (o.parallel || o.draft || o.lookup || o.mtp)) throw new Error('-pg does not combine with --parallel, --draft, --lookup or --mtp');
       if (!combos.length) throw new Error('nothing to measure: -p and -n are both 0');
       if (o.parallel || o.draft || o.lookup || o.mtp) {
         if (prompts.length > 1 || gens.length > 1) throw new Error('-p and -n take one value each with --parallel, --draft, --lookup or --mtp');
@@ -765,8 +772,8 @@ export function registerModelCommands(program: Command): void {
           return await benchSpeculative(model, { ...o, nPrompt, nGen, json: output === 'json' }, () =>
             EngineModel.load(o.model, { threads: o.threads, nCtx: nPrompt + nGen + 1, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, () => undefined) }),
           );
-        const rows: Awaited<ReturnType<typeof benchmark>>[] = [];
-        for (const c of combos) rows.push(await benchmark(model, { promptTokens: c.p, genTokens: c.n, feed: o.feed, reps: o.reps, depth: c.depth }));
+        const rows: BenchRow[] = [];
+        for (const c of combos) rows.push({ ...(await benchmark(model, { promptTokens: c.p, genTokens: c.n, feed: o.feed, reps: o.reps, depth: c.depth })), ...(c.combined ? { combined: true } : {}) });
         let routing: RoutingStats | null = null;
         if (o.routingStats) {
           model.truncate(0, 0);
@@ -786,6 +793,7 @@ export function registerModelCommands(program: Command): void {
                 .map((x) => {
                   const at = x.depth ? ` @ d${x.depth}` : '';
                   const st = x.stream;
+                  if (x.combined) return `pp${x.prompt_tokens}+tg${x.gen_tokens}${at}: ${x.pg_tps.toFixed(2)} tokens/s\n`;
                   return (
                     (x.prompt_tokens ? `pp${x.prompt_tokens}${at}: ${x.prompt_tps.toFixed(2)} tokens/s\n` : '') +
                     (isEncoderArchitecture(arch) ? 'tg: none (an embedding model generates no text)\n' : x.gen_tokens ? `tg${x.gen_tokens}${at}: ${x.gen_tps.toFixed(2)} tokens/s\n` : '') +
