@@ -15,7 +15,7 @@ export { parseControlVectorFlags, readControlVectors, type ControlVectorSpec } f
 export { applyKvOverrides, describeKvOverride, formatKvOverride, parseKvOverride, parseKvOverrides, type KvOverride, type KvOverrideType } from './model/kv-override';
 export { DEFAULT_RAM_RESERVE_BYTES, DEFAULT_RAM_SHARE, EngineModel, defaultRamBudget, KV_TYPES, kvBytesPerValue, kvCacheReport, kvRowBytes, kvTypesFromFlags, memoryNow, openGgufMetadata, parseLoraFlags, parseRamBudget, parseVramBudget, planModel, summarize, vramTierDropped, type KvCacheReport, type KvType } from './model/model';
 export type { LoadModelOptions, MemoryNow, ModelSummary, ResidencyPlan } from './model/model';
-export { ROPE_FLAGS, ROPE_SCALINGS, applyRopeOptions, checkRopeOptions, parseRopeFlags, type RopeFlag, type RopeOptions, type RopeScaling } from './model/rope-options';
+export { ROPE_FLAGS, ROPE_SCALINGS, applyRopeOptions, checkRopeOptions, parseRopeFlags, ropeOptionArgs, type RopeFlag, type RopeOptions, type RopeScaling } from './model/rope-options';
 export { formatBytes, parseByteSize } from './model/byte-size';
 export { summarizeStream } from './model/stream-summary';
 export { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from './model/split-files';

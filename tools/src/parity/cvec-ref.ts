@@ -7,6 +7,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import { ropeOptionArgs, type RopeOptions } from '@kailstream/engine/core';
+
 import { parityRefBinary, runProgram } from './cached-build';
 
 /** llama.cpp's logits of every position of `tokens` with the control vectors loaded ([n][nVocab]). */
@@ -19,7 +21,7 @@ export async function llamaCvecLogits(
     threads?: number;
     timeoutMs?: number;
     /** llama_context_params' RoPE values, as llama-cli's --rope-* and --yarn-* flags set them. */
-    rope?: { scaling?: string; freqBase?: number; freqScale?: number; yarnOrigCtx?: number; yarnExtFactor?: number; yarnBetaFast?: number; yarnBetaSlow?: number };
+    rope?: RopeOptions;
   } = {},
 ): Promise<{ nVocab: number; logits: Float32Array; layerStart: number; layerEnd: number }> {
   const bin = await parityRefBinary('cvec-ref');
@@ -29,17 +31,7 @@ export async function llamaCvecLogits(
     const args = ['--model', path.resolve(model), '--tokens', tokens.join(','), '--out', out, '--threads', String(opts.threads ?? 2)];
     for (const c of cvecs) args.push('--cvec', path.resolve(c.path), String(c.scale));
     if (opts.layerRange) args.push('--layer-range', String(opts.layerRange[0]), String(opts.layerRange[1]));
-    const r = opts.rope ?? {};
-    const flags: [string, string | number | undefined][] = [
-      ['--rope-scaling', r.scaling],
-      ['--rope-freq-base', r.freqBase],
-      ['--rope-freq-scale', r.freqScale],
-      ['--yarn-orig-ctx', r.yarnOrigCtx],
-      ['--yarn-ext-factor', r.yarnExtFactor],
-      ['--yarn-beta-fast', r.yarnBetaFast],
-      ['--yarn-beta-slow', r.yarnBetaSlow],
-    ];
-    for (const [flag, v] of flags) if (v !== undefined) args.push(flag, String(v));
+    args.push(...ropeOptionArgs(opts.rope));
     await runProgram(bin, args, opts.timeoutMs ?? 120_000, 'cvec-ref');
     const meta = JSON.parse(fs.readFileSync(`${out}.json`, 'utf8')) as { n_vocab: number; n_tokens: number; layer_start: number; layer_end: number };
     const buf = fs.readFileSync(`${out}.f32`);

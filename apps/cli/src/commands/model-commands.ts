@@ -21,6 +21,7 @@ import {
   multipleChoiceScore,
   parseHellaswag,
   parseRopeFlags,
+  ROPE_FLAGS,
   perplexityStrided,
   readMultipleChoice,
   type RopeFlag,
@@ -217,17 +218,9 @@ export interface RopeFlagOpts {
 }
 /** The flags' text values under llama.cpp's names (parseRopeFlags, or forwarding to the engine service). */
 export function ropeFlagValues(o: RopeFlagOpts): Partial<Record<RopeFlag, string>> {
-  const v: Partial<Record<RopeFlag, string>> = {
-    'rope-scaling': o.ropeScaling,
-    'rope-scale': o.ropeScale,
-    'rope-freq-base': o.ropeFreqBase,
-    'rope-freq-scale': o.ropeFreqScale,
-    'yarn-orig-ctx': o.yarnOrigCtx,
-    'yarn-ext-factor': o.yarnExtFactor,
-    'yarn-beta-fast': o.yarnBetaFast,
-    'yarn-beta-slow': o.yarnBetaSlow,
-  };
-  return Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined));
+  // (commander's key of --yarn-orig-ctx is yarnOrigCtx.)
+  const given = ROPE_FLAGS.map((f) => [f, (o as Record<string, string | undefined>)[f.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())]] as const);
+  return Object.fromEntries(given.filter(([, v]) => v !== undefined));
 }
 
 function addStreamOptions(cmd: Command): Command {

@@ -87,18 +87,25 @@ export function refuseRopeOptionsOnSlidingWindows(program: ModelProgram, arch: s
     throw new EngineError('KAIL_E_UNSUPPORTED', `${arch}: the --rope-*/--yarn-* options are not supported for a model with sliding-window layers (llama.cpp keeps their own RoPE); use --override-kv on the file's rope keys instead`);
 }
 
-/** The options as flags, for a load's computeKey ('' for none). */
+/** Each option's llama.cpp flag (without --); --rope-scale N is --rope-freq-scale 1/N spelled otherwise. */
+const OPTION_FLAGS: readonly (readonly [keyof RopeOptions, RopeFlag])[] = [
+  ['scaling', 'rope-scaling'],
+  ['freqBase', 'rope-freq-base'],
+  ['freqScale', 'rope-freq-scale'],
+  ['yarnOrigCtx', 'yarn-orig-ctx'],
+  ['yarnExtFactor', 'yarn-ext-factor'],
+  ['yarnBetaFast', 'yarn-beta-fast'],
+  ['yarnBetaSlow', 'yarn-beta-slow'],
+];
+
+/** The options as llama.cpp's command-line words (['--rope-scaling', 'yarn', ...]); empty for none. */
+export function ropeOptionArgs(o: RopeOptions | undefined): string[] {
+  return OPTION_FLAGS.flatMap(([key, flag]) => (o?.[key] === undefined ? [] : [`--${flag}`, String(o[key])]));
+}
+
+/** The options as flags, for a load's computeKey and logs ('' for none). */
 export function describeRopeOptions(o: RopeOptions | undefined): string {
-  if (!hasRopeOptions(o)) return '';
-  const parts: string[] = [];
-  if (o.scaling !== undefined) parts.push(`--rope-scaling ${o.scaling}`);
-  if (o.freqBase !== undefined) parts.push(`--rope-freq-base ${o.freqBase}`);
-  if (o.freqScale !== undefined) parts.push(`--rope-freq-scale ${o.freqScale}`);
-  if (o.yarnOrigCtx !== undefined) parts.push(`--yarn-orig-ctx ${o.yarnOrigCtx}`);
-  if (o.yarnExtFactor !== undefined) parts.push(`--yarn-ext-factor ${o.yarnExtFactor}`);
-  if (o.yarnBetaFast !== undefined) parts.push(`--yarn-beta-fast ${o.yarnBetaFast}`);
-  if (o.yarnBetaSlow !== undefined) parts.push(`--yarn-beta-slow ${o.yarnBetaSlow}`);
-  return parts.join(' ');
+  return ropeOptionArgs(o).join(' ');
 }
 
 /** llama.cpp's flag names for the options (without the leading --). */
@@ -119,19 +126,13 @@ export function parseRopeFlags(values: Partial<Record<RopeFlag, string>>): RopeO
     return n;
   };
   const scale = num('rope-scale');
-  const freqScale = num('rope-freq-scale');
-  if (scale !== undefined && freqScale !== undefined) throw new EngineError('KAIL_E_INVALID_ARG', '--rope-scale N and --rope-freq-scale 1/N say the same thing: give one');
+  if (scale !== undefined && values['rope-freq-scale'] !== undefined) throw new EngineError('KAIL_E_INVALID_ARG', '--rope-scale N and --rope-freq-scale 1/N say the same thing: give one');
   if (scale !== undefined && !(scale > 0)) throw bad('--rope-scale', scale, 'a positive number');
-  const o: RopeOptions = {
-    scaling: values['rope-scaling'] as RopeScaling | undefined,
-    freqBase: num('rope-freq-base'),
-    freqScale: scale !== undefined ? 1 / scale : freqScale,
-    yarnOrigCtx: num('yarn-orig-ctx'),
-    yarnExtFactor: num('yarn-ext-factor'),
-    yarnBetaFast: num('yarn-beta-fast'),
-    yarnBetaSlow: num('yarn-beta-slow'),
-  };
-  if (!hasRopeOptions(o)) return undefined;
-  checkRopeOptions(o);
-  return o;
+  const o: Record<string, unknown> = {};
+  for (const [key, flag] of OPTION_FLAGS) o[key] = key === 'scaling' ? values[flag] : num(flag);
+  if (scale !== undefined) o.freqScale = 1 / scale;
+  const opts = o as RopeOptions;
+  if (!hasRopeOptions(opts)) return undefined;
+  checkRopeOptions(opts);
+  return opts;
 }
