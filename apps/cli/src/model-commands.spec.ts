@@ -37,6 +37,41 @@ describe('kail model commands', () => {
     expect(r.stderr).toMatch(/prompt: \d+ tokens, [\d.]+ tokens\/s \| generation: \d+ tokens, [\d.]+ tokens\/s/);
   });
 
+  it("run -cnv (llama-cli's conversation mode): a chat in this process whose turns keep the cache of the ones before; -sys, -f, /clear", () => {
+    const chat = (input: string, ...flags: string[]) => {
+      const r = spawnSync(process.execPath, [KAIL, 'run', '-m', model, '-cnv', '-sys', 'Be brief.', '-n', '6', ...flags], { encoding: 'utf8', timeout: 120_000, input });
+      expect(r.stderr).not.toMatch(/error/);
+      return r;
+    };
+    const r = chat('Hi\nTell me \\\nmore\n/clear\nHi\n', '--json');
+    expect(r.status).toBe(0);
+    const turns = r.stdout.trim().split('\n').map((l) => JSON.parse(l)) as { turn: number; prompt_tokens: number[]; prompt_cached: number; tokens: number[]; text: string }[];
+    expect(turns.map((t) => t.turn)).toEqual([0, 1, 2]);
+    // The first turn is what a single --chat prompt with that system message computes.
+    const one = JSON.parse(kail('run', '-m', model, '--chat', '-sys', 'Be brief.', '-p', 'Hi', '-n', '6', '--json').stdout);
+    expect(turns[0].prompt_tokens).toEqual(one.prompt_tokens);
+    expect(turns[0].tokens).toEqual(one.tokens);
+    expect(turns[0].prompt_cached).toBe(0);
+    // The second turn's prompt holds the first (the message of two lines joined) and keeps its cache.
+    expect(turns[1].prompt_cached).toBeGreaterThanOrEqual(turns[0].prompt_tokens.length);
+    expect(turns[1].prompt_tokens.slice(0, turns[1].prompt_cached)).toEqual(turns[0].prompt_tokens.concat(turns[0].tokens).slice(0, turns[1].prompt_cached));
+    const text = kail('run', '-m', model, '-cnv', '-n', '1', '--json').stdout; // (no input: no turns)
+    expect(text).toBe('');
+    // After /clear the same message again: the same prompt and answer, its start kept from before.
+    expect(turns[2].prompt_tokens).toEqual(turns[0].prompt_tokens);
+    expect(turns[2].tokens).toEqual(turns[0].tokens);
+    expect(turns[2].prompt_cached).toBeGreaterThan(0);
+    // Streamed on stdout, the totals on stderr; -f gives the first message.
+    fs.writeFileSync(path.join(dir, 'first.txt'), 'Hi\n');
+    const s = chat('', '-f', path.join(dir, 'first.txt'));
+    expect(s.status).toBe(0);
+    expect(s.stdout).toBe(turns[0].text + '\n');
+    expect(s.stderr).toMatch(/conversation: 1 turn\(s\) \| prompts: \d+ tokens, 0 kept from earlier turns/);
+    const both = kail('run', '-m', model, '-p', 'a', '-f', path.join(dir, 'first.txt'));
+    expect(both.status).not.toBe(0);
+    expect(both.stderr).toMatch(/-p or -f, not both/);
+  });
+
   it("run takes llama-cli's sampler flags: Mirostat at entropy 0 picks greedily, DRY changes a greedy answer, bad values are errors", () => {
     const tokens = (...flags: string[]) => {
       const r = kail('run', '-m', model, '-p', 'Hello', '-n', '48', '--json', ...flags);

@@ -50,6 +50,15 @@ export interface GenerateOptions {
    * feed 'random'). Not with `speculative`.
    */
   promptCache?: { file: string; readOnly?: boolean; all?: boolean };
+  /**
+   * The tokens sequence `seq`'s cache holds now: a previous call's `cacheTokens` (a chat's earlier
+   * turns, as llama-cli's conversation mode keeps them). The start they share with this prompt is
+   * kept and only the rest is computed (`promptCached`); a cache that no longer matches them, or
+   * that cannot be cut back (a recurrent model, a sliding-window ring past the point), is cleared
+   * and the prompt computed whole. Not with `promptCache`; with `speculative` the prompt is
+   * computed whole (the draft keeps its own cache).
+   */
+  cachedTokens?: readonly number[];
 }
 
 export interface GenerateResult {
@@ -59,8 +68,14 @@ export interface GenerateResult {
   promptTokens: number;
   /** Cached positions context shifts dropped (GenerateOptions.contextShift). */
   contextShifted?: number;
-  /** Prompt tokens whose cache came from the prompt cache file (GenerateOptions.promptCache). */
+  /** Prompt tokens whose cache came from the prompt cache file or was kept (GenerateOptions.promptCache, cachedTokens). */
   promptCached?: number;
+  /**
+   * The tokens the sequence's cache holds afterwards, in order (the prompt and every generated
+   * token fed back), for the next call's `cachedTokens`; empty when they are no plain list of
+   * what was computed (after a context shift, with feed 'random', after speculation).
+   */
+  cacheTokens: number[];
   promptMs: number;
   generationMs: number;
   /** Prompt tokens per second. */
@@ -114,10 +129,21 @@ function restorePromptCache(model: EngineModel, seq: number, prompt: readonly nu
   const { header, state } = readSlotFile(file, model);
   if (header.lora !== model.loraScales.join(',')) return 0;
   model.restoreSequence(seq, state);
+  return keepSharedStart(model, seq, prompt, header.tokens);
+}
+
+/**
+ * Cuts `seq`'s cache, which holds `held`, to the start it shares with `prompt` (the last prompt
+ * token always left to compute); returns the positions kept. A cache of another length than
+ * `held`, or one that cannot be cut there (a sliding-window ring that no longer holds the window
+ * before that point, a recurrent model's state), is cleared: 0.
+ */
+function keepSharedStart(model: EngineModel, seq: number, prompt: readonly number[], held: readonly number[]): number {
+  if (model.seqLen(seq) !== held.length) return model.truncate(seq, 0);
   let n = 0;
-  while (n < Math.min(header.tokens.length, prompt.length - 1) && header.tokens[n] === prompt[n]) n++;
-  // (A sliding-window ring that no longer holds the window before n keeps nothing.)
-  return model.truncate(seq, n);
+  while (n < Math.min(held.length, prompt.length - 1) && held[n] === prompt[n]) n++;
+  const kept = model.truncate(seq, n);
+  return kept === n ? n : model.truncate(seq, 0);
 }
 
 /** Evaluates the prompt, then samples tokens one at a time until EOG, a stop string or maxTokens. */
@@ -133,16 +159,21 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   if (opts.speculative && (opts.grammar || opts.jsonSchema)) throw new EngineError('KAIL_E_INVALID_ARG', 'a grammar or JSON schema cannot be combined with speculative decoding');
   if (opts.grammar && opts.jsonSchema) throw new EngineError('KAIL_E_INVALID_ARG', 'a grammar and a JSON schema cannot be combined');
   if (opts.speculative && opts.promptCache) throw new EngineError('KAIL_E_INVALID_ARG', 'a prompt cache cannot be combined with speculative decoding');
+  if (opts.promptCache && opts.cachedTokens) throw new EngineError('KAIL_E_INVALID_ARG', 'a prompt cache file and the tokens a sequence holds cannot be combined');
   if (opts.speculative && opts.contextShift) throw new EngineError('KAIL_E_INVALID_ARG', 'context shift cannot be combined with speculative decoding here (the draft keeps its own cache)');
   if (opts.speculative) return generateSpeculative(model, prompt, maxTokens, seq, opts.speculative, opts);
-  model.truncate(seq, 0);
   const sampler = createSampler(opts.sampling ?? {});
   const o = startOutput(model, prompt, opts);
   const { stop, decoder, history, out, emit } = o;
   const constraint = opts.grammar ? grammarConstraint(model, opts.grammar, o.eog) : opts.jsonSchema ? jsonConstraint(model, opts.jsonSchema, o.eog) : null;
 
   const t0 = performance.now();
-  const cached = opts.promptCache ? restorePromptCache(model, seq, prompt, opts.promptCache.file) : 0;
+  if (!opts.cachedTokens) model.truncate(seq, 0);
+  const cached = opts.promptCache
+    ? restorePromptCache(model, seq, prompt, opts.promptCache.file)
+    : opts.cachedTokens
+      ? keepSharedStart(model, seq, prompt, opts.cachedTokens)
+      : 0;
   let logits = await model.evaluate(seq, prompt.slice(cached), 'last');
   if (opts.promptCache && !opts.promptCache.readOnly) writeSlotFile(opts.promptCache.file, model, prompt, model.loraScales.join(','), model.saveSequence(seq));
   const t1 = performance.now();
@@ -186,12 +217,10 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   }
   if (finish !== 'stop') emit(stop.push(decoder.flush()).text + stop.flush());
   const t2 = performance.now();
+  // The cache holds the prompt and every generated token fed back (the last one never is).
+  const cacheTokens = shifted === 0 && opts.feed !== 'random' ? [...prompt, ...out].slice(0, model.runtime.seqLen(seq)) : [];
   const pc = opts.promptCache;
-  if (pc?.all && !pc.readOnly && shifted === 0 && opts.feed !== 'random') {
-    // The cache holds the prompt and every generated token fed back (the last one never is).
-    const n = model.runtime.seqLen(seq);
-    writeSlotFile(pc.file, model, [...prompt, ...out].slice(0, n), model.loraScales.join(','), model.saveSequence(seq));
-  }
+  if (pc?.all && !pc.readOnly && cacheTokens.length) writeSlotFile(pc.file, model, cacheTokens, model.loraScales.join(','), model.saveSequence(seq));
   const promptMs = t1 - t0;
   const generationMs = t2 - t1;
   return {
@@ -200,6 +229,7 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
     finishReason: finish,
     promptTokens: prompt.length,
     promptCached: cached,
+    cacheTokens,
     contextShifted: shifted,
     promptMs,
     generationMs,
@@ -297,6 +327,7 @@ async function runSpeculative(
     generationMs: t2 - t1,
     promptTps: prompt.length / (promptMs / 1000),
     genTps: decodeMs > 0 && out.length > firstCount ? (out.length - firstCount) / (decodeMs / 1000) : 0,
+    cacheTokens: [],
     speculative: diffStats(before, after),
   };
 }

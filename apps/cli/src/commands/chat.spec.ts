@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 
-import { chatLoop, streamChat } from './chat';
+import { chatLoop, streamChat, type ChatReply } from './chat';
 
 // An API stand-in that streams a reasoning model's answer: reasoning deltas, then content.
 function server(): Promise<{ url: string; close: () => void }> {
@@ -43,7 +43,8 @@ describe('kail chat with a reasoning model', () => {
         out.on('data', (d) => (o += d));
         err.on('data', (d) => (e += d));
         input.end('Hi\n');
-        expect(await chatLoop({ url: api.url }, input, out, err, tty)).toBe(0);
+        const reply: ChatReply = (m, onText, signal, onReasoning) => streamChat({ url: api.url, model: 'm' }, m, onText, signal, onReasoning);
+        expect(await chatLoop(reply, { banner: 'chatting with m' }, input, out, err, tty)).toBe(0);
         expect(o).toContain('Hello!');
         expect(o).not.toContain('greet back');
         if (tty) expect(e).toContain('\x1b[2mThey greet; greet back.\x1b[0m');
@@ -52,5 +53,58 @@ describe('kail chat with a reasoning model', () => {
     } finally {
       api.close();
     }
+  });
+});
+
+describe('the chat loop', () => {
+  /** Runs the loop over `text` piped in with a reply that echoes what it was given. */
+  async function loop(text: string, o: { system?: string; first?: string } = {}) {
+    const seen: { role: string; content: string }[][] = [];
+    const reply: ChatReply = async (messages, onText) => {
+      seen.push(messages.map((m) => ({ ...m })));
+      const answer = `#${seen.length}`;
+      onText(answer);
+      return answer;
+    };
+    const input = new PassThrough();
+    const out = new PassThrough();
+    let o2 = '';
+    out.on('data', (d) => (o2 += d));
+    input.end(text);
+    const failures = await chatLoop(reply, { banner: 'test', ...o }, input, out, new PassThrough(), false);
+    return { seen, out: o2, failures };
+  }
+
+  it('keeps the history, reads messages of several lines, clears and ends on command', async () => {
+    const r = await loop('one\ntwo \\\nlines\n"""\na block\n\nof three\n"""\n/clear\nafter\n/bye\nnever\n', { system: 'S', first: 'first' });
+    expect(r.failures).toBe(0);
+    expect(r.out).toBe('#1\n#2\n#3\n#4\n#5\n');
+    expect(r.seen[0]).toEqual([{ role: 'system', content: 'S' }, { role: 'user', content: 'first' }]);
+    expect(r.seen[1].slice(-1)).toEqual([{ role: 'user', content: 'one' }]);
+    expect(r.seen[1]).toHaveLength(4);
+    expect(r.seen[2].slice(-3)).toEqual([{ role: 'user', content: 'one' }, { role: 'assistant', content: '#2' }, { role: 'user', content: 'two \nlines' }]);
+    expect(r.seen[3].slice(-1)).toEqual([{ role: 'user', content: 'a block\n\nof three' }]);
+    // /clear kept the system message only; /bye ended before "never".
+    expect(r.seen[4]).toEqual([{ role: 'system', content: 'S' }, { role: 'user', content: 'after' }]);
+    expect(r.seen).toHaveLength(5);
+  });
+
+  it('a one-line """ block, blank lines skipped, a failed turn leaves no trace in the history', async () => {
+    const seen: string[][] = [];
+    let n = 0;
+    const reply: ChatReply = async (messages, onText) => {
+      seen.push(messages.map((m) => m.content));
+      if (++n === 2) throw new Error('the context is full');
+      onText('ok');
+      return 'ok';
+    };
+    const input = new PassThrough();
+    const err = new PassThrough();
+    let e = '';
+    err.on('data', (d) => (e += d));
+    input.end('"""quoted"""\n\n  \nboom\nlast\n');
+    expect(await chatLoop(reply, { banner: 'test' }, input, new PassThrough(), err, false)).toBe(1);
+    expect(seen).toEqual([['quoted'], ['quoted', 'ok', 'boom'], ['quoted', 'ok', 'last']]);
+    expect(e).toContain('error: the context is full');
   });
 });

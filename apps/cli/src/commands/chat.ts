@@ -14,7 +14,7 @@ export interface ChatOptions {
   temperature?: number;
 }
 
-interface Msg {
+export interface Msg {
   role: 'system' | 'user' | 'assistant';
   content: string;
 }
@@ -91,71 +91,137 @@ export async function streamChat(
 }
 
 /**
- * The chat loop: each input line is a user turn; the reply streams to `out`. On a terminal it
- * prompts with "> " and knows /reset and /exit; without one (a pipe) it reads line by line and
- * prints each reply on its own line(s), so it can be scripted and tested. Returns the number of
- * turns that failed.
+ * One assistant reply to the conversation so far: streams the reply's text to `onText` (a reasoning
+ * model's reasoning to `onReasoning`, where the reply separates it) and returns its content, the
+ * assistant message the history keeps. Stopped through `signal`, it returns what it had or throws.
  */
-export async function chatLoop(o: ChatOptions, input: NodeJS.ReadableStream, out: NodeJS.WritableStream, err: NodeJS.WritableStream, tty: boolean): Promise<number> {
-  const model = o.model ?? (await defaultModel(o));
+export type ChatReply = (messages: Msg[], onText: (t: string) => void, signal: AbortSignal, onReasoning?: (t: string) => void) => Promise<string>;
+
+export interface ChatLoopOptions {
+  system?: string;
+  /** The first line on a terminal: what is chatting with what. */
+  banner: string;
+  /** A first user message, answered before any input is read (llama-cli's -p in conversation mode). */
+  first?: string;
+}
+
+/** Multi-line messages: a line ending in a backslash goes on (llama-cli), as does a block between """ lines (Ollama). */
+class MessageReader {
+  private lines: string[] | null = null;
+  private block = false;
+
+  /** The message a line completes, or null while one is being continued. */
+  push(raw: string): string | null {
+    if (this.block) {
+      const end = raw.trimEnd();
+      if (!end.endsWith('"""')) return this.add(raw);
+      this.block = false;
+      // (The lines holding only the quotes add no empty first or last line.)
+      const last = end.slice(0, -3);
+      return this.finish(last || null);
+    }
+    const start = raw.trimStart();
+    if (!this.lines && start.startsWith('"""')) {
+      const rest = start.slice(3);
+      if (rest.trimEnd().endsWith('"""')) return rest.trimEnd().slice(0, -3);
+      this.block = true;
+      this.lines = [];
+      return rest ? this.add(rest) : null;
+    }
+    if (raw.endsWith('\\')) return this.add(raw.slice(0, -1));
+    return this.lines ? this.finish(raw) : raw;
+  }
+
+  get continuing(): boolean {
+    return this.lines !== null;
+  }
+
+  private add(line: string): null {
+    (this.lines ??= []).push(line);
+    return null;
+  }
+
+  private finish(line: string | null): string {
+    const text = [...(this.lines ?? []), ...(line === null ? [] : [line])].join('\n');
+    this.lines = null;
+    return text;
+  }
+}
+
+/**
+ * The chat loop: each input message is a user turn; the reply streams to `out`. On a terminal it
+ * prompts with "> " and knows /reset (/clear) and /exit (/bye); without one (a pipe) it reads line
+ * by line and prints each reply on its own line(s), so it can be scripted and tested. A line ending
+ * in a backslash, or a block between """ lines, is one message of several lines. Returns the
+ * number of turns that failed.
+ */
+export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: NodeJS.ReadableStream, out: NodeJS.WritableStream, err: NodeJS.WritableStream, tty: boolean): Promise<number> {
   const history: Msg[] = o.system ? [{ role: 'system', content: o.system }] : [];
   const rl = readline.createInterface({ input, output: tty ? out : undefined, terminal: tty });
-  if (tty) {
-    err.write(`chatting with ${model} at ${o.url}; /reset clears the history, /exit or Ctrl-D ends\n`);
-    rl.setPrompt('> ');
+  const reader = new MessageReader();
+  const prompt = () => {
+    if (!tty) return;
+    rl.setPrompt(reader.continuing ? '. ' : '> ');
     rl.prompt();
-  }
+  };
+  if (tty) err.write(`${o.banner}; /reset clears the history, /exit or Ctrl-D ends, """ or a trailing \\ continues a message\n`);
   let failures = 0;
   let aborter: AbortController | undefined;
   // Ctrl-C during a reply stops the reply; at the prompt it ends the chat.
   rl.on('SIGINT', () => (aborter ? aborter.abort() : rl.close()));
-  for await (const raw of rl) {
-    const line = raw.trim();
-    if (line === '/exit' || line === '/quit') break;
-    if (line === '/reset') {
+  const turn = async (text: string) => {
+    history.push({ role: 'user', content: text });
+    aborter = new AbortController();
+    try {
+      // On a terminal a reasoning model's thinking shows dimmed before the answer; a pipe gets the answer only.
+      let thinking = false;
+      const answer = await reply(
+        history,
+        (t) => {
+          if (thinking) err.write('\x1b[0m\n');
+          thinking = false;
+          out.write(t);
+        },
+        aborter.signal,
+        tty
+          ? (t) => {
+              if (!thinking) err.write('\x1b[2m');
+              thinking = true;
+              err.write(t);
+            }
+          : undefined,
+      );
+      if (thinking) err.write('\x1b[0m');
+      out.write('\n');
+      if (aborter.signal.aborted) err.write('(reply stopped)\n');
+      history.push({ role: 'assistant', content: answer });
+    } catch (e) {
+      history.pop();
+      failures++;
+      out.write('\n');
+      err.write(`error: ${aborter.signal.aborted ? 'reply stopped' : (e as Error).message}\n`);
+    } finally {
+      aborter = undefined;
+    }
+  };
+  // (Lines that arrive during the first turn wait in the iterator.)
+  const lines = rl[Symbol.asyncIterator]();
+  if (o.first) await turn(o.first);
+  prompt();
+  for (let next = await lines.next(); !next.done; next = await lines.next()) {
+    const raw = next.value;
+    const continuing = reader.continuing;
+    const line = continuing ? null : raw.trim();
+    if (line === '/exit' || line === '/quit' || line === '/bye') break;
+    if (line === '/reset' || line === '/clear') {
       history.splice(o.system ? 1 : 0);
-      if (tty) {
-        err.write('(history cleared)\n');
-        rl.prompt();
-      }
+      if (tty) err.write('(history cleared)\n');
+      prompt();
       continue;
     }
-    if (line) {
-      history.push({ role: 'user', content: line });
-      aborter = new AbortController();
-      try {
-        // On a terminal a reasoning model's thinking shows dimmed before the answer; a pipe gets the answer only.
-        let thinking = false;
-        const reply = await streamChat(
-          { ...o, model },
-          history,
-          (t) => {
-            if (thinking) err.write('\x1b[0m\n');
-            thinking = false;
-            out.write(t);
-          },
-          aborter.signal,
-          tty
-            ? (t) => {
-                if (!thinking) err.write('\x1b[2m');
-                thinking = true;
-                err.write(t);
-              }
-            : undefined,
-        );
-        if (thinking) err.write('\x1b[0m');
-        out.write('\n');
-        history.push({ role: 'assistant', content: reply });
-      } catch (e) {
-        history.pop();
-        failures++;
-        out.write('\n');
-        err.write(`error: ${aborter.signal.aborted ? 'reply stopped' : (e as Error).message}\n`);
-      } finally {
-        aborter = undefined;
-      }
-    }
-    if (tty) rl.prompt();
+    const text = reader.push(raw);
+    if (text !== null && text.trim()) await turn(text);
+    prompt();
   }
   rl.close();
   return failures;
@@ -188,8 +254,11 @@ export function registerChat(program: Command): void {
       const temperature = Number(c.temperature);
       if (!Number.isFinite(temperature) || temperature < 0 || temperature > 2) throw new Error(`--temperature must be in 0..2, got '${c.temperature}'`);
       const url = (c.url ?? apiUrlOf(dataDir(c.dataDir)) ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+      const api: ChatOptions = { url, apiKey: c.apiKey ?? process.env.KAIL_API_KEY, model: c.model, system: c.system, maxTokens, temperature };
+      const model = api.model ?? (await defaultModel(api));
       const failures = await chatLoop(
-        { url, apiKey: c.apiKey ?? process.env.KAIL_API_KEY, model: c.model, system: c.system, maxTokens, temperature },
+        (messages, onText, signal, onReasoning) => streamChat({ ...api, model }, messages, onText, signal, onReasoning),
+        { system: api.system, banner: `chatting with ${model} at ${url}` },
         process.stdin,
         process.stdout,
         process.stderr,

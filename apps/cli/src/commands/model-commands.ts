@@ -75,6 +75,7 @@ import {
 
 import { createProgress, type Progress } from '../progress';
 import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, pgPairs, type BenchOutput, type BenchRow } from './bench-output';
+import { runConversation } from './conversation';
 import { dataDir } from '../paths';
 
 function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
@@ -474,8 +475,11 @@ function samplerParams(o: SamplerOpts, tok: EngineModel['tokenizer']): SamplerPa
 interface RunOpts extends SamplerOpts {
   model?: string;
   prompt?: string;
+  file?: string;
   nPredict: number;
   chat?: boolean;
+  conversation?: boolean;
+  systemPrompt?: string;
   temp: number;
   seed?: number;
   topK: number;
@@ -548,9 +552,15 @@ export function registerModelCommands(program: Command): void {
     .command('run')
     .description('generate text from a prompt, streaming it; then print prompt and generation tokens/s')
     .option('-m, --model <file>', 'GGUF model file')
-    .option('-p, --prompt <text>', 'prompt text', 'Once upon a time')
-    .option('-n, --n-predict <n>', 'tokens to generate', int('--n-predict', 0), 64)
+    .option('-p, --prompt <text>', 'prompt text (with --conversation: the first user message)', 'Once upon a time')
+    .option('-f, --file <file>', "read the prompt from this file (one trailing newline dropped, as llama-cli's -f)")
+    .option('-n, --n-predict <n>', 'tokens to generate (-1: until the end of the turn or a full context; the default with --conversation)', int('--n-predict', -1), 64)
     .option('--chat', "wrap the prompt in the model's chat template as a user message")
+    .option(
+      '--conversation',
+      "chat with the model in this process (llama-cli's -cnv, also -cnv): each line of stdin is a user message (a trailing \\ or a \"\"\" block continues it), the answer streams, the KV cache keeps the conversation between turns; /clear, /bye",
+    )
+    .option('--system-prompt <text>', 'with --chat or --conversation: the system message (also -sys)')
     .option('--temp <t>', 'temperature (0 = greedy)', num('--temp', 0, 100), 0)
     .option('--top-k <k>', 'top-k (0 = off)', int('--top-k', 0), 40)
     .option('--top-p <p>', 'top-p (1 = off)', num('--top-p', 0, 1), 0.95)
@@ -572,11 +582,18 @@ export function registerModelCommands(program: Command): void {
     .option('--demo', 'use the built-in demo model (written on first use into the data directory)')
     .option('--no-usage-history', "neither warm the expert cache from this model's usage history nor update it")
     .option('--data-dir <dir>', 'data directory (hardware profile, usage histories, demo model)');
-  addSamplerOptions(addSpecOptions(addStreamOptions(run))).action(async (o: RunOpts & StreamOpts & SpecOpts & { usageHistory: boolean }) => {
+  addSamplerOptions(addSpecOptions(addStreamOptions(run))).action(async (o: RunOpts & StreamOpts & SpecOpts & { usageHistory: boolean }, cmd: Command) => {
     const log = (l: string) => process.stderr.write(l + '\n');
     const dir = dataDir(o.dataDir);
     const modelPath = o.model ?? (o.demo ? ensureDemoModel(dir, log) : undefined);
     if (!modelPath) throw new Error('give a model with -m FILE.gguf, or --demo for the built-in one');
+    const promptGiven = cmd.getOptionValueSource('prompt') === 'cli';
+    if (o.file !== undefined && promptGiven) throw new Error('give the prompt with -p or -f, not both');
+    const userText = o.file !== undefined ? readTextFile(o.file, '--file').replace(/\n$/, '') : o.prompt ?? '';
+    if (o.systemPrompt !== undefined && !o.chat && !o.conversation) throw new Error('--system-prompt goes with --chat or --conversation');
+    if (o.conversation && o.promptCache) throw new Error('--prompt-cache is for one prompt: --conversation keeps its cache between turns itself');
+    // (In a conversation -n defaults to the whole turn, as llama-cli's.)
+    const nPredict = o.conversation && cmd.getOptionValueSource('nPredict') !== 'cli' ? -1 : o.nPredict;
     const forms = (['grammar', 'grammarFile', 'jsonSchema', 'jsonSchemaFile'] as const).filter((k) => o[k] !== undefined);
     if (forms.length > 1) throw new Error('give one of --grammar, --grammar-file, --json-schema and --json-schema-file');
     const grammarText = o.grammarFile !== undefined ? readTextFile(o.grammarFile, '--grammar-file') : o.grammar;
@@ -601,13 +618,6 @@ export function registerModelCommands(program: Command): void {
       if (refusal) throw refusal;
       const sp = loadSpeculation(model, o, o.threads);
       draft = sp.draft;
-      let text = o.prompt ?? '';
-      let parseSpecial = false;
-      if (o.chat) {
-        text = ChatTemplate.fromTokenizer(model.tokenizer).render([{ role: 'user', content: text }], { addGenerationPrompt: true });
-        parseSpecial = true;
-      }
-      const prompt = model.tokenizer.tokenize(text, { addSpecial: !o.chat, parseSpecial });
       const tok = model.tokenizer;
       const grammar = grammarText === undefined ? undefined : parseGbnf(grammarText, { tokenize: (s) => tok.tokenize(s, { addSpecial: false, parseSpecial: true }), nVocab: model.nVocab });
       const sampling: SamplerParams = { temperature: o.temp, topK: o.topK, topP: o.topP, minP: o.minP, seed: o.seed, ...samplerParams(o, model.tokenizer) };
@@ -622,16 +632,22 @@ export function registerModelCommands(program: Command): void {
             (model.plan ? `, RAM budget ${formatBytes(model.plan.ramBytes)}: ${formatBytes(model.plan.residentBytes)} resident, expert cache ${formatBytes(model.plan.cacheBytes)}` : ''),
         );
         if (model.usageHistoryNote && model.plan) log(model.usageHistoryNote);
-        process.stdout.write(text);
       }
+      const options = { speculative: sp.spec ?? undefined, grammar, jsonSchema, contextShift: o.contextShift ? { keep: o.keep ?? 0 } : undefined };
+      if (o.conversation) return await runConversation(model, { nPredict, sampling, generate: options }, { ...o, first: promptGiven || o.file !== undefined ? userText : undefined, name: path.basename(modelPath) });
+      let text = userText;
+      if (o.chat) {
+        const messages = [...(o.systemPrompt !== undefined ? [{ role: 'system' as const, content: o.systemPrompt }] : []), { role: 'user' as const, content: text }];
+        text = ChatTemplate.fromTokenizer(model.tokenizer).render(messages, { addGenerationPrompt: true });
+      }
+      // (A chat template writes BOS itself where the model wants it.)
+      const prompt = model.tokenizer.tokenize(text, { addSpecial: !o.chat, parseSpecial: !!o.chat });
+      if (!o.json) process.stdout.write(text);
       const r: GenerateResult = await generate(model, prompt, {
-        maxTokens: o.nPredict,
+        maxTokens: nPredict < 0 ? Math.max(0, model.nCtx - prompt.length) : nPredict,
         sampling,
         onText: o.json ? undefined : (t) => process.stdout.write(t),
-        speculative: sp.spec ?? undefined,
-        grammar,
-        jsonSchema,
-        contextShift: o.contextShift ? { keep: o.keep ?? 0 } : undefined,
+        ...options,
         promptCache: o.promptCache ? { file: o.promptCache, readOnly: o.promptCacheRo, all: o.promptCacheAll } : undefined,
       });
       if (o.json) {
