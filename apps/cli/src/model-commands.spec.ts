@@ -72,6 +72,27 @@ describe('kail model commands', () => {
     expect(both.stderr).toMatch(/-p or -f, not both/);
   });
 
+  it("run -r (llama-cli's reverse prompt) stops at a text and prints it; escapes in -p as llama.cpp processes them unless --no-escape", () => {
+    const json = (...flags: string[]) => JSON.parse(kail('run', '-m', model, '-p', 'Hello', '-n', '40', '--json', ...flags).stdout);
+    const full = json();
+    const word = /[A-Za-z]{3,}/.exec(full.text.slice(4))![0];
+    const at = full.text.indexOf(word);
+    const stopped = json('-r', word);
+    expect(stopped.finish_reason).toBe('stop');
+    expect(stopped.stopping_word).toBe(word);
+    expect(stopped.text).toBe(full.text.slice(0, at));
+    expect(full.tokens.slice(0, stopped.tokens.length)).toEqual(stopped.tokens);
+    const printed = kail('run', '-m', model, '-p', 'Hello', '-n', '40', '-r', 'zzzzzz', '-r', word);
+    expect(printed.stdout).toBe('Hello' + full.text.slice(0, at) + word + '\n');
+    // "\n" in -p is a newline, as llama-cli reads it; --no-escape keeps the backslash.
+    const newline = JSON.parse(kail('tokenize', '-m', model, 'a\nb').stdout);
+    expect(JSON.parse(kail('run', '-m', model, '-p', 'a\\nb', '-n', '1', '--json').stdout).prompt_tokens.slice(-newline.length)).toEqual(newline);
+    expect(JSON.parse(kail('run', '-m', model, '-p', 'a\\nb', '-n', '1', '--json', '--no-escape').stdout).prompt_tokens.slice(-newline.length)).not.toEqual(newline);
+    const empty = kail('run', '-m', model, '-r', '');
+    expect(empty.status).not.toBe(0);
+    expect(empty.stderr).toMatch(/--reverse-prompt takes a non-empty text/);
+  });
+
   it("run takes llama-cli's sampler flags: Mirostat at entropy 0 picks greedily, DRY changes a greedy answer, bad values are errors", () => {
     const tokens = (...flags: string[]) => {
       const r = kail('run', '-m', model, '-p', 'Hello', '-n', '48', '--json', ...flags);

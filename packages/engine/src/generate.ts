@@ -65,6 +65,8 @@ export interface GenerateResult {
   tokens: number[];
   text: string;
   finishReason: 'stop' | 'length' | 'cancelled';
+  /** The stop string that ended the output (GenerateOptions.stop), not part of `text`. */
+  stopWord?: string;
   promptTokens: number;
   /** Cached positions context shifts dropped (GenerateOptions.contextShift). */
   contextShifted?: number;
@@ -178,6 +180,7 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   if (opts.promptCache && !opts.promptCache.readOnly) writeSlotFile(opts.promptCache.file, model, prompt, model.loraScales.join(','), model.saveSequence(seq));
   const t1 = performance.now();
   let finish: GenerateResult['finishReason'] = 'length';
+  let stopWord: string | undefined;
   let rng = (opts.sampling?.seed ?? 1) >>> 0 || 1;
   let decodeMs = 0;
   let decodes = 0;
@@ -196,6 +199,7 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
     emit(step.text);
     if (step.done) {
       finish = 'stop';
+      if (step.reason === 'stop') stopWord = step.stop;
       break;
     }
     if (i + 1 === maxTokens) break;
@@ -227,6 +231,7 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
     tokens: out,
     text: o.text,
     finishReason: finish,
+    stopWord,
     promptTokens: prompt.length,
     promptCached: cached,
     cacheTokens,
@@ -287,6 +292,7 @@ async function runSpeculative(
   }
   const t1 = performance.now();
   let finish: GenerateResult['finishReason'] = 'length';
+  let stopWord: string | undefined;
   // The first target pass also finishes the prompt: tokens/s counts what came after it.
   let tFirst = 0;
   let firstCount = -1;
@@ -308,6 +314,7 @@ async function runSpeculative(
       emit(st.text);
       if (st.done) {
         finish = 'stop';
+        if (st.reason === 'stop') stopWord = st.stop;
         break loop;
       }
       if (out.length >= maxTokens || history.length >= model.nCtx) break loop;
@@ -322,6 +329,7 @@ async function runSpeculative(
     tokens: out,
     text: o.text,
     finishReason: finish,
+    stopWord,
     promptTokens: prompt.length,
     promptMs,
     generationMs: t2 - t1,

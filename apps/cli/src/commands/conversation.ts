@@ -12,8 +12,8 @@ export interface ConversationOptions {
   /** Tokens per answer; -1: until the model ends its turn or the context is full. */
   nPredict: number;
   sampling: SamplerParams;
-  /** Speculation, a grammar, a JSON schema, context shift: as for a single prompt. */
-  generate: Pick<GenerateOptions, 'speculative' | 'grammar' | 'jsonSchema' | 'contextShift'>;
+  /** Speculation, a grammar, a JSON schema, context shift, stop strings: as for a single prompt. */
+  generate: Pick<GenerateOptions, 'speculative' | 'grammar' | 'jsonSchema' | 'contextShift' | 'stop'>;
 }
 
 export interface ConversationTotals {

@@ -76,6 +76,7 @@ import {
 import { createProgress, type Progress } from '../progress';
 import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, pgPairs, type BenchOutput, type BenchRow } from './bench-output';
 import { runConversation } from './conversation';
+import { processEscapes } from '../escapes';
 import { dataDir } from '../paths';
 
 function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
@@ -407,6 +408,8 @@ interface SamplerOpts {
   dryAllowedLength: number;
   dryPenaltyLastN: number;
   drySequenceBreaker: string[];
+  /** llama.cpp's --escape (default) / --no-escape. */
+  escape?: boolean;
   mirostat: number;
   mirostatLr: number;
   mirostatEnt: number;
@@ -445,7 +448,7 @@ function addSamplerOptions(cmd: Command): Command {
 /** The sampler parameters of llama-cli's flags (DRY breakers turned into token sequences with the model's tokenizer). */
 function samplerParams(o: SamplerOpts, tok: EngineModel['tokenizer']): SamplerParams {
   const off = o.repeatLastN === 0;
-  const breakers = o.drySequenceBreaker.length ? o.drySequenceBreaker.filter((b) => b !== 'none') : [...DEFAULT_DRY_BREAKERS];
+  const breakers = o.drySequenceBreaker.length ? o.drySequenceBreaker.filter((b) => b !== 'none').map((b) => (o.escape === false ? b : processEscapes(b))) : [...DEFAULT_DRY_BREAKERS];
   return {
     repetitionPenalty: off ? 1 : o.repeatPenalty,
     presencePenalty: off ? 0 : o.presencePenalty,
@@ -480,6 +483,8 @@ interface RunOpts extends SamplerOpts {
   chat?: boolean;
   conversation?: boolean;
   systemPrompt?: string;
+  systemPromptFile?: string;
+  reversePrompt: string[];
   temp: number;
   seed?: number;
   topK: number;
@@ -501,6 +506,8 @@ interface RunOpts extends SamplerOpts {
   promptCacheRo?: boolean;
   promptCacheAll?: boolean;
 }
+
+const collectText = (v: string, prev: string[]) => [...prev, v];
 
 /** A text file a flag names, or an error naming the flag and why it cannot be read. */
 function readTextFile(file: string, flag: string): string {
@@ -561,6 +568,10 @@ export function registerModelCommands(program: Command): void {
       "chat with the model in this process (llama-cli's -cnv, also -cnv): each line of stdin is a user message (a trailing \\ or a \"\"\" block continues it), the answer streams, the KV cache keeps the conversation between turns; /clear, /bye",
     )
     .option('--system-prompt <text>', 'with --chat or --conversation: the system message (also -sys)')
+    .option('--system-prompt-file <file>', 'the system message from a file (also -sysf)')
+    .option('-r, --reverse-prompt <text>', "stop once the output writes this text, and print it (llama-cli's; repeatable); in --conversation it ends the answer", collectText, [])
+    .option('-e, --escape', "process escapes (\\n, \\t, \\xHH …) in the prompt, the reverse prompts and DRY's sequence breakers, as llama.cpp does (the default)")
+    .option('--no-escape', 'take the prompt and reverse prompts as written')
     .option('--temp <t>', 'temperature (0 = greedy)', num('--temp', 0, 100), 0)
     .option('--top-k <k>', 'top-k (0 = off)', int('--top-k', 0), 40)
     .option('--top-p <p>', 'top-p (1 = off)', num('--top-p', 0, 1), 0.95)
@@ -589,8 +600,14 @@ export function registerModelCommands(program: Command): void {
     if (!modelPath) throw new Error('give a model with -m FILE.gguf, or --demo for the built-in one');
     const promptGiven = cmd.getOptionValueSource('prompt') === 'cli';
     if (o.file !== undefined && promptGiven) throw new Error('give the prompt with -p or -f, not both');
-    const userText = o.file !== undefined ? readTextFile(o.file, '--file').replace(/\n$/, '') : o.prompt ?? '';
-    if (o.systemPrompt !== undefined && !o.chat && !o.conversation) throw new Error('--system-prompt goes with --chat or --conversation');
+    // (As llama.cpp's: escapes in the prompt, from -p or -f, unless --no-escape; not in the system prompt.)
+    const esc = (t: string) => (o.escape === false ? t : processEscapes(t));
+    const userText = esc(o.file !== undefined ? readTextFile(o.file, '--file').replace(/\n$/, '') : o.prompt ?? '');
+    if (o.systemPromptFile !== undefined && o.systemPrompt !== undefined) throw new Error('give the system prompt with -sys or -sysf, not both');
+    const systemPrompt = o.systemPromptFile !== undefined ? readTextFile(o.systemPromptFile, '--system-prompt-file').replace(/\n$/, '') : o.systemPrompt;
+    if (systemPrompt !== undefined && !o.chat && !o.conversation) throw new Error('--system-prompt goes with --chat or --conversation');
+    const reverse = o.reversePrompt.map(esc);
+    if (reverse.some((t) => !t)) throw new Error('--reverse-prompt takes a non-empty text');
     if (o.conversation && o.promptCache) throw new Error('--prompt-cache is for one prompt: --conversation keeps its cache between turns itself');
     // (In a conversation -n defaults to the whole turn, as llama-cli's.)
     const nPredict = o.conversation && cmd.getOptionValueSource('nPredict') !== 'cli' ? -1 : o.nPredict;
@@ -633,11 +650,12 @@ export function registerModelCommands(program: Command): void {
         );
         if (model.usageHistoryNote && model.plan) log(model.usageHistoryNote);
       }
-      const options = { speculative: sp.spec ?? undefined, grammar, jsonSchema, contextShift: o.contextShift ? { keep: o.keep ?? 0 } : undefined };
-      if (o.conversation) return await runConversation(model, { nPredict, sampling, generate: options }, { ...o, first: promptGiven || o.file !== undefined ? userText : undefined, name: path.basename(modelPath) });
+      const options = { speculative: sp.spec ?? undefined, grammar, jsonSchema, contextShift: o.contextShift ? { keep: o.keep ?? 0 } : undefined, stop: reverse.length ? reverse : undefined };
+      if (o.conversation)
+        return await runConversation(model, { nPredict, sampling, generate: options }, { json: o.json, systemPrompt, first: promptGiven || o.file !== undefined ? userText : undefined, name: path.basename(modelPath) });
       let text = userText;
       if (o.chat) {
-        const messages = [...(o.systemPrompt !== undefined ? [{ role: 'system' as const, content: o.systemPrompt }] : []), { role: 'user' as const, content: text }];
+        const messages = [...(systemPrompt !== undefined ? [{ role: 'system' as const, content: systemPrompt }] : []), { role: 'user' as const, content: text }];
         text = ChatTemplate.fromTokenizer(model.tokenizer).render(messages, { addGenerationPrompt: true });
       }
       // (A chat template writes BOS itself where the model wants it.)
@@ -659,6 +677,7 @@ export function registerModelCommands(program: Command): void {
             tokens: r.tokens,
             text: r.text,
             finish_reason: r.finishReason,
+            ...(r.stopWord !== undefined ? { stopping_word: r.stopWord } : {}),
             context_shifted: r.contextShifted ?? 0,
             prompt_cached: r.promptCached ?? 0,
             timings: { prompt_ms: r.promptMs, generation_ms: r.generationMs, prompt_tps: r.promptTps, gen_tps: r.genTps },
@@ -667,7 +686,8 @@ export function registerModelCommands(program: Command): void {
           }) + '\n',
         );
       } else {
-        process.stdout.write('\n');
+        // (llama-cli prints the reverse prompt that stopped it.)
+        process.stdout.write((r.stopWord ?? '') + '\n');
         if (o.promptCache) log(`prompt cache ${o.promptCache}: ${r.promptCached ?? 0} of ${r.promptTokens} prompt tokens reused${o.promptCacheRo ? ' (read-only)' : ', the prompt\'s cache written'}`);
         log(`prompt: ${r.promptTokens} tokens, ${r.promptTps.toFixed(1)} tokens/s | generation: ${r.tokens.length} tokens, ${r.genTps.toFixed(1)} tokens/s | ${r.finishReason}` + (r.contextShifted ? ` | context shifted: ${r.contextShifted} tokens dropped` : ''));
         const sl = streamLine(model, r.promptTokens + r.tokens.length);
