@@ -21,8 +21,8 @@ describe('kail serve', () => {
   beforeAll(async () => {
     const model = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
     // (--override-kv reaches the engine: the model routes to 2 of its experts, not the file's 4.)
-    // (So do RoPE flags: the engine takes them, or it would not start.)
-    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'], rope: { 'rope-freq-base': '20000' }, parallel: '3' }, (l) => lines.push(l));
+    // (So do RoPE flags: the engine takes them, or it would not start. And --ram and --threads.)
+    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'], rope: { 'rope-freq-base': '20000' }, parallel: '3', threads: '1', ram: '300M' }, (l) => lines.push(l));
   }, 120_000);
 
   afterAll(async () => {
@@ -34,6 +34,8 @@ describe('kail serve', () => {
     await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, overrideKv: ['qwen3moe.expert_used_count=2'] })).rejects.toThrow(/--override-kv 'qwen3moe.expert_used_count=2': no TYPE: before the value/);
     expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
     await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, rope: { 'rope-scale': 'x' } })).rejects.toThrow("--rope-scale takes a number, got 'x'");
+    expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
+    await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, ram: '8X' })).rejects.toThrow(/--ram: .*8X/);
     expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
   });
 
@@ -55,7 +57,14 @@ describe('kail serve', () => {
       const engines = await unary<spb.ListEnginesResponse>(s.listEngines.bind(s));
       expect(engines.engines[0].address).toBe(sup.services.get('engine')!.address);
       const models = await unary<pb.ListModelsResponse>(e.listModels.bind(e));
-      expect(models.models.find((m) => m.id === 'tiny')).toMatchObject({ expertCount: 16, expertUsedCount: 2 });
+      // The 30 MB file fits the engine's --ram 300M: in memory; plans are made against that budget.
+      expect(models.models.find((m) => m.id === 'tiny')).toMatchObject({ expertCount: 16, expertUsedCount: 2, ramBudgetBytes: 0 });
+      const plan = await new Promise<pb.PlanModelResponse>((resolve, reject) =>
+        e.planModel(pb.PlanModelRequest.fromPartial({ path: models.models.find((m) => m.id === 'tiny')!.path }), (err, r) => (err ? reject(err) : resolve(r))),
+      );
+      expect(JSON.parse(plan.planJson).ramBytes).toBe(300 * 2 ** 20);
+      const argv = fs.readFileSync(`/proc/${sup.services.get('engine')!.child.pid}/cmdline`, 'utf8').split('\0');
+      expect(argv.slice(argv.indexOf('--threads'), argv.indexOf('--threads') + 2)).toEqual(['--threads', '1']);
     } finally {
       e.close();
       s.close();

@@ -826,7 +826,7 @@ export function registerModelCommands(program: Command): void {
                   return (
                     (x.prompt_tokens ? `pp${x.prompt_tokens}${at}: ${x.prompt_tps.toFixed(2)} tokens/s\n` : '') +
                     (isEncoderArchitecture(arch) ? 'tg: none (an embedding model generates no text)\n' : x.gen_tokens ? `tg${x.gen_tokens}${at}: ${x.gen_tps.toFixed(2)} tokens/s\n` : '') +
-                    (st
+                    (st && x.gen_tokens
                       ? `experts (generation${at}): hit rate ${(100 * st.hit_rate).toFixed(1)}% (+${(100 * st.inflight_rate).toFixed(1)}% being prefetched when asked), ${formatBytes(st.bytes_read_per_token)} read per token, ` +
                         `stalled ${st.stall_s.toFixed(2)} s, prefetch precision ${(100 * st.prefetch_precision).toFixed(1)}% recall ` +
                         `${(100 * st.prefetch_recall).toFixed(1)}%, cache ${formatBytes(st.cache_bytes)} (budget ${formatBytes(st.ram_bytes)}, ${st.policy}), ` +

@@ -342,6 +342,42 @@ describe('LocalModelHost KV cache type', () => {
   }, 30_000);
 });
 
+describe("LocalModelHost with the engine's --ram", () => {
+  const { tempDir, writeTestModel } = require('../testing') as typeof import('../testing');
+  const fs = require('node:fs') as typeof import('node:fs');
+  const { planModel } = require('../model/model') as typeof import('../model/model');
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('shares the budget among its models: in memory while files fit what is left, then streaming within the rest, then refused', async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const size = fs.statSync(file).size;
+    const plan = planModel(file, { ramBytes: 2 ** 40, nCtx: 256, nSeqMax: 1, ramReserveBytes: 0 });
+    const stream = plan.fixedBytes + 2 * plan.nMoeLayers * plan.expertEntryBytes;
+    expect(stream).toBeLessThan(size);
+    const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256, defaultRamBudgetBytes: 2 * size + stream, loadOptions: { ramReserveBytes: 0 } });
+    try {
+      const load = (id: string, ramBudgetBytes = 0) => host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id, ramBudgetBytes }));
+      expect((await load('a')).ramBudgetBytes).toBe(0);
+      expect((await load('b')).ramBudgetBytes).toBe(0);
+      // What a and b leave is less than the file: c streams its experts within it.
+      const c = await load('c');
+      expect(c.ramBudgetBytes).toBe(stream);
+      expect(c.residency!.ramExpertCacheBytes).toBeLessThan(c.residency!.expertBytes);
+      await expect(load('d')).rejects.toThrow(/the engine's RAM budget .* is held by the loaded models \(a: .*, b: .*, c: .*\); unload one to load 'd'/);
+      // A request's own budget is its own.
+      expect((await load('e', stream)).ramBudgetBytes).toBe(stream);
+      // b, c and e leave less than the smallest streaming plan: refused, saying what holds the rest.
+      await host.unloadModel('a');
+      await expect(load('d')).rejects.toThrow(/is .* short: .*\(the loaded models \(b: .*, c: .*, e: .*\) hold the rest of the engine's RAM budget .*; unloading one gives 'd' more\)/);
+      await host.unloadModel('e');
+      expect((await load('d')).ramBudgetBytes).toBe(0);
+    } finally {
+      await host.close();
+    }
+  }, 60_000);
+});
+
 describe('LocalModelHost with a hardware profile', () => {
   const { tempDir, testHardwareProfile, writeTestModel } = require('../testing') as typeof import('../testing');
   const fs = require('node:fs') as typeof import('node:fs');

@@ -433,6 +433,16 @@ function chatMessageFromProto(x: pb.ChatMessage): ChatMessage {
 }
 
 /** The in-process model host: loads GGUF models and serves them with continuous batching. */
+/** EngineModel.load, a budget refusal saying which loaded models hold the rest of the budget (`held`, when any do). */
+function loadNamingHeld(held: string, file: string, opts: LoadModelOptions): EngineModel {
+  try {
+    return EngineModel.load(file, opts);
+  } catch (e) {
+    if (held && e instanceof EngineError && e.code === 'KAIL_E_BUDGET') throw new EngineError('KAIL_E_BUDGET', `${e.message} (${held})`);
+    throw e;
+  }
+}
+
 export class LocalModelHost implements ModelHost {
   private readonly models = new Map<string, Loaded>();
   private readonly requests = new Map<string, Loaded>();
@@ -483,41 +493,51 @@ export class LocalModelHost implements ModelHost {
     const id = req.id || path.basename(file).replace(/\.gguf$/i, '');
     if (this.models.has(id) || this.loading.has(id)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `a model with id '${id}' is already loaded`);
     const lora: LoraSpec[] = req.lora.length ? req.lora.map((l) => ({ path: l.path, scale: l.scale })) : readLoraSidecar(file);
-    let ram = req.ramBudgetBytes || this.opts.defaultRamBudgetBytes || 0;
+    let ram = req.ramBudgetBytes || 0;
     let ioThreads = this.opts.loadOptions?.ioThreads;
     const vramGiven = req.vramBudgetBytes || this.opts.defaultVramBudgetBytes || undefined;
     let vram = vramGiven;
-    if (this.opts.profile) {
+    // The engine's RAM budget (its --ram, else the profile's) is shared by its models: the models
+    // loaded already hold part of it (their plan's budget, or their whole file when in memory); a
+    // new one gets what is left, streaming its experts when its file is larger. A request's own
+    // budget is taken as it is.
+    const engineRam = this.opts.defaultRamBudgetBytes;
+    const profile = this.opts.profile;
+    // (Where the loaded models left less than the budget: what they hold, for a refusal to name.)
+    let heldNote = '';
+    if (!ram && (engineRam || profile)) {
       const fileBytes = fs.existsSync(file) ? modelFileBytes(file) : 0;
-      let given = ram || undefined;
-      if (!given && this.models.size) {
-        // The profile's budget is the engine's: the models loaded already hold part of it (their
-        // plan's budget, or their whole file when in memory); a new one gets what is left,
-        // streaming its experts when its file is larger.
+      let given: number | undefined;
+      if (engineRam || this.models.size) {
         const held = [...this.models.values()].map((m) => [m.info.id, m.model.plan ? m.model.plan.ramBytes : Number(m.info.fileBytes)] as const);
-        // A memory cgroup's headroom is measured now, with the loaded models already charged to it.
-        const left = Math.min(this.opts.profile.defaults.ramBytes - held.reduce((a, [, b]) => a + b, 0), profileRamBudget(this.opts.profile, '').bytes);
+        const total = engineRam || profile!.defaults.ramBytes;
+        // (A memory cgroup's headroom is measured now, with the loaded models already charged to it.)
+        const left = Math.min(total - held.reduce((a, [, b]) => a + b, 0), engineRam || !held.length ? Infinity : profileRamBudget(profile!, '').bytes);
         if (left <= 0)
           throw new EngineError(
             'KAIL_E_BUDGET',
-            `the profiled RAM budget (${formatBytes(this.opts.profile.defaults.ramBytes)}) is held by the loaded models (${held.map(([i, b]) => `${i}: ${formatBytes(b)}`).join(', ')}); unload one to load '${id}'`,
+            `the ${engineRam ? "engine's" : 'profiled'} RAM budget (${formatBytes(total)}) is held by the loaded models (${held.map(([i, b]) => `${i}: ${formatBytes(b)}`).join(', ')}); unload one to load '${id}'`,
           );
         if (fileBytes > left) given = left;
+        if (held.length)
+          heldNote = `the loaded models (${held.map(([i, b]) => `${i}: ${formatBytes(b)}`).join(', ')}) hold the rest of the ${engineRam ? "engine's" : 'profiled'} RAM budget (${formatBytes(total)}); unloading one gives '${id}' more`;
       }
-      // The profile's GPU memory is shared the same way: a streaming model's VRAM tier takes what the
-      // loaded models' tiers leave (each allocates at most one slot per expert of its own).
-      const vramHeld = [...this.models.values()].reduce((a, m) => a + (m.model.plan?.vramCacheBytes ?? 0), 0);
-      const d = profileDefaults(this.opts.profile, this.opts.profileFile ?? 'profile.json', fileBytes, { ramBytes: given, ioThreads, vramBytes: vram }, vramHeld);
-      ram = d.ramBytes ?? 0;
-      ioThreads = d.ioThreads;
-      vram = d.vramBytes;
+      if (profile && (!engineRam || given !== undefined)) {
+        // The profile's GPU memory is shared the same way: a streaming model's VRAM tier takes what the
+        // loaded models' tiers leave (each allocates at most one slot per expert of its own).
+        const vramHeld = [...this.models.values()].reduce((a, m) => a + (m.model.plan?.vramCacheBytes ?? 0), 0);
+        const d = profileDefaults(profile, this.opts.profileFile ?? 'profile.json', fileBytes, { ramBytes: given, ioThreads, vramBytes: vram }, vramHeld);
+        ram = d.ramBytes ?? 0;
+        ioThreads = d.ioThreads;
+        vram = d.vramBytes;
+      } else ram = given ?? 0;
     }
     this.loading.add(id);
     let model: EngineModel;
     let spec: SpeculativeDecoder | null = null;
     let engine: BatchEngine;
     try {
-      model = EngineModel.load(file, {
+      model = loadNamingHeld(heldNote, file, {
         ...this.opts.loadOptions,
         // The request's adapters, else those a models-directory file was created with (ID.lora.json).
         ...(lora.length ? { lora } : {}),
