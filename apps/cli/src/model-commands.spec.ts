@@ -72,6 +72,21 @@ describe('kail model commands', () => {
     expect(both.stderr).toMatch(/-p or -f, not both/);
   });
 
+  it("run --chat-template / --chat-template-file (llama.cpp's) render the chat in place of the model's template; a broken one is an error", () => {
+    const t = path.join(dir, 'plain.jinja');
+    fs.writeFileSync(t, "{% for m in messages %}<<{{ m.role }}>> {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<<assistant>> {% endif %}");
+    const r = kail('run', '-m', model, '--chat', '-sys', 'S', '-p', 'Hi', '-n', '1', '--chat-template-file', t);
+    expect(r.status).toBe(0);
+    expect(r.stdout.startsWith('<<system>> S\n<<user>> Hi\n<<assistant>> ')).toBe(true);
+    const c = spawnSync(process.execPath, [KAIL, 'run', '-m', model, '-cnv', '-n', '2', '--json', '--chat-template', 'chatml'], { encoding: 'utf8', input: 'Hi\n' });
+    const tokens = JSON.parse(c.stdout).prompt_tokens as number[];
+    expect(JSON.parse(kail('tokenize', '-m', model, '--parse-special', '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n').stdout)).toEqual(tokens);
+    const bad = kail('run', '-m', model, '--chat', '--chat-template', '{% if %}');
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toMatch(/--chat-template: cannot parse chat template/);
+    expect(kail('run', '-m', model, '--chat-template', 'chatml').stderr).toMatch(/--chat-template goes with --chat or --conversation/);
+  });
+
   it("run -r (llama-cli's reverse prompt) stops at a text and prints it; escapes in -p as llama.cpp processes them unless --no-escape", () => {
     const json = (...flags: string[]) => JSON.parse(kail('run', '-m', model, '-p', 'Hello', '-n', '40', '--json', ...flags).stdout);
     const full = json();

@@ -37,6 +37,8 @@ describe('kail serve', () => {
     expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
     await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, ram: '8X' })).rejects.toThrow(/--ram: .*8X/);
     expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
+    await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, chatTemplateFile: path.join(dir, 'none.jinja') })).rejects.toThrow(/--chat-template-file: cannot read .*none.jinja/);
+    expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
   });
 
   it('starts every service as its own process and prints their addresses', () => {

@@ -90,9 +90,9 @@ export function conversationLine(t: ConversationTotals): string {
 export async function runConversation(
   model: EngineModel,
   o: ConversationOptions,
-  io: { json?: boolean; systemPrompt?: string; first?: string; name: string },
+  io: { json?: boolean; systemPrompt?: string; first?: string; name: string; template?: string },
 ): Promise<void> {
-  const { reply, totals } = conversationReply(model, ChatTemplate.fromTokenizer(model.tokenizer), o, (r, prompt, turn) => {
+  const { reply, totals } = conversationReply(model, ChatTemplate.fromTokenizer(model.tokenizer, { override: io.template }), o, (r, prompt, turn) => {
     if (io.json)
       process.stdout.write(
         JSON.stringify({

@@ -21,6 +21,7 @@ import {
   multipleChoiceScore,
   parseHellaswag,
   parseRopeFlags,
+  readChatTemplateFlags,
   ROPE_FLAGS,
   perplexityStrided,
   readMultipleChoice,
@@ -485,6 +486,8 @@ interface RunOpts extends SamplerOpts {
   systemPrompt?: string;
   systemPromptFile?: string;
   reversePrompt: string[];
+  chatTemplate?: string;
+  chatTemplateFile?: string;
   temp: number;
   seed?: number;
   topK: number;
@@ -569,6 +572,8 @@ export function registerModelCommands(program: Command): void {
     )
     .option('--system-prompt <text>', 'with --chat or --conversation: the system message (also -sys)')
     .option('--system-prompt-file <file>', 'the system message from a file (also -sysf)')
+    .option('--chat-template <jinja>', "with --chat or --conversation: a chat template in place of the model's (llama.cpp's): Jinja source, or chatml")
+    .option('--chat-template-file <file>', "with --chat or --conversation: a chat template from a file in place of the model's")
     .option('-r, --reverse-prompt <text>', "stop once the output writes this text, and print it (llama-cli's; repeatable); in --conversation it ends the answer", collectText, [])
     .option('-e, --escape', "process escapes (\\n, \\t, \\xHH …) in the prompt, the reverse prompts and DRY's sequence breakers, as llama.cpp does (the default)")
     .option('--no-escape', 'take the prompt and reverse prompts as written')
@@ -606,6 +611,8 @@ export function registerModelCommands(program: Command): void {
     if (o.systemPromptFile !== undefined && o.systemPrompt !== undefined) throw new Error('give the system prompt with -sys or -sysf, not both');
     const systemPrompt = o.systemPromptFile !== undefined ? readTextFile(o.systemPromptFile, '--system-prompt-file').replace(/\n$/, '') : o.systemPrompt;
     if (systemPrompt !== undefined && !o.chat && !o.conversation) throw new Error('--system-prompt goes with --chat or --conversation');
+    const templateOverride = readChatTemplateFlags(o.chatTemplate, o.chatTemplateFile);
+    if (templateOverride !== undefined && !o.chat && !o.conversation) throw new Error('--chat-template goes with --chat or --conversation');
     const reverse = o.reversePrompt.map(esc);
     if (reverse.some((t) => !t)) throw new Error('--reverse-prompt takes a non-empty text');
     if (o.conversation && o.promptCache) throw new Error('--prompt-cache is for one prompt: --conversation keeps its cache between turns itself');
@@ -652,11 +659,11 @@ export function registerModelCommands(program: Command): void {
       }
       const options = { speculative: sp.spec ?? undefined, grammar, jsonSchema, contextShift: o.contextShift ? { keep: o.keep ?? 0 } : undefined, stop: reverse.length ? reverse : undefined };
       if (o.conversation)
-        return await runConversation(model, { nPredict, sampling, generate: options }, { json: o.json, systemPrompt, first: promptGiven || o.file !== undefined ? userText : undefined, name: path.basename(modelPath) });
+        return await runConversation(model, { nPredict, sampling, generate: options }, { json: o.json, systemPrompt, first: promptGiven || o.file !== undefined ? userText : undefined, name: path.basename(modelPath), template: templateOverride });
       let text = userText;
       if (o.chat) {
         const messages = [...(systemPrompt !== undefined ? [{ role: 'system' as const, content: systemPrompt }] : []), { role: 'user' as const, content: text }];
-        text = ChatTemplate.fromTokenizer(model.tokenizer).render(messages, { addGenerationPrompt: true });
+        text = ChatTemplate.fromTokenizer(model.tokenizer, { override: templateOverride }).render(messages, { addGenerationPrompt: true });
       }
       // (A chat template writes BOS itself where the model wants it.)
       const prompt = model.tokenizer.tokenize(text, { addSpecial: !o.chat, parseSpecial: !!o.chat });

@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { dataDir, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 // (The supervisor and the contracts load grpc-js: required when serve runs, not for every command.)
 import type { Supervisor } from '../supervisor';
-import { parseKvOverrides, parseLoraFlags, parseRamBudget, parseRopeFlags, parseVramBudget, type RopeFlag } from '@kailstream/engine/core';
+import { parseKvOverrides, parseLoraFlags, parseRamBudget, parseRopeFlags, parseVramBudget, readChatTemplateFlags, type RopeFlag } from '@kailstream/engine/core';
 import { addCacheTypeOptions, addRopeOptions, CACHE_TYPE_HELP, OVERRIDE_KV_HELP, ropeFlagValues, type RopeFlagOpts } from './model-commands';
 
 export interface ServeOptions {
@@ -44,6 +44,9 @@ export interface ServeOptions {
   ram?: string;
   /** The VRAM tier's budget for models whose experts stream. */
   vram?: string;
+  /** llama-server's --chat-template (Jinja source, or chatml) / --chat-template-file: every model's chat template. */
+  chatTemplate?: string;
+  chatTemplateFile?: string;
   /** llama.cpp's RoPE context flags for every model the engine loads. */
   rope?: Partial<Record<RopeFlag, string>>;
   /** Models in memory computed from the file's mapping (--mmap). */
@@ -109,6 +112,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
       } catch (e) {
         throw new Error(`${flag}: ${(e as Error).message}`);
       }
+  readChatTemplateFlags(opts.chatTemplate, opts.chatTemplateFile);
   const dir = dataDir(opts.dataDir);
   fs.mkdirSync(dir, { recursive: true });
   /* eslint-disable @typescript-eslint/no-require-imports */
@@ -127,7 +131,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     fs.mkdirSync(modelsDir, { recursive: true });
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
-    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.overrideKv ?? []).flatMap((v) => ['--override-kv', v]), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : []), ...Object.entries(opts.rope ?? {}).flatMap(([f, v]) => [`--${f}`, v]), ...(opts.parallel ? ['--seqs', opts.parallel] : []), ...(opts.threads ? ['--threads', opts.threads] : []), ...(opts.ram ? ['--ram', opts.ram] : []), ...(opts.vram ? ['--vram', opts.vram] : [])];
+    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.overrideKv ?? []).flatMap((v) => ['--override-kv', v]), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : []), ...Object.entries(opts.rope ?? {}).flatMap(([f, v]) => [`--${f}`, v]), ...(opts.parallel ? ['--seqs', opts.parallel] : []), ...(opts.threads ? ['--threads', opts.threads] : []), ...(opts.ram ? ['--ram', opts.ram] : []), ...(opts.vram ? ['--vram', opts.vram] : []), ...(opts.chatTemplate !== undefined ? ['--chat-template', opts.chatTemplate] : []), ...(opts.chatTemplateFile !== undefined ? ['--chat-template-file', path.resolve(opts.chatTemplateFile)] : [])];
     for (const m of opts.model ?? []) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
@@ -203,6 +207,8 @@ export function registerServe(program: Command): void {
     })
     .option('--ram <bytes>', "the engine's RAM budget, shared by its models (8G, 512M, or a share of the memory available such as 75%): a model whose file is larger than what the loaded ones leave streams its experts within it; over the hardware profile's budget")
     .option('--vram <bytes>', "GPU memory for the expert cache of models whose experts stream (8G, or a share of GPU 0's free memory such as 90%; needs a CUDA device)")
+    .option('--chat-template <jinja>', "a chat template for every model in place of its file's (llama-server's): Jinja source, or chatml")
+    .option('--chat-template-file <file>', "a chat template from a file for every model in place of its file's (llama-server's)")
     .option('--slot-save-path <dir>', "directory for llama-server's POST /slots/ID?action=save|restore files (off without it)")
     .option('--max-stall-ms <ms>', 'while streams decode, the longest a pass spends on arriving prompts (0 = no limit)', '500')
     .option('--ctx-checkpoints <n>', "recurrent models (Qwen3.5, Qwen3-Next, Nemotron-H, Granite 4.0-H, Jamba, LFM2): states kept per slot one token before each prompt's end, so a regenerated or rewritten turn computes only what follows (llama-server's --ctx-checkpoints; 0 = off)", '2')

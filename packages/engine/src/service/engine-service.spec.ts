@@ -342,6 +342,45 @@ describe('LocalModelHost KV cache type', () => {
   }, 30_000);
 });
 
+describe("LocalModelHost with the engine's --chat-template", () => {
+  const { tempDir, writeTestModel } = require('../testing') as typeof import('../testing');
+  const fs = require('node:fs') as typeof import('node:fs');
+  const { readChatTemplateFlags } = require('../tokenizer/chat-template') as typeof import('../tokenizer/chat-template');
+  const dir = tempDir();
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it("renders every model's chats with it in place of the file's, and says so in ModelInfo", async () => {
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const custom = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}";
+    for (const [template, want] of [
+      [custom, '[system] Be brief.\n[user] Hi\n[assistant] '],
+      ['chatml', '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n'],
+    ]) {
+      const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256, chatTemplate: template });
+      try {
+        const info = await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'm' }));
+        expect(info.chatTemplate).toBe(template === 'chatml' ? require('../tokenizer/chat-template').CHATML_TEMPLATE : template);
+        const r = host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'm', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }] }));
+        expect(r.prompt).toBe(want);
+      } finally {
+        await host.close();
+      }
+    }
+  }, 30_000);
+
+  it('the flags: a file or the text, checked to parse; both, an unreadable file or a broken template is an error naming the flag', () => {
+    const f = `${dir}/t.jinja`;
+    fs.writeFileSync(f, '{{ messages[0].content }}');
+    expect(readChatTemplateFlags(undefined, f)).toBe('{{ messages[0].content }}');
+    expect(readChatTemplateFlags('chatml', undefined)).toBe('chatml');
+    expect(readChatTemplateFlags(undefined, undefined)).toBeUndefined();
+    expect(() => readChatTemplateFlags('x', f)).toThrow(/not both/);
+    expect(() => readChatTemplateFlags(undefined, `${dir}/missing.jinja`)).toThrow(/--chat-template-file: cannot read .*missing.jinja: ENOENT/);
+    expect(() => readChatTemplateFlags('{% for %}', undefined)).toThrow(/--chat-template: cannot parse chat template/);
+    expect(() => readChatTemplateFlags('  ', undefined)).toThrow(/--chat-template: the template is empty/);
+  });
+});
+
 describe("LocalModelHost with the engine's --ram", () => {
   const { tempDir, writeTestModel } = require('../testing') as typeof import('../testing');
   const fs = require('node:fs') as typeof import('node:fs');

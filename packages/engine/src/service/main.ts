@@ -14,6 +14,7 @@ import { parseControlVectorFlags } from '../model/control-vector';
 import { describeKvOverride, parseKvOverrides } from '../model/kv-override';
 import { ROPE_FLAGS, describeRopeOptions, parseRopeFlags } from '../model/rope-options';
 import { hardwareProfilePath, readHardwareProfile } from '../model/hardware-profile';
+import { readChatTemplateFlags } from '../tokenizer/chat-template';
 import { LocalModelHost } from './model-host';
 import { startEngineServer } from './engine-service';
 
@@ -70,6 +71,9 @@ async function main() {
       'max-stall-ms': { type: 'string', default: '500' },
       'ctx-checkpoints': { type: 'string', default: '2' },
       'auth-token': { type: 'string' },
+      // llama-server's --chat-template (Jinja source, or chatml) and --chat-template-file: every model's chat template.
+      'chat-template': { type: 'string' },
+      'chat-template-file': { type: 'string' },
       'data-dir': { type: 'string' },
     },
   });
@@ -100,7 +104,10 @@ async function main() {
     process.stderr.write(`engine: ignoring the hardware profile: ${(e as Error).message}\n`);
   }
   if (profile) process.stderr.write(`engine: hardware profile ${hardwareProfilePath(values['data-dir']!)} (RAM budget ${profile.defaults.ramBytes} bytes, I/O depth ${profile.defaults.ioThreads})\n`);
+  const chatTemplate = readChatTemplateFlags(values['chat-template'], values['chat-template-file']);
+  if (chatTemplate !== undefined) process.stderr.write(`engine: every model renders chats with ${values['chat-template-file'] ? `the template in ${values['chat-template-file']}` : 'the --chat-template given'}\n`);
   const host = new LocalModelHost({
+    chatTemplate,
     profile: profile ?? undefined,
     profileFile: values['data-dir'] ? hardwareProfilePath(values['data-dir']) : undefined,
     defaultContext: int('ctx', values.ctx, 1),

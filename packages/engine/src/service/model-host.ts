@@ -144,6 +144,11 @@ export interface LocalModelHostOptions {
   profile?: HardwareProfile;
   /** Where the profile was read from (for messages). */
   profileFile?: string;
+  /**
+   * A chat template for every model, in place of each file's (llama-server's --chat-template and
+   * --chat-template-file): Jinja source, or 'chatml' for the ChatML default.
+   */
+  chatTemplate?: string;
   /** Options passed to every EngineModel.load (I/O threads, direct I/O, prefetch, cache policy). */
   loadOptions?: Pick<LoadModelOptions, 'ioThreads' | 'directIo' | 'prefetch' | 'cachePolicy' | 'ramReserveBytes' | 'kvType' | 'kvTypeV' | 'swaFull' | 'kvOverrides' | 'rope'>;
   /**
@@ -589,7 +594,7 @@ export class LocalModelHost implements ModelHost {
       info.chatTemplate = model.encoder ? '' : this.chatTemplate(loaded).source;
     } catch {
       // A template that does not parse: chat requests report why; the model serves text prompts.
-      info.chatTemplate = model.tokenizer.vocab.chatTemplate ?? '';
+      info.chatTemplate = this.opts.chatTemplate ?? model.tokenizer.vocab.chatTemplate ?? '';
     }
     this.models.set(id, loaded);
     return info;
@@ -827,7 +832,7 @@ export class LocalModelHost implements ModelHost {
 
   /** The chat template, parsed on first use (a template that does not parse fails only chat requests). */
   private chatTemplate(m: Loaded): ChatTemplate {
-    if (!m.chat) m.chat = ChatTemplate.fromTokenizer(m.model.tokenizer);
+    if (!m.chat) m.chat = ChatTemplate.fromTokenizer(m.model.tokenizer, { override: this.opts.chatTemplate });
     return m.chat;
   }
 

@@ -2,6 +2,7 @@
 // @huggingface/jinja, with the variables llama.cpp's jinja path passes (messages, tools,
 // add_generation_prompt, bos_token, eos_token, enable_thinking).
 
+import fs from 'node:fs';
 import { createHash } from 'node:crypto';
 import type { Template as JinjaTemplate } from '@huggingface/jinja' with { 'resolution-mode': 'import' };
 
@@ -729,4 +730,28 @@ function textOf(content: ChatMessage['content']): string {
     if (p && p.type === 'text' && typeof p.text === 'string') texts.push(p.text);
   }
   return texts.join('\n');
+}
+
+/**
+ * llama.cpp's --chat-template TEXT (Jinja source, or 'chatml') and --chat-template-file FILE: the
+ * template to render chats with in place of the model's, checked to parse; undefined for neither.
+ * Both, a file that cannot be read or a template that does not parse is an error naming the flag.
+ */
+export function readChatTemplateFlags(text: string | undefined, file: string | undefined): string | undefined {
+  if (text !== undefined && file !== undefined) throw new TokenizerError('KAIL_E_INVALID_ARG', 'give --chat-template or --chat-template-file, not both');
+  let source = text;
+  if (file !== undefined)
+    try {
+      source = fs.readFileSync(file, 'utf8');
+    } catch (e) {
+      throw new TokenizerError('KAIL_E_INVALID_ARG', `--chat-template-file: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    }
+  if (source === undefined) return undefined;
+  if (!source.trim()) throw new TokenizerError('KAIL_E_INVALID_ARG', `${file !== undefined ? `--chat-template-file ${file}` : '--chat-template'}: the template is empty`);
+  try {
+    new ChatTemplate(source);
+  } catch (e) {
+    throw new TokenizerError('KAIL_E_INVALID_ARG', `${file !== undefined ? `--chat-template-file ${file}` : '--chat-template'}: ${(e as Error).message}`);
+  }
+  return source;
 }
