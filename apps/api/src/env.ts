@@ -22,11 +22,20 @@ export const ApiConfigSchema = z.object({
    * most tokens a <think> block may take before the engine closes it; -1 = none (the default).
    */
   reasoningBudget: z.coerce.number().int().min(-1).max(1_000_000_000).default(-1),
+  /**
+   * Keys given at start (llama-server's --api-key / --api-key-file; `kail serve` passes them in
+   * KAIL_API_KEYS, a line each): accepted besides the stored ones, and with any of them every
+   * route but /health needs a key. Each is its own tenant; their usage is not stored.
+   */
+  staticKeys: z.array(z.string().min(1, 'an API key cannot be empty').regex(/^\S+$/, 'an API key cannot hold spaces')).default([]),
   /** /ready needs an engine probe newer than this, seconds. Default 10. */
   readyMaxAgeS: z.coerce.number().gt(0).default(10),
 });
 
 export type ApiConfig = z.infer<typeof ApiConfigSchema>;
+
+/** The environment variable holding the keys given at start, a line each (ApiConfig.staticKeys). */
+export const STATIC_KEYS_ENV = 'KAIL_API_KEYS';
 
 export function parseApiConfig(input: unknown): ApiConfig {
   const r = ApiConfigSchema.safeParse(input);

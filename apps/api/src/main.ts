@@ -4,7 +4,7 @@
 import { parseArgs } from 'node:util';
 import { AUTH_TOKEN_ENV } from '@kailstream/proto';
 
-import { parseApiConfig } from './env';
+import { parseApiConfig, STATIC_KEYS_ENV } from './env';
 import { startApi } from './server';
 
 async function main() {
@@ -24,6 +24,8 @@ async function main() {
     dataDir: values['data-dir'] ?? process.env.KAIL_DATA_DIR,
     reasoningBudget: values['reasoning-budget'] ?? process.env.KAIL_REASONING_BUDGET,
     schedulerToken: process.env[AUTH_TOKEN_ENV],
+    // (In the environment, not on the command line where `ps` shows it.)
+    staticKeys: (process.env[STATIC_KEYS_ENV] ?? '').split('\n').filter((k) => k !== ''),
   });
   const api = await startApi(config);
   process.stdout.write(JSON.stringify({ service: 'api', address: api.url, pid: process.pid }) + '\n');

@@ -105,6 +105,43 @@ describe('API keys', () => {
   });
 });
 
+describe('API keys given at start (kail serve --api-key)', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-api-static-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('are required on every route but /health, accepted beside stored keys, and let the API bind beyond loopback', async () => {
+    const api = await startApi(parseApiConfig({ host: '0.0.0.0', port: 0, dataDir: dir, staticKeys: ['sk-one', 'team-two'] }));
+    try {
+      const url = api.url.replace('0.0.0.0', '127.0.0.1');
+      const get = (key?: string) => fetch(`${url}/v1/models`, { headers: key ? { authorization: `Bearer ${key}` } : {} });
+      expect((await get()).status).toBe(401);
+      expect((await fetch(`${url}/health`)).status).toBe(200);
+      expect((await get('sk-one')).status).toBe(200);
+      expect((await fetch(`${url}/v1/models`, { headers: { 'x-api-key': 'team-two' } })).status).toBe(200);
+      const bad = await get('sk-on');
+      expect(bad.status).toBe(401);
+      expect(((await bad.json()) as any).error.code).toBe('invalid_api_key');
+      // A stored key works too; revoking it leaves the given ones required.
+      const s = KeyStore.open(path.join(dir, KEYS_FILE));
+      const k = s.create('stored');
+      expect((await get(k.key)).status).toBe(200);
+      s.revoke(k.id);
+      expect((await get(k.key)).status).toBe(401);
+      expect((await get()).status).toBe(401);
+      // Their usage is not stored (they have no row): the stored key's list is unchanged.
+      expect(s.usage().map((u) => u.name)).toEqual(['stored']);
+      s.close();
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('an empty key or one with spaces is a configuration error', () => {
+    expect(() => parseApiConfig({ staticKeys: [''] })).toThrow(/staticKeys.0: an API key cannot be empty/);
+    expect(() => parseApiConfig({ staticKeys: ['a b'] })).toThrow(/cannot hold spaces/);
+  });
+});
+
 describe('/ready', () => {
   it('tells the truth: no model loaded, then no engine answering, while /health stays 200', async () => {
     const engine = await startEngineServer(new LocalModelHost(), { port: 0 });

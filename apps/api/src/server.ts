@@ -3,7 +3,7 @@ import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
 import { bearerClientOptions, common, scheduler as spb } from '@kailstream/proto';
 
-import { isLoopback, registerAuth, tenantOf } from './auth/auth';
+import { authRequired, isLoopback, registerAuth, StaticKeys, tenantOf } from './auth/auth';
 import { KEYS_FILE, KeyStore } from './auth/keys';
 import type { ApiConfig } from './env';
 import { ApiMetrics } from './metrics';
@@ -38,13 +38,14 @@ export const MAX_BODY_BYTES = 64 << 20;
 export async function startApi(config: ApiConfig): Promise<RunningApi> {
   const beyondLoopback = !isLoopback(config.host);
   const keys = config.dataDir ? KeyStore.open(path.join(config.dataDir, KEYS_FILE)) : undefined;
-  if (beyondLoopback && (!keys || keys.activeCount() === 0)) {
+  const staticKeys = new StaticKeys(config.staticKeys);
+  if (beyondLoopback && !staticKeys.size && (!keys || keys.activeCount() === 0)) {
     keys?.close();
     throw new Error(
       `refusing to listen on ${config.host} (beyond loopback) without an API key: create one with ` +
         `\`kail keys create <name>${config.dataDir ? ` --data-dir ${config.dataDir}` : ''}\`` +
         (config.dataDir ? '' : ' and pass the data directory (--data-dir)') +
-        ', or bind 127.0.0.1',
+        ' (or give one with `kail serve --api-key`), or bind 127.0.0.1',
     );
   }
   // Stored responses (/v1/responses): in the data directory when there is one, so they outlive a restart.
@@ -93,7 +94,8 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     reply.code(status).send(errorBody(req.url, status, err.message, err.code ?? null));
   });
 
-  registerAuth(app, { store: keys, always: beyondLoopback });
+  const auth = { store: keys, always: beyondLoopback, staticKeys };
+  registerAuth(app, auth);
 
   // Liveness: the process is up and its event loop answers (no key needed).
   app.get('/health', async () => ({ status: 'ok', version: VERSION }));
@@ -152,7 +154,8 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     requestTimeoutMs: config.requestTimeoutS * 1000,
     reasoningBudget: config.reasoningBudget,
     onUsage: (req, promptTokens, completionTokens) => {
-      if (!req.apiKey || !keys) return;
+      // (Keys given at start have no row in the store.)
+      if (!req.apiKey || !keys || StaticKeys.isStatic(req.apiKey.id)) return;
       try {
         keys.recordUsage(req.apiKey.id, { requests: 1, promptTokens, completionTokens });
       } catch (e) {
@@ -173,7 +176,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   registerOllamaRoutes(app, deps, { dataDir: config.dataDir || undefined });
 
   // The console's tRPC router (apps/api/src/trpc), behind the same key check as every route.
-  hub = await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => beyondLoopback || (keys?.activeCount() ?? 0) > 0 });
+  hub = await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => authRequired(auth) });
 
   // Errors answered as whole responses (streams that fail midway count themselves).
   app.addHook('onResponse', async (req, reply) => {

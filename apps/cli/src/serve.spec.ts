@@ -6,7 +6,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
 import { writeTestModel } from '@kailstream/engine/testing';
 
-import { serve } from './commands/serve';
+import { serve, staticApiKeys } from './commands/serve';
 import type { Supervisor } from './supervisor';
 
 function unary<Res>(fn: (req: object, md: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Res) => void) => unknown): Promise<Res> {
@@ -105,4 +105,34 @@ describe('kail serve', () => {
     expect(html).toContain('KailStream');
     expect(html).toContain(sup.services.get('api')!.address);
   });
+});
+
+describe('kail serve --api-key / --api-key-file', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-serve-keys-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it("reads llama-server's flags: comma-separated keys, a file of a key per line; bad ones are errors naming the flag", () => {
+    const f = path.join(dir, 'keys.txt');
+    fs.writeFileSync(f, 'k-three\n\n  k-four  \r\nk-one\n');
+    expect(staticApiKeys(['k-one,k-two', 'k-five'], f)).toEqual(['k-one', 'k-two', 'k-five', 'k-three', 'k-four']);
+    expect(staticApiKeys([], undefined)).toEqual([]);
+    expect(() => staticApiKeys(['a,,b'], undefined)).toThrow('--api-key: an empty key');
+    expect(() => staticApiKeys([], path.join(dir, 'none.txt'))).toThrow(/--api-key-file: cannot read .*none.txt: ENOENT/);
+    fs.writeFileSync(path.join(dir, 'blank.txt'), '\n \n');
+    expect(() => staticApiKeys([], path.join(dir, 'blank.txt'))).toThrow(/no key in it/);
+    fs.writeFileSync(path.join(dir, 'spaced.txt'), 'a b\n');
+    expect(() => staticApiKeys([], path.join(dir, 'spaced.txt'))).toThrow(/a key cannot hold spaces/);
+  });
+
+  it('the API then needs one of them (kept out of its command line)', async () => {
+    const sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: false, apiKey: ['k-lan'] }, () => undefined);
+    try {
+      const api = sup.services.get('api')!;
+      expect((await fetch(`${api.address}/v1/models`)).status).toBe(401);
+      expect((await fetch(`${api.address}/v1/models`, { headers: { authorization: 'Bearer k-lan' } })).status).toBe(200);
+      expect(fs.readFileSync(`/proc/${api.child.pid}/cmdline`, 'utf8')).not.toContain('k-lan');
+    } finally {
+      await sup.stopAll();
+    }
+  }, 120_000);
 });

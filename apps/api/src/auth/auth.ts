@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 
 import { errorBody } from '../error-shape';
@@ -39,6 +40,45 @@ export interface AuthOptions {
   store?: KeyStore;
   /** Require a key even when none exists yet (bound beyond loopback). */
   always: boolean;
+  /** Keys given at start (StaticKeys), accepted besides the stored ones. */
+  staticKeys?: StaticKeys;
+}
+
+/** The tenant-id prefix of keys given at start. */
+const STATIC_PREFIX = 'static-';
+
+/**
+ * Keys given at start (llama-server's --api-key): held as SHA-256 hashes, each its own tenant
+ * (`static-` and the hash's first 12 hex digits), looked up by hash as the store's are.
+ */
+export class StaticKeys {
+  private readonly byHash = new Map<string, ApiKeyInfo>();
+
+  constructor(keys: readonly string[]) {
+    const at = new Date().toISOString();
+    keys.forEach((k, i) => {
+      const h = createHash('sha256').update(k, 'utf8').digest('hex');
+      this.byHash.set(h, { id: `${STATIC_PREFIX}${h.slice(0, 12)}`, name: `--api-key #${i + 1}`, prefix: k.slice(0, 4), createdAt: at, revokedAt: null, lastUsedAt: null });
+    });
+  }
+
+  get size(): number {
+    return this.byHash.size;
+  }
+
+  verify(key: string): ApiKeyInfo | null {
+    return this.byHash.get(createHash('sha256').update(key, 'utf8').digest('hex')) ?? null;
+  }
+
+  /** Whether a key's id is one of these (their usage is not stored). */
+  static isStatic(id: string): boolean {
+    return id.startsWith(STATIC_PREFIX);
+  }
+}
+
+/** Whether any key is needed now: bound beyond loopback, keys given at start, or a stored key. */
+export function authRequired(opts: AuthOptions): boolean {
+  return opts.always || (opts.staticKeys?.size ?? 0) > 0 || (opts.store !== undefined && opts.store.activeCount() > 0);
 }
 
 /**
@@ -51,15 +91,16 @@ export function registerAuth(app: FastifyInstance, opts: AuthOptions): void {
   app.addHook('onRequest', async (req, reply) => {
     const route = req.url.split('?')[0];
     if (PUBLIC_ROUTES.has(route)) return;
-    const required = opts.always || (opts.store !== undefined && opts.store.activeCount() > 0);
+    const required = authRequired(opts);
     const key = keyOf(req);
+    const verify = (k: string) => opts.staticKeys?.verify(k) ?? opts.store?.verify(k) ?? null;
     if (!required) {
       // Auth is off; a valid key still names the tenant, anything else (clients such as `openai`
       // always send some key) is ignored.
-      if (key !== undefined && opts.store) req.apiKey = opts.store.verify(key) ?? undefined;
+      if (key !== undefined) req.apiKey = verify(key) ?? undefined;
       return;
     }
-    if (!opts.store) {
+    if (!opts.store && !opts.staticKeys?.size) {
       return reply.code(401).send(errorBody(req.url, 401, 'this server has no key store; API keys cannot be checked', 'invalid_api_key'));
     }
     if (key === undefined) {
@@ -68,7 +109,7 @@ export function registerAuth(app: FastifyInstance, opts: AuthOptions): void {
         .header('www-authenticate', 'Bearer')
         .send(errorBody(req.url, 401, 'an API key is required: send "Authorization: Bearer <key>" (create one with `kail keys create <name>`)', 'missing_api_key'));
     }
-    const info = opts.store.verify(key);
+    const info = verify(key);
     if (!info) {
       return reply
         .code(401)

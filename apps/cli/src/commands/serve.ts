@@ -44,6 +44,9 @@ export interface ServeOptions {
   ram?: string;
   /** The VRAM tier's budget for models whose experts stream. */
   vram?: string;
+  /** llama-server's --api-key (each may hold several, comma-separated) and --api-key-file (a key per line): keys besides the stored ones. */
+  apiKey?: string[];
+  apiKeyFile?: string;
   /** llama-server's --chat-template (Jinja source, or chatml) / --chat-template-file: every model's chat template. */
   chatTemplate?: string;
   chatTemplateFile?: string;
@@ -99,6 +102,30 @@ export function grpcToken(dir: string): string {
   return t;
 }
 
+/**
+ * llama-server's --api-key KEY[,KEY…] (repeatable) and --api-key-file FILE (a key per line, blank
+ * lines skipped): the keys, or an error naming the flag for an empty key, one with spaces, or a
+ * file that cannot be read.
+ */
+export function staticApiKeys(flags: readonly string[], file: string | undefined): string[] {
+  const keys = flags.flatMap((f) => f.split(',').map((k) => ({ k: k.trim(), from: '--api-key' })));
+  if (file !== undefined) {
+    let text: string;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (e) {
+      throw new Error(`--api-key-file: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    }
+    keys.push(...text.split(/\r?\n/).map((k) => k.trim()).filter(Boolean).map((k) => ({ k, from: `--api-key-file ${file}` })));
+    if (!keys.some((x) => x.from !== '--api-key')) throw new Error(`--api-key-file ${file}: no key in it`);
+  }
+  for (const { k, from } of keys) {
+    if (!k) throw new Error(`${from}: an empty key`);
+    if (/\s/.test(k)) throw new Error(`${from}: a key cannot hold spaces`);
+  }
+  return [...new Set(keys.map((x) => x.k))];
+}
+
 /** Starts engine, scheduler, API and web console as separate processes; returns the supervisor. */
 export async function serve(opts: ServeOptions, log: (l: string) => void = (l) => process.stdout.write(l + '\n')): Promise<Supervisor> {
   if (opts.pooling !== undefined && !['none', 'mean', 'cls', 'last'].includes(opts.pooling)) throw new Error(`--pooling must be none, mean, cls or last, got '${opts.pooling}'`);
@@ -113,6 +140,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
         throw new Error(`${flag}: ${(e as Error).message}`);
       }
   readChatTemplateFlags(opts.chatTemplate, opts.chatTemplateFile);
+  const apiKeys = staticApiKeys(opts.apiKey ?? [], opts.apiKeyFile);
   const dir = dataDir(opts.dataDir);
   fs.mkdirSync(dir, { recursive: true });
   /* eslint-disable @typescript-eslint/no-require-imports */
@@ -142,7 +170,9 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     keeper.track(engine.address);
     sup.once('stopping', () => keeper.stop());
     log(`scheduler  grpc://${sched.address}${token ? ` (bearer token in ${path.join(dir, 'grpc-token')})` : ''}`);
-    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : [])], env });
+    // (The keys given at start go in the API's environment, not on a command line `ps` shows.)
+    const apiEnv = apiKeys.length ? { ...env, KAIL_API_KEYS: apiKeys.join('\n') } : env;
+    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : [])], env: apiEnv });
     log(`api        ${api.address}`);
     if (opts.web) {
       const webPort = await freePort();
@@ -207,6 +237,8 @@ export function registerServe(program: Command): void {
     })
     .option('--ram <bytes>', "the engine's RAM budget, shared by its models (8G, 512M, or a share of the memory available such as 75%): a model whose file is larger than what the loaded ones leave streams its experts within it; over the hardware profile's budget")
     .option('--vram <bytes>', "GPU memory for the expert cache of models whose experts stream (8G, or a share of GPU 0's free memory such as 90%; needs a CUDA device)")
+    .option('--api-key <keys>', "an API key every route then needs (llama-server's; comma-separated for several; repeatable), besides those of kail keys; each its own tenant, its usage not stored", (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--api-key-file <file>', "API keys from a file, one per line (llama-server's --api-key-file)")
     .option('--chat-template <jinja>', "a chat template for every model in place of its file's (llama-server's): Jinja source, or chatml")
     .option('--chat-template-file <file>', "a chat template from a file for every model in place of its file's (llama-server's)")
     .option('--slot-save-path <dir>', "directory for llama-server's POST /slots/ID?action=save|restore files (off without it)")
