@@ -16,6 +16,7 @@ import { registerGgufSplit } from './commands/gguf-split';
 import { registerExportLora } from './commands/export-lora';
 import { registerEmbed } from './commands/embed';
 import { registerModels } from './commands/models';
+import { registerPull } from './commands/pull';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -40,6 +41,7 @@ export function buildProgram(): Command {
   registerExportLora(program);
   registerEmbed(program);
   registerModels(program);
+  registerPull(program);
   return program;
 }
 

@@ -1,0 +1,223 @@
+// kail pull against a local server that answers as Hugging Face's does (refs, the recursive tree
+// with LFS oids, resolve URLs redirecting to a store that takes ranges): the pick by quantization
+// tag, split models, resuming a broken download, and refusals (wrong SHA-256, not a GGUF, 404s).
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+import { writeTestModel } from '@kailstream/engine/testing';
+
+import { modelEndpoint, parseRepoRef, pickModelFiles, planRepoPull, planUrlPull, runPull } from './commands/pull';
+
+const KAIL = path.resolve(__dirname, '../bin/kail.js');
+const COMMIT = 'a'.repeat(40);
+
+interface Hub {
+  url: string;
+  /** Range headers the store saw, per file. */
+  ranges: string[];
+  /** Bytes the store sent. */
+  sent: number;
+  /** Break the next download of this file off after this many bytes. */
+  breakAt: Map<string, number>;
+  close(): void;
+}
+
+function hub(files: Record<string, Buffer>, listed: Record<string, { sha256?: string; size?: number }> = {}): Promise<Hub> {
+  const state = { ranges: [] as string[], sent: 0, breakAt: new Map<string, number>() };
+  const s = http.createServer((req, res) => {
+    const u = new URL(req.url!, 'http://x');
+    if (u.pathname === '/api/models/team/moe-GGUF/refs') return res.end(JSON.stringify({ branches: [{ name: 'dev', targetCommit: 'b'.repeat(40) }, { name: 'main', targetCommit: COMMIT }], tags: [] }));
+    if (u.pathname === `/api/models/team/moe-GGUF/tree/${COMMIT}` && u.searchParams.get('recursive') === 'true') {
+      const tree = Object.entries(files).map(([p, b]) => ({
+        type: 'file',
+        path: p,
+        size: b.length,
+        lfs: { oid: listed[p]?.sha256 ?? createHash('sha256').update(b).digest('hex'), size: listed[p]?.size ?? b.length },
+      }));
+      return res.end(JSON.stringify([{ type: 'directory', path: 'sub' }, { type: 'file', path: 'README.md', size: 3, oid: 'f'.repeat(40) }, ...tree]));
+    }
+    const resolve = `/team/moe-GGUF/resolve/${COMMIT}/`;
+    if (u.pathname.startsWith(resolve)) {
+      res.writeHead(302, { location: `/store/${u.pathname.slice(resolve.length)}` });
+      return res.end();
+    }
+    if (u.pathname.startsWith('/store/')) {
+      const name = decodeURIComponent(u.pathname.slice('/store/'.length));
+      const b = files[name];
+      if (!b) {
+        res.writeHead(404);
+        return res.end('not found');
+      }
+      const range = req.headers.range;
+      let start = 0;
+      if (range) {
+        state.ranges.push(`${name} ${range}`);
+        start = Number(/^bytes=(\d+)-$/.exec(range)![1]);
+        if (start >= b.length) {
+          res.writeHead(416);
+          return res.end();
+        }
+        res.writeHead(206, { 'content-length': b.length - start, 'content-range': `bytes ${start}-${b.length - 1}/${b.length}` });
+      } else res.writeHead(200, { 'content-length': b.length });
+      const cut = state.breakAt.get(name);
+      if (cut !== undefined) {
+        state.breakAt.delete(name);
+        state.sent += cut - start;
+        res.write(b.subarray(start, cut), () => res.destroy());
+        return;
+      }
+      state.sent += b.length - start;
+      return res.end(b.subarray(start));
+    }
+    res.writeHead(404);
+    res.end('{"error":"Repository not found"}');
+  });
+  return new Promise((resolve) =>
+    s.listen(0, '127.0.0.1', () =>
+      resolve(Object.assign(state, { url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, close: () => s.close() }) as Hub),
+    ),
+  );
+}
+
+function kail(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const c = spawn(process.execPath, [KAIL, ...args], { env: { ...process.env, ...env } });
+    let stdout = '';
+    let stderr = '';
+    c.stdout.on('data', (d) => (stdout += d));
+    c.stderr.on('data', (d) => (stderr += d));
+    c.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+describe('kail pull', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-pull-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const q4 = fs.readFileSync(writeTestModel(dir, 'tiny-qwen3moe', 'Q4_K'));
+  const q8 = fs.readFileSync(writeTestModel(dir, 'tiny-qwen3moe', 'Q8_0'));
+
+  it("picks the file as llama.cpp's -hf does: the tag before '.' or '-', any case; Q4_K_M, then Q8_0, then the first model file; a split's parts", () => {
+    const f = (...p: string[]) => p.map((x) => ({ path: x }));
+    const files = f('mmproj-moe-Q4_K_M.gguf', 'moe-IQ2_XXS.gguf', 'moe-Q8_0.gguf', 'sub/moe-Q4_K_M.gguf', 'moe-Q4_K_M-imatrix.gguf');
+    expect(pickModelFiles(files, '').map((x) => x.path)).toEqual(['sub/moe-Q4_K_M.gguf']);
+    expect(pickModelFiles(files, 'q8_0').map((x) => x.path)).toEqual(['moe-Q8_0.gguf']);
+    expect(pickModelFiles(f('a-IQ2_XXS.gguf', 'b-Q5_K_S.gguf'), '').map((x) => x.path)).toEqual(['a-IQ2_XXS.gguf']);
+    // (Q4_K is not Q4_K_M: the tag must be followed by '.' or '-'.)
+    expect(() => pickModelFiles(files, 'Q4_K')).toThrow(/no GGUF model file for 'Q4_K' in the repository; its GGUF files: mmproj-moe-Q4_K_M.gguf, moe-IQ2_XXS.gguf/);
+    const split = f('Q3/m-Q3_K_M-00002-of-00003.gguf', 'Q3/m-Q3_K_M-00001-of-00003.gguf', 'Q3/m-Q3_K_M-00003-of-00003.gguf', 'm-Q8_0.gguf');
+    expect(pickModelFiles(split, 'Q3_K_M').map((x) => x.path)).toEqual(['Q3/m-Q3_K_M-00001-of-00003.gguf', 'Q3/m-Q3_K_M-00002-of-00003.gguf', 'Q3/m-Q3_K_M-00003-of-00003.gguf']);
+    expect(() => pickModelFiles(split.slice(1), 'Q3_K_M')).toThrow(/part 1 of 3, but the repository lists 2 of its parts/);
+  });
+
+  it('reads references as llama.cpp and Ollama write them, and the endpoint from the environment', () => {
+    expect(parseRepoRef('Qwen/Qwen3-30B-A3B-GGUF:Q4_K_M')).toEqual({ repo: 'Qwen/Qwen3-30B-A3B-GGUF', tag: 'Q4_K_M' });
+    expect(parseRepoRef('hf.co/unsloth/gpt-oss-20b-GGUF:latest')).toEqual({ repo: 'unsloth/gpt-oss-20b-GGUF', tag: '' });
+    expect(parseRepoRef('https://huggingface.co/team/moe-GGUF')).toEqual({ repo: 'team/moe-GGUF', tag: '' });
+    for (const bad of ['just-a-name', 'a/b/c', '../x/y', 'a/..', '']) expect(parseRepoRef(bad)).toBeNull();
+    expect(modelEndpoint({})).toBe('https://huggingface.co/');
+    expect(modelEndpoint({ HF_ENDPOINT: 'http://mirror:8080' })).toBe('http://mirror:8080/');
+    expect(modelEndpoint({ MODEL_ENDPOINT: 'http://a/', HF_ENDPOINT: 'http://b/' })).toBe('http://a/');
+    expect(planUrlPull('https://host/x/m-00001-of-00002.gguf').files.map((f) => f.url)).toEqual(['https://host/x/m-00001-of-00002.gguf', 'https://host/x/m-00002-of-00002.gguf']);
+    expect(() => planUrlPull('https://host/m-00002-of-00002.gguf')).toThrow(/part 2 of a split model/);
+    expect(() => planUrlPull('https://host/readme.md')).toThrow(/not the URL of a .gguf file/);
+  });
+
+  it('pulls the picked quantization from a repository, checked against its SHA-256, then keeps it; kail list shows it', async () => {
+    const h = await hub({ 'moe-Q4_K_M.gguf': q4, 'sub/moe-Q8_0.gguf': q8, 'mmproj-moe-F16.gguf': q8 });
+    try {
+      const data = path.join(dir, 'd1');
+      const r = await kail({ HF_ENDPOINT: h.url }, 'pull', 'team/moe-GGUF', '--data-dir', data, '--json');
+      expect(r.stderr).toContain(`team/moe-GGUF at ${COMMIT.slice(0, 12)}: moe-Q4_K_M.gguf`);
+      expect(r.status).toBe(0);
+      const out = JSON.parse(r.stdout);
+      expect(out.id).toBe('moe-Q4_K_M');
+      expect(fs.readFileSync(path.join(data, 'models', 'moe-Q4_K_M.gguf')).equals(q4)).toBe(true);
+      expect(fs.readdirSync(path.join(data, 'models'))).toEqual(['moe-Q4_K_M.gguf']);
+      // Ollama's spelling, another tag: the file in a subdirectory lands by its name.
+      expect((await kail({ HF_ENDPOINT: h.url }, 'pull', 'hf.co/team/moe-GGUF:q8_0', '--data-dir', data)).status).toBe(0);
+      expect(fs.readFileSync(path.join(data, 'models', 'moe-Q8_0.gguf')).equals(q8)).toBe(true);
+      const sent = h.sent;
+      const again = await kail({ HF_ENDPOINT: h.url }, 'pull', 'team/moe-GGUF:Q4_K_M', '--data-dir', data, '--json');
+      expect(JSON.parse(again.stdout).files[0]).toMatchObject({ skipped: true, downloaded: 0 });
+      expect(h.sent).toBe(sent);
+      const list = JSON.parse((await kail({}, 'list', '--data-dir', data, '--json')).stdout);
+      expect(JSON.stringify(list)).toContain('moe-Q4_K_M');
+      const none = await kail({ HF_ENDPOINT: h.url }, 'pull', 'team/moe-GGUF:IQ1_S', '--data-dir', data);
+      expect(none.status).not.toBe(0);
+      expect(none.stderr).toMatch(/no GGUF model file for 'IQ1_S' in the repository; its GGUF files: moe-Q4_K_M.gguf, sub\/moe-Q8_0.gguf, mmproj-moe-F16.gguf/);
+      const missing = await kail({ HF_ENDPOINT: h.url }, 'pull', 'team/none', '--data-dir', data);
+      expect(missing.stderr).toMatch(/GET .*api\/models\/team\/none\/refs: HTTP 404 \(no such repository\?\)/);
+    } finally {
+      h.close();
+    }
+  }, 60_000);
+
+  it('resumes a download that broke off from where it stopped, with a range request', async () => {
+    const h = await hub({ 'moe-Q8_0.gguf': q8 });
+    try {
+      const models = path.join(dir, 'd2', 'models');
+      h.breakAt.set('moe-Q8_0.gguf', 100_000);
+      const plan = await planRepoPull('team/moe-GGUF:Q8_0', undefined, { HF_ENDPOINT: h.url });
+      await expect(runPull(plan, models, { env: { HF_ENDPOINT: h.url } })).rejects.toThrow(/moe-Q8_0.gguf: (the download broke off at \d+ bytes|\d+ bytes arrived of \d+).*run the pull again/);
+      const partial = fs.statSync(path.join(models, 'moe-Q8_0.gguf.part')).size;
+      expect(partial).toBeGreaterThan(0);
+      expect(partial).toBeLessThan(q8.length);
+      expect(fs.existsSync(path.join(models, 'moe-Q8_0.gguf'))).toBe(false);
+      const r = await runPull(plan, models, { env: { HF_ENDPOINT: h.url } });
+      expect(r.files[0].downloaded).toBe(q8.length - partial);
+      expect(h.ranges).toEqual([`moe-Q8_0.gguf bytes=${partial}-`]);
+      expect(fs.readFileSync(path.join(models, 'moe-Q8_0.gguf')).equals(q8)).toBe(true);
+      expect(fs.existsSync(path.join(models, 'moe-Q8_0.gguf.part'))).toBe(false);
+    } finally {
+      h.close();
+    }
+  }, 60_000);
+
+  it('refuses a file whose SHA-256 is not the listed one, or that is no GGUF, leaving nothing', async () => {
+    const html = Buffer.from('<!DOCTYPE html><html>rate limited</html>');
+    const h = await hub({ 'moe-Q4_K_M.gguf': q4, 'page-Q8_0.gguf': html }, { 'moe-Q4_K_M.gguf': { sha256: 'e'.repeat(64) } });
+    try {
+      const models = path.join(dir, 'd3', 'models');
+      const env = { HF_ENDPOINT: h.url };
+      await expect(runPull(await planRepoPull('team/moe-GGUF', undefined, env), models, { env })).rejects.toThrow(/moe-Q4_K_M.gguf: SHA-256 [0-9a-f]{64} is not the e{64} the source lists; the download is deleted/);
+      await expect(runPull(await planRepoPull('team/moe-GGUF', 'page-Q8_0.gguf', env), models, { env })).rejects.toThrow(/page-Q8_0.gguf: not a GGUF file \(it starts with "<!DO"\); the download is deleted/);
+      expect(fs.readdirSync(models)).toEqual([]);
+      // A URL too, with --sha256.
+      const data = path.join(dir, 'd3b');
+      const sha = createHash('sha256').update(q4).digest('hex');
+      const ok = await kail({}, 'pull', `${h.url}/store/moe-Q4_K_M.gguf`, '--sha256', sha, '--data-dir', data);
+      expect(ok.status).toBe(0);
+      expect(fs.readFileSync(path.join(data, 'models', 'moe-Q4_K_M.gguf')).equals(q4)).toBe(true);
+      const gone = await kail({}, 'pull', `${h.url}/store/other.gguf`, '--data-dir', data);
+      expect(gone.stderr).toMatch(/GET .*\/store\/other.gguf: HTTP 404/);
+    } finally {
+      h.close();
+    }
+  }, 60_000);
+
+  it('pulls every part of a split model, which then opens as one', async () => {
+    const { execFileSync } = require('node:child_process') as typeof import('node:child_process');
+    const splitDir = path.join(dir, 'split');
+    fs.mkdirSync(splitDir);
+    const GEN = path.resolve(__dirname, '../../../tools/dist/gen-model.js');
+    execFileSync(process.execPath, [GEN, '--preset', 'tiny-qwen3moe', '--type', 'Q8_0', '--split-max-tensors', '12', '--out', path.join(splitDir, 'moe-Q8_0.gguf')], { stdio: 'pipe' });
+    const parts = fs.readdirSync(splitDir).filter((f) => f.endsWith('.gguf')).sort();
+    expect(parts.length).toBeGreaterThan(1);
+    const h = await hub(Object.fromEntries(parts.map((p) => [`Q8_0/${p}`, fs.readFileSync(path.join(splitDir, p))])));
+    try {
+      const data = path.join(dir, 'd4');
+      const r = await kail({ HF_ENDPOINT: h.url }, 'pull', 'team/moe-GGUF:Q8_0', '--data-dir', data, '--json');
+      expect(r.status).toBe(0);
+      expect(fs.readdirSync(path.join(data, 'models')).sort()).toEqual(parts);
+      const run = await kail({}, 'run', '-m', path.join(data, 'models', parts[0]), '-n', '2', '--json');
+      expect(run.status).toBe(0);
+    } finally {
+      h.close();
+    }
+  }, 60_000);
+});
