@@ -147,6 +147,10 @@ describe('kail pull', () => {
       expect(h.sent).toBe(sent);
       const list = JSON.parse((await kail({}, 'list', '--data-dir', data, '--json')).stdout);
       expect(JSON.stringify(list)).toContain('moe-Q4_K_M');
+      // A file larger than the disk's free space is refused before any byte moves.
+      const huge = await planRepoPull('team/moe-GGUF:Q4_K_M', undefined, { HF_ENDPOINT: h.url });
+      await expect(runPull({ ...huge, files: huge.files.map((f) => ({ ...f, name: 'huge.gguf', size: 2 ** 52 })) }, path.join(data, 'models'), { env: { HF_ENDPOINT: h.url } })).rejects.toThrow(/the model needs 4194304.00 GiB more and .* has .* free/);
+      expect(h.sent).toBe(sent);
       const none = await kail({ HF_ENDPOINT: h.url }, 'pull', 'team/moe-GGUF:IQ1_S', '--data-dir', data);
       expect(none.status).not.toBe(0);
       expect(none.stderr).toMatch(/no GGUF model file for 'IQ1_S' in the repository; its GGUF files: moe-Q4_K_M.gguf, sub\/moe-Q8_0.gguf, mmproj-moe-F16.gguf/);

@@ -269,6 +269,16 @@ export interface PullResult {
 export async function runPull(plan: PullPlan, modelsDir: string, o: { force?: boolean; env?: NodeJS.ProcessEnv; log?: (l: string) => void } = {}): Promise<PullResult> {
   const env = o.env ?? process.env;
   fs.mkdirSync(modelsDir, { recursive: true });
+  // What the files still need (less any .part already there) against the disk's free space, before a byte moves.
+  const need = plan.files.reduce((a, f) => {
+    const dest = path.join(modelsDir, f.name);
+    if (f.size === undefined || (!o.force && fs.existsSync(dest) && fs.statSync(dest).size === f.size)) return a;
+    const part = fs.existsSync(`${dest}.part`) ? fs.statSync(`${dest}.part`).size : 0;
+    return a + Math.max(0, f.size - part);
+  }, 0);
+  const st = fs.statfsSync(modelsDir);
+  const free = Number(st.bavail) * Number(st.bsize);
+  if (need > free) throw new PullError(`the model needs ${formatBytes(need)} more and ${modelsDir} has ${formatBytes(free)} free`);
   const files: PullResult['files'] = [];
   for (const f of plan.files) {
     const dest = path.join(modelsDir, f.name);
