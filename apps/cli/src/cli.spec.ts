@@ -43,6 +43,11 @@ describe('kail CLI', () => {
     const c = kail('serve', '--cache-type', 'q4_k');
     expect(c.status).not.toBe(0);
     expect(c.stderr).toContain("--cache-type must be f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1, got 'q4_k'");
+    // The same from the environment (KAIL_ and the flag's name), which a flag overrides.
+    const env = spawnSync(process.execPath, [KAIL, 'serve'], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, KAIL_KEEP_ALIVE: 'forever' } });
+    expect(env.status).not.toBe(0);
+    expect(env.stderr).toContain("--keep-alive must be a duration such as 5m, 1h30m, 30s, 0 or -1, got 'forever'");
+    expect(kail('serve', '--help').stdout).toMatch(/\(default: "8080", env: KAIL_PORT\)/);
     const d = kail('serve', '-ctk', 'q8_0', '-ctv', 'q3');
     expect(d.status).not.toBe(0);
     expect(d.stderr).toContain("--cache-type-v must be f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1, got 'q3'");

@@ -103,7 +103,8 @@ describe('kail ps / chat / stop against a running kail serve', () => {
 
   beforeAll(async () => {
     const model = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
-    server = spawn(process.execPath, [KAIL, 'serve', '--no-web', '-m', `tiny=${model}`, '-c', '256', '--port', '0', '--data-dir', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // (The context and the port come from the environment, as a container's unit would give them.)
+    server = spawn(process.execPath, [KAIL, 'serve', '--no-web', '-m', `tiny=${model}`, '--data-dir', dir], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, KAIL_CTX: '256', KAIL_PORT: '0' } });
     server.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     server.stderr!.on('data', (d: Buffer) => (out += d.toString()));
     const end = Date.now() + 90_000;
@@ -130,7 +131,7 @@ describe('kail ps / chat / stop against a running kail serve', () => {
     expect(ps.services.every((s: { alive: boolean }) => s.alive)).toBe(true);
     expect(ps.scheduler.error).toBeUndefined();
     expect(ps.scheduler.engines[0]).toMatchObject({ status: 'SERVING', models: ['tiny'] });
-    expect(ps.scheduler.models[0]).toMatchObject({ id: 'tiny', architecture: 'qwen3moe', kvType: 'f16', lora: [] });
+    expect(ps.scheduler.models[0]).toMatchObject({ id: 'tiny', architecture: 'qwen3moe', kvType: 'f16', lora: [], contextLength: 256 });
     expect(ps.scheduler.models[0].memory.residentBytes).toBeGreaterThan(0);
     expect(ps.scheduler.queue).toBeDefined();
     const human = kail(['ps', '--data-dir', dir]).stdout;

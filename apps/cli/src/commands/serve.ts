@@ -281,4 +281,21 @@ export function registerServe(program: Command): void {
         process.once('SIGTERM', stop);
       });
     });
+  // Every flag that takes a value may come from the environment instead, KAIL_ and its name
+  // (KAIL_PORT, KAIL_CTX, KAIL_PARALLEL, KAIL_RAM…), as llama-server's LLAMA_ARG_ variables do, for
+  // containers and service units; a flag on the command line wins. (KAIL_API_KEY stays `kail
+  // chat`'s key, and the models are given with -m.)
+  for (const option of cmd.options)
+    if (option.long && option.required && !['--model', '--api-key', '--data-dir'].includes(option.long))
+      option.env(`KAIL_${option.long.slice(2).replace(/-/g, '_').toUpperCase()}`);
+  // (Commander reads an option's variable only when the option is made with it: read them here,
+  // through each option's own parser, before the action runs.)
+  cmd.hook('preAction', (c) => {
+    for (const option of c.options) {
+      const v = option.envVar === undefined ? undefined : process.env[option.envVar];
+      const key = option.attributeName();
+      if (v === undefined || c.getOptionValueSource(key) === 'cli') continue;
+      c.setOptionValueWithSource(key, option.parseArg ? option.parseArg(v, option.defaultValue) : v, 'env');
+    }
+  });
 }
