@@ -170,9 +170,11 @@ describe('kail plan and --ram', () => {
     fs.writeFileSync(wg, ['index,sentence,option1,option2,answer', ...Array.from({ length: 6 }, (_, t) => `${t},${w(4)} _ ${w(1 + (t % 5))}.,${w(1)},${w(1)},${1 + (t % 2)}`)].join('\n') + '\n');
     const g = kail('perplexity', '-m', model, '-f', wg, '--winogrande', '-t', '2');
     expect(g.status).toBe(0);
-    expect(g.stderr).toContain('6 Winogrande tasks (1 line(s) skipped, e.g. line 1: no \'_\' in the sentence)');
-    expect(g.stdout).toMatch(/^6\t\d+\.\d{4}\t +-?\d+\.\d{6}  +-?\d+\.\d{6}  [12]  [12]$/m);
-    expect(g.stdout).toMatch(/^Final Winogrande score\(6 tasks\): [\d.]+ \+\/- [\d.]+/m);
+    // (As llama-perplexity: -f drops the file's trailing newline, and its reader then leaves out the
+    // last line, which no newline ends: 5 of the 6 tasks.)
+    expect(g.stderr).toContain('5 Winogrande tasks (1 line(s) skipped, e.g. line 1: no \'_\' in the sentence)');
+    expect(g.stdout).toMatch(/^5\t\d+\.\d{4}\t +-?\d+\.\d{6}  +-?\d+\.\d{6}  [12]  [12]$/m);
+    expect(g.stdout).toMatch(/^Final Winogrande score\(5 tasks\): [\d.]+ \+\/- [\d.]+/m);
     // Each file in the other's mode: named, before the model loads.
     const bad = kail('perplexity', '-m', model, '-f', wg, '--hellaswag');
     expect(bad.status).not.toBe(0);

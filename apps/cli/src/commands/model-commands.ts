@@ -512,6 +512,11 @@ interface RunOpts extends SamplerOpts {
 
 const collectText = (v: string, prev: string[]) => [...prev, v];
 
+/** A text file given with -f, as llama.cpp's tools read it: one trailing newline dropped. */
+function readPromptFile(file: string): string {
+  return readTextFile(file, '-f').replace(/\n$/, '');
+}
+
 /** A text file a flag names, or an error naming the flag and why it cannot be read. */
 function readTextFile(file: string, flag: string): string {
   try {
@@ -607,7 +612,7 @@ export function registerModelCommands(program: Command): void {
     if (o.file !== undefined && promptGiven) throw new Error('give the prompt with -p or -f, not both');
     // (As llama.cpp's: escapes in the prompt, from -p or -f, unless --no-escape; not in the system prompt.)
     const esc = (t: string) => (o.escape === false ? t : processEscapes(t));
-    const userText = esc(o.file !== undefined ? readTextFile(o.file, '--file').replace(/\n$/, '') : o.prompt ?? '');
+    const userText = esc(o.file !== undefined ? readPromptFile(o.file) : o.prompt ?? '');
     if (o.systemPromptFile !== undefined && o.systemPrompt !== undefined) throw new Error('give the system prompt with -sys or -sysf, not both');
     const systemPrompt = o.systemPromptFile !== undefined ? readTextFile(o.systemPromptFile, '--system-prompt-file').replace(/\n$/, '') : o.systemPrompt;
     if (systemPrompt !== undefined && !o.chat && !o.conversation) throw new Error('--system-prompt goes with --chat or --conversation');
@@ -1019,7 +1024,7 @@ export function registerModelCommands(program: Command): void {
     log: (l: string) => void,
   ): Promise<void> {
     if (!o.file) throw new Error('--ppl-stride needs -f TEXT');
-    const text = fs.readFileSync(o.file, 'utf8');
+    const text = readPromptFile(o.file);
     // -c + stride / 2, as llama-perplexity enlarges its context. (Its context is also -c times
     // -b / -c when that exceeds 1, and its -b defaults to 2048: to match a run of it, pass that product as -c.)
     const chunkLen = o.ctx + Math.floor(o.pplStride / 2);
@@ -1057,8 +1062,10 @@ export function registerModelCommands(program: Command): void {
     if (!o.file) throw new Error(`${mode} needs -f FILE: the tasks`);
     const raw = fs.readFileSync(o.file);
     // (The file is read before the model loads: a malformed one costs no load.)
-    const hs = o.hellaswag ? parseHellaswag(raw.toString('utf8'), o.file) : null;
-    const wg = o.winogrande ? parseWinogrande(raw.toString('utf8'), o.file) : null;
+    // (As llama-perplexity reads -f: one trailing newline dropped, so Winogrande's reader, which
+    // takes only lines a newline ends, leaves out a file's last line, as llama.cpp's does.)
+    const hs = o.hellaswag ? parseHellaswag(readPromptFile(o.file), o.file) : null;
+    const wg = o.winogrande ? parseWinogrande(readPromptFile(o.file), o.file) : null;
     const mc = o.multipleChoice ? readMultipleChoice(raw, o.multipleChoiceTasks, o.file) : null;
     const nSeq = Math.max(4, o.parallel);
     const model = EngineModel.load(o.model, { threads: o.threads, nCtx: o.ctx, nSeqMax: nSeq, nBatch: Math.min(o.batch, nSeq * o.ctx), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
@@ -1164,7 +1171,7 @@ export function registerModelCommands(program: Command): void {
         return;
       }
       if (!o.file) throw new Error('perplexity needs -f TEXT (or --kl-divergence with --kl-divergence-base)');
-      const text = fs.readFileSync(o.file, 'utf8');
+      const text = readPromptFile(o.file);
       const model = EngineModel.load(o.model, { threads: o.threads, ...chunkedLoad(o.ctx, o.batch), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
       sayLoadChoices(model, o, log);
       try {
@@ -1264,7 +1271,7 @@ export function registerModelCommands(program: Command): void {
       let r: Awaited<ReturnType<typeof computeImatrix>> | undefined;
       let tokens = 0;
       if (o.file && o.model) {
-        const text = fs.readFileSync(o.file, 'utf8');
+        const text = readPromptFile(o.file);
         const chunked = chunkedLoad(o.ctx, o.batch);
         const lo = streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log);
         // Every row's logits come back to this process, a pass at a time, and the heap holds more

@@ -126,7 +126,7 @@ describe("llama-perplexity's HellaSwag and Winogrande scores", () => {
       rows.push(`${t},${s},${WORDS[rand() % WORDS.length]},${WORDS[rand() % WORDS.length]} ${WORDS[rand() % WORDS.length]},${1 + (rand() % 2)}`);
     }
     rows.push('99,no blank here,a,b,1', '100,a _ b,x,y,3', 'broken line');
-    const parsed = parseWinogrande(rows.join('\n'));
+    const parsed = parseWinogrande(rows.join('\n') + '\n');
     expect(parsed.tasks).toHaveLength(8);
     expect(parsed.skipped.map((s) => s.line)).toEqual([1, 10, 11, 12]);
     expect(parsed.tasks[0].first).not.toContain('"');

@@ -33,7 +33,7 @@ describe("llama-perplexity's HellaSwag and Winogrande inputs", () => {
       '1,"Because of the rain, _ stayed in.",the cat,the dog,1\r',
       '2,no blank,a,b,1',
       '3,a _ b,x,y,0',
-    ].join('\n');
+    ].join('\n') + '\n';
     const { tasks, skipped } = parseWinogrande(csv);
     expect(tasks).toEqual([
       { first: 'Sarah was a much better surgeon than Maria so ', second: ' always got the easier cases.', choices: ['Sarah', 'Maria'], answer: 2 },
@@ -45,6 +45,9 @@ describe("llama-perplexity's HellaSwag and Winogrande inputs", () => {
       { line: 5, why: "the answer must be 1 or 2, got '0'" },
     ]);
     expect(() => parseWinogrande('a,b\n', 'wg.csv')).toThrow('wg.csv: no Winogrande tasks');
+    // A last line that no newline ends is left out, as llama.cpp's reader leaves it.
+    expect(parseWinogrande(csv.slice(0, -1)).skipped.map((x) => x.line)).toEqual([1, 4]);
+    expect(parseWinogrande(`${csv}4,x _ y,a,b,1`).tasks).toHaveLength(2);
   });
 
   it("gives llama-perplexity's Wilson interval", () => {

@@ -118,12 +118,15 @@ export interface WinograndeTask {
  * winogrande-debiased-eval.csv of ikawrakow/winogrande-eval-for-llama.cpp): commas inside double
  * quotes do not separate, a quoted sentence loses its quotes. Lines it cannot read (the header, a
  * sentence without '_', an answer other than 1 or 2) are skipped and counted, as llama-perplexity
- * skips them; unlike it, a last line without a newline is read too.
+ * skips them. As its reader, a last line without a newline is left out (and since llama-perplexity's
+ * -f drops a file's one trailing newline, `kail perplexity --winogrande` leaves out a file's last
+ * line, as llama-perplexity does: the same tasks and the same random draw of them).
  */
 export function parseWinogrande(text: string, file = 'the Winogrande file'): { tasks: WinograndeTask[]; skipped: { line: number; why: string }[] } {
   const tasks: WinograndeTask[] = [];
   const skipped: { line: number; why: string }[] = [];
-  getlines(text).forEach((line, n) => {
+  // (llama.cpp's loop stops at a line that ends the text without a newline, leaving it out.)
+  text.split('\n').slice(0, -1).forEach((line, n) => {
     const commas: number[] = [];
     let quoted = false;
     for (let i = 0; i < line.length && commas.length < 4; i++) {
