@@ -2,6 +2,8 @@
 export { writeModel, planModel, generateTensorF32, fillTensorRange, WEIGHT_RECIPE_VERSION } from './models/build';
 export { writeLoraAdapter, loraTargets } from './models/lora';
 export { writeControlVector } from './models/control-vector';
+export { PullError, downloadFile, modelEndpoint, parseRepoRef, pickModelFiles, planRepoPull, planUrlPull, runPull } from './models/pull';
+export type { PullEvents, PullPlan, PullResult, RepoFile } from './models/pull';
 export type { WriteLoraOptions } from './models/lora';
 export type { WriteModelOptions, WriteModelResult, WrittenTensor } from './models/build';
 export { writeModelParallel } from './models/parallel';

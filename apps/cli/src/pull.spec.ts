@@ -11,7 +11,7 @@ import path from 'node:path';
 
 import { writeTestModel } from '@kailstream/engine/testing';
 
-import { modelEndpoint, parseRepoRef, pickModelFiles, planRepoPull, planUrlPull, runPull } from './commands/pull';
+import { modelEndpoint, parseRepoRef, pickModelFiles, planRepoPull, planUrlPull, runPull } from '@kailstream/tools';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
 const COMMIT = 'a'.repeat(40);
