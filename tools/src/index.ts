@@ -4,6 +4,7 @@ export { writeLoraAdapter, loraTargets } from './models/lora';
 export { writeControlVector } from './models/control-vector';
 export { PullError, downloadFile, modelEndpoint, parseRepoRef, pickModelFiles, planRepoPull, planUrlPull, runPull } from './models/pull';
 export type { PullEvents, PullPlan, PullResult, RepoFile } from './models/pull';
+export { HUB_COMMIT, startHubEmulator, type Hub } from './models/hub-emulator';
 export type { WriteLoraOptions } from './models/lora';
 export type { WriteModelOptions, WriteModelResult, WrittenTensor } from './models/build';
 export { writeModelParallel } from './models/parallel';

@@ -4,85 +4,16 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
 import { writeTestModel } from '@kailstream/engine/testing';
 
-import { modelEndpoint, parseRepoRef, pickModelFiles, planRepoPull, planUrlPull, runPull } from '@kailstream/tools';
+import { HUB_COMMIT, modelEndpoint, parseRepoRef, pickModelFiles, planRepoPull, planUrlPull, runPull, startHubEmulator } from '@kailstream/tools';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
-const COMMIT = 'a'.repeat(40);
-
-interface Hub {
-  url: string;
-  /** Range headers the store saw, per file. */
-  ranges: string[];
-  /** Bytes the store sent. */
-  sent: number;
-  /** Break the next download of this file off after this many bytes. */
-  breakAt: Map<string, number>;
-  close(): void;
-}
-
-function hub(files: Record<string, Buffer>, listed: Record<string, { sha256?: string; size?: number }> = {}): Promise<Hub> {
-  const state = { ranges: [] as string[], sent: 0, breakAt: new Map<string, number>() };
-  const s = http.createServer((req, res) => {
-    const u = new URL(req.url!, 'http://x');
-    if (u.pathname === '/api/models/team/moe-GGUF/refs') return res.end(JSON.stringify({ branches: [{ name: 'dev', targetCommit: 'b'.repeat(40) }, { name: 'main', targetCommit: COMMIT }], tags: [] }));
-    if (u.pathname === `/api/models/team/moe-GGUF/tree/${COMMIT}` && u.searchParams.get('recursive') === 'true') {
-      const tree = Object.entries(files).map(([p, b]) => ({
-        type: 'file',
-        path: p,
-        size: b.length,
-        lfs: { oid: listed[p]?.sha256 ?? createHash('sha256').update(b).digest('hex'), size: listed[p]?.size ?? b.length },
-      }));
-      return res.end(JSON.stringify([{ type: 'directory', path: 'sub' }, { type: 'file', path: 'README.md', size: 3, oid: 'f'.repeat(40) }, ...tree]));
-    }
-    const resolve = `/team/moe-GGUF/resolve/${COMMIT}/`;
-    if (u.pathname.startsWith(resolve)) {
-      res.writeHead(302, { location: `/store/${u.pathname.slice(resolve.length)}` });
-      return res.end();
-    }
-    if (u.pathname.startsWith('/store/')) {
-      const name = decodeURIComponent(u.pathname.slice('/store/'.length));
-      const b = files[name];
-      if (!b) {
-        res.writeHead(404);
-        return res.end('not found');
-      }
-      const range = req.headers.range;
-      let start = 0;
-      if (range) {
-        state.ranges.push(`${name} ${range}`);
-        start = Number(/^bytes=(\d+)-$/.exec(range)![1]);
-        if (start >= b.length) {
-          res.writeHead(416);
-          return res.end();
-        }
-        res.writeHead(206, { 'content-length': b.length - start, 'content-range': `bytes ${start}-${b.length - 1}/${b.length}` });
-      } else res.writeHead(200, { 'content-length': b.length });
-      const cut = state.breakAt.get(name);
-      if (cut !== undefined) {
-        state.breakAt.delete(name);
-        state.sent += cut - start;
-        res.write(b.subarray(start, cut), () => res.destroy());
-        return;
-      }
-      state.sent += b.length - start;
-      return res.end(b.subarray(start));
-    }
-    res.writeHead(404);
-    res.end('{"error":"Repository not found"}');
-  });
-  return new Promise((resolve) =>
-    s.listen(0, '127.0.0.1', () =>
-      resolve(Object.assign(state, { url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, close: () => s.close() }) as Hub),
-    ),
-  );
-}
+const COMMIT = HUB_COMMIT;
+const hub = startHubEmulator;
 
 function kail(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { writeTestModel } from '@kailstream/engine/testing';
+import { startHubEmulator } from '@kailstream/tools';
 
 import { startTestStack, type TestStack } from '../test-stack';
 
@@ -260,6 +261,49 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     expect((await stack.post('/api/create', { model: 'x', adapters: { 'a.gguf': digest }, stream: false })).body.error).toMatch(/give from \(a model\) or files|adapters need from/);
     for (const m of ['styled2', 'styled']) expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: m }) })).status).toBe(200);
   }, 60_000);
+
+  it('pulls hf.co/USER/REPO:QUANT as `ollama pull` does, the model then answering to that name; other names are a 501', async () => {
+    const gguf = fs.readFileSync(stack.files.tiny);
+    const h = await startHubEmulator({ 'moe-Q8_0.gguf': gguf, 'moe-Q4_K_M.gguf': Buffer.from('not this one') });
+    const before = process.env.HF_ENDPOINT;
+    process.env.HF_ENDPOINT = h.url;
+    try {
+      const r = await fetch(`${stack.api.url}/api/pull`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'hf.co/team/moe-GGUF:Q8_0' }) });
+      expect(r.status).toBe(200);
+      expect(r.headers.get('content-type')).toContain('application/x-ndjson');
+      const lines = (await r.text()).trim().split('\n').map((l) => JSON.parse(l));
+      expect(lines[0]).toEqual({ status: 'pulling manifest' });
+      const digest = `sha256:${createHash('sha256').update(gguf).digest('hex')}`;
+      expect(lines).toContainEqual({ status: `pulling ${digest.slice(7, 19)}`, digest, total: gguf.length, completed: gguf.length });
+      expect(lines.slice(-3)).toEqual([{ status: 'verifying sha256 digest' }, { status: 'writing manifest' }, { status: 'success' }]);
+      expect(fs.readFileSync(`${stack.dir}/models/moe-Q8_0.gguf`).equals(gguf)).toBe(true);
+      expect(((await get('/api/tags')).models as { name: string }[]).map((m) => m.name)).toContain('moe-Q8_0:latest');
+      // The name it was pulled by finds it, on Ollama's routes and OpenAI's.
+      const want = (await chat('tiny')).body.message.content;
+      const byPulled = await chat('hf.co/team/moe-GGUF:Q8_0');
+      expect(byPulled.status).toBe(200);
+      expect(byPulled.body.message.content).toBe(want);
+      expect((await stack.post('/api/show', { model: 'hf.co/team/moe-GGUF:Q8_0' })).body.details.family).toBe('qwen3moe');
+      expect((await stack.post('/v1/chat/completions', { model: 'hf.co/team/moe-GGUF:Q8_0', messages, max_tokens: 2 })).status).toBe(200);
+      // stream: false answers once; the file is there already.
+      expect((await stack.post('/api/pull', { model: 'hf.co/team/moe-GGUF:Q8_0', stream: false })).body).toEqual({ status: 'success' });
+      const bad = await stack.post('/api/pull', { model: 'hf.co/team/moe-GGUF:IQ1_S', stream: false });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error).toMatch(/no GGUF model file for 'IQ1_S'/);
+      const registry = await stack.post('/api/pull', { model: 'llama3.2' });
+      expect(registry.status).toBe(501);
+      expect(registry.body.error).toMatch(/'llama3.2' is not a Hugging Face model: KailStream pulls hf.co\/USER\/REPO\[:QUANT\] names/);
+      // `ollama rm` by the pulled name removes the file and forgets the name.
+      const del = await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'hf.co/team/moe-GGUF:Q8_0' }) });
+      expect(del.status).toBe(200);
+      expect(fs.existsSync(`${stack.dir}/models/moe-Q8_0.gguf`)).toBe(false);
+      expect((await chat('hf.co/team/moe-GGUF:Q8_0')).status).toBe(404);
+    } finally {
+      if (before === undefined) delete process.env.HF_ENDPOINT;
+      else process.env.HF_ENDPOINT = before;
+      h.close();
+    }
+  }, 120_000);
 
   it("answers llama-server's router endpoints: GET /models, POST /models/load and /models/unload", async () => {
     const status = async () => Object.fromEntries(((await get('/models')).data as { id: string; status: { value: string } }[]).map((m) => [m.id, m.status.value]));

@@ -32,6 +32,7 @@ import { samplerExtraFields, samplerExtras } from '../sampler-extras';
 import { openAiError } from '../openai/schemas';
 import { VERSION } from '../version';
 import { blobDigest, BlobStore, MODELFILES_FILE, ModelfileStore, type Modelfile } from './modelfiles';
+import { MODEL_NAMES_FILE, PulledNames } from './model-names';
 
 /** The routes this module serves (for the error counter). */
 export const OLLAMA_ROUTES = ['/api/chat', '/api/generate', '/api/embed', '/api/embeddings', '/api/tags', '/api/ps', '/api/show', '/api/version', '/api/delete', '/api/copy', '/api/create'] as const;
@@ -170,6 +171,9 @@ const DeleteRequest = z
   .refine((b) => b.model ?? b.name, 'model is required');
 const CopyRequest = z.object({ source: z.string().min(1, 'source is required'), destination: z.string().min(1, 'destination is required') });
 const Message = z.object({ role: z.enum(['system', 'user', 'assistant']), content: z.string() });
+const PullRequest = z
+  .object({ model: z.string().min(1).optional(), name: z.string().min(1).optional(), stream: z.boolean().optional().nullable(), insecure: z.boolean().optional().nullable() })
+  .refine((b) => b.model !== undefined || b.name !== undefined, 'model is required');
 const CreateRequest = z
   .object({
     model: z.string().min(1).optional(),
@@ -194,7 +198,7 @@ const CreateRequest = z
   .refine((b) => b.model || b.name, 'model is required');
 const ShowRequest = z.object({ model: z.string().min(1).optional(), name: z.string().min(1).optional(), verbose: z.boolean().optional().nullable() }).refine((b) => b.model || b.name, 'model is required');
 
-/** The quantizer (loaded on the first `create -q`: it brings the native core into this process). */
+/** The tools (loaded on the first `create -q` or pull: they bring the native core into this process). */
 function tools(): typeof import('@kailstream/tools') {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   return require('@kailstream/tools') as typeof import('@kailstream/tools');
@@ -443,6 +447,20 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
   const modelfiles = new ModelfileStore(opts.dataDir ? path.join(opts.dataDir, MODELFILES_FILE) : null);
   const blobs = opts.dataDir ? new BlobStore(path.join(opts.dataDir, 'blobs')) : null;
   const modelfileOf = (name: string): Modelfile => modelfiles.get(idsOf(name).at(-1)!) ?? modelfiles.get(name) ?? {};
+  // Names models were pulled by (hf.co/USER/REPO:QUANT): a request's model (or an Ollama route's
+  // name, or a copy's source) given so is read as the model's id, on every route.
+  const pulledNames = new PulledNames(opts.dataDir ? path.join(opts.dataDir, MODEL_NAMES_FILE) : null);
+  app.addHook('preHandler', async (req) => {
+    // (A pull names what to fetch, not a model here.)
+    if (req.url.split('?')[0] === '/api/pull') return;
+    const body = req.body as Record<string, unknown> | undefined;
+    if (!body || typeof body !== 'object' || Array.isArray(body)) return;
+    for (const k of ['model', 'name', 'source'] as const) {
+      const v = body[k];
+      const id = typeof v === 'string' && v.includes('/') ? pulledNames.idFor(v) : undefined;
+      if (id !== undefined) body[k] = id;
+    }
+  });
   /** Runs fn with the scheduler, answering failures (a gRPC error or an HttpError) in Ollama's shape. */
   const guarded = async (reply: FastifyReply, fn: (s: spb.SchedulerServiceClient) => Promise<unknown>) => {
     const s = deps.scheduler();
@@ -680,6 +698,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     return fileOp(reply, async (s) => {
       await unary<spb.DeleteModelFileRequest, pb.DeleteModelFileResponse>(s.deleteModelFile.bind(s), { engineId: '', delete: { id } });
       modelfiles.delete(id);
+      pulledNames.forgetId(id);
     });
   });
   app.post('/api/copy', (req, reply) => {
@@ -809,10 +828,61 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
       return status.map((x) => JSON.stringify({ status: x })).join('\n') + '\n';
     });
   });
-  for (const route of ['/api/pull', '/api/push'])
-    app.all(route, async (_req, reply) =>
-      reply.code(501).send(ollamaError(`${route.replace('/*', '')} is not supported: KailStream serves the GGUF files given to \`kail serve -m\` or put in its models directory (no model registry)`)),
-    );
+  // `ollama pull hf.co/USER/REPO[:QUANT]`: the repository's GGUF file into the models directory,
+  // as `kail pull` does it (tools/src/models/pull.ts), its progress in Ollama's status lines; the
+  // model then answers to the name it was pulled by. (No Ollama registry: other names are a 501.)
+  app.post('/api/pull', async (req, reply) => {
+    const parsed = PullRequest.safeParse(req.body ?? {});
+    if (!parsed.success) return bad(reply, zodMessage(parsed.error));
+    const name = (parsed.data.model ?? parsed.data.name)!;
+    if (!/^(hf\.co|huggingface\.co)\//i.test(name) || !tools().parseRepoRef(name))
+      return reply.code(501).send(ollamaError(`'${name}' is not a Hugging Face model: KailStream pulls hf.co/USER/REPO[:QUANT] names (a GGUF repository); there is no Ollama registry`));
+    if (!opts.dataDir) return bad(reply, 'pulling needs a data directory (kail serve --data-dir)', 501);
+    const modelsDir = path.join(opts.dataDir, 'models');
+    const stream = parsed.data.stream ?? true;
+    const lines: object[] = [];
+    const say = (o: object) => {
+      if (stream) reply.raw.write(JSON.stringify(o) + '\n');
+      else lines.push(o);
+    };
+    if (stream) {
+      reply.hijack();
+      reply.raw.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    }
+    try {
+      say({ status: 'pulling manifest' });
+      const plan = await tools().planRepoPull(name, undefined);
+      let last = 0;
+      const digestOf = (f: { sha256?: string; name: string }) => `sha256:${f.sha256 ?? f.name}`;
+      const r = await tools().runPull(plan, modelsDir, {
+        events: {
+          start: (f) => say({ status: `pulling ${(f.sha256 ?? f.name).slice(0, 12)}`, digest: digestOf(f), total: f.size ?? 0, completed: 0 }),
+          progress: (f, done, total) => {
+            if (Date.now() - last < 250) return;
+            last = Date.now();
+            say({ status: `pulling ${(f.sha256 ?? f.name).slice(0, 12)}`, digest: digestOf(f), total, completed: done });
+          },
+          end: (f, how) => {
+            if (!how.error) say({ status: `pulling ${(f.sha256 ?? f.name).slice(0, 12)}`, digest: digestOf(f), total: f.size ?? 0, completed: f.size ?? 0 });
+          },
+        },
+      });
+      say({ status: 'verifying sha256 digest' });
+      say({ status: 'writing manifest' });
+      pulledNames.set(name, r.id);
+      say({ status: 'success' });
+      if (!stream) return { status: 'success' };
+    } catch (e) {
+      const message = (e as Error).message;
+      if (!stream) return bad(reply, message, e instanceof tools().PullError ? 400 : 500);
+      say({ error: message });
+    }
+    if (stream) reply.raw.end();
+    return reply;
+  });
+  app.all('/api/push', async (_req, reply) =>
+    reply.code(501).send(ollamaError('/api/push is not supported: KailStream serves the GGUF files given to `kail serve -m` or put in its models directory (no model registry)')),
+  );
 }
 
 /**
