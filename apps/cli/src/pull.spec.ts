@@ -103,8 +103,13 @@ describe('kail pull', () => {
       expect(partial).toBeGreaterThan(0);
       expect(partial).toBeLessThan(q8.length);
       expect(fs.existsSync(path.join(models, 'moe-Q8_0.gguf'))).toBe(false);
+      // A lock another live process holds is refused, naming it; one a dead process left is taken over.
+      fs.writeFileSync(path.join(models, 'moe-Q8_0.gguf.part.lock'), String(process.ppid));
+      await expect(runPull(plan, models, { env: { HF_ENDPOINT: h.url } })).rejects.toThrow(`moe-Q8_0.gguf is being pulled already (process ${process.ppid})`);
+      fs.writeFileSync(path.join(models, 'moe-Q8_0.gguf.part.lock'), '999999999');
       const r = await runPull(plan, models, { env: { HF_ENDPOINT: h.url } });
       expect(r.files[0].downloaded).toBe(q8.length - partial);
+      expect(fs.existsSync(path.join(models, 'moe-Q8_0.gguf.part.lock'))).toBe(false);
       expect(h.ranges).toEqual([`moe-Q8_0.gguf bytes=${partial}-`]);
       expect(fs.readFileSync(path.join(models, 'moe-Q8_0.gguf')).equals(q8)).toBe(true);
       expect(fs.existsSync(path.join(models, 'moe-Q8_0.gguf.part'))).toBe(false);

@@ -261,6 +261,35 @@ export interface PullResult {
   id: string;
 }
 
+/**
+ * Takes `dest.part.lock` (this process's pid) so that two pulls of one file, in this process or
+ * another (`kail pull` beside the API's /api/pull), never write the same part: a lock whose process
+ * is alive is a PullError naming it; one left by a process that is gone is taken over. Returns the
+ * release.
+ */
+function lockPart(dest: string): () => void {
+  const lock = `${dest}.part.lock`;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      fs.writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      return () => fs.rmSync(lock, { force: true });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    const pid = Number(fs.readFileSync(lock, 'utf8'));
+    let alive = false;
+    try {
+      alive = Number.isInteger(pid) && pid > 0 && process.kill(pid, 0);
+    } catch (e) {
+      // (EPERM: alive, another user's.)
+      alive = (e as NodeJS.ErrnoException).code === 'EPERM';
+    }
+    if (alive) throw new PullError(`${path.basename(dest)} is being pulled already (process ${pid}${pid === process.pid ? ', this one' : ''})`);
+    fs.rmSync(lock, { force: true });
+  }
+  throw new PullError(`${path.basename(dest)}: cannot take ${lock}`);
+}
+
 /** What runPull tells as it goes: each file as it starts, its bytes as they arrive, its end. */
 export interface PullEvents {
   /** Before a file's download (not for a file kept as it is). */
@@ -293,6 +322,7 @@ export async function runPull(plan: PullPlan, modelsDir: string, o: { force?: bo
       files.push({ name: f.name, path: dest, bytes: fs.statSync(dest).size, downloaded: 0, sha256: f.sha256, skipped: true });
       continue;
     }
+    const unlock = lockPart(dest);
     ev.start?.(f);
     try {
       const got = await downloadFile(f, dest, env, (done, total) => ev.progress?.(f, done, total));
@@ -301,6 +331,8 @@ export async function runPull(plan: PullPlan, modelsDir: string, o: { force?: bo
     } catch (e) {
       ev.end?.(f, { error: e as Error });
       throw e;
+    } finally {
+      unlock();
     }
   }
   // The whole model's header (every split found by name), or an error naming what is wrong.
