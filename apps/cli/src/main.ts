@@ -49,7 +49,7 @@ export function buildProgram(): Command {
  * llama.cpp's multi-letter short flags, which commander cannot declare, spelled as our long ones
  * (-ctk q8_0 is --cache-type-k q8_0). Nothing after `--` is touched.
  */
-const LLAMA_SHORT_FLAGS: Record<string, string> = { '-cnv': '--conversation', '-sys': '--system-prompt', '-sysf': '--system-prompt-file', '-ctk': '--cache-type-k', '-ctv': '--cache-type-v', '-ofreq': '--output-frequency', '--from-chunk': '--chunk', '-np': '--parallel', '-pg': '--pg' };
+const LLAMA_SHORT_FLAGS: Record<string, string> = { '-hf': '--hf-repo', '-hff': '--hf-file', '-cnv': '--conversation', '-sys': '--system-prompt', '-sysf': '--system-prompt-file', '-ctk': '--cache-type-k', '-ctv': '--cache-type-v', '-ofreq': '--output-frequency', '--from-chunk': '--chunk', '-np': '--parallel', '-pg': '--pg' };
 /** llama.cpp's flags that take two words (FNAME SCALE, START END), joined as FNAME:SCALE, START:END. */
 const LLAMA_TWO_WORD_FLAGS = new Set(['--control-vector-scaled', '--control-vector-layer-range', '--lora-scaled']);
 export function llamaFlagAliases(argv: string[]): string[] {

@@ -92,6 +92,47 @@ describe('kail pull', () => {
     }
   }, 60_000);
 
+  it("kail run -hf (llama-cli's) pulls the model first, keeps it, and runs from it offline", async () => {
+    const h = await hub({ 'moe-Q8_0.gguf': q8 });
+    const data = path.join(dir, 'd-hf');
+    const url = h.url;
+    try {
+      const r = await kail({ HF_ENDPOINT: url }, 'run', '-hf', 'team/moe-GGUF:Q8_0', '-n', '3', '--json', '--data-dir', data);
+      expect(r.status).toBe(0);
+      expect(JSON.parse(r.stdout).model).toBe(path.join(data, 'models', 'moe-Q8_0.gguf'));
+      expect(fs.readFileSync(path.join(data, 'models', 'moe-Q8_0.gguf')).equals(q8)).toBe(true);
+    } finally {
+      h.close();
+    }
+    // The repository unreachable: the file the same pick finds in the models directory, said so.
+    const off = await kail({ HF_ENDPOINT: url }, 'run', '-hf', 'team/moe-GGUF:Q8_0', '-n', '3', '--json', '--data-dir', data);
+    expect(off.status).toBe(0);
+    expect(off.stderr).toContain('(offline: using moe-Q8_0.gguf of');
+    const none = await kail({ HF_ENDPOINT: url }, 'run', '-hf', 'team/moe-GGUF:Q4_K_M', '-n', '3', '--data-dir', data);
+    expect(none.status).not.toBe(0);
+    expect(none.stderr).toMatch(/GET .*refs: /);
+    const both = await kail({}, 'run', '-hf', 'team/moe-GGUF', '-m', 'x.gguf');
+    expect(both.stderr).toContain('give one of -m FILE.gguf, -hf USER/REPO[:QUANT] and --demo');
+  }, 60_000);
+
+  it('kail serve -hf pulls the model before anything starts and loads it', async () => {
+    const h = await hub({ 'moe-Q8_0.gguf': q8 });
+    const before = process.env.HF_ENDPOINT;
+    process.env.HF_ENDPOINT = h.url;
+    const data = path.join(dir, 'd-serve');
+    const { serve } = require('./commands/serve') as typeof import('./commands/serve');
+    const sup = await serve({ host: '127.0.0.1', port: '0', dataDir: data, web: false, hfRepo: ['team/moe-GGUF:Q8_0'] }, () => undefined);
+    try {
+      const models = (await (await fetch(`${sup.services.get('api')!.address}/v1/models`)).json()) as { data: { id: string; status?: { value: string } }[] };
+      expect(models.data.find((m) => m.id === 'moe-Q8_0')).toMatchObject({ status: { value: 'loaded' } });
+    } finally {
+      await sup.stopAll();
+      h.close();
+      if (before === undefined) delete process.env.HF_ENDPOINT;
+      else process.env.HF_ENDPOINT = before;
+    }
+  }, 120_000);
+
   it('resumes a download that broke off from where it stopped, with a range request', async () => {
     const h = await hub({ 'moe-Q8_0.gguf': q8 });
     try {

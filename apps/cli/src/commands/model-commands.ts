@@ -77,6 +77,7 @@ import {
 import { createProgress, type Progress } from '../progress';
 import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, pgPairs, type BenchOutput, type BenchRow } from './bench-output';
 import { runConversation } from './conversation';
+import { pullOrLocal } from './pull';
 import { processEscapes } from '../escapes';
 import { dataDir } from '../paths';
 
@@ -478,6 +479,8 @@ function samplerParams(o: SamplerOpts, tok: EngineModel['tokenizer']): SamplerPa
 
 interface RunOpts extends SamplerOpts {
   model?: string;
+  hfRepo?: string;
+  hfFile?: string;
   prompt?: string;
   file?: string;
   nPredict: number;
@@ -567,6 +570,8 @@ export function registerModelCommands(program: Command): void {
     .command('run')
     .description('generate text from a prompt, streaming it; then print prompt and generation tokens/s')
     .option('-m, --model <file>', 'GGUF model file')
+    .option('--hf-repo <USER/REPO[:QUANT]>', "a Hugging Face repository's GGUF instead, pulled into the data directory's models/ first as kail pull does (kept there for the next run; llama-cli's -hf, also -hf)")
+    .option('--hf-file <file>', "with --hf-repo: that file of the repository (llama-cli's -hff, also -hff)")
     .option('-p, --prompt <text>', 'prompt text (with --conversation: the first user message)', 'Once upon a time')
     .option('-f, --file <file>', "read the prompt from this file (one trailing newline dropped, as llama-cli's -f)")
     .option('-n, --n-predict <n>', 'tokens to generate (-1: until the end of the turn or a full context; the default with --conversation)', int('--n-predict', -1), 64)
@@ -606,8 +611,10 @@ export function registerModelCommands(program: Command): void {
   addSamplerOptions(addSpecOptions(addStreamOptions(run))).action(async (o: RunOpts & StreamOpts & SpecOpts & { usageHistory: boolean }, cmd: Command) => {
     const log = (l: string) => process.stderr.write(l + '\n');
     const dir = dataDir(o.dataDir);
-    const modelPath = o.model ?? (o.demo ? ensureDemoModel(dir, log) : undefined);
-    if (!modelPath) throw new Error('give a model with -m FILE.gguf, or --demo for the built-in one');
+    if ([o.model, o.hfRepo, o.demo].filter((x) => x !== undefined && x !== false).length > 1) throw new Error('give one of -m FILE.gguf, -hf USER/REPO[:QUANT] and --demo');
+    if (o.hfFile !== undefined && o.hfRepo === undefined) throw new Error('--hf-file goes with --hf-repo');
+    const modelPath = o.model ?? (o.hfRepo !== undefined ? (await pullOrLocal(dir, o.hfRepo, o.hfFile)).path : o.demo ? ensureDemoModel(dir, log) : undefined);
+    if (!modelPath) throw new Error('give a model with -m FILE.gguf (or -hf USER/REPO[:QUANT]), or --demo for the built-in one');
     const promptGiven = cmd.getOptionValueSource('prompt') === 'cli';
     if (o.file !== undefined && promptGiven) throw new Error('give the prompt with -p or -f, not both');
     // (As llama.cpp's: escapes in the prompt, from -p or -f, unless --no-escape; not in the system prompt.)

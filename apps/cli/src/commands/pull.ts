@@ -5,10 +5,68 @@ import path from 'node:path';
 import type { Command } from 'commander';
 
 import { formatBytes } from '@kailstream/engine/core';
-import { parseRepoRef, planRepoPull, planUrlPull, runPull } from '@kailstream/tools';
+import type { PullResult } from '@kailstream/tools';
 
 import { dataDir } from '../paths';
 import { createProgress, type Progress } from '../progress';
+
+/**
+ * Pulls a repository reference (or, with `isUrl`, a URL) into `<dir>/models`, a progress bar per
+ * file on stderr; what `kail pull`, `kail run -hf` and `kail serve -hf` share.
+ */
+/** The tools package, loaded on first use (it brings the GGUF writer and more: not for every command). */
+function tools(): typeof import('@kailstream/tools') {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('@kailstream/tools') as typeof import('@kailstream/tools');
+}
+
+export async function pullInto(dir: string, source: string, o: { hfFile?: string; sha256?: string; force?: boolean; isUrl?: boolean } = {}): Promise<PullResult> {
+  const plan = o.isUrl ? tools().planUrlPull(source, o.sha256) : await tools().planRepoPull(source, o.hfFile);
+  const modelsDir = path.join(dir, 'models');
+  const log = (l: string) => process.stderr.write(l + '\n');
+  log(`${plan.source}: ${plan.files.map((f) => f.name + (f.size !== undefined ? ` (${formatBytes(f.size)})` : '')).join(', ')}`);
+  let bar: Progress | undefined;
+  return tools().runPull(plan, modelsDir, {
+    force: o.force,
+    events: {
+      start: (f) => (bar = createProgress({ label: `pulling ${f.name}`, total: f.size ?? 0, format: formatBytes })),
+      progress: (_f, done) => bar?.update(done),
+      end: (f, how) => {
+        if (how.skipped) log(`${f.name}: already in ${modelsDir}${f.size === undefined ? '' : ' at its size'} (--force downloads it again)`);
+        else bar?.done(how.error ? `failed: ${f.name}` : `pulled ${f.name} (${formatBytes(fs.statSync(path.join(modelsDir, f.name)).size)}${f.sha256 ? ', SHA-256 checked' : ''})`);
+        bar = undefined;
+      },
+    },
+  });
+}
+
+/**
+ * `-hf USER/REPO[:QUANT]` for run and serve: pulled (files already there are kept), or, when the
+ * repository cannot be reached, the file of the models directory the same pick finds (as llama.cpp
+ * falls back on its cache), saying so. Returns the model's first file and its id.
+ */
+export async function pullOrLocal(dir: string, ref: string, hfFile?: string): Promise<{ path: string; id: string }> {
+  try {
+    const r = await pullInto(dir, ref, { hfFile });
+    return { path: r.files[0].path, id: r.id };
+  } catch (e) {
+    const t = tools();
+    const parsed = t.parseRepoRef(ref);
+    const modelsDir = path.join(dir, 'models');
+    // (Unreachable, not an answer such as a 404: that repository or file is not there.)
+    if (!(e instanceof t.PullError) || !/^GET \S+: (?!HTTP )/.test(e.message) || !parsed || !fs.existsSync(modelsDir)) throw e;
+    const local = fs.readdirSync(modelsDir).filter((f) => f.toLowerCase().endsWith('.gguf')).map((f) => ({ path: f }));
+    let picked: string | undefined;
+    try {
+      picked = hfFile !== undefined ? local.find((f) => f.path === path.basename(hfFile))?.path : t.pickModelFiles(local, parsed.tag)[0].path;
+    } catch {
+      picked = undefined;
+    }
+    if (!picked) throw e;
+    process.stderr.write(`${e.message}\n(offline: using ${picked} of ${modelsDir}, which the same pick finds)\n`);
+    return { path: path.join(modelsDir, picked), id: picked.replace(/(-00001-of-\d{5})?\.gguf$/i, '') };
+  }
+}
 
 export function registerPull(program: Command): void {
   program
@@ -22,26 +80,10 @@ export function registerPull(program: Command): void {
     .option('--data-dir <dir>', 'data directory (the model goes into its models/)')
     .action(async (source: string, o: { hfFile?: string; sha256?: string; force?: boolean; json?: boolean; dataDir?: string }) => {
       if (o.sha256 !== undefined && !/^[0-9a-fA-F]{64}$/.test(o.sha256)) throw new Error(`--sha256 takes 64 hex digits, got '${o.sha256}'`);
-      const isUrl = /^https?:\/\//i.test(source) && !parseRepoRef(source);
+      const isUrl = /^https?:\/\//i.test(source) && !tools().parseRepoRef(source);
       if (isUrl && o.hfFile) throw new Error('--hf-file goes with a repository, not a URL');
       if (!isUrl && o.sha256) throw new Error('--sha256 goes with a URL: a repository lists its files\' own');
-      const plan = isUrl ? planUrlPull(source, o.sha256?.toLowerCase()) : await planRepoPull(source, o.hfFile);
-      const modelsDir = path.join(dataDir(o.dataDir), 'models');
-      const log = (l: string) => process.stderr.write(l + '\n');
-      log(`${plan.source}: ${plan.files.map((f) => f.name + (f.size !== undefined ? ` (${formatBytes(f.size)})` : '')).join(', ')}`);
-      let bar: Progress | undefined;
-      const r = await runPull(plan, modelsDir, {
-        force: o.force,
-        events: {
-          start: (f) => (bar = createProgress({ label: `pulling ${f.name}`, total: f.size ?? 0, format: formatBytes })),
-          progress: (_f, done) => bar?.update(done),
-          end: (f, how) => {
-            if (how.skipped) log(`${f.name}: already in ${modelsDir}${f.size === undefined ? '' : ' at its size'} (--force downloads it again)`);
-            else bar?.done(how.error ? `failed: ${f.name}` : `pulled ${f.name} (${formatBytes(fs.statSync(path.join(modelsDir, f.name)).size)}${f.sha256 ? ', SHA-256 checked' : ''})`);
-            bar = undefined;
-          },
-        },
-      });
+      const r = await pullInto(dataDir(o.dataDir), source, { hfFile: o.hfFile, sha256: o.sha256?.toLowerCase(), force: o.force, isUrl });
       if (o.json) process.stdout.write(JSON.stringify(r) + '\n');
       else process.stdout.write(`${r.files[0].path}\nkail run -m ${r.files[0].path}; kail serve loads it as '${r.id}'\n`);
     });

@@ -7,11 +7,14 @@ import { dataDir, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 // (The supervisor and the contracts load grpc-js: required when serve runs, not for every command.)
 import type { Supervisor } from '../supervisor';
 import { parseKvOverrides, parseLoraFlags, parseRamBudget, parseRopeFlags, parseVramBudget, readChatTemplateFlags, type RopeFlag } from '@kailstream/engine/core';
+import { pullOrLocal } from './pull';
 import { addCacheTypeOptions, addRopeOptions, CACHE_TYPE_HELP, OVERRIDE_KV_HELP, ropeFlagValues, type RopeFlagOpts } from './model-commands';
 
 export interface ServeOptions {
   /** GGUF files to load at start (`id=path` names the model). */
   model?: string[];
+  /** Hugging Face repositories (USER/REPO[:QUANT]) pulled into the models directory and loaded at start (llama-server's -hf). */
+  hfRepo?: string[];
   /** Context length per sequence for loaded models. */
   ctx?: string;
   maxStallMs?: string;
@@ -143,6 +146,12 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
   const apiKeys = staticApiKeys(opts.apiKey ?? [], opts.apiKeyFile);
   const dir = dataDir(opts.dataDir);
   fs.mkdirSync(dir, { recursive: true });
+  // (Pulled before anything starts; kept in the models directory for the next start.)
+  const pulled: string[] = [];
+  for (const ref of opts.hfRepo ?? []) {
+    const r = await pullOrLocal(dir, ref);
+    pulled.push(`${r.id}=${r.path}`);
+  }
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { EngineKeeper, freePort, Supervisor } = require('../supervisor') as typeof import('../supervisor');
   const { AUTH_TOKEN_ENV } = require('@kailstream/proto') as typeof import('@kailstream/proto');
@@ -160,7 +169,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
     const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.overrideKv ?? []).flatMap((v) => ['--override-kv', v]), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : []), ...Object.entries(opts.rope ?? {}).flatMap(([f, v]) => [`--${f}`, v]), ...(opts.parallel ? ['--seqs', opts.parallel] : []), ...(opts.threads ? ['--threads', opts.threads] : []), ...(opts.ram ? ['--ram', opts.ram] : []), ...(opts.vram ? ['--vram', opts.vram] : []), ...(opts.chatTemplate !== undefined ? ['--chat-template', opts.chatTemplate] : []), ...(opts.chatTemplateFile !== undefined ? ['--chat-template-file', path.resolve(opts.chatTemplateFile)] : [])];
-    for (const m of opts.model ?? []) engineArgs.push('--model', m);
+    for (const m of [...(opts.model ?? []), ...pulled]) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
     const engine = await sup.start({ name: 'engine', command: node, args: engineArgs, env, restart: true, afterRestart: keeper.afterRestart }, 300_000);
@@ -208,6 +217,7 @@ export function registerServe(program: Command): void {
     .command('serve')
     .description('start the engine, scheduler, API and web console as separate processes')
     .option('-m, --model <file...>', 'GGUF model(s) to load at start (id=FILE names one)')
+    .option('--hf-repo <USER/REPO[:QUANT]>', "a Hugging Face repository's GGUF, pulled into the models directory (kept for the next start) and loaded at start, as llama-server's -hf (also -hf); repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('-c, --ctx <n>', 'context length per sequence', '4096');
   addRopeOptions(addCacheTypeOptions(cmd, `${CACHE_TYPE_HELP}, for the models`), '; for every model the engine loads')
     .option('--lora <files>', 'LoRA adapter for the -m models (comma-separated for several), scale 1; repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
