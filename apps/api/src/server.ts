@@ -15,6 +15,7 @@ import { registerResponsesRoutes } from './openai/responses';
 import { MemoryResponseStore, RESPONSES_FILE, SqliteResponseStore, type ResponseStore } from './openai/response-store';
 import { registerOpenAiRoutes, type OpenAiDeps } from './openai/routes';
 import { openAiError } from './openai/schemas';
+import { PullJobs } from './pull-jobs';
 import { readiness } from './ready';
 import { mountTrpc } from './trpc';
 import type { TelemetryHub } from './trpc/telemetry-hub';
@@ -176,7 +177,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   registerOllamaRoutes(app, deps, { dataDir: config.dataDir || undefined });
 
   // The console's tRPC router (apps/api/src/trpc), behind the same key check as every route.
-  hub = await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => authRequired(auth) });
+  hub = await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => authRequired(auth), pulls: new PullJobs(config.dataDir ? path.join(config.dataDir, 'models') : null) });
 
   // Errors answered as whole responses (streams that fail midway count themselves).
   app.addHook('onResponse', async (req, reply) => {

@@ -2,6 +2,7 @@ import type { CreateFastifyContextOptions } from '@trpc/server/adapters/fastify'
 import type { scheduler as spb } from '@kailstream/proto';
 
 import type { KeyStore } from '../auth/keys';
+import type { PullJobs } from '../pull-jobs';
 import type { TelemetryHub } from './telemetry-hub';
 
 /** What the console's key routes use of the API's key store (apps/api/src/auth/keys.ts). */
@@ -14,6 +15,8 @@ export interface TrpcDeps {
   keys?: () => KeyAdmin | undefined;
   /** True when every route needs a key (a key exists, or the API is bound beyond loopback). */
   authRequired: () => boolean;
+  /** Pulls the console starts (models.pull); absent: pulling is refused. */
+  pulls?: PullJobs;
   telemetry: TelemetryHub;
 }
 

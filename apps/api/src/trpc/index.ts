@@ -17,7 +17,7 @@ export interface MountTrpcOptions extends Omit<TrpcDeps, 'telemetry'> {
  */
 export async function mountTrpc(app: FastifyInstance, opts: MountTrpcOptions): Promise<TelemetryHub> {
   const hub = new TelemetryHub(opts.scheduler, opts.telemetry);
-  const deps: TrpcDeps = { scheduler: opts.scheduler, keys: opts.keys, authRequired: opts.authRequired, telemetry: hub };
+  const deps: TrpcDeps = { scheduler: opts.scheduler, keys: opts.keys, authRequired: opts.authRequired, pulls: opts.pulls, telemetry: hub };
   await app.register(fastifyTRPCPlugin<AppRouter>, {
     prefix: opts.prefix ?? '/trpc',
     trpcOptions: { router: appRouter, createContext: contextFactory(deps) },
@@ -31,3 +31,4 @@ export type { AppRouter } from './router';
 export type { KeyAdmin, TrpcDeps } from './context';
 export type { TelemetryPoint, TierPoint, ExpertWindow, ExpertSource, ModelSlots } from './telemetry-hub';
 export type { ModelView } from './routers/models';
+export type { PullJob } from '../pull-jobs';

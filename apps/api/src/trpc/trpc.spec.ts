@@ -208,6 +208,41 @@ describe('console tRPC router: keys and auth', () => {
     return { status: r.status, body: (await r.json()) as { result?: { data: any }; error?: { message: string } } };
   };
 
+  it("pulls a Hugging Face repository's GGUF into the models directory in the background (models.pull, models.pulls)", async () => {
+    const { startHubEmulator } = require('@kailstream/tools') as typeof import('@kailstream/tools');
+    const gguf = fs.readFileSync(writeTestModel(dir, 'tiny-qwen3moe', 'Q8_0'));
+    const h = await startHubEmulator({ 'moe-Q8_0.gguf': gguf });
+    const before = process.env.HF_ENDPOINT;
+    process.env.HF_ENDPOINT = h.url;
+    try {
+      const started = await call('models.pull', { ref: 'team/moe-GGUF:Q8_0' });
+      expect(started.body.result!.data).toMatchObject({ ref: 'team/moe-GGUF:Q8_0', status: 'pulling' });
+      let jobs: { ref: string; status: string; id: string; filesDone: number; files: number; done: number; total: number }[] = [];
+      const end = Date.now() + 30_000;
+      do {
+        await new Promise((r) => setTimeout(r, 100));
+        jobs = (await call('models.pulls', undefined, undefined, 'GET')).body.result!.data;
+      } while (jobs[0].status === 'pulling' && Date.now() < end);
+      expect(jobs[0]).toMatchObject({ status: 'done', id: 'moe-Q8_0', files: 1, filesDone: 1, done: gguf.length, total: gguf.length });
+      expect(fs.readFileSync(path.join(dir, 'models', 'moe-Q8_0.gguf')).equals(gguf)).toBe(true);
+      // A bad reference is a 400 with the reason; a missing quantization fails the job, saying why.
+      const bad = await call('models.pull', { ref: 'not a repo' });
+      expect(bad.status).toBe(400);
+      expect(bad.body.error!.message).toMatch(/is not a Hugging Face repository/);
+      await call('models.pull', { ref: 'team/moe-GGUF:IQ1_S' });
+      do {
+        await new Promise((r) => setTimeout(r, 100));
+        jobs = (await call('models.pulls', undefined, undefined, 'GET')).body.result!.data;
+      } while (jobs[0].status === 'pulling' && Date.now() < end);
+      expect(jobs[0]).toMatchObject({ ref: 'team/moe-GGUF:IQ1_S', status: 'failed' });
+      expect((jobs[0] as unknown as { error: string }).error).toMatch(/no GGUF model file for 'IQ1_S'/);
+    } finally {
+      if (before === undefined) delete process.env.HF_ENDPOINT;
+      else process.env.HF_ENDPOINT = before;
+      h.close();
+    }
+  }, 60_000);
+
   it('creates the first key openly on loopback; from then on every call needs a valid key', async () => {
     expect((await call('auth.session', undefined, undefined, 'GET')).body.result!.data).toMatchObject({ required: false, keyStore: true });
     const created = await call('keys.create', { name: 'alice' });

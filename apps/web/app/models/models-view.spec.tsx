@@ -1,7 +1,7 @@
 import { renderToString } from 'react-dom/server';
 import type { ModelView } from '@kailstream/api';
 
-import { LoraScales, ModelDetails, PlanView } from './models-view';
+import { LoraScales, ModelDetails, PlanView, PullList } from './models-view';
 
 const model: ModelView = {
   id: 'tiny',
@@ -75,5 +75,24 @@ describe('models page parts', () => {
     expect(html).toContain('3<!-- --> experts per layer cached in RAM');
     // The largest row (experts in the file) spans the full bar.
     expect(html).toContain('width:100%');
+  });
+
+  it('shows each pull: its file and progress, what it pulled, or why it failed', () => {
+    const job = { ref: 'team/moe-GGUF:Q4_K_M', file: 'moe-Q4_K_M-00001-of-00002.gguf', done: 512 * 1024 * 1024, total: 2048 * 1024 * 1024, files: 2, filesDone: 0, id: '', error: '', startedAtUnixMs: 1 };
+    const html = renderToString(
+      <PullList
+        jobs={[
+          { ...job, status: 'pulling' },
+          { ...job, ref: 'a/b', status: 'done', id: 'moe-Q4_K_M', file: 'moe-Q4_K_M.gguf', startedAtUnixMs: 2 },
+          { ...job, ref: 'c/d:IQ1_S', status: 'failed', error: "no GGUF model file for 'IQ1_S'", startedAtUnixMs: 3 },
+          { ...job, ref: 'e/f', status: 'pulling', file: '', done: 0, total: 0, startedAtUnixMs: 4 },
+        ]}
+      />,
+    );
+    expect(html).toContain('moe-Q4_K_M-00001-of-00002.gguf (1 of 2): <!-- -->25% · 512 MiB of 2.00 GiB');
+    expect(html).toContain('pulled as <!-- -->moe-Q4_K_M<!-- --> (<!-- -->moe-Q4_K_M.gguf<!-- -->)');
+    expect(html).toContain('<span class="error">no GGUF model file for &#x27;IQ1_S&#x27;</span>');
+    expect(html).toContain('reading the repository');
+    expect(renderToString(<PullList jobs={[]} />)).toBe('');
   });
 });

@@ -198,6 +198,61 @@ function PathCard({ onLoaded }: { onLoaded: () => void }) {
   );
 }
 
+type PullJob = Awaited<ReturnType<typeof api.models.pulls.query>>[number];
+
+/** The console's pulls: each with its file, progress or end (pure: the page polls them). */
+export function PullList({ jobs }: { jobs: readonly PullJob[] }) {
+  if (!jobs.length) return null;
+  return (
+    <ul className="pulls" data-testid="pulls">
+      {jobs.map((j) => (
+        <li key={`${j.ref}-${j.startedAtUnixMs}`}>
+          <strong>{j.ref}</strong>{' '}
+          {j.status === 'pulling' && (
+            <span>
+              {j.file ? `${j.file}${j.files > 1 ? ` (${j.filesDone + 1} of ${j.files})` : ''}: ` : 'reading the repository… '}
+              {j.total > 0 ? `${((100 * j.done) / j.total).toFixed(0)}% · ${formatBytes(j.done)} of ${formatBytes(j.total)}` : j.file ? formatBytes(j.done) : ''}
+            </span>
+          )}
+          {j.status === 'done' && <span>pulled as {j.id} ({j.file}): load it from the files below</span>}
+          {j.status === 'failed' && <span className="error">{j.error}</span>}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/** Starts a pull of a Hugging Face repository's GGUF into the models directory (kail pull's). */
+function PullForm({ onStarted }: { onStarted: () => void }) {
+  const [ref, setRef] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const start = async () => {
+    setError(null);
+    try {
+      await api.models.pull.mutate({ ref: ref.trim() });
+      setRef('');
+      onStarted();
+    } catch (e) {
+      setError(errorMessage(e));
+    }
+  };
+  return (
+    <form
+      className="row"
+      onSubmit={(e) => {
+        e.preventDefault();
+        void start();
+      }}
+    >
+      <input value={ref} onChange={(e) => setRef(e.target.value)} placeholder="USER/REPO[:QUANT], e.g. Qwen/Qwen3-30B-A3B-GGUF:Q4_K_M" style={{ flex: 1, minWidth: 320 }} aria-label="Hugging Face repository" />
+      <button type="submit" disabled={!ref.trim()}>
+        Pull
+      </button>
+      {error && <span className="error">{error}</span>}
+    </form>
+  );
+}
+
 /** A loaded model's LoRA scales, editable (they become the scales of requests that give none). */
 export function LoraScales({ m, onSaved }: { m: { id: string; loraAdapters: { path: string; scale: number }[] }; onSaved: () => void }) {
   const [scales, setScales] = useState(() => m.loraAdapters.map((l) => String(l.scale)));
@@ -245,6 +300,7 @@ export function LoraScales({ m, onSaved }: { m: { id: string; loraAdapters: { pa
 export function ModelsView() {
   const files = usePoll(() => api.models.files.query(), 5000);
   const loaded = usePoll(() => api.models.loaded.query(), 5000);
+  const pulls = usePoll(() => api.models.pulls.query(), 1000);
   const [error, setError] = useState<string | null>(null);
   const refresh = () => {
     files.refresh();
@@ -284,6 +340,9 @@ export function ModelsView() {
       {files.data?.files.map((f) => <FileCard key={f.path} f={f} onLoaded={refresh} />)}
       <h2>Another file</h2>
       <PathCard onLoaded={refresh} />
+      <h2>Pull from Hugging Face</h2>
+      <PullForm onStarted={() => pulls.refresh()} />
+      <PullList jobs={pulls.data ?? []} />
     </div>
   );
 }

@@ -1,3 +1,4 @@
+import { TRPCError } from '@trpc/server';
 import { z } from 'zod';
 import { engine as pb, scheduler as spb, type common } from '@kailstream/proto';
 
@@ -63,6 +64,20 @@ const planInput = z.object({
 });
 
 export const modelsRouter = router({
+  /**
+   * Starts pulling a Hugging Face repository's GGUF (USER/REPO[:QUANT]) into the models directory,
+   * as `kail pull` does; returns its job at once (models.pulls follows it).
+   */
+  pull: protectedProcedure.input(z.object({ ref: z.string().min(1, 'a repository is required').max(300) })).mutation(({ ctx, input }) => {
+    if (!ctx.deps.pulls?.enabled) throw new TRPCError({ code: 'PRECONDITION_FAILED', message: 'pulling needs a data directory (kail serve --data-dir)' });
+    try {
+      return ctx.deps.pulls.start(input.ref);
+    } catch (e) {
+      throw new TRPCError({ code: 'BAD_REQUEST', message: (e as Error).message });
+    }
+  }),
+  /** The console's pulls, newest first: running, done or failed. */
+  pulls: protectedProcedure.query(({ ctx }) => ctx.deps.pulls?.list() ?? []),
   /** GGUF files in the engine's models directory, with their header summaries. */
   files: protectedProcedure.input(z.object({ engineId }).default({ engineId: '' })).query(async ({ ctx, input }) => {
     const s = ctx.deps.scheduler();
