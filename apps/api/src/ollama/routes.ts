@@ -451,8 +451,9 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
   // name, or a copy's source) given so is read as the model's id, on every route.
   const pulledNames = new PulledNames(opts.dataDir ? path.join(opts.dataDir, MODEL_NAMES_FILE) : null);
   app.addHook('preHandler', async (req) => {
-    // (A pull names what to fetch, not a model here.)
-    if (req.url.split('?')[0] === '/api/pull') return;
+    // (A pull names what to fetch, not a model here; the console's calls name models by id.)
+    const route = req.url.split('?')[0];
+    if (route === '/api/pull' || route.startsWith('/trpc/')) return;
     const body = req.body as Record<string, unknown> | undefined;
     if (!body || typeof body !== 'object' || Array.isArray(body)) return;
     for (const k of ['model', 'name', 'source'] as const) {
