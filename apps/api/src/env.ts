@@ -15,6 +15,8 @@ export const ApiConfigSchema = z.object({
    * allowed only on loopback (no auth). `kail serve` passes its --data-dir.
    */
   dataDir: z.string().default(''),
+  /** The models directory (KAIL_MODELS_DIR, as `kail serve --models-dir` sets it); empty: <dataDir>/models. */
+  modelsDir: z.string().default(''),
   /** Deadline for one generation request, seconds from its arrival; 0 = none. Default 600. */
   requestTimeoutS: z.coerce.number().min(0).default(600),
   /**

@@ -22,6 +22,7 @@ async function main() {
     port: values.port ?? process.env.KAIL_API_PORT,
     schedulerAddress: values.scheduler ?? process.env.KAIL_SCHEDULER_ADDRESS,
     dataDir: values['data-dir'] ?? process.env.KAIL_DATA_DIR,
+    modelsDir: process.env.KAIL_MODELS_DIR,
     reasoningBudget: values['reasoning-budget'] ?? process.env.KAIL_REASONING_BUDGET,
     schedulerToken: process.env[AUTH_TOKEN_ENV],
     // (In the environment, not on the command line where `ps` shows it.)

@@ -40,6 +40,8 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   const beyondLoopback = !isLoopback(config.host);
   const keys = config.dataDir ? KeyStore.open(path.join(config.dataDir, KEYS_FILE)) : undefined;
   const staticKeys = new StaticKeys(config.staticKeys);
+  // Where pulls go: the models directory the engine loads from (`kail serve` gives both the same).
+  const modelsDir = config.modelsDir ? path.resolve(config.modelsDir) : config.dataDir ? path.join(config.dataDir, 'models') : '';
   if (beyondLoopback && !staticKeys.size && (!keys || keys.activeCount() === 0)) {
     keys?.close();
     throw new Error(
@@ -174,10 +176,10 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   // OpenAI's Responses API (/v1/responses), stored responses in this process's memory.
   registerResponsesRoutes(app, deps, responses);
   // Ollama's own API (/api/chat, /api/generate, /api/tags…), for clients written against Ollama.
-  registerOllamaRoutes(app, deps, { dataDir: config.dataDir || undefined });
+  registerOllamaRoutes(app, deps, { dataDir: config.dataDir || undefined, modelsDir: modelsDir || undefined });
 
   // The console's tRPC router (apps/api/src/trpc), behind the same key check as every route.
-  hub = await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => authRequired(auth), pulls: new PullJobs(config.dataDir ? path.join(config.dataDir, 'models') : null) });
+  hub = await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => authRequired(auth), pulls: new PullJobs(modelsDir || null) });
 
   // Errors answered as whole responses (streams that fail midway count themselves).
   app.addHook('onResponse', async (req, reply) => {

@@ -12,6 +12,16 @@ export function dataDir(flag?: string): string {
   return path.resolve(flag ?? process.env.KAIL_DATA_DIR ?? path.join(os.homedir(), '.kailstream'));
 }
 
+/**
+ * The models directory (what `kail serve` loads by name, `kail pull` fills, `kail list` shows):
+ * $KAIL_MODELS_DIR (`kail serve --models-dir` sets it for its services), else `<data dir>/models`,
+ * as Ollama's OLLAMA_MODELS.
+ */
+export function modelsDirOf(dataDirPath: string): string {
+  const env = process.env.KAIL_MODELS_DIR;
+  return env ? path.resolve(env) : path.join(dataDirPath, 'models');
+}
+
 /** Entry scripts of the service processes (built outputs). */
 export const SERVICE_ENTRIES = {
   engine: path.join(REPO_ROOT, 'packages/engine/dist/service/main.js'),

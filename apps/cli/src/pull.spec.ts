@@ -115,22 +115,36 @@ describe('kail pull', () => {
     expect(both.stderr).toContain('give one of -m FILE.gguf, -hf USER/REPO[:QUANT] and --demo');
   }, 60_000);
 
-  it('kail serve -hf pulls the model before anything starts and loads it', async () => {
+  it('kail serve -hf pulls the model before anything starts and loads it; --models-dir puts the models elsewhere', async () => {
     const h = await hub({ 'moe-Q8_0.gguf': q8 });
-    const before = process.env.HF_ENDPOINT;
+    const before = { HF_ENDPOINT: process.env.HF_ENDPOINT, KAIL_MODELS_DIR: process.env.KAIL_MODELS_DIR };
     process.env.HF_ENDPOINT = h.url;
     const data = path.join(dir, 'd-serve');
+    const big = path.join(dir, 'big-disk');
     const { serve } = require('./commands/serve') as typeof import('./commands/serve');
-    const sup = await serve({ host: '127.0.0.1', port: '0', dataDir: data, web: false, hfRepo: ['team/moe-GGUF:Q8_0'] }, () => undefined);
+    const sup = await serve({ host: '127.0.0.1', port: '0', dataDir: data, web: false, hfRepo: ['team/moe-GGUF:Q8_0'], modelsDir: big }, () => undefined);
     try {
       const models = (await (await fetch(`${sup.services.get('api')!.address}/v1/models`)).json()) as { data: { id: string; status?: { value: string } }[] };
       expect(models.data.find((m) => m.id === 'moe-Q8_0')).toMatchObject({ status: { value: 'loaded' } });
+      expect(fs.readFileSync(path.join(big, 'moe-Q8_0.gguf')).equals(q8)).toBe(true);
+      expect(fs.existsSync(path.join(data, 'models', 'moe-Q8_0.gguf'))).toBe(false);
+      // The API's pulls go there too.
+      const r = await fetch(`${sup.services.get('api')!.address}/api/pull`, { method: 'POST', body: JSON.stringify({ model: 'hf.co/team/moe-GGUF:Q8_0', stream: false }) });
+      expect(await r.json()).toEqual({ status: 'success' });
     } finally {
       await sup.stopAll();
       h.close();
-      if (before === undefined) delete process.env.HF_ENDPOINT;
-      else process.env.HF_ENDPOINT = before;
+      for (const [k, v] of Object.entries(before)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
     }
+    // Other commands find it through KAIL_MODELS_DIR, as Ollama's through OLLAMA_MODELS. (The
+    // server is gone: its state file goes, as `kail serve` removes it when it stops.)
+    fs.rmSync(path.join(data, 'serve.json'), { force: true });
+    const list = await kail({ KAIL_MODELS_DIR: big }, 'list', '--data-dir', data, '--json');
+    expect(JSON.parse(list.stdout).modelsDir).toBe(big);
+    expect(list.stdout).toContain('moe-Q8_0');
   }, 120_000);
 
   it('resumes a download that broke off from where it stopped, with a range request', async () => {

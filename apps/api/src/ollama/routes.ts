@@ -442,7 +442,7 @@ const ollamaCall = (c: ToolCall) => {
 const nowIso = () => new Date().toISOString();
 const ns = (ms: number) => Math.round(ms * 1e6);
 
-export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opts: { dataDir?: string } = {}): void {
+export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opts: { dataDir?: string; modelsDir?: string } = {}): void {
   // What create keeps besides the weights, and the blobs uploaded for it.
   const modelfiles = new ModelfileStore(opts.dataDir ? path.join(opts.dataDir, MODELFILES_FILE) : null);
   const blobs = opts.dataDir ? new BlobStore(path.join(opts.dataDir, 'blobs')) : null;
@@ -838,8 +838,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     const name = (parsed.data.model ?? parsed.data.name)!;
     if (!/^(hf\.co|huggingface\.co)\//i.test(name) || !tools().parseRepoRef(name))
       return reply.code(501).send(ollamaError(`'${name}' is not a Hugging Face model: KailStream pulls hf.co/USER/REPO[:QUANT] names (a GGUF repository); there is no Ollama registry`));
-    if (!opts.dataDir) return bad(reply, 'pulling needs a data directory (kail serve --data-dir)', 501);
-    const modelsDir = path.join(opts.dataDir, 'models');
+    if (!opts.modelsDir) return bad(reply, 'pulling needs a data directory (kail serve --data-dir)', 501);
+    const modelsDir = opts.modelsDir;
     const stream = parsed.data.stream ?? true;
     const lines: object[] = [];
     const say = (o: object) => {

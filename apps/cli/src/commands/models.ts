@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import type { engine as epb, scheduler as spb } from '@kailstream/proto';
 
-import { dataDir } from '../paths';
+import { dataDir, modelsDirOf } from '../paths';
 import { isAlive, readServeState } from '../serve-state';
 import { grpcTokenOf, rpc, schedulerClient, unary } from './ps';
 
@@ -71,7 +71,7 @@ export async function listModels(dir: string, timeoutMs = 10_000): Promise<Model
   if (served) return { modelsDir: served.value.modelsDir, source: 'server', models: entries(served.value) };
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { listModelsDirectory } = require('@kailstream/engine') as typeof import('@kailstream/engine');
-  const r = listModelsDirectory(path.join(dir, 'models'));
+  const r = listModelsDirectory(modelsDirOf(dir));
   return { modelsDir: r.modelsDir, source: 'files', models: entries(r) };
 }
 
@@ -81,7 +81,7 @@ export async function removeModel(dir: string, id: string, timeoutMs = 30_000): 
   if (served) return { unloaded: served.value.unloaded };
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { existingModelFile, removeModelFiles } = require('@kailstream/engine') as typeof import('@kailstream/engine');
-  removeModelFiles(existingModelFile(path.join(dir, 'models'), id));
+  removeModelFiles(existingModelFile(modelsDirOf(dir), id));
   return { unloaded: false };
 }
 
@@ -91,7 +91,7 @@ export async function copyModel(dir: string, id: string, dest: string, timeoutMs
   if (await onServer(dir, (c) => unary<spb.CopyModelFileRequest, epb.CopyModelFileResponse>(c.copyModelFile.bind(c), { engineId: '', copy: copy() }, timeoutMs))) return;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { copyModelInDirectory } = require('@kailstream/engine') as typeof import('@kailstream/engine');
-  copyModelInDirectory(path.join(dir, 'models'), id, dest);
+  copyModelInDirectory(modelsDirOf(dir), id, dest);
 }
 
 const size = (n: number) =>

@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { formatBytes } from '@kailstream/engine/core';
 import type { PullResult } from '@kailstream/tools';
 
-import { dataDir } from '../paths';
+import { dataDir, modelsDirOf } from '../paths';
 import { createProgress, type Progress } from '../progress';
 
 /**
@@ -22,7 +22,7 @@ function tools(): typeof import('@kailstream/tools') {
 
 export async function pullInto(dir: string, source: string, o: { hfFile?: string; sha256?: string; force?: boolean; isUrl?: boolean } = {}): Promise<PullResult> {
   const plan = o.isUrl ? tools().planUrlPull(source, o.sha256) : await tools().planRepoPull(source, o.hfFile);
-  const modelsDir = path.join(dir, 'models');
+  const modelsDir = modelsDirOf(dir);
   const log = (l: string) => process.stderr.write(l + '\n');
   log(`${plan.source}: ${plan.files.map((f) => f.name + (f.size !== undefined ? ` (${formatBytes(f.size)})` : '')).join(', ')}`);
   let bar: Progress | undefined;
@@ -52,7 +52,7 @@ export async function pullOrLocal(dir: string, ref: string, hfFile?: string): Pr
   } catch (e) {
     const t = tools();
     const parsed = t.parseRepoRef(ref);
-    const modelsDir = path.join(dir, 'models');
+    const modelsDir = modelsDirOf(dir);
     // (Unreachable, not an answer such as a 404: that repository or file is not there.)
     if (!(e instanceof t.PullError) || !/^GET \S+: (?!HTTP )/.test(e.message) || !parsed || !fs.existsSync(modelsDir)) throw e;
     const local = fs.readdirSync(modelsDir).filter((f) => f.toLowerCase().endsWith('.gguf')).map((f) => ({ path: f }));

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 
-import { dataDir, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
+import { dataDir, modelsDirOf, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 // (The supervisor and the contracts load grpc-js: required when serve runs, not for every command.)
 import type { Supervisor } from '../supervisor';
 import { parseKvOverrides, parseLoraFlags, parseRamBudget, parseRopeFlags, parseVramBudget, readChatTemplateFlags, type RopeFlag } from '@kailstream/engine/core';
@@ -13,6 +13,8 @@ import { addCacheTypeOptions, addRopeOptions, CACHE_TYPE_HELP, OVERRIDE_KV_HELP,
 export interface ServeOptions {
   /** GGUF files to load at start (`id=path` names the model). */
   model?: string[];
+  /** The models directory, in place of <data dir>/models (Ollama's OLLAMA_MODELS); set for the services as KAIL_MODELS_DIR. */
+  modelsDir?: string;
   /** Hugging Face repositories (USER/REPO[:QUANT]) pulled into the models directory and loaded at start (llama-server's -hf). */
   hfRepo?: string[];
   /** Context length per sequence for loaded models. */
@@ -146,6 +148,8 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
   const apiKeys = staticApiKeys(opts.apiKey ?? [], opts.apiKeyFile);
   const dir = dataDir(opts.dataDir);
   fs.mkdirSync(dir, { recursive: true });
+  // (The services, and this process's pulls, find it in the environment.)
+  if (opts.modelsDir !== undefined) process.env.KAIL_MODELS_DIR = path.resolve(opts.modelsDir);
   // (Pulled before anything starts; kept in the models directory for the next start.)
   const pulled: string[] = [];
   for (const ref of opts.hfRepo ?? []) {
@@ -164,7 +168,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     const grpcHost = isLoopback(opts.host) ? '127.0.0.1' : opts.host;
     const token = isLoopback(opts.host) ? '' : grpcToken(dir);
     const env = token ? { [AUTH_TOKEN_ENV]: token } : {};
-    const modelsDir = path.join(dir, 'models');
+    const modelsDir = modelsDirOf(dir);
     fs.mkdirSync(modelsDir, { recursive: true });
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
@@ -217,6 +221,7 @@ export function registerServe(program: Command): void {
     .command('serve')
     .description('start the engine, scheduler, API and web console as separate processes')
     .option('-m, --model <file...>', 'GGUF model(s) to load at start (id=FILE names one)')
+    .option('--models-dir <dir>', "the models directory (what requests load by name, kail pull and the console's pulls fill), in place of <data dir>/models; as Ollama's OLLAMA_MODELS, KAIL_MODELS_DIR sets it for every command")
     .option('--hf-repo <USER/REPO[:QUANT]>', "a Hugging Face repository's GGUF, pulled into the models directory (kept for the next start) and loaded at start, as llama-server's -hf (also -hf); repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('-c, --ctx <n>', 'context length per sequence', '4096');
   addRopeOptions(addCacheTypeOptions(cmd, `${CACHE_TYPE_HELP}, for the models`), '; for every model the engine loads')
