@@ -87,6 +87,11 @@ describe('the chat loop', () => {
     // /clear kept the system message only; /bye ended before "never".
     expect(r.seen[4]).toEqual([{ role: 'system', content: 'S' }, { role: 'user', content: 'after' }]);
     expect(r.seen).toHaveLength(5);
+    // The input ending inside a message of several lines still sends it.
+    const open = await loop('a \\\nb \\\n');
+    expect(open.seen.map((m) => m.at(-1)!.content)).toEqual(['a \nb ']);
+    const block = await loop('"""\nx\ny');
+    expect(block.seen.map((m) => m.at(-1)!.content)).toEqual(['x\ny']);
   });
 
   it('a one-line """ block, blank lines skipped, a failed turn leaves no trace in the history', async () => {

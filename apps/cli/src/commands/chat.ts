@@ -136,6 +136,13 @@ class MessageReader {
     return this.lines !== null;
   }
 
+  /** At the end of the input: the message being continued, as it stands, else null. */
+  flush(): string | null {
+    if (!this.lines) return null;
+    this.block = false;
+    return this.finish(null);
+  }
+
   private add(line: string): null {
     (this.lines ??= []).push(line);
     return null;
@@ -223,6 +230,9 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
     if (text !== null && text.trim()) await turn(text);
     prompt();
   }
+  // (The input ended inside a message of several lines: it is still a message.)
+  const rest = reader.flush();
+  if (rest !== null && rest.trim()) await turn(rest);
   rl.close();
   return failures;
 }
