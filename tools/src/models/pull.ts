@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 
-import { formatBytes, openGgufMetadata } from '@kailstream/engine/core';
+import { formatBytes, openGgufMetadata, splitNameOf, splitPath } from '@kailstream/engine/core';
 
 /** A file of a repository's commit, as its tree lists it. */
 export interface RepoFile {
@@ -38,10 +38,10 @@ export function modelEndpoint(env: NodeJS.ProcessEnv = process.env): string {
   return e.endsWith('/') ? e : `${e}/`;
 }
 
-/** `NAME-00001-of-00003.gguf`: the split's prefix, number and count (count 0: not split). */
+/** A file's split (the engine's reading of llama.cpp's names), or count 0 when it is not one. */
 function splitInfo(file: string): { prefix: string; index: number; count: number } {
-  const m = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/i.exec(file);
-  return m ? { prefix: m[1], index: Number(m[2]), count: Number(m[3]) } : { prefix: file, index: 0, count: 0 };
+  const s = splitNameOf(file);
+  return s ? { prefix: s.prefix, index: s.no, count: s.count } : { prefix: file, index: 0, count: 0 };
 }
 
 /** A model's GGUF, not a projector, an importance matrix or a speculative head (llama.cpp's gguf_filename_is_model). */
@@ -159,7 +159,7 @@ export function planUrlPull(url: string, sha256?: string): PullPlan {
   const s = splitInfo(name);
   if (s.count > 1 && s.index !== 1) throw new PullError(`${name} is part ${s.index} of a split model: give the URL of its first part`);
   if (s.count > 1 && sha256) throw new PullError('--sha256 checks one file; a split model has several');
-  const parts = s.count > 1 ? Array.from({ length: s.count }, (_, i) => `${s.prefix}-${String(i + 1).padStart(5, '0')}-of-${String(s.count).padStart(5, '0')}.gguf`) : [name];
+  const parts = s.count > 1 ? Array.from({ length: s.count }, (_, i) => splitPath(s.prefix, i + 1, s.count)) : [name];
   return { source: url, files: parts.map((p) => ({ url: new URL(encodeURIComponent(p), u).toString(), name: p, sha256 })) };
 }
 
