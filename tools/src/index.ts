@@ -2,7 +2,7 @@
 export { writeModel, planModel, generateTensorF32, fillTensorRange, WEIGHT_RECIPE_VERSION } from './models/build';
 export { writeLoraAdapter, loraTargets } from './models/lora';
 export { writeControlVector } from './models/control-vector';
-export { PullError, downloadFile, modelEndpoint, parseRepoRef, pickModelFiles, planRepoPull, planUrlPull, runPull } from './models/pull';
+export { PullError, downloadFile, modelEndpoint, parseRepoRef, pickModelFiles, planRepoPull, planUrlPull, pulledModelId, runPull } from './models/pull';
 export type { PullEvents, PullPlan, PullResult, RepoFile } from './models/pull';
 export { HUB_COMMIT, startHubEmulator, type Hub } from './models/hub-emulator';
 export type { WriteLoraOptions } from './models/lora';

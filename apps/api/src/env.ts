@@ -30,6 +30,16 @@ export const ApiConfigSchema = z.object({
    * route but /health needs a key. Each is its own tenant; their usage is not stored.
    */
   staticKeys: z.array(z.string().min(1, 'an API key cannot be empty').regex(/^\S+$/, 'an API key cannot hold spaces')).default([]),
+  /**
+   * Other names of loaded models (llama-server's --alias; `kail serve --alias` passes them): name
+   * → model id. A request that names one is served by that model, and /v1/models lists them.
+   */
+  aliases: z
+    .record(z.string(), z.string().min(1, 'an alias needs the id of a model'))
+    .superRefine((r, ctx) => {
+      for (const name of Object.keys(r)) if (!/^[^\s,]+$/.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'an alias is a name without spaces or commas' });
+    })
+    .default({}),
   /** /ready needs an engine probe newer than this, seconds. Default 10. */
   readyMaxAgeS: z.coerce.number().gt(0).default(10),
 });

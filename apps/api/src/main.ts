@@ -1,11 +1,22 @@
 #!/usr/bin/env node
-// The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR] [--reasoning-budget N]`.
+// The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR] [--reasoning-budget N] [--alias NAME=ID …]`.
 // Binds 127.0.0.1 unless --host says otherwise. Prints one JSON line once listening.
 import { parseArgs } from 'node:util';
 import { AUTH_TOKEN_ENV } from '@kailstream/proto';
 
 import { parseApiConfig, STATIC_KEYS_ENV } from './env';
 import { startApi } from './server';
+
+/** `--alias NAME=ID` (repeatable) as ApiConfig.aliases; one without an id is an error naming it. */
+function aliasesOf(list: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const a of list) {
+    const eq = a.indexOf('=');
+    if (eq <= 0) throw new Error(`--alias takes NAME=ID, got '${a}'`);
+    out[a.slice(0, eq)] = a.slice(eq + 1);
+  }
+  return out;
+}
 
 async function main() {
   const { values } = parseArgs({
@@ -15,6 +26,7 @@ async function main() {
       scheduler: { type: 'string' },
       'data-dir': { type: 'string' },
       'reasoning-budget': { type: 'string' },
+      alias: { type: 'string', multiple: true },
     },
   });
   const config = parseApiConfig({
@@ -24,6 +36,7 @@ async function main() {
     dataDir: values['data-dir'] ?? process.env.KAIL_DATA_DIR,
     modelsDir: process.env.KAIL_MODELS_DIR,
     reasoningBudget: values['reasoning-budget'] ?? process.env.KAIL_REASONING_BUDGET,
+    aliases: aliasesOf(values.alias ?? []),
     schedulerToken: process.env[AUTH_TOKEN_ENV],
     // (In the environment, not on the command line where `ps` shows it.)
     staticKeys: (process.env[STATIC_KEYS_ENV] ?? '').split('\n').filter((k) => k !== ''),

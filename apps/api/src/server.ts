@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
 import { bearerClientOptions, common, scheduler as spb } from '@kailstream/proto';
 
+import { ModelAliases } from './aliases';
 import { authRequired, isLoopback, registerAuth, StaticKeys, tenantOf } from './auth/auth';
 import { KEYS_FILE, KeyStore } from './auth/keys';
 import type { ApiConfig } from './env';
@@ -99,6 +100,9 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
 
   const auth = { store: keys, always: beyondLoopback, staticKeys };
   registerAuth(app, auth);
+  // Other names of the loaded models (kail serve --alias): read as their ids before any route's handler.
+  const aliases = new ModelAliases(config.aliases);
+  aliases.register(app);
 
   // Liveness: the process is up and its event loop answers (no key needed).
   app.get('/health', async () => ({ status: 'ok', version: VERSION }));
@@ -122,9 +126,13 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     // Loaded models, then the models directory's files that load when a request names them
     // (`status` as llama-server's router mode reports it).
     const files = await unloadedModelFiles(scheduler);
+    const entry = (id: string, status: string) => {
+      const names = aliases.of(id);
+      return { id, object: 'model', created: 0, owned_by: 'kailstream', ...(names.length ? { aliases: names } : {}), status: { value: status } };
+    };
     return [
-      ...res.models.map((m: common.ModelInfo) => ({ id: m.id, object: 'model', created: 0, owned_by: 'kailstream', status: { value: 'loaded' } })),
-      ...files.filter((f) => !res.models.some((m) => m.id === f.id)).map((f) => ({ id: f.id, object: 'model', created: 0, owned_by: 'kailstream', status: { value: 'unloaded' } })),
+      ...res.models.map((m: common.ModelInfo) => entry(m.id, 'loaded')),
+      ...files.filter((f) => !res.models.some((m) => m.id === f.id)).map((f) => entry(f.id, 'unloaded')),
     ];
   };
   const schedulerDown = (reply: FastifyReply, e: unknown) =>
@@ -142,7 +150,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   app.get('/v1/models/*', async (req, reply) => {
     const id = (req.params as { '*': string })['*'];
     try {
-      const model = (await listModels()).find((m) => m.id === id);
+      const model = (await listModels()).find((m) => m.id === (aliases.idFor(id) ?? id));
       if (model) return model;
       return reply.code(404).send(openAiError(`The model '${id}' does not exist`, 'invalid_request_error', 'model', 'model_not_found'));
     } catch (e) {

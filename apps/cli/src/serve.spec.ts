@@ -6,7 +6,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
 import { writeTestModel } from '@kailstream/engine/testing';
 
-import { serve, staticApiKeys } from './commands/serve';
+import { applyAliases, serve, staticApiKeys } from './commands/serve';
 import type { Supervisor } from './supervisor';
 
 function unary<Res>(fn: (req: object, md: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: Res) => void) => unknown): Promise<Res> {
@@ -22,7 +22,8 @@ describe('kail serve', () => {
     const model = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
     // (--override-kv reaches the engine: the model routes to 2 of its experts, not the file's 4.)
     // (So do RoPE flags: the engine takes them, or it would not start. And --ram and --threads.)
-    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'], rope: { 'rope-freq-base': '20000' }, parallel: '3', threads: '1', ram: '300M' }, (l) => lines.push(l));
+    // (--alias: the model's id is 'tiny', and it answers to the other names too.)
+    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [model], alias: ['tiny,gpt-4o-mini', 'org/tiny'], ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'], rope: { 'rope-freq-base': '20000' }, parallel: '3', threads: '1', ram: '300M' }, (l) => lines.push(l));
   }, 120_000);
 
   afterAll(async () => {
@@ -79,15 +80,20 @@ describe('kail serve', () => {
     expect((await fetch(`${api}/health`)).status).toBe(200);
     const models = (await (await fetch(`${api}/v1/models`)).json()) as { object: string; data: { id: string }[] };
     expect(models.object).toBe('list');
-    expect(models.data.map((m) => m.id)).toEqual(['tiny']);
-    const r = await fetch(`${api}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 5 }),
-    });
-    expect(r.status).toBe(200);
-    const body = (await r.json()) as { usage: { completion_tokens: number } };
+    expect(models.data).toEqual([expect.objectContaining({ id: 'tiny', aliases: ['gpt-4o-mini', 'org/tiny'] })]);
+    const chat = async (model: string) => {
+      const r = await fetch(`${api}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'Hello' }], max_tokens: 5, temperature: 0 }),
+      });
+      expect(r.status).toBe(200);
+      return (await r.json()) as { model: string; usage: { completion_tokens: number }; choices: { message: { content: string } }[] };
+    };
+    const body = await chat('tiny');
     expect(body.usage.completion_tokens).toBeGreaterThan(0);
+    // An alias reaches the same model.
+    expect((await chat('org/tiny')).choices[0].message.content).toBe(body.choices[0].message.content);
     // --parallel 3 (llama-server's -np): the model has three slots.
     let slots: unknown[] = [];
     for (let i = 0; i < 100 && !slots.length; i++) {
@@ -110,6 +116,18 @@ describe('kail serve', () => {
 describe('kail serve --api-key / --api-key-file', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-serve-keys-'));
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it("reads llama-server's --alias: the one model's id becomes the first name that can be an id; the others alias it", () => {
+    expect(applyAliases(['a, b', 'c'], ['/m/x.gguf'])).toEqual({ models: ['a=/m/x.gguf'], aliases: ['b=a', 'c=a'] });
+    expect(applyAliases(['org/x,a'], ['old=/m/x.gguf'])).toEqual({ models: ['a=/m/x.gguf'], aliases: ['org/x=a'] });
+    // (No name that can be an id: the model keeps its own, from -m ID=FILE or its file.)
+    expect(applyAliases(['org/x'], ['old=/m/x.gguf'])).toEqual({ models: ['old=/m/x.gguf'], aliases: ['org/x=old'] });
+    expect(applyAliases(['org/x'], ['/m/x.gguf'])).toEqual({ models: ['/m/x.gguf'], aliases: ['org/x=x'] });
+    expect(applyAliases([], ['/m/x.gguf', '/m/y.gguf'])).toEqual({ models: ['/m/x.gguf', '/m/y.gguf'], aliases: [] });
+    expect(() => applyAliases(['a'], ['/m/x.gguf', '/m/y.gguf'])).toThrow(/--alias names one model.*-m ID=FILE/);
+    expect(() => applyAliases(['a'], [])).toThrow(/--alias names one model, as llama-server's: give one -m or -hf$/);
+    expect(() => applyAliases(['a=b'], ['/m/x.gguf'])).toThrow("--alias: 'a=b' cannot hold spaces or '='");
+  });
 
   it("reads llama-server's flags: comma-separated keys, a file of a key per line; bad ones are errors naming the flag", () => {
     const f = path.join(dir, 'keys.txt');

@@ -254,6 +254,11 @@ export async function downloadFile(
   return got;
 }
 
+/** The id a pulled model answers to: its file's name without .gguf, and a split model's without -00001-of-0000N. */
+export function pulledModelId(fileName: string): string {
+  return fileName.replace(/(-00001-of-\d{5})?\.gguf$/i, '');
+}
+
 export interface PullResult {
   source: string;
   files: { name: string; path: string; bytes: number; downloaded: number; sha256?: string; skipped: boolean }[];
@@ -341,5 +346,5 @@ export async function runPull(plan: PullPlan, modelsDir: string, o: { force?: bo
   } catch (e) {
     throw new PullError(`${files[0].name} arrived but does not open as a model: ${(e as Error).message}`);
   }
-  return { source: plan.source, files, id: files[0].name.replace(/(-00001-of-\d{5})?\.gguf$/i, '') };
+  return { source: plan.source, files, id: pulledModelId(files[0].name) };
 }

@@ -64,7 +64,7 @@ export async function pullOrLocal(dir: string, ref: string, hfFile?: string): Pr
     }
     if (!picked) throw e;
     process.stderr.write(`${e.message}\n(offline: using ${picked} of ${modelsDir}, which the same pick finds)\n`);
-    return { path: path.join(modelsDir, picked), id: picked.replace(/(-00001-of-\d{5})?\.gguf$/i, '') };
+    return { path: path.join(modelsDir, picked), id: t.pulledModelId(picked) };
   }
 }
 

@@ -17,6 +17,8 @@ export interface ServeOptions {
   modelsDir?: string;
   /** Hugging Face repositories (USER/REPO[:QUANT]) pulled into the models directory and loaded at start (llama-server's -hf). */
   hfRepo?: string[];
+  /** llama-server's --alias: names (comma-separated; repeatable) the one -m or -hf model answers to besides its id. */
+  alias?: string[];
   /** Context length per sequence for loaded models. */
   ctx?: string;
   maxStallMs?: string;
@@ -131,6 +133,25 @@ export function staticApiKeys(flags: readonly string[], file: string | undefined
   return [...new Set(keys.map((x) => x.k))];
 }
 
+/**
+ * `--alias a,b` (llama-server's): the one model given by -m or -hf answers to these names. Its id
+ * becomes the first name that can be an id (no '/'), else stays its file's; every other name is
+ * the API's alias of that id. Returns the -m/-hf entries with the id in place and the aliases.
+ */
+export function applyAliases(alias: readonly string[], models: readonly string[]): { models: string[]; aliases: string[] } {
+  const names = [...new Set(alias.flatMap((a) => a.split(',')).map((a) => a.trim()).filter(Boolean))];
+  if (!names.length) return { models: [...models], aliases: [] };
+  if (models.length !== 1) throw new Error(`--alias names one model, as llama-server's: give one -m or -hf${models.length ? ' (several are named each by -m ID=FILE)' : ''}`);
+  for (const n of names) if (/[\s=]/.test(n)) throw new Error(`--alias: '${n}' cannot hold spaces or '='`);
+  const m = models[0];
+  const eq = m.indexOf('=');
+  const named = eq > 0 && !m.slice(0, eq).includes('/');
+  const file = named ? m.slice(eq + 1) : m;
+  const id = names.find((n) => !n.includes('/'));
+  const modelId = id ?? (named ? m.slice(0, eq) : path.basename(file).replace(/\.gguf$/i, ''));
+  return { models: [id ? `${id}=${file}` : m], aliases: names.filter((n) => n !== id).map((n) => `${n}=${modelId}`) };
+}
+
 /** Starts engine, scheduler, API and web console as separate processes; returns the supervisor. */
 export async function serve(opts: ServeOptions, log: (l: string) => void = (l) => process.stdout.write(l + '\n')): Promise<Supervisor> {
   if (opts.pooling !== undefined && !['none', 'mean', 'cls', 'last'].includes(opts.pooling)) throw new Error(`--pooling must be none, mean, cls or last, got '${opts.pooling}'`);
@@ -151,11 +172,14 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
   // (The services, and this process's pulls, find it in the environment.)
   if (opts.modelsDir !== undefined) process.env.KAIL_MODELS_DIR = path.resolve(opts.modelsDir);
   // (Pulled before anything starts; kept in the models directory for the next start.)
+  // (--alias needs exactly one model: checked before a pull starts.)
+  applyAliases(opts.alias ?? [], [...(opts.model ?? []), ...(opts.hfRepo ?? [])]);
   const pulled: string[] = [];
   for (const ref of opts.hfRepo ?? []) {
     const r = await pullOrLocal(dir, ref);
     pulled.push(`${r.id}=${r.path}`);
   }
+  const { models, aliases } = applyAliases(opts.alias ?? [], [...(opts.model ?? []), ...pulled]);
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { EngineKeeper, freePort, Supervisor } = require('../supervisor') as typeof import('../supervisor');
   const { AUTH_TOKEN_ENV } = require('@kailstream/proto') as typeof import('@kailstream/proto');
@@ -173,7 +197,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
     const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.overrideKv ?? []).flatMap((v) => ['--override-kv', v]), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : []), ...Object.entries(opts.rope ?? {}).flatMap(([f, v]) => [`--${f}`, v]), ...(opts.parallel ? ['--seqs', opts.parallel] : []), ...(opts.threads ? ['--threads', opts.threads] : []), ...(opts.ram ? ['--ram', opts.ram] : []), ...(opts.vram ? ['--vram', opts.vram] : []), ...(opts.chatTemplate !== undefined ? ['--chat-template', opts.chatTemplate] : []), ...(opts.chatTemplateFile !== undefined ? ['--chat-template-file', path.resolve(opts.chatTemplateFile)] : [])];
-    for (const m of [...(opts.model ?? []), ...pulled]) engineArgs.push('--model', m);
+    for (const m of models) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
     const engine = await sup.start({ name: 'engine', command: node, args: engineArgs, env, restart: true, afterRestart: keeper.afterRestart }, 300_000);
@@ -185,7 +209,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     log(`scheduler  grpc://${sched.address}${token ? ` (bearer token in ${path.join(dir, 'grpc-token')})` : ''}`);
     // (The keys given at start go in the API's environment, not on a command line `ps` shows.)
     const apiEnv = apiKeys.length ? { ...env, KAIL_API_KEYS: apiKeys.join('\n') } : env;
-    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : [])], env: apiEnv });
+    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...aliases.flatMap((a) => ['--alias', a])], env: apiEnv });
     log(`api        ${api.address}`);
     if (opts.web) {
       const webPort = await freePort();
@@ -223,6 +247,7 @@ export function registerServe(program: Command): void {
     .option('-m, --model <file...>', 'GGUF model(s) to load at start (id=FILE names one)')
     .option('--models-dir <dir>', "the models directory (what requests load by name, kail pull and the console's pulls fill), in place of <data dir>/models; as Ollama's OLLAMA_MODELS, KAIL_MODELS_DIR sets it for every command")
     .option('--hf-repo <USER/REPO[:QUANT]>', "a Hugging Face repository's GGUF, pulled into the models directory (kept for the next start) and loaded at start, as llama-server's -hf (also -hf); repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('-a, --alias <names>', "names the one -m or -hf model answers to, comma-separated (llama-server's): its id becomes the first, and requests naming any of them reach it; /v1/models lists them", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('-c, --ctx <n>', 'context length per sequence', '4096');
   addRopeOptions(addCacheTypeOptions(cmd, `${CACHE_TYPE_HELP}, for the models`), '; for every model the engine loads')
     .option('--lora <files>', 'LoRA adapter for the -m models (comma-separated for several), scale 1; repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
