@@ -1,5 +1,7 @@
 import { z } from 'zod';
 
+import { CORS_DEFAULTS, parseCorsOrigins } from './cors';
+
 /** API configuration, validated once at start; bad values fail with a message naming the field. */
 export const ApiConfigSchema = z.object({
   /** Interface to bind. Default 127.0.0.1 (loopback only). */
@@ -40,6 +42,15 @@ export const ApiConfigSchema = z.object({
       for (const name of Object.keys(r)) if (!/^[^\s,]+$/.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'an alias is a name without spaces or commas' });
     })
     .default({}),
+  /**
+   * Cross-origin requests from browsers (llama-server's --cors-*): allowed origins, comma-separated
+   * (`localhost`: pages of this machine, the default; `*`: any; or exact origins), the methods and
+   * headers a preflight allows (`*`: those asked for), and whether credentials are allowed.
+   */
+  corsOrigins: z.string().default(CORS_DEFAULTS.origins),
+  corsMethods: z.string().min(1).default(CORS_DEFAULTS.methods),
+  corsHeaders: z.string().min(1).default(CORS_DEFAULTS.headers),
+  corsCredentials: z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean()).default(CORS_DEFAULTS.credentials),
   /** /ready needs an engine probe newer than this, seconds. Default 10. */
   readyMaxAgeS: z.coerce.number().gt(0).default(10),
 });
@@ -54,6 +65,11 @@ export function parseApiConfig(input: unknown): ApiConfig {
   if (!r.success) {
     const msg = r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
     throw new Error(`invalid API configuration: ${msg}`);
+  }
+  try {
+    parseCorsOrigins(r.data.corsOrigins);
+  } catch (e) {
+    throw new Error(`invalid API configuration: corsOrigins: ${(e as Error).message}`);
   }
   return r.data;
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR] [--reasoning-budget N] [--alias NAME=ID …]`.
+// The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR] [--reasoning-budget N] [--alias NAME=ID …]
+// [--cors-origins LIST] [--cors-methods M] [--cors-headers H] [--cors-credentials true|false]`.
 // Binds 127.0.0.1 unless --host says otherwise. Prints one JSON line once listening.
 import { parseArgs } from 'node:util';
 import { AUTH_TOKEN_ENV } from '@kailstream/proto';
@@ -27,6 +28,10 @@ async function main() {
       'data-dir': { type: 'string' },
       'reasoning-budget': { type: 'string' },
       alias: { type: 'string', multiple: true },
+      'cors-origins': { type: 'string' },
+      'cors-methods': { type: 'string' },
+      'cors-headers': { type: 'string' },
+      'cors-credentials': { type: 'string' },
     },
   });
   const config = parseApiConfig({
@@ -37,6 +42,10 @@ async function main() {
     modelsDir: process.env.KAIL_MODELS_DIR,
     reasoningBudget: values['reasoning-budget'] ?? process.env.KAIL_REASONING_BUDGET,
     aliases: aliasesOf(values.alias ?? []),
+    corsOrigins: values['cors-origins'] ?? process.env.KAIL_API_CORS_ORIGINS,
+    corsMethods: values['cors-methods'] ?? process.env.KAIL_API_CORS_METHODS,
+    corsHeaders: values['cors-headers'] ?? process.env.KAIL_API_CORS_HEADERS,
+    corsCredentials: values['cors-credentials'] ?? process.env.KAIL_API_CORS_CREDENTIALS,
     schedulerToken: process.env[AUTH_TOKEN_ENV],
     // (In the environment, not on the command line where `ps` shows it.)
     staticKeys: (process.env[STATIC_KEYS_ENV] ?? '').split('\n').filter((k) => k !== ''),

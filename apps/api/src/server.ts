@@ -4,6 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import { bearerClientOptions, common, scheduler as spb } from '@kailstream/proto';
 
 import { ModelAliases } from './aliases';
+import { registerCors } from './cors';
 import { authRequired, isLoopback, registerAuth, StaticKeys, tenantOf } from './auth/auth';
 import { KEYS_FILE, KeyStore } from './auth/keys';
 import type { ApiConfig } from './env';
@@ -98,6 +99,8 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     reply.code(status).send(errorBody(req.url, status, err.message, err.code ?? null));
   });
 
+  // Browsers' cross-origin requests: headers on every answer, preflights answered before the key check.
+  registerCors(app, { origins: config.corsOrigins, methods: config.corsMethods, headers: config.corsHeaders, credentials: config.corsCredentials });
   const auth = { store: keys, always: beyondLoopback, staticKeys };
   registerAuth(app, auth);
   // Other names of the loaded models (kail serve --alias): read as their ids before any route's handler.

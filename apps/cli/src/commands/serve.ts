@@ -19,6 +19,11 @@ export interface ServeOptions {
   hfRepo?: string[];
   /** llama-server's --alias: names (comma-separated; repeatable) the one -m or -hf model answers to besides its id. */
   alias?: string[];
+  /** llama-server's --cors-origins/-methods/-headers/--(no-)cors-credentials, for the API. */
+  corsOrigins?: string;
+  corsMethods?: string;
+  corsHeaders?: string;
+  corsCredentials?: boolean;
   /** Context length per sequence for loaded models. */
   ctx?: string;
   maxStallMs?: string;
@@ -152,6 +157,16 @@ export function applyAliases(alias: readonly string[], models: readonly string[]
   return { models: [id ? `${id}=${file}` : m], aliases: names.filter((n) => n !== id).map((n) => `${n}=${modelId}`) };
 }
 
+/** The API's --cors-* arguments from serve's. */
+function corsArgs(o: ServeOptions): string[] {
+  return [
+    ...(o.corsOrigins !== undefined ? ['--cors-origins', o.corsOrigins] : []),
+    ...(o.corsMethods !== undefined ? ['--cors-methods', o.corsMethods] : []),
+    ...(o.corsHeaders !== undefined ? ['--cors-headers', o.corsHeaders] : []),
+    ...(o.corsCredentials !== undefined ? ['--cors-credentials', String(o.corsCredentials)] : []),
+  ];
+}
+
 /** Starts engine, scheduler, API and web console as separate processes; returns the supervisor. */
 export async function serve(opts: ServeOptions, log: (l: string) => void = (l) => process.stdout.write(l + '\n')): Promise<Supervisor> {
   if (opts.pooling !== undefined && !['none', 'mean', 'cls', 'last'].includes(opts.pooling)) throw new Error(`--pooling must be none, mean, cls or last, got '${opts.pooling}'`);
@@ -209,7 +224,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     log(`scheduler  grpc://${sched.address}${token ? ` (bearer token in ${path.join(dir, 'grpc-token')})` : ''}`);
     // (The keys given at start go in the API's environment, not on a command line `ps` shows.)
     const apiEnv = apiKeys.length ? { ...env, KAIL_API_KEYS: apiKeys.join('\n') } : env;
-    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...aliases.flatMap((a) => ['--alias', a])], env: apiEnv });
+    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...aliases.flatMap((a) => ['--alias', a]), ...corsArgs(opts)], env: apiEnv });
     log(`api        ${api.address}`);
     if (opts.web) {
       const webPort = await freePort();
@@ -278,6 +293,11 @@ export function registerServe(program: Command): void {
     .option('--ram <bytes>', "the engine's RAM budget, shared by its models (8G, 512M, or a share of the memory available such as 75%): a model whose file is larger than what the loaded ones leave streams its experts within it; over the hardware profile's budget")
     .option('--vram <bytes>', "GPU memory for the expert cache of models whose experts stream (8G, or a share of GPU 0's free memory such as 90%; needs a CUDA device)")
     .option('--api-key <keys>', "an API key every route then needs (llama-server's; comma-separated for several; repeatable), besides those of kail keys; each its own tenant, its usage not stored", (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--cors-origins <origins>', "web pages that may call the API from a browser, comma-separated: localhost (pages of this machine, the default, as Ollama's), * (any), or origins such as https://app.example (llama-server's)")
+    .option('--cors-methods <methods>', "methods a browser's preflight is told are allowed (default: GET, POST, DELETE, OPTIONS)")
+    .option('--cors-headers <headers>', "headers a browser's preflight is told are allowed (default *: those it asks for)")
+    .option('--cors-credentials', 'allow credentials in cross-origin requests (the default)')
+    .option('--no-cors-credentials', 'do not allow credentials in cross-origin requests')
     .option('--api-key-file <file>', "API keys from a file, one per line (llama-server's --api-key-file)")
     .option('--chat-template <jinja>', "a chat template for every model in place of its file's (llama-server's): Jinja source, or chatml")
     .option('--chat-template-file <file>', "a chat template from a file for every model in place of its file's (llama-server's)")
