@@ -1,6 +1,8 @@
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { llamaFlagAliases } from './main';
+import { dropIgnoredLlamaFlags, llamaFlagAliases } from './main';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
 
@@ -60,6 +62,29 @@ describe('kail CLI', () => {
       'run', '--control-vector-scaled', 'a.gguf:0.8', '--control-vector-layer-range', '2:5', '-n', '3',
     ]);
     expect(llamaFlagAliases(['run', '--control-vector-scaled', 'a.gguf:-1.5', '-n', '3'])).toEqual(['run', '--control-vector-scaled', 'a.gguf:-1.5', '-n', '3']);
+  });
+
+  it("runs a llama.cpp guide's command line: GPU placement flags and what is always on here are dropped, each with a line saying why", () => {
+    const known = new Set(['-m', '--model', '-b']);
+    expect(dropIgnoredLlamaFlags(['run', '-m', 'x.gguf', '-ngl', '99', '-fa', 'on', '--jinja', '-ot', '.ffn_.*_exps.=CPU', '-fa', '-n', '4', '--flash-attn=auto', '-b', '64', '--', '-ngl', '9'], known)).toEqual({
+      argv: ['run', '-m', 'x.gguf', '-n', '4', '-b', '64', '--', '-ngl', '9'],
+      notes: [
+        'kail: -ngl 99 ignored: layers are computed on the CPU here; --vram gives streamed experts a cache in GPU memory',
+        'kail: -fa on ignored: the engine has one attention path here, no switch',
+        "kail: --jinja ignored: chat templates are always run as Jinja here (--chat-template replaces the file's)",
+        'kail: -ot .ffn_.*_exps.=CPU ignored: non-expert weights stay in RAM and routed experts stream into a RAM cache here (--ram, --vram set the budgets)',
+        'kail: -fa ignored: the engine has one attention path here, no switch',
+        'kail: --flash-attn=auto ignored: the engine has one attention path here, no switch',
+      ],
+    });
+    // Through the CLI: the run goes ahead (-ngl 99 would otherwise read as -n gl); a command that loads no model keeps its errors.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-llama-flags-'));
+    const r = kail('run', '--demo', '--data-dir', dir, '-p', 'Hi', '-n', '2', '-ngl', '99', '-fa', 'on', '--jinja', '--json');
+    fs.rmSync(dir, { recursive: true, force: true });
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain('kail: -ngl 99 ignored');
+    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!).tokens).toHaveLength(2);
+    expect(kail('keys', 'list', '--jinja').stderr).toContain("unknown option '--jinja'");
   });
 
   it('rejects an unknown command with a non-zero exit and help', () => {

@@ -67,9 +67,67 @@ export function llamaFlagAliases(argv: string[]): string[] {
   return out;
 }
 
+/**
+ * llama.cpp's flags for where weights and work go on a GPU, and for what is always on here, as
+ * the guides for running MoE models with llama.cpp write them (`-ngl 99 -fa on --jinja -ot
+ * ".ffn_.*_exps.=CPU"`): accepted and dropped by commands that load a model and do not define
+ * them, with a line saying why, so such a command line runs. `value`: the words each takes
+ * ('onoff': an optional on/off/auto).
+ */
+const LLAMA_IGNORED_FLAGS: readonly { flags: readonly string[]; value: 0 | 1 | 'onoff'; why: string }[] = [
+  { flags: ['-ngl', '--gpu-layers', '--n-gpu-layers'], value: 1, why: 'layers are computed on the CPU here; --vram gives streamed experts a cache in GPU memory' },
+  { flags: ['-ot', '--override-tensor'], value: 1, why: 'non-expert weights stay in RAM and routed experts stream into a RAM cache here (--ram, --vram set the budgets)' },
+  { flags: ['-cmoe', '--cpu-moe'], value: 0, why: 'experts are computed on the CPU here' },
+  { flags: ['-ncmoe', '--n-cpu-moe'], value: 1, why: 'experts are computed on the CPU here' },
+  { flags: ['-sm', '--split-mode', '-ts', '--tensor-split', '-mg', '--main-gpu', '-dev', '--device'], value: 1, why: 'there is no GPU split here: --vram uses GPU 0 for the expert cache' },
+  { flags: ['-nkvo', '--no-kv-offload'], value: 0, why: 'the KV cache is in RAM here' },
+  { flags: ['-fa', '--flash-attn'], value: 'onoff', why: 'the engine has one attention path here, no switch' },
+  { flags: ['--jinja'], value: 0, why: "chat templates are always run as Jinja here (--chat-template replaces the file's)" },
+  { flags: ['--no-mmap'], value: 0, why: 'models in memory are copied, not mapped, by default here (--mmap maps them)' },
+  { flags: ['-cb', '--cont-batching'], value: 0, why: 'continuous batching is always on here' },
+  { flags: ['--metrics', '--slots', '--props'], value: 0, why: '/metrics, /slots and /props are always served here' },
+  { flags: ['-b', '--batch-size', '-ub', '--ubatch-size'], value: 1, why: 'batch sizes are the engine\'s own here' },
+  { flags: ['--numa'], value: 1, why: 'threads are placed by the operating system here' },
+];
+
+/**
+ * Drops the LLAMA_IGNORED_FLAGS that `known` (the command's own flags) does not hold, with their
+ * values (`-ngl 99`, `--flash-attn=on`, `-fa` alone or with on/off/auto); returns what is left and
+ * a line per flag dropped. Nothing after `--` is touched.
+ */
+export function dropIgnoredLlamaFlags(argv: readonly string[], known: ReadonlySet<string>): { argv: string[]; notes: string[] } {
+  const end = argv.indexOf('--');
+  const out: string[] = [];
+  const notes: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const [flag, inline] = a.startsWith('--') && a.includes('=') ? [a.slice(0, a.indexOf('=')), true] : [a, false];
+    const entry = end >= 0 && i >= end ? undefined : LLAMA_IGNORED_FLAGS.find((f) => f.flags.includes(flag));
+    if (!entry || known.has(flag)) {
+      out.push(a);
+      continue;
+    }
+    let value = '';
+    const next = argv[i + 1];
+    const isNext = next !== undefined && (end < 0 || i + 1 < end);
+    if (!inline && entry.value === 1 && isNext) value = argv[++i];
+    else if (!inline && entry.value === 'onoff' && isNext && /^(on|off|auto|[01])$/.test(next)) value = argv[++i];
+    notes.push(`kail: ${flag}${inline ? a.slice(flag.length) : value ? ` ${value}` : ''} ignored: ${entry.why}`);
+  }
+  return { argv: out, notes };
+}
+
 export async function runCli(argv: string[]): Promise<number> {
   const program = buildProgram();
   try {
+    // (Only for commands that load a model: their -m says so.)
+    const cmd = program.commands.find((c) => c.name() === argv[0] || c.aliases().includes(argv[0]));
+    const own = new Set((cmd?.options ?? []).flatMap((o) => [o.short, o.long].filter((f): f is string => !!f)));
+    if (own.has('--model') || own.has('-m')) {
+      const dropped = dropIgnoredLlamaFlags(argv, own);
+      for (const n of dropped.notes) process.stderr.write(n + '\n');
+      argv = dropped.argv;
+    }
     await program.parseAsync(llamaFlagAliases(argv), { from: 'user' });
     return 0;
   } catch (e) {
