@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
 import { CORS_DEFAULTS, parseCorsOrigins } from './cors';
+import { SamplingDefaultsSchema } from './sampling-defaults';
 
 /** API configuration, validated once at start; bad values fail with a message naming the field. */
 export const ApiConfigSchema = z.object({
@@ -51,6 +52,8 @@ export const ApiConfigSchema = z.object({
   corsMethods: z.string().min(1).default(CORS_DEFAULTS.methods),
   corsHeaders: z.string().min(1).default(CORS_DEFAULTS.headers),
   corsCredentials: z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean()).default(CORS_DEFAULTS.credentials),
+  /** Sampling defaults for requests that set none (`kail serve --temp …`; apps/api/src/sampling-defaults.ts). */
+  samplingDefaults: SamplingDefaultsSchema.default({}),
   /** /ready needs an engine probe newer than this, seconds. Default 10. */
   readyMaxAgeS: z.coerce.number().gt(0).default(10),
 });

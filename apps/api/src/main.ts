@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR] [--reasoning-budget N] [--alias NAME=ID …]
-// [--cors-origins LIST] [--cors-methods M] [--cors-headers H] [--cors-credentials true|false]`.
+// [--cors-origins LIST] [--cors-methods M] [--cors-headers H] [--cors-credentials true|false]
+// [--sampling-defaults JSON]`.
 // Binds 127.0.0.1 unless --host says otherwise. Prints one JSON line once listening.
 import { parseArgs } from 'node:util';
 import { AUTH_TOKEN_ENV } from '@kailstream/proto';
@@ -19,6 +20,16 @@ function aliasesOf(list: readonly string[]): Record<string, string> {
   return out;
 }
 
+/** A JSON argument, parsed; undefined when absent; not JSON: an error naming the flag. */
+function jsonArg(flag: string, v: string | undefined): unknown {
+  if (v === undefined) return undefined;
+  try {
+    return JSON.parse(v);
+  } catch {
+    throw new Error(`${flag} takes JSON, got '${v}'`);
+  }
+}
+
 async function main() {
   const { values } = parseArgs({
     options: {
@@ -32,6 +43,7 @@ async function main() {
       'cors-methods': { type: 'string' },
       'cors-headers': { type: 'string' },
       'cors-credentials': { type: 'string' },
+      'sampling-defaults': { type: 'string' },
     },
   });
   const config = parseApiConfig({
@@ -46,6 +58,7 @@ async function main() {
     corsMethods: values['cors-methods'] ?? process.env.KAIL_API_CORS_METHODS,
     corsHeaders: values['cors-headers'] ?? process.env.KAIL_API_CORS_HEADERS,
     corsCredentials: values['cors-credentials'] ?? process.env.KAIL_API_CORS_CREDENTIALS,
+    samplingDefaults: jsonArg('--sampling-defaults', values['sampling-defaults'] ?? process.env.KAIL_API_SAMPLING_DEFAULTS),
     schedulerToken: process.env[AUTH_TOKEN_ENV],
     // (In the environment, not on the command line where `ps` shows it.)
     staticKeys: (process.env[STATIC_KEYS_ENV] ?? '').split('\n').filter((k) => k !== ''),

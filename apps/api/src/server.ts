@@ -5,6 +5,7 @@ import { bearerClientOptions, common, scheduler as spb } from '@kailstream/proto
 
 import { ModelAliases } from './aliases';
 import { registerCors } from './cors';
+import { registerSamplingDefaults } from './sampling-defaults';
 import { authRequired, isLoopback, registerAuth, StaticKeys, tenantOf } from './auth/auth';
 import { KEYS_FILE, KeyStore } from './auth/keys';
 import type { ApiConfig } from './env';
@@ -106,6 +107,8 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   // Other names of the loaded models (kail serve --alias): read as their ids before any route's handler.
   const aliases = new ModelAliases(config.aliases);
   aliases.register(app);
+  // The server's sampling defaults (kail serve --temp …) in bodies that leave them out.
+  registerSamplingDefaults(app, config.samplingDefaults);
 
   // Liveness: the process is up and its event loop answers (no key needed).
   app.get('/health', async () => ({ status: 'ok', version: VERSION }));
@@ -167,6 +170,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     metrics,
     requestTimeoutMs: config.requestTimeoutS * 1000,
     reasoningBudget: config.reasoningBudget,
+    samplingDefaults: config.samplingDefaults,
     onUsage: (req, promptTokens, completionTokens) => {
       // (Keys given at start have no row in the store.)
       if (!req.apiKey || !keys || StaticKeys.isStatic(req.apiKey.id)) return;

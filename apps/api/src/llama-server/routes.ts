@@ -734,7 +734,8 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
         n_ctx: info.contextLength,
         speculative: false,
         is_processing: false,
-        params: settingsJson({}, samplingOf({}), []),
+        // (With the server's defaults, kail serve --temp …, as llama-server's reflect its flags.)
+        params: settingsJson({ ...deps.samplingDefaults }, samplingOf({ ...deps.samplingDefaults }), []),
         prompt: '',
       },
       total_slots: info.slots,

@@ -28,6 +28,7 @@ import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
 import { callFailure, continuesFinal, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
+import { ollamaOptionDefaults, type SamplingDefaults } from '../sampling-defaults';
 import { samplerExtraFields, samplerExtras } from '../sampler-extras';
 import { openAiError } from '../openai/schemas';
 import { VERSION } from '../version';
@@ -212,9 +213,10 @@ function zodMessage(e: z.ZodError): string {
   return `${i.path.length ? `${i.path.join('.')}: ` : ''}${i.message}`;
 }
 
-/** A request's options over the model's Modelfile parameters (Ollama's PARAMETER lines). */
-function withModelfile(o: Options | null | undefined, mf: Modelfile): Options | null | undefined {
-  return mf.parameters ? ({ ...mf.parameters, ...(o ?? {}) } as Options) : o;
+/** A request's options over the model's Modelfile parameters (Ollama's PARAMETER lines), over the server's defaults (kail serve --temp …). */
+function withModelfile(o: Options | null | undefined, mf: Modelfile, server: SamplingDefaults = {}): Options | null | undefined {
+  const base = { ...ollamaOptionDefaults(server), ...(mf.parameters ?? {}) };
+  return Object.keys(base).length ? ({ ...base, ...(o ?? {}) } as Options) : o;
 }
 
 /** /api/show's modelfile text. */
@@ -547,7 +549,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
     const b = parsed.data;
     const mf = modelfileOf(b.model);
-    b.options = withModelfile(b.options, mf);
+    b.options = withModelfile(b.options, mf, deps.samplingDefaults);
     return guarded(reply, async (s) => {
       if (!b.messages?.length && unloadsNow(b.keep_alive)) return { model: b.model, created_at: nowIso(), message: { role: 'assistant', content: '' }, done_reason: await unload(s, b.model), done: true };
       const m = await resolve(s, b.model, b.options?.num_ctx);
@@ -578,7 +580,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
     const b = parsed.data;
     const mf = modelfileOf(b.model);
-    b.options = withModelfile(b.options, mf);
+    b.options = withModelfile(b.options, mf, deps.samplingDefaults);
     b.system ??= mf.system;
     return guarded(reply, async (s) => {
       const prompt = b.prompt ?? '';

@@ -4,6 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import type { z } from 'zod';
 
+import type { SamplingDefaults } from '../sampling-defaults';
 import type { ApiMetrics } from '../metrics';
 import { penaltyWindow, samplerExtras, slotRequest } from '../sampler-extras';
 import { StructuredOutputError, structuredOutput } from '../structured-output';
@@ -192,6 +193,8 @@ export interface OpenAiDeps {
   requestTimeoutMs?: number;
   /** Reasoning budget of chat requests that give none; -1 or absent = none. */
   reasoningBudget?: number;
+  /** The server's sampling defaults (kail serve --temp …): Ollama's routes put them under a Modelfile's parameters; the others' bodies get them in a hook. */
+  samplingDefaults?: SamplingDefaults;
 }
 
 export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): void {

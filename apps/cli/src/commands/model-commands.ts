@@ -81,7 +81,7 @@ import { pullOrLocal } from './pull';
 import { processEscapes } from '../escapes';
 import { dataDir } from '../paths';
 
-function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
+export function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
   return (v: string) => {
     const n = Number(v);
     if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be an integer in ${min}..${max}, got '${v}'`);
@@ -100,7 +100,7 @@ function intList(name: string, min: number, max: number) {
     }
   };
 }
-function num(name: string, min: number, max: number) {
+export function num(name: string, min: number, max: number) {
   return (v: string) => {
     const n = Number(v);
     if (!Number.isFinite(n) || n < min || n > max) throw new Error(`${name} must be a number in ${min}..${max}, got '${v}'`);

@@ -8,7 +8,7 @@ import { dataDir, modelsDirOf, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 import type { Supervisor } from '../supervisor';
 import { parseKvOverrides, parseLoraFlags, parseRamBudget, parseRopeFlags, parseVramBudget, readChatTemplateFlags, type RopeFlag } from '@kailstream/engine/core';
 import { pullOrLocal } from './pull';
-import { addCacheTypeOptions, addRopeOptions, CACHE_TYPE_HELP, OVERRIDE_KV_HELP, ropeFlagValues, type RopeFlagOpts } from './model-commands';
+import { addCacheTypeOptions, addRopeOptions, CACHE_TYPE_HELP, int, num, OVERRIDE_KV_HELP, ropeFlagValues, type RopeFlagOpts } from './model-commands';
 
 export interface ServeOptions {
   /** GGUF files to load at start (`id=path` names the model). */
@@ -24,6 +24,17 @@ export interface ServeOptions {
   corsMethods?: string;
   corsHeaders?: string;
   corsCredentials?: boolean;
+  /** llama-server's sampling flags: defaults for requests that set none (the API's samplingDefaults). */
+  temp?: number;
+  topK?: number;
+  topP?: number;
+  minP?: number;
+  seed?: number;
+  repeatPenalty?: number;
+  repeatLastN?: number;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  nPredict?: number;
   /** Context length per sequence for loaded models. */
   ctx?: string;
   maxStallMs?: string;
@@ -167,6 +178,16 @@ function corsArgs(o: ServeOptions): string[] {
   ];
 }
 
+/** The API's --sampling-defaults from serve's sampling flags (none: no argument). */
+function samplingArgs(o: ServeOptions): string[] {
+  const d: Record<string, number | undefined> = {
+    temperature: o.temp, top_k: o.topK, top_p: o.topP, min_p: o.minP, seed: o.seed, repeat_penalty: o.repeatPenalty,
+    repeat_last_n: o.repeatLastN, presence_penalty: o.presencePenalty, frequency_penalty: o.frequencyPenalty, n_predict: o.nPredict,
+  };
+  const given = Object.fromEntries(Object.entries(d).filter(([, v]) => v !== undefined));
+  return Object.keys(given).length ? ['--sampling-defaults', JSON.stringify(given)] : [];
+}
+
 /** Starts engine, scheduler, API and web console as separate processes; returns the supervisor. */
 export async function serve(opts: ServeOptions, log: (l: string) => void = (l) => process.stdout.write(l + '\n')): Promise<Supervisor> {
   if (opts.pooling !== undefined && !['none', 'mean', 'cls', 'last'].includes(opts.pooling)) throw new Error(`--pooling must be none, mean, cls or last, got '${opts.pooling}'`);
@@ -224,7 +245,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     log(`scheduler  grpc://${sched.address}${token ? ` (bearer token in ${path.join(dir, 'grpc-token')})` : ''}`);
     // (The keys given at start go in the API's environment, not on a command line `ps` shows.)
     const apiEnv = apiKeys.length ? { ...env, KAIL_API_KEYS: apiKeys.join('\n') } : env;
-    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...aliases.flatMap((a) => ['--alias', a]), ...corsArgs(opts)], env: apiEnv });
+    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...aliases.flatMap((a) => ['--alias', a]), ...corsArgs(opts), ...samplingArgs(opts)], env: apiEnv });
     log(`api        ${api.address}`);
     if (opts.web) {
       const webPort = await freePort();
@@ -293,6 +314,20 @@ export function registerServe(program: Command): void {
     .option('--ram <bytes>', "the engine's RAM budget, shared by its models (8G, 512M, or a share of the memory available such as 75%): a model whose file is larger than what the loaded ones leave streams its experts within it; over the hardware profile's budget")
     .option('--vram <bytes>', "GPU memory for the expert cache of models whose experts stream (8G, or a share of GPU 0's free memory such as 90%; needs a CUDA device)")
     .option('--api-key <keys>', "an API key every route then needs (llama-server's; comma-separated for several; repeatable), besides those of kail keys; each its own tenant, its usage not stored", (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--temp <t>', "default temperature of requests that set none (llama-server's; every route: OpenAI's, Ollama's under a Modelfile's, llama-server's, Anthropic's up to its 1)", num('--temp', 0, 2))
+    .option('--top-k <k>', 'default top-k of requests that set none (0 = off)', int('--top-k', 0))
+    .option('--top-p <p>', 'default top-p of requests that set none (1 = off)', (v: string) => {
+      const p = num('--top-p', 0, 1)(v);
+      if (p === 0) throw new Error("--top-p must be above 0 (1 turns it off), got '0'");
+      return p;
+    })
+    .option('--min-p <p>', 'default min-p of requests that set none (0 = off)', num('--min-p', 0, 1))
+    .option('-s, --seed <s>', 'default sampling seed of requests that set none', int('--seed', 0, 2 ** 32 - 1))
+    .option('--repeat-penalty <p>', 'default repetition penalty of requests that set none (1 = off)', num('--repeat-penalty', 0, 100))
+    .option('--repeat-last-n <n>', 'default window of the penalties of requests that set none (-1 = the whole context)', int('--repeat-last-n', -1))
+    .option('--presence-penalty <p>', 'default presence penalty of requests that set none', num('--presence-penalty', -2, 2))
+    .option('--frequency-penalty <p>', 'default frequency penalty of requests that set none', num('--frequency-penalty', -2, 2))
+    .option('-n, --n-predict <n>', "default most tokens generated by requests that set none (llama-server's -n; -1 = until the context ends)", int('--n-predict', -1))
     .option('--cors-origins <origins>', "web pages that may call the API from a browser, comma-separated: localhost (pages of this machine, the default, as Ollama's), * (any), or origins such as https://app.example (llama-server's)")
     .option('--cors-methods <methods>', "methods a browser's preflight is told are allowed (default: GET, POST, DELETE, OPTIONS)")
     .option('--cors-headers <headers>', "headers a browser's preflight is told are allowed (default *: those it asks for)")
