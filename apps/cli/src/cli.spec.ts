@@ -62,6 +62,8 @@ describe('kail CLI', () => {
       'run', '--control-vector-scaled', 'a.gguf:0.8', '--control-vector-layer-range', '2:5', '-n', '3',
     ]);
     expect(llamaFlagAliases(['run', '--control-vector-scaled', 'a.gguf:-1.5', '-n', '3'])).toEqual(['run', '--control-vector-scaled', 'a.gguf:-1.5', '-n', '3']);
+    // llama-server's names for the draft model and the drafted tokens per pass.
+    expect(llamaFlagAliases(['serve', '-md', 'd.gguf', '--draft-max', '8', '--model-draft', 'e.gguf', '--draft-n', '2'])).toEqual(['serve', '--draft', 'd.gguf', '--spec-k', '8', '--draft', 'e.gguf', '--spec-k', '2']);
   });
 
   it("runs a llama.cpp guide's command line: GPU placement flags and what is always on here are dropped, each with a line saying why", () => {

@@ -35,6 +35,11 @@ export interface ServeOptions {
   presencePenalty?: number;
   frequencyPenalty?: number;
   nPredict?: number;
+  /** Speculative decoding for the -m/-hf models (llama-server's -md; kail run's --draft, --lookup, --mtp, --spec-k). */
+  draft?: string;
+  lookup?: boolean;
+  mtp?: boolean;
+  specK?: number;
   /** Context length per sequence for loaded models. */
   ctx?: string;
   maxStallMs?: string;
@@ -168,6 +173,16 @@ export function applyAliases(alias: readonly string[], models: readonly string[]
   return { models: [id ? `${id}=${file}` : m], aliases: names.filter((n) => n !== id).map((n) => `${n}=${modelId}`) };
 }
 
+/** The engine's speculative-decoding arguments (a draft given as a path that exists is made absolute; else it names a file of the models directory). */
+function specArgs(o: ServeOptions): string[] {
+  return [
+    ...(o.draft !== undefined ? ['--draft', fs.existsSync(o.draft) ? path.resolve(o.draft) : o.draft] : []),
+    ...(o.lookup ? ['--lookup'] : []),
+    ...(o.mtp ? ['--mtp'] : []),
+    ...(o.specK !== undefined ? ['--spec-k', String(o.specK)] : []),
+  ];
+}
+
 /** The API's --cors-* arguments from serve's. */
 function corsArgs(o: ServeOptions): string[] {
   return [
@@ -202,6 +217,8 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
         throw new Error(`${flag}: ${(e as Error).message}`);
       }
   readChatTemplateFlags(opts.chatTemplate, opts.chatTemplateFile);
+  if ([opts.draft !== undefined, opts.lookup, opts.mtp].filter(Boolean).length > 1) throw new Error('give one of --draft FILE, --lookup and --mtp');
+  if ((opts.draft !== undefined || opts.lookup || opts.mtp) && !(opts.model?.length || opts.hfRepo?.length)) throw new Error('--draft, --lookup and --mtp speculate for the models given with -m or -hf: give one');
   const apiKeys = staticApiKeys(opts.apiKey ?? [], opts.apiKeyFile);
   const dir = dataDir(opts.dataDir);
   fs.mkdirSync(dir, { recursive: true });
@@ -232,7 +249,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     fs.mkdirSync(modelsDir, { recursive: true });
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
-    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.overrideKv ?? []).flatMap((v) => ['--override-kv', v]), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : []), ...Object.entries(opts.rope ?? {}).flatMap(([f, v]) => [`--${f}`, v]), ...(opts.parallel ? ['--seqs', opts.parallel] : []), ...(opts.threads ? ['--threads', opts.threads] : []), ...(opts.ram ? ['--ram', opts.ram] : []), ...(opts.vram ? ['--vram', opts.vram] : []), ...(opts.chatTemplate !== undefined ? ['--chat-template', opts.chatTemplate] : []), ...(opts.chatTemplateFile !== undefined ? ['--chat-template-file', path.resolve(opts.chatTemplateFile)] : [])];
+    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.overrideKv ?? []).flatMap((v) => ['--override-kv', v]), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : []), ...Object.entries(opts.rope ?? {}).flatMap(([f, v]) => [`--${f}`, v]), ...(opts.parallel ? ['--seqs', opts.parallel] : []), ...(opts.threads ? ['--threads', opts.threads] : []), ...(opts.ram ? ['--ram', opts.ram] : []), ...(opts.vram ? ['--vram', opts.vram] : []), ...(opts.chatTemplate !== undefined ? ['--chat-template', opts.chatTemplate] : []), ...(opts.chatTemplateFile !== undefined ? ['--chat-template-file', path.resolve(opts.chatTemplateFile)] : []), ...specArgs(opts)];
     for (const m of models) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
@@ -328,6 +345,10 @@ export function registerServe(program: Command): void {
     .option('--presence-penalty <p>', 'default presence penalty of requests that set none', num('--presence-penalty', -2, 2))
     .option('--frequency-penalty <p>', 'default frequency penalty of requests that set none', num('--frequency-penalty', -2, 2))
     .option('-n, --n-predict <n>', "default most tokens generated by requests that set none (llama-server's -n; -1 = until the context ends)", int('--n-predict', -1))
+    .option('--draft <file>', "speculative decoding for the -m/-hf models with this draft GGUF (same vocabulary, checked; llama-server's -md/--model-draft); loaded in RAM")
+    .option('--lookup', 'speculative decoding for the -m/-hf models with prompt-lookup (n-gram) drafts from the context')
+    .option('--mtp', "speculative decoding for the -m/-hf models with the file's own multi-token-prediction block")
+    .option('--spec-k <n>', "drafted tokens per pass to start from (1..32; llama-server's --draft-max), then adapted to the acceptance rate", int('--spec-k', 1, 32))
     .option('--cors-origins <origins>', "web pages that may call the API from a browser, comma-separated: localhost (pages of this machine, the default, as Ollama's), * (any), or origins such as https://app.example (llama-server's)")
     .option('--cors-methods <methods>', "methods a browser's preflight is told are allowed (default: GET, POST, DELETE, OPTIONS)")
     .option('--cors-headers <headers>', "headers a browser's preflight is told are allowed (default *: those it asks for)")

@@ -75,6 +75,11 @@ async function main() {
       'chat-template': { type: 'string' },
       'chat-template-file': { type: 'string' },
       'data-dir': { type: 'string' },
+      // Speculative decoding for the --model files (llama-server's -md; kail run's --draft/--lookup/--mtp/--spec-k).
+      draft: { type: 'string' },
+      lookup: { type: 'boolean', default: false },
+      mtp: { type: 'boolean', default: false },
+      'spec-k': { type: 'string' },
     },
   });
   function poolingFlag(v: string | undefined): 'none' | 'mean' | 'cls' | 'last' | undefined {
@@ -124,6 +129,10 @@ async function main() {
     slotSavePath: values['slot-save-path'],
     pooling: poolingFlag(values.pooling),
   });
+  if ([values.draft !== undefined, values.lookup, values.mtp].filter(Boolean).length > 1) throw new Error('give one of --draft FILE, --lookup and --mtp');
+  const specK = values['spec-k'] === undefined ? 0 : int('spec-k', values['spec-k'], 1);
+  if (specK > 32) throw new Error(`--spec-k must be 1..32, got '${values['spec-k']}'`);
+  const speculation = { draftPath: values.draft ?? '', lookupDecoding: values.lookup, mtpDecoding: values.mtp, speculativeK: specK };
   const lora = parseLoraFlags(values.lora, values['lora-scaled']).map((l) => (values['lora-init-without-apply'] ? { ...l, scale: 0 } : l));
   const controlVectors = parseControlVectorFlags(values['control-vector'], values['control-vector-scaled']).map((c) => ({ path: c.path, scale: c.scale ?? 1 }));
   const rangeFlag = values['control-vector-layer-range'];
@@ -133,9 +142,10 @@ async function main() {
     // id=path or just path
     const eq = m.indexOf('=');
     const [id, file] = eq > 0 && !m.slice(0, eq).includes('/') ? [m.slice(0, eq), m.slice(eq + 1)] : ['', m];
-    const info = await host.loadModel(engine.LoadModelRequest.fromPartial({ path: file, id, lora, controlVectors, controlVectorLayerStart: cvRange[0], controlVectorLayerEnd: cvRange[1] }));
+    const info = await host.loadModel(engine.LoadModelRequest.fromPartial({ path: file, id, lora, ...speculation, controlVectors, controlVectorLayerStart: cvRange[0], controlVectorLayerEnd: cvRange[1] }));
     const budget = info.ramBudgetBytes ? `, experts streaming within a ${formatBytes(info.ramBudgetBytes)} RAM budget` : '';
-    process.stderr.write(`engine: loaded ${info.id} (${info.architecture}, ${info.layerCount} layers${budget}) from ${info.path}\n`);
+    const spec = values.draft ? `, speculating with the draft ${values.draft}` : values.lookup ? ', speculating with prompt lookup' : values.mtp ? ", speculating with the file's MTP block" : '';
+    process.stderr.write(`engine: loaded ${info.id} (${info.architecture}, ${info.layerCount} layers${budget}${spec}) from ${info.path}\n`);
   }
   const authToken = values['auth-token'] ?? process.env[AUTH_TOKEN_ENV] ?? '';
   const running = await startEngineServer(host, { host: values.host, port, authToken });
