@@ -23,7 +23,7 @@ describe('kail serve', () => {
     // (--override-kv reaches the engine: the model routes to 2 of its experts, not the file's 4.)
     // (So do RoPE flags: the engine takes them, or it would not start. And --ram and --threads.)
     // (--alias: the model's id is 'tiny', and it answers to the other names too.)
-    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [model], alias: ['tiny,gpt-4o-mini', 'org/tiny'], corsOrigins: 'https://app.example', corsCredentials: false, nPredict: 3, temp: 0, lookup: true, specK: 3, ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'], rope: { 'rope-freq-base': '20000' }, parallel: '3', threads: '1', ram: '300M' }, (l) => lines.push(l));
+    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [model], alias: ['tiny,gpt-4o-mini', 'org/tiny'], corsOrigins: 'https://app.example', corsCredentials: false, nPredict: 3, temp: 0, lookup: true, specK: 3, chatTemplateKwargs: '{"enable_thinking": false}', ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'], rope: { 'rope-freq-base': '20000' }, parallel: '3', threads: '1', ram: '300M' }, (l) => lines.push(l));
   }, 120_000);
 
   afterAll(async () => {
@@ -38,6 +38,7 @@ describe('kail serve', () => {
     expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
     await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, model: ['x.gguf'], lookup: true, mtp: true })).rejects.toThrow('give one of --draft FILE, --lookup and --mtp');
     await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, lookup: true })).rejects.toThrow(/speculate for the models given with -m or -hf/);
+    await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, chatTemplateKwargs: 'enable_thinking=false' })).rejects.toThrow(/--chat-template-kwargs takes a JSON object/);
     await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, ram: '8X' })).rejects.toThrow(/--ram: .*8X/);
     expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
     await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, chatTemplateFile: path.join(dir, 'none.jinja') })).rejects.toThrow(/--chat-template-file: cannot read .*none.jinja/);

@@ -71,7 +71,7 @@ export { SUPPORTED_TOKENIZER_MODELS, TokenAttr, TokenType, Vocab } from './token
 export type { SpecialTokens, VocabMetadata, VocabType } from './tokenizer/vocab';
 export { PRE_TOKENIZER_NAMES } from './tokenizer/pre-tokenizers';
 export { Utf8StreamDecoder } from './tokenizer/detokenize';
-export { CHATML_TEMPLATE, ChatTemplate, readChatTemplateFlags } from './tokenizer/chat-template';
+export { CHATML_TEMPLATE, ChatTemplate, parseChatTemplateKwargsFlag, readChatTemplateFlags } from './tokenizer/chat-template';
 export type { ChatMessage, ChatTemplateCaps, ChatTemplateRenderOptions, ChatTemplateTokens } from './tokenizer/chat-template';
 export { TokenizerError } from './tokenizer/errors';
 export type { TokenizerErrorCode } from './tokenizer/errors';

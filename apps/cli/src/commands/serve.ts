@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { dataDir, modelsDirOf, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 // (The supervisor and the contracts load grpc-js: required when serve runs, not for every command.)
 import type { Supervisor } from '../supervisor';
-import { parseKvOverrides, parseLoraFlags, parseRamBudget, parseRopeFlags, parseVramBudget, readChatTemplateFlags, type RopeFlag } from '@kailstream/engine/core';
+import { parseKvOverrides, parseLoraFlags, parseRamBudget, parseRopeFlags, parseVramBudget, parseChatTemplateKwargsFlag, readChatTemplateFlags, type RopeFlag } from '@kailstream/engine/core';
 import { pullOrLocal } from './pull';
 import { addCacheTypeOptions, addRopeOptions, CACHE_TYPE_HELP, int, num, OVERRIDE_KV_HELP, ropeFlagValues, type RopeFlagOpts } from './model-commands';
 
@@ -40,6 +40,8 @@ export interface ServeOptions {
   lookup?: boolean;
   mtp?: boolean;
   specK?: number;
+  /** llama-server's --chat-template-kwargs JSON, for every model the engine loads. */
+  chatTemplateKwargs?: string;
   /** Context length per sequence for loaded models. */
   ctx?: string;
   maxStallMs?: string;
@@ -217,6 +219,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
         throw new Error(`${flag}: ${(e as Error).message}`);
       }
   readChatTemplateFlags(opts.chatTemplate, opts.chatTemplateFile);
+  if (opts.chatTemplateKwargs !== undefined) parseChatTemplateKwargsFlag(opts.chatTemplateKwargs);
   if ([opts.draft !== undefined, opts.lookup, opts.mtp].filter(Boolean).length > 1) throw new Error('give one of --draft FILE, --lookup and --mtp');
   if ((opts.draft !== undefined || opts.lookup || opts.mtp) && !(opts.model?.length || opts.hfRepo?.length)) throw new Error('--draft, --lookup and --mtp speculate for the models given with -m or -hf: give one');
   const apiKeys = staticApiKeys(opts.apiKey ?? [], opts.apiKeyFile);
@@ -249,7 +252,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     fs.mkdirSync(modelsDir, { recursive: true });
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
-    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.overrideKv ?? []).flatMap((v) => ['--override-kv', v]), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : []), ...Object.entries(opts.rope ?? {}).flatMap(([f, v]) => [`--${f}`, v]), ...(opts.parallel ? ['--seqs', opts.parallel] : []), ...(opts.threads ? ['--threads', opts.threads] : []), ...(opts.ram ? ['--ram', opts.ram] : []), ...(opts.vram ? ['--vram', opts.vram] : []), ...(opts.chatTemplate !== undefined ? ['--chat-template', opts.chatTemplate] : []), ...(opts.chatTemplateFile !== undefined ? ['--chat-template-file', path.resolve(opts.chatTemplateFile)] : []), ...specArgs(opts)];
+    const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.overrideKv ?? []).flatMap((v) => ['--override-kv', v]), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : []), ...Object.entries(opts.rope ?? {}).flatMap(([f, v]) => [`--${f}`, v]), ...(opts.parallel ? ['--seqs', opts.parallel] : []), ...(opts.threads ? ['--threads', opts.threads] : []), ...(opts.ram ? ['--ram', opts.ram] : []), ...(opts.vram ? ['--vram', opts.vram] : []), ...(opts.chatTemplate !== undefined ? ['--chat-template', opts.chatTemplate] : []), ...(opts.chatTemplateFile !== undefined ? ['--chat-template-file', path.resolve(opts.chatTemplateFile)] : []), ...(opts.chatTemplateKwargs !== undefined ? ['--chat-template-kwargs', opts.chatTemplateKwargs] : []), ...specArgs(opts)];
     for (const m of models) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
@@ -356,6 +359,7 @@ export function registerServe(program: Command): void {
     .option('--no-cors-credentials', 'do not allow credentials in cross-origin requests')
     .option('--api-key-file <file>', "API keys from a file, one per line (llama-server's --api-key-file)")
     .option('--chat-template <jinja>', "a chat template for every model in place of its file's (llama-server's): Jinja source, or chatml")
+    .option('--chat-template-kwargs <json>', "variables every chat is rendered with, under a request's own chat_template_kwargs (llama-server's), e.g. '{\"enable_thinking\": false}'")
     .option('--chat-template-file <file>', "a chat template from a file for every model in place of its file's (llama-server's)")
     .option('--slot-save-path <dir>', "directory for llama-server's POST /slots/ID?action=save|restore files (off without it)")
     .option('--max-stall-ms <ms>', 'while streams decode, the longest a pass spends on arriving prompts (0 = no limit)', '500')

@@ -368,6 +368,24 @@ describe("LocalModelHost with the engine's --chat-template", () => {
     }
   }, 30_000);
 
+  it("--chat-template-kwargs: variables every chat renders with, under a request's own; checked as llama-server's flag", async () => {
+    const { parseChatTemplateKwargsFlag } = require('../tokenizer/chat-template') as typeof import('../tokenizer/chat-template');
+    const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const template = "{% for m in messages %}{{ m.content }}{% endfor %}|think={{ enable_thinking }}|style={{ style | default('none') }}";
+    const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256, chatTemplate: template, chatTemplateKwargs: parseChatTemplateKwargsFlag('{"enable_thinking": false, "style": "terse"}') });
+    try {
+      await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'm' }));
+      const render = (kwargs?: object) => host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], chatTemplateKwargsJson: kwargs ? JSON.stringify(kwargs) : '' })).prompt;
+      expect(render()).toBe('Hi|think=False|style=terse');
+      expect(render({ enable_thinking: true })).toBe('Hi|think=True|style=terse');
+    } finally {
+      await host.close();
+    }
+    expect(() => parseChatTemplateKwargsFlag('enable_thinking=false')).toThrow("--chat-template-kwargs takes a JSON object, got 'enable_thinking=false'");
+    expect(() => parseChatTemplateKwargsFlag('[1]')).toThrow(/takes a JSON object/);
+    expect(() => parseChatTemplateKwargsFlag('{"messages": []}')).toThrow("--chat-template-kwargs cannot set 'messages' (each request sets it)");
+  }, 30_000);
+
   it('the flags: a file or the text, checked to parse; both, an unreadable file or a broken template is an error naming the flag', () => {
     const f = `${dir}/t.jinja`;
     fs.writeFileSync(f, '{{ messages[0].content }}');

@@ -14,7 +14,7 @@ import { parseControlVectorFlags } from '../model/control-vector';
 import { describeKvOverride, parseKvOverrides } from '../model/kv-override';
 import { ROPE_FLAGS, describeRopeOptions, parseRopeFlags } from '../model/rope-options';
 import { hardwareProfilePath, readHardwareProfile } from '../model/hardware-profile';
-import { readChatTemplateFlags } from '../tokenizer/chat-template';
+import { parseChatTemplateKwargsFlag, readChatTemplateFlags } from '../tokenizer/chat-template';
 import { LocalModelHost } from './model-host';
 import { startEngineServer } from './engine-service';
 
@@ -74,6 +74,8 @@ async function main() {
       // llama-server's --chat-template (Jinja source, or chatml) and --chat-template-file: every model's chat template.
       'chat-template': { type: 'string' },
       'chat-template-file': { type: 'string' },
+      // llama-server's --chat-template-kwargs JSON: variables every chat renders with, under a request's own.
+      'chat-template-kwargs': { type: 'string' },
       'data-dir': { type: 'string' },
       // Speculative decoding for the --model files (llama-server's -md; kail run's --draft/--lookup/--mtp/--spec-k).
       draft: { type: 'string' },
@@ -111,8 +113,11 @@ async function main() {
   if (profile) process.stderr.write(`engine: hardware profile ${hardwareProfilePath(values['data-dir']!)} (RAM budget ${profile.defaults.ramBytes} bytes, I/O depth ${profile.defaults.ioThreads})\n`);
   const chatTemplate = readChatTemplateFlags(values['chat-template'], values['chat-template-file']);
   if (chatTemplate !== undefined) process.stderr.write(`engine: every model renders chats with ${values['chat-template-file'] ? `the template in ${values['chat-template-file']}` : 'the --chat-template given'}\n`);
+  const chatTemplateKwargs = values['chat-template-kwargs'] !== undefined ? parseChatTemplateKwargsFlag(values['chat-template-kwargs']) : undefined;
+  if (chatTemplateKwargs) process.stderr.write(`engine: every chat renders with ${JSON.stringify(chatTemplateKwargs)} under the request's chat_template_kwargs\n`);
   const host = new LocalModelHost({
     chatTemplate,
+    chatTemplateKwargs,
     profile: profile ?? undefined,
     profileFile: values['data-dir'] ? hardwareProfilePath(values['data-dir']) : undefined,
     defaultContext: int('ctx', values.ctx, 1),

@@ -7,7 +7,7 @@ import { formatBytes } from '../model/byte-size';
 import { profileDefaults, profileRamBudget, type HardwareProfile } from '../model/hardware-profile';
 import { EngineModel, defaultRamBudget, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from '../model/split-files';
-import { ChatTemplate, type ChatMessage } from '../tokenizer/chat-template';
+import { ChatTemplate, RESERVED_TEMPLATE_VARS, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
 import { parseGbnf } from '../sampling/gbnf';
 import { regexToGbnf } from '../sampling/regex-gbnf';
@@ -149,6 +149,8 @@ export interface LocalModelHostOptions {
    * --chat-template-file): Jinja source, or 'chatml' for the ChatML default.
    */
   chatTemplate?: string;
+  /** llama-server's --chat-template-kwargs: variables every chat is rendered with, under a request's own chat_template_kwargs. */
+  chatTemplateKwargs?: Record<string, unknown>;
   /** Options passed to every EngineModel.load (I/O threads, direct I/O, prefetch, cache policy). */
   loadOptions?: Pick<LoadModelOptions, 'ioThreads' | 'directIo' | 'prefetch' | 'cachePolicy' | 'ramReserveBytes' | 'kvType' | 'kvTypeV' | 'swaFull' | 'kvOverrides' | 'rope'>;
   /**
@@ -396,7 +398,6 @@ const TOOL_MARKERS = new Set([
 /** Reasoning markers, kept in a chat's output for the API to split off (llama.cpp's reasoning parser). */
 const REASONING_MARKERS = new Set(['<think>', '</think>']);
 /** Template variables chat_template_kwargs may not set: the request's own fields set them. */
-const RESERVED_TEMPLATE_VARS = new Set(['messages', 'tools', 'add_generation_prompt', 'bos_token', 'eos_token']);
 
 function parseJsonField<T>(text: string, what: string, ok: (v: unknown) => boolean): T {
   let v: unknown;
@@ -844,9 +845,11 @@ export class LocalModelHost implements ModelHost {
     if (tools?.length && !chat.caps.tools)
       throw new EngineError('KAIL_E_INVALID_ARG', `the chat template of model '${req.model}' does not show tools to the model, so it cannot call them`);
     const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
-    const variables = req.chatTemplateKwargsJson ? parseJsonField<Record<string, unknown>>(req.chatTemplateKwargsJson, 'chat_template_kwargs', isObject) : undefined;
-    for (const k of Object.keys(variables ?? {}))
+    const asked = req.chatTemplateKwargsJson ? parseJsonField<Record<string, unknown>>(req.chatTemplateKwargsJson, 'chat_template_kwargs', isObject) : undefined;
+    for (const k of Object.keys(asked ?? {}))
       if (RESERVED_TEMPLATE_VARS.has(k)) throw new EngineError('KAIL_E_INVALID_ARG', `chat_template_kwargs cannot set '${k}' (the request sets it)`);
+    // (The engine's --chat-template-kwargs under the request's.)
+    const variables = this.opts.chatTemplateKwargs || asked ? { ...this.opts.chatTemplateKwargs, ...asked } : undefined;
     const messages = req.messages.map(chatMessageFromProto);
     if (!req.continueFinalMessage) return chat.render(messages, { addGenerationPrompt: true, tools, variables });
     // Continue the last (assistant) message, as transformers' continue_final_message does: the

@@ -755,3 +755,23 @@ export function readChatTemplateFlags(text: string | undefined, file: string | u
   }
   return source;
 }
+
+/** Template variables a request's messages, tools and the model set: never chat_template_kwargs'. */
+export const RESERVED_TEMPLATE_VARS: ReadonlySet<string> = new Set(['messages', 'tools', 'add_generation_prompt', 'bos_token', 'eos_token']);
+
+/**
+ * llama-server's --chat-template-kwargs JSON (e.g. '{"enable_thinking": false}'): extra variables
+ * every chat is rendered with, under a request's own chat_template_kwargs. Not a JSON object, or
+ * one that sets a variable the request sets, is an error naming the flag.
+ */
+export function parseChatTemplateKwargsFlag(json: string): Record<string, unknown> {
+  let v: unknown;
+  try {
+    v = JSON.parse(json);
+  } catch {
+    throw new TokenizerError('KAIL_E_INVALID_ARG', `--chat-template-kwargs takes a JSON object, got '${json}'`);
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new TokenizerError('KAIL_E_INVALID_ARG', `--chat-template-kwargs takes a JSON object, got '${json}'`);
+  for (const k of Object.keys(v)) if (RESERVED_TEMPLATE_VARS.has(k)) throw new TokenizerError('KAIL_E_INVALID_ARG', `--chat-template-kwargs cannot set '${k}' (each request sets it)`);
+  return v as Record<string, unknown>;
+}
