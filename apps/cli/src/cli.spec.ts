@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { dropIgnoredLlamaFlags, llamaFlagAliases } from './main';
+import { resolveModelArg } from './paths';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
 
@@ -87,6 +88,28 @@ describe('kail CLI', () => {
     expect(r.stderr).toContain('kail: -ngl 99 ignored');
     expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!).tokens).toHaveLength(2);
     expect(kail('keys', 'list', '--jinja').stderr).toContain("unknown option '--jinja'");
+  });
+
+  it('reads a model name as a file of the models directory: NAME, NAME.gguf, NAME:latest, or the first split of a model pulled as NAME', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-names-'));
+    try {
+      const models = path.join(dir, 'models');
+      fs.mkdirSync(models);
+      for (const f of ['one.gguf', 'Big-00001-of-00003.gguf', 'Big-00002-of-00003.gguf', 'two-00001-of-00002.gguf', 'two-00001-of-00003.gguf']) fs.writeFileSync(path.join(models, f), '');
+      expect(resolveModelArg('one', dir)).toBe(path.join(models, 'one.gguf'));
+      expect(resolveModelArg('one:latest', dir)).toBe(path.join(models, 'one.gguf'));
+      expect(resolveModelArg('one.gguf', dir)).toBe(path.join(models, 'one.gguf'));
+      expect(resolveModelArg('Big', dir)).toBe(path.join(models, 'Big-00001-of-00003.gguf'));
+      expect(() => resolveModelArg('big', dir)).toThrow(/model file not found: big/);
+      // (A file that exists is taken as given; a path is left to the loader, which names it.)
+      expect(resolveModelArg(path.join(models, 'one.gguf'), dir)).toBe(path.join(models, 'one.gguf'));
+      expect(resolveModelArg('sub/none.gguf', dir)).toBe('sub/none.gguf');
+      // Two splits sets of one name are not a pick.
+      expect(() => resolveModelArg('two', dir)).toThrow(`model file not found: two (nor two.gguf in ${models}`);
+      expect(() => resolveModelArg('three', dir)).toThrow(/kail list. shows the models there, .kail pull. downloads one/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('rejects an unknown command with a non-zero exit and help', () => {

@@ -17,6 +17,7 @@ import { registerExportLora } from './commands/export-lora';
 import { registerEmbed } from './commands/embed';
 import { registerModels } from './commands/models';
 import { registerPull } from './commands/pull';
+import { dataDir, resolveModelArg } from './paths';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -26,6 +27,14 @@ export function buildProgram(): Command {
     .version(VERSION, '-V, --version-flag', 'print the version number')
     .showHelpAfterError()
     .exitOverride();
+  // A model given by name (-m NAME, as `ollama run NAME`) is that file of the models directory, for
+  // every command that loads a model from a file (chat's -m is an id on the server; serve's engine
+  // looks names up itself).
+  program.hook('preAction', (_p, cmd) => {
+    if (cmd.name() === 'chat' || cmd.name() === 'serve') return;
+    const m: unknown = cmd.getOptionValue('model');
+    if (typeof m === 'string') cmd.setOptionValueWithSource('model', resolveModelArg(m, dataDir(cmd.getOptionValue('dataDir'))), cmd.getOptionValueSource('model'));
+  });
   registerVersion(program);
   registerServe(program);
   registerModelCommands(program);

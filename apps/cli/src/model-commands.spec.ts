@@ -37,6 +37,28 @@ describe('kail model commands', () => {
     expect(r.stderr).toMatch(/prompt: \d+ tokens, [\d.]+ tokens\/s \| generation: \d+ tokens, [\d.]+ tokens\/s/);
   });
 
+  it('takes a model by its name in the models directory, as ollama run does: kail run NAME [PROMPT], -m NAME, inspect NAME', () => {
+    const name = path.basename(model, '.gguf');
+    expect(path.dirname(model)).toBe(path.join(dir, 'models'));
+    // -m NAME (or NAME:latest) is the file of that name.
+    expect(JSON.parse(kail('run', '--data-dir', dir, '-m', `${name}:latest`, '-p', 'Hello', '-n', '2', '--json').stdout).model).toBe(model);
+    // kail run NAME PROMPT: one chat answer (the whole of it), as --chat gives it; the answer alone on stdout.
+    const flags = ['-c', '96', '--json'];
+    const viaFlag = JSON.parse(kail('run', '--data-dir', dir, '-m', model, '--chat', '-p', 'Why is the sky blue?', '-n', '-1', ...flags).stdout);
+    const viaName = JSON.parse(kail('run', '--data-dir', dir, name, 'Why', 'is', 'the', 'sky', 'blue?', ...flags).stdout);
+    expect(viaName.tokens).toEqual(viaFlag.tokens);
+    expect(kail('run', '--data-dir', dir, name, 'Why is the sky blue?', '-n', '3').stdout).not.toContain('<|im_start|>');
+    // kail run NAME: a conversation on stdin.
+    const conv = spawnSync(process.execPath, [KAIL, 'run', '--data-dir', dir, name, '-n', '2'], { encoding: 'utf8', timeout: 120_000, input: 'Hi\n' });
+    expect(conv.stderr).toMatch(/conversation: 1 turn/);
+    const inspect = spawnSync(process.execPath, [KAIL, 'inspect', name, '--json'], { encoding: 'utf8', timeout: 120_000, env: { ...process.env, KAIL_DATA_DIR: dir } });
+    expect(JSON.parse(inspect.stdout).path).toBe(model);
+    // A name found nowhere, or the model or prompt given twice, is an error naming it.
+    expect(kail('run', '--data-dir', dir, '-m', 'nope', '-p', 'x').stderr).toContain(`model file not found: nope (nor nope.gguf in ${path.join(dir, 'models')}`);
+    expect(kail('run', '--data-dir', dir, name, '-m', model).stderr).toContain('give the model once');
+    expect(kail('run', '--data-dir', dir, name, 'Hi', '-p', 'Ho').stderr).toContain('give the prompt once');
+  });
+
   it("run -cnv (llama-cli's conversation mode): a chat in this process whose turns keep the cache of the ones before; -sys, -f, /clear", () => {
     const chat = (input: string, ...flags: string[]) => {
       const r = spawnSync(process.execPath, [KAIL, 'run', '-m', model, '-cnv', '-sys', 'Be brief.', '-n', '6', ...flags], { encoding: 'utf8', timeout: 120_000, input });

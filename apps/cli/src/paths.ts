@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -34,3 +35,30 @@ export const SERVICE_ENTRIES = {
 
 /** The file `kail serve` writes into the data directory while it runs (read by ps, stop, chat). */
 export const SERVE_STATE_FILE = 'serve.json';
+
+/**
+ * A model argument (-m, or a command's model file) as a file: the path as given when it exists,
+ * else a name of the models directory, as `ollama run NAME` reads one: NAME, NAME.gguf (with
+ * or without Ollama's :latest), or the first split of a model pulled as NAME
+ * (NAME-00001-of-0000N.gguf). A name found nowhere is an error naming where it was looked for;
+ * a path (holding a separator) is returned as given, for the loader's own error.
+ */
+export function resolveModelArg(m: string, dataDirPath: string): string {
+  if (fs.existsSync(m)) return m;
+  const name = m.endsWith(':latest') ? m.slice(0, -7) : m;
+  if (!name || /[\\/]/.test(name)) return m;
+  const dir = modelsDirOf(dataDirPath);
+  for (const c of [name, `${name}.gguf`]) {
+    const p = path.join(dir, c);
+    if (fs.existsSync(p) && fs.statSync(p).isFile()) return p;
+  }
+  let names: string[] = [];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    // (No models directory: nothing is named there.)
+  }
+  const first = names.filter((f) => f.startsWith(`${name}-00001-of-`) && /^\d{5}\.gguf$/i.test(f.slice(name.length + 10)));
+  if (first.length === 1) return path.join(dir, first[0]);
+  throw new Error(`model file not found: ${m} (nor ${name}.gguf in ${dir}: \`kail list\` shows the models there, \`kail pull\` downloads one)`);
+}

@@ -79,7 +79,7 @@ import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, pgPai
 import { runConversation } from './conversation';
 import { pullOrLocal } from './pull';
 import { processEscapes } from '../escapes';
-import { dataDir } from '../paths';
+import { dataDir, resolveModelArg } from '../paths';
 
 export function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
   return (v: string) => {
@@ -569,7 +569,9 @@ export function registerModelCommands(program: Command): void {
   const run = program
     .command('run')
     .description('generate text from a prompt, streaming it; then print prompt and generation tokens/s')
-    .option('-m, --model <file>', 'GGUF model file')
+    .argument('[model]', "a model, as ollama run takes it: a name of the models directory (what kail pull fetched; kail list shows them) or a GGUF file; with no prompt, a conversation (-cnv)")
+    .argument('[prompt...]', 'after the model: a user message, answered once through the chat template (as ollama run MODEL PROMPT)')
+    .option('-m, --model <file>', 'GGUF model file (or a name of the models directory)')
     .option('--hf-repo <USER/REPO[:QUANT]>', "a Hugging Face repository's GGUF instead, pulled into the data directory's models/ first as kail pull does (kept there for the next run; llama-cli's -hf, also -hf)")
     .option('--hf-file <file>', "with --hf-repo: that file of the repository (llama-cli's -hff, also -hff)")
     .option('-p, --prompt <text>', 'prompt text (with --conversation: the first user message)', 'Once upon a time')
@@ -608,9 +610,20 @@ export function registerModelCommands(program: Command): void {
     .option('--demo', 'use the built-in demo model (written on first use into the data directory)')
     .option('--no-usage-history', "neither warm the expert cache from this model's usage history nor update it")
     .option('--data-dir <dir>', 'data directory (hardware profile, usage histories, demo model)');
-  addSamplerOptions(addSpecOptions(addStreamOptions(run))).action(async (o: RunOpts & StreamOpts & SpecOpts & { usageHistory: boolean }, cmd: Command) => {
+  addSamplerOptions(addSpecOptions(addStreamOptions(run))).action(async (named: string | undefined, words: string[], o: RunOpts & StreamOpts & SpecOpts & { usageHistory: boolean }, cmd: Command) => {
     const log = (l: string) => process.stderr.write(l + '\n');
     const dir = dataDir(o.dataDir);
+    // `kail run MODEL [PROMPT…]`, as `ollama run`: a prompt is one chat answer, none a conversation.
+    if (named !== undefined) {
+      if (o.model !== undefined || o.hfRepo !== undefined || o.demo) throw new Error('give the model once: as the first argument, or with -m, -hf or --demo');
+      o.model = resolveModelArg(named, dir);
+      if (words.length) {
+        if (cmd.getOptionValueSource('prompt') === 'cli' || o.file !== undefined) throw new Error('give the prompt once: after the model, or with -p or -f');
+        cmd.setOptionValueWithSource('prompt', words.join(' '), 'cli');
+        o.prompt = words.join(' ');
+        if (!o.conversation) o.chat = true;
+      } else if (cmd.getOptionValueSource('prompt') !== 'cli' && o.file === undefined) o.conversation = true;
+    }
     if ([o.model, o.hfRepo, o.demo].filter((x) => x !== undefined && x !== false).length > 1) throw new Error('give one of -m FILE.gguf, -hf USER/REPO[:QUANT] and --demo');
     if (o.hfFile !== undefined && o.hfRepo === undefined) throw new Error('--hf-file goes with --hf-repo');
     const modelPath = o.model ?? (o.hfRepo !== undefined ? (await pullOrLocal(dir, o.hfRepo, o.hfFile)).path : o.demo ? ensureDemoModel(dir, log) : undefined);
@@ -628,8 +641,8 @@ export function registerModelCommands(program: Command): void {
     const reverse = o.reversePrompt.map(esc);
     if (reverse.some((t) => !t)) throw new Error('--reverse-prompt takes a non-empty text');
     if (o.conversation && o.promptCache) throw new Error('--prompt-cache is for one prompt: --conversation keeps its cache between turns itself');
-    // (In a conversation -n defaults to the whole turn, as llama-cli's.)
-    const nPredict = o.conversation && cmd.getOptionValueSource('nPredict') !== 'cli' ? -1 : o.nPredict;
+    // (In a conversation -n defaults to the whole turn, as llama-cli's; so does `kail run MODEL PROMPT`'s answer, as ollama run's.)
+    const nPredict = (o.conversation || words.length) && cmd.getOptionValueSource('nPredict') !== 'cli' ? -1 : o.nPredict;
     const forms = (['grammar', 'grammarFile', 'jsonSchema', 'jsonSchemaFile'] as const).filter((k) => o[k] !== undefined);
     if (forms.length > 1) throw new Error('give one of --grammar, --grammar-file, --json-schema and --json-schema-file');
     const grammarText = o.grammarFile !== undefined ? readTextFile(o.grammarFile, '--grammar-file') : o.grammar;
@@ -679,7 +692,8 @@ export function registerModelCommands(program: Command): void {
       }
       // (A chat template writes BOS itself where the model wants it.)
       const prompt = model.tokenizer.tokenize(text, { addSpecial: !o.chat, parseSpecial: !!o.chat });
-      if (!o.json) process.stdout.write(text);
+      // (`kail run MODEL PROMPT` prints the answer alone, as ollama run does.)
+      if (!o.json && !words.length) process.stdout.write(text);
       const r: GenerateResult = await generate(model, prompt, {
         maxTokens: nPredict < 0 ? Math.max(0, model.nCtx - prompt.length) : nPredict,
         sampling,
@@ -1400,10 +1414,11 @@ export function registerModelCommands(program: Command): void {
   const inspect = program
     .command('inspect')
     .description('print architecture, parameter count, tensor types, expert sizes and bytes per token')
-    .argument('<file>', 'GGUF model file');
+    .argument('<file>', 'GGUF model file, or the name of one in the models directory (as ollama show NAME)');
   addCacheTypeOptions(inspect)
     .option('--json', 'print one JSON object')
-    .action((file: string, o: CacheTypeOpts & { json?: boolean }) => {
+    .action((given: string, o: CacheTypeOpts & { json?: boolean }) => {
+      const file = resolveModelArg(given, dataDir());
       const f = openGgufMetadata(file);
       try {
         if (f.metadata['general.type'] === 'adapter') {
