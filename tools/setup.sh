@@ -12,6 +12,8 @@ command -v cmake >/dev/null || need+=(cmake)
 command -v g++ >/dev/null || need+=(g++)
 command -v make >/dev/null || need+=(make)
 command -v python3 >/dev/null || need+=(python3)
+# The HTTPS tests make a self-signed certificate with openssl.
+command -v openssl >/dev/null || need+=(openssl)
 # The web console's end-to-end test drives Debian's Chromium (playwright-core, executablePath /usr/bin/chromium).
 [ -x /usr/bin/chromium ] || need+=(chromium)
 node_prefix=$(dirname "$(dirname "$(command -v node)")")

@@ -54,6 +54,13 @@ export const ApiConfigSchema = z.object({
   corsCredentials: z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean()).default(CORS_DEFAULTS.credentials),
   /** Sampling defaults for requests that set none (`kail serve --temp …`; apps/api/src/sampling-defaults.ts). */
   samplingDefaults: SamplingDefaultsSchema.default({}),
+  /**
+   * HTTPS (llama-server's --ssl-key-file / --ssl-cert-file): the PEM private key and certificate
+   * the API serves with; both or neither. With them it also answers plain HTTP on a loopback port
+   * of its own, for the console's proxy and the CLI on this machine (`local` in its start line).
+   */
+  sslKeyFile: z.string().default(''),
+  sslCertFile: z.string().default(''),
   /** /ready needs an engine probe newer than this, seconds. Default 10. */
   readyMaxAgeS: z.coerce.number().gt(0).default(10),
 });
@@ -69,6 +76,7 @@ export function parseApiConfig(input: unknown): ApiConfig {
     const msg = r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
     throw new Error(`invalid API configuration: ${msg}`);
   }
+  if (!r.data.sslKeyFile !== !r.data.sslCertFile) throw new Error('invalid API configuration: HTTPS needs both the key (--ssl-key-file) and the certificate (--ssl-cert-file)');
   try {
     parseCorsOrigins(r.data.corsOrigins);
   } catch (e) {

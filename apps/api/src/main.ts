@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR] [--reasoning-budget N] [--alias NAME=ID …]
 // [--cors-origins LIST] [--cors-methods M] [--cors-headers H] [--cors-credentials true|false]
-// [--sampling-defaults JSON]`.
+// [--sampling-defaults JSON] [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem]`.
 // Binds 127.0.0.1 unless --host says otherwise. Prints one JSON line once listening.
 import { parseArgs } from 'node:util';
 import { AUTH_TOKEN_ENV } from '@kailstream/proto';
@@ -44,6 +44,8 @@ async function main() {
       'cors-headers': { type: 'string' },
       'cors-credentials': { type: 'string' },
       'sampling-defaults': { type: 'string' },
+      'ssl-key-file': { type: 'string' },
+      'ssl-cert-file': { type: 'string' },
     },
   });
   const config = parseApiConfig({
@@ -58,13 +60,15 @@ async function main() {
     corsMethods: values['cors-methods'] ?? process.env.KAIL_API_CORS_METHODS,
     corsHeaders: values['cors-headers'] ?? process.env.KAIL_API_CORS_HEADERS,
     corsCredentials: values['cors-credentials'] ?? process.env.KAIL_API_CORS_CREDENTIALS,
+    sslKeyFile: values['ssl-key-file'] ?? process.env.KAIL_API_SSL_KEY_FILE,
+    sslCertFile: values['ssl-cert-file'] ?? process.env.KAIL_API_SSL_CERT_FILE,
     samplingDefaults: jsonArg('--sampling-defaults', values['sampling-defaults'] ?? process.env.KAIL_API_SAMPLING_DEFAULTS),
     schedulerToken: process.env[AUTH_TOKEN_ENV],
     // (In the environment, not on the command line where `ps` shows it.)
     staticKeys: (process.env[STATIC_KEYS_ENV] ?? '').split('\n').filter((k) => k !== ''),
   });
   const api = await startApi(config);
-  process.stdout.write(JSON.stringify({ service: 'api', address: api.url, pid: process.pid }) + '\n');
+  process.stdout.write(JSON.stringify({ service: 'api', address: api.url, ...(api.localUrl ? { local: api.localUrl } : {}), pid: process.pid }) + '\n');
   const stop = () => void api.close().then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

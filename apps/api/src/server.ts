@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
@@ -29,6 +31,8 @@ const NATIVE_ROUTES: ReadonlySet<string> = new Set([...LLAMA_SERVER_ROUTES, ...O
 export interface RunningApi {
   app: FastifyInstance;
   url: string;
+  /** With HTTPS: the plain-HTTP loopback address that serves the same routes (for the console and the CLI here). */
+  localUrl?: string;
   /** The key store (undefined without a data directory). */
   keys?: KeyStore;
   metrics: ApiMetrics;
@@ -37,6 +41,18 @@ export interface RunningApi {
 
 /** The largest request body the API reads. */
 export const MAX_BODY_BYTES = 64 << 20;
+
+/** A PEM file for HTTPS, read, or an error naming the flag and the file. */
+function readPem(file: string, flag: string): Buffer {
+  let b: Buffer;
+  try {
+    b = fs.readFileSync(file);
+  } catch (e) {
+    throw new Error(`${flag}: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  if (!b.includes('-----BEGIN ')) throw new Error(`${flag}: ${file} is not a PEM file (no -----BEGIN line)`);
+  return b;
+}
 
 /** Builds the HTTP API: OpenAI routes, keys, metrics, health and readiness. */
 export async function startApi(config: ApiConfig): Promise<RunningApi> {
@@ -67,7 +83,23 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
 
   // Bodies up to 64 MiB: Fastify's default (1 MiB) is less than a long context's prompt (a 256k-token
   // conversation is about 1 MB of text; its token ids as JSON more). Past the limit: a 413 that says so.
-  const app = Fastify({ logger: false, bodyLimit: MAX_BODY_BYTES });
+  let tls: { key: Buffer; cert: Buffer } | undefined;
+  try {
+    tls = config.sslKeyFile ? { key: readPem(config.sslKeyFile, '--ssl-key-file'), cert: readPem(config.sslCertFile, '--ssl-cert-file') } : undefined;
+  } catch (e) {
+    keys?.close();
+    responses.close();
+    throw e;
+  }
+  // (Fastify's https option: a key that does not match the certificate fails here, naming both.)
+  let app: FastifyInstance;
+  try {
+    app = (tls ? Fastify({ logger: false, bodyLimit: MAX_BODY_BYTES, https: tls }) : Fastify({ logger: false, bodyLimit: MAX_BODY_BYTES })) as unknown as FastifyInstance;
+  } catch (e) {
+    keys?.close();
+    responses.close();
+    throw new Error(`HTTPS: the key (${config.sslKeyFile}) and the certificate (${config.sslCertFile}) do not make a TLS server: ${(e as Error).message}`);
+  }
   // A body whose content type is not JSON's (curl -d sends form-urlencoded, as the curl lines in
   // Ollama's and llama-server's docs do; a browser's fetch of a string sends text/plain) is read as
   // JSON all the same, as those servers read it.
@@ -213,13 +245,25 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
   const hostForUrl = config.host.includes(':') ? `[${config.host}]` : config.host;
+  // With HTTPS, the same routes (hooks, keys and all) in plain HTTP on a loopback port, for this
+  // machine's console and CLI, which need no certificate to trust.
+  let local: http.Server | undefined;
+  let localUrl: string | undefined;
+  if (tls) {
+    local = http.createServer((req, res) => app.routing(req, res));
+    await new Promise<void>((resolve, reject) => local!.once('error', reject).listen(0, '127.0.0.1', () => resolve()));
+    localUrl = `http://127.0.0.1:${(local.address() as { port: number }).port}`;
+  }
   return {
     app,
-    url: `http://${hostForUrl}:${port}`,
+    url: `${tls ? 'https' : 'http'}://${hostForUrl}:${port}`,
+    localUrl,
     keys,
     metrics,
     close: async () => {
       metrics.close();
+      local?.closeAllConnections();
+      local?.close();
       await app.close();
       scheduler?.close();
       keys?.close();

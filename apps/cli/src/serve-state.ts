@@ -9,7 +9,8 @@ export interface ServeState {
   pid: number;
   startedAt: string;
   repo?: string;
-  services: Record<string, { address: string; pid?: number }>;
+  /** `local`: with HTTPS, the API's plain-HTTP loopback address for this machine. */
+  services: Record<string, { address: string; pid?: number; local?: string }>;
 }
 
 /** True when a process with this pid exists (signal 0 checks without signalling). */
@@ -47,5 +48,6 @@ export function readServeState(dir: string): ServeState | undefined {
 /** The API base URL of the server running on `dir`, when there is one. */
 export function apiUrlOf(dir: string): string | undefined {
   const s = readServeState(dir);
-  return s && isAlive(s.pid) ? s.services.api?.address : undefined;
+  // (On this machine: the loopback address of an API that serves HTTPS, which needs no certificate to trust.)
+  return s && isAlive(s.pid) ? (s.services.api?.local ?? s.services.api?.address) : undefined;
 }

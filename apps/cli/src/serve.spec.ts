@@ -1,4 +1,6 @@
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -170,4 +172,49 @@ describe('kail serve --api-key / --api-key-file', () => {
       await sup.stopAll();
     }
   }, 120_000);
+});
+
+describe('kail serve --ssl-key-file / --ssl-cert-file', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-serve-tls-'));
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it("serves the API over HTTPS; this machine's console and kail chat reach it on its loopback port", async () => {
+    const key = path.join(dir, 'key.pem');
+    const cert = path.join(dir, 'cert.pem');
+    const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1'], { encoding: 'utf8', timeout: 60_000 });
+    expect(made.status).toBe(0);
+    await expect(serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: false, sslKeyFile: key })).rejects.toThrow('HTTPS needs both --ssl-key-file and --ssl-cert-file');
+    const model = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
+    const lines: string[] = [];
+    const sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '256', sslKeyFile: key, sslCertFile: cert }, (l) => lines.push(l));
+    try {
+      const api = sup.services.get('api')!;
+      expect(api.address).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+      const health = await new Promise<number>((resolve, reject) =>
+        https.get(`${api.address}/health`, { ca: fs.readFileSync(cert) }, (res) => resolve(res.statusCode ?? 0)).on('error', reject),
+      );
+      expect(health).toBe(200);
+      const local = JSON.parse(fs.readFileSync(path.join(dir, 'serve.json'), 'utf8')).services.api.local as string;
+      expect(local).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(lines.join('\n')).toContain(`(and ${local} for this machine)`);
+      // The console's proxy reaches the API.
+      const web = sup.services.get('web')!.address;
+      const listed = (await (await fetch(`${web}/api/v1/models`)).json()) as { data: { id: string }[] };
+      expect(listed.data.map((m) => m.id)).toEqual(['tiny']);
+      // So does kail chat, through the data directory's serve.json (asynchronously: this process holds the services).
+      const chat = await new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+        const c = spawn(process.execPath, [path.resolve(__dirname, '../bin/kail.js'), 'chat', '--data-dir', dir, '--max-tokens', '2'], { stdio: ['pipe', 'pipe', 'pipe'] });
+        let out = '';
+        let err = '';
+        c.stdout.on('data', (d: Buffer) => (out += d));
+        c.stderr.on('data', (d: Buffer) => (err += d));
+        c.on('exit', (code) => resolve({ code, out, err }));
+        c.stdin.end('Hi\n');
+      });
+      expect([chat.code, chat.err]).toEqual([0, '']);
+      expect(chat.out.trim().length).toBeGreaterThan(0);
+    } finally {
+      await sup.stopAll();
+    }
+  }, 180_000);
 });

@@ -27,6 +27,8 @@ export interface RunningService {
   spec: ServiceSpec;
   child: ChildProcess;
   address: string;
+  /** The rest of its start line (the API's `local`, say); empty for a fixed address. */
+  info: Record<string, unknown>;
   restarts: number;
 }
 
@@ -64,6 +66,7 @@ export class Supervisor extends EventEmitter {
     });
     // What it printed while starting: part of the error if it fails, shown once it is up.
     let stderr = '';
+    let info: Record<string, unknown> = {};
     const address = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
@@ -94,6 +97,7 @@ export class Supervisor extends EventEmitter {
           if (msg.address) {
             clearTimeout(timer);
             rl.close();
+            info = msg;
             resolve(msg.address);
           }
         } catch {
@@ -107,7 +111,7 @@ export class Supervisor extends EventEmitter {
     // (A profile it ignored, say: not only on failure.)
     for (const line of stderr.trimEnd().split('\n')) if (line.trim()) process.stderr.write(`[${spec.name}] ${line}\n`);
     child.stderr!.on('data', (d: Buffer) => process.stderr.write(`[${spec.name}] ${d}`));
-    const running: RunningService = { spec, child, address, restarts: this.services.get(spec.name)?.restarts ?? 0 };
+    const running: RunningService = { spec, child, address, info, restarts: this.services.get(spec.name)?.restarts ?? 0 };
     this.services.set(spec.name, running);
     child.once('exit', (code, signal) => void this.onExit(running, code, signal));
     return running;

@@ -42,6 +42,9 @@ export interface ServeOptions {
   specK?: number;
   /** llama-server's --chat-template-kwargs JSON, for every model the engine loads. */
   chatTemplateKwargs?: string;
+  /** llama-server's --ssl-key-file / --ssl-cert-file: the API serves HTTPS with them. */
+  sslKeyFile?: string;
+  sslCertFile?: string;
   /** Context length per sequence for loaded models. */
   ctx?: string;
   maxStallMs?: string;
@@ -220,6 +223,9 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
       }
   readChatTemplateFlags(opts.chatTemplate, opts.chatTemplateFile);
   if (opts.chatTemplateKwargs !== undefined) parseChatTemplateKwargsFlag(opts.chatTemplateKwargs);
+  if ((opts.sslKeyFile === undefined) !== (opts.sslCertFile === undefined)) throw new Error('HTTPS needs both --ssl-key-file and --ssl-cert-file');
+  for (const [flag, f] of [['--ssl-key-file', opts.sslKeyFile], ['--ssl-cert-file', opts.sslCertFile]] as const)
+    if (f !== undefined && !fs.existsSync(f)) throw new Error(`${flag}: ${f} does not exist`);
   if ([opts.draft !== undefined, opts.lookup, opts.mtp].filter(Boolean).length > 1) throw new Error('give one of --draft FILE, --lookup and --mtp');
   if ((opts.draft !== undefined || opts.lookup || opts.mtp) && !(opts.model?.length || opts.hfRepo?.length)) throw new Error('--draft, --lookup and --mtp speculate for the models given with -m or -hf: give one');
   const apiKeys = staticApiKeys(opts.apiKey ?? [], opts.apiKeyFile);
@@ -265,8 +271,10 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     log(`scheduler  grpc://${sched.address}${token ? ` (bearer token in ${path.join(dir, 'grpc-token')})` : ''}`);
     // (The keys given at start go in the API's environment, not on a command line `ps` shows.)
     const apiEnv = apiKeys.length ? { ...env, KAIL_API_KEYS: apiKeys.join('\n') } : env;
-    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...aliases.flatMap((a) => ['--alias', a]), ...corsArgs(opts), ...samplingArgs(opts)], env: apiEnv });
-    log(`api        ${api.address}`);
+    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...aliases.flatMap((a) => ['--alias', a]), ...corsArgs(opts), ...samplingArgs(opts), ...(opts.sslKeyFile !== undefined ? ['--ssl-key-file', path.resolve(opts.sslKeyFile), '--ssl-cert-file', path.resolve(opts.sslCertFile!)] : [])], env: apiEnv });
+    // (With HTTPS the API answers this machine's console and CLI in plain HTTP on a loopback port.)
+    const apiLocal = typeof api.info.local === 'string' ? api.info.local : undefined;
+    log(`api        ${api.address}${apiLocal ? ` (and ${apiLocal} for this machine)` : ''}`);
     if (opts.web) {
       const webPort = await freePort();
       const nextBin = require.resolve('next/dist/bin/next', { paths: [SERVICE_ENTRIES.web] });
@@ -276,7 +284,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
         command: node,
         args: [nextBin, 'start', '-p', String(webPort), '-H', '127.0.0.1'],
         cwd: SERVICE_ENTRIES.web,
-        env: { KAIL_API_URL: api.address, NEXT_TELEMETRY_DISABLED: '1' },
+        env: { KAIL_API_URL: apiLocal ?? api.address, NEXT_TELEMETRY_DISABLED: '1' },
         fixedAddress: url,
         waitReady: () => waitHttp(url, 60_000),
       });
@@ -286,7 +294,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
       pid: process.pid,
       startedAt: new Date().toISOString(),
       repo: REPO_ROOT,
-      services: Object.fromEntries([...sup.services].map(([k, v]) => [k, { address: v.address, pid: v.child.pid }])),
+      services: Object.fromEntries([...sup.services].map(([k, v]) => [k, { address: v.address, pid: v.child.pid, ...(typeof v.info.local === 'string' ? { local: v.info.local } : {}) }])),
     };
     fs.writeFileSync(path.join(dir, 'serve.json'), JSON.stringify(state, null, 2));
     return sup;
@@ -357,6 +365,8 @@ export function registerServe(program: Command): void {
     .option('--cors-headers <headers>', "headers a browser's preflight is told are allowed (default *: those it asks for)")
     .option('--cors-credentials', 'allow credentials in cross-origin requests (the default)')
     .option('--no-cors-credentials', 'do not allow credentials in cross-origin requests')
+    .option('--ssl-key-file <file>', "serve the API over HTTPS with this PEM private key (llama-server's; with --ssl-cert-file); this machine's console and CLI reach it in plain HTTP on a loopback port")
+    .option('--ssl-cert-file <file>', "the PEM certificate (chain) for --ssl-key-file (llama-server's)")
     .option('--api-key-file <file>', "API keys from a file, one per line (llama-server's --api-key-file)")
     .option('--chat-template <jinja>', "a chat template for every model in place of its file's (llama-server's): Jinja source, or chatml")
     .option('--chat-template-kwargs <json>', "variables every chat is rendered with, under a request's own chat_template_kwargs (llama-server's), e.g. '{\"enable_thinking\": false}'")
