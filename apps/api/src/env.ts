@@ -28,6 +28,12 @@ export const ApiConfigSchema = z.object({
    */
   reasoningBudget: z.coerce.number().int().min(-1).max(1_000_000_000).default(-1),
   /**
+   * reasoning_format of chat requests that give none (llama-server's --reasoning-format): 'none'
+   * leaves a <think> block in the content; 'auto' and 'deepseek' (the default) move it to
+   * message.reasoning_content.
+   */
+  reasoningFormat: z.enum(['none', 'auto', 'deepseek']).default('auto'),
+  /**
    * Keys given at start (llama-server's --api-key / --api-key-file; `kail serve` passes them in
    * KAIL_API_KEYS, a line each): accepted besides the stored ones, and with any of them every
    * route but /health needs a key. Each is its own tenant; their usage is not stored.

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR] [--reasoning-budget N] [--alias NAME=ID …]
+// The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR] [--reasoning-budget N] [--reasoning-format F] [--request-timeout S] [--alias NAME=ID …]
 // [--cors-origins LIST] [--cors-methods M] [--cors-headers H] [--cors-credentials true|false]
 // [--sampling-defaults JSON] [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem]`.
 // Binds 127.0.0.1 unless --host says otherwise. Prints one JSON line once listening.
@@ -38,6 +38,8 @@ async function main() {
       scheduler: { type: 'string' },
       'data-dir': { type: 'string' },
       'reasoning-budget': { type: 'string' },
+      'reasoning-format': { type: 'string' },
+      'request-timeout': { type: 'string' },
       alias: { type: 'string', multiple: true },
       'cors-origins': { type: 'string' },
       'cors-methods': { type: 'string' },
@@ -55,6 +57,8 @@ async function main() {
     dataDir: values['data-dir'] ?? process.env.KAIL_DATA_DIR,
     modelsDir: process.env.KAIL_MODELS_DIR,
     reasoningBudget: values['reasoning-budget'] ?? process.env.KAIL_REASONING_BUDGET,
+    reasoningFormat: values['reasoning-format'] ?? process.env.KAIL_REASONING_FORMAT,
+    requestTimeoutS: values['request-timeout'] ?? process.env.KAIL_REQUEST_TIMEOUT,
     aliases: aliasesOf(values.alias ?? []),
     corsOrigins: values['cors-origins'] ?? process.env.KAIL_API_CORS_ORIGINS,
     corsMethods: values['cors-methods'] ?? process.env.KAIL_API_CORS_METHODS,

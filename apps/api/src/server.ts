@@ -202,6 +202,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     metrics,
     requestTimeoutMs: config.requestTimeoutS * 1000,
     reasoningBudget: config.reasoningBudget,
+    reasoningFormat: config.reasoningFormat,
     samplingDefaults: config.samplingDefaults,
     onUsage: (req, promptTokens, completionTokens) => {
       // (Keys given at start have no row in the store.)

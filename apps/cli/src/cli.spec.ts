@@ -88,6 +88,9 @@ describe('kail CLI', () => {
     expect(r.stderr).toContain('kail: -ngl 99 ignored');
     expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!).tokens).toHaveLength(2);
     expect(kail('keys', 'list', '--jinja').stderr).toContain("unknown option '--jinja'");
+    // llama-server's always-on endpoints and its other spellings.
+    expect(dropIgnoredLlamaFlags(['serve', '--embeddings', '--rerank', '--port', '0'], new Set(['-m'])).argv).toEqual(['serve', '--port', '0']);
+    expect(llamaFlagAliases(['serve', '-to', '30', '--no-webui'])).toEqual(['serve', '--timeout', '30', '--no-web']);
   });
 
   it('reads a model name as a file of the models directory: NAME, NAME.gguf, NAME:latest, or the first split of a model pulled as NAME', () => {

@@ -29,11 +29,12 @@ export function buildProgram(): Command {
     .exitOverride();
   // A model given by name (-m NAME, as `ollama run NAME`) is that file of the models directory, for
   // every command that loads a model from a file (chat's -m is an id on the server; serve's engine
-  // looks names up itself).
+  // looks names up itself). One found nowhere is left as given: the command's checks and its
+  // loader name it (kail run says where it looked).
   program.hook('preAction', (_p, cmd) => {
     if (cmd.name() === 'chat' || cmd.name() === 'serve') return;
     const m: unknown = cmd.getOptionValue('model');
-    if (typeof m === 'string') cmd.setOptionValueWithSource('model', resolveModelArg(m, dataDir(cmd.getOptionValue('dataDir'))), cmd.getOptionValueSource('model'));
+    if (typeof m === 'string') cmd.setOptionValueWithSource('model', resolveModelArg(m, dataDir(cmd.getOptionValue('dataDir')), { lenient: true }), cmd.getOptionValueSource('model'));
   });
   registerVersion(program);
   registerServe(program);
@@ -59,7 +60,7 @@ export function buildProgram(): Command {
  * flags we spell otherwise, as our long ones (-ctk q8_0 is --cache-type-k q8_0, -md D.gguf --draft
  * D.gguf, --draft-max 8 --spec-k 8). Nothing after `--` is touched.
  */
-const LLAMA_SHORT_FLAGS: Record<string, string> = { '-hf': '--hf-repo', '-hff': '--hf-file', '-cnv': '--conversation', '-sys': '--system-prompt', '-sysf': '--system-prompt-file', '-ctk': '--cache-type-k', '-ctv': '--cache-type-v', '-ofreq': '--output-frequency', '--from-chunk': '--chunk', '-np': '--parallel', '-pg': '--pg', '-md': '--draft', '--model-draft': '--draft', '--spec-draft-model': '--draft', '--draft-max': '--spec-k', '--draft-n': '--spec-k', '--spec-draft-n-max': '--spec-k' };
+const LLAMA_SHORT_FLAGS: Record<string, string> = { '-hf': '--hf-repo', '-hff': '--hf-file', '-cnv': '--conversation', '-sys': '--system-prompt', '-sysf': '--system-prompt-file', '-ctk': '--cache-type-k', '-ctv': '--cache-type-v', '-ofreq': '--output-frequency', '--from-chunk': '--chunk', '-np': '--parallel', '-pg': '--pg', '-md': '--draft', '--model-draft': '--draft', '--spec-draft-model': '--draft', '--draft-max': '--spec-k', '--draft-n': '--spec-k', '--spec-draft-n-max': '--spec-k', '-to': '--timeout', '--no-webui': '--no-web', '--no-ui': '--no-web' };
 /** llama.cpp's flags that take two words (FNAME SCALE, START END), joined as FNAME:SCALE, START:END. */
 const LLAMA_TWO_WORD_FLAGS = new Set(['--control-vector-scaled', '--control-vector-layer-range', '--lora-scaled']);
 export function llamaFlagAliases(argv: string[]): string[] {
@@ -96,6 +97,7 @@ const LLAMA_IGNORED_FLAGS: readonly { flags: readonly string[]; value: 0 | 1 | '
   { flags: ['--no-mmap'], value: 0, why: 'models in memory are copied, not mapped, by default here (--mmap maps them)' },
   { flags: ['-cb', '--cont-batching'], value: 0, why: 'continuous batching is always on here' },
   { flags: ['--metrics', '--slots', '--props'], value: 0, why: '/metrics, /slots and /props are always served here' },
+  { flags: ['--embedding', '--embeddings', '--rerank', '--reranking'], value: 0, why: 'embeddings (/v1/embeddings) and reranking (/v1/rerank, for a reranker model) are always served here' },
   { flags: ['-b', '--batch-size', '-ub', '--ubatch-size'], value: 1, why: 'batch sizes are the engine\'s own here' },
   { flags: ['--numa'], value: 1, why: 'threads are placed by the operating system here' },
 ];

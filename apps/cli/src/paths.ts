@@ -41,9 +41,10 @@ export const SERVE_STATE_FILE = 'serve.json';
  * else a name of the models directory, as `ollama run NAME` reads one: NAME, NAME.gguf (with
  * or without Ollama's :latest), or the first split of a model pulled as NAME
  * (NAME-00001-of-0000N.gguf). A name found nowhere is an error naming where it was looked for;
- * a path (holding a separator) is returned as given, for the loader's own error.
+ * a path (holding a separator), or any argument with `lenient`, is returned as given, for the
+ * loader's own error.
  */
-export function resolveModelArg(m: string, dataDirPath: string): string {
+export function resolveModelArg(m: string, dataDirPath: string, o: { lenient?: boolean } = {}): string {
   if (fs.existsSync(m)) return m;
   const name = m.endsWith(':latest') ? m.slice(0, -7) : m;
   if (!name || /[\\/]/.test(name)) return m;
@@ -60,5 +61,6 @@ export function resolveModelArg(m: string, dataDirPath: string): string {
   }
   const first = names.filter((f) => f.startsWith(`${name}-00001-of-`) && /^\d{5}\.gguf$/i.test(f.slice(name.length + 10)));
   if (first.length === 1) return path.join(dir, first[0]);
+  if (o.lenient) return m;
   throw new Error(`model file not found: ${m} (nor ${name}.gguf in ${dir}: \`kail list\` shows the models there, \`kail pull\` downloads one)`);
 }

@@ -25,7 +25,7 @@ describe('kail serve', () => {
     // (--override-kv reaches the engine: the model routes to 2 of its experts, not the file's 4.)
     // (So do RoPE flags: the engine takes them, or it would not start. And --ram and --threads.)
     // (--alias: the model's id is 'tiny', and it answers to the other names too.)
-    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [model], alias: ['tiny,gpt-4o-mini', 'org/tiny'], corsOrigins: 'https://app.example', corsCredentials: false, nPredict: 3, temp: 0, lookup: true, specK: 3, chatTemplateKwargs: '{"enable_thinking": false}', ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'], rope: { 'rope-freq-base': '20000' }, parallel: '3', threads: '1', ram: '300M' }, (l) => lines.push(l));
+    sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [model], alias: ['tiny,gpt-4o-mini', 'org/tiny'], corsOrigins: 'https://app.example', corsCredentials: false, nPredict: 3, temp: 0, lookup: true, specK: 3, chatTemplateKwargs: '{"enable_thinking": false}', reasoningFormat: 'none', timeout: 120, ctx: '512', overrideKv: ['qwen3moe.expert_used_count=int:2'], rope: { 'rope-freq-base': '20000' }, parallel: '3', threads: '1', ram: '300M' }, (l) => lines.push(l));
   }, 120_000);
 
   afterAll(async () => {
@@ -100,6 +100,9 @@ describe('kail serve', () => {
     // -n 3 and --temp 0 reach the API as defaults: a request without max_tokens stops at 3.
     const r = await fetch(`${api}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny', prompt: 'Hi' }) });
     expect(((await r.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(3);
+    // --reasoning-format and --timeout (-to) reach the API.
+    const apiArgv = fs.readFileSync(`/proc/${sup.services.get('api')!.child.pid}/cmdline`, 'utf8').split('\0');
+    expect(apiArgv.join(' ')).toContain('--reasoning-format none --request-timeout 120');
     // --cors-origins and --no-cors-credentials reach the API.
     const pre = await fetch(`${api}/v1/chat/completions`, { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' } });
     expect([pre.status, pre.headers.get('access-control-allow-origin'), pre.headers.get('access-control-allow-credentials')]).toEqual([204, 'https://app.example', null]);

@@ -58,9 +58,9 @@ describe('splitReasoning', () => {
 describe('chat completions: reasoning_content', () => {
   let app: FastifyInstance;
   let client: OpenAI;
-  const serve = async (text: string, reasoningOpen = false) => {
+  const serve = async (text: string, reasoningOpen = false, reasoningFormat?: 'none' | 'auto' | 'deepseek') => {
     app = Fastify();
-    registerOpenAiRoutes(app, { scheduler: () => fakeScheduler(text, { reasoningOpen }), tenantOf: () => 't' });
+    registerOpenAiRoutes(app, { scheduler: () => fakeScheduler(text, { reasoningOpen }), tenantOf: () => 't', reasoningFormat });
     const url = await app.listen({ port: 0, host: '127.0.0.1' });
     client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'x', maxRetries: 0 });
   };
@@ -91,6 +91,12 @@ describe('chat completions: reasoning_content', () => {
     expect(r.choices[0].message.content).toBe('<think>x</think>y');
     expect((r.choices[0].message as { reasoning_content?: string }).reasoning_content).toBeUndefined();
     expect(await askStream({ reasoning_format: 'none' })).toEqual({ reasoning: '', content: '<think>x</think>y' });
+  });
+
+  it("the server's --reasoning-format none leaves it in the content for requests that say nothing; a request's own wins", async () => {
+    await serve('<think>x</think>y', false, 'none');
+    expect((await ask()).choices[0].message.content).toBe('<think>x</think>y');
+    expect((await ask({ reasoning_format: 'deepseek' })).choices[0].message).toMatchObject({ content: 'y', reasoning_content: 'x' });
   });
 
   it('starts in reasoning when the engine says the prompt opened it', async () => {

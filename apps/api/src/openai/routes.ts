@@ -193,6 +193,8 @@ export interface OpenAiDeps {
   requestTimeoutMs?: number;
   /** Reasoning budget of chat requests that give none; -1 or absent = none. */
   reasoningBudget?: number;
+  /** reasoning_format of chat requests that give none (llama-server's --reasoning-format; absent: auto). */
+  reasoningFormat?: 'none' | 'auto' | 'deepseek';
   /** The server's sampling defaults (kail serve --temp …): Ollama's routes put them under a Modelfile's parameters; the others' bodies get them in a hook. */
   samplingDefaults?: SamplingDefaults;
 }
@@ -212,7 +214,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     }
     // With tools (unless tool_choice is 'none') the template shows them and the answer's calls are parsed.
     if (b.tools?.length && b.tool_choice !== 'none') c.tools = b.tools;
-    c.reasoning = b.reasoning_format !== 'none';
+    c.reasoning = (b.reasoning_format ?? deps.reasoningFormat ?? 'auto') !== 'none';
     const choice = b.tool_choice;
     const gen = generateRequest(c, b, {
       messages,

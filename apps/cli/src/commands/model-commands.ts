@@ -626,7 +626,7 @@ export function registerModelCommands(program: Command): void {
     }
     if ([o.model, o.hfRepo, o.demo].filter((x) => x !== undefined && x !== false).length > 1) throw new Error('give one of -m FILE.gguf, -hf USER/REPO[:QUANT] and --demo');
     if (o.hfFile !== undefined && o.hfRepo === undefined) throw new Error('--hf-file goes with --hf-repo');
-    const modelPath = o.model ?? (o.hfRepo !== undefined ? (await pullOrLocal(dir, o.hfRepo, o.hfFile)).path : o.demo ? ensureDemoModel(dir, log) : undefined);
+    const modelPath = o.model !== undefined ? resolveModelArg(o.model, dir) : (o.hfRepo !== undefined ? (await pullOrLocal(dir, o.hfRepo, o.hfFile)).path : o.demo ? ensureDemoModel(dir, log) : undefined);
     if (!modelPath) throw new Error('give a model with -m FILE.gguf (or -hf USER/REPO[:QUANT]), or --demo for the built-in one');
     const promptGiven = cmd.getOptionValueSource('prompt') === 'cli';
     if (o.file !== undefined && promptGiven) throw new Error('give the prompt with -p or -f, not both');

@@ -45,6 +45,10 @@ export interface ServeOptions {
   /** llama-server's --ssl-key-file / --ssl-cert-file: the API serves HTTPS with them. */
   sslKeyFile?: string;
   sslCertFile?: string;
+  /** llama-server's --reasoning-format for chat requests that give none. */
+  reasoningFormat?: string;
+  /** llama-server's -to/--timeout: seconds a generation request may take from its arrival (0 = none; the API's default 600). */
+  timeout?: number;
   /** Context length per sequence for loaded models. */
   ctx?: string;
   maxStallMs?: string;
@@ -271,7 +275,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     log(`scheduler  grpc://${sched.address}${token ? ` (bearer token in ${path.join(dir, 'grpc-token')})` : ''}`);
     // (The keys given at start go in the API's environment, not on a command line `ps` shows.)
     const apiEnv = apiKeys.length ? { ...env, KAIL_API_KEYS: apiKeys.join('\n') } : env;
-    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...aliases.flatMap((a) => ['--alias', a]), ...corsArgs(opts), ...samplingArgs(opts), ...(opts.sslKeyFile !== undefined ? ['--ssl-key-file', path.resolve(opts.sslKeyFile), '--ssl-cert-file', path.resolve(opts.sslCertFile!)] : [])], env: apiEnv });
+    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...(opts.reasoningFormat !== undefined ? ['--reasoning-format', opts.reasoningFormat] : []), ...(opts.timeout !== undefined ? ['--request-timeout', String(opts.timeout)] : []), ...aliases.flatMap((a) => ['--alias', a]), ...corsArgs(opts), ...samplingArgs(opts), ...(opts.sslKeyFile !== undefined ? ['--ssl-key-file', path.resolve(opts.sslKeyFile), '--ssl-cert-file', path.resolve(opts.sslCertFile!)] : [])], env: apiEnv });
     // (With HTTPS the API answers this machine's console and CLI in plain HTTP on a loopback port.)
     const apiLocal = typeof api.info.local === 'string' ? api.info.local : undefined;
     log(`api        ${api.address}${apiLocal ? ` (and ${apiLocal} for this machine)` : ''}`);
@@ -365,6 +369,11 @@ export function registerServe(program: Command): void {
     .option('--cors-headers <headers>', "headers a browser's preflight is told are allowed (default *: those it asks for)")
     .option('--cors-credentials', 'allow credentials in cross-origin requests (the default)')
     .option('--no-cors-credentials', 'do not allow credentials in cross-origin requests')
+    .option('--reasoning-format <format>', "where a chat answer's <think> block goes for requests that say nothing (llama-server's): deepseek or auto (message.reasoning_content, the default), none (left in the content)", (v: string) => {
+      if (!['none', 'auto', 'deepseek'].includes(v)) throw new Error(`--reasoning-format must be none, auto or deepseek, got '${v}'`);
+      return v;
+    })
+    .option('--timeout <s>', "seconds a generation request may take from its arrival before it fails with 504 (llama-server's -to; default 600, 0 = none)", int('--timeout', 0, 86_400 * 365))
     .option('--ssl-key-file <file>', "serve the API over HTTPS with this PEM private key (llama-server's; with --ssl-cert-file); this machine's console and CLI reach it in plain HTTP on a loopback port")
     .option('--ssl-cert-file <file>', "the PEM certificate (chain) for --ssl-key-file (llama-server's)")
     .option('--api-key-file <file>', "API keys from a file, one per line (llama-server's --api-key-file)")
