@@ -67,6 +67,14 @@ export const ApiConfigSchema = z.object({
    */
   sslKeyFile: z.string().default(''),
   sslCertFile: z.string().default(''),
+  /**
+   * A path every route is served under (llama-server's --api-prefix, for a reverse proxy that
+   * forwards /llm/…): '/llm' serves /llm/v1/models; '' (the default) none.
+   */
+  apiPrefix: z
+    .string()
+    .regex(/^(\/[A-Za-z0-9._~-]+)*$/, "an API prefix is a path such as /llm: a leading '/', no trailing one, letters, digits and . _ ~ - between")
+    .default(''),
   /** /ready needs an engine probe newer than this, seconds. Default 10. */
   readyMaxAgeS: z.coerce.number().gt(0).default(10),
 });

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR] [--reasoning-budget N] [--reasoning-format F] [--request-timeout S] [--alias NAME=ID …]
 // [--cors-origins LIST] [--cors-methods M] [--cors-headers H] [--cors-credentials true|false]
-// [--sampling-defaults JSON] [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem]`.
+// [--sampling-defaults JSON] [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem] [--api-prefix /PATH]`.
 // Binds 127.0.0.1 unless --host says otherwise. Prints one JSON line once listening.
 import { parseArgs } from 'node:util';
 import { AUTH_TOKEN_ENV } from '@kailstream/proto';
@@ -47,6 +47,7 @@ async function main() {
       'cors-credentials': { type: 'string' },
       'sampling-defaults': { type: 'string' },
       'ssl-key-file': { type: 'string' },
+      'api-prefix': { type: 'string' },
       'ssl-cert-file': { type: 'string' },
     },
   });
@@ -64,6 +65,7 @@ async function main() {
     corsMethods: values['cors-methods'] ?? process.env.KAIL_API_CORS_METHODS,
     corsHeaders: values['cors-headers'] ?? process.env.KAIL_API_CORS_HEADERS,
     corsCredentials: values['cors-credentials'] ?? process.env.KAIL_API_CORS_CREDENTIALS,
+    apiPrefix: values['api-prefix'] ?? process.env.KAIL_API_PREFIX,
     sslKeyFile: values['ssl-key-file'] ?? process.env.KAIL_API_SSL_KEY_FILE,
     sslCertFile: values['ssl-cert-file'] ?? process.env.KAIL_API_SSL_CERT_FILE,
     samplingDefaults: jsonArg('--sampling-defaults', values['sampling-defaults'] ?? process.env.KAIL_API_SAMPLING_DEFAULTS),

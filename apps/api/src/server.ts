@@ -42,6 +42,18 @@ export interface RunningApi {
 /** The largest request body the API reads. */
 export const MAX_BODY_BYTES = 64 << 20;
 
+/** Where a request outside the API prefix is routed: nowhere (a 404 that names the prefix). */
+const OUTSIDE_PREFIX = '/\u0000outside-the-api-prefix';
+
+/** Fastify's rewriteUrl for an API prefix: /PREFIX/x is /x; anything else is outside it. */
+function underPrefix(prefix: string): (req: { url?: string }) => string {
+  return (req) => {
+    const u = req.url ?? '/';
+    if (u === prefix || u.startsWith(`${prefix}/`) || u.startsWith(`${prefix}?`)) return u.slice(prefix.length).replace(/^(?!\/)/, '/');
+    return `${OUTSIDE_PREFIX}${u}`;
+  };
+}
+
 /** A PEM file for HTTPS, read, or an error naming the flag and the file. */
 function readPem(file: string, flag: string): Buffer {
   let b: Buffer;
@@ -94,7 +106,8 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   // (Fastify's https option: a key that does not match the certificate fails here, naming both.)
   let app: FastifyInstance;
   try {
-    app = (tls ? Fastify({ logger: false, bodyLimit: MAX_BODY_BYTES, https: tls }) : Fastify({ logger: false, bodyLimit: MAX_BODY_BYTES })) as unknown as FastifyInstance;
+    const common = { logger: false, bodyLimit: MAX_BODY_BYTES, ...(config.apiPrefix ? { rewriteUrl: underPrefix(config.apiPrefix) } : {}) };
+    app = (tls ? Fastify({ ...common, https: tls }) : Fastify(common)) as unknown as FastifyInstance;
   } catch (e) {
     keys?.close();
     responses.close();
@@ -124,7 +137,9 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   // Error handlers first: routes take the handler in force when the app boots (an awaited
   // register below boots it), and every error must leave in OpenAI's shape.
   app.setNotFoundHandler((req, reply) => {
-    reply.code(404).send(errorBody(req.url, 404, `no route ${req.method} ${req.url}`, 'not_found'));
+    const url = req.originalUrl ?? req.url;
+    const outside = config.apiPrefix && req.url.startsWith(OUTSIDE_PREFIX);
+    reply.code(404).send(errorBody(req.url, 404, `no route ${req.method} ${url}${outside ? ` (this server answers under ${config.apiPrefix})` : ''}`, 'not_found'));
   });
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
     // Fastify's own errors (malformed JSON, wrong content type, body too large) carry a 4xx status.
@@ -257,8 +272,8 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   }
   return {
     app,
-    url: `${tls ? 'https' : 'http'}://${hostForUrl}:${port}`,
-    localUrl,
+    url: `${tls ? 'https' : 'http'}://${hostForUrl}:${port}${config.apiPrefix}`,
+    localUrl: localUrl && `${localUrl}${config.apiPrefix}`,
     keys,
     metrics,
     close: async () => {

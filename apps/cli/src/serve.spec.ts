@@ -177,7 +177,7 @@ describe('kail serve --api-key / --api-key-file', () => {
   }, 120_000);
 });
 
-describe('kail serve --ssl-key-file / --ssl-cert-file', () => {
+describe('kail serve --ssl-key-file / --ssl-cert-file (and --api-prefix)', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-serve-tls-'));
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
@@ -189,16 +189,17 @@ describe('kail serve --ssl-key-file / --ssl-cert-file', () => {
     await expect(serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: false, sslKeyFile: key })).rejects.toThrow('HTTPS needs both --ssl-key-file and --ssl-cert-file');
     const model = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
     const lines: string[] = [];
-    const sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '256', sslKeyFile: key, sslCertFile: cert }, (l) => lines.push(l));
+    const sup = await serve({ host: '127.0.0.1', port: '0', dataDir: dir, web: true, model: [`tiny=${model}`], ctx: '256', sslKeyFile: key, sslCertFile: cert, apiPrefix: '/llm' }, (l) => lines.push(l));
     try {
       const api = sup.services.get('api')!;
-      expect(api.address).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+      // (--api-prefix too: the addresses hold it.)
+      expect(api.address).toMatch(/^https:\/\/127\.0\.0\.1:\d+\/llm$/);
       const health = await new Promise<number>((resolve, reject) =>
         https.get(`${api.address}/health`, { ca: fs.readFileSync(cert) }, (res) => resolve(res.statusCode ?? 0)).on('error', reject),
       );
       expect(health).toBe(200);
       const local = JSON.parse(fs.readFileSync(path.join(dir, 'serve.json'), 'utf8')).services.api.local as string;
-      expect(local).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(local).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/llm$/);
       expect(lines.join('\n')).toContain(`(and ${local} for this machine)`);
       // The console's proxy reaches the API.
       const web = sup.services.get('web')!.address;

@@ -42,6 +42,8 @@ export interface ServeOptions {
   specK?: number;
   /** llama-server's --chat-template-kwargs JSON, for every model the engine loads. */
   chatTemplateKwargs?: string;
+  /** llama-server's --api-prefix: every API route under this path (/llm). */
+  apiPrefix?: string;
   /** llama-server's --ssl-key-file / --ssl-cert-file: the API serves HTTPS with them. */
   sslKeyFile?: string;
   sslCertFile?: string;
@@ -275,7 +277,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     log(`scheduler  grpc://${sched.address}${token ? ` (bearer token in ${path.join(dir, 'grpc-token')})` : ''}`);
     // (The keys given at start go in the API's environment, not on a command line `ps` shows.)
     const apiEnv = apiKeys.length ? { ...env, KAIL_API_KEYS: apiKeys.join('\n') } : env;
-    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...(opts.reasoningFormat !== undefined ? ['--reasoning-format', opts.reasoningFormat] : []), ...(opts.timeout !== undefined ? ['--request-timeout', String(opts.timeout)] : []), ...aliases.flatMap((a) => ['--alias', a]), ...corsArgs(opts), ...samplingArgs(opts), ...(opts.sslKeyFile !== undefined ? ['--ssl-key-file', path.resolve(opts.sslKeyFile), '--ssl-cert-file', path.resolve(opts.sslCertFile!)] : [])], env: apiEnv });
+    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...(opts.reasoningFormat !== undefined ? ['--reasoning-format', opts.reasoningFormat] : []), ...(opts.timeout !== undefined ? ['--request-timeout', String(opts.timeout)] : []), ...aliases.flatMap((a) => ['--alias', a]), ...corsArgs(opts), ...samplingArgs(opts), ...(opts.apiPrefix !== undefined ? ['--api-prefix', opts.apiPrefix] : []), ...(opts.sslKeyFile !== undefined ? ['--ssl-key-file', path.resolve(opts.sslKeyFile), '--ssl-cert-file', path.resolve(opts.sslCertFile!)] : [])], env: apiEnv });
     // (With HTTPS the API answers this machine's console and CLI in plain HTTP on a loopback port.)
     const apiLocal = typeof api.info.local === 'string' ? api.info.local : undefined;
     log(`api        ${api.address}${apiLocal ? ` (and ${apiLocal} for this machine)` : ''}`);
@@ -374,6 +376,7 @@ export function registerServe(program: Command): void {
       return v;
     })
     .option('--timeout <s>', "seconds a generation request may take from its arrival before it fails with 504 (llama-server's -to; default 600, 0 = none)", int('--timeout', 0, 86_400 * 365))
+    .option('--api-prefix <path>', "serve every API route under this path, e.g. /llm for a reverse proxy that forwards /llm/… (llama-server's); the addresses printed hold it")
     .option('--ssl-key-file <file>', "serve the API over HTTPS with this PEM private key (llama-server's; with --ssl-cert-file); this machine's console and CLI reach it in plain HTTP on a loopback port")
     .option('--ssl-cert-file <file>', "the PEM certificate (chain) for --ssl-key-file (llama-server's)")
     .option('--api-key-file <file>', "API keys from a file, one per line (llama-server's --api-key-file)")
