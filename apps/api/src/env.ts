@@ -29,7 +29,7 @@ export const ApiConfigSchema = z.object({
   reasoningBudget: z.coerce.number().int().min(-1).max(1_000_000_000).default(-1),
   /**
    * reasoning_format of chat requests that give none (llama-server's --reasoning-format): 'none'
-   * leaves a <think> block in the content; 'auto' and 'deepseek' (the default) move it to
+   * leaves a <think> block in the content; 'auto' (the default) and 'deepseek' move it to
    * message.reasoning_content.
    */
   reasoningFormat: z.enum(['none', 'auto', 'deepseek']).default('auto'),

@@ -376,7 +376,11 @@ export function registerServe(program: Command): void {
       return v;
     })
     .option('--timeout <s>', "seconds a generation request may take from its arrival before it fails with 504 (llama-server's -to; default 600, 0 = none)", int('--timeout', 0, 86_400 * 365))
-    .option('--api-prefix <path>', "serve every API route under this path, e.g. /llm for a reverse proxy that forwards /llm/… (llama-server's); the addresses printed hold it")
+    .option('--api-prefix <path>', "serve every API route under this path, e.g. /llm for a reverse proxy that forwards /llm/… (llama-server's); the addresses printed hold it", (v: string) => {
+      // (The API's own rule, checked here before anything starts.)
+      if (!/^(\/[A-Za-z0-9._~-]+)*$/.test(v)) throw new Error(`--api-prefix must be a path such as /llm (a leading '/', no trailing one, letters, digits and . _ ~ - between), got '${v}'`);
+      return v;
+    })
     .option('--ssl-key-file <file>', "serve the API over HTTPS with this PEM private key (llama-server's; with --ssl-cert-file); this machine's console and CLI reach it in plain HTTP on a loopback port")
     .option('--ssl-cert-file <file>', "the PEM certificate (chain) for --ssl-key-file (llama-server's)")
     .option('--api-key-file <file>', "API keys from a file, one per line (llama-server's --api-key-file)")
