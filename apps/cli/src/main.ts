@@ -60,7 +60,7 @@ export function buildProgram(): Command {
  * flags we spell otherwise, as our long ones (-ctk q8_0 is --cache-type-k q8_0, -md D.gguf --draft
  * D.gguf, --draft-max 8 --spec-k 8). Nothing after `--` is touched.
  */
-const LLAMA_SHORT_FLAGS: Record<string, string> = { '-hf': '--hf-repo', '-hff': '--hf-file', '-cnv': '--conversation', '-sys': '--system-prompt', '-sysf': '--system-prompt-file', '-ctk': '--cache-type-k', '-ctv': '--cache-type-v', '-ofreq': '--output-frequency', '--from-chunk': '--chunk', '-np': '--parallel', '-pg': '--pg', '-md': '--draft', '--model-draft': '--draft', '--spec-draft-model': '--draft', '--draft-max': '--spec-k', '--draft-n': '--spec-k', '--spec-draft-n-max': '--spec-k', '-to': '--timeout', '--no-webui': '--no-web', '--no-ui': '--no-web' };
+const LLAMA_SHORT_FLAGS: Record<string, string> = { '-hf': '--hf-repo', '-hff': '--hf-file', '-cnv': '--conversation', '-sys': '--system-prompt', '-sysf': '--system-prompt-file', '-ctk': '--cache-type-k', '-ctv': '--cache-type-v', '-ofreq': '--output-frequency', '--from-chunk': '--chunk', '-np': '--parallel', '-pg': '--pg', '-md': '--draft', '--model-draft': '--draft', '--spec-draft-model': '--draft', '--draft-max': '--spec-k', '--draft-n': '--spec-k', '--spec-draft-n-max': '--spec-k', '-to': '--timeout', '-hft': '--hf-token', '--no-webui': '--no-web', '--no-ui': '--no-web' };
 /** llama.cpp's flags that take two words (FNAME SCALE, START END), joined as FNAME:SCALE, START:END. */
 const LLAMA_TWO_WORD_FLAGS = new Set(['--control-vector-scaled', '--control-vector-layer-range', '--lora-scaled']);
 export function llamaFlagAliases(argv: string[]): string[] {

@@ -115,6 +115,30 @@ describe('kail pull', () => {
     expect(both.stderr).toContain('give one of -m FILE.gguf, -hf USER/REPO[:QUANT] and --demo');
   }, 60_000);
 
+  it("--offline (llama.cpp's) takes the models directory's file without a request; --hf-token (-hft) is sent as the bearer token", async () => {
+    const h = await hub({ 'moe-Q8_0.gguf': q8 });
+    const data = path.join(dir, 'd-offline');
+    try {
+      const pulled = await kail({ HF_ENDPOINT: h.url, HF_TOKEN: '' }, 'pull', 'team/moe-GGUF:Q8_0', '--data-dir', data, '-hft', 'hf_secret');
+      expect(pulled.status).toBe(0);
+      expect(h.auth.length).toBeGreaterThan(0);
+      expect(h.auth.every((a) => a === 'Bearer hf_secret')).toBe(true);
+      // pull names the way to run it.
+      expect(pulled.stdout).toContain("kail run moe-Q8_0 (a chat); kail serve loads it as 'moe-Q8_0'");
+      const seen = h.auth.length;
+      const off = await kail({ HF_ENDPOINT: h.url }, 'run', '-hf', 'team/moe-GGUF:Q8_0', '--offline', '-n', '2', '--json', '--data-dir', data);
+      expect(off.status).toBe(0);
+      expect(JSON.parse(off.stdout).model).toBe(path.join(data, 'models', 'moe-Q8_0.gguf'));
+      expect(h.auth.length).toBe(seen);
+      const none = await kail({ HF_ENDPOINT: h.url }, 'run', '-hf', 'team/moe-GGUF:Q4_K_M', '--offline', '--data-dir', data);
+      expect(none.stderr).toContain(`--offline: no file of ${path.join(data, 'models')} is what team/moe-GGUF:Q4_K_M picks`);
+      expect(h.auth.length).toBe(seen);
+      expect((await kail({}, 'run', '-m', 'x.gguf', '--offline')).stderr).toContain('--offline goes with --hf-repo');
+    } finally {
+      h.close();
+    }
+  }, 60_000);
+
   it('kail serve -hf pulls the model before anything starts and loads it; --models-dir puts the models elsewhere', async () => {
     const h = await hub({ 'moe-Q8_0.gguf': q8 });
     const before = { HF_ENDPOINT: process.env.HF_ENDPOINT, KAIL_MODELS_DIR: process.env.KAIL_MODELS_DIR };

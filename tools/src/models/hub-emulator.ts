@@ -16,14 +16,17 @@ export interface Hub {
   ranges: string[];
   /** Bytes the store sent. */
   sent: number;
+  /** Each request's Authorization header ('' without one), in order. */
+  auth: string[];
   /** Break the next download of this file off after this many bytes. */
   breakAt: Map<string, number>;
   close(): void;
 }
 
 export function startHubEmulator(files: Record<string, Buffer>, listed: Record<string, { sha256?: string; size?: number }> = {}): Promise<Hub> {
-  const state = { ranges: [] as string[], sent: 0, breakAt: new Map<string, number>() };
+  const state = { ranges: [] as string[], sent: 0, breakAt: new Map<string, number>(), auth: [] as string[] };
   const s = http.createServer((req, res) => {
+    state.auth.push(req.headers.authorization ?? '');
     const u = new URL(req.url!, 'http://x');
     if (u.pathname === '/api/models/team/moe-GGUF/refs') return res.end(JSON.stringify({ branches: [{ name: 'dev', targetCommit: 'b'.repeat(40) }, { name: 'main', targetCommit: COMMIT }], tags: [] }));
     if (u.pathname === `/api/models/team/moe-GGUF/tree/${COMMIT}` && u.searchParams.get('recursive') === 'true') {

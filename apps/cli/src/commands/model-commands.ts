@@ -481,6 +481,8 @@ interface RunOpts extends SamplerOpts {
   model?: string;
   hfRepo?: string;
   hfFile?: string;
+  hfToken?: string;
+  offline?: boolean;
   prompt?: string;
   file?: string;
   nPredict: number;
@@ -574,6 +576,8 @@ export function registerModelCommands(program: Command): void {
     .option('-m, --model <file>', 'GGUF model file (or a name of the models directory)')
     .option('--hf-repo <USER/REPO[:QUANT]>', "a Hugging Face repository's GGUF instead, pulled into the data directory's models/ first as kail pull does (kept there for the next run; llama-cli's -hf, also -hf)")
     .option('--hf-file <file>', "with --hf-repo: that file of the repository (llama-cli's -hff, also -hff)")
+    .option('--hf-token <token>', "with --hf-repo: Hugging Face access token for a gated or private repository (llama.cpp's -hft; default $HF_TOKEN)")
+    .option('--offline', "with --hf-repo: no network, the file of the models directory the pick finds (llama.cpp's --offline)")
     .option('-p, --prompt <text>', 'prompt text (with --conversation: the first user message)', 'Once upon a time')
     .option('-f, --file <file>', "read the prompt from this file (one trailing newline dropped, as llama-cli's -f)")
     .option('-n, --n-predict <n>', 'tokens to generate (-1: until the end of the turn or a full context; the default with --conversation)', int('--n-predict', -1), 64)
@@ -625,8 +629,9 @@ export function registerModelCommands(program: Command): void {
       } else if (cmd.getOptionValueSource('prompt') !== 'cli' && o.file === undefined) o.conversation = true;
     }
     if ([o.model, o.hfRepo, o.demo].filter((x) => x !== undefined && x !== false).length > 1) throw new Error('give one of -m FILE.gguf, -hf USER/REPO[:QUANT] and --demo');
-    if (o.hfFile !== undefined && o.hfRepo === undefined) throw new Error('--hf-file goes with --hf-repo');
-    const modelPath = o.model !== undefined ? resolveModelArg(o.model, dir) : (o.hfRepo !== undefined ? (await pullOrLocal(dir, o.hfRepo, o.hfFile)).path : o.demo ? ensureDemoModel(dir, log) : undefined);
+    for (const [flag, v] of [['--hf-file', o.hfFile], ['--hf-token', o.hfToken], ['--offline', o.offline]] as const) if (v !== undefined && o.hfRepo === undefined) throw new Error(`${flag} goes with --hf-repo`);
+    if (o.hfToken !== undefined) process.env.HF_TOKEN = o.hfToken;
+    const modelPath = o.model !== undefined ? resolveModelArg(o.model, dir) : (o.hfRepo !== undefined ? (await pullOrLocal(dir, o.hfRepo, o.hfFile, { offline: o.offline })).path : o.demo ? ensureDemoModel(dir, log) : undefined);
     if (!modelPath) throw new Error('give a model with -m FILE.gguf (or -hf USER/REPO[:QUANT]), or --demo for the built-in one');
     const promptGiven = cmd.getOptionValueSource('prompt') === 'cli';
     if (o.file !== undefined && promptGiven) throw new Error('give the prompt with -p or -f, not both');

@@ -40,28 +40,42 @@ export async function pullInto(dir: string, source: string, o: { hfFile?: string
   });
 }
 
+/** The file of the models directory that the pick of `ref` (or `hfFile`) finds there, else undefined. */
+function localPick(dir: string, ref: string, hfFile?: string): string | undefined {
+  const t = tools();
+  const parsed = t.parseRepoRef(ref);
+  const modelsDir = modelsDirOf(dir);
+  if (!parsed || !fs.existsSync(modelsDir)) return undefined;
+  const local = fs.readdirSync(modelsDir).filter((f) => f.toLowerCase().endsWith('.gguf')).map((f) => ({ path: f }));
+  try {
+    return hfFile !== undefined ? local.find((f) => f.path === path.basename(hfFile))?.path : t.pickModelFiles(local, parsed.tag)[0].path;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * `-hf USER/REPO[:QUANT]` for run and serve: pulled (files already there are kept), or, when the
  * repository cannot be reached, the file of the models directory the same pick finds (as llama.cpp
- * falls back on its cache), saying so. Returns the model's first file and its id.
+ * falls back on its cache), saying so. With `offline` (llama.cpp's --offline) only that file, no
+ * network. Returns the model's first file and its id.
  */
-export async function pullOrLocal(dir: string, ref: string, hfFile?: string): Promise<{ path: string; id: string }> {
+export async function pullOrLocal(dir: string, ref: string, hfFile?: string, o: { offline?: boolean } = {}): Promise<{ path: string; id: string }> {
+  const t = tools();
+  const modelsDir = modelsDirOf(dir);
+  if (o.offline) {
+    if (!t.parseRepoRef(ref)) throw new Error(`--offline: '${ref}' is not USER/REPO[:QUANT]`);
+    const picked = localPick(dir, ref, hfFile);
+    if (!picked) throw new Error(`--offline: no file of ${modelsDir} is what ${ref}${hfFile !== undefined ? ` --hf-file ${hfFile}` : ''} picks (kail pull it first, or run without --offline)`);
+    return { path: path.join(modelsDir, picked), id: t.pulledModelId(picked) };
+  }
   try {
     const r = await pullInto(dir, ref, { hfFile });
     return { path: r.files[0].path, id: r.id };
   } catch (e) {
-    const t = tools();
-    const parsed = t.parseRepoRef(ref);
-    const modelsDir = modelsDirOf(dir);
     // (Unreachable, not an answer such as a 404: that repository or file is not there.)
-    if (!(e instanceof t.PullError) || !/^GET \S+: (?!HTTP )/.test(e.message) || !parsed || !fs.existsSync(modelsDir)) throw e;
-    const local = fs.readdirSync(modelsDir).filter((f) => f.toLowerCase().endsWith('.gguf')).map((f) => ({ path: f }));
-    let picked: string | undefined;
-    try {
-      picked = hfFile !== undefined ? local.find((f) => f.path === path.basename(hfFile))?.path : t.pickModelFiles(local, parsed.tag)[0].path;
-    } catch {
-      picked = undefined;
-    }
+    if (!(e instanceof t.PullError) || !/^GET \S+: (?!HTTP )/.test(e.message)) throw e;
+    const picked = localPick(dir, ref, hfFile);
     if (!picked) throw e;
     process.stderr.write(`${e.message}\n(offline: using ${picked} of ${modelsDir}, which the same pick finds)\n`);
     return { path: path.join(modelsDir, picked), id: t.pulledModelId(picked) };
@@ -76,15 +90,17 @@ export function registerPull(program: Command): void {
     .option('--hf-file <file>', "that file of the repository instead of a pick by quantization (llama.cpp's -hff)")
     .option('--sha256 <hex>', 'with a URL: the SHA-256 the file must have (a repository lists its own)')
     .option('--force', 'download again files that are already there')
+    .option('--hf-token <token>', "Hugging Face access token for gated or private repositories (llama.cpp's -hft; default $HF_TOKEN, which keeps it off the command line)")
     .option('--json', 'print the result as JSON')
     .option('--data-dir <dir>', 'data directory (the model goes into its models/)')
-    .action(async (source: string, o: { hfFile?: string; sha256?: string; force?: boolean; json?: boolean; dataDir?: string }) => {
+    .action(async (source: string, o: { hfFile?: string; sha256?: string; force?: boolean; json?: boolean; dataDir?: string; hfToken?: string }) => {
+      if (o.hfToken !== undefined) process.env.HF_TOKEN = o.hfToken;
       if (o.sha256 !== undefined && !/^[0-9a-fA-F]{64}$/.test(o.sha256)) throw new Error(`--sha256 takes 64 hex digits, got '${o.sha256}'`);
       const isUrl = /^https?:\/\//i.test(source) && !tools().parseRepoRef(source);
       if (isUrl && o.hfFile) throw new Error('--hf-file goes with a repository, not a URL');
       if (!isUrl && o.sha256) throw new Error('--sha256 goes with a URL: a repository lists its files\' own');
       const r = await pullInto(dataDir(o.dataDir), source, { hfFile: o.hfFile, sha256: o.sha256?.toLowerCase(), force: o.force, isUrl });
       if (o.json) process.stdout.write(JSON.stringify(r) + '\n');
-      else process.stdout.write(`${r.files[0].path}\nkail run -m ${r.files[0].path}; kail serve loads it as '${r.id}'\n`);
+      else process.stdout.write(`${r.files[0].path}\nkail run ${r.id} (a chat); kail serve loads it as '${r.id}'\n`);
     });
 }

@@ -17,6 +17,10 @@ export interface ServeOptions {
   modelsDir?: string;
   /** Hugging Face repositories (USER/REPO[:QUANT]) pulled into the models directory and loaded at start (llama-server's -hf). */
   hfRepo?: string[];
+  /** llama.cpp's -hft: the Hugging Face token for -hf (and the API's pulls), else $HF_TOKEN. */
+  hfToken?: string;
+  /** llama.cpp's --offline: -hf takes the models directory's file, no network. */
+  offline?: boolean;
   /** llama-server's --alias: names (comma-separated; repeatable) the one -m or -hf model answers to besides its id. */
   alias?: string[];
   /** llama-server's --cors-origins/-methods/-headers/--(no-)cors-credentials, for the API. */
@@ -243,8 +247,10 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
   // (--alias needs exactly one model: checked before a pull starts.)
   applyAliases(opts.alias ?? [], [...(opts.model ?? []), ...(opts.hfRepo ?? [])]);
   const pulled: string[] = [];
+  // (In this process's environment, so the API's pulls have it too.)
+  if (opts.hfToken !== undefined) process.env.HF_TOKEN = opts.hfToken;
   for (const ref of opts.hfRepo ?? []) {
-    const r = await pullOrLocal(dir, ref);
+    const r = await pullOrLocal(dir, ref, undefined, { offline: opts.offline });
     pulled.push(`${r.id}=${r.path}`);
   }
   const { models, aliases } = applyAliases(opts.alias ?? [], [...(opts.model ?? []), ...pulled]);
@@ -318,6 +324,8 @@ export function registerServe(program: Command): void {
     .option('--models-dir <dir>', "the models directory (what requests load by name, kail pull and the console's pulls fill), in place of <data dir>/models; as Ollama's OLLAMA_MODELS, KAIL_MODELS_DIR sets it for every command")
     .option('--hf-repo <USER/REPO[:QUANT]>', "a Hugging Face repository's GGUF, pulled into the models directory (kept for the next start) and loaded at start, as llama-server's -hf (also -hf); repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('-a, --alias <names>', "names the one -m or -hf model answers to, comma-separated (llama-server's): its id becomes the first, and requests naming any of them reach it; /v1/models lists them", (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('--hf-token <token>', "Hugging Face access token for -hf and the API's pulls (llama.cpp's -hft; default $HF_TOKEN, which keeps it off the command line)")
+    .option('--offline', "-hf takes the file of the models directory the pick finds, with no network (llama.cpp's --offline)")
     .option('-c, --ctx <n>', 'context length per sequence', '4096');
   addRopeOptions(addCacheTypeOptions(cmd, `${CACHE_TYPE_HELP}, for the models`), '; for every model the engine loads')
     .option('--lora <files>', 'LoRA adapter for the -m models (comma-separated for several), scale 1; repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
