@@ -13,7 +13,7 @@ import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { formatBytes, parseByteSize, shareOfBytes } from './byte-size';
 import { fileTypeName } from './file-type';
 import { applyKvOverrides, formatKvOverride, type KvOverride } from './kv-override';
-import { applyRopeOptions, describeRopeOptions, hasRopeOptions, refuseRopeOptionsOnSlidingWindows, type RopeOptions } from './rope-options';
+import { applyRopeOptions, describeRopeOptions, hasRopeOptions, ropeOptionsOnSlidingWindows, type RopeOptions } from './rope-options';
 import { Metadata, readHParams, type HParams } from './hparams';
 import { cgroupMemoryLimit, type CgroupMemoryLimit } from './memory-cgroup';
 import { readRankHead, type RankHead } from './rank-head';
@@ -488,10 +488,12 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     throw new EngineError('KAIL_E_UNSUPPORTED', `architecture '${arch}' is not supported; supported: ${SUPPORTED_ARCHITECTURES.join(', ')}`);
   const md = new Metadata(meta, arch);
   const tensors = new Map<string, GgufTensorInfo>(file.tensors.map((t) => [t.name, t]));
-  const hp = applyRopeOptions(readHParams(md, tensors), opts.rope);
+  const fileHp = readHParams(md, tensors);
+  const hp = applyRopeOptions(fileHp, opts.rope);
   const nCtx = Math.max(1, Math.min(opts.nCtx ?? defaultContext(hp), 1 << 20));
-  const program = opts.mtp ? buildMtpProgram(hp, tensors) : buildProgram(hp, tensors, { nCtxSeq: nCtx });
-  if (hasRopeOptions(opts.rope)) refuseRopeOptionsOnSlidingWindows(program, hp.arch);
+  const build = (h: HParams) => (opts.mtp ? buildMtpProgram(h, tensors) : buildProgram(h, tensors, { nCtxSeq: nCtx }));
+  // (With RoPE options, sliding-window layers take them or keep the file's, as llama.cpp's architecture does.)
+  const program = hasRopeOptions(opts.rope) ? ropeOptionsOnSlidingWindows(build(hp), () => build(fileHp), hp.arch) : build(hp);
   const nSeqMax = Math.max(1, opts.nSeqMax ?? 1);
   const encoder = isEncoderArchitecture(hp.arch);
   if (encoder && tensors.has('position_embd.weight')) {

@@ -1,6 +1,6 @@
 // llama.cpp's RoPE context flags: a run with them computes exactly as a file whose metadata holds
 // the same values (llama_context takes the trained hparams where no flag is given), they change
-// the logits, and a model with sliding-window layers refuses them.
+// the logits, and on a model with sliding-window layers they reach the layers llama.cpp gives them.
 import fs from 'node:fs';
 
 import { EngineModel } from './model';
@@ -60,9 +60,24 @@ describe("llama.cpp's --rope-* / --yarn-* flags", () => {
     expect(() => applyRopeOptions(hp, { yarnOrigCtx: 1.5 })).toThrow('--yarn-orig-ctx must be a positive integer, got 1.5');
   });
 
-  it('are refused, naming why, for a model with sliding-window layers; a load with them refuses a saved cache of a load without', async () => {
+  it("reach a sliding-window model's other layers, its sliding ones keeping the file's RoPE as llama.cpp's do (gpt-oss); the load says so in its key", async () => {
     const gptOss = writeTestModel(dir, 'tiny-gpt-oss', 'MXFP4');
-    expect(() => EngineModel.load(gptOss, { threads: 2, nCtx: 64, rope: { freqBase: 5e5 } })).toThrow(/gpt-oss: the --rope-\*\/--yarn-\* options are not supported for a model with sliding-window layers/);
+    const { kv } = testModelFile(dir, 'tiny-gpt-oss', 'MXFP4');
+    const fileBase = Number(kv['gpt-oss.rope.freq_base'] ?? 10000);
+    const flags = await logits(gptOss, { rope: { freqBase: 5e5 } });
+    // As the file with that base for its full layers and its own written out for the sliding ones.
+    const meta = await logits(gptOss, {
+      kvOverrides: [
+        { key: 'gpt-oss.rope.freq_base', type: 'float', value: 5e5 },
+        { key: 'gpt-oss.rope.freq_base_swa', type: 'float', value: fileBase },
+      ],
+    });
+    expect(same(flags, meta)).toBe(true);
+    // (Not as the base everywhere.)
+    expect(same(flags, await logits(gptOss, { kvOverrides: [{ key: 'gpt-oss.rope.freq_base', type: 'float', value: 5e5 }] }))).toBe(false);
+  }, 120_000);
+
+  it('a load with them has its own key (a saved cache of a load without is refused)', async () => {
     const m = EngineModel.load(writeTestModel(dir, 'tiny-qwen3moe', 'F32'), { threads: 2, nCtx: 64, rope: { scaling: 'yarn', freqScale: 0.5 } });
     try {
       expect(m.computeKey).toBe('--rope-scaling yarn --rope-freq-scale 0.5');

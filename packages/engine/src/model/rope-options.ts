@@ -78,13 +78,49 @@ export function applyRopeOptions(hp: HParams, o: RopeOptions | undefined): HPara
 }
 
 /**
- * Refuses RoPE options on a program with sliding-window attention: there llama.cpp keeps the
- * file's RoPE for the sliding layers (hparams' *_swa values) and applies the options to the
- * others, a split this engine does not make.
+ * Architectures whose sliding-window (or chunked) layers keep the file's RoPE base and scale
+ * under the options, as llama.cpp builds them (get_rope_freq_base / get_rope_freq_scale:
+ * hparams' rope_freq_*_train_swa, which default to the file's values, not the context's; laguna
+ * the same by its own code): the options reach only their other layers. In llama.cpp's other
+ * sliding-window architectures (cohere2, cohere2moe, exaone-moe, mellum, lfm2, phi3, ...) every
+ * layer takes the context's base and scale, so there the options reach every layer.
  */
-export function refuseRopeOptionsOnSlidingWindows(program: ModelProgram, arch: string): void {
-  if (program.ops.some((op) => op.op === 'attention' && Number(op.params?.window ?? 0) > 0))
-    throw new EngineError('KAIL_E_UNSUPPORTED', `${arch}: the --rope-*/--yarn-* options are not supported for a model with sliding-window layers (llama.cpp keeps their own RoPE); use --override-kv on the file's rope keys instead`);
+const SLIDING_LAYERS_KEEP_FILE_ROPE: ReadonlySet<string> = new Set(['afmoe', 'gemma2', 'gemma3', 'gemma3n', 'gemma4', 'gpt-oss', 'laguna', 'llama4', 'maple', 'mimo2', 'smallthinker', 'step35']);
+
+/** For each op of a program that carries RoPE parameters, whether its layer's attention is sliding (or chunked). */
+function ropeOpsOnSlidingLayers(program: ModelProgram): Map<number, boolean> {
+  const out = new Map<number, boolean>();
+  let pending: number[] = [];
+  program.ops.forEach((op, i) => {
+    if (op.params && 'freq_base' in op.params) pending.push(i);
+    if (op.op === 'attention') {
+      const sliding = Number(op.params?.window ?? 0) > 0 || Number(op.params?.chunk ?? 0) > 0;
+      for (const j of pending) out.set(j, sliding);
+      pending = [];
+    }
+  });
+  return out;
+}
+
+/**
+ * The program of a load with RoPE options, as llama.cpp splits them on a model with sliding-window
+ * layers: `program` is built with the options everywhere; for an architecture whose sliding layers
+ * keep the file's RoPE, their rope ops take the base and scale of `fileProgram` (built from the
+ * file's values) instead. The two programs differ only in numbers; if their ops do not pair up,
+ * the options are refused rather than guessed.
+ */
+export function ropeOptionsOnSlidingWindows(program: ModelProgram, fileProgram: () => ModelProgram, arch: string): ModelProgram {
+  const sliding = ropeOpsOnSlidingLayers(program);
+  if (![...sliding.values()].some(Boolean) || !SLIDING_LAYERS_KEEP_FILE_ROPE.has(arch)) return program;
+  const file = fileProgram();
+  if (file.ops.length !== program.ops.length || file.ops.some((op, i) => op.op !== program.ops[i].op))
+    throw new EngineError('KAIL_E_UNSUPPORTED', `${arch}: the --rope-*/--yarn-* options change this model's program beyond its RoPE values; use --override-kv on the file's rope keys instead`);
+  const ops = program.ops.map((op, i) => {
+    if (!sliding.get(i)) return op;
+    const own = file.ops[i].params!;
+    return { ...op, params: { ...op.params, freq_base: own.freq_base, freq_scale: own.freq_scale } };
+  });
+  return { ...program, ops };
 }
 
 /** Each option's llama.cpp flag (without --); --rope-scale N is --rope-freq-scale 1/N spelled otherwise. */
