@@ -22,16 +22,15 @@ const CASES: [string, RopeOptions, boolean][] = [
   // MLA with the file's YaRN: a new scale changes its attention factor too.
   ['tiny-deepseek2-lite', { freqScale: 0.1, yarnOrigCtx: 24 }, true],
   ['tiny-mixtral', { freqBase: 1e5 }, true],
-  // Sliding-window (or chunked) layers. Those of gemma2/3/4, gpt-oss, mimo2, smallthinker, step35
-  // and laguna keep the file's base and scale (llama.cpp's get_rope_freq_base); llama4's, maple's and
-  // afmoe's too, and as only those layers rotate there, the options change nothing, in llama.cpp
-  // as here. cohere2's, cohere2moe's, exaone-moe's, mellum's, lfm2's and phi3's take them as every
-  // other layer does.
+  // Sliding-window (or chunked) layers. Those of gemma2/3/4, gpt-oss, mimo2, step35 and laguna keep
+  // the file's base and scale (llama.cpp's get_rope_freq_base); llama4's, maple's and afmoe's too,
+  // and as only those layers rotate there, the options change nothing, in llama.cpp as here.
+  // cohere2's, cohere2moe's, exaone-moe's and mellum's take them as every other layer does.
   ['tiny-gemma2', SWA, true],
   ['tiny-gpt-oss', { freqBase: 5e4 }, true],
-  ...(['tiny-gemma3', 'tiny-gemma4', 'tiny-mimo2', 'tiny-smallthinker', 'tiny-step35', 'tiny-laguna'] as const).map((p): [string, RopeOptions, boolean] => [p, SWA, true]),
+  ...(['tiny-gemma3', 'tiny-gemma4', 'tiny-mimo2', 'tiny-step35', 'tiny-laguna'] as const).map((p): [string, RopeOptions, boolean] => [p, SWA, true]),
   ...(['tiny-llama4', 'tiny-maple', 'tiny-afmoe'] as const).map((p): [string, RopeOptions, boolean] => [p, SWA, false]),
-  ...(['tiny-cohere2', 'tiny-cohere2moe', 'tiny-exaone-moe', 'tiny-mellum', 'tiny-lfm2', 'tiny-phi3'] as const).map((p): [string, RopeOptions, boolean] => [p, SWA, true]),
+  ...(['tiny-cohere2', 'tiny-cohere2moe', 'tiny-exaone-moe', 'tiny-mellum'] as const).map((p): [string, RopeOptions, boolean] => [p, SWA, true]),
 ];
 
 describe("RoPE context flags against llama.cpp's llama_context_params", () => {
