@@ -125,6 +125,10 @@ describe('kail pull', () => {
       expect(h.auth.every((a) => a === 'Bearer hf_secret')).toBe(true);
       // pull names the way to run it.
       expect(pulled.stdout).toContain("kail run moe-Q8_0 (a chat); kail serve loads it as 'moe-Q8_0'");
+      // Ollama's `ollama run hf.co/USER/REPO:QUANT`: the same pull (here the file already there).
+      const byName = await kail({ HF_ENDPOINT: h.url }, 'run', '--data-dir', data, 'hf.co/team/moe-GGUF:Q8_0', 'Hi', '-n', '2', '--json');
+      expect(byName.status).toBe(0);
+      expect(JSON.parse(byName.stdout).model).toBe(path.join(data, 'models', 'moe-Q8_0.gguf'));
       const seen = h.auth.length;
       const off = await kail({ HF_ENDPOINT: h.url }, 'run', '-hf', 'team/moe-GGUF:Q8_0', '--offline', '-n', '2', '--json', '--data-dir', data);
       expect(off.status).toBe(0);

@@ -620,7 +620,9 @@ export function registerModelCommands(program: Command): void {
     // `kail run MODEL [PROMPT…]`, as `ollama run`: a prompt is one chat answer, none a conversation.
     if (named !== undefined) {
       if (o.model !== undefined || o.hfRepo !== undefined || o.demo) throw new Error('give the model once: as the first argument, or with -m, -hf or --demo');
-      o.model = resolveModelArg(named, dir);
+      // (hf.co/USER/REPO[:QUANT], as `ollama run` takes it: pulled first, as -hf.)
+      if (/^(https?:\/\/)?(hf\.co|huggingface\.co)\//i.test(named) && !fs.existsSync(named)) o.hfRepo = named;
+      else o.model = resolveModelArg(named, dir);
       if (words.length) {
         if (cmd.getOptionValueSource('prompt') === 'cli' || o.file !== undefined) throw new Error('give the prompt once: after the model, or with -p or -f');
         cmd.setOptionValueWithSource('prompt', words.join(' '), 'cli');
