@@ -82,7 +82,7 @@ export function applyRopeOptions(hp: HParams, o: RopeOptions | undefined): HPara
  * under the options, as llama.cpp builds them (get_rope_freq_base / get_rope_freq_scale:
  * hparams' rope_freq_*_train_swa, which default to the file's values, not the context's; laguna
  * the same by its own code): the options reach only their other layers. In llama.cpp's other
- * sliding-window architectures (cohere2, cohere2moe, exaone-moe, mellum, lfm2, phi3, ...) every
+ * sliding-window architectures (cohere2, cohere2moe, exaone-moe, mellum, lfm2, ...) every
  * layer takes the context's base and scale, so there the options reach every layer.
  */
 const SLIDING_LAYERS_KEEP_FILE_ROPE: ReadonlySet<string> = new Set(['afmoe', 'gemma2', 'gemma3', 'gemma3n', 'gemma4', 'gpt-oss', 'laguna', 'llama4', 'maple', 'mimo2', 'smallthinker', 'step35']);
