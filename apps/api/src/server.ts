@@ -68,6 +68,18 @@ function readPem(file: string, flag: string): Buffer {
 
 /** Builds the HTTP API: OpenAI routes, keys, metrics, health and readiness. */
 export async function startApi(config: ApiConfig): Promise<RunningApi> {
+  // (The HTTPS files and the server first: a bad file stops the start before any store is open.)
+  const tls = config.sslKeyFile ? { key: readPem(config.sslKeyFile, '--ssl-key-file'), cert: readPem(config.sslCertFile, '--ssl-cert-file') } : undefined;
+  // Bodies up to 64 MiB: Fastify's default (1 MiB) is less than a long context's prompt (a 256k-token
+  // conversation is about 1 MB of text; its token ids as JSON more). Past the limit: a 413 that says so.
+  let app: FastifyInstance;
+  try {
+    const common = { logger: false, bodyLimit: MAX_BODY_BYTES, ...(config.apiPrefix ? { rewriteUrl: underPrefix(config.apiPrefix) } : {}) };
+    app = (tls ? Fastify({ ...common, https: tls }) : Fastify(common)) as unknown as FastifyInstance;
+  } catch (e) {
+    // (Fastify's https option: a key that does not match the certificate fails here.)
+    throw new Error(`HTTPS: the key (${config.sslKeyFile}) and the certificate (${config.sslCertFile}) do not make a TLS server: ${(e as Error).message}`);
+  }
   const beyondLoopback = !isLoopback(config.host);
   const keys = config.dataDir ? KeyStore.open(path.join(config.dataDir, KEYS_FILE)) : undefined;
   const staticKeys = new StaticKeys(config.staticKeys);
@@ -93,26 +105,6 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     throw e;
   }
 
-  // Bodies up to 64 MiB: Fastify's default (1 MiB) is less than a long context's prompt (a 256k-token
-  // conversation is about 1 MB of text; its token ids as JSON more). Past the limit: a 413 that says so.
-  let tls: { key: Buffer; cert: Buffer } | undefined;
-  try {
-    tls = config.sslKeyFile ? { key: readPem(config.sslKeyFile, '--ssl-key-file'), cert: readPem(config.sslCertFile, '--ssl-cert-file') } : undefined;
-  } catch (e) {
-    keys?.close();
-    responses.close();
-    throw e;
-  }
-  // (Fastify's https option: a key that does not match the certificate fails here, naming both.)
-  let app: FastifyInstance;
-  try {
-    const common = { logger: false, bodyLimit: MAX_BODY_BYTES, ...(config.apiPrefix ? { rewriteUrl: underPrefix(config.apiPrefix) } : {}) };
-    app = (tls ? Fastify({ ...common, https: tls }) : Fastify(common)) as unknown as FastifyInstance;
-  } catch (e) {
-    keys?.close();
-    responses.close();
-    throw new Error(`HTTPS: the key (${config.sslKeyFile}) and the certificate (${config.sslCertFile}) do not make a TLS server: ${(e as Error).message}`);
-  }
   // A body whose content type is not JSON's (curl -d sends form-urlencoded, as the curl lines in
   // Ollama's and llama-server's docs do; a browser's fetch of a string sends text/plain) is read as
   // JSON all the same, as those servers read it.

@@ -1,7 +1,8 @@
 'use client';
-import { useState, type FormEvent } from 'react';
+import { useState } from 'react';
 
-import { api, errorMessage } from '../_lib/api';
+import { api } from '../_lib/api';
+import { useAction } from '../_lib/use-action';
 import { usePoll } from '../_lib/use-poll';
 
 type Created = Awaited<ReturnType<typeof api.keys.create.mutate>>;
@@ -37,40 +38,29 @@ export function AdminView() {
   const usage = usePoll(() => api.keys.usage.query(), 5000);
   const [name, setName] = useState('');
   const [created, setCreated] = useState<Created | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const create = async (e: FormEvent) => {
-    e.preventDefault();
-    setError(null);
-    try {
-      // Whether this console is signed in with a key: without one (the API was open), the first
-      // key closes the API to it, and the next poll would swap this page for the login form and
-      // take the key, shown only once, off the screen. So the console signs in with the new key.
-      const before = await api.auth.session.query();
-      const made = await api.keys.create.mutate({ name });
-      if (!before.authenticated) {
-        const r = await fetch('/api/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key: made.key }) });
-        if (!r.ok) setError(`the key was created, but the console could not sign in with it (${r.status}): copy it, then sign in`);
-      }
-      setCreated(made);
-      setName('');
-      keys.refresh();
-    } catch (err) {
-      setError(errorMessage(err));
-    }
+  const { error, run, submit } = useAction();
+  const create = async () => {
+    // Whether this console is signed in with a key: without one (the API was open), the first
+    // key closes the API to it, and the next poll would swap this page for the login form and
+    // take the key, shown only once, off the screen. So the console signs in with the new key.
+    const before = await api.auth.session.query();
+    const made = await api.keys.create.mutate({ name });
+    const signIn = before.authenticated ? null : await fetch('/api/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key: made.key }) });
+    setCreated(made);
+    setName('');
+    keys.refresh();
+    // (The key is shown all the same.)
+    if (signIn && !signIn.ok) throw new Error(`the key was created, but the console could not sign in with it (${signIn.status}): copy it, then sign in`);
   };
-  const revoke = async (id: string) => {
-    setError(null);
-    try {
+  const revoke = (id: string) =>
+    run(async () => {
       await api.keys.revoke.mutate({ id });
       keys.refresh();
-    } catch (err) {
-      setError(errorMessage(err));
-    }
-  };
+    });
   return (
     <div>
       <h1>API keys</h1>
-      <form onSubmit={create} className="row">
+      <form onSubmit={submit(create)} className="row">
         <input value={name} onChange={(e) => setName(e.target.value)} placeholder="name (who or what uses it)" aria-label="key name" />
         <button type="submit" disabled={!name.trim()}>
           Create key

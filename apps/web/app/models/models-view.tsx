@@ -2,9 +2,10 @@
 import { useState } from 'react';
 import type { ModelView } from '@kailstream/api';
 
-import { api, errorMessage } from '../_lib/api';
+import { api } from '../_lib/api';
 import { formatBytes, formatCount } from '../_lib/format';
 import { usePoll } from '../_lib/use-poll';
+import { useAction } from '../_lib/use-action';
 
 type Plan = Awaited<ReturnType<typeof api.models.plan.query>>;
 type FileRow = Awaited<ReturnType<typeof api.models.files.query>>['files'][number];
@@ -116,32 +117,20 @@ function FileCard({ f, onLoaded }: { f: FileRow; onLoaded: () => void }) {
   const [ramMiB, setRamMiB] = useState(0);
   const [plan, setPlan] = useState<Plan | null>(null);
   const [busy, setBusy] = useState<string | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  const { error, run } = useAction();
   const input = () => ({ path: f.path, contextLength: ctx, ramBudgetBytes: Math.round(ramMiB * 1024 * 1024) });
-  const doPlan = async () => {
-    setBusy('planning…');
-    setError(null);
-    try {
-      setPlan(await api.models.plan.query(input()));
-    } catch (e) {
-      setError(errorMessage(e));
-    } finally {
-      setBusy(null);
-    }
+  const busyWith = async (what: string, fn: () => Promise<void>) => {
+    setBusy(what);
+    await run(fn);
+    setBusy(null);
   };
-  const doLoad = async () => {
-    setBusy('loading…');
-    setError(null);
-    try {
+  const doPlan = () => busyWith('planning…', async () => setPlan(await api.models.plan.query(input())));
+  const doLoad = () =>
+    busyWith('loading…', async () => {
       await api.models.load.mutate({ ...input(), id: f.id });
       setPlan(null);
       onLoaded();
-    } catch (e) {
-      setError(errorMessage(e));
-    } finally {
-      setBusy(null);
-    }
-  };
+    });
   return (
     <div className="card" data-testid={`file-${f.id}`}>
       <div className="row spread">
@@ -225,25 +214,14 @@ export function PullList({ jobs }: { jobs: readonly PullJob[] }) {
 /** Starts a pull of a Hugging Face repository's GGUF into the models directory (kail pull's). */
 function PullForm({ onStarted }: { onStarted: () => void }) {
   const [ref, setRef] = useState('');
-  const [error, setError] = useState<string | null>(null);
+  const { error, submit } = useAction();
   const start = async () => {
-    setError(null);
-    try {
-      await api.models.pull.mutate({ ref: ref.trim() });
-      setRef('');
-      onStarted();
-    } catch (e) {
-      setError(errorMessage(e));
-    }
+    await api.models.pull.mutate({ ref: ref.trim() });
+    setRef('');
+    onStarted();
   };
   return (
-    <form
-      className="row"
-      onSubmit={(e) => {
-        e.preventDefault();
-        void start();
-      }}
-    >
+    <form className="row" onSubmit={submit(start)}>
       <input value={ref} onChange={(e) => setRef(e.target.value)} placeholder="USER/REPO[:QUANT], e.g. Qwen/Qwen3-30B-A3B-GGUF:Q4_K_M" style={{ flex: 1, minWidth: 320 }} aria-label="Hugging Face repository" />
       <button type="submit" disabled={!ref.trim()}>
         Pull
@@ -256,27 +234,15 @@ function PullForm({ onStarted }: { onStarted: () => void }) {
 /** A loaded model's LoRA scales, editable (they become the scales of requests that give none). */
 export function LoraScales({ m, onSaved }: { m: { id: string; loraAdapters: { path: string; scale: number }[] }; onSaved: () => void }) {
   const [scales, setScales] = useState(() => m.loraAdapters.map((l) => String(l.scale)));
-  const [error, setError] = useState<string | null>(null);
+  const { error, submit } = useAction();
   if (!m.loraAdapters.length) return null;
   const valid = scales.every((x) => x.trim() !== '' && Number.isFinite(Number(x)));
   const save = async () => {
-    setError(null);
-    try {
-      await api.models.setLora.mutate({ id: m.id, lora: scales.map((x, id) => ({ id, scale: Number(x) })) });
-      onSaved();
-    } catch (e) {
-      setError(errorMessage(e));
-    }
+    await api.models.setLora.mutate({ id: m.id, lora: scales.map((x, id) => ({ id, scale: Number(x) })) });
+    onSaved();
   };
   return (
-    <form
-      className="row"
-      aria-label={`LoRA scales of ${m.id}`}
-      onSubmit={(e) => {
-        e.preventDefault();
-        void save();
-      }}
-    >
+    <form className="row" aria-label={`LoRA scales of ${m.id}`} onSubmit={submit(save)}>
       {m.loraAdapters.map((l, i) => (
         <label key={i}>
           {l.path.split('/').pop()}{' '}
@@ -301,20 +267,16 @@ export function ModelsView() {
   const files = usePoll(() => api.models.files.query(), 5000);
   const loaded = usePoll(() => api.models.loaded.query(), 5000);
   const pulls = usePoll(() => api.models.pulls.query(), 1000);
-  const [error, setError] = useState<string | null>(null);
+  const { error, run } = useAction();
   const refresh = () => {
     files.refresh();
     loaded.refresh();
   };
-  const unload = async (id: string) => {
-    setError(null);
-    try {
+  const unload = (id: string) =>
+    run(async () => {
       await api.models.unload.mutate({ id });
       refresh();
-    } catch (e) {
-      setError(errorMessage(e));
-    }
-  };
+    });
   return (
     <div>
       <h1>Models</h1>
