@@ -15,6 +15,7 @@ import { registerQuantize } from './commands/quantize';
 import { registerGgufSplit } from './commands/gguf-split';
 import { registerExportLora } from './commands/export-lora';
 import { registerEmbed } from './commands/embed';
+import { registerCreate } from './commands/create';
 import { registerModels } from './commands/models';
 import { registerPull } from './commands/pull';
 import { dataDir, resolveModelArg } from './paths';
@@ -51,6 +52,7 @@ export function buildProgram(): Command {
   registerExportLora(program);
   registerEmbed(program);
   registerModels(program);
+  registerCreate(program);
   registerPull(program);
   return program;
 }

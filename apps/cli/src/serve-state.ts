@@ -51,3 +51,8 @@ export function apiUrlOf(dir: string): string | undefined {
   // (On this machine: the loopback address of an API that serves HTTPS, which needs no certificate to trust.)
   return s && isAlive(s.pid) ? (s.services.api?.local ?? s.services.api?.address) : undefined;
 }
+
+/** The API a client command talks to: --url, else the server running on the data directory, else llama-server's default address. */
+export function apiBaseUrl(url: string | undefined, dir: string): string {
+  return (url ?? apiUrlOf(dir) ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+}

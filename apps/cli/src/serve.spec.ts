@@ -8,6 +8,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 
 import { writeTestModel } from '@kailstream/engine/testing';
 
+import { parseModelfile, planCreate } from './commands/create';
 import { applyAliases, serve, staticApiKeys } from './commands/serve';
 import type { Supervisor } from './supervisor';
 
@@ -125,6 +126,57 @@ describe('kail serve', () => {
     }
     expect(metrics).toMatch(/kailstream:spec_decode_num_draft_tokens_total\{[^}]*model="tiny"[^}]*\} \d+/);
   }, 60_000);
+
+  it("kail create NAME -f Modelfile (ollama create's): the FROM file goes up once as a blob; SYSTEM, PARAMETER and MESSAGE lines hold for the model; /api/show's Modelfile reads back the same", async () => {
+    const api = sup.services.get('api')!.address;
+    const src = path.join(dir, 'import');
+    fs.mkdirSync(src);
+    writeTestModel(src, 'tiny-qwen3moe', 'F32');
+    const file = fs.readdirSync(src).find((n) => n.endsWith('.gguf'))!;
+    const system = 'You are "Mario".\nAnswer briefly.';
+    const modelfile = `# made for the test\nFROM ./${file}\nSYSTEM """${system}"""\nPARAMETER temperature 0\nPARAMETER num_predict 4\nPARAMETER stop "zz top"\nMESSAGE user Hi\nMESSAGE assistant Hello!\n`;
+    fs.writeFileSync(path.join(src, 'Modelfile'), modelfile);
+    // Through the CLI, which finds the API in the data directory's serve.json.
+    const run = (...args: string[]) =>
+      new Promise<{ code: number | null; out: string }>((resolve) => {
+        const c = spawn(process.execPath, [path.resolve(__dirname, '../bin/kail.js'), ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+        let out = '';
+        c.stdout.on('data', (d) => (out += d));
+        c.stderr.on('data', (d) => (out += d));
+        c.on('close', (code) => resolve({ code, out }));
+      });
+    const first = await run('create', 'mario', '-f', path.join(src, 'Modelfile'), '--data-dir', dir);
+    expect(first).toMatchObject({ code: 0 });
+    expect(first.out).toMatch(/^copied sha256:[0-9a-f]{64} /m);
+    expect(first.out.trim().split('\n').at(-1)).toBe('success');
+    const again = await run('create', 'mario', '-f', path.join(src, 'Modelfile'), '--data-dir', dir);
+    expect(again.out).toMatch(/^using existing layer sha256:[0-9a-f]{64} /m);
+    const post = async (route: string, body: object) => (await fetch(`${api}${route}`, { method: 'POST', body: JSON.stringify(body) })).json() as Promise<Record<string, unknown>>;
+    const show = await post('/api/show', { model: 'mario' });
+    expect(show.system).toBe(system);
+    expect(show.messages).toEqual([{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello!' }]);
+    // The Modelfile /api/show writes (Ollama's quoting) reads back as the same model.
+    const back = planCreate(parseModelfile(show.modelfile as string), src);
+    expect(back).toMatchObject({ system, parameters: { temperature: 0, num_predict: 4, stop: ['zz top'] }, messages: show.messages });
+    expect(back.file).toBe(path.join(dir, 'models', 'mario.gguf'));
+    // The PARAMETER lines hold: 4 tokens, at temperature 0 (so the same answer twice).
+    const chat = async () => (await post('/api/chat', { model: 'mario', messages: [{ role: 'user', content: 'Tell me a story' }], stream: false })) as { eval_count: number; message: { content: string } };
+    const [a, b] = [await chat(), await chat()];
+    expect(a.eval_count).toBe(4);
+    expect(b.message.content).toBe(a.message.content);
+    // FROM a model of the server (by name), and a Modelfile it cannot use: an error, nothing made.
+    fs.writeFileSync(path.join(src, 'Derived'), 'FROM mario\nPARAMETER num_predict 2\n');
+    expect(await run('create', 'luigi', '-f', path.join(src, 'Derived'), '--data-dir', dir)).toMatchObject({ code: 0 });
+    expect(((await post('/api/chat', { model: 'luigi', messages: [{ role: 'user', content: 'Hi' }], stream: false })) as { eval_count: number }).eval_count).toBe(2);
+    expect((await post('/api/show', { model: 'luigi' })).system).toBe(system);
+    fs.writeFileSync(path.join(src, 'Bad'), 'FROM mario\nTEMPLATE {{ .Prompt }}\n');
+    const bad = await run('create', 'wario', '-f', path.join(src, 'Bad'), '--data-dir', dir);
+    expect(bad.code).not.toBe(0);
+    expect(bad.out).toMatch(/Modelfile line 2: TEMPLATE \(a Go template\) is not supported/);
+    const missing = await run('create', 'wario', '-f', path.join(src, 'Derived'), '--url', 'http://127.0.0.1:9', '--data-dir', dir);
+    expect(missing.out).toMatch(/cannot reach the API at http:\/\/127\.0\.0\.1:9 .*start kail serve, or give --url/);
+    expect(fs.existsSync(path.join(dir, 'models', 'wario.gguf'))).toBe(false);
+  }, 120_000);
 
   it('the web console renders its page', async () => {
     const res = await fetch(sup.services.get('web')!.address);

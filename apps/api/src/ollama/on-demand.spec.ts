@@ -184,7 +184,7 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     expect((await stack.post('/api/chat', { model: 'terse', messages, stream: false, options: { num_predict: 2 } })).body.eval_count).toBe(2);
     const show = await stack.post('/api/show', { model: 'terse' });
     expect(show.body.system).toBe(system);
-    expect(show.body.modelfile).toMatch(/PARAMETER stop "zz"/);
+    expect(show.body.modelfile).toMatch(/^PARAMETER stop zz$/m);
     expect(show.body.parameters).toMatch(/temperature\s+0\b/);
     // Copy keeps it, delete forgets it.
     expect((await fetch(`${stack.api.url}/api/copy`, { method: 'POST', body: JSON.stringify({ source: 'terse', destination: 'terse2' }) })).status).toBe(200);

@@ -219,13 +219,23 @@ function withModelfile(o: Options | null | undefined, mf: Modelfile, server: Sam
   return Object.keys(base).length ? ({ ...base, ...(o ?? {}) } as Options) : o;
 }
 
+/**
+ * A Modelfile value as Ollama writes one (parser.go's quote): bare, or in "…" when it spans lines
+ * or has spaces at an end, in """…""" when it also holds a quote; so `ollama create` (and
+ * `kail create`) read it back as it was. (Also quoted: empty, or starting with a quote.)
+ */
+function modelfileQuote(s: string): string {
+  if (s && !s.includes('\n') && !/^\s|\s$/.test(s) && !s.startsWith('"')) return s;
+  return s.includes('"') ? `"""${s}"""` : `"${s}"`;
+}
+
 /** /api/show's modelfile text. */
 function modelfileText(file: string, mf: Modelfile, adapters: readonly { path: string }[] = []): string {
   const lines = ['# Served by KailStream from its GGUF file', `FROM ${file}`, ...adapters.map((a) => `ADAPTER ${a.path}`)];
-  if (mf.system) lines.push(`SYSTEM ${JSON.stringify(mf.system)}`);
-  for (const [k, v] of Object.entries(mf.parameters ?? {})) for (const x of Array.isArray(v) ? v : [v]) lines.push(`PARAMETER ${k} ${typeof x === 'string' ? JSON.stringify(x) : x}`);
-  for (const m of mf.messages ?? []) lines.push(`MESSAGE ${m.role} ${JSON.stringify(m.content)}`);
-  if (mf.license) lines.push(`LICENSE ${JSON.stringify(mf.license)}`);
+  if (mf.system) lines.push(`SYSTEM ${modelfileQuote(mf.system)}`);
+  for (const [k, v] of Object.entries(mf.parameters ?? {})) for (const x of Array.isArray(v) ? v : [v]) lines.push(`PARAMETER ${k} ${modelfileQuote(String(x))}`);
+  for (const m of mf.messages ?? []) lines.push(`MESSAGE ${m.role} ${modelfileQuote(m.content)}`);
+  if (mf.license) lines.push(`LICENSE ${modelfileQuote(mf.license)}`);
   return lines.join('\n') + '\n';
 }
 

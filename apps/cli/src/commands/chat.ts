@@ -2,7 +2,7 @@ import readline from 'node:readline';
 import type { Command } from 'commander';
 
 import { dataDir } from '../paths';
-import { apiUrlOf } from '../serve-state';
+import { apiBaseUrl } from '../serve-state';
 
 export interface ChatOptions {
   /** API base URL. */
@@ -263,7 +263,7 @@ export function registerChat(program: Command): void {
       if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new Error(`--max-tokens must be a positive integer, got '${c.maxTokens}'`);
       const temperature = Number(c.temperature);
       if (!Number.isFinite(temperature) || temperature < 0 || temperature > 2) throw new Error(`--temperature must be in 0..2, got '${c.temperature}'`);
-      const url = (c.url ?? apiUrlOf(dataDir(c.dataDir)) ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+      const url = apiBaseUrl(c.url, dataDir(c.dataDir));
       const api: ChatOptions = { url, apiKey: c.apiKey ?? process.env.KAIL_API_KEY, model: c.model, system: c.system, maxTokens, temperature };
       const model = api.model ?? (await defaultModel(api));
       const failures = await chatLoop(
