@@ -17,6 +17,7 @@ import { registerExportLora } from './commands/export-lora';
 import { registerEmbed } from './commands/embed';
 import { registerCreate } from './commands/create';
 import { registerModels } from './commands/models';
+import { registerShow } from './commands/show';
 import { registerPull } from './commands/pull';
 import { dataDir, resolveModelArg } from './paths';
 
@@ -53,6 +54,7 @@ export function buildProgram(): Command {
   registerEmbed(program);
   registerModels(program);
   registerCreate(program);
+  registerShow(program);
   registerPull(program);
   return program;
 }

@@ -164,6 +164,21 @@ describe('kail serve', () => {
     const [a, b] = [await chat(), await chat()];
     expect(a.eval_count).toBe(4);
     expect(b.message.content).toBe(a.message.content);
+    // kail show (ollama show's): the model, its settings; --modelfile writes a Modelfile kail create reads.
+    const shown = await run('show', 'mario', '--data-dir', dir);
+    expect(shown.code).toBe(0);
+    expect(shown.out).toMatch(/^  Model\n    architecture\s+qwen3moe\n    parameters\s+\S+\n    context length\s+\d+\n/);
+    expect(shown.out).toMatch(/^    experts\s+2 of 16 per token$/m);
+    expect(shown.out).toMatch(/^  Parameters\n(    .*\n)*    num_predict\s+4$/m);
+    expect(shown.out).toContain('  System\n    You are "Mario".\n    Answer briefly.\n');
+    expect(shown.out).toContain('  Messages\n    user: Hi\n    assistant: Hello!\n');
+    expect((await run('show', 'mario', '--system', '--data-dir', dir)).out).toBe(`${system}\n`);
+    const mf = await run('show', 'mario', '--modelfile', '--data-dir', dir);
+    fs.writeFileSync(path.join(src, 'Shown'), mf.out);
+    expect(await run('create', 'peach', '-f', path.join(src, 'Shown'), '--data-dir', dir)).toMatchObject({ code: 0 });
+    const peach = await post('/api/show', { model: 'peach' });
+    expect([peach.system, peach.messages, peach.parameters]).toEqual([show.system, show.messages, show.parameters]);
+    expect((await run('show', 'bowser', '--data-dir', dir)).out).toMatch(/showing 'bowser': HTTP 404: .*bowser/);
     // FROM a model of the server (by name), and a Modelfile it cannot use: an error, nothing made.
     fs.writeFileSync(path.join(src, 'Derived'), 'FROM mario\nPARAMETER num_predict 2\n');
     expect(await run('create', 'luigi', '-f', path.join(src, 'Derived'), '--data-dir', dir)).toMatchObject({ code: 0 });

@@ -16,6 +16,7 @@ import { formatBytes } from '@kailstream/engine/core';
 import { dataDir } from '../paths';
 import { createProgress } from '../progress';
 import { apiBaseUrl } from '../serve-state';
+import { apiError, apiFetch, type ApiTarget } from './api-client';
 
 export interface ModelfileCommand {
   /** The instruction, lower case ('from', 'parameter', 'system', …). */
@@ -255,36 +256,6 @@ export function planCreate(cmds: readonly ModelfileCommand[], relativeDir: strin
   return plan;
 }
 
-export interface ApiTarget {
-  url: string;
-  apiKey?: string;
-}
-
-const authHeaders = (api: ApiTarget): Record<string, string> => (api.apiKey ? { authorization: `Bearer ${api.apiKey}` } : {});
-
-/** fetch, with a refused or unreachable API told as such. */
-async function call(api: ApiTarget, route: string, init: RequestInit & { duplex?: 'half' } = {}): Promise<Response> {
-  try {
-    return await fetch(`${api.url}${route}`, { ...init, headers: { ...authHeaders(api), ...((init.headers as Record<string, string>) ?? {}) } });
-  } catch (e) {
-    const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-    throw new Error(`cannot reach the API at ${api.url} (${cause?.code ?? cause?.message ?? (e as Error).message}): start kail serve, or give --url`);
-  }
-}
-
-/** The error an API answer carries (Ollama's {error} or OpenAI's {error:{message}}), else its status. */
-async function failure(r: Response, what: string): Promise<Error> {
-  const text = await r.text().catch(() => '');
-  let message = text.trim();
-  try {
-    const b = JSON.parse(text) as { error?: string | { message?: string } };
-    message = typeof b.error === 'string' ? b.error : (b.error?.message ?? message);
-  } catch {
-    // not JSON: the text as it came
-  }
-  return new Error(`${what}: HTTP ${r.status}${message ? `: ${message}` : ''}`);
-}
-
 /** SHA-256 of a file, as "sha256:<hex>", with a progress bar for a large one. */
 export async function fileDigest(file: string, log: (l: string) => void = () => {}): Promise<string> {
   const size = fs.statSync(file).size;
@@ -304,9 +275,9 @@ export async function fileDigest(file: string, log: (l: string) => void = () => 
 
 /** Uploads a file as a blob unless the API holds it already; says which. */
 export async function pushBlob(api: ApiTarget, file: string, digest: string): Promise<'present' | 'uploaded'> {
-  const head = await call(api, `/api/blobs/${digest}`, { method: 'HEAD' });
+  const head = await apiFetch(api, `/api/blobs/${digest}`, { method: 'HEAD' });
   if (head.status === 200) return 'present';
-  if (head.status !== 404) throw await failure(head, `checking blob ${digest}`);
+  if (head.status !== 404) throw await apiError(head, `checking blob ${digest}`);
   const size = fs.statSync(file).size;
   const bar = createProgress({ label: `copying ${path.basename(file)}`, total: size, format: formatBytes });
   let done = 0;
@@ -319,9 +290,9 @@ export async function pushBlob(api: ApiTarget, file: string, digest: string): Pr
   });
   const body = fs.createReadStream(file, { highWaterMark: 4 << 20 });
   const sent = pipeline(body, counter).catch(() => {});
-  const r = await call(api, `/api/blobs/${digest}`, { method: 'POST', body: counter as unknown as RequestInit['body'], duplex: 'half', headers: { 'content-type': 'application/octet-stream' } });
+  const r = await apiFetch(api, `/api/blobs/${digest}`, { method: 'POST', body: counter as unknown as RequestInit['body'], duplex: 'half', headers: { 'content-type': 'application/octet-stream' } });
   await sent;
-  if (r.status !== 201 && r.status !== 200) throw await failure(r, `uploading ${file}`);
+  if (r.status !== 201 && r.status !== 200) throw await apiError(r, `uploading ${file}`);
   bar.done();
   return 'uploaded';
 }
@@ -360,8 +331,8 @@ export async function createModel(api: ApiTarget, name: string, plan: CreatePlan
   if (plan.messages.length) body.messages = plan.messages;
   if (plan.license.length) body.license = plan.license;
   if (o.quantize) body.quantize = o.quantize;
-  const r = await call(api, '/api/create', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  if (!r.ok) throw await failure(r, `creating '${name}'`);
+  const r = await apiFetch(api, '/api/create', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  if (!r.ok) throw await apiError(r, `creating '${name}'`);
   const statuses: string[] = [];
   for (const l of (await r.text()).split('\n')) {
     if (!l.trim()) continue;
