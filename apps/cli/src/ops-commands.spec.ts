@@ -161,6 +161,24 @@ describe('kail ps / chat / stop against a running kail serve', () => {
     expect(gone.stderr).toMatch(/not in the models directory/);
   });
 
+  it('stop NAME unloads a model, as ollama stop does, and leaves the server running', async () => {
+    fs.copyFileSync(writeTestModel(dir, 'tiny-qwen3moe', 'F32'), path.join(dir, 'models', 'spare3.gguf'));
+    const api = JSON.parse(kail(['ps', '--json', '--data-dir', dir]).stdout).services.find((s: { name: string }) => s.name === 'api').address as string;
+    // A request loads it on demand.
+    const r = await fetch(`${api}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'spare3', prompt: 'Hi', max_tokens: 1 }) });
+    expect(r.status).toBe(200);
+    const loaded = () => (JSON.parse(kail(['ps', '--json', '--data-dir', dir]).stdout).scheduler.models as { id: string }[]).map((m) => m.id).sort();
+    expect(loaded()).toEqual(['spare3', 'tiny']);
+    const stop = await kailAsync(['stop', 'spare3:latest', '--data-dir', dir]);
+    expect([stop.status, stop.stdout]).toEqual([0, "unloaded 'spare3'\n"]);
+    expect(loaded()).toEqual(['tiny']);
+    const again = kail(['stop', 'spare3', '--data-dir', dir]);
+    expect(again.status).not.toBe(0);
+    expect(again.stderr).toMatch(/model 'spare3' is not loaded \(kail ps lists the loaded models\)/);
+    expect(kail(['stop', '--force', '--data-dir', dir]).stderr).toMatch(/--force is for unloading models/);
+    expect(kail(['ps', '--json', '--data-dir', dir]).status).toBe(0);
+  });
+
   it('chat reads stdin line by line, streams replies, and needs a key once one exists', () => {
     const r = kail(['chat', '--data-dir', dir, '--max-tokens', '4', '--temperature', '0'], 'Hello\nHow are you?\n');
     expect(r.stderr).toBe('');

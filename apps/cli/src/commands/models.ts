@@ -37,7 +37,7 @@ type SchedulerClient = ReturnType<typeof schedulerClient>;
  * `call` on the scheduler of the kail serve running on this data directory, with its answer or
  * its error's message; `null` when no server runs there.
  */
-async function onServer<T>(dir: string, call: (c: SchedulerClient) => Promise<T>): Promise<{ value: T } | null> {
+export async function onServer<T>(dir: string, call: (c: SchedulerClient) => Promise<T>): Promise<{ value: T } | null> {
   const state = readServeState(dir);
   const address = state && isAlive(state.pid) ? state.services.scheduler?.address : undefined;
   if (!address) return null;
