@@ -161,6 +161,15 @@ describe('kail ps / chat / stop against a running kail serve', () => {
     expect(gone.stderr).toMatch(/not in the models directory/);
   });
 
+  it("run of a model the server has loaded says it loads a second copy, and how to use the server's", async () => {
+    const file = fs.readdirSync(dir).find((n) => n.startsWith('tiny-qwen3moe') && n.endsWith('.gguf'))!;
+    const r = await kailAsync(['run', '-m', path.join(dir, file), '-p', 'Hi', '-n', '2', '--data-dir', dir]);
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain(`note: kail serve on ${dir} has this model loaded as 'tiny'; kail run loads it again in this process (kail chat -m tiny talks to the server's copy)`);
+    const other = await kailAsync(['run', '-m', path.join(dir, file), '-p', 'Hi', '-n', '2', '--data-dir', path.join(dir, 'elsewhere')]);
+    expect(other.stderr).not.toContain('note: kail serve');
+  });
+
   it('stop NAME unloads a model, as ollama stop does, and leaves the server running', async () => {
     fs.copyFileSync(writeTestModel(dir, 'tiny-qwen3moe', 'F32'), path.join(dir, 'models', 'spare3.gguf'));
     const api = JSON.parse(kail(['ps', '--json', '--data-dir', dir]).stdout).services.find((s: { name: string }) => s.name === 'api').address as string;

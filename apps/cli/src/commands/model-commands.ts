@@ -77,6 +77,7 @@ import {
 import { createProgress, type Progress } from '../progress';
 import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, pgPairs, type BenchOutput, type BenchRow } from './bench-output';
 import { runConversation } from './conversation';
+import { servedCopyOf } from './models';
 import { pullOrLocal } from './pull';
 import { processEscapes } from '../escapes';
 import { dataDir, resolveModelArg } from '../paths';
@@ -663,6 +664,9 @@ export function registerModelCommands(program: Command): void {
         throw new Error(`${schemaFlag}: not JSON: ${(e as Error).message}`);
       }
     const jsonSchema = schemaText === undefined ? undefined : compileJsonSchema(schema, { anyValue: true });
+    // (A server on this data directory with the model loaded: this run computes with a copy of its own.)
+    const served = await servedCopyOf(dir, modelPath);
+    if (served) log(`note: kail serve on ${dir} has this model loaded as '${served}'; kail run loads it again in this process (kail chat -m ${served} talks to the server's copy)`);
     // The native load is one synchronous call: a start line and a done line with its time.
     const loading = o.json ? undefined : createProgress({ label: `loading ${path.basename(modelPath)}`, total: 0 });
     const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...streamLoadOptions(o, modelPath, dir, o.usageHistory, log) });

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import type { engine as epb, scheduler as spb } from '@kailstream/proto';
@@ -73,6 +74,26 @@ export async function listModels(dir: string, timeoutMs = 10_000): Promise<Model
   const { listModelsDirectory } = require('@kailstream/engine') as typeof import('@kailstream/engine');
   const r = listModelsDirectory(modelsDirOf(dir));
   return { modelsDir: r.modelsDir, source: 'files', models: entries(r) };
+}
+
+/**
+ * The id of a model that the server running on `dir` has loaded from `file`, if one has: `kail run`
+ * says it loads a second copy then. Null without a server, or when it does not answer within 2 s.
+ */
+export async function servedCopyOf(dir: string, file: string): Promise<string | null> {
+  const real = (p: string) => {
+    try {
+      return fs.realpathSync(p);
+    } catch {
+      return p;
+    }
+  };
+  try {
+    const served = await onServer(dir, (c) => unary<spb.ListModelsRequest, spb.ListModelsResponse>(c.listModels.bind(c), {}, 2000));
+    return served?.value.models.find((m) => real(m.path) === real(file))?.id ?? null;
+  } catch {
+    return null;
+  }
 }
 
 /** Removes a model from the models directory; says whether a running server unloaded it first. */
