@@ -164,6 +164,13 @@ describe('kail serve', () => {
     const [a, b] = [await chat(), await chat()];
     expect(a.eval_count).toBe(4);
     expect(b.message.content).toBe(a.message.content);
+    // The settings live next to the model's file, so kail cp and kail rm (through the scheduler) carry them.
+    expect(JSON.parse(fs.readFileSync(path.join(dir, 'models', 'mario.modelfile.json'), 'utf8')).system).toBe(system);
+    expect(await run('cp', 'mario', 'mario2', '--data-dir', dir)).toMatchObject({ code: 0 });
+    expect((await post('/api/show', { model: 'mario2' })).system).toBe(system);
+    expect(await run('rm', 'mario2', '--data-dir', dir)).toMatchObject({ code: 0 });
+    fs.copyFileSync(path.join(src, file), path.join(dir, 'models', 'mario2.gguf'));
+    expect((await post('/api/show', { model: 'mario2' })).system).toBe('');
     // kail show (ollama show's): the model, its settings; --modelfile writes a Modelfile kail create reads.
     const shown = await run('show', 'mario', '--data-dir', dir);
     expect(shown.code).toBe(0);

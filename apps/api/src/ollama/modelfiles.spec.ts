@@ -30,6 +30,35 @@ describe("Ollama create's stores", () => {
     expect(fs.readdirSync(dir).some((f) => f.startsWith('m.json.damaged-'))).toBe(true);
   });
 
+  it("keeps a models-directory model's settings next to its file (ID.modelfile.json), and moves older entries there", () => {
+    const file = path.join(dir, 'side.json');
+    const models = path.join(dir, 'models');
+    fs.mkdirSync(models);
+    // Kept in the data directory's file before the sidecars: one of a model now in the models directory, one not.
+    fs.writeFileSync(file, JSON.stringify({ old: { system: 'From before.' }, elsewhere: { system: 'Loaded by -m.' } }));
+    fs.writeFileSync(path.join(models, 'old.gguf'), 'GGUF');
+    fs.writeFileSync(path.join(models, 'new.gguf'), 'GGUF');
+    const s = new ModelfileStore(file, models);
+    expect(JSON.parse(fs.readFileSync(path.join(models, 'old.modelfile.json'), 'utf8'))).toEqual({ system: 'From before.' });
+    expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toEqual({ elsewhere: { system: 'Loaded by -m.' } });
+    expect([s.get('old')?.system, s.get('elsewhere')?.system]).toEqual(['From before.', 'Loaded by -m.']);
+    s.set('new', { system: 'Be brief.', parameters: { temperature: 0 } });
+    expect(JSON.parse(fs.readFileSync(path.join(models, 'new.modelfile.json'), 'utf8'))).toEqual({ system: 'Be brief.', parameters: { temperature: 0 } });
+    expect(JSON.parse(fs.readFileSync(file, 'utf8'))).not.toHaveProperty('new');
+    // The file gone (kail rm, or by hand, taking the sidecar): a new file of that name starts clean.
+    fs.rmSync(path.join(models, 'new.gguf'));
+    fs.rmSync(path.join(models, 'new.modelfile.json'));
+    fs.writeFileSync(path.join(models, 'new.gguf'), 'GGUF');
+    expect(s.get('new')).toBeUndefined();
+    // Settings emptied: the sidecar goes; a damaged sidecar reads as none.
+    s.set('old', {});
+    expect(fs.existsSync(path.join(models, 'old.modelfile.json'))).toBe(false);
+    fs.writeFileSync(path.join(models, 'old.modelfile.json'), '{ nope');
+    expect(s.get('old')).toBeUndefined();
+    s.copy('elsewhere', 'new');
+    expect(JSON.parse(fs.readFileSync(path.join(models, 'new.modelfile.json'), 'utf8'))).toEqual({ system: 'Loaded by -m.' });
+  });
+
   it('takes a blob only when the whole body has the digest it was named by', async () => {
     const blobs = new BlobStore(path.join(dir, 'blobs'));
     const body = Buffer.from('GGUF and then some bytes');

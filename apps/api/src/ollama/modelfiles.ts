@@ -1,7 +1,11 @@
 // What Ollama's create keeps besides the weights: a model's system prompt, default options
-// ("PARAMETER" lines), opening messages and license, per model id, in one JSON file of the data
-// directory (in memory without one). The GGUF file itself goes to the engine's models directory;
-// blobs uploaded for it (POST /api/blobs/sha256:…) wait in <data dir>/blobs.
+// ("PARAMETER" lines), opening messages and license. For a model of the models directory they
+// live next to its file, as ID.modelfile.json (as its ADAPTER lines live in ID.lora.json), so the
+// engine's copy and delete carry them whoever asks (kail cp / kail rm too, and a file removed by
+// hand takes them along). For a model loaded from elsewhere (kail serve -m PATH), or an API
+// without a models directory, they are kept per model id in one JSON file of the data directory
+// (in memory without one). The GGUF file itself goes to the engine's models directory; blobs
+// uploaded for it (POST /api/blobs/sha256:…) wait in <data dir>/blobs.
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,11 +21,30 @@ export interface Modelfile {
 }
 
 export const MODELFILES_FILE = 'ollama-modelfiles.json';
+/** The sidecar of a models-directory model that holds its Modelfile settings (the engine's copy and delete know it). */
+export const MODELFILE_SIDECAR = '.modelfile.json';
+
+/** A Modelfile without its empty parts; null when nothing is left. */
+function cleaned(m: Modelfile): Modelfile | null {
+  const clean = Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined && v !== null && !(typeof v === 'object' && Object.keys(v).length === 0)));
+  return Object.keys(clean).length ? clean : null;
+}
+
+/** Writes a JSON file whole or not at all (a temporary file renamed over it). */
+function writeJson(file: string, value: unknown): void {
+  const tmp = `${file}.tmp-${process.pid}`;
+  fs.writeFileSync(tmp, JSON.stringify(value, null, 1));
+  fs.renameSync(tmp, file);
+}
 
 export class ModelfileStore {
   private readonly entries = new Map<string, Modelfile>();
 
-  constructor(private readonly file: string | null) {
+  /** `file`: the data directory's store (null: in memory); `modelsDir`: the models directory, whose models keep theirs in sidecars. */
+  constructor(
+    private readonly file: string | null,
+    private readonly modelsDir: string | null = null,
+  ) {
     if (file && fs.existsSync(file)) {
       try {
         const parsed: unknown = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -32,20 +55,54 @@ export class ModelfileStore {
         fs.renameSync(file, `${file}.damaged-${Date.now()}`);
       }
     }
+    // Entries of models now in the models directory (kept here before the sidecars) move next to their file.
+    let moved = false;
+    for (const [id, m] of this.entries) {
+      const side = this.sidecar(id);
+      if (!side) continue;
+      if (!fs.existsSync(side)) writeJson(side, m);
+      this.entries.delete(id);
+      moved = true;
+    }
+    if (moved) this.save();
+  }
+
+  /** ID.modelfile.json of a model whose ID.gguf is in the models directory, else null. */
+  private sidecar(id: string): string | null {
+    if (!this.modelsDir || !/^[A-Za-z0-9_][A-Za-z0-9._:-]{0,199}$/.test(id)) return null;
+    return fs.existsSync(path.join(this.modelsDir, `${id}.gguf`)) ? path.join(this.modelsDir, `${id}${MODELFILE_SIDECAR}`) : null;
   }
 
   get(id: string): Modelfile | undefined {
-    return this.entries.get(id);
+    const side = this.sidecar(id);
+    if (!side) return this.entries.get(id);
+    try {
+      const m: unknown = JSON.parse(fs.readFileSync(side, 'utf8'));
+      return m && typeof m === 'object' && !Array.isArray(m) ? (m as Modelfile) : undefined;
+    } catch {
+      // None, or unreadable (its model then runs with the defaults; the next create rewrites it).
+      return undefined;
+    }
   }
 
   set(id: string, m: Modelfile): void {
-    const clean = Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined && v !== null && !(typeof v === 'object' && Object.keys(v).length === 0)));
-    if (Object.keys(clean).length) this.entries.set(id, clean);
+    const clean = cleaned(m);
+    const side = this.sidecar(id);
+    if (side) {
+      if (clean) writeJson(side, clean);
+      else fs.rmSync(side, { force: true });
+      if (this.entries.delete(id)) this.save();
+      return;
+    }
+    if (clean) this.entries.set(id, clean);
     else this.entries.delete(id);
     this.save();
   }
 
+  /** Forgets a model's settings (a models-directory model's sidecar goes with its file: the engine deletes it). */
   delete(id: string): void {
+    const side = this.sidecar(id);
+    if (side) fs.rmSync(side, { force: true });
     if (this.entries.delete(id)) this.save();
   }
 
@@ -56,10 +113,7 @@ export class ModelfileStore {
   }
 
   private save(): void {
-    if (!this.file) return;
-    const tmp = `${this.file}.tmp-${process.pid}`;
-    fs.writeFileSync(tmp, JSON.stringify(Object.fromEntries(this.entries), null, 1));
-    fs.renameSync(tmp, this.file);
+    if (this.file) writeJson(this.file, Object.fromEntries(this.entries));
   }
 }
 

@@ -456,7 +456,7 @@ const ns = (ms: number) => Math.round(ms * 1e6);
 
 export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opts: { dataDir?: string; modelsDir?: string } = {}): void {
   // What create keeps besides the weights, and the blobs uploaded for it.
-  const modelfiles = new ModelfileStore(opts.dataDir ? path.join(opts.dataDir, MODELFILES_FILE) : null);
+  const modelfiles = new ModelfileStore(opts.dataDir ? path.join(opts.dataDir, MODELFILES_FILE) : null, opts.modelsDir ?? null);
   const blobs = opts.dataDir ? new BlobStore(path.join(opts.dataDir, 'blobs')) : null;
   const modelfileOf = (name: string): Modelfile => modelfiles.get(idsOf(name).at(-1)!) ?? modelfiles.get(name) ?? {};
   // Names models were pulled by (hf.co/USER/REPO:QUANT): a request's model (or an Ollama route's

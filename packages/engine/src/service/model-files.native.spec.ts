@@ -65,3 +65,28 @@ describe('a split model in the models directory', () => {
     }
   });
 });
+
+// What Ollama's create keeps for a model (ID.modelfile.json, written by the API) follows its file.
+describe("a model's Modelfile sidecar in the models directory", () => {
+  it('is copied with the model and deleted with it, and never listed as a model', async () => {
+    const dir = tempDir();
+    const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 64, modelsDir: dir });
+    try {
+      fs.copyFileSync(writeTestModel(tempDir(), 'tiny-llama', 'Q8_0', 2), `${dir}/a.gguf`);
+      fs.writeFileSync(`${dir}/a.modelfile.json`, JSON.stringify({ system: 'Be brief.' }));
+      await host.copyModelFile('a', 'b');
+      expect(JSON.parse(fs.readFileSync(`${dir}/b.modelfile.json`, 'utf8'))).toEqual({ system: 'Be brief.' });
+      expect((await host.listModelFiles()).files.map((f) => f.id)).toEqual(['a', 'b']);
+      await host.deleteModelFile('b');
+      expect(fs.existsSync(`${dir}/b.gguf`) || fs.existsSync(`${dir}/b.modelfile.json`)).toBe(false);
+      expect(fs.existsSync(`${dir}/a.modelfile.json`)).toBe(true);
+      // A model without one copies without one.
+      fs.rmSync(`${dir}/a.modelfile.json`);
+      await host.copyModelFile('a', 'c');
+      expect(fs.existsSync(`${dir}/c.modelfile.json`)).toBe(false);
+    } finally {
+      await host.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -32,6 +32,15 @@ function loraSidecar(modelFile: string): string {
   return modelFile.replace(/\.gguf$/, '') + '.lora.json';
 }
 
+/**
+ * The sidecar of a models-directory file with its Modelfile settings (ID.modelfile.json: system
+ * prompt, default options, opening messages, license), which the API's Ollama create writes; the
+ * engine only carries it along when the model is copied or deleted.
+ */
+function modelfileSidecar(modelFile: string): string {
+  return modelFile.replace(/\.gguf$/, '') + '.modelfile.json';
+}
+
 function readLoraSidecar(modelFile: string): LoraSpec[] {
   const f = loraSidecar(modelFile);
   if (!fs.existsSync(f)) return [];
@@ -324,7 +333,7 @@ export function listModelsDirectory(dir: string, loaded: ReadonlySet<string> = n
   return { modelsDir: dir, files };
 }
 
-/** Deletes a model file of a models directory: every split, and its LoRA sidecar. */
+/** Deletes a model file of a models directory: every split, and its LoRA and Modelfile sidecars. */
 export function removeModelFiles(file: string): void {
   const split = splitNameOf(file);
   if (split && split.no > 1) {
@@ -333,12 +342,13 @@ export function removeModelFiles(file: string): void {
   }
   for (const f of modelFiles(file)) fs.unlinkSync(f);
   fs.rmSync(loraSidecar(file), { force: true });
+  fs.rmSync(modelfileSidecar(file), { force: true });
 }
 
 /**
  * Makes ID.gguf of a models directory available as DEST.gguf too (a hard link, else a copy), with
- * `lora` as its adapters, else the source's; a split model is refused (its files find each other
- * by name).
+ * `lora` as its adapters, else the source's, and the source's Modelfile settings; a split model is
+ * refused (its files find each other by name).
  */
 export function copyModelInDirectory(dir: string, id: string, dest: string, lora: readonly LoraSpec[] = []): void {
   const src = existingModelFile(dir, id, 'source');
@@ -348,16 +358,18 @@ export function copyModelInDirectory(dir: string, id: string, dest: string, lora
     throw new EngineError('KAIL_E_UNSUPPORTED', `model '${id}' is split over ${modelFiles(src).length} files, which find each other by name: copy them under a new prefix by hand`);
   const adapters = lora.length ? lora : readLoraSidecar(src);
   linkOrCopy(src, dst);
+  if (fs.existsSync(modelfileSidecar(src))) fs.copyFileSync(modelfileSidecar(src), modelfileSidecar(dst));
   keepLora(dst, adapters);
 }
 
-/** Writes dst's adapter sidecar (nothing without adapters); a refused adapter takes dst back out. */
+/** Writes dst's adapter sidecar (nothing without adapters); a refused adapter takes dst (and its Modelfile sidecar) back out. */
 function keepLora(dst: string, lora: readonly LoraSpec[]): void {
   if (!lora.length) return;
   try {
     writeLoraSidecar(dst, lora);
   } catch (e) {
     fs.rmSync(dst, { force: true });
+    fs.rmSync(modelfileSidecar(dst), { force: true });
     throw e;
   }
 }
