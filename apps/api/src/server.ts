@@ -20,6 +20,7 @@ import { registerResponsesRoutes } from './openai/responses';
 import { MemoryResponseStore, RESPONSES_FILE, SqliteResponseStore, type ResponseStore } from './openai/response-store';
 import { registerOpenAiRoutes, type OpenAiDeps } from './openai/routes';
 import { openAiError } from './openai/schemas';
+import { modelFileTime } from './file-times';
 import { PullJobs } from './pull-jobs';
 import { readiness } from './ready';
 import { mountTrpc } from './trpc';
@@ -163,6 +164,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     return reply.type(metrics.registry.contentType).send(body);
   });
 
+  const apiStarted = new Date();
   const listModels = async () => {
     if (!scheduler) return [];
     const res = await new Promise<spb.ListModelsResponse>((resolve, reject) =>
@@ -171,13 +173,14 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     // Loaded models, then the models directory's files that load when a request names them
     // (`status` as llama-server's router mode reports it).
     const files = await unloadedModelFiles(scheduler);
-    const entry = (id: string, status: string) => {
+    const entry = (id: string, file: string, status: string) => {
       const names = aliases.of(id);
-      return { id, object: 'model', created: 0, owned_by: 'kailstream', ...(names.length ? { aliases: names } : {}), status: { value: status } };
+      const created = Math.floor(modelFileTime(file, apiStarted).getTime() / 1000);
+      return { id, object: 'model', created, owned_by: 'kailstream', ...(names.length ? { aliases: names } : {}), status: { value: status } };
     };
     return [
-      ...res.models.map((m: common.ModelInfo) => entry(m.id, 'loaded')),
-      ...files.filter((f) => !res.models.some((m) => m.id === f.id)).map((f) => entry(f.id, 'unloaded')),
+      ...res.models.map((m: common.ModelInfo) => entry(m.id, m.path, 'loaded')),
+      ...files.filter((f) => !res.models.some((m) => m.id === f.id)).map((f) => entry(f.id, f.path, 'unloaded')),
     ];
   };
   const schedulerDown = (reply: FastifyReply, e: unknown) =>

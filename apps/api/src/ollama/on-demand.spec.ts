@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import { writeTestModel } from '@kailstream/engine/testing';
 import { startHubEmulator } from '@kailstream/tools';
 
@@ -22,10 +23,14 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
 
   it('lists the directory\'s models as available, loads one when a request names it, unloads it with keep_alive 0', async () => {
     expect(((await get('/api/tags')).models as { name: string }[]).map((m) => m.name)).toEqual(['tiny:latest', 'lazy:latest']);
+    // When each file was made: OpenAI's `created` (seconds), Ollama's `modified_at`.
+    const made = new Date('2026-03-01T12:00:00Z');
+    fs.utimesSync(path.join(stack.dir, 'models', 'lazy.gguf'), made, made);
     expect((await get('/v1/models')).data).toEqual([
-      expect.objectContaining({ id: 'tiny', status: { value: 'loaded' } }),
-      expect.objectContaining({ id: 'lazy', status: { value: 'unloaded' } }),
+      expect.objectContaining({ id: 'tiny', status: { value: 'loaded' }, created: Math.floor(fs.statSync(stack.files.tiny).mtimeMs / 1000) }),
+      expect.objectContaining({ id: 'lazy', status: { value: 'unloaded' }, created: made.getTime() / 1000 }),
     ]);
+    expect(((await get('/api/tags')).models as { name: string; modified_at: string }[]).find((m) => m.name === 'lazy:latest')!.modified_at).toBe(made.toISOString());
     expect(await loaded()).toEqual(['tiny:latest']);
     // /api/show describes it without loading it.
     const show = await stack.post('/api/show', { model: 'lazy' });

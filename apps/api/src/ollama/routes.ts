@@ -23,6 +23,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, parseDurationMs, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
+import { modelFileTime } from '../file-times';
 import { ensureModel, HttpError, servedModels, unloadedModelFiles, unloadModel } from '../llama-server/routes';
 import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
 import { callFailure, continuesFinal, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
@@ -490,7 +491,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     }
   };
   const bad = (reply: FastifyReply, message: string, status = 400) => reply.code(status).send(ollamaError(message));
-  const started = new Date().toISOString();
+  const started = new Date();
 
   // Ollama's liveness probe (clients check it before anything else; HEAD too, which Fastify adds).
   app.get('/', async (_req, reply) => reply.type('text/plain').send('KailStream is running (Ollama API at /api, OpenAI API at /v1)'));
@@ -501,7 +502,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     guarded(reply, async (s) => ({
       // Loaded models, then the models directory's files that load on demand.
       models: [...(await servedModels(s)), ...(await unloadedModelFiles(s)).flatMap((f) => (f.info ? [f.info] : []))].map((m) => ({
-        name: ollamaName(m.id), model: ollamaName(m.id), modified_at: started, size: Number(m.fileBytes), digest: '', details: details(m),
+        name: ollamaName(m.id), model: ollamaName(m.id), modified_at: modelFileTime(m.path, started).toISOString(), size: Number(m.fileBytes), digest: '', details: details(m),
       })),
     })),
   );
@@ -549,7 +550,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
           ...(m.expertCount ? { [`${a}.expert_count`]: m.expertCount, [`${a}.expert_used_count`]: m.expertUsedCount } : {}),
         },
         capabilities: capabilities(m),
-        modified_at: started,
+        modified_at: modelFileTime(m.path, started).toISOString(),
       };
     });
   });
