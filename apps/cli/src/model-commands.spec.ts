@@ -83,6 +83,13 @@ describe('kail model commands', () => {
     expect(turns[2].prompt_tokens).toEqual(turns[0].prompt_tokens);
     expect(turns[2].tokens).toEqual(turns[0].tokens);
     expect(turns[2].prompt_cached).toBeGreaterThan(0);
+    // ollama run's /set: the next answers take the parameter and the system message (here as one --chat prompt would).
+    const set = chat('Hi\n/set parameter num_predict 2\n/set system Be terse.\n/clear\nHi\n', '--json');
+    const st = set.stdout.trim().split('\n').map((l) => JSON.parse(l)) as typeof turns;
+    expect(st[0].tokens).toEqual(turns[0].tokens);
+    const terse = JSON.parse(kail('run', '-m', model, '--chat', '-sys', 'Be terse.', '-p', 'Hi', '-n', '2', '--json').stdout);
+    expect([st[1].prompt_tokens, st[1].tokens]).toEqual([terse.prompt_tokens, terse.tokens]);
+    expect(set.stderr).toContain("Set parameter 'num_predict' to '2'");
     // Streamed on stdout, the totals on stderr; -f gives the first message.
     fs.writeFileSync(path.join(dir, 'first.txt'), 'Hi\n');
     const s = chat('', '-f', path.join(dir, 'first.txt'));

@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 
-import { chatLoop, streamChat, type ChatReply } from './chat';
+import { chatLoop, streamChat, type ChatReply, type ChatSettings } from './chat';
 
 // An API stand-in that streams a reasoning model's answer: reasoning deltas, then content.
 function server(): Promise<{ url: string; close: () => void }> {
@@ -56,6 +56,35 @@ describe('kail chat with a reasoning model', () => {
   });
 });
 
+describe("kail chat's requests", () => {
+  it("send /set parameter's values under OpenAI's and llama-server's names (num_predict as max_tokens, -1 as none)", async () => {
+    const bodies: Record<string, unknown>[] = [];
+    const s = http.createServer((req, res) => {
+      let b = '';
+      req.on('data', (d) => (b += d));
+      req.on('end', () => {
+        bodies.push(JSON.parse(b));
+        res.end('data: [DONE]\n\n');
+      });
+    });
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+      const o = { url, model: 'm', maxTokens: 512, temperature: 0.7 };
+      await streamChat(o, [], () => {});
+      await streamChat(o, [], () => {}, undefined, undefined, { temperature: 0, top_k: 5, stop: ['END'], num_predict: 9, repeat_penalty: 1.2, seed: 3 });
+      await streamChat(o, [], () => {}, undefined, undefined, { num_predict: -1 });
+      expect(bodies.map(({ messages: _m, model: _n, stream: _s, ...rest }) => rest)).toEqual([
+        { max_tokens: 512, temperature: 0.7 },
+        { max_tokens: 9, temperature: 0, top_k: 5, stop: ['END'], repeat_penalty: 1.2, seed: 3 },
+        { temperature: 0.7 },
+      ]);
+    } finally {
+      s.close();
+    }
+  });
+});
+
 describe('the chat loop', () => {
   /** Runs the loop over `text` piped in with a reply that echoes what it was given. */
   async function loop(text: string, o: { system?: string; first?: string } = {}) {
@@ -92,6 +121,53 @@ describe('the chat loop', () => {
     expect(open.seen.map((m) => m.at(-1)!.content)).toEqual(['a \nb ']);
     const block = await loop('"""\nx\ny');
     expect(block.seen.map((m) => m.at(-1)!.content)).toEqual(['x\ny']);
+  });
+
+  it("takes ollama run's /set and /show: parameters for the next answers, a system message; unknown commands go nowhere", async () => {
+    const calls: { messages: string[]; settings: ChatSettings | undefined }[] = [];
+    const reply: ChatReply = async (messages, onText, _signal, _r, settings) => {
+      calls.push({ messages: messages.map((m) => `${m.role}:${m.content}`), settings });
+      onText('ok');
+      return 'ok';
+    };
+    const input = new PassThrough();
+    const err = new PassThrough();
+    let e = '';
+    err.on('data', (d) => (e += d));
+    input.end(
+      [
+        'one',
+        '/set parameter temperature 0.25',
+        '/set parameter stop END  ###',
+        '/set parameter num_predict 7',
+        '/set parameter top_k many',
+        '/set parameter num_ctx 8192',
+        '/set parameter nope 1',
+        '/set system Be brief.',
+        '/show parameters',
+        '/show system',
+        '/etc/hosts?',
+        '/?',
+        'two',
+        '/set system',
+        '/clear',
+        'three',
+      ].join('\n') + '\n',
+    );
+    expect(await chatLoop(reply, { banner: 'test', system: 'S' }, input, new PassThrough(), err, false)).toBe(0);
+    expect(calls.map((c) => c.messages)).toEqual([['system:S', 'user:one'], ['system:Be brief.', 'user:one', 'assistant:ok', 'user:two'], ['user:three']]);
+    expect(calls[0].settings).toEqual({});
+    expect(calls[1].settings).toEqual({ temperature: 0.25, stop: ['END', '###'], num_predict: 7 });
+    expect(calls[2].settings).toEqual(calls[1].settings);
+    expect(e).toContain("Set parameter 'temperature' to '0.25'");
+    expect(e).toContain('top_k takes an integer, got "many"');
+    expect(e).toContain('num_ctx is set when the model loads, not during a chat');
+    expect(e).toContain("unknown parameter 'nope'");
+    expect(e).toMatch(/^temperature\s+0\.25\nstop\s+"END" "###"\nnum_predict\s+7$/m);
+    expect(e).toContain('Be brief.\n');
+    expect(e).toContain("unknown command '/etc/hosts?': /? lists the commands");
+    expect(e).toContain('/set parameter NAME VALUE');
+    expect(e).toContain('Cleared the system message.');
   });
 
   it('a one-line """ block, blank lines skipped, a failed turn leaves no trace in the history', async () => {

@@ -3,6 +3,8 @@ import type { Command } from 'commander';
 
 import { dataDir } from '../paths';
 import { apiBaseUrl } from '../serve-state';
+import { apiError, apiFetch } from './api-client';
+import { OLLAMA_PARAM_TYPES, parseOllamaParam } from './ollama-params';
 
 export interface ChatOptions {
   /** API base URL. */
@@ -19,23 +21,10 @@ export interface Msg {
   content: string;
 }
 
-function headers(o: ChatOptions): Record<string, string> {
-  return { 'content-type': 'application/json', ...(o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : {}) };
-}
-
-async function errorOf(r: Response): Promise<string> {
-  const text = await r.text();
-  try {
-    return `HTTP ${r.status}: ${(JSON.parse(text) as { error: { message: string } }).error.message}`;
-  } catch {
-    return `HTTP ${r.status}: ${text.slice(0, 200)}`;
-  }
-}
-
 /** The first model the API lists. */
 export async function defaultModel(o: ChatOptions): Promise<string> {
-  const r = await fetch(`${o.url}/v1/models`, { headers: headers(o) });
-  if (!r.ok) throw new Error(`cannot list models at ${o.url}: ${await errorOf(r)}`);
+  const r = await apiFetch(o, '/v1/models');
+  if (!r.ok) throw await apiError(r, `cannot list models at ${o.url}`);
   const body = (await r.json()) as { data: { id: string }[] };
   if (!body.data.length) throw new Error(`the server at ${o.url} has no model loaded (kail serve -m MODEL.gguf)`);
   return body.data[0].id;
@@ -51,14 +40,17 @@ export async function streamChat(
   onText: (t: string) => void,
   signal?: AbortSignal,
   onReasoning?: (t: string) => void,
+  settings: ChatSettings = {},
 ): Promise<string> {
-  const r = await fetch(`${o.url}/v1/chat/completions`, {
+  const { num_predict: n, ...sampling } = settings;
+  const maxTokens = n === undefined ? o.maxTokens : n < 0 ? undefined : n;
+  const r = await apiFetch(o, '/v1/chat/completions', {
     method: 'POST',
-    headers: headers(o),
-    body: JSON.stringify({ model: o.model, messages, stream: true, max_tokens: o.maxTokens, temperature: o.temperature }),
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: o.model, messages, stream: true, max_tokens: maxTokens, temperature: o.temperature, ...sampling }),
     signal,
   });
-  if (!r.ok || !r.body) throw new Error(await errorOf(r));
+  if (!r.ok || !r.body) throw await apiError(r, 'the chat failed');
   const reader = r.body.getReader();
   const dec = new TextDecoder();
   let buf = '';
@@ -95,7 +87,25 @@ export async function streamChat(
  * model's reasoning to `onReasoning`, where the reply separates it) and returns its content, the
  * assistant message the history keeps. Stopped through `signal`, it returns what it had or throws.
  */
-export type ChatReply = (messages: Msg[], onText: (t: string) => void, signal: AbortSignal, onReasoning?: (t: string) => void) => Promise<string>;
+export type ChatReply = (messages: Msg[], onText: (t: string) => void, signal: AbortSignal, onReasoning?: (t: string) => void, settings?: ChatSettings) => Promise<string>;
+
+/** The parameters `/set parameter` takes during a chat (sampling and length; the others are load settings). */
+export const SESSION_PARAMS = ['temperature', 'top_k', 'top_p', 'min_p', 'seed', 'num_predict', 'stop', 'repeat_penalty', 'repeat_last_n', 'presence_penalty', 'frequency_penalty'] as const;
+
+/** What `/set parameter` changed in a chat session, by Ollama's names (each over the command's own settings). */
+export type ChatSettings = { [K in (typeof SESSION_PARAMS)[number]]?: K extends 'stop' ? string[] : number };
+
+const HELP = [
+  'Commands:',
+  '  /set parameter NAME VALUE   set a sampling parameter for the next answers (/set parameter stop A B sets the stop texts)',
+  `                              (${SESSION_PARAMS.join(', ')})`,
+  '  /set system TEXT            set the system message (empty: none)',
+  '  /show parameters | system   what is set',
+  '  /clear                      clear the conversation (/reset)',
+  '  /bye                        end (/exit, Ctrl-D)',
+  '  /?                          this help (/help)',
+  'A line ending in \\ continues a message; so does a block between """ lines.',
+];
 
 export interface ChatLoopOptions {
   system?: string;
@@ -163,7 +173,10 @@ class MessageReader {
  * number of turns that failed.
  */
 export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: NodeJS.ReadableStream, out: NodeJS.WritableStream, err: NodeJS.WritableStream, tty: boolean): Promise<number> {
-  const history: Msg[] = o.system ? [{ role: 'system', content: o.system }] : [];
+  // The turns; the system message (o.system, or /set system) goes before them.
+  const history: Msg[] = [];
+  let system = o.system;
+  const settings: ChatSettings = {};
   const rl = readline.createInterface({ input, output: tty ? out : undefined, terminal: tty });
   const reader = new MessageReader();
   const prompt = () => {
@@ -171,7 +184,8 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
     rl.setPrompt(reader.continuing ? '. ' : '> ');
     rl.prompt();
   };
-  if (tty) err.write(`${o.banner}; /reset clears the history, /exit or Ctrl-D ends, """ or a trailing \\ continues a message\n`);
+  const say = (l: string): void => void err.write(l + '\n');
+  if (tty) err.write(`${o.banner}; /? lists the commands, /bye or Ctrl-D ends, """ or a trailing \\ continues a message\n`);
   let failures = 0;
   let aborter: AbortController | undefined;
   // Ctrl-C during a reply stops the reply; at the prompt it ends the chat.
@@ -183,7 +197,7 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
       // On a terminal a reasoning model's thinking shows dimmed before the answer; a pipe gets the answer only.
       let thinking = false;
       const answer = await reply(
-        history,
+        [...(system ? [{ role: 'system' as const, content: system }] : []), ...history],
         (t) => {
           if (thinking) err.write('\x1b[0m\n');
           thinking = false;
@@ -197,6 +211,7 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
               err.write(t);
             }
           : undefined,
+        { ...settings },
       );
       if (thinking) err.write('\x1b[0m');
       out.write('\n');
@@ -211,6 +226,40 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
       aborter = undefined;
     }
   };
+  // A line that starts with / is a command, as in ollama run (an unknown one says so and goes nowhere).
+  const command = (line: string): void => {
+    const [cmd, sub, ...rest] = line.split(/\s+/);
+    if (cmd === '/reset' || cmd === '/clear') {
+      history.length = 0;
+      return say('(conversation cleared)');
+    }
+    if (cmd === '/?' || cmd === '/help') return say(HELP.join('\n'));
+    if (cmd === '/set' && sub === 'system') {
+      system = line.replace(/^\/set\s+system\s*/, '') || undefined;
+      return say(system ? 'Set system message.' : 'Cleared the system message.');
+    }
+    if (cmd === '/set' && sub === 'parameter') {
+      const [key, ...words] = rest;
+      if (!key || !words.length) return say('usage: /set parameter NAME VALUE');
+      if (!(SESSION_PARAMS as readonly string[]).includes(key))
+        return say(`${key in OLLAMA_PARAM_TYPES ? `${key} is set when the model loads, not during a chat` : `unknown parameter '${key}'`}: /set parameter takes ${SESSION_PARAMS.join(', ')}`);
+      try {
+        const k = key as (typeof SESSION_PARAMS)[number];
+        if (k === 'stop') settings.stop = words;
+        else settings[k] = parseOllamaParam(k, words.join(' ')) as number;
+      } catch (e) {
+        return say((e as Error).message);
+      }
+      return say(`Set parameter '${key}' to '${words.join(', ')}'`);
+    }
+    if (cmd === '/show' && sub === 'system') return say(system ?? 'No system message was specified.');
+    if (cmd === '/show' && sub === 'parameters') {
+      const set = Object.entries(settings);
+      return say(set.length ? set.map(([k, v]) => `${k.padEnd(20)}${Array.isArray(v) ? v.map((x) => JSON.stringify(x)).join(' ') : String(v)}`).join('\n') : "No parameters were set in this chat (the command's own apply).");
+    }
+    if (cmd === '/set' || cmd === '/show') return say(`usage: ${cmd === '/set' ? '/set parameter NAME VALUE, /set system TEXT' : '/show parameters, /show system'}`);
+    say(`unknown command '${cmd}': /? lists the commands`);
+  };
   // (Lines that arrive during the first turn wait in the iterator.)
   const lines = rl[Symbol.asyncIterator]();
   if (o.first) await turn(o.first);
@@ -220,9 +269,8 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
     const continuing = reader.continuing;
     const line = continuing ? null : raw.trim();
     if (line === '/exit' || line === '/quit' || line === '/bye') break;
-    if (line === '/reset' || line === '/clear') {
-      history.splice(o.system ? 1 : 0);
-      if (tty) err.write('(history cleared)\n');
+    if (line?.startsWith('/')) {
+      command(line);
       prompt();
       continue;
     }
@@ -267,7 +315,7 @@ export function registerChat(program: Command): void {
       const api: ChatOptions = { url, apiKey: c.apiKey ?? process.env.KAIL_API_KEY, model: c.model, system: c.system, maxTokens, temperature };
       const model = api.model ?? (await defaultModel(api));
       const failures = await chatLoop(
-        (messages, onText, signal, onReasoning) => streamChat({ ...api, model }, messages, onText, signal, onReasoning),
+        (messages, onText, signal, onReasoning, settings) => streamChat({ ...api, model }, messages, onText, signal, onReasoning, settings),
         { system: api.system, banner: `chatting with ${model} at ${url}` },
         process.stdin,
         process.stdout,

@@ -6,7 +6,7 @@ import { Writable } from 'node:stream';
 
 import { ChatTemplate, generate, type EngineModel, type GenerateOptions, type GenerateResult, type SamplerParams } from '@kailstream/engine/core';
 
-import { chatLoop, type ChatReply } from './chat';
+import { chatLoop, type ChatReply, type ChatSettings } from './chat';
 
 export interface ConversationOptions {
   /** Tokens per answer; -1: until the model ends its turn or the context is full. */
@@ -26,6 +26,15 @@ export interface ConversationTotals {
   genMs: number;
 }
 
+/** A chat's `/set parameter` values (Ollama's names) as the engine's sampler settings. */
+function sessionSampling(set: ChatSettings): Partial<SamplerParams> {
+  const out: Partial<SamplerParams> = {
+    temperature: set.temperature, topK: set.top_k, topP: set.top_p, minP: set.min_p, seed: set.seed,
+    repetitionPenalty: set.repeat_penalty, penaltyLastN: set.repeat_last_n, presencePenalty: set.presence_penalty, frequencyPenalty: set.frequency_penalty,
+  };
+  return Object.fromEntries(Object.entries(out).filter(([, v]) => v !== undefined));
+}
+
 /**
  * The reply of a chat loop (chat.ts) computed by `model` in sequence 0. `onTurn` sees each turn's
  * result. With a sampling seed, turn i draws with seed + i (a new stream per answer, reproducible).
@@ -39,18 +48,20 @@ export function conversationReply(
   const totals: ConversationTotals = { turns: 0, promptTokens: 0, promptCached: 0, promptMs: 0, genTokens: 0, genMs: 0 };
   // What sequence 0's cache holds: the last turn's prompt and answer.
   let held: number[] = [];
-  const reply: ChatReply = async (messages, onText, signal) => {
+  const reply: ChatReply = async (messages, onText, signal, _onReasoning, set = {}) => {
     const text = template.render(messages.map((m) => ({ role: m.role, content: m.content })), { addGenerationPrompt: true });
     // The template writes BOS itself where the model wants it.
     const prompt = model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
     if (prompt.length >= model.nCtx)
       throw new Error(`the conversation is ${prompt.length} tokens and the context holds ${model.nCtx}: /clear starts over (or load with a larger -c)`);
-    const maxTokens = o.nPredict < 0 ? model.nCtx - prompt.length : o.nPredict;
+    const nPredict = set.num_predict ?? o.nPredict;
+    const maxTokens = nPredict < 0 ? model.nCtx - prompt.length : nPredict;
     const turn = totals.turns;
-    const sampling = o.sampling.seed === undefined ? o.sampling : { ...o.sampling, seed: o.sampling.seed + turn };
+    const sampling = { ...o.sampling, ...sessionSampling(set) };
+    if (sampling.seed !== undefined) sampling.seed += turn;
     let r: GenerateResult;
     try {
-      r = await generate(model, prompt, { ...o.generate, maxTokens, sampling, signal, onText, cachedTokens: held });
+      r = await generate(model, prompt, { ...o.generate, ...(set.stop ? { stop: set.stop } : {}), maxTokens, sampling, signal, onText, cachedTokens: held });
     } catch (e) {
       // (Whatever the cache holds now is not known: the next turn starts from an empty one.)
       held = [];

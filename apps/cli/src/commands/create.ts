@@ -17,6 +17,7 @@ import { dataDir } from '../paths';
 import { createProgress } from '../progress';
 import { apiBaseUrl } from '../serve-state';
 import { apiError, apiFetch, type ApiTarget } from './api-client';
+import { DEPRECATED_OLLAMA_PARAMS, OLLAMA_PARAM_TYPES, parseOllamaParam } from './ollama-params';
 
 export interface ModelfileCommand {
   /** The instruction, lower case ('from', 'parameter', 'system', …). */
@@ -106,33 +107,6 @@ export function parseModelfile(text: string): ModelfileCommand[] {
   }
   if (!out.some((c) => c.name === 'from')) throw new ModelfileError('the Modelfile has no FROM line (FROM ./model.gguf, or FROM the name of a model)');
   return out;
-}
-
-// Ollama's options by type (api/types.go), as PARAMETER lines give them.
-const PARAM_TYPES: Record<string, 'int' | 'float' | 'bool' | 'strings'> = {
-  num_keep: 'int', seed: 'int', num_predict: 'int', top_k: 'int', repeat_last_n: 'int', mirostat: 'int', num_ctx: 'int', num_batch: 'int', num_gpu: 'int', main_gpu: 'int', num_thread: 'int',
-  top_p: 'float', min_p: 'float', typical_p: 'float', temperature: 'float', repeat_penalty: 'float', presence_penalty: 'float', frequency_penalty: 'float', mirostat_tau: 'float', mirostat_eta: 'float', tfs_z: 'float',
-  numa: 'bool', use_mmap: 'bool',
-  stop: 'strings',
-};
-/** Options Ollama still reads but ignores (a warning, as `ollama create` prints). */
-const DEPRECATED_PARAMS = ['penalize_newline', 'low_vram', 'f16_kv', 'logits_all', 'vocab_only', 'use_mlock'];
-
-function paramValue(c: ModelfileCommand): number | boolean | string {
-  const v = c.args.trim();
-  const bad = (what: string): never => {
-    throw new ModelfileError(`Modelfile line ${c.line}: PARAMETER ${c.key} takes ${what}, got ${JSON.stringify(c.args)}`);
-  };
-  switch (PARAM_TYPES[c.key!]) {
-    case 'int':
-      return /^[+-]?\d+$/.test(v) ? Number(v) : bad('an integer');
-    case 'float':
-      return /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(v) ? Number(v) : bad('a number');
-    case 'bool':
-      return ['1', 't', 'T', 'true', 'TRUE', 'True'].includes(v) ? true : ['0', 'f', 'F', 'false', 'FALSE', 'False'].includes(v) ? false : bad('true or false');
-    default:
-      return c.args;
-  }
 }
 
 /** What a Modelfile asks of /api/create, with the local files it needs uploaded. */
@@ -241,13 +215,17 @@ export function planCreate(cmds: readonly ModelfileCommand[], relativeDir: strin
         break;
       case 'parameter': {
         const key = c.key!;
-        if (DEPRECATED_PARAMS.includes(key)) {
+        if (DEPRECATED_OLLAMA_PARAMS.includes(key)) {
           plan.warnings.push(`warning: parameter ${key} is deprecated (line ${c.line}); it is ignored`);
           break;
         }
-        if (!(key in PARAM_TYPES)) fail(`unknown parameter '${key}' (Ollama's parameters: ${Object.keys(PARAM_TYPES).join(', ')})`);
-        const v = paramValue(c);
-        if (PARAM_TYPES[key] === 'strings') plan.parameters[key] = [...((plan.parameters[key] as string[] | undefined) ?? []), v];
+        let v: number | boolean | string;
+        try {
+          v = parseOllamaParam(key, c.args);
+        } catch (e) {
+          return fail((e as Error).message.startsWith('unknown') ? (e as Error).message : `PARAMETER ${(e as Error).message}`);
+        }
+        if (OLLAMA_PARAM_TYPES[key] === 'strings') plan.parameters[key] = [...((plan.parameters[key] as string[] | undefined) ?? []), v];
         else plan.parameters[key] = v;
         break;
       }
