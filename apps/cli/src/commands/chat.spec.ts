@@ -85,6 +85,17 @@ describe("kail chat's requests", () => {
   });
 });
 
+/** Runs the chat loop over `text` piped in: the failures it counted and what it wrote to stderr. */
+async function piped(reply: ChatReply, text: string, o: { system?: string } = {}): Promise<{ failures: number; err: string }> {
+  const input = new PassThrough();
+  const err = new PassThrough();
+  let e = '';
+  err.on('data', (d) => (e += d));
+  input.end(text);
+  const failures = await chatLoop(reply, { banner: 'test', ...o }, input, new PassThrough(), err, false);
+  return { failures, err: e };
+}
+
 describe('the chat loop', () => {
   /** Runs the loop over `text` piped in with a reply that echoes what it was given. */
   async function loop(text: string, o: { system?: string; first?: string } = {}) {
@@ -130,11 +141,8 @@ describe('the chat loop', () => {
       onText('ok');
       return 'ok';
     };
-    const input = new PassThrough();
-    const err = new PassThrough();
-    let e = '';
-    err.on('data', (d) => (e += d));
-    input.end(
+    const { failures, err: e } = await piped(
+      reply,
       [
         'one',
         '/set parameter temperature 0.25',
@@ -153,8 +161,9 @@ describe('the chat loop', () => {
         '/clear',
         'three',
       ].join('\n') + '\n',
+      { system: 'S' },
     );
-    expect(await chatLoop(reply, { banner: 'test', system: 'S' }, input, new PassThrough(), err, false)).toBe(0);
+    expect(failures).toBe(0);
     expect(calls.map((c) => c.messages)).toEqual([['system:S', 'user:one'], ['system:Be brief.', 'user:one', 'assistant:ok', 'user:two'], ['user:three']]);
     expect(calls[0].settings).toEqual({});
     expect(calls[1].settings).toEqual({ temperature: 0.25, stop: ['END', '###'], num_predict: 7 });
@@ -179,12 +188,8 @@ describe('the chat loop', () => {
       onText('ok');
       return 'ok';
     };
-    const input = new PassThrough();
-    const err = new PassThrough();
-    let e = '';
-    err.on('data', (d) => (e += d));
-    input.end('"""quoted"""\n\n  \nboom\nlast\n');
-    expect(await chatLoop(reply, { banner: 'test' }, input, new PassThrough(), err, false)).toBe(1);
+    const { failures, err: e } = await piped(reply, '"""quoted"""\n\n  \nboom\nlast\n');
+    expect(failures).toBe(1);
     expect(seen).toEqual([['quoted'], ['quoted', 'ok', 'boom'], ['quoted', 'ok', 'last']]);
     expect(e).toContain('error: the context is full');
   });
