@@ -316,6 +316,57 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
   }
 }
 
+/**
+ * llama-server's environment variables (common/arg.cpp's set_env) that `kail serve` reads, each as
+ * the flag it stands for: a container made for llama-server (LLAMA_ARG_MODEL, LLAMA_ARG_CTX_SIZE,
+ * LLAMA_ARG_N_PARALLEL…) starts the same way. Under a flag given on the command line or its KAIL_
+ * variable.
+ */
+export const LLAMA_ARG_ENV: Readonly<Record<string, string>> = {
+  LLAMA_ARG_MODEL: '--model', LLAMA_ARG_MODELS_DIR: '--models-dir', LLAMA_ARG_HF_REPO: '--hf-repo', LLAMA_ARG_ALIAS: '--alias', LLAMA_ARG_OFFLINE: '--offline',
+  LLAMA_ARG_HOST: '--host', LLAMA_ARG_PORT: '--port', LLAMA_ARG_CTX_SIZE: '--ctx', LLAMA_ARG_N_PARALLEL: '--parallel', LLAMA_ARG_THREADS: '--threads',
+  LLAMA_ARG_CACHE_TYPE_K: '--cache-type-k', LLAMA_ARG_CACHE_TYPE_V: '--cache-type-v', LLAMA_ARG_CTX_CHECKPOINTS: '--ctx-checkpoints',
+  LLAMA_ARG_ROPE_SCALING_TYPE: '--rope-scaling', LLAMA_ARG_ROPE_SCALE: '--rope-scale', LLAMA_ARG_ROPE_FREQ_BASE: '--rope-freq-base', LLAMA_ARG_ROPE_FREQ_SCALE: '--rope-freq-scale',
+  LLAMA_ARG_YARN_ORIG_CTX: '--yarn-orig-ctx', LLAMA_ARG_YARN_EXT_FACTOR: '--yarn-ext-factor', LLAMA_ARG_YARN_BETA_FAST: '--yarn-beta-fast', LLAMA_ARG_YARN_BETA_SLOW: '--yarn-beta-slow',
+  LLAMA_ARG_POOLING: '--pooling', LLAMA_ARG_CONTEXT_SHIFT: '--context-shift', LLAMA_ARG_SWA_FULL: '--swa-full',
+  LLAMA_API_KEY: '--api-key', LLAMA_ARG_API_KEY_FILE: '--api-key-file', LLAMA_ARG_API_PREFIX: '--api-prefix', LLAMA_ARG_SSL_KEY_FILE: '--ssl-key-file', LLAMA_ARG_SSL_CERT_FILE: '--ssl-cert-file',
+  LLAMA_ARG_CORS_ORIGINS: '--cors-origins', LLAMA_ARG_CORS_METHODS: '--cors-methods', LLAMA_ARG_CORS_HEADERS: '--cors-headers', LLAMA_ARG_CORS_CREDENTIALS: '--cors-credentials',
+  LLAMA_ARG_TEMPERATURE: '--temp', LLAMA_ARG_TOP_K: '--top-k', LLAMA_ARG_TOP_P: '--top-p', LLAMA_ARG_MIN_P: '--min-p', LLAMA_ARG_REPEAT_PENALTY: '--repeat-penalty',
+  LLAMA_ARG_PRESENCE_PENALTY: '--presence-penalty', LLAMA_ARG_FREQUENCY_PENALTY: '--frequency-penalty', LLAMA_ARG_N_PREDICT: '--n-predict',
+  LLAMA_ARG_SPEC_DRAFT_MODEL: '--draft', LLAMA_ARG_DRAFT_MAX: '--spec-k', LLAMA_ARG_SPEC_DRAFT_N_MAX: '--spec-k', LLAMA_ARG_TIMEOUT: '--timeout',
+  LLAMA_ARG_CHAT_TEMPLATE: '--chat-template', LLAMA_ARG_CHAT_TEMPLATE_FILE: '--chat-template-file', LLAMA_ARG_CHAT_TEMPLATE_KWARGS: '--chat-template-kwargs',
+  LLAMA_ARG_THINK_BUDGET: '--reasoning-budget', LLAMA_ARG_MODELS_MAX: '--models-max', LLAMA_ARG_MODELS_AUTOLOAD: '--no-load-on-demand', LLAMA_ARG_UI: '--no-web',
+};
+
+/** llama.cpp's truthy and falsey spellings of a switch in the environment (common/arg.cpp). */
+function envSwitch(name: string, v: string): boolean {
+  if (['on', 'enabled', 'true', '1'].includes(v.toLowerCase())) return true;
+  if (['off', 'disabled', 'false', '0'].includes(v.toLowerCase())) return false;
+  throw new Error(`${name} takes on/off, true/false, enabled/disabled or 1/0, got '${v}'`);
+}
+
+/**
+ * Sets the options the LLAMA_ARG_ variables of `env` give (where neither the command line nor a
+ * KAIL_ variable did); returns the LLAMA_ARG_ variables it does not read, to say so.
+ */
+export function applyLlamaArgEnv(c: Command, env: NodeJS.ProcessEnv): string[] {
+  for (const [name, long] of Object.entries(LLAMA_ARG_ENV)) {
+    const v = env[name];
+    const option = c.options.find((o) => o.long === long);
+    if (v === undefined || !option) continue;
+    const key = option.attributeName();
+    if (['cli', 'env'].includes(c.getOptionValueSource(key) ?? '')) continue;
+    let value: unknown;
+    // (A --no- switch holds the positive attribute: LLAMA_ARG_UI=off is --no-web.)
+    if (option.negate) value = envSwitch(name, v);
+    else if (option.isBoolean()) value = envSwitch(name, v);
+    else if (option.variadic && !option.parseArg) value = [v];
+    else value = option.parseArg ? option.parseArg(v, option.defaultValue) : v;
+    c.setOptionValueWithSource(key, value, 'env');
+  }
+  return Object.keys(env).filter((k) => /^LLAMA_ARG_/.test(k) && !(k in LLAMA_ARG_ENV)).sort();
+}
+
 export function registerServe(program: Command): void {
   const cmd = program
     .command('serve')
@@ -451,5 +502,7 @@ export function registerServe(program: Command): void {
       if (v === undefined || c.getOptionValueSource(key) === 'cli') continue;
       c.setOptionValueWithSource(key, option.parseArg ? option.parseArg(v, option.defaultValue) : v, 'env');
     }
+    const unread = applyLlamaArgEnv(c, process.env);
+    if (unread.length) process.stderr.write(`kail serve: ${unread.join(', ')} not read (GPU placement, batching and switches that are always on here, or what kail serve does not have)\n`);
   });
 }

@@ -1,0 +1,51 @@
+import { Command } from 'commander';
+
+import { LLAMA_ARG_ENV, registerServe } from './serve';
+
+/** `kail serve`'s options as the command line and the environment give them (the server is not started). */
+async function serveOptions(argv: string[], env: Record<string, string>): Promise<{ opts: Record<string, unknown>; stderr: string }> {
+  const program = new Command().exitOverride();
+  registerServe(program);
+  const serve = program.commands.find((c) => c.name() === 'serve')!;
+  let opts: Record<string, unknown> = {};
+  serve.action((o: Record<string, unknown>) => {
+    opts = o;
+  });
+  const saved = { ...process.env };
+  const write = process.stderr.write;
+  let stderr = '';
+  process.stderr.write = ((chunk: string) => ((stderr += chunk), true)) as typeof process.stderr.write;
+  try {
+    Object.assign(process.env, env);
+    await program.parseAsync(['serve', ...argv], { from: 'user' });
+  } finally {
+    process.stderr.write = write;
+    for (const k of Object.keys(env)) delete process.env[k];
+    Object.assign(process.env, saved);
+  }
+  return { opts, stderr };
+}
+
+describe("kail serve reads llama-server's LLAMA_ARG_ variables", () => {
+  it('as the flags they stand for, under the command line and KAIL_ variables', async () => {
+    const { opts, stderr } = await serveOptions(['--top-k', '7'], {
+      LLAMA_ARG_MODEL: '/models/m.gguf', LLAMA_ARG_CTX_SIZE: '8192', LLAMA_ARG_N_PARALLEL: '4', LLAMA_ARG_PORT: '9000', LLAMA_ARG_TOP_K: '3',
+      LLAMA_ARG_TEMPERATURE: '0.5', LLAMA_ARG_ALIAS: 'gpt-4o', LLAMA_API_KEY: 'sekret', LLAMA_ARG_CONTEXT_SHIFT: 'on', LLAMA_ARG_UI: 'off',
+      LLAMA_ARG_MODELS_AUTOLOAD: 'false', LLAMA_ARG_ROPE_FREQ_BASE: '20000', KAIL_THREADS: '2', LLAMA_ARG_THREADS: '16',
+      LLAMA_ARG_N_GPU_LAYERS: '99', LLAMA_ARG_FLASH_ATTN: 'on',
+    });
+    expect(opts).toMatchObject({
+      model: ['/models/m.gguf'], ctx: '8192', parallel: '4', port: '9000', topK: 7, temp: 0.5, alias: ['gpt-4o'], apiKey: ['sekret'],
+      contextShift: true, web: false, loadOnDemand: false, ropeFreqBase: '20000', threads: '2',
+    });
+    expect(stderr).toBe('kail serve: LLAMA_ARG_FLASH_ATTN, LLAMA_ARG_N_GPU_LAYERS not read (GPU placement, batching and switches that are always on here, or what kail serve does not have)\n');
+  });
+
+  it('names each flag that kail serve has, and a bad switch is an error naming the variable', async () => {
+    const program = new Command();
+    registerServe(program);
+    const longs = new Set(program.commands.find((c) => c.name() === 'serve')!.options.map((o) => o.long));
+    expect(Object.values(LLAMA_ARG_ENV).filter((f) => !longs.has(f))).toEqual([]);
+    await expect(serveOptions([], { LLAMA_ARG_CONTEXT_SHIFT: 'maybe' })).rejects.toThrow("LLAMA_ARG_CONTEXT_SHIFT takes on/off, true/false, enabled/disabled or 1/0, got 'maybe'");
+  });
+});
