@@ -347,9 +347,10 @@ function envSwitch(name: string, v: string): boolean {
 
 /**
  * Sets the options the LLAMA_ARG_ variables of `env` give (where neither the command line nor a
- * KAIL_ variable did); returns the LLAMA_ARG_ variables it does not read, to say so.
+ * KAIL_ variable did); returns those it applied and the LLAMA_ARG_ variables it does not read, to say so.
  */
-export function applyLlamaArgEnv(c: Command, env: NodeJS.ProcessEnv): string[] {
+export function applyLlamaArgEnv(c: Command, env: NodeJS.ProcessEnv): { applied: string[]; unread: string[] } {
+  const applied: string[] = [];
   for (const [name, long] of Object.entries(LLAMA_ARG_ENV)) {
     const v = env[name];
     const option = c.options.find((o) => o.long === long);
@@ -363,8 +364,9 @@ export function applyLlamaArgEnv(c: Command, env: NodeJS.ProcessEnv): string[] {
     else if (option.variadic && !option.parseArg) value = [v];
     else value = option.parseArg ? option.parseArg(v, option.defaultValue) : v;
     c.setOptionValueWithSource(key, value, 'env');
+    applied.push(`${name} (${long})`);
   }
-  return Object.keys(env).filter((k) => /^LLAMA_ARG_/.test(k) && !(k in LLAMA_ARG_ENV)).sort();
+  return { applied, unread: Object.keys(env).filter((k) => /^LLAMA_ARG_/.test(k) && !(k in LLAMA_ARG_ENV)).sort() };
 }
 
 export function registerServe(program: Command): void {
@@ -502,7 +504,8 @@ export function registerServe(program: Command): void {
       if (v === undefined || c.getOptionValueSource(key) === 'cli') continue;
       c.setOptionValueWithSource(key, option.parseArg ? option.parseArg(v, option.defaultValue) : v, 'env');
     }
-    const unread = applyLlamaArgEnv(c, process.env);
+    const { applied, unread } = applyLlamaArgEnv(c, process.env);
+    if (applied.length) process.stderr.write(`kail serve: from llama-server's variables: ${applied.join(', ')}\n`);
     if (unread.length) process.stderr.write(`kail serve: ${unread.join(', ')} not read (GPU placement, batching and switches that are always on here, or what kail serve does not have)\n`);
   });
 }
