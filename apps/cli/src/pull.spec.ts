@@ -9,7 +9,7 @@ import path from 'node:path';
 
 import { writeTestModel } from '@kailstream/engine/testing';
 
-import { HUB_COMMIT, modelEndpoint, parseRepoRef, pickModelFiles, planRepoPull, planUrlPull, runPull, startHubEmulator } from '@kailstream/tools';
+import { HUB_COMMIT, modelEndpoint, parseRepoRef, pickModelFiles, planRepoPull, planUrlPull, runPull, startHubEmulator, writeOllamaStoreModel } from '@kailstream/tools';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
 const COMMIT = HUB_COMMIT;
@@ -243,4 +243,35 @@ describe('kail pull', () => {
       h.close();
     }
   }, 60_000);
+});
+
+describe("kail pull ollama:NAME: a model this machine's Ollama has, brought in without downloading it again", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-pull-ollama-'));
+  const store = path.join(dir, 'ollama');
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('links the blob into the models directory, keeps its Modelfile settings, and runs it by name', async () => {
+    const weights = writeTestModel(dir, 'tiny-qwen3moe', 'Q8_0');
+    writeOllamaStoreModel(store, 'tiny:2b', weights, { params: { temperature: 0.3 }, system: 'Be brief.' });
+    const listed = await kail({}, 'list', '--ollama', '--ollama-dir', store);
+    expect(listed.stdout).toMatch(/^NAME\s+SIZE\ntiny:2b\s+[\d.]+ MiB\n\(kail pull ollama:NAME brings one in\)\n$/);
+    // (OLLAMA_MODELS names the store, as for Ollama itself.)
+    const r = await kail({ OLLAMA_MODELS: store }, 'pull', 'ollama:tiny:2b', '--data-dir', dir);
+    expect(r.stderr).toMatch(/^ollama:tiny:2b: [\d.]+ MiB linked from .*blobs\/sha256-[0-9a-f]{64}, with its system prompt and parameters$/m);
+    const file = path.join(dir, 'models', 'tiny:2b.gguf');
+    expect(r.stdout).toBe(`${file}\nkail run tiny:2b (a chat); kail serve loads it as 'tiny:2b'\n`);
+    const blob = /linked from (\S+),/.exec(r.stderr)![1];
+    expect([fs.statSync(file).ino, fs.statSync(file).size]).toEqual([fs.statSync(blob).ino, fs.statSync(weights).size]);
+    expect(JSON.parse(fs.readFileSync(path.join(dir, 'models', 'tiny:2b.modelfile.json'), 'utf8'))).toEqual({ system: 'Be brief.', parameters: { temperature: 0.3 } });
+    const run = await kail({}, 'run', 'tiny:2b', '-p', 'Hi', '-n', '2', '--data-dir', dir);
+    expect(run.status).toBe(0);
+    expect((await kail({}, 'list', '--data-dir', dir)).stdout).toMatch(/^tiny:2b\s+qwen3moe/m);
+    const again = await kail({}, 'pull', 'ollama:tiny:2b', '--ollama-dir', store, '--data-dir', dir);
+    expect(again.status).not.toBe(0);
+    expect(again.stderr).toMatch(/model 'tiny:2b' is already in .* \(--force replaces it\)/);
+    expect((await kail({}, 'pull', 'ollama:tiny:2b', '--ollama-dir', store, '--data-dir', dir, '--force')).status).toBe(0);
+    const missing = await kail({}, 'pull', 'ollama:llama3.2', '--ollama-dir', store, '--data-dir', dir);
+    expect(missing.stderr).toContain(`no Ollama model 'llama3.2:latest' in ${store}`);
+    expect((await kail({}, 'pull', 'Qwen/Repo', '--ollama-dir', store, '--data-dir', dir)).stderr).toMatch(/--ollama-dir goes with ollama:NAME/);
+  });
 });

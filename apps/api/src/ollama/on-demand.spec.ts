@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { writeTestModel } from '@kailstream/engine/testing';
-import { startHubEmulator } from '@kailstream/tools';
+import { startHubEmulator, writeOllamaStoreModel } from '@kailstream/tools';
 
 import { startTestStack, type TestStack } from '../test-stack';
 
@@ -267,11 +267,37 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     for (const m of ['styled2', 'styled']) expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: m }) })).status).toBe(200);
   }, 60_000);
 
+  it("pulls a model this machine's Ollama has (its store) by linking it in, with its system prompt and parameters", async () => {
+    const store = path.join(stack.dir, 'ollama-store');
+    writeOllamaStoreModel(store, 'jane/terse:2b', stack.files.tiny, { system: 'Be terse.', params: { num_predict: 3, temperature: 0 } });
+    process.env.OLLAMA_MODELS = store;
+    try {
+      const r = await fetch(`${stack.api.url}/api/pull`, { method: 'POST', body: JSON.stringify({ model: 'jane/terse:2b' }) });
+      const lines = (await r.text()).trim().split('\n').map((l) => JSON.parse(l));
+      expect(lines[0]).toEqual({ status: 'pulling manifest' });
+      expect(lines.at(-1)).toEqual({ status: 'success' });
+      expect(fs.statSync(`${stack.dir}/models/terse:2b.gguf`).ino).toBe(fs.statSync(path.join(store, 'blobs', lines[1].digest.replace(':', '-'))).ino);
+      // It answers to the name it was pulled by, with the Modelfile settings Ollama kept for it.
+      const show = await stack.post('/api/show', { model: 'jane/terse:2b' });
+      expect(show.body.system).toBe('Be terse.');
+      const answer = await stack.post('/api/chat', { model: 'jane/terse:2b', messages, stream: false });
+      expect([answer.status, answer.body.eval_count]).toEqual([200, 3]);
+      // Again: the same file, nothing to do.
+      expect((await stack.post('/api/pull', { model: 'jane/terse:2b', stream: false })).body).toEqual({ status: 'success' });
+      expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: 'terse:2b' }) })).status).toBe(200);
+      expect(fs.existsSync(path.join(store, 'blobs', lines[1].digest.replace(':', '-')))).toBe(true);
+    } finally {
+      delete process.env.OLLAMA_MODELS;
+    }
+  }, 60_000);
+
   it('pulls hf.co/USER/REPO:QUANT as `ollama pull` does, the model then answering to that name; other names are a 501', async () => {
     const gguf = fs.readFileSync(stack.files.tiny);
     const h = await startHubEmulator({ 'moe-Q8_0.gguf': gguf, 'moe-Q4_K_M.gguf': Buffer.from('not this one') });
     const before = process.env.HF_ENDPOINT;
     process.env.HF_ENDPOINT = h.url;
+    // (No Ollama store: the developer's own must not answer for these names.)
+    process.env.OLLAMA_MODELS = path.join(stack.dir, 'no-ollama');
     try {
       const r = await fetch(`${stack.api.url}/api/pull`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'hf.co/team/moe-GGUF:Q8_0' }) });
       expect(r.status).toBe(200);
@@ -297,7 +323,7 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
       expect(bad.body.error).toMatch(/no GGUF model file for 'IQ1_S'/);
       const registry = await stack.post('/api/pull', { model: 'llama3.2' });
       expect(registry.status).toBe(501);
-      expect(registry.body.error).toMatch(/'llama3.2' is not a Hugging Face model: KailStream pulls hf.co\/USER\/REPO\[:QUANT\] names/);
+      expect(registry.body.error).toMatch(/'llama3.2' is neither a Hugging Face model \(hf.co\/USER\/REPO\[:QUANT\], a GGUF repository\) nor a model of this machine's Ollama store/);
       // `ollama rm` by the pulled name removes the file and forgets the name.
       const del = await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'hf.co/team/moe-GGUF:Q8_0' }) });
       expect(del.status).toBe(200);
@@ -306,6 +332,7 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     } finally {
       if (before === undefined) delete process.env.HF_ENDPOINT;
       else process.env.HF_ENDPOINT = before;
+      delete process.env.OLLAMA_MODELS;
       h.close();
     }
   }, 120_000);

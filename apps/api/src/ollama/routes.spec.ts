@@ -206,7 +206,7 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
       ['/api/generate', { model: 'tiny', prompt: 'x', suffix: 'y', context: [1, 2] }, 400, /context cannot be combined with suffix/],
       ['/api/embed', { model: 'tiny', input: [] }, 400, /input must not be empty/],
       ['/api/show', {}, 400, /model is required/],
-      ['/api/pull', { model: 'llama3' }, 501, /no Ollama registry/],
+      ['/api/pull', { model: 'no-such-model-anywhere' }, 501, /nor a model of this machine's Ollama store .*; there is no Ollama registry/],
       ['/api/pull', {}, 400, /model is required/],
       ['/api/push', { model: 'x' }, 501, /no model registry/],
       ['/api/chat', '{"model": ', 400, /./],

@@ -21,6 +21,7 @@ import path from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, parseDurationMs, scheduler as spb } from '@kailstream/proto';
+import type { OllamaModel } from '@kailstream/tools';
 import { z } from 'zod';
 
 import { modelFileTime } from '../file-times';
@@ -849,10 +850,20 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     const parsed = PullRequest.safeParse(req.body ?? {});
     if (!parsed.success) return bad(reply, zodMessage(parsed.error));
     const name = (parsed.data.model ?? parsed.data.name)!;
-    if (!/^(hf\.co|huggingface\.co)\//i.test(name) || !tools().parseRepoRef(name))
-      return reply.code(501).send(ollamaError(`'${name}' is not a Hugging Face model: KailStream pulls hf.co/USER/REPO[:QUANT] names (a GGUF repository); there is no Ollama registry`));
+    // A model this machine's Ollama has downloaded (its store: $OLLAMA_MODELS, ~/.ollama/models)
+    // is linked in from there, not downloaded again.
+    const stores = tools().ollamaStoreDirs();
+    let local: OllamaModel | null = null;
+    try {
+      local = tools().parseOllamaName(name) ? tools().findOllamaModel(name, stores) : null;
+    } catch {
+      local = null;
+    }
+    if (!local && (!/^(hf\.co|huggingface\.co)\//i.test(name) || !tools().parseRepoRef(name)))
+      return reply.code(501).send(ollamaError(`'${name}' is neither a Hugging Face model (hf.co/USER/REPO[:QUANT], a GGUF repository) nor a model of this machine's Ollama store (${stores.join(', ')}); there is no Ollama registry`));
     if (!opts.modelsDir) return bad(reply, 'pulling needs a data directory (kail serve --data-dir)', 501);
     const modelsDir = opts.modelsDir;
+    if (local) return pullFromOllamaStore(reply, local, name, modelsDir, parsed.data.stream ?? true);
     const stream = parsed.data.stream ?? true;
     const lines: object[] = [];
     const say = (o: object) => {
@@ -894,6 +905,24 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     if (stream) reply.raw.end();
     return reply;
   });
+  /** /api/pull of a model of the Ollama store: linked into the models directory with its Modelfile settings (tools/src/models/ollama-store.ts). */
+  const pullFromOllamaStore = (reply: FastifyReply, m: OllamaModel, name: string, modelsDir: string, stream: boolean) => {
+    const id = tools().ollamaModelId(m.name);
+    const file = path.join(modelsDir, `${id}.gguf`);
+    const digest = `sha256:${path.basename(m.model).slice(7)}`;
+    const same = fs.existsSync(file) && fs.statSync(file).ino === fs.statSync(m.model).ino;
+    if (fs.existsSync(file) && !same) return bad(reply, `model '${id}' is already in the models directory as another file: delete it first (ollama rm ${id})`, 409);
+    try {
+      if (!same) tools().importOllamaModel(m, modelsDir, id);
+    } catch (e) {
+      return bad(reply, (e as Error).message, 500);
+    }
+    pulledNames.set(name, id);
+    const lines = [{ status: 'pulling manifest' }, { status: `using ollama's layer ${digest.slice(7, 19)}`, digest, total: m.size, completed: m.size }, { status: 'writing manifest' }, { status: 'success' }];
+    if (!stream) return { status: 'success' };
+    reply.header('content-type', 'application/x-ndjson');
+    return lines.map((l) => JSON.stringify(l)).join('\n') + '\n';
+  };
   app.all('/api/push', async (_req, reply) =>
     reply.code(501).send(ollamaError('/api/push is not supported: KailStream serves the GGUF files given to `kail serve -m` or put in its models directory (no model registry)')),
   );

@@ -119,13 +119,18 @@ const size = (n: number) =>
   n >= 1 << 30 ? `${(n / (1 << 30)).toFixed(2)} GiB` : n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`;
 const params = (n: number) => (n >= 1e9 ? `${(n / 1e9).toFixed(1)}B` : n >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : n ? String(n) : '-');
 
+/** Rows of cells as a table: each column as wide as its widest cell, two spaces between. */
+function alignRows(rows: string[][]): string {
+  const w = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(w[i]))).join('  ').trimEnd()).join('\n');
+}
+
 export function formatModelList(l: ModelList): string {
   if (!l.models.length) return `no models in ${l.modelsDir} (put GGUF files there; kail serve loads them when a request names them)`;
   const rows = [['NAME', 'ARCH', 'PARAMS', 'EXPERTS', 'CTX', 'SIZE', l.source === 'server' ? 'LOADED' : '']];
   for (const m of l.models)
     rows.push(m.error ? [m.id, 'unreadable', '', '', '', size(m.sizeBytes), m.error] : [m.id, m.architecture, params(m.parameters), m.experts, String(m.contextLength), size(m.sizeBytes), l.source === 'server' ? (m.loaded ? 'yes' : 'no') : '']);
-  const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(w[i]))).join('  ').trimEnd()).join('\n');
+  return alignRows(rows);
 }
 
 export function registerModels(program: Command): void {
@@ -135,7 +140,18 @@ export function registerModels(program: Command): void {
     .description("the models in the data directory's models/ (as ollama list): name, architecture, parameters, size; through the running server when there is one (then also whether each is loaded)")
     .option('--data-dir <dir>', 'data directory (default: $KAIL_DATA_DIR or ~/.kailstream)')
     .option('--json', 'print JSON')
-    .action(async (o: { dataDir?: string; json?: boolean }) => {
+    .option('--ollama', "list instead the models this machine's Ollama has downloaded, which kail pull ollama:NAME brings in without downloading them again")
+    .option('--ollama-dir <dir>', 'with --ollama: the Ollama store (default: $OLLAMA_MODELS, else ~/.ollama/models and /usr/share/ollama/.ollama/models)')
+    .action(async (o: { dataDir?: string; json?: boolean; ollama?: boolean; ollamaDir?: string }) => {
+      if (o.ollama || o.ollamaDir !== undefined) {
+        // eslint-disable-next-line @typescript-eslint/no-require-imports
+        const t = require('@kailstream/tools') as typeof import('@kailstream/tools');
+        const stores = o.ollamaDir !== undefined ? [o.ollamaDir] : t.ollamaStoreDirs();
+        const found = t.listOllamaModels(stores);
+        const text = found.length ? alignRows([['NAME', 'SIZE'], ...found.map((m) => [m.name, size(m.size)])]) + '\n(kail pull ollama:NAME brings one in)' : `no Ollama models in ${stores.join(' or ')}`;
+        process.stdout.write((o.json ? JSON.stringify(found, null, 2) : text) + '\n');
+        return;
+      }
       const l = await listModels(dataDir(o.dataDir));
       process.stdout.write((o.json ? JSON.stringify(l, null, 2) : formatModelList(l)) + '\n');
     });

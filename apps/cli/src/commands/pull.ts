@@ -82,18 +82,36 @@ export async function pullOrLocal(dir: string, ref: string, hfFile?: string, o: 
   }
 }
 
+/** `kail pull ollama:NAME[:TAG]`: a model an Ollama installation has, linked into the models directory (no download). */
+function importFromOllama(dir: string, name: string, o: { force?: boolean; json?: boolean; ollamaDir?: string; hfFile?: string; sha256?: string }): void {
+  if (o.hfFile !== undefined || o.sha256 !== undefined) throw new Error('--hf-file and --sha256 go with Hugging Face and URL sources, not ollama:NAME');
+  const t = tools();
+  const m = t.findOllamaModel(name, o.ollamaDir !== undefined ? [o.ollamaDir] : t.ollamaStoreDirs());
+  const r = t.importOllamaModel(m, modelsDirOf(dir), undefined, { force: o.force });
+  for (const n of r.notes) process.stderr.write(`note: ${n}\n`);
+  if (o.json) {
+    process.stdout.write(JSON.stringify({ source: `ollama:${m.name}`, ollamaBlob: m.model, path: r.path, id: r.id, linked: r.linked, bytes: m.size }) + '\n');
+    return;
+  }
+  process.stderr.write(`ollama:${m.name}: ${formatBytes(m.size)} ${r.linked ? 'linked' : 'copied'} from ${m.model}${m.system !== undefined || m.parameters ? ', with its system prompt and parameters' : ''}\n`);
+  process.stdout.write(`${r.path}\nkail run ${r.id} (a chat); kail serve loads it as '${r.id}'\n`);
+}
+
 export function registerPull(program: Command): void {
   program
     .command('pull')
-    .description("download a GGUF model into the data directory's models/ (what kail serve loads by name): USER/REPO[:QUANT] from Hugging Face as llama.cpp's -hf (or Ollama's hf.co/USER/REPO:QUANT), or the URL of a .gguf file")
-    .argument('<source>', 'USER/REPO[:QUANT] (e.g. Qwen/Qwen3-30B-A3B-GGUF:Q4_K_M), hf.co/USER/REPO:QUANT, or https://…/MODEL.gguf')
+    .description("download a GGUF model into the data directory's models/ (what kail serve loads by name): USER/REPO[:QUANT] from Hugging Face as llama.cpp's -hf (or Ollama's hf.co/USER/REPO:QUANT), the URL of a .gguf file, or ollama:NAME[:TAG], a model this machine's Ollama has already downloaded (linked, not downloaded again)")
+    .argument('<source>', 'USER/REPO[:QUANT] (e.g. Qwen/Qwen3-30B-A3B-GGUF:Q4_K_M), hf.co/USER/REPO:QUANT, https://…/MODEL.gguf, or ollama:NAME[:TAG] (e.g. ollama:qwen3:30b)')
     .option('--hf-file <file>', "that file of the repository instead of a pick by quantization (llama.cpp's -hff)")
     .option('--sha256 <hex>', 'with a URL: the SHA-256 the file must have (a repository lists its own)')
     .option('--force', 'download again files that are already there')
     .option('--hf-token <token>', "Hugging Face access token for gated or private repositories (llama.cpp's -hft; default $HF_TOKEN, which keeps it off the command line)")
     .option('--json', 'print the result as JSON')
     .option('--data-dir <dir>', 'data directory (the model goes into its models/)')
-    .action(async (source: string, o: { hfFile?: string; sha256?: string; force?: boolean; json?: boolean; dataDir?: string; hfToken?: string }) => {
+    .option('--ollama-dir <dir>', 'with ollama:NAME: the Ollama store to take it from (default: $OLLAMA_MODELS, else ~/.ollama/models and /usr/share/ollama/.ollama/models)')
+    .action(async (source: string, o: { hfFile?: string; sha256?: string; force?: boolean; json?: boolean; dataDir?: string; hfToken?: string; ollamaDir?: string }) => {
+      if (/^ollama:/i.test(source)) return importFromOllama(dataDir(o.dataDir), source.replace(/^ollama:(\/\/)?/i, ''), o);
+      if (o.ollamaDir !== undefined) throw new Error('--ollama-dir goes with ollama:NAME');
       if (o.hfToken !== undefined) process.env.HF_TOKEN = o.hfToken;
       if (o.sha256 !== undefined && !/^[0-9a-fA-F]{64}$/.test(o.sha256)) throw new Error(`--sha256 takes 64 hex digits, got '${o.sha256}'`);
       const isUrl = /^https?:\/\//i.test(source) && !tools().parseRepoRef(source);
