@@ -62,5 +62,17 @@ export function resolveModelArg(m: string, dataDirPath: string, o: { lenient?: b
   const first = names.filter((f) => f.startsWith(`${name}-00001-of-`) && /^\d{5}\.gguf$/i.test(f.slice(name.length + 10)));
   if (first.length === 1) return path.join(dir, first[0]);
   if (o.lenient) return m;
-  throw new Error(`model file not found: ${m} (nor ${name}.gguf in ${dir}: \`kail list\` shows the models there, \`kail pull\` downloads one)`);
+  throw new Error(`model file not found: ${m} (nor ${name}.gguf in ${dir}: \`kail list\` shows the models there, \`kail pull\` downloads one)${ollamaHint(m)}`);
+}
+
+/** "; this machine's Ollama has it: …" when an Ollama store holds a model of that name, else ''. */
+function ollamaHint(name: string): string {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const t = require('@kailstream/tools') as typeof import('@kailstream/tools');
+    const m = t.findOllamaModel(name);
+    return `; this machine's Ollama has '${m.name}': \`kail pull ollama:${name}\` links it in without downloading it`;
+  } catch {
+    return '';
+  }
 }

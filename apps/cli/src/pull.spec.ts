@@ -255,6 +255,9 @@ describe("kail pull ollama:NAME: a model this machine's Ollama has, brought in w
     writeOllamaStoreModel(store, 'tiny:2b', weights, { params: { temperature: 0.3 }, system: 'Be brief.' });
     const listed = await kail({}, 'list', '--ollama', '--ollama-dir', store);
     expect(listed.stdout).toMatch(/^NAME\s+SIZE\ntiny:2b\s+[\d.]+ MiB\n\(kail pull ollama:NAME brings one in\)\n$/);
+    // Not brought in yet: kail run says where it is.
+    const before = await kail({ OLLAMA_MODELS: store }, 'run', 'tiny:2b', '-p', 'Hi', '--data-dir', dir);
+    expect(before.stderr).toContain("this machine's Ollama has 'tiny:2b': `kail pull ollama:tiny:2b` links it in without downloading it");
     // (OLLAMA_MODELS names the store, as for Ollama itself.)
     const r = await kail({ OLLAMA_MODELS: store }, 'pull', 'ollama:tiny:2b', '--data-dir', dir);
     expect(r.stderr).toMatch(/^ollama:tiny:2b: [\d.]+ MiB linked from .*blobs\/sha256-[0-9a-f]{64}, with its system prompt and parameters$/m);
@@ -273,5 +276,5 @@ describe("kail pull ollama:NAME: a model this machine's Ollama has, brought in w
     const missing = await kail({}, 'pull', 'ollama:llama3.2', '--ollama-dir', store, '--data-dir', dir);
     expect(missing.stderr).toContain(`no Ollama model 'llama3.2:latest' in ${store}`);
     expect((await kail({}, 'pull', 'Qwen/Repo', '--ollama-dir', store, '--data-dir', dir)).stderr).toMatch(/--ollama-dir goes with ollama:NAME/);
-  });
+  }, 60_000);
 });
