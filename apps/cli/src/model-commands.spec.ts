@@ -101,6 +101,28 @@ describe('kail model commands', () => {
     expect(both.stderr).toMatch(/-p or -f, not both/);
   });
 
+  it("run --think (ollama run's) and --chat-template-kwargs (llama.cpp's) reach the template; a chat's /set nothink too", () => {
+    const t = path.join(dir, 'thinking.jinja');
+    fs.writeFileSync(t, "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if not enable_thinking %}<nothink>{% endif %}{% if reasoning_effort is defined %}<effort {{ reasoning_effort }}>{% endif %}<assistant>");
+    const prompt = (...flags: string[]) => {
+      const r = kail('run', '-m', model, '--chat', '-p', 'Hi', '-n', '1', '--json', '--chat-template-file', t, ...flags);
+      expect(r.stderr).not.toMatch(/error/);
+      return (JSON.parse(r.stdout) as { prompt_tokens: number[] }).prompt_tokens;
+    };
+    const plain = prompt();
+    const off = prompt('--think=false');
+    expect(off).not.toEqual(plain);
+    expect(prompt('--chat-template-kwargs', '{"enable_thinking": false}')).toEqual(off);
+    expect(prompt('--think')).toEqual(plain);
+    const high = prompt('--think', 'high');
+    expect(high.length).toBeGreaterThan(plain.length);
+    expect(prompt('--chat-template-kwargs', '{"reasoning_effort": "high"}')).toEqual(high);
+    const cnv = spawnSync(process.execPath, [KAIL, 'run', '-m', model, '-cnv', '-n', '1', '--json', '--chat-template-file', t], { encoding: 'utf8', timeout: 120_000, input: '/set nothink\nHi\n' });
+    expect((JSON.parse(cnv.stdout.trim()) as { prompt_tokens: number[] }).prompt_tokens).toEqual(off);
+    expect(kail('run', '-m', model, '--chat', '-p', 'Hi', '--think', 'maybe').stderr).toMatch(/--think takes true, false, high, medium or low, got 'maybe'/);
+    expect(kail('run', '-m', model, '-p', 'Hi', '--think=false').stderr).toMatch(/--think and --chat-template-kwargs go with --chat or --conversation/);
+  });
+
   it("run --chat-template / --chat-template-file (llama.cpp's) render the chat in place of the model's template; a broken one is an error", () => {
     const t = path.join(dir, 'plain.jinja');
     fs.writeFileSync(t, "{% for m in messages %}<<{{ m.role }}>> {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<<assistant>> {% endif %}");

@@ -73,11 +73,11 @@ describe("kail chat's requests", () => {
       const o = { url, model: 'm', maxTokens: 512, temperature: 0.7 };
       await streamChat(o, [], () => {});
       await streamChat(o, [], () => {}, undefined, undefined, { temperature: 0, top_k: 5, stop: ['END'], num_predict: 9, repeat_penalty: 1.2, seed: 3 });
-      await streamChat(o, [], () => {}, undefined, undefined, { num_predict: -1 });
+      await streamChat(o, [], () => {}, undefined, undefined, { num_predict: -1, think: false });
       expect(bodies.map(({ messages: _m, model: _n, stream: _s, ...rest }) => rest)).toEqual([
         { max_tokens: 512, temperature: 0.7 },
         { max_tokens: 9, temperature: 0, top_k: 5, stop: ['END'], repeat_penalty: 1.2, seed: 3 },
-        { temperature: 0.7 },
+        { temperature: 0.7, chat_template_kwargs: { enable_thinking: false } },
       ]);
     } finally {
       s.close();
@@ -152,6 +152,7 @@ describe('the chat loop', () => {
         '/set parameter num_ctx 8192',
         '/set parameter nope 1',
         '/set system Be brief.',
+        '/set nothink',
         '/show parameters',
         '/show system',
         '/etc/hosts?',
@@ -166,7 +167,7 @@ describe('the chat loop', () => {
     expect(failures).toBe(0);
     expect(calls.map((c) => c.messages)).toEqual([['system:S', 'user:one'], ['system:Be brief.', 'user:one', 'assistant:ok', 'user:two'], ['user:three']]);
     expect(calls[0].settings).toEqual({});
-    expect(calls[1].settings).toEqual({ temperature: 0.25, stop: ['END', '###'], num_predict: 7 });
+    expect(calls[1].settings).toEqual({ temperature: 0.25, stop: ['END', '###'], num_predict: 7, think: false });
     expect(calls[2].settings).toEqual(calls[1].settings);
     expect(e).toContain("Set parameter 'temperature' to '0.25'");
     expect(e).toContain('top_k takes an integer, got "many"');

@@ -42,8 +42,9 @@ export async function streamChat(
   onReasoning?: (t: string) => void,
   settings: ChatSettings = {},
 ): Promise<string> {
-  const { num_predict: n, ...sampling } = settings;
+  const { num_predict: n, think, ...sampling } = settings;
   const maxTokens = n === undefined ? o.maxTokens : n < 0 ? undefined : n;
+  if (think !== undefined) Object.assign(sampling, { chat_template_kwargs: { enable_thinking: think } });
   const r = await apiFetch(o, '/v1/chat/completions', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -93,13 +94,17 @@ export type ChatReply = (messages: Msg[], onText: (t: string) => void, signal: A
 export const SESSION_PARAMS = ['temperature', 'top_k', 'top_p', 'min_p', 'seed', 'num_predict', 'stop', 'repeat_penalty', 'repeat_last_n', 'presence_penalty', 'frequency_penalty'] as const;
 
 /** What `/set parameter` changed in a chat session, by Ollama's names (each over the command's own settings). */
-export type ChatSettings = { [K in (typeof SESSION_PARAMS)[number]]?: K extends 'stop' ? string[] : number };
+export type ChatSettings = { [K in (typeof SESSION_PARAMS)[number]]?: K extends 'stop' ? string[] : number } & {
+  /** /set think, /set nothink: a thinking model thinks before it answers, or not (the template's enable_thinking). */
+  think?: boolean;
+};
 
 const HELP = [
   'Commands:',
   '  /set parameter NAME VALUE   set a sampling parameter for the next answers (/set parameter stop A B sets the stop texts)',
   `                              (${SESSION_PARAMS.join(', ')})`,
   '  /set system TEXT            set the system message (empty: none)',
+  '  /set think | nothink        a thinking model thinks before it answers, or not',
   '  /show parameters | system   what is set',
   '  /clear                      clear the conversation (/reset)',
   '  /bye                        end (/exit, Ctrl-D)',
@@ -252,12 +257,16 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
       }
       return say(`Set parameter '${key}' to '${words.join(', ')}'`);
     }
+    if (cmd === '/set' && (sub === 'think' || sub === 'nothink')) {
+      settings.think = sub === 'think';
+      return say(sub === 'think' ? 'Set thinking on.' : 'Set thinking off.');
+    }
     if (cmd === '/show' && sub === 'system') return say(system ?? 'No system message was specified.');
     if (cmd === '/show' && sub === 'parameters') {
       const set = Object.entries(settings);
       return say(set.length ? set.map(([k, v]) => `${k.padEnd(20)}${Array.isArray(v) ? v.map((x) => JSON.stringify(x)).join(' ') : String(v)}`).join('\n') : "No parameters were set in this chat (the command's own apply).");
     }
-    if (cmd === '/set' || cmd === '/show') return say(`usage: ${cmd === '/set' ? '/set parameter NAME VALUE, /set system TEXT' : '/show parameters, /show system'}`);
+    if (cmd === '/set' || cmd === '/show') return say(`usage: ${cmd === '/set' ? '/set parameter NAME VALUE, /set system TEXT, /set think, /set nothink' : '/show parameters, /show system'}`);
     say(`unknown command '${cmd}': /? lists the commands`);
   };
   // (Lines that arrive during the first turn wait in the iterator.)

@@ -4,7 +4,7 @@
 // only the new message (and whatever the template rewrote) is computed.
 import { Writable } from 'node:stream';
 
-import { ChatTemplate, generate, type EngineModel, type GenerateOptions, type GenerateResult, type SamplerParams } from '@kailstream/engine/core';
+import { ChatTemplate, generate, type ChatTemplateRenderOptions, type EngineModel, type GenerateOptions, type GenerateResult, type SamplerParams } from '@kailstream/engine/core';
 
 import { chatLoop, type ChatReply, type ChatSettings } from './chat';
 
@@ -14,6 +14,8 @@ export interface ConversationOptions {
   sampling: SamplerParams;
   /** Speculation, a grammar, a JSON schema, context shift, stop strings: as for a single prompt. */
   generate: Pick<GenerateOptions, 'speculative' | 'grammar' | 'jsonSchema' | 'contextShift' | 'stop'>;
+  /** How the template renders (thinking on or off, --chat-template-kwargs); /set think and /set nothink override enableThinking. */
+  render?: Omit<ChatTemplateRenderOptions, 'addGenerationPrompt' | 'tools'>;
 }
 
 export interface ConversationTotals {
@@ -49,7 +51,10 @@ export function conversationReply(
   // What sequence 0's cache holds: the last turn's prompt and answer.
   let held: number[] = [];
   const reply: ChatReply = async (messages, onText, signal, _onReasoning, set = {}) => {
-    const text = template.render(messages.map((m) => ({ role: m.role, content: m.content })), { addGenerationPrompt: true });
+    const text = template.render(
+      messages.map((m) => ({ role: m.role, content: m.content })),
+      { ...o.render, addGenerationPrompt: true, ...(set.think !== undefined ? { enableThinking: set.think } : {}) },
+    );
     // The template writes BOS itself where the model wants it.
     const prompt = model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
     if (prompt.length >= model.nCtx)

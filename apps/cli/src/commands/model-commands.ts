@@ -21,6 +21,7 @@ import {
   multipleChoiceScore,
   parseHellaswag,
   parseRopeFlags,
+  parseChatTemplateKwargsFlag,
   readChatTemplateFlags,
   ROPE_FLAGS,
   perplexityStrided,
@@ -494,6 +495,8 @@ interface RunOpts extends SamplerOpts {
   reversePrompt: string[];
   chatTemplate?: string;
   chatTemplateFile?: string;
+  chatTemplateKwargs?: string;
+  think?: string | boolean;
   temp: number;
   seed?: number;
   topK: number;
@@ -568,6 +571,27 @@ function planLines(file: string, p: ResidencyPlan): string[] {
   return lines;
 }
 
+/**
+ * The template options of `--think [level]` (ollama run's) and `--chat-template-kwargs` (llama.cpp's):
+ * thinking on or off (enable_thinking), or a reasoning effort (gpt-oss's reasoning_effort); the
+ * kwargs are the other variables.
+ */
+export function thinkRender(think: string | boolean | undefined, kwargs: string | undefined): { enableThinking?: boolean; variables?: Record<string, unknown> } {
+  const variables: Record<string, unknown> = kwargs !== undefined ? parseChatTemplateKwargsFlag(kwargs) : {};
+  const out: { enableThinking?: boolean; variables?: Record<string, unknown> } = {};
+  if (think !== undefined) {
+    const v = String(think).toLowerCase();
+    if (v === 'true') out.enableThinking = true;
+    else if (v === 'false') out.enableThinking = false;
+    else if (['high', 'medium', 'low'].includes(v)) {
+      out.enableThinking = true;
+      variables.reasoning_effort ??= v;
+    } else throw new Error(`--think takes true, false, high, medium or low, got '${think}'`);
+  }
+  if (Object.keys(variables).length) out.variables = variables;
+  return out;
+}
+
 export function registerModelCommands(program: Command): void {
   const run = program
     .command('run')
@@ -591,6 +615,8 @@ export function registerModelCommands(program: Command): void {
     .option('--system-prompt-file <file>', 'the system message from a file (also -sysf)')
     .option('--chat-template <jinja>', "with --chat or --conversation: a chat template in place of the model's (llama.cpp's): Jinja source, or chatml")
     .option('--chat-template-file <file>', "with --chat or --conversation: a chat template from a file in place of the model's")
+    .option('--chat-template-kwargs <json>', 'with --chat or --conversation: more chat template variables, a JSON object (llama.cpp\'s), e.g. \'{"enable_thinking": false}\'')
+    .option('--think [level]', "with --chat or --conversation: a thinking model thinks before it answers (ollama run's --think): true, false (--think=false), or high, medium, low (its reasoning effort); default: the template's own")
     .option('-r, --reverse-prompt <text>', "stop once the output writes this text, and print it (llama-cli's; repeatable); in --conversation it ends the answer", collectText, [])
     .option('-e, --escape', "process escapes (\\n, \\t, \\xHH …) in the prompt, the reverse prompts and DRY's sequence breakers, as llama.cpp does (the default)")
     .option('--no-escape', 'take the prompt and reverse prompts as written')
@@ -645,6 +671,8 @@ export function registerModelCommands(program: Command): void {
     const systemPrompt = o.systemPromptFile !== undefined ? readTextFile(o.systemPromptFile, '--system-prompt-file').replace(/\n$/, '') : o.systemPrompt;
     if (systemPrompt !== undefined && !o.chat && !o.conversation) throw new Error('--system-prompt goes with --chat or --conversation');
     const templateOverride = readChatTemplateFlags(o.chatTemplate, o.chatTemplateFile);
+    const render = thinkRender(o.think, o.chatTemplateKwargs);
+    if (Object.keys(render).length && !o.chat && !o.conversation) throw new Error('--think and --chat-template-kwargs go with --chat or --conversation');
     if (templateOverride !== undefined && !o.chat && !o.conversation) throw new Error('--chat-template goes with --chat or --conversation');
     const reverse = o.reversePrompt.map(esc);
     if (reverse.some((t) => !t)) throw new Error('--reverse-prompt takes a non-empty text');
@@ -695,11 +723,11 @@ export function registerModelCommands(program: Command): void {
       }
       const options = { speculative: sp.spec ?? undefined, grammar, jsonSchema, contextShift: o.contextShift ? { keep: o.keep ?? 0 } : undefined, stop: reverse.length ? reverse : undefined };
       if (o.conversation)
-        return await runConversation(model, { nPredict, sampling, generate: options }, { json: o.json, systemPrompt, first: promptGiven || o.file !== undefined ? userText : undefined, name: path.basename(modelPath), template: templateOverride });
+        return await runConversation(model, { nPredict, sampling, generate: options, render }, { json: o.json, systemPrompt, first: promptGiven || o.file !== undefined ? userText : undefined, name: path.basename(modelPath), template: templateOverride });
       let text = userText;
       if (o.chat) {
         const messages = [...(systemPrompt !== undefined ? [{ role: 'system' as const, content: systemPrompt }] : []), { role: 'user' as const, content: text }];
-        text = ChatTemplate.fromTokenizer(model.tokenizer, { override: templateOverride }).render(messages, { addGenerationPrompt: true });
+        text = ChatTemplate.fromTokenizer(model.tokenizer, { override: templateOverride }).render(messages, { ...render, addGenerationPrompt: true });
       }
       // (A chat template writes BOS itself where the model wants it.)
       const prompt = model.tokenizer.tokenize(text, { addSpecial: !o.chat, parseSpecial: !!o.chat });
