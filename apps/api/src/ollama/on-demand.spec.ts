@@ -284,7 +284,16 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
       expect([answer.status, answer.body.eval_count]).toEqual([200, 3]);
       // Again: the same file, nothing to do.
       expect((await stack.post('/api/pull', { model: 'jane/terse:2b', stream: false })).body).toEqual({ status: 'success' });
-      expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: 'terse:2b' }) })).status).toBe(200);
+      // `ollama create` FROM a model only the Ollama store has: linked in first, its settings under the request's.
+      writeOllamaStoreModel(store, 'plain:1b', stack.files.tiny, { params: { num_predict: 2 } });
+      const made = await fetch(`${stack.api.url}/api/create`, { method: 'POST', body: JSON.stringify({ model: 'mine:v2', from: 'plain:1b', system: 'Mine.' }) });
+      expect((await made.text()).trim().split('\n').map((l) => JSON.parse(l).status)).toEqual(["using ollama's model plain:1b", 'using existing model plain:1b', 'writing manifest', 'success']);
+      const mine = await stack.post('/api/show', { model: 'mine:v2' });
+      expect([mine.body.system, mine.body.parameters]).toEqual(['Mine.', expect.stringMatching(/num_predict\s+2/)]);
+      expect(fs.existsSync(`${stack.dir}/models/plain:1b.gguf`)).toBe(true);
+      const streamed = await fetch(`${stack.api.url}/api/create`, { method: 'POST', body: JSON.stringify({ model: 'mine:v3', from: 'plain:1b' }) });
+      expect(await streamed.text()).not.toContain("using ollama's model");
+      for (const m of ['terse:2b', 'mine:v2', 'mine:v3', 'plain:1b']) expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: m }) })).status).toBe(200);
       expect(fs.existsSync(path.join(store, 'blobs', lines[1].digest.replace(':', '-')))).toBe(true);
     } finally {
       delete process.env.OLLAMA_MODELS;

@@ -772,7 +772,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
       if (!blobs.has(hex)) return bad(reply, `blob sha256:${hex} is not on the server: upload it with POST /api/blobs/sha256:${hex}`);
       blob = blobs.path(hex);
     }
-    const from = b.from ? untag(b.from) : id;
+    const fromName = b.from ? untag(b.from) : id;
     // ADAPTER lines: uploaded GGUF LoRA blobs the new model loads with (the engine checks each).
     const lora: { path: string; scale: number }[] = [];
     for (const [name, digest] of Object.entries(b.adapters ?? {})) {
@@ -782,7 +782,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
       if (!blobs.has(hex)) return bad(reply, `blob sha256:${hex} is not on the server: upload it with POST /api/blobs/sha256:${hex}`);
       lora.push({ path: blobs.path(hex), scale: 1 });
     }
-    if (lora.length && !blob && from === id) return bad(reply, 'adapters need from (another model) or files: the new model is a copy that loads them');
+    if (lora.length && !blob && fromName === id) return bad(reply, 'adapters need from (another model) or files: the new model is a copy that loads them');
     // `-q TYPE`: the uploaded file is quantized on a worker thread (the API keeps answering).
     let quantize: { name: string } | null = null;
     if (b.quantize) {
@@ -806,6 +806,17 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         }
       };
       const status: string[] = [];
+      // FROM a model named as it was pulled, or one this machine's Ollama has (linked in first).
+      let from = fromName;
+      if (b.from && !blob) {
+        const pulled = pulledNames.idFor(b.from);
+        const local = pulled ? null : await modelOfOllamaStore(s, b.from);
+        if (pulled) from = pulled;
+        else if (local) {
+          from = local.id;
+          status.push(`using ollama's model ${local.ollama}`);
+        }
+      }
       if (blob && quantize) {
         status.push(`using existing layer sha256:${blobDigest(ggufs[0][1])}`, `quantizing model to ${quantize.name}`);
         // (Beside the blobs, on the same file system: the engine links it into its models directory.)
@@ -905,6 +916,23 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     if (stream) reply.raw.end();
     return reply;
   });
+  /**
+   * A model that is neither served nor in the models directory, found in this machine's Ollama
+   * store and linked in (as /api/pull does), for create's `from`; null when the store has none.
+   */
+  const modelOfOllamaStore = async (s: spb.SchedulerServiceClient, name: string): Promise<{ id: string; ollama: string } | null> => {
+    if (!opts.modelsDir || fs.existsSync(path.join(opts.modelsDir, `${untag(name)}.gguf`)) || byName(await servedModels(s), name)) return null;
+    let m: OllamaModel;
+    try {
+      m = tools().findOllamaModel(name, tools().ollamaStoreDirs());
+    } catch {
+      return null;
+    }
+    const id = tools().ollamaModelId(m.name);
+    if (!fs.existsSync(path.join(opts.modelsDir, `${id}.gguf`))) tools().importOllamaModel(m, opts.modelsDir, id);
+    pulledNames.set(name, id);
+    return { id, ollama: m.name };
+  };
   /** /api/pull of a model of the Ollama store: linked into the models directory with its Modelfile settings (tools/src/models/ollama-store.ts). */
   const pullFromOllamaStore = (reply: FastifyReply, m: OllamaModel, name: string, modelsDir: string, stream: boolean) => {
     const id = tools().ollamaModelId(m.name);
