@@ -52,7 +52,10 @@ export function apiUrlOf(dir: string): string | undefined {
   return s && isAlive(s.pid) ? (s.services.api?.local ?? s.services.api?.address) : undefined;
 }
 
-/** The API a client command talks to: --url, else the server running on the data directory, else llama-server's default address. */
-export function apiBaseUrl(url: string | undefined, dir: string): string {
-  return (url ?? apiUrlOf(dir) ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+/**
+ * The API a client command talks to: --url, else $KAIL_API_URL (as the console reads it; a server
+ * on another machine), else the server running on the data directory, else llama-server's default address.
+ */
+export function apiBaseUrl(url: string | undefined, dir: string, env: NodeJS.ProcessEnv = process.env): string {
+  return (url ?? (env.KAIL_API_URL || undefined) ?? apiUrlOf(dir) ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
 }

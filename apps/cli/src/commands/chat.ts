@@ -308,7 +308,7 @@ export function registerChat(program: Command): void {
   program
     .command('chat')
     .description('chat with a served model through the API (streaming); reads stdin line by line when it is not a terminal')
-    .option('--url <url>', 'API base URL (default: the server running on the data directory, else http://127.0.0.1:8080)')
+    .option('--url <url>', 'API base URL (default: $KAIL_API_URL, else the server running on the data directory, else http://127.0.0.1:8080)')
     .option('--api-key <key>', 'API key (default: $KAIL_API_KEY)')
     .option('-m, --model <id>', 'model id (default: the first the API lists)')
     .option('--system <text>', 'system message')

@@ -341,7 +341,7 @@ export function registerCreate(program: Command): void {
     )
     .option('-f, --file <modelfile>', 'the Modelfile (default: ./Modelfile)')
     .option('-q, --quantize <type>', 'quantize the FROM file (F32, F16 or BF16 GGUF) to TYPE as it is imported (Q4_K_M, Q8_0, …)')
-    .option('--url <url>', 'API base URL (default: the server running on the data directory, else http://127.0.0.1:8080)')
+    .option('--url <url>', 'API base URL (default: $KAIL_API_URL, else the server running on the data directory, else http://127.0.0.1:8080)')
     .option('--api-key <key>', 'API key (default: $KAIL_API_KEY)')
     .option('--data-dir <dir>', 'data directory (to find the running server)')
     .action(async (name: string, o: CreateCliOpts) => {

@@ -85,7 +85,7 @@ export function registerShow(program: Command): void {
     .option('--license', 'print its license')
     .option('-v, --verbose', 'also every metadata row and the whole license')
     .option('--json', "print the API's answer as JSON")
-    .option('--url <url>', 'API base URL (default: the server running on the data directory, else http://127.0.0.1:8080)')
+    .option('--url <url>', 'API base URL (default: $KAIL_API_URL, else the server running on the data directory, else http://127.0.0.1:8080)')
     .option('--api-key <key>', 'API key (default: $KAIL_API_KEY)')
     .option('--data-dir <dir>', 'data directory (to find the running server)')
     .action(async (name: string, o: ShowCliOpts) => {
