@@ -43,9 +43,12 @@ struct type_table {
         t[KAIL_TYPE_F64]     = make("F64", 1, 8, false);
         t[KAIL_TYPE_IQ1_M]   = make("IQ1_M", 256, 56, true);
         t[KAIL_TYPE_BF16]    = make("BF16", 1, 2, true);
-        t[KAIL_TYPE_TQ1_0]   = make("TQ1_0", 256, 54, false);
-        t[KAIL_TYPE_TQ2_0]   = make("TQ2_0", 256, 66, false);
+        t[KAIL_TYPE_TQ1_0]   = make("TQ1_0", 256, 54, true);
+        t[KAIL_TYPE_TQ2_0]   = make("TQ2_0", 256, 66, true);
         t[KAIL_TYPE_MXFP4]   = make("MXFP4", 32, 17, true);
+        t[KAIL_TYPE_NVFP4]   = make("NVFP4", 64, 36, true);
+        t[KAIL_TYPE_Q1_0]    = make("Q1_0", 128, 18, true);
+        t[KAIL_TYPE_Q2_0]    = make("Q2_0", 64, 18, true);
     }
 };
 

@@ -218,7 +218,8 @@ const uint32_t kTypes[] = {KAIL_TYPE_F32, KAIL_TYPE_F16, KAIL_TYPE_BF16, KAIL_TY
                            KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K, KAIL_TYPE_Q3_K,
                            KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_IQ4_NL, KAIL_TYPE_IQ4_XS,
                            KAIL_TYPE_IQ2_XXS, KAIL_TYPE_IQ2_XS, KAIL_TYPE_IQ2_S, KAIL_TYPE_IQ3_XXS, KAIL_TYPE_IQ3_S,
-                           KAIL_TYPE_IQ1_S, KAIL_TYPE_IQ1_M, KAIL_TYPE_MXFP4};
+                           KAIL_TYPE_IQ1_S, KAIL_TYPE_IQ1_M, KAIL_TYPE_MXFP4, KAIL_TYPE_NVFP4, KAIL_TYPE_Q1_0,
+                           KAIL_TYPE_Q2_0, KAIL_TYPE_TQ1_0, KAIL_TYPE_TQ2_0};
 
 void test_matmul() {
     threadpool p2(2), p3(3);
@@ -227,14 +228,16 @@ void test_matmul() {
     for (uint32_t type : kTypes) {
         const int64_t bs = type_traits_get(type)->block_size;
         const bool kq = bs == 256;
+        // (NVFP4 and Q2_0 have 64-value blocks, Q1_0 128: 5 blocks of those.)
+        const int64_t cols = kq ? 512 : bs > 32 ? 5 * bs : 320;
         for (int64_t n : {1, 3, 17, 64}) {
             for (int p = 0; p < 3; p++) {
-                // cols: several whole 128-element groups, and (non-K types) a ragged tail.
-                check_matmul(type, 67, kq ? 512 : 320, n, pools[p], names[p]);
-                if (!kq && n != 64) check_matmul(type, 9, bs == 1 ? 77 : 96, n, pools[p], names[p]);
+                // cols: several whole 128-element groups, and (32-value blocks) a ragged tail.
+                check_matmul(type, 67, cols, n, pools[p], names[p]);
+                if (bs <= 32 && n != 64) check_matmul(type, 9, bs == 1 ? 77 : 96, n, pools[p], names[p]);
             }
         }
-        check_matmul(type, 1, kq ? 256 : 32, 1, nullptr, "single row");
+        check_matmul(type, 1, kq ? 256 : std::max<int64_t>(bs, 32), 1, nullptr, "single row");
         // Rows long enough for prefill to cut them into chunks (summed across chunks).
         check_matmul(type, 9, 6400, 17, &p2, "long rows");
         // Matrix x vector big enough to be split across threads.
@@ -248,9 +251,9 @@ void test_matmul() {
     catch (const kail::error & e) { threw = e.code() == KAIL_E_INVALID_ARG; }
     CHECK(threw, "cols not a multiple of 32 -> KAIL_E_INVALID_ARG");
     threw = false;
-    try { matmul(KAIL_TYPE_TQ1_0, w.data(), 54, 4, 256, x.data(), 0, 1, y.data(), 0, nullptr); }
+    try { matmul(KAIL_TYPE_Q8_K, w.data(), 292, 4, 256, x.data(), 0, 1, y.data(), 0, nullptr); }
     catch (const kail::error & e) { threw = e.code() == KAIL_E_UNSUPPORTED; }
-    CHECK(threw, "TQ1_0 -> KAIL_E_UNSUPPORTED");
+    CHECK(threw, "Q8_K (an activation type, no dot as a weight) -> KAIL_E_UNSUPPORTED");
     threw = false;
     try { matmul(KAIL_TYPE_Q4_0, w.data(), 10, 4, 64, x.data(), 256, 1, y.data(), 16, nullptr); }
     catch (const kail::error & e) { threw = e.code() == KAIL_E_INVALID_ARG; }

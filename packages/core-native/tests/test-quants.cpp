@@ -92,7 +92,8 @@ const uint32_t kWeightTypes[] = {KAIL_TYPE_F32, KAIL_TYPE_F16, KAIL_TYPE_BF16, K
                                  KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K, KAIL_TYPE_Q3_K,
                                  KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_IQ4_NL, KAIL_TYPE_IQ4_XS,
                                  KAIL_TYPE_IQ2_XXS, KAIL_TYPE_IQ2_XS, KAIL_TYPE_IQ2_S, KAIL_TYPE_IQ3_XXS, KAIL_TYPE_IQ3_S,
-                                 KAIL_TYPE_IQ1_S, KAIL_TYPE_IQ1_M, KAIL_TYPE_MXFP4};
+                                 KAIL_TYPE_IQ1_S, KAIL_TYPE_IQ1_M, KAIL_TYPE_MXFP4, KAIL_TYPE_NVFP4, KAIL_TYPE_Q1_0,
+                                 KAIL_TYPE_Q2_0, KAIL_TYPE_TQ1_0, KAIL_TYPE_TQ2_0};
 
 // ---------------------------------------------------------------- fp16 / bf16
 
@@ -184,6 +185,13 @@ const golden_q kGoldenQuant[] = {
     {12, 0x3084d8b3c8867a26ull, 0x85e46223dd440d35ull},  // Q4_K
     {13, 0xbe1a7f30516fd140ull, 0x5efc172f198fdbb9ull},  // Q5_K
     {14, 0xd8ea84a26ed4f365ull, 0xa361a69cb25e742dull},  // Q6_K
+    // The same program on ggml's ternary, NVFP4 and Q1_0/Q2_0 types (their ggml_quantize_chunk is
+    // the reference quantizer, imatrix or not).
+    {34, 0xeff433a95b7dca98ull, 0x1b43089449806f34ull},  // TQ1_0
+    {35, 0xf8217badba408f91ull, 0x1b43089449806f34ull},  // TQ2_0
+    {40, 0x2e958c71f301b560ull, 0x8321868627cf3706ull},  // NVFP4
+    {41, 0xf9222f83b077d045ull, 0xe585f3c56e79be83ull},  // Q1_0
+    {42, 0x3b87de61807abc92ull, 0x8d25919e452a5a7cull},  // Q2_0
 };
 struct golden_a { uint32_t type; uint64_t hash; };
 const golden_a kGoldenAct[] = {
@@ -197,6 +205,13 @@ struct golden_d { uint32_t type; double value; };
 const golden_d kGoldenDot[] = {
     {0, 27257.0703}, {1, 27254.9219}, {30, 27493.418}, {2, 26679.1191}, {3, 24514.5977}, {6, 25765.0215}, {7, 28386.9688},
     {8, 27152.1367}, {10, 28677.0605}, {11, 33630.418}, {12, 22220.4375}, {13, 25845.6719}, {14, 26128.7305},
+    // (zen4 build; TQ1_0 and TQ2_0 quantize this input to the same values)
+    {34, 20419.4688}, {35, 20419.4688}, {40, 27013.7051}, {41, -19428.4277}, {42, 24116.6699},
+};
+// ggml_vec_dot_*_generic (the same program on libggml-cpu-x64.so, whose x86 files fall back to the
+// generic C for these types): the scalar level evaluates the same expressions, so the same float.
+const golden_d kGoldenDotGeneric[] = {
+    {34, 20419.4609}, {35, 20419.4609}, {40, 27013.6992}, {41, -19428.4258}, {42, 24116.668},
 };
 
 void test_golden() {
@@ -239,6 +254,18 @@ void test_golden() {
                   L.name.c_str(), type_name(g.type), out, g.value);
         }
     }
+    for (const golden_d & g : kGoldenDotGeneric) {
+        std::vector<uint8_t> q(row_size(g.type, N));
+        quantize_row(g.type, w.data(), q.data(), N);
+        const uint32_t vd = kernels_scalar().w[g.type].vd_type;
+        std::vector<uint8_t> a(row_size(vd, N));
+        kernels_scalar().from_float[vd](x.data(), a.data(), N);
+        const uint8_t * ap = a.data();
+        float out = 0, *outp = &out;
+        kernels_scalar().w[g.type].gemm(N, q.data(), 0, 1, &ap, 1, &outp);
+        // printed with 9 significant digits: the float nearest the printed value.
+        CHECK(out == static_cast<float>(g.value), "scalar %s vec_dot %.9g vs ggml generic %.9g", type_name(g.type), out, g.value);
+    }
 }
 
 // ---------------------------------------------------------------- round trips
@@ -260,6 +287,10 @@ void test_round_trip() {
         {KAIL_TYPE_IQ3_XXS, 0.0050f}, {KAIL_TYPE_IQ3_S, 0.0050f}, {KAIL_TYPE_IQ1_S, 0.01f}, {KAIL_TYPE_IQ1_M, 0.01f},
         // FP4 levels under a power-of-two scale: about Q3_K's bound.
         {KAIL_TYPE_MXFP4, 0.0040f},
+        // ggml's test-quantize-fns bounds: FP4 under E4M3 scales per 16 values 0.003, the ternary
+        // types and Q2_0 0.01, sign-only Q1_0 0.025.
+        {KAIL_TYPE_NVFP4, 0.0030f}, {KAIL_TYPE_TQ1_0, 0.01f}, {KAIL_TYPE_TQ2_0, 0.01f}, {KAIL_TYPE_Q2_0, 0.01f},
+        {KAIL_TYPE_Q1_0, 0.025f},
     };
     for (auto & c : cases) {
         std::vector<uint8_t> q(row_size(c.t, N));
@@ -284,7 +315,8 @@ void test_round_trip() {
     for (uint32_t t : {KAIL_TYPE_Q4_0, KAIL_TYPE_Q4_1, KAIL_TYPE_Q5_0, KAIL_TYPE_Q5_1, KAIL_TYPE_Q8_0, KAIL_TYPE_Q2_K,
                        KAIL_TYPE_Q3_K, KAIL_TYPE_Q4_K, KAIL_TYPE_Q5_K, KAIL_TYPE_Q6_K, KAIL_TYPE_Q8_K, KAIL_TYPE_IQ4_NL,
                        KAIL_TYPE_IQ4_XS, KAIL_TYPE_IQ2_XXS, KAIL_TYPE_IQ2_XS, KAIL_TYPE_IQ2_S, KAIL_TYPE_IQ3_XXS,
-                       KAIL_TYPE_IQ3_S, KAIL_TYPE_MXFP4}) {
+                       KAIL_TYPE_IQ3_S, KAIL_TYPE_MXFP4, KAIL_TYPE_NVFP4, KAIL_TYPE_Q1_0, KAIL_TYPE_Q2_0,
+                       KAIL_TYPE_TQ1_0, KAIL_TYPE_TQ2_0}) {
         std::vector<float> z(512, 0.f), y(512, 1.f);
         std::vector<uint8_t> q(row_size(t, 512));
         quantize_row(t, z.data(), q.data(), 512);
@@ -299,9 +331,9 @@ void test_round_trip() {
     catch (const kail::error & e) { threw = e.code() == KAIL_E_INVALID_ARG; }
     CHECK(threw, "quantize_row with a partial block must throw KAIL_E_INVALID_ARG");
     threw = false;
-    try { float f[256]; uint8_t q[64]; dequantize_row(KAIL_TYPE_TQ1_0, q, f, 256); }
+    try { float f[256]; uint8_t q[256]; dequantize_row(KAIL_TYPE_I8, q, f, 256); }
     catch (const kail::error & e) { threw = e.code() == KAIL_E_UNSUPPORTED; }
-    CHECK(threw, "dequantize_row of TQ1_0 must throw KAIL_E_UNSUPPORTED");
+    CHECK(threw, "dequantize_row of I8 must throw KAIL_E_UNSUPPORTED");
 }
 
 // ---------------------------------------------------------------- dot products
@@ -484,6 +516,9 @@ void test_levels_agree() {
     CHECK(std::fabs(d - 64.f) < 0.5f, "public vec_dot %g", d);
     CHECK(vec_dot_type(KAIL_TYPE_Q4_K) == KAIL_TYPE_Q8_K && vec_dot_type(KAIL_TYPE_Q5_1) == KAIL_TYPE_Q8_1 &&
               vec_dot_type(KAIL_TYPE_BF16) == KAIL_TYPE_BF16, "vec_dot_type table");
+    CHECK(vec_dot_type(KAIL_TYPE_TQ1_0) == KAIL_TYPE_Q8_K && vec_dot_type(KAIL_TYPE_TQ2_0) == KAIL_TYPE_Q8_K &&
+              vec_dot_type(KAIL_TYPE_NVFP4) == KAIL_TYPE_Q8_0 && vec_dot_type(KAIL_TYPE_Q1_0) == KAIL_TYPE_Q8_0 &&
+              vec_dot_type(KAIL_TYPE_Q2_0) == KAIL_TYPE_Q8_0, "vec_dot_type of the ternary / NVFP4 / Q1_0 / Q2_0 types (ggml-cpu's)");
 }
 
 // attention_weighted_rows: every level gives the bits of one fused multiply-add per row in row

@@ -50,7 +50,12 @@ export enum GgmlType {
   F64 = 28,
   IQ1_M = 29,
   BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
   MXFP4 = 39,
+  NVFP4 = 40,
+  Q1_0 = 41,
+  Q2_0 = 42,
 }
 
 export interface GgmlTypeTraits {
@@ -94,6 +99,11 @@ const TRAITS: Partial<Record<GgmlType, GgmlTypeTraits>> = {
   [GgmlType.IQ1_S]: { name: 'IQ1_S', blockSize: 256, typeSize: 50, quantized: true },
   [GgmlType.IQ1_M]: { name: 'IQ1_M', blockSize: 256, typeSize: 56, quantized: true },
   [GgmlType.MXFP4]: { name: 'MXFP4', blockSize: 32, typeSize: 17, quantized: true },
+  [GgmlType.TQ1_0]: { name: 'TQ1_0', blockSize: 256, typeSize: 54, quantized: true },
+  [GgmlType.TQ2_0]: { name: 'TQ2_0', blockSize: 256, typeSize: 66, quantized: true },
+  [GgmlType.NVFP4]: { name: 'NVFP4', blockSize: 64, typeSize: 36, quantized: true },
+  [GgmlType.Q1_0]: { name: 'Q1_0', blockSize: 128, typeSize: 18, quantized: true },
+  [GgmlType.Q2_0]: { name: 'Q2_0', blockSize: 64, typeSize: 18, quantized: true },
 };
 
 export function ggmlTypeTraits(type: GgmlType): GgmlTypeTraits {
@@ -150,7 +160,12 @@ export enum LlamaFileType {
   MOSTLY_IQ2_M = 29,
   MOSTLY_IQ4_XS = 30,
   MOSTLY_IQ1_M = 31,
+  MOSTLY_TQ1_0 = 36,
+  MOSTLY_TQ2_0 = 37,
   MOSTLY_MXFP4_MOE = 38,
+  MOSTLY_NVFP4 = 39,
+  MOSTLY_Q1_0 = 40,
+  MOSTLY_Q2_0 = 41,
   MOSTLY_BF16 = 32,
 }
 

@@ -125,6 +125,28 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     ['Q4_K_M --prune-layers 70,3,3,10,40', 'llama80-f16', 'Q4_K_M', { pruneLayers: [70, 3, 3, 10, 40] }, { pruneLayers: [70, 3, 10, 40] }],
     ['Q4_K_M --prune-layers 0 from 4 split files', 'qwen3moe-split', 'Q4_K_M', { pruneLayers: [0] }, { pruneLayers: [0] }],
     ['Q3_K_M --prune-layers 0 (8 experts)', 'mixtral-f32', 'Q3_K_M', { pruneLayers: [0] }, { pruneLayers: [0] }],
+    // The ternary and 1-/2-bit types: their token_embd in Q4_K (TQ1_0, TQ2_0, Q2_0; tied: the output's Q6_K),
+    // rows the block does not divide in Q4_0 (TQ1_0, TQ2_0, Q2_0: the 96-wide llama), ggml's reference
+    // quantizers for the blocks.
+    ...['TQ1_0', 'TQ2_0', 'Q1_0', 'Q2_0'].map((t): Case => [t, 'qwen3moe-f16', t]),
+    ...['TQ1_0', 'TQ2_0', 'Q1_0', 'Q2_0'].map((t): Case => [t, 'llama-tied-f16', t]),
+    ...['TQ1_0', 'TQ2_0', 'Q2_0'].map((t): Case => [t, 'llama-odd-f32', t]),
+    ['Q2_0 --pure', 'mixtral-f32', 'Q2_0', { pure: true }, { pure: true }],
+    // NVFP4: llama-quantize has no default tensor type for its file type, so both write it through --tensor-type.
+    [
+      'Q8_0 --tensor-type .*=nvfp4',
+      'qwen3moe-f16',
+      'Q8_0',
+      { tensorTypes: [{ pattern: '.*', type: GgmlType.NVFP4 }] },
+      { tensorTypes: [{ pattern: '.*', type: GgmlType.NVFP4 }] },
+    ],
+    [
+      'Q4_K_M --tensor-type ffn_.*=nvfp4 (tied)',
+      'llama-tied-f16',
+      'Q4_K_M',
+      { tensorTypes: [{ pattern: 'ffn_.*', type: GgmlType.NVFP4 }] },
+      { tensorTypes: [{ pattern: 'ffn_.*', type: GgmlType.NVFP4 }] },
+    ],
     ['COPY --override-kv general.file_type=int:7', 'qwen3moe-f16', 'COPY', { kvOverrides: [{ key: 'general.file_type', type: 'int', value: 7 }] }, { copy: true, kvOverrides: [{ key: 'general.file_type', u32: 7 }] }],
   ];
 
@@ -201,16 +223,31 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     expect(fs.readdirSync(dir).filter((f) => f.startsWith('refused'))).toEqual([]);
   });
 
+  it("NVFP4 (kail's file type 39, which llama-quantize cannot write): every weight NVFP4 but the output (Q6_K); Q1_0 and NVFP4 refuse rows their block does not divide, as llama.cpp does", () => {
+    const out = path.join(dir, 'nvfp4.gguf');
+    const r = quantizeModel(models['qwen3moe-f16'], out, { type: 'NVFP4', threads: 2 });
+    const types = new Map(r.tensors.map((t) => [t.name, t.to]));
+    expect(types.get('output.weight')).toBe('Q6_K');
+    expect(types.get('token_embd.weight')).toBe('NVFP4');
+    expect(types.get('blk.0.attn_q.weight')).toBe('NVFP4');
+    expect(types.get('blk.0.ffn_down_exps.weight')).toBe('NVFP4');
+    expect(readGgufHeader(out).kv.get('general.file_type')?.value).toBe(39);
+    fs.rmSync(out);
+    for (const type of ['Q1_0', 'NVFP4']) expect(() => quantizeModel(models['llama-odd-f32'], out, { type })).toThrow(/no tensor type fallback is defined for type (Q1_0|NVFP4)/);
+    expect(fs.existsSync(out)).toBe(false);
+  }, 120_000);
+
   it('names file types as llama-quantize does', () => {
     expect([15, 14, 12, 7, 1, 0, 30, 38].map(fileTypeName)).toEqual(['Q4_K_M', 'Q4_K_S', 'Q3_K_M', 'Q8_0', 'F16', 'F32', 'IQ4_XS', 'MXFP4_MOE']);
     expect(fileTypeName(1024 + 15)).toBe('Q4_K_M (guessed)');
-    expect(fileTypeName(36)).toBe('TQ1_0');
+    expect([36, 37, 39, 40, 41].map(fileTypeName)).toEqual(['TQ1_0', 'TQ2_0', 'NVFP4', 'Q1_0', 'Q2_0']);
+    expect(['TQ1_0', 'tq2_0', 'NVFP4', 'Q1_0', '41'].map((t) => parseQuantFileType(t).ftype)).toEqual([36, 37, 39, 40, 41]);
     expect(fileTypeName(99)).toBe('unknown (99)');
   });
 
   it('refuses bad arguments and bad files with errors that name them', () => {
     const out = path.join(dir, 'bad.gguf');
-    expect(() => quantizeModel(models['qwen3moe-f16'], out, { type: 'Q4_K_Z' })).toThrow(/unknown quantization type 'Q4_K_Z'; known: Q4_0/);
+    expect(() => quantizeModel(models['qwen3moe-f16'], out, { type: 'Q4_K_Z' })).toThrow(/unknown quantization type 'Q4_K_Z'; known: Q1_0, Q2_0, Q4_0/);
     expect(() => quantizeModel(models['qwen3moe-f16'], models['qwen3moe-f16'], { type: 'Q8_0' })).toThrow(/is the input/);
     expect(() => quantizeModel(models['qwen3moe-f16'], out, { type: 'Q8_0', threads: 0 })).toThrow(/threads must be 1 to 1024/);
     expect(() => quantizeModel(path.join(dir, 'qwen3moe-split-00002-of-00004.gguf'), out, { type: 'Q8_0' })).toThrow(/is split 2 of 4: give the first split/);

@@ -28,9 +28,15 @@ const QNT_VERSION = 2;
 
 /** llama-quantize's type names (tools/quantize/quantize.cpp), with their llama_ftype and default tensor type. */
 export const QUANT_FILE_TYPES: readonly { name: string; ftype: number; type: GgmlType; copy?: true }[] = [
+  { name: 'Q1_0', ftype: LlamaFileType.MOSTLY_Q1_0, type: GgmlType.Q1_0 },
+  { name: 'Q2_0', ftype: LlamaFileType.MOSTLY_Q2_0, type: GgmlType.Q2_0 },
   { name: 'Q4_0', ftype: LlamaFileType.MOSTLY_Q4_0, type: GgmlType.Q4_0 },
   { name: 'Q4_1', ftype: LlamaFileType.MOSTLY_Q4_1, type: GgmlType.Q4_1 },
   { name: 'MXFP4_MOE', ftype: LlamaFileType.MOSTLY_MXFP4_MOE, type: GgmlType.MXFP4 },
+  // kail's own: llama.cpp has the file type (general.file_type 39) but llama-quantize has no default
+  // tensor type for it (llama_ftype_get_default_type: "invalid output file type"); here every
+  // weight llama.cpp's mix leaves at the default type is NVFP4 (the output Q6_K, as for any type).
+  { name: 'NVFP4', ftype: LlamaFileType.MOSTLY_NVFP4, type: GgmlType.NVFP4 },
   { name: 'Q5_0', ftype: LlamaFileType.MOSTLY_Q5_0, type: GgmlType.Q5_0 },
   { name: 'Q5_1', ftype: LlamaFileType.MOSTLY_Q5_1, type: GgmlType.Q5_1 },
   { name: 'IQ2_XXS', ftype: LlamaFileType.MOSTLY_IQ2_XXS, type: GgmlType.IQ2_XXS },
@@ -39,6 +45,8 @@ export const QUANT_FILE_TYPES: readonly { name: string; ftype: number; type: Ggm
   { name: 'IQ2_M', ftype: LlamaFileType.MOSTLY_IQ2_M, type: GgmlType.IQ2_S },
   { name: 'IQ1_S', ftype: LlamaFileType.MOSTLY_IQ1_S, type: GgmlType.IQ1_S },
   { name: 'IQ1_M', ftype: LlamaFileType.MOSTLY_IQ1_M, type: GgmlType.IQ1_M },
+  { name: 'TQ1_0', ftype: LlamaFileType.MOSTLY_TQ1_0, type: GgmlType.TQ1_0 },
+  { name: 'TQ2_0', ftype: LlamaFileType.MOSTLY_TQ2_0, type: GgmlType.TQ2_0 },
   { name: 'Q2_K', ftype: LlamaFileType.MOSTLY_Q2_K, type: GgmlType.Q2_K },
   { name: 'Q2_K_S', ftype: LlamaFileType.MOSTLY_Q2_K_S, type: GgmlType.Q2_K },
   { name: 'IQ3_XXS', ftype: LlamaFileType.MOSTLY_IQ3_XXS, type: GgmlType.IQ3_XXS },
@@ -73,6 +81,7 @@ const QUANTIZABLE = new Set<GgmlType>([
   GgmlType.F32, GgmlType.F16, GgmlType.BF16, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1, GgmlType.Q8_0,
   GgmlType.Q2_K, GgmlType.Q3_K, GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K, GgmlType.IQ4_NL, GgmlType.IQ4_XS, GgmlType.MXFP4,
   GgmlType.IQ2_XXS, GgmlType.IQ2_XS, GgmlType.IQ2_S, GgmlType.IQ3_XXS, GgmlType.IQ3_S, GgmlType.IQ1_S, GgmlType.IQ1_M,
+  GgmlType.TQ1_0, GgmlType.TQ2_0, GgmlType.NVFP4, GgmlType.Q1_0, GgmlType.Q2_0,
 ]);
 /** Types ggml cannot quantize at all without importance values (it asserts): whatever the tensor, an imatrix entry is needed. */
 const NEEDS_WEIGHTS = new Set<GgmlType>([GgmlType.IQ2_XXS, GgmlType.IQ2_XS, GgmlType.IQ1_S]);
@@ -342,7 +351,7 @@ class TypeChooser {
       case GgmlType.IQ1_S: case GgmlType.IQ1_M: case GgmlType.IQ2_XXS: case GgmlType.IQ2_XS: case GgmlType.IQ2_S:
       case GgmlType.IQ3_XXS: case GgmlType.IQ3_S: case GgmlType.IQ4_XS:
         type = GgmlType.IQ4_NL; break;
-      case GgmlType.Q2_K: case GgmlType.Q3_K: type = GgmlType.Q4_0; break;
+      case GgmlType.Q2_0: case GgmlType.Q2_K: case GgmlType.Q3_K: case GgmlType.TQ1_0: case GgmlType.TQ2_0: type = GgmlType.Q4_0; break;
       case GgmlType.Q4_K: type = GgmlType.Q5_0; break;
       case GgmlType.Q5_K: type = GgmlType.Q5_1; break;
       case GgmlType.Q6_K: type = GgmlType.Q8_0; break;
@@ -394,6 +403,7 @@ class TypeChooser {
       if (this.opts.tokenEmbeddingType !== undefined) return this.opts.tokenEmbeddingType;
       if (is(F.MOSTLY_IQ2_XXS, F.MOSTLY_IQ2_XS, F.MOSTLY_IQ1_S, F.MOSTLY_IQ1_M)) return Q.Q2_K;
       if (is(F.MOSTLY_IQ2_S, F.MOSTLY_IQ2_M, F.MOSTLY_IQ3_XXS)) return Q.IQ3_S;
+      if (is(F.MOSTLY_TQ1_0, F.MOSTLY_TQ2_0, F.MOSTLY_Q2_0)) return Q.Q4_K;
       return type;
     }
     if (is(F.MOSTLY_IQ2_XXS, F.MOSTLY_IQ2_XS, F.MOSTLY_IQ1_S, F.MOSTLY_IQ2_S, F.MOSTLY_IQ2_M, F.MOSTLY_IQ1_M)) {
@@ -518,6 +528,8 @@ function guessFtype(tensors: readonly GgufReadTensor[]): number {
     [GgmlType.Q6_K]: LlamaFileType.MOSTLY_Q6_K, [GgmlType.IQ2_XXS]: LlamaFileType.MOSTLY_IQ2_XXS, [GgmlType.IQ2_XS]: LlamaFileType.MOSTLY_IQ2_XS, [GgmlType.IQ2_S]: LlamaFileType.MOSTLY_IQ2_S,
     [GgmlType.IQ3_XXS]: LlamaFileType.MOSTLY_IQ3_XXS, [GgmlType.IQ1_S]: LlamaFileType.MOSTLY_IQ1_S, [GgmlType.IQ1_M]: LlamaFileType.MOSTLY_IQ1_M, [GgmlType.IQ4_NL]: LlamaFileType.MOSTLY_IQ4_NL,
     [GgmlType.IQ4_XS]: LlamaFileType.MOSTLY_IQ4_XS, [GgmlType.IQ3_S]: LlamaFileType.MOSTLY_IQ3_S,
+    [GgmlType.TQ1_0]: LlamaFileType.MOSTLY_TQ1_0, [GgmlType.TQ2_0]: LlamaFileType.MOSTLY_TQ2_0, [GgmlType.NVFP4]: LlamaFileType.MOSTLY_NVFP4,
+    [GgmlType.Q1_0]: LlamaFileType.MOSTLY_Q1_0, [GgmlType.Q2_0]: LlamaFileType.MOSTLY_Q2_0,
   };
   return (byType[typeMax] ?? LlamaFileType.ALL_F32) | LLAMA_FTYPE_GUESSED;
 }

@@ -6,7 +6,7 @@ import type { ModelConfig, TensorSpec } from './arch';
 
 export const FILE_TYPES = [
   'F32', 'F16', 'BF16', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q8_0', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M', 'IQ4_NL', 'IQ4_XS',
-  'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_XXS', 'IQ3_S', 'IQ1_S', 'IQ1_M', 'MXFP4',
+  'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_XXS', 'IQ3_S', 'IQ1_S', 'IQ1_M', 'MXFP4', 'TQ1_0', 'TQ2_0', 'NVFP4', 'Q1_0', 'Q2_0',
 ] as const;
 export type FileTypeName = (typeof FILE_TYPES)[number];
 
@@ -35,6 +35,11 @@ const BASE_TYPE: Record<FileTypeName, GgmlType> = {
   IQ1_S: GgmlType.IQ1_S,
   IQ1_M: GgmlType.IQ1_M,
   MXFP4: GgmlType.MXFP4,
+  TQ1_0: GgmlType.TQ1_0,
+  TQ2_0: GgmlType.TQ2_0,
+  NVFP4: GgmlType.NVFP4,
+  Q1_0: GgmlType.Q1_0,
+  Q2_0: GgmlType.Q2_0,
 };
 
 // general.file_type for each; pure K types have no exact llama_ftype, the nearest is used.
@@ -64,6 +69,12 @@ const LLAMA_FTYPE: Record<FileTypeName, LlamaFileType> = {
   IQ1_M: LlamaFileType.MOSTLY_IQ1_M,
   // llama.cpp's MXFP4 file type puts only the experts in MXFP4; this one is pure.
   MXFP4: LlamaFileType.MOSTLY_MXFP4_MOE,
+  // Pure as well (llama.cpp's TQ1_0 / TQ2_0 / Q2_0 files put token_embd in Q4_K, the output in Q6_K).
+  TQ1_0: LlamaFileType.MOSTLY_TQ1_0,
+  TQ2_0: LlamaFileType.MOSTLY_TQ2_0,
+  NVFP4: LlamaFileType.MOSTLY_NVFP4,
+  Q1_0: LlamaFileType.MOSTLY_Q1_0,
+  Q2_0: LlamaFileType.MOSTLY_Q2_0,
 };
 
 export function parseFileType(s: string): FileTypeName {
@@ -82,7 +93,11 @@ export function keepsF32(spec: TensorSpec): boolean {
 }
 
 // llama.cpp: a shape a quantized type cannot take falls back to a smaller block (tensor_type_fallback).
+// (NVFP4 and Q1_0 have none there, llama-quantize refuses such a tensor; the test models write it F16.)
 const FALLBACK: Partial<Record<GgmlType, GgmlType>> = {
+  [GgmlType.Q2_0]: GgmlType.Q4_0,
+  [GgmlType.TQ1_0]: GgmlType.Q4_0,
+  [GgmlType.TQ2_0]: GgmlType.Q4_0,
   [GgmlType.Q2_K]: GgmlType.Q4_0,
   [GgmlType.Q3_K]: GgmlType.Q4_0,
   [GgmlType.Q4_K]: GgmlType.Q5_0,

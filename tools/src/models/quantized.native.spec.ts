@@ -18,7 +18,7 @@ import type { FileTypeName } from './quant-plan';
 
 const TYPES: FileTypeName[] = [
   'Q8_0', 'Q6_K', 'Q5_K', 'Q5_1', 'Q5_0', 'Q4_K_M', 'Q4_K', 'Q4_1', 'Q4_0', 'Q3_K', 'Q2_K', 'IQ4_XS', 'IQ4_NL',
-  'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_XXS', 'IQ3_S', 'IQ1_S', 'IQ1_M', 'MXFP4',
+  'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_XXS', 'IQ3_S', 'IQ1_S', 'IQ1_M', 'MXFP4', 'TQ1_0', 'TQ2_0', 'NVFP4', 'Q1_0', 'Q2_0',
 ];
 const TEXT = 'The capital of France is Paris, and of Germany Berlin.';
 // tiny-llama cut to 1 layer and 512 tokens: every type once, within the suite's time budget.

@@ -17,6 +17,9 @@ const ARCHS = ['tiny-llama', 'tiny-mixtral', 'tiny-qwen2moe', 'tiny-qwen3moe'];
 const DENSE_QUANTS: FileTypeName[] = [
   'Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'Q4_K_M', 'IQ4_XS', 'IQ4_NL',
   'IQ2_XXS', 'IQ2_XS', 'IQ2_S', 'IQ3_XXS', 'IQ3_S', 'IQ1_S', 'IQ1_M', 'MXFP4',
+  // Ternary (Q8_K activations; every tiny-llama row is a multiple of their 256-value block), NVFP4,
+  // Q1_0 and Q2_0 (Q8_0 activations).
+  'TQ1_0', 'TQ2_0', 'NVFP4', 'Q1_0', 'Q2_0',
 ];
 const MOE_QUANTS: FileTypeName[] = ['Q8_0', 'Q4_K_M', 'IQ2_XXS', 'IQ1_M', 'MXFP4'];
 

@@ -42,7 +42,7 @@ export function registerQuantize(program: Command): void {
     .description(
       "llama-quantize: write IN.gguf (F32/F16/BF16; a quantized file with --allow-requantize) as TYPE (Q4_K_M, Q8_0, ...) with llama.cpp's per-tensor mix, " +
         'byte for byte what llama.cpp writes, with or without an importance matrix (--imatrix); the file streams through in slabs, so a model larger than memory quantizes. ' +
-        'OUT defaults to ggml-model-TYPE.gguf beside IN. Types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS IQ3_S IQ3_M MXFP4_MOE F16 BF16 F32 COPY, ' +
+        'OUT defaults to ggml-model-TYPE.gguf beside IN. Types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS IQ3_S IQ3_M MXFP4_MOE TQ1_0 TQ2_0 Q1_0 Q2_0 NVFP4 F16 BF16 F32 COPY, ' +
         'and with --imatrix also Q2_K_S IQ3_XS IQ3_XXS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S (aliases Q3_K Q4_K Q5_K)',
     )
     .argument('<args...>', 'IN.gguf [OUT.gguf] TYPE [NTHREADS]')

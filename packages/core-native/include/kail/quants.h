@@ -45,7 +45,8 @@ void fp32_to_bf16_row(const float * x, uint16_t * y, int64_t n);
 bool type_can_dequantize(uint32_t type);
 // quantize_row: the same set.
 bool type_can_quantize(uint32_t type);
-// As the weight of a dot product / matmul: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K..Q6_K.
+// As the weight of a dot product / matmul: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K..Q6_K, the i-quants,
+// MXFP4, NVFP4, Q1_0, Q2_0 (Q8_0 activations) and TQ1_0, TQ2_0 (Q8_K activations).
 bool type_can_dot(uint32_t type);
 
 // The type activations are converted to before a dot product with weights of `type`
@@ -64,7 +65,8 @@ void dequantize_row(uint32_t type, const void * src, float * dst, int64_t n);
 size_t quantize_row(uint32_t type, const float * src, void * dst, int64_t n);
 
 // What llama.cpp's ggml_quantize_chunk writes without an importance matrix (llama-quantize's
-// files): F32 F16 BF16, Q4_0..Q8_0, Q2_K..Q6_K and MXFP4 as quantize_row, IQ4_NL and IQ4_XS with ggml's
+// files): F32 F16 BF16, Q4_0..Q8_0, Q2_K..Q6_K, MXFP4, NVFP4, Q1_0, Q2_0, TQ1_0 and TQ2_0 as
+// quantize_row (ggml's reference quantizers, which are what it writes for those), IQ4_NL and IQ4_XS with ggml's
 // own scale search (quantize_row's IQ4 is a simpler one that defines the test models' bytes).
 bool type_can_quantize_file(uint32_t type);
 size_t quantize_row_file(uint32_t type, const float * src, void * dst, int64_t n);

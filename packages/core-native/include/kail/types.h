@@ -39,7 +39,10 @@ enum kail_type : uint32_t {
     KAIL_TYPE_TQ1_0 = 34,
     KAIL_TYPE_TQ2_0 = 35,
     KAIL_TYPE_MXFP4 = 39,
-    KAIL_TYPE_COUNT = 40,
+    KAIL_TYPE_NVFP4 = 40,
+    KAIL_TYPE_Q1_0 = 41,
+    KAIL_TYPE_Q2_0 = 42,
+    KAIL_TYPE_COUNT = 43,
 };
 
 struct type_traits {

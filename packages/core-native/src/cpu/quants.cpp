@@ -280,6 +280,92 @@ void dequantize_mxfp4(const void * vx, float * y, int64_t k) {
     }
 }
 
+void dequantize_nvfp4(const void * vx, float * y, int64_t k) {
+    const block_nvfp4 * x = static_cast<const block_nvfp4 *>(vx);
+    for (int64_t i = 0; i < k / QK_NVFP4; i++) {
+        for (int s = 0; s < QK_NVFP4 / QK_NVFP4_SUB; s++, y += QK_NVFP4_SUB) {
+            const float d = ue4m3_half(x[i].d[s]);
+            const uint8_t * qs = x[i].qs + s * (QK_NVFP4_SUB / 2);
+            for (int j = 0; j < QK_NVFP4_SUB / 2; ++j) {
+                y[j] = kFp4Levels[qs[j] & 0xF] * d;
+                y[j + QK_NVFP4_SUB / 2] = kFp4Levels[qs[j] >> 4] * d;
+            }
+        }
+    }
+}
+
+void dequantize_q1_0(const void * vx, float * y, int64_t k) {
+    const block_q1_0 * x = static_cast<const block_q1_0 *>(vx);
+    for (int64_t i = 0; i < k / QK1_0; i++, y += QK1_0) {
+        const float d = h2f(x[i].d), neg_d = -d;
+        for (int j = 0; j < QK1_0; ++j) y[j] = ((x[i].qs[j / 8] >> (j % 8)) & 1) ? d : neg_d;
+    }
+}
+
+void dequantize_q2_0(const void * vx, float * y, int64_t k) {
+    const block_q2_0 * x = static_cast<const block_q2_0 *>(vx);
+    for (int64_t i = 0; i < k / QK2_0; i++, y += QK2_0) {
+        const float d = h2f(x[i].d);
+        for (int j = 0; j < QK2_0; ++j) y[j] = static_cast<float>(((x[i].qs[j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
+    }
+}
+
+// TQ1_0's packed trits: byte b's n-th trit (n = 0 the most significant) is the top "digit" of
+// (uint8)(b * 3^n) * 3, i.e. ((uint8)(b * 3^n) * 3) >> 8 (ggml's decoding, exact for its encoding).
+struct tq1_table {
+    int8_t v[256][5];  // trit - 1, in {-1, 0, 1}
+    tq1_table() {
+        const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+        for (int b = 0; b < 256; b++)
+            for (int n = 0; n < 5; n++) {
+                const uint8_t q = static_cast<uint8_t>(b * pow3[n]);
+                v[b][n] = static_cast<int8_t>(((static_cast<uint16_t>(q) * 3) >> 8) - 1);
+            }
+    }
+};
+const tq1_table & tq1() {
+    static const tq1_table t;
+    return t;
+}
+
+// One TQ1_0 block's 256 values (trit - 1) in element order.
+inline void tq1_0_unpack(const block_tq1_0 & b, int8_t * q) {
+    const tq1_table & t = tq1();
+    for (int n = 0; n < 5; n++)
+        for (int m = 0; m < 32; m++) q[n * 32 + m] = t.v[b.qs[m]][n];
+    for (int n = 0; n < 5; n++)
+        for (int m = 0; m < 16; m++) q[160 + n * 16 + m] = t.v[b.qs[32 + m]][n];
+    for (int n = 0; n < 4; n++)
+        for (int j = 0; j < 4; j++) q[240 + n * 4 + j] = t.v[b.qh[j]][n];
+}
+
+// One TQ2_0 block's 256 values (q - 1): element 128 h + 32 l + m is bits 2l of qs[32 h + m].
+inline void tq2_0_unpack(const block_tq2_0 & b, int8_t * q) {
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 4; l++)
+            for (int m = 0; m < 32; m++) q[128 * h + 32 * l + m] = static_cast<int8_t>(((b.qs[32 * h + m] >> (2 * l)) & 3) - 1);
+}
+
+void dequantize_tq1_0(const void * vx, float * y, int64_t k) {
+    const block_tq1_0 * x = static_cast<const block_tq1_0 *>(vx);
+    int8_t q[QK_K];
+    for (int64_t i = 0; i < k / QK_K; i++, y += QK_K) {
+        const float d = h2f(x[i].d);
+        tq1_0_unpack(x[i], q);
+        for (int j = 0; j < QK_K; j++) y[j] = static_cast<float>(q[j]) * d;
+    }
+}
+
+void dequantize_tq2_0(const void * vx, float * y, int64_t k) {
+    const block_tq2_0 * x = static_cast<const block_tq2_0 *>(vx);
+    int8_t q[QK_K];
+    for (int64_t i = 0; i < k / QK_K; i++, y += QK_K) {
+        const float d = h2f(x[i].d);
+        tq2_0_unpack(x[i], q);
+        for (int j = 0; j < QK_K; j++) y[j] = static_cast<float>(q[j]) * d;
+    }
+}
+
 void dequantize_q8_K(const void * vx, float * y, int64_t k) {
     const block_q8_K * x = static_cast<const block_q8_K *>(vx);
     for (int64_t i = 0; i < k / QK_K; i++)
@@ -967,6 +1053,145 @@ void quantize_mxfp4_ref(const float * x, void * vy, int64_t k) {
             L[j] = static_cast<uint8_t>(best);
         }
         for (int j = 0; j < 16; j++) y[i].qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+    }
+}
+
+// ggml_fp32_to_ue4m3: the scale byte for x > 0, rounding the mantissa's first dropped bit up,
+// saturating at 448 (0x7E), subnormals as round(x * 2^9) clamped to 1..7 (else 0).
+uint8_t fp32_to_ue4m3(float x) {
+    if (!(x > 0.0f)) return 0;
+    if (x > 448.0f) x = 448.0f;
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    const int fp32_exp = static_cast<int>((bits >> 23) & 0xFF) - 127;
+    const int fp32_man = static_cast<int>((bits >> 20) & 0x7);
+    int e = fp32_exp + 7;
+    if (e <= 0) {
+        int man = static_cast<int>(x * 512.0f + 0.5f);
+        if (man > 7) man = 7;
+        return man < 1 ? 0 : static_cast<uint8_t>(man);
+    }
+    if (e >= 15) return 0x7E;
+    int man = fp32_man + static_cast<int>((bits >> 19) & 1);
+    if (man > 7) {
+        man = 0;
+        if (++e >= 15) return 0x7E;
+    }
+    return static_cast<uint8_t>((e << 3) | man);
+}
+
+// The FP4 level nearest x / d (the first of equals), as ggml's best_index_mxfp4.
+inline uint8_t fp4_nearest(float x, float d) {
+    int best = 0;
+    float best_err = std::fabs(kFp4Levels[0] * d - x);
+    for (int l = 1; l < 16; l++) {
+        const float err = std::fabs(kFp4Levels[l] * d - x);
+        if (err < best_err) {
+            best_err = err;
+            best = l;
+        }
+    }
+    return static_cast<uint8_t>(best);
+}
+
+// NVFP4 (ggml's quantize_row_nvfp4_ref): each sub-block's scale is UE4M3(amax / 6), so its
+// largest magnitude meets the top level 6; each value then takes its nearest level.
+void quantize_nvfp4_ref(const float * x, void * vy, int64_t k) {
+    block_nvfp4 * y = static_cast<block_nvfp4 *>(vy);
+    for (int64_t i = 0; i < k / QK_NVFP4; i++) {
+        for (int s = 0; s < QK_NVFP4 / QK_NVFP4_SUB; s++, x += QK_NVFP4_SUB) {
+            float amax = 0.0f;
+            for (int j = 0; j < QK_NVFP4_SUB; j++)
+                if (amax < std::fabs(x[j])) amax = std::fabs(x[j]);
+            const uint8_t ue = fp32_to_ue4m3(amax / 6.0f);
+            y[i].d[s] = ue;
+            const float d = ue4m3_half(ue);
+            for (int j = 0; j < QK_NVFP4_SUB / 2; ++j)
+                y[i].qs[s * (QK_NVFP4_SUB / 2) + j] = static_cast<uint8_t>(fp4_nearest(x[j], d) | (fp4_nearest(x[j + QK_NVFP4_SUB / 2], d) << 4));
+        }
+    }
+}
+
+// Q1_0 (ggml's quantize_row_q1_0_ref): d = mean |x| (summed in element order), the bit = x >= 0.
+void quantize_q1_0_ref(const float * x, void * vy, int64_t k) {
+    block_q1_0 * y = static_cast<block_q1_0 *>(vy);
+    for (int64_t i = 0; i < k / QK1_0; i++, x += QK1_0) {
+        float sum_abs = 0.0f;
+        for (int j = 0; j < QK1_0; j++) sum_abs += std::fabs(x[j]);
+        y[i].d = f2h(sum_abs / QK1_0);
+        std::memset(y[i].qs, 0, sizeof y[i].qs);
+        for (int j = 0; j < QK1_0; ++j)
+            if (x[j] >= 0.0f) y[i].qs[j / 8] |= static_cast<uint8_t>(1u << (j % 8));
+    }
+}
+
+// Q2_0 (ggml's quantize_row_q2_0_ref): d = amax, q = round-half-away(x / d) + 1 clamped to 0..3.
+void quantize_q2_0_ref(const float * x, void * vy, int64_t k) {
+    block_q2_0 * y = static_cast<block_q2_0 *>(vy);
+    for (int64_t i = 0; i < k / QK2_0; i++, x += QK2_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK2_0; j++) {
+            const float a = std::fabs(x[j]);
+            if (a > amax) amax = a;
+        }
+        const float d = amax;
+        const float id = d > 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = f2h(d);
+        std::memset(y[i].qs, 0, sizeof y[i].qs);
+        for (int j = 0; j < QK2_0; ++j) {
+            int q = static_cast<int>(std::round(x[j] * id)) + 1;
+            q = std::max(0, std::min(3, q));
+            y[i].qs[j / 4] |= static_cast<uint8_t>(q << (2 * (j % 4)));
+        }
+    }
+}
+
+// The ternary reference quantizers (ggml's quantize_row_tq1_0_ref / tq2_0_ref): d = amax, each
+// value lround(x / d) + 1 in {0, 1, 2}.
+inline int trit(float v, float id) { return static_cast<int>(std::lround(v * id)) + 1; }
+
+void quantize_tq1_0_ref(const float * x, void * vy, int64_t k) {
+    block_tq1_0 * y = static_cast<block_tq1_0 *>(vy);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK_K; j++) amax = amax > std::fabs(x[j]) ? amax : std::fabs(x[j]);  // ggml's MAX
+        const float d = amax;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = f2h(d);
+        // ceil(t * 256 / 243) of the base-3 number t (first element most significant).
+        auto pack = [](int t) { return static_cast<uint8_t>((static_cast<uint16_t>(t) * 256 + (243 - 1)) / 243); };
+        for (int m = 0; m < 32; m++) {
+            int t = 0;
+            for (int n = 0; n < 5; n++) t = t * 3 + trit(x[m + n * 32], id);
+            y[i].qs[m] = pack(t);
+        }
+        for (int m = 0; m < 16; m++) {
+            int t = 0;
+            for (int n = 0; n < 5; n++) t = t * 3 + trit(x[160 + m + n * 16], id);
+            y[i].qs[32 + m] = pack(t);
+        }
+        for (int j = 0; j < 4; j++) {
+            int t = 0;
+            for (int m = 0; m < 4; m++) t = t * 3 + trit(x[240 + j + m * 4], id);
+            y[i].qh[j] = pack(t * 3);  // the first value as the most significant of 5 trits
+        }
+    }
+}
+
+void quantize_tq2_0_ref(const float * x, void * vy, int64_t k) {
+    block_tq2_0 * y = static_cast<block_tq2_0 *>(vy);
+    for (int64_t i = 0; i < k / QK_K; i++, x += QK_K) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK_K; j++) amax = amax > std::fabs(x[j]) ? amax : std::fabs(x[j]);  // ggml's MAX
+        const float d = amax;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = f2h(d);
+        for (int h = 0; h < 2; h++)
+            for (int m = 0; m < 32; m++) {
+                int q = 0;
+                for (int n = 0; n < 4; n++) q += (trit(x[128 * h + m + n * 32], id) & 3) << (2 * n);
+                y[i].qs[32 * h + m] = static_cast<uint8_t>(q);
+            }
     }
 }
 
@@ -2013,6 +2238,101 @@ float dot_mxfp4(int64_t n, const void * vx, const void * vy) {
     return sumf;
 }
 
+// The new low-bit types, term by term as ggml_vec_dot_*_generic (ggml-cpu/quants.c): integer sums
+// per Q8_0 block (per NVFP4 sub-block, per Q8_K block for the ternary types) and the same float
+// expressions in the same order.
+float dot_nvfp4(int64_t n, const void * vx, const void * vy) {
+    const block_nvfp4 * x = static_cast<const block_nvfp4 *>(vx);
+    const block_q8_0 * y = static_cast<const block_q8_0 *>(vy);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / QK_NVFP4; ++ib) {
+        for (int s = 0; s < QK_NVFP4 / QK_NVFP4_SUB; ++s) {
+            const float d = ue4m3_half(x[ib].d[s]);
+            const block_q8_0 & yb = y[2 * ib + s / 2];
+            const int8_t * q8 = yb.qs + (s % 2) * QK_NVFP4_SUB;
+            const uint8_t * qs = x[ib].qs + s * (QK_NVFP4_SUB / 2);
+            const float dy = h2f(yb.d);
+            int sumi_lo = 0, sumi_hi = 0;
+            for (int j = 0; j < QK_NVFP4_SUB / 2; ++j) {
+                sumi_lo += q8[j] * kFp4Levels[qs[j] & 0xF];
+                sumi_hi += q8[j + QK_NVFP4_SUB / 2] * kFp4Levels[qs[j] >> 4];
+            }
+            sumf += dy * d * static_cast<float>(sumi_lo + sumi_hi);
+        }
+    }
+    return sumf;
+}
+
+float dot_q1_0(int64_t n, const void * vx, const void * vy) {
+    const block_q1_0 * x = static_cast<const block_q1_0 *>(vx);
+    const block_q8_0 * y = static_cast<const block_q8_0 *>(vy);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK1_0; i++) {
+        const float d0 = h2f(x[i].d);
+        float sumi = 0.0f;
+        for (int k = 0; k < 4; k++) {
+            const block_q8_0 & yb = y[i * 4 + k];
+            const uint8_t * bits = x[i].qs + 4 * k;
+            // sum of +q where the bit is set, -q where not: 2 * (sum over set bits) - sum.
+            int all = 0, set = 0;
+            for (int j = 0; j < 32; j++) {
+                all += yb.qs[j];
+                set += ((bits[j / 8] >> (j % 8)) & 1) ? yb.qs[j] : 0;
+            }
+            sumi += h2f(yb.d) * static_cast<float>(2 * set - all);
+        }
+        sumf += d0 * sumi;
+    }
+    return sumf;
+}
+
+float dot_q2_0(int64_t n, const void * vx, const void * vy) {
+    const block_q2_0 * x = static_cast<const block_q2_0 *>(vx);
+    const block_q8_0 * y = static_cast<const block_q8_0 *>(vy);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK2_0; i++) {
+        const float d0 = h2f(x[i].d);
+        float sumi = 0.0f;
+        for (int k = 0; k < 2; k++) {
+            const block_q8_0 & yb = y[i * 2 + k];
+            const uint8_t * qs = x[i].qs + 8 * k;
+            int s = 0;
+            for (int j = 0; j < 32; j++) s += (((qs[j / 4] >> (2 * (j % 4))) & 3) - 1) * yb.qs[j];
+            sumi += h2f(yb.d) * static_cast<float>(s);
+        }
+        sumf += d0 * sumi;
+    }
+    return sumf;
+}
+
+float dot_tq1_0(int64_t n, const void * vx, const void * vy) {
+    const block_tq1_0 * x = static_cast<const block_tq1_0 *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    int8_t q[QK_K];
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        tq1_0_unpack(x[i], q);
+        int sum = 0;
+        for (int j = 0; j < QK_K; j++) sum += q[j] * y[i].qs[j];
+        sumf += static_cast<float>(sum) * (h2f(x[i].d) * y[i].d);
+    }
+    return sumf;
+}
+
+float dot_tq2_0(int64_t n, const void * vx, const void * vy) {
+    const block_tq2_0 * x = static_cast<const block_tq2_0 *>(vx);
+    const block_q8_K * y = static_cast<const block_q8_K *>(vy);
+    int8_t q[QK_K];
+    float sumf = 0;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        tq2_0_unpack(x[i], q);
+        int sum = 0;
+        for (int j = 0; j < QK_K; j++) sum += q[j] * y[i].qs[j];
+        sumf += static_cast<float>(sum) * (y[i].d * h2f(x[i].d));
+    }
+    return sumf;
+}
+
 float dot_iq4_xs(int64_t n, const void * vx, const void * vy) {
     const block_iq4_xs * x = static_cast<const block_iq4_xs *>(vx);
     const block_q8_K * y = static_cast<const block_q8_K *>(vy);
@@ -2159,6 +2479,11 @@ void kernels_init_scalar(kernel_table & t) {
         {KAIL_TYPE_IQ4_NL, KAIL_TYPE_Q8_0, gemm_scalar<dot_iq4_nl, 1, 1>},
         {KAIL_TYPE_IQ4_XS, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq4_xs, 1, 1>},
         {KAIL_TYPE_MXFP4, KAIL_TYPE_Q8_0, gemm_scalar<dot_mxfp4, 1, 1>},
+        {KAIL_TYPE_NVFP4, KAIL_TYPE_Q8_0, gemm_scalar<dot_nvfp4, 1, 1>},
+        {KAIL_TYPE_Q1_0, KAIL_TYPE_Q8_0, gemm_scalar<dot_q1_0, 1, 1>},
+        {KAIL_TYPE_Q2_0, KAIL_TYPE_Q8_0, gemm_scalar<dot_q2_0, 1, 1>},
+        {KAIL_TYPE_TQ1_0, KAIL_TYPE_Q8_K, gemm_scalar<dot_tq1_0, 1, 1>},
+        {KAIL_TYPE_TQ2_0, KAIL_TYPE_Q8_K, gemm_scalar<dot_tq2_0, 1, 1>},
         {KAIL_TYPE_IQ2_XXS, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq2_xxs, 1, 1>},
         {KAIL_TYPE_IQ2_XS, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq2_xs, 1, 1>},
         {KAIL_TYPE_IQ2_S, KAIL_TYPE_Q8_K, gemm_scalar<dot_iq2_s, 1, 1>},
@@ -2267,6 +2592,11 @@ row_fn dequant_fn(uint32_t type) {
         case KAIL_TYPE_IQ4_NL: return dequantize_iq4_nl;
         case KAIL_TYPE_IQ4_XS: return dequantize_iq4_xs;
         case KAIL_TYPE_MXFP4: return dequantize_mxfp4;
+        case KAIL_TYPE_NVFP4: return dequantize_nvfp4;
+        case KAIL_TYPE_Q1_0: return dequantize_q1_0;
+        case KAIL_TYPE_Q2_0: return dequantize_q2_0;
+        case KAIL_TYPE_TQ1_0: return dequantize_tq1_0;
+        case KAIL_TYPE_TQ2_0: return dequantize_tq2_0;
         case KAIL_TYPE_IQ2_XXS: return dequantize_iq2_xxs;
         case KAIL_TYPE_IQ2_XS: return dequantize_iq2_xs;
         case KAIL_TYPE_IQ2_S: return dequantize_iq2_s;
@@ -2295,6 +2625,11 @@ quant_fn quant_ref_fn(uint32_t type) {
         case KAIL_TYPE_IQ4_NL: return quantize_iq4_nl_ref;
         case KAIL_TYPE_IQ4_XS: return quantize_iq4_xs_ref;
         case KAIL_TYPE_MXFP4: return quantize_mxfp4_ref;
+        case KAIL_TYPE_NVFP4: return quantize_nvfp4_ref;
+        case KAIL_TYPE_Q1_0: return quantize_q1_0_ref;
+        case KAIL_TYPE_Q2_0: return quantize_q2_0_ref;
+        case KAIL_TYPE_TQ1_0: return quantize_tq1_0_ref;
+        case KAIL_TYPE_TQ2_0: return quantize_tq2_0_ref;
         case KAIL_TYPE_IQ2_XXS: return quantize_iq2_xxs_ref;
         case KAIL_TYPE_IQ2_XS: return quantize_iq2_xs_ref;
         case KAIL_TYPE_IQ2_S: return quantize_iq2_s_ref;
@@ -2446,6 +2781,7 @@ bool type_can_quantize_file(uint32_t type) {
         case KAIL_TYPE_F32: case KAIL_TYPE_F16: case KAIL_TYPE_BF16: case KAIL_TYPE_Q4_0: case KAIL_TYPE_Q4_1: case KAIL_TYPE_Q5_0:
         case KAIL_TYPE_Q5_1: case KAIL_TYPE_Q8_0: case KAIL_TYPE_Q2_K: case KAIL_TYPE_Q3_K: case KAIL_TYPE_Q4_K: case KAIL_TYPE_Q5_K:
         case KAIL_TYPE_Q6_K: case KAIL_TYPE_IQ4_NL: case KAIL_TYPE_IQ4_XS: case KAIL_TYPE_MXFP4:
+        case KAIL_TYPE_NVFP4: case KAIL_TYPE_Q1_0: case KAIL_TYPE_Q2_0: case KAIL_TYPE_TQ1_0: case KAIL_TYPE_TQ2_0:
         case KAIL_TYPE_IQ2_XXS: case KAIL_TYPE_IQ2_XS: case KAIL_TYPE_IQ2_S: case KAIL_TYPE_IQ3_XXS: case KAIL_TYPE_IQ3_S:
         case KAIL_TYPE_IQ1_S: case KAIL_TYPE_IQ1_M:
             return true;
@@ -2487,7 +2823,9 @@ size_t quantize_rows_file(uint32_t type, const float * src, void * dst, int64_t 
             case KAIL_TYPE_IQ4_XS: quantize_iq4_xs_ggml(src, out, n_per_row, qw); break;
             case KAIL_TYPE_IQ2_XXS: case KAIL_TYPE_IQ2_XS: case KAIL_TYPE_IQ2_S: case KAIL_TYPE_IQ3_XXS: case KAIL_TYPE_IQ3_S:
             case KAIL_TYPE_IQ1_S: case KAIL_TYPE_IQ1_M: quantize_iq_ggml_row(type, src, out, n_per_row, qw); break;
-            default: quantize_row_file(type, src, out, n_per_row); // (F32, F16, BF16, Q8_0, MXFP4: no weights)
+            // (F32, F16, BF16, Q8_0, MXFP4, NVFP4, TQ1_0, TQ2_0: no weights; Q1_0 and Q2_0: ggml's
+            // quantize_q1_0 / q2_0 take the reference row by row, weights unused.)
+            default: quantize_row_file(type, src, out, n_per_row);
         }
     }
     return rs * static_cast<size_t>(nrows);

@@ -7,6 +7,7 @@
 
 #include "kail/types.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace kail::cpu {
@@ -65,6 +66,38 @@ inline float e8m0_half(uint8_t e) {
     __builtin_memcpy(&f, &bits, 4);
     return f;
 }
+
+// NVFP4: 64 FP4 (E2M1) values in 4 sub-blocks of 16, each under its own unsigned E4M3 scale
+// (d[s]); as in MXFP4 the 4-bit indices name kFp4Levels (doubled values) and the scale is read
+// halved. Sub-block s is qs[8s .. 8s+7]: byte j holds element j (low nibble) and j + 8 (high).
+// Dot with Q8_0 (sub-blocks 0-1 against one Q8_0 block, 2-3 against the next).
+constexpr int QK_NVFP4 = 64, QK_NVFP4_SUB = 16;
+struct block_nvfp4 { uint8_t d[QK_NVFP4 / QK_NVFP4_SUB]; uint8_t qs[QK_NVFP4 / 2]; };
+static_assert(sizeof(block_nvfp4) == 36, "nvfp4 block layout");
+/** ggml_ue4m3_to_fp32: an UE4M3 scale (bias 7; bit 7 ignored, 0 and 0x7F read 0) times 0.5. */
+inline float ue4m3_half(uint8_t x) {
+    if (x == 0 || x == 0x7F) return 0.0f;
+    const int exp = (x >> 3) & 0xF, man = x & 7;
+    // Both forms are exact in float (ldexpf of at most 4 significant bits).
+    const float raw = exp == 0 ? std::ldexp(static_cast<float>(man), -9) : std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
+    return raw * 0.5f;
+}
+
+// Q1_0: 128 signs under one fp16 scale: bit j of the block (qs[j / 8] bit j % 8) set means +d, clear -d.
+// Q2_0: 64 2-bit codes q under one fp16 scale, value (q - 1) * d; qs[j / 4] bits 2(j % 4).. hold element j.
+// Both dot with Q8_0.
+constexpr int QK1_0 = 128, QK2_0 = 64;
+struct block_q1_0 { uint16_t d; uint8_t qs[QK1_0 / 8]; };
+struct block_q2_0 { uint16_t d; uint8_t qs[QK2_0 / 4]; };
+static_assert(sizeof(block_q1_0) == 18 && sizeof(block_q2_0) == 18, "q1_0 / q2_0 block layout");
+
+// Ternary types (BitNet b1.58, TriLMs): values in {-1, 0, 1} * d over a 256-element block, dot with Q8_K.
+// TQ1_0 packs 5 trits per byte (qs: elements 0..159 five per byte over 32 bytes, then 160..239 over
+// 16 bytes) and 4 per byte in qh (elements 240..255), each byte holding ceil(t * 256 / 243) of its
+// base-3 number t, first element most significant. TQ2_0: 2 bits per element, q - 1.
+struct block_tq1_0 { uint8_t qs[(QK_K - 4 * QK_K / 64) / 5]; uint8_t qh[QK_K / 64]; uint16_t d; };
+struct block_tq2_0 { uint8_t qs[QK_K / 4]; uint16_t d; };
+static_assert(sizeof(block_tq1_0) == 54 && sizeof(block_tq2_0) == 66, "ternary block layout");
 
 // Codebook i-quants (quants_iq.cpp; grids in iq_grids.h).
 struct block_iq2_xxs { uint16_t d; uint16_t qs[QK_K / 8]; };
