@@ -119,6 +119,15 @@ describe('kail model commands', () => {
     expect(prompt('--chat-template-kwargs', '{"reasoning_effort": "high"}')).toEqual(high);
     const cnv = spawnSync(process.execPath, [KAIL, 'run', '-m', model, '-cnv', '-n', '1', '--json', '--chat-template-file', t], { encoding: 'utf8', timeout: 120_000, input: '/set nothink\nHi\n' });
     expect((JSON.parse(cnv.stdout.trim()) as { prompt_tokens: number[] }).prompt_tokens).toEqual(off);
+    // A template whose generation prompt opens <think>: the answer (never closing it) is all reasoning,
+    // which a pipe does not get (kail chat's way), while --json keeps the text.
+    const opens = path.join(dir, 'opens.jinja');
+    fs.writeFileSync(opens, '{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant><think>\n');
+    const run = (...flags: string[]) => spawnSync(process.execPath, [KAIL, 'run', '-m', model, '-cnv', '-n', '3', '--ignore-eos', '--chat-template-file', opens, ...flags], { encoding: 'utf8', timeout: 120_000, input: 'Hi\n' });
+    const thought = JSON.parse(run('--json').stdout.trim()) as { text: string };
+    expect(thought.text.length).toBeGreaterThan(0);
+    expect(thought.text).not.toContain('</think>');
+    expect(run().stdout).toBe('\n');
     expect(kail('run', '-m', model, '--chat', '-p', 'Hi', '--think', 'maybe').stderr).toMatch(/--think takes true, false, high, medium or low, got 'maybe'/);
     expect(kail('run', '-m', model, '-p', 'Hi', '--think=false').stderr).toMatch(/--think and --chat-template-kwargs go with --chat or --conversation/);
   });

@@ -9,9 +9,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
+import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
 import { callFailure, continuesFinal, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, type OpenAiDeps } from '../openai/routes';
-import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
 

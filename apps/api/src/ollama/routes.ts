@@ -23,10 +23,10 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, parseDurationMs, scheduler as spb } from '@kailstream/proto';
 import type { OllamaModel } from '@kailstream/tools';
 import { z } from 'zod';
+import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
 import { modelFileTime } from '../file-times';
 import { ensureModel, HttpError, servedModels, unloadedModelFiles, unloadModel } from '../llama-server/routes';
-import { ReasoningSplitter, splitReasoning } from '../openai/reasoning';
 import { callFailure, continuesFinal, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';

@@ -1,5 +1,5 @@
-import { parseHeader } from './harmony';
-import { ReasoningSplitter, splitReasoning } from './reasoning';
+import { parseHeader, ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
+
 import { ToolCallStream } from './tool-call-stream';
 import { parseToolCalls } from './tool-calls';
 

@@ -21,8 +21,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
+import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
-import { ReasoningSplitter, splitReasoning } from './reasoning';
 import { MemoryResponseStore, type ResponseStore } from './response-store';
 import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, RESPONSE_FORMATS, submitAll, unary, withLogitBias, type OpenAiDeps } from './routes';
 import { openAiError, sampling, zodToOpenAi } from './schemas';

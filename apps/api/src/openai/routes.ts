@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import type { z } from 'zod';
+import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
 import type { SamplingDefaults } from '../sampling-defaults';
 import type { ApiMetrics } from '../metrics';
@@ -10,7 +11,6 @@ import { penaltyWindow, samplerExtras, slotRequest } from '../sampler-extras';
 import { StructuredOutputError, structuredOutput } from '../structured-output';
 import { llamaTimings } from '../timings';
 import { ChatCompletionRequest, chatMessages, CompletionRequest, EmbeddingRequest, itemList, openAiError, zodToOpenAi } from './schemas';
-import { ReasoningSplitter, splitReasoning } from './reasoning';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
 import { parseToolCalls, type ToolDefs } from './tool-calls';
 

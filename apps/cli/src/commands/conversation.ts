@@ -5,6 +5,7 @@
 import { Writable } from 'node:stream';
 
 import { ChatTemplate, generate, type ChatTemplateRenderOptions, type EngineModel, type GenerateOptions, type GenerateResult, type SamplerParams } from '@kailstream/engine/core';
+import { opensReasoning, ReasoningSplitter } from '@kailstream/engine/reasoning';
 
 import { chatLoop, type ChatReply, type ChatSettings } from './chat';
 
@@ -50,7 +51,7 @@ export function conversationReply(
   const totals: ConversationTotals = { turns: 0, promptTokens: 0, promptCached: 0, promptMs: 0, genTokens: 0, genMs: 0 };
   // What sequence 0's cache holds: the last turn's prompt and answer.
   let held: number[] = [];
-  const reply: ChatReply = async (messages, onText, signal, _onReasoning, set = {}) => {
+  const reply: ChatReply = async (messages, onText, signal, onReasoning, set = {}) => {
     const text = template.render(
       messages.map((m) => ({ role: m.role, content: m.content })),
       { ...o.render, addGenerationPrompt: true, ...(set.think !== undefined ? { enableThinking: set.think } : {}) },
@@ -64,9 +65,19 @@ export function conversationReply(
     const turn = totals.turns;
     const sampling = { ...o.sampling, ...sessionSampling(set) };
     if (sampling.seed !== undefined) sampling.seed += turn;
+    // A reasoning model's <think> block (or gpt-oss's analysis channel) goes to onReasoning, the
+    // answer to onText, as kail chat shows them; the history keeps the answer.
+    const split = new ReasoningSplitter(opensReasoning(text));
+    let answer = '';
+    const show = (p: { reasoning: string; content: string }) => {
+      if (p.reasoning) onReasoning?.(p.reasoning);
+      if (p.content) onText(p.content);
+      answer += p.content;
+    };
     let r: GenerateResult;
     try {
-      r = await generate(model, prompt, { ...o.generate, ...(set.stop ? { stop: set.stop } : {}), maxTokens, sampling, signal, onText, cachedTokens: held });
+      r = await generate(model, prompt, { ...o.generate, ...(set.stop ? { stop: set.stop } : {}), maxTokens, sampling, signal, onText: (t) => show(split.push(t)), cachedTokens: held });
+      show(split.finish());
     } catch (e) {
       // (Whatever the cache holds now is not known: the next turn starts from an empty one.)
       held = [];
@@ -81,7 +92,7 @@ export function conversationReply(
     totals.genTokens += r.tokens.length;
     totals.genMs += r.generationMs;
     onTurn(r, prompt, turn);
-    return r.text;
+    return answer;
   };
   return { reply, totals };
 }

@@ -16,6 +16,7 @@ import { readSlotFile, writeSlotFile } from '../runtime/slot-file';
 import { lazyTriggers } from '../sampling/gbnf-lazy';
 import { SpeculativeDecoder } from '../speculative/speculative-decoder';
 import { HARMONY_TAGS, THINK_TAGS, type ReasoningBudgetSpec, type ReasoningTags } from '../sampling/reasoning-budget';
+import { opensReasoning } from '../tokenizer/reasoning';
 import type { ResolvedSamplerParams, SamplerParams, SamplerStage } from '../sampling/sampler';
 import type { TokenLogprobs } from '../sampling/logprobs';
 import { choicePattern, forcedToolCallPattern, lazyToolCallPattern, reasoningThenJsonPattern, toolCallSyntax, type OutputPattern, type ToolCallSyntax, type ToolDef } from '../sampling/tool-call-grammar';
@@ -1155,19 +1156,12 @@ export class LocalModelHost implements ModelHost {
   }
 }
 
-/** One loaded model's telemetry: its tokens/s, cache tier, reads, KV, heatmap and speculation. */
-/** A chat prompt that opens the model's reasoning (DeepSeek-R1's, QwQ's templates) ends with an unclosed <think>. */
 /** The reasoning block's tags for a model: gpt-oss's analysis channel when its template writes harmony, else <think>. */
 function reasoningTags(m: Loaded): ReasoningTags {
   return m.chat?.source.includes('<|channel|>') ? HARMONY_TAGS : THINK_TAGS;
 }
 
-/** Whether a rendered chat prompt ends inside an opened block with these tags (default <think>). */
-function opensReasoning(text: string, t: ReasoningTags = THINK_TAGS): boolean {
-  const open = text.lastIndexOf(t.open);
-  return open >= 0 && text.indexOf(t.close, open) < 0 && text.slice(open + t.open.length).trim() === '';
-}
-
+/** One loaded model's telemetry: its tokens/s, cache tier, reads, KV, heatmap and speculation. */
 function modelTelemetry(id: string, m: Loaded): pb.ModelTelemetry {
   const st = m.engine.stats();
   const ns = m.model.runtime.stats();

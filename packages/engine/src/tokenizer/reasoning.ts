@@ -12,7 +12,10 @@
  * - An answer that starts with a harmony header (`<|channel|>` or `to=functions.`: gpt-oss) is split by its channels
  *   instead (harmony.ts), tool calls included.
  */
+import { THINK_TAGS, type ReasoningTags } from '../sampling/reasoning-budget';
 import { HARMONY_STARTS, HarmonySplitter } from './harmony';
+
+export { parseHeader } from './harmony';
 
 const OPEN = '<think>';
 const CLOSE = '</think>';
@@ -125,4 +128,10 @@ export class ReasoningSplitter {
     if (t.length) this.sentReasoning = true;
     return t;
   }
+}
+
+/** Whether a rendered chat prompt ends inside an opened block with these tags (default <think>): the answer then starts as reasoning. */
+export function opensReasoning(text: string, t: ReasoningTags = THINK_TAGS): boolean {
+  const open = text.lastIndexOf(t.open);
+  return open >= 0 && text.indexOf(t.close, open) < 0 && text.slice(open + t.open.length).trim() === '';
 }
