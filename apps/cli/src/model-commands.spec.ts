@@ -128,6 +128,9 @@ describe('kail model commands', () => {
     expect(thought.text.length).toBeGreaterThan(0);
     expect(thought.text).not.toContain('</think>');
     expect(run().stdout).toBe('\n');
+    // So does `kail run MODEL PROMPT`'s one answer, as ollama run's.
+    const once = spawnSync(process.execPath, [KAIL, 'run', model, 'Hi', '-n', '3', '--ignore-eos', '--chat-template-file', opens], { encoding: 'utf8', timeout: 120_000 });
+    expect([once.status, once.stdout]).toEqual([0, '\n']);
     expect(kail('run', '-m', model, '--chat', '-p', 'Hi', '--think', 'maybe').stderr).toMatch(/--think takes true, false, high, medium or low, got 'maybe'/);
     expect(kail('run', '-m', model, '-p', 'Hi', '--think=false').stderr).toMatch(/--think and --chat-template-kwargs go with --chat or --conversation/);
   });

@@ -171,6 +171,32 @@ class MessageReader {
 }
 
 /**
+ * Where an answer goes as it streams: its text to `out`; a reasoning model's thinking, on a
+ * terminal, dimmed to `err` before it (`reasoning` is undefined without one: a pipe gets the answer only).
+ */
+export function answerDisplay(out: NodeJS.WritableStream, err: NodeJS.WritableStream, tty: boolean): { text: (t: string) => void; reasoning?: (t: string) => void; end: () => void } {
+  let thinking = false;
+  return {
+    text: (t) => {
+      if (thinking) err.write('\x1b[0m\n');
+      thinking = false;
+      out.write(t);
+    },
+    reasoning: tty
+      ? (t) => {
+          if (!thinking) err.write('\x1b[2m');
+          thinking = true;
+          err.write(t);
+        }
+      : undefined,
+    end: () => {
+      if (thinking) err.write('\x1b[0m');
+      thinking = false;
+    },
+  };
+}
+
+/**
  * The chat loop: each input message is a user turn; the reply streams to `out`. On a terminal it
  * prompts with "> " and knows /reset (/clear) and /exit (/bye); without one (a pipe) it reads line
  * by line and prints each reply on its own line(s), so it can be scripted and tested. A line ending
@@ -200,25 +226,9 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
     aborter = new AbortController();
     try {
       // On a terminal a reasoning model's thinking shows dimmed before the answer; a pipe gets the answer only.
-      let thinking = false;
-      const answer = await reply(
-        [...(system ? [{ role: 'system' as const, content: system }] : []), ...history],
-        (t) => {
-          if (thinking) err.write('\x1b[0m\n');
-          thinking = false;
-          out.write(t);
-        },
-        aborter.signal,
-        tty
-          ? (t) => {
-              if (!thinking) err.write('\x1b[2m');
-              thinking = true;
-              err.write(t);
-            }
-          : undefined,
-        { ...settings },
-      );
-      if (thinking) err.write('\x1b[0m');
+      const shown = answerDisplay(out, err, tty);
+      const answer = await reply([...(system ? [{ role: 'system' as const, content: system }] : []), ...history], shown.text, aborter.signal, shown.reasoning, { ...settings });
+      shown.end();
       out.write('\n');
       if (aborter.signal.aborted) err.write('(reply stopped)\n');
       history.push({ role: 'assistant', content: answer });

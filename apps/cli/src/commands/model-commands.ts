@@ -74,9 +74,11 @@ import {
   describeKvOverride,
   type KvOverride,
 } from '@kailstream/engine/core';
+import { opensReasoning, ReasoningSplitter } from '@kailstream/engine/reasoning';
 
 import { createProgress, type Progress } from '../progress';
 import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, pgPairs, type BenchOutput, type BenchRow } from './bench-output';
+import { answerDisplay } from './chat';
 import { runConversation } from './conversation';
 import { servedCopyOf } from './models';
 import { pullOrLocal } from './pull';
@@ -733,13 +735,22 @@ export function registerModelCommands(program: Command): void {
       const prompt = model.tokenizer.tokenize(text, { addSpecial: !o.chat, parseSpecial: !!o.chat });
       // (`kail run MODEL PROMPT` prints the answer alone, as ollama run does.)
       if (!o.json && !words.length) process.stdout.write(text);
+      // (`kail run MODEL PROMPT`, as ollama run: a reasoning model's thinking dimmed on a terminal, not in a pipe.)
+      const shown = words.length ? answerDisplay(process.stdout, process.stderr, !!process.stderr.isTTY) : null;
+      const split = shown ? new ReasoningSplitter(opensReasoning(text)) : null;
+      const show = (p: { reasoning: string; content: string }) => {
+        if (p.reasoning) shown?.reasoning?.(p.reasoning);
+        if (p.content) shown?.text(p.content);
+      };
       const r: GenerateResult = await generate(model, prompt, {
         maxTokens: nPredict < 0 ? Math.max(0, model.nCtx - prompt.length) : nPredict,
         sampling,
-        onText: o.json ? undefined : (t) => process.stdout.write(t),
+        onText: o.json ? undefined : split ? (t) => show(split.push(t)) : (t) => process.stdout.write(t),
         ...options,
         promptCache: o.promptCache ? { file: o.promptCache, readOnly: o.promptCacheRo, all: o.promptCacheAll } : undefined,
       });
+      if (split && !o.json) show(split.finish());
+      shown?.end();
       if (o.json) {
         const stream = model.runtime.stats().stream;
         process.stdout.write(
