@@ -235,7 +235,7 @@ export function planCreate(cmds: readonly ModelfileCommand[], relativeDir: strin
 }
 
 /** SHA-256 of a file, as "sha256:<hex>", with a progress bar for a large one. */
-export async function fileDigest(file: string, log: (l: string) => void = () => {}): Promise<string> {
+export async function fileDigest(file: string): Promise<string> {
   const size = fs.statSync(file).size;
   const hash = createHash('sha256');
   const bar = size >= 64 << 20 ? createProgress({ label: `hashing ${path.basename(file)}`, total: size, format: formatBytes }) : undefined;
@@ -246,9 +246,7 @@ export async function fileDigest(file: string, log: (l: string) => void = () => 
     bar?.update(done);
   }
   bar?.done();
-  const digest = `sha256:${hash.digest('hex')}`;
-  log(`${path.basename(file)}: ${digest}`);
-  return digest;
+  return `sha256:${hash.digest('hex')}`;
 }
 
 /** Uploads a file as a blob unless the API holds it already; says which. */
@@ -301,7 +299,8 @@ export async function createModel(api: ApiTarget, name: string, plan: CreatePlan
   } else body.from = plan.from;
   if (plan.adapters.length) {
     const adapters: Record<string, string> = {};
-    for (const a of plan.adapters) adapters[path.basename(a)] = await upload(a);
+    // (Keyed by file name: two of one name from different directories are told apart.)
+    for (const [i, a] of plan.adapters.entries()) adapters[path.basename(a) in adapters ? `${i}-${path.basename(a)}` : path.basename(a)] = await upload(a);
     body.adapters = adapters;
   }
   if (plan.system !== undefined) body.system = plan.system;
