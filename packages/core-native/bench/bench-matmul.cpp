@@ -1,7 +1,7 @@
 // Micro-benchmark of the matmul kernels (not a test).
 //
 //   bench-matmul [--types q4_0,q8_0,...] [--threads 1,2] [--rows R] [--cols C] [--prompt N] [--secs S]
-//                [--hot 1] [--clock wall|cpu]
+//                [--hot 1] [--clock wall|cpu] [--cold 0]
 //
 // decode: Y = W x, one token; weights are cycled through a working set larger than the last-level
 //         cache, so the figure is the weight bytes streamed from DRAM per second (GB/s).
@@ -9,6 +9,8 @@
 //          fits; "from DRAM" is the same with the weight copies cycled, as in a batched decode step.
 // --clock cpu times 1-thread runs by the calling thread's CPU time instead of the wall clock, which
 // keeps figures meaningful on a machine shared with other work (multi-thread runs stay on wall).
+// --cold 0 skips the "from DRAM" prefill figure (every weight copy per window: minutes for a slow
+// kernel such as a scalar one).
 // Each figure is the best of several short windows.
 #include <time.h>
 
@@ -102,6 +104,7 @@ int main(int argc, char ** argv) {
     double secs = 0.5;
     bool hot = false;  // --hot 1: one weight copy (cache-resident when small), to see kernel speed
     bool clock_cpu = false;
+    bool cold = true;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         if (a == "--types") types = argv[i + 1];
@@ -112,6 +115,7 @@ int main(int argc, char ** argv) {
         else if (a == "--secs") secs = std::atof(argv[i + 1]);
         else if (a == "--hot") hot = std::atoi(argv[i + 1]) != 0;
         else if (a == "--clock") clock_cpu = std::string(argv[i + 1]) == "cpu";
+        else if (a == "--cold") cold = std::atoi(argv[i + 1]) != 0;
     }
     const cpu_features & f = cpu_features_get();
     std::printf("kernels %s, %d physical cores; W %lld x %lld, prompt %lld tokens; %s clock for 1 thread, best of 5 windows\n",
@@ -157,7 +161,7 @@ int main(int argc, char ** argv) {
             const double pre_s = 1.0 / pre_rate;
             // The same N tokens with the weights streamed from DRAM (the copies cycled): a batch of
             // decode steps, where reading and computing have to overlap.
-            const double cold_rate = best_rate([&] {
+            const double cold_rate = !cold ? 0.0 : best_rate([&] {
                 for (int c = 0; c < copies; c++)
                     matmul(type, w.p + mat_bytes * c, rs, rows, cols, x.data(), cols * 4, prompt, y.data(), rows * 4, &pool);
             }, double(copies), secs / 5);

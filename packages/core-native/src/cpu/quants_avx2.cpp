@@ -141,6 +141,133 @@ struct nl_kernel {
     };
 };
 
+// ---------------------------------------------------------------- NVFP4 (Q8_0 activations)
+// Four UE4M3 scale bytes -> ue4m3_half of each: the byte's 7 low bits shifted left 7 are the fp16
+// of its value x 2^-8 (an E4M3 exponent field in fp16's, subnormals included), exact, so x 128
+// gives the value halved; 0x7F (NaN) reads 0, bit 7 is ignored, as in ue4m3_half.
+KAIL_INLINE __m128 ue4m3_half4(const uint8_t * p) {
+    uint32_t d4;
+    std::memcpy(&d4, p, 4);
+    const __m128i u = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(d4)));
+    const __m128i h = _mm_andnot_si128(_mm_cmpeq_epi32(u, _mm_set1_epi32(0x7F)), _mm_slli_epi32(_mm_and_si128(u, _mm_set1_epi32(0x7F)), 7));
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_packus_epi32(h, h)), _mm_set1_ps(128.0f));
+}
+
+// A block's 64 values as the two Q8_0 blocks they meet, as IQ4_NL / MXFP4 do: the 4-bit indices
+// (sub-block s: bytes 8s..8s+7, low nibbles then high) reordered with 64-bit unpacks to element
+// order, looked up in the FP4 table, VPMADDUBSW on the levels' magnitudes against the activations
+// with the levels' signs, pairs to int32. Lanes 0-3 of each int32 vector are one sub-block, 4-7 the
+// next, so each takes its scale x the Q8_0 block's; the two halves are summed before the one add
+// into the accumulator (a short dependency chain for matrix x vector). The same operations per
+// (row, token) whatever the tile: batch-invariant.
+template <bool VNNI>
+struct nvfp4_kernel {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(kFp4Levels)));
+            const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+            const __m256i i01 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), i23 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+            __m256 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+            const size_t ahead = rows_ahead(ws, R);
+            for (int64_t ib = 0; ib < k / QK_NVFP4; ib++) {
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_nvfp4 * b = reinterpret_cast<const block_nvfp4 *>(w + r * ws) + ib;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, sizeof(block_nvfp4));
+                    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs));
+                    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                    const __m256i A = _mm256_unpacklo_epi64(lo, hi), B = _mm256_unpackhi_epi64(lo, hi);  // [s0, s2], [s1, s3]
+                    const __m256i sg0 = _mm256_shuffle_epi8(levels, _mm256_permute2x128_si256(A, B, 0x20));
+                    const __m256i sg1 = _mm256_shuffle_epi8(levels, _mm256_permute2x128_si256(A, B, 0x31));
+                    const __m256i u0 = _mm256_abs_epi8(sg0), u1 = _mm256_abs_epi8(sg1);
+                    const __m256 d4 = _mm256_castps128_ps256(ue4m3_half4(b->d));
+                    const __m256 S0 = _mm256_permutevar8x32_ps(d4, i01), S1 = _mm256_permutevar8x32_ps(d4, i23);
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + 2 * ib;
+                        const __m256i p0 = _mm256_maddubs_epi16(u0, _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[0].qs)), sg0));
+                        const __m256i p1 = _mm256_maddubs_epi16(u1, _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[1].qs)), sg1));
+                        const __m256i s0 = dpw<VNNI>(_mm256_setzero_si256(), p0, ones), s1 = dpw<VNNI>(_mm256_setzero_si256(), p1, ones);
+                        __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(s0), _mm256_mul_ps(S0, _mm256_set1_ps(_cvtsh_ss(y[0].d))));
+                        v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_mul_ps(S1, _mm256_set1_ps(_cvtsh_ss(y[1].d))), v);
+                        acc[r][t] = _mm256_add_ps(acc[r][t], v);
+                    }
+                }
+            }
+            store_tile<R, T>(acc, out);
+        }
+    };
+};
+
+// ---------------------------------------------------------------- TQ2_0 (Q8_K activations)
+// Q2_K's 2-bit layout (element 128h + 32l + m: bits 2l of qs[32h + m]) with no scales: the codes q
+// (0..2) go unsigned into VPDPBUSD / VPMADDUBSW against the activations, and the offset 1 comes
+// off as the block's activation sum (its bsums). Per 4-byte lane the two sums cover different
+// elements, so they are subtracted only once reduced to the super-block's one int32, which is
+// then exactly the scalar kernel's sum (lane by lane in float it lost the large offset terms'
+// rounding); float(sum) * (d_y * d) is added as the scalar kernel does, separately rounded: the
+// scalar kernel's bits at every tile shape (batch-invariant).
+template <bool VNNI>
+struct tq2_0_kernel {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const __m256i m3 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+            __m128 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            const size_t ahead = rows_ahead(ws, R);
+            for (int64_t i = 0; i < k / QK_K; i++) {
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_tq2_0 * b = reinterpret_cast<const block_tq2_0 *>(w + r * ws) + i;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, sizeof(block_tq2_0));
+                    __m256i u[8];
+#pragma GCC unroll 2
+                    for (int h = 0; h < 2; h++) {
+                        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * h));
+                        u[4 * h] = _mm256_and_si256(q, m3);
+                        u[4 * h + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 2), m3);
+                        u[4 * h + 2] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m3);
+                        u[4 * h + 3] = _mm256_and_si256(_mm256_srli_epi16(q, 6), m3);
+                    }
+                    const float d = _cvtsh_ss(b->d);
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[t]) + i;
+                        __m256i s;
+                        if constexpr (VNNI) {
+                            s = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                            for (int l = 0; l < 8; l++) s = _mm256_dpbusd_avx_epi32(s, u[l], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->qs + 32 * l)));
+                        } else {
+                            // |pair| <= 2 * 2 * 128: eight of them stay below 2^15.
+                            __m256i p = _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->qs)));
+#pragma GCC unroll 8
+                            for (int l = 1; l < 8; l++) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[l], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->qs + 32 * l))));
+                            s = _mm256_madd_epi16(p, ones);
+                        }
+                        s = _mm256_sub_epi32(s, _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->bsums)), ones));
+                        const __m128 f = _mm_cvtsi32_ss(_mm_setzero_ps(), hsum8i(s));
+                        acc[r][t] = _mm_add_ss(acc[r][t], _mm_mul_ss(f, _mm_set_ss(y->d * d)));
+                    }
+                }
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+        }
+    };
+};
+
 // ---------------------------------------------------------------- legacy 32-element blocks
 
 // Two blocks of one weight row, matching half of a prepared split group.
@@ -1165,6 +1292,8 @@ template <bool V> struct tiles {
     template <int R, int T> using iq4_xs = typename kquant<iq4_xs_dec, V>::template tile<R, T>;
     template <int R, int T> using iq4_nl = typename nl_kernel<iq4_nl_fmt, V>::template tile<R, T>;
     template <int R, int T> using mxfp4 = typename nl_kernel<mxfp4_fmt, V>::template tile<R, T>;
+    template <int R, int T> using nvfp4 = typename nvfp4_kernel<V>::template tile<R, T>;
+    template <int R, int T> using tq2_0 = typename tq2_0_kernel<V>::template tile<R, T>;
     template <int R, int T> using iq2_xxs = typename kquant<iq2_xxs_dec, V>::template tile<R, T>;
     template <int R, int T> using iq2_xs = typename kquant<iq2_xs_dec, V>::template tile<R, T>;
     template <int R, int T> using iq2_s = typename kquant<iq2_s_dec, V>::template tile<R, T>;
@@ -1203,6 +1332,8 @@ void init(kernel_table & t) {
     set<TS::template iq4_xs, 1, 4>(t, KAIL_TYPE_IQ4_XS, nullptr);
     set<TS::template iq4_nl, 2, 4>(t, KAIL_TYPE_IQ4_NL, nullptr);
     set<TS::template mxfp4, 2, 4>(t, KAIL_TYPE_MXFP4, nullptr);
+    set<TS::template nvfp4, 1, 4>(t, KAIL_TYPE_NVFP4, nullptr);
+    set<TS::template tq2_0, 1, 4>(t, KAIL_TYPE_TQ2_0, nullptr);
     // The codebook i-quants decode a block with scalar table loads, so a tile of 8 tokens shares
     // each decoded block twice as widely as 4 (prompt GFLOP/s, bench-matmul 2048 x 4096, 64 tokens,
     // 1 thread, AMD EPYC AVX-512 VM: IQ2_S 78 -> 100, IQ3_XXS 81 -> 101, IQ3_S 59 -> 81, IQ1_M

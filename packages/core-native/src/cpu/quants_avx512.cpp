@@ -276,6 +276,125 @@ struct iq4_nl_dec {
     static KAIL_INLINE __m512 dot(const wsplit & w, const uint8_t * ap, __m512 acc) { return split_dec<0>::dot(w, ap, acc); }
 };
 
+// NVFP4: a block's 64 values are one vector. The 32 index bytes broadcast to both halves, the
+// upper half shifted by 4 (low nibbles, then high), and one VPERMQ puts sub-block s (bytes 8s..8s+7:
+// 8 low nibbles, then their 8 high ones) in 128-bit lane s: element order. The indices look up the
+// levels + 12 (0..24, unsigned for VPDPBUSD, as MXFP4's) against the two Q8_0 blocks' 64 quants,
+// the accumulation started at -12 x their sums per 4-byte lane (once per token, shared by the
+// tile's rows), so the int32 lanes hold exactly sum(level * q) over 4 values; lane 4s..4s+3 takes
+// sub-block s's scale (ue4m3_half) x its Q8_0 block's. The same operations per (row, token)
+// whatever the tile: batch-invariant.
+KAIL_INLINE __m128 ue4m3_half4(const uint8_t * p) {
+    uint32_t d4;
+    std::memcpy(&d4, p, 4);
+    const __m128i u = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(d4)));
+    // fp16 bits (v & 0x7F) << 7 are the E4M3 value x 2^-8 exactly; 0x7F (NaN) reads 0.
+    const __m128i h = _mm_andnot_si128(_mm_cmpeq_epi32(u, _mm_set1_epi32(0x7F)), _mm_slli_epi32(_mm_and_si128(u, _mm_set1_epi32(0x7F)), 7));
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_packus_epi32(h, h)), _mm_set1_ps(128.0f));
+}
+
+struct nvfp4_kernel {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            alignas(16) static constexpr int8_t kShifted[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+            const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i *>(kShifted)));
+            const __m512i m4 = _mm512_set1_epi8(0x0F), k12 = _mm512_set1_epi8(12);
+            const __m512i sh = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+            const __m512i order = _mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7);
+            __m512 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+            const size_t ahead = rows_ahead(ws, R);
+            for (int64_t ib = 0; ib < k / QK_NVFP4; ib++) {
+                __m512i u[R];
+                __m512 S[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_nvfp4 * b = reinterpret_cast<const block_nvfp4 *>(w + r * ws) + ib;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, sizeof(block_nvfp4));
+                    const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs)));
+                    const __m512i n = _mm512_and_si512(_mm512_srlv_epi16(q, sh), m4);
+                    u[r] = _mm512_shuffle_epi8(table, _mm512_permutexvar_epi64(order, n));
+                    S[r] = scales4(ue4m3_half4(b->d));
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + 2 * ib;
+                    const __m512i yq = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[0].qs))),
+                                                          _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[1].qs)), 1);
+                    const __m512i c0 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), k12, yq));
+                    const __m512 dy = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(y[0].d))), _mm256_set1_ps(_cvtsh_ss(y[1].d)), 1);
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++)
+                        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c0, u[r], yq)), _mm512_mul_ps(S[r], dy), acc[r][t]);
+                }
+            }
+            store_tile<R, T>(acc, out);
+        }
+    };
+};
+
+// TQ2_0: the codes q (0..2) of a super-block as four vectors of 64 (Q2_K's layout: shifts 0/2 and
+// 4/6 in the two halves of a broadcast 32 bytes) into VPDPBUSD against the activations; the offset
+// 1 comes off as the bsums once both are reduced to one int32 (per lane they cover different
+// elements), the scalar kernel's exact sum; float(sum) * (d_y * d) is then added as the scalar
+// kernel does: its bits at every tile shape (batch-invariant). See the AVX2 file.
+struct tq2_0_kernel {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const __m512i m3 = _mm512_set1_epi8(3);
+            const __m512i sh01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+            const __m512i sh23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+            __m128 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            const size_t ahead = rows_ahead(ws, R);
+            for (int64_t i = 0; i < k / QK_K; i++) {
+                __m512i u[R][4];
+                float d[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_tq2_0 * b = reinterpret_cast<const block_tq2_0 *>(w + r * ws) + i;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, sizeof(block_tq2_0));
+#pragma GCC unroll 2
+                    for (int c = 0; c < 2; c++) {
+                        const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs + 32 * c)));
+                        u[r][2 * c] = _mm512_and_si512(_mm512_srlv_epi16(q, sh01), m3);
+                        u[r][2 * c + 1] = _mm512_and_si512(_mm512_srlv_epi16(q, sh23), m3);
+                    }
+                    d[r] = _cvtsh_ss(b->d);
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[t]) + i;
+                    const __m512i y0 = _mm512_loadu_si512(y->qs), y1 = _mm512_loadu_si512(y->qs + 64);
+                    const __m512i y2 = _mm512_loadu_si512(y->qs + 128), y3 = _mm512_loadu_si512(y->qs + 192);
+                    const __m512i bs = _mm512_zextsi256_si512(_mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->bsums)), _mm256_set1_epi16(1)));
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) {
+                        __m512i s = _mm512_dpbusd_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), bs), u[r][0], y0);
+                        s = _mm512_dpbusd_epi32(s, u[r][1], y1);
+                        s = _mm512_dpbusd_epi32(s, u[r][2], y2);
+                        s = _mm512_dpbusd_epi32(s, u[r][3], y3);
+                        const __m128 f = _mm_cvtsi32_ss(_mm_setzero_ps(), _mm512_reduce_add_epi32(s));
+                        acc[r][t] = _mm_add_ss(acc[r][t], _mm_mul_ss(f, _mm_set_ss(y->d * d[r])));
+                    }
+                }
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+        }
+    };
+};
+
 template <class D>
 struct legacy {
     static constexpr size_t PREP = PREP_SPLIT_GROUP;
@@ -1145,6 +1264,8 @@ template <int R, int T> using q5_1_tile = legacy<split_dec<3>>::tile<R, T>;
 template <int R, int T> using q8_0_tile = legacy<q8_0_dec>::tile<R, T>;
 template <int R, int T> using mxfp4_tile = legacy<mxfp4_dec>::tile<R, T>;
 template <int R, int T> using iq4_nl_tile = legacy<iq4_nl_dec>::tile<R, T>;
+template <int R, int T> using nvfp4_tile = nvfp4_kernel::tile<R, T>;
+template <int R, int T> using tq2_0_tile = tq2_0_kernel::tile<R, T>;
 template <int R, int T> using q2_K_tile = kquant<q2_K_dec>::tile<R, T>;
 template <int R, int T> using q3_K_tile = kquant<q3_K_dec>::tile<R, T>;
 template <int R, int T> using q5_K_tile = kquant<q5_K_dec>::tile<R, T>;
@@ -1245,6 +1366,8 @@ void kernels_init_avx512(kernel_table & t) {
     set<q5_K_tile, 1, 8>(t, KAIL_TYPE_Q5_K, 1);
     set<q6_K_tile, 1, 8>(t, KAIL_TYPE_Q6_K, 1);
     set<iq4_xs_tile, 1, 8>(t, KAIL_TYPE_IQ4_XS, 1);
+    set<nvfp4_tile, 4, 4>(t, KAIL_TYPE_NVFP4, 1);
+    set<tq2_0_tile, 2, 4>(t, KAIL_TYPE_TQ2_0, 1);
     t.w[KAIL_TYPE_Q2_K].gemm_decode = kquant<q2_K_dec>::decode;
     t.w[KAIL_TYPE_Q3_K].gemm_decode = kquant<q3_K_dec>::decode;
     t.w[KAIL_TYPE_Q5_K].gemm_decode = kquant<q5_K_dec>::decode;
