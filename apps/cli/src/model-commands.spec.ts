@@ -223,7 +223,12 @@ describe('kail model commands', () => {
     expect(Number(num.text)).toBeGreaterThanOrEqual(10);
     expect(Number(num.text)).toBeLessThanOrEqual(99);
     expect(kail('run', '-m', model, '-n', '4', '-j', '{nope').stderr).toMatch(/--json-schema: not JSON/);
-    expect(kail('run', '-m', model, '-n', '4', '-j', '{}', '--grammar', 'root ::= "a"').stderr).toMatch(/give one of --grammar, --grammar-file, --json-schema and --json-schema-file/);
+    expect(kail('run', '-m', model, '-n', '4', '-j', '{}', '--grammar', 'root ::= "a"').stderr).toMatch(/give one of --grammar, --grammar-file, --json-schema \(--format\) and --json-schema-file/);
+    // ollama run's --format: a schema as -j, or json (an object).
+    const viaFormat = JSON.parse(kail('run', '-m', model, '-p', 'N:', '-n', '20', '--temp', '1', '--seed', '5', '--format', '{"type":"integer","minimum":10,"maximum":99}', '--json').stdout);
+    expect(viaFormat.text).toBe(num.text);
+    expect(JSON.parse(kail('run', '-m', model, '-p', 'J:', '-n', '6', '--format', 'json', '--json').stdout).text).toMatch(/^\s*\{/);
+    expect(kail('run', '-m', model, '-n', '4', '--format', '{nope').stderr).toMatch(/--format: not JSON/);
   });
 
   it('plan without --ram or a profile plans against 80% of the memory available now, saying so; --ram takes a share too', () => {

@@ -50,6 +50,15 @@ describe('kail chat with a reasoning model', () => {
         if (tty) expect(e).toContain('\x1b[2mThey greet; greet back.\x1b[0m');
         else expect(e).not.toContain('greet back');
       }
+      // --hidethinking (ollama run's): not on a terminal either.
+      const input = new PassThrough();
+      const err = new PassThrough();
+      let e = '';
+      err.on('data', (d) => (e += d));
+      input.end('Hi\n');
+      const reply: ChatReply = (m, onText, signal, onReasoning) => streamChat({ url: api.url, model: 'm' }, m, onText, signal, onReasoning);
+      expect(await chatLoop(reply, { banner: 'chatting with m', hideThinking: true }, input, new PassThrough(), err, true)).toBe(0);
+      expect(e).not.toContain('greet back');
     } finally {
       api.close();
     }

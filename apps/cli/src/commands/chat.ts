@@ -118,6 +118,8 @@ export interface ChatLoopOptions {
   banner: string;
   /** A first user message, answered before any input is read (llama-cli's -p in conversation mode). */
   first?: string;
+  /** A reasoning model's thinking is not shown on a terminal either (ollama run's --hidethinking). */
+  hideThinking?: boolean;
 }
 
 /** Multi-line messages: a line ending in a backslash goes on (llama-cli), as does a block between """ lines (Ollama). */
@@ -226,7 +228,7 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
     aborter = new AbortController();
     try {
       // On a terminal a reasoning model's thinking shows dimmed before the answer; a pipe gets the answer only.
-      const shown = answerDisplay(out, err, tty);
+      const shown = answerDisplay(out, err, tty && !o.hideThinking);
       const answer = await reply([...(system ? [{ role: 'system' as const, content: system }] : []), ...history], shown.text, aborter.signal, shown.reasoning, { ...settings });
       shown.end();
       out.write('\n');
@@ -312,6 +314,7 @@ interface ChatCliOpts {
   maxTokens?: string;
   temperature?: string;
   dataDir?: string;
+  hidethinking?: boolean;
 }
 
 export function registerChat(program: Command): void {
@@ -324,6 +327,7 @@ export function registerChat(program: Command): void {
     .option('--system <text>', 'system message')
     .option('--max-tokens <n>', 'tokens per reply', '512')
     .option('--temperature <t>', 'sampling temperature 0..2', '0.7')
+    .option('--hidethinking', "a reasoning model's thinking is not shown, on a terminal either (ollama run's)")
     .option('--data-dir <dir>', 'data directory (to find the running server)')
     .action(async (c: ChatCliOpts) => {
       const maxTokens = Number(c.maxTokens);
@@ -335,7 +339,7 @@ export function registerChat(program: Command): void {
       const model = api.model ?? (await defaultModel(api));
       const failures = await chatLoop(
         (messages, onText, signal, onReasoning, settings) => streamChat({ ...api, model }, messages, onText, signal, onReasoning, settings),
-        { system: api.system, banner: `chatting with ${model} at ${url}` },
+        { system: api.system, banner: `chatting with ${model} at ${url}`, hideThinking: c.hidethinking },
         process.stdin,
         process.stdout,
         process.stderr,

@@ -499,6 +499,8 @@ interface RunOpts extends SamplerOpts {
   chatTemplateFile?: string;
   chatTemplateKwargs?: string;
   think?: string | boolean;
+  format?: string;
+  hidethinking?: boolean;
   temp: number;
   seed?: number;
   topK: number;
@@ -639,6 +641,9 @@ export function registerModelCommands(program: Command): void {
     .option('--grammar <gbnf>', "hold the output to a GBNF grammar (llama.cpp's format)")
     .option('--grammar-file <file>', 'hold the output to the GBNF grammar in this file')
     .option('-j, --json-schema <schema>', 'hold the output to one JSON value of this JSON Schema (llama-cli\'s -j)')
+    .option('--format <json|schema>', "ollama run's --format: json holds the output to a JSON object; a JSON Schema to a value of it (as -j)")
+    .option('--hidethinking', "ollama run's: a reasoning model's thinking is not shown, on a terminal either")
+    .option('--verbose', "ollama run's: the timings (always printed here, on stderr)")
     .option('--json-schema-file <file>', 'hold the output to one JSON value of the JSON Schema in this file')
     .option('--demo', 'use the built-in demo model (written on first use into the data directory)')
     .option('--no-usage-history', "neither warm the expert cache from this model's usage history nor update it")
@@ -681,10 +686,15 @@ export function registerModelCommands(program: Command): void {
     if (o.conversation && o.promptCache) throw new Error('--prompt-cache is for one prompt: --conversation keeps its cache between turns itself');
     // (In a conversation -n defaults to the whole turn, as llama-cli's; so does `kail run MODEL PROMPT`'s answer, as ollama run's.)
     const nPredict = (o.conversation || words.length) && cmd.getOptionValueSource('nPredict') !== 'cli' ? -1 : o.nPredict;
+    // (ollama run's --format: json is any JSON object, as Ollama's format "json"; else a schema, as -j.)
+    if (o.format !== undefined) {
+      if (o.jsonSchema !== undefined) throw new Error('give one of --format and --json-schema');
+      o.jsonSchema = o.format.trim() === 'json' ? '{"type": "object"}' : o.format;
+    }
     const forms = (['grammar', 'grammarFile', 'jsonSchema', 'jsonSchemaFile'] as const).filter((k) => o[k] !== undefined);
-    if (forms.length > 1) throw new Error('give one of --grammar, --grammar-file, --json-schema and --json-schema-file');
+    if (forms.length > 1) throw new Error('give one of --grammar, --grammar-file, --json-schema (--format) and --json-schema-file');
     const grammarText = o.grammarFile !== undefined ? readTextFile(o.grammarFile, '--grammar-file') : o.grammar;
-    const schemaFlag = o.jsonSchemaFile !== undefined ? '--json-schema-file' : '--json-schema';
+    const schemaFlag = o.jsonSchemaFile !== undefined ? '--json-schema-file' : o.format !== undefined ? '--format' : '--json-schema';
     const schemaText = o.jsonSchemaFile !== undefined ? readTextFile(o.jsonSchemaFile, '--json-schema-file') : o.jsonSchema;
     let schema: unknown;
     if (schemaText !== undefined)
@@ -725,7 +735,7 @@ export function registerModelCommands(program: Command): void {
       }
       const options = { speculative: sp.spec ?? undefined, grammar, jsonSchema, contextShift: o.contextShift ? { keep: o.keep ?? 0 } : undefined, stop: reverse.length ? reverse : undefined };
       if (o.conversation)
-        return await runConversation(model, { nPredict, sampling, generate: options, render }, { json: o.json, systemPrompt, first: promptGiven || o.file !== undefined ? userText : undefined, name: path.basename(modelPath), template: templateOverride });
+        return await runConversation(model, { nPredict, sampling, generate: options, render }, { json: o.json, systemPrompt, first: promptGiven || o.file !== undefined ? userText : undefined, name: path.basename(modelPath), template: templateOverride, hideThinking: o.hidethinking });
       let text = userText;
       if (o.chat) {
         const messages = [...(systemPrompt !== undefined ? [{ role: 'system' as const, content: systemPrompt }] : []), { role: 'user' as const, content: text }];
@@ -736,7 +746,7 @@ export function registerModelCommands(program: Command): void {
       // (`kail run MODEL PROMPT` prints the answer alone, as ollama run does.)
       if (!o.json && !words.length) process.stdout.write(text);
       // (`kail run MODEL PROMPT`, as ollama run: a reasoning model's thinking dimmed on a terminal, not in a pipe.)
-      const shown = words.length ? answerDisplay(process.stdout, process.stderr, !!process.stderr.isTTY) : null;
+      const shown = words.length ? answerDisplay(process.stdout, process.stderr, !!process.stderr.isTTY && !o.hidethinking) : null;
       const split = shown ? new ReasoningSplitter(opensReasoning(text)) : null;
       const show = (p: { reasoning: string; content: string }) => {
         if (p.reasoning) shown?.reasoning?.(p.reasoning);
