@@ -186,6 +186,13 @@ describe('kail serve', () => {
     const peach = await post('/api/show', { model: 'peach' });
     expect([peach.system, peach.messages, peach.parameters]).toEqual([show.system, show.messages, show.parameters]);
     expect((await run('show', 'bowser', '--data-dir', dir)).out).toMatch(/showing 'bowser': HTTP 404: .*bowser/);
+    // -q (ollama create -q): the F16 file is quantized on the server as it is imported, its progress streamed.
+    const f16 = writeTestModel(src, 'tiny-qwen3moe', 'F16');
+    fs.writeFileSync(path.join(src, 'Small'), `FROM ${f16}\n`);
+    const small = await run('create', 'small', '-f', path.join(src, 'Small'), '-q', 'Q4_K_M', '--data-dir', dir);
+    expect(small.code).toBe(0);
+    expect(small.out).toMatch(/^quantizing model to Q4_K_M$/m);
+    expect(((await post('/api/show', { model: 'small' })).details as { quantization_level: string }).quantization_level).toBe('Q4_K_M');
     // FROM a model of the server (by name), and a Modelfile it cannot use: an error, nothing made.
     fs.writeFileSync(path.join(src, 'Derived'), 'FROM mario\nPARAMETER num_predict 2\n');
     expect(await run('create', 'luigi', '-f', path.join(src, 'Derived'), '--data-dir', dir)).toMatchObject({ code: 0 });

@@ -220,8 +220,13 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     expect((await fetch(`${stack.api.url}/api/version`)).status).toBe(200);
     const r = await made;
     expect(r.status).toBe(200);
-    const lines = (await r.text()).trim().split('\n').map((l) => (JSON.parse(l) as { status: string }).status);
+    const all = (await r.text()).trim().split('\n').map((l) => JSON.parse(l) as { status: string; total?: number; completed?: number });
+    // (Statuses as they happen; the quantization's progress repeats its status with total and completed.)
+    const lines = all.map((l) => l.status).filter((x, i, a) => x !== a[i - 1]);
     expect(lines).toEqual([`using existing layer ${digest}`, 'quantizing model to Q4_K_M', 'creating new layer', 'writing manifest', 'success']);
+    const progress = all.filter((l) => l.total !== undefined);
+    expect(progress.length).toBeGreaterThan(0);
+    expect(progress.every((l) => l.status === 'quantizing model to Q4_K_M' && l.completed! <= l.total! && l.total! > 0)).toBe(true);
     const show = await stack.post('/api/show', { model: 'small' });
     expect(show.body.details.quantization_level).toBe('Q4_K_M');
     const chatted = await stack.post('/api/chat', { model: 'small', messages, stream: false, options: { temperature: 0, num_predict: 3 } });

@@ -793,7 +793,34 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         return bad(reply, `quantize: ${(e as Error).message}`);
       }
     }
+    // Statuses stream as they happen (NDJSON, as Ollama's create: a quantization's progress with
+    // total and completed); a failure after the first line is an {error} line.
+    const stream = b.stream !== false;
+    let opened = false;
+    const emit = (o: { status: string; total?: number; completed?: number }) => {
+      if (!stream) return;
+      if (!opened) {
+        reply.hijack();
+        reply.raw.writeHead(200, { 'content-type': 'application/x-ndjson' });
+        opened = true;
+      }
+      reply.raw.write(JSON.stringify(o) + '\n');
+    };
     return guarded(reply, async (s) => {
+      try {
+        await createModel(s, emit);
+      } catch (e) {
+        if (!opened) throw e;
+        const f = e instanceof HttpError ? e : grpcToHttp(e as grpc.ServiceError);
+        reply.raw.end(JSON.stringify({ error: f.body.error.message }) + '\n');
+        return undefined;
+      }
+      if (!stream) return { status: 'success' };
+      emit({ status: 'success' });
+      reply.raw.end();
+      return undefined;
+    });
+    async function createModel(s: spb.SchedulerServiceClient, say: typeof emit): Promise<void> {
       const copy = (c: Partial<pb.CopyModelFileRequest>) => unary<spb.CopyModelFileRequest, pb.CopyModelFileResponse>(s.copyModelFile.bind(s), { engineId: '', copy: { sourceId: '', destinationId: id, sourcePath: '', lora, ...c } });
       const replace = async (c: Partial<pb.CopyModelFileRequest>) => {
         try {
@@ -805,7 +832,6 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
           await copy(c);
         }
       };
-      const status: string[] = [];
       // FROM a model named as it was pulled, or one this machine's Ollama has (linked in first).
       let from = fromName;
       if (b.from && !blob) {
@@ -814,32 +840,39 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         if (pulled) from = pulled;
         else if (local) {
           from = local.id;
-          status.push(`using ollama's model ${local.ollama}`);
+          say({ status: `using ollama's model ${local.ollama}` });
         }
       }
       if (blob && quantize) {
-        status.push(`using existing layer sha256:${blobDigest(ggufs[0][1])}`, `quantizing model to ${quantize.name}`);
+        say({ status: `using existing layer sha256:${blobDigest(ggufs[0][1])}` });
+        const label = `quantizing model to ${quantize.name}`;
+        say({ status: label });
         // (Beside the blobs, on the same file system: the engine links it into its models directory.)
         const tmp = path.join(path.dirname(blob), `.quantize-${randomUUID()}.gguf`);
+        let last = 0;
         try {
-          await tools().quantizeModelInWorker(blob, tmp, { type: quantize.name });
+          await tools().quantizeModelInWorker(blob, tmp, { type: quantize.name }, (done, total) => {
+            if (Date.now() - last < 500) return;
+            last = Date.now();
+            say({ status: label, total, completed: done });
+          });
         } catch (e) {
           throw new HttpError(400, openAiError(`quantize: ${(e as Error).message.replaceAll(tmp, 'the new model')}`, 'invalid_request_error'));
         }
         try {
-          status.push('creating new layer');
+          say({ status: 'creating new layer' });
           await replace({ sourcePath: tmp });
         } finally {
           fs.rmSync(tmp, { force: true });
         }
       } else if (blob) {
-        status.push(`using existing layer sha256:${blobDigest(ggufs[0][1])}`);
+        say({ status: `using existing layer sha256:${blobDigest(ggufs[0][1])}` });
         await replace({ sourcePath: blob });
       } else if (from !== id) {
-        status.push(`using existing model ${from}`);
+        say({ status: `using existing model ${from}` });
         await replace({ sourceId: from });
       }
-      for (const digest of Object.values(b.adapters ?? {})) status.push(`using adapter layer ${digest}`);
+      for (const digest of Object.values(b.adapters ?? {})) say({ status: `using adapter layer ${digest}` });
       // The new model's Modelfile: the source's (when made from a model), then this request's.
       const base = blob ? {} : (modelfiles.get(from) ?? {});
       modelfiles.set(id, {
@@ -848,11 +881,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         messages: b.messages ?? base.messages,
         license: b.license == null ? base.license : Array.isArray(b.license) ? b.license.join('\n') : b.license,
       });
-      status.push('writing manifest', 'success');
-      if (b.stream === false) return { status: 'success' };
-      reply.header('content-type', 'application/x-ndjson');
-      return status.map((x) => JSON.stringify({ status: x })).join('\n') + '\n';
-    });
+      say({ status: 'writing manifest' });
+    }
   });
   // `ollama pull hf.co/USER/REPO[:QUANT]`: the repository's GGUF file into the models directory,
   // as `kail pull` does it (tools/src/models/pull.ts), its progress in Ollama's status lines; the

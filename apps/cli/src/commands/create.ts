@@ -14,7 +14,7 @@ import type { Command } from 'commander';
 import { formatBytes } from '@kailstream/engine/core';
 
 import { dataDir } from '../paths';
-import { createProgress } from '../progress';
+import { createProgress, type Progress } from '../progress';
 import { apiBaseUrl } from '../serve-state';
 import { apiError, apiFetch, type ApiTarget } from './api-client';
 import { DEPRECATED_OLLAMA_PARAMS, OLLAMA_PARAM_TYPES, parseOllamaParam } from './ollama-params';
@@ -310,16 +310,33 @@ export async function createModel(api: ApiTarget, name: string, plan: CreatePlan
   if (o.quantize) body.quantize = o.quantize;
   const r = await apiFetch(api, '/api/create', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   if (!r.ok) throw await apiError(r, `creating '${name}'`);
+  // The statuses as they come; a status with total and completed (a quantization) is a progress bar.
   const statuses: string[] = [];
-  for (const l of (await r.text()).split('\n')) {
-    if (!l.trim()) continue;
-    const m = JSON.parse(l) as { status?: string; error?: string };
+  let bar: { status: string; p: Progress } | null = null;
+  const line = (l: string) => {
+    if (!l.trim()) return;
+    const m = JSON.parse(l) as { status?: string; error?: string; total?: number; completed?: number };
     if (m.error) throw new Error(`creating '${name}': ${m.error}`);
-    if (m.status) {
-      statuses.push(m.status);
-      log(m.status);
+    if (!m.status) return;
+    if (m.total !== undefined && m.completed !== undefined) {
+      if (bar?.status !== m.status) bar = { status: m.status, p: createProgress({ label: m.status, total: m.total, format: formatBytes }) };
+      bar.p.update(m.completed);
+      return;
     }
+    if (bar) bar.p.done();
+    bar = null;
+    if (statuses.at(-1) === m.status) return;
+    statuses.push(m.status);
+    log(m.status);
+  };
+  let held = '';
+  for await (const chunk of r.body ?? []) {
+    held += Buffer.from(chunk as Uint8Array).toString('utf8');
+    const lines = held.split('\n');
+    held = lines.pop()!;
+    for (const l of lines) line(l);
   }
+  line(held);
   return statuses;
 }
 
