@@ -1,13 +1,14 @@
 #!/usr/bin/env node
 // The API process: `node apps/api/dist/main.js [--host H] [--port P] [--scheduler host:port] [--data-dir DIR] [--reasoning-budget N] [--reasoning-format F] [--request-timeout S] [--alias NAME=ID …]
 // [--cors-origins LIST] [--cors-methods M] [--cors-headers H] [--cors-credentials true|false]
-// [--sampling-defaults JSON] [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem] [--api-prefix /PATH]`.
+// [--sampling-defaults JSON] [--ssl-key-file KEY.pem --ssl-cert-file CERT.pem] [--api-prefix /PATH] [--check]`.
+// --check: only check the configuration (what `kail serve` runs before it starts the engine).
 // Binds 127.0.0.1 unless --host says otherwise. Prints one JSON line once listening.
 import { parseArgs } from 'node:util';
 import { AUTH_TOKEN_ENV } from '@kailstream/proto';
 
 import { parseApiConfig, STATIC_KEYS_ENV } from './env';
-import { startApi } from './server';
+import { prepareApi, startApi } from './server';
 
 /** `--alias NAME=ID` (repeatable) as ApiConfig.aliases; one without an id is an error naming it. */
 function aliasesOf(list: readonly string[]): Record<string, string> {
@@ -49,6 +50,8 @@ async function main() {
       'ssl-key-file': { type: 'string' },
       'api-prefix': { type: 'string' },
       'ssl-cert-file': { type: 'string' },
+      // Check the configuration (and the HTTPS files, and keys beyond loopback) and exit: 0, or 1 with the error.
+      check: { type: 'boolean' },
     },
   });
   const config = parseApiConfig({
@@ -73,6 +76,12 @@ async function main() {
     // (In the environment, not on the command line where `ps` shows it.)
     staticKeys: (process.env[STATIC_KEYS_ENV] ?? '').split('\n').filter((k) => k !== ''),
   });
+  if (values.check) {
+    const ready = prepareApi(config);
+    ready.keys?.close();
+    await ready.app.close();
+    return;
+  }
   const api = await startApi(config);
   process.stdout.write(JSON.stringify({ service: 'api', address: api.url, ...(api.localUrl ? { local: api.localUrl } : {}), pid: process.pid }) + '\n');
   const stop = () => void api.close().then(() => process.exit(0));

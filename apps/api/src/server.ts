@@ -68,8 +68,13 @@ function readPem(file: string, flag: string): Buffer {
 }
 
 /** Builds the HTTP API: OpenAI routes, keys, metrics, health and readiness. */
-export async function startApi(config: ApiConfig): Promise<RunningApi> {
-  // (The HTTPS files and the server first: a bad file stops the start before any store is open.)
+/**
+ * What the API makes before it serves: its Fastify server (HTTPS from the key and certificate files,
+ * under the API prefix) and its key store, refusing to listen beyond loopback without a key. Every
+ * failure of a start that is the configuration's shows here, before any other store is open: `kail
+ * serve` runs this alone (`main.js --check`) before it starts the engine.
+ */
+export function prepareApi(config: ApiConfig): { app: FastifyInstance; tls: boolean; keys: KeyStore | undefined; staticKeys: StaticKeys } {
   const tls = config.sslKeyFile ? { key: readPem(config.sslKeyFile, '--ssl-key-file'), cert: readPem(config.sslCertFile, '--ssl-cert-file') } : undefined;
   // Bodies up to 64 MiB: Fastify's default (1 MiB) is less than a long context's prompt (a 256k-token
   // conversation is about 1 MB of text; its token ids as JSON more). Past the limit: a 413 that says so.
@@ -81,12 +86,9 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     // (Fastify's https option: a key that does not match the certificate fails here.)
     throw new Error(`HTTPS: the key (${config.sslKeyFile}) and the certificate (${config.sslCertFile}) do not make a TLS server: ${(e as Error).message}`);
   }
-  const beyondLoopback = !isLoopback(config.host);
   const keys = config.dataDir ? KeyStore.open(path.join(config.dataDir, KEYS_FILE)) : undefined;
   const staticKeys = new StaticKeys(config.staticKeys);
-  // Where pulls go: the models directory the engine loads from (`kail serve` gives both the same).
-  const modelsDir = config.modelsDir ? path.resolve(config.modelsDir) : config.dataDir ? path.join(config.dataDir, 'models') : '';
-  if (beyondLoopback && !staticKeys.size && (!keys || keys.activeCount() === 0)) {
+  if (!isLoopback(config.host) && !staticKeys.size && (!keys || keys.activeCount() === 0)) {
     keys?.close();
     throw new Error(
       `refusing to listen on ${config.host} (beyond loopback) without an API key: create one with ` +
@@ -95,6 +97,15 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
         ' (or give one with `kail serve --api-key`), or bind 127.0.0.1',
     );
   }
+  return { app, tls: !!tls, keys, staticKeys };
+}
+
+export async function startApi(config: ApiConfig): Promise<RunningApi> {
+  // (The HTTPS files and the server first: a bad file stops the start before any store is open.)
+  const { app, tls, keys, staticKeys } = prepareApi(config);
+  const beyondLoopback = !isLoopback(config.host);
+  // Where pulls go: the models directory the engine loads from (`kail serve` gives both the same).
+  const modelsDir = config.modelsDir ? path.resolve(config.modelsDir) : config.dataDir ? path.join(config.dataDir, 'models') : '';
   // Stored responses (/v1/responses): in the data directory when there is one, so they outlive a restart.
   let responses: ResponseStore;
   try {

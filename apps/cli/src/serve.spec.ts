@@ -46,6 +46,15 @@ describe('kail serve', () => {
     expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
     await expect(serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'never'), web: false, chatTemplateFile: path.join(dir, 'none.jinja') })).rejects.toThrow(/--chat-template-file: cannot read .*none.jinja/);
     expect(fs.existsSync(path.join(dir, 'never'))).toBe(false);
+    // The API's own flags are checked by the API (main.js --check) before the engine starts.
+    const started: string[] = [];
+    const api = (o: Partial<Parameters<typeof serve>[0]>) => serve({ host: '127.0.0.1', port: '0', dataDir: path.join(dir, 'api-check'), web: false, model: ['x.gguf'], ...o }, (l) => started.push(l));
+    await expect(api({ corsOrigins: 'not an origin' })).rejects.toThrow(/invalid API configuration: corsOrigins: .*'not an origin' is not an origin/);
+    await expect(api({ apiPrefix: 'llm/' })).rejects.toThrow(/invalid API configuration: apiPrefix: an API prefix is a path such as \/llm/);
+    fs.writeFileSync(path.join(dir, 'junk.pem'), 'not a key');
+    await expect(api({ sslKeyFile: path.join(dir, 'junk.pem'), sslCertFile: path.join(dir, 'junk.pem') })).rejects.toThrow(/--ssl-key-file: .*junk\.pem is not a PEM file/);
+    await expect(api({ host: '0.0.0.0' })).rejects.toThrow(/refusing to listen on 0\.0\.0\.0 \(beyond loopback\) without an API key/);
+    expect(started.filter((l) => /^engine/.test(l))).toEqual([]);
   });
 
   it('starts every service as its own process and prints their addresses', () => {

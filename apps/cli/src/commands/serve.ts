@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -268,6 +269,13 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     const env = token ? { [AUTH_TOKEN_ENV]: token } : {};
     const modelsDir = modelsDirOf(dir);
     fs.mkdirSync(modelsDir, { recursive: true });
+    // (The keys given at start go in the API's environment, not on a command line `ps` shows.)
+    const apiEnv = apiKeys.length ? { ...env, KAIL_API_KEYS: apiKeys.join('\n') } : env;
+    const apiArgs = (scheduler: string) => [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', scheduler, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...(opts.reasoningFormat !== undefined ? ['--reasoning-format', opts.reasoningFormat] : []), ...(opts.timeout !== undefined ? ['--request-timeout', String(opts.timeout)] : []), ...aliases.flatMap((a) => ['--alias', a]), ...corsArgs(opts), ...samplingArgs(opts), ...(opts.apiPrefix !== undefined ? ['--api-prefix', opts.apiPrefix] : []), ...(opts.sslKeyFile !== undefined ? ['--ssl-key-file', path.resolve(opts.sslKeyFile), '--ssl-cert-file', path.resolve(opts.sslCertFile!)] : [])];
+    // The API's configuration (its flags, the HTTPS files, a key when bound beyond loopback) is
+    // checked before anything starts: a mistake there fails now, not after the engine loaded its models.
+    const check = spawnSync(node, [...apiArgs('127.0.0.1:1'), '--check'], { env: { ...process.env, ...apiEnv }, encoding: 'utf8', timeout: 60_000 });
+    if (check.status !== 0) throw new Error((check.stderr || check.error?.message || `the API's configuration check exited with ${check.status}`).trim().replace(/^api: /, ''));
     // A fixed port, so a restarted engine comes back at the address the scheduler knows.
     const enginePort = await freePort(grpcHost === '0.0.0.0' || grpcHost === '::' ? '127.0.0.1' : grpcHost);
     const engineArgs = [SERVICE_ENTRIES.engine, '--host', grpcHost, '--port', String(enginePort), '--models-dir', modelsDir, '--data-dir', dir, ...(opts.ctx ? ['--ctx', opts.ctx] : []), ...(opts.maxStallMs ? ['--max-stall-ms', opts.maxStallMs] : []), ...(opts.cacheType ? ['--cache-type', opts.cacheType] : []), ...(opts.cacheTypeK ? ['--cache-type-k', opts.cacheTypeK] : []), ...(opts.cacheTypeV ? ['--cache-type-v', opts.cacheTypeV] : []), ...(opts.lora ?? []).flatMap((l) => ['--lora', l]), ...(opts.loraScaled ?? []).flatMap((l) => ['--lora-scaled', l]), ...(opts.loraInitWithoutApply ? ['--lora-init-without-apply'] : []), ...(opts.contextShift ? ['--context-shift'] : []), ...(opts.pooling ? ['--pooling', opts.pooling] : []), ...(opts.slotSavePath ? ['--slot-save-path', path.resolve(opts.slotSavePath)] : []), ...(opts.controlVector ?? []).flatMap((c) => ['--control-vector', c]), ...(opts.controlVectorScaled ?? []).flatMap((c) => ['--control-vector-scaled', c]), ...(opts.controlVectorLayerRange ? ['--control-vector-layer-range', opts.controlVectorLayerRange] : []), ...(opts.swaFull ? ['--swa-full'] : []), ...(opts.overrideKv ?? []).flatMap((v) => ['--override-kv', v]), ...(opts.mmap ? ['--mmap'] : []), ...(opts.ctxCheckpoints ? ['--ctx-checkpoints', opts.ctxCheckpoints] : []), ...Object.entries(opts.rope ?? {}).flatMap(([f, v]) => [`--${f}`, v]), ...(opts.parallel ? ['--seqs', opts.parallel] : []), ...(opts.threads ? ['--threads', opts.threads] : []), ...(opts.ram ? ['--ram', opts.ram] : []), ...(opts.vram ? ['--vram', opts.vram] : []), ...(opts.chatTemplate !== undefined ? ['--chat-template', opts.chatTemplate] : []), ...(opts.chatTemplateFile !== undefined ? ['--chat-template-file', path.resolve(opts.chatTemplateFile)] : []), ...(opts.chatTemplateKwargs !== undefined ? ['--chat-template-kwargs', opts.chatTemplateKwargs] : []), ...specArgs(opts)];
@@ -281,9 +289,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     keeper.track(engine.address);
     sup.once('stopping', () => keeper.stop());
     log(`scheduler  grpc://${sched.address}${token ? ` (bearer token in ${path.join(dir, 'grpc-token')})` : ''}`);
-    // (The keys given at start go in the API's environment, not on a command line `ps` shows.)
-    const apiEnv = apiKeys.length ? { ...env, KAIL_API_KEYS: apiKeys.join('\n') } : env;
-    const api = await sup.start({ name: 'api', command: node, args: [SERVICE_ENTRIES.api, '--host', opts.host, '--port', opts.port, '--scheduler', sched.address, '--data-dir', dir, ...(opts.reasoningBudget ? ['--reasoning-budget', opts.reasoningBudget] : []), ...(opts.reasoningFormat !== undefined ? ['--reasoning-format', opts.reasoningFormat] : []), ...(opts.timeout !== undefined ? ['--request-timeout', String(opts.timeout)] : []), ...aliases.flatMap((a) => ['--alias', a]), ...corsArgs(opts), ...samplingArgs(opts), ...(opts.apiPrefix !== undefined ? ['--api-prefix', opts.apiPrefix] : []), ...(opts.sslKeyFile !== undefined ? ['--ssl-key-file', path.resolve(opts.sslKeyFile), '--ssl-cert-file', path.resolve(opts.sslCertFile!)] : [])], env: apiEnv });
+    const api = await sup.start({ name: 'api', command: node, args: apiArgs(sched.address), env: apiEnv });
     // (With HTTPS the API answers this machine's console and CLI in plain HTTP on a loopback port.)
     const apiLocal = typeof api.info.local === 'string' ? api.info.local : undefined;
     log(`api        ${api.address}${apiLocal ? ` (and ${apiLocal} for this machine)` : ''}`);
@@ -437,11 +443,7 @@ export function registerServe(program: Command): void {
       return v;
     })
     .option('--timeout <s>', "seconds a generation request may take from its arrival before it fails with 504 (llama-server's -to; default 600, 0 = none)", int('--timeout', 0, 86_400 * 365))
-    .option('--api-prefix <path>', "serve every API route under this path, e.g. /llm for a reverse proxy that forwards /llm/… (llama-server's); the addresses printed hold it", (v: string) => {
-      // (The API's own rule, checked here before anything starts.)
-      if (!/^(\/[A-Za-z0-9._~-]+)*$/.test(v)) throw new Error(`--api-prefix must be a path such as /llm (a leading '/', no trailing one, letters, digits and . _ ~ - between), got '${v}'`);
-      return v;
-    })
+    .option('--api-prefix <path>', "serve every API route under this path, e.g. /llm for a reverse proxy that forwards /llm/… (llama-server's); the addresses printed hold it")
     .option('--ssl-key-file <file>', "serve the API over HTTPS with this PEM private key (llama-server's; with --ssl-cert-file); this machine's console and CLI reach it in plain HTTP on a loopback port")
     .option('--ssl-cert-file <file>', "the PEM certificate (chain) for --ssl-key-file (llama-server's)")
     .option('--api-key-file <file>', "API keys from a file, one per line (llama-server's --api-key-file)")
