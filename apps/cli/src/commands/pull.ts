@@ -87,7 +87,11 @@ function importFromOllama(dir: string, name: string, o: { force?: boolean; json?
   if (o.hfFile !== undefined || o.sha256 !== undefined) throw new Error('--hf-file and --sha256 go with Hugging Face and URL sources, not ollama:NAME');
   const t = tools();
   const m = t.findOllamaModel(name, o.ollamaDir !== undefined ? [o.ollamaDir] : t.ollamaStoreDirs());
-  const r = t.importOllamaModel(m, modelsDirOf(dir), undefined, { force: o.force });
+  const modelsDir = modelsDirOf(dir);
+  fs.mkdirSync(modelsDir, { recursive: true });
+  // (A hard link needs one file system; across two the file is copied, which takes a while.)
+  if (fs.statSync(m.model).dev !== fs.statSync(modelsDir).dev) process.stderr.write(`copying ${formatBytes(m.size)}: Ollama's store and ${modelsDir} are on different file systems, so the file cannot be linked\n`);
+  const r = t.importOllamaModel(m, modelsDir, undefined, { force: o.force });
   for (const n of r.notes) process.stderr.write(`note: ${n}\n`);
   if (o.json) {
     process.stdout.write(JSON.stringify({ source: `ollama:${m.name}`, ollamaBlob: m.model, path: r.path, id: r.id, linked: r.linked, bytes: m.size }) + '\n');
