@@ -194,6 +194,11 @@ describe('kail ps / chat / stop against a running kail serve', () => {
     expect(r.status).toBe(0);
     const replies = r.stdout.split('\n').filter(Boolean);
     expect(replies.length).toBeGreaterThanOrEqual(1);
+    // /load (ollama run's): a model the server lists, loaded on demand for the next answer.
+    const switched = kail(['chat', '--data-dir', dir, '--max-tokens', '2'], 'Hi\n/load spare3\nHi\n/load nope\n');
+    expect(switched.status).toBe(0);
+    expect(switched.stderr).toContain('the answers now come from spare3');
+    expect(switched.stderr).toMatch(/no model 'nope' at http:\/\/127\.0\.0\.1:\d+/);
     const key = JSON.parse(kail(['keys', 'create', 'ops', '--data-dir', dir, '--json']).stdout).key as string;
     apiKey = key;
     const denied = kail(['chat', '--data-dir', dir, '--max-tokens', '2'], 'Hi\n');

@@ -189,6 +189,33 @@ describe('the chat loop', () => {
     expect(e).toContain('Cleared the system message.');
   });
 
+  it("takes /load MODEL (ollama run's) where the chat can switch models, and says so where it cannot", async () => {
+    const loaded: string[] = [];
+    const reply: ChatReply = async (_m, onText) => {
+      onText(loaded.at(-1) ?? 'first');
+      return 'ok';
+    };
+    const load = async (m: string) => {
+      if (m === 'nope') throw new Error("no model 'nope'");
+      loaded.push(m);
+      return `the answers now come from ${m}`;
+    };
+    const input = new PassThrough();
+    const out = new PassThrough();
+    const err = new PassThrough();
+    let o = '';
+    let e = '';
+    out.on('data', (d) => (o += d));
+    err.on('data', (d) => (e += d));
+    input.end('one\n/load other\ntwo\n/load nope\n/load\nthree\n');
+    expect(await chatLoop(reply, { banner: 'test', load }, input, out, err, false)).toBe(0);
+    expect(o).toBe('first\nother\nother\n');
+    expect(e).toContain('the answers now come from other');
+    expect(e).toContain("no model 'nope'");
+    expect(e).toContain('usage: /load MODEL');
+    expect((await piped(reply, '/load other\n')).err).toContain('/load is for kail chat');
+  });
+
   it('a one-line """ block, blank lines skipped, a failed turn leaves no trace in the history', async () => {
     const seen: string[][] = [];
     let n = 0;

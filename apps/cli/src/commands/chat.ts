@@ -106,6 +106,7 @@ const HELP = [
   '  /set system TEXT            set the system message (empty: none)',
   '  /set think | nothink        a thinking model thinks before it answers, or not',
   '  /show parameters | system   what is set',
+  '  /load MODEL                 the next answers come from another model (kail chat)',
   '  /clear                      clear the conversation (/reset)',
   '  /bye                        end (/exit, Ctrl-D)',
   '  /?                          this help (/help)',
@@ -120,6 +121,8 @@ export interface ChatLoopOptions {
   first?: string;
   /** A reasoning model's thinking is not shown on a terminal either (ollama run's --hidethinking). */
   hideThinking?: boolean;
+  /** `/load MODEL` (ollama run's): the answers from then on come from that model; resolves to the line to show. */
+  load?: (model: string) => Promise<string>;
 }
 
 /** Multi-line messages: a line ending in a backslash goes on (llama-cli), as does a block between """ lines (Ollama). */
@@ -244,8 +247,13 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
     }
   };
   // A line that starts with / is a command, as in ollama run (an unknown one says so and goes nowhere).
-  const command = (line: string): void => {
+  const command = (line: string): void | Promise<void> => {
     const [cmd, sub, ...rest] = line.split(/\s+/);
+    if (cmd === '/load') {
+      if (!sub) return say('usage: /load MODEL');
+      if (!o.load) return say('/load is for kail chat: kail run computes with the one model it loaded (/bye, then kail run another)');
+      return o.load(sub).then(say, (e: Error) => say(e.message));
+    }
     if (cmd === '/reset' || cmd === '/clear') {
       history.length = 0;
       return say('(conversation cleared)');
@@ -291,7 +299,7 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
     const line = continuing ? null : raw.trim();
     if (line === '/exit' || line === '/quit' || line === '/bye') break;
     if (line?.startsWith('/')) {
-      command(line);
+      await command(line);
       prompt();
       continue;
     }
@@ -336,10 +344,17 @@ export function registerChat(program: Command): void {
       if (!Number.isFinite(temperature) || temperature < 0 || temperature > 2) throw new Error(`--temperature must be in 0..2, got '${c.temperature}'`);
       const url = apiBaseUrl(c.url, dataDir(c.dataDir));
       const api: ChatOptions = { url, apiKey: c.apiKey ?? process.env.KAIL_API_KEY, model: c.model, system: c.system, maxTokens, temperature };
-      const model = api.model ?? (await defaultModel(api));
+      let model = api.model ?? (await defaultModel(api));
+      const load = async (name: string) => {
+        const r = await apiFetch(api, `/v1/models/${name}`);
+        if (r.status === 404) throw new Error(`no model '${name}' at ${url} (kail list shows the models directory; /load takes a name the server lists)`);
+        if (!r.ok) throw await apiError(r, `/load ${name}`);
+        model = name;
+        return `the answers now come from ${name}`;
+      };
       const failures = await chatLoop(
         (messages, onText, signal, onReasoning, settings) => streamChat({ ...api, model }, messages, onText, signal, onReasoning, settings),
-        { system: api.system, banner: `chatting with ${model} at ${url}`, hideThinking: c.hidethinking },
+        { system: api.system, banner: `chatting with ${model} at ${url}`, hideThinking: c.hidethinking, load },
         process.stdin,
         process.stdout,
         process.stderr,
