@@ -188,7 +188,7 @@ describe('kail ps / chat / stop against a running kail serve', () => {
     expect(kail(['ps', '--json', '--data-dir', dir]).status).toBe(0);
   });
 
-  it('chat reads stdin line by line, streams replies, and needs a key once one exists', () => {
+  it('chat reads stdin line by line, streams replies, and needs a key once one exists', async () => {
     const r = kail(['chat', '--data-dir', dir, '--max-tokens', '4', '--temperature', '0'], 'Hello\nHow are you?\n');
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
@@ -199,6 +199,14 @@ describe('kail ps / chat / stop against a running kail serve', () => {
     expect(switched.status).toBe(0);
     expect(switched.stderr).toContain('the answers now come from spare3');
     expect(switched.stderr).toMatch(/no model 'nope' at http:\/\/127\.0\.0\.1:\d+/);
+    // /save (ollama run's): a new model of the server with this chat's system message, parameters and messages.
+    const saving = kail(['chat', '--data-dir', dir, '--max-tokens', '2'], '/load spare3\n/set system Be brief.\n/set parameter num_predict 2\nHi\n/save brief\n');
+    expect(saving.stderr).toContain("Created new model 'brief'");
+    const api = JSON.parse(kail(['ps', '--json', '--data-dir', dir]).stdout).services.find((x: { name: string }) => x.name === 'api').address as string;
+    const show = (await (await fetch(`${api}/api/show`, { method: 'POST', body: JSON.stringify({ model: 'brief' }) })).json()) as { system: string; parameters: string; messages: { role: string }[] };
+    expect(show.system).toBe('Be brief.');
+    expect(show.parameters).toMatch(/num_predict\s+2/);
+    expect(show.messages.map((m) => m.role)).toEqual(['user', 'assistant']);
     const key = JSON.parse(kail(['keys', 'create', 'ops', '--data-dir', dir, '--json']).stdout).key as string;
     apiKey = key;
     const denied = kail(['chat', '--data-dir', dir, '--max-tokens', '2'], 'Hi\n');

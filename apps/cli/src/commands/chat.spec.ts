@@ -214,6 +214,7 @@ describe('the chat loop', () => {
     expect(e).toContain("no model 'nope'");
     expect(e).toContain('usage: /load MODEL');
     expect((await piped(reply, '/load other\n')).err).toContain('/load is for kail chat');
+    expect((await piped(reply, '/save mine\n')).err).toContain('/save is for kail chat');
   });
 
   it('a one-line """ block, blank lines skipped, a failed turn leaves no trace in the history', async () => {

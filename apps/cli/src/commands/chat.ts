@@ -107,6 +107,7 @@ const HELP = [
   '  /set think | nothink        a thinking model thinks before it answers, or not',
   '  /show parameters | system   what is set',
   '  /load MODEL                 the next answers come from another model (kail chat)',
+  '  /save MODEL                 a new model with this chat\'s system message, parameters and messages (kail chat)',
   '  /clear                      clear the conversation (/reset)',
   '  /bye                        end (/exit, Ctrl-D)',
   '  /?                          this help (/help)',
@@ -123,6 +124,8 @@ export interface ChatLoopOptions {
   hideThinking?: boolean;
   /** `/load MODEL` (ollama run's): the answers from then on come from that model; resolves to the line to show. */
   load?: (model: string) => Promise<string>;
+  /** `/save MODEL` (ollama run's): a new model with this chat's system message, parameters and messages; resolves to the line to show. */
+  save?: (model: string, chat: { system?: string; settings: ChatSettings; messages: Msg[] }) => Promise<string>;
 }
 
 /** Multi-line messages: a line ending in a backslash goes on (llama-cli), as does a block between """ lines (Ollama). */
@@ -254,6 +257,11 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
       if (!o.load) return say('/load is for kail chat: kail run computes with the one model it loaded (/bye, then kail run another)');
       return o.load(sub).then(say, (e: Error) => say(e.message));
     }
+    if (cmd === '/save') {
+      if (!sub) return say('usage: /save MODEL');
+      if (!o.save) return say('/save is for kail chat: it makes the model on the server (kail create does it from a Modelfile)');
+      return o.save(sub, { system, settings: { ...settings }, messages: [...history] }).then(say, (e: Error) => say(e.message));
+    }
     if (cmd === '/reset' || cmd === '/clear') {
       history.length = 0;
       return say('(conversation cleared)');
@@ -352,9 +360,17 @@ export function registerChat(program: Command): void {
         model = name;
         return `the answers now come from ${name}`;
       };
+      // (As ollama run's /save: the model it chats with, under this chat's settings, its messages kept as the opening ones.)
+      const save = async (name: string, chat: { system?: string; settings: ChatSettings; messages: Msg[] }) => {
+        const { think: _think, ...parameters } = chat.settings;
+        const body = { model: name, from: model, stream: false, ...(chat.system ? { system: chat.system } : {}), ...(Object.keys(parameters).length ? { parameters } : {}), ...(chat.messages.length ? { messages: chat.messages } : {}) };
+        const r = await apiFetch(api, '/api/create', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        if (!r.ok) throw await apiError(r, `/save ${name}`);
+        return `Created new model '${name}'`;
+      };
       const failures = await chatLoop(
         (messages, onText, signal, onReasoning, settings) => streamChat({ ...api, model }, messages, onText, signal, onReasoning, settings),
-        { system: api.system, banner: `chatting with ${model} at ${url}`, hideThinking: c.hidethinking, load },
+        { system: api.system, banner: `chatting with ${model} at ${url}`, hideThinking: c.hidethinking, load, save },
         process.stdin,
         process.stdout,
         process.stderr,
