@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
 
-import { chatLoop, streamChat, type ChatReply, type ChatSettings } from './chat';
+import { chatLoop, streamChat, type ChatLoopOptions, type ChatReply, type ChatSettings } from './chat';
 
 // An API stand-in that streams a reasoning model's answer: reasoning deltas, then content.
 function server(): Promise<{ url: string; close: () => void }> {
@@ -14,6 +14,20 @@ function server(): Promise<{ url: string; close: () => void }> {
     res.end('data: [DONE]\n\n');
   });
   return new Promise((resolve) => s.listen(0, '127.0.0.1', () => resolve({ url: `http://127.0.0.1:${(s.address() as AddressInfo).port}`, close: () => s.close() })));
+}
+
+/** Runs the chat loop over `text` as its input: the failures it counted and what it wrote to stdout and stderr. */
+async function piped(reply: ChatReply, text: string, o: Partial<ChatLoopOptions> = {}, tty = false): Promise<{ failures: number; out: string; err: string }> {
+  const input = new PassThrough();
+  const out = new PassThrough();
+  const err = new PassThrough();
+  let so = '';
+  let se = '';
+  out.on('data', (d) => (so += d));
+  err.on('data', (d) => (se += d));
+  input.end(text);
+  const failures = await chatLoop(reply, { banner: 'test', ...o }, input, out, err, tty);
+  return { failures, out: so, err: se };
 }
 
 describe('kail chat with a reasoning model', () => {
@@ -34,31 +48,18 @@ describe('kail chat with a reasoning model', () => {
   it('shows the reasoning dimmed on a terminal (stderr) and never in piped output', async () => {
     const api = await server();
     try {
+      const reply: ChatReply = (m, onText, signal, onReasoning) => streamChat({ url: api.url, model: 'm' }, m, onText, signal, onReasoning);
       for (const tty of [true, false]) {
-        const input = new PassThrough();
-        const out = new PassThrough();
-        const err = new PassThrough();
-        let o = '';
-        let e = '';
-        out.on('data', (d) => (o += d));
-        err.on('data', (d) => (e += d));
-        input.end('Hi\n');
-        const reply: ChatReply = (m, onText, signal, onReasoning) => streamChat({ url: api.url, model: 'm' }, m, onText, signal, onReasoning);
-        expect(await chatLoop(reply, { banner: 'chatting with m' }, input, out, err, tty)).toBe(0);
+        const { failures, out: o, err: e } = await piped(reply, 'Hi\n', {}, tty);
+        expect(failures).toBe(0);
         expect(o).toContain('Hello!');
         expect(o).not.toContain('greet back');
         if (tty) expect(e).toContain('\x1b[2mThey greet; greet back.\x1b[0m');
         else expect(e).not.toContain('greet back');
       }
       // --hidethinking (ollama run's): not on a terminal either.
-      const input = new PassThrough();
-      const err = new PassThrough();
-      let e = '';
-      err.on('data', (d) => (e += d));
-      input.end('Hi\n');
-      const reply: ChatReply = (m, onText, signal, onReasoning) => streamChat({ url: api.url, model: 'm' }, m, onText, signal, onReasoning);
-      expect(await chatLoop(reply, { banner: 'chatting with m', hideThinking: true }, input, new PassThrough(), err, true)).toBe(0);
-      expect(e).not.toContain('greet back');
+      const hidden = await piped(reply, 'Hi\n', { hideThinking: true }, true);
+      expect([hidden.failures, hidden.err.includes('greet back')]).toEqual([0, false]);
     } finally {
       api.close();
     }
@@ -94,17 +95,6 @@ describe("kail chat's requests", () => {
   });
 });
 
-/** Runs the chat loop over `text` piped in: the failures it counted and what it wrote to stderr. */
-async function piped(reply: ChatReply, text: string, o: { system?: string } = {}): Promise<{ failures: number; err: string }> {
-  const input = new PassThrough();
-  const err = new PassThrough();
-  let e = '';
-  err.on('data', (d) => (e += d));
-  input.end(text);
-  const failures = await chatLoop(reply, { banner: 'test', ...o }, input, new PassThrough(), err, false);
-  return { failures, err: e };
-}
-
 describe('the chat loop', () => {
   /** Runs the loop over `text` piped in with a reply that echoes what it was given. */
   async function loop(text: string, o: { system?: string; first?: string } = {}) {
@@ -115,13 +105,8 @@ describe('the chat loop', () => {
       onText(answer);
       return answer;
     };
-    const input = new PassThrough();
-    const out = new PassThrough();
-    let o2 = '';
-    out.on('data', (d) => (o2 += d));
-    input.end(text);
-    const failures = await chatLoop(reply, { banner: 'test', ...o }, input, out, new PassThrough(), false);
-    return { seen, out: o2, failures };
+    const { failures, out } = await piped(reply, text, o);
+    return { seen, out, failures };
   }
 
   it('keeps the history, reads messages of several lines, clears and ends on command', async () => {
@@ -200,15 +185,8 @@ describe('the chat loop', () => {
       loaded.push(m);
       return `the answers now come from ${m}`;
     };
-    const input = new PassThrough();
-    const out = new PassThrough();
-    const err = new PassThrough();
-    let o = '';
-    let e = '';
-    out.on('data', (d) => (o += d));
-    err.on('data', (d) => (e += d));
-    input.end('one\n/load other\ntwo\n/load nope\n/load\nthree\n');
-    expect(await chatLoop(reply, { banner: 'test', load }, input, out, err, false)).toBe(0);
+    const { failures, out: o, err: e } = await piped(reply, 'one\n/load other\ntwo\n/load nope\n/load\nthree\n', { load });
+    expect(failures).toBe(0);
     expect(o).toBe('first\nother\nother\n');
     expect(e).toContain('the answers now come from other');
     expect(e).toContain("no model 'nope'");
