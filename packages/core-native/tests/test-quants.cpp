@@ -521,6 +521,61 @@ void test_levels_agree() {
               vec_dot_type(KAIL_TYPE_Q2_0) == KAIL_TYPE_Q8_0, "vec_dot_type of the ternary / NVFP4 / Q1_0 / Q2_0 types (ggml-cpu's)");
 }
 
+// The integer-sum kernels (Q1_0, Q2_0, TQ1_0, TQ2_0: exact int32 sums per activation block, then
+// the scalar kernel's own float steps) give the scalar kernel's bits at every level and tile shape,
+// over block counts around their 2- and 4-block groups, on quantized rows and on random bytes
+// (every packed-trit byte value, not only the quantizer's).
+void test_integer_kernels_bit_exact() {
+    const uint32_t types[] = {KAIL_TYPE_Q1_0, KAIL_TYPE_Q2_0, KAIL_TYPE_TQ1_0, KAIL_TYPE_TQ2_0};
+    const kernel_table & S = kernels_scalar();
+    rng r{4242};
+    for (const level & L : levels()) {
+        for (uint32_t type : types) {
+            const weight_kernels & wk = L.t->w[type];
+            const int64_t bs = type_traits_get(type)->block_size;
+            const size_t bbytes = row_size(type, bs), doff = type == KAIL_TYPE_TQ1_0 ? 52 : type == KAIL_TYPE_TQ2_0 ? 64 : 0;
+            for (int64_t nb : {1, 2, 3, 4, 5, 7, 8, 9, 17}) {
+                const int64_t n = nb * bs;
+                const int R = wk.max_r, T = wk.max_t;
+                const size_t wrs = row_size(type, n);
+                std::vector<uint8_t> wall(wrs * R);
+                for (int i = 0; i < R; i++) {
+                    std::vector<float> v(n);
+                    fill(v, 300 + i * 7 + nb);
+                    quantize_row(type, v.data(), wall.data() + wrs * i, n);
+                    if (i % 2 == 1)
+                        for (size_t j = 0; j < wrs; j++)
+                            if (j % bbytes != doff && j % bbytes != doff + 1) wall[wrs * i + j] = static_cast<uint8_t>(r.next());
+                }
+                std::vector<std::vector<uint8_t>> aq(T);
+                std::vector<const uint8_t *> ap(T);
+                for (int t = 0; t < T; t++) {
+                    std::vector<float> v(n);
+                    fill(v, 900 + t * 13 + nb);
+                    aq[t].resize(row_size(wk.vd_type, n));
+                    S.from_float[wk.vd_type](v.data(), aq[t].data(), n);
+                    ap[t] = aq[t].data();
+                }
+                for (int nr = 1; nr <= R; nr++)
+                    for (int nt = 1; nt <= T; nt++) {
+                        std::vector<float> out(T * R);
+                        std::vector<float *> op(T);
+                        for (int t = 0; t < T; t++) op[t] = out.data() + t * R;
+                        wk.gemm(n, wall.data(), wrs, nr, ap.data(), nt, op.data());
+                        for (int t = 0; t < nt; t++)
+                            for (int i = 0; i < nr; i++) {
+                                float ref, *rp = &ref;
+                                const uint8_t * a1 = ap[t];
+                                S.w[type].gemm(n, wall.data() + wrs * i, wrs, 1, &a1, 1, &rp);
+                                CHECK(f32_bits(out[t * R + i]) == f32_bits(ref), "%s %s n=%lld tile %dx%d [%d,%d]: %.9g, scalar %.9g",
+                                      L.name.c_str(), type_name(type), (long long)n, nr, nt, i, t, out[t * R + i], ref);
+                            }
+                    }
+            }
+        }
+    }
+}
+
 // attention_weighted_rows: every level gives the bits of one fused multiply-add per row in row
 // order (so a sequence's attention does not depend on the level's vector width or the batch),
 // over column counts around the 8/16/64-column tiles, probability groups around the 4-row tile,
@@ -718,6 +773,7 @@ int main() {
     test_prepare_matches_scalar();
     test_quantize_prepared();
     test_levels_agree();
+    test_integer_kernels_bit_exact();
     test_weighted_rows();
     if (g_fails) std::fprintf(stderr, "%d check(s) failed\n", g_fails);
     else std::printf("all %ld quants checks passed\n", g_checks);

@@ -268,6 +268,332 @@ struct tq2_0_kernel {
     };
 };
 
+// ---------------------------------------------------------------- TQ1_0 (Q8_K activations)
+// The packed trits decoded as the scalar table is built: a byte's n-th trit is ((b * 3^n mod 256)
+// * 3) >> 8. The powers come by byte arithmetic (x3 = x + x + x, x9 = ((x << 3) & ~7) + x per
+// byte), the top trit as (q >= 86) + (q >= 171), exact for every byte. qs[0..31] give elements
+// 0..159 (power n: elements 32n..32n+31); qs[32..47] (lower half) with qh broadcast to the upper
+// half give 160..255 through 128-bit permutes and dword blends. Then as TQ2_0: the trits (0..2)
+// unsigned against the activations, the offset 1 off through the bsums once reduced to the
+// super-block's one int32, float(sum) * (d * d_y) added: the scalar kernel's bits at every tile
+// shape.
+KAIL_INLINE __m256i tq1_mul9(__m256i x) { return _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(x, 3), _mm256_set1_epi8(static_cast<char>(0xF8))), x); }
+KAIL_INLINE __m256i tq1_mul3(__m256i x) { return _mm256_add_epi8(x, _mm256_add_epi8(x, x)); }
+KAIL_INLINE __m256i tq1_trit(__m256i q) {
+    const __m256i one = _mm256_set1_epi8(1);
+    const __m256i t1 = _mm256_min_epu8(_mm256_subs_epu8(q, _mm256_set1_epi8(85)), one);
+    const __m256i t2 = _mm256_min_epu8(_mm256_subs_epu8(q, _mm256_set1_epi8(static_cast<char>(170))), one);
+    return _mm256_add_epi8(t1, t2);
+}
+// A block's byte powers, before the trit step: p[j] holds elements 32j..32j+31.
+KAIL_INLINE void tq1_0_powers(const block_tq1_0 * b, __m256i (&p)[8]) {
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs));
+    const __m256i x3 = tq1_mul3(x1);
+    p[0] = x1, p[1] = x3, p[2] = tq1_mul9(x1), p[3] = tq1_mul9(x3), p[4] = tq1_mul9(p[2]);
+    uint32_t h;
+    std::memcpy(&h, b->qh, 4);
+    const __m256i z1 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs + 32))),
+                                               _mm_set1_epi32(static_cast<int>(h)), 1);
+    const __m256i z3 = tq1_mul3(z1), z9 = tq1_mul9(z1), z27 = tq1_mul9(z3), z81 = tq1_mul9(z9);
+    p[5] = _mm256_permute2x128_si256(z1, z3, 0x20);
+    p[6] = _mm256_permute2x128_si256(z9, z27, 0x20);
+    // Upper half: qh's trit n (dword 4 + n of z * 3^n).
+    p[7] = _mm256_blend_epi32(z81, _mm256_blend_epi32(_mm256_blend_epi32(z1, z3, 0x20), _mm256_blend_epi32(z9, z27, 0x80), 0xC0), 0xF0);
+}
+
+template <bool VNNI>
+struct tq1_0_kernel {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const __m256i ones = _mm256_set1_epi16(1);
+            __m128 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            const size_t ahead = rows_ahead(ws, R);
+            for (int64_t i = 0; i < k / QK_K; i++) {
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_tq1_0 * b = reinterpret_cast<const block_tq1_0 *>(w + r * ws) + i;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, sizeof(block_tq1_0));
+                    __m256i u[8];
+                    tq1_0_powers(b, u);
+#pragma GCC unroll 8
+                    for (int l = 0; l < 8; l++) u[l] = tq1_trit(u[l]);
+                    const float d = _cvtsh_ss(b->d);
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[t]) + i;
+                        __m256i s;
+                        if constexpr (VNNI) {
+                            s = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                            for (int l = 0; l < 8; l++) s = _mm256_dpbusd_avx_epi32(s, u[l], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->qs + 32 * l)));
+                        } else {
+                            // |pair| <= 2 * 2 * 128: eight of them stay below 2^15.
+                            __m256i p = _mm256_maddubs_epi16(u[0], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->qs)));
+#pragma GCC unroll 8
+                            for (int l = 1; l < 8; l++) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(u[l], _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->qs + 32 * l))));
+                            s = _mm256_madd_epi16(p, ones);
+                        }
+                        s = _mm256_sub_epi32(s, _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->bsums)), ones));
+                        const __m128 f = _mm_cvtsi32_ss(_mm_setzero_ps(), hsum8i(s));
+                        acc[r][t] = _mm_add_ss(acc[r][t], _mm_mul_ss(f, _mm_set_ss(d * y->d)));
+                    }
+                }
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+        }
+    };
+};
+
+// ---------------------------------------------------------------- Q2_0, Q1_0 (Q8_0 activations)
+// Both take the scalar kernels' float steps on exact per-Q8_0-block int32 sums: sumi = dy_0 * s_0 +
+// dy_1 * s_1 (+ ...) in block order, then acc + d * sumi, each step a separately rounded scalar
+// instruction (nothing that could contract to an FMA): the scalar kernel's bits at every tile shape
+// (batch-invariant). The sums: [s0, s1, s0, s1] of two vectors of int32 lanes, [s0, s1, s2, s3] of four.
+KAIL_INLINE __m128i hsum2x8i(__m256i a, __m256i b) {
+    const __m256i h = _mm256_hadd_epi32(a, b);
+    const __m128i g = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    return _mm_hadd_epi32(g, g);
+}
+KAIL_INLINE __m128i hsum4x8i(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+template <int N>
+KAIL_INLINE __m128 q8_0_block_steps(__m128 acc, __m128i s, const block_q8_0 * y, float d) {
+    const __m128 f = _mm_cvtepi32_ps(s);
+    __m128 sumi = _mm_mul_ss(f, _mm_set_ss(_cvtsh_ss(y[0].d)));
+    sumi = _mm_add_ss(sumi, _mm_mul_ss(_mm_movehdup_ps(f), _mm_set_ss(_cvtsh_ss(y[1].d))));
+    if constexpr (N == 4) {
+        sumi = _mm_add_ss(sumi, _mm_mul_ss(_mm_movehl_ps(f, f), _mm_set_ss(_cvtsh_ss(y[2].d))));
+        sumi = _mm_add_ss(sumi, _mm_mul_ss(_mm_shuffle_ps(f, f, 3), _mm_set_ss(_cvtsh_ss(y[3].d))));
+    }
+    return _mm_add_ss(acc, _mm_mul_ss(sumi, _mm_set_ss(d)));
+}
+
+// Four Q2_0 blocks at once (eight Q8_0 blocks' sums), the same float steps lane-wise: the exact
+// sums [s0..s7] (hsum8x8i), products dy_j * s_j, VHADDPS for each block's dy_0 s_0 + dy_1 s_1
+// (as the scalar sumi: 0 + a + b = a + b), times d, added to the accumulator one block at a time in
+// block order. keep() hides the products from the compiler, so none contracts to an FMA.
+KAIL_INLINE __m256 keep(__m256 v) {
+    __asm__("" : "+x"(v));
+    return v;
+}
+KAIL_INLINE __m256i hsum8x8i(const __m256i (&s)[8]) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));  // [0-3 lo | 0-3 hi]
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+// The fp16 scales of 8 Q8_0 blocks as floats.
+KAIL_INLINE __m256 q8_0_scales8(const block_q8_0 * y) {
+    __m128i h = _mm_cvtsi32_si128(y[0].d);
+    h = _mm_insert_epi16(h, y[1].d, 1), h = _mm_insert_epi16(h, y[2].d, 2), h = _mm_insert_epi16(h, y[3].d, 3);
+    h = _mm_insert_epi16(h, y[4].d, 4), h = _mm_insert_epi16(h, y[5].d, 5), h = _mm_insert_epi16(h, y[6].d, 6);
+    h = _mm_insert_epi16(h, y[7].d, 7);
+    return _mm256_cvtph_ps(h);
+}
+// [d0, d1, -, -, d2, d3, -, -] of four Q2_0 blocks.
+KAIL_INLINE __m256 q2_0_scales4(const block_q2_0 * b) {
+    __m128i h = _mm_cvtsi32_si128(b[0].d);
+    h = _mm_insert_epi16(h, b[1].d, 1), h = _mm_insert_epi16(h, b[2].d, 4), h = _mm_insert_epi16(h, b[3].d, 5);
+    return _mm256_cvtph_ps(h);
+}
+KAIL_INLINE __m128 q2_0_group_steps(__m128 acc, __m256i s, __m256 dy, __m256 d) {
+    const __m256 p = keep(_mm256_mul_ps(_mm256_cvtepi32_ps(s), dy));
+    const __m256 m = keep(_mm256_mul_ps(_mm256_hadd_ps(p, p), d));
+    const __m128 lo = _mm256_castps256_ps128(m), hi = _mm256_extractf128_ps(m, 1);
+    acc = _mm_add_ss(acc, lo);
+    acc = _mm_add_ss(acc, _mm_movehdup_ps(lo));
+    acc = _mm_add_ss(acc, hi);
+    return _mm_add_ss(acc, _mm_movehdup_ps(hi));
+}
+
+// Q2_0: a block's 16 bytes broadcast to both 128-bit halves, the upper shifted by 4, give codes 0
+// and 1 of each byte (lower half) and 2 and 3 (upper); byte then 16-bit unpacks and 128-bit
+// permutes put them in element order, two vectors of 32 unsigned codes (0..3). VPMADDUBSW against
+// the activations less VPMADDUBSW of ones (the offset 1; pairs stay within int16), pairs to int32,
+// each Q8_0 block's lanes reduced to its exact int sum; four blocks at a time (q2_0_group_steps),
+// then single blocks.
+KAIL_INLINE void q2_0_codes(const uint8_t * qs, __m256i & u0, __m256i & u1) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i q = _mm256_srlv_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(qs))),
+                                        _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    const __m256i ev = _mm256_and_si256(q, m3), od = _mm256_and_si256(_mm256_srli_epi16(q, 2), m3);
+    const __m256i lo = _mm256_unpacklo_epi8(ev, od), hi = _mm256_unpackhi_epi8(ev, od);  // bytes 0-7 / 8-15: codes [0 1 | 2 3]
+    const __m256i X = _mm256_permute2x128_si256(lo, hi, 0x20), Y = _mm256_permute2x128_si256(lo, hi, 0x31);
+    const __m256i A = _mm256_unpacklo_epi16(X, Y), B = _mm256_unpackhi_epi16(X, Y);  // elements [0-15, 32-47], [16-31, 48-63]
+    u0 = _mm256_permute2x128_si256(A, B, 0x20);
+    u1 = _mm256_permute2x128_si256(A, B, 0x31);
+}
+
+template <bool VNNI>
+struct q2_0_kernel {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const __m256i ones8 = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
+            __m128 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            const size_t ahead = rows_ahead(ws, R);
+            const int64_t nb = k / QK2_0;
+            int64_t ib = 0;
+            for (; ib + 4 <= nb; ib += 4) {
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_q2_0 * b = reinterpret_cast<const block_q2_0 *>(w + r * ws) + ib;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, 4 * sizeof(block_q2_0));
+                    __m256i u[8];
+#pragma GCC unroll 4
+                    for (int j = 0; j < 4; j++) q2_0_codes(b[j].qs, u[2 * j], u[2 * j + 1]);
+                    const __m256 d = q2_0_scales4(b);
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + 2 * ib;
+                        __m256i sv[8];
+#pragma GCC unroll 8
+                        for (int j = 0; j < 8; j++) {
+                            const __m256i yj = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[j].qs));
+                            sv[j] = dpw<VNNI>(_mm256_setzero_si256(), _mm256_sub_epi16(_mm256_maddubs_epi16(u[j], yj), _mm256_maddubs_epi16(ones8, yj)), ones);
+                        }
+                        acc[r][t] = q2_0_group_steps(acc[r][t], hsum8x8i(sv), q8_0_scales8(y), d);
+                    }
+                }
+            }
+            for (; ib < nb; ib++) {
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_q2_0 * b = reinterpret_cast<const block_q2_0 *>(w + r * ws) + ib;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, sizeof(block_q2_0));
+                    __m256i u0, u1;
+                    q2_0_codes(b->qs, u0, u1);
+                    const float d = _cvtsh_ss(b->d);
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + 2 * ib;
+                        const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[0].qs));
+                        const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[1].qs));
+                        const __m256i p0 = _mm256_sub_epi16(_mm256_maddubs_epi16(u0, y0), _mm256_maddubs_epi16(ones8, y0));
+                        const __m256i p1 = _mm256_sub_epi16(_mm256_maddubs_epi16(u1, y1), _mm256_maddubs_epi16(ones8, y1));
+                        const __m256i s0 = dpw<VNNI>(_mm256_setzero_si256(), p0, ones), s1 = dpw<VNNI>(_mm256_setzero_si256(), p1, ones);
+                        acc[r][t] = q8_0_block_steps<2>(acc[r][t], hsum2x8i(s0, s1), y, d);
+                    }
+                }
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+        }
+    };
+};
+
+// Two Q1_0 blocks at once (eight Q8_0 blocks' sums): products dy_j * s_j, each block's sumi
+// ((p0 + p1) + p2) + p3 in the scalar kernel's order (lanes 0 and 4), times d, added to the
+// accumulator in block order; keep() between the steps, so none contracts to an FMA.
+KAIL_INLINE __m128 q1_0_group_steps(__m128 acc, __m256i s, __m256 dy, __m256 d) {
+    const __m256 p = keep(_mm256_mul_ps(_mm256_cvtepi32_ps(s), dy));
+    __m256 sumi = keep(_mm256_add_ps(p, _mm256_movehdup_ps(p)));
+    sumi = keep(_mm256_add_ps(sumi, _mm256_shuffle_ps(p, p, 2)));
+    sumi = keep(_mm256_add_ps(sumi, _mm256_shuffle_ps(p, p, 3)));
+    const __m256 m = keep(_mm256_mul_ps(sumi, d));
+    acc = _mm_add_ss(acc, _mm256_castps256_ps128(m));
+    return _mm_add_ss(acc, _mm256_extractf128_ps(m, 1));
+}
+KAIL_INLINE __m256 q1_0_scales2(const block_q1_0 * b) {
+    return _mm256_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(b[0].d), b[1].d, 4));
+}
+
+// Q1_0: each Q8_0 block's 32 sign bits to bytes (bits_to_bytes: 0xFF where set); the activations
+// under the set bits summed (VPMADDUBSW of ones), doubled, less all of them: 2 * set - all, exact
+// for any int8 activations, each Q8_0 block's lanes reduced to its int sum; two blocks at a time
+// (q1_0_group_steps), then single blocks.
+template <bool VNNI>
+struct q1_0_kernel {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const __m256i ones8 = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
+            __m128 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            const size_t ahead = rows_ahead(ws, R);
+            const int64_t nb = k / QK1_0;
+            int64_t ib = 0;
+            for (; ib + 2 <= nb; ib += 2) {
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_q1_0 * b = reinterpret_cast<const block_q1_0 *>(w + r * ws) + ib;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, 2 * sizeof(block_q1_0));
+                    __m256i m[8];
+#pragma GCC unroll 8
+                    for (int j = 0; j < 8; j++) {
+                        uint32_t bits;
+                        std::memcpy(&bits, b[j / 4].qs + 4 * (j % 4), 4);
+                        m[j] = bits_to_bytes(bits);
+                    }
+                    const __m256 d = q1_0_scales2(b);
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + 4 * ib;
+                        __m256i sv[8];
+#pragma GCC unroll 8
+                        for (int j = 0; j < 8; j++) {
+                            const __m256i yj = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[j].qs));
+                            const __m256i set = _mm256_maddubs_epi16(ones8, _mm256_and_si256(m[j], yj));
+                            sv[j] = dpw<VNNI>(_mm256_setzero_si256(), _mm256_sub_epi16(_mm256_add_epi16(set, set), _mm256_maddubs_epi16(ones8, yj)), ones);
+                        }
+                        acc[r][t] = q1_0_group_steps(acc[r][t], hsum8x8i(sv), q8_0_scales8(y), d);
+                    }
+                }
+            }
+            for (; ib < nb; ib++) {
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_q1_0 * b = reinterpret_cast<const block_q1_0 *>(w + r * ws) + ib;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, sizeof(block_q1_0));
+                    __m256i m[4];
+#pragma GCC unroll 4
+                    for (int j = 0; j < 4; j++) {
+                        uint32_t bits;
+                        std::memcpy(&bits, b->qs + 4 * j, 4);
+                        m[j] = bits_to_bytes(bits);
+                    }
+                    const float d = _cvtsh_ss(b->d);
+#pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + 4 * ib;
+                        __m256i s[4];
+#pragma GCC unroll 4
+                        for (int j = 0; j < 4; j++) {
+                            const __m256i yj = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[j].qs));
+                            const __m256i set = _mm256_maddubs_epi16(ones8, _mm256_and_si256(m[j], yj));
+                            const __m256i p = _mm256_sub_epi16(_mm256_add_epi16(set, set), _mm256_maddubs_epi16(ones8, yj));
+                            s[j] = dpw<VNNI>(_mm256_setzero_si256(), p, ones);
+                        }
+                        acc[r][t] = q8_0_block_steps<4>(acc[r][t], hsum4x8i(s[0], s[1], s[2], s[3]), y, d);
+                    }
+                }
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+        }
+    };
+};
+
 // ---------------------------------------------------------------- legacy 32-element blocks
 
 // Two blocks of one weight row, matching half of a prepared split group.
@@ -1294,6 +1620,9 @@ template <bool V> struct tiles {
     template <int R, int T> using mxfp4 = typename nl_kernel<mxfp4_fmt, V>::template tile<R, T>;
     template <int R, int T> using nvfp4 = typename nvfp4_kernel<V>::template tile<R, T>;
     template <int R, int T> using tq2_0 = typename tq2_0_kernel<V>::template tile<R, T>;
+    template <int R, int T> using q2_0 = typename q2_0_kernel<V>::template tile<R, T>;
+    template <int R, int T> using q1_0 = typename q1_0_kernel<V>::template tile<R, T>;
+    template <int R, int T> using tq1_0 = typename tq1_0_kernel<V>::template tile<R, T>;
     template <int R, int T> using iq2_xxs = typename kquant<iq2_xxs_dec, V>::template tile<R, T>;
     template <int R, int T> using iq2_xs = typename kquant<iq2_xs_dec, V>::template tile<R, T>;
     template <int R, int T> using iq2_s = typename kquant<iq2_s_dec, V>::template tile<R, T>;
@@ -1334,6 +1663,9 @@ void init(kernel_table & t) {
     set<TS::template mxfp4, 2, 4>(t, KAIL_TYPE_MXFP4, nullptr);
     set<TS::template nvfp4, 1, 4>(t, KAIL_TYPE_NVFP4, nullptr);
     set<TS::template tq2_0, 1, 4>(t, KAIL_TYPE_TQ2_0, nullptr);
+    set<TS::template q2_0, 1, 4>(t, KAIL_TYPE_Q2_0, nullptr);
+    set<TS::template q1_0, 1, 4>(t, KAIL_TYPE_Q1_0, nullptr);
+    set<TS::template tq1_0, 1, 4>(t, KAIL_TYPE_TQ1_0, nullptr);
     // The codebook i-quants decode a block with scalar table loads, so a tile of 8 tokens shares
     // each decoded block twice as widely as 4 (prompt GFLOP/s, bench-matmul 2048 x 4096, 64 tokens,
     // 1 thread, AMD EPYC AVX-512 VM: IQ2_S 78 -> 100, IQ3_XXS 81 -> 101, IQ3_S 59 -> 81, IQ1_M

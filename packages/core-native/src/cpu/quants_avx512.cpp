@@ -395,6 +395,342 @@ struct tq2_0_kernel {
     };
 };
 
+// TQ1_0: the AVX2 file's byte powers (elements 32j..32j+31 per 256-bit vector; see there), paired
+// into four vectors of 64, the top trit (q >= 86) + (q >= 171) taken on those; then as TQ2_0:
+// VPDPBUSD of the trits (0..2) against the activations, started at -bsums, reduced to the
+// super-block's one int32, float(sum) * (d * d_y) added: the scalar kernel's bits at every tile shape.
+KAIL_INLINE __m256i tq1_mul9(__m256i x) { return _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(x, 3), _mm256_set1_epi8(static_cast<char>(0xF8))), x); }
+KAIL_INLINE __m256i tq1_mul3(__m256i x) { return _mm256_add_epi8(x, _mm256_add_epi8(x, x)); }
+KAIL_INLINE __m512i tq1_trit(__m256i lo, __m256i hi) {
+    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), one = _mm512_set1_epi8(1);
+    const __m512i t1 = _mm512_min_epu8(_mm512_subs_epu8(q, _mm512_set1_epi8(85)), one);
+    const __m512i t2 = _mm512_min_epu8(_mm512_subs_epu8(q, _mm512_set1_epi8(static_cast<char>(170))), one);
+    return _mm512_add_epi8(t1, t2);
+}
+KAIL_INLINE void tq1_0_trits(const block_tq1_0 * b, __m512i (&u)[4]) {
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b->qs));
+    const __m256i x3 = tq1_mul3(x1), x9 = tq1_mul9(x1), x27 = tq1_mul9(x3), x81 = tq1_mul9(x9);
+    uint32_t h;
+    std::memcpy(&h, b->qh, 4);
+    const __m256i z1 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs + 32))),
+                                               _mm_set1_epi32(static_cast<int>(h)), 1);
+    const __m256i z3 = tq1_mul3(z1), z9 = tq1_mul9(z1), z27 = tq1_mul9(z3), z81 = tq1_mul9(z9);
+    u[0] = tq1_trit(x1, x3);
+    u[1] = tq1_trit(x9, x27);
+    u[2] = tq1_trit(x81, _mm256_permute2x128_si256(z1, z3, 0x20));
+    u[3] = tq1_trit(_mm256_permute2x128_si256(z9, z27, 0x20),
+                    _mm256_blend_epi32(z81, _mm256_blend_epi32(_mm256_blend_epi32(z1, z3, 0x20), _mm256_blend_epi32(z9, z27, 0x80), 0xC0), 0xF0));
+}
+
+struct tq1_0_kernel {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            __m128 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            const size_t ahead = rows_ahead(ws, R);
+            for (int64_t i = 0; i < k / QK_K; i++) {
+                __m512i u[R][4];
+                float d[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_tq1_0 * b = reinterpret_cast<const block_tq1_0 *>(w + r * ws) + i;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, sizeof(block_tq1_0));
+                    tq1_0_trits(b, u[r]);
+                    d[r] = _cvtsh_ss(b->d);
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const block_q8_K * y = reinterpret_cast<const block_q8_K *>(a[t]) + i;
+                    const __m512i y0 = _mm512_loadu_si512(y->qs), y1 = _mm512_loadu_si512(y->qs + 64);
+                    const __m512i y2 = _mm512_loadu_si512(y->qs + 128), y3 = _mm512_loadu_si512(y->qs + 192);
+                    const __m512i bs = _mm512_zextsi256_si512(_mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y->bsums)), _mm256_set1_epi16(1)));
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) {
+                        __m512i s = _mm512_dpbusd_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), bs), u[r][0], y0);
+                        s = _mm512_dpbusd_epi32(s, u[r][1], y1);
+                        s = _mm512_dpbusd_epi32(s, u[r][2], y2);
+                        s = _mm512_dpbusd_epi32(s, u[r][3], y3);
+                        const __m128 f = _mm_cvtsi32_ss(_mm_setzero_ps(), _mm512_reduce_add_epi32(s));
+                        acc[r][t] = _mm_add_ss(acc[r][t], _mm_mul_ss(f, _mm_set_ss(d[r] * y->d)));
+                    }
+                }
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+        }
+    };
+};
+
+// Q2_0 and Q1_0 (Q8_0 activations) take the scalar kernels' float steps on exact per-Q8_0-block
+// int32 sums, as the AVX2 kernels do (see there): the scalar kernel's bits at every tile shape.
+KAIL_INLINE __m128i hsum2x8i(__m256i a, __m256i b) {
+    const __m256i h = _mm256_hadd_epi32(a, b);
+    const __m128i g = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    return _mm_hadd_epi32(g, g);
+}
+KAIL_INLINE __m128i hsum4x8i(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+template <int N>
+KAIL_INLINE __m128 q8_0_block_steps(__m128 acc, __m128i s, const block_q8_0 * y, float d) {
+    const __m128 f = _mm_cvtepi32_ps(s);
+    __m128 sumi = _mm_mul_ss(f, _mm_set_ss(_cvtsh_ss(y[0].d)));
+    sumi = _mm_add_ss(sumi, _mm_mul_ss(_mm_movehdup_ps(f), _mm_set_ss(_cvtsh_ss(y[1].d))));
+    if constexpr (N == 4) {
+        sumi = _mm_add_ss(sumi, _mm_mul_ss(_mm_movehl_ps(f, f), _mm_set_ss(_cvtsh_ss(y[2].d))));
+        sumi = _mm_add_ss(sumi, _mm_mul_ss(_mm_shuffle_ps(f, f, 3), _mm_set_ss(_cvtsh_ss(y[3].d))));
+    }
+    return _mm_add_ss(acc, _mm_mul_ss(sumi, _mm_set_ss(d)));
+}
+KAIL_INLINE __m512i q8_0_pair(const block_q8_0 * y) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[0].qs))),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[1].qs)), 1);
+}
+
+// (As in the AVX2 file.) Four Q2_0 blocks at once (eight Q8_0 blocks' sums), the same float steps lane-wise: the exact
+// sums [s0..s7] (hsum8x8i), products dy_j * s_j, VHADDPS for each block's dy_0 s_0 + dy_1 s_1
+// (as the scalar sumi: 0 + a + b = a + b), times d, added to the accumulator one block at a time in
+// block order. keep() hides the products from the compiler, so none contracts to an FMA.
+KAIL_INLINE __m256 keep(__m256 v) {
+    __asm__("" : "+x"(v));
+    return v;
+}
+KAIL_INLINE __m256i hsum8x8i(const __m256i (&s)[8]) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));  // [0-3 lo | 0-3 hi]
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+// The fp16 scales of 8 Q8_0 blocks as floats.
+KAIL_INLINE __m256 q8_0_scales8(const block_q8_0 * y) {
+    __m128i h = _mm_cvtsi32_si128(y[0].d);
+    h = _mm_insert_epi16(h, y[1].d, 1), h = _mm_insert_epi16(h, y[2].d, 2), h = _mm_insert_epi16(h, y[3].d, 3);
+    h = _mm_insert_epi16(h, y[4].d, 4), h = _mm_insert_epi16(h, y[5].d, 5), h = _mm_insert_epi16(h, y[6].d, 6);
+    h = _mm_insert_epi16(h, y[7].d, 7);
+    return _mm256_cvtph_ps(h);
+}
+// [d0, d1, -, -, d2, d3, -, -] of four Q2_0 blocks.
+KAIL_INLINE __m256 q2_0_scales4(const block_q2_0 * b) {
+    __m128i h = _mm_cvtsi32_si128(b[0].d);
+    h = _mm_insert_epi16(h, b[1].d, 1), h = _mm_insert_epi16(h, b[2].d, 4), h = _mm_insert_epi16(h, b[3].d, 5);
+    return _mm256_cvtph_ps(h);
+}
+KAIL_INLINE __m128 q2_0_group_steps(__m128 acc, __m256i s, __m256 dy, __m256 d) {
+    const __m256 p = keep(_mm256_mul_ps(_mm256_cvtepi32_ps(s), dy));
+    const __m256 m = keep(_mm256_mul_ps(_mm256_hadd_ps(p, p), d));
+    const __m128 lo = _mm256_castps256_ps128(m), hi = _mm256_extractf128_ps(m, 1);
+    acc = _mm_add_ss(acc, lo);
+    acc = _mm_add_ss(acc, _mm_movehdup_ps(lo));
+    acc = _mm_add_ss(acc, hi);
+    return _mm_add_ss(acc, _mm_movehdup_ps(hi));
+}
+
+// Q2_0: a block's 16 bytes broadcast to the four 128-bit lanes, lane p shifted by 2p and masked
+// (code p of every byte), a 4 x 4 dword transpose (VPERMD) and one byte shuffle put the 64 codes
+// (0..3, unsigned) in element order: one vector, into VPDPBUSD against the two Q8_0 blocks'
+// quants with the accumulation started at -(their sums per 4-byte lane) (the offset 1; once per
+// token, shared by the tile's rows); each block's 8 lanes reduced to its exact int sum.
+struct q2_0_kernel {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const __m512i m3 = _mm512_set1_epi8(3), ones8 = _mm512_set1_epi8(1);
+            const __m512i sh = _mm512_setr_epi32(0, 0, 0, 0, 0x20002, 0x20002, 0x20002, 0x20002, 0x40004, 0x40004, 0x40004, 0x40004,
+                                                 0x60006, 0x60006, 0x60006, 0x60006);  // 16-bit shifts 2p in lane p
+            const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+            const __m512i il = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+            __m128 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            const size_t ahead = rows_ahead(ws, R);
+            const auto codes = [&](const block_q2_0 * b) {
+                const __m512i q = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs)));
+                return _mm512_shuffle_epi8(_mm512_permutexvar_epi32(tr, _mm512_and_si512(_mm512_srlv_epi16(q, sh), m3)), il);
+            };
+            const int64_t nb = k / QK2_0;
+            int64_t ib = 0;
+            for (; ib + 4 <= nb; ib += 4) {
+                __m512i u[R][4];
+                __m256 d[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_q2_0 * b = reinterpret_cast<const block_q2_0 *>(w + r * ws) + ib;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, 4 * sizeof(block_q2_0));
+#pragma GCC unroll 4
+                    for (int j = 0; j < 4; j++) u[r][j] = codes(b + j);
+                    d[r] = q2_0_scales4(b);
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + 2 * ib;
+                    __m512i yq[4], c[4];
+#pragma GCC unroll 4
+                    for (int j = 0; j < 4; j++) {
+                        yq[j] = q8_0_pair(y + 2 * j);
+                        c[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, yq[j]));
+                    }
+                    const __m256 dy = q8_0_scales8(y);
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) {
+                        __m256i sv[8];
+#pragma GCC unroll 4
+                        for (int j = 0; j < 4; j++) {
+                            const __m512i sj = _mm512_dpbusd_epi32(c[j], u[r][j], yq[j]);
+                            sv[2 * j] = _mm512_castsi512_si256(sj);
+                            sv[2 * j + 1] = _mm512_extracti64x4_epi64(sj, 1);
+                        }
+                        acc[r][t] = q2_0_group_steps(acc[r][t], hsum8x8i(sv), dy, d[r]);
+                    }
+                }
+            }
+            for (; ib < nb; ib++) {
+                __m512i u[R];
+                float d[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_q2_0 * b = reinterpret_cast<const block_q2_0 *>(w + r * ws) + ib;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, sizeof(block_q2_0));
+                    const __m512i q = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs)));
+                    u[r] = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(tr, _mm512_and_si512(_mm512_srlv_epi16(q, sh), m3)), il);
+                    d[r] = _cvtsh_ss(b->d);
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + 2 * ib;
+                    const __m512i yq = q8_0_pair(y);
+                    const __m512i c = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, yq));
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) {
+                        const __m512i s = _mm512_dpbusd_epi32(c, u[r], yq);
+                        acc[r][t] = q8_0_block_steps<2>(acc[r][t], hsum2x8i(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)), y, d[r]);
+                    }
+                }
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+        }
+    };
+};
+
+// Two Q1_0 blocks at once (eight Q8_0 blocks' sums): products dy_j * s_j, each block's sumi
+// ((p0 + p1) + p2) + p3 in the scalar kernel's order (lanes 0 and 4), times d, added to the
+// accumulator in block order; keep() between the steps, so none contracts to an FMA.
+KAIL_INLINE __m128 q1_0_group_steps(__m128 acc, __m256i s, __m256 dy, __m256 d) {
+    const __m256 p = keep(_mm256_mul_ps(_mm256_cvtepi32_ps(s), dy));
+    __m256 sumi = keep(_mm256_add_ps(p, _mm256_movehdup_ps(p)));
+    sumi = keep(_mm256_add_ps(sumi, _mm256_shuffle_ps(p, p, 2)));
+    sumi = keep(_mm256_add_ps(sumi, _mm256_shuffle_ps(p, p, 3)));
+    const __m256 m = keep(_mm256_mul_ps(sumi, d));
+    acc = _mm_add_ss(acc, _mm256_castps256_ps128(m));
+    return _mm_add_ss(acc, _mm256_extractf128_ps(m, 1));
+}
+KAIL_INLINE __m256 q1_0_scales2(const block_q1_0 * b) {
+    return _mm256_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(b[0].d), b[1].d, 4));
+}
+
+// Q1_0: a block's 128 sign bits are two 64-bit masks over the four Q8_0 blocks' quants; VPDPBUSD
+// of 2 against the quants under the set bits (zero-masked moves), started at -(all of them) per
+// 4-byte lane (once per token): 2 * set - all, exact for any int8 activations; each Q8_0 block's
+// 8 lanes reduced to its int sum.
+struct q1_0_kernel {
+    template <int R, int T>
+    struct tile {
+        static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
+            const __m512i ones8 = _mm512_set1_epi8(1), twos8 = _mm512_set1_epi8(2);
+            __m128 acc[R][T];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            const size_t ahead = rows_ahead(ws, R);
+            const int64_t nb = k / QK1_0;
+            int64_t ib = 0;
+            for (; ib + 2 <= nb; ib += 2) {
+                __mmask64 m[R][4];
+                __m256 d[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_q1_0 * b = reinterpret_cast<const block_q1_0 *>(w + r * ws) + ib;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, 2 * sizeof(block_q1_0));
+#pragma GCC unroll 4
+                    for (int j = 0; j < 4; j++) {
+                        uint64_t bits;
+                        std::memcpy(&bits, b[j / 2].qs + 8 * (j % 2), 8);
+                        m[r][j] = _cvtu64_mask64(bits);
+                    }
+                    d[r] = q1_0_scales2(b);
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + 4 * ib;
+                    __m512i yq[4], c[4];
+#pragma GCC unroll 4
+                    for (int j = 0; j < 4; j++) {
+                        yq[j] = q8_0_pair(y + 2 * j);
+                        c[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, yq[j]));
+                    }
+                    const __m256 dy = q8_0_scales8(y);
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) {
+                        __m256i sv[8];
+#pragma GCC unroll 4
+                        for (int j = 0; j < 4; j++) {
+                            const __m512i sj = _mm512_dpbusd_epi32(c[j], twos8, _mm512_maskz_mov_epi8(m[r][j], yq[j]));
+                            sv[2 * j] = _mm512_castsi512_si256(sj);
+                            sv[2 * j + 1] = _mm512_extracti64x4_epi64(sj, 1);
+                        }
+                        acc[r][t] = q1_0_group_steps(acc[r][t], hsum8x8i(sv), dy, d[r]);
+                    }
+                }
+            }
+            for (; ib < nb; ib++) {
+                __mmask64 m0[R], m1[R];
+                float d[R];
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) {
+                    const block_q1_0 * b = reinterpret_cast<const block_q1_0 *>(w + r * ws) + ib;
+                    prefetch_bytes(reinterpret_cast<const uint8_t *>(b) + ahead, sizeof(block_q1_0));
+                    uint64_t lo, hi;
+                    std::memcpy(&lo, b->qs, 8);
+                    std::memcpy(&hi, b->qs + 8, 8);
+                    m0[r] = _cvtu64_mask64(lo);
+                    m1[r] = _cvtu64_mask64(hi);
+                    d[r] = _cvtsh_ss(b->d);
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const block_q8_0 * y = reinterpret_cast<const block_q8_0 *>(a[t]) + 4 * ib;
+                    const __m512i y0 = q8_0_pair(y), y1 = q8_0_pair(y + 2);
+                    const __m512i c0 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, y0));
+                    const __m512i c1 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, y1));
+#pragma GCC unroll 8
+                    for (int r = 0; r < R; r++) {
+                        const __m512i s0 = _mm512_dpbusd_epi32(c0, twos8, _mm512_maskz_mov_epi8(m0[r], y0));
+                        const __m512i s1 = _mm512_dpbusd_epi32(c1, twos8, _mm512_maskz_mov_epi8(m1[r], y1));
+                        const __m128i s = hsum4x8i(_mm512_castsi512_si256(s0), _mm512_extracti64x4_epi64(s0, 1), _mm512_castsi512_si256(s1),
+                                                   _mm512_extracti64x4_epi64(s1, 1));
+                        acc[r][t] = q8_0_block_steps<4>(acc[r][t], s, y, d[r]);
+                    }
+                }
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
+                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+        }
+    };
+};
+
 template <class D>
 struct legacy {
     static constexpr size_t PREP = PREP_SPLIT_GROUP;
@@ -1266,6 +1602,9 @@ template <int R, int T> using mxfp4_tile = legacy<mxfp4_dec>::tile<R, T>;
 template <int R, int T> using iq4_nl_tile = legacy<iq4_nl_dec>::tile<R, T>;
 template <int R, int T> using nvfp4_tile = nvfp4_kernel::tile<R, T>;
 template <int R, int T> using tq2_0_tile = tq2_0_kernel::tile<R, T>;
+template <int R, int T> using q2_0_tile = q2_0_kernel::tile<R, T>;
+template <int R, int T> using q1_0_tile = q1_0_kernel::tile<R, T>;
+template <int R, int T> using tq1_0_tile = tq1_0_kernel::tile<R, T>;
 template <int R, int T> using q2_K_tile = kquant<q2_K_dec>::tile<R, T>;
 template <int R, int T> using q3_K_tile = kquant<q3_K_dec>::tile<R, T>;
 template <int R, int T> using q5_K_tile = kquant<q5_K_dec>::tile<R, T>;
@@ -1368,6 +1707,9 @@ void kernels_init_avx512(kernel_table & t) {
     set<iq4_xs_tile, 1, 8>(t, KAIL_TYPE_IQ4_XS, 1);
     set<nvfp4_tile, 4, 4>(t, KAIL_TYPE_NVFP4, 1);
     set<tq2_0_tile, 2, 4>(t, KAIL_TYPE_TQ2_0, 1);
+    set<q2_0_tile, 2, 4>(t, KAIL_TYPE_Q2_0, 1);
+    set<q1_0_tile, 2, 4>(t, KAIL_TYPE_Q1_0, 1);
+    set<tq1_0_tile, 2, 4>(t, KAIL_TYPE_TQ1_0, 1);
     t.w[KAIL_TYPE_Q2_K].gemm_decode = kquant<q2_K_dec>::decode;
     t.w[KAIL_TYPE_Q3_K].gemm_decode = kquant<q3_K_dec>::decode;
     t.w[KAIL_TYPE_Q5_K].gemm_decode = kquant<q5_K_dec>::decode;
