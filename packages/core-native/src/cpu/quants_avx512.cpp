@@ -20,6 +20,7 @@
 #include "cpu/fp16.h"
 #include "kail/cpu_features.h"
 #include "cpu/quants_impl.h"
+#include "cpu/quants_x86_steps.h"
 
 namespace kail::cpu {
 
@@ -399,8 +400,6 @@ struct tq2_0_kernel {
 // into four vectors of 64, the top trit (q >= 86) + (q >= 171) taken on those; then as TQ2_0:
 // VPDPBUSD of the trits (0..2) against the activations, started at -bsums, reduced to the
 // super-block's one int32, float(sum) * (d * d_y) added: the scalar kernel's bits at every tile shape.
-KAIL_INLINE __m256i tq1_mul9(__m256i x) { return _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(x, 3), _mm256_set1_epi8(static_cast<char>(0xF8))), x); }
-KAIL_INLINE __m256i tq1_mul3(__m256i x) { return _mm256_add_epi8(x, _mm256_add_epi8(x, x)); }
 KAIL_INLINE __m512i tq1_trit(__m256i lo, __m256i hi) {
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), one = _mm512_set1_epi8(1);
     const __m512i t1 = _mm512_min_epu8(_mm512_subs_epu8(q, _mm512_set1_epi8(85)), one);
@@ -468,68 +467,12 @@ struct tq1_0_kernel {
 };
 
 // Q2_0 and Q1_0 (Q8_0 activations) take the scalar kernels' float steps on exact per-Q8_0-block
-// int32 sums, as the AVX2 kernels do (see there): the scalar kernel's bits at every tile shape.
-KAIL_INLINE __m128i hsum2x8i(__m256i a, __m256i b) {
-    const __m256i h = _mm256_hadd_epi32(a, b);
-    const __m128i g = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    return _mm_hadd_epi32(g, g);
-}
-KAIL_INLINE __m128i hsum4x8i(__m256i a, __m256i b, __m256i c, __m256i d) {
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
-template <int N>
-KAIL_INLINE __m128 q8_0_block_steps(__m128 acc, __m128i s, const block_q8_0 * y, float d) {
-    const __m128 f = _mm_cvtepi32_ps(s);
-    __m128 sumi = _mm_mul_ss(f, _mm_set_ss(_cvtsh_ss(y[0].d)));
-    sumi = _mm_add_ss(sumi, _mm_mul_ss(_mm_movehdup_ps(f), _mm_set_ss(_cvtsh_ss(y[1].d))));
-    if constexpr (N == 4) {
-        sumi = _mm_add_ss(sumi, _mm_mul_ss(_mm_movehl_ps(f, f), _mm_set_ss(_cvtsh_ss(y[2].d))));
-        sumi = _mm_add_ss(sumi, _mm_mul_ss(_mm_shuffle_ps(f, f, 3), _mm_set_ss(_cvtsh_ss(y[3].d))));
-    }
-    return _mm_add_ss(acc, _mm_mul_ss(sumi, _mm_set_ss(d)));
-}
+// int32 sums, as the AVX2 kernels do (quants_x86_steps.h): the scalar kernel's bits at every tile shape.
 KAIL_INLINE __m512i q8_0_pair(const block_q8_0 * y) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[0].qs))),
                               _mm256_loadu_si256(reinterpret_cast<const __m256i *>(y[1].qs)), 1);
 }
 
-// (As in the AVX2 file.) Four Q2_0 blocks at once (eight Q8_0 blocks' sums), the same float steps lane-wise: the exact
-// sums [s0..s7] (hsum8x8i), products dy_j * s_j, VHADDPS for each block's dy_0 s_0 + dy_1 s_1
-// (as the scalar sumi: 0 + a + b = a + b), times d, added to the accumulator one block at a time in
-// block order. keep() hides the products from the compiler, so none contracts to an FMA.
-KAIL_INLINE __m256 keep(__m256 v) {
-    __asm__("" : "+x"(v));
-    return v;
-}
-KAIL_INLINE __m256i hsum8x8i(const __m256i (&s)[8]) {
-    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));  // [0-3 lo | 0-3 hi]
-    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
-// The fp16 scales of 8 Q8_0 blocks as floats.
-KAIL_INLINE __m256 q8_0_scales8(const block_q8_0 * y) {
-    __m128i h = _mm_cvtsi32_si128(y[0].d);
-    h = _mm_insert_epi16(h, y[1].d, 1), h = _mm_insert_epi16(h, y[2].d, 2), h = _mm_insert_epi16(h, y[3].d, 3);
-    h = _mm_insert_epi16(h, y[4].d, 4), h = _mm_insert_epi16(h, y[5].d, 5), h = _mm_insert_epi16(h, y[6].d, 6);
-    h = _mm_insert_epi16(h, y[7].d, 7);
-    return _mm256_cvtph_ps(h);
-}
-// [d0, d1, -, -, d2, d3, -, -] of four Q2_0 blocks.
-KAIL_INLINE __m256 q2_0_scales4(const block_q2_0 * b) {
-    __m128i h = _mm_cvtsi32_si128(b[0].d);
-    h = _mm_insert_epi16(h, b[1].d, 1), h = _mm_insert_epi16(h, b[2].d, 4), h = _mm_insert_epi16(h, b[3].d, 5);
-    return _mm256_cvtph_ps(h);
-}
-KAIL_INLINE __m128 q2_0_group_steps(__m128 acc, __m256i s, __m256 dy, __m256 d) {
-    const __m256 p = keep(_mm256_mul_ps(_mm256_cvtepi32_ps(s), dy));
-    const __m256 m = keep(_mm256_mul_ps(_mm256_hadd_ps(p, p), d));
-    const __m128 lo = _mm256_castps256_ps128(m), hi = _mm256_extractf128_ps(m, 1);
-    acc = _mm_add_ss(acc, lo);
-    acc = _mm_add_ss(acc, _mm_movehdup_ps(lo));
-    acc = _mm_add_ss(acc, hi);
-    return _mm_add_ss(acc, _mm_movehdup_ps(hi));
-}
 
 // Q2_0: a block's 16 bytes broadcast to the four 128-bit lanes, lane p shifted by 2p and masked
 // (code p of every byte), a 4 x 4 dword transpose (VPERMD) and one byte shuffle put the 64 codes
@@ -621,22 +564,6 @@ struct q2_0_kernel {
         }
     };
 };
-
-// Two Q1_0 blocks at once (eight Q8_0 blocks' sums): products dy_j * s_j, each block's sumi
-// ((p0 + p1) + p2) + p3 in the scalar kernel's order (lanes 0 and 4), times d, added to the
-// accumulator in block order; keep() between the steps, so none contracts to an FMA.
-KAIL_INLINE __m128 q1_0_group_steps(__m128 acc, __m256i s, __m256 dy, __m256 d) {
-    const __m256 p = keep(_mm256_mul_ps(_mm256_cvtepi32_ps(s), dy));
-    __m256 sumi = keep(_mm256_add_ps(p, _mm256_movehdup_ps(p)));
-    sumi = keep(_mm256_add_ps(sumi, _mm256_shuffle_ps(p, p, 2)));
-    sumi = keep(_mm256_add_ps(sumi, _mm256_shuffle_ps(p, p, 3)));
-    const __m256 m = keep(_mm256_mul_ps(sumi, d));
-    acc = _mm_add_ss(acc, _mm256_castps256_ps128(m));
-    return _mm_add_ss(acc, _mm256_extractf128_ps(m, 1));
-}
-KAIL_INLINE __m256 q1_0_scales2(const block_q1_0 * b) {
-    return _mm256_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(b[0].d), b[1].d, 4));
-}
 
 // Q1_0: a block's 128 sign bits are two 64-bit masks over the four Q8_0 blocks' quants; VPDPBUSD
 // of 2 against the quants under the set bits (zero-masked moves), started at -(all of them) per
