@@ -35,23 +35,38 @@ describe("an Ollama store's models, used without downloading them again", () => 
     expect(ollamaStoreDirs({})[0]).toBe(path.join(os.homedir(), '.ollama', 'models'));
   });
 
-  it('imports a model as a hard link to its blob, with its Modelfile settings beside it', () => {
+  it('imports a model as a hard link to its blob, with its Modelfile settings beside it', async () => {
     const weights = gguf('w.gguf');
     writeOllamaStoreModel(store, 'tiny', weights, { params: { temperature: 0.2, stop: ['<|end|>'] }, system: 'Be brief.', license: 'MIT', template: '{{ .Prompt }}' });
     writeOllamaStoreModel(store, 'hf.co/Jane/Repo-GGUF:Q8_0', gguf('w2.gguf', '{{ messages }}'), { projector: true });
     expect(listOllamaModels([store]).map((m) => m.name)).toEqual(['hf.co/Jane/Repo-GGUF:Q8_0', 'tiny:latest']);
     const m = findOllamaModel('TINY', [path.join(dir, 'none'), store]);
     expect(m).toMatchObject({ name: 'tiny:latest', parameters: { temperature: 0.2, stop: ['<|end|>'] }, system: 'Be brief.', license: 'MIT', skipped: ['template'] });
-    const r = importOllamaModel(m, models);
+    const r = await importOllamaModel(m, models);
     expect(r).toMatchObject({ id: 'tiny', path: path.join(models, 'tiny.gguf'), linked: true });
     expect(fs.statSync(r.path).ino).toBe(fs.statSync(m.model).ino);
     expect(r.notes).toEqual([expect.stringMatching(/no chat template of its own, and Ollama's Go template is not run here/)]);
     expect(JSON.parse(fs.readFileSync(path.join(models, 'tiny.modelfile.json'), 'utf8'))).toEqual({ system: 'Be brief.', parameters: { temperature: 0.2, stop: ['<|end|>'] }, license: 'MIT' });
-    expect(() => importOllamaModel(m, models)).toThrow(/model 'tiny' is already in .* \(--force replaces it\)/);
-    const hf = importOllamaModel(findOllamaModel('hf.co/Jane/Repo-GGUF:Q8_0', [store]), models);
+    await expect(importOllamaModel(m, models)).rejects.toThrow(/model 'tiny' is already in .* \(--force replaces it\)/);
+    const hf = await importOllamaModel(findOllamaModel('hf.co/Jane/Repo-GGUF:Q8_0', [store]), models);
     expect(hf.id).toBe('Repo-GGUF:Q8_0');
     expect(hf.notes).toEqual([expect.stringMatching(/vision projector is not brought/)]);
     expect(fs.existsSync(path.join(models, 'Repo-GGUF:Q8_0.modelfile.json'))).toBe(false);
+  });
+
+  it('copies a model it cannot link (another file system), whole or not at all', async () => {
+    // (/dev/shm is a tmpfs: another file system than the temporary directory's disk, where there is one.)
+    if (!fs.existsSync('/dev/shm') || fs.statSync('/dev/shm').dev === fs.statSync(dir).dev) return;
+    const shm = fs.mkdtempSync('/dev/shm/kail-ollama-');
+    try {
+      writeOllamaStoreModel(shm, 'far:1b', gguf('far.gguf'), { system: 'Far.' });
+      const r = await importOllamaModel(findOllamaModel('far:1b', [shm]), models);
+      expect(r.linked).toBe(false);
+      expect(fs.readFileSync(r.path)).toEqual(fs.readFileSync(path.join(dir, 'far.gguf')));
+      expect(fs.readdirSync(models).filter((f) => f.endsWith('.part'))).toEqual([]);
+    } finally {
+      fs.rmSync(shm, { recursive: true, force: true });
+    }
   });
 
   it('says where it looked for a model it cannot find, and what is wrong with one it cannot use', () => {

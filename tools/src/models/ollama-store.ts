@@ -166,10 +166,11 @@ export function ollamaModelId(name: string): string {
 
 /**
  * Brings an Ollama model into the models directory as ID.gguf: a hard link to its blob where the
- * file system allows one (else a copy), with its Modelfile settings as ID.modelfile.json. Returns
+ * file system allows one (else a copy, which appears under its name only once whole), with its
+ * Modelfile settings as ID.modelfile.json. Returns
  * the file, whether it is a link, and notes on what was not brought (a Go template, a projector).
  */
-export function importOllamaModel(m: OllamaModel, modelsDir: string, id: string = ollamaModelId(m.name), o: { force?: boolean } = {}): { path: string; id: string; linked: boolean; notes: string[] } {
+export async function importOllamaModel(m: OllamaModel, modelsDir: string, id: string = ollamaModelId(m.name), o: { force?: boolean } = {}): Promise<{ path: string; id: string; linked: boolean; notes: string[] }> {
   if (!/^[A-Za-z0-9_][A-Za-z0-9._:-]{0,199}$/.test(id)) throw new PullError(`'${id}' cannot be a model id (letters, digits and . _ : -)`);
   const header = readGgufHeader(m.model);
   fs.mkdirSync(modelsDir, { recursive: true });
@@ -182,8 +183,16 @@ export function importOllamaModel(m: OllamaModel, modelsDir: string, id: string 
   try {
     fs.linkSync(m.model, dest);
   } catch {
+    // (Another file system: a copy, off the event loop, so a server importing one keeps answering.)
     linked = false;
-    fs.copyFileSync(m.model, dest, fs.constants.COPYFILE_EXCL);
+    const part = `${dest}.part`;
+    try {
+      await fs.promises.copyFile(m.model, part);
+      fs.renameSync(part, dest);
+    } catch (e) {
+      fs.rmSync(part, { force: true });
+      throw new PullError(`cannot copy ${m.model} into ${modelsDir}: ${(e as Error).message}`);
+    }
   }
   const settings = Object.fromEntries(
     Object.entries({ system: m.system, parameters: m.parameters, messages: m.messages, license: m.license }).filter(([, v]) => v !== undefined && !(typeof v === 'object' && Object.keys(v).length === 0)),

@@ -959,19 +959,19 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
       return null;
     }
     const id = tools().ollamaModelId(m.name);
-    if (!fs.existsSync(path.join(opts.modelsDir, `${id}.gguf`))) tools().importOllamaModel(m, opts.modelsDir, id);
+    if (!fs.existsSync(path.join(opts.modelsDir, `${id}.gguf`))) await tools().importOllamaModel(m, opts.modelsDir, id);
     pulledNames.set(name, id);
     return { id, ollama: m.name };
   };
   /** /api/pull of a model of the Ollama store: linked into the models directory with its Modelfile settings (tools/src/models/ollama-store.ts). */
-  const pullFromOllamaStore = (reply: FastifyReply, m: OllamaModel, name: string, modelsDir: string, stream: boolean) => {
+  const pullFromOllamaStore = async (reply: FastifyReply, m: OllamaModel, name: string, modelsDir: string, stream: boolean) => {
     const id = tools().ollamaModelId(m.name);
     const file = path.join(modelsDir, `${id}.gguf`);
     const digest = `sha256:${path.basename(m.model).slice(7)}`;
     const same = fs.existsSync(file) && fs.statSync(file).ino === fs.statSync(m.model).ino;
     if (fs.existsSync(file) && !same) return bad(reply, `model '${id}' is already in the models directory as another file: delete it first (ollama rm ${id})`, 409);
     try {
-      if (!same) tools().importOllamaModel(m, modelsDir, id);
+      if (!same) await tools().importOllamaModel(m, modelsDir, id);
     } catch (e) {
       return bad(reply, (e as Error).message, 500);
     }

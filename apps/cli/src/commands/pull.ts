@@ -83,7 +83,7 @@ export async function pullOrLocal(dir: string, ref: string, hfFile?: string, o: 
 }
 
 /** `kail pull ollama:NAME[:TAG]`: a model an Ollama installation has, linked into the models directory (no download). */
-function importFromOllama(dir: string, name: string, o: { force?: boolean; json?: boolean; ollamaDir?: string; hfFile?: string; sha256?: string }): void {
+async function importFromOllama(dir: string, name: string, o: { force?: boolean; json?: boolean; ollamaDir?: string; hfFile?: string; sha256?: string }): Promise<void> {
   if (o.hfFile !== undefined || o.sha256 !== undefined) throw new Error('--hf-file and --sha256 go with Hugging Face and URL sources, not ollama:NAME');
   const t = tools();
   const m = t.findOllamaModel(name, o.ollamaDir !== undefined ? [o.ollamaDir] : t.ollamaStoreDirs());
@@ -91,7 +91,7 @@ function importFromOllama(dir: string, name: string, o: { force?: boolean; json?
   fs.mkdirSync(modelsDir, { recursive: true });
   // (A hard link needs one file system; across two the file is copied, which takes a while.)
   if (fs.statSync(m.model).dev !== fs.statSync(modelsDir).dev) process.stderr.write(`copying ${formatBytes(m.size)}: Ollama's store and ${modelsDir} are on different file systems, so the file cannot be linked\n`);
-  const r = t.importOllamaModel(m, modelsDir, undefined, { force: o.force });
+  const r = await t.importOllamaModel(m, modelsDir, undefined, { force: o.force });
   for (const n of r.notes) process.stderr.write(`note: ${n}\n`);
   if (o.json) {
     process.stdout.write(JSON.stringify({ source: `ollama:${m.name}`, ollamaBlob: m.model, path: r.path, id: r.id, linked: r.linked, bytes: m.size }) + '\n');
