@@ -189,6 +189,12 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     expect((await stack.post('/api/chat', { model: 'terse', messages, stream: false, options: { num_predict: 2 } })).body.eval_count).toBe(2);
     const show = await stack.post('/api/show', { model: 'terse' });
     expect(show.body.system).toBe(system);
+    // From a model kail serve -m loaded from outside the models directory: its file comes in (a hard link).
+    expect((await stack.post('/api/create', { model: 'tiny-copy', from: 'tiny', system: 'Copied.', stream: false })).body).toEqual({ status: 'success' });
+    expect(fs.statSync(`${stack.dir}/models/tiny-copy.gguf`).ino).toBe(fs.statSync(stack.files.tiny).ino);
+    expect((await stack.post('/api/show', { model: 'tiny-copy' })).body.system).toBe('Copied.');
+    expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: 'tiny-copy' }) })).status).toBe(200);
+    expect(fs.existsSync(stack.files.tiny)).toBe(true);
     expect(show.body.modelfile).toMatch(/^PARAMETER stop zz$/m);
     expect(show.body.parameters).toMatch(/temperature\s+0\b/);
     // Copy keeps it, delete forgets it.

@@ -870,7 +870,10 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         await replace({ sourcePath: blob });
       } else if (from !== id) {
         say({ status: `using existing model ${from}` });
-        await replace({ sourceId: from });
+        // (A model kail serve -m loaded from elsewhere comes in from its file.)
+        const inModelsDir = !!opts.modelsDir && fs.existsSync(path.join(opts.modelsDir, `${from}.gguf`));
+        const served = inModelsDir ? undefined : byName(await servedModels(s), from);
+        await replace(served ? { sourcePath: served.path } : { sourceId: from });
       }
       for (const digest of Object.values(b.adapters ?? {})) say({ status: `using adapter layer ${digest}` });
       // The new model's Modelfile: the source's (when made from a model), then this request's.

@@ -53,6 +53,7 @@ describe('a split model in the models directory', () => {
       const info = await host.loadModel(pb.LoadModelRequest.fromPartial({ path: files[0].id }));
       expect(Number(info.fileBytes)).toBe(files[0].sizeBytes);
       await expect(host.copyModelFile(files[0].id, 'copy')).rejects.toThrow(/split over 3 files/);
+      await expect(host.importModelFile(first, 'whole')).rejects.toThrow(/is split over 3 files, which find each other by name/);
       // A later split alone is not a model: deleting it would break the one it belongs to.
       const second = path.basename(all[1], '.gguf');
       await expect(host.deleteModelFile(second)).rejects.toThrow(`'${second}' is split 2 of 3 of the model '${files[0].id}': remove that`);

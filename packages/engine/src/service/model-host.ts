@@ -1090,6 +1090,10 @@ export class LocalModelHost implements ModelHost {
     if (fs.existsSync(dst)) throw new EngineError('KAIL_E_ALREADY_EXISTS', `model '${dest}' is already in the models directory`);
     // A readable GGUF header, or an error naming what is wrong with it.
     openGgufMetadata(source).close();
+    // (One split alone would not load: its files find each other by name.)
+    const files = modelFiles(source);
+    if (files.length > 1)
+      throw new EngineError('KAIL_E_UNSUPPORTED', `${path.basename(source)} is split over ${files.length} files, which find each other by name: copy them into the models directory as they are`);
     linkOrCopy(source, dst);
     keepLora(dst, lora);
   }
