@@ -349,6 +349,14 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
       expect(del.status).toBe(200);
       expect(fs.existsSync(`${stack.dir}/models/moe-Q8_0.gguf`)).toBe(false);
       expect((await chat('hf.co/team/moe-GGUF:Q8_0')).status).toBe(404);
+      // `ollama create` FROM hf.co/USER/REPO:QUANT pulls it first, as Ollama's does.
+      const made = await fetch(`${stack.api.url}/api/create`, { method: 'POST', body: JSON.stringify({ model: 'fromhub', from: 'hf.co/team/moe-GGUF:Q8_0', system: 'Hub.' }) });
+      const statuses = (await made.text()).trim().split('\n').map((l) => (JSON.parse(l) as { status: string }).status);
+      expect(statuses[0]).toBe('pulling manifest');
+      expect(statuses).toContain('verifying sha256 digest');
+      expect(statuses.slice(-3)).toEqual(['using existing model moe-Q8_0', 'writing manifest', 'success']);
+      expect((await stack.post('/api/show', { model: 'fromhub' })).body.system).toBe('Hub.');
+      for (const m of ['fromhub', 'moe-Q8_0']) expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: m }) })).status).toBe(200);
     } finally {
       if (before === undefined) delete process.env.HF_ENDPOINT;
       else process.env.HF_ENDPOINT = before;

@@ -241,6 +241,14 @@ function modelfileText(file: string, mf: Modelfile, adapters: readonly { path: s
   return lines.join('\n') + '\n';
 }
 
+/** One of Ollama's status lines of a pull or a create (NDJSON). */
+interface PullStatus {
+  status: string;
+  digest?: string;
+  total?: number;
+  completed?: number;
+}
+
 /** A served model's listed name: its id, tagged :latest unless it has a tag. */
 export const ollamaName = (id: string) => (id.includes(':') ? id : `${id}:latest`);
 
@@ -797,7 +805,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     // total and completed); a failure after the first line is an {error} line.
     const stream = b.stream !== false;
     let opened = false;
-    const emit = (o: { status: string; total?: number; completed?: number }) => {
+    const emit = (o: PullStatus) => {
       if (!stream) return;
       if (!opened) {
         reply.hijack();
@@ -841,6 +849,9 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         else if (local) {
           from = local.id;
           say({ status: `using ollama's model ${local.ollama}` });
+        } else if (opts.modelsDir && /^(hf\.co|huggingface\.co)\//i.test(b.from) && tools().parseRepoRef(b.from)) {
+          // (FROM hf.co/USER/REPO:QUANT, as Ollama's create: pulled first.)
+          from = await pullFromHub(b.from, opts.modelsDir, say);
         }
       }
       if (blob && quantize) {
@@ -919,26 +930,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
       reply.raw.writeHead(200, { 'content-type': 'application/x-ndjson' });
     }
     try {
-      say({ status: 'pulling manifest' });
-      const plan = await tools().planRepoPull(name, undefined);
-      let last = 0;
-      const digestOf = (f: { sha256?: string; name: string }) => `sha256:${f.sha256 ?? f.name}`;
-      const r = await tools().runPull(plan, modelsDir, {
-        events: {
-          start: (f) => say({ status: `pulling ${(f.sha256 ?? f.name).slice(0, 12)}`, digest: digestOf(f), total: f.size ?? 0, completed: 0 }),
-          progress: (f, done, total) => {
-            if (Date.now() - last < 250) return;
-            last = Date.now();
-            say({ status: `pulling ${(f.sha256 ?? f.name).slice(0, 12)}`, digest: digestOf(f), total, completed: done });
-          },
-          end: (f, how) => {
-            if (!how.error) say({ status: `pulling ${(f.sha256 ?? f.name).slice(0, 12)}`, digest: digestOf(f), total: f.size ?? 0, completed: f.size ?? 0 });
-          },
-        },
-      });
-      say({ status: 'verifying sha256 digest' });
+      await pullFromHub(name, modelsDir, say);
       say({ status: 'writing manifest' });
-      pulledNames.set(name, r.id);
       say({ status: 'success' });
       if (!stream) return { status: 'success' };
     } catch (e) {
@@ -949,6 +942,32 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     if (stream) reply.raw.end();
     return reply;
   });
+  /**
+   * hf.co/USER/REPO[:QUANT] into the models directory as `kail pull` fetches it, its progress in
+   * Ollama's status lines; the model then answers to that name. Returns its id.
+   */
+  const pullFromHub = async (name: string, modelsDir: string, say: (o: PullStatus) => void): Promise<string> => {
+    say({ status: 'pulling manifest' });
+    const plan = await tools().planRepoPull(name, undefined);
+    let last = 0;
+    const digestOf = (f: { sha256?: string; name: string }) => `sha256:${f.sha256 ?? f.name}`;
+    const r = await tools().runPull(plan, modelsDir, {
+      events: {
+        start: (f) => say({ status: `pulling ${(f.sha256 ?? f.name).slice(0, 12)}`, digest: digestOf(f), total: f.size ?? 0, completed: 0 }),
+        progress: (f, done, total) => {
+          if (Date.now() - last < 250) return;
+          last = Date.now();
+          say({ status: `pulling ${(f.sha256 ?? f.name).slice(0, 12)}`, digest: digestOf(f), total, completed: done });
+        },
+        end: (f, how) => {
+          if (!how.error) say({ status: `pulling ${(f.sha256 ?? f.name).slice(0, 12)}`, digest: digestOf(f), total: f.size ?? 0, completed: f.size ?? 0 });
+        },
+      },
+    });
+    say({ status: 'verifying sha256 digest' });
+    pulledNames.set(name, r.id);
+    return r.id;
+  };
   /**
    * A model that is neither served nor in the models directory, found in this machine's Ollama
    * store and linked in (as /api/pull does), for create's `from`; null when the store has none.
