@@ -980,24 +980,33 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     } catch {
       return null;
     }
-    const id = tools().ollamaModelId(m.name);
-    if (!fs.existsSync(path.join(opts.modelsDir, `${id}.gguf`))) await tools().importOllamaModel(m, opts.modelsDir, id);
-    pulledNames.set(name, id);
-    return { id, ollama: m.name };
+    return { id: await linkOllamaModel(m, name, opts.modelsDir), ollama: m.name };
   };
-  /** /api/pull of a model of the Ollama store: linked into the models directory with its Modelfile settings (tools/src/models/ollama-store.ts). */
-  const pullFromOllamaStore = async (reply: FastifyReply, m: OllamaModel, name: string, modelsDir: string, stream: boolean) => {
+  /**
+   * Links a model of the Ollama store into the models directory (tools/src/models/ollama-store.ts)
+   * unless that file is there already, and names it by `name`; another file under its id is a 409.
+   */
+  const linkOllamaModel = async (m: OllamaModel, name: string, modelsDir: string): Promise<string> => {
     const id = tools().ollamaModelId(m.name);
     const file = path.join(modelsDir, `${id}.gguf`);
-    const digest = `sha256:${path.basename(m.model).slice(7)}`;
-    const same = fs.existsSync(file) && fs.statSync(file).ino === fs.statSync(m.model).ino;
-    if (fs.existsSync(file) && !same) return bad(reply, `model '${id}' is already in the models directory as another file: delete it first (ollama rm ${id})`, 409);
-    try {
-      if (!same) await tools().importOllamaModel(m, modelsDir, id);
-    } catch (e) {
-      return bad(reply, (e as Error).message, 500);
+    if (!fs.existsSync(file)) await tools().importOllamaModel(m, modelsDir, id);
+    else {
+      // (The same file: a hard link of the blob, or its copy from another file system.)
+      const [have, blob] = [fs.statSync(file), fs.statSync(m.model)];
+      if (have.ino !== blob.ino && have.size !== blob.size)
+        throw new HttpError(409, openAiError(`model '${id}' is already in the models directory as another file: delete it first (ollama rm ${id})`, 'invalid_request_error'));
     }
     pulledNames.set(name, id);
+    return id;
+  };
+  /** /api/pull of a model of the Ollama store, answered in Ollama's status lines. */
+  const pullFromOllamaStore = async (reply: FastifyReply, m: OllamaModel, name: string, modelsDir: string, stream: boolean) => {
+    try {
+      await linkOllamaModel(m, name, modelsDir);
+    } catch (e) {
+      return e instanceof HttpError ? bad(reply, e.body.error.message, e.status) : bad(reply, (e as Error).message, 500);
+    }
+    const digest = `sha256:${path.basename(m.model).slice(7)}`;
     const lines = [{ status: 'pulling manifest' }, { status: `using ollama's layer ${digest.slice(7, 19)}`, digest, total: m.size, completed: m.size }, { status: 'writing manifest' }, { status: 'success' }];
     if (!stream) return { status: 'success' };
     reply.header('content-type', 'application/x-ndjson');

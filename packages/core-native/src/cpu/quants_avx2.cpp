@@ -220,10 +220,7 @@ struct tq2_0_kernel {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
             const __m256i m3 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
             __m128 acc[R][T];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            zero_acc(acc);
             const size_t ahead = rows_ahead(ws, R);
             for (int64_t i = 0; i < k / QK_K; i++) {
 #pragma GCC unroll 8
@@ -261,10 +258,7 @@ struct tq2_0_kernel {
                     }
                 }
             }
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+            store_acc(acc, out);
         }
     };
 };
@@ -307,10 +301,7 @@ struct tq1_0_kernel {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
             const __m256i ones = _mm256_set1_epi16(1);
             __m128 acc[R][T];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            zero_acc(acc);
             const size_t ahead = rows_ahead(ws, R);
             for (int64_t i = 0; i < k / QK_K; i++) {
 #pragma GCC unroll 8
@@ -343,10 +334,7 @@ struct tq1_0_kernel {
                     }
                 }
             }
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+            store_acc(acc, out);
         }
     };
 };
@@ -382,10 +370,7 @@ struct q2_0_kernel {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
             const __m256i ones8 = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
             __m128 acc[R][T];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            zero_acc(acc);
             const size_t ahead = rows_ahead(ws, R);
             const int64_t nb = k / QK2_0;
             int64_t ib = 0;
@@ -431,10 +416,7 @@ struct q2_0_kernel {
                     }
                 }
             }
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+            store_acc(acc, out);
         }
     };
 };
@@ -450,10 +432,7 @@ struct q1_0_kernel {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
             const __m256i ones8 = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
             __m128 acc[R][T];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            zero_acc(acc);
             const size_t ahead = rows_ahead(ws, R);
             const int64_t nb = k / QK1_0;
             int64_t ib = 0;
@@ -512,10 +491,7 @@ struct q1_0_kernel {
                     }
                 }
             }
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+            store_acc(acc, out);
         }
     };
 };

@@ -351,10 +351,7 @@ struct tq2_0_kernel {
             const __m512i sh01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
             const __m512i sh23 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
             __m128 acc[R][T];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            zero_acc(acc);
             const size_t ahead = rows_ahead(ws, R);
             for (int64_t i = 0; i < k / QK_K; i++) {
                 __m512i u[R][4];
@@ -388,10 +385,7 @@ struct tq2_0_kernel {
                     }
                 }
             }
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+            store_acc(acc, out);
         }
     };
 };
@@ -426,10 +420,7 @@ struct tq1_0_kernel {
     struct tile {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
             __m128 acc[R][T];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            zero_acc(acc);
             const size_t ahead = rows_ahead(ws, R);
             for (int64_t i = 0; i < k / QK_K; i++) {
                 __m512i u[R][4];
@@ -458,10 +449,7 @@ struct tq1_0_kernel {
                     }
                 }
             }
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+            store_acc(acc, out);
         }
     };
 };
@@ -489,10 +477,7 @@ struct q2_0_kernel {
             const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
             const __m512i il = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
             __m128 acc[R][T];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            zero_acc(acc);
             const size_t ahead = rows_ahead(ws, R);
             const auto codes = [&](const block_q2_0 * b) {
                 const __m512i q = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs)));
@@ -557,10 +542,7 @@ struct q2_0_kernel {
                     }
                 }
             }
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+            store_acc(acc, out);
         }
     };
 };
@@ -575,10 +557,7 @@ struct q1_0_kernel {
         static void run(int64_t k, const uint8_t * w, size_t ws, const uint8_t * const * a, float * const * out) {
             const __m512i ones8 = _mm512_set1_epi8(1), twos8 = _mm512_set1_epi8(2);
             __m128 acc[R][T];
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-                for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+            zero_acc(acc);
             const size_t ahead = rows_ahead(ws, R);
             const int64_t nb = k / QK1_0;
             int64_t ib = 0;
@@ -650,10 +629,7 @@ struct q1_0_kernel {
                     }
                 }
             }
-#pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+            store_acc(acc, out);
         }
     };
 };

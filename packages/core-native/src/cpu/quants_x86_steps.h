@@ -1,6 +1,6 @@
-// Helpers of the x86 kernels for Q2_0, Q1_0 and TQ1_0 (quants_avx2.cpp and quants_avx512.cpp, which
-// include this): horizontal sums of int32 lanes and the scalar kernels' float steps taken on exact
-// per-Q8_0-block sums, so a tile's result is the scalar kernel's bits. They live in an anonymous
+// Helpers of the x86 kernels of the newer types (quants_avx2.cpp and quants_avx512.cpp, which
+// include this): tile accumulators, horizontal sums of int32 lanes and the scalar kernels' float
+// steps taken on exact per-Q8_0-block sums, so a tile's result is the scalar kernel's bits. They live in an anonymous
 // namespace: each kernel file compiles its own copy with its own target flags (one shared inline
 // definition could hand the AVX-512 file's code to the AVX2 level).
 #pragma once
@@ -15,6 +15,22 @@ namespace {
 #ifndef KAIL_INLINE
 #define KAIL_INLINE inline __attribute__((always_inline))
 #endif
+
+// A tile's scalar accumulators (one per weight row and token) zeroed, and stored to out[token][row].
+template <int R, int T>
+KAIL_INLINE void zero_acc(__m128 (&acc)[R][T]) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[r][t] = _mm_setzero_ps();
+}
+template <int R, int T>
+KAIL_INLINE void store_acc(const __m128 (&acc)[R][T], float * const * out) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) out[t][r] = _mm_cvtss_f32(acc[r][t]);
+}
 
 // keep() hides a value from the compiler, so a product is not contracted into an FMA with the sum
 // that follows (the scalar kernel rounds each).
