@@ -31,7 +31,7 @@ function cleaned(m: Modelfile): Modelfile | null {
 }
 
 /** Writes a JSON file whole or not at all (a temporary file renamed over it). */
-function writeJson(file: string, value: unknown): void {
+export function writeJson(file: string, value: unknown): void {
   const tmp = `${file}.tmp-${process.pid}`;
   fs.writeFileSync(tmp, JSON.stringify(value, null, 1));
   fs.renameSync(tmp, file);

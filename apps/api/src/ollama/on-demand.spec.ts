@@ -31,6 +31,15 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
       expect.objectContaining({ id: 'lazy', status: { value: 'unloaded' }, created: made.getTime() / 1000 }),
     ]);
     expect(((await get('/api/tags')).models as { name: string; modified_at: string }[]).find((m) => m.name === 'lazy:latest')!.modified_at).toBe(made.toISOString());
+    // Each listing's digest is its file's SHA-256, hashed in the background after a first listing
+    // ('' until then) and kept in the data directory with the file's size, mtime and inode.
+    const sha = (file: string) => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+    const digests = async () => Object.fromEntries(((await get('/api/tags')).models as { name: string; digest: string }[]).map((m) => [m.name, m.digest]));
+    const hashes = { 'tiny:latest': sha(stack.files.tiny), 'lazy:latest': sha(path.join(stack.dir, 'models', 'lazy.gguf')) };
+    const until = Date.now() + 20_000;
+    while (JSON.stringify(await digests()) !== JSON.stringify(hashes) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    expect(await digests()).toEqual(hashes);
+    expect(JSON.parse(fs.readFileSync(path.join(stack.dir, 'model-digests.json'), 'utf8'))[stack.files.tiny]).toMatchObject({ sha256: hashes['tiny:latest'], size: fs.statSync(stack.files.tiny).size });
     expect(await loaded()).toEqual(['tiny:latest']);
     // /api/show describes it without loading it.
     const show = await stack.post('/api/show', { model: 'lazy' });
@@ -174,7 +183,8 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     const lines = (await made.text()).trim().split('\n').map((l) => JSON.parse(l) as { status: string });
     expect(lines.at(-1)).toEqual({ status: 'success' });
     expect(lines[0].status).toBe(`using existing layer ${digest}`);
-    expect(((await get('/api/tags')).models as { name: string }[]).map((m) => m.name)).toContain('mine:latest');
+    // (Its digest known at once: the file is the blob's.)
+    expect(((await get('/api/tags')).models as { name: string; digest: string }[]).find((m) => m.name === 'mine:latest')?.digest).toBe(digest.slice(7));
     const plain = await stack.post('/api/chat', { model: 'mine', messages, stream: false, options: { temperature: 0, num_predict: 4 } });
     expect(plain.status).toBe(200);
     // From that model: a system prompt and options of its own (the request's own still win).
@@ -288,6 +298,7 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
       expect(lines[0]).toEqual({ status: 'pulling manifest' });
       expect(lines.at(-1)).toEqual({ status: 'success' });
       expect(fs.statSync(`${stack.dir}/models/terse:2b.gguf`).ino).toBe(fs.statSync(path.join(store, 'blobs', lines[1].digest.replace(':', '-'))).ino);
+      expect(((await get('/api/tags')).models as { name: string; digest: string }[]).find((m) => m.name === 'terse:2b')?.digest).toBe(lines[1].digest.slice(7));
       // It answers to the name it was pulled by, with the Modelfile settings Ollama kept for it.
       const show = await stack.post('/api/show', { model: 'jane/terse:2b' });
       expect(show.body.system).toBe('Be terse.');

@@ -34,6 +34,7 @@ import { ollamaOptionDefaults, type SamplingDefaults } from '../sampling-default
 import { samplerExtraFields, samplerExtras } from '../sampler-extras';
 import { openAiError } from '../openai/schemas';
 import { VERSION } from '../version';
+import { DIGESTS_FILE, ModelDigests } from './digests';
 import { blobDigest, BlobStore, MODELFILES_FILE, ModelfileStore, type Modelfile } from './modelfiles';
 import { MODEL_NAMES_FILE, PulledNames } from './model-names';
 
@@ -468,6 +469,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
   // What create keeps besides the weights, and the blobs uploaded for it.
   const modelfiles = new ModelfileStore(opts.dataDir ? path.join(opts.dataDir, MODELFILES_FILE) : null, opts.modelsDir ?? null);
   const blobs = opts.dataDir ? new BlobStore(path.join(opts.dataDir, 'blobs')) : null;
+  const digests = new ModelDigests(opts.dataDir ? path.join(opts.dataDir, DIGESTS_FILE) : null);
   const modelfileOf = (name: string): Modelfile => modelfiles.get(idsOf(name).at(-1)!) ?? modelfiles.get(name) ?? {};
   // Names models were pulled by (hf.co/USER/REPO:QUANT): a request's model (or an Ollama route's
   // name, or a copy's source) given so is read as the model's id, on every route.
@@ -511,7 +513,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
     guarded(reply, async (s) => ({
       // Loaded models, then the models directory's files that load on demand.
       models: [...(await servedModels(s)), ...(await unloadedModelFiles(s)).flatMap((f) => (f.info ? [f.info] : []))].map((m) => ({
-        name: ollamaName(m.id), model: ollamaName(m.id), modified_at: modelFileTime(m.path, started).toISOString(), size: Number(m.fileBytes), digest: '', details: details(m),
+        name: ollamaName(m.id), model: ollamaName(m.id), modified_at: modelFileTime(m.path, started).toISOString(), size: Number(m.fileBytes), digest: digests.of(m.path), details: details(m),
       })),
     })),
   );
@@ -523,7 +525,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         const r = m.residency;
         const ram = r ? Number(r.residentBytes) + Number(r.kvBytes) + Number(r.ramExpertCacheBytes) : Number(m.fileBytes);
         return {
-          name: ollamaName(m.id), model: ollamaName(m.id), size: ram + Number(r?.vramExpertCacheBytes ?? 0), digest: '', details: details(m),
+          name: ollamaName(m.id), model: ollamaName(m.id), size: ram + Number(r?.vramExpertCacheBytes ?? 0), digest: digests.of(m.path), details: details(m),
           // No keep-alive: Ollama's "forever" (a negative keep_alive), the year 2318 it reports then.
           expires_at: m.expiresAtUnixMs > 0 && m.expiresAtUnixMs < Date.now() + FOREVER_MS ? new Date(m.expiresAtUnixMs).toISOString() : '2318-01-01T00:00:00Z', size_vram: Number(r?.vramExpertCacheBytes ?? 0), context_length: m.contextLength,
         };
@@ -877,8 +879,10 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
           fs.rmSync(tmp, { force: true });
         }
       } else if (blob) {
-        say({ status: `using existing layer sha256:${blobDigest(ggufs[0][1])}` });
+        const hex = blobDigest(ggufs[0][1])!;
+        say({ status: `using existing layer sha256:${hex}` });
         await replace({ sourcePath: blob });
+        if (opts.modelsDir) digests.remember(path.join(opts.modelsDir, `${id}.gguf`), hex);
       } else if (from !== id) {
         say({ status: `using existing model ${from}` });
         // (A model kail serve -m loaded from elsewhere comes in from its file.)
@@ -989,7 +993,10 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
   const linkOllamaModel = async (m: OllamaModel, name: string, modelsDir: string): Promise<string> => {
     const id = tools().ollamaModelId(m.name);
     const file = path.join(modelsDir, `${id}.gguf`);
-    if (!fs.existsSync(file)) await tools().importOllamaModel(m, modelsDir, id);
+    if (!fs.existsSync(file)) {
+      await tools().importOllamaModel(m, modelsDir, id);
+      digests.remember(file, path.basename(m.model).slice(7));
+    }
     else {
       // (The same file: a hard link of the blob, or its copy from another file system.)
       const [have, blob] = [fs.statSync(file), fs.statSync(m.model)];
