@@ -6,6 +6,7 @@ import { Writable } from 'node:stream';
 
 import { writeTestModel } from '@kailstream/engine/testing';
 
+import { humanTime } from './commands/models';
 import { createProgress } from './progress';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
@@ -52,6 +53,20 @@ describe('kail keys', () => {
   });
 });
 
+describe("kail list's MODIFIED column", () => {
+  it("says how long ago in ollama list's words", () => {
+    const now = new Date('2026-12-05T12:00:00Z');
+    const ago = (ms: number) => humanTime(new Date(now.getTime() - ms), now);
+    const [s, m, h, d] = [1000, 60_000, 3_600_000, 86_400_000];
+    expect([0, 1, 30].map((n) => ago(n * s))).toEqual(['Less than a second ago', '1 second ago', '30 seconds ago']);
+    expect([1, 59].map((n) => ago(n * m))).toEqual(['About a minute ago', '59 minutes ago']);
+    // (Hours round: 1 h 29 min is about an hour, 47 h 20 min is 47 hours.)
+    expect([89 * m, 47 * h + 20 * m, 48 * h].map(ago)).toEqual(['About an hour ago', '47 hours ago', '2 days ago']);
+    expect([13 * d, 14 * d, 59 * d, 60 * d, 729 * d, 731 * d].map(ago)).toEqual(['13 days ago', '2 weeks ago', '8 weeks ago', '2 months ago', '24 months ago', '2 years ago']);
+    expect(humanTime(new Date(now.getTime() + 5 * m), now)).toBe('5 minutes from now');
+  });
+});
+
 describe('kail list / rm without a server', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-models-cli-'));
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -75,6 +90,11 @@ describe('kail list / rm without a server', () => {
     expect(l.models[2].sizeBytes).toBe([1, 2, 3].reduce((a, i) => a + fs.statSync(path.join(models, `${prefix}-0000${i}-of-00003.gguf`)).size, 0));
     expect(l.models[1]).toMatchObject({ architecture: 'llama', experts: '-' });
     expect(kail(['ls', '--data-dir', dir]).stdout).toMatch(/^small\s+llama\s+\S+\s+-\s+\d+\s+\d/m);
+    // When each file last changed: ISO in JSON, Ollama's words in the table.
+    expect(l.models[1].modifiedAt).toBe(fs.statSync(path.join(models, 'small.gguf')).mtime.toISOString());
+    const threeDays = new Date(Date.now() - 3 * 86_400_000 - 60_000);
+    fs.utimesSync(path.join(models, 'small.gguf'), threeDays, threeDays);
+    expect(kail(['ls', '--data-dir', dir]).stdout).toMatch(/^small\s+llama\s.*\s3 days ago\s*$/m);
     const cp = kail(['cp', 'small', 'small2', '--data-dir', dir]);
     expect(cp.stderr).toBe('');
     expect(cp.stdout).toBe("copied 'small' to 'small2'\n");

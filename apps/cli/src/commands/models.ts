@@ -21,6 +21,8 @@ export interface ModelListEntry {
   experts: string;
   contextLength: number;
   loaded: boolean;
+  /** When the file last changed (its mtime, ISO 8601), as Ollama's modified_at; absent when it cannot be seen from here. */
+  modifiedAt?: string;
   /** Why the file could not be read (then the other fields are empty). */
   error?: string;
 }
@@ -63,8 +65,44 @@ function entries(r: epb.ListModelFilesResponse): ModelListEntry[] {
     experts: f.info?.expertCount ? `${f.info.expertUsedCount}/${f.info.expertCount}` : '-',
     contextLength: f.info?.contextLength ?? 0,
     loaded: f.info?.loaded ?? false,
+    ...modifiedAt(f.path),
     ...(f.error ? { error: f.error } : {}),
   }));
+}
+
+function modifiedAt(file: string): { modifiedAt?: string } {
+  try {
+    return { modifiedAt: fs.statSync(file).mtime.toISOString() };
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * How long ago `t` was, in the words of `ollama list`'s MODIFIED column (Ollama's format.HumanTime):
+ * "Less than a second ago", "About a minute ago", "5 hours ago", "3 days ago", "2 weeks ago"…
+ */
+export function humanTime(t: Date, now = new Date()): string {
+  const ms = now.getTime() - t.getTime();
+  if (ms < 0) return `${humanDuration(-ms)} from now`;
+  return `${humanDuration(ms)} ago`;
+}
+
+function humanDuration(ms: number): string {
+  const seconds = Math.floor(ms / 1000);
+  if (seconds < 1) return 'Less than a second';
+  if (seconds === 1) return '1 second';
+  if (seconds < 60) return `${seconds} seconds`;
+  const minutes = Math.floor(ms / 60_000);
+  if (minutes === 1) return 'About a minute';
+  if (minutes < 60) return `${minutes} minutes`;
+  const hours = Math.round(ms / 3_600_000);
+  if (hours === 1) return 'About an hour';
+  if (hours < 48) return `${hours} hours`;
+  if (hours < 24 * 7 * 2) return `${Math.floor(hours / 24)} days`;
+  if (hours < 24 * 30 * 2) return `${Math.floor(hours / 24 / 7)} weeks`;
+  if (hours < 24 * 365 * 2) return `${Math.floor(hours / 24 / 30)} months`;
+  return `${Math.floor(hours / 24 / 365)} years`;
 }
 
 export async function listModels(dir: string, timeoutMs = 10_000): Promise<ModelList> {
@@ -125,11 +163,16 @@ function alignRows(rows: string[][]): string {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(w[i]))).join('  ').trimEnd()).join('\n');
 }
 
-export function formatModelList(l: ModelList): string {
+export function formatModelList(l: ModelList, now = new Date()): string {
   if (!l.models.length) return `no models in ${l.modelsDir} (put GGUF files there; kail serve loads them when a request names them)`;
-  const rows = [['NAME', 'ARCH', 'PARAMS', 'EXPERTS', 'CTX', 'SIZE', l.source === 'server' ? 'LOADED' : '']];
+  const rows = [['NAME', 'ARCH', 'PARAMS', 'EXPERTS', 'CTX', 'SIZE', 'MODIFIED', l.source === 'server' ? 'LOADED' : '']];
+  const modified = (m: ModelListEntry) => (m.modifiedAt ? humanTime(new Date(m.modifiedAt), now) : '-');
   for (const m of l.models)
-    rows.push(m.error ? [m.id, 'unreadable', '', '', '', size(m.sizeBytes), m.error] : [m.id, m.architecture, params(m.parameters), m.experts, String(m.contextLength), size(m.sizeBytes), l.source === 'server' ? (m.loaded ? 'yes' : 'no') : '']);
+    rows.push(
+      m.error
+        ? [m.id, 'unreadable', '', '', '', size(m.sizeBytes), modified(m), m.error]
+        : [m.id, m.architecture, params(m.parameters), m.experts, String(m.contextLength), size(m.sizeBytes), modified(m), l.source === 'server' ? (m.loaded ? 'yes' : 'no') : ''],
+    );
   return alignRows(rows);
 }
 
@@ -137,7 +180,7 @@ export function registerModels(program: Command): void {
   program
     .command('list')
     .alias('ls')
-    .description("the models in the data directory's models/ (as ollama list): name, architecture, parameters, size; through the running server when there is one (then also whether each is loaded)")
+    .description("the models in the data directory's models/ (as ollama list): name, architecture, parameters, size, when each file last changed; through the running server when there is one (then also whether each is loaded)")
     .option('--data-dir <dir>', 'data directory (default: $KAIL_DATA_DIR or ~/.kailstream)')
     .option('--json', 'print JSON')
     .option('--ollama', "list instead the models this machine's Ollama has downloaded, which kail pull ollama:NAME brings in without downloading them again")
