@@ -123,7 +123,9 @@ export interface ProgramOp {
     | 'relu_sqr'
     | 'softcap'
     | 'moe_prefetch'
-    | 'clamp';
+    | 'clamp'
+    | 'lightning_attn'
+    | 'hc_gates';
   out: number;
   a?: number;
   b?: number;

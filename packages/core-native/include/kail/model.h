@@ -34,7 +34,7 @@ enum op_type {
     OP_MOE,            // routed experts on a, routed on b if given (else a)            weights: gate_inp, exp_probs_b?, gate_exps (not for act 2, 3), up_exps, down_exps, down_exps_s?
     OP_GATHER_OUT,     // out (out-rows) = rows of a whose output flag is set
     OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
-    OP_MLA_ATTENTION,  // stores the latent row b (kv_lora + qk_rope) in the KV cache, out = absorbed MLA(q=a), over the positions in c when given   weights: k_b, v_b | kv_b
+    OP_MLA_ATTENTION,  // stores the latent row b (kv_lora + qk_rope) in the KV cache, out = absorbed MLA(q=a), over the positions in c when given   weights: k_b, v_b | kv_b, sinks?
     OP_INPUT,          // out[t] = batch.embd row t (hidden-state rows given with the batch, e.g. a multi-token-prediction head's)
     OP_CVEC,           // a[t] += the control vector's row for param layer (model_params::cvec), in place; else nothing
     OP_LAYER_NORM,     // out = (a - mean(a)) / sqrt(var(a) + eps) * weight + bias       weights: weight?, bias?
@@ -48,6 +48,8 @@ enum op_type {
     OP_SOFTCAP,        // out = cap * tanh(a / cap) (Gemma's logit soft-capping)
     OP_MOE_PREFETCH,   // streaming: routes a (the next moe op's router input) with that op's router and reads its experts ahead; computes nothing (out = a)
     OP_CLAMP,          // out = min(max(a, -limit), limit) (llama.cpp's clamp_kqv of fused q|k|v projections: DBRX)
+    OP_LIGHTNING_ATTN, // MiniMax-01's lightning attention over a = per head q|k|v (SiLU first with silu), state in recurrent layer `layer`: S = exp(-slope_h slope_scale) S + k^T v, out = q S
+    OP_HC_GATES,       // hyper-connection coefficients (Hunyuan v4): out[out_off + j*repeat + r] = sigmoid(a[a_off + j] * scale[scale_index] + base[base_off + j]) * magnitude + eps, j < n, r < repeat   weights: scale, base
     OP_COUNT_
 };
 

@@ -49,15 +49,19 @@ void dequant_head(const mla_args & a, int64_t h, std::vector<float> & wk, std::v
     for (int64_t c = 0; c < a.v_head; c++) dequantize_row(a.v_b.info->type, a.v_b.data + (h * a.v_head + c) * vb, wv.data() + c * L, L);
 }
 
-// Softmax-weighted attention over rows [0, p] of one sequence's cache: scores from `score(j)`,
+// The first cache row a token at `p` attends to: p + 1 - window under a sliding window, else 0.
+int64_t first_row(const mla_args & a, int64_t p) { return a.window > 0 ? std::max<int64_t>(0, p + 1 - a.window) : 0; }
+
+// Softmax-weighted attention over rows [lo, p] of one sequence's cache: scores from `score(j)`,
 // weights handed to `acc(j, w)` (attention_softmax: probabilities rounded to F16 for an F16 cache).
 template <typename S, typename A>
-void attend_rows(int64_t p, float scale, uint32_t kv_type, std::vector<float> & scores, S score, A acc) {
-    scores.resize(static_cast<size_t>(p + 1));
-    for (int64_t j = 0; j <= p; j++) scores[j] = score(j);
+void attend_rows(int64_t lo, int64_t p, float scale, uint32_t kv_type, std::vector<float> & scores, S score, A acc,
+                 float sink = -std::numeric_limits<float>::infinity()) {
+    scores.resize(static_cast<size_t>(p + 1 - lo));
+    for (int64_t j = lo; j <= p; j++) scores[j - lo] = score(j);
     std::vector<uint16_t> half;
-    attention_softmax(scores.data(), p + 1, scale, kv_type, half);
-    for (int64_t j = 0; j <= p; j++) acc(j, scores[j]);
+    attention_softmax(scores.data(), p + 1 - lo, scale, kv_type, half, sink);
+    for (int64_t j = lo; j <= p; j++) acc(j, scores[j - lo]);
 }
 
 void cache_row(const mla_args & a, const uint8_t * base, int64_t j, float * dst) {
@@ -110,9 +114,12 @@ void attend_absorbed(const mla_args & a) {
     std::vector<float> scores;
     std::vector<uint8_t> allowed, gathered;
     for (int64_t t = 0; t < n; t++) {
-        int64_t np = a.pos[t] + 1;
+        // A sliding window starts at row lo (llama.cpp masks the rows before it with -inf, which
+        // gives them no weight).
+        const int64_t lo = first_row(a, a.pos[t]);
+        int64_t np = a.pos[t] + 1 - lo;
         const size_t rb = kv_row_bytes(a.kv_type, W);  // a cached row's bytes (whole Q8_0 blocks for a quantized cache)
-        const uint8_t * rows = a.cache[t];
+        const uint8_t * rows = a.cache[t] + static_cast<size_t>(lo) * rb;
         if (a.sel && np > a.top_k) {
             // Sparse attention (DSA): only the rows the indexer selected, gathered in position
             // order, take part (llama.cpp masks the others with -inf, which gives them no weight).
@@ -133,7 +140,8 @@ void attend_absorbed(const mla_args & a) {
                scores.data(), static_cast<size_t>(np) * 4, a.pool);
         a.pool->parallel_for(H, [&](int64_t h0, int64_t h1, int) {
             std::vector<uint16_t> half;
-            for (int64_t h = h0; h < h1; h++) attention_softmax(scores.data() + h * np, np, a.scale, a.kv_type, half);
+            for (int64_t h = h0; h < h1; h++)
+                attention_softmax(scores.data() + h * np, np, a.scale, a.kv_type, half, a.sinks ? a.sinks[h] : -std::numeric_limits<float>::infinity());
         }, 1);
         // The heads' latents: the probability rows times the cached latents, in column chunks
         // over the pool; each chunk reads every cached row once per 4 heads.
@@ -173,7 +181,7 @@ void attend_naive(const mla_args & a) {
             const float * q = a.q + t * a.q_stride + h * hq;
             float * o = a.out + t * a.out_stride + h * a.v_head;
             std::fill(o, o + a.v_head, 0.0f);
-            attend_rows(a.pos[t], a.scale, KAIL_TYPE_F32, scores,
+            attend_rows(first_row(a, a.pos[t]), a.pos[t], a.scale, KAIL_TYPE_F32, scores,
                 [&](int64_t j) {
                     cache_row(a, a.cache[t], j, kr.data());
                     for (int64_t i = 0; i < a.qk_nope; i++) {
@@ -193,7 +201,8 @@ void attend_naive(const mla_args & a) {
                         for (int64_t l = 0; l < L; l++) s += wv[c * L + l] * kr[l];
                         o[c] += w * s;
                     }
-                });
+                },
+                a.sinks ? a.sinks[h] : -std::numeric_limits<float>::infinity());
         }
     }
 }
@@ -244,6 +253,7 @@ std::string mla_check_weights(const mla_args & a) {
 
 void mla_attend(const mla_args & a) {
     if (a.naive && a.sel) throw error(KAIL_E_UNSUPPORTED, "naive MLA (a test form) does not take the sparse attention's selection");
+    if (a.sel && a.window > 0) throw error(KAIL_E_UNSUPPORTED, "MLA takes a sliding window or the sparse attention's selection, not both");
     if (a.naive) attend_naive(a);
     else attend_absorbed(a);
 }

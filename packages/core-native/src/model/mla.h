@@ -34,11 +34,17 @@ struct mla_args {
     int64_t                 out_stride = 0;   // floats
     const uint8_t * const * cache = nullptr;  // per token: its sequence's rows (kv_lora + qk_rope each)
     const int32_t *         pos = nullptr;    // per token: attends to cache rows [0, pos]
+    // A sliding window (llama.cpp's LLAMA_SWA_TYPE_STANDARD, dots3note's sliding MLA blocks): a
+    // token at pos attends to rows [pos + 1 - window, pos] only; 0: every row up to pos.
+    int64_t                 window = 0;
     // DeepSeek's sparse attention: per token, top_k positions (floats, -1 for none) the lightning
     // indexer selected; the others are masked out. Null: every position.
     const float *           sel = nullptr;
     int64_t                 sel_stride = 0;   // floats
     int64_t                 top_k = 0;
+    // Per head an attention sink (Hunyuan v4's learnable sink: a logit, not scaled, that joins each
+    // head's softmax with no value row, as ggml's soft_max with sinks). Null: none.
+    const float *           sinks = nullptr;
     uint32_t                kv_type = 0;      // KAIL_TYPE_F16, KAIL_TYPE_F32 or KAIL_TYPE_Q8_0 (latent widths multiples of 32)
     // llama.cpp's two layouts: attn_k_b [qk_nope, kv_lora, n_head] + attn_v_b [kv_lora, v_head,
     // n_head], or the older attn_kv_b [kv_lora, n_head * (qk_nope + v_head)].

@@ -41,7 +41,7 @@ op_type op_type_from_name(const std::string & name) {
         {"input", OP_INPUT}, {"cvec", OP_CVEC}, {"layer_norm", OP_LAYER_NORM}, {"gelu", OP_GELU},
         {"hadamard", OP_HADAMARD}, {"dsa_index", OP_DSA_INDEX}, {"ssm_conv", OP_SSM_CONV}, {"gated_delta_net", OP_GATED_DELTA_NET},
         {"ssm_scan", OP_SSM_SCAN}, {"relu_sqr", OP_RELU_SQR}, {"softcap", OP_SOFTCAP}, {"moe_prefetch", OP_MOE_PREFETCH},
-        {"clamp", OP_CLAMP},
+        {"clamp", OP_CLAMP}, {"lightning_attn", OP_LIGHTNING_ATTN}, {"hc_gates", OP_HC_GATES},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -225,6 +225,9 @@ mla_args mla_args_of(const model::impl & m, const op_desc & op, size_t oi) {
         const tensor_ref r = m.weight(oi, role);
         *w = mla_weight{r.info, r.data};
     }
+    // A sink per head (Hunyuan v4): F32, checked with the op's weights.
+    const tensor_ref sk = m.weight(oi, "sinks");
+    a.sinks = sk.info ? reinterpret_cast<const float *>(sk.data) : nullptr;
     return a;
 }
 
@@ -245,7 +248,8 @@ std::string shape_str(const gguf_tensor_info * t) {
 void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
                             "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu",
-                            "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr", "softcap", "moe_prefetch", "clamp"};
+                            "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr", "softcap", "moe_prefetch", "clamp",
+                            "lightning_attn", "hc_gates"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -380,6 +384,8 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.b, 0, L + rope, "b");
             fits(op.out, 0, nh * vh, "out");
             if (op.c >= 0) fits(op.c, 0, req("top_k"), "c");
+            if (ip("window", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "sliding window " + std::to_string(ip("window", 0)) + " is negative");
+            if (op.c >= 0 && ip("window", 0) > 0) throw error(KAIL_E_INVALID_ARG, what + "MLA attends through a sliding window or the indexer's selection, not both");
             break;
         }
         case OP_MOE_PREFETCH: {
@@ -410,7 +416,9 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (hk < 1 || hv < 1 || S < 1 || hk > 65536 || hv > 65536 || S > 16384 || hv % hk != 0)
                 throw error(KAIL_E_BAD_MODEL, what + std::to_string(hv) + " value heads over " + std::to_string(hk) + " key heads of " + std::to_string(S) + ": the value heads must be a multiple of the key heads");
             if (width(op.a) != (2 * hk + hv) * S) throw error(KAIL_E_BAD_MODEL, what + "q|k|v input is " + std::to_string(width(op.a)) + " wide, expected " + std::to_string((2 * hk + hv) * S));
-            fits(op.b, 0, hv, "b");
+            if (ip("kda", 0) != 0 && ip("kda", 0) != 1) throw error(KAIL_E_INVALID_ARG, what + "kda must be 0 (one gate per value head) or 1 (one per key channel of each value head)");
+            // Kimi Delta Attention (kda): b holds head_dim gate logits per value head, one per key channel.
+            fits(op.b, 0, ip("kda", 0) ? hv * S : hv, "b");
             fits(op.c, 0, hv, "c");
             fits(op.out, 0, hv * S, "out");
             if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
@@ -429,6 +437,26 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.out, 0, nh * hd, "out");
             if (op.out == op.a || op.out == op.b) throw error(KAIL_E_INVALID_ARG, what + "out must not be a or b");
             if (m.prog.rs_width[static_cast<size_t>(l)] != nh * hd * ds) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not n_head x head_dim x d_state");
+            break;
+        }
+        case OP_LIGHTNING_ATTN: {
+            const int64_t l = req("layer"), nh = req("n_head"), hd = req("head_dim");
+            if (l < 0 || l >= static_cast<int64_t>(m.prog.rs_width.size())) throw error(KAIL_E_INVALID_ARG, what + "recurrent layer " + std::to_string(l) + " out of range");
+            if (nh < 1 || hd < 1 || nh > 65536 || hd > 16384) throw error(KAIL_E_BAD_MODEL, what + std::to_string(nh) + " lightning-attention heads of " + std::to_string(hd) + " (heads must be in 1..65536, their size in 1..16384)");
+            const double ss = op.param_req("slope_scale");
+            if (!std::isfinite(ss) || ss < 0) throw error(KAIL_E_BAD_MODEL, what + "slope_scale " + std::to_string(ss) + " is not a finite non-negative number");
+            if (width(op.a) != 3 * nh * hd) throw error(KAIL_E_BAD_MODEL, what + "q|k|v input is " + std::to_string(width(op.a)) + " wide, expected " + std::to_string(3 * nh * hd));
+            fits(op.out, 0, nh * hd, "out");
+            if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
+            if (m.prog.rs_width[static_cast<size_t>(l)] != nh * hd * hd) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not n_head x head_dim^2");
+            break;
+        }
+        case OP_HC_GATES: {
+            const int64_t n = req("n"), rep = ip("repeat", 1);
+            if (n < 1 || rep < 1) throw error(KAIL_E_BAD_MODEL, what + "needs positive n and repeat");
+            if (ip("scale_index", 0) < 0 || ip("base_off", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "scale_index and base_off must not be negative");
+            fits(op.a, ip("a_off", 0), n, "a");
+            fits(op.out, ip("out_off", 0), n * rep, "out");
             break;
         }
         case OP_DSA_INDEX: {
@@ -748,6 +776,9 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
                 check(w.type() == KAIL_TYPE_F32 && (w.info->n_elements == want || per_head), "norm '" + w.info->name + "' must be F32 with " + std::to_string(want) + " elements, is " + type_name(w.type()) + " " + shape_str(w.info));
             }
         } else if (op.type == OP_MLA_ATTENTION) {
+            const tensor_ref sk = m.weight(i, "sinks");
+            const int64_t nh = static_cast<int64_t>(op.param_req("n_head"));
+            if (sk.info) check(sk.type() == KAIL_TYPE_F32 && sk.info->n_elements == nh, "attention sinks '" + sk.info->name + "' must be F32 with " + std::to_string(nh) + " elements (one per head), is " + type_name(sk.type()) + " " + shape_str(sk.info));
             const std::string err = mla_check_weights(mla_args_of(m, op, i));
             check(err.empty(), err);
         } else if (op.type == OP_MOE) {
@@ -795,10 +826,20 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             const tensor_ref sk = m.weight(i, "sinks");
             const int64_t nh = static_cast<int64_t>(op.param_req("n_head"));
             if (sk.info) check(sk.type() == KAIL_TYPE_F32 && sk.info->n_elements == nh, "attention sinks '" + sk.info->name + "' must be F32 with " + std::to_string(nh) + " elements (one per head), is " + type_name(sk.type()) + " " + shape_str(sk.info));
+        } else if (op.type == OP_HC_GATES) {
+            // The coefficients' scale (one value, at scale_index) and base (n values from base_off), F32.
+            const tensor_ref sc = m.weight(i, "scale"), bs = m.weight(i, "base");
+            const int64_t n = static_cast<int64_t>(op.param_req("n"));
+            const int64_t si = static_cast<int64_t>(op.param("scale_index", 0)), bo = static_cast<int64_t>(op.param("base_off", 0));
+            check(sc.info && sc.type() == KAIL_TYPE_F32 && sc.info->n_elements > si,
+                  "hyper-connection scale " + (sc.info ? "'" + sc.info->name + "' " + type_name(sc.type()) + " " + shape_str(sc.info) : std::string("(missing)")) + " must be F32 with more than " + std::to_string(si) + " elements");
+            check(bs.info && bs.type() == KAIL_TYPE_F32 && bs.info->n_elements >= bo + n,
+                  "hyper-connection base " + (bs.info ? "'" + bs.info->name + "' " + type_name(bs.type()) + " " + shape_str(bs.info) : std::string("(missing)")) + " must be F32 with at least " + std::to_string(bo + n) + " elements");
         } else if (op.type == OP_SSM_CONV) {
             const tensor_ref w = m.weight(i, "weight");
             const int64_t nc = static_cast<int64_t>(op.param_req("d_conv"));
-            check(w.info && w.type() == KAIL_TYPE_F32 && w.ne(0) == nc && w.ne(1) == width(op.a) && w.info->n_elements == nc * width(op.a),
+            // [taps, channels], or Kimi-Linear's [taps, 1, channels(, 1)] (its converter keeps HF's conv1d shape).
+            check(w.info && w.type() == KAIL_TYPE_F32 && w.ne(0) == nc && (w.ne(1) == width(op.a) || (w.ne(1) == 1 && w.ne(2) == width(op.a))) && w.info->n_elements == nc * width(op.a),
                   "convolution kernel " + (w.info ? "'" + w.info->name + "' " + type_name(w.type()) + " " + shape_str(w.info) : std::string("(missing)")) + " must be F32 [" + std::to_string(nc) + ", " +
                       std::to_string(width(op.a)) + "]");
             const tensor_ref b = m.weight(i, "bias");
@@ -817,9 +858,12 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
                     check(w.type() == KAIL_TYPE_F32, "SSM scan a '" + w.info->name + "' must be F32, is " + type_name(w.type()));
                     continue;
                 }
-                check(w.info && w.type() == KAIL_TYPE_F32 && w.info->n_elements == hv,
+                // Kimi Delta Attention's dt_bias has one value per key channel of each value head.
+                const bool per_channel = !scan && op.param("kda", 0) != 0 && std::string(role) == "dt_bias";
+                const int64_t want = per_channel ? hv * static_cast<int64_t>(op.param_req("head_dim")) : hv;
+                check(w.info && w.type() == KAIL_TYPE_F32 && w.info->n_elements == want,
                       std::string(scan ? "SSM scan " : "gated delta net ") + role + (w.info ? " '" + w.info->name + "' " + type_name(w.type()) + " " + shape_str(w.info) : std::string(" (missing)")) + " must be F32 with " +
-                          std::to_string(hv) + (!scan ? " elements (one per value head)" : std::string(role) == "a" ? " elements (one per head) or n_head x d_state" : " elements (one per head)"));
+                          std::to_string(want) + (per_channel ? " elements (one per key channel of each value head)" : !scan ? " elements (one per value head)" : std::string(role) == "a" ? " elements (one per head) or n_head x d_state" : " elements (one per head)"));
             }
         } else if (op.type == OP_ROPE) {
             const tensor_ref ff = m.weight(i, "freq_factors");
@@ -833,13 +877,13 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.rs_record.assign(m.prog.rs_width.size(), 0);
     for (size_t i = 0; i < m.prog.ops.size(); i++) {
         const op_desc & op = m.prog.ops[i];
-        if (op.type != OP_SSM_CONV && op.type != OP_GATED_DELTA_NET && op.type != OP_SSM_SCAN) continue;
+        if (op.type != OP_SSM_CONV && op.type != OP_GATED_DELTA_NET && op.type != OP_SSM_SCAN && op.type != OP_LIGHTNING_ATTN) continue;
         const size_t l = static_cast<size_t>(op.param_req("layer"));
         rs_uses[l]++;
         m.rs_op[l] = i;
-        // A checkpoint records the op's inputs per position: a, and alpha|beta or dt.
+        // A checkpoint records the op's inputs per position: a, and alpha|beta (KDA: S alphas per head) or dt.
         m.rs_record[l] = m.prog.buffers[static_cast<size_t>(op.a)].width +
-                         (op.type == OP_GATED_DELTA_NET ? 2 * static_cast<int64_t>(op.param_req("n_v_heads")) : op.type == OP_SSM_SCAN ? static_cast<int64_t>(op.param_req("n_head")) : 0);
+                         (op.type == OP_GATED_DELTA_NET ? static_cast<int64_t>(op.param_req("n_v_heads")) * (1 + (op.param("kda", 0) != 0 ? static_cast<int64_t>(op.param_req("head_dim")) : 1)) : op.type == OP_SSM_SCAN ? static_cast<int64_t>(op.param_req("n_head")) : 0);
     }
     for (size_t l = 0; l < rs_uses.size(); l++)
         if (rs_uses[l] != 1) throw error(KAIL_E_INVALID_ARG, "program: recurrent layer " + std::to_string(l) + " is used by " + std::to_string(rs_uses[l]) + " ops (each by exactly one)");
@@ -1648,6 +1692,8 @@ void op_mla_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     a.out_stride = x.width(op.out);
     a.cache = cache.data();
     a.pos = x.b.pos;
+    // Sliding-window MLA blocks (dots3note): the last `window` positions, the token's own included.
+    a.window = static_cast<int64_t>(op.param("window", 0));
     a.kv_type = m.params.kv_type;
     a.pool = m.pool.get();
     // imatrix: llama.cpp multiplies attn_k_b and attn_v_b as batched matrices, one per head, whose
@@ -2249,40 +2295,55 @@ float dot_f32(const float * a, const float * b, int64_t n) {
 // head h (key head h % n_k_heads as Qwen3.5's tiled heads, or h / (n_v_heads / n_k_heads) with
 // `grouped`, as Qwen3-Next repeats each key head for its group) with state M (row j: value dim j,
 // over the key dims): M *= exp(g); delta_j = (v_j - M_j . k) beta; M_j += delta_j k;
-// out_j = (M_j . q) / sqrt(S).
+// out_j = (M_j . q) / sqrt(S). With `kda` (Kimi Delta Attention, ggml_gated_delta_net given a g
+// of head_dim values per head) the gate is per key channel: alpha and dt_bias hold S values per
+// value head, g_i = softplus(alpha_i + dt_bias_i) * a, and column i of M (key dim i) decays by exp(g_i).
 struct gdn_params {
-    int64_t       Hk, Hv, S, group;
+    int64_t       Hk, Hv, S, group, gw;  // gw: gate values per value head (1, or S with kda)
     float         eps, inv_sqrt;
     const float * dt;
     const float * A;
     gdn_params(const model::impl & m, const op_desc & op, size_t oi)
         : Hk(static_cast<int64_t>(op.param_req("n_k_heads"))), Hv(static_cast<int64_t>(op.param_req("n_v_heads"))), S(static_cast<int64_t>(op.param_req("head_dim"))),
-          group(op.param("grouped", 0) != 0 ? Hv / Hk : 0), eps(static_cast<float>(op.param_req("eps"))), inv_sqrt(1.0f / std::sqrt(static_cast<float>(S))),
-          dt(reinterpret_cast<const float *>(m.weight(oi, "dt_bias").data)), A(reinterpret_cast<const float *>(m.weight(oi, "a").data)) {}
+          group(op.param("grouped", 0) != 0 ? Hv / Hk : 0), gw(op.param("kda", 0) != 0 ? S : 1), eps(static_cast<float>(op.param_req("eps"))),
+          inv_sqrt(1.0f / std::sqrt(static_cast<float>(S))), dt(reinterpret_cast<const float *>(m.weight(oi, "dt_bias").data)), A(reinterpret_cast<const float *>(m.weight(oi, "a").data)) {}
     int64_t key_head(int64_t h) const { return group ? h / group : h % Hk; }
+    // Floats per token of gdn_prepare's gb: the gates (Hv gw), then the betas (Hv).
+    int64_t gb_width() const { return Hv * (gw + 1); }
 };
 
-// One token's normalized q|k (2 Hk S floats into qk) and g|beta (2 Hv floats into gb) from its op inputs.
+// One token's normalized q|k (2 Hk S floats into qk) and g|beta (gb_width() floats into gb) from its op inputs.
 void gdn_prepare(const gdn_params & g, const float * a, const float * al, const float * be, float * qk, float * gb) {
     for (int64_t h = 0; h < 2 * g.Hk; h++) {
         rms_norm_row(a + h * g.S, qk + h * g.S, g.S, g.eps / static_cast<float>(g.S), nullptr);
         for (int64_t i = 0; i < g.S; i++) qk[h * g.S + i] *= g.inv_sqrt;
     }
-    for (int64_t h = 0; h < g.Hv; h++) {
-        const float z = al[h] + g.dt[h];
+    const int64_t ng = g.Hv * g.gw;
+    for (int64_t i = 0; i < ng; i++) {
+        const float z = al[i] + g.dt[i];
         const float sp = z > 20.0f ? z : std::log(1.0f + std::exp(z));
-        gb[h] = sp * g.A[h];
-        gb[g.Hv + h] = 1.0f / (1.0f + std::exp(-be[h]));
+        gb[i] = sp * g.A[i / g.gw];
     }
+    for (int64_t h = 0; h < g.Hv; h++) gb[ng + h] = 1.0f / (1.0f + std::exp(-be[h]));
 }
 
 // One token through value head h's state M (its v: the head's S values); out (S floats) unless null.
+// (With kda, delta first holds the S decays exp(g_i), as ggml-cpu's loop does.)
 void gdn_step(const gdn_params & g, float * M, int64_t h, const float * qk, const float * gb, const float * v, float * delta, float * out) {
     const int64_t S = g.S;
     const float * q = qk + g.key_head(h) * S;
     const float * k = q + g.Hk * S;
-    const float eg = std::exp(gb[h]), beta = gb[g.Hv + h];
-    for (int64_t i = 0; i < S * S; i++) M[i] *= eg;
+    const float beta = gb[g.Hv * g.gw + h];
+    if (g.gw == 1) {
+        const float eg = std::exp(gb[h]);
+        for (int64_t i = 0; i < S * S; i++) M[i] *= eg;
+    } else {
+        for (int64_t i = 0; i < S; i++) delta[i] = std::exp(gb[h * S + i]);
+        for (int64_t j = 0; j < S; j++) {
+            float * row = M + j * S;
+            for (int64_t i = 0; i < S; i++) row[i] *= delta[i];
+        }
+    }
     for (int64_t j = 0; j < S; j++) delta[j] = (v[j] - dot_f32(M + j * S, k, S)) * beta;
     for (int64_t j = 0; j < S; j++) {
         float * row = M + j * S;
@@ -2299,19 +2360,20 @@ void op_gated_delta_net(exec_ctx & x, const op_desc & op, size_t oi) {
     const gdn_params g(m, op, oi);
     const int64_t Hk = g.Hk, Hv = g.Hv, S = g.S;
     const int64_t aw = x.width(op.a), ow = x.width(op.out), n = x.n_tok;
-    // Normalized q and k (2 Hk S per token), then g and beta (2 Hv per token).
-    std::vector<float> qk(static_cast<size_t>(n * 2 * Hk * S)), gb(static_cast<size_t>(n * 2 * Hv));
+    // Normalized q and k (2 Hk S per token), then g and beta (gbw per token).
+    const int64_t gbw = g.gb_width();
+    std::vector<float> qk(static_cast<size_t>(n * 2 * Hk * S)), gb(static_cast<size_t>(n * gbw));
     for (int64_t t = 0; t < n; t++) {
         const float * a = x.ptr(op.a) + t * aw;
         const float * al = x.ptr(op.b) + t * x.width(op.b);
         const float * be = x.ptr(op.c) + t * x.width(op.c);
-        gdn_prepare(g, a, al, be, qk.data() + t * 2 * Hk * S, gb.data() + t * 2 * Hv);
-        rs_record_inputs(m, x.b.seq[t], layer, {{a, aw}, {al, Hv}, {be, Hv}});
+        gdn_prepare(g, a, al, be, qk.data() + t * 2 * Hk * S, gb.data() + t * gbw);
+        rs_record_inputs(m, x.b.seq[t], layer, {{a, aw}, {al, Hv * g.gw}, {be, Hv}});
     }
     over_sequence_heads(x, layer, Hv, [&](float * state, int64_t h, const std::vector<int64_t> & toks, std::vector<float> & delta) {
         delta.resize(static_cast<size_t>(S));
         for (int64_t t : toks)
-            gdn_step(g, state + h * S * S, h, qk.data() + t * 2 * Hk * S, gb.data() + t * 2 * Hv, x.ptr(op.a) + t * aw + 2 * Hk * S + h * S, delta.data(), x.ptr(op.out) + t * ow + h * S);
+            gdn_step(g, state + h * S * S, h, qk.data() + t * 2 * Hk * S, gb.data() + t * gbw, x.ptr(op.a) + t * aw + 2 * Hk * S + h * S, delta.data(), x.ptr(op.out) + t * ow + h * S);
     });
 }
 
@@ -2378,6 +2440,55 @@ void op_ssm_scan(exec_ctx & x, const op_desc & op, size_t oi) {
     });
 }
 
+// MiniMax-01's lightning attention (llama.cpp's src/models/minimax-01.cpp, a linear attention with
+// a fixed decay per head): a holds per head h its q, k and v (head_dim each, SiLU applied first
+// with `silu`), and each head keeps a head_dim x head_dim state, [head][value dim j][key dim i].
+// Per token: S = exp(-slope_h slope_scale) S + k^T v; out = q S (no 1/sqrt(d)). The slopes are
+// llama.cpp's ALiBi-style ones in float: start = 2^(-2^-(log2(n_head) - 3)), slope_h = start *
+// start^h; slope_scale is the layer's 1 - il / (n_layer - 1) + 1e-5. llama.cpp computes a ubatch
+// in one block (decays exp(-slope (pos + 1)) on q, exp(-slope (n - pos - 1)) on k and the
+// intra-block mask); token by token is the same sum, so prompts and decoding agree.
+struct lightning_params {
+    int64_t            H, D;
+    bool               silu_in;
+    std::vector<float> decay;  // per head
+    explicit lightning_params(const op_desc & op)
+        : H(static_cast<int64_t>(op.param_req("n_head"))), D(static_cast<int64_t>(op.param_req("head_dim"))), silu_in(op.param("silu", 0) != 0), decay(static_cast<size_t>(H)) {
+        const float scale = static_cast<float>(op.param_req("slope_scale"));
+        const float start = powf(2.0f, -powf(2.0f, -(log2f(static_cast<float>(H)) - 3.0f)));
+        for (int64_t h = 0; h < H; h++) decay[static_cast<size_t>(h)] = std::exp(-(start * powf(start, static_cast<float>(h)) * scale));
+    }
+};
+
+// One token (its q|k|v row a) through head h's state S; qkv: 3 D floats of scratch; out (D floats) unless null.
+void lightning_step(const lightning_params & q, float * S, int64_t h, const float * a, float * qkv, float * out) {
+    const int64_t D = q.D;
+    const float * in = a + h * 3 * D;
+    for (int64_t i = 0; i < 3 * D; i++) qkv[i] = q.silu_in ? silu(in[i]) : in[i];
+    const float * qh = qkv;
+    const float * k = qkv + D;
+    const float * v = qkv + 2 * D;
+    const float d = q.decay[static_cast<size_t>(h)];
+    for (int64_t j = 0; j < D; j++) {
+        float * row = S + j * D;
+        const float vj = v[j];
+        for (int64_t i = 0; i < D; i++) row[i] = row[i] * d + k[i] * vj;
+        if (out) out[j] = dot_f32(row, qh, D);
+    }
+}
+
+void op_lightning_attn(exec_ctx & x, const op_desc & op) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const lightning_params q(op);
+    const int64_t aw = x.width(op.a), ow = x.width(op.out), n = x.n_tok;
+    for (int64_t t = 0; t < n; t++) rs_record_inputs(m, x.b.seq[t], layer, {{x.ptr(op.a) + t * aw, aw}});
+    over_sequence_heads(x, layer, q.H, [&](float * state, int64_t h, const std::vector<int64_t> & toks, std::vector<float> & qkv) {
+        qkv.resize(static_cast<size_t>(3 * q.D));
+        for (int64_t t : toks) lightning_step(q, state + h * q.D * q.D, h, x.ptr(op.a) + t * aw, qkv.data(), x.ptr(op.out) + t * ow + h * q.D);
+    });
+}
+
 void rs_drop_checkpoint(model::impl::rs_checkpoint & ck) {
     ck.pos0 = -1;
     ck.n = 0;
@@ -2401,6 +2512,13 @@ void rs_replay(const model::impl & m, std::vector<std::vector<float>> & states, 
             for (int64_t t = 0; t < r; t++) conv_push(st, in + t * aw, aw, nc);
             continue;
         }
+        if (op.type == OP_LIGHTNING_ATTN) {
+            const lightning_params q(op);
+            std::vector<float> qkv(static_cast<size_t>(3 * q.D));
+            for (int64_t t = 0; t < r; t++)
+                for (int64_t h = 0; h < q.H; h++) lightning_step(q, st.data() + h * q.D * q.D, h, in + t * aw, qkv.data(), nullptr);
+            continue;
+        }
         if (op.type == OP_SSM_SCAN) {
             const ssm_scan_params q(m, op, oi);
             const int64_t rec = m.rs_record[l];
@@ -2410,10 +2528,10 @@ void rs_replay(const model::impl & m, std::vector<std::vector<float>> & states, 
         }
         const gdn_params g(m, op, oi);
         const int64_t rec = m.rs_record[l];
-        std::vector<float> qk(static_cast<size_t>(2 * g.Hk * g.S)), gb(static_cast<size_t>(2 * g.Hv)), delta(static_cast<size_t>(g.S));
+        std::vector<float> qk(static_cast<size_t>(2 * g.Hk * g.S)), gb(static_cast<size_t>(g.gb_width())), delta(static_cast<size_t>(g.S));
         for (int64_t t = 0; t < r; t++) {
             const float * a = in + t * rec;
-            gdn_prepare(g, a, a + aw, a + aw + g.Hv, qk.data(), gb.data());
+            gdn_prepare(g, a, a + aw, a + aw + g.Hv * g.gw, qk.data(), gb.data());
             for (int64_t h = 0; h < g.Hv; h++) gdn_step(g, st.data() + h * g.S * g.S, h, qk.data(), gb.data(), a + 2 * g.Hk * g.S + h * g.S, delta.data(), nullptr);
         }
     }
@@ -2474,6 +2592,32 @@ void rs_checkpoint_pass(model::impl & m, const batch & b) {
             ck.n -= f;
         }
         ck.n += n;
+    }
+}
+
+// Hunyuan v4's hyper-connection coefficients, as llama.cpp's hy_v4 graph computes them in F32:
+// z = a[j] * scale[scale_index] + base[base_off + j] (ggml_mul, then ggml_add), sigmoid(z) =
+// 1 / (1 + expf(-z)) (ggml_sigmoid), times magnitude (ggml_scale; 1: none), plus eps
+// (ggml_scale_bias), each coefficient written `repeat` times (a row as wide as a stream, for the
+// elementwise products that mix the streams).
+void op_hc_gates(exec_ctx & x, const op_desc & op, size_t oi) {
+    const tensor_ref sc = x.m.weight(oi, "scale"), bs = x.m.weight(oi, "base");
+    const int64_t n = static_cast<int64_t>(op.param_req("n")), rep = static_cast<int64_t>(op.param("repeat", 1));
+    const int64_t ao = static_cast<int64_t>(op.param("a_off", 0)), oo = static_cast<int64_t>(op.param("out_off", 0));
+    const float s = reinterpret_cast<const float *>(sc.data)[static_cast<int64_t>(op.param("scale_index", 0))];
+    const float * base = reinterpret_cast<const float *>(bs.data) + static_cast<int64_t>(op.param("base_off", 0));
+    const float mag = static_cast<float>(op.param("magnitude", 1.0)), eps = static_cast<float>(op.param_req("eps"));
+    for (int64_t t = 0; t < x.rows(op.out); t++) {
+        const float * a = x.ptr(op.a) + t * x.width(op.a) + ao;
+        float * o = x.ptr(op.out) + t * x.width(op.out) + oo;
+        for (int64_t j = 0; j < n; j++) {
+            const float m = a[j] * s;
+            const float z = m + base[j];
+            float g = 1.0f / (1.0f + std::exp(-z));
+            if (mag != 1.0f) g = g * mag;
+            g = g + eps;
+            std::fill(o + j * rep, o + (j + 1) * rep, g);
+        }
     }
 }
 
@@ -2804,6 +2948,8 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_SSM_CONV: op_ssm_conv(x, op, oi); break;
             case OP_GATED_DELTA_NET: op_gated_delta_net(x, op, oi); break;
             case OP_SSM_SCAN: op_ssm_scan(x, op, oi); break;
+            case OP_LIGHTNING_ATTN: op_lightning_attn(x, op); break;
+            case OP_HC_GATES: op_hc_gates(x, op, oi); break;
             case OP_RELU_SQR: elementwise(x, op, [](float a, float) { const float r = a > 0.0f ? a : 0.0f; return r * r; }); break;
             case OP_MOE_PREFETCH: op_moe_prefetch(x, op, oi); break;
             case OP_CLAMP: {
