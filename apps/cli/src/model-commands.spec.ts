@@ -431,6 +431,10 @@ describe('kail model commands', () => {
     expect(r.kvCache.bytesPerToken).toBe(2 * 64 * 2 * 2);
     expect(r.kvCache.recurrentBytesPerSequence).toBe(3 * (3 * 512 + 4 * 64 * 64) * 4);
     expect(kail('inspect', q35).stdout).toMatch(/recurrent state 210\.00 KiB per sequence/);
+    // MiniMax-01: a 64 x 64 state per head (8 heads) in each lightning block (blocks 0 and 2 of 4), no convolution.
+    const mm = path.join(dir, 'mm.gguf');
+    writeModel({ config: getPreset('tiny-minimax-01-interval').config, fileType: 'Q8_0', seed: 3, out: mm });
+    expect(JSON.parse(kail('inspect', mm, '--json').stdout).kvCache.recurrentBytesPerSequence).toBe(2 * 8 * 64 * 64 * 4);
     const ds = path.join(dir, 'ds3.gguf');
     writeModel({ config: getPreset('tiny-deepseek3').config, fileType: 'F16', seed: 3, out: ds });
     const j = JSON.parse(kail('inspect', ds, '--json').stdout);

@@ -68,7 +68,14 @@ export type WeightInit =
    * Every row (along shape[0], which must be values.length) holds these values (step35's llama3
    * rope_freqs factors, computed as its converter does).
    */
-  | { kind: 'values'; values: readonly number[] };
+  | { kind: 'values'; values: readonly number[] }
+  /**
+   * An MLA attn_kv_b ([kv_lora, n_head x (qk_nope + v_head)]) that is the fold of the attn_k_b
+   * ([qk_nope, kv_lora, n_head]) and attn_v_b ([kv_lora, v_head, n_head]) a split file of the same
+   * seed holds under the names kB and vB (each a normal draw of mean 0 and this std): the inverse of
+   * the converters' split (conversion/deepseek.py, kimi_linear.py), so the two files are one model.
+   */
+  | { kind: 'mla_kv_b_fold'; kB: string; vB: string; std: number; qkNope: number; vHead: number };
 
 /** What a tensor is, for the type rules of mixed quantizations (llama.cpp's tensor categories). */
 export type TensorRole =

@@ -107,6 +107,29 @@ export function fillTensorRange(seed: number, spec: TensorSpec, start: number, o
     for (let k = 0; k < out.length; k++) out[k] = v[(start + k) % v.length];
     return;
   }
+  if (spec.init.kind === 'mla_kv_b_fold') {
+    const { kB, vB, std, qkNope: n, vHead: v } = spec.init;
+    const L = spec.shape[0];
+    const H = spec.shape[1] / (n + v);
+    if (!Number.isInteger(H)) throw new Error(`${spec.name}: rows of ${spec.shape[1]} are not heads of ${n} + ${v}`);
+    const draw = (name: string, len: number) => {
+      const a = new Float32Array(len);
+      fillTensorRange(seed, { name, shape: [len], init: { kind: 'normal', std }, role: spec.role }, 0, a);
+      return a;
+    };
+    const kb = draw(kB, n * L * H);
+    const vb = draw(vB, L * v * H);
+    // Row h * (n + v) + j: key row j of head h (attn_k_b is stored transposed) or its value row j - n.
+    for (let k = 0; k < out.length; k++) {
+      const e = start + k;
+      const l = e % L;
+      const r = (e - l) / L;
+      const h = Math.floor(r / (n + v));
+      const j = r - h * (n + v);
+      out[k] = j < n ? kb[(h * L + l) * n + j] : vb[(h * v + j - n) * L + l];
+    }
+    return;
+  }
   const rng = new Xoshiro128(hashSeed(seed, spec.name));
   rng.jump(2 * start); // fillNormal draws two 32-bit words per value
   rng.fillNormal(out, spec.init.mean ?? 0, spec.init.std);

@@ -11,6 +11,7 @@ import type { GraniteConfig, GraniteHybridConfig } from './architectures/granite
 import type { GrokConfig } from './architectures/grok';
 import type { JambaConfig } from './architectures/jamba';
 import type { Mimo2Config } from './architectures/mimo2';
+import type { Minimax01Config } from './architectures/minimax01';
 import type { Mistral3Config } from './architectures/mistral3';
 import type { NemotronHConfig } from './architectures/nemotron-h';
 import type { Phi3Config } from './architectures/phi3';
@@ -507,7 +508,27 @@ const arcticBench: ArcticConfig = {
   ...arcticTiny, name: 'bench-arctic-shaped', nLayers: 35, dim: 7168, ff: 4864, nHeads: 56, nKvHeads: 8, nExperts: 128, nExpertsUsed: 2, vocabSize: 32000, ctx: 4096,
 };
 
+// MiniMax-Text-01 / M1 style in 8 blocks: lightning attention (8 heads of 64 over a 256-wide
+// stream, so key_length is written) in blocks 0-6 and softmax GQA (2 KV heads, NeoX RoPE on 32 of
+// 64) in block 7, as llama.cpp's default full_attention_interval of 8 picks without a key (the
+// converter writes none); 8 softmax experts top-2 of feed_forward_length 128 in every block;
+// residual_scale 2 ((2 x 8)^(1/4), as MiniMax's alpha (2 x 80)^(1/4) = 3.56). The variants pick
+// the blocks through the two keys llama.cpp reads first: full_attention_interval 2, and
+// attention.recurrent_layers (softmax in block 1 only).
+const minimax01: Minimax01Config = {
+  ...base, arch: 'minimax-01', name: 'tiny-minimax-01', nLayers: 8, dim: 256, ff: 128, nHeads: 8, nKvHeads: 2, headDim: 64, ropeDims: 32,
+  nExperts: 8, nExpertsUsed: 2, expertFf: 128, ropeBase: 1e7, normEps: 1e-5, residualScale: 2, layers: 'default',
+};
+const minimax01Interval: Minimax01Config = { ...minimax01, name: 'tiny-minimax-01-interval', nLayers: 4, residualScale: 8 ** 0.25, layers: { interval: 2 } };
+const minimax01Recurrent: Minimax01Config = { ...minimax01Interval, name: 'tiny-minimax-01-recurrent-layers', layers: { recurrent: [true, false, true, true] } };
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-minimax-01': {
+    description: 'minimax-01 (MiniMax-Text-01 / M1 style): lightning-attention blocks 0-6 (8 heads of 64, SiLU q|k|v, attn_norm_2, sigmoid gate), softmax GQA block 7 with NeoX RoPE on 32 of 64 (the default interval of 8), 8 softmax experts top-2, residual_scale 2',
+    config: minimax01,
+  },
+  'tiny-minimax-01-interval': { description: 'minimax-01 with full_attention_interval 2 in 4 blocks (softmax in blocks 1 and 3)', config: minimax01Interval },
+  'tiny-minimax-01-recurrent-layers': { description: 'minimax-01 with attention.recurrent_layers [1, 0, 1, 1] (softmax in block 1)', config: minimax01Recurrent },
   'tiny-arctic': {
     description: 'arctic (Snowflake Arctic style): 4 heads / 2 KV of 16, a dense SwiGLU MLP of n_embd on the post-attention stream plus 16 softmax SwiGLU experts top-2 of 32 renormalized on the block input (ffn_norm_exps), both added to the residual, untied head, SentencePiece vocabulary',
     config: arcticTiny,

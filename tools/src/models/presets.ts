@@ -6,6 +6,9 @@ import type { Phi3Config } from './architectures/phi3';
 import { MOE_FAMILY_PRESETS } from './presets-moe-families';
 import { GROVEMOE_PRESETS } from './presets-grovemoe';
 import { LAGUNA_PRESETS } from './presets-laguna';
+import { KIMI_LINEAR_PRESETS } from './presets-kimi-linear';
+import { DOTS3NOTE_PRESETS } from './presets-dots3note';
+import { HY_V4_PRESETS } from './presets-hy-v4';
 import { COHERE2MOE_PRESETS } from './presets-cohere2moe';
 import { COHERE_DENSE_PRESETS } from './presets-cohere-dense';
 
@@ -121,6 +124,9 @@ export const PRESETS: Record<string, Preset> = {
   ...MOE_FAMILY_PRESETS,
   ...GROVEMOE_PRESETS,
   ...LAGUNA_PRESETS,
+  ...KIMI_LINEAR_PRESETS,
+  ...DOTS3NOTE_PRESETS,
+  ...HY_V4_PRESETS,
   ...COHERE2MOE_PRESETS,
   ...COHERE_DENSE_PRESETS,
 };
@@ -134,6 +140,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   deepseek2: 'tiny-deepseek3',
   deepseek32: 'tiny-deepseek32',
   'glm-dsa': 'tiny-glm-dsa',
+  dots3note: 'tiny-dots3note',
+  hy_v4: 'tiny-hy-v4',
   mistral4: 'tiny-mistral4',
   mistral3: 'tiny-mistral3',
   hy_v3: 'tiny-hy-v3',
@@ -167,6 +175,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   nemotron_h: 'tiny-nemotron-h',
   granitehybrid: 'tiny-granitehybrid',
   jamba: 'tiny-jamba',
+  'kimi-linear': 'tiny-kimi-linear',
+  'minimax-01': 'tiny-minimax-01',
   gemma4: 'tiny-gemma4',
   gemma: 'tiny-gemma',
   gemma2: 'tiny-gemma2',

@@ -2,6 +2,10 @@
 // YaRN, softmax and sigmoid+bias group-limited routing), deepseek32 (DeepSeek-V3.2: the lightning
 // indexer keeps 16 positions per query, so 64 tokens run sparse; also with F16 and Q8_0 caches),
 // glm-dsa (GLM-5.2: blocks that share the last indexer's selection, adjacent-pair indexer RoPE),
+// dots3note (dots.llm3: absorbed MLA on sliding blocks of their own geometry, window 8, and on full
+// blocks with the indexer, top 16 of 64 tokens; RoPE-key norm, head-wise gate, an MTP block kept),
+// hy_v4 (Hunyuan v4: 4 hyper-connection streams, MLA with sinks and an output gate, the indexer's
+// top 16 of 64 tokens shared by the next block, clamped experts; -full: no indexer, 3 streams),
 // mimo2 (MiMo-V2-Flash: per-block KV heads, keys wider than values, windowed blocks with sinks),
 // exaone-moe (K-EXAONE: windowed RoPE blocks and full NoPE ones), afmoe (Arcee Trinity: gated
 // attention, post norms), mistral4 (deepseek2 under its own name: YaRN's mscale rule differs),
@@ -13,6 +17,13 @@
 // nemotron_h_moe and nemotron_h (Nemotron-H / Nemotron 3: Mamba-2 blocks, NoPE GQA, squared-ReLU
 // FFNs and gate-less experts; -latent: Nemotron 3 Super's latent experts), granitehybrid (Granite 4.0-H: Mamba-2 with Granite's multipliers,
 // MoE and dense), jamba (Mamba-1 blocks with dt/B/C norms, NoPE GQA, experts every other block),
+// minimax-01 (MiniMax-Text-01 / M1: lightning attention with a per-head decay, softmax blocks with
+// partial RoPE, residuals of the normed input times residual_scale; the blocks picked by llama.cpp's
+// default interval, full_attention_interval or attention.recurrent_layers), kimi-linear
+// (Kimi-Linear: KDA blocks, a delta rule whose decay is per key channel over three convolutions,
+// and NoPE MLA, absorbed over split attn_k_b/attn_v_b; -fused: a fused attn_qkv, 3-D convolution
+// taps, a 2-D ssm_a; the attn_kv_b layout, where llama.cpp's graph pairs the query's and key's halves
+// in different orders, against kail on the split file it folds, below),
 // gemma4 (Gemma 4: sliding and full blocks of their own head sizes, proportional RoPE, V = K,
 // GeGLU experts fused or split with per-expert scales beside a dense MLP, soft-capped logits;
 // -e: per-layer embeddings and shared KV blocks), gemma, gemma2 and gemma3 (dense: GeGLU, query
@@ -93,8 +104,16 @@ const PRESETS = [
   'tiny-granitehybrid',
   'tiny-granitehybrid-dense',
   'tiny-jamba',
+  'tiny-kimi-linear',
+  'tiny-kimi-linear-fused',
+  'tiny-minimax-01',
+  'tiny-minimax-01-interval',
+  'tiny-minimax-01-recurrent-layers',
   'tiny-deepseek32',
   'tiny-glm-dsa',
+  'tiny-dots3note',
+  'tiny-hy-v4',
+  'tiny-hy-v4-full',
   'tiny-mimo2',
   'tiny-exaone-moe',
   'tiny-afmoe',
@@ -131,7 +150,7 @@ const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5]];
 // suite's time in check.
 const F16_PRESETS = new Set([
   'tiny-gemma4-e', 'tiny-step35', 'tiny-grok2', 'tiny-dbrx', 'tiny-grovemoe', 'tiny-laguna-m', 'tiny-cohere2moe-rms',
-  'tiny-qwen35moe', 'tiny-qwen3next-ssm-in', 'tiny-lfm2moe', 'tiny-nemotron-h-moe-latent', 'tiny-jamba', 'tiny-deepseek32',
+  'tiny-qwen35moe', 'tiny-qwen3next-ssm-in', 'tiny-lfm2moe', 'tiny-nemotron-h-moe-latent', 'tiny-jamba', 'tiny-kimi-linear', 'tiny-minimax-01', 'tiny-deepseek32', 'tiny-dots3note', 'tiny-hy-v4',
   'tiny-mimo2', 'tiny-deepseek2-lite-split', 'tiny-gpt-oss', 'tiny-llama4', 'tiny-qwen3vlmoe', 'tiny-bailingmoe2',
 ]);
 const floatTypes = (preset: string) => TYPES.filter(([t]) => t === 'F32' || F16_PRESETS.has(preset));
@@ -156,9 +175,15 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-nemotron-h', 'Q4_K_M'],
   ['tiny-granitehybrid', 'Q4_K_M'],
   ['tiny-jamba', 'Q4_K_M'],
+  ['tiny-kimi-linear', 'Q4_K_M'],
+  ['tiny-kimi-linear-fused', 'Q8_0'],
+  ['tiny-minimax-01-interval', 'Q4_K_M'],
   ['tiny-deepseek3', 'Q8_0'],
   ['tiny-deepseek32', 'Q4_K_M'],
   ['tiny-glm-dsa', 'Q8_0'],
+  ['tiny-dots3note', 'Q4_K_M'],
+  ['tiny-hy-v4', 'Q4_K_M'],
+  ['tiny-hy-v4-full', 'Q8_0'],
   ['tiny-mimo2', 'Q4_K_M'],
   ['tiny-exaone-moe', 'Q5_K'],
   ['tiny-afmoe', 'Q4_K_M'],
@@ -260,8 +285,11 @@ describe('quantized MoE files stay within llama.cpp’s own spread', () => {
 // 7e-4. The same mechanism shows in them: tiny-nemotron-h Q8_0 matches llama.cpp to 9e-15 at every
 // position with kail's scalar kernels, KAIL_FORCE_ISA=scalar, and to 1e-14 up to position 53 with
 // its AVX2 ones, where one activation's rounding flips and the state carries 5e-5 on; measured.)
-describe('hybrid recurrent (Qwen3.5) quantized files', () => {
-  const CASES: [string, FileTypeName][] = [['tiny-qwen35moe', 'Q4_K_M'], ['tiny-qwen35moe', 'Q8_0']];
+// tiny-minimax-01 (7 lightning blocks of 8, llama.cpp's spread 3.9e-6 for Q8_0) is one of these:
+// Q8_0 1e-14 at each position up to 24, then 2-4e-5 (Q4_K_M: up to 18, or 29 with
+// KAIL_FORCE_ISA=scalar, then 3-9e-5; measured).
+describe('hybrid recurrent (Qwen3.5, MiniMax-01) quantized files', () => {
+  const CASES: [string, FileTypeName][] = [['tiny-qwen35moe', 'Q4_K_M'], ['tiny-qwen35moe', 'Q8_0'], ['tiny-minimax-01', 'Q8_0']];
   let refs: QuantSpreadRefs;
   beforeAll(async () => {
     refs = await quantSpreadRefs(CASES, file, 200_000);
@@ -276,6 +304,30 @@ describe('hybrid recurrent (Qwen3.5) quantized files', () => {
     expect(d.kail).toBeLessThanOrEqual(1e-4);
     expect(agree).toBe(total);
   });
+});
+
+// kimi-linear files with one attn_kv_b (older conversions, run without the MLA cache): llama.cpp's
+// graph for them (src/models/kimi-linear.cpp, "MLA KV cache disabled") concats each key as
+// [k_pe, k_nope] against a query of [q_nope, q_pe], pairing unrelated halves, where its absorbed
+// path, deepseek2's kv_b path and HF's Kimi-Linear pair q_nope with k_nope and q_pe with k_pe. kail
+// computes the model's attention, so tiny-kimi-linear-kvb (the fold of tiny-kimi-linear's attn_k_b
+// and attn_v_b, every other tensor the same draw) is checked against kail on the split file, which
+// PRESETS holds against llama.cpp; llama.cpp's distance on the kv_b file is printed, not bounded.
+describe('kimi-linear attn_kv_b files', () => {
+  it('give the logits of the split file they fold (llama.cpp’s distance printed)', async () => {
+    const split = file('tiny-kimi-linear', 'F32-twin');
+    const kvb = file('tiny-kimi-linear-kvb', 'F32');
+    writeModel({ config: getPreset('tiny-kimi-linear').config, fileType: 'F32', seed: 7, out: split });
+    writeModel({ config: getPreset('tiny-kimi-linear-kvb').config, fileType: 'F32', seed: 7, out: kvb });
+    const toks = tokenIds(64, getPreset('tiny-kimi-linear').config.vocabSize, 11);
+    const [a, b] = [await kailLogits(split, toks), await kailLogits(kvb, toks)];
+    const [ref] = await llamaLogitsBatch([{ model: kvb, tokens: toks }], { kv: 'f32', flashAttention: 'off', timeoutMs: 120_000 });
+    const e = nmse(b, a);
+    const llama = nmse(b, ref.logits);
+    table.push(`${'tiny-kimi-linear-kvb'.padEnd(26)} F32     kail kv_b↔kail split NMSE ${e.toExponential(2)}  kail↔llama.cpp NMSE ${llama.toExponential(2)} (llama.cpp's key order; not bounded)`);
+    expect(e).toBeLessThanOrEqual(1e-12);
+    expect(top1Agreement(b, a, ref.nVocab).agree).toBe(64);
+  }, 240_000);
 });
 
 describe('deepseek32 sparse attention (DSA)', () => {

@@ -1538,7 +1538,7 @@ export function registerModelCommands(program: Command): void {
         ];
         if (kv) {
           lines.push(`kv cache        ${kib(kv.bytesPerToken)} per token (${kv.kvTypeV === kv.kvType ? kv.kvType : `K ${kv.kvType}, V ${kv.kvTypeV}`}, all layers)`);
-          if (kv.recurrentBytesPerSequence) lines.push(`recurrent state ${kib(kv.recurrentBytesPerSequence)} per sequence (F32: the convolution, delta-net and SSM layers; whatever the context)`);
+          if (kv.recurrentBytesPerSequence) lines.push(`recurrent state ${kib(kv.recurrentBytesPerSequence)} per sequence (F32: the convolution, delta-net, lightning-attention and SSM layers; whatever the context)`);
           if (kv.mla)
             lines.push(
               `                MLA latent cache (kv_lora ${kv.mla.kvLora} + rope ${kv.mla.qkRope} per layer); a per-head cache of ${kv.mla.nHead} heads ` +

@@ -29,7 +29,11 @@ describe.each([
   ['tiny-dots1', 'Q4_K'],
   ['tiny-llama4-maverick', 'Q8_0'],
   ['tiny-deepseek32', 'Q8_0'],
+  ['tiny-dots3note', 'Q4_K'],
+  ['tiny-hy-v4', 'Q4_K'],
   ['tiny-qwen35moe', 'Q4_K'],
+  ['tiny-minimax-01-interval', 'Q4_K'],
+  ['tiny-kimi-linear', 'Q4_K'],
   ['tiny-gemma4', 'Q4_K'],
   ['tiny-step35-clamp', 'Q8_0'],
 ])('%s %s: batch-invariant logits', (preset, type) => {

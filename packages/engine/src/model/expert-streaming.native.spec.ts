@@ -25,6 +25,11 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-llama4-maverick', 'Q8_0'],
   ['tiny-phimoe', 'Q4_K'],
   ['tiny-deepseek32', 'Q8_0'],
+  // Sigmoid + bias experts with a shared one after MLA on sliding and DSA full blocks (dots.llm3).
+  ['tiny-dots3note', 'Q8_0'],
+  // Sigmoid + bias experts (clamped) beside a shared one, routed on a normed mix of 4
+  // hyper-connection streams after MLA with DSA (Hunyuan v4).
+  ['tiny-hy-v4', 'Q8_0'],
   ['tiny-mimo2', 'Q4_K'],
   ['tiny-qwen35moe', 'Q4_K'],
   ['tiny-lfm2moe', 'Q8_0'],
@@ -34,6 +39,9 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],
   ['tiny-granitehybrid', 'Q8_0'],
   ['tiny-jamba', 'Q4_K'],
+  ['tiny-minimax-01-interval', 'Q4_K'],
+  // Sigmoid + bias experts with a shared one after KDA and NoPE MLA blocks (Kimi-Linear).
+  ['tiny-kimi-linear', 'Q4_K'],
   // GeGLU experts with gate and up fused in one tensor (one gate|up slice), per-expert output
   // scales, routed on a scaled norm of the stream beside a dense MLP (Gemma 4); and separate.
   ['tiny-gemma4', 'Q4_K'],

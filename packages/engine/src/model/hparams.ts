@@ -129,15 +129,15 @@ export interface HParams {
 }
 
 /** Architectures whose blocks without KV heads (attention.head_count_kv 0) are recurrent. */
-const KV_HEADLESS_BLOCKS = new Set(['lfm2', 'lfm2moe', 'nemotron_h', 'nemotron_h_moe', 'granitehybrid', 'jamba']);
+const KV_HEADLESS_BLOCKS = new Set(['lfm2', 'lfm2moe', 'nemotron_h', 'nemotron_h_moe', 'granitehybrid', 'jamba', 'kimi-linear']);
 
 export function readHParams(md: Metadata, tensors: Map<string, GgufTensorInfo>): HParams {
   const nLayer = md.int('block_count', undefined, 1, MAX_LAYERS);
   const nEmbd = md.int('embedding_length', undefined, 1, MAX_DIM);
   const nHead = md.perLayer('attention.head_count', nLayer, undefined, 1, MAX_HEADS);
   // llama.cpp: head_count_kv defaults to head_count, layer by layer.
-  // (LFM2's, Nemotron-H's, Granite 4.0-H's and Jamba's converters write 0 KV heads for the
-  // convolution, Mamba and FFN blocks, which llama.cpp then treats as recurrent or attention-free; everywhere
+  // (LFM2's, Nemotron-H's, Granite 4.0-H's, Jamba's and Kimi-Linear's converters write 0 KV heads for the
+  // convolution, Mamba, KDA and FFN blocks, which llama.cpp then treats as recurrent or attention-free; everywhere
   // else a block has at least one.)
   const kvMin = KV_HEADLESS_BLOCKS.has(md.arch) ? 0 : 1;
   const nHeadKv = md.has('attention.head_count_kv') ? md.perLayer('attention.head_count_kv', nLayer, undefined, kvMin, MAX_HEADS) : [...nHead];

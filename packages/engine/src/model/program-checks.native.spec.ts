@@ -129,6 +129,25 @@ describe('native program checks: recurrent layers (tiny-qwen35moe)', () => {
   });
 });
 
+describe('native program checks: Kimi Delta Attention (tiny-kimi-linear)', () => {
+  const { f, load } = fixture('tiny-kimi-linear');
+
+  it('runs its delta nets with a gate per key channel over three convolutions each', () => {
+    const gdn = f.program.ops.filter((o) => o.op === 'gated_delta_net');
+    expect(gdn.length).toBe(2);
+    expect(gdn.every((o) => o.params!.kda === 1 && f.program.buffers[o.b!].width === 4 * 64)).toBe(true);
+    expect(f.program.ops.filter((o) => o.op === 'ssm_conv').map((o) => o.weights!.weight)).toEqual(['0', '2'].flatMap((b) => ['q', 'k', 'v'].map((x) => `blk.${b}.ssm_conv1d_${x}.weight`)));
+  });
+
+  it('refuses a gate per head over a dt_bias per key channel, a gate buffer too narrow and a kda flag not 0 or 1', () => {
+    expect(() => load(tampered(f.program, 'gated_delta_net', (o) => delete o.params!.kda))).toThrow(
+      expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/gated delta net dt_bias 'blk.0.ssm_dt.bias' F32 \[256\] must be F32 with 4 elements \(one per value head\)/) }),
+    );
+    expect(() => load(tampered(f.program, 'gated_delta_net', (o) => (o.b = o.c)))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/256 values at offset 0 do not fit buffer 'kda_beta4' \(b/) }));
+    expect(() => load(tampered(f.program, 'gated_delta_net', (o) => (o.params!.kda = 2)))).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/kda must be 0/) }));
+  });
+});
+
 describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
   const { f, load } = fixture('tiny-nemotron-h-moe');
 
@@ -209,6 +228,20 @@ describe('native program checks: Gemma 4 (tiny-gemma4, tiny-gemma4-e)', () => {
   });
 });
 
+describe('native program checks: hyper-connections and MLA sinks (tiny-hy-v4)', () => {
+  const { f, load } = fixture('tiny-hy-v4');
+
+  it.each<[string, ProgramOp['op'], (o: ProgramOp) => void, RegExp]>([
+    ['coefficients past the mixes', 'hc_gates', (o) => (o.params!.n = 64), /op \d+ \(hc_gates\): 64 values at offset 0 do not fit buffer 'hc_mix8'/],
+    ['coefficients repeated past their buffer', 'hc_gates', (o) => (o.params!.repeat = 4096), /op \d+ \(hc_gates\): 16384 values at offset 0 do not fit buffer 'hc_pre'/],
+    ['a scale index past the scale tensor', 'hc_gates', (o) => (o.params!.scale_index = 2), /hyper-connection scale 'blk.0.hc_attn_scale.weight' F32 \[2\] must be F32 with more than 2 elements/],
+    ['a base too short for the coefficients', 'hc_gates', (o) => (o.params!.base_off = 6), /hyper-connection base 'blk.0.hc_attn_base.weight' F32 \[8\] must be F32 with at least 10 elements/],
+    ['sinks that are not one per head', 'mla_attention', (o) => (o.weights!.sinks = 'blk.0.attn_norm.weight'), /attention sinks 'blk.0.attn_norm.weight' must be F32 with 4 elements \(one per head\)/],
+  ])('refuses %s', (_what, op, edit, want) => {
+    expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
+  });
+});
+
 describe('native program checks: early expert reads (tiny-smallthinker)', () => {
   const { f, load } = fixture('tiny-smallthinker');
 
@@ -228,5 +261,20 @@ describe('native program checks: early expert reads (tiny-smallthinker)', () => 
     expect(() => load(other)).toThrow(/op \d+ \(moe_prefetch\) reads another buffer than the router of op \d+ \(moe\)/);
     const writes = tampered(f.program, 'moe_prefetch', (o) => (o.out = 0));
     expect(() => load(writes)).toThrow(/an expert prefetch computes nothing \(out must be a\)/);
+  });
+});
+
+describe('native program checks: sliding-window MLA (tiny-dots3note)', () => {
+  const { f, load } = fixture('tiny-dots3note');
+
+  it('refuses a negative MLA window', () => {
+    const p = tampered(f.program, 'mla_attention', (o) => (o.params!.window = -8));
+    expect(() => load(p)).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/op \d+ \(mla_attention\): sliding window -8 is negative/) }));
+  });
+
+  it('refuses a window beside the indexer selection as a program error', () => {
+    // The first mla_attention is block 0's, a full block that attends to the indexer's selection.
+    const p = tampered(f.program, 'mla_attention', (o) => (o.params!.window = 8));
+    expect(() => load(p)).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/sliding window or the indexer's selection, not both/) }));
   });
 });

@@ -240,16 +240,7 @@ function deepseekBlock(c: Deepseek2Config, i: number): TensorSpec[] {
     t.push(linear(`${p}.attn_kv_b.weight`, m.kvLora, H * (m.qkNope + m.vHead), 'attn_v', i));
   }
   t.push(linear(`${p}.attn_output.weight`, H * m.vHead, c.dim, 'attn_output', i, residualGain(c)));
-  if (c.dsa && hasIndexer(c.dsa, i)) {
-    const x = c.dsa;
-    t.push(
-      norm(`${p}.indexer.k_norm.weight`, x.headDim, i),
-      { name: `${p}.indexer.k_norm.bias`, shape: [x.headDim], init: { kind: 'normal', std: 0.1 }, role: 'attn_bias', layer: i },
-      linear(`${p}.indexer.proj.weight`, c.dim, x.nHead, 'attn_q', i),
-      linear(`${p}.indexer.attn_k.weight`, c.dim, x.headDim, 'attn_k', i),
-      linear(`${p}.indexer.attn_q_b.weight`, m.qLora, x.nHead * x.headDim, 'attn_q', i),
-    );
-  }
+  if (c.dsa && hasIndexer(c.dsa, i)) t.push(...indexerTensors(c, c.dsa, m.qLora, i));
   t.push(...deepseekFfn(c, moe, i, 'ffn_norm'));
   return t;
 }
@@ -260,6 +251,18 @@ function deepseekBlock(c: Deepseek2Config, i: number): TensorSpec[] {
  * std 1/sqrt(2*dim) starts that stream at unit scale like token_embd starts the trunk's.
  * shared_head_norm normalizes the block's output before the vocabulary head.
  */
+/** Block i's DSA lightning indexer (deepseek32's tensors, as glm-dsa and dots3note have them), reading the q LoRA latent of qLora. */
+export function indexerTensors(c: ModelConfig, x: { nHead: number; headDim: number }, qLora: number, i: number): TensorSpec[] {
+  const p = `blk.${i}`;
+  return [
+    norm(`${p}.indexer.k_norm.weight`, x.headDim, i),
+    { name: `${p}.indexer.k_norm.bias`, shape: [x.headDim], init: { kind: 'normal', std: 0.1 }, role: 'attn_bias', layer: i },
+    linear(`${p}.indexer.proj.weight`, c.dim, x.nHead, 'attn_q', i),
+    linear(`${p}.indexer.attn_k.weight`, c.dim, x.headDim, 'attn_k', i),
+    linear(`${p}.indexer.attn_q_b.weight`, qLora, x.nHead * x.headDim, 'attn_q', i),
+  ];
+}
+
 export function nextnTensors(c: ModelConfig & { nextnOwnEmbeddings?: boolean }, i: number): TensorSpec[] {
   const p = `blk.${i}.nextn`;
   const t: TensorSpec[] = [

@@ -263,7 +263,7 @@ function isGlm47Lite(hp: HParams): boolean {
 }
 
 /** What one MLA block needs besides the builder: sizes, scales and RoPE parameters of the file. */
-interface MlaBlockContext {
+export interface MlaBlockContext {
   hp: HParams;
   tensors: Map<string, GgufTensorInfo>;
   dims: MlaDims;
@@ -272,11 +272,32 @@ interface MlaBlockContext {
   kqScale: number;
   rope: Record<string, number | boolean>;
   naive: boolean;
-  /** The lightning indexer (DSA) of deepseek32 and glm-dsa files. */
+  /** The lightning indexer (DSA) of deepseek32, glm-dsa and dots3note files. */
   dsa?: DsaParams;
+  /**
+   * Blocks of their own MLA geometry (dots3note's sliding and full blocks): per block its sizes,
+   * scale, RoPE, sliding window (0: none) and whether its indexer runs; absent: the context's own
+   * for every block, the indexer (when the file has one) on each.
+   */
+  blockShape?: (il: number) => MlaBlockShape;
+  /** dots3note: attn_k_norm, an RMS norm of the shared RoPE key before its rotation. */
+  kRopeNorm?: boolean;
+  /** dots3note (as step35): a sigmoid gate per head, attn_gate of the normed input, on the attention output. */
+  headGate?: boolean;
+  /** What the routed blocks' loader requires (default: selection bias and shared experts used when present). */
+  moeOptions?: MoeBlockOptions;
 }
 
-interface DsaParams {
+/** One block's MLA geometry where blocks differ (see MlaBlockContext.blockShape). */
+export interface MlaBlockShape {
+  dims: MlaDims;
+  kqScale: number;
+  rope: Record<string, number | boolean>;
+  window: number;
+  indexed: boolean;
+}
+
+export interface DsaParams {
   nHead: number;
   headDim: number;
   topK: number;
@@ -354,7 +375,7 @@ function mlaContext(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deep
  * cache), per-head weights from `h` scaled by 1/sqrt(heads x head size); the `dsa_index` op picks
  * each token's top-k positions, into the returned buffer the attention is restricted to.
  */
-function dsaIndexer(p: ProgramBuilder, c: MlaBlockContext, il: number, qa: number, h: number): number {
+export function dsaIndexer(p: ProgramBuilder, c: MlaBlockContext, il: number, qa: number, h: number): number {
   const { need } = tensorLookup(c.hp, c.tensors);
   const { nHead: nh, headDim: hd, topK, neox, eps, full } = c.dsa!;
   // One selection buffer for every block: a shared block (glm-dsa) reads the last full block's.
@@ -379,18 +400,22 @@ function dsaIndexer(p: ProgramBuilder, c: MlaBlockContext, il: number, qa: numbe
 }
 
 /** Block `il` (MLA attention, then the dense or MoE FFN) on the residual stream `x`, with its own KV layer. */
-function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number): void {
-  const { hp, tensors, dims } = c;
+export function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number): void {
+  const { hp, tensors } = c;
+  const shape = c.blockShape?.(il);
+  const dims = shape?.dims ?? c.dims;
+  const rope = shape?.rope ?? c.rope;
   const { need, maybe } = tensorLookup(hp, tensors);
   const { kvLora: L, qkNope, qkRope: R, vHead } = dims;
   const d = hp.nEmbd;
   const h = p.buf('h', d);
   const attnOut = p.buf('attn_out', d);
-  const kva = p.buf('kv_cmpr_pe', L + R);
-  const lat = p.buf('kv_cmpr', L);
+  // (Named by their widths: blocks of another geometry take buffers of their own.)
+  const kva = p.buf(`kv_cmpr_pe${L + R}`, L + R);
+  const lat = p.buf(`kv_cmpr${L}`, L);
   const H = hp.nHead[il];
-  const q = p.buf(`q${H}`, H * (qkNope + R));
-  const attn = p.buf(`attn${H}`, H * vHead);
+  const q = p.buf(`q${H}x${qkNope + R}`, H * (qkNope + R));
+  const attn = p.buf(`attn${H}x${vHead}`, H * vHead);
   p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
   const wq = c.dsa ? undefined : maybe(t(il, 'attn_q.weight'));
   let sel: number | undefined;
@@ -401,15 +426,22 @@ function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number):
     const qa = p.buf(`q_a${qaWidth}`, qaWidth);
     p.op('matmul', qa, { a: h, weights: { weight: need(t(il, 'attn_q_a.weight')) } });
     p.op('rms_norm', qa, { a: qa, weights: { weight: need(t(il, 'attn_q_a_norm.weight')) }, params: { eps: hp.rmsEps } });
-    if (c.dsa) sel = dsaIndexer(p, c, il, qa, h);
+    if (c.dsa && (shape?.indexed ?? true)) sel = dsaIndexer(p, c, il, qa, h);
     p.op('matmul', q, { a: qa, weights: { weight: need(t(il, 'attn_q_b.weight')) } });
   }
   p.op('matmul', kva, { a: h, weights: { weight: need(t(il, 'attn_kv_a_mqa.weight')) } });
   p.op('copy', lat, { a: kva, params: { n: L } });
   p.op('rms_norm', lat, { a: lat, weights: { weight: need(t(il, 'attn_kv_a_norm.weight')) }, params: { eps: hp.rmsEps } });
   p.op('copy', kva, { a: lat, params: { n: L } });
-  p.op('rope', kva, { a: kva, params: { ...c.rope, head_dim: L + R, n_head: 1, rot_off: L } });
-  p.op('rope', q, { a: q, params: { ...c.rope, head_dim: qkNope + R, n_head: H, rot_off: qkNope } });
+  if (c.kRopeNorm) {
+    // RMS norm of the shared RoPE key (the row's last R values), before its rotation.
+    const kpe = p.buf(`k_pe${R}`, R);
+    p.op('copy', kpe, { a: kva, params: { n: R, a_off: L } });
+    p.op('rms_norm', kpe, { a: kpe, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps } });
+    p.op('copy', kva, { a: kpe, params: { n: R, out_off: L } });
+  }
+  p.op('rope', kva, { a: kva, params: { ...rope, head_dim: L + R, n_head: 1, rot_off: L } });
+  p.op('rope', q, { a: q, params: { ...rope, head_dim: qkNope + R, n_head: H, rot_off: qkNope } });
   // (The DSA architectures' loaders take the split layout only.)
   const kb = c.dsa ? need(t(il, 'attn_k_b.weight')) : maybe(t(il, 'attn_k_b.weight'));
   const weights: Record<string, string> = kb ? { k_b: kb, v_b: need(t(il, 'attn_v_b.weight')) } : { kv_b: need(t(il, 'attn_kv_b.weight')) };
@@ -419,14 +451,24 @@ function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number):
     b: kva,
     ...(sel !== undefined ? { c: sel } : {}),
     weights,
-    params: { layer, n_head: H, kv_lora: L, qk_nope: qkNope, qk_rope: R, v_head: vHead, scale: c.kqScale, naive: c.naive, ...(c.dsa ? { top_k: c.dsa.topK } : {}) },
+    params: {
+      layer, n_head: H, kv_lora: L, qk_nope: qkNope, qk_rope: R, v_head: vHead, scale: shape?.kqScale ?? c.kqScale, naive: c.naive,
+      ...(sel !== undefined ? { top_k: c.dsa!.topK } : {}),
+      ...(shape?.window ? { window: shape.window } : {}),
+    },
   });
+  if (c.headGate) {
+    // Head h's output times sigmoid(attn_gate_h . normed input), before the output projection.
+    const gate = p.buf(`attn_gate${H}`, H);
+    p.op('matmul', gate, { a: h, weights: { weight: need(t(il, 'attn_gate.weight')) } });
+    p.op('sigmoid_mul', attn, { a: attn, b: gate, params: { group: vHead } });
+  }
   p.op('matmul', attnOut, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
   p.op('add', x, { a: x, b: attnOut });
 
   p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
   const ffnOut = p.buf('ffn_out', d);
-  moeBlockFfn(p, hp, tensors, il, h, ffnOut, c.routing, il < c.nDense);
+  moeBlockFfn(p, hp, tensors, il, h, ffnOut, c.routing, il < c.nDense, c.moeOptions);
   p.op('add', x, { a: x, b: ffnOut });
   // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
   p.op('cvec', x, { a: x, params: { layer: il } });

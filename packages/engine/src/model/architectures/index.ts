@@ -6,11 +6,13 @@ import { buildAfmoe } from './afmoe';
 import { buildBert } from './bert';
 import { buildCohere } from './cohere';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
+import { buildDots3note } from './dots3note';
 import { buildGemma } from './gemma';
 import { buildGemma4 } from './gemma4';
 import { buildArctic } from './arctic';
 import { buildDbrx } from './dbrx';
 import { buildGrok } from './grok';
+import { buildHyV4 } from './hy-v4';
 import { buildLaguna } from './laguna';
 import { buildStep35 } from './step35';
 import { buildGlm4Moe } from './glm4moe';
@@ -18,9 +20,11 @@ import { buildGptOss } from './gpt-oss';
 import { buildGranite } from './granite';
 import { buildLlamaFamily } from './llama-family';
 import { buildLfm2 } from './lfm2';
+import { buildKimiLinear } from './kimi-linear';
 import { buildJamba, buildNemotronH, buildNemotronHMtp } from './mamba2';
 import { buildLlama4 } from './llama4';
 import { buildMimo2 } from './mimo2';
+import { buildMinimax01 } from './minimax01';
 import { buildMistral3 } from './mistral3';
 import { buildPhi3 } from './phi3';
 import { buildQwen35, buildQwen35Mtp } from './qwen35';
@@ -53,6 +57,12 @@ const ARCHITECTURES: Record<string, Builder> = {
   deepseek32: (hp, ts, o) => buildDeepseek2(hp, ts, { nCtxSeq: o.nCtxSeq }),
   // GLM-5 (5, 5.1, 5.2): the same, its blocks either computing a selection or sharing the last one.
   'glm-dsa': (hp, ts, o) => buildDeepseek2(hp, ts, { nCtxSeq: o.nCtxSeq }),
+  // rednote dots.llm3: absorbed MLA on sliding and full blocks of their own geometry, the full
+  // ones with DSA's indexer, a norm on the RoPE key, a sigmoid gate per head.
+  dots3note: (hp, ts, o) => buildDots3note(hp, ts, { nCtxSeq: o.nCtxSeq }),
+  // Tencent Hunyuan v4: hyper-connections (hc residual streams mixed around each sublayer),
+  // absorbed MLA with a sink per head and a sigmoid output gate, optional DSA with shared blocks.
+  hy_v4: (hp, ts, o) => buildHyV4(hp, ts, { nCtxSeq: o.nCtxSeq }),
   glm4moe: (hp, ts) => buildGlm4Moe(hp, ts),
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
   llama4: (hp, ts) => buildLlama4(hp, ts),
@@ -78,6 +88,12 @@ const ARCHITECTURES: Record<string, Builder> = {
   granitehybrid: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   // AI21 Jamba: Mamba-1 and GQA blocks, experts every other block.
   jamba: (hp, ts) => buildJamba(hp, ts),
+  // Moonshot Kimi-Linear: KDA blocks (a delta rule with a gate per key channel, recurrent states
+  // per sequence) and MLA blocks without RoPE, DeepSeek-style experts with a shared one.
+  'kimi-linear': (hp, ts) => buildKimiLinear(hp, ts),
+  // MiniMax-Text-01 / MiniMax-M1: lightning attention blocks (a recurrent state per sequence) and
+  // softmax attention every eighth, experts in every block.
+  'minimax-01': (hp, ts) => buildMinimax01(hp, ts),
   // Google Gemma 4 (26B-A4B experts, 31B, E2B/E4B): sliding and full blocks of their own head
   // sizes, shared KV blocks, a dense GeGLU beside routed GeGLU experts, per-layer embeddings.
   gemma4: (hp, ts) => buildGemma4(hp, ts),
