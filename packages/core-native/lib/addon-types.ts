@@ -125,7 +125,8 @@ export interface ProgramOp {
     | 'moe_prefetch'
     | 'clamp'
     | 'lightning_attn'
-    | 'hc_gates';
+    | 'hc_gates'
+    | 'attn_res';
   out: number;
   a?: number;
   b?: number;

@@ -69,6 +69,7 @@ static std::vector<uint8_t> gguf_image(const std::vector<f32_tensor> & ts) {
 struct shape {
     int64_t hk, hv, S;
     bool    kda;
+    float   lb = 0.0f;  // the safe gate's lower bound (bailingmoe3); 0: softplus gate
     int64_t gw() const { return kda ? S : 1; }
     int64_t qkv() const { return (2 * hk + hv) * S; }
     int64_t in() const { return qkv() + hv * gw() + hv; }
@@ -88,7 +89,8 @@ static fixture make_fixture(const shape & s, std::mt19937 & rng) {
     f.dt.resize(static_cast<size_t>(s.hv * s.gw()));
     for (auto & v : f.dt) v = 0.5f * nd(rng);
     f.A.resize(static_cast<size_t>(s.hv));
-    for (auto & v : f.A) v = -std::exp(0.3f * nd(rng));  // -exp(A_log), as the converters store it
+    // -exp(A_log), as the converters store it; with the safe gate exp(A_log) (bailingmoe3's converter).
+    for (auto & v : f.A) v = (s.lb < 0 ? 1.0f : -1.0f) * std::exp(0.3f * nd(rng));
     std::vector<float> w(static_cast<size_t>(s.hv * s.S * 2));
     for (auto & v : w) v = nd(rng);
     f.image = gguf_image({{"dt_bias", {static_cast<int64_t>(f.dt.size())}, f.dt}, {"a", {1, s.hv}, f.A}, {"head", {s.hv * s.S, 2}, w}});
@@ -96,7 +98,7 @@ static fixture make_fixture(const shape & s, std::mt19937 & rng) {
 }
 
 // input -> copies into q|k|v, gates, betas -> gated_delta_net (hidden) -> two logits per output row.
-static program make_program(const shape & s, bool narrow_gate = false) {
+static program make_program(const shape & s, bool narrow_gate = false, double lower_bound = 0) {
     program p;
     auto buf = [&](const char * n, int64_t w, bool out_rows = false) {
         p.buffers.push_back({n, w, out_rows});
@@ -119,6 +121,7 @@ static program make_program(const shape & s, bool narrow_gate = false) {
     op(OP_COPY, be, in, {{"a_off", static_cast<double>(s.qkv() + s.hv * s.gw())}, {"n", static_cast<double>(s.hv)}});
     op_desc * g = op(OP_GATED_DELTA_NET, core, qkv,
                      {{"layer", 0}, {"n_k_heads", static_cast<double>(s.hk)}, {"n_v_heads", static_cast<double>(s.hv)}, {"head_dim", static_cast<double>(s.S)}, {"eps", 1e-6}, {"kda", s.kda ? 1 : 0}});
+    if (s.lb < 0 || lower_bound != 0) g->params["lower_bound"] = lower_bound != 0 ? lower_bound : s.lb;
     g->b = al;
     g->c = be;
     g->weights = {{"dt_bias", "dt_bias"}, {"a", "a"}};
@@ -185,7 +188,7 @@ struct reference {
             for (int64_t i = 0; i < S; i++) {
                 const int64_t gi = s.kda ? i : 0;
                 const double z = double(al[gi]) + f.dt[static_cast<size_t>(h * s.gw() + gi)];
-                const double g = std::log1p(std::exp(z)) * f.A[static_cast<size_t>(h)];
+                const double g = s.lb < 0 ? s.lb / (1.0 + std::exp(-z * f.A[static_cast<size_t>(h)])) : std::log1p(std::exp(z)) * f.A[static_cast<size_t>(h)];
                 for (int64_t j = 0; j < S; j++) M[i * S + j] *= std::exp(g);
             }
             for (int64_t j = 0; j < S; j++) {
@@ -227,7 +230,7 @@ static void test_against_reference(const shape & s) {
         }
     }
     const double nmse = err / norm;
-    std::printf("gated_delta_net %s hk %lld hv %lld S %lld: NMSE vs reference %.2e\n", s.kda ? "kda" : "scalar", (long long) s.hk, (long long) s.hv, (long long) s.S, nmse);
+    std::printf("gated_delta_net %s%s hk %lld hv %lld S %lld: NMSE vs reference %.2e\n", s.kda ? "kda" : "scalar", s.lb < 0 ? " safe gate" : "", (long long) s.hk, (long long) s.hv, (long long) s.S, nmse);
     CHECK(norm > 0);
     CHECK(nmse < 1e-10);
 
@@ -266,12 +269,15 @@ int main() {
     test_against_reference({1, 2, 8, false});
     test_against_reference({3, 3, 16, true});  // Kimi-Linear: as many key heads as value heads
     test_against_reference({2, 4, 8, true});
+    test_against_reference({2, 2, 16, true, -5.0f});  // Ling 3 (bailingmoe3): the safe gate, lower bound -5
+    test_against_reference({1, 2, 8, false, -2.5f});
     // A KDA op whose gate buffer holds one value per head, or whose dt_bias is per head, is refused.
     std::mt19937 rng(3);
     const shape kda{2, 2, 8, true};
     const fixture f = make_fixture(kda, rng);
     expect_bad_model("narrow gate", [&] { load(f, make_program(kda, true)); }, "do not fit buffer 'alpha'");
     const fixture scalar = make_fixture({2, 2, 8, false}, rng);
+    expect_bad_model("non-negative lower bound", [&] { load(f, make_program(kda, false, 0.5)); }, "must be finite and negative");
     expect_bad_model("per-head dt_bias", [&] { load(scalar, make_program(kda)); }, "must be F32 with 16 elements (one per key channel of each value head)");
     if (g_failures) {
         std::fprintf(stderr, "%d failures\n", g_failures);

@@ -27,7 +27,7 @@ enum op_type {
     OP_ADD,            // out = a + b
     OP_MUL,            // out = a * b, or without b a * weight (F32, as wide as a row or one value)   weights: weight?
     OP_SCALE,          // out = a * scale
-    OP_SWIGLU,         // out = silu(a) * b; with limit L > 0: min(silu(a), L) * clamp(b, -L, L)
+    OP_SWIGLU,         // out = silu(a) * b; with limit L > 0: min(silu(a), L) * clamp(b, -L, L); with situ_beta B > 0: B tanh(a / B) sigmoid(a) * b (b as L' tanh(b / L') with situ_linear_beta L' > 0)
     OP_SIGMOID_MUL,    // out[t] = a[t] * sigmoid(b[t][0])  (shared-expert gate); per_element: a * sigmoid(b) (gated attention); group G: a gate per G values; softplus: softplus(b) for sigmoid(b)
     OP_ROPE,           // rotates heads of a in place (positions of the batch)          weights: freq_factors?
     OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a); without b and c it reads a layer an earlier op stored (shared KV)
@@ -42,7 +42,7 @@ enum op_type {
     OP_HADAMARD,       // a (= out) times the orthonormal Walsh-Hadamard matrix of size n, block by block of each row
     OP_DSA_INDEX,      // DeepSeek's lightning indexer: stores key row b in the KV cache, out = positions of the top_k scores sum_h relu(q_h.k) w_h (q = a, w = c)
     OP_SSM_CONV,       // causal depthwise conv over each sequence's last d_conv inputs (a), state in recurrent layer `layer`; + bias, then SiLU with silu   weights: weight [d_conv, channels], bias?
-    OP_GATED_DELTA_NET,// gated delta rule (Qwen3-Next/3.5 linear attention) over a = q|k|v, b = alpha, c = beta logits, state in recurrent layer `layer`   weights: dt_bias, a
+    OP_GATED_DELTA_NET,// gated delta rule (Qwen3-Next/3.5 linear attention) over a = q|k|v, b = alpha, c = beta logits, state in recurrent layer `layer` (kda: a gate per key channel; lower_bound: g = lower_bound * sigmoid((alpha + dt_bias) a))   weights: dt_bias, a
     OP_SSM_SCAN,       // Mamba-2 selective scan over a = x|B|C, b = dt, state in recurrent layer `layer`; out = y + D x   weights: dt_bias, a, d (one per head)
     OP_RELU_SQR,       // out = max(a, 0)^2 (Nemotron-H's FFN activation)
     OP_SOFTCAP,        // out = cap * tanh(a / cap) (Gemma's logit soft-capping)
@@ -50,6 +50,7 @@ enum op_type {
     OP_CLAMP,          // out = min(max(a, -limit), limit) (llama.cpp's clamp_kqv of fused q|k|v projections: DBRX)
     OP_LIGHTNING_ATTN, // MiniMax-01's lightning attention over a = per head q|k|v (SiLU first with silu), state in recurrent layer `layer`: S = exp(-slope_h slope_scale) S + k^T v, out = q S
     OP_HC_GATES,       // hyper-connection coefficients (Hunyuan v4): out[out_off + j*repeat + r] = sigmoid(a[a_off + j] * scale[scale_index] + base[base_off + j]) * magnitude + eps, j < n, r < repeat   weights: scale, base
+    OP_ATTN_RES,       // cross-layer residual attention (Kimi-K3): out = sum_c softmax_c(score . rms_norm(v_c)) v_c over the n_ckpt rows of a (n wide each) and b   weights: score
     OP_COUNT_
 };
 
@@ -69,7 +70,7 @@ struct op_desc {
 
 // Whether a moe op's experts have a gate projection: act 2 (GELU) and 3 (squared ReLU) use up and
 // down only (act 0 SwiGLU, 1 gpt-oss's clamped SwiGLU, 4 GeGLU, 5 ReGLU, 6 SwiGLU with a limit,
-// 7 ggml_swiglu_clamp gate them).
+// 7 ggml_swiglu_clamp, 8 situ gate them).
 inline bool moe_gated(const op_desc & op) {
     const double act = op.param("act", 0);
     return act != 2 && act != 3;

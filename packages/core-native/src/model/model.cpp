@@ -41,7 +41,7 @@ op_type op_type_from_name(const std::string & name) {
         {"input", OP_INPUT}, {"cvec", OP_CVEC}, {"layer_norm", OP_LAYER_NORM}, {"gelu", OP_GELU},
         {"hadamard", OP_HADAMARD}, {"dsa_index", OP_DSA_INDEX}, {"ssm_conv", OP_SSM_CONV}, {"gated_delta_net", OP_GATED_DELTA_NET},
         {"ssm_scan", OP_SSM_SCAN}, {"relu_sqr", OP_RELU_SQR}, {"softcap", OP_SOFTCAP}, {"moe_prefetch", OP_MOE_PREFETCH},
-        {"clamp", OP_CLAMP}, {"lightning_attn", OP_LIGHTNING_ATTN}, {"hc_gates", OP_HC_GATES},
+        {"clamp", OP_CLAMP}, {"lightning_attn", OP_LIGHTNING_ATTN}, {"hc_gates", OP_HC_GATES}, {"attn_res", OP_ATTN_RES},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -77,6 +77,15 @@ float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // SwiGLU with a limit (llama.cpp's swiglu_clamp_exp / _shexp outside the ggml_swiglu_clamp
 // architectures): min(silu(gate), limit) * clamp(up, -limit, limit).
 float swiglu_limited(float g, float u, float limit) { return std::min(silu(g), limit) * std::min(std::max(u, -limit), limit); }
+// Kimi-K3's situ, in llama.cpp's graph's F32 steps (ggml_scale by 1/beta, ggml_tanh, ggml_scale by
+// beta, times ggml_sigmoid): beta tanh(g / beta) sigmoid(g) * u, u first through
+// linear_beta tanh(u / linear_beta) when linear_beta > 0.
+float situ(float g, float u, float beta, float linear_beta) {
+    const float a = std::tanh(g * (1.0f / beta)) * beta;
+    const float act = a * (1.0f / (1.0f + std::exp(-g)));
+    if (linear_beta > 0.0f) u = std::tanh(u * (1.0f / linear_beta)) * linear_beta;
+    return act * u;
+}
 
 // In place: v[i] = exp(v[i] - max) / sum, summed in double (ggml_soft_max's order).
 void softmax_inplace(float * v, int64_t n) {
@@ -249,7 +258,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
                             "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu",
                             "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr", "softcap", "moe_prefetch", "clamp",
-                            "lightning_attn", "hc_gates"};
+                            "lightning_attn", "hc_gates", "attn_res"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -300,6 +309,9 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
                 throw error(KAIL_E_BAD_MODEL, what + "clamping limit " + std::to_string(op.param("limit", 0)) + " is not a positive number");
             if (op.type == OP_SWIGLU && (!(op.param("limit", 0) >= 0) || !std::isfinite(op.param("limit", 0))))
                 throw error(KAIL_E_BAD_MODEL, what + "SwiGLU limit " + std::to_string(op.param("limit", 0)) + " is not a non-negative number");
+            // situ (Kimi-K3): situ_beta > 0 turns it on; situ_linear_beta > 0 bounds b too.
+            if (op.type == OP_SWIGLU && op.params.count("situ_beta") && (!(op.param("situ_beta", 0) > 0) || !std::isfinite(op.param("situ_beta", 0)) || !std::isfinite(op.param("situ_linear_beta", 0)) || op.param("limit", 0) > 0))
+                throw error(KAIL_E_BAD_MODEL, what + "situ needs a positive finite situ_beta (is " + std::to_string(op.param("situ_beta", 0)) + "), a finite situ_linear_beta and no limit");
             const int64_t n = ip("n", static_cast<double>(width(op.out)));
             fits(op.a, ip("a_off", 0), n, "a");
             if (op.b >= 0) fits(op.b, ip("b_off", 0), n, "b");
@@ -360,8 +372,10 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (ne < 1 || k < 1 || k > ne) throw error(KAIL_E_BAD_MODEL, what + "uses " + std::to_string(k) + " of " + std::to_string(ne) + " experts");
             if (ip("gating", 0) < 0 || ip("gating", 0) > 3)
                 throw error(KAIL_E_INVALID_ARG, what + "gating " + std::to_string(ip("gating", 0)) + " is not 0 (softmax), 1 (sigmoid), 2 (softmax of the selected) or 3 (sigmoid of the selected)");
-            if (ip("act", 0) < 0 || ip("act", 0) > 7)
-                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU), 2 (GELU over up, no gate), 3 (squared ReLU over up, no gate), 4 (GeGLU), 5 (ReGLU), 6 (SwiGLU with a limit) or 7 (ggml_swiglu_clamp)");
+            if (ip("act", 0) < 0 || ip("act", 0) > 8)
+                throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU), 2 (GELU over up, no gate), 3 (squared ReLU over up, no gate), 4 (GeGLU), 5 (ReGLU), 6 (SwiGLU with a limit), 7 (ggml_swiglu_clamp) or 8 (situ)");
+            if (ip("act", 0) == 8 && (!(op.param("situ_beta", 0) > 0) || !std::isfinite(op.param("situ_beta", 0)) || !std::isfinite(op.param("situ_linear_beta", 0))))
+                throw error(KAIL_E_BAD_MODEL, what + "situ experts need a positive finite situ_beta (is " + std::to_string(op.param("situ_beta", 0)) + ") and a finite situ_linear_beta");
             if ((ip("act", 0) == 6 || ip("act", 0) == 7) && (!(op.param("limit", 0) > 0) || !std::isfinite(op.param("limit", 0))))
                 throw error(KAIL_E_BAD_MODEL, what + "SwiGLU limit " + std::to_string(op.param("limit", 0)) + " is not a positive number");
             if (op.param("fused_gate_up", 0) != 0 && !moe_gated(op)) throw error(KAIL_E_INVALID_ARG, what + "fused gate/up experts need a gated activation");
@@ -423,6 +437,10 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.out, 0, hv * S, "out");
             if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
             if (ip("grouped", 0) != 0 && ip("grouped", 0) != 1) throw error(KAIL_E_INVALID_ARG, what + "grouped must be 0 (value head h reads key head h % n_k_heads) or 1 (h / (n_v_heads / n_k_heads))");
+            // The safe gate (Ling 3's KDA): g = lower_bound * sigmoid((alpha + dt_bias) * a), lower_bound < 0.
+            if (op.params.count("lower_bound") && !(std::isfinite(static_cast<float>(op.param("lower_bound", 0))) && op.param("lower_bound", 0) < 0))
+                throw error(KAIL_E_BAD_MODEL, what + "the gate's lower bound " + std::to_string(op.param("lower_bound", 0)) + " must be finite and negative");
+            if (op.param("neg_a", 0) != 0 && !op.params.count("lower_bound")) throw error(KAIL_E_INVALID_ARG, what + "neg_a applies to the lower-bounded gate only (lower_bound)");
             if (m.prog.rs_width[static_cast<size_t>(l)] != hv * S * S) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not n_v_heads x head_dim^2");
             break;
         }
@@ -457,6 +475,17 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (ip("scale_index", 0) < 0 || ip("base_off", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "scale_index and base_off must not be negative");
             fits(op.a, ip("a_off", 0), n, "a");
             fits(op.out, ip("out_off", 0), n * rep, "out");
+            break;
+        }
+        case OP_ATTN_RES: {
+            const int64_t n = req("n"), nc = req("n_ckpt");
+            if (n < 1 || nc < 1) throw error(KAIL_E_BAD_MODEL, what + "needs a positive width n and at least one checkpoint (n_ckpt)");
+            if (!std::isfinite(op.param_req("eps")) || !(op.param_req("eps") >= 0)) throw error(KAIL_E_BAD_MODEL, what + "eps is not a finite non-negative number");
+            fits(op.a, 0, n * nc, "a");
+            if (op.b < 0) throw error(KAIL_E_INVALID_ARG, what + "needs buffer b (the current stream)");
+            fits(op.b, 0, n, "b");
+            fits(op.out, 0, n, "out");
+            if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
             break;
         }
         case OP_DSA_INDEX: {
@@ -826,6 +855,12 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             const tensor_ref sk = m.weight(i, "sinks");
             const int64_t nh = static_cast<int64_t>(op.param_req("n_head"));
             if (sk.info) check(sk.type() == KAIL_TYPE_F32 && sk.info->n_elements == nh, "attention sinks '" + sk.info->name + "' must be F32 with " + std::to_string(nh) + " elements (one per head), is " + type_name(sk.type()) + " " + shape_str(sk.info));
+        } else if (op.type == OP_ATTN_RES) {
+            // The residual attention's score vector (the converter's fused res_norm x res_proj), F32, one per column.
+            const tensor_ref sc = m.weight(i, "score");
+            const int64_t n = static_cast<int64_t>(op.param_req("n"));
+            check(sc.info && sc.type() == KAIL_TYPE_F32 && sc.info->n_elements == n,
+                  "residual attention score " + (sc.info ? "'" + sc.info->name + "' " + type_name(sc.type()) + " " + shape_str(sc.info) : std::string("(missing)")) + " must be F32 with " + std::to_string(n) + " elements");
         } else if (op.type == OP_HC_GATES) {
             // The coefficients' scale (one value, at scale_index) and base (n values from base_off), F32.
             const tensor_ref sc = m.weight(i, "scale"), bs = m.weight(i, "base");
@@ -1918,7 +1953,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     // no gate (Nemotron-H: LLM_FFN_RELU_SQR); 4: gelu(gate) * up (Gemma 4: ggml_geglu_split); 5:
     // relu(gate) * up (SmallThinker: ggml_reglu_split); 6: min(silu(gate), limit) * clamp(up, -limit,
     // limit) (Step 3.5: llama.cpp's swiglu_clamp_exp outside the ggml_swiglu_clamp architectures);
-    // 7: silu(min(gate, limit)) * clamp(up, -limit, limit) (Maple: ggml_swiglu_clamp).
+    // 7: silu(min(gate, limit)) * clamp(up, -limit, limit) (Maple: ggml_swiglu_clamp); 8: situ (Kimi-K3:
+    // beta tanh(gate / beta) sigmoid(gate) * up, up through linear_beta tanh(up / linear_beta) when set).
     const int act = static_cast<int>(op.param("act", 0));
     const bool gated = moe_gated(op);
     const tensor_ref wu = m.weight(oi, "up_exps"), wg = gated ? m.weight(oi, "gate_exps") : wu, wd = m.weight(oi, "down_exps");
@@ -1932,6 +1968,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     const float * bu = reinterpret_cast<const float *>(m.weight(oi, "up_exps_b").data);
     const float * bd = reinterpret_cast<const float *>(m.weight(oi, "down_exps_b").data);
     const float alpha = static_cast<float>(op.param("alpha", 1.702)), limit = static_cast<float>(op.param("limit", 7.0));
+    // 8: situ (Kimi-K3), as the swiglu op's.
+    const float situ_b = static_cast<float>(op.param("situ_beta", 1.0)), situ_lb = static_cast<float>(op.param("situ_linear_beta", 0.0));
     const int64_t n_expert = static_cast<int64_t>(op.param_req("n_expert"));
     const int64_t k = static_cast<int64_t>(op.param_req("n_expert_used"));
     const int moe_layer = static_cast<int>(op.param("moe_layer", -1));
@@ -2058,6 +2096,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = u[i] > 0.0f ? u[i] * u[i] : 0.0f;
         } else if (act == 6) {
             for (int64_t i = 0; i < ne_ * ff; i++) g[i] = swiglu_limited(g[i], u[i], limit);
+        } else if (act == 8) {
+            for (int64_t i = 0; i < ne_ * ff; i++) g[i] = situ(g[i], u[i], situ_b, situ_lb);
         } else if (act == 7) {
             for (int64_t i = 0; i < ne_ * ff; i++) {
                 const float gx = std::min(g[i], limit);
@@ -2298,15 +2338,24 @@ float dot_f32(const float * a, const float * b, int64_t n) {
 // out_j = (M_j . q) / sqrt(S). With `kda` (Kimi Delta Attention, ggml_gated_delta_net given a g
 // of head_dim values per head) the gate is per key channel: alpha and dt_bias hold S values per
 // value head, g_i = softplus(alpha_i + dt_bias_i) * a, and column i of M (key dim i) decays by exp(g_i).
+// With `lower_bound` (the KDA "safe gate" of Ling 3 / bailingmoe3: llama.cpp's ggml_add, ggml_mul,
+// ggml_sigmoid, ggml_scale) the gate is g = lower_bound * sigmoid((alpha + dt_bias) * a) instead,
+// a = exp(A_log) > 0 there: decays between exp(lower_bound) and 1. With `neg_a` as well the sigmoid
+// reads -((alpha + dt_bias) * a) (Kimi-K3's gate lower bound: its ssm_a holds -exp(A_log), and
+// llama.cpp's kimi-k3 graph negates the product with ggml_scale by -1 before ggml_sigmoid).
 struct gdn_params {
     int64_t       Hk, Hv, S, group, gw;  // gw: gate values per value head (1, or S with kda)
     float         eps, inv_sqrt;
     const float * dt;
     const float * A;
+    bool          safe;  // the safe gate (lower_bound given)
+    float         lb;
+    bool          neg_a;  // the safe gate's sigmoid of -((alpha + dt_bias) a)
     gdn_params(const model::impl & m, const op_desc & op, size_t oi)
         : Hk(static_cast<int64_t>(op.param_req("n_k_heads"))), Hv(static_cast<int64_t>(op.param_req("n_v_heads"))), S(static_cast<int64_t>(op.param_req("head_dim"))),
           group(op.param("grouped", 0) != 0 ? Hv / Hk : 0), gw(op.param("kda", 0) != 0 ? S : 1), eps(static_cast<float>(op.param_req("eps"))),
-          inv_sqrt(1.0f / std::sqrt(static_cast<float>(S))), dt(reinterpret_cast<const float *>(m.weight(oi, "dt_bias").data)), A(reinterpret_cast<const float *>(m.weight(oi, "a").data)) {}
+          inv_sqrt(1.0f / std::sqrt(static_cast<float>(S))), dt(reinterpret_cast<const float *>(m.weight(oi, "dt_bias").data)), A(reinterpret_cast<const float *>(m.weight(oi, "a").data)),
+          safe(op.params.count("lower_bound") != 0), lb(static_cast<float>(op.param("lower_bound", 0))), neg_a(op.param("neg_a", 0) != 0) {}
     int64_t key_head(int64_t h) const { return group ? h / group : h % Hk; }
     // Floats per token of gdn_prepare's gb: the gates (Hv gw), then the betas (Hv).
     int64_t gb_width() const { return Hv * (gw + 1); }
@@ -2321,6 +2370,11 @@ void gdn_prepare(const gdn_params & g, const float * a, const float * al, const 
     const int64_t ng = g.Hv * g.gw;
     for (int64_t i = 0; i < ng; i++) {
         const float z = al[i] + g.dt[i];
+        if (g.safe) {
+            const float za = g.neg_a ? -(z * g.A[i / g.gw]) : z * g.A[i / g.gw];
+            gb[i] = (1.0f / (1.0f + std::exp(-za))) * g.lb;
+            continue;
+        }
         const float sp = z > 20.0f ? z : std::log(1.0f + std::exp(z));
         gb[i] = sp * g.A[i / g.gw];
     }
@@ -2617,6 +2671,40 @@ void op_hc_gates(exec_ctx & x, const op_desc & op, size_t oi) {
             if (mag != 1.0f) g = g * mag;
             g = g + eps;
             std::fill(o + j * rep, o + (j + 1) * rep, g);
+        }
+    }
+}
+
+// Kimi-K3's cross-layer residual attention, as llama.cpp's kimi-k3 graph (res_mix) computes it in
+// F32: each of the n_ckpt checkpoint rows v_c of a (n wide each) and the current stream b scored by
+// sum(rms_norm(v) * score) (ggml_rms_norm, ggml_mul, ggml_sum_rows: summed in double), the scores
+// soft-maxed (ggml_soft_max), and out = sum_c p_c v_c (summed in order from 0 by fused multiply-adds,
+// as ggml_dsv4_hc_pre) + b p_b (ggml_mul, then ggml_add). The sum uses the raw rows, not the normed.
+void op_attn_res(exec_ctx & x, const op_desc & op, size_t oi) {
+    const tensor_ref sc = x.m.weight(oi, "score");
+    const float * w = reinterpret_cast<const float *>(sc.data);
+    const int64_t n = static_cast<int64_t>(op.param_req("n")), nc = static_cast<int64_t>(op.param_req("n_ckpt"));
+    const float eps = static_cast<float>(op.param_req("eps"));
+    std::vector<float> y(static_cast<size_t>(n)), p(static_cast<size_t>(nc + 1));
+    auto score = [&](const float * v) {
+        rms_norm_row(v, y.data(), n, eps, w);
+        double s = 0.0;
+        for (int64_t i = 0; i < n; i++) s += static_cast<double>(y[static_cast<size_t>(i)]);
+        return static_cast<float>(s);
+    };
+    for (int64_t t = 0; t < x.rows(op.out); t++) {
+        const float * src = x.ptr(op.a) + t * x.width(op.a);
+        const float * cur = x.ptr(op.b) + t * x.width(op.b);
+        float * o = x.ptr(op.out) + t * x.width(op.out);
+        for (int64_t c = 0; c < nc; c++) p[static_cast<size_t>(c)] = score(src + c * n);
+        p[static_cast<size_t>(nc)] = score(cur);
+        softmax_inplace(p.data(), nc + 1);
+        const float pc = p[static_cast<size_t>(nc)];
+        for (int64_t i = 0; i < n; i++) {
+            float sum = 0.0f;
+            // (Fused multiply-adds: llama.cpp's x86 CPU builds contract hc_pre's sum += x * w into one.)
+            for (int64_t c = 0; c < nc; c++) sum = std::fma(src[c * n + i], p[static_cast<size_t>(c)], sum);
+            o[i] = sum + cur[i] * pc;
         }
     }
 }
@@ -2930,9 +3018,11 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
                 break;
             }
             case OP_SWIGLU: {
-                // With a limit: Step 3.5's dense and shared-expert FFNs.
+                // With a limit: Step 3.5's dense and shared-expert FFNs. With situ_beta: Kimi-K3's situ.
                 const float limit = static_cast<float>(op.param("limit", 0));
-                if (limit > 0) elementwise(x, op, [limit](float a, float c) { return swiglu_limited(a, c, limit); });
+                const float sb = static_cast<float>(op.param("situ_beta", 0)), slb = static_cast<float>(op.param("situ_linear_beta", 0));
+                if (sb > 0) elementwise(x, op, [sb, slb](float a, float c) { return situ(a, c, sb, slb); });
+                else if (limit > 0) elementwise(x, op, [limit](float a, float c) { return swiglu_limited(a, c, limit); });
                 else elementwise(x, op, [](float a, float c) { return silu(a) * c; });
                 break;
             }
@@ -2950,6 +3040,7 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_SSM_SCAN: op_ssm_scan(x, op, oi); break;
             case OP_LIGHTNING_ATTN: op_lightning_attn(x, op); break;
             case OP_HC_GATES: op_hc_gates(x, op, oi); break;
+            case OP_ATTN_RES: op_attn_res(x, op, oi); break;
             case OP_RELU_SQR: elementwise(x, op, [](float a, float) { const float r = a > 0.0f ? a : 0.0f; return r * r; }); break;
             case OP_MOE_PREFETCH: op_moe_prefetch(x, op, oi); break;
             case OP_CLAMP: {
