@@ -6,7 +6,9 @@ import type { Phi3Config } from './architectures/phi3';
 import { MOE_FAMILY_PRESETS } from './presets-moe-families';
 import { GROVEMOE_PRESETS } from './presets-grovemoe';
 import { LAGUNA_PRESETS } from './presets-laguna';
+import { KIMI_K3_PRESETS } from './presets-kimi-k3';
 import { KIMI_LINEAR_PRESETS } from './presets-kimi-linear';
+import { BAILINGMOE3_PRESETS } from './presets-bailingmoe3';
 import { DOTS3NOTE_PRESETS } from './presets-dots3note';
 import { HY_V4_PRESETS } from './presets-hy-v4';
 import { COHERE2MOE_PRESETS } from './presets-cohere2moe';
@@ -125,6 +127,8 @@ export const PRESETS: Record<string, Preset> = {
   ...GROVEMOE_PRESETS,
   ...LAGUNA_PRESETS,
   ...KIMI_LINEAR_PRESETS,
+  ...KIMI_K3_PRESETS,
+  ...BAILINGMOE3_PRESETS,
   ...DOTS3NOTE_PRESETS,
   ...HY_V4_PRESETS,
   ...COHERE2MOE_PRESETS,
@@ -176,6 +180,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   granitehybrid: 'tiny-granitehybrid',
   jamba: 'tiny-jamba',
   'kimi-linear': 'tiny-kimi-linear',
+  'kimi-k3': 'tiny-kimi-k3',
+  bailingmoe3: 'tiny-bailingmoe3',
   'minimax-01': 'tiny-minimax-01',
   gemma4: 'tiny-gemma4',
   gemma: 'tiny-gemma',

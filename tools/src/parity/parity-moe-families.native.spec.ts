@@ -23,7 +23,14 @@
 // (Kimi-Linear: KDA blocks, a delta rule whose decay is per key channel over three convolutions,
 // and NoPE MLA, absorbed over split attn_k_b/attn_v_b; -fused: a fused attn_qkv, 3-D convolution
 // taps, a 2-D ssm_a; the attn_kv_b layout, where llama.cpp's graph pairs the query's and key's halves
-// in different orders, against kail on the split file it folds, below),
+// in different orders, against kail on the split file it folds, below), bailingmoe3 (Ling 3: KDA
+// blocks with the lower-bounded "safe" gate and full-width gate projections, MLA with RoPE, q LoRA
+// and a gate per head, per-block SwiGLU limits on experts and the shared expert of its own width, an
+// MTP block kept in the file; -tied: no q LoRA, clamps or MTP, 2 shared experts, a tied head),
+// kimi-k3 (Kimi-K3: kimi-linear's blocks with a full-rank KDA gate and its lower bound, MLA with q
+// LoRA and a sigmoid output gate, situ FFNs, latent experts with ffn_routed_norm, cross-layer
+// residual attention banking every 2nd block; -plain: all of those optional parts off; -res3:
+// banking every 3rd of 7 blocks, no routed norm, no shared expert),
 // gemma4 (Gemma 4: sliding and full blocks of their own head sizes, proportional RoPE, V = K,
 // GeGLU experts fused or split with per-expert scales beside a dense MLP, soft-capped logits;
 // -e: per-layer embeddings and shared KV blocks), gemma, gemma2 and gemma3 (dense: GeGLU, query
@@ -106,6 +113,11 @@ const PRESETS = [
   'tiny-jamba',
   'tiny-kimi-linear',
   'tiny-kimi-linear-fused',
+  'tiny-kimi-k3',
+  'tiny-kimi-k3-plain',
+  'tiny-kimi-k3-res3',
+  'tiny-bailingmoe3',
+  'tiny-bailingmoe3-tied',
   'tiny-minimax-01',
   'tiny-minimax-01-interval',
   'tiny-minimax-01-recurrent-layers',
@@ -150,7 +162,7 @@ const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5]];
 // suite's time in check.
 const F16_PRESETS = new Set([
   'tiny-gemma4-e', 'tiny-step35', 'tiny-grok2', 'tiny-dbrx', 'tiny-grovemoe', 'tiny-laguna-m', 'tiny-cohere2moe-rms',
-  'tiny-qwen35moe', 'tiny-qwen3next-ssm-in', 'tiny-lfm2moe', 'tiny-nemotron-h-moe-latent', 'tiny-jamba', 'tiny-kimi-linear', 'tiny-minimax-01', 'tiny-deepseek32', 'tiny-dots3note', 'tiny-hy-v4',
+  'tiny-qwen35moe', 'tiny-qwen3next-ssm-in', 'tiny-lfm2moe', 'tiny-nemotron-h-moe-latent', 'tiny-jamba', 'tiny-kimi-linear', 'tiny-bailingmoe3', 'tiny-kimi-k3', 'tiny-minimax-01', 'tiny-deepseek32', 'tiny-dots3note', 'tiny-hy-v4',
   'tiny-mimo2', 'tiny-deepseek2-lite-split', 'tiny-gpt-oss', 'tiny-llama4', 'tiny-qwen3vlmoe', 'tiny-bailingmoe2',
 ]);
 const floatTypes = (preset: string) => TYPES.filter(([t]) => t === 'F32' || F16_PRESETS.has(preset));
@@ -177,6 +189,11 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-jamba', 'Q4_K_M'],
   ['tiny-kimi-linear', 'Q4_K_M'],
   ['tiny-kimi-linear-fused', 'Q8_0'],
+  ['tiny-kimi-k3', 'Q4_K_M'],
+  ['tiny-kimi-k3-plain', 'Q8_0'],
+  ['tiny-kimi-k3-res3', 'Q4_K_M'],
+  ['tiny-bailingmoe3', 'Q4_K_M'],
+  ['tiny-bailingmoe3-tied', 'Q8_0'],
   ['tiny-minimax-01-interval', 'Q4_K_M'],
   ['tiny-deepseek3', 'Q8_0'],
   ['tiny-deepseek32', 'Q4_K_M'],

@@ -34,6 +34,8 @@ describe.each([
   ['tiny-qwen35moe', 'Q4_K'],
   ['tiny-minimax-01-interval', 'Q4_K'],
   ['tiny-kimi-linear', 'Q4_K'],
+  ['tiny-bailingmoe3', 'Q4_K'],
+  ['tiny-kimi-k3', 'Q4_K'],
   ['tiny-gemma4', 'Q4_K'],
   ['tiny-step35-clamp', 'Q8_0'],
 ])('%s %s: batch-invariant logits', (preset, type) => {

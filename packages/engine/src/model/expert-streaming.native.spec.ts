@@ -42,6 +42,10 @@ const CASES: [preset: string, type: string][] = [
   ['tiny-minimax-01-interval', 'Q4_K'],
   // Sigmoid + bias experts with a shared one after KDA and NoPE MLA blocks (Kimi-Linear).
   ['tiny-kimi-linear', 'Q4_K'],
+  // Sigmoid + bias experts (clamped) with a shared one of its own width after KDA (safe gate) and RoPE MLA blocks (Ling 3).
+  ['tiny-bailingmoe3', 'Q4_K'],
+  // Latent situ experts (routed on the full-width input) with a shared one, behind residual attention (Kimi-K3).
+  ['tiny-kimi-k3', 'Q4_K'],
   // GeGLU experts with gate and up fused in one tensor (one gate|up slice), per-expert output
   // scales, routed on a scaled norm of the stream beside a dense MLP (Gemma 4); and separate.
   ['tiny-gemma4', 'Q4_K'],

@@ -129,7 +129,7 @@ export interface HParams {
 }
 
 /** Architectures whose blocks without KV heads (attention.head_count_kv 0) are recurrent. */
-const KV_HEADLESS_BLOCKS = new Set(['lfm2', 'lfm2moe', 'nemotron_h', 'nemotron_h_moe', 'granitehybrid', 'jamba', 'kimi-linear']);
+const KV_HEADLESS_BLOCKS = new Set(['lfm2', 'lfm2moe', 'nemotron_h', 'nemotron_h_moe', 'granitehybrid', 'jamba', 'kimi-linear', 'bailingmoe3', 'kimi-k3']);
 
 export function readHParams(md: Metadata, tensors: Map<string, GgufTensorInfo>): HParams {
   const nLayer = md.int('block_count', undefined, 1, MAX_LAYERS);

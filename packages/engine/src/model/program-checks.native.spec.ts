@@ -148,6 +148,41 @@ describe('native program checks: Kimi Delta Attention (tiny-kimi-linear)', () =>
   });
 });
 
+describe('native program checks: Kimi-K3 (tiny-kimi-k3)', () => {
+  const { f, load } = fixture('tiny-kimi-k3');
+
+  it.each<[string, ProgramOp['op'], (o: ProgramOp) => void, RegExp]>([
+    ['a residual mix over more checkpoints than its stack holds', 'attn_res', (o) => (o.params!.n_ckpt = 4), /1024 values at offset 0 do not fit buffer 'attn_res_stack'/],
+    ['a residual mix without checkpoints', 'attn_res', (o) => (o.params!.n_ckpt = 0), /at least one checkpoint/],
+    ['a residual mix without the current stream', 'attn_res', (o) => delete o.b, /needs buffer b/],
+    ['a residual score of the wrong size', 'attn_res', (o) => (o.weights!.score = 'blk.0.ssm_norm.weight'), /residual attention score 'blk.0.ssm_norm.weight' F32 \[64\] must be F32 with 256 elements/],
+    ['situ experts without a positive beta', 'moe', (o) => (o.params!.situ_beta = 0), /situ experts need a positive finite situ_beta/],
+    ['a situ FFN with a negative beta', 'swiglu', (o) => (o.params!.situ_beta = -1), /situ needs a positive finite situ_beta/],
+    ['a situ FFN with a SwiGLU limit', 'swiglu', (o) => (o.params!.limit = 7), /and no limit/],
+    ['a negated gate without a lower bound', 'gated_delta_net', (o) => delete o.params!.lower_bound, /neg_a applies to the lower-bounded gate only/],
+    ['a gate lower bound that is not negative', 'gated_delta_net', (o) => (o.params!.lower_bound = 0.5), /lower bound 0\.5\d* must be finite and negative/],
+  ])('refuses %s', (_what, op, edit, want) => {
+    expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ message: expect.stringMatching(want) }));
+  });
+
+});
+
+describe('native program checks: Ling 3\'s lower-bounded KDA gate (tiny-bailingmoe3)', () => {
+  const { f, load } = fixture('tiny-bailingmoe3');
+
+  it('runs its delta nets with a full-width gate per key channel under the file\'s lower bound', () => {
+    const gdn = f.program.ops.filter((o) => o.op === 'gated_delta_net');
+    expect(gdn.map((o) => [o.params!.kda, o.params!.lower_bound, o.params!.neg_a, f.program.buffers[o.b!].width])).toEqual([[1, -5, undefined, 256], [1, -5, undefined, 256]]);
+  });
+
+  it.each<[string, (o: ProgramOp) => void, RegExp]>([
+    ['a lower bound of 0', (o) => (o.params!.lower_bound = 0), /lower bound 0\.0+ must be finite and negative/],
+    ['a lower bound past float range', (o) => (o.params!.lower_bound = -1e39), /lower bound -9{15}\d+\.0+ must be finite and negative/],
+  ])('refuses %s', (_what, edit, want) => {
+    expect(() => load(tampered(f.program, 'gated_delta_net', edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
+  });
+});
+
 describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
   const { f, load } = fixture('tiny-nemotron-h-moe');
 
@@ -155,7 +190,7 @@ describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
     ['heads that do not split into the groups', 'ssm_scan', (o) => (o.params!.n_group = 3), /8 SSM heads of 64 in 3 groups with a state of 64: the heads must split evenly/],
     ['an x|B|C input of the wrong width', 'ssm_scan', (o) => (o.params!.d_state = 32), /x\|B\|C input is 768 wide, expected 640/],
     ['a state too wide to hold', 'ssm_scan', (o) => (o.params!.head_dim = 1 << 20), /8 SSM heads of 1048576/],
-    ['an unknown expert activation', 'moe', (o) => (o.params!.act = 8), /act 8 is not 0 .* 6 \(SwiGLU with a limit\) or 7 \(ggml_swiglu_clamp\)/],
+    ['an unknown expert activation', 'moe', (o) => (o.params!.act = 9), /act 9 is not 0 .* 6 \(SwiGLU with a limit\), 7 \(ggml_swiglu_clamp\) or 8 \(situ\)/],
     ['a SwiGLU limit that is not positive', 'moe', (o) => Object.assign(o.params!, { act: 6, limit: 0 }), /SwiGLU limit 0\.0+ is not a positive number/],
     ['a swiglu_clamp limit that is not positive', 'moe', (o) => Object.assign(o.params!, { act: 7, limit: -2 }), /SwiGLU limit -2\.0+ is not a positive number/],
     ['a router over fewer experts than the op runs', 'moe', (o) => Object.assign(o.params!, { n_route: 2 }), /routes over 2 experts, fewer than its/],

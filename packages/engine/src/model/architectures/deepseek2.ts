@@ -286,6 +286,8 @@ export interface MlaBlockContext {
   headGate?: boolean;
   /** What the routed blocks' loader requires (default: selection bias and shared experts used when present). */
   moeOptions?: MoeBlockOptions;
+  /** Per block, where they differ (bailingmoe3's per-block SwiGLU limits); else moeOptions. */
+  moeOptionsAt?: (il: number) => MoeBlockOptions;
 }
 
 /** One block's MLA geometry where blocks differ (see MlaBlockContext.blockShape). */
@@ -468,7 +470,7 @@ export function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: n
 
   p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
   const ffnOut = p.buf('ffn_out', d);
-  moeBlockFfn(p, hp, tensors, il, h, ffnOut, c.routing, il < c.nDense, c.moeOptions);
+  moeBlockFfn(p, hp, tensors, il, h, ffnOut, c.routing, il < c.nDense, c.moeOptionsAt?.(il) ?? c.moeOptions);
   p.op('add', x, { a: x, b: ffnOut });
   // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
   p.op('cvec', x, { a: x, params: { layer: il } });

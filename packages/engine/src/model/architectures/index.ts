@@ -20,7 +20,9 @@ import { buildGptOss } from './gpt-oss';
 import { buildGranite } from './granite';
 import { buildLlamaFamily } from './llama-family';
 import { buildLfm2 } from './lfm2';
+import { buildKimiK3 } from './kimi-k3';
 import { buildKimiLinear } from './kimi-linear';
+import { buildBailingMoe3 } from './bailingmoe3';
 import { buildJamba, buildNemotronH, buildNemotronHMtp } from './mamba2';
 import { buildLlama4 } from './llama4';
 import { buildMimo2 } from './mimo2';
@@ -91,6 +93,12 @@ const ARCHITECTURES: Record<string, Builder> = {
   // Moonshot Kimi-Linear: KDA blocks (a delta rule with a gate per key channel, recurrent states
   // per sequence) and MLA blocks without RoPE, DeepSeek-style experts with a shared one.
   'kimi-linear': (hp, ts) => buildKimiLinear(hp, ts),
+  // Moonshot Kimi-K3: kimi-linear's KDA and NoPE MLA blocks (full-rank KDA gate, gate lower bound,
+  // MLA output gate), situ FFNs, latent experts, cross-layer residual attention.
+  'kimi-k3': (hp, ts) => buildKimiK3(hp, ts),
+  // inclusionAI Ling 3 (BailingMoeV3): KDA blocks with a lower-bounded gate and MLA blocks with
+  // RoPE and a gate per head, clamped SwiGLU experts beside a shared expert; the MTP block left out.
+  bailingmoe3: (hp, ts) => buildBailingMoe3(hp, ts),
   // MiniMax-Text-01 / MiniMax-M1: lightning attention blocks (a recurrent state per sequence) and
   // softmax attention every eighth, experts in every block.
   'minimax-01': (hp, ts) => buildMinimax01(hp, ts),

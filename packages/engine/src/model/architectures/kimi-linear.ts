@@ -48,6 +48,17 @@ export function readKimiLinear(hp: HParams): KimiLinearDims {
   return { H, S, dConv, kvLora, kHead, vHead, qkRope, mla };
 }
 
+/** What other KDA architectures change in kdaBlock (Kimi-K3). */
+export interface KdaBlockOptions {
+  /** One full-rank output gate ssm_g instead of ssm_g_b(ssm_g_a h). */
+  fullGate?: boolean;
+  /**
+   * The gate lower bound (kda.gate_lower_bound): g = lower_bound * sigmoid(-(alpha + dt_bias) * ssm_a)
+   * (ssm_a = -exp(A_log)) instead of softplus(alpha + dt_bias) * ssm_a.
+   */
+  lowerBound?: number;
+}
+
 /**
  * A KDA (Kimi Delta Attention) block on the normed input `h` into `out`, as llama.cpp's graph:
  * q, k and v (attn_q/k/v, or one fused attn_qkv) each through its own causal depthwise
@@ -56,7 +67,7 @@ export function readKimiLinear(hp: HParams): KimiLinearDims {
  * beta = sigmoid(ssm_beta h), q and k L2-normalized inside the op; each head's output RMS-normed by
  * ssm_norm and times sigmoid(ssm_g_b(ssm_g_a h)), then attn_output.
  */
-function kdaBlock(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, dims: KimiLinearDims, il: number, h: number, out: number): void {
+export function kdaBlock(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, dims: KimiLinearDims, il: number, h: number, out: number, opt: KdaBlockOptions = {}): void {
   const { need, maybe } = tensorLookup(hp, tensors);
   const { H, S, dConv } = dims;
   const d = H * S;
@@ -86,15 +97,26 @@ function kdaBlock(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTenso
     b: alpha,
     c: beta,
     weights: { dt_bias: need(t(il, 'ssm_dt.bias')), a: need(t(il, 'ssm_a')) },
-    params: { layer: p.rsLayer(H * S * S), n_k_heads: H, n_v_heads: H, head_dim: S, eps: hp.rmsEps, kda: 1 },
+    params: { layer: p.rsLayer(H * S * S), n_k_heads: H, n_v_heads: H, head_dim: S, eps: hp.rmsEps, kda: 1, ...(opt.lowerBound !== undefined ? { lower_bound: opt.lowerBound, neg_a: 1 } : {}) },
   });
   p.op('head_rms_norm', core, { a: core, weights: { weight: need(t(il, 'ssm_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: S, n_head: H } });
-  const ga = p.buf(`kda_g_a${S}`, S);
+  const ga = opt.fullGate ? -1 : p.buf(`kda_g_a${S}`, S);
   const gate = p.buf(`kda_gate${d}`, d);
-  p.op('matmul', ga, { a: h, weights: { weight: need(t(il, 'ssm_g_a.weight')) } });
-  p.op('matmul', gate, { a: ga, weights: { weight: need(t(il, 'ssm_g_b.weight')) } });
+  if (opt.fullGate) p.op('matmul', gate, { a: h, weights: { weight: need(t(il, 'ssm_g.weight')) } });
+  else {
+    p.op('matmul', ga, { a: h, weights: { weight: need(t(il, 'ssm_g_a.weight')) } });
+    p.op('matmul', gate, { a: ga, weights: { weight: need(t(il, 'ssm_g_b.weight')) } });
+  }
   p.op('sigmoid_mul', core, { a: core, b: gate, params: { per_element: 1 } });
   p.op('matmul', out, { a: core, weights: { weight: need(t(il, 'attn_output.weight')) } });
+}
+
+/** What other architectures change in mlaBlock (Kimi-K3). */
+export interface KimiMlaBlockOptions {
+  /** q LoRA when the block has attn_q_a_norm: attn_q_b(rms_norm(attn_q_a h)), else attn_q. */
+  qLora?: boolean;
+  /** The attention output times sigmoid(attn_gate h) before attn_output, when the block has attn_gate. */
+  outGate?: boolean;
 }
 
 /**
@@ -109,7 +131,7 @@ function kdaBlock(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTenso
  * K = [shared part, per-head part] against the same query, pairing unrelated halves, so its logits
  * differ on such files: NMSE 5.3e-2 on tools' tiny-kimi-linear-kvb, measured.)
  */
-function mlaBlock(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, dims: KimiLinearDims, il: number, h: number, out: number): void {
+export function mlaBlock(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, dims: KimiLinearDims, il: number, h: number, out: number, opt: KimiMlaBlockOptions = {}): void {
   const { need, maybe } = tensorLookup(hp, tensors);
   const { H, kvLora: L, kHead, vHead, qkRope: R } = dims;
   const nope = kHead - R;
@@ -118,7 +140,15 @@ function mlaBlock(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTenso
   const kva = p.buf(`mla_kv_cmpr_pe${L + R}`, L + R);
   const lat = p.buf(`mla_kv_cmpr${L}`, L);
   const attn = p.buf(`mla_attn${H * vHead}`, H * vHead);
-  p.op('matmul', q, { a: h, weights: { weight: need(t(il, 'attn_q.weight')) } });
+  const qaNorm = opt.qLora ? maybe(t(il, 'attn_q_a_norm.weight')) : undefined;
+  if (qaNorm) {
+    const qa = need(t(il, 'attn_q_a.weight'));
+    const r = tensors.get(qa)!.dims[1];
+    const ql = p.buf(`mla_q_a${r}`, r);
+    p.op('matmul', ql, { a: h, weights: { weight: qa } });
+    p.op('rms_norm', ql, { a: ql, weights: { weight: qaNorm }, params: { eps: hp.rmsEps } });
+    p.op('matmul', q, { a: ql, weights: { weight: need(t(il, 'attn_q_b.weight')) } });
+  } else p.op('matmul', q, { a: h, weights: { weight: need(t(il, 'attn_q.weight')) } });
   p.op('matmul', kva, { a: h, weights: { weight: need(t(il, 'attn_kv_a_mqa.weight')) } });
   p.op('copy', lat, { a: kva, params: { n: L } });
   p.op('rms_norm', lat, { a: lat, weights: { weight: need(t(il, 'attn_kv_a_norm.weight')) }, params: { eps: hp.rmsEps } });
@@ -145,6 +175,12 @@ function mlaBlock(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTenso
       weights: { k_b: need(t(il, 'attn_k_b.weight')), v_b: need(t(il, 'attn_v_b.weight')) },
       params: { layer: p.kvLayer(L + R, 0), n_head: H, kv_lora: L, qk_nope: nope, qk_rope: R, v_head: vHead, scale, naive: false },
     });
+  }
+  const og = opt.outGate ? maybe(t(il, 'attn_gate.weight')) : undefined;
+  if (og) {
+    const g = p.buf(`mla_gate${H * vHead}`, H * vHead);
+    p.op('matmul', g, { a: h, weights: { weight: og } });
+    p.op('sigmoid_mul', attn, { a: attn, b: g, params: { per_element: 1 } });
   }
   p.op('matmul', out, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
 }

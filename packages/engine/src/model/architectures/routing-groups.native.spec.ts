@@ -9,7 +9,7 @@ import { programOfFile as programOf, tempDir, testModelFile } from '../../testin
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-describe.each(['tiny-hy-v3', 'tiny-smallthinker', 'tiny-mimo2', 'tiny-lfm2moe', 'tiny-nemotron-h-moe', 'tiny-jamba', 'tiny-minimax-01-interval', 'tiny-kimi-linear', 'tiny-step35', 'tiny-bailingmoe'])('%s', (preset) => {
+describe.each(['tiny-hy-v3', 'tiny-smallthinker', 'tiny-mimo2', 'tiny-lfm2moe', 'tiny-nemotron-h-moe', 'tiny-jamba', 'tiny-minimax-01-interval', 'tiny-kimi-linear', 'tiny-kimi-k3', 'tiny-bailingmoe3', 'tiny-step35', 'tiny-bailingmoe'])('%s', (preset) => {
   it('routes within the file\'s expert groups when it has them', () => {
     const f = testModelFile(dir, preset);
     const arch = String(f.kv['general.architecture']);
