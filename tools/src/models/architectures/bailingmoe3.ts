@@ -35,6 +35,7 @@
 // graph leaves it out.
 import { embeddings, f32Tensor, linear, linearInit, moeFfn, norm, requirePositive, residualGain, denseFfn } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
+import { kdaQkvTensors } from './kimi-linear';
 import { GgufType } from '../../gguf/constants';
 import { kv, type GgufValue } from '../../gguf/writer';
 import { baseMetadata, checkExperts } from './common';
@@ -93,14 +94,8 @@ function kdaTensors(c: BailingMoe3Config, i: number): TensorSpec[] {
   const { headDim: S, convKernel } = c.kda;
   const H = c.nHeads;
   const d = H * S;
-  const conv = (x: string) => f32Tensor(`${p}.ssm_conv1d_${x}.weight`, [convKernel, 1, d, 1], { kind: 'normal', std: 0.5 }, i);
   return [
-    conv('q'),
-    conv('k'),
-    conv('v'),
-    linear(`${p}.attn_q.weight`, c.dim, d, 'attn_q', i),
-    linear(`${p}.attn_k.weight`, c.dim, d, 'attn_k', i),
-    linear(`${p}.attn_v.weight`, c.dim, d, 'attn_v', i),
+    ...kdaQkvTensors(c, i, d, convKernel),
     // Gate logits of std ~1 over the normed input; no llama-quant category (the default rule, as attn_q).
     linear(`${p}.ssm_f_a.weight`, c.dim, d, 'attn_q', i),
     linear(`${p}.ssm_beta.weight`, c.dim, H, 'attn_q', i),

@@ -16,6 +16,7 @@
 //   block and output_res_score, [n_embd] each (the converter's fused <x>_res_norm x <x>_res_proj).
 import { embeddings, f32Tensor, linear, linearInit, norm, requirePositive, residualGain } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
+import { kdaQkvTensors } from './kimi-linear';
 import { GgufType } from '../../gguf/constants';
 import { kv, type GgufValue } from '../../gguf/writer';
 import { checkExperts } from './common';
@@ -87,14 +88,8 @@ function kdaTensors(c: KimiK3Config, i: number): TensorSpec[] {
   const { headDim: S, convKernel } = c.kda;
   const H = c.nHeads;
   const d = H * S;
-  const conv = (x: string) => f32Tensor(`${p}.ssm_conv1d_${x}.weight`, [convKernel, 1, d, 1], { kind: 'normal', std: 0.5 }, i);
   return [
-    conv('q'),
-    conv('k'),
-    conv('v'),
-    linear(`${p}.attn_q.weight`, c.dim, d, 'attn_q', i),
-    linear(`${p}.attn_k.weight`, c.dim, d, 'attn_k', i),
-    linear(`${p}.attn_v.weight`, c.dim, d, 'attn_v', i),
+    ...kdaQkvTensors(c, i, d, convKernel),
     linear(`${p}.ssm_f_a.weight`, c.dim, S, 'attn_q', i),
     linear(`${p}.ssm_f_b.weight`, S, d, 'attn_q', i),
     linear(`${p}.ssm_beta.weight`, c.dim, H, 'attn_q', i),

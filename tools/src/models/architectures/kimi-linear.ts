@@ -62,20 +62,31 @@ export type KimiLinearConfig = ModelConfig & {
 
 const isAttn = (c: KimiLinearConfig, i: number) => c.attnLayers.includes(i);
 
-function kdaTensors(c: KimiLinearConfig, i: number): TensorSpec[] {
+/**
+ * A KDA block's three causal convolutions (ssm_conv1d_q/k/v, [taps, 1, d(, 1)]) and its q, k and v
+ * projections (separate, or one attn_qkv), d = heads x head size: Kimi-Linear's, Kimi-K3's and Ling 3's.
+ */
+export function kdaQkvTensors(c: ModelConfig, i: number, d: number, convKernel: number, o: { fusedQkv?: boolean; squeezed?: boolean } = {}): TensorSpec[] {
   const p = `blk.${i}`;
-  const { headDim: S, convKernel, fusedQkv, squeezed } = c.kda;
-  const H = c.nHeads;
-  const d = H * S;
-  const conv = (x: string) => f32Tensor(`${p}.ssm_conv1d_${x}.weight`, squeezed ? [convKernel, 1, d] : [convKernel, 1, d, 1], { kind: 'normal', std: 0.5 }, i);
+  const conv = (x: string) => f32Tensor(`${p}.ssm_conv1d_${x}.weight`, o.squeezed ? [convKernel, 1, d] : [convKernel, 1, d, 1], { kind: 'normal', std: 0.5 }, i);
   return [
     conv('q'),
     conv('k'),
     conv('v'),
     // llama-quant types attn_qkv as attn_v (one per block here as attn_v is).
-    ...(fusedQkv
+    ...(o.fusedQkv
       ? [linear(`${p}.attn_qkv.weight`, c.dim, 3 * d, 'attn_v', i)]
       : [linear(`${p}.attn_q.weight`, c.dim, d, 'attn_q', i), linear(`${p}.attn_k.weight`, c.dim, d, 'attn_k', i), linear(`${p}.attn_v.weight`, c.dim, d, 'attn_v', i)]),
+  ];
+}
+
+function kdaTensors(c: KimiLinearConfig, i: number): TensorSpec[] {
+  const p = `blk.${i}`;
+  const { headDim: S, convKernel, fusedQkv, squeezed } = c.kda;
+  const H = c.nHeads;
+  const d = H * S;
+  return [
+    ...kdaQkvTensors(c, i, d, convKernel, { fusedQkv, squeezed }),
     // The gate, beta and output-gate projections: no llama-quant category (the default rule, as attn_q).
     linear(`${p}.ssm_f_a.weight`, c.dim, S, 'attn_q', i),
     linear(`${p}.ssm_f_b.weight`, S, d, 'attn_q', i),
