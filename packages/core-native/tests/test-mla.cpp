@@ -16,8 +16,49 @@ using namespace kail;
 
 static int failures = 0;
 
+// NMSE of x against y over values [from, to) (to < 0: to the end).
+static double nmse(const std::vector<float> & x, const std::vector<float> & y, int64_t from = 0, int64_t to = -1) {
+    double num = 0, den = 0;
+    for (size_t i = static_cast<size_t>(from); i < (to < 0 ? y.size() : static_cast<size_t>(to)); i++) {
+        num += (x[i] - y[i]) * double(x[i] - y[i]);
+        den += double(y[i]) * y[i];
+    }
+    return num / den;
+}
+
+// n tokens at positions 0..n-1 over one shared cache of n random latent rows (W values each, F32 or
+// F16), then their random queries (drawn in that order), and the mla_args over them.
+struct mla_inputs {
+    std::vector<uint8_t>         cache;
+    std::vector<float>           q;
+    std::vector<const uint8_t *> rows;
+    std::vector<int32_t>         pos;
+    threadpool                   pool{2};
+    mla_args                     a;
+    mla_inputs(std::mt19937 & rng, std::normal_distribution<float> & nd, uint32_t kv_type, int64_t n, int64_t H, int64_t L, int64_t nope, int64_t R, int64_t V) {
+        const int64_t W = L + R;
+        const size_t es = kv_type == KAIL_TYPE_F32 ? 4 : 2;
+        cache.resize(n * W * es);
+        for (int64_t j = 0; j < n * W; j++) {
+            const float v = nd(rng);
+            if (kv_type == KAIL_TYPE_F32) reinterpret_cast<float *>(cache.data())[j] = v;
+            else reinterpret_cast<uint16_t *>(cache.data())[j] = fp32_to_fp16(v);
+        }
+        q.resize(n * H * (nope + R));
+        for (auto & v : q) v = nd(rng);
+        rows.assign(n, cache.data());
+        pos.resize(n);
+        for (int64_t t = 0; t < n; t++) pos[t] = static_cast<int32_t>(t);
+        a.n_tok = n; a.n_head = H; a.kv_lora = L; a.qk_nope = nope; a.qk_rope = R; a.v_head = V;
+        a.scale = 1.0f / std::sqrt(float(nope + R));
+        a.q = q.data(); a.q_stride = H * (nope + R);
+        a.out_stride = H * V;
+        a.cache = rows.data(); a.pos = pos.data(); a.kv_type = kv_type; a.pool = &pool;
+    }
+};
+
 static void run_case(bool split, uint32_t kv_type) {
-    const int64_t H = 3, L = 64, nope = 16, R = 8, V = 12, n = 5, W = L + R;
+    const int64_t H = 3, L = 64, nope = 16, R = 8, V = 12, n = 5;
     std::mt19937 rng(42);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     // One projection W_k (per head nope x L) and W_v (per head V x L), written in either layout.
@@ -42,25 +83,8 @@ static void run_case(bool split, uint32_t kv_type) {
         }
         ikv.name = "attn_kv_b"; ikv.n_dims = 2; ikv.ne[0] = L; ikv.ne[1] = H * (nope + V); ikv.type = KAIL_TYPE_F32;
     }
-    const size_t es = kv_type == KAIL_TYPE_F32 ? 4 : 2;
-    std::vector<uint8_t> cache(n * W * es);
-    for (int64_t j = 0; j < n * W; j++) {
-        const float v = nd(rng);
-        if (kv_type == KAIL_TYPE_F32) reinterpret_cast<float *>(cache.data())[j] = v;
-        else reinterpret_cast<uint16_t *>(cache.data())[j] = fp32_to_fp16(v);
-    }
-    std::vector<float> q(n * H * (nope + R));
-    for (auto & v : q) v = nd(rng);
-    std::vector<const uint8_t *> rows(n, cache.data());
-    std::vector<int32_t> pos(n);
-    for (int64_t t = 0; t < n; t++) pos[t] = static_cast<int32_t>(t);
-    threadpool pool(2);
-    mla_args a;
-    a.n_tok = n; a.n_head = H; a.kv_lora = L; a.qk_nope = nope; a.qk_rope = R; a.v_head = V;
-    a.scale = 1.0f / std::sqrt(float(nope + R));
-    a.q = q.data(); a.q_stride = H * (nope + R);
-    a.out_stride = H * V;
-    a.cache = rows.data(); a.pos = pos.data(); a.kv_type = kv_type; a.pool = &pool;
+    mla_inputs in(rng, nd, kv_type, n, H, L, nope, R, V);
+    mla_args & a = in.a;
     if (split) {
         a.k_b = {&ik, reinterpret_cast<const uint8_t *>(kb.data())};
         a.v_b = {&iv, reinterpret_cast<const uint8_t *>(vb.data())};
@@ -79,26 +103,16 @@ static void run_case(bool split, uint32_t kv_type) {
     a.naive = true;
     a.out = naive.data();
     mla_attend(a);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < naive.size(); i++) {
-        num += (absorbed[i] - naive[i]) * double(absorbed[i] - naive[i]);
-        den += double(naive[i]) * naive[i];
-    }
-    const double nmse = num / den;
+    const double e = nmse(absorbed, naive);
     // F16 caches round the absorbed query and the probabilities (as ggml does); the naive form
     // rounds neither.
     const double bound = kv_type == KAIL_TYPE_F32 ? 1e-10 : 1e-5;
-    const bool ok = nmse <= bound;
-    std::printf("%s layout %-7s cache %s: absorbed vs naive NMSE %.3e (bound %.0e)\n", ok ? "ok  " : "FAIL", split ? "split" : "kv_b", kv_type == KAIL_TYPE_F32 ? "F32" : "F16", nmse, bound);
+    const bool ok = e <= bound;
+    std::printf("%s layout %-7s cache %s: absorbed vs naive NMSE %.3e (bound %.0e)\n", ok ? "ok  " : "FAIL", split ? "split" : "kv_b", kv_type == KAIL_TYPE_F32 ? "F32" : "F16", e, bound);
     if (!ok) failures++;
 
     // Attention sinks (Hunyuan v4): one logit per head joins its softmax with no value row. The two
     // forms agree with them, they change the output, and a large sink takes nearly all the weight.
-    auto nmse_of = [](const std::vector<float> & x, const std::vector<float> & y) {
-        double nu = 0, de = 0;
-        for (size_t i = 0; i < y.size(); i++) { nu += double(x[i] - y[i]) * (x[i] - y[i]); de += double(y[i]) * y[i]; }
-        return nu / de;
-    };
     std::vector<float> sinks(H), s_abs(n * H * V), s_naive(n * H * V), big(n * H * V);
     for (int64_t h = 0; h < H; h++) sinks[h] = 0.5f * float(h) - 0.25f;
     a.sinks = sinks.data();
@@ -110,7 +124,7 @@ static void run_case(bool split, uint32_t kv_type) {
     a.sinks = nullptr;
     double mag_big = 0, mag = 0;
     for (size_t i = 0; i < big.size(); i++) { mag_big = std::max(mag_big, double(std::fabs(big[i]))); mag = std::max(mag, double(std::fabs(absorbed[i]))); }
-    const double e_sink = nmse_of(s_abs, s_naive), e_changed = nmse_of(s_abs, absorbed);
+    const double e_sink = nmse(s_abs, s_naive), e_changed = nmse(s_abs, absorbed);
     const bool ok_sink = e_sink <= bound && e_changed > 1e-4 && mag_big < mag * 1e-9;
     std::printf("%s layout %-7s cache %s sinks: absorbed vs naive NMSE %.3e, vs no sinks %.3e, large sink max |out| %.2e of %.2e\n", ok_sink ? "ok  " : "FAIL",
                 split ? "split" : "kv_b", kv_type == KAIL_TYPE_F32 ? "F32" : "F16", e_sink, e_changed, mag_big, mag);
@@ -132,25 +146,8 @@ static void run_window_case(uint32_t kv_type) {
     gguf_tensor_info ik, iv;
     ik.name = "attn_k_b"; ik.n_dims = 3; ik.ne[0] = nope; ik.ne[1] = L; ik.ne[2] = H; ik.type = KAIL_TYPE_F32;
     iv.name = "attn_v_b"; iv.n_dims = 3; iv.ne[0] = L; iv.ne[1] = V; iv.ne[2] = H; iv.type = KAIL_TYPE_F32;
-    const size_t es = kv_type == KAIL_TYPE_F32 ? 4 : 2;
-    std::vector<uint8_t> cache(n * W * es);
-    for (int64_t j = 0; j < n * W; j++) {
-        const float v = nd(rng);
-        if (kv_type == KAIL_TYPE_F32) reinterpret_cast<float *>(cache.data())[j] = v;
-        else reinterpret_cast<uint16_t *>(cache.data())[j] = fp32_to_fp16(v);
-    }
-    std::vector<float> q(n * H * (nope + R));
-    for (auto & v : q) v = nd(rng);
-    std::vector<const uint8_t *> rows(n, cache.data());
-    std::vector<int32_t> pos(n);
-    for (int64_t t = 0; t < n; t++) pos[t] = static_cast<int32_t>(t);
-    threadpool pool(2);
-    mla_args a;
-    a.n_tok = n; a.n_head = H; a.kv_lora = L; a.qk_nope = nope; a.qk_rope = R; a.v_head = V;
-    a.scale = 1.0f / std::sqrt(float(nope + R));
-    a.q = q.data(); a.q_stride = H * (nope + R);
-    a.out_stride = H * V;
-    a.cache = rows.data(); a.pos = pos.data(); a.kv_type = kv_type; a.pool = &pool;
+    mla_inputs in(rng, nd, kv_type, n, H, L, nope, R, V);
+    mla_args & a = in.a;
     a.k_b = {&ik, reinterpret_cast<const uint8_t *>(kb.data())};
     a.v_b = {&iv, reinterpret_cast<const uint8_t *>(vb.data())};
     auto run = [&](int64_t win, bool naive) {
@@ -164,26 +161,18 @@ static void run_window_case(uint32_t kv_type) {
     std::vector<float> ref(n * H * V);
     for (int64_t t = 0; t < n; t++) {
         const int64_t lo = std::max<int64_t>(0, t + 1 - window);
-        const uint8_t * base = cache.data() + static_cast<size_t>(lo * W) * es;
+        const uint8_t * base = in.cache.data() + static_cast<size_t>(lo * W) * (kv_type == KAIL_TYPE_F32 ? 4 : 2);
         const int32_t p = static_cast<int32_t>(t - lo);
         mla_args b = a;
         b.n_tok = 1; b.window = 0; b.naive = false;
-        b.q = q.data() + t * a.q_stride;
+        b.q = in.q.data() + t * a.q_stride;
         b.cache = &base; b.pos = &p; b.out = ref.data() + t * a.out_stride;
         mla_attend(b);
     }
-    auto nmse_of = [](const std::vector<float> & x, const std::vector<float> & y, int64_t from, int64_t to = -1) {
-        double num = 0, den = 0;
-        for (size_t i = static_cast<size_t>(from); i < (to < 0 ? y.size() : static_cast<size_t>(to)); i++) {
-            num += (x[i] - y[i]) * double(x[i] - y[i]);
-            den += double(y[i]) * y[i];
-        }
-        return num / den;
-    };
     const int64_t past = window * H * V;  // the first token whose window leaves rows out
-    const double e_ref = nmse_of(windowed, ref, 0), e_naive = nmse_of(windowed, naive, 0);
-    const double e_wide = nmse_of(wide, full, 0), e_before = nmse_of(windowed, full, 0, past);
-    const double e_past = nmse_of(windowed, full, past);
+    const double e_ref = nmse(windowed, ref, 0), e_naive = nmse(windowed, naive, 0);
+    const double e_wide = nmse(wide, full, 0), e_before = nmse(windowed, full, 0, past);
+    const double e_past = nmse(windowed, full, past);
     const double bound = kv_type == KAIL_TYPE_F32 ? 1e-12 : 1e-5;
     const bool ok = e_ref <= 1e-12 && e_naive <= bound && e_wide == 0 && e_before == 0 && e_past > 1e-3;
     std::printf("%s window %lld cache %s: vs the window as its own cache %.3e, vs naive %.3e, wide window vs none %.3e, "
