@@ -126,7 +126,15 @@ export interface ProgramOp {
     | 'clamp'
     | 'lightning_attn'
     | 'hc_gates'
-    | 'attn_res';
+    | 'attn_res'
+    | 'msa_index'
+    | 'dsv4_compress'
+    | 'dsv4_attention'
+    | 'dsv4_hc_post'
+    | 'ple_ngram'
+    | 'ple_gate'
+    | 'xielu'
+    | 'qsa_index';
   out: number;
   a?: number;
   b?: number;
@@ -450,7 +458,7 @@ export interface NativeModel {
   readonly nVocab: number;
   readonly nThreads: number;
   readonly kvBytesPerToken: number;
-  /** The KV cache at the context for every sequence (sliding-window layers hold a ring of window + nBatch - 1 positions, twice). */
+  /** The KV cache at the context for every sequence (sliding-window layers hold a ring of window + nBatch - 1 positions, twice; DeepSeek-V4's raw and compressor rows rings, its compressed rows one per block). */
   readonly kvCapacityBytes: number;
 }
 

@@ -40,7 +40,7 @@ enum op_type {
     OP_LAYER_NORM,     // out = (a - mean(a)) / sqrt(var(a) + eps) * weight + bias       weights: weight?, bias?
     OP_GELU,           // out = gelu(a) as ggml-cpu computes it (tanh form through its F16 table)
     OP_HADAMARD,       // a (= out) times the orthonormal Walsh-Hadamard matrix of size n, block by block of each row
-    OP_DSA_INDEX,      // DeepSeek's lightning indexer: stores key row b in the KV cache, out = positions of the top_k scores sum_h relu(q_h.k) w_h (q = a, w = c)
+    OP_DSA_INDEX,      // DeepSeek's lightning indexer: stores key row b in the KV cache (ratio r > 1: only block ends, a row per block), out = positions of the top_k scores sum_h relu(q_h.k) w_h (q = a, w = c)
     OP_SSM_CONV,       // causal depthwise conv over each sequence's last d_conv inputs (a), state in recurrent layer `layer`; + bias, then SiLU with silu   weights: weight [d_conv, channels], bias?
     OP_GATED_DELTA_NET,// gated delta rule (Qwen3-Next/3.5 linear attention) over a = q|k|v, b = alpha, c = beta logits, state in recurrent layer `layer` (kda: a gate per key channel; lower_bound: g = lower_bound * sigmoid((alpha + dt_bias) a))   weights: dt_bias, a
     OP_SSM_SCAN,       // Mamba-2 selective scan over a = x|B|C, b = dt, state in recurrent layer `layer`; out = y + D x   weights: dt_bias, a, d (one per head)
@@ -51,6 +51,14 @@ enum op_type {
     OP_LIGHTNING_ATTN, // MiniMax-01's lightning attention over a = per head q|k|v (SiLU first with silu), state in recurrent layer `layer`: S = exp(-slope_h slope_scale) S + k^T v, out = q S
     OP_HC_GATES,       // hyper-connection coefficients (Hunyuan v4): out[out_off + j*repeat + r] = sigmoid(a[a_off + j] * scale[scale_index] + base[base_off + j]) * magnitude + eps, j < n, r < repeat   weights: scale, base
     OP_ATTN_RES,       // cross-layer residual attention (Kimi-K3): out = sum_c softmax_c(score . rms_norm(v_c)) v_c over the n_ckpt rows of a (n wide each) and b   weights: score
+    OP_MSA_INDEX,      // MiniMax-M3's sparse-attention indexer: stores key row b in the KV cache, out[out_off..] = per indexer head (q = a) the top_k blocks of `block` positions by max_j q_h.k_j, the local blocks up to the token's own forced in
+    OP_DSV4_COMPRESS,  // DeepSeek-V4's KV compressor: stores [a | b + ape[pos % ratio]] (kv | score rows, F32, a ring: kv_packed_layouts) in kv layer `layer`; out = the compressed entry (softmax fold, RMS norm, RoPE at the block's first position) on rows that end a block of `ratio` positions, else 0; also stored in out_layer when given (a row per block)   weights: ape, norm
+    OP_DSV4_ATTENTION, // DeepSeek-V4 attention: stores the shared key/value row b in kv layer `layer` (a ring of the window: kv_packed_layouts); out = per head softmax over the last `window` rows and the compressed rows of comp_layer (every ratio-th position, or those in c: the indexer's) with sinks   weights: sinks?
+    OP_DSV4_HC_POST,   // DeepSeek-V4 hyper-connection post: out[dst] = a * post[dst] + sum_src b[src] * comb[dst, src] from the mixes c (Sinkhorn-normalized comb)   weights: scale, base
+    OP_PLE_NGRAM,      // qwen4exp's PLE n-gram hash embedding: per head the table row (hash of this token and the n_gram - 1 before it, reset at eos) % vocab_h + off_h, concatenated; the last n_gram - 1 tokens in recurrent layer `layer`   weights: weight (the table)
+    OP_PLE_GATE,       // qwen4exp's PLE gate: s_c = scale * sum_i a[c n + i] b[c n + i] (summed in double), out[c repeat + r] = sigmoid(sgn(s_c) sqrt(max(|s_c|, 1e-6))), c < n_group
+    OP_XIELU,          // Apertus's xIELU of a (model/xielu.h): params alpha_n, alpha_p (raw, softplus applied as ggml_xielu does), beta, eps
+    OP_QSA_INDEX,      // qwen4exp's QSA indexer: stores raw key row b in kv layer `layer`; blocks of `ratio` positions mean-pooled, RMS-normed (weight), RoPE'd at the block start; out[out_off + c W ..] (c < repeat, W = top_k + ratio - 1) = the positions llama.cpp's top-k keeps: sum_h relu(q_h . key_b) per whole block (q = a), the incomplete tail always   weights: weight
     OP_COUNT_
 };
 

@@ -8,6 +8,8 @@
 // layer (n_expert_used of the largest), since a forward pass pins what it computes.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -67,6 +69,35 @@ std::string format_bytes(uint64_t bytes);
 // (2R rows per head) so any `window` consecutive positions are contiguous. Throws
 // KAIL_E_BAD_MODEL when attention ops disagree on a layer's window.
 std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n_batch, bool swa_full = false);
+// DeepSeek-V4's packed KV layers keep fewer rows than positions (llama.cpp's deepseek4 cache
+// does the same): the raw key/value rows of a windowed dsv4_attention layer in a ring of R =
+// window - 1 + B rows, B = max(n_batch, kDsv4Margin + 1) (row p % R: the window and the rest of a
+// batch written before its first token attends; a sequence can be taken back B positions); a
+// compressor's per-token [kv | score] rows (dsv4_compress `layer`) in F32 (as llama.cpp keeps its
+// compressor state) in a ring of (overlap ? 2 : 1) * ratio + B - 1 rows (the open block, the one
+// before it, and the same reach back: it folds token by token); its compressed
+// entries (out_layer, the attention's comp_layer) and an indexer's keys (dsa_index with a ratio)
+// one row per block of `ratio` positions (row p / ratio, written at the block's end). A ring is
+// used only where it is smaller than the context (and for the raw rows, unless swa_full).
+// Default for every other layer: one row per position in the cache type. Throws
+// KAIL_E_BAD_MODEL when ops give a layer two layouts or share a packed layer with another op.
+constexpr int64_t kDsv4Margin = 64;
+struct kv_packed_layout {
+    int64_t per = 1;       // positions per row (row p / per)
+    int64_t ring = 0;      // ring rows (row p % ring); 0: linear
+    int64_t window = 0;    // raw rows: the attention's window (continuing at len needs len + 1 - window on)
+    int64_t ratio = 0;     // compressor rows: the block (continuing at len needs its block's start, and with
+    bool    overlap = false;  //   overlap the block before, on)
+    bool    f32 = false;   // rows in F32 whatever the cache type
+    bool    packed() const { return per > 1 || ring > 0 || ratio > 0 || window > 0; }
+    // The first position a sequence continued at len still needs (rings).
+    int64_t need_from(int64_t len) const {
+        if (window > 0) return std::max<int64_t>(0, len + 1 - window);
+        if (ratio > 0) return std::max<int64_t>(0, len - len % ratio - (overlap ? ratio : 0));
+        return 0;
+    }
+};
+std::vector<kv_packed_layout> kv_packed_layouts(const program & prog, int64_t n_ctx, int64_t n_batch, bool swa_full = false);
 // KV cache bytes of one sequence at n_ctx positions: n_ctx rows per layer, 2R for ring layers.
 // K rows in kv_type_k, V rows in kv_type_v.
 uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type_k, uint32_t kv_type_v, bool swa_full = false);

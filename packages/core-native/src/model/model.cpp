@@ -23,6 +23,8 @@
 #include "kail/types.h"
 #include "cpu/fp16.h"
 #include "model/mla.h"
+#include "model/dsv4.h"
+#include "model/xielu.h"
 
 namespace kail {
 
@@ -42,6 +44,9 @@ op_type op_type_from_name(const std::string & name) {
         {"hadamard", OP_HADAMARD}, {"dsa_index", OP_DSA_INDEX}, {"ssm_conv", OP_SSM_CONV}, {"gated_delta_net", OP_GATED_DELTA_NET},
         {"ssm_scan", OP_SSM_SCAN}, {"relu_sqr", OP_RELU_SQR}, {"softcap", OP_SOFTCAP}, {"moe_prefetch", OP_MOE_PREFETCH},
         {"clamp", OP_CLAMP}, {"lightning_attn", OP_LIGHTNING_ATTN}, {"hc_gates", OP_HC_GATES}, {"attn_res", OP_ATTN_RES},
+        {"msa_index", OP_MSA_INDEX}, {"dsv4_compress", OP_DSV4_COMPRESS}, {"dsv4_attention", OP_DSV4_ATTENTION}, {"dsv4_hc_post", OP_DSV4_HC_POST},
+        {"ple_ngram", OP_PLE_NGRAM}, {"ple_gate", OP_PLE_GATE}, {"xielu", OP_XIELU},
+        {"qsa_index", OP_QSA_INDEX},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -158,6 +163,7 @@ struct model::impl {
     std::vector<std::vector<kv_seq_layer>> kv;
     std::vector<int64_t>                   kv_ring;  // per KV layer: ring rows R (kv_ring_rows), 0 = every position
     bool                                   any_ring = false;
+    std::vector<kv_packed_layout>          kv_packed;  // per KV layer: DeepSeek-V4's packed layouts (kv_packed_layouts)
     // Per KV layer: the rope op that turned its K rows (MLA: its latent row's rope part), -1 when
     // none did (NoPE layers), -2 when one did in a shape a context shift cannot follow.
     std::vector<int>                       kv_rope;
@@ -258,7 +264,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
                             "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu",
                             "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr", "softcap", "moe_prefetch", "clamp",
-                            "lightning_attn", "hc_gates", "attn_res"};
+                            "lightning_attn", "hc_gates", "attn_res", "msa_index", "dsv4_compress", "dsv4_attention", "dsv4_hc_post", "ple_ngram", "ple_gate", "xielu", "qsa_index"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -282,6 +288,12 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
         return static_cast<int>(l);
     };
     switch (op.type) {
+        case OP_XIELU:
+            for (const char * k : {"alpha_n", "alpha_p", "beta", "eps"})
+                if (!op.params.count(k) || !std::isfinite(op.param(k, 0))) throw error(KAIL_E_BAD_MODEL, what + "xIELU parameter " + k + " is missing or not a finite number");
+            fits(op.a, 0, 0, "a");
+            fits(op.out, 0, width(op.a), "out");
+            break;
         case OP_RMS_NORM: case OP_LAYER_NORM: case OP_GELU:
             fits(op.a, 0, 0, "a");
             fits(op.out, 0, width(op.a), "out");
@@ -299,7 +311,9 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
         case OP_MATMUL:
             // (n_in / n_out: the product's input and output widths when not the buffers' own; the
             // weight's shape is checked against the same numbers.)
-            fits(op.a, ip("a_off", 0), ip("n_in", static_cast<double>(width(op.a))), "a");
+            // (groups G: G products, group g reading inputs [g n_in, (g + 1) n_in) into its n_out / G outputs.)
+            if (ip("groups", 1) < 1 || ip("n_out", static_cast<double>(width(op.out))) % ip("groups", 1) != 0) throw error(KAIL_E_BAD_MODEL, what + "groups " + std::to_string(ip("groups", 1)) + " do not divide the outputs");
+            fits(op.a, ip("a_off", 0), ip("n_in", static_cast<double>(width(op.a) / ip("groups", 1))) * ip("groups", 1), "a");
             fits(op.out, ip("out_off", 0), ip("n_out", static_cast<double>(width(op.out))), "out");
             break;
         case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: case OP_RELU_SQR: case OP_SOFTCAP: case OP_CLAMP: {
@@ -312,6 +326,8 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             // situ (Kimi-K3): situ_beta > 0 turns it on; situ_linear_beta > 0 bounds b too.
             if (op.type == OP_SWIGLU && op.params.count("situ_beta") && (!(op.param("situ_beta", 0) > 0) || !std::isfinite(op.param("situ_beta", 0)) || !std::isfinite(op.param("situ_linear_beta", 0)) || op.param("limit", 0) > 0))
                 throw error(KAIL_E_BAD_MODEL, what + "situ needs a positive finite situ_beta (is " + std::to_string(op.param("situ_beta", 0)) + "), a finite situ_linear_beta and no limit");
+            if (op.type == OP_SWIGLU && op.params.count("oai_alpha") && (!(op.param("oai_alpha", 0) > 0) || !std::isfinite(op.param("oai_alpha", 0)) || !(op.param("limit", 0) > 0) || op.params.count("situ_beta")))
+                throw error(KAIL_E_BAD_MODEL, what + "swigluoai needs a positive finite oai_alpha (is " + std::to_string(op.param("oai_alpha", 0)) + "), a positive limit and no situ");
             const int64_t n = ip("n", static_cast<double>(width(op.out)));
             fits(op.a, ip("a_off", 0), n, "a");
             if (op.b >= 0) fits(op.b, ip("b_off", 0), n, "b");
@@ -365,13 +381,19 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (op.param("temp_scale", 0) != 0 && !(op.param("temp_floor", 0) >= 1)) throw error(KAIL_E_BAD_MODEL, what + "attention temperature tuning needs a floor scale of at least 1");
             if (!(op.param("softcap", 0) >= 0) || !std::isfinite(op.param("softcap", 0))) throw error(KAIL_E_BAD_MODEL, what + "attention logit soft-capping " + std::to_string(op.param("softcap", 0)) + " is not a non-negative number");
             if (!std::isfinite(op.param("softcap_scale", 1.0))) throw error(KAIL_E_BAD_MODEL, what + "the soft-capped scores' scale " + std::to_string(op.param("softcap_scale", 1.0)) + " is not a finite number");
+            // MSA's block selection (msa_index's out) in a's columns from sel_off.
+            if (op.params.count("sel_off")) {
+                if (req("top_k") < 1 || req("block") < 1) throw error(KAIL_E_BAD_MODEL, what + "a block selection needs positive top_k and block");
+                if (ip("window", 0) > 0 || ip("chunk", 0) > 0 || ip("causal", 1) == 0) throw error(KAIL_E_INVALID_ARG, what + "a block selection (MSA) takes causal attention without a window or chunks");
+                fits(op.a, req("sel_off"), nkv * req("top_k"), "a (block selection)");
+            }
             break;
         }
         case OP_MOE: {
             const int64_t ne = req("n_expert"), k = req("n_expert_used"), g = ip("n_group", 0), gu = ip("n_group_used", 0);
             if (ne < 1 || k < 1 || k > ne) throw error(KAIL_E_BAD_MODEL, what + "uses " + std::to_string(k) + " of " + std::to_string(ne) + " experts");
-            if (ip("gating", 0) < 0 || ip("gating", 0) > 3)
-                throw error(KAIL_E_INVALID_ARG, what + "gating " + std::to_string(ip("gating", 0)) + " is not 0 (softmax), 1 (sigmoid), 2 (softmax of the selected) or 3 (sigmoid of the selected)");
+            if (ip("gating", 0) < 0 || ip("gating", 0) > 4)
+                throw error(KAIL_E_INVALID_ARG, what + "gating " + std::to_string(ip("gating", 0)) + " is not 0 (softmax), 1 (sigmoid), 2 (softmax of the selected), 3 (sigmoid of the selected) or 4 (sqrt softplus)");
             if (ip("act", 0) < 0 || ip("act", 0) > 8)
                 throw error(KAIL_E_INVALID_ARG, what + "act " + std::to_string(ip("act", 0)) + " is not 0 (SwiGLU), 1 (gpt-oss's clamped SwiGLU), 2 (GELU over up, no gate), 3 (squared ReLU over up, no gate), 4 (GeGLU), 5 (ReGLU), 6 (SwiGLU with a limit), 7 (ggml_swiglu_clamp) or 8 (situ)");
             if (ip("act", 0) == 8 && (!(op.param("situ_beta", 0) > 0) || !std::isfinite(op.param("situ_beta", 0)) || !std::isfinite(op.param("situ_linear_beta", 0))))
@@ -416,12 +438,43 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             break;
         }
         case OP_SSM_CONV: {
-            const int64_t l = req("layer"), nc = req("d_conv");
+            const int64_t l = req("layer"), nc = req("d_conv"), dil = ip("dilation", 1);
             if (l < 0 || l >= static_cast<int64_t>(m.prog.rs_width.size())) throw error(KAIL_E_INVALID_ARG, what + "recurrent layer " + std::to_string(l) + " out of range");
             if (nc < 2 || nc > 4096) throw error(KAIL_E_BAD_MODEL, what + "a convolution of " + std::to_string(nc) + " taps (ssm.conv_kernel must be in 2..4096)");
+            // (qwen4exp's PLE convolution: taps dilation positions apart, the n-gram size.)
+            if (dil < 1 || dil > 64) throw error(KAIL_E_BAD_MODEL, what + "a dilation of " + std::to_string(dil) + " (must be in 1..64)");
             if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
             fits(op.out, 0, width(op.a), "out");
-            if (m.prog.rs_width[static_cast<size_t>(l)] != (nc - 1) * width(op.a)) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not (d_conv - 1) x channels");
+            if (m.prog.rs_width[static_cast<size_t>(l)] != (nc - 1) * dil * width(op.a)) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not (d_conv - 1) x dilation x channels");
+            break;
+        }
+        case OP_PLE_NGRAM: {
+            const int64_t l = req("layer"), ng = req("n_gram"), pg = req("per_gram");
+            if (l < 0 || l >= static_cast<int64_t>(m.prog.rs_width.size())) throw error(KAIL_E_INVALID_ARG, what + "recurrent layer " + std::to_string(l) + " out of range");
+            if (ng < 2 || ng > 8 || pg < 1 || (ng - 1) * pg > 64) throw error(KAIL_E_BAD_MODEL, what + "n-gram size " + std::to_string(ng) + " with " + std::to_string(pg) + " heads per n-gram (the size must be in 2..8, the heads at most 64)");
+            if (op.a >= 0) throw error(KAIL_E_INVALID_ARG, what + "reads the batch's tokens, not a buffer");
+            if (m.prog.rs_width[static_cast<size_t>(l)] != ng - 1) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not n_gram - 1");
+            if (ip("eos", 0) < 0 || ip("image_token", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "the EOS and image token ids must not be negative");
+            for (int64_t j = 0; j < ng; j++)
+                for (const char * half : {"mult_lo_", "mult_hi_"}) {
+                    const std::string k = half + std::to_string(j);
+                    if (!op.params.count(k)) throw error(KAIL_E_INVALID_ARG, what + "missing parameter '" + k + "'");
+                    const double v = op.param(k, 0);
+                    if (!(v >= 0 && v < 4294967296.0) || v != std::floor(v)) throw error(KAIL_E_BAD_MODEL, what + "parameter " + k + " is not a 32-bit half of a multiplier");
+                }
+            for (int64_t h = 0; h < (ng - 1) * pg; h++) {
+                const int64_t off = req(("off_" + std::to_string(h)).c_str()), voc = req(("voc_" + std::to_string(h)).c_str());
+                if (off < 0 || voc < 1 || off + voc > INT32_MAX) throw error(KAIL_E_BAD_MODEL, what + "head " + std::to_string(h) + "'s row range (offset " + std::to_string(off) + ", " + std::to_string(voc) + " rows) does not fit an int32 row index");
+            }
+            break;
+        }
+        case OP_PLE_GATE: {
+            const int64_t n = req("n"), ng = req("n_group"), rep = ip("repeat", 1);
+            if (n < 1 || ng < 1 || rep < 1) throw error(KAIL_E_BAD_MODEL, what + "needs positive n, n_group and repeat");
+            if (!std::isfinite(static_cast<float>(op.param_req("scale")))) throw error(KAIL_E_BAD_MODEL, what + "scale is not a finite number");
+            fits(op.a, 0, n * ng, "a");
+            fits(op.b, 0, n * ng, "b");
+            fits(op.out, 0, ng * rep, "out");
             break;
         }
         case OP_GATED_DELTA_NET: {
@@ -497,6 +550,80 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.b, 0, hd, "b");
             fits(op.c, 0, nh, "c");
             fits(op.out, 0, k, "out");
+            if (ip("ratio", 1) < 1) throw error(KAIL_E_BAD_MODEL, what + "ratio " + std::to_string(ip("ratio", 1)) + " must be positive");
+            break;
+        }
+        case OP_DSV4_COMPRESS: {
+            const int layer = kv_layer();
+            const int64_t r = req("ratio"), d = req("head_dim"), nd = req("n_dims"), w = (ip("overlap", 0) ? 2 : 1) * d;
+            if (r < 1 || d < 1 || nd < 0 || nd % 2 != 0 || nd > d) throw error(KAIL_E_BAD_MODEL, what + "ratio " + std::to_string(r) + ", head " + std::to_string(d) + ", " + std::to_string(nd) + " rotary dimensions: the ratio and head must be positive, the rotary dimensions even and within the head");
+            if (m.prog.kv_k_width[layer] != 2 * w || m.prog.kv_v_width[layer] != 0) throw error(KAIL_E_INVALID_ARG, what + "needs a kv layer of width 2 x (kv | score) and no V");
+            fits(op.a, 0, w, "a");
+            fits(op.b, 0, w, "b");
+            fits(op.out, 0, d, "out");
+            if (op.params.count("out_layer")) {
+                const int64_t ol = ip("out_layer", 0);
+                if (ol < 0 || ol >= m.prog.n_kv_layers) throw error(KAIL_E_INVALID_ARG, what + "kv layer " + std::to_string(ol) + " out of range");
+                if (m.prog.kv_k_width[ol] != d || m.prog.kv_v_width[ol] != 0) throw error(KAIL_E_INVALID_ARG, what + "out_layer needs a kv layer of width head_dim and no V");
+            }
+            const double base = op.param("freq_base", 10000.0), scale = op.param("freq_scale", 1.0);
+            if (!(base > 0) || !(scale > 0) || !std::isfinite(base) || !std::isfinite(scale)) throw error(KAIL_E_BAD_MODEL, what + "RoPE frequency base and scale must be positive");
+            break;
+        }
+        case OP_DSV4_ATTENTION: {
+            const int layer = kv_layer();
+            const int64_t nh = req("n_head"), d = req("head_dim"), r = ip("ratio", 0);
+            if (nh < 1 || d < 1 || r < 0) throw error(KAIL_E_BAD_MODEL, what + "needs positive n_head and head_dim and a ratio >= 0");
+            if (m.prog.kv_k_width[layer] != d || m.prog.kv_v_width[layer] != 0) throw error(KAIL_E_INVALID_ARG, what + "needs a kv layer of width head_dim and no V");
+            fits(op.a, 0, nh * d, "a");
+            fits(op.b, 0, d, "b");
+            fits(op.out, 0, nh * d, "out");
+            if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
+            if (ip("window", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "sliding window " + std::to_string(ip("window", 0)) + " is negative");
+            if (r > 0) {
+                const int64_t cl = req("comp_layer");
+                if (cl < 0 || cl >= m.prog.n_kv_layers) throw error(KAIL_E_INVALID_ARG, what + "kv layer " + std::to_string(cl) + " out of range");
+                if (m.prog.kv_k_width[cl] != d || m.prog.kv_v_width[cl] != 0) throw error(KAIL_E_INVALID_ARG, what + "comp_layer needs a kv layer of width head_dim and no V");
+            }
+            if (op.c >= 0) {
+                if (r < 1) throw error(KAIL_E_INVALID_ARG, what + "a selection (c) of compressed rows needs a ratio");
+                fits(op.c, 0, req("top_k"), "c");
+            }
+            break;
+        }
+        case OP_DSV4_HC_POST: {
+            const int64_t n = req("n"), iters = req("iters");
+            if (n < 1 || n > 64 || iters < 1 || iters > 1000) throw error(KAIL_E_BAD_MODEL, what + std::to_string(n) + " streams, " + std::to_string(iters) + " Sinkhorn iterations (1..64 streams, 1..1000 iterations)");
+            if (!std::isfinite(op.param_req("eps")) || !(op.param_req("eps") >= 0)) throw error(KAIL_E_BAD_MODEL, what + "eps is not a finite non-negative number");
+            fits(op.a, 0, 0, "a");
+            fits(op.b, 0, n * width(op.a), "b");
+            fits(op.c, 0, (2 + n) * n, "c");
+            fits(op.out, 0, n * width(op.a), "out");
+            if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
+            break;
+        }
+        case OP_MSA_INDEX: {
+            const int layer = kv_layer();
+            const int64_t nh = req("n_head"), hd = req("head_dim"), k = req("top_k"), blk = req("block"), local = req("local");
+            if (nh < 1 || hd < 1 || k < 1 || blk < 1 || local < 0) throw error(KAIL_E_BAD_MODEL, what + "needs positive n_head, head_dim, top_k and block, and local >= 0");
+            if (m.prog.kv_k_width[layer] != hd || m.prog.kv_v_width[layer] != 0) throw error(KAIL_E_INVALID_ARG, what + "needs a kv layer of width head_dim and no V");
+            fits(op.a, 0, nh * hd, "a");
+            fits(op.b, 0, hd, "b");
+            fits(op.out, ip("out_off", 0), nh * k, "out");
+            break;
+        }
+        case OP_QSA_INDEX: {
+            const int layer = kv_layer();
+            const int64_t nh = req("n_head"), hd = req("head_dim"), k = req("top_k"), r = req("ratio"), rep = ip("repeat", 1), nd = req("n_dims");
+            if (nh < 1 || hd < 1 || k < 1 || r < 1 || rep < 1) throw error(KAIL_E_BAD_MODEL, what + "needs positive n_head, head_dim, top_k, ratio and repeat");
+            if (nd < 0 || nd % 2 != 0 || nd > hd) throw error(KAIL_E_BAD_MODEL, what + std::to_string(nd) + " rotary dimensions do not fit the indexer head of " + std::to_string(hd) + " (even, at most the head)");
+            if (m.prog.kv_k_width[layer] != hd || m.prog.kv_v_width[layer] != 0) throw error(KAIL_E_INVALID_ARG, what + "needs a kv layer of width head_dim and no V");
+            if (!std::isfinite(op.param_req("eps")) || !(op.param_req("eps") >= 0)) throw error(KAIL_E_BAD_MODEL, what + "eps is not a finite non-negative number");
+            const double base = op.param("freq_base", 10000.0), scale = op.param("freq_scale", 1.0);
+            if (!(base > 0) || !(scale > 0) || !std::isfinite(base) || !std::isfinite(scale)) throw error(KAIL_E_BAD_MODEL, what + "RoPE frequency base and scale must be positive");
+            fits(op.a, 0, nh * hd, "a");
+            fits(op.b, 0, hd, "b");
+            fits(op.out, ip("out_off", 0), rep * (k + r - 1), "out");
             break;
         }
         default: break;
@@ -518,10 +645,17 @@ void find_kv_ropes(model::impl & m) {
         const op_desc & op = m.prog.ops[i];
         if (op.type == OP_ROPE) { last[op.a] = static_cast<int>(i); continue; }
         // An indexer key is rotated (RoPE, then Hadamard) in a layout a shift cannot turn back.
-        if (op.type == OP_DSA_INDEX) {
+        if (op.type == OP_DSA_INDEX || op.type == OP_MSA_INDEX || op.type == OP_QSA_INDEX) {
             const int layer = static_cast<int>(op.param_req("layer"));
             if (layer >= 0 && layer < m.prog.n_kv_layers) m.kv_rope[static_cast<size_t>(layer)] = -2;
         }
+        // DeepSeek-V4's rows (raw, compressor state, compressed entries): blocks of absolute
+        // positions, which a shift would misalign.
+        if (op.type == OP_DSV4_COMPRESS || op.type == OP_DSV4_ATTENTION)
+            for (const char * k : {"layer", "out_layer", "comp_layer"}) {
+                const int layer = static_cast<int>(op.param(k, -1));
+                if (layer >= 0 && layer < m.prog.n_kv_layers) m.kv_rope[static_cast<size_t>(layer)] = -2;
+            }
         // (A reader of a shared layer stores nothing: the layer's K is the storing op's.)
         if ((op.type == OP_ATTENTION && op.b >= 0) || op.type == OP_MLA_ATTENTION) {
             const int layer = static_cast<int>(op.param_req("layer"));
@@ -777,7 +911,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             const gguf_tensor_info * t = m.file->find_tensor(name);
             check(t != nullptr, "model file lacks tensor '" + name + "' (" + role + ")");
             const type_traits * tr = type_traits_get(t->type);
-            check(tr && tr->compute, "tensor '" + name + "' has type " + std::string(type_name(t->type)) + ", which kail cannot compute with");
+            check(tr && (tr->compute || (role == "tid2eid" && t->type == KAIL_TYPE_I32)), "tensor '" + name + "' has type " + std::string(type_name(t->type)) + ", which kail cannot compute with");
             m.wts[i][role] = tensor_ref{t, streaming || copy ? nullptr : m.file->tensor_data(*t)};
         }
         // Shape checks for the ops whose shapes are implied by their buffers.
@@ -785,7 +919,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
         if (op.type == OP_MATMUL) {
             const tensor_ref w = m.weight(i, "weight");
             check(w.info != nullptr, "program: matmul op without weight");
-            const int64_t a_n = static_cast<int64_t>(op.param("n_in", static_cast<double>(width(op.a))));
+            const int64_t a_n = static_cast<int64_t>(op.param("n_in", static_cast<double>(width(op.a) / static_cast<int64_t>(op.param("groups", 1)))));
             check(w.ne(0) == a_n, "tensor '" + w.info->name + "' " + shape_str(w.info) + ": expected " + std::to_string(a_n) + " inputs");
             const int64_t out_n = static_cast<int64_t>(op.param("n_out", static_cast<double>(width(op.out))));
             check(w.ne(1) == out_n, "tensor '" + w.info->name + "' " + shape_str(w.info) + ": expected " + std::to_string(out_n) + " outputs");
@@ -840,6 +974,9 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
                           ", is " + type_name(b.type()) + " " + shape_str(b.info));
             };
             f32_of("exp_probs_b", n_route, "expert selection bias");
+            const tensor_ref hash = m.weight(i, "tid2eid");
+            if (hash.info) check(hash.type() == KAIL_TYPE_I32 && hash.ne(0) == static_cast<int64_t>(op.param_req("n_expert_used")) && hash.info->n_dims == 2,
+                                 "hash routing table '" + hash.info->name + "' must be I32 [" + std::to_string(static_cast<int64_t>(op.param_req("n_expert_used"))) + ", n_vocab], is " + type_name(hash.type()) + " " + shape_str(hash.info));
             f32_of("down_exps_s", n_expert, "per-expert output scale");
             f32_of("gate_inp_b", n_route, "router bias");
             if (fused) check(!m.weight(i, "gate_exps_b").info && !m.weight(i, "up_exps_b").info, "fused gate/up experts with per-expert gate or up biases are not supported");
@@ -861,10 +998,47 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             const int64_t n = static_cast<int64_t>(op.param_req("n"));
             check(sc.info && sc.type() == KAIL_TYPE_F32 && sc.info->n_elements == n,
                   "residual attention score " + (sc.info ? "'" + sc.info->name + "' " + type_name(sc.type()) + " " + shape_str(sc.info) : std::string("(missing)")) + " must be F32 with " + std::to_string(n) + " elements");
+        } else if (op.type == OP_DSV4_COMPRESS) {
+            const int64_t d = static_cast<int64_t>(op.param_req("head_dim")), r = static_cast<int64_t>(op.param_req("ratio")), w = (op.param("overlap", 0) != 0 ? 2 : 1) * d;
+            const tensor_ref ape = m.weight(i, "ape"), nw = m.weight(i, "norm");
+            check(ape.info && ape.type() == KAIL_TYPE_F32 && ape.ne(0) == w && ape.info->n_elements == w * r,
+                  "compressor position bias " + (ape.info ? "'" + ape.info->name + "' " + type_name(ape.type()) + " " + shape_str(ape.info) : std::string("(missing)")) + " must be F32 [" + std::to_string(w) + ", " + std::to_string(r) + "]");
+            check(nw.info && nw.type() == KAIL_TYPE_F32 && nw.info->n_elements == d,
+                  "compressor norm " + (nw.info ? "'" + nw.info->name + "' " + type_name(nw.type()) + " " + shape_str(nw.info) : std::string("(missing)")) + " must be F32 with " + std::to_string(d) + " elements");
+        } else if (op.type == OP_DSV4_ATTENTION) {
+            const tensor_ref sk = m.weight(i, "sinks");
+            const int64_t nh = static_cast<int64_t>(op.param_req("n_head"));
+            if (sk.info) check(sk.type() == KAIL_TYPE_F32 && sk.info->n_elements == nh, "attention sinks '" + sk.info->name + "' must be F32 with " + std::to_string(nh) + " elements (one per head), is " + type_name(sk.type()) + " " + shape_str(sk.info));
+        } else if (op.type == OP_QSA_INDEX) {
+            const tensor_ref nw = m.weight(i, "weight");
+            const int64_t d = static_cast<int64_t>(op.param_req("head_dim"));
+            check(nw.info && nw.type() == KAIL_TYPE_F32 && nw.info->n_elements == d,
+                  "QSA indexer key norm " + (nw.info ? "'" + nw.info->name + "' " + type_name(nw.type()) + " " + shape_str(nw.info) : std::string("(missing)")) + " must be F32 with " + std::to_string(d) + " elements");
+        } else if (op.type == OP_DSV4_HC_POST) {
+            const tensor_ref sc = m.weight(i, "scale"), bs = m.weight(i, "base");
+            const int64_t n = static_cast<int64_t>(op.param_req("n"));
+            check(sc.info && sc.type() == KAIL_TYPE_F32 && sc.info->n_elements >= 3,
+                  "hyper-connection scale " + (sc.info ? "'" + sc.info->name + "' " + type_name(sc.type()) + " " + shape_str(sc.info) : std::string("(missing)")) + " must be F32 with 3 elements");
+            check(bs.info && bs.type() == KAIL_TYPE_F32 && bs.info->n_elements >= (2 + n) * n,
+                  "hyper-connection base " + (bs.info ? "'" + bs.info->name + "' " + type_name(bs.type()) + " " + shape_str(bs.info) : std::string("(missing)")) + " must be F32 with " + std::to_string((2 + n) * n) + " elements");
+        } else if (op.type == OP_PLE_NGRAM) {
+            // The n-gram table: one row of out / heads values per table row, as many rows as the heads' ranges reach.
+            const tensor_ref w = m.weight(i, "weight");
+            const int64_t nh = static_cast<int64_t>((op.param_req("n_gram") - 1) * op.param_req("per_gram"));
+            int64_t rows = 0;
+            for (int64_t h = 0; h < nh; h++) rows = std::max(rows, static_cast<int64_t>(op.param_req("off_" + std::to_string(h)) + op.param_req("voc_" + std::to_string(h))));
+            check(w.info && width(op.out) % nh == 0 && w.ne(0) == width(op.out) / nh && w.ne(1) >= rows && w.info->n_elements == w.ne(0) * w.ne(1),
+                  "PLE n-gram table " + (w.info ? "'" + w.info->name + "' " + shape_str(w.info) : std::string("(missing)")) + " must be [" + std::to_string(width(op.out) / std::max<int64_t>(nh, 1)) + ", at least " + std::to_string(rows) +
+                      "] (" + std::to_string(nh) + " heads filling " + std::to_string(width(op.out)) + " values, rows for every head's range)");
         } else if (op.type == OP_HC_GATES) {
             // The coefficients' scale (one value, at scale_index) and base (n values from base_off), F32.
             const tensor_ref sc = m.weight(i, "scale"), bs = m.weight(i, "base");
             const int64_t n = static_cast<int64_t>(op.param_req("n"));
+            // qwen4exp's inject weights: no weights, a gate_scale parameter and no base.
+            if (!sc.info && !bs.info && op.params.count("gate_scale")) {
+                check(std::isfinite(static_cast<float>(op.param("gate_scale", 0))), "hyper-connection gate_scale " + std::to_string(static_cast<float>(op.param("gate_scale", 0))) + " is not a finite number");
+                continue;
+            }
             const int64_t si = static_cast<int64_t>(op.param("scale_index", 0)), bo = static_cast<int64_t>(op.param("base_off", 0));
             check(sc.info && sc.type() == KAIL_TYPE_F32 && sc.info->n_elements > si,
                   "hyper-connection scale " + (sc.info ? "'" + sc.info->name + "' " + type_name(sc.type()) + " " + shape_str(sc.info) : std::string("(missing)")) + " must be F32 with more than " + std::to_string(si) + " elements");
@@ -874,8 +1048,9 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             const tensor_ref w = m.weight(i, "weight");
             const int64_t nc = static_cast<int64_t>(op.param_req("d_conv"));
             // [taps, channels], or Kimi-Linear's [taps, 1, channels(, 1)] (its converter keeps HF's conv1d shape).
-            check(w.info && w.type() == KAIL_TYPE_F32 && w.ne(0) == nc && (w.ne(1) == width(op.a) || (w.ne(1) == 1 && w.ne(2) == width(op.a))) && w.info->n_elements == nc * width(op.a),
-                  "convolution kernel " + (w.info ? "'" + w.info->name + "' " + type_name(w.type()) + " " + shape_str(w.info) : std::string("(missing)")) + " must be F32 [" + std::to_string(nc) + ", " +
+            // (F16 / BF16: qwen4exp's quantized files keep ple_conv1d in the fallback type of its short rows; llama.cpp casts it to F32.)
+            check(w.info && (w.type() == KAIL_TYPE_F32 || w.type() == KAIL_TYPE_F16 || w.type() == KAIL_TYPE_BF16) && w.ne(0) == nc && (w.ne(1) == width(op.a) || (w.ne(1) == 1 && w.ne(2) == width(op.a))) && w.info->n_elements == nc * width(op.a),
+                  "convolution kernel " + (w.info ? "'" + w.info->name + "' " + type_name(w.type()) + " " + shape_str(w.info) : std::string("(missing)")) + " must be F32 (or F16 / BF16) [" + std::to_string(nc) + ", " +
                       std::to_string(width(op.a)) + "]");
             const tensor_ref b = m.weight(i, "bias");
             if (b.info) check(b.type() == KAIL_TYPE_F32 && b.info->n_elements == width(op.a), "convolution bias '" + b.info->name + "' must be F32 with " + std::to_string(width(op.a)) + " elements (one per channel), is " + type_name(b.type()) + " " + shape_str(b.info));
@@ -912,10 +1087,15 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.rs_record.assign(m.prog.rs_width.size(), 0);
     for (size_t i = 0; i < m.prog.ops.size(); i++) {
         const op_desc & op = m.prog.ops[i];
-        if (op.type != OP_SSM_CONV && op.type != OP_GATED_DELTA_NET && op.type != OP_SSM_SCAN && op.type != OP_LIGHTNING_ATTN) continue;
+        if (op.type != OP_SSM_CONV && op.type != OP_GATED_DELTA_NET && op.type != OP_SSM_SCAN && op.type != OP_LIGHTNING_ATTN && op.type != OP_PLE_NGRAM) continue;
         const size_t l = static_cast<size_t>(op.param_req("layer"));
         rs_uses[l]++;
         m.rs_op[l] = i;
+        // (The PLE n-gram op records each position's token.)
+        if (op.type == OP_PLE_NGRAM) {
+            m.rs_record[l] = 1;
+            continue;
+        }
         // A checkpoint records the op's inputs per position: a, and alpha|beta (KDA: S alphas per head) or dt.
         m.rs_record[l] = m.prog.buffers[static_cast<size_t>(op.a)].width +
                          (op.type == OP_GATED_DELTA_NET ? static_cast<int64_t>(op.param_req("n_v_heads")) * (1 + (op.param("kda", 0) != 0 ? static_cast<int64_t>(op.param_req("head_dim")) : 1)) : op.type == OP_SSM_SCAN ? static_cast<int64_t>(op.param_req("n_head")) : 0);
@@ -942,6 +1122,9 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.rs_ck.assign(static_cast<size_t>(m.params.n_seq_max), {});
     m.kv_ring = kv_ring_rows(m.prog, m.params.n_ctx, m.params.n_batch, m.params.swa_full);
     m.any_ring = std::any_of(m.kv_ring.begin(), m.kv_ring.end(), [](int64_t r) { return r > 0; });
+    m.kv_packed = kv_packed_layouts(m.prog, m.params.n_ctx, m.params.n_batch, m.params.swa_full);
+    // A ring of raw rows holds the window plus one batch, as the sliding-window rings.
+    m.any_ring = m.any_ring || std::any_of(m.kv_packed.begin(), m.kv_packed.end(), [](const kv_packed_layout & l) { return l.ring > 0 && l.window > 0; });
     // An attention op without k and v (Gemma's shared KV layers) reads the rows an earlier op of the
     // program stored in its layer during the same pass.
     // Its heads must be the storing op's (the same widths could be other heads).
@@ -1002,6 +1185,10 @@ bool kv_rings_hold(const model::impl & m, int seq, int64_t len) {
         const kv_seq_layer & c = m.kv[seq][l];
         const int64_t R = m.kv_ring[l], W = R ? R - (m.params.n_batch - 1) : 0;
         if (c.mirrored && std::max<int64_t>(0, len - W) + R < c.hw) return false;
+        // DeepSeek-V4's rings (raw rows, compressor rows): the oldest row kept must reach back to
+        // what continuing at len needs.
+        const kv_packed_layout & pl = m.kv_packed[static_cast<size_t>(l)];
+        if (pl.ring > 0 && c.hw - pl.ring > pl.need_from(len)) return false;
     }
     return true;
 }
@@ -1123,7 +1310,15 @@ uint64_t model::kv_bytes_used() const { return impl_->kv_bytes; }
 
 uint64_t model::kv_bytes_per_token() const {
     uint64_t b = 0;
-    for (int l = 0; l < impl_->prog.n_kv_layers; l++) b += kv_row_bytes(impl_->params.kv_type, impl_->prog.kv_k_width[l]) + kv_row_bytes(impl_->params.kv_type_v, impl_->prog.kv_v_width[l]);
+    for (int l = 0; l < impl_->prog.n_kv_layers; l++) {
+        // DeepSeek-V4's packed layers: a ring grows with no position; a row per block, its share.
+        const kv_packed_layout & pl = impl_->kv_packed[static_cast<size_t>(l)];
+        if (pl.packed()) {
+            if (!pl.ring) b += kv_row_bytes(pl.f32 ? KAIL_TYPE_F32 : impl_->params.kv_type, impl_->prog.kv_k_width[l]) / static_cast<uint64_t>(pl.per);
+            continue;
+        }
+        b += kv_row_bytes(impl_->params.kv_type, impl_->prog.kv_k_width[l]) + kv_row_bytes(impl_->params.kv_type_v, impl_->prog.kv_v_width[l]);
+    }
     return b;
 }
 
@@ -1396,6 +1591,17 @@ void op_matmul(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t rows = x.rows(op.a);
     const int64_t a_off = static_cast<int64_t>(op.param("a_off", 0));
     const int64_t o_off = static_cast<int64_t>(op.param("out_off", 0));
+    // groups G (DeepSeek-V4's grouped output LoRA): group g's w.ne(1) / G weight rows read the
+    // group's w.ne(0) inputs at a_off + g w.ne(0) and write outputs o_off + g w.ne(1) / G on.
+    const int64_t groups = static_cast<int64_t>(op.param("groups", 1));
+    if (groups > 1) {
+        const int64_t per = w.ne(1) / groups;
+        for (int64_t g = 0; g < groups; g++)
+            matmul(w.type(), w.data + static_cast<size_t>(g * per) * w.row_bytes(), w.row_bytes(), per, w.ne(0),
+                   x.ptr(op.a) + a_off + g * w.ne(0), static_cast<size_t>(x.width(op.a)) * 4, rows,
+                   x.ptr(op.out) + o_off + g * per, static_cast<size_t>(x.width(op.out)) * 4, x.m.pool.get());
+        return;
+    }
     matmul(w.type(), w.data, w.row_bytes(), w.ne(1), w.ne(0),
            x.ptr(op.a) + a_off, static_cast<size_t>(x.width(op.a)) * 4, rows,
            x.ptr(op.out) + o_off, static_cast<size_t>(x.width(op.out)) * 4, x.m.pool.get());
@@ -1545,8 +1751,11 @@ void op_rope(exec_ctx & x, const op_desc & op, size_t oi) {
     const rope_spec r(x.m, op, oi);
     std::vector<float> cache(static_cast<size_t>(r.n_dims));
     const int64_t aw = x.width(op.a);
+    // inverse: the rotation back (ggml_rope_ext_back: the sines negated), DeepSeek-V4's output de-rotation.
+    const bool inverse = op.param("inverse", 0) != 0;
     for (int64_t t = 0; t < x.n_tok; t++) {
         r.table(static_cast<float>(x.b.pos[t]), cache.data());
+        if (inverse) for (int i0 = 0; i0 < r.n_dims; i0 += 2) cache[static_cast<size_t>(i0 + 1)] = -cache[static_cast<size_t>(i0 + 1)];
         for (int64_t h = 0; h < r.n_head; h++) r.apply(x.ptr(op.a) + t * aw + r.a_off + h * r.head_dim, cache.data());
     }
 }
@@ -1643,19 +1852,58 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     std::map<int, int64_t> seq_end;
     if (!causal)
         for (int64_t t = 0; t < x.n_tok; t++) seq_end[x.b.seq[t]] = std::max(seq_end[x.b.seq[t]], static_cast<int64_t>(x.b.pos[t]) + 1);
+    // MSA (MiniMax-M3): a's columns [sel_off, sel_off + n_head_kv * top_k) hold each kv head's
+    // selected blocks of `block` positions (msa_index's out, -1 past the candidates); a head's
+    // queries see the positions of those blocks only (their rows gathered: the work is the
+    // selection's, not the context's). QSA (qwen4exp) selects single positions: block 1, qsa_index's out.
+    const int64_t sel_off = static_cast<int64_t>(op.param("sel_off", -1));
+    const int64_t sel_k = sel_off >= 0 ? static_cast<int64_t>(op.param_req("top_k")) : 0;
+    const int64_t sel_blk = sel_off >= 0 ? static_cast<int64_t>(op.param_req("block")) : 0;
     const int64_t n_tasks = x.n_tok * n_head_kv;
     exec_ctx * xp = &x;
     m.pool->parallel_for(n_tasks, [&, xp](int64_t begin, int64_t end, int) {
         std::vector<float> scores, qt;
         std::vector<uint16_t> half;
+        std::vector<char> keep;
+        std::vector<uint8_t> kg, vg;
         for (int64_t task = begin; task < end; task++) {
             const int64_t t = task / n_head_kv, hk = task % n_head_kv;
             const int s = xp->b.seq[t];
             const int64_t p = causal ? xp->b.pos[t] : seq_end.at(s) - 1;
             const int64_t lo = window > 0 ? std::max<int64_t>(0, p + 1 - window) : chunk > 0 ? p - p % chunk : 0;
-            const int64_t np = p + 1 - lo;
+            int64_t np = p + 1 - lo;
             const kv_seq_layer & c = m.kv[s][layer];
             const int64_t first = c.mirrored ? lo % R : lo;  // row of position lo
+            const uint8_t * krows = c.k.data() + static_cast<size_t>(hk * c.cap + first) * rk;
+            const uint8_t * vrows = c.v.data() + static_cast<size_t>(hk * c.cap + first) * rv;
+            if (sel_k > 0) {
+                // The selected blocks' K and V rows, gathered in position order (no window, no
+                // ring: row j holds position j); the attention then runs over those rows alone.
+                const float * sel = xp->ptr(op.a) + t * qw + sel_off + hk * sel_k;
+                const int64_t nb = p / sel_blk + 1;
+                keep.assign(static_cast<size_t>(nb), 0);
+                for (int64_t i = 0; i < sel_k; i++) {
+                    const float b = sel[i];
+                    if (b >= 0 && b < static_cast<float>(nb)) keep[static_cast<size_t>(b)] = 1;
+                }
+                int64_t n_sel = 0;
+                for (int64_t b = 0; b < nb; b++)
+                    if (keep[static_cast<size_t>(b)]) n_sel += std::min(p + 1, (b + 1) * sel_blk) - b * sel_blk;
+                kg.resize(static_cast<size_t>(n_sel) * rk);
+                vg.resize(static_cast<size_t>(n_sel) * rv);
+                int64_t r = 0;
+                for (int64_t b = 0; b < nb; b++) {
+                    if (!keep[static_cast<size_t>(b)]) continue;
+                    const int64_t j0 = b * sel_blk, n = std::min(p + 1, j0 + sel_blk) - j0;
+                    std::memcpy(kg.data() + static_cast<size_t>(r) * rk, krows + static_cast<size_t>(j0) * rk, static_cast<size_t>(n) * rk);
+                    std::memcpy(vg.data() + static_cast<size_t>(r) * rv, vrows + static_cast<size_t>(j0) * rv, static_cast<size_t>(n) * rv);
+                    r += n;
+                }
+                if (n_sel < 1) throw error(KAIL_E_INTERNAL, "sparse attention (MSA): no block selected");
+                krows = kg.data();
+                vrows = vg.data();
+                np = n_sel;
+            }
             const float * q = xp->ptr(op.a) + t * qw + q_off + hk * group * hd_k;
             if (temp_scale != 0) {
                 // In float up to the floor, then double, as llama.cpp computes it.
@@ -1666,14 +1914,14 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
                 q = qt.data();
             }
             scores.resize(static_cast<size_t>(group * np));
-            matmul(kt, c.k.data() + static_cast<size_t>(hk * c.cap + first) * rk, rk, np, hd_k,
+            matmul(kt, krows, rk, np, hd_k,
                    q, static_cast<size_t>(hd_k) * sizeof(float), group, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
             if (softcap > 0)
                 for (float & s : scores) s = std::tanh(s * inv_cap) * softcap;
             for (int64_t g = 0; g < group; g++)
                 attention_softmax(scores.data() + g * np, np, scale, vt, half, sink ? sink[hk * group + g] : -std::numeric_limits<float>::infinity());
             float * o = xp->ptr(op.out) + t * ow + out_off + hk * group * hd_v;
-            attention_weighted_rows(vt, c.v.data() + static_cast<size_t>(hk * c.cap + first) * rv, rv, np, hd_v,
+            attention_weighted_rows(vt, vrows, rv, np, hd_v,
                                     scores.data(), static_cast<size_t>(np), group, o, static_cast<size_t>(hd_v));
         }
     }, 1);
@@ -1683,7 +1931,10 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
 // token, no V), then attends with the query absorbed into the latent space.
 // Appends row t of buffer `buf` to its sequence's packed cache of KV layer `layer` (one row per
 // position, no V: MLA's latents, the indexer's keys), growing it within the KV budget.
-void store_packed_rows(exec_ctx & x, int layer, int buf) {
+void store_packed_data(exec_ctx & x, int layer, const float * data, int64_t stride);
+void store_packed_rows(exec_ctx & x, int layer, int buf) { store_packed_data(x, layer, x.ptr(buf), x.width(buf)); }
+// The same for rows t of `data` (stride floats apart).
+void store_packed_data(exec_ctx & x, int layer, const float * data, int64_t stride) {
     model::impl & m = x.m;
     const int64_t kw = m.prog.kv_k_width[layer];
     const size_t rb = kv_row_bytes(m.params.kv_type, kw);  // one row (whole Q8_0 blocks for a quantized cache)
@@ -1702,7 +1953,7 @@ void store_packed_rows(exec_ctx & x, int layer, int buf) {
             c.k.resize(need);
             m.kv_bytes += c.k.capacity() - old;
         }
-        store_row(m.params.kv_type, x.ptr(buf) + t * x.width(buf), c.k.data() + static_cast<size_t>(p) * rb, kw);
+        store_row(m.params.kv_type, data + t * stride, c.k.data() + static_cast<size_t>(p) * rb, kw);
     }
 }
 
@@ -1796,11 +2047,83 @@ void op_hadamard(exec_ctx & x, const op_desc & op) {
 // ggml-cpu's fused lightning-indexer op: cached keys as F32 (dequantized from the cache type), F32
 // products, the heads summed in order in F32; the selection ggml_top_k's, std::partial_sort larger
 // first (only the set matters to the attention).
+void dsv4_store(model::impl & m, int seq, int layer, int64_t p, const float * src);  // below, with DeepSeek-V4's ops
 void op_dsa_index(exec_ctx & x, const op_desc & op) {
     model::impl & m = x.m;
     const int layer = static_cast<int>(op.param_req("layer"));
     const int64_t nh = static_cast<int64_t>(op.param_req("n_head")), hd = static_cast<int64_t>(op.param_req("head_dim"));
     const int64_t k = static_cast<int64_t>(op.param_req("top_k"));
+    const int64_t ratio = static_cast<int64_t>(op.param("ratio", 1));
+    // ratio r > 1 (DeepSeek-V4's compressed keys): only the positions ending a block of r are keys,
+    // one row per block (row p / r, kv_packed_layouts); others one row per position.
+    if (ratio > 1) {
+        for (int64_t t = 0; t < x.n_tok; t++)
+            if ((x.b.pos[t] + 1) % ratio == 0) dsv4_store(m, x.b.seq[t], layer, x.b.pos[t], x.ptr(op.b) + t * x.width(op.b));
+    } else {
+        store_packed_rows(x, layer, op.b);
+    }
+    const uint32_t kt = m.params.kv_type;
+    const size_t rb = kv_row_bytes(kt, hd);
+    // Each sequence's keys as F32, once per op (rows up to the batch's last position in it).
+    std::map<int, std::vector<float>> keys;
+    if (kt != KAIL_TYPE_F32) {
+        std::map<int, int64_t> rows;
+        for (int64_t t = 0; t < x.n_tok; t++) rows[x.b.seq[t]] = std::max<int64_t>(rows[x.b.seq[t]], (x.b.pos[t] + 1) / ratio);
+        for (auto [seq, n] : rows) {
+            std::vector<float> & f = keys[seq];
+            f.resize(static_cast<size_t>(n * hd));
+            const uint8_t * src = m.kv[seq][layer].k.data();
+            m.pool->parallel_for(n, [&](int64_t j0, int64_t j1, int) {
+                for (int64_t j = j0; j < j1; j++) dequantize_row(kt, src + static_cast<size_t>(j) * rb, f.data() + j * hd, hd);
+            }, 64);
+        }
+    }
+    std::vector<float> sc, score;
+    std::vector<int32_t> idx;
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        const int64_t np = (x.b.pos[t] + 1) / ratio;  // the keys (rows) the token sees
+        const int seq = x.b.seq[t];
+        float * o = x.ptr(op.out) + t * x.width(op.out);
+        if (np == 0) {
+            std::fill(o, o + k, -1.0f);
+            continue;
+        }
+        const void * rows = kt == KAIL_TYPE_F32 ? static_cast<const void *>(m.kv[seq][layer].k.data()) : static_cast<const void *>(keys[seq].data());
+        sc.resize(static_cast<size_t>(nh * np));
+        matmul(KAIL_TYPE_F32, rows, static_cast<size_t>(hd) * 4, np, hd, x.ptr(op.a) + t * x.width(op.a), static_cast<size_t>(hd) * 4, nh,
+               sc.data(), static_cast<size_t>(np) * 4, m.pool.get());
+        const float * w = x.ptr(op.c) + t * x.width(op.c);
+        score.resize(static_cast<size_t>(np));
+        for (int64_t j = 0; j < np; j++) {
+            float s = 0.0f;
+            for (int64_t h = 0; h < nh; h++) s += std::max(sc[static_cast<size_t>(h * np + j)], 0.0f) * w[h];
+            score[static_cast<size_t>(j)] = s;
+        }
+        // Row j is position j (ratio 1) or the block ending at position j r + r - 1 (ratio r).
+        idx.resize(static_cast<size_t>(np));
+        std::iota(idx.begin(), idx.end(), 0);
+        const int64_t kk = std::min<int64_t>(k, np);
+        std::partial_sort(idx.begin(), idx.begin() + kk, idx.end(), [&](int32_t p, int32_t q) { return score[static_cast<size_t>(p)] > score[static_cast<size_t>(q)]; });
+        for (int64_t i = 0; i < k; i++) o[i] = i < kk ? static_cast<float>(static_cast<int64_t>(idx[static_cast<size_t>(i)]) * ratio + ratio - 1) : -1.0f;
+    }
+}
+
+// MiniMax-M3's sparse-attention indexer (llama.cpp's minimax-m3 graph, MSA): stores each token's
+// indexer key (b) in its sequence's cache of KV layer `layer`; for each token and each of n_head
+// indexer heads (q = a, one per KV head), scores q_h . k_j over the cached positions j <= pos (the
+// keys dequantized to F32 from the cache's type, as llama.cpp's ggml_get_rows of its indexer cache,
+// then F32 products: the queries are not rounded to the cache's type), takes each
+// block of `block` positions' maximum (ggml_pool_2d), forces the token's own block and the
+// local - 1 blocks before it in (llama.cpp's +1e30 bias), and writes the top_k blocks to out from
+// out_off: per head top_k block indices, -1 past the candidates. Blocks past the token's own are
+// not candidates: llama.cpp's top_k may pick them when fewer are visible, and the causal mask
+// then hides them. The forced blocks rank first, the latest first; the others by score.
+void op_msa_index(exec_ctx & x, const op_desc & op) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t nh = static_cast<int64_t>(op.param_req("n_head")), hd = static_cast<int64_t>(op.param_req("head_dim"));
+    const int64_t k = static_cast<int64_t>(op.param_req("top_k")), blk = static_cast<int64_t>(op.param_req("block"));
+    const int64_t local = static_cast<int64_t>(op.param_req("local")), out_off = static_cast<int64_t>(op.param("out_off", 0));
     store_packed_rows(x, layer, op.b);
     const uint32_t kt = m.params.kv_type;
     const size_t rb = kv_row_bytes(kt, hd);
@@ -1818,28 +2141,115 @@ void op_dsa_index(exec_ctx & x, const op_desc & op) {
             }, 64);
         }
     }
-    std::vector<float> sc, score;
-    std::vector<int32_t> idx;
+    std::vector<float> sc, bs;
+    std::vector<int64_t> idx;
     for (int64_t t = 0; t < x.n_tok; t++) {
-        const int64_t np = x.b.pos[t] + 1;
+        const int64_t p = x.b.pos[t], np = p + 1, nb = p / blk + 1;
         const int seq = x.b.seq[t];
         const void * rows = kt == KAIL_TYPE_F32 ? static_cast<const void *>(m.kv[seq][layer].k.data()) : static_cast<const void *>(keys[seq].data());
         sc.resize(static_cast<size_t>(nh * np));
         matmul(KAIL_TYPE_F32, rows, static_cast<size_t>(hd) * 4, np, hd, x.ptr(op.a) + t * x.width(op.a), static_cast<size_t>(hd) * 4, nh,
                sc.data(), static_cast<size_t>(np) * 4, m.pool.get());
-        const float * w = x.ptr(op.c) + t * x.width(op.c);
-        score.resize(static_cast<size_t>(np));
-        for (int64_t j = 0; j < np; j++) {
-            float s = 0.0f;
-            for (int64_t h = 0; h < nh; h++) s += std::max(sc[static_cast<size_t>(h * np + j)], 0.0f) * w[h];
-            score[static_cast<size_t>(j)] = s;
+        float * o = x.ptr(op.out) + t * x.width(op.out) + out_off;
+        const int64_t kk = std::min(k, nb);
+        for (int64_t h = 0; h < nh; h++) {
+            const float * s = sc.data() + h * np;
+            bs.assign(static_cast<size_t>(nb), -std::numeric_limits<float>::infinity());
+            for (int64_t j = 0; j < np; j++) bs[static_cast<size_t>(j / blk)] = std::max(bs[static_cast<size_t>(j / blk)], s[j]);
+            idx.resize(static_cast<size_t>(nb));
+            std::iota(idx.begin(), idx.end(), 0);
+            const int64_t forced_lo = nb - local;  // blocks >= forced_lo are forced (local of them up to the own block)
+            std::partial_sort(idx.begin(), idx.begin() + kk, idx.end(), [&](int64_t a, int64_t c) {
+                const bool fa = a >= forced_lo, fc = c >= forced_lo;
+                if (fa != fc) return fa;
+                if (fa) return a > c;
+                const float va = bs[static_cast<size_t>(a)], vc = bs[static_cast<size_t>(c)];
+                return va > vc || (va == vc && a < c);
+            });
+            for (int64_t i = 0; i < k; i++) o[h * k + i] = i < kk ? static_cast<float>(idx[static_cast<size_t>(i)]) : -1.0f;
         }
-        const int64_t kk = std::min(k, np);
+    }
+}
+
+// qwen4exp's QSA indexer (llama.cpp's qwen4exp build_qsa_top_k and set_input_qsa, one sequence's
+// cells in position order): stores each token's raw indexer key (b: no norm, no RoPE) in its
+// sequence's cache of KV layer `layer`. A token at position p keeps every visible position while
+// p + 1 <= W = top_k + ratio - 1 (llama.cpp's top-k width). Past that, the whole blocks of `ratio`
+// positions that end at or before p (blocks b < (p + 1) / ratio) are scored: the block key is the
+// mean of its raw keys (summed in order in F32, times F32 1 / ratio), RMS-normed with the weight,
+// RoPE'd at the block's first position; its score sum_h relu(q_h . key) over the indexer heads
+// (q = a, already normed and RoPE'd), summed in head order in F32. Every position of a block
+// carries its block's score; the incomplete tail (positions from (p + 1) / ratio * ratio to p)
+// ranks above all (llama.cpp's finite 1e9 bias: the tail values are equal to each other and
+// larger than any block's, which is all a comparison sees). The kept positions are ggml-cpu's
+// top-k over them: std::partial_sort of the position indices (larger first) to width W, so ties
+// (a block split at the boundary, blocks of equal score) resolve as llama.cpp's do. out gets the
+// kept positions (-1 past them), `repeat` times W wide from out_off: one copy per KV head for the
+// attention op's selection (sel_off, block 1).
+void op_qsa_index(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t nh = static_cast<int64_t>(op.param_req("n_head")), hd = static_cast<int64_t>(op.param_req("head_dim"));
+    const int64_t r = static_cast<int64_t>(op.param_req("ratio"));
+    const int64_t W = static_cast<int64_t>(op.param_req("top_k")) + r - 1;
+    const int64_t rep = static_cast<int64_t>(op.param("repeat", 1)), out_off = static_cast<int64_t>(op.param("out_off", 0));
+    const float eps = static_cast<float>(op.param_req("eps"));
+    const float * nw = reinterpret_cast<const float *>(m.weight(oi, "weight").data);
+    const rope_spec rs(m, op, oi);
+    store_packed_rows(x, layer, op.b);
+    const uint32_t kt = m.params.kv_type;
+    const size_t rb = kv_row_bytes(kt, hd);
+    // Each sequence's block keys, once per op: the whole blocks up to the batch's last position in it.
+    std::map<int, int64_t> ends;
+    for (int64_t t = 0; t < x.n_tok; t++) ends[x.b.seq[t]] = std::max<int64_t>(ends[x.b.seq[t]], x.b.pos[t] + 1);
+    std::map<int, std::vector<float>> keys;
+    for (auto [seq, n] : ends) {
+        if (n <= W) continue;
+        const int64_t nb = n / r;
+        std::vector<float> & f = keys[seq];
+        f.assign(static_cast<size_t>(nb * hd), 0.0f);
+        const uint8_t * src = m.kv[seq][layer].k.data();
+        const float inv = 1.0f / static_cast<float>(r);
+        m.pool->parallel_for(nb, [&](int64_t b0, int64_t b1, int) {
+            std::vector<float> row(static_cast<size_t>(hd)), sum(static_cast<size_t>(hd)), cache(static_cast<size_t>(std::max(rs.n_dims, 2)));
+            for (int64_t b = b0; b < b1; b++) {
+                for (int64_t i = 0; i < r; i++) {
+                    dequantize_row(kt, src + static_cast<size_t>(b * r + i) * rb, row.data(), hd);
+                    for (int64_t e = 0; e < hd; e++) sum[static_cast<size_t>(e)] = i == 0 ? row[static_cast<size_t>(e)] : sum[static_cast<size_t>(e)] + row[static_cast<size_t>(e)];
+                }
+                for (float & v : sum) v *= inv;
+                float * key = f.data() + b * hd;
+                rms_norm_row(sum.data(), key, hd, eps, nw);
+                rs.table(static_cast<float>(b * r), cache.data());
+                rs.apply(key, cache.data());
+            }
+        }, 16);
+    }
+    std::vector<float> sc, val;
+    std::vector<int32_t> idx;
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        const int64_t p = x.b.pos[t], np = p + 1;
+        float * o = x.ptr(op.out) + t * x.width(op.out) + out_off;
         idx.resize(static_cast<size_t>(np));
         std::iota(idx.begin(), idx.end(), 0);
-        std::partial_sort(idx.begin(), idx.begin() + kk, idx.end(), [&](int32_t p, int32_t q) { return score[static_cast<size_t>(p)] > score[static_cast<size_t>(q)]; });
-        float * o = x.ptr(op.out) + t * x.width(op.out);
-        for (int64_t i = 0; i < k; i++) o[i] = i < kk ? static_cast<float>(idx[static_cast<size_t>(i)]) : -1.0f;
+        if (np > W) {
+            const int64_t nb = np / r;
+            sc.resize(static_cast<size_t>(nh * nb));
+            matmul(KAIL_TYPE_F32, keys.at(x.b.seq[t]).data(), static_cast<size_t>(hd) * 4, nb, hd, x.ptr(op.a) + t * x.width(op.a), static_cast<size_t>(hd) * 4, nh,
+                   sc.data(), static_cast<size_t>(nb) * 4, m.pool.get());
+            val.assign(static_cast<size_t>(np), std::numeric_limits<float>::infinity());
+            for (int64_t b = 0; b < nb; b++) {
+                // ggml_relu (x > 0 ? x : 0), the heads added in order.
+                auto relu = [](float v) { return v > 0.0f ? v : 0.0f; };
+                float s = relu(sc[static_cast<size_t>(b)]);
+                for (int64_t h = 1; h < nh; h++) s += relu(sc[static_cast<size_t>(h * nb + b)]);
+                std::fill_n(val.begin() + b * r, r, s);
+            }
+            std::partial_sort(idx.begin(), idx.begin() + W, idx.end(), [&](int32_t a, int32_t c) { return val[static_cast<size_t>(a)] > val[static_cast<size_t>(c)]; });
+        }
+        const int64_t kk = std::min(W, np);
+        for (int64_t c = 0; c < rep; c++)
+            for (int64_t i = 0; i < W; i++) o[c * W + i] = i < kk ? static_cast<float>(idx[static_cast<size_t>(i)]) : -1.0f;
     }
 }
 
@@ -1847,7 +2257,11 @@ void op_dsa_index(exec_ctx & x, const op_desc & op) {
 // bias for selection only, group-limited top-k, renormalization, scale): sel/wsel get n * k
 // experts and weights in rank order.
 void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, int64_t n, int64_t d,
-               std::vector<int32_t> & sel, std::vector<float> & wsel) {
+               std::vector<int32_t> & sel, std::vector<float> & wsel, const int32_t * tokens) {
+    // DeepSeek-V4's hash-routed blocks: token t's experts are row tokens[t] of tid2eid (I32
+    // [n_expert_used, n_vocab]), weighted by their gating probabilities; without tokens (an
+    // embeddings input) the probabilities choose, as llama.cpp's graph for media input.
+    const tensor_ref hash = m.weight(oi, "tid2eid");
     const tensor_ref router = m.weight(oi, "gate_inp"), bias = m.weight(oi, "exp_probs_b"), lbias = m.weight(oi, "gate_inp_b");
     // The router's experts: the op's own, or (GroveMoE's chunk experts, chunk_group g > 0) n_route
     // experts of which the k chosen stand for chunks int(float(e) * (1 / g)), each weighted by the
@@ -1860,7 +2274,7 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
     const int64_t k = static_cast<int64_t>(op.param_req("n_expert_used"));
     // 0 softmax, 1 sigmoid, 2 softmax over the selected logits only (gpt-oss: top-k by logit, then
     // the k weights are the softmax of their logits), 3 sigmoid of the selected logits (Llama 4:
-    // top-k by logit, each weight the sigmoid of its logit)
+    // top-k by logit, each weight the sigmoid of its logit), 4 sqrt(softplus) (DeepSeek-V4)
     const int gating = static_cast<int>(op.param("gating", 0));
     const bool norm_w = op.param("norm_w", 0) != 0;
     const float w_scale = static_cast<float>(op.param("w_scale", 0));
@@ -1883,6 +2297,9 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
         if (gating == 0 || gating == 2) {
             std::copy(lg, lg + n_expert, probs.begin());
             if (gating == 0) softmax_inplace(probs.data(), n_expert);
+        } else if (gating == 4) {
+            // ggml_sqrt(ggml_softplus(logits)), softplus as ggml's (x itself above 20).
+            for (int64_t e = 0; e < n_expert; e++) probs[e] = std::sqrt(lg[e] > 20.0f ? lg[e] : std::log(1.0f + std::exp(lg[e])));
         } else {
             for (int64_t e = 0; e < n_expert; e++) probs[e] = 1.0f / (1.0f + std::exp(-lg[e]));
         }
@@ -1905,6 +2322,15 @@ void moe_route(model::impl & m, const op_desc & op, size_t oi, const float * a, 
             for (int64_t e = 0; e < n_expert; e++) if (!keep[e / per]) sprobs[e] = -INFINITY;
         }
         std::iota(idx.begin(), idx.end(), 0);
+        if (hash.info && tokens) {
+            const int32_t tok = tokens[t];
+            if (tok < 0 || tok >= hash.ne(1)) throw error(KAIL_E_INVALID_ARG, "moe: token " + std::to_string(tok) + " is outside the hash routing table '" + hash.info->name + "'");
+            const int32_t * row = reinterpret_cast<const int32_t *>(hash.data) + static_cast<int64_t>(tok) * hash.ne(0);
+            for (int64_t i = 0; i < k; i++) {
+                if (row[i] < 0 || row[i] >= n_expert) throw error(KAIL_E_BAD_MODEL, "moe: hash routing table '" + hash.info->name + "' names expert " + std::to_string(row[i]) + " of " + std::to_string(n_expert));
+                idx[static_cast<size_t>(i)] = row[i];
+            }
+        } else
         std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t l, int32_t r) {
             return sprobs[l] > sprobs[r] || (sprobs[l] == sprobs[r] && l < r);
         });
@@ -1985,7 +2411,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     // The router's input: b when given (Nemotron 3 Super's latent MoE routes on the full-width
     // input and runs its experts on a projection of it), else a.
     const int rin = op.b >= 0 ? op.b : op.a;
-    moe_route(m, op, oi, x.ptr(rin), n, x.width(rin), sel, wsel);
+    moe_route(m, op, oi, x.ptr(rin), n, x.width(rin), sel, wsel, x.b.tokens);
     if (moe_layer >= 0 && moe_layer < m.prog.n_moe_layers) {
         std::lock_guard<std::mutex> lk(m.stats_mu);
         for (int64_t i = 0; i < n * k; i++) m.stats.expert_counts[static_cast<size_t>(moe_layer) * m.prog.n_expert + sel[i]]++;
@@ -2186,7 +2612,7 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
             const op_desc & nop = m.prog.ops[nx];
             std::vector<int32_t> psel;
             std::vector<float> pw;
-            moe_route(m, nop, static_cast<size_t>(nx), x.ptr(rin), n, x.width(rin), psel, pw);
+            moe_route(m, nop, static_cast<size_t>(nx), x.ptr(rin), n, x.width(rin), psel, pw, x.b.tokens);
             std::vector<int32_t> guess = experts_by_votes(psel, pw, static_cast<int64_t>(nop.param_req("n_expert")));
             // At most twice the experts a token uses, the most-voted: a batch's predictions are
             // mostly experts one token wants, and reading all of them ahead took the bandwidth the
@@ -2236,7 +2662,7 @@ void op_moe_prefetch(exec_ctx & x, const op_desc & op, size_t oi) {
     const op_desc & mop = m.prog.ops[static_cast<size_t>(mi)];
     std::vector<int32_t> sel;
     std::vector<float> w;
-    moe_route(m, mop, static_cast<size_t>(mi), x.ptr(op.a), x.n_tok, x.width(op.a), sel, w);
+    moe_route(m, mop, static_cast<size_t>(mi), x.ptr(op.a), x.n_tok, x.width(op.a), sel, w, x.b.tokens);
     const std::vector<int32_t> want = experts_by_votes(sel, w, static_cast<int64_t>(mop.param_req("n_expert")));
     m.stream->prefetch(m.stream_layer[static_cast<size_t>(mi)], want.data(), static_cast<int>(want.size()));
 }
@@ -2284,6 +2710,13 @@ void over_sequence_heads(exec_ctx & x, int layer, int64_t heads, F && f) {
 }
 
 // A convolution state (the last nc - 1 inputs of C channels, oldest first) after input row `in`.
+// qwen4exp's PLE n-gram state: the last n_gram - 1 tokens, oldest first, each stored as id + 1 (0: no token).
+void ple_push(std::vector<float> & st, float tok1) {
+    if (st.empty()) return;
+    std::memmove(st.data(), st.data() + 1, (st.size() - 1) * sizeof(float));
+    st.back() = tok1;
+}
+
 void conv_push(std::vector<float> & st, const float * in, int64_t C, int64_t nc) {
     if (nc > 2) std::memmove(st.data(), st.data() + C, static_cast<size_t>((nc - 2) * C) * sizeof(float));
     std::memcpy(st.data() + (nc - 2) * C, in, static_cast<size_t>(C) * sizeof(float));
@@ -2297,9 +2730,17 @@ void op_ssm_conv(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
     const int layer = static_cast<int>(op.param_req("layer"));
     const int64_t nc = static_cast<int64_t>(op.param_req("d_conv"));
+    // With a dilation the taps lie dil positions apart and the state keeps (d_conv - 1) x dil inputs.
+    const int64_t dil = static_cast<int64_t>(op.param("dilation", 1)), L = (nc - 1) * dil;
     const bool act = op.param("silu", 0) != 0;
     const int64_t C = x.width(op.a), ow = x.width(op.out);
-    const float * w = reinterpret_cast<const float *>(m.weight(oi, "weight").data);  // channel c's taps at c * nc
+    const tensor_ref wt = m.weight(oi, "weight");
+    std::vector<float> wf;
+    if (wt.type() != KAIL_TYPE_F32) {
+        wf.resize(static_cast<size_t>(wt.info->n_elements));
+        dequantize_row(wt.type(), wt.data, wf.data(), wt.info->n_elements);
+    }
+    const float * w = wf.empty() ? reinterpret_cast<const float *>(wt.data) : wf.data();  // channel c's taps at c * nc
     const float * bias = reinterpret_cast<const float *>(m.weight(oi, "bias").data);
     for (int64_t t = 0; t < x.n_tok; t++) {
         std::vector<float> & st = rs_state(m, x.b.seq[t], layer);
@@ -2309,12 +2750,12 @@ void op_ssm_conv(exec_ctx & x, const op_desc & op, size_t oi) {
         for (int64_t c = 0; c < C; c++) {
             const float * wc = w + c * nc;
             float sum = 0.0f;
-            for (int64_t i = 0; i < nc - 1; i++) sum += st[static_cast<size_t>(i * C + c)] * wc[i];
+            for (int64_t i = 0; i < nc - 1; i++) sum += st[static_cast<size_t>(i * dil * C + c)] * wc[i];
             sum += in[c] * wc[nc - 1];
             if (bias) sum += bias[c];
             out[c] = act ? silu(sum) : sum;
         }
-        conv_push(st, in, C, nc);
+        conv_push(st, in, C, L + 1);
     }
 }
 
@@ -2559,11 +3000,16 @@ void rs_replay(const model::impl & m, std::vector<std::vector<float>> & states, 
         std::vector<float> & st = states[l];
         if (st.empty()) st.assign(static_cast<size_t>(m.prog.rs_width[l]), 0.0f);
         const float * in = inputs[l].data();
+        if (op.type == OP_PLE_NGRAM) {
+            // The state is the last n_gram - 1 tokens (+1; 0: none).
+            for (int64_t t = 0; t < r; t++) ple_push(st, in[t]);
+            continue;
+        }
         const int64_t aw = m.prog.buffers[static_cast<size_t>(op.a)].width;
         if (op.type == OP_SSM_CONV) {
-            // The state is the last d_conv - 1 inputs.
+            // The state is the last (d_conv - 1) x dilation inputs.
             const int64_t nc = static_cast<int64_t>(op.param_req("d_conv"));
-            for (int64_t t = 0; t < r; t++) conv_push(st, in + t * aw, aw, nc);
+            for (int64_t t = 0; t < r; t++) conv_push(st, in + t * aw, aw, (nc - 1) * static_cast<int64_t>(op.param("dilation", 1)) + 1);
             continue;
         }
         if (op.type == OP_LIGHTNING_ATTN) {
@@ -2649,24 +3095,316 @@ void rs_checkpoint_pass(model::impl & m, const batch & b) {
     }
 }
 
+// qwen4exp's PLE n-gram hash embedding, as llama.cpp's llm_graph_input_ple::set_input hashes and
+// build_inp_ple gathers: the window is this token and the n_gram - 1 before it in its sequence, a
+// missing one (before the sequence's start) or any at or before an EOS reading as EOS (the token's
+// own EOS does not cut it); for n = 2..n_gram, mixed = (t_0 m_0) ^ ... ^ (t_{n-1} m_{n-1}) in
+// 64-bit unsigned arithmetic, and each of the n-gram's heads h takes table row mixed % voc_h +
+// off_h; out is the heads' rows in head order. An embeddings batch (no token ids) hashes
+// image_token (llama.cpp: the file's image token id, else EOS).
+void op_ple_ngram(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    const tensor_ref w = m.weight(oi, "weight");
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t ng = static_cast<int64_t>(op.param_req("n_gram")), pg = static_cast<int64_t>(op.param_req("per_gram")), nh = (ng - 1) * pg;
+    const int64_t eos = static_cast<int64_t>(op.param_req("eos")), img = static_cast<int64_t>(op.param("image_token", static_cast<double>(eos)));
+    const int64_t hd = w.ne(0), ow = x.width(op.out);
+    uint64_t mult[8] = {};
+    for (int64_t j = 0; j < ng; j++)
+        mult[j] = static_cast<uint64_t>(op.param_req("mult_lo_" + std::to_string(j))) | (static_cast<uint64_t>(op.param_req("mult_hi_" + std::to_string(j))) << 32);
+    std::vector<uint64_t> off(static_cast<size_t>(nh)), voc(static_cast<size_t>(nh));
+    for (int64_t h = 0; h < nh; h++) {
+        off[static_cast<size_t>(h)] = static_cast<uint64_t>(op.param_req("off_" + std::to_string(h)));
+        voc[static_cast<size_t>(h)] = static_cast<uint64_t>(op.param_req("voc_" + std::to_string(h)));
+    }
+    int64_t ctx[8] = {};
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        const int64_t tok = x.b.tokens ? x.b.tokens[t] : img;
+        if (tok < 0 || tok >= (int64_t(1) << 24) - 1) throw error(KAIL_E_INVALID_ARG, "token id " + std::to_string(tok) + " is outside what the PLE n-gram state holds");
+        std::vector<float> & st = rs_state(m, x.b.seq[t], layer);
+        const float rec = static_cast<float>(tok + 1);
+        rs_record_inputs(m, x.b.seq[t], layer, {{&rec, 1}});
+        ctx[0] = tok;
+        bool cut = false;
+        for (int64_t s = 1; s < ng; s++) {
+            const float v = st[static_cast<size_t>(ng - 1 - s)];
+            const int64_t p = cut || v < 1.0f ? -1 : static_cast<int64_t>(v) - 1;
+            cut = cut || p < 0 || p == eos;
+            ctx[s] = cut ? eos : p;
+        }
+        float * out = x.ptr(op.out) + t * ow;
+        for (int64_t n = 2; n <= ng; n++) {
+            uint64_t mixed = static_cast<uint64_t>(ctx[0]) * mult[0];
+            for (int64_t j = 1; j < n; j++) mixed ^= static_cast<uint64_t>(ctx[j]) * mult[j];
+            for (int64_t g = 0; g < pg; g++) {
+                const int64_t h = (n - 2) * pg + g;
+                const uint64_t row = mixed % voc[static_cast<size_t>(h)] + off[static_cast<size_t>(h)];
+                dequantize_row(w.type(), w.data + static_cast<size_t>(row) * w.row_bytes(), out + h * hd, hd);
+            }
+        }
+        ple_push(st, rec);
+    }
+}
+
+// qwen4exp's PLE gate per stream c, in llama.cpp's F32 steps: s = ggml_sum_rows(a_c * b_c) (the
+// products in float, summed in double), ggml_scale by scale, then ggml_sigmoid(ggml_sgn(s) *
+// ggml_sqrt(ggml_clamp(ggml_abs(s), 1e-6, inf))), written `repeat` times.
+void op_ple_gate(exec_ctx & x, const op_desc & op) {
+    const int64_t n = static_cast<int64_t>(op.param_req("n")), ng = static_cast<int64_t>(op.param_req("n_group")), rep = static_cast<int64_t>(op.param("repeat", 1));
+    const float scale = static_cast<float>(op.param_req("scale"));
+    for (int64_t t = 0; t < x.rows(op.out); t++) {
+        const float * a = x.ptr(op.a) + t * x.width(op.a);
+        const float * b = x.ptr(op.b) + t * x.width(op.b);
+        float * o = x.ptr(op.out) + t * x.width(op.out);
+        for (int64_t c = 0; c < ng; c++) {
+            double sum = 0.0;
+            for (int64_t i = 0; i < n; i++) sum += static_cast<double>(a[c * n + i] * b[c * n + i]);
+            const float s = static_cast<float>(sum) * scale;
+            const float mag = std::sqrt(std::max(std::min(std::fabs(s), std::numeric_limits<float>::infinity()), 1e-6f));
+            const float sg = s > 0.0f ? 1.0f : s < 0.0f ? -1.0f : 0.0f;
+            const float g = 1.0f / (1.0f + std::exp(-(sg * mag)));
+            std::fill(o + c * rep, o + (c + 1) * rep, g);
+        }
+    }
+}
+
 // Hunyuan v4's hyper-connection coefficients, as llama.cpp's hy_v4 graph computes them in F32:
 // z = a[j] * scale[scale_index] + base[base_off + j] (ggml_mul, then ggml_add), sigmoid(z) =
 // 1 / (1 + expf(-z)) (ggml_sigmoid), times magnitude (ggml_scale; 1: none), plus eps
 // (ggml_scale_bias), each coefficient written `repeat` times (a row as wide as a stream, for the
 // elementwise products that mix the streams).
+// DeepSeek-V4's packed layers (kv_packed_layouts): the row of position p, the rows a sequence's
+// layer holds at most, and the rows' type (compressor rows F32, as llama.cpp's state).
+int64_t dsv4_row(const kv_packed_layout & l, int64_t p) { return l.ring ? p % l.ring : p / l.per; }
+int64_t dsv4_max_rows(const model::impl & m, int layer) {
+    const kv_packed_layout & l = m.kv_packed[static_cast<size_t>(layer)];
+    return l.ring ? std::min<int64_t>(l.ring, m.params.n_ctx) : (m.params.n_ctx + l.per - 1) / l.per;
+}
+uint32_t dsv4_type(const model::impl & m, int layer) { return m.kv_packed[static_cast<size_t>(layer)].f32 ? KAIL_TYPE_F32 : m.params.kv_type; }
+
+// Stores src (the layer's width) as position p of sequence seq's packed layer, growing its rows
+// (doubling, up to dsv4_max_rows) within the KV budget.
+void dsv4_store(model::impl & m, int seq, int layer, int64_t p, const float * src) {
+    const int64_t kw = m.prog.kv_k_width[layer];
+    const uint32_t kt = dsv4_type(m, layer);
+    const size_t rb = kv_row_bytes(kt, kw);
+    kv_seq_layer & c = m.kv[seq][layer];
+    const int64_t row = dsv4_row(m.kv_packed[static_cast<size_t>(layer)], p);
+    const size_t need = static_cast<size_t>(row + 1) * rb;
+    if (c.k.size() < need) {
+        const size_t old = c.k.capacity();
+        size_t cap_rows = std::max<size_t>(static_cast<size_t>(row + 1), c.k.size() / rb * 2);
+        cap_rows = std::min<size_t>(std::max<size_t>(cap_rows, 16), static_cast<size_t>(dsv4_max_rows(m, layer)));
+        cap_rows = std::max<size_t>(cap_rows, static_cast<size_t>(row + 1));
+        const uint64_t grow = cap_rows * rb - std::min<uint64_t>(old, cap_rows * rb);
+        if (m.params.kv_max_bytes && m.kv_bytes + grow > m.params.kv_max_bytes)
+            throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes + grow) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
+        c.k.reserve(cap_rows * rb);
+        c.k.resize(need);
+        m.kv_bytes += c.k.capacity() - old;
+    }
+    store_row(kt, src, c.k.data() + static_cast<size_t>(row) * rb, kw);
+    c.hw = std::max<int64_t>(c.hw, p + 1);
+}
+
+// Position `pos` of sequence seq's packed layer (width w) as F32 into dst.
+void dsv4_load(const model::impl & m, int seq, int layer, int64_t pos, int64_t w, float * dst) {
+    const uint32_t kt = dsv4_type(m, layer);
+    const int64_t row = dsv4_row(m.kv_packed[static_cast<size_t>(layer)], pos);
+    dequantize_row(kt, m.kv[seq][layer].k.data() + static_cast<size_t>(row) * kv_row_bytes(kt, w), dst, w);
+}
+
+// DeepSeek-V4's KV compressor (dsv4.h compress_entry): caches each token's [kv | score + ape]
+// row (F32, in a ring: kv_packed_layouts), and on a token that ends a block of `ratio` positions folds the block (with overlap: and
+// the block before) into an entry, RMS-normed with `norm` and rotated at the block's first
+// position (RoPE over its last n_dims dims, the op's rope parameters), into out and (a row per
+// block) out_layer; other rows 0.
+void op_dsv4_compress(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t ratio = static_cast<int64_t>(op.param_req("ratio")), d = static_cast<int64_t>(op.param_req("head_dim"));
+    const bool overlap = op.param("overlap", 0) != 0;
+    const int64_t w = (overlap ? 2 : 1) * d;
+    const float eps = static_cast<float>(op.param_req("eps"));
+    const int out_layer = op.params.count("out_layer") ? static_cast<int>(op.param_req("out_layer")) : -1;
+    const float * ape = reinterpret_cast<const float *>(m.weight(oi, "ape").data);
+    const float * nw = reinterpret_cast<const float *>(m.weight(oi, "norm").data);
+    const rope_spec rs(m, op, oi);
+    std::vector<float> row(static_cast<size_t>(2 * w)), cache(static_cast<size_t>(rs.n_dims)), blk(static_cast<size_t>(2 * ratio * 2 * w));
+    std::vector<const float *> cur(static_cast<size_t>(ratio)), prev(static_cast<size_t>(ratio));
+    // Token by token (a sequence's positions in order): its row joins the layer (a ring of the
+    // open block, the one before it and the rollback margin), then a token that ends a block
+    // folds the block's rows.
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        const int64_t p = x.b.pos[t];
+        const int s = x.b.seq[t];
+        const float * a = x.ptr(op.a) + t * x.width(op.a);
+        const float * b = x.ptr(op.b) + t * x.width(op.b);
+        const float * pe = ape + (p % ratio) * w;
+        std::copy(a, a + w, row.begin());
+        for (int64_t j = 0; j < w; j++) row[static_cast<size_t>(w + j)] = b[j] + pe[j];
+        dsv4_store(m, s, layer, p, row.data());
+        float * o = x.ptr(op.out) + t * x.width(op.out);
+        if ((p + 1) % ratio != 0) {
+            std::fill(o, o + d, 0.0f);
+            continue;
+        }
+        const int64_t start = p + 1 - ratio;
+        const bool has_prev = overlap && start >= ratio;
+        for (int64_t i = 0; i < ratio; i++) {
+            float * rc = blk.data() + i * 2 * w;
+            dsv4_load(m, s, layer, start + i, 2 * w, rc);
+            cur[static_cast<size_t>(i)] = rc;
+            if (has_prev) {
+                float * rp = blk.data() + (ratio + i) * 2 * w;
+                dsv4_load(m, s, layer, start - ratio + i, 2 * w, rp);
+                prev[static_cast<size_t>(i)] = rp;
+            }
+        }
+        dsv4::compress_entry(cur.data(), has_prev ? prev.data() : nullptr, ratio, d, overlap, o);
+        rms_norm_row(o, o, d, eps, nw);
+        rs.table(static_cast<float>(start), cache.data());
+        rs.apply(o, cache.data());
+        // The compressed entry: one row per block (row p / ratio) of out_layer.
+        if (out_layer >= 0) dsv4_store(m, s, out_layer, p, o);
+    }
+}
+
+// DeepSeek-V4's attention (dsv4.h attend): caches the token's shared key/value row b (a ring of
+// the window when kv_packed_layouts gives one), then each
+// token's heads attend over its last `window` rows (0: all) and the compressed rows of comp_layer
+// it sees: the positions in c (the indexer's selection, -1 past its candidates), or every block
+// end r - 1, 2r - 1, ... up to its own position; one sink logit per head.
+void op_dsv4_attention(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t nh = static_cast<int64_t>(op.param_req("n_head")), d = static_cast<int64_t>(op.param_req("head_dim"));
+    const int64_t window = static_cast<int64_t>(op.param("window", 0)), ratio = static_cast<int64_t>(op.param("ratio", 0));
+    const int comp = ratio > 0 ? static_cast<int>(op.param_req("comp_layer")) : -1;
+    const int64_t top_k = op.c >= 0 ? static_cast<int64_t>(op.param_req("top_k")) : 0;
+    const float scale = static_cast<float>(op.param("scale", 1.0 / std::sqrt(static_cast<double>(d))));
+    const tensor_ref sk = m.weight(oi, "sinks");
+    const float * sinks = sk.info ? reinterpret_cast<const float *>(sk.data) : nullptr;
+    for (int64_t t = 0; t < x.n_tok; t++) dsv4_store(m, x.b.seq[t], layer, x.b.pos[t], x.ptr(op.b) + t * x.width(op.b));
+    // A token's rows (its window: one or two runs of the cache, a ring's wrap; then the compressed
+    // rows it sees, one per block) are gathered as cached bytes, and its heads attend over them
+    // with the GQA kernels. A long batch: one task per token, gathering into the thread's scratch.
+    // A few tokens (a decode step): each gathered once, then (token, chunk of heads) tasks over the
+    // threads: chunks of 4 heads or more (attention_weighted_rows reads a row once per 4 heads)
+    // where the heads make a chunk per thread that way, else one chunk per thread.
+    const uint32_t kt = m.params.kv_type;
+    const size_t rb = kv_row_bytes(kt, d);
+    const int64_t n_thr = m.pool->n_threads();
+    const int64_t n_chunk = x.n_tok >= 2 * n_thr ? 1 : std::min({nh, std::max<int64_t>((nh + 3) / 4, n_thr), (4 * n_thr + x.n_tok - 1) / x.n_tok});
+    const int64_t hb = (nh + n_chunk - 1) / n_chunk;
+    const int64_t n_chunks = (nh + hb - 1) / hb;
+    exec_ctx * xp = &x;
+    // Token t's rows into kg from byte `off` (grown as needed); returns their count.
+    auto gather = [&, xp](int64_t t, std::vector<uint8_t> & kg, size_t off) -> int64_t {
+        const int64_t p = xp->b.pos[t];
+        const int s = xp->b.seq[t];
+        const int64_t lo = window > 0 ? std::max<int64_t>(0, p + 1 - window) : 0;
+        int64_t nc = 0;
+        const float * sel = op.c >= 0 ? xp->ptr(op.c) + t * xp->width(op.c) : nullptr;
+        if (sel) {
+            for (int64_t i = 0; i < top_k; i++)
+                if (sel[i] >= 0 && static_cast<int64_t>(sel[i]) <= p) nc++;
+        } else if (ratio > 0) {
+            nc = (p + 1) / ratio;
+        }
+        const int64_t n = p + 1 - lo + nc;
+        if (nc > 0 && m.kv[s][comp].k.size() < static_cast<size_t>((p + 1) / ratio) * rb)
+            throw error(KAIL_E_INVALID_ARG, "dsv4_attention: kv layer " + std::to_string(comp) + " lacks the compressed rows up to position " + std::to_string(p) +
+                                                " (comp_layer must be a dsv4_compress out_layer run before)");
+        if (kg.size() < off + static_cast<size_t>(n) * rb) kg.resize(off + static_cast<size_t>(n) * rb);
+        const uint8_t * raw = m.kv[s][layer].k.data();
+        const int64_t R = m.kv_packed[static_cast<size_t>(layer)].ring;
+        uint8_t * dst = kg.data() + off;
+        for (int64_t j = lo; j <= p;) {
+            const int64_t r0 = R ? j % R : j, run = R ? std::min(p + 1 - j, R - r0) : p + 1 - j;
+            std::memcpy(dst, raw + static_cast<size_t>(r0) * rb, static_cast<size_t>(run) * rb);
+            dst += static_cast<size_t>(run) * rb;
+            j += run;
+        }
+        const uint8_t * cbase = comp >= 0 ? m.kv[s][comp].k.data() : nullptr;
+        if (sel) {
+            for (int64_t i = 0; i < top_k; i++)
+                if (sel[i] >= 0 && static_cast<int64_t>(sel[i]) <= p) {
+                    std::memcpy(dst, cbase + static_cast<size_t>(static_cast<int64_t>(sel[i]) / ratio) * rb, rb);
+                    dst += rb;
+                }
+        } else if (nc > 0) {
+            std::memcpy(dst, cbase, static_cast<size_t>(nc) * rb);
+        }
+        return n;
+    };
+    if (n_chunks == 1) {
+        m.pool->parallel_for(x.n_tok, [&, xp](int64_t begin, int64_t end, int) {
+            thread_local std::vector<uint8_t> kg;
+            thread_local std::vector<float> scores;
+            thread_local std::vector<uint16_t> half;
+            for (int64_t t = begin; t < end; t++) {
+                const int64_t n = gather(t, kg, 0);
+                dsv4::attend(kt, xp->ptr(op.a) + t * xp->width(op.a), nh, d, kg.data(), rb, n, scale, sinks, xp->ptr(op.out) + t * xp->width(op.out), scores, half);
+            }
+        }, 1);
+        return;
+    }
+    thread_local std::vector<uint8_t> rows;
+    thread_local std::vector<size_t> off;
+    thread_local std::vector<int64_t> cnt;
+    off.assign(static_cast<size_t>(x.n_tok) + 1, 0);
+    cnt.assign(static_cast<size_t>(x.n_tok), 0);
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        cnt[static_cast<size_t>(t)] = gather(t, rows, off[static_cast<size_t>(t)]);
+        off[static_cast<size_t>(t) + 1] = off[static_cast<size_t>(t)] + static_cast<size_t>(cnt[static_cast<size_t>(t)]) * rb;
+    }
+    // (thread_local names inside the tasks would be each worker's own: pass the caller's data.)
+    const uint8_t * all = rows.data();
+    const size_t * offs = off.data();
+    const int64_t * cnts = cnt.data();
+    m.pool->parallel_for(x.n_tok * n_chunks, [&, xp, all, offs, cnts](int64_t begin, int64_t end, int) {
+        thread_local std::vector<float> scores;
+        thread_local std::vector<uint16_t> half;
+        for (int64_t task = begin; task < end; task++) {
+            const int64_t t = task / n_chunks, h0 = task % n_chunks * hb, hn = std::min(hb, nh - h0);
+            dsv4::attend(kt, xp->ptr(op.a) + t * xp->width(op.a) + h0 * d, hn, d, all + offs[t], rb, cnts[t], scale,
+                         sinks ? sinks + h0 : nullptr, xp->ptr(op.out) + t * xp->width(op.out) + h0 * d, scores, half);
+        }
+    }, 1);
+}
+
+// DeepSeek-V4's hyper-connection post (dsv4.h hc_post) on every row: out = the streams after the
+// sublayer output a joins the residual streams b, mixed by the Sinkhorn-normalized comb of the mixes c.
+void op_dsv4_hc_post(exec_ctx & x, const op_desc & op, size_t oi) {
+    const float * sc = reinterpret_cast<const float *>(x.m.weight(oi, "scale").data);
+    const float * bs = reinterpret_cast<const float *>(x.m.weight(oi, "base").data);
+    const int64_t n = static_cast<int64_t>(op.param_req("n")), d = x.width(op.a);
+    const float eps = static_cast<float>(op.param_req("eps"));
+    const int iters = static_cast<int>(op.param_req("iters"));
+    // Rows are independent: a batch's over the threads.
+    exec_ctx * xp = &x;
+    x.m.pool->parallel_for(x.rows(op.out), [&, xp](int64_t begin, int64_t end, int) {
+        for (int64_t t = begin; t < end; t++)
+            dsv4::hc_post(xp->ptr(op.a) + t * xp->width(op.a), xp->ptr(op.b) + t * xp->width(op.b), xp->ptr(op.c) + t * xp->width(op.c), sc, bs, n, d, eps, iters,
+                          xp->ptr(op.out) + t * xp->width(op.out));
+    });
+}
+
 void op_hc_gates(exec_ctx & x, const op_desc & op, size_t oi) {
     const tensor_ref sc = x.m.weight(oi, "scale"), bs = x.m.weight(oi, "base");
     const int64_t n = static_cast<int64_t>(op.param_req("n")), rep = static_cast<int64_t>(op.param("repeat", 1));
     const int64_t ao = static_cast<int64_t>(op.param("a_off", 0)), oo = static_cast<int64_t>(op.param("out_off", 0));
-    const float s = reinterpret_cast<const float *>(sc.data)[static_cast<int64_t>(op.param("scale_index", 0))];
-    const float * base = reinterpret_cast<const float *>(bs.data) + static_cast<int64_t>(op.param("base_off", 0));
+    // Without weights (qwen4exp's inject weights, 2 sigmoid(inject / hc)): z = a[j] * gate_scale (ggml_scale), no base.
+    const float s = sc.info ? reinterpret_cast<const float *>(sc.data)[static_cast<int64_t>(op.param("scale_index", 0))] : static_cast<float>(op.param_req("gate_scale"));
+    const float * base = bs.info ? reinterpret_cast<const float *>(bs.data) + static_cast<int64_t>(op.param("base_off", 0)) : nullptr;
     const float mag = static_cast<float>(op.param("magnitude", 1.0)), eps = static_cast<float>(op.param_req("eps"));
     for (int64_t t = 0; t < x.rows(op.out); t++) {
         const float * a = x.ptr(op.a) + t * x.width(op.a) + ao;
         float * o = x.ptr(op.out) + t * x.width(op.out) + oo;
         for (int64_t j = 0; j < n; j++) {
             const float m = a[j] * s;
-            const float z = m + base[j];
+            const float z = base ? m + base[j] : m;
             float g = 1.0f / (1.0f + std::exp(-z));
             if (mag != 1.0f) g = g * mag;
             g = g + eps;
@@ -2842,8 +3580,10 @@ std::vector<uint8_t> model::seq_state(int seq) const {
         const kv_seq_layer & c = m.kv[seq][l];
         const bool mla = m.prog.kv_v_width[l] == 0;
         const int64_t heads = m.kv_heads[l], kw = m.prog.kv_k_width[l], vw = m.prog.kv_v_width[l];
-        const int64_t rows = len == 0 ? 0 : c.mirrored ? c.cap : len;
-        const int64_t cap = mla ? len : c.cap;
+        const kv_packed_layout & pl = m.kv_packed[static_cast<size_t>(l)];
+        // DeepSeek-V4's packed layers: a ring's rows (all it holds), or a row per block.
+        const int64_t rows = len == 0 ? 0 : pl.packed() ? (pl.ring ? std::min(c.hw, pl.ring) : len / pl.per) : c.mirrored ? c.cap : len;
+        const int64_t cap = mla ? rows : c.cap;
         put<int64_t>(out, heads);
         put<int64_t>(out, kw);
         put<int64_t>(out, vw);
@@ -2856,7 +3596,7 @@ std::vector<uint8_t> model::seq_state(int seq) const {
                 out.insert(out.end(), b, b + static_cast<size_t>(rows) * rb);
             }
         };
-        rows_of(c.k, kv_row_bytes(m.params.kv_type, kw / heads));
+        rows_of(c.k, kv_row_bytes(pl.f32 ? KAIL_TYPE_F32 : m.params.kv_type, kw / heads));
         if (!mla) rows_of(c.v, kv_row_bytes(m.params.kv_type_v, vw / heads));
     }
     // Models with recurrent layers: their count, then per layer its width (i64), whether the
@@ -2901,10 +3641,14 @@ void model::set_seq_state(int seq, const uint8_t * data, size_t n) {
             refuse(at + std::to_string(heads) + " heads, K/V widths " + std::to_string(kw) + "/" + std::to_string(vw) + ", the model's are " + std::to_string(m.kv_heads[l]) + ", " +
                    std::to_string(m.prog.kv_k_width[l]) + "/" + std::to_string(m.prog.kv_v_width[l]));
         const int64_t R = m.kv_ring[l];
-        const bool ok = len == 0 ? rows == 0 && !mirrored : mirrored ? R > 0 && rows == 2 * R && hw >= len && !mla : rows == len && (R == 0 || len <= R);
+        const kv_packed_layout & pl = m.kv_packed[static_cast<size_t>(l)];
+        const bool ok = len == 0      ? rows == 0 && !mirrored
+                        : pl.packed() ? !mirrored && (pl.ring ? hw >= len && rows == std::min(hw, pl.ring) : rows == len / pl.per)
+                        : mirrored    ? R > 0 && rows == 2 * R && hw >= len && !mla
+                                      : rows == len && (R == 0 || len <= R);
         if (!ok || hw < 0) refuse(at + "its rows do not match its length (" + std::to_string(rows) + " rows for " + std::to_string(len) + " positions)");
         kv_seq_layer & c = next[static_cast<size_t>(l)];
-        const size_t rk = kv_row_bytes(kt, kw / heads);
+        const size_t rk = kv_row_bytes(pl.f32 ? KAIL_TYPE_F32 : kt, kw / heads);
         c.k.resize(static_cast<size_t>(heads * rows) * rk);
         r.bytes(c.k.data(), c.k.size(), "K rows");
         if (!mla) {
@@ -3021,7 +3765,18 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
                 // With a limit: Step 3.5's dense and shared-expert FFNs. With situ_beta: Kimi-K3's situ.
                 const float limit = static_cast<float>(op.param("limit", 0));
                 const float sb = static_cast<float>(op.param("situ_beta", 0)), slb = static_cast<float>(op.param("situ_linear_beta", 0));
-                if (sb > 0) elementwise(x, op, [sb, slb](float a, float c) { return situ(a, c, sb, slb); });
+                // With oai_alpha: swigluoai (MiniMax-M3's dense and shared FFNs: ggml_swiglu_oai, gpt-oss's experts' act 1), limit required.
+                const float oai = static_cast<float>(op.param("oai_alpha", 0));
+                if (oai > 0) elementwise(x, op, [oai, limit](float a, float c) {
+                    const float gx = std::min(a, limit), uy = std::min(std::max(c, -limit), limit);
+                    return gx / (1.0f + std::exp(oai * -gx)) * (uy + 1.0f);
+                });
+                else if (sb > 0) elementwise(x, op, [sb, slb](float a, float c) { return situ(a, c, sb, slb); });
+                // With clamp_gate: ggml_swiglu_clamp (DeepSeek-V4's shared experts): silu(min(a, L)) * clamp(b, -L, L).
+                else if (limit > 0 && op.param("clamp_gate", 0) != 0) elementwise(x, op, [limit](float a, float c) {
+                    const float gx = std::min(a, limit);
+                    return gx / (1.0f + std::exp(-gx)) * std::min(std::max(c, -limit), limit);
+                });
                 else if (limit > 0) elementwise(x, op, [limit](float a, float c) { return swiglu_limited(a, c, limit); });
                 else elementwise(x, op, [](float a, float c) { return silu(a) * c; });
                 break;
@@ -3035,18 +3790,30 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_MLA_ATTENTION: op_mla_attention(x, op, oi); break;
             case OP_HADAMARD: op_hadamard(x, op); break;
             case OP_DSA_INDEX: op_dsa_index(x, op); break;
+            case OP_MSA_INDEX: op_msa_index(x, op); break;
+            case OP_QSA_INDEX: op_qsa_index(x, op, oi); break;
             case OP_SSM_CONV: op_ssm_conv(x, op, oi); break;
             case OP_GATED_DELTA_NET: op_gated_delta_net(x, op, oi); break;
             case OP_SSM_SCAN: op_ssm_scan(x, op, oi); break;
             case OP_LIGHTNING_ATTN: op_lightning_attn(x, op); break;
             case OP_HC_GATES: op_hc_gates(x, op, oi); break;
+            case OP_PLE_NGRAM: op_ple_ngram(x, op, oi); break;
+            case OP_PLE_GATE: op_ple_gate(x, op); break;
             case OP_ATTN_RES: op_attn_res(x, op, oi); break;
+            case OP_DSV4_COMPRESS: op_dsv4_compress(x, op, oi); break;
+            case OP_DSV4_ATTENTION: op_dsv4_attention(x, op, oi); break;
+            case OP_DSV4_HC_POST: op_dsv4_hc_post(x, op, oi); break;
             case OP_RELU_SQR: elementwise(x, op, [](float a, float) { const float r = a > 0.0f ? a : 0.0f; return r * r; }); break;
             case OP_MOE_PREFETCH: op_moe_prefetch(x, op, oi); break;
             case OP_CLAMP: {
                 // As ggml_clamp(a, -limit, limit): max(min(a, limit), -limit).
                 const float limit = static_cast<float>(op.param_req("limit"));
                 elementwise(x, op, [limit](float a, float) { return std::max(std::min(a, limit), -limit); });
+                break;
+            }
+            case OP_XIELU: {
+                const xielu_coeffs c = xielu_from_raw(static_cast<float>(op.param_req("alpha_n")), static_cast<float>(op.param_req("alpha_p")), static_cast<float>(op.param_req("beta")), static_cast<float>(op.param_req("eps")));
+                elementwise(x, op, [c](float a, float) { return xielu(a, c); });
                 break;
             }
             case OP_SOFTCAP: {

@@ -60,10 +60,88 @@ std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n
     return ring;
 }
 
+std::vector<kv_packed_layout> kv_packed_layouts(const program & prog, int64_t n_ctx, int64_t n_batch, bool swa_full) {
+    const size_t nl = static_cast<size_t>(std::max(0, prog.n_kv_layers));
+    std::vector<kv_packed_layout> out(nl);
+    std::vector<int> owner(nl, -1);  // the op that set a layer's layout
+    auto layer_of = [&](const op_desc & op, const char * key) -> int64_t {
+        const double l = op.param(key, -1);
+        return l >= 0 && l < static_cast<double>(nl) ? static_cast<int64_t>(l) : -1;
+    };
+    auto set = [&](int64_t l, const kv_packed_layout & lay, size_t oi) {
+        if (l < 0) return;
+        kv_packed_layout & have = out[static_cast<size_t>(l)];
+        if (owner[static_cast<size_t>(l)] >= 0 &&
+            (have.per != lay.per || have.window != lay.window || have.ratio != lay.ratio || have.overlap != lay.overlap || have.f32 != lay.f32))
+            throw error(KAIL_E_BAD_MODEL, "program: ops " + std::to_string(owner[static_cast<size_t>(l)]) + " and " + std::to_string(oi) + " give kv layer " +
+                                              std::to_string(l) + " two layouts");
+        have = lay;
+        owner[static_cast<size_t>(l)] = static_cast<int>(oi);
+    };
+    const int64_t batch_room = std::max<int64_t>(n_batch, kDsv4Margin + 1);
+    for (size_t i = 0; i < prog.ops.size(); i++) {
+        const op_desc & op = prog.ops[i];
+        const double r = op.param("ratio", 0);
+        const int64_t ratio = r >= 1 && r < double(int64_t(1) << 30) ? static_cast<int64_t>(r) : 0;
+        if (op.type == OP_DSV4_ATTENTION) {
+            const double w = op.param("window", 0);
+            kv_packed_layout raw;
+            if (w > 0 && w < double(int64_t(1) << 30)) {
+                raw.window = static_cast<int64_t>(w);
+                const int64_t R = raw.window - 1 + batch_room;
+                if (!swa_full && R < n_ctx) raw.ring = R;
+            }
+            if (raw.packed()) set(layer_of(op, "layer"), raw, i);
+            if (ratio > 0) {
+                kv_packed_layout comp;
+                comp.per = ratio;
+                set(layer_of(op, "comp_layer"), comp, i);
+            }
+        } else if (op.type == OP_DSV4_COMPRESS && ratio > 0) {
+            kv_packed_layout st;
+            st.ratio = ratio;
+            st.overlap = op.param("overlap", 0) != 0;
+            st.f32 = true;
+            const int64_t R = (st.overlap ? 2 : 1) * ratio + batch_room - 1;  // the same reach back as the raw rows' ring
+            if (R < n_ctx) st.ring = R;
+            set(layer_of(op, "layer"), st, i);
+            kv_packed_layout comp;
+            comp.per = ratio;
+            set(layer_of(op, "out_layer"), comp, i);
+        } else if (op.type == OP_DSA_INDEX && ratio > 1) {
+            kv_packed_layout keys;
+            keys.per = ratio;
+            set(layer_of(op, "layer"), keys, i);
+        }
+    }
+    // A packed layer is the dsv4 / ratio'd dsa ops' alone: any other op storing or reading it by
+    // position would run past its rows.
+    for (size_t i = 0; i < prog.ops.size(); i++) {
+        const op_desc & op = prog.ops[i];
+        if (op.type == OP_DSV4_ATTENTION || op.type == OP_DSV4_COMPRESS || (op.type == OP_DSA_INDEX && op.param("ratio", 0) > 1)) continue;
+        for (const char * key : {"layer", "comp_layer", "out_layer"}) {
+            const int64_t l = layer_of(op, key);
+            if (l >= 0 && out[static_cast<size_t>(l)].packed())
+                throw error(KAIL_E_BAD_MODEL, "program: op " + std::to_string(i) + " uses kv layer " + std::to_string(l) + ", which op " +
+                                                  std::to_string(owner[static_cast<size_t>(l)]) + " keeps packed (DeepSeek-V4's layout)");
+        }
+    }
+    return out;
+}
+
 uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type_k, uint32_t kv_type_v, bool swa_full) {
     const std::vector<int64_t> ring = kv_ring_rows(prog, n_ctx, n_batch, swa_full);
     uint64_t b = 0;
+    const std::vector<kv_packed_layout> packed = kv_packed_layouts(prog, n_ctx, n_batch, swa_full);
     for (size_t l = 0; l < prog.kv_k_width.size() && l < prog.kv_v_width.size(); l++) {
+        if (l < packed.size() && packed[l].packed()) {
+            // DeepSeek-V4's packed layers: a ring's rows, or a row per block.
+            const kv_packed_layout & p = packed[l];
+            const int64_t n = std::max<int64_t>(0, n_ctx);
+            const uint64_t rows = static_cast<uint64_t>(p.ring ? std::min(p.ring, n) : (n + p.per - 1) / p.per);
+            b += static_cast<uint64_t>(kv_row_bytes(p.f32 ? KAIL_TYPE_F32 : kv_type_k, prog.kv_k_width[l])) * rows;
+            continue;
+        }
         const uint64_t rows = static_cast<uint64_t>(l < ring.size() && ring[l] ? 2 * ring[l] : std::max<int64_t>(0, n_ctx));
         b += static_cast<uint64_t>(kv_row_bytes(kv_type_k, prog.kv_k_width[l]) + kv_row_bytes(kv_type_v, prog.kv_v_width[l])) * rows;
     }
@@ -89,6 +167,13 @@ void check_kv_type(const program & prog, uint32_t kv_type_k, uint32_t kv_type_v)
             const int64_t L = static_cast<int64_t>(op.param("kv_lora", 0)), R = static_cast<int64_t>(op.param("qk_rope", 0));
             if (L % bk != 0 || (L + R) % bk != 0)
                 throw error(KAIL_E_UNSUPPORTED, "a " + std::string(type_name(kv_type_k)) + " KV cache needs the MLA latent (kv_lora " + std::to_string(L) + ") and its row (kv_lora + qk_rope " + std::to_string(L + R) + ") to be multiples of " + std::to_string(bk));
+            continue;
+        }
+        // MSA's indexer keys (MiniMax-M3): one row of head_dim per position, in K's type.
+        if (op.type == OP_MSA_INDEX) {
+            const int64_t hd = static_cast<int64_t>(op.param("head_dim", 0));
+            if (hd % bk != 0)
+                throw error(KAIL_E_UNSUPPORTED, "a " + std::string(type_name(kv_type_k)) + " K cache needs the sparse-attention indexer's key head dim to be a multiple of " + std::to_string(bk) + ", this model's is " + std::to_string(hd));
             continue;
         }
         if (op.type != OP_ATTENTION) continue;
