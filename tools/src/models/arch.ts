@@ -75,7 +75,12 @@ export type WeightInit =
    * seed holds under the names kB and vB (each a normal draw of mean 0 and this std): the inverse of
    * the converters' split (conversion/deepseek.py, kimi_linear.py), so the two files are one model.
    */
-  | { kind: 'mla_kv_b_fold'; kB: string; vB: string; std: number; qkNope: number; vHead: number };
+  | { kind: 'mla_kv_b_fold'; kB: string; vB: string; std: number; qkNope: number; vHead: number }
+  /**
+   * Expert ids (written as I32): every row (along shape[0], the experts a token uses) holds
+   * shape[0] distinct ids in [0, nExpert), drawn per row (DeepSeek-V4's hash routing table).
+   */
+  | { kind: 'expert_ids'; nExpert: number };
 
 /** What a tensor is, for the type rules of mixed quantizations (llama.cpp's tensor categories). */
 export type TensorRole =
@@ -95,7 +100,9 @@ export type TensorRole =
   /** A bias of any shape (gpt-oss's per-expert [ff, n_expert] biases, attention sinks): always F32. */
   | 'bias'
   /** NextN (MTP) eh_proj: a plain 2*dim -> dim linear, typed like attn_q / ffn_gate (the default rule). */
-  | 'nextn_eh_proj';
+  | 'nextn_eh_proj'
+  /** An integer table (DeepSeek-V4's ffn_gate_tid2eid): always I32. */
+  | 'index';
 
 export interface TensorSpec {
   name: string;

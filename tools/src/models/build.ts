@@ -107,6 +107,25 @@ export function fillTensorRange(seed: number, spec: TensorSpec, start: number, o
     for (let k = 0; k < out.length; k++) out[k] = v[(start + k) % v.length];
     return;
   }
+  if (spec.init.kind === 'expert_ids') {
+    // Row r: a Fisher-Yates prefix of the experts, from a generator seeded by (tensor, row).
+    const row = spec.shape[0];
+    const ne = spec.init.nExpert;
+    if (row > ne) throw new Error(`${spec.name}: ${row} distinct ids of ${ne} experts`);
+    const ids = new Int32Array(ne);
+    for (let r = Math.floor(start / row), k = 0; k < out.length; r++) {
+      const rng = new Xoshiro128(hashSeed(seed, `${spec.name}#${r}`));
+      for (let e = 0; e < ne; e++) ids[e] = e;
+      for (let j = 0; j < row; j++) {
+        const pick = j + Math.floor(rng.nextFloat() * (ne - j));
+        const v = ids[pick];
+        ids[pick] = ids[j];
+        ids[j] = v;
+      }
+      for (let j = (r === Math.floor(start / row) ? start % row : 0); j < row && k < out.length; j++) out[k++] = ids[j];
+    }
+    return;
+  }
   if (spec.init.kind === 'mla_kv_b_fold') {
     const { kB, vB, std, qkNope: n, vHead: v } = spec.init;
     const L = spec.shape[0];
@@ -208,6 +227,8 @@ export class UnitEncoder {
     switch (spec.type) {
       case GgmlType.F32:
         return encodeF32(chunk);
+      case GgmlType.I32:
+        return new Uint8Array(Int32Array.from(chunk).buffer);
       case GgmlType.F16:
       case GgmlType.BF16:
         if (this.half.length < n * 2) this.half = new Uint8Array(n * 2);

@@ -2,16 +2,17 @@
 // for a V2-Lite-style and a V3-style configuration); bench-*: real shapes with random weights.
 import type { ArcticConfig } from './architectures/arctic';
 import type { DbrxConfig } from './architectures/dbrx';
-import type { Deepseek2Config } from './architectures/deepseek2';
+import type { Deepseek2Config, Deepseek2OcrConfig } from './architectures/deepseek2';
 import type { GemmaConfig } from './architectures/gemma';
 import type { Gemma4Config } from './architectures/gemma4';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
-import type { GraniteConfig, GraniteHybridConfig } from './architectures/granite';
+import type { GraniteConfig, GraniteHybridConfig, GraniteSwaConfig } from './architectures/granite';
 import type { GrokConfig } from './architectures/grok';
 import type { JambaConfig } from './architectures/jamba';
 import type { Mimo2Config } from './architectures/mimo2';
 import type { Minimax01Config } from './architectures/minimax01';
+import type { MinimaxM3Config } from './architectures/minimax-m3';
 import type { Mistral3Config } from './architectures/mistral3';
 import type { NemotronHConfig } from './architectures/nemotron-h';
 import type { Phi3Config } from './architectures/phi3';
@@ -86,6 +87,29 @@ const ling: BailingMoe2Config = {
 const graniteScales = { embedding: 2, residual: 0.5, attention: 0.015625, logit: 6 };
 const graniteMoe: GraniteConfig = { ...tinyMoe, arch: 'granitemoe', name: 'tiny-granitemoe', ff: 128, sharedFf: 192, nExpertsUsed: 8, scales: graniteScales };
 const graniteDense: GraniteConfig = { ...tinyMoe, arch: 'granite', name: 'tiny-granite', nExperts: 0, nExpertsUsed: 0, expertFf: 0, scales: graniteScales };
+// granite_swa (Granite 4.1 SWA style): the MoE form with its converter's fused experts and shared
+// expert, the layer_types default (block 0 of 4 full, the rest sliding, window 8 of the 64 test
+// tokens), the last block NoPE; the dense form with FFN biases, alternate sliding blocks, every block
+// RoPE, tied embeddings.
+const graniteSwaMoe: GraniteSwaConfig = {
+  ...graniteMoe, arch: 'granite_swa', name: 'tiny-granite-swa-moe', nLayers: 4, slide: [false, true, true, true], window: 8, ropeBlocks: [true, true, true, false], fusedExperts: true,
+};
+const graniteSwaDense: GraniteSwaConfig = { ...graniteDense, arch: 'granite_swa', name: 'tiny-granite-swa', tiedEmbeddings: true, slide: [true, false], window: 8, fusedExperts: false, ffnBias: true };
+
+// deepseek2-ocr (DeepSeek-OCR's language model): deepseek2's FFNs under plain multi-head attention.
+// As DeepSeek-OCR: 1 dense block, softmax experts without renormalization or scale, 2 shared. -sig:
+// the other routing deepseek2's FFN takes (sigmoid + exp_probs_b in 4 groups of which 2 are used,
+// renormalized, x 2.5), no dense block, q/k/v biases, Unlimited-OCR's sliding_window key (metadata
+// the decoder ignores). (Tied embeddings make these random models near-tied: llama.cpp's own Q8_0
+// spread 1.2e-2 against 1.5e-4 untied, measured; the tied head is granite_swa's dense preset's.)
+const ocr: Deepseek2OcrConfig = {
+  ...tinyMoe, arch: 'deepseek2-ocr', name: 'tiny-deepseek2-ocr', nKvHeads: 4, ropeBase: 10000,
+  moe: { nDense: 1, nShared: 2, gating: 'softmax', probsBias: false, nGroup: 0, nGroupUsed: 0, normW: false, wScale: 0 },
+};
+const ocrSig: Deepseek2OcrConfig = {
+  ...ocr, name: 'tiny-deepseek2-ocr-sig', qkvBias: true, slidingWindow: 16,
+  moe: { nDense: 0, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 4, nGroupUsed: 2, normW: true, wScale: 2.5 },
+};
 
 // Phi: LongRoPE over a 1024-token context trained at 256 (so a context above 256 takes the long
 // factors, one at or below it the short ones), the converter's SWA key (which llama.cpp ignores).
@@ -522,7 +546,29 @@ const minimax01: Minimax01Config = {
 const minimax01Interval: Minimax01Config = { ...minimax01, name: 'tiny-minimax-01-interval', nLayers: 4, residualScale: 8 ** 0.25, layers: { interval: 2 } };
 const minimax01Recurrent: Minimax01Config = { ...minimax01Interval, name: 'tiny-minimax-01-recurrent-layers', layers: { recurrent: [true, false, true, true] } };
 
+// MiniMax-M3 in 3 blocks (1 dense, 2 with MSA): 8 heads of 64 over 2 KV heads, NeoX RoPE on 32,
+// an indexer head of 64 per KV head; blocks of 4 positions, the top 4 kept, the own block and the
+// one before forced in: 64 tokens attend sparsely from position 16 on, each KV group its own blocks.
+const minimaxM3: MinimaxM3Config = {
+  ...base, arch: 'minimax-m3', name: 'tiny-minimax-m3', nLayers: 3, dim: 256, ff: 256, nHeads: 8, nKvHeads: 2, headDim: 64, ropeDims: 32,
+  nExperts: 16, nExpertsUsed: 4, expertFf: 128, ropeBase: 5e6,
+  moe: { nDense: 1, nShared: 1, gating: 'sigmoid', probsBias: true, nGroup: 0, nGroupUsed: 0, normW: true, wScale: 2 },
+  msa: { nHead: 2, headDim: 64, topK: 4, block: 4, local: 2 },
+};
+// Every block routed and sparse (llama.cpp's flash attention rounds a dense block's F32 cache to
+// F16, its MSA blocks keep F32: this file is the exact reference); blocks of 16, top 2, 1 local:
+// sparse from position 32. (Blocks of 8 over 128 tokens: near-ties between blocks flip under
+// llama.cpp's F16 cache at 3 positions of 128, 4-5e-2 each, its Q4_K_M spread 1.2e-3; of 16: 2.4e-4.)
+const minimaxM3Sparse: MinimaxM3Config = {
+  ...minimaxM3, name: 'tiny-minimax-m3-sparse', nLayers: 2, moe: { ...minimaxM3.moe, nDense: 0 }, msa: { nHead: 2, headDim: 64, topK: 2, block: 16, local: 1 },
+};
+
 export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
+  'tiny-minimax-m3': {
+    description: 'minimax-m3 (MiniMax-M3 style): per-head q/k norms, NeoX RoPE on 32 of 64, 1 dense block, swigluoai sigmoid + bias experts (norm, scale 2) and a shared expert, MSA on the routed blocks (indexer head per KV head, blocks of 4, top 4, 2 local)',
+    config: minimaxM3,
+  },
+  'tiny-minimax-m3-sparse': { description: 'minimax-m3 with every block routed and sparse (no dense block), blocks of 16, top 2, 1 local', config: minimaxM3Sparse },
   'tiny-minimax-01': {
     description: 'minimax-01 (MiniMax-Text-01 / M1 style): lightning-attention blocks 0-6 (8 heads of 64, SiLU q|k|v, attn_norm_2, sigmoid gate), softmax GQA block 7 with NeoX RoPE on 32 of 64 (the default interval of 8), 8 softmax experts top-2, residual_scale 2',
     config: minimax01,
@@ -669,6 +715,16 @@ export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
   'tiny-phimoe': { description: 'phimoe (Phi-3.5-MoE style): biased norms, attention and head, 16 experts top-2 renormalized, LongRoPE', config: phimoe },
   'tiny-granitemoe': { description: 'granitemoe (Granite MoE with a shared expert): Granite multipliers, 16 experts top-8 renormalized, an ungated shared expert of 192', config: graniteMoe },
   'tiny-granite': { description: 'granite (Granite 3.x dense): the Llama graph with Granite multipliers', config: graniteDense },
+  'tiny-granite-swa-moe': {
+    description: 'granite_swa (Granite 4.1 MoE SWA style): tiny-granitemoe in 4 blocks, 3 sliding (window 8) and 1 full, a sink per head, the last block NoPE, fused gate/up experts and shared expert',
+    config: graniteSwaMoe,
+  },
+  'tiny-granite-swa': { description: 'granite_swa dense: tiny-granite with alternate sliding blocks (window 8), a sink per head, FFN biases, tied embeddings', config: graniteSwaDense },
+  'tiny-deepseek2-ocr': { description: 'deepseek2-ocr (DeepSeek-OCR language model style): multi-head attention (NeoX RoPE, base 10000), 1 dense block, 16 softmax experts top-4, 2 shared', config: ocr },
+  'tiny-deepseek2-ocr-sig': {
+    description: 'deepseek2-ocr with sigmoid + bias routing in 4 groups (2 used), renormalized x 2.5, one shared expert, q/k/v biases, a sliding_window key the decoder ignores',
+    config: ocrSig,
+  },
   'tiny-bailingmoe': {
     description: 'bailingmoe (Ling-lite / Ling-plus style): separate q/k/v with RoPE over adjacent pairs, every block routed (16 softmax experts top-4 renormalized), 2 shared experts',
     config: lingV1,

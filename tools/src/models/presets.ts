@@ -11,8 +11,11 @@ import { KIMI_LINEAR_PRESETS } from './presets-kimi-linear';
 import { BAILINGMOE3_PRESETS } from './presets-bailingmoe3';
 import { DOTS3NOTE_PRESETS } from './presets-dots3note';
 import { HY_V4_PRESETS } from './presets-hy-v4';
+import { DEEPSEEK4_PRESETS } from './presets-deepseek4';
+import { QWEN4EXP_PRESETS } from './presets-qwen4exp';
 import { COHERE2MOE_PRESETS } from './presets-cohere2moe';
 import { COHERE_DENSE_PRESETS } from './presets-cohere-dense';
+import { LLAMA_DENSE_PRESETS } from './presets-llama-dense';
 
 export interface Preset {
   description: string;
@@ -131,8 +134,11 @@ export const PRESETS: Record<string, Preset> = {
   ...BAILINGMOE3_PRESETS,
   ...DOTS3NOTE_PRESETS,
   ...HY_V4_PRESETS,
+  ...DEEPSEEK4_PRESETS,
+  ...QWEN4EXP_PRESETS,
   ...COHERE2MOE_PRESETS,
   ...COHERE_DENSE_PRESETS,
+  ...LLAMA_DENSE_PRESETS,
 };
 
 /** The tiny preset used as the base for `--arch X` without `--preset`. */
@@ -146,6 +152,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   'glm-dsa': 'tiny-glm-dsa',
   dots3note: 'tiny-dots3note',
   hy_v4: 'tiny-hy-v4',
+  deepseek4: 'tiny-deepseek4',
+  qwen4exp: 'tiny-qwen4exp',
   mistral4: 'tiny-mistral4',
   mistral3: 'tiny-mistral3',
   hy_v3: 'tiny-hy-v3',
@@ -163,6 +171,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   bailingmoe2: 'tiny-bailingmoe2',
   granite: 'tiny-granite',
   granitemoe: 'tiny-granitemoe',
+  granite_swa: 'tiny-granite-swa-moe',
+  'deepseek2-ocr': 'tiny-deepseek2-ocr',
   phi3: 'tiny-phi3',
   mimo2: 'tiny-mimo2',
   'exaone-moe': 'tiny-exaone-moe',
@@ -183,6 +193,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   'kimi-k3': 'tiny-kimi-k3',
   bailingmoe3: 'tiny-bailingmoe3',
   'minimax-01': 'tiny-minimax-01',
+  'minimax-m3': 'tiny-minimax-m3',
   gemma4: 'tiny-gemma4',
   gemma: 'tiny-gemma',
   gemma2: 'tiny-gemma2',
@@ -197,6 +208,14 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   cohere2moe: 'tiny-cohere2moe',
   cohere2: 'tiny-cohere2',
   'command-r': 'tiny-command-r',
+  olmo2: 'tiny-olmo2',
+  seed_oss: 'tiny-seed-oss',
+  smollm3: 'tiny-smollm3',
+  exaone4: 'tiny-exaone4',
+  ernie4_5: 'tiny-ernie4_5',
+  'hunyuan-dense': 'tiny-hunyuan-dense',
+  glm4: 'tiny-glm4',
+  apertus: 'tiny-apertus',
   mellum: 'tiny-mellum',
   maple: 'tiny-maple',
 };

@@ -87,9 +87,12 @@ export function llamaFileType(ft: FileTypeName): LlamaFileType {
   return LLAMA_FTYPE[ft];
 }
 
-/** Tensors that stay F32 in every file: 1-D tensors (norms, biases, shared-expert gate), biases of any shape and routers. */
+/**
+ * Tensors that stay F32 in every file: 1-D tensors (norms, biases, shared-expert gate), biases of
+ * any shape and routers; and MiniMax-M3's indexer projections (llama-quant leaves them unquantized).
+ */
 export function keepsF32(spec: TensorSpec): boolean {
-  return spec.shape.length < 2 || spec.role === 'router' || spec.role === 'bias';
+  return spec.shape.length < 2 || spec.role === 'router' || spec.role === 'bias' || /\.indexer\.[qk]_proj\.weight$/.test(spec.name);
 }
 
 // llama.cpp: a shape a quantized type cannot take falls back to a smaller block (tensor_type_fallback).
@@ -127,6 +130,7 @@ export function useMoreBits(layer: number, nLayers: number): boolean {
 }
 
 export function tensorType(ft: FileTypeName, spec: TensorSpec, c: ModelConfig): GgmlType {
+  if (spec.role === 'index') return GgmlType.I32;
   if (keepsF32(spec)) return GgmlType.F32;
   let t = BASE_TYPE[ft];
   if (ft === 'Q4_K_M') t = q4kmType(spec, c);

@@ -1538,6 +1538,7 @@ export function registerModelCommands(program: Command): void {
         ];
         if (kv) {
           lines.push(`kv cache        ${kib(kv.bytesPerToken)} per token (${kv.kvTypeV === kv.kvType ? kv.kvType : `K ${kv.kvType}, V ${kv.kvTypeV}`}, all layers)`);
+          if (kv.ringBytesPerSequence) lines.push(`kv rings        ${kib(kv.ringBytesPerSequence)} per sequence (the window's rows and the compressors' F32 rows, whatever the context)`);
           if (kv.recurrentBytesPerSequence) lines.push(`recurrent state ${kib(kv.recurrentBytesPerSequence)} per sequence (F32: the convolution, delta-net, lightning-attention and SSM layers; whatever the context)`);
           if (kv.mla)
             lines.push(

@@ -29,15 +29,31 @@ describe.each([
   ['tiny-dots1', 'Q4_K'],
   ['tiny-llama4-maverick', 'Q8_0'],
   ['tiny-deepseek32', 'Q8_0'],
+  ['tiny-deepseek2-ocr-sig', 'Q4_K'],
+  ['tiny-granite-swa-moe', 'Q8_0'],
   ['tiny-dots3note', 'Q4_K'],
   ['tiny-hy-v4', 'Q4_K'],
+  // CSA compressed rows from position 3, the indexer's top 4 from position 19: a token alone = in a batch.
+  ['tiny-deepseek4', 'Q4_K'],
+  ['tiny-qwen4exp', 'Q4_K'],
+  // QSA from position 11 (top 8 in blocks of 4 plus the tail): the selection of a token alone = in a batch.
+  ['tiny-qwen4exp-qsa', 'Q4_K'],
   ['tiny-qwen35moe', 'Q4_K'],
   ['tiny-minimax-01-interval', 'Q4_K'],
+  // MSA from position 16 (blocks of 4, top 4): the selection of a token alone = in a batch.
+  ['tiny-minimax-m3', 'Q4_K'],
   ['tiny-kimi-linear', 'Q4_K'],
   ['tiny-bailingmoe3', 'Q4_K'],
   ['tiny-kimi-k3', 'Q4_K'],
   ['tiny-gemma4', 'Q4_K'],
   ['tiny-step35-clamp', 'Q8_0'],
+  // Dense layouts: post norms and windows of 8 (OLMo 3), NoPE full blocks among sliding ones at
+  // 64 blocks (EXAONE 4), a fused gate|up and partial RoPE (GLM-4).
+  ['tiny-olmo2-swa', 'Q4_K'],
+  ['tiny-exaone4-swa', 'Q8_0'],
+  ['tiny-glm4', 'Q4_K'],
+  // xIELU FFNs (Apertus).
+  ['tiny-apertus', 'Q4_K'],
 ])('%s %s: batch-invariant logits', (preset, type) => {
   it('one pass = token by token = split passes, bit for bit (f16 KV)', async () => {
     const m = EngineModel.load(writeTestModel(dir, preset, type), { threads: 2, nCtx: 64, nSeqMax: 2 });

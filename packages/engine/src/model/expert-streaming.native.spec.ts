@@ -30,6 +30,10 @@ const CASES: [preset: string, type: string][] = [
   // Sigmoid + bias experts (clamped) beside a shared one, routed on a normed mix of 4
   // hyper-connection streams after MLA with DSA (Hunyuan v4).
   ['tiny-hy-v4', 'Q8_0'],
+  // Hash-routed (token id table) and sqrt-softplus + bias experts beside a shared one, routed on a
+  // normed mix of 4 Sinkhorn-mixed streams (DeepSeek-V4).
+  ['tiny-deepseek4', 'Q8_0'],
+  ['tiny-qwen4exp', 'Q4_K'],
   ['tiny-mimo2', 'Q4_K'],
   ['tiny-qwen35moe', 'Q4_K'],
   ['tiny-lfm2moe', 'Q8_0'],
@@ -38,8 +42,14 @@ const CASES: [preset: string, type: string][] = [
   // Latent experts (Nemotron 3 Super): routed on the full-width input, run on its projection.
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],
   ['tiny-granitehybrid', 'Q8_0'],
+  // Fused gate/up experts beside a fused shared expert after sliding blocks with sinks (granite_swa).
+  ['tiny-granite-swa-moe', 'Q4_K'],
+  // Softmax experts with two shared ones after plain multi-head attention (DeepSeek-OCR).
+  ['tiny-deepseek2-ocr', 'Q8_0'],
   ['tiny-jamba', 'Q4_K'],
   ['tiny-minimax-01-interval', 'Q4_K'],
+  // swigluoai experts (sigmoid + bias, scaled) beside a shared one after a dense block and MSA blocks (MiniMax-M3).
+  ['tiny-minimax-m3', 'Q4_K'],
   // Sigmoid + bias experts with a shared one after KDA and NoPE MLA blocks (Kimi-Linear).
   ['tiny-kimi-linear', 'Q4_K'],
   // Sigmoid + bias experts (clamped) with a shared one of its own width after KDA (safe gate) and RoPE MLA blocks (Ling 3).

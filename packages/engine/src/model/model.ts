@@ -568,6 +568,12 @@ export interface KvCacheReport {
   bytesPerToken: number;
   /** Recurrent layers (Qwen3.5's delta nets): the F32 state every sequence keeps whatever its length; 0 without them. */
   recurrentBytesPerSequence: number;
+  /**
+   * deepseek4: its cache's rings (the window's raw rows and the compressors' F32 rows), bytes per
+   * sequence whatever the context (at the load's nBatch); bytesPerToken is then what grows with
+   * the context: the compressed rows and indexer keys, one row per block of positions.
+   */
+  ringBytesPerSequence?: number;
   /** deepseek2: the latent cache against a per-head cache (see mlaKvBytesPerToken). */
   mla?: ReturnType<typeof mlaKvBytesPerToken> & { kvLora: number; qkRope: number; nHead: number };
 }
@@ -583,6 +589,15 @@ export function kvCacheReport(file: NativeGgufFile, kvTypeIn?: KvType, kvTypeVIn
     const e = kvBytesPerValue(kvType);
     const bytesPerToken = kvBytesPerPosition(program, kvType, kvTypeV);
     const out: KvCacheReport = { kvType, kvTypeV, bytesPerToken, recurrentBytesPerSequence: (program.rsWidth ?? []).reduce((a, w) => a + 4 * w, 0) };
+    if (hp.arch === 'deepseek4') {
+      // The runtime's layout (kv_packed_layouts) from the native sizing: past every ring, the growth
+      // of a span of whole blocks is the per-token share; what remains at that context the rings.
+      const at = (nCtx: number) => native().kvCacheBytes(program, { ...params, nCtx, nSeqMax: 1 });
+      const base = 1 << 20;
+      const span = 1 << 16;
+      out.bytesPerToken = (at(base + span) - at(base)) / span;
+      out.ringBytesPerSequence = at(base) - base * out.bytesPerToken;
+    }
     if (hp.arch === 'deepseek2') {
       const d = readMlaDims(hp);
       const shape = { nLayer: trunkLayers(hp), nHead: hp.nHead[0], kvLora: d.kvLora, qkNope: d.qkNope, qkRope: d.qkRope, vHead: d.vHead, elemBytes: e };

@@ -79,7 +79,7 @@ export function qkvProjections(
   lookup: { need: (name: string) => string; maybe: (name: string) => string | undefined },
   hdK: number,
   hdV: number,
-  opts: { normBias?: boolean; qPerHead?: number; layerNormEps?: number } = {},
+  opts: { normBias?: boolean; qPerHead?: number; layerNormEps?: number; noNorm?: boolean } = {},
 ): { H: number; Hkv: number; q: number; k: number; v: number; attn: number } {
   const H = hp.nHead[il];
   const Hkv = hp.nHeadKv[il];
@@ -92,8 +92,10 @@ export function qkvProjections(
   const { need, maybe } = lookup;
   const t = (name: string) => `blk.${il}.${name}`;
   const normBias = opts.normBias ? need(t('attn_norm.bias')) : undefined;
-  // (A LayerNorm with layerNormEps, else an RMSNorm.)
-  if (opts.layerNormEps !== undefined) p.op('layer_norm', io.h, { a: io.x, weights: withBias(need(t('attn_norm.weight')), normBias), params: { eps: opts.layerNormEps } });
+  // (A LayerNorm with layerNormEps, else an RMSNorm; with noNorm none: the projections read x
+  // itself, as OLMo 2's and EXAONE 4's post-norm blocks do.)
+  if (opts.noNorm) p.op('copy', io.h, { a: io.x });
+  else if (opts.layerNormEps !== undefined) p.op('layer_norm', io.h, { a: io.x, weights: withBias(need(t('attn_norm.weight')), normBias), params: { eps: opts.layerNormEps } });
   else p.op('rms_norm', io.h, { a: io.x, weights: withBias(need(t('attn_norm.weight')), normBias), params: { eps: hp.rmsEps } });
   // A fused attn_qkv (llama.cpp's create_tensor_qkv takes it for any architecture): one product,
   // then Q, K and V are its slices in that order.

@@ -75,7 +75,7 @@ describe('native program checks', () => {
   // What no file can cause, only a builder's mistake: KAIL_E_INVALID_ARG.
   it.each<[string, ProgramOp['op'], (o: ProgramOp) => void, RegExp]>([
     ['a sliding window and chunks at once', 'attention', (o) => Object.assign(o.params!, { chunk: 8, window: 4 }), /sliding window or in chunks, not both/],
-    ['an unknown gating', 'moe', (o) => (o.params!.gating = 4), /gating 4 is not 0 \(softmax\), 1 \(sigmoid\), 2 .* or 3/],
+    ['an unknown gating', 'moe', (o) => (o.params!.gating = 5), /gating 5 is not 0 \(softmax\), 1 \(sigmoid\), 2 .* or 4 \(sqrt softplus\)/],
   ])('refuses %s as a program error', (_what, op, edit, want) => {
     expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(want) }));
   });
@@ -277,6 +277,100 @@ describe('native program checks: hyper-connections and MLA sinks (tiny-hy-v4)', 
   });
 });
 
+describe('native program checks: qwen4exp PLE n-gram embedding, gate, dilated convolution, weightless hc_gates and the QSA indexer (tiny-qwen4exp)', () => {
+  const f = { file: '', program: undefined as unknown as ModelProgram };
+  beforeAll(() => {
+    f.file = writeTestModel(dir, 'tiny-qwen4exp', 'F32');
+    const g = native().openGguf(f.file, { mapData: false });
+    try {
+      const tensors = new Map<string, GgufTensorInfo>(g.tensors.map((t) => [t.name, t]));
+      f.program = buildProgram(readHParams(new Metadata(g.metadata, 'qwen4exp'), tensors), tensors, { nCtxSeq: 256 });
+    } finally {
+      g.close();
+    }
+  }, 60_000);
+  const load = (p: ModelProgram) => new (native().Model)(f.file, p, { threads: 1, nCtx: 16 }).close();
+  it('accepts the program the architecture builds', () => {
+    expect(() => load(f.program)).not.toThrow();
+  });
+  const pleConv = (edit: (o: ProgramOp) => void) => (o: ProgramOp) => {
+    if (o.weights!.weight !== 'blk.1.ple_conv1d.weight') throw new Error('not the PLE convolution');
+    edit(o);
+  };
+
+  it.each<[string, ProgramOp['op'], (o: ProgramOp) => void, RegExp]>([
+    ['an n-gram size past 8', 'ple_ngram', (o) => (o.params!.n_gram = 9), /op \d+ \(ple_ngram\): n-gram size 9 with 2 heads per n-gram/],
+    ['a head range past the table', 'ple_ngram', (o) => (o.params!.voc_3 = 5000), /PLE n-gram table 'per_layer_token_embd.weight' \[64, 1152\] must be \[64, at least 5883\]/],
+    ['a head range past int32', 'ple_ngram', (o) => (o.params!.off_0 = 2 ** 31 - 2), /op \d+ \(ple_ngram\): head 0's row range .* does not fit an int32 row index/],
+    ['a multiplier half past 32 bits', 'ple_ngram', (o) => (o.params!.mult_hi_2 = 2 ** 32), /parameter mult_hi_2 is not a 32-bit half of a multiplier/],
+    ['a negative EOS', 'ple_ngram', (o) => (o.params!.eos = -1), /EOS and image token ids must not be negative/],
+    ['gates past their inputs', 'ple_gate', (o) => (o.params!.n_group = 8), /op \d+ \(ple_gate\): 2048 values at offset 0 do not fit buffer 'ple_key'/],
+    ['a gate scale out of range', 'ple_gate', (o) => (o.params!.scale = 1e300), /op \d+ \(ple_gate\): scale is not a finite number/],
+    ['weightless gates without a gate_scale', 'hc_gates', (o) => delete o.params!.gate_scale, /hyper-connection scale \(missing\) must be F32/],
+    ['a weightless gate_scale out of range', 'hc_gates', (o) => (o.params!.gate_scale = 1e300), /hyper-connection gate_scale inf is not a finite number/],
+    ['a QSA selection repeated past its buffer', 'qsa_index', (o) => (o.params!.repeat = 4), /op \d+ \(qsa_index\): 1036 values at offset 256 do not fit buffer 'qsa_q256_2x259'/],
+    ['a zero QSA block size', 'qsa_index', (o) => (o.params!.ratio = 0), /op \d+ \(qsa_index\): needs positive n_head, head_dim, top_k, ratio and repeat/],
+    ['more rotary dimensions than the indexer head', 'qsa_index', (o) => (o.params!.n_dims = 64), /op \d+ \(qsa_index\): 64 rotary dimensions do not fit the indexer head of 32/],
+    ['an indexer key norm of another width', 'qsa_index', (o) => (o.weights!.weight = 'blk.3.attn_q_norm.weight'), /QSA indexer key norm 'blk.3.attn_q_norm.weight' F32 \[64\] must be F32 with 32 elements/],
+    ['a negative eps', 'qsa_index', (o) => (o.params!.eps = -1), /op \d+ \(qsa_index\): eps is not a finite non-negative number/],
+  ])('refuses %s', (_what, op, edit, want) => {
+    expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
+  });
+
+  it('refuses a dilation the recurrent layer was not sized for, or out of range', () => {
+    const edit = (e: (o: ProgramOp) => void) => {
+      const q: ModelProgram = JSON.parse(JSON.stringify(f.program));
+      pleConv(e)(q.ops.find((x) => x.op === 'ssm_conv' && x.weights!.weight === 'blk.1.ple_conv1d.weight')!);
+      return q;
+    };
+    expect(() => load(edit((o) => (o.params!.dilation = 2)))).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/not \(d_conv - 1\) x dilation x channels/) }));
+    expect(() => load(edit((o) => (o.params!.dilation = 0)))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/a dilation of 0 \(must be in 1..64\)/) }));
+  });
+});
+
+describe('native program checks: DeepSeek-V4 compressors, attention and hyper-connection post (tiny-deepseek4)', () => {
+  const { f, load } = fixture('tiny-deepseek4');
+
+  it.each<[string, ProgramOp['op'], (o: ProgramOp) => void, RegExp]>([
+    ['a compressor state layer of another width', 'dsv4_compress', (o) => (o.params!.head_dim = 64), /op \d+ \(dsv4_compress\): needs a kv layer of width 2 x \(kv \| score\) and no V/],
+    ['more rotary dimensions than the compressed head', 'dsv4_compress', (o) => (o.params!.n_dims = 128), /op \d+ \(dsv4_compress\): ratio 4, head 96, 128 rotary dimensions/],
+    ['a zero compress ratio', 'dsv4_compress', (o) => (o.params!.ratio = 0), /op \d+ \(dsv4_compress\): ratio 0/],
+    ['a position bias of another shape', 'dsv4_compress', (o) => (o.weights!.ape = 'blk.1.attn_compressor_ape.weight'), /compressor position bias 'blk.1.attn_compressor_ape.weight' F32 \[96, 128\] must be F32 \[192, 4\]/],
+    ['a compressor norm of another width', 'dsv4_compress', (o) => (o.weights!.norm = 'blk.0.indexer_compressor_norm.weight'), /compressor norm 'blk.0.indexer_compressor_norm.weight' F32 \[64\] must be F32 with 96 elements/],
+    ['an attention head wider than its rows', 'dsv4_attention', (o) => (o.params!.head_dim = 128), /op \d+ \(dsv4_attention\): needs a kv layer of width head_dim and no V/],
+    ['a negative window', 'dsv4_attention', (o) => (o.params!.window = -1), /op \d+ \(dsv4_attention\): sliding window -1 is negative/],
+    ['a selection past its buffer', 'dsv4_attention', (o) => (o.params!.top_k = 64), /op \d+ \(dsv4_attention\): 64 values at offset 0 do not fit buffer 'dsa_sel4'/],
+    ['sinks that are not one per head', 'dsv4_attention', (o) => (o.weights!.sinks = 'blk.0.attn_norm.weight'), /attention sinks 'blk.0.attn_norm.weight' must be F32 with 4 elements \(one per head\)/],
+    ['more streams than the residual holds', 'dsv4_hc_post', (o) => (o.params!.n = 8), /op \d+ \(dsv4_hc_post\): 1024 values at offset 0 do not fit buffer 'x'/],
+    ['no Sinkhorn iterations', 'dsv4_hc_post', (o) => (o.params!.iters = 0), /op \d+ \(dsv4_hc_post\): 4 streams, 0 Sinkhorn iterations/],
+    ['a hyper-connection base too short', 'dsv4_hc_post', (o) => (o.weights!.base = 'output_hc_base.weight'), /hyper-connection base 'output_hc_base.weight' F32 \[4\] must be F32 with 24 elements/],
+    ['a hash table of another width', 'moe', (o) => (o.weights!.tid2eid = 'blk.0.attn_sinks.weight'), /hash routing table 'blk.0.attn_sinks.weight' must be I32 \[2, n_vocab\], is F32 \[4\]/],
+    ['a gating function past sqrt-softplus', 'moe', (o) => (o.params!.gating = 5), /gating 5 is not 0 \(softmax\), 1 \(sigmoid\), 2 \(softmax of the selected\), 3 \(sigmoid of the selected\) or 4 \(sqrt softplus\)/],
+  ])('refuses %s', (_what, op, edit, want) => {
+    expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ message: expect.stringMatching(want) }));
+  });
+
+  it('refuses a kv layer given two packed layouts', () => {
+    // The attention reads its compressed rows per block of 8, its compressor writes them per block of 4.
+    const ratio = tampered(f.program, 'dsv4_attention', (o) => (o.params!.ratio = 8));
+    expect(() => load(ratio)).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/program: ops \d+ and \d+ give kv layer \d+ two layouts/) }));
+    // A compressor writing its entries (a row per block) into an attention's ring of raw rows.
+    const raw = f.program.ops.find((x) => x.op === 'dsv4_attention')!.params!.layer;
+    const shared = tampered(f.program, 'dsv4_compress', (o) => (o.params!.out_layer = raw));
+    expect(() => load(shared)).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/program: ops \d+ and \d+ give kv layer \d+ two layouts/) }));
+  });
+
+  it('refuses output groups that do not divide the grouped projection, or its weight of another group width', () => {
+    const grouped = (groups: number): ModelProgram => {
+      const q: ModelProgram = JSON.parse(JSON.stringify(f.program));
+      q.ops.find((o) => o.op === 'matmul' && o.params?.groups)!.params!.groups = groups;
+      return q;
+    };
+    expect(() => load(grouped(5))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/op \d+ \(matmul\): groups 5 do not divide the outputs/) }));
+    expect(() => load(grouped(4))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/tensor 'blk.0.attn_output_a.weight' \[192, 64\]: expected 96 inputs/) }));
+  });
+});
+
 describe('native program checks: early expert reads (tiny-smallthinker)', () => {
   const { f, load } = fixture('tiny-smallthinker');
 
@@ -311,5 +405,62 @@ describe('native program checks: sliding-window MLA (tiny-dots3note)', () => {
     // The first mla_attention is block 0's, a full block that attends to the indexer's selection.
     const p = tampered(f.program, 'mla_attention', (o) => (o.params!.window = 8));
     expect(() => load(p)).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/sliding window or the indexer's selection, not both/) }));
+  });
+});
+
+describe('native program checks: sinks on sliding blocks, a fused shared expert (tiny-granite-swa-moe)', () => {
+  const { f, load } = fixture('tiny-granite-swa-moe');
+
+  it.each<[string, ProgramOp['op'], (o: ProgramOp) => void, RegExp]>([
+    ['a shared expert whose up half runs past its fused gate|up buffer', 'swiglu', (o) => (o.params!.b_off = 256), /op \d+ \(swiglu\): 192 values at offset 256 do not fit buffer 'shexp_gate_up384'/],
+    ['sinks that are not one per head', 'attention', (o) => (o.weights!.sinks = 'blk.0.attn_norm.weight'), /attention sinks 'blk.0.attn_norm.weight' must be F32 with 4 elements \(one per head\)/],
+  ])('refuses %s', (_what, op, edit, want) => {
+    expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
+  });
+});
+
+describe('native program checks: MSA block selection (tiny-minimax-m3)', () => {
+  const { f, load } = fixture('tiny-minimax-m3');
+  /** The program with the first op of kind `op` that has parameter `key` changed by `edit`. */
+  const withParam = (op: ProgramOp['op'], key: string, edit: (o: ProgramOp) => void): ModelProgram => {
+    const q: ModelProgram = JSON.parse(JSON.stringify(f.program));
+    const o = q.ops.find((x) => x.op === op && x.params?.[key] !== undefined);
+    if (!o) throw new Error(`no ${op} op with ${key}`);
+    edit(o);
+    return q;
+  };
+
+  it('indexes the routed blocks (1 and 2) only, their attention reading the selection after the 8 query heads', () => {
+    const idx = f.program.ops.filter((o) => o.op === 'msa_index');
+    expect(idx.map((o) => [o.params!.top_k, o.params!.block, o.params!.local, o.params!.out_off])).toEqual([[4, 4, 2, 512], [4, 4, 2, 512]]);
+    const att = f.program.ops.filter((o) => o.op === 'attention');
+    expect(att.map((o) => o.params!.sel_off ?? null)).toEqual([null, 512, 512]);
+    expect(att.slice(1).every((o) => f.program.buffers[o.a!].width === 8 * 64 + 2 * 4)).toBe(true);
+  });
+
+  it.each<[string, ProgramOp['op'], string, (o: ProgramOp) => void, string, RegExp]>([
+    ['blocks of no positions', 'msa_index', 'block', (o) => (o.params!.block = 0), 'KAIL_E_BAD_MODEL', /op \d+ \(msa_index\): needs positive n_head, head_dim, top_k and block/],
+    ['a selection written past the query buffer', 'msa_index', 'out_off', (o) => (o.params!.out_off = 516), 'KAIL_E_BAD_MODEL', /op \d+ \(msa_index\): 8 values at offset 516 do not fit buffer 'q_msa520' \(out/],
+    ['indexer keys wider than their cache', 'msa_index', 'head_dim', (o) => (o.params!.head_dim = 32), 'KAIL_E_INVALID_ARG', /needs a kv layer of width head_dim and no V/],
+    ['a selection read past the query buffer', 'attention', 'sel_off', (o) => (o.params!.top_k = 8), 'KAIL_E_BAD_MODEL', /op \d+ \(attention\): 16 values at offset 512 do not fit buffer 'q_msa520' \(a \(block selection\)/],
+    ['a selection beside a sliding window', 'attention', 'sel_off', (o) => (o.params!.window = 8), 'KAIL_E_INVALID_ARG', /a block selection \(MSA\) takes causal attention without a window or chunks/],
+    ['a selection of blocks of no positions', 'attention', 'sel_off', (o) => (o.params!.block = 0), 'KAIL_E_BAD_MODEL', /a block selection needs positive top_k and block/],
+    ['swigluoai without its limit', 'swiglu', 'oai_alpha', (o) => delete o.params!.limit, 'KAIL_E_BAD_MODEL', /swigluoai needs a positive finite oai_alpha \(is 1\.70\d*\), a positive limit and no situ/],
+  ])('refuses %s', (_what, op, key, edit, code, want) => {
+    expect(() => load(withParam(op, key, edit))).toThrow(expect.objectContaining({ code, message: expect.stringMatching(want) }));
+  });
+});
+
+describe('native program checks: xIELU (tiny-apertus)', () => {
+  const { f, load } = fixture('tiny-apertus');
+
+  it.each<[string, (o: ProgramOp) => void, RegExp]>([
+    ['a missing alpha_n', (o) => delete o.params!.alpha_n, /op \d+ \(xielu\): xIELU parameter alpha_n is missing or not a finite number/],
+    ['an infinite beta', (o) => (o.params!.beta = Infinity), /op \d+ \(xielu\): xIELU parameter beta is missing or not a finite number/],
+    ['a NaN eps', (o) => (o.params!.eps = NaN), /op \d+ \(xielu\): xIELU parameter eps is missing or not a finite number/],
+    ['an output narrower than its input', (o) => (o.out = 0), /op \d+ \(xielu\): \d+ values at offset 0 do not fit buffer 'x'/],
+    ['no input', (o) => delete o.a, /op \d+ \(xielu\): needs buffer a/],
+  ])('refuses %s', (_what, edit, want) => {
+    expect(() => load(tampered(f.program, 'xielu', edit))).toThrow(expect.objectContaining({ code: expect.stringMatching(/KAIL_E_BAD_MODEL|KAIL_E_INVALID_ARG/), message: expect.stringMatching(want) }));
   });
 });

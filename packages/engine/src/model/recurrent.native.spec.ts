@@ -23,7 +23,7 @@ const toks = Array.from({ length: 24 }, (_, i) => ((i * 37 + 5) % 1000) + 3);
 // lightning attention (a head_dim x head_dim state per head, no convolution), and Kimi-Linear's
 // KDA (three convolution windows and a delta-rule matrix per head that decays per key channel;
 // Ling 3's, bailingmoe3, with the lower-bounded gate).
-describe.each(['tiny-qwen35moe', 'tiny-lfm2moe', 'tiny-nemotron-h-moe', 'tiny-jamba', 'tiny-minimax-01-interval', 'tiny-kimi-linear', 'tiny-kimi-k3', 'tiny-bailingmoe3'])('%s: recurrent state', (preset) => {
+describe.each(['tiny-qwen35moe', 'tiny-lfm2moe', 'tiny-nemotron-h-moe', 'tiny-jamba', 'tiny-minimax-01-interval', 'tiny-kimi-linear', 'tiny-kimi-k3', 'tiny-bailingmoe3', 'tiny-qwen4exp', 'tiny-qwen4exp-qsa'])('%s: recurrent state', (preset) => {
   let file: string;
   let m: EngineModel;
   beforeAll(() => {

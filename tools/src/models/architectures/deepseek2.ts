@@ -6,7 +6,7 @@
 // expert groups) plus shared experts. With `nextn: 1`, DeepSeek-V3's multi-token-prediction block
 // follows the trunk as block nLayers (llama.cpp load_arch_tensors / graph_mtp): a full MoE block
 // plus the nextn.* tensors that feed it [enorm(embedding), hnorm(trunk state)] through eh_proj.
-import { denseFfn, linear, linearInit, moeFfn, norm, requirePositive, residualGain, embeddings } from '../arch';
+import { attention, checkFullWidthHeads, denseFfn, linear, linearInit, moeFfn, norm, requirePositive, residualGain, embeddings } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { GgufType } from '../../gguf/constants';
 import { kv } from '../../gguf/writer';
@@ -77,6 +77,18 @@ export type Deepseek2Config = ModelConfig & {
   nextnOwnEmbeddings?: boolean;
 };
 
+/** deepseek2-ocr: deepseek2's routing options without MLA. */
+export type Deepseek2OcrConfig = ModelConfig & {
+  moe: DeepseekMoeOptions;
+  /** q/k/v biases (create_tensor_qkv reads them when present). */
+  qkvBias?: boolean;
+  /**
+   * attention.sliding_window, which the converter writes for Unlimited-OCR and the decoder ignores
+   * (full attention). Absent: not written.
+   */
+  slidingWindow?: number;
+};
+
 /** Metadata of the routed/shared-expert options shared with glm4moe. */
 export function deepseekMoeMetadata(arch: string, c: ModelConfig, m: DeepseekMoeOptions): [string, GgufValue][] {
   const out: [string, GgufValue][] = [
@@ -126,13 +138,14 @@ export function checkDeepseekMoe(c: ModelConfig, m: DeepseekMoeOptions | undefin
  * biased LayerNorm k_norm, indexer.proj) and its attention.indexer.* keys; its loader takes q LoRA
  * and the split layout only.
  */
-function deepseekArch(a: 'deepseek2' | 'deepseek32' | 'glm-dsa' | 'mistral4'): ArchDefinition {
+function deepseekArch(a: 'deepseek2' | 'deepseek32' | 'glm-dsa' | 'mistral4' | 'deepseek2-ocr'): ArchDefinition {
   return {
     name: a,
     ggufArch: a,
     normalize(c: ModelConfig): ModelConfig {
       const d = c as Deepseek2Config;
       requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'vocabSize', 'ctx', 'expertFf']);
+      if (a === 'deepseek2-ocr') return normalizeOcr(c as Deepseek2OcrConfig);
       if (!d.mla) throw new Error(`${a}: needs mla options (use a preset)`);
       if (a === 'deepseek32' || a === 'glm-dsa') {
         const x = d.dsa;
@@ -158,6 +171,7 @@ function deepseekArch(a: 'deepseek2' | 'deepseek32' | 'glm-dsa' | 'mistral4'): A
     },
     metadata(c: ModelConfig): [string, GgufValue][] {
       const d = c as Deepseek2Config;
+      if (a === 'deepseek2-ocr') return ocrMetadata(c as Deepseek2OcrConfig);
       const { mla: m, moe } = d;
       const split = m.layout === 'split';
       const out: [string, GgufValue][] = [
@@ -202,6 +216,11 @@ function deepseekArch(a: 'deepseek2' | 'deepseek32' | 'glm-dsa' | 'mistral4'): A
     tensors(c: ModelConfig): TensorSpec[] {
       const d = c as Deepseek2Config;
       const t = embeddings(c);
+      if (a === 'deepseek2-ocr') {
+        const o = c as Deepseek2OcrConfig;
+        for (let i = 0; i < c.nLayers; i++) t.push(...attention(c, i, { qkvBias: o.qkvBias }), ...deepseekFfn(c, o.moe, i, 'ffn_norm'));
+        return t;
+      }
       for (let i = 0; i < c.nLayers; i++) t.push(...deepseekBlock(d, i));
       if (d.nextn) t.push(...deepseekBlock(d, c.nLayers), ...nextnTensors(d, c.nLayers));
       return t;
@@ -214,6 +233,47 @@ export const deepseek32 = deepseekArch('deepseek32');
 export const glmDsa = deepseekArch('glm-dsa');
 /** Mistral's MLA MoE models, which llama.cpp loads and runs as deepseek2 under their own name. */
 export const mistral4 = deepseekArch('mistral4');
+/**
+ * DeepSeek-OCR's language model (conversion/deepseek.py with is_ocr): deepseek2's blocks with plain
+ * multi-head attention (attn_q/k/v/output, n_embd wide, as many KV heads as heads; NeoX RoPE over
+ * whole heads at base 10000, which llama.cpp's graph asserts) instead of MLA, and deepseek2's FFNs
+ * (leading dense blocks, routed experts plus the shared experts its loader requires).
+ */
+export const deepseek2Ocr = deepseekArch('deepseek2-ocr');
+
+function normalizeOcr(d: Deepseek2OcrConfig): ModelConfig {
+  const x = d as Partial<Deepseek2Config>;
+  if (x.mla || x.dsa || x.yarn || x.nextn) throw new Error('deepseek2-ocr: no MLA, DSA, YaRN or NextN options (plain attention, unscaled RoPE)');
+  checkFullWidthHeads(d, 'attn_q/k/v and attn_output');
+  if (d.nKvHeads !== d.nHeads) throw new Error('deepseek2-ocr: as many KV heads as heads (the loader sizes attn_k/attn_v as n_embd)');
+  if (d.ropeBase !== 10000) throw new Error('deepseek2-ocr: rope base 10000 (llama.cpp\'s graph asserts it)');
+  const m = checkDeepseekMoe(d, d.moe);
+  if (m.nShared < 1) throw new Error('deepseek2-ocr: the loader requires shared experts (nShared >= 1)');
+  if (d.slidingWindow !== undefined && !(Number.isInteger(d.slidingWindow) && d.slidingWindow > 0)) throw new Error('deepseek2-ocr: slidingWindow must be a positive integer');
+  return d;
+}
+
+/** What conversion/deepseek.py writes for an OCR language model (no MLA keys; rope.dimension_count is qk_rope_head_dim, 0 without MLA). */
+function ocrMetadata(d: Deepseek2OcrConfig): [string, GgufValue][] {
+  const a = 'deepseek2-ocr';
+  const out: [string, GgufValue][] = [
+    [`${a}.vocab_size`, kv.u32(d.vocabSize)],
+    [`${a}.context_length`, kv.u32(d.ctx)],
+    [`${a}.embedding_length`, kv.u32(d.dim)],
+    [`${a}.block_count`, kv.u32(d.nLayers)],
+    [`${a}.feed_forward_length`, kv.u32(d.ff)],
+    [`${a}.attention.head_count`, kv.u32(d.nHeads)],
+    [`${a}.attention.head_count_kv`, kv.u32(d.nHeads)],
+    [`${a}.attention.layer_norm_rms_epsilon`, kv.f32(d.normEps)],
+    [`${a}.rope.freq_base`, kv.f32(d.ropeBase)],
+    [`${a}.rope.dimension_count`, kv.u32(0)],
+    [`${a}.expert_count`, kv.u32(d.nExperts)],
+    [`${a}.expert_used_count`, kv.u32(d.nExpertsUsed)],
+    ...deepseekMoeMetadata(a, d, d.moe),
+  ];
+  if (d.slidingWindow !== undefined) out.push([`${a}.attention.sliding_window`, kv.u32(d.slidingWindow)]);
+  return out;
+}
 
 /** Attention (MLA) and FFN of block `i`; the NextN block is one of these too. */
 function deepseekBlock(c: Deepseek2Config, i: number): TensorSpec[] {

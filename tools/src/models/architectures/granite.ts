@@ -7,8 +7,14 @@
 // every block has attn_norm and ffn_norm, and its FFN is softmax top-k SwiGLU experts as wide as
 // `ff` (renormalized) with an ungated shared expert of `sharedFf` (Granite-4.0-H-Tiny/Small), or,
 // with no experts, a SwiGLU FFN of `ff` (Granite-4.0-H-Micro). The converter writes
-// rope.scaling.finetuned false for hybrids, which llama.cpp takes as no RoPE.
-import { attention, checkHeads, denseFfn, embeddings, moeFfn, norm, requirePositive } from '../arch';
+// rope.scaling.finetuned false for hybrids, which llama.cpp takes as no RoPE. And Granite with
+// sliding-window attention (`granite_swa`, src/models/granite-swa.cpp, converted by
+// conversion/granite.py GraniteSWAModel / GraniteMoeSWAModel): granite/granitemoe with the
+// attention.sliding_window_pattern flags (BOOL array) and attention.sliding_window, a sink per head
+// (attn_sinks.weight, F32) in every block, optional attention.rope_pattern (BOOL array, false: NoPE),
+// and in the MoE form the experts' gate and up fused (ffn_gate_up_exps, as the converter keeps
+// them) and the shared expert's too (ffn_up_shexp of 2 x sharedFf, gate rows first).
+import { attention, checkHeads, denseFfn, embeddings, linear, linearInit, moeFfn, norm, requirePositive, residualGain } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { GgufType } from '../../gguf/constants';
 import { kv, type GgufValue } from '../../gguf/writer';
@@ -18,6 +24,13 @@ import { checkMamba2, mamba2Inner, mamba2Metadata, mamba2Mixer, type Mamba2Shape
 
 /** The multipliers (converters copy them from the HF config). */
 export type GraniteConfig = ModelConfig & { scales: { embedding: number; residual: number; attention: number; logit: number } };
+
+/**
+ * granite_swa: slide/ropeBlocks per block (repeated to --layers N; ropeBlocks absent: no
+ * rope_pattern written, every block rotates), the window, whether the routed experts are fused
+ * (ffn_gate_up_exps) and whether the dense FFN has biases.
+ */
+export type GraniteSwaConfig = GraniteConfig & { slide: boolean[]; window: number; ropeBlocks?: boolean[]; fusedExperts: boolean; ffnBias?: boolean };
 
 /** granitehybrid: attnBlocks per block (true: GQA, false: Mamba2), repeated to --layers N; ssm: the Mamba2 mixer. */
 export type GraniteHybridConfig = GraniteConfig & { attnBlocks: boolean[]; ssm: Mamba2Shape };
@@ -125,5 +138,62 @@ export const graniteHybrid: ArchDefinition = {
       ...embeddings(c).map((x) => (x.role === 'token_embd' && !c.tiedEmbeddings ? scaled(x, 1 / s.embedding) : x.role === 'output' ? scaled(x, s.logit) : x)),
       ...t.map((x) => (writesResidual(x) ? scaled(x, 1 / s.residual) : x)),
     ];
+  },
+};
+
+export const graniteSwa: ArchDefinition = {
+  name: 'granite_swa',
+  ggufArch: 'granite_swa',
+  normalize(c: ModelConfig): ModelConfig {
+    const g = c as GraniteSwaConfig;
+    requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx']);
+    checkHeads(c);
+    checkExperts(c, false);
+    const s = g.scales;
+    if (!s || !(s.logit > 0)) throw new Error('granite_swa: needs scales with a positive logit scale (use a preset)');
+    if (!Array.isArray(g.slide) || g.slide.length === 0 || !(Number.isInteger(g.window) && g.window > 0)) throw new Error('granite_swa: needs slide flags and a positive window (use a preset)');
+    if (g.ropeBlocks !== undefined && (!Array.isArray(g.ropeBlocks) || g.ropeBlocks.length === 0)) throw new Error('granite_swa: ropeBlocks needs at least one entry');
+    if (c.nExperts === 0 && (c.sharedFf !== 0 || g.fusedExperts)) throw new Error('granite_swa: sharedFf and fusedExperts need experts');
+    if (c.nExperts > 0 && g.ffnBias) throw new Error('granite_swa: FFN biases are the dense form\'s');
+    const rep = (xs: boolean[]) => Array.from({ length: c.nLayers }, (_, i) => xs[i % xs.length]);
+    return { ...c, slide: rep(g.slide), ...(g.ropeBlocks ? { ropeBlocks: rep(g.ropeBlocks) } : {}), expertFf: c.nExperts > 0 ? c.ff : 0 } as GraniteSwaConfig;
+  },
+  metadata(c: ModelConfig): [string, GgufValue][] {
+    const g = c as GraniteSwaConfig;
+    const a = 'granite_swa';
+    const m: [string, GgufValue][] = [
+      ...baseMetadata(a, c),
+      ...scaleMetadata(a, g.scales),
+      [`${a}.attention.sliding_window`, kv.u32(g.window)],
+      [`${a}.attention.sliding_window_pattern`, kv.arr(GgufType.BOOL, g.slide)],
+    ];
+    if (g.ropeBlocks) m.push([`${a}.attention.rope_pattern`, kv.arr(GgufType.BOOL, g.ropeBlocks)]);
+    if (c.sharedFf > 0) m.push([`${a}.expert_shared_feed_forward_length`, kv.u32(c.sharedFf)]);
+    return m;
+  },
+  tensors(c: ModelConfig): TensorSpec[] {
+    const g = c as GraniteSwaConfig;
+    const t = embeddings(c);
+    const e = c.nExperts;
+    for (let i = 0; i < c.nLayers; i++) {
+      const p = `blk.${i}`;
+      t.push(...attention(c, i), { name: `${p}.attn_sinks.weight`, shape: [c.nHeads], init: { kind: 'normal', std: 1 }, role: 'bias', layer: i });
+      if (e === 0) {
+        t.push(...denseFfn(c, i));
+        if (g.ffnBias) {
+          const bias = (name: string, n: number): TensorSpec => ({ name: `${p}.${name}.bias`, shape: [n], init: { kind: 'normal', std: 0.1 }, role: 'bias', layer: i });
+          t.push(bias('ffn_gate', c.ff), bias('ffn_up', c.ff), bias('ffn_down', c.dim));
+        }
+        continue;
+      }
+      const experts = moeFfn(c, i, c.ff);
+      if (g.fusedExperts) {
+        t.push(...experts.filter((x) => !x.name.endsWith('.ffn_gate_exps.weight') && !x.name.endsWith('.ffn_up_exps.weight')));
+        t.push({ name: `${p}.ffn_gate_up_exps.weight`, shape: [c.dim, 2 * c.ff, e], init: linearInit(c.dim), role: 'ffn_gate', layer: i });
+      } else t.push(...experts);
+      if (c.sharedFf > 0)
+        t.push(linear(`${p}.ffn_up_shexp.weight`, c.dim, 2 * c.sharedFf, 'ffn_up', i), linear(`${p}.ffn_down_shexp.weight`, c.sharedFf, c.dim, 'ffn_down', i, residualGain(c)));
+    }
+    return t;
   },
 };

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_EXPERTS, MAX_LAYERS, type HParams } from '../hparams';
-import { ProgramBuilder, ropeParams, withBias, yarnAttnFactor } from '../program-builder';
+import { ProgramBuilder, qkvProjections, ropeParams, withBias, yarnAttnFactor } from '../program-builder';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
@@ -468,12 +468,70 @@ export function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: n
   p.op('matmul', attnOut, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
   p.op('add', x, { a: x, b: attnOut });
 
+  blockFfnHalf(p, c, il, x, h);
+}
+
+/** The FFN half of a DeepSeek block: ffn_norm, the dense or routed FFN (moeBlockFfn), the residual add, the control vector. */
+function blockFfnHalf(p: ProgramBuilder, c: Pick<MlaBlockContext, 'hp' | 'tensors' | 'routing' | 'nDense' | 'moeOptions' | 'moeOptionsAt'>, il: number, x: number, h: number): void {
+  const { hp, tensors } = c;
+  const { need } = tensorLookup(hp, tensors);
   p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
-  const ffnOut = p.buf('ffn_out', d);
+  const ffnOut = p.buf('ffn_out', hp.nEmbd);
   moeBlockFfn(p, hp, tensors, il, h, ffnOut, c.routing, il < c.nDense, c.moeOptionsAt?.(il) ?? c.moeOptions);
   p.op('add', x, { a: x, b: ffnOut });
   // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
   p.op('cvec', x, { a: x, params: { layer: il } });
+}
+
+/**
+ * DeepSeek-OCR's language model (`deepseek2-ocr`, llama.cpp's deepseek2 graph with is_ocr): the
+ * deepseek2 block with plain multi-head attention in place of MLA. Q, K and V are n_embd wide
+ * (n_head heads of n_embd / n_head, as many KV heads; a fused attn_qkv and q/k/v biases when the
+ * file has them), NeoX RoPE over the whole head with the file's base and no scaling (the graph
+ * passes freq_scale 1, ext_factor 0, attn_factor 1 whatever the file says), the attention scaled by
+ * deepseek2's kq_scale (mscale^2 / sqrt(head); its loader reads no yarn_log_multiplier), attn_output
+ * without bias; then deepseek2's FFN half (leading dense blocks, routed experts softmax by default,
+ * shared experts required).
+ */
+function ocrBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: number): void {
+  const { hp, tensors } = c;
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const H = hp.nHead[0];
+  const hd = hp.nEmbd / H;
+  const h = p.buf('h', hp.nEmbd);
+  const attnOut = p.buf('attn_out', hp.nEmbd);
+  const { q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
+  p.op('rope', q, { a: q, params: { ...c.rope, head_dim: hd, n_head: H } });
+  p.op('rope', k, { a: k, params: { ...c.rope, head_dim: hd, n_head: H } });
+  const layer = p.kvLayer(H * hd, H * hd);
+  p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: H, head_dim: hd, head_dim_v: hd, scale: c.kqScale } });
+  p.op('matmul', attnOut, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
+  p.op('add', x, { a: x, b: attnOut });
+  blockFfnHalf(p, c, il, x, h);
+}
+
+/** deepseek2-ocr's sizes and scales (see ocrBlock); its loader requires expert_shared_count, expert_feed_forward_length and the shared experts. */
+function ocrContext(hp: HParams, tensors: Map<string, GgufTensorInfo>): MlaBlockContext {
+  const H = hp.nHead[0];
+  const hd = hp.nEmbd / H;
+  // llama.cpp sizes q/k/v as n_embd and runs n_head KV heads of n_embd / n_head for every block.
+  if (!Number.isInteger(hd) || hd % 2 !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: embedding_length ${hp.nEmbd} is not head_count ${H} heads of an even size`);
+  for (let il = 0; il < hp.nLayer; il++)
+    if (hp.nHead[il] !== H || hp.nHeadKv[il] !== H) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: block ${il} has ${hp.nHead[il]} heads and ${hp.nHeadKv[il]} KV heads; this architecture runs ${H} of each in every block`);
+  if (hp.headDimK !== hd || hp.headDimV !== hd) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key_length ${hp.headDimK} and value_length ${hp.headDimV} must be embedding_length / head_count = ${hd}`);
+  for (const key of ['expert_shared_count', 'expert_feed_forward_length'])
+    if (!hp.meta.has(key)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: metadata ${key} is required`);
+  return {
+    hp,
+    tensors,
+    dims: { qLora: 0, kvLora: 0, qkNope: 0, qkRope: 0, vHead: hd },
+    routing: readMoeRouting(hp, GATING_SOFTMAX),
+    nDense: hp.meta.int('leading_dense_block_count', 0, 0, MAX_LAYERS),
+    kqScale: deepseekYarn(hp, hd, false).kqScale,
+    rope: { n_dims: hd, neox: true, freq_base: hp.ropeFreqBase, freq_scale: 1, ext_factor: 0, attn_factor: 1, beta_fast: 32, beta_slow: 1, n_ctx_orig: hp.ropeYarn.nCtxOrig },
+    naive: false,
+    moeOptions: { shared: 'required' },
+  };
 }
 
 /** The first multi-token-prediction block's index when the file carries its tensors, else -1. */
@@ -488,15 +546,17 @@ export function mtpBlock(hp: HParams, tensors: Map<string, GgufTensorInfo>): num
  * latent KV cache (absorbed form), YaRN with DeepSeek's mscale, leading dense blocks, routed
  * experts (softmax, or sigmoid with a selection bias and group-limited top-k) plus shared experts.
  * The program offers the normalized final hidden state of every position (`hidden`, see
- * hiddenOutput), which embeddings and a multi-token-prediction block read.
+ * hiddenOutput), which embeddings and a multi-token-prediction block read. DeepSeek-OCR's language
+ * model (`deepseek2-ocr`) runs the same trunk with plain multi-head attention blocks (ocrBlock).
  */
 export function buildDeepseek2(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: Deepseek2Options = {}): ModelProgram {
   const { need } = tensorLookup(hp, tensors);
-  const c = mlaContext(hp, tensors, opt);
+  const ocr = hp.arch === 'deepseek2-ocr';
+  const c = ocr ? ocrContext(hp, tensors) : mlaContext(hp, tensors, opt);
   const p = new ProgramBuilder();
   const x = p.buf('x', hp.nEmbd);
   p.op('embed', x, { weights: { weight: need('token_embd.weight') } });
-  for (let il = 0; il < trunkLayers(hp); il++) mlaBlock(p, c, il, x);
+  for (let il = 0; il < trunkLayers(hp); il++) (ocr ? ocrBlock : mlaBlock)(p, c, il, x);
   return outputHead(p, hp, tensors, x);
 }
 

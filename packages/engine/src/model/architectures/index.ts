@@ -13,12 +13,13 @@ import { buildArctic } from './arctic';
 import { buildDbrx } from './dbrx';
 import { buildGrok } from './grok';
 import { buildHyV4 } from './hy-v4';
+import { buildDeepseek4 } from './deepseek4';
 import { buildLaguna } from './laguna';
 import { buildStep35 } from './step35';
 import { buildGlm4Moe } from './glm4moe';
 import { buildGptOss } from './gpt-oss';
 import { buildGranite } from './granite';
-import { buildLlamaFamily } from './llama-family';
+import { buildLlamaFamily, DENSE_ARCHITECTURES } from './llama-family';
 import { buildLfm2 } from './lfm2';
 import { buildKimiK3 } from './kimi-k3';
 import { buildKimiLinear } from './kimi-linear';
@@ -27,9 +28,11 @@ import { buildJamba, buildNemotronH, buildNemotronHMtp } from './mamba2';
 import { buildLlama4 } from './llama4';
 import { buildMimo2 } from './mimo2';
 import { buildMinimax01 } from './minimax01';
+import { buildMinimaxM3 } from './minimax-m3';
 import { buildMistral3 } from './mistral3';
 import { buildPhi3 } from './phi3';
 import { buildQwen35, buildQwen35Mtp } from './qwen35';
+import { buildQwen4Exp } from './qwen4exp';
 import { buildLlamaMoe, LLAMA_MOE_ARCHITECTURES } from './llama-moe';
 
 /** What a program depends on besides the file: the context of one sequence (LongRoPE picks its factors by it). */
@@ -54,6 +57,8 @@ const ARCHITECTURES: Record<string, Builder> = {
   deepseek2: (hp, ts) => buildDeepseek2(hp, ts),
   // Mistral's MLA MoE models (HF model_type mistral4): llama.cpp runs them with deepseek2's loader and graph.
   mistral4: (hp, ts) => buildDeepseek2(hp, ts),
+  // DeepSeek-OCR's language model: deepseek2's blocks with plain multi-head attention instead of MLA.
+  'deepseek2-ocr': (hp, ts) => buildDeepseek2(hp, ts),
   // DeepSeek-V3.2 (and V3.2-Exp/Speciale): deepseek2's MLA restricted to the positions its
   // lightning indexer selects (DSA).
   deepseek32: (hp, ts, o) => buildDeepseek2(hp, ts, { nCtxSeq: o.nCtxSeq }),
@@ -65,6 +70,10 @@ const ARCHITECTURES: Record<string, Builder> = {
   // Tencent Hunyuan v4: hyper-connections (hc residual streams mixed around each sublayer),
   // absorbed MLA with a sink per head and a sigmoid output gate, optional DSA with shared blocks.
   hy_v4: (hp, ts, o) => buildHyV4(hp, ts, { nCtxSeq: o.nCtxSeq }),
+  // DeepSeek-V4: hyper-connections with Sinkhorn mixing, one shared key/value row per token over a
+  // sliding window plus compressed rows (CSA: top-k by a lightning indexer; HCA), grouped output
+  // LoRA, sqrt-softplus and hash-routed experts.
+  deepseek4: (hp, ts) => buildDeepseek4(hp, ts),
   glm4moe: (hp, ts) => buildGlm4Moe(hp, ts),
   'gpt-oss': (hp, ts) => buildGptOss(hp, ts),
   llama4: (hp, ts) => buildLlama4(hp, ts),
@@ -73,12 +82,15 @@ const ARCHITECTURES: Record<string, Builder> = {
   afmoe: (hp, ts) => buildAfmoe(hp, ts),
   granite: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   granitemoe: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
+  // Granite with sliding-window blocks (Granite 4.1 SWA, dense or MoE): a sink per head, NoPE blocks by rope_pattern.
+  granite_swa: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   phi3: (hp, ts, o) => buildPhi3(hp, ts, o.nCtxSeq),
   phimoe: (hp, ts, o) => buildPhi3(hp, ts, o.nCtxSeq),
   // Qwen3.5 / 3.6: gated delta net blocks (a recurrent state per sequence) and gated full attention.
   qwen35: (hp, ts) => buildQwen35(hp, ts),
   qwen35moe: (hp, ts) => buildQwen35(hp, ts),
   qwen3next: (hp, ts) => buildQwen35(hp, ts),
+  qwen4exp: (hp, ts) => buildQwen4Exp(hp, ts),
   // Liquid AI LFM2 / LFM2-MoE: gated short convolutions (a recurrent conv state) and GQA blocks.
   lfm2: (hp, ts) => buildLfm2(hp, ts),
   lfm2moe: (hp, ts) => buildLfm2(hp, ts),
@@ -102,6 +114,9 @@ const ARCHITECTURES: Record<string, Builder> = {
   // MiniMax-Text-01 / MiniMax-M1: lightning attention blocks (a recurrent state per sequence) and
   // softmax attention every eighth, experts in every block.
   'minimax-01': (hp, ts) => buildMinimax01(hp, ts),
+  // MiniMax-M3: GQA with per-head q/k norms, leading dense blocks, swigluoai experts beside a shared
+  // expert, and MSA: each KV group attends to the blocks its lightning indexer head ranks best.
+  'minimax-m3': (hp, ts, o) => buildMinimaxM3(hp, ts, { nCtxSeq: o.nCtxSeq }),
   // Google Gemma 4 (26B-A4B experts, 31B, E2B/E4B): sliding and full blocks of their own head
   // sizes, shared KV blocks, a dense GeGLU beside routed GeGLU experts, per-layer embeddings.
   gemma4: (hp, ts) => buildGemma4(hp, ts),
@@ -132,6 +147,11 @@ const ARCHITECTURES: Record<string, Builder> = {
   cohere2moe: (hp, ts) => buildCohere(hp, ts, 'cohere2moe'),
   cohere2: (hp, ts) => buildCohere(hp, ts, 'cohere2'),
   'command-r': (hp, ts) => buildCohere(hp, ts, 'command-r'),
+  // Dense decoders of Llama's family with their own block layouts: OLMo 2 (post norms, full-width
+  // q/k norms, OLMo 3's windows), Seed-OSS, SmolLM3 (NoPE every 4th block), EXAONE 4.0 (post norms,
+  // windows with NoPE full blocks at 64 blocks), ERNIE 4.5, Hunyuan dense (q/k norms after RoPE,
+  // alpha-scaled base), GLM-4 (sandwich norms, fused gate|up, partial RoPE).
+  ...DENSE_ARCHITECTURES,
   ...Object.fromEntries(Object.entries(LLAMA_MOE_ARCHITECTURES).map(([arch, opt]) => [arch, (hp: HParams, ts: Map<string, GgufTensorInfo>) => buildLlamaMoe(hp, ts, opt)])),
   bert: (hp, ts) => buildBert(hp, ts, { positions: 'learned', ffn: 'gelu' }),
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),

@@ -1,9 +1,10 @@
 import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
-import type { HParams } from '../hparams';
+import { Metadata, type HParams } from '../hparams';
 import { denseGatedFfn, qkvProjections, ropeFactorTensor, ropeParams, trunkStart, withBias, type ProgramBuilder, type RopeFactorSource } from '../program-builder';
-import { hiddenOutput } from './deepseek2';
+import { hiddenOutput, trunkLayers } from './deepseek2';
+import { slidingWindowLayers } from './gpt-oss';
 
 /** What differs between the members of the Llama family of decoder graphs. */
 export interface LlamaFamilyOptions {
@@ -18,6 +19,49 @@ export interface LlamaFamilyOptions {
   /** Where the RoPE factors come from (default rope_freqs when present), and the context they may depend on. */
   ropeFactors?: RopeFactorSource;
   nCtxSeq?: number;
+  /** The block layout of the dense decoders that differ from Llama's (DenseLayout); absent: Llama's. */
+  layout?: DenseLayout;
+}
+
+/**
+ * How a dense decoder's block differs from Llama's pre-norm block (olmo2, seed_oss, smollm3,
+ * exaone4, ernie4_5, hunyuan-dense, glm4, apertus), as llama.cpp's src/models/<arch>.cpp build
+ * them. These graphs scale scores by 1/sqrt(head) whatever attention.scale says (their loaders do
+ * not read it), and add no FFN biases (their loaders take none).
+ */
+export interface DenseLayout {
+  /** attn_norm before the projections (OLMo 2 and EXAONE 4 have none: the projections read the stream). */
+  attnNorm: boolean;
+  /** post_attention_norm of the attention output, before its residual add (OLMo 2, EXAONE 4, GLM-4). */
+  attnPostNorm: boolean;
+  /** The FFN's input norm: ffn_norm, post_attention_norm (Seed-OSS names it so) or none (OLMo 2, EXAONE 4). */
+  ffnNorm: 'ffn_norm' | 'post_attention_norm' | 'none';
+  /** post_ffw_norm of the FFN output, before its residual add (OLMo 2, EXAONE 4, GLM-4). */
+  ffnPostNorm: boolean;
+  /** Per-head q/k norms after RoPE instead of before (Hunyuan dense). */
+  qkNormAfterRope?: boolean;
+  /** Sliding-window blocks: the window, which blocks slide, and RoPE overrides on those. */
+  swa?: (hp: HParams) => { window: number; layers: boolean[]; ropeSwa?: Record<string, number> } | undefined;
+  /** Whether block il rotates (NoPE blocks: SmolLM3 every 4th, EXAONE 4's full blocks among sliding ones); swaOn: the file has sliding blocks. */
+  rope?: (il: number, slides: boolean, swaOn: boolean) => boolean;
+  /** Where the q/k norms must span: one head, or the whole projection (OLMo 2); absent: either, by their shape. */
+  qkNormWidth?: 'head' | 'full';
+  /** One ffn_up of twice feed_forward_length: SiLU of its first half times its second (GLM-4). */
+  fusedUpGate?: boolean;
+  /**
+   * An ungated FFN, ffn_up then xIELU then ffn_down (Apertus), xIELU's parameters per block from the
+   * keys xielu.alpha_n, xielu.alpha_p, xielu.beta and xielu.eps (no architecture prefix; one
+   * number or one per block; required).
+   */
+  xielu?: boolean;
+  /** Whether the graph adds attn_output.bias when the file has one (ERNIE 4.5's loader reads it, its graph does not). */
+  attnOutBias: boolean;
+  /** The RoPE base the loader derives (Hunyuan's rope.scaling.alpha NTK rule); absent: rope.freq_base. */
+  ropeBase?: (hp: HParams) => number;
+  /** The head must be output.weight (OLMo 2's loader requires it). */
+  untiedHead?: boolean;
+  /** Leave out NextN blocks counted in block_count (nextn_predict_layers: GLM-4, EXAONE 4). */
+  nextn?: boolean;
 }
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -26,7 +70,8 @@ const t = (i: number, name: string) => `blk.${i}.${name}`;
  * The Llama family: token embedding, per layer RMSNorm → GQA attention with RoPE → residual →
  * RMSNorm → SwiGLU FFN or routed experts (softmax → top-k) → residual; output norm and head
  * (tied to the embedding when output.weight is absent). Covers llama (dense and Mixtral-style
- * MoE), qwen2, qwen2moe, qwen3, qwen3moe and olmoe.
+ * MoE), qwen2, qwen2moe, qwen3, qwen3moe and olmoe; with a DenseLayout, the dense decoders of
+ * DENSE_ARCHITECTURES (post norms, NoPE and sliding blocks, fused or ungated FFNs).
  */
 export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: LlamaFamilyOptions): ModelProgram {
   const need = (name: string): string => {
@@ -36,55 +81,110 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
   const maybe = (name: string): string | undefined => (tensors.has(name) ? name : undefined);
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   const d = hp.nEmbd;
-  const rp = ropeParams(hp, opt.neox);
+  const lo = opt.layout;
+  if (lo && hp.headDimK !== hp.headDimV) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key_length ${hp.headDimK} and value_length ${hp.headDimV} must match`);
+  const rp = { ...ropeParams(hp, opt.neox), ...(lo?.ropeBase ? { freq_base: lo.ropeBase(hp) } : {}) };
   const ropeFreqs = ropeFactorTensor(hp, tensors, opt.nCtxSeq ?? 0, opt.ropeFactors ?? 'freqs');
+  const swa = lo?.swa?.(hp);
+  const nBlocks = lo?.nextn ? trunkLayers(hp) : hp.nLayer;
+  const xielu = lo?.xielu ? xieluParams(hp, nBlocks) : undefined;
+  const rmsNorm = (buf: number, a: number, weight: string) => p.op('rms_norm', buf, { a, weights: { weight }, params: { eps: hp.rmsEps } });
 
-  for (let il = 0; il < hp.nLayer; il++) {
-    const { H: nHead, Hkv: nHeadKv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hp.headDimK, hp.headDimV);
+  for (let il = 0; il < nBlocks; il++) {
+    const { H: nHead, Hkv: nHeadKv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hp.headDimK, hp.headDimV, { noNorm: lo ? !lo.attnNorm : false });
     const qw = nHead * hp.headDimK;
     const kw = nHeadKv * hp.headDimK;
     const vw = nHeadKv * hp.headDimV;
-    if (opt.qkNorm) {
+    const qkNorms = () => {
       const qn = need(t(il, 'attn_q_norm.weight'));
       const kn = need(t(il, 'attn_k_norm.weight'));
-      // OLMoE normalizes the whole projection; Qwen3 each head.
-      const qnDims = tensors.get(qn)!.dims[0];
-      if (qnDims === qw) {
-        p.op('rms_norm', q, { a: q, weights: { weight: qn }, params: { eps: hp.rmsEps } });
-        p.op('rms_norm', k, { a: k, weights: { weight: kn }, params: { eps: hp.rmsEps } });
+      // OLMoE and OLMo 2 normalize the whole projection; Qwen3 each head.
+      const [qnDims, knDims] = [tensors.get(qn)!.dims, tensors.get(kn)!.dims];
+      const full = qnDims[0] === qw && knDims[0] === kw;
+      if (!full && (qnDims[0] !== hp.headDimK || knDims[0] !== hp.headDimK))
+        throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: attn_q_norm [${qnDims.join(', ')}] / attn_k_norm [${knDims.join(', ')}] are neither one head (${hp.headDimK}) nor the projections (${qw}, ${kw})`);
+      if (lo?.qkNormWidth && (lo.qkNormWidth === 'full') !== full)
+        throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: ${hp.arch} normalizes q and k over ${lo.qkNormWidth === 'full' ? `the whole projections (${qw}, ${kw})` : `one head (${hp.headDimK})`}; the file's attn_q_norm / attn_k_norm have ${qnDims[0]} / ${knDims[0]}`);
+      if (full) {
+        rmsNorm(q, q, qn);
+        rmsNorm(k, k, kn);
       } else {
         p.op('head_rms_norm', q, { a: q, weights: { weight: qn }, params: { eps: hp.rmsEps, head_dim: hp.headDimK, n_head: nHead } });
         p.op('head_rms_norm', k, { a: k, weights: { weight: kn }, params: { eps: hp.rmsEps, head_dim: hp.headDimK, n_head: nHeadKv } });
       }
+    };
+    if (opt.qkNorm && !lo?.qkNormAfterRope) qkNorms();
+    const slides = swa?.layers[il] ?? false;
+    if (lo?.rope?.(il, slides, swa !== undefined) ?? true) {
+      const rw = ropeFreqs ? { freq_factors: ropeFreqs } : undefined;
+      const r = slides && swa?.ropeSwa ? { ...rp, ...swa.ropeSwa } : rp;
+      p.op('rope', q, { a: q, weights: rw, params: { ...r, head_dim: hp.headDimK, n_head: nHead } });
+      p.op('rope', k, { a: k, weights: rw, params: { ...r, head_dim: hp.headDimK, n_head: nHeadKv } });
     }
-    const rw = ropeFreqs ? { freq_factors: ropeFreqs } : undefined;
-    p.op('rope', q, { a: q, weights: rw, params: { ...rp, head_dim: hp.headDimK, n_head: nHead } });
-    p.op('rope', k, { a: k, weights: rw, params: { ...rp, head_dim: hp.headDimK, n_head: nHeadKv } });
+    if (opt.qkNorm && lo?.qkNormAfterRope) qkNorms();
     const layer = p.kvLayer(kw, vw);
-    const scale = hp.attentionScale || 1 / Math.sqrt(hp.headDimK);
-    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: nHead, n_head_kv: nHeadKv, head_dim: hp.headDimK, head_dim_v: hp.headDimV, scale } });
-    p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), maybe(t(il, 'attn_output.bias'))) });
+    const scale = lo ? 1 / Math.sqrt(hp.headDimK) : hp.attentionScale || 1 / Math.sqrt(hp.headDimK);
+    const window: Record<string, number> = slides ? { window: swa!.window } : {};
+    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: nHead, n_head_kv: nHeadKv, head_dim: hp.headDimK, head_dim_v: hp.headDimV, scale, ...window } });
+    const oBias = !lo || lo.attnOutBias ? maybe(t(il, 'attn_output.bias')) : undefined;
+    p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), oBias) });
+    if (lo?.attnPostNorm) rmsNorm(attnOut, attnOut, need(t(il, 'post_attention_norm.weight')));
     p.op('add', x, { a: x, b: attnOut });
 
     // FFN
-    const ffnNorm = maybe(t(il, 'ffn_norm.weight')) ?? need(t(il, 'post_attention_norm.weight'));
-    p.op('rms_norm', h, { a: x, weights: { weight: ffnNorm }, params: { eps: hp.rmsEps } });
+    const ffnNorm = !lo ? (maybe(t(il, 'ffn_norm.weight')) ?? need(t(il, 'post_attention_norm.weight'))) : lo.ffnNorm === 'none' ? undefined : need(t(il, `${lo.ffnNorm}.weight`));
+    if (ffnNorm) rmsNorm(h, x, ffnNorm);
+    else p.op('copy', h, { a: x });
     const ffnOut = p.buf('ffn_out', d);
-    if (tensors.has(t(il, 'ffn_gate_inp.weight'))) {
+    if (!lo && tensors.has(t(il, 'ffn_gate_inp.weight'))) {
       softmaxExperts(p, hp, il, need, h, ffnOut, opt.normExpertWeights, hp.expertWeightsScale);
       if (opt.sharedExpertGate) gatedSharedExpert(p, tensors, il, need, h, ffnOut);
-    } else denseGatedFfn(p, tensors, il, { need, maybe }, h, ffnOut);
+    } else if (lo?.fusedUpGate) fusedSwiglu(p, tensors, il, need, h, ffnOut);
+    else if (xielu) {
+      const up = need(t(il, 'ffn_up.weight'));
+      const ff = tensors.get(up)!.dims[1];
+      const u = p.buf(`ffn_up${ff}`, ff);
+      p.op('matmul', u, { a: h, weights: { weight: up } });
+      p.op('xielu', u, { a: u, params: xielu[il] });
+      p.op('matmul', ffnOut, { a: u, weights: { weight: need(t(il, 'ffn_down.weight')) } });
+    }
+    else denseGatedFfn(p, tensors, il, { need, maybe: lo ? () => undefined : maybe }, h, ffnOut);
+    if (lo?.ffnPostNorm) rmsNorm(ffnOut, ffnOut, need(t(il, 'post_ffw_norm.weight')));
     p.op('add', x, { a: x, b: ffnOut });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: il } });
   }
   const ho = hiddenOutput(p, hp, need, x);
-  const head = maybe('output.weight') ?? need('token_embd.weight');
+  const head = lo?.untiedHead ? need('output.weight') : (maybe('output.weight') ?? need('token_embd.weight'));
   const nVocab = tensors.get(head)!.dims[1];
   const logits = p.buf('logits', nVocab, true);
   // qwen2 files may carry an output bias.
   p.op('matmul', logits, { a: ho, weights: withBias(head, maybe('output.bias')) });
   return p.build(logits);
+}
+
+/** xIELU's raw parameters of each block (llama.cpp's get_key_or_arr of the xielu.* keys, required). */
+function xieluParams(hp: HParams, nBlocks: number): Record<string, number>[] {
+  const md = new Metadata(hp.meta.kv, 'xielu');
+  const [an, ap, beta, eps] = ['alpha_n', 'alpha_p', 'beta', 'eps'].map((k) => md.perLayerNum(k, nBlocks, undefined));
+  return an.map((_, il) => ({ alpha_n: an[il], alpha_p: ap[il], beta: beta[il], eps: eps[il] }));
+}
+
+/**
+ * Layer il's FFN over one ffn_up of twice feed_forward_length (GLM-4; llama.cpp's LLM_FFN_SWIGLU
+ * on one tensor): SiLU of its first half times its second, then ffn_down.
+ */
+function fusedSwiglu(p: ProgramBuilder, tensors: Map<string, GgufTensorInfo>, il: number, need: (name: string) => string, h: number, out: number): void {
+  const up = need(t(il, 'ffn_up.weight'));
+  const ff2 = tensors.get(up)!.dims[1];
+  const down = need(t(il, 'ffn_down.weight'));
+  const ff = tensors.get(down)!.dims[0];
+  if (ff2 !== 2 * ff) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: ffn_up gives ${ff2} values, not twice ffn_down's ${ff} inputs`);
+  const u = p.buf(`ffn_up${ff2}`, ff2);
+  const g = p.buf(`ffn_gate${ff}`, ff);
+  p.op('matmul', u, { a: h, weights: { weight: up } });
+  p.op('swiglu', g, { a: u, b: u, params: { a_off: 0, b_off: ff, n: ff } });
+  p.op('matmul', out, { a: g, weights: { weight: down } });
 }
 
 /**
@@ -125,3 +225,88 @@ export function softmaxExperts(p: ProgramBuilder, hp: HParams, il: number, need:
     params: { n_expert: hp.nExpert, n_expert_used: hp.nExpertUsed, gating: 0, norm_w: normW, w_scale: wScale, moe_layer: p.moeLayer(hp.nExpert), ...(act ? { act } : {}) },
   });
 }
+
+const DENSE: Omit<DenseLayout, 'attnNorm' | 'ffnNorm'> = { attnPostNorm: false, ffnPostNorm: false, attnOutBias: false };
+// OLMo 2's and EXAONE 4's blocks: no input norms; post norms on the attention and FFN outputs.
+const POST_NORMS = { ...DENSE, attnNorm: false, attnPostNorm: true, ffnNorm: 'none', ffnPostNorm: true } as const;
+
+/** RoPE dimension sections with two or more set (llama.cpp's use_mrope): text tokens then rotate as NeoX. */
+function usesMrope(hp: HParams): boolean {
+  const raw = hp.meta.kv[`${hp.arch}.rope.dimension_sections`];
+  if (raw === undefined || raw === null || typeof raw !== 'object' || !('length' in raw)) return false;
+  const s = Array.from(raw as ArrayLike<unknown>, Number);
+  return s[0] > 0 && s[1] > 0;
+}
+
+/**
+ * The dense decoders buildLlamaFamily runs with a DenseLayout, as llama.cpp's
+ * src/models/<arch>.cpp build them (every one a SwiGLU FFN, RMS norms, 1/sqrt(head) scores).
+ */
+export const DENSE_ARCHITECTURES: Record<string, (hp: HParams, tensors: Map<string, GgufTensorInfo>, o: { nCtxSeq: number }) => ModelProgram> = {
+  // OLMo 2 (olmo2.cpp): post norms only, q/k norms over the whole projections, NeoX RoPE, an
+  // untied head; with attention.sliding_window > 0 (OLMo 3), windows on the blocks
+  // load_swa_pattern picks (every 4th full by default) that rotate unscaled (scale 1, no YaRN).
+  olmo2: (hp, ts) =>
+    buildLlamaFamily(hp, ts, {
+      neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false,
+      layout: {
+        ...POST_NORMS, qkNormWidth: 'full', untiedHead: true,
+        swa: (h) => {
+          const window = h.meta.int('attention.sliding_window', 0, 0, 1 << 30);
+          return window > 0 ? { window, layers: slidingWindowLayers(h, 4), ropeSwa: { freq_scale: 1, ext_factor: 0, attn_factor: 1 } } : undefined;
+        },
+      },
+    }),
+  // ByteDance Seed-OSS (seed-oss.cpp): Llama's block with NeoX RoPE, q/k/v biases when present,
+  // the FFN's input norm named post_attention_norm.
+  seed_oss: (hp, ts) => buildLlamaFamily(hp, ts, { neox: true, qkNorm: false, normExpertWeights: false, sharedExpertGate: false, layout: { ...DENSE, attnNorm: true, ffnNorm: 'post_attention_norm' } }),
+  // SmolLM3 (smollm3.cpp): Llama's block, every 4th block (il + 1 a multiple of 4) without RoPE.
+  smollm3: (hp, ts) => buildLlamaFamily(hp, ts, { neox: false, qkNorm: false, normExpertWeights: false, sharedExpertGate: false, layout: { ...DENSE, attnNorm: true, ffnNorm: 'ffn_norm', rope: (il) => (il + 1) % 4 !== 0 } }),
+  // EXAONE 4.0 (exaone4.cpp): post norms only, per-head q/k norms before NeoX RoPE (rope_freqs
+  // when present). With 64 blocks (the 32B; llama.cpp keys it on the block count, not on the
+  // file's keys) windows (attention.sliding_window, 4096 by default) on the blocks
+  // load_swa_pattern picks (every 4th full), RoPE on those only, the full ones NoPE; below, every
+  // block full with RoPE. NextN blocks left out.
+  exaone4: (hp, ts) =>
+    buildLlamaFamily(hp, ts, {
+      neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false,
+      layout: {
+        ...POST_NORMS, qkNormWidth: 'head', nextn: true,
+        swa: (h) => (trunkLayers(h) === 64 ? { window: h.meta.int('attention.sliding_window', 4096, 1, 1 << 30), layers: slidingWindowLayers(h, 4) } : undefined),
+        rope: (_il, slides, swaOn) => !swaOn || slides,
+      },
+    }),
+  // ERNIE 4.5 dense (ernie4-5.cpp): Llama's block; its loader reads attn_output.bias, the graph adds none.
+  ernie4_5: (hp, ts) => buildLlamaFamily(hp, ts, { neox: false, qkNorm: false, normExpertWeights: false, sharedExpertGate: false, layout: { ...DENSE, attnNorm: true, ffnNorm: 'ffn_norm' } }),
+  // Hunyuan dense (hunyuan-vl.cpp): per-head q/k norms after NeoX RoPE, whose base is
+  // rope.freq_base x alpha^(head / (head - 2)) when rope.scaling.alpha > 0.
+  'hunyuan-dense': (hp, ts) =>
+    buildLlamaFamily(hp, ts, {
+      neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false,
+      layout: {
+        ...DENSE, attnNorm: true, ffnNorm: 'ffn_norm', qkNormAfterRope: true, qkNormWidth: 'head',
+        ropeBase: (h) => {
+          const alpha = Math.fround(h.meta.num('rope.scaling.alpha', 0));
+          if (!(alpha > 0)) return h.ropeFreqBase;
+          const dim = h.headDimK;
+          return Math.fround(Math.fround(h.ropeFreqBase) * Math.fround(Math.pow(alpha, Math.fround(dim / (dim - 2)))));
+        },
+      },
+    }),
+  // GLM-4 dense (glm4.cpp): attention and FFN each between an input norm and a post norm, partial
+  // RoPE over adjacent pairs (NeoX-like for text when the file has M-RoPE sections), q/k/v biases,
+  // one fused gate|up; NextN blocks left out.
+  glm4: (hp, ts) =>
+    buildLlamaFamily(hp, ts, {
+      neox: usesMrope(hp), qkNorm: false, normExpertWeights: false, sharedExpertGate: false,
+      layout: { ...DENSE, attnNorm: true, attnPostNorm: true, ffnNorm: 'ffn_norm', ffnPostNorm: true, fusedUpGate: true, nextn: true },
+    }),
+  // Swiss AI Apertus (apertus.cpp): Llama's block with per-head q/k norms before NeoX RoPE (the
+  // loader's q/k norm biases unused by the graph), attn_output.bias when present, rope_freqs or
+  // the LongRoPE tables by rope.scaling.type, an ungated FFN through xIELU, an untied head.
+  apertus: (hp, ts, o) =>
+    buildLlamaFamily(hp, ts, {
+      neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false, ropeFactors: 'typed', nCtxSeq: o.nCtxSeq,
+      layout: { ...DENSE, attnNorm: true, ffnNorm: 'ffn_norm', qkNormWidth: 'head', attnOutBias: true, xielu: true, untiedHead: true },
+    }),
+};

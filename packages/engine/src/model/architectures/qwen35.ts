@@ -82,8 +82,9 @@ function groupedProjections(p: ProgramBuilder, hp: HParams, tensors: Map<string,
  * value head RMS-normed by ssm_norm and gated by SiLU(attn_gate h), then ssm_out. Qwen3-Next
  * (`grouped`) takes its projections from groupedProjections and gives each key head's group of
  * value heads that key head (Qwen3.5 tiles them: value head h reads key head h % n_k_heads).
+ * `sigmoidGate` (qwen4exp): the normed heads are gated by sigmoid(attn_gate h) instead.
  */
-function linearAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, dims: LinearAttentionDims, h: number, out: number, grouped: boolean): void {
+export function linearAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, dims: LinearAttentionDims, h: number, out: number, grouped: boolean, sigmoidGate = false): void {
   const { need } = tensorLookup(hp, tensors);
   const { dConv, S, hk, hv } = dims;
   const convDim = (2 * hk + hv) * S;
@@ -109,7 +110,9 @@ function linearAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, Gg
     params: { layer: p.rsLayer(hv * S * S), n_k_heads: hk, n_v_heads: hv, head_dim: S, eps: hp.rmsEps, grouped: grouped ? 1 : 0 },
   });
   p.op('head_rms_norm', core, { a: core, weights: { weight: need(t(il, 'ssm_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: S, n_head: hv } });
-  p.op('swiglu', core, { a: z, b: core });
+  // (qwen4exp: the normed output times sigmoid(z), not SiLU(z).)
+  if (sigmoidGate) p.op('sigmoid_mul', core, { a: core, b: z, params: { per_element: 1 } });
+  else p.op('swiglu', core, { a: z, b: core });
   p.op('matmul', out, { a: core, weights: { weight: need(t(il, 'ssm_out.weight')) } });
 }
 

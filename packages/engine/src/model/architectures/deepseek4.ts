@@ -1,0 +1,307 @@
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
+
+import { EngineError } from '../../errors';
+import { MAX_DIM, MAX_LAYERS, type HParams } from '../hparams';
+import { ProgramBuilder } from '../program-builder';
+import { outputHead, tensorLookup, trunkLayers } from './deepseek2';
+import { SWIGLU_LIMIT_EPS } from './llama-moe';
+
+const t = (i: number, name: string) => `blk.${i}.${name}`;
+
+/** The two compressed-attention kinds llama.cpp's loader takes: CSA (with the indexer) and HCA. */
+const CSA = 4;
+const HCA = 128;
+
+interface Dsv4Keys {
+  nTrunk: number;
+  head: number;
+  rope: number;
+  window: number;
+  oGroups: number;
+  oLora: number;
+  ratios: number[];
+  compressBase: number;
+  idx: { nHead: number; headDim: number; topK: number };
+  hc: { n: number; iters: number; eps: number };
+  hashLayers: number;
+  normW: boolean;
+  wScale: number;
+  limitExp: number[];
+  limitShexp: number[];
+}
+
+/**
+ * deepseek4's keys as llama.cpp's loader (src/models/deepseek4.cpp load_arch_hparams) reads them,
+ * its refusals as EngineErrors: the q LoRA rank, sliding window, expert sizes and routing
+ * (expert_gating_func 4, sqrt-softplus, is the only one it runs), the SwiGLU clamps (the shared
+ * experts' default to the routed ones'), the indexer, output groups and LoRA rank, the compress
+ * ratios (one per block, MTP blocks included, each 0, 4 or 128) and RoPE base, the
+ * hyper-connections (4 streams: its graph asserts it) and the hash-routed block count.
+ */
+function readDeepseek4(hp: HParams): Dsv4Keys {
+  const md = hp.meta;
+  const bad = (msg: string): never => {
+    throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ${msg}`);
+  };
+  for (const k of ['attention.q_lora_rank', 'attention.sliding_window', 'expert_shared_count', 'expert_weights_scale', 'expert_weights_norm', 'swiglu_clamp_exp', 'attention.indexer.head_count', 'attention.indexer.key_length', 'attention.indexer.top_k', 'attention.output_group_count', 'attention.output_lora_rank', 'attention.compress_rope_freq_base', 'attention.compress_ratios', 'hyper_connection.count', 'hyper_connection.sinkhorn_iterations', 'hyper_connection.epsilon', 'hash_layer_count', 'expert_gating_func'])
+    if (!md.has(k)) bad(`the file lacks ${hp.arch}.${k}, which llama.cpp's loader requires`);
+  if (md.int('expert_gating_func', undefined, 0, 1 << 16) !== 4) bad(`expert_gating_func ${md.num('expert_gating_func')} is not 4 (sqrtsoftplus), the only routing llama.cpp's loader takes`);
+  const nTrunk = trunkLayers(hp);
+  const head = hp.headDimK;
+  const rope = hp.ropeDims;
+  if (hp.headDimV !== head) bad(`value_length ${hp.headDimV} differs from key_length ${head}: one row is both key and value`);
+  if (!(rope >= 2 && rope % 2 === 0 && rope <= head)) bad(`rope.dimension_count ${rope} must be even and within the head of ${head}`);
+  const raw = md.kv[`${hp.arch}.attention.compress_ratios`];
+  const ratios = typeof raw === 'object' && raw !== null && 'length' in (raw as object) ? Array.from(raw as ArrayLike<unknown>, (x) => Number(x)) : [];
+  if (ratios.length < hp.nLayer) bad(`attention.compress_ratios has ${ratios.length} entries, fewer than block_count ${hp.nLayer}`);
+  ratios.slice(0, nTrunk).forEach((r, i) => {
+    if (r !== 0 && r !== CSA && r !== HCA) bad(`block ${i}'s compress ratio ${r} is not 0, 4 or 128 (the only ones llama.cpp's loader takes)`);
+  });
+  const idx = {
+    nHead: md.int('attention.indexer.head_count', undefined, 1, MAX_DIM),
+    headDim: md.int('attention.indexer.key_length', undefined, 1, MAX_DIM),
+    topK: md.int('attention.indexer.top_k', undefined, 1, 1 << 24),
+  };
+  if (ratios.slice(0, nTrunk).includes(CSA) && (idx.headDim < 64 || (idx.headDim & (idx.headDim - 1)) !== 0 || idx.headDim < rope))
+    bad(`attention.indexer.key_length ${idx.headDim} must be a power of two of at least 64 that holds the ${rope} rotary dimensions`);
+  const hc = { n: md.int('hyper_connection.count', undefined, 1, 64), iters: md.int('hyper_connection.sinkhorn_iterations', undefined, 1, 1000), eps: md.num('hyper_connection.epsilon') };
+  if (hc.n !== 4) bad(`hyper_connection.count ${hc.n}: llama.cpp's graph runs 4 streams only`);
+  if (!(Number.isFinite(hc.eps) && hc.eps >= 0)) bad(`hyper_connection.epsilon ${hc.eps} must be a finite non-negative number`);
+  const oGroups = md.int('attention.output_group_count', undefined, 1, MAX_DIM);
+  const oLora = md.int('attention.output_lora_rank', undefined, 1, MAX_DIM);
+  const limitExp = md.perLayerNum('swiglu_clamp_exp', hp.nLayer, undefined);
+  const limitShexp = md.has('swiglu_clamp_shexp') ? md.perLayerNum('swiglu_clamp_shexp', hp.nLayer, undefined) : limitExp;
+  return {
+    nTrunk,
+    head,
+    rope,
+    window: md.int('attention.sliding_window', undefined, 1, 1 << 30),
+    oGroups,
+    oLora,
+    ratios,
+    compressBase: md.num('attention.compress_rope_freq_base'),
+    idx,
+    hc,
+    hashLayers: md.int('hash_layer_count', undefined, 0, MAX_LAYERS),
+    normW: md.bool('expert_weights_norm', false),
+    wScale: md.num('expert_weights_scale'),
+    limitExp,
+    limitShexp,
+  };
+}
+
+/**
+ * DeepSeek-V4 (`deepseek4`, llama.cpp src/models/deepseek4.cpp).
+ *
+ * Hyper-connections: 4 residual streams (each the token's embedding at first). Before each
+ * sublayer the streams are RMS-normed as one row (no weight) and projected by hc_{attn,ffn}_fn to
+ * (2 + 4) x 4 mixes: pre_i = sigmoid(mix_i scale[0] + base_i) + eps (`hc_gates`) weighs the
+ * streams into the sublayer's input; after it (`dsv4_hc_post`) stream dst becomes y post_dst +
+ * sum_src stream_src comb[dst, src], post = 2 sigmoid(mix scale[1] + base), comb the Sinkhorn
+ * normalization (sinkhorn_iterations) of the last 16 mixes. The head collapses the streams with
+ * output_hc_* (pre only) before the output norm.
+ *
+ * Attention: q = per-head RMS norm (no weight) of attn_q_b(rms_norm(attn_q_a(h))), one shared
+ * row kv = attn_kv_a_norm(attn_kv(h)) that is both key and value, both rotated on their last
+ * rope.dimension_count dims (compressing blocks: compress_rope_freq_base with the file's YaRN;
+ * others: rope.freq_base, unscaled); per head softmax (with a sink logit) over the last
+ * sliding_window rows and the compressed rows the block sees, then the output rotated back
+ * (ggml_rope_ext_back) and projected by the grouped LoRA attn_output_a (output_group_count
+ * groups of heads) and attn_output_b. Compressed rows (`dsv4_compress`): at each block of the
+ * ratio's positions, a per-dimension softmax (scores attn_compressor_gate(h) plus a position bias)
+ * over attn_compressor_kv(h) rows, RMS-normed and rotated at the block's first position. HCA
+ * blocks (ratio 128) see every completed block; CSA blocks (ratio 4, overlapping: each entry also
+ * folds the previous block's first halves) see the top_k entries of a lightning indexer whose
+ * keys come from a compressor of their own (`dsa_index` with ratio 4; queries from the q LoRA
+ * latent rotated by the compress RoPE, both Hadamard-rotated as llama.cpp does).
+ *
+ * FFN: routed experts by sqrt(softplus) of the router logits (+ exp_probs_b for selection), or
+ * on the first hash_layer_count blocks the token's experts from ffn_gate_tid2eid; renormalized
+ * and scaled; SwiGLU clamped as ggml_swiglu_clamp (swiglu_clamp_exp, and swiglu_clamp_shexp for
+ * the shared experts). The MTP blocks (nextn_predict_layers) are loaded with the file, not run.
+ */
+export function buildDeepseek4(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  const { need } = tensorLookup(hp, tensors);
+  const k = readDeepseek4(hp);
+  const { head: D, rope: R, hc: hcs, idx } = k;
+  const d = hp.nEmbd;
+  const hc = hcs.n;
+  const W = hc * d;
+  const nMix = (2 + hc) * hc;
+  if (hp.nExpert <= 0 || hp.nExpertUsed <= 0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: expert_count and expert_used_count must be > 0`);
+  const f32 = Math.fround;
+  const kqScale = f32(1 / f32(Math.sqrt(D)));
+  // The compressing blocks' RoPE (compress base, the file's YaRN with a pure rotation's magnitude)
+  // and the others' (rope.freq_base, unscaled).
+  const ext = hp.ropeYarn.extFactor;
+  const fs = hp.ropeFreqScale;
+  const ropeComp = {
+    neox: false, freq_base: k.compressBase, freq_scale: fs, ext_factor: ext,
+    attn_factor: ext === 0 ? 1 : f32(1 / f32(1 + f32(0.1 * Math.log(1 / fs)))),
+    beta_fast: hp.ropeYarn.betaFast, beta_slow: hp.ropeYarn.betaSlow, n_ctx_orig: hp.ropeYarn.nCtxOrig,
+  };
+  const ropePlain = { neox: false, freq_base: hp.ropeFreqBase, freq_scale: 1, ext_factor: 0, attn_factor: 1, beta_fast: 0, beta_slow: 0, n_ctx_orig: 0 };
+
+  const p = new ProgramBuilder();
+  const x = p.buf('x', W);
+  const e = p.buf('embd', d);
+  const h = p.buf('h', d);
+  const tmp = p.buf('hc_tmp', d);
+  const flat = p.buf('hc_flat', W);
+  const gPre = p.buf('hc_pre', W);
+  const mix = p.buf(`hc_mix${nMix}`, nMix);
+  const mixHead = p.buf(`hc_mix${hc}`, hc);
+  p.op('embed', e, { weights: { weight: need('token_embd.weight') } });
+  for (let i = 0; i < hc; i++) p.op('copy', x, { a: e, params: { n: d, out_off: i * d } });
+
+  // h = sum_i pre_i * stream_i from the streams' norm projected by fn (ggml_mul, then ggml_add in stream order).
+  const hcPre = (fn: string, scale: string, base: string, into: number) => {
+    p.op('rms_norm', flat, { a: x, params: { eps: hp.rmsEps } });
+    p.op('matmul', into, { a: flat, weights: { weight: need(fn) } });
+    p.op('hc_gates', gPre, { a: into, weights: { scale: need(scale), base: need(base) }, params: { n: hc, eps: hcs.eps, repeat: d } });
+    p.op('mul', h, { a: x, b: gPre, params: { n: d } });
+    for (let i = 1; i < hc; i++) {
+      p.op('mul', tmp, { a: x, b: gPre, params: { n: d, a_off: i * d, b_off: i * d } });
+      p.op('add', h, { a: h, b: tmp });
+    }
+  };
+  // The shapes llama.cpp's loader pins that no op's own checks do (trailing 1s aside).
+  const shaped = (name: string, dims: number[]): string => {
+    const got = [...tensors.get(need(name))!.dims];
+    while (got.length > dims.length && got[got.length - 1] === 1) got.pop();
+    if (got.length !== dims.length || got.some((v, i) => v !== dims[i])) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: tensor '${name}' is [${got.join(', ')}], expected [${dims.join(', ')}]`);
+    return name;
+  };
+  shaped('output_hc_base.weight', [hc]);
+  shaped('output_hc_scale.weight', [1]);
+  for (let il = 0; il < k.nTrunk; il++)
+    for (const s of ['attn', 'ffn']) {
+      shaped(t(il, `hc_${s}_base.weight`), [nMix]);
+      shaped(t(il, `hc_${s}_scale.weight`), [3]);
+    }
+  const nVocab = tensors.get(need('token_embd.weight'))!.dims[1];
+  for (let il = 0; il < Math.min(k.hashLayers, k.nTrunk); il++) shaped(t(il, 'ffn_gate_tid2eid.weight'), [hp.nExpertUsed, nVocab]);
+  const hcPost = (y: number, scale: string, base: string) =>
+    p.op('dsv4_hc_post', x, { a: y, b: x, c: mix, weights: { scale: need(scale), base: need(base) }, params: { n: hc, eps: hcs.eps, iters: hcs.iters } });
+
+  const H0 = hp.nHead[0];
+  if (H0 % k.oGroups !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ${H0} heads do not split into ${k.oGroups} output groups`);
+  const qLoraW = tensors.get(need(t(0, 'attn_q_a.weight')))!.dims[1];
+  const qr = p.buf(`q_a${qLoraW}`, qLoraW);
+  const q = p.buf(`q${H0}x${D}`, H0 * D);
+  const kv = p.buf(`kv${D}`, D);
+  const attn = p.buf(`attn${H0}x${D}`, H0 * D);
+  const oa = p.buf(`o_a${k.oGroups * k.oLora}`, k.oGroups * k.oLora);
+  const attnOut = p.buf('attn_out', d);
+  const ffnOut = p.buf('ffn_out', d);
+  const comp = p.buf(`comp${D}`, D);
+  for (let il = 0; il < k.nTrunk; il++) {
+    if (hp.nHead[il] !== H0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: block ${il} has ${hp.nHead[il]} heads, block 0 ${H0}: the loader reads one head count`);
+    const ratio = k.ratios[il];
+    const ropeL = ratio !== 0 ? ropeComp : ropePlain;
+    hcPre(t(il, 'hc_attn_fn.weight'), t(il, 'hc_attn_scale.weight'), t(il, 'hc_attn_base.weight'), mix);
+    p.op('rms_norm', h, { a: h, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+    p.op('matmul', qr, { a: h, weights: { weight: need(t(il, 'attn_q_a.weight')) } });
+    p.op('rms_norm', qr, { a: qr, weights: { weight: need(t(il, 'attn_q_a_norm.weight')) }, params: { eps: hp.rmsEps } });
+    p.op('matmul', q, { a: qr, weights: { weight: need(t(il, 'attn_q_b.weight')) } });
+    p.op('head_rms_norm', q, { a: q, params: { eps: hp.rmsEps, head_dim: D, n_head: H0 } });
+    p.op('rope', q, { a: q, params: { ...ropeL, n_dims: R, head_dim: D, n_head: H0, rot_off: D - R } });
+    p.op('matmul', kv, { a: h, weights: { weight: need(t(il, 'attn_kv.weight')) } });
+    p.op('rms_norm', kv, { a: kv, weights: { weight: need(t(il, 'attn_kv_a_norm.weight')) }, params: { eps: hp.rmsEps } });
+    p.op('rope', kv, { a: kv, params: { ...ropeL, n_dims: R, head_dim: D, n_head: 1, rot_off: D - R } });
+    let compLayer: number | undefined;
+    let sel: number | undefined;
+    if (ratio !== 0) {
+      const overlap = ratio === CSA;
+      const cw = (overlap ? 2 : 1) * D;
+      const ckv = p.buf(`comp_kv${cw}`, cw);
+      const cs = p.buf(`comp_score${cw}`, cw);
+      p.op('matmul', ckv, { a: h, weights: { weight: need(t(il, 'attn_compressor_kv.weight')) } });
+      p.op('matmul', cs, { a: h, weights: { weight: need(t(il, 'attn_compressor_gate.weight')) } });
+      compLayer = p.kvLayer(D, 0);
+      p.op('dsv4_compress', comp, {
+        a: ckv, b: cs,
+        weights: { ape: need(t(il, 'attn_compressor_ape.weight')), norm: need(t(il, 'attn_compressor_norm.weight')) },
+        params: { ...ropeComp, layer: p.kvLayer(2 * cw, 0), out_layer: compLayer, ratio, overlap: overlap ? 1 : 0, head_dim: D, eps: hp.rmsEps, n_dims: R, n_head: 1, rot_off: D - R },
+      });
+      if (ratio === CSA) sel = dsv4Indexer(p, hp, tensors, il, k, ropeComp, qr, h);
+    }
+    p.op('dsv4_attention', attn, {
+      a: q, b: kv, ...(sel !== undefined ? { c: sel } : {}),
+      weights: { sinks: need(t(il, 'attn_sinks.weight')) },
+      params: { layer: p.kvLayer(D, 0), n_head: H0, head_dim: D, window: k.window, scale: kqScale, ...(compLayer !== undefined ? { ratio, comp_layer: compLayer } : {}), ...(sel !== undefined ? { top_k: idx.topK } : {}) },
+    });
+    p.op('rope', attn, { a: attn, params: { ...ropeL, n_dims: R, head_dim: D, n_head: H0, rot_off: D - R, inverse: 1 } });
+    p.op('matmul', oa, { a: attn, weights: { weight: need(t(il, 'attn_output_a.weight')) }, params: { groups: k.oGroups } });
+    p.op('matmul', attnOut, { a: oa, weights: { weight: need(t(il, 'attn_output_b.weight')) } });
+    hcPost(attnOut, t(il, 'hc_attn_scale.weight'), t(il, 'hc_attn_base.weight'));
+
+    hcPre(t(il, 'hc_ffn_fn.weight'), t(il, 'hc_ffn_scale.weight'), t(il, 'hc_ffn_base.weight'), mix);
+    p.op('rms_norm', h, { a: h, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
+    const hash = il < k.hashLayers;
+    const limE = k.limitExp[il];
+    p.op('moe', ffnOut, {
+      a: h,
+      weights: {
+        gate_inp: need(t(il, 'ffn_gate_inp.weight')),
+        ...(hash ? { tid2eid: need(t(il, 'ffn_gate_tid2eid.weight')) } : { exp_probs_b: need(t(il, 'exp_probs_b.bias')) }),
+        gate_exps: need(t(il, 'ffn_gate_exps.weight')),
+        up_exps: need(t(il, 'ffn_up_exps.weight')),
+        down_exps: need(t(il, 'ffn_down_exps.weight')),
+      },
+      params: {
+        n_expert: hp.nExpert, n_expert_used: hp.nExpertUsed, gating: 4, norm_w: k.normW, w_scale: k.wScale, moe_layer: p.moeLayer(hp.nExpert),
+        ...(limE > SWIGLU_LIMIT_EPS ? { act: 7, limit: limE } : {}),
+      },
+    });
+    const ff = tensors.get(need(t(il, 'ffn_up_shexp.weight')))!.dims[1];
+    const g = p.buf(`ffn_gate${ff}`, ff);
+    const u = p.buf(`ffn_up${ff}`, ff);
+    const so = p.buf('sh_out', d);
+    const limS = k.limitShexp[il];
+    p.op('matmul', g, { a: h, weights: { weight: need(t(il, 'ffn_gate_shexp.weight')) } });
+    p.op('matmul', u, { a: h, weights: { weight: need(t(il, 'ffn_up_shexp.weight')) } });
+    p.op('swiglu', g, { a: g, b: u, ...(limS > SWIGLU_LIMIT_EPS ? { params: { limit: limS, clamp_gate: 1 } } : {}) });
+    p.op('matmul', so, { a: g, weights: { weight: need(t(il, 'ffn_down_shexp.weight')) } });
+    p.op('add', ffnOut, { a: ffnOut, b: so });
+    hcPost(ffnOut, t(il, 'hc_ffn_scale.weight'), t(il, 'hc_ffn_base.weight'));
+  }
+
+  // The head: the streams collapsed by output_hc_fn / scale / base (pre coefficients only).
+  hcPre('output_hc_fn.weight', 'output_hc_scale.weight', 'output_hc_base.weight', mixHead);
+  return outputHead(p, hp, tensors, h, 'output_norm.weight', { untied: true });
+}
+
+/**
+ * A CSA block's lightning indexer: queries from the q LoRA latent (indexer.attn_q_b, rotated by
+ * the compress RoPE at the token's position), keys from the indexer's own compressor (ratio 4,
+ * overlapping), both Hadamard-rotated; per-head weights indexer.proj(h) / sqrt(heads x head size).
+ * `dsa_index` (ratio 4: only block ends are candidates) writes the top_k positions into the
+ * returned buffer.
+ */
+function dsv4Indexer(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, k: Dsv4Keys, rope: Record<string, number | boolean>, qr: number, h: number): number {
+  const { need } = tensorLookup(hp, tensors);
+  const { nHead: nh, headDim: hd, topK } = k.idx;
+  const R = k.rope;
+  const sel = p.buf(`dsa_sel${topK}`, topK);
+  const iq = p.buf(`dsa_q${nh * hd}`, nh * hd);
+  const iw = p.buf(`dsa_w${nh}`, nh);
+  const ikv = p.buf(`idx_kv${2 * hd}`, 2 * hd);
+  const isc = p.buf(`idx_score${2 * hd}`, 2 * hd);
+  const ik = p.buf(`dsa_k${hd}`, hd);
+  p.op('matmul', iq, { a: qr, weights: { weight: need(t(il, 'indexer.attn_q_b.weight')) } });
+  p.op('rope', iq, { a: iq, params: { ...rope, n_dims: R, head_dim: hd, n_head: nh, rot_off: hd - R } });
+  p.op('hadamard', iq, { a: iq, params: { n: hd } });
+  p.op('matmul', iw, { a: h, weights: { weight: need(t(il, 'indexer.proj.weight')) } });
+  p.op('scale', iw, { a: iw, params: { scale: Math.fround(1 / Math.fround(Math.sqrt(hd * nh))) } });
+  p.op('matmul', ikv, { a: h, weights: { weight: need(t(il, 'indexer_compressor_kv.weight')) } });
+  p.op('matmul', isc, { a: h, weights: { weight: need(t(il, 'indexer_compressor_gate.weight')) } });
+  p.op('dsv4_compress', ik, {
+    a: ikv, b: isc,
+    weights: { ape: need(t(il, 'indexer_compressor_ape.weight')), norm: need(t(il, 'indexer_compressor_norm.weight')) },
+    params: { ...rope, layer: p.kvLayer(4 * hd, 0), ratio: CSA, overlap: 1, head_dim: hd, eps: hp.rmsEps, n_dims: R, n_head: 1, rot_off: hd - R },
+  });
+  p.op('hadamard', ik, { a: ik, params: { n: hd } });
+  p.op('dsa_index', sel, { a: iq, b: ik, c: iw, params: { layer: p.kvLayer(hd, 0), n_head: nh, head_dim: hd, top_k: topK, ratio: CSA } });
+  return sel;
+}

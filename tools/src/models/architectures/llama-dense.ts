@@ -1,0 +1,201 @@
+// Dense decoders of Llama's family with their own block layouts, as llama.cpp's loaders
+// (src/models/<arch>.cpp load_arch_hparams / load_arch_tensors) read them; the engine runs them
+// with buildLlamaFamily's DenseLayout (packages/engine/src/model/architectures/llama-family.ts).
+// Every one: token_embd, RMS norms (attention.layer_norm_rms_epsilon), q/k/v through
+// create_tensor_qkv (optional q/k/v biases), attn_output, a SwiGLU FFN, output_norm, a head
+// (output.weight, or token_embd when absent, except OLMo 2, whose loader requires output.weight).
+// - olmo2 (OLMo 2 / OLMo 3): no attn_norm or ffn_norm; attn_q_norm [n_embd] and attn_k_norm
+//   [n_kv_heads x head] over the whole projections (the loader sizes attn_q and attn_output as
+//   n_embd: heads x head = dim); post_attention_norm / post_ffw_norm on the attention / FFN
+//   outputs. NeoX RoPE. attention.sliding_window > 0 (OLMo 3): windows on the blocks
+//   load_swa_pattern(4) picks (blocks 0-2 of every 4 slide), which rotate at scale 1 without YaRN.
+// - seed_oss (Seed-OSS-36B): Llama's block whose FFN norm is named post_attention_norm; NeoX RoPE;
+//   attn_output [heads x head, dim] (head from key_length).
+// - smollm3 (SmolLM3): Llama's block, RoPE over adjacent pairs, NoPE on every 4th block
+//   (n_no_rope_layer_step 4 is hard-coded: (il + 1) % 4 == 0).
+// - exaone4 (EXAONE 4.0): olmo2's post-norm block with per-head q/k norms [head], NeoX RoPE;
+//   attn_output sized [n_embd, n_embd]. With exactly 64 blocks (the 32B; the loader keys it on the
+//   count) windows of attention.sliding_window (4096 by default) on load_swa_pattern(4)'s blocks,
+//   RoPE only there (the full blocks NoPE); otherwise every block full with RoPE (the key ignored).
+// - ernie4_5 (ERNIE 4.5 dense): Llama's block, RoPE over adjacent pairs; the loader takes an
+//   optional attn_output.bias which the graph never adds (`attnOutBias` writes one: a reader that
+//   adds it is off).
+// - hunyuan-dense (Hunyuan dense): Llama's block with per-head q/k norms [head] AFTER NeoX RoPE;
+//   rope.scaling.alpha > 0 multiplies the base by alpha^(head / (head - 2)).
+// - glm4 (GLM-4 dense): attn_norm, post_attention_norm after the attention, ffn_norm, one ffn_up
+//   [dim, 2 ff] (SiLU of its first half times its second), post_ffw_norm; RoPE over adjacent pairs
+//   on rope.dimension_count (partial: `ropeDims`); q/k/v biases (GLM-4 has them). With
+//   rope.dimension_sections of two or more set sections (GLM-4.1V's text model) the graph rotates
+//   by M-RoPE, whose text positions are the same in every section: NeoX-style pairs.
+// - apertus (Swiss AI Apertus): Llama's block with per-head q/k norms [head] before NeoX RoPE, an
+//   optional attn_output.bias (written with `attnOutBias`; the graph adds it), an ungated FFN
+//   ffn_up -> xIELU -> ffn_down, output.weight required; xIELU's raw parameters in the keys
+//   xielu.alpha_n / alpha_p / beta / eps (no architecture prefix; FLOAT32 arrays of one per block,
+//   as conversion/llama.py ApertusModel writes them; required).
+// Scales: the post norms' gains are 2 / sqrt(2L) (gemma.ts's residualWrite), so each sub-layer
+// writes into the stream at a fixed scale whatever its projections; the other archs use
+// residualGain on attn_output / ffn_down as llama.ts.
+import { checkFullWidthHeads, checkHeads, embeddings, headDim, linear, norm, requirePositive, residualGain } from '../arch';
+import type { ArchDefinition, ModelConfig, TensorSpec, WeightInit } from '../arch';
+import { GgufType } from '../../gguf/constants';
+import { kv } from '../../gguf/writer';
+import type { GgufValue } from '../../gguf/writer';
+import { baseMetadata } from './common';
+
+/**
+ * window: attention.sliding_window (olmo2: > 0 turns windows on; exaone4: read only at 64 blocks).
+ * swaPattern: attention.sliding_window_pattern, a BOOL per block or a UINT32 period (absent:
+ * load_swa_pattern's default 4). qkvBias: attn_q/k/v.bias. attnOutBias: attn_output.bias
+ * (ernie4_5 only: its loader's optional tensor). ropeAlpha: rope.scaling.alpha (hunyuan-dense).
+ * ropeDims: rope.dimension_count below the head (glm4).
+ */
+export type DenseFamilyConfig = ModelConfig & {
+  window?: number;
+  swaPattern?: boolean[] | number;
+  qkvBias?: boolean;
+  attnOutBias?: boolean;
+  ropeAlpha?: number;
+  ropeDims?: number;
+  /** glm4: rope.dimension_sections (INT32 x 4; two or more set: llama.cpp's M-RoPE, NeoX-style on text). */
+  ropeSections?: number[];
+  /** apertus: xIELU's raw parameters per block (required there). */
+  xielu?: { alphaN: number[]; alphaP: number[]; beta: number[]; eps: number[] };
+};
+
+interface Layout {
+  attnNorm: boolean;
+  /** q/k norms: none, one head wide, or over the whole projections. */
+  qkNorm: 'none' | 'head' | 'full';
+  attnPostNorm: boolean;
+  ffnNorm: 'ffn_norm' | 'post_attention_norm' | 'none';
+  ffnPostNorm: boolean;
+  fusedUpGate: boolean;
+  /** An ungated FFN (ffn_up, xIELU, ffn_down: apertus). */
+  ungated?: boolean;
+  /** The loader sizes attn_q / attn_output as n_embd. */
+  fullWidth: boolean;
+  untied: boolean;
+}
+
+const PRE: Layout = { attnNorm: true, qkNorm: 'none', attnPostNorm: false, ffnNorm: 'ffn_norm', ffnPostNorm: false, fusedUpGate: false, fullWidth: false, untied: false };
+const POST: Layout = { ...PRE, attnNorm: false, attnPostNorm: true, ffnNorm: 'none', ffnPostNorm: true, fullWidth: true };
+
+export const DENSE_LAYOUTS: Record<string, Layout> = {
+  olmo2: { ...POST, qkNorm: 'full', untied: true },
+  seed_oss: { ...PRE, ffnNorm: 'post_attention_norm' },
+  smollm3: PRE,
+  exaone4: { ...POST, qkNorm: 'head' },
+  ernie4_5: PRE,
+  'hunyuan-dense': { ...PRE, qkNorm: 'head' },
+  glm4: { ...PRE, attnPostNorm: true, ffnPostNorm: true, fusedUpGate: true },
+  apertus: { ...PRE, qkNorm: 'head', ungated: true, untied: true },
+};
+
+/** The block count at which llama.cpp's exaone4 loader turns sliding windows on. */
+export const EXAONE4_SWA_LAYERS = 64;
+
+/** Whether block i slides (pattern array, else load_swa_pattern's period rule, default 4); false when the arch has no windows in this file. */
+export function denseIsSwa(c: DenseFamilyConfig, i: number): boolean {
+  const on = c.arch === 'olmo2' ? (c.window ?? 0) > 0 : c.arch === 'exaone4' ? c.nLayers === EXAONE4_SWA_LAYERS : false;
+  if (!on) return false;
+  const p = c.swaPattern ?? 4;
+  if (Array.isArray(p)) return p[i];
+  return p === 0 || i % p < p - 1;
+}
+
+const gainInit = (mean: number): WeightInit => ({ kind: 'normal', mean, std: 0.1 * mean });
+const residualWrite = (c: ModelConfig) => 2 * residualGain(c);
+
+function normalize(c: ModelConfig): ModelConfig {
+  const x = c as DenseFamilyConfig;
+  const a = c.arch;
+  const lo = DENSE_LAYOUTS[a];
+  requirePositive(c, ['nLayers', 'dim', 'ff', 'nHeads', 'nKvHeads', 'vocabSize', 'ctx']);
+  if (c.nExperts !== 0 || c.nExpertsUsed !== 0) throw new Error(`${a}: a dense architecture (nExperts / nExpertsUsed must be 0)`);
+  if (lo.fullWidth) checkFullWidthHeads(c, 'attn_q and attn_output');
+  else checkHeads(c);
+  if (lo.untied && c.tiedEmbeddings) throw new Error(`${a}: the loader requires output.weight (tiedEmbeddings must be false)`);
+  if (!(c.ropeBase > 0)) throw new Error(`${a}: ropeBase must be positive`);
+  if (x.window !== undefined && (!Number.isInteger(x.window) || x.window < 1)) throw new Error(`${a}: window must be a positive integer, got ${String(x.window)}`);
+  if ((x.window !== undefined || x.swaPattern !== undefined) && a !== 'olmo2' && a !== 'exaone4') throw new Error(`${a}: no sliding windows (window / swaPattern are olmo2's and exaone4's)`);
+  if (Array.isArray(x.swaPattern) && x.swaPattern.length !== c.nLayers) throw new Error(`${a}: swaPattern has ${x.swaPattern.length} entries for ${c.nLayers} blocks`);
+  if (x.attnOutBias && a !== 'ernie4_5' && a !== 'apertus') throw new Error(`${a}: attnOutBias is ernie4_5's and apertus's (the other loaders take no attn_output.bias)`);
+  if ((a === 'apertus') !== (x.xielu !== undefined)) throw new Error(`${a}: xielu parameters are apertus's, and it requires them`);
+  if (x.xielu) {
+    for (const [k, v] of Object.entries(x.xielu)) {
+      if (!Array.isArray(v) || v.length !== c.nLayers || !v.every(Number.isFinite)) throw new Error(`${a}: xielu.${k} needs one finite number per block (${c.nLayers})`);
+    }
+  }
+  if (x.ropeAlpha !== undefined && (a !== 'hunyuan-dense' || !(x.ropeAlpha > 0))) throw new Error(`${a}: ropeAlpha is hunyuan-dense's and must be positive`);
+  if (x.ropeSections !== undefined && (a !== 'glm4' || x.ropeSections.length !== 4 || !x.ropeSections.every((v) => Number.isInteger(v) && v >= 0)))
+    throw new Error(`${a}: ropeSections is glm4's: 4 non-negative integers`);
+  if (x.ropeDims !== undefined) {
+    if (a !== 'glm4') throw new Error(`${a}: the graph asserts rope.dimension_count == head size (ropeDims is glm4's)`);
+    if (!Number.isInteger(x.ropeDims) || x.ropeDims < 2 || x.ropeDims % 2 !== 0 || x.ropeDims > headDim(c)) throw new Error(`${a}: ropeDims must be even within the head (${headDim(c)})`);
+  }
+  return c;
+}
+
+function metadata(c: ModelConfig): [string, GgufValue][] {
+  const x = c as DenseFamilyConfig;
+  const a = c.arch;
+  const m = baseMetadata(a, c);
+  if (x.ropeDims !== undefined) {
+    const i = m.findIndex(([k]) => k === `${a}.rope.dimension_count`);
+    m[i] = [`${a}.rope.dimension_count`, kv.u32(x.ropeDims)];
+  }
+  if (x.window !== undefined) m.push([`${a}.attention.sliding_window`, kv.u32(x.window)]);
+  if (Array.isArray(x.swaPattern)) m.push([`${a}.attention.sliding_window_pattern`, kv.arr(GgufType.BOOL, x.swaPattern)]);
+  else if (x.swaPattern !== undefined) m.push([`${a}.attention.sliding_window_pattern`, kv.u32(x.swaPattern)]);
+  if (x.ropeSections !== undefined) m.push([`${a}.rope.dimension_sections`, kv.arr(GgufType.INT32, x.ropeSections)]);
+  if (x.ropeAlpha !== undefined) m.push([`${a}.rope.scaling.alpha`, kv.f32(x.ropeAlpha)]);
+  if (x.xielu) {
+    const { alphaN, alphaP, beta, eps } = x.xielu;
+    m.push(['xielu.alpha_n', kv.arr(GgufType.FLOAT32, alphaN)], ['xielu.alpha_p', kv.arr(GgufType.FLOAT32, alphaP)], ['xielu.beta', kv.arr(GgufType.FLOAT32, beta)], ['xielu.eps', kv.arr(GgufType.FLOAT32, eps)]);
+  }
+  return m;
+}
+
+function tensors(c: ModelConfig): TensorSpec[] {
+  const x = c as DenseFamilyConfig;
+  const lo = DENSE_LAYOUTS[c.arch];
+  const hd = headDim(c);
+  const nQ = hd * c.nHeads;
+  const nKv = hd * c.nKvHeads;
+  // Sub-layers behind a post norm write at its gain; the others through their output projection.
+  const outGain = lo.attnPostNorm ? 1 : residualGain(c);
+  const t = embeddings(c);
+  for (let i = 0; i < c.nLayers; i++) {
+    const p = `blk.${i}`;
+    if (lo.attnNorm) t.push(norm(`${p}.attn_norm.weight`, c.dim, i));
+    t.push(linear(`${p}.attn_q.weight`, c.dim, nQ, 'attn_q', i), linear(`${p}.attn_k.weight`, c.dim, nKv, 'attn_k', i), linear(`${p}.attn_v.weight`, c.dim, nKv, 'attn_v', i));
+    if (x.qkvBias) {
+      const bias = (name: string, n: number): TensorSpec => ({ name, shape: [n], init: { kind: 'normal', std: 0.1 }, role: 'attn_bias', layer: i });
+      t.push(bias(`${p}.attn_q.bias`, nQ), bias(`${p}.attn_k.bias`, nKv), bias(`${p}.attn_v.bias`, nKv));
+    }
+    if (lo.qkNorm === 'head') t.push(norm(`${p}.attn_q_norm.weight`, hd, i), norm(`${p}.attn_k_norm.weight`, hd, i));
+    if (lo.qkNorm === 'full') t.push(norm(`${p}.attn_q_norm.weight`, nQ, i), norm(`${p}.attn_k_norm.weight`, nKv, i));
+    t.push(linear(`${p}.attn_output.weight`, nQ, c.dim, 'attn_output', i, outGain));
+    if (x.attnOutBias) t.push({ name: `${p}.attn_output.bias`, shape: [c.dim], init: { kind: 'normal', std: 0.5 }, role: 'attn_bias', layer: i });
+    if (lo.attnPostNorm) t.push({ ...norm(`${p}.post_attention_norm.weight`, c.dim, i), init: gainInit(residualWrite(c)) });
+    if (lo.ffnNorm !== 'none') t.push(norm(`${p}.${lo.ffnNorm}.weight`, c.dim, i));
+    const ffGain = lo.ffnPostNorm ? 1 : residualGain(c);
+    if (lo.fusedUpGate) t.push(linear(`${p}.ffn_up.weight`, c.dim, 2 * c.ff, 'ffn_up', i));
+    else if (lo.ungated) t.push(linear(`${p}.ffn_up.weight`, c.dim, c.ff, 'ffn_up', i));
+    else t.push(linear(`${p}.ffn_gate.weight`, c.dim, c.ff, 'ffn_gate', i), linear(`${p}.ffn_up.weight`, c.dim, c.ff, 'ffn_up', i));
+    t.push(linear(`${p}.ffn_down.weight`, c.ff, c.dim, 'ffn_down', i, ffGain));
+    if (lo.ffnPostNorm) t.push({ ...norm(`${p}.post_ffw_norm.weight`, c.dim, i), init: gainInit(residualWrite(c)) });
+  }
+  return t;
+}
+
+const def = (name: string): ArchDefinition => ({ name, ggufArch: name, normalize, metadata, tensors });
+
+export const olmo2 = def('olmo2');
+export const seedOss = def('seed_oss');
+export const smollm3 = def('smollm3');
+export const exaone4 = def('exaone4');
+export const ernie45 = def('ernie4_5');
+export const hunyuanDense = def('hunyuan-dense');
+export const glm4 = def('glm4');
+export const apertus = def('apertus');

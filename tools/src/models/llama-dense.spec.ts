@@ -1,0 +1,109 @@
+// The dense decoders of architectures/llama-dense.ts (olmo2, seed_oss, smollm3, exaone4, ernie4_5,
+// hunyuan-dense, glm4): the tensors and keys each llama.cpp loader (src/models/<arch>.cpp) takes.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { GgmlType, GgufType } from '../gguf/constants';
+import { readGgufHeader } from '../gguf/reader';
+import type { DenseFamilyConfig } from './architectures/llama-dense';
+import { denseIsSwa } from './architectures/llama-dense';
+import { planModel, writeModel } from './build';
+import { DEFAULT_PRESET_FOR_ARCH, getPreset } from './presets';
+
+const config = (preset: string, over: Partial<DenseFamilyConfig> = {}) => ({ ...getPreset(preset).config, ...over }) as DenseFamilyConfig;
+const plan = (preset: string, over: Partial<DenseFamilyConfig> = {}, type: 'F32' | 'Q4_K_M' | 'Q8_0' = 'F32') => planModel(config(preset, over), type);
+const block = (preset: string, i: number) =>
+  plan(preset).tensors.filter((x) => x.layer === i).map((x) => x.name.slice(`blk.${i}.`.length)).sort();
+const shapes = (preset: string) => new Map(plan(preset).tensors.map((x) => [x.name, x.shape]));
+const QKV = ['attn_q.weight', 'attn_k.weight', 'attn_v.weight', 'attn_output.weight'];
+const FFN = ['ffn_gate.weight', 'ffn_up.weight', 'ffn_down.weight'];
+const BIAS = ['attn_q.bias', 'attn_k.bias', 'attn_v.bias'];
+
+describe('llama-dense writer', () => {
+  it("each block's tensors as its loader names them", () => {
+    expect(block('tiny-olmo2', 1)).toEqual([...QKV, ...FFN, 'attn_q_norm.weight', 'attn_k_norm.weight', 'post_attention_norm.weight', 'post_ffw_norm.weight'].sort());
+    expect(block('tiny-seed-oss', 1)).toEqual([...QKV, ...FFN, ...BIAS, 'attn_norm.weight', 'post_attention_norm.weight'].sort());
+    expect(block('tiny-smollm3', 3)).toEqual([...QKV, ...FFN, 'attn_norm.weight', 'ffn_norm.weight'].sort());
+    expect(block('tiny-exaone4', 0)).toEqual([...QKV, ...FFN, 'attn_q_norm.weight', 'attn_k_norm.weight', 'post_attention_norm.weight', 'post_ffw_norm.weight'].sort());
+    expect(block('tiny-ernie4_5', 2)).toEqual([...QKV, ...FFN, 'attn_norm.weight', 'ffn_norm.weight', 'attn_output.bias'].sort());
+    expect(block('tiny-hunyuan-dense', 0)).toEqual([...QKV, ...FFN, 'attn_norm.weight', 'ffn_norm.weight', 'attn_q_norm.weight', 'attn_k_norm.weight'].sort());
+    expect(block('tiny-glm4', 3)).toEqual([...QKV, 'ffn_up.weight', 'ffn_down.weight', ...BIAS, 'attn_norm.weight', 'post_attention_norm.weight', 'ffn_norm.weight', 'post_ffw_norm.weight'].sort());
+    expect(block('tiny-apertus', 2)).toEqual([...QKV, 'ffn_up.weight', 'ffn_down.weight', 'attn_norm.weight', 'ffn_norm.weight', 'attn_q_norm.weight', 'attn_k_norm.weight', 'attn_output.bias'].sort());
+    const heads = (p: string) => plan(p).tensors.filter((x) => x.layer === undefined).map((x) => x.name);
+    expect(heads('tiny-olmo2')).toEqual(['token_embd.weight', 'output_norm.weight', 'output.weight']);
+    expect(heads('tiny-smollm3')).toEqual(['token_embd.weight', 'output_norm.weight']);
+  });
+
+  it('shapes: full-width q/k norms (olmo2), per-head ones, heads of their own size, the fused gate|up', () => {
+    const o = shapes('tiny-olmo2');
+    expect([o.get('blk.0.attn_q_norm.weight'), o.get('blk.0.attn_k_norm.weight')]).toEqual([[256], [128]]);
+    const e = shapes('tiny-exaone4');
+    expect([e.get('blk.0.attn_q_norm.weight'), e.get('blk.0.attn_k_norm.weight')]).toEqual([[64], [64]]);
+    const s = shapes('tiny-seed-oss');
+    expect([s.get('blk.0.attn_q.weight'), s.get('blk.0.attn_k.weight'), s.get('blk.0.attn_output.weight')]).toEqual([[256, 192], [256, 96], [192, 256]]);
+    const g = shapes('tiny-glm4');
+    expect([g.get('blk.0.ffn_up.weight'), g.get('blk.0.ffn_down.weight')]).toEqual([[256, 1024], [512, 256]]);
+    const q = new Map(plan('tiny-glm4', {}, 'Q4_K_M').tensors.map((x) => [x.name, x.type]));
+    expect([q.get('blk.0.post_ffw_norm.weight'), q.get('blk.0.attn_q.bias')]).toEqual([GgmlType.F32, GgmlType.F32]);
+    expect(q.get('blk.0.ffn_up.weight')).not.toBe(GgmlType.F32);
+    expect(DEFAULT_PRESET_FOR_ARCH.olmo2).toBe('tiny-olmo2');
+    expect(DEFAULT_PRESET_FOR_ARCH['hunyuan-dense']).toBe('tiny-hunyuan-dense');
+  });
+
+  it('writes the keys the loaders read: windows and patterns, rope.scaling.alpha, a partial rope.dimension_count', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llama-dense-spec-'));
+    try {
+      const keys = (preset: string, over: Partial<DenseFamilyConfig> = {}) => {
+        const out = path.join(dir, `${preset}.gguf`);
+        const c = config(preset, over);
+        writeModel({ config: c, fileType: 'F32', seed: 1, out });
+        const kv = readGgufHeader(out).kv;
+        return { kv, get: (k: string) => kv.get(`${c.arch}.${k}`)?.value };
+      };
+      const o = keys('tiny-olmo2-swa', { swaPattern: [true, false, true, false] });
+      expect([o.get('attention.sliding_window'), o.get('attention.sliding_window_pattern'), o.get('attention.layer_norm_rms_epsilon')]).toEqual([8, [true, false, true, false], Math.fround(1e-6)]);
+      expect(o.kv.get('olmo2.attention.sliding_window_pattern')!.elemType).toBe(GgufType.BOOL);
+      expect(keys('tiny-olmo2').get('attention.sliding_window')).toBeUndefined();
+      const h = keys('tiny-hunyuan-dense');
+      expect([h.get('rope.scaling.alpha'), h.get('rope.dimension_count')]).toEqual([1000, 64]);
+      expect(keys('tiny-glm4').get('rope.dimension_count')).toBe(32);
+      const gm = keys('tiny-glm4-mrope');
+      expect([gm.get('rope.dimension_sections'), gm.kv.get('glm4.rope.dimension_sections')!.elemType]).toEqual([[8, 4, 4, 0], GgufType.INT32]);
+      const s = keys('tiny-seed-oss');
+      expect([s.get('attention.key_length'), s.get('attention.value_length'), s.get('rope.dimension_count')]).toEqual([48, 48, 48]);
+      expect(keys('tiny-exaone4-swa').get('block_count')).toBe(64);
+      // Apertus's xIELU parameters: FLOAT32 arrays under keys without the architecture prefix.
+      const ap = keys('tiny-apertus').kv;
+      expect([...ap.keys()].filter((k) => k.startsWith('xielu.')).sort()).toEqual(['xielu.alpha_n', 'xielu.alpha_p', 'xielu.beta', 'xielu.eps']);
+      expect(ap.get('xielu.alpha_p')!.elemType).toBe(GgufType.FLOAT32);
+      expect((ap.get('xielu.beta')!.value as number[]).map((v) => Math.round(v * 10) / 10)).toEqual([0.5, 0.4, 0.6, 0.5]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("sliding blocks as the loaders pick them: olmo2 with a window, exaone4 only at 64 blocks", () => {
+    const flags = (c: DenseFamilyConfig) => Array.from({ length: c.nLayers }, (_, i) => denseIsSwa(c, i));
+    expect(flags(config('tiny-olmo2'))).toEqual([false, false, false, false]);
+    expect(flags(config('tiny-olmo2-swa'))).toEqual([true, true, true, false]);
+    expect(flags(config('tiny-exaone4', { window: 8 }))).toEqual([false, false, false, false]);
+    expect(flags(config('tiny-exaone4-swa')).slice(0, 8)).toEqual([true, true, true, false, true, true, true, false]);
+  });
+
+  it('rejects configs the loaders cannot take, naming the field', () => {
+    expect(() => plan('tiny-olmo2', { tiedEmbeddings: true })).toThrow(/requires output.weight/);
+    expect(() => plan('tiny-olmo2', { headDim: 32 })).toThrow(/must be dim/);
+    expect(() => plan('tiny-smollm3', { window: 8 })).toThrow(/no sliding windows/);
+    expect(() => plan('tiny-seed-oss', { attnOutBias: true })).toThrow(/attnOutBias is ernie4_5's/);
+    expect(() => plan('tiny-seed-oss', { ropeDims: 32 })).toThrow(/ropeDims is glm4's/);
+    expect(() => plan('tiny-glm4', { ropeDims: 33 })).toThrow(/ropeDims must be even/);
+    expect(() => plan('tiny-hunyuan-dense', { ropeAlpha: -1 })).toThrow(/ropeAlpha/);
+    expect(() => plan('tiny-olmo2-swa', { swaPattern: [true] })).toThrow(/swaPattern has 1 entries/);
+    expect(() => plan('tiny-glm4', { nExperts: 4, nExpertsUsed: 2 })).toThrow(/dense architecture/);
+    expect(() => plan('tiny-smollm3', { ropeSections: [8, 4, 4, 0] })).toThrow(/ropeSections is glm4's/);
+    expect(() => plan('tiny-apertus', { xielu: undefined })).toThrow(/xielu parameters are apertus's, and it requires them/);
+    expect(() => plan('tiny-apertus', { xielu: { alphaN: [1], alphaP: [1], beta: [1], eps: [1] } })).toThrow(/xielu\.alphaN needs one finite number per block \(4\)/);
+    expect(() => plan('tiny-glm4', { xielu: { alphaN: [1, 1, 1, 1], alphaP: [1, 1, 1, 1], beta: [1, 1, 1, 1], eps: [1, 1, 1, 1] } })).toThrow(/xielu parameters are apertus's/);
+  });
+});
