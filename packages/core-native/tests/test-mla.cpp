@@ -2,6 +2,7 @@
 // random weights: both tensor layouts (attn_kv_b, split attn_k_b/attn_v_b), F32 and F16 caches.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -179,6 +180,33 @@ static void run_window_case(uint32_t kv_type) {
                 "inside vs no window %.3e, past it %.3e\n",
                 ok ? "ok  " : "FAIL", (long long)window, kv_type == KAIL_TYPE_F32 ? "F32" : "F16", e_ref, e_naive, e_wide, e_before, e_past);
     if (!ok) failures++;
+
+    // A mirrored ring (the sliding blocks' cache, kv_ring_rows): Rr = window + 2 rows stored twice,
+    // position j at rows j % Rr and j % Rr + Rr, holding positions (t - Rr, t] for token t (each
+    // token its own ring's state); a.first names the row of the window's first position. The same
+    // bits as the linear cache.
+    const int64_t Rr = window + 2;
+    const size_t rb = static_cast<size_t>(W) * (kv_type == KAIL_TYPE_F32 ? 4 : 2);
+    std::vector<std::vector<uint8_t>> rings(static_cast<size_t>(n), std::vector<uint8_t>(2 * Rr * rb, 0xff));
+    std::vector<const uint8_t *> ring_ptr(static_cast<size_t>(n));
+    std::vector<int64_t> first(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t j = std::max<int64_t>(0, t + 1 - Rr); j <= t; j++)
+            for (int64_t half = 0; half < 2; half++)
+                std::memcpy(rings[t].data() + static_cast<size_t>(j % Rr + half * Rr) * rb, in.cache.data() + static_cast<size_t>(j) * rb, rb);
+        ring_ptr[t] = rings[t].data();
+        first[t] = std::max<int64_t>(0, t + 1 - window) % Rr;
+    }
+    const uint8_t * const * linear = a.cache;
+    a.cache = ring_ptr.data();
+    a.first = first.data();
+    const std::vector<float> ringed = run(window, false), ringed_naive = run(window, true);
+    a.cache = linear;
+    a.first = nullptr;
+    const bool ok_ring = std::memcmp(ringed.data(), windowed.data(), ringed.size() * 4) == 0 && std::memcmp(ringed_naive.data(), naive.data(), naive.size() * 4) == 0;
+    std::printf("%s window %lld cache %s in a mirrored ring of %lld rows: the linear cache's bits (absorbed and naive)\n", ok_ring ? "ok  " : "FAIL", (long long)window,
+                kv_type == KAIL_TYPE_F32 ? "F32" : "F16", (long long)Rr);
+    if (!ok_ring) failures++;
 }
 
 int main() {

@@ -67,7 +67,8 @@ std::string format_bytes(uint64_t bytes);
 // + n_batch - 1 (the window, plus the rest of a batch written before its first token attends), or
 // 0 for a layer that keeps every position (no window, or n_ctx <= 2R). The ring is stored twice
 // (2R rows per head) so any `window` consecutive positions are contiguous. Throws
-// KAIL_E_BAD_MODEL when attention ops disagree on a layer's window.
+// KAIL_E_BAD_MODEL when attention ops disagree on a layer's window. Sliding MLA blocks
+// (mla_attention with a window, dots3note) ring their latent rows the same way (one head, no V).
 std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n_batch, bool swa_full = false);
 // DeepSeek-V4's packed KV layers keep fewer rows than positions (llama.cpp's deepseek4 cache
 // does the same): the raw key/value rows of a windowed dsv4_attention layer in a ring of R =

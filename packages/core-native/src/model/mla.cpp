@@ -64,9 +64,13 @@ void attend_rows(int64_t lo, int64_t p, float scale, uint32_t kv_type, std::vect
     for (int64_t j = lo; j <= p; j++) acc(j, scores[j - lo]);
 }
 
-void cache_row(const mla_args & a, const uint8_t * base, int64_t j, float * dst) {
+// The cache row of token t's position j (j >= first_row(pos)): a.first's row for the window's
+// first position, the rows after it in order.
+int64_t row_of(const mla_args & a, int64_t t, int64_t j) { return a.first ? a.first[t] + (j - first_row(a, a.pos[t])) : j; }
+
+void cache_row(const mla_args & a, int64_t t, int64_t j, float * dst) {
     const int64_t w = a.kv_lora + a.qk_rope;
-    dequantize_row(a.kv_type, base + static_cast<size_t>(j) * kv_row_bytes(a.kv_type, w), dst, w);
+    dequantize_row(a.kv_type, a.cache[t] + static_cast<size_t>(row_of(a, t, j)) * kv_row_bytes(a.kv_type, w), dst, w);
 }
 
 void attend_absorbed(const mla_args & a) {
@@ -119,7 +123,7 @@ void attend_absorbed(const mla_args & a) {
         const int64_t lo = first_row(a, a.pos[t]);
         int64_t np = a.pos[t] + 1 - lo;
         const size_t rb = kv_row_bytes(a.kv_type, W);  // a cached row's bytes (whole Q8_0 blocks for a quantized cache)
-        const uint8_t * rows = a.cache[t] + static_cast<size_t>(lo) * rb;
+        const uint8_t * rows = a.cache[t] + static_cast<size_t>(row_of(a, t, lo)) * rb;
         if (a.sel && np > a.top_k) {
             // Sparse attention (DSA): only the rows the indexer selected, gathered in position
             // order, take part (llama.cpp masks the others with -inf, which gives them no weight).
@@ -183,7 +187,7 @@ void attend_naive(const mla_args & a) {
             std::fill(o, o + a.v_head, 0.0f);
             attend_rows(first_row(a, a.pos[t]), a.pos[t], a.scale, KAIL_TYPE_F32, scores,
                 [&](int64_t j) {
-                    cache_row(a, a.cache[t], j, kr.data());
+                    cache_row(a, t, j, kr.data());
                     for (int64_t i = 0; i < a.qk_nope; i++) {
                         float s = 0.0f;
                         for (int64_t l = 0; l < L; l++) s += wk[i * L + l] * kr[l];
@@ -195,7 +199,7 @@ void attend_naive(const mla_args & a) {
                     return d;
                 },
                 [&](int64_t j, float w) {
-                    cache_row(a, a.cache[t], j, kr.data());
+                    cache_row(a, t, j, kr.data());
                     for (int64_t c = 0; c < a.v_head; c++) {
                         float s = 0.0f;
                         for (int64_t l = 0; l < L; l++) s += wv[c * L + l] * kr[l];

@@ -37,6 +37,9 @@ struct mla_args {
     // A sliding window (llama.cpp's LLAMA_SWA_TYPE_STANDARD, dots3note's sliding MLA blocks): a
     // token at pos attends to rows [pos + 1 - window, pos] only; 0: every row up to pos.
     int64_t                 window = 0;
+    // Per token: the row of cache[t] that holds position pos + 1 - window (the window's first; a
+    // mirrored ring's lo % R, the positions after it in the rows after it). Null: row = position.
+    const int64_t *         first = nullptr;
     // DeepSeek's sparse attention: per token, top_k positions (floats, -1 for none) the lightning
     // indexer selected; the others are masked out. Null: every position.
     const float *           sel = nullptr;

@@ -67,7 +67,8 @@ struct tensor_ref {
 // positions [0, cap) lie together at (h * cap + pos) * head_dim elements, so attending one kv
 // head streams one contiguous block (row-major rows put the other heads' columns between them,
 // and strided reads ran at about half the speed out of cache). Growing `cap` moves each head's
-// block. MLA layers keep one latent row per position, [pos][width], and leave cap at 0.
+// block. MLA layers keep one latent row per position, [pos][width], and leave cap at 0, but for a
+// sliding MLA block's ring (dots3note), which is one head's block of cap rows (kv_ring_slot).
 struct kv_seq_layer {
     std::vector<uint8_t> k, v;
     int64_t              cap = 0;  // positions allocated per head (attention layers)
@@ -1760,6 +1761,41 @@ void op_rope(exec_ctx & x, const op_desc & op, size_t oi) {
     }
 }
 
+// The row of position p in a sequence's KV layer (kv_seq_layer's layout: `heads` blocks of c.cap
+// rows, rk / rv bytes per head's row of K / V), growing the layer first: linear rows up to the
+// context (a ring layer, R = kv_ring_rows > 0: up to R), then a ring layer turns mirrored. The
+// sliding GQA layers and dots3note's sliding MLA blocks (one head of latent rows, no V) share it.
+int64_t kv_ring_slot(model::impl & m, kv_seq_layer & c, int64_t R, int64_t p, int64_t heads, size_t rk, size_t rv) {
+    // Linear rows up to the context (a ring layer: up to R), then a ring layer turns mirrored.
+    const bool to_ring = R && p >= R && !c.mirrored;
+    if ((!c.mirrored && p >= c.cap) || to_ring) {
+        int64_t cap = std::max<int64_t>(p + 1, c.cap * 2);
+        cap = std::min<int64_t>(std::max<int64_t>(cap, 16), R ? R : m.params.n_ctx);
+        if (to_ring) cap = 2 * R;
+        const uint64_t old = c.k.size() + c.v.size();
+        const uint64_t bytes = static_cast<uint64_t>(cap) * static_cast<uint64_t>(heads) * (rk + rv);
+        if (m.params.kv_max_bytes && m.kv_bytes - old + bytes > m.params.kv_max_bytes)
+            throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes - old + bytes) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
+        auto regrow = [&](std::vector<uint8_t> & buf, size_t rb) {
+            std::vector<uint8_t> next(static_cast<size_t>(cap * heads) * rb);
+            const size_t keep = static_cast<size_t>(c.cap) * rb;
+            for (int64_t h = 0; h < heads && keep; h++) {
+                std::memcpy(next.data() + static_cast<size_t>(h * cap) * rb, buf.data() + static_cast<size_t>(h) * keep, keep);
+                // Turning mirrored: positions [0, c.cap) < R also belong at row p + R.
+                if (to_ring) std::memcpy(next.data() + static_cast<size_t>(h * cap + R) * rb, buf.data() + static_cast<size_t>(h) * keep, keep);
+            }
+            buf.swap(next);
+        };
+        regrow(c.k, rk);
+        regrow(c.v, rv);
+        c.cap = cap;
+        c.mirrored = c.mirrored || to_ring;
+        m.kv_bytes = m.kv_bytes - old + bytes;
+    }
+    c.hw = std::max<int64_t>(c.hw, p + 1);
+    return c.mirrored ? p % R : p;
+}
+
 void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
     const int layer = static_cast<int>(op.param_req("layer"));
@@ -1780,36 +1816,9 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
         const int s = x.b.seq[t];
         const int64_t p = x.b.pos[t];
         kv_seq_layer & c = m.kv[s][layer];
-        // Linear rows up to the context (a ring layer: up to R), then a ring layer turns mirrored.
-        const bool to_ring = R && p >= R && !c.mirrored;
-        if ((!c.mirrored && p >= c.cap) || to_ring) {
-            int64_t cap = std::max<int64_t>(p + 1, c.cap * 2);
-            cap = std::min<int64_t>(std::max<int64_t>(cap, 16), R ? R : m.params.n_ctx);
-            if (to_ring) cap = 2 * R;
-            const uint64_t old = c.k.size() + c.v.size();
-            const uint64_t bytes = static_cast<uint64_t>(cap) * static_cast<uint64_t>(n_head_kv) * (rk + rv);
-            if (m.params.kv_max_bytes && m.kv_bytes - old + bytes > m.params.kv_max_bytes)
-                throw error(KAIL_E_BUDGET, "KV cache budget exceeded: need " + std::to_string(m.kv_bytes - old + bytes) + " bytes, budget " + std::to_string(m.params.kv_max_bytes));
-            auto regrow = [&](std::vector<uint8_t> & buf, size_t rb) {
-                std::vector<uint8_t> next(static_cast<size_t>(cap * n_head_kv) * rb);
-                const size_t keep = static_cast<size_t>(c.cap) * rb;
-                for (int64_t h = 0; h < n_head_kv && keep; h++) {
-                    std::memcpy(next.data() + static_cast<size_t>(h * cap) * rb, buf.data() + static_cast<size_t>(h) * keep, keep);
-                    // Turning mirrored: positions [0, c.cap) < R also belong at row p + R.
-                    if (to_ring) std::memcpy(next.data() + static_cast<size_t>(h * cap + R) * rb, buf.data() + static_cast<size_t>(h) * keep, keep);
-                }
-                buf.swap(next);
-            };
-            regrow(c.k, rk);
-            regrow(c.v, rv);
-            c.cap = cap;
-            c.mirrored = c.mirrored || to_ring;
-            m.kv_bytes = m.kv_bytes - old + bytes;
-        }
-        c.hw = std::max<int64_t>(c.hw, p + 1);
+        const int64_t row = kv_ring_slot(m, c, R, p, n_head_kv, rk, rv);
         const float * krow = x.ptr(op.b) + t * x.width(op.b) + static_cast<int64_t>(op.param("b_off", 0));
         const float * vrow = x.ptr(op.c) + t * x.width(op.c) + static_cast<int64_t>(op.param("c_off", 0));
-        const int64_t row = c.mirrored ? p % R : p;
         for (int64_t h = 0; h < n_head_kv; h++) {
             store_row(kt, krow + h * hd_k, c.k.data() + static_cast<size_t>(h * c.cap + row) * rk, hd_k);
             store_row(vt, vrow + h * hd_v, c.v.data() + static_cast<size_t>(h * c.cap + row) * rv, hd_v);
@@ -1938,9 +1947,17 @@ void store_packed_data(exec_ctx & x, int layer, const float * data, int64_t stri
     model::impl & m = x.m;
     const int64_t kw = m.prog.kv_k_width[layer];
     const size_t rb = kv_row_bytes(m.params.kv_type, kw);  // one row (whole Q8_0 blocks for a quantized cache)
+    const int64_t R = m.kv_ring[layer];
     for (int64_t t = 0; t < x.n_tok; t++) {
         kv_seq_layer & c = m.kv[x.b.seq[t]][layer];
         const int64_t p = x.b.pos[t];
+        if (R > 0) {
+            // A sliding MLA block's latent rows (dots3note): the sliding GQA layers' ring, one head, no V.
+            const int64_t row = kv_ring_slot(m, c, R, p, 1, rb, 0);
+            store_row(m.params.kv_type, data + t * stride, c.k.data() + static_cast<size_t>(row) * rb, kw);
+            if (c.mirrored) store_row(m.params.kv_type, data + t * stride, c.k.data() + static_cast<size_t>(row + R) * rb, kw);
+            continue;
+        }
         const size_t need = static_cast<size_t>(p + 1) * rb;
         if (c.k.size() < need) {
             const size_t old = c.k.capacity();
@@ -1969,8 +1986,19 @@ void op_mla_attention(exec_ctx & x, const op_desc & op, size_t oi) {
         a.sel_stride = x.width(op.c);
         a.top_k = static_cast<int64_t>(op.param_req("top_k"));
     }
+    // Sliding-window MLA blocks (dots3note): the last `window` positions, the token's own included.
+    a.window = static_cast<int64_t>(op.param("window", 0));
     std::vector<const uint8_t *> cache(static_cast<size_t>(x.n_tok));
-    for (int64_t t = 0; t < x.n_tok; t++) cache[t] = m.kv[x.b.seq[t]][layer].k.data();
+    // A ring that turned mirrored holds the window before a token contiguously from row lo % R.
+    std::vector<int64_t> first(static_cast<size_t>(x.n_tok));
+    const int64_t R = m.kv_ring[layer];
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        const kv_seq_layer & c = m.kv[x.b.seq[t]][layer];
+        cache[t] = c.k.data();
+        const int64_t lo = a.window > 0 ? std::max<int64_t>(0, x.b.pos[t] + 1 - a.window) : 0;
+        first[t] = c.mirrored ? lo % R : lo;
+    }
+    a.first = first.data();
     a.n_tok = x.n_tok;
     a.q = x.ptr(op.a);
     a.q_stride = x.width(op.a);
@@ -1978,8 +2006,6 @@ void op_mla_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     a.out_stride = x.width(op.out);
     a.cache = cache.data();
     a.pos = x.b.pos;
-    // Sliding-window MLA blocks (dots3note): the last `window` positions, the token's own included.
-    a.window = static_cast<int64_t>(op.param("window", 0));
     a.kv_type = m.params.kv_type;
     a.pool = m.pool.get();
     // imatrix: llama.cpp multiplies attn_k_b and attn_v_b as batched matrices, one per head, whose
@@ -3644,7 +3670,7 @@ void model::set_seq_state(int seq, const uint8_t * data, size_t n) {
         const kv_packed_layout & pl = m.kv_packed[static_cast<size_t>(l)];
         const bool ok = len == 0      ? rows == 0 && !mirrored
                         : pl.packed() ? !mirrored && (pl.ring ? hw >= len && rows == std::min(hw, pl.ring) : rows == len / pl.per)
-                        : mirrored    ? R > 0 && rows == 2 * R && hw >= len && !mla
+                        : mirrored    ? R > 0 && rows == 2 * R && hw >= len
                                       : rows == len && (R == 0 || len <= R);
         if (!ok || hw < 0) refuse(at + "its rows do not match its length (" + std::to_string(rows) + " rows for " + std::to_string(len) + " positions)");
         kv_seq_layer & c = next[static_cast<size_t>(l)];
@@ -3656,6 +3682,8 @@ void model::set_seq_state(int seq, const uint8_t * data, size_t n) {
             r.bytes(c.v.data(), c.v.size(), "V rows");
             c.cap = rows;
         }
+        // A sliding MLA block's ring counts its rows in cap as the GQA rings do (kv_ring_slot).
+        if (mla && R > 0) c.cap = rows;
         c.mirrored = mirrored;
         c.hw = hw;
         bytes += c.k.capacity() + c.v.capacity();

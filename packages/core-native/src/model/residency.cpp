@@ -43,7 +43,8 @@ std::string format_bytes(uint64_t b) {
 std::vector<int64_t> kv_ring_rows(const program & prog, int64_t n_ctx, int64_t n_batch, bool swa_full) {
     std::vector<int64_t> window(static_cast<size_t>(prog.n_kv_layers), -1);
     for (const op_desc & op : prog.ops) {
-        if (op.type != OP_ATTENTION) continue;
+        // GQA attention and MLA (dots3note's sliding blocks: one latent row per position, no V).
+        if (op.type != OP_ATTENTION && op.type != OP_MLA_ATTENTION) continue;
         const double l = op.param("layer", -1), w = op.param("window", 0);
         if (!(l >= 0 && l < prog.n_kv_layers) || !(w >= 0 && w < double(int64_t(1) << 40))) continue;  // check_op_ranges names these
         int64_t & have = window[static_cast<size_t>(l)];

@@ -115,3 +115,50 @@ describe('shared KV layers (tiny-gemma4-e)', () => {
     }
   }, 60_000);
 });
+
+describe('sliding MLA blocks (tiny-dots3note)', () => {
+  let file: string;
+  const toks = Array.from({ length: 128 }, (_, i) => ((i * 53 + 11) % 1000) + 3);
+  beforeAll(() => {
+    file = writeTestModel(dir, 'tiny-dots3note');
+  }, 60_000);
+
+  it('ring their latent rows: the bits of every position kept, the plan the allocation, exact rollback, copy and save/restore', async () => {
+    // nBatch 4: the sliding blocks (1, 2, 4; window 8) keep 8 + 3 = 11 latent rows (22 stored)
+    // against 128; nBatch 512: no ring (2R > nCtx), every position kept.
+    const ring = EngineModel.load(file, { threads: 2, nCtx: 128, nBatch: 4, nSeqMax: 2 });
+    const full = EngineModel.load(file, { threads: 2, nCtx: 128, nBatch: 512 });
+    try {
+      const V = ring.nVocab;
+      const want = await full.evaluate(0, toks.slice(0, 60), 'all');
+      expect(same(await ring.evaluate(0, toks.slice(0, 60), 'all'), want)).toBe(true);
+      ring.truncate(0, 0);
+      for (let i = 0; i < 60; i++) {
+        const one = await ring.evaluate(0, [toks[i]], 'last');
+        if (!same(one, want.subarray(i * V, (i + 1) * V))) throw new Error(`position ${i} differs`);
+      }
+      // Sliding latent rows of 64 + 32, F16: the ring saves 3 blocks x (128 - 22) rows per sequence.
+      expect(full.runtime.kvCapacityBytes - ring.runtime.kvCapacityBytes / 2).toBe(3 * 96 * 2 * (128 - 22));
+      expect(native().kvCacheBytes(ring.program, { nCtx: 128, nBatch: 4, kvType: 1 }) * 2).toBe(ring.runtime.kvCapacityBytes);
+      // Back 3 positions: the ring still holds the window; copied and restored sequences go on the same.
+      expect(ring.truncate(0, 57)).toBe(57);
+      ring.copySequence(0, 1);
+      const saved = ring.saveSequence(1);
+      expect(same(await ring.evaluate(0, toks.slice(57, 60), 'all'), want.subarray(57 * V))).toBe(true);
+      expect(same(await ring.evaluate(1, toks.slice(57, 60), 'all'), want.subarray(57 * V))).toBe(true);
+      ring.restoreSequence(1, saved);
+      expect(ring.seqLen(1)).toBe(57);
+      expect(same(await ring.evaluate(1, toks.slice(57, 60), 'all'), want.subarray(57 * V))).toBe(true);
+      // Back to 40: positions 32..39 were overwritten; the sequence is cleared.
+      expect(ring.truncate(0, 40)).toBe(0);
+      ring.truncate(1, 0);
+      expect(same(await ring.evaluate(0, toks.slice(0, 60), 'all'), want)).toBe(true);
+      // Filled to the context, the cache allocates what the plan says (one sequence of two).
+      await ring.evaluate(0, toks.slice(60), 'last');
+      expect(ring.runtime.stats().kvBytes).toBe(ring.runtime.kvCapacityBytes / 2);
+    } finally {
+      ring.close();
+      full.close();
+    }
+  }, 120_000);
+});
