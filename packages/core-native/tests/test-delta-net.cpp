@@ -18,53 +18,9 @@
 #include "kail/model.h"
 #include "kail/status.h"
 #include "kail/types.h"
+#include "op_test_util.h"
 
 using namespace kail;
-
-static int g_failures = 0;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            g_failures++;                                                                 \
-        }                                                                                 \
-    } while (0)
-
-struct f32_tensor {
-    std::string          name;
-    std::vector<int64_t> ne;
-    std::vector<float>   data;
-};
-
-// A GGUF v3 image of F32 tensors and no metadata.
-static std::vector<uint8_t> gguf_image(const std::vector<f32_tensor> & ts) {
-    std::vector<uint8_t> b;
-    auto raw = [&](const void * p, size_t n) { b.insert(b.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n); };
-    auto u32 = [&](uint32_t v) { raw(&v, 4); };
-    auto u64 = [&](uint64_t v) { raw(&v, 8); };
-    auto pad = [&]() { while (b.size() % 32) b.push_back(0); };
-    raw("GGUF", 4);
-    u32(3);
-    u64(ts.size());
-    u64(0);
-    uint64_t off = 0;
-    for (const auto & t : ts) {
-        u64(t.name.size());
-        raw(t.name.data(), t.name.size());
-        u32(static_cast<uint32_t>(t.ne.size()));
-        for (int64_t d : t.ne) u64(static_cast<uint64_t>(d));
-        u32(KAIL_TYPE_F32);
-        u64(off);
-        off += (t.data.size() * 4 + 31) / 32 * 32;
-    }
-    pad();
-    for (const auto & t : ts) {
-        raw(t.data.data(), t.data.size() * 4);
-        pad();
-    }
-    return b;
-}
 
 struct shape {
     int64_t hk, hv, S;
@@ -100,33 +56,20 @@ static fixture make_fixture(const shape & s, std::mt19937 & rng) {
 // input -> copies into q|k|v, gates, betas -> gated_delta_net (hidden) -> two logits per output row.
 static program make_program(const shape & s, bool narrow_gate = false, double lower_bound = 0) {
     program p;
-    auto buf = [&](const char * n, int64_t w, bool out_rows = false) {
-        p.buffers.push_back({n, w, out_rows});
-        return static_cast<int>(p.buffers.size() - 1);
-    };
-    const int in = buf("in", s.in()), qkv = buf("qkv", s.qkv()), al = buf("alpha", narrow_gate ? s.hv : s.hv * s.gw()), be = buf("beta", s.hv);
-    const int core = buf("core", s.hv * s.S), o = buf("o", s.hv * s.S, true), logits = buf("logits", 2, true);
-    auto op = [&](op_type t, int out, int a, std::map<std::string, double> params = {}) {
-        op_desc d;
-        d.type = t;
-        d.out = out;
-        d.a = a;
-        d.params = std::move(params);
-        p.ops.push_back(d);
-        return &p.ops.back();
-    };
-    op(OP_INPUT, in, -1);
-    op(OP_COPY, qkv, in, {{"a_off", 0}, {"n", static_cast<double>(s.qkv())}});
-    op(OP_COPY, al, in, {{"a_off", static_cast<double>(s.qkv())}, {"n", static_cast<double>(narrow_gate ? s.hv : s.hv * s.gw())}});
-    op(OP_COPY, be, in, {{"a_off", static_cast<double>(s.qkv() + s.hv * s.gw())}, {"n", static_cast<double>(s.hv)}});
-    op_desc * g = op(OP_GATED_DELTA_NET, core, qkv,
+    const int in = add_buf(p, "in", s.in()), qkv = add_buf(p, "qkv", s.qkv()), al = add_buf(p, "alpha", narrow_gate ? s.hv : s.hv * s.gw()), be = add_buf(p, "beta", s.hv);
+    const int core = add_buf(p, "core", s.hv * s.S), o = add_buf(p, "o", s.hv * s.S, true), logits = add_buf(p, "logits", 2, true);
+    add_op(p, OP_INPUT, in, -1);
+    add_op(p, OP_COPY, qkv, in, {{"a_off", 0}, {"n", static_cast<double>(s.qkv())}});
+    add_op(p, OP_COPY, al, in, {{"a_off", static_cast<double>(s.qkv())}, {"n", static_cast<double>(narrow_gate ? s.hv : s.hv * s.gw())}});
+    add_op(p, OP_COPY, be, in, {{"a_off", static_cast<double>(s.qkv() + s.hv * s.gw())}, {"n", static_cast<double>(s.hv)}});
+    op_desc & g = add_op(p, OP_GATED_DELTA_NET, core, qkv,
                      {{"layer", 0}, {"n_k_heads", static_cast<double>(s.hk)}, {"n_v_heads", static_cast<double>(s.hv)}, {"head_dim", static_cast<double>(s.S)}, {"eps", 1e-6}, {"kda", s.kda ? 1 : 0}});
-    if (s.lb < 0 || lower_bound != 0) g->params["lower_bound"] = lower_bound != 0 ? lower_bound : s.lb;
-    g->b = al;
-    g->c = be;
-    g->weights = {{"dt_bias", "dt_bias"}, {"a", "a"}};
-    op(OP_GATHER_OUT, o, core);
-    op(OP_MATMUL, logits, o)->weights = {{"weight", "head"}};
+    if (s.lb < 0 || lower_bound != 0) g.params["lower_bound"] = lower_bound != 0 ? lower_bound : s.lb;
+    g.b = al;
+    g.c = be;
+    g.weights = {{"dt_bias", "dt_bias"}, {"a", "a"}};
+    add_op(p, OP_GATHER_OUT, o, core);
+    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
     p.logits = logits;
     p.hidden = core;
     p.rs_width = {s.hv * s.S * s.S};
@@ -142,23 +85,7 @@ static std::unique_ptr<model> load(const fixture & f, const program & p) {
 }
 
 // The op's outputs (n x hv S) for input rows `in` (n x s.in()) at positions pos0.. of sequence 0.
-static std::vector<float> run(model & m, const shape & s, const float * in, int64_t n, int32_t pos0) {
-    std::vector<int32_t> tok(static_cast<size_t>(n), 0), pos(static_cast<size_t>(n)), seq(static_cast<size_t>(n), 0);
-    std::vector<uint8_t> out(static_cast<size_t>(n), 1);
-    for (int64_t t = 0; t < n; t++) pos[static_cast<size_t>(t)] = pos0 + static_cast<int32_t>(t);
-    batch b;
-    b.tokens = tok.data();
-    b.pos = pos.data();
-    b.seq = seq.data();
-    b.output = out.data();
-    b.n = n;
-    b.embd = in;
-    b.embd_width = s.in();
-    b.want_hidden = true;
-    std::vector<float> logits, hidden;
-    m.forward(b, logits, &hidden);
-    return hidden;
-}
+static std::vector<float> run(model & m, const shape & s, const float * in, int64_t n, int32_t pos0) { return run_hidden(m, nullptr, n, pos0, 0, in, s.in()); }
 
 // The delta rule as written: per value head h (key head h % hk), q and k L2-normalized
 // (x / sqrt(sum x^2 + eps), as ggml_rms_norm(eps / S) then 1 / sqrt(S)), g_i = softplus(alpha_i +

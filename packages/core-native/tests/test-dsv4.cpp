@@ -11,24 +11,14 @@
 #include "kail/quants.h"
 #include "kail/types.h"
 #include "model/dsv4.h"
+#include "op_test_util.h"
 
 using namespace kail;
-
-static int failures = 0;
-
-static double nmse(const std::vector<float> & x, const std::vector<double> & y) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < y.size(); i++) {
-        num += (x[i] - y[i]) * (x[i] - y[i]);
-        den += y[i] * y[i];
-    }
-    return num / den;
-}
 
 static void expect(const char * what, double e, double bound) {
     const bool ok = e <= bound;
     std::printf("%-46s nmse %.2e (bound %.0e) %s\n", what, e, bound, ok ? "ok" : "FAIL");
-    if (!ok) failures++;
+    if (!ok) g_failures++;
 }
 
 // Reference fold: per dim j, softmax over the entries' scores, in double.
@@ -184,6 +174,6 @@ int main() {
     test_attend(rng, 4, 64, 20, false);
     test_attend(rng, 16, 512, 300, true);  // DeepSeek-V4's head size, a window and compressed rows
     test_attend(rng, 8, 128, 37, true, true);
-    if (failures) std::printf("%d failures\n", failures);
-    return failures ? 1 : 0;
+    if (g_failures) std::printf("%d failures\n", g_failures);
+    return g_failures ? 1 : 0;
 }

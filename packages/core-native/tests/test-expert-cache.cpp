@@ -17,18 +17,9 @@
 #include <vector>
 
 #include "kail/status.h"
+#include "op_test_util.h"
 
 using namespace kail;
-
-static int g_failures = 0;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            g_failures++;                                                                 \
-        }                                                                                 \
-    } while (0)
 
 #define CHECK_EQ(a, b)                                                                                              \
     do {                                                                                                            \

@@ -27,18 +27,9 @@
 #include <unistd.h>
 
 #include "kail/status.h"
+#include "op_test_util.h"
 
 using namespace kail;
-
-static int g_failures = 0;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            g_failures++;                                                                 \
-        }                                                                                 \
-    } while (0)
 
 static uint8_t byte_at(uint64_t pos) { return static_cast<uint8_t>((pos * 2654435761u) >> 13); }
 

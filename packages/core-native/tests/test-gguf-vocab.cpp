@@ -15,18 +15,9 @@
 #include <unistd.h>
 
 #include "kail/status.h"
+#include "op_test_util.h"
 
 using namespace kail;
-
-static int g_failures = 0;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            g_failures++;                                                                 \
-        }                                                                                 \
-    } while (0)
 
 // Vocabulary sizes of the fixture files as llama.cpp reports them.
 struct expected_vocab {

@@ -19,18 +19,9 @@
 
 #include "kail/status.h"
 #include "kail/types.h"
+#include "op_test_util.h"
 
 using namespace kail;
-
-static int g_failures = 0;
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            g_failures++;                                                             \
-        }                                                                             \
-    } while (0)
 
 // ---------------------------------------------------------------------------------------------
 // Builder: a tree of values written the way ggml's gguf writer lays a file out, recording where

@@ -20,18 +20,9 @@
 #include "kail/model.h"
 #include "kail/status.h"
 #include "kail/types.h"
+#include "op_test_util.h"
 
 using namespace kail;
-
-static int g_failures = 0;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            g_failures++;                                                                 \
-        }                                                                                 \
-    } while (0)
 
 struct shape {
     int64_t H, Hkv, D, I;        // query heads, KV heads (= indexer heads), head size, indexer head size
@@ -40,69 +31,31 @@ struct shape {
     int64_t in() const { return H * D + 2 * Hkv * D + Hkv * I + I; }
 };
 
-// A GGUF v3 image of one F32 tensor (the program's head) and no metadata.
-static std::vector<uint8_t> gguf_image(const std::vector<float> & head, int64_t rows) {
-    std::vector<uint8_t> b;
-    auto raw = [&](const void * p, size_t n) { b.insert(b.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n); };
-    auto u32 = [&](uint32_t v) { raw(&v, 4); };
-    auto u64 = [&](uint64_t v) { raw(&v, 8); };
-    auto pad = [&]() { while (b.size() % 32) b.push_back(0); };
-    const std::string name = "head";
-    raw("GGUF", 4);
-    u32(3);
-    u64(1);
-    u64(0);
-    u64(name.size());
-    raw(name.data(), name.size());
-    u32(2);
-    u64(static_cast<uint64_t>(rows));
-    u64(2);
-    u32(KAIL_TYPE_F32);
-    u64(0);
-    pad();
-    raw(head.data(), head.size() * 4);
-    pad();
-    return b;
-}
-
 // input -> q (into the wider qs), k, v, iq, ik -> msa_index (the selection after q in qs) ->
 // attention with the selection (hidden) -> two logits per output row.
 static program make_program(const shape & s) {
     program p;
-    auto buf = [&](const char * n, int64_t w, bool out_rows = false) {
-        p.buffers.push_back({n, w, out_rows});
-        return static_cast<int>(p.buffers.size() - 1);
-    };
-    const int in = buf("in", s.in()), qs = buf("qs", s.q() + s.Hkv * s.top_k), k = buf("k", s.Hkv * s.D), v = buf("v", s.Hkv * s.D);
-    const int iq = buf("iq", s.Hkv * s.I), ik = buf("ik", s.I), att = buf("att", s.q()), o = buf("o", s.q(), true), logits = buf("logits", 2, true);
-    auto op = [&](op_type t, int out, int a, std::map<std::string, double> params = {}) {
-        op_desc d;
-        d.type = t;
-        d.out = out;
-        d.a = a;
-        d.params = std::move(params);
-        p.ops.push_back(d);
-        return &p.ops.back();
-    };
+    const int in = add_buf(p, "in", s.in()), qs = add_buf(p, "qs", s.q() + s.Hkv * s.top_k), k = add_buf(p, "k", s.Hkv * s.D), v = add_buf(p, "v", s.Hkv * s.D);
+    const int iq = add_buf(p, "iq", s.Hkv * s.I), ik = add_buf(p, "ik", s.I), att = add_buf(p, "att", s.q()), o = add_buf(p, "o", s.q(), true), logits = add_buf(p, "logits", 2, true);
     auto d = [](int64_t x) { return static_cast<double>(x); };
-    op(OP_INPUT, in, -1);
+    add_op(p, OP_INPUT, in, -1);
     int64_t off = 0;
-    op(OP_COPY, qs, in, {{"a_off", d(off)}, {"n", d(s.q())}});
+    add_op(p, OP_COPY, qs, in, {{"a_off", d(off)}, {"n", d(s.q())}});
     off += s.q();
-    op(OP_COPY, k, in, {{"a_off", d(off)}, {"n", d(s.Hkv * s.D)}});
+    add_op(p, OP_COPY, k, in, {{"a_off", d(off)}, {"n", d(s.Hkv * s.D)}});
     off += s.Hkv * s.D;
-    op(OP_COPY, v, in, {{"a_off", d(off)}, {"n", d(s.Hkv * s.D)}});
+    add_op(p, OP_COPY, v, in, {{"a_off", d(off)}, {"n", d(s.Hkv * s.D)}});
     off += s.Hkv * s.D;
-    op(OP_COPY, iq, in, {{"a_off", d(off)}, {"n", d(s.Hkv * s.I)}});
+    add_op(p, OP_COPY, iq, in, {{"a_off", d(off)}, {"n", d(s.Hkv * s.I)}});
     off += s.Hkv * s.I;
-    op(OP_COPY, ik, in, {{"a_off", d(off)}, {"n", d(s.I)}});
-    op(OP_MSA_INDEX, qs, iq, {{"layer", 1}, {"n_head", d(s.Hkv)}, {"head_dim", d(s.I)}, {"top_k", d(s.top_k)}, {"block", d(s.block)}, {"local", d(s.local)}, {"out_off", d(s.q())}})->b = ik;
-    op_desc * a = op(OP_ATTENTION, att, qs,
+    add_op(p, OP_COPY, ik, in, {{"a_off", d(off)}, {"n", d(s.I)}});
+    add_op(p, OP_MSA_INDEX, qs, iq, {{"layer", 1}, {"n_head", d(s.Hkv)}, {"head_dim", d(s.I)}, {"top_k", d(s.top_k)}, {"block", d(s.block)}, {"local", d(s.local)}, {"out_off", d(s.q())}}).b = ik;
+    op_desc & a = add_op(p, OP_ATTENTION, att, qs,
                      {{"layer", 0}, {"n_head", d(s.H)}, {"n_head_kv", d(s.Hkv)}, {"head_dim", d(s.D)}, {"sel_off", d(s.q())}, {"top_k", d(s.top_k)}, {"block", d(s.block)}});
-    a->b = k;
-    a->c = v;
-    op(OP_GATHER_OUT, o, att);
-    op(OP_MATMUL, logits, o)->weights = {{"weight", "head"}};
+    a.b = k;
+    a.c = v;
+    add_op(p, OP_GATHER_OUT, o, att);
+    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
     p.logits = logits;
     p.hidden = att;
     p.n_kv_layers = 2;
@@ -112,23 +65,7 @@ static program make_program(const shape & s) {
 }
 
 // The attention outputs (n x H D) for input rows `in` at positions pos0.. of sequence 0.
-static std::vector<float> run(model & m, const shape & s, const float * in, int64_t n, int32_t pos0) {
-    std::vector<int32_t> tok(static_cast<size_t>(n), 0), pos(static_cast<size_t>(n)), seq(static_cast<size_t>(n), 0);
-    std::vector<uint8_t> out(static_cast<size_t>(n), 1);
-    for (int64_t t = 0; t < n; t++) pos[static_cast<size_t>(t)] = pos0 + static_cast<int32_t>(t);
-    batch b;
-    b.tokens = tok.data();
-    b.pos = pos.data();
-    b.seq = seq.data();
-    b.output = out.data();
-    b.n = n;
-    b.embd = in;
-    b.embd_width = s.in();
-    b.want_hidden = true;
-    std::vector<float> logits, hidden;
-    m.forward(b, logits, &hidden);
-    return hidden;
-}
+static std::vector<float> run(model & m, const shape & s, const float * in, int64_t n, int32_t pos0) { return run_hidden(m, nullptr, n, pos0, 0, in, s.in()); }
 
 // The reference for n tokens at positions 0..n-1 (`dense`: every visible block selected).
 static std::vector<double> reference(const shape & s, const std::vector<float> & in, int64_t n, bool dense, int64_t * n_masked) {
@@ -166,29 +103,12 @@ static std::vector<double> reference(const shape & s, const std::vector<float> &
                     p[static_cast<size_t>(j)] = d / std::sqrt(double(s.D));
                     mx = std::max(mx, p[static_cast<size_t>(j)]);
                 }
-                double sum = 0;
-                for (int64_t j = 0; j <= t; j++) {
-                    p[static_cast<size_t>(j)] = sel[static_cast<size_t>(j / s.block)] ? std::exp(p[static_cast<size_t>(j)] - mx) : 0.0;
-                    sum += p[static_cast<size_t>(j)];
-                }
-                for (int64_t i = 0; i < s.D; i++) {
-                    double o = 0;
-                    for (int64_t j = 0; j <= t; j++) o += p[static_cast<size_t>(j)] / sum * row(j)[vo + h * s.D + i];
-                    out[static_cast<size_t>(t * s.q() + qh * s.D + i)] = o;
-                }
+                softmax_mix(p, mx, t, [&](int64_t j) { return sel[static_cast<size_t>(j / s.block)] != 0; }, [&](int64_t j) { return row(j) + vo + h * s.D; }, s.D,
+                            out.data() + t * s.q() + qh * s.D);
             }
         }
     }
     return out;
-}
-
-static double nmse(const std::vector<float> & x, const std::vector<double> & y, int64_t from, int64_t to) {
-    double num = 0, den = 0;
-    for (int64_t i = from; i < to; i++) {
-        num += (x[static_cast<size_t>(i)] - y[static_cast<size_t>(i)]) * (x[static_cast<size_t>(i)] - y[static_cast<size_t>(i)]);
-        den += y[static_cast<size_t>(i)] * y[static_cast<size_t>(i)];
-    }
-    return num / den;
 }
 
 static void run_case(const shape & s, int64_t n, int64_t split) {
@@ -198,7 +118,7 @@ static void run_case(const shape & s, int64_t n, int64_t split) {
     for (auto & v : in) v = nd(rng);
     std::vector<float> head(static_cast<size_t>(s.q() * 2));
     for (auto & v : head) v = nd(rng);
-    const std::vector<uint8_t> image = gguf_image(head, s.q());
+    const std::vector<uint8_t> image = gguf_image({{"head", {s.q(), 2}, head}});
     std::shared_ptr<gguf_file> file = gguf_file::from_buffer(image.data(), image.size());
     model_params mp;
     mp.n_threads = 2;

@@ -19,60 +19,9 @@
 #include "kail/model.h"
 #include "kail/status.h"
 #include "kail/types.h"
+#include "op_test_util.h"
 
 using namespace kail;
-
-static int g_failures = 0;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            g_failures++;                                                                 \
-        }                                                                                 \
-    } while (0)
-
-struct f32_tensor {
-    std::string          name;
-    std::vector<int64_t> ne;
-    std::vector<float>   data;
-};
-
-// A GGUF v3 image of F32 tensors and no metadata.
-static std::vector<uint8_t> gguf_image(const std::vector<f32_tensor> & ts) {
-    std::vector<uint8_t> b;
-    auto raw = [&](const void * p, size_t n) { b.insert(b.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n); };
-    auto u32 = [&](uint32_t v) { raw(&v, 4); };
-    auto u64 = [&](uint64_t v) { raw(&v, 8); };
-    auto pad = [&]() { while (b.size() % 32) b.push_back(0); };
-    raw("GGUF", 4);
-    u32(3);
-    u64(ts.size());
-    u64(0);
-    uint64_t off = 0;
-    for (const auto & t : ts) {
-        u64(t.name.size());
-        raw(t.name.data(), t.name.size());
-        u32(static_cast<uint32_t>(t.ne.size()));
-        for (int64_t d : t.ne) u64(static_cast<uint64_t>(d));
-        u32(KAIL_TYPE_F32);
-        u64(off);
-        off += (t.data.size() * 4 + 31) / 32 * 32;
-    }
-    pad();
-    for (const auto & t : ts) {
-        raw(t.data.data(), t.data.size() * 4);
-        pad();
-    }
-    return b;
-}
-
-static std::vector<float> randn(std::mt19937 & rng, size_t n, float std = 1.0f) {
-    std::normal_distribution<float> nd(0.0f, std);
-    std::vector<float> v(n);
-    for (auto & x : v) x = nd(rng);
-    return v;
-}
 
 struct runner {
     std::vector<uint8_t>   image;
@@ -89,36 +38,7 @@ struct runner {
 
 // The hidden rows for tokens (or input rows `in`, `width` each) at positions pos0.. of sequence seq.
 static std::vector<float> run(model & m, const std::vector<int32_t> & toks, int32_t pos0, int32_t seq, const float * in = nullptr, int64_t width = 0) {
-    const size_t n = toks.size();
-    std::vector<int32_t> pos(n), sq(n, seq);
-    std::vector<uint8_t> out(n, 1);
-    for (size_t t = 0; t < n; t++) pos[t] = pos0 + static_cast<int32_t>(t);
-    batch b;
-    b.tokens = toks.data();
-    b.pos = pos.data();
-    b.seq = sq.data();
-    b.output = out.data();
-    b.n = static_cast<int64_t>(n);
-    b.embd = in;
-    b.embd_width = width;
-    b.want_hidden = true;
-    std::vector<float> logits, hidden;
-    m.forward(b, logits, &hidden);
-    return hidden;
-}
-
-static int add_buf(program & p, const char * n, int64_t w, bool out_rows = false) {
-    p.buffers.push_back({n, w, out_rows});
-    return static_cast<int>(p.buffers.size() - 1);
-}
-static op_desc & add_op(program & p, op_type t, int out, int a, std::map<std::string, double> params = {}) {
-    op_desc d;
-    d.type = t;
-    d.out = out;
-    d.a = a;
-    d.params = std::move(params);
-    p.ops.push_back(d);
-    return p.ops.back();
+    return run_hidden(m, toks.data(), static_cast<int64_t>(toks.size()), pos0, seq, in, width);
 }
 
 // ---- ple_ngram ------------------------------------------------------------------------------

@@ -10,10 +10,9 @@
 #include <vector>
 
 #include "model/xielu.h"
+#include "op_test_util.h"
 
 using namespace kail;
-
-static int g_failures = 0;
 
 static double softplus_d(double v) { return v > 20.0 ? v : std::log1p(std::exp(v)); }
 
@@ -58,8 +57,8 @@ int main() {
     }
     // The branches meet continuously at 0 and the negative side saturates at -alpha_n' x + beta x.
     const xielu_coeffs c = xielu_from_raw(static_cast<float>(raw08), static_cast<float>(raw08), 0.5f, -1e-6f);
-    if (!(std::fabs(xielu(1e-6f, c) - xielu(-1e-6f, c)) < 1e-5)) g_failures++;
-    if (!(std::fabs(xielu(-80.0f, c) - ((-1.0 + 80.0) * c.alpha_n - 40.0)) < 1e-3)) g_failures++;
+    CHECK(std::fabs(xielu(1e-6f, c) - xielu(-1e-6f, c)) < 1e-5);
+    CHECK(std::fabs(xielu(-80.0f, c) - ((-1.0 + 80.0) * c.alpha_n - 40.0)) < 1e-3);
     std::printf("test-xielu: %zu values x %zu parameter sets, worst relative error %.2e vs the double reference, %d failures\n", xs.size(), ps.size(), worst, g_failures);
     return g_failures == 0 ? 0 : 1;
 }

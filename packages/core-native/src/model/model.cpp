@@ -2066,6 +2066,28 @@ void op_hadamard(exec_ctx & x, const op_desc & op) {
         }
 }
 
+// Each sequence's cached indexer keys (KV layer `layer`, rows of hd) as F32, once per op: the rows
+// up to the batch's last position in it, one per position (ratio 1) or per block of `ratio`. Empty
+// where the cache is F32 (the rows are read in place).
+std::map<int, std::vector<float>> keys_as_f32(exec_ctx & x, int layer, int64_t hd, int64_t ratio) {
+    model::impl & m = x.m;
+    const uint32_t kt = m.params.kv_type;
+    std::map<int, std::vector<float>> keys;
+    if (kt == KAIL_TYPE_F32) return keys;
+    const size_t rb = kv_row_bytes(kt, hd);
+    std::map<int, int64_t> rows;
+    for (int64_t t = 0; t < x.n_tok; t++) rows[x.b.seq[t]] = std::max<int64_t>(rows[x.b.seq[t]], (x.b.pos[t] + 1) / ratio);
+    for (auto [seq, n] : rows) {
+        std::vector<float> & f = keys[seq];
+        f.resize(static_cast<size_t>(n * hd));
+        const uint8_t * src = m.kv[seq][layer].k.data();
+        m.pool->parallel_for(n, [&](int64_t j0, int64_t j1, int) {
+            for (int64_t j = j0; j < j1; j++) dequantize_row(kt, src + static_cast<size_t>(j) * rb, f.data() + j * hd, hd);
+        }, 64);
+    }
+    return keys;
+}
+
 // DeepSeek's lightning indexer (llama.cpp's deepseek32 graph, DSA): stores each token's indexer key
 // (b) in its sequence's cache of KV layer `layer`, scores every cached position j <= pos as
 // sum_h relu(q_h . k_j) * w_h (q = a, n_head heads of head_dim; w = c, one weight per head, already
@@ -2089,21 +2111,7 @@ void op_dsa_index(exec_ctx & x, const op_desc & op) {
         store_packed_rows(x, layer, op.b);
     }
     const uint32_t kt = m.params.kv_type;
-    const size_t rb = kv_row_bytes(kt, hd);
-    // Each sequence's keys as F32, once per op (rows up to the batch's last position in it).
-    std::map<int, std::vector<float>> keys;
-    if (kt != KAIL_TYPE_F32) {
-        std::map<int, int64_t> rows;
-        for (int64_t t = 0; t < x.n_tok; t++) rows[x.b.seq[t]] = std::max<int64_t>(rows[x.b.seq[t]], (x.b.pos[t] + 1) / ratio);
-        for (auto [seq, n] : rows) {
-            std::vector<float> & f = keys[seq];
-            f.resize(static_cast<size_t>(n * hd));
-            const uint8_t * src = m.kv[seq][layer].k.data();
-            m.pool->parallel_for(n, [&](int64_t j0, int64_t j1, int) {
-                for (int64_t j = j0; j < j1; j++) dequantize_row(kt, src + static_cast<size_t>(j) * rb, f.data() + j * hd, hd);
-            }, 64);
-        }
-    }
+    const std::map<int, std::vector<float>> keys = keys_as_f32(x, layer, hd, ratio);
     std::vector<float> sc, score;
     std::vector<int32_t> idx;
     for (int64_t t = 0; t < x.n_tok; t++) {
@@ -2114,7 +2122,7 @@ void op_dsa_index(exec_ctx & x, const op_desc & op) {
             std::fill(o, o + k, -1.0f);
             continue;
         }
-        const void * rows = kt == KAIL_TYPE_F32 ? static_cast<const void *>(m.kv[seq][layer].k.data()) : static_cast<const void *>(keys[seq].data());
+        const void * rows = kt == KAIL_TYPE_F32 ? static_cast<const void *>(m.kv[seq][layer].k.data()) : static_cast<const void *>(keys.at(seq).data());
         sc.resize(static_cast<size_t>(nh * np));
         matmul(KAIL_TYPE_F32, rows, static_cast<size_t>(hd) * 4, np, hd, x.ptr(op.a) + t * x.width(op.a), static_cast<size_t>(hd) * 4, nh,
                sc.data(), static_cast<size_t>(np) * 4, m.pool.get());
@@ -2152,27 +2160,13 @@ void op_msa_index(exec_ctx & x, const op_desc & op) {
     const int64_t local = static_cast<int64_t>(op.param_req("local")), out_off = static_cast<int64_t>(op.param("out_off", 0));
     store_packed_rows(x, layer, op.b);
     const uint32_t kt = m.params.kv_type;
-    const size_t rb = kv_row_bytes(kt, hd);
-    // Each sequence's keys as F32, once per op (rows up to the batch's last position in it).
-    std::map<int, std::vector<float>> keys;
-    if (kt != KAIL_TYPE_F32) {
-        std::map<int, int64_t> rows;
-        for (int64_t t = 0; t < x.n_tok; t++) rows[x.b.seq[t]] = std::max<int64_t>(rows[x.b.seq[t]], x.b.pos[t] + 1);
-        for (auto [seq, n] : rows) {
-            std::vector<float> & f = keys[seq];
-            f.resize(static_cast<size_t>(n * hd));
-            const uint8_t * src = m.kv[seq][layer].k.data();
-            m.pool->parallel_for(n, [&](int64_t j0, int64_t j1, int) {
-                for (int64_t j = j0; j < j1; j++) dequantize_row(kt, src + static_cast<size_t>(j) * rb, f.data() + j * hd, hd);
-            }, 64);
-        }
-    }
+    const std::map<int, std::vector<float>> keys = keys_as_f32(x, layer, hd, 1);
     std::vector<float> sc, bs;
     std::vector<int64_t> idx;
     for (int64_t t = 0; t < x.n_tok; t++) {
         const int64_t p = x.b.pos[t], np = p + 1, nb = p / blk + 1;
         const int seq = x.b.seq[t];
-        const void * rows = kt == KAIL_TYPE_F32 ? static_cast<const void *>(m.kv[seq][layer].k.data()) : static_cast<const void *>(keys[seq].data());
+        const void * rows = kt == KAIL_TYPE_F32 ? static_cast<const void *>(m.kv[seq][layer].k.data()) : static_cast<const void *>(keys.at(seq).data());
         sc.resize(static_cast<size_t>(nh * np));
         matmul(KAIL_TYPE_F32, rows, static_cast<size_t>(hd) * 4, np, hd, x.ptr(op.a) + t * x.width(op.a), static_cast<size_t>(hd) * 4, nh,
                sc.data(), static_cast<size_t>(np) * 4, m.pool.get());

@@ -59,6 +59,67 @@ export const qwen35Recurrent = (c: Qwen35Config, i: number): boolean => i < c.nL
 /** The FFN helpers write ffn_norm; these blocks use post_attention_norm in its place. */
 const withoutFfnNorm = (t: TensorSpec[]) => t.filter((s) => !s.name.endsWith('.ffn_norm.weight'));
 
+/** The gated delta nets' keys (Qwen3.5, qwen4exp): ssm.conv_kernel, state_size, group_count, time_step_rank, inner_size. */
+export function linearAttentionMetadata(a: string, la: Qwen35LinearAttention): [string, GgufValue][] {
+  return [
+    [`${a}.ssm.conv_kernel`, kv.u32(la.convKernel)],
+    [`${a}.ssm.state_size`, kv.u32(la.headDim)],
+    [`${a}.ssm.group_count`, kv.u32(la.kHeads)],
+    [`${a}.ssm.time_step_rank`, kv.u32(la.vHeads)],
+    [`${a}.ssm.inner_size`, kv.u32(la.headDim * la.vHeads)],
+  ];
+}
+
+/**
+ * A gated delta-net block's tensors (Qwen3.5; qwen4exp's the same): attn_qkv and attn_gate (or
+ * `ssmIn`: Qwen3-Next's older single ssm_in), the conv taps, dt bias, a, beta and alpha (`next`:
+ * Qwen3-Next's ssm_ba), ssm_norm, ssm_out.
+ */
+export function linearAttentionTensors(c: ModelConfig, la: Qwen35LinearAttention, i: number, o: { ssmIn?: boolean; next?: boolean } = {}): TensorSpec[] {
+  const p = `blk.${i}`;
+  const keyDim = la.kHeads * la.headDim;
+  const valueDim = la.vHeads * la.headDim;
+  const convDim = 2 * keyDim + valueDim;
+  const vec = (n: string, mean: number, std: number): TensorSpec => ({ name: `${p}.${n}`, shape: [la.vHeads], init: { kind: 'normal', mean, std }, role: 'bias', layer: i });
+  return [
+    // Qwen3-Next's older converters: one ssm_in giving, per key head, its q and k, then its
+    // group's values and gates (the layout llama.cpp's legacy build_qkvz reads).
+    ...(o.ssmIn
+      ? [linear(`${p}.ssm_in.weight`, c.dim, 2 * keyDim + 2 * valueDim, 'attn_v', i)]
+      : [
+          // llama-quant types attn_qkv as attn_v (category_is_attn_v), one per block here as attn_v is.
+          linear(`${p}.attn_qkv.weight`, c.dim, convDim, 'attn_v', i),
+          // attn_gate, ssm_alpha/beta and ssm_out: llama-quant has no category for them (the default rule).
+          linear(`${p}.attn_gate.weight`, c.dim, valueDim, 'attn_q', i),
+        ]),
+    // [kernel, channels]: rows of convKernel taps, F32 in every file (llama-quant skips ssm_conv1d).
+    { name: `${p}.ssm_conv1d.weight`, shape: [la.convKernel, convDim], init: { kind: 'normal', std: 0.5 }, role: 'bias', layer: i },
+    vec('ssm_dt.bias', 0, 0.5),
+    // -exp(A_log): negative, so the per-step decay exp(softplus(alpha + dt) * a) stays below 1.
+    // The generator's normal is a sum of 4 uniforms (bounded at 3.5 std): all in [-1.7, -0.3].
+    vec('ssm_a', -1, 0.2),
+    // Qwen3-Next: one ssm_ba giving, per key head, its group's beta logits then its alphas.
+    ...(o.next
+      ? [linear(`${p}.ssm_ba.weight`, c.dim, 2 * la.vHeads, 'attn_q', i)]
+      : [linear(`${p}.ssm_beta.weight`, c.dim, la.vHeads, 'attn_q', i), linear(`${p}.ssm_alpha.weight`, c.dim, la.vHeads, 'attn_q', i)]),
+    norm(`${p}.ssm_norm.weight`, la.headDim, i),
+    linear(`${p}.ssm_out.weight`, valueDim, c.dim, 'attn_q', i, residualGain(c)),
+  ];
+}
+
+/** A gated full-attention block's tensors (Qwen3.5, qwen4exp): attn_q (query and gate per head), attn_k, attn_v, attn_output, per-head q/k norms. */
+export function gatedAttentionTensors(c: ModelConfig, hd: number, i: number): TensorSpec[] {
+  const p = `blk.${i}`;
+  return [
+    linear(`${p}.attn_q.weight`, c.dim, c.nHeads * hd * 2, 'attn_q', i),
+    linear(`${p}.attn_k.weight`, c.dim, c.nKvHeads * hd, 'attn_k', i),
+    linear(`${p}.attn_v.weight`, c.dim, c.nKvHeads * hd, 'attn_v', i),
+    linear(`${p}.attn_output.weight`, c.nHeads * hd, c.dim, 'attn_output', i, residualGain(c)),
+    norm(`${p}.attn_q_norm.weight`, hd, i),
+    norm(`${p}.attn_k_norm.weight`, hd, i),
+  ];
+}
+
 function hybrid(name: 'qwen35' | 'qwen35moe' | 'qwen3next'): ArchDefinition {
   const moe = name !== 'qwen35';
   const next = name === 'qwen3next';
@@ -95,11 +156,7 @@ function hybrid(name: 'qwen35' | 'qwen35moe' | 'qwen3next'): ArchDefinition {
         [`${a}.rope.dimension_count`, kv.u32(q.ropeDims)],
         // As the converter (gguf-py add_array of Python ints): an INT32 array.
         ...(next ? [] : [[`${a}.rope.dimension_sections`, kv.arr(GgufType.INT32, q.ropeSections)] as [string, GgufValue]]),
-        [`${a}.ssm.conv_kernel`, kv.u32(la.convKernel)],
-        [`${a}.ssm.state_size`, kv.u32(la.headDim)],
-        [`${a}.ssm.group_count`, kv.u32(la.kHeads)],
-        [`${a}.ssm.time_step_rank`, kv.u32(la.vHeads)],
-        [`${a}.ssm.inner_size`, kv.u32(la.headDim * la.vHeads)],
+        ...linearAttentionMetadata(a, la),
         [`${a}.full_attention_interval`, kv.u32(q.fullAttentionInterval)],
       ];
       if (q.nextn) {
@@ -112,52 +169,13 @@ function hybrid(name: 'qwen35' | 'qwen35moe' | 'qwen3next'): ArchDefinition {
     },
     tensors(c: ModelConfig): TensorSpec[] {
       const q = c as Qwen35Config;
-      const la = q.linearAttn;
-      const hd = q.headDim;
-      const keyDim = la.kHeads * la.headDim;
-      const valueDim = la.vHeads * la.headDim;
-      const convDim = 2 * keyDim + valueDim;
       const t = embeddings(c);
       for (let i = 0; i < c.nLayers + (q.nextn ?? 0); i++) {
         const p = `blk.${i}`;
         t.push(norm(`${p}.attn_norm.weight`, c.dim, i), norm(`${p}.post_attention_norm.weight`, c.dim, i));
         if (i >= c.nLayers) t.push(...nextnTensors(c, i));
-        if (qwen35Recurrent(q, i)) {
-          const vec = (n: string, mean: number, std: number): TensorSpec => ({ name: `${p}.${n}`, shape: [la.vHeads], init: { kind: 'normal', mean, std }, role: 'bias', layer: i });
-          // Qwen3-Next's older converters: one ssm_in giving, per key head, its q and k, then its
-          // group's values and gates (the layout llama.cpp's legacy build_qkvz reads).
-          if (q.ssmIn) t.push(linear(`${p}.ssm_in.weight`, c.dim, 2 * keyDim + 2 * valueDim, 'attn_v', i));
-          else
-            t.push(
-              // llama-quant types attn_qkv as attn_v (category_is_attn_v), one per block here as attn_v is.
-              linear(`${p}.attn_qkv.weight`, c.dim, convDim, 'attn_v', i),
-              // attn_gate, ssm_alpha/beta and ssm_out: llama-quant has no category for them (the default rule).
-              linear(`${p}.attn_gate.weight`, c.dim, valueDim, 'attn_q', i),
-            );
-          t.push(
-            // [kernel, channels]: rows of convKernel taps, F32 in every file (llama-quant skips ssm_conv1d).
-            { name: `${p}.ssm_conv1d.weight`, shape: [la.convKernel, convDim], init: { kind: 'normal', std: 0.5 }, role: 'bias', layer: i },
-            vec('ssm_dt.bias', 0, 0.5),
-            // -exp(A_log): negative, so the per-step decay exp(softplus(alpha + dt) * a) stays below 1.
-            // The generator's normal is a sum of 4 uniforms (bounded at 3.5 std): all in [-1.7, -0.3].
-            vec('ssm_a', -1, 0.2),
-            // Qwen3-Next: one ssm_ba giving, per key head, its group's beta logits then its alphas.
-            ...(next
-              ? [linear(`${p}.ssm_ba.weight`, c.dim, 2 * la.vHeads, 'attn_q', i)]
-              : [linear(`${p}.ssm_beta.weight`, c.dim, la.vHeads, 'attn_q', i), linear(`${p}.ssm_alpha.weight`, c.dim, la.vHeads, 'attn_q', i)]),
-            norm(`${p}.ssm_norm.weight`, la.headDim, i),
-            linear(`${p}.ssm_out.weight`, valueDim, c.dim, 'attn_q', i, residualGain(c)),
-          );
-        } else {
-          t.push(
-            linear(`${p}.attn_q.weight`, c.dim, c.nHeads * hd * 2, 'attn_q', i),
-            linear(`${p}.attn_k.weight`, c.dim, c.nKvHeads * hd, 'attn_k', i),
-            linear(`${p}.attn_v.weight`, c.dim, c.nKvHeads * hd, 'attn_v', i),
-            linear(`${p}.attn_output.weight`, c.nHeads * hd, c.dim, 'attn_output', i, residualGain(c)),
-            norm(`${p}.attn_q_norm.weight`, hd, i),
-            norm(`${p}.attn_k_norm.weight`, hd, i),
-          );
-        }
+        if (qwen35Recurrent(q, i)) t.push(...linearAttentionTensors(c, q.linearAttn, i, { ssmIn: q.ssmIn, next }));
+        else t.push(...gatedAttentionTensors(c, q.headDim, i));
         if (moe) t.push(...withoutFfnNorm(moeFfn(c, i, c.expertFf)), ...sharedExpert(c, i));
         else t.push(...withoutFfnNorm(denseFfn(c, i)));
       }

@@ -31,7 +31,7 @@ import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { GgufType } from '../../gguf/constants';
 import { kv, type GgufValue } from '../../gguf/writer';
 import { baseMetadata, checkExperts } from './common';
-import type { Qwen35LinearAttention } from './qwen35';
+import { gatedAttentionTensors, linearAttentionMetadata, linearAttentionTensors, type Qwen35LinearAttention } from './qwen35';
 
 /**
  * hc: hyper-connection streams and the rank of their gate projection. indexer: the QSA indexer (heads,
@@ -119,18 +119,13 @@ export const qwen4exp: ArchDefinition = {
   },
   metadata(c: ModelConfig): [string, GgufValue][] {
     const q = c as Qwen4ExpConfig;
-    const la = q.linearAttn;
     const a = 'qwen4exp';
     const m: [string, GgufValue][] = [
       ...baseMetadata(a, c).filter(([k]) => k !== `${a}.rope.dimension_count`),
       [`${a}.rope.dimension_count`, kv.u32(q.ropeDims)],
       // As the converter (gguf-py add_array of Python ints): INT32 arrays; the layer flags BOOL.
       [`${a}.rope.dimension_sections`, kv.arr(GgufType.INT32, q.ropeSections)],
-      [`${a}.ssm.conv_kernel`, kv.u32(la.convKernel)],
-      [`${a}.ssm.state_size`, kv.u32(la.headDim)],
-      [`${a}.ssm.group_count`, kv.u32(la.kHeads)],
-      [`${a}.ssm.time_step_rank`, kv.u32(la.vHeads)],
-      [`${a}.ssm.inner_size`, kv.u32(la.headDim * la.vHeads)],
+      ...linearAttentionMetadata(a, q.linearAttn),
       [`${a}.full_attention_interval`, kv.u32(q.fullAttentionInterval)],
       [`${a}.expert_feed_forward_length`, kv.u32(c.expertFf)],
       [`${a}.expert_shared_feed_forward_length`, kv.u32(c.sharedFf)],
@@ -161,11 +156,6 @@ export const qwen4exp: ArchDefinition = {
   },
   tensors(c: ModelConfig): TensorSpec[] {
     const q = c as Qwen4ExpConfig;
-    const la = q.linearAttn;
-    const hd = q.headDim;
-    const keyDim = la.kHeads * la.headDim;
-    const valueDim = la.vHeads * la.headDim;
-    const convDim = 2 * keyDim + valueDim;
     const t: TensorSpec[] = [
       { name: 'token_embd.weight', shape: [c.dim, c.vocabSize], init: { kind: 'normal', std: 1 }, role: 'token_embd' },
       linear('output.weight', c.dim, c.vocabSize, 'output', undefined, 2),
@@ -177,27 +167,11 @@ export const qwen4exp: ArchDefinition = {
       const p = `blk.${i}`;
       t.push(...hcModule(`${p}.hc_attn`, q, i), ...hcModule(`${p}.hc_ffn`, q, i));
       if (qwen4expRecurrent(q, i)) {
-        const vec = (n: string, mean: number, std: number): TensorSpec => ({ name: `${p}.${n}`, shape: [la.vHeads], init: { kind: 'normal', mean, std }, role: 'bias', layer: i });
-        t.push(
-          linear(`${p}.attn_qkv.weight`, c.dim, convDim, 'attn_v', i),
-          linear(`${p}.attn_gate.weight`, c.dim, valueDim, 'attn_q', i),
-          { name: `${p}.ssm_conv1d.weight`, shape: [la.convKernel, convDim], init: { kind: 'normal', std: 0.5 }, role: 'bias', layer: i },
-          vec('ssm_dt.bias', 0, 0.5),
-          vec('ssm_a', -1, 0.2),
-          linear(`${p}.ssm_beta.weight`, c.dim, la.vHeads, 'attn_q', i),
-          linear(`${p}.ssm_alpha.weight`, c.dim, la.vHeads, 'attn_q', i),
-          { name: `${p}.ssm_norm.weight`, shape: [la.headDim], init: { kind: 'normal', mean: 1, std: 0.1 }, role: 'norm', layer: i },
-          linear(`${p}.ssm_out.weight`, valueDim, c.dim, 'attn_q', i, residualGain(c)),
-        );
+        t.push(...linearAttentionTensors(c, q.linearAttn, i));
       } else {
         const x = q.indexer;
         t.push(
-          linear(`${p}.attn_q.weight`, c.dim, c.nHeads * hd * 2, 'attn_q', i),
-          linear(`${p}.attn_k.weight`, c.dim, c.nKvHeads * hd, 'attn_k', i),
-          linear(`${p}.attn_v.weight`, c.dim, c.nKvHeads * hd, 'attn_v', i),
-          linear(`${p}.attn_output.weight`, c.nHeads * hd, c.dim, 'attn_output', i, residualGain(c)),
-          { name: `${p}.attn_q_norm.weight`, shape: [hd], init: { kind: 'normal', mean: 1, std: 0.1 }, role: 'norm', layer: i },
-          { name: `${p}.attn_k_norm.weight`, shape: [hd], init: { kind: 'normal', mean: 1, std: 0.1 }, role: 'norm', layer: i },
+          ...gatedAttentionTensors(c, q.headDim, i),
           // (F32 in every file: llama-quantize skips indexer.q_proj / k_proj.)
           { name: `${p}.indexer.q_proj.weight`, shape: [c.dim, x.nHead * x.headDim], init: linearInit(c.dim), role: 'bias', layer: i },
           { name: `${p}.indexer.k_proj.weight`, shape: [c.dim, x.headDim], init: linearInit(c.dim), role: 'bias', layer: i },

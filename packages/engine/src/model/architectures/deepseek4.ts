@@ -4,6 +4,7 @@ import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_LAYERS, type HParams } from '../hparams';
 import { ProgramBuilder } from '../program-builder';
 import { outputHead, tensorLookup, trunkLayers } from './deepseek2';
+import { hcStreams } from './hy-v4';
 import { SWIGLU_LIMIT_EPS } from './llama-moe';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -143,27 +144,14 @@ export function buildDeepseek4(hp: HParams, tensors: Map<string, GgufTensorInfo>
   const ropePlain = { neox: false, freq_base: hp.ropeFreqBase, freq_scale: 1, ext_factor: 0, attn_factor: 1, beta_fast: 0, beta_slow: 0, n_ctx_orig: 0 };
 
   const p = new ProgramBuilder();
-  const x = p.buf('x', W);
-  const e = p.buf('embd', d);
-  const h = p.buf('h', d);
-  const tmp = p.buf('hc_tmp', d);
-  const flat = p.buf('hc_flat', W);
-  const gPre = p.buf('hc_pre', W);
+  const { x, h, gates, reduce } = hcStreams(p, hp, need, hc, hcs.eps);
   const mix = p.buf(`hc_mix${nMix}`, nMix);
   const mixHead = p.buf(`hc_mix${hc}`, hc);
-  p.op('embed', e, { weights: { weight: need('token_embd.weight') } });
-  for (let i = 0; i < hc; i++) p.op('copy', x, { a: e, params: { n: d, out_off: i * d } });
 
-  // h = sum_i pre_i * stream_i from the streams' norm projected by fn (ggml_mul, then ggml_add in stream order).
+  // h = sum_i pre_i * stream_i from the streams' norm projected by fn.
   const hcPre = (fn: string, scale: string, base: string, into: number) => {
-    p.op('rms_norm', flat, { a: x, params: { eps: hp.rmsEps } });
-    p.op('matmul', into, { a: flat, weights: { weight: need(fn) } });
-    p.op('hc_gates', gPre, { a: into, weights: { scale: need(scale), base: need(base) }, params: { n: hc, eps: hcs.eps, repeat: d } });
-    p.op('mul', h, { a: x, b: gPre, params: { n: d } });
-    for (let i = 1; i < hc; i++) {
-      p.op('mul', tmp, { a: x, b: gPre, params: { n: d, a_off: i * d, b_off: i * d } });
-      p.op('add', h, { a: h, b: tmp });
-    }
+    gates(fn, scale, base, into);
+    reduce();
   };
   // The shapes llama.cpp's loader pins that no op's own checks do (trailing 1s aside).
   const shaped = (name: string, dims: number[]): string => {

@@ -65,6 +65,38 @@ function readHyV4(hp: HParams, nCtxSeq: number | undefined): { dims: MlaDims; hc
 }
 
 /**
+ * The hyper-connection streams of hy_v4 and deepseek4: buffers x (hc streams of n_embd), embd, h,
+ * hc_tmp, hc_flat, hc_pre; the token embedding copied into every stream. gates(fn, scale, base,
+ * mix): mix = fn(rms_norm(x)), the pre coefficients hc_pre from mix with scale / base (`hc_gates`);
+ * reduce(): h = sum_i pre_i * stream_i (ggml_mul, then ggml_add in stream order).
+ */
+export function hcStreams(p: ProgramBuilder, hp: HParams, need: (name: string) => string, hc: number, eps: number) {
+  const d = hp.nEmbd;
+  const W = hc * d;
+  const x = p.buf('x', W);
+  const e = p.buf('embd', d);
+  const h = p.buf('h', d);
+  const tmp = p.buf('hc_tmp', d);
+  const flat = p.buf('hc_flat', W);
+  const gPre = p.buf('hc_pre', W);
+  p.op('embed', e, { weights: { weight: need('token_embd.weight') } });
+  for (let i = 0; i < hc; i++) p.op('copy', x, { a: e, params: { n: d, out_off: i * d } });
+  const gates = (fn: string, scale: string, base: string, mix: number) => {
+    p.op('rms_norm', flat, { a: x, params: { eps: hp.rmsEps } });
+    p.op('matmul', mix, { a: flat, weights: { weight: need(fn) } });
+    p.op('hc_gates', gPre, { a: mix, weights: { scale: need(scale), base: need(base) }, params: { n: hc, eps, repeat: d } });
+  };
+  const reduce = () => {
+    p.op('mul', h, { a: x, b: gPre, params: { n: d } });
+    for (let i = 1; i < hc; i++) {
+      p.op('mul', tmp, { a: x, b: gPre, params: { n: d, a_off: i * d, b_off: i * d } });
+      p.op('add', h, { a: h, b: tmp });
+    }
+  };
+  return { x, h, tmp, gates, reduce };
+}
+
+/**
  * Tencent Hunyuan v4 (`hy_v4`, llama.cpp src/models/hy-v4.cpp).
  *
  * Hyper-connections: the residual is hc streams (one hc x n_embd row per token, each stream the
@@ -104,35 +136,17 @@ export function buildHyV4(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt
   const nL = hp.nLayer;
 
   const p = new ProgramBuilder();
-  const x = p.buf('x', W);
-  const e = p.buf('embd', d);
-  const h = p.buf('h', d);
-  const tmp = p.buf('hc_tmp', d);
-  const flat = p.buf('hc_flat', W);
-  const gPre = p.buf('hc_pre', W);
+  const { x, h, tmp, gates, reduce } = hcStreams(p, hp, need, hc, hcs.eps);
   const gPost = p.buf('hc_post', W);
   const attnOut = p.buf('attn_out', d);
   const ffnOut = p.buf('ffn_out', d);
-  p.op('embed', e, { weights: { weight: need('token_embd.weight') } });
-  for (let i = 0; i < hc; i++) p.op('copy', x, { a: e, params: { n: d, out_off: i * d } });
 
-  // h = sum_i pre_i * stream_i (ggml_mul, then ggml_add in stream order).
-  const reduce = () => {
-    p.op('mul', h, { a: x, b: gPre, params: { n: d } });
-    for (let i = 1; i < hc; i++) {
-      p.op('mul', tmp, { a: x, b: gPre, params: { n: d, a_off: i * d, b_off: i * d } });
-      p.op('add', h, { a: h, b: tmp });
-    }
-  };
   // The streams' pre (and post) coefficients from fn / scale / base, then their pre mix into h.
   const hcPre = (fn: string, scale: string, base: string, post: boolean) => {
     const nMix = post ? 2 * hc : hc;
     const mix = p.buf(`hc_mix${nMix}`, nMix);
-    p.op('rms_norm', flat, { a: x, params: { eps: hp.rmsEps } });
-    p.op('matmul', mix, { a: flat, weights: { weight: need(fn) } });
-    const w = { scale: need(scale), base: need(base) };
-    p.op('hc_gates', gPre, { a: mix, weights: w, params: { n: hc, eps: hcs.eps, repeat: d } });
-    if (post) p.op('hc_gates', gPost, { a: mix, weights: w, params: { n: hc, a_off: hc, scale_index: 1, base_off: hc, magnitude: hcs.magnitude, eps: hcs.eps, repeat: d } });
+    gates(fn, scale, base, mix);
+    if (post) p.op('hc_gates', gPost, { a: mix, weights: { scale: need(scale), base: need(base) }, params: { n: hc, a_off: hc, scale_index: 1, base_off: hc, magnitude: hcs.magnitude, eps: hcs.eps, repeat: d } });
     reduce();
   };
   // stream_i += post_i * y.

@@ -117,6 +117,28 @@ export function linearAttention(p: ProgramBuilder, hp: HParams, tensors: Map<str
 }
 
 /**
+ * The gated attention's queries and keys (Qwen3-Next, Qwen3.5, qwen4exp): each head's query then
+ * its gate out of `qg` (2 hd per head) into `q` and `gate`, per-head q/k RMS norms (attn_q_norm,
+ * attn_k_norm), NeoX RoPE on q and k; the block's KV layer and its attention scale.
+ */
+export function gatedQueryKeys(
+  p: ProgramBuilder, hp: HParams, il: number, need: (name: string) => string,
+  io: { qg: number; q: number; gate: number; k: number }, H: number, Hkv: number, hd: number,
+): { layer: number; scale: number } {
+  const { qg, q, gate, k } = io;
+  for (let hh = 0; hh < H; hh++) {
+    p.op('copy', q, { a: qg, params: { a_off: 2 * hh * hd, out_off: hh * hd, n: hd } });
+    p.op('copy', gate, { a: qg, params: { a_off: 2 * hh * hd + hd, out_off: hh * hd, n: hd } });
+  }
+  p.op('head_rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });
+  p.op('head_rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
+  const rope = { ...ropeParams(hp, true), head_dim: hd };
+  p.op('rope', q, { a: q, params: { ...rope, n_head: H } });
+  p.op('rope', k, { a: k, params: { ...rope, n_head: Hkv } });
+  return { layer: p.kvLayer(Hkv * hd, Hkv * hd), scale: hp.attentionScale || 1 / Math.sqrt(hd) };
+}
+
+/**
  * A full-attention block of Qwen3-Next / Qwen3.5 (build_layer_attn) on the residual stream `io.x`
  * (attn_norm into `io.h`) into `out`: the query projection gives each head's query and then its
  * gate; per-head q/k RMS norms, NeoX RoPE over rope.dimension_count of each head (Qwen3.5's
@@ -130,17 +152,7 @@ function gatedAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, Ggu
   const { H, Hkv, q: qg, k, v, attn } = qkvProjections(p, hp, il, io, { need, maybe }, hd, hd, { qPerHead: 2 * hd });
   const q = p.buf(`q${H * hd}`, H * hd);
   const gate = p.buf(`gate${H * hd}`, H * hd);
-  for (let hh = 0; hh < H; hh++) {
-    p.op('copy', q, { a: qg, params: { a_off: 2 * hh * hd, out_off: hh * hd, n: hd } });
-    p.op('copy', gate, { a: qg, params: { a_off: 2 * hh * hd + hd, out_off: hh * hd, n: hd } });
-  }
-  p.op('head_rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });
-  p.op('head_rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
-  const rope = { ...ropeParams(hp, true), head_dim: hd };
-  p.op('rope', q, { a: q, params: { ...rope, n_head: H } });
-  p.op('rope', k, { a: k, params: { ...rope, n_head: Hkv } });
-  const layer = p.kvLayer(Hkv * hd, Hkv * hd);
-  const scale = hp.attentionScale || 1 / Math.sqrt(hd);
+  const { layer, scale } = gatedQueryKeys(p, hp, il, need, { qg, q, gate, k }, H, Hkv, hd);
   p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale } });
   p.op('sigmoid_mul', attn, { a: attn, b: gate, params: { per_element: 1 } });
   p.op('matmul', out, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });

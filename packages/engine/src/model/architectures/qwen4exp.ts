@@ -5,7 +5,7 @@ import { MAX_DIM, MAX_HEADS, MAX_LAYERS, type HParams } from '../hparams';
 import { ProgramBuilder, ropeParams } from '../program-builder';
 import { tensorLookup } from './deepseek2';
 import { gatedSharedExpert, softmaxExperts } from './llama-family';
-import { linearAttention, readLinearAttention, recurrentLayers } from './qwen35';
+import { gatedQueryKeys, linearAttention, readLinearAttention, recurrentLayers } from './qwen35';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 
@@ -285,17 +285,7 @@ function gatedAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, Ggu
   p.op('matmul', qg, { a: h, weights: { weight: need(t(il, 'attn_q.weight')) } });
   p.op('matmul', k, { a: h, weights: { weight: need(t(il, 'attn_k.weight')) } });
   p.op('matmul', v, { a: h, weights: { weight: need(t(il, 'attn_v.weight')) } });
-  for (let hh = 0; hh < H; hh++) {
-    p.op('copy', q, { a: qg, params: { a_off: 2 * hh * hd, out_off: hh * hd, n: hd } });
-    p.op('copy', g, { a: qg, params: { a_off: 2 * hh * hd + hd, out_off: hh * hd, n: hd } });
-  }
-  p.op('head_rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });
-  p.op('head_rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
-  const rope = { ...ropeParams(hp, true), head_dim: hd };
-  p.op('rope', q, { a: q, params: { ...rope, n_head: H } });
-  p.op('rope', k, { a: k, params: { ...rope, n_head: Hkv } });
-  const layer = p.kvLayer(Hkv * hd, Hkv * hd);
-  const scale = hp.attentionScale || 1 / Math.sqrt(hd);
+  const { layer, scale } = gatedQueryKeys(p, hp, il, need, { qg, q, gate: g, k }, H, Hkv, hd);
   const sel: Record<string, number> = {};
   if (ratio > 0) {
     const { idxHeads: nI, idxDim: dI } = keys;
