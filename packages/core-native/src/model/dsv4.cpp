@@ -56,22 +56,18 @@ void hc_comb(const float * mix, const float * scale, const float * base, int64_t
     for (int64_t e = 0; e < hc * hc; e++) comb[e] = mix[o + e] * scale[2] + base[o + e];
     for (int64_t src = 0; src < hc; src++) softmax_row(comb + src * hc, hc);
     for (int64_t e = 0; e < hc * hc; e++) comb[e] += eps;
-    auto norm_cols = [&]() {  // per dst: over src
-        for (int64_t dst = 0; dst < hc; dst++) {
+    // Normalizes each of hc lines of comb (the line's entries `step` apart, lines `next` apart) by its sum + eps.
+    auto normalize = [&](int64_t next, int64_t step) {
+        for (int64_t l = 0; l < hc; l++) {
+            float * c = comb + l * next;
             double s = 0;
-            for (int64_t src = 0; src < hc; src++) s += comb[dst + hc * src];
+            for (int64_t e = 0; e < hc; e++) s += c[e * step];
             const float den = static_cast<float>(s) + eps;
-            for (int64_t src = 0; src < hc; src++) comb[dst + hc * src] /= den;
+            for (int64_t e = 0; e < hc; e++) c[e * step] /= den;
         }
     };
-    auto norm_rows = [&]() {  // per src: over dst
-        for (int64_t src = 0; src < hc; src++) {
-            double s = 0;
-            for (int64_t dst = 0; dst < hc; dst++) s += comb[dst + hc * src];
-            const float den = static_cast<float>(s) + eps;
-            for (int64_t dst = 0; dst < hc; dst++) comb[dst + hc * src] /= den;
-        }
-    };
+    const auto norm_cols = [&]() { normalize(1, hc); };   // per dst: over src
+    const auto norm_rows = [&]() { normalize(hc, 1); };   // per src: over dst
     norm_cols();
     for (int i = 1; i < iters; i++) {
         norm_rows();
