@@ -61,7 +61,7 @@ static program make_program(const shape & s, bool select) {
     off += s.NI * s.I;
     add_op(p, OP_COPY, ik, in, {{"a_off", d(off)}, {"n", d(s.I)}});
     op_desc & qi = add_op(p, OP_QSA_INDEX, qs, iq,
-                      {{"layer", 1}, {"n_head", d(s.NI)}, {"head_dim", d(s.I)}, {"top_k", d(s.top_k)}, {"ratio", d(s.ratio)}, {"eps", kEps},
+                      {{"layer", 1}, {"block_layer", 2}, {"n_head", d(s.NI)}, {"head_dim", d(s.I)}, {"top_k", d(s.top_k)}, {"ratio", d(s.ratio)}, {"eps", kEps},
                        {"out_off", d(s.q())}, {"repeat", d(s.Hkv)}, {"n_dims", d(s.n_dims)}, {"neox", 1}, {"freq_base", kBase}});
     qi.b = ik;
     qi.weights = {{"weight", "knorm"}};
@@ -74,9 +74,9 @@ static program make_program(const shape & s, bool select) {
     add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
     p.logits = logits;
     p.hidden = att;
-    p.n_kv_layers = 2;
-    p.kv_k_width = {s.Hkv * s.D, s.I};
-    p.kv_v_width = {s.Hkv * s.D, 0};
+    p.n_kv_layers = 3;
+    p.kv_k_width = {s.Hkv * s.D, s.I, s.I};
+    p.kv_v_width = {s.Hkv * s.D, 0, 0};
     return p;
 }
 
@@ -180,6 +180,7 @@ static void run_case(const shape & s, int64_t n, int64_t split) {
     model_params mp;
     mp.n_threads = 2;
     mp.n_ctx = 256;
+    mp.n_seq_max = 2;
     mp.kv_type = KAIL_TYPE_F32;
     mp.kv_type_v = KAIL_TYPE_F32;
     int64_t masked = 0, split_blocks = 0;
@@ -199,6 +200,20 @@ static void run_case(const shape & s, int64_t n, int64_t split) {
             const std::vector<float> one = run(m, s, in.data() + t * s.in(), 1, static_cast<int32_t>(t));
             parts.insert(parts.end(), one.begin(), one.end());
         }
+    }
+    // Rolled back into the middle of a block, then continued (and continued on a copy): the block
+    // keys kept before the cut are reused, the cut block's is computed again when it is whole.
+    std::vector<float> resumed, copied;
+    const int64_t cut = (n / s.ratio / 2) * s.ratio + s.ratio / 2 + 1;
+    {
+        model m(file, make_program(s, true), mp);
+        run(m, s, in.data(), n, 0);
+        CHECK(m.seq_truncate(0, cut) == cut);
+        resumed = run(m, s, in.data() + cut * s.in(), n - cut, static_cast<int32_t>(cut));
+        CHECK(m.seq_truncate(0, cut) == cut);
+        m.seq_copy(0, 1);
+        m.seq_truncate(0, 0);
+        copied = run(m, s, in.data() + cut * s.in(), n - cut, static_cast<int32_t>(cut), 1);
     }
     {
         model m(file, make_program(s, false), mp);
@@ -222,6 +237,9 @@ static void run_case(const shape & s, int64_t n, int64_t split) {
     CHECK(unselected_vs_want > 1e-4);
     // Prefill then decode one token at a time: the same bits.
     CHECK(parts.size() == got.size() && std::memcmp(parts.data(), got.data(), got.size() * 4) == 0);
+    const size_t tail = static_cast<size_t>((n - cut) * s.q());
+    CHECK(resumed.size() == tail && std::memcmp(resumed.data(), got.data() + cut * s.q(), tail * 4) == 0);
+    CHECK(copied.size() == tail && std::memcmp(copied.data(), got.data() + cut * s.q(), tail * 4) == 0);
 }
 
 int main() {

@@ -90,7 +90,7 @@ struct kv_packed_layout {
     int64_t ratio = 0;     // compressor rows: the block (continuing at len needs its block's start, and with
     bool    overlap = false;  //   overlap the block before, on)
     bool    f32 = false;   // rows in F32 whatever the cache type
-    bool    packed() const { return per > 1 || ring > 0 || ratio > 0 || window > 0; }
+    bool    packed() const { return per > 1 || ring > 0 || ratio > 0 || window > 0 || f32; }
     // The first position a sequence continued at len still needs (rings).
     int64_t need_from(int64_t len) const {
         if (window > 0) return std::max<int64_t>(0, len + 1 - window);

@@ -619,6 +619,9 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (nh < 1 || hd < 1 || k < 1 || r < 1 || rep < 1) throw error(KAIL_E_BAD_MODEL, what + "needs positive n_head, head_dim, top_k, ratio and repeat");
             if (nd < 0 || nd % 2 != 0 || nd > hd) throw error(KAIL_E_BAD_MODEL, what + std::to_string(nd) + " rotary dimensions do not fit the indexer head of " + std::to_string(hd) + " (even, at most the head)");
             if (m.prog.kv_k_width[layer] != hd || m.prog.kv_v_width[layer] != 0) throw error(KAIL_E_INVALID_ARG, what + "needs a kv layer of width head_dim and no V");
+            const int64_t bl = req("block_layer");
+            if (bl < 0 || bl >= m.prog.n_kv_layers) throw error(KAIL_E_BAD_MODEL, what + "block_layer " + std::to_string(bl) + " out of range");
+            if (bl == layer || m.prog.kv_k_width[bl] != hd || m.prog.kv_v_width[bl] != 0) throw error(KAIL_E_BAD_MODEL, what + "block_layer needs a kv layer of its own, of width head_dim and no V");
             if (!std::isfinite(op.param_req("eps")) || !(op.param_req("eps") >= 0)) throw error(KAIL_E_BAD_MODEL, what + "eps is not a finite non-negative number");
             const double base = op.param("freq_base", 10000.0), scale = op.param("freq_scale", 1.0);
             if (!(base > 0) || !(scale > 0) || !std::isfinite(base) || !std::isfinite(scale)) throw error(KAIL_E_BAD_MODEL, what + "RoPE frequency base and scale must be positive");
@@ -646,10 +649,11 @@ void find_kv_ropes(model::impl & m) {
         const op_desc & op = m.prog.ops[i];
         if (op.type == OP_ROPE) { last[op.a] = static_cast<int>(i); continue; }
         // An indexer key is rotated (RoPE, then Hadamard) in a layout a shift cannot turn back.
-        if (op.type == OP_DSA_INDEX || op.type == OP_MSA_INDEX || op.type == OP_QSA_INDEX) {
-            const int layer = static_cast<int>(op.param_req("layer"));
-            if (layer >= 0 && layer < m.prog.n_kv_layers) m.kv_rope[static_cast<size_t>(layer)] = -2;
-        }
+        if (op.type == OP_DSA_INDEX || op.type == OP_MSA_INDEX || op.type == OP_QSA_INDEX)
+            for (const char * k : {"layer", "block_layer"}) {
+                const int layer = static_cast<int>(op.param(k, -1));
+                if (layer >= 0 && layer < m.prog.n_kv_layers) m.kv_rope[static_cast<size_t>(layer)] = -2;
+            }
         // DeepSeek-V4's rows (raw, compressor state, compressed entries): blocks of absolute
         // positions, which a shift would misalign.
         if (op.type == OP_DSV4_COMPRESS || op.type == OP_DSV4_ATTENTION)
@@ -2206,9 +2210,13 @@ void op_msa_index(exec_ctx & x, const op_desc & op) {
 // (a block split at the boundary, blocks of equal score) resolve as llama.cpp's do. out gets the
 // kept positions (-1 past them), `repeat` times W wide from out_off: one copy per KV head for the
 // attention op's selection (sel_off, block 1).
+// llama.cpp pools every block again at every step; a block's raw keys never change once it is
+// whole, so each block key is computed once, by the token that completes the block, and kept in
+// KV layer `block_layer` (F32, a row per block: kv_packed_layouts), which truncation, copies and
+// saved states carry like any cached row. The same F32 operations give the same bits.
 void op_qsa_index(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
-    const int layer = static_cast<int>(op.param_req("layer"));
+    const int layer = static_cast<int>(op.param_req("layer")), blayer = static_cast<int>(op.param_req("block_layer"));
     const int64_t nh = static_cast<int64_t>(op.param_req("n_head")), hd = static_cast<int64_t>(op.param_req("head_dim"));
     const int64_t r = static_cast<int64_t>(op.param_req("ratio"));
     const int64_t W = static_cast<int64_t>(op.param_req("top_k")) + r - 1;
@@ -2219,32 +2227,29 @@ void op_qsa_index(exec_ctx & x, const op_desc & op, size_t oi) {
     store_packed_rows(x, layer, op.b);
     const uint32_t kt = m.params.kv_type;
     const size_t rb = kv_row_bytes(kt, hd);
-    // Each sequence's block keys, once per op: the whole blocks up to the batch's last position in it.
-    std::map<int, int64_t> ends;
-    for (int64_t t = 0; t < x.n_tok; t++) ends[x.b.seq[t]] = std::max<int64_t>(ends[x.b.seq[t]], x.b.pos[t] + 1);
-    std::map<int, std::vector<float>> keys;
-    for (auto [seq, n] : ends) {
-        if (n <= W) continue;
-        const int64_t nb = n / r;
-        std::vector<float> & f = keys[seq];
-        f.assign(static_cast<size_t>(nb * hd), 0.0f);
-        const uint8_t * src = m.kv[seq][layer].k.data();
-        const float inv = 1.0f / static_cast<float>(r);
-        m.pool->parallel_for(nb, [&](int64_t b0, int64_t b1, int) {
-            std::vector<float> row(static_cast<size_t>(hd)), sum(static_cast<size_t>(hd)), cache(static_cast<size_t>(std::max(rs.n_dims, 2)));
-            for (int64_t b = b0; b < b1; b++) {
-                for (int64_t i = 0; i < r; i++) {
-                    dequantize_row(kt, src + static_cast<size_t>(b * r + i) * rb, row.data(), hd);
-                    for (int64_t e = 0; e < hd; e++) sum[static_cast<size_t>(e)] = i == 0 ? row[static_cast<size_t>(e)] : sum[static_cast<size_t>(e)] + row[static_cast<size_t>(e)];
-                }
-                for (float & v : sum) v *= inv;
-                float * key = f.data() + b * hd;
-                rms_norm_row(sum.data(), key, hd, eps, nw);
-                rs.table(static_cast<float>(b * r), cache.data());
-                rs.apply(key, cache.data());
+    // The blocks this batch completes: their keys from the raw rows just stored, then kept.
+    std::vector<int64_t> ends;  // batch tokens whose position ends a block
+    for (int64_t t = 0; t < x.n_tok; t++)
+        if ((x.b.pos[t] + 1) % r == 0) ends.push_back(t);
+    std::vector<float> fresh(ends.size() * static_cast<size_t>(hd));
+    const float inv = 1.0f / static_cast<float>(r);
+    m.pool->parallel_for(static_cast<int64_t>(ends.size()), [&](int64_t i0, int64_t i1, int) {
+        std::vector<float> row(static_cast<size_t>(hd)), sum(static_cast<size_t>(hd)), cache(static_cast<size_t>(std::max(rs.n_dims, 2)));
+        for (int64_t i = i0; i < i1; i++) {
+            const int64_t t = ends[static_cast<size_t>(i)], b = x.b.pos[t] / r;
+            const uint8_t * src = m.kv[x.b.seq[t]][layer].k.data();
+            for (int64_t j = 0; j < r; j++) {
+                dequantize_row(kt, src + static_cast<size_t>(b * r + j) * rb, row.data(), hd);
+                for (int64_t e = 0; e < hd; e++) sum[static_cast<size_t>(e)] = j == 0 ? row[static_cast<size_t>(e)] : sum[static_cast<size_t>(e)] + row[static_cast<size_t>(e)];
             }
-        }, 16);
-    }
+            for (float & v : sum) v *= inv;
+            float * key = fresh.data() + i * hd;
+            rms_norm_row(sum.data(), key, hd, eps, nw);
+            rs.table(static_cast<float>(b * r), cache.data());
+            rs.apply(key, cache.data());
+        }
+    }, 16);
+    for (size_t i = 0; i < ends.size(); i++) dsv4_store(m, x.b.seq[ends[i]], blayer, x.b.pos[ends[i]], fresh.data() + i * static_cast<size_t>(hd));
     std::vector<float> sc, val;
     std::vector<int32_t> idx;
     for (int64_t t = 0; t < x.n_tok; t++) {
@@ -2254,8 +2259,10 @@ void op_qsa_index(exec_ctx & x, const op_desc & op, size_t oi) {
         std::iota(idx.begin(), idx.end(), 0);
         if (np > W) {
             const int64_t nb = np / r;
+            const std::vector<uint8_t> & keys = m.kv[x.b.seq[t]][blayer].k;
+            if (keys.size() < static_cast<size_t>(nb * hd) * 4) throw error(KAIL_E_INTERNAL, "QSA: the block keys before position " + std::to_string(p) + " were never computed");
             sc.resize(static_cast<size_t>(nh * nb));
-            matmul(KAIL_TYPE_F32, keys.at(x.b.seq[t]).data(), static_cast<size_t>(hd) * 4, nb, hd, x.ptr(op.a) + t * x.width(op.a), static_cast<size_t>(hd) * 4, nh,
+            matmul(KAIL_TYPE_F32, keys.data(), static_cast<size_t>(hd) * 4, nb, hd, x.ptr(op.a) + t * x.width(op.a), static_cast<size_t>(hd) * 4, nh,
                    sc.data(), static_cast<size_t>(nb) * 4, m.pool.get());
             val.assign(static_cast<size_t>(np), std::numeric_limits<float>::infinity());
             for (int64_t b = 0; b < nb; b++) {

@@ -113,13 +113,21 @@ std::vector<kv_packed_layout> kv_packed_layouts(const program & prog, int64_t n_
             kv_packed_layout keys;
             keys.per = ratio;
             set(layer_of(op, "layer"), keys, i);
+        } else if (op.type == OP_QSA_INDEX && ratio > 0) {
+            // qwen4exp's pooled block keys: F32, a row per whole block.
+            kv_packed_layout keys;
+            keys.per = ratio;
+            keys.f32 = true;
+            set(layer_of(op, "block_layer"), keys, i);
         }
     }
-    // A packed layer is the dsv4 / ratio'd dsa ops' alone: any other op storing or reading it by
-    // position would run past its rows.
+    // A packed layer is the dsv4 / ratio'd dsa ops' (and QSA's block keys) alone: any other op
+    // storing or reading it by position would run past its rows. (The other ops' `layer` is a
+    // recurrent layer's.)
     for (size_t i = 0; i < prog.ops.size(); i++) {
         const op_desc & op = prog.ops[i];
         if (op.type == OP_DSV4_ATTENTION || op.type == OP_DSV4_COMPRESS || (op.type == OP_DSA_INDEX && op.param("ratio", 0) > 1)) continue;
+        if (op.type != OP_ATTENTION && op.type != OP_MLA_ATTENTION && op.type != OP_DSA_INDEX && op.type != OP_MSA_INDEX && op.type != OP_QSA_INDEX) continue;
         for (const char * key : {"layer", "comp_layer", "out_layer"}) {
             const int64_t l = layer_of(op, key);
             if (l >= 0 && out[static_cast<size_t>(l)].packed())

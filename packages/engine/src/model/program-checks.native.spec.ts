@@ -313,8 +313,15 @@ describe('native program checks: qwen4exp PLE n-gram embedding, gate, dilated co
     ['more rotary dimensions than the indexer head', 'qsa_index', (o) => (o.params!.n_dims = 64), /op \d+ \(qsa_index\): 64 rotary dimensions do not fit the indexer head of 32/],
     ['an indexer key norm of another width', 'qsa_index', (o) => (o.weights!.weight = 'blk.3.attn_q_norm.weight'), /QSA indexer key norm 'blk.3.attn_q_norm.weight' F32 \[64\] must be F32 with 32 elements/],
     ['a negative eps', 'qsa_index', (o) => (o.params!.eps = -1), /op \d+ \(qsa_index\): eps is not a finite non-negative number/],
+    ['block keys kept in the raw keys\' layer', 'qsa_index', (o) => (o.params!.block_layer = o.params!.layer), /op \d+ \(qsa_index\): block_layer needs a kv layer of its own/],
   ])('refuses %s', (_what, op, edit, want) => {
     expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
+  });
+
+  it('refuses a QSA indexer with no layer for its block keys', () => {
+    expect(() => load(tampered(f.program, 'qsa_index', (o) => delete o.params!.block_layer))).toThrow(
+      expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/op \d+ \(qsa_index\): missing parameter 'block_layer'/) }),
+    );
   });
 
   it('refuses a dilation the recurrent layer was not sized for, or out of range', () => {

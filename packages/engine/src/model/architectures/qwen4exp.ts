@@ -261,7 +261,7 @@ function pleBlock(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTenso
  * block is QSA (build_qsa_top_k, build_attn_qsa): the indexer's queries (indexer.q_proj, per-head
  * RMS norm, the attention's RoPE) and raw keys (indexer.k_proj, cached unnormed and unrotated) go
  * to the `qsa_index` op, which pools each whole block of r cached keys (mean, indexer.k_norm, RoPE
- * at the block start), scores it sum_h relu(q_h . key) and keeps ggml_top_k's top_k + r - 1
+ * at the block start; once, kept in a KV layer of its own, a row per block), scores it sum_h relu(q_h . key) and keeps ggml_top_k's top_k + r - 1
  * positions (the tail block always); the attention sees those positions only (its selection of
  * blocks of 1, one copy per KV head after the queries).
  */
@@ -299,7 +299,7 @@ function gatedAttention(p: ProgramBuilder, hp: HParams, tensors: Map<string, Ggu
       a: iq,
       b: ik,
       weights: { weight: need(t(il, 'indexer.k_norm.weight')) },
-      params: { ...ropeParams(hp, true), layer: p.kvLayer(dI, 0), n_head: nI, head_dim: dI, top_k: keys.topK, ratio, eps: hp.rmsEps, out_off: H * hd, repeat: Hkv },
+      params: { ...ropeParams(hp, true), layer: p.kvLayer(dI, 0), block_layer: p.kvLayer(dI, 0), n_head: nI, head_dim: dI, top_k: keys.topK, ratio, eps: hp.rmsEps, out_off: H * hd, repeat: Hkv },
     });
     Object.assign(sel, { sel_off: H * hd, top_k: W, block: 1 });
   }
