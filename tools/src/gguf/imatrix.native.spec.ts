@@ -61,7 +61,9 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
       imatrices[name] = path.join(dir, `${name}.imatrix.gguf`);
       writeImatrixGguf(imatrices[name], { entries: syntheticEntries(models[name], 11), datasets: ['wiki.train.raw', 'chat.txt'], chunkCount: 7, chunkSize: 512 });
     };
-    write('qwen3moe-f16', 'tiny-qwen3moe', 'F16');
+    // 6 experts, not the preset's 16: the same branches of llama.cpp's mix rules (n_expert >= 4,
+    // not Mixtral's 8) with 6/16 of the expert bytes to quantize 2 x 27 times.
+    write('qwen3moe-f16', 'tiny-qwen3moe', 'F16', { nExperts: 6 });
     write('mixtral-f32', 'tiny-mixtral', 'F32');
     write('llama-f16', 'tiny-llama', 'F16', { nLayers: 16 });
     write('llama-odd-f32', 'tiny-llama', 'F32', { nLayers: 9, dim: 96 });

@@ -33,7 +33,9 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
       models[name] = path.join(dir, `${name}.gguf`);
       writeModel({ config: { ...getPreset(preset).config, ...over }, fileType, seed: 3, out: models[name] });
     };
-    write('qwen3moe-f16', 'tiny-qwen3moe', 'F16');
+    // 6 experts, not the preset's 16: the same branches of llama.cpp's mix rules (n_expert >= 4,
+    // not Mixtral's 8) with 6/16 of the expert bytes, for the 40-odd cases below.
+    write('qwen3moe-f16', 'tiny-qwen3moe', 'F16', { nExperts: 6 });
     // 8 experts: llama.cpp gives attn_v and attn_k Q8_0, attn_output Q5_K.
     write('mixtral-f32', 'tiny-mixtral', 'F32');
     // MLA: attn_kv_b counts as attn_v.
@@ -43,7 +45,7 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     // 80 blocks, GQA 4: llama.cpp's 70B rule (attn_v Q3_K/Q4_K -> Q5_K) and every use_more_bits layer.
     write('llama80-f16', 'tiny-llama', 'F16', { nLayers: 80, dim: 256, ff: 256, nHeads: 8, nKvHeads: 2 });
     write('llama-tied-f16', 'tiny-llama', 'F16', { tiedEmbeddings: true });
-    write('qwen3moe-q8', 'tiny-qwen3moe', 'Q8_0');
+    write('qwen3moe-q8', 'tiny-qwen3moe', 'Q8_0', { nExperts: 6 });
     // Biased experts and attention sinks: MXFP4_MOE's home.
     write('gpt-oss-f16', 'tiny-gpt-oss', 'F16');
     splitGguf(models['qwen3moe-f16'], path.join(dir, 'qwen3moe-split'), 8);
