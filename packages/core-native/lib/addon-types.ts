@@ -134,7 +134,12 @@ export interface ProgramOp {
     | 'ple_ngram'
     | 'ple_gate'
     | 'xielu'
-    | 'qsa_index';
+    | 'qsa_index'
+    | 'rwkv_wkv7'
+    | 'rwkv_wkv6'
+    | 'sigmoid'
+    | 'head_sum_mul'
+    | 'token_shift';
   out: number;
   a?: number;
   b?: number;

@@ -59,6 +59,11 @@ enum op_type {
     OP_PLE_GATE,       // qwen4exp's PLE gate: s_c = scale * sum_i a[c n + i] b[c n + i] (summed in double), out[c repeat + r] = sigmoid(sgn(s_c) sqrt(max(|s_c|, 1e-6))), c < n_group
     OP_XIELU,          // Apertus's xIELU of a (model/xielu.h): params alpha_n, alpha_p (raw, softplus applied as ggml_xielu does), beta, eps
     OP_QSA_INDEX,      // qwen4exp's QSA indexer: stores raw key row b in kv layer `layer`; blocks of `ratio` positions mean-pooled, RMS-normed (weight), RoPE'd at the block start; out[out_off + c W ..] (c < repeat, W = top_k + ratio - 1) = the positions llama.cpp's top-k keeps: sum_h relu(q_h . key_b) per whole block (q = a), the incomplete tail always   weights: weight
+    OP_RWKV_WKV7,      // RWKV-7's WKV recurrence (ggml_rwkv_wkv7) over a = r|w|k|v|a|b (six sections of n_head x head_dim; w the decay factor), state S[head][value i][key j] in recurrent layer `layer`: S = S diag(w) + v k^T + (S a) b^T, out = S r
+    OP_RWKV_WKV6,      // RWKV-6's WKV recurrence (ggml_rwkv_wkv6) over a = r|k|v|w (four sections of n_head x head_dim; w the per-token decay factor), state S[head][key i][value j] in recurrent layer `layer`: out_j = sum_i r_i (u_i k_i v_j + S_ij), S_ij = S_ij w_i + k_i v_j   weights: u (time_first, F32, n_head x head_dim); with gla_scale g > 0 ggml_gated_linear_attn instead (no u): S_ij = S_ij w_i + k_i v_j, out_j = sum_i g r_i S_ij
+    OP_TOKEN_SHIFT,    // RWKV's token shift: out[t] = the row of a at the sequence's previous position (zeros at its first), the last row kept in recurrent layer `layer`
+    OP_SIGMOID,        // out = sigmoid(a) (ggml_sigmoid); with decay d: exp(-d * sigmoid(a)) as RWKV-7's decay (ggml_sigmoid, ggml_scale by -d, ggml_exp); with exp_decay 1: exp(-exp(a)) as RWKV-6's (no sigmoid)
+    OP_HEAD_SUM_MUL,   // per head of width head_dim: out[h D + i] = b[h D + i] * sum_j a[h D + j] (the sum in double, as ggml_sum_rows; RWKV-7's r.k bonus)
     OP_COUNT_
 };
 

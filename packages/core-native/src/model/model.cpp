@@ -46,7 +46,7 @@ op_type op_type_from_name(const std::string & name) {
         {"clamp", OP_CLAMP}, {"lightning_attn", OP_LIGHTNING_ATTN}, {"hc_gates", OP_HC_GATES}, {"attn_res", OP_ATTN_RES},
         {"msa_index", OP_MSA_INDEX}, {"dsv4_compress", OP_DSV4_COMPRESS}, {"dsv4_attention", OP_DSV4_ATTENTION}, {"dsv4_hc_post", OP_DSV4_HC_POST},
         {"ple_ngram", OP_PLE_NGRAM}, {"ple_gate", OP_PLE_GATE}, {"xielu", OP_XIELU},
-        {"qsa_index", OP_QSA_INDEX},
+        {"qsa_index", OP_QSA_INDEX}, {"rwkv_wkv7", OP_RWKV_WKV7}, {"token_shift", OP_TOKEN_SHIFT}, {"rwkv_wkv6", OP_RWKV_WKV6}, {"sigmoid", OP_SIGMOID}, {"head_sum_mul", OP_HEAD_SUM_MUL},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -265,7 +265,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
                             "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu",
                             "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr", "softcap", "moe_prefetch", "clamp",
-                            "lightning_attn", "hc_gates", "attn_res", "msa_index", "dsv4_compress", "dsv4_attention", "dsv4_hc_post", "ple_ngram", "ple_gate", "xielu", "qsa_index"};
+                            "lightning_attn", "hc_gates", "attn_res", "msa_index", "dsv4_compress", "dsv4_attention", "dsv4_hc_post", "ple_ngram", "ple_gate", "xielu", "qsa_index", "rwkv_wkv7", "rwkv_wkv6", "token_shift", "sigmoid", "head_sum_mul"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -302,6 +302,16 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
         case OP_EMBED:
             if (ip("index", 0) < 0 || ip("index", 0) > 2) throw error(KAIL_E_INVALID_ARG, what + "index " + std::to_string(ip("index", 0)) + " is not 0 (token), 1 (position) or 2 (row 0)");
             break;
+        case OP_HEAD_SUM_MUL: {
+            const int64_t hd = req("head_dim"), nh = req("n_head");
+            if (hd < 1 || nh < 1) throw error(KAIL_E_BAD_MODEL, what + "head_dim and n_head must be positive");
+            if (op.b < 0) throw error(KAIL_E_INVALID_ARG, what + "needs buffer b");
+            fits(op.a, 0, hd * nh, "a");
+            fits(op.b, 0, hd * nh, "b");
+            fits(op.out, 0, hd * nh, "out");
+            if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
+            break;
+        }
         case OP_HEAD_RMS_NORM: {
             const int64_t hd = req("head_dim"), nh = req("n_head"), off = ip("a_off", 0);
             if (hd < 1 || nh < 1) throw error(KAIL_E_BAD_MODEL, what + "head_dim and n_head must be positive");
@@ -317,7 +327,13 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.a, ip("a_off", 0), ip("n_in", static_cast<double>(width(op.a) / ip("groups", 1))) * ip("groups", 1), "a");
             fits(op.out, ip("out_off", 0), ip("n_out", static_cast<double>(width(op.out))), "out");
             break;
-        case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: case OP_RELU_SQR: case OP_SOFTCAP: case OP_CLAMP: {
+        case OP_ADD: case OP_MUL: case OP_SCALE: case OP_SWIGLU: case OP_COPY: case OP_RELU_SQR: case OP_SOFTCAP: case OP_CLAMP: case OP_SIGMOID: {
+            if (op.type == OP_SIGMOID && op.params.count("decay") && op.params.count("exp_decay"))
+                throw error(KAIL_E_BAD_MODEL, what + "sigmoid takes decay or exp_decay, not both");
+            if (op.type == OP_SIGMOID && op.params.count("exp_decay") && op.param("exp_decay", 0) != 1)
+                throw error(KAIL_E_BAD_MODEL, what + "sigmoid exp_decay " + std::to_string(op.param("exp_decay", 0)) + " is not 1");
+            if (op.type == OP_SIGMOID && op.params.count("decay") && !std::isfinite(op.param("decay", 0)))
+                throw error(KAIL_E_BAD_MODEL, what + "sigmoid decay " + std::to_string(op.param("decay", 0)) + " is not a finite number");
             if (op.type == OP_SOFTCAP && (!(op.param("cap", 0) > 0) || !std::isfinite(op.param("cap", 0))))
                 throw error(KAIL_E_BAD_MODEL, what + "soft-capping value " + std::to_string(op.param("cap", 0)) + " is not a positive number");
             if (op.type == OP_CLAMP && !(op.param("limit", 0) > 0))
@@ -521,6 +537,29 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.out, 0, nh * hd, "out");
             if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
             if (m.prog.rs_width[static_cast<size_t>(l)] != nh * hd * hd) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not n_head x head_dim^2");
+            break;
+        }
+        case OP_RWKV_WKV6:
+        case OP_RWKV_WKV7: {
+            const int64_t l = req("layer"), nh = req("n_head"), hd = req("head_dim");
+            if (l < 0 || l >= static_cast<int64_t>(m.prog.rs_width.size())) throw error(KAIL_E_INVALID_ARG, what + "recurrent layer " + std::to_string(l) + " out of range");
+            if (nh < 1 || hd < 1 || nh > 65536 || hd > 16384) throw error(KAIL_E_BAD_MODEL, what + std::to_string(nh) + " WKV heads of " + std::to_string(hd) + " (heads must be in 1..65536, their size in 1..16384)");
+            const bool v6 = op.type == OP_RWKV_WKV6;
+            if (width(op.a) != (v6 ? 4 : 6) * nh * hd)
+                throw error(KAIL_E_BAD_MODEL, what + (v6 ? "r|k|v|w" : "r|w|k|v|a|b") + " input is " + std::to_string(width(op.a)) + " wide, expected " + std::to_string((v6 ? 4 : 6) * nh * hd));
+            fits(op.out, 0, nh * hd, "out");
+            if (v6 && op.params.count("gla_scale") && !(op.param("gla_scale", 0) > 0 && std::isfinite(op.param("gla_scale", 0))))
+                throw error(KAIL_E_BAD_MODEL, what + "gla_scale " + std::to_string(op.param("gla_scale", 0)) + " is not a positive number");
+            if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
+            if (m.prog.rs_width[static_cast<size_t>(l)] != nh * hd * hd) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not n_head x head_dim^2");
+            break;
+        }
+        case OP_TOKEN_SHIFT: {
+            const int64_t l = req("layer");
+            if (l < 0 || l >= static_cast<int64_t>(m.prog.rs_width.size())) throw error(KAIL_E_INVALID_ARG, what + "recurrent layer " + std::to_string(l) + " out of range");
+            fits(op.out, 0, width(op.a), "out");
+            if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
+            if (m.prog.rs_width[static_cast<size_t>(l)] != width(op.a)) throw error(KAIL_E_INVALID_ARG, what + "the recurrent layer's width is not a's");
             break;
         }
         case OP_HC_GATES: {
@@ -927,7 +966,8 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             const int64_t a_n = static_cast<int64_t>(op.param("n_in", static_cast<double>(width(op.a) / static_cast<int64_t>(op.param("groups", 1)))));
             check(w.ne(0) == a_n, "tensor '" + w.info->name + "' " + shape_str(w.info) + ": expected " + std::to_string(a_n) + " inputs");
             const int64_t out_n = static_cast<int64_t>(op.param("n_out", static_cast<double>(width(op.out))));
-            check(w.ne(1) == out_n, "tensor '" + w.info->name + "' " + shape_str(w.info) + ": expected " + std::to_string(out_n) + " outputs");
+            // (With groups, a 3-D weight [n_in, n_out / G, G] holds group g's rows as its slice g: RWKV-6's time_mix_w2.)
+            check(w.ne(1) * (static_cast<int64_t>(op.param("groups", 1)) > 1 ? w.ne(2) : 1) == out_n, "tensor '" + w.info->name + "' " + shape_str(w.info) + ": expected " + std::to_string(out_n) + " outputs");
             const tensor_ref bias = m.weight(i, "bias");
             if (bias.info) check(bias.info->n_elements == out_n && bias.type() == KAIL_TYPE_F32, "bias '" + bias.info->name + "' must be F32 with " + std::to_string(out_n) + " elements");
         } else if (op.type == OP_EMBED) {
@@ -991,6 +1031,12 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
         } else if (op.type == OP_MUL && op.weights.count("weight")) {
             const tensor_ref w = m.weight(i, "weight");
             const int64_t n = static_cast<int64_t>(op.param("n", static_cast<double>(width(op.out))));
+            // (w_off: the n values from there of a longer vector: RWKV-7's fused lerp weights.)
+            const int64_t wo = static_cast<int64_t>(op.param("w_off", 0));
+            if (op.params.count("w_off"))
+                check(w.type() == KAIL_TYPE_F32 && wo >= 0 && w.info->n_elements >= wo + n,
+                      "scale '" + w.info->name + "' must be F32 with at least " + std::to_string(wo + n) + " elements (w_off " + std::to_string(wo) + " + " + std::to_string(n) + "), is " + type_name(w.type()) + " " + shape_str(w.info));
+            else
             check(w.type() == KAIL_TYPE_F32 && (w.info->n_elements == n || w.info->n_elements == 1),
                   "scale '" + w.info->name + "' must be F32 with " + std::to_string(n) + " elements or one, is " + type_name(w.type()) + " " + shape_str(w.info));
         } else if (op.type == OP_ATTENTION) {
@@ -1049,6 +1095,14 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
                   "hyper-connection scale " + (sc.info ? "'" + sc.info->name + "' " + type_name(sc.type()) + " " + shape_str(sc.info) : std::string("(missing)")) + " must be F32 with more than " + std::to_string(si) + " elements");
             check(bs.info && bs.type() == KAIL_TYPE_F32 && bs.info->n_elements >= bo + n,
                   "hyper-connection base " + (bs.info ? "'" + bs.info->name + "' " + type_name(bs.type()) + " " + shape_str(bs.info) : std::string("(missing)")) + " must be F32 with at least " + std::to_string(bo + n) + " elements");
+        } else if (op.type == OP_RWKV_WKV6 && op.params.count("gla_scale")) {
+            const tensor_ref u = m.weight(i, "u");
+            check(!u.info, "WKV6 gated linear attention (gla_scale) takes no time_first, has '" + (u.info ? u.info->name : std::string()) + "'");
+        } else if (op.type == OP_RWKV_WKV6) {
+            const tensor_ref u = m.weight(i, "u");
+            const int64_t C = static_cast<int64_t>(op.param_req("n_head")) * static_cast<int64_t>(op.param_req("head_dim"));
+            check(u.info && u.type() == KAIL_TYPE_F32 && u.info->n_elements == C,
+                  "WKV6 time_first " + (u.info ? "'" + u.info->name + "' " + type_name(u.type()) + " " + shape_str(u.info) : std::string("(missing)")) + " must be F32 with " + std::to_string(C) + " elements (n_head x head_dim)");
         } else if (op.type == OP_SSM_CONV) {
             const tensor_ref w = m.weight(i, "weight");
             const int64_t nc = static_cast<int64_t>(op.param_req("d_conv"));
@@ -1092,7 +1146,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     m.rs_record.assign(m.prog.rs_width.size(), 0);
     for (size_t i = 0; i < m.prog.ops.size(); i++) {
         const op_desc & op = m.prog.ops[i];
-        if (op.type != OP_SSM_CONV && op.type != OP_GATED_DELTA_NET && op.type != OP_SSM_SCAN && op.type != OP_LIGHTNING_ATTN && op.type != OP_PLE_NGRAM) continue;
+        if (op.type != OP_SSM_CONV && op.type != OP_GATED_DELTA_NET && op.type != OP_SSM_SCAN && op.type != OP_LIGHTNING_ATTN && op.type != OP_PLE_NGRAM && op.type != OP_RWKV_WKV7 && op.type != OP_RWKV_WKV6 && op.type != OP_TOKEN_SHIFT) continue;
         const size_t l = static_cast<size_t>(op.param_req("layer"));
         rs_uses[l]++;
         m.rs_op[l] = i;
@@ -1545,12 +1599,29 @@ void op_head_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t aw = x.width(op.a), ow = x.width(op.out);
     // With `layer_norm`, a LayerNorm of each head (ggml_norm, then the weight: Command R+'s q/k norms).
     const bool ln = op.param("layer_norm", 0) != 0;
+    // With `l2`, ggml_l2_norm: a / max(sqrt(sum a^2), eps) (RWKV-7's kk), then the weight if any.
+    // With l2 or layer_norm a bias (shared or one per head: RWKV-7's group norm) is added after the weight.
+    const bool l2 = op.param("l2", 0) != 0;
+    const tensor_ref bw = x.m.weight(oi, "bias");
+    const float * bp = bw.info ? reinterpret_cast<const float *>(bw.data) : nullptr;
+    const bool b_per_head = bw.info && bw.info->n_elements == hd * n_head;
     for (int64_t t = 0; t < x.rows(op.a); t++)
         for (int64_t h = 0; h < n_head; h++) {
             const float * a = x.ptr(op.a) + t * aw + off + h * hd;
             float * y = x.ptr(op.out) + t * ow + off + h * hd;
             const float * wh = wp && per_head ? wp + h * hd : wp;
-            if (ln) layer_norm_row(a, y, hd, eps, wh, nullptr);
+            const float * bh = bp && b_per_head ? bp + h * hd : bp;
+            if (l2) {
+                double sum = 0.0;
+                for (int64_t i = 0; i < hd; i++) sum += static_cast<double>(a[i] * a[i]);
+                const float scale = 1.0f / std::max(std::sqrt(static_cast<float>(sum)), eps);
+                for (int64_t i = 0; i < hd; i++) {
+                    float v = a[i] * scale;
+                    if (wh) v *= wh[i];
+                    if (bh) v += bh[i];
+                    y[i] = v;
+                }
+            } else if (ln) layer_norm_row(a, y, hd, eps, wh, bh);
             else rms_norm_row(a, y, hd, eps, wh);
         }
 }
@@ -1600,11 +1671,20 @@ void op_matmul(exec_ctx & x, const op_desc & op, size_t oi) {
     // group's w.ne(0) inputs at a_off + g w.ne(0) and write outputs o_off + g w.ne(1) / G on.
     const int64_t groups = static_cast<int64_t>(op.param("groups", 1));
     if (groups > 1) {
-        const int64_t per = w.ne(1) / groups;
+        const int64_t per = w.ne(1) * w.ne(2) / groups;
         for (int64_t g = 0; g < groups; g++)
             matmul(w.type(), w.data + static_cast<size_t>(g * per) * w.row_bytes(), w.row_bytes(), per, w.ne(0),
                    x.ptr(op.a) + a_off + g * w.ne(0), static_cast<size_t>(x.width(op.a)) * 4, rows,
                    x.ptr(op.out) + o_off + g * per, static_cast<size_t>(x.width(op.out)) * 4, x.m.pool.get());
+        // + bias over all G groups' outputs (RWKV-6's time_mix_lerp_fused after time_mix_w2's slices).
+        const tensor_ref bias = x.m.weight(oi, "bias");
+        if (bias.info) {
+            const float * bp = reinterpret_cast<const float *>(bias.data);
+            for (int64_t t = 0; t < rows; t++) {
+                float * y = x.ptr(op.out) + t * x.width(op.out) + o_off;
+                for (int64_t i = 0; i < per * groups; i++) y[i] += bp[i];
+            }
+        }
         return;
     }
     matmul(w.type(), w.data, w.row_bytes(), w.ne(1), w.ne(0),
@@ -3011,6 +3091,99 @@ void op_lightning_attn(exec_ctx & x, const op_desc & op) {
     });
 }
 
+// RWKV-7's WKV (ggml_rwkv_wkv7): one token (its row r|w|k|v|a|b, six sections of C = H D) through
+// head h's state S[value i][key j]: sa = S_i . a, S_ij = S_ij w_j + v_i k_j + sa b_j, out_i = S_i . r
+// (out: D floats unless null).
+void wkv7_step(int64_t H, int64_t D, float * S, int64_t h, const float * row, float * out) {
+    const int64_t C = H * D;
+    const float * r = row + h * D;
+    const float * w = row + C + h * D;
+    const float * k = row + 2 * C + h * D;
+    const float * v = row + 3 * C + h * D;
+    const float * a = row + 4 * C + h * D;
+    const float * b = row + 5 * C + h * D;
+    for (int64_t i = 0; i < D; i++) {
+        float * Si = S + i * D;
+        const float sa = dot_f32(a, Si, D), vi = v[i];
+        for (int64_t j = 0; j < D; j++) Si[j] = Si[j] * w[j] + vi * k[j] + sa * b[j];
+        if (out) out[i] = dot_f32(Si, r, D);
+    }
+}
+
+void op_rwkv_wkv7(exec_ctx & x, const op_desc & op) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t H = static_cast<int64_t>(op.param_req("n_head")), D = static_cast<int64_t>(op.param_req("head_dim"));
+    const int64_t aw = x.width(op.a), ow = x.width(op.out), n = x.n_tok;
+    for (int64_t t = 0; t < n; t++) rs_record_inputs(m, x.b.seq[t], layer, {{x.ptr(op.a) + t * aw, aw}});
+    over_sequence_heads(x, layer, H, [&](float * state, int64_t h, const std::vector<int64_t> & toks, std::vector<float> &) {
+        for (int64_t t : toks) wkv7_step(H, D, state + h * D * D, h, x.ptr(op.a) + t * aw, x.ptr(op.out) + t * ow + h * D);
+    });
+}
+
+// RWKV-6's WKV (ggml_rwkv_wkv6): one token (its row r|k|v|w, four sections of C = H D) through head
+// h's state S[key i][value j] with time_first u (C values): out_j = sum_i r_i (u_i k_i v_j + S_ij),
+// summed over i in order as ggml-cpu does; S_ij = S_ij w_i + k_i v_j (out: D floats unless null).
+// gla > 0 (ggml_gated_linear_attn, RWKV-6-Qwen2's time mix; no u): S_ij = fma(S_ij, w_i, k_i v_j),
+// out_j = fma(S_ij, r_i gla, out_j) over the updated state, as ggml-cpu's vector loop computes it.
+void wkv6_step(int64_t H, int64_t D, const float * u, float gla, float * S, int64_t h, const float * row, float * out) {
+    const int64_t C = H * D;
+    const float * r = row + h * D;
+    const float * k = row + C + h * D;
+    const float * v = row + 2 * C + h * D;
+    const float * w = row + 3 * C + h * D;
+    if (out) std::fill(out, out + D, 0.0f);
+    if (gla > 0) {
+        for (int64_t i = 0; i < D; i++) {
+            float * Si = S + i * D;
+            const float ki = k[i], qi = r[i] * gla, wi = w[i];
+            for (int64_t j = 0; j < D; j++) {
+                const float s = std::fma(Si[j], wi, v[j] * ki);
+                if (out) out[j] = std::fma(s, qi, out[j]);
+                Si[j] = s;
+            }
+        }
+        return;
+    }
+    const float * uh = u + h * D;
+    for (int64_t i = 0; i < D; i++) {
+        float * Si = S + i * D;
+        const float ki = k[i], ri = r[i], ui = uh[i], wi = w[i];
+        for (int64_t j = 0; j < D; j++) {
+            const float kv = v[j] * ki;
+            if (out) out[j] += (kv * ui + Si[j]) * ri;
+            Si[j] = Si[j] * wi + kv;
+        }
+    }
+}
+
+void op_rwkv_wkv6(exec_ctx & x, const op_desc & op, size_t oi) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t H = static_cast<int64_t>(op.param_req("n_head")), D = static_cast<int64_t>(op.param_req("head_dim"));
+    const float gla = static_cast<float>(op.param("gla_scale", 0));
+    const float * u = gla > 0 ? nullptr : reinterpret_cast<const float *>(m.weight(oi, "u").data);
+    const int64_t aw = x.width(op.a), ow = x.width(op.out), n = x.n_tok;
+    for (int64_t t = 0; t < n; t++) rs_record_inputs(m, x.b.seq[t], layer, {{x.ptr(op.a) + t * aw, aw}});
+    over_sequence_heads(x, layer, H, [&](float * state, int64_t h, const std::vector<int64_t> & toks, std::vector<float> &) {
+        for (int64_t t : toks) wkv6_step(H, D, u, gla, state + h * D * D, h, x.ptr(op.a) + t * aw, x.ptr(op.out) + t * ow + h * D);
+    });
+}
+
+// RWKV's token shift: each token gets its sequence's previous row of a (the state), which then becomes its own.
+void op_token_shift(exec_ctx & x, const op_desc & op) {
+    model::impl & m = x.m;
+    const int layer = static_cast<int>(op.param_req("layer"));
+    const int64_t aw = x.width(op.a), ow = x.width(op.out), n = x.n_tok;
+    for (int64_t t = 0; t < n; t++) rs_record_inputs(m, x.b.seq[t], layer, {{x.ptr(op.a) + t * aw, aw}});
+    over_sequence_heads(x, layer, 1, [&](float * state, int64_t, const std::vector<int64_t> & toks, std::vector<float> &) {
+        for (int64_t t : toks) {
+            std::memcpy(x.ptr(op.out) + t * ow, state, static_cast<size_t>(aw) * sizeof(float));
+            std::memcpy(state, x.ptr(op.a) + t * aw, static_cast<size_t>(aw) * sizeof(float));
+        }
+    });
+}
+
 void rs_drop_checkpoint(model::impl::rs_checkpoint & ck) {
     ck.pos0 = -1;
     ck.n = 0;
@@ -3044,6 +3217,24 @@ void rs_replay(const model::impl & m, std::vector<std::vector<float>> & states, 
             std::vector<float> qkv(static_cast<size_t>(3 * q.D));
             for (int64_t t = 0; t < r; t++)
                 for (int64_t h = 0; h < q.H; h++) lightning_step(q, st.data() + h * q.D * q.D, h, in + t * aw, qkv.data(), nullptr);
+            continue;
+        }
+        if (op.type == OP_RWKV_WKV7) {
+            const int64_t H = static_cast<int64_t>(op.param_req("n_head")), D = static_cast<int64_t>(op.param_req("head_dim"));
+            for (int64_t t = 0; t < r; t++)
+                for (int64_t h = 0; h < H; h++) wkv7_step(H, D, st.data() + h * D * D, h, in + t * aw, nullptr);
+            continue;
+        }
+        if (op.type == OP_RWKV_WKV6) {
+            const int64_t H = static_cast<int64_t>(op.param_req("n_head")), D = static_cast<int64_t>(op.param_req("head_dim"));
+            const float gla = static_cast<float>(op.param("gla_scale", 0));
+            const float * u = gla > 0 ? nullptr : reinterpret_cast<const float *>(m.weight(oi, "u").data);
+            for (int64_t t = 0; t < r; t++)
+                for (int64_t h = 0; h < H; h++) wkv6_step(H, D, u, gla, st.data() + h * D * D, h, in + t * aw, nullptr);
+            continue;
+        }
+        if (op.type == OP_TOKEN_SHIFT) {
+            if (r > 0) std::memcpy(st.data(), in + (r - 1) * aw, static_cast<size_t>(aw) * sizeof(float));
             continue;
         }
         if (op.type == OP_SSM_SCAN) {
@@ -3774,8 +3965,9 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
                 } else {
                     // By a weight vector (ggml_mul broadcasting it over rows), or by its one value.
                     const tensor_ref w = m.weight(oi, "weight");
-                    const float * wv = reinterpret_cast<const float *>(w.data);
-                    const bool one = w.info->n_elements == 1;
+                    const float * wv = reinterpret_cast<const float *>(w.data);  // (moved by w_off below)
+                    const bool one = w.info->n_elements == 1 && !op.params.count("w_off");
+                    wv += static_cast<int64_t>(op.param("w_off", 0));
                     const int64_t n = static_cast<int64_t>(op.param("n", static_cast<double>(x.width(op.out))));
                     const int64_t ao = static_cast<int64_t>(op.param("a_off", 0)), oo = static_cast<int64_t>(op.param("out_off", 0));
                     for (int64_t t = 0; t < x.rows(op.out); t++) {
@@ -3825,6 +4017,34 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_GATED_DELTA_NET: op_gated_delta_net(x, op, oi); break;
             case OP_SSM_SCAN: op_ssm_scan(x, op, oi); break;
             case OP_LIGHTNING_ATTN: op_lightning_attn(x, op); break;
+            case OP_RWKV_WKV7: op_rwkv_wkv7(x, op); break;
+            case OP_RWKV_WKV6: op_rwkv_wkv6(x, op, oi); break;
+            case OP_TOKEN_SHIFT: op_token_shift(x, op); break;
+            case OP_SIGMOID: {
+                // ggml_sigmoid: 1 / (1 + expf(-a)); with decay d, then ggml_scale by -d and ggml_exp, each in float.
+                // exp_decay (RWKV-6's decay): exp(-exp(a)), as ggml_exp, ggml_neg, ggml_exp (no sigmoid).
+                if (op.params.count("exp_decay")) elementwise(x, op, [](float a, float) { return std::exp(-std::exp(a)); });
+                else if (op.params.count("decay")) {
+                    const float nd = -static_cast<float>(op.param("decay", 0));
+                    elementwise(x, op, [nd](float a, float) { return std::exp((1.0f / (1.0f + std::exp(-a))) * nd); });
+                } else elementwise(x, op, [](float a, float) { return 1.0f / (1.0f + std::exp(-a)); });
+                break;
+            }
+            case OP_HEAD_SUM_MUL: {
+                const int64_t hd = static_cast<int64_t>(op.param_req("head_dim")), nh = static_cast<int64_t>(op.param_req("n_head"));
+                for (int64_t t = 0; t < x.rows(op.out); t++) {
+                    const float * a = x.ptr(op.a) + t * x.width(op.a);
+                    const float * bb = x.ptr(op.b) + t * x.width(op.b);
+                    float * o = x.ptr(op.out) + t * x.width(op.out);
+                    for (int64_t h = 0; h < nh; h++) {
+                        double sum = 0.0;
+                        for (int64_t i = 0; i < hd; i++) sum += static_cast<double>(a[h * hd + i]);
+                        const float s = static_cast<float>(sum);
+                        for (int64_t i = 0; i < hd; i++) o[h * hd + i] = bb[h * hd + i] * s;
+                    }
+                }
+                break;
+            }
             case OP_HC_GATES: op_hc_gates(x, op, oi); break;
             case OP_PLE_NGRAM: op_ple_ngram(x, op, oi); break;
             case OP_PLE_GATE: op_ple_gate(x, op); break;
