@@ -435,6 +435,12 @@ describe('kail model commands', () => {
     const mm = path.join(dir, 'mm.gguf');
     writeModel({ config: getPreset('tiny-minimax-01-interval').config, fileType: 'Q8_0', seed: 3, out: mm });
     expect(JSON.parse(kail('inspect', mm, '--json').stdout).kvCache.recurrentBytesPerSequence).toBe(2 * 8 * 64 * 64 * 4);
+    // Mamba-2 without attention: no KV rows, 4 blocks x (3 x 768 conv inputs + 8 heads x 64 x 64) F32.
+    const m2 = path.join(dir, 'm2.gguf');
+    writeModel({ config: getPreset('tiny-mamba2').config, fileType: 'Q8_0', seed: 3, out: m2 });
+    const m2i = kail('inspect', m2);
+    expect(m2i.stdout).toMatch(/kv cache +none \(no attention layers\)/);
+    expect(m2i.stdout).toMatch(/recurrent state 548\.00 KiB per sequence/);
     const ds = path.join(dir, 'ds3.gguf');
     writeModel({ config: getPreset('tiny-deepseek3').config, fileType: 'F16', seed: 3, out: ds });
     const j = JSON.parse(kail('inspect', ds, '--json').stdout);

@@ -47,7 +47,9 @@ export { encodeLogProbs, KldAccumulator, klDivergence, kldChunkLine, kldStats, k
 export { computeImatrix, type ImatrixOptions, type ImatrixResult } from './model/imatrix';
 export type { StreamSummary } from './model/stream-summary';
 export type { NativeExpertLayerStats as ExpertLayerStats, NativeExpertStreamStats as ExpertStreamStats } from '@kailstream/core-native';
-export { SUPPORTED_ARCHITECTURES, isEncoderArchitecture } from './model/architectures';
+export { SUPPORTED_ARCHITECTURES, isDiffusionArchitecture, isEncoderArchitecture } from './model/architectures';
+export { DIFFUSION_ALGORITHMS, DIFFUSION_DEFAULTS, blockTransferCounts, diffusionAlgorithmOf, diffusionGenerate, diffusionGenerateWith, diffusionModelSettings, diffusionPlan, diffusionScheduleOf, modelCanvasLogits, resolveDiffusionParams, transferCount } from './model/diffusion';
+export type { CanvasLogits, DiffusionAlgorithm, DiffusionOptions, DiffusionParams, DiffusionResult, DiffusionSchedule, DiffusionStep } from './model/diffusion';
 export { mlaKvBytesPerToken } from './model/architectures/deepseek2';
 export type { MlaKvShape } from './model/architectures/deepseek2';
 export { generate } from './generate';

@@ -5,7 +5,7 @@
 // `node --conditions=@kailstream/source -r ./ts-register.cjs fuzz-worker.ts` with an IPC channel.
 import fs from 'node:fs';
 
-import { ChatTemplate, EngineModel, kvCacheReport, openGgufMetadata, summarize } from '@kailstream/engine';
+import { ChatTemplate, EngineModel, diffusionGenerateWith, kvCacheReport, openGgufMetadata, summarize } from '@kailstream/engine';
 
 export interface FuzzJob {
   id: string;
@@ -67,8 +67,14 @@ async function run(job: FuzzJob): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb'
     if (toks.length === 0) toks = [0];
     stage = 'eval';
     let allFinite = finite(await model.evaluate(0, toks, 'last'));
-    // (An encoder takes a sequence whole: the last token goes in as a sequence of its own.)
-    allFinite = finite(await model.evaluate(model.encoder ? 1 : 0, [model.nVocab - 1], 'last')) && allFinite;
+    // (An encoder or a diffusion model takes a sequence whole: the last token goes in as a sequence of its own.)
+    allFinite = finite(await model.evaluate(model.encoder || model.diffusion ? 1 : 0, [model.nVocab - 1], 'last')) && allFinite;
+    if (model.diffusion) {
+      // A diffusion model's text comes from its loop (the file's mask token, shift_logits).
+      stage = 'diffusion';
+      model.truncate(0, 0);
+      await diffusionGenerateWith(model, toks, 4, { steps: 2, schedule: { kind: 'timestep', eps: 0.001 } });
+    }
     stage = 'detokenize';
     model.tokenizer.detokenize([...toks, model.nVocab - 1, model.tokenizer.nTokens - 1]);
     stage = 'chat-template';

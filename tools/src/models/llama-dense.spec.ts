@@ -91,7 +91,68 @@ describe('llama-dense writer', () => {
     expect(flags(config('tiny-exaone4-swa')).slice(0, 8)).toEqual([true, true, true, false, true, true, true, false]);
   });
 
+  it('session 47: fused attn_qkv, rope_freqs, LayerNorm weights and biases or none, every starcoder2 bias, ungated FFNs', () => {
+    expect(block('tiny-internlm2', 0)).toEqual(['attn_norm.weight', 'attn_qkv.weight', 'attn_output.weight', 'ffn_norm.weight', ...FFN].sort());
+    expect(shapes('tiny-internlm2').get('blk.0.attn_qkv.weight')).toEqual([256, 512]);
+    expect(block('tiny-xverse', 1)).toEqual(['attn_norm.weight', ...QKV, 'ffn_norm.weight', ...FFN].sort());
+    expect(block('tiny-arcee', 2)).toEqual(['attn_norm.weight', ...QKV, 'ffn_norm.weight', 'ffn_up.weight', 'ffn_down.weight'].sort());
+    expect(block('tiny-maincoder', 3)).toEqual(['attn_norm.weight', ...QKV, 'attn_q_norm.weight', 'attn_k_norm.weight', 'ffn_norm.weight', ...FFN].sort());
+    expect(block('tiny-orion', 0)).toEqual(['attn_norm.weight', 'attn_norm.bias', ...QKV, 'ffn_norm.weight', 'ffn_norm.bias', ...FFN].sort());
+    expect(block('tiny-olmo', 0)).toEqual([...QKV, ...FFN].sort());
+    expect(block('tiny-starcoder2', 1)).toEqual(['attn_norm.weight', 'attn_norm.bias', ...QKV, ...BIAS, 'attn_output.bias', 'ffn_norm.weight', 'ffn_norm.bias', 'ffn_up.weight', 'ffn_up.bias', 'ffn_down.weight', 'ffn_down.bias'].sort());
+    const heads = (p: string) => plan(p).tensors.filter((x) => x.layer === undefined).map((x) => x.name);
+    expect(heads('tiny-exaone')).toEqual(['token_embd.weight', 'output_norm.weight', 'rope_freqs.weight']);
+    expect(heads('tiny-orion')).toEqual(['token_embd.weight', 'output_norm.weight', 'output_norm.bias', 'output.weight']);
+    expect(heads('tiny-olmo')).toEqual(['token_embd.weight']);
+    expect(shapes('tiny-nanbeige').get('rope_freqs.weight')).toEqual([32]);
+    const q = new Map(plan('tiny-starcoder2', {}, 'Q4_K_M').tensors.map((x) => [x.name, x.type]));
+    expect([q.get('blk.0.ffn_up.bias'), q.get('blk.0.attn_norm.bias'), q.get('output_norm.bias')]).toEqual([GgmlType.F32, GgmlType.F32, GgmlType.F32]);
+    expect(DEFAULT_PRESET_FOR_ARCH.starcoder2).toBe('tiny-starcoder2');
+    expect(block('tiny-stablelm-12b', 0)).toEqual(['attn_norm.weight', 'attn_norm.bias', ...QKV, 'attn_q_norm.weight', 'attn_k_norm.weight', ...FFN].sort());
+    const s = shapes('tiny-stablelm-12b');
+    expect([s.get('blk.0.attn_q_norm.weight'), s.get('blk.0.attn_k_norm.weight')]).toEqual([[64, 4], [64, 2]]);
+    expect(new Map(plan('tiny-stablelm-12b', {}, 'Q8_0').tensors.map((x) => [x.name, x.type])).get('blk.0.attn_q_norm.weight')).toBe(GgmlType.F32);
+    expect(block('tiny-nemotron', 3)).toEqual(['attn_norm.weight', 'attn_norm.bias', ...QKV, 'attn_output.bias', 'ffn_norm.weight', 'ffn_norm.bias', 'ffn_up.weight', 'ffn_up.bias', 'ffn_down.weight', 'ffn_down.bias'].sort());
+  });
+
+  it('session 47: the keys: attention.layer_norm_epsilon for the LayerNorm loaders, clamp_kqv, num_loops and skip_loop_final_norm', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llama-dense-spec-'));
+    try {
+      const keys = (preset: string) => {
+        const out = path.join(dir, `${preset}.gguf`);
+        const c = config(preset);
+        writeModel({ config: c, fileType: 'F32', seed: 1, out });
+        const kv = readGgufHeader(out).kv;
+        return (k: string) => kv.get(`${c.arch}.${k}`)?.value;
+      };
+      const o = keys('tiny-olmo');
+      expect([o('attention.layer_norm_epsilon'), o('attention.layer_norm_rms_epsilon'), o('attention.clamp_kqv')]).toEqual([Math.fround(1e-5), undefined, 1.5]);
+      expect(keys('tiny-starcoder2')('attention.layer_norm_epsilon')).toBe(Math.fround(1e-5));
+      const n = keys('tiny-nanbeige-skip');
+      expect([n('num_loops'), n('skip_loop_final_norm'), n('block_count')]).toEqual([3, true, 2]);
+      expect(keys('tiny-nanbeige')('skip_loop_final_norm')).toBeUndefined();
+      const m = keys('tiny-minicpm');
+      expect([m('embedding_scale'), m('residual_scale'), m('logit_scale'), m('attention.scale')]).toEqual([12, 0.5, 0.5, undefined]);
+      expect(keys('tiny-minicpm-default')('logit_scale')).toBeUndefined();
+      expect([keys('tiny-stablelm')('rope.dimension_count'), keys('tiny-nemotron')('rope.dimension_count')]).toEqual([16, 32]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('rejects configs the loaders cannot take, naming the field', () => {
+    expect(() => plan('tiny-xverse', { fusedQkv: true })).toThrow(/fusedQkv is internlm2's/);
+    expect(() => plan('tiny-olmo', { clampKqv: 0 })).toThrow(/clampKqv is olmo's, a positive finite number/);
+    expect(() => plan('tiny-orion', { clampKqv: 1 })).toThrow(/clampKqv is olmo's/);
+    expect(() => plan('tiny-nanbeige', { loops: 0 })).toThrow(/loops \/ skipLoopNorm are nanbeige's/);
+    expect(() => plan('tiny-xverse', { ropeFreqs: true })).toThrow(/ropeFreqs is exaone's, arcee's and nanbeige's/);
+    expect(() => plan('tiny-xverse', { tiedEmbeddings: true })).toThrow(/requires output.weight/);
+    expect(() => plan('tiny-orion', { normEps: 0 })).toThrow(/attention.layer_norm_epsilon is required/);
+    expect(() => plan('tiny-xverse', { scales: { embedding: 1, residual: 1, logit: 1 } })).toThrow(/scales are minicpm's/);
+    expect(() => plan('tiny-orion', { parallel: true })).toThrow(/parallel \/ qkLayerNorm are stablelm's/);
+    expect(() => plan('tiny-stablelm', { ffnBias: true })).toThrow(/ffnBias is nemotron's/);
+    expect(() => plan('tiny-orion', { ropeDims: 16 })).toThrow(/ropeDims is glm4's, stablelm's and nemotron's/);
+    expect(() => plan('tiny-minicpm', { scales: { embedding: 1, residual: 0, logit: 1 } })).toThrow(/each positive and finite/);
     expect(() => plan('tiny-olmo2', { tiedEmbeddings: true })).toThrow(/requires output.weight/);
     expect(() => plan('tiny-olmo2', { headDim: 32 })).toThrow(/must be dim/);
     expect(() => plan('tiny-smollm3', { window: 8 })).toThrow(/no sliding windows/);

@@ -16,6 +16,11 @@ import { QWEN4EXP_PRESETS } from './presets-qwen4exp';
 import { COHERE2MOE_PRESETS } from './presets-cohere2moe';
 import { COHERE_DENSE_PRESETS } from './presets-cohere-dense';
 import { LLAMA_DENSE_PRESETS } from './presets-llama-dense';
+import { MLA_DENSE_PRESETS } from './presets-mla-dense';
+import { DECI_PRESETS } from './presets-deci';
+import { SSM_PRESETS } from './presets-ssm';
+import { RWKV_PRESETS } from './presets-rwkv';
+import { DIFFUSION_PRESETS } from './presets-diffusion';
 
 export interface Preset {
   description: string;
@@ -139,6 +144,11 @@ export const PRESETS: Record<string, Preset> = {
   ...COHERE2MOE_PRESETS,
   ...COHERE_DENSE_PRESETS,
   ...LLAMA_DENSE_PRESETS,
+  ...MLA_DENSE_PRESETS,
+  ...DECI_PRESETS,
+  ...SSM_PRESETS,
+  ...RWKV_PRESETS,
+  ...DIFFUSION_PRESETS,
 };
 
 /** The tiny preset used as the base for `--arch X` without `--preset`. */
@@ -173,6 +183,9 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   granitemoe: 'tiny-granitemoe',
   granite_swa: 'tiny-granite-swa-moe',
   'deepseek2-ocr': 'tiny-deepseek2-ocr',
+  minicpm3: 'tiny-minicpm3',
+  plm: 'tiny-plm',
+  deci: 'tiny-deci',
   phi3: 'tiny-phi3',
   mimo2: 'tiny-mimo2',
   'exaone-moe': 'tiny-exaone-moe',
@@ -189,6 +202,13 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   nemotron_h: 'tiny-nemotron-h',
   granitehybrid: 'tiny-granitehybrid',
   jamba: 'tiny-jamba',
+  mamba: 'tiny-mamba',
+  mamba2: 'tiny-mamba2',
+  rwkv7: 'tiny-rwkv7',
+  arwkv7: 'tiny-arwkv7',
+  rwkv6: 'tiny-rwkv6',
+  rwkv6qwen2: 'tiny-rwkv6qwen2',
+  'falcon-h1': 'tiny-falcon-h1',
   'kimi-linear': 'tiny-kimi-linear',
   'kimi-k3': 'tiny-kimi-k3',
   bailingmoe3: 'tiny-bailingmoe3',
@@ -216,6 +236,22 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   'hunyuan-dense': 'tiny-hunyuan-dense',
   glm4: 'tiny-glm4',
   apertus: 'tiny-apertus',
+  internlm2: 'tiny-internlm2',
+  exaone: 'tiny-exaone',
+  xverse: 'tiny-xverse',
+  nanbeige: 'tiny-nanbeige',
+  arcee: 'tiny-arcee',
+  maincoder: 'tiny-maincoder',
+  orion: 'tiny-orion',
+  olmo: 'tiny-olmo',
+  starcoder2: 'tiny-starcoder2',
+  minicpm: 'tiny-minicpm',
+  stablelm: 'tiny-stablelm',
+  nemotron: 'tiny-nemotron',
+  llada: 'tiny-llada',
+  dream: 'tiny-dream',
+  'llada-moe': 'tiny-llada-moe',
+  rnd1: 'tiny-rnd1',
   mellum: 'tiny-mellum',
   maple: 'tiny-maple',
 };

@@ -27,6 +27,11 @@
 //       "shift": {"at": 40, "keep": 4, "discard": 16}: evaluate tokens[0, at), shift the context
 //       as llama-server does (seq_rm of [keep, keep + discard), the rest moved down), then write
 //       the logits of tokens[at, n) only
+//   node tools/src/parity/llama-ref.mjs passes --model M.gguf --out PREFIX
+//       one loaded model, many passes (a diffusion loop's steps): each stdin line a JSON array of
+//       tokens, evaluated from a cleared sequence (one non-causal pass for a diffusion model), its
+//       logits written to PREFIX-<n>.f32 and {"logits": path, "nTokens", "nVocab"} printed as a line;
+//       "ready" is printed once the model is loaded; EOF ends it
 //
 // Common options: --threads N (default 2), --kv f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1 (default f32:
 // the exact reference; f16 is llama.cpp's default; the quantized ones need flash attention; K's
@@ -376,6 +381,26 @@ async function main(argv) {
     } finally {
       await ctx.dispose();
       await model.dispose();
+    }
+    return;
+  }
+  if (command === 'passes') {
+    if (!v.model || !v.out) throw new Error('passes needs --model FILE and --out PREFIX');
+    const handle = await openModel(v.model, { threads: int('threads', 2), kv: v.kv, kvV: v['kv-v'], flashAttention: v['flash-attention'], ctx: int('ctx', 512), batch: v.batch ? int('batch', 512) : undefined, verbose: v.verbose });
+    try {
+      const { createInterface } = await import('node:readline');
+      console.log('ready');
+      let n = 0;
+      for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+        if (!line.trim()) continue;
+        const tokens = JSON.parse(line);
+        const { nTokens, nVocab, logits } = await computeLogits(handle, tokens);
+        const out = `${v.out}-${n++}.f32`;
+        fs.writeFileSync(out, new Uint8Array(logits.buffer, logits.byteOffset, logits.byteLength));
+        console.log(JSON.stringify({ logits: out, nTokens, nVocab }));
+      }
+    } finally {
+      await handle.dispose();
     }
     return;
   }

@@ -252,3 +252,57 @@ export async function llamaGenerateMany(
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * One model loaded in llama.cpp for many passes (llama-ref.mjs's `passes`): `logits(tokens)`
+ * evaluates the tokens from a cleared sequence and gives every position's logits, e.g. a
+ * diffusion loop's canvas at each step, one non-causal pass apiece. close() ends the child.
+ */
+export async function llamaPasses(model: string, opts: LlamaRefOptions = {}): Promise<{ logits(tokens: ArrayLike<number>): Promise<Float32Array>; close(): Promise<void> }> {
+  const { spawn } = await import('node:child_process');
+  const preload = await noRepackShim();
+  const { dir, out } = tempPrefix();
+  const child = spawn(process.execPath, [llamaRefScript(), 'passes', '--model', model, '--out', out, ...optionArgs(opts)], {
+    env: { ...process.env, NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true', ...(preload ? { LD_PRELOAD: [preload, process.env.LD_PRELOAD].filter(Boolean).join(':') } : {}) },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const waiting: { resolve: (line: string) => void; reject: (e: Error) => void }[] = [];
+  let buf = '';
+  const fail = (e: Error) => {
+    for (const w of waiting.splice(0)) w.reject(e);
+  };
+  child.stdout.on('data', (d: Buffer) => {
+    buf += d.toString();
+    let i: number;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      waiting.shift()?.resolve(line);
+    }
+  });
+  child.on('exit', (code) => fail(new Error(`llama-ref passes exited (${code}): ${stderr}`)));
+  const next = (timeoutMs = opts.timeoutMs ?? 120_000) =>
+    new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`llama-ref passes: no answer in ${timeoutMs} ms\n${stderr}`)), timeoutMs);
+      waiting.push({ resolve: (l) => (clearTimeout(timer), resolve(l)), reject: (e) => (clearTimeout(timer), reject(e)) });
+    });
+  const ready = await next();
+  if (ready !== 'ready') throw new Error(`llama-ref passes: ${ready}\n${stderr}`);
+  return {
+    async logits(tokens) {
+      const answer = next();
+      child.stdin.write(JSON.stringify(Array.from(tokens)) + '\n');
+      const r = JSON.parse(await answer) as { logits: string; nTokens: number; nVocab: number };
+      const b = fs.readFileSync(r.logits);
+      fs.rmSync(r.logits);
+      return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
+    },
+    async close() {
+      child.stdin.end();
+      await new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once('exit', () => resolve())));
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -157,6 +157,19 @@ describe("context shift against llama.cpp's", () => {
     }
   });
 
+  // MiniCPM3: the latent cache's rope part turned NeoX-style with LongRoPE's short factors (the
+  // shift's rotation takes the rope op's factor table); llama.cpp turns the rope part of its
+  // per-head keys (offset by qk_nope) with the same table.
+  it('tiny-minicpm3 (MLA latent, NeoX, LongRoPE factors): the logits after a shift are llama.cpp\'s', async () => {
+    const f = path.join(dir, 'tiny-minicpm3-F32.gguf');
+    writeModel({ config: getPreset('tiny-minicpm3').config, fileType: 'F32', seed: 5, out: f });
+    const t = tokenIds(N, 1024, 29);
+    const [ref] = await llamaLogitsBatch([{ model: f, tokens: t, shift: SHIFT }], { kv: 'f32', flashAttention: 'off', ctx: 128, timeoutMs: 120_000 });
+    const err = medianNmse(await kailShifted(f, t, 'f32'), ref.logits, ref.nVocab);
+    table.push(`f32  ${'tiny-minicpm3'.padEnd(26)} kail vs llama.cpp ${err.toExponential(2)}`);
+    expect(err).toBeLessThan(1e-7);
+  }, 120_000);
+
   it('refuses a range outside the cache, naming it', async () => {
     const m = EngineModel.load(file('tiny-llama'), { threads: 2, nCtx: 32 });
     try {

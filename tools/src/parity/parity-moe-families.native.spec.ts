@@ -60,7 +60,13 @@
 // norms; -swa: 64 blocks, windows with NoPE full blocks), ernie4_5 (an attn_output.bias the graph
 // ignores), hunyuan-dense (q/k norms after RoPE, rope.scaling.alpha), glm4 (sandwich norms, fused
 // gate|up, RoPE on half the head, q/k/v biases; -mrope: M-RoPE sections, NeoX pairs on text), apertus (an ungated FFN through xIELU with
-// parameters of their own per block, per-head q/k norms, attn_output.bias),
+// parameters of their own per block, per-head q/k norms, attn_output.bias), internlm2 (fused
+// attn_qkv), exaone (rope_freqs), xverse, nanbeige (rope_freqs, the blocks run twice; -skip: 3
+// passes, no norm between), arcee (ReLU² FFN), maincoder (q/k norms after RoPE), orion (LayerNorms
+// with biases), olmo (LayerNorms without parameters, clamp_kqv), starcoder2 (LayerNorms, every
+// bias, GELU FFN), minicpm (Granite's graph: its scale keys; -default: the loader's defaults),
+// stablelm (LayerNorms, partial NeoX RoPE; -12b: parallel blocks, per-head q/k LayerNorms),
+// nemotron (LayerNorms, partial RoPE, ReLU² FFN, optional biases),
 // glm4moe (with and without q/k norms),
 // olmoe and gpt-oss (attention sinks, sliding window, biased experts, clamped SwiGLU; 64 tokens
 // pass its window of 8), deepseek (MoE v1), dots1, ernie4_5-moe, minimax-m2, hunyuan-moe,
@@ -68,7 +74,11 @@
 // and granitemoe (Granite's multipliers), granite_swa (Granite 4.1 SWA: sliding blocks with a sink
 // per head, window 8, a NoPE block, fused experts and shared expert; dense with FFN biases),
 // deepseek2-ocr (DeepSeek-OCR's language model: deepseek2's FFNs under multi-head attention, softmax
-// or sigmoid + bias group routing), llama4 (its chunked attention past 8192 positions in
+// or sigmoid + bias group routing), the dense MLA decoders minicpm3 (MiniCPM3: q LoRA,
+// LongRoPE's short table, or -long's long one, the embedding / residual / head scales) and plm (PLM: a
+// plain attn_q, squared-ReLU FFN; both also token by token below),
+// deci (Nemotron-51B: blocks with their own KV heads, a linear map in place of attention, no
+// attention, FFN widths of their own, llama3 rope_freqs, biases; an FFN-free block by equivalence below), llama4 (its chunked attention past 8192 positions in
 // parity-llama4-chunks) and Qwen3-VL's language models
 // (qwen3vl, qwen3vlmoe: M-RoPE sections on text tokens), on models the project writes itself.
 // Same rules as parity.native.spec.ts.
@@ -77,6 +87,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { EngineModel, type KvType } from '@kailstream/engine';
 
+import type { DeciConfig } from '../models/architectures/deci';
 import type { Deepseek2Config } from '../models/architectures/deepseek2';
 import type { MinimaxM3Config } from '../models/architectures/minimax-m3';
 import type { Qwen4ExpConfig } from '../models/architectures/qwen4exp';
@@ -126,6 +137,21 @@ const PRESETS = [
   'tiny-glm4',
   'tiny-glm4-mrope',
   'tiny-apertus',
+  'tiny-internlm2',
+  'tiny-exaone',
+  'tiny-xverse',
+  'tiny-nanbeige',
+  'tiny-nanbeige-skip',
+  'tiny-arcee',
+  'tiny-maincoder',
+  'tiny-orion',
+  'tiny-olmo',
+  'tiny-starcoder2',
+  'tiny-minicpm',
+  'tiny-minicpm-default',
+  'tiny-stablelm',
+  'tiny-stablelm-12b',
+  'tiny-nemotron',
   'tiny-qwen35moe',
   'tiny-qwen35',
   'tiny-qwen3next',
@@ -187,6 +213,10 @@ const PRESETS = [
   'tiny-granite-swa',
   'tiny-deepseek2-ocr',
   'tiny-deepseek2-ocr-sig',
+  'tiny-minicpm3',
+  'tiny-minicpm3-long',
+  'tiny-plm',
+  'tiny-deci',
 ];
 const TYPES: [FileTypeName, number][] = [['F32', 1e-6], ['F16', 1e-5]];
 // F32 certifies every preset's semantics. F16 goes through the same kernels for every tensor the
@@ -226,6 +256,21 @@ const QUANT_CASES: [string, FileTypeName][] = [
   ['tiny-glm4', 'Q4_K_M'],
   ['tiny-glm4-mrope', 'Q8_0'],
   ['tiny-apertus', 'Q4_K_M'],
+  // (exaone, xverse and maincoder: Llama's block with RoPE variants the F32 files cover; their
+  // Q4_K_M files measured 4.25e-4 / 6.07e-5 / 1.46e-4 against llama.cpp's spread 8.99e-4 /
+  // 1.42e-4 / 8.60e-4 when added, not repeated here.)
+  ['tiny-internlm2', 'Q4_K_M'],
+  ['tiny-nanbeige', 'Q4_K_M'],
+  ['tiny-arcee', 'Q4_K_M'],
+  ['tiny-orion', 'Q4_K_M'],
+  ['tiny-olmo', 'Q8_0'],
+  ['tiny-starcoder2', 'Q4_K_M'],
+  ['tiny-minicpm', 'Q4_K_M'],
+  ['tiny-stablelm', 'Q4_K_M'],
+  ['tiny-stablelm-12b', 'Q8_0'],
+  ['tiny-nemotron', 'Q4_K_M'],
+  ['tiny-minicpm3', 'Q8_0'],
+  ['tiny-deci', 'Q4_K_M'],
   ['tiny-lfm2moe', 'Q4_K_M'],
   ['tiny-nemotron-h-moe', 'Q8_0'],
   ['tiny-nemotron-h-moe-latent', 'Q8_0'],
@@ -597,4 +642,79 @@ describe('minimax-m3 sparse attention (MSA; llama.cpp with flash attention)', ()
     expect(nmse(a.subarray(0, n), b.subarray(0, n))).toBe(0);
     expect(nmse(a.subarray(n), b.subarray(n))).toBeGreaterThan(1e-2);
   }, 120_000);
+});
+
+// The dense MLA decoders (minicpm3, plm) run deepseek2's absorbed MLA over a latent cache, where
+// llama.cpp's graphs for them decompress per-head keys and values into its cache: the same
+// attention in another order. kail token by token (its decode path: one row of the latent cache
+// at a time) against llama.cpp's exact logits (F32 cache, one pass: its own decoding, one token per
+// batch, takes ~20 s more per file and is the same math); an F16 cache (kail rounds the latent row,
+// llama.cpp the per-head keys and values) as close to the exact logits as llama.cpp's F16 cache is.
+// llama.cpp's plm graph aborts with flash attention (it hands its cache a value tensor flattened to
+// one row per token: set_rows' shape assertion), so tiny-plm's quantized file is held to llama.cpp's
+// spread without it (F16 cache against F32), not quantSpreadRefs' default run. Measured (128
+// tokens): Q4_K_M kail 7.8e-4, llama.cpp's spread 5.8e-4 (Q8_0: 4.2e-4, 2.8e-4).
+describe('dense MLA decoders (minicpm3, plm): token by token, F16 cache', () => {
+  // Two llama.cpp runs over three files: F32 cache (exact) and F16 cache.
+  const cases = [['tiny-minicpm3', 'F32', 64], ['tiny-plm', 'F32', 64], ['tiny-plm', 'Q4_K_M', 128]] as const;
+  const toks = (i: number) => tokenIds(cases[i][2], getPreset(cases[i][0]).config.vocabSize, cases[i][2] === 64 ? 11 : 5);
+  const f = (i: number) => file(cases[i][0], `${cases[i][1]}-dec`);
+  let exact: LlamaLogits[];
+  let f16: LlamaLogits[];
+  beforeAll(async () => {
+    cases.forEach(([p, t], i) => writeModel({ config: getPreset(p).config, fileType: t, seed: 7, out: f(i) }));
+    const jobs = cases.map((_, i) => ({ model: f(i), tokens: toks(i) }));
+    exact = await llamaLogitsBatch(jobs, { kv: 'f32', flashAttention: 'off', timeoutMs: 120_000 });
+    f16 = await llamaLogitsBatch(jobs, { kv: 'f16', flashAttention: 'off', timeoutMs: 120_000 });
+  }, 300_000);
+
+  it.each(['tiny-minicpm3', 'tiny-plm'])('%s: F32 token by token, and an F16 cache', async (preset) => {
+    const i = cases.findIndex(([p, t]) => p === preset && t === 'F32');
+    const m = EngineModel.load(f(i), { kvType: 'f32', threads: 2, nCtx: 72 });
+    let ours: Float32Array;
+    try {
+      ours = await m.evaluate(0, toks(i), 'all', 1);
+    } finally {
+      m.close();
+    }
+    const e = nmse(ours, exact[i].logits);
+    const oursF16 = await kailLogits(f(i), toks(i), 'f16');
+    const [kq, lq] = [nmse(oursF16, exact[i].logits), nmse(f16[i].logits, exact[i].logits)];
+    table.push(`${preset.padEnd(26)} F32     NMSE ${e.toExponential(2)} (kail token by token)`);
+    table.push(`${preset.padEnd(26)} KV f16  kail↔exact ${kq.toExponential(2)}  llama.cpp↔exact ${lq.toExponential(2)}  kail↔llama.cpp ${nmse(oursF16, f16[i].logits).toExponential(2)}`);
+    expect(e).toBeLessThanOrEqual(1e-12);
+    expect(top1Agreement(ours, exact[i].logits, exact[i].nVocab).agree).toBe(64);
+    expect(kq).toBeLessThanOrEqual(2 * lq);
+    expect(top1Agreement(oursF16, f16[i].logits, f16[i].nVocab, 0.1).agree).toBe(64);
+  }, 120_000);
+
+  it('tiny-plm Q4_K_M stays within llama.cpp’s spread (its F16 cache against F32, flash attention off)', async () => {
+    const [k, l] = [nmse(await kailLogits(f(2), toks(2)), exact[2].logits), nmse(f16[2].logits, exact[2].logits)];
+    table.push(`${'tiny-plm'.padEnd(26)} Q4_K_M  kail↔llama.cpp exact ${k.toExponential(2)}  llama.cpp f16 KV↔exact ${l.toExponential(2)}`);
+    expect(k).toBeLessThanOrEqual(2 * l);
+  }, 120_000);
+});
+
+// deci blocks without FFN (Nemotron-Ultra's): llama.cpp's graph `continue`s past such a block before
+// the stream takes its attention output, dropping the whole block; the model (HF DeciLM) adds the
+// attention (and on tiny-deci-noffn, whose last block is FFN-free, it aborts: GGML_ASSERT(buffer)
+// in ggml-backend.cpp). kail runs the model: tiny-deci-noffn gives, bit for bit, the logits of its
+// twin whose FFN-free block has an FFN with ffn_down all zero, and llama.cpp gives the twin's.
+describe('deci: a block without FFN', () => {
+  it('equals its twin with a zero ffn_down, which matches llama.cpp', async () => {
+    const cfg = getPreset('tiny-deci-noffn').config as DeciConfig;
+    const noFfn = file('tiny-deci-noffn', 'F32');
+    const twin = file('tiny-deci-noffn', 'F32-twin');
+    writeModel({ config: cfg, fileType: 'F32', seed: 7, out: noFfn });
+    const ff = cfg.blocks.findIndex((b) => b.ff === 0);
+    writeModel({ config: { ...cfg, blocks: cfg.blocks.map((b, i) => (i === ff ? { ...b, ff: 256 } : b)), zeroFfnDown: [ff] } as DeciConfig, fileType: 'F32', seed: 7, out: twin });
+    const tk = tokenIds(64, cfg.vocabSize, 11);
+    const [ref] = await llamaLogitsBatch([{ model: twin, tokens: tk }], { kv: 'f32', flashAttention: 'off', timeoutMs: 120_000 });
+    const [a, b] = [await kailLogits(noFfn, tk), await kailLogits(twin, tk)];
+    const e = nmse(b, ref.logits);
+    table.push(`${'tiny-deci-noffn'.padEnd(26)} F32     twin NMSE ${e.toExponential(2)}, FFN-free = twin bit for bit`);
+    expect(nmse(a, b)).toBe(0);
+    expect(e).toBeLessThanOrEqual(1e-12);
+    expect(top1Agreement(b, ref.logits, ref.nVocab).agree).toBe(64);
+  }, 180_000);
 });

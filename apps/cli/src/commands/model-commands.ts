@@ -79,6 +79,7 @@ import { opensReasoning, ReasoningSplitter } from '@kailstream/engine/reasoning'
 import { createProgress, type Progress } from '../progress';
 import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, pgPairs, type BenchOutput, type BenchRow } from './bench-output';
 import { answerDisplay } from './chat';
+import { addDiffusionOptions, runDiffusion, type DiffusionOpts } from './diffusion-run';
 import { runConversation } from './conversation';
 import { servedCopyOf } from './models';
 import { pullOrLocal } from './pull';
@@ -648,7 +649,7 @@ export function registerModelCommands(program: Command): void {
     .option('--demo', 'use the built-in demo model (written on first use into the data directory)')
     .option('--no-usage-history', "neither warm the expert cache from this model's usage history nor update it")
     .option('--data-dir <dir>', 'data directory (hardware profile, usage histories, demo model)');
-  addSamplerOptions(addSpecOptions(addStreamOptions(run))).action(async (named: string | undefined, words: string[], o: RunOpts & StreamOpts & SpecOpts & { usageHistory: boolean }, cmd: Command) => {
+  addDiffusionOptions(addSamplerOptions(addSpecOptions(addStreamOptions(run)))).action(async (named: string | undefined, words: string[], o: RunOpts & StreamOpts & SpecOpts & DiffusionOpts & { usageHistory: boolean }, cmd: Command) => {
     const log = (l: string) => process.stderr.write(l + '\n');
     const dir = dataDir(o.dataDir);
     // `kail run MODEL [PROMPT…]`, as `ollama run`: a prompt is one chat answer, none a conversation.
@@ -714,6 +715,16 @@ export function registerModelCommands(program: Command): void {
     sayLoadChoices(model, o, log);
     let draft: EngineModel | null = null;
     try {
+      // A diffusion model (llada, dream, ...) unmasks a canvas over --diffusion-steps passes instead.
+      if (model.diffusion) {
+        if (o.conversation) throw new Error(`${path.basename(modelPath)} is a diffusion model: give a prompt (-p or after the model); --conversation decodes token by token`);
+        return await runDiffusion(
+          model,
+          o,
+          { text: userText, chat: !!o.chat, systemPrompt, template: templateOverride, render, nPredict, temperature: o.temp, topK: o.topK, topP: o.topP, seed: o.seed, json: !!o.json, modelPath },
+          log,
+        );
+      }
       const refusal = model.generationRefusal(path.basename(modelPath));
       if (refusal) throw refusal;
       const sp = loadSpeculation(model, o, o.threads);
@@ -1537,7 +1548,9 @@ export function registerModelCommands(program: Command): void {
           `bytes/token     ${gib(s.bytesPerToken)} of weights read per token`,
         ];
         if (kv) {
-          lines.push(`kv cache        ${kib(kv.bytesPerToken)} per token (${kv.kvTypeV === kv.kvType ? kv.kvType : `K ${kv.kvType}, V ${kv.kvTypeV}`}, all layers)`);
+          // (A model without attention, mamba / mamba2: nothing per token, the recurrent states are the whole cache.)
+          if (kv.bytesPerToken === 0 && kv.recurrentBytesPerSequence) lines.push('kv cache        none (no attention layers)');
+          else lines.push(`kv cache        ${kib(kv.bytesPerToken)} per token (${kv.kvTypeV === kv.kvType ? kv.kvType : `K ${kv.kvType}, V ${kv.kvTypeV}`}, all layers)`);
           if (kv.ringBytesPerSequence) lines.push(`kv rings        ${kib(kv.ringBytesPerSequence)} per sequence (the window's rows and the compressors' F32 rows, whatever the context)`);
           if (kv.recurrentBytesPerSequence) lines.push(`recurrent state ${kib(kv.recurrentBytesPerSequence)} per sequence (F32: the convolution, delta-net, lightning-attention and SSM layers; whatever the context)`);
           if (kv.mla)

@@ -54,6 +54,27 @@ describe.each([
   ['tiny-glm4', 'Q4_K'],
   // xIELU FFNs (Apertus).
   ['tiny-apertus', 'Q4_K'],
+  // Dense MLA: MiniCPM3 (LongRoPE table, residual scales), PLM (squared-ReLU FFN).
+  ['tiny-minicpm3', 'Q8_0'],
+  ['tiny-plm', 'Q4_K'],
+  // Blocks of their own shape (Nemotron-51B): linear, attention-free and FFN-free blocks.
+  ['tiny-deci', 'Q4_K'],
+  ['tiny-deci-noffn', 'Q8_0'],
+  // Nanbeige's loops (each pass KV rows of its own); StableLM 2 12B's parallel blocks and per-head
+  // q/k LayerNorms.
+  ['tiny-nanbeige', 'Q4_K'],
+  ['tiny-stablelm-12b', 'Q8_0'],
+  // Pure state-space models (no attention: Mamba-1 with Falcon-Mamba's weightless norms, Mamba-2)
+  // and Falcon-H1 (attention beside Mamba-2 in every block).
+  ['tiny-falcon-mamba', 'Q4_K'],
+  ['tiny-mamba2', 'Q8_0'],
+  ['tiny-falcon-h1', 'Q4_K'],
+  // RWKV-7 (token shifts, the WKV-7 recurrence, quantized r/k/v/output and channel mix).
+  ['tiny-rwkv7', 'Q4_K'],
+  ['tiny-arwkv7', 'Q8_0'],
+  // RWKV-6 (data-dependent lerps through a grouped LoRA, the WKV-6 recurrence with time_first).
+  ['tiny-rwkv6', 'Q8_0'],
+  ['tiny-rwkv6qwen2', 'Q4_K'],
 ])('%s %s: batch-invariant logits', (preset, type) => {
   it('one pass = token by token = split passes, bit for bit (f16 KV)', async () => {
     const m = EngineModel.load(writeTestModel(dir, preset, type), { threads: 2, nCtx: 64, nSeqMax: 2 });

@@ -131,20 +131,30 @@ export interface HParams {
 /** Architectures whose blocks without KV heads (attention.head_count_kv 0) are recurrent. */
 const KV_HEADLESS_BLOCKS = new Set(['lfm2', 'lfm2moe', 'nemotron_h', 'nemotron_h_moe', 'granitehybrid', 'jamba', 'kimi-linear', 'bailingmoe3', 'kimi-k3']);
 
+/**
+ * Architectures whose blocks each have their own attention (DeciLM / Nemotron-51B): head_count 0
+ * for a block without attention, head_count_kv 0 for one whose attention is a linear replacement.
+ */
+const VARIABLE_ATTENTION_BLOCKS = new Set(['deci']);
+
+/** Architectures without attention (the pure state-space models): head_count 0, no head sizes. */
+const ATTENTION_FREE = new Set(['mamba', 'mamba2', 'rwkv7', 'arwkv7', 'rwkv6', 'rwkv6qwen2']);
+
 export function readHParams(md: Metadata, tensors: Map<string, GgufTensorInfo>): HParams {
   const nLayer = md.int('block_count', undefined, 1, MAX_LAYERS);
   const nEmbd = md.int('embedding_length', undefined, 1, MAX_DIM);
-  const nHead = md.perLayer('attention.head_count', nLayer, undefined, 1, MAX_HEADS);
+  const noAttn = ATTENTION_FREE.has(md.arch);
+  const nHead = md.perLayer('attention.head_count', nLayer, undefined, noAttn || VARIABLE_ATTENTION_BLOCKS.has(md.arch) ? 0 : 1, MAX_HEADS);
   // llama.cpp: head_count_kv defaults to head_count, layer by layer.
   // (LFM2's, Nemotron-H's, Granite 4.0-H's, Jamba's and Kimi-Linear's converters write 0 KV heads for the
   // convolution, Mamba, KDA and FFN blocks, which llama.cpp then treats as recurrent or attention-free; everywhere
   // else a block has at least one.)
-  const kvMin = KV_HEADLESS_BLOCKS.has(md.arch) ? 0 : 1;
+  const kvMin = KV_HEADLESS_BLOCKS.has(md.arch) || VARIABLE_ATTENTION_BLOCKS.has(md.arch) ? 0 : 1;
   const nHeadKv = md.has('attention.head_count_kv') ? md.perLayer('attention.head_count_kv', nLayer, undefined, kvMin, MAX_HEADS) : [...nHead];
-  const headDimK = md.num('attention.key_length', nEmbd / nHead[0]);
-  const headDimV = md.num('attention.value_length', nEmbd / nHead[0]);
+  const headDimK = md.num('attention.key_length', noAttn && nHead[0] === 0 ? 0 : nEmbd / nHead[0]);
+  const headDimV = md.num('attention.value_length', noAttn && nHead[0] === 0 ? 0 : nEmbd / nHead[0]);
   for (const [what, hd] of [['key', headDimK], ['value', headDimV]] as const)
-    if (!Number.isInteger(hd) || hd <= 0 || hd > MAX_DIM)
+    if (!Number.isInteger(hd) || hd < (noAttn ? 0 : 1) || hd > MAX_DIM)
       throw new EngineError('KAIL_E_BAD_MODEL', `${what} head dimension ${hd} is not an integer in 1..${MAX_DIM} (embedding_length ${nEmbd}, head_count ${nHead[0]})`);
   const nExpert = md.int('expert_count', 0, 0, MAX_EXPERTS);
   // As llama.cpp load_hparams: the type defaults to linear, the factor comes from

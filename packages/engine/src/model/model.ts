@@ -7,7 +7,7 @@ import { EngineError, toEngineError } from '../errors';
 import { DEFAULT_USAGE_DECAY, mergeUsage, modelIdentity, readUsageHistory, warmOrder, writeUsageHistory, type UsageHistory } from '../cache/usage-history';
 import { native } from '../native';
 import { Tokenizer } from '../tokenizer/tokenizer';
-import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, defaultContext, isEncoderArchitecture } from './architectures';
+import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, defaultContext, isDiffusionArchitecture, isEncoderArchitecture } from './architectures';
 import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { formatBytes, parseByteSize, shareOfBytes } from './byte-size';
@@ -495,14 +495,17 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
   // (With RoPE options, sliding-window layers take them or keep the file's, as llama.cpp's architecture does.)
   const program = hasRopeOptions(opts.rope) ? ropeOptionsOnSlidingWindows(build(hp), () => build(fileHp), hp.arch) : build(hp);
   const nSeqMax = Math.max(1, opts.nSeqMax ?? 1);
-  const encoder = isEncoderArchitecture(hp.arch);
+  // (A diffusion LM, like an encoder, computes its whole canvas in one non-causal pass.)
+  const encoder = isEncoderArchitecture(hp.arch) || isDiffusionArchitecture(hp.arch);
   if (encoder && tensors.has('position_embd.weight')) {
     const nPos = tensors.get('position_embd.weight')!.dims[1];
     if (nCtx > nPos) throw new EngineError('KAIL_E_INVALID_ARG', `${path}: a context of ${nCtx} is longer than the model's ${nPos} learned positions; use --ctx ${nPos} or less`);
   }
   // An encoder computes a sequence in one pass (non-causal attention), so by default a pass holds a
   // whole context, as llama-server wants its physical batch to hold an embedding's input.
-  const nBatch = Math.max(1, Math.floor(opts.nBatch ?? (encoder ? nCtx : 512)));
+  // (A diffusion model's canvas is one pass too, at most llama-diffusion-cli's default ubatch of 512
+  // unless a batch is asked for: its logits rows are the canvas times the vocabulary.)
+  const nBatch = Math.max(1, Math.floor(opts.nBatch ?? (isDiffusionArchitecture(hp.arch) ? Math.min(nCtx, 512) : encoder ? nCtx : 512)));
   // An encoder's K and V never outlive the pass (llama.cpp keeps no cache for it): F32 by default,
   // so they are the exact rows it attends over.
   if (encoder && opts.kvType === undefined) opts = { ...opts, kvType: 'f32' };
@@ -876,6 +879,15 @@ export class EngineModel {
   }
 
   /**
+   * A diffusion language model (llada, llada-moe, rnd1, dream): non-causal attention with an output
+   * head; every position's logits come from one pass over the canvas (evaluate(seq, canvas, 'all')
+   * from an empty sequence), and text comes from model/diffusion.ts's loop.
+   */
+  get diffusion(): boolean {
+    return isDiffusionArchitecture(this.hparams.arch);
+  }
+
+  /**
    * The pooling the file asks for (`{arch}.pooling_type`: 1 mean, 2 CLS); else the last token's
    * row, as vLLM and llama.cpp embed with a decoder-only model.
    */
@@ -889,6 +901,11 @@ export class EngineModel {
    * `label` naming the model as the caller shows it (the API does not show file paths).
    */
   generationRefusal(label = 'this model'): EngineError | null {
+    if (this.diffusion)
+      return new EngineError(
+        'KAIL_E_INVALID_ARG',
+        `${label} is a diffusion language model (${this.hparams.arch}): it generates by iterative unmasking (kail run's diffusion loop), not token by token, so autoregressive generation and streaming are not available for it`,
+      );
     if (!this.encoder) return null;
     return new EngineError(
       'KAIL_E_INVALID_ARG',
@@ -898,9 +915,10 @@ export class EngineModel {
 
   /** Why an encoder cannot take `n` tokens of a sequence that holds `start` (one pass, from position 0), or null. */
   encoderInputError(start: number, n: number, nBatch = this.nBatch): string | null {
-    if (!this.encoder) return null;
-    if (start > 0) return `${this.path}: an encoder (${this.hparams.arch}) takes a sequence whole, in one pass; this one already holds ${start} positions`;
-    if (n > nBatch) return `input is too large to process: ${n} tokens, and this encoder (${this.hparams.arch}) takes a sequence in one pass of at most ${nBatch} tokens`;
+    if (!this.encoder && !this.diffusion) return null;
+    const what = this.encoder ? 'an encoder' : 'a diffusion model';
+    if (start > 0) return `${this.path}: ${what} (${this.hparams.arch}) takes a sequence whole, in one pass; this one already holds ${start} positions`;
+    if (n > nBatch) return `input is too large to process: ${n} tokens, and this ${this.encoder ? 'encoder' : 'diffusion model'} (${this.hparams.arch}) takes a sequence in one pass of at most ${nBatch} tokens`;
     return null;
   }
 

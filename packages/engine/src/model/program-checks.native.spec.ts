@@ -183,6 +183,22 @@ describe('native program checks: Ling 3\'s lower-bounded KDA gate (tiny-bailingm
   });
 });
 
+describe('native program checks: a model without attention (tiny-falcon-mamba)', () => {
+  const { f, load } = fixture('tiny-falcon-mamba');
+
+  it('has no KV layers; its weightless dt/B/C norms stay within the x_db buffer', () => {
+    expect(f.program.kvKWidth).toEqual([]);
+    expect(f.program.ops.filter((o) => o.op === 'head_rms_norm').every((o) => o.weights === undefined || Object.keys(o.weights).length === 0)).toBe(true);
+    expect(() => load(tampered(f.program, 'head_rms_norm', (o) => (o.params!.a_off = 600)))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/op \d+ \(head_rms_norm\)/) }));
+    expect(() => load(tampered(f.program, 'head_rms_norm', (o) => (o.params!.head_dim = 0)))).toThrow(/head_dim and n_head must be positive/);
+    // An attention op in a program that declares no KV layer.
+    const attn: ModelProgram = JSON.parse(JSON.stringify(f.program));
+    const i = attn.ops.findIndex((o) => o.op === 'head_rms_norm');
+    attn.ops.splice(i, 0, { op: 'attention', out: attn.ops[i].a!, a: attn.ops[i].a!, b: attn.ops[i].a!, c: attn.ops[i].a!, params: { layer: 0, n_head: 1, n_head_kv: 1, head_dim: 32, head_dim_v: 32, scale: 1 } });
+    expect(() => load(attn)).toThrow(expect.objectContaining({ message: expect.stringMatching(/op \d+ \(attention\): kv layer 0 out of range/) }));
+  });
+});
+
 describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
   const { f, load } = fixture('tiny-nemotron-h-moe');
 
@@ -469,5 +485,68 @@ describe('native program checks: xIELU (tiny-apertus)', () => {
     ['no input', (o) => delete o.a, /op \d+ \(xielu\): needs buffer a/],
   ])('refuses %s', (_what, edit, want) => {
     expect(() => load(tampered(f.program, 'xielu', edit))).toThrow(expect.objectContaining({ code: expect.stringMatching(/KAIL_E_BAD_MODEL|KAIL_E_INVALID_ARG/), message: expect.stringMatching(want) }));
+  });
+});
+
+describe('native program checks: RWKV-6 (tiny-rwkv6)', () => {
+  const { f, load } = fixture('tiny-rwkv6');
+  const decay = (p: ModelProgram, edit: (o: ProgramOp) => void) => {
+    const q: ModelProgram = JSON.parse(JSON.stringify(p));
+    edit(q.ops.find((o) => o.op === 'sigmoid' && o.params?.exp_decay !== undefined)!);
+    return q;
+  };
+  const mix = (p: ModelProgram, edit: (o: ProgramOp) => void) => {
+    const q: ModelProgram = JSON.parse(JSON.stringify(p));
+    edit(q.ops.find((o) => o.op === 'matmul' && o.params?.groups === 5)!);
+    return q;
+  };
+
+  it.each<[string, (p: ModelProgram) => ModelProgram, RegExp]>([
+    ['an exp_decay other than 1', (p) => decay(p, (o) => (o.params!.exp_decay = 2)), /op \d+ \(sigmoid\): sigmoid exp_decay 2\.0+ is not 1/],
+    ['both decays', (p) => decay(p, (o) => (o.params!.decay = 0.5)), /op \d+ \(sigmoid\): sigmoid takes decay or exp_decay, not both/],
+    ['a decay past the WKV input', (p) => decay(p, (o) => (o.params!.out_off = 3 * 256 + 1)), /op \d+ \(sigmoid\): 256 values at offset 769 do not fit/],
+    ['the grouped LoRA in 4 groups', (p) => mix(p, (o) => (o.params!.groups = 4)), /tensor 'blk\.0\.time_mix_w2\.weight' \[16, 256, 5\]: expected 20 inputs/],
+    ['the grouped LoRA without groups', (p) => mix(p, (o) => delete o.params!.groups), /tensor 'blk\.0\.time_mix_w2\.weight' \[16, 256, 5\]: expected 80 inputs/],
+    ['a WKV-6 time_first of the wrong width', (p) => tampered(p, 'rwkv_wkv6', (o) => (o.weights!.u = 'blk.0.time_mix_decay_w2.weight')), /WKV6 time_first 'blk\.0\.time_mix_decay_w2\.weight' F32 \[32, 256\] must be F32 with 256 elements/],
+  ])('refuses %s', (_what, edit, want) => {
+    expect(() => load(edit(f.program))).toThrow(expect.objectContaining({ code: expect.stringMatching(/KAIL_E_BAD_MODEL|KAIL_E_INVALID_ARG/), message: expect.stringMatching(want) }));
+  });
+});
+
+describe('native program checks: RWKV-6-Qwen2 (tiny-rwkv6qwen2)', () => {
+  const { f, load } = fixture('tiny-rwkv6qwen2');
+  it.each<[string, (p: ModelProgram) => ModelProgram, RegExp]>([
+    ['a gla_scale of 0', (p) => tampered(p, 'rwkv_wkv6', (o) => (o.params!.gla_scale = 0)), /op \d+ \(rwkv_wkv6\): gla_scale 0\.0+ is not a positive number/],
+    ['gated linear attention with a time_first', (p) => tampered(p, 'rwkv_wkv6', (o) => (o.weights = { u: 'blk.0.time_mix_decay.weight' })), /WKV6 gated linear attention \(gla_scale\) takes no time_first, has 'blk\.0\.time_mix_decay\.weight'/],
+    ['a WKV-6 without time_first or gla_scale', (p) => tampered(p, 'rwkv_wkv6', (o) => delete o.params!.gla_scale), /WKV6 time_first \(missing\) must be F32 with 256 elements/],
+  ])('refuses %s', (_what, edit, want) => {
+    expect(() => load(edit(f.program))).toThrow(expect.objectContaining({ code: expect.stringMatching(/KAIL_E_BAD_MODEL|KAIL_E_INVALID_ARG/), message: expect.stringMatching(want) }));
+  });
+});
+
+describe('native program checks: RWKV-7 (tiny-rwkv7)', () => {
+  const { f, load } = fixture('tiny-rwkv7');
+  const first = (op: ProgramOp['op'], pred: (o: ProgramOp) => boolean) => (p: ModelProgram, edit: (o: ProgramOp) => void) => {
+    const q: ModelProgram = JSON.parse(JSON.stringify(p));
+    edit(q.ops.find((o) => o.op === op && pred(o))!);
+    return q;
+  };
+  const lerp = first('mul', (o) => Number(o.params?.w_off ?? 0) > 0);
+
+  it('has no KV layers; three recurrent layers per block (two token shifts, one WKV state)', () => {
+    expect(f.program.kvKWidth).toEqual([]);
+    expect(f.program.rsWidth).toEqual(Array.from({ length: 3 }, () => [256, 4 * 64 * 64, 256]).flat());
+  });
+
+  it.each<[string, (p: ModelProgram) => ModelProgram, RegExp]>([
+    ['a lerp slice past the fused weight', (p) => lerp(p, (o) => (o.params!.w_off = 5 * 256 + 1)), /scale 'blk.0.time_mix_lerp_fused.weight' must be F32 with at least 1537 elements \(w_off 1281 \+ 256\)/],
+    ['a WKV input of five sections', (p) => tampered(p, 'rwkv_wkv7', (o) => (o.params!.head_dim = 48)), /op \d+ \(rwkv_wkv7\): r\|w\|k\|v\|a\|b input is 1536 wide, expected 1152/],
+    ['a token shift over a narrower buffer', (p) => tampered(p, 'token_shift', (o) => (o.params!.layer = 1)), /op \d+ \(token_shift\): the recurrent layer's width is not a's/],
+    ['a head sum without its values', (p) => tampered(p, 'head_sum_mul', (o) => delete o.b), /op \d+ \(head_sum_mul\): needs buffer b/],
+    ['a head sum of more heads than the row', (p) => tampered(p, 'head_sum_mul', (o) => (o.params!.n_head = 5)), /op \d+ \(head_sum_mul\): 320 values at offset 0 do not fit/],
+    ['a non-finite decay', (p) => first('sigmoid', (o) => o.params?.decay !== undefined)(p, (o) => (o.params!.decay = Infinity)), /op \d+ \(sigmoid\): sigmoid decay inf is not a finite number/],
+    ['a sigmoid past its buffer', (p) => tampered(p, 'sigmoid', (o) => (o.params!.out_off = 1)), /op \d+ \(sigmoid\): 256 values at offset 1 do not fit/],
+  ])('refuses %s', (_what, edit, want) => {
+    expect(() => load(edit(f.program))).toThrow(expect.objectContaining({ code: expect.stringMatching(/KAIL_E_BAD_MODEL|KAIL_E_INVALID_ARG/), message: expect.stringMatching(want) }));
   });
 });

@@ -90,11 +90,12 @@ export function mamba1Metadata(arch: string, c: ModelConfig, s: Mamba1Shape): [s
  * 0.1; ssm_a is S4D-real's A = 1..d_state in every channel (rows -1..-d_state, per-step decays
  * exp(dt * a) well inside (0, 1)); ssm_d around 1 as Mamba's ones.
  */
-export function mamba1Mixer(c: ModelConfig, i: number, s: Mamba1Shape): TensorSpec[] {
+export function mamba1Mixer(c: ModelConfig, i: number, s: Mamba1Shape, norms = true): TensorSpec[] {
   const p = `blk.${i}`;
   const inner = mamba1Inner(c);
   const f32 = (name: string, shape: number[], init: WeightInit): TensorSpec => f32Tensor(`${p}.${name}`, shape, init, i);
-  return [
+  // (norms false: Mamba's and Falcon-Mamba's mixers, which have no ssm_dt_norm / ssm_b_norm / ssm_c_norm.)
+  const t: TensorSpec[] = [
     linear(`${p}.ssm_in.weight`, c.dim, 2 * inner, 'attn_q', i),
     f32('ssm_conv1d.weight', [s.convKernel, inner], { kind: 'normal', std: 1 / Math.sqrt(s.convKernel) }),
     f32('ssm_conv1d.bias', [inner], { kind: 'normal', std: 0.1 }),
@@ -108,6 +109,7 @@ export function mamba1Mixer(c: ModelConfig, i: number, s: Mamba1Shape): TensorSp
     f32('ssm_d', [inner], NORM_INIT),
     linear(`${p}.ssm_out.weight`, inner, c.dim, 'attn_q', i, residualGain(c)),
   ];
+  return norms ? t : t.filter((x) => !/\.ssm_(dt|b|c)_norm\.weight$/.test(x.name));
 }
 
 export const jamba: ArchDefinition = {

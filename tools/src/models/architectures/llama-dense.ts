@@ -32,10 +32,22 @@
 //   ffn_up -> xIELU -> ffn_down, output.weight required; xIELU's raw parameters in the keys
 //   xielu.alpha_n / alpha_p / beta / eps (no architecture prefix; FLOAT32 arrays of one per block,
 //   as conversion/llama.py ApertusModel writes them; required).
+// - internlm2 (InternLM2): Llama's block with one attn_qkv (q|k|v rows, `fusedQkv`), output.weight
+//   required. exaone (EXAONE 3), xverse (output.weight required), nanbeige (num_loops passes over the
+//   blocks, output_norm between them unless skip_loop_final_norm), arcee (ungated ReLU² FFN),
+//   maincoder (per-head q/k norms after RoPE): Llama's block; exaone, arcee and nanbeige take an
+//   optional rope_freqs (`ropeFreqs`). minicpm: Llama's block run by Granite's graph with its
+//   embedding_scale / residual_scale / logit_scale (`scales`; absent: the loader's defaults).
+// - LayerNorm blocks (attention.layer_norm_epsilon): orion (weight and bias on every norm, output.weight
+//   required), olmo (no norm parameters at all; attention.clamp_kqv), starcoder2 (weights and biases,
+//   attn_output / ffn_up / ffn_down biases required, ungated GELU FFN), stablelm (weights and
+//   biases, output.weight required, partial RoPE; `parallel`: no ffn_norm; `qkLayerNorm`: per-head
+//   q/k LayerNorm weights [head, heads]), nemotron (weights and biases, ungated ReLU² FFN, partial
+//   RoPE, optional attn_output / ffn_up / ffn_down biases, output.weight required).
 // Scales: the post norms' gains are 2 / sqrt(2L) (gemma.ts's residualWrite), so each sub-layer
 // writes into the stream at a fixed scale whatever its projections; the other archs use
 // residualGain on attn_output / ffn_down as llama.ts.
-import { checkFullWidthHeads, checkHeads, embeddings, headDim, linear, norm, requirePositive, residualGain } from '../arch';
+import { checkFullWidthHeads, checkHeads, embeddings, f32Tensor, headDim, linear, NORM_INIT, norm, requirePositive, residualGain } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec, WeightInit } from '../arch';
 import { GgufType } from '../../gguf/constants';
 import { kv } from '../../gguf/writer';
@@ -60,6 +72,22 @@ export type DenseFamilyConfig = ModelConfig & {
   ropeSections?: number[];
   /** apertus: xIELU's raw parameters per block (required there). */
   xielu?: { alphaN: number[]; alphaP: number[]; beta: number[]; eps: number[] };
+  /** One attn_qkv of q|k|v rows in place of attn_q/k/v (internlm2, as its converter writes it). */
+  fusedQkv?: boolean;
+  /** olmo: attention.clamp_kqv (> 0 clamps Q, K and V). */
+  clampKqv?: number;
+  /** nanbeige: num_loops passes over the blocks, and skip_loop_final_norm. */
+  loops?: number;
+  skipLoopNorm?: boolean;
+  /** exaone, arcee, nanbeige: a rope_freqs.weight of head/2 factors (llama3-style scaling). */
+  ropeFreqs?: boolean;
+  /** minicpm: embedding_scale, residual_scale and logit_scale (absent: the loader's defaults 12, 1.4 / sqrt(L), 256 / n_embd). */
+  scales?: { embedding: number; residual: number; logit: number };
+  /** stablelm: no ffn_norm (parallel blocks), and per-head q/k LayerNorm weights [head, heads] (StableLM 2 12B). */
+  parallel?: boolean;
+  qkLayerNorm?: boolean;
+  /** nemotron: the optional ffn_up.bias and ffn_down.bias. */
+  ffnBias?: boolean;
 };
 
 interface Layout {
@@ -70,8 +98,12 @@ interface Layout {
   ffnNorm: 'ffn_norm' | 'post_attention_norm' | 'none';
   ffnPostNorm: boolean;
   fusedUpGate: boolean;
-  /** An ungated FFN (ffn_up, xIELU, ffn_down: apertus). */
+  /** An ungated FFN (ffn_up, an activation, ffn_down: apertus, arcee, starcoder2). */
   ungated?: boolean;
+  /** LayerNorms (attention.layer_norm_epsilon): with weight and bias, or without parameters. */
+  layerNorm?: 'affine' | 'plain';
+  /** attn_output.bias, ffn_up.bias and ffn_down.bias (starcoder2). */
+  biases?: boolean;
   /** The loader sizes attn_q / attn_output as n_embd. */
   fullWidth: boolean;
   untied: boolean;
@@ -89,6 +121,18 @@ export const DENSE_LAYOUTS: Record<string, Layout> = {
   'hunyuan-dense': { ...PRE, qkNorm: 'head' },
   glm4: { ...PRE, attnPostNorm: true, ffnPostNorm: true, fusedUpGate: true },
   apertus: { ...PRE, qkNorm: 'head', ungated: true, untied: true },
+  internlm2: { ...PRE, fullWidth: true, untied: true },
+  exaone: PRE,
+  xverse: { ...PRE, fullWidth: true, untied: true },
+  nanbeige: PRE,
+  arcee: { ...PRE, ungated: true },
+  maincoder: { ...PRE, qkNorm: 'head' },
+  orion: { ...PRE, fullWidth: true, untied: true, layerNorm: 'affine' },
+  olmo: { ...PRE, fullWidth: true, layerNorm: 'plain' },
+  starcoder2: { ...PRE, fullWidth: true, layerNorm: 'affine', ungated: true, biases: true },
+  minicpm: PRE,
+  stablelm: { ...PRE, fullWidth: true, untied: true, layerNorm: 'affine' },
+  nemotron: { ...PRE, fullWidth: true, untied: true, layerNorm: 'affine', ungated: true },
 };
 
 /** The block count at which llama.cpp's exaone4 loader turns sliding windows on. */
@@ -119,18 +163,27 @@ function normalize(c: ModelConfig): ModelConfig {
   if (x.window !== undefined && (!Number.isInteger(x.window) || x.window < 1)) throw new Error(`${a}: window must be a positive integer, got ${String(x.window)}`);
   if ((x.window !== undefined || x.swaPattern !== undefined) && a !== 'olmo2' && a !== 'exaone4') throw new Error(`${a}: no sliding windows (window / swaPattern are olmo2's and exaone4's)`);
   if (Array.isArray(x.swaPattern) && x.swaPattern.length !== c.nLayers) throw new Error(`${a}: swaPattern has ${x.swaPattern.length} entries for ${c.nLayers} blocks`);
-  if (x.attnOutBias && a !== 'ernie4_5' && a !== 'apertus') throw new Error(`${a}: attnOutBias is ernie4_5's and apertus's (the other loaders take no attn_output.bias)`);
+  if (x.attnOutBias && a !== 'ernie4_5' && a !== 'apertus' && a !== 'minicpm' && a !== 'nemotron') throw new Error(`${a}: attnOutBias is ernie4_5's, apertus's, minicpm's and nemotron's (the other loaders take no attn_output.bias)`);
+  if ((x.parallel || x.qkLayerNorm) && a !== 'stablelm') throw new Error(`${a}: parallel / qkLayerNorm are stablelm's`);
+  if (x.ffnBias && a !== 'nemotron') throw new Error(`${a}: ffnBias is nemotron's`);
+  if (x.scales !== undefined && (a !== 'minicpm' || !Object.values(x.scales).every((v) => Number.isFinite(v) && v > 0))) throw new Error(`${a}: scales are minicpm's, each positive and finite`);
   if ((a === 'apertus') !== (x.xielu !== undefined)) throw new Error(`${a}: xielu parameters are apertus's, and it requires them`);
   if (x.xielu) {
     for (const [k, v] of Object.entries(x.xielu)) {
       if (!Array.isArray(v) || v.length !== c.nLayers || !v.every(Number.isFinite)) throw new Error(`${a}: xielu.${k} needs one finite number per block (${c.nLayers})`);
     }
   }
+  if (x.fusedQkv && a !== 'internlm2') throw new Error(`${a}: fusedQkv is internlm2's (its converter fuses wqkv)`);
+  if (x.clampKqv !== undefined && (a !== 'olmo' || !(x.clampKqv > 0) || !Number.isFinite(x.clampKqv))) throw new Error(`${a}: clampKqv is olmo's, a positive finite number`);
+  if ((x.loops !== undefined || x.skipLoopNorm !== undefined) && (a !== 'nanbeige' || (x.loops !== undefined && (!Number.isInteger(x.loops) || x.loops < 1))))
+    throw new Error(`${a}: loops / skipLoopNorm are nanbeige's (loops a positive integer)`);
+  if (x.ropeFreqs && a !== 'exaone' && a !== 'arcee' && a !== 'nanbeige') throw new Error(`${a}: ropeFreqs is exaone's, arcee's and nanbeige's (the other loaders take no rope_freqs)`);
+  if (lo.layerNorm && !(c.normEps > 0)) throw new Error(`${a}: normEps must be positive (attention.layer_norm_epsilon is required)`);
   if (x.ropeAlpha !== undefined && (a !== 'hunyuan-dense' || !(x.ropeAlpha > 0))) throw new Error(`${a}: ropeAlpha is hunyuan-dense's and must be positive`);
   if (x.ropeSections !== undefined && (a !== 'glm4' || x.ropeSections.length !== 4 || !x.ropeSections.every((v) => Number.isInteger(v) && v >= 0)))
     throw new Error(`${a}: ropeSections is glm4's: 4 non-negative integers`);
   if (x.ropeDims !== undefined) {
-    if (a !== 'glm4') throw new Error(`${a}: the graph asserts rope.dimension_count == head size (ropeDims is glm4's)`);
+    if (a !== 'glm4' && a !== 'stablelm' && a !== 'nemotron') throw new Error(`${a}: the graph asserts rope.dimension_count == head size (ropeDims is glm4's, stablelm's and nemotron's)`);
     if (!Number.isInteger(x.ropeDims) || x.ropeDims < 2 || x.ropeDims % 2 !== 0 || x.ropeDims > headDim(c)) throw new Error(`${a}: ropeDims must be even within the head (${headDim(c)})`);
   }
   return c;
@@ -139,7 +192,13 @@ function normalize(c: ModelConfig): ModelConfig {
 function metadata(c: ModelConfig): [string, GgufValue][] {
   const x = c as DenseFamilyConfig;
   const a = c.arch;
-  const m = baseMetadata(a, c);
+  const lo = DENSE_LAYOUTS[a];
+  // LayerNorm loaders read attention.layer_norm_epsilon instead of the RMS key.
+  const m = baseMetadata(a, c).map(([k, v]): [string, GgufValue] => (lo.layerNorm && k === `${a}.attention.layer_norm_rms_epsilon` ? [`${a}.attention.layer_norm_epsilon`, v] : [k, v]));
+  if (x.scales) m.push([`${a}.embedding_scale`, kv.f32(x.scales.embedding)], [`${a}.residual_scale`, kv.f32(x.scales.residual)], [`${a}.logit_scale`, kv.f32(x.scales.logit)]);
+  if (x.clampKqv !== undefined) m.push([`${a}.attention.clamp_kqv`, kv.f32(x.clampKqv)]);
+  if (x.loops !== undefined) m.push([`${a}.num_loops`, kv.u32(x.loops)]);
+  if (x.skipLoopNorm !== undefined) m.push([`${a}.skip_loop_final_norm`, kv.bool(x.skipLoopNorm)]);
   if (x.ropeDims !== undefined) {
     const i = m.findIndex(([k]) => k === `${a}.rope.dimension_count`);
     m[i] = [`${a}.rope.dimension_count`, kv.u32(x.ropeDims)];
@@ -165,25 +224,34 @@ function tensors(c: ModelConfig): TensorSpec[] {
   // Sub-layers behind a post norm write at its gain; the others through their output projection.
   const outGain = lo.attnPostNorm ? 1 : residualGain(c);
   const t = embeddings(c);
+  // LayerNorm weights and biases ('affine'), or none ('plain': output_norm.weight dropped too).
+  const normBias = (name: string, i?: number): TensorSpec => ({ name, shape: [c.dim], init: { kind: 'normal', std: 0.1 }, role: 'norm', layer: i });
+  const blockNorm = (base: string, i?: number): TensorSpec[] => (lo.layerNorm === 'plain' ? [] : lo.layerNorm === 'affine' ? [norm(`${base}.weight`, c.dim, i), normBias(`${base}.bias`, i)] : [norm(`${base}.weight`, c.dim, i)]);
+  if (lo.layerNorm) t.splice(t.findIndex((s) => s.name === 'output_norm.weight'), 1, ...blockNorm('output_norm'));
+  if (x.ropeFreqs) t.push({ name: 'rope_freqs.weight', shape: [hd / 2], init: { kind: 'normal', mean: 2, std: 0.5 }, role: 'bias' });
   for (let i = 0; i < c.nLayers; i++) {
     const p = `blk.${i}`;
-    if (lo.attnNorm) t.push(norm(`${p}.attn_norm.weight`, c.dim, i));
-    t.push(linear(`${p}.attn_q.weight`, c.dim, nQ, 'attn_q', i), linear(`${p}.attn_k.weight`, c.dim, nKv, 'attn_k', i), linear(`${p}.attn_v.weight`, c.dim, nKv, 'attn_v', i));
+    if (lo.attnNorm) t.push(...blockNorm(`${p}.attn_norm`, i));
+    // llama-quant types attn_qkv as attn_v.
+    if (x.fusedQkv) t.push(linear(`${p}.attn_qkv.weight`, c.dim, nQ + 2 * nKv, 'attn_v', i));
+    else t.push(linear(`${p}.attn_q.weight`, c.dim, nQ, 'attn_q', i), linear(`${p}.attn_k.weight`, c.dim, nKv, 'attn_k', i), linear(`${p}.attn_v.weight`, c.dim, nKv, 'attn_v', i));
     if (x.qkvBias) {
       const bias = (name: string, n: number): TensorSpec => ({ name, shape: [n], init: { kind: 'normal', std: 0.1 }, role: 'attn_bias', layer: i });
       t.push(bias(`${p}.attn_q.bias`, nQ), bias(`${p}.attn_k.bias`, nKv), bias(`${p}.attn_v.bias`, nKv));
     }
     if (lo.qkNorm === 'head') t.push(norm(`${p}.attn_q_norm.weight`, hd, i), norm(`${p}.attn_k_norm.weight`, hd, i));
+    if (x.qkLayerNorm) t.push(f32Tensor(`${p}.attn_q_norm.weight`, [hd, c.nHeads], NORM_INIT, i), f32Tensor(`${p}.attn_k_norm.weight`, [hd, c.nKvHeads], NORM_INIT, i));
     if (lo.qkNorm === 'full') t.push(norm(`${p}.attn_q_norm.weight`, nQ, i), norm(`${p}.attn_k_norm.weight`, nKv, i));
     t.push(linear(`${p}.attn_output.weight`, nQ, c.dim, 'attn_output', i, outGain));
-    if (x.attnOutBias) t.push({ name: `${p}.attn_output.bias`, shape: [c.dim], init: { kind: 'normal', std: 0.5 }, role: 'attn_bias', layer: i });
+    if (x.attnOutBias || lo.biases) t.push({ name: `${p}.attn_output.bias`, shape: [c.dim], init: { kind: 'normal', std: 0.5 }, role: 'attn_bias', layer: i });
     if (lo.attnPostNorm) t.push({ ...norm(`${p}.post_attention_norm.weight`, c.dim, i), init: gainInit(residualWrite(c)) });
-    if (lo.ffnNorm !== 'none') t.push(norm(`${p}.${lo.ffnNorm}.weight`, c.dim, i));
+    if (lo.ffnNorm !== 'none' && !x.parallel) t.push(...blockNorm(`${p}.${lo.ffnNorm}`, i));
     const ffGain = lo.ffnPostNorm ? 1 : residualGain(c);
     if (lo.fusedUpGate) t.push(linear(`${p}.ffn_up.weight`, c.dim, 2 * c.ff, 'ffn_up', i));
     else if (lo.ungated) t.push(linear(`${p}.ffn_up.weight`, c.dim, c.ff, 'ffn_up', i));
     else t.push(linear(`${p}.ffn_gate.weight`, c.dim, c.ff, 'ffn_gate', i), linear(`${p}.ffn_up.weight`, c.dim, c.ff, 'ffn_up', i));
     t.push(linear(`${p}.ffn_down.weight`, c.ff, c.dim, 'ffn_down', i, ffGain));
+    if (lo.biases || x.ffnBias) t.push({ name: `${p}.ffn_up.bias`, shape: [c.ff], init: { kind: 'normal', std: 0.1 }, role: 'attn_bias', layer: i }, { name: `${p}.ffn_down.bias`, shape: [c.dim], init: { kind: 'normal', std: 0.1 }, role: 'attn_bias', layer: i });
     if (lo.ffnPostNorm) t.push({ ...norm(`${p}.post_ffw_norm.weight`, c.dim, i), init: gainInit(residualWrite(c)) });
   }
   return t;
@@ -199,3 +267,15 @@ export const ernie45 = def('ernie4_5');
 export const hunyuanDense = def('hunyuan-dense');
 export const glm4 = def('glm4');
 export const apertus = def('apertus');
+export const internlm2 = def('internlm2');
+export const exaone = def('exaone');
+export const xverse = def('xverse');
+export const nanbeige = def('nanbeige');
+export const arcee = def('arcee');
+export const maincoder = def('maincoder');
+export const orion = def('orion');
+export const olmo = def('olmo');
+export const starcoder2 = def('starcoder2');
+export const minicpm = def('minicpm');
+export const stablelm = def('stablelm');
+export const nemotron = def('nemotron');

@@ -288,6 +288,12 @@ export interface MlaBlockContext {
   moeOptions?: MoeBlockOptions;
   /** Per block, where they differ (bailingmoe3's per-block SwiGLU limits); else moeOptions. */
   moeOptionsAt?: (il: number) => MoeBlockOptions;
+  /** RoPE frequency factors of the query and key rotations (MiniCPM3's LongRoPE table). */
+  ropeFactors?: string;
+  /** MiniCPM3: the attention and FFN outputs times this before their residual adds. */
+  residualScale?: number;
+  /** PLM: the dense FFN is ungated, ffn_up -> squared ReLU -> ffn_down. */
+  relu2Ffn?: boolean;
 }
 
 /** One block's MLA geometry where blocks differ (see MlaBlockContext.blockShape). */
@@ -442,8 +448,9 @@ export function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: n
     p.op('rms_norm', kpe, { a: kpe, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps } });
     p.op('copy', kva, { a: kpe, params: { n: R, out_off: L } });
   }
-  p.op('rope', kva, { a: kva, params: { ...rope, head_dim: L + R, n_head: 1, rot_off: L } });
-  p.op('rope', q, { a: q, params: { ...rope, head_dim: qkNope + R, n_head: H, rot_off: qkNope } });
+  const rw = c.ropeFactors ? { weights: { freq_factors: c.ropeFactors } } : {};
+  p.op('rope', kva, { a: kva, ...rw, params: { ...rope, head_dim: L + R, n_head: 1, rot_off: L } });
+  p.op('rope', q, { a: q, ...rw, params: { ...rope, head_dim: qkNope + R, n_head: H, rot_off: qkNope } });
   // (The DSA architectures' loaders take the split layout only.)
   const kb = c.dsa ? need(t(il, 'attn_k_b.weight')) : maybe(t(il, 'attn_k_b.weight'));
   const weights: Record<string, string> = kb ? { k_b: kb, v_b: need(t(il, 'attn_v_b.weight')) } : { kv_b: need(t(il, 'attn_kv_b.weight')) };
@@ -466,18 +473,32 @@ export function mlaBlock(p: ProgramBuilder, c: MlaBlockContext, il: number, x: n
     p.op('sigmoid_mul', attn, { a: attn, b: gate, params: { group: vHead } });
   }
   p.op('matmul', attnOut, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
+  if (c.residualScale !== undefined) p.op('scale', attnOut, { a: attnOut, params: { scale: c.residualScale } });
   p.op('add', x, { a: x, b: attnOut });
 
   blockFfnHalf(p, c, il, x, h);
 }
 
 /** The FFN half of a DeepSeek block: ffn_norm, the dense or routed FFN (moeBlockFfn), the residual add, the control vector. */
-function blockFfnHalf(p: ProgramBuilder, c: Pick<MlaBlockContext, 'hp' | 'tensors' | 'routing' | 'nDense' | 'moeOptions' | 'moeOptionsAt'>, il: number, x: number, h: number): void {
+function blockFfnHalf(
+  p: ProgramBuilder,
+  c: Pick<MlaBlockContext, 'hp' | 'tensors' | 'routing' | 'nDense' | 'moeOptions' | 'moeOptionsAt' | 'residualScale' | 'relu2Ffn'>,
+  il: number,
+  x: number,
+  h: number,
+): void {
   const { hp, tensors } = c;
   const { need } = tensorLookup(hp, tensors);
   p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps: hp.rmsEps } });
   const ffnOut = p.buf('ffn_out', hp.nEmbd);
-  moeBlockFfn(p, hp, tensors, il, h, ffnOut, c.routing, il < c.nDense, c.moeOptionsAt?.(il) ?? c.moeOptions);
+  if (c.relu2Ffn && il < c.nDense) {
+    const ff = tensors.get(need(t(il, 'ffn_up.weight')))!.dims[1];
+    const u = p.buf(`ffn_up${ff}`, ff);
+    p.op('matmul', u, { a: h, weights: { weight: need(t(il, 'ffn_up.weight')) } });
+    p.op('relu_sqr', u, { a: u });
+    p.op('matmul', ffnOut, { a: u, weights: { weight: need(t(il, 'ffn_down.weight')) } });
+  } else moeBlockFfn(p, hp, tensors, il, h, ffnOut, c.routing, il < c.nDense, c.moeOptionsAt?.(il) ?? c.moeOptions);
+  if (c.residualScale !== undefined) p.op('scale', ffnOut, { a: ffnOut, params: { scale: c.residualScale } });
   p.op('add', x, { a: x, b: ffnOut });
   // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
   p.op('cvec', x, { a: x, params: { layer: il } });

@@ -39,13 +39,17 @@ function scaleKey(hp: HParams, key: string, def: number | undefined): number {
  */
 export function buildGranite(hp: HParams, tensors: Map<string, GgufTensorInfo>, nCtxSeq: number): ModelProgram {
   const { need, maybe } = tensorLookup(hp, tensors);
-  const logitScale = scaleKey(hp, 'logit_scale', undefined);
+  // MiniCPM (minicpm.cpp) runs this graph with defaults of its own for older files (embedding x12,
+  // residual 1.4 / sqrt(block_count), logits / (256 / n_embd), in float), always rotates and
+  // scores by 1/sqrt(head): its loader reads neither attention.scale nor rope.scaling.finetuned.
+  const minicpm = hp.arch === 'minicpm';
+  const logitScale = scaleKey(hp, 'logit_scale', minicpm ? Math.fround(256 / hp.nEmbd) : undefined);
   if (logitScale === 0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: logit_scale must not be 0`);
-  const residualScale = scaleKey(hp, 'residual_scale', 0);
-  const embeddingScale = scaleKey(hp, 'embedding_scale', 0);
+  const residualScale = scaleKey(hp, 'residual_scale', minicpm ? Math.fround(Math.fround(1.4) / Math.fround(Math.sqrt(hp.nLayer))) : 0);
+  const embeddingScale = scaleKey(hp, 'embedding_scale', minicpm ? 12 : 0);
   if (hp.meta.has('deepstack_mapping')) throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: Granite Vision's deepstack_mapping is not supported`);
   const swaArch = hp.arch === 'granite_swa';
-  const useRope = hp.arch === 'granitemoe' || hp.meta.bool('rope.scaling.finetuned', true);
+  const useRope = hp.arch === 'granitemoe' || minicpm || hp.meta.bool('rope.scaling.finetuned', true);
   const swa = swaArch ? readGraniteSwa(hp) : undefined;
   const mamba = hp.arch === 'granitehybrid' ? readMamba2Dims(hp) : undefined;
   const hd = hp.headDimK;
@@ -93,7 +97,7 @@ export function buildGranite(hp: HParams, tensors: Map<string, GgufTensorInfo>, 
       b: k,
       c: v,
       ...(swa ? { weights: { sinks: need(t(il, 'attn_sinks.weight')) } } : {}),
-      params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: hp.attentionScale || 1 / Math.sqrt(hd), ...(swa?.slide[il] ? { window: swa.window } : {}) },
+      params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: (!minicpm && hp.attentionScale) || 1 / Math.sqrt(hd), ...(swa?.slide[il] ? { window: swa.window } : {}) },
     });
     p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), maybe(t(il, 'attn_output.bias'))) });
     residual(attnOut);

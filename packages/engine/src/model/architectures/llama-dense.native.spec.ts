@@ -17,7 +17,8 @@ const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op
 const normsOf = (p: ModelProgram) => opsOf(p, 'rms_norm').map((o) => o.weights!.weight.replace(/^blk\.\d+\./, ''));
 type File = ReturnType<typeof testModelFile>;
 const files: Record<string, File> = {};
-const PRESETS = ['tiny-olmo2', 'tiny-olmo2-swa', 'tiny-seed-oss', 'tiny-smollm3', 'tiny-exaone4', 'tiny-exaone4-swa', 'tiny-ernie4_5', 'tiny-hunyuan-dense', 'tiny-glm4', 'tiny-apertus'];
+const PRESETS = ['tiny-olmo2', 'tiny-olmo2-swa', 'tiny-seed-oss', 'tiny-smollm3', 'tiny-exaone4', 'tiny-exaone4-swa', 'tiny-ernie4_5', 'tiny-hunyuan-dense', 'tiny-glm4', 'tiny-apertus',
+  'tiny-internlm2', 'tiny-exaone', 'tiny-nanbeige', 'tiny-nanbeige-skip', 'tiny-arcee', 'tiny-maincoder', 'tiny-orion', 'tiny-olmo', 'tiny-starcoder2', 'tiny-minicpm', 'tiny-minicpm-default', 'tiny-stablelm', 'tiny-stablelm-12b', 'tiny-nemotron'];
 beforeAll(() => {
   for (const p of PRESETS) files[p] = testModelFile(dir, p);
 }, 300_000);
@@ -102,6 +103,127 @@ describe('apertus', () => {
     if (value === undefined) delete kv[key];
     else kv[key] = value;
     expect(() => programOf(kv, files['tiny-apertus'].tensors)).toThrow(want);
+  });
+});
+
+describe('session 47: Llama-block relatives and LayerNorm layouts', () => {
+  const f = (p: string) => files[p];
+  it('internlm2: one fused attn_qkv sliced into q|k|v; exaone and nanbeige rotate with rope_freqs (NeoX for exaone)', () => {
+    const p = prog('tiny-internlm2');
+    expect(opsOf(p, 'matmul').filter((o) => /attn_(q|k|v)\.weight$/.test(o.weights!.weight)).map((o) => o.weights!.weight)).toEqual([]);
+    expect(opsOf(p, 'matmul').filter((o) => o.weights!.weight.endsWith('attn_qkv.weight'))).toHaveLength(4);
+    expect(opsOf(p, 'copy').filter((o) => o.params?.n !== undefined).map((o) => [o.params!.a_off, o.params!.n]).slice(0, 3)).toEqual([[0, 256], [256, 128], [384, 128]]);
+    expect(opsOf(p, 'rope').every((o) => o.params!.neox === false && o.weights === undefined)).toBe(true);
+    expect(opsOf(prog('tiny-exaone'), 'rope').every((o) => o.params!.neox === true && o.weights?.freq_factors === 'rope_freqs.weight')).toBe(true);
+    expect(opsOf(prog('tiny-nanbeige'), 'rope').every((o) => o.params!.neox === false && o.weights?.freq_factors === 'rope_freqs.weight')).toBe(true);
+  });
+
+  it('nanbeige: num_loops passes over the blocks with KV rows of their own, output_norm between them unless skip_loop_final_norm', () => {
+    const p = prog('tiny-nanbeige');
+    const att = opsOf(p, 'attention');
+    expect(att.map((o) => o.params!.layer)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(opsOf(p, 'matmul').filter((o) => o.weights!.weight.endsWith('attn_q.weight')).map((o) => o.weights!.weight)).toEqual([0, 1, 2, 3, 0, 1, 2, 3].map((i) => `blk.${i}.attn_q.weight`));
+    expect(opsOf(p, 'rms_norm').filter((o) => o.weights!.weight === 'output_norm.weight')).toHaveLength(2);
+    const s = prog('tiny-nanbeige-skip');
+    expect(opsOf(s, 'attention')).toHaveLength(6);
+    expect(opsOf(s, 'rms_norm').filter((o) => o.weights!.weight === 'output_norm.weight')).toHaveLength(1);
+    const one = programOf({ ...f('tiny-nanbeige').kv, 'nanbeige.num_loops': 1 }, f('tiny-nanbeige').tensors);
+    expect(opsOf(one, 'attention')).toHaveLength(4);
+    expect(() => programOf({ ...f('tiny-nanbeige').kv, 'nanbeige.num_loops': 0 }, f('tiny-nanbeige').tensors)).toThrow(/'nanbeige\.num_loops' is 0/);
+  });
+
+  it('arcee ReLU² and starcoder2 GELU ungated FFNs (starcoder2 with every bias); maincoder norms q/k per head after RoPE', () => {
+    const a = prog('tiny-arcee');
+    expect([opsOf(a, 'relu_sqr').length, opsOf(a, 'swiglu').length]).toEqual([4, 0]);
+    const s = prog('tiny-starcoder2');
+    expect([opsOf(s, 'gelu').length, opsOf(s, 'swiglu').length, opsOf(s, 'rms_norm').length]).toEqual([4, 0, 0]);
+    expect(opsOf(s, 'matmul').filter((o) => o.weights!.bias).map((o) => o.weights!.bias!.replace(/^blk\.\d+\./, '')).slice(0, 6)).toEqual(['attn_q.bias', 'attn_k.bias', 'attn_v.bias', 'attn_output.bias', 'ffn_up.bias', 'ffn_down.bias']);
+    const m = prog('tiny-maincoder');
+    expect(m.ops.findIndex((o) => o.op === 'head_rms_norm')).toBeGreaterThan(m.ops.findIndex((o) => o.op === 'rope'));
+    expect(opsOf(m, 'head_rms_norm')).toHaveLength(8);
+  });
+
+  it('LayerNorms: orion and starcoder2 with weight and bias on every norm, olmo without parameters and with Q/K/V clamped', () => {
+    const o = prog('tiny-orion');
+    expect(opsOf(o, 'layer_norm').map((x) => [x.weights!.weight, x.weights!.bias].join(' ')).slice(0, 2)).toEqual(['blk.0.attn_norm.weight blk.0.attn_norm.bias', 'blk.0.ffn_norm.weight blk.0.ffn_norm.bias']);
+    expect(opsOf(o, 'layer_norm').at(-1)!.weights).toEqual({ weight: 'output_norm.weight', bias: 'output_norm.bias' });
+    expect(opsOf(o, 'rms_norm')).toHaveLength(0);
+    const l = prog('tiny-olmo');
+    expect(opsOf(l, 'layer_norm')).toHaveLength(9);
+    expect(opsOf(l, 'layer_norm').every((x) => x.weights === undefined && Number(x.params!.eps) === Math.fround(1e-5))).toBe(true);
+    expect(opsOf(l, 'clamp').map((x) => x.params!.limit)).toEqual(Array(12).fill(1.5));
+    // clamp_kqv absent or 0: no clamp (llama.cpp clamps only above 0).
+    const kv = { ...f('tiny-olmo').kv };
+    delete kv['olmo.attention.clamp_kqv'];
+    expect(opsOf(programOf(kv, f('tiny-olmo').tensors), 'clamp')).toHaveLength(0);
+    expect(opsOf(programOf({ ...kv, 'olmo.attention.clamp_kqv': 0 }, f('tiny-olmo').tensors), 'clamp')).toHaveLength(0);
+  });
+
+  it("minicpm: Granite's multipliers from its keys, or the loader's defaults (x12, 1.4 / sqrt(L), 256 / n_embd), always RoPE, 1/sqrt(head) whatever attention.scale says", () => {
+    const scales = (p: ModelProgram) => opsOf(p, 'scale').map((o) => Number(o.params!.scale));
+    const k = scales(prog('tiny-minicpm'));
+    expect([k[0], k[1], k.at(-1)]).toEqual([12, 0.5, 2]);
+    const d = scales(prog('tiny-minicpm-default'));
+    expect([d[0], d[1], d.at(-1)]).toEqual([12, Math.fround(Math.fround(1.4) / 2), 0.5]);
+    const g = f('tiny-minicpm-default');
+    const q = programOf({ ...g.kv, 'minicpm.attention.scale': 0.01, 'minicpm.rope.scaling.finetuned': false }, g.tensors);
+    expect(opsOf(q, 'attention').every((o) => o.params!.scale === 1 / 8)).toBe(true);
+    expect(opsOf(q, 'rope')).toHaveLength(2 * 4);
+    expect(opsOf(prog('tiny-minicpm'), 'matmul').filter((o) => o.weights!.bias?.endsWith('attn_output.bias'))).toHaveLength(4);
+  });
+
+  it('stablelm: partial NeoX RoPE, per-head q/k LayerNorms before it and parallel blocks when the file has them; nemotron: ReLU², its optional biases', () => {
+    const s = prog('tiny-stablelm');
+    expect(opsOf(s, 'rope').every((o) => o.params!.n_dims === 16 && o.params!.neox === true)).toBe(true);
+    expect(opsOf(s, 'layer_norm')).toHaveLength(2 * 4 + 1);
+    expect(opsOf(s, 'head_rms_norm')).toHaveLength(0);
+    const b = prog('tiny-stablelm-12b');
+    // One LayerNorm per block (the attention's input, which the FFN reads too) and the output's.
+    expect(opsOf(b, 'layer_norm').map((o) => o.weights!.weight)).toEqual(['blk.0.attn_norm.weight', 'blk.1.attn_norm.weight', 'blk.2.attn_norm.weight', 'blk.3.attn_norm.weight', 'output_norm.weight']);
+    const hn = opsOf(b, 'head_rms_norm');
+    expect(hn.map((o) => [o.params!.layer_norm, o.params!.n_head]).slice(0, 2)).toEqual([[1, 4], [1, 2]]);
+    expect(b.ops.findIndex((o) => o.op === 'head_rms_norm')).toBeLessThan(b.ops.findIndex((o) => o.op === 'rope'));
+    const ffnIn = b.ops.find((o) => o.op === 'matmul' && o.weights!.weight === 'blk.0.ffn_gate.weight')!.a;
+    expect(b.ops.find((o) => o.op === 'layer_norm')!.out).toBe(ffnIn);
+    const n = prog('tiny-nemotron');
+    expect([opsOf(n, 'relu_sqr').length, opsOf(n, 'rope').every((o) => o.params!.n_dims === 32)]).toEqual([4, true]);
+    expect(opsOf(n, 'matmul').filter((o) => o.weights!.bias).length).toBe(3 * 4);
+    const t = new Map(f('tiny-nemotron').tensors);
+    for (let i = 0; i < 4; i++) for (const x of ['attn_output', 'ffn_up', 'ffn_down']) t.delete(`blk.${i}.${x}.bias`);
+    expect(opsOf(programOf(f('tiny-nemotron').kv, t), 'matmul').filter((o) => o.weights!.bias)).toHaveLength(0);
+  });
+
+  const edited = (p: string, edit: (t: Map<string, GgufTensorInfo>) => void, kvEdit: (kv: Record<string, unknown>) => void = () => {}) => {
+    const t = new Map(files[p].tensors);
+    edit(t);
+    const kv = { ...files[p].kv };
+    kvEdit(kv);
+    return () => programOf(kv as typeof files[string]['kv'], t);
+  };
+  it.each<[string, string, (t: Map<string, GgufTensorInfo>) => void, ((kv: Record<string, unknown>) => void) | undefined, RegExp]>([
+    ['an orion file without attn_norm.bias', 'tiny-orion', (t) => t.delete('blk.2.attn_norm.bias'), undefined, /blk\.2\.attn_norm\.bias/],
+    ['an orion file without output_norm.bias', 'tiny-orion', (t) => t.delete('output_norm.bias'), undefined, /'output_norm\.bias'/],
+    ['an orion file without output.weight', 'tiny-orion', (t) => t.delete('output.weight'), undefined, /'output\.weight'/],
+    ['an internlm2 file without output.weight', 'tiny-internlm2', (t) => t.delete('output.weight'), undefined, /'output\.weight'/],
+    ['a starcoder2 file without ffn_up.bias', 'tiny-starcoder2', (t) => t.delete('blk.1.ffn_up.bias'), undefined, /blk\.1\.ffn_up\.bias/],
+    ['a starcoder2 file without attn_output.bias', 'tiny-starcoder2', (t) => t.delete('blk.0.attn_output.bias'), undefined, /blk\.0\.attn_output\.bias/],
+    ['an olmo file without attention.layer_norm_epsilon', 'tiny-olmo', () => {}, (kv) => delete kv['olmo.attention.layer_norm_epsilon'], /lacks metadata 'olmo\.attention\.layer_norm_epsilon'/],
+    ['an arcee file without ffn_down', 'tiny-arcee', (t) => t.delete('blk.3.ffn_down.weight'), undefined, /blk\.3\.ffn_down\.weight/],
+    ['stablelm q norms one row for all heads', 'tiny-stablelm-12b', (t) => t.set('blk.1.attn_q_norm.weight', { ...t.get('blk.1.attn_q_norm.weight')!, dims: [64] }), undefined, /layer 1: attn_q_norm\.weight is \[64\]; stablelm takes one row of 64 per head \(4\)/],
+    ['a stablelm file with attn_q_norm but no attn_k_norm', 'tiny-stablelm-12b', (t) => t.delete('blk.2.attn_k_norm.weight'), undefined, /blk\.2\.attn_k_norm\.weight/],
+    ['a nemotron file with a negative LayerNorm epsilon', 'tiny-nemotron', () => {}, (kv) => (kv['nemotron.attention.layer_norm_epsilon'] = -1e-5), /nemotron: attention\.layer_norm_epsilon -0\.00001 is not in \[0, 1\)/],
+    ['a maincoder file without attn_k_norm', 'tiny-maincoder', (t) => t.delete('blk.1.attn_k_norm.weight'), undefined, /blk\.1\.attn_k_norm\.weight/],
+  ])('refuses %s, naming it', (_what, p, edit, kvEdit, want) => {
+    expect(edited(p, edit, kvEdit)).toThrow(want);
+  });
+
+  it.each<[string, string, string, string]>([
+    ['tiny-orion', 'blk.1.ffn_norm.bias', 'blk.1.ffn_norm.biaX', 'blk\\.1\\.ffn_norm\\.bias'],
+    ['tiny-internlm2', 'blk.2.attn_qkv.weight', 'blk.2.attn_qkv.weighX', 'blk\\.2\\.attn_q\\.weight'],
+  ])('EngineModel.load of %s with %s renamed away fails with KAIL_E_BAD_MODEL', (p, from, to, want) => {
+    const file = writeTestModel(dir, p);
+    const bad = patchedCopy(file, `${dir}/${p}-renamed.gguf`, from, to);
+    expect(() => EngineModel.load(bad, { threads: 1, nCtx: 32 })).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(new RegExp(want)) }));
   });
 });
 

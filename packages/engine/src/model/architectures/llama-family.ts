@@ -21,11 +21,24 @@ export interface LlamaFamilyOptions {
   nCtxSeq?: number;
   /** The block layout of the dense decoders that differ from Llama's (DenseLayout); absent: Llama's. */
   layout?: DenseLayout;
+  /**
+   * Non-causal attention: every position attends to the whole sequence (the diffusion LMs llada,
+   * llada-moe, rnd1 and dream, which llama.cpp runs with causal_attn false and no KV memory).
+   * Default: causal.
+   */
+  causal?: boolean;
+  /** The graph leaves out the attn_output / FFN biases and rope_freqs its loader reads (LLaDA's llada.cpp). */
+  noBiasNoFreqs?: boolean;
+  /** Every block routes to experts (llada-moe, rnd1: their loaders require ffn_gate_inp). */
+  allExperts?: boolean;
+  /** The head must be output.weight (llada-moe's loader requires it). */
+  untiedHead?: boolean;
 }
 
 /**
  * How a dense decoder's block differs from Llama's pre-norm block (olmo2, seed_oss, smollm3,
- * exaone4, ernie4_5, hunyuan-dense, glm4, apertus), as llama.cpp's src/models/<arch>.cpp build
+ * exaone4, ernie4_5, hunyuan-dense, glm4, apertus; internlm2, exaone, xverse, nanbeige, arcee,
+ * maincoder, orion, olmo, starcoder2, stablelm, nemotron), as llama.cpp's src/models/<arch>.cpp build
  * them. These graphs scale scores by 1/sqrt(head) whatever attention.scale says (their loaders do
  * not read it), and add no FFN biases (their loaders take none).
  */
@@ -62,6 +75,29 @@ export interface DenseLayout {
   untiedHead?: boolean;
   /** Leave out NextN blocks counted in block_count (nextn_predict_layers: GLM-4, EXAONE 4). */
   nextn?: boolean;
+  /**
+   * LayerNorms (eps attention.layer_norm_epsilon, required) instead of RMS norms, on the blocks'
+   * inputs and the output: 'affine' with weight and bias (Orion, StarCoder 2), 'plain' without
+   * parameters (OLMo).
+   */
+  layerNorm?: 'affine' | 'plain';
+  /** An ungated FFN: ffn_up, then ReLU² (Arcee) or GELU (StarCoder 2), then ffn_down. */
+  ungated?: 'relu_sqr' | 'gelu';
+  /** ffn_up.bias, ffn_down.bias and attn_output.bias: required (StarCoder 2) or added when present ('optional': Nemotron). */
+  biases?: boolean | 'optional';
+  /**
+   * StableLM 2: per-head q/k LayerNorms (a weight row per head, no bias) before RoPE when the file
+   * has attn_q_norm / attn_k_norm; without ffn_norm the FFN reads the attention's input norm
+   * (parallel residual).
+   */
+  stablelm?: boolean;
+  /** attention.clamp_kqv (optional): > 0 clamps Q, K and V to ± it after their projections (OLMo). */
+  clampKqv?: boolean;
+  /**
+   * num_loops (optional, default 1) passes over the same blocks, each pass with KV rows of its own,
+   * output_norm between passes unless skip_loop_final_norm (Nanbeige).
+   */
+  loops?: boolean;
 }
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -84,14 +120,26 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
   const lo = opt.layout;
   if (lo && hp.headDimK !== hp.headDimV) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key_length ${hp.headDimK} and value_length ${hp.headDimV} must match`);
   const rp = { ...ropeParams(hp, opt.neox), ...(lo?.ropeBase ? { freq_base: lo.ropeBase(hp) } : {}) };
-  const ropeFreqs = ropeFactorTensor(hp, tensors, opt.nCtxSeq ?? 0, opt.ropeFactors ?? 'freqs');
+  const ropeFreqs = opt.noBiasNoFreqs ? undefined : ropeFactorTensor(hp, tensors, opt.nCtxSeq ?? 0, opt.ropeFactors ?? 'freqs');
   const swa = lo?.swa?.(hp);
   const nBlocks = lo?.nextn ? trunkLayers(hp) : hp.nLayer;
   const xielu = lo?.xielu ? xieluParams(hp, nBlocks) : undefined;
   const rmsNorm = (buf: number, a: number, weight: string) => p.op('rms_norm', buf, { a, weights: { weight }, params: { eps: hp.rmsEps } });
+  // LayerNorm layouts: `base`.weight and `base`.bias ('affine'), or no parameters ('plain').
+  const lnEps = lo?.layerNorm ? hp.meta.num('attention.layer_norm_epsilon') : 0;
+  if (!(lnEps >= 0 && lnEps < 1)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: attention.layer_norm_epsilon ${lnEps} is not in [0, 1)`);
+  const layerNorm = (buf: number, a: number, base: string) =>
+    p.op('layer_norm', buf, { a, ...(lo?.layerNorm === 'affine' ? { weights: withBias(need(`${base}.weight`), need(`${base}.bias`)) } : {}), params: { eps: lnEps } });
+  const clampKqv = lo?.clampKqv ? hp.meta.num('attention.clamp_kqv', 0) : 0;
+  // Nanbeige's loops: pass j runs the same blocks again over KV rows of its own.
+  const nLoops = lo?.loops ? hp.meta.int('num_loops', 1, 1, Math.max(1, Math.floor(512 / nBlocks))) : 1;
+  const loopNorm = nLoops > 1 && !hp.meta.bool('skip_loop_final_norm', false);
 
-  for (let il = 0; il < nBlocks; il++) {
-    const { H: nHead, Hkv: nHeadKv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hp.headDimK, hp.headDimV, { noNorm: lo ? !lo.attnNorm : false });
+  for (let li = 0; li < nBlocks * nLoops; li++) {
+    const il = li % nBlocks;
+    if (lo?.layerNorm) layerNorm(h, x, t(il, 'attn_norm'));
+    const { H: nHead, Hkv: nHeadKv, q, k, v, attn } = qkvProjections(p, hp, il, lo?.layerNorm ? { x: h, h } : { x, h }, { need, maybe }, hp.headDimK, hp.headDimV, { noNorm: lo ? !lo.attnNorm || lo.layerNorm !== undefined : false });
+    if (clampKqv > 0) for (const b of [q, k, v]) p.op('clamp', b, { a: b, params: { limit: clampKqv } });
     const qw = nHead * hp.headDimK;
     const kw = nHeadKv * hp.headDimK;
     const vw = nHeadKv * hp.headDimV;
@@ -114,6 +162,15 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
       }
     };
     if (opt.qkNorm && !lo?.qkNormAfterRope) qkNorms();
+    if (lo?.stablelm && (maybe(t(il, 'attn_q_norm.weight')) || maybe(t(il, 'attn_k_norm.weight')))) {
+      for (const [buf, name, n] of [[q, 'attn_q_norm.weight', nHead], [k, 'attn_k_norm.weight', nHeadKv]] as const) {
+        const w = need(t(il, name));
+        const dims = tensors.get(w)!.dims;
+        if (dims[0] !== hp.headDimK || (dims[1] ?? 1) !== n)
+          throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: ${name} is [${dims.join(', ')}]; ${hp.arch} takes one row of ${hp.headDimK} per head (${n})`);
+        p.op('head_rms_norm', buf, { a: buf, weights: { weight: w }, params: { eps: lnEps, head_dim: hp.headDimK, n_head: n, layer_norm: 1 } });
+      }
+    }
     const slides = swa?.layers[il] ?? false;
     if (lo?.rope?.(il, slides, swa !== undefined) ?? true) {
       const rw = ropeFreqs ? { freq_factors: ropeFreqs } : undefined;
@@ -124,43 +181,64 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
     if (opt.qkNorm && lo?.qkNormAfterRope) qkNorms();
     const layer = p.kvLayer(kw, vw);
     const scale = lo ? 1 / Math.sqrt(hp.headDimK) : hp.attentionScale || 1 / Math.sqrt(hp.headDimK);
-    const window: Record<string, number> = slides ? { window: swa!.window } : {};
+    const window: Record<string, number | boolean> = slides ? { window: swa!.window } : {};
+    if (opt.causal === false) window.causal = false;
     p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: nHead, n_head_kv: nHeadKv, head_dim: hp.headDimK, head_dim_v: hp.headDimV, scale, ...window } });
-    const oBias = !lo || lo.attnOutBias ? maybe(t(il, 'attn_output.bias')) : undefined;
+    const oBias = lo?.biases === true ? need(t(il, 'attn_output.bias')) : lo?.biases === 'optional' ? maybe(t(il, 'attn_output.bias')) : opt.noBiasNoFreqs ? undefined : !lo || lo.attnOutBias ? maybe(t(il, 'attn_output.bias')) : undefined;
     p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), oBias) });
     if (lo?.attnPostNorm) rmsNorm(attnOut, attnOut, need(t(il, 'post_attention_norm.weight')));
     p.op('add', x, { a: x, b: attnOut });
 
     // FFN
-    const ffnNorm = !lo ? (maybe(t(il, 'ffn_norm.weight')) ?? need(t(il, 'post_attention_norm.weight'))) : lo.ffnNorm === 'none' ? undefined : need(t(il, `${lo.ffnNorm}.weight`));
-    if (ffnNorm) rmsNorm(h, x, ffnNorm);
+    const ffnNorm = !lo ? (maybe(t(il, 'ffn_norm.weight')) ?? need(t(il, 'post_attention_norm.weight'))) : lo.ffnNorm === 'none' || lo.layerNorm ? undefined : need(t(il, `${lo.ffnNorm}.weight`));
+    // (StableLM 2's parallel blocks have no ffn_norm: h still holds the attention's input norm.)
+    if (lo?.stablelm) {
+      const fw = maybe(t(il, 'ffn_norm.weight'));
+      if (fw) p.op('layer_norm', h, { a: x, weights: withBias(fw, maybe(t(il, 'ffn_norm.bias'))), params: { eps: lnEps } });
+    } else if (lo?.layerNorm) layerNorm(h, x, t(il, 'ffn_norm'));
+    else if (ffnNorm) rmsNorm(h, x, ffnNorm);
     else p.op('copy', h, { a: x });
     const ffnOut = p.buf('ffn_out', d);
+    if (opt.allExperts) need(t(il, 'ffn_gate_inp.weight'));
     if (!lo && tensors.has(t(il, 'ffn_gate_inp.weight'))) {
       softmaxExperts(p, hp, il, need, h, ffnOut, opt.normExpertWeights, hp.expertWeightsScale);
       if (opt.sharedExpertGate) gatedSharedExpert(p, tensors, il, need, h, ffnOut);
     } else if (lo?.fusedUpGate) fusedSwiglu(p, tensors, il, need, h, ffnOut);
-    else if (xielu) {
+    else if (xielu || lo?.ungated) {
       const up = need(t(il, 'ffn_up.weight'));
       const ff = tensors.get(up)!.dims[1];
       const u = p.buf(`ffn_up${ff}`, ff);
-      p.op('matmul', u, { a: h, weights: { weight: up } });
-      p.op('xielu', u, { a: u, params: xielu[il] });
-      p.op('matmul', ffnOut, { a: u, weights: { weight: need(t(il, 'ffn_down.weight')) } });
+      const bias = (name: string) => (lo?.biases === true ? need(t(il, name)) : lo?.biases === 'optional' ? maybe(t(il, name)) : undefined);
+      p.op('matmul', u, { a: h, weights: withBias(up, bias('ffn_up.bias')) });
+      if (xielu) p.op('xielu', u, { a: u, params: xielu[il] });
+      else p.op(lo!.ungated!, u, { a: u });
+      p.op('matmul', ffnOut, { a: u, weights: withBias(need(t(il, 'ffn_down.weight')), bias('ffn_down.bias')) });
     }
-    else denseGatedFfn(p, tensors, il, { need, maybe: lo ? () => undefined : maybe }, h, ffnOut);
+    else denseGatedFfn(p, tensors, il, { need, maybe: lo || opt.noBiasNoFreqs ? () => undefined : maybe }, h, ffnOut);
     if (lo?.ffnPostNorm) rmsNorm(ffnOut, ffnOut, need(t(il, 'post_ffw_norm.weight')));
     p.op('add', x, { a: x, b: ffnOut });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
-    p.op('cvec', x, { a: x, params: { layer: il } });
+    p.op('cvec', x, { a: x, params: { layer: li } });
+    // Between Nanbeige's passes: output_norm, unless skip_loop_final_norm.
+    if (loopNorm && il === nBlocks - 1 && li + 1 < nBlocks * nLoops) rmsNorm(x, x, need('output_norm.weight'));
   }
-  const ho = hiddenOutput(p, hp, need, x);
-  const head = lo?.untiedHead ? need('output.weight') : (maybe('output.weight') ?? need('token_embd.weight'));
+  const ho = lo?.layerNorm ? layerNormOutput(p, hp, x, lo.layerNorm === 'affine' ? { weight: need('output_norm.weight'), bias: need('output_norm.bias') } : undefined, lnEps) : hiddenOutput(p, hp, need, x);
+  const head = lo?.untiedHead || opt.untiedHead ? need('output.weight') : (maybe('output.weight') ?? need('token_embd.weight'));
   const nVocab = tensors.get(head)!.dims[1];
   const logits = p.buf('logits', nVocab, true);
-  // qwen2 files may carry an output bias.
-  p.op('matmul', logits, { a: ho, weights: withBias(head, maybe('output.bias')) });
+  // qwen2 files may carry an output bias (dream's loader reads one, its non-causal graph adds none).
+  p.op('matmul', logits, { a: ho, weights: withBias(head, opt.causal === false ? undefined : maybe('output.bias')) });
   return p.build(logits);
+}
+
+/** The output LayerNorm (with its weight and bias, or none) into the hidden output, over the kept rows. */
+function layerNormOutput(p: ProgramBuilder, hp: HParams, x: number, weights: Record<string, string> | undefined, eps: number): number {
+  const hid = p.buf('h_norm', hp.nEmbd);
+  p.op('layer_norm', hid, { a: x, ...(weights ? { weights } : {}), params: { eps } });
+  p.hidden(hid);
+  const ho = p.buf('h_out', hp.nEmbd, true);
+  p.op('gather_out', ho, { a: hid });
+  return ho;
 }
 
 /** xIELU's raw parameters of each block (llama.cpp's get_key_or_arr of the xielu.* keys, required). */
@@ -230,6 +308,10 @@ const DENSE: Omit<DenseLayout, 'attnNorm' | 'ffnNorm'> = { attnPostNorm: false, 
 // OLMo 2's and EXAONE 4's blocks: no input norms; post norms on the attention and FFN outputs.
 const POST_NORMS = { ...DENSE, attnNorm: false, attnPostNorm: true, ffnNorm: 'none', ffnPostNorm: true } as const;
 
+// Llama's pre-norm block, and the options of a dense member without q/k norms.
+const PRE: DenseLayout = { ...DENSE, attnNorm: true, ffnNorm: 'ffn_norm' };
+const PLAIN = { qkNorm: false, normExpertWeights: false, sharedExpertGate: false } as const;
+
 /** RoPE dimension sections with two or more set (llama.cpp's use_mrope): text tokens then rotate as NeoX. */
 function usesMrope(hp: HParams): boolean {
   const raw = hp.meta.kv[`${hp.arch}.rope.dimension_sections`];
@@ -240,7 +322,8 @@ function usesMrope(hp: HParams): boolean {
 
 /**
  * The dense decoders buildLlamaFamily runs with a DenseLayout, as llama.cpp's
- * src/models/<arch>.cpp build them (every one a SwiGLU FFN, RMS norms, 1/sqrt(head) scores).
+ * src/models/<arch>.cpp build them (1/sqrt(head) scores; SwiGLU FFNs and RMS norms unless the
+ * layout says otherwise).
  */
 export const DENSE_ARCHITECTURES: Record<string, (hp: HParams, tensors: Map<string, GgufTensorInfo>, o: { nCtxSeq: number }) => ModelProgram> = {
   // OLMo 2 (olmo2.cpp): post norms only, q/k norms over the whole projections, NeoX RoPE, an
@@ -309,4 +392,34 @@ export const DENSE_ARCHITECTURES: Record<string, (hp: HParams, tensors: Map<stri
       neox: true, qkNorm: true, normExpertWeights: false, sharedExpertGate: false, ropeFactors: 'typed', nCtxSeq: o.nCtxSeq,
       layout: { ...DENSE, attnNorm: true, ffnNorm: 'ffn_norm', qkNormWidth: 'head', attnOutBias: true, xielu: true, untiedHead: true },
     }),
+  // InternLM2 (internlm2.cpp): Llama's block (q/k/v fused in attn_qkv as converted, or split),
+  // RoPE over adjacent pairs, output.weight required.
+  internlm2: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, layout: { ...PRE, untiedHead: true } }),
+  // EXAONE 3 (exaone.cpp): Llama's block with NeoX RoPE (rope_freqs when present).
+  exaone: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: PRE }),
+  // XVERSE (xverse.cpp): Llama's block, RoPE over adjacent pairs, output.weight required.
+  xverse: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, layout: { ...PRE, untiedHead: true } }),
+  // Nanbeige (nanbeige.cpp): Llama's block (rope_freqs when present), num_loops passes over the
+  // blocks, output_norm between them unless skip_loop_final_norm.
+  nanbeige: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, layout: { ...PRE, loops: true } }),
+  // Arcee AFM (arcee.cpp): Llama's block with an ungated ReLU² FFN (rope_freqs when present).
+  arcee: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, layout: { ...PRE, ungated: 'relu_sqr' } }),
+  // Maincoder (maincoder.cpp): Llama's block with per-head q/k RMS norms after RoPE.
+  maincoder: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, qkNorm: true, layout: { ...PRE, qkNormAfterRope: true, qkNormWidth: 'head' } }),
+  // Orion (orion.cpp): Llama's block under LayerNorms with biases (output_norm too), NeoX RoPE,
+  // output.weight required.
+  orion: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, layerNorm: 'affine', untiedHead: true } }),
+  // OLMo (olmo.cpp): LayerNorms without parameters, Q, K and V clamped to ± attention.clamp_kqv
+  // when it is positive, RoPE over adjacent pairs.
+  olmo: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, layout: { ...PRE, layerNorm: 'plain', clampKqv: true } }),
+  // StarCoder 2 (starcoder2.cpp): LayerNorms with biases, NeoX RoPE, attn_output.bias, an ungated
+  // GELU FFN with biases on ffn_up and ffn_down.
+  starcoder2: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, layerNorm: 'affine', ungated: 'gelu', biases: true } }),
+  // StableLM (stablelm.cpp): LayerNorms with biases, partial NeoX RoPE (rope.dimension_count),
+  // StableLM 2 12B's per-head q/k LayerNorms and parallel blocks (no ffn_norm), output.weight required.
+  stablelm: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, layerNorm: 'affine', stablelm: true, untiedHead: true } }),
+  // Nemotron (nemotron.cpp): LayerNorms with biases (LayerNorm1p's +1 folded in by the converter),
+  // partial NeoX RoPE, an ungated ReLU² FFN, optional attn_output / ffn_up / ffn_down biases,
+  // output.weight required.
+  nemotron: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, layerNorm: 'affine', ungated: 'relu_sqr', biases: 'optional', untiedHead: true } }),
 };

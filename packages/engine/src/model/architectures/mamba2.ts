@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_HEADS, type HParams } from '../hparams';
-import { denseGatedFfn, qkvProjections, trunkStart, withBias, type ProgramBuilder } from '../program-builder';
+import { denseGatedFfn, qkvProjections, ropeParams, trunkStart, withBias, type ProgramBuilder } from '../program-builder';
 import { moeBlockFfn, mtpAttentionStart, mtpHead, outputHead, readMoeRouting, tensorLookup, trunkLayers, type MoeRouting } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -99,7 +99,7 @@ export function readMamba1Dims(hp: HParams): Mamba1Dims {
  * has ssm_dt_norm, ssm_b_norm and ssm_c_norm (Jamba); dt = ssm_dt dt + bias; the `ssm_scan` op with
  * one head per channel and A per state element; times SiLU(z); ssm_out.
  */
-export function mamba1Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, dims: Mamba1Dims, h: number, out: number): void {
+export function mamba1Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number, dims: Mamba1Dims, h: number, out: number, opts: { dtBcRms?: boolean } = {}): void {
   const { need, maybe } = tensorLookup(hp, tensors);
   const { dConv, dInner, dState, dtRank } = dims;
   const xz = p.buf(`m1_xz${2 * dInner}`, 2 * dInner);
@@ -110,11 +110,13 @@ export function mamba1Mixer(p: ProgramBuilder, hp: HParams, tensors: Map<string,
   const dtr = p.buf(`m1_dtr${dtRank}`, dtRank);
   const dt = p.buf(`m1_dt${dInner}`, dInner);
   const y = p.buf(`m1_y${dInner}`, dInner);
-  // dt, B and C are normed when the file has all three norms (llama.cpp's condition).
+  // dt, B and C are normed when the file has all three norms, or (Falcon-Mamba's ssm.dt_b_c_rms)
+  // always, by the weights the file has and without the others (llama.cpp's condition).
   const norms = ['ssm_dt_norm', 'ssm_b_norm', 'ssm_c_norm'].map((n) => maybe(t(il, `${n}.weight`)));
-  const normed = norms.every((w) => w !== undefined);
+  const normed = opts.dtBcRms === true || norms.every((w) => w !== undefined);
   const norm = (buf: number, i: number, off: number, width: number) => {
-    if (normed) p.op('head_rms_norm', buf, { a: buf, weights: { weight: norms[i]! }, params: { eps: hp.rmsEps, head_dim: width, n_head: 1, a_off: off } });
+    const w = norms[i];
+    if (normed) p.op('head_rms_norm', buf, { a: buf, weights: w ? { weight: w } : {}, params: { eps: hp.rmsEps, head_dim: width, n_head: 1, a_off: off } });
   };
   p.op('matmul', xz, { a: h, weights: { weight: need(t(il, 'ssm_in.weight')) } });
   p.op('copy', x, { a: xz, params: { n: dInner } });
@@ -166,6 +168,74 @@ export function buildJamba(hp: HParams, tensors: Map<string, GgufTensorInfo>): M
     if (tensors.has(t(il, 'ffn_gate_inp.weight'))) moeBlockFfn(p, hp, tensors, il, h, ffnOut, routing!, false, { probsBias: 'none', shared: 'none' });
     else denseGatedFfn(p, tensors, il, { need, maybe }, h, ffnOut);
     p.op('add', x, { a: x, b: ffnOut });
+    p.op('cvec', x, { a: x, params: { layer: il } });
+  }
+  return outputHead(p, hp, tensors, x);
+}
+
+/**
+ * The pure state-space models (llama.cpp src/models/mamba.cpp): `mamba` (Mamba-1, Falcon-Mamba)
+ * and `mamba2` (Mamba-2, Mamba-Codestral). Every block is attn_norm, one mixer (Mamba-1 or Mamba-2)
+ * and a residual add; no attention (so no KV cache, only the recurrent states), no FFN. Mamba-1's
+ * ssm.dt_b_c_rms (Falcon-Mamba) RMS-norms dt, B and C without weights. The tensors llama.cpp's
+ * loaders require and the mixers would take as optional are required here too.
+ */
+export function buildMamba(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  const { need } = tensorLookup(hp, tensors);
+  const v2 = hp.arch === 'mamba2';
+  const dims1 = v2 ? undefined : readMamba1Dims(hp);
+  const dims2 = v2 ? readMamba2Dims(hp) : undefined;
+  if (dims1 && 2 * hp.nEmbd !== dims1.dInner) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ssm.inner_size must be twice embedding_length (llama.cpp's loader asserts it)`);
+  const dtBcRms = hp.meta.bool('ssm.dt_b_c_rms', false);
+  const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
+  for (let il = 0; il < hp.nLayer; il++) {
+    for (const n of ['ssm_conv1d.bias', 'ssm_dt.bias', ...(v2 ? ['ssm_norm.weight'] : [])]) need(t(il, n));
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+    if (dims2) mamba2Mixer(p, hp, tensors, il, dims2, h, attnOut);
+    else mamba1Mixer(p, hp, tensors, il, dims1!, h, attnOut, { dtBcRms });
+    p.op('add', x, { a: x, b: attnOut });
+    p.op('cvec', x, { a: x, params: { layer: il } });
+  }
+  return outputHead(p, hp, tensors, x);
+}
+
+/**
+ * TII Falcon-H1 (`falcon-h1`; llama.cpp src/models/falcon-h1.cpp): in every block GQA attention
+ * (NeoX RoPE, scale 1/sqrt(head_dim): the loader reads no attention.scale) and a Mamba-2 mixer
+ * read the same attn_norm output; both outputs go to the residual, then ffn_norm (loaded as
+ * `blk.N.ffn_norm`, without the .weight suffix; either name is taken) and a SwiGLU FFN. The
+ * converter folds Falcon-H1's multipliers into the weights: none is read here. The convolution
+ * bias and ssm_norm are optional (llama.cpp's loader takes them so; its graph adds the bias
+ * unconditionally and aborts without one, where kail adds none). The attn_output.bias and
+ * rope_freqs its loader takes are not used by its graph; kail applies the bias (HF's o_proj) and
+ * refuses rope_freqs rather than run another model.
+ */
+export function buildFalconH1(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  const { need, maybe } = tensorLookup(hp, tensors);
+  const dims = readMamba2Dims(hp);
+  const hd = hp.headDimK;
+  if (hp.headDimV !== hd) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key length ${hd} and value length ${hp.headDimV} differ`);
+  const rope = { ...ropeParams(hp, true), head_dim: hd };
+  const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
+  const ssmOut = p.buf('ssm_out', hp.nEmbd);
+  for (let il = 0; il < hp.nLayer; il++) {
+    if (hp.nHeadKv[il] === 0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: block ${il} has no KV heads; every Falcon-H1 block has attention`);
+    if (maybe(t(il, 'rope_freqs.weight'))) throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: block ${il} has rope_freqs, which llama.cpp's Falcon-H1 graph ignores; kail does not guess which rotation the file means`);
+    const { H, Hkv, q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
+    p.op('rope', q, { a: q, params: { ...rope, n_head: H } });
+    p.op('rope', k, { a: k, params: { ...rope, n_head: Hkv } });
+    const layer = p.kvLayer(Hkv * hd, Hkv * hd);
+    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1 / Math.sqrt(hd) } });
+    p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), maybe(t(il, 'attn_output.bias'))) });
+    mamba2Mixer(p, hp, tensors, il, dims, h, ssmOut);
+    // llama.cpp's order: (attention + SSM) + residual.
+    p.op('add', attnOut, { a: attnOut, b: ssmOut });
+    p.op('add', x, { a: attnOut, b: x });
+    const ffnNorm = maybe(t(il, 'ffn_norm')) ?? need(t(il, 'ffn_norm.weight'));
+    p.op('rms_norm', h, { a: x, weights: { weight: ffnNorm }, params: { eps: hp.rmsEps } });
+    const ffnOut = p.buf('ffn_out', hp.nEmbd);
+    denseGatedFfn(p, tensors, il, { need, maybe }, h, ffnOut);
+    p.op('add', x, { a: ffnOut, b: x });
     p.op('cvec', x, { a: x, params: { layer: il } });
   }
   return outputHead(p, hp, tensors, x);

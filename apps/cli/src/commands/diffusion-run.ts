@@ -1,0 +1,116 @@
+// `kail run` with a diffusion language model (llada, llada-moe, rnd1, dream): the canvas (prompt +
+// -n masks) unmasked over --diffusion-steps passes, as llama-diffusion-cli does, with a progress
+// line per step on stderr and the generated text (or --json) on stdout.
+import path from 'node:path';
+import type { Command } from 'commander';
+import { ChatTemplate, DIFFUSION_ALGORITHMS, diffusionGenerateWith, diffusionModelSettings, resolveDiffusionParams, type EngineModel } from '@kailstream/engine/core';
+
+import { createProgress } from '../progress';
+
+export interface DiffusionOpts {
+  diffusionSteps: number;
+  diffusionAlgorithm: string;
+  diffusionBlockLength?: number;
+  diffusionEps?: number;
+  diffusionAlgTemp: number;
+  diffusionCfgScale: number;
+  diffusionAddGumbelNoise?: boolean;
+}
+
+const posInt = (flag: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${flag} takes a positive integer, got '${v}'`);
+  return n;
+};
+const nonNeg = (flag: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${flag} takes a number >= 0, got '${v}'`);
+  return n;
+};
+
+/** llama-diffusion-cli's flags, with its defaults (steps 128, algorithm 4: confidence, alg_temp 0, cfg 0). */
+export function addDiffusionOptions(cmd: Command): Command {
+  return cmd
+    .option('--diffusion-steps <n>', 'diffusion models: denoising passes (llama.cpp\'s default)', posInt('--diffusion-steps'), 128)
+    .option('--diffusion-algorithm <alg>', `diffusion models: which masked positions a step fills, 0-4 or a name: ${DIFFUSION_ALGORITHMS.map((a, i) => `${i}=${a}`).join(', ')}`, 'confidence')
+    .option('--diffusion-block-length <n>', 'diffusion models: fill the output in blocks of n, left to right (LLaDA\'s schedule; default for files with diffusion.shift_logits false: 32)', posInt('--diffusion-block-length'))
+    .option('--diffusion-eps <f>', 'diffusion models: the timestep schedule\'s epsilon (Dream\'s; default for the others: 0.001)', nonNeg('--diffusion-eps'))
+    .option('--diffusion-alg-temp <f>', 'diffusion models: draw the positions to fill by softmax(confidence / f) instead of the most confident (0)', nonNeg('--diffusion-alg-temp'), 0)
+    .option('--diffusion-cfg-scale <f>', 'diffusion models: classifier-free guidance against the canvas with its prompt masked (0: off)', nonNeg('--diffusion-cfg-scale'), 0)
+    .option('--diffusion-add-gumbel-noise', 'diffusion models: Gumbel noise on the logits when --temp > 0 (LLaDA\'s)');
+}
+
+export interface DiffusionRunInput {
+  text: string;
+  chat: boolean;
+  systemPrompt?: string;
+  template?: string;
+  render: Record<string, unknown>;
+  nPredict: number;
+  temperature: number;
+  topK: number;
+  topP: number;
+  seed?: number;
+  json: boolean;
+  modelPath: string;
+}
+
+export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: DiffusionRunInput, log: (l: string) => void): Promise<void> {
+  const settings = diffusionModelSettings(model);
+  let text = r.text;
+  if (r.chat) {
+    const messages = [...(r.systemPrompt !== undefined ? [{ role: 'system' as const, content: r.systemPrompt }] : []), { role: 'user' as const, content: text }];
+    text = ChatTemplate.fromTokenizer(model.tokenizer, { override: r.template }).render(messages, { ...r.render, addGenerationPrompt: true });
+  }
+  const prompt = model.tokenizer.tokenize(text, { addSpecial: !r.chat, parseSpecial: true });
+  // (-1: the rest of a canvas of 512, llama-diffusion-cli's default ubatch, or of one pass if
+  // smaller; with the block schedule cut to the most blocks the steps divide, as the server does.)
+  const { params, nGen } = resolveDiffusionParams(
+    model,
+    prompt.length,
+    r.nPredict < 0 ? Math.min(model.nCtx, model.nBatch, 512) - prompt.length : r.nPredict,
+    { steps: o.diffusionSteps, algorithm: o.diffusionAlgorithm, blockLength: o.diffusionBlockLength, eps: o.diffusionEps, fit: r.nPredict < 0 },
+    { temperature: r.temperature, topK: r.topK, topP: r.topP, seed: r.seed ?? 0 },
+  );
+  const { algorithm, schedule } = params;
+  if (!r.json) log(`diffusion: ${model.hparams.arch}, ${prompt.length} prompt + ${nGen} generated tokens, ${o.diffusionSteps} steps, ${algorithm}, ${schedule.kind === 'block' ? `blocks of ${schedule.blockLength}` : `eps ${schedule.eps}`}, mask token ${settings.maskTokenId}${settings.shiftLogits ? ', shifted logits' : ''}`);
+  const progress = r.json ? undefined : createProgress({ label: 'diffusion', total: o.diffusionSteps });
+  // Ctrl-C between steps: stop with what is unmasked so far.
+  const ac = new AbortController();
+  const onSigint = () => ac.abort();
+  process.once('SIGINT', onSigint);
+  const t0 = performance.now();
+  let result;
+  try {
+    result = await diffusionGenerateWith(
+      model,
+      prompt,
+      nGen,
+      { ...params, algTemp: o.diffusionAlgTemp, cfgScale: o.diffusionCfgScale, gumbelNoise: !!o.diffusionAddGumbelNoise },
+      { onStep: (s) => progress?.update(s.step, `${s.masked} masked`), signal: ac.signal },
+    );
+  } finally {
+    process.removeListener('SIGINT', onSigint);
+  }
+  const ms = performance.now() - t0;
+  progress?.done(`diffusion: ${result.steps} passes${result.stopped ? ' (stopped)' : ''}`);
+  // (Masks a stopped run left are not text.)
+  const tokens = Array.from(result.generated);
+  const out = model.tokenizer.detokenize(tokens.filter((t) => t !== settings.maskTokenId));
+  if (r.json) {
+    process.stdout.write(
+      JSON.stringify({
+        model: r.modelPath,
+        prompt_tokens: prompt,
+        tokens,
+        text: out,
+        finish_reason: result.stopped ? 'stopped' : 'length',
+        diffusion: { steps: result.steps, algorithm, schedule, mask_token_id: settings.maskTokenId, shift_logits: settings.shiftLogits },
+        timings: { total_ms: ms, ms_per_step: result.steps ? ms / result.steps : 0 },
+      }) + '\n',
+    );
+    return;
+  }
+  process.stdout.write(out + '\n');
+  log(`${path.basename(r.modelPath)}: ${result.steps} passes over ${prompt.length + nGen} tokens, ${(ms / Math.max(1, result.steps)).toFixed(1)} ms a pass`);
+}
