@@ -4,7 +4,7 @@
 // llama-server's defaults; a request that sets none of them sends no extras (all off).
 import { z } from 'zod';
 
-import { common } from '@kailstream/proto';
+import { common, engine } from '@kailstream/proto';
 
 const DEFAULT_ORDER = ['penalties', 'dry', 'top_n_sigma', 'top_k', 'typ_p', 'top_p', 'min_p', 'xtc', 'temperature'] as const;
 
@@ -121,6 +121,25 @@ export type SlotFields = { [K in keyof typeof slotFields]?: z.infer<(typeof slot
 /** The engine request's fields for them. */
 export function slotRequest(b: SlotFields): { nKeep: number; nDiscard: number; idSlot: number; hasIdSlot: boolean } {
   return { nKeep: b.n_keep ?? 0, nDiscard: b.n_discard ?? 0, idSlot: Math.max(0, b.id_slot ?? -1), hasIdSlot: (b.id_slot ?? -1) >= 0 };
+}
+
+/**
+ * A diffusion language model's loop (kail run's --diffusion-* flags), on /completion and the OpenAI
+ * routes alike; absent: kail run's defaults (128 steps, confidence, the schedule by the file). Other
+ * models ignore them.
+ */
+export const diffusionFields = {
+  diffusion_steps: z.number().int().min(1).max(1_000_000).optional().nullable(),
+  diffusion_algorithm: z.union([z.enum(['origin', 'entropy', 'margin', 'random', 'confidence']), z.number().int().min(0).max(4)]).optional().nullable(),
+  diffusion_block_length: z.number().int().min(1).max(1_000_000).optional().nullable(),
+  diffusion_eps: z.number().min(0).lt(1).optional().nullable(),
+};
+export type DiffusionFields = { [K in keyof typeof diffusionFields]?: z.infer<(typeof diffusionFields)[K]> };
+
+/** The engine request's diffusion options for them (undefined when none is set). */
+export function diffusionRequest(b: DiffusionFields): engine.DiffusionOptions | undefined {
+  if (b.diffusion_steps == null && b.diffusion_algorithm == null && b.diffusion_block_length == null && b.diffusion_eps == null) return undefined;
+  return { steps: b.diffusion_steps ?? 0, algorithm: b.diffusion_algorithm == null ? '' : String(b.diffusion_algorithm), blockLength: b.diffusion_block_length ?? 0, eps: b.diffusion_eps ?? 0, hasEps: b.diffusion_eps != null };
 }
 
 export type SamplerExtraFields = { [K in keyof typeof samplerExtraFields]?: z.infer<(typeof samplerExtraFields)[K]> };

@@ -9,7 +9,7 @@ import { embdNormalize } from '@kailstream/engine/embedding';
 import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import { z } from 'zod';
 
-import { loraField, loraScales, penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerExtrasJson, slotFields, slotRequest } from '../sampler-extras';
+import { loraField, loraScales, penaltyWindow, repeatLastN, samplerExtraFields, samplerExtras, samplerExtrasJson, slotFields, slotRequest, diffusionFields, diffusionRequest } from '../sampler-extras';
 import { StructuredOutputError, structuredFields, structuredOutput } from '../structured-output';
 import { callFailure, chatMessagesToProto, continuesFinal, grpcToHttp, recordFinished, submitAll, templateKwargs, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { chatMessages, openAiError, sampling, stop, tools, zodToOpenAi } from '../openai/schemas';
@@ -59,6 +59,7 @@ const generation = {
   /** Include each message's token ids (`tokens`). */
   return_tokens: z.boolean().optional().nullable(),
   ...slotFields,
+  ...diffusionFields,
   /** Code completion: lines after the first newline need this many leading spaces/tabs, else the output ends there (0 or less: off). */
   n_indent: z.number().int().max(1_000_000).optional().nullable(),
   /** Code completion: past this many ms of generation, the output ends at the next newline (0 or less: off; -1 is llama-server's default). */
@@ -381,6 +382,7 @@ async function complete(
       nIndent: Math.max(0, b.n_indent ?? 0),
       tMaxPredictMs: Math.max(0, b.t_max_predict_ms ?? 0),
       ...slotRequest(b),
+      diffusion: diffusionRequest(b),
       lora: b.lora ?? [],
       ...structured,
     }),

@@ -31,7 +31,7 @@ import { callFailure, continuesFinal, functionTool, grpcToHttp, reasoningBudget,
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
 import { ollamaOptionDefaults, type SamplingDefaults } from '../sampling-defaults';
-import { samplerExtraFields, samplerExtras } from '../sampler-extras';
+import { diffusionFields, diffusionRequest, samplerExtraFields, samplerExtras } from '../sampler-extras';
 import { openAiError } from '../openai/schemas';
 import { VERSION } from '../version';
 import { DIGESTS_FILE, ModelDigests } from './digests';
@@ -66,6 +66,8 @@ const options = z
     num_keep: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
     // Ollama's mirostat, mirostat_tau, mirostat_eta, typical_p, and llama.cpp's other samplers under their llama-server names.
     ...samplerExtraFields,
+    // A diffusion model's loop (diffusion_steps, _algorithm, _block_length, _eps), as on the OpenAI routes.
+    ...diffusionFields,
     tfs_z: z.number().refine((v) => v >= 1, 'tail-free sampling is not supported (tfs_z 1 only)').optional().nullable(),
   })
   .passthrough();
@@ -421,6 +423,7 @@ function generationFields(b: ChatRequest | GenerateRequest, m: common.ModelInfo,
     wantLogprobs: !!b.logprobs,
     topLogprobs: b.logprobs ? (b.top_logprobs ?? 0) : 0,
     requestId: `ollama-${kind}-${randomUUID()}`,
+    diffusion: diffusionRequest(o ?? {}),
   };
 }
 

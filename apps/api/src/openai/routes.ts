@@ -7,7 +7,7 @@ import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning'
 
 import type { SamplingDefaults } from '../sampling-defaults';
 import type { ApiMetrics } from '../metrics';
-import { penaltyWindow, samplerExtras, slotRequest } from '../sampler-extras';
+import { diffusionRequest, penaltyWindow, samplerExtras, slotRequest } from '../sampler-extras';
 import { StructuredOutputError, structuredOutput } from '../structured-output';
 import { llamaTimings } from '../timings';
 import { ChatCompletionRequest, chatMessages, CompletionRequest, EmbeddingRequest, itemList, openAiError, zodToOpenAi } from './schemas';
@@ -179,6 +179,7 @@ function generateRequest(c: Common, b: ChatCompletionRequest | CompletionRequest
     includeStopStr: c.includeStopStr,
     lora: b.lora ?? [],
     ...slotRequest(b),
+    diffusion: diffusionRequest(b),
   });
 }
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-import { loraField, repeatLastN, samplerExtraFields, slotFields } from '../sampler-extras';
+import { diffusionFields, loraField, repeatLastN, samplerExtraFields, slotFields } from '../sampler-extras';
 import { structuredFields } from '../structured-output';
 
 // Request bodies in the order of OpenAI's API reference. Unknown fields are ignored, as OpenAI's
@@ -132,6 +132,8 @@ const sharedFields = {
   // llama-server's per-request LoRA scales, slot and context-shift fields
   lora: loraField,
   ...slotFields,
+  // a diffusion model's loop (diffusion_steps, _algorithm, _block_length, _eps)
+  ...diffusionFields,
   // llama-server's json_schema, vLLM's guided_json / guided_choice (structured-output.ts)
   ...structuredFields,
   ...vllmFields,

@@ -1,4 +1,5 @@
 import { EngineError, toEngineError } from '../errors';
+import { diffusionGenerateWith, resolveDiffusionParams, type DiffusionOptions, type DiffusionParams } from '../model/diffusion';
 import type { EngineModel } from '../model/model';
 import { GbnfRecognizer, GbnfStacks, type GbnfGrammar } from '../sampling/gbnf';
 import { LazyGbnfRecognizer, type LazyTriggers } from '../sampling/gbnf-lazy';
@@ -157,6 +158,14 @@ export interface GenerationRequest {
   contextWindow?: number;
   /** Run in this sequence slot (llama-server's id_slot), waiting for it while another request holds it. Default: any. */
   slot?: number;
+  /**
+   * A diffusion model's text request (EngineModel.diffusion; required for one, refused for others):
+   * `maxTokens` is the canvas's generated length, the sampling's temperature, top-k, top-p and seed
+   * drive the loop. It runs as one exclusive job between passes: once it is first in the queue, no
+   * request is admitted past it, the running ones finish, the loop runs alone (cancellation stops
+   * it before its next step), and the text (stop strings cut it) comes as one chunk.
+   */
+  diffusion?: DiffusionOptions;
 }
 
 interface Active {
@@ -204,6 +213,8 @@ interface Active {
   /** After a shift: the tokens the cache held then, and history.length then (the cache is shiftBase + history[shiftAt..]). */
   shiftBase: number[] | null;
   shiftAt: number;
+  /** With req.diffusion: the loop's parameters, checked, and the generated length (req.maxTokens, or less with `fit`). */
+  diffusion: { params: DiffusionParams; nGen: number } | null;
 }
 
 /** Most prompt tokens of a promptLogprobs request in one pass (each takes a row of logits). */
@@ -361,8 +372,9 @@ export class BatchEngine {
     if (this.closed) throw new EngineError('KAIL_E_INVALID_ARG', 'the model is being unloaded');
     if (req.prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
     if (req.embed && !this.model.hiddenWidth) throw new EngineError('KAIL_E_UNSUPPORTED', `${this.model.path}: this model's program gives no hidden states to embed`);
-    const refusal = req.embed ? null : this.model.generationRefusal();
+    const refusal = req.embed || (req.diffusion && this.model.diffusion) ? null : this.model.generationRefusal();
     if (refusal) throw refusal;
+    if (req.diffusion && !this.model.diffusion) throw new EngineError('KAIL_E_INVALID_ARG', `diffusion settings are for a diffusion language model; this one (${this.model.hparams.arch}) generates token by token`);
     const grammar = grammarOf(req);
     if (grammar && req.pattern) throw new EngineError('KAIL_E_INVALID_ARG', 'a JSON response format and forced tool calls cannot be combined');
     if (req.gbnf && (grammar || req.pattern)) throw new EngineError('KAIL_E_INVALID_ARG', `a GBNF grammar cannot be combined with ${grammar ? 'a JSON response format' : 'forced tool calls or output choices'}`);
@@ -383,6 +395,15 @@ export class BatchEngine {
       if (Number(k) >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `logit bias names token id ${k}, outside the vocabulary (0..${this.model.nVocab - 1})`);
     const constraint = this.constraintOf(req, grammar);
     const lora = this.loraKey(req.loraScales);
+    const sampler = createSampler(this.samplingOf(req));
+    let diffusion: Active['diffusion'] = null;
+    if (req.diffusion && !req.embed) {
+      // (Only the loop's own sampling applies: no output forms, logprobs or token-by-token limits.)
+      const unsupported = [constraint && 'a response format, grammar or forced tool calls', req.pattern && 'forced tool calls', (req.logprobs || req.promptLogprobs) && 'logprobs', req.minTokens && 'min tokens', req.reasoningBudget && 'a reasoning budget', req.contextShift && 'context shift'].filter(Boolean);
+      if (unsupported.length) throw new EngineError('KAIL_E_INVALID_ARG', `a diffusion model generates its whole output at once: ${unsupported.join(', ')} cannot apply`);
+      const sp = sampler.params;
+      diffusion = resolveDiffusionParams(this.model, req.prompt.length, req.maxTokens, req.diffusion, { temperature: sp.temperature, topK: sp.topK, topP: sp.topP, seed: sp.seed });
+    }
     if (req.reasoningBudget) for (const t of req.reasoningBudget.forced) if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `reasoning budget: token id ${t} is outside the vocabulary`);
     for (const t of req.stopTokens ?? [])
       if (!Number.isInteger(t) || t < 0 || t >= this.model.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `stop token id ${t} is outside the vocabulary (0..${this.model.nVocab - 1})`);
@@ -403,7 +424,7 @@ export class BatchEngine {
       slot: -1,
       lora,
       // (With post-sampling probs the sampler reports its own distribution's top candidates.)
-      sampler: createSampler(this.samplingOf(req)),
+      sampler,
       stopIds: req.minTokens ? ends : new Set(),
       stop: new StopMatcher({ stop: req.stop, eogTokens: stopSet }),
       limits: req.nIndent || req.tMaxPredictMs ? new LineLimits(req.nIndent ?? 0, req.tMaxPredictMs ?? 0) : null,
@@ -434,6 +455,7 @@ export class BatchEngine {
       shifted: 0,
       shiftBase: null,
       shiftAt: 0,
+      diffusion,
     };
     const onAbort = () => this.cancelActive(a);
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -644,6 +666,8 @@ export class BatchEngine {
   private admit(): void {
     for (let w = 0; w < this.waiting.length && this.freeSlots.length; ) {
       const a = this.waiting[w];
+      // A diffusion job runs alone (loop): none is admitted past it.
+      if (a.diffusion) break;
       // A request pinned to a slot (llama-server's id_slot) waits for that one; the others go past it.
       if (a.req.slot !== undefined && !this.freeSlots.includes(a.req.slot)) {
         w++;
@@ -742,7 +766,14 @@ export class BatchEngine {
       for (;;) {
         for (const a of [...this.running.values()]) if (a.cancelled) this.finish(a, 'cancelled');
         this.admit();
-        if (this.running.size === 0) break;
+        if (this.running.size === 0) {
+          // A diffusion job first in the queue: the running sequences are done, it runs alone.
+          const head = this.waiting[0];
+          if (!head?.diffusion) break;
+          this.waiting.shift();
+          await this.runDiffusion(head);
+          continue;
+        }
         await this.step();
       }
     } finally {
@@ -1065,6 +1096,44 @@ export class BatchEngine {
     // (Admission dropped the slot's checkpoints past the reused prefix, which is shorter than n.)
     slot.checkpoints.push({ tokens: a.req.prompt.slice(0, n), states: this.model.recurrentStates(a.slot), lora: a.lora });
     if (slot.checkpoints.length > this.maxCheckpoints) slot.checkpoints.splice(0, slot.checkpoints.length - this.maxCheckpoints);
+  }
+
+  /**
+   * One diffusion request, alone on the model: its loop over a free slot (the slot's cache is
+   * cleared before and after each pass), checking for cancellation before each step; the text
+   * (masks a stopped run left are not text, as kail run) then goes through the stop strings.
+   */
+  private async runDiffusion(a: Active): Promise<void> {
+    const i = a.req.slot !== undefined ? this.freeSlots.indexOf(a.req.slot) : this.freeSlots.length - 1;
+    a.slot = this.freeSlots.splice(i, 1)[0];
+    this.slots[a.slot] = { ...this.slots[a.slot], tokens: [], promptLen: 0, checkpoints: [] };
+    if (this.model.loraScales.length) this.model.setLoraScales(a.slot, a.req.loraScales ?? this.model.loraScales);
+    this.running.set(a.slot, a);
+    a.tQueue = performance.now();
+    a.tPromptDone = a.tQueue;
+    const { params: p, nGen } = a.diffusion!;
+    let result;
+    try {
+      result = await diffusionGenerateWith(this.model, a.req.prompt, nGen, p, { seq: a.slot, onStep: () => !a.cancelled });
+    } catch (e) {
+      this.finish(a, 'error', toEngineError(e));
+      return;
+    }
+    this.steps += result.steps;
+    this.promptTokens += a.req.prompt.length;
+    if (a.cancelled) {
+      this.finish(a, 'cancelled');
+      return;
+    }
+    const tokens = Array.from(result.generated).filter((t) => t !== p.maskTokenId);
+    a.generated = result.generated.length;
+    this.tokensGenerated += a.generated;
+    this.recent.push({ t: performance.now(), n: a.generated });
+    a.tFirst = performance.now();
+    const step = a.stop.push(this.model.tokenizer.detokenize(tokens));
+    a.push({ text: step.text, tokens, progress: progressOf(a, a.tFirst) });
+    if (step.done && step.reason === 'stop') this.finish(a, 'stop', undefined, step.stop);
+    else this.finish(a, 'length');
   }
 
   private finish(a: Active, reason: FinishReason, error?: EngineError, stopWord?: string, dropHeld = false): void {

@@ -6,6 +6,7 @@ import { EngineError, toEngineError } from '../errors';
 import { formatBytes } from '../model/byte-size';
 import { profileDefaults, profileRamBudget, type HardwareProfile } from '../model/hardware-profile';
 import { EngineModel, defaultRamBudget, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
+import type { DiffusionOptions } from '../model/diffusion';
 import { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from '../model/split-files';
 import { ChatTemplate, RESERVED_TEMPLATE_VARS, type ChatMessage } from '../tokenizer/chat-template';
 import { dryBreakerSequences } from '../sampling/dry';
@@ -698,8 +699,17 @@ export class LocalModelHost implements ModelHost {
     // The request's own window (Ollama's num_ctx) inside the model's context (the batch engine checks the prompt against it).
     const window = req.contextWindow > 0 && req.contextWindow < m.model.nCtx ? req.contextWindow : 0;
     // With prompt_logprobs, 0 asks for the prompt's scores alone.
-    const maxTokens = req.promptOnly ? 0 : req.maxTokens || (req.promptLogprobs ? 0 : 256);
     const pooling = this.embedPooling(m, req.rerank ? pb.EmbedPooling.EMBED_RANK : req.embed);
+    // A diffusion model's canvas with no length given (or Ollama's "until the end", 2^30): the rest
+    // of one pass of at most 512 tokens, as kail run -n -1 (llama-diffusion-cli's default ubatch),
+    // cut to whole blocks the steps divide (DiffusionOptions.fit).
+    const diffusion = m.model.diffusion && !pooling;
+    const fit = diffusion && (req.maxTokens === 0 || req.maxTokens >= 1 << 30);
+    const maxTokens = req.promptOnly
+      ? 0
+      : fit
+        ? Math.max(1, Math.min(m.model.nCtx, m.model.nBatch, 512) - prompt.length)
+        : req.maxTokens || (req.promptLogprobs ? 0 : 256);
     const stream = m.engine.generate(
       {
         id,
@@ -727,6 +737,7 @@ export class LocalModelHost implements ModelHost {
         reasoningBudget: this.reasoningBudget(m, req, budgetOpen),
         preserveTokens: req.messages.length ? this.markerTokens(m, !!req.toolsJson) : undefined,
         loraScales: loraScalesOf(req.lora, m.model.loraAdapters.length),
+        diffusion: diffusion ? { ...diffusionOptionsOf(req.diffusion), fit } : undefined,
       },
       signal,
     );
@@ -1292,4 +1303,9 @@ export function loraScalesOf(list: readonly { id: number; scale: number }[], nAd
     scales[id] = scale;
   }
   return scales;
+}
+
+/** A request's diffusion fields (0 / empty: kail run's defaults). */
+function diffusionOptionsOf(d: pb.DiffusionOptions | undefined): DiffusionOptions {
+  return { steps: d?.steps || undefined, algorithm: d?.algorithm || undefined, blockLength: d?.blockLength || undefined, eps: d?.hasEps ? d.eps : undefined };
 }

@@ -495,6 +495,25 @@ export interface GenerateRequest {
    */
   idSlot: number;
   hasIdSlot: boolean;
+  /**
+   * A diffusion language model's loop (kail run's --diffusion-* flags; used only for such a model,
+   * whose requests run through it: max_tokens is the canvas's generated length). Absent or 0 / empty
+   * fields: kail run's defaults (128 steps, confidence, blocks of 32 for a file without shifted
+   * logits, else the timestep schedule with eps 0.001).
+   */
+  diffusion: DiffusionOptions | undefined;
+}
+
+export interface DiffusionOptions {
+  /** Denoising passes (0: 128). */
+  steps: number;
+  /** origin, entropy, margin, random or confidence, or their numbers 0-4 (empty: confidence). */
+  algorithm: string;
+  /** The block schedule (LLaDA's): fill the output in blocks of this many tokens; 0: none given. */
+  blockLength: number;
+  /** The timestep schedule (Dream's) with this epsilon; only with has_eps. Not with block_length. */
+  eps: number;
+  hasEps: boolean;
 }
 
 export interface Rerank {
@@ -1587,6 +1606,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     rerank: undefined,
     idSlot: 0,
     hasIdSlot: false,
+    diffusion: undefined,
   };
 }
 
@@ -1737,6 +1757,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.hasIdSlot !== false) {
       writer.uint32(368).bool(message.hasIdSlot);
+    }
+    if (message.diffusion !== undefined) {
+      DiffusionOptions.encode(message.diffusion, writer.uint32(378).fork()).join();
     }
     return writer;
   },
@@ -2142,6 +2165,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.hasIdSlot = reader.bool();
             continue;
           }
+          case 47: {
+            if (tag !== 378) {
+              break;
+            }
+
+            message.diffusion = DiffusionOptions.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2342,6 +2373,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         : isSet(object.has_id_slot)
         ? globalThis.Boolean(object.has_id_slot)
         : false,
+      diffusion: isSet(object.diffusion) ? DiffusionOptions.fromJSON(object.diffusion) : undefined,
     };
   },
 
@@ -2485,6 +2517,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.hasIdSlot !== false) {
       obj.hasIdSlot = message.hasIdSlot;
     }
+    if (message.diffusion !== undefined) {
+      obj.diffusion = DiffusionOptions.toJSON(message.diffusion);
+    }
     return obj;
   },
 
@@ -2545,6 +2580,150 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
       : undefined;
     message.idSlot = object.idSlot ?? 0;
     message.hasIdSlot = object.hasIdSlot ?? false;
+    message.diffusion = (object.diffusion !== undefined && object.diffusion !== null)
+      ? DiffusionOptions.fromPartial(object.diffusion)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseDiffusionOptions(): DiffusionOptions {
+  return { steps: 0, algorithm: "", blockLength: 0, eps: 0, hasEps: false };
+}
+
+export const DiffusionOptions: MessageFns<DiffusionOptions> = {
+  encode(message: DiffusionOptions, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.steps !== 0) {
+      writer.uint32(8).uint32(message.steps);
+    }
+    if (message.algorithm !== "") {
+      writer.uint32(18).string(message.algorithm);
+    }
+    if (message.blockLength !== 0) {
+      writer.uint32(24).uint32(message.blockLength);
+    }
+    if (message.eps !== 0) {
+      writer.uint32(33).double(message.eps);
+    }
+    if (message.hasEps !== false) {
+      writer.uint32(40).bool(message.hasEps);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DiffusionOptions {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDiffusionOptions();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.steps = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.algorithm = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.blockLength = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 33) {
+              break;
+            }
+
+            message.eps = reader.double();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.hasEps = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DiffusionOptions {
+    return {
+      steps: isSet(object.steps) ? globalThis.Number(object.steps) : 0,
+      algorithm: isSet(object.algorithm) ? globalThis.String(object.algorithm) : "",
+      blockLength: isSet(object.blockLength)
+        ? globalThis.Number(object.blockLength)
+        : isSet(object.block_length)
+        ? globalThis.Number(object.block_length)
+        : 0,
+      eps: isSet(object.eps) ? globalThis.Number(object.eps) : 0,
+      hasEps: isSet(object.hasEps)
+        ? globalThis.Boolean(object.hasEps)
+        : isSet(object.has_eps)
+        ? globalThis.Boolean(object.has_eps)
+        : false,
+    };
+  },
+
+  toJSON(message: DiffusionOptions): unknown {
+    const obj: any = {};
+    if (message.steps !== 0) {
+      obj.steps = Math.round(message.steps);
+    }
+    if (message.algorithm !== "") {
+      obj.algorithm = message.algorithm;
+    }
+    if (message.blockLength !== 0) {
+      obj.blockLength = Math.round(message.blockLength);
+    }
+    if (message.eps !== 0) {
+      obj.eps = floatToJson(message.eps);
+    }
+    if (message.hasEps !== false) {
+      obj.hasEps = message.hasEps;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DiffusionOptions>, I>>(base?: I): DiffusionOptions {
+    return DiffusionOptions.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DiffusionOptions>, I>>(object: I): DiffusionOptions {
+    const message = createBaseDiffusionOptions();
+    message.steps = object.steps ?? 0;
+    message.algorithm = object.algorithm ?? "";
+    message.blockLength = object.blockLength ?? 0;
+    message.eps = object.eps ?? 0;
+    message.hasEps = object.hasEps ?? false;
     return message;
   },
 };

@@ -1,0 +1,82 @@
+// A diffusion model's requests in the batch engine (tiny-llada): each runs its loop as one job
+// alone on the model, with the loop's own output (diffusionGenerateWith); requests behind it wait
+// for it and are admitted once it is done; cancellation stops it between steps; settings that
+// cannot apply are refused at once.
+import fs from 'node:fs';
+
+import { diffusionGenerateWith, diffusionModelSettings } from '../model/diffusion';
+import { EngineModel } from '../model/model';
+import { tempDir, writeTestModel } from '../testing';
+import { BatchEngine, type GenerationChunk, type GenerationRequest } from './batch-engine';
+
+async function collect(it: AsyncIterable<GenerationChunk>): Promise<GenerationChunk[]> {
+  const out: GenerationChunk[] = [];
+  for await (const c of it) out.push(c);
+  return out;
+}
+
+describe('BatchEngine with a diffusion model', () => {
+  const dir = tempDir();
+  let model: EngineModel;
+  let engine: BatchEngine;
+  let prompt: number[];
+  beforeAll(() => {
+    model = EngineModel.load(writeTestModel(dir, 'tiny-llada', 'F32'), { threads: 2, nCtx: 128, nSeqMax: 2 });
+    engine = new BatchEngine(model);
+    prompt = model.tokenizer.tokenize('Experts stream', { addSpecial: true, parseSpecial: true });
+  }, 60_000);
+  afterAll(async () => {
+    await engine?.close();
+    model?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const req = (id: string, o: Partial<GenerationRequest> = {}): GenerationRequest => ({ id, prompt, maxTokens: 8, sampling: { temperature: 0, seed: 1 }, diffusion: { steps: 4 }, ...o });
+
+  it("gives the loop's text; two requests at once run one after the other, never together", async () => {
+    const mask = diffusionModelSettings(model).maskTokenId;
+    let together = 0;
+    const poll = setInterval(() => (together = Math.max(together, engine.slotStates().filter((s) => s.processing).length)), 0);
+    const [a, b] = await Promise.all([collect(engine.generate(req('a'))), collect(engine.generate(req('b', { sampling: { temperature: 0.8, topP: 0.9, seed: 5 }, diffusion: { steps: 8, algorithm: 2 } })))]);
+    clearInterval(poll);
+    expect(together).toBe(1);
+    for (const [chunks, params] of [
+      [a, { steps: 4, algorithm: 'confidence', temperature: 0, topP: 1, seed: 1 }],
+      [b, { steps: 8, algorithm: 'margin', temperature: 0.8, topP: 0.9, seed: 5 }],
+    ] as const) {
+      const r = await diffusionGenerateWith(model, prompt, 8, { ...params, topK: 0, schedule: { kind: 'block', blockLength: 32 } });
+      const tokens = Array.from(r.generated).filter((t) => t !== mask);
+      expect(chunks.flatMap((c) => c.tokens)).toEqual(tokens);
+      expect(chunks.map((c) => c.text).join('')).toBe(model.tokenizer.detokenize(tokens));
+      const fin = chunks[chunks.length - 1].finish!;
+      expect(fin).toEqual(expect.objectContaining({ reason: 'length', promptTokens: prompt.length, completionTokens: 8 }));
+    }
+  }, 60_000);
+
+  it('a request behind a running loop waits for it; cancelling the loop stops it before its next step and admits the next', async () => {
+    // (The timestep schedule over a million passes unmasks nothing until near the end.)
+    const long = collect(engine.generate(req('long', { diffusion: { steps: 1_000_000, eps: 0 } })));
+    await new Promise((r) => setTimeout(r, 50));
+    let nextDone = false;
+    const next = collect(engine.generate(req('next'))).then((c) => ((nextDone = true), c));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(nextDone).toBe(false);
+    expect(engine.stats()).toEqual(expect.objectContaining({ running: 1, waiting: 1 }));
+    const steps = engine.stats().steps;
+    expect(engine.cancel('long')).toBe(true);
+    const l = await long;
+    expect(l[l.length - 1].finish).toEqual(expect.objectContaining({ reason: 'cancelled' }));
+    // (Stopped before the next pass: the engine counts a job's passes when it ends.)
+    expect(engine.stats().steps - steps).toBeGreaterThan(0);
+    const n = await next;
+    expect(n[n.length - 1].finish?.reason).toBe('length');
+  }, 60_000);
+
+  it('refuses settings that cannot apply to it, and diffusion settings for other models, at once', () => {
+    expect(() => engine.generate(req('x', { diffusion: { steps: 5, blockLength: 4 } }))).toThrow(/diffusion steps \(5\) must be a multiple of the block count \(2/);
+    expect(() => engine.generate(req('x', { diffusion: { algorithm: 'fastest' } }))).toThrow(/unknown diffusion algorithm 'fastest'/);
+    expect(() => engine.generate(req('x', { logprobs: true }))).toThrow(/whole output at once: logprobs cannot apply/);
+    expect(() => engine.generate(req('x', { maxTokens: 200 }))).toThrow(/does not fit the context of 128/);
+    expect(() => engine.generate(req('x', { diffusion: undefined }))).toThrow(/is a diffusion language model \(llada\)/);
+  });
+});
