@@ -50,6 +50,16 @@ export function testModelFile(dir: string, preset: string, type = 'F32'): { kv: 
   }
 }
 
+/** A copy of metadata with keys set, or removed where the value is undefined (a loader-refusal case). */
+export function editedKv(kv: Record<string, GgufValue>, extra: Record<string, GgufValue | undefined>): Record<string, GgufValue> {
+  const out: Record<string, GgufValue> = { ...kv };
+  for (const [k, v] of Object.entries(extra)) {
+    if (v === undefined) delete out[k];
+    else out[k] = v;
+  }
+  return out;
+}
+
 /** The program its architecture builds from (possibly edited) metadata and tensors, at a 4096 context. */
 export function programOfFile(kv: Record<string, GgufValue>, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   return buildProgram(readHParams(new Metadata(kv, String(kv['general.architecture'])), tensors), tensors, { nCtxSeq: 4096 });

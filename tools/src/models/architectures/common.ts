@@ -3,9 +3,9 @@ import type { GgufValue } from '../../gguf/writer';
 import { headDim } from '../arch';
 import type { ModelConfig } from '../arch';
 
-/** The `<arch>.*` keys every transformer here shares (llama.cpp load_hparams). */
-export function baseMetadata(arch: string, c: ModelConfig): [string, GgufValue][] {
-  const m: [string, GgufValue][] = [
+/** The sizes every model here writes: vocabulary, context, width, blocks, FFN width, head counts. */
+export function sizeMetadata(arch: string, c: ModelConfig): [string, GgufValue][] {
+  return [
     [`${arch}.vocab_size`, kv.u32(c.vocabSize)],
     [`${arch}.context_length`, kv.u32(c.ctx)],
     [`${arch}.embedding_length`, kv.u32(c.dim)],
@@ -13,6 +13,13 @@ export function baseMetadata(arch: string, c: ModelConfig): [string, GgufValue][
     [`${arch}.feed_forward_length`, kv.u32(c.ff)],
     [`${arch}.attention.head_count`, kv.u32(c.nHeads)],
     [`${arch}.attention.head_count_kv`, kv.u32(c.nKvHeads)],
+  ];
+}
+
+/** The `<arch>.*` keys every transformer here shares (llama.cpp load_hparams). */
+export function baseMetadata(arch: string, c: ModelConfig): [string, GgufValue][] {
+  const m: [string, GgufValue][] = [
+    ...sizeMetadata(arch, c),
     [`${arch}.rope.freq_base`, kv.f32(c.ropeBase)],
     [`${arch}.attention.layer_norm_rms_epsilon`, kv.f32(c.normEps)],
     [`${arch}.rope.dimension_count`, kv.u32(headDim(c))],

@@ -13,6 +13,7 @@
 import { embeddings, linear, norm, requirePositive, residualGain } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { kv, type GgufValue } from '../../gguf/writer';
+import { sizeMetadata } from './common';
 import { longRopeTensors } from './phi3';
 
 export interface MlaDenseOptions {
@@ -59,13 +60,7 @@ function mlaDenseArch(a: 'minicpm3' | 'plm'): ArchDefinition {
     metadata(c: ModelConfig): [string, GgufValue][] {
       const { mla: m } = c as MlaDenseConfig;
       const out: [string, GgufValue][] = [
-        [`${a}.vocab_size`, kv.u32(c.vocabSize)],
-        [`${a}.context_length`, kv.u32(c.ctx)],
-        [`${a}.embedding_length`, kv.u32(c.dim)],
-        [`${a}.block_count`, kv.u32(c.nLayers)],
-        [`${a}.feed_forward_length`, kv.u32(c.ff)],
-        [`${a}.attention.head_count`, kv.u32(c.nHeads)],
-        [`${a}.attention.head_count_kv`, kv.u32(c.nKvHeads)],
+        ...sizeMetadata(a, c),
         [`${a}.attention.layer_norm_rms_epsilon`, kv.f32(c.normEps)],
         [`${a}.attention.kv_lora_rank`, kv.u32(m.kvLora)],
         [`${a}.attention.key_length`, kv.u32(m.qkNope + m.qkRope)],

@@ -25,6 +25,7 @@
 import { attention, checkHeads, denseFfn, embeddings, headDim, norm, requirePositive } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec } from '../arch';
 import { kv, type GgufValue } from '../../gguf/writer';
+import { sizeMetadata } from './common';
 import { checkMamba1, mamba1Metadata, mamba1Mixer, type Mamba1Shape } from './jamba';
 import { checkMamba2, mamba2Metadata, mamba2Mixer, type Mamba2Shape } from './mamba2';
 
@@ -114,13 +115,7 @@ export const falconH1: ArchDefinition = {
     const f = c as FalconH1Config;
     const a = 'falcon-h1';
     return [
-      [`${a}.vocab_size`, kv.u32(c.vocabSize)],
-      [`${a}.context_length`, kv.u32(c.ctx)],
-      [`${a}.embedding_length`, kv.u32(c.dim)],
-      [`${a}.block_count`, kv.u32(c.nLayers)],
-      [`${a}.feed_forward_length`, kv.u32(c.ff)],
-      [`${a}.attention.head_count`, kv.u32(c.nHeads)],
-      [`${a}.attention.head_count_kv`, kv.u32(c.nKvHeads)],
+      ...sizeMetadata(a, c),
       [`${a}.attention.key_length`, kv.u32(f.headDim)],
       [`${a}.attention.value_length`, kv.u32(f.headDim)],
       // No rope.dimension_count: llama.cpp rotates the whole head (n_rot = key_length).

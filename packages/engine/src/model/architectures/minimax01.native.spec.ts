@@ -6,7 +6,7 @@ import fs from 'node:fs';
 
 import type { GgufValue } from '@kailstream/core-native';
 
-import { programOfFile as programOf, tempDir, testModelFile } from '../../testing';
+import { editedKv, programOfFile as programOf, tempDir, testModelFile } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -16,14 +16,7 @@ describe('minimax-01 program', () => {
   beforeAll(() => {
     f = testModelFile(dir, 'tiny-minimax-01-interval');
   }, 60_000);
-  const kv = (extra: Record<string, GgufValue | undefined>): Record<string, GgufValue> => {
-    const out: Record<string, GgufValue> = { ...f.kv };
-    for (const [k, v] of Object.entries(extra)) {
-      if (v === undefined) delete out[k];
-      else out[k] = v;
-    }
-    return out;
-  };
+  const kv = (extra: Record<string, GgufValue | undefined>) => editedKv(f.kv, extra);
 
   it('lightning blocks where the keys say, with the slope scale of their depth; residual_scale on the normed inputs', () => {
     const p = programOf(f.kv, f.tensors);

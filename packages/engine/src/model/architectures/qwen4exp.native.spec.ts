@@ -11,7 +11,7 @@ import type { GgufTensorInfo, GgufValue, ModelProgram, ProgramOp } from '@kailst
 import { buildProgram, defaultContext } from '.';
 import { Metadata, readHParams } from '../hparams';
 import { EngineModel } from '../model';
-import { tempDir, testModelFile, writeTestModel } from '../../testing';
+import { editedKv, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -29,14 +29,7 @@ describe('qwen4exp program', () => {
     layers = testModelFile(dir, 'tiny-qwen4exp-layers');
     qsa = testModelFile(dir, 'tiny-qwen4exp-qsa');
   }, 60_000);
-  const kv = (extra: Record<string, GgufValue | undefined>, base = f): Record<string, GgufValue> => {
-    const out: Record<string, GgufValue> = { ...base.kv };
-    for (const [k, v] of Object.entries(extra)) {
-      if (v === undefined) delete out[k];
-      else out[k] = v;
-    }
-    return out;
-  };
+  const kv = (extra: Record<string, GgufValue | undefined>, base = f) => editedKv(base.kv, extra);
 
   it('keeps hc x n_embd streams mixed by low-rank modules: two per block and the head (no inject)', () => {
     const p = programOf(f.kv, f.tensors);

@@ -8,21 +8,14 @@ import fs from 'node:fs';
 import type { GgufTensorInfo, GgufValue } from '@kailstream/core-native';
 
 import { EngineModel } from '../model';
-import { patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { editedKv, patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir('kail-rwkv7-');
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const without = (m: Map<string, GgufTensorInfo>, ...names: string[]) => new Map([...m].filter(([k]) => !names.includes(k)));
 const badModel = (re: RegExp) => expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(re) });
-const edit = (kv: Record<string, GgufValue>, extra: Record<string, GgufValue | undefined>): Record<string, GgufValue> => {
-  const out: Record<string, GgufValue> = { ...kv };
-  for (const [k, v] of Object.entries(extra)) {
-    if (v === undefined) delete out[k];
-    else out[k] = v;
-  }
-  return out;
-};
+const edit = editedKv;
 
 describe('rwkv7 program', () => {
   it('time mix and channel mix per block, no attention; the lerps read six slices of the fused weight', () => {

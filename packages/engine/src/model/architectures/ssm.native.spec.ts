@@ -8,21 +8,14 @@ import fs from 'node:fs';
 import type { GgufTensorInfo, GgufValue } from '@kailstream/core-native';
 
 import { EngineModel, kvCacheReport, openGgufMetadata, planModel } from '../model';
-import { programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { editedKv, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir('kail-ssm-');
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const without = (m: Map<string, GgufTensorInfo>, ...names: string[]) => new Map([...m].filter(([k]) => !names.includes(k)));
 const badModel = (re: RegExp) => expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(re) });
-const edit = (kv: Record<string, GgufValue>, extra: Record<string, GgufValue | undefined>): Record<string, GgufValue> => {
-  const out: Record<string, GgufValue> = { ...kv };
-  for (const [k, v] of Object.entries(extra)) {
-    if (v === undefined) delete out[k];
-    else out[k] = v;
-  }
-  return out;
-};
+const edit = editedKv;
 
 describe('mamba and mamba2 programs', () => {
   it('one Mamba-1 mixer per block, no attention, no KV rows; Falcon-Mamba norms dt, B and C without weights', () => {
