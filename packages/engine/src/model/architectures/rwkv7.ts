@@ -70,13 +70,20 @@ function rwkvStart(hp: HParams, tensors: Map<string, GgufTensorInfo>, rms: boole
     p.op('token_shift', xprev, { a: h, params: { layer: p.rsLayer(C) } });
     diff(sx, xprev, h);
   };
-  return { need, maybe, md, bad, C, D, H, eps, vec, p, x, h, lnW, blockNorm, xprev, sx, diff, shift };
+  // ARWKV-7's and QRWKV6's block end: ffn_norm (RMS) and a SwiGLU FFN (through `tmp`) added to x.
+  const swigluFfn = (il: number, tmp: number) => {
+    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps } });
+    denseGatedFfn(p, tensors, il, { need, maybe }, h, tmp);
+    p.op('add', x, { a: tmp, b: x });
+    p.op('cvec', x, { a: x, params: { layer: il } });
+  };
+  return { need, maybe, md, bad, C, D, H, eps, vec, p, x, h, lnW, blockNorm, xprev, sx, diff, shift, swigluFfn };
 }
 
 export function buildRwkv7(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   const arwkv = hp.arch === 'arwkv7';
   // llama.cpp asserts two token shifts for rwkv7 (the time mix's and the channel mix's), one for arwkv7.
-  const { need, maybe, md, bad, C, D, H, eps, vec, p, x, h, lnW, blockNorm, xprev, sx, diff } = rwkvStart(hp, tensors, arwkv, arwkv ? 1 : 2);
+  const { need, maybe, md, bad, C, D, H, eps, vec, p, x, h, lnW, blockNorm, xprev, sx, diff, swigluFfn } = rwkvStart(hp, tensors, arwkv, arwkv ? 1 : 2);
   // The LoRA ranks size the tensors llama.cpp creates; the tensors' own shapes are checked by the loader.
   for (const k of ['attention.decay_lora_rank', 'attention.iclr_lora_rank', 'attention.value_residual_mix_lora_rank']) md.int(k, undefined, 1, MAX_DIM);
 
@@ -170,11 +177,7 @@ export function buildRwkv7(hp: HParams, tensors: Map<string, GgufTensorInfo>): M
     p.op('matmul', attnOut, { a: o, weights: { weight: need(t(il, 'time_mix_output.weight')) } });
     p.op('add', x, { a: attnOut, b: x });
     if (arwkv) {
-      // ffn_norm (RMS) and a SwiGLU FFN.
-      p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps } });
-      denseGatedFfn(p, tensors, il, { need, maybe }, h, attnOut);
-      p.op('add', x, { a: attnOut, b: x });
-      p.op('cvec', x, { a: x, params: { layer: il } });
+      swigluFfn(il, attnOut);
       continue;
     }
     // Channel mix.
@@ -217,7 +220,7 @@ export function buildRwkv7(hp: HParams, tensors: Map<string, GgufTensorInfo>): M
  */
 export function buildRwkv6(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   const qwen2 = hp.arch === 'rwkv6qwen2';
-  const { need, maybe, md, bad, C, D, H, eps, vec, p, x, h, lnW, blockNorm, sx, shift } = rwkvStart(hp, tensors, qwen2, qwen2 ? 1 : 2);
+  const { need, maybe, md, bad, C, D, H, eps, vec, p, x, h, lnW, blockNorm, sx, shift, swigluFfn } = rwkvStart(hp, tensors, qwen2, qwen2 ? 1 : 2);
   const extra = md.int('time_mix_extra_dim', undefined, 1, MAX_DIM);
   const decayExtra = md.int('time_decay_extra_dim', undefined, 1, MAX_DIM);
   // (rwkv6qwen2's graph reads no rescale_every_n_layers.)
@@ -296,11 +299,7 @@ export function buildRwkv6(hp: HParams, tensors: Map<string, GgufTensorInfo>): M
     p.op('matmul', attnOut, { a: o, weights: { weight: need(t(il, 'time_mix_output.weight')) } });
     p.op('add', x, { a: attnOut, b: x });
     if (qwen2) {
-      // ffn_norm (RMS) and a SwiGLU FFN.
-      p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'ffn_norm.weight')) }, params: { eps } });
-      denseGatedFfn(p, tensors, il, { need, maybe }, h, attnOut);
-      p.op('add', x, { a: attnOut, b: x });
-      p.op('cvec', x, { a: x, params: { layer: il } });
+      swigluFfn(il, attnOut);
       continue;
     }
     // Channel mix: sigmoid(receptance (x + sx lerp_r)) * value(relu(key (x + sx lerp_k))^2).
