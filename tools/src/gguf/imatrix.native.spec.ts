@@ -9,7 +9,7 @@ import path from 'node:path';
 
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
-import { llamaQuantize, type QuantRefOptions } from '../parity/quant-ref';
+import { llamaQuantize, llamaQuantizeBatch, type QuantRefOptions } from '../parity/quant-ref';
 import { GgmlType, ggmlTypeTraits } from './constants';
 import { loadImatrix, readImatrixFile, writeImatrixDat, writeImatrixGguf, type ImatrixEntry } from './imatrix';
 import { readGgufHeader } from './reader';
@@ -71,6 +71,18 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     write('deepseek2-f16', 'tiny-deepseek2-lite-split', 'F16');
   }, 120_000);
 
+  // llama.cpp's files for the plain cases (TYPES and PAIRS below), written by one quant-ref process
+  // (ggml builds each i-quant codebook once: IQ1_S's and IQ1_M's alone take about 12 s each time).
+  const batched = new Map<string, string | undefined>();
+  const batchedFile = (model: string, type: string) => path.join(dir, `rb-${model}-${type}.gguf`);
+  beforeAll(async () => {
+    const cases = [...TYPES.map((t) => ['qwen3moe-f16', t] as const), ...PAIRS];
+    const errors = await llamaQuantizeBatch(
+      cases.map(([model, type]) => ({ input: models[model], output: batchedFile(model, type), ftype: parseQuantFileType(type).ftype, opts: { threads: 2, ...refOptions(imatrices[model]) } })),
+    );
+    cases.forEach(([model, type], i) => batched.set(`${model} ${type}`, errors[i]));
+  }, 600_000);
+
   async function compare(
     label: string,
     model: string,
@@ -80,11 +92,18 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     refExtra: QuantRefOptions = {},
   ) {
     const ours = path.join(dir, `k-${model}-${type}.gguf`);
-    const theirs = path.join(dir, `r-${model}-${type}.gguf`);
+    let theirs = path.join(dir, `r-${model}-${type}.gguf`);
     const r = quantizeModel(models[model], ours, { type, threads: 2, imatrix, ...kailExtra });
-    const ref = refOptions(imatrix, { include: kailExtra.includeWeights, exclude: kailExtra.excludeWeights });
-    // (llama-quantize puts its --override-kv values before the imatrix's.)
-    await llamaQuantize(models[model], theirs, parseQuantFileType(type).ftype, { threads: 2, ...ref, ...refExtra, kvOverrides: [...(refExtra.kvOverrides ?? []), ...(ref.kvOverrides ?? [])] });
+    const plain = imatrix === imatrices[model] && Object.keys(kailExtra).length === 0 && Object.keys(refExtra).length === 0;
+    if (plain && batched.has(`${model} ${type}`)) {
+      const error = batched.get(`${model} ${type}`);
+      if (error !== undefined) throw new Error(`llama.cpp's ${type} of ${model}: ${error}`);
+      theirs = batchedFile(model, type);
+    } else {
+      const ref = refOptions(imatrix, { include: kailExtra.includeWeights, exclude: kailExtra.excludeWeights });
+      // (llama-quantize puts its --override-kv values before the imatrix's.)
+      await llamaQuantize(models[model], theirs, parseQuantFileType(type).ftype, { threads: 2, ...ref, ...refExtra, kvOverrides: [...(refExtra.kvOverrides ?? []), ...(ref.kvOverrides ?? [])] });
+    }
     const same = fs.readFileSync(ours).equals(fs.readFileSync(theirs));
     const types = [...new Set(r.tensors.map((t) => t.to))].join(' ');
     table.push(`  ${model.padEnd(14)} ${label.padEnd(40)} ${same ? 'identical' : 'DIFFERENT'} (${types})`);
@@ -117,14 +136,15 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
     expect(kv.get('quantize.imatrix.chunks_count')?.value).toBe(7);
   }, 120_000);
 
-  it.each([
+  const PAIRS: [string, string][] = [
     ['mixtral-f32', 'Q4_K_M'], ['mixtral-f32', 'Q2_K_S'], ['mixtral-f32', 'IQ4_XS'],
     // 16 layers: the first two ffn_down get llama.cpp's imatrix guard (Q4_0 -> Q4_1, Q5_0 -> Q5_1) and IQ4 keeps its type.
     ['llama-f16', 'Q4_0'], ['llama-f16', 'Q5_0'], ['llama-f16', 'IQ4_NL'], ['llama-f16', 'Q3_K_M'],
     // Rows of 96: every K type falls back to a legacy one, quantized with the imatrix.
     ['llama-odd-f32', 'Q4_K_M'], ['llama-odd-f32', 'Q2_K'],
     ['deepseek2-f16', 'Q4_K_M'], ['deepseek2-f16', 'IQ2_XXS'],
-  ])('%s %s: the same bytes', async (model, type) => {
+  ];
+  it.each(PAIRS)('%s %s: the same bytes', async (model, type) => {
     await compare(type, model, type, imatrices[model]);
   }, 120_000);
 

@@ -1,11 +1,13 @@
 // llama.cpp's llama-quantize (llama_model_quantize in node-llama-cpp's prebuilt libllama), through
 // the quant-ref program (quant-ref/quant-ref.cpp: its header is the contract), as the oracle for
 // `kail quantize`. Built once per source and library version (mtp-ref's build script) into a cache
-// directory under the OS temp dir; runs as a child process.
+// directory under the OS temp dir; runs as a child process, one for a whole batch of jobs.
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
-import { parityRefBinary, runProgram } from './cached-build';
+import { parityRefBinary } from './cached-build';
 
 export interface QuantRefOptions {
   threads?: number;
@@ -28,9 +30,56 @@ export interface QuantRefOptions {
   timeoutMs?: number;
 }
 
+export interface QuantRefJob {
+  input: string;
+  output: string;
+  /** llama_ftype number. */
+  ftype: number;
+  opts?: QuantRefOptions;
+}
+
+/**
+ * Writes each job's `output` as llama.cpp's llama_model_quantize does from its `input`, all in one
+ * quant-ref process (ggml builds its i-quant codebook tables once: about 12 s for IQ1_S/IQ1_M,
+ * 5 s for IQ2_S). Resolves with each job's error message, or undefined where it succeeded; rejects
+ * only when the process itself fails or runs past the summed timeouts.
+ */
+export async function llamaQuantizeBatch(jobs: readonly QuantRefJob[]): Promise<(string | undefined)[]> {
+  const bin = await parityRefBinary('quant-ref');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-quant-ref-jobs-'));
+  try {
+    const lines = jobs.map((j, i) => {
+      const args = jobArgs(j, path.join(dir, `values-${i}`));
+      const bad = args.find((a) => /[\t\n\r]/.test(a));
+      if (bad !== undefined) throw new Error(`quant-ref: argument ${JSON.stringify(bad)} holds a tab or a line break`);
+      return args.join('\t');
+    });
+    const jobsFile = path.join(dir, 'jobs.tsv');
+    fs.writeFileSync(jobsFile, lines.join('\n') + '\n');
+    const timeout = jobs.reduce((t, j) => t + (j.opts?.timeoutMs ?? 120_000), 0);
+    const stdout = await new Promise<string>((resolve, reject) => {
+      // Exit code 1 means some job failed; its line says which.
+      execFile(bin, ['--batch', jobsFile], { timeout, maxBuffer: 64 << 20 }, (err, out, stderr) => {
+        if (err && (err.killed || err.code !== 1)) reject(new Error(`quant-ref failed: ${err.message}\n${stderr}`));
+        else resolve(out);
+      });
+    });
+    const results = new Map<number, string | undefined>();
+    for (const m of stdout.matchAll(/^job (\d+): (ok|error: (.*))$/gm)) results.set(Number(m[1]), m[2] === 'ok' ? undefined : m[3]);
+    return jobs.map((_, i) => (results.has(i) ? results.get(i) : 'quant-ref printed no result for this job'));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** Writes `output` as llama.cpp's llama_model_quantize does from `input` at llama_ftype `ftype`. */
 export async function llamaQuantize(input: string, output: string, ftype: number, opts: QuantRefOptions = {}): Promise<void> {
-  const bin = await parityRefBinary('quant-ref');
+  const [error] = await llamaQuantizeBatch([{ input, output, ftype, opts }]);
+  if (error !== undefined) throw new Error(`quant-ref: ${error}`);
+}
+
+/** quant-ref's arguments for one job; its importance values (if any) are written to `valuesFile`. */
+function jobArgs({ input, output, ftype, opts = {} }: QuantRefJob, valuesFile: string): string[] {
   const args = ['--in', path.resolve(input), '--out', path.resolve(output), '--ftype', String(ftype), '--threads', String(opts.threads ?? 2)];
   if (opts.pure) args.push('--pure');
   if (opts.allowRequantize) args.push('--allow-requantize');
@@ -47,8 +96,7 @@ export async function llamaQuantize(input: string, output: string, ftype: number
     else if ('bool' in o) args.push('--kv-bool', `${o.key}=${o.bool}`);
     else args.push('--kv-u32', `${o.key}=${o.u32}`);
   }
-  const valuesFile = opts.imatrixValues ? `${path.resolve(output)}.imatrix-values` : undefined;
-  if (valuesFile && opts.imatrixValues) {
+  if (opts.imatrixValues) {
     const parts: Buffer[] = [];
     const u32 = (v: number) => {
       const b = Buffer.alloc(4);
@@ -66,9 +114,5 @@ export async function llamaQuantize(input: string, output: string, ftype: number
     fs.writeFileSync(valuesFile, Buffer.concat(parts));
     args.push('--imatrix-values', valuesFile);
   }
-  try {
-    await runProgram(bin, args, opts.timeoutMs ?? 120_000, 'quant-ref');
-  } finally {
-    if (valuesFile) fs.rmSync(valuesFile, { force: true });
-  }
+  return args;
 }

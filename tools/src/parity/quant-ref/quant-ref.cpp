@@ -16,6 +16,13 @@
 // (llama_model_kv_override STR/INT/FLOAT/BOOL), in the order given: llama-quantize's
 // --override-kv values, then those it adds with an imatrix (quantize.imatrix.file, ...).
 //
+//   quant-ref --batch JOBS
+//
+// --batch: one process for many jobs, so ggml's codebook tables (IQ1_S/IQ1_M's take about 12 s to
+// build, IQ2_S's 5 s) are built once: JOBS holds one job per line, its arguments (those above)
+// separated by tabs. Each job prints "job I: ok" or "job I: error: MESSAGE" on stdout and the run
+// goes on; the exit code is 0 when every job succeeded.
+//
 // With --keep-split, OUT is the prefix of OUT-0000i-of-0000N.gguf, as llama_model_quantize takes it.
 // N is a llama_ftype number (15 = Q4_K_M); T a ggml_type number (14 = Q6_K). REGEX is lowercased,
 // as llama-quantize does. Errors: a message on stderr, exit code 1.
@@ -26,23 +33,28 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "llama.h"
 
-int main(int argc, char ** argv) {
+// llama.cpp's error messages during the current job, for its result line.
+static std::string g_log_errors;
+
+// One quantization, from its arguments; throws std::runtime_error naming what is wrong.
+static void run_job(const std::vector<std::string> & argv) {
+    const int argc = (int) argv.size();
     llama_model_quantize_params p = llama_model_quantize_default_params();
     std::string in, out;
     bool have_ftype = false;
     std::vector<std::string> patterns;
     std::vector<llama_model_tensor_override> overrides;
+    auto fail = [](const std::string & msg) { throw std::runtime_error(msg); };
     auto next = [&](int & i) -> const char * {
-        if (i + 1 >= argc) {
-            fprintf(stderr, "quant-ref: %s needs a value\n", argv[i]);
-            exit(1);
-        }
-        return argv[++i];
+        if (i + 1 >= argc) fail(argv[i] + " needs a value");
+        return argv[++i].c_str();
     };
     std::vector<std::pair<std::string, int>> tt;
     std::vector<std::string> im_names;
@@ -51,14 +63,11 @@ int main(int argc, char ** argv) {
     std::vector<int32_t> prune;
     auto kv_split = [&](const std::string & v, std::string & key, std::string & val) {
         const size_t eq = v.find('=');
-        if (eq == std::string::npos || eq == 0 || eq >= 128) {
-            fprintf(stderr, "quant-ref: malformed KEY=VALUE '%s'\n", v.c_str());
-            exit(1);
-        }
+        if (eq == std::string::npos || eq == 0 || eq >= 128) fail("malformed KEY=VALUE '" + v + "'");
         key = v.substr(0, eq);
         val = v.substr(eq + 1);
     };
-    for (int i = 1; i < argc; i++) {
+    for (int i = 0; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--in") in = next(i);
         else if (a == "--out") out = next(i);
@@ -97,10 +106,7 @@ int main(int argc, char ** argv) {
                 im_names.push_back(name);
                 im_values.push_back(std::move(v));
             }
-            if (!f) {
-                fprintf(stderr, "quant-ref: --imatrix-values file is malformed\n");
-                return 1;
-            }
+            if (!f) fail("--imatrix-values file is malformed");
         } else if (a == "--kv-str" || a == "--kv-u32" || a == "--kv-f64" || a == "--kv-bool") {
             std::string key, val;
             kv_split(next(i), key, val);
@@ -124,22 +130,15 @@ int main(int argc, char ** argv) {
         } else if (a == "--tensor-type") {
             const std::string v = next(i);
             const size_t eq = v.find('=');
-            if (eq == std::string::npos || eq == 0) {
-                fprintf(stderr, "quant-ref: malformed --tensor-type '%s'\n", v.c_str());
-                return 1;
-            }
+            if (eq == std::string::npos || eq == 0) fail("malformed --tensor-type '" + v + "'");
             std::string name = v.substr(0, eq);
             for (auto & c : name) c = (char)tolower((unsigned char)c);
             tt.emplace_back(name, atoi(v.c_str() + eq + 1));
         } else {
-            fprintf(stderr, "quant-ref: unknown argument %s\n", a.c_str());
-            return 1;
+            fail("unknown argument " + a);
         }
     }
-    if (in.empty() || out.empty() || !have_ftype) {
-        fprintf(stderr, "quant-ref: needs --in, --out and --ftype\n");
-        return 1;
-    }
+    if (in.empty() || out.empty() || !have_ftype) fail("needs --in, --out and --ftype");
     if (!tt.empty()) {
         patterns.reserve(tt.size());
         for (auto & [name, type] : tt) {
@@ -165,15 +164,51 @@ int main(int argc, char ** argv) {
         prune.push_back(-1);
         p.prune_layers = prune.data();
     }
+    const uint32_t rc = llama_model_quantize(in.c_str(), out.c_str(), &p);
+    if (rc != 0) {
+        std::string why = g_log_errors;
+        for (auto & c : why) if (c == '\n') c = ' ';
+        while (!why.empty() && why.back() == ' ') why.pop_back();
+        fail("llama_model_quantize failed (" + std::to_string(rc) + ")" + (why.empty() ? "" : ": " + why));
+    }
+}
+
+int main(int argc, char ** argv) {
     llama_log_set([](ggml_log_level level, const char * text, void *) {
+        if (level == GGML_LOG_LEVEL_ERROR) g_log_errors += text;
         if (level == GGML_LOG_LEVEL_ERROR || getenv("QUANT_REF_VERBOSE")) fputs(text, stderr);
     }, nullptr);
     llama_backend_init();
-    const uint32_t rc = llama_model_quantize(in.c_str(), out.c_str(), &p);
-    llama_backend_free();
-    if (rc != 0) {
-        fprintf(stderr, "quant-ref: llama_model_quantize failed (%u)\n", rc);
-        return 1;
+    int status = 0;
+    if (argc == 3 && std::string(argv[1]) == "--batch") {
+        std::ifstream f(argv[2]);
+        if (!f) {
+            fprintf(stderr, "quant-ref: cannot read %s\n", argv[2]);
+            return 1;
+        }
+        std::string line;
+        for (int job = 0; std::getline(f, line); job++) {
+            std::vector<std::string> args;
+            std::stringstream ss(line);
+            for (std::string a; std::getline(ss, a, '\t');) args.push_back(a);
+            g_log_errors.clear();
+            try {
+                run_job(args);
+                printf("job %d: ok\n", job);
+            } catch (const std::exception & e) {
+                printf("job %d: error: %s\n", job, e.what());
+                status = 1;
+            }
+            fflush(stdout);
+        }
+    } else {
+        try {
+            run_job(std::vector<std::string>(argv + 1, argv + argc));
+        } catch (const std::exception & e) {
+            fprintf(stderr, "quant-ref: %s\n", e.what());
+            status = 1;
+        }
     }
-    return 0;
+    llama_backend_free();
+    return status;
 }
