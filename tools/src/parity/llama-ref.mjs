@@ -32,6 +32,12 @@
 //       tokens, evaluated from a cleared sequence (one non-causal pass for a diffusion model), its
 //       logits written to PREFIX-<n>.f32 and {"logits": path, "nTokens", "nVocab"} printed as a line;
 //       "ready" is printed once the model is loaded; EOF ends it
+//   node tools/src/parity/llama-ref.mjs serve
+//       many commands in one process (node-llama-cpp's start, which tests its binding in a child
+//       process, takes over a second): each stdin line {"id": N, "args": ["logits", "--model", ...]}
+//       runs that command line (any of the above but passes and serve) and prints one line
+//       {"id": N, "ok": true, "stdout": "what the command printed"} or {"id": N, "ok": false,
+//       "error": "..."}; EOF ends it
 //
 // Common options: --threads N (default 2), --kv f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1 (default f32:
 // the exact reference; f16 is llama.cpp's default; the quantized ones need flash attention; K's
@@ -276,8 +282,35 @@ async function runBatch(jobsFile, opts) {
   return results;
 }
 
+/** The serve command: one command line per stdin line, its output (or error) as one JSON line on stdout. */
+async function serve() {
+  const { createInterface } = await import('node:readline');
+  const log = console.log;
+  for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+    if (!line.trim()) continue;
+    let id = null;
+    const out = [];
+    try {
+      const req = JSON.parse(line);
+      id = req.id ?? null;
+      if (!Array.isArray(req.args) || !req.args.every((a) => typeof a === 'string')) throw new Error('a request needs "args": an array of strings');
+      if (req.args[0] === 'serve' || req.args[0] === 'passes') throw new Error(`${req.args[0]} cannot run inside serve`);
+      console.log = (...a) => void out.push(a.join(' '));
+      try {
+        await main(req.args);
+      } finally {
+        console.log = log;
+      }
+      process.stdout.write(JSON.stringify({ id, ok: true, stdout: out.join('\n') }) + '\n');
+    } catch (e) {
+      process.stdout.write(JSON.stringify({ id, ok: false, error: String(e?.message ?? e) }) + '\n');
+    }
+  }
+}
+
 async function main(argv) {
   const [command, ...rest] = argv;
+  if (command === 'serve') return serve();
   const { values: v } = parseArgs({
     args: rest,
     options: {

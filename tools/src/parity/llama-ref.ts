@@ -1,6 +1,6 @@
 // Typed access to the llama.cpp reference harness (llama-ref.mjs), run as a child process so
 // node-llama-cpp's native library never shares a process with our addon or with jest.
-import { execFile } from 'node:child_process';
+import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -88,35 +88,142 @@ export function noRepackShim(): Promise<string | null> {
   return shim;
 }
 
+/**
+ * The harness's serve mode as a queue: one child process runs the commands one after another
+ * (node-llama-cpp's start, which tests its binding in a child process of its own, costs over a
+ * second each time). The child ends itself after a few idle seconds, and never keeps this process
+ * alive; a crash or a timeout fails the command that was running and the next one starts a new child.
+ */
+class RefServer {
+  private child: ChildProcessWithoutNullStreams | undefined;
+  private readonly queue: { args: string[]; timeoutMs: number; resolve: (stdout: string) => void; reject: (e: Error) => void }[] = [];
+  private running: { id: number; args: string[]; timer: NodeJS.Timeout; resolve: (stdout: string) => void; reject: (e: Error) => void } | undefined;
+  private nextId = 0;
+  private stdoutBuf = '';
+  private stderrTail = '';
+  private idle: NodeJS.Timeout | undefined;
+
+  constructor(private readonly env: NodeJS.ProcessEnv) {}
+
+  run(args: string[], timeoutMs: number): Promise<string> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ args, timeoutMs, resolve, reject });
+      this.pump();
+    });
+  }
+
+  private start(): ChildProcessWithoutNullStreams {
+    const child = spawn(process.execPath, [llamaRefScript(), 'serve'], { env: this.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    this.stdoutBuf = '';
+    this.stderrTail = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (d: string) => {
+      this.stdoutBuf += d;
+      for (let nl = this.stdoutBuf.indexOf('\n'); nl >= 0; nl = this.stdoutBuf.indexOf('\n')) {
+        const line = this.stdoutBuf.slice(0, nl);
+        this.stdoutBuf = this.stdoutBuf.slice(nl + 1);
+        if (line.trim()) this.reply(line);
+      }
+    });
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (d: string) => {
+      this.stderrTail = (this.stderrTail + d).slice(-8192);
+    });
+    child.stdin.on('error', () => {});
+    child.on('exit', (code, signal) => {
+      if (this.child !== child) return;
+      this.child = undefined;
+      this.fail(new Error(`llama-ref exited (${signal ?? `code ${code}`})\n${this.stderrTail}`));
+    });
+    child.on('error', (e) => {
+      if (this.child !== child) return;
+      this.child = undefined;
+      this.fail(e);
+    });
+    // Neither the child nor its pipes keep this process (a jest worker) alive.
+    child.unref();
+    for (const s of [child.stdin, child.stdout, child.stderr] as unknown as { unref?: () => void }[]) s.unref?.();
+    return child;
+  }
+
+  private pump(): void {
+    if (this.running || this.queue.length === 0) return;
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = undefined;
+    const job = this.queue.shift()!;
+    const child = (this.child ??= this.start());
+    const id = this.nextId++;
+    this.stderrTail = '';
+    const timer = setTimeout(() => {
+      this.child = undefined;
+      child.kill('SIGKILL');
+      this.fail(new Error(`timed out after ${job.timeoutMs} ms`));
+    }, job.timeoutMs);
+    timer.unref();
+    this.running = { id, args: job.args, timer, resolve: job.resolve, reject: job.reject };
+    child.stdin.write(JSON.stringify({ id, args: job.args }) + '\n');
+  }
+
+  private reply(line: string): void {
+    const r = this.running;
+    let msg: { id?: number; ok?: boolean; stdout?: string; error?: string };
+    try {
+      msg = JSON.parse(line) as typeof msg;
+    } catch {
+      msg = { id: r?.id, ok: false, error: `unparsable reply: ${line.slice(0, 300)}` };
+    }
+    if (!r || msg.id !== r.id) return;
+    clearTimeout(r.timer);
+    this.running = undefined;
+    if (msg.ok) r.resolve(msg.stdout ?? '');
+    else r.reject(new Error(`llama-ref ${r.args[0]} failed: ${msg.error}\n${this.stderrTail}`));
+    this.afterJob();
+  }
+
+  /** Fails the running command (the child is gone or killed); queued ones go to a new child. */
+  private fail(e: Error): void {
+    const r = this.running;
+    this.running = undefined;
+    if (r) {
+      clearTimeout(r.timer);
+      r.reject(new Error(`llama-ref ${r.args[0]} failed: ${e.message}`));
+    }
+    this.afterJob();
+  }
+
+  private afterJob(): void {
+    if (this.queue.length) {
+      this.pump();
+      return;
+    }
+    const child = this.child;
+    if (!child) return;
+    this.idle = setTimeout(() => {
+      if (this.child === child && !this.running) {
+        this.child = undefined;
+        child.stdin.end();
+      }
+    }, 5_000);
+    this.idle.unref();
+  }
+}
+
+let server: RefServer | undefined;
+
 /** Runs the harness with `args` and parses its JSON stdout. */
 export async function runLlamaRef<T = unknown>(args: string[], timeoutMs = 120_000): Promise<T> {
   const preload = await noRepackShim();
-  return new Promise((resolve, reject) => {
-    execFile(
-      process.execPath,
-      [llamaRefScript(), ...args],
-      {
-        env: {
-          ...process.env,
-          NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true',
-          ...(preload ? { LD_PRELOAD: [preload, process.env.LD_PRELOAD].filter(Boolean).join(':') } : {}),
-        },
-        timeout: timeoutMs,
-        maxBuffer: 256 << 20,
-      },
-      (err, stdout, stderr) => {
-        if (err) {
-          reject(new Error(`llama-ref ${args[0]} failed: ${err.message}\n${stderr}`));
-          return;
-        }
-        try {
-          resolve(JSON.parse(stdout) as T);
-        } catch {
-          reject(new Error(`llama-ref ${args[0]}: unparsable output: ${stdout.slice(0, 500)}\n${stderr}`));
-        }
-      },
-    );
+  server ??= new RefServer({
+    ...process.env,
+    NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true',
+    ...(preload ? { LD_PRELOAD: [preload, process.env.LD_PRELOAD].filter(Boolean).join(':') } : {}),
   });
+  const stdout = await server.run(args, timeoutMs);
+  try {
+    return JSON.parse(stdout) as T;
+  } catch {
+    throw new Error(`llama-ref ${args[0]}: unparsable output: ${stdout.slice(0, 500)}`);
+  }
 }
 
 /** Reads OUT.f32 + OUT.json as written by the harness. */
