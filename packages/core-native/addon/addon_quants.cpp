@@ -95,7 +95,7 @@ Napi::Value quantize(const Napi::CallbackInfo & info) {
 }
 
 // convert(srcType, data: Uint8Array, n, dstType, threads = 1, imatrix?: Float32Array): Uint8Array.
-// n values of srcType become dstType as llama-quantize writes it: each slice of about 64 Ki values
+// n values of srcType become dstType as llama-quantize writes it: each slice of about 16 Ki values
 // (whole rows when an importance matrix is given) is expanded to F32 (unless it is F32) and
 // quantized with quantize_rows_file (unless F32 is asked for) on one thread. So a file is
 // requantized without an F32 copy of it in between, and on any thread count the bytes are those of
@@ -134,9 +134,10 @@ Napi::Value convert(const Napi::CallbackInfo & info) {
             qw = w.Data();
         }
         Napi::Uint8Array out = Napi::Uint8Array::New(env, kail::row_size(to, n));
-        // Slices of 64 Ki values, whole blocks of every type (blocks are at most 256 values); with an
-        // importance matrix, whole rows (one at least).
-        const int64_t slice = qw ? std::max<int64_t>(1, (int64_t{1} << 16) / n_per_row) * n_per_row : int64_t{1} << 16;
+        // Slices of 16 Ki values, whole blocks of every type (blocks are at most 256 values); with an
+        // importance matrix, whole rows (one at least). (llama-quantize's chunks are as small: a
+        // 256 x 256 matrix is four slices, so two threads share it.)
+        const int64_t slice = qw ? std::max<int64_t>(1, (int64_t{1} << 14) / n_per_row) * n_per_row : int64_t{1} << 14;
         const int64_t n_slices = (n + slice - 1) / slice;
         kail::threadpool * pool = threads > 1 && n_slices > 1 ? pool_for(std::min(threads, 64)) : nullptr;
         const int n_bufs = pool ? pool->n_threads() : 1;
