@@ -91,8 +91,9 @@ export function noRepackShim(): Promise<string | null> {
 /**
  * The harness's serve mode as a queue: one child process runs the commands one after another
  * (node-llama-cpp's start, which tests its binding in a child process of its own, costs over a
- * second each time). The child ends itself after a few idle seconds, and never keeps this process
- * alive; a crash or a timeout fails the command that was running and the next one starts a new child.
+ * second each time). The child ends after 5 idle seconds, and keeps this process alive only while it
+ * runs a command; a crash or a timeout fails the command that was running and the next one starts a
+ * new child.
  */
 class RefServer {
   private child: ChildProcessWithoutNullStreams | undefined;
@@ -140,10 +141,17 @@ class RefServer {
       this.child = undefined;
       this.fail(e);
     });
-    // Neither the child nor its pipes keep this process (a jest worker) alive.
-    child.unref();
-    for (const s of [child.stdin, child.stdout, child.stderr] as unknown as { unref?: () => void }[]) s.unref?.();
     return child;
+  }
+
+  /** An idle child (and its pipes) does not keep this process alive; one running a command does. */
+  private static hold(child: ChildProcessWithoutNullStreams, on: boolean): void {
+    if (on) child.ref();
+    else child.unref();
+    for (const s of [child.stdin, child.stdout, child.stderr] as unknown as { ref?: () => void; unref?: () => void }[]) {
+      if (on) s.ref?.();
+      else s.unref?.();
+    }
   }
 
   private pump(): void {
@@ -152,6 +160,7 @@ class RefServer {
     this.idle = undefined;
     const job = this.queue.shift()!;
     const child = (this.child ??= this.start());
+    RefServer.hold(child, true);
     const id = this.nextId++;
     this.stderrTail = '';
     const timer = setTimeout(() => {
@@ -198,6 +207,7 @@ class RefServer {
     }
     const child = this.child;
     if (!child) return;
+    RefServer.hold(child, false);
     this.idle = setTimeout(() => {
       if (this.child === child && !this.running) {
         this.child = undefined;
