@@ -14,6 +14,7 @@ import type { ModelConfig } from './models/arch';
 import { archNames } from './models/architectures';
 import { writeLoraAdapter } from './models/lora';
 import { writeControlVector } from './models/control-vector';
+import { commandIndexPath, lastCacheEntry, modelCacheDir } from './models/file-cache';
 import { writeModelParallel } from './models/parallel';
 import { DEFAULT_PRESET_FOR_ARCH, getPreset, PRESETS } from './models/presets';
 import { FILE_TYPES, parseFileType } from './models/quant-plan';
@@ -178,6 +179,19 @@ export async function main(argv: string[]): Promise<number> {
           }
         },
   });
+  const entry = lastCacheEntry();
+  const cacheDir = modelCacheDir();
+  if (entry && cacheDir && typeof v['split-max-tensors'] !== 'string') {
+    // (This command line, less its --out pair, writes that cache file: see commandIndexPath.)
+    const args = [...argv];
+    const at = args.indexOf('--out');
+    if (at >= 0) {
+      args.splice(at, 2);
+      const index = commandIndexPath(cacheDir, __filename, args);
+      fs.writeFileSync(`${index}.tmp${process.pid}`, JSON.stringify({ entry }));
+      fs.renameSync(`${index}.tmp${process.pid}`, index);
+    }
+  }
   let splits: string[] | undefined;
   if (typeof v['split-max-tensors'] === 'string') {
     // The whole file first, then its splits (its bytes, cut as gguf-split cuts them); the whole goes.

@@ -1,6 +1,7 @@
 // Helpers for tests of this and other packages. Test models come from the project's own GGUF
 // writer (tools/), run as a child process so the engine does not depend on the tools package.
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -36,7 +37,24 @@ export function writeTestModel(dir: string, preset: string, type = 'F32', seed =
   const out = path.join(dir, `${preset}-${type}-${seed}${tag}.gguf`);
   if (fs.existsSync(out)) return out;
   if (!fs.existsSync(GEN_MODEL)) throw new Error(`${GEN_MODEL} is missing: build the tools first (npx nx run tools:build)`);
-  execFileSync(process.execPath, [GEN_MODEL, '--preset', preset, '--type', type, '--seed', String(seed), '--out', out, ...extra], { stdio: 'pipe' });
+  const args = ['--preset', preset, '--type', type, '--seed', String(seed), ...extra];
+  // With the test-run model cache on, a command line gen-model has run before is a copy of the
+  // cache file it recorded (tools/src/models/file-cache.ts, commandIndexPath: the same key, from
+  // the command line less --out and gen-model.js's mtime and size), without starting gen-model.
+  const cache = process.env.KAIL_TEST_MODEL_CACHE;
+  if (cache) {
+    const st = fs.statSync(GEN_MODEL);
+    const key = createHash('sha256').update(JSON.stringify([st.mtimeMs, st.size, args])).digest('hex').slice(0, 32);
+    try {
+      const { entry } = JSON.parse(fs.readFileSync(path.join(path.resolve(cache), `cmd-${key}.json`), 'utf8')) as { entry: string };
+      fs.mkdirSync(dir, { recursive: true });
+      fs.copyFileSync(entry, out);
+      return out;
+    } catch {
+      // Not recorded (or its file is gone): gen-model writes it.
+    }
+  }
+  execFileSync(process.execPath, [GEN_MODEL, ...args.slice(0, 6), '--out', out, ...extra], { stdio: 'pipe' });
   return out;
 }
 

@@ -1,9 +1,11 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { writeTestModel } from '@kailstream/engine/testing';
 
 import { writeModel } from './build';
-import { cachedFile, stableKeyText } from './file-cache';
+import { cachedFile, commandIndexPath, stableKeyText } from './file-cache';
 import { getPreset } from './presets';
 
 describe('test model file cache', () => {
@@ -57,5 +59,29 @@ describe('test model file cache', () => {
     writeModel({ config: { ...config, nLayers: 1 }, fileType: 'Q8_0', seed: 3, out: path.join(dir, 'f.gguf') });
     expect(fs.readdirSync(path.join(dir, 'cache')).filter((f) => f.endsWith('.gguf'))).toHaveLength(4);
     expect(fs.readFileSync(path.join(dir, 'd.gguf')).equals(fs.readFileSync(path.join(dir, 'a.gguf')))).toBe(false);
+  });
+
+  it("gen-model records its command line's cache file, which the engine's writeTestModel then copies without starting it", () => {
+    const cache = path.join(dir, 'cmd-cache');
+    process.env.KAIL_TEST_MODEL_CACHE = cache;
+    const genModel = path.resolve(__dirname, '../../dist/gen-model.js');
+    const args = ['--preset', 'tiny-llama', '--type', 'Q8_0', '--seed', '5', '--layers', '1'];
+    execFileSync(process.execPath, [genModel, '--preset', 'tiny-llama', '--type', 'Q8_0', '--seed', '5', '--out', path.join(dir, 'g.gguf'), '--layers', '1'], {
+      stdio: 'pipe',
+      // (A child gets the real environment, not jest's copy of it.)
+      env: { ...process.env, KAIL_TEST_MODEL_CACHE: cache },
+    });
+    const index = commandIndexPath(cache, genModel, args);
+    const { entry } = JSON.parse(fs.readFileSync(index, 'utf8')) as { entry: string };
+    expect(fs.readFileSync(entry).equals(fs.readFileSync(path.join(dir, 'g.gguf')))).toBe(true);
+    // writeTestModel's copy: the same bytes, and gen-model never ran (an entry that is not a GGUF file shows it).
+    fs.copyFileSync(entry, `${entry}.saved`);
+    fs.writeFileSync(entry, 'not the writer');
+    const hit = writeTestModel(fs.mkdtempSync(path.join(dir, 'h-')), 'tiny-llama', 'Q8_0', 5, ['--layers', '1']);
+    expect(fs.readFileSync(hit, 'utf8')).toBe('not the writer');
+    // Gone from the cache: gen-model writes the file again.
+    fs.rmSync(entry);
+    const miss = writeTestModel(fs.mkdtempSync(path.join(dir, 'm-')), 'tiny-llama', 'Q8_0', 5, ['--layers', '1']);
+    expect(fs.readFileSync(miss).equals(fs.readFileSync(`${entry}.saved`))).toBe(true);
   });
 });

@@ -56,10 +56,12 @@ export function stableKeyText(v: unknown): string | null {
  */
 export function cachedFile<R>(key: string | null, out: string, make: () => R): R {
   const dir = modelCacheDir();
+  lastEntry = undefined;
   if (!dir || key === null) return make();
   const id = createHash('sha256').update(key).digest('hex').slice(0, 32);
   const file = path.join(dir, `${id}.gguf`);
   const meta = path.join(dir, `${id}.json`);
+  lastEntry = file;
   if (fs.existsSync(file) && fs.existsSync(meta)) {
     fs.mkdirSync(path.dirname(path.resolve(out)), { recursive: true });
     fs.copyFileSync(file, out);
@@ -73,4 +75,24 @@ export function cachedFile<R>(key: string | null, out: string, make: () => R): R
   fs.renameSync(tmp, file);
   fs.renameSync(`${meta}.tmp${process.pid}`, meta);
   return r;
+}
+
+let lastEntry: string | undefined;
+
+/** The cache file the last cachedFile call made or copied (undefined when it did not go through the cache). */
+export function lastCacheEntry(): string | undefined {
+  return lastEntry;
+}
+
+/**
+ * Where gen-model records that a command line (less its --out pair) wrote the cache file `entry`:
+ * `<cache>/cmd-<key>.json` holding {"entry": path}, the key hashing the command line and
+ * gen-model.js's own mtime and size (so a rebuilt writer starts afresh). The engine's test helper
+ * (packages/engine/src/testing.ts, writeTestModel) reads it to copy the file without starting
+ * gen-model (a process and the writer's modules: 0.2 s); it computes the same key.
+ */
+export function commandIndexPath(dir: string, genModelJs: string, args: readonly string[]): string {
+  const st = fs.statSync(genModelJs);
+  const key = createHash('sha256').update(JSON.stringify([st.mtimeMs, st.size, args])).digest('hex').slice(0, 32);
+  return path.join(dir, `cmd-${key}.json`);
 }
