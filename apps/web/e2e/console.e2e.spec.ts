@@ -61,7 +61,8 @@ describe('web console end to end (kail serve + Chromium)', () => {
     if (serve && serve.exitCode === null) {
       const exited = new Promise((r) => serve.once('exit', r));
       serve.kill('SIGTERM');
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+      // (The fallback timer is unref'd: a pending one would hold jest up to 10 s after the run.)
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000).unref())]);
       if (serve.exitCode === null) serve.kill('SIGKILL');
     }
     serve?.stdout?.destroy();
