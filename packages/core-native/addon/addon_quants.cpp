@@ -59,6 +59,10 @@ kail::threadpool * pool_for(int n_threads) {
     return pools[n_threads].get();
 }
 
+// quantize and convert hand out slices of this many values to their threads: as small as
+// llama-quantize's chunks, so a 256 x 256 matrix is four slices and two threads share it.
+constexpr int64_t SLICE_VALUES = int64_t{1} << 14;
+
 // quantize(type, data: Float32Array, threads = 1): Uint8Array. Every format quantizes block by
 // block, so slices of whole blocks on several threads give the same bytes as one thread.
 Napi::Value quantize(const Napi::CallbackInfo & info) {
@@ -75,8 +79,7 @@ Napi::Value quantize(const Napi::CallbackInfo & info) {
                                                             " is not a multiple of the block size " + std::to_string(bs));
         const int threads = arg_threads(info, 2, "quantize");
         Napi::Uint8Array out = Napi::Uint8Array::New(env, kail::row_size(type, n));
-        // (Slices of at least 64 Ki values: below that, handing them out costs more than it saves.)
-        const int64_t slice = std::max<int64_t>(1, (int64_t{1} << 16) / bs) * bs;
+        const int64_t slice = std::max<int64_t>(1, SLICE_VALUES / bs) * bs;
         const int64_t n_slices = (n + slice - 1) / slice;
         kail::threadpool * pool = threads > 1 && n_slices > 1 ? pool_for(std::min(threads, 64)) : nullptr;
         const float * x = src.Data();
@@ -95,7 +98,7 @@ Napi::Value quantize(const Napi::CallbackInfo & info) {
 }
 
 // convert(srcType, data: Uint8Array, n, dstType, threads = 1, imatrix?: Float32Array): Uint8Array.
-// n values of srcType become dstType as llama-quantize writes it: each slice of about 16 Ki values
+// n values of srcType become dstType as llama-quantize writes it: each slice of about SLICE_VALUES
 // (whole rows when an importance matrix is given) is expanded to F32 (unless it is F32) and
 // quantized with quantize_rows_file (unless F32 is asked for) on one thread. So a file is
 // requantized without an F32 copy of it in between, and on any thread count the bytes are those of
@@ -134,10 +137,9 @@ Napi::Value convert(const Napi::CallbackInfo & info) {
             qw = w.Data();
         }
         Napi::Uint8Array out = Napi::Uint8Array::New(env, kail::row_size(to, n));
-        // Slices of 16 Ki values, whole blocks of every type (blocks are at most 256 values); with an
-        // importance matrix, whole rows (one at least). (llama-quantize's chunks are as small: a
-        // 256 x 256 matrix is four slices, so two threads share it.)
-        const int64_t slice = qw ? std::max<int64_t>(1, (int64_t{1} << 14) / n_per_row) * n_per_row : int64_t{1} << 14;
+        // Whole blocks of every type (blocks are at most 256 values); with an importance matrix,
+        // whole rows (one at least).
+        const int64_t slice = qw ? std::max<int64_t>(1, SLICE_VALUES / n_per_row) * n_per_row : SLICE_VALUES;
         const int64_t n_slices = (n + slice - 1) / slice;
         kail::threadpool * pool = threads > 1 && n_slices > 1 ? pool_for(std::min(threads, 64)) : nullptr;
         const int n_bufs = pool ? pool->n_threads() : 1;

@@ -54,7 +54,7 @@ export function writeTestModel(dir: string, preset: string, type = 'F32', seed =
       // Not recorded (or its file is gone): gen-model writes it.
     }
   }
-  execFileSync(process.execPath, [GEN_MODEL, ...args.slice(0, 6), '--out', out, ...extra], { stdio: 'pipe' });
+  execFileSync(process.execPath, [GEN_MODEL, ...args, '--out', out], { stdio: 'pipe' });
   return out;
 }
 

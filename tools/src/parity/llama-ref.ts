@@ -4,6 +4,7 @@ import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { createInterface } from 'node:readline';
 
 import { buildCached } from './cached-build';
 
@@ -100,7 +101,6 @@ class RefServer {
   private readonly queue: { args: string[]; timeoutMs: number; resolve: (stdout: string) => void; reject: (e: Error) => void }[] = [];
   private running: { id: number; args: string[]; timer: NodeJS.Timeout; resolve: (stdout: string) => void; reject: (e: Error) => void } | undefined;
   private nextId = 0;
-  private stdoutBuf = '';
   private stderrTail = '';
   private idle: NodeJS.Timeout | undefined;
 
@@ -115,16 +115,9 @@ class RefServer {
 
   private start(): ChildProcessWithoutNullStreams {
     const child = spawn(process.execPath, [llamaRefScript(), 'serve'], { env: this.env, stdio: ['pipe', 'pipe', 'pipe'] });
-    this.stdoutBuf = '';
     this.stderrTail = '';
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (d: string) => {
-      this.stdoutBuf += d;
-      for (let nl = this.stdoutBuf.indexOf('\n'); nl >= 0; nl = this.stdoutBuf.indexOf('\n')) {
-        const line = this.stdoutBuf.slice(0, nl);
-        this.stdoutBuf = this.stdoutBuf.slice(nl + 1);
-        if (line.trim()) this.reply(line);
-      }
+    createInterface({ input: child.stdout, crlfDelay: Infinity }).on('line', (line) => {
+      if (line.trim()) this.reply(line);
     });
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (d: string) => {

@@ -2,12 +2,11 @@
 // the quant-ref program (quant-ref/quant-ref.cpp: its header is the contract), as the oracle for
 // `kail quantize`. Built once per source and library version (mtp-ref's build script) into a cache
 // directory under the OS temp dir; runs as a child process, one for a whole batch of jobs.
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { parityRefBinary } from './cached-build';
+import { parityRefBinary, runProgram } from './cached-build';
 
 export interface QuantRefOptions {
   threads?: number;
@@ -57,13 +56,7 @@ export async function llamaQuantizeBatch(jobs: readonly QuantRefJob[]): Promise<
     const jobsFile = path.join(dir, 'jobs.tsv');
     fs.writeFileSync(jobsFile, lines.join('\n') + '\n');
     const timeout = jobs.reduce((t, j) => t + (j.opts?.timeoutMs ?? 120_000), 0);
-    const stdout = await new Promise<string>((resolve, reject) => {
-      // Exit code 1 means some job failed; its line says which.
-      execFile(bin, ['--batch', jobsFile], { timeout, maxBuffer: 64 << 20 }, (err, out, stderr) => {
-        if (err && (err.killed || err.code !== 1)) reject(new Error(`quant-ref failed: ${err.message}\n${stderr}`));
-        else resolve(out);
-      });
-    });
+    const stdout = await runProgram(bin, ['--batch', jobsFile], timeout, 'quant-ref');
     const results = new Map<number, string | undefined>();
     for (const m of stdout.matchAll(/^job (\d+): (ok|error: (.*))$/gm)) results.set(Number(m[1]), m[2] === 'ok' ? undefined : m[3]);
     return jobs.map((_, i) => (results.has(i) ? results.get(i) : 'quant-ref printed no result for this job'));
