@@ -151,6 +151,16 @@ kail::model_params params_from_js(const Napi::CallbackInfo & info, size_t i) {
                 mp.lora.push_back({eo.Get("path").As<Napi::String>().Utf8Value(), static_cast<float>(get_num(eo, "scale", 1.0))});
             }
         }
+        // weightFiles: [path] (model_params::weight_files)
+        const Napi::Value wv = p.Get("weightFiles");
+        if (!wv.IsUndefined()) {
+            if (!wv.IsArray()) throw kail::error(kail::KAIL_E_INVALID_ARG, "weightFiles must be an array of paths");
+            Napi::Array wa = wv.As<Napi::Array>();
+            for (uint32_t k = 0; k < wa.Length(); k++) {
+                if (!wa.Get(k).IsString()) throw kail::error(kail::KAIL_E_INVALID_ARG, "weightFiles[" + std::to_string(k) + "] must be a path");
+                mp.weight_files.push_back(wa.Get(k).As<Napi::String>().Utf8Value());
+            }
+        }
         // cvec: Float32Array (cvecNEmbd floats per layer from layer 1), cvecStart, cvecEnd (model_params::cvec)
         const Napi::Value cv = p.Get("cvec");
         if (!cv.IsUndefined()) {

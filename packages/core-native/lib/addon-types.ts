@@ -180,6 +180,8 @@ export interface ModelParams {
   kvTypeV?: number;
   /** LoRA adapters (GGUF adapter files), applied in order with their scales (default 1). */
   lora?: { path: string; scale?: number }[];
+  /** GGUF files whose tensors fill the names the program gives that the model's file lacks, in order (not with ramBytes). */
+  weightFiles?: string[];
   /** Control vectors summed (llama.cpp's llama_set_adapter_cvec data): cvecNEmbd floats per layer from layer 1. */
   cvec?: Float32Array;
   cvecNEmbd?: number;

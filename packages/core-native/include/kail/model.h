@@ -30,7 +30,7 @@ enum op_type {
     OP_SWIGLU,         // out = silu(a) * b; with limit L > 0: min(silu(a), L) * clamp(b, -L, L); with situ_beta B > 0: B tanh(a / B) sigmoid(a) * b (b as L' tanh(b / L') with situ_linear_beta L' > 0)
     OP_SIGMOID_MUL,    // out[t] = a[t] * sigmoid(b[t][0])  (shared-expert gate); per_element: a * sigmoid(b) (gated attention); group G: a gate per G values; softplus: softplus(b) for sigmoid(b)
     OP_ROPE,           // rotates heads of a in place (positions of the batch)          weights: freq_factors?
-    OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a); without b and c it reads a layer an earlier op stored (shared KV)
+    OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a); without b and c it reads a layer an earlier op stored (shared KV); alibi: ALiBi's maximum bias (slope_h x -|pos_k - pos_q| on each head's scores)
     OP_MOE,            // routed experts on a, routed on b if given (else a)            weights: gate_inp, exp_probs_b?, gate_exps (not for act 2, 3), up_exps, down_exps, down_exps_s?
     OP_GATHER_OUT,     // out (out-rows) = rows of a whose output flag is set
     OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
@@ -147,6 +147,10 @@ struct model_params {
     uint32_t kv_type = 1;
     uint32_t kv_type_v = 1;
     std::vector<lora_adapter_spec> lora;  // applied in this order
+    // GGUF files whose tensors fill the names the program gives that the model's own file lacks, in
+    // this order (an EAGLE-3 draft's token_embd / output from its target, as llama.cpp's ctx_other).
+    // Not with expert streaming (ram_budget).
+    std::vector<std::string> weight_files;
     // Control vectors (llama.cpp's llama_set_adapter_cvec): cvec_n_embd floats per layer for layers
     // 1, 2, ... (layer 0 has none), added to the residual stream after those layers' blocks (the
     // program's cvec ops) whose index lies in [cvec_start, cvec_end]. Empty: none.

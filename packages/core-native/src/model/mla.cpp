@@ -213,10 +213,11 @@ void attend_naive(const mla_args & a) {
 
 } // namespace
 
-void attention_softmax(float * sc, int64_t n, float scale, uint32_t kv_type, std::vector<uint16_t> & half, float sink) {
+void attention_softmax(float * sc, int64_t n, float scale, uint32_t kv_type, std::vector<uint16_t> & half, float sink, const float * bias) {
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; j++) {
         sc[j] *= scale;
+        if (bias) sc[j] += bias[j];
         mx = std::max(mx, sc[j]);
     }
     const bool has_sink = std::isfinite(sink);

@@ -69,8 +69,9 @@ void mla_attend(const mla_args & a);
 // rounded to F16, as ggml-cpu rounds them before the product with V. `half` is scratch. A finite
 // `sink` (gpt-oss's per-head attention sink, a logit not scaled) joins the maximum and the sum
 // as one more score with no value row, as ggml's soft_max with sinks: the probabilities then sum
-// to less than 1.
+// to less than 1. A `bias` (n floats: ALiBi's slope x -|pos_k - pos_q|) is added after the scale,
+// before the maximum, as ggml's soft_max_ext adds slope x mask.
 void attention_softmax(float * sc, int64_t n, float scale, uint32_t kv_type, std::vector<uint16_t> & half,
-                       float sink = -std::numeric_limits<float>::infinity());
+                       float sink = -std::numeric_limits<float>::infinity(), const float * bias = nullptr);
 
 } // namespace kail

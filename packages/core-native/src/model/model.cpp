@@ -124,6 +124,7 @@ void store_row(uint32_t kv_type, const float * src, uint8_t * dst, int64_t n) {
 
 struct model::impl {
     std::shared_ptr<gguf_file> file;
+    std::vector<std::shared_ptr<gguf_file>> weight_files;  // model_params::weight_files, opened
     program                    prog;
     model_params               params;
     std::unique_ptr<threadpool> pool;
@@ -395,9 +396,14 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (ip("chunk", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "attention chunk " + std::to_string(ip("chunk", 0)) + " is negative");
             if (ip("chunk", 0) > 0 && ip("window", 0) > 0) throw error(KAIL_E_INVALID_ARG, what + "a layer attends through a sliding window or in chunks, not both");
             if (ip("causal", 1) == 0 && (ip("window", 0) > 0 || ip("chunk", 0) > 0)) throw error(KAIL_E_INVALID_ARG, what + "non-causal attention over a sliding window or chunks is not supported");
+            // A symmetric window (llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC: ModernBERT's local blocks, EmbeddingGemma): non-causal only.
+            if (ip("sym_window", 0) < 0) throw error(KAIL_E_BAD_MODEL, what + "symmetric window " + std::to_string(ip("sym_window", 0)) + " is negative");
+            if (ip("sym_window", 0) > 0 && ip("causal", 1) != 0) throw error(KAIL_E_INVALID_ARG, what + "a symmetric window takes non-causal attention");
             if (op.param("temp_scale", 0) != 0 && !(op.param("temp_floor", 0) >= 1)) throw error(KAIL_E_BAD_MODEL, what + "attention temperature tuning needs a floor scale of at least 1");
             if (!(op.param("softcap", 0) >= 0) || !std::isfinite(op.param("softcap", 0))) throw error(KAIL_E_BAD_MODEL, what + "attention logit soft-capping " + std::to_string(op.param("softcap", 0)) + " is not a non-negative number");
             if (!std::isfinite(op.param("softcap_scale", 1.0))) throw error(KAIL_E_BAD_MODEL, what + "the soft-capped scores' scale " + std::to_string(op.param("softcap_scale", 1.0)) + " is not a finite number");
+            if (!(op.param("alibi", 0) >= 0) || !std::isfinite(op.param("alibi", 0))) throw error(KAIL_E_BAD_MODEL, what + "ALiBi's maximum bias " + std::to_string(op.param("alibi", 0)) + " is not a non-negative number");
+            if (op.param("alibi", 0) > 0 && op.params.count("sel_off")) throw error(KAIL_E_INVALID_ARG, what + "ALiBi over a block selection (MSA) is not supported");
             // MSA's block selection (msa_index's out) in a's columns from sel_off.
             if (op.params.count("sel_off")) {
                 if (req("top_k") < 1 || req("block") < 1) throw error(KAIL_E_BAD_MODEL, what + "a block selection needs positive top_k and block");
@@ -757,14 +763,19 @@ void load_weights(model::impl & m, bool experts) {
     madvise(m.resident, len, MADV_HUGEPAGE);  // best effort: without THP the copy is still faultless after the load
     // One split file open at a time (a model in one file: the file), in split order.
     int fd = -1;
-    uint32_t fd_split = 0;
     std::string split_path;
     std::string err;
+    // (A tensor of model_params::weight_files is read from its own file.)
+    auto path_of = [&](const gguf_tensor_info * t) -> std::string {
+        if (m.file->find_tensor(t->name) == t) return m.file->split_path(t->split);
+        for (auto & f : m.weight_files)
+            if (f->find_tensor(t->name) == t) return f->split_path(t->split);
+        throw error(KAIL_E_INTERNAL, "tensor '" + t->name + "' belongs to no open file");
+    };
     for (auto & r : res) {
-        if (fd < 0 || r.first->split != fd_split) {
+        if (fd < 0 || path_of(r.first) != split_path) {
             if (fd >= 0) ::close(fd);
-            fd_split = r.first->split;
-            split_path = m.file->split_path(fd_split);
+            split_path = path_of(r.first);
             fd = ::open(split_path.c_str(), O_RDONLY | O_CLOEXEC);
             if (fd < 0) throw error(KAIL_E_IO, "cannot open '" + split_path + "': " + std::strerror(errno));
         }
@@ -932,6 +943,12 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     const bool copy = !streaming && !m.params.use_mmap && !m.file->path().empty();
     if (m.params.vram_budget > 0 && !streaming)
         throw error(KAIL_E_INVALID_ARG, "a VRAM budget needs expert streaming (a RAM budget): the VRAM tier caches experts streamed from storage");
+    if (!m.params.weight_files.empty() && streaming) throw error(KAIL_E_INVALID_ARG, "tensors from other files (weight_files) cannot stream: load without a RAM budget");
+    for (const std::string & wf : m.params.weight_files) {
+        gguf_open_params wop;
+        wop.map_data = !copy;
+        m.weight_files.push_back(gguf_file::open(wf, wop));
+    }
     check_kv_type(m.prog, m.params.kv_type, m.params.kv_type_v);
     if (m.params.n_seq_max < 1 || m.params.n_ctx < 1) throw error(KAIL_E_INVALID_ARG, "n_seq_max and n_ctx must be >= 1");
     const int nb = static_cast<int>(m.prog.buffers.size());
@@ -953,10 +970,13 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
         check_op_ranges(m, op, i);
         for (auto & [role, name] : op.weights) {
             const gguf_tensor_info * t = m.file->find_tensor(name);
+            const gguf_file * src = m.file.get();
+            for (size_t k = 0; !t && k < m.weight_files.size(); k++)
+                if ((t = m.weight_files[k]->find_tensor(name))) src = m.weight_files[k].get();
             check(t != nullptr, "model file lacks tensor '" + name + "' (" + role + ")");
             const type_traits * tr = type_traits_get(t->type);
             check(tr && (tr->compute || (role == "tid2eid" && t->type == KAIL_TYPE_I32)), "tensor '" + name + "' has type " + std::string(type_name(t->type)) + ", which kail cannot compute with");
-            m.wts[i][role] = tensor_ref{t, streaming || copy ? nullptr : m.file->tensor_data(*t)};
+            m.wts[i][role] = tensor_ref{t, streaming || copy ? nullptr : src->tensor_data(*t)};
         }
         // Shape checks for the ops whose shapes are implied by their buffers.
         auto width = [&](int b) { return m.prog.buffers[b].width; };
@@ -1942,6 +1962,9 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     // Non-causal attention (BERT's encoders: llama.cpp's causal_attn false): every token sees its
     // sequence's positions in this batch, later ones included. The batch holds whole sequences.
     const bool causal = op.param("causal", 1) != 0;
+    // A symmetric window (non-causal only; llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC over n_swa =
+    // sym_window): a token sees the positions within sym_window / 2 (integer division) either side.
+    const int64_t sym_half = op.param("sym_window", 0) > 0 ? static_cast<int64_t>(op.param("sym_window", 0)) / 2 : -1;
     std::map<int, int64_t> seq_end;
     if (!causal)
         for (int64_t t = 0; t < x.n_tok; t++) seq_end[x.b.seq[t]] = std::max(seq_end[x.b.seq[t]], static_cast<int64_t>(x.b.pos[t]) + 1);
@@ -1952,18 +1975,31 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t sel_off = static_cast<int64_t>(op.param("sel_off", -1));
     const int64_t sel_k = sel_off >= 0 ? static_cast<int64_t>(op.param_req("top_k")) : 0;
     const int64_t sel_blk = sel_off >= 0 ? static_cast<int64_t>(op.param_req("block")) : 0;
+    // ALiBi (BLOOM, MPT, Refact, Baichuan 13B): query head h adds slope_h x -|pos_k - pos_q| to
+    // its scaled scores, as ggml's soft_max_ext with max_bias `alibi` over llama.cpp's ALiBi mask:
+    // with n2 the largest power of two <= n_head, slope_h = m0^(h + 1) for h < n2, else
+    // m1^(2 (h - n2) + 1), m0 = 2^(-alibi / n2), m1 = 2^(-alibi / 2 / n2) (in float, as ggml).
+    const float max_bias = static_cast<float>(op.param("alibi", 0));
+    std::vector<float> slopes;
+    if (max_bias > 0) {
+        const uint32_t n2 = 1u << static_cast<uint32_t>(std::floor(std::log2(static_cast<double>(n_head))));
+        const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(n2));
+        const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(n2));
+        for (int64_t h = 0; h < n_head; h++)
+            slopes.push_back(static_cast<uint32_t>(h) < n2 ? std::pow(m0, static_cast<float>(h + 1)) : std::pow(m1, static_cast<float>(2 * (h - n2) + 1)));
+    }
     const int64_t n_tasks = x.n_tok * n_head_kv;
     exec_ctx * xp = &x;
     m.pool->parallel_for(n_tasks, [&, xp](int64_t begin, int64_t end, int) {
-        std::vector<float> scores, qt;
+        std::vector<float> scores, qt, bias;
         std::vector<uint16_t> half;
         std::vector<char> keep;
         std::vector<uint8_t> kg, vg;
         for (int64_t task = begin; task < end; task++) {
             const int64_t t = task / n_head_kv, hk = task % n_head_kv;
             const int s = xp->b.seq[t];
-            const int64_t p = causal ? xp->b.pos[t] : seq_end.at(s) - 1;
-            const int64_t lo = window > 0 ? std::max<int64_t>(0, p + 1 - window) : chunk > 0 ? p - p % chunk : 0;
+            const int64_t p = causal ? xp->b.pos[t] : sym_half >= 0 ? std::min<int64_t>(seq_end.at(s) - 1, xp->b.pos[t] + sym_half) : seq_end.at(s) - 1;
+            const int64_t lo = window > 0 ? std::max<int64_t>(0, p + 1 - window) : chunk > 0 ? p - p % chunk : sym_half >= 0 ? std::max<int64_t>(0, xp->b.pos[t] - sym_half) : 0;
             int64_t np = p + 1 - lo;
             const kv_seq_layer & c = m.kv[s][layer];
             const int64_t first = c.mirrored ? lo % R : lo;  // row of position lo
@@ -2011,8 +2047,21 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
                    q, static_cast<size_t>(hd_k) * sizeof(float), group, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
             if (softcap > 0)
                 for (float & s : scores) s = std::tanh(s * inv_cap) * softcap;
-            for (int64_t g = 0; g < group; g++)
-                attention_softmax(scores.data() + g * np, np, scale, vt, half, sink ? sink[hk * group + g] : -std::numeric_limits<float>::infinity());
+            if (!slopes.empty()) bias.resize(static_cast<size_t>(np));
+            for (int64_t g = 0; g < group; g++) {
+                if (!slopes.empty()) {
+                    // Row j holds position lo + j (no selection with ALiBi); llama.cpp's mask
+                    // value -|p0 - p1| (an integer made float) times the head's slope.
+                    const float sl = slopes[static_cast<size_t>(hk * group + g)];
+                    const int64_t pq = xp->b.pos[t];
+                    for (int64_t j = 0; j < np; j++) {
+                        const int64_t dist = lo + j - pq;
+                        bias[static_cast<size_t>(j)] = sl * static_cast<float>(dist < 0 ? dist : -dist);
+                    }
+                }
+                attention_softmax(scores.data() + g * np, np, scale, vt, half, sink ? sink[hk * group + g] : -std::numeric_limits<float>::infinity(),
+                                  slopes.empty() ? nullptr : bias.data());
+            }
             float * o = xp->ptr(op.out) + t * ow + out_off + hk * group * hd_v;
             attention_weighted_rows(vt, vrows, rv, np, hd_v,
                                     scores.data(), static_cast<size_t>(np), group, o, static_cast<size_t>(hd_v));

@@ -1,0 +1,252 @@
+// ALiBi in the attention op (its `alibi` parameter: BLOOM, MPT, Refact, Baichuan 13B) against a
+// double reference written from llama.cpp: the KQ mask holds -|pos_k - pos_q| for the kept
+// positions and ggml's soft_max_ext adds slope_h x mask after the scale, slope_h = 2^(-8 (h + 1) / n2)
+// for heads h < n2 (n2: the largest power of two <= n_head) and 2^(-8 (2 (h - n2) + 1) / (2 n2))
+// beyond (max_bias 8; other values likewise). Cases: a power-of-two head count and two that are
+// not (GQA groups of 2 and 3), a sliding window, non-causal attention, a pass split in two (KV
+// reuse), two sequences interleaved in one batch, a context shift (positions after the dropped
+// ones move down and keep their relative distances), and a Q8_0 cache (within its rounding).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kail/gguf.h"
+#include "kail/model.h"
+#include "kail/status.h"
+#include "kail/types.h"
+#include "op_test_util.h"
+
+using namespace kail;
+
+struct shape {
+    int64_t H, Hkv, D;
+    double max_bias;
+    int64_t window = 0;
+    bool causal = true;
+    int64_t in() const { return H * D + 2 * Hkv * D; }
+};
+
+static program make_program(const shape & s, double max_bias) {
+    program p;
+    const int in = add_buf(p, "in", s.in()), q = add_buf(p, "q", s.H * s.D), k = add_buf(p, "k", s.Hkv * s.D), v = add_buf(p, "v", s.Hkv * s.D);
+    const int att = add_buf(p, "att", s.H * s.D), o = add_buf(p, "o", s.H * s.D, true), logits = add_buf(p, "logits", 2, true);
+    auto d = [](int64_t x) { return static_cast<double>(x); };
+    add_op(p, OP_INPUT, in, -1);
+    add_op(p, OP_COPY, q, in, {{"a_off", 0}, {"n", d(s.H * s.D)}});
+    add_op(p, OP_COPY, k, in, {{"a_off", d(s.H * s.D)}, {"n", d(s.Hkv * s.D)}});
+    add_op(p, OP_COPY, v, in, {{"a_off", d(s.H * s.D + s.Hkv * s.D)}, {"n", d(s.Hkv * s.D)}});
+    std::map<std::string, double> ap = {{"layer", 0}, {"n_head", d(s.H)}, {"n_head_kv", d(s.Hkv)}, {"head_dim", d(s.D)}, {"alibi", max_bias}};
+    if (s.window) ap["window"] = d(s.window);
+    if (!s.causal) ap["causal"] = 0;
+    op_desc & a = add_op(p, OP_ATTENTION, att, q, ap);
+    a.b = k;
+    a.c = v;
+    add_op(p, OP_GATHER_OUT, o, att);
+    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
+    p.logits = logits;
+    p.hidden = att;
+    p.n_kv_layers = 1;
+    p.kv_k_width = {s.Hkv * s.D};
+    p.kv_v_width = {s.Hkv * s.D};
+    return p;
+}
+
+// Head h's slope in double (ALiBi's geometric sequence, as the comment above).
+static double slope(const shape & s, int64_t h) {
+    int64_t n2 = 1;
+    while (n2 * 2 <= s.H) n2 *= 2;
+    return h < n2 ? std::pow(2.0, -s.max_bias * double(h + 1) / double(n2)) : std::pow(2.0, -s.max_bias * double(2 * (h - n2) + 1) / double(2 * n2));
+}
+
+// The outputs of the queries of rows[from, to): rows[i] is the input row at position i of one
+// sequence (causal: positions <= i within the window; else all of them).
+static std::vector<double> reference(const shape & s, const std::vector<const float *> & rows, int64_t from, int64_t to) {
+    const int64_t G = s.H / s.Hkv, ko = s.H * s.D, vo = ko + s.Hkv * s.D, n = static_cast<int64_t>(rows.size());
+    std::vector<double> out(static_cast<size_t>((to - from) * s.H * s.D));
+    for (int64_t t = from; t < to; t++) {
+        const int64_t hi = s.causal ? t : n - 1, lo = s.window ? std::max<int64_t>(0, t + 1 - s.window) : 0;
+        for (int64_t qh = 0; qh < s.H; qh++) {
+            const int64_t h = qh / G;
+            std::vector<double> p(static_cast<size_t>(hi + 1), 0.0);
+            double mx = -INFINITY;
+            for (int64_t j = lo; j <= hi; j++) {
+                double dot = 0;
+                for (int64_t i = 0; i < s.D; i++) dot += double(rows[static_cast<size_t>(t)][qh * s.D + i]) * rows[static_cast<size_t>(j)][ko + h * s.D + i];
+                p[static_cast<size_t>(j)] = dot / std::sqrt(double(s.D)) - slope(s, qh) * double(std::llabs(j - t));
+                mx = std::max(mx, p[static_cast<size_t>(j)]);
+            }
+            softmax_mix(p, mx, hi, [&](int64_t j) { return j >= lo; }, [&](int64_t j) { return rows[static_cast<size_t>(j)] + vo + h * s.D; }, s.D,
+                        out.data() + (t - from) * s.H * s.D + qh * s.D);
+        }
+    }
+    return out;
+}
+
+static model_params params(uint32_t kv_type, int n_seq = 1) {
+    model_params mp;
+    mp.n_threads = 2;
+    mp.n_ctx = 128;
+    mp.n_seq_max = n_seq;
+    mp.kv_type = kv_type;
+    mp.kv_type_v = kv_type;
+    return mp;
+}
+
+static void run_case(const shape & s, int64_t n, int64_t split, uint32_t kv_type = KAIL_TYPE_F32) {
+    std::mt19937 rng(11);
+    const std::vector<float> in = randn(rng, static_cast<size_t>(n * s.in()));
+    const std::vector<float> head = randn(rng, static_cast<size_t>(s.H * s.D * 2));
+    const std::vector<uint8_t> image = gguf_image({{"head", {s.H * s.D, 2}, head}});
+    std::shared_ptr<gguf_file> file = gguf_file::from_buffer(image.data(), image.size());
+    std::vector<const float *> rows;
+    for (int64_t t = 0; t < n; t++) rows.push_back(in.data() + t * s.in());
+    const std::vector<double> want = reference(s, rows, 0, n);
+    shape plain = s;
+    plain.max_bias = 0;
+    const std::vector<double> no_alibi = reference(plain, rows, 0, n);
+    std::vector<float> got, parts;
+    {
+        model m(file, make_program(s, s.max_bias), params(kv_type));
+        got = run_hidden(m, nullptr, n, 0, 0, in.data(), s.in());
+    }
+    const double e = nmse(got, want);
+    const double moved = nmse(got, no_alibi);
+    double e_parts = 0;
+    if (s.causal) {
+        model m(file, make_program(s, s.max_bias), params(kv_type));
+        parts = run_hidden(m, nullptr, split, 0, 0, in.data(), s.in());
+        const std::vector<float> tail = run_hidden(m, nullptr, n - split, static_cast<int32_t>(split), 0, in.data() + split * s.in(), s.in());
+        parts.insert(parts.end(), tail.begin(), tail.end());
+        e_parts = nmse(parts, want);
+    }
+    std::printf("alibi H %lld/%lld D %lld max_bias %g window %lld %s %s, %lld tokens: NMSE %.3e (split at %lld: %.3e); ALiBi's effect %.3e\n", (long long)s.H, (long long)s.Hkv,
+                (long long)s.D, s.max_bias, (long long)s.window, s.causal ? "causal" : "non-causal", kv_type == KAIL_TYPE_F32 ? "f32" : "q8_0", (long long)n, e, (long long)split, e_parts, moved);
+    const double tol = kv_type == KAIL_TYPE_F32 ? 1e-12 : 2e-4;
+    CHECK(e < tol);
+    CHECK(e_parts < tol);
+    CHECK(moved > 1e-3);
+}
+
+// Two sequences interleaved in one batch (seq 1 starting at position 5), then one more token
+// each in a second pass: each sequence's ALiBi distances are its own.
+static void run_two_sequences(const shape & s) {
+    const int64_t n0 = 12, n1 = 9;
+    std::mt19937 rng(21);
+    const std::vector<float> in0 = randn(rng, static_cast<size_t>((n0 + 1) * s.in())), in1 = randn(rng, static_cast<size_t>((n1 + 1 + 5) * s.in()));
+    const std::vector<float> head = randn(rng, static_cast<size_t>(s.H * s.D * 2));
+    const std::vector<uint8_t> image = gguf_image({{"head", {s.H * s.D, 2}, head}});
+    std::shared_ptr<gguf_file> file = gguf_file::from_buffer(image.data(), image.size());
+    model m(file, make_program(s, s.max_bias), params(KAIL_TYPE_F32, 2));
+    // seq 1's first 5 positions, alone
+    (void)run_hidden(m, nullptr, 5, 0, 1, in1.data(), s.in());
+    std::vector<int32_t> pos, seq, toks;
+    std::vector<float> rows;
+    for (int64_t t = 0; t < std::max(n0, n1); t++)
+        for (int sq = 0; sq < 2; sq++) {
+            if (t >= (sq ? n1 : n0)) continue;
+            const int64_t p = sq ? 5 + t : t;
+            pos.push_back(static_cast<int32_t>(p));
+            seq.push_back(sq);
+            const float * r = (sq ? in1.data() : in0.data()) + p * s.in();
+            rows.insert(rows.end(), r, r + s.in());
+        }
+    toks.assign(pos.size(), 0);
+    std::vector<uint8_t> outs(pos.size(), 1);
+    batch b;
+    b.tokens = toks.data();
+    b.pos = pos.data();
+    b.seq = seq.data();
+    b.output = outs.data();
+    b.n = static_cast<int64_t>(pos.size());
+    b.embd = rows.data();
+    b.embd_width = s.in();
+    b.want_hidden = true;
+    std::vector<float> logits, hidden;
+    m.forward(b, logits, &hidden);
+    const std::vector<float> last0 = run_hidden(m, nullptr, 1, static_cast<int32_t>(n0), 0, in0.data() + n0 * s.in(), s.in());
+    const std::vector<float> last1 = run_hidden(m, nullptr, 1, static_cast<int32_t>(5 + n1), 1, in1.data() + (5 + n1) * s.in(), s.in());
+    std::vector<const float *> r0, r1;
+    for (int64_t t = 0; t <= n0; t++) r0.push_back(in0.data() + t * s.in());
+    for (int64_t t = 0; t <= 5 + n1; t++) r1.push_back(in1.data() + t * s.in());
+    const std::vector<double> w0 = reference(s, r0, 0, n0 + 1), w1 = reference(s, r1, 0, 5 + n1 + 1);
+    const int64_t W = s.H * s.D;
+    std::vector<float> got;
+    std::vector<double> want;
+    for (size_t i = 0; i < pos.size(); i++) {
+        got.insert(got.end(), hidden.begin() + static_cast<int64_t>(i) * W, hidden.begin() + static_cast<int64_t>(i + 1) * W);
+        const std::vector<double> & w = seq[i] ? w1 : w0;
+        want.insert(want.end(), w.begin() + pos[i] * W, w.begin() + (pos[i] + 1) * W);
+    }
+    got.insert(got.end(), last0.begin(), last0.end());
+    want.insert(want.end(), w0.begin() + n0 * W, w0.end());
+    got.insert(got.end(), last1.begin(), last1.end());
+    want.insert(want.end(), w1.begin() + (5 + n1) * W, w1.end());
+    const double e = nmse(got, want);
+    std::printf("alibi two sequences in one batch (H %lld/%lld): NMSE %.3e\n", (long long)s.H, (long long)s.Hkv, e);
+    CHECK(e < 1e-12);
+}
+
+// A context shift: 30 positions, drop [4, 14), then 6 more tokens; the kept rows are at their new
+// positions (ALiBi has no rotation to turn: the distances are the rows').
+static void run_shift(const shape & s) {
+    const int64_t n = 30, keep = 4, drop = 10, more = 6;
+    std::mt19937 rng(31);
+    const std::vector<float> in = randn(rng, static_cast<size_t>((n + more) * s.in()));
+    const std::vector<float> head = randn(rng, static_cast<size_t>(s.H * s.D * 2));
+    const std::vector<uint8_t> image = gguf_image({{"head", {s.H * s.D, 2}, head}});
+    std::shared_ptr<gguf_file> file = gguf_file::from_buffer(image.data(), image.size());
+    model m(file, make_program(s, s.max_bias), params(KAIL_TYPE_F32));
+    (void)run_hidden(m, nullptr, n, 0, 0, in.data(), s.in());
+    CHECK(m.seq_shift(0, keep, drop) == n - drop);
+    const std::vector<float> got = run_hidden(m, nullptr, more, static_cast<int32_t>(n - drop), 0, in.data() + n * s.in(), s.in());
+    std::vector<const float *> rows;
+    for (int64_t t = 0; t < n + more; t++)
+        if (t < keep || t >= keep + drop) rows.push_back(in.data() + t * s.in());
+    const std::vector<double> want = reference(s, rows, n - drop, n - drop + more);
+    const double e = nmse(got, want);
+    std::printf("alibi after a context shift (H %lld/%lld): NMSE %.3e\n", (long long)s.H, (long long)s.Hkv, e);
+    CHECK(e < 1e-12);
+}
+
+// The program checks: a negative or non-finite maximum bias is refused.
+static void run_refusals() {
+    const shape s{4, 2, 8, 8.0};
+    const std::vector<float> head(static_cast<size_t>(s.H * s.D * 2), 0.5f);
+    const std::vector<uint8_t> image = gguf_image({{"head", {s.H * s.D, 2}, head}});
+    std::shared_ptr<gguf_file> file = gguf_file::from_buffer(image.data(), image.size());
+    for (double bad : {-1.0, static_cast<double>(NAN), static_cast<double>(INFINITY)}) {
+        bool refused = false;
+        try {
+            model m(file, make_program(s, bad), params(KAIL_TYPE_F32));
+        } catch (const error & e) {
+            refused = e.code() == KAIL_E_BAD_MODEL && std::strstr(e.what(), "ALiBi") != nullptr;
+        }
+        CHECK(refused);
+    }
+}
+
+int main() {
+    // Eight heads (a power of two), max_bias 8 (BLOOM's); split at 17.
+    run_case({8, 8, 16, 8.0}, 40, 17);
+    // Six heads (n2 = 4: heads 4 and 5 take the odd powers of m1), GQA groups of 3.
+    run_case({6, 2, 16, 8.0}, 40, 1);
+    // Twelve heads (n2 = 8), groups of 2, another maximum bias and a sliding window of 8.
+    run_case({12, 6, 8, 4.0, 8}, 33, 20);
+    // Non-causal (every position of the pass; queries see later ones, distances both ways).
+    run_case({5, 5, 8, 8.0, 0, false}, 20, 20);
+    // A Q8_0 cache: within its rounding.
+    run_case({6, 3, 32, 8.0}, 36, 11, KAIL_TYPE_Q8_0);
+    run_two_sequences({6, 2, 16, 8.0});
+    run_shift({6, 3, 16, 8.0});
+    run_refusals();
+    if (g_failures) {
+        std::fprintf(stderr, "%d failures\n", g_failures);
+        return 1;
+    }
+    std::printf("ok\n");
+    return 0;
+}

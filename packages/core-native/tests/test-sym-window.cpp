@@ -1,0 +1,199 @@
+// The attention op's symmetric window (its `sym_window` parameter, non-causal only: ModernBERT's
+// local blocks, EmbeddingGemma's sliding blocks) against a double reference written from
+// llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC mask: query position p sees key position j of its
+// sequence when |p - j| <= n_swa / 2 (integer division). Cases: even and odd windows, GQA, a
+// window wider than the pass (every position), ALiBi inside the window, two sequences in one
+// batch, and the program checks (a causal op or a negative window refused).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kail/gguf.h"
+#include "kail/model.h"
+#include "kail/status.h"
+#include "kail/types.h"
+#include "op_test_util.h"
+
+using namespace kail;
+
+struct shape {
+    int64_t H, Hkv, D, sym;
+    double alibi = 0;
+    int64_t in() const { return H * D + 2 * Hkv * D; }
+};
+
+static program make_program(const shape & s, bool causal = false) {
+    program p;
+    const int in = add_buf(p, "in", s.in()), q = add_buf(p, "q", s.H * s.D), k = add_buf(p, "k", s.Hkv * s.D), v = add_buf(p, "v", s.Hkv * s.D);
+    const int att = add_buf(p, "att", s.H * s.D), o = add_buf(p, "o", s.H * s.D, true), logits = add_buf(p, "logits", 2, true);
+    auto d = [](int64_t x) { return static_cast<double>(x); };
+    add_op(p, OP_INPUT, in, -1);
+    add_op(p, OP_COPY, q, in, {{"a_off", 0}, {"n", d(s.H * s.D)}});
+    add_op(p, OP_COPY, k, in, {{"a_off", d(s.H * s.D)}, {"n", d(s.Hkv * s.D)}});
+    add_op(p, OP_COPY, v, in, {{"a_off", d(s.H * s.D + s.Hkv * s.D)}, {"n", d(s.Hkv * s.D)}});
+    std::map<std::string, double> ap = {{"layer", 0}, {"n_head", d(s.H)}, {"n_head_kv", d(s.Hkv)}, {"head_dim", d(s.D)}, {"sym_window", d(s.sym)}};
+    if (!causal) ap["causal"] = 0;
+    if (s.alibi > 0) ap["alibi"] = s.alibi;
+    op_desc & a = add_op(p, OP_ATTENTION, att, q, ap);
+    a.b = k;
+    a.c = v;
+    add_op(p, OP_GATHER_OUT, o, att);
+    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
+    p.logits = logits;
+    p.hidden = att;
+    p.n_kv_layers = 1;
+    p.kv_k_width = {s.Hkv * s.D};
+    p.kv_v_width = {s.Hkv * s.D};
+    return p;
+}
+
+static double slope(const shape & s, int64_t h) {
+    int64_t n2 = 1;
+    while (n2 * 2 <= s.H) n2 *= 2;
+    return h < n2 ? std::pow(2.0, -s.alibi * double(h + 1) / double(n2)) : std::pow(2.0, -s.alibi * double(2 * (h - n2) + 1) / double(2 * n2));
+}
+
+// Every query of one sequence of rows (position i = rows[i]); `half` < 0: no window.
+static std::vector<double> reference(const shape & s, const std::vector<const float *> & rows, int64_t half) {
+    const int64_t G = s.H / s.Hkv, ko = s.H * s.D, vo = ko + s.Hkv * s.D, n = static_cast<int64_t>(rows.size());
+    std::vector<double> out(static_cast<size_t>(n * s.H * s.D));
+    for (int64_t t = 0; t < n; t++) {
+        auto kept = [&](int64_t j) { return half < 0 || std::llabs(t - j) <= half; };
+        for (int64_t qh = 0; qh < s.H; qh++) {
+            const int64_t h = qh / G;
+            std::vector<double> p(static_cast<size_t>(n), 0.0);
+            double mx = -INFINITY;
+            for (int64_t j = 0; j < n; j++) {
+                if (!kept(j)) continue;
+                double dot = 0;
+                for (int64_t i = 0; i < s.D; i++) dot += double(rows[static_cast<size_t>(t)][qh * s.D + i]) * rows[static_cast<size_t>(j)][ko + h * s.D + i];
+                p[static_cast<size_t>(j)] = dot / std::sqrt(double(s.D)) - (s.alibi > 0 ? slope(s, qh) * double(std::llabs(j - t)) : 0.0);
+                mx = std::max(mx, p[static_cast<size_t>(j)]);
+            }
+            softmax_mix(p, mx, n - 1, kept, [&](int64_t j) { return rows[static_cast<size_t>(j)] + vo + h * s.D; }, s.D, out.data() + t * s.H * s.D + qh * s.D);
+        }
+    }
+    return out;
+}
+
+static model_params params(int n_seq = 1) {
+    model_params mp;
+    mp.n_threads = 2;
+    mp.n_ctx = 64;
+    mp.n_seq_max = n_seq;
+    mp.kv_type = KAIL_TYPE_F32;
+    mp.kv_type_v = KAIL_TYPE_F32;
+    return mp;
+}
+
+static std::shared_ptr<gguf_file> head_file(std::mt19937 & rng, const shape & s, std::vector<uint8_t> & image) {
+    const std::vector<float> head = randn(rng, static_cast<size_t>(s.H * s.D * 2));
+    image = gguf_image({{"head", {s.H * s.D, 2}, head}});
+    return gguf_file::from_buffer(image.data(), image.size());
+}
+
+static void run_case(const shape & s, int64_t n) {
+    std::mt19937 rng(13);
+    const std::vector<float> in = randn(rng, static_cast<size_t>(n * s.in()));
+    std::vector<uint8_t> image;
+    std::shared_ptr<gguf_file> file = head_file(rng, s, image);
+    std::vector<const float *> rows;
+    for (int64_t t = 0; t < n; t++) rows.push_back(in.data() + t * s.in());
+    model m(file, make_program(s), params());
+    const std::vector<float> got = run_hidden(m, nullptr, n, 0, 0, in.data(), s.in());
+    const double e = nmse(got, reference(s, rows, s.sym / 2));
+    const double moved = nmse(got, reference(s, rows, -1));
+    std::printf("sym_window %lld H %lld/%lld D %lld alibi %g, %lld tokens: NMSE %.3e; the window's effect %.3e\n", (long long)s.sym, (long long)s.H, (long long)s.Hkv, (long long)s.D, s.alibi,
+                (long long)n, e, moved);
+    CHECK(e < 1e-12);
+    // (A window wider than the pass changes nothing.)
+    if (s.sym / 2 >= n - 1) CHECK(moved < 1e-12);
+    else CHECK(moved > 1e-4);
+}
+
+// Two sequences interleaved in one batch: each token's window is in its own sequence's positions.
+static void run_two_sequences(const shape & s) {
+    const int64_t n0 = 13, n1 = 9;
+    std::mt19937 rng(23);
+    const std::vector<float> in0 = randn(rng, static_cast<size_t>(n0 * s.in())), in1 = randn(rng, static_cast<size_t>(n1 * s.in()));
+    std::vector<uint8_t> image;
+    std::shared_ptr<gguf_file> file = head_file(rng, s, image);
+    model m(file, make_program(s), params(2));
+    std::vector<int32_t> pos, seq, toks;
+    std::vector<float> rows;
+    for (int64_t t = 0; t < std::max(n0, n1); t++)
+        for (int sq = 0; sq < 2; sq++) {
+            if (t >= (sq ? n1 : n0)) continue;
+            pos.push_back(static_cast<int32_t>(t));
+            seq.push_back(sq);
+            const float * r = (sq ? in1.data() : in0.data()) + t * s.in();
+            rows.insert(rows.end(), r, r + s.in());
+        }
+    toks.assign(pos.size(), 0);
+    std::vector<uint8_t> outs(pos.size(), 1);
+    batch b;
+    b.tokens = toks.data();
+    b.pos = pos.data();
+    b.seq = seq.data();
+    b.output = outs.data();
+    b.n = static_cast<int64_t>(pos.size());
+    b.embd = rows.data();
+    b.embd_width = s.in();
+    b.want_hidden = true;
+    std::vector<float> logits, hidden;
+    m.forward(b, logits, &hidden);
+    std::vector<const float *> r0, r1;
+    for (int64_t t = 0; t < n0; t++) r0.push_back(in0.data() + t * s.in());
+    for (int64_t t = 0; t < n1; t++) r1.push_back(in1.data() + t * s.in());
+    const std::vector<double> w0 = reference(s, r0, s.sym / 2), w1 = reference(s, r1, s.sym / 2);
+    const int64_t W = s.H * s.D;
+    std::vector<double> want;
+    for (size_t i = 0; i < pos.size(); i++) {
+        const std::vector<double> & w = seq[i] ? w1 : w0;
+        want.insert(want.end(), w.begin() + pos[i] * W, w.begin() + (pos[i] + 1) * W);
+    }
+    const double e = nmse(hidden, want);
+    std::printf("sym_window %lld, two sequences in one batch: NMSE %.3e\n", (long long)s.sym, e);
+    CHECK(e < 1e-12);
+}
+
+static void run_refusals() {
+    const shape s{4, 2, 8, 6};
+    std::mt19937 rng(3);
+    std::vector<uint8_t> image;
+    std::shared_ptr<gguf_file> file = head_file(rng, s, image);
+    auto refused = [&](const program & p, error_code code, const char * what) {
+        try {
+            model m(file, p, params());
+        } catch (const error & e) {
+            return e.code() == code && std::strstr(e.what(), what) != nullptr;
+        }
+        return false;
+    };
+    CHECK(refused(make_program(s, true), KAIL_E_INVALID_ARG, "a symmetric window takes non-causal attention"));
+    CHECK(refused(make_program({4, 2, 8, -2}), KAIL_E_BAD_MODEL, "symmetric window -2 is negative"));
+}
+
+int main() {
+    // ModernBERT-like: even window 8 (4 either side), MHA.
+    run_case({4, 4, 16, 8}, 30);
+    // An odd window (7: 3 either side), GQA groups of 3.
+    run_case({6, 2, 16, 7}, 25);
+    // A window of 1 (each token alone) and one wider than the pass.
+    run_case({2, 1, 8, 1}, 10);
+    run_case({4, 2, 8, 64}, 12);
+    // ALiBi inside a window (distances both ways).
+    run_case({6, 3, 8, 10, 8.0}, 24);
+    run_two_sequences({4, 2, 16, 6});
+    run_refusals();
+    if (g_failures) {
+        std::fprintf(stderr, "%d failures\n", g_failures);
+        return 1;
+    }
+    std::printf("ok\n");
+    return 0;
+}
