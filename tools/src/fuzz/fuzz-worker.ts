@@ -49,6 +49,24 @@ function peakRssMb(): number {
 
 const finite = (a: Float32Array) => a.every((v) => Number.isFinite(v));
 
+/**
+ * The last token's logits after `toks`: an EAGLE-3 draft (which runs bound to a target) is fed
+ * feature rows as speculation feeds it, [target features | g_prev] (a fixed ramp here).
+ */
+function evalLast(model: EngineModel, seq: number, toks: number[]): Promise<Float32Array> {
+  if (!model.eagle3) return model.evaluate(seq, toks, 'last');
+  const w = model.runtime.inputWidth;
+  const n = toks.length;
+  const start = model.runtime.seqLen(seq);
+  return model.forwardBatch({
+    tokens: Int32Array.from(toks),
+    pos: Int32Array.from(toks, (_, i) => start + i),
+    seq: new Int32Array(n).fill(seq),
+    output: Uint8Array.from(toks, (_, i) => (i === n - 1 ? 1 : 0)),
+    embd: Float32Array.from({ length: n * w }, (_, i) => Math.sin(i * 0.37)),
+  });
+}
+
 async function run(job: FuzzJob): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb' | 'ms'>> {
   let stage = 'inspect';
   let model: EngineModel | undefined;
@@ -66,9 +84,9 @@ async function run(job: FuzzJob): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb'
     let toks = model.tokenizer.tokenize('Hello world, the expert', { addSpecial: true }).slice(0, 4);
     if (toks.length === 0) toks = [0];
     stage = 'eval';
-    let allFinite = finite(await model.evaluate(0, toks, 'last'));
+    let allFinite = finite(await evalLast(model, 0, toks));
     // (An encoder or a diffusion model takes a sequence whole: the last token goes in as a sequence of its own.)
-    allFinite = finite(await model.evaluate(model.encoder || model.diffusion ? 1 : 0, [model.nVocab - 1], 'last')) && allFinite;
+    allFinite = finite(await evalLast(model, model.encoder || model.diffusion ? 1 : 0, [model.nVocab - 1])) && allFinite;
     if (model.diffusion) {
       // A diffusion model's text comes from its loop (the file's mask token, shift_logits).
       stage = 'diffusion';

@@ -102,7 +102,9 @@ export type TensorRole =
   /** NextN (MTP) eh_proj: a plain 2*dim -> dim linear, typed like attn_q / ffn_gate (the default rule). */
   | 'nextn_eh_proj'
   /** An integer table (DeepSeek-V4's ffn_gate_tid2eid): always I32. */
-  | 'index';
+  | 'index'
+  /** A 64-bit integer table (EAGLE-3's d2t): always I64. */
+  | 'index64';
 
 export interface TensorSpec {
   name: string;

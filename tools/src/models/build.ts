@@ -229,6 +229,8 @@ export class UnitEncoder {
         return encodeF32(chunk);
       case GgmlType.I32:
         return new Uint8Array(Int32Array.from(chunk).buffer);
+      case GgmlType.I64:
+        return new Uint8Array(BigInt64Array.from(chunk, (v) => BigInt(v)).buffer);
       case GgmlType.F16:
       case GgmlType.BF16:
         if (this.half.length < n * 2) this.half = new Uint8Array(n * 2);

@@ -142,7 +142,7 @@ describe('llama-dense writer', () => {
 
   it('rejects configs the loaders cannot take, naming the field', () => {
     expect(() => plan('tiny-xverse', { fusedQkv: true })).toThrow(/fusedQkv is internlm2's/);
-    expect(() => plan('tiny-olmo', { clampKqv: 0 })).toThrow(/clampKqv is olmo's, a positive finite number/);
+    expect(() => plan('tiny-olmo', { clampKqv: 0 })).toThrow(/clampKqv is olmo's and mpt's, a positive finite number/);
     expect(() => plan('tiny-orion', { clampKqv: 1 })).toThrow(/clampKqv is olmo's/);
     expect(() => plan('tiny-nanbeige', { loops: 0 })).toThrow(/loops \/ skipLoopNorm are nanbeige's/);
     expect(() => plan('tiny-xverse', { ropeFreqs: true })).toThrow(/ropeFreqs is exaone's, arcee's and nanbeige's/);
@@ -151,7 +151,7 @@ describe('llama-dense writer', () => {
     expect(() => plan('tiny-xverse', { scales: { embedding: 1, residual: 1, logit: 1 } })).toThrow(/scales are minicpm's/);
     expect(() => plan('tiny-orion', { parallel: true })).toThrow(/parallel \/ qkLayerNorm are stablelm's/);
     expect(() => plan('tiny-stablelm', { ffnBias: true })).toThrow(/ffnBias is nemotron's/);
-    expect(() => plan('tiny-orion', { ropeDims: 16 })).toThrow(/ropeDims is glm4's, stablelm's and nemotron's/);
+    expect(() => plan('tiny-orion', { ropeDims: 16 })).toThrow(/ropeDims is glm4's, stablelm's, nemotron's, gptneox's and phi2's/);
     expect(() => plan('tiny-minicpm', { scales: { embedding: 1, residual: 0, logit: 1 } })).toThrow(/each positive and finite/);
     expect(() => plan('tiny-olmo2', { tiedEmbeddings: true })).toThrow(/requires output.weight/);
     expect(() => plan('tiny-olmo2', { headDim: 32 })).toThrow(/must be dim/);
@@ -166,5 +166,100 @@ describe('llama-dense writer', () => {
     expect(() => plan('tiny-apertus', { xielu: undefined })).toThrow(/xielu parameters are apertus's, and it requires them/);
     expect(() => plan('tiny-apertus', { xielu: { alphaN: [1], alphaP: [1], beta: [1], eps: [1] } })).toThrow(/xielu\.alphaN needs one finite number per block \(4\)/);
     expect(() => plan('tiny-glm4', { xielu: { alphaN: [1, 1, 1, 1], alphaP: [1, 1, 1, 1], beta: [1, 1, 1, 1], eps: [1, 1, 1, 1] } })).toThrow(/xielu parameters are apertus's/);
+  });
+
+  it('parallel-residual decoders: gptneox (fused attn_qkv with its bias, use_parallel_residual), phi2 (output.bias, no ffn_norm), falcon (attn_norm_2, no biases)', () => {
+    const LN = (n: string) => [`${n}.weight`, `${n}.bias`];
+    const GELU = ['ffn_up.weight', 'ffn_down.weight'];
+    const GELU_B = [...GELU, 'ffn_up.bias', 'ffn_down.bias'];
+    expect(block('tiny-gptneox', 2)).toEqual([...LN('attn_norm'), 'attn_qkv.weight', 'attn_qkv.bias', 'attn_output.weight', 'attn_output.bias', ...LN('ffn_norm'), ...GELU_B].sort());
+    expect(block('tiny-phi2', 0)).toEqual([...LN('attn_norm'), ...QKV, ...BIAS, 'attn_output.bias', ...GELU_B].sort());
+    expect(block('tiny-phi2-fused', 1)).toEqual([...LN('attn_norm'), 'attn_qkv.weight', 'attn_qkv.bias', 'attn_output.weight', 'attn_output.bias', ...GELU_B].sort());
+    expect(block('tiny-falcon', 3)).toEqual([...LN('attn_norm'), 'attn_qkv.weight', 'attn_output.weight', ...GELU].sort());
+    expect(block('tiny-falcon-40b', 0)).toEqual([...LN('attn_norm'), ...LN('attn_norm_2'), 'attn_qkv.weight', 'attn_output.weight', ...GELU].sort());
+    expect(block('tiny-chatglm', 1)).toEqual(['attn_norm.weight', 'attn_qkv.weight', 'attn_qkv.bias', 'attn_output.weight', 'ffn_norm.weight', ...GELU].sort());
+    expect(block('tiny-chatglm-split', 1)).toEqual(['attn_norm.weight', ...QKV, 'ffn_norm.weight', ...GELU].sort());
+    expect([shapes('tiny-chatglm').get('blk.0.ffn_up.weight'), shapes('tiny-chatglm').get('blk.0.attn_qkv.weight')]).toEqual([[256, 1024], [256, 512]]);
+    expect(DEFAULT_PRESET_FOR_ARCH.chatglm).toBe('tiny-chatglm');
+    const heads = (p: string) => plan(p).tensors.filter((x) => x.layer === undefined).map((x) => x.name);
+    expect(heads('tiny-phi2')).toEqual(['token_embd.weight', 'output_norm.weight', 'output_norm.bias', 'output.weight', 'output.bias']);
+    expect(heads('tiny-gptneox')).toEqual(['token_embd.weight', 'output_norm.weight', 'output_norm.bias', 'output.weight']);
+    expect(heads('tiny-falcon')).toEqual(['token_embd.weight', 'output_norm.weight', 'output_norm.bias']);
+    const s = shapes('tiny-gptneox');
+    expect([s.get('blk.0.attn_qkv.weight'), s.get('blk.0.attn_qkv.bias'), s.get('output.bias')]).toEqual([[256, 768], [768], undefined]);
+    const f = shapes('tiny-falcon');
+    expect([f.get('blk.0.attn_qkv.weight'), shapes('tiny-falcon-40b').get('blk.0.attn_qkv.weight'), shapes('tiny-phi2').get('output.bias')]).toEqual([[256, 384], [256, 512], [1024]]);
+    const q = new Map(plan('tiny-gptneox', {}, 'Q4_K_M').tensors.map((x) => [x.name, x.type]));
+    expect([q.get('blk.0.attn_qkv.bias'), q.get('blk.0.ffn_norm.bias'), new Map(plan('tiny-phi2', {}, 'Q8_0').tensors.map((x) => [x.name, x.type])).get('output.bias')]).toEqual([GgmlType.F32, GgmlType.F32, GgmlType.F32]);
+    expect([DEFAULT_PRESET_FOR_ARCH.gptneox, DEFAULT_PRESET_FOR_ARCH.phi2, DEFAULT_PRESET_FOR_ARCH.falcon]).toEqual(['tiny-gptneox', 'tiny-phi2', 'tiny-falcon']);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llama-dense-par-'));
+    try {
+      const keys = (preset: string) => {
+        const out = path.join(dir, `${preset}.gguf`);
+        const c = config(preset);
+        writeModel({ config: c, fileType: 'F32', seed: 1, out });
+        const kv = readGgufHeader(out).kv;
+        return (k: string) => kv.get(`${c.arch}.${k}`)?.value;
+      };
+      const g = keys('tiny-gptneox');
+      expect([g('use_parallel_residual'), g('rope.dimension_count'), g('attention.layer_norm_epsilon'), g('attention.layer_norm_rms_epsilon')]).toEqual([true, 16, Math.fround(1e-5), undefined]);
+      expect(keys('tiny-gptneox-seq')('use_parallel_residual')).toBe(false);
+      const f7 = keys('tiny-falcon');
+      expect([f7('use_parallel_residual'), f7('rope.dimension_count'), f7('attention.head_count_kv')]).toEqual([undefined, 64, 1]);
+      const cg = keys('tiny-chatglm');
+      expect([cg('rope.dimension_count'), cg('attention.layer_norm_rms_epsilon'), cg('feed_forward_length')]).toEqual([32, Math.fround(1e-5), 512]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    expect(() => plan('tiny-gptneox', { parallelResidual: undefined })).toThrow(/gptneox: the loader requires attn_qkv\.bias \(qkvBias\) and use_parallel_residual/);
+    expect(() => plan('tiny-gptneox', { fusedQkv: false })).toThrow(/gptneox: the loader takes one attn_qkv/);
+    expect(() => plan('tiny-falcon', { fusedQkv: false })).toThrow(/falcon: the loader takes one attn_qkv/);
+    expect(() => plan('tiny-falcon', { qkvBias: true })).toThrow(/falcon: the loader takes no q\/k\/v biases/);
+    expect(() => plan('tiny-phi2', { parallelResidual: true })).toThrow(/parallelResidual is gptneox's/);
+    expect(() => plan('tiny-phi2', { attnNorm2: true })).toThrow(/attnNorm2 is falcon's/);
+    expect(() => plan('tiny-falcon', { ropeDims: 32 })).toThrow(/ropeDims is glm4's/);
+    expect(() => plan('tiny-phi2', { tiedEmbeddings: true })).toThrow(/requires output.weight/);
+  });
+
+  it('ALiBi decoders: bloom (token_embd_norm, fused q/k/v with its bias), mpt (max_alibi_bias, optional biases and positions), refact, baichuan; no rope.* keys for the first three', () => {
+    const LN = (n: string) => [`${n}.weight`, `${n}.bias`];
+    const GELU_B = ['ffn_up.weight', 'ffn_down.weight', 'ffn_up.bias', 'ffn_down.bias'];
+    const FUSED = ['attn_qkv.weight', 'attn_qkv.bias', 'attn_output.weight', 'attn_output.bias'];
+    expect(block('tiny-bloom', 1)).toEqual([...LN('attn_norm'), ...FUSED, ...LN('ffn_norm'), ...GELU_B].sort());
+    expect(block('tiny-mpt', 2)).toEqual([...LN('attn_norm'), ...FUSED, ...LN('ffn_norm'), ...GELU_B].sort());
+    expect(block('tiny-mpt-plain', 2)).toEqual(['attn_norm.weight', 'attn_qkv.weight', 'attn_output.weight', 'ffn_norm.weight', 'ffn_up.weight', 'ffn_down.weight'].sort());
+    expect(block('tiny-refact', 0)).toEqual(['attn_norm.weight', ...QKV, 'ffn_norm.weight', ...FFN].sort());
+    expect(block('tiny-baichuan-13b', 39)).toEqual(['attn_norm.weight', ...QKV, 'ffn_norm.weight', ...FFN].sort());
+    const heads = (p: string) => plan(p).tensors.filter((x) => x.layer === undefined).map((x) => x.name);
+    expect(heads('tiny-bloom')).toEqual(['token_embd.weight', 'token_embd_norm.weight', 'token_embd_norm.bias', ...LN('output_norm')]);
+    expect(heads('tiny-mpt')).toEqual(['token_embd.weight', 'position_embd.weight', ...LN('output_norm')]);
+    expect(heads('tiny-mpt-plain')).toEqual(['token_embd.weight', 'output_norm.weight']);
+    expect(heads('tiny-baichuan')).toEqual(['token_embd.weight', 'output_norm.weight', 'output.weight']);
+    expect([shapes('tiny-bloom').get('blk.0.attn_qkv.bias'), shapes('tiny-mpt').get('position_embd.weight'), shapes('tiny-refact').get('blk.0.attn_k.weight')]).toEqual([[768], [256, 256], [256, 64]]);
+    const q = new Map(plan('tiny-bloom', {}, 'Q4_K_M').tensors.map((x) => [x.name, x.type]));
+    expect([q.get('token_embd_norm.bias'), q.get('blk.0.attn_qkv.bias')]).toEqual([GgmlType.F32, GgmlType.F32]);
+    expect([DEFAULT_PRESET_FOR_ARCH.bloom, DEFAULT_PRESET_FOR_ARCH.mpt, DEFAULT_PRESET_FOR_ARCH.refact, DEFAULT_PRESET_FOR_ARCH.baichuan]).toEqual(['tiny-bloom', 'tiny-mpt', 'tiny-refact', 'tiny-baichuan']);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llama-dense-alibi-'));
+    try {
+      const keys = (preset: string) => {
+        const out = path.join(dir, `${preset}.gguf`);
+        const c = config(preset);
+        writeModel({ config: c, fileType: 'F32', seed: 1, out });
+        const kv = readGgufHeader(out).kv;
+        return { names: [...kv.keys()], get: (k: string) => kv.get(`${c.arch}.${k}`)?.value };
+      };
+      for (const p of ['tiny-bloom', 'tiny-mpt', 'tiny-refact']) expect(keys(p).names.filter((k) => k.includes('.rope.'))).toEqual([]);
+      const m = keys('tiny-mpt');
+      expect([m.get('attention.max_alibi_bias'), m.get('attention.clamp_kqv'), m.get('attention.layer_norm_epsilon')]).toEqual([8, 1.5, Math.fround(1e-5)]);
+      const b = keys('tiny-baichuan-13b');
+      expect([b.get('block_count'), b.get('attention.head_count'), b.get('rope.dimension_count'), b.get('attention.max_alibi_bias')]).toEqual([40, 6, 16, undefined]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    expect(() => plan('tiny-bloom', { maxAlibiBias: 8 })).toThrow(/maxAlibiBias \/ positionEmbd \/ noNormBias are mpt's/);
+    expect(() => plan('tiny-mpt', { maxAlibiBias: -1 })).toThrow(/maxAlibiBias must be a non-negative number/);
+    expect(() => plan('tiny-mpt', { fusedQkv: false })).toThrow(/mpt: the loader takes one attn_qkv/);
+    expect(() => plan('tiny-bloom', { qkvBias: false })).toThrow(/requires one attn_qkv and its bias/);
+    expect(() => plan('tiny-baichuan', { tiedEmbeddings: true })).toThrow(/requires output.weight/);
   });
 });

@@ -67,8 +67,60 @@ const minicpmDefault: DenseFamilyConfig = { ...base, arch: 'minicpm', name: 'tin
 const stablelm: DenseFamilyConfig = { ...base, arch: 'stablelm', name: 'tiny-stablelm', tiedEmbeddings: false, qkvBias: true, ropeDims: 16 };
 const stablelm12b: DenseFamilyConfig = { ...base, arch: 'stablelm', name: 'tiny-stablelm-12b', tiedEmbeddings: false, parallel: true, qkLayerNorm: true, ropeDims: 16 };
 const nemotron: DenseFamilyConfig = { ...base, arch: 'nemotron', name: 'tiny-nemotron', tiedEmbeddings: false, attnOutBias: true, ffnBias: true, ropeDims: 32 };
+// Parallel-residual decoders: GPT-NeoX (Pythia: a quarter of each head rotating, parallel blocks;
+// -seq: use_parallel_residual false, half the head), Phi-2 (one shared LayerNorm, q/k/v split with
+// biases or -fused, 32 of 64 dims rotating, output.bias), Falcon (7B style: multi-query, one
+// attn_norm, tied head; -40b: attn_norm_2 for the attention, 2 KV heads, untied head).
+const gptneox: DenseFamilyConfig = { ...base, arch: 'gptneox', name: 'tiny-gptneox', nKvHeads: 4, tiedEmbeddings: false, fusedQkv: true, qkvBias: true, parallelResidual: true, ropeDims: 16 };
+const gptneoxSeq: DenseFamilyConfig = { ...gptneox, name: 'tiny-gptneox-seq', parallelResidual: false, ropeDims: 32, ropeBase: 1e4 };
+const phi2: DenseFamilyConfig = { ...base, arch: 'phi2', name: 'tiny-phi2', nKvHeads: 4, tiedEmbeddings: false, qkvBias: true, ropeDims: 32 };
+const phi2Fused: DenseFamilyConfig = { ...phi2, name: 'tiny-phi2-fused', fusedQkv: true, ropeDims: 16 };
+const falcon: DenseFamilyConfig = { ...base, arch: 'falcon', name: 'tiny-falcon', nKvHeads: 1, fusedQkv: true };
+// ChatGLM (ChatGLM3 / GLM-4 as converted): one attn_qkv with its bias, 2 KV heads, RoPE over adjacent
+// pairs on half the head, the fused gate|up; -split: q/k/v split without biases, tied head.
+const chatglm: DenseFamilyConfig = { ...base, arch: 'chatglm', name: 'tiny-chatglm', tiedEmbeddings: false, fusedQkv: true, qkvBias: true, ropeDims: 32, ropeBase: 5e6 };
+const chatglmSplit: DenseFamilyConfig = { ...base, arch: 'chatglm', name: 'tiny-chatglm-split', ropeDims: 32 };
+const falcon40b: DenseFamilyConfig = { ...base, arch: 'falcon', name: 'tiny-falcon-40b', nKvHeads: 2, fusedQkv: true, attnNorm2: true, tiedEmbeddings: false };
+// GPT-2-style decoders: gpt2 (learned positions over a context of 256, one attn_qkv with its bias,
+// every bias, GELU, tied head), starcoder (the same block, multi-query, untied head), codeshell
+// (NeoX RoPE instead of positions, 2 KV heads, fused q/k/v; -split: split q/k/v with biases and no
+// token_embd, output.weight embedding), qwen (Qwen v1: Llama's block with one attn_qkv and its
+// bias, NeoX RoPE, feed_forward_length written as twice the FFN's 512).
+const gpt2: DenseFamilyConfig = { ...base, arch: 'gpt2', name: 'tiny-gpt2', ctx: 256, nKvHeads: 4, fusedQkv: true, qkvBias: true };
+const starcoder: DenseFamilyConfig = { ...base, arch: 'starcoder', name: 'tiny-starcoder', ctx: 256, nKvHeads: 1, fusedQkv: true, qkvBias: true, tiedEmbeddings: false };
+const codeshell: DenseFamilyConfig = { ...base, arch: 'codeshell', name: 'tiny-codeshell', fusedQkv: true, qkvBias: true, tiedEmbeddings: false };
+const codeshellSplit: DenseFamilyConfig = { ...base, arch: 'codeshell', name: 'tiny-codeshell-split', qkvBias: true, tiedEmbeddings: false, noTokenEmbd: true, ropeBase: 1e5 };
+const qwen: DenseFamilyConfig = { ...base, arch: 'qwen', name: 'tiny-qwen', nKvHeads: 4, fusedQkv: true, qkvBias: true, tiedEmbeddings: false };
+// ALiBi decoders: bloom (token_embd_norm, one attn_qkv with its bias, every bias, GELU), mpt
+// (attention.max_alibi_bias 8, clamp_kqv, learned positions besides ALiBi, every optional bias; -plain: LayerNorms without biases, none of the options,
+// max_alibi_bias 4), refact (Llama's block without RoPE, one KV head), baichuan (32 blocks, which
+// llama.cpp's loader takes for the 7B: RoPE) and -13b (40 blocks: ALiBi; 6 heads, so two heads take
+// the slopes past the largest power of two), at n_embd 64 / 96 for their block counts.
+// Measured (parity-alibi): F32 bloom 7.1e-12, mpt 1.1e-10, -plain 2.7e-9 (GELU's F16 table: one
+// block alone is 2e-14 away from its scattered flips), refact 2.5e-13, baichuan 7.9e-14, -13b
+// 9.3e-14; Q4_K_M bloom 1.9e-5 / mpt 3.8e-6 / refact 1.7e-4, -13b Q8_0 7.3e-5 (llama.cpp's spread
+// 7.2e-5 / 8.2e-5 / 9.6e-4 / 9.4e-5).
+const bloom: DenseFamilyConfig = { ...base, arch: 'bloom', name: 'tiny-bloom', nKvHeads: 4, fusedQkv: true, qkvBias: true };
+const mpt: DenseFamilyConfig = {
+  ...base, arch: 'mpt', name: 'tiny-mpt', ctx: 256, nHeads: 8, nKvHeads: 8, fusedQkv: true, qkvBias: true, attnOutBias: true, ffnBias: true, maxAlibiBias: 8, clampKqv: 1.5, positionEmbd: true,
+};
+const mptPlain: DenseFamilyConfig = { ...base, arch: 'mpt', name: 'tiny-mpt-plain', nKvHeads: 4, fusedQkv: true, noNormBias: true, maxAlibiBias: 4 };
+const refact: DenseFamilyConfig = { ...base, arch: 'refact', name: 'tiny-refact', nKvHeads: 1 };
+const baichuan: DenseFamilyConfig = { ...base, arch: 'baichuan', name: 'tiny-baichuan', nLayers: 32, dim: 64, ff: 128, nKvHeads: 4, tiedEmbeddings: false };
+const baichuan13b: DenseFamilyConfig = { ...baichuan, name: 'tiny-baichuan-13b', nLayers: 40, dim: 96, ff: 192, nHeads: 6, nKvHeads: 6 };
 
 export const LLAMA_DENSE_PRESETS: Record<string, Preset> = {
+  'tiny-bloom': { description: 'bloom (BLOOM): LayerNorm of the embedding, LayerNorms with biases, one attn_qkv with its bias, ALiBi (max bias 8), every bias, ungated GELU FFN, tied head', config: bloom },
+  'tiny-mpt': { description: 'mpt (MPT): ALiBi (max_alibi_bias 8, 8 heads), clamp_kqv 1.5, learned positions too (context 256), LayerNorms with biases, every optional bias, ungated GELU FFN, tied head', config: mpt },
+  'tiny-mpt-plain': { description: 'mpt without norm biases, q/k norms, positions, clamp or other biases (MPT-7B style), max_alibi_bias 4', config: mptPlain },
+  'tiny-refact': { description: 'refact (Refact): Llama block without RoPE, ALiBi (max bias 8), one KV head, tied head', config: refact },
+  'tiny-baichuan': { description: 'baichuan (Baichuan 7B style: 32 blocks, RoPE over adjacent pairs), n_embd 64, untied head', config: baichuan },
+  'tiny-baichuan-13b': { description: 'baichuan (Baichuan 13B style: 40 blocks, ALiBi max bias 8 instead of RoPE), 6 heads of 16 (slopes past the largest power of two), untied head', config: baichuan13b },
+  'tiny-gpt2': { description: 'gpt2 (GPT-2): learned absolute positions (position_embd, context 256), LayerNorms with biases, one attn_qkv with its bias, attn_output / ffn_up / ffn_down biases, ungated GELU FFN, tied head', config: gpt2 },
+  'tiny-starcoder': { description: 'starcoder (StarCoder / SantaCoder): the GPT-2 block with multi-query attention (1 KV head), learned positions (context 256), untied head', config: starcoder },
+  'tiny-codeshell': { description: 'codeshell (CodeShell): the GPT-2 block with NeoX RoPE over the whole head instead of positions, one attn_qkv with its bias, 2 KV heads, untied head', config: codeshell },
+  'tiny-codeshell-split': { description: 'codeshell with split q/k/v and their biases, no token_embd (output.weight embeds the tokens too)', config: codeshellSplit },
+  'tiny-qwen': { description: 'qwen (Qwen v1): Llama block with one attn_qkv and its bias, NeoX RoPE, feed_forward_length twice the FFN width (1024 for 512), untied head', config: qwen },
   'tiny-internlm2': { description: 'internlm2 (InternLM2): Llama block with one fused attn_qkv (q|k|v rows), RoPE over adjacent pairs, untied head', config: internlm2 },
   'tiny-exaone': { description: 'exaone (EXAONE 3.0): Llama block, NeoX RoPE with rope_freqs factors, tied head', config: exaone },
   'tiny-xverse': { description: 'xverse (XVERSE): Llama block, RoPE over adjacent pairs, untied head', config: xverse },
@@ -82,6 +134,14 @@ export const LLAMA_DENSE_PRESETS: Record<string, Preset> = {
   'tiny-minicpm-default': { description: "minicpm without the scale keys (older files): the loader's defaults, embedding x12, residual x1.4/sqrt(4), logits / (256 / 128); untied head", config: minicpmDefault },
   'tiny-stablelm': { description: 'stablelm (StableLM 2 1.6B style): LayerNorms with biases, q/k/v biases, NeoX RoPE on 16 of 64 dims, untied head', config: stablelm },
   'tiny-stablelm-12b': { description: 'stablelm (StableLM 2 12B style): parallel blocks (no ffn_norm: the FFN reads the attention input norm), per-head q/k LayerNorms [64, heads], NeoX RoPE on 16 of 64 dims', config: stablelm12b },
+  'tiny-gptneox': { description: 'gptneox (GPT-NeoX / Pythia): LayerNorms with biases, one attn_qkv with its bias, NeoX RoPE on 16 of 64 dims, parallel blocks (use_parallel_residual: attention and FFN from norms of their own), ungated GELU FFN, every bias, untied head', config: gptneox },
+  'tiny-gptneox-seq': { description: 'gptneox with use_parallel_residual false (attention, then the FFN), NeoX RoPE on 32 of 64 dims', config: gptneoxSeq },
+  'tiny-phi2': { description: 'phi2 (Phi-2): one LayerNorm read by attention and FFN side by side, split q/k/v with biases, NeoX RoPE on 32 of 64 dims, ungated GELU FFN, every bias, output.weight and output.bias', config: phi2 },
+  'tiny-phi2-fused': { description: 'phi2 with one attn_qkv and its bias (older conversions), NeoX RoPE on 16 of 64 dims', config: phi2Fused },
+  'tiny-falcon': { description: 'falcon (Falcon-7B style): attention and an ungated GELU FFN side by side from one LayerNorm, one attn_qkv, multi-query (1 KV head), NeoX RoPE, no biases, tied head', config: falcon },
+  'tiny-falcon-40b': { description: 'falcon (Falcon-40B style): attn_norm_2 for the attention, attn_norm for the FFN, 2 KV heads, untied head', config: falcon40b },
+  'tiny-chatglm': { description: 'chatglm (ChatGLM3 / GLM-4 older files): RMS norms, one attn_qkv with its bias, 2 KV heads, RoPE over adjacent pairs on 32 of 64 dims, one ffn_up of twice the FFN (SiLU of its first half times its second), untied head', config: chatglm },
+  'tiny-chatglm-split': { description: 'chatglm with split q/k/v without biases (create_tensor_qkv), tied head', config: chatglmSplit },
   'tiny-nemotron': { description: 'nemotron (Nemotron-4 / Minitron): LayerNorms with biases, NeoX RoPE on 32 of 64 dims, ungated ReLU² FFN, attn_output / ffn_up / ffn_down biases, untied head', config: nemotron },
   'tiny-starcoder2': { description: 'starcoder2 (StarCoder 2): LayerNorms with biases, q/k/v and attn_output biases, NeoX RoPE, ungated GELU FFN with biases, tied head', config: starcoder2 },
   'tiny-olmo2': { description: 'olmo2 (OLMo 2): post norms only, q/k RMS norms over the whole projections, NeoX RoPE, untied head', config: olmo2 },

@@ -3,6 +3,7 @@
 // models (random weights), for throughput work; use --layers to cut them down.
 import type { ModelConfig } from './arch';
 import type { Phi3Config } from './architectures/phi3';
+import type { Eagle3Config } from './architectures/eagle3';
 import { MOE_FAMILY_PRESETS } from './presets-moe-families';
 import { GROVEMOE_PRESETS } from './presets-grovemoe';
 import { LAGUNA_PRESETS } from './presets-laguna';
@@ -16,7 +17,9 @@ import { QWEN4EXP_PRESETS } from './presets-qwen4exp';
 import { COHERE2MOE_PRESETS } from './presets-cohere2moe';
 import { COHERE_DENSE_PRESETS } from './presets-cohere-dense';
 import { LLAMA_DENSE_PRESETS } from './presets-llama-dense';
+import { MISC_DENSE_PRESETS } from './presets-misc-dense';
 import { MLA_DENSE_PRESETS } from './presets-mla-dense';
+import { JAIS_BITNET_PRESETS } from './presets-jais-bitnet';
 import { DECI_PRESETS } from './presets-deci';
 import { SSM_PRESETS } from './presets-ssm';
 import { RWKV_PRESETS } from './presets-rwkv';
@@ -53,6 +56,23 @@ export const PRESETS: Record<string, Preset> = {
       ...tiny, arch: 'llama', name: 'tiny-llama', nLayers: 4, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2,
       vocabSize: 1024, vocabKind: 'llama3', ropeBase: 500000,
     },
+  },
+  // EAGLE-3 drafts for tiny-llama (same vocabulary; the encoder reads its blocks 1, 2 and 3).
+  'tiny-llama-eagle3': {
+    description: 'EAGLE-3 draft for tiny-llama: fc over 3 target layers, one block, its own token_embd and output',
+    config: { ...tiny, arch: 'eagle3', name: 'tiny-llama-eagle3', nLayers: 1, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2, vocabSize: 1024, vocabKind: 'llama3', ropeBase: 500000, targetLayers: [1, 2, 3], targetDim: 256 } as Eagle3Config,
+  },
+  'tiny-llama-eagle3-d2t': {
+    description: 'tiny-llama-eagle3 with a 512-token draft vocabulary (d2t), norm_before_fc and norm_before_residual',
+    config: { ...tiny, arch: 'eagle3', name: 'tiny-llama-eagle3-d2t', nLayers: 1, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2, vocabSize: 1024, vocabKind: 'llama3', ropeBase: 500000, targetLayers: [0, 2, 3], targetDim: 256, draftVocab: 512, normBeforeFc: true, normBeforeResidual: true } as Eagle3Config,
+  },
+  'tiny-llama-eagle3-shared': {
+    description: "tiny-llama-eagle3 without token_embd and output: the target's are used",
+    config: { ...tiny, arch: 'eagle3', name: 'tiny-llama-eagle3-shared', nLayers: 1, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2, vocabSize: 1024, vocabKind: 'llama3', ropeBase: 500000, targetLayers: [1, 2, 3], targetDim: 256, ownEmbeddings: false } as Eagle3Config,
+  },
+  'tiny-qwen3moe-eagle3': {
+    description: 'EAGLE-3 draft for tiny-qwen3moe (Qwen2 tokenizer): reads its blocks 0, 1 and 1 (its input twice)',
+    config: { ...tiny, arch: 'eagle3', name: 'tiny-qwen3moe-eagle3', nLayers: 1, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2, vocabSize: 1024, vocabKind: 'qwen2', ropeBase: 1e6, normEps: 1e-6, targetLayers: [0, 1, 1], targetDim: 256 } as Eagle3Config,
   },
   'tiny-llama-longrope': {
     description: 'tiny-llama with rope.scaling.type longrope and LongRoPE factor tables (1024 positions, 256 original)',
@@ -144,7 +164,9 @@ export const PRESETS: Record<string, Preset> = {
   ...COHERE2MOE_PRESETS,
   ...COHERE_DENSE_PRESETS,
   ...LLAMA_DENSE_PRESETS,
+  ...MISC_DENSE_PRESETS,
   ...MLA_DENSE_PRESETS,
+  ...JAIS_BITNET_PRESETS,
   ...DECI_PRESETS,
   ...SSM_PRESETS,
   ...RWKV_PRESETS,
@@ -234,6 +256,12 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   exaone4: 'tiny-exaone4',
   ernie4_5: 'tiny-ernie4_5',
   'hunyuan-dense': 'tiny-hunyuan-dense',
+  qwen2vl: 'tiny-qwen2vl',
+  hunyuan_vl: 'tiny-hunyuan-vl',
+  plamo: 'tiny-plamo',
+  plamo3: 'tiny-plamo3',
+  'pangu-embedded': 'tiny-pangu-embedded',
+  openelm: 'tiny-openelm',
   glm4: 'tiny-glm4',
   apertus: 'tiny-apertus',
   internlm2: 'tiny-internlm2',
@@ -248,6 +276,27 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   minicpm: 'tiny-minicpm',
   stablelm: 'tiny-stablelm',
   nemotron: 'tiny-nemotron',
+  gptneox: 'tiny-gptneox',
+  chatglm: 'tiny-chatglm',
+  phi2: 'tiny-phi2',
+  falcon: 'tiny-falcon',
+  gpt2: 'tiny-gpt2',
+  starcoder: 'tiny-starcoder',
+  codeshell: 'tiny-codeshell',
+  qwen: 'tiny-qwen',
+  bloom: 'tiny-bloom',
+  mpt: 'tiny-mpt',
+  refact: 'tiny-refact',
+  baichuan: 'tiny-baichuan',
+  jais: 'tiny-jais',
+  jais2: 'tiny-jais2',
+  bitnet: 'tiny-bitnet',
+  eurobert: 'tiny-eurobert',
+  'neo-bert': 'tiny-neo-bert',
+  'llama-embed': 'tiny-llama-embed',
+  'jina-bert-v2': 'tiny-jina-bert-v2',
+  'gemma-embedding': 'tiny-gemma-embedding',
+  'modern-bert': 'tiny-modern-bert',
   llada: 'tiny-llada',
   dream: 'tiny-dream',
   'llada-moe': 'tiny-llada-moe',

@@ -131,6 +131,7 @@ export function useMoreBits(layer: number, nLayers: number): boolean {
 
 export function tensorType(ft: FileTypeName, spec: TensorSpec, c: ModelConfig): GgmlType {
   if (spec.role === 'index') return GgmlType.I32;
+  if (spec.role === 'index64') return GgmlType.I64;
   if (keepsF32(spec)) return GgmlType.F32;
   let t = BASE_TYPE[ft];
   if (ft === 'Q4_K_M') t = q4kmType(spec, c);

@@ -5,6 +5,7 @@ import {
   ChatTemplate,
   DEFAULT_RAM_RESERVE_BYTES,
   EngineModel,
+  eagle3LayersOf,
   parseLoraFlags,
   parseControlVectorFlags,
   KV_TYPES,
@@ -344,11 +345,17 @@ interface SpecOpts {
 
 function addSpecOptions(cmd: Command): Command {
   return cmd
-    .option('--draft <file>', 'speculative decoding with this draft GGUF (same vocabulary, checked); loaded in RAM')
+    .option('--draft <file>', 'speculative decoding with this draft GGUF (same vocabulary, checked); loaded in RAM. An EAGLE-3 draft (llama.cpp\'s eagle3 files) drafts from the target\'s hidden states at its three layers')
     .option('--lookup', 'speculative decoding with prompt-lookup (n-gram) drafts from the context, no draft model')
     .option('--mtp', "speculative decoding with the model file's own multi-token-prediction block (DeepSeek-V3 NextN) as the draft")
     .option('--spec-k <n>', 'drafted tokens per target pass to start from (1..32)', int('--spec-k', 1, 32), 4)
     .option('--no-spec-adapt', 'keep --spec-k fixed instead of following the acceptance rate');
+}
+
+/** Target load options for --draft: an EAGLE-3 draft reads the target's hidden states at its three layers, which the target's program gives then. */
+function draftTargetOptions(o: SpecOpts): { extractLayers?: number[] } {
+  const layers = o.draft ? eagle3LayersOf(o.draft) : null;
+  return layers ? { extractLayers: layers } : {};
 }
 
 /** The decoder for --draft / --lookup / --mtp, or null; the draft model is returned to be closed. */
@@ -356,7 +363,8 @@ function loadSpeculation(target: EngineModel, o: SpecOpts, threads: number | und
   if ([o.draft, o.lookup, o.mtp].filter(Boolean).length > 1) throw new Error('give one of --draft FILE, --lookup and --mtp');
   if (!o.draft && !o.lookup && !o.mtp) return { spec: null, draft: null };
   const draft = o.draft
-    ? EngineModel.load(o.draft, { threads, nCtx: target.nCtx })
+    ? // (An EAGLE-3 draft without token_embd / output of its own takes the target's.)
+      EngineModel.load(o.draft, { threads, nCtx: target.nCtx, ...(target.extractLayers ? { embeddingsFrom: target.path } : {}) })
     : o.mtp
       ? EngineModel.load(target.path, { threads, nCtx: target.nCtx, nSeqMax: target.nSeqMax, mtp: true })
       : null;
@@ -710,7 +718,7 @@ export function registerModelCommands(program: Command): void {
     if (served) log(`note: kail serve on ${dir} has this model loaded as '${served}'; kail run loads it again in this process (kail chat -m ${served} talks to the server's copy)`);
     // The native load is one synchronous call: a start line and a done line with its time.
     const loading = o.json ? undefined : createProgress({ label: `loading ${path.basename(modelPath)}`, total: 0 });
-    const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...streamLoadOptions(o, modelPath, dir, o.usageHistory, log) });
+    const model = EngineModel.load(modelPath, { threads: o.threads, nCtx: o.ctx, ...draftTargetOptions(o), ...streamLoadOptions(o, modelPath, dir, o.usageHistory, log) });
     loading?.done(`loaded ${path.basename(modelPath)}`);
     sayLoadChoices(model, o, log);
     let draft: EngineModel | null = null;
@@ -898,12 +906,12 @@ export function registerModelCommands(program: Command): void {
       }
       // (A row without a prompt evaluates one token first; an encoder's prompt is its whole pass.)
       const longest = Math.max(...combos.map((c) => c.depth + Math.max(1, c.p) + c.n + (isEncoderArchitecture(arch) ? 0 : 1)));
-      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(longest, o.routingStats ? 65 : 1), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
+      const model = EngineModel.load(o.model, { threads: o.threads, nCtx: Math.max(longest, o.routingStats ? 65 : 1), ...draftTargetOptions(o), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), !!o.usageHistory, log) });
       sayLoadChoices(model, o, log);
       try {
         if (o.draft || o.lookup || o.mtp)
           return await benchSpeculative(model, { ...o, nPrompt, nGen, json: output === 'json' }, () =>
-            EngineModel.load(o.model, { threads: o.threads, nCtx: nPrompt + nGen + 1, ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, () => undefined) }),
+            EngineModel.load(o.model, { threads: o.threads, nCtx: nPrompt + nGen + 1, ...draftTargetOptions(o), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, () => undefined) }),
           );
         const rows: BenchRow[] = [];
         for (const c of combos) rows.push({ ...(await benchmark(model, { promptTokens: c.p, genTokens: c.n, feed: o.feed, reps: o.reps, depth: c.depth })), ...(c.combined ? { combined: true } : {}) });

@@ -64,6 +64,31 @@ describe.each([
   // q/k LayerNorms.
   ['tiny-nanbeige', 'Q4_K'],
   ['tiny-stablelm-12b', 'Q8_0'],
+  // Parallel-residual blocks: GPT-NeoX (ffn_norm of the block's input), Falcon-40B (attn_norm_2
+  // for the attention, attn_norm for the FFN, GQA), Phi-2 (one LayerNorm for both, output.bias);
+  // ChatGLM (fused QKV with its bias, RoPE over adjacent pairs on half the head, fused gate|up).
+  ['tiny-gptneox', 'Q4_K'],
+  ['tiny-falcon-40b', 'Q8_0'],
+  ['tiny-phi2', 'Q8_0'],
+  ['tiny-chatglm', 'Q4_K'],
+  // Learned absolute positions (GPT-2; StarCoder multi-query): a token's position row alone = in a batch.
+  ['tiny-gpt2', 'Q4_K'],
+  ['tiny-starcoder', 'Q8_0'],
+  // ALiBi (BLOOM: the embedding's LayerNorm, fused q/k/v; Baichuan 13B: 40 blocks, 6 heads): a
+  // token's distances to the cached rows alone = in a batch.
+  ['tiny-bloom', 'Q4_K'],
+  ['tiny-baichuan-13b', 'Q8_0'],
+  // Jais (ALiBi with 1/head scores, fused q/k/v, every bias); BitNet in its ternary TQ2_0 (sub-norms,
+  // per-tensor scales).
+  ['tiny-jais', 'Q4_K'],
+  ['tiny-bitnet', 'TQ2_0'],
+  // Qwen2-VL's text model (q/k/v biases, M-RoPE sections); PLaMo (attention and FFN side by side
+  // from one RMS norm); PLaMo 3 (fused q/k/v, q/k norms, post norms, windows on blocks of a BOOL
+  // pattern at their own RoPE base); OpenELM (head counts and FFN widths per block).
+  ['tiny-qwen2vl', 'Q4_K'],
+  ['tiny-plamo', 'Q8_0'],
+  ['tiny-plamo3-pattern', 'Q4_K'],
+  ['tiny-openelm', 'Q4_K'],
   // Pure state-space models (no attention: Mamba-1 with Falcon-Mamba's weightless norms, Mamba-2)
   // and Falcon-H1 (attention beside Mamba-2 in every block).
   ['tiny-falcon-mamba', 'Q4_K'],

@@ -9,6 +9,7 @@ import { native } from '../native';
 import { Tokenizer } from '../tokenizer/tokenizer';
 import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, defaultContext, isDiffusionArchitecture, isEncoderArchitecture } from './architectures';
 import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
+import { eagle3Params, readEagle3D2t, withLayerInputs, type Eagle3Params } from './architectures/eagle3';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { formatBytes, parseByteSize, shareOfBytes } from './byte-size';
 import { fileTypeName } from './file-type';
@@ -192,7 +193,21 @@ export interface LoadModelOptions {
    * state of the position before in ForwardBatch.embd. KAIL_E_INVALID_ARG when the file has none.
    */
   mtp?: boolean;
+  /**
+   * Make the program's hidden rows the inputs of these blocks, concatenated per position (each
+   * n_embd wide), instead of the normalized final state: what an EAGLE-3 draft reads
+   * (eagle3LayersOf gives its layers). KAIL_E_INVALID_ARG for a layer outside the model.
+   */
+  extractLayers?: readonly number[];
+  /**
+   * A GGUF file whose token_embd.weight and output.weight stand in for this file's when it has
+   * none: an EAGLE-3 draft's target (llama.cpp's ctx_other). Not with ramBytes.
+   */
+  embeddingsFrom?: string;
 }
+
+/** The tensors a model may take from `LoadModelOptions.embeddingsFrom` when its file lacks them. */
+const BORROWED_TENSORS = ['token_embd.weight', 'output.weight'];
 
 /** What a RAM budget holds with routed experts streaming from storage. */
 export type ResidencyPlan = NativeResidencyPlan;
@@ -394,14 +409,31 @@ function programWeightBytes(program: ModelProgram, file: NativeGgufFile, count: 
  * output are [n_embd, n_vocab] with n_vocab the tokenizer's): a token the tokenizer produces past
  * the embedding would fail only when a prompt contains it, and one past the head is never sampled.
  */
-function checkVocabulary(tokenizer: Tokenizer, hp: HParams, program: ModelProgram): void {
-  // (An encoder has no output head: its "logits" are its hidden rows.)
-  const nHead = isEncoderArchitecture(hp.arch) ? hp.nVocab : program.buffers[program.logits]?.width;
+function checkVocabulary(tokenizer: Tokenizer, hp: HParams, program: ModelProgram, d2t: Int32Array | null = null): void {
+  // (An encoder has no output head: its "logits" are its hidden rows. An EAGLE-3 draft's head with a
+  // d2t map gives logits over its draft vocabulary, which d2t maps into the tokenizer's.)
+  const nHead = isEncoderArchitecture(hp.arch) || d2t ? hp.nVocab : program.buffers[program.logits]?.width;
   if (tokenizer.nTokens !== hp.nVocab || tokenizer.nTokens !== nHead)
     throw new EngineError(
       'KAIL_E_BAD_MODEL',
       `the tokenizer has ${tokenizer.nTokens} tokens (tokenizer.ggml.tokens), but the model's embedding has ${hp.nVocab} rows and its output head ${nHead}`,
     );
+}
+
+/**
+ * The target layers an EAGLE-3 draft file reads (load its target with them as `extractLayers`);
+ * null when the file is not an EAGLE-3 draft.
+ */
+export function eagle3LayersOf(path: string): number[] | null {
+  const file = openGgufMetadata(path);
+  try {
+    const arch = file.metadata['general.architecture'];
+    if (arch !== 'eagle3') return null;
+    const md = new Metadata(file.metadata, arch);
+    return eagle3Params({ arch, meta: md } as HParams).targetLayers;
+  } finally {
+    file.close();
+  }
 }
 
 /** Opens a GGUF file's metadata and tensor table (no weights mapped). */
@@ -475,6 +507,7 @@ function computeKey(opts: LoadModelOptions, lora: readonly { path: string }[]): 
     parts.push(`control-vector ${opts.controlVectors.map((c) => `${nodePath.resolve(c.path)}:${c.scale ?? 1}`).join(',')} layers ${range.join('-')}`);
   }
   if (lora.length) parts.push(`lora ${lora.map((l) => l.path).join(',')}`);
+  if (opts.embeddingsFrom) parts.push(`embeddings from ${nodePath.resolve(opts.embeddingsFrom)}`);
   return parts.join('; ');
 }
 
@@ -488,16 +521,30 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     throw new EngineError('KAIL_E_UNSUPPORTED', `architecture '${arch}' is not supported; supported: ${SUPPORTED_ARCHITECTURES.join(', ')}`);
   const md = new Metadata(meta, arch);
   const tensors = new Map<string, GgufTensorInfo>(file.tensors.map((t) => [t.name, t]));
+  if (opts.embeddingsFrom) {
+    if (opts.ramBytes) throw new EngineError('KAIL_E_INVALID_ARG', 'embeddingsFrom (tensors from another file) cannot go with a RAM budget (expert streaming)');
+    const other = openGgufMetadata(opts.embeddingsFrom);
+    try {
+      for (const t of other.tensors) if (BORROWED_TENSORS.includes(t.name) && !tensors.has(t.name)) tensors.set(t.name, t);
+    } finally {
+      other.close();
+    }
+  }
   const fileHp = readHParams(md, tensors);
   const hp = applyRopeOptions(fileHp, opts.rope);
   const nCtx = Math.max(1, Math.min(opts.nCtx ?? defaultContext(hp), 1 << 20));
-  const build = (h: HParams) => (opts.mtp ? buildMtpProgram(h, tensors) : buildProgram(h, tensors, { nCtxSeq: nCtx }));
+  const build = (h: HParams) => {
+    const prog = opts.mtp ? buildMtpProgram(h, tensors) : buildProgram(h, tensors, { nCtxSeq: nCtx });
+    return opts.extractLayers ? withLayerInputs(prog, opts.extractLayers, h.nLayer, h.nEmbd, h.arch) : prog;
+  };
   // (With RoPE options, sliding-window layers take them or keep the file's, as llama.cpp's architecture does.)
   const program = hasRopeOptions(opts.rope) ? ropeOptionsOnSlidingWindows(build(hp), () => build(fileHp), hp.arch) : build(hp);
   const nSeqMax = Math.max(1, opts.nSeqMax ?? 1);
   // (A diffusion LM, like an encoder, computes its whole canvas in one non-causal pass.)
   const encoder = isEncoderArchitecture(hp.arch) || isDiffusionArchitecture(hp.arch);
-  if (encoder && tensors.has('position_embd.weight')) {
+  // (Decoders with learned positions too, GPT-2's and StarCoder's: the program embeds position_embd's rows.)
+  const learnedPositions = program.ops.some((o) => o.op === 'embed' && o.params?.index === 1);
+  if ((encoder || learnedPositions) && tensors.has('position_embd.weight')) {
     const nPos = tensors.get('position_embd.weight')!.dims[1];
     if (nCtx > nPos) throw new EngineError('KAIL_E_INVALID_ARG', `${path}: a context of ${nCtx} is longer than the model's ${nPos} learned positions; use --ctx ${nPos} or less`);
   }
@@ -522,6 +569,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     kvType: kvTypeId(opts.kvType),
     kvTypeV: kvTypeId(opts.kvTypeV ?? opts.kvType),
     ...(opts.lora?.length ? { lora: opts.lora.map((l) => ({ path: nodePath.resolve(l.path), scale: l.scale ?? 1 })) } : {}),
+    ...(opts.embeddingsFrom ? { weightFiles: [nodePath.resolve(opts.embeddingsFrom)] } : {}),
     ...controlVectorParams(opts, hp),
     ...(opts.swaFull ? { swaFull: true } : {}),
     ...(opts.mmap ? { mmap: true } : {}),
@@ -655,6 +703,15 @@ export class EngineModel {
   /** A reranker's classification head (pooling rank and cls.output: model/rank-head.ts), else null. */
   rankHead: RankHead | null = null;
   /**
+   * An EAGLE-3 draft's binding to its target (the target layers it reads, their width, and the d2t
+   * map of its draft vocabulary when it has one); null for any other model.
+   */
+  eagle3: (Eagle3Params & { d2t: Int32Array | null }) | null = null;
+  /** The blocks whose inputs the program's hidden rows hold (LoadModelOptions.extractLayers); null when they are the usual hidden rows. */
+  extractLayers: readonly number[] | null = null;
+  /** LoadModelOptions.embeddingsFrom, resolved; null when not given. */
+  embeddingsFrom: string | null = null;
+  /**
    * In memory, whether the weights are computed from the file's mapping: asked for (mmap), or
    * chosen because a copy would not have fit the memory available at load. False when they were
    * copied into huge pages, and when experts stream.
@@ -694,9 +751,10 @@ export class EngineModel {
     try {
       const { md, hp, program, nCtx, nSeqMax, nBatch, params, kvType, kvTypeV } = prepare(path, file, opts);
       const tokenizer = Tokenizer.fromMetadata(md.kv);
-      checkVocabulary(tokenizer, hp, program);
+      const eagle3 = hp.arch === 'eagle3' ? { ...eagle3Params(hp), d2t: readEagle3D2t(path, new Map(file.tensors.map((t) => [t.name, t])), hp.nVocab, file.splits.map((x) => x.path)) } : null;
+      checkVocabulary(tokenizer, hp, program, eagle3?.d2t ?? null);
       let summary = summarize(file, md.kv);
-      if (opts.mtp) summary = { ...summary, bytesPerToken: programBytesPerToken(program, file, summary) };
+      if (opts.mtp || eagle3) summary = { ...summary, bytesPerToken: programBytesPerToken(program, file, summary) };
       // Refuse before allocating: the KV cache at full context for every sequence must fit in
       // what the machine has available (the weights are mapped, not allocated).
       const kvPerToken = kvBytesPerPosition(program, kvType, kvTypeV);
@@ -764,6 +822,9 @@ export class EngineModel {
       const model = new EngineModel(path, hp, md, tokenizer, program, runtime, nCtx, nSeqMax, summary, nBatch, plan);
       model.loraAdapters = (params.lora ?? []).map((l) => ({ path: l.path, scale: l.scale ?? 1 }));
       model.rankHead = rankHead;
+      model.eagle3 = eagle3;
+      model.extractLayers = opts.extractLayers ? [...opts.extractLayers] : null;
+      model.embeddingsFrom = opts.embeddingsFrom ? nodePath.resolve(opts.embeddingsFrom) : null;
       model.weightsMapped = weightsMapped;
       model.autoRamBytes = autoRamBytes;
       model.kvType = kvType;
@@ -906,6 +967,8 @@ export class EngineModel {
         'KAIL_E_INVALID_ARG',
         `${label} is a diffusion language model (${this.hparams.arch}): it generates by iterative unmasking (kail run's diffusion loop), not token by token, so autoregressive generation and streaming are not available for it`,
       );
+    if (this.eagle3)
+      return new EngineError('KAIL_E_INVALID_ARG', `${label} is an EAGLE-3 draft: it drafts from a target model's hidden states; give it with --draft beside its target`);
     if (!this.encoder) return null;
     return new EngineError(
       'KAIL_E_INVALID_ARG',

@@ -68,6 +68,8 @@ describe('native program checks', () => {
     ['heads whose product would overflow', 'head_rms_norm', (o) => Object.assign(o.params!, { head_dim: 2 ** 32, n_head: 2 ** 32 }), /parameter head_dim is out of range/],
     ['a negative attention chunk', 'attention', (o) => (o.params!.chunk = -8), /attention chunk -8 is negative/],
     ['temperature tuning without a floor scale', 'attention', (o) => Object.assign(o.params!, { temp_scale: 0.1, temp_floor: 0 }), /temperature tuning needs a floor scale/],
+    ['a negative ALiBi maximum bias', 'attention', (o) => (o.params!.alibi = -8), /op \d+ \(attention\): ALiBi's maximum bias -8\.0+ is not a non-negative number/],
+    ['a negative symmetric window', 'attention', (o) => (o.params!.sym_window = -2), /op \d+ \(attention\): symmetric window -2 is negative/],
   ])('refuses %s', (_what, op, edit, want) => {
     expect(() => load(tampered(f.program, op, edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
   });
@@ -468,6 +470,7 @@ describe('native program checks: MSA block selection (tiny-minimax-m3)', () => {
     ['a selection read past the query buffer', 'attention', 'sel_off', (o) => (o.params!.top_k = 8), 'KAIL_E_BAD_MODEL', /op \d+ \(attention\): 16 values at offset 512 do not fit buffer 'q_msa520' \(a \(block selection\)/],
     ['a selection beside a sliding window', 'attention', 'sel_off', (o) => (o.params!.window = 8), 'KAIL_E_INVALID_ARG', /a block selection \(MSA\) takes causal attention without a window or chunks/],
     ['a selection of blocks of no positions', 'attention', 'sel_off', (o) => (o.params!.block = 0), 'KAIL_E_BAD_MODEL', /a block selection needs positive top_k and block/],
+    ['ALiBi over a selection', 'attention', 'sel_off', (o) => (o.params!.alibi = 8), 'KAIL_E_INVALID_ARG', /ALiBi over a block selection \(MSA\) is not supported/],
     ['swigluoai without its limit', 'swiglu', 'oai_alpha', (o) => delete o.params!.limit, 'KAIL_E_BAD_MODEL', /swigluoai needs a positive finite oai_alpha \(is 1\.70\d*\), a positive limit and no situ/],
   ])('refuses %s', (_what, op, key, edit, code, want) => {
     expect(() => load(withParam(op, key, edit))).toThrow(expect.objectContaining({ code, message: expect.stringMatching(want) }));

@@ -870,7 +870,8 @@ export class BatchEngine {
     let logits: Float32Array;
     let hidden: Float32Array | null = null;
     const tPass = performance.now();
-    const mtp = this.spec?.mode === 'mtp';
+    // (An MTP block and an EAGLE-3 draft read the target's hidden rows.)
+    const mtp = !!this.spec?.mtp;
     try {
       const batch = { tokens: Int32Array.from(tokens), pos: Int32Array.from(pos), seq: Int32Array.from(seq), output: Uint8Array.from(output) };
       if (mtp || chunks.some((c) => c.a.emb)) ({ logits, hidden } = await this.model.forwardBatchWithHidden(batch));

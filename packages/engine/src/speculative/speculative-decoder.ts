@@ -1,7 +1,9 @@
+import nodePath from 'node:path';
+
 import { EngineError } from '../errors';
 import type { engine as pb } from '@kailstream/proto';
 
-import { EngineModel, type LoadModelOptions } from '../model/model';
+import { EngineModel, eagle3LayersOf, type LoadModelOptions } from '../model/model';
 import { Mt19937, foldSeed } from '../sampling/rng';
 import type { OutputConstraint } from '../sampling/json-constraint';
 import { createSampler, isGreedy, type ResolvedSamplerParams, type Sampler, type SamplerParams } from '../sampling/sampler';
@@ -14,6 +16,10 @@ export interface SpeculativeOptions {
    * A smaller model with the same vocabulary (checked: refused with KAIL_E_INVALID_ARG otherwise).
    * It may be the target itself (an upper bound for benchmarks) when `draftSeq` names another
    * sequence slot. Exactly one of `draft` and `lookup` must be given.
+   *
+   * An EAGLE-3 draft (an `eagle3` file) drafts from the target's hidden states at its three layers:
+   * the target must be loaded with `extractLayers: eagle3LayersOf(draftFile)` (refused with
+   * KAIL_E_INVALID_ARG otherwise), and drafting runs as MTP's does (mode 'eagle3').
    */
   draft?: EngineModel;
   /** Prompt-lookup (n-gram) drafting from the context instead of a draft model; true = default n-gram sizes. */
@@ -79,8 +85,11 @@ export interface VerifyResult {
 
 const MAX_K = 32;
 
-/** How drafts are made: a draft model, prompt lookup, or the target's multi-token-prediction block. */
-export type SpeculativeMode = 'draft' | 'lookup' | 'mtp';
+/**
+ * How drafts are made: a draft model, prompt lookup, the target's multi-token-prediction block, or
+ * an EAGLE-3 draft (a `draft` whose file is one) reading the target's hidden states.
+ */
+export type SpeculativeMode = 'draft' | 'lookup' | 'mtp' | 'eagle3';
 
 function checkInt(name: string, v: number, lo: number, hi: number): void {
   if (!Number.isInteger(v) || v < lo || v > hi) throw new EngineError('KAIL_E_INVALID_ARG', `${name} must be an integer in [${lo}, ${hi}], got ${v}`);
@@ -133,7 +142,7 @@ function drawFrom(p: Float32Array, u: number, sum = 1): number {
 export class SpeculativeDecoder {
   readonly mode: SpeculativeMode;
   readonly draft: EngineModel | null;
-  /** The multi-token-prediction model (mode 'mtp'). */
+  /** The multi-token-prediction model (mode 'mtp'), or the EAGLE-3 draft (mode 'eagle3'). */
   readonly mtp: EngineModel | null;
   readonly adaptive: boolean;
   readonly kMin: number;
@@ -164,9 +173,12 @@ export class SpeculativeDecoder {
     const given = opts ? [opts.draft, opts.lookup, opts.mtp].filter(Boolean).length : 0;
     if (given === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'speculative decoding needs a draft model, lookup: true or an MTP model');
     if (given > 1) throw new EngineError('KAIL_E_INVALID_ARG', 'give one of a draft model, lookup and an MTP model');
-    this.mode = opts.draft ? 'draft' : opts.mtp ? 'mtp' : 'lookup';
-    this.draft = opts.draft ?? null;
-    this.mtp = opts.mtp ?? null;
+    const eagle3 = opts.draft?.eagle3 ? opts.draft : null;
+    this.mode = eagle3 ? 'eagle3' : opts.draft ? 'draft' : opts.mtp ? 'mtp' : 'lookup';
+    // (An EAGLE-3 draft drafts from the target's hidden states as an MTP block does: it takes that path.)
+    this.draft = eagle3 ? null : (opts.draft ?? null);
+    this.mtp = eagle3 ?? opts.mtp ?? null;
+    if (eagle3) checkEagle3(target, eagle3);
     const k = opts.k ?? 4;
     checkInt('speculative k', k, 1, MAX_K);
     this.kMin = opts.kMin ?? Math.min(1, k);
@@ -185,7 +197,7 @@ export class SpeculativeDecoder {
       if (this.draft.nVocab !== target.nVocab)
         throw new EngineError('KAIL_E_INVALID_ARG', `the draft model's output has ${this.draft.nVocab} logits, the target's ${target.nVocab}`);
     }
-    if (this.mtp) {
+    if (this.mtp && !eagle3) {
       if (this.mtp.path !== target.path) throw new EngineError('KAIL_E_INVALID_ARG', `the MTP block must come from the target's own file (${target.path}), not ${this.mtp.path}`);
       if (!this.mtp.runtime.inputWidth) throw new EngineError('KAIL_E_INVALID_ARG', 'the MTP model was not loaded as one (EngineModel.load(path, { mtp: true }))');
       if (target.hiddenWidth !== this.mtp.runtime.inputWidth)
@@ -213,11 +225,16 @@ export class SpeculativeDecoder {
     const k = cfg.k || undefined;
     if (cfg.lookup) return new SpeculativeDecoder(target, { lookup: true, k, adaptive: cfg.adaptive });
     if (!cfg.draftPath && !cfg.mtp) return null;
+    // An EAGLE-3 draft reads the target's hidden states at its three layers, which the target's program must give.
+    const eagle3 = cfg.draftPath ? eagle3LayersOf(cfg.draftPath) : null;
+    if (eagle3 && !sameLayers(target.extractLayers, eagle3))
+      throw new EngineError('KAIL_E_INVALID_ARG', `${cfg.draftPath} is an EAGLE-3 draft reading target layers [${eagle3.join(', ')}]: load the target with extractLayers [${eagle3.join(', ')}]`);
     // The MTP block is part of the target's file: it loads from there, mapped like the target's weights.
     const draft = cfg.mtp
       ? EngineModel.load(target.path, { threads: target.runtime.nThreads, kvType: load.kvType, kvTypeV: load.kvTypeV, lora: load.lora, nCtx: target.nCtx, nSeqMax: target.nSeqMax, nBatch: target.nBatch, mtp: true })
       : // The target's LoRA adapters are the target's (llama.cpp's --lora too): the draft has none.
-        EngineModel.load(cfg.draftPath!, { threads: target.runtime.nThreads, ...load, lora: undefined, nCtx: target.nCtx, nSeqMax: target.nSeqMax });
+        // (An EAGLE-3 draft without token_embd / output of its own takes the target's.)
+        EngineModel.load(cfg.draftPath!, { threads: target.runtime.nThreads, ...load, lora: undefined, nCtx: target.nCtx, nSeqMax: target.nSeqMax, ...(eagle3 ? { embeddingsFrom: target.path, ramBytes: undefined } : {}) });
     try {
       const d = new SpeculativeDecoder(target, cfg.mtp ? { mtp: draft, k, adaptive: cfg.adaptive } : { draft, k, adaptive: cfg.adaptive });
       d.ownsDraft = true;
@@ -352,9 +369,9 @@ export class SpeculativeSequence {
     decoder.draft?.keepRollback(draftSeq, true);
   }
 
-  /** True when drafts come from the target's MTP block, which needs the target's hidden rows (`recordHidden`). */
+  /** True when drafts come from the target's MTP block or an EAGLE-3 draft, which need the target's hidden rows (`recordHidden`). */
   get needsHidden(): boolean {
-    return this.decoder.mode === 'mtp';
+    return this.decoder.mode === 'mtp' || this.decoder.mode === 'eagle3';
   }
 
   /**
@@ -377,26 +394,31 @@ export class SpeculativeSequence {
   /**
    * @internal MTP catch-up for `history` (pending token last): rows for positions mtpLen..h-1,
    * each the token at p with the target's hidden state of p-1 (zeros at position 0). Consumes the
-   * held hidden rows.
+   * held hidden rows. EAGLE-3 (llama.cpp's draft-eagle3 process()): rows for positions
+   * mtpLen..h-2, each the token at p+1 with the target's features of p (the row's first floats;
+   * its g_prev part stays zero), so its cache holds one position fewer.
    */
   mtpFeed(history: readonly number[]): { start: number; tokens: number[]; embd: Float32Array } {
     const mtp = this.decoder.mtp!;
     const w = mtp.runtime.inputWidth;
+    const sh = this.decoder.mode === 'eagle3' ? 1 : 0;
     const h = history.length;
+    const len = h - sh;
     const start = mtp.truncate(this.draftSeq, Math.min(this.mtpLen, mtp.runtime.seqLen(this.draftSeq)));
-    const embd = new Float32Array((h - start) * w);
-    for (let p = start; p < h; p++) {
-      if (p === 0) continue;
-      const row = this.hid[p - 1 - this.hidBase];
-      if (p - 1 < this.hidBase || !row)
-        throw new EngineError('KAIL_E_INTERNAL', `MTP: no hidden state of the target for position ${p - 1} (held: ${this.hidBase}..${this.hidBase + this.hid.length - 1})`);
+    const embd = new Float32Array(Math.max(0, len - start) * w);
+    for (let p = start; p < len; p++) {
+      const src = p - 1 + sh;
+      if (src < 0) continue;
+      const row = this.hid[src - this.hidBase];
+      if (src < this.hidBase || !row)
+        throw new EngineError('KAIL_E_INTERNAL', `MTP: no hidden state of the target for position ${src} (held: ${this.hidBase}..${this.hidBase + this.hid.length - 1})`);
       embd.set(row, (p - start) * w);
     }
     // The last target position is h-2; the next pass brings h-1 on.
     this.hid = [];
     this.hidBase = h - 1;
-    this.mtpLen = h;
-    return { start, tokens: history.slice(start), embd };
+    this.mtpLen = Math.max(start, len);
+    return { start, tokens: history.slice(start + sh, Math.max(start + sh, h)), embd };
   }
 
   /** @internal After drafting: the MTP cache keeps only positions built from the target's hidden states. */
@@ -418,7 +440,7 @@ export class SpeculativeSequence {
     const k = this.draftLength(history, maxDraft);
     if (k <= 0) return { tokens: [], q: null };
     if (d.mode === 'lookup') return { tokens: lookupDraft(history, k, d.lookupMaxN, d.lookupMinN), q: null };
-    if (d.mode === 'mtp') return (await proposeMtp([{ seq: this, history, maxDraft }]))[0];
+    if (d.mtp) return (await proposeMtp([{ seq: this, history, maxDraft }]))[0];
     const draft = d.draft!;
     const out: Draft = { tokens: [], q: this.greedy ? null : [] };
     const ctx = [...history];
@@ -605,7 +627,7 @@ export function speculativeStatsToProto(s: SpeculativeStats | null): pb.Speculat
 export async function proposeMany(items: { seq: SpeculativeSequence; history: readonly number[]; maxDraft: number }[]): Promise<Draft[]> {
   if (items.length === 0) return [];
   const d = items[0].seq.decoder;
-  if (d.mode === 'mtp') return proposeMtp(items);
+  if (d.mtp) return proposeMtp(items);
   const draft = d.draft;
   const ks = items.map((it) => it.seq.draftLength(it.history, it.maxDraft));
   if (!draft || items.length === 1) return Promise.all(items.map((it) => it.seq.propose(it.history, it.maxDraft)));
@@ -673,9 +695,29 @@ export async function proposeMany(items: { seq: SpeculativeSequence; history: re
  * block's own hidden state from the step before. The drafted positions leave the MTP cache after.
  */
 export async function proposeMtp(items: { seq: SpeculativeSequence; history: readonly number[]; maxDraft: number }[]): Promise<Draft[]> {
-  const mtp = items[0].seq.decoder.mtp!;
+  const dec = items[0].seq.decoder;
+  const mtp = dec.mtp!;
   const nv = mtp.nVocab;
   const w = mtp.runtime.inputWidth;
+  // EAGLE-3: a drafted row's input is [zero features | the step before's pre-norm row], it sits one
+  // position before its token, and d2t maps a draft vocabulary's logits into the target's.
+  const eagle3 = dec.mode === 'eagle3' ? mtp.eagle3 : null;
+  const sh = eagle3 ? 1 : 0;
+  const hw = mtp.hiddenWidth;
+  const asInput = (hid: Float32Array): Float32Array => {
+    if (!eagle3) return hid;
+    const row = new Float32Array(w);
+    row.set(hid, w - hw);
+    return row;
+  };
+  const d2t = eagle3?.d2t ?? null;
+  const ntv = dec.target.nVocab;
+  const toTarget = (l: Float32Array): Float32Array => {
+    if (!d2t) return l;
+    const o = new Float32Array(ntv).fill(-Infinity);
+    for (let j = 0; j < d2t.length; j++) o[d2t[j]] = l[j];
+    return o;
+  };
   const ks = items.map((it) => it.seq.draftLength(it.history, it.maxDraft));
   const live = items.map((_, i) => i).filter((i) => ks[i] > 0);
   const drafts: Draft[] = items.map((it, i) => ({ tokens: [], q: ks[i] > 0 && !isGreedy(it.seq.sampling) ? [] : null }));
@@ -688,6 +730,8 @@ export async function proposeMtp(items: { seq: SpeculativeSequence; history: rea
     const f = items[i].seq.mtpFeed(items[i].history);
     f.tokens.forEach((token, j) => rows.push({ i, token, pos: f.start + j, embd: f.embd.subarray(j * w, (j + 1) * w), last: j === f.tokens.length - 1 }));
   }
+  // (An EAGLE-3 sequence of one token has no row to draft from yet: its step is a plain one.)
+  const fed = new Set(rows.map((r) => r.i));
   const lastLogits = new Map<number, Float32Array>();
   const lastHidden = new Map<number, Float32Array>();
   const run = async (batch: Row[]) => {
@@ -703,21 +747,21 @@ export async function proposeMtp(items: { seq: SpeculativeSequence; history: rea
     let o = 0;
     batch.forEach((x, j) => {
       if (!x.last) return;
-      lastLogits.set(x.i, r.logits.subarray(o * nv, (o + 1) * nv));
-      lastHidden.set(x.i, r.hidden.slice(j * w, (j + 1) * w));
+      lastLogits.set(x.i, toTarget(r.logits.subarray(o * nv, (o + 1) * nv)));
+      lastHidden.set(x.i, asInput(r.hidden.slice(j * hw, (j + 1) * hw)));
       o++;
     });
   };
   try {
     for (let at = 0; at < rows.length; at += mtp.nBatch) await run(rows.slice(at, at + mtp.nBatch));
-    let active = live;
+    let active = live.filter((i) => fed.has(i));
     for (;;) {
       const next: Row[] = [];
       for (const i of active) {
         const s = items[i].seq;
         if (!s.pick(lastLogits.get(i)!, ctxs[i], drafts[i], ks[i])) continue;
         const x = drafts[i].tokens[drafts[i].tokens.length - 1];
-        next.push({ i, token: x, pos: ctxs[i].length - 1, embd: lastHidden.get(i)!, last: true });
+        next.push({ i, token: x, pos: ctxs[i].length - 1 - sh, embd: lastHidden.get(i)!, last: true });
       }
       if (!next.length) break;
       lastLogits.clear();
@@ -727,5 +771,29 @@ export async function proposeMtp(items: { seq: SpeculativeSequence; history: rea
   } finally {
     for (const i of live) items[i].seq.mtpRollback();
   }
+  for (const d of drafts) if (d.q && d.tokens.length === 0) d.q = null;
   return drafts;
+}
+
+function sameLayers(a: readonly number[] | null, b: readonly number[]): boolean {
+  return !!a && a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** An EAGLE-3 draft's binding to the target: the layers its hidden rows hold, their width, the vocabulary. */
+function checkEagle3(target: EngineModel, draft: EngineModel): void {
+  const e = draft.eagle3!;
+  const what = `the EAGLE-3 draft ${draft.path}`;
+  if (target.hparams.nEmbd !== e.targetDim) throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target hidden states of ${e.targetDim} floats (eagle3.target_hidden_size); the target's n_embd is ${target.hparams.nEmbd}`);
+  for (const il of e.targetLayers)
+    if (il >= target.hparams.nLayer) throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target layer ${il}; the target has layers 0..${target.hparams.nLayer - 1}`);
+  if (draft.embeddingsFrom && draft.embeddingsFrom !== nodePath.resolve(target.path))
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} takes token_embd / output from ${draft.embeddingsFrom}, not from the target ${target.path}`);
+  if (!sameLayers(target.extractLayers, e.targetLayers))
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target layers [${e.targetLayers.join(', ')}]: load the target with extractLayers [${e.targetLayers.join(', ')}] (it has ${target.extractLayers ? `[${target.extractLayers.join(', ')}]` : 'none'})`);
+  if (target.hiddenWidth !== 3 * e.targetDim || draft.runtime.inputWidth !== 3 * e.targetDim + draft.hparams.nEmbd)
+    throw new EngineError('KAIL_E_INTERNAL', `EAGLE-3: the target gives ${target.hiddenWidth} hidden floats per token, the draft reads ${draft.runtime.inputWidth}`);
+  checkVocabCompatible(target.tokenizer, draft.tokenizer, { target: target.path, draft: draft.path });
+  if (draft.hparams.nVocab !== target.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `${what} embeds ${draft.hparams.nVocab} tokens, the target's vocabulary has ${target.nVocab}`);
+  if (draft.nSeqMax < target.nSeqMax || draft.nCtx < target.nCtx)
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} needs the target's ${target.nSeqMax} sequence slot(s) and context ${target.nCtx}`);
 }

@@ -21,7 +21,7 @@
 //   when the file has it. output.weight optional (tied when absent).
 // Keys as the converters write them: no rope.dimension_count (n_rot = key_length) and, on gemma /
 // gemma2, no rope.freq_base unless it differs from the loader's 10000.
-import { attention, denseFfn, linearInit, norm, requirePositive, residualGain } from '../arch';
+import { attention, denseFfn, linear, linearInit, norm, requirePositive, residualGain } from '../arch';
 import type { ArchDefinition, ModelConfig, TensorSpec, WeightInit } from '../arch';
 import { kv, type GgufValue } from '../../gguf/writer';
 
@@ -38,6 +38,10 @@ export type GemmaConfig = ModelConfig & {
   attnSoftcap?: number;
   softcap?: number;
   ropeScale?: number;
+  /** gemma-embedding: rope.freq_base_swa (absent: not written, the loader's 10000). */
+  ropeBaseSwa?: number;
+  /** gemma-embedding: the sentence-transformers projections dense_2 [dim, denseWidth] and dense_3 [denseWidth, dim] (with the dense_*_feat_* keys). */
+  denseWidth?: number;
 };
 
 /** llama.cpp's rope.freq_base when the file has none (gemma / gemma2 files never do). */
@@ -98,6 +102,10 @@ function normalize(c: ModelConfig): ModelConfig {
     if (!(window > 0) || !((g.attnSoftcap ?? 0) > 0) || !(softcap > 0)) throw new Error('gemma2: window, attnSoftcap and softcap must be positive (use a preset)');
   }
   if (a === 'gemma3' && !((g.ropeScale ?? 0) >= 0)) throw new Error('gemma3: ropeScale must be non-negative');
+  // EmbeddingGemma: the loader requires attention.sliding_window; an encoder has no head.
+  if (a === 'gemma-embedding' && (!(window > 0) || !c.tiedEmbeddings)) throw new Error('gemma-embedding: window must be positive and tiedEmbeddings true (no output.weight)');
+  if ((g.ropeBaseSwa !== undefined || g.denseWidth !== undefined) && a !== 'gemma-embedding') throw new Error(`${a}: ropeBaseSwa / denseWidth are gemma-embedding's`);
+  if (g.denseWidth !== undefined && !(Number.isInteger(g.denseWidth) && g.denseWidth > 0)) throw new Error(`${a}: denseWidth must be a positive integer`);
   // gemma / gemma2 always read the head from token_embd; gemma3 may have output.weight.
   return { ...c, window, softcap, tiedEmbeddings: a === 'gemma3' ? c.tiedEmbeddings : true } as GemmaConfig;
 }
@@ -117,7 +125,13 @@ function metadata(c: ModelConfig): [string, GgufValue][] {
     [`${a}.attention.key_length`, kv.u32(g.headDim)],
     [`${a}.attention.value_length`, kv.u32(g.headDim)],
   ];
-  if (a === 'gemma3') {
+  if (a === 'gemma-embedding') {
+    m.push([`${a}.pooling_type`, kv.u32(c.pooling ?? 1)]);
+    if (g.ropeBaseSwa !== undefined) m.push([`${a}.rope.freq_base_swa`, kv.f32(g.ropeBaseSwa)]);
+    if (g.denseWidth !== undefined)
+      m.push([`${a}.dense_2_feat_in`, kv.u32(c.dim)], [`${a}.dense_2_feat_out`, kv.u32(g.denseWidth)], [`${a}.dense_3_feat_in`, kv.u32(g.denseWidth)], [`${a}.dense_3_feat_out`, kv.u32(c.dim)]);
+  }
+  if (a === 'gemma3' || a === 'gemma-embedding') {
     m.push([`${a}.rope.freq_base`, kv.f32(c.ropeBase)]);
     if ((g.ropeScale ?? 0) > 0 && g.ropeScale !== 1) m.push([`${a}.rope.scaling.type`, kv.str('linear')], [`${a}.rope.scaling.factor`, kv.f32(g.ropeScale!)]);
     if (g.softcap! > 0) m.push([`${a}.final_logit_softcapping`, kv.f32(g.softcap!)]);
@@ -142,16 +156,19 @@ function tensors(c: ModelConfig): TensorSpec[] {
   if (!c.tiedEmbeddings) t.push({ name: 'output.weight', shape: [c.dim, c.vocabSize], init: linearInit(c.dim, 2), role: 'output' });
   for (let i = 0; i < c.nLayers; i++) {
     const p = `blk.${i}`;
-    t.push(...attention(c, i, { qkNorm: c.arch === 'gemma3' }).map((x) => writer(c, x)));
+    t.push(...attention(c, i, { qkNorm: c.arch === 'gemma3' || c.arch === 'gemma-embedding' }).map((x) => writer(c, x)));
     if (post) t.push(postNorm(c, `${p}.post_attention_norm.weight`, i));
     t.push(...denseFfn(c, i).map((x) => writer(c, x)));
     if (post) t.push(postNorm(c, `${p}.post_ffw_norm.weight`, i));
   }
+  const dw = (c as GemmaConfig).denseWidth;
+  if (dw !== undefined) t.push(linear('dense_2.weight', c.dim, dw, 'attn_q'), linear('dense_3.weight', dw, c.dim, 'attn_q'));
   return t;
 }
 
-const def = (name: 'gemma' | 'gemma2' | 'gemma3'): ArchDefinition => ({ name, ggufArch: name, normalize, metadata, tensors });
+const def = (name: 'gemma' | 'gemma2' | 'gemma3' | 'gemma-embedding'): ArchDefinition => ({ name, ggufArch: name, normalize, metadata, tensors });
 
 export const gemma = def('gemma');
 export const gemma2 = def('gemma2');
 export const gemma3 = def('gemma3');
+export const gemmaEmbedding = def('gemma-embedding');

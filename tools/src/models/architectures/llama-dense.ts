@@ -44,6 +44,17 @@
 //   biases, output.weight required, partial RoPE; `parallel`: no ffn_norm; `qkLayerNorm`: per-head
 //   q/k LayerNorm weights [head, heads]), nemotron (weights and biases, ungated ReLU² FFN, partial
 //   RoPE, optional attn_output / ffn_up / ffn_down biases, output.weight required).
+// - GPT-2-style: gpt2 and starcoder (learned positions: position_embd [dim, ctx], no rope.* keys;
+//   LayerNorms, one attn_qkv with its bias, attn_output / ffn_up / ffn_down biases, ungated GELU FFN;
+//   starcoder multi-query in its files), codeshell (the same block with NeoX RoPE over the whole head,
+//   q/k/v fused or split, output.weight required; `noTokenEmbd`: output.weight embeds too), qwen
+//   (Qwen v1: Llama's block, one attn_qkv with its bias, NeoX RoPE, output.weight required,
+//   feed_forward_length written as twice the FFN's width, as its converter does).
+// - ALiBi (no rope.* keys): bloom (token_embd_norm weight and bias, LayerNorms with biases, one
+//   attn_qkv with its bias, every bias, ungated GELU FFN), mpt (one attn_qkv, LayerNorm biases and
+//   attn_qkv / attn_output / ffn biases optional, attention.max_alibi_bias, clamp_kqv, an optional
+//   position_embd), refact (Llama's block). baichuan: Llama's block, output.weight required; its
+//   loader takes RoPE at 32 blocks and ALiBi at 40 (rope keys written either way).
 // Scales: the post norms' gains are 2 / sqrt(2L) (gemma.ts's residualWrite), so each sub-layer
 // writes into the stream at a fixed scale whatever its projections; the other archs use
 // residualGain on attn_output / ffn_down as llama.ts.
@@ -88,6 +99,18 @@ export type DenseFamilyConfig = ModelConfig & {
   qkLayerNorm?: boolean;
   /** nemotron: the optional ffn_up.bias and ffn_down.bias. */
   ffnBias?: boolean;
+  /** gptneox: use_parallel_residual (its loader requires the key). */
+  parallelResidual?: boolean;
+  /** falcon: attn_norm_2 weight and bias (Falcon-40B: the attention reads it, the FFN attn_norm). */
+  attnNorm2?: boolean;
+  /** codeshell: no token_embd.weight (its loader embeds with output.weight then). */
+  noTokenEmbd?: boolean;
+  /** mpt: attention.max_alibi_bias (its converter writes one, 0 without ALiBi). */
+  maxAlibiBias?: number;
+  /** mpt: position_embd.weight [dim, ctx] (optional there). */
+  positionEmbd?: boolean;
+  /** mpt: LayerNorm weights without biases (its loader reads the biases as optional). */
+  noNormBias?: boolean;
 };
 
 interface Layout {
@@ -107,6 +130,16 @@ interface Layout {
   /** The loader sizes attn_q / attn_output as n_embd. */
   fullWidth: boolean;
   untied: boolean;
+  /** gpt2, starcoder: position_embd.weight [dim, ctx] (F32, as llama-quantize leaves it); no rope.* keys. */
+  positions?: boolean;
+  /** gpt2, starcoder, qwen: the loader requires one attn_qkv and its bias. */
+  fusedQkvBias?: boolean;
+  /** qwen: feed_forward_length is twice the FFN's width. */
+  ffDoubled?: boolean;
+  /** bloom, mpt, refact: ALiBi, no RoPE (their converters write no rope.* keys). */
+  alibi?: boolean;
+  /** bloom: token_embd_norm weight and bias. */
+  tokenNorm?: boolean;
 }
 
 const PRE: Layout = { attnNorm: true, qkNorm: 'none', attnPostNorm: false, ffnNorm: 'ffn_norm', ffnPostNorm: false, fusedUpGate: false, fullWidth: false, untied: false };
@@ -133,6 +166,18 @@ export const DENSE_LAYOUTS: Record<string, Layout> = {
   minicpm: PRE,
   stablelm: { ...PRE, fullWidth: true, untied: true, layerNorm: 'affine' },
   nemotron: { ...PRE, fullWidth: true, untied: true, layerNorm: 'affine', ungated: true },
+  gptneox: { ...PRE, fullWidth: true, untied: true, layerNorm: 'affine', ungated: true, biases: true },
+  chatglm: { ...PRE, fusedUpGate: true, fullWidth: true },
+  phi2: { ...PRE, ffnNorm: 'none', fullWidth: true, untied: true, layerNorm: 'affine', ungated: true, biases: true },
+  falcon: { ...PRE, ffnNorm: 'none', fullWidth: true, layerNorm: 'affine', ungated: true },
+  gpt2: { ...PRE, fullWidth: true, layerNorm: 'affine', ungated: true, biases: true, positions: true, fusedQkvBias: true },
+  starcoder: { ...PRE, fullWidth: true, layerNorm: 'affine', ungated: true, biases: true, positions: true, fusedQkvBias: true },
+  codeshell: { ...PRE, fullWidth: true, untied: true, layerNorm: 'affine', ungated: true, biases: true },
+  qwen: { ...PRE, fullWidth: true, untied: true, fusedQkvBias: true, ffDoubled: true },
+  bloom: { ...PRE, fullWidth: true, layerNorm: 'affine', ungated: true, biases: true, fusedQkvBias: true, alibi: true, tokenNorm: true },
+  mpt: { ...PRE, fullWidth: true, layerNorm: 'affine', ungated: true, alibi: true },
+  refact: { ...PRE, alibi: true },
+  baichuan: { ...PRE, fullWidth: true, untied: true },
 };
 
 /** The block count at which llama.cpp's exaone4 loader turns sliding windows on. */
@@ -163,9 +208,9 @@ function normalize(c: ModelConfig): ModelConfig {
   if (x.window !== undefined && (!Number.isInteger(x.window) || x.window < 1)) throw new Error(`${a}: window must be a positive integer, got ${String(x.window)}`);
   if ((x.window !== undefined || x.swaPattern !== undefined) && a !== 'olmo2' && a !== 'exaone4') throw new Error(`${a}: no sliding windows (window / swaPattern are olmo2's and exaone4's)`);
   if (Array.isArray(x.swaPattern) && x.swaPattern.length !== c.nLayers) throw new Error(`${a}: swaPattern has ${x.swaPattern.length} entries for ${c.nLayers} blocks`);
-  if (x.attnOutBias && a !== 'ernie4_5' && a !== 'apertus' && a !== 'minicpm' && a !== 'nemotron') throw new Error(`${a}: attnOutBias is ernie4_5's, apertus's, minicpm's and nemotron's (the other loaders take no attn_output.bias)`);
+  if (x.attnOutBias && a !== 'ernie4_5' && a !== 'apertus' && a !== 'minicpm' && a !== 'nemotron' && a !== 'mpt') throw new Error(`${a}: attnOutBias is ernie4_5's, apertus's, minicpm's, nemotron's and mpt's (the other loaders take no attn_output.bias)`);
   if ((x.parallel || x.qkLayerNorm) && a !== 'stablelm') throw new Error(`${a}: parallel / qkLayerNorm are stablelm's`);
-  if (x.ffnBias && a !== 'nemotron') throw new Error(`${a}: ffnBias is nemotron's`);
+  if (x.ffnBias && a !== 'nemotron' && a !== 'mpt') throw new Error(`${a}: ffnBias is nemotron's and mpt's`);
   if (x.scales !== undefined && (a !== 'minicpm' || !Object.values(x.scales).every((v) => Number.isFinite(v) && v > 0))) throw new Error(`${a}: scales are minicpm's, each positive and finite`);
   if ((a === 'apertus') !== (x.xielu !== undefined)) throw new Error(`${a}: xielu parameters are apertus's, and it requires them`);
   if (x.xielu) {
@@ -173,8 +218,18 @@ function normalize(c: ModelConfig): ModelConfig {
       if (!Array.isArray(v) || v.length !== c.nLayers || !v.every(Number.isFinite)) throw new Error(`${a}: xielu.${k} needs one finite number per block (${c.nLayers})`);
     }
   }
-  if (x.fusedQkv && a !== 'internlm2') throw new Error(`${a}: fusedQkv is internlm2's (its converter fuses wqkv)`);
-  if (x.clampKqv !== undefined && (a !== 'olmo' || !(x.clampKqv > 0) || !Number.isFinite(x.clampKqv))) throw new Error(`${a}: clampKqv is olmo's, a positive finite number`);
+  if (lo.fusedQkvBias && !(x.fusedQkv && x.qkvBias)) throw new Error(`${a}: the loader requires one attn_qkv and its bias (fusedQkv and qkvBias)`);
+  if (x.noTokenEmbd && (a !== 'codeshell' || c.tiedEmbeddings)) throw new Error(`${a}: noTokenEmbd is codeshell's, with output.weight`);
+  if (x.fusedQkv && a !== 'internlm2' && a !== 'gptneox' && a !== 'phi2' && a !== 'falcon' && a !== 'chatglm' && a !== 'codeshell' && a !== 'mpt' && !lo.fusedQkvBias) throw new Error(`${a}: fusedQkv is internlm2's, gptneox's, phi2's and falcon's (their converters fuse wqkv)`);
+  if ((a === 'gptneox' || a === 'falcon') && !x.fusedQkv) throw new Error(`${a}: the loader takes one attn_qkv (fusedQkv must be true)`);
+  if (a === 'gptneox' && (!x.qkvBias || x.parallelResidual === undefined)) throw new Error(`gptneox: the loader requires attn_qkv.bias (qkvBias) and use_parallel_residual (parallelResidual)`);
+  if (x.parallelResidual !== undefined && a !== 'gptneox') throw new Error(`${a}: parallelResidual is gptneox's`);
+  if (x.attnNorm2 && a !== 'falcon') throw new Error(`${a}: attnNorm2 is falcon's`);
+  if (x.qkvBias && a === 'falcon') throw new Error('falcon: the loader takes no q/k/v biases');
+  if ((x.maxAlibiBias !== undefined || x.positionEmbd || x.noNormBias) && a !== 'mpt') throw new Error(`${a}: maxAlibiBias / positionEmbd / noNormBias are mpt's`);
+  if (x.maxAlibiBias !== undefined && !(x.maxAlibiBias >= 0 && Number.isFinite(x.maxAlibiBias))) throw new Error(`${a}: maxAlibiBias must be a non-negative number`);
+  if (a === 'mpt' && !x.fusedQkv) throw new Error('mpt: the loader takes one attn_qkv (fusedQkv must be true)');
+  if (x.clampKqv !== undefined && ((a !== 'olmo' && a !== 'mpt') || !(x.clampKqv > 0) || !Number.isFinite(x.clampKqv))) throw new Error(`${a}: clampKqv is olmo's and mpt's, a positive finite number`);
   if ((x.loops !== undefined || x.skipLoopNorm !== undefined) && (a !== 'nanbeige' || (x.loops !== undefined && (!Number.isInteger(x.loops) || x.loops < 1))))
     throw new Error(`${a}: loops / skipLoopNorm are nanbeige's (loops a positive integer)`);
   if (x.ropeFreqs && a !== 'exaone' && a !== 'arcee' && a !== 'nanbeige') throw new Error(`${a}: ropeFreqs is exaone's, arcee's and nanbeige's (the other loaders take no rope_freqs)`);
@@ -183,7 +238,7 @@ function normalize(c: ModelConfig): ModelConfig {
   if (x.ropeSections !== undefined && (a !== 'glm4' || x.ropeSections.length !== 4 || !x.ropeSections.every((v) => Number.isInteger(v) && v >= 0)))
     throw new Error(`${a}: ropeSections is glm4's: 4 non-negative integers`);
   if (x.ropeDims !== undefined) {
-    if (a !== 'glm4' && a !== 'stablelm' && a !== 'nemotron') throw new Error(`${a}: the graph asserts rope.dimension_count == head size (ropeDims is glm4's, stablelm's and nemotron's)`);
+    if (a !== 'glm4' && a !== 'stablelm' && a !== 'nemotron' && a !== 'gptneox' && a !== 'phi2' && a !== 'chatglm') throw new Error(`${a}: the graph asserts rope.dimension_count == head size (ropeDims is glm4's, stablelm's, nemotron's, gptneox's and phi2's)`);
     if (!Number.isInteger(x.ropeDims) || x.ropeDims < 2 || x.ropeDims % 2 !== 0 || x.ropeDims > headDim(c)) throw new Error(`${a}: ropeDims must be even within the head (${headDim(c)})`);
   }
   return c;
@@ -197,12 +252,20 @@ function metadata(c: ModelConfig): [string, GgufValue][] {
   const m = baseMetadata(a, c).map(([k, v]): [string, GgufValue] => (lo.layerNorm && k === `${a}.attention.layer_norm_rms_epsilon` ? [`${a}.attention.layer_norm_epsilon`, v] : [k, v]));
   if (x.scales) m.push([`${a}.embedding_scale`, kv.f32(x.scales.embedding)], [`${a}.residual_scale`, kv.f32(x.scales.residual)], [`${a}.logit_scale`, kv.f32(x.scales.logit)]);
   if (x.clampKqv !== undefined) m.push([`${a}.attention.clamp_kqv`, kv.f32(x.clampKqv)]);
+  if (x.maxAlibiBias !== undefined) m.push([`${a}.attention.max_alibi_bias`, kv.f32(x.maxAlibiBias)]);
   if (x.loops !== undefined) m.push([`${a}.num_loops`, kv.u32(x.loops)]);
+  if (x.parallelResidual !== undefined) m.push([`${a}.use_parallel_residual`, kv.bool(x.parallelResidual)]);
   if (x.skipLoopNorm !== undefined) m.push([`${a}.skip_loop_final_norm`, kv.bool(x.skipLoopNorm)]);
   if (x.ropeDims !== undefined) {
     const i = m.findIndex(([k]) => k === `${a}.rope.dimension_count`);
     m[i] = [`${a}.rope.dimension_count`, kv.u32(x.ropeDims)];
   }
+  // Qwen's converter writes intermediate_size: the gate and up halves counted together.
+  if (lo.ffDoubled) m[m.findIndex(([k]) => k === `${a}.feed_forward_length`)] = [`${a}.feed_forward_length`, kv.u32(2 * c.ff)];
+  // Learned positions: GPT-2's and StarCoder's converters write no RoPE keys.
+  if (lo.positions) return m.filter(([k]) => !k.startsWith(`${a}.rope.`));
+  // ALiBi: BLOOM's, MPT's and Refact's converters write no RoPE keys either.
+  if (lo.alibi) return m.filter(([k]) => !k.startsWith(`${a}.rope.`));
   if (x.window !== undefined) m.push([`${a}.attention.sliding_window`, kv.u32(x.window)]);
   if (Array.isArray(x.swaPattern)) m.push([`${a}.attention.sliding_window_pattern`, kv.arr(GgufType.BOOL, x.swaPattern)]);
   else if (x.swaPattern !== undefined) m.push([`${a}.attention.sliding_window_pattern`, kv.u32(x.swaPattern)]);
@@ -226,16 +289,25 @@ function tensors(c: ModelConfig): TensorSpec[] {
   const t = embeddings(c);
   // LayerNorm weights and biases ('affine'), or none ('plain': output_norm.weight dropped too).
   const normBias = (name: string, i?: number): TensorSpec => ({ name, shape: [c.dim], init: { kind: 'normal', std: 0.1 }, role: 'norm', layer: i });
-  const blockNorm = (base: string, i?: number): TensorSpec[] => (lo.layerNorm === 'plain' ? [] : lo.layerNorm === 'affine' ? [norm(`${base}.weight`, c.dim, i), normBias(`${base}.bias`, i)] : [norm(`${base}.weight`, c.dim, i)]);
+  const blockNorm = (base: string, i?: number): TensorSpec[] => (lo.layerNorm === 'plain' ? [] : lo.layerNorm === 'affine' && !x.noNormBias ? [norm(`${base}.weight`, c.dim, i), normBias(`${base}.bias`, i)] : [norm(`${base}.weight`, c.dim, i)]);
   if (lo.layerNorm) t.splice(t.findIndex((s) => s.name === 'output_norm.weight'), 1, ...blockNorm('output_norm'));
+  if (lo.positions) t.splice(1, 0, { name: 'position_embd.weight', shape: [c.dim, c.ctx], init: { kind: 'normal', std: 0.5 }, role: 'bias' });
+  if (x.noTokenEmbd) t.splice(t.findIndex((s) => s.name === 'token_embd.weight'), 1);
+  // BLOOM's LayerNorm of the embedding; MPT's optional learned positions.
+  if (lo.tokenNorm) t.splice(1, 0, norm('token_embd_norm.weight', c.dim), normBias('token_embd_norm.bias'));
+  if (x.positionEmbd) t.splice(1, 0, { name: 'position_embd.weight', shape: [c.dim, c.ctx], init: { kind: 'normal', std: 0.5 }, role: 'bias' });
+  // Phi-2's loader requires output.bias.
+  if (c.arch === 'phi2') t.splice(t.findIndex((s) => s.name === 'output.weight') + 1, 0, { name: 'output.bias', shape: [c.vocabSize], init: { kind: 'normal', std: 0.1 }, role: 'attn_bias' });
   if (x.ropeFreqs) t.push({ name: 'rope_freqs.weight', shape: [hd / 2], init: { kind: 'normal', mean: 2, std: 0.5 }, role: 'bias' });
   for (let i = 0; i < c.nLayers; i++) {
     const p = `blk.${i}`;
     if (lo.attnNorm) t.push(...blockNorm(`${p}.attn_norm`, i));
+    if (x.attnNorm2) t.push(...blockNorm(`${p}.attn_norm_2`, i));
     // llama-quant types attn_qkv as attn_v.
     if (x.fusedQkv) t.push(linear(`${p}.attn_qkv.weight`, c.dim, nQ + 2 * nKv, 'attn_v', i));
     else t.push(linear(`${p}.attn_q.weight`, c.dim, nQ, 'attn_q', i), linear(`${p}.attn_k.weight`, c.dim, nKv, 'attn_k', i), linear(`${p}.attn_v.weight`, c.dim, nKv, 'attn_v', i));
-    if (x.qkvBias) {
+    if (x.qkvBias && x.fusedQkv) t.push({ name: `${p}.attn_qkv.bias`, shape: [nQ + 2 * nKv], init: { kind: 'normal', std: 0.1 }, role: 'attn_bias', layer: i });
+    else if (x.qkvBias) {
       const bias = (name: string, n: number): TensorSpec => ({ name, shape: [n], init: { kind: 'normal', std: 0.1 }, role: 'attn_bias', layer: i });
       t.push(bias(`${p}.attn_q.bias`, nQ), bias(`${p}.attn_k.bias`, nKv), bias(`${p}.attn_v.bias`, nKv));
     }
@@ -279,3 +351,15 @@ export const starcoder2 = def('starcoder2');
 export const minicpm = def('minicpm');
 export const stablelm = def('stablelm');
 export const nemotron = def('nemotron');
+export const gptneox = def('gptneox');
+export const chatglm = def('chatglm');
+export const phi2 = def('phi2');
+export const falcon = def('falcon');
+export const gpt2 = def('gpt2');
+export const starcoder = def('starcoder');
+export const codeshell = def('codeshell');
+export const qwen = def('qwen');
+export const bloom = def('bloom');
+export const mpt = def('mpt');
+export const refact = def('refact');
+export const baichuan = def('baichuan');

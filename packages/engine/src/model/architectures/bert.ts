@@ -7,10 +7,17 @@ import { tensorLookup } from './deepseek2';
 
 /** BERT-style encoders (llama.cpp's src/models/bert.cpp): what differs between the members. */
 export interface BertOptions {
-  /** Learned absolute positions (`position_embd.weight`, BERT); else NeoX RoPE (nomic-bert). */
-  positions: 'learned' | 'rope';
-  /** FFN: up -> GELU -> down (BERT), or SwiGLU over gate and up (nomic-bert). */
-  ffn: 'gelu' | 'swiglu';
+  /**
+   * Learned absolute positions (`position_embd.weight`, BERT); NeoX RoPE (nomic-bert); or ALiBi
+   * with a maximum bias of 8, fixed by the loader (jina-bert-v2; no position input at all).
+   */
+  positions: 'learned' | 'rope' | 'alibi';
+  /**
+   * FFN: up -> GELU -> down (BERT), SwiGLU over gate and up (nomic-bert), or jina-bert-v2's: with
+   * ffn_gate GELU(gate) x up; else an ffn_up of twice ffn_down's inputs, GELU of its first half
+   * times its second (GEGLU); else up -> GELU -> down. ffn_up's bias optional, ffn_down's required.
+   */
+  ffn: 'gelu' | 'swiglu' | 'jina';
 }
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -71,15 +78,31 @@ export function buildBert(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt
       for (const [buf, w] of [[q, 'attn_q'], [k, 'attn_k'], [v, 'attn_v']] as const)
         p.op('matmul', buf, { a: x, weights: withBias(need(t(il, `${w}.weight`)), maybe(t(il, `${w}.bias`))) });
     }
+    // jina-bert-v2: optional LayerNorms (weight, optional bias) over the whole q and k projections.
+    if (opt.positions === 'alibi')
+      for (const [buf, name] of [[q, 'attn_q_norm'], [k, 'attn_k_norm']] as const) {
+        const w = maybe(t(il, `${name}.weight`));
+        if (w) p.op('layer_norm', buf, { a: buf, weights: withBias(w, maybe(t(il, `${name}.bias`))), params: { eps } });
+      }
     if (opt.positions === 'rope') {
       p.op('rope', q, { a: q, params: { ...rp, head_dim: hd, n_head: H } });
       p.op('rope', k, { a: k, params: { ...rp, head_dim: hd, n_head: Hkv } });
     }
     const layer = p.kvLayer(Hkv * hd, Hkv * hd);
-    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1 / Math.sqrt(hd), causal: false } });
-    p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), maybe(t(il, 'attn_output.bias'))) });
-    p.op('add', x, { a: attnOut, b: x });
-    norm(x, x, t(il, 'attn_output_norm'));
+    const alibi: Record<string, number> = opt.positions === 'alibi' ? { alibi: 8 } : {};
+    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1 / Math.sqrt(hd), causal: false, ...alibi } });
+    p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), opt.ffn === 'jina' ? need(t(il, 'attn_output.bias')) : maybe(t(il, 'attn_output.bias'))) });
+    // jina-bert-v2's optional attn_norm_2: the layer's input added again, then that LayerNorm.
+    const norm2 = opt.ffn === 'jina' ? maybe(t(il, 'attn_norm_2.weight')) : undefined;
+    if (norm2) {
+      p.op('add', attnOut, { a: attnOut, b: x });
+      norm(attnOut, attnOut, t(il, 'attn_output_norm'));
+      p.op('add', x, { a: attnOut, b: x });
+      p.op('layer_norm', x, { a: x, weights: withBias(norm2, maybe(t(il, 'attn_norm_2.bias'))), params: { eps } });
+    } else {
+      p.op('add', x, { a: attnOut, b: x });
+      norm(x, x, t(il, 'attn_output_norm'));
+    }
 
     const ffnOut = p.buf('ffn_out', d);
     if (moeEvery > 0 && il % moeEvery === 1) {
@@ -92,6 +115,12 @@ export function buildBert(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt
         weights: { gate_inp: need(t(il, 'ffn_gate_inp.weight')), up_exps: need(t(il, 'ffn_up_exps.weight')), down_exps: need(t(il, 'ffn_down_exps.weight')) },
         params: { n_expert: hp.nExpert, n_expert_used: hp.nExpertUsed, gating: 0, norm_w: false, act: 2, moe_layer: p.moeLayer(hp.nExpert) },
       });
+      p.op('add', x, { a: ffnOut, b: x });
+      norm(x, x, t(il, 'layer_output_norm'));
+      continue;
+    }
+    if (opt.ffn === 'jina') {
+      jinaFfn(p, tensors, il, { need, maybe }, x, ffnOut);
       p.op('add', x, { a: ffnOut, b: x });
       norm(x, x, t(il, 'layer_output_norm'));
       continue;
@@ -115,4 +144,32 @@ export function buildBert(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt
   const out = p.buf('h_out', d, true);
   p.op('gather_out', out, { a: x });
   return p.build(out);
+}
+
+/** jina-bert-v2's FFN of x into out (llama.cpp's bert.cpp: GELU-gated, GEGLU over a fused up, or plain GELU). */
+function jinaFfn(p: ProgramBuilder, tensors: Map<string, GgufTensorInfo>, il: number, lk: { need: (n: string) => string; maybe: (n: string) => string | undefined }, x: number, out: number): void {
+  const up = lk.need(t(il, 'ffn_up.weight'));
+  const down = lk.need(t(il, 'ffn_down.weight'));
+  const ffUp = tensors.get(up)!.dims[1];
+  const ff = tensors.get(down)!.dims[0];
+  const gate = lk.maybe(t(il, 'ffn_gate.weight'));
+  if (ffUp !== ff && (gate || ffUp !== 2 * ff))
+    throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: ffn_up gives ${ffUp} values for ffn_down's ${ff} inputs (${gate ? 'with ffn_gate they must match' : 'they must match, or twice them for GEGLU'})`);
+  const u = p.buf(`ffn_up${ffUp}`, ffUp);
+  p.op('matmul', u, { a: x, weights: withBias(up, lk.maybe(t(il, 'ffn_up.bias'))) });
+  const g = p.buf(`ffn_gate${ff}`, ff);
+  if (gate) {
+    p.op('matmul', g, { a: x, weights: { weight: gate } });
+    p.op('gelu', g, { a: g });
+    p.op('mul', g, { a: g, b: u });
+  } else if (ffUp === 2 * ff) {
+    const u2 = p.buf(`ffn_up2_${ff}`, ff);
+    p.op('copy', g, { a: u, params: { a_off: 0, n: ff } });
+    p.op('copy', u2, { a: u, params: { a_off: ff, n: ff } });
+    p.op('gelu', g, { a: g });
+    p.op('mul', g, { a: g, b: u2 });
+  } else {
+    p.op('gelu', g, { a: u });
+  }
+  p.op('matmul', out, { a: g, weights: withBias(down, lk.need(t(il, 'ffn_down.bias'))) });
 }

@@ -37,6 +37,7 @@ import { buildPhi3 } from './phi3';
 import { buildQwen35, buildQwen35Mtp } from './qwen35';
 import { buildQwen4Exp } from './qwen4exp';
 import { buildLlamaMoe, LLAMA_MOE_ARCHITECTURES } from './llama-moe';
+import { buildEagle3 } from './eagle3';
 
 /** What a program depends on besides the file: the context of one sequence (LongRoPE picks its factors by it). */
 export interface BuildOptions {
@@ -190,13 +191,25 @@ const ARCHITECTURES: Record<string, Builder> = {
   'nomic-bert': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'swiglu' }),
   // (Its dense layers are BERT's GELU FFNs with biases; every other one routes to experts.)
   'nomic-bert-moe': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'gelu' }),
+  // Jina Embeddings v2 (jina-bert-v2): BERT's post-norm block with ALiBi (max bias 8, no positions),
+  // optional q/k LayerNorms and attn_norm_2, a GELU-gated or GEGLU FFN.
+  'jina-bert-v2': (hp, ts) => buildBert(hp, ts, { positions: 'alibi', ffn: 'jina' }),
+  // EmbeddingGemma (gemma-embedding): Gemma 3's block as a non-causal encoder, symmetric windows.
+  'gemma-embedding': (hp, ts) => buildGemma(hp, ts, 3, true),
+  // Llama's graph as an embedding model (llama-embed: llama-embed-nemotron): no head, the
+  // output_norm'd state pooled by pooling_type; attention both ways when attention.causal is false
+  // (llama.cpp's no-cache attention input follows causal_attn, default true).
+  'llama-embed': (hp, ts, o) =>
+    buildLlamaFamily(hp, ts, { neox: false, qkNorm: false, normExpertWeights: true, sharedExpertGate: false, ropeFactors: 'typed', nCtxSeq: o.nCtxSeq, encoderNorm: 'output_norm.weight', ...(hp.meta.bool('attention.causal', true) ? {} : { causal: false }) }),
+  // EAGLE-3 drafts: they run bound to a target (speculative decoding), reading its layers' hidden states.
+  eagle3: (hp, ts, o) => buildEagle3(hp, ts, o.nCtxSeq),
 };
 
 /**
  * Encoder-only embedding models (non-causal attention, no output head): they give embeddings and
  * generate no text, and a sequence is computed in one forward pass.
  */
-const ENCODERS = new Set(['bert', 'nomic-bert', 'nomic-bert-moe']);
+const ENCODERS = new Set(['bert', 'nomic-bert', 'nomic-bert-moe', 'jina-bert-v2', 'eurobert', 'neo-bert', 'llama-embed', 'gemma-embedding', 'modern-bert']);
 
 export function isEncoderArchitecture(arch: string): boolean {
   return ENCODERS.has(arch);

@@ -253,3 +253,203 @@ describe('refusals', () => {
     EngineModel.load(f, { threads: 1, nCtx: 32 }).close();
   });
 });
+
+// Parallel-residual decoders (gptneox, phi2, falcon): which norm each sub-layer reads, in which
+// order the residual adds, the fused QKV and its bias, the biases each loader requires.
+describe('parallel-residual layouts', () => {
+  const PAR = ['tiny-gptneox', 'tiny-gptneox-seq', 'tiny-phi2', 'tiny-phi2-fused', 'tiny-falcon', 'tiny-falcon-40b', 'tiny-chatglm', 'tiny-chatglm-split'];
+  const pf: Record<string, File> = {};
+  beforeAll(() => {
+    for (const p of PAR) pf[p] = testModelFile(dir, p);
+  }, 300_000);
+  const pprog = (p: string) => programOf(pf[p].kv, pf[p].tensors);
+  const lnOf = (p: ModelProgram) => opsOf(p, 'layer_norm').map((o) => o.weights!.weight);
+  const at = (p: ModelProgram, pred: (o: ProgramOp) => boolean) => p.ops.findIndex(pred);
+  const mm = (p: ModelProgram, w: string) => p.ops.find((o) => o.op === 'matmul' && o.weights!.weight === w)!;
+  // Block 0's attention add into the stream: the first add whose b is the attn_output product.
+  const attnAdd = (p: ModelProgram) => at(p, (o) => o.op === 'add' && o.b === mm(p, 'blk.0.attn_output.weight').out);
+
+  it('gptneox: use_parallel_residual reads ffn_norm of the block input before the attention adds in; false, after; fused QKV and every bias; partial NeoX RoPE', () => {
+    const par = pprog('tiny-gptneox');
+    const seq = pprog('tiny-gptneox-seq');
+    for (const p of [par, seq]) {
+      expect(lnOf(p).slice(0, 2)).toEqual(['blk.0.attn_norm.weight', 'blk.0.ffn_norm.weight']);
+      expect(opsOf(p, 'layer_norm').every((o) => o.weights!.bias === o.weights!.weight.replace(/weight$/, 'bias'))).toBe(true);
+      expect(mm(p, 'blk.0.attn_qkv.weight').weights!.bias).toBe('blk.0.attn_qkv.bias');
+      expect(opsOf(p, 'matmul').filter((o) => o.weights!.bias).length).toBe(4 * 4);
+      expect(opsOf(p, 'gelu')).toHaveLength(4);
+      expect(mm(p, 'output.weight').weights!.bias).toBeUndefined();
+    }
+    const ffnNorm = (p: ModelProgram) => at(p, (o) => o.op === 'layer_norm' && o.weights!.weight === 'blk.0.ffn_norm.weight');
+    expect(ffnNorm(par)).toBeLessThan(attnAdd(par));
+    expect(ffnNorm(seq)).toBeGreaterThan(attnAdd(seq));
+    expect(opsOf(par, 'rope').every((o) => o.params!.n_dims === 16 && o.params!.neox === true)).toBe(true);
+    expect(opsOf(seq, 'rope').every((o) => o.params!.n_dims === 32)).toBe(true);
+  });
+
+  it('phi2: one LayerNorm per block read by attention and FFN, split or fused q/k/v with biases, output.bias', () => {
+    for (const name of ['tiny-phi2', 'tiny-phi2-fused']) {
+      const p = pprog(name);
+      expect(lnOf(p)).toEqual(['blk.0.attn_norm.weight', 'blk.1.attn_norm.weight', 'blk.2.attn_norm.weight', 'blk.3.attn_norm.weight', 'output_norm.weight']);
+      expect(mm(p, 'blk.0.ffn_up.weight').a).toBe(opsOf(p, 'layer_norm')[0].out);
+      expect(mm(p, 'output.weight').weights!.bias).toBe('output.bias');
+      for (const w of ['attn_output', 'ffn_up', 'ffn_down']) expect(mm(p, `blk.2.${w}.weight`).weights!.bias).toBe(`blk.2.${w}.bias`);
+      expect(opsOf(p, 'attention').every((o) => o.params!.scale === 1 / 8)).toBe(true);
+    }
+    expect(mm(pprog('tiny-phi2'), 'blk.1.attn_k.weight').weights!.bias).toBe('blk.1.attn_k.bias');
+    expect(mm(pprog('tiny-phi2-fused'), 'blk.1.attn_qkv.weight').weights!.bias).toBe('blk.1.attn_qkv.bias');
+  });
+
+  it('falcon: the FFN reads attn_norm beside the attention (Falcon-40B: the attention reads attn_norm_2), multi-query, no biases, tied or untied head', () => {
+    const f7 = pprog('tiny-falcon');
+    expect(lnOf(f7).slice(0, 2)).toEqual(['blk.0.attn_norm.weight', 'blk.1.attn_norm.weight']);
+    expect(mm(f7, 'blk.0.ffn_up.weight').a).toBe(mm(f7, 'blk.0.attn_qkv.weight').a);
+    expect(opsOf(f7, 'attention').every((o) => o.params!.n_head_kv === 1 && o.params!.n_head === 4)).toBe(true);
+    expect(opsOf(f7, 'matmul').filter((o) => o.weights!.bias)).toHaveLength(0);
+    expect(opsOf(f7, 'matmul').at(-1)!.weights!.weight).toBe('token_embd.weight');
+    expect(opsOf(f7, 'rope').every((o) => o.params!.n_dims === 64 && o.params!.neox === true)).toBe(true);
+    const f40 = pprog('tiny-falcon-40b');
+    const ln = opsOf(f40, 'layer_norm');
+    expect(ln.slice(0, 2).map((o) => o.weights!.weight)).toEqual(['blk.0.attn_norm.weight', 'blk.0.attn_norm_2.weight']);
+    expect(mm(f40, 'blk.0.attn_qkv.weight').a).toBe(ln[1].out);
+    expect(mm(f40, 'blk.0.ffn_up.weight').a).toBe(ln[0].out);
+    expect(opsOf(f40, 'matmul').at(-1)!.weights!.weight).toBe('output.weight');
+    // A falcon file's attn_qkv.bias is not read (the loader takes none).
+    const t = new Map(pf['tiny-falcon'].tensors);
+    t.set('blk.0.attn_qkv.bias', { ...t.get('blk.0.attn_norm.bias')!, name: 'blk.0.attn_qkv.bias', dims: [384] });
+    expect(opsOf(programOf(pf['tiny-falcon'].kv, t), 'matmul').filter((o) => o.weights!.bias)).toHaveLength(0);
+  });
+
+  it('chatglm (beside them): RMS norms, fused q/k/v with its bias or split, RoPE over adjacent pairs on half the head, the fused gate|up, no attn_output bias', () => {
+    const c = pprog('tiny-chatglm');
+    expect(normsOf(c).slice(0, 3)).toEqual(['attn_norm.weight', 'ffn_norm.weight', 'attn_norm.weight']);
+    expect(mm(c, 'blk.0.attn_qkv.weight').weights!.bias).toBe('blk.0.attn_qkv.bias');
+    expect(opsOf(c, 'rope').every((o) => o.params!.n_dims === 32 && o.params!.neox === false)).toBe(true);
+    expect(opsOf(c, 'swiglu').map((o) => [o.params!.b_off, o.params!.n])[0]).toEqual([512, 512]);
+    expect(opsOf(c, 'matmul').at(-1)!.weights!.weight).toBe('output.weight');
+    const s = pprog('tiny-chatglm-split');
+    expect(opsOf(s, 'matmul').filter((o) => o.weights!.bias)).toHaveLength(0);
+    expect(opsOf(s, 'matmul').at(-1)!.weights!.weight).toBe('token_embd.weight');
+    // The loader takes no attn_output.bias: one in the file is not read.
+    const t = new Map(pf['tiny-chatglm-split'].tensors);
+    t.set('blk.0.attn_output.bias', { ...t.get('blk.0.attn_norm.weight')!, name: 'blk.0.attn_output.bias' });
+    expect(opsOf(programOf(pf['tiny-chatglm-split'].kv, t), 'matmul').filter((o) => o.weights!.bias)).toHaveLength(0);
+  });
+
+  const edited = (p: string, edit: (t: Map<string, GgufTensorInfo>) => void, kvEdit: (kv: Record<string, unknown>) => void = () => {}) => {
+    const t = new Map(pf[p].tensors);
+    edit(t);
+    const kv = { ...pf[p].kv };
+    kvEdit(kv);
+    return () => programOf(kv as File['kv'], t);
+  };
+  it.each<[string, string, (t: Map<string, GgufTensorInfo>) => void, ((kv: Record<string, unknown>) => void) | undefined, RegExp]>([
+    ['a gptneox file without use_parallel_residual', 'tiny-gptneox', () => {}, (kv) => delete kv['gptneox.use_parallel_residual'], /lacks metadata 'gptneox\.use_parallel_residual'/],
+    ['a gptneox file without attn_qkv.bias', 'tiny-gptneox', (t) => t.delete('blk.1.attn_qkv.bias'), undefined, /blk\.1\.attn_qkv\.bias/],
+    ['a gptneox file without attn_qkv (split q/k/v)', 'tiny-gptneox-seq', (t) => t.delete('blk.0.attn_qkv.weight'), undefined, /blk\.0\.attn_qkv\.weight/],
+    ['a gptneox file without ffn_norm.bias', 'tiny-gptneox', (t) => t.delete('blk.3.ffn_norm.bias'), undefined, /blk\.3\.ffn_norm\.bias/],
+    ['a gptneox file without output.weight', 'tiny-gptneox', (t) => t.delete('output.weight'), undefined, /'output\.weight'/],
+    ['a phi2 file without output.bias', 'tiny-phi2', (t) => t.delete('output.bias'), undefined, /'output\.bias'/],
+    ['a phi2 file without ffn_down.bias', 'tiny-phi2', (t) => t.delete('blk.2.ffn_down.bias'), undefined, /blk\.2\.ffn_down\.bias/],
+    ['a phi2 file without attention.layer_norm_epsilon', 'tiny-phi2', () => {}, (kv) => delete kv['phi2.attention.layer_norm_epsilon'], /lacks metadata 'phi2\.attention\.layer_norm_epsilon'/],
+    ['a falcon file with partial RoPE', 'tiny-falcon', () => {}, (kv) => (kv['falcon.rope.dimension_count'] = 32), /falcon: rope\.dimension_count 32 must equal the head dimension 64/],
+    ['a falcon file without attn_qkv', 'tiny-falcon', (t) => t.delete('blk.2.attn_qkv.weight'), undefined, /blk\.2\.attn_qkv\.weight/],
+    ['a falcon file without attn_norm.bias', 'tiny-falcon-40b', (t) => t.delete('blk.0.attn_norm.bias'), undefined, /blk\.0\.attn_norm\.bias/],
+    ['a chatglm ffn_up not twice ffn_down', 'tiny-chatglm', (t) => t.set('blk.1.ffn_up.weight', { ...t.get('blk.1.ffn_up.weight')!, dims: [256, 512] }), undefined, /layer 1: ffn_up gives 512 values, not twice ffn_down's 512/],
+    ['a chatglm file without ffn_norm', 'tiny-chatglm-split', (t) => t.delete('blk.3.ffn_norm.weight'), undefined, /blk\.3\.ffn_norm\.weight/],
+  ])('refuses %s, naming it', (_what, p, edit, kvEdit, want) => {
+    expect(edited(p, edit, kvEdit)).toThrow(want);
+  });
+
+  it('EngineModel.load of a gptneox file with ffn_up.bias renamed away fails with KAIL_E_BAD_MODEL; the file itself loads', () => {
+    const file = writeTestModel(dir, 'tiny-gptneox');
+    const bad = patchedCopy(file, `${dir}/gptneox-renamed.gguf`, 'blk.1.ffn_up.bias', 'blk.1.ffn_up.biaX');
+    expect(() => EngineModel.load(bad, { threads: 1, nCtx: 32 })).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/blk\.1\.ffn_up\.bias/) }));
+    EngineModel.load(file, { threads: 1, nCtx: 32 }).close();
+  });
+});
+
+// ALiBi decoders (bloom, mpt, refact, baichuan): the attention ops' maximum bias, where it comes
+// from (fixed by the loader, attention.max_alibi_bias, Baichuan's block count), no RoPE beside it,
+// BLOOM's embedding LayerNorm, MPT's optional biases and positions, and the refusals.
+describe('ALiBi layouts', () => {
+  const AL = ['tiny-bloom', 'tiny-mpt', 'tiny-mpt-plain', 'tiny-refact', 'tiny-baichuan', 'tiny-baichuan-13b'];
+  const af: Record<string, File> = {};
+  beforeAll(() => {
+    for (const p of AL) af[p] = testModelFile(dir, p);
+  }, 300_000);
+  const aprog = (p: string) => programOf(af[p].kv, af[p].tensors);
+  const alibiOf = (p: ModelProgram) => opsOf(p, 'attention').map((o) => o.params!.alibi ?? 0);
+  const mm = (p: ModelProgram, w: string) => p.ops.find((o) => o.op === 'matmul' && o.weights!.weight === w)!;
+
+  it("bloom: the embedding's LayerNorm first, ALiBi 8 without RoPE, one attn_qkv with its bias, every bias, GELU", () => {
+    const p = aprog('tiny-bloom');
+    expect(alibiOf(p)).toEqual([8, 8, 8, 8]);
+    expect(opsOf(p, 'rope')).toHaveLength(0);
+    const ln = opsOf(p, 'layer_norm')[0];
+    expect([ln.weights, p.ops.indexOf(ln)]).toEqual([{ weight: 'token_embd_norm.weight', bias: 'token_embd_norm.bias' }, 1]);
+    expect(mm(p, 'blk.0.attn_qkv.weight').weights!.bias).toBe('blk.0.attn_qkv.bias');
+    for (const w of ['attn_output', 'ffn_up', 'ffn_down']) expect(mm(p, `blk.3.${w}.weight`).weights!.bias).toBe(`blk.3.${w}.bias`);
+    expect(opsOf(p, 'gelu')).toHaveLength(4);
+  });
+
+  it('mpt: ALiBi from attention.max_alibi_bias (absent: none), clamp_kqv, position_embd when present, optional biases', () => {
+    const p = aprog('tiny-mpt');
+    expect(alibiOf(p)).toEqual([8, 8, 8, 8]);
+    expect(opsOf(p, 'rope')).toHaveLength(0);
+    expect(opsOf(p, 'embed').map((o) => o.params?.index ?? 0)).toEqual([0, 1]);
+    expect(opsOf(p, 'clamp').map((o) => o.params!.limit)).toEqual(Array(12).fill(1.5));
+    expect(opsOf(p, 'matmul').filter((o) => o.weights!.bias).length).toBe(4 * 4);
+    const plain = aprog('tiny-mpt-plain');
+    expect(alibiOf(plain)).toEqual([4, 4, 4, 4]);
+    expect(opsOf(plain, 'embed')).toHaveLength(1);
+    expect([opsOf(plain, 'clamp').length, opsOf(plain, 'matmul').filter((o) => o.weights!.bias).length]).toEqual([0, 0]);
+    expect(opsOf(plain, 'layer_norm').every((o) => o.weights!.bias === undefined)).toBe(true);
+    const kv = { ...af['tiny-mpt-plain'].kv };
+    delete kv['mpt.attention.max_alibi_bias'];
+    expect(alibiOf(programOf(kv, af['tiny-mpt-plain'].tensors))).toEqual([0, 0, 0, 0]);
+  });
+
+  it('refact: RMS norms, SwiGLU, ALiBi 8 without RoPE, one KV head; baichuan: RoPE at 32 blocks, ALiBi at 40, neither otherwise (llama.cpp keys it on the count)', () => {
+    const r = aprog('tiny-refact');
+    expect([alibiOf(r), opsOf(r, 'rope').length, opsOf(r, 'attention')[0].params!.n_head_kv]).toEqual([[8, 8, 8, 8], 0, 1]);
+    const b7 = aprog('tiny-baichuan');
+    expect([alibiOf(b7).every((a) => a === 0), opsOf(b7, 'rope').length, opsOf(b7, 'rope')[0].params!.neox]).toEqual([true, 64, false]);
+    const b13 = aprog('tiny-baichuan-13b');
+    expect([alibiOf(b13).every((a) => a === 8), alibiOf(b13).length, opsOf(b13, 'rope').length]).toEqual([true, 40, 0]);
+    // The 13B file's first 32 blocks read as a 32-block file rotate; as a 36-block file, neither.
+    const first = (n: number) => programOf({ ...af['tiny-baichuan-13b'].kv, 'baichuan.block_count': n }, new Map([...af['tiny-baichuan-13b'].tensors].filter(([k]) => !(Number(/^blk\.(\d+)\./.exec(k)?.[1] ?? -1) >= n))));
+    expect(opsOf(first(32), 'rope')).toHaveLength(64);
+    const b36 = first(36);
+    expect([opsOf(b36, 'rope').length, alibiOf(b36).every((a) => a === 0)]).toEqual([0, true]);
+  });
+
+  const edited = (p: string, edit: (t: Map<string, GgufTensorInfo>) => void, kvEdit: (kv: Record<string, unknown>) => void = () => {}) => {
+    const t = new Map(af[p].tensors);
+    edit(t);
+    const kv = { ...af[p].kv };
+    kvEdit(kv);
+    return () => programOf(kv as File['kv'], t);
+  };
+  const copyAs = (t: Map<string, GgufTensorInfo>, from: string, to: string) => t.set(to, { ...t.get(from)!, name: to });
+  it.each<[string, string, (t: Map<string, GgufTensorInfo>) => void, ((kv: Record<string, unknown>) => void) | undefined, RegExp]>([
+    ['a bloom file without token_embd_norm.bias', 'tiny-bloom', (t) => t.delete('token_embd_norm.bias'), undefined, /'token_embd_norm\.bias'/],
+    ['a bloom file without attn_qkv.bias', 'tiny-bloom', (t) => t.delete('blk.2.attn_qkv.bias'), undefined, /blk\.2\.attn_qkv\.bias/],
+    ['a bloom file without ffn_down.bias', 'tiny-bloom', (t) => t.delete('blk.1.ffn_down.bias'), undefined, /blk\.1\.ffn_down\.bias/],
+    ['an mpt file with a negative max_alibi_bias', 'tiny-mpt', () => {}, (kv) => (kv['mpt.attention.max_alibi_bias'] = -8), /mpt: ALiBi's maximum bias -8 is not a non-negative number/],
+    ['an mpt file with q/k norms (llama.cpp cannot run them)', 'tiny-mpt', (t) => copyAs(t, 'blk.0.attn_norm.weight', 'blk.0.attn_q_norm.weight'), undefined, /layer 0: MPT's q\/k LayerNorms .* are not supported/],
+    ["an mpt file with AWQ's ffn_act scales", 'tiny-mpt', (t) => copyAs(t, 'blk.1.ffn_up.bias', 'blk.1.ffn_act.scales'), undefined, /layer 1: AWQ activation scales \(ffn_act\.scales\) are not supported/],
+    ['an mpt file without attention.layer_norm_epsilon', 'tiny-mpt-plain', () => {}, (kv) => delete kv['mpt.attention.layer_norm_epsilon'], /lacks metadata 'mpt\.attention\.layer_norm_epsilon'/],
+    ['a refact file without ffn_gate', 'tiny-refact', (t) => t.delete('blk.3.ffn_gate.weight'), undefined, /blk\.3\.ffn_gate\.weight/],
+    ['a baichuan file without output.weight', 'tiny-baichuan-13b', (t) => t.delete('output.weight'), undefined, /'output\.weight'/],
+  ])('refuses %s, naming it', (_what, p, edit, kvEdit, want) => {
+    expect(edited(p, edit, kvEdit)).toThrow(want);
+  });
+
+  it('EngineModel.load of a bloom file with token_embd_norm.weight renamed away fails with KAIL_E_BAD_MODEL; the file itself loads', () => {
+    const file = writeTestModel(dir, 'tiny-bloom');
+    const bad = patchedCopy(file, `${dir}/bloom-renamed.gguf`, 'token_embd_norm.weight', 'token_embd_norm.weighX');
+    expect(() => EngineModel.load(bad, { threads: 1, nCtx: 32 })).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/token_embd_norm\.weight/) }));
+    EngineModel.load(file, { threads: 1, nCtx: 32 }).close();
+  });
+});

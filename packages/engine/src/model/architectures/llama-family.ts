@@ -33,6 +33,12 @@ export interface LlamaFamilyOptions {
   allExperts?: boolean;
   /** The head must be output.weight (llada-moe's loader requires it). */
   untiedHead?: boolean;
+  /**
+   * An embedding encoder (eurobert, neo-bert, llama-embed): no head; the program's output rows are
+   * the final state after this RMS norm (output_norm.weight, NeoBERT's enc.output_norm.weight),
+   * which the engine pools by the file's pooling_type (isEncoderArchitecture).
+   */
+  encoderNorm?: string;
 }
 
 /**
@@ -98,6 +104,65 @@ export interface DenseLayout {
    * output_norm between passes unless skip_loop_final_norm (Nanbeige).
    */
   loops?: boolean;
+  /**
+   * Learned absolute positions (GPT-2, StarCoder): position_embd.weight (required) holds a row per
+   * position, added to the token's embedding; the context may not pass its rows (model.ts refuses).
+   */
+  learnedPositions?: boolean;
+  /** One attn_qkv with its bias, both required (GPT-2, StarCoder, Qwen: their loaders take no split q/k/v). */
+  fusedQkv?: boolean;
+  /** token_embd.weight optional: without it output.weight embeds the tokens too (CodeShell's loader). */
+  embdFromOutput?: boolean;
+  /**
+   * Parallel blocks, x + attn(norm1(x)) + ffn(norm2(x)): 'ffn_norm', the FFN reads ffn_norm of the
+   * block's input (GPT-NeoX with use_parallel_residual); 'attn_norm', it reads the attention's
+   * input norm (Phi-2, Falcon). Only with layerNorm.
+   */
+  parallel?: 'ffn_norm' | 'attn_norm';
+  /** Falcon-40B: with attn_norm_2 in the file (optional) the attention reads its LayerNorm of the input, the FFN attn_norm's. */
+  attnNorm2?: boolean;
+  /** One attn_qkv required, any q/k/v bias unread (Falcon's loader takes none). */
+  fusedQkvNoBias?: boolean;
+  /** output.bias required (Phi-2's loader). */
+  outputBias?: boolean;
+  /**
+   * ALiBi: the maximum bias (llama.cpp's f_max_alibi_bias: BLOOM's and Refact's loaders fix 8,
+   * MPT's reads attention.max_alibi_bias, Baichuan's fixes 8 at 40 blocks); > 0 adds each head's
+   * slope x -|pos_k - pos_q| to its scores (the attention op's `alibi`); 0: none.
+   */
+  alibi?: (hp: HParams) => number;
+  /** token_embd_norm (weight and bias, required): a LayerNorm of the embedding before the blocks (BLOOM). */
+  tokenNorm?: boolean;
+  /** The LayerNorms' biases optional (MPT: attn_norm, ffn_norm and output_norm biases each when present). */
+  normBiasOptional?: boolean;
+  /** MPT: position_embd added to the embedding when present; q/k norms and AWQ's ffn_act scales refused. */
+  mpt?: boolean;
+  /** The graph rotates without the rope_freqs / LongRoPE tables its loader may read (qwen2vl, plamo, pangu-embedded). */
+  unusedRopeFreqs?: boolean;
+  /** The graph leaves out the output.bias its loader reads (qwen2vl). */
+  unusedOutputBias?: boolean;
+  /**
+   * post_attention_norm / post_ffw_norm may also be named without '.weight' (PLaMo 3: llama.cpp's
+   * loader looks them up so, its converter writes '.weight'); kail reads either.
+   */
+  postNormBareNames?: boolean;
+  /** The attention's score scale (Jais: 1/head, its muP attention); absent: 1/sqrt(head). */
+  attnScale?: (hp: HParams) => number;
+  /** ffn_gate.bias, ffn_up.bias and ffn_down.bias of the gated FFN, required (Jais). */
+  gatedBiases?: boolean;
+  /**
+   * BitNet b1.58 (bitnet.cpp): an RMS attn_sub_norm of the attention before attn_output, an RMS
+   * ffn_sub_norm of SiLU(gate) x up before ffn_down, each projection times its optional one-value
+   * `.scale` tensor (attn_q.scale ... ffn_down.scale); the head is token_embd (its loader reads no output.weight).
+   */
+  bitnet?: boolean;
+  /**
+   * ModernBERT (a non-causal encoder): the sliding blocks' windows symmetric (attention's
+   * sym_window: llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC), block 0's attn_norm optional (absent: the
+   * stream itself), and the fused gate|up's activation by `{arch}.hidden_activation` (gelu / geglu
+   * or absent: GEGLU; silu / swish / swiglu: SwiGLU; relu / reglu refused).
+   */
+  modernBert?: boolean;
 }
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -115,12 +180,14 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
     return name;
   };
   const maybe = (name: string): string | undefined => (tensors.has(name) ? name : undefined);
-  const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
-  const d = hp.nEmbd;
   const lo = opt.layout;
+  const { p, x, h, attnOut } = trunkStart(hp, lo?.embdFromOutput ? (maybe('token_embd.weight') ?? need('output.weight')) : need('token_embd.weight'));
+  if (lo?.learnedPositions) p.op('embed', x, { weights: { weight: need('position_embd.weight') }, params: { index: 1, accumulate: true } });
+  if (lo?.mpt && maybe('position_embd.weight')) p.op('embed', x, { weights: { weight: need('position_embd.weight') }, params: { index: 1, accumulate: true } });
+  const d = hp.nEmbd;
   if (lo && hp.headDimK !== hp.headDimV) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: key_length ${hp.headDimK} and value_length ${hp.headDimV} must match`);
   const rp = { ...ropeParams(hp, opt.neox), ...(lo?.ropeBase ? { freq_base: lo.ropeBase(hp) } : {}) };
-  const ropeFreqs = opt.noBiasNoFreqs ? undefined : ropeFactorTensor(hp, tensors, opt.nCtxSeq ?? 0, opt.ropeFactors ?? 'freqs');
+  const ropeFreqs = opt.noBiasNoFreqs || lo?.unusedRopeFreqs ? undefined : ropeFactorTensor(hp, tensors, opt.nCtxSeq ?? 0, opt.ropeFactors ?? 'freqs');
   const swa = lo?.swa?.(hp);
   const nBlocks = lo?.nextn ? trunkLayers(hp) : hp.nLayer;
   const xielu = lo?.xielu ? xieluParams(hp, nBlocks) : undefined;
@@ -129,7 +196,11 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
   const lnEps = lo?.layerNorm ? hp.meta.num('attention.layer_norm_epsilon') : 0;
   if (!(lnEps >= 0 && lnEps < 1)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: attention.layer_norm_epsilon ${lnEps} is not in [0, 1)`);
   const layerNorm = (buf: number, a: number, base: string) =>
-    p.op('layer_norm', buf, { a, ...(lo?.layerNorm === 'affine' ? { weights: withBias(need(`${base}.weight`), need(`${base}.bias`)) } : {}), params: { eps: lnEps } });
+    p.op('layer_norm', buf, { a, ...(lo?.layerNorm === 'affine' ? { weights: withBias(need(`${base}.weight`), (lo.normBiasOptional ? maybe : need)(`${base}.bias`)) } : {}), params: { eps: lnEps } });
+  // BLOOM's LayerNorm of the embedding (llama.cpp's tok_norm / tok_norm_b).
+  if (lo?.tokenNorm) layerNorm(x, x, 'token_embd_norm');
+  const alibi = lo?.alibi?.(hp) ?? 0;
+  if (!(alibi >= 0 && Number.isFinite(alibi))) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ALiBi's maximum bias ${alibi} is not a non-negative number`);
   const clampKqv = lo?.clampKqv ? hp.meta.num('attention.clamp_kqv', 0) : 0;
   // Nanbeige's loops: pass j runs the same blocks again over KV rows of its own.
   const nLoops = lo?.loops ? hp.meta.int('num_loops', 1, 1, Math.max(1, Math.floor(512 / nBlocks))) : 1;
@@ -137,11 +208,40 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
 
   for (let li = 0; li < nBlocks * nLoops; li++) {
     const il = li % nBlocks;
-    if (lo?.layerNorm) layerNorm(h, x, t(il, 'attn_norm'));
-    const { H: nHead, Hkv: nHeadKv, q, k, v, attn } = qkvProjections(p, hp, il, lo?.layerNorm ? { x: h, h } : { x, h }, { need, maybe }, hp.headDimK, hp.headDimV, { noNorm: lo ? !lo.attnNorm || lo.layerNorm !== undefined : false });
+    if (lo?.modernBert && il === 0 && !maybe(t(0, 'attn_norm.weight'))) p.op('copy', h, { a: x });
+    else if (lo?.layerNorm) layerNorm(h, x, t(il, 'attn_norm'));
+    if (lo?.fusedQkv) for (const n of ['attn_qkv.weight', 'attn_qkv.bias']) need(t(il, n));
+    // Falcon-40B's attention reads attn_norm_2 of the input (h keeps attn_norm's for the FFN).
+    const norm2 = lo?.attnNorm2 ? maybe(t(il, 'attn_norm_2.weight')) : undefined;
+    const ha = norm2 ? p.buf('attn_norm_2', d) : h;
+    if (norm2) p.op('layer_norm', ha, { a: x, weights: withBias(norm2, maybe(t(il, 'attn_norm_2.bias'))), params: { eps: lnEps } });
+    if (lo?.fusedQkvNoBias) need(t(il, 'attn_qkv.weight'));
+    const qkvMaybe = lo?.fusedQkvNoBias ? (name: string) => (/\.attn_(qkv|q|k|v)\.bias$/.test(name) ? undefined : maybe(name)) : maybe;
+    const { H: nHead, Hkv: nHeadKv, q, k, v, attn } = qkvProjections(p, hp, il, lo?.layerNorm ? { x: ha, h: ha } : { x, h }, { need, maybe: qkvMaybe }, hp.headDimK, hp.headDimV, { noNorm: lo ? !lo.attnNorm || lo.layerNorm !== undefined : false });
+    // BitNet's per-tensor scales (llama.cpp's build_lora_mm w_s: the product times the one value).
+    const wScale = (buf: number, base: string) => {
+      const s = lo?.bitnet ? maybe(t(il, `${base}.scale`)) : undefined;
+      if (!s) return;
+      const info = tensors.get(s)!;
+      if (info.dims.reduce((a, b) => a * b, 1) !== 1) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: ${base}.scale is [${info.dims.join(', ')}], not one value`);
+      p.op('mul', buf, { a: buf, weights: { weight: s } });
+    };
+    if (lo?.bitnet) {
+      if (maybe(t(il, 'attn_qkv.weight'))) throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: ${hp.arch} takes split attn_q / attn_k / attn_v, not attn_qkv`);
+      wScale(q, 'attn_q');
+      wScale(k, 'attn_k');
+      wScale(v, 'attn_v');
+    }
     if (clampKqv > 0) for (const b of [q, k, v]) p.op('clamp', b, { a: b, params: { limit: clampKqv } });
     const qw = nHead * hp.headDimK;
     const kw = nHeadKv * hp.headDimK;
+    if (lo?.mpt) {
+      if (maybe(t(il, 'ffn_act.scales'))) throw new EngineError('KAIL_E_UNSUPPORTED', `layer ${il}: AWQ activation scales (ffn_act.scales) are not supported`);
+      // (llama.cpp's mpt graph cannot run q/k norms: it reshapes the fused qkv's non-contiguous
+      // view, which ggml_reshape_2d asserts against; with no reference to match, kail refuses them.)
+      if (maybe(t(il, 'attn_q_norm.weight')) || maybe(t(il, 'attn_k_norm.weight')))
+        throw new EngineError('KAIL_E_UNSUPPORTED', `layer ${il}: MPT's q/k LayerNorms (attn_q_norm / attn_k_norm) are not supported (llama.cpp's mpt graph cannot run them either)`);
+    }
     const vw = nHeadKv * hp.headDimV;
     const qkNorms = () => {
       const qn = need(t(il, 'attn_q_norm.weight'));
@@ -172,7 +272,7 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
       }
     }
     const slides = swa?.layers[il] ?? false;
-    if (lo?.rope?.(il, slides, swa !== undefined) ?? true) {
+    if (!lo?.learnedPositions && (lo?.rope?.(il, slides, swa !== undefined) ?? true)) {
       const rw = ropeFreqs ? { freq_factors: ropeFreqs } : undefined;
       const r = slides && swa?.ropeSwa ? { ...rp, ...swa.ropeSwa } : rp;
       p.op('rope', q, { a: q, weights: rw, params: { ...r, head_dim: hp.headDimK, n_head: nHead } });
@@ -180,19 +280,26 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
     }
     if (opt.qkNorm && lo?.qkNormAfterRope) qkNorms();
     const layer = p.kvLayer(kw, vw);
-    const scale = lo ? 1 / Math.sqrt(hp.headDimK) : hp.attentionScale || 1 / Math.sqrt(hp.headDimK);
-    const window: Record<string, number | boolean> = slides ? { window: swa!.window } : {};
+    const scale = lo?.attnScale ? lo.attnScale(hp) : lo ? 1 / Math.sqrt(hp.headDimK) : hp.attentionScale || 1 / Math.sqrt(hp.headDimK);
+    const window: Record<string, number | boolean> = slides ? (lo?.modernBert ? { sym_window: swa!.window } : { window: swa!.window }) : {};
     if (opt.causal === false) window.causal = false;
-    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: nHead, n_head_kv: nHeadKv, head_dim: hp.headDimK, head_dim_v: hp.headDimV, scale, ...window } });
+    p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: nHead, n_head_kv: nHeadKv, head_dim: hp.headDimK, head_dim_v: hp.headDimV, scale, ...window, ...(alibi > 0 ? { alibi } : {}) } });
     const oBias = lo?.biases === true ? need(t(il, 'attn_output.bias')) : lo?.biases === 'optional' ? maybe(t(il, 'attn_output.bias')) : opt.noBiasNoFreqs ? undefined : !lo || lo.attnOutBias ? maybe(t(il, 'attn_output.bias')) : undefined;
-    p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), oBias) });
-    if (lo?.attnPostNorm) rmsNorm(attnOut, attnOut, need(t(il, 'post_attention_norm.weight')));
+    if (lo?.bitnet) rmsNorm(attn, attn, need(t(il, 'attn_sub_norm.weight')));
+    p.op('matmul', attnOut, { a: attn, weights: withBias(need(t(il, 'attn_output.weight')), lo?.bitnet ? undefined : oBias) });
+    wScale(attnOut, 'attn_output');
+    const postNorm = (base: string) => (lo?.postNormBareNames ? (maybe(t(il, `${base}.weight`)) ?? maybe(t(il, base)) ?? need(t(il, `${base}.weight`))) : need(t(il, `${base}.weight`)));
+    if (lo?.attnPostNorm) rmsNorm(attnOut, attnOut, postNorm('post_attention_norm'));
+    // GPT-NeoX's parallel blocks: the FFN's norm of the block's input, before the attention adds in.
+    if (lo?.parallel === 'ffn_norm') layerNorm(h, x, t(il, 'ffn_norm'));
     p.op('add', x, { a: x, b: attnOut });
 
     // FFN
     const ffnNorm = !lo ? (maybe(t(il, 'ffn_norm.weight')) ?? need(t(il, 'post_attention_norm.weight'))) : lo.ffnNorm === 'none' || lo.layerNorm ? undefined : need(t(il, `${lo.ffnNorm}.weight`));
     // (StableLM 2's parallel blocks have no ffn_norm: h still holds the attention's input norm.)
-    if (lo?.stablelm) {
+    if (lo?.parallel) {
+      // (Parallel blocks: h already holds the FFN's input.)
+    } else if (lo?.stablelm) {
       const fw = maybe(t(il, 'ffn_norm.weight'));
       if (fw) p.op('layer_norm', h, { a: x, weights: withBias(fw, maybe(t(il, 'ffn_norm.bias'))), params: { eps: lnEps } });
     } else if (lo?.layerNorm) layerNorm(h, x, t(il, 'ffn_norm'));
@@ -203,7 +310,7 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
     if (!lo && tensors.has(t(il, 'ffn_gate_inp.weight'))) {
       softmaxExperts(p, hp, il, need, h, ffnOut, opt.normExpertWeights, hp.expertWeightsScale);
       if (opt.sharedExpertGate) gatedSharedExpert(p, tensors, il, need, h, ffnOut);
-    } else if (lo?.fusedUpGate) fusedSwiglu(p, tensors, il, need, h, ffnOut);
+    } else if (lo?.fusedUpGate) fusedSwiglu(p, tensors, il, need, h, ffnOut, lo.modernBert ? modernBertAct(hp) : 'swiglu');
     else if (xielu || lo?.ungated) {
       const up = need(t(il, 'ffn_up.weight'));
       const ff = tensors.get(up)!.dims[1];
@@ -214,20 +321,35 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
       else p.op(lo!.ungated!, u, { a: u });
       p.op('matmul', ffnOut, { a: u, weights: withBias(need(t(il, 'ffn_down.weight')), bias('ffn_down.bias')) });
     }
-    else denseGatedFfn(p, tensors, il, { need, maybe: lo || opt.noBiasNoFreqs ? () => undefined : maybe }, h, ffnOut);
-    if (lo?.ffnPostNorm) rmsNorm(ffnOut, ffnOut, need(t(il, 'post_ffw_norm.weight')));
+    else if (lo?.bitnet) {
+      const ff = tensors.get(need(t(il, 'ffn_up.weight')))!.dims[1];
+      const g = p.buf(`ffn_gate${ff}`, ff);
+      const u = p.buf(`ffn_up${ff}`, ff);
+      p.op('matmul', g, { a: h, weights: { weight: need(t(il, 'ffn_gate.weight')) } });
+      wScale(g, 'ffn_gate');
+      p.op('matmul', u, { a: h, weights: { weight: need(t(il, 'ffn_up.weight')) } });
+      wScale(u, 'ffn_up');
+      p.op('swiglu', g, { a: g, b: u });
+      rmsNorm(g, g, need(t(il, 'ffn_sub_norm.weight')));
+      p.op('matmul', ffnOut, { a: g, weights: { weight: need(t(il, 'ffn_down.weight')) } });
+      wScale(ffnOut, 'ffn_down');
+    }
+    else denseGatedFfn(p, tensors, il, { need, maybe: lo?.gatedBiases ? need : lo || opt.noBiasNoFreqs ? () => undefined : maybe }, h, ffnOut);
+    if (lo?.ffnPostNorm) rmsNorm(ffnOut, ffnOut, postNorm('post_ffw_norm'));
     p.op('add', x, { a: x, b: ffnOut });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: li } });
     // Between Nanbeige's passes: output_norm, unless skip_loop_final_norm.
     if (loopNorm && il === nBlocks - 1 && li + 1 < nBlocks * nLoops) rmsNorm(x, x, need('output_norm.weight'));
   }
-  const ho = lo?.layerNorm ? layerNormOutput(p, hp, x, lo.layerNorm === 'affine' ? { weight: need('output_norm.weight'), bias: need('output_norm.bias') } : undefined, lnEps) : hiddenOutput(p, hp, need, x);
-  const head = lo?.untiedHead || opt.untiedHead ? need('output.weight') : (maybe('output.weight') ?? need('token_embd.weight'));
+  if (opt.encoderNorm && lo?.layerNorm) return p.build(layerNormOutput(p, hp, x, withBias(need(opt.encoderNorm), (lo.normBiasOptional ? maybe : need)(opt.encoderNorm.replace(/\.weight$/, '.bias'))), lnEps));
+  if (opt.encoderNorm) return p.build(hiddenOutput(p, hp, need, x, undefined, opt.encoderNorm));
+  const ho = lo?.layerNorm ? layerNormOutput(p, hp, x, lo.layerNorm === 'affine' ? withBias(need('output_norm.weight'), (lo.normBiasOptional ? maybe : need)('output_norm.bias')) : undefined, lnEps) : hiddenOutput(p, hp, need, x);
+  const head = lo?.bitnet ? need('token_embd.weight') : lo?.untiedHead || opt.untiedHead ? need('output.weight') : (maybe('output.weight') ?? need('token_embd.weight'));
   const nVocab = tensors.get(head)!.dims[1];
   const logits = p.buf('logits', nVocab, true);
   // qwen2 files may carry an output bias (dream's loader reads one, its non-causal graph adds none).
-  p.op('matmul', logits, { a: ho, weights: withBias(head, opt.causal === false ? undefined : maybe('output.bias')) });
+  p.op('matmul', logits, { a: ho, weights: withBias(head, opt.causal === false || lo?.unusedOutputBias ? undefined : lo?.outputBias ? need('output.bias') : maybe('output.bias')) });
   return p.build(logits);
 }
 
@@ -241,6 +363,16 @@ function layerNormOutput(p: ProgramBuilder, hp: HParams, x: number, weights: Rec
   return ho;
 }
 
+/** ModernBERT's FFN activation from `{arch}.hidden_activation` (llama.cpp's llm_ffn_op_type_from_string, GEGLU by default). */
+function modernBertAct(hp: HParams): 'swiglu' | 'geglu' {
+  const raw = hp.meta.kv[`${hp.arch}.hidden_activation`];
+  if (raw === undefined) return 'geglu';
+  const a = String(raw);
+  if (a === 'silu' || a === 'swish' || a === 'swiglu') return 'swiglu';
+  if (a === 'relu' || a === 'reglu') throw new EngineError('KAIL_E_UNSUPPORTED', `${hp.arch}: hidden_activation '${a}' is not supported`);
+  return 'geglu';
+}
+
 /** xIELU's raw parameters of each block (llama.cpp's get_key_or_arr of the xielu.* keys, required). */
 function xieluParams(hp: HParams, nBlocks: number): Record<string, number>[] {
   const md = new Metadata(hp.meta.kv, 'xielu');
@@ -252,7 +384,7 @@ function xieluParams(hp: HParams, nBlocks: number): Record<string, number>[] {
  * Layer il's FFN over one ffn_up of twice feed_forward_length (GLM-4; llama.cpp's LLM_FFN_SWIGLU
  * on one tensor): SiLU of its first half times its second, then ffn_down.
  */
-function fusedSwiglu(p: ProgramBuilder, tensors: Map<string, GgufTensorInfo>, il: number, need: (name: string) => string, h: number, out: number): void {
+function fusedSwiglu(p: ProgramBuilder, tensors: Map<string, GgufTensorInfo>, il: number, need: (name: string) => string, h: number, out: number, act: 'swiglu' | 'geglu' = 'swiglu'): void {
   const up = need(t(il, 'ffn_up.weight'));
   const ff2 = tensors.get(up)!.dims[1];
   const down = need(t(il, 'ffn_down.weight'));
@@ -261,7 +393,12 @@ function fusedSwiglu(p: ProgramBuilder, tensors: Map<string, GgufTensorInfo>, il
   const u = p.buf(`ffn_up${ff2}`, ff2);
   const g = p.buf(`ffn_gate${ff}`, ff);
   p.op('matmul', u, { a: h, weights: { weight: up } });
-  p.op('swiglu', g, { a: u, b: u, params: { a_off: 0, b_off: ff, n: ff } });
+  if (act === 'geglu') {
+    // ggml_geglu: the F16 table's GELU of the first half times the second.
+    p.op('copy', g, { a: u, params: { a_off: 0, n: ff } });
+    p.op('gelu', g, { a: g });
+    p.op('mul', g, { a: g, b: u, params: { b_off: ff, n: ff } });
+  } else p.op('swiglu', g, { a: u, b: u, params: { a_off: 0, b_off: ff, n: ff } });
   p.op('matmul', out, { a: g, weights: { weight: down } });
 }
 
@@ -422,4 +559,215 @@ export const DENSE_ARCHITECTURES: Record<string, (hp: HParams, tensors: Map<stri
   // partial NeoX RoPE, an ungated ReLU² FFN, optional attn_output / ffn_up / ffn_down biases,
   // output.weight required.
   nemotron: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, layerNorm: 'affine', ungated: 'relu_sqr', biases: 'optional', untiedHead: true } }),
+  // GPT-NeoX (gptneox.cpp; Pythia, GPT-NeoX-20B): LayerNorms with biases, one attn_qkv with its
+  // bias, partial NeoX RoPE, an ungated GELU FFN, every bias, output.weight required;
+  // use_parallel_residual (required) true: attention and FFN side by side, each from a norm of the
+  // block's input; false: one after the other.
+  gptneox: (hp, ts) => {
+    const key = 'gptneox.use_parallel_residual';
+    if (hp.meta.kv[key] === undefined) throw new EngineError('KAIL_E_BAD_MODEL', `model file lacks metadata '${key}'`);
+    const par = hp.meta.bool('use_parallel_residual', false);
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, layerNorm: 'affine', ungated: 'gelu', biases: true, fusedQkv: true, untiedHead: true, ...(par ? { parallel: 'ffn_norm' as const } : {}) } });
+  },
+  // Phi-2 (phi2.cpp): one LayerNorm (with bias) that attention and the FFN read side by side, q/k/v
+  // fused or split (optional biases), partial NeoX RoPE, attn_output / ffn_up / ffn_down biases, an
+  // ungated GELU FFN, output.weight and output.bias required.
+  phi2: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, layerNorm: 'affine', ungated: 'gelu', biases: true, parallel: 'attn_norm', untiedHead: true, outputBias: true } }),
+  // ChatGLM3 / GLM-4 (chatglm.cpp): Llama's RMS-norm block with q/k/v fused (as converted, with
+  // its bias) or split, RoPE over adjacent pairs on rope.dimension_count (half the head as
+  // converted), no attn_output bias, one ffn_up of twice feed_forward_length (SiLU of its first
+  // half times its second); the head tied to token_embd when output.weight is absent.
+  chatglm: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, layout: { ...PRE, fusedUpGate: true } }),
+  // Falcon (falcon.cpp): attention and an ungated GELU FFN side by side from attn_norm's LayerNorm
+  // (Falcon-40B: the attention from attn_norm_2's when the file has it), one attn_qkv (MQA / GQA),
+  // NeoX RoPE over the whole head (the loader refuses a partial one), no biases; the head tied to
+  // token_embd when output.weight is absent.
+  falcon: (hp, ts) => {
+    if (hp.ropeDims !== hp.headDimK) throw new EngineError('KAIL_E_BAD_MODEL', `falcon: rope.dimension_count ${hp.ropeDims} must equal the head dimension ${hp.headDimK}`);
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, layerNorm: 'affine', ungated: 'gelu', parallel: 'attn_norm', attnNorm2: true, fusedQkvNoBias: true } });
+  },
+  // GPT-2 (gpt2.cpp) and StarCoder (starcoder.cpp; multi-query, head_count_kv 1, in its files):
+  // learned absolute positions (position_embd, required) added to the embedding and no RoPE,
+  // LayerNorms with biases, one attn_qkv with its bias (required), attn_output / ffn_up / ffn_down
+  // biases, an ungated GELU FFN; the head tied to token_embd when output.weight is absent.
+  gpt2: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, layout: { ...PRE, layerNorm: 'affine', ungated: 'gelu', biases: true, learnedPositions: true, fusedQkv: true } }),
+  starcoder: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, layout: { ...PRE, layerNorm: 'affine', ungated: 'gelu', biases: true, learnedPositions: true, fusedQkv: true } }),
+  // CodeShell (codeshell.cpp): GPT-2's block with NeoX RoPE over the whole head (the graph asserts
+  // rope.dimension_count == head) instead of positions, q/k/v fused or split (optional biases),
+  // output.weight required, which embeds the tokens too when token_embd is absent.
+  codeshell: (hp, ts) => {
+    if (hp.ropeDims !== hp.headDimK) throw new EngineError('KAIL_E_BAD_MODEL', `codeshell: rope.dimension_count ${hp.ropeDims} must equal the head dimension ${hp.headDimK}`);
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, layerNorm: 'affine', ungated: 'gelu', biases: true, untiedHead: true, embdFromOutput: true } });
+  },
+  // Qwen (v1) (qwen.cpp): Llama's block with one attn_qkv and its bias (required), NeoX RoPE, no
+  // attn_output bias, output.weight required. feed_forward_length is twice the FFN's width (the
+  // loader sizes ffn_gate / ffn_up / ffn_down by its half): a file where it is not is refused.
+  qwen: (hp, ts) => {
+    for (let il = 0; il < hp.nLayer; il++) {
+      const ff = ts.get(`blk.${il}.ffn_up.weight`)?.dims[1];
+      if (ff !== undefined && hp.nFf[il] !== 2 * ff)
+        throw new EngineError('KAIL_E_BAD_MODEL', `qwen: layer ${il}: feed_forward_length ${hp.nFf[il]} is not twice ffn_up's ${ff} outputs (Qwen's files count the gate and up halves together)`);
+    }
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, fusedQkv: true, untiedHead: true } });
+  },
+  // BLOOM (bloom.cpp): a LayerNorm of the embedding (token_embd_norm), LayerNorms with biases, one
+  // attn_qkv with its bias, ALiBi (max bias 8, fixed by the loader) and no RoPE, attn_output /
+  // ffn_up / ffn_down biases, an ungated GELU FFN; the head tied to token_embd when output.weight is absent.
+  bloom: (hp, ts) =>
+    buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, layout: { ...PRE, layerNorm: 'affine', ungated: 'gelu', biases: true, fusedQkv: true, tokenNorm: true, alibi: () => 8, rope: () => false } }),
+  // MPT (mpt.cpp): LayerNorms whose biases are optional, q/k/v (one attn_qkv as converted, its bias
+  // optional) clamped to ± attention.clamp_kqv when positive, ALiBi with attention.max_alibi_bias
+  // (absent: 0, no ALiBi), no RoPE, position_embd added when present, optional attn_output /
+  // ffn_up / ffn_down biases, an ungated GELU FFN; the head tied to token_embd when output.weight
+  // is absent. q/k norms (which llama.cpp's graph asserts against) and AWQ scales are refused.
+  mpt: (hp, ts) =>
+    buildLlamaFamily(hp, ts, {
+      ...PLAIN, neox: false,
+      layout: { ...PRE, layerNorm: 'affine', normBiasOptional: true, ungated: 'gelu', biases: 'optional', clampKqv: true, mpt: true, alibi: (h) => h.meta.num('attention.max_alibi_bias', 0), rope: () => false },
+    }),
+  // Refact (refact.cpp): Llama's block without RoPE, ALiBi (max bias 8, fixed by the loader); the
+  // attn_output and FFN biases its loader reads are not added by its graph.
+  refact: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, layout: { ...PRE, alibi: () => 8, rope: () => false } }),
+  // Baichuan (baichuan.cpp): Llama's block, output.weight required. llama.cpp keys the positions on
+  // the block count: 32 blocks (7B) rotate by RoPE over adjacent pairs, 40 blocks (13B) take ALiBi
+  // (max bias 8); any other count takes neither (its type is unknown), as it does.
+  baichuan: (hp, ts) =>
+    buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, layout: { ...PRE, untiedHead: true, alibi: (h) => (h.nLayer === 40 ? 8 : 0), rope: () => hp.nLayer === 32 } }),
+  // Jais (jais.cpp): LayerNorms with biases, one attn_qkv with its bias (both required), no RoPE,
+  // ALiBi of attention.max_alibi_bias (optional; 0: none), scores scaled by 1/head (muP; the
+  // converter folds the embedding and width scales into token_embd and output), attn_output.bias,
+  // a SwiGLU FFN with ffn_gate / ffn_up / ffn_down biases (required), output.weight required.
+  jais: (hp, ts) =>
+    buildLlamaFamily(hp, ts, {
+      ...PLAIN, neox: false,
+      layout: { ...PRE, layerNorm: 'affine', fusedQkv: true, biases: true, gatedBiases: true, untiedHead: true, rope: () => false, alibi: (h) => h.meta.num('attention.max_alibi_bias', 0), attnScale: (h) => 1 / h.headDimK },
+    }),
+  // Jais-2 (jais2.cpp): LayerNorms with biases, q/k/v (optional biases), NeoX RoPE over the whole
+  // head, attn_output.bias, an ungated ReLU² FFN with ffn_up / ffn_down biases (all required), head
+  // output.weight or token_embd.
+  jais2: (hp, ts) => {
+    wholeHeadRope(hp);
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, layerNorm: 'affine', ungated: 'relu_sqr', biases: true } });
+  },
+  // EuroBERT (eurobert.cpp): an encoder of Llama's block (RMS norms, q/k/v with optional biases,
+  // NeoX RoPE, SwiGLU), non-causal, no head: the output_norm'd state, pooled by pooling_type.
+  eurobert: (hp, ts) => buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, causal: false, encoderNorm: 'output_norm.weight', layout: { ...PRE, unusedRopeFreqs: true } }),
+  // NeoBERT (neo-bert.cpp): an encoder with RMS norms, one attn_qkv (no bias), RoPE over adjacent
+  // pairs, one ffn_up of twice the FFN (SiLU of its first half times its second), non-causal, the
+  // state after enc.output_norm; its optional classifier head (cls) is refused.
+  'neo-bert': (hp, ts) => {
+    if (ts.has('cls.weight') || ts.has('cls.output.weight')) throw new EngineError('KAIL_E_UNSUPPORTED', "neo-bert: the classifier head (cls / cls.output) is not supported");
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, causal: false, encoderNorm: 'enc.output_norm.weight', layout: { ...PRE, fusedQkvNoBias: true, fusedUpGate: true, unusedRopeFreqs: true } });
+  },
+  // ModernBERT (modern-bert.cpp): a non-causal encoder; a LayerNorm (weight only) of the embedding,
+  // pre-norm blocks of LayerNorms (block 0's attn_norm optional), one attn_qkv (no bias), NeoX RoPE,
+  // with attention.sliding_window > 0 symmetric windows on the blocks load_swa_pattern(3, dense
+  // first) picks (every 3rd full, from block 0) rotating at rope.freq_base_swa (10000 when absent)
+  // unscaled, a fused gate|up GEGLU (or SwiGLU by hidden_activation), output_norm; no head.
+  'modern-bert': (hp, ts) => {
+    if (ts.has('cls.weight') || ts.has('cls.output.weight')) throw new EngineError('KAIL_E_UNSUPPORTED', 'modern-bert: the classifier head (cls / cls.output) is not supported');
+    return buildLlamaFamily(hp, ts, {
+      ...PLAIN, neox: true, causal: false, encoderNorm: 'output_norm.weight',
+      layout: {
+        ...PRE, layerNorm: 'affine', normBiasOptional: true, tokenNorm: true, fusedQkvNoBias: true, fusedUpGate: true, modernBert: true, unusedRopeFreqs: true,
+        swa: (h) => {
+          const window = h.meta.int('attention.sliding_window', 0, 0, 1 << 30);
+          if (window === 0) return undefined;
+          const base = h.meta.num('rope.freq_base_swa', 10000);
+          if (!(base > 0)) throw new EngineError('KAIL_E_BAD_MODEL', `${h.arch}: rope.freq_base_swa ${base} is not positive`);
+          return { window, layers: slidingWindowLayers(h, 3, true), ropeSwa: { freq_base: base, freq_scale: 1 } };
+        },
+      },
+    });
+  },
+  // BitNet b1.58 (bitnet.cpp): Llama's block with NeoX RoPE, sub-norms before attn_output and
+  // ffn_down, per-tensor scales (DenseLayout bitnet); the head is token_embd (a file with an
+  // output.weight is refused: llama.cpp's loader reads none).
+  bitnet: (hp, ts) => {
+    if (ts.has('output.weight')) throw new EngineError('KAIL_E_BAD_MODEL', "bitnet: the head is token_embd (llama.cpp's loader reads no output.weight); the file has one");
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, bitnet: true } });
+  },
+  // Qwen2-VL's language model (qwen2vl.cpp): Llama's block with q/k/v biases when present and
+  // M-RoPE over rope.dimension_sections (required) on the whole head. Text tokens get one position
+  // in every section (llama.cpp's batch broadcasts it), which makes M-RoPE exactly NeoX RoPE. The
+  // graph reads no rope_freqs and leaves out the output.bias its loader reads. (Images need the
+  // vision tower, which kail does not run.)
+  qwen2vl: (hp, ts) => {
+    mropeSections(hp, true);
+    wholeHeadRope(hp);
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, unusedRopeFreqs: true, unusedOutputBias: true } });
+  },
+  // HunyuanOCR / Hunyuan-VL's language model (hunyuan-vl.cpp): hunyuan-dense's block and RoPE base
+  // (both run that graph); with rope.dimension_sections (optional, two or more set) it rotates by
+  // M-RoPE (XD-RoPE): NeoX RoPE for text, whose position is the same in every section. (llama.cpp
+  // gives text tokens position 0 in the fourth section, HunyuanOCR's 16 lowest-frequency pairs,
+  // which then do not rotate; kail rotates them with the rest, as the model does.)
+  hunyuan_vl: (hp, ts, o) => {
+    mropeSections(hp, false);
+    wholeHeadRope(hp);
+    return DENSE_ARCHITECTURES['hunyuan-dense'](hp, ts, o);
+  },
+  // PLaMo (plamo.cpp, PLaMo-13B): attention and the SwiGLU FFN side by side from one RMS norm
+  // (attn_norm), NeoX RoPE over the whole head (rope_freqs unread), q/k/v biases when present,
+  // output.weight required.
+  plamo: (hp, ts) => {
+    wholeHeadRope(hp);
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, ffnNorm: 'none', parallel: 'attn_norm', untiedHead: true, unusedRopeFreqs: true } });
+  },
+  // PLaMo 3 (plamo3.cpp): one attn_qkv (no bias), per-head q/k RMS norms before NeoX RoPE,
+  // post_attention_norm and post_ffw_norm on the sub-layers' outputs (named with or without
+  // '.weight': llama.cpp's loader looks them up without, its converter writes with), one ffn_up of
+  // twice the FFN (SiLU of its first half times its second). With attention.sliding_window > 0,
+  // windows on the blocks load_swa_pattern(8) picks (7 of every 8 by default), rotating at
+  // rope.freq_base_swa (absent: llama.cpp's 10000, not the file's base) and scale 1.
+  plamo3: (hp, ts) =>
+    buildLlamaFamily(hp, ts, {
+      ...PLAIN, neox: true, qkNorm: true,
+      layout: {
+        ...PRE, attnPostNorm: true, ffnPostNorm: true, fusedUpGate: true, fusedQkvNoBias: true, qkNormWidth: 'head', postNormBareNames: true,
+        swa: (h) => {
+          const window = h.meta.int('attention.sliding_window', 0, 0, 1 << 30);
+          if (window === 0) return undefined;
+          const base = h.meta.num('rope.freq_base_swa', 10000);
+          if (!(base > 0 && Number.isFinite(base))) throw new EngineError('KAIL_E_BAD_MODEL', `plamo3: rope.freq_base_swa ${base} is not a positive number`);
+          return { window, layers: slidingWindowLayers(h, 8), ropeSwa: { freq_base: base, freq_scale: 1 } };
+        },
+      },
+    }),
+  // openPangu-Embedded (pangu-embed.cpp): Llama's block with NeoX RoPE over the whole head (the
+  // rope_freqs / LongRoPE tables its loader reads unused), q/k/v biases when present,
+  // attn_output.bias required.
+  'pangu-embedded': (hp, ts) => {
+    wholeHeadRope(hp);
+    for (let il = 0; il < hp.nLayer; il++)
+      if (!ts.has(`blk.${il}.attn_output.bias`)) throw new EngineError('KAIL_E_BAD_MODEL', `model file lacks tensor 'blk.${il}.attn_output.bias', which the pangu-embedded architecture requires`);
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, attnOutBias: true, unusedRopeFreqs: true } });
+  },
+  // Apple OpenELM (openelm.cpp): head counts and FFN widths per block (arrays), one attn_qkv (no
+  // bias) of q|k|v heads, per-head q/k RMS norms before NeoX RoPE, the head tied to token_embd
+  // (the loader reads no output.weight: a file with one is refused).
+  openelm: (hp, ts) => {
+    if (ts.has('output.weight')) throw new EngineError('KAIL_E_BAD_MODEL', 'openelm: the head is token_embd (llama.cpp\'s loader reads no output.weight); the file has one');
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, qkNorm: true, layout: { ...PRE, fusedQkvNoBias: true, qkNormWidth: 'head', unusedRopeFreqs: true } });
+  },
 };
+
+/** qwen2vl's, plamo's, pangu-embedded's and hunyuan_vl's graphs assert rope.dimension_count == the head. */
+function wholeHeadRope(hp: HParams): void {
+  if (hp.ropeDims !== hp.headDimK) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: rope.dimension_count ${hp.ropeDims} must equal the head dimension ${hp.headDimK}`);
+}
+
+/**
+ * rope.dimension_sections (one number or 4; required for qwen2vl): ggml's M-RoPE needs one of the
+ * first three set when it rotates by them, and their sum within the head.
+ */
+function mropeSections(hp: HParams, required: boolean): void {
+  if (!required && !hp.meta.has('rope.dimension_sections')) return;
+  const raw = hp.meta.kv[`${hp.arch}.rope.dimension_sections`];
+  if (raw !== null && typeof raw === 'object' && 'length' in raw && (raw as ArrayLike<unknown>).length !== 4)
+    throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: rope.dimension_sections has ${(raw as ArrayLike<unknown>).length} entries; it takes 4 (or one number for all)`);
+  const s = hp.meta.perLayer('rope.dimension_sections', 4, undefined, 0, 1 << 16);
+  const on = required || (s[0] > 0 && s[1] > 0);
+  if (on && !(s[0] > 0 || s[1] > 0 || s[2] > 0)) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: rope.dimension_sections [${s.join(', ')}] sets none of the first three sections`);
+  if (on && s[0] + s[1] + s[2] + s[3] > hp.headDimK) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: rope.dimension_sections [${s.join(', ')}] add up to more than the head dimension ${hp.headDimK}`);
+}

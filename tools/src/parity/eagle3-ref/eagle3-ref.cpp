@@ -1,0 +1,316 @@
+// eagle3-ref: llama.cpp's EAGLE-3 draft (arch eagle3, src/models/eagle3.cpp) as a reference oracle.
+//
+// node-llama-cpp does not expose EAGLE-3; its prebuilt libllama does (src/llama-ext.h:
+// llama_set_embeddings_layer_inp / llama_get_embeddings_layer_inp, llama_model_target_layer_ids,
+// llama_get_embeddings_nextn, and llama_context_params.ctx_other). This program runs, against those
+// binaries, what common/speculative.cpp's draft-eagle3 driver (common_speculative_impl_draft_eagle3:
+// process() then draft()) asks of llama.cpp, on fixed tokens:
+//
+//   eagle3-ref --target T.gguf --draft D.gguf --tokens 1,2,3 --out PREFIX [--draft-steps K] [--threads N] [--verbose]
+//
+// Settings: CPU only, no extra (repacked) weight buffers, F32 K and V caches, flash attention off,
+// one sequence, n_ctx = n_batch = n_ubatch = n + K rounded up to a multiple of 256.
+//
+// Inputs: TOKENS = t[0..n-1] (n >= 2, each < n_vocab). The draft's three target layer ids
+// (eagle3.target_layers) must each be < the target's n_layer (a layer's input) or equal to it (the
+// target's h_nextn, where its graph has one).
+//
+// 1. Target context, layer-input extraction on for the three layers: one batch t[k] at pos k.
+//      PREFIX.target_logits.f32 [n][n_vocab]
+//      PREFIX.features.f32      [n][3 * n_embd_tgt]  row k = the three layers' inputs at pos k, concatenated
+// 2. Draft context (ctx_other = the target context, for its token_embd / output when the draft has
+//    none), llama_set_embeddings_nextn(ctx, true, masked = true). The encoder (llama_encode over the
+//    feature rows) gives g = fc([enc_norm](features)):
+//      PREFIX.g.f32             [n][n_embd]
+//    then one decoder batch as process() builds it: row P = (token t[P+1], g row P) at pos P for
+//    P = 0..n-2, logits for every row:
+//      PREFIX.eagle_logits.f32  [n-1][n_vocab]   row P: the draft's logits for the token at pos P+2
+//                                                 (-inf outside d2t's ids when the draft has d2t)
+//      PREFIX.eagle_h.f32       [n-1][n_embd]    row P: the block's pre-norm output (the next g)
+// 3. K chained draft steps as draft() takes them: step j: d[j] = argmax of the previous logits row
+//    (lowest id on ties; step 0: eagle_logits row n-2), pos n-1+j, embd = the previous h row.
+//      PREFIX.draft_logits.f32  [K][n_vocab]
+//      PREFIX.draft_h.f32       [K][n_embd]
+//
+// PREFIX.json: {n_tokens, n_vocab, n_embd (draft), n_embd_tgt, n_layer_tgt, target_layers, tokens,
+// draft_steps, draft_tokens, files}; float32 little-endian row-major. stdout: the same JSON.
+// Errors: a message on stderr, exit code 1.
+static const char * const kRefName = "eagle3-ref";
+
+#include "llama.h"
+#include "llama-ext.h"
+#include "ref-common.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ref::backend_dir;
+using ref::fail;
+using ref::log_cb;
+using ref::parse_tokens;
+
+struct args_t {
+    std::string target, draft, out;
+    std::vector<llama_token> tokens;
+    int threads = 2;
+    int draft_steps = 1;
+};
+
+args_t parse_args(int argc, char ** argv) {
+    const char * usage = "usage: eagle3-ref --target T.gguf --draft D.gguf --tokens 1,2,3 --out PREFIX [--draft-steps K] [--threads N] [--verbose]";
+    args_t a;
+    for (int i = 1; i < argc; i++) {
+        const std::string k = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) fail("%s needs a value", k.c_str());
+            return argv[++i];
+        };
+        if (k == "--target") a.target = val();
+        else if (k == "--draft") a.draft = val();
+        else if (k == "--out") a.out = val();
+        else if (k == "--tokens") a.tokens = parse_tokens(val());
+        else if (k == "--threads") a.threads = std::atoi(val().c_str());
+        else if (k == "--draft-steps") a.draft_steps = std::atoi(val().c_str());
+        else if (k == "--verbose") ref::g_verbose = true;
+        else fail("unknown argument '%s' (%s)", k.c_str(), usage);
+    }
+    if (a.target.empty() || a.draft.empty() || a.out.empty() || a.tokens.size() < 2) fail("%s (at least 2 tokens)", usage);
+    if (a.threads < 1) fail("--threads must be >= 1");
+    if (a.draft_steps < 1) fail("--draft-steps must be >= 1");
+    return a;
+}
+
+void write_f32(const std::string & path, const float * data, size_t n) {
+    FILE * f = std::fopen(path.c_str(), "wb");
+    if (!f) fail("cannot write '%s': %s", path.c_str(), std::strerror(errno));
+    if (std::fwrite(data, sizeof(float), n, f) != n) fail("short write to '%s'", path.c_str());
+    if (std::fclose(f) != 0) fail("cannot close '%s'", path.c_str());
+}
+
+// NaN or +inf anywhere, or -inf where `neg_inf_ok` is false, is an error (d2t leaves -inf outside its ids).
+void check_values(const char * what, const std::vector<float> & v, bool neg_inf_ok) {
+    for (size_t i = 0; i < v.size(); i++) {
+        if (std::isnan(v[i]) || (std::isinf(v[i]) && (v[i] > 0 || !neg_inf_ok))) fail("%s: value %g at index %zu", what, (double) v[i], i);
+    }
+}
+
+std::string json_str(const std::string & s) {
+    std::string o = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') { o += '\\'; o += c; }
+        else if ((unsigned char) c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
+        else o += c;
+    }
+    return o + "\"";
+}
+
+// A batch with both token ids and embedding rows, as speculative.cpp makes it.
+struct tok_embd_batch {
+    llama_batch b;
+    tok_embd_batch(int32_t n, int32_t n_embd) {
+        b = llama_batch_init(n, n_embd, 1);
+        b.token = (llama_token *) std::malloc(sizeof(llama_token) * n);
+        if (!b.token) fail("out of memory");
+    }
+    ~tok_embd_batch() {
+        std::free(b.token);
+        b.token = nullptr;
+        llama_batch_free(b);
+    }
+};
+
+void set_row(llama_batch & b, int32_t k, llama_token token, llama_pos pos) {
+    if (b.token) b.token[k] = token;
+    b.pos[k] = pos;
+    b.n_seq_id[k] = 1;
+    b.seq_id[k][0] = 0;
+    b.logits[k] = 1;
+}
+
+llama_model * load(const std::string & path) {
+    FILE * f = std::fopen(path.c_str(), "rb");
+    if (!f) fail("cannot open model '%s': %s", path.c_str(), std::strerror(errno));
+    std::fclose(f);
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    mp.use_extra_bufts = false;
+    llama_model * m = llama_model_load_from_file(path.c_str(), mp);
+    if (!m) fail("llama.cpp could not load '%s' (run with --verbose for its log)", path.c_str());
+    return m;
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    const args_t a = parse_args(argc, argv);
+    llama_log_set(log_cb, nullptr);
+    ggml_backend_load_all_from_path(backend_dir().c_str());
+    llama_backend_init();
+
+    llama_model * model_tgt = load(a.target);
+    llama_model * model_dft = load(a.draft);
+    if (llama_model_target_layer_ids_n(model_dft) != 3) fail("'%s' is not an EAGLE-3 draft (%u target layers)", a.draft.c_str(), llama_model_target_layer_ids_n(model_dft));
+    const int32_t * ids = llama_model_target_layer_ids(model_dft);
+
+    const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model_tgt));
+    if (llama_vocab_n_tokens(llama_model_get_vocab(model_dft)) != n_vocab) fail("the draft's vocabulary differs from the target's");
+    const int32_t E_t = llama_model_n_embd(model_tgt);
+    const int32_t E_d = llama_model_n_embd(model_dft);
+    const int32_t n_layer_tgt = llama_model_n_layer(model_tgt);
+    const int32_t n = (int32_t) a.tokens.size();
+    const int32_t K = a.draft_steps;
+    for (int32_t k = 0; k < n; k++) {
+        if (a.tokens[k] >= n_vocab) fail("token %d at index %d out of range [0, %d)", a.tokens[k], k, n_vocab);
+    }
+    for (int k = 0; k < 3; k++) {
+        if (ids[k] < 0 || ids[k] > n_layer_tgt) fail("target layer %d is outside the target's %d layers", ids[k], n_layer_tgt);
+    }
+
+    const uint32_t n_ctx = (uint32_t) ((n + K + 255) / 256 * 256);
+    llama_context_params cp = ref::exact_context_params(n_ctx, a.threads);
+
+    // 1. target with the three layers' inputs extracted
+    llama_context * ctx_tgt = llama_init_from_model(model_tgt, cp);
+    if (!ctx_tgt) fail("cannot create the target context");
+    for (int k = 0; k < 3; k++) {
+        if (ids[k] < n_layer_tgt) llama_set_embeddings_layer_inp(ctx_tgt, (uint32_t) ids[k], true);
+        else llama_set_embeddings_nextn(ctx_tgt, true, /*masked*/ false);
+    }
+    const int32_t E_enc = 3 * E_t;
+    std::vector<float> tgt_logits((size_t) n * n_vocab), features((size_t) n * E_enc);
+    {
+        llama_batch b = llama_batch_init(n, 0, 1);
+        for (int32_t k = 0; k < n; k++) set_row(b, k, a.tokens[k], k);
+        b.n_tokens = n;
+        const int32_t rc = llama_decode(ctx_tgt, b);
+        llama_batch_free(b);
+        if (rc != 0) fail("target llama_decode failed (rc %d)", rc);
+        for (int32_t k = 0; k < n; k++) {
+            const float * l = llama_get_logits_ith(ctx_tgt, k);
+            if (!l) fail("target: no logits for row %d", k);
+            std::memcpy(&tgt_logits[(size_t) k * n_vocab], l, sizeof(float) * n_vocab);
+        }
+        for (int j = 0; j < 3; j++) {
+            const float * layer = ids[j] < n_layer_tgt ? llama_get_embeddings_layer_inp(ctx_tgt, (uint32_t) ids[j]) : llama_get_embeddings_nextn(ctx_tgt);
+            if (!layer) fail("target layer %d: no extracted hidden states", ids[j]);
+            for (int32_t k = 0; k < n; k++) std::memcpy(&features[(size_t) k * E_enc + (size_t) j * E_t], layer + (size_t) k * E_t, sizeof(float) * E_t);
+        }
+    }
+
+    // 2. draft: encoder over the feature rows, then the decoder rows (t[P+1], g[P]) at pos P
+    cp.ctx_other = ctx_tgt;
+    llama_context * ctx_dft = llama_init_from_model(model_dft, cp);
+    if (!ctx_dft) fail("cannot create the draft context");
+    llama_set_embeddings_nextn(ctx_dft, true, /*masked*/ true);
+
+    std::vector<float> g((size_t) n * E_d);
+    {
+        llama_batch eb = {n, nullptr, features.data(), nullptr, nullptr, nullptr, nullptr};
+        const int32_t rc = llama_encode(ctx_dft, eb);
+        if (rc != 0) fail("draft llama_encode failed (rc %d)", rc);
+        const float * ge = llama_get_embeddings_nextn(ctx_dft);
+        if (!ge) fail("the encoder gave no g rows");
+        std::memcpy(g.data(), ge, sizeof(float) * g.size());
+    }
+    const int32_t m = n - 1;
+    std::vector<float> eagle_logits((size_t) m * n_vocab), eagle_h((size_t) m * E_d);
+    {
+        tok_embd_batch tb(m, E_d);
+        llama_batch & b = tb.b;
+        for (int32_t p = 0; p < m; p++) {
+            set_row(b, p, a.tokens[p + 1], p);
+            std::memcpy(b.embd + (size_t) p * E_d, &g[(size_t) p * E_d], sizeof(float) * E_d);
+        }
+        b.n_tokens = m;
+        const int32_t rc = llama_decode(ctx_dft, b);
+        if (rc != 0) fail("draft llama_decode failed (rc %d)", rc);
+        for (int32_t p = 0; p < m; p++) {
+            const float * l = llama_get_logits_ith(ctx_dft, p);
+            const float * h = llama_get_embeddings_nextn_ith(ctx_dft, p);
+            if (!l || !h) fail("draft: no logits or pre-norm row %d", p);
+            std::memcpy(&eagle_logits[(size_t) p * n_vocab], l, sizeof(float) * n_vocab);
+            std::memcpy(&eagle_h[(size_t) p * E_d], h, sizeof(float) * E_d);
+        }
+    }
+
+    // 3. chained draft steps
+    std::vector<float> draft_logits((size_t) K * n_vocab), draft_h((size_t) K * E_d);
+    std::vector<llama_token> draft_tokens(K);
+    {
+        const float * prev_l = &eagle_logits[(size_t) (m - 1) * n_vocab];
+        const float * prev_h = &eagle_h[(size_t) (m - 1) * E_d];
+        tok_embd_batch tb(1, E_d);
+        llama_batch & b = tb.b;
+        for (int32_t j = 0; j < K; j++) {
+            llama_token d = 0;
+            for (int32_t v = 1; v < n_vocab; v++) {
+                if (prev_l[v] > prev_l[d]) d = v;
+            }
+            draft_tokens[j] = d;
+            set_row(b, 0, d, m + j);
+            std::memcpy(b.embd, prev_h, sizeof(float) * E_d);
+            b.n_tokens = 1;
+            const int32_t rc = llama_decode(ctx_dft, b);
+            if (rc != 0) fail("draft step %d: llama_decode failed (rc %d)", j, rc);
+            const float * l = llama_get_logits_ith(ctx_dft, 0);
+            const float * h = llama_get_embeddings_nextn_ith(ctx_dft, 0);
+            if (!l || !h) fail("draft step %d: no logits or pre-norm row", j);
+            std::memcpy(&draft_logits[(size_t) j * n_vocab], l, sizeof(float) * n_vocab);
+            std::memcpy(&draft_h[(size_t) j * E_d], h, sizeof(float) * E_d);
+            prev_l = &draft_logits[(size_t) j * n_vocab];
+            prev_h = &draft_h[(size_t) j * E_d];
+        }
+    }
+
+    check_values("target logits", tgt_logits, false);
+    check_values("features", features, false);
+    check_values("g", g, false);
+    check_values("eagle logits", eagle_logits, true);
+    check_values("eagle h", eagle_h, false);
+    check_values("draft-step logits", draft_logits, true);
+    check_values("draft-step h", draft_h, false);
+
+    struct out_file { const char * name; const std::vector<float> * v; };
+    const out_file files[] = {
+        {"target_logits", &tgt_logits}, {"features", &features}, {"g", &g}, {"eagle_logits", &eagle_logits},
+        {"eagle_h", &eagle_h}, {"draft_logits", &draft_logits}, {"draft_h", &draft_h},
+    };
+    std::string fj;
+    for (const auto & f : files) {
+        const std::string path = a.out + "." + f.name + ".f32";
+        write_f32(path, f.v->data(), f.v->size());
+        fj += (fj.empty() ? "" : ", ") + json_str(f.name) + ": " + json_str(path);
+    }
+    std::string toks, dtoks;
+    for (int32_t k = 0; k < n; k++) toks += (k ? "," : "") + std::to_string(a.tokens[k]);
+    for (int32_t j = 0; j < K; j++) dtoks += (j ? "," : "") + std::to_string(draft_tokens[j]);
+    const std::string json = "{\"n_tokens\": " + std::to_string(n) + ", \"n_vocab\": " + std::to_string(n_vocab) +
+        ", \"n_embd\": " + std::to_string(E_d) + ", \"n_embd_tgt\": " + std::to_string(E_t) + ", \"n_layer_tgt\": " + std::to_string(n_layer_tgt) +
+        ", \"target_layers\": [" + std::to_string(ids[0]) + "," + std::to_string(ids[1]) + "," + std::to_string(ids[2]) + "]" +
+        ", \"tokens\": [" + toks + "], \"draft_steps\": " + std::to_string(K) + ", \"draft_tokens\": [" + dtoks + "]" +
+        ", \"target\": " + json_str(a.target) + ", \"draft\": " + json_str(a.draft) +
+        ", \"settings\": {\"threads\": " + std::to_string(a.threads) + ", \"kv\": \"f32\", \"flash_attention\": \"off\", \"n_ctx\": " + std::to_string(n_ctx) + "}" +
+        ", \"files\": {" + fj + "}}";
+    {
+        const std::string path = a.out + ".json";
+        FILE * f = std::fopen(path.c_str(), "wb");
+        if (!f) fail("cannot write '%s': %s", path.c_str(), std::strerror(errno));
+        std::fprintf(f, "%s\n", json.c_str());
+        std::fclose(f);
+    }
+    std::printf("%s\n", json.c_str());
+
+    llama_free(ctx_dft);
+    llama_free(ctx_tgt);
+    llama_model_free(model_dft);
+    llama_model_free(model_tgt);
+    llama_backend_free();
+    return 0;
+}

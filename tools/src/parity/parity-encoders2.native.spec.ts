@@ -1,0 +1,89 @@
+// Embedding encoders of Llama's block (eurobert, neo-bert, llama-embed: RMS norms, RoPE, SwiGLU,
+// no head), jina-bert-v2 (BERT's block with ALiBi, GEGLU or GELU-gated FFNs) and gemma-embedding
+// (Gemma 3's block, non-causal, symmetric sliding windows, sentence-transformers projections) against llama.cpp's embedding context (node-llama-cpp), as parity-encoders does for the
+// BERT family: kail's embedding is what the engine service returns for /v1/embeddings before
+// normalization (LocalModelHost, EMBED_MODEL: the file's pooling type, mean / CLS / last), the
+// prompt tokenized with the file's byte-level vocabulary (BOS first).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { LocalModelHost } from '@kailstream/engine';
+import { engine as pb } from '@kailstream/proto';
+
+import { writeModel } from '../models/build';
+import type { FileTypeName } from '../models/quant-plan';
+import { getPreset } from '../models/presets';
+import { llamaEmbeddings } from './llama-ref';
+import { nmse } from './metrics';
+
+const TEXTS = [
+  'Experts stream from storage into a RAM cache.',
+  'the router picks the top experts for each token; the cache keeps the hot ones (and evicts the cold).',
+  'Ünïcödé, numbers 3.14159 and CJK 中文 too',
+  'a',
+];
+
+// (Quantized: one text's 8-bit activation rounding flipping moves it by up to ~2e-5, CLS pooling's one row most; the other texts stay at 1e-14.)
+const BOUND: Partial<Record<FileTypeName, number>> = { F32: 1e-11, Q8_0: 1e-4, Q4_K: 1e-4 };
+const TYPES: Record<string, FileTypeName[]> = {
+  'tiny-eurobert': ['F32', 'Q4_K'],
+  'tiny-neo-bert': ['F32', 'Q8_0'],
+  'tiny-llama-embed': ['F32', 'Q4_K'],
+  'tiny-llama-embed-causal': ['F32'],
+  'tiny-jina-bert-v2': ['F32', 'Q4_K'],
+  'tiny-jina-bert-v2-gated': ['F32'],
+  // (With quantized dense_2 / dense_3 kail projects each row before pooling and llama.cpp the pooled
+  // row: the same map, but the projections' 8-bit activations are rounded from other vectors, which
+  // moves every text by ~1e-4 (measured Q8_0 6e-5 to 1.2e-4, Q4_K 1.2e-4 to 1.6e-4); the quantized
+  // case is the file without them.)
+  'tiny-gemma-embedding': ['F32'],
+  'tiny-gemma-embedding-plain': ['F32', 'Q4_K'],
+  'tiny-modern-bert': ['F32', 'Q8_0'],
+  'tiny-modern-bert-swiglu': ['F32'],
+};
+// jina-bert-v2's, EmbeddingGemma's and ModernBERT's GELU goes through ggml's F16 table: an input one float ulp
+// off across an F16 rounding boundary takes the neighbouring entry, which moves a text by up to
+// ~5e-10 (jina), ~2e-9 (modern-bert) and ~4e-9 (gemma-embedding-plain's first text; measured; the one-token texts stay
+// at 2e-14), where a wrong window, slope or projection moves it by 1e-4 and more.
+const GELU_F32 = 3e-8;
+const gelu = (preset: string) => preset.startsWith('tiny-jina') || preset.startsWith('tiny-gemma') || preset === 'tiny-modern-bert';
+const CASES = Object.entries(TYPES).flatMap(([preset, types]) =>
+  types.map((t) => [preset, t, t === 'F32' && gelu(preset) ? GELU_F32 : BOUND[t]!] as [string, FileTypeName, number]),
+);
+
+describe("Llama-block encoder embeddings against llama.cpp's embedding context", () => {
+  let dir: string;
+  const lines: string[] = [];
+  afterAll(() => {
+    if (lines.length) console.log(lines.join('\n'));
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it.each(CASES)('%s %s: each text embeds as llama.cpp embeds its tokens (NMSE ≤ %s)', async (preset, type, bound) => {
+    dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-enc2-'));
+    const file = path.join(dir, `${preset}-${type}.gguf`);
+    writeModel({ config: getPreset(preset).config, fileType: type, seed: 5, out: file });
+    const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 256 });
+    const ours: number[][] = [];
+    const prompts: number[][] = [];
+    try {
+      await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'enc', threads: 2, contextLength: 256 }));
+      for (const [i, text] of TEXTS.entries()) {
+        prompts.push(host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'enc', text, addSpecial: true })).tokens);
+        const req = pb.GenerateRequest.fromPartial({ requestId: `enc-${i}`, model: 'enc', prompt: text, maxTokens: 1, embed: pb.EmbedPooling.EMBED_MODEL });
+        let emb: number[] = [];
+        for await (const r of host.generate(req, new AbortController().signal)) if (r.embedding.length) emb = r.embedding;
+        ours.push(emb);
+      }
+    } finally {
+      await host.close();
+    }
+    const ref = await llamaEmbeddings(file, prompts, { timeoutMs: 120_000 });
+    const errs = ours.map((e, i) => {
+      expect(e).toHaveLength(ref[i].length);
+      return nmse(Float32Array.from(e), Float32Array.from(ref[i]));
+    });
+    lines.push(`${preset.padEnd(24)} ${type.padEnd(5)} NMSE ${errs.map((e) => e.toExponential(2)).join(' ')} (bound ${bound})`);
+    for (const e of errs) expect(e).toBeLessThan(bound);
+  }, 180_000);
+});
