@@ -11,32 +11,32 @@
 // as tiny-starcoder2's 3.8e-11); their one-block variants are 2e-14 at every other position, and the
 // SwiGLU ones (refact, baichuan) are 1e-13 everywhere (measured).
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { EngineModel } from '@kailstream/engine';
 
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
-import type { FileTypeName } from '../models/quant-plan';
+import { denseParitySuite } from './dense-parity.suite';
 import { llamaLogitsBatch, type LlamaLogits } from './llama-ref';
-import { medianNmse, nmse, tokenIds, top1Agreement } from './metrics';
-import { quantSpread, quantSpreadRefs, type QuantSpreadRefs } from './quant-spread';
+import { medianNmse, tokenIds } from './metrics';
 
 // [preset, F32 bound]: GELU's F16 table (bloom, mpt) vs SwiGLU (refact, baichuan).
-const PRESETS: [string, number][] = [
-  ['tiny-bloom', 1e-7],
-  ['tiny-mpt', 1e-7],
-  ['tiny-mpt-plain', 1e-7],
-  ['tiny-refact', 1e-11],
-  ['tiny-baichuan', 1e-11],
-  ['tiny-baichuan-13b', 1e-11],
-];
-const QUANT_CASES: [string, FileTypeName][] = [
-  ['tiny-bloom', 'Q4_K_M'],
-  ['tiny-mpt', 'Q4_K_M'],
-  ['tiny-refact', 'Q4_K_M'],
-  ['tiny-baichuan-13b', 'Q8_0'],
-];
+const { file, kailLogits, table } = denseParitySuite({
+  name: 'ALiBi: bloom/mpt/refact/baichuan',
+  f32: [
+    ['tiny-bloom', 1e-7],
+    ['tiny-mpt', 1e-7],
+    ['tiny-mpt-plain', 1e-7],
+    ['tiny-refact', 1e-11],
+    ['tiny-baichuan', 1e-11],
+    ['tiny-baichuan-13b', 1e-11],
+  ],
+  quant: [
+    ['tiny-bloom', 'Q4_K_M'],
+    ['tiny-mpt', 'Q4_K_M'],
+    ['tiny-refact', 'Q4_K_M'],
+    ['tiny-baichuan-13b', 'Q8_0'],
+  ],
+});
 const SHIFT_PRESETS = ['tiny-refact', 'tiny-baichuan-13b'];
 // llama.cpp turns every cached key by RoPE on a shift when the architecture's rope type is not
 // NONE, and Baichuan's is NORM whatever the variant, so it rotates the 13B's unrotated (ALiBi)
@@ -45,67 +45,6 @@ const SHIFT_PRESETS = ['tiny-refact', 'tiny-baichuan-13b'];
 // whose rope type is NONE; llama.cpp's own baichuan shift is printed beside it.
 const twin = (p: string) => (p === 'tiny-baichuan-13b' ? `${p}-as-refact` : p);
 const SHIFT = { at: 48, keep: 4, discard: 20 };
-
-let dir: string;
-const table: string[] = [];
-const file = (preset: string, type: string) => path.join(dir, `${preset}-${type}.gguf`);
-
-async function kailLogits(model: string, tokens: number[]): Promise<Float32Array> {
-  const m = EngineModel.load(model, { kvType: 'f32', threads: 2, nCtx: tokens.length + 8 });
-  try {
-    return await m.evaluate(0, tokens, 'all', 64);
-  } finally {
-    m.close();
-  }
-}
-
-beforeAll(() => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-alibi-'));
-}, 60_000);
-afterAll(() => {
-  fs.rmSync(dir, { recursive: true, force: true });
-  process.stdout.write(`\nparity with llama.cpp (ALiBi: bloom/mpt/refact/baichuan, measured):\n${table.join('\n')}\n`);
-});
-
-describe('F32 files', () => {
-  let refs: LlamaLogits[];
-  const toks: Record<string, number[]> = {};
-  beforeAll(async () => {
-    for (const [preset] of PRESETS) {
-      const cfg = getPreset(preset).config;
-      writeModel({ config: cfg, fileType: 'F32', seed: 7, out: file(preset, 'F32') });
-      toks[preset] = tokenIds(64, cfg.vocabSize, 11);
-    }
-    refs = await llamaLogitsBatch(PRESETS.map(([p]) => ({ model: file(p, 'F32'), tokens: toks[p] })), { kv: 'f32', flashAttention: 'off', timeoutMs: 300_000 });
-  }, 400_000);
-
-  it.each(PRESETS)('%s F32', async (preset, bound) => {
-    const i = PRESETS.findIndex(([p]) => p === preset);
-    const ours = await kailLogits(file(preset, 'F32'), toks[preset]);
-    const e = nmse(ours, refs[i].logits);
-    const { agree, total } = top1Agreement(ours, refs[i].logits, refs[i].nVocab);
-    table.push(`${preset.padEnd(20)} F32     NMSE ${e.toExponential(2)}  top-1 ${agree}/${total}  (bound ${bound})`);
-    expect(e).toBeLessThanOrEqual(bound);
-    expect(agree).toBe(total);
-  });
-});
-
-describe('quantized files stay within llama.cpp’s own spread', () => {
-  let refs: QuantSpreadRefs;
-  beforeAll(async () => {
-    refs = await quantSpreadRefs(QUANT_CASES, file, 300_000);
-  }, 400_000);
-
-  it.each(QUANT_CASES)('%s %s', async (p, t) => {
-    const i = QUANT_CASES.findIndex(([a, b]) => a === p && b === t);
-    const ours = await kailLogits(file(p, t), refs.tokens[i]);
-    const d = quantSpread(ours, refs, i);
-    const { agree, total } = top1Agreement(ours, refs.exact[i].logits, refs.exact[i].nVocab, 0.1);
-    table.push(`${p.padEnd(20)} ${t.padEnd(7)} kail↔llama.cpp exact ${d.kail.toExponential(2)}  llama.cpp default↔exact ${d.llama.toExponential(2)}  top-1 ${agree}/${total}`);
-    expect(d.kail).toBeLessThanOrEqual(Math.max(d.llama * 2, 1e-6));
-    expect(agree).toBe(total);
-  });
-});
 
 // A context shift of ALiBi blocks moves the kept rows down (no rotation to turn): the 16 tokens
 // after it see them at the shifted distances, as llama.cpp's seq_add positions do. The shifted
