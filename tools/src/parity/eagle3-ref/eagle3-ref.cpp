@@ -54,7 +54,11 @@ namespace {
 using ref::backend_dir;
 using ref::fail;
 using ref::log_cb;
+using ref::json_ints;
+using ref::json_str;
 using ref::parse_tokens;
+using ref::read_rows;
+using ref::set_row;
 
 struct args_t {
     std::string target, draft, out;
@@ -87,51 +91,11 @@ args_t parse_args(int argc, char ** argv) {
     return a;
 }
 
-void write_f32(const std::string & path, const float * data, size_t n) {
-    FILE * f = std::fopen(path.c_str(), "wb");
-    if (!f) fail("cannot write '%s': %s", path.c_str(), std::strerror(errno));
-    if (std::fwrite(data, sizeof(float), n, f) != n) fail("short write to '%s'", path.c_str());
-    if (std::fclose(f) != 0) fail("cannot close '%s'", path.c_str());
-}
-
 // NaN or +inf anywhere, or -inf where `neg_inf_ok` is false, is an error (d2t leaves -inf outside its ids).
 void check_values(const char * what, const std::vector<float> & v, bool neg_inf_ok) {
     for (size_t i = 0; i < v.size(); i++) {
         if (std::isnan(v[i]) || (std::isinf(v[i]) && (v[i] > 0 || !neg_inf_ok))) fail("%s: value %g at index %zu", what, (double) v[i], i);
     }
-}
-
-std::string json_str(const std::string & s) {
-    std::string o = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') { o += '\\'; o += c; }
-        else if ((unsigned char) c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
-        else o += c;
-    }
-    return o + "\"";
-}
-
-// A batch with both token ids and embedding rows, as speculative.cpp makes it.
-struct tok_embd_batch {
-    llama_batch b;
-    tok_embd_batch(int32_t n, int32_t n_embd) {
-        b = llama_batch_init(n, n_embd, 1);
-        b.token = (llama_token *) std::malloc(sizeof(llama_token) * n);
-        if (!b.token) fail("out of memory");
-    }
-    ~tok_embd_batch() {
-        std::free(b.token);
-        b.token = nullptr;
-        llama_batch_free(b);
-    }
-};
-
-void set_row(llama_batch & b, int32_t k, llama_token token, llama_pos pos) {
-    if (b.token) b.token[k] = token;
-    b.pos[k] = pos;
-    b.n_seq_id[k] = 1;
-    b.seq_id[k][0] = 0;
-    b.logits[k] = 1;
 }
 
 llama_model * load(const std::string & path) {
@@ -222,7 +186,7 @@ int main(int argc, char ** argv) {
     const int32_t m = n - 1;
     std::vector<float> eagle_logits((size_t) m * n_vocab), eagle_h((size_t) m * E_d);
     {
-        tok_embd_batch tb(m, E_d);
+        ref::token_embd_batch tb(m, E_d);
         llama_batch & b = tb.b;
         for (int32_t p = 0; p < m; p++) {
             set_row(b, p, a.tokens[p + 1], p);
@@ -231,43 +195,13 @@ int main(int argc, char ** argv) {
         b.n_tokens = m;
         const int32_t rc = llama_decode(ctx_dft, b);
         if (rc != 0) fail("draft llama_decode failed (rc %d)", rc);
-        for (int32_t p = 0; p < m; p++) {
-            const float * l = llama_get_logits_ith(ctx_dft, p);
-            const float * h = llama_get_embeddings_nextn_ith(ctx_dft, p);
-            if (!l || !h) fail("draft: no logits or pre-norm row %d", p);
-            std::memcpy(&eagle_logits[(size_t) p * n_vocab], l, sizeof(float) * n_vocab);
-            std::memcpy(&eagle_h[(size_t) p * E_d], h, sizeof(float) * E_d);
-        }
+        read_rows(ctx_dft, m, n_vocab, E_d, eagle_logits.data(), eagle_h.data(), "draft");
     }
 
     // 3. chained draft steps
-    std::vector<float> draft_logits((size_t) K * n_vocab), draft_h((size_t) K * E_d);
-    std::vector<llama_token> draft_tokens(K);
-    {
-        const float * prev_l = &eagle_logits[(size_t) (m - 1) * n_vocab];
-        const float * prev_h = &eagle_h[(size_t) (m - 1) * E_d];
-        tok_embd_batch tb(1, E_d);
-        llama_batch & b = tb.b;
-        for (int32_t j = 0; j < K; j++) {
-            llama_token d = 0;
-            for (int32_t v = 1; v < n_vocab; v++) {
-                if (prev_l[v] > prev_l[d]) d = v;
-            }
-            draft_tokens[j] = d;
-            set_row(b, 0, d, m + j);
-            std::memcpy(b.embd, prev_h, sizeof(float) * E_d);
-            b.n_tokens = 1;
-            const int32_t rc = llama_decode(ctx_dft, b);
-            if (rc != 0) fail("draft step %d: llama_decode failed (rc %d)", j, rc);
-            const float * l = llama_get_logits_ith(ctx_dft, 0);
-            const float * h = llama_get_embeddings_nextn_ith(ctx_dft, 0);
-            if (!l || !h) fail("draft step %d: no logits or pre-norm row", j);
-            std::memcpy(&draft_logits[(size_t) j * n_vocab], l, sizeof(float) * n_vocab);
-            std::memcpy(&draft_h[(size_t) j * E_d], h, sizeof(float) * E_d);
-            prev_l = &draft_logits[(size_t) j * n_vocab];
-            prev_h = &draft_h[(size_t) j * E_d];
-        }
-    }
+    const ref::draft_steps steps = ref::greedy_draft_steps(ctx_dft, &eagle_logits[(size_t) (m - 1) * n_vocab], &eagle_h[(size_t) (m - 1) * E_d], n_vocab, E_d, K, m, "EAGLE-3");
+    const std::vector<float> & draft_logits = steps.logits;
+    const std::vector<float> & draft_h = steps.rows;
 
     check_values("target logits", tgt_logits, false);
     check_values("features", features, false);
@@ -277,35 +211,15 @@ int main(int argc, char ** argv) {
     check_values("draft-step logits", draft_logits, true);
     check_values("draft-step h", draft_h, false);
 
-    struct out_file { const char * name; const std::vector<float> * v; };
-    const out_file files[] = {
-        {"target_logits", &tgt_logits}, {"features", &features}, {"g", &g}, {"eagle_logits", &eagle_logits},
-        {"eagle_h", &eagle_h}, {"draft_logits", &draft_logits}, {"draft_h", &draft_h},
-    };
-    std::string fj;
-    for (const auto & f : files) {
-        const std::string path = a.out + "." + f.name + ".f32";
-        write_f32(path, f.v->data(), f.v->size());
-        fj += (fj.empty() ? "" : ", ") + json_str(f.name) + ": " + json_str(path);
-    }
-    std::string toks, dtoks;
-    for (int32_t k = 0; k < n; k++) toks += (k ? "," : "") + std::to_string(a.tokens[k]);
-    for (int32_t j = 0; j < K; j++) dtoks += (j ? "," : "") + std::to_string(draft_tokens[j]);
+    const std::string fj = ref::write_arrays(a.out, {{"target_logits", &tgt_logits}, {"features", &features}, {"g", &g}, {"eagle_logits", &eagle_logits}, {"eagle_h", &eagle_h}, {"draft_logits", &draft_logits}, {"draft_h", &draft_h}});
     const std::string json = "{\"n_tokens\": " + std::to_string(n) + ", \"n_vocab\": " + std::to_string(n_vocab) +
         ", \"n_embd\": " + std::to_string(E_d) + ", \"n_embd_tgt\": " + std::to_string(E_t) + ", \"n_layer_tgt\": " + std::to_string(n_layer_tgt) +
         ", \"target_layers\": [" + std::to_string(ids[0]) + "," + std::to_string(ids[1]) + "," + std::to_string(ids[2]) + "]" +
-        ", \"tokens\": [" + toks + "], \"draft_steps\": " + std::to_string(K) + ", \"draft_tokens\": [" + dtoks + "]" +
+        ", \"tokens\": " + json_ints(a.tokens) + ", \"draft_steps\": " + std::to_string(K) + ", \"draft_tokens\": " + json_ints(steps.tokens) +
         ", \"target\": " + json_str(a.target) + ", \"draft\": " + json_str(a.draft) +
         ", \"settings\": {\"threads\": " + std::to_string(a.threads) + ", \"kv\": \"f32\", \"flash_attention\": \"off\", \"n_ctx\": " + std::to_string(n_ctx) + "}" +
         ", \"files\": {" + fj + "}}";
-    {
-        const std::string path = a.out + ".json";
-        FILE * f = std::fopen(path.c_str(), "wb");
-        if (!f) fail("cannot write '%s': %s", path.c_str(), std::strerror(errno));
-        std::fprintf(f, "%s\n", json.c_str());
-        std::fclose(f);
-    }
-    std::printf("%s\n", json.c_str());
+    ref::write_report(a.out, json);
 
     llama_free(ctx_dft);
     llama_free(ctx_tgt);

@@ -69,27 +69,11 @@ namespace {
 using ref::backend_dir;
 using ref::fail;
 using ref::log_cb;
+using ref::json_ints;
+using ref::json_str;
 using ref::parse_tokens;
-
-// Row k of a batch: token at pos, sequence 0, logits wanted.
-void set_row(llama_batch & b, int32_t k, llama_token token, llama_pos pos) {
-    b.token[k] = token;
-    b.pos[k] = pos;
-    b.n_seq_id[k] = 1;
-    b.seq_id[k][0] = 0;
-    b.logits[k] = 1;
-}
-
-// Copies rows 0..n-1 of a context's logits and h_nextn (the normalized hidden state) out.
-void read_rows(llama_context * ctx, int32_t n, int32_t n_vocab, int32_t n_embd, float * logits, float * h_out, const char * what) {
-    for (int32_t k = 0; k < n; k++) {
-        const float * l = llama_get_logits_ith(ctx, k);
-        const float * h = llama_get_embeddings_nextn_ith(ctx, k);
-        if (!l || !h) fail("%s: no logits or h_nextn for row %d", what, k);
-        std::memcpy(logits + (size_t) k * n_vocab, l, sizeof(float) * n_vocab);
-        std::memcpy(h_out + (size_t) k * n_embd, h, sizeof(float) * n_embd);
-    }
-}
+using ref::read_rows;
+using ref::set_row;
 
 struct args_t {
     std::string model;
@@ -144,44 +128,11 @@ void check_nextn_tensors(const std::string & path) {
     if (!has) fail("'%s' counts %u MTP layer(s) but does not carry them (no %s): a trunk-only file", path.c_str(), nextn, probe.c_str());
 }
 
-void write_f32(const std::string & path, const float * data, size_t n) {
-    FILE * f = std::fopen(path.c_str(), "wb");
-    if (!f) fail("cannot write '%s': %s", path.c_str(), std::strerror(errno));
-    if (std::fwrite(data, sizeof(float), n, f) != n) fail("short write to '%s'", path.c_str());
-    if (std::fclose(f) != 0) fail("cannot close '%s'", path.c_str());
-}
-
 void check_finite(const char * what, const std::vector<float> & v) {
     for (size_t i = 0; i < v.size(); i++) {
         if (!std::isfinite(v[i])) fail("%s: non-finite value %g at index %zu", what, (double) v[i], i);
     }
 }
-
-std::string json_str(const std::string & s) {
-    std::string o = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') { o += '\\'; o += c; }
-        else if ((unsigned char) c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
-        else o += c;
-    }
-    return o + "\"";
-}
-
-// A batch with both token ids and embedding rows, as speculative.cpp makes it: llama_batch_init
-// allocates embd only, token is malloc'ed beside it.
-struct mtp_batch {
-    llama_batch b;
-    mtp_batch(int32_t n, int32_t n_embd) {
-        b = llama_batch_init(n, n_embd, 1);
-        b.token = (llama_token *) std::malloc(sizeof(llama_token) * n);
-        if (!b.token) fail("out of memory");
-    }
-    ~mtp_batch() {
-        std::free(b.token);
-        b.token = nullptr;
-        llama_batch_free(b);
-    }
-};
 
 } // namespace
 
@@ -238,7 +189,7 @@ int main(int argc, char ** argv) {
 
     std::vector<float> mtp_logits((size_t) n * n_vocab), mtp_h((size_t) n * n_embd);
     {
-        mtp_batch mb(n, n_embd);
+        ref::token_embd_batch mb(n, n_embd);
         llama_batch & b = mb.b;
         for (int32_t k = 0; k < n; k++) {
             set_row(b, k, a.tokens[k], k);
@@ -254,33 +205,9 @@ int main(int argc, char ** argv) {
 
     // 3. chained draft steps
     const int32_t K = a.draft_steps;
-    std::vector<float> draft_logits((size_t) K * n_vocab), draft_h((size_t) K * n_embd);
-    std::vector<llama_token> draft_tokens(K);
-    {
-        const float * prev_l = &mtp_logits[(size_t) (n - 1) * n_vocab];
-        const float * prev_h = &mtp_h[(size_t) (n - 1) * n_embd];
-        mtp_batch mb(1, n_embd);
-        llama_batch & b = mb.b;
-        for (int32_t j = 0; j < K; j++) {
-            llama_token d = 0;
-            for (int32_t v = 1; v < n_vocab; v++) {
-                if (prev_l[v] > prev_l[d]) d = v;
-            }
-            draft_tokens[j] = d;
-            set_row(b, 0, d, n + j);
-            std::memcpy(b.embd, prev_h, sizeof(float) * n_embd);
-            b.n_tokens = 1;
-            const int32_t rc = llama_decode(ctx_dft, b);
-            if (rc != 0) fail("MTP draft step %d: llama_decode failed (rc %d)", j, rc);
-            const float * l = llama_get_logits_ith(ctx_dft, 0);
-            const float * h = llama_get_embeddings_nextn_ith(ctx_dft, 0);
-            if (!l || !h) fail("MTP draft step %d: no logits or h_nextn", j);
-            std::memcpy(&draft_logits[(size_t) j * n_vocab], l, sizeof(float) * n_vocab);
-            std::memcpy(&draft_h[(size_t) j * n_embd], h, sizeof(float) * n_embd);
-            prev_l = &draft_logits[(size_t) j * n_vocab];
-            prev_h = &draft_h[(size_t) j * n_embd];
-        }
-    }
+    const ref::draft_steps steps = ref::greedy_draft_steps(ctx_dft, &mtp_logits[(size_t) (n - 1) * n_vocab], &mtp_h[(size_t) (n - 1) * n_embd], n_vocab, n_embd, K, n, "MTP");
+    const std::vector<float> & draft_logits = steps.logits;
+    const std::vector<float> & draft_h = steps.rows;
 
     check_finite("target logits", tgt_logits);
     check_finite("target h_nextn", tgt_h);
@@ -289,40 +216,20 @@ int main(int argc, char ** argv) {
     check_finite("draft-step logits", draft_logits);
     check_finite("draft-step h_nextn", draft_h);
 
-    struct out_file { const char * name; const std::vector<float> * v; };
-    const out_file files[] = {
-        {"target_logits", &tgt_logits}, {"target_h", &tgt_h}, {"mtp_logits", &mtp_logits},
-        {"mtp_h", &mtp_h}, {"draft_logits", &draft_logits}, {"draft_h", &draft_h},
-    };
-    std::string fj;
-    for (const auto & f : files) {
-        const std::string path = a.out + "." + f.name + ".f32";
-        write_f32(path, f.v->data(), f.v->size());
-        fj += (fj.empty() ? "" : ", ") + json_str(f.name) + ": " + json_str(path);
-    }
-    std::string toks, dtoks;
-    for (int32_t k = 0; k < n; k++) toks += (k ? "," : "") + std::to_string(a.tokens[k]);
-    for (int32_t j = 0; j < K; j++) dtoks += (j ? "," : "") + std::to_string(draft_tokens[j]);
+    const std::string fj = ref::write_arrays(a.out, {{"target_logits", &tgt_logits}, {"target_h", &tgt_h}, {"mtp_logits", &mtp_logits}, {"mtp_h", &mtp_h}, {"draft_logits", &draft_logits}, {"draft_h", &draft_h}});
 
     char desc[256];
     llama_model_desc(model, desc, sizeof desc);
     std::string json = "{\"n_tokens\": " + std::to_string(n) + ", \"n_vocab\": " + std::to_string(n_vocab) +
         ", \"n_embd\": " + std::to_string(n_embd) + ", \"n_layer\": " + std::to_string(llama_model_n_layer(model)) +
-        ", \"n_layer_nextn\": " + std::to_string(llama_model_n_layer_nextn(model)) + ", \"tokens\": [" + toks + "]" +
-        ", \"draft_steps\": " + std::to_string(K) + ", \"draft_tokens\": [" + dtoks + "]" +
-        ", \"draft_token\": " + std::to_string(draft_tokens[0]) + ", \"draft_pos\": " + std::to_string(n) +
+        ", \"n_layer_nextn\": " + std::to_string(llama_model_n_layer_nextn(model)) + ", \"tokens\": " + json_ints(a.tokens) +
+        ", \"draft_steps\": " + std::to_string(K) + ", \"draft_tokens\": " + json_ints(steps.tokens) +
+        ", \"draft_token\": " + std::to_string(steps.tokens[0]) + ", \"draft_pos\": " + std::to_string(n) +
         ", \"model\": " + json_str(a.model) + ", \"model_desc\": " + json_str(desc) +
         ", \"settings\": {\"threads\": " + std::to_string(a.threads) + ", \"kv\": \"f32\", \"flash_attention\": \"off\", \"n_ctx\": " +
         std::to_string(n_ctx) + ", \"n_ubatch\": " + std::to_string(n_ctx) + "}" +
         ", \"dtype\": \"float32\", \"layout\": \"row-major, little-endian\", \"files\": {" + fj + "}}";
-    {
-        const std::string path = a.out + ".json";
-        FILE * f = std::fopen(path.c_str(), "wb");
-        if (!f) fail("cannot write '%s': %s", path.c_str(), std::strerror(errno));
-        std::fprintf(f, "%s\n", json.c_str());
-        std::fclose(f);
-    }
-    std::printf("%s\n", json.c_str());
+    ref::write_report(a.out, json);
 
     llama_free(ctx_dft);
     llama_free(ctx_tgt);
