@@ -1,11 +1,14 @@
 // The pieces the native op tests share: CHECK (counted in g_failures), a GGUF v3 image of F32
 // tensors built in memory (the weights of a test's own program), the program's buffers and ops,
 // one forward call that returns the hidden rows, the NMSE of float outputs against a double
-// reference, and normal random fills. Each test is its own executable, so the statics here are
-// per test.
+// reference, normal random fills, and for the attention tests a program of one attention op over
+// q|k|v input rows, ALiBi's slopes, a double reference attention and a batch of two sequences
+// interleaved. Each test is its own executable, so the statics here are per test.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -132,5 +135,103 @@ inline double nmse(const std::vector<float> & x, const std::vector<double> & y, 
     return num / den;
 }
 inline double nmse(const std::vector<float> & x, const std::vector<double> & y) { return nmse(x, y, 0, static_cast<int64_t>(y.size())); }
+
+// One attention op over q|k|v taken from each input row (H*D, then Hkv*D twice), its output the
+// hidden rows and a 2-logit head (tensor "head") after it; `extra` adds to the op's layer, n_head,
+// n_head_kv and head_dim.
+inline program qkv_attention_program(int64_t H, int64_t Hkv, int64_t D, const std::map<std::string, double> & extra) {
+    program p;
+    auto d = [](int64_t x) { return static_cast<double>(x); };
+    const int in = add_buf(p, "in", H * D + 2 * Hkv * D), q = add_buf(p, "q", H * D), k = add_buf(p, "k", Hkv * D), v = add_buf(p, "v", Hkv * D);
+    const int att = add_buf(p, "att", H * D), o = add_buf(p, "o", H * D, true), logits = add_buf(p, "logits", 2, true);
+    add_op(p, OP_INPUT, in, -1);
+    add_op(p, OP_COPY, q, in, {{"a_off", 0}, {"n", d(H * D)}});
+    add_op(p, OP_COPY, k, in, {{"a_off", d(H * D)}, {"n", d(Hkv * D)}});
+    add_op(p, OP_COPY, v, in, {{"a_off", d(H * D + Hkv * D)}, {"n", d(Hkv * D)}});
+    std::map<std::string, double> ap = {{"layer", 0}, {"n_head", d(H)}, {"n_head_kv", d(Hkv)}, {"head_dim", d(D)}};
+    for (const auto & [key, val] : extra) ap[key] = val;
+    op_desc & a = add_op(p, OP_ATTENTION, att, q, ap);
+    a.b = k;
+    a.c = v;
+    add_op(p, OP_GATHER_OUT, o, att);
+    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
+    p.logits = logits;
+    p.hidden = att;
+    p.n_kv_layers = 1;
+    p.kv_k_width = {Hkv * D};
+    p.kv_v_width = {Hkv * D};
+    return p;
+}
+
+// ALiBi's slope of head h of H in double, as ggml's soft_max_ext: 2^(-max_bias (h + 1) / n2) for
+// h < n2 (the largest power of two <= H), 2^(-max_bias (2 (h - n2) + 1) / (2 n2)) beyond.
+inline double alibi_slope(double max_bias, int64_t H, int64_t h) {
+    int64_t n2 = 1;
+    while (n2 * 2 <= H) n2 *= 2;
+    return h < n2 ? std::pow(2.0, -max_bias * double(h + 1) / double(n2)) : std::pow(2.0, -max_bias * double(2 * (h - n2) + 1) / double(2 * n2));
+}
+
+// Double reference attention for the queries of rows[from, to) of one sequence (rows[i]: the
+// input row at position i, q|k|v as qkv_attention_program reads it): query t sees position j
+// when keep(t, j), its score there q.k / sqrt(D) + bias(query head, t, j).
+template <class Keep, class Bias>
+inline std::vector<double> attention_reference(int64_t H, int64_t Hkv, int64_t D, const std::vector<const float *> & rows, int64_t from, int64_t to, Keep keep, Bias bias) {
+    const int64_t G = H / Hkv, ko = H * D, vo = ko + Hkv * D, n = static_cast<int64_t>(rows.size());
+    std::vector<double> out(static_cast<size_t>((to - from) * H * D));
+    for (int64_t t = from; t < to; t++) {
+        for (int64_t qh = 0; qh < H; qh++) {
+            const int64_t h = qh / G;
+            std::vector<double> p(static_cast<size_t>(n), 0.0);
+            double mx = -INFINITY;
+            for (int64_t j = 0; j < n; j++) {
+                if (!keep(t, j)) continue;
+                double dot = 0;
+                for (int64_t i = 0; i < D; i++) dot += double(rows[static_cast<size_t>(t)][qh * D + i]) * rows[static_cast<size_t>(j)][ko + h * D + i];
+                p[static_cast<size_t>(j)] = dot / std::sqrt(double(D)) + bias(qh, t, j);
+                mx = std::max(mx, p[static_cast<size_t>(j)]);
+            }
+            softmax_mix(p, mx, n - 1, [&](int64_t j) { return keep(t, j); }, [&](int64_t j) { return rows[static_cast<size_t>(j)] + vo + h * D; }, D,
+                        out.data() + (t - from) * H * D + qh * D);
+        }
+    }
+    return out;
+}
+
+// One sequence's rows for interleaved_forward: n input rows `in` (`width` floats each) at positions pos0...
+struct seq_rows {
+    const float * in;
+    int64_t       pos0, n;
+};
+
+// One forward pass over two sequences interleaved token by token (sequence ids 0 and 1); the
+// hidden rows in batch order, with each row's sequence and position.
+inline std::vector<float> interleaved_forward(model & m, const seq_rows & s0, const seq_rows & s1, int64_t width, std::vector<int32_t> & seq, std::vector<int32_t> & pos) {
+    std::vector<int32_t> toks;
+    std::vector<float> rows;
+    seq.clear();
+    pos.clear();
+    for (int64_t t = 0; t < std::max(s0.n, s1.n); t++)
+        for (int sq = 0; sq < 2; sq++) {
+            const seq_rows & r = sq ? s1 : s0;
+            if (t >= r.n) continue;
+            pos.push_back(static_cast<int32_t>(r.pos0 + t));
+            seq.push_back(sq);
+            rows.insert(rows.end(), r.in + t * width, r.in + (t + 1) * width);
+        }
+    toks.assign(pos.size(), 0);
+    std::vector<uint8_t> outs(pos.size(), 1);
+    batch b;
+    b.tokens = toks.data();
+    b.pos = pos.data();
+    b.seq = seq.data();
+    b.output = outs.data();
+    b.n = static_cast<int64_t>(pos.size());
+    b.embd = rows.data();
+    b.embd_width = width;
+    b.want_hidden = true;
+    std::vector<float> logits, hidden;
+    m.forward(b, logits, &hidden);
+    return hidden;
+}
 
 }  // namespace kail

@@ -31,59 +31,20 @@ struct shape {
 };
 
 static program make_program(const shape & s, double max_bias) {
-    program p;
-    const int in = add_buf(p, "in", s.in()), q = add_buf(p, "q", s.H * s.D), k = add_buf(p, "k", s.Hkv * s.D), v = add_buf(p, "v", s.Hkv * s.D);
-    const int att = add_buf(p, "att", s.H * s.D), o = add_buf(p, "o", s.H * s.D, true), logits = add_buf(p, "logits", 2, true);
-    auto d = [](int64_t x) { return static_cast<double>(x); };
-    add_op(p, OP_INPUT, in, -1);
-    add_op(p, OP_COPY, q, in, {{"a_off", 0}, {"n", d(s.H * s.D)}});
-    add_op(p, OP_COPY, k, in, {{"a_off", d(s.H * s.D)}, {"n", d(s.Hkv * s.D)}});
-    add_op(p, OP_COPY, v, in, {{"a_off", d(s.H * s.D + s.Hkv * s.D)}, {"n", d(s.Hkv * s.D)}});
-    std::map<std::string, double> ap = {{"layer", 0}, {"n_head", d(s.H)}, {"n_head_kv", d(s.Hkv)}, {"head_dim", d(s.D)}, {"alibi", max_bias}};
-    if (s.window) ap["window"] = d(s.window);
-    if (!s.causal) ap["causal"] = 0;
-    op_desc & a = add_op(p, OP_ATTENTION, att, q, ap);
-    a.b = k;
-    a.c = v;
-    add_op(p, OP_GATHER_OUT, o, att);
-    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
-    p.logits = logits;
-    p.hidden = att;
-    p.n_kv_layers = 1;
-    p.kv_k_width = {s.Hkv * s.D};
-    p.kv_v_width = {s.Hkv * s.D};
-    return p;
-}
-
-// Head h's slope in double (ALiBi's geometric sequence, as the comment above).
-static double slope(const shape & s, int64_t h) {
-    int64_t n2 = 1;
-    while (n2 * 2 <= s.H) n2 *= 2;
-    return h < n2 ? std::pow(2.0, -s.max_bias * double(h + 1) / double(n2)) : std::pow(2.0, -s.max_bias * double(2 * (h - n2) + 1) / double(2 * n2));
+    std::map<std::string, double> extra = {{"alibi", max_bias}};
+    if (s.window) extra["window"] = static_cast<double>(s.window);
+    if (!s.causal) extra["causal"] = 0;
+    return qkv_attention_program(s.H, s.Hkv, s.D, extra);
 }
 
 // The outputs of the queries of rows[from, to): rows[i] is the input row at position i of one
-// sequence (causal: positions <= i within the window; else all of them).
+// sequence (causal: positions <= i within the window; else all of them), each score less the
+// head's slope (alibi_slope) times the distance.
 static std::vector<double> reference(const shape & s, const std::vector<const float *> & rows, int64_t from, int64_t to) {
-    const int64_t G = s.H / s.Hkv, ko = s.H * s.D, vo = ko + s.Hkv * s.D, n = static_cast<int64_t>(rows.size());
-    std::vector<double> out(static_cast<size_t>((to - from) * s.H * s.D));
-    for (int64_t t = from; t < to; t++) {
-        const int64_t hi = s.causal ? t : n - 1, lo = s.window ? std::max<int64_t>(0, t + 1 - s.window) : 0;
-        for (int64_t qh = 0; qh < s.H; qh++) {
-            const int64_t h = qh / G;
-            std::vector<double> p(static_cast<size_t>(hi + 1), 0.0);
-            double mx = -INFINITY;
-            for (int64_t j = lo; j <= hi; j++) {
-                double dot = 0;
-                for (int64_t i = 0; i < s.D; i++) dot += double(rows[static_cast<size_t>(t)][qh * s.D + i]) * rows[static_cast<size_t>(j)][ko + h * s.D + i];
-                p[static_cast<size_t>(j)] = dot / std::sqrt(double(s.D)) - slope(s, qh) * double(std::llabs(j - t));
-                mx = std::max(mx, p[static_cast<size_t>(j)]);
-            }
-            softmax_mix(p, mx, hi, [&](int64_t j) { return j >= lo; }, [&](int64_t j) { return rows[static_cast<size_t>(j)] + vo + h * s.D; }, s.D,
-                        out.data() + (t - from) * s.H * s.D + qh * s.D);
-        }
-    }
-    return out;
+    const int64_t n = static_cast<int64_t>(rows.size());
+    return attention_reference(
+        s.H, s.Hkv, s.D, rows, from, to, [&](int64_t t, int64_t j) { return j <= (s.causal ? t : n - 1) && (!s.window || j >= t + 1 - s.window); },
+        [&](int64_t qh, int64_t t, int64_t j) { return -alibi_slope(s.max_bias, s.H, qh) * double(std::llabs(j - t)); });
 }
 
 static model_params params(uint32_t kv_type, int n_seq = 1) {
@@ -143,30 +104,8 @@ static void run_two_sequences(const shape & s) {
     model m(file, make_program(s, s.max_bias), params(KAIL_TYPE_F32, 2));
     // seq 1's first 5 positions, alone
     (void)run_hidden(m, nullptr, 5, 0, 1, in1.data(), s.in());
-    std::vector<int32_t> pos, seq, toks;
-    std::vector<float> rows;
-    for (int64_t t = 0; t < std::max(n0, n1); t++)
-        for (int sq = 0; sq < 2; sq++) {
-            if (t >= (sq ? n1 : n0)) continue;
-            const int64_t p = sq ? 5 + t : t;
-            pos.push_back(static_cast<int32_t>(p));
-            seq.push_back(sq);
-            const float * r = (sq ? in1.data() : in0.data()) + p * s.in();
-            rows.insert(rows.end(), r, r + s.in());
-        }
-    toks.assign(pos.size(), 0);
-    std::vector<uint8_t> outs(pos.size(), 1);
-    batch b;
-    b.tokens = toks.data();
-    b.pos = pos.data();
-    b.seq = seq.data();
-    b.output = outs.data();
-    b.n = static_cast<int64_t>(pos.size());
-    b.embd = rows.data();
-    b.embd_width = s.in();
-    b.want_hidden = true;
-    std::vector<float> logits, hidden;
-    m.forward(b, logits, &hidden);
+    std::vector<int32_t> pos, seq;
+    const std::vector<float> hidden = interleaved_forward(m, {in0.data(), 0, n0}, {in1.data() + 5 * s.in(), 5, n1}, s.in(), seq, pos);
     const std::vector<float> last0 = run_hidden(m, nullptr, 1, static_cast<int32_t>(n0), 0, in0.data() + n0 * s.in(), s.in());
     const std::vector<float> last1 = run_hidden(m, nullptr, 1, static_cast<int32_t>(5 + n1), 1, in1.data() + (5 + n1) * s.in(), s.in());
     std::vector<const float *> r0, r1;

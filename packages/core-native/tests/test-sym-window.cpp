@@ -27,57 +27,17 @@ struct shape {
 };
 
 static program make_program(const shape & s, bool causal = false) {
-    program p;
-    const int in = add_buf(p, "in", s.in()), q = add_buf(p, "q", s.H * s.D), k = add_buf(p, "k", s.Hkv * s.D), v = add_buf(p, "v", s.Hkv * s.D);
-    const int att = add_buf(p, "att", s.H * s.D), o = add_buf(p, "o", s.H * s.D, true), logits = add_buf(p, "logits", 2, true);
-    auto d = [](int64_t x) { return static_cast<double>(x); };
-    add_op(p, OP_INPUT, in, -1);
-    add_op(p, OP_COPY, q, in, {{"a_off", 0}, {"n", d(s.H * s.D)}});
-    add_op(p, OP_COPY, k, in, {{"a_off", d(s.H * s.D)}, {"n", d(s.Hkv * s.D)}});
-    add_op(p, OP_COPY, v, in, {{"a_off", d(s.H * s.D + s.Hkv * s.D)}, {"n", d(s.Hkv * s.D)}});
-    std::map<std::string, double> ap = {{"layer", 0}, {"n_head", d(s.H)}, {"n_head_kv", d(s.Hkv)}, {"head_dim", d(s.D)}, {"sym_window", d(s.sym)}};
-    if (!causal) ap["causal"] = 0;
-    if (s.alibi > 0) ap["alibi"] = s.alibi;
-    op_desc & a = add_op(p, OP_ATTENTION, att, q, ap);
-    a.b = k;
-    a.c = v;
-    add_op(p, OP_GATHER_OUT, o, att);
-    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
-    p.logits = logits;
-    p.hidden = att;
-    p.n_kv_layers = 1;
-    p.kv_k_width = {s.Hkv * s.D};
-    p.kv_v_width = {s.Hkv * s.D};
-    return p;
-}
-
-static double slope(const shape & s, int64_t h) {
-    int64_t n2 = 1;
-    while (n2 * 2 <= s.H) n2 *= 2;
-    return h < n2 ? std::pow(2.0, -s.alibi * double(h + 1) / double(n2)) : std::pow(2.0, -s.alibi * double(2 * (h - n2) + 1) / double(2 * n2));
+    std::map<std::string, double> extra = {{"sym_window", static_cast<double>(s.sym)}};
+    if (!causal) extra["causal"] = 0;
+    if (s.alibi > 0) extra["alibi"] = s.alibi;
+    return qkv_attention_program(s.H, s.Hkv, s.D, extra);
 }
 
 // Every query of one sequence of rows (position i = rows[i]); `half` < 0: no window.
 static std::vector<double> reference(const shape & s, const std::vector<const float *> & rows, int64_t half) {
-    const int64_t G = s.H / s.Hkv, ko = s.H * s.D, vo = ko + s.Hkv * s.D, n = static_cast<int64_t>(rows.size());
-    std::vector<double> out(static_cast<size_t>(n * s.H * s.D));
-    for (int64_t t = 0; t < n; t++) {
-        auto kept = [&](int64_t j) { return half < 0 || std::llabs(t - j) <= half; };
-        for (int64_t qh = 0; qh < s.H; qh++) {
-            const int64_t h = qh / G;
-            std::vector<double> p(static_cast<size_t>(n), 0.0);
-            double mx = -INFINITY;
-            for (int64_t j = 0; j < n; j++) {
-                if (!kept(j)) continue;
-                double dot = 0;
-                for (int64_t i = 0; i < s.D; i++) dot += double(rows[static_cast<size_t>(t)][qh * s.D + i]) * rows[static_cast<size_t>(j)][ko + h * s.D + i];
-                p[static_cast<size_t>(j)] = dot / std::sqrt(double(s.D)) - (s.alibi > 0 ? slope(s, qh) * double(std::llabs(j - t)) : 0.0);
-                mx = std::max(mx, p[static_cast<size_t>(j)]);
-            }
-            softmax_mix(p, mx, n - 1, kept, [&](int64_t j) { return rows[static_cast<size_t>(j)] + vo + h * s.D; }, s.D, out.data() + t * s.H * s.D + qh * s.D);
-        }
-    }
-    return out;
+    return attention_reference(
+        s.H, s.Hkv, s.D, rows, 0, static_cast<int64_t>(rows.size()), [&](int64_t t, int64_t j) { return half < 0 || std::llabs(t - j) <= half; },
+        [&](int64_t qh, int64_t t, int64_t j) { return s.alibi > 0 ? -alibi_slope(s.alibi, s.H, qh) * double(std::llabs(j - t)) : 0.0; });
 }
 
 static model_params params(int n_seq = 1) {
@@ -123,29 +83,8 @@ static void run_two_sequences(const shape & s) {
     std::vector<uint8_t> image;
     std::shared_ptr<gguf_file> file = head_file(rng, s, image);
     model m(file, make_program(s), params(2));
-    std::vector<int32_t> pos, seq, toks;
-    std::vector<float> rows;
-    for (int64_t t = 0; t < std::max(n0, n1); t++)
-        for (int sq = 0; sq < 2; sq++) {
-            if (t >= (sq ? n1 : n0)) continue;
-            pos.push_back(static_cast<int32_t>(t));
-            seq.push_back(sq);
-            const float * r = (sq ? in1.data() : in0.data()) + t * s.in();
-            rows.insert(rows.end(), r, r + s.in());
-        }
-    toks.assign(pos.size(), 0);
-    std::vector<uint8_t> outs(pos.size(), 1);
-    batch b;
-    b.tokens = toks.data();
-    b.pos = pos.data();
-    b.seq = seq.data();
-    b.output = outs.data();
-    b.n = static_cast<int64_t>(pos.size());
-    b.embd = rows.data();
-    b.embd_width = s.in();
-    b.want_hidden = true;
-    std::vector<float> logits, hidden;
-    m.forward(b, logits, &hidden);
+    std::vector<int32_t> pos, seq;
+    const std::vector<float> hidden = interleaved_forward(m, {in0.data(), 0, n0}, {in1.data(), 0, n1}, s.in(), seq, pos);
     std::vector<const float *> r0, r1;
     for (int64_t t = 0; t < n0; t++) r0.push_back(in0.data() + t * s.in());
     for (int64_t t = 0; t < n1; t++) r1.push_back(in1.data() + t * s.in());
