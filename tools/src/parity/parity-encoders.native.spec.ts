@@ -8,21 +8,11 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { LocalModelHost } from '@kailstream/engine';
-import { engine as pb } from '@kailstream/proto';
 
 import { writeModel } from '../models/build';
 import type { FileTypeName } from '../models/quant-plan';
 import { getPreset } from '../models/presets';
-import { llamaEmbeddings } from './llama-ref';
-import { nmse } from './metrics';
-
-const TEXTS = [
-  'Experts stream from storage into a RAM cache.',
-  'the router picks the top experts for each token; the cache keeps the hot ones (and evicts the cold).',
-  'Ünïcödé, numbers 3.14159 and CJK 中文 too',
-  'a',
-];
+import { embeddingParity } from './encoder-parity.suite';
 
 /** NMSE bounds per file type: the measured values are 10-1000x below (a last-bit difference that flips one of GELU's F16 table entries or an 8-bit activation rounding moves a text by up to ~1e-9 in F32 and ~5e-6 in Q4_K). */
 const BOUND: Partial<Record<FileTypeName, number>> = { F32: 1e-8, F16: 1e-6, Q8_0: 1e-5, Q4_K: 1e-4 };
@@ -52,28 +42,9 @@ describe("encoder embeddings against llama.cpp's embedding context", () => {
     const variants: Record<string, object> = { 'tiny-bert-cls': { pooling: 2 }, 'tiny-bert-causal': { causal: true } };
     const config = variants[preset] ? { ...getPreset('tiny-bert').config, name: preset, ...variants[preset] } : getPreset(preset).config;
     writeModel({ config, fileType: type, seed: 5, out: file });
-    const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 256 });
-    const ours: number[][] = [];
-    const prompts: number[][] = [];
-    try {
-      await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'enc', threads: 2, contextLength: 256 }));
-      for (const [i, text] of TEXTS.entries()) {
-        prompts.push(host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'enc', text, addSpecial: true })).tokens);
-        const req = pb.GenerateRequest.fromPartial({ requestId: `enc-${i}`, model: 'enc', prompt: text, maxTokens: 1, embed: pb.EmbedPooling.EMBED_MODEL });
-        let emb: number[] = [];
-        for await (const r of host.generate(req, new AbortController().signal)) if (r.embedding.length) emb = r.embedding;
-        ours.push(emb);
-      }
-    } finally {
-      await host.close();
-    }
+    const { prompts, errs } = await embeddingParity(file);
     // [CLS] first and [SEP] last, as llama.cpp's WordPiece tokenizer adds them.
     for (const p of prompts) expect([p[0], p[p.length - 1]]).toEqual([2, 3]);
-    const ref = await llamaEmbeddings(file, prompts, { timeoutMs: 120_000 });
-    const errs = ours.map((e, i) => {
-      expect(e).toHaveLength(ref[i].length);
-      return nmse(Float32Array.from(e), Float32Array.from(ref[i]));
-    });
     lines.push(`${preset.padEnd(16)} ${type.padEnd(5)} NMSE ${errs.map((e) => e.toExponential(2)).join(' ')} (bound ${bound})`);
     for (const e of errs) expect(e).toBeLessThan(bound);
   }, 180_000);

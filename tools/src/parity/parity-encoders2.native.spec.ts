@@ -7,21 +7,11 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { LocalModelHost } from '@kailstream/engine';
-import { engine as pb } from '@kailstream/proto';
 
 import { writeModel } from '../models/build';
 import type { FileTypeName } from '../models/quant-plan';
 import { getPreset } from '../models/presets';
-import { llamaEmbeddings } from './llama-ref';
-import { nmse } from './metrics';
-
-const TEXTS = [
-  'Experts stream from storage into a RAM cache.',
-  'the router picks the top experts for each token; the cache keeps the hot ones (and evicts the cold).',
-  'Ünïcödé, numbers 3.14159 and CJK 中文 too',
-  'a',
-];
+import { embeddingParity } from './encoder-parity.suite';
 
 // (Quantized: one text's 8-bit activation rounding flipping moves it by up to ~2e-5, CLS pooling's one row most; the other texts stay at 1e-14.)
 const BOUND: Partial<Record<FileTypeName, number>> = { F32: 1e-11, Q8_0: 1e-4, Q4_K: 1e-4 };
@@ -63,26 +53,7 @@ describe("Llama-block encoder embeddings against llama.cpp's embedding context",
     dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-enc2-'));
     const file = path.join(dir, `${preset}-${type}.gguf`);
     writeModel({ config: getPreset(preset).config, fileType: type, seed: 5, out: file });
-    const host = new LocalModelHost({ seqsPerModel: 2, defaultContext: 256 });
-    const ours: number[][] = [];
-    const prompts: number[][] = [];
-    try {
-      await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'enc', threads: 2, contextLength: 256 }));
-      for (const [i, text] of TEXTS.entries()) {
-        prompts.push(host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'enc', text, addSpecial: true })).tokens);
-        const req = pb.GenerateRequest.fromPartial({ requestId: `enc-${i}`, model: 'enc', prompt: text, maxTokens: 1, embed: pb.EmbedPooling.EMBED_MODEL });
-        let emb: number[] = [];
-        for await (const r of host.generate(req, new AbortController().signal)) if (r.embedding.length) emb = r.embedding;
-        ours.push(emb);
-      }
-    } finally {
-      await host.close();
-    }
-    const ref = await llamaEmbeddings(file, prompts, { timeoutMs: 120_000 });
-    const errs = ours.map((e, i) => {
-      expect(e).toHaveLength(ref[i].length);
-      return nmse(Float32Array.from(e), Float32Array.from(ref[i]));
-    });
+    const { errs } = await embeddingParity(file);
     lines.push(`${preset.padEnd(24)} ${type.padEnd(5)} NMSE ${errs.map((e) => e.toExponential(2)).join(' ')} (bound ${bound})`);
     for (const e of errs) expect(e).toBeLessThan(bound);
   }, 180_000);
