@@ -5,10 +5,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { readGgufHeader } from '../gguf/reader';
 import type { ModelConfig } from './arch';
-import { planModel, writeModel } from './build';
+import { planModel } from './build';
 import { DEFAULT_PRESET_FOR_ARCH, getPreset } from './presets';
+import { writtenKeys } from './writer-spec.suite';
 
 const plan = (preset: string, over: Record<string, unknown> = {}) => planModel({ ...getPreset(preset).config, ...over } as ModelConfig, 'F32');
 const block = (preset: string, i: number) =>
@@ -40,13 +40,7 @@ describe('encoder writers', () => {
   it('keys: pooling types, llama-embed and jina causal false, modern-bert windows and LayerNorm epsilon, gemma-embedding windows, rope.freq_base_swa and dense widths', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'encoders2-'));
     try {
-      const keys = (preset: string) => {
-        const out = path.join(dir, `${preset}.gguf`);
-        const c = getPreset(preset).config;
-        writeModel({ config: c, fileType: 'F32', seed: 1, out });
-        const kv = readGgufHeader(out).kv;
-        return (k: string) => kv.get(`${c.arch}.${k}`)?.value;
-      };
+      const keys = (preset: string) => writtenKeys(dir, getPreset(preset).config).get;
       const e = keys('tiny-llama-embed');
       expect([e('pooling_type'), e('attention.causal')]).toEqual([3, false]);
       expect(keys('tiny-llama-embed-causal')('attention.causal')).toBe(true);

@@ -5,16 +5,12 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { GgmlType } from '../gguf/constants';
-import { readGgufHeader } from '../gguf/reader';
 import type { DenseFamilyConfig } from './architectures/llama-dense';
-import { planModel, writeModel } from './build';
 import { DEFAULT_PRESET_FOR_ARCH, getPreset } from './presets';
+import { presetPlans, writtenKeys } from './writer-spec.suite';
 
-const config = (preset: string, over: Partial<DenseFamilyConfig> = {}) => ({ ...getPreset(preset).config, ...over }) as DenseFamilyConfig;
-const plan = (preset: string, over: Partial<DenseFamilyConfig> = {}, type: 'F32' | 'Q4_K_M' | 'Q8_0' = 'F32') => planModel(config(preset, over), type);
-const block = (preset: string, i: number) => plan(preset).tensors.filter((x) => x.layer === i).map((x) => x.name.slice(`blk.${i}.`.length)).sort();
+const { config, plan, block, shapes } = presetPlans<DenseFamilyConfig>();
 const heads = (preset: string) => plan(preset).tensors.filter((x) => x.layer === undefined).map((x) => x.name);
-const shapes = (preset: string) => new Map(plan(preset).tensors.map((x) => [x.name, x.shape]));
 const LN_BLOCK = ['attn_norm.weight', 'attn_norm.bias', 'attn_qkv.weight', 'attn_qkv.bias', 'attn_output.weight', 'attn_output.bias', 'ffn_norm.weight', 'ffn_norm.bias', 'ffn_up.weight', 'ffn_up.bias', 'ffn_down.weight', 'ffn_down.bias'];
 
 describe('GPT-2-style writer', () => {
@@ -42,13 +38,7 @@ describe('GPT-2-style writer', () => {
   it('the keys: no rope.* for learned positions, attention.layer_norm_epsilon, Qwen’s doubled feed_forward_length', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpt2-writer-spec-'));
     try {
-      const keys = (preset: string) => {
-        const out = path.join(dir, `${preset}.gguf`);
-        const c = config(preset);
-        writeModel({ config: c, fileType: 'F32', seed: 1, out });
-        const kv = readGgufHeader(out).kv;
-        return { names: [...kv.keys()], get: (k: string) => kv.get(`${c.arch}.${k}`)?.value };
-      };
+      const keys = (preset: string) => writtenKeys(dir, config(preset));
       const g = keys('tiny-gpt2');
       expect(g.names.filter((k) => k.startsWith('gpt2.rope.'))).toEqual([]);
       expect([g.get('context_length'), g.get('attention.layer_norm_epsilon'), g.get('attention.layer_norm_rms_epsilon')]).toEqual([256, Math.fround(1e-5), undefined]);

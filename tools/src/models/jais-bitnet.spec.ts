@@ -5,16 +5,12 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { GgmlType } from '../gguf/constants';
-import { readGgufHeader } from '../gguf/reader';
 import type { JaisBitnetConfig } from './architectures/jais-bitnet';
-import { planModel, writeModel } from './build';
 import { DEFAULT_PRESET_FOR_ARCH, getPreset } from './presets';
+import { presetPlans, writtenKeys } from './writer-spec.suite';
 import type { FileTypeName } from './quant-plan';
 
-const config = (preset: string, over: Partial<JaisBitnetConfig> = {}) => ({ ...getPreset(preset).config, ...over }) as JaisBitnetConfig;
-const plan = (preset: string, over: Partial<JaisBitnetConfig> = {}, type: FileTypeName = 'F32') => planModel(config(preset, over), type);
-const block = (preset: string, i: number) =>
-  plan(preset).tensors.filter((x) => x.layer === i).map((x) => x.name.slice(`blk.${i}.`.length)).sort();
+const { config, plan, block } = presetPlans<JaisBitnetConfig>();
 const heads = (p: string) => plan(p).tensors.filter((x) => x.layer === undefined).map((x) => x.name);
 const LN = (n: string) => [`${n}.weight`, `${n}.bias`];
 
@@ -49,13 +45,7 @@ describe('jais / jais2 / bitnet writer', () => {
   it('keys: jais without rope.* and with max_alibi_bias, LayerNorm epsilons for jais / jais2, the RMS one for bitnet; refusals', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'jais-bitnet-'));
     try {
-      const keys = (preset: string) => {
-        const out = path.join(dir, `${preset}.gguf`);
-        const c = config(preset);
-        writeModel({ config: c, fileType: 'F32', seed: 1, out });
-        const kv = readGgufHeader(out).kv;
-        return { names: [...kv.keys()], get: (k: string) => kv.get(`${c.arch}.${k}`)?.value };
-      };
+      const keys = (preset: string) => writtenKeys(dir, config(preset));
       const j = keys('tiny-jais');
       expect(j.names.filter((k) => k.includes('.rope.'))).toEqual([]);
       expect([j.get('attention.max_alibi_bias'), j.get('attention.layer_norm_epsilon'), j.get('attention.layer_norm_rms_epsilon')]).toEqual([8, Math.fround(1e-5), undefined]);

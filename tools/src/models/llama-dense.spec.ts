@@ -5,20 +5,12 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { GgmlType, GgufType } from '../gguf/constants';
-import { readGgufHeader } from '../gguf/reader';
 import type { DenseFamilyConfig } from './architectures/llama-dense';
 import { denseIsSwa } from './architectures/llama-dense';
-import { planModel, writeModel } from './build';
 import { DEFAULT_PRESET_FOR_ARCH, getPreset } from './presets';
+import { presetPlans, writtenKeys, BIAS, FFN, QKV } from './writer-spec.suite';
 
-const config = (preset: string, over: Partial<DenseFamilyConfig> = {}) => ({ ...getPreset(preset).config, ...over }) as DenseFamilyConfig;
-const plan = (preset: string, over: Partial<DenseFamilyConfig> = {}, type: 'F32' | 'Q4_K_M' | 'Q8_0' = 'F32') => planModel(config(preset, over), type);
-const block = (preset: string, i: number) =>
-  plan(preset).tensors.filter((x) => x.layer === i).map((x) => x.name.slice(`blk.${i}.`.length)).sort();
-const shapes = (preset: string) => new Map(plan(preset).tensors.map((x) => [x.name, x.shape]));
-const QKV = ['attn_q.weight', 'attn_k.weight', 'attn_v.weight', 'attn_output.weight'];
-const FFN = ['ffn_gate.weight', 'ffn_up.weight', 'ffn_down.weight'];
-const BIAS = ['attn_q.bias', 'attn_k.bias', 'attn_v.bias'];
+const { config, plan, block, shapes } = presetPlans<DenseFamilyConfig>();
 
 describe('llama-dense writer', () => {
   it("each block's tensors as its loader names them", () => {
@@ -54,13 +46,7 @@ describe('llama-dense writer', () => {
   it('writes the keys the loaders read: windows and patterns, rope.scaling.alpha, a partial rope.dimension_count', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llama-dense-spec-'));
     try {
-      const keys = (preset: string, over: Partial<DenseFamilyConfig> = {}) => {
-        const out = path.join(dir, `${preset}.gguf`);
-        const c = config(preset, over);
-        writeModel({ config: c, fileType: 'F32', seed: 1, out });
-        const kv = readGgufHeader(out).kv;
-        return { kv, get: (k: string) => kv.get(`${c.arch}.${k}`)?.value };
-      };
+      const keys = (preset: string, over: Partial<DenseFamilyConfig> = {}) => writtenKeys(dir, config(preset, over));
       const o = keys('tiny-olmo2-swa', { swaPattern: [true, false, true, false] });
       expect([o.get('attention.sliding_window'), o.get('attention.sliding_window_pattern'), o.get('attention.layer_norm_rms_epsilon')]).toEqual([8, [true, false, true, false], Math.fround(1e-6)]);
       expect(o.kv.get('olmo2.attention.sliding_window_pattern')!.elemType).toBe(GgufType.BOOL);
@@ -118,13 +104,7 @@ describe('llama-dense writer', () => {
   it('session 47: the keys: attention.layer_norm_epsilon for the LayerNorm loaders, clamp_kqv, num_loops and skip_loop_final_norm', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llama-dense-spec-'));
     try {
-      const keys = (preset: string) => {
-        const out = path.join(dir, `${preset}.gguf`);
-        const c = config(preset);
-        writeModel({ config: c, fileType: 'F32', seed: 1, out });
-        const kv = readGgufHeader(out).kv;
-        return (k: string) => kv.get(`${c.arch}.${k}`)?.value;
-      };
+      const keys = (preset: string) => writtenKeys(dir, config(preset)).get;
       const o = keys('tiny-olmo');
       expect([o('attention.layer_norm_epsilon'), o('attention.layer_norm_rms_epsilon'), o('attention.clamp_kqv')]).toEqual([Math.fround(1e-5), undefined, 1.5]);
       expect(keys('tiny-starcoder2')('attention.layer_norm_epsilon')).toBe(Math.fround(1e-5));
@@ -194,13 +174,7 @@ describe('llama-dense writer', () => {
     expect([DEFAULT_PRESET_FOR_ARCH.gptneox, DEFAULT_PRESET_FOR_ARCH.phi2, DEFAULT_PRESET_FOR_ARCH.falcon]).toEqual(['tiny-gptneox', 'tiny-phi2', 'tiny-falcon']);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llama-dense-par-'));
     try {
-      const keys = (preset: string) => {
-        const out = path.join(dir, `${preset}.gguf`);
-        const c = config(preset);
-        writeModel({ config: c, fileType: 'F32', seed: 1, out });
-        const kv = readGgufHeader(out).kv;
-        return (k: string) => kv.get(`${c.arch}.${k}`)?.value;
-      };
+      const keys = (preset: string) => writtenKeys(dir, config(preset)).get;
       const g = keys('tiny-gptneox');
       expect([g('use_parallel_residual'), g('rope.dimension_count'), g('attention.layer_norm_epsilon'), g('attention.layer_norm_rms_epsilon')]).toEqual([true, 16, Math.fround(1e-5), undefined]);
       expect(keys('tiny-gptneox-seq')('use_parallel_residual')).toBe(false);
@@ -241,13 +215,7 @@ describe('llama-dense writer', () => {
     expect([DEFAULT_PRESET_FOR_ARCH.bloom, DEFAULT_PRESET_FOR_ARCH.mpt, DEFAULT_PRESET_FOR_ARCH.refact, DEFAULT_PRESET_FOR_ARCH.baichuan]).toEqual(['tiny-bloom', 'tiny-mpt', 'tiny-refact', 'tiny-baichuan']);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'llama-dense-alibi-'));
     try {
-      const keys = (preset: string) => {
-        const out = path.join(dir, `${preset}.gguf`);
-        const c = config(preset);
-        writeModel({ config: c, fileType: 'F32', seed: 1, out });
-        const kv = readGgufHeader(out).kv;
-        return { names: [...kv.keys()], get: (k: string) => kv.get(`${c.arch}.${k}`)?.value };
-      };
+      const keys = (preset: string) => writtenKeys(dir, config(preset));
       for (const p of ['tiny-bloom', 'tiny-mpt', 'tiny-refact']) expect(keys(p).names.filter((k) => k.includes('.rope.'))).toEqual([]);
       const m = keys('tiny-mpt');
       expect([m.get('attention.max_alibi_bias'), m.get('attention.clamp_kqv'), m.get('attention.layer_norm_epsilon')]).toEqual([8, 1.5, Math.fround(1e-5)]);

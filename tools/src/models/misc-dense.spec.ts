@@ -5,20 +5,11 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { GgmlType, GgufType } from '../gguf/constants';
-import { readGgufHeader } from '../gguf/reader';
 import type { MiscDenseConfig } from './architectures/misc-dense';
-import { planModel, writeModel } from './build';
 import { DEFAULT_PRESET_FOR_ARCH, getPreset } from './presets';
+import { presetPlans, writtenKeys, BIAS, FFN, QKV } from './writer-spec.suite';
 
-const config = (preset: string, over: Partial<MiscDenseConfig> = {}) => ({ ...getPreset(preset).config, ...over }) as MiscDenseConfig;
-const plan = (preset: string, over: Partial<MiscDenseConfig> = {}, type: 'F32' | 'Q4_K_M' | 'Q8_0' = 'F32') => planModel(config(preset, over), type);
-const block = (preset: string, i: number) =>
-  plan(preset).tensors.filter((x) => x.layer === i).map((x) => x.name.slice(`blk.${i}.`.length)).sort();
-const shapes = (preset: string) => new Map(plan(preset).tensors.map((x) => [x.name, x.shape]));
-const QKV = ['attn_q.weight', 'attn_k.weight', 'attn_v.weight', 'attn_output.weight'];
-const FFN = ['ffn_gate.weight', 'ffn_up.weight', 'ffn_down.weight'];
-const BIAS = ['attn_q.bias', 'attn_k.bias', 'attn_v.bias'];
-const globals = (p: string) => plan(p).tensors.filter((x) => x.layer === undefined).map((x) => x.name);
+const { config, plan, block, shapes, globals } = presetPlans<MiscDenseConfig>();
 
 describe('misc-dense writer', () => {
   it("each block's tensors as its loader names them, and the file-level ones", () => {
@@ -57,13 +48,7 @@ describe('misc-dense writer', () => {
   it('writes the keys the loaders read: sections, alpha, windows and their base, per-block arrays', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'misc-dense-spec-'));
     try {
-      const keys = (preset: string) => {
-        const out = path.join(dir, `${preset}.gguf`);
-        const c = config(preset);
-        writeModel({ config: c, fileType: 'F32', seed: 1, out });
-        const kv = readGgufHeader(out).kv;
-        return { kv, get: (k: string) => kv.get(`${c.arch}.${k}`)?.value, type: (k: string) => kv.get(`${c.arch}.${k}`)?.elemType };
-      };
+      const keys = (preset: string) => writtenKeys(dir, config(preset));
       const v = keys('tiny-qwen2vl');
       expect([v.get('rope.dimension_sections'), v.type('rope.dimension_sections'), v.get('rope.dimension_count')]).toEqual([[16, 8, 8, 0], GgufType.INT32, 64]);
       const h = keys('tiny-hunyuan-vl');
