@@ -139,6 +139,8 @@ export interface ProgramOp {
     | 'rwkv_wkv6'
     | 'sigmoid'
     | 'head_sum_mul'
+    | 'altup'
+    | 'gaussian_topk'
     | 'token_shift';
   out: number;
   a?: number;

@@ -64,6 +64,8 @@ enum op_type {
     OP_TOKEN_SHIFT,    // RWKV's token shift: out[t] = the row of a at the sequence's previous position (zeros at its first), the last row kept in recurrent layer `layer`
     OP_SIGMOID,        // out = sigmoid(a) (ggml_sigmoid); with decay d: exp(-d * sigmoid(a)) as RWKV-7's decay (ggml_sigmoid, ggml_scale by -d, ggml_exp); with exp_decay 1: exp(-exp(a)) as RWKV-6's (no sigmoid)
     OP_HEAD_SUM_MUL,   // per head of width head_dim: out[h D + i] = b[h D + i] * sum_j a[h D + j] (the sum in double, as ggml_sum_rows; RWKV-7's r.k bonus)
+    OP_ALTUP,          // Gemma 3n's AltUp over n streams of width dim (stream j at j dim): mode 0 predict: out[j] = a[j] + sum_k b[j n + k] a[k] (b: the n x n coefficients); mode 1 correct: out[j] = (b - a[act]) (c[j] + 1) + a[j] (b: the block's output, c: n coefficients); mode 2 magnitude: out[j] = a[j] rms(b[b_off..]) / sqrt(max(ms(a[j]), eps)) (HF's floor; sums of squares in double, as ggml_sum_rows)
+    OP_GAUSSIAN_TOPK,  // Gemma 3n's activation sparsity: out = relu(a - (mean(a) + std_mul * std(a))), std with n - 1 (ggml_mean, ggml_sum_rows in double)
     OP_COUNT_
 };
 

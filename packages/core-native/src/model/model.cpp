@@ -46,7 +46,7 @@ op_type op_type_from_name(const std::string & name) {
         {"clamp", OP_CLAMP}, {"lightning_attn", OP_LIGHTNING_ATTN}, {"hc_gates", OP_HC_GATES}, {"attn_res", OP_ATTN_RES},
         {"msa_index", OP_MSA_INDEX}, {"dsv4_compress", OP_DSV4_COMPRESS}, {"dsv4_attention", OP_DSV4_ATTENTION}, {"dsv4_hc_post", OP_DSV4_HC_POST},
         {"ple_ngram", OP_PLE_NGRAM}, {"ple_gate", OP_PLE_GATE}, {"xielu", OP_XIELU},
-        {"qsa_index", OP_QSA_INDEX}, {"rwkv_wkv7", OP_RWKV_WKV7}, {"token_shift", OP_TOKEN_SHIFT}, {"rwkv_wkv6", OP_RWKV_WKV6}, {"sigmoid", OP_SIGMOID}, {"head_sum_mul", OP_HEAD_SUM_MUL},
+        {"qsa_index", OP_QSA_INDEX}, {"rwkv_wkv7", OP_RWKV_WKV7}, {"token_shift", OP_TOKEN_SHIFT}, {"rwkv_wkv6", OP_RWKV_WKV6}, {"sigmoid", OP_SIGMOID}, {"head_sum_mul", OP_HEAD_SUM_MUL}, {"altup", OP_ALTUP}, {"gaussian_topk", OP_GAUSSIAN_TOPK},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -266,7 +266,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
                             "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu",
                             "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr", "softcap", "moe_prefetch", "clamp",
-                            "lightning_attn", "hc_gates", "attn_res", "msa_index", "dsv4_compress", "dsv4_attention", "dsv4_hc_post", "ple_ngram", "ple_gate", "xielu", "qsa_index", "rwkv_wkv7", "rwkv_wkv6", "token_shift", "sigmoid", "head_sum_mul"};
+                            "lightning_attn", "hc_gates", "attn_res", "msa_index", "dsv4_compress", "dsv4_attention", "dsv4_hc_post", "ple_ngram", "ple_gate", "xielu", "qsa_index", "rwkv_wkv7", "rwkv_wkv6", "token_shift", "sigmoid", "head_sum_mul", "altup", "gaussian_topk"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -313,6 +313,32 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
             break;
         }
+        case OP_ALTUP: {
+            const int64_t mode = req("mode"), n = req("n"), d = req("dim"), act = ip("act", 0);
+            if (mode < 0 || mode > 2) throw error(KAIL_E_INVALID_ARG, what + "mode " + std::to_string(mode) + " is not 0 (predict), 1 (correct) or 2 (magnitude)");
+            if (n < 1 || d < 1 || n > 64) throw error(KAIL_E_BAD_MODEL, what + std::to_string(n) + " streams of " + std::to_string(d) + ": AltUp needs 1 to 64 streams of a positive width");
+            if (mode < 2 && (act < 0 || act >= n)) throw error(KAIL_E_BAD_MODEL, what + "active stream " + std::to_string(act) + " is not one of the " + std::to_string(n) + " streams");
+            fits(op.a, 0, n * d, "a");
+            fits(op.out, 0, n * d, "out");
+            if (mode == 0) {
+                fits(op.b, 0, n * n, "b");
+                if (op.out == op.a || op.out == op.b) throw error(KAIL_E_INVALID_ARG, what + "out must not be a or b");
+            } else if (mode == 1) {
+                fits(op.b, 0, d, "b");
+                fits(op.c, 0, n, "c");
+                if (op.out == op.b || op.out == op.c) throw error(KAIL_E_INVALID_ARG, what + "out must not be b or c");
+            } else {
+                if (!(op.param("eps", 0) >= 0) || !std::isfinite(op.param("eps", 0))) throw error(KAIL_E_BAD_MODEL, what + "eps " + std::to_string(op.param("eps", 0)) + " is not a non-negative number");
+                fits(op.b, ip("b_off", 0), d, "b");
+                if (op.out == op.b && op.out != op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be b");
+            }
+            break;
+        }
+        case OP_GAUSSIAN_TOPK:
+            if (!op.params.count("std_mul") || !std::isfinite(op.param("std_mul", 0))) throw error(KAIL_E_BAD_MODEL, what + "std_mul is missing or not a finite number");
+            fits(op.a, 0, 2, "a");
+            fits(op.out, 0, width(op.a), "out");
+            break;
         case OP_HEAD_RMS_NORM: {
             const int64_t hd = req("head_dim"), nh = req("n_head"), off = ip("a_off", 0);
             if (hd < 1 || nh < 1) throw error(KAIL_E_BAD_MODEL, what + "head_dim and n_head must be positive");
@@ -337,7 +363,11 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
                 throw error(KAIL_E_BAD_MODEL, what + "sigmoid decay " + std::to_string(op.param("decay", 0)) + " is not a finite number");
             if (op.type == OP_SOFTCAP && (!(op.param("cap", 0) > 0) || !std::isfinite(op.param("cap", 0))))
                 throw error(KAIL_E_BAD_MODEL, what + "soft-capping value " + std::to_string(op.param("cap", 0)) + " is not a positive number");
-            if (op.type == OP_CLAMP && !(op.param("limit", 0) > 0))
+            // clamp: to +-limit, or (Chameleon's image-token logits) to [min, max], both finite.
+            if (op.type == OP_CLAMP && (op.params.count("min") || op.params.count("max"))) {
+                if (op.params.count("limit") || !op.params.count("min") || !op.params.count("max") || !std::isfinite(op.param("min", 0)) || !std::isfinite(op.param("max", 0)) || !(op.param("min", 0) <= op.param("max", 0)))
+                    throw error(KAIL_E_BAD_MODEL, what + "clamping to [min, max] needs both, finite, min <= max, and no limit");
+            } else if (op.type == OP_CLAMP && !(op.param("limit", 0) > 0))
                 throw error(KAIL_E_BAD_MODEL, what + "clamping limit " + std::to_string(op.param("limit", 0)) + " is not a positive number");
             if (op.type == OP_SWIGLU && (!(op.param("limit", 0) >= 0) || !std::isfinite(op.param("limit", 0))))
                 throw error(KAIL_E_BAD_MODEL, what + "SwiGLU limit " + std::to_string(op.param("limit", 0)) + " is not a non-negative number");
@@ -1742,6 +1772,80 @@ void elementwise(exec_ctx & x, const op_desc & op, F f) {
         const float * bb = op.b >= 0 ? x.ptr(op.b) + t * x.width(op.b) + bo : nullptr;
         float * o = x.ptr(op.out) + t * x.width(op.out) + oo;
         for (int64_t i = 0; i < n; i++) o[i] = f(a[i], bb ? bb[i] : 0.0f);
+    }
+}
+
+// Gemma 3n's AltUp (llama.cpp gemma3n.cpp altup_predict, altup_correct, calc_magnitude), per
+// token over n streams of width d. Predict: ggml_mul_mat of the streams by the token's n x n
+// coefficients (row j's n values at b[j n]) plus the streams. Correct: the innovation b - a[act]
+// times (coefficient + 1, ggml_scale_bias in float) plus the predictions; in place on a is safe
+// (each column's innovation is read before its streams are written). Magnitude: each stream
+// times rms(target) / sqrt(max(ms(stream), eps)), the mean squares of float squares summed in double.
+void op_altup(exec_ctx & x, const op_desc & op) {
+    const int mode = static_cast<int>(op.param_req("mode"));
+    const int64_t n = static_cast<int64_t>(op.param_req("n")), d = static_cast<int64_t>(op.param_req("dim"));
+    const int64_t act = static_cast<int64_t>(op.param("act", 0)), bo = static_cast<int64_t>(op.param("b_off", 0));
+    const float eps = static_cast<float>(op.param("eps", 0));
+    auto ms = [](const float * v, int64_t len) {
+        double s = 0.0;
+        for (int64_t i = 0; i < len; i++) s += static_cast<double>(v[i] * v[i]);
+        return static_cast<float>(s) / static_cast<float>(len);
+    };
+    for (int64_t t = 0; t < x.rows(op.out); t++) {
+        const float * a = x.ptr(op.a) + t * x.width(op.a);
+        const float * b = x.ptr(op.b) + t * x.width(op.b);
+        float * o = x.ptr(op.out) + t * x.width(op.out);
+        if (mode == 0) {
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t i = 0; i < d; i++) {
+                    float s = 0.0f;
+                    for (int64_t k = 0; k < n; k++) s = std::fma(a[k * d + i], b[j * n + k], s);
+                    o[j * d + i] = s + a[j * d + i];
+                }
+        } else if (mode == 1) {
+            const float * c = x.ptr(op.c) + t * x.width(op.c);
+            float cf[64];
+            for (int64_t j = 0; j < n; j++) cf[j] = c[j] * 1.0f + 1.0f;
+            for (int64_t i = 0; i < d; i++) {
+                const float inn = b[i] - a[act * d + i];
+                for (int64_t j = 0; j < n; j++) o[j * d + i] = inn * cf[j] + a[j * d + i];
+            }
+        } else {
+            // As HF's Gemma 3n: RMS values, the rescaled stream's floored at sqrt(eps) (llama.cpp's
+            // sqrt(sum) ratio without the floor divides 0 by 0 on an all-zero stream; otherwise the
+            // ratio is the same, to the bit when dim is a power of 4).
+            const float target = std::sqrt(ms(b + bo, d));
+            for (int64_t j = 0; j < n; j++) {
+                const float m = std::sqrt(std::max(ms(a + j * d, d), eps));
+                for (int64_t i = 0; i < d; i++) o[j * d + i] = (a[j * d + i] * target) / m;
+            }
+        }
+    }
+}
+
+// Gemma 3n's gaussian_topk: relu(a - (mean + std_mul * std)) with ggml's steps in float: the mean
+// a double sum cast to float over n, the sample std sqrtf(float(sum (a - mean)^2) * (1 / (n - 1))).
+void op_gaussian_topk(exec_ctx & x, const op_desc & op) {
+    const float mul = static_cast<float>(op.param_req("std_mul"));
+    const int64_t n = x.width(op.a);
+    const float inv = 1.0f / static_cast<float>(n - 1);
+    for (int64_t t = 0; t < x.rows(op.out); t++) {
+        const float * a = x.ptr(op.a) + t * n;
+        float * o = x.ptr(op.out) + t * x.width(op.out);
+        double s = 0.0;
+        for (int64_t i = 0; i < n; i++) s += static_cast<double>(a[i]);
+        const float mean = static_cast<float>(s) / static_cast<float>(n);
+        double v = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            const float dv = a[i] - mean;
+            v += static_cast<double>(dv * dv);
+        }
+        const float sd = std::sqrt(static_cast<float>(v) * inv);
+        const float cut = mean + sd * mul;
+        for (int64_t i = 0; i < n; i++) {
+            const float r = a[i] - cut;
+            o[i] = r > 0.0f ? r : 0.0f;
+        }
     }
 }
 
@@ -4095,6 +4199,8 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
                 break;
             }
             case OP_HC_GATES: op_hc_gates(x, op, oi); break;
+            case OP_ALTUP: op_altup(x, op); break;
+            case OP_GAUSSIAN_TOPK: op_gaussian_topk(x, op); break;
             case OP_PLE_NGRAM: op_ple_ngram(x, op, oi); break;
             case OP_PLE_GATE: op_ple_gate(x, op); break;
             case OP_ATTN_RES: op_attn_res(x, op, oi); break;
@@ -4104,7 +4210,12 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_RELU_SQR: elementwise(x, op, [](float a, float) { const float r = a > 0.0f ? a : 0.0f; return r * r; }); break;
             case OP_MOE_PREFETCH: op_moe_prefetch(x, op, oi); break;
             case OP_CLAMP: {
-                // As ggml_clamp(a, -limit, limit): max(min(a, limit), -limit).
+                // As ggml_clamp(a, -limit, limit): max(min(a, limit), -limit); with min and max, ggml_clamp(a, min, max).
+                if (op.params.count("min")) {
+                    const float lo = static_cast<float>(op.param_req("min")), hi = static_cast<float>(op.param_req("max"));
+                    elementwise(x, op, [lo, hi](float a, float) { return std::max(std::min(a, hi), lo); });
+                    break;
+                }
                 const float limit = static_cast<float>(op.param_req("limit"));
                 elementwise(x, op, [limit](float a, float) { return std::max(std::min(a, limit), -limit); });
                 break;
