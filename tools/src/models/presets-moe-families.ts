@@ -5,6 +5,7 @@ import type { DbrxConfig } from './architectures/dbrx';
 import type { Deepseek2Config, Deepseek2OcrConfig } from './architectures/deepseek2';
 import type { GemmaConfig } from './architectures/gemma';
 import type { Gemma4Config } from './architectures/gemma4';
+import type { Gemma4AssistantConfig } from './architectures/gemma4-assistant';
 import type { Glm4MoeConfig } from './architectures/glm4moe';
 import type { GptOssConfig } from './architectures/gpt-oss';
 import type { GraniteConfig, GraniteHybridConfig, GraniteSwaConfig } from './architectures/granite';
@@ -656,6 +657,12 @@ export const MOE_FAMILY_PRESETS: Record<string, Preset> = {
   'tiny-gemma4-e': {
     description: 'gemma4 dense (Gemma-4-E2B style): tiny-gemma4\'s attention with attn_v everywhere, per-layer embeddings of 8, the last 2 blocks reusing earlier KV caches with a double-wide MLP',
     config: gemma4E,
+  },
+  // A Gemma 4 assistant draft for tiny-gemma4 and tiny-gemma4-e (their last sliding / full caches have
+  // tiny-gemma4's heads): 2 blocks S F of width 32 (the target's 64 is embedding_length_out).
+  'tiny-gemma4-assistant': {
+    description: 'gemma4-assistant draft for tiny-gemma4(-e): 2 blocks (sliding, full) of width 32 attending over the target\'s last sliding and full caches, pre/post projections to the target\'s 64',
+    config: { ...gemma4Moe, arch: 'gemma4-assistant', name: 'tiny-gemma4-assistant', nLayers: 2, dim: 32, ff: 64, targetDim: 64, swaPattern: [S, F], nExperts: 0, nExpertsUsed: 0, expertFf: 0 } as unknown as Gemma4AssistantConfig,
   },
   'bench-gemma4-26b-a4b-shaped': {
     description: 'Gemma-4-26B-A4B shape (30 x 2816: 5 sliding blocks of 16/8 heads x 256 then 1 full of 16/2 heads x 512, V = K; GELU MLP 2112 + 128 experts top-8 of 704), vocab 32000; --layers N keeps N blocks, the last full',

@@ -18,9 +18,11 @@ import { COHERE2MOE_PRESETS } from './presets-cohere2moe';
 import { COHERE_DENSE_PRESETS } from './presets-cohere-dense';
 import { LLAMA_DENSE_PRESETS } from './presets-llama-dense';
 import { MISC_DENSE_PRESETS } from './presets-misc-dense';
+import { TEXT_VL_PRESETS } from './presets-text-vl';
 import { MLA_DENSE_PRESETS } from './presets-mla-dense';
 import { JAIS_BITNET_PRESETS } from './presets-jais-bitnet';
 import { DECI_PRESETS } from './presets-deci';
+import { GEMMA3N_PRESETS } from './presets-gemma3n';
 import { SSM_PRESETS } from './presets-ssm';
 import { RWKV_PRESETS } from './presets-rwkv';
 import { DIFFUSION_PRESETS } from './presets-diffusion';
@@ -165,9 +167,11 @@ export const PRESETS: Record<string, Preset> = {
   ...COHERE_DENSE_PRESETS,
   ...LLAMA_DENSE_PRESETS,
   ...MISC_DENSE_PRESETS,
+  ...TEXT_VL_PRESETS,
   ...MLA_DENSE_PRESETS,
   ...JAIS_BITNET_PRESETS,
   ...DECI_PRESETS,
+  ...GEMMA3N_PRESETS,
   ...SSM_PRESETS,
   ...RWKV_PRESETS,
   ...DIFFUSION_PRESETS,
@@ -208,6 +212,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   minicpm3: 'tiny-minicpm3',
   plm: 'tiny-plm',
   deci: 'tiny-deci',
+  gemma3n: 'tiny-gemma3n',
   phi3: 'tiny-phi3',
   mimo2: 'tiny-mimo2',
   'exaone-moe': 'tiny-exaone-moe',
@@ -262,6 +267,10 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   plamo3: 'tiny-plamo3',
   'pangu-embedded': 'tiny-pangu-embedded',
   openelm: 'tiny-openelm',
+  paddleocr: 'tiny-paddleocr',
+  cogvlm: 'tiny-cogvlm',
+  chameleon: 'tiny-chameleon',
+  'muse-glimmer': 'tiny-muse-glimmer',
   glm4: 'tiny-glm4',
   apertus: 'tiny-apertus',
   internlm2: 'tiny-internlm2',

@@ -46,6 +46,8 @@ describe.each([
   ['tiny-bailingmoe3', 'Q4_K'],
   ['tiny-kimi-k3', 'Q4_K'],
   ['tiny-gemma4', 'Q4_K'],
+  // AltUp streams, LAuReL, gaussian top-k, per-layer inputs and the shared-KV blocks 20 and 21 (Gemma 3n).
+  ['tiny-gemma3n', 'Q4_K'],
   ['tiny-step35-clamp', 'Q8_0'],
   // Dense layouts: post norms and windows of 8 (OLMo 3), NoPE full blocks among sliding ones at
   // 64 blocks (EXAONE 4), a fused gate|up and partial RoPE (GLM-4).
@@ -89,6 +91,13 @@ describe.each([
   ['tiny-plamo', 'Q8_0'],
   ['tiny-plamo3-pattern', 'Q4_K'],
   ['tiny-openelm', 'Q4_K'],
+  // Vision-language text decoders: PaddleOCR-VL (biases, M-RoPE sections), CogVLM (one attn_qkv, its
+  // vision expert unread), Chameleon with swin norms (per-head q/k LayerNorms, image logits clamped).
+  ['tiny-paddleocr', 'Q4_K'],
+  ['tiny-cogvlm', 'Q8_0'],
+  ['tiny-chameleon-swin', 'Q4_K'],
+  // Muse Glimmer: windows on a BOOL pattern, NoPE full blocks, gated attention, the default softcap.
+  ['tiny-muse-glimmer-pattern', 'Q4_K'],
   // Pure state-space models (no attention: Mamba-1 with Falcon-Mamba's weightless norms, Mamba-2)
   // and Falcon-H1 (attention beside Mamba-2 in every block).
   ['tiny-falcon-mamba', 'Q4_K'],

@@ -107,6 +107,19 @@ describe('native program checks: a clamped QKV (tiny-dbrx)', () => {
   });
 });
 
+describe("native program checks: Chameleon's clamped image-token logits (tiny-chameleon)", () => {
+  const { f, load } = fixture('tiny-chameleon');
+
+  it.each<[string, (o: ProgramOp) => void, RegExp]>([
+    ['min above max', (o) => Object.assign(o.params!, { min: 1, max: -1 }), /op \d+ \(clamp\): clamping to \[min, max\] needs both, finite, min <= max, and no limit/],
+    ['min without max', (o) => delete o.params!.max, /clamping to \[min, max\] needs both/],
+    ['min and max with a limit', (o) => Object.assign(o.params!, { limit: 2 }), /clamping to \[min, max\] needs both, finite, min <= max, and no limit/],
+    ['a range past the logits', (o) => Object.assign(o.params!, { n: 8448 }), /op \d+ \(clamp\): 8448 values at offset 4 do not fit buffer 'logits'/],
+  ])('refuses %s', (_what, edit, msg) => {
+    expect(() => load(tampered(f.program, 'clamp', edit))).toThrow(expect.objectContaining({ message: expect.stringMatching(msg) }));
+  });
+});
+
 describe('native program checks: recurrent layers (tiny-qwen35moe)', () => {
   const { f, load } = fixture('tiny-qwen35moe');
 

@@ -71,20 +71,7 @@ export function buildGemma4(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
 
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   p.op('scale', x, { a: x, params: { scale: f32(Math.sqrt(d)) } });
-  // Per-layer inputs: n floats per block and token (block il's at il * n).
-  let ple = -1;
-  if (nEpl > 0) {
-    const w = nEpl * nL;
-    ple = p.buf('ple', w);
-    const proj = p.buf('ple_proj', w);
-    p.op('embed', ple, { weights: { weight: need('per_layer_token_embd.weight') } });
-    p.op('scale', ple, { a: ple, params: { scale: f32(Math.sqrt(nEpl)) } });
-    p.op('matmul', proj, { a: x, weights: { weight: need('per_layer_model_proj.weight') } });
-    p.op('scale', proj, { a: proj, params: { scale: f32(1 / f32(Math.sqrt(d))) } });
-    p.op('head_rms_norm', proj, { a: proj, weights: { weight: need('per_layer_proj_norm.weight') }, params: { eps: hp.rmsEps, head_dim: nEpl, n_head: nL } });
-    p.op('add', ple, { a: proj, b: ple });
-    p.op('scale', ple, { a: ple, params: { scale: f32(1 / f32(Math.sqrt(2))) } });
-  }
+  const ple = nEpl > 0 ? perLayerInputs(p, hp, need, x, nEpl) : -1;
 
   const kvOf: number[] = [];
   const ao = p.buf('attn_res', d);
@@ -166,6 +153,25 @@ export function buildGemma4(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
     p.op('cvec', x, { a: x, params: { layer: il } });
   }
   return outputHead(p, hp, tensors, x, undefined, { softcap });
+}
+
+/**
+ * Gemma 4's and Gemma 3n's per-layer inputs, n floats per block and token (block il's at il * n):
+ * (per_layer_token_embd[token] sqrt(n) + norm(per_layer_model_proj x0 / sqrt(n_embd))) / sqrt(2),
+ * x0 the scaled embedding. Returns the buffer.
+ */
+export function perLayerInputs(p: ProgramBuilder, hp: HParams, need: (n: string) => string, x: number, nEpl: number): number {
+  const w = nEpl * hp.nLayer;
+  const ple = p.buf('ple', w);
+  const proj = p.buf('ple_proj', w);
+  p.op('embed', ple, { weights: { weight: need('per_layer_token_embd.weight') } });
+  p.op('scale', ple, { a: ple, params: { scale: f32(Math.sqrt(nEpl)) } });
+  p.op('matmul', proj, { a: x, weights: { weight: need('per_layer_model_proj.weight') } });
+  p.op('scale', proj, { a: proj, params: { scale: f32(1 / f32(Math.sqrt(hp.nEmbd))) } });
+  p.op('head_rms_norm', proj, { a: proj, weights: { weight: need('per_layer_proj_norm.weight') }, params: { eps: hp.rmsEps, head_dim: nEpl, n_head: hp.nLayer } });
+  p.op('add', ple, { a: proj, b: ple });
+  p.op('scale', ple, { a: ple, params: { scale: f32(1 / f32(Math.sqrt(2))) } });
+  return ple;
 }
 
 /**

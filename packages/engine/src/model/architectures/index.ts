@@ -3,11 +3,13 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
 import { buildAfmoe } from './afmoe';
+import { buildMuseGlimmer } from './muse-glimmer';
 import { buildBert } from './bert';
 import { buildCohere } from './cohere';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildDots3note } from './dots3note';
 import { buildGemma } from './gemma';
+import { buildGemma3n } from './gemma3n';
 import { buildGemma4 } from './gemma4';
 import { buildArctic } from './arctic';
 import { buildDbrx } from './dbrx';
@@ -91,6 +93,7 @@ const ARCHITECTURES: Record<string, Builder> = {
   mimo2: (hp, ts) => buildMimo2(hp, ts),
   mistral3: (hp, ts, o) => buildMistral3(hp, ts, o.nCtxSeq),
   afmoe: (hp, ts) => buildAfmoe(hp, ts),
+  'muse-glimmer': (hp, ts) => buildMuseGlimmer(hp, ts),
   granite: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   // MiniCPM (1/2/4 dense, MoE): Granite's graph with MiniCPM's default multipliers.
   minicpm: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
@@ -147,6 +150,9 @@ const ARCHITECTURES: Record<string, Builder> = {
   // Google Gemma 4 (26B-A4B experts, 31B, E2B/E4B): sliding and full blocks of their own head
   // sizes, shared KV blocks, a dense GeGLU beside routed GeGLU experts, per-layer embeddings.
   gemma4: (hp, ts) => buildGemma4(hp, ts),
+  // Google Gemma 3n (E2B/E4B): AltUp streams, LAuReL, per-layer embeddings, gaussian top-k
+  // activation sparsity, sliding windows and shared KV blocks.
+  gemma3n: (hp, ts) => buildGemma3n(hp, ts),
   // Google Gemma, Gemma 2 and Gemma 3 (dense): GeGLU, post norms from 2, sliding windows and
   // soft-capping from 2, q/k norms from 3.
   gemma: (hp, ts) => buildGemma(hp, ts, 1),

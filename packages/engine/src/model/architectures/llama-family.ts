@@ -163,9 +163,18 @@ export interface DenseLayout {
    * or absent: GEGLU; silu / swish / swiglu: SwiGLU; relu / reglu refused).
    */
   modernBert?: boolean;
+  /**
+   * Chameleon: per-head q/k LayerNorms before RoPE (eps 1e-5, a weight row per head, biases when
+   * present); `swin`: attn_norm / ffn_norm of the sub-layers' outputs instead of their inputs; the
+   * image tokens' logits (4..8195) clamped to -FLT_MAX in every row.
+   */
+  chameleon?: { swin: boolean };
 }
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
+/** Chameleon's image tokens [from, to) (llama.cpp's chameleon.cpp) and float's lowest finite value. */
+const CHAMELEON_IMAGE_TOKENS = [4, 8196] as const;
+const FLT_MAX = 3.4028234663852886e38;
 
 /**
  * The Llama family: token embedding, per layer RMSNorm → GQA attention with RoPE → residual →
@@ -271,6 +280,17 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
         p.op('head_rms_norm', buf, { a: buf, weights: { weight: w }, params: { eps: lnEps, head_dim: hp.headDimK, n_head: n, layer_norm: 1 } });
       }
     }
+    if (lo?.chameleon)
+      for (const [buf, name, n] of [[q, 'attn_q_norm', nHead], [k, 'attn_k_norm', nHeadKv]] as const) {
+        const w = need(t(il, `${name}.weight`));
+        const b = maybe(t(il, `${name}.bias`));
+        for (const x of b ? [w, b] : [w]) {
+          const dims = tensors.get(x)!.dims;
+          if (dims[0] !== hp.headDimK || (dims[1] ?? 1) !== n)
+            throw new EngineError('KAIL_E_BAD_MODEL', `layer ${il}: ${x.slice(x.indexOf('.', 4) + 1)} is [${dims.join(', ')}]; ${hp.arch} takes one row of ${hp.headDimK} per head (${n})`);
+        }
+        p.op('head_rms_norm', buf, { a: buf, weights: withBias(w, b), params: { eps: 1e-5, head_dim: hp.headDimK, n_head: n, layer_norm: 1 } });
+      }
     const slides = swa?.layers[il] ?? false;
     if (!lo?.learnedPositions && (lo?.rope?.(il, slides, swa !== undefined) ?? true)) {
       const rw = ropeFreqs ? { freq_factors: ropeFreqs } : undefined;
@@ -290,6 +310,7 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
     wScale(attnOut, 'attn_output');
     const postNorm = (base: string) => (lo?.postNormBareNames ? (maybe(t(il, `${base}.weight`)) ?? maybe(t(il, base)) ?? need(t(il, `${base}.weight`))) : need(t(il, `${base}.weight`)));
     if (lo?.attnPostNorm) rmsNorm(attnOut, attnOut, postNorm('post_attention_norm'));
+    if (lo?.chameleon?.swin) rmsNorm(attnOut, attnOut, need(t(il, 'attn_norm.weight')));
     // GPT-NeoX's parallel blocks: the FFN's norm of the block's input, before the attention adds in.
     if (lo?.parallel === 'ffn_norm') layerNorm(h, x, t(il, 'ffn_norm'));
     p.op('add', x, { a: x, b: attnOut });
@@ -336,6 +357,7 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
     }
     else denseGatedFfn(p, tensors, il, { need, maybe: lo?.gatedBiases ? need : lo || opt.noBiasNoFreqs ? () => undefined : maybe }, h, ffnOut);
     if (lo?.ffnPostNorm) rmsNorm(ffnOut, ffnOut, postNorm('post_ffw_norm'));
+    if (lo?.chameleon?.swin) rmsNorm(ffnOut, ffnOut, need(t(il, 'ffn_norm.weight')));
     p.op('add', x, { a: x, b: ffnOut });
     // llama.cpp's build_cvec: a control vector's row for this layer, when one is loaded.
     p.op('cvec', x, { a: x, params: { layer: li } });
@@ -350,6 +372,13 @@ export function buildLlamaFamily(hp: HParams, tensors: Map<string, GgufTensorInf
   const logits = p.buf('logits', nVocab, true);
   // qwen2 files may carry an output bias (dream's loader reads one, its non-causal graph adds none).
   p.op('matmul', logits, { a: ho, weights: withBias(head, opt.causal === false || lo?.unusedOutputBias ? undefined : lo?.outputBias ? need('output.bias') : maybe('output.bias')) });
+  // Chameleon's text-only output: the image tokens 4..8195 at -FLT_MAX (llama.cpp's ggml_clamp of
+  // them; its ggml_set_1d reaches only the first output row, kail clamps every row).
+  if (lo?.chameleon) {
+    if (nVocab <= CHAMELEON_IMAGE_TOKENS[1]) throw new EngineError('KAIL_E_BAD_MODEL', `chameleon: a vocabulary of ${nVocab} does not pass the image tokens ${CHAMELEON_IMAGE_TOKENS[0]}..${CHAMELEON_IMAGE_TOKENS[1] - 1} its text output suppresses`);
+    const [lo0, hi0] = CHAMELEON_IMAGE_TOKENS;
+    p.op('clamp', logits, { a: logits, params: { a_off: lo0, out_off: lo0, n: hi0 - lo0, min: -FLT_MAX, max: -FLT_MAX } });
+  }
   return p.build(logits);
 }
 
@@ -749,6 +778,40 @@ export const DENSE_ARCHITECTURES: Record<string, (hp: HParams, tensors: Map<stri
   openelm: (hp, ts) => {
     if (ts.has('output.weight')) throw new EngineError('KAIL_E_BAD_MODEL', 'openelm: the head is token_embd (llama.cpp\'s loader reads no output.weight); the file has one');
     return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, qkNorm: true, layout: { ...PRE, fusedQkvNoBias: true, qkNormWidth: 'head', unusedRopeFreqs: true } });
+  },
+  // PaddleOCR-VL's language model (paddleocr.cpp, ERNIE 4.5's loader): qwen2vl's graph with the
+  // attn_output.bias added when present; q/k/v biases when present; M-RoPE over
+  // rope.dimension_sections (required: ggml's M-RoPE divides by their sum), NeoX RoPE for text.
+  paddleocr: (hp, ts) => {
+    mropeSections(hp, true);
+    wholeHeadRope(hp);
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, attnOutBias: true, unusedRopeFreqs: true } });
+  },
+  // CogVLM's language model (cogvlm.cpp), text tokens: one attn_qkv (no bias) split into three
+  // n_embd thirds (head_count_kv = head_count, heads covering n_embd), NeoX RoPE over the whole
+  // head at base 10000 (ggml_rope's default: the graph ignores rope.freq_base, as CogVLM's own
+  // rotary embedding does), Llama's FFN. The vision expert (vis_attn_qkv, vis_attn_output,
+  // vis_gate, vis_up, vis_down: required by the loader) runs only on image embeddings, which
+  // kail (no vision tower) never feeds.
+  cogvlm: (hp, ts) => {
+    wholeHeadRope(hp);
+    for (let il = 0; il < hp.nLayer; il++) {
+      if (hp.nHeadKv[il] !== hp.nHead[il] || hp.headDimK * hp.nHead[il] !== hp.nEmbd)
+        throw new EngineError('KAIL_E_BAD_MODEL', `cogvlm: layer ${il}: head_count_kv ${hp.nHeadKv[il]} must equal head_count ${hp.nHead[il]} and head ${hp.headDimK} x heads must be n_embd ${hp.nEmbd} (its graph splits attn_qkv in thirds)`);
+      for (const n of ['vis_attn_qkv', 'vis_attn_output', 'vis_gate', 'vis_up', 'vis_down'])
+        if (!ts.has(`blk.${il}.${n}.weight`)) throw new EngineError('KAIL_E_BAD_MODEL', `model file lacks tensor 'blk.${il}.${n}.weight', which the cogvlm architecture requires`);
+    }
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: true, layout: { ...PRE, fusedQkvNoBias: true, unusedRopeFreqs: true, ropeBase: () => 10000 } });
+  },
+  // Chameleon (chameleon.cpp), text output: per-head q/k LayerNorms (eps 1e-5, weight [head,
+  // n_head], biases when present) before RoPE over adjacent pairs on the whole head; with
+  // swin_norm (optional, default false) attn_norm / ffn_norm normalize the attention's and the
+  // FFN's outputs instead of their inputs; the image tokens' logits 4..8195 at -FLT_MAX (the
+  // vocabulary must pass them); the head tied to token_embd when output.weight is absent.
+  chameleon: (hp, ts) => {
+    wholeHeadRope(hp);
+    const swin = hp.meta.bool('swin_norm', false);
+    return buildLlamaFamily(hp, ts, { ...PLAIN, neox: false, layout: { ...PRE, attnNorm: !swin, ffnNorm: swin ? 'none' : 'ffn_norm', chameleon: { swin }, unusedRopeFreqs: true } });
   },
 };
 
