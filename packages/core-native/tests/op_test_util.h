@@ -10,12 +10,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kail/model.h"
+#include "kail/status.h"
 #include "kail/types.h"
 
 static int g_failures = 0;
@@ -232,6 +234,20 @@ inline std::vector<float> interleaved_forward(model & m, const seq_rows & s0, co
     std::vector<float> logits, hidden;
     m.forward(b, logits, &hidden);
     return hidden;
+}
+
+// f() must throw kail's error with this code and `sub` in its message (a failure counted otherwise).
+inline void expect_error(const char * what, error_code code, const std::function<void()> & f, const char * sub) {
+    try {
+        f();
+        std::fprintf(stderr, "%s: no error\n", what);
+        g_failures++;
+    } catch (const error & e) {
+        if (e.code() != code || std::string(e.what()).find(sub) == std::string::npos) {
+            std::fprintf(stderr, "%s: unexpected error %d: %s\n", what, static_cast<int>(e.code()), e.what());
+            g_failures++;
+        }
+    }
 }
 
 }  // namespace kail

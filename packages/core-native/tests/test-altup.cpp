@@ -65,19 +65,6 @@ static std::unique_ptr<model> load(const std::vector<uint8_t> & image, const pro
     return std::make_unique<model>(file, p, mp);
 }
 
-static void expect_error(const char * what, error_code code, const std::function<void()> & f, const char * sub) {
-    try {
-        f();
-        std::fprintf(stderr, "%s: no error\n", what);
-        g_failures++;
-    } catch (const error & e) {
-        if (e.code() != code || std::string(e.what()).find(sub) == std::string::npos) {
-            std::fprintf(stderr, "%s: unexpected error %d: %s\n", what, static_cast<int>(e.code()), e.what());
-            g_failures++;
-        }
-    }
-}
-
 int main() {
     std::mt19937 rng(5);
     const std::vector<uint8_t> image = gguf_image({{"head", {OUT_W, 2}, randn(rng, static_cast<size_t>(OUT_W * 2))}});

@@ -270,19 +270,6 @@ static void test_against_reference(const shape & s) {
     CHECK(bits(run(*d, s, in.data(), 2, 0, 1), std::vector<float>(s0.begin(), s0.begin() + 2 * s.out())));
 }
 
-static void expect_error(const char * what, error_code code, const std::function<void()> & f, const char * sub) {
-    try {
-        f();
-        std::fprintf(stderr, "%s: no error\n", what);
-        g_failures++;
-    } catch (const error & e) {
-        if (e.code() != code || std::string(e.what()).find(sub) == std::string::npos) {
-            std::fprintf(stderr, "%s: unexpected error %d: %s\n", what, static_cast<int>(e.code()), e.what());
-            g_failures++;
-        }
-    }
-}
-
 int main() {
     test_against_reference({kind::wkv7, 2, 16});
     test_against_reference({kind::wkv7, 3, 8});

@@ -4,7 +4,7 @@ import { EngineError } from '../../errors';
 import { MAX_DIM, type HParams } from '../hparams';
 import { ropeParams, trunkStart } from '../program-builder';
 import { outputHead, tensorLookup } from './deepseek2';
-import { perLayerInputs } from './gemma4';
+import { perLayerInputs, sharedKvAttention } from './gemma4';
 import { slidingWindowLayers } from './gpt-oss';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -140,7 +140,6 @@ export function buildGemma3n(hp: HParams, tensors: Map<string, GgufTensorInfo>):
     p.op('matmul', q, { a: h, weights: { weight: need(t(il, 'attn_q.weight')) } });
     p.op('head_rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });
     p.op('rope', q, { a: q, params: { ...rp, n_head: H } });
-    let layer: number;
     let k = -1;
     let v = -1;
     if (il < kvFrom) {
@@ -149,19 +148,8 @@ export function buildGemma3n(hp: HParams, tensors: Map<string, GgufTensorInfo>):
       v = p.buf(`v${kvW}`, kvW);
       p.op('matmul', k, { a: h, weights: { weight: need(t(il, 'attn_k.weight')) } });
       p.op('matmul', v, { a: h, weights: { weight: need(t(il, 'attn_v.weight')) } });
-      p.op('head_rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
-      p.op('head_rms_norm', v, { a: v, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
-      p.op('rope', k, { a: k, params: { ...rp, n_head: Hkv } });
-      layer = p.kvLayer(kvW, kvW);
-      kvOf.push(layer);
-    } else {
-      const src = kvFrom - (swa[il] ? 2 : 1);
-      if (hp.nHeadKv[src] !== Hkv) bad(`layer ${il} shares the cache of layer ${src} but has ${Hkv} KV heads to its ${hp.nHeadKv[src]}`);
-      layer = kvOf[src];
     }
-    const params = { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1, ...(swa[il] ? { window } : {}) };
-    p.op('attention', attn, il < kvFrom ? { a: q, b: k, c: v, params } : { a: q, params });
-    p.op('matmul', attnOut, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
+    sharedKvAttention(p, hp, il, { q, k, v, attn, attnOut, H, Hkv, hd, kvFrom, kvOf, window: swa[il] ? window : 0, rope: { params: rp }, need, bad });
     norm(il, attnOut, 'post_attention_norm.weight');
     p.op('add', attnOut, { a: attnOut, b: active });
     p.op('add', al, { a: attnOut, b: lo });

@@ -114,21 +114,7 @@ export function buildGemma4(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
     }
     p.op('head_rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });
     p.op('rope', q, { a: q, ...ropeW, params: { ...rope, n_head: H } });
-    let layer: number;
-    if (il < kvFrom) {
-      p.op('head_rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
-      p.op('head_rms_norm', v, { a: v, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
-      p.op('rope', k, { a: k, ...ropeW, params: { ...rope, n_head: Hkv } });
-      layer = p.kvLayer(kvW, kvW);
-      kvOf.push(layer);
-    } else {
-      const src = kvFrom - (swa[il] ? 2 : 1);
-      if (hp.nHeadKv[src] !== Hkv) bad(`layer ${il} shares the cache of layer ${src} but has ${Hkv} KV heads to its ${hp.nHeadKv[src]}`);
-      layer = kvOf[src];
-    }
-    const params = { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1, ...(swa[il] ? { window } : {}) };
-    p.op('attention', attn, il < kvFrom ? { a: q, b: k, c: v, params } : { a: q, params });
-    p.op('matmul', attnOut, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
+    sharedKvAttention(p, hp, il, { q, k, v, attn, attnOut, H, Hkv, hd, kvFrom, kvOf, window: swa[il] ? window : 0, rope: { ...ropeW, params: rope }, need, bad });
     p.op('rms_norm', attnOut, { a: attnOut, weights: { weight: need(t(il, 'post_attention_norm.weight')) }, params: { eps: hp.rmsEps } });
     p.op('add', ao, { a: attnOut, b: x });
 
@@ -153,6 +139,42 @@ export function buildGemma4(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
     p.op('cvec', x, { a: x, params: { layer: il } });
   }
   return outputHead(p, hp, tensors, x, undefined, { softcap });
+}
+
+/**
+ * Gemma 4's and Gemma 3n's attention once q is projected, normed and rotated (and, on blocks with
+ * a cache of their own, k and v projected): k's and v's per-head RMS norms (v's without weight) and
+ * k's RoPE into a KV layer of the block's own (kvOf records it); from block kvFrom on, the cache of
+ * the last block of the same kind before kvFrom (sliding: kvFrom - 2, full: kvFrom - 1), whose KV
+ * heads must match. Then attention (scale 1; `window` > 0 on sliding blocks) and attn_output.
+ */
+export function sharedKvAttention(
+  p: ProgramBuilder,
+  hp: HParams,
+  il: number,
+  o: {
+    q: number; k: number; v: number; attn: number; attnOut: number; H: number; Hkv: number; hd: number; kvFrom: number; kvOf: number[]; window: number;
+    rope: { weights?: Record<string, string>; params: Record<string, number> };
+    need: (name: string) => string;
+    bad: (msg: string) => never;
+  },
+): void {
+  const { q, k, v, H, Hkv, hd, kvFrom, kvOf } = o;
+  let layer: number;
+  if (il < kvFrom) {
+    p.op('head_rms_norm', k, { a: k, weights: { weight: o.need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
+    p.op('head_rms_norm', v, { a: v, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
+    p.op('rope', k, { a: k, ...(o.rope.weights ? { weights: o.rope.weights } : {}), params: { ...o.rope.params, n_head: Hkv } });
+    layer = p.kvLayer(Hkv * hd, Hkv * hd);
+    kvOf.push(layer);
+  } else {
+    const src = kvFrom - (o.window ? 2 : 1);
+    if (hp.nHeadKv[src] !== Hkv) o.bad(`layer ${il} shares the cache of layer ${src} but has ${Hkv} KV heads to its ${hp.nHeadKv[src]}`);
+    layer = kvOf[src];
+  }
+  const params = { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1, ...(o.window ? { window: o.window } : {}) };
+  p.op('attention', o.attn, il < kvFrom ? { a: q, b: k, c: v, params } : { a: q, params });
+  p.op('matmul', o.attnOut, { a: o.attn, weights: { weight: o.need(t(il, 'attn_output.weight')) } });
 }
 
 /**
