@@ -2,6 +2,7 @@
 #include <type_traits>
 #include "addon_common.h"
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -68,6 +69,18 @@ kail::program program_from_js(Napi::Object p) {
                 else throw kail::error(kail::KAIL_E_INVALID_ARG, "op " + std::to_string(i) + " parameter '" + key + "' must be a number or boolean");
             }
         }
+        Napi::Value iv = o.Get("ids");
+        if (iv.IsArray()) {
+            Napi::Array ia = iv.As<Napi::Array>();
+            for (uint32_t k = 0; k < ia.Length(); k++) {
+                Napi::Value val = ia.Get(k);
+                const double x = val.IsNumber() ? val.As<Napi::Number>().DoubleValue() : NAN;
+                // (Integers JS holds exactly: |x| <= 2^53 - 1.)
+                if (!std::isfinite(x) || std::trunc(x) != x || std::fabs(x) > 9007199254740991.0)
+                    throw kail::error(kail::KAIL_E_INVALID_ARG, "op " + std::to_string(i) + " ids must be integers");
+                d.ids.push_back(static_cast<int64_t>(x));
+            }
+        } else if (!iv.IsUndefined()) throw kail::error(kail::KAIL_E_INVALID_ARG, "op " + std::to_string(i) + " ids must be an array of integers");
         prog.ops.push_back(d);
     }
     prog.logits = static_cast<int>(get_num(p, "logits", -1));

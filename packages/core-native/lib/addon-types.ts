@@ -141,7 +141,9 @@ export interface ProgramOp {
     | 'head_sum_mul'
     | 'altup'
     | 'gaussian_topk'
-    | 'token_shift';
+    | 'token_shift'
+    | 'switch_route'
+    | 'switch_lora';
   out: number;
   a?: number;
   b?: number;
@@ -149,6 +151,8 @@ export interface ProgramOp {
   /** Role -> tensor name. */
   weights?: Record<string, string>;
   params?: Record<string, number | boolean>;
+  /** Integer lists an op takes whole (switch_route: the adapters' activation tokens, then their substitutes). */
+  ids?: number[];
 }
 
 export interface ProgramBuffer {

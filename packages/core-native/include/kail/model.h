@@ -20,17 +20,17 @@ class threadpool;
 struct residency_plan;
 
 enum op_type {
-    OP_EMBED,          // out[t] (+)= dequant(w.weight row tokens[t] | pos[t] | 0)     weights: weight  (params index, accumulate)
+    OP_EMBED,          // out[t] (+)= dequant(w.weight row tokens[t] | pos[t] | 0 | b[t][b_off])     weights: weight  (params index 0-3, accumulate)
     OP_RMS_NORM,       // out = a / sqrt(mean(a^2) + eps) * weight + bias               weights: weight?, bias?
     OP_HEAD_RMS_NORM,  // per head of width head_dim: rms norm (layer_norm: ggml_norm) with a [head_dim] weight, or one per head   weights: weight
-    OP_MATMUL,         // out = a · weightᵀ (+ bias)                                    weights: weight, bias?
+    OP_MATMUL,         // out = a · weightᵀ (+ bias)                                    weights: weight, bias?  (no_lora, here and on embed: a LoRA adapter file's pair on the weight is checked and left unused)
     OP_ADD,            // out = a + b
     OP_MUL,            // out = a * b, or without b a * weight (F32, as wide as a row or one value)   weights: weight?
     OP_SCALE,          // out = a * scale
     OP_SWIGLU,         // out = silu(a) * b; with limit L > 0: min(silu(a), L) * clamp(b, -L, L); with situ_beta B > 0: B tanh(a / B) sigmoid(a) * b (b as L' tanh(b / L') with situ_linear_beta L' > 0)
     OP_SIGMOID_MUL,    // out[t] = a[t] * sigmoid(b[t][0])  (shared-expert gate); per_element: a * sigmoid(b) (gated attention); group G: a gate per G values; softplus: softplus(b) for sigmoid(b)
     OP_ROPE,           // rotates heads of a in place (positions of the batch)          weights: freq_factors?
-    OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a); without b and c it reads a layer an earlier op stored (shared KV); alibi: ALiBi's maximum bias (slope_h x -|pos_k - pos_q| on each head's scores)
+    OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a); without b and c it reads a layer an earlier op stored (shared KV); alibi: ALiBi's maximum bias (slope_h x -|pos_k - pos_q| on each head's scores); weights: sinks?, rel_b? (T5's relative position bias [n_head, n_buckets], rel_bidir)
     OP_MOE,            // routed experts on a, routed on b if given (else a)            weights: gate_inp, exp_probs_b?, gate_exps (not for act 2, 3), up_exps, down_exps, down_exps_s?
     OP_GATHER_OUT,     // out (out-rows) = rows of a whose output flag is set
     OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
@@ -66,6 +66,8 @@ enum op_type {
     OP_HEAD_SUM_MUL,   // per head of width head_dim: out[h D + i] = b[h D + i] * sum_j a[h D + j] (the sum in double, as ggml_sum_rows; RWKV-7's r.k bonus)
     OP_ALTUP,          // Gemma 3n's AltUp over n streams of width dim (stream j at j dim): mode 0 predict: out[j] = a[j] + sum_k b[j n + k] a[k] (b: the n x n coefficients); mode 1 correct: out[j] = (b - a[act]) (c[j] + 1) + a[j] (b: the block's output, c: n coefficients); mode 2 magnitude: out[j] = a[j] rms(b[b_off..]) / sqrt(max(ms(a[j]), eps)) (HF's floor; sums of squares in double, as ggml_sum_rows)
     OP_GAUSSIAN_TOPK,  // Gemma 3n's activation sparsity: out = relu(a - (mean(a) + std_mul * std(a))), std with n - 1 (ggml_mean, ggml_sum_rows in double)
+    OP_SWITCH_ROUTE,   // Granite Switch's router inputs per token (ids: n activation tokens, then their n substitutes): out[t] = [row id, q lane, k lane, v lane], each lane head_dim wide and zero but its first value: the id is the token's substitute (an activation token) or the token, q 1, k +gain (activation) or -gain, v the adapter's slot (i + 1) or 0
+    OP_SWITCH_LORA,    // Granite Switch's switched LoRA: out[:, out_off..] += B_s (A_s a[:, a_off..]) with s = round(clamp(b[t][b_off], 0, n_slots - 1)) per row (ggml_clamp, ggml_round, cast)   weights: lora_a [n_in, rank, n_slots], lora_b [rank, n_out, n_slots]
     OP_COUNT_
 };
 
@@ -76,6 +78,7 @@ struct op_desc {
     int                                 out = -1, a = -1, b = -1, c = -1;
     std::map<std::string, std::string>  weights;  // role -> tensor name
     std::map<std::string, double>       params;
+    std::vector<int64_t>                ids;      // integer lists an op takes whole (switch_route's token ids)
     double param(const std::string & k, double def) const {
         auto it = params.find(k);
         return it == params.end() ? def : it->second;

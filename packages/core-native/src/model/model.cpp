@@ -10,6 +10,7 @@
 #include <mutex>
 #include <numeric>
 #include <set>
+#include <unordered_map>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -46,7 +47,7 @@ op_type op_type_from_name(const std::string & name) {
         {"clamp", OP_CLAMP}, {"lightning_attn", OP_LIGHTNING_ATTN}, {"hc_gates", OP_HC_GATES}, {"attn_res", OP_ATTN_RES},
         {"msa_index", OP_MSA_INDEX}, {"dsv4_compress", OP_DSV4_COMPRESS}, {"dsv4_attention", OP_DSV4_ATTENTION}, {"dsv4_hc_post", OP_DSV4_HC_POST},
         {"ple_ngram", OP_PLE_NGRAM}, {"ple_gate", OP_PLE_GATE}, {"xielu", OP_XIELU},
-        {"qsa_index", OP_QSA_INDEX}, {"rwkv_wkv7", OP_RWKV_WKV7}, {"token_shift", OP_TOKEN_SHIFT}, {"rwkv_wkv6", OP_RWKV_WKV6}, {"sigmoid", OP_SIGMOID}, {"head_sum_mul", OP_HEAD_SUM_MUL}, {"altup", OP_ALTUP}, {"gaussian_topk", OP_GAUSSIAN_TOPK},
+        {"qsa_index", OP_QSA_INDEX}, {"rwkv_wkv7", OP_RWKV_WKV7}, {"token_shift", OP_TOKEN_SHIFT}, {"rwkv_wkv6", OP_RWKV_WKV6}, {"sigmoid", OP_SIGMOID}, {"head_sum_mul", OP_HEAD_SUM_MUL}, {"altup", OP_ALTUP}, {"gaussian_topk", OP_GAUSSIAN_TOPK}, {"switch_route", OP_SWITCH_ROUTE}, {"switch_lora", OP_SWITCH_LORA},
     };
     for (auto & n : names) if (name == n.first) return n.second;
     throw error(KAIL_E_INVALID_ARG, "program: unknown op '" + name + "'");
@@ -266,7 +267,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
     const char * names[] = {"embed", "rms_norm", "head_rms_norm", "matmul", "add", "mul", "scale", "swiglu", "sigmoid_mul", "rope",
                             "attention", "moe", "gather_out", "copy", "mla_attention", "input", "cvec", "layer_norm", "gelu",
                             "hadamard", "dsa_index", "ssm_conv", "gated_delta_net", "ssm_scan", "relu_sqr", "softcap", "moe_prefetch", "clamp",
-                            "lightning_attn", "hc_gates", "attn_res", "msa_index", "dsv4_compress", "dsv4_attention", "dsv4_hc_post", "ple_ngram", "ple_gate", "xielu", "qsa_index", "rwkv_wkv7", "rwkv_wkv6", "token_shift", "sigmoid", "head_sum_mul", "altup", "gaussian_topk"};
+                            "lightning_attn", "hc_gates", "attn_res", "msa_index", "dsv4_compress", "dsv4_attention", "dsv4_hc_post", "ple_ngram", "ple_gate", "xielu", "qsa_index", "rwkv_wkv7", "rwkv_wkv6", "token_shift", "sigmoid", "head_sum_mul", "altup", "gaussian_topk", "switch_route", "switch_lora"};
     const std::string what = "op " + std::to_string(i) + " (" + (op.type >= 0 && op.type < static_cast<int>(sizeof(names) / sizeof(names[0])) ? names[op.type] : "?") + "): ";
     auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
     auto ip = [&](const char * k, double def) -> int64_t {
@@ -301,7 +302,24 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             fits(op.out, 0, width(op.a), "out");
             break;
         case OP_EMBED:
-            if (ip("index", 0) < 0 || ip("index", 0) > 2) throw error(KAIL_E_INVALID_ARG, what + "index " + std::to_string(ip("index", 0)) + " is not 0 (token), 1 (position) or 2 (row 0)");
+            if (ip("index", 0) < 0 || ip("index", 0) > 3) throw error(KAIL_E_INVALID_ARG, what + "index " + std::to_string(ip("index", 0)) + " is not 0 (token), 1 (position), 2 (row 0) or 3 (the row id in b)");
+            if (ip("index", 0) == 3) fits(op.b, ip("b_off", 0), 1, "b");
+            break;
+        case OP_SWITCH_ROUTE: {
+            const int64_t hd = req("head_dim");
+            if (hd < 1) throw error(KAIL_E_BAD_MODEL, what + "head_dim must be positive");
+            if (!std::isfinite(op.param_req("gain"))) throw error(KAIL_E_BAD_MODEL, what + "router gain " + std::to_string(op.param_req("gain")) + " is not a finite number");
+            if (op.ids.size() % 2 != 0) throw error(KAIL_E_INVALID_ARG, what + "ids must hold the activation tokens, then as many substitutes");
+            for (size_t k = op.ids.size() / 2; k < op.ids.size(); k++)
+                if (op.ids[k] < 0 || op.ids[k] > INT32_MAX) throw error(KAIL_E_BAD_MODEL, what + "substitute token id " + std::to_string(op.ids[k]) + " is negative or too large");
+            fits(op.out, 0, 1 + 3 * hd, "out");
+            break;
+        }
+        case OP_SWITCH_LORA:
+            fits(op.b, ip("b_off", 0), 1, "b");
+            fits(op.a, ip("a_off", 0), 0, "a");
+            fits(op.out, ip("out_off", 0), 0, "out");
+            if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "out must not be a");
             break;
         case OP_HEAD_SUM_MUL: {
             const int64_t hd = req("head_dim"), nh = req("n_head");
@@ -434,6 +452,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (!std::isfinite(op.param("softcap_scale", 1.0))) throw error(KAIL_E_BAD_MODEL, what + "the soft-capped scores' scale " + std::to_string(op.param("softcap_scale", 1.0)) + " is not a finite number");
             if (!(op.param("alibi", 0) >= 0) || !std::isfinite(op.param("alibi", 0))) throw error(KAIL_E_BAD_MODEL, what + "ALiBi's maximum bias " + std::to_string(op.param("alibi", 0)) + " is not a non-negative number");
             if (op.param("alibi", 0) > 0 && op.params.count("sel_off")) throw error(KAIL_E_INVALID_ARG, what + "ALiBi over a block selection (MSA) is not supported");
+            if (op.weights.count("rel_b") && op.params.count("sel_off")) throw error(KAIL_E_INVALID_ARG, what + "a relative position bias over a block selection (MSA) is not supported");
             // MSA's block selection (msa_index's out) in a's columns from sel_off.
             if (op.params.count("sel_off")) {
                 if (req("top_k") < 1 || req("block") < 1) throw error(KAIL_E_BAD_MODEL, what + "a block selection needs positive top_k and block");
@@ -941,6 +960,24 @@ static void load_lora_adapters(model::impl & m) {
             if (tied) throw error(KAIL_E_UNSUPPORTED, pre + "the token embedding is also this model's output projection (tied); LoRA on it is not supported");
             for (auto & [oi, role] : it->second) {
                 const op_type ty = m.prog.ops[oi].type;
+                // no_lora (Granite Switch): llama.cpp's graph multiplies these projections and embeds
+                // without build_lora_mm, so a pair there is checked (a projection's layout, or the
+                // embedding's flipped one) and left unused, as there.
+                if (m.prog.ops[oi].param("no_lora", 0) != 0) {
+                    const bool fits = a->n_dims <= 2 && b->n_dims <= 2 &&
+                                      (ty == OP_EMBED ? bt->ne[0] == b->ne[1] && bt->ne[1] == a->ne[1] && a->ne[0] == rank : bt->ne[0] == a->ne[0] && bt->ne[1] == b->ne[1] && a->ne[1] == rank);
+                    if (!fits) throw error(KAIL_E_INVALID_ARG, pre + "lora_a " + shape_str(a) + " / lora_b " + shape_str(b) + " do not fit " + shape_str(bt) + " (a different base model?)");
+                    continue;
+                }
+                // A table read by a row other than the token's (BERT's positions, token types): its
+                // pair in a projection's layout, as jina-embeddings-v3's converter writes the
+                // token-type pair and llama.cpp checks it; llama.cpp's graph adds those rows without
+                // LoRA, and so does kail (the pair is checked, then left unused).
+                if (ty == OP_EMBED && m.prog.ops[oi].param("index", 0) != 0) {
+                    const bool dims_ok = a->n_dims <= 2 && b->n_dims <= 2 && bt->ne[0] == a->ne[0] && bt->ne[1] == b->ne[1] && a->ne[1] == b->ne[0];
+                    if (!dims_ok) throw error(KAIL_E_INVALID_ARG, pre + "lora_a " + shape_str(a) + " / lora_b " + shape_str(b) + " do not fit " + shape_str(bt) + " (a different base model?)");
+                    continue;
+                }
                 const bool embed = ty == OP_EMBED;
                 const int moe_role = ty != OP_MOE ? 0 : role == "gate_exps" ? 1 : role == "up_exps" ? 2 : role == "down_exps" ? 3 : 0;
                 if ((moe_role == 1 || moe_role == 2) && moe_fused(m.prog.ops[oi])) throw error(KAIL_E_UNSUPPORTED, pre + "LoRA on fused gate/up experts (ffn_gate_up_exps) is not supported");
@@ -1023,7 +1060,16 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
         } else if (op.type == OP_EMBED) {
             const tensor_ref w = m.weight(i, "weight");
             check(w.info && w.ne(0) == width(op.out), "embedding tensor width does not match the model dimension");
-            if (op.param("index", 0) == 0) n_vocab_ = std::max(n_vocab_, w.ne(1));
+            if (op.param("index", 0) == 0 || op.param("index", 0) == 3) n_vocab_ = std::max(n_vocab_, w.ne(1));
+        } else if (op.type == OP_SWITCH_LORA) {
+            const tensor_ref a = m.weight(i, "lora_a"), b = m.weight(i, "lora_b");
+            check(a.info && b.info, "program: switch_lora op without lora_a and lora_b");
+            const int64_t n_in = a.ne(0), r = a.ne(1), slots = a.info->n_dims == 3 ? a.ne(2) : 0;
+            const int64_t a_off = static_cast<int64_t>(op.param("a_off", 0)), out_off = static_cast<int64_t>(op.param("out_off", 0));
+            check(slots >= 1 && b.info->n_dims == 3 && b.ne(0) == r && b.ne(2) == slots,
+                  "switched LoRA '" + a.info->name + "' " + shape_str(a.info) + " and '" + b.info->name + "' " + shape_str(b.info) + " must be [n_in, rank, n_slots] and [rank, n_out, n_slots]");
+            check(a_off + n_in <= width(op.a) && out_off + b.ne(1) <= width(op.out),
+                  "switched LoRA '" + a.info->name + "' " + shape_str(a.info) + " / '" + b.info->name + "' " + shape_str(b.info) + " do not fit " + std::to_string(width(op.a) - a_off) + " inputs and " + std::to_string(width(op.out) - out_off) + " outputs");
         } else if (op.type == OP_RMS_NORM || op.type == OP_HEAD_RMS_NORM || op.type == OP_LAYER_NORM) {
             for (const char * role : {"weight", "bias"}) {
                 const tensor_ref w = m.weight(i, role);
@@ -1093,6 +1139,11 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
             const tensor_ref sk = m.weight(i, "sinks");
             const int64_t nh = static_cast<int64_t>(op.param_req("n_head"));
             if (sk.info) check(sk.type() == KAIL_TYPE_F32 && sk.info->n_elements == nh, "attention sinks '" + sk.info->name + "' must be F32 with " + std::to_string(nh) + " elements (one per head), is " + type_name(sk.type()) + " " + shape_str(sk.info));
+            // T5's relative position bias: one value per (head, bucket), F32 or F16 as converted.
+            const tensor_ref rb = m.weight(i, "rel_b");
+            if (rb.info)
+                check((rb.type() == KAIL_TYPE_F32 || rb.type() == KAIL_TYPE_F16) && rb.info->n_dims == 2 && rb.ne(0) == nh && rb.ne(1) >= (op.param("rel_bidir", 1) != 0 ? 4 : 2),
+                      "relative position bias '" + rb.info->name + "' must be F32 or F16 [" + std::to_string(nh) + " heads, at least " + (op.param("rel_bidir", 1) != 0 ? "4" : "2") + " buckets], is " + type_name(rb.type()) + " " + shape_str(rb.info));
         } else if (op.type == OP_ATTN_RES) {
             // The residual attention's score vector (the converter's fused res_norm x res_proj), F32, one per column.
             const tensor_ref sc = m.weight(i, "score");
@@ -1533,7 +1584,7 @@ void op_embed(exec_ctx & x, const op_desc & op, size_t oi) {
     const bool acc = op.param("accumulate", 0) != 0;
     std::vector<float> row(acc ? static_cast<size_t>(d) : 0);
     for (int64_t t = 0; t < x.n_tok; t++) {
-        const int64_t r = index == 0 ? x.b.tokens[t] : index == 1 ? x.b.pos[t] : 0;
+        const int64_t r = index == 0 ? x.b.tokens[t] : index == 1 ? x.b.pos[t] : index == 3 ? static_cast<int64_t>(x.ptr(op.b)[t * x.width(op.b) + static_cast<int64_t>(op.param("b_off", 0))]) : 0;
         if (r < 0 || r >= n_vocab) {
             if (index == 1) throw error(KAIL_E_INVALID_ARG, "position " + std::to_string(r) + " is past the model's " + std::to_string(n_vocab) + " learned positions");
             throw error(KAIL_E_INVALID_ARG, "token id " + std::to_string(r) + " outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
@@ -1825,6 +1876,62 @@ void op_altup(exec_ctx & x, const op_desc & op) {
 
 // Gemma 3n's gaussian_topk: relu(a - (mean + std_mul * std)) with ggml's steps in float: the mean
 // a double sum cast to float over n, the sample std sqrtf(float(sum (a - mean)^2) * (1 / (n - 1))).
+// Granite Switch (llama.cpp's llm_graph_input_switch::set_input): per token the row to embed
+// (an activation token's substitute) and the router's one-head q/k/v rows, zero but their first value.
+void op_switch_route(exec_ctx & x, const op_desc & op) {
+    const int64_t hd = static_cast<int64_t>(op.param_req("head_dim"));
+    const float gain = static_cast<float>(op.param_req("gain"));
+    const size_t n = op.ids.size() / 2;
+    // (A token listed twice is the last adapter's, as llama.cpp's maps are filled in order.)
+    std::unordered_map<int64_t, size_t> adapter;
+    for (size_t i = 0; i < n; i++) adapter[op.ids[i]] = i;
+    const int64_t w = x.width(op.out);
+    for (int64_t t = 0; t < x.n_tok; t++) {
+        float * o = x.ptr(op.out) + t * w;
+        std::fill(o, o + 1 + 3 * hd, 0.0f);
+        const auto it = adapter.find(x.b.tokens[t]);
+        const bool act = it != adapter.end();
+        o[0] = static_cast<float>(act ? op.ids[n + it->second] : x.b.tokens[t]);
+        o[1] = 1.0f;
+        o[1 + hd] = act ? gain : -gain;
+        o[1 + 2 * hd] = act ? static_cast<float>(it->second + 1) : 0.0f;
+    }
+}
+
+// Granite Switch's switched LoRA delta (build_switched_lora_delta: two ggml_mul_mat_id with the
+// router's slot as each token's one expert): out += B_s (A_s a), rows grouped by slot.
+void op_switch_lora(exec_ctx & x, const op_desc & op, size_t oi) {
+    const tensor_ref la = x.m.weight(oi, "lora_a"), lb = x.m.weight(oi, "lora_b");
+    const int64_t n_in = la.ne(0), r = la.ne(1), slots = la.ne(2), n_out = lb.ne(1);
+    const int64_t n = x.rows(op.out), wa = x.width(op.a), wo = x.width(op.out), wb = x.width(op.b);
+    const int64_t a_off = static_cast<int64_t>(op.param("a_off", 0)), out_off = static_cast<int64_t>(op.param("out_off", 0)), b_off = static_cast<int64_t>(op.param("b_off", 0));
+    std::vector<std::vector<int64_t>> rows(static_cast<size_t>(slots));
+    const float hi = static_cast<float>(slots - 1);
+    for (int64_t t = 0; t < n; t++) {
+        // ggml_clamp (MAX(MIN(v, hi), 0): a NaN takes hi), ggml_round (roundf), then the cast.
+        const float v = x.ptr(op.b)[t * wb + b_off];
+        float c = v < hi ? v : hi;
+        c = c > 0.0f ? c : 0.0f;
+        rows[static_cast<size_t>(std::round(c))].push_back(t);
+    }
+    std::vector<float> in, ax, d;
+    for (int64_t s = 0; s < slots; s++) {
+        const std::vector<int64_t> & rs = rows[static_cast<size_t>(s)];
+        const int64_t m = static_cast<int64_t>(rs.size());
+        if (!m) continue;
+        in.resize(static_cast<size_t>(m * n_in));
+        for (int64_t i = 0; i < m; i++) std::copy_n(x.ptr(op.a) + rs[i] * wa + a_off, n_in, in.data() + i * n_in);
+        ax.resize(static_cast<size_t>(m * r));
+        d.resize(static_cast<size_t>(m * n_out));
+        matmul(la.type(), la.data + static_cast<size_t>(s) * la.matrix_bytes(), la.row_bytes(), r, n_in, in.data(), static_cast<size_t>(n_in) * 4, m, ax.data(), static_cast<size_t>(r) * 4, x.m.pool.get());
+        matmul(lb.type(), lb.data + static_cast<size_t>(s) * lb.matrix_bytes(), lb.row_bytes(), n_out, r, ax.data(), static_cast<size_t>(r) * 4, m, d.data(), static_cast<size_t>(n_out) * 4, x.m.pool.get());
+        for (int64_t i = 0; i < m; i++) {
+            float * o = x.ptr(op.out) + rs[i] * wo + out_off;
+            for (int64_t j = 0; j < n_out; j++) o[j] += d[static_cast<size_t>(i * n_out + j)];
+        }
+    }
+}
+
 void op_gaussian_topk(exec_ctx & x, const op_desc & op) {
     const float mul = static_cast<float>(op.param_req("std_mul"));
     const int64_t n = x.width(op.a);
@@ -2004,6 +2111,30 @@ int64_t kv_ring_slot(model::impl & m, kv_seq_layer & c, int64_t R, int64_t p, in
     return c.mirrored ? p % R : p;
 }
 
+// llama.cpp's llama_relative_position_bucket (T5), its float and double steps kept: the bucket of
+// key position x seen from query position y among n_buckets (half per direction when
+// bidirectional): exact below half of them, then logarithmic up to max distance 128.
+int32_t rel_position_bucket(int32_t x, int32_t y, uint64_t n_buckets, bool bidirectional) {
+    const int64_t max_distance = 128;
+    if (bidirectional) n_buckets >>= 1;
+    const int64_t max_exact = static_cast<int64_t>(n_buckets >> 1);
+    int32_t relative_position = x - y;
+    int32_t relative_bucket = 0;
+    if (bidirectional) {
+        relative_bucket += (relative_position > 0) * static_cast<int32_t>(n_buckets);
+        relative_position = std::abs(relative_position);
+    } else {
+        relative_position = -std::min<int32_t>(relative_position, 0);
+    }
+    if (relative_position < max_exact) return relative_bucket + relative_position;
+    // (llama.cpp evaluates this for every distance; below max_exact its log is of 0 and unused.)
+    int32_t relative_position_if_large = static_cast<int32_t>(std::floor(static_cast<float>(
+        static_cast<double>(max_exact) + static_cast<double>(std::log(static_cast<float>(1.0 * relative_position / max_exact)) * static_cast<float>(static_cast<int64_t>(n_buckets) - max_exact)) /
+                                             std::log(1.0 * max_distance / max_exact))));
+    relative_position_if_large = std::min<int32_t>(relative_position_if_large, static_cast<int32_t>(n_buckets) - 1);
+    return relative_bucket + relative_position_if_large;
+}
+
 void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
     const int layer = static_cast<int>(op.param_req("layer"));
@@ -2092,6 +2223,32 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
         for (int64_t h = 0; h < n_head; h++)
             slopes.push_back(static_cast<uint32_t>(h) < n2 ? std::pow(m0, static_cast<float>(h + 1)) : std::pow(m1, static_cast<float>(2 * (h - n2) + 1)));
     }
+    // T5's relative position bias (weight rel_b, [n_head, n_buckets]): query head h adds
+    // rel_b[h, bucket(pos_k - pos_q)] to its raw scores before the scale, as llama.cpp adds kq_b
+    // before ggml_soft_max_ext; the buckets as llama_relative_position_bucket computes them (both
+    // directions unless rel_bidir is 0, max distance 128). Per distinct distance, once per op.
+    const tensor_ref rel = m.weight(oi, "rel_b");
+    std::vector<float> rel_tab;  // [distance + max_back][n_head]
+    int64_t rel_back = 0;
+    if (rel.info) {
+        const int64_t nb = rel.ne(1);
+        const bool bidir = op.param("rel_bidir", 1) != 0;
+        int64_t pmax = 0;
+        for (int64_t t = 0; t < x.n_tok; t++) pmax = std::max<int64_t>(pmax, x.b.pos[t]);
+        if (!causal)
+            for (const auto & [s, e] : seq_end) pmax = std::max<int64_t>(pmax, e - 1);
+        rel_back = pmax;  // keys from pos_q - pmax (causal: rel distances <= 0) ...
+        const int64_t fwd = causal ? 0 : pmax;  // ... up to pos_q + pmax (non-causal)
+        rel_tab.assign(static_cast<size_t>((rel_back + fwd + 1) * n_head), 0.0f);
+        for (int64_t d = -rel_back; d <= fwd; d++) {
+            const int64_t bkt = rel_position_bucket(static_cast<int32_t>(d), 0, static_cast<uint64_t>(nb), bidir);
+            for (int64_t h = 0; h < n_head; h++) {
+                const size_t e = static_cast<size_t>(bkt * n_head + h);
+                rel_tab[static_cast<size_t>((d + rel_back) * n_head + h)] =
+                    rel.type() == KAIL_TYPE_F32 ? reinterpret_cast<const float *>(rel.data)[e] : cpu::fp16_to_fp32_sw(reinterpret_cast<const uint16_t *>(rel.data)[e]);
+            }
+        }
+    }
     const int64_t n_tasks = x.n_tok * n_head_kv;
     exec_ctx * xp = &x;
     m.pool->parallel_for(n_tasks, [&, xp](int64_t begin, int64_t end, int) {
@@ -2151,6 +2308,15 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
                    q, static_cast<size_t>(hd_k) * sizeof(float), group, scores.data(), static_cast<size_t>(np) * sizeof(float), nullptr);
             if (softcap > 0)
                 for (float & s : scores) s = std::tanh(s * inv_cap) * softcap;
+            if (!rel_tab.empty()) {
+                // Row j holds position lo + j (no selection with a relative bias).
+                const int64_t pq = xp->b.pos[t];
+                for (int64_t g = 0; g < group; g++) {
+                    const int64_t h = hk * group + g;
+                    float * sc = scores.data() + g * np;
+                    for (int64_t j = 0; j < np; j++) sc[j] += rel_tab[static_cast<size_t>((lo + j - pq + rel_back) * n_head + h)];
+                }
+            }
             if (!slopes.empty()) bias.resize(static_cast<size_t>(np));
             for (int64_t g = 0; g < group; g++) {
                 if (!slopes.empty()) {
@@ -4201,6 +4367,8 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_HC_GATES: op_hc_gates(x, op, oi); break;
             case OP_ALTUP: op_altup(x, op); break;
             case OP_GAUSSIAN_TOPK: op_gaussian_topk(x, op); break;
+            case OP_SWITCH_ROUTE: op_switch_route(x, op); break;
+            case OP_SWITCH_LORA: op_switch_lora(x, op, oi); break;
             case OP_PLE_NGRAM: op_ple_ngram(x, op, oi); break;
             case OP_PLE_GATE: op_ple_gate(x, op); break;
             case OP_ATTN_RES: op_attn_res(x, op, oi); break;
