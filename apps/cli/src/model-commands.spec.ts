@@ -417,6 +417,21 @@ describe('kail model commands', () => {
     expect(kail('bench', '-m', model, '--parallel', '2', '--lookup').stderr).toContain('--parallel does not combine with');
   });
 
+  it("run --mtp / bench --mtp draft with a DeepSeek-V4 file's own MTP block (the target giving the streams it reads): plain greedy's tokens", () => {
+    const ds4 = path.join(dir, 'ds4.gguf');
+    writeModel({ config: getPreset('tiny-deepseek4').config, fileType: 'Q8_0', seed: 3, out: ds4 });
+    const plain = JSON.parse(kail('run', '-m', ds4, '-p', 'Hello world', '-n', '12', '--ignore-eos', '--json').stdout);
+    const r = kail('run', '-m', ds4, '-p', 'Hello world', '-n', '12', '--ignore-eos', '--json', '--mtp', '--spec-k', '3');
+    expect(r.status).toBe(0);
+    expect(JSON.parse(r.stdout).tokens).toEqual(plain.tokens);
+    const b = kail('bench', '-m', ds4, '-p', '8', '-n', '12', '--mtp', '--json');
+    expect(b.status).toBe(0);
+    const j = JSON.parse(b.stdout);
+    expect(j.mtp).toBe(true);
+    expect(j.speculative.tokens).toEqual(j.baseline.tokens);
+    expect(j.speculative.speculative.draftedTokens).toBeGreaterThan(0);
+  });
+
   it('inspect reports the KV cache per token; on an MLA file, the latent cache against a per-head one', () => {
     const i = JSON.parse(kail('inspect', model, '--json').stdout);
     expect(i.kvCache.kvType).toBe('f16');

@@ -1,6 +1,7 @@
 // Child process of the semantic fuzz harness (semantic-fuzz.ts): for each model file it is sent,
 // does what serving it would do (inspect the metadata, load, tokenize, evaluate a few tokens,
-// detokenize, render the chat template, and for MoE files load again with experts streaming) and
+// detokenize, render the chat template, for MoE files load again with experts streaming, and with
+// `mtp` run the file's MTP block over the target's hidden rows as speculation does) and
 // answers with the first error, or success with whether every logit was finite. Runs as
 // `node --conditions=@kailstream/source -r ./ts-register.cjs fuzz-worker.ts` with an IPC channel.
 import fs from 'node:fs';
@@ -12,6 +13,8 @@ export interface FuzzJob {
   path: string;
   /** Also load with a RAM budget (expert streaming). Default true. */
   streaming?: boolean;
+  /** Also load the file's MTP block as a draft and run it over the target's hidden rows. */
+  mtp?: boolean;
 }
 
 export interface FuzzJobResult {
@@ -106,6 +109,28 @@ async function run(job: FuzzJob): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb'
       model = EngineModel.load(job.path, { threads: 1, ramBytes: 2 ** 30, directIo: false, nCtx: 64, nBatch: 8 });
       stage = 'stream-eval';
       allFinite = finite(await model.evaluate(0, toks, 'last')) && allFinite;
+      model.close();
+      model = undefined;
+    }
+    if (job.mtp) {
+      // What --mtp serves: the target giving the hidden rows its MTP block reads, then the block
+      // over (token at p, hidden row of p-1; zeros at 0).
+      stage = 'mtp-load';
+      model = EngineModel.load(job.path, { threads: 1, nCtx: 64, nextnHidden: true });
+      const draft = EngineModel.load(job.path, { threads: 1, nCtx: 64, mtp: true });
+      try {
+        stage = 'mtp-eval';
+        const { hidden } = await model.evaluateWithHidden(0, toks, 'all');
+        const w = draft.runtime.inputWidth;
+        if (w !== model.hiddenWidth) throw new Error(`the MTP block reads ${w} floats per row, the target gives ${model.hiddenWidth}`);
+        const embd = new Float32Array(toks.length * w);
+        embd.set(hidden.subarray(0, (toks.length - 1) * w), w);
+        const n = toks.length;
+        const out = await draft.forwardBatch({ tokens: Int32Array.from(toks), pos: Int32Array.from(toks.keys()), seq: new Int32Array(n), output: new Uint8Array(n).fill(1), embd });
+        allFinite = finite(out) && allFinite;
+      } finally {
+        draft.close();
+      }
       model.close();
       model = undefined;
     }

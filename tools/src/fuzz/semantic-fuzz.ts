@@ -145,8 +145,11 @@ export function classify(r: FuzzJobResult, peakRssLimitMb = 1536): Outcome {
   return 'unclear-error';
 }
 
-/** The base models: a tiny model of each architecture (and MLA layout), F32, and two quantized ones. */
-export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number }[] = [
+/**
+ * The base models: a tiny model of each architecture (and MLA layout), F32, and two quantized ones.
+ * mtp: each file is also served with its MTP block as a draft (the fuzz worker's mtp stages).
+ */
+export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number; mtp?: boolean }[] = [
   { preset: 'tiny-llama', type: 'F32', layers: 2 },
   { preset: 'tiny-llama-eagle3-d2t', type: 'F32' },
   { preset: 'tiny-mixtral', type: 'F32' },
@@ -174,8 +177,8 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-qwen4exp', type: 'F32' },
   { preset: 'tiny-qwen4exp-layers', type: 'Q4_K_M' },
   { preset: 'tiny-qwen4exp-qsa', type: 'F32' },
-  { preset: 'tiny-deepseek4', type: 'F32' },
-  { preset: 'tiny-deepseek4', type: 'Q4_K_M' },
+  { preset: 'tiny-deepseek4', type: 'F32', mtp: true },
+  { preset: 'tiny-deepseek4', type: 'Q4_K_M', mtp: true },
   { preset: 'tiny-mimo2', type: 'F32' },
   { preset: 'tiny-qwen35moe', type: 'Q4_K_M' },
   { preset: 'tiny-qwen35', type: 'F32' },
@@ -185,6 +188,8 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-granitehybrid', type: 'Q4_K_M' },
   { preset: 'tiny-granite-swa-moe', type: 'Q4_K_M' },
   { preset: 'tiny-granite-swa', type: 'F32' },
+  { preset: 'tiny-graniteswitch', type: 'Q4_K_M' },
+  { preset: 'tiny-graniteswitch-2', type: 'F32' },
   { preset: 'tiny-deepseek2-ocr', type: 'F32' },
   { preset: 'tiny-deepseek2-ocr-sig', type: 'Q8_0' },
   { preset: 'tiny-jamba', type: 'Q4_K_M' },
@@ -245,6 +250,8 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-chameleon-swin', type: 'Q8_0' },
   { preset: 'tiny-muse-glimmer', type: 'F32' },
   { preset: 'tiny-muse-glimmer-pattern', type: 'Q4_K_M' },
+  { preset: 'tiny-hrm-text', type: 'F32' },
+  { preset: 'tiny-hrm-text-tied', type: 'Q4_K_M' },
   { preset: 'tiny-apertus', type: 'F32' },
   { preset: 'tiny-llada', type: 'F32' },
   { preset: 'tiny-dream', type: 'Q8_0' },
@@ -294,6 +301,9 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number 
   { preset: 'tiny-nomic-bert', type: 'Q8_0' },
   { preset: 'tiny-nomic-bert-moe', type: 'F32' },
   { preset: 'tiny-jina-bert-v2', type: 'F32' },
+  { preset: 'tiny-jina-bert-v3', type: 'F32' },
+  { preset: 'tiny-t5encoder', type: 'F32' },
+  { preset: 'tiny-t5encoder-relu', type: 'Q8_0' },
   { preset: 'tiny-modern-bert', type: 'Q8_0' },
   { preset: 'tiny-gemma-embedding', type: 'F32' },
   { preset: 'tiny-eurobert', type: 'Q4_K_M' },
@@ -393,7 +403,7 @@ async function main(): Promise<void> {
       const base = writeBaseModel(dir, b);
       const name = baseModelName(b);
       // The unmutated model must serve cleanly, or nothing below means anything.
-      const ref = await worker.run({ id: `${name}:base`, path: base });
+      const ref = await worker.run({ id: `${name}:base`, path: base, mtp: b.mtp });
       if (ref.outcome !== 'success') throw new Error(`${name}: the unmutated model does not serve: ${JSON.stringify(ref)}`);
       // Quantized bases: the tensor mutations only (the metadata is the same as the F32 file's).
       const all = mutationsFor(readImage(base), SUPPORTED_ARCHITECTURES).filter((m) => (b.type === 'F32' || m.id.startsWith('tensor:')) && (!filter || filter.test(m.id)));
@@ -403,7 +413,7 @@ async function main(): Promise<void> {
         const file = path.join(dir, `mut-${process.pid}.gguf`);
         if (!writeMutation(base, m, file)) continue;
         n++;
-        const r = await worker.run({ id: `${name}:${m.id}`, path: file });
+        const r = await worker.run({ id: `${name}:${m.id}`, path: file, mtp: b.mtp });
         const res: FuzzResult = { model: name, mutation: m.id, group: m.group, outcome: r.outcome, ...r.result };
         if (values.llama && r.outcome === 'success') res.llamaAccepts = await llamaAccepts(file);
         if (BAD_OUTCOMES.includes(r.outcome)) {

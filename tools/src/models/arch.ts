@@ -51,8 +51,11 @@ export interface ModelConfig {
 
 /** How a tensor's values are drawn (always in F32, before any conversion). */
 export type WeightInit =
-  /** Approximately normal with this mean and standard deviation. */
-  | { kind: 'normal'; std: number; mean?: number }
+  /**
+   * Approximately normal with this mean and standard deviation; with zeroLead the first zeroLead
+   * values are 0 instead (Granite Switch's stacked LoRA tensors: slot 0, the base model, is zero).
+   */
+  | { kind: 'normal'; std: number; mean?: number; zeroLead?: number }
   | { kind: 'const'; value: number }
   /**
    * The same ramp in every row (along shape[0]): start, start + step, ... (Mamba's S4D-real

@@ -152,6 +152,7 @@ export function fillTensorRange(seed: number, spec: TensorSpec, start: number, o
   const rng = new Xoshiro128(hashSeed(seed, spec.name));
   rng.jump(2 * start); // fillNormal draws two 32-bit words per value
   rng.fillNormal(out, spec.init.mean ?? 0, spec.init.std);
+  if (spec.init.zeroLead) out.fill(0, 0, Math.max(0, Math.min(out.length, spec.init.zeroLead - start)));
 }
 
 /**

@@ -8,7 +8,8 @@ import type { Preset } from './presets';
 // compress ratios 4 (CSA: lightning indexer of 4 x 64 keeping the top 4 compressed entries), 128
 // (HCA), 0 (window only), 4 (CSA) with compress RoPE base 160000; block 0 hash-routed (token id
 // table), the others sqrt-softplus + bias routing, 8 experts top-2 of 64 renormalized and scaled
-// by 1.5, one shared expert, both SwiGLUs clamped at 1.5; one MTP block (loaded, not run).
+// by 1.5, one shared expert, both SwiGLUs clamped at 1.5; one MTP block (window attention, sqrt-softplus
+// experts; run as the speculative draft: EngineModel.load(path, { mtp: true })).
 const tiny: Deepseek4Config = {
   arch: 'deepseek4', name: 'tiny-deepseek4', nLayers: 4, dim: 128, ff: 64, nHeads: 4, nKvHeads: 1,
   head: 96, rope: 32, qLora: 64, oGroups: 2, oLora: 32, window: 8,

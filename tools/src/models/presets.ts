@@ -21,8 +21,11 @@ import { MISC_DENSE_PRESETS } from './presets-misc-dense';
 import { TEXT_VL_PRESETS } from './presets-text-vl';
 import { MLA_DENSE_PRESETS } from './presets-mla-dense';
 import { JAIS_BITNET_PRESETS } from './presets-jais-bitnet';
+import { T5_PRESETS } from './presets-t5';
 import { DECI_PRESETS } from './presets-deci';
 import { GEMMA3N_PRESETS } from './presets-gemma3n';
+import { GRANITE_SWITCH_PRESETS } from './presets-granite-switch';
+import { HRM_TEXT_PRESETS } from './presets-hrm-text';
 import { SSM_PRESETS } from './presets-ssm';
 import { RWKV_PRESETS } from './presets-rwkv';
 import { DIFFUSION_PRESETS } from './presets-diffusion';
@@ -170,8 +173,11 @@ export const PRESETS: Record<string, Preset> = {
   ...TEXT_VL_PRESETS,
   ...MLA_DENSE_PRESETS,
   ...JAIS_BITNET_PRESETS,
+  ...T5_PRESETS,
   ...DECI_PRESETS,
   ...GEMMA3N_PRESETS,
+  ...GRANITE_SWITCH_PRESETS,
+  ...HRM_TEXT_PRESETS,
   ...SSM_PRESETS,
   ...RWKV_PRESETS,
   ...DIFFUSION_PRESETS,
@@ -208,11 +214,13 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   granite: 'tiny-granite',
   granitemoe: 'tiny-granitemoe',
   granite_swa: 'tiny-granite-swa-moe',
+  graniteswitch: 'tiny-graniteswitch',
   'deepseek2-ocr': 'tiny-deepseek2-ocr',
   minicpm3: 'tiny-minicpm3',
   plm: 'tiny-plm',
   deci: 'tiny-deci',
   gemma3n: 'tiny-gemma3n',
+  hrm_text: 'tiny-hrm-text',
   phi3: 'tiny-phi3',
   mimo2: 'tiny-mimo2',
   'exaone-moe': 'tiny-exaone-moe',
@@ -304,6 +312,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   'neo-bert': 'tiny-neo-bert',
   'llama-embed': 'tiny-llama-embed',
   'jina-bert-v2': 'tiny-jina-bert-v2',
+  'jina-bert-v3': 'tiny-jina-bert-v3',
+  t5encoder: 'tiny-t5encoder',
   'gemma-embedding': 'tiny-gemma-embedding',
   'modern-bert': 'tiny-modern-bert',
   llada: 'tiny-llada',

@@ -15,7 +15,7 @@
 //       (each from a cleared context), as {"results": [{"prompt", "tokens", "eog", "text"}, ...]}
 //   node tools/src/parity/llama-ref.mjs embed --model M.gguf --tokens 1,2,3 | --tokens-file inputs.json
 //       llama.cpp's pooled embedding (not normalized) of the tokens, {"embedding": [...]}, or of
-//       each token sequence in inputs.json, {"embeddings": [[...], ...]}
+//       each token sequence in inputs.json, {"embeddings": [[...], ...]}; --lora A.gguf (repeatable) applies adapters
 //   node tools/src/parity/llama-ref.mjs rank --model RERANKER.gguf --tokens-file inputs.json
 //       inputs.json: [[1, 2, 3], ...]: llama.cpp's reranking score of each token sequence (a
 //       ranking context: pooling rank, the file's classification head; node-llama-cpp's sigmoid
@@ -334,6 +334,7 @@ async function main(argv) {
       bos: { type: 'boolean' },
       verbose: { type: 'boolean' },
       jobs: { type: 'string' },
+      lora: { type: 'string', multiple: true },
     },
     strict: true,
   });
@@ -380,6 +381,8 @@ async function main(argv) {
       experimentalKvCacheValueType: kvType,
       _embeddings: true,
       ...(ranking ? { _ranking: true } : {}),
+      // (--lora FILE, repeatable: adapters at scale 1.)
+      ...(v.lora?.length ? { lora: { adapters: v.lora.map((f) => ({ filePath: path.resolve(f), scale: 1 })) } } : {}),
     });
     return { inputs, model, llamaContext };
   }

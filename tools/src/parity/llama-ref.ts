@@ -286,12 +286,13 @@ export async function llamaLogitsBatch(
 
 /** llama.cpp's reranking score of each token sequence (a ranking context over the file's classification head). */
 /** llama.cpp's pooled embedding (not normalized) of each token sequence, one model load for all. */
-export async function llamaEmbeddings(model: string, inputs: number[][], opts: { timeoutMs?: number } = {}): Promise<number[][]> {
+export async function llamaEmbeddings(model: string, inputs: number[][], opts: { timeoutMs?: number; lora?: string[] } = {}): Promise<number[][]> {
   const { dir } = tempPrefix();
   try {
     const file = path.join(dir, 'inputs.json');
     fs.writeFileSync(file, JSON.stringify(inputs));
-    return (await runLlamaRef<{ embeddings: number[][] }>(['embed', '--model', model, '--tokens-file', file], opts.timeoutMs)).embeddings;
+    const lora = (opts.lora ?? []).flatMap((f) => ['--lora', f]);
+    return (await runLlamaRef<{ embeddings: number[][] }>(['embed', '--model', model, '--tokens-file', file, ...lora], opts.timeoutMs)).embeddings;
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -32,7 +32,7 @@ export function registerEmbed(program: Command): void {
   program
     .command('embed')
     .description("print the embeddings of each line of a prompt (llama.cpp's llama-embedding): the model's pooled final hidden state")
-    .requiredOption('-m, --model <file>', 'GGUF model file (an embedding model such as bert / nomic-bert / modern-bert / jina-bert-v2 / gemma-embedding, or any decoder)')
+    .requiredOption('-m, --model <file>', 'GGUF model file (an embedding model such as bert / nomic-bert / modern-bert / jina-bert-v2 / jina-bert-v3 / t5encoder / gemma-embedding, or any decoder)')
     .option('-p, --prompt <text>', 'text to embed; each line (--embd-separator) is one input')
     .option('-f, --file <file>', 'read the prompt from a file')
     .option('--embd-separator <s>', 'separator between inputs', '\n')

@@ -347,13 +347,18 @@ function addSpecOptions(cmd: Command): Command {
   return cmd
     .option('--draft <file>', 'speculative decoding with this draft GGUF (same vocabulary, checked); loaded in RAM. An EAGLE-3 draft (llama.cpp\'s eagle3 files) drafts from the target\'s hidden states at its three layers')
     .option('--lookup', 'speculative decoding with prompt-lookup (n-gram) drafts from the context, no draft model')
-    .option('--mtp', "speculative decoding with the model file's own multi-token-prediction block (DeepSeek-V3 NextN) as the draft")
+    .option('--mtp', "speculative decoding with the model file's own multi-token-prediction block (DeepSeek-V3/V4, Qwen3.5, Nemotron 3) as the draft")
     .option('--spec-k <n>', 'drafted tokens per target pass to start from (1..32)', int('--spec-k', 1, 32), 4)
     .option('--no-spec-adapt', 'keep --spec-k fixed instead of following the acceptance rate');
 }
 
-/** Target load options for --draft: an EAGLE-3 draft reads the target's hidden states at its three layers, which the target's program gives then. */
-function draftTargetOptions(o: SpecOpts): { extractLayers?: number[] } {
+/**
+ * Target load options for --draft / --mtp: an EAGLE-3 draft reads the target's hidden states at its
+ * three layers, which the target's program gives then; an MTP block reads the hidden rows it is
+ * trained on (nextnHidden: deepseek4's hyper-connection streams).
+ */
+function draftTargetOptions(o: SpecOpts): { extractLayers?: number[]; nextnHidden?: boolean } {
+  if (o.mtp) return { nextnHidden: true };
   const layers = o.draft ? eagle3LayersOf(o.draft) : null;
   return layers ? { extractLayers: layers } : {};
 }

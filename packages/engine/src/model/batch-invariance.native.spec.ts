@@ -98,6 +98,8 @@ describe.each([
   ['tiny-chameleon-swin', 'Q4_K'],
   // Muse Glimmer: windows on a BOOL pattern, NoPE full blocks, gated attention, the default softcap.
   ['tiny-muse-glimmer-pattern', 'Q4_K'],
+  // HRM-Text: 12 KV cache slots over 4 blocks (nested low/high passes, each pass its own slots).
+  ['tiny-hrm-text', 'Q4_K'],
   // Pure state-space models (no attention: Mamba-1 with Falcon-Mamba's weightless norms, Mamba-2)
   // and Falcon-H1 (attention beside Mamba-2 in every block).
   ['tiny-falcon-mamba', 'Q4_K'],
@@ -137,6 +139,52 @@ describe.each([
       });
       expect(firstDiff(mixed.subarray(0, V), all.subarray(0, V))).toBe(-1);
       expect(firstDiff(mixed.subarray(V, 2 * V), all.subarray(3 * V, 4 * V))).toBe(-1);
+    } finally {
+      m.close();
+    }
+  }, 60_000);
+});
+
+// Granite Switch: each token's adapter comes from a router over its own sequence's earlier tokens
+// (its KV layer), so sequences on different adapters (426: adapter 1, 561: 2, 919 then 306: the
+// average of 3 and 4) give the same bits alone, token by token, and interleaved in one pass.
+describe('tiny-graniteswitch Q4_K: sequences on different adapters side by side', () => {
+  it('alone = token by token = interleaved with the others, bit for bit', async () => {
+    const m = EngineModel.load(writeTestModel(dir, 'tiny-graniteswitch', 'Q4_K'), { threads: 2, nCtx: 32, nSeqMax: 3 });
+    try {
+      const V = m.nVocab;
+      const base = Array.from({ length: 14 }, (_, i) => ((i * 37 + 5) % (V - 10)) + 3);
+      const put = (at: [number, number][]) => base.map((t, i) => at.find(([p]) => p === i)?.[1] ?? t);
+      const seqs = [put([[4, 426]]), put([[6, 561]]), put([[3, 919], [10, 306]])];
+      const clear = () => seqs.forEach((_, s) => m.truncate(s, 0));
+      const alone: Float32Array[] = [];
+      for (const [s, toks] of seqs.entries()) {
+        clear();
+        alone.push(await m.evaluate(s, toks, 'all'));
+        clear();
+        for (let i = 0; i < toks.length; i++) {
+          const one = await m.evaluate(s, [toks[i]], 'last');
+          const d = firstDiff(one, alone[s].subarray(i * V, (i + 1) * V));
+          if (d >= 0) throw new Error(`sequence ${s} position ${i} alone differs at vocab ${d}`);
+        }
+      }
+      // The adapters act: the sequences part where their activation tokens come.
+      expect(firstDiff(alone[0].subarray(0, 3 * V), alone[1].subarray(0, 3 * V))).toBe(-1);
+      expect(firstDiff(alone[0].subarray(4 * V, 5 * V), alone[1].subarray(4 * V, 5 * V))).toBeGreaterThanOrEqual(0);
+      expect(firstDiff(alone[0].subarray(13 * V), alone[1].subarray(13 * V))).toBeGreaterThanOrEqual(0);
+      clear();
+      const n = base.length;
+      const mixed = await m.forwardBatch({
+        tokens: Int32Array.from({ length: 3 * n }, (_, j) => seqs[j % 3][Math.floor(j / 3)]),
+        pos: Int32Array.from({ length: 3 * n }, (_, j) => Math.floor(j / 3)),
+        seq: Int32Array.from({ length: 3 * n }, (_, j) => j % 3),
+        output: new Uint8Array(3 * n).fill(1),
+      });
+      for (let j = 0; j < 3 * n; j++) {
+        const [s, i] = [j % 3, Math.floor(j / 3)];
+        const d = firstDiff(mixed.subarray(j * V, (j + 1) * V), alone[s].subarray(i * V, (i + 1) * V));
+        if (d >= 0) throw new Error(`sequence ${s} position ${i} interleaved differs at vocab ${d}`);
+      }
     } finally {
       m.close();
     }

@@ -194,6 +194,13 @@ export interface LoadModelOptions {
    */
   mtp?: boolean;
   /**
+   * Make the program's hidden rows what the file's MTP block reads (llama.cpp's h_nextn) when that
+   * differs from the normalized final state: deepseek4's final hyper-connection streams (hc x
+   * n_embd per position). Load a target with it to draft with its MTP block (`mtp`); the logits
+   * are the same, embeddings pooled from it are of those rows. Other architectures ignore it.
+   */
+  nextnHidden?: boolean;
+  /**
    * Make the program's hidden rows the inputs of these blocks, concatenated per position (each
    * n_embd wide), instead of the normalized final state: what an EAGLE-3 draft reads
    * (eagle3LayersOf gives its layers). KAIL_E_INVALID_ARG for a layer outside the model.
@@ -534,7 +541,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
   const hp = applyRopeOptions(fileHp, opts.rope);
   const nCtx = Math.max(1, Math.min(opts.nCtx ?? defaultContext(hp), 1 << 20));
   const build = (h: HParams) => {
-    const prog = opts.mtp ? buildMtpProgram(h, tensors) : buildProgram(h, tensors, { nCtxSeq: nCtx });
+    const prog = opts.mtp ? buildMtpProgram(h, tensors) : buildProgram(h, tensors, { nCtxSeq: nCtx, ...(opts.nextnHidden ? { nextnHidden: true } : {}) });
     return opts.extractLayers ? withLayerInputs(prog, opts.extractLayers, h.nLayer, h.nEmbd, h.arch) : prog;
   };
   // (With RoPE options, sliding-window layers take them or keep the file's, as llama.cpp's architecture does.)
@@ -709,6 +716,8 @@ export class EngineModel {
   eagle3: (Eagle3Params & { d2t: Int32Array | null }) | null = null;
   /** The blocks whose inputs the program's hidden rows hold (LoadModelOptions.extractLayers); null when they are the usual hidden rows. */
   extractLayers: readonly number[] | null = null;
+  /** Loaded with LoadModelOptions.nextnHidden: where that changed the hidden rows (wider than n_embd), they are what the MTP block reads, not embeddings. */
+  nextnHidden = false;
   /** LoadModelOptions.embeddingsFrom, resolved; null when not given. */
   embeddingsFrom: string | null = null;
   /**
@@ -824,6 +833,7 @@ export class EngineModel {
       model.rankHead = rankHead;
       model.eagle3 = eagle3;
       model.extractLayers = opts.extractLayers ? [...opts.extractLayers] : null;
+      model.nextnHidden = opts.nextnHidden === true;
       model.embeddingsFrom = opts.embeddingsFrom ? nodePath.resolve(opts.embeddingsFrom) : null;
       model.weightsMapped = weightsMapped;
       model.autoRamBytes = autoRamBytes;

@@ -566,3 +566,31 @@ describe('native program checks: RWKV-7 (tiny-rwkv7)', () => {
     expect(() => load(edit(f.program))).toThrow(expect.objectContaining({ code: expect.stringMatching(/KAIL_E_BAD_MODEL|KAIL_E_INVALID_ARG/), message: expect.stringMatching(want) }));
   });
 });
+
+describe("native program checks: Granite Switch's router inputs and switched LoRA (tiny-graniteswitch)", () => {
+  const { f, load } = fixture('tiny-graniteswitch');
+  it.each<[string, (p: ModelProgram) => ModelProgram, RegExp]>([
+    ['activation tokens without as many substitutes', (p) => tampered(p, 'switch_route', (o) => o.ids!.pop()), /op \d+ \(switch_route\): ids must hold the activation tokens, then as many substitutes/],
+    ['a negative substitute', (p) => tampered(p, 'switch_route', (o) => (o.ids![5] = -1)), /op \d+ \(switch_route\): substitute token id -1 is negative or too large/],
+    ['ids that are not integers', (p) => tampered(p, 'switch_route', (o) => (o.ids![0] = 1.5)), /op \d+ ids must be integers/],
+    ['a router gain that is not finite', (p) => tampered(p, 'switch_route', (o) => (o.params!.gain = Infinity)), /op \d+ \(switch_route\): router gain inf is not a finite number/],
+    ['router lanes wider than their buffer', (p) => tampered(p, 'switch_route', (o) => (o.params!.head_dim = 65)), /op \d+ \(switch_route\): 196 values at offset 0 do not fit/],
+    ['an embedding by row id without its ids', (p) => tampered(p, 'embed', (o) => delete o.b), /op \d+ \(embed\): needs buffer b/],
+    ['a switched LoRA without the router slot', (p) => tampered(p, 'switch_lora', (o) => delete o.b), /op \d+ \(switch_lora\): needs buffer b/],
+    ['a switched LoRA writing its own input', (p) => tampered(p, 'switch_lora', (o) => (o.out = o.a!)), /op \d+ \(switch_lora\): out must not be a/],
+    ['a 2-D adapter tensor', (p) => tampered(p, 'switch_lora', (o) => (o.weights!.lora_a = 'blk.0.attn_qkv.weight')), /switched LoRA 'blk\.0\.attn_qkv\.weight' \[256, 512\] and 'blk\.0\.attn_q\.lora_b' \[4, 256, 5\] must be \[n_in, rank, n_slots\] and \[rank, n_out, n_slots\]/],
+    ['adapters wider than the output', (p) => tampered(p, 'switch_lora', (o) => (o.weights!.lora_b = 'blk.0.ffn_gate.lora_b')), /switched LoRA 'blk\.0\.attn_q\.lora_a' \[256, 4, 5\] \/ 'blk\.0\.ffn_gate\.lora_b' \[4, 512, 5\] do not fit 256 inputs and 256 outputs/],
+  ])('refuses %s', (_what, edit, want) => {
+    expect(() => load(edit(f.program))).toThrow(expect.objectContaining({ code: expect.stringMatching(/KAIL_E_BAD_MODEL|KAIL_E_INVALID_ARG/), message: expect.stringMatching(want) }));
+  });
+});
+
+describe("native program checks: T5's relative position bias (tiny-t5encoder)", () => {
+  const { f, load } = fixture('tiny-t5encoder');
+  it.each<[string, (p: ModelProgram) => ModelProgram, RegExp]>([
+    ['a bias table of another head count', (p) => tampered(p, 'attention', (o) => (o.weights!.rel_b = 'enc.blk.0.attn_norm.weight')), /relative position bias 'enc\.blk\.0\.attn_norm\.weight' must be F32 or F16 \[4 heads, at least 4 buckets\]/],
+    ['a projection matrix as the table', (p) => tampered(p, 'attention', (o) => (o.weights!.rel_b = 'enc.blk.0.attn_q.weight')), /relative position bias 'enc\.blk\.0\.attn_q\.weight' must be F32 or F16 \[4 heads, at least 4 buckets\], is F32 \[256, 192\]/],
+  ])('refuses %s', (_what, edit, want) => {
+    expect(() => load(edit(f.program))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
+  });
+});

@@ -254,6 +254,37 @@ describe('engine gRPC service with a loaded model', () => {
     }
   });
 
+  it("serves deepseek4 with its own MTP block as the draft (the target giving the streams it reads): the tokens plain decoding gives", async () => {
+    const file = writeTestModel(dir, 'tiny-deepseek4', 'Q8_0');
+    const tokensOf = async (model: string) => {
+      const stream = client.generate(pb.GenerateRequest.fromPartial({ requestId: `ds4-${model}`, model, prompt: 'Hello world, the expert', maxTokens: 12, ignoreEos: true, sampling: { temperature: 0 } }));
+      const toks: number[] = [];
+      await new Promise<void>((resolve, reject) => {
+        stream.on('data', (c: pb.GenerateResponse) => toks.push(...c.tokens));
+        stream.on('end', resolve);
+        stream.on('error', reject);
+      });
+      return toks;
+    };
+    await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: file, id: 'ds4', contextLength: 128 }));
+    await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: file, id: 'ds4-mtp', contextLength: 128, mtpDecoding: true, speculativeK: 3 }));
+    try {
+      const plain = await tokensOf('ds4');
+      expect(plain).toHaveLength(12);
+      expect(await tokensOf('ds4-mtp')).toEqual(plain);
+      const tel = client.watchTelemetry({ intervalMs: 100 });
+      const snap = await new Promise<pb.TelemetrySnapshot>((resolve) => tel.on('data', resolve));
+      tel.cancel();
+      tel.on('error', () => undefined);
+      const spec = snap.models.find((m) => m.model === 'ds4-mtp')!.speculative!;
+      expect(spec).toMatchObject({ enabled: true, mode: 'mtp' });
+      expect(spec.targetPasses).toBeGreaterThan(0);
+    } finally {
+      await unary(client.unloadModel.bind(client), { id: 'ds4', ifIdle: false });
+      await unary(client.unloadModel.bind(client), { id: 'ds4-mtp', ifIdle: false });
+    }
+  }, 60_000);
+
   it('refuses a draft model and lookup together', async () => {
     const err = await unary(client.loadModel.bind(client), pb.LoadModelRequest.fromPartial({ path: 'tiny-qwen3moe-F32-1', id: 'both', lookupDecoding: true, draftPath: 'tiny-qwen3moe-F32-1' })).catch((e) => e as grpc.ServiceError);
     expect((err as grpc.ServiceError).code).toBe(grpc.status.INVALID_ARGUMENT);

@@ -562,6 +562,8 @@ export class LocalModelHost implements ModelHost {
       model = loadNamingHeld(heldNote, file, {
         ...this.opts.loadOptions,
         ...(draftLayers ? { extractLayers: draftLayers } : {}),
+        // (An MTP block reads the hidden rows it is trained on: deepseek4's streams.)
+        ...(req.mtpDecoding ? { nextnHidden: true } : {}),
         // The request's adapters, else those a models-directory file was created with (ID.lora.json).
         ...(lora.length ? { lora } : {}),
         ...(req.controlVectors.length

@@ -1,5 +1,5 @@
-// DeepSeek-V3's multi-token-prediction block as a built-in draft: the block runs as a model of its
-// own over the target's hidden states; greedy speculation with it gives exactly the target's
+// DeepSeek-V3's (and V4's, over hyper-connection streams) multi-token-prediction block as a built-in
+// draft: the block runs as a model of its own over the target's hidden states; greedy speculation with it gives exactly the target's
 // tokens (one sequence and batched), its incremental cache (catch-up, drafted positions rolled
 // back) computes what one full pass computes, and files without the block are refused clearly.
 import fs from 'node:fs';
@@ -8,6 +8,7 @@ import { generate } from '../generate';
 import { EngineModel } from '../model/model';
 import { BatchEngine, type GenerationChunk } from '../runtime/batch-engine';
 import { tempDir, writeTestModel } from '../testing';
+import { benchmarkSpeculative } from './spec-benchmark';
 import { SpeculativeDecoder } from './speculative-decoder';
 
 const dir = tempDir('kail-mtp-');
@@ -26,22 +27,24 @@ function maxAbsDiff(a: Float32Array, b: Float32Array): number {
   return m;
 }
 
-// DeepSeek-V3's block, and Qwen3.5's and Nemotron 3's over a recurrent trunk (whose rejected
-// drafts come back from the rollback checkpoint).
+// DeepSeek-V3's block, Qwen3.5's and Nemotron 3's over a recurrent trunk (whose rejected
+// drafts come back from the rollback checkpoint), and DeepSeek-V4's, which reads the target's 4
+// hyper-connection streams (the target loaded with nextnHidden; the others ignore it).
 describe.each([
-  ['tiny-deepseek3-mtp', 'F32', 'f32'],
-  ['tiny-deepseek3-mtp', 'Q8_0', 'f16'],
-  ['tiny-qwen35moe-mtp', 'F32', 'f32'],
-  ['tiny-qwen35moe-mtp', 'Q4_K', 'f16'],
-  ['tiny-nemotron-h-moe-mtp', 'Q4_K', 'f16'],
-] as const)('MTP draft on %s %s (KV %s)', (preset, type, kvType) => {
+  ['tiny-deepseek3-mtp', 'F32', 'f32', 1],
+  ['tiny-deepseek3-mtp', 'Q8_0', 'f16', 1],
+  ['tiny-qwen35moe-mtp', 'F32', 'f32', 1],
+  ['tiny-qwen35moe-mtp', 'Q4_K', 'f16', 1],
+  ['tiny-nemotron-h-moe-mtp', 'Q4_K', 'f16', 1],
+  ['tiny-deepseek4', 'Q8_0', 'f16', 4],
+] as const)('MTP draft on %s %s (KV %s)', (preset, type, kvType, streams) => {
   let target: EngineModel;
   let mtp: EngineModel;
   let want: number[][];
   const opts = { threads: 2, nCtx: 96, kvType, nSeqMax: 3 };
   beforeAll(async () => {
     const file = writeTestModel(dir, preset, type);
-    target = EngineModel.load(file, opts);
+    target = EngineModel.load(file, { ...opts, nextnHidden: true });
     mtp = EngineModel.load(file, { ...opts, mtp: true });
     want = [];
     for (const p of prompts(target.nVocab)) want.push((await generate(target, p, { maxTokens: 16, sampling: { temperature: 0 } })).tokens);
@@ -52,8 +55,8 @@ describe.each([
   });
 
   it('the MTP model reads the target hidden width and the target exposes it', () => {
-    expect(target.hiddenWidth).toBe(target.hparams.nEmbd);
-    expect(mtp.runtime.inputWidth).toBe(target.hparams.nEmbd);
+    expect(target.hiddenWidth).toBe(streams * target.hparams.nEmbd);
+    expect(mtp.runtime.inputWidth).toBe(streams * target.hparams.nEmbd);
     expect(mtp.nVocab).toBe(target.nVocab);
     // One block instead of the trunk: far fewer bytes per token than the target.
     expect(mtp.summary.bytesPerToken).toBeLessThan(target.summary.bytesPerToken);
@@ -71,6 +74,17 @@ describe.each([
     expect(st.mode).toBe('mtp');
     expect(st.draftedTokens).toBeGreaterThan(0);
     expect(st.committedTokens).toBe(st.acceptedTokens + st.targetPasses);
+  }, 60_000);
+
+  it("kail bench's speculative run (benchmarkSpeculative) records the prompt's hidden rows and gives the baseline's tokens", async () => {
+    const prompt = prompts(target.nVocab)[3];
+    const base = await benchmarkSpeculative(target, { prompt, genTokens: 12, sampling: { temperature: 0 } });
+    const spec = new SpeculativeDecoder(target, { mtp, k: 3, adaptive: false });
+    const sp = await benchmarkSpeculative(target, { prompt, genTokens: 12, sampling: { temperature: 0 }, speculative: spec });
+    expect(sp.tokens).toEqual(base.tokens);
+    expect(sp.speculative!.draftedTokens).toBeGreaterThan(0);
+    target.truncate(0, 0);
+    mtp.truncate(0, 0);
   }, 60_000);
 
   it('incremental drafting computes what one full MTP pass computes', async () => {
@@ -177,6 +191,19 @@ describe('refusals', () => {
       await expect(m.evaluate(0, [1, 2], 'last')).rejects.toThrow(/hidden-state row per token/);
     } finally {
       m.close();
+    }
+  });
+
+  it("a deepseek4 target loaded without nextnHidden gives the head's normed rows, not the streams its MTP block reads: refused, naming the option", () => {
+    const file = writeTestModel(dir, 'tiny-deepseek4', 'Q8_0');
+    const target = EngineModel.load(file, { threads: 1, nCtx: 32 });
+    const mtp = EngineModel.load(file, { threads: 1, nCtx: 32, mtp: true });
+    try {
+      expect(target.hiddenWidth).toBe(target.hparams.nEmbd);
+      expect(() => new SpeculativeDecoder(target, { mtp })).toThrow(/the target gives 128 hidden floats per token, its MTP block reads 512 \(load the target with nextnHidden: true/);
+    } finally {
+      target.close();
+      mtp.close();
     }
   });
 

@@ -42,10 +42,15 @@ export async function benchmarkSpeculative(model: EngineModel, opts: SpecBenchOp
   if (prompt.length + genTokens > model.nCtx) throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `${prompt.length} + ${genTokens} tokens do not fit the context of ${model.nCtx}`);
   const seq = opts.seq ?? 0;
   model.truncate(seq, 0);
-  if (prompt.length > 1) await model.evaluate(seq, prompt.slice(0, -1), 'last');
   const history = [...prompt];
   const spec = opts.speculative;
   const seqState = spec?.begin(seq, opts.sampling ?? {}, spec.draft === model ? seq + 1 : seq);
+  if (prompt.length > 1) {
+    const pre = prompt.slice(0, -1);
+    // An MTP draft reads the target's hidden state of every position (as generate records them).
+    if (seqState?.needsHidden) seqState.recordHidden(0, (await model.evaluateWithHidden(seq, pre, 'last')).hidden, pre.length);
+    else await model.evaluate(seq, pre, 'last');
+  }
   // Warm the draft's cache with the prompt too, so drafting time is generation time only.
   if (seqState && spec?.draft) await seqState.propose(history, 1);
   const statsBefore = spec?.stats();

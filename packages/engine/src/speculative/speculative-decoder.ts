@@ -201,7 +201,11 @@ export class SpeculativeDecoder {
       if (this.mtp.path !== target.path) throw new EngineError('KAIL_E_INVALID_ARG', `the MTP block must come from the target's own file (${target.path}), not ${this.mtp.path}`);
       if (!this.mtp.runtime.inputWidth) throw new EngineError('KAIL_E_INVALID_ARG', 'the MTP model was not loaded as one (EngineModel.load(path, { mtp: true }))');
       if (target.hiddenWidth !== this.mtp.runtime.inputWidth)
-        throw new EngineError('KAIL_E_INVALID_ARG', `the target gives ${target.hiddenWidth} hidden floats per token, its MTP block reads ${this.mtp.runtime.inputWidth}`);
+        throw new EngineError(
+          'KAIL_E_INVALID_ARG',
+          `the target gives ${target.hiddenWidth} hidden floats per token, its MTP block reads ${this.mtp.runtime.inputWidth}` +
+            (this.mtp.runtime.inputWidth > target.hiddenWidth ? ' (load the target with nextnHidden: true, the hidden rows its MTP block reads)' : ''),
+        );
       if (this.mtp.nSeqMax < target.nSeqMax || this.mtp.nCtx < target.nCtx)
         throw new EngineError('KAIL_E_INVALID_ARG', `the MTP model needs the target's ${target.nSeqMax} sequence slot(s) and context ${target.nCtx}`);
     }

@@ -2,14 +2,19 @@
 // over a sliding window plus CSA / HCA compressed rows, the CSA blocks' lightning indexer over
 // compressed keys, grouped output LoRA, hash-routed and sqrt-softplus experts), the metadata its
 // builder refuses as llama.cpp's loader refuses it, and its positional state: the compressors'
-// rows live with the KV cache, so truncating and copying a sequence keep the logits.
+// rows live with the KV cache, so truncating and copying a sequence keep the logits. Its MTP block
+// as a program of its own (the trunk's streams in, eh_proj per stream, one window-attention block)
+// and the MTP blocks it refuses as llama.cpp's MTP graph does.
 // Numerics are checked against llama.cpp in tools/src/parity/parity-deepseek4.native.spec.ts.
 import fs from 'node:fs';
 
 import type { GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
 
 import { native } from '../../native';
+import { Metadata, readHParams } from '../hparams';
 import { EngineModel, kvCacheReport, openGgufMetadata } from '../model';
+import { BatchEngine } from '../../runtime/batch-engine';
+import { buildMtpProgram, buildProgram } from '.';
 import { programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
@@ -57,7 +62,7 @@ describe('deepseek4 program', () => {
       [4, true, false, 7, 1.5], [4, false, true, 7, 1.5], [4, false, true, 7, 1.5], [4, false, true, 7, 1.5],
     ]);
     expect(opsOf(p, 'swiglu').map((o) => o.params)).toEqual(Array(4).fill({ limit: 1.5, clamp_gate: 1 }));
-    // The MTP block (blk.4) is in the file, not in the program.
+    // The MTP block (blk.4) is in the file, not in the trunk's program (it runs as a program of its own, below).
     expect(p.ops.some((o) => Object.values(o.weights ?? {}).some((w) => w.startsWith('blk.4.')))).toBe(false);
   });
 
@@ -93,6 +98,98 @@ describe('deepseek4 program', () => {
     const tensors = new Map(f.tensors);
     tensors.delete(name);
     expect(() => programOf(f.kv, tensors)).toThrow(new RegExp(`lacks tensor '${name.replace(/\./g, '\\.')}'`));
+  });
+});
+
+describe('deepseek4 MTP block', () => {
+  let f: ReturnType<typeof testModelFile>;
+  beforeAll(() => {
+    f = testModelFile(dir, 'tiny-deepseek4');
+  }, 60_000);
+  const hpOf = (kv: Record<string, GgufValue>, tensors: typeof f.tensors) => readHParams(new Metadata(kv, 'deepseek4'), tensors);
+  const mtpOf = (kv: Record<string, GgufValue>, tensors: typeof f.tensors) => buildMtpProgram(hpOf(kv, tensors), tensors);
+
+  it('reads the 4 x 128 streams, projects each with eh_proj, runs block 4 with the window only and collapses its streams for the shared head', () => {
+    const p = mtpOf(f.kv, f.tensors);
+    const buf = (i: number) => p.buffers[i];
+    const input = opsOf(p, 'input');
+    expect(input.map((o) => buf(o.out).width)).toEqual([512]);
+    expect(opsOf(p, 'embed').map((o) => o.weights!.weight)).toEqual(['token_embd.weight']);
+    expect(opsOf(p, 'matmul').filter((o) => o.weights!.weight === 'blk.4.nextn.eh_proj.weight')).toHaveLength(4);
+    expect(opsOf(p, 'rms_norm').filter((o) => o.weights?.weight === 'blk.4.nextn.hnorm.weight')).toHaveLength(4);
+    // Every block weight is the MTP block's; the attention sees the window of 8 only; routed by sqrt-softplus + bias.
+    const blockWeights = p.ops.flatMap((o) => Object.values(o.weights ?? {})).filter((w) => w.startsWith('blk.'));
+    expect(blockWeights.every((w) => w.startsWith('blk.4.'))).toBe(true);
+    expect(opsOf(p, 'dsv4_attention').map((o) => [o.params!.window, o.params!.ratio ?? 0, o.c])).toEqual([[8, 0, undefined]]);
+    expect(opsOf(p, 'dsv4_compress')).toHaveLength(0);
+    expect(opsOf(p, 'moe').map((o) => [o.weights!.tid2eid, o.weights!.exp_probs_b])).toEqual([[undefined, 'blk.4.exp_probs_b.bias']]);
+    expect(opsOf(p, 'dsv4_hc_post')).toHaveLength(2);
+    expect(opsOf(p, 'rms_norm').filter((o) => o.weights?.weight === 'blk.4.nextn.shared_head_norm.weight')).toHaveLength(1);
+    expect(opsOf(p, 'matmul').at(-1)!.weights!.weight).toBe('output.weight');
+    // Its hidden rows are its final streams (the next chained step's input).
+    expect([buf(p.hidden!).name, buf(p.hidden!).width]).toEqual(['x', 512]);
+    // The trunk gives its streams as hidden rows with nextnHidden, else the head's normed input; the logits' ops the same.
+    const hp = hpOf(f.kv, f.tensors);
+    const plain = buildProgram(hp, f.tensors, { nCtxSeq: 4096 });
+    const nextn = buildProgram(hp, f.tensors, { nCtxSeq: 4096, nextnHidden: true });
+    expect([plain.buffers[plain.hidden!].name, nextn.buffers[nextn.hidden!].name, nextn.buffers[nextn.hidden!].width]).toEqual(['h_norm', 'x', 512]);
+    expect(nextn.ops).toEqual(plain.ops);
+  });
+
+  it('MTP rows in one pass = one at a time = split passes, bit for bit (Q4_K, f16 KV)', async () => {
+    const file = writeTestModel(dir, 'tiny-deepseek4', 'Q4_K');
+    const opts = { threads: 2, nCtx: 64, nSeqMax: 1 };
+    const target = EngineModel.load(file, { ...opts, nextnHidden: true });
+    const mtp = EngineModel.load(file, { ...opts, mtp: true });
+    try {
+      const n = 20;
+      const toks = Array.from({ length: n }, (_, i) => ((i * 37 + 5) % (target.nVocab - 10)) + 3);
+      const { hidden } = await target.evaluateWithHidden(0, toks, 'all');
+      const w = mtp.runtime.inputWidth;
+      expect(w).toBe(512);
+      const embd = new Float32Array(n * w);
+      embd.set(hidden.subarray(0, (n - 1) * w), w);
+      const pass = (from: number, to: number) =>
+        mtp.forwardBatch({ tokens: Int32Array.from(toks.slice(from, to)), pos: Int32Array.from({ length: to - from }, (_, i) => from + i), seq: new Int32Array(to - from), output: new Uint8Array(to - from).fill(1), embd: embd.slice(from * w, to * w) });
+      const all = await pass(0, n);
+      const bytes = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+      mtp.truncate(0, 0);
+      const one = new Float32Array(all.length);
+      for (let i = 0; i < n; i++) one.set(await pass(i, i + 1), i * mtp.nVocab);
+      mtp.truncate(0, 0);
+      const split = new Float32Array(all.length);
+      split.set(await pass(0, 7));
+      split.set(await pass(7, n), 7 * mtp.nVocab);
+      expect(bytes(one).equals(bytes(all))).toBe(true);
+      expect(bytes(split).equals(bytes(all))).toBe(true);
+      // The target's hidden rows are the MTP block's streams: an embedding request on it is refused.
+      const engine = new BatchEngine(target, {});
+      expect(() => engine.generate({ id: 'e', prompt: [1, 2, 3], maxTokens: 1, embed: 'mean' })).toThrow(/loaded for its MTP block, its hidden rows are the 512 floats per position that block reads, not embeddings/);
+      await engine.close();
+    } finally {
+      target.close();
+      mtp.close();
+    }
+  }, 60_000);
+
+  it.each<[string, (kv: Record<string, GgufValue>, ts: Map<string, import('@kailstream/core-native').GgufTensorInfo>) => void, RegExp]>([
+    ['a compressing MTP block', (kv) => (kv['deepseek4.attention.compress_ratios'] = [4, 128, 0, 4, 4]), /the MTP block \(block 4\) has compress ratio 4: llama\.cpp's deepseek4 MTP graph runs window attention only/],
+    ['a hash-routed MTP block', (kv) => (kv['deepseek4.hash_layer_count'] = 5), /the MTP block \(block 4\) is hash-routed \(hash_layer_count 5\)/],
+    ['two MTP blocks (blocks 3 and 4)', (kv, ts) => {
+      kv['deepseek4.nextn_predict_layers'] = 2;
+      ts.set('blk.3.nextn.eh_proj.weight', { ...ts.get('blk.4.nextn.eh_proj.weight')!, name: 'blk.3.nextn.eh_proj.weight' });
+    }, /nextn_predict_layers 2: llama\.cpp's deepseek4 MTP graph runs a single MTP block/],
+    ['an eh_proj of the wrong shape', (_kv, ts) => ts.set('blk.4.nextn.eh_proj.weight', { ...ts.get('blk.4.nextn.eh_proj.weight')!, dims: [128, 128] }), /tensor 'blk\.4\.nextn\.eh_proj\.weight' is \[128, 128\], expected \[256, 128\]/],
+    ['an hnorm of the wrong width', (_kv, ts) => ts.set('blk.4.nextn.hnorm.weight', { ...ts.get('blk.4.nextn.hnorm.weight')!, dims: [512] }), /tensor 'blk\.4\.nextn\.hnorm\.weight' is \[512\], expected \[128\]/],
+    ['no enorm', (_kv, ts) => ts.delete('blk.4.nextn.enorm.weight'), /lacks tensor 'blk\.4\.nextn\.enorm\.weight'/],
+    ["no MTP block's hc_ffn_base", (_kv, ts) => ts.delete('blk.4.hc_ffn_base.weight'), /lacks tensor 'blk\.4\.hc_ffn_base\.weight'/],
+    ['an RMS epsilon of 0 (the zero hidden state of position 0 would norm to 0/0)', (kv) => (kv['deepseek4.attention.layer_norm_rms_epsilon'] = 0), /layer_norm_rms_epsilon 0: the MTP block norms the zero hidden state of position 0, which needs an epsilon > 0/],
+    ['no eh_proj (a trunk-only file)', (_kv, ts) => ts.delete('blk.4.nextn.eh_proj.weight'), /no multi-token-prediction block/],
+  ])('refuses %s, naming it', (_what, edit, want) => {
+    const kv = { ...f.kv };
+    const tensors = new Map(f.tensors);
+    edit(kv, tensors);
+    expect(() => mtpOf(kv, tensors)).toThrow(want);
   });
 });
 

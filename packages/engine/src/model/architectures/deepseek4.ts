@@ -3,7 +3,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_LAYERS, type HParams } from '../hparams';
 import { ProgramBuilder } from '../program-builder';
-import { outputHead, tensorLookup, trunkLayers } from './deepseek2';
+import { mtpBlock, tensorLookup, trunkLayers } from './deepseek2';
 import { hcStreams } from './hy-v4';
 import { SWIGLU_LIMIT_EPS } from './llama-moe';
 
@@ -119,11 +119,38 @@ function readDeepseek4(hp: HParams): Dsv4Keys {
  * FFN: routed experts by sqrt(softplus) of the router logits (+ exp_probs_b for selection), or
  * on the first hash_layer_count blocks the token's experts from ffn_gate_tid2eid; renormalized
  * and scaled; SwiGLU clamped as ggml_swiglu_clamp (swiglu_clamp_exp, and swiglu_clamp_shexp for
- * the shared experts). The MTP blocks (nextn_predict_layers) are loaded with the file, not run.
+ * the shared experts).
+ *
+ * The program's hidden rows are the head's normed input (llama.cpp's result_norm: what embeddings
+ * read), or with `nextnHidden` the final hc x n_embd streams, flattened (llama.cpp's h_nextn: what
+ * the MTP block, buildDeepseek4Mtp, reads); the logits are the same either way.
  */
-export function buildDeepseek4(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
-  const { need } = tensorLookup(hp, tensors);
+export function buildDeepseek4(hp: HParams, tensors: Map<string, GgufTensorInfo>, opt: { nextnHidden?: boolean } = {}): ModelProgram {
+  return dsv4Program(hp, tensors, opt.nextnHidden ? 'nextn' : 'trunk');
+}
+
+/**
+ * DeepSeek-V4's MTP block (the first of nextn_predict_layers, block index n_layer) as a draft
+ * model of its own, as llama.cpp's deepseek4 graph_mtp computes it: row t takes token x_t and the
+ * target's final streams of the position before (batch.embd, hc x n_embd: the trunk's h_nextn,
+ * buildDeepseek4 with nextnHidden; zeros for position 0). Each stream becomes eh_proj
+ * [enorm(embed(x_t)); hnorm(stream)] (the normed embedding repeated over the streams), then one
+ * block with hyper-connections as the trunk's window-only blocks run it (raw attention over the
+ * block's own cache of the last sliding_window rows, with sinks; sqrt-softplus experts + the shared
+ * expert); the head collapses its streams with output_hc_* and norms them with
+ * nextn.shared_head_norm (else output_norm) before nextn.shared_head_head (else output). Its hidden
+ * rows are its own final streams (the next chained step's input). Refused as llama.cpp's graph
+ * asserts: more than one MTP block, a compressing or hash-routed MTP block; and (where llama.cpp
+ * gives NaNs from the first row on) an RMS epsilon of 0.
+ */
+export function buildDeepseek4Mtp(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
+  return dsv4Program(hp, tensors, 'mtp');
+}
+
+function dsv4Program(hp: HParams, tensors: Map<string, GgufTensorInfo>, mode: 'trunk' | 'nextn' | 'mtp'): ModelProgram {
+  const { need, maybe } = tensorLookup(hp, tensors);
   const k = readDeepseek4(hp);
+  const blocks = mode === 'mtp' ? [dsv4MtpBlock(hp, tensors, k)] : Array.from({ length: k.nTrunk }, (_, il) => il);
   const { head: D, rope: R, hc: hcs, idx } = k;
   const d = hp.nEmbd;
   const hc = hcs.n;
@@ -144,7 +171,8 @@ export function buildDeepseek4(hp: HParams, tensors: Map<string, GgufTensorInfo>
   const ropePlain = { neox: false, freq_base: hp.ropeFreqBase, freq_scale: 1, ext_factor: 0, attn_factor: 1, beta_fast: 0, beta_slow: 0, n_ctx_orig: 0 };
 
   const p = new ProgramBuilder();
-  const { x, h, gates, reduce } = hcStreams(p, hp, need, hc, hcs.eps);
+  const mtpIl = mode === 'mtp' ? blocks[0] : -1;
+  const { x, e, h, tmp, gates, reduce } = hcStreams(p, hp, need, hc, hcs.eps, mode === 'mtp' ? { embd: maybe(t(mtpIl, 'nextn.embed_tokens.weight')), streams: false } : {});
   const mix = p.buf(`hc_mix${nMix}`, nMix);
   const mixHead = p.buf(`hc_mix${hc}`, hc);
 
@@ -162,19 +190,38 @@ export function buildDeepseek4(hp: HParams, tensors: Map<string, GgufTensorInfo>
   };
   shaped('output_hc_base.weight', [hc]);
   shaped('output_hc_scale.weight', [1]);
-  for (let il = 0; il < k.nTrunk; il++)
+  for (const il of blocks)
     for (const s of ['attn', 'ffn']) {
       shaped(t(il, `hc_${s}_base.weight`), [nMix]);
       shaped(t(il, `hc_${s}_scale.weight`), [3]);
     }
   const nVocab = tensors.get(need('token_embd.weight'))!.dims[1];
-  for (let il = 0; il < Math.min(k.hashLayers, k.nTrunk); il++) shaped(t(il, 'ffn_gate_tid2eid.weight'), [hp.nExpertUsed, nVocab]);
+  for (const il of blocks) if (il < k.hashLayers) shaped(t(il, 'ffn_gate_tid2eid.weight'), [hp.nExpertUsed, nVocab]);
+  if (mode === 'mtp') {
+    // The MTP input: each stream eh_proj [enorm(embed(x_t)); hnorm(the target's stream)].
+    const il = mtpIl;
+    for (const n of ['nextn.enorm.weight', 'nextn.hnorm.weight']) shaped(t(il, n), [d]);
+    shaped(t(il, 'nextn.eh_proj.weight'), [2 * d, d]);
+    const hin = p.buf(`mtp_h_in${W}`, W);
+    const hs = p.buf('mtp_h_stream', d);
+    const cat = p.buf('mtp_concat', 2 * d);
+    p.op('input', hin);
+    p.op('rms_norm', e, { a: e, weights: { weight: need(t(il, 'nextn.enorm.weight')) }, params: { eps: hp.rmsEps } });
+    p.op('copy', cat, { a: e, params: { n: d } });
+    for (let i = 0; i < hc; i++) {
+      p.op('copy', hs, { a: hin, params: { n: d, a_off: i * d } });
+      p.op('rms_norm', hs, { a: hs, weights: { weight: need(t(il, 'nextn.hnorm.weight')) }, params: { eps: hp.rmsEps } });
+      p.op('copy', cat, { a: hs, params: { n: d, out_off: d } });
+      p.op('matmul', tmp, { a: cat, weights: { weight: need(t(il, 'nextn.eh_proj.weight')) } });
+      p.op('copy', x, { a: tmp, params: { n: d, out_off: i * d } });
+    }
+  }
   const hcPost = (y: number, scale: string, base: string) =>
     p.op('dsv4_hc_post', x, { a: y, b: x, c: mix, weights: { scale: need(scale), base: need(base) }, params: { n: hc, eps: hcs.eps, iters: hcs.iters } });
 
   const H0 = hp.nHead[0];
   if (H0 % k.oGroups !== 0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ${H0} heads do not split into ${k.oGroups} output groups`);
-  const qLoraW = tensors.get(need(t(0, 'attn_q_a.weight')))!.dims[1];
+  const qLoraW = tensors.get(need(t(blocks[0], 'attn_q_a.weight')))!.dims[1];
   const qr = p.buf(`q_a${qLoraW}`, qLoraW);
   const q = p.buf(`q${H0}x${D}`, H0 * D);
   const kv = p.buf(`kv${D}`, D);
@@ -183,7 +230,7 @@ export function buildDeepseek4(hp: HParams, tensors: Map<string, GgufTensorInfo>
   const attnOut = p.buf('attn_out', d);
   const ffnOut = p.buf('ffn_out', d);
   const comp = p.buf(`comp${D}`, D);
-  for (let il = 0; il < k.nTrunk; il++) {
+  for (const il of blocks) {
     if (hp.nHead[il] !== H0) throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: block ${il} has ${hp.nHead[il]} heads, block 0 ${H0}: the loader reads one head count`);
     const ratio = k.ratios[il];
     const ropeL = ratio !== 0 ? ropeComp : ropePlain;
@@ -255,9 +302,35 @@ export function buildDeepseek4(hp: HParams, tensors: Map<string, GgufTensorInfo>
     hcPost(ffnOut, t(il, 'hc_ffn_scale.weight'), t(il, 'hc_ffn_base.weight'));
   }
 
-  // The head: the streams collapsed by output_hc_fn / scale / base (pre coefficients only).
+  // The head: the streams collapsed by output_hc_fn / scale / base (pre coefficients only), the
+  // output norm (the MTP block's shared_head_norm) and head (its shared_head_head), untied.
   hcPre('output_hc_fn.weight', 'output_hc_scale.weight', 'output_hc_base.weight', mixHead);
-  return outputHead(p, hp, tensors, h, 'output_norm.weight', { untied: true });
+  const hid = p.buf('h_norm', d);
+  const normW = (mode === 'mtp' ? maybe(t(mtpIl, 'nextn.shared_head_norm.weight')) : undefined) ?? need('output_norm.weight');
+  p.op('rms_norm', hid, { a: h, weights: { weight: normW }, params: { eps: hp.rmsEps } });
+  p.hidden(mode === 'trunk' ? hid : x);
+  const ho = p.buf('h_out', d, true);
+  p.op('gather_out', ho, { a: hid });
+  const head = (mode === 'mtp' ? maybe(t(mtpIl, 'nextn.shared_head_head.weight')) : undefined) ?? need('output.weight');
+  const logits = p.buf('logits', tensors.get(head)!.dims[1], true);
+  p.op('matmul', logits, { a: ho, weights: { weight: head } });
+  return p.build(logits);
+}
+
+/** The MTP block's index, refused as llama.cpp's deepseek4 graph_mtp refuses it (its GGML_ASSERTs abort). */
+function dsv4MtpBlock(hp: HParams, tensors: Map<string, GgufTensorInfo>, k: Dsv4Keys): number {
+  const il = mtpBlock(hp, tensors);
+  if (il < 0) throw new EngineError('KAIL_E_INVALID_ARG', `${hp.arch}: the file carries no multi-token-prediction block (nextn_predict_layers and blk.N.nextn.* tensors)`);
+  const n = hp.meta.int('nextn_predict_layers', 0, 0, MAX_LAYERS);
+  const bad = (msg: string): never => {
+    throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: ${msg}`);
+  };
+  if (n !== 1) bad(`nextn_predict_layers ${n}: llama.cpp's deepseek4 MTP graph runs a single MTP block`);
+  if (k.ratios[il] !== 0) bad(`the MTP block (block ${il}) has compress ratio ${k.ratios[il]}: llama.cpp's deepseek4 MTP graph runs window attention only (ratio 0)`);
+  // (A zero epsilon would norm the first row's zero hidden state to 0/0, and every later row attends to it.)
+  if (!(hp.rmsEps > 0)) bad(`layer_norm_rms_epsilon ${hp.rmsEps}: the MTP block norms the zero hidden state of position 0, which needs an epsilon > 0`);
+  if (il < k.hashLayers) bad(`the MTP block (block ${il}) is hash-routed (hash_layer_count ${k.hashLayers}): llama.cpp's deepseek4 MTP graph does not run hash-routed MTP blocks`);
+  return il;
 }
 
 /**

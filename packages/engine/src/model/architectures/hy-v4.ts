@@ -66,11 +66,12 @@ function readHyV4(hp: HParams, nCtxSeq: number | undefined): { dims: MlaDims; hc
 
 /**
  * The hyper-connection streams of hy_v4 and deepseek4: buffers x (hc streams of n_embd), embd, h,
- * hc_tmp, hc_flat, hc_pre; the token embedding copied into every stream. gates(fn, scale, base,
+ * hc_tmp, hc_flat, hc_pre; the token embedding (o.embd: another table's) copied into every stream
+ * (o.streams false: left for the caller, deepseek4's MTP block). gates(fn, scale, base,
  * mix): mix = fn(rms_norm(x)), the pre coefficients hc_pre from mix with scale / base (`hc_gates`);
  * reduce(): h = sum_i pre_i * stream_i (ggml_mul, then ggml_add in stream order).
  */
-export function hcStreams(p: ProgramBuilder, hp: HParams, need: (name: string) => string, hc: number, eps: number) {
+export function hcStreams(p: ProgramBuilder, hp: HParams, need: (name: string) => string, hc: number, eps: number, o: { embd?: string; streams?: boolean } = {}) {
   const d = hp.nEmbd;
   const W = hc * d;
   const x = p.buf('x', W);
@@ -79,8 +80,8 @@ export function hcStreams(p: ProgramBuilder, hp: HParams, need: (name: string) =
   const tmp = p.buf('hc_tmp', d);
   const flat = p.buf('hc_flat', W);
   const gPre = p.buf('hc_pre', W);
-  p.op('embed', e, { weights: { weight: need('token_embd.weight') } });
-  for (let i = 0; i < hc; i++) p.op('copy', x, { a: e, params: { n: d, out_off: i * d } });
+  p.op('embed', e, { weights: { weight: o.embd ?? need('token_embd.weight') } });
+  if (o.streams !== false) for (let i = 0; i < hc; i++) p.op('copy', x, { a: e, params: { n: d, out_off: i * d } });
   const gates = (fn: string, scale: string, base: string, mix: number) => {
     p.op('rms_norm', flat, { a: x, params: { eps: hp.rmsEps } });
     p.op('matmul', mix, { a: flat, weights: { weight: need(fn) } });
@@ -93,7 +94,7 @@ export function hcStreams(p: ProgramBuilder, hp: HParams, need: (name: string) =
       p.op('add', h, { a: h, b: tmp });
     }
   };
-  return { x, h, tmp, gates, reduce };
+  return { x, e, h, tmp, gates, reduce };
 }
 
 /**

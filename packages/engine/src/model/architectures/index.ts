@@ -5,23 +5,26 @@ import type { HParams } from '../hparams';
 import { buildAfmoe } from './afmoe';
 import { buildMuseGlimmer } from './muse-glimmer';
 import { buildBert } from './bert';
+import { buildT5Encoder } from './t5';
 import { buildCohere } from './cohere';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildDots3note } from './dots3note';
 import { buildGemma } from './gemma';
 import { buildGemma3n } from './gemma3n';
+import { buildHrmText } from './hrm-text';
 import { buildGemma4 } from './gemma4';
 import { buildArctic } from './arctic';
 import { buildDbrx } from './dbrx';
 import { buildDeci } from './deci';
 import { buildGrok } from './grok';
 import { buildHyV4 } from './hy-v4';
-import { buildDeepseek4 } from './deepseek4';
+import { buildDeepseek4, buildDeepseek4Mtp } from './deepseek4';
 import { buildLaguna } from './laguna';
 import { buildStep35 } from './step35';
 import { buildGlm4Moe } from './glm4moe';
 import { buildGptOss } from './gpt-oss';
 import { buildGranite } from './granite';
+import { buildGraniteSwitch } from './granite-switch';
 import { buildLlamaFamily, DENSE_ARCHITECTURES } from './llama-family';
 import { buildLfm2 } from './lfm2';
 import { buildKimiK3 } from './kimi-k3';
@@ -44,6 +47,8 @@ import { buildEagle3 } from './eagle3';
 /** What a program depends on besides the file: the context of one sequence (LongRoPE picks its factors by it). */
 export interface BuildOptions {
   nCtxSeq: number;
+  /** Hidden rows as the file's MTP block reads them (LoadModelOptions.nextnHidden; deepseek4's streams). */
+  nextnHidden?: boolean;
 }
 
 type Builder = (hp: HParams, tensors: Map<string, GgufTensorInfo>, o: BuildOptions) => ModelProgram;
@@ -79,7 +84,7 @@ const ARCHITECTURES: Record<string, Builder> = {
   // DeepSeek-V4: hyper-connections with Sinkhorn mixing, one shared key/value row per token over a
   // sliding window plus compressed rows (CSA: top-k by a lightning indexer; HCA), grouped output
   // LoRA, sqrt-softplus and hash-routed experts.
-  deepseek4: (hp, ts) => buildDeepseek4(hp, ts),
+  deepseek4: (hp, ts, o) => buildDeepseek4(hp, ts, { nextnHidden: o.nextnHidden }),
   // Dense decoders with deepseek2's MLA and latent cache: MiniCPM3 (q LoRA, LongRoPE tables,
   // embedding / residual / head scales) and PLM (plain attn_q, squared-ReLU FFN, tied head).
   minicpm3: (hp, ts, o) => buildMlaDense(hp, ts, o.nCtxSeq),
@@ -100,6 +105,8 @@ const ARCHITECTURES: Record<string, Builder> = {
   granitemoe: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   // Granite with sliding-window blocks (Granite 4.1 SWA, dense or MoE): a sink per head, NoPE blocks by rope_pattern.
   granite_swa: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
+  // Granite Switch: per-token switched LoRA adapters picked by a one-head router over activation tokens.
+  graniteswitch: (hp, ts) => buildGraniteSwitch(hp, ts),
   phi3: (hp, ts, o) => buildPhi3(hp, ts, o.nCtxSeq),
   phimoe: (hp, ts, o) => buildPhi3(hp, ts, o.nCtxSeq),
   // Qwen3.5 / 3.6: gated delta net blocks (a recurrent state per sequence) and gated full attention.
@@ -153,6 +160,9 @@ const ARCHITECTURES: Record<string, Builder> = {
   // Google Gemma 3n (E2B/E4B): AltUp streams, LAuReL, per-layer embeddings, gaussian top-k
   // activation sparsity, sliding windows and shared KV blocks.
   gemma3n: (hp, ts) => buildGemma3n(hp, ts),
+  // HRM-Text (DFM Mimir): a low and a high stack of gated-attention blocks run in nested cycles,
+  // every stack pass over KV cache slots of its own (block_count counts the slots).
+  hrm_text: (hp, ts) => buildHrmText(hp, ts),
   // Google Gemma, Gemma 2 and Gemma 3 (dense): GeGLU, post norms from 2, sliding windows and
   // soft-capping from 2, q/k norms from 3.
   gemma: (hp, ts) => buildGemma(hp, ts, 1),
@@ -200,6 +210,11 @@ const ARCHITECTURES: Record<string, Builder> = {
   // Jina Embeddings v2 (jina-bert-v2): BERT's post-norm block with ALiBi (max bias 8, no positions),
   // optional q/k LayerNorms and attn_norm_2, a GELU-gated or GEGLU FFN.
   'jina-bert-v2': (hp, ts) => buildBert(hp, ts, { positions: 'alibi', ffn: 'jina' }),
+  // Jina Embeddings v3 (jina-bert-v3: XLM-RoBERTa with rotary positions): BERT's post-norm block,
+  // NeoX RoPE, one attn_qkv with its bias, GELU FFN with biases (llama.cpp's bert.cpp branches).
+  'jina-bert-v3': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'gelu' }),
+  // T5's encoder (t5encoder): RMS norms, unscaled attention with a relative position bias.
+  t5encoder: (hp, ts) => buildT5Encoder(hp, ts),
   // EmbeddingGemma (gemma-embedding): Gemma 3's block as a non-causal encoder, symmetric windows.
   'gemma-embedding': (hp, ts) => buildGemma(hp, ts, 3, true),
   // Llama's graph as an embedding model (llama-embed: llama-embed-nemotron): no head, the
@@ -215,7 +230,7 @@ const ARCHITECTURES: Record<string, Builder> = {
  * Encoder-only embedding models (non-causal attention, no output head): they give embeddings and
  * generate no text, and a sequence is computed in one forward pass.
  */
-const ENCODERS = new Set(['bert', 'nomic-bert', 'nomic-bert-moe', 'jina-bert-v2', 'eurobert', 'neo-bert', 'llama-embed', 'gemma-embedding', 'modern-bert']);
+const ENCODERS = new Set(['bert', 'nomic-bert', 'nomic-bert-moe', 'jina-bert-v2', 'jina-bert-v3', 't5encoder', 'eurobert', 'neo-bert', 'llama-embed', 'gemma-embedding', 'modern-bert']);
 
 export function isEncoderArchitecture(arch: string): boolean {
   return ENCODERS.has(arch);
@@ -248,12 +263,13 @@ export function buildProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>, 
 
 /**
  * The program of a file's multi-token-prediction block, run as a draft model of its own (see
- * buildDeepseek2Mtp, buildQwen35Mtp, buildNemotronHMtp): deepseek2, qwen35moe, qwen35, qwen3next and nemotron_h_moe; other architectures, and
+ * buildDeepseek2Mtp, buildQwen35Mtp, buildNemotronHMtp, buildDeepseek4Mtp): deepseek2, qwen35moe, qwen35, qwen3next, nemotron_h_moe and deepseek4; other architectures, and
  * files without the block, are refused.
  */
 export function buildMtpProgram(hp: HParams, tensors: Map<string, GgufTensorInfo>): ModelProgram {
   if (hp.arch === 'qwen35moe' || hp.arch === 'qwen35' || hp.arch === 'qwen3next') return buildQwen35Mtp(hp, tensors);
   if (hp.arch === 'nemotron_h_moe') return buildNemotronHMtp(hp, tensors);
-  if (hp.arch !== 'deepseek2') throw new EngineError('KAIL_E_UNSUPPORTED', `multi-token-prediction drafting is implemented for deepseek2, qwen35moe, qwen35, qwen3next and nemotron_h_moe files; this one is '${hp.arch}'`);
+  if (hp.arch === 'deepseek4') return buildDeepseek4Mtp(hp, tensors);
+  if (hp.arch !== 'deepseek2') throw new EngineError('KAIL_E_UNSUPPORTED', `multi-token-prediction drafting is implemented for deepseek2, qwen35moe, qwen35, qwen3next, nemotron_h_moe and deepseek4 files; this one is '${hp.arch}'`);
   return buildDeepseek2Mtp(hp, tensors);
 }

@@ -1,0 +1,125 @@
+// jina-bert-v3 (BERT's post-norm block with NeoX RoPE, one attn_qkv, GELU FFNs) and T5's encoder
+// (t5encoder: RMS norms, unscaled attention with the relative position bias shared from block 0 or
+// per block, gated GELU or ReLU FFNs): their programs, the files they refuse, and as encoders
+// (non-causal, whole sequences, several per pass). Parity with llama.cpp is
+// tools/src/parity/parity-t5encoder.native.spec.ts; the bias itself core-native's test-rel-bias.
+import fs from 'node:fs';
+
+import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
+
+import { BatchEngine, type GenerationRequest } from '../../runtime/batch-engine';
+import { EngineModel } from '../model';
+import { patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+
+const dir = tempDir();
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
+type File = ReturnType<typeof testModelFile>;
+const files: Record<string, File> = {};
+const PRESETS = ['tiny-jina-bert-v3', 'tiny-t5encoder', 'tiny-t5encoder-relu'];
+beforeAll(() => {
+  for (const p of PRESETS) files[p] = testModelFile(dir, p);
+}, 300_000);
+const prog = (p: string) => programOf(files[p].kv, files[p].tensors);
+const att = (p: ModelProgram) => opsOf(p, 'attention');
+
+describe('jina-bert-v3 and t5encoder programs', () => {
+  it('jina-bert-v3: NeoX RoPE at the file base on q and k, non-causal, no ALiBi, token types, GELU FFN, no head', () => {
+    const p = prog('tiny-jina-bert-v3');
+    expect(att(p).map((o) => [o.params!.causal, o.params!.alibi, o.params!.scale])).toEqual([[false, undefined, 1 / Math.sqrt(64)], [false, undefined, 1 / Math.sqrt(64)]]);
+    expect(opsOf(p, 'rope').map((o) => [o.params!.neox, o.params!.freq_base])).toEqual(Array(4).fill([true, 20000]));
+    expect(opsOf(p, 'embed').map((o) => o.params?.index ?? 0)).toEqual([0, 2]);
+    expect([opsOf(p, 'gelu').length, opsOf(p, 'swiglu').length]).toEqual([2, 0]);
+    expect(opsOf(p, 'matmul').filter((o) => o.weights!.weight.endsWith('attn_qkv.weight')).map((o) => o.weights!.bias)).toEqual(['blk.0.attn_qkv.bias', 'blk.1.attn_qkv.bias']);
+    expect(p.ops.at(-1)!.op).toBe('gather_out');
+  });
+
+  it("t5encoder: scale 1, both ways, block 0's bias table in every block (or each block's own), d_kv heads, gated GELU or ReLU, enc.output_norm, no head", () => {
+    const p = prog('tiny-t5encoder');
+    expect(att(p).map((o) => [o.params!.scale, o.params!.causal, o.params!.rel_bidir, o.params!.head_dim, o.weights!.rel_b])).toEqual(Array(3).fill([1, false, true, 48, 'enc.blk.0.attn_rel_b.weight']));
+    expect([opsOf(p, 'rope').length, opsOf(p, 'gelu').length, opsOf(p, 'mul').length, opsOf(p, 'clamp').length]).toEqual([0, 3, 3, 0]);
+    expect(opsOf(p, 'rms_norm').at(-1)!.weights!.weight).toBe('enc.output_norm.weight');
+    expect(opsOf(p, 'matmul').some((o) => o.weights!.weight === 'token_embd.weight')).toBe(false);
+    expect(opsOf(p, 'cvec').map((o) => o.params!.layer)).toEqual([0, 1, 2]);
+    const r = prog('tiny-t5encoder-relu');
+    expect(att(r).map((o) => o.weights!.rel_b)).toEqual([0, 1, 2].map((i) => `enc.blk.${i}.attn_rel_b.weight`));
+    expect([opsOf(r, 'gelu').length, opsOf(r, 'clamp').map((o) => o.params!.min)]).toEqual([0, [0, 0, 0]]);
+  });
+
+  const edited = (p: string, edit: (t: Map<string, GgufTensorInfo>) => void, kvEdit: (kv: Record<string, unknown>) => void = () => {}) => {
+    const t = new Map(files[p].tensors);
+    edit(t);
+    const kv = { ...files[p].kv };
+    kvEdit(kv);
+    return () => programOf(kv as File['kv'], t);
+  };
+  it.each<[string, string, (t: Map<string, GgufTensorInfo>) => void, ((kv: Record<string, unknown>) => void) | undefined, RegExp]>([
+    ['a jina-bert-v3 file without attn_qkv (or q/k/v)', 'tiny-jina-bert-v3', (t) => t.delete('blk.1.attn_qkv.weight'), undefined, /blk\.1\.attn_q\.weight/],
+    ['a jina-bert-v3 file without layer_output_norm.bias', 'tiny-jina-bert-v3', (t) => t.delete('blk.0.layer_output_norm.bias'), undefined, /blk\.0\.layer_output_norm\.bias/],
+    ['a t5encoder file without block 0\'s relative bias', 'tiny-t5encoder', (t) => t.delete('enc.blk.0.attn_rel_b.weight'), undefined, /layer 0: no relative position bias \(enc\.blk\.0\.attn_rel_b\.weight, nor block 0's to share\)/],
+    ['a t5encoder bias table of the wrong bucket count', 'tiny-t5encoder', () => {}, (kv) => (kv['t5encoder.attention.relative_buckets_count'] = 16), /'enc\.blk\.0\.attn_rel_b\.weight' \[4, 32\] is not \[4 heads, 16 buckets\]/],
+    ['a t5encoder file without relative_buckets_count', 'tiny-t5encoder', () => {}, (kv) => delete kv['t5encoder.attention.relative_buckets_count'], /relative_buckets_count/],
+    ['a t5encoder file without layer_norm_rms_epsilon', 'tiny-t5encoder', () => {}, (kv) => delete kv['t5encoder.attention.layer_norm_rms_epsilon'], /attention\.layer_norm_rms_epsilon/],
+    ['a t5encoder file with grouped kv heads', 'tiny-t5encoder', () => {}, (kv) => (kv['t5encoder.attention.head_count_kv'] = 2), /head_count 4 differs from head_count_kv 2/],
+    ['a t5encoder file without enc.output_norm', 'tiny-t5encoder', (t) => t.delete('enc.output_norm.weight'), undefined, /'enc\.output_norm\.weight'/],
+    ['a t5encoder file without ffn_up', 'tiny-t5encoder-relu', (t) => t.delete('enc.blk.2.ffn_up.weight'), undefined, /enc\.blk\.2\.ffn_up\.weight/],
+  ])('refuses %s, naming it', (_what, p, edit, kvEdit, want) => {
+    expect(edited(p, edit, kvEdit)).toThrow(want);
+  });
+
+  it("jina-bert-v3 takes a task adapter's token_types pair (a projection's layout, left unused as llama.cpp does) and refuses one of another width", () => {
+    const file = writeTestModel(dir, 'tiny-jina-bert-v3');
+    const good = writeTestModel(dir, 'tiny-jina-bert-v3', 'F32', 1, ['--lora-rank', '4', '--lora-targets', 'attn_qkv,token_types.weight']);
+    EngineModel.load(file, { threads: 1, nCtx: 32, lora: [{ path: good }] }).close();
+    const other = writeTestModel(dir, 'tiny-jina-bert-v3', 'F32', 1, ['--dim', '128', '--lora-rank', '4', '--lora-targets', 'token_types.weight']);
+    expect(() => EngineModel.load(file, { threads: 1, nCtx: 32, lora: [{ path: other }] })).toThrow(
+      expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/tensor 'token_types\.weight': lora_a \[128, 4\] \/ lora_b \[4, 2\] do not fit \[256, 2\]/) }),
+    );
+  });
+
+  it('EngineModel.load of a t5encoder file whose only bias table is renamed away fails with KAIL_E_BAD_MODEL; the file itself loads', () => {
+    const file = writeTestModel(dir, 'tiny-t5encoder');
+    const bad = patchedCopy(file, `${dir}/t5-renamed.gguf`, 'enc.blk.0.attn_rel_b.weight', 'enc.blk.0.attn_rel_X.weight');
+    expect(() => EngineModel.load(bad, { threads: 1, nCtx: 32 })).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/no relative position bias/) }));
+    EngineModel.load(file, { threads: 1, nCtx: 32 }).close();
+  });
+});
+
+async function embed(engine: BatchEngine, req: Omit<GenerationRequest, 'maxTokens'>): Promise<Float32Array> {
+  let out: Float32Array | undefined;
+  for await (const c of engine.generate({ maxTokens: 0, ...req })) if (c.embedding) out = c.embedding;
+  if (!out) throw new Error('no embedding');
+  return out;
+}
+
+// As encoders: the first row sees a later token, and sequences in one pass embed exactly as alone
+// (each sequence's relative positions its own).
+describe.each(['tiny-jina-bert-v3', 'tiny-t5encoder'])('%s as an encoder', (preset) => {
+  let model: EngineModel;
+  let engine: BatchEngine;
+  beforeAll(() => {
+    model = EngineModel.load(writeTestModel(dir, preset, 'F32'), { nSeqMax: 3, threads: 2, nCtx: 128 });
+    engine = new BatchEngine(model);
+  }, 60_000);
+  afterAll(async () => {
+    await engine.close();
+    model.close();
+  });
+
+  it('the first row sees a later token; sequences in one pass embed as alone', async () => {
+    expect(model.encoder).toBe(true);
+    const texts = ['experts stream from storage', 'the router picks the top experts for each token, and the cache keeps the hot ones', 'a'];
+    const a = model.tokenizer.tokenize(texts[0], { addSpecial: true });
+    const b = [...a];
+    b[b.length - 1] = (b[b.length - 1] + 7) % model.nVocab;
+    const diff = (x: Float32Array, y: Float32Array) => x.reduce((m, v, i) => Math.max(m, Math.abs(v - y[i])), 0);
+    const d = diff(await embed(engine, { id: 'c-a', prompt: a, embed: 'cls' }), await embed(engine, { id: 'c-b', prompt: b, embed: 'cls' }));
+    expect(d).toBeGreaterThan(1e-4);
+    const reqs = texts.map((t, i) => ({ id: `e${i}`, prompt: model.tokenizer.tokenize(t, { addSpecial: true }), embed: 'mean' as const }));
+    const alone: Float32Array[] = [];
+    for (const r of reqs) alone.push(await embed(engine, r));
+    const together = await Promise.all(reqs.map((r) => embed(engine, { ...r, id: `${r.id}-b` })));
+    together.forEach((v, i) => expect(diff(v, alone[i])).toBeLessThan(1e-5));
+  });
+});
