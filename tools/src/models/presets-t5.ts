@@ -8,7 +8,7 @@
 //   llama_encode attends both ways), where T5's encoder and kail attend both ways.
 // - tiny-t5encoder-relu (T5's block): ReLU FFN, 8 buckets (max_exact 2 per direction: most
 //   distances in the logarithmic buckets), a table in every block.
-import type { JinaBertV3Config } from './architectures/jina-bert-v3';
+import type { JinaBertV3Config } from './architectures/jina-bert';
 import type { T5Config } from './architectures/t5';
 import type { Preset } from './presets';
 

@@ -4,14 +4,8 @@
 // BERT family: kail's embedding is what the engine service returns for /v1/embeddings before
 // normalization (LocalModelHost, EMBED_MODEL: the file's pooling type, mean / CLS / last), the
 // prompt tokenized with the file's byte-level vocabulary (BOS first).
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-
-import { writeModel } from '../models/build';
 import type { FileTypeName } from '../models/quant-plan';
-import { getPreset } from '../models/presets';
-import { embeddingParity } from './encoder-parity.suite';
+import { encoderParityCases } from './encoder-parity.suite';
 
 // (Quantized: one text's 8-bit activation rounding flipping moves it by up to ~2e-5, CLS pooling's one row most; the other texts stay at 1e-14.)
 const BOUND: Partial<Record<FileTypeName, number>> = { F32: 1e-11, Q8_0: 1e-4, Q4_K: 1e-4 };
@@ -42,19 +36,5 @@ const CASES = Object.entries(TYPES).flatMap(([preset, types]) =>
 );
 
 describe("Llama-block encoder embeddings against llama.cpp's embedding context", () => {
-  let dir: string;
-  const lines: string[] = [];
-  afterAll(() => {
-    if (lines.length) console.log(lines.join('\n'));
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
-  });
-
-  it.each(CASES)('%s %s: each text embeds as llama.cpp embeds its tokens (NMSE ≤ %s)', async (preset, type, bound) => {
-    dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-enc2-'));
-    const file = path.join(dir, `${preset}-${type}.gguf`);
-    writeModel({ config: getPreset(preset).config, fileType: type, seed: 5, out: file });
-    const { errs } = await embeddingParity(file);
-    lines.push(`${preset.padEnd(24)} ${type.padEnd(5)} NMSE ${errs.map((e) => e.toExponential(2)).join(' ')} (bound ${bound})`);
-    for (const e of errs) expect(e).toBeLessThan(bound);
-  }, 180_000);
+  encoderParityCases({ name: 'enc2', cases: CASES });
 });

@@ -8,15 +8,13 @@
 // (a KV-cache context keeps causal_attn's default true; only llama_encode attends both ways), which
 // T5's encoder never does: kail attends both ways either way, checked here by the keyless file's
 // embeddings equalling the keyed one's (which equal llama.cpp's), with llama.cpp's causal distance printed.
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 
 import { writeModel } from '../models/build';
 import { writeLoraAdapter } from '../models/lora';
 import type { FileTypeName } from '../models/quant-plan';
 import { getPreset } from '../models/presets';
-import { embeddingParity } from './encoder-parity.suite';
+import { embeddingParity, encoderParityCases } from './encoder-parity.suite';
 import { nmse } from './metrics';
 
 // Quantized: 8-bit activation rounding moves a text by up to ~1e-4 (as parity-encoders2 measures).
@@ -34,28 +32,13 @@ const CASES = Object.entries(TYPES).flatMap(([preset, types]) =>
 );
 
 describe("jina-bert-v3 and t5encoder embeddings against llama.cpp's embedding context", () => {
-  let dir: string;
-  const lines: string[] = [];
-  afterAll(() => {
-    if (lines.length) console.log(lines.join('\n'));
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
-  });
-
-  it.each(CASES)('%s %s: each text embeds as llama.cpp embeds its tokens (NMSE ≤ %s)', async (preset, type, bound) => {
-    dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-t5-'));
-    const file = path.join(dir, `${preset}-${type}.gguf`);
-    writeModel({ config: getPreset(preset).config, fileType: type, seed: 5, out: file });
-    const { errs } = await embeddingParity(file);
-    lines.push(`${preset.padEnd(22)} ${type.padEnd(5)} NMSE ${errs.map((e) => e.toExponential(2)).join(' ')} (bound ${bound})`);
-    for (const e of errs) expect(e).toBeLessThan(bound);
-  }, 180_000);
+  const { dir, lines } = encoderParityCases({ name: 't5', cases: CASES });
 
   it("jina-bert-v3 with a task LoRA (qkv, output, FFN and token embedding pairs) as llama.cpp applies it", async () => {
-    dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-t5-'));
     const { config } = getPreset('tiny-jina-bert-v3');
-    const file = path.join(dir, 'jina-v3-lora-base.gguf');
+    const file = path.join(dir(), 'jina-v3-lora-base.gguf');
     writeModel({ config, fileType: 'F32', seed: 5, out: file });
-    const lora = writeLoraAdapter({ config, out: path.join(dir, 'jina-v3-retrieval.lora.gguf'), targets: ['attn_qkv', 'attn_output', 'ffn_up', 'ffn_down', 'token_embd.weight'], bStd: 0.1 });
+    const lora = writeLoraAdapter({ config, out: path.join(dir(), 'jina-v3-retrieval.lora.gguf'), targets: ['attn_qkv', 'attn_output', 'ffn_up', 'ffn_down', 'token_embd.weight'], bStd: 0.1 });
     expect(lora.tensors).toHaveLength(9);
     const base = await embeddingParity(file);
     const adapted = await embeddingParity(file, { lora: [lora.path] });
@@ -69,12 +52,11 @@ describe("jina-bert-v3 and t5encoder embeddings against llama.cpp's embedding co
   // projection's layout, A [n_embd, rank], B [rank, n_types]); llama.cpp checks it and its graph
   // adds token_types' row 0 without LoRA, and kail does the same (Hugging Face's model applies it).
   it('jina-bert-v3 with a LoRA pair on token_types: loaded and left unused, as llama.cpp does', async () => {
-    dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-t5-'));
     const { config } = getPreset('tiny-jina-bert-v3');
-    const file = path.join(dir, 'jina-v3-types-base.gguf');
+    const file = path.join(dir(), 'jina-v3-types-base.gguf');
     writeModel({ config, fileType: 'F32', seed: 5, out: file });
-    const withTypes = writeLoraAdapter({ config, out: path.join(dir, 'types.lora.gguf'), targets: ['attn_qkv', 'token_types.weight'], bStd: 0.1 });
-    const without = writeLoraAdapter({ config, out: path.join(dir, 'no-types.lora.gguf'), targets: ['attn_qkv'], bStd: 0.1 });
+    const withTypes = writeLoraAdapter({ config, out: path.join(dir(), 'types.lora.gguf'), targets: ['attn_qkv', 'token_types.weight'], bStd: 0.1 });
+    const without = writeLoraAdapter({ config, out: path.join(dir(), 'no-types.lora.gguf'), targets: ['attn_qkv'], bStd: 0.1 });
     expect(withTypes.tensors).toContain('token_types.weight');
     const a = await embeddingParity(file, { lora: [withTypes.path] });
     const b = await embeddingParity(file, { lora: [without.path] });
@@ -84,10 +66,9 @@ describe("jina-bert-v3 and t5encoder embeddings against llama.cpp's embedding co
   }, 180_000);
 
   it('t5encoder without attention.causal: attends both ways (as with it), where llama_decode attends causally', async () => {
-    dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-t5-'));
     const { config } = getPreset('tiny-t5encoder-relu');
-    const keyed = path.join(dir, 'keyed.gguf');
-    const keyless = path.join(dir, 'keyless.gguf');
+    const keyed = path.join(dir(), 'keyed.gguf');
+    const keyless = path.join(dir(), 'keyless.gguf');
     writeModel({ config, fileType: 'F32', seed: 5, out: keyed });
     writeModel({ config: { ...config, causal: undefined }, fileType: 'F32', seed: 5, out: keyless });
     const a = await embeddingParity(keyed);
