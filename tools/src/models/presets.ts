@@ -314,6 +314,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   'jina-bert-v2': 'tiny-jina-bert-v2',
   'jina-bert-v3': 'tiny-jina-bert-v3',
   t5encoder: 'tiny-t5encoder',
+  t5: 'tiny-t5',
   'gemma-embedding': 'tiny-gemma-embedding',
   'modern-bert': 'tiny-modern-bert',
   llada: 'tiny-llada',

@@ -1,5 +1,6 @@
 // The writers of jina-bert-v3 (architectures/jina-bert-v3.ts) and T5's encoder (architectures/t5.ts,
-// t5encoder): the tensors, shapes and keys llama.cpp's loaders take, and their refusals.
+// t5encoder, and the whole encoder-decoder t5): the tensors, shapes and keys llama.cpp's loaders
+// take, and their refusals.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -51,5 +52,47 @@ describe('jina-bert-v3 and t5encoder writers', () => {
     expect(() => plan('tiny-t5encoder', { causal: true })).toThrow(/never attends causally/);
     expect(() => plan('tiny-t5encoder', { relBuckets: 3 })).toThrow(/relBuckets must be an integer of at least 4/);
     expect(() => plan('tiny-t5encoder', { nKvHeads: 2 })).toThrow(/kv heads must equal heads/);
+  });
+});
+
+describe('t5 writer (encoder-decoder)', () => {
+  const dec = ['attn_norm.weight', 'attn_q.weight', 'attn_k.weight', 'attn_v.weight', 'attn_o.weight', 'cross_attn_norm.weight', 'cross_attn_q.weight', 'cross_attn_k.weight', 'cross_attn_v.weight', 'cross_attn_o.weight', 'ffn_norm.weight', 'ffn_gate.weight', 'ffn_up.weight', 'ffn_down.weight'];
+  const enc = ['attn_norm.weight', 'attn_q.weight', 'attn_k.weight', 'attn_v.weight', 'attn_o.weight', 'ffn_norm.weight', 'ffn_gate.weight', 'ffn_up.weight', 'ffn_down.weight'];
+  const blk = (p: string, prefix: string) => plan(p).tensors.filter((x) => x.name.startsWith(prefix)).map((x) => x.name.slice(prefix.length)).sort();
+
+  it("the encoder's and decoder's blocks, the head, as llama.cpp's t5 loader names them", () => {
+    expect(blk('tiny-t5', 'enc.blk.0.')).toEqual([...enc, 'attn_rel_b.weight'].sort());
+    expect(blk('tiny-t5', 'enc.blk.2.')).toEqual([...enc].sort());
+    expect(blk('tiny-t5', 'enc.blk.3.')).toEqual([]);
+    expect(blk('tiny-t5', 'dec.blk.0.')).toEqual([...dec, 'attn_rel_b.weight'].sort());
+    expect(blk('tiny-t5', 'dec.blk.1.')).toEqual([...dec].sort());
+    expect(blk('tiny-t5', 'dec.blk.2.')).toEqual([]);
+    expect(blk('tiny-t5-relu', 'dec.blk.1.')).toEqual([...dec.filter((n) => n !== 'ffn_gate.weight'), 'attn_rel_b.weight'].sort());
+    expect(plan('tiny-t5').tensors.filter((x) => !/^(enc|dec)\.blk\./.test(x.name)).map((x) => x.name).sort()).toEqual(['dec.output_norm.weight', 'enc.output_norm.weight', 'output.weight', 'token_embd.weight']);
+    expect(plan('tiny-t5-relu').tensors.filter((x) => !/^(enc|dec)\.blk\./.test(x.name)).map((x) => x.name).sort()).toEqual(['dec.output_norm.weight', 'enc.output_norm.weight', 'token_embd.weight']);
+    expect([shape('tiny-t5', 'dec.blk.1.cross_attn_k.weight'), shape('tiny-t5', 'dec.blk.1.cross_attn_o.weight'), shape('tiny-t5', 'dec.blk.0.attn_rel_b.weight'), shape('tiny-t5', 'output.weight'), shape('tiny-t5-relu', 'dec.blk.1.attn_rel_b.weight')]).toEqual([[256, 192], [192, 256], [4, 32], [256, 1024], [4, 8]]);
+    expect(planModel(getPreset('tiny-t5').config, 'Q4_K').tensors.find((x) => x.name === 'dec.blk.0.attn_rel_b.weight')!.type).toBe(0);
+    expect(DEFAULT_PRESET_FOR_ARCH.t5).toBe('tiny-t5');
+  });
+
+  it('keys: decoder_block_count, decoder_start_token_id, buckets, d_kv, RMS epsilon; no pooling or causal key', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 't5-writer-'));
+    try {
+      const keys = (preset: string, over: Record<string, unknown> = {}) => writtenKeys(dir, { ...getPreset(preset).config, ...over } as ModelConfig).get;
+      const t = keys('tiny-t5');
+      expect([t('block_count'), t('decoder_block_count'), t('decoder_start_token_id'), t('attention.key_length'), t('attention.relative_buckets_count'), t('attention.layer_norm_rms_epsilon'), t('attention.causal'), t('pooling_type')]).toEqual([3, 2, 0, 48, 32, Math.fround(1e-6), undefined, undefined]);
+      const r = keys('tiny-t5-relu');
+      expect([r('decoder_block_count'), r('decoder_start_token_id'), r('attention.relative_buckets_count')]).toEqual([2, 3, 8]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refusals', () => {
+    expect(() => plan('tiny-t5', { causal: true })).toThrow(/causal is not a t5 setting/);
+    expect(() => plan('tiny-t5', { decLayers: 0 })).toThrow(/decLayers must be a positive integer/);
+    expect(() => plan('tiny-t5', { decoderStart: 1024 })).toThrow(/decoderStart 1024 must be a token id below the vocabulary size 1024/);
+    expect(() => plan('tiny-t5', { nKvHeads: 2 })).toThrow(/t5: kv heads must equal heads/);
+    expect(() => plan('tiny-t5', { relBuckets: 2 })).toThrow(/t5: relBuckets must be an integer of at least 4/);
   });
 });

@@ -1,0 +1,175 @@
+// t5-ref: llama.cpp's T5 encoder-decoder generation as a reference oracle.
+//
+// node-llama-cpp does not drive encoder-decoder models (llama_encode); this program runs, against
+// its prebuilt libllama, what llama.cpp's examples/simple and tools/completion do for a T5 file:
+//
+//   t5-ref --model M.gguf --tokens 1,2,3 --steps N --out PREFIX [--threads T] [--verbose]
+//
+// Settings: CPU only (n_gpu_layers 0), no extra (repacked) weight buffers, F32 K and V caches, flash
+// attention off, one sequence, n_ctx = n_batch = n_ubatch = max(n, N) rounded up to a multiple of
+// 256 (the encoder's whole batch in one ubatch, as llama_encode requires).
+//
+// 1. llama_encode over the prompt TOKENS t[0..n-1] (n >= 1, each < n_vocab) at positions 0..n-1:
+//    T5's encoder (both ways, the relative position bias), whose enc.output_norm rows llama.cpp
+//    keeps for the decoder's cross-attention.
+// 2. N greedy decoder steps (llama_decode of one row each, on top of the decoder's KV cache): step
+//    j feeds d[j] at position j, where d[0] = llama_model_decoder_start_token (the file's
+//    decoder_start_token_id; llama_vocab_bos when absent, as the examples do) and d[j+1] = argmax
+//    of row j's logits (lowest id on ties).
+//      PREFIX.logits.f32  [N][n_vocab]  row j = llama_get_logits_ith(ctx, -1) after step j: the
+//                                       decoder's logits for the token after d[0..j]
+//
+// PREFIX.json: {n_tokens, n_vocab, n_embd, n_layer, steps, tokens, decoder_start, decoder_tokens
+// (d[0..N-1]), next_token (argmax of the last row), has_encoder, model, settings, files}; all files
+// little-endian float32, row-major. stdout: the same JSON. Errors: a message on stderr naming the
+// problem, exit code 1.
+static const char * const kRefName = "t5-ref";
+
+#include "llama.h"
+#include "ref-common.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ref::fail;
+using ref::json_ints;
+using ref::json_str;
+using ref::log_cb;
+using ref::parse_tokens;
+using ref::set_row;
+
+struct args_t {
+    std::string model;
+    std::string out;
+    std::vector<llama_token> tokens;
+    int steps = 0;
+    int threads = 2;
+};
+
+const char * const kUsage = "usage: t5-ref --model M.gguf --tokens 1,2,3 --steps N --out PREFIX [--threads T] [--verbose]";
+
+args_t parse_args(int argc, char ** argv) {
+    args_t a;
+    for (int i = 1; i < argc; i++) {
+        const std::string k = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) fail("%s needs a value", k.c_str());
+            return argv[++i];
+        };
+        if (k == "--model") a.model = val();
+        else if (k == "--out") a.out = val();
+        else if (k == "--tokens") a.tokens = parse_tokens(val());
+        else if (k == "--steps") a.steps = std::atoi(val().c_str());
+        else if (k == "--threads") a.threads = std::atoi(val().c_str());
+        else if (k == "--verbose") ref::g_verbose = true;
+        else fail("unknown argument '%s' (%s)", k.c_str(), kUsage);
+    }
+    if (a.model.empty() || a.out.empty() || a.tokens.empty()) fail("%s", kUsage);
+    if (a.steps < 1) fail("--steps must be >= 1");
+    if (a.threads < 1) fail("--threads must be >= 1");
+    return a;
+}
+
+llama_token argmax(const float * l, int32_t n_vocab) {
+    llama_token d = 0;
+    for (int32_t v = 1; v < n_vocab; v++) {
+        if (l[v] > l[d]) d = v;
+    }
+    return d;
+}
+
+} // namespace
+
+int main(int argc, char ** argv) {
+    const args_t a = parse_args(argc, argv);
+    llama_log_set(log_cb, nullptr);
+    {
+        FILE * f = std::fopen(a.model.c_str(), "rb");
+        if (!f) fail("cannot open model '%s': %s", a.model.c_str(), std::strerror(errno));
+        std::fclose(f);
+    }
+
+    ggml_backend_load_all_from_path(ref::backend_dir().c_str());
+    llama_backend_init();
+
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    mp.use_extra_bufts = false;
+    llama_model * model = llama_model_load_from_file(a.model.c_str(), mp);
+    if (!model) fail("llama.cpp could not load '%s' (run with --verbose for its log)", a.model.c_str());
+    if (!llama_model_has_encoder(model) || !llama_model_has_decoder(model)) fail("'%s' is not an encoder-decoder model (llama_model_has_encoder %d, has_decoder %d)", a.model.c_str(), (int) llama_model_has_encoder(model), (int) llama_model_has_decoder(model));
+
+    const llama_vocab * vocab = llama_model_get_vocab(model);
+    const int32_t n_vocab = llama_vocab_n_tokens(vocab);
+    const int32_t n = (int32_t) a.tokens.size();
+    for (int32_t k = 0; k < n; k++) {
+        if (a.tokens[k] >= n_vocab) fail("token %d at index %d out of range [0, %d)", a.tokens[k], k, n_vocab);
+    }
+
+    const int32_t N = a.steps;
+    const uint32_t n_ctx = (uint32_t) (((n > N ? n : N) + 255) / 256 * 256);
+    llama_context_params cp = ref::exact_context_params(n_ctx, a.threads);
+    llama_context * ctx = llama_init_from_model(model, cp);
+    if (!ctx) fail("cannot create the context");
+
+    // 1. encoder
+    {
+        llama_batch b = llama_batch_init(n, 0, 1);
+        for (int32_t k = 0; k < n; k++) set_row(b, k, a.tokens[k], k);
+        b.n_tokens = n;
+        const int32_t rc = llama_encode(ctx, b);
+        llama_batch_free(b);
+        if (rc != 0) fail("llama_encode failed (rc %d)", rc);
+    }
+
+    // 2. greedy decoder steps
+    llama_token start = llama_model_decoder_start_token(model);
+    if (start == LLAMA_TOKEN_NULL) start = llama_vocab_bos(vocab);
+    if (start < 0 || start >= n_vocab) fail("no usable decoder start token (decoder_start_token_id absent and no BOS)");
+    std::vector<float> logits((size_t) N * n_vocab);
+    std::vector<llama_token> dec(N);
+    llama_token next = start;
+    {
+        llama_batch b = llama_batch_init(1, 0, 1);
+        for (int32_t j = 0; j < N; j++) {
+            dec[j] = next;
+            set_row(b, 0, next, j);
+            b.n_tokens = 1;
+            const int32_t rc = llama_decode(ctx, b);
+            if (rc != 0) fail("decoder step %d: llama_decode failed (rc %d)", j, rc);
+            const float * l = llama_get_logits_ith(ctx, -1);
+            if (!l) fail("decoder step %d: no logits", j);
+            std::memcpy(&logits[(size_t) j * n_vocab], l, sizeof(float) * n_vocab);
+            for (int32_t v = 0; v < n_vocab; v++) {
+                if (!std::isfinite(l[v])) fail("decoder step %d: non-finite logit %g at %d", j, (double) l[v], v);
+            }
+            next = argmax(l, n_vocab);
+        }
+        llama_batch_free(b);
+    }
+
+    const std::string fj = ref::write_arrays(a.out, {{"logits", &logits}});
+    char desc[256];
+    llama_model_desc(model, desc, sizeof desc);
+    const std::string json = "{\"n_tokens\": " + std::to_string(n) + ", \"n_vocab\": " + std::to_string(n_vocab) +
+        ", \"n_embd\": " + std::to_string(llama_model_n_embd(model)) + ", \"n_layer\": " + std::to_string(llama_model_n_layer(model)) +
+        ", \"steps\": " + std::to_string(N) + ", \"tokens\": " + json_ints(a.tokens) +
+        ", \"decoder_start\": " + std::to_string(start) + ", \"decoder_tokens\": " + json_ints(dec) +
+        ", \"next_token\": " + std::to_string(next) + ", \"has_encoder\": true" +
+        ", \"model\": " + json_str(a.model) + ", \"model_desc\": " + json_str(desc) +
+        ", \"settings\": {\"threads\": " + std::to_string(a.threads) + ", \"kv\": \"f32\", \"flash_attention\": \"off\", \"n_ctx\": " +
+        std::to_string(n_ctx) + ", \"n_ubatch\": " + std::to_string(n_ctx) + "}" +
+        ", \"dtype\": \"float32\", \"layout\": \"row-major, little-endian\", \"files\": {" + fj + "}}";
+    ref::write_report(a.out, json);
+
+    llama_free(ctx);
+    llama_model_free(model);
+    llama_backend_free();
+    return 0;
+}
