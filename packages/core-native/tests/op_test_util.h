@@ -138,6 +138,18 @@ inline double nmse(const std::vector<float> & x, const std::vector<double> & y, 
 }
 inline double nmse(const std::vector<float> & x, const std::vector<double> & y) { return nmse(x, y, 0, static_cast<int64_t>(y.size())); }
 
+// Parameters of the attention op tests' models: 2 threads, n_ctx positions, n_seq sequences, the KV
+// cache in kv_type (keys and values).
+inline model_params attention_test_params(int64_t n_ctx, int n_seq = 1, uint32_t kv_type = KAIL_TYPE_F32) {
+    model_params mp;
+    mp.n_threads = 2;
+    mp.n_ctx = n_ctx;
+    mp.n_seq_max = n_seq;
+    mp.kv_type = kv_type;
+    mp.kv_type_v = kv_type;
+    return mp;
+}
+
 // One attention op over q|k|v taken from each input row (H*D, then Hkv*D twice), its output the
 // hidden rows and a 2-logit head (tensor "head") after it; `extra` adds to the op's layer, n_head,
 // n_head_kv and head_dim.

@@ -47,15 +47,7 @@ static std::vector<double> reference(const shape & s, const std::vector<const fl
         [&](int64_t qh, int64_t t, int64_t j) { return -alibi_slope(s.max_bias, s.H, qh) * double(std::llabs(j - t)); });
 }
 
-static model_params params(uint32_t kv_type, int n_seq = 1) {
-    model_params mp;
-    mp.n_threads = 2;
-    mp.n_ctx = 128;
-    mp.n_seq_max = n_seq;
-    mp.kv_type = kv_type;
-    mp.kv_type_v = kv_type;
-    return mp;
-}
+static model_params params(uint32_t kv_type, int n_seq = 1) { return attention_test_params(128, n_seq, kv_type); }
 
 static void run_case(const shape & s, int64_t n, int64_t split, uint32_t kv_type = KAIL_TYPE_F32) {
     std::mt19937 rng(11);

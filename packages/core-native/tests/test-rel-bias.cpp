@@ -63,15 +63,7 @@ static std::vector<double> reference(const shape & s, const std::vector<float> &
         [&](int64_t qh, int64_t t, int64_t j) { return double(rel[static_cast<size_t>(bucket_ref(j - t, s.buckets, !s.causal) * s.H + qh)]) / std::sqrt(double(s.D)); });
 }
 
-static model_params params(int n_seq = 1) {
-    model_params mp;
-    mp.n_threads = 2;
-    mp.n_ctx = 256;
-    mp.n_seq_max = n_seq;
-    mp.kv_type = KAIL_TYPE_F32;
-    mp.kv_type_v = KAIL_TYPE_F32;
-    return mp;
-}
+static model_params params(int n_seq = 1) { return attention_test_params(256, n_seq); }
 
 // A GGUF image of the 2-logit head (F32) and the bias table, F32 or F16.
 static std::vector<uint8_t> image_of(const shape & s, const std::vector<float> & head, const std::vector<float> & rel, bool f16) {

@@ -40,15 +40,7 @@ static std::vector<double> reference(const shape & s, const std::vector<const fl
         [&](int64_t qh, int64_t t, int64_t j) { return s.alibi > 0 ? -alibi_slope(s.alibi, s.H, qh) * double(std::llabs(j - t)) : 0.0; });
 }
 
-static model_params params(int n_seq = 1) {
-    model_params mp;
-    mp.n_threads = 2;
-    mp.n_ctx = 64;
-    mp.n_seq_max = n_seq;
-    mp.kv_type = KAIL_TYPE_F32;
-    mp.kv_type_v = KAIL_TYPE_F32;
-    return mp;
-}
+static model_params params(int n_seq = 1) { return attention_test_params(64, n_seq); }
 
 static std::shared_ptr<gguf_file> head_file(std::mt19937 & rng, const shape & s, std::vector<uint8_t> & image) {
     const std::vector<float> head = randn(rng, static_cast<size_t>(s.H * s.D * 2));
