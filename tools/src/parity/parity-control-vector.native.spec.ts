@@ -11,8 +11,7 @@ import { EngineModel } from '@kailstream/engine';
 import { writeModel } from '../models/build';
 import { writeControlVector } from '../models/control-vector';
 import { getPreset } from '../models/presets';
-import { llamaCvecLogits } from './cvec-ref';
-import { nmse, tokenIds } from './metrics';
+import { controlVectorParity } from './control-vector.suite';
 
 const PRESETS = ['tiny-llama', 'tiny-qwen3moe', 'tiny-deepseek2-lite-split'];
 
@@ -28,26 +27,8 @@ describe("control vectors against llama.cpp's", () => {
   });
 
   it.each(PRESETS)('%s: two scaled vectors on every layer, then on a range, give llama.cpp\'s logits', async (p) => {
-    const config = getPreset(p).config;
-    const model = path.join(dir, `${p}.gguf`);
-    writeModel({ config, fileType: 'F32', seed: 4, out: model });
-    const a = writeControlVector({ config, out: path.join(dir, `${p}-a.gguf`), seed: 1 }).path;
-    const b = writeControlVector({ config, out: path.join(dir, `${p}-b.gguf`), seed: 2, layers: [1] }).path;
-    const toks = tokenIds(24, config.vocabSize, 7);
-    const cvecs = [{ path: a, scale: 0.8 }, { path: b, scale: -0.5 }];
-    const plain = await llamaCvecLogits(model, toks, []);
-    for (const range of [undefined, [1, 1]] as const) {
-      const ref = await llamaCvecLogits(model, toks, cvecs, { layerRange: range ? [range[0], range[1]] : undefined });
-      const m = EngineModel.load(model, { threads: 2, kvType: 'f32', nCtx: 64, controlVectors: cvecs, controlVectorLayerRange: range ? [range[0], range[1]] : undefined });
-      let ours: Float32Array;
-      try {
-        ours = await m.evaluate(0, toks, 'all');
-      } finally {
-        m.close();
-      }
-      const err = nmse(ours, ref.logits);
-      const moved = nmse(plain.logits, ref.logits);
-      table.push(`${p.padEnd(26)} layers ${ref.layerStart}-${ref.layerEnd}: kail vs llama.cpp ${err.toExponential(2)}; the vectors move llama.cpp's logits by ${moved.toExponential(2)}`);
+    for (const { layers, err, moved } of await controlVectorParity(dir, p, 1)) {
+      table.push(`${p.padEnd(26)} layers ${layers}: kail vs llama.cpp ${err.toExponential(2)}; the vectors move llama.cpp's logits by ${moved.toExponential(2)}`);
       expect(moved).toBeGreaterThan(1e-3);
       expect(err).toBeLessThan(1e-10);
     }

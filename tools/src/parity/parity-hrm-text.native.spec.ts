@@ -8,14 +8,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { EngineModel } from '@kailstream/engine';
 
-import { writeModel } from '../models/build';
-import { writeControlVector } from '../models/control-vector';
-import { getPreset } from '../models/presets';
-import { llamaCvecLogits } from './cvec-ref';
+import { controlVectorParity } from './control-vector.suite';
 import { denseParitySuite } from './dense-parity.suite';
-import { nmse, tokenIds } from './metrics';
 
 denseParitySuite({
   name: 'hrm_text',
@@ -35,26 +30,10 @@ denseParitySuite({
 it("tiny-hrm-text: control vectors index the cache slots as llama.cpp's", async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-parity-hrm-cvec-'));
   try {
-    const config = getPreset('tiny-hrm-text').config;
-    const model = path.join(dir, 'm.gguf');
-    writeModel({ config, fileType: 'F32', seed: 4, out: model });
-    const a = writeControlVector({ config, out: path.join(dir, 'a.gguf'), seed: 1 }).path;
-    const b = writeControlVector({ config, out: path.join(dir, 'b.gguf'), seed: 2, layers: [5] }).path;
-    const toks = tokenIds(24, config.vocabSize, 7);
-    const cvecs = [{ path: a, scale: 0.8 }, { path: b, scale: -0.5 }];
-    const plain = await llamaCvecLogits(model, toks, []);
-    for (const range of [undefined, [5, 5] as [number, number]]) {
-      const ref = await llamaCvecLogits(model, toks, cvecs, { layerRange: range });
-      const m = EngineModel.load(model, { threads: 2, kvType: 'f32', nCtx: 64, controlVectors: cvecs, controlVectorLayerRange: range });
-      let ours: Float32Array;
-      try {
-        ours = await m.evaluate(0, toks, 'all');
-      } finally {
-        m.close();
-      }
-      process.stdout.write(`tiny-hrm-text control vectors ${range ? `on slot ${range[0]}` : 'on every slot'}: NMSE ${nmse(ours, ref.logits).toExponential(2)}, llama.cpp moved by ${nmse(plain.logits, ref.logits).toExponential(2)}\n`);
-      expect(nmse(plain.logits, ref.logits)).toBeGreaterThan(1e-3);
-      expect(nmse(ours, ref.logits)).toBeLessThan(1e-12);
+    for (const { layers, err, moved } of await controlVectorParity(dir, 'tiny-hrm-text', 5)) {
+      process.stdout.write(`tiny-hrm-text control vectors on slots ${layers}: NMSE ${err.toExponential(2)}, llama.cpp moved by ${moved.toExponential(2)}\n`);
+      expect(moved).toBeGreaterThan(1e-3);
+      expect(err).toBeLessThan(1e-12);
     }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
