@@ -113,8 +113,8 @@ async function embed(engine: BatchEngine, req: Omit<GenerationRequest, 'maxToken
 }
 
 // As encoders: the first row sees a later token (not llama-embed-causal), and sequences in one
-// pass embed exactly as alone (the symmetric windows and ALiBi per sequence).
-describe.each(['tiny-jina-bert-v2', 'tiny-modern-bert', 'tiny-gemma-embedding', 'tiny-neo-bert', 'tiny-llama-embed', 'tiny-llama-embed-causal'])('%s as an encoder', (preset) => {
+// pass embed exactly as alone (the symmetric windows, ALiBi and T5's relative positions per sequence).
+describe.each(['tiny-jina-bert-v2', 'tiny-modern-bert', 'tiny-gemma-embedding', 'tiny-neo-bert', 'tiny-llama-embed', 'tiny-llama-embed-causal', 'tiny-jina-bert-v3', 'tiny-t5encoder'])('%s as an encoder', (preset) => {
   let model: EngineModel;
   let engine: BatchEngine;
   beforeAll(() => {

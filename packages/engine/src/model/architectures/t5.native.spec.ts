@@ -1,13 +1,12 @@
 // jina-bert-v3 (BERT's post-norm block with NeoX RoPE, one attn_qkv, GELU FFNs) and T5's encoder
 // (t5encoder: RMS norms, unscaled attention with the relative position bias shared from block 0 or
-// per block, gated GELU or ReLU FFNs): their programs, the files they refuse, and as encoders
-// (non-causal, whole sequences, several per pass). Parity with llama.cpp is
+// per block, gated GELU or ReLU FFNs): their programs and the files they refuse (as encoders:
+// encoders2.native.spec.ts). Parity with llama.cpp is
 // tools/src/parity/parity-t5encoder.native.spec.ts; the bias itself core-native's test-rel-bias.
 import fs from 'node:fs';
 
 import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
 
-import { BatchEngine, type GenerationRequest } from '../../runtime/batch-engine';
 import { EngineModel } from '../model';
 import { patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
@@ -83,43 +82,5 @@ describe('jina-bert-v3 and t5encoder programs', () => {
     const bad = patchedCopy(file, `${dir}/t5-renamed.gguf`, 'enc.blk.0.attn_rel_b.weight', 'enc.blk.0.attn_rel_X.weight');
     expect(() => EngineModel.load(bad, { threads: 1, nCtx: 32 })).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/no relative position bias/) }));
     EngineModel.load(file, { threads: 1, nCtx: 32 }).close();
-  });
-});
-
-async function embed(engine: BatchEngine, req: Omit<GenerationRequest, 'maxTokens'>): Promise<Float32Array> {
-  let out: Float32Array | undefined;
-  for await (const c of engine.generate({ maxTokens: 0, ...req })) if (c.embedding) out = c.embedding;
-  if (!out) throw new Error('no embedding');
-  return out;
-}
-
-// As encoders: the first row sees a later token, and sequences in one pass embed exactly as alone
-// (each sequence's relative positions its own).
-describe.each(['tiny-jina-bert-v3', 'tiny-t5encoder'])('%s as an encoder', (preset) => {
-  let model: EngineModel;
-  let engine: BatchEngine;
-  beforeAll(() => {
-    model = EngineModel.load(writeTestModel(dir, preset, 'F32'), { nSeqMax: 3, threads: 2, nCtx: 128 });
-    engine = new BatchEngine(model);
-  }, 60_000);
-  afterAll(async () => {
-    await engine.close();
-    model.close();
-  });
-
-  it('the first row sees a later token; sequences in one pass embed as alone', async () => {
-    expect(model.encoder).toBe(true);
-    const texts = ['experts stream from storage', 'the router picks the top experts for each token, and the cache keeps the hot ones', 'a'];
-    const a = model.tokenizer.tokenize(texts[0], { addSpecial: true });
-    const b = [...a];
-    b[b.length - 1] = (b[b.length - 1] + 7) % model.nVocab;
-    const diff = (x: Float32Array, y: Float32Array) => x.reduce((m, v, i) => Math.max(m, Math.abs(v - y[i])), 0);
-    const d = diff(await embed(engine, { id: 'c-a', prompt: a, embed: 'cls' }), await embed(engine, { id: 'c-b', prompt: b, embed: 'cls' }));
-    expect(d).toBeGreaterThan(1e-4);
-    const reqs = texts.map((t, i) => ({ id: `e${i}`, prompt: model.tokenizer.tokenize(t, { addSpecial: true }), embed: 'mean' as const }));
-    const alone: Float32Array[] = [];
-    for (const r of reqs) alone.push(await embed(engine, r));
-    const together = await Promise.all(reqs.map((r) => embed(engine, { ...r, id: `${r.id}-b` })));
-    together.forEach((v, i) => expect(diff(v, alone[i])).toBeLessThan(1e-5));
   });
 });
