@@ -332,6 +332,10 @@ Napi::Object stream_to_js(Napi::Env env, const kail::model_stats & s) {
 
 class AddonModel;
 
+// Marks the JS objects of class Model, so that a kvSource argument is checked to be one before
+// it is unwrapped.
+const napi_type_tag kModelTag = {0x6b61696c4d6f6465ULL, 0x6c4b76536f757263ULL};
+
 class ForwardWorker : public Napi::AsyncWorker {
   public:
     ForwardWorker(Napi::Env env, std::shared_ptr<kail::model> m, AddonModel * owner, Napi::Object keep,
@@ -419,16 +423,45 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             // Streaming reads no weight through a mapping: parse, then drop it.
             kail::gguf_open_params op;
             op.map_data = mp.ram_budget == 0;
+            // kvSource: a Model whose KV cache this one reads (model_params::kv_source: a Gemma 4
+            // assistant draft over its target); this object keeps a reference to it.
+            AddonModel * src = nullptr;
+            const Napi::Value sv = info[2].IsObject() ? info[2].As<Napi::Object>().Get("kvSource") : env.Undefined();
+            if (!sv.IsUndefined() && !sv.IsNull()) {
+                bool is_model = false;
+                if (sv.IsObject()) napi_check_object_type_tag(env, sv, &kModelTag, &is_model);
+                if (!is_model) throw make_error(env, "KAIL_E_INVALID_ARG", "kvSource must be a Model");
+                src = Napi::ObjectWrap<AddonModel>::Unwrap(sv.As<Napi::Object>());
+                if (!src->model_) throw make_error(env, "KAIL_E_INVALID_ARG", "kvSource is a closed model");
+                if (src->busy_) throw make_error(env, "KAIL_E_INVALID_ARG", "kvSource is running a forward pass");
+                mp.kv_source = src->model_;
+            }
             std::shared_ptr<kail::gguf_file> file(kail::gguf_file::open(path, op));
             model_ = std::make_shared<kail::model>(file, std::move(prog), mp);
+            if (src) {
+                src_ = src;
+                src_ref_ = Napi::Persistent(sv.As<Napi::Object>());
+            }
+            napi_type_tag_object(env, info.This(), &kModelTag);
             return env.Undefined();
         });
     }
 
     std::shared_ptr<kail::model> model_;
     bool busy_ = false;
+    // A draft over this model's cache (kvSource): its target, and on a target the drafts' forward
+    // passes running now (its forward and cache changes wait for them: refused meanwhile).
+    AddonModel * src_ = nullptr;
+    Napi::ObjectReference src_ref_;
+    int readers_ = 0;
 
   private:
+    // Cache changes are refused during this model's forward and while a draft reads its cache.
+    void check_mutable(Napi::Env env) {
+        if (busy_) throw make_error(env, "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+        if (readers_ > 0) throw make_error(env, "KAIL_E_INVALID_ARG", "cannot change the KV cache while a draft model reads it (kvSource)");
+    }
+
     kail::model & m(Napi::Env env) {
         if (!model_) throw make_error(env, "KAIL_E_INVALID_ARG", "model is closed");
         return *model_;
@@ -451,6 +484,9 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
         return guarded(env, [&]() -> Napi::Value {
             m(env);
             if (busy_) throw make_error(env, "KAIL_E_INVALID_ARG", "a forward pass is already running on this model");
+            if (readers_ > 0) throw make_error(env, "KAIL_E_INVALID_ARG", "a draft model is reading this model's KV cache (kvSource): its forward pass must end first");
+            if (src_ && !src_->model_) throw make_error(env, "KAIL_E_INVALID_ARG", "this draft model reads another model's KV cache (kvSource), but its target was closed");
+            if (src_ && src_->busy_) throw make_error(env, "KAIL_E_INVALID_ARG", "this draft model reads another model's KV cache (kvSource), whose forward pass is running");
             if (info.Length() < 1 || !info[0].IsObject()) throw make_error(env, "KAIL_E_INVALID_ARG", "batch must be an object");
             Napi::Object b = info[0].As<Napi::Object>();
             auto tokens = vec<int32_t, Napi::Int32Array>(env, b, "tokens");
@@ -470,6 +506,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
             }
             const bool want_hidden = b.Has("hidden") && b.Get("hidden").ToBoolean().Value();
             busy_ = true;
+            if (src_) src_->readers_++;
             auto * w = new ForwardWorker(env, model_, this, Value(), std::move(tokens), std::move(pos), std::move(seq), std::move(out),
                                          std::move(embd), embd_width, want_hidden);
             Napi::Promise p = w->promise();
@@ -485,7 +522,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
     }
     Napi::Value seq_truncate(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value {
-            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+            check_mutable(info.Env());
             const int64_t kept = m(info.Env()).seq_truncate(static_cast<int>(arg_number(info, 0, "seq")), static_cast<int64_t>(arg_number(info, 1, "len")));
             return Napi::Number::New(info.Env(), static_cast<double>(kept));
         });
@@ -493,6 +530,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
     Napi::Value set_lora_scales(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value {
             if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change LoRA scales during a forward pass");
+            if (readers_ > 0) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change LoRA scales while a draft model reads this model (kvSource)");
             if (info.Length() < 2 || !info[1].IsArray()) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "setLoraScales(seq, scales[])");
             Napi::Array a = info[1].As<Napi::Array>();
             std::vector<float> scales;
@@ -510,7 +548,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
     }
     Napi::Value seq_shift(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value {
-            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+            check_mutable(info.Env());
             const int64_t len = m(info.Env()).seq_shift(static_cast<int>(arg_number(info, 0, "seq")), static_cast<int64_t>(arg_number(info, 1, "keep")),
                                                         static_cast<int64_t>(arg_number(info, 2, "discard")));
             return Napi::Number::New(info.Env(), static_cast<double>(len));
@@ -525,7 +563,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
     }
     Napi::Value set_seq_state(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value {
-            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+            check_mutable(info.Env());
             if (info.Length() < 2 || !info[1].IsTypedArray()) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "setSeqState(seq, bytes: Uint8Array)");
             Napi::Uint8Array a = info[1].As<Napi::Uint8Array>();
             m(info.Env()).set_seq_state(static_cast<int>(arg_number(info, 0, "seq")), a.Data(), a.ByteLength());
@@ -534,7 +572,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
     }
     Napi::Value seq_keep_rollback(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value {
-            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+            check_mutable(info.Env());
             if (info.Length() < 2 || !info[1].IsBoolean()) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "seqKeepRollback(seq, on: boolean)");
             m(info.Env()).seq_keep_rollback(static_cast<int>(arg_number(info, 0, "seq")), info[1].As<Napi::Boolean>().Value());
             return info.Env().Undefined();
@@ -551,7 +589,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
     }
     Napi::Value seq_set_states(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value {
-            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+            check_mutable(info.Env());
             if (info.Length() < 3 || !info[2].IsTypedArray() || info[2].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array)
                 throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "seqSetStates(seq, len, states: Float32Array)");
             Napi::Float32Array a = info[2].As<Napi::Float32Array>();
@@ -561,7 +599,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
     }
     Napi::Value seq_copy(const Napi::CallbackInfo & info) {
         return guarded(info.Env(), [&]() -> Napi::Value {
-            if (busy_) throw make_error(info.Env(), "KAIL_E_INVALID_ARG", "cannot change the KV cache during a forward pass");
+            check_mutable(info.Env());
             m(info.Env()).seq_copy(static_cast<int>(arg_number(info, 0, "src")), static_cast<int>(arg_number(info, 1, "dst")));
             return info.Env().Undefined();
         });
@@ -672,6 +710,7 @@ class AddonModel : public Napi::ObjectWrap<AddonModel> {
 void ForwardWorker::OnOK() {
     Napi::Env env = Env();
     owner_->busy_ = false;
+    if (owner_->src_) owner_->src_->readers_--;
     if (err_.set) {
         deferred_.Reject(make_error(env, err_.code.c_str(), err_.message).Value());
         return;
@@ -692,6 +731,7 @@ void ForwardWorker::OnOK() {
 
 void ForwardWorker::OnError(const Napi::Error & e) {
     owner_->busy_ = false;
+    if (owner_->src_) owner_->src_->readers_--;
     deferred_.Reject(e.Value());
 }
 

@@ -188,6 +188,14 @@ export interface ModelParams {
   lora?: { path: string; scale?: number }[];
   /** GGUF files whose tensors fill the names the program gives that the model's file lacks, in order (not with ramBytes). */
   weightFiles?: string[];
+  /**
+   * A model whose KV cache this one (a draft: a Gemma 4 assistant) reads: its attention ops with
+   * ext_layer read the source's layers, weights named "target:NAME" are the source's. Such a draft
+   * keeps no cache: each row sits at its sequence's source length. While its forward runs, the
+   * source's forward and cache changes are refused; after the source is closed, the draft's forward
+   * is refused ("its target was closed").
+   */
+  kvSource?: NativeModel;
   /** Control vectors summed (llama.cpp's llama_set_adapter_cvec data): cvecNEmbd floats per layer from layer 1. */
   cvec?: Float32Array;
   cvecNEmbd?: number;

@@ -18,6 +18,7 @@ namespace kail {
 
 class threadpool;
 struct residency_plan;
+class model;
 
 enum op_type {
     OP_EMBED,          // out[t] (+)= dequant(w.weight row tokens[t] | pos[t] | 0 | b[t][b_off])     weights: weight  (params index 0-3, accumulate)
@@ -30,7 +31,7 @@ enum op_type {
     OP_SWIGLU,         // out = silu(a) * b; with limit L > 0: min(silu(a), L) * clamp(b, -L, L); with situ_beta B > 0: B tanh(a / B) sigmoid(a) * b (b as L' tanh(b / L') with situ_linear_beta L' > 0)
     OP_SIGMOID_MUL,    // out[t] = a[t] * sigmoid(b[t][0])  (shared-expert gate); per_element: a * sigmoid(b) (gated attention); group G: a gate per G values; softplus: softplus(b) for sigmoid(b)
     OP_ROPE,           // rotates heads of a in place (positions of the batch)          weights: freq_factors?
-    OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a); without b and c it reads a layer an earlier op stored (shared KV); alibi: ALiBi's maximum bias (slope_h x -|pos_k - pos_q| on each head's scores); weights: sinks?, rel_b? (T5's relative position bias [n_head, n_buckets], rel_bidir)
+    OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a); without b and c it reads a layer an earlier op stored (shared KV), or with ext_layer L and exclusive 1 layer L of model_params::kv_source's cache (a query at P sees its keys [max(0, P + 1 - window), P - 1]); alibi: ALiBi's maximum bias (slope_h x -|pos_k - pos_q| on each head's scores); weights: sinks?, rel_b? (T5's relative position bias [n_head, n_buckets], rel_bidir)
     OP_MOE,            // routed experts on a, routed on b if given (else a)            weights: gate_inp, exp_probs_b?, gate_exps (not for act 2, 3), up_exps, down_exps, down_exps_s?
     OP_GATHER_OUT,     // out (out-rows) = rows of a whose output flag is set
     OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
@@ -162,6 +163,17 @@ struct model_params {
     std::vector<float> cvec;
     int64_t  cvec_n_embd = 0;
     int      cvec_start = 1, cvec_end = 1 << 30;
+    // A draft that reads another model's KV cache (a Gemma 4 assistant over its target, as
+    // llama.cpp's ctx_other): its attention ops with ext_layer read the source's layers (the
+    // source's K/V types, rings and mirroring), and weights named "target:NAME" are the source's
+    // tensor NAME (the same data, no LoRA). Such a draft keeps no cache of its own: each row of
+    // forward() sits at its sequence's source length (seq_len of the source, at least 1), any
+    // number of rows per sequence, independent of each other; the draft's seq_len stays 0,
+    // seq_truncate and seq_copy do nothing, seq_state, set_seq_state and seq_shift are
+    // unsupported. The draft holds the source, so its cache outlives the draft. Not thread-safe
+    // against the source: the caller must not run the source's forward() or change its
+    // sequences while a draft's forward() runs. Not with expert streaming.
+    std::shared_ptr<const model> kv_source;
     // llama.cpp's --swa-full: sliding-window layers keep every position (no ring of window + one
     // batch), so their cache can be rolled back any distance and shifted; more KV memory.
     bool     swa_full = false;
@@ -305,6 +317,8 @@ class model {
     int     n_threads() const;
 
     struct impl;
+    // (The runtime's own state: a draft reads its kv_source's cache and weights through it.)
+    const impl & internals() const { return *impl_; }
 
   private:
     std::unique_ptr<impl> impl_;

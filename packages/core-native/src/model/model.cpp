@@ -126,6 +126,10 @@ void store_row(uint32_t kv_type, const float * src, uint8_t * dst, int64_t n) {
 struct model::impl {
     std::shared_ptr<gguf_file> file;
     std::vector<std::shared_ptr<gguf_file>> weight_files;  // model_params::weight_files, opened
+    // model_params::kv_source's state (null: none): attention ops with ext_layer read its cache,
+    // "target:NAME" weights are its tensors (in ext_tensors: not read again by load_weights).
+    const impl *                          src = nullptr;
+    std::set<const gguf_tensor_info *>    ext_tensors;
     program                    prog;
     model_params               params;
     std::unique_ptr<threadpool> pool;
@@ -257,6 +261,61 @@ std::string shape_str(const gguf_tensor_info * t) {
     std::string s = "[";
     for (uint32_t i = 0; i < std::max<uint32_t>(t->n_dims, 1); i++) s += (i ? ", " : "") + std::to_string(t->ne[i]);
     return s + "]";
+}
+
+// An attention op reading KV layer ext_layer of model_params::kv_source (a Gemma 4 assistant
+// draft over its target): no k and v of its own, `exclusive` 1 (the query's position is not in
+// that cache), the layer one the source's plain attention stores with these heads, and a window
+// the source's ring still holds before the source's length: its ring of R rows keeps the W =
+// R - n_batch + 1 positions before any length it can continue from (kv_rings_hold).
+void check_ext_attention(const model::impl & m, const op_desc & op, const std::string & what) {
+    auto num = [&](const char * k) -> int64_t {
+        if (!op.params.count(k)) throw error(KAIL_E_INVALID_ARG, what + "missing parameter '" + k + "'");
+        const double v = op.param(k, 0);
+        if (!std::isfinite(v) || v < -(double(int64_t(1) << 31)) || v > double(int64_t(1) << 31)) throw error(KAIL_E_BAD_MODEL, what + "parameter " + k + " is out of range");
+        return static_cast<int64_t>(v);
+    };
+    const int64_t L = num("ext_layer");
+    if (!m.src) throw error(KAIL_E_INVALID_ARG, what + "reads kv layer " + std::to_string(L) + " of another model (ext_layer), but no kv_source model was given");
+    const model::impl & S = *m.src;
+    if (L < 0 || L >= S.prog.n_kv_layers)
+        throw error(KAIL_E_BAD_MODEL, what + "reads kv layer " + std::to_string(L) + " of its source model, which has " + std::to_string(S.prog.n_kv_layers) + " kv layers");
+    if (op.param("exclusive", 0) != 1) throw error(KAIL_E_INVALID_ARG, what + "an attention op over another model's cache takes exclusive 1 (the query's own position is not in that cache)");
+    if (op.params.count("layer")) throw error(KAIL_E_INVALID_ARG, what + "reads another model's kv layer (ext_layer) and names a layer of its own");
+    if (op.b >= 0 || op.c >= 0) throw error(KAIL_E_INVALID_ARG, what + "stores no k or v into another model's cache (ext_layer): it only reads");
+    const int64_t nh = num("n_head"), nkv = num("n_head_kv"), hk = num("head_dim");
+    const int64_t hv = static_cast<int64_t>(op.param("head_dim_v", static_cast<double>(hk)));
+    if (nh < 1 || nkv < 1 || hk < 1 || hv < 1 || nh % nkv != 0)
+        throw error(KAIL_E_BAD_MODEL, what + std::to_string(nh) + " heads over " + std::to_string(nkv) + " kv heads of " + std::to_string(hk) + "/" + std::to_string(hv) + " dimensions");
+    if (S.prog.kv_k_width[L] != nkv * hk || S.prog.kv_v_width[L] != nkv * hv)
+        throw error(KAIL_E_BAD_MODEL, what + std::to_string(nkv) + " kv heads of " + std::to_string(hk) + "/" + std::to_string(hv) + " dimensions do not match the source's kv layer " + std::to_string(L) + " (" +
+                                          std::to_string(S.prog.kv_k_width[L]) + "/" + std::to_string(S.prog.kv_v_width[L]) + " floats per position)");
+    const op_desc * store = nullptr;
+    for (const op_desc & so : S.prog.ops) {
+        const bool uses = so.param("layer", -1) == static_cast<double>(L) || so.param("comp_layer", -1) == static_cast<double>(L) || so.param("out_layer", -1) == static_cast<double>(L) || so.param("block_layer", -1) == static_cast<double>(L);
+        if (!uses) continue;
+        if (so.type == OP_ATTENTION && so.b >= 0 && so.param("layer", -1) == static_cast<double>(L)) { if (!store) store = &so; continue; }
+        if (so.type == OP_ATTENTION && so.b < 0 && !so.params.count("ext_layer")) continue;  // a shared-KV reader
+        if (so.type == OP_ATTENTION || so.type == OP_MLA_ATTENTION || so.type == OP_DSA_INDEX || so.type == OP_MSA_INDEX || so.type == OP_QSA_INDEX || so.type == OP_DSV4_ATTENTION || so.type == OP_DSV4_COMPRESS)
+            throw error(KAIL_E_BAD_MODEL, what + "the source's kv layer " + std::to_string(L) + " is not a plain attention layer (MLA, an indexer's or DeepSeek-V4's packed rows)");
+    }
+    if (!store || store->param_req("n_head_kv") != static_cast<double>(nkv) || store->param_req("head_dim") != static_cast<double>(hk))
+        throw error(KAIL_E_BAD_MODEL, what + "the source's kv layer " + std::to_string(L) + " is not stored by a plain attention op with " + std::to_string(nkv) + " kv heads of " + std::to_string(hk));
+    if (op.param("causal", 1) == 0 || op.param("chunk", 0) != 0 || op.param("sym_window", 0) != 0 || op.params.count("sel_off") || op.weights.count("rel_b"))
+        throw error(KAIL_E_INVALID_ARG, what + "attention over another model's cache is causal with a sliding window or none (no chunks, symmetric window, block selection or relative position bias)");
+    const int64_t window = static_cast<int64_t>(op.param("window", 0)), R = S.kv_ring[static_cast<size_t>(L)];
+    if (window < 0 || window == 1) throw error(KAIL_E_BAD_MODEL, what + "sliding window " + std::to_string(window) + ": 0 (none) or at least 2 over another model's cache (the query's own position is not in it)");
+    const int64_t held = R > 0 ? R - S.params.n_batch + 1 : -1;
+    if (R > 0 && (window == 0 || window > held))
+        throw error(KAIL_E_BAD_MODEL, what + "a " + (window ? "sliding window of " + std::to_string(window) : std::string("full attention")) + " over the source's kv layer " + std::to_string(L) +
+                                          ", whose ring holds the last " + std::to_string(held) + " positions (load the source with swa_full to keep them all)");
+    if (!(op.param("softcap", 0) >= 0) || !std::isfinite(op.param("softcap", 0))) throw error(KAIL_E_BAD_MODEL, what + "attention logit soft-capping " + std::to_string(op.param("softcap", 0)) + " is not a non-negative number");
+    if (!(op.param("alibi", 0) >= 0) || !std::isfinite(op.param("alibi", 0))) throw error(KAIL_E_BAD_MODEL, what + "ALiBi's maximum bias " + std::to_string(op.param("alibi", 0)) + " is not a non-negative number");
+    if (op.param("temp_scale", 0) != 0 && !(op.param("temp_floor", 0) >= 1)) throw error(KAIL_E_BAD_MODEL, what + "attention temperature tuning needs a floor scale of at least 1");
+    auto width = [&](int b) -> int64_t { return b >= 0 ? m.prog.buffers[b].width : 0; };
+    const int64_t ao = static_cast<int64_t>(op.param("a_off", 0)), oo = static_cast<int64_t>(op.param("out_off", 0));
+    if (op.a < 0 || ao < 0 || ao + nh * hk > width(op.a)) throw error(KAIL_E_BAD_MODEL, what + std::to_string(nh * hk) + " query values at offset " + std::to_string(ao) + " do not fit buffer a");
+    if (oo < 0 || oo + nh * hv > width(op.out)) throw error(KAIL_E_BAD_MODEL, what + std::to_string(nh * hv) + " output values at offset " + std::to_string(oo) + " do not fit buffer out");
 }
 
 // What the forward pass indexes by an op's parameters must lie within the op's buffers, the KV
@@ -428,6 +487,11 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             break;
         }
         case OP_ATTENTION: {
+            if (op.params.count("ext_layer")) {
+                check_ext_attention(m, op, what);
+                break;
+            }
+            if (op.params.count("exclusive")) throw error(KAIL_E_INVALID_ARG, what + "exclusive attention (the query's own position unseen) reads another model's cache: it needs ext_layer");
             const int layer = kv_layer();
             const int64_t nh = req("n_head"), nkv = req("n_head_kv"), hk = req("head_dim"), hv = ip("head_dim_v", static_cast<double>(hk));
             if (nh < 1 || nkv < 1 || hk < 1 || hv < 1 || nh % nkv != 0)
@@ -787,6 +851,7 @@ void load_weights(model::impl & m, bool experts) {
         const bool moe = m.prog.ops[i].type == OP_MOE;
         for (auto & [role, ref] : m.wts[i]) {
             if (!experts && moe && (role == "gate_exps" || role == "up_exps" || role == "down_exps")) continue;
+            if (m.ext_tensors.count(ref.info)) continue;  // the kv_source's, read by it
             if (std::none_of(res.begin(), res.end(), [&](auto & r) { return r.first == ref.info; })) res.push_back({ref.info, 0});
         }
     }
@@ -1018,6 +1083,20 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     }
     check_kv_type(m.prog, m.params.kv_type, m.params.kv_type_v);
     if (m.params.n_seq_max < 1 || m.params.n_ctx < 1) throw error(KAIL_E_INVALID_ARG, "n_seq_max and n_ctx must be >= 1");
+    // A draft over another model's cache (kv_source): none of its own, within the source's sequences.
+    if (m.params.kv_source) {
+        m.src = &m.params.kv_source->internals();
+        if (!m.params.lora.empty()) throw error(KAIL_E_INVALID_ARG, "a draft over another model's cache (kv_source) takes no LoRA adapters");
+        if (streaming) throw error(KAIL_E_INVALID_ARG, "a draft over another model's cache (kv_source) cannot stream its experts: load it without a RAM budget");
+        if (m.prog.n_kv_layers > 0 || !m.prog.rs_width.empty())
+            throw error(KAIL_E_BAD_MODEL, "a draft over another model's cache (kv_source) keeps no cache of its own: its program has " + std::to_string(m.prog.n_kv_layers) + " kv layers and " + std::to_string(m.prog.rs_width.size()) + " recurrent layers");
+        if (m.params.n_seq_max > m.src->params.n_seq_max || m.params.n_ctx > m.src->params.n_ctx)
+            throw error(KAIL_E_INVALID_ARG, "a draft over another model's cache needs n_seq_max <= " + std::to_string(m.src->params.n_seq_max) + " and n_ctx <= " + std::to_string(m.src->params.n_ctx) + " (its source's), has " +
+                                                std::to_string(m.params.n_seq_max) + " and " + std::to_string(m.params.n_ctx));
+        bool ext = false;
+        for (const op_desc & op : m.prog.ops) ext = ext || (op.type == OP_ATTENTION && op.params.count("ext_layer"));
+        if (!ext) throw error(KAIL_E_INVALID_ARG, "a kv_source model was given, but no attention op of this program reads its cache (ext_layer)");
+    }
     const int nb = static_cast<int>(m.prog.buffers.size());
     auto check_buf = [&](int b, const char * what, size_t op_i) {
         if (b < -1 || b >= nb) throw error(KAIL_E_INVALID_ARG, "program: op " + std::to_string(op_i) + " " + what + " buffer out of range");
@@ -1036,6 +1115,19 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
         if (op.out < 0) throw error(KAIL_E_INVALID_ARG, "program: op " + std::to_string(i) + " has no out buffer");
         check_op_ranges(m, op, i);
         for (auto & [role, name] : op.weights) {
+            // "target:NAME": the kv_source's tensor NAME, as it loaded it (its copy or mapping).
+            if (name.compare(0, 7, "target:") == 0) {
+                if (!m.src) throw error(KAIL_E_INVALID_ARG, "program: op " + std::to_string(i) + " uses tensor '" + name + "' of another model, but no kv_source model was given");
+                const std::string tn = name.substr(7);
+                const tensor_ref * found = nullptr;
+                for (const auto & ow : m.src->wts)
+                    for (const auto & [r2, ref] : ow)
+                        if (!found && ref.info && ref.info->name == tn && ref.data) found = &ref;
+                check(found != nullptr, "the source model (kv_source) does not load tensor '" + tn + "' (" + role + ", named '" + name + "')");
+                m.wts[i][role] = *found;
+                m.ext_tensors.insert(found->info);
+                continue;
+            }
             const gguf_tensor_info * t = m.file->find_tensor(name);
             const gguf_file * src = m.file.get();
             for (size_t k = 0; !t && k < m.weight_files.size(); k++)
@@ -1292,7 +1384,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
         std::vector<const op_desc *> stored(static_cast<size_t>(m.prog.n_kv_layers), nullptr);
         for (size_t i = 0; i < m.prog.ops.size(); i++) {
             const op_desc & op = m.prog.ops[i];
-            if (op.type != OP_ATTENTION) continue;
+            if (op.type != OP_ATTENTION || op.params.count("ext_layer")) continue;
             const size_t layer = static_cast<size_t>(op.param_req("layer"));
             const op_desc * s = stored[layer];
             if (op.b >= 0) { stored[layer] = &op; continue; }
@@ -1397,6 +1489,7 @@ int64_t model::seq_truncate(int seq, int64_t len) {
     impl & m = *impl_;
     if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
     if (len < 0) throw error(KAIL_E_INVALID_ARG, "length must be >= 0");
+    if (m.src) return len;  // a draft over another model's cache keeps none of its own
     len = std::min(m.seq_len[seq], len);
     // A recurrent layer's state is the sequence's whole past: it cannot be cut back, only cleared,
     // unless the sequence keeps a checkpoint at or before len (then its inputs since are replayed).
@@ -1428,7 +1521,7 @@ int64_t model::seq_truncate(int seq, int64_t len) {
 void model::seq_copy(int src, int dst) {
     impl & m = *impl_;
     if (src < 0 || src >= m.params.n_seq_max || dst < 0 || dst >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
-    if (src == dst) return;
+    if (src == dst || m.src) return;  // (a draft over another model's cache keeps none to copy)
     seq_truncate(dst, 0);
     for (int l = 0; l < m.prog.n_kv_layers; l++) {
         m.kv[dst][l].k = m.kv[src][l].k;
@@ -2137,18 +2230,22 @@ int32_t rel_position_bucket(int32_t x, int32_t y, uint64_t n_buckets, bool bidir
 
 void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     model::impl & m = x.m;
-    const int layer = static_cast<int>(op.param_req("layer"));
+    // ext_layer: a layer of the kv_source's cache (its K/V types, rings), read and never written;
+    // a query at P sees the positions before P (exclusive: P itself is not in that cache).
+    const bool ext = op.params.count("ext_layer") != 0;
+    const model::impl & kvm = ext ? *m.src : m;
+    const int layer = static_cast<int>(op.param_req(ext ? "ext_layer" : "layer"));
     const int64_t n_head = static_cast<int64_t>(op.param_req("n_head"));
     const int64_t n_head_kv = static_cast<int64_t>(op.param_req("n_head_kv"));
     const int64_t hd_k = static_cast<int64_t>(op.param_req("head_dim"));
     const int64_t hd_v = static_cast<int64_t>(op.param("head_dim_v", static_cast<double>(hd_k)));
     const float scale = static_cast<float>(op.param("scale", 1.0 / std::sqrt(static_cast<double>(hd_k))));
-    const int64_t kw = m.prog.kv_k_width[layer], vw = m.prog.kv_v_width[layer];
+    const int64_t kw = kvm.prog.kv_k_width[layer], vw = kvm.prog.kv_v_width[layer];
     if (kw != n_head_kv * hd_k || vw != n_head_kv * hd_v) throw error(KAIL_E_INVALID_ARG, "program: attention kv widths do not match heads");
-    const uint32_t kt = m.params.kv_type, vt = m.params.kv_type_v;
+    const uint32_t kt = kvm.params.kv_type, vt = kvm.params.kv_type_v;
     // Bytes of one head's row of K and of V (whole blocks for a quantized cache).
     const size_t rk = kv_row_bytes(kt, hd_k), rv = kv_row_bytes(vt, hd_v);
-    const int64_t R = m.kv_ring[layer];
+    const int64_t R = kvm.kv_ring[layer];
     // 1. store K and V rows of the batch, each head's part in its block (a reader of a shared
     // layer finds them stored by an earlier op of this pass).
     for (int64_t t = 0; t < x.n_tok && op.b >= 0; t++) {
@@ -2259,10 +2356,10 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
         for (int64_t task = begin; task < end; task++) {
             const int64_t t = task / n_head_kv, hk = task % n_head_kv;
             const int s = xp->b.seq[t];
-            const int64_t p = causal ? xp->b.pos[t] : sym_half >= 0 ? std::min<int64_t>(seq_end.at(s) - 1, xp->b.pos[t] + sym_half) : seq_end.at(s) - 1;
-            const int64_t lo = window > 0 ? std::max<int64_t>(0, p + 1 - window) : chunk > 0 ? p - p % chunk : sym_half >= 0 ? std::max<int64_t>(0, xp->b.pos[t] - sym_half) : 0;
+            const int64_t p = ext ? xp->b.pos[t] - 1 : causal ? xp->b.pos[t] : sym_half >= 0 ? std::min<int64_t>(seq_end.at(s) - 1, xp->b.pos[t] + sym_half) : seq_end.at(s) - 1;
+            const int64_t lo = window > 0 ? std::max<int64_t>(0, xp->b.pos[t] + 1 - window) : chunk > 0 ? p - p % chunk : sym_half >= 0 ? std::max<int64_t>(0, xp->b.pos[t] - sym_half) : 0;
             int64_t np = p + 1 - lo;
-            const kv_seq_layer & c = m.kv[s][layer];
+            const kv_seq_layer & c = kvm.kv[s][layer];
             const int64_t first = c.mirrored ? lo % R : lo;  // row of position lo
             const uint8_t * krows = c.k.data() + static_cast<size_t>(hk * c.cap + first) * rk;
             const uint8_t * vrows = c.v.data() + static_cast<size_t>(hk * c.cap + first) * rv;
@@ -4017,6 +4114,7 @@ void op_gather_out(exec_ctx & x, const op_desc & op) {
 int64_t model::seq_shift(int seq, int64_t keep, int64_t n) {
     impl & m = *impl_;
     if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    if (m.src) throw error(KAIL_E_UNSUPPORTED, "context shift: a draft over another model's cache (kv_source) has none of its own to shift (shift its source)");
     const int64_t len = m.seq_len[seq];
     if (keep < 0 || n < 0 || keep + n > len)
         throw error(KAIL_E_INVALID_ARG, "context shift: cannot discard " + std::to_string(n) + " positions after the first " + std::to_string(keep) + " of " + std::to_string(len));
@@ -4107,6 +4205,7 @@ template <typename T> void put(std::vector<uint8_t> & out, T v) {
 std::vector<uint8_t> model::seq_state(int seq) const {
     const impl & m = *impl_;
     if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    if (m.src) throw error(KAIL_E_UNSUPPORTED, "sequence state: a draft over another model's cache (kv_source) keeps no state of its own (save its source's)");
     const int64_t len = m.seq_len[seq];
     std::vector<uint8_t> out(kSeqMagic, kSeqMagic + 8);
     put<uint32_t>(out, static_cast<uint32_t>(m.prog.n_kv_layers));
@@ -4154,6 +4253,7 @@ std::vector<uint8_t> model::seq_state(int seq) const {
 void model::set_seq_state(int seq, const uint8_t * data, size_t n) {
     impl & m = *impl_;
     if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
+    if (m.src) throw error(KAIL_E_UNSUPPORTED, "sequence state: a draft over another model's cache (kv_source) keeps no state of its own (restore its source's)");
     blob_reader r{data, n};
     char magic[8];
     r.bytes(magic, 8, "magic");
@@ -4246,6 +4346,15 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
         const int s = b.seq[t];
         if (s < 0 || s >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id " + std::to_string(s) + " out of range (0.." + std::to_string(m.params.n_seq_max - 1) + ")");
         const int64_t p = b.pos[t];
+        if (m.src) {
+            // A draft over the source's cache: every row at the source's length, which has a past.
+            const int64_t sl = m.src->seq_len[static_cast<size_t>(s)];
+            if (sl < 1) throw error(KAIL_E_INVALID_ARG, "sequence " + std::to_string(s) + " of the draft's source model (kv_source) is empty: the draft reads the source's cache, so the source decodes first");
+            if (p != sl) throw error(KAIL_E_INVALID_ARG, "position " + std::to_string(p) + " of sequence " + std::to_string(s) + " is not its source model's length (" + std::to_string(sl) + "): a draft row sits right after what the source has cached");
+            if (p >= m.params.n_ctx) throw error(KAIL_E_INVALID_ARG, "position " + std::to_string(p) + " is past the context length " + std::to_string(m.params.n_ctx));
+            if (b.output[t]) n_out++;
+            continue;
+        }
         if (p != next[s]) throw error(KAIL_E_INVALID_ARG, "position " + std::to_string(p) + " of sequence " + std::to_string(s) + " is not the next one (" + std::to_string(next[s]) + ")");
         if (p >= m.params.n_ctx) throw error(KAIL_E_INVALID_ARG, "position " + std::to_string(p) + " is past the context length " + std::to_string(m.params.n_ctx));
         next[s] = p + 1;
@@ -4427,7 +4536,8 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
         }
         throw;
     }
-    for (int s = 0; s < m.params.n_seq_max; s++) m.seq_len[s] = next[s];
+    if (!m.src)
+        for (int s = 0; s < m.params.n_seq_max; s++) m.seq_len[s] = next[s];
     logits.assign(m.bufs[m.prog.logits].begin(), m.bufs[m.prog.logits].begin() + n_out * n_vocab_);
     if (hidden) {
         if (b.want_hidden) hidden->assign(m.bufs[m.prog.hidden].begin(), m.bufs[m.prog.hidden].begin() + b.n * m.prog.buffers[m.prog.hidden].width);
