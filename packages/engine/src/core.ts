@@ -13,7 +13,7 @@ export { contextShiftSpan, type ContextShift } from './runtime/context-shift';
 export { readSlotFile, writeSlotFile, type SlotFileHeader } from './runtime/slot-file';
 export { parseControlVectorFlags, readControlVectors, type ControlVectorSpec } from './model/control-vector';
 export { applyKvOverrides, describeKvOverride, formatKvOverride, parseKvOverride, parseKvOverrides, type KvOverride, type KvOverrideType } from './model/kv-override';
-export { DEFAULT_RAM_RESERVE_BYTES, DEFAULT_RAM_SHARE, EngineModel, defaultRamBudget, eagle3LayersOf, KV_TYPES, kvBytesPerValue, kvCacheReport, kvRowBytes, kvTypesFromFlags, memoryNow, openGgufMetadata, parseLoraFlags, parseRamBudget, parseVramBudget, planModel, summarize, vramTierDropped, type KvCacheReport, type KvType } from './model/model';
+export { DEFAULT_RAM_RESERVE_BYTES, DEFAULT_RAM_SHARE, EngineModel, defaultRamBudget, eagle3LayersOf, isGemma4AssistantFile, KV_TYPES, kvBytesPerValue, kvCacheReport, kvRowBytes, kvTypesFromFlags, memoryNow, openGgufMetadata, parseLoraFlags, parseRamBudget, parseVramBudget, planModel, summarize, vramTierDropped, type KvCacheReport, type KvType } from './model/model';
 export type { LoadModelOptions, MemoryNow, ModelSummary, ResidencyPlan } from './model/model';
 export { ROPE_FLAGS, ROPE_SCALINGS, applyRopeOptions, checkRopeOptions, parseRopeFlags, ropeOptionArgs, type RopeFlag, type RopeOptions, type RopeScaling } from './model/rope-options';
 export { formatBytes, parseByteSize } from './model/byte-size';

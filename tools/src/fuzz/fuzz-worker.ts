@@ -15,6 +15,11 @@ export interface FuzzJob {
   streaming?: boolean;
   /** Also load the file's MTP block as a draft and run it over the target's hidden rows. */
   mtp?: boolean;
+  /**
+   * The file is a draft over this target's KV cache (a Gemma 4 assistant): load the target, then the
+   * file with kvSource, and run its rows as speculation does.
+   */
+  kvTarget?: string;
 }
 
 export interface FuzzJobResult {
@@ -70,7 +75,58 @@ function evalLast(model: EngineModel, seq: number, toks: number[]): Promise<Floa
   });
 }
 
+/**
+ * A draft over a target's KV cache (a Gemma 4 assistant), as speculation serves it: the target
+ * decodes a few tokens with its hidden rows, the draft takes a row at the target's length (the next
+ * token with the target's last hidden row), then a chained row fed its own h_next.
+ */
+async function runOverTarget(job: FuzzJob & { kvTarget: string }): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb' | 'ms'>> {
+  let stage = 'inspect';
+  let target: EngineModel | undefined;
+  let draft: EngineModel | undefined;
+  try {
+    const f = openGgufMetadata(job.path);
+    try {
+      summarize(f);
+      kvCacheReport(f);
+    } finally {
+      f.close();
+    }
+    stage = 'target-load';
+    target = EngineModel.load(job.kvTarget, { threads: 1, nSeqMax: 2, nCtx: 64 });
+    stage = 'load';
+    draft = EngineModel.load(job.path, { threads: 1, nSeqMax: 2, nCtx: 64, kvSource: target });
+    stage = 'tokenize';
+    let toks = draft.tokenizer.tokenize('Hello world, the expert', { addSpecial: true }).slice(0, 4);
+    if (toks.length === 0) toks = [0];
+    stage = 'eval';
+    const { hidden } = await target.evaluateWithHidden(0, toks, 'all');
+    const w = target.hiddenWidth;
+    const row = (tok: number, embd: Float32Array) =>
+      draft!.forwardBatchWithHidden({ tokens: Int32Array.of(tok), pos: Int32Array.of(toks.length), seq: Int32Array.of(0), output: Uint8Array.of(1), embd });
+    const a = await row(draft.nVocab - 1, hidden.slice((toks.length - 1) * w));
+    const b = await row(toks[0], a.hidden);
+    const allFinite = finite(a.logits) && finite(b.logits) && finite(b.hidden);
+    stage = 'detokenize';
+    draft.tokenizer.detokenize([...toks, draft.nVocab - 1, draft.tokenizer.nTokens - 1]);
+    stage = 'chat-template';
+    ChatTemplate.fromTokenizer(draft.tokenizer).render([{ role: 'user', content: 'Hi' }]);
+    return { ok: true, stage: 'done', finite: allFinite };
+  } catch (e) {
+    const err = e as { code?: unknown; name?: unknown; message?: unknown };
+    return { ok: false, stage, code: typeof err?.code === 'string' ? err.code : undefined, name: typeof err?.name === 'string' ? err.name : undefined, message: String(err?.message ?? e) };
+  } finally {
+    try {
+      draft?.close();
+      target?.close();
+    } catch {
+      // already failing
+    }
+  }
+}
+
 async function run(job: FuzzJob): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb' | 'ms'>> {
+  if (job.kvTarget) return runOverTarget({ ...job, kvTarget: job.kvTarget });
   let stage = 'inspect';
   let model: EngineModel | undefined;
   try {

@@ -6,6 +6,7 @@ import {
   DEFAULT_RAM_RESERVE_BYTES,
   EngineModel,
   eagle3LayersOf,
+  isGemma4AssistantFile,
   parseLoraFlags,
   parseControlVectorFlags,
   KV_TYPES,
@@ -345,7 +346,7 @@ interface SpecOpts {
 
 function addSpecOptions(cmd: Command): Command {
   return cmd
-    .option('--draft <file>', 'speculative decoding with this draft GGUF (same vocabulary, checked); loaded in RAM. An EAGLE-3 draft (llama.cpp\'s eagle3 files) drafts from the target\'s hidden states at its three layers')
+    .option('--draft <file>', 'speculative decoding with this draft GGUF (same vocabulary, checked); loaded in RAM. An EAGLE-3 draft (llama.cpp\'s eagle3 files) drafts from the target\'s hidden states at its three layers; a Gemma 4 assistant draft (gemma4-assistant files) over the target\'s KV cache')
     .option('--lookup', 'speculative decoding with prompt-lookup (n-gram) drafts from the context, no draft model')
     .option('--mtp', "speculative decoding with the model file's own multi-token-prediction block (DeepSeek-V3/V4, Qwen3.5, Nemotron 3) as the draft")
     .option('--spec-k <n>', 'drafted tokens per target pass to start from (1..32)', int('--spec-k', 1, 32), 4)
@@ -368,8 +369,11 @@ function loadSpeculation(target: EngineModel, o: SpecOpts, threads: number | und
   if ([o.draft, o.lookup, o.mtp].filter(Boolean).length > 1) throw new Error('give one of --draft FILE, --lookup and --mtp');
   if (!o.draft && !o.lookup && !o.mtp) return { spec: null, draft: null };
   const draft = o.draft
-    ? // (An EAGLE-3 draft without token_embd / output of its own takes the target's.)
-      EngineModel.load(o.draft, { threads, nCtx: target.nCtx, ...(target.extractLayers ? { embeddingsFrom: target.path } : {}) })
+    ? // (An EAGLE-3 draft without token_embd / output of its own takes the target's; a Gemma 4
+      // assistant draft attends over the target's KV cache, with its slots and batch.)
+      isGemma4AssistantFile(o.draft)
+      ? EngineModel.load(o.draft, { threads, nCtx: target.nCtx, nSeqMax: target.nSeqMax, nBatch: target.nBatch, kvSource: target })
+      : EngineModel.load(o.draft, { threads, nCtx: target.nCtx, ...(target.extractLayers ? { embeddingsFrom: target.path } : {}) })
     : o.mtp
       ? EngineModel.load(target.path, { threads, nCtx: target.nCtx, nSeqMax: target.nSeqMax, mtp: true })
       : null;

@@ -10,6 +10,7 @@ import { Tokenizer } from '../tokenizer/tokenizer';
 import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, defaultContext, isDiffusionArchitecture, isEncoderArchitecture } from './architectures';
 import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
 import { eagle3Params, readEagle3D2t, withLayerInputs, type Eagle3Params } from './architectures/eagle3';
+import { buildGemma4Assistant } from './architectures/gemma4-assistant';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { formatBytes, parseByteSize, shareOfBytes } from './byte-size';
 import { fileTypeName } from './file-type';
@@ -211,6 +212,13 @@ export interface LoadModelOptions {
    * none: an EAGLE-3 draft's target (llama.cpp's ctx_other). Not with ramBytes.
    */
   embeddingsFrom?: string;
+  /**
+   * The target model whose KV cache a Gemma 4 assistant draft (`gemma4-assistant`) attends over
+   * (llama.cpp's ctx_other): the draft keeps no cache, reads the target's token_embd, and each of
+   * its rows sits at its sequence's target length. Required for such a draft, refused for any
+   * other model; not with ramBytes. Load it with nSeqMax and nCtx at most the target's.
+   */
+  kvSource?: EngineModel;
 }
 
 /** The tensors a model may take from `LoadModelOptions.embeddingsFrom` when its file lacks them. */
@@ -443,6 +451,16 @@ export function eagle3LayersOf(path: string): number[] | null {
   }
 }
 
+/** Whether a file is a Gemma 4 assistant draft (`gemma4-assistant`), which loads over its target's cache (LoadModelOptions.kvSource). */
+export function isGemma4AssistantFile(path: string): boolean {
+  const file = openGgufMetadata(path);
+  try {
+    return file.metadata['general.architecture'] === 'gemma4-assistant';
+  } finally {
+    file.close();
+  }
+}
+
 /** Opens a GGUF file's metadata and tensor table (no weights mapped). */
 export function openGgufMetadata(path: string): NativeGgufFile {
   if (!fs.existsSync(path)) throw new EngineError('KAIL_E_IO', `model file not found: ${path}`);
@@ -537,11 +555,18 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
       other.close();
     }
   }
+  if (opts.kvSource && arch !== 'gemma4-assistant')
+    throw new EngineError('KAIL_E_INVALID_ARG', `${path}: kvSource (another model's KV cache) is for a Gemma 4 assistant draft; this model is '${arch}'`);
+  if (opts.kvSource && opts.ramBytes) throw new EngineError('KAIL_E_INVALID_ARG', 'a draft over another model\'s KV cache (kvSource) cannot go with a RAM budget (expert streaming)');
   const fileHp = readHParams(md, tensors);
   const hp = applyRopeOptions(fileHp, opts.rope);
   const nCtx = Math.max(1, Math.min(opts.nCtx ?? defaultContext(hp), 1 << 20));
   const build = (h: HParams) => {
-    const prog = opts.mtp ? buildMtpProgram(h, tensors) : buildProgram(h, tensors, { nCtxSeq: nCtx, ...(opts.nextnHidden ? { nextnHidden: true } : {}) });
+    const prog = opts.mtp
+      ? buildMtpProgram(h, tensors)
+      : h.arch === 'gemma4-assistant'
+        ? buildGemma4Assistant(h, tensors, opts.kvSource && { hparams: opts.kvSource.hparams, program: opts.kvSource.program, path: opts.kvSource.path })
+        : buildProgram(h, tensors, { nCtxSeq: nCtx, ...(opts.nextnHidden ? { nextnHidden: true } : {}) });
     return opts.extractLayers ? withLayerInputs(prog, opts.extractLayers, h.nLayer, h.nEmbd, h.arch) : prog;
   };
   // (With RoPE options, sliding-window layers take them or keep the file's, as llama.cpp's architecture does.)
@@ -577,6 +602,7 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     kvTypeV: kvTypeId(opts.kvTypeV ?? opts.kvType),
     ...(opts.lora?.length ? { lora: opts.lora.map((l) => ({ path: nodePath.resolve(l.path), scale: l.scale ?? 1 })) } : {}),
     ...(opts.embeddingsFrom ? { weightFiles: [nodePath.resolve(opts.embeddingsFrom)] } : {}),
+    ...(opts.kvSource ? { kvSource: opts.kvSource.runtime } : {}),
     ...controlVectorParams(opts, hp),
     ...(opts.swaFull ? { swaFull: true } : {}),
     ...(opts.mmap ? { mmap: true } : {}),
@@ -638,6 +664,11 @@ export interface KvCacheReport {
 
 /** The KV cache an open file needs per token (`kail inspect`), from its metadata alone. */
 export function kvCacheReport(file: NativeGgufFile, kvTypeIn?: KvType, kvTypeVIn?: KvType): KvCacheReport {
+  // A Gemma 4 assistant draft keeps no KV cache: it attends over its target's (LoadModelOptions.kvSource).
+  if (file.metadata['general.architecture'] === 'gemma4-assistant') {
+    const kvType = kvTypeIn ?? 'f16';
+    return { kvType, kvTypeV: kvTypeVIn ?? kvType, bytesPerToken: 0, recurrentBytesPerSequence: 0 };
+  }
   try {
     // (Unset: the load's default, f16, or f32 for an encoder.)
     const { hp, program, params, kvType, kvTypeV } = prepare(file.path, file, { kvType: kvTypeIn, kvTypeV: kvTypeVIn ?? kvTypeIn });
@@ -720,6 +751,8 @@ export class EngineModel {
   nextnHidden = false;
   /** LoadModelOptions.embeddingsFrom, resolved; null when not given. */
   embeddingsFrom: string | null = null;
+  /** A Gemma 4 assistant draft's target (LoadModelOptions.kvSource), whose KV cache it reads; null for any other model. */
+  kvSource: EngineModel | null = null;
   /**
    * In memory, whether the weights are computed from the file's mapping: asked for (mmap), or
    * chosen because a copy would not have fit the memory available at load. False when they were
@@ -835,6 +868,7 @@ export class EngineModel {
       model.extractLayers = opts.extractLayers ? [...opts.extractLayers] : null;
       model.nextnHidden = opts.nextnHidden === true;
       model.embeddingsFrom = opts.embeddingsFrom ? nodePath.resolve(opts.embeddingsFrom) : null;
+      model.kvSource = opts.kvSource ?? null;
       model.weightsMapped = weightsMapped;
       model.autoRamBytes = autoRamBytes;
       model.kvType = kvType;
@@ -979,6 +1013,8 @@ export class EngineModel {
       );
     if (this.eagle3)
       return new EngineError('KAIL_E_INVALID_ARG', `${label} is an EAGLE-3 draft: it drafts from a target model's hidden states; give it with --draft beside its target`);
+    if (this.kvSource)
+      return new EngineError('KAIL_E_INVALID_ARG', `${label} is a Gemma 4 assistant draft: it drafts over its target model's KV cache; give it with --draft beside its target`);
     if (!this.encoder) return null;
     return new EngineError(
       'KAIL_E_INVALID_ARG',

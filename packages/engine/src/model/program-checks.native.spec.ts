@@ -4,11 +4,12 @@
 // with KAIL_E_BAD_MODEL naming the op, never run into memory it does not own.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, ModelProgram, NativeModel, ProgramOp } from '@kailstream/core-native';
 
 import { native } from '../native';
 import { tempDir, writeTestModel } from '../testing';
 import { buildProgram } from './architectures';
+import { buildGemma4Assistant } from './architectures/gemma4-assistant';
 import { Metadata, readHParams } from './hparams';
 
 const dir = tempDir();
@@ -592,5 +593,51 @@ describe("native program checks: T5's relative position bias (tiny-t5encoder)", 
     ['a projection matrix as the table', (p) => tampered(p, 'attention', (o) => (o.weights!.rel_b = 'enc.blk.0.attn_q.weight')), /relative position bias 'enc\.blk\.0\.attn_q\.weight' must be F32 or F16 \[4 heads, at least 4 buckets\], is F32 \[256, 192\]/],
   ])('refuses %s', (_what, edit, want) => {
     expect(() => load(edit(f.program))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
+  });
+});
+
+describe('native program checks: a Gemma 4 assistant draft over its target (tiny-gemma4-assistant over tiny-gemma4)', () => {
+  const t = { file: '', program: undefined as unknown as ModelProgram, d: '', dp: undefined as unknown as ModelProgram };
+  let target: NativeModel | undefined;
+  const hparamsOf = (file: string) => {
+    const f = native().openGguf(file, { mapData: false });
+    try {
+      const tensors = new Map<string, GgufTensorInfo>(f.tensors.map((x) => [x.name, x]));
+      return { hp: readHParams(new Metadata(f.metadata, f.metadata['general.architecture'] as string), tensors), tensors };
+    } finally {
+      f.close();
+    }
+  };
+  beforeAll(() => {
+    t.file = writeTestModel(dir, 'tiny-gemma4', 'F32');
+    t.program = programOf(t.file);
+    t.d = writeTestModel(dir, 'tiny-gemma4-assistant', 'F32');
+    const d = hparamsOf(t.d);
+    t.dp = buildGemma4Assistant(d.hp, d.tensors, { hparams: hparamsOf(t.file).hp, program: t.program, path: t.file });
+    // (A batch of 1: the target's sliding ring holds the last 8 positions, its window.)
+    target = new (native().Model)(t.file, t.program, { threads: 1, nCtx: 32, nBatch: 1 });
+  }, 60_000);
+  afterAll(() => target?.close());
+  const load = (p: ModelProgram) => new (native().Model)(t.d, p, { threads: 1, nCtx: 32, kvSource: target }).close();
+
+  it('accepts the draft over the target, and refuses it without one', () => {
+    expect(() => load(t.dp)).not.toThrow();
+    expect(() => new (native().Model)(t.d, t.dp, { threads: 1, nCtx: 32 }).close()).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(/no kv_source model was given/) }));
+  });
+
+  it.each<[string, (o: ProgramOp) => void, RegExp]>([
+    ['a target layer out of range', (o) => (o.params!.ext_layer = 9), /reads kv layer 9 of its source model, which has \d+ kv layers/],
+    ['an op that does not say its own position is unseen', (o) => delete o.params!.exclusive, /takes exclusive 1/],
+    ['other heads than the target layer caches', (o) => Object.assign(o.params!, { n_head_kv: 1 }), /do not match the source's kv layer/],
+    ['a window wider than the target ring holds', (o) => (o.params!.window = 9), /whose ring holds the last 8 positions/],
+    ['full attention over a sliding ring', (o) => delete o.params!.window, /a full attention over the source's kv layer/],
+    ['k and v of its own', (o) => Object.assign(o, { b: o.a, c: o.a }), /stores no k or v into another model's cache/],
+  ])('refuses %s', (_what, edit, want) => {
+    expect(() => load(tampered(t.dp, 'attention', edit))).toThrow(expect.objectContaining({ message: expect.stringMatching(want) }));
+  });
+
+  it("refuses a target tensor the target does not load", () => {
+    const q = tampered(t.dp, 'embed', (o) => (o.weights!.weight = 'target:nothing.weight'));
+    expect(() => load(q)).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/does not load tensor 'nothing.weight'/) }));
   });
 });

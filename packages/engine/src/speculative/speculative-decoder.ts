@@ -3,7 +3,7 @@ import nodePath from 'node:path';
 import { EngineError } from '../errors';
 import type { engine as pb } from '@kailstream/proto';
 
-import { EngineModel, eagle3LayersOf, type LoadModelOptions } from '../model/model';
+import { EngineModel, eagle3LayersOf, isGemma4AssistantFile, type LoadModelOptions } from '../model/model';
 import { Mt19937, foldSeed } from '../sampling/rng';
 import type { OutputConstraint } from '../sampling/json-constraint';
 import { createSampler, isGreedy, type ResolvedSamplerParams, type Sampler, type SamplerParams } from '../sampling/sampler';
@@ -20,6 +20,9 @@ export interface SpeculativeOptions {
    * An EAGLE-3 draft (an `eagle3` file) drafts from the target's hidden states at its three layers:
    * the target must be loaded with `extractLayers: eagle3LayersOf(draftFile)` (refused with
    * KAIL_E_INVALID_ARG otherwise), and drafting runs as MTP's does (mode 'eagle3').
+   *
+   * A Gemma 4 assistant draft (a `gemma4-assistant` file loaded with `kvSource: target`) drafts over
+   * the target's KV cache from its hidden states (mode 'assistant').
    */
   draft?: EngineModel;
   /** Prompt-lookup (n-gram) drafting from the context instead of a draft model; true = default n-gram sizes. */
@@ -89,7 +92,7 @@ const MAX_K = 32;
  * How drafts are made: a draft model, prompt lookup, the target's multi-token-prediction block, or
  * an EAGLE-3 draft (a `draft` whose file is one) reading the target's hidden states.
  */
-export type SpeculativeMode = 'draft' | 'lookup' | 'mtp' | 'eagle3';
+export type SpeculativeMode = 'draft' | 'lookup' | 'mtp' | 'eagle3' | 'assistant';
 
 function checkInt(name: string, v: number, lo: number, hi: number): void {
   if (!Number.isInteger(v) || v < lo || v > hi) throw new EngineError('KAIL_E_INVALID_ARG', `${name} must be an integer in [${lo}, ${hi}], got ${v}`);
@@ -174,11 +177,13 @@ export class SpeculativeDecoder {
     if (given === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'speculative decoding needs a draft model, lookup: true or an MTP model');
     if (given > 1) throw new EngineError('KAIL_E_INVALID_ARG', 'give one of a draft model, lookup and an MTP model');
     const eagle3 = opts.draft?.eagle3 ? opts.draft : null;
-    this.mode = eagle3 ? 'eagle3' : opts.draft ? 'draft' : opts.mtp ? 'mtp' : 'lookup';
-    // (An EAGLE-3 draft drafts from the target's hidden states as an MTP block does: it takes that path.)
-    this.draft = eagle3 ? null : (opts.draft ?? null);
-    this.mtp = eagle3 ?? opts.mtp ?? null;
+    const assistant = opts.draft?.kvSource ? opts.draft : null;
+    this.mode = eagle3 ? 'eagle3' : assistant ? 'assistant' : opts.draft ? 'draft' : opts.mtp ? 'mtp' : 'lookup';
+    // (EAGLE-3 and Gemma 4 assistant drafts draft from the target's hidden states as an MTP block does: they take that path.)
+    this.draft = eagle3 || assistant ? null : (opts.draft ?? null);
+    this.mtp = eagle3 ?? assistant ?? opts.mtp ?? null;
     if (eagle3) checkEagle3(target, eagle3);
+    if (assistant) checkAssistant(target, assistant);
     const k = opts.k ?? 4;
     checkInt('speculative k', k, 1, MAX_K);
     this.kMin = opts.kMin ?? Math.min(1, k);
@@ -197,7 +202,7 @@ export class SpeculativeDecoder {
       if (this.draft.nVocab !== target.nVocab)
         throw new EngineError('KAIL_E_INVALID_ARG', `the draft model's output has ${this.draft.nVocab} logits, the target's ${target.nVocab}`);
     }
-    if (this.mtp && !eagle3) {
+    if (this.mtp && !eagle3 && !assistant) {
       if (this.mtp.path !== target.path) throw new EngineError('KAIL_E_INVALID_ARG', `the MTP block must come from the target's own file (${target.path}), not ${this.mtp.path}`);
       if (!this.mtp.runtime.inputWidth) throw new EngineError('KAIL_E_INVALID_ARG', 'the MTP model was not loaded as one (EngineModel.load(path, { mtp: true }))');
       if (target.hiddenWidth !== this.mtp.runtime.inputWidth)
@@ -231,6 +236,8 @@ export class SpeculativeDecoder {
     if (!cfg.draftPath && !cfg.mtp) return null;
     // An EAGLE-3 draft reads the target's hidden states at its three layers, which the target's program must give.
     const eagle3 = cfg.draftPath ? eagle3LayersOf(cfg.draftPath) : null;
+    // A Gemma 4 assistant draft reads the target's KV cache: it loads bound to the target.
+    const assistant = !!cfg.draftPath && !eagle3 && isGemma4AssistantFile(cfg.draftPath);
     if (eagle3 && !sameLayers(target.extractLayers, eagle3))
       throw new EngineError('KAIL_E_INVALID_ARG', `${cfg.draftPath} is an EAGLE-3 draft reading target layers [${eagle3.join(', ')}]: load the target with extractLayers [${eagle3.join(', ')}]`);
     // The MTP block is part of the target's file: it loads from there, mapped like the target's weights.
@@ -238,7 +245,15 @@ export class SpeculativeDecoder {
       ? EngineModel.load(target.path, { threads: target.runtime.nThreads, kvType: load.kvType, kvTypeV: load.kvTypeV, lora: load.lora, nCtx: target.nCtx, nSeqMax: target.nSeqMax, nBatch: target.nBatch, mtp: true })
       : // The target's LoRA adapters are the target's (llama.cpp's --lora too): the draft has none.
         // (An EAGLE-3 draft without token_embd / output of its own takes the target's.)
-        EngineModel.load(cfg.draftPath!, { threads: target.runtime.nThreads, ...load, lora: undefined, nCtx: target.nCtx, nSeqMax: target.nSeqMax, ...(eagle3 ? { embeddingsFrom: target.path, ramBytes: undefined } : {}) });
+        EngineModel.load(cfg.draftPath!, {
+          threads: target.runtime.nThreads,
+          ...load,
+          lora: undefined,
+          nCtx: target.nCtx,
+          nSeqMax: target.nSeqMax,
+          ...(eagle3 ? { embeddingsFrom: target.path, ramBytes: undefined } : {}),
+          ...(assistant ? { kvSource: target, nBatch: target.nBatch, ramBytes: undefined } : {}),
+        });
     try {
       const d = new SpeculativeDecoder(target, cfg.mtp ? { mtp: draft, k, adaptive: cfg.adaptive } : { draft, k, adaptive: cfg.adaptive });
       d.ownsDraft = true;
@@ -375,7 +390,7 @@ export class SpeculativeSequence {
 
   /** True when drafts come from the target's MTP block or an EAGLE-3 draft, which need the target's hidden rows (`recordHidden`). */
   get needsHidden(): boolean {
-    return this.decoder.mode === 'mtp' || this.decoder.mode === 'eagle3';
+    return this.decoder.mode === 'mtp' || this.decoder.mode === 'eagle3' || this.decoder.mode === 'assistant';
   }
 
   /**
@@ -405,6 +420,7 @@ export class SpeculativeSequence {
   mtpFeed(history: readonly number[]): { start: number; tokens: number[]; embd: Float32Array } {
     const mtp = this.decoder.mtp!;
     const w = mtp.runtime.inputWidth;
+    if (this.decoder.mode === 'assistant') return this.assistantFeed(history, w);
     const sh = this.decoder.mode === 'eagle3' ? 1 : 0;
     const h = history.length;
     const len = h - sh;
@@ -425,8 +441,27 @@ export class SpeculativeSequence {
     return { start, tokens: history.slice(start + sh, Math.max(start + sh, h)), embd };
   }
 
-  /** @internal After drafting: the MTP cache keeps only positions built from the target's hidden states. */
+  /**
+   * @internal A Gemma 4 assistant draft (no cache of its own) for `history` (pending token last; the
+   * target holds h - 1 positions): one row, the pending token at position h - 1 with the target's
+   * hidden state of h - 2; none for a history of one token (a plain step).
+   */
+  private assistantFeed(history: readonly number[], w: number): { start: number; tokens: number[]; embd: Float32Array } {
+    const h = history.length;
+    if (h < 2) return { start: h - 1, tokens: [], embd: new Float32Array(0) };
+    const src = h - 2;
+    const row = this.hid[src - this.hidBase];
+    if (src < this.hidBase || !row)
+      throw new EngineError('KAIL_E_INTERNAL', `assistant draft: no hidden state of the target for position ${src} (held: ${this.hidBase}..${this.hidBase + this.hid.length - 1})`);
+    const embd = Float32Array.from(row.subarray(0, w));
+    this.hid = [];
+    this.hidBase = h - 1;
+    return { start: h - 1, tokens: [history[h - 1]], embd };
+  }
+
+  /** @internal After drafting: the MTP cache keeps only positions built from the target's hidden states (an assistant draft keeps none). */
   mtpRollback(): void {
+    if (this.decoder.mode === 'assistant') return;
     this.decoder.mtp!.rollback(this.draftSeq, this.mtpLen);
   }
 
@@ -765,7 +800,8 @@ export async function proposeMtp(items: { seq: SpeculativeSequence; history: rea
         const s = items[i].seq;
         if (!s.pick(lastLogits.get(i)!, ctxs[i], drafts[i], ks[i])) continue;
         const x = drafts[i].tokens[drafts[i].tokens.length - 1];
-        next.push({ i, token: x, pos: ctxs[i].length - 1 - sh, embd: lastHidden.get(i)!, last: true });
+        // (An assistant draft's chained rows all sit at the target's length, h - 1.)
+        next.push({ i, token: x, pos: dec.mode === 'assistant' ? items[i].history.length - 1 : ctxs[i].length - 1 - sh, embd: lastHidden.get(i)!, last: true });
       }
       if (!next.length) break;
       lastLogits.clear();
@@ -777,6 +813,18 @@ export async function proposeMtp(items: { seq: SpeculativeSequence; history: rea
   }
   for (const d of drafts) if (d.q && d.tokens.length === 0) d.q = null;
   return drafts;
+}
+
+/** A Gemma 4 assistant draft's binding: loaded over this target's cache, its hidden rows, the vocabulary, the slots. */
+function checkAssistant(target: EngineModel, draft: EngineModel): void {
+  const what = `the Gemma 4 assistant draft ${draft.path}`;
+  if (draft.kvSource !== target) throw new EngineError('KAIL_E_INVALID_ARG', `${what} was loaded over the KV cache of ${draft.kvSource!.path}, not of this target ${target.path}`);
+  if (target.hiddenWidth !== draft.runtime.inputWidth)
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target hidden states of ${draft.runtime.inputWidth} floats; the target gives ${target.hiddenWidth}`);
+  checkVocabCompatible(target.tokenizer, draft.tokenizer, { target: target.path, draft: draft.path });
+  if (draft.nVocab !== target.nVocab) throw new EngineError('KAIL_E_INVALID_ARG', `${what} has ${draft.nVocab} logits, the target's vocabulary ${target.nVocab}`);
+  if (draft.nSeqMax < target.nSeqMax || draft.nCtx < target.nCtx)
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} needs the target's ${target.nSeqMax} sequence slot(s) and context ${target.nCtx}`);
 }
 
 function sameLayers(a: readonly number[] | null, b: readonly number[]): boolean {

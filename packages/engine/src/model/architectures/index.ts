@@ -13,6 +13,7 @@ import { buildGemma } from './gemma';
 import { buildGemma3n } from './gemma3n';
 import { buildHrmText } from './hrm-text';
 import { buildGemma4 } from './gemma4';
+import { buildGemma4Assistant } from './gemma4-assistant';
 import { buildArctic } from './arctic';
 import { buildDbrx } from './dbrx';
 import { buildDeci } from './deci';
@@ -224,6 +225,9 @@ const ARCHITECTURES: Record<string, Builder> = {
     buildLlamaFamily(hp, ts, { neox: false, qkNorm: false, normExpertWeights: true, sharedExpertGate: false, ropeFactors: 'typed', nCtxSeq: o.nCtxSeq, encoderNorm: 'output_norm.weight', ...(hp.meta.bool('attention.causal', true) ? {} : { causal: false }) }),
   // EAGLE-3 drafts: they run bound to a target (speculative decoding), reading its layers' hidden states.
   eagle3: (hp, ts, o) => buildEagle3(hp, ts, o.nCtxSeq),
+  // Gemma 4 assistant drafts: bound to a target whose KV cache they read (LoadModelOptions.kvSource,
+  // which EngineModel.load passes to buildGemma4Assistant itself); without one, refused.
+  'gemma4-assistant': (hp, ts) => buildGemma4Assistant(hp, ts, undefined),
 };
 
 /**
