@@ -176,6 +176,12 @@ struct model::impl {
     std::vector<int>                       kv_rope;
     std::vector<int64_t>                   kv_heads;  // per KV layer: K heads cached per position (MLA: 1)
     std::vector<int64_t>                   seq_len;
+    // Encoder-decoder programs (T5; an op tagged pass 1 or 2): a pass over empty sequences is the
+    // encoder's (ops tagged pass 2 skipped), any later pass the decoder's (pass 1 skipped); per
+    // sequence, the encoder's positions [0, enc_len) precede the decoder's. Cross readers see
+    // [0, enc_len) of their layer; the decoder's other attention ops see from enc_len on.
+    bool                                   enc_dec = false;
+    std::vector<int64_t>                   enc_len;
     uint64_t                               kv_bytes = 0;
     // Recurrent state: [seq][recurrent layer], program::rs_width floats each, allocated (zeros) at
     // a sequence's first token and freed when it is cleared; counted in kv_bytes.
@@ -349,6 +355,8 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
         if (l < 0 || l >= m.prog.n_kv_layers) throw error(KAIL_E_INVALID_ARG, what + "kv layer " + std::to_string(l) + " out of range");
         return static_cast<int>(l);
     };
+    if (op.params.count("pass") && ip("pass", 0) != 1 && ip("pass", 0) != 2)
+        throw error(KAIL_E_INVALID_ARG, what + "pass " + std::to_string(ip("pass", 0)) + " is not 1 (encoder only) or 2 (decoder only)");
     switch (op.type) {
         case OP_XIELU:
             for (const char * k : {"alpha_n", "alpha_p", "beta", "eps"})
@@ -497,6 +505,19 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (nh < 1 || nkv < 1 || hk < 1 || hv < 1 || nh % nkv != 0)
                 throw error(KAIL_E_BAD_MODEL, what + std::to_string(nh) + " heads over " + std::to_string(nkv) + " kv heads of " + std::to_string(hk) + "/" + std::to_string(hv) + " dimensions");
             if (m.prog.kv_k_width[layer] != nkv * hk || m.prog.kv_v_width[layer] != nkv * hv) throw error(KAIL_E_INVALID_ARG, what + "kv widths do not match heads");
+            // An encoder-decoder's cross attention: the encoder pass stores K and V (store_only,
+            // no query), the decoder's passes read every encoder position (cross, nothing stored).
+            if (ip("store_only", 0) != 0) {
+                if (op.b < 0 || op.c < 0 || ip("pass", 0) != 1) throw error(KAIL_E_INVALID_ARG, what + "a store-only attention op stores k (b) and v (c) in the encoder pass (pass 1)");
+                fits(op.b, ip("b_off", 0), nkv * hk, "b");
+                fits(op.c, ip("c_off", 0), nkv * hv, "c");
+                break;
+            }
+            if (ip("cross", 0) != 0) {
+                if (op.b >= 0 || op.c >= 0 || ip("pass", 0) != 2) throw error(KAIL_E_INVALID_ARG, what + "a cross-attention reader stores nothing and runs in the decoder's passes (pass 2)");
+                if (ip("causal", 1) == 0 || ip("window", 0) || ip("chunk", 0) || ip("sym_window", 0) || op.params.count("sel_off") || op.weights.count("rel_b") || ip("alibi", 0))
+                    throw error(KAIL_E_INVALID_ARG, what + "a cross-attention reader sees every encoder position: no window, chunks, selection, bias or causal flag");
+            }
             fits(op.a, ip("a_off", 0), nh * hk, "a");
             // Without k and v it reads the rows an earlier op stored in this layer (checked in
             // program order at construction).
@@ -1409,6 +1430,12 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     }
     find_kv_ropes(m);
     m.seq_len.assign(m.params.n_seq_max, 0);
+    m.enc_len.assign(m.params.n_seq_max, 0);
+    for (const op_desc & op : m.prog.ops) m.enc_dec = m.enc_dec || op.params.count("pass");
+    if (m.enc_dec) {
+        check(!m.src, "an encoder-decoder program (ops tagged pass) cannot read another model's cache (kv_source)");
+        check(m.prog.rs_width.empty() && !m.any_ring, "an encoder-decoder program (ops tagged pass) has no recurrent or sliding-window ring layers");
+    }
     m.bufs.resize(m.prog.buffers.size());
     m.stats.expert_counts.assign(static_cast<size_t>(m.prog.n_moe_layers) * m.prog.n_expert, 0);
     if (streaming) setup_streaming(m);
@@ -1499,8 +1526,10 @@ int64_t model::seq_truncate(int seq, int64_t len) {
         else len = 0;
     }
     if (!kv_rings_hold(m, seq, len)) len = 0;
+    if (len < m.enc_len[seq]) len = 0;  // the decoder needs the whole encoder output: all or nothing
     m.seq_len[seq] = len;
     if (len == 0) {
+        m.enc_len[seq] = 0;
         for (auto & l : m.kv[seq]) {
             m.kv_bytes -= l.k.capacity() + l.v.capacity();
             std::vector<uint8_t>().swap(l.k);
@@ -1537,6 +1566,7 @@ void model::seq_copy(int src, int dst) {
         m.kv_bytes += m.rs[dst][l].capacity() * sizeof(float);
     }
     m.seq_len[dst] = m.seq_len[src];
+    m.enc_len[dst] = m.enc_len[src];
 }
 
 void model::seq_keep_rollback(int seq, bool on) {
@@ -2264,6 +2294,8 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
             }
         }
     }
+    if (op.param("store_only", 0) != 0) return;  // an encoder's cross-attention K and V
+    const bool cross = op.param("cross", 0) != 0;
     // 2. attention per (token, kv head): the `group` query heads that share a kv head are one
     // matrix product against the cached K rows (scores), and their outputs one pass over the
     // cached V rows (attention_weighted_rows), so each cached row is read and converted once per
@@ -2357,8 +2389,14 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
             const int64_t t = task / n_head_kv, hk = task % n_head_kv;
             const int s = xp->b.seq[t];
             const int64_t p = ext ? xp->b.pos[t] - 1 : causal ? xp->b.pos[t] : sym_half >= 0 ? std::min<int64_t>(seq_end.at(s) - 1, xp->b.pos[t] + sym_half) : seq_end.at(s) - 1;
-            const int64_t lo = window > 0 ? std::max<int64_t>(0, xp->b.pos[t] + 1 - window) : chunk > 0 ? p - p % chunk : sym_half >= 0 ? std::max<int64_t>(0, xp->b.pos[t] - sym_half) : 0;
+            int64_t lo = window > 0 ? std::max<int64_t>(0, xp->b.pos[t] + 1 - window) : chunk > 0 ? p - p % chunk : sym_half >= 0 ? std::max<int64_t>(0, xp->b.pos[t] - sym_half) : 0;
             int64_t np = p + 1 - lo;
+            if (m.enc_dec) {
+                // Cross readers see the encoder's positions, the decoder's own layers its positions.
+                const int64_t el = m.enc_len[static_cast<size_t>(s)];
+                if (cross) { lo = 0; np = el; }
+                else if (lo < el) { lo = el; np = p + 1 - lo; }
+            }
             const kv_seq_layer & c = kvm.kv[s][layer];
             const int64_t first = c.mirrored ? lo % R : lo;  // row of position lo
             const uint8_t * krows = c.k.data() + static_cast<size_t>(hk * c.cap + first) * rk;
@@ -4115,6 +4153,7 @@ int64_t model::seq_shift(int seq, int64_t keep, int64_t n) {
     impl & m = *impl_;
     if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
     if (m.src) throw error(KAIL_E_UNSUPPORTED, "context shift: a draft over another model's cache (kv_source) has none of its own to shift (shift its source)");
+    if (m.enc_dec) throw error(KAIL_E_UNSUPPORTED, "context shift: an encoder-decoder model's decoder reads the whole encoder output; it cannot drop positions");
     const int64_t len = m.seq_len[seq];
     if (keep < 0 || n < 0 || keep + n > len)
         throw error(KAIL_E_INVALID_ARG, "context shift: cannot discard " + std::to_string(n) + " positions after the first " + std::to_string(keep) + " of " + std::to_string(len));
@@ -4206,6 +4245,7 @@ std::vector<uint8_t> model::seq_state(int seq) const {
     const impl & m = *impl_;
     if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
     if (m.src) throw error(KAIL_E_UNSUPPORTED, "sequence state: a draft over another model's cache (kv_source) keeps no state of its own (save its source's)");
+    if (m.enc_dec) throw error(KAIL_E_UNSUPPORTED, "sequence state: saving an encoder-decoder model's sequences is not supported");
     const int64_t len = m.seq_len[seq];
     std::vector<uint8_t> out(kSeqMagic, kSeqMagic + 8);
     put<uint32_t>(out, static_cast<uint32_t>(m.prog.n_kv_layers));
@@ -4254,6 +4294,7 @@ void model::set_seq_state(int seq, const uint8_t * data, size_t n) {
     impl & m = *impl_;
     if (seq < 0 || seq >= m.params.n_seq_max) throw error(KAIL_E_INVALID_ARG, "sequence id out of range");
     if (m.src) throw error(KAIL_E_UNSUPPORTED, "sequence state: a draft over another model's cache (kv_source) keeps no state of its own (restore its source's)");
+    if (m.enc_dec) throw error(KAIL_E_UNSUPPORTED, "sequence state: restoring an encoder-decoder model's sequences is not supported");
     blob_reader r{data, n};
     char magic[8];
     r.bytes(magic, 8, "magic");
@@ -4364,6 +4405,19 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             throw error(KAIL_E_INVALID_ARG, "a batch holds positions of sequence " + std::to_string(s) + " more than n_batch (" + std::to_string(m.params.n_batch) + ") apart");
         if (b.output[t]) n_out++;
     }
+    // An encoder-decoder program: a pass over empty sequences runs the encoder (whole prompts, no
+    // logits), one over encoded sequences the decoder; the two do not mix in a batch.
+    bool encode = false;
+    if (m.enc_dec) {
+        size_t n_empty = 0;
+        const std::set<int> seqs(b.seq, b.seq + b.n);
+        for (int s : seqs) n_empty += m.seq_len[static_cast<size_t>(s)] == 0;
+        if (n_empty != 0 && n_empty != seqs.size())
+            throw error(KAIL_E_INVALID_ARG, "an encoder-decoder model encodes empty sequences and decodes encoded ones, in separate batches: this batch mixes both");
+        encode = n_empty != 0;
+        if (encode && (n_out > 0 || b.want_hidden))
+            throw error(KAIL_E_INVALID_ARG, "an encoder-decoder model's first pass over a sequence encodes its prompt and returns no logits or hidden rows (output rows: " + std::to_string(n_out) + ")");
+    }
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < m.prog.buffers.size(); i++) {
         const int64_t rows = m.prog.buffers[i].out_rows ? n_out : b.n;
@@ -4378,6 +4432,10 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
     // (Inside: a checkpoint that fails to move forward clears the batch's sequences with the rest.)
     if (!m.prog.rs_width.empty()) rs_checkpoint_pass(m, b);
     for (size_t oi = 0; oi < m.prog.ops.size(); oi++) {
+        if (m.enc_dec) {
+            const double pass = m.prog.ops[oi].param("pass", 0);
+            if ((pass == 1 && !encode) || (pass == 2 && encode)) continue;
+        }
         if (cancel.load(std::memory_order_relaxed)) throw error(KAIL_E_CANCELLED, "forward cancelled");
         const op_desc & op = m.prog.ops[oi];
         if (n_out == 0 && (m.prog.buffers[op.out].out_rows)) continue;
@@ -4537,7 +4595,10 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
         throw;
     }
     if (!m.src)
-        for (int s = 0; s < m.params.n_seq_max; s++) m.seq_len[s] = next[s];
+        for (int s = 0; s < m.params.n_seq_max; s++) {
+            if (encode && m.seq_len[s] == 0) m.enc_len[s] = next[s];
+            m.seq_len[s] = next[s];
+        }
     logits.assign(m.bufs[m.prog.logits].begin(), m.bufs[m.prog.logits].begin() + n_out * n_vocab_);
     if (hidden) {
         if (b.want_hidden) hidden->assign(m.bufs[m.prog.hidden].begin(), m.bufs[m.prog.hidden].begin() + b.n * m.prog.buffers[m.prog.hidden].width);
