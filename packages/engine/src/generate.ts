@@ -163,6 +163,8 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   if (opts.speculative && opts.promptCache) throw new EngineError('KAIL_E_INVALID_ARG', 'a prompt cache cannot be combined with speculative decoding');
   if (opts.promptCache && opts.cachedTokens) throw new EngineError('KAIL_E_INVALID_ARG', 'a prompt cache file and the tokens a sequence holds cannot be combined');
   if (opts.speculative && opts.contextShift) throw new EngineError('KAIL_E_INVALID_ARG', 'context shift cannot be combined with speculative decoding here (the draft keeps its own cache)');
+  if (model.encoderDecoder && (opts.speculative || opts.promptCache || opts.cachedTokens || opts.contextShift))
+    throw new EngineError('KAIL_E_UNSUPPORTED', `${model.path}: an encoder-decoder model (${model.hparams.arch}) encodes its prompt whole: speculative decoding, prompt caches and context shift cannot apply`);
   if (opts.speculative) return generateSpeculative(model, prompt, maxTokens, seq, opts.speculative, opts);
   const sampler = createSampler(opts.sampling ?? {});
   const o = startOutput(model, prompt, opts);
@@ -222,7 +224,8 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
   if (finish !== 'stop') emit(stop.push(decoder.flush()).text + stop.flush());
   const t2 = performance.now();
   // The cache holds the prompt and every generated token fed back (the last one never is).
-  const cacheTokens = shifted === 0 && opts.feed !== 'random' ? [...prompt, ...out].slice(0, model.runtime.seqLen(seq)) : [];
+  // (An encoder-decoder's cache holds the decoder's start token after the prompt.)
+  const cacheTokens = shifted === 0 && opts.feed !== 'random' && !model.encoderDecoder ? [...prompt, ...out].slice(0, model.runtime.seqLen(seq)) : [];
   const pc = opts.promptCache;
   if (pc?.all && !pc.readOnly && cacheTokens.length) writeSlotFile(pc.file, model, cacheTokens, model.loraScales.join(','), model.saveSequence(seq));
   const promptMs = t1 - t0;

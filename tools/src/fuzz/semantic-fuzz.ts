@@ -306,6 +306,7 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number;
   { preset: 'tiny-jina-bert-v3', type: 'F32' },
   { preset: 'tiny-t5encoder', type: 'F32' },
   { preset: 'tiny-t5encoder-relu', type: 'Q8_0' },
+  { preset: 'tiny-t5', type: 'F32' },
   { preset: 'tiny-modern-bert', type: 'Q8_0' },
   { preset: 'tiny-gemma-embedding', type: 'F32' },
   { preset: 'tiny-eurobert', type: 'Q4_K_M' },

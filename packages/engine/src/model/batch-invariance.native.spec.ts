@@ -145,6 +145,41 @@ describe.each([
   }, 60_000);
 });
 
+// T5 (an encoder-decoder): the decoder's rows after an encoded prompt give the same bits in one
+// pass, one at a time, and beside another sequence encoded in the same pass with another prompt.
+describe('tiny-t5 Q8_0: encoder-decoder passes', () => {
+  it('decoder rows in one pass = one at a time = beside another sequence, bit for bit', async () => {
+    const m = EngineModel.load(writeTestModel(dir, 'tiny-t5', 'Q8_0'), { threads: 2, nCtx: 64, nSeqMax: 2 });
+    try {
+      const V = m.nVocab;
+      const prompt = Array.from({ length: 12 }, (_, i) => ((i * 37 + 5) % (V - 10)) + 3);
+      const other = Array.from({ length: 9 }, (_, i) => ((i * 53 + 11) % (V - 10)) + 3);
+      const dec = [0, 17, 401, 93, 650, 5];
+      const rows = (toks: number[], pos0: number, seq: number, out: number) => ({
+        tokens: Int32Array.from(toks), pos: Int32Array.from(toks.map((_, i) => pos0 + i)), seq: new Int32Array(toks.length).fill(seq), output: new Uint8Array(toks.length).fill(out),
+      });
+      await m.forwardBatch(rows(prompt, 0, 0, 0));
+      const all = await m.forwardBatch(rows(dec, prompt.length, 0, 1));
+      m.truncate(0, 0);
+      await m.forwardBatch(rows(prompt, 0, 0, 0));
+      for (let i = 0; i < dec.length; i++) {
+        const one = await m.forwardBatch(rows([dec[i]], prompt.length + i, 0, 1));
+        expect(firstDiff(one, all.subarray(i * V, (i + 1) * V))).toBe(-1);
+      }
+      m.truncate(0, 0);
+      const both = (a: ReturnType<typeof rows>, b: ReturnType<typeof rows>) => ({
+        tokens: Int32Array.from([...a.tokens, ...b.tokens]), pos: Int32Array.from([...a.pos, ...b.pos]), seq: Int32Array.from([...a.seq, ...b.seq]), output: Uint8Array.from([...a.output, ...b.output]),
+      });
+      await m.forwardBatch(both(rows(other, 0, 1, 0), rows(prompt, 0, 0, 0)));
+      const mixed = await m.forwardBatch(both(rows(dec.slice(0, 3), other.length, 1, 1), rows(dec.slice(0, 3), prompt.length, 0, 1)));
+      expect(firstDiff(mixed.subarray(3 * V), all.subarray(0, 3 * V))).toBe(-1);
+      expect(firstDiff(mixed.subarray(0, V), all.subarray(0, V))).toBeGreaterThanOrEqual(0);
+    } finally {
+      m.close();
+    }
+  }, 60_000);
+});
+
 // Granite Switch: each token's adapter comes from a router over its own sequence's earlier tokens
 // (its KV layer), so sequences on different adapters (426: adapter 1, 561: 2, 919 then 306: the
 // average of 3 and 4) give the same bits alone, token by token, and interleaved in one pass.

@@ -984,6 +984,27 @@ export class EngineModel {
   }
 
   /**
+   * An encoder-decoder model (t5): a sequence's first forward pass encodes its whole prompt (no
+   * logits), the later ones run the decoder from decoderStartToken at the positions after the
+   * prompt's. Generation appends the start token to the prompt; no prefix reuse, context shift,
+   * sequence state, drafts or embeddings.
+   */
+  get encoderDecoder(): boolean {
+    return (this.encDec ??= this.program.ops.some((o) => o.params?.pass !== undefined));
+  }
+
+  private encDec: boolean | undefined;
+
+  /** The decoder's first input (decoder_start_token_id; BOS where the file has none, as llama.cpp's examples do). */
+  get decoderStartToken(): number {
+    const id = this.hparams.meta.int('decoder_start_token_id', -1, -1, this.hparams.nVocab - 1);
+    if (id >= 0) return id;
+    const bos = this.tokenizer.vocab.special.bos;
+    if (bos === null) throw new EngineError('KAIL_E_BAD_MODEL', `${this.path}: an encoder-decoder model without decoder_start_token_id or a BOS token to start its decoder`);
+    return bos;
+  }
+
+  /**
    * A diffusion language model (llada, llada-moe, rnd1, dream): non-causal attention with an output
    * head; every position's logits come from one pass over the canvas (evaluate(seq, canvas, 'all')
    * from an empty sequence), and text comes from model/diffusion.ts's loop.
@@ -1058,11 +1079,23 @@ export class EngineModel {
 
   private async evaluateRows(seq: number, tokens: readonly number[], outputs: 'last' | 'all', nBatch: number, withHidden: boolean): Promise<{ logits: Float32Array; hidden: Float32Array | null }> {
     return this.exclusive(async () => {
-      const start = this.runtime.seqLen(seq);
+      let start = this.runtime.seqLen(seq);
       if (start + tokens.length > this.nCtx)
         throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `${start + tokens.length} tokens do not fit the context of ${this.nCtx}`);
       const inputError = this.encoderInputError(start, tokens.length, Math.min(nBatch, this.nBatch));
       if (inputError) throw new EngineError('KAIL_E_INVALID_ARG', inputError);
+      if (this.encoderDecoder && start === 0) {
+        // An empty sequence's tokens are the prompt: one encoding pass, then the decoder's start
+        // token, whose logits are the first generated token's (the cache then holds both).
+        if (outputs === 'all' || withHidden) throw new EngineError('KAIL_E_UNSUPPORTED', `${this.path}: an encoder-decoder model (${this.hparams.arch}) encodes a prompt without logits or hidden rows per token`);
+        if (tokens.length + 1 > this.nCtx) throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `${tokens.length} prompt tokens and the decoder's start token do not fit the context of ${this.nCtx}`);
+        if (tokens.length > this.nBatch)
+          throw new EngineError('KAIL_E_INVALID_ARG', `input is too large to process: ${tokens.length} tokens, and this encoder-decoder model (${this.hparams.arch}) encodes a prompt in one pass of at most ${this.nBatch} tokens`);
+        const n = tokens.length;
+        await this.runtime.forward({ tokens: Int32Array.from(tokens), pos: Int32Array.from({ length: n }, (_, j) => j), seq: new Int32Array(n).fill(seq), output: new Uint8Array(n) });
+        start = n;
+        tokens = [this.decoderStartToken];
+      }
       // (An encoder's rows are its hidden states, n_embd wide.)
       const nv = this.encoder ? this.program.buffers[this.program.logits].width : this.nVocab;
       const out = new Float32Array((outputs === 'all' ? tokens.length : 1) * nv);

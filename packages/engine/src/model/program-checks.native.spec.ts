@@ -596,6 +596,28 @@ describe("native program checks: T5's relative position bias (tiny-t5encoder)", 
   });
 });
 
+describe("native program checks: T5's encoder-decoder passes (tiny-t5)", () => {
+  const { f, load } = fixture('tiny-t5');
+  // The first op of a kind with (or without) a parameter: the store-only op, the cross reader.
+  const edited = (p: ModelProgram, pick: (o: ProgramOp) => boolean, edit: (o: ProgramOp) => void) => {
+    const q: ModelProgram = JSON.parse(JSON.stringify(p));
+    edit(q.ops.find(pick)!);
+    return q;
+  };
+  const store = (o: ProgramOp) => !!o.params?.store_only;
+  const cross = (o: ProgramOp) => !!o.params?.cross;
+  it.each<[string, (p: ModelProgram) => ModelProgram, RegExp]>([
+    ['a pass other than encoder (1) or decoder (2)', (p) => edited(p, (o) => o.op === 'embed', (o) => (o.params!.pass = 3)), /op 0 \(embed\): pass 3 is not 1 \(encoder only\) or 2 \(decoder only\)/],
+    ['a store-only op in the decoder pass', (p) => edited(p, store, (o) => (o.params!.pass = 2)), /a store-only attention op stores k \(b\) and v \(c\) in the encoder pass \(pass 1\)/],
+    ['a store-only op without v', (p) => edited(p, store, (o) => delete o.c), /a store-only attention op stores k \(b\) and v \(c\)/],
+    ['a cross reader that stores k and v', (p) => edited(p, cross, (o) => Object.assign(o, { b: o.a, c: o.a })), /a cross-attention reader stores nothing and runs in the decoder's passes \(pass 2\)/],
+    ['a cross reader with a relative bias', (p) => edited(p, cross, (o) => (o.weights = { rel_b: 'dec.blk.0.attn_rel_b.weight' })), /a cross-attention reader sees every encoder position: no window/],
+    ['a cross reader over a sliding window', (p) => edited(p, cross, (o) => (o.params!.window = 4)), /a cross-attention reader sees every encoder position/],
+  ])('refuses %s', (_what, edit, want) => {
+    expect(() => load(edit(f.program))).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(want) }));
+  });
+});
+
 describe('native program checks: a Gemma 4 assistant draft over its target (tiny-gemma4-assistant over tiny-gemma4)', () => {
   const t = { file: '', program: undefined as unknown as ModelProgram, d: '', dp: undefined as unknown as ModelProgram };
   let target: NativeModel | undefined;

@@ -359,7 +359,9 @@ export class BatchEngine {
         throw new EngineError('KAIL_E_INVALID_ARG', `the draft model has ${d.nSeqMax} sequence slot(s), the target ${model.nSeqMax}; load the draft with nSeqMax ≥ ${model.nSeqMax}`);
     }
     this.freeSlots = Array.from({ length: model.nSeqMax }, (_, i) => model.nSeqMax - 1 - i);
-    this.reusePrefix = (opts.reusePrefix ?? true) && !this.spec;
+    if (this.spec && model.encoderDecoder) throw new EngineError('KAIL_E_UNSUPPORTED', `${model.path}: speculative decoding of an encoder-decoder model (${model.hparams.arch}) is not supported`);
+    // (An encoder-decoder's cache holds the encoded prompt both ways: no prefix of it can be reused.)
+    this.reusePrefix = (opts.reusePrefix ?? true) && !this.spec && !model.encoderDecoder;
     this.slots = Array.from({ length: model.nSeqMax }, () => ({ tokens: [], promptLen: 0, released: 0, lora: this.loraKey(undefined), checkpoints: [] }));
     const nCk = opts.contextCheckpoints ?? 2;
     if (!Number.isInteger(nCk) || nCk < 0) throw new EngineError('KAIL_E_INVALID_ARG', `contextCheckpoints must be a non-negative integer, got ${nCk}`);
@@ -379,6 +381,15 @@ export class BatchEngine {
     const refusal = req.embed || (req.diffusion && this.model.diffusion) ? null : this.model.generationRefusal();
     if (refusal) throw refusal;
     if (req.diffusion && !this.model.diffusion) throw new EngineError('KAIL_E_INVALID_ARG', `diffusion settings are for a diffusion language model; this one (${this.model.hparams.arch}) generates token by token`);
+    if (this.model.encoderDecoder) {
+      const unsupported = [req.embed && 'embeddings', req.promptLogprobs && 'prompt logprobs', req.contextShift && 'context shift'].filter(Boolean);
+      if (unsupported.length) throw new EngineError('KAIL_E_UNSUPPORTED', `${this.model.path}: an encoder-decoder model (${this.model.hparams.arch}) encodes its prompt whole: ${unsupported.join(', ')} cannot apply`);
+      // The decoder starts from its start token, at the position after the prompt's (the prompt
+      // below is what the sequence's cache holds: the encoded prompt, then the decoder's inputs).
+      req = { ...req, prompt: [...req.prompt, this.model.decoderStartToken] };
+      if (req.prompt.length - 1 > this.maxBatchTokens)
+        throw new EngineError('KAIL_E_INVALID_ARG', `input is too large to process: ${req.prompt.length - 1} tokens, and this encoder-decoder model (${this.model.hparams.arch}) encodes a prompt in one pass of at most ${this.maxBatchTokens} tokens`);
+    }
     const grammar = grammarOf(req);
     if (grammar && req.pattern) throw new EngineError('KAIL_E_INVALID_ARG', 'a JSON response format and forced tool calls cannot be combined');
     if (req.gbnf && (grammar || req.pattern)) throw new EngineError('KAIL_E_INVALID_ARG', `a GBNF grammar cannot be combined with ${grammar ? 'a JSON response format' : 'forced tool calls or output choices'}`);
@@ -801,8 +812,12 @@ export class BatchEngine {
     const decodingNow: Active[] = [];
     const asks: { seq: SpeculativeSequence; history: readonly number[]; maxDraft: number }[] = [];
     let planned = budget;
+    // An encoder-decoder's encoding pass holds only prompts to encode (whole, no logits): while one
+    // waits with room in a pass, decoding pauses for that one pass.
+    const encDec = this.model.encoderDecoder;
+    const encoding = encDec && [...this.running.values()].some((a) => !a.cancelled && a.slot >= 0 && a.pending === undefined && a.prefilled === 0 && a.req.prompt.length - 1 <= budget);
     for (const a of this.running.values()) {
-      if (a.pending === undefined || planned <= 0 || a.cancelled) continue;
+      if (encoding || a.pending === undefined || planned <= 0 || a.cancelled) continue;
       decodingNow.push(a);
       if (a.spec) {
         // Bounded so the committed tokens fit max tokens, the context, this pass's budget and the
@@ -854,7 +869,11 @@ export class BatchEngine {
       if (a.pending !== undefined || a.prefilled >= a.req.prompt.length || budget <= 0) continue;
       // An encoder's sequence goes in whole (non-causal attention); it waits for a pass with room.
       if (this.model.encoder && a.req.prompt.length > budget) continue;
-      const n = Math.min(budget, (a.checkpointAt ?? a.req.prompt.length) - a.prefilled, a.promptLps ? PROMPT_LOGPROB_CHUNK : Infinity);
+      // An encoder-decoder: the prompt but its last token (the decoder start) in an encoding pass,
+      // then the start token with the decoding rows.
+      if (encDec && (a.prefilled === 0) !== encoding) continue;
+      if (encDec && encoding && a.req.prompt.length - 1 > budget) continue;
+      const n = encDec ? (encoding ? a.req.prompt.length - 1 : 1) : Math.min(budget, (a.checkpointAt ?? a.req.prompt.length) - a.prefilled, a.promptLps ? PROMPT_LOGPROB_CHUNK : Infinity);
       chunks.push({ a, at: tokens.length, start: a.prefilled, n });
       for (let i = 0; i < n; i++) {
         tokens.push(a.req.prompt[a.prefilled + i]);

@@ -5,7 +5,7 @@ import type { HParams } from '../hparams';
 import { buildAfmoe } from './afmoe';
 import { buildMuseGlimmer } from './muse-glimmer';
 import { buildBert } from './bert';
-import { buildT5Encoder } from './t5';
+import { buildT5, buildT5Encoder } from './t5';
 import { buildCohere } from './cohere';
 import { buildDeepseek2, buildDeepseek2Mtp } from './deepseek2';
 import { buildDots3note } from './dots3note';
@@ -216,6 +216,8 @@ const ARCHITECTURES: Record<string, Builder> = {
   'jina-bert-v3': (hp, ts) => buildBert(hp, ts, { positions: 'rope', ffn: 'gelu' }),
   // T5's encoder (t5encoder): RMS norms, unscaled attention with a relative position bias.
   t5encoder: (hp, ts) => buildT5Encoder(hp, ts),
+  // T5 / flan-T5 (t5): the encoder and the decoder as one program in two passes (buildT5).
+  t5: (hp, ts) => buildT5(hp, ts),
   // EmbeddingGemma (gemma-embedding): Gemma 3's block as a non-causal encoder, symmetric windows.
   'gemma-embedding': (hp, ts) => buildGemma(hp, ts, 3, true),
   // Llama's graph as an embedding model (llama-embed: llama-embed-nemotron): no head, the

@@ -16,7 +16,7 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 type File = ReturnType<typeof testModelFile>;
 const files: Record<string, File> = {};
-const PRESETS = ['tiny-jina-bert-v3', 'tiny-t5encoder', 'tiny-t5encoder-relu'];
+const PRESETS = ['tiny-jina-bert-v3', 'tiny-t5encoder', 'tiny-t5encoder-relu', 'tiny-t5', 'tiny-t5-relu'];
 beforeAll(() => {
   for (const p of PRESETS) files[p] = testModelFile(dir, p);
 }, 300_000);
@@ -82,5 +82,40 @@ describe('jina-bert-v3 and t5encoder programs', () => {
     const bad = patchedCopy(file, `${dir}/t5-renamed.gguf`, 'enc.blk.0.attn_rel_b.weight', 'enc.blk.0.attn_rel_X.weight');
     expect(() => EngineModel.load(bad, { threads: 1, nCtx: 32 })).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/no relative position bias/) }));
     EngineModel.load(file, { threads: 1, nCtx: 32 }).close();
+  });
+});
+
+describe('t5 program (encoder and decoder in two passes)', () => {
+  const pass = (p: ModelProgram, n: number) => p.ops.filter((o) => o.params?.pass === n);
+  it("encoder ops in pass 1 ending in each decoder block's cross k/v (store only); the decoder in pass 2: one-way bias, cross readers, the head", () => {
+    const p = prog('tiny-t5');
+    expect(p.ops.every((o) => o.params?.pass === 1 || o.params?.pass === 2)).toBe(true);
+    expect(att({ ...p, ops: pass(p, 1) }).map((o) => [!!o.params!.store_only, o.params!.causal, o.params!.rel_bidir])).toEqual([
+      [false, false, true], [false, false, true], [false, false, true], [true, undefined, undefined], [true, undefined, undefined],
+    ]);
+    expect(opsOf({ ...p, ops: pass(p, 1) }, 'matmul').slice(-4).map((o) => o.weights!.weight)).toEqual(['dec.blk.0.cross_attn_k.weight', 'dec.blk.0.cross_attn_v.weight', 'dec.blk.1.cross_attn_k.weight', 'dec.blk.1.cross_attn_v.weight']);
+    const dec = att({ ...p, ops: pass(p, 2) });
+    expect(dec.map((o) => [o.params!.cross ?? 0, o.params!.rel_bidir, o.weights?.rel_b, o.params!.scale])).toEqual([
+      [0, false, 'dec.blk.0.attn_rel_b.weight', 1], [1, undefined, undefined, 1], [0, false, 'dec.blk.0.attn_rel_b.weight', 1], [1, undefined, undefined, 1],
+    ]);
+    // Each cross reader reads the layer its block's store-only op writes.
+    expect(dec.filter((o) => o.params!.cross).map((o) => o.params!.layer)).toEqual(att(p).filter((o) => o.params!.store_only).map((o) => o.params!.layer));
+    expect([p.ops.at(-1)!.weights!.weight, prog('tiny-t5-relu').ops.at(-1)!.weights!.weight]).toEqual(['output.weight', 'token_embd.weight']);
+  });
+
+  const editedT5 = (edit: (t: Map<string, GgufTensorInfo>) => void, kvEdit: (kv: Record<string, unknown>) => void = () => {}) => {
+    const t = new Map(files['tiny-t5'].tensors);
+    edit(t);
+    const kv = { ...files['tiny-t5'].kv };
+    kvEdit(kv);
+    return () => programOf(kv as File['kv'], t);
+  };
+  it.each<[string, (t: Map<string, GgufTensorInfo>) => void, ((kv: Record<string, unknown>) => void) | undefined, RegExp]>([
+    ['a file without a cross-attention key projection', (t) => t.delete('dec.blk.1.cross_attn_k.weight'), undefined, /dec\.blk\.1\.cross_attn_k\.weight/],
+    ['a file without dec.output_norm', (t) => t.delete('dec.output_norm.weight'), undefined, /dec\.output_norm\.weight/],
+    ['a decoder without any relative bias', (t) => t.delete('dec.blk.0.attn_rel_b.weight'), undefined, /layer 0: no relative position bias \(dec\.blk\.0\.attn_rel_b\.weight/],
+    ['more decoder than encoder blocks', () => {}, (kv) => (kv['t5.decoder_block_count'] = 4), /4 decoder blocks \(decoder_block_count\) but 3 encoder blocks/],
+  ])('refuses %s, naming it', (_what, edit, kvEdit, want) => {
+    expect(editedT5(edit, kvEdit)).toThrow(want);
   });
 });
