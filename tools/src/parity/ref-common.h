@@ -1,5 +1,5 @@
-// Helpers the llama.cpp reference programs (mtp-ref, eagle3-ref, cvec-ref, imatrix-ref) share:
-// errors, the log callback, token lists, where node-llama-cpp's backend libraries are, and for the
+// Helpers the llama.cpp reference programs (mtp-ref, eagle3-ref, gemma4-assistant-ref, t5-ref,
+// cvec-ref, imatrix-ref) share: errors, the log callback, the command line, token lists, where node-llama-cpp's backend libraries are, and for the
 // drafting references (mtp-ref, eagle3-ref) batches of tokens with embedding rows, greedy chained
 // draft steps and their output files. Each program defines
 // kRefName (its name in messages) before including this.
@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <utility>
 #include <string>
 #include <vector>
@@ -58,6 +60,34 @@ inline std::vector<llama_token> parse_tokens(const std::string & s) {
 
 // The backends of a GGML_BACKEND_DL build (node-llama-cpp's) are separate libraries next to
 // libggml; find that directory through this process's own libllama.
+// What every reference program's command line has: --out PREFIX, --tokens 1,2,3 (required),
+// --threads N (>= 1) and --verbose. Each program's own flags are handlers in `own`, which take
+// their values through next() (failing, naming the flag, where the line ends).
+struct common_args {
+    std::string out;
+    std::vector<llama_token> tokens;
+    int threads = 2;
+};
+using arg_handler = std::function<void(const std::function<std::string()> & next)>;
+
+inline void parse_args(int argc, char ** argv, const char * usage, common_args & a, const std::map<std::string, arg_handler> & own) {
+    for (int i = 1; i < argc; i++) {
+        const std::string k = argv[i];
+        const std::function<std::string()> next = [&]() -> std::string {
+            if (i + 1 >= argc) fail("%s needs a value", k.c_str());
+            return argv[++i];
+        };
+        if (k == "--out") a.out = next();
+        else if (k == "--tokens") a.tokens = parse_tokens(next());
+        else if (k == "--threads") a.threads = std::atoi(next().c_str());
+        else if (k == "--verbose") g_verbose = true;
+        else if (const auto it = own.find(k); it != own.end()) it->second(next);
+        else fail("unknown argument '%s' (%s)", k.c_str(), usage);
+    }
+    if (a.out.empty() || a.tokens.empty()) fail("%s", usage);
+    if (a.threads < 1) fail("--threads must be >= 1");
+}
+
 inline std::string backend_dir() {
     Dl_info info{};
     if (dladdr((void *) &llama_backend_init, &info) == 0 || info.dli_fname == nullptr) fail("cannot locate libllama (dladdr failed)");

@@ -53,12 +53,10 @@ struct cvec_file {
     float scale = 1.0f;
 };
 
-struct args_t {
-    std::string model, out;
-    std::vector<llama_token> tokens;
+struct args_t : ref::common_args {
+    std::string model;
     std::vector<cvec_file> cvecs;
     int layer_start = -1, layer_end = -1;
-    int threads = 2;
     // llama_context_params' RoPE fields; unset: the library's defaults (the model's values).
     int rope_scaling = LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED;
     float rope_freq_base = 0.0f, rope_freq_scale = 0.0f;
@@ -69,41 +67,34 @@ struct args_t {
 args_t parse_args(int argc, char ** argv) {
     args_t a;
     const char * usage = "usage: cvec-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--cvec FNAME SCALE]... [--layer-range S E] [--threads N] [--verbose]";
-    for (int i = 1; i < argc; i++) {
-        const std::string k = argv[i];
-        auto val = [&]() -> std::string {
-            if (i + 1 >= argc) fail("%s needs a value", k.c_str());
-            return argv[++i];
-        };
-        if (k == "--model") a.model = val();
-        else if (k == "--out") a.out = val();
-        else if (k == "--tokens") a.tokens = parse_tokens(val());
-        else if (k == "--threads") a.threads = std::atoi(val().c_str());
-        else if (k == "--cvec") {
+    const auto f32 = [](float & v) { return [&v](const auto & next) { v = std::strtof(next().c_str(), nullptr); }; };
+    ref::parse_args(argc, argv, usage, a, {
+        {"--model", [&](const auto & next) { a.model = next(); }},
+        {"--cvec", [&](const auto & next) {
             cvec_file f;
-            f.path = val();
-            f.scale = std::strtof(val().c_str(), nullptr);
+            f.path = next();
+            f.scale = std::strtof(next().c_str(), nullptr);
             a.cvecs.push_back(f);
-        } else if (k == "--layer-range") {
-            a.layer_start = std::atoi(val().c_str());
-            a.layer_end = std::atoi(val().c_str());
-        } else if (k == "--rope-scaling") {
-            const std::string v = val();
+        }},
+        {"--layer-range", [&](const auto & next) {
+            a.layer_start = std::atoi(next().c_str());
+            a.layer_end = std::atoi(next().c_str());
+        }},
+        {"--rope-scaling", [&](const auto & next) {
+            const std::string v = next();
             if (v == "none") a.rope_scaling = LLAMA_ROPE_SCALING_TYPE_NONE;
             else if (v == "linear") a.rope_scaling = LLAMA_ROPE_SCALING_TYPE_LINEAR;
             else if (v == "yarn") a.rope_scaling = LLAMA_ROPE_SCALING_TYPE_YARN;
             else fail("--rope-scaling takes none, linear or yarn, got '%s'", v.c_str());
-        } else if (k == "--rope-freq-base") a.rope_freq_base = std::strtof(val().c_str(), nullptr);
-        else if (k == "--rope-freq-scale") a.rope_freq_scale = std::strtof(val().c_str(), nullptr);
-        else if (k == "--yarn-orig-ctx") a.yarn_orig_ctx = (uint32_t) std::atoi(val().c_str());
-        else if (k == "--yarn-ext-factor") a.yarn_ext_factor = std::strtof(val().c_str(), nullptr);
-        else if (k == "--yarn-beta-fast") a.yarn_beta_fast = std::strtof(val().c_str(), nullptr);
-        else if (k == "--yarn-beta-slow") a.yarn_beta_slow = std::strtof(val().c_str(), nullptr);
-        else if (k == "--verbose") ref::g_verbose = true;
-        else fail("unknown argument '%s' (%s)", k.c_str(), usage);
-    }
-    if (a.model.empty() || a.out.empty() || a.tokens.empty()) fail("%s", usage);
-    if (a.threads < 1) fail("--threads must be >= 1");
+        }},
+        {"--rope-freq-base", f32(a.rope_freq_base)},
+        {"--rope-freq-scale", f32(a.rope_freq_scale)},
+        {"--yarn-orig-ctx", [&](const auto & next) { a.yarn_orig_ctx = (uint32_t) std::atoi(next().c_str()); }},
+        {"--yarn-ext-factor", f32(a.yarn_ext_factor)},
+        {"--yarn-beta-fast", f32(a.yarn_beta_fast)},
+        {"--yarn-beta-slow", f32(a.yarn_beta_slow)},
+    });
+    if (a.model.empty()) fail("%s", usage);
     return a;
 }
 

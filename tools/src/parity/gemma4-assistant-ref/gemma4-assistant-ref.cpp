@@ -50,33 +50,20 @@ using ref::json_ints;
 using ref::json_str;
 using ref::set_row;
 
-struct args_t {
-    std::string target, draft, out;
-    std::vector<llama_token> tokens;
-    int threads = 2;
+struct args_t : ref::common_args {
+    std::string target, draft;
     int draft_steps = 1;
 };
 
 args_t parse_args(int argc, char ** argv) {
     const char * usage = "usage: gemma4-assistant-ref --target T.gguf --draft D.gguf --tokens 1,2,3 --out PREFIX [--draft-steps K] [--threads N] [--verbose]";
     args_t a;
-    for (int i = 1; i < argc; i++) {
-        const std::string k = argv[i];
-        auto val = [&]() -> std::string {
-            if (i + 1 >= argc) fail("%s needs a value", k.c_str());
-            return argv[++i];
-        };
-        if (k == "--target") a.target = val();
-        else if (k == "--draft") a.draft = val();
-        else if (k == "--out") a.out = val();
-        else if (k == "--tokens") a.tokens = ref::parse_tokens(val());
-        else if (k == "--threads") a.threads = std::atoi(val().c_str());
-        else if (k == "--draft-steps") a.draft_steps = std::atoi(val().c_str());
-        else if (k == "--verbose") ref::g_verbose = true;
-        else fail("unknown argument '%s' (%s)", k.c_str(), usage);
-    }
-    if (a.target.empty() || a.draft.empty() || a.out.empty() || a.tokens.size() < 2) fail("%s (at least 2 tokens)", usage);
-    if (a.threads < 1) fail("--threads must be >= 1");
+    ref::parse_args(argc, argv, usage, a, {
+        {"--target", [&](const auto & next) { a.target = next(); }},
+        {"--draft", [&](const auto & next) { a.draft = next(); }},
+        {"--draft-steps", [&](const auto & next) { a.draft_steps = std::atoi(next().c_str()); }},
+    });
+    if (a.target.empty() || a.draft.empty() || a.tokens.size() < 2) fail("%s (at least 2 tokens)", usage);
     if (a.draft_steps < 1) fail("--draft-steps must be >= 1");
     return a;
 }

@@ -75,32 +75,19 @@ using ref::parse_tokens;
 using ref::read_rows;
 using ref::set_row;
 
-struct args_t {
+struct args_t : ref::common_args {
     std::string model;
-    std::string out;
-    std::vector<llama_token> tokens;
-    int threads = 2;
     int draft_steps = 1;
 };
 
 args_t parse_args(int argc, char ** argv) {
+    const char * usage = "usage: mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--draft-steps K] [--threads N] [--verbose]";
     args_t a;
-    for (int i = 1; i < argc; i++) {
-        const std::string k = argv[i];
-        auto val = [&]() -> std::string {
-            if (i + 1 >= argc) fail("%s needs a value", k.c_str());
-            return argv[++i];
-        };
-        if (k == "--model") a.model = val();
-        else if (k == "--out") a.out = val();
-        else if (k == "--tokens") a.tokens = parse_tokens(val());
-        else if (k == "--threads") a.threads = std::atoi(val().c_str());
-        else if (k == "--draft-steps") a.draft_steps = std::atoi(val().c_str());
-        else if (k == "--verbose") ref::g_verbose = true;
-        else fail("unknown argument '%s' (usage: mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--draft-steps K] [--threads N] [--verbose])", k.c_str());
-    }
-    if (a.model.empty() || a.out.empty() || a.tokens.empty()) fail("usage: mtp-ref --model M.gguf --tokens 1,2,3 --out PREFIX [--draft-steps K] [--threads N] [--verbose]");
-    if (a.threads < 1) fail("--threads must be >= 1");
+    ref::parse_args(argc, argv, usage, a, {
+        {"--model", [&](const auto & next) { a.model = next(); }},
+        {"--draft-steps", [&](const auto & next) { a.draft_steps = std::atoi(next().c_str()); }},
+    });
+    if (a.model.empty()) fail("%s", usage);
     if (a.draft_steps < 1) fail("--draft-steps must be >= 1");
     return a;
 }

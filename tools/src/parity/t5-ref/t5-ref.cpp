@@ -44,35 +44,21 @@ using ref::log_cb;
 using ref::parse_tokens;
 using ref::set_row;
 
-struct args_t {
+struct args_t : ref::common_args {
     std::string model;
-    std::string out;
-    std::vector<llama_token> tokens;
     int steps = 0;
-    int threads = 2;
 };
 
 const char * const kUsage = "usage: t5-ref --model M.gguf --tokens 1,2,3 --steps N --out PREFIX [--threads T] [--verbose]";
 
 args_t parse_args(int argc, char ** argv) {
     args_t a;
-    for (int i = 1; i < argc; i++) {
-        const std::string k = argv[i];
-        auto val = [&]() -> std::string {
-            if (i + 1 >= argc) fail("%s needs a value", k.c_str());
-            return argv[++i];
-        };
-        if (k == "--model") a.model = val();
-        else if (k == "--out") a.out = val();
-        else if (k == "--tokens") a.tokens = parse_tokens(val());
-        else if (k == "--steps") a.steps = std::atoi(val().c_str());
-        else if (k == "--threads") a.threads = std::atoi(val().c_str());
-        else if (k == "--verbose") ref::g_verbose = true;
-        else fail("unknown argument '%s' (%s)", k.c_str(), kUsage);
-    }
-    if (a.model.empty() || a.out.empty() || a.tokens.empty()) fail("%s", kUsage);
+    ref::parse_args(argc, argv, kUsage, a, {
+        {"--model", [&](const auto & next) { a.model = next(); }},
+        {"--steps", [&](const auto & next) { a.steps = std::atoi(next().c_str()); }},
+    });
+    if (a.model.empty()) fail("%s", kUsage);
     if (a.steps < 1) fail("--steps must be >= 1");
-    if (a.threads < 1) fail("--threads must be >= 1");
     return a;
 }
 
