@@ -30,6 +30,18 @@ static int g_failures = 0;
         }                                                                                 \
     } while (0)
 
+// A test program's exit status: 1 after printing the failure count, else 0 after "ok" (after
+// "NAME: ok" with a name).
+inline int test_status(const char * name = nullptr) {
+    if (g_failures) {
+        std::fprintf(stderr, "%d failures\n", g_failures);
+        return 1;
+    }
+    if (name) std::printf("%s: ok\n", name);
+    else std::printf("ok\n");
+    return 0;
+}
+
 namespace kail {
 
 struct f32_tensor {
@@ -246,6 +258,17 @@ inline std::vector<float> interleaved_forward(model & m, const seq_rows & s0, co
     std::vector<float> logits, hidden;
     m.forward(b, logits, &hidden);
     return hidden;
+}
+
+// The reference rows of interleaved_forward's batch: row i is sequence seq[i]'s (w0 or w1, each
+// [position][width]) at position pos[i].
+inline std::vector<double> interleaved_reference(const std::vector<double> & w0, const std::vector<double> & w1, const std::vector<int32_t> & seq, const std::vector<int32_t> & pos, int64_t width) {
+    std::vector<double> want;
+    for (size_t i = 0; i < pos.size(); i++) {
+        const std::vector<double> & w = seq[i] ? w1 : w0;
+        want.insert(want.end(), w.begin() + pos[i] * width, w.begin() + (pos[i] + 1) * width);
+    }
+    return want;
 }
 
 // f() must throw kail's error with this code and `sub` in its message (a failure counted otherwise).

@@ -174,10 +174,5 @@ int main() {
     run_two_sequences({6, 2, 16, 8.0});
     run_shift({6, 3, 16, 8.0});
     run_refusals();
-    if (g_failures) {
-        std::fprintf(stderr, "%d failures\n", g_failures);
-        return 1;
-    }
-    std::printf("ok\n");
-    return 0;
+    return test_status();
 }

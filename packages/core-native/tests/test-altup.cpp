@@ -122,10 +122,5 @@ int main() {
     expect_error("more streams than the buffer", KAIL_E_BAD_MODEL, [&] { load(image, make_program(0, N + 1)); }, "(altup): 120 values at offset 0 do not fit buffer 'xs'");
     expect_error("an active stream past the streams", KAIL_E_BAD_MODEL, [&] { load(image, make_program(0, N, N)); }, "active stream 4 is not one of the 4 streams");
     expect_error("top-k without its multiplier", KAIL_E_BAD_MODEL, [&] { load(image, make_program(0, N, 1, false)); }, "(gaussian_topk): std_mul is missing");
-    if (g_failures) {
-        std::fprintf(stderr, "%d failures\n", g_failures);
-        return 1;
-    }
-    std::printf("test-altup: ok\n");
-    return 0;
+    return test_status("test-altup");
 }

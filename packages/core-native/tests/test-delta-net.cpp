@@ -206,10 +206,5 @@ int main() {
     const fixture scalar = make_fixture({2, 2, 8, false}, rng);
     expect_bad_model("non-negative lower bound", [&] { load(f, make_program(kda, false, 0.5)); }, "must be finite and negative");
     expect_bad_model("per-head dt_bias", [&] { load(scalar, make_program(kda)); }, "must be F32 with 16 elements (one per key channel of each value head)");
-    if (g_failures) {
-        std::fprintf(stderr, "%d failures\n", g_failures);
-        return 1;
-    }
-    std::printf("test-delta-net: ok\n");
-    return 0;
+    return test_status("test-delta-net");
 }

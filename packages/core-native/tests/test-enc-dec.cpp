@@ -196,10 +196,5 @@ int main() {
     run_one_sequence();
     run_two_sequences();
     run_refusals();
-    if (g_failures) {
-        std::fprintf(stderr, "%d failures\n", g_failures);
-        return 1;
-    }
-    std::printf("ok\n");
-    return 0;
+    return test_status();
 }

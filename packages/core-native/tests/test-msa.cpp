@@ -163,10 +163,5 @@ int main() {
     run_case({2, 1, 16, 16, 2, 4, 3}, 30, 9);
     // No forced block: the top 3 by score alone.
     run_case({4, 2, 16, 8, 3, 4, 0}, 40, 23);
-    if (g_failures) {
-        std::fprintf(stderr, "%d failures\n", g_failures);
-        return 1;
-    }
-    std::printf("ok\n");
-    return 0;
+    return test_status();
 }

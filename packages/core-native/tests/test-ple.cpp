@@ -235,10 +235,5 @@ static void test_gate_and_conv() {
 int main() {
     test_ngram();
     test_gate_and_conv();
-    if (g_failures) {
-        std::fprintf(stderr, "%d failures\n", g_failures);
-        return 1;
-    }
-    std::printf("test-ple: ok\n");
-    return 0;
+    return test_status("test-ple");
 }

@@ -251,10 +251,5 @@ int main() {
     run_case({4, 2, 16, 1, 16, 16, 8, 4, true}, 60, 20);
     // A budget that is not whole blocks (top 5 in blocks of 4).
     run_case({4, 4, 8, 3, 8, 8, 5, 4, false}, 45, 30);
-    if (g_failures) {
-        std::fprintf(stderr, "%d failures\n", g_failures);
-        return 1;
-    }
-    std::printf("ok\n");
-    return 0;
+    return test_status();
 }

@@ -301,10 +301,5 @@ int main() {
     const shape t{kind::shift, 1, 12};
     const std::vector<uint8_t> timage = make_image(t, rng);
     expect_error("shift state width", KAIL_E_INVALID_ARG, [&] { load(timage, make_program(t, 0, 11)); }, "the recurrent layer's width is not a's");
-    if (g_failures) {
-        std::fprintf(stderr, "%d failures\n", g_failures);
-        return 1;
-    }
-    std::printf("test-rwkv: ok\n");
-    return 0;
+    return test_status("test-rwkv");
 }

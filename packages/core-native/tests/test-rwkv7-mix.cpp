@@ -134,10 +134,5 @@ int main() {
     expect_error("lerp slice past the weight", KAIL_E_BAD_MODEL, [&] { load(image, make_program(NL * C - C + 1)); }, "must be F32 with at least 145 elements (w_off 121 + 24)");
     expect_error("exp_decay other than 1", KAIL_E_BAD_MODEL, [&] { load(image, make_program(4 * C, false, 2)); }, "sigmoid exp_decay 2.000000 is not 1");
     expect_error("head_sum_mul without b", KAIL_E_INVALID_ARG, [&] { load(image, make_program(0, true)); }, "needs buffer b");
-    if (g_failures) {
-        std::fprintf(stderr, "%d failures\n", g_failures);
-        return 1;
-    }
-    std::printf("test-rwkv7-mix: ok\n");
-    return 0;
+    return test_status("test-rwkv7-mix");
 }

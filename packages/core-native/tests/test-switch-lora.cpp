@@ -133,10 +133,5 @@ int main() {
         const int32_t t11[1] = {11};
         expect_error("a substitute past the vocabulary", KAIL_E_INVALID_ARG, [&] { run_hidden(*bad, t11, 1, 0, 0, in.data(), N_IN); }, "token id 16 outside the vocabulary (0..15)");
     }
-    if (g_failures) {
-        std::fprintf(stderr, "%d failures\n", g_failures);
-        return 1;
-    }
-    std::printf("test-switch-lora: ok\n");
-    return 0;
+    return test_status("test-switch-lora");
 }
