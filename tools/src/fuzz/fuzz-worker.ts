@@ -75,6 +75,29 @@ function evalLast(model: EngineModel, seq: number, toks: number[]): Promise<Floa
   });
 }
 
+/** What a client reads before loading: the metadata's summary and the KV cache report. */
+function inspect(path: string): void {
+  const f = openGgufMetadata(path);
+  try {
+    summarize(f);
+    kvCacheReport(f);
+  } finally {
+    f.close();
+  }
+}
+
+/** Up to 4 tokens of a short text with the file's special tokens (one token 0 when it gives none). */
+function probeTokens(m: EngineModel): number[] {
+  const toks = m.tokenizer.tokenize('Hello world, the expert', { addSpecial: true }).slice(0, 4);
+  return toks.length ? toks : [0];
+}
+
+/** A job that threw at `stage`: the error's code, name and message. */
+function failed(stage: string, e: unknown): Omit<FuzzJobResult, 'id' | 'peakRssMb' | 'ms'> {
+  const err = e as { code?: unknown; name?: unknown; message?: unknown };
+  return { ok: false, stage, code: typeof err?.code === 'string' ? err.code : undefined, name: typeof err?.name === 'string' ? err.name : undefined, message: String(err?.message ?? e) };
+}
+
 /**
  * A draft over a target's KV cache (a Gemma 4 assistant), as speculation serves it: the target
  * decodes a few tokens with its hidden rows, the draft takes a row at the target's length (the next
@@ -85,20 +108,13 @@ async function runOverTarget(job: FuzzJob & { kvTarget: string }): Promise<Omit<
   let target: EngineModel | undefined;
   let draft: EngineModel | undefined;
   try {
-    const f = openGgufMetadata(job.path);
-    try {
-      summarize(f);
-      kvCacheReport(f);
-    } finally {
-      f.close();
-    }
+    inspect(job.path);
     stage = 'target-load';
     target = EngineModel.load(job.kvTarget, { threads: 1, nSeqMax: 2, nCtx: 64 });
     stage = 'load';
     draft = EngineModel.load(job.path, { threads: 1, nSeqMax: 2, nCtx: 64, kvSource: target });
     stage = 'tokenize';
-    let toks = draft.tokenizer.tokenize('Hello world, the expert', { addSpecial: true }).slice(0, 4);
-    if (toks.length === 0) toks = [0];
+    const toks = probeTokens(draft);
     stage = 'eval';
     const { hidden } = await target.evaluateWithHidden(0, toks, 'all');
     const w = target.hiddenWidth;
@@ -113,8 +129,7 @@ async function runOverTarget(job: FuzzJob & { kvTarget: string }): Promise<Omit<
     ChatTemplate.fromTokenizer(draft.tokenizer).render([{ role: 'user', content: 'Hi' }]);
     return { ok: true, stage: 'done', finite: allFinite };
   } catch (e) {
-    const err = e as { code?: unknown; name?: unknown; message?: unknown };
-    return { ok: false, stage, code: typeof err?.code === 'string' ? err.code : undefined, name: typeof err?.name === 'string' ? err.name : undefined, message: String(err?.message ?? e) };
+    return failed(stage, e);
   } finally {
     try {
       draft?.close();
@@ -130,18 +145,11 @@ async function run(job: FuzzJob): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb'
   let stage = 'inspect';
   let model: EngineModel | undefined;
   try {
-    const f = openGgufMetadata(job.path);
-    try {
-      summarize(f);
-      kvCacheReport(f);
-    } finally {
-      f.close();
-    }
+    inspect(job.path);
     stage = 'load';
     model = EngineModel.load(job.path, { threads: 1, nSeqMax: 2 });
     stage = 'tokenize';
-    let toks = model.tokenizer.tokenize('Hello world, the expert', { addSpecial: true }).slice(0, 4);
-    if (toks.length === 0) toks = [0];
+    const toks = probeTokens(model);
     stage = 'eval';
     let allFinite = finite(await evalLast(model, 0, toks));
     // (An encoder or a diffusion model takes a sequence whole: the last token goes in as a sequence of its own.)
@@ -192,8 +200,7 @@ async function run(job: FuzzJob): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb'
     }
     return { ok: true, stage: 'done', finite: allFinite };
   } catch (e) {
-    const err = e as { code?: unknown; name?: unknown; message?: unknown };
-    return { ok: false, stage, code: typeof err?.code === 'string' ? err.code : undefined, name: typeof err?.name === 'string' ? err.name : undefined, message: String(err?.message ?? e) };
+    return failed(stage, e);
   } finally {
     try {
       model?.close();
