@@ -2,9 +2,9 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, type HParams } from '../hparams';
-import { ProgramBuilder, denseGatedFfn, ropeParams } from '../program-builder';
+import { ProgramBuilder, denseGatedFfn } from '../program-builder';
 import { tensorLookup } from './deepseek2';
-import { slidingWindowLayers } from './gpt-oss';
+import { gemma4Attention } from './gemma4';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
 /** A float32 constant as llama.cpp computes it in C (sqrtf). */
@@ -73,26 +73,12 @@ export function buildGemma4Assistant(hp: HParams, tensors: Map<string, GgufTenso
   const th = target.hparams;
   if (th.arch !== 'gemma4') refuse(`the draft's target must be a gemma4 model; ${target.path} is '${th.arch}'`);
   const nL = hp.nLayer;
-  const pattern = md.kv[`${hp.arch}.attention.sliding_window_pattern`];
-  if (pattern === undefined || typeof pattern !== 'object' || pattern === null || !('length' in pattern))
-    bad('metadata attention.sliding_window_pattern must be an array with one flag per block');
-  const swa = slidingWindowLayers(hp, 0);
-  const window = md.int('attention.sliding_window', undefined, 1, 1 << 30);
+  const { swa, window, hdFull, hdSwa, ropeFull, ropeSwa } = gemma4Attention(hp, bad);
   const T = md.int('embedding_length_out', undefined, 1, MAX_DIM);
   const d = hp.nEmbd;
   if (T === d) bad(`embedding_length_out ${T} must carry the target's hidden size, not the draft's own (${d})`);
   if (T !== th.nEmbd) refuse(`the draft reads target hidden states of ${T} floats (embedding_length_out); the target ${target.path} has n_embd ${th.nEmbd}`);
-  const hdFull = hp.headDimK;
-  if (hp.headDimV !== hdFull) bad(`key_length ${hdFull} and value_length ${hp.headDimV} must match`);
-  const hdSwa = md.int('attention.key_length_swa', undefined, 1, MAX_DIM);
-  if (md.int('attention.value_length_swa', undefined, 1, MAX_DIM) !== hdSwa) bad(`key_length_swa ${hdSwa} and value_length_swa must match`);
-  const rotSwa = md.int('rope.dimension_count_swa', hp.ropeDims, 0, MAX_DIM);
-  if (rotSwa % 2 !== 0 || rotSwa > hdSwa) bad(`rope.dimension_count_swa ${rotSwa} is not an even number of dimensions within the sliding head (${hdSwa})`);
-  const baseSwa = md.num('rope.freq_base_swa', 10000);
-  if (!(baseSwa > 0)) bad(`rope.freq_base_swa ${baseSwa} is not positive`);
   const ropeFreqs = swa.every(Boolean) ? undefined : need('rope_freqs.weight');
-  const ropeFull = { ...ropeParams(hp, true), head_dim: hdFull };
-  const ropeSwa = { ...ropeParams(hp, true, { n_dims: rotSwa }), head_dim: hdSwa, freq_base: baseSwa, freq_scale: 1 };
 
   // Which target caches the blocks read: sliding ones the target's block n_layer - 2's, full ones n_layer - 1's.
   const caches = targetBlockCaches(target.program);

@@ -11,6 +11,32 @@ const t = (i: number, name: string) => `blk.${i}.${name}`;
 const f32 = Math.fround;
 
 /**
+ * Gemma 4's attention geometry, as llama.cpp's loader requires it (its assistant drafts' too): the
+ * sliding pattern as one flag per block, the window, the full and sliding head sizes (keys as wide
+ * as values), and the RoPE parameters of full and sliding blocks (the sliding ones with their own
+ * rotary dimensions and base).
+ */
+export function gemma4Attention(hp: HParams, bad: (msg: string) => never) {
+  const md = hp.meta;
+  const pattern = md.kv[`${hp.arch}.attention.sliding_window_pattern`];
+  if (pattern === undefined || typeof pattern !== 'object' || pattern === null || !('length' in pattern))
+    bad('metadata attention.sliding_window_pattern must be an array with one flag per block');
+  const swa = slidingWindowLayers(hp, 0);
+  const window = md.int('attention.sliding_window', undefined, 1, 1 << 30);
+  const hdFull = hp.headDimK;
+  if (hp.headDimV !== hdFull) bad(`key_length ${hdFull} and value_length ${hp.headDimV} must match`);
+  const hdSwa = md.int('attention.key_length_swa', undefined, 1, MAX_DIM);
+  if (md.int('attention.value_length_swa', undefined, 1, MAX_DIM) !== hdSwa) bad(`key_length_swa ${hdSwa} and value_length_swa must match`);
+  const rotSwa = md.int('rope.dimension_count_swa', hp.ropeDims, 0, MAX_DIM);
+  if (rotSwa % 2 !== 0 || rotSwa > hdSwa) bad(`rope.dimension_count_swa ${rotSwa} is not an even number of dimensions within the sliding head (${hdSwa})`);
+  const baseSwa = md.num('rope.freq_base_swa', 10000);
+  if (!(baseSwa > 0)) bad(`rope.freq_base_swa ${baseSwa} is not positive`);
+  const ropeFull = { ...ropeParams(hp, true), head_dim: hdFull };
+  const ropeSwa = { ...ropeParams(hp, true, { n_dims: rotSwa }), head_dim: hdSwa, freq_base: baseSwa, freq_scale: 1 };
+  return { swa, window, hdFull, hdSwa, ropeFull, ropeSwa };
+}
+
+/**
  * Google Gemma 4 (`gemma4`, llama.cpp src/models/gemma4.cpp): 26B-A4B (experts), 31B (dense) and
  * E2B/E4B (dense with per-layer embeddings and shared KV layers).
  *
@@ -42,19 +68,7 @@ export function buildGemma4(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
   const nL = hp.nLayer;
   // (llama.cpp's loader requires these: the pattern as one flag per block, the sliding head size,
   // the per-layer embedding width, and rope_freqs when a block attends in full.)
-  const pattern = md.kv[`${hp.arch}.attention.sliding_window_pattern`];
-  if (pattern === undefined || typeof pattern !== 'object' || pattern === null || !('length' in pattern))
-    bad('metadata attention.sliding_window_pattern must be an array with one flag per block');
-  const swa = slidingWindowLayers(hp, 0);
-  const window = md.int('attention.sliding_window', undefined, 1, 1 << 30);
-  const hdFull = hp.headDimK;
-  if (hp.headDimV !== hdFull) bad(`key_length ${hdFull} and value_length ${hp.headDimV} must match`);
-  const hdSwa = md.int('attention.key_length_swa', undefined, 1, MAX_DIM);
-  if (md.int('attention.value_length_swa', undefined, 1, MAX_DIM) !== hdSwa) bad(`key_length_swa ${hdSwa} and value_length_swa must match`);
-  const rotSwa = md.int('rope.dimension_count_swa', hp.ropeDims, 0, MAX_DIM);
-  if (rotSwa % 2 !== 0 || rotSwa > hdSwa) bad(`rope.dimension_count_swa ${rotSwa} is not an even number of dimensions within the sliding head (${hdSwa})`);
-  const baseSwa = md.num('rope.freq_base_swa', 10000);
-  if (!(baseSwa > 0)) bad(`rope.freq_base_swa ${baseSwa} is not positive`);
+  const { swa, window, hdFull, hdSwa, ropeFull, ropeSwa } = gemma4Attention(hp, bad);
   const shared = md.int('attention.shared_kv_layers', 0, 0, nL - 1);
   const kvFrom = nL - shared;
   // llama.cpp's reuse callback: a shared block reads block kvFrom - 2 if it slides, kvFrom - 1 if not.
@@ -65,8 +79,6 @@ export function buildGemma4(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
   const softcap = md.num('final_logit_softcapping', 30);
   if (!(softcap >= 0) || !Number.isFinite(softcap)) bad(`final_logit_softcapping ${softcap} is not a non-negative number`);
   const ropeFreqs = swa.every(Boolean) ? undefined : need('rope_freqs.weight');
-  const ropeFull = { ...ropeParams(hp, true), head_dim: hdFull };
-  const ropeSwa = { ...ropeParams(hp, true, { n_dims: rotSwa }), head_dim: hdSwa, freq_base: baseSwa, freq_scale: 1 };
   const d = hp.nEmbd;
 
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
