@@ -432,6 +432,25 @@ describe('kail model commands', () => {
     expect(j.speculative.speculative.draftedTokens).toBeGreaterThan(0);
   });
 
+  it("run --draft / bench --draft with a Gemma 4 assistant draft (reading its target's KV cache): plain greedy's tokens; the draft alone is refused", () => {
+    const target = path.join(dir, 'g4.gguf');
+    const draft = path.join(dir, 'g4-assistant.gguf');
+    writeModel({ config: getPreset('tiny-gemma4').config, fileType: 'Q8_0', seed: 3, out: target });
+    writeModel({ config: getPreset('tiny-gemma4-assistant').config, fileType: 'Q8_0', seed: 3, out: draft });
+    const plain = JSON.parse(kail('run', '-m', target, '-p', 'Hello world', '-n', '12', '--ignore-eos', '--json').stdout);
+    const r = kail('run', '-m', target, '-p', 'Hello world', '-n', '12', '--ignore-eos', '--json', '--draft', draft, '--spec-k', '3');
+    expect(r.status).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j.tokens).toEqual(plain.tokens);
+    expect([j.speculative.mode, j.speculative.draftedTokens > 0]).toEqual(['assistant', true]);
+    const b = JSON.parse(kail('bench', '-m', target, '-p', '8', '-n', '12', '--draft', draft, '--json').stdout);
+    expect(b.speculative.tokens).toEqual(b.baseline.tokens);
+    expect(b.speculative.speculative.mode).toBe('assistant');
+    const alone = kail('run', '-m', draft, '-p', 'Hello', '-n', '2');
+    expect(alone.status).not.toBe(0);
+    expect(alone.stderr).toMatch(/attends over its target's KV cache/);
+  });
+
   it('inspect reports the KV cache per token; on an MLA file, the latent cache against a per-head one', () => {
     const i = JSON.parse(kail('inspect', model, '--json').stdout);
     expect(i.kvCache.kvType).toBe('f16');
