@@ -5,6 +5,9 @@
 // encoder position. Against a double reference: the decoder's rows over two passes, two sequences
 // encoded and decoded side by side, and the refusals (logits from an encoding pass, a batch mixing
 // both, context shift, sequence state; truncation into the encoder's rows clears the sequence).
+// The cache holds each row once: the encoder's own self-attention rows (layer 2) for the encoding
+// pass only, exactly enc_len cross rows, the decoder's rows from row 0 (at most n_ctx - enc_len);
+// the budget (kv_bytes_capacity) is the most that makes over any prompt length.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -27,7 +30,7 @@ static program make_program() {
     program p;
     auto d = [](int64_t x) { return static_cast<double>(x); };
     const int in = add_buf(p, "in", IN), q = add_buf(p, "q", W), k = add_buf(p, "k", KW), v = add_buf(p, "v", KW);
-    const int o = add_buf(p, "o", 2 * W), go = add_buf(p, "go", 2 * W, true), logits = add_buf(p, "logits", 2, true);
+    const int o = add_buf(p, "o", 2 * W), go = add_buf(p, "go", 2 * W, true), logits = add_buf(p, "logits", 2, true), eo = add_buf(p, "eo", W);
     add_op(p, OP_INPUT, in, -1);
     add_op(p, OP_COPY, q, in, {{"a_off", 0}, {"n", d(W)}});
     add_op(p, OP_COPY, k, in, {{"a_off", d(W)}, {"n", d(KW)}});
@@ -38,6 +41,10 @@ static program make_program() {
         for (const auto & [key, val] : extra) ap[key] = val;
         return add_op(p, OP_ATTENTION, out, a, ap);
     };
+    // The encoder's own self-attention (both ways; its output unused here), then the cross K/V.
+    op_desc & enc = attn(eo, q, {{"layer", 2}, {"causal", 0}, {"pass", 1}});
+    enc.b = k;
+    enc.c = v;
     op_desc & store = attn(o, k, {{"layer", 0}, {"store_only", 1}, {"pass", 1}});
     store.b = k;
     store.c = v;
@@ -49,9 +56,9 @@ static program make_program() {
     add_op(p, OP_MATMUL, logits, go, {{"pass", 2}}).weights = {{"weight", "head"}};
     p.logits = logits;
     p.hidden = o;
-    p.n_kv_layers = 2;
-    p.kv_k_width = {KW, KW};
-    p.kv_v_width = {KW, KW};
+    p.n_kv_layers = 3;
+    p.kv_k_width = {KW, KW, KW};
+    p.kv_v_width = {KW, KW, KW};
     return p;
 }
 
@@ -152,6 +159,50 @@ static void run_one_sequence() {
     CHECK(moved > 1e-3);
 }
 
+// Bytes per cached position of one layer (F32 K and V rows of Hkv heads).
+static const uint64_t ROW = 2 * KW * sizeof(float);
+
+static void run_cache_rows() {
+    const int64_t n_ctx = 64, n_enc = 30;
+    std::mt19937 rng(13);
+    const std::vector<float> enc = randn(rng, static_cast<size_t>(n_enc * IN)), dec = randn(rng, static_cast<size_t>((n_ctx - n_enc) * IN));
+    std::vector<uint8_t> image;
+    model m(head_file(image), make_program(), attention_test_params(n_ctx, 2));
+    // Per sequence: encoding a whole context (encoder + cross rows) or decoding all but one
+    // position (1 cross row, 63 decoder rows): max(64 x 2, 1 + 63) rows; not 3 x 64.
+    const uint64_t cap = m.kv_bytes_capacity();
+    std::printf("enc-dec cache: budget %llu bytes for 2 sequences of %lld positions (%llu rows of %llu bytes each)\n", (unsigned long long)cap, (long long)n_ctx, (unsigned long long)(cap / ROW / 2), (unsigned long long)ROW);
+    CHECK(cap == 2 * 2 * n_ctx * ROW);
+    pass(m, {{enc.data(), 0, 0, n_enc}}, false);
+    const uint64_t encoded = m.kv_bytes_used();
+    std::printf("enc-dec cache: after encoding %lld positions %llu bytes (%llu rows)\n", (long long)n_enc, (unsigned long long)encoded, (unsigned long long)(encoded / ROW));
+    CHECK(encoded == n_enc * ROW);  // the cross rows only
+    pass(m, {{dec.data(), static_cast<int32_t>(n_enc), 0, 5}}, true);
+    const uint64_t five = m.kv_bytes_used();
+    std::printf("enc-dec cache: after 5 decoder rows %llu bytes (%llu rows)\n", (unsigned long long)five, (unsigned long long)(five / ROW));
+    CHECK(five == (n_enc + 16) * ROW);  // the decoder's first 16 rows (the growth's first step)
+    // The decoder fills the context: its rows end at n_ctx - n_enc.
+    for (int64_t j = 5; j < n_ctx - n_enc; j++) pass(m, {{dec.data() + j * IN, static_cast<int32_t>(n_enc + j), 0, 1}}, true);
+    CHECK(m.seq_len(0) == n_ctx);
+    CHECK(m.kv_bytes_used() == static_cast<uint64_t>(n_ctx) * ROW);
+    expect_error("a position past the context", KAIL_E_INVALID_ARG, [&] { pass(m, {{dec.data(), static_cast<int32_t>(n_ctx), 0, 1}}, true); }, "past the context length");
+    // Two prompts encoded together: each its own cross rows.
+    m.seq_truncate(0, 0);
+    CHECK(m.kv_bytes_used() == 0);
+    pass(m, {{enc.data(), 0, 0, n_enc}, {enc.data(), 0, 1, 7}}, false);
+    CHECK(m.kv_bytes_used() == (n_enc + 7) * ROW);
+    // An encoding pass the budget stops halfway (its encoder and cross rows at once) leaves its
+    // sequence empty, holding nothing; a shorter prompt then fits.
+    model_params mp = attention_test_params(n_ctx);
+    mp.kv_max_bytes = 40 * ROW;
+    model small(head_file(image), make_program(), mp);
+    expect_error("an encoding pass over the budget", KAIL_E_BUDGET, [&] { pass(small, {{enc.data(), 0, 0, n_enc}}, false); }, "KV cache budget exceeded");
+    CHECK(small.seq_len(0) == 0);
+    CHECK(small.kv_bytes_used() == 0);
+    pass(small, {{enc.data(), 0, 0, 20}}, false);
+    CHECK(small.kv_bytes_used() == 20 * ROW);
+}
+
 static void run_two_sequences() {
     const int64_t n0 = 30, n1 = 17, n_dec = 4;
     std::mt19937 rng(11);
@@ -196,5 +247,6 @@ int main() {
     run_one_sequence();
     run_two_sequences();
     run_refusals();
+    run_cache_rows();
     return test_status();
 }

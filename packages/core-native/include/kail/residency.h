@@ -99,8 +99,18 @@ struct kv_packed_layout {
     }
 };
 std::vector<kv_packed_layout> kv_packed_layouts(const program & prog, int64_t n_ctx, int64_t n_batch, bool swa_full = false);
+// The KV layers of an encoder-decoder program (ops tagged pass: T5), by what they hold: the
+// encoder's own self-attention rows (pass 1, kept for the encoding pass only), the cross-attention
+// rows the encoder stores (store_only, pass 1) and the decoder's cross readers read (pass 2), and the
+// decoder's own self-attention rows (pass 2), whose row j holds position enc_len + j. Empty for
+// another program; throws (KAIL_E_INVALID_ARG) for an untagged attention op, another cache op or a
+// layer with two roles.
+enum kv_enc_dec_role : uint8_t { KV_UNUSED = 0, KV_ENCODER = 1, KV_CROSS = 2, KV_DECODER = 3 };
+std::vector<uint8_t> kv_enc_dec_roles(const program & prog);
 // KV cache bytes of one sequence at n_ctx positions: n_ctx rows per layer, 2R for ring layers.
-// K rows in kv_type_k, V rows in kv_type_v.
+// K rows in kv_type_k, V rows in kv_type_v. An encoder-decoder program's sequence (prompt of n
+// positions, the decoder's after it): n rows of its encoder and cross layers while it encodes, then
+// the n cross rows and at most n_ctx - n of the decoder's; the most over 1 <= n <= n_ctx.
 uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type_k, uint32_t kv_type_v, bool swa_full = false);
 // Bytes of one cached row of `width` values (a layer's K or V for one position) in the cache type.
 size_t kv_row_bytes(uint32_t kv_type, int64_t width);

@@ -180,8 +180,12 @@ struct model::impl {
     // encoder's (ops tagged pass 2 skipped), any later pass the decoder's (pass 1 skipped); per
     // sequence, the encoder's positions [0, enc_len) precede the decoder's. Cross readers see
     // [0, enc_len) of their layer; the decoder's other attention ops see from enc_len on.
+    // The KV layers' roles (kv_enc_dec_roles): the encoder's own rows live through the encoding
+    // pass only, the cross rows are exactly enc_len, and a decoder layer's row j holds position
+    // enc_len + j (at most n_ctx - enc_len rows): the cache and its budget hold no row twice.
     bool                                   enc_dec = false;
     std::vector<int64_t>                   enc_len;
+    std::vector<uint8_t>                   kv_role;
     uint64_t                               kv_bytes = 0;
     // Recurrent state: [seq][recurrent layer], program::rs_width floats each, allocated (zeros) at
     // a sequence's first token and freed when it is cleared; counted in kv_bytes.
@@ -1435,6 +1439,7 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
     if (m.enc_dec) {
         check(!m.src, "an encoder-decoder program (ops tagged pass) cannot read another model's cache (kv_source)");
         check(m.prog.rs_width.empty() && !m.any_ring, "an encoder-decoder program (ops tagged pass) has no recurrent or sliding-window ring layers");
+        m.kv_role = kv_enc_dec_roles(m.prog);
     }
     m.bufs.resize(m.prog.buffers.size());
     m.stats.expert_counts.assign(static_cast<size_t>(m.prog.n_moe_layers) * m.prog.n_expert, 0);
@@ -2203,12 +2208,15 @@ void op_rope(exec_ctx & x, const op_desc & op, size_t oi) {
 // rows, rk / rv bytes per head's row of K / V), growing the layer first: linear rows up to the
 // context (a ring layer, R = kv_ring_rows > 0: up to R), then a ring layer turns mirrored. The
 // sliding GQA layers and dots3note's sliding MLA blocks (one head of latent rows, no V) share it.
-int64_t kv_ring_slot(model::impl & m, kv_seq_layer & c, int64_t R, int64_t p, int64_t heads, size_t rk, size_t rv) {
+// `rows` > 0: the layer holds at most that many rows (an encoder-decoder's layers), grown straight
+// to them with `whole` (an encoding pass's rows, all known).
+int64_t kv_ring_slot(model::impl & m, kv_seq_layer & c, int64_t R, int64_t p, int64_t heads, size_t rk, size_t rv, int64_t rows = 0, bool whole = false) {
     // Linear rows up to the context (a ring layer: up to R), then a ring layer turns mirrored.
     const bool to_ring = R && p >= R && !c.mirrored;
     if ((!c.mirrored && p >= c.cap) || to_ring) {
-        int64_t cap = std::max<int64_t>(p + 1, c.cap * 2);
-        cap = std::min<int64_t>(std::max<int64_t>(cap, 16), R ? R : m.params.n_ctx);
+        const int64_t most = R ? R : rows > 0 ? rows : m.params.n_ctx;
+        int64_t cap = whole ? most : std::max<int64_t>(p + 1, c.cap * 2);
+        cap = std::min<int64_t>(std::max<int64_t>(cap, 16), most);
         if (to_ring) cap = 2 * R;
         const uint64_t old = c.k.size() + c.v.size();
         const uint64_t bytes = static_cast<uint64_t>(cap) * static_cast<uint64_t>(heads) * (rk + rv);
@@ -2278,11 +2286,16 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t R = kvm.kv_ring[layer];
     // 1. store K and V rows of the batch, each head's part in its block (a reader of a shared
     // layer finds them stored by an earlier op of this pass).
+    const uint8_t role = (ext || m.kv_role.empty()) ? static_cast<uint8_t>(KV_UNUSED) : m.kv_role[static_cast<size_t>(layer)];
     for (int64_t t = 0; t < x.n_tok && op.b >= 0; t++) {
         const int s = x.b.seq[t];
-        const int64_t p = x.b.pos[t];
+        // An encoder-decoder's layers: the encoding pass's rows exactly (enc_len, set for it), the
+        // decoder's from row 0 at position enc_len, within the positions left.
+        const int64_t el = m.enc_dec ? m.enc_len[static_cast<size_t>(s)] : 0;
+        const int64_t p = x.b.pos[t] - (role == KV_DECODER ? el : 0);
         kv_seq_layer & c = m.kv[s][layer];
-        const int64_t row = kv_ring_slot(m, c, R, p, n_head_kv, rk, rv);
+        const int64_t row = role == KV_UNUSED ? kv_ring_slot(m, c, R, p, n_head_kv, rk, rv)
+                                              : kv_ring_slot(m, c, R, p, n_head_kv, rk, rv, role == KV_DECODER ? m.params.n_ctx - el : el, role != KV_DECODER);
         const float * krow = x.ptr(op.b) + t * x.width(op.b) + static_cast<int64_t>(op.param("b_off", 0));
         const float * vrow = x.ptr(op.c) + t * x.width(op.c) + static_cast<int64_t>(op.param("c_off", 0));
         for (int64_t h = 0; h < n_head_kv; h++) {
@@ -2391,14 +2404,19 @@ void op_attention(exec_ctx & x, const op_desc & op, size_t oi) {
             const int64_t p = ext ? xp->b.pos[t] - 1 : causal ? xp->b.pos[t] : sym_half >= 0 ? std::min<int64_t>(seq_end.at(s) - 1, xp->b.pos[t] + sym_half) : seq_end.at(s) - 1;
             int64_t lo = window > 0 ? std::max<int64_t>(0, xp->b.pos[t] + 1 - window) : chunk > 0 ? p - p % chunk : sym_half >= 0 ? std::max<int64_t>(0, xp->b.pos[t] - sym_half) : 0;
             int64_t np = p + 1 - lo;
+            int64_t base = 0;  // the position of row 0
             if (m.enc_dec) {
-                // Cross readers see the encoder's positions, the decoder's own layers its positions.
+                // Cross readers see the encoder's positions, the decoder's own layers its positions
+                // (row j: position enc_len + j).
                 const int64_t el = m.enc_len[static_cast<size_t>(s)];
                 if (cross) { lo = 0; np = el; }
-                else if (lo < el) { lo = el; np = p + 1 - lo; }
+                else if (role == KV_DECODER) {
+                    base = el;
+                    if (lo < el) { lo = el; np = p + 1 - lo; }
+                }
             }
             const kv_seq_layer & c = kvm.kv[s][layer];
-            const int64_t first = c.mirrored ? lo % R : lo;  // row of position lo
+            const int64_t first = c.mirrored ? lo % R : lo - base;  // row of position lo
             const uint8_t * krows = c.k.data() + static_cast<size_t>(hk * c.cap + first) * rk;
             const uint8_t * vrows = c.v.data() + static_cast<size_t>(hk * c.cap + first) * rv;
             if (sel_k > 0) {
@@ -4417,6 +4435,9 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
         encode = n_empty != 0;
         if (encode && (n_out > 0 || b.want_hidden))
             throw error(KAIL_E_INVALID_ARG, "an encoder-decoder model's first pass over a sequence encodes its prompt and returns no logits or hidden rows (output rows: " + std::to_string(n_out) + ")");
+        // (Known before the pass: its encoder and cross rows are allocated exactly.)
+        if (encode)
+            for (int s : seqs) m.enc_len[static_cast<size_t>(s)] = next[static_cast<size_t>(s)];
     }
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < m.prog.buffers.size(); i++) {
@@ -4588,17 +4609,29 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
         // Recurrent layers update their state in place as the pass goes: a pass that stops halfway
         // leaves the batch's sequences between two states, so they are cleared (the KV rows past
         // each sequence's length are never read, but the state has no such length).
-        if (!m.prog.rs_width.empty()) {
+        // An encoding pass that stops leaves its sequences empty (enc_len and rows cleared).
+        if (!m.prog.rs_width.empty() || encode) {
             std::set<int> seqs(b.seq, b.seq + b.n);
             for (int s : seqs) seq_truncate(s, 0);
         }
         throw;
     }
     if (!m.src)
-        for (int s = 0; s < m.params.n_seq_max; s++) {
-            if (encode && m.seq_len[s] == 0) m.enc_len[s] = next[s];
-            m.seq_len[s] = next[s];
-        }
+        for (int s = 0; s < m.params.n_seq_max; s++) m.seq_len[s] = next[s];
+    if (encode) {
+        // The encoder's own rows served this pass only: the decoder reads the cross rows.
+        const std::set<int> seqs(b.seq, b.seq + b.n);
+        for (int s : seqs)
+            for (size_t l = 0; l < m.kv_role.size(); l++) {
+                if (m.kv_role[l] != KV_ENCODER) continue;
+                kv_seq_layer & c = m.kv[static_cast<size_t>(s)][l];
+                m.kv_bytes -= c.k.capacity() + c.v.capacity();
+                std::vector<uint8_t>().swap(c.k);
+                std::vector<uint8_t>().swap(c.v);
+                c.cap = 0;
+                c.hw = 0;
+            }
+    }
     logits.assign(m.bufs[m.prog.logits].begin(), m.bufs[m.prog.logits].begin() + n_out * n_vocab_);
     if (hidden) {
         if (b.want_hidden) hidden->assign(m.bufs[m.prog.hidden].begin(), m.bufs[m.prog.hidden].begin() + b.n * m.prog.buffers[m.prog.hidden].width);

@@ -138,7 +138,41 @@ std::vector<kv_packed_layout> kv_packed_layouts(const program & prog, int64_t n_
     return out;
 }
 
+std::vector<uint8_t> kv_enc_dec_roles(const program & prog) {
+    bool enc_dec = false;
+    for (const op_desc & op : prog.ops) enc_dec = enc_dec || op.params.count("pass");
+    if (!enc_dec) return {};
+    static const char * const names[] = {"", "encoder", "cross-attention", "decoder"};
+    std::vector<uint8_t> role(prog.kv_k_width.size(), KV_UNUSED);
+    for (size_t i = 0; i < prog.ops.size(); i++) {
+        const op_desc & op = prog.ops[i];
+        const std::string what = "program: op " + std::to_string(i) + ": ";
+        if (op.type == OP_MLA_ATTENTION || op.type == OP_DSA_INDEX || op.type == OP_MSA_INDEX || op.type == OP_QSA_INDEX || op.type == OP_DSV4_ATTENTION || op.type == OP_DSV4_COMPRESS)
+            throw error(KAIL_E_INVALID_ARG, what + "an encoder-decoder program (ops tagged pass) keeps its cache through attention ops only");
+        if (op.type != OP_ATTENTION) continue;
+        const double pass = op.param("pass", 0);
+        if (pass != 1 && pass != 2) throw error(KAIL_E_INVALID_ARG, what + "an encoder-decoder program's attention ops each run in one pass (tagged pass 1 or 2)");
+        const double l = op.param("layer", -1);
+        if (!(l >= 0 && l < static_cast<double>(role.size()))) continue;  // (check_op_ranges names it)
+        const uint8_t r = pass == 1 ? (op.param("store_only", 0) != 0 ? KV_CROSS : KV_ENCODER) : (op.param("cross", 0) != 0 ? KV_CROSS : KV_DECODER);
+        uint8_t & have = role[static_cast<size_t>(l)];
+        if (have != KV_UNUSED && have != r)
+            throw error(KAIL_E_INVALID_ARG, what + "kv layer " + std::to_string(static_cast<int64_t>(l)) + " holds both " + names[have] + " and " + names[r] + " rows");
+        have = r;
+    }
+    return role;
+}
+
 uint64_t kv_bytes_per_sequence(const program & prog, int64_t n_ctx, int64_t n_batch, uint32_t kv_type_k, uint32_t kv_type_v, bool swa_full) {
+    const std::vector<uint8_t> roles = kv_enc_dec_roles(prog);
+    if (!roles.empty()) {
+        uint64_t row[4] = {0, 0, 0, 0};
+        for (size_t l = 0; l < roles.size() && l < prog.kv_v_width.size(); l++)
+            row[roles[l]] += static_cast<uint64_t>(kv_row_bytes(kv_type_k, prog.kv_k_width[l]) + kv_row_bytes(kv_type_v, prog.kv_v_width[l]));
+        const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(0, n_ctx));
+        // Linear in the prompt's length n: the most at n = n_ctx (encoding) or n = 1 (decoding).
+        return n == 0 ? 0 : std::max(n * (row[KV_ENCODER] + row[KV_CROSS]), row[KV_CROSS] + (n - 1) * row[KV_DECODER]);
+    }
     const std::vector<int64_t> ring = kv_ring_rows(prog, n_ctx, n_batch, swa_full);
     uint64_t b = 0;
     const std::vector<kv_packed_layout> packed = kv_packed_layouts(prog, n_ctx, n_batch, swa_full);
