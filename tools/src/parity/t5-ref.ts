@@ -24,14 +24,20 @@ export interface T5Ref {
   meta: Record<string, unknown>;
 }
 
-/** Runs llama.cpp's T5 encoder over `tokens`, then `steps` greedy decoder steps (see t5-ref.cpp). */
-export async function llamaT5Ref(model: string, tokens: number[], steps: number, opts: { threads?: number; timeoutMs?: number } = {}): Promise<T5Ref> {
+/**
+ * Runs llama.cpp's T5 encoder over `tokens`, then `steps` greedy decoder steps (see t5-ref.cpp):
+ * with `decoderTokens` (steps of them) those inputs instead, teacher-forced; with `defaultRun`
+ * llama.cpp's default settings (F16 K and V caches, flash attention auto) instead of the exact ones.
+ */
+export async function llamaT5Ref(model: string, tokens: number[], steps: number, opts: { threads?: number; timeoutMs?: number; decoderTokens?: number[]; defaultRun?: boolean } = {}): Promise<T5Ref> {
   if (tokens.length === 0) throw new Error('t5-ref: needs at least one prompt token');
   const bin = await parityRefBinary('t5-ref');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-t5-out-'));
   try {
     const out = path.join(dir, 't5');
     const args = ['--model', path.resolve(model), '--tokens', tokens.join(','), '--steps', String(steps), '--out', out, '--threads', String(opts.threads ?? 2)];
+    if (opts.decoderTokens) args.push('--decoder-tokens', opts.decoderTokens.join(','));
+    if (opts.defaultRun) args.push('--default');
     await runProgram(bin, args, opts.timeoutMs ?? 120_000, 't5-ref');
     const meta = JSON.parse(fs.readFileSync(`${out}.json`, 'utf8')) as Record<string, unknown> & {
       n_vocab: number; steps: number; tokens: number[]; decoder_start: number; decoder_tokens: number[]; next_token: number; files: { logits: string };

@@ -17,7 +17,7 @@ function firstDiff(a: Float32Array, b: Float32Array): number {
   return -1;
 }
 
-describe.each([
+describe.each<[string, string, ...[number, number, number][]]>([
   ['tiny-llama', 'Q4_0'],
   ['tiny-llama', 'F16'],
   ['tiny-qwen3moe', 'Q4_K'],
@@ -111,13 +111,27 @@ describe.each([
   // RWKV-6 (data-dependent lerps through a grouped LoRA, the WKV-6 recurrence with time_first).
   ['tiny-rwkv6', 'Q8_0'],
   ['tiny-rwkv6qwen2', 'Q4_K'],
-])('%s %s: batch-invariant logits', (preset, type) => {
+  // Granite Switch: activation tokens (position, token, the token it is embedded as) switch the
+  // LoRA adapter mid-sequence (426 at 3: adapter 1; 919 at 9: the average of 1 and 3; 306 at 13),
+  // in the first split pass, the second and the other sequence's row of the mixed pass.
+  ['tiny-graniteswitch', 'Q4_K', [3, 426, 100], [9, 919, 102], [13, 306, 103]],
+])('%s %s: batch-invariant logits', (preset, type, ...switches) => {
   it('one pass = token by token = split passes, bit for bit (f16 KV)', async () => {
     const m = EngineModel.load(writeTestModel(dir, preset, type), { threads: 2, nCtx: 64, nSeqMax: 2 });
     try {
       const V = m.nVocab;
-      const toks = Array.from({ length: 20 }, (_, i) => ((i * 37 + 5) % (V - 10)) + 3);
+      const put = (toks: number[], k: 1 | 2) => toks.map((t, i) => switches.find(([p]) => p === i)?.[k] ?? t);
+      const toks = put(Array.from({ length: 20 }, (_, i) => ((i * 37 + 5) % (V - 10)) + 3), 1);
       const all = await m.evaluate(0, toks, 'all');
+      if (switches.length) {
+        // The switches act: with each activation token's substitute instead (the same embedding, no
+        // switch) the rows part from the first switch on.
+        m.truncate(0, 0);
+        const plain = await m.evaluate(0, put(toks, 2), 'all');
+        const at = switches[0][0];
+        expect(firstDiff(plain.subarray(0, at * V), all.subarray(0, at * V))).toBe(-1);
+        expect(firstDiff(plain.subarray(at * V, (at + 1) * V), all.subarray(at * V, (at + 1) * V))).toBeGreaterThanOrEqual(0);
+      }
       m.truncate(0, 0);
       for (let i = 0; i < toks.length; i++) {
         const one = await m.evaluate(0, [toks[i]], 'last');

@@ -8,7 +8,7 @@ import type { GgufTensorInfo, ModelProgram, NativeModel, ProgramOp } from '@kail
 
 import { native } from '../native';
 import { tempDir, writeTestModel } from '../testing';
-import { buildProgram } from './architectures';
+import { buildMtpProgram, buildProgram } from './architectures';
 import { buildGemma4Assistant } from './architectures/gemma4-assistant';
 import { Metadata, readHParams } from './hparams';
 
@@ -613,6 +613,9 @@ describe("native program checks: T5's encoder-decoder passes (tiny-t5)", () => {
     ['a cross reader that stores k and v', (p) => edited(p, cross, (o) => Object.assign(o, { b: o.a, c: o.a })), /a cross-attention reader stores nothing and runs in the decoder's passes \(pass 2\)/],
     ['a cross reader with a relative bias', (p) => edited(p, cross, (o) => (o.weights = { rel_b: 'dec.blk.0.attn_rel_b.weight' })), /a cross-attention reader sees every encoder position: no window/],
     ['a cross reader over a sliding window', (p) => edited(p, cross, (o) => (o.params!.window = 4)), /a cross-attention reader sees every encoder position/],
+    // (The cache keeps each layer's rows by role: the encoder's for its pass, the decoder's from enc_len.)
+    ['a cross reader of an encoder self-attention layer', (p) => edited(p, cross, (o) => (o.params!.layer = 0)), /kv layer 0 holds both encoder and cross-attention rows/],
+    ['an attention op in both passes (untagged)', (p) => edited(p, (o) => o.op === 'attention' && o.params!.pass === 2 && !o.params!.cross, (o) => delete o.params!.pass), /an encoder-decoder program's attention ops each run in one pass \(tagged pass 1 or 2\)/],
   ])('refuses %s', (_what, edit, want) => {
     expect(() => load(edit(f.program))).toThrow(expect.objectContaining({ code: 'KAIL_E_INVALID_ARG', message: expect.stringMatching(want) }));
   });
@@ -661,5 +664,23 @@ describe('native program checks: a Gemma 4 assistant draft over its target (tiny
   it("refuses a target tensor the target does not load", () => {
     const q = tampered(t.dp, 'embed', (o) => (o.weights!.weight = 'target:nothing.weight'));
     expect(() => load(q)).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(/does not load tensor 'nothing.weight'/) }));
+  });
+});
+
+// Where llama.cpp's graph gives NaNs (an MTP block norms the zero hidden state of position 0 with
+// hnorm; an epsilon of 0 makes that 0/0), the MTP builders refuse the file, as deepseek4's does.
+describe('MTP blocks refuse an RMS epsilon of 0 (DeepSeek-V3 nextn, Qwen3.5, Nemotron 3)', () => {
+  it.each(['tiny-deepseek3-mtp', 'tiny-qwen35moe-mtp', 'tiny-nemotron-h-moe-mtp'])('%s', (preset) => {
+    const f = native().openGguf(writeTestModel(dir, preset, 'F32'), { mapData: false });
+    try {
+      const arch = f.metadata['general.architecture'] as string;
+      const tensors = new Map<string, GgufTensorInfo>(f.tensors.map((x) => [x.name, x]));
+      const mtp = (eps?: number) => () => buildMtpProgram(readHParams(new Metadata(eps === undefined ? f.metadata : { ...f.metadata, [`${arch}.attention.layer_norm_rms_epsilon`]: eps }, arch), tensors), tensors);
+      expect(mtp()).not.toThrow();
+      expect(mtp(1e-30)).not.toThrow();
+      expect(mtp(0)).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(new RegExp(`^${arch}: layer_norm_rms_epsilon 0: the MTP block norms the zero hidden state of position 0, which needs an epsilon > 0`)) }));
+    } finally {
+      f.close();
+    }
   });
 });

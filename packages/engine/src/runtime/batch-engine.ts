@@ -170,6 +170,12 @@ export interface GenerationRequest {
 
 interface Active {
   req: GenerationRequest;
+  /**
+   * The prompt's tokens as the caller gave them (usage's prompt tokens): req.prompt's, but for an
+   * encoder-decoder's appended decoder start token, which is neither prompt nor completion (as
+   * llama.cpp's examples count them: the encoded prompt, then the tokens generated).
+   */
+  nPrompt: number;
   slot: number;
   /** The LoRA scales this sequence runs with, as a key ('' for a model without adapters). */
   lora: string;
@@ -436,6 +442,7 @@ export class BatchEngine {
     let done = false;
     const a: Active = {
       req,
+      nPrompt: req.prompt.length - (this.model.encoderDecoder ? 1 : 0),
       slot: -1,
       lora,
       // (With post-sampling probs the sampler reports its own distribution's top candidates.)
@@ -539,8 +546,8 @@ export class BatchEngine {
         processing: true,
         requestId: a.req.id,
         nCtx: this.model.nCtx,
-        promptTokens: a.req.prompt.length,
-        promptTokensProcessed: Math.min(a.prefilled, a.req.prompt.length),
+        promptTokens: a.nPrompt,
+        promptTokensProcessed: Math.min(a.prefilled, a.nPrompt),
         decodedTokens: a.generated,
         remainingTokens: Math.max(0, a.req.maxTokens - a.generated),
         cachedTokens: this.model.seqLen(id),
@@ -886,7 +893,8 @@ export class BatchEngine {
       }
       a.prefilled += n;
       budget -= n;
-      this.promptTokens += n;
+      // (An encoder-decoder's decoder start token is not a prompt token.)
+      this.promptTokens += Math.min(a.prefilled, a.nPrompt) - Math.min(a.prefilled - n, a.nPrompt);
       prefilling.push(a);
     }
     if (tokens.length === 0) return;
@@ -1206,7 +1214,7 @@ export class BatchEngine {
 function progressOf(a: Active, now: number, slot = a.slot): GenerationProgress {
   return {
     slot,
-    promptTokens: a.req.prompt.length,
+    promptTokens: a.nPrompt,
     cachedPromptTokens: a.reused,
     completionTokens: a.generated,
     promptMs: a.tPromptDone ? a.tPromptDone - (a.tQueue || a.t0) : 0,

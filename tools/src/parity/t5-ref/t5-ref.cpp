@@ -3,11 +3,13 @@
 // node-llama-cpp does not drive encoder-decoder models (llama_encode); this program runs, against
 // its prebuilt libllama, what llama.cpp's examples/simple and tools/completion do for a T5 file:
 //
-//   t5-ref --model M.gguf --tokens 1,2,3 --steps N --out PREFIX [--threads T] [--verbose]
+//   t5-ref --model M.gguf --tokens 1,2,3 --steps N --out PREFIX [--decoder-tokens 4,5,6] [--default]
+//          [--threads T] [--verbose]
 //
 // Settings: CPU only (n_gpu_layers 0), no extra (repacked) weight buffers, F32 K and V caches, flash
 // attention off, one sequence, n_ctx = n_batch = n_ubatch = max(n, N) rounded up to a multiple of
-// 256 (the encoder's whole batch in one ubatch, as llama_encode requires).
+// 256 (the encoder's whole batch in one ubatch, as llama_encode requires). --default: llama.cpp's
+// default run instead (F16 K and V caches, flash attention auto), to measure its own spread.
 //
 // 1. llama_encode over the prompt TOKENS t[0..n-1] (n >= 1, each < n_vocab) at positions 0..n-1:
 //    T5's encoder (both ways, the relative position bias), whose enc.output_norm rows llama.cpp
@@ -15,12 +17,13 @@
 // 2. N greedy decoder steps (llama_decode of one row each, on top of the decoder's KV cache): step
 //    j feeds d[j] at position j, where d[0] = llama_model_decoder_start_token (the file's
 //    decoder_start_token_id; llama_vocab_bos when absent, as the examples do) and d[j+1] = argmax
-//    of row j's logits (lowest id on ties).
+//    of row j's logits (lowest id on ties). --decoder-tokens d[0..N-1] (N of them, --steps N or
+//    absent) feeds those instead, teacher-forced (another run's decoder tokens, to compare rows).
 //      PREFIX.logits.f32  [N][n_vocab]  row j = llama_get_logits_ith(ctx, -1) after step j: the
 //                                       decoder's logits for the token after d[0..j]
 //
 // PREFIX.json: {n_tokens, n_vocab, n_embd, n_layer, steps, tokens, decoder_start, decoder_tokens
-// (d[0..N-1]), next_token (argmax of the last row), has_encoder, model, settings, files}; all files
+// (d[0..N-1]), next_token (argmax of the last row), has_encoder, model, teacher_forced, settings, files}; all files
 // little-endian float32, row-major. stdout: the same JSON. Errors: a message on stderr naming the
 // problem, exit code 1.
 static const char * const kRefName = "t5-ref";
@@ -47,18 +50,24 @@ using ref::set_row;
 struct args_t : ref::common_args {
     std::string model;
     int steps = 0;
+    std::vector<llama_token> forced;
+    bool default_run = false;
 };
 
-const char * const kUsage = "usage: t5-ref --model M.gguf --tokens 1,2,3 --steps N --out PREFIX [--threads T] [--verbose]";
+const char * const kUsage = "usage: t5-ref --model M.gguf --tokens 1,2,3 --steps N --out PREFIX [--decoder-tokens 4,5,6] [--default] [--threads T] [--verbose]";
 
 args_t parse_args(int argc, char ** argv) {
     args_t a;
     ref::parse_args(argc, argv, kUsage, a, {
         {"--model", [&](const auto & next) { a.model = next(); }},
         {"--steps", [&](const auto & next) { a.steps = std::atoi(next().c_str()); }},
+        {"--decoder-tokens", [&](const auto & next) { a.forced = parse_tokens(next()); }},
+        {"--default", [&](const auto &) { a.default_run = true; }},
     });
     if (a.model.empty()) fail("%s", kUsage);
+    if (!a.forced.empty() && a.steps == 0) a.steps = (int) a.forced.size();
     if (a.steps < 1) fail("--steps must be >= 1");
+    if (!a.forced.empty() && (int) a.forced.size() != a.steps) fail("--decoder-tokens gives %d tokens for --steps %d", (int) a.forced.size(), a.steps);
     return a;
 }
 
@@ -97,10 +106,18 @@ int main(int argc, char ** argv) {
     for (int32_t k = 0; k < n; k++) {
         if (a.tokens[k] >= n_vocab) fail("token %d at index %d out of range [0, %d)", a.tokens[k], k, n_vocab);
     }
+    for (size_t k = 0; k < a.forced.size(); k++) {
+        if (a.forced[k] >= n_vocab) fail("decoder token %d at index %d out of range [0, %d)", a.forced[k], (int) k, n_vocab);
+    }
 
     const int32_t N = a.steps;
     const uint32_t n_ctx = (uint32_t) (((n > N ? n : N) + 255) / 256 * 256);
     llama_context_params cp = ref::exact_context_params(n_ctx, a.threads);
+    if (a.default_run) {
+        cp.type_k = GGML_TYPE_F16;
+        cp.type_v = GGML_TYPE_F16;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
+    }
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) fail("cannot create the context");
 
@@ -124,7 +141,8 @@ int main(int argc, char ** argv) {
     {
         llama_batch b = llama_batch_init(1, 0, 1);
         for (int32_t j = 0; j < N; j++) {
-            dec[j] = next;
+            dec[j] = a.forced.empty() ? next : a.forced[(size_t) j];
+            next = dec[j];
             set_row(b, 0, next, j);
             b.n_tokens = 1;
             const int32_t rc = llama_decode(ctx, b);
@@ -149,7 +167,8 @@ int main(int argc, char ** argv) {
         ", \"decoder_start\": " + std::to_string(start) + ", \"decoder_tokens\": " + json_ints(dec) +
         ", \"next_token\": " + std::to_string(next) + ", \"has_encoder\": true" +
         ", \"model\": " + json_str(a.model) + ", \"model_desc\": " + json_str(desc) +
-        ", \"settings\": {\"threads\": " + std::to_string(a.threads) + ", \"kv\": \"f32\", \"flash_attention\": \"off\", \"n_ctx\": " +
+        ", \"teacher_forced\": " + std::string(a.forced.empty() ? "false" : "true") +
+        ", \"settings\": {\"threads\": " + std::to_string(a.threads) + ", \"kv\": \"" + std::string(a.default_run ? "f16" : "f32") + "\", \"flash_attention\": \"" + (a.default_run ? "auto" : "off") + "\", \"n_ctx\": " +
         std::to_string(n_ctx) + ", \"n_ubatch\": " + std::to_string(n_ctx) + "}" +
         ", \"dtype\": \"float32\", \"layout\": \"row-major, little-endian\", \"files\": {" + fj + "}}";
     ref::write_report(a.out, json);

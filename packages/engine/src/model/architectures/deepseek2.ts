@@ -606,6 +606,9 @@ export function buildDeepseek2Mtp(hp: HParams, tensors: Map<string, GgufTensorIn
  */
 export function mtpInput(hp: HParams, tensors: Map<string, GgufTensorInfo>, il: number): { p: ProgramBuilder; x: number } {
   const { need, maybe } = tensorLookup(hp, tensors);
+  // (A zero epsilon would norm the first row's zero hidden state to 0/0, llama.cpp's NaNs, and every later row attends to it.)
+  if (!(hp.rmsEps > 0))
+    throw new EngineError('KAIL_E_BAD_MODEL', `${hp.arch}: layer_norm_rms_epsilon ${hp.rmsEps}: the MTP block norms the zero hidden state of position 0, which needs an epsilon > 0`);
   const d = hp.nEmbd;
   const p = new ProgramBuilder();
   const e = p.buf('mtp_embd', d);

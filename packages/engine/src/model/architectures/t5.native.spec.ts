@@ -7,6 +7,7 @@ import fs from 'node:fs';
 
 import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
 
+import { native } from '../../native';
 import { EngineModel } from '../model';
 import { patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
@@ -117,5 +118,35 @@ describe('t5 program (encoder and decoder in two passes)', () => {
     ['more decoder than encoder blocks', () => {}, (kv) => (kv['t5.decoder_block_count'] = 4), /4 decoder blocks \(decoder_block_count\) but 3 encoder blocks/],
   ])('refuses %s, naming it', (_what, edit, kvEdit, want) => {
     expect(editedT5(edit, kvEdit)).toThrow(want);
+  });
+
+  it("the KV cache and its budget count each row once: the encoder's own rows for its pass, the prompt's cross rows, the decoder's rows from 0", async () => {
+    const file = writeTestModel(dir, 'tiny-t5-relu');
+    const nCtx = 64;
+    const m = EngineModel.load(file, { threads: 1, nCtx, kvType: 'f32' });
+    try {
+      // Bytes per position of the encoder's self-attention layers, the cross layers and the decoder's own.
+      const row = [0, 0, 0];
+      const seen = new Set<number>();
+      for (const o of att(m.program)) {
+        const l = o.params!.layer as number;
+        if (seen.has(l)) continue;
+        seen.add(l);
+        row[o.params!.pass === 1 ? (o.params!.store_only ? 1 : 0) : o.params!.cross ? 1 : 2] += 4 * (m.program.kvKWidth[l] + m.program.kvVWidth[l]);
+      }
+      const [E, C, D] = row;
+      expect([E > 0, C > 0, D > 0]).toEqual([true, true, true]);
+      // The most one sequence holds: a whole context encoding, or one prompt row and the rest decoded.
+      expect(native().kvCacheBytes(m.program, { nCtx, nSeqMax: 1, kvType: 0 })).toBe(Math.max(nCtx * (E + C), C + (nCtx - 1) * D));
+      // The prompt encoded and the decoder's start token, then four decoder steps.
+      const prompt = Array.from({ length: 40 }, (_, i) => (i * 389 + 17) % 1024);
+      await m.evaluate(0, prompt, 'last');
+      for (const tok of [5, 6, 7, 8]) await m.evaluate(0, [tok], 'last');
+      expect(m.runtime.seqLen(0)).toBe(45);
+      // 40 cross rows and the decoder's first 16 (its cache's first growth), nothing of the encoder's own.
+      expect(m.runtime.stats().kvBytes).toBe(40 * C + 16 * D);
+    } finally {
+      m.close();
+    }
   });
 });
