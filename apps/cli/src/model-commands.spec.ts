@@ -451,6 +451,27 @@ describe('kail model commands', () => {
     expect(alone.stderr).toMatch(/attends over its target's KV cache/);
   });
 
+  it("run --draft / bench --draft with a DFlash draft (its target's layers into its own cache, a block per pass): plain greedy's tokens; inspect and the draft alone", () => {
+    const target = path.join(dir, 'qwen3.gguf');
+    const draft = path.join(dir, 'dflash.gguf');
+    writeModel({ config: getPreset('tiny-qwen3').config, fileType: 'Q8_0', seed: 3, out: target });
+    writeModel({ config: getPreset('tiny-dflash').config, fileType: 'Q8_0', seed: 3, out: draft });
+    const plain = JSON.parse(kail('run', '-m', target, '-p', 'Hello world', '-n', '12', '--ignore-eos', '--json').stdout);
+    const r = kail('run', '-m', target, '-p', 'Hello world', '-n', '12', '--ignore-eos', '--json', '--draft', draft, '--spec-k', '5');
+    expect(r.status).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j.tokens).toEqual(plain.tokens);
+    expect([j.speculative.mode, j.speculative.draftedTokens > 0]).toEqual(['dflash', true]);
+    const b = JSON.parse(kail('bench', '-m', target, '-p', '8', '-n', '12', '--draft', draft, '--json').stdout);
+    expect(b.speculative.tokens).toEqual(b.baseline.tokens);
+    expect(b.speculative.speculative.mode).toBe('dflash');
+    // Its cache: 2 blocks x 2 kv heads x 64 x (K + V), f16.
+    expect(JSON.parse(kail('inspect', draft, '--json').stdout).kvCache.bytesPerToken).toBe(2 * 2 * 64 * 2 * 2);
+    const alone = kail('run', '-m', draft, '-p', 'Hello', '-n', '2');
+    expect(alone.status).not.toBe(0);
+    expect(alone.stderr).toMatch(/no token_embd.weight of its own: it takes its target's/);
+  });
+
   it('inspect reports the KV cache per token; on an MLA file, the latent cache against a per-head one', () => {
     const i = JSON.parse(kail('inspect', model, '--json').stdout);
     expect(i.kvCache.kvType).toBe('f16');

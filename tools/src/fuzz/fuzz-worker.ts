@@ -6,7 +6,7 @@
 // `node --conditions=@kailstream/source -r ./ts-register.cjs fuzz-worker.ts` with an IPC channel.
 import fs from 'node:fs';
 
-import { ChatTemplate, EngineModel, diffusionGenerateWith, kvCacheReport, openGgufMetadata, summarize } from '@kailstream/engine';
+import { ChatTemplate, EngineModel, SpeculativeDecoder, dflashRow, diffusionGenerateWith, draftLayersOf, generate, kvCacheReport, openGgufMetadata, summarize } from '@kailstream/engine';
 
 export interface FuzzJob {
   id: string;
@@ -20,6 +20,12 @@ export interface FuzzJob {
    * file with kvSource, and run its rows as speculation does.
    */
   kvTarget?: string;
+  /**
+   * The file is a draft that reads this target's hidden states into a cache of its own (a DFlash
+   * draft): load the target with the draft's layers, then the file over it, run a block as
+   * speculation does and generate a few greedy tokens speculating with it.
+   */
+  hiddenTarget?: string;
 }
 
 export interface FuzzJobResult {
@@ -140,8 +146,66 @@ async function runOverTarget(job: FuzzJob & { kvTarget: string }): Promise<Omit<
   }
 }
 
+/**
+ * A DFlash draft over its target, as speculation serves it: the target (its layers' inputs as hidden
+ * rows) decodes a few tokens, the draft takes their feature rows and a noise block [last token,
+ * masks] in one pass, then greedy generation speculates with it.
+ */
+async function runDflashOverTarget(job: FuzzJob & { hiddenTarget: string }): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb' | 'ms'>> {
+  let stage = 'inspect';
+  let target: EngineModel | undefined;
+  let draft: EngineModel | undefined;
+  let spec: SpeculativeDecoder | undefined;
+  try {
+    inspect(job.path);
+    const layers = draftLayersOf(job.path);
+    stage = 'target-load';
+    target = EngineModel.load(job.hiddenTarget, { threads: 1, nSeqMax: 2, nCtx: 64, ...(layers ? { extractLayers: layers } : {}) });
+    stage = 'load';
+    draft = EngineModel.load(job.path, { threads: 1, nSeqMax: 2, nCtx: 64, embeddingsFrom: job.hiddenTarget });
+    stage = 'speculate';
+    spec = new SpeculativeDecoder(target, { draft, k: 3, adaptive: false });
+    stage = 'tokenize';
+    const toks = probeTokens(draft);
+    stage = 'eval';
+    const { hidden } = await target.evaluateWithHidden(0, toks, 'all');
+    target.truncate(0, 0);
+    const w = draft.runtime.inputWidth;
+    const f = target.hiddenWidth;
+    const n = toks.length - 1;
+    const B = Math.min(4, draft.dflash?.blockSize ?? 4);
+    const embd = new Float32Array((n + B) * w);
+    for (let i = 0; i < n + B; i++) dflashRow(embd, i, w, draft.hparams.nEmbd, i < n ? hidden.subarray(i * f, (i + 1) * f) : null);
+    const mask = draft.dflash?.maskToken ?? 0;
+    const out = await draft.forwardBatch({
+      tokens: Int32Array.from({ length: n + B }, (_, i) => (i === n ? toks[n] : mask)),
+      pos: Int32Array.from({ length: n + B }, (_, i) => i),
+      seq: new Int32Array(n + B),
+      output: Uint8Array.from({ length: n + B }, (_, i) => (i > n ? 1 : 0)),
+      embd,
+    });
+    draft.truncate(0, 0);
+    const allFinite = finite(out);
+    stage = 'generate';
+    await generate(target, toks, { maxTokens: 6, sampling: { temperature: 0 }, speculative: spec });
+    stage = 'detokenize';
+    draft.tokenizer.detokenize([...toks, draft.nVocab - 1, draft.tokenizer.nTokens - 1]);
+    return { ok: true, stage: 'done', finite: allFinite };
+  } catch (e) {
+    return failed(stage, e);
+  } finally {
+    try {
+      draft?.close();
+      target?.close();
+    } catch {
+      // already failing
+    }
+  }
+}
+
 async function run(job: FuzzJob): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb' | 'ms'>> {
   if (job.kvTarget) return runOverTarget({ ...job, kvTarget: job.kvTarget });
+  if (job.hiddenTarget) return runDflashOverTarget({ ...job, hiddenTarget: job.hiddenTarget });
   let stage = 'inspect';
   let model: EngineModel | undefined;
   try {

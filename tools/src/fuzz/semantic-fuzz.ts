@@ -149,7 +149,7 @@ export function classify(r: FuzzJobResult, peakRssLimitMb = 1536): Outcome {
  * The base models: a tiny model of each architecture (and MLA layout), F32, and two quantized ones.
  * mtp: each file is also served with its MTP block as a draft (the fuzz worker's mtp stages).
  */
-export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number; mtp?: boolean; target?: string }[] = [
+export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number; mtp?: boolean; target?: string; hiddenTarget?: string }[] = [
   { preset: 'tiny-llama', type: 'F32', layers: 2 },
   { preset: 'tiny-llama-eagle3-d2t', type: 'F32' },
   { preset: 'tiny-mixtral', type: 'F32' },
@@ -216,6 +216,8 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number;
   { preset: 'tiny-gemma4-e', type: 'F32' },
   // (A draft over tiny-gemma4's KV cache: served bound to that target, the fuzz worker's kvTarget.)
   { preset: 'tiny-gemma4-assistant', type: 'F32', target: 'tiny-gemma4' },
+  // (A DFlash draft reading tiny-qwen3's hidden states: served bound to that target, the fuzz worker's hiddenTarget.)
+  { preset: 'tiny-dflash', type: 'F32', hiddenTarget: 'tiny-qwen3' },
   { preset: 'tiny-gemma3n', type: 'Q8_0' },
   { preset: 'tiny-gemma2', type: 'F32' },
   { preset: 'tiny-gemma3', type: 'Q4_K_M' },
@@ -407,7 +409,8 @@ async function main(): Promise<void> {
       const name = baseModelName(b);
       // The unmutated model must serve cleanly, or nothing below means anything.
       const kvTarget = b.target ? writeBaseModel(dir, { preset: b.target, type: b.type }) : undefined;
-      const ref = await worker.run({ id: `${name}:base`, path: base, mtp: b.mtp, kvTarget });
+      const hiddenTarget = b.hiddenTarget ? writeBaseModel(dir, { preset: b.hiddenTarget, type: b.type }) : undefined;
+      const ref = await worker.run({ id: `${name}:base`, path: base, mtp: b.mtp, kvTarget, hiddenTarget });
       if (ref.outcome !== 'success') throw new Error(`${name}: the unmutated model does not serve: ${JSON.stringify(ref)}`);
       // Quantized bases: the tensor mutations only (the metadata is the same as the F32 file's).
       const all = mutationsFor(readImage(base), SUPPORTED_ARCHITECTURES).filter((m) => (b.type === 'F32' || m.id.startsWith('tensor:')) && (!filter || filter.test(m.id)));
@@ -417,7 +420,7 @@ async function main(): Promise<void> {
         const file = path.join(dir, `mut-${process.pid}.gguf`);
         if (!writeMutation(base, m, file)) continue;
         n++;
-        const r = await worker.run({ id: `${name}:${m.id}`, path: file, mtp: b.mtp, kvTarget });
+        const r = await worker.run({ id: `${name}:${m.id}`, path: file, mtp: b.mtp, kvTarget, hiddenTarget });
         const res: FuzzResult = { model: name, mutation: m.id, group: m.group, outcome: r.outcome, ...r.result };
         if (values.llama && r.outcome === 'success') res.llamaAccepts = await llamaAccepts(file);
         if (BAD_OUTCOMES.includes(r.outcome)) {

@@ -4,6 +4,7 @@
 import type { ModelConfig } from './arch';
 import type { Phi3Config } from './architectures/phi3';
 import type { Eagle3Config } from './architectures/eagle3';
+import type { DflashConfig } from './architectures/dflash';
 import { MOE_FAMILY_PRESETS } from './presets-moe-families';
 import { GROVEMOE_PRESETS } from './presets-grovemoe';
 import { LAGUNA_PRESETS } from './presets-laguna';
@@ -61,6 +62,23 @@ export const PRESETS: Record<string, Preset> = {
       ...tiny, arch: 'llama', name: 'tiny-llama', nLayers: 4, dim: 256, ff: 512, nHeads: 4, nKvHeads: 2,
       vocabSize: 1024, vocabKind: 'llama3', ropeBase: 500000,
     },
+  },
+  'tiny-qwen3': {
+    description: 'dense Qwen3 (per-head q/k norms, NeoX RoPE), qwen2 byte-level BPE tokenizer: the tiny DFlash drafts\' target',
+    config: TINY_QWEN3,
+  },
+  // DFlash block-diffusion drafts for tiny-qwen3 (same vocabulary and width; the encoder reads its blocks 0 and 1).
+  'tiny-dflash': {
+    description: "DFlash draft for tiny-qwen3: fc over 2 target layers, 2 Qwen3 blocks over a noise block of 8, the target's token_embd and output",
+    config: { ...TINY_QWEN3, arch: 'dflash', name: 'tiny-dflash', nLayers: 2, targetLayers: [0, 1], targetDim: 256, blockSize: 8 } as DflashConfig,
+  },
+  'tiny-dflash-own': {
+    description: 'tiny-dflash with its own token_embd and output, reading target block 1 alone, dflash.attention.causal true, a noise block of 4',
+    config: { ...TINY_QWEN3, arch: 'dflash', name: 'tiny-dflash-own', nLayers: 1, targetLayers: [1], targetDim: 256, blockSize: 4, ownEmbeddings: true, causal: true } as DflashConfig,
+  },
+  'tiny-dflash-d2t': {
+    description: "tiny-dflash with its own token_embd and a 512-token draft vocabulary (output over it, d2t into the target's), a noise block of 6",
+    config: { ...TINY_QWEN3, arch: 'dflash', name: 'tiny-dflash-d2t', nLayers: 2, targetLayers: [0, 1], targetDim: 256, blockSize: 6, ownEmbeddings: true, draftVocab: 512 } as DflashConfig,
   },
   // EAGLE-3 drafts for tiny-llama (same vocabulary; the encoder reads its blocks 1, 2 and 3).
   'tiny-llama-eagle3': {

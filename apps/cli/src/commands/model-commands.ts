@@ -5,7 +5,7 @@ import {
   ChatTemplate,
   DEFAULT_RAM_RESERVE_BYTES,
   EngineModel,
-  eagle3LayersOf,
+  draftLayersOf,
   isGemma4AssistantFile,
   parseLoraFlags,
   parseControlVectorFlags,
@@ -354,13 +354,13 @@ function addSpecOptions(cmd: Command): Command {
 }
 
 /**
- * Target load options for --draft / --mtp: an EAGLE-3 draft reads the target's hidden states at its
- * three layers, which the target's program gives then; an MTP block reads the hidden rows it is
+ * Target load options for --draft / --mtp: an EAGLE-3 or DFlash draft reads the target's hidden
+ * states at its layers, which the target's program gives then; an MTP block reads the hidden rows it is
  * trained on (nextnHidden: deepseek4's hyper-connection streams).
  */
 function draftTargetOptions(o: SpecOpts): { extractLayers?: number[]; nextnHidden?: boolean } {
   if (o.mtp) return { nextnHidden: true };
-  const layers = o.draft ? eagle3LayersOf(o.draft) : null;
+  const layers = o.draft ? draftLayersOf(o.draft) : null;
   return layers ? { extractLayers: layers } : {};
 }
 

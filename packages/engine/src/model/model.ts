@@ -11,6 +11,7 @@ import { SUPPORTED_ARCHITECTURES, buildMtpProgram, buildProgram, defaultContext,
 import { mlaKvBytesPerToken, readMlaDims, trunkLayers } from './architectures/deepseek2';
 import { eagle3Params, readEagle3D2t, withLayerInputs, type Eagle3Params } from './architectures/eagle3';
 import { buildGemma4Assistant } from './architectures/gemma4-assistant';
+import { dflashParams, type DflashParams } from './architectures/dflash';
 import { resolveExpertPack, writeExpertPack } from './expert-pack';
 import { formatBytes, parseByteSize, shareOfBytes } from './byte-size';
 import { fileTypeName } from './file-type';
@@ -203,8 +204,8 @@ export interface LoadModelOptions {
   nextnHidden?: boolean;
   /**
    * Make the program's hidden rows the inputs of these blocks, concatenated per position (each
-   * n_embd wide), instead of the normalized final state: what an EAGLE-3 draft reads
-   * (eagle3LayersOf gives its layers). KAIL_E_INVALID_ARG for a layer outside the model.
+   * n_embd wide), instead of the normalized final state: what an EAGLE-3 or a DFlash draft reads
+   * (draftLayersOf gives its layers). KAIL_E_INVALID_ARG for a layer outside the model.
    */
   extractLayers?: readonly number[];
   /**
@@ -451,6 +452,25 @@ export function eagle3LayersOf(path: string): number[] | null {
   }
 }
 
+/**
+ * The target layers a draft file that reads its target's hidden states takes (an EAGLE-3 or a
+ * DFlash draft: load its target with them as `extractLayers`); null for any other file.
+ */
+export function draftLayersOf(path: string): number[] | null {
+  const e = eagle3LayersOf(path);
+  if (e) return e;
+  const file = openGgufMetadata(path);
+  try {
+    const arch = file.metadata['general.architecture'];
+    if (arch !== 'dflash') return null;
+    const md = new Metadata(file.metadata, arch);
+    // (nVocab only bounds the mask token here; the load checks it against the vocabulary.)
+    return dflashParams({ arch, meta: md, nVocab: Number.MAX_SAFE_INTEGER } as HParams).targetLayers;
+  } finally {
+    file.close();
+  }
+}
+
 /** Whether a file is a Gemma 4 assistant draft (`gemma4-assistant`), which loads over its target's cache (LoadModelOptions.kvSource). */
 export function isGemma4AssistantFile(path: string): boolean {
   const file = openGgufMetadata(path);
@@ -550,7 +570,9 @@ function prepare(path: string, file: NativeGgufFile, opts: LoadModelOptions): Pr
     if (opts.ramBytes) throw new EngineError('KAIL_E_INVALID_ARG', 'embeddingsFrom (tensors from another file) cannot go with a RAM budget (expert streaming)');
     const other = openGgufMetadata(opts.embeddingsFrom);
     try {
-      for (const t of other.tensors) if (BORROWED_TENSORS.includes(t.name) && !tensors.has(t.name)) tensors.set(t.name, t);
+      // (A DFlash draft with a token_embd of its own and no output ties its head to it, as llama.cpp's loader.)
+      const tied = arch === 'dflash' && tensors.has('token_embd.weight');
+      for (const t of other.tensors) if (BORROWED_TENSORS.includes(t.name) && !tensors.has(t.name) && !(tied && t.name === 'output.weight')) tensors.set(t.name, t);
     } finally {
       other.close();
     }
@@ -669,6 +691,16 @@ export function kvCacheReport(file: NativeGgufFile, kvTypeIn?: KvType, kvTypeVIn
     const kvType = kvTypeIn ?? 'f16';
     return { kvType, kvTypeV: kvTypeVIn ?? kvType, bytesPerToken: 0, recurrentBytesPerSequence: 0 };
   }
+  // A DFlash draft that takes its target's token_embd (it cannot be built alone): a K and a V row of
+  // head_count_kv x key_length per block, from its metadata.
+  if (file.metadata['general.architecture'] === 'dflash' && !file.tensors.some((t) => t.name === 'token_embd.weight')) {
+    const kvType = kvTypeIn ?? 'f16';
+    const kvTypeV = kvTypeVIn ?? kvType;
+    const hp = readHParams(new Metadata(file.metadata, 'dflash'), new Map(file.tensors.map((t) => [t.name, t])));
+    dflashParams(hp);
+    const widths = Array.from({ length: hp.nLayer }, (_, il) => hp.nHeadKv[il] * hp.headDimK);
+    return { kvType, kvTypeV, bytesPerToken: kvBytesPerPosition({ kvKWidth: widths, kvVWidth: widths }, kvType, kvTypeV), recurrentBytesPerSequence: 0 };
+  }
   try {
     // (Unset: the load's default, f16, or f32 for an encoder.)
     const { hp, program, params, kvType, kvTypeV } = prepare(file.path, file, { kvType: kvTypeIn, kvTypeV: kvTypeVIn ?? kvTypeIn });
@@ -745,6 +777,8 @@ export class EngineModel {
    * map of its draft vocabulary when it has one); null for any other model.
    */
   eagle3: (Eagle3Params & { d2t: Int32Array | null }) | null = null;
+  /** A DFlash draft's keys (the target layers it reads, its block size, mask token, causality) and its d2t map when it has one; null for any other model. */
+  dflash: (DflashParams & { d2t: Int32Array | null }) | null = null;
   /** The blocks whose inputs the program's hidden rows hold (LoadModelOptions.extractLayers); null when they are the usual hidden rows. */
   extractLayers: readonly number[] | null = null;
   /** Loaded with LoadModelOptions.nextnHidden: where that changed the hidden rows (wider than n_embd), they are what the MTP block reads, not embeddings. */
@@ -794,9 +828,10 @@ export class EngineModel {
       const { md, hp, program, nCtx, nSeqMax, nBatch, params, kvType, kvTypeV } = prepare(path, file, opts);
       const tokenizer = Tokenizer.fromMetadata(md.kv);
       const eagle3 = hp.arch === 'eagle3' ? { ...eagle3Params(hp), d2t: readEagle3D2t(path, new Map(file.tensors.map((t) => [t.name, t])), hp.nVocab, file.splits.map((x) => x.path)) } : null;
-      checkVocabulary(tokenizer, hp, program, eagle3?.d2t ?? null);
+      const dflash = hp.arch === 'dflash' ? { ...dflashParams(hp), d2t: readEagle3D2t(path, new Map(file.tensors.map((t) => [t.name, t])), hp.nVocab, file.splits.map((x) => x.path), 'dflash') } : null;
+      checkVocabulary(tokenizer, hp, program, eagle3?.d2t ?? dflash?.d2t ?? null);
       let summary = summarize(file, md.kv);
-      if (opts.mtp || eagle3) summary = { ...summary, bytesPerToken: programBytesPerToken(program, file, summary) };
+      if (opts.mtp || eagle3 || hp.arch === 'dflash') summary = { ...summary, bytesPerToken: programBytesPerToken(program, file, summary) };
       // Refuse before allocating: the KV cache at full context for every sequence must fit in
       // what the machine has available (the weights are mapped, not allocated).
       const kvPerToken = kvBytesPerPosition(program, kvType, kvTypeV);
@@ -865,6 +900,7 @@ export class EngineModel {
       model.loraAdapters = (params.lora ?? []).map((l) => ({ path: l.path, scale: l.scale ?? 1 }));
       model.rankHead = rankHead;
       model.eagle3 = eagle3;
+      model.dflash = dflash;
       model.extractLayers = opts.extractLayers ? [...opts.extractLayers] : null;
       model.nextnHidden = opts.nextnHidden === true;
       model.embeddingsFrom = opts.embeddingsFrom ? nodePath.resolve(opts.embeddingsFrom) : null;
@@ -1034,6 +1070,8 @@ export class EngineModel {
       );
     if (this.eagle3)
       return new EngineError('KAIL_E_INVALID_ARG', `${label} is an EAGLE-3 draft: it drafts from a target model's hidden states; give it with --draft beside its target`);
+    if (this.dflash)
+      return new EngineError('KAIL_E_INVALID_ARG', `${label} is a DFlash draft: it drafts blocks from a target model's hidden states; give it with --draft beside its target`);
     if (this.kvSource)
       return new EngineError('KAIL_E_INVALID_ARG', `${label} is a Gemma 4 assistant draft: it drafts over its target model's KV cache; give it with --draft beside its target`);
     if (!this.encoder) return null;

@@ -381,7 +381,7 @@ export class BatchEngine {
     if (req.prompt.length === 0) throw new EngineError('KAIL_E_INVALID_ARG', 'the prompt is empty');
     if (req.embed && !this.model.hiddenWidth) throw new EngineError('KAIL_E_UNSUPPORTED', `${this.model.path}: this model's program gives no hidden states to embed`);
     if (req.embed && this.model.extractLayers)
-      throw new EngineError('KAIL_E_UNSUPPORTED', `${this.model.path}: loaded for an EAGLE-3 draft, its hidden rows are the inputs of layers [${this.model.extractLayers.join(', ')}], not embeddings; serve it without the draft to embed`);
+      throw new EngineError('KAIL_E_UNSUPPORTED', `${this.model.path}: loaded for an EAGLE-3 or DFlash draft, its hidden rows are the inputs of layers [${this.model.extractLayers.join(', ')}], not embeddings; serve it without the draft to embed`);
     if (req.embed && this.model.nextnHidden && this.model.hiddenWidth !== this.model.hparams.nEmbd)
       throw new EngineError('KAIL_E_UNSUPPORTED', `${this.model.path}: loaded for its MTP block, its hidden rows are the ${this.model.hiddenWidth} floats per position that block reads, not embeddings; serve it without MTP decoding to embed`);
     const refusal = req.embed || (req.diffusion && this.model.diffusion) ? null : this.model.generationRefusal();

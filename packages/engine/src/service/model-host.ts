@@ -5,7 +5,7 @@ import { common, engine as pb } from '@kailstream/proto';
 import { EngineError, toEngineError } from '../errors';
 import { formatBytes } from '../model/byte-size';
 import { profileDefaults, profileRamBudget, type HardwareProfile } from '../model/hardware-profile';
-import { EngineModel, defaultRamBudget, eagle3LayersOf, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
+import { EngineModel, defaultRamBudget, draftLayersOf, moeStreamLayers, openGgufMetadata, planModel, summarize, type LoadModelOptions, type ModelSummary } from '../model/model';
 import type { DiffusionOptions } from '../model/diffusion';
 import { isLaterSplit, modelFileBytes, modelFiles, splitNameOf, splitPath } from '../model/split-files';
 import { ChatTemplate, RESERVED_TEMPLATE_VARS, type ChatMessage } from '../tokenizer/chat-template';
@@ -557,8 +557,8 @@ export class LocalModelHost implements ModelHost {
     let spec: SpeculativeDecoder | null = null;
     let engine: BatchEngine;
     try {
-      // (An EAGLE-3 draft reads the target's hidden states at its three layers: the target's program gives them.)
-      const draftLayers = req.draftPath ? eagle3LayersOf(this.resolveModelPath(req.draftPath)) : null;
+      // (An EAGLE-3 or DFlash draft reads the target's hidden states at its layers: the target's program gives them.)
+      const draftLayers = req.draftPath ? draftLayersOf(this.resolveModelPath(req.draftPath)) : null;
       model = loadNamingHeld(heldNote, file, {
         ...this.opts.loadOptions,
         ...(draftLayers ? { extractLayers: draftLayers } : {}),

@@ -167,7 +167,7 @@ describe.each(['tiny-llama-eagle3', 'tiny-llama-eagle3-d2t', 'tiny-llama-eagle3-
 
   it("refuses to embed with a target whose hidden rows are the draft's layer inputs", async () => {
     const engine = new BatchEngine(target, {});
-    expect(() => engine.generate({ id: 'e', prompt: [1, 2, 3], maxTokens: 1, embed: 'mean' })).toThrow(/loaded for an EAGLE-3 draft, its hidden rows are the inputs of layers \[\d+, \d+, \d+\], not embeddings/);
+    expect(() => engine.generate({ id: 'e', prompt: [1, 2, 3], maxTokens: 1, embed: 'mean' })).toThrow(/loaded for an EAGLE-3 or DFlash draft, its hidden rows are the inputs of layers \[\d+, \d+, \d+\], not embeddings/);
     await engine.close();
   });
 });

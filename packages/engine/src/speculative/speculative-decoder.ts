@@ -3,7 +3,8 @@ import nodePath from 'node:path';
 import { EngineError } from '../errors';
 import type { engine as pb } from '@kailstream/proto';
 
-import { EngineModel, eagle3LayersOf, isGemma4AssistantFile, type LoadModelOptions } from '../model/model';
+import { EngineModel, draftLayersOf, eagle3LayersOf, isGemma4AssistantFile, type LoadModelOptions } from '../model/model';
+import { dflashRow } from '../model/architectures/dflash';
 import { Mt19937, foldSeed } from '../sampling/rng';
 import type { OutputConstraint } from '../sampling/json-constraint';
 import { createSampler, isGreedy, type ResolvedSamplerParams, type Sampler, type SamplerParams } from '../sampling/sampler';
@@ -23,6 +24,10 @@ export interface SpeculativeOptions {
    *
    * A Gemma 4 assistant draft (a `gemma4-assistant` file loaded with `kvSource: target`) drafts over
    * the target's KV cache from its hidden states (mode 'assistant').
+   *
+   * A DFlash draft (a `dflash` file) keeps a KV cache of the target's hidden states at its layers
+   * (the target loaded with `extractLayers: draftLayersOf(draftFile)`) and drafts a whole block of
+   * up to dflash.block_size - 1 tokens in one pass (mode 'dflash').
    */
   draft?: EngineModel;
   /** Prompt-lookup (n-gram) drafting from the context instead of a draft model; true = default n-gram sizes. */
@@ -43,7 +48,8 @@ export interface SpeculativeOptions {
   /**
    * What one drafted token costs relative to one single-token target pass, for the adaptive rule.
    * Default: draft bytes per token / target bytes per token (weights read per token, from the
-   * files) plus 0.05 for the extra verified position; 0.05 for lookup.
+   * files; for a DFlash draft, which makes a block in one pass, divided by block_size - 1) plus 0.05
+   * for the extra verified position; 0.05 for lookup.
    */
   draftCost?: number;
 }
@@ -92,7 +98,7 @@ const MAX_K = 32;
  * How drafts are made: a draft model, prompt lookup, the target's multi-token-prediction block, or
  * an EAGLE-3 draft (a `draft` whose file is one) reading the target's hidden states.
  */
-export type SpeculativeMode = 'draft' | 'lookup' | 'mtp' | 'eagle3' | 'assistant';
+export type SpeculativeMode = 'draft' | 'lookup' | 'mtp' | 'eagle3' | 'assistant' | 'dflash';
 
 function checkInt(name: string, v: number, lo: number, hi: number): void {
   if (!Number.isInteger(v) || v < lo || v > hi) throw new EngineError('KAIL_E_INVALID_ARG', `${name} must be an integer in [${lo}, ${hi}], got ${v}`);
@@ -178,12 +184,14 @@ export class SpeculativeDecoder {
     if (given > 1) throw new EngineError('KAIL_E_INVALID_ARG', 'give one of a draft model, lookup and an MTP model');
     const eagle3 = opts.draft?.eagle3 ? opts.draft : null;
     const assistant = opts.draft?.kvSource ? opts.draft : null;
-    this.mode = eagle3 ? 'eagle3' : assistant ? 'assistant' : opts.draft ? 'draft' : opts.mtp ? 'mtp' : 'lookup';
-    // (EAGLE-3 and Gemma 4 assistant drafts draft from the target's hidden states as an MTP block does: they take that path.)
-    this.draft = eagle3 || assistant ? null : (opts.draft ?? null);
-    this.mtp = eagle3 ?? assistant ?? opts.mtp ?? null;
+    const dflash = opts.draft?.dflash ? opts.draft : null;
+    this.mode = eagle3 ? 'eagle3' : assistant ? 'assistant' : dflash ? 'dflash' : opts.draft ? 'draft' : opts.mtp ? 'mtp' : 'lookup';
+    // (EAGLE-3, Gemma 4 assistant and DFlash drafts draft from the target's hidden states as an MTP block does: they take that path.)
+    this.draft = eagle3 || assistant || dflash ? null : (opts.draft ?? null);
+    this.mtp = eagle3 ?? assistant ?? dflash ?? opts.mtp ?? null;
     if (eagle3) checkEagle3(target, eagle3);
     if (assistant) checkAssistant(target, assistant);
+    if (dflash) checkDflash(target, dflash);
     const k = opts.k ?? 4;
     checkInt('speculative k', k, 1, MAX_K);
     this.kMin = opts.kMin ?? Math.min(1, k);
@@ -202,7 +210,7 @@ export class SpeculativeDecoder {
       if (this.draft.nVocab !== target.nVocab)
         throw new EngineError('KAIL_E_INVALID_ARG', `the draft model's output has ${this.draft.nVocab} logits, the target's ${target.nVocab}`);
     }
-    if (this.mtp && !eagle3 && !assistant) {
+    if (this.mtp && !eagle3 && !assistant && !dflash) {
       if (this.mtp.path !== target.path) throw new EngineError('KAIL_E_INVALID_ARG', `the MTP block must come from the target's own file (${target.path}), not ${this.mtp.path}`);
       if (!this.mtp.runtime.inputWidth) throw new EngineError('KAIL_E_INVALID_ARG', 'the MTP model was not loaded as one (EngineModel.load(path, { mtp: true }))');
       if (target.hiddenWidth !== this.mtp.runtime.inputWidth)
@@ -215,7 +223,9 @@ export class SpeculativeDecoder {
         throw new EngineError('KAIL_E_INVALID_ARG', `the MTP model needs the target's ${target.nSeqMax} sequence slot(s) and context ${target.nCtx}`);
     }
     const bpt = (m: EngineModel) => m.summary.bytesPerToken || 1;
-    this.draftCost = opts.draftCost ?? (this.drafter ? bpt(this.drafter) / bpt(target) + 0.05 : 0.05);
+    // (A DFlash draft makes its whole block in one pass: that pass spread over the block's tokens.)
+    const perPass = dflash ? Math.max(1, dflash.dflash!.blockSize - 1) : 1;
+    this.draftCost = opts.draftCost ?? (this.drafter ? bpt(this.drafter) / bpt(target) / perPass + 0.05 : 0.05);
     if (!(this.draftCost >= 0 && Number.isFinite(this.draftCost))) throw new EngineError('KAIL_E_INVALID_ARG', `draftCost must be a finite number ≥ 0, got ${opts.draftCost}`);
   }
 
@@ -234,17 +244,18 @@ export class SpeculativeDecoder {
     const k = cfg.k || undefined;
     if (cfg.lookup) return new SpeculativeDecoder(target, { lookup: true, k, adaptive: cfg.adaptive });
     if (!cfg.draftPath && !cfg.mtp) return null;
-    // An EAGLE-3 draft reads the target's hidden states at its three layers, which the target's program must give.
-    const eagle3 = cfg.draftPath ? eagle3LayersOf(cfg.draftPath) : null;
+    // An EAGLE-3 or DFlash draft reads the target's hidden states at its layers, which the target's program must give.
+    const eagle3 = cfg.draftPath ? draftLayersOf(cfg.draftPath) : null;
+    const what = cfg.draftPath && eagle3LayersOf(cfg.draftPath) ? 'an EAGLE-3' : 'a DFlash';
     // A Gemma 4 assistant draft reads the target's KV cache: it loads bound to the target.
     const assistant = !!cfg.draftPath && !eagle3 && isGemma4AssistantFile(cfg.draftPath);
     if (eagle3 && !sameLayers(target.extractLayers, eagle3))
-      throw new EngineError('KAIL_E_INVALID_ARG', `${cfg.draftPath} is an EAGLE-3 draft reading target layers [${eagle3.join(', ')}]: load the target with extractLayers [${eagle3.join(', ')}]`);
+      throw new EngineError('KAIL_E_INVALID_ARG', `${cfg.draftPath} is ${what} draft reading target layers [${eagle3.join(', ')}]: load the target with extractLayers [${eagle3.join(', ')}]`);
     // The MTP block is part of the target's file: it loads from there, mapped like the target's weights.
     const draft = cfg.mtp
       ? EngineModel.load(target.path, { threads: target.runtime.nThreads, kvType: load.kvType, kvTypeV: load.kvTypeV, lora: load.lora, nCtx: target.nCtx, nSeqMax: target.nSeqMax, nBatch: target.nBatch, mtp: true })
       : // The target's LoRA adapters are the target's (llama.cpp's --lora too): the draft has none.
-        // (An EAGLE-3 draft without token_embd / output of its own takes the target's.)
+        // (An EAGLE-3 or DFlash draft without token_embd / output of its own takes the target's.)
         EngineModel.load(cfg.draftPath!, {
           threads: target.runtime.nThreads,
           ...load,
@@ -390,7 +401,7 @@ export class SpeculativeSequence {
 
   /** True when drafts come from the target's MTP block or an EAGLE-3 draft, which need the target's hidden rows (`recordHidden`). */
   get needsHidden(): boolean {
-    return this.decoder.mode === 'mtp' || this.decoder.mode === 'eagle3' || this.decoder.mode === 'assistant';
+    return this.decoder.mode === 'mtp' || this.decoder.mode === 'eagle3' || this.decoder.mode === 'assistant' || this.decoder.mode === 'dflash';
   }
 
   /**
@@ -457,6 +468,28 @@ export class SpeculativeSequence {
     this.hid = [];
     this.hidBase = h - 1;
     return { start: h - 1, tokens: [history[h - 1]], embd };
+  }
+
+  /**
+   * @internal A DFlash draft's catch-up for `history` (pending token last; the target holds h - 1
+   * positions): the target's feature rows of positions mtpLen..h-2, to be injected into the draft's
+   * cache at those positions (llama.cpp's draft-dflash process()). Consumes the held hidden rows.
+   */
+  dflashFeed(history: readonly number[]): { start: number; rows: Float32Array[] } {
+    const m = this.decoder.mtp!;
+    const h = history.length;
+    const len = h - 1;
+    const start = m.truncate(this.draftSeq, Math.min(this.mtpLen, m.runtime.seqLen(this.draftSeq)));
+    const rows: Float32Array[] = [];
+    for (let p = start; p < len; p++) {
+      const row = this.hid[p - this.hidBase];
+      if (p < this.hidBase || !row) throw new EngineError('KAIL_E_INTERNAL', `DFlash: no hidden state of the target for position ${p} (held: ${this.hidBase}..${this.hidBase + this.hid.length - 1})`);
+      rows.push(row);
+    }
+    this.hid = [];
+    this.hidBase = h - 1;
+    this.mtpLen = Math.max(start, len);
+    return { start, rows };
   }
 
   /** @internal After drafting: the MTP cache keeps only positions built from the target's hidden states (an assistant draft keeps none). */
@@ -735,6 +768,7 @@ export async function proposeMany(items: { seq: SpeculativeSequence; history: re
  */
 export async function proposeMtp(items: { seq: SpeculativeSequence; history: readonly number[]; maxDraft: number }[]): Promise<Draft[]> {
   const dec = items[0].seq.decoder;
+  if (dec.mode === 'dflash') return proposeDflash(items);
   const mtp = dec.mtp!;
   const nv = mtp.nVocab;
   const w = mtp.runtime.inputWidth;
@@ -813,6 +847,112 @@ export async function proposeMtp(items: { seq: SpeculativeSequence; history: rea
   }
   for (const d of drafts) if (d.q && d.tokens.length === 0) d.q = null;
   return drafts;
+}
+
+/**
+ * DFlash drafting for several sequences of one decoder (llama.cpp's draft-dflash): each sequence's
+ * catch-up rows (the target's features of the positions its draft cache lacks, injected into it)
+ * and its noise block [pending token, mask x k] at positions h-1..h-1+k, in one pass when they fit
+ * the draft's batch (else the catch-up rows first, in passes of at most nBatch); row j of a block
+ * (1..k) gives the j-th drafted token. k is at most dflash.block_size - 1. The block leaves the
+ * draft's cache after; the injected rows stay.
+ */
+async function proposeDflash(items: { seq: SpeculativeSequence; history: readonly number[]; maxDraft: number }[]): Promise<Draft[]> {
+  const dec = items[0].seq.decoder;
+  const m = dec.mtp!;
+  const df = m.dflash!;
+  const nv = m.nVocab;
+  // A draft vocabulary's rows into the target's (-inf outside d2t's ids, as llama.cpp's graph writes them).
+  const ntv = dec.target.nVocab;
+  const toTarget = (l: Float32Array): Float32Array => {
+    if (!df.d2t) return l;
+    const o = new Float32Array(ntv).fill(-Infinity);
+    for (let j = 0; j < df.d2t.length; j++) o[df.d2t[j]] = l[j];
+    return o;
+  };
+  const w = m.runtime.inputWidth;
+  const d = m.hparams.nEmbd;
+  const ks = items.map((it) => Math.min(it.seq.draftLength(it.history, it.maxDraft), df.blockSize - 1, m.nBatch - 1));
+  const live = items.map((_, i) => i).filter((i) => ks[i] > 0);
+  const drafts: Draft[] = items.map((it, i) => ({ tokens: [], q: ks[i] > 0 && !isGreedy(it.seq.sampling) ? [] : null }));
+  if (!live.length) return drafts;
+  // feat: an injected row's features; null: a block row (dflashRow).
+  type Row = { seq: number; token: number; pos: number; feat: Float32Array | null; out: boolean };
+  const ctxRows: Row[] = [];
+  const blocks: Row[][] = [];
+  try {
+    for (const i of live) {
+      const s = items[i].seq;
+      const f = s.dflashFeed(items[i].history);
+      f.rows.forEach((feat, j) => ctxRows.push({ seq: s.draftSeq, token: df.maskToken, pos: f.start + j, feat, out: false }));
+      const h = items[i].history.length;
+      blocks.push(Array.from({ length: ks[i] + 1 }, (_, j) => ({ seq: s.draftSeq, token: j === 0 ? items[i].history[h - 1] : df.maskToken, pos: h - 1 + j, feat: null, out: j > 0 })));
+    }
+    const run = (rows: Row[]) => {
+      const embd = new Float32Array(rows.length * w);
+      rows.forEach((r, j) => dflashRow(embd, j, w, d, r.feat));
+      return m.forwardBatch({
+        tokens: Int32Array.from(rows.map((r) => r.token)),
+        pos: Int32Array.from(rows.map((r) => r.pos)),
+        seq: Int32Array.from(rows.map((r) => r.seq)),
+        output: Uint8Array.from(rows.map((r) => (r.out ? 1 : 0))),
+        embd,
+      });
+    };
+    const nBlock = blocks.reduce((a, b) => a + b.length, 0);
+    const passes: Row[][] = [];
+    if (ctxRows.length + nBlock <= m.nBatch) passes.push([...ctxRows, ...blocks.flat()]);
+    else {
+      for (let at = 0; at < ctxRows.length; at += m.nBatch) passes.push(ctxRows.slice(at, at + m.nBatch));
+      let cur: Row[] = [];
+      for (const b of blocks) {
+        if (cur.length + b.length > m.nBatch) {
+          passes.push(cur);
+          cur = [];
+        }
+        cur.push(...b);
+      }
+      if (cur.length) passes.push(cur);
+    }
+    const rows: Float32Array[] = [];
+    for (const pass of passes) {
+      const l = await run(pass);
+      const n = pass.filter((r) => r.out).length;
+      for (let j = 0; j < n; j++) rows.push(toTarget(l.subarray(j * nv, (j + 1) * nv)));
+    }
+    let o = 0;
+    live.forEach((i, bi) => {
+      const s = items[i].seq;
+      const ctx = [...items[i].history];
+      const k = blocks[bi].length - 1;
+      for (let j = 0; j < k; j++) if (!s.pick(rows[o + j], ctx, drafts[i], ks[i])) break;
+      o += k;
+    });
+  } finally {
+    for (const i of live) items[i].seq.mtpRollback();
+  }
+  for (const d of drafts) if (d.q && d.tokens.length === 0) d.q = null;
+  return drafts;
+}
+
+/** A DFlash draft's binding to the target: the layers its hidden rows hold, their width, the vocabulary, the slots. */
+function checkDflash(target: EngineModel, draft: EngineModel): void {
+  const e = draft.dflash!;
+  const what = `the DFlash draft ${draft.path}`;
+  for (const il of e.targetLayers)
+    if (il >= target.hparams.nLayer) throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target layer ${il}; the target has layers 0..${target.hparams.nLayer - 1}`);
+  if (draft.embeddingsFrom && draft.embeddingsFrom !== nodePath.resolve(target.path))
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} takes token_embd / output from ${draft.embeddingsFrom}, not from the target ${target.path}`);
+  if (!sameLayers(target.extractLayers, e.targetLayers))
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target layers [${e.targetLayers.join(', ')}]: load the target with extractLayers [${e.targetLayers.join(', ')}] (it has ${target.extractLayers ? `[${target.extractLayers.join(', ')}]` : 'none'})`);
+  const nIn = draft.runtime.inputWidth - 2 * draft.hparams.nEmbd;
+  if (target.hiddenWidth !== nIn)
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads ${nIn} feature floats per position (${e.targetLayers.length} target layers); the target gives ${target.hiddenWidth} (n_embd ${target.hparams.nEmbd})`);
+  checkVocabCompatible(target.tokenizer, draft.tokenizer, { target: target.path, draft: draft.path });
+  if (draft.hparams.nVocab !== target.nVocab || (!e.d2t && draft.nVocab !== target.nVocab))
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} has ${draft.hparams.nVocab} tokens and ${draft.nVocab} logits, the target's vocabulary ${target.nVocab}`);
+  if (draft.nSeqMax < target.nSeqMax || draft.nCtx < target.nCtx)
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} needs the target's ${target.nSeqMax} sequence slot(s) and context ${target.nCtx}`);
 }
 
 /** A Gemma 4 assistant draft's binding: loaded over this target's cache, its hidden rows, the vocabulary, the slots. */

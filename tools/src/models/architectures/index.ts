@@ -59,6 +59,7 @@ import { t5, t5Encoder } from './t5';
 import { deci } from './deci';
 import { eagle3 } from './eagle3';
 import { gemma4Assistant } from './gemma4-assistant';
+import { dflash } from './dflash';
 
 const ARCHS = new Map<string, ArchDefinition>();
 
@@ -121,3 +122,4 @@ registerArch(rwkv6qwen2);
 for (const a of [llada, dream, lladaMoe, rnd1]) registerArch(a);
 registerArch(eagle3);
 registerArch(gemma4Assistant);
+registerArch(dflash);

@@ -132,19 +132,20 @@ export function buildEagle3(hp: HParams, tensors: Map<string, GgufTensorInfo>, n
 
 /**
  * The draft vocabulary's target ids (d2t, absolute ids as conversion/llama.py writes them), read
- * from the file; null when the draft's head is the target's vocabulary.
+ * from the file; null when the draft's head is the target's vocabulary. (A DFlash draft's too: `arch`
+ * names the file in the errors.)
  */
-export function readEagle3D2t(path: string, tensors: Map<string, GgufTensorInfo>, nTargetVocab: number, splits: readonly string[] = [path]): Int32Array | null {
+export function readEagle3D2t(path: string, tensors: Map<string, GgufTensorInfo>, nTargetVocab: number, splits: readonly string[] = [path], arch = 'eagle3'): Int32Array | null {
   const t = tensors.get('d2t');
   if (!t) return null;
-  if (t.typeName !== 'I64') throw new EngineError('KAIL_E_BAD_MODEL', `eagle3: d2t must be I64, is ${t.typeName}`);
-  if (!Number.isInteger(nTargetVocab) || nTargetVocab < 1) throw new EngineError('KAIL_E_BAD_MODEL', 'eagle3: a d2t map needs the vocabulary size of token_embd.weight');
-  if (t.dims.length !== 1) throw new EngineError('KAIL_E_BAD_MODEL', `eagle3: d2t is [${t.dims.join(', ')}]; it must be one row of target ids`);
+  if (t.typeName !== 'I64') throw new EngineError('KAIL_E_BAD_MODEL', `${arch}: d2t must be I64, is ${t.typeName}`);
+  if (!Number.isInteger(nTargetVocab) || nTargetVocab < 1) throw new EngineError('KAIL_E_BAD_MODEL', `${arch}: a d2t map needs the vocabulary size of token_embd.weight`);
+  if (t.dims.length !== 1) throw new EngineError('KAIL_E_BAD_MODEL', `${arch}: d2t is [${t.dims.join(', ')}]; it must be one row of target ids`);
   const n = t.dims[0];
   const buf = Buffer.alloc(n * 8);
   const fd = fs.openSync(splits[t.split] ?? path, 'r');
   try {
-    if (fs.readSync(fd, buf, 0, buf.length, t.offset) !== buf.length) throw new EngineError('KAIL_E_BAD_MODEL', `eagle3: d2t's data is cut short in ${path}`);
+    if (fs.readSync(fd, buf, 0, buf.length, t.offset) !== buf.length) throw new EngineError('KAIL_E_BAD_MODEL', `${arch}: d2t's data is cut short in ${path}`);
   } finally {
     fs.closeSync(fd);
   }
@@ -152,9 +153,9 @@ export function readEagle3D2t(path: string, tensors: Map<string, GgufTensorInfo>
   const seen = new Uint8Array(nTargetVocab);
   for (let i = 0; i < n; i++) {
     const id = buf.readBigInt64LE(i * 8);
-    if (id < 0n || id >= BigInt(nTargetVocab)) throw new EngineError('KAIL_E_BAD_MODEL', `eagle3: d2t[${i}] = ${id} is outside the target's vocabulary of ${nTargetVocab}`);
+    if (id < 0n || id >= BigInt(nTargetVocab)) throw new EngineError('KAIL_E_BAD_MODEL', `${arch}: d2t[${i}] = ${id} is outside the target's vocabulary of ${nTargetVocab}`);
     const j = Number(id);
-    if (seen[j]) throw new EngineError('KAIL_E_BAD_MODEL', `eagle3: d2t maps two draft tokens to target token ${j}`);
+    if (seen[j]) throw new EngineError('KAIL_E_BAD_MODEL', `${arch}: d2t maps two draft tokens to target token ${j}`);
     seen[j] = 1;
     out[i] = j;
   }

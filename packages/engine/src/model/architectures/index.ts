@@ -44,6 +44,7 @@ import { buildQwen35, buildQwen35Mtp } from './qwen35';
 import { buildQwen4Exp } from './qwen4exp';
 import { buildLlamaMoe, LLAMA_MOE_ARCHITECTURES } from './llama-moe';
 import { buildEagle3 } from './eagle3';
+import { buildDflash } from './dflash';
 
 /** What a program depends on besides the file: the context of one sequence (LongRoPE picks its factors by it). */
 export interface BuildOptions {
@@ -230,6 +231,8 @@ const ARCHITECTURES: Record<string, Builder> = {
   // Gemma 4 assistant drafts: bound to a target whose KV cache they read (LoadModelOptions.kvSource,
   // which EngineModel.load passes to buildGemma4Assistant itself); without one, refused.
   'gemma4-assistant': (hp, ts) => buildGemma4Assistant(hp, ts, undefined),
+  // DFlash block-diffusion drafts: bound to a target whose layers' hidden states fill their KV cache.
+  dflash: (hp, ts, o) => buildDflash(hp, ts, o.nCtxSeq),
 };
 
 /**
