@@ -198,6 +198,8 @@ export const BASE_MODELS: { preset: string; type: FileTypeName; layers?: number;
   { preset: 'tiny-mamba2', type: 'F32' },
   { preset: 'tiny-falcon-h1', type: 'Q4_K_M' },
   { preset: 'tiny-falcon-h1-plain', type: 'F32' },
+  { preset: 'tiny-plamo2', type: 'F32' },
+  { preset: 'tiny-plamo2', type: 'Q4_K_M' },
   { preset: 'tiny-rwkv7', type: 'F32' },
   { preset: 'tiny-arwkv7', type: 'Q4_K_M' },
   { preset: 'tiny-rwkv6', type: 'F32' },

@@ -28,6 +28,7 @@ import { GEMMA3N_PRESETS } from './presets-gemma3n';
 import { GRANITE_SWITCH_PRESETS } from './presets-granite-switch';
 import { HRM_TEXT_PRESETS } from './presets-hrm-text';
 import { SSM_PRESETS } from './presets-ssm';
+import { PLAMO2_PRESETS } from './presets-plamo2';
 import { RWKV_PRESETS } from './presets-rwkv';
 import { DIFFUSION_PRESETS } from './presets-diffusion';
 
@@ -197,6 +198,7 @@ export const PRESETS: Record<string, Preset> = {
   ...GRANITE_SWITCH_PRESETS,
   ...HRM_TEXT_PRESETS,
   ...SSM_PRESETS,
+  ...PLAMO2_PRESETS,
   ...RWKV_PRESETS,
   ...DIFFUSION_PRESETS,
 };
@@ -291,6 +293,7 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   hunyuan_vl: 'tiny-hunyuan-vl',
   plamo: 'tiny-plamo',
   plamo3: 'tiny-plamo3',
+  plamo2: 'tiny-plamo2',
   'pangu-embedded': 'tiny-pangu-embedded',
   openelm: 'tiny-openelm',
   paddleocr: 'tiny-paddleocr',

@@ -18,7 +18,7 @@ describe('generated vocabularies', () => {
         expect(v.types.length).toBe(size);
         expect(new Set(v.tokens).size).toBe(size);
         expect(v.tokens.filter((t) => t.length === 0)).toEqual([]);
-        expect(v.types[v.bosId]).toBe(TokenType.CONTROL);
+        if (v.model !== 't5') expect(v.types[v.bosId]).toBe(TokenType.CONTROL);
         expect(v.types[v.eosId]).toBe(TokenType.CONTROL);
         const index = new Map(v.tokens.map((t, i) => [t, i]));
         if (v.model === 'gpt2') {
@@ -40,6 +40,34 @@ describe('generated vocabularies', () => {
           expect(v.tokens).toContain('▁the');
           for (const c of 'abcxyz.,') expect([index.has(`▁${c}`), index.has(c)]).toEqual([true, true]);
           expect(v.chatTemplate).toBe('');
+        } else if (v.model === 'plamo2') {
+          // PLaMo 2's: its specials, the byte tokens, pieces with plain spaces (no U+2581), no template.
+          expect(v.tokens.slice(0, 5)).toEqual(['<|plamo:unk|>', '<|plamo:bos|>', '<|plamo:eos|>', '<|plamo:pad|>', '<|plamo:op|>']);
+          expect([v.unkId, v.bosId, v.eosId, v.padId, v.eotId]).toEqual([0, 1, 2, 3, 4]);
+          expect(v.tokens.slice(5, 261)).toEqual(Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`));
+          expect(v.types.slice(5, 261).every((t) => t === TokenType.BYTE)).toBe(true);
+          expect(v.tokens).toContain(' the');
+          expect(v.tokens.filter((t) => t.includes('\u2581'))).toEqual([]);
+          expect(v.chatTemplate).toBe('');
+        } else if (v.model === 't5') {
+          // T5's unigram vocabulary: <pad> </s> <unk>, pieces with U+2581 and falling scores, <extra_id_N> last, no BOS.
+          expect(v.tokens.slice(0, 3)).toEqual(['<pad>', '</s>', '<unk>']);
+          expect([v.bosId, v.eosId, v.unkId, v.padId, v.types[2]]).toEqual([-1, 1, 2, 0, TokenType.UNKNOWN]);
+          expect(v.tokens).toContain('▁the');
+          expect(v.tokens.slice(-4)).toEqual(['<extra_id_0>', '<extra_id_1>', '<extra_id_2>', '<extra_id_3>']);
+          expect(v.scores![4]).toBeLessThan(v.scores![3]);
+          expect([v.addSpacePrefix, v.removeExtraWhitespaces, v.chatTemplate]).toEqual([true, true, '']);
+        } else if (v.model === 'rwkv') {
+          // RWKV world (rwkv_vocab_v20230424 through the converter): <s>, the 256 bytes, "\n\n" the EOT at 261,
+          // texts as Python's repr(bytes)[2:-1] (lowercase \xNN, \t \n \r \\, \' only where " is present), [PADn] last.
+          expect([v.bosId, v.eosId, v.eotId, v.tokens[0], v.types[0]]).toEqual([0, 0, 261, '<s>', TokenType.CONTROL]);
+          expect(v.tokens.slice(1, 257)).toEqual(Array.from({ length: 256 }, (_, b) =>
+            b === 0x5c ? '\\\\' : b === 9 ? '\\t' : b === 10 ? '\\n' : b === 13 ? '\\r' : b < 0x20 || b >= 0x7f ? `\\x${b.toString(16).padStart(2, '0')}` : String.fromCharCode(b)));
+          expect(v.tokens[261]).toBe('\\n\\n');
+          for (const t of ["'s", '\\\'"', '"\\\'', '\\\\n', '\\xc3\\xa9', '\\xe4\\xb8', '\\xf0\\x9f\\x98', ' the']) expect(index.has(t)).toBe(true);
+          expect(v.tokens.slice(-4)).toEqual([size - 4, size - 3, size - 2, size - 1].map((i) => `[PAD${i}]`));
+          expect(v.types.slice(-4).every((t) => t === TokenType.UNUSED)).toBe(true);
+          expect(v.chatTemplate).toContain("'Assistant:'");
         } else {
           expect(v.tokens.slice(0, 3)).toEqual(['<unk>', '<s>', '</s>']);
           const bytes = Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);

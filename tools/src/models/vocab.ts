@@ -30,13 +30,19 @@ export type VocabKind =
   /** Phi-3's: the SentencePiece vocabulary with <|endoftext|> and the chat specials appended, Phi-3.5's template. */
   | 'phi3'
   /** WordPiece ("bert" model) as convert_hf_to_gguf writes it: word starts carry U+2581, [CLS] ... [SEP]. */
-  | 'bert';
+  | 'bert'
+  /** PLaMo 2's ("plamo2" model, conversion/base.py _set_vocab_plamo): <|plamo:*|> specials, <0xXX> bytes, unigram pieces with plain spaces. */
+  | 'plamo2'
+  /** RWKV "world" ("rwkv" model, conversion/base.py _set_vocab_rwkv_world): <s>, then byte strings stored escaped as Python's repr writes them. */
+  | 'rwkv'
+  /** T5's SentencePiece unigram ("t5" model): <pad> </s> <unk>, scored pieces with U+2581, no byte tokens, no precompiled charsmap. */
+  | 'ugm';
 
-export const VOCAB_KINDS: readonly VocabKind[] = ['qwen2', 'llama3', 'spm', 'phi3', 'bert'];
+export const VOCAB_KINDS: readonly VocabKind[] = ['qwen2', 'llama3', 'spm', 'phi3', 'bert', 'plamo2', 'rwkv', 'ugm'];
 
 export interface Vocab {
   kind: VocabKind;
-  model: 'gpt2' | 'llama' | 'bert';
+  model: 'gpt2' | 'llama' | 'bert' | 'plamo2' | 'rwkv' | 't5';
   pre?: string;
   tokens: string[];
   types: TokenType[];
@@ -51,6 +57,12 @@ export interface Vocab {
   maskId?: number;
   addBos: boolean;
   chatTemplate: string;
+  /** tokenizer.ggml.eot_token_id (PLaMo 2's <|plamo:op|>, RWKV world's "\\n\\n"). */
+  eotId?: number;
+  /** tokenizer.ggml.add_space_prefix, when the converter writes it. */
+  addSpacePrefix?: boolean;
+  /** tokenizer.ggml.remove_extra_whitespaces (SentencePiece's normalizer flag, T5's converter writes it). */
+  removeExtraWhitespaces?: boolean;
 }
 
 // Chat templates as published with the models they imitate (Qwen2 ChatML, Llama 3 instruct,
@@ -304,7 +316,130 @@ export function buildWpmVocab(vocabSize: number): Vocab {
   };
 }
 
+/**
+ * PLaMo 2's vocabulary as conversion/base.py's _set_vocab_plamo writes it (tokenizer.ggml.model
+ * "plamo2", pre "default"): <|plamo:unk|> (UNKNOWN), <|plamo:bos|>, <|plamo:eos|>, <|plamo:pad|> and
+ * <|plamo:op|> (CONTROL; the converter makes id 4 the EOT), the 256 <0xXX> byte tokens, then the
+ * SentencePiece-style pieces with plain spaces (PLaMo's tokenizer has no U+2581) scored as unigram
+ * log-probabilities falling with rank; add_space_prefix false, no add_bos_token key.
+ */
+export function buildPlamo2Vocab(vocabSize: number): Vocab {
+  const specials = ['<|plamo:unk|>', '<|plamo:bos|>', '<|plamo:eos|>', '<|plamo:pad|>', '<|plamo:op|>'];
+  const tokens = [...specials];
+  const types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL, TokenType.CONTROL, TokenType.CONTROL];
+  for (let b = 0; b < 256; b++) {
+    tokens.push(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
+    types.push(TokenType.BYTE);
+  }
+  const firstPiece = tokens.length;
+  const have = new Set(tokens);
+  for (const t of buildSpmVocab(vocabSize + 64).tokens.slice(259)) {
+    const piece = t.replace(new RegExp(SPM_SPACE, 'g'), ' ');
+    if (tokens.length >= vocabSize || have.has(piece)) continue;
+    have.add(piece);
+    tokens.push(piece);
+    types.push(TokenType.NORMAL);
+  }
+  if (tokens.length < vocabSize) throw new Error(`vocab size ${vocabSize} too large for plamo2's pieces`);
+  const scores = new Float32Array(tokens.length);
+  for (let i = firstPiece; i < tokens.length; i++) scores[i] = -Math.log(2 + i - firstPiece);
+  return { kind: 'plamo2', model: 'plamo2', pre: 'default', tokens, types, scores, bosId: 1, eosId: 2, unkId: 0, padId: 3, eotId: 4, addBos: false, addSpacePrefix: false, chatTemplate: '' };
+}
+
+/** llama.cpp's RWKV world chat template (models/templates/llama-cpp-rwkv-world.jinja), which the converter writes when the model has none. */
+export const RWKV_WORLD_TEMPLATE = "{%- if not add_generation_prompt is defined -%}\n    {%- set add_generation_prompt = true -%}\n{%- endif -%}\n{%- set ns = namespace(system_prompt='') -%}\n{%- for message in messages -%}\n    {%- if message['role'] == 'system' -%}\n        {%- set ns.system_prompt = message['content'] -%}\n    {%- endif -%}\n{%- endfor -%}\n{{bos_token}}\n{%- if ns.system_prompt != '' -%}\n{{- 'System: ' + ns.system_prompt + '\\n\\n' -}}\n{%- endif -%}\n{%- for message in messages -%}\n    {%- if message['role'] == 'user' -%}\n        {{- 'User: ' + message['content']|trim + '\\n\\n' -}}\n    {%- endif -%}\n    {%- if message['role'] == 'assistant' and message['content'] is  not none -%}\n        {%- set content = message['content'] -%}\n        {%- if '</think>' in content -%}\n            {%- set content = content.split('</think>')[-1] -%}\n        {%- endif -%}\n        {{- 'Assistant: ' + content|trim + '\\n\\n' -}}\n    {%- endif -%}\n{%- endfor -%}\n{%- if add_generation_prompt -%}\n    {{- 'Assistant:' -}}\n    {%- if enable_thinking is defined and enable_thinking is false %}\n        {{- ' <think>\\n</think>' }}\n    {%- endif %}\n    {%- if enable_thinking is defined and enable_thinking is true %}\n        {{- ' <think>' }}\n    {%- endif %}\n{%- endif -%}";
+
+/** A byte string as rwkv_vocab_v20230424's converter stores it: Python's repr(bytes)[2:-1]. */
+export function escapeRwkvToken(bytes: Uint8Array): string {
+  // repr quotes with " when the bytes hold ' and no ", so that ' stays bare; otherwise ' is escaped
+  const hasSingle = bytes.includes(0x27);
+  const escapeSingle = hasSingle && bytes.includes(0x22);
+  let out = '';
+  for (const b of bytes) {
+    if (b === 0x5c) out += '\\\\';
+    else if (b === 0x09) out += '\\t';
+    else if (b === 0x0a) out += '\\n';
+    else if (b === 0x0d) out += '\\r';
+    else if (b === 0x27 && escapeSingle) out += "\\'";
+    else if (b < 0x20 || b >= 0x7f) out += '\\x' + b.toString(16).padStart(2, '0');
+    else out += String.fromCharCode(b);
+  }
+  return out;
+}
+
+/**
+ * An RWKV "world" vocabulary as conversion/base.py's _set_vocab_rwkv_world writes
+ * rwkv_vocab_v20230424 (tokenizer.ggml.model "rwkv", no pre-tokenizer, no scores): <s> (CONTROL,
+ * id 0, BOS and EOS), the 256 single bytes (ids 1..256), the whitespace pairs of the real file
+ * (id 261 "\n\n" is the converter's EOT), a few tokens with backslashes and quotes, whole and
+ * partial UTF-8 characters (a token need not be valid UTF-8), then the byte strings of the llama3
+ * BPE vocabulary (learned from the corpus), and [PADn] (UNUSED) at the end as the converter pads to vocab_size. Token texts are
+ * escaped (\xNN lowercase, \t \n \r \\ \'); llama.cpp tokenizes by the longest byte match.
+ */
+export function buildRwkvVocab(vocabSize: number): Vocab {
+  const nPad = 4;
+  const seqs: Uint8Array[] = [];
+  const have = new Set<string>();
+  const add = (bytes: Uint8Array) => {
+    const k = Buffer.from(bytes).toString('latin1');
+    if (bytes.length === 0 || have.has(k) || seqs.length >= vocabSize - 1 - nPad) return;
+    have.add(k);
+    seqs.push(bytes);
+  };
+  for (let b = 0; b < 256; b++) add(Uint8Array.of(b));
+  for (const s of ['\t\t', '\t\n', '\t ', '\n\t', '\n\n']) add(Buffer.from(s, 'latin1'));
+  if (vocabSize < 1 + seqs.length + nPad + 64) throw new Error(`vocab size ${vocabSize} too small for rwkv: needs at least ${1 + seqs.length + nPad + 64}`);
+  const utf8 = (s: string) => Buffer.from(s, 'utf8');
+  for (const s of ['\\\\', '\\n', '\\x', ' \\', "'s", "'\"", '"\'', '\r\n', ' \t', '\x00\x00', '\x7f ', '\n\n\n', '    ']) add(utf8(s));
+  for (const s of ['é', 'ß', 'ü', 'α', 'π', 'п', 'р', 'ри', 'ив', 'вет', ' мир', '中', '文', '你好', '世界', '한', '국어', 'ひ', 'カタ', '😀', '🦙', '👍', '—', '“', '”', '…']) add(utf8(s));
+  // partial characters: lead bytes of 3- and 4-byte sequences, and tails running into the next character
+  for (const b of [[0xe4, 0xb8], [0xe4, 0xbd], [0xf0, 0x9f], [0xf0, 0x9f, 0x98], [0xe2, 0x80], [0xa9, 0x20], [0x80, 0x9c], [0xbd, 0xe5], [0xd0, 0xbf, 0xd1]]) add(Uint8Array.from(b));
+  const { map } = bytesToUnicode();
+  const unmap = new Map(map.map((c, b) => [c, b] as const));
+  const bpe = buildBpeVocab('llama3', vocabSize + 64);
+  bpe.tokens.forEach((t, i) => {
+    if (bpe.types[i] === TokenType.NORMAL) add(Uint8Array.from([...t], (c) => unmap.get(c)!));
+  });
+  if (seqs.length < vocabSize - 1 - nPad) throw new Error(`vocab size ${vocabSize} too large for rwkv's corpus`);
+  const tokens = ['<s>', ...seqs.map(escapeRwkvToken)];
+  const types = [TokenType.CONTROL, ...seqs.map(() => TokenType.NORMAL)];
+  for (let i = tokens.length; i < vocabSize; i++) {
+    tokens.push(`[PAD${i}]`);
+    types.push(TokenType.UNUSED);
+  }
+  return { kind: 'rwkv', model: 'rwkv', tokens, types, bosId: 0, eosId: 0, eotId: 261, addBos: false, chatTemplate: RWKV_WORLD_TEMPLATE };
+}
+
+/**
+ * A T5-style SentencePiece unigram vocabulary (tokenizer.ggml.model "t5", llama.cpp's UGM): <pad>
+ * (CONTROL, 0), </s> (CONTROL, 1, the EOS), <unk> (UNKNOWN, 2), the SentencePiece pieces (U+2581 for
+ * spaces; every corpus character, so there are no byte tokens) scored as unigram log-probabilities
+ * falling with rank, then <extra_id_N> (CONTROL) last as T5 has them; add_space_prefix and
+ * remove_extra_whitespaces on, no precompiled charsmap (normalization is then the space handling
+ * alone), no BOS (llama.cpp's UGM defaults: no BOS, an EOS appended).
+ */
+export function buildUgmVocab(vocabSize: number): Vocab {
+  const tokens = ['<pad>', '</s>', '<unk>'];
+  const types = [TokenType.CONTROL, TokenType.CONTROL, TokenType.UNKNOWN];
+  const extras = Array.from({ length: 4 }, (_, i) => `<extra_id_${i}>`);
+  const have = new Set(tokens);
+  for (const t of buildSpmVocab(vocabSize + 259 + 64).tokens.slice(259)) {
+    if (tokens.length >= vocabSize - extras.length || have.has(t)) continue;
+    have.add(t);
+    tokens.push(t);
+    types.push(TokenType.NORMAL);
+  }
+  if (tokens.length < vocabSize - extras.length) throw new Error(`vocab size ${vocabSize} too large for ugm's pieces`);
+  for (const t of extras) { tokens.push(t); types.push(TokenType.CONTROL); }
+  const scores = new Float32Array(tokens.length);
+  for (let i = 3; i < vocabSize - extras.length; i++) scores[i] = -Math.log(2 + i - 3);
+  return { kind: 'ugm', model: 't5', tokens, types, scores, bosId: -1, eosId: 1, unkId: 2, padId: 0, addBos: false, addSpacePrefix: true, removeExtraWhitespaces: true, chatTemplate: '' };
+}
+
 export function buildVocab(kind: VocabKind, vocabSize: number): Vocab {
+  if (kind === 'ugm') return buildUgmVocab(vocabSize);
+  if (kind === 'rwkv') return buildRwkvVocab(vocabSize);
+  if (kind === 'plamo2') return buildPlamo2Vocab(vocabSize);
   if (kind === 'bert') return buildWpmVocab(vocabSize);
   return kind === 'spm' || kind === 'phi3' ? buildSpmVocab(vocabSize, kind) : buildBpeVocab(kind, vocabSize);
 }
@@ -317,14 +452,22 @@ export function writeVocab(w: GgufWriter, v: Vocab): void {
   if (v.scores) w.set('tokenizer.ggml.scores', kv.arr(GgufType.FLOAT32, v.scores));
   w.set('tokenizer.ggml.token_type', kv.arr(GgufType.INT32, v.types));
   if (v.merges) w.set('tokenizer.ggml.merges', kv.arr(GgufType.STRING, v.merges));
-  w.set('tokenizer.ggml.bos_token_id', kv.u32(v.bosId));
+  // (T5's vocabulary has no BOS: bosId -1.)
+  if (v.bosId >= 0) w.set('tokenizer.ggml.bos_token_id', kv.u32(v.bosId));
   w.set('tokenizer.ggml.eos_token_id', kv.u32(v.eosId));
   if (v.unkId !== undefined) w.set('tokenizer.ggml.unknown_token_id', kv.u32(v.unkId));
   if (v.padId !== undefined) w.set('tokenizer.ggml.padding_token_id', kv.u32(v.padId));
   if (v.sepId !== undefined) w.set('tokenizer.ggml.seperator_token_id', kv.u32(v.sepId));
   if (v.maskId !== undefined) w.set('tokenizer.ggml.mask_token_id', kv.u32(v.maskId));
-  w.set('tokenizer.ggml.add_bos_token', kv.bool(v.addBos));
-  w.set('tokenizer.ggml.add_eos_token', kv.bool(false));
+  if (v.eotId !== undefined) w.set('tokenizer.ggml.eot_token_id', kv.u32(v.eotId));
+  // (PLaMo 2's converter writes no add_bos_token / add_eos_token; it writes add_space_prefix.)
+  // (Nor do the RWKV world and T5 ones: llama.cpp's defaults for "rwkv" add neither, for "t5" only the EOS.)
+  if (v.model !== 'plamo2' && v.model !== 'rwkv' && v.model !== 't5') {
+    w.set('tokenizer.ggml.add_bos_token', kv.bool(v.addBos));
+    w.set('tokenizer.ggml.add_eos_token', kv.bool(false));
+  }
+  if (v.addSpacePrefix !== undefined) w.set('tokenizer.ggml.add_space_prefix', kv.bool(v.addSpacePrefix));
+  if (v.removeExtraWhitespaces !== undefined) w.set('tokenizer.ggml.remove_extra_whitespaces', kv.bool(v.removeExtraWhitespaces));
   // (An encoder's vocabulary has no chat template.)
   if (v.chatTemplate) w.set('tokenizer.chat_template', kv.str(v.chatTemplate));
   // BERT's token types ("sentence A/B"): llama.cpp refuses a bert file without the count.

@@ -105,6 +105,8 @@ describe.each<[string, string, ...[number, number, number][]]>([
   ['tiny-falcon-mamba', 'Q4_K'],
   ['tiny-mamba2', 'Q8_0'],
   ['tiny-falcon-h1', 'Q4_K'],
+  // PLaMo 2: Mamba blocks (per-head z|x, normed B/C/dt) and GQA blocks with per-head q/k norms, post norms.
+  ['tiny-plamo2', 'Q4_K'],
   // RWKV-7 (token shifts, the WKV-7 recurrence, quantized r/k/v/output and channel mix).
   ['tiny-rwkv7', 'Q4_K'],
   ['tiny-arwkv7', 'Q8_0'],

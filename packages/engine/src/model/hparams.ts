@@ -133,9 +133,10 @@ const KV_HEADLESS_BLOCKS = new Set(['lfm2', 'lfm2moe', 'nemotron_h', 'nemotron_h
 
 /**
  * Architectures whose blocks each have their own attention (DeciLM / Nemotron-51B): head_count 0
- * for a block without attention, head_count_kv 0 for one whose attention is a linear replacement.
+ * for a block without attention, head_count_kv 0 for one whose attention is a linear replacement;
+ * PLaMo 2: both 0 for its Mamba blocks.
  */
-const VARIABLE_ATTENTION_BLOCKS = new Set(['deci']);
+const VARIABLE_ATTENTION_BLOCKS = new Set(['deci', 'plamo2']);
 
 /** Architectures without attention (the pure state-space models): head_count 0, no head sizes. */
 const ATTENTION_FREE = new Set(['mamba', 'mamba2', 'rwkv7', 'arwkv7', 'rwkv6', 'rwkv6qwen2']);

@@ -16,6 +16,8 @@ export function tokenPieceBytes(vocab: Vocab, id: number): Uint8Array {
   const text = vocab.tokenText(id);
   if (vocab.type === 'rwkv') return unescapeRwkv(text);
   const attr = vocab.tokenAttr(id);
+  // PLaMo 2 (llama.cpp's token_to_piece): a byte token is its byte, every other token its text as stored.
+  if (vocab.type === 'plamo2') return attr & TokenAttr.BYTE ? Uint8Array.of(vocab.tokenToByte(id)) : utf8Encode(text);
   if (attr & (TokenAttr.UNKNOWN | TokenAttr.CONTROL | TokenAttr.USER_DEFINED)) return utf8Encode(text);
   if (attr & TokenAttr.NORMAL) {
     if (vocab.type !== 'bpe' || vocab.escapeWhitespaces) return utf8Encode(text.replace(ESCAPED_SPACE, ' '));

@@ -5,6 +5,9 @@
 //
 //   node llama-tokenizer-ref.mjs JOB.json
 //     JOB.json: [{"model": "v.gguf", "nVocab": 32000, "texts": ["..."], "ids": [[1, 2], ...]}, ...]
+//               (optional per job: "metadataOverrides", llama.cpp's kv overrides, e.g.
+//               {"tokenizer": {"ggml": {"pre": "falcon"}}}, which llama.cpp echoes on stdout, so the
+//               answer is stdout's last line; "nVocab": 0 skips the per-token answers)
 //     stdout:   one object per job: {"tokenize": [[...]], "tokenizeSpecial": [[...]],
 //               "detokenize": ["..."], "detokenizeSpecial": ["..."], "attrs": [...], "eog": [...],
 //               "bos", "eos", "eot", "nl", "addBos", "addEos"}
@@ -20,7 +23,7 @@ const llama = await getLlama({ gpu: false, build: 'never', usePrebuiltBinaries: 
 const results = [];
 for (const job of jobs) {
   // vocab-only files have no tensors; llama.cpp complains about that after it has read the vocabulary
-  const model = await llama.loadModel({ modelPath: job.model, vocabOnly: true });
+  const model = await llama.loadModel({ modelPath: job.model, vocabOnly: true, ...(job.metadataOverrides ? { metadataOverrides: job.metadataOverrides } : {}) });
   const m = model._model;
   const all = Array.from({ length: job.nVocab }, (_, i) => i);
   results.push({

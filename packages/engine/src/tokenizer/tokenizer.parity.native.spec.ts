@@ -1,8 +1,9 @@
 // Parity with llama.cpp itself (through the node-llama-cpp devDependency, in a child process) on
 // seeded random text: tokenization with and without special-token parsing, detokenization of
 // random ids, token attributes, end-of-generation tokens and special ids, for every fixture
-// vocabulary, and for the WordPiece ("bert") vocabulary of the project's own tiny-bert (no fixture
-// has one). Skipped where node-llama-cpp is not installed.
+// vocabulary, and for the WordPiece ("bert") vocabulary of the project's own tiny-bert, the PLaMo 2
+// ("plamo2") one of tiny-plamo2, the RWKV world ("rwkv") one of tiny-rwkv6 and a T5-style unigram
+// ("t5") one (no fixture has any of them). Skipped where node-llama-cpp is not installed.
 
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -12,6 +13,7 @@ import path from 'node:path';
 import { native } from '../native';
 import { tempDir, writeTestModel } from '../testing';
 import { fixtureVocabs } from './test-vocabs';
+import { PRE_TOKENIZER_NAMES, preTokenizerByName, preTokenizerRegexes } from './pre-tokenizers';
 import { Tokenizer } from './tokenizer';
 import { TokenAttr } from './vocab';
 
@@ -39,8 +41,14 @@ try {
   haveReference = false;
 }
 
+/**
+ * RWKV world extras: text that looks like the escapes the vocabulary stores, control bytes,
+ * token texts (<s>, [PADn]) and characters no token starts with beyond their first byte.
+ */
+const RWKV_WORDS = ['\\x41', '\\n', '\\', '\\\\', "\\'", '\\t\t', '\x00', '\x07', '\x1b[0m', '\x7f', '\r\n', '<s>', '[PAD1021]', '龘', '𝔘𝔫', 'é', '中文', '🦙🚀', '"\'', "'s"];
+
 /** Seeded text mixing scripts, spaces, digits, contractions, special-token text and token pieces. */
-function randomTexts(tok: Tokenizer, n: number, seed: number): { texts: string[]; ids: number[][] } {
+function randomTexts(tok: Tokenizer, n: number, seed: number, extraWords: readonly string[] = []): { texts: string[]; ids: number[][] } {
   let s = seed;
   const rnd = () => {
     s = (s * 1103515245 + 12345) % 2147483648;
@@ -52,7 +60,7 @@ function randomTexts(tok: Tokenizer, n: number, seed: number): { texts: string[]
     '    \t\n\n\r', 'éèàçñüößÀÉÎÕÜ', 'αβγδΩΣπ', 'привет мир', '中文字符测试你好世界', '한국어텍스트', 'ひらがなカタカナ',
     '😀🙂👍🏽🚀🦙', '\u0301\u0308\u200d\u00a0\u3000\u2028\u0085\ufeff', 'مرحبا', 'नमस्ते', 'สวัสดี', '½¼①²³', '…—–“”‘’«»',
   ].map((p) => Array.from(p));
-  const words = ["'s", "'t", "'RE", "'Ve", "'ll", "'D", 'Hello', ' world', '  ', '\n\n', ' \n ', '123456789', '3.14', '...', "don't", '<|', '|>', '▁'];
+  const words = ["'s", "'t", "'RE", "'Ve", "'ll", "'D", 'Hello', ' world', '  ', '\n\n', ' \n ', '123456789', '3.14', '...', "don't", '<|', '|>', '▁', ...extraWords];
   const v = tok.vocab;
   const specials = v.specialTokenIds.map((id) => v.tokenText(id));
   const texts: string[] = [];
@@ -77,10 +85,28 @@ function randomTexts(tok: Tokenizer, n: number, seed: number): { texts: string[]
 
 const describeIf = haveReference ? describe : describe.skip;
 
+/** llama-tokenizer-ref.mjs on a job file; its answer is stdout's last line (llama.cpp prints its kv overrides before it). */
+function runReference(jobFile: string): RefResult[] {
+  const stdout = execFileSync(process.execPath, [path.join(__dirname, 'llama-tokenizer-ref.mjs'), jobFile], {
+    env: { ...process.env, NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true' },
+    maxBuffer: 512 << 20,
+    stdio: ['ignore', 'pipe', 'ignore'],
+  }).toString('utf8');
+  return JSON.parse(stdout.slice(stdout.lastIndexOf('\n') + 1)) as RefResult[];
+}
+
 describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
   const genDir = tempDir('kail-tok-wpm-');
   afterAll(() => fs.rmSync(genDir, { recursive: true, force: true }));
-  const vocabs = [...fixtureVocabs(), writeTestModel(genDir, 'tiny-bert', 'Q8_0')];
+  // (tiny-plamo2: PLaMo 2's own vocabulary kind, tokenizer.ggml.model "plamo2"; tiny-rwkv6: RWKV world, "rwkv";
+  // tiny-llama with the writer's T5-style unigram vocabulary, "t5", llama.cpp's UGM without a charsmap.)
+  const vocabs = [
+    ...fixtureVocabs(),
+    writeTestModel(genDir, 'tiny-bert', 'Q8_0'),
+    writeTestModel(genDir, 'tiny-plamo2', 'Q8_0'),
+    writeTestModel(genDir, 'tiny-rwkv6', 'Q8_0'),
+    writeTestModel(genDir, 'tiny-llama', 'Q8_0', 1, ['--vocab-kind', 'ugm']),
+  ];
   const cases: { file: string; tok: Tokenizer; texts: string[]; ids: number[][]; ref: RefResult }[] = [];
 
   beforeAll(() => {
@@ -88,7 +114,8 @@ describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
       const gguf = native().openGguf(file, { mapData: false });
       try {
         const tok = Tokenizer.fromMetadata(gguf.metadata);
-        cases.push({ file, tok, ...randomTexts(tok, N_TEXTS, 12345), ref: undefined as unknown as RefResult });
+        const extra = tok.vocab.type === 'rwkv' ? RWKV_WORDS : [];
+        cases.push({ file, tok, ...randomTexts(tok, N_TEXTS, 12345, extra), ref: undefined as unknown as RefResult });
       } finally {
         gguf.close();
       }
@@ -99,13 +126,7 @@ describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
       const jobFile = path.join(dir, 'jobs.json');
       const jobs = cases.map((c) => ({ model: c.file, nVocab: c.tok.nTokens, texts: c.texts, ids: c.ids }));
       fs.writeFileSync(jobFile, JSON.stringify(jobs));
-      const stdout = execFileSync(process.execPath, [path.join(__dirname, 'llama-tokenizer-ref.mjs'), jobFile], {
-        env: { ...process.env, NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true' },
-        maxBuffer: 512 << 20,
-        stdio: ['ignore', 'pipe', 'ignore'],
-      });
-      const refs = JSON.parse(stdout.toString('utf8')) as RefResult[];
-      refs.forEach((r, i) => (cases[i].ref = r));
+      runReference(jobFile).forEach((r, i) => (cases[i].ref = r));
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
@@ -147,5 +168,69 @@ describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
       nl: ref.nl,
     });
     expect({ addBos: v.addBos, addEos: v.addEos }).toEqual({ addBos: ref.addBos, addEos: ref.addEos });
+  });
+});
+
+// The tokenizer.ggml.pre names llama.cpp knows, one per distinct tokenization (regex list, byte
+// encoding and the flags tokenize reads; names that differ only in detokenization's clean_spaces, or
+// alias the same regexes, share one: each llama.cpp load of the vocabulary costs ~0.3 s), on the GPT-2
+// fixture vocabulary with the name overridden (llama.cpp's kv overrides, kail's metadata): the same
+// merges through each pre-tokenizer. "whitespace" runs with tokenizer.ggml.model "whitespace" too,
+// as jina-embeddings-v2-base-zh has it (the session drops the whitespace): through the plain BPE
+// session its raw-UTF-8 pieces keep the spaces, which llama.cpp's find_bpe_rank asserts a
+// byte-level vocabulary never gives it, aborting.
+const gpt2Fixture = fixtureVocabs().find((f) => path.basename(f) === 'ggml-vocab-gpt-2.gguf');
+const describePre = haveReference && gpt2Fixture ? describe : describe.skip;
+
+describePre('parity with llama.cpp for every pre-tokenizer (GPT-2 vocabulary, tokenizer.ggml.pre overridden)', () => {
+  const seen = new Set<string>();
+  const names = PRE_TOKENIZER_NAMES.filter((n) => {
+    const d = preTokenizerByName(n);
+    const key = JSON.stringify([preTokenizerRegexes(d.type), d.ignoreMerges, d.addBos, d.escapeWhitespaces, d.noBos]);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+  const cases: { tok: Tokenizer; texts: string[]; ref: RefResult }[] = [];
+
+  beforeAll(() => {
+    const gguf = native().openGguf(gpt2Fixture!, { mapData: false });
+    let metadata: Record<string, unknown>;
+    try {
+      metadata = { ...gguf.metadata };
+    } finally {
+      gguf.close();
+    }
+    const overrides = (pre: string) => (pre === 'whitespace' ? { model: pre, pre } : { pre });
+    for (const [i, pre] of names.entries()) {
+      const o = overrides(pre);
+      const tok = Tokenizer.fromMetadata({ ...metadata, 'tokenizer.ggml.pre': o.pre, 'tokenizer.ggml.model': o.model ?? metadata['tokenizer.ggml.model'] });
+      cases.push({ tok, texts: randomTexts(tok, 30, 777 + i).texts, ref: undefined as unknown as RefResult });
+    }
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-tok-pre-'));
+    try {
+      const jobFile = path.join(dir, 'jobs.json');
+      const jobs = names.map((pre, i) => ({ model: gpt2Fixture, nVocab: 0, texts: cases[i].texts, ids: [], metadataOverrides: { tokenizer: { ggml: overrides(pre) } } }));
+      fs.writeFileSync(jobFile, JSON.stringify(jobs));
+      runReference(jobFile).forEach((r, i) => (cases[i].ref = r));
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 600_000);
+
+  it.each(names.map((n, i) => [n, i]))('%s', (_name, index) => {
+    const { tok, texts, ref } = cases[index];
+    const mismatches: unknown[] = [];
+    texts.forEach((text, i) => {
+      for (const [parseSpecial, want] of [
+        [false, ref.tokenize[i]],
+        [true, ref.tokenizeSpecial[i]],
+      ] as const) {
+        const got = tok.tokenize(text, { addSpecial: false, parseSpecial });
+        if (got.join(' ') !== want.join(' ')) mismatches.push({ text, parseSpecial, got, want });
+      }
+    });
+    expect(mismatches.slice(0, 5)).toEqual([]);
+    expect({ addBos: tok.vocab.addBos, addEos: tok.vocab.addEos, nl: tok.newline ?? -1 }).toEqual({ addBos: ref.addBos, addEos: ref.addEos, nl: ref.nl });
   });
 });

@@ -213,10 +213,38 @@ describe('RWKV world vocabulary', () => {
   });
 });
 
+describe('PLaMo 2 vocabulary', () => {
+  // ids 0 <|plamo:unk|>, 1 <|plamo:bos|>, 2..257 the byte tokens, then pieces with log-probability scores.
+  const bytes = Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
+  const pieces = ['a', 'b', 'ab', 'abc', 'c', 'bc', ' '];
+  const scores = [-1, -1, -3, -9, -1, -1, -1];
+  const meta = (drop = -1) => {
+    const tokens = ['<|plamo:unk|>', '<|plamo:bos|>', ...bytes, ...pieces].filter((_, i) => i !== drop);
+    const types = [2, 3, ...bytes.map(() => 6), ...pieces.map(() => 1)].filter((_, i) => i !== drop);
+    return { 'tokenizer.ggml.model': 'plamo2', 'tokenizer.ggml.tokens': tokens, 'tokenizer.ggml.token_type': Int32Array.from(types), 'tokenizer.ggml.scores': Float32Array.from([0, 0, ...bytes.map(() => 0), ...scores].filter((_, i) => i !== drop)) };
+  };
+  const tok = Tokenizer.fromMetadata(meta());
+  const id = (p: string) => 258 + pieces.indexOf(p);
+
+  it('finds the best-scoring path (a Viterbi search, not the longest match), bytes for uncovered characters, no BOS', () => {
+    // abc (-9), ab + c (-4), a + b + c (-3), a + bc (-2): a + bc; a + b (-2) beats ab (-3).
+    expect(tok.tokenize('abc')).toEqual([id('a'), id('bc')]);
+    expect(tok.tokenize('ab ab')).toEqual([id('a'), id('b'), id(' '), id('a'), id('b')]);
+    // € has no piece: its three UTF-8 bytes.
+    expect(tok.tokenize('a€')).toEqual([id('a'), 2 + 0xe2, 2 + 0x82, 2 + 0xac]);
+    expect(tok.detokenize([id('a'), 2 + 0xe2, 2 + 0x82, 2 + 0xac, id(' ')])).toBe('a€ ');
+    expect(tok.vocab.addBos).toBe(false);
+  });
+
+  it('refuses a vocabulary without every byte token, as llama.cpp does while loading', () => {
+    expect(() => Tokenizer.fromMetadata(meta(2 + 0x41))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringContaining('no byte token <0x41>') }));
+  });
+});
+
 describe('unsupported metadata', () => {
   it('names the supported tokenizer models', () => {
-    expect(() => Tokenizer.fromMetadata({ 'tokenizer.ggml.model': 'plamo2', 'tokenizer.ggml.tokens': ['a'] })).toThrow(
-      expect.objectContaining({ code: 'KAIL_E_UNSUPPORTED', message: expect.stringMatching(/unsupported tokenizer model 'plamo2'.*supported: llama, gpt2/) }),
+    expect(() => Tokenizer.fromMetadata({ 'tokenizer.ggml.model': 'no_vocab', 'tokenizer.ggml.tokens': ['a'] })).toThrow(
+      expect.objectContaining({ code: 'KAIL_E_UNSUPPORTED', message: expect.stringMatching(/unsupported tokenizer model 'no_vocab'.*supported: llama, gpt2.*plamo2/) }),
     );
     expect(() => Tokenizer.fromMetadata({ 'tokenizer.ggml.model': 'nope', 'tokenizer.ggml.tokens': ['a'] })).toThrow(
       expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringContaining("unknown tokenizer model 'nope'") }),

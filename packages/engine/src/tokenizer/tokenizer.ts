@@ -4,6 +4,7 @@
 import { bpeTokenize } from './bpe';
 import { cleanSpaces, tokenPieceBytes, Utf8StreamDecoder } from './detokenize';
 import { TokenizerError } from './errors';
+import { plamo2Tokenize } from './plamo2';
 import { rwkvTokenize } from './rwkv';
 import { spmTokenize } from './spm';
 import { ugmTokenize } from './ugm';
@@ -133,6 +134,14 @@ export class Tokenizer {
         }
         break;
       }
+      case 'plamo2': {
+        // (llama.cpp adds no BOS or EOS to a PLaMo 2 text, whatever add_bos_token says.)
+        for (const f of fragments) {
+          if ('token' in f) output.push(f.token);
+          else plamo2Tokenize(v, raw.slice(f.offset, f.offset + f.length), output);
+        }
+        break;
+      }
       case 'wpm': {
         if (addSpecial) output.push(this.need(sp.bos, 'BOS'));
         for (const f of fragments) {
@@ -229,6 +238,8 @@ export class Tokenizer {
         ugmTokenize(v, '\n', ids);
       } else if (v.type === 'rwkv') {
         rwkvTokenize(v, '\n', ids);
+      } else if (v.type === 'plamo2') {
+        plamo2Tokenize(v, '\n', ids);
       }
       this.newlineId = ids.length > 0 ? ids[0] : v.newlineFallback;
     }

@@ -4,6 +4,7 @@
 // that drive tokenization, and the set of end-of-generation tokens.
 
 import { TokenizerError } from './errors';
+import { plamo2ByteTokens } from './plamo2';
 import { preTokenizerByName, preTokenizerRegexes } from './pre-tokenizers';
 import type { PreTokenizerType } from './pre-tokenizers';
 import { BYTE_TO_CHAR, utf8Length } from './unicode';
@@ -53,12 +54,13 @@ const TYPE_TO_ATTR: Record<number, number> = {
 
 /**
  * 'spm': SentencePiece BPE (model "llama"); 'bpe': byte-level BPE ("gpt2" and kin); 'wpm': WordPiece
- * ("bert"); 'ugm': SentencePiece unigram ("t5"); 'rwkv': RWKV world ("rwkv").
+ * ("bert"); 'ugm': SentencePiece unigram ("t5"); 'rwkv': RWKV world ("rwkv"); 'plamo2': PLaMo 2's
+ * unigram Viterbi with byte fallback ("plamo2").
  */
-export type VocabType = 'spm' | 'bpe' | 'wpm' | 'ugm' | 'rwkv';
+export type VocabType = 'spm' | 'bpe' | 'wpm' | 'ugm' | 'rwkv' | 'plamo2';
 
 /** `tokenizer.ggml.model` values this tokenizer implements. */
-export const SUPPORTED_TOKENIZER_MODELS = ['llama', 'gpt2', 'gemma4', 'whitespace', 'hybriddna', 'bert', 't5', 'rwkv'] as const;
+export const SUPPORTED_TOKENIZER_MODELS = ['llama', 'gpt2', 'gemma4', 'whitespace', 'hybriddna', 'bert', 't5', 'rwkv', 'plamo2'] as const;
 
 /** Special token ids; null where the vocabulary has none. */
 export interface SpecialTokens {
@@ -228,6 +230,10 @@ export class Vocab {
       Object.assign(special, { eos: 1, unk: 2, pad: 0 });
     } else if (model === 'rwkv') {
       type = 'rwkv';
+    } else if (model === 'plamo2') {
+      // (PLaMo 2's defaults, which the file's ids override.)
+      type = 'plamo2';
+      Object.assign(special, { bos: 1, eos: 2, unk: 0, pad: 3 });
     } else if (model === 'bert') {
       type = 'wpm';
       Object.assign(special, { bos: 101, unk: 100, sep: 102, pad: 0, mask: 103 });
@@ -253,7 +259,7 @@ export class Vocab {
         Object.assign(special, { bos: 11, eos: 11 });
       }
     } else {
-      const known = ['plamo2', 'no_vocab', 'none', 'test'].includes(model);
+      const known = ['no_vocab', 'none', 'test'].includes(model);
       throw new TokenizerError(
         known ? 'KAIL_E_UNSUPPORTED' : 'KAIL_E_BAD_MODEL',
         `${known ? 'unsupported' : 'unknown'} tokenizer model '${model}' (${K}model); supported: ${SUPPORTED_TOKENIZER_MODELS.join(', ')}`,
@@ -289,6 +295,11 @@ export class Vocab {
     } else if (type === 'rwkv') {
       addSpacePrefix = false;
       cleanSpaces = false;
+      addBos = false;
+      addEos = false;
+    } else if (type === 'plamo2') {
+      // llama.cpp's defaults for the other types; its PLaMo 2 tokenization adds no BOS or EOS at all.
+      addSpacePrefix = false;
       addBos = false;
       addEos = false;
     } else {
@@ -487,6 +498,8 @@ export class Vocab {
     this.ignoreMerges = ignoreMerges;
     this.cleanSpaces = cleanSpaces;
     this.escapeWhitespaces = escapeWhitespaces;
+    // llama.cpp builds PLaMo 2's tokenizer while loading: a vocabulary without every byte token is refused there.
+    if (type === 'plamo2') plamo2ByteTokens(this);
     const charsmap = meta[K + 'precompiled_charsmap'];
     if (charsmap === undefined) this.precompiledCharsmap = undefined;
     else if (charsmap instanceof Uint8Array) this.precompiledCharsmap = charsmap;

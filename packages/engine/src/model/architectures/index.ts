@@ -32,6 +32,7 @@ import { buildKimiK3 } from './kimi-k3';
 import { buildKimiLinear } from './kimi-linear';
 import { buildBailingMoe3 } from './bailingmoe3';
 import { buildFalconH1, buildJamba, buildMamba, buildNemotronH, buildNemotronHMtp } from './mamba2';
+import { buildPlamo2 } from './plamo2';
 import { buildRwkv6, buildRwkv7 } from './rwkv7';
 import { buildLlama4 } from './llama4';
 import { buildMimo2 } from './mimo2';
@@ -127,6 +128,8 @@ const ARCHITECTURES: Record<string, Builder> = {
   granitehybrid: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   // AI21 Jamba: Mamba-1 and GQA blocks, experts every other block.
   jamba: (hp, ts) => buildJamba(hp, ts),
+  // Preferred Networks PLaMo 2: Mamba blocks (per-head z|x, normed B/C/dt) and GQA blocks with per-head q/k norms, post norms.
+  plamo2: (hp, ts) => buildPlamo2(hp, ts),
   // Pure state-space models: Mamba-1 (and Falcon-Mamba's dt/B/C norms) and Mamba-2 blocks only,
   // no attention and so no KV cache.
   mamba: (hp, ts) => buildMamba(hp, ts),
