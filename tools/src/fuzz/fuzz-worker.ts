@@ -6,7 +6,7 @@
 // `node --conditions=@kailstream/source -r ./ts-register.cjs fuzz-worker.ts` with an IPC channel.
 import fs from 'node:fs';
 
-import { ChatTemplate, EngineModel, SpeculativeDecoder, dflashRow, diffusionGenerateWith, draftLayersOf, generate, kvCacheReport, openGgufMetadata, summarize } from '@kailstream/engine';
+import { ChatTemplate, EngineModel, SpeculativeDecoder, dflashRow, diffusionGenerateWith, draftLayersOf, generate, kvCacheReport, openGgufMetadata, summarize, type LoadModelOptions } from '@kailstream/engine';
 
 export interface FuzzJob {
   id: string;
@@ -98,41 +98,41 @@ function probeTokens(m: EngineModel): number[] {
   return toks.length ? toks : [0];
 }
 
+/** A job's answer before the worker adds its id, peak memory and time. */
+type JobOutcome = Omit<FuzzJobResult, 'id' | 'peakRssMb' | 'ms'>;
+
 /** A job that threw at `stage`: the error's code, name and message. */
-function failed(stage: string, e: unknown): Omit<FuzzJobResult, 'id' | 'peakRssMb' | 'ms'> {
+function failed(stage: string, e: unknown): JobOutcome {
   const err = e as { code?: unknown; name?: unknown; message?: unknown };
   return { ok: false, stage, code: typeof err?.code === 'string' ? err.code : undefined, name: typeof err?.name === 'string' ? err.name : undefined, message: String(err?.message ?? e) };
 }
 
 /**
- * A draft over a target's KV cache (a Gemma 4 assistant), as speculation serves it: the target
- * decodes a few tokens with its hidden rows, the draft takes a row at the target's length (the next
- * token with the target's last hidden row), then a chained row fed its own h_next.
+ * A draft bound to its target, as speculation serves it: the file inspected, the target loaded
+ * (stage 'target-load', with `targetOptions`, read after the inspection), then the draft over it
+ * (stage 'load', `draftOptions`), then `body`, which names each further stage it enters with `at`
+ * and answers whether every logit was finite. The first error is the job's; both models are closed.
  */
-async function runOverTarget(job: FuzzJob & { kvTarget: string }): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb' | 'ms'>> {
+async function runDraftOverTarget(
+  path: string,
+  targetPath: string,
+  targetOptions: () => LoadModelOptions,
+  draftOptions: (target: EngineModel) => LoadModelOptions,
+  body: (target: EngineModel, draft: EngineModel, at: (stage: string) => void) => Promise<boolean>,
+): Promise<JobOutcome> {
   let stage = 'inspect';
   let target: EngineModel | undefined;
   let draft: EngineModel | undefined;
   try {
-    inspect(job.path);
+    inspect(path);
+    const topts = targetOptions();
     stage = 'target-load';
-    target = EngineModel.load(job.kvTarget, { threads: 1, nSeqMax: 2, nCtx: 64 });
+    target = EngineModel.load(targetPath, { threads: 1, nSeqMax: 2, nCtx: 64, ...topts });
     stage = 'load';
-    draft = EngineModel.load(job.path, { threads: 1, nSeqMax: 2, nCtx: 64, kvSource: target });
-    stage = 'tokenize';
-    const toks = probeTokens(draft);
-    stage = 'eval';
-    const { hidden } = await target.evaluateWithHidden(0, toks, 'all');
-    const w = target.hiddenWidth;
-    const row = (tok: number, embd: Float32Array) =>
-      draft!.forwardBatchWithHidden({ tokens: Int32Array.of(tok), pos: Int32Array.of(toks.length), seq: Int32Array.of(0), output: Uint8Array.of(1), embd });
-    const a = await row(draft.nVocab - 1, hidden.slice((toks.length - 1) * w));
-    const b = await row(toks[0], a.hidden);
-    const allFinite = finite(a.logits) && finite(b.logits) && finite(b.hidden);
-    stage = 'detokenize';
-    draft.tokenizer.detokenize([...toks, draft.nVocab - 1, draft.tokenizer.nTokens - 1]);
-    stage = 'chat-template';
-    ChatTemplate.fromTokenizer(draft.tokenizer).render([{ role: 'user', content: 'Hi' }]);
+    draft = EngineModel.load(path, { threads: 1, nSeqMax: 2, nCtx: 64, ...draftOptions(target) });
+    const allFinite = await body(target, draft, (s) => {
+      stage = s;
+    });
     return { ok: true, stage: 'done', finite: allFinite };
   } catch (e) {
     return failed(stage, e);
@@ -147,27 +147,46 @@ async function runOverTarget(job: FuzzJob & { kvTarget: string }): Promise<Omit<
 }
 
 /**
+ * A draft over a target's KV cache (a Gemma 4 assistant), as speculation serves it: the target
+ * decodes a few tokens with its hidden rows, the draft takes a row at the target's length (the next
+ * token with the target's last hidden row), then a chained row fed its own h_next.
+ */
+function runOverTarget(job: FuzzJob & { kvTarget: string }): Promise<JobOutcome> {
+  return runDraftOverTarget(job.path, job.kvTarget, () => ({}), (target) => ({ kvSource: target }), async (target, draft, at) => {
+    at('tokenize');
+    const toks = probeTokens(draft);
+    at('eval');
+    const { hidden } = await target.evaluateWithHidden(0, toks, 'all');
+    const w = target.hiddenWidth;
+    const row = (tok: number, embd: Float32Array) =>
+      draft.forwardBatchWithHidden({ tokens: Int32Array.of(tok), pos: Int32Array.of(toks.length), seq: Int32Array.of(0), output: Uint8Array.of(1), embd });
+    const a = await row(draft.nVocab - 1, hidden.slice((toks.length - 1) * w));
+    const b = await row(toks[0], a.hidden);
+    const allFinite = finite(a.logits) && finite(b.logits) && finite(b.hidden);
+    at('detokenize');
+    draft.tokenizer.detokenize([...toks, draft.nVocab - 1, draft.tokenizer.nTokens - 1]);
+    at('chat-template');
+    ChatTemplate.fromTokenizer(draft.tokenizer).render([{ role: 'user', content: 'Hi' }]);
+    return allFinite;
+  });
+}
+
+/**
  * A DFlash draft over its target, as speculation serves it: the target (its layers' inputs as hidden
  * rows) decodes a few tokens, the draft takes their feature rows and a noise block [last token,
  * masks] in one pass, then greedy generation speculates with it.
  */
-async function runDflashOverTarget(job: FuzzJob & { hiddenTarget: string }): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb' | 'ms'>> {
-  let stage = 'inspect';
-  let target: EngineModel | undefined;
-  let draft: EngineModel | undefined;
-  let spec: SpeculativeDecoder | undefined;
-  try {
-    inspect(job.path);
+function runDflashOverTarget(job: FuzzJob & { hiddenTarget: string }): Promise<JobOutcome> {
+  const targetOptions = (): LoadModelOptions => {
     const layers = draftLayersOf(job.path);
-    stage = 'target-load';
-    target = EngineModel.load(job.hiddenTarget, { threads: 1, nSeqMax: 2, nCtx: 64, ...(layers ? { extractLayers: layers } : {}) });
-    stage = 'load';
-    draft = EngineModel.load(job.path, { threads: 1, nSeqMax: 2, nCtx: 64, embeddingsFrom: job.hiddenTarget });
-    stage = 'speculate';
-    spec = new SpeculativeDecoder(target, { draft, k: 3, adaptive: false });
-    stage = 'tokenize';
+    return layers ? { extractLayers: layers } : {};
+  };
+  return runDraftOverTarget(job.path, job.hiddenTarget, targetOptions, () => ({ embeddingsFrom: job.hiddenTarget }), async (target, draft, at) => {
+    at('speculate');
+    const spec = new SpeculativeDecoder(target, { draft, k: 3, adaptive: false });
+    at('tokenize');
     const toks = probeTokens(draft);
-    stage = 'eval';
+    at('eval');
     const { hidden } = await target.evaluateWithHidden(0, toks, 'all');
     target.truncate(0, 0);
     const w = draft.runtime.inputWidth;
@@ -186,24 +205,15 @@ async function runDflashOverTarget(job: FuzzJob & { hiddenTarget: string }): Pro
     });
     draft.truncate(0, 0);
     const allFinite = finite(out);
-    stage = 'generate';
+    at('generate');
     await generate(target, toks, { maxTokens: 6, sampling: { temperature: 0 }, speculative: spec });
-    stage = 'detokenize';
+    at('detokenize');
     draft.tokenizer.detokenize([...toks, draft.nVocab - 1, draft.tokenizer.nTokens - 1]);
-    return { ok: true, stage: 'done', finite: allFinite };
-  } catch (e) {
-    return failed(stage, e);
-  } finally {
-    try {
-      draft?.close();
-      target?.close();
-    } catch {
-      // already failing
-    }
-  }
+    return allFinite;
+  });
 }
 
-async function run(job: FuzzJob): Promise<Omit<FuzzJobResult, 'id' | 'peakRssMb' | 'ms'>> {
+async function run(job: FuzzJob): Promise<JobOutcome> {
   if (job.kvTarget) return runOverTarget({ ...job, kvTarget: job.kvTarget });
   if (job.hiddenTarget) return runDflashOverTarget({ ...job, hiddenTarget: job.hiddenTarget });
   let stage = 'inspect';

@@ -9,12 +9,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { EngineModel, dflashRow, draftLayersOf } from '@kailstream/engine';
+import { dflashRow, type EngineModel } from '@kailstream/engine';
 
-import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import type { FileTypeName } from '../models/quant-plan';
 import { llamaDflashRef, type DflashRef } from './dflash-ref';
+import { finiteNmse, inTargetVocab, targetAndDraft } from './draft-parity.suite';
 import { nmse, tokenIds, top1Agreement } from './metrics';
 
 const N = 40;
@@ -47,18 +47,12 @@ describe.each(CASES)('tiny-qwen3 + %s %s', (preset, type) => {
   let tokens: number[];
   let target: EngineModel;
   let draft: EngineModel;
-  let tfile: string;
   beforeAll(async () => {
-    tfile = path.join(dir, `tiny-qwen3-${type}.gguf`);
-    if (!fs.existsSync(tfile)) writeModel({ config: getPreset('tiny-qwen3').config, fileType: type, seed: 5, out: tfile });
-    const dfile = path.join(dir, `${preset}-${type}.gguf`);
-    writeModel({ config: getPreset(preset).config, fileType: type, seed: 6, out: dfile });
+    const pair = targetAndDraft(dir, 'tiny-qwen3', preset, type, N + 16);
+    ({ target, draft } = pair);
     tokens = tokenIds(N, getPreset('tiny-qwen3').config.vocabSize, 31);
-    ref = await llamaDflashRef(tfile, dfile, tokens, { split: SPLIT, threads: 2 });
-    if (type !== 'F32') dflt = await llamaDflashRef(tfile, dfile, tokens, { split: SPLIT, threads: 2, defaultRun: true });
-    const opts = { threads: 2, nCtx: N + 16, kvType: 'f32' as const };
-    target = EngineModel.load(tfile, { ...opts, extractLayers: draftLayersOf(dfile)! });
-    draft = EngineModel.load(dfile, { ...opts, embeddingsFrom: tfile });
+    ref = await llamaDflashRef(pair.files.target, pair.files.draft, tokens, { split: SPLIT, threads: 2 });
+    if (type !== 'F32') dflt = await llamaDflashRef(pair.files.target, pair.files.draft, tokens, { split: SPLIT, threads: 2, defaultRun: true });
   }, 300_000);
   afterAll(() => {
     target?.close();
@@ -96,26 +90,8 @@ describe.each(CASES)('tiny-qwen3 + %s %s', (preset, type) => {
     draft.truncate(0, SPLIT);
     const b2 = await pass(SPLIT, N - 1, tokens[N - 1]);
     draft.truncate(0, 0);
-    // The draft's rows in the target's vocabulary (d2t: -inf outside its ids, as llama.cpp's graph writes them).
-    const toTarget = (l: Float32Array): Float32Array => {
-      const d2t = draft.dflash!.d2t;
-      if (!d2t) return l;
-      const V = ref.nVocab;
-      const o = new Float32Array(B * V).fill(-Infinity);
-      for (let r = 0; r < B; r++) for (let j = 0; j < d2t.length; j++) o[r * V + d2t[j]] = l[r * d2t.length + j];
-      return o;
-    };
-    // NMSE over the finite entries, after checking both sides are -inf at the same places.
-    const finiteNmse = (a: Float32Array, b: Float32Array): number => {
-      const keep: number[] = [];
-      for (let i = 0; i < b.length; i++) {
-        expect(Number.isFinite(a[i])).toBe(Number.isFinite(b[i]));
-        if (Number.isFinite(b[i])) keep.push(i);
-      }
-      return nmse(Float32Array.from(keep, (i) => a[i]), Float32Array.from(keep, (i) => b[i]));
-    };
-    const l1 = toTarget(b1);
-    const l2 = toTarget(b2);
+    const l1 = inTargetVocab(b1, B, ref.nVocab, draft.dflash!.d2t);
+    const l2 = inTargetVocab(b2, B, ref.nVocab, draft.dflash!.d2t);
     const e1 = finiteNmse(l1, ref.block1Logits);
     const e2 = finiteNmse(l2, ref.block2Logits);
     const t1 = top1Agreement(l1, ref.block1Logits, ref.nVocab);

@@ -7,11 +7,11 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { EngineModel, eagle3LayersOf } from '@kailstream/engine';
+import type { EngineModel } from '@kailstream/engine';
 
-import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import type { FileTypeName } from '../models/quant-plan';
+import { finiteNmse, inTargetVocab, targetAndDraft } from './draft-parity.suite';
 import { llamaEagle3Ref, type Eagle3Ref } from './eagle3-ref';
 import { nmse, tokenIds, top1Agreement } from './metrics';
 
@@ -47,39 +47,18 @@ describe.each(CASES)('%s + %s %s', (targetPreset, preset, type, bound) => {
   let target: EngineModel;
   let draft: EngineModel;
   beforeAll(async () => {
-    const tfile = path.join(dir, `${targetPreset}-${type}.gguf`);
-    if (!fs.existsSync(tfile)) writeModel({ config: getPreset(targetPreset).config, fileType: type, seed: 5, out: tfile });
-    const dfile = path.join(dir, `${preset}-${type}.gguf`);
-    writeModel({ config: getPreset(preset).config, fileType: type, seed: 6, out: dfile });
+    const pair = targetAndDraft(dir, targetPreset, preset, type, N + STEPS + 8);
+    ({ target, draft } = pair);
     tokens = tokenIds(N, getPreset(targetPreset).config.vocabSize, 29);
-    ref = await llamaEagle3Ref(tfile, dfile, tokens, { draftSteps: STEPS, threads: 2 });
-    const opts = { threads: 2, nCtx: N + STEPS + 8, kvType: 'f32' as const };
-    target = EngineModel.load(tfile, { ...opts, extractLayers: eagle3LayersOf(dfile)! });
-    draft = EngineModel.load(dfile, { ...opts, embeddingsFrom: tfile });
+    ref = await llamaEagle3Ref(pair.files.target, pair.files.draft, tokens, { draftSteps: STEPS, threads: 2 });
   }, 300_000);
   afterAll(() => {
     target?.close();
     draft?.close();
   });
 
-  // The draft's logits in the target's vocabulary (d2t: -inf outside its ids, as llama.cpp's graph writes them).
-  const toTarget = (l: Float32Array, rows: number): Float32Array => {
-    const d2t = draft.eagle3!.d2t;
-    if (!d2t) return l;
-    const V = ref.nVocab;
-    const o = new Float32Array(rows * V).fill(-Infinity);
-    for (let r = 0; r < rows; r++) for (let j = 0; j < d2t.length; j++) o[r * V + d2t[j]] = l[r * d2t.length + j];
-    return o;
-  };
-  // NMSE over the finite entries, after checking both sides are -inf at the same places.
-  const finiteNmse = (a: Float32Array, b: Float32Array): number => {
-    const keep: number[] = [];
-    for (let i = 0; i < b.length; i++) {
-      expect(Number.isFinite(a[i])).toBe(Number.isFinite(b[i]));
-      if (Number.isFinite(b[i])) keep.push(i);
-    }
-    return nmse(Float32Array.from(keep, (i) => a[i]), Float32Array.from(keep, (i) => b[i]));
-  };
+  // The draft's logits in the target's vocabulary (d2t).
+  const toTarget = (l: Float32Array, rows: number): Float32Array => inTargetVocab(l, rows, ref.nVocab, draft.eagle3!.d2t);
 
   it("the target's logits and its three layers' inputs", async () => {
     const { logits, hidden } = await target.evaluateWithHidden(0, tokens, 'all');

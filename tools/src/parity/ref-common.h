@@ -1,13 +1,15 @@
-// Helpers the llama.cpp reference programs (mtp-ref, eagle3-ref, gemma4-assistant-ref, t5-ref,
-// cvec-ref, imatrix-ref) share: errors, the log callback, the command line, token lists, where node-llama-cpp's backend libraries are, and for the
-// drafting references (mtp-ref, eagle3-ref) batches of tokens with embedding rows, greedy chained
-// draft steps and their output files. Each program defines
-// kRefName (its name in messages) before including this.
+// Helpers the llama.cpp reference programs (mtp-ref, eagle3-ref, dflash-ref, gemma4-assistant-ref,
+// t5-ref, cvec-ref, imatrix-ref) share: errors, the log callback, the command line, token lists,
+// where node-llama-cpp's backend libraries are, loading models, the context settings, and for the
+// drafting references (mtp-ref, eagle3-ref, dflash-ref, gemma4-assistant-ref) the target's pass,
+// batches of tokens with embedding rows, greedy chained draft steps and their output files. Each
+// program defines kRefName (its name in messages) before including this.
 #pragma once
 
 #include <dlfcn.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -58,8 +60,13 @@ inline std::vector<llama_token> parse_tokens(const std::string & s) {
     return out;
 }
 
-// The backends of a GGML_BACKEND_DL build (node-llama-cpp's) are separate libraries next to
-// libggml; find that directory through this process's own libllama.
+// Fails unless every id is a token of an n_vocab vocabulary ("WHAT ID at index K out of range").
+inline void check_tokens(const std::vector<llama_token> & tokens, int32_t n_vocab, const char * what = "token") {
+    for (size_t k = 0; k < tokens.size(); k++) {
+        if (tokens[k] < 0 || tokens[k] >= n_vocab) fail("%s %d at index %d out of range [0, %d)", what, tokens[k], (int) k, n_vocab);
+    }
+}
+
 // What every reference program's command line has: --out PREFIX, --tokens 1,2,3 (required),
 // --threads N (>= 1) and --verbose. Each program's own flags are handlers in `own`, which take
 // their values through next() (failing, naming the flag, where the line ends).
@@ -88,12 +95,58 @@ inline void parse_args(int argc, char ** argv, const char * usage, common_args &
     if (a.threads < 1) fail("--threads must be >= 1");
 }
 
+// The backends of a GGML_BACKEND_DL build (node-llama-cpp's) are separate libraries next to
+// libggml; find that directory through this process's own libllama.
 inline std::string backend_dir() {
     Dl_info info{};
     if (dladdr((void *) &llama_backend_init, &info) == 0 || info.dli_fname == nullptr) fail("cannot locate libllama (dladdr failed)");
     std::string p = info.dli_fname;
     const size_t slash = p.rfind('/');
     return slash == std::string::npos ? std::string(".") : p.substr(0, slash);
+}
+
+// llama.cpp's log through log_cb (errors only, unless --verbose), node-llama-cpp's backends loaded,
+// the backend initialised.
+inline void init_backend() {
+    llama_log_set(log_cb, nullptr);
+    ggml_backend_load_all_from_path(backend_dir().c_str());
+    llama_backend_init();
+}
+
+// A model on the CPU (no GPU layers) without extra (repacked) weight buffers: the reference computes
+// from the file's layout (and on AMX CPUs those buffers fail MoE graphs); `load_mtp`: with its
+// MTP (NextN) layers. A file that cannot be opened, or that llama.cpp refuses, fails by name.
+inline llama_model * load_model(const std::string & path, bool load_mtp = false) {
+    FILE * f = std::fopen(path.c_str(), "rb");
+    if (!f) fail("cannot open model '%s': %s", path.c_str(), std::strerror(errno));
+    std::fclose(f);
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    mp.load_mtp = load_mtp;
+    mp.use_extra_bufts = false;
+    llama_model * m = llama_model_load_from_file(path.c_str(), mp);
+    if (!m) fail("llama.cpp could not load '%s' (run with --verbose for its log)", path.c_str());
+    return m;
+}
+
+// A drafting reference's two models: the target, then the draft (load_model), its kind checked by
+// `check_kind` (where given) before its vocabulary, which must be the target's.
+struct target_draft {
+    llama_model * target;
+    llama_model * draft;
+    int32_t n_vocab;
+};
+inline target_draft load_target_draft(const std::string & target, const std::string & draft, const std::function<void(const llama_model *)> & check_kind = nullptr) {
+    target_draft m{load_model(target), load_model(draft), 0};
+    if (check_kind) check_kind(m.draft);
+    m.n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m.target));
+    if (llama_vocab_n_tokens(llama_model_get_vocab(m.draft)) != m.n_vocab) fail("the draft's vocabulary differs from the target's");
+    return m;
+}
+
+// n_ctx for `rows` positions: rounded up to a multiple of 256.
+inline uint32_t ctx_size(int32_t rows) {
+    return (uint32_t) ((rows + 255) / 256 * 256);
 }
 
 // The exact reference's context: one sequence, one ubatch of n_ctx, F32 K and V caches, flash
@@ -111,6 +164,34 @@ inline llama_context_params exact_context_params(uint32_t n_ctx, int threads) {
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.no_perf = true;
     return cp;
+}
+
+// The same with llama.cpp's defaults where `default_run`: F16 K and V caches, flash attention auto
+// (the run a quantized file's spread is measured against).
+inline llama_context_params context_params(uint32_t n_ctx, int threads, bool default_run) {
+    llama_context_params cp = exact_context_params(n_ctx, threads);
+    if (default_run) {
+        cp.type_k = GGML_TYPE_F16;
+        cp.type_v = GGML_TYPE_F16;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
+    }
+    return cp;
+}
+
+// The report's "settings" member for those contexts; `extra`: further members (", \"k\": v").
+inline std::string settings_json(int threads, bool default_run, uint32_t n_ctx, const std::string & extra = "") {
+    return "\"settings\": {\"threads\": " + std::to_string(threads) + ", \"kv\": \"" + (default_run ? "f16" : "f32") + "\", \"flash_attention\": \"" +
+        (default_run ? "auto" : "off") + "\", \"n_ctx\": " + std::to_string(n_ctx) + extra + "}";
+}
+
+// A draft's context over its target's (ctx_other: the target's token_embd / output or KV cache,
+// where the draft reads them), its NextN rows masked as common/speculative.cpp sets them.
+inline llama_context * draft_context(llama_model * draft, llama_context_params cp, llama_context * target) {
+    cp.ctx_other = target;
+    llama_context * ctx = llama_init_from_model(draft, cp);
+    if (!ctx) fail("cannot create the draft context");
+    llama_set_embeddings_nextn(ctx, true, /*masked*/ true);
+    return ctx;
 }
 
 // Row k of a batch: token at pos (when the batch has token ids), sequence 0, logits wanted.
@@ -152,28 +233,94 @@ inline void read_rows(llama_context * ctx, int32_t n, int32_t n_vocab, int32_t w
     }
 }
 
+// Copies rows 0..n-1 of a context's logits out.
+inline void read_logits(llama_context * ctx, int32_t n, int32_t n_vocab, float * logits, const char * what) {
+    for (int32_t k = 0; k < n; k++) {
+        const float * l = llama_get_logits_ith(ctx, k);
+        if (!l) fail("%s: no logits for row %d", what, k);
+        std::memcpy(logits + (size_t) k * n_vocab, l, sizeof(float) * n_vocab);
+    }
+}
+
+// One batch of tokens[k] at pos k (logits for every row) through llama_decode, or llama_encode
+// where `encode`; `what` names the call in the error.
+inline void run_tokens(llama_context * ctx, const std::vector<llama_token> & tokens, const char * what, bool encode = false) {
+    const int32_t n = (int32_t) tokens.size();
+    llama_batch b = llama_batch_init(n, 0, 1);
+    for (int32_t k = 0; k < n; k++) set_row(b, k, tokens[k], k);
+    b.n_tokens = n;
+    const int32_t rc = encode ? llama_encode(ctx, b) : llama_decode(ctx, b);
+    llama_batch_free(b);
+    if (rc != 0) fail("%s failed (rc %d)", what, rc);
+}
+
+// One row of a one-row batch through llama_decode: token at pos, with `embd` (`width` floats) as
+// its embedding row when given; its logits and NextN row out (read_rows).
+inline void decode_row(llama_context * ctx, llama_batch & b, llama_token token, llama_pos pos, const float * embd, int32_t width, int32_t n_vocab, float * logits, float * row, const std::string & what) {
+    set_row(b, 0, token, pos);
+    if (embd) std::memcpy(b.embd, embd, sizeof(float) * width);
+    b.n_tokens = 1;
+    const int32_t rc = llama_decode(ctx, b);
+    if (rc != 0) fail("%s: llama_decode failed (rc %d)", what.c_str(), rc);
+    read_rows(ctx, 1, n_vocab, width, logits, row, what.c_str());
+}
+
+// The token with the largest logit (the lowest id on ties).
+inline llama_token argmax(const float * l, int32_t n_vocab) {
+    llama_token d = 0;
+    for (int32_t v = 1; v < n_vocab; v++) {
+        if (l[v] > l[d]) d = v;
+    }
+    return d;
+}
+
+// NaN or +inf anywhere, or -inf where `neg_inf_ok` is false, is an error (a d2t draft vocabulary
+// leaves -inf outside its ids).
+inline void check_values(const char * what, const std::vector<float> & v, bool neg_inf_ok = false) {
+    for (size_t i = 0; i < v.size(); i++) {
+        if (std::isnan(v[i]) || (std::isinf(v[i]) && (v[i] > 0 || !neg_inf_ok))) fail("%s: value %g at index %zu", what, (double) v[i], i);
+    }
+}
+
+// The target's pass for a draft that reads its hidden states (EAGLE-3, DFlash): the inputs of
+// target layers ids[0..L-1] extracted (an id equal to the target's n_layer: its h_nextn, where its
+// graph has one), then one batch tokens[k] at pos k.
+//   logits   [n][n_vocab]
+//   features [n][L * n_embd]  row k = the layers' rows at pos k, concatenated
+struct target_pass {
+    std::vector<float> logits, features;
+};
+inline target_pass run_target_layers(llama_context * ctx, const std::vector<llama_token> & tokens, const int32_t * ids, uint32_t L, int32_t n_layer, int32_t n_vocab, int32_t n_embd) {
+    for (uint32_t j = 0; j < L; j++) {
+        if (ids[j] < n_layer) llama_set_embeddings_layer_inp(ctx, (uint32_t) ids[j], true);
+        else llama_set_embeddings_nextn(ctx, true, /*masked*/ false);
+    }
+    const int32_t n = (int32_t) tokens.size();
+    const size_t width = (size_t) L * n_embd;
+    target_pass out{std::vector<float>((size_t) n * n_vocab), std::vector<float>((size_t) n * width)};
+    run_tokens(ctx, tokens, "target llama_decode");
+    read_logits(ctx, n, n_vocab, out.logits.data(), "target");
+    for (uint32_t j = 0; j < L; j++) {
+        const float * layer = ids[j] < n_layer ? llama_get_embeddings_layer_inp(ctx, (uint32_t) ids[j]) : llama_get_embeddings_nextn(ctx);
+        if (!layer) fail("target layer %d: no extracted hidden states", ids[j]);
+        for (int32_t k = 0; k < n; k++) std::memcpy(&out.features[(size_t) k * width + (size_t) j * n_embd], layer + (size_t) k * n_embd, sizeof(float) * n_embd);
+    }
+    return out;
+}
+
 // K greedy draft steps, as the drafting loops of common/speculative.cpp: step j feeds the argmax
-// of the previous logits at position start + j with the previous NextN row as its embedding.
+// of the previous logits at position start + j * pos_step (a Gemma 4 assistant's steps all sit at
+// one position: pos_step 0) with the previous NextN row as its embedding.
 struct draft_steps {
     std::vector<float> logits, rows;
     std::vector<llama_token> tokens;
 };
-inline draft_steps greedy_draft_steps(llama_context * ctx, const float * prev_l, const float * prev_h, int32_t n_vocab, int32_t width, int32_t K, llama_pos start, const char * what) {
+inline draft_steps greedy_draft_steps(llama_context * ctx, const float * prev_l, const float * prev_h, int32_t n_vocab, int32_t width, int32_t K, llama_pos start, const char * what, llama_pos pos_step = 1) {
     draft_steps out{std::vector<float>((size_t) K * n_vocab), std::vector<float>((size_t) K * width), std::vector<llama_token>(K)};
     token_embd_batch tb(1, width);
-    llama_batch & b = tb.b;
     for (int32_t j = 0; j < K; j++) {
-        llama_token d = 0;
-        for (int32_t v = 1; v < n_vocab; v++) {
-            if (prev_l[v] > prev_l[d]) d = v;
-        }
-        out.tokens[j] = d;
-        set_row(b, 0, d, start + j);
-        std::memcpy(b.embd, prev_h, sizeof(float) * width);
-        b.n_tokens = 1;
-        const int32_t rc = llama_decode(ctx, b);
-        if (rc != 0) fail("%s draft step %d: llama_decode failed (rc %d)", what, j, rc);
-        read_rows(ctx, 1, n_vocab, width, &out.logits[(size_t) j * n_vocab], &out.rows[(size_t) j * width], what);
+        out.tokens[j] = argmax(prev_l, n_vocab);
+        decode_row(ctx, tb.b, out.tokens[j], start + j * pos_step, prev_h, width, n_vocab, &out.logits[(size_t) j * n_vocab], &out.rows[(size_t) j * width], std::string(what) + " draft step " + std::to_string(j));
         prev_l = &out.logits[(size_t) j * n_vocab];
         prev_h = &out.rows[(size_t) j * width];
     }
@@ -223,6 +370,21 @@ inline void write_report(const std::string & prefix, const std::string & json) {
     std::fprintf(f, "%s\n", json.c_str());
     if (std::fclose(f) != 0) fail("cannot close '%s'", path.c_str());
     std::printf("%s\n", json.c_str());
+}
+
+// The end of a drafting reference's report: the two models' paths, the settings member
+// (settings_json) and the files (write_arrays).
+inline std::string draft_report_end(const std::string & target, const std::string & draft, const std::string & settings, const std::string & files) {
+    return ", \"target\": " + json_str(target) + ", \"draft\": " + json_str(draft) + ", " + settings + ", \"files\": {" + files + "}}";
+}
+
+// Frees a drafting reference's contexts (the draft's first) and models, then the backend.
+inline void free_target_draft(llama_context * ctx_draft, llama_context * ctx_target, const target_draft & m) {
+    llama_free(ctx_draft);
+    llama_free(ctx_target);
+    llama_model_free(m.draft);
+    llama_model_free(m.target);
+    llama_backend_free();
 }
 
 } // namespace ref

@@ -783,14 +783,7 @@ export async function proposeMtp(items: { seq: SpeculativeSequence; history: rea
     row.set(hid, w - hw);
     return row;
   };
-  const d2t = eagle3?.d2t ?? null;
-  const ntv = dec.target.nVocab;
-  const toTarget = (l: Float32Array): Float32Array => {
-    if (!d2t) return l;
-    const o = new Float32Array(ntv).fill(-Infinity);
-    for (let j = 0; j < d2t.length; j++) o[d2t[j]] = l[j];
-    return o;
-  };
+  const toTarget = inTargetVocab(eagle3?.d2t ?? null, dec.target.nVocab);
   const ks = items.map((it) => it.seq.draftLength(it.history, it.maxDraft));
   const live = items.map((_, i) => i).filter((i) => ks[i] > 0);
   const drafts: Draft[] = items.map((it, i) => ({ tokens: [], q: ks[i] > 0 && !isGreedy(it.seq.sampling) ? [] : null }));
@@ -850,6 +843,19 @@ export async function proposeMtp(items: { seq: SpeculativeSequence; history: rea
 }
 
 /**
+ * A draft vocabulary's logits row into the target's vocabulary of nVocab: -inf outside d2t's ids,
+ * as llama.cpp's graph writes them (the row itself without d2t).
+ */
+function inTargetVocab(d2t: Int32Array | null, nVocab: number): (l: Float32Array) => Float32Array {
+  return (l) => {
+    if (!d2t) return l;
+    const o = new Float32Array(nVocab).fill(-Infinity);
+    for (let j = 0; j < d2t.length; j++) o[d2t[j]] = l[j];
+    return o;
+  };
+}
+
+/**
  * DFlash drafting for several sequences of one decoder (llama.cpp's draft-dflash): each sequence's
  * catch-up rows (the target's features of the positions its draft cache lacks, injected into it)
  * and its noise block [pending token, mask x k] at positions h-1..h-1+k, in one pass when they fit
@@ -862,14 +868,7 @@ async function proposeDflash(items: { seq: SpeculativeSequence; history: readonl
   const m = dec.mtp!;
   const df = m.dflash!;
   const nv = m.nVocab;
-  // A draft vocabulary's rows into the target's (-inf outside d2t's ids, as llama.cpp's graph writes them).
-  const ntv = dec.target.nVocab;
-  const toTarget = (l: Float32Array): Float32Array => {
-    if (!df.d2t) return l;
-    const o = new Float32Array(ntv).fill(-Infinity);
-    for (let j = 0; j < df.d2t.length; j++) o[df.d2t[j]] = l[j];
-    return o;
-  };
+  const toTarget = inTargetVocab(df.d2t, dec.target.nVocab);
   const w = m.runtime.inputWidth;
   const d = m.hparams.nEmbd;
   const ks = items.map((it) => Math.min(it.seq.draftLength(it.history, it.maxDraft), df.blockSize - 1, m.nBatch - 1));
@@ -939,12 +938,7 @@ async function proposeDflash(items: { seq: SpeculativeSequence; history: readonl
 function checkDflash(target: EngineModel, draft: EngineModel): void {
   const e = draft.dflash!;
   const what = `the DFlash draft ${draft.path}`;
-  for (const il of e.targetLayers)
-    if (il >= target.hparams.nLayer) throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target layer ${il}; the target has layers 0..${target.hparams.nLayer - 1}`);
-  if (draft.embeddingsFrom && draft.embeddingsFrom !== nodePath.resolve(target.path))
-    throw new EngineError('KAIL_E_INVALID_ARG', `${what} takes token_embd / output from ${draft.embeddingsFrom}, not from the target ${target.path}`);
-  if (!sameLayers(target.extractLayers, e.targetLayers))
-    throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target layers [${e.targetLayers.join(', ')}]: load the target with extractLayers [${e.targetLayers.join(', ')}] (it has ${target.extractLayers ? `[${target.extractLayers.join(', ')}]` : 'none'})`);
+  checkTargetLayers(target, draft, what, e.targetLayers);
   const nIn = draft.runtime.inputWidth - 2 * draft.hparams.nEmbd;
   if (target.hiddenWidth !== nIn)
     throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads ${nIn} feature floats per position (${e.targetLayers.length} target layers); the target gives ${target.hiddenWidth} (n_embd ${target.hparams.nEmbd})`);
@@ -971,17 +965,26 @@ function sameLayers(a: readonly number[] | null, b: readonly number[]): boolean 
   return !!a && a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
+/**
+ * What a draft that reads the target's hidden states (EAGLE-3, DFlash) needs of it: the layers it
+ * reads exist and the target extracts exactly those, and the token_embd / output it borrows are
+ * this target's.
+ */
+function checkTargetLayers(target: EngineModel, draft: EngineModel, what: string, layers: readonly number[]): void {
+  for (const il of layers)
+    if (il >= target.hparams.nLayer) throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target layer ${il}; the target has layers 0..${target.hparams.nLayer - 1}`);
+  if (draft.embeddingsFrom && draft.embeddingsFrom !== nodePath.resolve(target.path))
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} takes token_embd / output from ${draft.embeddingsFrom}, not from the target ${target.path}`);
+  if (!sameLayers(target.extractLayers, layers))
+    throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target layers [${layers.join(', ')}]: load the target with extractLayers [${layers.join(', ')}] (it has ${target.extractLayers ? `[${target.extractLayers.join(', ')}]` : 'none'})`);
+}
+
 /** An EAGLE-3 draft's binding to the target: the layers its hidden rows hold, their width, the vocabulary. */
 function checkEagle3(target: EngineModel, draft: EngineModel): void {
   const e = draft.eagle3!;
   const what = `the EAGLE-3 draft ${draft.path}`;
   if (target.hparams.nEmbd !== e.targetDim) throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target hidden states of ${e.targetDim} floats (eagle3.target_hidden_size); the target's n_embd is ${target.hparams.nEmbd}`);
-  for (const il of e.targetLayers)
-    if (il >= target.hparams.nLayer) throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target layer ${il}; the target has layers 0..${target.hparams.nLayer - 1}`);
-  if (draft.embeddingsFrom && draft.embeddingsFrom !== nodePath.resolve(target.path))
-    throw new EngineError('KAIL_E_INVALID_ARG', `${what} takes token_embd / output from ${draft.embeddingsFrom}, not from the target ${target.path}`);
-  if (!sameLayers(target.extractLayers, e.targetLayers))
-    throw new EngineError('KAIL_E_INVALID_ARG', `${what} reads target layers [${e.targetLayers.join(', ')}]: load the target with extractLayers [${e.targetLayers.join(', ')}] (it has ${target.extractLayers ? `[${target.extractLayers.join(', ')}]` : 'none'})`);
+  checkTargetLayers(target, draft, what, e.targetLayers);
   if (target.hiddenWidth !== 3 * e.targetDim || draft.runtime.inputWidth !== 3 * e.targetDim + draft.hparams.nEmbd)
     throw new EngineError('KAIL_E_INTERNAL', `EAGLE-3: the target gives ${target.hiddenWidth} hidden floats per token, the draft reads ${draft.runtime.inputWidth}`);
   checkVocabCompatible(target.tokenizer, draft.tokenizer, { target: target.path, draft: draft.path });

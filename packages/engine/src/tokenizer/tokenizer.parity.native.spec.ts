@@ -85,14 +85,39 @@ function randomTexts(tok: Tokenizer, n: number, seed: number, extraWords: readon
 
 const describeIf = haveReference ? describe : describe.skip;
 
-/** llama-tokenizer-ref.mjs on a job file; its answer is stdout's last line (llama.cpp prints its kv overrides before it). */
-function runReference(jobFile: string): RefResult[] {
-  const stdout = execFileSync(process.execPath, [path.join(__dirname, 'llama-tokenizer-ref.mjs'), jobFile], {
-    env: { ...process.env, NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true' },
-    maxBuffer: 512 << 20,
-    stdio: ['ignore', 'pipe', 'ignore'],
-  }).toString('utf8');
-  return JSON.parse(stdout.slice(stdout.lastIndexOf('\n') + 1)) as RefResult[];
+/**
+ * llama-tokenizer-ref.mjs on `jobs`, in one child process (loading llama.cpp takes seconds), through
+ * a job file; its answer is stdout's last line (llama.cpp prints its kv overrides before it).
+ */
+function runReference(jobs: unknown[]): RefResult[] {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-tok-'));
+  try {
+    const jobFile = path.join(dir, 'jobs.json');
+    fs.writeFileSync(jobFile, JSON.stringify(jobs));
+    const stdout = execFileSync(process.execPath, [path.join(__dirname, 'llama-tokenizer-ref.mjs'), jobFile], {
+      env: { ...process.env, NODE_LLAMA_CPP_SKIP_DOWNLOAD: 'true' },
+      maxBuffer: 512 << 20,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).toString('utf8');
+    return JSON.parse(stdout.slice(stdout.lastIndexOf('\n') + 1)) as RefResult[];
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Where kail's tokenization of each text, without and with special-token parsing, differs from llama.cpp's. */
+function tokenizeMismatches(tok: Tokenizer, texts: string[], ref: RefResult): unknown[] {
+  const mismatches: unknown[] = [];
+  texts.forEach((text, i) => {
+    for (const [parseSpecial, want] of [
+      [false, ref.tokenize[i]],
+      [true, ref.tokenizeSpecial[i]],
+    ] as const) {
+      const got = tok.tokenize(text, { addSpecial: false, parseSpecial });
+      if (got.join(' ') !== want.join(' ')) mismatches.push({ text, parseSpecial, got, want });
+    }
+  });
+  return mismatches;
 }
 
 describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
@@ -120,31 +145,14 @@ describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
         gguf.close();
       }
     }
-    // one child process for all vocabularies: loading llama.cpp takes seconds
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-tok-'));
-    try {
-      const jobFile = path.join(dir, 'jobs.json');
-      const jobs = cases.map((c) => ({ model: c.file, nVocab: c.tok.nTokens, texts: c.texts, ids: c.ids }));
-      fs.writeFileSync(jobFile, JSON.stringify(jobs));
-      runReference(jobFile).forEach((r, i) => (cases[i].ref = r));
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    // one child process for all vocabularies
+    runReference(cases.map((c) => ({ model: c.file, nVocab: c.tok.nTokens, texts: c.texts, ids: c.ids }))).forEach((r, i) => (cases[i].ref = r));
   }, 600_000);
 
   it.each(vocabs.map((f, i) => [path.basename(f), i]))('%s', (_name, index) => {
     const { tok, texts, ids, ref } = cases[index];
     const v = tok.vocab;
-    const mismatches: unknown[] = [];
-    texts.forEach((text, i) => {
-      for (const [parseSpecial, want] of [
-        [false, ref.tokenize[i]],
-        [true, ref.tokenizeSpecial[i]],
-      ] as const) {
-        const got = tok.tokenize(text, { addSpecial: false, parseSpecial });
-        if (got.join(' ') !== want.join(' ')) mismatches.push({ text, parseSpecial, got, want });
-      }
-    });
+    const mismatches = tokenizeMismatches(tok, texts, ref);
     ids.forEach((seq, i) => {
       for (const [special, want] of [
         [false, ref.detokenize[i]],
@@ -207,30 +215,12 @@ describePre('parity with llama.cpp for every pre-tokenizer (GPT-2 vocabulary, to
       const tok = Tokenizer.fromMetadata({ ...metadata, 'tokenizer.ggml.pre': o.pre, 'tokenizer.ggml.model': o.model ?? metadata['tokenizer.ggml.model'] });
       cases.push({ tok, texts: randomTexts(tok, 30, 777 + i).texts, ref: undefined as unknown as RefResult });
     }
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-tok-pre-'));
-    try {
-      const jobFile = path.join(dir, 'jobs.json');
-      const jobs = names.map((pre, i) => ({ model: gpt2Fixture, nVocab: 0, texts: cases[i].texts, ids: [], metadataOverrides: { tokenizer: { ggml: overrides(pre) } } }));
-      fs.writeFileSync(jobFile, JSON.stringify(jobs));
-      runReference(jobFile).forEach((r, i) => (cases[i].ref = r));
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    runReference(names.map((pre, i) => ({ model: gpt2Fixture, nVocab: 0, texts: cases[i].texts, ids: [], metadataOverrides: { tokenizer: { ggml: overrides(pre) } } }))).forEach((r, i) => (cases[i].ref = r));
   }, 600_000);
 
   it.each(names.map((n, i) => [n, i]))('%s', (_name, index) => {
     const { tok, texts, ref } = cases[index];
-    const mismatches: unknown[] = [];
-    texts.forEach((text, i) => {
-      for (const [parseSpecial, want] of [
-        [false, ref.tokenize[i]],
-        [true, ref.tokenizeSpecial[i]],
-      ] as const) {
-        const got = tok.tokenize(text, { addSpecial: false, parseSpecial });
-        if (got.join(' ') !== want.join(' ')) mismatches.push({ text, parseSpecial, got, want });
-      }
-    });
-    expect(mismatches.slice(0, 5)).toEqual([]);
+    expect(tokenizeMismatches(tok, texts, ref).slice(0, 5)).toEqual([]);
     expect({ addBos: tok.vocab.addBos, addEos: tok.vocab.addEos, nl: tok.newline ?? -1 }).toEqual({ addBos: ref.addBos, addEos: ref.addEos, nl: ref.nl });
   });
 });

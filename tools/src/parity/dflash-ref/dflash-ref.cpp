@@ -44,9 +44,6 @@ static const char * const kRefName = "dflash-ref";
 #include "llama-ext.h"
 #include "ref-common.h"
 
-#include <cerrno>
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -54,12 +51,9 @@ static const char * const kRefName = "dflash-ref";
 
 namespace {
 
-using ref::backend_dir;
+using ref::check_values;
 using ref::fail;
-using ref::log_cb;
 using ref::json_ints;
-using ref::json_str;
-using ref::parse_tokens;
 using ref::set_row;
 
 struct args_t : ref::common_args {
@@ -83,25 +77,6 @@ args_t parse_args(int argc, char ** argv) {
     return a;
 }
 
-// NaN or +inf anywhere, or -inf where `neg_inf_ok` is false, is an error (d2t leaves -inf outside its ids).
-void check_values(const char * what, const std::vector<float> & v, bool neg_inf_ok = false) {
-    for (size_t i = 0; i < v.size(); i++) {
-        if (std::isnan(v[i]) || (std::isinf(v[i]) && (v[i] > 0 || !neg_inf_ok))) fail("%s: value %g at index %zu", what, (double) v[i], i);
-    }
-}
-
-llama_model * load(const std::string & path) {
-    FILE * f = std::fopen(path.c_str(), "rb");
-    if (!f) fail("cannot open model '%s': %s", path.c_str(), std::strerror(errno));
-    std::fclose(f);
-    llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    mp.use_extra_bufts = false;
-    llama_model * m = llama_model_load_from_file(path.c_str(), mp);
-    if (!m) fail("llama.cpp could not load '%s' (run with --verbose for its log)", path.c_str());
-    return m;
-}
-
 std::string meta(const llama_model * m, const char * key) {
     char buf[64] = {};
     return llama_model_meta_val_str(m, key, buf, sizeof(buf)) >= 0 ? std::string(buf) : std::string();
@@ -111,19 +86,18 @@ std::string meta(const llama_model * m, const char * key) {
 
 int main(int argc, char ** argv) {
     const args_t a = parse_args(argc, argv);
-    llama_log_set(log_cb, nullptr);
-    ggml_backend_load_all_from_path(backend_dir().c_str());
-    llama_backend_init();
+    ref::init_backend();
 
-    llama_model * model_tgt = load(a.target);
-    llama_model * model_dft = load(a.draft);
+    const ref::target_draft models = ref::load_target_draft(a.target, a.draft, [&](const llama_model * d) {
+        if (llama_model_target_layer_ids_n(d) == 0) fail("'%s' is not a DFlash draft (no target layers)", a.draft.c_str());
+        if (llama_model_dflash_selector_top_k(d) > 0) fail("'%s' is a DFlash2 draft (selector); this program runs plain DFlash", a.draft.c_str());
+    });
+    llama_model * model_tgt = models.target;
+    llama_model * model_dft = models.draft;
     const uint32_t L = llama_model_target_layer_ids_n(model_dft);
-    if (L == 0) fail("'%s' is not a DFlash draft (no target layers)", a.draft.c_str());
-    if (llama_model_dflash_selector_top_k(model_dft) > 0) fail("'%s' is a DFlash2 draft (selector); this program runs plain DFlash", a.draft.c_str());
     const int32_t * ids = llama_model_target_layer_ids(model_dft);
 
-    const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model_tgt));
-    if (llama_vocab_n_tokens(llama_model_get_vocab(model_dft)) != n_vocab) fail("the draft's vocabulary differs from the target's");
+    const int32_t n_vocab = models.n_vocab;
     const llama_token mask = llama_vocab_mask(llama_model_get_vocab(model_dft));
     if (mask < 0 || mask >= n_vocab) fail("the draft has no mask token (tokenizer.ggml.mask_token_id)");
     const int32_t E_t = llama_model_n_embd(model_tgt);
@@ -137,51 +111,24 @@ int main(int argc, char ** argv) {
     const int32_t S = a.split >= 0 ? a.split : n / 2;
     if (S >= n - 1) fail("--split %d must be in [0, %d)", S, n - 1);
     const bool causal = meta(model_dft, "dflash.attention.causal") == "true";
-    for (int32_t k = 0; k < n; k++) {
-        if (a.tokens[k] < 0 || a.tokens[k] >= n_vocab) fail("token %d at index %d out of range [0, %d)", a.tokens[k], k, n_vocab);
-    }
+    ref::check_tokens(a.tokens, n_vocab);
     for (uint32_t k = 0; k < L; k++) {
         if (ids[k] < 0 || ids[k] >= n_layer_tgt) fail("target layer %d is outside the target's %d layers", ids[k], n_layer_tgt);
     }
 
-    const uint32_t n_ctx = (uint32_t) ((n + B + 255) / 256 * 256);
-    llama_context_params cp = ref::exact_context_params(n_ctx, a.threads);
-    if (a.default_run) {
-        cp.type_k = GGML_TYPE_F16;
-        cp.type_v = GGML_TYPE_F16;
-        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
-    }
+    const uint32_t n_ctx = ref::ctx_size(n + B);
+    llama_context_params cp = ref::context_params(n_ctx, a.threads, a.default_run);
 
     // 1. target with the layers' inputs extracted
     llama_context * ctx_tgt = llama_init_from_model(model_tgt, cp);
     if (!ctx_tgt) fail("cannot create the target context");
-    for (uint32_t k = 0; k < L; k++) llama_set_embeddings_layer_inp(ctx_tgt, (uint32_t) ids[k], true);
+    const ref::target_pass tp = ref::run_target_layers(ctx_tgt, a.tokens, ids, L, n_layer_tgt, n_vocab, E_t);
+    const std::vector<float> & tgt_logits = tp.logits;
+    const std::vector<float> & features = tp.features;
     const int32_t E_enc = (int32_t) L * E_t;
-    std::vector<float> tgt_logits((size_t) n * n_vocab), features((size_t) n * E_enc);
-    {
-        llama_batch b = llama_batch_init(n, 0, 1);
-        for (int32_t k = 0; k < n; k++) set_row(b, k, a.tokens[k], k);
-        b.n_tokens = n;
-        const int32_t rc = llama_decode(ctx_tgt, b);
-        llama_batch_free(b);
-        if (rc != 0) fail("target llama_decode failed (rc %d)", rc);
-        for (int32_t k = 0; k < n; k++) {
-            const float * l = llama_get_logits_ith(ctx_tgt, k);
-            if (!l) fail("target: no logits for row %d", k);
-            std::memcpy(&tgt_logits[(size_t) k * n_vocab], l, sizeof(float) * n_vocab);
-        }
-        for (uint32_t j = 0; j < L; j++) {
-            const float * layer = llama_get_embeddings_layer_inp(ctx_tgt, (uint32_t) ids[j]);
-            if (!layer) fail("target layer %d: no extracted hidden states", ids[j]);
-            for (int32_t k = 0; k < n; k++) std::memcpy(&features[(size_t) k * E_enc + (size_t) j * E_t], layer + (size_t) k * E_t, sizeof(float) * E_t);
-        }
-    }
 
     // 2. draft over the target
-    cp.ctx_other = ctx_tgt;
-    llama_context * ctx_dft = llama_init_from_model(model_dft, cp);
-    if (!ctx_dft) fail("cannot create the draft context");
-    llama_set_embeddings_nextn(ctx_dft, true, /*masked*/ true);
+    llama_context * ctx_dft = ref::draft_context(model_dft, cp, ctx_tgt);
     llama_set_causal_attn(ctx_dft, causal);
 
     // process(): the feature rows of positions [from, to) into the draft's cache
@@ -208,11 +155,7 @@ int main(int argc, char ** argv) {
         const int32_t rc = llama_decode(ctx_dft, b);
         llama_batch_free(b);
         if (rc != 0) fail("draft block llama_decode failed (rc %d)", rc);
-        for (int32_t i = 0; i < B; i++) {
-            const float * l = llama_get_logits_ith(ctx_dft, i);
-            if (!l) fail("draft: no logits for block row %d", i);
-            std::memcpy(&out[(size_t) i * n_vocab], l, sizeof(float) * n_vocab);
-        }
+        ref::read_logits(ctx_dft, B, n_vocab, out.data(), "draft block");
     };
 
     std::vector<float> block1, block2;
@@ -235,15 +178,9 @@ int main(int argc, char ** argv) {
         ", \"target_layers\": " + json_ints(layers) + ", \"tokens\": " + json_ints(a.tokens) +
         ", \"split\": " + std::to_string(S) + ", \"block\": " + std::to_string(B) + ", \"block_size\": " + std::to_string(block_size) +
         ", \"mask_token\": " + std::to_string(mask) + ", \"causal\": " + (causal ? "true" : "false") +
-        ", \"target\": " + json_str(a.target) + ", \"draft\": " + json_str(a.draft) +
-        ", \"settings\": {\"threads\": " + std::to_string(a.threads) + ", \"kv\": \"" + std::string(a.default_run ? "f16" : "f32") + "\", \"flash_attention\": \"" + (a.default_run ? "auto" : "off") + "\", \"n_ctx\": " + std::to_string(n_ctx) + "}" +
-        ", \"files\": {" + fj + "}}";
+        ref::draft_report_end(a.target, a.draft, ref::settings_json(a.threads, a.default_run, n_ctx), fj);
     ref::write_report(a.out, json);
 
-    llama_free(ctx_dft);
-    llama_free(ctx_tgt);
-    llama_model_free(model_dft);
-    llama_model_free(model_tgt);
-    llama_backend_free();
+    ref::free_target_draft(ctx_dft, ctx_tgt, models);
     return 0;
 }

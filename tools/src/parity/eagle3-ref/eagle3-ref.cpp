@@ -41,9 +41,6 @@ static const char * const kRefName = "eagle3-ref";
 #include "llama-ext.h"
 #include "ref-common.h"
 
-#include <cerrno>
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -51,12 +48,9 @@ static const char * const kRefName = "eagle3-ref";
 
 namespace {
 
-using ref::backend_dir;
+using ref::check_values;
 using ref::fail;
-using ref::log_cb;
 using ref::json_ints;
-using ref::json_str;
-using ref::parse_tokens;
 using ref::read_rows;
 using ref::set_row;
 
@@ -78,88 +72,42 @@ args_t parse_args(int argc, char ** argv) {
     return a;
 }
 
-// NaN or +inf anywhere, or -inf where `neg_inf_ok` is false, is an error (d2t leaves -inf outside its ids).
-void check_values(const char * what, const std::vector<float> & v, bool neg_inf_ok) {
-    for (size_t i = 0; i < v.size(); i++) {
-        if (std::isnan(v[i]) || (std::isinf(v[i]) && (v[i] > 0 || !neg_inf_ok))) fail("%s: value %g at index %zu", what, (double) v[i], i);
-    }
-}
-
-llama_model * load(const std::string & path) {
-    FILE * f = std::fopen(path.c_str(), "rb");
-    if (!f) fail("cannot open model '%s': %s", path.c_str(), std::strerror(errno));
-    std::fclose(f);
-    llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    mp.use_extra_bufts = false;
-    llama_model * m = llama_model_load_from_file(path.c_str(), mp);
-    if (!m) fail("llama.cpp could not load '%s' (run with --verbose for its log)", path.c_str());
-    return m;
-}
-
 } // namespace
 
 int main(int argc, char ** argv) {
     const args_t a = parse_args(argc, argv);
-    llama_log_set(log_cb, nullptr);
-    ggml_backend_load_all_from_path(backend_dir().c_str());
-    llama_backend_init();
+    ref::init_backend();
 
-    llama_model * model_tgt = load(a.target);
-    llama_model * model_dft = load(a.draft);
-    if (llama_model_target_layer_ids_n(model_dft) != 3) fail("'%s' is not an EAGLE-3 draft (%u target layers)", a.draft.c_str(), llama_model_target_layer_ids_n(model_dft));
+    const ref::target_draft models = ref::load_target_draft(a.target, a.draft, [&](const llama_model * d) {
+        if (llama_model_target_layer_ids_n(d) != 3) fail("'%s' is not an EAGLE-3 draft (%u target layers)", a.draft.c_str(), llama_model_target_layer_ids_n(d));
+    });
+    llama_model * model_tgt = models.target;
+    llama_model * model_dft = models.draft;
     const int32_t * ids = llama_model_target_layer_ids(model_dft);
 
-    const int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model_tgt));
-    if (llama_vocab_n_tokens(llama_model_get_vocab(model_dft)) != n_vocab) fail("the draft's vocabulary differs from the target's");
+    const int32_t n_vocab = models.n_vocab;
     const int32_t E_t = llama_model_n_embd(model_tgt);
     const int32_t E_d = llama_model_n_embd(model_dft);
     const int32_t n_layer_tgt = llama_model_n_layer(model_tgt);
     const int32_t n = (int32_t) a.tokens.size();
     const int32_t K = a.draft_steps;
-    for (int32_t k = 0; k < n; k++) {
-        if (a.tokens[k] >= n_vocab) fail("token %d at index %d out of range [0, %d)", a.tokens[k], k, n_vocab);
-    }
+    ref::check_tokens(a.tokens, n_vocab);
     for (int k = 0; k < 3; k++) {
         if (ids[k] < 0 || ids[k] > n_layer_tgt) fail("target layer %d is outside the target's %d layers", ids[k], n_layer_tgt);
     }
 
-    const uint32_t n_ctx = (uint32_t) ((n + K + 255) / 256 * 256);
+    const uint32_t n_ctx = ref::ctx_size(n + K);
     llama_context_params cp = ref::exact_context_params(n_ctx, a.threads);
 
     // 1. target with the three layers' inputs extracted
     llama_context * ctx_tgt = llama_init_from_model(model_tgt, cp);
     if (!ctx_tgt) fail("cannot create the target context");
-    for (int k = 0; k < 3; k++) {
-        if (ids[k] < n_layer_tgt) llama_set_embeddings_layer_inp(ctx_tgt, (uint32_t) ids[k], true);
-        else llama_set_embeddings_nextn(ctx_tgt, true, /*masked*/ false);
-    }
-    const int32_t E_enc = 3 * E_t;
-    std::vector<float> tgt_logits((size_t) n * n_vocab), features((size_t) n * E_enc);
-    {
-        llama_batch b = llama_batch_init(n, 0, 1);
-        for (int32_t k = 0; k < n; k++) set_row(b, k, a.tokens[k], k);
-        b.n_tokens = n;
-        const int32_t rc = llama_decode(ctx_tgt, b);
-        llama_batch_free(b);
-        if (rc != 0) fail("target llama_decode failed (rc %d)", rc);
-        for (int32_t k = 0; k < n; k++) {
-            const float * l = llama_get_logits_ith(ctx_tgt, k);
-            if (!l) fail("target: no logits for row %d", k);
-            std::memcpy(&tgt_logits[(size_t) k * n_vocab], l, sizeof(float) * n_vocab);
-        }
-        for (int j = 0; j < 3; j++) {
-            const float * layer = ids[j] < n_layer_tgt ? llama_get_embeddings_layer_inp(ctx_tgt, (uint32_t) ids[j]) : llama_get_embeddings_nextn(ctx_tgt);
-            if (!layer) fail("target layer %d: no extracted hidden states", ids[j]);
-            for (int32_t k = 0; k < n; k++) std::memcpy(&features[(size_t) k * E_enc + (size_t) j * E_t], layer + (size_t) k * E_t, sizeof(float) * E_t);
-        }
-    }
+    ref::target_pass tp = ref::run_target_layers(ctx_tgt, a.tokens, ids, 3, n_layer_tgt, n_vocab, E_t);
+    const std::vector<float> & tgt_logits = tp.logits;
+    std::vector<float> & features = tp.features;
 
     // 2. draft: encoder over the feature rows, then the decoder rows (t[P+1], g[P]) at pos P
-    cp.ctx_other = ctx_tgt;
-    llama_context * ctx_dft = llama_init_from_model(model_dft, cp);
-    if (!ctx_dft) fail("cannot create the draft context");
-    llama_set_embeddings_nextn(ctx_dft, true, /*masked*/ true);
+    llama_context * ctx_dft = ref::draft_context(model_dft, cp, ctx_tgt);
 
     std::vector<float> g((size_t) n * E_d);
     {
@@ -190,28 +138,22 @@ int main(int argc, char ** argv) {
     const std::vector<float> & draft_logits = steps.logits;
     const std::vector<float> & draft_h = steps.rows;
 
-    check_values("target logits", tgt_logits, false);
-    check_values("features", features, false);
-    check_values("g", g, false);
+    check_values("target logits", tgt_logits);
+    check_values("features", features);
+    check_values("g", g);
     check_values("eagle logits", eagle_logits, true);
-    check_values("eagle h", eagle_h, false);
+    check_values("eagle h", eagle_h);
     check_values("draft-step logits", draft_logits, true);
-    check_values("draft-step h", draft_h, false);
+    check_values("draft-step h", draft_h);
 
     const std::string fj = ref::write_arrays(a.out, {{"target_logits", &tgt_logits}, {"features", &features}, {"g", &g}, {"eagle_logits", &eagle_logits}, {"eagle_h", &eagle_h}, {"draft_logits", &draft_logits}, {"draft_h", &draft_h}});
     const std::string json = "{\"n_tokens\": " + std::to_string(n) + ", \"n_vocab\": " + std::to_string(n_vocab) +
         ", \"n_embd\": " + std::to_string(E_d) + ", \"n_embd_tgt\": " + std::to_string(E_t) + ", \"n_layer_tgt\": " + std::to_string(n_layer_tgt) +
         ", \"target_layers\": [" + std::to_string(ids[0]) + "," + std::to_string(ids[1]) + "," + std::to_string(ids[2]) + "]" +
         ", \"tokens\": " + json_ints(a.tokens) + ", \"draft_steps\": " + std::to_string(K) + ", \"draft_tokens\": " + json_ints(steps.tokens) +
-        ", \"target\": " + json_str(a.target) + ", \"draft\": " + json_str(a.draft) +
-        ", \"settings\": {\"threads\": " + std::to_string(a.threads) + ", \"kv\": \"f32\", \"flash_attention\": \"off\", \"n_ctx\": " + std::to_string(n_ctx) + "}" +
-        ", \"files\": {" + fj + "}}";
+        ref::draft_report_end(a.target, a.draft, ref::settings_json(a.threads, false, n_ctx), fj);
     ref::write_report(a.out, json);
 
-    llama_free(ctx_dft);
-    llama_free(ctx_tgt);
-    llama_model_free(model_dft);
-    llama_model_free(model_tgt);
-    llama_backend_free();
+    ref::free_target_draft(ctx_dft, ctx_tgt, models);
     return 0;
 }

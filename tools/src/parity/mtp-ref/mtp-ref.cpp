@@ -52,26 +52,19 @@ static const char * const kRefName = "mtp-ref";
 #include "gguf.h"
 #include "ref-common.h"
 
-#include <dlfcn.h>
-
 #include <cerrno>
-#include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace {
 
-using ref::backend_dir;
+using ref::check_values;
 using ref::fail;
-using ref::log_cb;
 using ref::json_ints;
 using ref::json_str;
-using ref::parse_tokens;
 using ref::read_rows;
 using ref::set_row;
 
@@ -115,41 +108,22 @@ void check_nextn_tensors(const std::string & path) {
     if (!has) fail("'%s' counts %u MTP layer(s) but does not carry them (no %s): a trunk-only file", path.c_str(), nextn, probe.c_str());
 }
 
-void check_finite(const char * what, const std::vector<float> & v) {
-    for (size_t i = 0; i < v.size(); i++) {
-        if (!std::isfinite(v[i])) fail("%s: non-finite value %g at index %zu", what, (double) v[i], i);
-    }
-}
-
 } // namespace
 
 int main(int argc, char ** argv) {
     const args_t a = parse_args(argc, argv);
-    llama_log_set(log_cb, nullptr);
+    ref::init_backend();
     check_nextn_tensors(a.model);
-
-    ggml_backend_load_all_from_path(backend_dir().c_str());
-    llama_backend_init();
-
-    llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    mp.load_mtp = true;
-    // No repacked / AMX weight buffers (llama-cli's --no-repack): the reference computes from the
-    // file's layout, and on AMX CPUs those buffers fail MoE graphs (GGML_ASSERT cur_backend_id).
-    mp.use_extra_bufts = false;
-    llama_model * model = llama_model_load_from_file(a.model.c_str(), mp);
-    if (!model) fail("llama.cpp could not load '%s' (run with --verbose for its log)", a.model.c_str());
+    llama_model * model = ref::load_model(a.model, /*load_mtp*/ true);
     if (llama_model_n_layer_nextn(model) < 1) fail("'%s' has no MTP layers (llama_model_n_layer_nextn = 0)", a.model.c_str());
 
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     const int32_t n_embd = llama_model_n_embd_out(model);
     const int32_t n = (int32_t) a.tokens.size();
-    for (int32_t k = 0; k < n; k++) {
-        if (a.tokens[k] >= n_vocab) fail("token %d at index %d out of range [0, %d)", a.tokens[k], k, n_vocab);
-    }
+    ref::check_tokens(a.tokens, n_vocab);
 
-    const uint32_t n_ctx = (uint32_t) ((n + a.draft_steps + 255) / 256 * 256);
+    const uint32_t n_ctx = ref::ctx_size(n + a.draft_steps);
     llama_context_params cp = ref::exact_context_params(n_ctx, a.threads);
 
     // 1. target
@@ -158,15 +132,8 @@ int main(int argc, char ** argv) {
     llama_set_embeddings_nextn(ctx_tgt, true, /*masked*/ false);
 
     std::vector<float> tgt_logits((size_t) n * n_vocab), tgt_h((size_t) n * n_embd);
-    {
-        llama_batch b = llama_batch_init(n, 0, 1);
-        for (int32_t k = 0; k < n; k++) set_row(b, k, a.tokens[k], k);
-        b.n_tokens = n;
-        const int32_t rc = llama_decode(ctx_tgt, b);
-        llama_batch_free(b);
-        if (rc != 0) fail("target llama_decode failed (rc %d)", rc);
-        read_rows(ctx_tgt, n, n_vocab, n_embd, tgt_logits.data(), tgt_h.data(), "target");
-    }
+    ref::run_tokens(ctx_tgt, a.tokens, "target llama_decode");
+    read_rows(ctx_tgt, n, n_vocab, n_embd, tgt_logits.data(), tgt_h.data(), "target");
 
     // 2. MTP over the same tokens, each row paired with the target's h of the row before
     cp.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
@@ -196,12 +163,12 @@ int main(int argc, char ** argv) {
     const std::vector<float> & draft_logits = steps.logits;
     const std::vector<float> & draft_h = steps.rows;
 
-    check_finite("target logits", tgt_logits);
-    check_finite("target h_nextn", tgt_h);
-    check_finite("MTP logits", mtp_logits);
-    check_finite("MTP h_nextn", mtp_h);
-    check_finite("draft-step logits", draft_logits);
-    check_finite("draft-step h_nextn", draft_h);
+    check_values("target logits", tgt_logits);
+    check_values("target h_nextn", tgt_h);
+    check_values("MTP logits", mtp_logits);
+    check_values("MTP h_nextn", mtp_h);
+    check_values("draft-step logits", draft_logits);
+    check_values("draft-step h_nextn", draft_h);
 
     const std::string fj = ref::write_arrays(a.out, {{"target_logits", &tgt_logits}, {"target_h", &tgt_h}, {"mtp_logits", &mtp_logits}, {"mtp_h", &mtp_h}, {"draft_logits", &draft_logits}, {"draft_h", &draft_h}});
 
@@ -213,8 +180,7 @@ int main(int argc, char ** argv) {
         ", \"draft_steps\": " + std::to_string(K) + ", \"draft_tokens\": " + json_ints(steps.tokens) +
         ", \"draft_token\": " + std::to_string(steps.tokens[0]) + ", \"draft_pos\": " + std::to_string(n) +
         ", \"model\": " + json_str(a.model) + ", \"model_desc\": " + json_str(desc) +
-        ", \"settings\": {\"threads\": " + std::to_string(a.threads) + ", \"kv\": \"f32\", \"flash_attention\": \"off\", \"n_ctx\": " +
-        std::to_string(n_ctx) + ", \"n_ubatch\": " + std::to_string(n_ctx) + "}" +
+        ", " + ref::settings_json(a.threads, false, n_ctx, ", \"n_ubatch\": " + std::to_string(n_ctx)) +
         ", \"dtype\": \"float32\", \"layout\": \"row-major, little-endian\", \"files\": {" + fj + "}}";
     ref::write_report(a.out, json);
 

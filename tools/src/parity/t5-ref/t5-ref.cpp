@@ -43,7 +43,6 @@ namespace {
 using ref::fail;
 using ref::json_ints;
 using ref::json_str;
-using ref::log_cb;
 using ref::parse_tokens;
 using ref::set_row;
 
@@ -71,65 +70,27 @@ args_t parse_args(int argc, char ** argv) {
     return a;
 }
 
-llama_token argmax(const float * l, int32_t n_vocab) {
-    llama_token d = 0;
-    for (int32_t v = 1; v < n_vocab; v++) {
-        if (l[v] > l[d]) d = v;
-    }
-    return d;
-}
-
 } // namespace
 
 int main(int argc, char ** argv) {
     const args_t a = parse_args(argc, argv);
-    llama_log_set(log_cb, nullptr);
-    {
-        FILE * f = std::fopen(a.model.c_str(), "rb");
-        if (!f) fail("cannot open model '%s': %s", a.model.c_str(), std::strerror(errno));
-        std::fclose(f);
-    }
-
-    ggml_backend_load_all_from_path(ref::backend_dir().c_str());
-    llama_backend_init();
-
-    llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    mp.use_extra_bufts = false;
-    llama_model * model = llama_model_load_from_file(a.model.c_str(), mp);
-    if (!model) fail("llama.cpp could not load '%s' (run with --verbose for its log)", a.model.c_str());
+    ref::init_backend();
+    llama_model * model = ref::load_model(a.model);
     if (!llama_model_has_encoder(model) || !llama_model_has_decoder(model)) fail("'%s' is not an encoder-decoder model (llama_model_has_encoder %d, has_decoder %d)", a.model.c_str(), (int) llama_model_has_encoder(model), (int) llama_model_has_decoder(model));
 
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const int32_t n_vocab = llama_vocab_n_tokens(vocab);
     const int32_t n = (int32_t) a.tokens.size();
-    for (int32_t k = 0; k < n; k++) {
-        if (a.tokens[k] >= n_vocab) fail("token %d at index %d out of range [0, %d)", a.tokens[k], k, n_vocab);
-    }
-    for (size_t k = 0; k < a.forced.size(); k++) {
-        if (a.forced[k] >= n_vocab) fail("decoder token %d at index %d out of range [0, %d)", a.forced[k], (int) k, n_vocab);
-    }
+    ref::check_tokens(a.tokens, n_vocab);
+    ref::check_tokens(a.forced, n_vocab, "decoder token");
 
     const int32_t N = a.steps;
-    const uint32_t n_ctx = (uint32_t) (((n > N ? n : N) + 255) / 256 * 256);
-    llama_context_params cp = ref::exact_context_params(n_ctx, a.threads);
-    if (a.default_run) {
-        cp.type_k = GGML_TYPE_F16;
-        cp.type_v = GGML_TYPE_F16;
-        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
-    }
-    llama_context * ctx = llama_init_from_model(model, cp);
+    const uint32_t n_ctx = ref::ctx_size(n > N ? n : N);
+    llama_context * ctx = llama_init_from_model(model, ref::context_params(n_ctx, a.threads, a.default_run));
     if (!ctx) fail("cannot create the context");
 
     // 1. encoder
-    {
-        llama_batch b = llama_batch_init(n, 0, 1);
-        for (int32_t k = 0; k < n; k++) set_row(b, k, a.tokens[k], k);
-        b.n_tokens = n;
-        const int32_t rc = llama_encode(ctx, b);
-        llama_batch_free(b);
-        if (rc != 0) fail("llama_encode failed (rc %d)", rc);
-    }
+    ref::run_tokens(ctx, a.tokens, "llama_encode", /*encode*/ true);
 
     // 2. greedy decoder steps
     llama_token start = llama_model_decoder_start_token(model);
@@ -153,7 +114,7 @@ int main(int argc, char ** argv) {
             for (int32_t v = 0; v < n_vocab; v++) {
                 if (!std::isfinite(l[v])) fail("decoder step %d: non-finite logit %g at %d", j, (double) l[v], v);
             }
-            next = argmax(l, n_vocab);
+            next = ref::argmax(l, n_vocab);
         }
         llama_batch_free(b);
     }
@@ -168,8 +129,7 @@ int main(int argc, char ** argv) {
         ", \"next_token\": " + std::to_string(next) + ", \"has_encoder\": true" +
         ", \"model\": " + json_str(a.model) + ", \"model_desc\": " + json_str(desc) +
         ", \"teacher_forced\": " + std::string(a.forced.empty() ? "false" : "true") +
-        ", \"settings\": {\"threads\": " + std::to_string(a.threads) + ", \"kv\": \"" + std::string(a.default_run ? "f16" : "f32") + "\", \"flash_attention\": \"" + (a.default_run ? "auto" : "off") + "\", \"n_ctx\": " +
-        std::to_string(n_ctx) + ", \"n_ubatch\": " + std::to_string(n_ctx) + "}" +
+        ", " + ref::settings_json(a.threads, a.default_run, n_ctx, ", \"n_ubatch\": " + std::to_string(n_ctx)) +
         ", \"dtype\": \"float32\", \"layout\": \"row-major, little-endian\", \"files\": {" + fj + "}}";
     ref::write_report(a.out, json);
 
