@@ -12,7 +12,7 @@ import type { FileTypeName } from './quant-plan';
 import { resolveDequantizer, resolveQuantizer } from './quantizer';
 import type { DequantizeFn, QuantizeFn } from './quantizer';
 import { hashSeed, Xoshiro128 } from './rng';
-import { buildVocab, writeVocab } from './vocab';
+import { buildVocab, writeVocab, type Vocab, type VocabKind } from './vocab';
 import { cachedFile, stableKeyText } from './file-cache';
 
 /** Version of the weight recipe; bump when the values a seed produces change. */
@@ -268,6 +268,17 @@ export class UnitEncoder {
   }
 }
 
+// buildVocab is a pure function of its kind and size, and costs 45-80 ms for the 1024-token
+// vocabularies (llama3's BPE merges most): a test process writing a hundred models built the same
+// few again and again. Read-only once built: a writer takes a shallow copy to set its template.
+const vocabs = new Map<string, Vocab>();
+function vocabOf(kind: VocabKind, size: number): Vocab {
+  const key = `${kind}:${size}`;
+  let v = vocabs.get(key);
+  if (!v) vocabs.set(key, (v = buildVocab(kind, size)));
+  return v;
+}
+
 /** Opens the writer with all metadata and the tensor table set. */
 function openWriter(opts: WriteModelOptions, c: ModelConfig, tensors: readonly PlannedTensor[]): GgufWriter {
   const arch = getArch(c.arch);
@@ -280,7 +291,7 @@ function openWriter(opts: WriteModelOptions, c: ModelConfig, tensors: readonly P
   w.set('general.file_type', kv.u32(llamaFileType(opts.fileType)));
   if (quantized) w.set('general.quantization_version', kv.u32(2));
   for (const [k, v] of arch.metadata(c)) w.set(k, v);
-  const vocab = buildVocab(c.vocabKind, c.vocabSize);
+  const vocab = { ...vocabOf(c.vocabKind, c.vocabSize) };
   if (c.chatTemplate !== undefined) vocab.chatTemplate = c.chatTemplate;
   writeVocab(w, vocab);
   if (c.rerankTemplate !== undefined) w.set('tokenizer.chat_template.rerank', kv.str(c.rerankTemplate));
