@@ -55,8 +55,16 @@ describe('generated vocabularies', () => {
           expect([v.bosId, v.eosId, v.unkId, v.padId, v.types[2]]).toEqual([-1, 1, 2, 0, TokenType.UNKNOWN]);
           expect(v.tokens).toContain('▁the');
           expect(v.tokens.slice(-4)).toEqual(['<extra_id_0>', '<extra_id_1>', '<extra_id_2>', '<extra_id_3>']);
-          expect(v.scores![4]).toBeLessThan(v.scores![3]);
+          const normal = v.types.flatMap((t, i) => (t === TokenType.NORMAL ? [i] : []));
+          expect(v.scores![normal[1]]).toBeLessThan(v.scores![normal[0]]);
           expect([v.addSpacePrefix, v.removeExtraWhitespaces, v.chatTemplate]).toEqual([true, true, '']);
+          if (kind === 'ugm-charsmap') {
+            // the charsmap, two user-defined tokens (score 0) and pieces for what the charsmap normalizes to
+            expect(v.tokens.slice(3, 5)).toEqual(['<br>', 'при']);
+            expect([v.types[3], v.types[4], v.scores![3], v.scores![4]]).toEqual([TokenType.USER_DEFINED, TokenType.USER_DEFINED, 0, 0]);
+            for (const t of ['fi', '▁ffi', '1', '▁10', '株式会社', 'é', '각', 'й']) expect(index.has(t)).toBe(true);
+            expect(v.precompiledCharsmap!.length).toBeGreaterThan(1024);
+          } else expect(v.precompiledCharsmap).toBeUndefined();
         } else if (v.model === 'rwkv') {
           // RWKV world (rwkv_vocab_v20230424 through the converter): <s>, the 256 bytes, "\n\n" the EOT at 261,
           // texts as Python's repr(bytes)[2:-1] (lowercase \xNN, \t \n \r \\, \' only where " is present), [PADn] last.

@@ -6,6 +6,7 @@
 import { GgufType } from '../gguf/constants';
 import type { GgufWriter } from '../gguf/writer';
 import { kv } from '../gguf/writer';
+import { buildPrecompiledCharsmap, nmtNfkcTable } from './charsmap';
 import { TRAINING_CORPUS } from './corpus';
 import { Xoshiro128 } from './rng';
 
@@ -36,9 +37,11 @@ export type VocabKind =
   /** RWKV "world" ("rwkv" model, conversion/base.py _set_vocab_rwkv_world): <s>, then byte strings stored escaped as Python's repr writes them. */
   | 'rwkv'
   /** T5's SentencePiece unigram ("t5" model): <pad> </s> <unk>, scored pieces with U+2581, no byte tokens, no precompiled charsmap. */
-  | 'ugm';
+  | 'ugm'
+  /** The same with T5's normalization: an NFKC-like precompiled charsmap, pieces for what it normalizes to and two user-defined tokens. */
+  | 'ugm-charsmap';
 
-export const VOCAB_KINDS: readonly VocabKind[] = ['qwen2', 'llama3', 'spm', 'phi3', 'bert', 'plamo2', 'rwkv', 'ugm'];
+export const VOCAB_KINDS: readonly VocabKind[] = ['qwen2', 'llama3', 'spm', 'phi3', 'bert', 'plamo2', 'rwkv', 'ugm', 'ugm-charsmap'];
 
 export interface Vocab {
   kind: VocabKind;
@@ -63,6 +66,8 @@ export interface Vocab {
   addSpacePrefix?: boolean;
   /** tokenizer.ggml.remove_extra_whitespaces (SentencePiece's normalizer flag, T5's converter writes it). */
   removeExtraWhitespaces?: boolean;
+  /** tokenizer.ggml.precompiled_charsmap: SentencePiece's normalization table (charsmap.ts). */
+  precompiledCharsmap?: Uint8Array;
 }
 
 // Chat templates as published with the models they imitate (Qwen2 ChatML, Llama 3 instruct,
@@ -416,13 +421,26 @@ export function buildRwkvVocab(vocabSize: number): Vocab {
  * spaces; every corpus character, so there are no byte tokens) scored as unigram log-probabilities
  * falling with rank, then <extra_id_N> (CONTROL) last as T5 has them; add_space_prefix and
  * remove_extra_whitespaces on, no precompiled charsmap (normalization is then the space handling
- * alone), no BOS (llama.cpp's UGM defaults: no BOS, an EOS appended).
+ * alone), no BOS (llama.cpp's UGM defaults: no BOS, an EOS appended). `withCharsmap` ('ugm-charsmap'):
+ * T5's normalization too, an NFKC-like precompiled charsmap (charsmap.ts), pieces for what it
+ * normalizes to and the user-defined tokens <br> and при after the specials (user-defined pieces score 0).
  */
-export function buildUgmVocab(vocabSize: number): Vocab {
+export function buildUgmVocab(vocabSize: number, withCharsmap = false): Vocab {
   const tokens = ['<pad>', '</s>', '<unk>'];
   const types = [TokenType.CONTROL, TokenType.CONTROL, TokenType.UNKNOWN];
   const extras = Array.from({ length: 4 }, (_, i) => `<extra_id_${i}>`);
   const have = new Set(tokens);
+  let precompiledCharsmap: Uint8Array | undefined;
+  if (withCharsmap) {
+    // user-defined tokens, one of them sharing its first bytes with charsmap sources (и + U+0306): llama.cpp
+    // leaves the input unnormalized as far as it follows a user-defined token's text, even into a character
+    for (const t of ['<br>', 'при']) { have.add(t); tokens.push(t); types.push(TokenType.USER_DEFINED); }
+    const table = nmtNfkcTable();
+    precompiledCharsmap = buildPrecompiledCharsmap(table);
+    // pieces for the normalized text: its characters, and the whole string alone and as a word start
+    const pieces = table.flatMap(([, n]) => (n.includes(' ') || n === '' ? [...n] : [...n, n, SPM_SPACE + n])).filter((p) => p !== ' ');
+    for (const p of pieces) if (!have.has(p)) { have.add(p); tokens.push(p); types.push(TokenType.NORMAL); }
+  }
   for (const t of buildSpmVocab(vocabSize + 259 + 64).tokens.slice(259)) {
     if (tokens.length >= vocabSize - extras.length || have.has(t)) continue;
     have.add(t);
@@ -432,12 +450,15 @@ export function buildUgmVocab(vocabSize: number): Vocab {
   if (tokens.length < vocabSize - extras.length) throw new Error(`vocab size ${vocabSize} too large for ugm's pieces`);
   for (const t of extras) { tokens.push(t); types.push(TokenType.CONTROL); }
   const scores = new Float32Array(tokens.length);
-  for (let i = 3; i < vocabSize - extras.length; i++) scores[i] = -Math.log(2 + i - 3);
-  return { kind: 'ugm', model: 't5', tokens, types, scores, bosId: -1, eosId: 1, unkId: 2, padId: 0, addBos: false, addSpacePrefix: true, removeExtraWhitespaces: true, chatTemplate: '' };
+  for (let i = 3; i < vocabSize - extras.length; i++) if (types[i] === TokenType.NORMAL) scores[i] = -Math.log(2 + i - 3);
+  return {
+    kind: withCharsmap ? 'ugm-charsmap' : 'ugm', model: 't5', tokens, types, scores, bosId: -1, eosId: 1, unkId: 2, padId: 0, addBos: false,
+    addSpacePrefix: true, removeExtraWhitespaces: true, chatTemplate: '', ...(precompiledCharsmap ? { precompiledCharsmap } : {}),
+  };
 }
 
 export function buildVocab(kind: VocabKind, vocabSize: number): Vocab {
-  if (kind === 'ugm') return buildUgmVocab(vocabSize);
+  if (kind === 'ugm' || kind === 'ugm-charsmap') return buildUgmVocab(vocabSize, kind === 'ugm-charsmap');
   if (kind === 'rwkv') return buildRwkvVocab(vocabSize);
   if (kind === 'plamo2') return buildPlamo2Vocab(vocabSize);
   if (kind === 'bert') return buildWpmVocab(vocabSize);
@@ -468,6 +489,8 @@ export function writeVocab(w: GgufWriter, v: Vocab): void {
   }
   if (v.addSpacePrefix !== undefined) w.set('tokenizer.ggml.add_space_prefix', kv.bool(v.addSpacePrefix));
   if (v.removeExtraWhitespaces !== undefined) w.set('tokenizer.ggml.remove_extra_whitespaces', kv.bool(v.removeExtraWhitespaces));
+  // (as gguf-py's add_precompiled_charsmap writes the bytes: a UINT8 array)
+  if (v.precompiledCharsmap) w.set('tokenizer.ggml.precompiled_charsmap', kv.arr(GgufType.UINT8, v.precompiledCharsmap));
   // (An encoder's vocabulary has no chat template.)
   if (v.chatTemplate) w.set('tokenizer.chat_template', kv.str(v.chatTemplate));
   // BERT's token types ("sentence A/B"): llama.cpp refuses a bert file without the count.

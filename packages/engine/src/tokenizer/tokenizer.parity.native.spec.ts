@@ -2,8 +2,9 @@
 // seeded random text: tokenization with and without special-token parsing, detokenization of
 // random ids, token attributes, end-of-generation tokens and special ids, for every fixture
 // vocabulary, and for the WordPiece ("bert") vocabulary of the project's own tiny-bert, the PLaMo 2
-// ("plamo2") one of tiny-plamo2, the RWKV world ("rwkv") one of tiny-rwkv6 and a T5-style unigram
-// ("t5") one (no fixture has any of them). Skipped where node-llama-cpp is not installed.
+// ("plamo2") one of tiny-plamo2, the RWKV world ("rwkv") one of tiny-rwkv6 and T5-style unigram
+// ("t5") ones, without and with a precompiled charsmap (no fixture has any of them). Skipped where
+// node-llama-cpp is not installed.
 
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -45,6 +46,22 @@ try {
  * RWKV world extras: text that looks like the escapes the vocabulary stores, control bytes,
  * token texts (<s>, [PADn]) and characters no token starts with beyond their first byte.
  */
+/**
+ * Unigram with the writer's NFKC-like charsmap (tools/src/models/charsmap.ts): its sources alone,
+ * after each other and cut short (a prefix that is no source: "\u1100" of "\u1100\u1161"), nested
+ * ones ("ｶ" in "ｶﾞ", "\u1100\u1161" in "\u1100\u1161\u11a8"), what they normalize to, whitespace it maps to spaces
+ * and characters it removes, and the user-defined tokens <br> and при with their prefixes and text
+ * that starts like them (llama.cpp keeps the input as it is as far as it follows a user-defined
+ * token's text, even into the middle of a character, and puts U+FFFD for each byte left of that
+ * character: with при, every character whose first byte is п's, и + U+0306 too, which the charsmap
+ * would make й).
+ */
+const CHARSMAP_WORDS = [
+  'ﬁ', 'ﬃ', 'ﬄx', 'ﬆ', '①', '⑩', '⑳', '⑴', '²', '½', 'Ａ', 'ｚ', '！', 'Ｈｅｌｌｏ', '\u3000', '\u00a0', '\u2003', '…', '‥', '™', '㍿', '㎏', '¨', '´',
+  'ｶﾞ', 'ｶ', 'ﾞ', 'ﾊﾟ', '𝐀𝐁', '𝟏', 'e\u0301', 'e\u0301\u0301', 'Ａ\u0301', 'ﬁ\u0301', '\u1100\u1161', '\u1100\u1161\u11a8', '\u1100', '\u1103\u1167',
+  '\u200b', '\u00ad', '\ufeff', '\t', '\n', '\r\n', ' \t ', '<br>', '<b', '<brx', 'при', 'пр', 'прив', 'пе\u0308', 'при\u0306', 'и\u0306', 'е\u0308', 'й', 'fi', '1', '...', 'ガ', '가',
+];
+
 const RWKV_WORDS = ['\\x41', '\\n', '\\', '\\\\', "\\'", '\\t\t', '\x00', '\x07', '\x1b[0m', '\x7f', '\r\n', '<s>', '[PAD1021]', '龘', '𝔘𝔫', 'é', '中文', '🦙🚀', '"\'', "'s"];
 
 /** Seeded text mixing scripts, spaces, digits, contractions, special-token text and token pieces. */
@@ -124,13 +141,14 @@ describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
   const genDir = tempDir('kail-tok-wpm-');
   afterAll(() => fs.rmSync(genDir, { recursive: true, force: true }));
   // (tiny-plamo2: PLaMo 2's own vocabulary kind, tokenizer.ggml.model "plamo2"; tiny-rwkv6: RWKV world, "rwkv";
-  // tiny-llama with the writer's T5-style unigram vocabulary, "t5", llama.cpp's UGM without a charsmap.)
+  // tiny-llama with the writer's T5-style unigram vocabularies, "t5", llama.cpp's UGM without and with a charsmap.)
   const vocabs = [
     ...fixtureVocabs(),
     writeTestModel(genDir, 'tiny-bert', 'Q8_0'),
     writeTestModel(genDir, 'tiny-plamo2', 'Q8_0'),
     writeTestModel(genDir, 'tiny-rwkv6', 'Q8_0'),
     writeTestModel(genDir, 'tiny-llama', 'Q8_0', 1, ['--vocab-kind', 'ugm']),
+    writeTestModel(genDir, 'tiny-llama', 'Q8_0', 1, ['--vocab-kind', 'ugm-charsmap']),
   ];
   const cases: { file: string; tok: Tokenizer; texts: string[]; ids: number[][]; ref: RefResult }[] = [];
 
@@ -139,7 +157,7 @@ describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
       const gguf = native().openGguf(file, { mapData: false });
       try {
         const tok = Tokenizer.fromMetadata(gguf.metadata);
-        const extra = tok.vocab.type === 'rwkv' ? RWKV_WORDS : [];
+        const extra = tok.vocab.type === 'rwkv' ? RWKV_WORDS : tok.vocab.precompiledCharsmap ? CHARSMAP_WORDS : [];
         cases.push({ file, tok, ...randomTexts(tok, N_TEXTS, 12345, extra), ref: undefined as unknown as RefResult });
       } finally {
         gguf.close();

@@ -179,14 +179,15 @@ describe('WordPiece vocabulary', () => {
 });
 
 describe('unigram vocabulary', () => {
-  // ids: 0 <pad>, 1 </s>, 2 <unk>, 3 ▁, 4 ▁a, 5 b, 6 ab, 7 ▁ab, 8 <sep>
-  const tok = Tokenizer.fromMetadata({
+  // ids: 0 <pad>, 1 </s>, 2 <unk>, 3 ▁, 4 ▁a, 5 b, 6 ab, 7 ▁ab, 8 <sep>, 9 пр (user-defined)
+  const metadata = {
     'tokenizer.ggml.model': 't5',
-    'tokenizer.ggml.tokens': ['<pad>', '</s>', '<unk>', '\u2581', '\u2581a', 'b', 'ab', '\u2581ab', '<sep>'],
-    'tokenizer.ggml.scores': Float32Array.from([0, 0, 0, -2, -1, -1, -5, -2.5, 0]),
-    'tokenizer.ggml.token_type': Int32Array.from([3, 3, 2, 1, 1, 1, 1, 1, 4]),
+    'tokenizer.ggml.tokens': ['<pad>', '</s>', '<unk>', '\u2581', '\u2581a', 'b', 'ab', '\u2581ab', '<sep>', 'пр'],
+    'tokenizer.ggml.scores': Float32Array.from([0, 0, 0, -2, -1, -1, -5, -2.5, 0, 0]),
+    'tokenizer.ggml.token_type': Int32Array.from([3, 3, 2, 1, 1, 1, 1, 1, 4, 4]),
     'tokenizer.ggml.add_space_prefix': true,
-  });
+  };
+  const tok = Tokenizer.fromMetadata(metadata);
 
   it('picks the best-scoring segmentation, merges unknown runs, and adds EOS', () => {
     expect(tok.tokenize('ab')).toEqual([4, 5, 1]); // ▁a + b (-2) beats ▁ab (-2.5)
@@ -194,6 +195,42 @@ describe('unigram vocabulary', () => {
     // user-defined text stays whole and scores 0
     expect(tok.tokenize('ab<sep>', { addSpecial: false })).toEqual([4, 5, 8]);
     expect(tok.detokenize([4, 5, 1])).toBe('ab');
+  });
+
+  /**
+   * A precompiled charsmap of one rule, "x" -> "ab", laid out by hand as a darts-clone double array:
+   * the root's children in block 1 ("x" at 1 ^ 0x78), those of "x" in block 2, its value there.
+   */
+  function charsmap(o: { units?: number; size?: number; value?: number; strings?: string } = {}): Uint8Array {
+    const units = new Uint32Array(o.units ?? 256);
+    units[0] = 1 << 10;
+    units[0x79] = 0x78 | (1 << 8) | ((0x79 ^ 2) << 10);
+    units[2] = (0x80000000 | (o.value ?? 0)) >>> 0;
+    const strings = Buffer.from(o.strings ?? 'ab\0', 'latin1');
+    const blob = new Uint8Array(4 + units.byteLength + strings.length);
+    new DataView(blob.buffer).setUint32(0, o.size ?? units.byteLength, true);
+    blob.set(new Uint8Array(units.buffer), 4);
+    blob.set(strings, 4 + units.byteLength);
+    return blob;
+  }
+  const withCharsmap = (map: Uint8Array) => Tokenizer.fromMetadata({ ...metadata, 'tokenizer.ggml.precompiled_charsmap': map });
+
+  it('normalizes through the precompiled charsmap, but not inside user-defined text', () => {
+    const t = withCharsmap(charsmap());
+    expect(t.tokenize('x', { addSpecial: false })).toEqual([4, 5]); // "x" -> "ab" -> ▁a b
+    expect(t.tokenize('xx<sep>x', { addSpecial: false })).toEqual([4, 5, 6, 8, 4, 5]);
+    // As llama.cpp: the input is kept as far as it follows a user-defined token's text, here the
+    // first byte of "е" (D0 B5, as п D0 BF), then U+FFFD for B5; the search steps over D0 EF (a
+    // lead byte's two), BF, BD as unknown, then "x" -> "ab" (not "x" glued to B5 as one character).
+    expect(t.tokenize('еx', { addSpecial: false })).toEqual([3, 2, 6]);
+  });
+
+  it('refuses a broken charsmap with llama.cpp\'s messages', () => {
+    expect(() => withCharsmap(Uint8Array.of(1, 0, 0)).tokenize('x')).toThrow(/precompiled_charsmap too small for xcda_blob_size header/);
+    expect(() => withCharsmap(charsmap({ size: 1024 + 3 })).tokenize('x')).toThrow(/Index out of array bounds in precompiled charsmap/);
+    expect(() => withCharsmap(charsmap({ units: 128 })).tokenize('\u00e9')).toThrow(/Index out of array bounds in XCDA array/);
+    expect(() => withCharsmap(charsmap({ value: 100 })).tokenize('x')).toThrow(/Index out of array bounds in precompiled charsmap/);
+    expect(() => withCharsmap(charsmap({ strings: 'ab' })).tokenize('x')).toThrow(/Unterminated string in precompiled charsmap/);
   });
 });
 

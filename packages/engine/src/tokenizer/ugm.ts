@@ -1,6 +1,9 @@
 // Unigram (tokenizer.ggml.model "t5"), ported from llama.cpp's llm_tokenizer_ugm(_session):
 // SentencePiece normalization through the model's precompiled charsmap (an XOR-compressed double
-// array), then the Viterbi search for the highest-scoring segmentation.
+// array), then the Viterbi search for the highest-scoring segmentation. llama.cpp works on bytes:
+// the normalized text can hold broken UTF-8 (a user-defined token's text is kept as far as the input
+// follows it, which may end inside a character), and its search steps over such bytes as UTF-8 lead
+// bytes say; here the search runs over a string of the same steps (see searchString).
 
 import { TokenizerError } from './errors';
 import { utf8Encode } from './unicode';
@@ -9,6 +12,56 @@ import type { Vocab } from './vocab';
 
 const UNKNOWN_PENALTY = 10;
 const ESCAPED_SPACE = utf8Encode('\u2581');
+/** U+FFFD, which llama.cpp's normalize_prefix puts for a byte that starts no valid UTF-8 character. */
+const REPLACEMENT = utf8Encode('\ufffd');
+/** Stands for a step of broken UTF-8 in the search string: a lone low surrogate, in no token's text. */
+const BROKEN = '\udfff';
+const strictDecoder = new TextDecoder('utf-8', { fatal: true });
+
+/** llama.cpp's unicode_len_utf8: the step a (lead) byte starts, 1 for continuation bytes. */
+function utf8Step(b: number): number {
+  return b < 0xc0 ? 1 : b < 0xe0 ? 2 : b < 0xf0 ? 3 : 4;
+}
+
+/**
+ * How many bytes the UTF-8 character at `at` takes, or 0 where llama.cpp's unicode_cpt_from_utf8
+ * throws (a continuation or 0xF8.. byte first, a missing or wrong continuation byte).
+ */
+function utf8CharLength(input: Uint8Array, at: number): number {
+  const b = input[at];
+  if (b < 0x80) return 1;
+  if (b < 0xc0 || b >= 0xf8) return 0;
+  const len = utf8Step(b);
+  if (at + len > input.length) return 0;
+  for (let i = 1; i < len; i++) if ((input[at + i] & 0xc0) !== 0x80) return 0;
+  return len;
+}
+
+/**
+ * The normalized bytes as the search sees them: llama.cpp steps over them by their lead bytes
+ * (unicode_len_utf8, cut at the end) and matches tokens from step starts only; a step that is a
+ * valid character is that character, any other one BROKEN, which no token matches (a token's text
+ * is valid UTF-8, so none starts, ends or passes inside such a step) and which becomes the unknown
+ * token, as there.
+ */
+function searchString(bytes: Uint8Array): string {
+  try {
+    return strictDecoder.decode(bytes);
+  } catch {
+    // broken UTF-8 somewhere: step by step
+  }
+  let out = '';
+  for (let at = 0; at < bytes.length; ) {
+    const step = Math.min(utf8Step(bytes[at]), bytes.length - at);
+    try {
+      out += strictDecoder.decode(bytes.subarray(at, at + step));
+    } catch {
+      out += BROKEN;
+    }
+    at += step;
+  }
+  return out;
+}
 
 interface ByteTrie {
   children: Map<number, ByteTrie>;
@@ -116,13 +169,13 @@ class UgmModel {
       if (end === this.replacements.length) throw new TokenizerError('KAIL_E_BAD_MODEL', 'Unterminated string in precompiled charsmap');
       return { bytes: this.replacements.subarray(longestOff, end), consumed: longestLen };
     }
-    // one UTF-8 character as it is (the input is valid UTF-8)
-    const b = input[at];
-    const len = b < 0x80 ? 1 : b < 0xe0 ? 2 : b < 0xf0 ? 3 : 4;
-    return { bytes: input.subarray(at, at + len), consumed: len };
+    // one UTF-8 character as it is; a byte that starts none (after a user-defined token's text
+    // that ended inside a character) becomes U+FFFD
+    const len = utf8CharLength(input, at);
+    return len > 0 ? { bytes: input.subarray(at, at + len), consumed: len } : { bytes: REPLACEMENT, consumed: 1 };
   }
 
-  /** llama.cpp's normalize(): charsmap, then spaces (escaped, merged, prefixed as configured). */
+  /** llama.cpp's normalize(): charsmap, then spaces (escaped, merged, prefixed as configured); the search string of its bytes. */
   normalize(text: string): string {
     const v = this.vocab;
     const input = utf8Encode(text);
@@ -151,7 +204,7 @@ class UgmModel {
       }
       at += r.consumed;
     }
-    return new TextDecoder().decode(Uint8Array.from(out));
+    return searchString(Uint8Array.from(out));
   }
 }
 
