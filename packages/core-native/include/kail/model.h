@@ -34,7 +34,7 @@ enum op_type {
     OP_ATTENTION,      // stores k,v (b,c) for the batch in the KV cache, out = attention(q=a); without b and c it reads a layer an earlier op stored (shared KV), or with ext_layer L and exclusive 1 layer L of model_params::kv_source's cache (a query at P sees its keys [max(0, P + 1 - window), P - 1]); alibi: ALiBi's maximum bias (slope_h x -|pos_k - pos_q| on each head's scores); weights: sinks?, rel_b? (T5's relative position bias [n_head, n_buckets], rel_bidir)
     OP_MOE,            // routed experts on a, routed on b if given (else a)            weights: gate_inp, exp_probs_b?, gate_exps (not for act 2, 3), up_exps, down_exps, down_exps_s?
     OP_GATHER_OUT,     // out (out-rows) = rows of a whose output flag is set
-    OP_COPY,           // out[:, 0:n] = a[:, off:off+n]
+    OP_COPY,           // out[:, oo:oo+n] = a[:, ao:ao+n]; with blocks B, a_stride, out_stride: that for block j at ao + j a_stride, oo + j out_stride
     OP_MLA_ATTENTION,  // stores the latent row b (kv_lora + qk_rope) in the KV cache, out = absorbed MLA(q=a), over the positions in c when given   weights: k_b, v_b | kv_b, sinks?
     OP_INPUT,          // out[t] = batch.embd row t (hidden-state rows given with the batch, e.g. a multi-token-prediction head's)
     OP_CVEC,           // a[t] += the control vector's row for param layer (model_params::cvec), in place; else nothing

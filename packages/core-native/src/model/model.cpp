@@ -466,6 +466,19 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
             if (op.type == OP_SWIGLU && op.params.count("oai_alpha") && (!(op.param("oai_alpha", 0) > 0) || !std::isfinite(op.param("oai_alpha", 0)) || !(op.param("limit", 0) > 0) || op.params.count("situ_beta")))
                 throw error(KAIL_E_BAD_MODEL, what + "swigluoai needs a positive finite oai_alpha (is " + std::to_string(op.param("oai_alpha", 0)) + "), a positive limit and no situ");
             const int64_t n = ip("n", static_cast<double>(width(op.out)));
+            // A strided copy (blocks B): block j's n values from a_off + j a_stride to out_off + j
+            // out_stride (PLaMo 2's z|x per head split in one op per half, not one per head).
+            if (op.params.count("blocks") || op.params.count("a_stride") || op.params.count("out_stride")) {
+                if (op.type != OP_COPY) throw error(KAIL_E_INVALID_ARG, what + "blocks, a_stride and out_stride are parameters of copy only");
+                const int64_t nb = req("blocks"), as = req("a_stride"), os = req("out_stride");
+                if (nb < 1 || n < 1 || as < 0 || os < n)
+                    throw error(KAIL_E_BAD_MODEL, what + std::to_string(nb) + " blocks of " + std::to_string(n) + " values, strides " + std::to_string(as) + " (a) and " + std::to_string(os) +
+                                                      " (out): a strided copy needs at least one block of at least one value, a stride of a at least 0 and one of out at least the block (its blocks must not overlap)");
+                if (op.out == op.a) throw error(KAIL_E_INVALID_ARG, what + "a strided copy's out must not be a");
+                fits(op.a, ip("a_off", 0), (nb - 1) * as + n, "a");
+                fits(op.out, ip("out_off", 0), (nb - 1) * os + n, "out");
+                break;
+            }
             fits(op.a, ip("a_off", 0), n, "a");
             if (op.b >= 0) fits(op.b, ip("b_off", 0), n, "b");
             // (A product without b multiplies by its weight vector, checked with the weights.)
@@ -1951,6 +1964,19 @@ void elementwise(exec_ctx & x, const op_desc & op, F f) {
         const float * bb = op.b >= 0 ? x.ptr(op.b) + t * x.width(op.b) + bo : nullptr;
         float * o = x.ptr(op.out) + t * x.width(op.out) + oo;
         for (int64_t i = 0; i < n; i++) o[i] = f(a[i], bb ? bb[i] : 0.0f);
+    }
+}
+
+// copy with blocks B (checked: out is not a, out's blocks do not overlap): per row, block j's n
+// values from a_off + j a_stride to out_off + j out_stride.
+void op_strided_copy(exec_ctx & x, const op_desc & op) {
+    const int64_t n = static_cast<int64_t>(op.param("n", static_cast<double>(x.width(op.out))));
+    const int64_t nb = static_cast<int64_t>(op.param_req("blocks")), as = static_cast<int64_t>(op.param_req("a_stride")), os = static_cast<int64_t>(op.param_req("out_stride"));
+    const int64_t ao = static_cast<int64_t>(op.param("a_off", 0)), oo = static_cast<int64_t>(op.param("out_off", 0));
+    for (int64_t t = 0; t < x.rows(op.out); t++) {
+        const float * a = x.ptr(op.a) + t * x.width(op.a) + ao;
+        float * o = x.ptr(op.out) + t * x.width(op.out) + oo;
+        for (int64_t j = 0; j < nb; j++) std::memcpy(o + j * os, a + j * as, static_cast<size_t>(n) * sizeof(float));
     }
 }
 
@@ -4514,7 +4540,10 @@ void model::forward(const batch & b, std::vector<float> & logits, std::vector<fl
             case OP_ATTENTION: op_attention(x, op, oi); break;
             case OP_MOE: op_moe(x, op, oi); break;
             case OP_GATHER_OUT: op_gather_out(x, op); break;
-            case OP_COPY: elementwise(x, op, [](float a, float) { return a; }); break;
+            case OP_COPY:
+                if (op.params.count("blocks")) op_strided_copy(x, op);
+                else elementwise(x, op, [](float a, float) { return a; });
+                break;
             case OP_MLA_ATTENTION: op_mla_attention(x, op, oi); break;
             case OP_HADAMARD: op_hadamard(x, op); break;
             case OP_DSA_INDEX: op_dsa_index(x, op); break;

@@ -70,6 +70,8 @@ export function withBias(w: string, b: string | undefined): Record<string, strin
  * attn_norm of the residual stream x into h (plus attn_norm.bias with `normBias`), and the q/k/v
  * projections of h (with their biases when the file has them). `qPerHead` (default hdK): the
  * floats the query projection gives per head (Qwen3-Next/3.5: a query and its gate, 2 hdK).
+ * `clampKqv` > 0: the projections clamped to ± it (llama.cpp's build_qkv; DBRX), a fused product
+ * before its split.
  */
 export function qkvProjections(
   p: ProgramBuilder,
@@ -79,7 +81,7 @@ export function qkvProjections(
   lookup: { need: (name: string) => string; maybe: (name: string) => string | undefined },
   hdK: number,
   hdV: number,
-  opts: { normBias?: boolean; qPerHead?: number; layerNormEps?: number; noNorm?: boolean } = {},
+  opts: { normBias?: boolean; qPerHead?: number; layerNormEps?: number; noNorm?: boolean; clampKqv?: number } = {},
 ): { H: number; Hkv: number; q: number; k: number; v: number; attn: number } {
   const H = hp.nHead[il];
   const Hkv = hp.nHeadKv[il];
@@ -100,19 +102,23 @@ export function qkvProjections(
   // A fused attn_qkv (llama.cpp's create_tensor_qkv takes it for any architecture): one product,
   // then Q, K and V are its slices in that order.
   const fused = maybe(t('attn_qkv.weight'));
+  const clamp = opts.clampKqv ?? 0;
   if (fused) {
     const [wq, wk, wv] = [qw, Hkv * hdK, Hkv * hdV];
     if (maybe(t('attn_q.bias')) || maybe(t('attn_k.bias')) || maybe(t('attn_v.bias')))
       throw new EngineError('KAIL_E_UNSUPPORTED', `layer ${il}: a fused attn_qkv with separate q/k/v biases is not supported`);
     const qkv = p.buf(`qkv${wq + wk + wv}`, wq + wk + wv);
     p.op('matmul', qkv, { a: io.h, weights: withBias(fused, maybe(t('attn_qkv.bias'))) });
+    if (clamp > 0) p.op('clamp', qkv, { a: qkv, params: { limit: clamp } });
     p.op('copy', q, { a: qkv, params: { a_off: 0, n: wq } });
     p.op('copy', k, { a: qkv, params: { a_off: wq, n: wk } });
     p.op('copy', v, { a: qkv, params: { a_off: wq + wk, n: wv } });
     return { H, Hkv, q, k, v, attn };
   }
-  for (const [buf, w] of [[q, 'attn_q'], [k, 'attn_k'], [v, 'attn_v']] as const)
+  for (const [buf, w] of [[q, 'attn_q'], [k, 'attn_k'], [v, 'attn_v']] as const) {
     p.op('matmul', buf, { a: io.h, weights: withBias(need(t(`${w}.weight`)), maybe(t(`${w}.bias`))) });
+    if (clamp > 0) p.op('clamp', buf, { a: buf, params: { limit: clamp } });
+  }
   return { H, Hkv, q, k, v, attn };
 }
 

@@ -246,6 +246,20 @@ describe('native program checks: Mamba-2 (tiny-nemotron-h-moe)', () => {
   });
 });
 
+describe("native program checks: PLaMo 2's strided z|x copies (tiny-plamo2)", () => {
+  const { f, load } = fixture('tiny-plamo2');
+
+  it.each<[string, (o: ProgramOp) => void, RegExp]>([
+    ['more heads than ssm_in gives', (o) => (o.params!.blocks = 9), /op \d+ \(copy\): 1088 values at offset 0 do not fit buffer 'p2_zx1024'/],
+    ['heads that overlap in out', (o) => (o.params!.out_stride = 32), /op \d+ \(copy\): 8 blocks of 64 values, strides 128 \(a\) and 32 \(out\): a strided copy needs/],
+    ['strides without a block count', (o) => delete o.params!.blocks, /op \d+ \(copy\): missing parameter 'blocks'/],
+    ['a copy in place', (o) => (o.a = o.out), /op \d+ \(copy\): a strided copy's out must not be a/],
+    ['strides on another op', (o) => Object.assign(o, { op: 'add', b: o.a }), /op \d+ \(add\): blocks, a_stride and out_stride are parameters of copy only/],
+  ])('refuses %s', (_what, edit, want) => {
+    expect(() => load(tampered(f.program, 'copy', edit))).toThrow(expect.objectContaining({ message: expect.stringMatching(want) }));
+  });
+});
+
 describe('native program checks: Gemma 4 (tiny-gemma4, tiny-gemma4-e)', () => {
   const { f, load } = fixture('tiny-gemma4');
   const e = { file: '', program: undefined as unknown as ModelProgram };

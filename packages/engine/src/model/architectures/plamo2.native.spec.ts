@@ -22,9 +22,12 @@ describe('plamo2 program', () => {
     expect(p.rsWidth).toEqual([3 * 512, 512 * 16, 3 * 512, 512 * 16]);
     expect(p.kvKWidth).toEqual([128, 128]);
     expect(p.ops.filter((o) => o.op === 'ssm_scan').map((o) => [o.params!.n_head, o.params!.head_dim, o.params!.d_state, o.params!.n_group])).toEqual(Array(2).fill([8, 64, 16, 1]));
-    // ssm_in's rows per head: z at 128 k, x at 128 k + 64.
-    const copies = p.ops.filter((o) => o.op === 'copy' && o.params!.n === 64 && o.a === p.ops.find((q) => q.op === 'matmul' && q.weights?.weight === 'blk.0.ssm_in.weight')!.out);
-    expect(copies.slice(0, 4).map((o) => [o.params!.a_off, o.params!.out_off])).toEqual([[0, 0], [64, 0], [128, 64], [192, 64]]);
+    // ssm_in's rows per head: z at 128 k, x at 128 k + 64; one strided copy of the 8 heads each (blocks 0 and 2).
+    const zx = p.ops.find((q) => q.op === 'matmul' && q.weights?.weight === 'blk.0.ssm_in.weight')!.out;
+    const copies = p.ops.filter((o) => o.op === 'copy' && o.a === zx);
+    expect(copies.map((o) => o.params)).toEqual([0, 64, 0, 64].map((a_off) => ({ n: 64, blocks: 8, a_stride: 128, out_stride: 64, a_off })));
+    // (Copies in all: z, x, B|C and dt per Mamba block, q, k and v per attention block.)
+    expect(p.ops.filter((o) => o.op === 'copy')).toHaveLength(2 * 4 + 2 * 3);
     const norms = p.ops.filter((o) => o.op === 'head_rms_norm');
     expect(norms.map((o) => o.weights!.weight)).toEqual([0, 1, 2, 3].flatMap((i) =>
       i % 2 === 0 ? [`blk.${i}.ssm_b_norm`, `blk.${i}.ssm_c_norm`, `blk.${i}.ssm_dt_norm`] : [`blk.${i}.attn_q_norm.weight`, `blk.${i}.attn_k_norm.weight`],

@@ -2,7 +2,7 @@ import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineError } from '../../errors';
 import { MAX_DIM, MAX_HEADS, type HParams } from '../hparams';
-import { ropeParams, trunkStart, withBias, type ProgramBuilder } from '../program-builder';
+import { qkvProjections, ropeParams, trunkStart, withBias, type ProgramBuilder } from '../program-builder';
 import { outputHead, tensorLookup } from './deepseek2';
 
 const t = (i: number, name: string) => `blk.${i}.${name}`;
@@ -59,10 +59,10 @@ function plamo2Mamba(p: ProgramBuilder, hp: HParams, tensors: Map<string, GgufTe
   const dt = p.buf(`p2_dt${nHead}`, nHead);
   const y = p.buf(`p2_y${dInner}`, dInner);
   p.op('matmul', zx, { a: h, weights: { weight: shape('ssm_in.weight', [hp.nEmbd, 2 * dInner]) } });
-  for (let k = 0; k < nHead; k++) {
-    p.op('copy', z, { a: zx, params: { a_off: 2 * k * headDim, out_off: k * headDim, n: headDim } });
-    p.op('copy', x, { a: zx, params: { a_off: (2 * k + 1) * headDim, out_off: k * headDim, n: headDim } });
-  }
+  // Head k's z at 2k head_dim, its x at (2k + 1) head_dim: one strided copy for each.
+  const perHead = { n: headDim, blocks: nHead, a_stride: 2 * headDim, out_stride: headDim };
+  p.op('copy', z, { a: zx, params: { ...perHead, a_off: 0 } });
+  p.op('copy', x, { a: zx, params: { ...perHead, a_off: headDim } });
   p.op('ssm_conv', xbc, { a: x, weights: { weight: shape('ssm_conv1d.weight', [dConv, dInner]) }, params: { layer: p.rsLayer((dConv - 1) * dInner), d_conv: dConv, silu: 1 } });
   p.op('matmul', bcdt, { a: xbc, weights: { weight: shape('ssm_x.weight', [dInner, 2 * dState + dtDim]) }, params: { n_in: dInner } });
   p.op('copy', xbc, { a: bcdt, params: { a_off: 0, out_off: dInner, n: 2 * dState } });
@@ -110,24 +110,18 @@ export function buildPlamo2(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
   const named = (il: number, name: string) => maybe(t(il, name)) ?? need(t(il, `${name}.weight`));
   const { p, x, h, attnOut } = trunkStart(hp, need('token_embd.weight'));
   for (let il = 0; il < hp.nLayer; il++) {
-    p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
-    if (mamba[il]) plamo2Mamba(p, hp, tensors, il, ssm!, h, attnOut);
-    else {
-      const H = hp.nHead[il];
-      const Hkv = hp.nHeadKv[il];
+    if (mamba[il]) {
+      p.op('rms_norm', h, { a: x, weights: { weight: need(t(il, 'attn_norm.weight')) }, params: { eps: hp.rmsEps } });
+      plamo2Mamba(p, hp, tensors, il, ssm!, h, attnOut);
+    } else {
+      const [H, Hkv] = [hp.nHead[il], hp.nHeadKv[il]];
       if (H === 0 || H % Hkv !== 0) throw bad(`block ${il}: head_count ${H} is not a positive multiple of head_count_kv ${Hkv}`);
       for (const n of ['attn_q', 'attn_k', 'attn_v'])
         if (maybe(t(il, `${n}.weight`))) throw bad(`block ${il} has ${n}.weight; PLaMo 2's attention is one attn_qkv`);
-      const [wq, wk] = [H * hd, Hkv * hd];
-      const qkv = p.buf(`qkv${wq + 2 * wk}`, wq + 2 * wk);
-      const q = p.buf(`q${wq}`, wq);
-      const k = p.buf(`k${wk}`, wk);
-      const v = p.buf(`v${wk}`, wk);
-      const attn = p.buf(`attn${wq}`, wq);
-      p.op('matmul', qkv, { a: h, weights: { weight: need(t(il, 'attn_qkv.weight')) } });
-      p.op('copy', q, { a: qkv, params: { a_off: 0, n: wq } });
-      p.op('copy', k, { a: qkv, params: { a_off: wq, n: wk } });
-      p.op('copy', v, { a: qkv, params: { a_off: wq + wk, n: wk } });
+      // (Asked first, so that a file without it is refused naming attn_qkv, not attn_q.)
+      need(t(il, 'attn_qkv.weight'));
+      // attn_norm into h, then attn_qkv's product split into Q|K|V.
+      const { q, k, v, attn } = qkvProjections(p, hp, il, { x, h }, { need, maybe }, hd, hd);
       for (const [buf, name, n] of [[q, 'attn_q_norm.weight', H], [k, 'attn_k_norm.weight', Hkv]] as const) {
         const w = need(t(il, name));
         const dims = tensors.get(w)!.dims;
@@ -135,7 +129,7 @@ export function buildPlamo2(hp: HParams, tensors: Map<string, GgufTensorInfo>): 
         p.op('head_rms_norm', buf, { a: buf, weights: { weight: w }, params: { eps: hp.rmsEps, head_dim: hd, n_head: n } });
         p.op('rope', buf, { a: buf, params: { ...rope, n_head: n } });
       }
-      const layer = p.kvLayer(wk, wk);
+      const layer = p.kvLayer(Hkv * hd, Hkv * hd);
       p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: Hkv, head_dim: hd, head_dim_v: hd, scale: 1 / Math.sqrt(hd) } });
       p.op('matmul', attnOut, { a: attn, weights: { weight: need(t(il, 'attn_output.weight')) } });
     }
