@@ -60,19 +60,17 @@ function groupedProjections(p: ProgramBuilder, hp: HParams, tensors: Map<string,
     const w = (2 + 2 * r) * S;
     const qkvz = p.buf(`lin_qkvz${hk * w}`, hk * w);
     p.op('matmul', qkvz, { a: h, weights: { weight: need(t(il, 'ssm_in.weight')) } });
-    for (let g = 0; g < hk; g++) {
-      p.op('copy', io.qkv, { a: qkvz, params: { a_off: g * w, out_off: g * S, n: S } });
-      p.op('copy', io.qkv, { a: qkvz, params: { a_off: g * w + S, out_off: (hk + g) * S, n: S } });
-      p.op('copy', io.qkv, { a: qkvz, params: { a_off: g * w + 2 * S, out_off: 2 * hk * S + g * r * S, n: r * S } });
-      p.op('copy', io.z, { a: qkvz, params: { a_off: g * w + (2 + r) * S, out_off: g * r * S, n: r * S } });
-    }
+    // Per group g: q | k | r v heads | r z heads; one strided copy per part (block g each).
+    const perGroup = { blocks: hk, a_stride: w };
+    p.op('copy', io.qkv, { a: qkvz, params: { ...perGroup, a_off: 0, out_off: 0, out_stride: S, n: S } });
+    p.op('copy', io.qkv, { a: qkvz, params: { ...perGroup, a_off: S, out_off: hk * S, out_stride: S, n: S } });
+    p.op('copy', io.qkv, { a: qkvz, params: { ...perGroup, a_off: 2 * S, out_off: 2 * hk * S, out_stride: r * S, n: r * S } });
+    p.op('copy', io.z, { a: qkvz, params: { ...perGroup, a_off: (2 + r) * S, out_off: 0, out_stride: r * S, n: r * S } });
   }
   const ba = p.buf(`lin_ba${2 * hv}`, 2 * hv);
   p.op('matmul', ba, { a: h, weights: { weight: need(t(il, 'ssm_ba.weight')) } });
-  for (let g = 0; g < hk; g++) {
-    p.op('copy', io.beta, { a: ba, params: { a_off: g * 2 * r, out_off: g * r, n: r } });
-    p.op('copy', io.alpha, { a: ba, params: { a_off: g * 2 * r + r, out_off: g * r, n: r } });
-  }
+  p.op('copy', io.beta, { a: ba, params: { blocks: hk, a_stride: 2 * r, out_stride: r, a_off: 0, n: r } });
+  p.op('copy', io.alpha, { a: ba, params: { blocks: hk, a_stride: 2 * r, out_stride: r, a_off: r, n: r } });
 }
 
 /**
@@ -126,10 +124,9 @@ export function gatedQueryKeys(
   io: { qg: number; q: number; gate: number; k: number }, H: number, Hkv: number, hd: number,
 ): { layer: number; scale: number } {
   const { qg, q, gate, k } = io;
-  for (let hh = 0; hh < H; hh++) {
-    p.op('copy', q, { a: qg, params: { a_off: 2 * hh * hd, out_off: hh * hd, n: hd } });
-    p.op('copy', gate, { a: qg, params: { a_off: 2 * hh * hd + hd, out_off: hh * hd, n: hd } });
-  }
+  // Each head's query then its gate: one strided copy per half.
+  p.op('copy', q, { a: qg, params: { blocks: H, a_stride: 2 * hd, out_stride: hd, a_off: 0, n: hd } });
+  p.op('copy', gate, { a: qg, params: { blocks: H, a_stride: 2 * hd, out_stride: hd, a_off: hd, n: hd } });
   p.op('head_rms_norm', q, { a: q, weights: { weight: need(t(il, 'attn_q_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: H } });
   p.op('head_rms_norm', k, { a: k, weights: { weight: need(t(il, 'attn_k_norm.weight')) }, params: { eps: hp.rmsEps, head_dim: hd, n_head: Hkv } });
   const rope = { ...ropeParams(hp, true), head_dim: hd };
