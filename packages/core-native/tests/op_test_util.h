@@ -12,10 +12,12 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kail/gguf.h"
 #include "kail/model.h"
 #include "kail/status.h"
 #include "kail/types.h"
@@ -100,6 +102,18 @@ inline op_desc & add_op(program & p, op_type t, int out, int a, std::map<std::st
     d.params = std::move(params);
     p.ops.push_back(d);
     return p.ops.back();
+}
+
+// A model over an in-memory image (gguf_image) running a test's own program: 2 threads, n_ctx
+// positions, and whatever else `tune` sets.
+inline std::unique_ptr<model> load_test_model(const std::vector<uint8_t> & image, const program & p, int64_t n_ctx,
+                                              const std::function<void(model_params &)> & tune = {}) {
+    std::shared_ptr<gguf_file> file = gguf_file::from_buffer(image.data(), image.size());
+    model_params mp;
+    mp.n_threads = 2;
+    mp.n_ctx = n_ctx;
+    if (tune) tune(mp);
+    return std::make_unique<model>(file, p, mp);
 }
 
 // One forward call over n tokens at positions pos0.. of sequence seq (toks null: token 0 each),

@@ -58,11 +58,7 @@ static program make_program(int mode0 = 0, int64_t n_streams = N, int64_t act = 
 }
 
 static std::unique_ptr<model> load(const std::vector<uint8_t> & image, const program & p) {
-    std::shared_ptr<gguf_file> file = gguf_file::from_buffer(image.data(), image.size());
-    model_params mp;
-    mp.n_threads = 2;
-    mp.n_ctx = 16;
-    return std::make_unique<model>(file, p, mp);
+    return load_test_model(image, p, 16);
 }
 
 int main() {

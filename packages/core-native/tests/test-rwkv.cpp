@@ -59,12 +59,7 @@ static program make_program(const shape & s, int64_t in_width = 0, int64_t rs = 
 }
 
 static std::unique_ptr<model> load(const std::vector<uint8_t> & image, const program & p) {
-    std::shared_ptr<gguf_file> file = gguf_file::from_buffer(image.data(), image.size());
-    model_params mp;
-    mp.n_threads = 2;
-    mp.n_ctx = 64;
-    mp.n_seq_max = 2;
-    return std::make_unique<model>(file, p, mp);
+    return load_test_model(image, p, 64, [](model_params & mp) { mp.n_seq_max = 2; });
 }
 
 static std::vector<float> run(model & m, const shape & s, const float * in, int64_t n, int32_t pos0, int32_t seq = 0) { return run_hidden(m, nullptr, n, pos0, seq, in, s.in()); }

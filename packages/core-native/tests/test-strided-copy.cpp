@@ -49,11 +49,7 @@ static program make_program(const params & tamper = {}, op_type tamper_type = OP
 }
 
 static std::unique_ptr<model> load(const std::vector<uint8_t> & image, const program & p) {
-    std::shared_ptr<gguf_file> file = gguf_file::from_buffer(image.data(), image.size());
-    model_params mp;
-    mp.n_threads = 2;
-    mp.n_ctx = 16;
-    return std::make_unique<model>(file, p, mp);
+    return load_test_model(image, p, 16);
 }
 
 int main() {

@@ -59,13 +59,10 @@ static program make_program(const std::vector<int64_t> & ids = {}, double head_d
 }
 
 static std::unique_ptr<model> load(const std::vector<uint8_t> & image, const program & p) {
-    std::shared_ptr<gguf_file> file = gguf_file::from_buffer(image.data(), image.size());
-    model_params mp;
-    mp.n_threads = 2;
-    mp.n_ctx = 32;
-    mp.kv_type = KAIL_TYPE_F32;
-    mp.kv_type_v = KAIL_TYPE_F32;
-    return std::make_unique<model>(file, p, mp);
+    return load_test_model(image, p, 32, [](model_params & mp) {
+        mp.kv_type = KAIL_TYPE_F32;
+        mp.kv_type_v = KAIL_TYPE_F32;
+    });
 }
 
 int main() {
