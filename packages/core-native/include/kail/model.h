@@ -23,7 +23,7 @@ class model;
 enum op_type {
     OP_EMBED,          // out[t] (+)= dequant(w.weight row tokens[t] | pos[t] | 0 | b[t][b_off])     weights: weight  (params index 0-3, accumulate)
     OP_RMS_NORM,       // out = a / sqrt(mean(a^2) + eps) * weight + bias               weights: weight?, bias?
-    OP_HEAD_RMS_NORM,  // per head of width head_dim: rms norm (layer_norm: ggml_norm) with a [head_dim] weight, or one per head   weights: weight
+    OP_HEAD_RMS_NORM,  // per head of width head_dim: rms norm (layer_norm: ggml_norm) with a [head_dim] weight, or one per head, or with head_gain one value per head (times the normed head)   weights: weight
     OP_MATMUL,         // out = a · weightᵀ (+ bias)                                    weights: weight, bias?  (no_lora, here and on embed: a LoRA adapter file's pair on the weight is checked and left unused)
     OP_ADD,            // out = a + b
     OP_MUL,            // out = a * b, or without b a * weight (F32, as wide as a row or one value)   weights: weight?

@@ -431,6 +431,7 @@ void check_op_ranges(const model::impl & m, const op_desc & op, size_t i) {
         case OP_HEAD_RMS_NORM: {
             const int64_t hd = req("head_dim"), nh = req("n_head"), off = ip("a_off", 0);
             if (hd < 1 || nh < 1) throw error(KAIL_E_BAD_MODEL, what + "head_dim and n_head must be positive");
+            if (op.params.count("head_gain") && op.params.at("head_gain") != 0 && ((op.params.count("l2") && op.params.at("l2") != 0) || (op.params.count("layer_norm") && op.params.at("layer_norm") != 0))) throw error(KAIL_E_BAD_MODEL, what + "a per-head gain goes with an RMS norm only");
             fits(op.a, off, hd * nh, "a");
             fits(op.out, off, hd * nh, "out");
             break;
@@ -1207,6 +1208,12 @@ model::model(std::shared_ptr<gguf_file> file, program prog, const model_params &
                 const int64_t want = op.type == OP_HEAD_RMS_NORM ? static_cast<int64_t>(op.param_req("head_dim")) : width(op.a);
                 // A head norm's weight is shared by the heads, or one per head (Mamba-2's grouped norm).
                 const bool per_head = op.type == OP_HEAD_RMS_NORM && w.info->n_elements == want * static_cast<int64_t>(op.param_req("n_head"));
+                // With head_gain, a head norm's weight is one gain per head (Talkie's q gain {1, n_head}).
+                if (op.type == OP_HEAD_RMS_NORM && op.param("head_gain", 0) != 0 && std::string(role) == "weight") {
+                    const int64_t nh = static_cast<int64_t>(op.param_req("n_head"));
+                    check(w.type() == KAIL_TYPE_F32 && w.info->n_elements == nh, "head gain '" + w.info->name + "' must be F32 with " + std::to_string(nh) + " elements (one per head), is " + type_name(w.type()) + " " + shape_str(w.info));
+                    continue;
+                }
                 check(w.type() == KAIL_TYPE_F32 && (w.info->n_elements == want || per_head), "norm '" + w.info->name + "' must be F32 with " + std::to_string(want) + " elements, is " + type_name(w.type()) + " " + shape_str(w.info));
             }
         } else if (op.type == OP_MLA_ATTENTION) {
@@ -1838,6 +1845,8 @@ void op_head_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
     const int64_t off = static_cast<int64_t>(op.param("a_off", 0));
     const float * wp = w.info ? reinterpret_cast<const float *>(w.data) : nullptr;
     const bool per_head = w.info && w.info->n_elements == hd * n_head;  // one weight row per head (a grouped norm)
+    // head_gain: the weight is one gain per head, multiplied after the unweighted norm (ggml_mul of {1, n_head}).
+    const bool gain = w.info && op.param("head_gain", 0) != 0;
     const int64_t aw = x.width(op.a), ow = x.width(op.out);
     // With `layer_norm`, a LayerNorm of each head (ggml_norm, then the weight: Command R+'s q/k norms).
     const bool ln = op.param("layer_norm", 0) != 0;
@@ -1864,7 +1873,11 @@ void op_head_rms_norm(exec_ctx & x, const op_desc & op, size_t oi) {
                     y[i] = v;
                 }
             } else if (ln) layer_norm_row(a, y, hd, eps, wh, bh);
-            else rms_norm_row(a, y, hd, eps, wh);
+            else if (gain) {
+                rms_norm_row(a, y, hd, eps, nullptr);
+                const float g = wp[h];
+                for (int64_t i = 0; i < hd; i++) y[i] *= g;
+            } else rms_norm_row(a, y, hd, eps, wh);
         }
 }
 
