@@ -27,6 +27,8 @@ import { DECI_PRESETS } from './presets-deci';
 import { GEMMA3N_PRESETS } from './presets-gemma3n';
 import { GRANITE_SWITCH_PRESETS } from './presets-granite-switch';
 import { HRM_TEXT_PRESETS } from './presets-hrm-text';
+import { SPARK25_PRESETS } from './presets-spark2-5';
+import { TALKIE_PRESETS } from './presets-talkie';
 import { SSM_PRESETS } from './presets-ssm';
 import { PLAMO2_PRESETS } from './presets-plamo2';
 import { RWKV_PRESETS } from './presets-rwkv';
@@ -197,6 +199,8 @@ export const PRESETS: Record<string, Preset> = {
   ...GEMMA3N_PRESETS,
   ...GRANITE_SWITCH_PRESETS,
   ...HRM_TEXT_PRESETS,
+  ...SPARK25_PRESETS,
+  ...TALKIE_PRESETS,
   ...SSM_PRESETS,
   ...PLAMO2_PRESETS,
   ...RWKV_PRESETS,
@@ -241,6 +245,8 @@ export const DEFAULT_PRESET_FOR_ARCH: Record<string, string> = {
   deci: 'tiny-deci',
   gemma3n: 'tiny-gemma3n',
   hrm_text: 'tiny-hrm-text',
+  spark2_5: 'tiny-spark2-5',
+  talkie: 'tiny-talkie',
   phi3: 'tiny-phi3',
   mimo2: 'tiny-mimo2',
   'exaone-moe': 'tiny-exaone-moe',

@@ -100,6 +100,10 @@ describe.each<[string, string, ...[number, number, number][]]>([
   ['tiny-muse-glimmer-pattern', 'Q4_K'],
   // HRM-Text: 12 KV cache slots over 4 blocks (nested low/high passes, each pass its own slots).
   ['tiny-hrm-text', 'Q4_K'],
+  // Spark-X2.5: sliding (window 8) and full blocks, fused qkv, a sigmoid gate per head, GeGLU.
+  ['tiny-spark2-5', 'Q4_K'],
+  // Talkie: weightless norms, the normed embedding added to every block, a per-head q gain, logit_scale.
+  ['tiny-talkie', 'Q4_K'],
   // Pure state-space models (no attention: Mamba-1 with Falcon-Mamba's weightless norms, Mamba-2)
   // and Falcon-H1 (attention beside Mamba-2 in every block).
   ['tiny-falcon-mamba', 'Q4_K'],

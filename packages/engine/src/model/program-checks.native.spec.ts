@@ -698,3 +698,17 @@ describe('MTP blocks refuse an RMS epsilon of 0 (DeepSeek-V3 nextn, Qwen3.5, Nem
     }
   });
 });
+
+describe("native program checks: Talkie's per-head q gain (tiny-talkie)", () => {
+  const { f, load } = fixture('tiny-talkie');
+
+  // The first head_rms_norm is block 0's q norm: attn_q_norm {1, 4} with head_gain.
+  it.each<[string, (o: ProgramOp) => void, RegExp]>([
+    ['a head gain read as a shared norm weight', (o) => delete o.params!.head_gain, /norm 'blk\.0\.attn_q_norm\.weight' must be F32 with 64 elements/],
+    ['a head gain of the wrong size', (o) => (o.weights = { weight: 'blk.0.layer_output_scale.weight' }), /head gain 'blk\.0\.layer_output_scale\.weight' must be F32 with 4 elements \(one per head\)/],
+    ['a head gain on an L2 norm', (o) => (o.params!.l2 = 1), /a per-head gain goes with an RMS norm only/],
+  ])('refuses %s', (_what, edit, want) => {
+    expect(f.program.ops.find((o) => o.op === 'head_rms_norm')!.params!.head_gain).toBe(1);
+    expect(() => load(tampered(f.program, 'head_rms_norm', edit))).toThrow(expect.objectContaining({ code: 'KAIL_E_BAD_MODEL', message: expect.stringMatching(want) }));
+  });
+});

@@ -85,7 +85,7 @@ export function applyRopeOptions(hp: HParams, o: RopeOptions | undefined): HPara
  * sliding-window architectures (cohere2, cohere2moe, exaone-moe, mellum, lfm2, ...) every
  * layer takes the context's base and scale, so there the options reach every layer.
  */
-const SLIDING_LAYERS_KEEP_FILE_ROPE: ReadonlySet<string> = new Set(['afmoe', 'gemma2', 'gemma3', 'gemma3n', 'gemma4', 'gpt-oss', 'laguna', 'llama4', 'maple', 'mimo2', 'smallthinker', 'step35']);
+const SLIDING_LAYERS_KEEP_FILE_ROPE: ReadonlySet<string> = new Set(['afmoe', 'gemma2', 'gemma3', 'gemma3n', 'gemma4', 'gpt-oss', 'laguna', 'llama4', 'maple', 'mimo2', 'smallthinker', 'spark2_5', 'step35']);
 
 /** For each op of a program that carries RoPE parameters, whether its layer's attention is sliding (or chunked). */
 function ropeOpsOnSlidingLayers(program: ModelProgram): Map<number, boolean> {

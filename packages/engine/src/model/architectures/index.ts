@@ -4,6 +4,7 @@ import { EngineError } from '../../errors';
 import type { HParams } from '../hparams';
 import { buildAfmoe } from './afmoe';
 import { buildMuseGlimmer } from './muse-glimmer';
+import { buildTalkie } from './talkie';
 import { buildBert } from './bert';
 import { buildT5, buildT5Encoder } from './t5';
 import { buildCohere } from './cohere';
@@ -12,6 +13,7 @@ import { buildDots3note } from './dots3note';
 import { buildGemma } from './gemma';
 import { buildGemma3n } from './gemma3n';
 import { buildHrmText } from './hrm-text';
+import { buildSpark25 } from './spark2-5';
 import { buildGemma4 } from './gemma4';
 import { buildGemma4Assistant } from './gemma4-assistant';
 import { buildArctic } from './arctic';
@@ -102,6 +104,7 @@ const ARCHITECTURES: Record<string, Builder> = {
   mistral3: (hp, ts, o) => buildMistral3(hp, ts, o.nCtxSeq),
   afmoe: (hp, ts) => buildAfmoe(hp, ts),
   'muse-glimmer': (hp, ts) => buildMuseGlimmer(hp, ts),
+  talkie: (hp, ts) => buildTalkie(hp, ts),
   granite: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
   // MiniCPM (1/2/4 dense, MoE): Granite's graph with MiniCPM's default multipliers.
   minicpm: (hp, ts, o) => buildGranite(hp, ts, o.nCtxSeq),
@@ -168,6 +171,9 @@ const ARCHITECTURES: Record<string, Builder> = {
   // HRM-Text (DFM Mimir): a low and a high stack of gated-attention blocks run in nested cycles,
   // every stack pass over KV cache slots of its own (block_count counts the slots).
   hrm_text: (hp, ts) => buildHrmText(hp, ts),
+  // Spark-X2.5: sliding and full blocks with their own rotary dims, a sigmoid gate per attention
+  // head, a GELU-gated FFN.
+  spark2_5: (hp, ts) => buildSpark25(hp, ts),
   // Google Gemma, Gemma 2 and Gemma 3 (dense): GeGLU, post norms from 2, sliding windows and
   // soft-capping from 2, q/k norms from 3.
   gemma: (hp, ts) => buildGemma(hp, ts, 1),
