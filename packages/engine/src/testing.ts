@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import type { GgufTensorInfo, GgufValue, ModelProgram } from '@kailstream/core-native';
+import type { GgufTensorInfo, GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
 
 import { generate } from './generate';
 import { buildProgram } from './model/architectures';
@@ -67,6 +67,16 @@ export function testModelFile(dir: string, preset: string, type = 'F32'): { kv: 
     f.close();
   }
 }
+
+/** A program's ops of one kind, in order (the architecture specs' program checks). */
+export const opsOf = (p: ModelProgram, op: ProgramOp['op']): ProgramOp[] => p.ops.filter((o) => o.op === op);
+
+/** A tensor table without these tensors (a missing-tensor refusal case). */
+export const without = (ts: Map<string, GgufTensorInfo>, ...names: string[]): Map<string, GgufTensorInfo> => new Map([...ts].filter(([n]) => !names.includes(n)));
+
+/** A tensor table with one tensor given other dims (a wrong-shape refusal case). */
+export const reshaped = (ts: Map<string, GgufTensorInfo>, name: string, dims: number[]): Map<string, GgufTensorInfo> =>
+  new Map([...ts].map(([n, t]) => [n, n === name ? { ...t, dims } : t]));
 
 /** A copy of metadata with keys set, or removed where the value is undefined (a loader-refusal case). */
 export function editedKv(kv: Record<string, GgufValue>, extra: Record<string, GgufValue | undefined>): Record<string, GgufValue> {

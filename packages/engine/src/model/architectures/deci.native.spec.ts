@@ -4,15 +4,14 @@
 // Numerics are checked against llama.cpp in tools/src/parity/parity-moe-families.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufValue, ModelProgram } from '@kailstream/core-native';
 
 import { EngineModel } from '../model';
-import { programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { opsOf, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 const names = (p: ModelProgram, re: RegExp) => opsOf(p, 'matmul').map((o) => o.weights!.weight).filter((w) => re.test(w));
 
 describe('deci program', () => {

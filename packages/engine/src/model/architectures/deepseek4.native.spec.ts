@@ -8,19 +8,18 @@
 // Numerics are checked against llama.cpp in tools/src/parity/parity-deepseek4.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufValue } from '@kailstream/core-native';
 
 import { native } from '../../native';
 import { Metadata, readHParams } from '../hparams';
 import { EngineModel, kvCacheReport, openGgufMetadata } from '../model';
 import { BatchEngine } from '../../runtime/batch-engine';
 import { buildMtpProgram, buildProgram } from '.';
-import { programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { opsOf, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 
 describe('deepseek4 program', () => {
   let f: ReturnType<typeof testModelFile>;

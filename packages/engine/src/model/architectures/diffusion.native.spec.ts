@@ -10,12 +10,11 @@ import { generate } from '../../generate';
 import { native } from '../../native';
 import { diffusionGenerateWith, diffusionModelSettings } from '../diffusion';
 import { EngineModel, planModel, type LoadModelOptions } from '../model';
-import { patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { opsOf, patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 type File = ReturnType<typeof testModelFile>;
 const files: Record<string, File> = {};
 const PRESETS = ['tiny-llada', 'tiny-dream', 'tiny-llada-moe', 'tiny-rnd1'];

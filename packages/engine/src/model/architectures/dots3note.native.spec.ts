@@ -4,16 +4,15 @@
 // tools/src/parity/parity-moe-families.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufValue } from '@kailstream/core-native';
 
 import { buildProgram } from '.';
 import { Metadata, readHParams } from '../hparams';
-import { programOfFile as programOf, tempDir, testModelFile } from '../../testing';
+import { opsOf, programOfFile as programOf, tempDir, testModelFile } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 
 describe('dots3note program', () => {
   let f: ReturnType<typeof testModelFile>;

@@ -6,16 +6,15 @@
 // tools/src/parity/parity-encoders2.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { BatchEngine, type GenerationRequest } from '../../runtime/batch-engine';
 import { EngineModel } from '../model';
-import { patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { opsOf, patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 type File = ReturnType<typeof testModelFile>;
 const files: Record<string, File> = {};
 const PRESETS = ['tiny-jina-bert-v2', 'tiny-jina-bert-v2-gated', 'tiny-modern-bert', 'tiny-modern-bert-swiglu', 'tiny-gemma-embedding', 'tiny-eurobert', 'tiny-neo-bert', 'tiny-llama-embed', 'tiny-llama-embed-causal'];

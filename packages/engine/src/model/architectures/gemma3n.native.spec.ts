@@ -9,7 +9,7 @@ import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-n
 
 import { native } from '../../native';
 import { EngineModel } from '../model';
-import { patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { opsOf, patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -21,7 +21,6 @@ beforeAll(() => {
   file = writeTestModel(dir, 'tiny-gemma3n');
   f = testModelFile(dir, 'tiny-gemma3n');
 }, 300_000);
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 
 describe('gemma3n layout (tiny-gemma3n: 22 blocks, 4 streams, 256 per-layer inputs)', () => {
   it('AltUp around every block, top-k on blocks 0-9, two shared-KV readers, the merged streams into a soft-capped tied head', () => {

@@ -5,15 +5,14 @@
 // checked against llama.cpp in tools/src/parity/parity-gpt2.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineModel } from '../model';
-import { patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { opsOf, patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 const biasesOf = (p: ModelProgram, il: number) => opsOf(p, 'matmul').filter((o) => o.weights!.bias?.startsWith(`blk.${il}.`)).map((o) => o.weights!.bias!.slice(`blk.${il}.`.length));
 type File = ReturnType<typeof testModelFile>;
 const files: Record<string, File> = {};

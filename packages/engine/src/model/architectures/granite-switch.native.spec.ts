@@ -6,15 +6,14 @@
 // llama.cpp's loader does, naming them. Numerics against llama.cpp: tools/src/parity/parity-granite-switch.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, GgufValue } from '@kailstream/core-native';
 
 import { EngineModel, kvCacheReport, openGgufMetadata } from '../model';
-import { editedKv, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { editedKv, opsOf, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 // The 64 parity tokens' first 48 (metrics.ts tokenIds(64, 1024, 11)): adapter 1's token 426 at 9, adapter 3's 919 at 40.
 const TOKENS = [363, 523, 622, 51, 327, 767, 959, 211, 509, 426, 417, 645, 839, 984, 782, 1008, 835, 978, 685, 841, 812, 82, 252, 757, 307, 856, 847, 764, 518, 82, 447, 390, 712, 428, 953, 997, 746, 60, 347, 312, 919, 361, 849, 713, 772, 115, 573, 686];
 

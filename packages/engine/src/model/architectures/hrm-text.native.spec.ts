@@ -5,23 +5,20 @@
 // against llama.cpp in tools/src/parity/parity-hrm-text.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, ProgramOp } from '@kailstream/core-native';
 
 import { kvCacheReport, openGgufMetadata, planModel } from '../model';
-import { editedKv, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { editedKv, opsOf, programOfFile as programOf, reshaped, tempDir, testModelFile, without, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 type File = ReturnType<typeof testModelFile>;
 const files: Record<string, File> = {};
 beforeAll(() => {
   for (const p of ['tiny-hrm-text', 'tiny-hrm-text-tied']) files[p] = testModelFile(dir, p);
 }, 120_000);
 const prog = (p: string) => programOf(files[p].kv, files[p].tensors);
-const without = (ts: Map<string, GgufTensorInfo>, ...names: string[]) => new Map([...ts].filter(([n]) => !names.includes(n)));
-const reshaped = (ts: Map<string, GgufTensorInfo>, name: string, dims: number[]) => new Map([...ts].map(([n, t]) => [n, n === name ? { ...t, dims } : t]));
 const weightOf = (o: ProgramOp) => o.weights?.weight ?? '';
 
 describe('programs', () => {

@@ -5,15 +5,14 @@
 // tools/src/parity/parity-jais-bitnet.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { EngineModel } from '../model';
-import { patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { opsOf, patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 type File = ReturnType<typeof testModelFile>;
 const files: Record<string, File> = {};
 const PRESETS = ['tiny-jais', 'tiny-jais2', 'tiny-bitnet'];

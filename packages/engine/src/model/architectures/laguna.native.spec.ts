@@ -4,14 +4,13 @@
 // tools/src/parity/parity-moe-families.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, GgufValue } from '@kailstream/core-native';
 
-import { programOfFile as programOf, tempDir, testModelFile } from '../../testing';
+import { opsOf, programOfFile as programOf, tempDir, testModelFile } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 
 describe('laguna program', () => {
   let xs: ReturnType<typeof testModelFile>;

@@ -8,12 +8,11 @@ import fs from 'node:fs';
 import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
 
 import { EngineModel } from '../model';
-import { patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { opsOf, patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 const normsOf = (p: ModelProgram) => opsOf(p, 'rms_norm').map((o) => o.weights!.weight.replace(/^blk\.\d+\./, ''));
 type File = ReturnType<typeof testModelFile>;
 const files: Record<string, File> = {};

@@ -4,17 +4,16 @@
 // llama.cpp in tools/src/parity/parity-moe-families.native.spec.ts, the op in tests/test-msa.cpp.
 import fs from 'node:fs';
 
-import type { GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufValue } from '@kailstream/core-native';
 
 import { buildProgram } from '.';
 import { Metadata, readHParams } from '../hparams';
 import { EngineModel } from '../model';
-import { programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { opsOf, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 
 describe('minimax-m3 program', () => {
   let f: ReturnType<typeof testModelFile>;

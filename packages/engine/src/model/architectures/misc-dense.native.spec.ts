@@ -5,14 +5,13 @@
 // tools/src/parity/parity-misc-dense.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, ProgramOp } from '@kailstream/core-native';
 
-import { editedKv, programOfFile as programOf, tempDir, testModelFile } from '../../testing';
+import { editedKv, opsOf, programOfFile as programOf, tempDir, testModelFile, without } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 type File = ReturnType<typeof testModelFile>;
 const files: Record<string, File> = {};
 const PRESETS = ['tiny-qwen2vl', 'tiny-hunyuan-vl', 'tiny-plamo', 'tiny-plamo3', 'tiny-plamo3-pattern', 'tiny-pangu-embedded', 'tiny-openelm'];
@@ -20,7 +19,6 @@ beforeAll(() => {
   for (const p of PRESETS) files[p] = testModelFile(dir, p);
 }, 300_000);
 const prog = (p: string) => programOf(files[p].kv, files[p].tensors);
-const without = (ts: Map<string, GgufTensorInfo>, ...names: string[]) => new Map([...ts].filter(([n]) => !names.includes(n)));
 const withTensor = (ts: Map<string, GgufTensorInfo>, name: string, dims: number[]) => new Map([...ts, [name, { ...ts.get('output_norm.weight')!, name, dims }]]);
 const weightOf = (o: ProgramOp) => o.weights?.weight ?? '';
 

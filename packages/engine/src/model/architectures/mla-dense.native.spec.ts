@@ -4,18 +4,17 @@
 // tools/src/parity/parity-moe-families.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, GgufValue, ModelProgram } from '@kailstream/core-native';
 
 import { native } from '../../native';
 import { EngineModel } from '../model';
 import { buildProgram } from '.';
 import { Metadata, readHParams } from '../hparams';
-import { programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { opsOf, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 const programAt = (f: { kv: Record<string, GgufValue>; tensors: Map<string, GgufTensorInfo> }, nCtxSeq: number) =>
   buildProgram(readHParams(new Metadata(f.kv, String(f.kv['general.architecture'])), f.tensors), f.tensors, { nCtxSeq });
 

@@ -6,17 +6,16 @@
 // packages/core-native/tests/test-ple.cpp, QSA against one in packages/core-native/tests/test-qsa.cpp.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, GgufValue } from '@kailstream/core-native';
 
 import { buildProgram, defaultContext } from '.';
 import { Metadata, readHParams } from '../hparams';
 import { EngineModel } from '../model';
-import { editedKv, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { editedKv, opsOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 const programOf = (kv: Record<string, GgufValue>, tensors: Map<string, GgufTensorInfo>, nCtxSeq = 256) =>
   buildProgram(readHParams(new Metadata(kv, String(kv['general.architecture'])), tensors), tensors, { nCtxSeq });
 

@@ -4,21 +4,18 @@
 // against llama.cpp in tools/src/parity/parity-spark2-5.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, ProgramOp } from '@kailstream/core-native';
 
-import { editedKv, programOfFile as programOf, tempDir, testModelFile } from '../../testing';
+import { editedKv, opsOf, programOfFile as programOf, reshaped, tempDir, testModelFile, without } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 type File = ReturnType<typeof testModelFile>;
 let f: File;
 beforeAll(() => {
   f = testModelFile(dir, 'tiny-spark2-5');
 }, 120_000);
-const without = (ts: Map<string, GgufTensorInfo>, ...names: string[]) => new Map([...ts].filter(([n]) => !names.includes(n)));
-const reshaped = (ts: Map<string, GgufTensorInfo>, name: string, dims: number[]) => new Map([...ts].map(([n, t]) => [n, n === name ? { ...t, dims } : t]));
 
 describe('programs', () => {
   it('sliding blocks 0 and 2 (window 8, all 64 dims rotated), full blocks 1 and 3 (32 dims), one base', () => {

@@ -3,15 +3,14 @@
 // checked against llama.cpp in tools/src/parity/parity-moe-families.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufValue, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufValue } from '@kailstream/core-native';
 
-import { programOfFile as programOf, tempDir, testModelFile } from '../../testing';
+import { opsOf, programOfFile as programOf, tempDir, testModelFile } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 /** The ops of one kind in block order (one per block when every block has one). */
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 
 describe('step35 program', () => {
   let clamp: ReturnType<typeof testModelFile>;

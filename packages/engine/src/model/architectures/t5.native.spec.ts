@@ -5,16 +5,15 @@
 // tools/src/parity/parity-t5encoder.native.spec.ts; the bias itself core-native's test-rel-bias.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
 import { native } from '../../native';
 import { EngineModel } from '../model';
-import { patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
+import { opsOf, patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 type File = ReturnType<typeof testModelFile>;
 const files: Record<string, File> = {};
 const PRESETS = ['tiny-jina-bert-v3', 'tiny-t5encoder', 'tiny-t5encoder-relu', 'tiny-t5', 'tiny-t5-relu'];

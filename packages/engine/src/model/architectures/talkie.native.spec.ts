@@ -4,22 +4,19 @@
 // or tensor. Numerics are checked against llama.cpp in tools/src/parity/parity-talkie.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo } from '@kailstream/core-native';
 
-import { editedKv, programOfFile as programOf, tempDir, testModelFile } from '../../testing';
+import { editedKv, opsOf, programOfFile as programOf, reshaped, tempDir, testModelFile, without } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 type File = ReturnType<typeof testModelFile>;
 const files: Record<string, File> = {};
 beforeAll(() => {
   for (const p of ['tiny-talkie', 'tiny-talkie-fused']) files[p] = testModelFile(dir, p);
 }, 120_000);
 const prog = (p: string) => programOf(files[p].kv, files[p].tensors);
-const without = (ts: Map<string, GgufTensorInfo>, ...names: string[]) => new Map([...ts].filter(([n]) => !names.includes(n)));
-const reshaped = (ts: Map<string, GgufTensorInfo>, name: string, dims: number[]) => new Map([...ts].map(([n, t]) => [n, n === name ? { ...t, dims } : t]));
 
 describe('programs', () => {
   it('reads every tensor of the file; norms carry no weight but the q gain; the head is scaled', () => {

@@ -6,14 +6,13 @@
 // tools/src/parity/parity-text-vl.native.spec.ts.
 import fs from 'node:fs';
 
-import type { GgufTensorInfo, ModelProgram, ProgramOp } from '@kailstream/core-native';
+import type { GgufTensorInfo, ProgramOp } from '@kailstream/core-native';
 
-import { editedKv, programOfFile as programOf, tempDir, testModelFile } from '../../testing';
+import { editedKv, opsOf, programOfFile as programOf, reshaped, tempDir, testModelFile, without } from '../../testing';
 
 const dir = tempDir();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const opsOf = (p: ModelProgram, op: ProgramOp['op']) => p.ops.filter((o) => o.op === op);
 type File = ReturnType<typeof testModelFile>;
 const files: Record<string, File> = {};
 const PRESETS = ['tiny-paddleocr', 'tiny-cogvlm', 'tiny-chameleon', 'tiny-chameleon-swin', 'tiny-muse-glimmer', 'tiny-muse-glimmer-pattern'];
@@ -21,8 +20,6 @@ beforeAll(() => {
   for (const p of PRESETS) files[p] = testModelFile(dir, p);
 }, 300_000);
 const prog = (p: string) => programOf(files[p].kv, files[p].tensors);
-const without = (ts: Map<string, GgufTensorInfo>, ...names: string[]) => new Map([...ts].filter(([n]) => !names.includes(n)));
-const reshaped = (ts: Map<string, GgufTensorInfo>, name: string, dims: number[]) => new Map([...ts].map(([n, t]) => [n, n === name ? { ...t, dims } : t]));
 const weightOf = (o: ProgramOp) => o.weights?.weight ?? '';
 
 describe('programs', () => {
