@@ -441,15 +441,7 @@ function checkVocabulary(tokenizer: Tokenizer, hp: HParams, program: ModelProgra
  * null when the file is not an EAGLE-3 draft.
  */
 export function eagle3LayersOf(path: string): number[] | null {
-  const file = openGgufMetadata(path);
-  try {
-    const arch = file.metadata['general.architecture'];
-    if (arch !== 'eagle3') return null;
-    const md = new Metadata(file.metadata, arch);
-    return eagle3Params({ arch, meta: md } as HParams).targetLayers;
-  } finally {
-    file.close();
-  }
+  return targetLayersOf(path, 'eagle3');
 }
 
 /**
@@ -457,13 +449,18 @@ export function eagle3LayersOf(path: string): number[] | null {
  * DFlash draft: load its target with them as `extractLayers`); null for any other file.
  */
 export function draftLayersOf(path: string): number[] | null {
-  const e = eagle3LayersOf(path);
-  if (e) return e;
+  return targetLayersOf(path, 'eagle3', 'dflash');
+}
+
+/** The target layers of a file of one of these draft architectures (its metadata read once), else null. */
+function targetLayersOf(path: string, ...archs: ('eagle3' | 'dflash')[]): number[] | null {
   const file = openGgufMetadata(path);
   try {
     const arch = file.metadata['general.architecture'];
-    if (arch !== 'dflash') return null;
+    if (arch !== 'eagle3' && arch !== 'dflash') return null;
+    if (!archs.includes(arch)) return null;
     const md = new Metadata(file.metadata, arch);
+    if (arch === 'eagle3') return eagle3Params({ arch, meta: md } as HParams).targetLayers;
     // (nVocab only bounds the mask token here; the load checks it against the vocabulary.)
     return dflashParams({ arch, meta: md, nVocab: Number.MAX_SAFE_INTEGER } as HParams).targetLayers;
   } finally {
