@@ -278,11 +278,12 @@ async function resolve(scheduler: spb.SchedulerServiceClient, name: string, numC
 }
 
 /**
- * Ollama's preload (an empty request): the model is loaded (resolve saw to it); a keep_alive goes
- * to the scheduler now, as a request's goes with its Submit.
+ * Ollama's preload (an empty request): the model is loaded (resolve saw to it). It counts as a use,
+ * as in Ollama: the keep-alive timer starts again now (with the request's keep_alive, if any), also
+ * for a model that was already loaded.
  */
 async function preload(scheduler: spb.SchedulerServiceClient, m: common.ModelInfo, keepAliveMs: number | undefined): Promise<'load'> {
-  if (keepAliveMs !== undefined) await ensureModel(scheduler, m.id, keepAliveMs);
+  await ensureModel(scheduler, m.id, keepAliveMs);
   return 'load';
 }
 
