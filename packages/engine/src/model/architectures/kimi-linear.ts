@@ -160,11 +160,10 @@ export function mlaBlock(p: ProgramBuilder, hp: HParams, tensors: Map<string, Gg
     const k = p.buf(`mla_k${H * kHead}`, H * kHead);
     const v = p.buf(`mla_v${H * vHead}`, H * vHead);
     p.op('matmul', kv, { a: lat, weights: { weight: kvb } });
-    for (let hh = 0; hh < H; hh++) {
-      p.op('copy', k, { a: kv, params: { a_off: hh * (nope + vHead), out_off: hh * kHead, n: nope } });
-      p.op('copy', k, { a: kva, params: { a_off: L, out_off: hh * kHead + nope, n: R } });
-      p.op('copy', v, { a: kv, params: { a_off: hh * (nope + vHead) + nope, out_off: hh * vHead, n: vHead } });
-    }
+    // Per head: k = k_nope | the shared k_pe (a_stride 0), v; one strided copy each.
+    p.op('copy', k, { a: kv, params: { n: nope, blocks: H, a_off: 0, a_stride: nope + vHead, out_off: 0, out_stride: kHead } });
+    p.op('copy', k, { a: kva, params: { n: R, blocks: H, a_off: L, a_stride: 0, out_off: nope, out_stride: kHead } });
+    p.op('copy', v, { a: kv, params: { n: vHead, blocks: H, a_off: nope, a_stride: nope + vHead, out_off: 0, out_stride: vHead } });
     const layer = p.kvLayer(H * kHead, H * vHead);
     p.op('attention', attn, { a: q, b: k, c: v, params: { layer, n_head: H, n_head_kv: H, head_dim: kHead, head_dim_v: vHead, scale } });
   } else {

@@ -151,9 +151,17 @@ describe('rwkv6 program', () => {
     expect(p.rsWidth).toEqual([0, 1, 2].flatMap(() => [256, 4 * 64 * 64]));
     expect(p.ops.filter((o) => o.op === 'layer_norm' || o.op === 'head_rms_norm')).toEqual([]);
     expect(p.ops.filter((o) => o.op === 'rwkv_wkv6').map((o) => [o.params!.gla_scale, o.weights])).toEqual(Array(3).fill([0.125, undefined]));
-    // WKV heads 0, 1 read k/v head 0; heads 2, 3 k/v head 1 (ggml_repeat's layout).
-    const copies = p.ops.filter((o) => o.op === 'copy' && o.params?.n === 64).slice(0, 8).map((o) => [o.params!.a_off, o.params!.out_off]);
-    expect(copies).toEqual([[0, 256], [128, 512], [0, 320], [128, 576], [64, 384], [192, 640], [64, 448], [192, 704]]);
+    // WKV heads 0, 1 read k/v head 0; heads 2, 3 k/v head 1 (ggml_repeat's layout), through strided
+    // copies: [a_off, out_off] per 64-value block, in out_off order, for block 0's ops.
+    const headCopies = (q: typeof p) => {
+      const ops = q.ops.filter((o) => o.op === 'copy' && o.params?.n === 64);
+      const perBlock = ops.slice(0, ops.length / 3).flatMap((o) => Array.from({ length: o.params!.blocks ?? 1 }, (_, j) => [o.params!.a_off + j * (o.params!.a_stride ?? 0), o.params!.out_off + j * (o.params!.out_stride ?? 0)]));
+      return { n: ops.length / 3, pairs: perBlock.sort((a, b) => a[1] - b[1]) };
+    };
+    expect(headCopies(p)).toEqual({ n: 4, pairs: [[0, 256], [0, 320], [64, 384], [64, 448], [128, 512], [128, 576], [192, 640], [192, 704]] });
+    // One k/v head for all four (a group larger than the group count): one copy per k and v.
+    const oneKv = programOf(edit(f.kv, { 'rwkv6qwen2.attention.head_count_kv': 1 }), new Map([...f.tensors].map(([k, v]) => [k, /time_mix_(key|value)\.(weight|bias)/.test(k) ? { ...v, dims: k.endsWith('weight') ? [256, 64] : [64] } : v])));
+    expect(headCopies(oneKv)).toEqual({ n: 2, pairs: [[0, 256], [0, 320], [0, 384], [0, 448], [64, 512], [64, 576], [64, 640], [64, 704]] });
     expect(p.ops.filter((o) => o.op === 'matmul' && o.weights?.bias?.includes('time_mix_')).map((o) => o.weights!.bias).slice(0, 4)).toEqual(['blk.0.time_mix_lerp_fused.weight', 'blk.0.time_mix_receptance.bias', 'blk.0.time_mix_key.bias', 'blk.0.time_mix_value.bias']);
     expect(p.ops.filter((o) => o.op === 'scale' && o.params?.scale === 0.5)).toEqual([]);
     const bad = (kv: Record<string, GgufValue | undefined>, tensors: Map<string, GgufTensorInfo>, re: RegExp) => expect(() => programOf(edit(f.kv, kv), tensors)).toThrow(badModel(re));

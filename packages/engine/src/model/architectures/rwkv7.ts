@@ -274,8 +274,13 @@ export function buildRwkv6(hp: HParams, tensors: Map<string, GgufTensorInfo>): M
       const kv = p.buf(`rwkv_kv${2 * kvw}`, 2 * kvw);
       p.op('matmul', kv, { a: xxx, weights: withBias(need(t(il, 'time_mix_key.weight')), bias('key')), params: { a_off: C, n_in: C, out_off: 0, n_out: kvw } });
       p.op('matmul', kv, { a: xxx, weights: withBias(need(t(il, 'time_mix_value.weight')), bias('value')), params: { a_off: 2 * C, n_in: C, out_off: kvw, n_out: kvw } });
-      for (let hh = 0; hh < H; hh++)
-        for (const sec of [0, 1]) p.op('copy', wkvIn, { a: kv, params: { a_off: sec * kvw + Math.floor(hh / (H / hkv)) * D, out_off: (1 + sec) * C + hh * D, n: D } });
+      // k and v head g serve WKV heads g G .. g G + G - 1: strided copies, one per head of a group
+      // (over the groups) or one per group (over its heads, a_stride 0), whichever is fewer.
+      const G = H / hkv;
+      for (const sec of [0, 1]) {
+        if (G <= hkv) for (let r = 0; r < G; r++) p.op('copy', wkvIn, { a: kv, params: { n: D, blocks: hkv, a_off: sec * kvw, a_stride: D, out_off: (1 + sec) * C + r * D, out_stride: G * D } });
+        else for (let g = 0; g < hkv; g++) p.op('copy', wkvIn, { a: kv, params: { n: D, blocks: G, a_off: sec * kvw + g * D, a_stride: 0, out_off: (1 + sec) * C + g * G * D, out_stride: D } });
+      }
     }
     p.op('matmul', g, { a: xxx, weights: { weight: need(t(il, 'time_mix_gate.weight')) }, params: { a_off: 4 * C, n_in: C } });
     p.op('matmul', ld, { a: xxx, weights: { weight: shaped(t(il, 'time_mix_decay_w1.weight'), [C, decayExtra]) }, params: { a_off: 0, n_in: C } });
