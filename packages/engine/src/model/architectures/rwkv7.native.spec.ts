@@ -155,7 +155,10 @@ describe('rwkv6 program', () => {
     // copies: [a_off, out_off] per 64-value block, in out_off order, for block 0's ops.
     const headCopies = (q: typeof p) => {
       const ops = q.ops.filter((o) => o.op === 'copy' && o.params?.n === 64);
-      const perBlock = ops.slice(0, ops.length / 3).flatMap((o) => Array.from({ length: o.params!.blocks ?? 1 }, (_, j) => [o.params!.a_off + j * (o.params!.a_stride ?? 0), o.params!.out_off + j * (o.params!.out_stride ?? 0)]));
+      const perBlock = ops.slice(0, ops.length / 3).flatMap((o) => {
+        const v = (k: string) => Number(o.params![k] ?? 0);
+        return Array.from({ length: v('blocks') || 1 }, (_, j) => [v('a_off') + j * v('a_stride'), v('out_off') + j * v('out_stride')]);
+      });
       return { n: ops.length / 3, pairs: perBlock.sort((a, b) => a[1] - b[1]) };
     };
     expect(headCopies(p)).toEqual({ n: 4, pairs: [[0, 256], [0, 320], [64, 384], [64, 448], [128, 512], [128, 576], [192, 640], [192, 704]] });
