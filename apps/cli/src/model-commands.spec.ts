@@ -516,6 +516,20 @@ describe('kail model commands', () => {
     expect(v.kvCache).toBeNull();
   });
 
+  it('inspect and plan on an encoder-decoder (t5) file: the decoder per generated token, the encoder and the cross rows per prompt', () => {
+    const t5 = path.join(dir, 't5.gguf');
+    writeModel({ config: getPreset('tiny-t5').config, fileType: 'F32', seed: 3, out: t5 });
+    const text = kail('inspect', t5).stdout;
+    // 3 encoder and 2 decoder blocks, a K and a V row of 4 heads x 48 per layer in F16.
+    expect(text).toMatch(/layers +3 encoder, 2 decoder\n/);
+    expect(text).toMatch(/bytes\/token +0\.01 GiB of weights read per generated token \(the decoder's; 0\.01 GiB once per prompt: the encoder's and the cross-attention K\/V\)/);
+    expect(text).toMatch(/kv cache +1\.50 KiB per generated token \(f16, decoder self-attention, 2 layers\)\n +\+ 1\.50 KiB per prompt token \(cross-attention, 2 layers\), and 2\.25 KiB per prompt token while it encodes \(encoder, 3 layers; freed after\)/);
+    const plan = kail('plan', '-m', t5, '--ram', '1G', '--ctx', '256', '--seqs', '2').stdout;
+    // Per sequence the most it holds: 256 prompt tokens encoding, (3 + 2) x 768 bytes each.
+    expect(plan).toMatch(/KV cache +1\.88 MiB \(256 tokens x 2 sequences\)\n +\(per sequence: 3\.8 KiB per prompt token while it encodes, encoder \+ cross-attention rows; then 1\.5 KiB per prompt token, cross-attention, \+ 1\.5 KiB per generated token, decoder; prompt \+ generated <= 256\)/);
+    expect(plan).toMatch(/weights read +8\.51 MiB once per prompt \(encoder, 3 layers, and the cross-attention K\/V\), 7\.26 MiB per generated token \(decoder, 2 layers\)/);
+  });
+
   it('bad input gets a clear error and a non-zero exit', () => {
     const missing = kail('run', '-m', path.join(dir, 'nope.gguf'), '-n', '1');
     expect(missing.status).not.toBe(0);

@@ -205,7 +205,8 @@ export async function generate(model: EngineModel, prompt: readonly number[], op
       break;
     }
     if (i + 1 === maxTokens) break;
-    if (model.runtime.seqLen(seq) + 1 >= model.nCtx) {
+    // (An encoder-decoder's cache holds the decoder's start token too: prompt + generated tokens may fill the context.)
+    if (model.runtime.seqLen(seq) - (model.encoderDecoder ? 1 : 0) + 1 >= model.nCtx) {
       const span = opts.contextShift && contextShiftSpan(model.tokenizer.vocab, prompt, model.runtime.seqLen(seq), model.nCtx, opts.contextShift);
       if (!span || span.discard <= 0) break;
       model.shiftContext(seq, span.keep, span.discard);

@@ -557,6 +557,20 @@ function readTextFile(file: string, flag: string): string {
   }
 }
 
+/**
+ * An encoder-decoder's (t5) plan: the KV cache at its most (the whole context a prompt, encoding)
+ * and after, and the weights read once per prompt against those read per generated token.
+ */
+function encoderDecoderPlanLines(e: NonNullable<ResidencyPlan['encoderDecoder']>, nCtx: number): { kv: string; weights: string } {
+  const b = formatBytes;
+  return {
+    kv:
+      `                 (per sequence: ${b(e.kvEncoderBytesPerToken + e.kvCrossBytesPerToken)} per prompt token while it encodes, encoder + cross-attention rows; ` +
+      `then ${b(e.kvCrossBytesPerToken)} per prompt token, cross-attention, + ${b(e.kvDecoderBytesPerToken)} per generated token, decoder; prompt + generated <= ${nCtx})`,
+    weights: `weights read     ${b(e.promptWeightBytes)} once per prompt (encoder, ${e.encoderLayers} layers, and the cross-attention K/V), ${b(e.tokenWeightBytes)} per generated token (decoder, ${e.decoderLayers} layers)`,
+  };
+}
+
 function planLines(file: string, p: ResidencyPlan): string[] {
   const b = formatBytes;
   const lines = [
@@ -565,8 +579,10 @@ function planLines(file: string, p: ResidencyPlan): string[] {
     `  reserve        ${b(p.reserveBytes)} (this process: runtime, tokenizer, heaps)`,
     `  resident       ${b(p.residentBytes)} (${p.residentTensors} non-expert tensors, copied into RAM at load)`,
     `  KV cache       ${b(p.kvBytes)} (${p.nCtx} tokens x ${p.nSeqMax} sequence${p.nSeqMax > 1 ? 's' : ''})`,
+    ...(p.encoderDecoder ? [encoderDecoderPlanLines(p.encoderDecoder, p.nCtx).kv] : []),
     `  scratch        ${b(p.scratchBytes)} (batch of ${p.nBatch} tokens)`,
     ...(p.loraBytes ? [`  LoRA           ${b(p.loraBytes)} (adapter pairs, mapped)`] : []),
+    ...(p.encoderDecoder ? [encoderDecoderPlanLines(p.encoderDecoder, p.nCtx).weights] : []),
   ];
   if (p.nMoeLayers) {
     // A block can hold more than one MoE op (GroveMoE: routed and chunk experts), each with its own
@@ -1554,7 +1570,7 @@ export function registerModelCommands(program: Command): void {
           `file            ${s.path} (${gib(s.fileBytes)})`,
           `architecture    ${s.architecture}`,
           `parameters      ${(s.parameterCount / 1e9).toFixed(3)} B`,
-          `layers          ${s.layerCount}`,
+          `layers          ${s.encoderDecoder ? `${s.encoderDecoder.encoderLayers} encoder, ${s.encoderDecoder.decoderLayers} decoder` : s.layerCount}`,
           `context         ${s.contextLength}`,
           `experts         ${s.expertCount ? `${s.expertCount} per layer, ${s.expertUsedCount} used per token` : 'none (dense)'}`,
           // (general.file_type, as llama-quantize names it; a file may lack it.)
@@ -1562,12 +1578,20 @@ export function registerModelCommands(program: Command): void {
           `tensor types    ${Object.entries(s.tensorTypeBytes).map(([t, b]) => `${t} ${gib(b)}`).join(', ')}`,
           `resident        ${gib(s.residentBytes)} (non-expert weights)`,
           `routed experts  ${gib(s.expertBytes)}${s.bytesPerExpert ? ` (${(s.bytesPerExpert / 2 ** 20).toFixed(2)} MiB each)` : ''}`,
-          `bytes/token     ${gib(s.bytesPerToken)} of weights read per token`,
+          s.encoderDecoder
+            ? `bytes/token     ${gib(s.bytesPerToken)} of weights read per generated token (the decoder's; ${gib(s.encoderDecoder.promptWeightBytes)} once per prompt: the encoder's and the cross-attention K/V)`
+            : `bytes/token     ${gib(s.bytesPerToken)} of weights read per token`,
         ];
         if (kv) {
           // (A model without attention, mamba / mamba2: nothing per token, the recurrent states are the whole cache.)
           if (kv.bytesPerToken === 0 && kv.recurrentBytesPerSequence) lines.push('kv cache        none (no attention layers)');
-          else lines.push(`kv cache        ${kib(kv.bytesPerToken)} per token (${kv.kvTypeV === kv.kvType ? kv.kvType : `K ${kv.kvType}, V ${kv.kvTypeV}`}, all layers)`);
+          else if (kv.encoderDecoder) {
+            const e = kv.encoderDecoder;
+            lines.push(
+              `kv cache        ${kib(kv.bytesPerToken)} per generated token (${kv.kvTypeV === kv.kvType ? kv.kvType : `K ${kv.kvType}, V ${kv.kvTypeV}`}, decoder self-attention, ${e.decoderLayers} layers)`,
+              `                + ${kib(e.crossBytesPerPromptToken)} per prompt token (cross-attention, ${e.crossLayers} layers), and ${kib(e.encoderBytesPerPromptToken)} per prompt token while it encodes (encoder, ${e.encoderLayers} layers; freed after)`,
+            );
+          } else lines.push(`kv cache        ${kib(kv.bytesPerToken)} per token (${kv.kvTypeV === kv.kvType ? kv.kvType : `K ${kv.kvType}, V ${kv.kvTypeV}`}, all layers)`);
           if (kv.ringBytesPerSequence) lines.push(`kv rings        ${kib(kv.ringBytesPerSequence)} per sequence (the window's rows and the compressors' F32 rows, whatever the context)`);
           if (kv.recurrentBytesPerSequence) lines.push(`recurrent state ${kib(kv.recurrentBytesPerSequence)} per sequence (F32: the convolution, delta-net, lightning-attention and SSM layers; whatever the context)`);
           if (kv.mla)

@@ -56,6 +56,28 @@ export function parseLoraFlags(lora: readonly string[], scaled: readonly string[
 }
 
 
+/**
+ * An encoder-decoder program's (T5's, ops tagged pass) KV bytes per position by role, as
+ * core-native's kv_enc_dec_roles sorts its layers: the encoder's own self-attention rows (pass 1;
+ * held while a prompt encodes, then freed), the cross-attention rows (one per prompt token, kept for
+ * the decoder) and the decoder's self-attention rows (one per decoder position); with each role's
+ * layer count. Null for any other program.
+ */
+export function kvBytesByRole(program: ModelProgram, kvType: KvType, kvTypeV: KvType): { encoder: number; cross: number; decoder: number; layers: { encoder: number; cross: number; decoder: number } } | null {
+  if (!program.ops.some((o) => o.params?.pass !== undefined)) return null;
+  const role = new Map<number, 'encoder' | 'cross' | 'decoder'>();
+  for (const o of program.ops) {
+    if (o.op !== 'attention' || typeof o.params?.layer !== 'number') continue;
+    role.set(o.params.layer, o.params.pass === 1 ? (o.params.store_only ? 'cross' : 'encoder') : o.params.cross ? 'cross' : 'decoder');
+  }
+  const out = { encoder: 0, cross: 0, decoder: 0, layers: { encoder: 0, cross: 0, decoder: 0 } };
+  for (const [l, r] of role) {
+    out[r] += kvRowBytes(kvType, program.kvKWidth[l]) + kvRowBytes(kvTypeV, program.kvVWidth[l]);
+    out.layers[r]++;
+  }
+  return out;
+}
+
 /** Cache bytes per position over every layer: K rows (and MLA latents) in kvType, V rows in kvTypeV. */
 function kvBytesPerPosition(program: { kvKWidth: number[]; kvVWidth: number[] }, kvType: KvType, kvTypeV: KvType): number {
   return program.kvKWidth.reduce((a, w) => a + kvRowBytes(kvType, w), 0) + program.kvVWidth.reduce((a, w) => a + kvRowBytes(kvTypeV, w), 0);
@@ -225,8 +247,14 @@ export interface LoadModelOptions {
 /** The tensors a model may take from `LoadModelOptions.embeddingsFrom` when its file lacks them. */
 const BORROWED_TENSORS = ['token_embd.weight', 'output.weight'];
 
-/** What a RAM budget holds with routed experts streaming from storage. */
-export type ResidencyPlan = NativeResidencyPlan;
+/**
+ * What a RAM budget holds with routed experts streaming from storage. An encoder-decoder model's
+ * (t5) also says what runs once per prompt and what per generated token (its kvBytes is already by
+ * role: the most a sequence holds, a whole context encoding).
+ */
+export type ResidencyPlan = NativeResidencyPlan & {
+  encoderDecoder?: EncoderDecoderWeights & { kvEncoderBytesPerToken: number; kvCrossBytesPerToken: number; kvDecoderBytesPerToken: number };
+};
 
 /** Share of the available memory a default RAM budget takes: the hardware profile's, and the load's own (autoStream). */
 export const DEFAULT_RAM_SHARE = 0.8;
@@ -338,8 +366,43 @@ export interface ModelSummary {
   residentBytes: number;
   /** Bytes of one expert of one layer (gate+up+down), 0 for dense models. */
   bytesPerExpert: number;
-  /** Weight bytes read per token: resident + experts used per layer. */
+  /** Weight bytes read per token: resident + experts used per layer (an encoder-decoder's: per generated token, the decoder's). */
   bytesPerToken: number;
+  /** An encoder-decoder model (t5): its weights by what reads them (absent for any other model). */
+  encoderDecoder?: EncoderDecoderWeights;
+}
+
+/**
+ * An encoder-decoder model's weights by pass: the encoder runs once over a prompt, the decoder once
+ * per generated token (each tensor a pass names counted once, whole: token_embd in both).
+ */
+export interface EncoderDecoderWeights {
+  encoderLayers: number;
+  decoderLayers: number;
+  /** Read once per prompt: token_embd, the encoder's blocks and output norm, each decoder block's cross-attention K and V projections. */
+  promptWeightBytes: number;
+  /** Read per generated token: token_embd, the decoder's blocks (but the cross K/V projections), its output norm and head. */
+  tokenWeightBytes: number;
+}
+
+/** The weight split of an encoder-decoder program (ops tagged pass 1 and 2); null for any other. */
+function encoderDecoderWeights(program: ModelProgram, file: NativeGgufFile): EncoderDecoderWeights | null {
+  const roles = kvBytesByRole(program, 'f32', 'f32');
+  if (!roles) return null;
+  const pass = (n: number) => programWeightBytes({ ...program, ops: program.ops.filter((o) => o.params?.pass === n) }, file);
+  return { encoderLayers: roles.layers.encoder, decoderLayers: roles.layers.decoder, promptWeightBytes: pass(1), tokenWeightBytes: pass(2) };
+}
+
+/** summarize's encoder-decoder split for an architecture that has one (t5), from its program; null when the file builds none. */
+function summaryEncoderDecoder(file: NativeGgufFile, md: Metadata): EncoderDecoderWeights | null {
+  if (md.arch !== 't5') return null;
+  try {
+    const tensors = new Map<string, GgufTensorInfo>(file.tensors.map((t) => [t.name, t]));
+    return encoderDecoderWeights(buildProgram(readHParams(md, tensors), tensors), file);
+  } catch {
+    // (A file the engine cannot build: its summary as any other's.)
+    return null;
+  }
 }
 
 export const isExpertTensor = (name: string) => /\.ffn_(gate|up|down|gate_up)_(ch)?exps\./.test(name);
@@ -380,6 +443,7 @@ export function summarize(file: NativeGgufFile, metadata: Record<string, GgufVal
   const nLayer = md.num('block_count', 0);
   const moeLayers = new Set(file.tensors.filter((t) => isExpertTensor(t.name)).map((t) => t.name.split('.')[1])).size;
   const bytesPerExpert = nExpert && moeLayers ? expertBytes / moeLayers / nExpert : 0;
+  const encDec = summaryEncoderDecoder(file, md);
   return {
     path: file.path,
     architecture: arch,
@@ -394,7 +458,8 @@ export function summarize(file: NativeGgufFile, metadata: Record<string, GgufVal
     expertBytes,
     residentBytes,
     bytesPerExpert,
-    bytesPerToken: residentBytes + bytesPerExpert * nUsed * moeLayers,
+    bytesPerToken: encDec ? encDec.tokenWeightBytes : residentBytes + bytesPerExpert * nUsed * moeLayers,
+    ...(encDec ? { encoderDecoder: encDec } : {}),
   };
 }
 
@@ -679,6 +744,13 @@ export interface KvCacheReport {
   ringBytesPerSequence?: number;
   /** deepseek2: the latent cache against a per-head cache (see mlaKvBytesPerToken). */
   mla?: ReturnType<typeof mlaKvBytesPerToken> & { kvLora: number; qkRope: number; nHead: number };
+  /**
+   * An encoder-decoder model (t5): bytesPerToken is then the decoder's self-attention rows per
+   * generated token; per prompt token the cache keeps the cross-attention rows, and holds the
+   * encoder's own rows only while the prompt encodes (kvBytesByRole). Prompt and generated tokens
+   * share the context.
+   */
+  encoderDecoder?: { crossBytesPerPromptToken: number; encoderBytesPerPromptToken: number; encoderLayers: number; crossLayers: number; decoderLayers: number };
 }
 
 /** The KV cache an open file needs per token (`kail inspect`), from its metadata alone. */
@@ -707,6 +779,11 @@ export function kvCacheReport(file: NativeGgufFile, kvTypeIn?: KvType, kvTypeVIn
     const e = kvBytesPerValue(kvType);
     const bytesPerToken = kvBytesPerPosition(program, kvType, kvTypeV);
     const out: KvCacheReport = { kvType, kvTypeV, bytesPerToken, recurrentBytesPerSequence: (program.rsWidth ?? []).reduce((a, w) => a + 4 * w, 0) };
+    const roles = kvBytesByRole(program, kvType, kvTypeV);
+    if (roles) {
+      out.bytesPerToken = roles.decoder;
+      out.encoderDecoder = { crossBytesPerPromptToken: roles.cross, encoderBytesPerPromptToken: roles.encoder, encoderLayers: roles.layers.encoder, crossLayers: roles.layers.cross, decoderLayers: roles.layers.decoder };
+    }
     if (hp.arch === 'deepseek4') {
       // The runtime's layout (kv_packed_layouts) from the native sizing: past every ring, the growth
       // of a span of whole blocks is the per-token share; what remains at that context the rings.
@@ -736,7 +813,11 @@ export function planModel(path: string, opts: LoadModelOptions & { ramBytes: num
   const file = openGgufMetadata(path);
   try {
     const p = prepare(path, file, opts);
-    return native().planModel(path, p.program, p.params);
+    const plan: ResidencyPlan = native().planModel(path, p.program, p.params);
+    const roles = kvBytesByRole(p.program, p.kvType, p.kvTypeV);
+    const weights = encoderDecoderWeights(p.program, file);
+    if (roles && weights) plan.encoderDecoder = { ...weights, kvEncoderBytesPerToken: roles.encoder, kvCrossBytesPerToken: roles.cross, kvDecoderBytesPerToken: roles.decoder };
+    return plan;
   } catch (e) {
     throw withOverrides(e, opts);
   } finally {
@@ -831,7 +912,9 @@ export class EngineModel {
       if (opts.mtp || eagle3 || hp.arch === 'dflash') summary = { ...summary, bytesPerToken: programBytesPerToken(program, file, summary) };
       // Refuse before allocating: the KV cache at full context for every sequence must fit in
       // what the machine has available (the weights are mapped, not allocated).
-      const kvPerToken = kvBytesPerPosition(program, kvType, kvTypeV);
+      // (An encoder-decoder's most per position: a prompt's encoder and cross rows while it encodes.)
+      const roles = kvBytesByRole(program, kvType, kvTypeV);
+      const kvPerToken = roles ? roles.encoder + roles.cross : kvBytesPerPosition(program, kvType, kvTypeV);
       // At most what the runtime allocates (sliding-window layers hold rings: kv_bytes_per_sequence).
       let kvBytes: number;
       try {
@@ -854,7 +937,7 @@ export class EngineModel {
         throw new EngineError(
           'KAIL_E_BUDGET',
           `not enough memory: the KV cache for ${nSeqMax} sequence(s) of ${nCtx} tokens needs ${gib(kvBytes)} ` +
-            `(${kvPerToken} bytes per token), ${gib(available)} is available; lower the context (--ctx) or the number of sequences`,
+            `(${kvPerToken} bytes per token${roles ? ' of a prompt while it encodes' : ''}), ${gib(available)} is available; lower the context (--ctx) or the number of sequences`,
         );
       // In memory the weights the program names are copied into huge pages, unless that copy and
       // the KV cache would not fit what is available: then a MoE model streams its experts (below),

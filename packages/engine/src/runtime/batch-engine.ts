@@ -403,11 +403,16 @@ export class BatchEngine {
     if (req.slot !== undefined && (!Number.isInteger(req.slot) || req.slot < 0 || req.slot >= this.model.nSeqMax))
       throw new EngineError('KAIL_E_INVALID_ARG', `slot ${req.slot} does not exist (0..${this.model.nSeqMax - 1})`);
     if (req.contextWindow !== undefined && (!Number.isInteger(req.contextWindow) || req.contextWindow < 1)) throw new EngineError('KAIL_E_INVALID_ARG', `the context window must be a positive integer, got ${req.contextWindow}`);
-    // (An embedding generates nothing: its prompt may fill the context.)
-    if (req.prompt.length > this.model.nCtx || (req.prompt.length === this.model.nCtx && !req.embed))
-      throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the context holds ${this.model.nCtx}`);
-    if (req.contextWindow !== undefined && req.prompt.length >= req.contextWindow)
-      throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${req.prompt.length} tokens; the request's context window (num_ctx) holds ${req.contextWindow}`);
+    // (An embedding generates nothing: its prompt may fill the context.) An encoder-decoder's
+    // prompt is checked without the decoder's start token: the start token takes the row the last
+    // generated token (never fed back) leaves, so prompt + generated tokens fill the context as a
+    // decoder-only model's do, and a prompt of nCtx - 1 tokens still gives its first token.
+    const nPrompt = req.prompt.length - (this.model.encoderDecoder ? 1 : 0);
+    const startToken = this.model.encoderDecoder ? " (and the decoder's start token after them)" : '';
+    if (nPrompt > this.model.nCtx || (nPrompt === this.model.nCtx && !req.embed))
+      throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${nPrompt} tokens${startToken}; the context holds ${this.model.nCtx}`);
+    if (req.contextWindow !== undefined && nPrompt >= req.contextWindow)
+      throw new EngineError('KAIL_E_CONTEXT_OVERFLOW', `the prompt has ${nPrompt} tokens${startToken}; the request's context window (num_ctx) holds ${req.contextWindow}`);
     const inputError = this.model.encoderInputError(0, req.prompt.length, this.maxBatchTokens);
     if (inputError) throw new EngineError('KAIL_E_INVALID_ARG', inputError);
     for (const t of req.prompt)
@@ -1010,7 +1015,8 @@ export class BatchEngine {
       }
       // The context is full (the drafts were bounded to fit it, so only after the last token):
       // shift it, the pending token going after what stays, or end.
-      if (a.slot >= 0 && this.running.get(a.slot) === a && a.req.prompt.length + a.generated - a.shifted >= this.nCtxOf(a)) {
+      // (An encoder-decoder's prompt holds the decoder's start token, whose row the last generated token does not take.)
+      if (a.slot >= 0 && this.running.get(a.slot) === a && a.req.prompt.length - (this.model.encoderDecoder ? 1 : 0) + a.generated - a.shifted >= this.nCtxOf(a)) {
         if (a.req.contextShift) this.shiftContext(a);
         else this.finish(a, 'length');
       }

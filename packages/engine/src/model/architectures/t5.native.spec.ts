@@ -7,8 +7,10 @@ import fs from 'node:fs';
 
 import type { GgufTensorInfo, ModelProgram } from '@kailstream/core-native';
 
+import { generate } from '../../generate';
 import { native } from '../../native';
-import { EngineModel } from '../model';
+import { BatchEngine } from '../../runtime/batch-engine';
+import { EngineModel, kvCacheReport, planModel, summarize } from '../model';
 import { opsOf, patchedCopy, programOfFile as programOf, tempDir, testModelFile, writeTestModel } from '../../testing';
 
 const dir = tempDir();
@@ -146,6 +148,87 @@ describe('t5 program (encoder and decoder in two passes)', () => {
       expect(m.runtime.stats().kvBytes).toBe(40 * C + 16 * D);
     } finally {
       m.close();
+    }
+  });
+
+  // The prompt and the generated tokens share the context as a decoder-only model's do: the decoder's
+  // start token takes the row the last generated token (never fed back) leaves, so a prompt of P
+  // tokens generates nCtx - P tokens and then ends on 'length' with the cache full (llama.cpp keeps
+  // the encoder's output outside its cache: its decoder alone takes n_ctx, the prompt one ubatch).
+  it('the context bound: prompt + generated tokens = nCtx fits exactly (generate() and a BatchEngine), a prompt of nCtx tokens is refused', async () => {
+    const nCtx = 16;
+    const m = EngineModel.load(writeTestModel(dir, 'tiny-t5-relu'), { threads: 1, nCtx, kvType: 'f32' });
+    try {
+      const noEog = Object.fromEntries(m.tokenizer.vocab.eogIds.map((t) => [t, -Infinity]));
+      const prompt = (n: number) => Array.from({ length: n }, (_, i) => (i * 389 + 17) % 1024);
+      for (const [p, max] of [[10, 6], [15, 1], [10, 7], [15, 2]]) {
+        const g = await generate(m, prompt(p), { maxTokens: max, sampling: { temperature: 0, logitBias: noEog } });
+        // Exactly fits: every token asked for; one more: nCtx - P and 'length' with the cache full.
+        expect([p, max, g.tokens.length, g.finishReason]).toEqual([p, max, Math.min(max, nCtx - p), 'length']);
+        expect(m.runtime.seqLen(0)).toBe(p + Math.min(max, nCtx - p));
+      }
+      await expect(generate(m, prompt(nCtx), { maxTokens: 1 })).rejects.toMatchObject({ code: 'KAIL_E_CONTEXT_OVERFLOW', message: 'the prompt has 16 tokens; the context holds 16' });
+      const engine = new BatchEngine(m);
+      try {
+        for (const [p, max] of [[10, 6], [15, 1], [10, 7], [15, 2]]) {
+          const out: number[] = [];
+          let finish = '';
+          for await (const c of engine.generate({ id: `ctx-${p}-${max}`, prompt: prompt(p), maxTokens: max, sampling: { temperature: 0 }, ignoreEog: true })) {
+            out.push(...c.tokens);
+            if (c.finish) finish = `${c.finish.reason} ${c.finish.promptTokens}+${c.finish.completionTokens}`;
+          }
+          expect([p, max, finish, out.length]).toEqual([p, max, `length ${p}+${Math.min(max, nCtx - p)}`, Math.min(max, nCtx - p)]);
+        }
+        expect(() => engine.generate({ id: 'full', prompt: prompt(nCtx), maxTokens: 1 })).toThrow(
+          expect.objectContaining({ code: 'KAIL_E_CONTEXT_OVERFLOW', message: "the prompt has 16 tokens (and the decoder's start token after them); the context holds 16" }),
+        );
+        expect(() => engine.generate({ id: 'window', prompt: prompt(10), maxTokens: 1, contextWindow: 10 })).toThrow(
+          expect.objectContaining({ code: 'KAIL_E_CONTEXT_OVERFLOW', message: "the prompt has 10 tokens (and the decoder's start token after them); the request's context window (num_ctx) holds 10" }),
+        );
+      } finally {
+        await engine.close();
+      }
+    } finally {
+      m.close();
+    }
+  }, 30_000);
+
+  // kail inspect and kail plan: per generated token only the decoder runs and its own KV rows grow;
+  // the encoder runs once per prompt, its rows held while it encodes, the cross rows kept.
+  it("inspect's and plan's figures by role: the decoder's weights and KV rows per generated token, the encoder's and the cross rows per prompt token", () => {
+    const path = writeTestModel(dir, 'tiny-t5');
+    const f = native().openGguf(path, { mapData: false });
+    try {
+      const bytes = (pick: (name: string) => boolean) => f.tensors.filter((t) => pick(t.name)).reduce((a, t) => a + t.nbytes, 0);
+      const crossKv = (n: string) => /^dec\.blk\.\d+\.cross_attn_[kv]\.weight$/.test(n);
+      const perToken = bytes((n) => n === 'token_embd.weight' || n === 'output.weight' || (n.startsWith('dec.') && !crossKv(n)));
+      const perPrompt = bytes((n) => n === 'token_embd.weight' || n.startsWith('enc.') || crossKv(n));
+      const s = summarize(f);
+      expect(perPrompt + perToken).toBe(s.residentBytes + bytes((n) => n === 'token_embd.weight'));
+      expect(s.bytesPerToken).toBe(perToken);
+      expect(s.encoderDecoder).toEqual({ encoderLayers: 3, decoderLayers: 2, promptWeightBytes: perPrompt, tokenWeightBytes: perToken });
+      // A K and a V row of 4 heads x 48 per layer, F16 by default: 2 decoder layers per generated
+      // token, 2 cross layers per prompt token, 3 encoder layers per prompt token while it encodes.
+      const row = 2 * 4 * 48 * 2;
+      const kv = kvCacheReport(f);
+      expect(kv.bytesPerToken).toBe(2 * row);
+      expect(kv.encoderDecoder).toEqual({ crossBytesPerPromptToken: 2 * row, encoderBytesPerPromptToken: 3 * row, encoderLayers: 3, crossLayers: 2, decoderLayers: 2 });
+      expect(kvCacheReport(f, 'f32').bytesPerToken).toBe(2 * 2 * row);
+      // The plan's KV bytes: per sequence the most it holds, a whole context encoding (or one prompt row and the rest decoded).
+      const nCtx = 64;
+      const p = planModel(path, { ramBytes: 1 << 30, nCtx, nSeqMax: 2 });
+      expect(p.kvBytes).toBe(2 * Math.max(nCtx * (3 + 2) * row, 2 * row + (nCtx - 1) * 2 * row));
+      expect(p.encoderDecoder).toEqual({ ...s.encoderDecoder, kvEncoderBytesPerToken: 3 * row, kvCrossBytesPerToken: 2 * row, kvDecoderBytesPerToken: 2 * row });
+    } finally {
+      f.close();
+    }
+    // Another model's summary has no split: every weight per token.
+    const g = native().openGguf(writeTestModel(dir, 'tiny-t5encoder'), { mapData: false });
+    try {
+      const s = summarize(g);
+      expect([s.bytesPerToken, s.encoderDecoder, kvCacheReport(g).encoderDecoder]).toEqual([s.residentBytes, undefined, undefined]);
+    } finally {
+      g.close();
     }
   });
 });
