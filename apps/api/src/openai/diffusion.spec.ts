@@ -1,8 +1,8 @@
 // A diffusion language model (tiny-llada) behind the real stack: /v1/completions and
 // /v1/chat/completions run its loop as one exclusive engine job (max_tokens: the canvas, seed /
 // temperature / top_p its sampling, diffusion_* fields its settings), giving kail run's output
-// (diffusionGenerateWith over the same file, prompt and parameters), streamed as one chunk and
-// [DONE]; stop strings cut the text; a client that goes away stops the loop and frees the model; a
+// (diffusionGenerateWith over the same file, prompt and parameters), streamed as the canvas settles
+// (together the same text) and [DONE]; stop strings cut the text; a client that goes away stops the loop and frees the model; a
 // bad diffusion field is a 400 naming it.
 import OpenAI from 'openai';
 import { ChatTemplate, EngineModel, diffusionGenerateWith, diffusionModelSettings } from '@kailstream/engine';
@@ -53,21 +53,39 @@ describe('a diffusion model through the API', () => {
     expect(chat.usage).toEqual(expect.objectContaining({ prompt_tokens: chatPrompt.length, completion_tokens: 6 }));
   }, 60_000);
 
-  it('streams the text as one chunk then [DONE]; stop strings cut it', async () => {
-    const body = { model: 'llada', prompt: 'Experts stream', max_tokens: 12, temperature: 0, seed: 2, diffusion_steps: 4 };
-    const whole = (await stack.post('/v1/completions', body)).body.choices[0].text as string;
-    const res = await fetch(`${stack.api.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...body, stream: true }) });
+  it('streams the text as the canvas settles, piece by piece, then [DONE]: together the unstreamed answer; stop strings cut it', async () => {
+    // Three blocks of 8 (two passes each): the answer comes in more than one piece.
+    const body = { model: 'llada', prompt: 'Experts stream', max_tokens: 24, temperature: 0, seed: 2, diffusion_steps: 6, diffusion_block_length: 8 };
+    const plain = (await stack.post('/v1/completions', body)).body;
+    const whole = plain.choices[0].text as string;
+    expect(plain.choices[0].finish_reason).toBe('length');
+    const res = await fetch(`${stack.api.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }) });
     const sse = await res.text();
     expect(sse.trimEnd().endsWith('data: [DONE]')).toBe(true);
     const chunks = sse.split('\n\n').filter((b) => b.startsWith('data: {')).map((b) => JSON.parse(b.slice(6)));
-    expect(chunks.map((c) => c.choices[0]?.text ?? '').join('')).toBe(whole);
-    expect(chunks.some((c) => c.choices[0]?.finish_reason === 'length')).toBe(true);
+    const texts = chunks.map((c) => c.choices[0]?.text ?? '');
+    expect(texts.filter(Boolean).length).toBeGreaterThan(1);
+    expect(texts.join('')).toBe(whole);
+    expect(chunks.filter((c) => c.choices[0]?.finish_reason).map((c) => c.choices[0].finish_reason)).toEqual(['length']);
+    expect(chunks.find((c) => c.usage)?.usage).toEqual(expect.objectContaining({ prompt_tokens: plain.usage.prompt_tokens, completion_tokens: 24 }));
+    // llama-server's /completion: the same text, in more than one piece, the same stop type.
+    const llama = { model: 'llada', prompt: 'Experts stream', n_predict: 24, temperature: 0, seed: 2, diffusion_steps: 6, diffusion_block_length: 8 };
+    const one = (await stack.post('/completion', llama)).body;
+    expect(one.content).toBe(whole);
+    const ev = (await stack.events('/completion', llama)).map(([, d]) => d);
+    expect(ev.filter((e) => e.content).length).toBeGreaterThan(1);
+    expect(ev.map((e) => e.content ?? '').join('')).toBe(one.content);
+    expect([ev.at(-1)!.stop, ev.at(-1)!.stop_type, ev.at(-1)!.tokens_predicted]).toEqual([true, one.stop_type, one.tokens_predicted]);
     // A stop string from inside the text: the text up to its first occurrence, finish_reason stop.
     const chars = [...whole];
     const stop = chars.slice(3, 5).join('');
     expect(stop.length).toBeGreaterThan(0);
     const cut = (await stack.post('/v1/completions', { ...body, stop: [stop] })).body.choices[0];
     expect(cut).toEqual(expect.objectContaining({ text: whole.slice(0, whole.indexOf(stop)), finish_reason: 'stop' }));
+    // Streamed, the same cut.
+    const cutEv = (await stack.events('/v1/completions', { ...body, stop: [stop] })).map(([, d]) => d.choices?.[0]);
+    expect(cutEv.map((c) => c?.text ?? '').join('')).toBe(cut.text);
+    expect(cutEv.filter((c) => c?.finish_reason).map((c) => c.finish_reason)).toEqual(['stop']);
   }, 60_000);
 
   it('a bad diffusion field is a 400 naming it; the engine names steps the blocks do not divide', async () => {

@@ -142,6 +142,28 @@ describe('determinism and seeds', () => {
     expect((await Promise.all([1, 2, 3].map((seed) => one({ temperature: 2, seed })))).some((o) => o.join() !== greedy.join())).toBe(true);
   });
 
+  it("onPass reports after each pass the canvas's settled start (no mask from the first generated position), under every schedule and algorithm", async () => {
+    for (const over of [
+      { schedule: { kind: 'block', blockLength: 4 } },
+      { schedule: { kind: 'timestep', eps: 0.001 } },
+      { algorithm: 'origin', schedule: { kind: 'block', blockLength: 4 } },
+      { algorithm: 'random', schedule: { kind: 'timestep', eps: 0.001 } },
+    ] as const) {
+      const seen: { pass: number; settled: number; canvas: number[] }[] = [];
+      const r = await diffusionGenerate([0, 1], 12, V, noisy, params({ ...over, steps: 6, seed: 3 }), { onPass: (s) => void seen.push({ pass: s.pass, settled: s.settled, canvas: Array.from(s.canvas) }) });
+      expect(seen.map((s) => s.pass)).toEqual(Array.from({ length: r.steps }, (_, i) => i + 1));
+      expect(seen.at(-1)!.canvas).toEqual(Array.from(r.canvas));
+      for (const [i, s] of seen.entries()) {
+        const gen = s.canvas.slice(2);
+        const first = gen.indexOf(MASK);
+        expect(s.settled).toBe(first < 0 ? 12 : first);
+        // (Settled positions keep their tokens to the end.)
+        expect(Array.from(r.generated).slice(0, s.settled)).toEqual(gen.slice(0, s.settled));
+        if (i) expect(s.settled).toBeGreaterThanOrEqual(seen[i - 1].settled);
+      }
+    }
+  });
+
   it('alg_temp draws positions without replacement: each step unmasks exactly its count', async () => {
     const seen: number[] = [];
     await diffusionGenerate([0, 1], 12, V, noisy, params({ algTemp: 2, steps: 4, schedule: { kind: 'block', blockLength: 12 } }), { onStep: (s) => void seen.push(s.masked) });

@@ -55,6 +55,18 @@ export interface DiffusionStep {
   masked: number;
 }
 
+/** What a pass callback sees, after the pass's positions were unmasked. */
+export interface DiffusionPass {
+  /** 1-based: the passes run so far. */
+  pass: number;
+  canvas: Int32Array;
+  /**
+   * Generated positions from the first on with no mask left: final, as an unmasked position is
+   * never masked again (the canvas's settled start; a stopped or 'origin' run may leave masks after it).
+   */
+  settled: number;
+}
+
 export interface DiffusionResult {
   /** Prompt then generated part (masks left where a stopped run did not reach). */
   canvas: Int32Array;
@@ -209,7 +221,7 @@ export async function diffusionGenerate(
   nVocab: number,
   logitsOf: CanvasLogits,
   params: DiffusionParams,
-  opts: { onStep?: (s: DiffusionStep) => boolean | void; signal?: AbortSignal } = {},
+  opts: { onStep?: (s: DiffusionStep) => boolean | void; onPass?: (p: DiffusionPass) => void; signal?: AbortSignal } = {},
 ): Promise<DiffusionResult> {
   const { blocks, stepsPerBlock } = diffusionPlan(prompt.length, nGen, nVocab, params);
   const nIn = prompt.length;
@@ -226,6 +238,11 @@ export async function diffusionGenerate(
     let n = 0;
     for (let i = nIn; i < len; i++) if (canvas[i] === mask) n++;
     return n;
+  };
+  let settled = 0;
+  const passDone = () => {
+    while (nIn + settled < len && canvas[nIn + settled] !== mask) settled++;
+    opts.onPass?.({ pass: passes, canvas, settled });
   };
 
   outer: for (let b = 0; b < blocks; b++) {
@@ -279,6 +296,7 @@ export async function diffusionGenerate(
             canvas[pos] = c.ids[choose(c)];
           }
         }
+        passDone();
         continue;
       }
       const sampled = new Int32Array(positions.length);
@@ -290,7 +308,10 @@ export async function diffusionGenerate(
         conf[i] = confidence(c, k, params.algorithm, rng);
       }
       const n = Math.min(count, positions.length);
-      if (n <= 0) continue;
+      if (n <= 0) {
+        passDone();
+        continue;
+      }
       if (params.algTemp === 0) {
         // Most confident first; ties by position.
         const order = Array.from({ length: positions.length }, (_, i) => i).sort((a, b) => conf[b] - conf[a] || a - b);
@@ -307,6 +328,7 @@ export async function diffusionGenerate(
           canvas[positions[j]] = sampled[j];
         }
       }
+      passDone();
     }
   }
   if (!stopped && opts.signal?.aborted) stopped = true;
@@ -347,7 +369,7 @@ export async function diffusionGenerateWith(
   prompt: readonly number[],
   nGen: number,
   params: Partial<DiffusionParams> & { schedule: DiffusionSchedule },
-  opts: { onStep?: (s: DiffusionStep) => boolean | void; signal?: AbortSignal; seq?: number } = {},
+  opts: { onStep?: (s: DiffusionStep) => boolean | void; onPass?: (p: DiffusionPass) => void; signal?: AbortSignal; seq?: number } = {},
 ): Promise<DiffusionResult> {
   const file = diffusionModelSettings(model);
   const len = prompt.length + nGen;

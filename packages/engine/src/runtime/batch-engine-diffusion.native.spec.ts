@@ -1,5 +1,6 @@
 // A diffusion model's requests in the batch engine (tiny-llada): each runs its loop as one job
-// alone on the model, with the loop's own output (diffusionGenerateWith); requests behind it wait
+// alone on the model, with the loop's own output (diffusionGenerateWith), streamed as the canvas
+// settles (a piece after each pass that unmasks more of its start); requests behind it wait
 // for it and are admitted once it is done; cancellation stops it between steps; settings that
 // cannot apply are refused at once.
 import fs from 'node:fs';
@@ -51,6 +52,55 @@ describe('BatchEngine with a diffusion model', () => {
       const fin = chunks[chunks.length - 1].finish!;
       expect(fin).toEqual(expect.objectContaining({ reason: 'length', promptTokens: prompt.length, completionTokens: 8 }));
     }
+  }, 60_000);
+
+  it('streams the canvas as it settles: each piece after the pass that unmasked its tokens, together the whole text, cut by stop strings as whole', async () => {
+    const mask = diffusionModelSettings(model).maskTokenId;
+    // Three blocks of 8, two passes each: the settled start grows at least block by block.
+    const nGen = 24;
+    const settings = { steps: 6, algorithm: 'confidence', temperature: 0, topP: 1, topK: 0, seed: 1, schedule: { kind: 'block', blockLength: 8 } } as const;
+    // The loop's canvas before each pass (onStep: after the passes before it), then at the end: how
+    // much of the generated part had settled (no mask from its start) after each pass.
+    const settledAfter: number[] = [];
+    const settledOf = (c: Int32Array) => {
+      let n = 0;
+      while (n < nGen && c[prompt.length + n] !== mask) n++;
+      return n;
+    };
+    const r = await diffusionGenerateWith(model, prompt, nGen, settings, { onStep: (s) => void (settledAfter[s.step] = settledOf(s.canvas)) });
+    settledAfter[r.steps] = settledOf(r.canvas);
+    expect(r.steps).toBe(6);
+    const tokens = Array.from(r.generated).filter((t) => t !== mask);
+    const whole = model.tokenizer.detokenize(tokens);
+
+    const chunks = await collect(engine.generate(req('s', { maxTokens: nGen, diffusion: { steps: 6, blockLength: 8 } })));
+    const pieces = chunks.filter((c) => c.tokens.length);
+    expect(pieces.length).toBeGreaterThan(1);
+    expect(new Set(pieces.map((c) => c.diffusionPass)).size).toBe(pieces.length);
+    // Each piece: what had settled after its pass and not before, sent after that pass.
+    let at = 0;
+    for (const c of pieces) {
+      const pass = c.diffusionPass!;
+      expect(at).toBe(settledAfter[pass - 1]);
+      at += c.tokens.length;
+      expect(at).toBe(settledAfter[pass]);
+    }
+    // Every pass that settled more sent it then.
+    expect(pieces.map((c) => c.diffusionPass)).toEqual(settledAfter.flatMap((n, pass) => (pass > 0 && n > settledAfter[pass - 1] ? [pass] : [])));
+    expect(chunks.flatMap((c) => c.tokens)).toEqual(tokens);
+    expect(chunks.map((c) => c.text).join('')).toBe(whole);
+    expect(chunks[chunks.length - 1].finish).toEqual(expect.objectContaining({ reason: 'length', promptTokens: prompt.length, completionTokens: nGen }));
+
+    // A stop string across two pieces: the text before it, as the whole text cut there, finish stop.
+    const texts = pieces.map((c) => c.text);
+    const k = texts.findIndex((t, i) => i + 1 < texts.length && [...t].length >= 2 && texts[i + 1].length >= 1);
+    expect(k).toBeGreaterThanOrEqual(0);
+    const stop = [...texts[k]].slice(-2).join('') + [...texts[k + 1]][0];
+    const cut = await collect(engine.generate(req('c', { maxTokens: nGen, stop: [stop], diffusion: { steps: 6, blockLength: 8 } })));
+    expect(cut.map((c) => c.text).join('')).toBe(whole.slice(0, whole.indexOf(stop)));
+    expect(cut[cut.length - 1].finish).toEqual(expect.objectContaining({ reason: 'stop', stopWord: stop, completionTokens: nGen }));
+    // (The loop still ran to its end: every token, as unstreamed.)
+    expect(cut.flatMap((c) => c.tokens)).toEqual(tokens);
   }, 60_000);
 
   it('a request behind a running loop waits for it; cancelling the loop stops it before its next step and admits the next', async () => {

@@ -44,6 +44,11 @@ export interface GenerationChunk {
   embedding?: Float32Array;
   /** On chunks with a generated token: the counts and times so far (llama-server's timings_per_token). */
   progress?: GenerationProgress;
+  /**
+   * A diffusion job's piece: the loop's passes run when it was sent (its tokens, the canvas's
+   * newly settled start, were all unmasked by then).
+   */
+  diffusionPass?: number;
   /** Set on the last chunk. */
   finish?: GenerationProgress & {
     reason: FinishReason;
@@ -1138,8 +1143,12 @@ export class BatchEngine {
 
   /**
    * One diffusion request, alone on the model: its loop over a free slot (the slot's cache is
-   * cleared before and after each pass), checking for cancellation before each step; the text
-   * (masks a stopped run left are not text, as kail run) then goes through the stop strings.
+   * cleared before and after each pass), checking for cancellation before each step. The text
+   * streams as the canvas settles: after each pass the generated part's start with no mask left
+   * is final (an unmasked position is never masked again), and what it adds goes out as a piece
+   * through the stop strings; at the end the rest (masks a run left are not text, as kail run).
+   * The pieces (Tokenizer.createPrefixDecoder) together are kail run's text, `detokenize` of the
+   * generated tokens; the stop strings hold back what could begin one, as for any stream.
    */
   private async runDiffusion(a: Active): Promise<void> {
     const i = a.req.slot !== undefined ? this.freeSlots.indexOf(a.req.slot) : this.freeSlots.length - 1;
@@ -1150,9 +1159,32 @@ export class BatchEngine {
     a.tQueue = performance.now();
     a.tPromptDone = a.tQueue;
     const { params: p, nGen } = a.diffusion!;
+    const nIn = a.req.prompt.length;
+    const decoder = this.model.tokenizer.createPrefixDecoder();
+    let sentTokens = 0;
+    let stopWord: string | undefined;
+    // `tokens`: the generated part's settled start (whole: all of it, the run done).
+    const send = (tokens: number[], whole: boolean, pass: number) => {
+      const text = decoder.push(tokens, whole);
+      const fresh = tokens.slice(sentTokens);
+      sentTokens = tokens.length;
+      if (!fresh.length && !text) return;
+      const step = a.stop.push(text);
+      if (step.done && step.reason === 'stop') stopWord ??= step.stop;
+      a.generated = tokens.length;
+      const now = performance.now();
+      a.tFirst ||= now;
+      a.push({ text: step.text, tokens: fresh, progress: progressOf(a, now), diffusionPass: pass });
+    };
     let result;
     try {
-      result = await diffusionGenerateWith(this.model, a.req.prompt, nGen, p, { seq: a.slot, onStep: () => !a.cancelled });
+      result = await diffusionGenerateWith(this.model, a.req.prompt, nGen, p, {
+        seq: a.slot,
+        onStep: () => !a.cancelled,
+        onPass: (s) => {
+          if (!a.cancelled && s.settled > sentTokens) send(Array.from(s.canvas.subarray(nIn, nIn + s.settled)), false, s.pass);
+        },
+      });
     } catch (e) {
       this.finish(a, 'error', toEngineError(e));
       return;
@@ -1163,14 +1195,12 @@ export class BatchEngine {
       this.finish(a, 'cancelled');
       return;
     }
-    const tokens = Array.from(result.generated).filter((t) => t !== p.maskTokenId);
+    send(Array.from(result.generated).filter((t) => t !== p.maskTokenId), true, result.steps);
     a.generated = result.generated.length;
     this.tokensGenerated += a.generated;
     this.recent.push({ t: performance.now(), n: a.generated });
-    a.tFirst = performance.now();
-    const step = a.stop.push(this.model.tokenizer.detokenize(tokens));
-    a.push({ text: step.text, tokens, progress: progressOf(a, a.tFirst) });
-    if (step.done && step.reason === 'stop') this.finish(a, 'stop', undefined, step.stop);
+    a.tFirst ||= performance.now();
+    if (stopWord !== undefined) this.finish(a, 'stop', undefined, stopWord);
     else this.finish(a, 'length');
   }
 

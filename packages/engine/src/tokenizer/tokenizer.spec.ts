@@ -68,6 +68,16 @@ describe('SentencePiece vocabulary', () => {
     expect(tok.detokenize(ids, { special: true })).toBe('<s> hi€<|user|>');
     expect(tok.detokenize(ids, { special: true, removeSpecial: true })).toBe(' hi€<|user|>');
     expect(tok.newline).toBe(byteId(0x0a));
+    // A growing list's pieces: the first token's space dropped once, a byte split character
+    // whole in the piece that completes it, the end-of-text token nothing, together detokenize's text.
+    const grow = [id('▁hi'), byteId(0xe2), byteId(0x82), 2, byteId(0xac), id('▁hi')];
+    const d = tok.createPrefixDecoder();
+    const pieces = grow.map((_, i) => d.push(grow.slice(0, i + 1), i === grow.length - 1));
+    expect(pieces).toEqual(['hi', '', '', '', '€', ' hi']);
+    expect(pieces.join('')).toBe(tok.detokenize(grow));
+    const cut = tok.createPrefixDecoder();
+    // (An incomplete character at the end of the whole list: U+FFFD, as detokenize.)
+    expect(cut.push(grow.slice(0, 2)) + cut.push(grow.slice(0, 3), true)).toBe(tok.detokenize(grow.slice(0, 3)));
   });
 });
 
@@ -151,6 +161,27 @@ describe('byte-level BPE vocabulary', () => {
     expect(Buffer.from(tok.tokenToPiece(EOT, { preserve: new Set([EOT]) })).toString()).toBe('<|endoftext|>');
     const d = tok.createStreamDecoder({ preserve: new Set([EOT]) });
     expect(d.push(259) + d.push(EOT) + d.flush()).toBe('hello<|endoftext|>');
+  });
+
+  it("decodes a growing list's pieces that together are detokenize's text, holding back what a space clean-up could change", () => {
+    // (GPT-2 cleans spaces: " ," and " 're" lose theirs, " ' " its two, once what follows is known.)
+    expect(tok.vocab.cleanSpaces).toBe(true);
+    const ids = [...tok.tokenize("hi ' x , we 're é !", { addSpecial: false }), EOT, ...tok.tokenize(" 's", { addSpecial: false })];
+    const want = tok.detokenize(ids);
+    expect(want).toBe("hi'x, we're é!'s");
+    // The list given at every pair of lengths, then whole.
+    for (let i = 0; i <= ids.length; i++)
+      for (let j = i; j <= ids.length; j++) {
+        const d = tok.createPrefixDecoder();
+        const pieces = [d.push(ids.slice(0, i)), d.push(ids.slice(0, j)), d.push(ids, true)];
+        expect([i, j, pieces.join('')]).toEqual([i, j, want]);
+        // (A piece holds no half character: é is two byte tokens.)
+        expect(pieces.join('').includes('\ufffd')).toBe(false);
+      }
+    // (" we" may yet lose its space to a "," or keep it: held back until the list says.)
+    const d = tok.createPrefixDecoder();
+    expect(d.push(tok.tokenize('hi, we', { addSpecial: false }))).toBe('hi,');
+    expect(d.push(tok.tokenize('hi, we ,', { addSpecial: false }), true)).toBe(' we,');
   });
 
   it('rejects out-of-range ids', () => {

@@ -31,6 +31,12 @@ export interface DetokenizeOptions {
   special?: boolean;
   /** Drop a leading BOS and a trailing EOS when the model adds them. Default: false. */
   removeSpecial?: boolean;
+  /**
+   * The ids begin a longer list, the rest still to come (a diffusion canvas's settled start): the
+   * result stops where the clean-up of spaces could still change with what follows, so that it is
+   * a prefix of the whole list's bytes (and no trailing EOS is dropped). Default: false.
+   */
+  partial?: boolean;
 }
 
 export interface PieceOptions {
@@ -180,7 +186,7 @@ export class Tokenizer {
       removeSpace = false;
       begin++;
     }
-    if (options.removeSpecial && v.addEos && end > begin && ids[end - 1] === v.special.eos) end--;
+    if (options.removeSpecial && !options.partial && v.addEos && end > begin && ids[end - 1] === v.special.eos) end--;
 
     const parts: Uint8Array[] = [];
     let total = 0;
@@ -196,7 +202,17 @@ export class Tokenizer {
       out.set(p, at);
       at += p.length;
     }
-    if (v.cleanSpaces) out = cleanSpaces(out);
+    if (v.cleanSpaces) {
+      // (The clean-up drops a space by the bytes after it, at most 3 on: where none of the last 3
+      // bytes is a space or an apostrophe, every drop before is decided and none after reaches back.)
+      if (options.partial) {
+        const spaceOrQuote = (k: number) => k >= 0 && (out[k] === 0x20 || out[k] === 0x27);
+        let cut = out.length;
+        while (cut > 0 && (spaceOrQuote(cut - 1) || spaceOrQuote(cut - 2) || spaceOrQuote(cut - 3))) cut--;
+        out = out.subarray(0, cut);
+      }
+      out = cleanSpaces(out);
+    }
     return out;
   }
 
@@ -211,6 +227,15 @@ export class Tokenizer {
    */
   createStreamDecoder(options: PieceOptions = {}): TokenStreamDecoder {
     return new TokenStreamDecoder(this, options);
+  }
+
+  /**
+   * A detokenizer for a token list that grows at its end (a diffusion canvas's settled start):
+   * give it the list so far, get back the text it adds; together the pieces are `detokenize` of
+   * the whole list, byte for byte (its first-token space removal and clean-up of spaces included).
+   */
+  createPrefixDecoder(): TokenPrefixDecoder {
+    return new TokenPrefixDecoder(this);
   }
 
   /** True for tokens that end generation. */
@@ -298,6 +323,26 @@ export class Tokenizer {
       buffer = next;
     }
     return buffer;
+  }
+}
+
+/** See Tokenizer.createPrefixDecoder. */
+export class TokenPrefixDecoder {
+  private readonly utf8 = new Utf8StreamDecoder();
+  private sent = 0;
+
+  constructor(private readonly tokenizer: Tokenizer) {}
+
+  /**
+   * The text `ids` (the list so far: the last one given, extended) adds, complete characters only;
+   * `whole`: the list is complete (then what is held back comes out, an incomplete character as U+FFFD).
+   */
+  push(ids: readonly number[], whole = false): string {
+    const bytes = this.tokenizer.detokenizeBytes(ids, { partial: !whole });
+    let text = bytes.length > this.sent ? this.utf8.push(bytes.subarray(this.sent)) : '';
+    this.sent = Math.max(this.sent, bytes.length);
+    if (whole) text += this.utf8.flush();
+    return text;
   }
 }
 
