@@ -34,6 +34,7 @@ describe('Supervisor with an engine that dies mid-stream', () => {
       command: process.execPath,
       args: [SERVICE_ENTRIES.engine, '--port', String(port), '--ctx', '4096', '--seqs', '2', '--models-dir', dir],
       restart: true,
+      onExit: keeper.onExit,
       afterRestart: keeper.afterRestart,
     });
     const s = await sup.start({ name: 'scheduler', command: process.execPath, args: [SERVICE_ENTRIES.scheduler, '--port', '0', '--engine', engine.address, '--probe-interval-ms', '200'] });

@@ -19,6 +19,8 @@ export interface ServiceSpec {
   fixedAddress?: string;
   /** Resolves when the service is ready (for services that print no JSON line). */
   waitReady?: () => Promise<void>;
+  /** Runs when it exits unexpectedly, before a restart (the engine keeper stops recording). */
+  onExit?: (svc: RunningService) => void;
   /** Runs after a restart, before 'restarted' is emitted (re-register, reload models). */
   afterRestart?: (svc: RunningService) => Promise<void>;
 }
@@ -121,6 +123,7 @@ export class Supervisor extends EventEmitter {
     if (this.stopping) return;
     this.log(`${svc.spec.name} exited (${signal ?? code})`);
     this.emit('exit', svc, signal ?? code);
+    svc.spec.onExit?.(svc);
     if (!svc.spec.restart) return;
     // Back off 0.5 s, 1 s, 2 s, ... up to 10 s between attempts, so a crash loop does not spin.
     for (let attempt = 0; !this.stopping; attempt++) {
@@ -185,6 +188,12 @@ export interface EngineKeeperOptions {
 export class EngineKeeper {
   private readonly models = new Map<string, pb.LoadModelRequest>();
   private timer: NodeJS.Timeout | undefined;
+  /**
+   * From the engine's exit until afterRestart is over: what a restarted engine lists before its
+   * models are reloaded (only those of its command line) is not recorded, or they would be
+   * forgotten (a poll between the new process's start and the reload, rare on an idle machine).
+   */
+  private restarting = false;
   private readonly opts: EngineKeeperOptions;
 
   constructor(
@@ -214,6 +223,11 @@ export class EngineKeeper {
     if (this.timer) clearInterval(this.timer);
   }
 
+  /** The engine spec's onExit hook: stops recording until afterRestart has reloaded the models. */
+  readonly onExit = (): void => {
+    this.restarting = true;
+  };
+
   /** Models it would reload, by id. */
   remembered(): pb.LoadModelRequest[] {
     return [...this.models.values()];
@@ -224,9 +238,11 @@ export class EngineKeeper {
   }
 
   async record(): Promise<void> {
+    if (this.restarting) return;
     const c = this.engineClient();
     try {
       const res = await unary<pb.ListModelsRequest, pb.ListModelsResponse>(c.listModels.bind(c), {}, 2000);
+      if (this.restarting) return;
       // An unload is remembered too: only what is loaded now is reloaded.
       this.models.clear();
       for (const m of res.models)
@@ -254,6 +270,7 @@ export class EngineKeeper {
       }
     } finally {
       c.close();
+      this.restarting = false;
     }
     const sched = this.schedulerAddress();
     if (!sched) return;

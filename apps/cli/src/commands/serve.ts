@@ -282,7 +282,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     for (const m of models) engineArgs.push('--model', m);
     let schedAddress: string | undefined;
     const keeper = new EngineKeeper('', () => schedAddress, { token, log });
-    const engine = await sup.start({ name: 'engine', command: node, args: engineArgs, env, restart: true, afterRestart: keeper.afterRestart }, 300_000);
+    const engine = await sup.start({ name: 'engine', command: node, args: engineArgs, env, restart: true, onExit: keeper.onExit, afterRestart: keeper.afterRestart }, 300_000);
     log(`engine     grpc://${engine.address}`);
     const sched = await sup.start({ name: 'scheduler', command: node, args: [SERVICE_ENTRIES.scheduler, '--host', grpcHost, '--port', '0', '--engine', engine.address, ...(opts.loadOnDemand === false ? ['--no-load-on-demand'] : []), ...(opts.keepAlive !== undefined ? ['--keep-alive-ms', String(opts.keepAlive)] : []), ...(opts.modelsMax ? ['--models-max', String(opts.modelsMax)] : [])], env });
     schedAddress = sched.address;
