@@ -64,7 +64,8 @@ export class ModelLoader {
   /** Models being unloaded now (keep-alive or eviction): the unload call, settled when it is over. */
   private readonly leaving = new Map<string, Promise<unknown>>();
   private readonly timer: NodeJS.Timeout | undefined;
-  private sweeping = false;
+  /** The sweep in progress, if any (sweeps run one at a time). */
+  private sweeping: Promise<void> | null = null;
   /** Loads done on demand, and unloads done by keep-alive expiry or eviction (for tests and the log). */
   loads = 0;
   expired = 0;
@@ -83,7 +84,8 @@ export class ModelLoader {
     this.keepAliveMs = opts.keepAliveMs ?? 300_000;
     this.maxModels = Math.max(0, opts.maxModels ?? 0);
     if (this.enabled) {
-      this.timer = setInterval(() => void this.sweep(), Math.max(10, opts.sweepIntervalMs ?? 1000));
+      // (A tick while a sweep still runs is skipped, not queued behind it.)
+      this.timer = setInterval(() => void (this.sweeping ? undefined : this.sweep()), Math.max(10, opts.sweepIntervalMs ?? 1000));
       this.timer.unref();
     }
   }
@@ -148,21 +150,26 @@ export class ModelLoader {
     return k && k.keepAliveMs >= 0 ? k.lastUsed + k.keepAliveMs : 0;
   }
 
-  /** Unloads the models whose keep-alive has run out and that nothing uses. */
-  async sweep(now = Date.now()): Promise<void> {
-    if (this.sweeping) return;
-    this.sweeping = true;
-    try {
-      for (const [model, k] of [...this.kept]) {
-        if (!this.loaded(model)) {
-          this.kept.delete(model);
-          continue;
-        }
-        if (k.keepAliveMs < 0 || now < k.lastUsed + k.keepAliveMs || this.inUse(model) || this.inflight.has(model)) continue;
-        if (await this.unloadIdle(model)) this.expired++;
+  /**
+   * Unloads the models whose keep-alive has run out (at `now`, by default when it runs) and that
+   * nothing uses. A sweep called while another runs waits for that one and then runs itself (it
+   * returned at once, doing nothing: a caller that then expected the model gone found it still
+   * there when the periodic sweep happened to be running).
+   */
+  async sweep(now?: number): Promise<void> {
+    while (this.sweeping) await this.sweeping.catch(() => undefined);
+    this.sweeping = this.sweepOnce(now ?? Date.now()).finally(() => (this.sweeping = null));
+    return this.sweeping;
+  }
+
+  private async sweepOnce(now: number): Promise<void> {
+    for (const [model, k] of [...this.kept]) {
+      if (!this.loaded(model)) {
+        this.kept.delete(model);
+        continue;
       }
-    } finally {
-      this.sweeping = false;
+      if (k.keepAliveMs < 0 || now < k.lastUsed + k.keepAliveMs || this.inUse(model) || this.inflight.has(model)) continue;
+      if (await this.unloadIdle(model)) this.expired++;
     }
   }
 

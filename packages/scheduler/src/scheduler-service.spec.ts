@@ -45,7 +45,8 @@ function watch(stream: grpc.ClientReadableStream<pb.GenerateResponse>): Watched 
 // Long enough to still be running while the test acts (thousands of tokens, end-of-text ignored).
 const LONG: Partial<pb.GenerateRequest> = { prompt: 'Once upon a time', maxTokens: 4000, ignoreEos: true, sampling: common.SamplingParams.fromPartial({ temperature: 0 }) };
 
-const until = async (cond: () => boolean | Promise<boolean>, ms = 5000) => {
+// (Deadlines for conditions that hold within milliseconds on an idle machine; generous, for a loaded one.)
+const until = async (cond: () => boolean | Promise<boolean>, ms = 15_000) => {
   const end = Date.now() + ms;
   while (!(await cond())) {
     if (Date.now() > end) throw new Error('condition not met in time');
@@ -209,19 +210,27 @@ describe('scheduler queueing: bound, concurrency, cancellation, deadlines, disco
   }, 30_000);
 
   it('expires a queued request at its deadline and cancels a running one at its deadline', async () => {
-    const long = submit('L3', 'a', LONG, { deadlineUnixMs: Date.now() + 800 });
+    // (The queued request's deadline passes while the slot is still busy with a request that runs
+    // until cancelled: it did with one whose own deadline was 500 ms later, until a loaded machine
+    // took that long for the first token, and the queued request ran instead.)
+    const long = submit('L3', 'a');
+    let longDone = false;
+    void long.done.then(() => (longDone = true));
     await long.first;
-    const t0 = Date.now();
     const queued = await submit('Q5', 'b', short, { deadlineUnixMs: Date.now() + 300 }).done;
     expect(queued.error?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
     expect(queued.error?.details).toMatch(/deadline passed after \d+ ms in the queue/);
-    expect(Date.now() - t0).toBeLessThan(1200);
-    expect(sched.dispatcher.snapshot().queued).toBe(0);
-    const l = await long.done;
+    expect(longDone).toBe(false);
+    expect(sched.dispatcher.snapshot()).toMatchObject({ queued: 0, running: 1 });
+    await unary(client.cancel.bind(client), { requestId: 'L3' });
+    await long.done;
+    await until(() => sched.dispatcher.snapshot().running === 0);
+    // A running request's deadline: it is dispatched at once (the slot is free) and stopped at it.
+    const l = await submit('L3b', 'a', LONG, { deadlineUnixMs: Date.now() + 500 }).done;
     expect(l.error?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
     expect(l.error?.details).toContain('while running on engine-1');
     // The engine stopped it too.
-    await until(() => host.telemetry().runningRequests === 0, 2000);
+    await until(() => host.telemetry().runningRequests === 0);
     const past = await submit('Q6', 'b', short, { deadlineUnixMs: Date.now() - 1 }).done;
     expect(past.error?.code).toBe(grpc.status.DEADLINE_EXCEEDED);
   }, 30_000);
@@ -231,8 +240,8 @@ describe('scheduler queueing: bound, concurrency, cancellation, deadlines, disco
     await long.first;
     expect(host.telemetry().runningRequests).toBe(1);
     long.stream.cancel();
-    await until(() => host.telemetry().runningRequests === 0, 2000);
-    await until(() => sched.dispatcher.snapshot().running === 0, 2000);
+    await until(() => host.telemetry().runningRequests === 0);
+    await until(() => sched.dispatcher.snapshot().running === 0);
     const next = await submit('S1', 'b', short).done;
     expect(next.error).toBeUndefined();
   }, 30_000);
@@ -277,7 +286,7 @@ describe('scheduler queueing: bound, concurrency, cancellation, deadlines, disco
     const dup = await submit('L5', 'a', short).done;
     expect(dup.error?.code).toBe(grpc.status.ALREADY_EXISTS);
     long.stream.cancel();
-    await until(() => sched.dispatcher.snapshot().running === 0, 2000);
+    await until(() => sched.dispatcher.snapshot().running === 0);
   }, 30_000);
 });
 
@@ -481,7 +490,10 @@ describe('scheduler: keep-alive and eviction of models loaded on demand', () => 
     const src = writeTestModel(dir, 'tiny-qwen3moe', 'F32');
     fs.renameSync(src, `${dir}/a.gguf`);
     fs.copyFileSync(`${dir}/a.gguf`, `${dir}/b.gguf`);
-    engine = await startEngineServer(new LocalModelHost({ seqsPerModel: 2, defaultContext: 256, modelsDir: dir }), { port: 0 });
+    // (A context of 4096: LONG runs for seconds, still running while a test acts on the model in use.
+    // With 256 it ended after ~250 tokens, a fraction of a second: on a loaded machine, before the
+    // sweep that was to find the model in use.)
+    engine = await startEngineServer(new LocalModelHost({ seqsPerModel: 2, defaultContext: 4096, modelsDir: dir }), { port: 0 });
   }, 60_000);
 
   afterAll(async () => {
@@ -507,21 +519,24 @@ describe('scheduler: keep-alive and eviction of models loaded on demand', () => 
 
   it('a model loaded on demand unloads once its keep-alive has run out and nothing uses it; a request keep_alive < 0 keeps it', async () => {
     const { c, loader } = await scheduler({ keepAliveMs: 400 });
-    await gen(c, 'a');
-    const [m] = await listed(c);
-    expect(m.id).toBe('a');
-    expect(m.expiresAtUnixMs).toBeGreaterThan(Date.now());
-    expect(m.expiresAtUnixMs).toBeLessThanOrEqual(Date.now() + 400);
-    // A request still running when the keep-alive runs out keeps the model.
+    // Loaded on demand by a request that runs on: the scheduler's keep-alive, from its start. (The
+    // model in use while the test looks: idle, it could be gone before the listing on a loaded
+    // machine, 400 ms later.)
+    const t0 = Date.now();
     const running = watch(c.submit(spb.SubmitRequest.fromPartial({ generate: { model: 'a', ...LONG } })));
     await running.first;
-    // (A sweep as if the keep-alive had run out: the tiny model fills its context in a fraction of a second.)
+    const [m] = await listed(c);
+    expect(m.id).toBe('a');
+    expect(m.expiresAtUnixMs).toBeGreaterThanOrEqual(t0 + 400);
+    expect(m.expiresAtUnixMs).toBeLessThanOrEqual(Date.now() + 400);
+    // A request still running when the keep-alive runs out keeps the model.
+    // (A sweep as if the keep-alive had run out, not a wait for it.)
     await loader.sweep(Date.now() + 10_000);
     expect((await listed(c)).map((x) => x.id)).toEqual(['a']);
     running.stream.cancel();
     await running.done;
     // Then it leaves on its own (the sweep runs every second).
-    await until(async () => (await listed(c)).length === 0, 5000);
+    await until(async () => (await listed(c)).length === 0);
     expect(loader.expired).toBe(1);
     // keep_alive -1 on a request: it stays (expires_at 0), past any keep-alive.
     await gen(c, 'a', { keepAliveMs: -1, hasKeepAlive: true });
@@ -537,6 +552,9 @@ describe('scheduler: keep-alive and eviction of models loaded on demand', () => 
     // keep_alive 0 on EnsureModel: loaded, then unloaded at the next sweep.
     const e = await unary<spb.EnsureModelRequest, spb.EnsureModelResponse>(c.ensureModel.bind(c), spb.EnsureModelRequest.fromPartial({ model: 'a', keepAliveMs: 0, hasKeepAlive: true }));
     expect(e.model!.expiresAtUnixMs).toBeGreaterThan(0);
+    // (A sweep while another runs, as the periodic one may be: it waits for that one, then sweeps;
+    // it returned at once, the model still there.)
+    void loader.sweep();
     await loader.sweep();
     expect(await listed(c)).toEqual([]);
   }, 60_000);
