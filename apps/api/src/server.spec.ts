@@ -148,10 +148,15 @@ describe('/ready', () => {
     const sched = await startSchedulerServer({ engines: [`127.0.0.1:${engine.port}`], probeIntervalMs: 200 });
     const api = await startApi(parseApiConfig({ port: 0, schedulerAddress: `127.0.0.1:${sched.port}`, readyMaxAgeS: 1 }));
     try {
-      const ready = async () => ({ status: (await fetch(`${api.url}/ready`)).status, body: (await (await fetch(`${api.url}/ready`)).json()) as { ready: boolean; reason: string } });
+      // (Status and reason from one answer: two requests could straddle a probe.)
+      const ready = async () => {
+        const r = await fetch(`${api.url}/ready`);
+        return { status: r.status, body: (await r.json()) as { ready: boolean; reason: string } };
+      };
       expect(await ready()).toEqual({ status: 503, body: expect.objectContaining({ ready: false, reason: 'no model is loaded' }) });
       await engine.close(0);
-      const end = Date.now() + 5000;
+      // (Seen at the scheduler's next probe, every 200 ms, each up to its 2 s timeout: polled for 15 s at most.)
+      const end = Date.now() + 15_000;
       let r = await ready();
       while (r.body.reason === 'no model is loaded' && Date.now() < end) {
         await new Promise((res) => setTimeout(res, 100));

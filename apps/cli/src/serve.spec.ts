@@ -120,8 +120,11 @@ describe('kail serve', () => {
     // An alias reaches the same model.
     expect((await chat('org/tiny')).choices[0].message.content).toBe(body.choices[0].message.content);
     // --parallel 3 (llama-server's -np): the model has three slots.
+    // (Polled, 30 s at most: /slots answers once the API has the engine's telemetry, a second or
+    // so after start, later on a loaded machine; so do the speculative counters below.)
     let slots: unknown[] = [];
-    for (let i = 0; i < 100 && !slots.length; i++) {
+    const end = Date.now() + 30_000;
+    while (!slots.length && Date.now() < end) {
       const res = await fetch(`${api}/slots`);
       if (res.status === 200) slots = (await res.json()) as unknown[];
       else await new Promise((r) => setTimeout(r, 100));
@@ -129,7 +132,7 @@ describe('kail serve', () => {
     expect(slots).toHaveLength(3);
     // --lookup reaches the engine: the model speculates (its speculative counters are exported).
     let metrics = '';
-    for (let i = 0; i < 100 && !/kailstream:spec_decode_num_draft_tokens_total\{[^}]*model="tiny"/.test(metrics); i++) {
+    while (!/kailstream:spec_decode_num_draft_tokens_total\{[^}]*model="tiny"/.test(metrics) && Date.now() < end) {
       metrics = await (await fetch(`${api}/metrics`)).text();
       await new Promise((r) => setTimeout(r, 100));
     }

@@ -496,9 +496,9 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
       const r = await fetch(`${api.url}/slots${q}`);
       return { status: r.status, body: (await r.json()) as any };
     };
-    /** Polls /slots until `ok` holds (the telemetry behind it is sampled every 500 ms). */
+    /** Polls /slots until `ok` holds (the telemetry behind it is sampled every 500 ms; 30 s at most, for a loaded machine). */
     const until = async (ok: (s: any[]) => boolean) => {
-      const deadline = Date.now() + 10_000;
+      const deadline = Date.now() + 30_000;
       for (;;) {
         const r = await slots();
         if (r.status === 200 && ok(r.body)) return r.body as any[];
@@ -545,7 +545,8 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
 
   it('needs the model named once two are served', async () => {
     await stack.host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'tiny2', threads: 2 }));
-    const deadline = Date.now() + 5000;
+    // (The scheduler sees the second model at its next probe of the engine: polled for 30 s at most.)
+    const deadline = Date.now() + 30_000;
     let r = await post('/tokenize', { content: 'x' });
     while (r.status === 200 && Date.now() < deadline) {
       await new Promise((res) => setTimeout(res, 100));

@@ -47,6 +47,19 @@ describe('console tRPC router', () => {
     return { status: r.status, data: body.result?.data, error: body.error };
   }
 
+  /**
+   * Calls `get` until `ok` holds of what it returns (every 100 ms, 20 s at most: the hub samples
+   * the engine every 500 ms, later on a loaded machine); the last value, for the test's expects.
+   */
+  async function poll<T>(get: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
+    const end = Date.now() + 20_000;
+    for (;;) {
+      const v = await get();
+      if (ok(v) || Date.now() > end) return v;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+  }
+
   it('lists the files in the models directory with their header summaries', async () => {
     const r = await query<{ modelsDir: string; files: { id: string; architecture: string; info: { expertCount: number } }[] }>('models.files');
     expect(r.status).toBe(200);
@@ -78,21 +91,13 @@ describe('console tRPC router', () => {
     });
     expect(r.status).toBe(200);
     // The hub samples every 500 ms; wait for a point that includes the generation.
-    let last: TelemetryPoint | undefined;
-    for (let i = 0; i < 20; i++) {
-      await new Promise((res) => setTimeout(res, 250));
-      last = (await query<{ points: TelemetryPoint[] }>('telemetry.history', { seconds: 30 })).data!.points.at(-1);
-      if (last && last.tokensGenerated > gen0) break;
-    }
+    const last = await poll(async () => (await query<{ points: TelemetryPoint[] }>('telemetry.history', { seconds: 30 })).data!.points.at(-1), (p) => !!p && p.tokensGenerated > gen0);
     expect(last!.tokensGenerated).toBeGreaterThan(gen0);
     expect(last!.tiers.map((t) => t.tier)).toContain('ram');
     expect(last!.models).toEqual(['tiny']);
     // The slots: both idle again, the one that served the chat keeping its tokens in its cache.
-    let slots: ModelSlots[] = [];
-    for (let i = 0; i < 20 && !slots.some((m) => m.slots.some((x) => x.cachedTokens > 0)); i++) {
-      slots = (await query<ModelSlots[]>('telemetry.slots')).data!;
-      if (!slots.some((m) => m.slots.some((x) => x.cachedTokens > 0))) await new Promise((res) => setTimeout(res, 250));
-    }
+    // (A sample from before the chat ended shows it processing: polled until the hub has a later one.)
+    const slots = await poll(async () => (await query<ModelSlots[]>('telemetry.slots')).data!, (s) => s.some((m) => m.slots.some((x) => x.cachedTokens > 0)) && s.every((m) => m.slots.every((x) => !x.processing)));
     expect(slots.map((m) => [m.model, m.slots.length, m.slots.every((x) => !x.processing && x.nCtx === 256)])).toEqual([['tiny', 2, true]]);
     expect(Math.max(...slots[0].slots.map((x) => x.cachedTokens))).toBeGreaterThan(8);
     const ex = await query<ExpertWindow>('telemetry.experts', { windowSeconds: 0 });
@@ -108,11 +113,8 @@ describe('console tRPC router', () => {
     expect(second.status).toBe(200);
     try {
       const total = (w: ExpertWindow) => w.layers.reduce((n, l) => n + l.counts.reduce((a, c) => a + c, 0), 0);
-      let w: ExpertWindow | undefined;
-      for (let i = 0; i < 20 && !(w && w.sources.length === 2); i++) {
-        await new Promise((res) => setTimeout(res, 250));
-        w = (await query<ExpertWindow>('telemetry.experts', { windowSeconds: 0, model: 'second' })).data ?? undefined;
-      }
+      const window = async () => (await query<ExpertWindow>('telemetry.experts', { windowSeconds: 0, model: 'second' })).data ?? undefined;
+      let w = await poll(window, (x) => x?.sources.length === 2);
       expect(w!.sources.map((x) => x.model)).toEqual(['tiny', 'second']);
       expect(w!.model).toBe('second');
       expect(total(w!)).toBe(0);
@@ -123,10 +125,7 @@ describe('console tRPC router', () => {
         body: JSON.stringify({ model: 'second', prompt: 'Once upon a time', max_tokens: 6, temperature: 0 }),
       });
       expect(r.status).toBe(200);
-      for (let i = 0; i < 20 && total(w!) === 0; i++) {
-        await new Promise((res) => setTimeout(res, 250));
-        w = (await query<ExpertWindow>('telemetry.experts', { windowSeconds: 0, model: 'second' })).data!;
-      }
+      w = await poll(window, (x) => !!x && total(x) > 0);
       expect(total(w!)).toBeGreaterThan(0);
       // The first model's heatmap did not move.
       expect(total((await query<ExpertWindow>('telemetry.experts', { windowSeconds: 0, model: 'tiny' })).data!)).toBe(tinyBefore);
@@ -230,10 +229,11 @@ describe('console tRPC router: keys and auth', () => {
       expect(bad.status).toBe(400);
       expect(bad.body.error!.message).toMatch(/is not a Hugging Face repository/);
       await call('models.pull', { ref: 'team/moe-GGUF:IQ1_S' });
+      const end2 = Date.now() + 30_000;
       do {
         await new Promise((r) => setTimeout(r, 100));
         jobs = (await call('models.pulls', undefined, undefined, 'GET')).body.result!.data;
-      } while (jobs[0].status === 'pulling' && Date.now() < end);
+      } while (jobs[0].status === 'pulling' && Date.now() < end2);
       expect(jobs[0]).toMatchObject({ ref: 'team/moe-GGUF:IQ1_S', status: 'failed' });
       expect((jobs[0] as unknown as { error: string }).error).toMatch(/no GGUF model file for 'IQ1_S'/);
     } finally {
