@@ -1,6 +1,7 @@
 // kail run with a diffusion model (tiny-llada, tiny-dream): the diffusion loop, its flags with
-// llama-diffusion-cli's names, a progress line per step, --json; and the flag checks.
-import { spawnSync } from 'node:child_process';
+// llama-diffusion-cli's names, a progress line per step, the text printed as the canvas settles,
+// --json; and the flag checks.
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -31,6 +32,66 @@ describe('kail run with a diffusion model', () => {
     expect(out.diffusion).toEqual({ steps: 6, algorithm: 'margin', schedule: { kind: 'timestep', eps: 0.001 }, mask_token_id: 1021, shift_logits: true });
     // Temperature 0 (kail run's default): the same tokens again.
     expect(JSON.parse(kail('run', '-m', dream, '-p', 'Experts stream', '-n', '12', '--diffusion-steps', '6', '--diffusion-algorithm', 'margin', '--json', '-t', '2').stdout).tokens).toEqual(out.tokens);
+  }, 60_000);
+
+  it('prints the text as the canvas settles: the first piece while the loop still runs, together the unstreamed text; with 2>&1 no progress line inside it', async () => {
+    // Three blocks of 8, 8 passes each: the first block is final after pass 8 of 24.
+    const args = ['run', '-m', llada, '-p', 'Experts stream', '-n', '24', '--diffusion-block-length', '8', '--diffusion-steps', '24', '-t', '2'];
+    // (--json: the loop's text at its end, detokenize of the whole generated part, as kail run printed it before.)
+    const whole = JSON.parse(kail(...args, '--json').stdout).text as string;
+    expect(whole.length).toBeGreaterThan(0);
+    const child = spawn(process.execPath, [KAIL, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => void out.push(d));
+    child.stderr.on('data', (d: Buffer) => void (err += d.toString()));
+    const closed = new Promise<number | null>((res) => child.on('close', res));
+    // At the first stdout the child is stopped, and what it wrote to stderr by then read: a
+    // superset of what it wrote before that stdout.
+    await new Promise<void>((res) =>
+      child.stdout.once('data', () => {
+        try {
+          process.kill(child.pid!, 'SIGSTOP');
+        } catch {
+          // (Already gone: the checks below fail.)
+        }
+        res();
+      }),
+    );
+    await new Promise((res) => setTimeout(res, 200));
+    await new Promise((res) => setImmediate(res));
+    const early = { out: Buffer.concat(out).toString(), err };
+    try {
+      process.kill(child.pid!, 'SIGCONT');
+    } catch {
+      // (Already gone.)
+    }
+    expect(await closed).toBe(0);
+    const stdout = Buffer.concat(out).toString();
+    expect(stdout).toBe(whole + '\n');
+    // The first piece came while the loop ran: before its last progress line and its end line.
+    const progressLines = (t: string) => t.split('\n').filter((l) => /^diffusion +\d+% \d+\/24/.test(l));
+    expect(early.err).toMatch(/diffusion\.\.\./);
+    expect(early.err).not.toMatch(/diffusion: 24 passes/);
+    expect(progressLines(err).length).toBeGreaterThan(progressLines(early.err).length);
+    expect(early.out.length).toBeGreaterThan(0);
+    expect(early.out.length).toBeLessThan(stdout.length);
+    expect(stdout.startsWith(early.out)).toBe(true);
+
+    // stdout and stderr into one file: the text whole on its line, the progress around it.
+    const file = path.join(dir, 'both.txt');
+    const fd = fs.openSync(file, 'w');
+    try {
+      const both = spawnSync(process.execPath, [KAIL, ...args], { stdio: ['ignore', fd, fd], timeout: 120_000 });
+      expect(both.status).toBe(0);
+    } finally {
+      fs.closeSync(fd);
+    }
+    const text = fs.readFileSync(file, 'utf8');
+    const at = text.indexOf(whole + '\n');
+    expect(at).toBeGreaterThan(0);
+    expect(text[at - 1]).toBe('\n');
+    expect(text.slice(at + whole.length + 1)).toMatch(/^diffusion: 24 passes \(/);
   }, 60_000);
 
   it('refuses both schedules at once, an unknown algorithm and steps the blocks do not divide, with exit 1', () => {

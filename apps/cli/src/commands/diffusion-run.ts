@@ -1,6 +1,8 @@
 // `kail run` with a diffusion language model (llada, llada-moe, rnd1, dream): the canvas (prompt +
 // -n masks) unmasked over --diffusion-steps passes, as llama-diffusion-cli does, with a progress
-// line per step on stderr and the generated text (or --json) on stdout.
+// line per step on stderr and the generated text on stdout as the canvas settles (or, at the end,
+// --json).
+import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { ChatTemplate, DIFFUSION_ALGORITHMS, diffusionGenerateWith, diffusionModelSettings, resolveDiffusionParams, type EngineModel } from '@kailstream/engine/core';
@@ -75,6 +77,22 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
   const { algorithm, schedule } = params;
   if (!r.json) log(`diffusion: ${model.hparams.arch}, ${prompt.length} prompt + ${nGen} generated tokens, ${o.diffusionSteps} steps, ${algorithm}, ${schedule.kind === 'block' ? `blocks of ${schedule.blockLength}` : `eps ${schedule.eps}`}, mask token ${settings.maskTokenId}${settings.shiftLogits ? ', shifted logits' : ''}`);
   const progress = r.json ? undefined : createProgress({ label: 'diffusion', total: o.diffusionSteps });
+  // The text as the canvas settles (not with --json): after each pass the generated part's start
+  // with no mask left is final (an unmasked position is never masked again), and what it adds is
+  // printed then (Tokenizer.createPrefixDecoder: together the pieces are detokenize's text of the
+  // whole, byte for byte), the rest at the end. Where stderr is where stdout goes (one terminal,
+  // or 2>&1), the progress stops once the text begins (its line cleared on a terminal), so that
+  // no progress line lands inside the text; its last line comes after the text.
+  const decoder = r.json ? undefined : model.tokenizer.createPrefixDecoder();
+  const shared = !r.json && stdoutIsStderr();
+  let settled = 0;
+  let printing = false;
+  const print = (piece: string) => {
+    if (!piece) return;
+    if (shared && !printing && process.stderr.isTTY) process.stderr.write('\r\x1b[K');
+    printing = true;
+    process.stdout.write(piece);
+  };
   // Ctrl-C between steps: stop with what is unmasked so far.
   const ac = new AbortController();
   const onSigint = () => ac.abort();
@@ -87,23 +105,31 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
       prompt,
       nGen,
       { ...params, algTemp: o.diffusionAlgTemp, cfgScale: o.diffusionCfgScale, gumbelNoise: !!o.diffusionAddGumbelNoise },
-      { onStep: (s) => progress?.update(s.step, `${s.masked} masked`), signal: ac.signal },
+      {
+        onStep: (s) => (shared && printing ? undefined : progress?.update(s.step, `${s.masked} masked`)),
+        onPass: (p) => {
+          if (!decoder || p.settled <= settled) return;
+          settled = p.settled;
+          print(decoder.push(Array.from(p.canvas.subarray(prompt.length, prompt.length + settled))));
+        },
+        signal: ac.signal,
+      },
     );
   } finally {
     process.removeListener('SIGINT', onSigint);
   }
   const ms = performance.now() - t0;
-  progress?.done(`diffusion: ${result.steps} passes${result.stopped ? ' (stopped)' : ''}`);
   // (Masks a stopped run left are not text.)
   const tokens = Array.from(result.generated);
-  const out = model.tokenizer.detokenize(tokens.filter((t) => t !== settings.maskTokenId));
+  const kept = tokens.filter((t) => t !== settings.maskTokenId);
+  const finished = `diffusion: ${result.steps} passes${result.stopped ? ' (stopped)' : ''}`;
   if (r.json) {
     process.stdout.write(
       JSON.stringify({
         model: r.modelPath,
         prompt_tokens: prompt,
         tokens,
-        text: out,
+        text: model.tokenizer.detokenize(kept),
         finish_reason: result.stopped ? 'stopped' : 'length',
         diffusion: { steps: result.steps, algorithm, schedule, mask_token_id: settings.maskTokenId, shift_logits: settings.shiftLogits },
         timings: { total_ms: ms, ms_per_step: result.steps ? ms / result.steps : 0 },
@@ -111,6 +137,20 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
     );
     return;
   }
-  process.stdout.write(out + '\n');
+  // (The rest: what the passes left unsettled, masks a stopped run left dropped.)
+  print((decoder?.push(kept, true) ?? '') + '\n');
+  progress?.done(finished);
   log(`${path.basename(r.modelPath)}: ${result.steps} passes over ${prompt.length + nGen} tokens, ${(ms / Math.max(1, result.steps)).toFixed(1)} ms a pass`);
+}
+
+/** Whether stdout and stderr reach the same place (a terminal, or one pipe or file: 2>&1). */
+function stdoutIsStderr(): boolean {
+  if (process.stdout.isTTY && process.stderr.isTTY) return true;
+  try {
+    const a = fs.fstatSync(1);
+    const b = fs.fstatSync(2);
+    return a.dev === b.dev && a.ino === b.ino;
+  } catch {
+    return false;
+  }
 }
