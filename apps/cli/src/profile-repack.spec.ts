@@ -62,6 +62,13 @@ describe('kail profile and kail repack', () => {
     expect(run.status).toBe(0);
     expect(run.stderr).toMatch(/fits the budget .* from .*profile.json: .* so it runs in memory/);
     expect(JSON.parse(run.stdout).stream).toBeNull();
+    // A missing model file is named as such with a profile too (its defaults size the file).
+    const missing = path.join(dir, 'missing.gguf');
+    for (const args of [['run', '-m', missing, '-p', 'Hello'], ['perplexity', '-m', missing, '-f', path.join(dir, 'profile.json')]]) {
+      const r = kail(...args, '--data-dir', dir);
+      expect(r.status).toBe(1);
+      expect(r.stderr).toContain(`kail: model file not found: ${missing}\n`);
+    }
 
     // A profile that assumed far more memory than is available now (taken on a bigger machine, or
     // outside a container): --show says what a run takes now, and plan takes it.

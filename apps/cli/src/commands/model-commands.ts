@@ -282,6 +282,8 @@ function streamLoadOptions(o: StreamOpts, modelPath: string, dir: string, usageH
   let ioThreads = o.ioThreads;
   let readBytes = o.readSize;
   let vramBytes = o.vram;
+  // (The profile's defaults size the file: a missing one is named here, as the load would name it.)
+  if (!fs.existsSync(modelPath)) throw new Error(`model file not found: ${modelPath}`);
   const profile = readHardwareProfile(dir);
   if (profile) {
     const d = profileDefaults(profile, hardwareProfilePath(dir), modelFileBytes(modelPath), { ramBytes, ioThreads, readBytes, vramBytes });
