@@ -94,6 +94,29 @@ describe('kail run with a diffusion model', () => {
     expect(text.slice(at + whole.length + 1)).toMatch(/^diffusion: 24 passes \(/);
   }, 60_000);
 
+  it('-r: the text ends with the first reverse prompt it writes (printed, as an autoregressive run prints it), the loop stops once its block settles; --json cuts text before it, finish_reason stop', () => {
+    // Three blocks of 8, sampled (a varied text): a word first written in the middle block is the reverse prompt.
+    const args = ['run', '-m', llada, '-p', 'Experts stream', '-n', '24', '--diffusion-block-length', '8', '--diffusion-steps', '24', '--temp', '1', '--seed', '1', '-t', '2'];
+    const whole = JSON.parse(kail(...args, '--json').stdout).text as string;
+    const words = [...whole.matchAll(/ [a-z]{3,}/g)].filter((m) => whole.indexOf(m[0]) === m.index && m.index > whole.length / 3 && m.index < (2 * whole.length) / 3);
+    expect(words.length).toBeGreaterThan(0);
+    const rp = words[0][0];
+    const end = whole.indexOf(rp) + rp.length;
+    const r = kail(...args, '-r', rp, '-r', 'zzz-not-written');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toBe(whole.slice(0, end) + '\n');
+    // (Stopped before the last block: everything before the cut was settled.)
+    const passes = Number(/diffusion: (\d+) passes, stopped at the reverse prompt/.exec(r.stderr)?.[1]);
+    expect(passes).toBeLessThan(24);
+    const j = JSON.parse(kail(...args, '-r', rp, '--json').stdout);
+    expect(j).toMatchObject({ text: whole.slice(0, end - rp.length), finish_reason: 'stop', stopping_word: rp });
+    expect(j.diffusion.steps).toBe(passes);
+    // A reverse prompt never written changes nothing.
+    const none = JSON.parse(kail(...args, '-r', 'zzz-not-written', '--json').stdout);
+    expect(none).toMatchObject({ text: whole, finish_reason: 'length' });
+    expect(none.stopping_word).toBeUndefined();
+  }, 60_000);
+
   it('refuses both schedules at once, an unknown algorithm and steps the blocks do not divide, with exit 1', () => {
     for (const [args, want] of [
       [['--diffusion-eps', '0.01', '--diffusion-block-length', '4'], /give one of the diffusion eps .* and the diffusion block length/],

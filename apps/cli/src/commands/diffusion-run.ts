@@ -1,11 +1,11 @@
 // `kail run` with a diffusion language model (llada, llada-moe, rnd1, dream): the canvas (prompt +
 // -n masks) unmasked over --diffusion-steps passes, as llama-diffusion-cli does, with a progress
 // line per step on stderr and the generated text on stdout as the canvas settles (or, at the end,
-// --json).
+// --json), ended by the first reverse prompt (-r) it writes.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { ChatTemplate, DIFFUSION_ALGORITHMS, diffusionGenerateWith, diffusionModelSettings, resolveDiffusionParams, type EngineModel } from '@kailstream/engine/core';
+import { ChatTemplate, DIFFUSION_ALGORITHMS, diffusionGenerateWith, diffusionModelSettings, resolveDiffusionParams, StopMatcher, type EngineModel } from '@kailstream/engine/core';
 
 import { createProgress } from '../progress';
 
@@ -55,6 +55,8 @@ export interface DiffusionRunInput {
   seed?: number;
   json: boolean;
   modelPath: string;
+  /** -r: the text ends at the first of these it writes (printed with it, as llama-cli's; --json's text without it). */
+  reversePrompt?: readonly string[];
 }
 
 export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: DiffusionRunInput, log: (l: string) => void): Promise<void> {
@@ -83,7 +85,12 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
   // whole, byte for byte), the rest at the end. Where stderr is where stdout goes (one terminal,
   // or 2>&1), the progress stops once the text begins (its line cleared on a terminal), so that
   // no progress line lands inside the text; its last line comes after the text.
-  const decoder = r.json ? undefined : model.tokenizer.createPrefixDecoder();
+  // -r: the settled text goes through the engine's stop matcher (what could begin a reverse prompt
+  // held back), and the text ends with the first reverse prompt it writes, as an autoregressive
+  // run's: printed with it, --json's text without it (stopping_word), finish reason 'stop'. The
+  // loop stops at the next pass then: all before the cut is settled, so no later pass changes it.
+  const stops = r.reversePrompt?.length ? new StopMatcher({ stop: r.reversePrompt }) : undefined;
+  const decoder = r.json && !stops ? undefined : model.tokenizer.createPrefixDecoder();
   const shared = !r.json && stdoutIsStderr();
   let settled = 0;
   let printing = false;
@@ -92,6 +99,21 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
     if (shared && !printing && process.stderr.isTTY) process.stderr.write('\r\x1b[K');
     printing = true;
     process.stdout.write(piece);
+  };
+  // (The reverse prompt that cut the text, and the settled tokens then, where a pass's cut it.)
+  let cut: string | undefined;
+  let cutSettled: number | undefined;
+  let jsonText = '';
+  const through = (piece: string): string => {
+    if (cut !== undefined) return '';
+    if (!stops) return piece;
+    const step = stops.push(piece);
+    if (step.done && step.reason === 'stop') cut = step.stop;
+    return step.text;
+  };
+  const emit = (piece: string) => {
+    if (r.json) jsonText += piece;
+    else print(piece);
   };
   // Ctrl-C between steps: stop with what is unmasked so far.
   const ac = new AbortController();
@@ -106,11 +128,15 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
       nGen,
       { ...params, algTemp: o.diffusionAlgTemp, cfgScale: o.diffusionCfgScale, gumbelNoise: !!o.diffusionAddGumbelNoise },
       {
-        onStep: (s) => (shared && printing ? undefined : progress?.update(s.step, `${s.masked} masked`)),
+        onStep: (s) => {
+          if (cut !== undefined) return false;
+          if (!(shared && printing)) progress?.update(s.step, `${s.masked} masked`);
+        },
         onPass: (p) => {
-          if (!decoder || p.settled <= settled) return;
+          if (!decoder || cut !== undefined || p.settled <= settled) return;
           settled = p.settled;
-          print(decoder.push(Array.from(p.canvas.subarray(prompt.length, prompt.length + settled))));
+          emit(through(decoder.push(Array.from(p.canvas.subarray(prompt.length, prompt.length + settled)))));
+          if (cut !== undefined) cutSettled = settled;
         },
         signal: ac.signal,
       },
@@ -122,23 +148,32 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
   // (Masks a stopped run left are not text.)
   const tokens = Array.from(result.generated);
   const kept = tokens.filter((t) => t !== settings.maskTokenId);
-  const finished = `diffusion: ${result.steps} passes${result.stopped ? ' (stopped)' : ''}`;
+  // (The rest: what the passes left unsettled, masks a stopped run left dropped; none after a cut.)
+  const rest = () => {
+    if (cut !== undefined) return '';
+    const t = through(decoder!.push(kept, true));
+    return cut === undefined && stops ? t + stops.flush() : t;
+  };
+  const finished = `diffusion: ${result.steps} passes${cut !== undefined ? ', stopped at the reverse prompt' : result.stopped ? ' (stopped)' : ''}`;
   if (r.json) {
+    const text = stops ? jsonText + rest() : model.tokenizer.detokenize(kept);
     process.stdout.write(
       JSON.stringify({
         model: r.modelPath,
         prompt_tokens: prompt,
-        tokens,
-        text: model.tokenizer.detokenize(kept),
-        finish_reason: result.stopped ? 'stopped' : 'length',
+        // (Cut by a pass: the tokens settled then, the text's and the reverse prompt's.)
+        tokens: cutSettled !== undefined ? tokens.slice(0, cutSettled) : tokens,
+        text,
+        finish_reason: cut !== undefined ? 'stop' : result.stopped ? 'stopped' : 'length',
+        ...(cut !== undefined ? { stopping_word: cut } : {}),
         diffusion: { steps: result.steps, algorithm, schedule, mask_token_id: settings.maskTokenId, shift_logits: settings.shiftLogits },
         timings: { total_ms: ms, ms_per_step: result.steps ? ms / result.steps : 0 },
       }) + '\n',
     );
     return;
   }
-  // (The rest: what the passes left unsettled, masks a stopped run left dropped.)
-  print((decoder?.push(kept, true) ?? '') + '\n');
+  // (llama-cli prints the reverse prompt that stopped it.)
+  print(rest() + (cut ?? '') + '\n');
   progress?.done(finished);
   log(`${path.basename(r.modelPath)}: ${result.steps} passes over ${prompt.length + nGen} tokens, ${(ms / Math.max(1, result.steps)).toFixed(1)} ms a pass`);
 }
