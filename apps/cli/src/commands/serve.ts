@@ -460,7 +460,7 @@ export function registerServe(program: Command): void {
     .option('--host <host>', 'API bind address (loopback unless you say otherwise)', '127.0.0.1')
     .option('--port <port>', 'API port', '8080')
     .option('--data-dir <dir>', 'data directory (default: $KAIL_DATA_DIR or ~/.kailstream)')
-    .option('--no-web', 'do not start the web console')
+    .option('--no-web', "do not start the web console (llama-server's --no-webui, also taken)")
     .option('--no-load-on-demand', "do not load a model from <data dir>/models when a request names one that is not loaded")
     .option('--keep-alive <duration>', "how long a model loaded on demand stays after its last request, as Ollama's keep_alive: 5m, 1h, 30s, 0, -1 = until unloaded (default 5m)", (v: string) => {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
