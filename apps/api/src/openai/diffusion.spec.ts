@@ -85,6 +85,13 @@ describe('a diffusion model through the API', () => {
     expect(ev.filter((e) => e.content).length).toBeGreaterThan(1);
     expect(ev.map((e) => e.content ?? '').join('')).toBe(one.content);
     expect([ev.at(-1)!.stop, ev.at(-1)!.stop_type, ev.at(-1)!.tokens_predicted]).toEqual([true, one.stop_type, one.tokens_predicted]);
+    // Chat: the streamed deltas are the unstreamed message, in more than one piece.
+    const chatBody = { model: 'llada', messages: [{ role: 'user', content: 'Experts stream' }], max_tokens: 24, temperature: 0, seed: 2, diffusion_steps: 6, diffusion_block_length: 8 };
+    const chatWhole = (await stack.post('/v1/chat/completions', chatBody)).body.choices[0];
+    const deltas = (await stack.events('/v1/chat/completions', { ...chatBody, stream: true })).map(([, d]) => d.choices?.[0]);
+    expect(deltas.filter((c) => c?.delta?.content).length).toBeGreaterThan(1);
+    expect(deltas.map((c) => c?.delta?.content ?? '').join('')).toBe(chatWhole.message.content);
+    expect(deltas.filter((c) => c?.finish_reason).map((c) => c.finish_reason)).toEqual([chatWhole.finish_reason]);
     // A stop string from inside the text: the text up to its first occurrence, finish_reason stop.
     const chars = [...whole];
     const stop = chars.slice(3, 5).join('');
