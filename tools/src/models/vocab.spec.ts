@@ -65,6 +65,27 @@ describe('generated vocabularies', () => {
             for (const t of ['fi', '▁ffi', '1', '▁10', '株式会社', 'é', '각', 'й']) expect(index.has(t)).toBe(true);
             expect(v.precompiledCharsmap!.length).toBeGreaterThan(1024);
           } else expect(v.precompiledCharsmap).toBeUndefined();
+        } else if (v.model === 'hybriddna') {
+          // HybridDNA: Llama 3's BPE (its merges reach every BPE token) with plain-text DNA runs, the specials, then
+          // <dna> </dna> <oov> (CONTROL) and right after them the 6-mers, each with the U+E000 marker, sorted; [PADn] to the size.
+          const bad = v.merges!.filter((m) => {
+            const [a, b] = m.split(' ');
+            const iab = index.get(a + b);
+            return iab === undefined || !(iab > index.get(a)! && iab > index.get(b)!);
+          });
+          expect(bad).toEqual([]);
+          expect(v.pre).toBe('llama-bpe');
+          const oov = index.get('<oov>')!;
+          expect([v.tokens[oov - 2], v.tokens[oov - 1], v.types[oov - 2], v.types[oov - 1], v.types[oov]]).toEqual(['<dna>', '</dna>', TokenType.CONTROL, TokenType.CONTROL, TokenType.CONTROL]);
+          const kmers = v.tokens.filter((t) => t.endsWith('\ue000'));
+          expect(kmers.length).toBe(size >= 8200 ? 4096 : Math.min(4096, size - oov - 1));
+          expect(v.tokens.slice(oov + 1, oov + 1 + kmers.length)).toEqual(kmers);
+          expect(kmers.every((k) => /^[ACGT]{6}\ue000$/.test(k))).toBe(true);
+          expect([...kmers].sort()).toEqual(kmers);
+          for (const t of ['AAAAAA', 'CCCCCC', 'GATTAC', 'TTTTTT']) expect([index.has(t + '\ue000'), v.types[index.get(t + '\ue000')!]]).toEqual([true, TokenType.NORMAL]);
+          for (const t of ['CCCCCC', 'AAAAAA', 'ACGT']) expect(v.types[index.get(t)!]).toBe(TokenType.NORMAL);
+          expect(v.tokens.slice(oov + 1 + kmers.length).every((t, i) => t === `[PAD${oov + 1 + kmers.length + i}]`)).toBe(true);
+          expect([v.tokens[v.bosId], v.tokens[v.eosId], v.chatTemplate]).toEqual(['<|begin_of_text|>', '<|end_of_text|>', '']);
         } else if (v.model === 'rwkv') {
           // RWKV world (rwkv_vocab_v20230424 through the converter): <s>, the 256 bytes, "\n\n" the EOT at 261,
           // texts as Python's repr(bytes)[2:-1] (lowercase \xNN, \t \n \r \\, \' only where " is present), [PADn] last.

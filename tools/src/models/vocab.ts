@@ -39,13 +39,15 @@ export type VocabKind =
   /** T5's SentencePiece unigram ("t5" model): <pad> </s> <unk>, scored pieces with U+2581, no byte tokens, no precompiled charsmap. */
   | 'ugm'
   /** The same with T5's normalization: an NFKC-like precompiled charsmap, pieces for what it normalizes to and two user-defined tokens. */
-  | 'ugm-charsmap';
+  | 'ugm-charsmap'
+  /** A HybridDNATokenizer's ("hybriddna" model, conversion/base.py _set_vocab_hybriddna): Llama 3's BPE, then <dna> </dna> <oov> and DNA 6-mers with the U+E000 marker. */
+  | 'hybriddna';
 
-export const VOCAB_KINDS: readonly VocabKind[] = ['qwen2', 'llama3', 'spm', 'phi3', 'bert', 'plamo2', 'rwkv', 'ugm', 'ugm-charsmap'];
+export const VOCAB_KINDS: readonly VocabKind[] = ['qwen2', 'llama3', 'spm', 'phi3', 'bert', 'plamo2', 'rwkv', 'ugm', 'ugm-charsmap', 'hybriddna'];
 
 export interface Vocab {
   kind: VocabKind;
-  model: 'gpt2' | 'llama' | 'bert' | 'plamo2' | 'rwkv' | 't5';
+  model: 'gpt2' | 'llama' | 'bert' | 'plamo2' | 'rwkv' | 't5' | 'hybriddna';
   pre?: string;
   tokens: string[];
   types: TokenType[];
@@ -457,7 +459,68 @@ export function buildUgmVocab(vocabSize: number, withCharsmap = false): Vocab {
   };
 }
 
+/** The reserved suffix (U+E000) the hybriddna converter appends to each k-mer's text; llama.cpp erases it on load. */
+export const DNA_KMER_MARKER = '\ue000';
+
+/**
+ * A HybridDNATokenizer's vocabulary as conversion/base.py's _set_vocab_hybriddna writes it
+ * (tokenizer.ggml.model "hybriddna", pre "llama-bpe", Llama 3's merges): the byte-level BPE
+ * vocabulary with plain-text runs of DNA letters among its tokens ("CCCCCC", "AAAAAA", "ACGT": text
+ * a k-mer shares), Llama 3's specials less <|eot_id|> (a base model's end is <|end_of_text|>), then
+ * the added tokens <dna>, </dna> and <oov> (CONTROL: the tokenizer's added tokens are special) and
+ * right after <oov> the block of 6-mers over ACGT in
+ * lexicographic order, each text with the U+E000 marker that keeps it apart from a BPE token of the
+ * same text (NORMAL: the marked text is no added token). Half the vocabulary is BPE until the other
+ * half holds all 4096 6-mers (the rest then [PADn], UNUSED, as the converter pads to vocab_size); a
+ * smaller one keeps a fixed-seed subset of them (always AAAAAA, the padding of a short tail, and
+ * CCCCCC, GATTAC and TTTTTT), so some k-mers fall back to <oov> as a non-ACGT k-mer does.
+ */
+export function buildHybridDnaVocab(vocabSize: number): Vocab {
+  const nBase = Math.max(Math.ceil(vocabSize / 2), 280);
+  if (vocabSize < nBase + 3 + 64) throw new Error(`vocab size ${vocabSize} too small for hybriddna: needs at least ${280 + 3 + 64}`);
+  const bpe = buildBpeVocab('llama3', nBase);
+  const nSpecials = specialsFor('llama3').length;
+  const regular = bpe.tokens.slice(0, nBase - nSpecials);
+  const merges = [...bpe.merges!];
+  // plain-text DNA runs as BPE tokens (merged from the single letters), texts the k-mers share
+  const have = new Set(regular);
+  for (const [a, b] of [['C', 'C'], ['CC', 'CC'], ['CCCC', 'CC'], ['A', 'A'], ['AA', 'AA'], ['AAAA', 'AA'], ['A', 'C'], ['G', 'T'], ['AC', 'GT']]) {
+    if (have.has(a + b)) continue;
+    have.add(a + b);
+    regular.push(a + b);
+    merges.push(`${a} ${b}`);
+  }
+  // (a base model's specials: without <|eot_id|>, whose text llama.cpp's EOT detection would weigh against
+  // <|end_of_text|>'s in its unordered_map's order, a hash layout kail does not copy; see the engine's vocab.ts)
+  const specials = bpe.tokens.slice(nBase - nSpecials).filter((t) => t !== '<|eot_id|>');
+  const tokens = [...regular, ...specials, '<dna>', '</dna>', '<oov>'];
+  const types: TokenType[] = tokens.map((_, i) => (i < regular.length ? TokenType.NORMAL : TokenType.CONTROL));
+  const nKmers = Math.min(4096, vocabSize - tokens.length);
+  const all: string[] = [];
+  for (let i = 0; i < 4096; i++) {
+    let s = '';
+    for (let j = 5; j >= 0; j--) s += 'ACGT'[(i >> (2 * j)) & 3];
+    all.push(s);
+  }
+  let kmers = all;
+  if (nKmers < all.length) {
+    const keep = new Set(['AAAAAA', 'CCCCCC', 'GATTAC', 'TTTTTT']);
+    const rng = new Xoshiro128(0xd7a);
+    const rest = all.filter((k) => !keep.has(k));
+    while (keep.size < nKmers) keep.add(rest.splice(Math.floor(rng.nextFloat() * rest.length), 1)[0]);
+    kmers = all.filter((k) => keep.has(k));
+  }
+  for (const k of kmers) { tokens.push(k + DNA_KMER_MARKER); types.push(TokenType.NORMAL); }
+  for (let i = tokens.length; i < vocabSize; i++) { tokens.push(`[PAD${i}]`); types.push(TokenType.UNUSED); }
+  const id = (t: string) => tokens.indexOf(t);
+  return {
+    kind: 'hybriddna', model: 'hybriddna', pre: 'llama-bpe', tokens, types, merges,
+    bosId: id('<|begin_of_text|>'), eosId: id('<|end_of_text|>'), padId: id('<|finetune_right_pad_id|>'), addBos: true, chatTemplate: '',
+  };
+}
+
 export function buildVocab(kind: VocabKind, vocabSize: number): Vocab {
+  if (kind === 'hybriddna') return buildHybridDnaVocab(vocabSize);
   if (kind === 'ugm' || kind === 'ugm-charsmap') return buildUgmVocab(vocabSize, kind === 'ugm-charsmap');
   if (kind === 'rwkv') return buildRwkvVocab(vocabSize);
   if (kind === 'plamo2') return buildPlamo2Vocab(vocabSize);

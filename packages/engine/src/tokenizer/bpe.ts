@@ -145,6 +145,7 @@ function whitespaceTokenize(vocab: Vocab, text: string, output: number[]): void 
 }
 
 const DNA_KMER_MARKER = '\ue000';
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 // Hybrid DNA vocabularies: text inside <dna>…</dna> becomes 6-mer tokens, the rest is plain BPE.
 function hybridDnaTokenize(vocab: Vocab, text: string, output: number[]): void {
@@ -158,7 +159,22 @@ function hybridDnaTokenize(vocab: Vocab, text: string, output: number[]): void {
     return;
   }
   const k = 6;
-  const kmer = (s: string) => vocab.textToToken(s + DNA_KMER_MARKER) ?? oovId;
+  // k-mers are slices of k bytes of the UTF-8 text, as in llama.cpp: a slice that ends inside a
+  // character is <oov> (no token has that text); a short tail is padded with A
+  const kmers = (seq: string) => {
+    const bytes = utf8Encode(seq);
+    for (let i = 0; i < bytes.length; i += k) {
+      let piece: string;
+      try {
+        piece = strictUtf8.decode(bytes.subarray(i, i + k));
+      } catch {
+        output.push(oovId);
+        continue;
+      }
+      if (i + k > bytes.length) piece += 'A'.repeat(i + k - bytes.length);
+      output.push(vocab.textToToken(piece + DNA_KMER_MARKER) ?? oovId);
+    }
+  };
   let pos = 0;
   while (pos < text.length) {
     const s = text.indexOf(open, pos);
@@ -170,10 +186,7 @@ function hybridDnaTokenize(vocab: Vocab, text: string, output: number[]): void {
     output.push(beginId);
     const contentStart = s + open.length;
     const e = text.indexOf(close, contentStart);
-    const seq = text.slice(contentStart, e < 0 ? text.length : e).replace(/[a-z]/g, (c) => c.toUpperCase());
-    let i = 0;
-    for (; i + k <= seq.length; i += k) output.push(kmer(seq.slice(i, i + k)));
-    if (i < seq.length) output.push(kmer(seq.slice(i).padEnd(k, 'A')));
+    kmers(text.slice(contentStart, e < 0 ? text.length : e).replace(/[a-z]/g, (c) => c.toUpperCase()));
     if (e < 0) break;
     output.push(endId);
     pos = e + close.length;

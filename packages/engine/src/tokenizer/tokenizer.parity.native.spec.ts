@@ -2,9 +2,10 @@
 // seeded random text: tokenization with and without special-token parsing, detokenization of
 // random ids, token attributes, end-of-generation tokens and special ids, for every fixture
 // vocabulary, and for the WordPiece ("bert") vocabulary of the project's own tiny-bert, the PLaMo 2
-// ("plamo2") one of tiny-plamo2, the RWKV world ("rwkv") one of tiny-rwkv6 and T5-style unigram
-// ("t5") ones, without and with a precompiled charsmap (no fixture has any of them). Skipped where
-// node-llama-cpp is not installed.
+// ("plamo2") one of tiny-plamo2, the RWKV world ("rwkv") one of tiny-rwkv6, T5-style unigram
+// ("t5") ones, without and with a precompiled charsmap, and a HybridDNA one ("hybriddna": Llama 3's
+// BPE plus DNA 6-mers, DNA_TEXTS more texts of <dna> sequences) (no fixture has any of them).
+// Skipped where node-llama-cpp is not installed.
 
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -63,6 +64,51 @@ const CHARSMAP_WORDS = [
 ];
 
 const RWKV_WORDS = ['\\x41', '\\n', '\\', '\\\\', "\\'", '\\t\t', '\x00', '\x07', '\x1b[0m', '\x7f', '\r\n', '<s>', '[PAD1021]', '龘', '𝔘𝔫', 'é', '中文', '🦙🚀', '"\'', "'s"];
+
+/**
+ * HybridDNA texts: <dna>…</dna> around DNA of every length (k-mers the vocabulary has, random ACGT,
+ * lowercase, N, short tails that pad with A), unclosed, empty, nested and stray tags, the tags cut
+ * short, and inside the sequence spaces, newlines, digits, non-ASCII characters (the 6-mers are
+ * byte slices: a k-mer can end inside a character) and special tokens, around ordinary text.
+ */
+const N_DNA_TEXTS = 80;
+function dnaTexts(tok: Tokenizer, n: number, seed: number): string[] {
+  let s = seed;
+  const rnd = () => {
+    s = (s * 1103515245 + 12345) % 2147483648;
+    return s / 2147483648;
+  };
+  const pick = <T>(a: readonly T[]): T => a[Math.floor(rnd() * a.length)];
+  const v = tok.vocab;
+  const kmers = Array.from({ length: v.nTokens }, (_, i) => v.tokenText(i)).filter((t) => /^[ACGT]{6}$/.test(t));
+  const specials = v.specialTokenIds.map((id) => v.tokenText(id));
+  const around = ['Hello', ' world', ' ', '\n', '\n\n', '  \t', '42', ' 3.14', 'ACGT', ' CCCCCC', 'gattaca', "don't", 'é', '中文', '🦙', '<dn', '</dn', 'dna>', '<dna', '<DNA>'];
+  const inside = ['N', 'NNNN', 'n', ' ', '\n', '\t', '7', '42', 'é', '中', '🦙', 'ß', 'ACGTé', 'U', 'X', '-', '<dn', '</dn', '</dna', '<dna>', '<|begin_of_text|>'];
+  const seq = () => {
+    let d = '';
+    for (let k = Math.floor(rnd() * 8); k > 0; k--) {
+      const r = rnd();
+      if (r < 0.35) d += pick(kmers);
+      else if (r < 0.5) d += pick(kmers).toLowerCase();
+      else if (r < 0.8) for (let q = Math.floor(rnd() * 14); q > 0; q--) d += pick(['A', 'C', 'G', 'T', 'a', 'c', 'g', 't']);
+      else d += pick(inside);
+    }
+    return d;
+  };
+  const texts: string[] = [];
+  for (let t = 0; t < n; t++) {
+    let text = '';
+    for (let k = 1 + Math.floor(rnd() * 4); k > 0; k--) {
+      const r = rnd();
+      if (r < 0.6) text += '<dna>' + seq() + (rnd() < 0.85 ? '</dna>' : '');
+      else if (r < 0.8) text += pick(around);
+      else if (r < 0.9) text += pick(specials);
+      else text += seq();
+    }
+    texts.push(text);
+  }
+  return texts;
+}
 
 /** Seeded text mixing scripts, spaces, digits, contractions, special-token text and token pieces. */
 function randomTexts(tok: Tokenizer, n: number, seed: number, extraWords: readonly string[] = []): { texts: string[]; ids: number[][] } {
@@ -141,7 +187,8 @@ describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
   const genDir = tempDir('kail-tok-wpm-');
   afterAll(() => fs.rmSync(genDir, { recursive: true, force: true }));
   // (tiny-plamo2: PLaMo 2's own vocabulary kind, tokenizer.ggml.model "plamo2"; tiny-rwkv6: RWKV world, "rwkv";
-  // tiny-llama with the writer's T5-style unigram vocabularies, "t5", llama.cpp's UGM without and with a charsmap.)
+  // tiny-llama with the writer's T5-style unigram vocabularies, "t5", llama.cpp's UGM without and with a charsmap,
+  // and with its HybridDNA one, "hybriddna": 6-mers inside <dna> tags through the marked k-mer tokens.)
   const vocabs = [
     ...fixtureVocabs(),
     writeTestModel(genDir, 'tiny-bert', 'Q8_0'),
@@ -149,6 +196,7 @@ describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
     writeTestModel(genDir, 'tiny-rwkv6', 'Q8_0'),
     writeTestModel(genDir, 'tiny-llama', 'Q8_0', 1, ['--vocab-kind', 'ugm']),
     writeTestModel(genDir, 'tiny-llama', 'Q8_0', 1, ['--vocab-kind', 'ugm-charsmap']),
+    writeTestModel(genDir, 'tiny-llama', 'Q8_0', 1, ['--vocab-kind', 'hybriddna']),
   ];
   const cases: { file: string; tok: Tokenizer; texts: string[]; ids: number[][]; ref: RefResult }[] = [];
 
@@ -158,7 +206,9 @@ describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
       try {
         const tok = Tokenizer.fromMetadata(gguf.metadata);
         const extra = tok.vocab.type === 'rwkv' ? RWKV_WORDS : tok.vocab.precompiledCharsmap ? CHARSMAP_WORDS : [];
-        cases.push({ file, tok, ...randomTexts(tok, N_TEXTS, 12345, extra), ref: undefined as unknown as RefResult });
+        const c = randomTexts(tok, N_TEXTS, 12345, extra);
+        if (tok.vocab.model === 'hybriddna') c.texts.push(...dnaTexts(tok, N_DNA_TEXTS, 4242));
+        cases.push({ file, tok, ...c, ref: undefined as unknown as RefResult });
       } finally {
         gguf.close();
       }
@@ -181,6 +231,16 @@ describeIf('parity with llama.cpp (node-llama-cpp) on random text', () => {
       }
     });
     expect(mismatches).toEqual([]);
+    if (v.model === 'hybriddna') {
+      // the DNA texts reach llama.cpp's k-mer path (154 marked k-mers and 293 <oov>), without special parsing
+      // only: with it <dna> is split off as a control token and its sequence is plain BPE (no k-mer ids)
+      const oov = v.textToToken('<oov>')!;
+      const kmerCount = (seqs: number[][]) => [seqs.flat().filter((id) => id > oov).length, seqs.flat().filter((id) => id === oov).length];
+      const [kmers, oovs] = kmerCount(ref.tokenize);
+      expect(kmers).toBeGreaterThan(100);
+      expect(oovs).toBeGreaterThan(50);
+      expect(kmerCount(ref.tokenizeSpecial)[0]).toBe(0);
+    }
 
     const attrs = Array.from({ length: v.nTokens }, (_, i) => v.tokenAttr(i));
     expect(attrs.filter((a, i) => a !== ref.attrs[i]).length).toBe(0);

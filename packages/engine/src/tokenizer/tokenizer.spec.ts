@@ -190,6 +190,34 @@ describe('byte-level BPE vocabulary', () => {
   });
 });
 
+describe('HybridDNA vocabulary', () => {
+  // ids: bytes 0–255, 256 CC, 257 CCCC, 258 CCCCCC (BPE), 259 <dna>, 260 </dna>, 261 <oov>, then the 6-mers
+  // with the converter's U+E000 marker: 262 CCCCCC, 263 ACGTAA, 264 AAAAAA
+  const tok = Tokenizer.fromMetadata({
+    ...bpeMetadata([['C', 'C'], ['CC', 'CC'], ['CCCC', 'CC']], [
+      { text: '<dna>' }, { text: '</dna>' }, { text: '<oov>' },
+      ...['CCCCCC', 'ACGTAA', 'AAAAAA'].map((k) => ({ text: k + '\ue000', type: TokenType.NORMAL })),
+    ]),
+    'tokenizer.ggml.model': 'hybriddna',
+  });
+  const [DNA, END, OOV] = [259, 260, 261];
+
+  it('cuts the text inside <dna> tags into 6-byte k-mers (uppercased, a short tail padded with A), plain BPE outside', () => {
+    expect(tok.tokenize('<dna>ccccccACGT</dna>CCCCCC', { addSpecial: false })).toEqual([DNA, 262, 263, END, 258]);
+    expect(tok.tokenize('<dna>AAAAAAN', { addSpecial: false })).toEqual([DNA, 264, OOV]);
+    // bytes, not characters: 中中 is the first 6 bytes, ACGTAA the next
+    expect(tok.tokenize('<dna>中中ACGTAA</dna>', { addSpecial: false })).toEqual([DNA, OOV, 263, END]);
+    expect(tok.tokenize('<dna>A中CGTAA</dna>', { addSpecial: false })).toEqual([DNA, OOV, OOV, END]);
+    // with special parsing the control token <dna> is split off first: its sequence is plain BPE
+    expect(tok.tokenize('<dna>CCCCCC', { addSpecial: false, parseSpecial: true })).toEqual([DNA, 258]);
+  });
+
+  it('detokenizes k-mers without their marker', () => {
+    expect(tok.detokenize([DNA, 262, 263, END, 258], { special: true })).toBe('<dna>CCCCCCACGTAA</dna>CCCCCC');
+    expect(tok.detokenize([262, 264])).toBe('CCCCCCAAAAAA');
+  });
+});
+
 describe('WordPiece vocabulary', () => {
   const tokens = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '\u2581hello', '\u2581world', '\u2581!', 'ing', '\u2581walk'];
   const tok = Tokenizer.fromMetadata({
