@@ -104,6 +104,15 @@ inline op_desc & add_op(program & p, op_type t, int out, int a, std::map<std::st
     return p.ops.back();
 }
 
+// A test program's end: core's rows gathered into o (out rows) and read through a 2-logit head
+// (weight "head", [width(o), 2]); core is the hidden output run_hidden returns.
+inline void end_with_head(program & p, int core, int o, int logits) {
+    add_op(p, OP_GATHER_OUT, o, core);
+    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
+    p.logits = logits;
+    p.hidden = core;
+}
+
 // A model over an in-memory image (gguf_image) running a test's own program: 2 threads, n_ctx
 // positions, and whatever else `tune` sets.
 inline std::unique_ptr<model> load_test_model(const std::vector<uint8_t> & image, const program & p, int64_t n_ctx,

@@ -50,10 +50,7 @@ static program make_program(int mode0 = 0, int64_t n_streams = N, int64_t act = 
     add_op(p, OP_COPY, core, rest, {{"out_off", O_M}, {"n", (N - 1) * D}});
     add_op(p, OP_GAUSSIAN_TOPK, g, g, topk_mul ? std::map<std::string, double>{{"std_mul", STD_MUL}} : std::map<std::string, double>{});
     add_op(p, OP_COPY, core, g, {{"out_off", O_T}, {"n", FF}});
-    add_op(p, OP_GATHER_OUT, o, core);
-    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
-    p.logits = logits;
-    p.hidden = core;
+    end_with_head(p, core, o, logits);
     return p;
 }
 

@@ -68,10 +68,7 @@ static program make_program(const shape & s, bool narrow_gate = false, double lo
     g.b = al;
     g.c = be;
     g.weights = {{"dt_bias", "dt_bias"}, {"a", "a"}};
-    add_op(p, OP_GATHER_OUT, o, core);
-    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
-    p.logits = logits;
-    p.hidden = core;
+    end_with_head(p, core, o, logits);
     p.rs_width = {s.hv * s.S * s.S};
     return p;
 }

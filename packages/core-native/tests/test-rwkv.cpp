@@ -50,10 +50,7 @@ static program make_program(const shape & s, int64_t in_width = 0, int64_t rs = 
     else if (s.k == kind::wkv6) add_op(p, OP_RWKV_WKV6, core, in, {{"layer", 0}, {"n_head", static_cast<double>(s.H)}, {"head_dim", static_cast<double>(s.D)}}).weights = {{"u", "u"}};
     else if (s.k == kind::gla) add_op(p, OP_RWKV_WKV6, core, in, {{"layer", 0}, {"n_head", static_cast<double>(s.H)}, {"head_dim", static_cast<double>(s.D)}, {"gla_scale", static_cast<double>(static_cast<float>(s.gla_scale()))}});
     else add_op(p, OP_TOKEN_SHIFT, core, in, {{"layer", 0}});
-    add_op(p, OP_GATHER_OUT, o, core);
-    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
-    p.logits = logits;
-    p.hidden = core;
+    end_with_head(p, core, o, logits);
     p.rs_width = {rs ? rs : (s.k == kind::shift ? s.D : s.H * s.D * s.D)};
     return p;
 }

@@ -57,10 +57,7 @@ static program make_program(int64_t lerp_off = 4 * C, bool bad_sum = false, doub
     add_op(p, OP_MUL, core, a, {{"out_off", O_LERP * C}, {"n", C}, {"w_off", static_cast<double>(lerp_off)}}).weights = {{"weight", "lerp"}};
     add_op(p, OP_SIGMOID, core, a, {{"out_off", O_EXPD * C}, {"n", C}, {"exp_decay", exp_decay}});
     add_op(p, OP_MATMUL, core, a, {{"out_off", O_W2 * C}, {"n_in", GK}, {"n_out", C}, {"groups", GN}}).weights = {{"weight", "w2"}, {"bias", "w2_b"}};
-    add_op(p, OP_GATHER_OUT, o, core);
-    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
-    p.logits = logits;
-    p.hidden = core;
+    end_with_head(p, core, o, logits);
     return p;
 }
 

@@ -41,10 +41,7 @@ static program make_program(const params & tamper = {}, op_type tamper_type = OP
         op_desc & d = add_op(p, tamper_type, in_place ? in : core, in, tamper);
         if (tamper_type == OP_ADD) d.b = in;
     }
-    add_op(p, OP_GATHER_OUT, o, core);
-    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
-    p.logits = logits;
-    p.hidden = core;
+    end_with_head(p, core, o, logits);
     return p;
 }
 

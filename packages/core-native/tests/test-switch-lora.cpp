@@ -48,10 +48,7 @@ static program make_program(const std::vector<int64_t> & ids = {}, double head_d
     add_op(p, OP_COPY, core, x, {{"n", E}});
     add_op(p, OP_COPY, core, y, {{"out_off", E}, {"n", N_OUT}});
     add_op(p, OP_COPY, core, slot, {{"out_off", E + N_OUT}, {"n", 1}});
-    add_op(p, OP_GATHER_OUT, o, core);
-    add_op(p, OP_MATMUL, logits, o).weights = {{"weight", "head"}};
-    p.logits = logits;
-    p.hidden = core;
+    end_with_head(p, core, o, logits);
     p.n_kv_layers = 1;
     p.kv_k_width = {HD};
     p.kv_v_width = {HD};
