@@ -48,8 +48,8 @@ export { computeImatrix, type ImatrixOptions, type ImatrixResult } from './model
 export type { StreamSummary } from './model/stream-summary';
 export type { NativeExpertLayerStats as ExpertLayerStats, NativeExpertStreamStats as ExpertStreamStats } from '@kailstream/core-native';
 export { SUPPORTED_ARCHITECTURES, isDiffusionArchitecture, isEncoderArchitecture } from './model/architectures';
-export { DIFFUSION_ALGORITHMS, DIFFUSION_DEFAULTS, blockTransferCounts, diffusionAlgorithmOf, diffusionGenerate, diffusionGenerateWith, diffusionModelSettings, diffusionPlan, diffusionScheduleOf, modelCanvasLogits, resolveDiffusionParams, transferCount } from './model/diffusion';
-export type { CanvasLogits, DiffusionAlgorithm, DiffusionOptions, DiffusionParams, DiffusionPass, DiffusionResult, DiffusionSchedule, DiffusionStep } from './model/diffusion';
+export { DIFFUSION_ALGORITHMS, DIFFUSION_DEFAULTS, DiffusionTextStream, blockTransferCounts, diffusionAlgorithmOf, diffusionGenerate, diffusionGenerateWith, diffusionModelSettings, diffusionPlan, diffusionScheduleOf, modelCanvasLogits, resolveDiffusionParams, transferCount } from './model/diffusion';
+export type { CanvasLogits, DiffusionAlgorithm, DiffusionOptions, DiffusionParams, DiffusionPass, DiffusionPiece, DiffusionResult, DiffusionSchedule, DiffusionStep } from './model/diffusion';
 export { mlaKvBytesPerToken } from './model/architectures/deepseek2';
 export type { MlaKvShape } from './model/architectures/deepseek2';
 export { generate } from './generate';

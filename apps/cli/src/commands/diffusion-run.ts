@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { ChatTemplate, DIFFUSION_ALGORITHMS, diffusionGenerateWith, diffusionModelSettings, resolveDiffusionParams, StopMatcher, type EngineModel } from '@kailstream/engine/core';
+import { ChatTemplate, DIFFUSION_ALGORITHMS, DiffusionTextStream, diffusionGenerateWith, diffusionModelSettings, resolveDiffusionParams, StopMatcher, type EngineModel } from '@kailstream/engine/core';
 
 import { createProgress } from '../progress';
 
@@ -79,41 +79,29 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
   const { algorithm, schedule } = params;
   if (!r.json) log(`diffusion: ${model.hparams.arch}, ${prompt.length} prompt + ${nGen} generated tokens, ${o.diffusionSteps} steps, ${algorithm}, ${schedule.kind === 'block' ? `blocks of ${schedule.blockLength}` : `eps ${schedule.eps}`}, mask token ${settings.maskTokenId}${settings.shiftLogits ? ', shifted logits' : ''}`);
   const progress = r.json ? undefined : createProgress({ label: 'diffusion', total: o.diffusionSteps });
-  // The text as the canvas settles (not with --json): after each pass the generated part's start
-  // with no mask left is final (an unmasked position is never masked again), and what it adds is
-  // printed then (Tokenizer.createPrefixDecoder: together the pieces are detokenize's text of the
-  // whole, byte for byte), the rest at the end. Where stderr is where stdout goes (one terminal,
-  // or 2>&1), the progress stops once the text begins (its line cleared on a terminal), so that
-  // no progress line lands inside the text; its last line comes after the text.
-  // -r: the settled text goes through the engine's stop matcher (what could begin a reverse prompt
-  // held back), and the text ends with the first reverse prompt it writes, as an autoregressive
-  // run's: printed with it, --json's text without it (stopping_word), finish reason 'stop'. The
-  // loop stops at the next pass then: all before the cut is settled, so no later pass changes it.
-  const stops = r.reversePrompt?.length ? new StopMatcher({ stop: r.reversePrompt }) : undefined;
-  const decoder = r.json && !stops ? undefined : model.tokenizer.createPrefixDecoder();
+  // The text as the canvas settles (DiffusionTextStream: after each pass what the generated part's
+  // settled start adds, the rest at the end; together detokenize's text of the whole, byte for
+  // byte): printed as it comes, or with --json gathered. Where stderr is where stdout goes (one
+  // terminal, or 2>&1), the progress stops once the text begins (its line cleared on a terminal),
+  // so that no progress line lands inside the text; its last line comes after the text.
+  // -r: the text goes through the engine's stop matcher (what could begin a reverse prompt held
+  // back) and ends with the first reverse prompt it writes, as an autoregressive run's: printed
+  // with it, --json's text without it (stopping_word), finish reason 'stop'. The loop stops at the
+  // next pass then: all before the cut is settled, so no later pass changes it.
+  const stops = new StopMatcher({ stop: r.reversePrompt ?? [] });
+  const stream = new DiffusionTextStream(model.tokenizer, prompt.length, settings.maskTokenId, stops);
   const shared = !r.json && stdoutIsStderr();
-  let settled = 0;
   let printing = false;
-  const print = (piece: string) => {
-    if (!piece) return;
+  let jsonText = '';
+  const emit = (piece: { text: string } | undefined) => {
+    if (!piece?.text) return;
+    if (r.json) {
+      jsonText += piece.text;
+      return;
+    }
     if (shared && !printing && process.stderr.isTTY) process.stderr.write('\r\x1b[K');
     printing = true;
-    process.stdout.write(piece);
-  };
-  // (The reverse prompt that cut the text, and the settled tokens then, where a pass's cut it.)
-  let cut: string | undefined;
-  let cutSettled: number | undefined;
-  let jsonText = '';
-  const through = (piece: string): string => {
-    if (cut !== undefined) return '';
-    if (!stops) return piece;
-    const step = stops.push(piece);
-    if (step.done && step.reason === 'stop') cut = step.stop;
-    return step.text;
-  };
-  const emit = (piece: string) => {
-    if (r.json) jsonText += piece;
-    else print(piece);
+    process.stdout.write(piece.text);
   };
   // Ctrl-C between steps: stop with what is unmasked so far.
   const ac = new AbortController();
@@ -129,15 +117,10 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
       { ...params, algTemp: o.diffusionAlgTemp, cfgScale: o.diffusionCfgScale, gumbelNoise: !!o.diffusionAddGumbelNoise },
       {
         onStep: (s) => {
-          if (cut !== undefined) return false;
+          if (stream.cut) return false;
           if (!(shared && printing)) progress?.update(s.step, `${s.masked} masked`);
         },
-        onPass: (p) => {
-          if (!decoder || cut !== undefined || p.settled <= settled) return;
-          settled = p.settled;
-          emit(through(decoder.push(Array.from(p.canvas.subarray(prompt.length, prompt.length + settled)))));
-          if (cut !== undefined) cutSettled = settled;
-        },
+        onPass: (p) => emit(stream.pass(p)),
         signal: ac.signal,
       },
     );
@@ -145,27 +128,22 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
     process.removeListener('SIGINT', onSigint);
   }
   const ms = performance.now() - t0;
-  // (Masks a stopped run left are not text.)
+  // The rest (what the passes left unsettled; masks a stopped run left are not text).
+  emit(stream.end(result.generated));
+  const cut = stream.cut;
+  if (!cut) emit({ text: stops.flush() });
   const tokens = Array.from(result.generated);
-  const kept = tokens.filter((t) => t !== settings.maskTokenId);
-  // (The rest: what the passes left unsettled, masks a stopped run left dropped; none after a cut.)
-  const rest = () => {
-    if (cut !== undefined) return '';
-    const t = through(decoder!.push(kept, true));
-    return cut === undefined && stops ? t + stops.flush() : t;
-  };
-  const finished = `diffusion: ${result.steps} passes${cut !== undefined ? ', stopped at the reverse prompt' : result.stopped ? ' (stopped)' : ''}`;
+  const finished = `diffusion: ${result.steps} passes${cut ? ', stopped at the reverse prompt' : result.stopped ? ' (stopped)' : ''}`;
   if (r.json) {
-    const text = stops ? jsonText + rest() : model.tokenizer.detokenize(kept);
     process.stdout.write(
       JSON.stringify({
         model: r.modelPath,
         prompt_tokens: prompt,
         // (Cut by a pass: the tokens settled then, the text's and the reverse prompt's.)
-        tokens: cutSettled !== undefined ? tokens.slice(0, cutSettled) : tokens,
-        text,
-        finish_reason: cut !== undefined ? 'stop' : result.stopped ? 'stopped' : 'length',
-        ...(cut !== undefined ? { stopping_word: cut } : {}),
+        tokens: cut ? tokens.slice(0, cut.settled) : tokens,
+        text: jsonText,
+        finish_reason: cut ? 'stop' : result.stopped ? 'stopped' : 'length',
+        ...(cut ? { stopping_word: cut.stop } : {}),
         diffusion: { steps: result.steps, algorithm, schedule, mask_token_id: settings.maskTokenId, shift_logits: settings.shiftLogits },
         timings: { total_ms: ms, ms_per_step: result.steps ? ms / result.steps : 0 },
       }) + '\n',
@@ -173,7 +151,7 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
     return;
   }
   // (llama-cli prints the reverse prompt that stopped it.)
-  print(rest() + (cut ?? '') + '\n');
+  emit({ text: (cut?.stop ?? '') + '\n' });
   progress?.done(finished);
   log(`${path.basename(r.modelPath)}: ${result.steps} passes over ${prompt.length + nGen} tokens, ${(ms / Math.max(1, result.steps)).toFixed(1)} ms a pass`);
 }

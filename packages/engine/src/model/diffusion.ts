@@ -6,6 +6,8 @@
 // implementations it ports (Dream's and LLaDA's generate()), the reference; each such place says so.
 import { EngineError } from '../errors';
 import { Mt19937 } from '../sampling/rng';
+import type { StopMatcher } from '../sampling/stop';
+import type { TokenPrefixDecoder, Tokenizer } from '../tokenizer/tokenizer';
 import type { EngineModel } from './model';
 
 /** llama.cpp's diffusion algorithms, in its numbering (--diffusion-algorithm 0..4). */
@@ -377,6 +379,64 @@ export async function diffusionGenerateWith(
   if (len > model.nBatch) throw new EngineError('KAIL_E_INVALID_ARG', `the canvas (${len} tokens) is larger than one pass of this model (${model.nBatch} tokens; load it with a larger batch)`);
   const full: DiffusionParams = { ...DIFFUSION_DEFAULTS, ...file, ...params };
   return diffusionGenerate(prompt, nGen, model.nVocab, modelCanvasLogits(model, opts.seq ?? 0), full, opts);
+}
+
+/** What a diffusion run's text stream gives out: text, and the generated tokens it adds. */
+export interface DiffusionPiece {
+  text: string;
+  tokens: number[];
+}
+
+/**
+ * A diffusion run's text as its canvas settles (kail run's output, a server's stream): after each
+ * pass the generated part's start with no mask left is final (an unmasked position is never
+ * masked again), and the text it adds goes through the stop strings, what could begin one held
+ * back; at the end, the rest (the masks a stopped run left are not text). Together the pieces are
+ * `detokenize` of the generated tokens, byte for byte (Tokenizer.createPrefixDecoder), ended by the
+ * first stop string. Once one has cut the text, the loop can stop: all before the cut is settled,
+ * so no later pass changes it. Flushing the stop matcher's held text is the caller's (a server
+ * does it when the request finishes).
+ */
+export class DiffusionTextStream {
+  private readonly decoder: TokenPrefixDecoder;
+  private settled = 0;
+  private sent = 0;
+  private cutBy: { stop: string; settled: number } | undefined;
+
+  constructor(
+    tokenizer: Tokenizer,
+    private readonly nPrompt: number,
+    private readonly maskTokenId: number,
+    private readonly stops: StopMatcher,
+  ) {
+    this.decoder = tokenizer.createPrefixDecoder();
+  }
+
+  /** The stop string that cut the text and the settled tokens then (its tokens and the stop's). */
+  get cut(): { stop: string; settled: number } | undefined {
+    return this.cutBy;
+  }
+
+  /** After a pass: what its settled start adds; undefined when nothing is new, or after the cut. */
+  pass(p: DiffusionPass): DiffusionPiece | undefined {
+    if (this.cutBy || p.settled <= this.settled) return undefined;
+    this.settled = p.settled;
+    return this.piece(Array.from(p.canvas.subarray(this.nPrompt, this.nPrompt + p.settled)), false);
+  }
+
+  /** The run's end, from its generated part: the rest (undefined after the cut). */
+  end(generated: ArrayLike<number>): DiffusionPiece | undefined {
+    if (this.cutBy) return undefined;
+    return this.piece(Array.from(generated).filter((t) => t !== this.maskTokenId), true);
+  }
+
+  private piece(tokens: number[], whole: boolean): DiffusionPiece {
+    const step = this.stops.push(this.decoder.push(tokens, whole));
+    if (step.done && step.reason === 'stop') this.cutBy = { stop: step.stop, settled: tokens.length };
+    const fresh = tokens.slice(this.sent);
+    this.sent = tokens.length;
+    return { text: step.text, tokens: fresh };
+  }
 }
 
 /** A request's diffusion settings as a server or CLI takes them (absent: kail run's defaults). */

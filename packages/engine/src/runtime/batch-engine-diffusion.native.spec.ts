@@ -54,7 +54,7 @@ describe('BatchEngine with a diffusion model', () => {
     }
   }, 60_000);
 
-  it('streams the canvas as it settles: each piece after the pass that unmasked its tokens, together the whole text, cut by stop strings as whole', async () => {
+  it('streams the canvas as it settles: each piece after the pass that unmasked its tokens, together the whole text, cut by stop strings as whole, the loop ended there', async () => {
     const mask = diffusionModelSettings(model).maskTokenId;
     // Three blocks of 8, two passes each: the settled start grows at least block by block.
     const nGen = 24;
@@ -96,11 +96,16 @@ describe('BatchEngine with a diffusion model', () => {
     const k = texts.findIndex((t, i) => i + 1 < texts.length && [...t].length >= 2 && texts[i + 1].length >= 1);
     expect(k).toBeGreaterThanOrEqual(0);
     const stop = [...texts[k]].slice(-2).join('') + [...texts[k + 1]][0];
+    const stepsBefore = engine.stats().steps;
     const cut = await collect(engine.generate(req('c', { maxTokens: nGen, stop: [stop], diffusion: { steps: 6, blockLength: 8 } })));
     expect(cut.map((c) => c.text).join('')).toBe(whole.slice(0, whole.indexOf(stop)));
-    expect(cut[cut.length - 1].finish).toEqual(expect.objectContaining({ reason: 'stop', stopWord: stop, completionTokens: nGen }));
-    // (The loop still ran to its end: every token, as unstreamed.)
-    expect(cut.flatMap((c) => c.tokens)).toEqual(tokens);
+    // The stop string ends in the piece of pass `cutPass`: the loop stops before its next pass,
+    // and the tokens settled then are what it generated.
+    const cutPass = pieces[k + 1].diffusionPass!;
+    expect(cutPass).toBeLessThan(r.steps);
+    expect(engine.stats().steps - stepsBefore).toBe(cutPass);
+    expect(cut[cut.length - 1].finish).toEqual(expect.objectContaining({ reason: 'stop', stopWord: stop, completionTokens: settledAfter[cutPass] }));
+    expect(cut.flatMap((c) => c.tokens)).toEqual(tokens.slice(0, settledAfter[cutPass]));
   }, 60_000);
 
   it('a request behind a running loop waits for it; cancelling the loop stops it before its next step and admits the next', async () => {

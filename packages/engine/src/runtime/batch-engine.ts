@@ -1,5 +1,5 @@
 import { EngineError, toEngineError } from '../errors';
-import { diffusionGenerateWith, resolveDiffusionParams, type DiffusionOptions, type DiffusionParams } from '../model/diffusion';
+import { DiffusionTextStream, diffusionGenerateWith, resolveDiffusionParams, type DiffusionOptions, type DiffusionParams, type DiffusionPiece } from '../model/diffusion';
 import type { EngineModel } from '../model/model';
 import { GbnfRecognizer, GbnfStacks, type GbnfGrammar } from '../sampling/gbnf';
 import { LazyGbnfRecognizer, type LazyTriggers } from '../sampling/gbnf-lazy';
@@ -1144,11 +1144,10 @@ export class BatchEngine {
   /**
    * One diffusion request, alone on the model: its loop over a free slot (the slot's cache is
    * cleared before and after each pass), checking for cancellation before each step. The text
-   * streams as the canvas settles: after each pass the generated part's start with no mask left
-   * is final (an unmasked position is never masked again), and what it adds goes out as a piece
-   * through the stop strings; at the end the rest (masks a run left are not text, as kail run).
-   * The pieces (Tokenizer.createPrefixDecoder) together are kail run's text, `detokenize` of the
-   * generated tokens; the stop strings hold back what could begin one, as for any stream.
+   * streams as the canvas settles (DiffusionTextStream, as kail run's): what a pass's settled
+   * start adds goes out as a piece through the request's stop strings, the rest at the end; the
+   * first stop string ends the loop at the next pass (finish reason 'stop', the settled tokens
+   * then counted as generated).
    */
   private async runDiffusion(a: Active): Promise<void> {
     const i = a.req.slot !== undefined ? this.freeSlots.indexOf(a.req.slot) : this.freeSlots.length - 1;
@@ -1160,29 +1159,22 @@ export class BatchEngine {
     a.tPromptDone = a.tQueue;
     const { params: p, nGen } = a.diffusion!;
     const nIn = a.req.prompt.length;
-    const decoder = this.model.tokenizer.createPrefixDecoder();
-    let sentTokens = 0;
-    let stopWord: string | undefined;
-    // `tokens`: the generated part's settled start (whole: all of it, the run done).
-    const send = (tokens: number[], whole: boolean, pass: number) => {
-      const text = decoder.push(tokens, whole);
-      const fresh = tokens.slice(sentTokens);
-      sentTokens = tokens.length;
-      if (!fresh.length && !text) return;
-      const step = a.stop.push(text);
-      if (step.done && step.reason === 'stop') stopWord ??= step.stop;
-      a.generated = tokens.length;
+    const text = new DiffusionTextStream(this.model.tokenizer, nIn, p.maskTokenId, a.stop);
+    const send = (piece: DiffusionPiece | undefined, pass: number) => {
+      if (!piece || (!piece.tokens.length && !piece.text)) return;
+      a.generated += piece.tokens.length;
       const now = performance.now();
       a.tFirst ||= now;
-      a.push({ text: step.text, tokens: fresh, progress: progressOf(a, now), diffusionPass: pass });
+      a.push({ text: piece.text, tokens: piece.tokens, progress: progressOf(a, now), diffusionPass: pass });
     };
     let result;
     try {
       result = await diffusionGenerateWith(this.model, a.req.prompt, nGen, p, {
         seq: a.slot,
-        onStep: () => !a.cancelled,
+        // (A stop string ends the loop at the next pass: all before it is settled.)
+        onStep: () => !a.cancelled && !text.cut,
         onPass: (s) => {
-          if (!a.cancelled && s.settled > sentTokens) send(Array.from(s.canvas.subarray(nIn, nIn + s.settled)), false, s.pass);
+          if (!a.cancelled) send(text.pass(s), s.pass);
         },
       });
     } catch (e) {
@@ -1195,12 +1187,13 @@ export class BatchEngine {
       this.finish(a, 'cancelled');
       return;
     }
-    send(Array.from(result.generated).filter((t) => t !== p.maskTokenId), true, result.steps);
-    a.generated = result.generated.length;
+    send(text.end(result.generated), result.steps);
+    // (Cut by a stop string: the tokens settled then; else the whole canvas's generated part.)
+    a.generated = text.cut ? text.cut.settled : result.generated.length;
     this.tokensGenerated += a.generated;
     this.recent.push({ t: performance.now(), n: a.generated });
     a.tFirst ||= performance.now();
-    if (stopWord !== undefined) this.finish(a, 'stop', undefined, stopWord);
+    if (text.cut) this.finish(a, 'stop', undefined, text.cut.stop);
     else this.finish(a, 'length');
   }
 
