@@ -50,6 +50,18 @@ describe('kail cache-sim', () => {
     expect(r.stdout).not.toMatch(/^lrfu /m);
   });
 
+  it('names the layers a trace has where they are not 0..n-1 (a DeepSeek trace: no router in its dense first layers)', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-cache-sim-'));
+    const f = path.join(dir, 'ds.jsonl');
+    const lines: string[] = [];
+    for (let t = 0; t < 6; t++) for (const layer of [1, 2, 3, 4]) lines.push(JSON.stringify({ layer, token_idx: t, experts: [(t + layer) % 8, 8 + ((t * 3) % 8)] }));
+    fs.writeFileSync(f, lines.join('\n') + '\n');
+    const r = kail('cache-sim', '--trace', f, '--slots', '2');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^trace: ds\.jsonl: 24 records, 6 tokens in 1 problem\(s\), 4 layers \(1\.\.4\), 16 experts, top-2/);
+    fs.rmSync(dir, { recursive: true });
+  });
+
   it('reports bad input with a non-zero exit and a message', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-cache-sim-'));
     const bad = path.join(dir, 'bad.jsonl');

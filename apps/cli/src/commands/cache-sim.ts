@@ -41,7 +41,7 @@ export function registerCacheSim(program: Command): void {
       const out: string[] = [];
       out.push(
         `trace: ${path.basename(o.trace)}: ${trace.records} records, ${trace.tokens} tokens in ${trace.problems} problem(s), ` +
-          `${trace.layers} layers, ${trace.experts} experts, top-${trace.k}`,
+          `${layersText(trace.layerIds)}, ${trace.experts} experts, top-${trace.k}`,
       );
       out.push(`cache: ${r.slots} slots per layer, demand fetch; ${r.accesses} expert accesses`);
       out.push('');
@@ -58,4 +58,12 @@ export function registerCacheSim(program: Command): void {
       out.push('* the default policy. gap closed: share of the way from LRU to Belady (belady = 1).');
       process.stdout.write(out.join('\n') + '\n');
     });
+}
+
+/** "32 layers", or where the ids are not 0..n-1 which they are: "4 layers (1..4)", "3 layers (0, 2, 5)". */
+function layersText(ids: number[]): string {
+  const n = `${ids.length} layer${ids.length === 1 ? '' : 's'}`;
+  if (ids[0] === 0 && ids[ids.length - 1] === ids.length - 1) return n;
+  const contiguous = ids[ids.length - 1] - ids[0] === ids.length - 1;
+  return `${n} (${contiguous ? `${ids[0]}..${ids[ids.length - 1]}` : ids.length <= 8 ? ids.join(', ') : `${ids.slice(0, 4).join(', ')}, …, ${ids[ids.length - 1]}`})`;
 }

@@ -30,7 +30,7 @@ describe('parseRoutingTrace', () => {
       rec({ problem_id: 0, layer: 0, token_idx: 0, experts: [0, 1], gating_probs: [0.8, 0.2], dataset: 'x' }),
     ].join('\n');
     const t = parseRoutingTrace(text);
-    expect(t).toMatchObject({ records: 5, tokens: 3, problems: 2, layers: 2, experts: 7, k: 2 });
+    expect(t).toMatchObject({ records: 5, tokens: 3, problems: 2, layers: 2, layerIds: [0, 1], experts: 7, k: 2 });
     expect(Array.from(t.token)).toEqual([0, 0, 1, 1, 2]);
     expect(Array.from(t.layer)).toEqual([0, 1, 0, 1, 0]);
     expect(Array.from(t.expertIds)).toEqual([0, 1, 1, 2, 2, 3, 3, 4, 5, 6]);

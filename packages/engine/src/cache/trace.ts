@@ -15,6 +15,8 @@ export interface RoutingTrace {
   problems: number;
   /** Highest layer id + 1. */
   layers: number;
+  /** Distinct layer ids (a DeepSeek trace's MoE layers may start past 0: its dense first layers have no router). */
+  layerIds: number[];
   /** Highest expert id + 1. */
   experts: number;
   /** Experts per record: the most any record has; shorter records are padded with -1. */
@@ -172,7 +174,8 @@ export function parseRoutingTrace(text: string, source = 'trace'): RoutingTrace 
       if (r.probs) probs[i * k + j] = r.probs[j];
     }
   }
-  return { records: n, tokens: tokens + 1, problems: problemOrder.size, layers, experts: nExperts, k, layer, token, expertIds, probs };
+  const layerIds = [...new Set(layer)].sort((a, b) => a - b);
+  return { records: n, tokens: tokens + 1, problems: problemOrder.size, layers, layerIds, experts: nExperts, k, layer, token, expertIds, probs };
 }
 
 /** Reads and parses a JSONL routing trace; KAIL_E_IO when the file cannot be read. */
