@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { parseRoutingTrace, readRoutingTrace } from '@kailstream/engine/core';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
 
@@ -74,7 +75,18 @@ describe('kail cache-sim', () => {
     expect(r.stderr).toContain('bad.jsonl:2: "experts" names an expert twice');
     r = kail('cache-sim', '--trace', path.join(dir, 'missing.jsonl'), '--slots', '2');
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain('cannot read routing trace');
+    expect(r.stderr).toContain(`cannot read routing trace ${path.join(dir, 'missing.jsonl')}: no such file (ENOENT)`);
+    // Malformed traces (the command prints the parser's message): each line's problem named, a key left out as missing.
+    const cases: [string, string][] = [
+      ['{"layer": 0, "token_idx": 0, "experts": [1, 2]\n', 't.jsonl:1: not valid JSON'],
+      ['{"layer": 0, "experts": [1]}\n', 't.jsonl:1: "token_idx" must be a non-negative integer, got nothing (the key is missing)'],
+      ['{"token_idx": 0, "experts": [1]}\n', 't.jsonl:1: "layer" must be an integer in 0..4095, got nothing (the key is missing)'],
+      ['{"layer": -1, "token_idx": 0, "experts": [1]}\n', 't.jsonl:1: "layer" must be an integer in 0..4095, got -1'],
+      ['{"layer": 0, "token_idx": 0}\n', 't.jsonl:1: "experts" must be a non-empty array of expert ids, got nothing (the key is missing)'],
+      ['[1, 2]\n', 't.jsonl:1: expected a JSON object per line'],
+    ];
+    for (const [text, message] of cases) expect(() => parseRoutingTrace(text, 't.jsonl')).toThrow(message);
+    expect(() => readRoutingTrace(dir)).toThrow(`cannot read routing trace ${dir}: a directory, not a file (EISDIR)`);
     r = kail('cache-sim', '--trace', good, '--slots', '0');
     expect(r.status).not.toBe(0);
     expect(r.stderr).toContain('--slots must be an integer');

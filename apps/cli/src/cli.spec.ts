@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { dropIgnoredLlamaFlags, llamaFlagAliases } from './main';
 import { resolveModelArg } from './paths';
+import { serve, type ServeOptions } from './commands/serve';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
 
@@ -35,7 +36,7 @@ describe('kail CLI', () => {
     expect(text.stdout).toMatch(/compute threads? by default\nmemory: .* available of /);
   });
 
-  it('serve refuses a malformed --keep-alive, --models-max or --cache-type before starting anything', () => {
+  it('serve refuses a malformed --keep-alive, --models-max or --cache-type before starting anything', async () => {
     const a = kail('serve', '--keep-alive', 'forever');
     expect(a.status).not.toBe(0);
     expect(a.stderr).toContain("--keep-alive must be a duration such as 5m, 1h30m, 30s, 0 or -1, got 'forever'");
@@ -51,6 +52,27 @@ describe('kail CLI', () => {
     expect(env.status).not.toBe(0);
     expect(env.stderr).toContain("--keep-alive must be a duration such as 5m, 1h30m, 30s, 0 or -1, got 'forever'");
     expect(kail('serve', '--help').stdout).toMatch(/\(default: "8080", env: KAIL_PORT\)/);
+    // Numbers and directories checked before any service starts, each naming its flag.
+    const file = path.join(os.tmpdir(), `kail-serve-file-${process.pid}`);
+    fs.writeFileSync(file, 'x');
+    try {
+      const e = kail('serve', '-c', '-1');
+      expect(e.status).not.toBe(0);
+      expect(e.stderr).toContain("--ctx must be an integer >= 1, got '-1'");
+      const opts = { port: '0', host: '127.0.0.1', dataDir: path.dirname(file) } as ServeOptions;
+      for (const [o, message] of [
+        [{ port: 'x' }, "--port must be an integer in 0..65535, got 'x'"],
+        [{ ctxCheckpoints: 'x' }, "--ctx-checkpoints must be an integer >= 0, got 'x'"],
+        [{ slotSavePath: file }, `--slot-save-path: ${file} is a file, not a directory`],
+        [{ modelsDir: file }, `--models-dir: ${file} is a file, not a directory`],
+      ] as const)
+        await expect(serve({ ...opts, ...o }, () => undefined)).rejects.toThrow(message);
+      const ps = kail('ps', '--data-dir', file);
+      expect(ps.status).toBe(1);
+      expect(ps.stderr).toContain(`the data directory ${file} is not a directory`);
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
     const d = kail('serve', '-ctk', 'q8_0', '-ctv', 'q3');
     expect(d.status).not.toBe(0);
     expect(d.stderr).toContain("--cache-type-v must be f16, f32, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1, got 'q3'");

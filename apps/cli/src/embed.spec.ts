@@ -51,6 +51,7 @@ describe('kail embed (llama-embedding)', () => {
 
   it("refuses what it cannot do, and `kail run` says the model gives embeddings", () => {
     expect(kail('embed', '-m', model).stderr).toMatch(/-p\/--prompt or -f\/--file/);
+    expect(kail('embed', '-m', model, '-f', path.join(os.tmpdir(), 'kail-none.txt')).stderr).toContain(`-f: cannot read ${path.join(os.tmpdir(), 'kail-none.txt')}: ENOENT`);
     expect(kail('embed', '-m', model, '-p', 'x', '--pooling', 'rank').stderr).toMatch(/--pooling must be one of none, mean, cls, last/);
     expect(kail('embed', '-m', model, '-p', 'x', '--embd-output-format', 'xml').stderr).toMatch(/--embd-output-format/);
     const run = kail('run', '-m', model, '-p', 'hi', '-n', '2');

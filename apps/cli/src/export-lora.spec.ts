@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { getPreset, writeLoraAdapter, writeModel } from '@kailstream/tools';
+import { exportLora, getPreset, writeLoraAdapter, writeModel } from '@kailstream/tools';
 
 const KAIL = path.resolve(__dirname, '../bin/kail.js');
 
@@ -41,6 +41,9 @@ describe('kail export-lora', () => {
     expect(bad.stderr).toMatch(/give at least one adapter/);
     const notAdapter = kail('export-lora', '-m', model, '-o', path.join(dir, 'x.gguf'), '--lora', model);
     expect(notAdapter.stderr).toMatch(/expected 'adapter' \(is this a model rather than an adapter\?\)/);
+    expect(kail('export-lora', '-m', model, '-o', path.join(dir, 'x.gguf'), '--lora', path.join(dir, 'none.gguf')).stderr).toMatch(/LoRA adapter .*none\.gguf: no such file \(ENOENT\)/);
+    expect(() => exportLora(model, path.join(dir, 'x.gguf'), { lora: [{ path: dir, scale: 1 }] })).toThrow(/LoRA adapter .* is a directory, not a file/);
+    expect(() => exportLora(model, dir, { lora: [{ path: adapter, scale: 1 }] })).toThrow(/export-lora: the output .* is a directory; name a file/);
     expect(fs.existsSync(path.join(dir, 'x.gguf'))).toBe(false);
   });
 });

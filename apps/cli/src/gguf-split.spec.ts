@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { getPreset, writeModel } from '@kailstream/tools';
+import { getPreset, splitGguf, writeModel } from '@kailstream/tools';
 
 import { splitSize } from './commands/gguf-split';
 
@@ -54,5 +54,11 @@ describe('kail gguf-split', () => {
     bad(/the output .* already exists/, '--merge', s.files[0], merged);
     bad(/is itself a split file/, s.files[0], path.join(dir, 'x'));
     bad(/does not exist/, path.join(dir, 'none.gguf'), path.join(dir, 'x'));
+    // A directory or a truncated file as the input, an output where none can be: each named.
+    const truncated = path.join(dir, 'truncated.gguf');
+    fs.writeFileSync(truncated, fs.readFileSync(model).subarray(0, 100));
+    bad(/is a directory, not a GGUF file/, dir, path.join(dir, 'x'));
+    expect(() => splitGguf(truncated, path.join(dir, 'x'), 128)).toThrow(/truncated\.gguf: GGUF truncated/);
+    expect(() => splitGguf(model, path.join(dir, 'none', 'x'), 128)).toThrow(/gguf split: the output .*x-00001-of-00001\.gguf: cannot write in .*none: no such file \(ENOENT\)/);
   });
 });

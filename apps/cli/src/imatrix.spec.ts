@@ -184,6 +184,14 @@ describe('kail imatrix', () => {
     const b = kail('imatrix', '-m', model, '-f', text, '--output-format', 'bin');
     expect(b.status).toBe(1);
     expect(b.stderr).toMatch(/--output-format must be gguf or dat, got 'bin'/);
+    // An output that cannot be written is named before the chunks are computed; a model is not an imatrix.
+    const o = kail('imatrix', '-m', model, '-f', text, '-o', path.join(dir, 'none', 'x.gguf'));
+    expect(o.status).toBe(1);
+    expect(o.stderr).toContain(`--output: cannot write ${path.join(dir, 'none', 'x.gguf')}: the directory ${path.join(dir, 'none')} does not exist`);
+    expect(o.stderr).not.toMatch(/\[1\]/);
+    const notImatrix = kail('imatrix', '--show-statistics', '--in-file', model);
+    expect(notImatrix.status).toBe(1);
+    expect(notImatrix.stderr).toMatch(/no \.in_sum2\/\.counts tensors: a model, not an imatrix file/);
     const llama = path.join(dir, 'llama.gguf');
     writeModel({ config: getPreset('tiny-llama').config, fileType: 'F16', seed: 5, out: llama });
     const c = kail('quantize', '--imatrix', path.join(dir, 'imatrix.gguf'), llama, path.join(dir, 'no.gguf'), 'Q4_K_M');

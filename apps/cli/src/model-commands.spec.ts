@@ -382,7 +382,10 @@ describe('kail model commands', () => {
     const d = JSON.parse(kail('bench', '-m', model, '-p', '16', '-n', '4', '-d', '0,48', '--json').stdout);
     expect(d.rows.map((x: { depth: number }) => x.depth)).toEqual([0, 48]);
     const t = kail('bench', '-m', model, '-p', '16', '-n', '4', '-d', '48');
-    expect(t.stdout).toMatch(/^pp16 @ d48: [\d.]+ tokens\/s\ntg4 @ d48: [\d.]+ tokens\/s$/m);
+    // (The generation follows the prompt: it runs at depth 48 + 16, and the text says so as -o md does.)
+    expect(t.stdout).toMatch(/^pp16 @ d48: [\d.]+ tokens\/s\ntg4 @ d64: [\d.]+ tokens\/s$/m);
+    const tmd = kail('bench', '-m', model, '-p', '16', '-n', '4', '-d', '48', '-o', 'md').stdout.trim().split('\n').slice(2).map((l) => l.split('|')[7].trim());
+    expect(tmd).toEqual(['pp16 @ d48', 'tg4 @ d64']);
     expect(kail('bench', '-m', model, '-d', '8', '--parallel', '2').stderr).toContain('--n-depth does not combine with --parallel');
     // Lists and ranges (llama-bench's), a row per combination; -o md prints each test once.
     const md = kail('bench', '-m', model, '-p', '8-16+8', '-n', '0,4', '-r', '2', '-o', 'md');
@@ -541,5 +544,21 @@ describe('kail model commands', () => {
     expect(bad.stderr).toMatch(/GGUF/);
     const badTokens = kail('logits', '-m', model, '--tokens', '1,x', '--out', path.join(dir, 'x.f32'));
     expect(badTokens.stderr).toContain("'x' is not a token id");
+    // A file the command reads or writes that cannot be one: named with the flag, before any work;
+    // an empty --tokens (or item) is not token 0.
+    const cases: [string[], string][] = [
+      [['logits', '-m', model, '--tokens', '', '--out', path.join(dir, 'x.f32')], '--tokens is empty'],
+      [['logits', '-m', model, '--tokens', '1,,2', '--out', path.join(dir, 'x.f32')], "--tokens: '' is not a token id"],
+      [['logits', '-m', model, '--tokens', '1', '--out', dir], `--out: ${dir} is a directory; name a file`],
+      [['logits', '-m', model, '--tokens', '1', '--out', path.join(dir, 'none', 'x.f32')], `the directory ${path.join(dir, 'none')} does not exist`],
+      [['run', '-m', model, '-p', 'x', '--ram', '0'], "--ram: '0' is no budget"],
+      [['run', '-m', model, '-p', 'x', '--cache-policy', 'fifo'], "--cache-policy: unknown cache policy 'fifo'"],
+    ];
+    for (const [args, message] of cases) {
+      const r = kail(...args);
+      expect(r.status).toBe(1);
+      expect(r.stderr).toContain(message);
+    }
+    expect(fs.existsSync(path.join(dir, 'x.f32'))).toBe(false);
   });
 });

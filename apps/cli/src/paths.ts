@@ -76,3 +76,14 @@ function ollamaHint(name: string): string {
     return '';
   }
 }
+
+/**
+ * A file a flag names for writing, checked before any work: not a directory, in a directory that
+ * exists (else an error naming the flag and the file, not a raw EISDIR/ENOENT at the end).
+ */
+export function checkOutputPath(file: string, flag: string): void {
+  if (fs.existsSync(file) && fs.statSync(file).isDirectory()) throw new Error(`${flag}: ${file} is a directory; name a file`);
+  const dir = path.dirname(path.resolve(file));
+  if (!fs.existsSync(dir)) throw new Error(`${flag}: cannot write ${file}: the directory ${dir} does not exist`);
+  if (!fs.statSync(dir).isDirectory()) throw new Error(`${flag}: cannot write ${file}: ${dir} is not a directory`);
+}

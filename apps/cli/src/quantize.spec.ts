@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { getPreset, ggufSplitPath, splitGguf, writeModel } from '@kailstream/tools';
+import { getPreset, ggufSplitPath, quantizeModel, splitGguf, writeModel } from '@kailstream/tools';
 
 import { quantizeArgs } from './commands/quantize';
 
@@ -120,13 +120,17 @@ describe('kail quantize', () => {
   });
 
   it('refuses bad arguments naming them', () => {
+    const truncated = path.join(dir, 'truncated.gguf');
+    fs.writeFileSync(truncated, fs.readFileSync(model).subarray(0, 100));
     const cases: [string[], RegExp][] = [
       [[model, path.join(dir, 'x.gguf'), 'Q9_K'], /unknown quantization type 'Q9_K'/],
       [[model, 'Q8_0', 'many'], /threads must be an integer from 1 to 1024, got 'many'/],
       [['--tensor-type', 'ffn_down', model, 'Q8_0'], /--tensor-type wants REGEX=TYPE, got 'ffn_down'/],
       [['--tensor-type', 'ffn_down=q7_k', model, 'Q8_0'], /unknown tensor type 'q7_k'/],
       [['--tensor-type', '(=q8_0', model, 'Q8_0'], /--tensor-type '\(=q8_0': Invalid regular expression/],
-      [[path.join(dir, 'missing.gguf'), 'Q8_0'], /no such file|ENOENT/],
+      [[path.join(dir, 'missing.gguf'), 'Q8_0'], /^kail: cannot read .*missing\.gguf: no such file \(ENOENT\)$/m],
+      [[model, dir, 'Q8_0'], /quantize: the output .* is a directory; name a file/],
+      [['--imatrix', model, model, path.join(dir, 'x.gguf'), 'Q8_0'], /no \.in_sum2\/\.counts tensors: a model, not an imatrix file/],
       [['--override-kv', 'qwen3moe.expert_used_count=int:x', model, path.join(dir, 'x.gguf'), 'Q8_0'], /--override-kv 'qwen3moe.expert_used_count=int:x': 'x' is not an integer/],
       [['--prune-layers', '1,x', model, path.join(dir, 'x.gguf'), 'Q8_0'], /--prune-layers takes comma-separated block numbers, got 'x' in '1,x'/],
       [['--prune-layers', '5', model, path.join(dir, 'x.gguf'), 'Q8_0'], /--prune-layers: 5 is not a block of this model \(qwen3moe.block_count is 2: 0..1\)/],
@@ -138,6 +142,13 @@ describe('kail quantize', () => {
       expect(r.status).toBe(1);
       expect(r.stderr).toMatch(message);
     }
+    // (The same refusals of files in-process, as the command prints them.)
+    const q = (input: string, output: string, imatrix?: string) => () => quantizeModel(input, output, { type: 'Q8_0', imatrix });
+    expect(q(dir, path.join(dir, 'x.gguf'))).toThrow(/is a directory, not a GGUF file/);
+    expect(q(truncated, path.join(dir, 'x.gguf'))).toThrow(/truncated\.gguf: GGUF truncated/);
+    expect(q(model, path.join(dir, 'none', 'x.gguf'))).toThrow(/quantize: the output .*x\.gguf: cannot write in .*none: no such file \(ENOENT\)/);
+    expect(q(model, path.join(dir, 'x.gguf'), path.join(dir, 'none.imatrix'))).toThrow(/imatrix .*none\.imatrix: cannot open: no such file \(ENOENT\)/);
+    expect(q(model, path.join(dir, 'x.gguf'), dir)).toThrow(/imatrix .* is a directory, not an imatrix file/);
     expect(fs.existsSync(path.join(dir, 'x.gguf'))).toBe(false);
   });
 });

@@ -32,8 +32,10 @@ export function readServeState(dir: string): ServeState | undefined {
   try {
     raw = fs.readFileSync(file, 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw new Error(`cannot read ${file}: ${(e as Error).message}`);
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    if (code === 'ENOTDIR') throw new Error(`the data directory ${dir} is not a directory (--data-dir or KAIL_DATA_DIR names a file)`);
+    throw new Error(`cannot read ${file}: ${code ?? (e as Error).message}`);
   }
   let s: ServeState;
   try {

@@ -242,6 +242,9 @@ describe('kail plan and --ram', () => {
     bad(/--kl-divergence needs --kl-divergence-base FILE/, '--kl-divergence');
     bad(/takes its tokens from the base file; leave out -f/, '--kl-divergence', '--kl-divergence-base', base, '-f', text);
     bad(/does not look like a file of base log-probabilities/, '--kl-divergence', '--kl-divergence-base', text);
+    bad(/cannot open the base logits: no such file \(ENOENT\)/, '--kl-divergence', '--kl-divergence-base', `${base}.none`);
+    // (A base file to write that cannot be one is refused before the chunks are computed.)
+    bad(/--kl-divergence-base: .* is a directory; name a file/, '-f', text, '-c', '64', '--kl-divergence-base', path.dirname(base));
     bad(/perplexity needs -f TEXT/);
   });
 

@@ -34,3 +34,23 @@ export function toEngineError(e: unknown): EngineError {
   }
   return new EngineError('KAIL_E_INTERNAL', String(e));
 }
+
+/**
+ * Why a file could not be read or written, in words with the errno code: 'no such file (ENOENT)',
+ * 'a directory, not a file (EISDIR)'; for messages that already name the file and the flag.
+ */
+export function fsErrorText(e: unknown): string {
+  const code = (e as { code?: unknown } | null)?.code;
+  const words: Record<string, string> = {
+    ENOENT: 'no such file',
+    EISDIR: 'a directory, not a file',
+    ENOTDIR: 'a part of the path is not a directory',
+    EACCES: 'permission denied',
+    EPERM: 'permission denied',
+    EEXIST: 'a file is in the way',
+    ENOSPC: 'no space left on the device',
+    EROFS: 'a read-only file system',
+  };
+  if (typeof code === 'string') return words[code] ? `${words[code]} (${code})` : code;
+  return e instanceof Error ? e.message : String(e);
+}

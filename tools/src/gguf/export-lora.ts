@@ -9,6 +9,7 @@
 import fs from 'node:fs';
 
 import { GgmlType, ggmlTypeTraits, LlamaFileType } from './constants';
+import { checkInputFile, checkOutputFile } from './file-checks';
 import { readGgufHeader, type GgufHeader, type GgufReadTensor } from './reader';
 import { copyTensors } from './split';
 import { GgufWriter, kv } from './writer';
@@ -69,6 +70,7 @@ const str = (h: GgufHeader, key: string) => {
 
 function openAdapter(path: string, scale: number, arch: string): Adapter {
   if (!Number.isFinite(scale)) throw new Error(`LoRA adapter ${path}: the scale must be a finite number`);
+  checkInputFile(path, 'LoRA adapter');
   const header = readGgufHeader(path);
   if (str(header, 'general.type') !== 'adapter') throw new Error(`LoRA adapter ${path}: general.type is '${str(header, 'general.type')}', expected 'adapter' (is this a model rather than an adapter?)`);
   if (str(header, 'adapter.type') !== 'lora') throw new Error(`LoRA adapter ${path}: adapter.type is '${str(header, 'adapter.type')}', expected 'lora'`);
@@ -85,6 +87,7 @@ export function exportLora(base: string, output: string, opts: ExportLoraOptions
   if (!opts.lora.length) throw new Error('export-lora: give at least one adapter (--lora)');
   if (!fs.existsSync(base)) throw new Error(`export-lora: ${base} does not exist`);
   if (fs.existsSync(output) && fs.realpathSync(output) === fs.realpathSync(base)) throw new Error(`export-lora: the output ${output} is the base model`);
+  checkOutputFile(output, 'export-lora: the output');
   const h = readGgufHeader(base);
   if (Number(h.kv.get('split.count')?.value ?? 0) > 1) throw new Error(`export-lora: ${base} is a split model; merge it first (kail gguf-split --merge)`);
   const arch = str(h, 'general.architecture');

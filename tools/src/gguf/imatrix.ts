@@ -16,6 +16,8 @@
 // where an expert saw no token), n_per_row values per expert.
 import fs from 'node:fs';
 
+import { fsErrorText } from '@kailstream/engine/core';
+
 import { GgmlType, GgufType } from './constants';
 import { readGgufHeader, type GgufHeader } from './reader';
 import { GgufWriter, kv } from './writer';
@@ -55,9 +57,10 @@ export function readImatrixFile(file: string): ImatrixFile {
   try {
     fd = fs.openSync(file, 'r');
   } catch (e) {
-    throw new Error(`imatrix ${file}: cannot open: ${(e as Error).message}`);
+    throw new Error(`imatrix ${file}: cannot open: ${fsErrorText(e)}`);
   }
   try {
+    if (fs.fstatSync(fd).isDirectory()) throw new Error(`imatrix ${file} is a directory, not an imatrix file`);
     const magic = Buffer.alloc(4);
     const n = fs.readSync(fd, magic, 0, 4, 0);
     if (n === 4 && magic.toString('latin1') === 'GGUF') return readGgufImatrix(file, fd);
@@ -95,6 +98,8 @@ function readGgufImatrix(file: string, fd: number): ImatrixFile {
     else p.counts = t;
     pairs.set(name, p);
   }
+  if (pairs.size === 0)
+    throw new Error(`imatrix ${file}: no .in_sum2/.counts tensors: ${h.kv.get('general.type')?.value === 'model' ? 'a model, not an imatrix file' : 'not an imatrix file'}`);
   const entries = new Map<string, ImatrixEntry>();
   const read = (t: (typeof h.tensors)[number]): Float32Array => {
     const buf = Buffer.alloc(t.bytes);

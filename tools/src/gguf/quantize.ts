@@ -16,6 +16,7 @@ import { Worker } from 'node:worker_threads';
 
 import { GgmlType, ggmlTypeTraits, GGUF_DEFAULT_ALIGNMENT, GgufType, LlamaFileType } from './constants';
 import { useMoreBits } from '../models/quant-plan';
+import { checkOutputFile } from './file-checks';
 import { readGgufHeader, type GgufHeader, type GgufReadKv, type GgufReadTensor } from './reader';
 import { loadImatrix, type Imatrix } from './imatrix';
 import { ggufSplitPath } from './split';
@@ -711,6 +712,7 @@ export function quantizeModel(input: string, output: string | undefined, opts: Q
   const outputs = opts.dryRun || !output ? [] : opts.keepSplit ? Array.from({ length: nOut }, (_, i) => ggufSplitPath(output.replace(/\.gguf$/, ''), i + 1, nOut)) : [output];
   for (const o of outputs) {
     if (fs.existsSync(o) && files.some((f) => fs.realpathSync(o) === fs.realpathSync(f))) throw new Error(`quantize: the output ${o} is the input`);
+    checkOutputFile(o, 'quantize: the output');
   }
 
   const ftype = ft.copy ? (kvNumber(read, 'general.file_type') ?? guessFtype(tensors)) : ft.ftype;

@@ -2,6 +2,8 @@
 // check what the writer produced and by the CLI's --inspect; the engine reads models natively.
 import fs from 'node:fs';
 
+import { fsErrorText } from '@kailstream/engine/core';
+
 import { alignUp, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GgmlType, ggmlTensorBytes, GgufType } from './constants';
 
 export type GgufReadValue = number | bigint | boolean | string | GgufReadValue[];
@@ -74,6 +76,19 @@ class FileCursor {
     if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error(`GGUF size ${v} too large`);
     return Number(v);
   }
+  /**
+   * An array's count, refused when its elements cannot fit in the bytes left (each takes at least
+   * `minElementBytes(elemType)`), before anything is allocated for them.
+   */
+  arrayCount(elemType: GgufType): number {
+    const at = this.pos;
+    const n = this.u64();
+    const min = minElementBytes(elemType);
+    if (n > BigInt(Math.floor((this.size - this.pos) / min)))
+      throw new Error(`GGUF array count ${n} at offset ${at} is impossible: elements of type ${GgufType[elemType] ?? elemType} take at least ${min} bytes each but only ${this.size - this.pos} bytes remain (truncated or corrupt)`);
+    if (n > 0xffffffffn) throw new Error(`GGUF array count ${n} at offset ${at} is more than this reader holds (2^32 - 1)`);
+    return Number(n);
+  }
   str(): string {
     const n = this.u64n();
     return this.need(n).toString('utf8');
@@ -95,7 +110,19 @@ class FileCursor {
   }
 }
 
-function readScalar(c: FileCursor, type: GgufType): GgufReadValue {
+/** The fewest bytes an array element of this type takes in the file (a string: its length; an array: its type and count). */
+function minElementBytes(t: GgufType): number {
+  switch (t) {
+    case GgufType.UINT16: case GgufType.INT16: return 2;
+    case GgufType.UINT32: case GgufType.INT32: case GgufType.FLOAT32: return 4;
+    case GgufType.UINT64: case GgufType.INT64: case GgufType.FLOAT64: case GgufType.STRING: return 8;
+    case GgufType.ARRAY: return 12;
+    default: return 1;
+  }
+}
+
+/** `depth`: how many arrays enclose the value (capped as the engine's reader caps it, so no file can exhaust the stack). */
+function readScalar(c: FileCursor, type: GgufType, depth = 0): GgufReadValue {
   switch (type) {
     case GgufType.UINT8: return c.u8();
     case GgufType.INT8: return c.i8();
@@ -115,10 +142,11 @@ function readScalar(c: FileCursor, type: GgufType): GgufReadValue {
     case GgufType.STRING: return c.str();
     case GgufType.ARRAY: {
       // An array of arrays: each element carries its own element type and length.
+      if (depth >= 16) throw new Error(`GGUF arrays nested deeper than 16 levels at offset ${c.pos}`);
       const elemType = c.u32() as GgufType;
-      const n = c.u64n();
+      const n = c.arrayCount(elemType);
       const value: GgufReadValue[] = new Array(n);
-      for (let j = 0; j < n; j++) value[j] = readScalar(c, elemType);
+      for (let j = 0; j < n; j++) value[j] = readScalar(c, elemType, depth + 1);
       return value;
     }
     default: throw new Error(`bad GGUF value type ${type}`);
@@ -127,55 +155,72 @@ function readScalar(c: FileCursor, type: GgufType): GgufReadValue {
 
 /** Reads the header of a GGUF file (v2 or v3) without touching the tensor data. */
 export function readGgufHeader(path: string): GgufHeader {
-  const fd = fs.openSync(path, 'r');
+  let fd: number;
   try {
-    const c = new FileCursor(fd, fs.fstatSync(fd).size);
-    if (c.u32() !== GGUF_MAGIC) throw new Error(`${path}: not a GGUF file`);
-    const version = c.u32();
-    if (version < 2 || version > 3) throw new Error(`${path}: unsupported GGUF version ${version}`);
-    const nTensors = c.u64n();
-    const nKv = c.u64n();
-    const kv = new Map<string, GgufReadKv>();
-    for (let i = 0; i < nKv; i++) {
-      const key = c.str();
-      const type = c.u32() as GgufType;
-      if (kv.has(key)) throw new Error(`${path}: duplicate key '${key}'`);
-      const start = c.pos;
-      if (type === GgufType.ARRAY) {
-        const elemType = c.u32() as GgufType;
-        const n = c.u64n();
-        const value: GgufReadValue[] = new Array(n);
-        for (let j = 0; j < n; j++) value[j] = readScalar(c, elemType);
-        kv.set(key, { type, elemType, value, raw: c.copy(start, c.pos) });
-      } else {
-        const value = readScalar(c, type);
-        kv.set(key, { type, value, raw: c.copy(start, c.pos) });
-      }
-    }
-    const alignKv = kv.get('general.alignment');
-    const alignment = alignKv ? (alignKv.value as number) : GGUF_DEFAULT_ALIGNMENT;
-    const tensors: GgufReadTensor[] = [];
-    for (let i = 0; i < nTensors; i++) {
-      const name = c.str();
-      const nDims = c.u32();
-      const shape: number[] = [];
-      for (let d = 0; d < nDims; d++) shape.push(c.u64n());
-      const type = c.u32() as GgmlType;
-      const offset = c.u64n();
-      tensors.push({ name, shape, type, offset, fileOffset: 0, bytes: ggmlTensorBytes(type, shape) });
-    }
-    const dataOffset = nTensors > 0 ? alignUp(c.pos, alignment) : c.pos;
-    let expected = 0;
-    for (const t of tensors) {
-      if (t.offset !== expected) throw new Error(`${path}: tensor '${t.name}' at offset ${t.offset}, expected ${expected}`);
-      t.fileOffset = dataOffset + t.offset;
-      if (t.fileOffset + t.bytes > c.size) throw new Error(`${path}: tensor '${t.name}' runs past the end of the file`);
-      expected += alignUp(t.bytes, alignment);
-    }
-    return { version, alignment, kv, tensors, dataOffset, fileSize: c.size };
+    fd = fs.openSync(path, 'r');
+  } catch (e) {
+    throw new Error(`cannot read ${path}: ${fsErrorText(e)}`);
+  }
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) throw new Error(`${path} is ${st.isDirectory() ? 'a directory' : 'not a regular file'}, not a GGUF file`);
+    return readHeaderFrom(path, new FileCursor(fd, st.size));
+  } catch (e) {
+    // (Every refusal names the file: the cursor's own do not.)
+    const m = (e as Error).message;
+    throw m.includes(path) ? e : new Error(`${path}: ${m}`);
   } finally {
     fs.closeSync(fd);
   }
+}
+
+function readHeaderFrom(path: string, c: FileCursor): GgufHeader {
+  if (c.u32() !== GGUF_MAGIC) throw new Error(`${path}: not a GGUF file`);
+  const version = c.u32();
+  if (version < 2 || version > 3) throw new Error(`${path}: unsupported GGUF version ${version}`);
+  const nTensors = c.u64n();
+  const nKv = c.u64n();
+  const kv = new Map<string, GgufReadKv>();
+  for (let i = 0; i < nKv; i++) {
+    const key = c.str();
+    const type = c.u32() as GgufType;
+    if (kv.has(key)) throw new Error(`${path}: duplicate key '${key}'`);
+    const start = c.pos;
+    if (type === GgufType.ARRAY) {
+      const elemType = c.u32() as GgufType;
+      const n = c.arrayCount(elemType);
+      const value: GgufReadValue[] = new Array(n);
+      for (let j = 0; j < n; j++) value[j] = readScalar(c, elemType);
+      kv.set(key, { type, elemType, value, raw: c.copy(start, c.pos) });
+    } else {
+      const value = readScalar(c, type);
+      kv.set(key, { type, value, raw: c.copy(start, c.pos) });
+    }
+  }
+  const alignKv = kv.get('general.alignment');
+  const alignment = alignKv ? (alignKv.value as number) : GGUF_DEFAULT_ALIGNMENT;
+  if (alignKv && (alignKv.type !== GgufType.UINT32 || alignment === 0 || (alignment & (alignment - 1)) !== 0))
+    throw new Error(`${path}: general.alignment is ${String(alignKv.value).slice(0, 40)} (type ${alignKv.type}): must be a uint32 power of two`);
+  const tensors: GgufReadTensor[] = [];
+  for (let i = 0; i < nTensors; i++) {
+    const name = c.str();
+    const nDims = c.u32();
+    if (nDims < 1 || nDims > 4) throw new Error(`${path}: tensor '${name}' has ${nDims} dimensions (must be 1..4)`);
+    const shape: number[] = [];
+    for (let d = 0; d < nDims; d++) shape.push(c.u64n());
+    const type = c.u32() as GgmlType;
+    const offset = c.u64n();
+    tensors.push({ name, shape, type, offset, fileOffset: 0, bytes: ggmlTensorBytes(type, shape) });
+  }
+  const dataOffset = nTensors > 0 ? alignUp(c.pos, alignment) : c.pos;
+  let expected = 0;
+  for (const t of tensors) {
+    if (t.offset !== expected) throw new Error(`${path}: tensor '${t.name}' at offset ${t.offset}, expected ${expected}`);
+    t.fileOffset = dataOffset + t.offset;
+    if (t.fileOffset + t.bytes > c.size) throw new Error(`${path}: tensor '${t.name}' runs past the end of the file`);
+    expected += alignUp(t.bytes, alignment);
+  }
+  return { version, alignment, kv, tensors, dataOffset, fileSize: c.size };
 }
 
 /** Reads one tensor's raw bytes. */

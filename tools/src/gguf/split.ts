@@ -5,6 +5,7 @@
 // with its own tensor table and data section. Tensor bytes are copied unchanged.
 import fs from 'node:fs';
 
+import { checkOutputFile } from './file-checks';
 import { readGgufHeader, type GgufHeader } from './reader';
 import { GgufWriter, kv } from './writer';
 
@@ -98,6 +99,7 @@ export function splitGguf(input: string, prefix: string, opts: number | SplitOpt
   const h = plan.header;
   const count = plan.splits.length;
   const paths: string[] = [];
+  checkOutputFile(ggufSplitPath(prefix, 1, count), 'gguf split: the output');
   const fd = fs.openSync(input, 'r');
   const chunk = Buffer.alloc(16 << 20);
   try {
@@ -155,6 +157,7 @@ export function ggufSplitFiles(first: string): { files: string[]; headers: Retur
 export function mergeGguf(first: string, output: string): { files: string[]; tensors: number } {
   if (fs.existsSync(output)) throw new Error(`gguf merge: the output ${output} already exists`);
   const { files, headers } = ggufSplitFiles(first);
+  checkOutputFile(output, 'gguf merge: the output');
   const h0 = headers[0];
   const w = new GgufWriter(output, { alignment: h0.alignment, alignmentKey: h0.kv.has('general.alignment') });
   for (const [key, v] of h0.kv) if (key !== 'general.alignment') w.set(key, key === 'split.count' ? kv.u16(0) : kv.raw(v.type, v.raw));

@@ -74,7 +74,8 @@ export function benchTests(rows: readonly BenchRow[]): (BenchTest & { row: Bench
   );
 }
 
-function rowTests(r: BenchRow): BenchTest[] {
+/** The tests of one row, named as llama-bench names them (every output format, text too, uses these names). */
+export function rowTests(r: BenchRow): BenchTest[] {
   const at = (d: number) => (d ? ` @ d${d}` : '');
   if (r.combined) return [{ test: `pp${r.prompt_tokens}+tg${r.gen_tokens}${at(r.depth)}`, n_prompt: r.prompt_tokens, n_gen: r.gen_tokens, n_depth: r.depth, ts: r.pg_tps, stddev_ts: r.pg_tps_stddev }];
   const out: BenchTest[] = [];

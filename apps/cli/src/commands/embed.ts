@@ -43,7 +43,14 @@ export function registerEmbed(program: Command): void {
     .option('-t, --threads <n>', 'compute threads')
     .action(async (o: EmbedOpts) => {
       if ((o.prompt === undefined) === (o.file === undefined)) throw new Error('give the text with -p/--prompt or -f/--file (one of them)');
-      const text = o.prompt ?? fs.readFileSync(o.file!, 'utf8');
+      let text = o.prompt;
+      if (text === undefined) {
+        try {
+          text = fs.readFileSync(o.file!, 'utf8');
+        } catch (e) {
+          throw new Error(`-f: cannot read ${o.file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+        }
+      }
       const sep = o.embdSeparator.replace(/\\n/g, '\n');
       const inputs = text.split(sep).filter((l, i, all) => l.length > 0 || all.length === 1);
       if (inputs.length === 0 || inputs.every((l) => l.length === 0)) throw new Error('the prompt is empty');

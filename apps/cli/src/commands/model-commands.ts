@@ -75,18 +75,20 @@ import {
   applyKvOverrides,
   describeKvOverride,
   type KvOverride,
+  parseRoutingTrace,
+  simulateCache,
 } from '@kailstream/engine/core';
 import { opensReasoning, ReasoningSplitter } from '@kailstream/engine/reasoning';
 
 import { createProgress, type Progress } from '../progress';
-import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, pgPairs, type BenchOutput, type BenchRow } from './bench-output';
+import { BENCH_OUTPUTS, benchCsv, benchJsonl, benchMarkdown, intRangeList, pgPairs, rowTests, type BenchOutput, type BenchRow, type BenchTest } from './bench-output';
 import { answerDisplay } from './chat';
 import { addDiffusionOptions, runDiffusion, type DiffusionOpts } from './diffusion-run';
 import { runConversation } from './conversation';
 import { servedCopyOf } from './models';
 import { pullOrLocal } from './pull';
 import { processEscapes } from '../escapes';
-import { dataDir, resolveModelArg } from '../paths';
+import { checkOutputPath, dataDir, resolveModelArg } from '../paths';
 
 export function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
   return (v: string) => {
@@ -118,12 +120,30 @@ export function num(name: string, min: number, max: number) {
 /** --ram / --vram: a byte size or a share ("80%") of the memory available now / GPU 0's free memory. */
 function budget(name: string, parse: (v: string) => number) {
   return (v: string) => {
+    let n: number;
     try {
-      return parse(v);
+      n = parse(v);
     } catch (e) {
       throw new Error(`${name}: ${(e as Error).message}`);
     }
+    // (A RAM budget of nothing holds no model: said here, not as the loader's ramBytes.)
+    if (name === '--ram' && !(n > 0)) throw new Error(`--ram: '${v}' is no budget; give a positive size (8G, 512M) or share (80%), or leave --ram out to hold the whole model in memory`);
+    return n;
   };
+}
+
+/**
+ * --cache-policy, checked by the expert cache's own parser (the simulator's, on a one-access trace)
+ * when the flag is read: a bad name or option is an error even where no expert streams.
+ */
+function cachePolicy(v: string): string {
+  if (v.split(':')[0] === 'belady') throw new Error(`--cache-policy ${v}: belady needs the future trace; it is offline, for kail cache-sim only`);
+  try {
+    simulateCache(parseRoutingTrace('{"layer": 0, "token_idx": 0, "experts": [0]}', '--cache-policy'), 1, [v]);
+  } catch (e) {
+    throw new Error(`--cache-policy: ${(e as Error).message}`);
+  }
+  return v;
 }
 
 function bytes(name: string) {
@@ -249,7 +269,7 @@ function addStreamOptions(cmd: Command): Command {
     .option('--io-threads <n>', 'expert reads in flight (default 4)', int('--io-threads', 1, 64))
     .option('--no-direct-io', 'read experts through the page cache (then drop it) instead of O_DIRECT')
     .option('--no-prefetch', "do not read the next layer's predicted experts early")
-    .option('--cache-policy <name>', "expert cache eviction: lru, lfu, lrfu or context, options after a colon (default: context)")
+    .option('--cache-policy <name>', "expert cache eviction: lru, lfu, lrfu or context, options after a colon (default: context)", cachePolicy)
     .option('--storage <path>', 'read experts from the expert pack (kail repack) in this directory or file, repeatable (one per stripe); needs --ram', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--usage-dir <dir>', `where per-model expert usage histories live (default: <data dir>/${USAGE_HISTORY_SUBDIR})`)
     .option('--read-size <bytes>', 'largest single expert read; larger reads are cut into parts read in parallel (default: uncut, or the hardware profile\'s)', bytes('--read-size'));
@@ -959,14 +979,17 @@ export function registerModelCommands(program: Command): void {
             `${path.basename(o.model)} (${r.arch}), ${r.threads} threads, feed ${r.feed}, median of ${r.reps}\n` +
               rows
                 .map((x) => {
-                  const at = x.depth ? ` @ d${x.depth}` : '';
+                  // (The tests' names as -o md/csv/jsonl give them: the generation follows the prompt, so its depth counts it.)
                   const st = x.stream;
-                  if (x.combined) return `pp${x.prompt_tokens}+tg${x.gen_tokens}${at}: ${x.pg_tps.toFixed(2)} tokens/s\n`;
+                  const line = (t: BenchTest) => `${t.test}: ${t.ts.toFixed(2)} tokens/s\n`;
+                  const tests = rowTests(x);
+                  if (x.combined) return line(tests[0]);
+                  const gen = tests.find((t) => t.n_gen > 0);
                   return (
-                    (x.prompt_tokens ? `pp${x.prompt_tokens}${at}: ${x.prompt_tps.toFixed(2)} tokens/s\n` : '') +
-                    (isEncoderArchitecture(arch) ? 'tg: none (an embedding model generates no text)\n' : x.gen_tokens ? `tg${x.gen_tokens}${at}: ${x.gen_tps.toFixed(2)} tokens/s\n` : '') +
-                    (st && x.gen_tokens
-                      ? `experts (generation${at}): hit rate ${(100 * st.hit_rate).toFixed(1)}% (+${(100 * st.inflight_rate).toFixed(1)}% being prefetched when asked), ${formatBytes(st.bytes_read_per_token)} read per token, ` +
+                    tests.filter((t) => t.n_gen === 0).map(line).join('') +
+                    (isEncoderArchitecture(arch) ? 'tg: none (an embedding model generates no text)\n' : gen ? line(gen) : '') +
+                    (st && gen
+                      ? `experts (generation${x.depth ? ` @ d${gen.n_depth}` : ''}): hit rate ${(100 * st.hit_rate).toFixed(1)}% (+${(100 * st.inflight_rate).toFixed(1)}% being prefetched when asked), ${formatBytes(st.bytes_read_per_token)} read per token, ` +
                         `stalled ${st.stall_s.toFixed(2)} s, prefetch precision ${(100 * st.prefetch_precision).toFixed(1)}% recall ` +
                         `${(100 * st.prefetch_recall).toFixed(1)}%, cache ${formatBytes(st.cache_bytes)} (budget ${formatBytes(st.ram_bytes)}, ${st.policy}), ` +
                         `${st.direct_io ? 'O_DIRECT' : 'buffered reads'}` +
@@ -1299,6 +1322,7 @@ export function registerModelCommands(program: Command): void {
       }
       if (!o.file) throw new Error('perplexity needs -f TEXT (or --kl-divergence with --kl-divergence-base)');
       const text = readPromptFile(o.file);
+      if (baseFile) checkOutputPath(baseFile, o.klDivergenceBase ? '--kl-divergence-base' : '--save-all-logits');
       const model = EngineModel.load(o.model, { threads: o.threads, ...chunkedLoad(o.ctx, o.batch), ...streamLoadOptions(o, o.model, dataDir(o.dataDir), false, log) });
       sayLoadChoices(model, o, log);
       try {
@@ -1385,6 +1409,7 @@ export function registerModelCommands(program: Command): void {
       if (format !== 'gguf' && format !== 'dat') throw new Error(`--output-format must be gguf or dat, got '${format}'`);
       if (!o.file && !o.inFile.length) throw new Error('imatrix: give a calibration text (-f) with a model (-m), or imatrix files to combine (--in-file)');
       if (o.file && !o.model) throw new Error('imatrix: -f needs a model (-m)');
+      checkOutputPath(o.output, '--output');
       const log = (l: string) => process.stderr.write(l + '\n');
       // As llama-imatrix: the --in-file statistics first, then what this run collects; datasets in that order.
       const entries = new Map<string, import('@kailstream/tools').ImatrixEntry>();
@@ -1481,13 +1506,15 @@ export function registerModelCommands(program: Command): void {
     .option('-t, --threads <n>', 'compute threads', int('--threads', 1, 1024))
     .option('--batch <n>', 'tokens per forward pass', int('--batch', 1, 1 << 16), 512)
     .action(async (o: { model: string; tokens: string; out: string; kv: string; threads?: number; batch: number }) => {
+      // (Number('') is 0: an empty list or item is refused, not read as token 0.)
+      if (!o.tokens.trim()) throw new Error('--tokens is empty: give comma-separated token ids');
       const tokens = o.tokens.split(',').map((s) => {
-        const n = Number(s.trim());
+        const n = s.trim() === '' ? NaN : Number(s.trim());
         if (!Number.isInteger(n) || n < 0) throw new Error(`--tokens: '${s}' is not a token id`);
         return n;
       });
-      if (!tokens.length) throw new Error('--tokens is empty');
       if (o.kv !== 'f32' && o.kv !== 'f16') throw new Error(`--kv must be f32 or f16, got '${o.kv}'`);
+      checkOutputPath(o.out, '--out');
       const model = EngineModel.load(o.model, { threads: o.threads, kvType: o.kv, nCtx: Math.max(tokens.length, 16) });
       try {
         const logits = await model.evaluate(0, tokens, 'all', o.batch);

@@ -239,6 +239,14 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
     if (f !== undefined && !fs.existsSync(f)) throw new Error(`${flag}: ${f} does not exist`);
   if ([opts.draft !== undefined, opts.lookup, opts.mtp].filter(Boolean).length > 1) throw new Error('give one of --draft FILE, --lookup and --mtp');
   if ((opts.draft !== undefined || opts.lookup || opts.mtp) && !(opts.model?.length || opts.hfRepo?.length)) throw new Error('--draft, --lookup and --mtp speculate for the models given with -m or -hf: give one');
+  // (Numbers the engine and API take as text are checked here, before any service starts: their
+  // own parsers would name them only after a start, a negative one as commander's 'ambiguous'.)
+  if (!/^\d+$/.test(String(opts.port)) || Number(opts.port) > 65535) throw new Error(`--port must be an integer in 0..65535, got '${opts.port}'`);
+  for (const [flag, v, min] of [['--ctx', opts.ctx, 1], ['--max-stall-ms', opts.maxStallMs, 0], ['--ctx-checkpoints', opts.ctxCheckpoints, 0]] as const)
+    if (v !== undefined && !(/^\d+$/.test(String(v)) && Number(v) >= min)) throw new Error(`${flag} must be an integer >= ${min}, got '${v}'`);
+  // (A directory flag naming a file is refused here, not as a raw EEXIST or at the first save.)
+  for (const [flag, d] of [['--data-dir', opts.dataDir], ['--models-dir', opts.modelsDir], ['--slot-save-path', opts.slotSavePath]] as const)
+    if (d !== undefined && fs.existsSync(d) && !fs.statSync(d).isDirectory()) throw new Error(`${flag}: ${d} is a file, not a directory`);
   const apiKeys = staticApiKeys(opts.apiKey ?? [], opts.apiKeyFile);
   const dir = dataDir(opts.dataDir);
   fs.mkdirSync(dir, { recursive: true });

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 
-import { EngineError } from '../errors';
+import { EngineError, fsErrorText } from '../errors';
 
 /**
  * A routing trace ready for the expert-cache simulator: one record per (token, layer), ordered
@@ -89,15 +89,17 @@ export function parseRoutingTrace(text: string, source = 'trace'): RoutingTrace 
     }
     if (typeof o !== 'object' || o === null || Array.isArray(o)) fail(line, 'expected a JSON object per line');
     const r = o as Record<string, unknown>;
-    if (!isIndex(r.layer, 4095)) fail(line, `"layer" must be an integer in 0..4095, got ${JSON.stringify(r.layer)}`);
-    if (!isIndex(r.token_idx)) fail(line, `"token_idx" must be a non-negative integer, got ${JSON.stringify(r.token_idx)}`);
+    // (A key left out is named as missing, not shown as 'undefined'.)
+    const shown = (v: unknown) => (v === undefined ? 'nothing (the key is missing)' : JSON.stringify(v));
+    if (!isIndex(r.layer, 4095)) fail(line, `"layer" must be an integer in 0..4095, got ${shown(r.layer)}`);
+    if (!isIndex(r.token_idx)) fail(line, `"token_idx" must be a non-negative integer, got ${shown(r.token_idx)}`);
     if (r.problem_id !== undefined && r.problem_id !== null) withProblem = true;
     const problem = r.problem_id ?? 0;
     if (!(typeof problem === 'string' || (typeof problem === 'number' && Number.isFinite(problem))))
       fail(line, `"problem_id" must be a number or a string, got ${JSON.stringify(r.problem_id)}`);
     const experts = r.experts;
     if (!Array.isArray(experts) || experts.length === 0 || experts.length > 1024)
-      fail(line, `"experts" must be a non-empty array of expert ids, got ${JSON.stringify(experts)}`);
+      fail(line, `"experts" must be a non-empty array of expert ids, got ${shown(experts)}`);
     const ex = experts as unknown[];
     for (const e of ex) if (!isIndex(e, 65535)) fail(line, `"experts" must hold integers in 0..65535, got ${JSON.stringify(e)}`);
     if (new Set(ex).size !== ex.length) fail(line, `"experts" names an expert twice: ${JSON.stringify(ex)}`);
@@ -184,7 +186,7 @@ export function readRoutingTrace(path: string): RoutingTrace {
   try {
     text = fs.readFileSync(path, 'utf8');
   } catch (e) {
-    throw new EngineError('KAIL_E_IO', `cannot read routing trace ${path}: ${(e as Error).message}`);
+    throw new EngineError('KAIL_E_IO', `cannot read routing trace ${path}: ${fsErrorText(e)}`);
   }
   return parseRoutingTrace(text, path);
 }

@@ -17,7 +17,7 @@
 // same logits give the same statistics.
 import fs from 'node:fs';
 
-import { EngineError } from '../errors';
+import { EngineError, fsErrorText } from '../errors';
 import { chunkLogits, chunksLogits, chunksPerPass, NllAccumulator } from './perplexity';
 import type { EngineModel } from './model';
 
@@ -332,9 +332,10 @@ export function openBaseLogits(path: string): BaseLogitsFile {
   try {
     fd = fs.openSync(path, 'r');
   } catch (e) {
-    throw new EngineError('KAIL_E_INVALID_ARG', `${path}: cannot open the base logits: ${(e as Error).message}`);
+    throw new EngineError('KAIL_E_INVALID_ARG', `${path}: cannot open the base logits: ${fsErrorText(e)}`);
   }
   try {
+    if (fs.fstatSync(fd).isDirectory()) throw new EngineError('KAIL_E_INVALID_ARG', `${path}: cannot open the base logits: ${fsErrorText({ code: 'EISDIR' })}`);
     const size = fs.fstatSync(fd).size;
     const head = Buffer.alloc(20);
     if (fs.readSync(fd, head, 0, 20, 0) < 20 || head.toString('latin1', 0, 8) !== MAGIC)

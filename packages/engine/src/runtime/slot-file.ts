@@ -4,7 +4,7 @@
 // were computed with), then EngineModel.saveSequence's bytes.
 import fs from 'node:fs';
 
-import { EngineError } from '../errors';
+import { EngineError, fsErrorText } from '../errors';
 import type { EngineModel } from '../model/model';
 import { modelFileBytes } from '../model/split-files';
 
@@ -46,7 +46,7 @@ export function readSlotFile(file: string, model: EngineModel): { header: SlotFi
     buf = fs.readFileSync(file);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new EngineError(code === 'ENOENT' ? 'KAIL_E_NOT_FOUND' : 'KAIL_E_IO', `slot file ${file}: ${(e as Error).message}`);
+    throw new EngineError(code === 'ENOENT' ? 'KAIL_E_NOT_FOUND' : 'KAIL_E_IO', `slot file ${file}: ${fsErrorText(e)}`);
   }
   const bad = (why: string) => new EngineError('KAIL_E_INVALID_ARG', `slot file ${file}: ${why}`);
   if (buf.length < 12 || !buf.subarray(0, 8).equals(MAGIC)) throw bad('not a saved slot');
