@@ -162,6 +162,7 @@ struct model::impl {
         std::vector<float *>      yrows;
     };
     std::vector<uint8_t>            moe_xq;
+    std::vector<uint8_t>            moe_xq_up;  // the input in the up experts' activation type, where it is not the gate's
     std::vector<float>              moe_slot_out;
     std::vector<float>              moe_xw;  // w_before: each slot's weighted input row
     std::vector<moe_thread_scratch> moe_scratch;
@@ -3053,7 +3054,16 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
     std::vector<uint8_t> & xq = m.moe_xq;
     if (xq.size() < static_cast<size_t>(in_rows) * xq_row) xq.resize(static_cast<size_t>(in_rows) * xq_row);
     matmul_quantize_activations(wg.type(), d, xin_f, d * 4, in_rows, xq.data(), xq_row, m.pool.get());
-    if (vec_dot_type(wu.type()) != gvt) throw error(KAIL_E_UNSUPPORTED, "moe: gate and up experts need the same activation type");
+    // Gate and up experts of types that take different activation types (a quant mix, e.g. Q8_0
+    // gate and Q4_K up): the input once more in the up experts' type, as llama.cpp's two products.
+    const uint32_t uvt = vec_dot_type(wu.type());
+    const bool up_own_xq = gated && !fused && uvt != gvt;
+    const size_t xu_row = up_own_xq ? row_size(uvt, d) : xq_row;
+    std::vector<uint8_t> & xu = up_own_xq ? m.moe_xq_up : xq;
+    if (up_own_xq) {
+        if (xu.size() < static_cast<size_t>(in_rows) * xu_row) xu.resize(static_cast<size_t>(in_rows) * xu_row);
+        matmul_quantize_activations(wu.type(), d, xin_f, d * 4, in_rows, xu.data(), xu_row, m.pool.get());
+    }
     // Every slot is written by the down projection of its expert, so the buffer is not cleared.
     std::vector<float> & slot_out = m.moe_slot_out;
     if (slot_out.size() < static_cast<size_t>(n * k * d)) slot_out.resize(static_cast<size_t>(n * k * d));
@@ -3109,6 +3119,8 @@ void op_moe(exec_ctx & x, const op_desc & op, size_t oi) {
         for (int64_t i = 0; i < ne_; i++) xrows[i] = xq.data() + static_cast<size_t>(in_row(slots[i])) * xq_row;
         for (int64_t i = 0; i < ne_; i++) yrows[i] = g.data() + i * ff;
         if (gated) matmul_quantized_rows(wg.type(), gw, wg.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
+        if (up_own_xq)
+            for (int64_t i = 0; i < ne_; i++) xrows[i] = xu.data() + static_cast<size_t>(in_row(slots[i])) * xu_row;
         for (int64_t i = 0; i < ne_; i++) yrows[i] = u.data() + i * ff;
         matmul_quantized_rows(wu.type(), uw, wu.row_bytes(), ff, d, xrows.data(), yrows.data(), ne_, pool);
         if (!loras.empty()) {
