@@ -61,11 +61,14 @@ describe("kail quantize --imatrix against llama.cpp's llama-quantize", () => {
       imatrices[name] = path.join(dir, `${name}.imatrix.gguf`);
       writeImatrixGguf(imatrices[name], { entries: syntheticEntries(models[name], 11), datasets: ['wiki.train.raw', 'chat.txt'], chunkCount: 7, chunkSize: 512 });
     };
-    // 6 experts, not the preset's 16: the same branches of llama.cpp's mix rules (n_expert >= 4,
-    // not Mixtral's 8) with 6/16 of the expert bytes to quantize 2 x 27 times.
-    write('qwen3moe-f16', 'tiny-qwen3moe', 'F16', { nExperts: 6 });
+    // 4 experts, not the preset's 16: the same branches of llama.cpp's mix rules (n_expert >= 4,
+    // not Mixtral's 8), expert 3 unseen (syntheticEntries), with 4/16 of the expert bytes to
+    // quantize 2 x 27 times.
+    write('qwen3moe-f16', 'tiny-qwen3moe', 'F16', { nExperts: 4, nExpertsUsed: 2 });
     write('mixtral-f32', 'tiny-mixtral', 'F32');
-    write('llama-f16', 'tiny-llama', 'F16', { nLayers: 16 });
+    // (16 blocks for the imatrix guard on the first two ffn_down, below; FFN width 256, not the
+    // preset's 512: the same rules, every row still a whole number of K-quant blocks.)
+    write('llama-f16', 'tiny-llama', 'F16', { nLayers: 16, ff: 256 });
     write('llama-odd-f32', 'tiny-llama', 'F32', { nLayers: 9, dim: 96 });
     // MLA with attn_k_b/attn_v_b: 3-D per-head matrices whose imatrix is ne0 x n_head.
     write('deepseek2-f16', 'tiny-deepseek2-lite-split', 'F16');

@@ -11,7 +11,7 @@ import { EngineModel, fileTypeName } from '@kailstream/engine';
 import { writeModel } from '../models/build';
 import { getPreset } from '../models/presets';
 import { nmse } from '../parity/metrics';
-import { llamaQuantize, type QuantRefOptions } from '../parity/quant-ref';
+import { llamaQuantizeBatch, type QuantRefOptions } from '../parity/quant-ref';
 import { GgmlType } from './constants';
 import { readGgufHeader } from './reader';
 import { parseQuantFileType, quantizeModel, type QuantizeOptions } from './quantize';
@@ -23,9 +23,12 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kail-quantize-'));
   const table: string[] = [];
   const models: Record<string, string> = {};
+  // llama.cpp's side of every comparison below, written by one quant-ref process before them (one
+  // start of libllama, ggml's i-quant tables built once), as imatrix.native.spec.ts does.
+  let refSeconds = 0;
   afterAll(() => {
     fs.rmSync(dir, { recursive: true, force: true });
-    process.stdout.write(`\nkail quantize vs llama-quantize (measured; same input file, 2 threads):\n${table.join('\n')}\n`);
+    process.stdout.write(`\nkail quantize vs llama-quantize (measured; same input file, 2 threads; llama.cpp's files all in one quant-ref process, ${refSeconds.toFixed(1)} s):\n${table.join('\n')}\n`);
   });
 
   beforeAll(() => {
@@ -33,9 +36,9 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
       models[name] = path.join(dir, `${name}.gguf`);
       writeModel({ config: { ...getPreset(preset).config, ...over }, fileType, seed: 3, out: models[name] });
     };
-    // 6 experts, not the preset's 16: the same branches of llama.cpp's mix rules (n_expert >= 4,
-    // not Mixtral's 8) with 6/16 of the expert bytes, for the 40-odd cases below.
-    write('qwen3moe-f16', 'tiny-qwen3moe', 'F16', { nExperts: 6 });
+    // 4 experts (2 used), not the preset's 16: the same branches of llama.cpp's mix rules
+    // (n_expert >= 4, not Mixtral's 8) with 4/16 of the expert bytes, for the 40-odd cases below.
+    write('qwen3moe-f16', 'tiny-qwen3moe', 'F16', { nExperts: 4, nExpertsUsed: 2 });
     // 8 experts: llama.cpp gives attn_v and attn_k Q8_0, attn_output Q5_K.
     write('mixtral-f32', 'tiny-mixtral', 'F32');
     // MLA: attn_kv_b counts as attn_v.
@@ -45,7 +48,7 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     // 80 blocks, GQA 4: llama.cpp's 70B rule (attn_v Q3_K/Q4_K -> Q5_K) and every use_more_bits layer.
     write('llama80-f16', 'tiny-llama', 'F16', { nLayers: 80, dim: 256, ff: 256, nHeads: 8, nKvHeads: 2 });
     write('llama-tied-f16', 'tiny-llama', 'F16', { tiedEmbeddings: true });
-    write('qwen3moe-q8', 'tiny-qwen3moe', 'Q8_0', { nExperts: 6 });
+    write('qwen3moe-q8', 'tiny-qwen3moe', 'Q8_0', { nExperts: 4, nExpertsUsed: 2 });
     // Biased experts and attention sinks: MXFP4_MOE's home.
     write('gpt-oss-f16', 'tiny-gpt-oss', 'F16');
     splitGguf(models['qwen3moe-f16'], path.join(dir, 'qwen3moe-split'), 8);
@@ -152,30 +155,50 @@ describe("kail quantize against llama.cpp's llama-quantize", () => {
     ['COPY --override-kv general.file_type=int:7', 'qwen3moe-f16', 'COPY', { kvOverrides: [{ key: 'general.file_type', type: 'int', value: 7 }] }, { copy: true, kvOverrides: [{ key: 'general.file_type', u32: 7 }] }],
   ];
 
-  it.each(CASES)('%s of %s: the same bytes as llama.cpp', async (label, model, type, kailOpts = {}, refOpts = {}) => {
+  // --keep-split's cases (the test after them): llama.cpp's files under these prefixes.
+  const KEEP_SPLIT: [model: string, splits: number][] = [['qwen3moe-split', 4], ['qwen3moe-f16', 1]];
+  const refFile = (i: number) => path.join(dir, `r-${i}.gguf`);
+  const keepSplitRef = (model: string) => path.join(dir, `ksr-${model}`);
+  const refErrors = new Map<string, string | undefined>();
+  beforeAll(async () => {
+    const t0 = performance.now();
+    const jobs = [
+      ...CASES.map(([, model, type, , refOpts = {}], i) => ({ key: `case ${i}`, input: models[model], output: refFile(i), ftype: parseQuantFileType(type).ftype, opts: { threads: 2, ...refOpts } })),
+      ...KEEP_SPLIT.map(([model]) => ({ key: `keep-split ${model}`, input: models[model], output: keepSplitRef(model), ftype: 15, opts: { keepSplit: true } })),
+    ];
+    const errors = await llamaQuantizeBatch(jobs);
+    jobs.forEach((j, i) => refErrors.set(j.key, errors[i]));
+    refSeconds = (performance.now() - t0) / 1000;
+  }, 600_000);
+  /** llama.cpp's file for a job of the batch above, or its error. */
+  const refOk = (key: string, what: string) => {
+    if (!refErrors.has(key)) throw new Error(`llama.cpp's ${what}: no result`);
+    const error = refErrors.get(key);
+    if (error !== undefined) throw new Error(`quant-ref: ${what}: ${error}`);
+  };
+
+  it.each(CASES.map(([label, model, type, kailOpts = {}], i) => [label, model, type, kailOpts, i] as const))('%s of %s: the same bytes as llama.cpp', (label, model, type, kailOpts, i) => {
     const ours = path.join(dir, `k-${model}-${type}.gguf`);
-    const theirs = path.join(dir, `r-${model}-${type}.gguf`);
+    refOk(`case ${i}`, `${label} of ${model}`);
+    const theirs = refFile(i);
     const t0 = performance.now();
     const r = quantizeModel(models[model], ours, { type, threads: 2, ...kailOpts });
     const kailS = (performance.now() - t0) / 1000;
-    const t1 = performance.now();
-    await llamaQuantize(models[model], theirs, parseQuantFileType(type).ftype, { threads: 2, ...refOpts });
-    const refS = (performance.now() - t1) / 1000;
     const same = fs.readFileSync(ours).equals(fs.readFileSync(theirs));
     const types = [...new Set(r.tensors.map((t) => t.to))].join(' ');
-    table.push(`  ${model.padEnd(16)} ${label.padEnd(64)} ${same ? 'identical' : 'DIFFERENT'} (${types}; ${(r.bytesOut / 1048576).toFixed(2)} MiB; kail ${kailS.toFixed(2)} s, llama.cpp ${refS.toFixed(2)} s)`);
+    table.push(`  ${model.padEnd(16)} ${label.padEnd(64)} ${same ? 'identical' : 'DIFFERENT'} (${types}; ${(r.bytesOut / 1048576).toFixed(2)} MiB; kail ${kailS.toFixed(2)} s)`);
     if (!same) throw new Error(`${label} of ${model}: ${firstDifference(ours, theirs)}`);
     fs.rmSync(theirs);
     fs.rmSync(ours);
   }, 120_000);
 
-  it('--keep-split writes one file per input split, each the same bytes as llama.cpp\'s', async () => {
-    for (const [model, n] of [['qwen3moe-split', 4], ['qwen3moe-f16', 1]] as const) {
+  it('--keep-split writes one file per input split, each the same bytes as llama.cpp\'s', () => {
+    for (const [model, n] of KEEP_SPLIT) {
       const r = quantizeModel(models[model], path.join(dir, `ks-${model}.gguf`), { type: 'Q4_K_M', threads: 2, keepSplit: true });
-      await llamaQuantize(models[model], path.join(dir, `ksr-${model}`), 15, { keepSplit: true });
+      refOk(`keep-split ${model}`, `Q4_K_M --keep-split of ${model}`);
       expect(r.outputs).toEqual(Array.from({ length: n }, (_, i) => ggufSplitPath(path.join(dir, `ks-${model}`), i + 1, n)));
       r.outputs.forEach((o, i) => {
-        const ref = ggufSplitPath(path.join(dir, `ksr-${model}`), i + 1, n);
+        const ref = ggufSplitPath(keepSplitRef(model), i + 1, n);
         if (!fs.readFileSync(o).equals(fs.readFileSync(ref))) throw new Error(`${model} split ${i + 1}: ${firstDifference(o, ref)}`);
       });
       table.push(`  ${model.padEnd(16)} ${'Q4_K_M --keep-split'.padEnd(64)} identical (${n} file(s))`);

@@ -26,7 +26,9 @@
 //       busy machine); "generate" adds that many greedy tokens to the sidecar ("generated");
 //       "shift": {"at": 40, "keep": 4, "discard": 16}: evaluate tokens[0, at), shift the context
 //       as llama-server does (seq_rm of [keep, keep + discard), the rest moved down), then write
-//       the logits of tokens[at, n) only
+//       the logits of tokens[at, n) only; "kv" (K and V) and "flash-attention" set a job's own
+//       cache type and flash attention (as the options below); consecutive jobs on one file share
+//       its load, and with the same settings its context
 //   node tools/src/parity/llama-ref.mjs passes --model M.gguf --out PREFIX
 //       one loaded model, many passes (a diffusion loop's steps): each stdin line a JSON array of
 //       tokens, evaluated from a cleared sequence (one non-causal pass for a diffusion model), its
@@ -79,6 +81,31 @@ export async function getCpuLlama({ threads = 2, verbose = false } = {}) {
  * @param {{threads?: number, kv?: keyof typeof KV, kvV?: keyof typeof KV, lora?: {path: string, scale?: number}[], flashAttention?: 'off'|'on'|'auto', ctx?: number, batch?: number, verbose?: boolean}} [opts]
  */
 export async function openModel(modelPath, opts = {}) {
+  const model = await loadModelFile(modelPath, opts);
+  let handle;
+  try {
+    handle = await openContext(model, opts);
+  } catch (e) {
+    await model.dispose();
+    throw e;
+  }
+  return {
+    ...handle,
+    async dispose() {
+      await handle.dispose();
+      await model.dispose();
+    },
+  };
+}
+
+/** The model of `modelPath`, loaded (no context). */
+async function loadModelFile(modelPath, opts = {}) {
+  const llama = await getCpuLlama({ threads: opts.threads ?? 2, verbose: opts.verbose });
+  return llama.loadModel({ modelPath: path.resolve(modelPath), gpuLayers: 0 });
+}
+
+/** One context sequence on a loaded model, with `opts`' settings; dispose() ends the context only. */
+async function openContext(model, opts = {}) {
   const threads = opts.threads ?? 2;
   const kv = opts.kv ?? 'f32';
   const kvV = opts.kvV ?? kv;
@@ -87,7 +114,6 @@ export async function openModel(modelPath, opts = {}) {
   if (!Object.hasOwn(KV, kvV)) throw new Error(`--kv-v must be ${Object.keys(KV).join(', ')}, got ${kvV}`);
   if (!(fa in FA)) throw new Error(`--flash-attention must be off, on or auto, got ${fa}`);
   const llama = await getCpuLlama({ threads, verbose: opts.verbose });
-  const model = await llama.loadModel({ modelPath: path.resolve(modelPath), gpuLayers: 0 });
   const contextSize = opts.ctx ?? 512;
   const context = await model.createContext({
     contextSize,
@@ -110,7 +136,6 @@ export async function openModel(modelPath, opts = {}) {
     settings,
     async dispose() {
       await context.dispose();
-      await model.dispose();
     },
   };
 }
@@ -258,28 +283,70 @@ async function runBatch(jobsFile, opts) {
   const jobs = JSON.parse(fs.readFileSync(jobsFile, 'utf8'));
   if (!Array.isArray(jobs)) throw new Error('--jobs must hold a JSON array');
   const results = [];
-  for (const job of jobs) {
-    if (!job.model || !job.out) throw new Error('each job needs "model" and "out"');
-    const handle = await openModel(job.model, job.lora ? { ...opts, lora: job.lora } : opts);
-    try {
-      const tokens = job.tokens ?? tokenize(handle, String(job.text ?? ''), { special: !!job.special, bos: job.bos ?? true });
-      if (tokens.length === 0) throw new Error(`job for ${job.model} has no tokens`);
-      const t0 = performance.now();
-      const { nTokens, nVocab, logits } = job.shift ? await computeLogitsShifted(handle, tokens, job.shift) : await computeLogits(handle, tokens);
-      const meta = logitsMeta(handle, job.model, tokens, nTokens, nVocab, (performance.now() - t0) / 1000);
-      if (job.shift) meta.shift = job.shift;
-      if (job.text !== undefined) {
-        meta.text = job.text;
-        meta.detokenized = detokenize(handle, tokens);
+  // Consecutive jobs on the same file (and adapters) share one loaded model, and those with the
+  // same settings too ("kv" and "flash-attention" of a job override the batch's) one context: each
+  // computation starts from a cleared sequence (computeLogits, computeLogitsShifted and
+  // generateGreedy clear it first), as a fresh context would. Loading a model and building its
+  // context cost more than a short evaluation.
+  let model;
+  let modelKey;
+  let handle;
+  let handleKey;
+  const closeContext = async () => {
+    const h = handle;
+    handle = handleKey = undefined;
+    await h?.dispose();
+  };
+  const closeModel = async () => {
+    await closeContext();
+    const m = model;
+    model = modelKey = undefined;
+    await m?.dispose();
+  };
+  try {
+    for (const job of jobs) {
+      if (!job.model || !job.out) throw new Error('each job needs "model" and "out"');
+      const jobOpts = {
+        ...opts,
+        ...(job.lora ? { lora: job.lora } : {}),
+        ...(job.kv !== undefined ? { kv: job.kv, kvV: job.kv } : {}),
+        ...(job['flash-attention'] !== undefined ? { flashAttention: job['flash-attention'] } : {}),
+      };
+      const mKey = JSON.stringify([path.resolve(job.model), job.lora ?? null]);
+      const cKey = JSON.stringify([jobOpts.kv, jobOpts.kvV, jobOpts.flashAttention]);
+      if (mKey !== modelKey) {
+        await closeModel();
+        model = await loadModelFile(job.model, jobOpts);
+        modelKey = mKey;
       }
-      if (job.generate) meta.generated = await generateGreedy(handle, tokens, { maxTokens: job.generate });
-      writeLogits(job.out, meta, logits);
-      results.push({ ...meta, logits: `${job.out}.f32`, meta: `${job.out}.json` });
-    } finally {
-      await handle.dispose();
+      if (cKey !== handleKey) {
+        await closeContext();
+        handle = await openContext(model, jobOpts);
+        handleKey = cKey;
+      }
+      results.push(await runBatchJob(handle, job));
     }
+  } finally {
+    await closeModel();
   }
   return results;
+}
+
+/** One job of runBatch on its opened model: the logits (and any greedy tokens) written to job.out. */
+async function runBatchJob(handle, job) {
+  const tokens = job.tokens ?? tokenize(handle, String(job.text ?? ''), { special: !!job.special, bos: job.bos ?? true });
+  if (tokens.length === 0) throw new Error(`job for ${job.model} has no tokens`);
+  const t0 = performance.now();
+  const { nTokens, nVocab, logits } = job.shift ? await computeLogitsShifted(handle, tokens, job.shift) : await computeLogits(handle, tokens);
+  const meta = logitsMeta(handle, job.model, tokens, nTokens, nVocab, (performance.now() - t0) / 1000);
+  if (job.shift) meta.shift = job.shift;
+  if (job.text !== undefined) {
+    meta.text = job.text;
+    meta.detokenized = detokenize(handle, tokens);
+  }
+  if (job.generate) meta.generated = await generateGreedy(handle, tokens, { maxTokens: job.generate });
+  writeLogits(job.out, meta, logits);
+  return { ...meta, logits: `${job.out}.f32`, meta: `${job.out}.json` };
 }
 
 /** The serve command: one command line per stdin line, its output (or error) as one JSON line on stdout. */

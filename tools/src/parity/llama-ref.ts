@@ -256,7 +256,8 @@ export async function llamaLogits(model: string, tokens: number[], opts: LlamaRe
 }
 
 /**
- * Several logits runs in one child process (llama.cpp loads once). A job gives `tokens`, or `text`
+ * Several logits runs in one child process (llama.cpp loads once; consecutive jobs on one file
+ * load it once). A job gives `tokens`, or `text`
  * for llama.cpp to tokenize (BOS as the model asks; `meta.tokens`, `meta.detokenized` report it);
  * `generate: n` also records n greedy tokens after the input in `meta.generated`.
  */
@@ -269,12 +270,15 @@ export async function llamaLogitsBatch(
     lora?: { path: string; scale?: number }[];
     /** A context shift after tokens[0, at) (llama-ref.mjs): the logits are of tokens[at, n) only. */
     shift?: { at: number; keep: number; discard: number };
+    /** This job's KV cache type (K and V) and flash attention, in place of `opts`' (a context of its own; the model's load is shared with the jobs beside it on the same file). */
+    kv?: LlamaKvType;
+    flashAttention?: 'off' | 'on' | 'auto';
   }[],
   opts: LlamaRefOptions = {},
 ): Promise<LlamaLogits[]> {
   const { dir } = tempPrefix();
   try {
-    const withOut = jobs.map((j, i) => ({ ...j, out: path.join(dir, `job${i}`) }));
+    const withOut = jobs.map(({ flashAttention, ...j }, i) => ({ ...j, ...(flashAttention !== undefined ? { 'flash-attention': flashAttention } : {}), out: path.join(dir, `job${i}`) }));
     const jobsFile = path.join(dir, 'jobs.json');
     fs.writeFileSync(jobsFile, JSON.stringify(withOut));
     await runLlamaRef(['batch', '--jobs', jobsFile, ...optionArgs(opts)], opts.timeoutMs);
