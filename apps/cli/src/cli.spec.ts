@@ -34,6 +34,8 @@ describe('kail CLI', () => {
     if (out.memory.cgroup) expect(out.memory.availableBytes).toBeLessThanOrEqual(out.memory.cgroup.headroomBytes);
     const text = kail('version');
     expect(text.stdout).toMatch(/compute threads? by default\nmemory: .* available of /);
+    // --version and -V, as ollama's and llama.cpp's: the version alone.
+    for (const flag of ['--version', '-V']) expect(kail(flag)).toEqual(expect.objectContaining({ status: 0, stdout: `${out.version}\n` }));
   });
 
   it('serve refuses a malformed --keep-alive, --models-max or --cache-type before starting anything', async () => {

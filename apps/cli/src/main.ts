@@ -26,7 +26,7 @@ export function buildProgram(): Command {
   program
     .name('kail')
     .description('KailStream: local inference for Mixture-of-Experts models larger than memory')
-    .version(VERSION, '-V, --version-flag', 'print the version number')
+    .version(VERSION, '-V, --version', 'print the version number (kail version: with the native kernel level and CPU/GPU features)')
     .showHelpAfterError()
     .exitOverride();
   // A model given by name (-m NAME, as `ollama run NAME`) is that file of the models directory, for
