@@ -67,6 +67,8 @@ describe('kail CLI', () => {
         [{ ctxCheckpoints: 'x' }, "--ctx-checkpoints must be an integer >= 0, got 'x'"],
         [{ slotSavePath: file }, `--slot-save-path: ${file} is a file, not a directory`],
         [{ modelsDir: file }, `--models-dir: ${file} is a file, not a directory`],
+        [{ ram: '0' }, "--ram: '0' is no budget"],
+        [{ ram: '5X' }, '--ram: '],
       ] as const)
         await expect(serve({ ...opts, ...o }, () => undefined)).rejects.toThrow(message);
       const ps = kail('ps', '--data-dir', file);

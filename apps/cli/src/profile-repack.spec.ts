@@ -84,6 +84,14 @@ describe('kail profile and kail repack', () => {
     expect(bigPlan.stderr).toMatch(/--ram [\d.]+ (MiB|GiB) 50% of the/);
   }, 120_000);
 
+  it('refuses a storage path that is not a directory before measuring anything', () => {
+    const missing = path.join(dir, 'no-such-dir');
+    const r = kail('profile', '--data-dir', dir, '--storage', missing, '--seconds', '0.05');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(`storage path ${missing} is not a directory`);
+    expect(r.stderr).not.toMatch(/^memory:/m);
+  });
+
   it('reads the largest model file of a storage path in place of writing a test file, and leaves it there', () => {
     const store = path.join(dir, 'store');
     fs.mkdirSync(path.join(store, 'sub'), { recursive: true });

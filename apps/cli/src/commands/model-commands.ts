@@ -118,7 +118,7 @@ export function num(name: string, min: number, max: number) {
 }
 
 /** --ram / --vram: a byte size or a share ("80%") of the memory available now / GPU 0's free memory. */
-function budget(name: string, parse: (v: string) => number) {
+export function budget(name: string, parse: (v: string) => number) {
   return (v: string) => {
     let n: number;
     try {
@@ -127,7 +127,7 @@ function budget(name: string, parse: (v: string) => number) {
       throw new Error(`${name}: ${(e as Error).message}`);
     }
     // (A RAM budget of nothing holds no model: said here, not as the loader's ramBytes.)
-    if (name === '--ram' && !(n > 0)) throw new Error(`--ram: '${v}' is no budget; give a positive size (8G, 512M) or share (80%), or leave --ram out to hold the whole model in memory`);
+    if (name === '--ram' && !(n > 0)) throw new Error(`--ram: '${v}' is no budget; give a positive size (8G, 512M) or share (80%), or leave --ram out`);
     return n;
   };
 }

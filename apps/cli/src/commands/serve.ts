@@ -9,7 +9,7 @@ import { dataDir, modelsDirOf, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 import type { Supervisor } from '../supervisor';
 import { parseKvOverrides, parseLoraFlags, parseRamBudget, parseRopeFlags, parseVramBudget, parseChatTemplateKwargsFlag, readChatTemplateFlags, type RopeFlag } from '@kailstream/engine/core';
 import { pullOrLocal } from './pull';
-import { addCacheTypeOptions, addRopeOptions, CACHE_TYPE_HELP, int, num, OVERRIDE_KV_HELP, ropeFlagValues, type RopeFlagOpts } from './model-commands';
+import { addCacheTypeOptions, addRopeOptions, budget, CACHE_TYPE_HELP, int, num, OVERRIDE_KV_HELP, ropeFlagValues, type RopeFlagOpts } from './model-commands';
 
 export interface ServeOptions {
   /** GGUF files to load at start (`id=path` names the model). */
@@ -225,13 +225,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
   // A malformed override stops here, not in an engine the supervisor would restart again and again.
   parseKvOverrides(opts.overrideKv ?? []);
   parseRopeFlags(opts.rope ?? {});
-  for (const [flag, v, parse] of [['--ram', opts.ram, parseRamBudget], ['--vram', opts.vram, parseVramBudget]] as const)
-    if (v !== undefined)
-      try {
-        parse(v);
-      } catch (e) {
-        throw new Error(`${flag}: ${(e as Error).message}`);
-      }
+  for (const [flag, v, parse] of [['--ram', opts.ram, parseRamBudget], ['--vram', opts.vram, parseVramBudget]] as const) if (v !== undefined) budget(flag, parse)(v);
   readChatTemplateFlags(opts.chatTemplate, opts.chatTemplateFile);
   if (opts.chatTemplateKwargs !== undefined) parseChatTemplateKwargsFlag(opts.chatTemplateKwargs);
   if ((opts.sslKeyFile === undefined) !== (opts.sslCertFile === undefined)) throw new Error('HTTPS needs both --ssl-key-file and --ssl-cert-file');

@@ -171,6 +171,9 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
   const ramShare = opts.ramShare ?? DEFAULT_RAM_SHARE;
   if (!(ramShare > 0 && ramShare <= 1)) throw new EngineError('KAIL_E_INVALID_ARG', `ramShare must be in (0, 1], got ${ramShare}`);
   for (const b of blocks) if (!(Number.isInteger(b) && b > 0 && b % 4096 === 0)) throw new EngineError('KAIL_E_INVALID_ARG', `block size ${b} is not a positive multiple of 4096`);
+  const storagePaths = opts.storagePaths?.length ? opts.storagePaths : [os.tmpdir()];
+  // (Checked before anything is measured.)
+  for (const dir of storagePaths) if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new EngineError('KAIL_E_INVALID_ARG', `storage path ${dir} is not a directory`);
 
   const sys = native().systemInfo();
   const cpuModel = os.cpus()[0]?.model ?? 'unknown';
@@ -196,8 +199,7 @@ export async function measureHardware(opts: ProfileOptions = {}): Promise<Hardwa
   log(gpus.length ? `gpus: ${gpus.map((g) => `${g.name} ${formatBytes(g.usableBytes)} usable`).join(', ')}` : 'gpus: none');
 
   const storage: StorageProfile[] = [];
-  for (const dir of opts.storagePaths?.length ? opts.storagePaths : [os.tmpdir()]) {
-    if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new EngineError('KAIL_E_INVALID_ARG', `storage path ${dir} is not a directory`);
+  for (const dir of storagePaths) {
     const model = opts.modelFiles === false ? null : largestModelFile(dir, Math.max(GIB, 4 * fileBytes));
     const file = model?.file ?? path.join(dir, `.kail-profile-${process.pid}-${Date.now()}.tmp`);
     const results: StorageMeasurement[] = [];
