@@ -33,20 +33,16 @@ export async function greedyTokens(file: string, opts: LoadModelOptions, prompt:
  * tensor name, so the shared tensors equal the full model's).
  */
 export function writeTestModel(dir: string, preset: string, type = 'F32', seed = 1, extra: string[] = []): string {
-  const tag = extra.length ? `-${extra.join('').replace(/[^\w.]+/g, '_')}` : '';
-  const out = path.join(dir, `${preset}-${type}-${seed}${tag}.gguf`);
+  const { out, args } = testModelJob(dir, preset, type, seed, extra);
   if (fs.existsSync(out)) return out;
   if (!fs.existsSync(GEN_MODEL)) throw new Error(`${GEN_MODEL} is missing: build the tools first (npx nx run tools:build)`);
-  const args = ['--preset', preset, '--type', type, '--seed', String(seed), ...extra];
   // With the test-run model cache on, a command line gen-model has run before is a copy of the
   // cache file it recorded (tools/src/models/file-cache.ts, commandIndexPath: the same key, from
   // the command line less --out and gen-model.js's mtime and size), without starting gen-model.
-  const cache = process.env.KAIL_TEST_MODEL_CACHE;
-  if (cache) {
-    const st = fs.statSync(GEN_MODEL);
-    const key = createHash('sha256').update(JSON.stringify([st.mtimeMs, st.size, args])).digest('hex').slice(0, 32);
+  const index = commandIndex(args);
+  if (index) {
     try {
-      const { entry } = JSON.parse(fs.readFileSync(path.join(path.resolve(cache), `cmd-${key}.json`), 'utf8')) as { entry: string };
+      const { entry } = JSON.parse(fs.readFileSync(index, 'utf8')) as { entry: string };
       fs.mkdirSync(dir, { recursive: true });
       fs.copyFileSync(entry, out);
       return out;
@@ -56,6 +52,58 @@ export function writeTestModel(dir: string, preset: string, type = 'F32', seed =
   }
   execFileSync(process.execPath, [GEN_MODEL, ...args, '--out', out], { stdio: 'pipe' });
   return out;
+}
+
+/** writeTestModel's file for a model and gen-model's command line for it. */
+function testModelJob(dir: string, preset: string, type: string, seed: number, extra: readonly string[]): { out: string; args: string[] } {
+  const tag = extra.length ? `-${extra.join('').replace(/[^\w.]+/g, '_')}` : '';
+  return { out: path.join(dir, `${preset}-${type}-${seed}${tag}.gguf`), args: ['--preset', preset, '--type', type, '--seed', String(seed), ...extra] };
+}
+
+/** The model cache's record of a gen-model command line (null with the cache off or gen-model missing). */
+function commandIndex(args: readonly string[]): string | null {
+  const cache = process.env.KAIL_TEST_MODEL_CACHE;
+  if (!cache || !fs.existsSync(GEN_MODEL)) return null;
+  const st = fs.statSync(GEN_MODEL);
+  const key = createHash('sha256').update(JSON.stringify([st.mtimeMs, st.size, args])).digest('hex').slice(0, 32);
+  return path.join(path.resolve(cache), `cmd-${key}.json`);
+}
+
+/** What writeTestModel writes: the preset, type, seed and extra flags. */
+export type TestModelSpec = readonly [preset: string, type?: string, seed?: number, extra?: readonly string[]];
+
+/**
+ * writeTestModel for several models, the ones neither in `dir` nor in the model cache written by one
+ * gen-model process (its main() per command line, the same files and cache entries as one process
+ * each: starting one costs ~0.4 s, about what writing a tiny model costs). Where that process fails,
+ * writeTestModel writes the rest one at a time and reports its own error.
+ */
+export function writeTestModels(dir: string, models: readonly TestModelSpec[]): string[] {
+  const pending: [string[], string][] = [];
+  for (const [preset, type = 'F32', seed = 1, extra = []] of models) {
+    const { out, args } = testModelJob(dir, preset, type, seed, extra);
+    if (fs.existsSync(out) || pending.some(([, o]) => o === out)) continue;
+    const index = commandIndex(args);
+    if (index && fs.existsSync(index)) continue; // writeTestModel copies it
+    pending.push([args, out]);
+  }
+  if (pending.length > 1 && fs.existsSync(GEN_MODEL)) {
+    fs.mkdirSync(dir, { recursive: true });
+    // Each file under a temporary name, renamed once written: a failure leaves no partial model
+    // (and the model cache's last entry cleared before each, as a fresh process has it).
+    const script =
+      "const fs = require('fs'); const path = require('path'); const g = require(process.argv[1]);" +
+      "const fc = require(path.join(path.dirname(process.argv[1]), 'models/file-cache.js'));" +
+      '(async () => { for (const [args, out] of JSON.parse(process.argv[2])) {' +
+      " fc.cachedFile(null, out, () => 0); const tmp = out.replace(/\\.gguf$/, '.part.gguf'); if ((await g.main([...args, '--out', tmp])) !== 0) process.exit(1); fs.renameSync(tmp, out); } })()" +
+      '.catch((e) => { console.error(e); process.exit(1); });';
+    try {
+      execFileSync(process.execPath, ['-e', script, GEN_MODEL, JSON.stringify(pending)], { stdio: 'pipe', maxBuffer: 256 << 20 });
+    } catch {
+      // writeTestModel below writes what is missing and names what fails.
+    }
+  }
+  return models.map(([preset, type, seed, extra]) => writeTestModel(dir, preset, type, seed, extra && [...extra]));
 }
 
 /** A preset model's metadata (a copy, to edit) and tensor table, as writeTestModel writes it. */

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 
 import { EngineModel } from './model';
-import { tempDir, writeTestModel } from '../testing';
+import { tempDir, writeTestModel, writeTestModels } from '../testing';
 
 const dir = tempDir('kail-batch-inv-');
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -17,7 +17,7 @@ function firstDiff(a: Float32Array, b: Float32Array): number {
   return -1;
 }
 
-describe.each<[string, string, ...[number, number, number][]]>([
+const CASES: [string, string, ...[number, number, number][]][] = [
   ['tiny-llama', 'Q4_0'],
   ['tiny-llama', 'F16'],
   ['tiny-qwen3moe', 'Q4_K'],
@@ -121,7 +121,15 @@ describe.each<[string, string, ...[number, number, number][]]>([
   // LoRA adapter mid-sequence (426 at 3: adapter 1; 919 at 9: the average of 1 and 3; 306 at 13),
   // in the first split pass, the second and the other sequence's row of the mixed pass.
   ['tiny-graniteswitch', 'Q4_K', [3, 426, 100], [9, 919, 102], [13, 306, 103]],
-])('%s %s: batch-invariant logits', (preset, type, ...switches) => {
+];
+
+// Every model below in one gen-model process (each test still asks writeTestModel for its file,
+// then in dir): with a cold model cache, one process per model cost ~0.4 s of start each.
+beforeAll(() => {
+  writeTestModels(dir, [...CASES.map(([preset, type]) => [preset, type] as const), ['tiny-t5', 'Q8_0'], ['tiny-graniteswitch', 'Q4_K']]);
+}, 600_000);
+
+describe.each(CASES)('%s %s: batch-invariant logits', (preset, type, ...switches) => {
   it('one pass = token by token = split passes, bit for bit (f16 KV)', async () => {
     const m = EngineModel.load(writeTestModel(dir, preset, type), { threads: 2, nCtx: 64, nSeqMax: 2 });
     try {

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { generate } from '../generate';
-import { greedyTokens, tempDir, writeTestModel } from '../testing';
+import { greedyTokens, tempDir, writeTestModel, writeTestModels } from '../testing';
 import { summarizeStream } from './stream-summary';
 import { EngineModel, openGgufMetadata, planModel, type LoadModelOptions } from './model';
 
@@ -98,6 +98,11 @@ const B = '[\\d.]+ (?:B|KiB|MiB|GiB)';
 describe('expert streaming', () => {
   const dir = tempDir();
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  // Every model the tests below write, in one gen-model process (each test still asks writeTestModel
+  // for its file, then in dir): with a cold model cache, one process per model cost ~0.4 s of start each.
+  beforeAll(() => {
+    writeTestModels(dir, [...CASES, ['tiny-qwen3moe', 'F32'], ['tiny-qwen3moe', 'Q4_K'], ['tiny-smallthinker', 'Q4_K'], ['tiny-arctic', 'Q4_K'], ['tiny-grovemoe', 'Q4_K']]);
+  }, 600_000);
 
   describe.each(CASES)('%s %s', (preset, type) => {
     let file: string;

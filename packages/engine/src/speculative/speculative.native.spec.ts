@@ -9,7 +9,7 @@ import { EngineModel, planModel } from '../model/model';
 import { BatchEngine, type GenerationChunk, type GenerationRequest } from '../runtime/batch-engine';
 import { parseGbnf } from '../sampling/gbnf';
 import { createSampler } from '../sampling/sampler';
-import { patchedCopy, tempDir, writeTestModel } from '../testing';
+import { patchedCopy, tempDir, writeTestModel, writeTestModels } from '../testing';
 import { SpeculativeDecoder, proposeMany, speculativeStatsToProto, type Draft } from './speculative-decoder';
 
 const dir = tempDir('kail-spec-');
@@ -28,7 +28,7 @@ function prompts(nVocab: number): number[][] {
 
 // Quantized weights with the default f16 KV cache too: the kernels give a token the same bits
 // alone or in a batch (core-native matmul.h), so verification chooses what plain decoding chooses.
-describe.each([
+const GREEDY_CASES = [
   ['tiny-qwen3moe', 'F32', 'f32'],
   ['tiny-deepseek2-lite', 'F32', 'f32'],
   ['tiny-qwen3moe', 'Q4_K', 'f16'],
@@ -38,7 +38,19 @@ describe.each([
   ['tiny-qwen35moe', 'F32', 'f32'],
   ['tiny-lfm2moe', 'Q4_K', 'f16'],
   ['tiny-nemotron-h-moe', 'Q4_K', 'f16'],
-] as const)('greedy speculation on %s %s (KV %s) gives exactly the target tokens', (preset, type, kvType) => {
+] as const;
+
+// Every model below (targets and their 1-block drafts) in one gen-model process (each test still
+// asks writeTestModel for its file, then in dir): with a cold model cache, one process per model
+// cost ~0.4 s of start each.
+beforeAll(() => {
+  writeTestModels(dir, [
+    ...GREEDY_CASES.flatMap(([preset, type]) => [[preset, type], [preset, type, 1, ['--layers', '1']]] as const),
+    ['tiny-mixtral', 'F32'],
+  ]);
+}, 600_000);
+
+describe.each(GREEDY_CASES)('greedy speculation on %s %s (KV %s) gives exactly the target tokens', (preset, type, kvType) => {
   let target: EngineModel;
   let draft: EngineModel;
   let want: number[][];
