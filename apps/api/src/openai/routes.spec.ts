@@ -513,7 +513,9 @@ describe('OpenAI-compatible routes', () => {
     // SLOTS run, MAX_QUEUED wait, the rest (8) are refused at once. Accepted streams send their
     // headers only with their first token, so the test waits for the refusals, not for them. (The
     // running ones generate up to the context, seconds, so none finishes and lets a queued one in
-    // while the flood arrives: exactly 8 are refused and the queue is full when they are.)
+    // while the flood arrives: exactly 8 are refused, each saying the queue was full then. Later,
+    // on a loaded machine, the running ones may finish before the queue is read, and let queued
+    // ones run: the snapshot's counts are bounded, the refusals' exact.)
     const aborters: AbortController[] = [];
     const refused: { retryAfter: string | null; body: any }[] = [];
     for (let i = 0; i < SLOTS + MAX_QUEUED + 8; i++) {
@@ -540,12 +542,15 @@ describe('OpenAI-compatible routes', () => {
       w.on('error', () => undefined);
     });
     for (const a of aborters) a.abort();
-    expect(snap).toMatchObject({ queued: MAX_QUEUED, running: SLOTS, queuedPerTenant: { [api.keys!.verify(key)!.id]: MAX_QUEUED } });
-    expect(Object.keys(snap.queuedPerTenant)).toEqual([api.keys!.verify(key)!.id]);
+    expect(snap.running).toBe(SLOTS);
+    expect(snap.queued).toBeGreaterThan(0);
+    expect(snap.queued).toBeLessThanOrEqual(MAX_QUEUED);
+    expect(snap.queuedPerTenant).toEqual({ [api.keys!.verify(key)!.id]: snap.queued });
     expect(refused).toHaveLength(8);
     for (const r of refused) {
       expect(Number(r.retryAfter)).toBeGreaterThanOrEqual(1);
       expect(r.body.error).toMatchObject({ type: 'server_error', code: 'overloaded' });
+      expect(r.body.error.message).toContain(`the scheduler queue is full (${MAX_QUEUED} requests waiting, limit ${MAX_QUEUED})`);
     }
     await waitIdle(30_000);
     expect((await chat('still there?', { max_tokens: 2 })).usage!.completion_tokens).toBeGreaterThan(0);
