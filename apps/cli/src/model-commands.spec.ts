@@ -550,7 +550,7 @@ describe('kail model commands', () => {
       [['logits', '-m', model, '--tokens', '', '--out', path.join(dir, 'x.f32')], '--tokens is empty'],
       [['logits', '-m', model, '--tokens', '1,,2', '--out', path.join(dir, 'x.f32')], "--tokens: '' is not a token id"],
       [['logits', '-m', model, '--tokens', '1', '--out', dir], `--out: ${dir} is a directory; name a file`],
-      [['logits', '-m', model, '--tokens', '1', '--out', path.join(dir, 'none', 'x.f32')], `the directory ${path.join(dir, 'none')} does not exist`],
+      [['logits', '-m', model, '--tokens', '1', '--out', path.join(dir, 'none', 'x.f32')], `--out: ${path.join(dir, 'none', 'x.f32')}: cannot write in ${path.join(dir, 'none')}: no such file (ENOENT)`],
       [['run', '-m', model, '-p', 'x', '--ram', '0'], "--ram: '0' is no budget"],
       [['run', '-m', model, '-p', 'x', '--cache-policy', 'fifo'], "--cache-policy: unknown cache policy 'fifo'"],
     ];

@@ -2,6 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import { checkOutputFile } from '@kailstream/engine/core';
+
 /** Repository root (the CLI runs from its build output inside the repository). */
 export const REPO_ROOT = path.resolve(__dirname, '../../..');
 
@@ -82,8 +84,5 @@ function ollamaHint(name: string): string {
  * exists (else an error naming the flag and the file, not a raw EISDIR/ENOENT at the end).
  */
 export function checkOutputPath(file: string, flag: string): void {
-  if (fs.existsSync(file) && fs.statSync(file).isDirectory()) throw new Error(`${flag}: ${file} is a directory; name a file`);
-  const dir = path.dirname(path.resolve(file));
-  if (!fs.existsSync(dir)) throw new Error(`${flag}: cannot write ${file}: the directory ${dir} does not exist`);
-  if (!fs.statSync(dir).isDirectory()) throw new Error(`${flag}: cannot write ${file}: ${dir} is not a directory`);
+  checkOutputFile(file, `${flag}:`);
 }

@@ -5,6 +5,7 @@ export { native, systemInfo } from './native';
 export { fileTypeName, LLAMA_FILE_TYPES } from './model/file-type';
 export type { SystemInfo } from '@kailstream/core-native';
 export { EngineError, fsErrorText, toEngineError } from './errors';
+export { checkInputFile, checkOutputFile } from './file-checks';
 export type { EngineErrorCode } from './errors';
 export { VERSION } from './version';
 export { BatchEngine } from './runtime/batch-engine';

@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 
 import { GgmlType, ggmlTypeTraits, LlamaFileType } from './constants';
-import { checkInputFile, checkOutputFile } from './file-checks';
+import { checkInputFile, checkOutputFile } from '@kailstream/engine/core';
 import { readGgufHeader, type GgufHeader, type GgufReadTensor } from './reader';
 import { copyTensors } from './split';
 import { GgufWriter, kv } from './writer';

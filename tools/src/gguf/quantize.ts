@@ -16,12 +16,11 @@ import { Worker } from 'node:worker_threads';
 
 import { GgmlType, ggmlTypeTraits, GGUF_DEFAULT_ALIGNMENT, GgufType, LlamaFileType } from './constants';
 import { useMoreBits } from '../models/quant-plan';
-import { checkOutputFile } from './file-checks';
 import { readGgufHeader, type GgufHeader, type GgufReadKv, type GgufReadTensor } from './reader';
 import { loadImatrix, type Imatrix } from './imatrix';
 import { ggufSplitPath } from './split';
 import { GgufWriter, kv, type GgufValue, type RawGgufValue } from './writer';
-import type { KvOverride } from '@kailstream/engine/core';
+import { checkOutputFile, type KvOverride } from '@kailstream/engine/core';
 
 const LLAMA_FTYPE_GUESSED = 1024;
 /** GGML_QNT_VERSION, written as general.quantization_version. */

@@ -5,7 +5,7 @@
 // with its own tensor table and data section. Tensor bytes are copied unchanged.
 import fs from 'node:fs';
 
-import { checkOutputFile } from './file-checks';
+import { checkOutputFile } from '@kailstream/engine/core';
 import { readGgufHeader, type GgufHeader } from './reader';
 import { GgufWriter, kv } from './writer';
 
