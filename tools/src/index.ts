@@ -4,7 +4,7 @@ export { writeLoraAdapter, loraTargets } from './models/lora';
 export { writeControlVector } from './models/control-vector';
 export { PullError, downloadFile, modelEndpoint, parseRepoRef, pickModelFiles, planRepoPull, planUrlPull, pulledModelId, runPull } from './models/pull';
 export type { PullEvents, PullPlan, PullResult, RepoFile } from './models/pull';
-export { findOllamaModel, importOllamaModel, listOllamaModels, ollamaModelId, ollamaStoreDirs, parseOllamaName } from './models/ollama-store';
+export { checkOllamaStore, findOllamaModel, importOllamaModel, listOllamaModels, ollamaModelId, ollamaStoreDirs, parseOllamaName } from './models/ollama-store';
 export type { OllamaModel, OllamaName } from './models/ollama-store';
 export { writeOllamaStoreModel } from './models/ollama-store-testing';
 export { HUB_COMMIT, startHubEmulator, type Hub } from './models/hub-emulator';

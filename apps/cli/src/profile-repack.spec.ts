@@ -90,6 +90,11 @@ describe('kail profile and kail repack', () => {
     expect(r.status).toBe(1);
     expect(r.stderr).toContain(`storage path ${missing} is not a directory`);
     expect(r.stderr).not.toMatch(/^memory:/m);
+    // A test file too small to measure is refused, not raised to 16 MiB without a word.
+    const tiny = kail('profile', '--data-dir', dir, '--file-size', '0', '--seconds', '0.05');
+    expect(tiny.status).toBe(1);
+    expect(tiny.stderr).toContain("--file-size must be at least 16M, got '0'");
+    expect(tiny.stderr).not.toMatch(/^memory:/m);
   });
 
   it('reads the largest model file of a storage path in place of writing a test file, and leaves it there', () => {

@@ -276,5 +276,10 @@ describe("kail pull ollama:NAME: a model this machine's Ollama has, brought in w
     const missing = await kail({}, 'pull', 'ollama:llama3.2', '--ollama-dir', store, '--data-dir', dir);
     expect(missing.stderr).toContain(`no Ollama model 'llama3.2:latest' in ${store}`);
     expect((await kail({}, 'pull', 'Qwen/Repo', '--ollama-dir', store, '--data-dir', dir)).stderr).toMatch(/--ollama-dir goes with ollama:NAME/);
+    // A store the flag names that is not one is an error, not an empty list.
+    const none = await kail({}, 'list', '--ollama-dir', path.join(dir, 'nope'));
+    expect([none.status, none.stderr]).toEqual([1, `kail: --ollama-dir ${path.join(dir, 'nope')}: no such directory\n`]);
+    const notStore = await kail({}, 'pull', 'ollama:tiny:2b', '--ollama-dir', dir, '--data-dir', dir);
+    expect(notStore.stderr).toContain(`--ollama-dir ${dir} is not an Ollama store (no manifests/ directory in it)`);
   }, 60_000);
 });

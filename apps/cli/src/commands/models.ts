@@ -189,6 +189,7 @@ export function registerModels(program: Command): void {
       if (o.ollama || o.ollamaDir !== undefined) {
         // eslint-disable-next-line @typescript-eslint/no-require-imports
         const t = require('@kailstream/tools') as typeof import('@kailstream/tools');
+        if (o.ollamaDir !== undefined) t.checkOllamaStore(o.ollamaDir);
         const stores = o.ollamaDir !== undefined ? [o.ollamaDir] : t.ollamaStoreDirs();
         const found = t.listOllamaModels(stores);
         const text = found.length ? alignRows([['NAME', 'SIZE'], ...found.map((m) => [m.name, size(m.size)])]) + '\n(kail pull ollama:NAME brings one in)' : `no Ollama models in ${stores.join(' or ')}`;

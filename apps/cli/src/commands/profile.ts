@@ -42,7 +42,11 @@ export function registerProfile(program: Command): void {
     .command('profile')
     .description('measure RAM, memory bandwidth, CPU, GPUs and storage read bandwidth (O_DIRECT); write <data dir>/profile.json, whose defaults run/bench/plan use')
     .option('--storage <dir>', 'a storage path to measure (a temp file is written there, then removed), repeatable; default: the data directory', (v: string, acc: string[]) => [...acc, v], [] as string[])
-    .option('--file-size <bytes>', 'test file size per storage path (default 256M)', (v: string) => parseByteSize(v))
+    .option('--file-size <bytes>', 'test file size per storage path, at least 16M (default 256M)', (v: string) => {
+      const n = parseByteSize(v);
+      if (n < 16 * 2 ** 20) throw new Error(`--file-size must be at least 16M, got '${v}'`);
+      return n;
+    })
     .option('--no-model-files', 'always write a test file; by default the largest .gguf of at least max(1G, 4 x --file-size) in the path (or one directory down) is read in its place')
     .option('--seconds <s>', 'seconds per measurement, its rounds together (default 0.5)', (v: string) => {
       const n = Number(v);

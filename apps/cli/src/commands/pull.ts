@@ -86,6 +86,7 @@ export async function pullOrLocal(dir: string, ref: string, hfFile?: string, o: 
 async function importFromOllama(dir: string, name: string, o: { force?: boolean; json?: boolean; ollamaDir?: string; hfFile?: string; sha256?: string }): Promise<void> {
   if (o.hfFile !== undefined || o.sha256 !== undefined) throw new Error('--hf-file and --sha256 go with Hugging Face and URL sources, not ollama:NAME');
   const t = tools();
+  if (o.ollamaDir !== undefined) t.checkOllamaStore(o.ollamaDir);
   const m = t.findOllamaModel(name, o.ollamaDir !== undefined ? [o.ollamaDir] : t.ollamaStoreDirs());
   const modelsDir = modelsDirOf(dir);
   fs.mkdirSync(modelsDir, { recursive: true });

@@ -163,7 +163,10 @@ function largestModelFile(dir: string, min: number): { file: string; bytes: numb
 export async function measureHardware(opts: ProfileOptions = {}): Promise<HardwareProfile> {
   const log = opts.log ?? (() => undefined);
   const seconds = opts.seconds ?? 0.5;
-  const fileBytes = Math.max(16 * MIB, Math.floor((opts.testFileBytes ?? 256 * MIB) / MIB) * MIB);
+  const asked = opts.testFileBytes ?? 256 * MIB;
+  // (Smaller, the file fits the drive's own cache and random reads at depth 16 have too few blocks.)
+  if (!(Number.isFinite(asked) && asked >= 16 * MIB)) throw new EngineError('KAIL_E_INVALID_ARG', `the test file size must be at least 16 MiB, got ${asked} bytes`);
+  const fileBytes = Math.floor(asked / MIB) * MIB;
   const blocks = opts.randomBlocks ?? [64 * 1024, MIB, 4 * MIB];
   const depths = opts.queueDepths ?? [1, 2, 4, 8, 16];
   const rounds = opts.rounds ?? 3;
