@@ -39,6 +39,17 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect(Buffer.from(bytes).toString('utf8')).toBe('\u{1F600}');
   });
 
+  it("answers the OpenAI routes without a model with the one served, as llama-server and vLLM do", async () => {
+    const chat = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2, temperature: 0 });
+    expect([chat.status, chat.body.model, chat.body.choices[0].message.role]).toEqual([200, 'tiny', 'assistant']);
+    const named = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2, temperature: 0 });
+    expect(chat.body.choices[0].message.content).toBe(named.body.choices[0].message.content);
+    const text = await post('/v1/completions', { prompt: 'The answer is', max_tokens: 2 });
+    expect([text.status, text.body.model, text.body.usage.completion_tokens]).toEqual([200, 'tiny', 2]);
+    const embedding = await post('/v1/embeddings', { input: 'x' });
+    expect([embedding.status, embedding.body.model]).toEqual([200, 'tiny']);
+  });
+
   it('completes a prompt as llama-server: content, tokens, stop type, settings and timings; streamed the same', async () => {
     const { status, body } = await post('/completion', { prompt: 'The answer is', n_predict: 6, ...greedy });
     expect(status).toBe(200);
@@ -554,6 +565,8 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     }
     expect(r.status).toBe(400);
     expect(r.body.error.message).toMatch(/model is required: 2 models are served \(tiny, tiny2\)/);
+    const chat = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 });
+    expect([chat.status, chat.body.error]).toEqual([400, { message: 'model is required: 2 models are served (tiny, tiny2)', type: 'invalid_request_error', param: 'model', code: 'invalid_value' }]);
     expect((await post('/tokenize', { content: 'x', model: 'tiny2' })).status).toBe(200);
   });
 });

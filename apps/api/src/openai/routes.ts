@@ -10,6 +10,7 @@ import type { ApiMetrics } from '../metrics';
 import { diffusionRequest, penaltyWindow, samplerExtras, slotRequest } from '../sampler-extras';
 import { StructuredOutputError, structuredOutput } from '../structured-output';
 import { llamaTimings } from '../timings';
+import { HttpError, resolveModel } from '../llama-server/routes';
 import { ChatCompletionRequest, chatMessages, CompletionRequest, EmbeddingRequest, itemList, openAiError, zodToOpenAi } from './schemas';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
 import { parseToolCalls, type ToolDefs } from './tool-calls';
@@ -101,7 +102,7 @@ export const RESPONSE_FORMATS = {
   json_schema: pb.ResponseFormat.RESPONSE_FORMAT_JSON_SCHEMA,
 } as const;
 
-function commonFields(b: ChatCompletionRequest | CompletionRequest, defaultMax: number, logprobs: boolean, topLogprobs: number): Common {
+function commonFields(b: (ChatCompletionRequest | CompletionRequest) & { model: string }, defaultMax: number, logprobs: boolean, topLogprobs: number): Common {
   const seed = b.seed ?? undefined;
   // llama-server's json_schema and vLLM's guided_json / guided_choice (throws StructuredOutputError).
   const structured = structuredOutput(b, !!b.response_format && b.response_format.type !== 'text');
@@ -200,11 +201,35 @@ export interface OpenAiDeps {
   samplingDefaults?: SamplingDefaults;
 }
 
+/**
+ * The model a request names, or the only one served when it names none (as llama-server and vLLM
+ * answer such a request); null once the reply says why there is none (several served, none
+ * loaded, no scheduler).
+ */
+async function requestModel(reply: FastifyReply, deps: OpenAiDeps, model: string | undefined): Promise<string | null> {
+  if (model !== undefined) return model;
+  const scheduler = deps.scheduler();
+  if (!scheduler) {
+    reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
+    return null;
+  }
+  try {
+    return (await resolveModel(scheduler, undefined)).id;
+  } catch (e) {
+    if (!(e instanceof HttpError)) throw e;
+    if (e.retryAfter) reply.header('retry-after', String(e.retryAfter));
+    reply.code(e.status).send(e.body);
+    return null;
+  }
+}
+
 export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): void {
   app.post('/v1/chat/completions', async (req, reply) => {
     const parsed = ChatCompletionRequest.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
-    const b = parsed.data;
+    const model = await requestModel(reply, deps, parsed.data.model);
+    if (model === null) return reply;
+    const b = { ...parsed.data, model };
     const messages = chatMessagesToProto(b.messages);
     let c: Common;
     try {
@@ -233,13 +258,17 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
   app.post('/v1/embeddings', async (req, reply) => {
     const parsed = EmbeddingRequest.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
-    return embeddings(req, reply, deps, parsed.data);
+    const model = await requestModel(reply, deps, parsed.data.model);
+    if (model === null) return reply;
+    return embeddings(req, reply, deps, { ...parsed.data, model });
   });
 
   app.post('/v1/completions', async (req, reply) => {
     const parsed = CompletionRequest.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
-    const b = parsed.data;
+    const model = await requestModel(reply, deps, parsed.data.model);
+    if (model === null) return reply;
+    const b = { ...parsed.data, model };
     let c: Common;
     try {
       c = commonFields(b, 16, (b.logprobs ?? 0) > 0, b.logprobs ?? 0);
@@ -273,7 +302,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
  * token), L2-normalized as OpenAI's embeddings are, cut to `dimensions` (and renormalized) when
  * asked, as floats or base64 float32.
  */
-async function embeddings(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, b: EmbeddingRequest) {
+async function embeddings(req: FastifyRequest, reply: FastifyReply, deps: OpenAiDeps, b: EmbeddingRequest & { model: string }) {
   const scheduler = deps.scheduler();
   if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
   const inputs = itemList(b.input);

@@ -139,9 +139,12 @@ const sharedFields = {
   ...vllmFields,
 };
 
+/** A request's model; absent: the only one served, as llama-server and vLLM take a request without one. */
+const servedModel = z.string().min(1).optional();
+
 export const ChatCompletionRequest = z.object({
   messages: chatMessages,
-  model: z.string().min(1),
+  model: servedModel,
   frequency_penalty: sampling.frequency_penalty,
   logit_bias: sampling.logit_bias,
   logprobs: z.boolean().optional().nullable(),
@@ -219,7 +222,7 @@ export const MAX_SEQUENCES_PER_REQUEST = 64;
 const tokenIds = z.array(z.number().int().min(0)).min(1, 'a token-id prompt must not be empty');
 
 export const CompletionRequest = z.object({
-  model: z.string().min(1),
+  model: servedModel,
   /** A prompt, or a batch of them (OpenAI's string | string[] | token ids | token-id lists); each gets n choices. */
   prompt: z.union([
     z.string(),
@@ -262,7 +265,7 @@ export type CompletionRequest = z.infer<typeof CompletionRequest>;
 
 /** /v1/embeddings: one input or a list (strings or token-id lists), as OpenAI's API takes them. */
 export const EmbeddingRequest = z.object({
-  model: z.string().min(1),
+  model: servedModel,
   input: z.union([
     z.string().min(1, 'input must not be empty'),
     tokenIds,
