@@ -39,7 +39,7 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect(Buffer.from(bytes).toString('utf8')).toBe('\u{1F600}');
   });
 
-  it("answers the OpenAI routes without a model with the one served, as llama-server and vLLM do", async () => {
+  it("answers the OpenAI routes (chat, completions, embeddings, responses) without a model with the one served, as llama-server and vLLM do", async () => {
     const chat = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2, temperature: 0 });
     expect([chat.status, chat.body.model, chat.body.choices[0].message.role]).toEqual([200, 'tiny', 'assistant']);
     const named = await post('/v1/chat/completions', { model: 'tiny', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2, temperature: 0 });
@@ -48,6 +48,8 @@ describe("llama-server's endpoints: /completion, /infill, /tokenize, /detokenize
     expect([text.status, text.body.model, text.body.usage.completion_tokens]).toEqual([200, 'tiny', 2]);
     const embedding = await post('/v1/embeddings', { input: 'x' });
     expect([embedding.status, embedding.body.model]).toEqual([200, 'tiny']);
+    const response = await post('/v1/responses', { input: 'Hi', max_output_tokens: 2 });
+    expect([response.status, response.body.model, response.body.usage.output_tokens]).toEqual([200, 'tiny', 2]);
   });
 
   it('completes a prompt as llama-server: content, tokens, stop type, settings and timings; streamed the same', async () => {

@@ -57,6 +57,11 @@ describe("OpenAI's Responses API (/v1/responses), real engine", () => {
     const done = ev.at(-1)![1].response;
     expect(shape(done.output)).toEqual(shape(r.body.output));
     expect(done.usage.output_tokens).toBe(6);
+    // No model named, three served: a 400 naming them (one served answers it: llama-server/routes.spec.ts).
+    const { model: _model, ...unnamed } = ask;
+    const none = await post('/v1/responses', { ...unnamed, max_output_tokens: 1 });
+    expect([none.status, none.body.error.param]).toEqual([400, 'model']);
+    expect(none.body.error.message).toMatch(/^model is required: 3 models are served \((tiny|hermes|think), (tiny|hermes|think), (tiny|hermes|think)\)$/);
   });
 
   it('serves the official openai SDK: create (output_text), stream (text events, final response) and the same answer either way', async () => {

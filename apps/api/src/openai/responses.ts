@@ -24,7 +24,7 @@ import { z } from 'zod';
 import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
 import { MemoryResponseStore, type ResponseStore } from './response-store';
-import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, RESPONSE_FORMATS, submitAll, unary, withLogitBias, type OpenAiDeps } from './routes';
+import { callFailure, functionTool, grpcToHttp, reasoningBudget, recordFinished, requestModel, RESPONSE_FORMATS, submitAll, unary, withLogitBias, type OpenAiDeps } from './routes';
 import { openAiError, sampling, zodToOpenAi } from './schemas';
 import { ToolCallStream, type ToolCallDelta } from './tool-call-stream';
 import { parseToolCalls, type ToolCall } from './tool-calls';
@@ -89,7 +89,8 @@ const INCLUDES = ['reasoning.encrypted_content', 'message.output_text.logprobs']
 
 export const ResponsesRequest = z
   .object({
-    model: z.string().min(1),
+    /** Absent: the one model served (as the other OpenAI routes). */
+    model: z.string().min(1).optional(),
     // (Items parsed on their own, so that a bad one's error names it rather than the union's "Invalid input".)
     input: z.union([z.string(), z.array(z.unknown()).min(1, 'input must not be empty')]).transform((v, ctx) => {
       if (typeof v === 'string') return v;
@@ -178,7 +179,8 @@ export const ResponsesRequest = z
     else if (typeof choice === 'object' && !b.tools.some((t) => t.name === choice.name))
       ctx.addIssue({ code: 'custom', path: ['tool_choice'], message: `tool_choice names the function '${choice.name}', which is not among the tools` });
   });
-export type ResponsesRequest = z.infer<typeof ResponsesRequest>;
+/** A request with its model: the one it names, else the one served. */
+export type ResponsesRequest = z.infer<typeof ResponsesRequest> & { model: string };
 
 /**
  * Items as the engine's chat turns. An assistant turn gathers the reasoning, message and
@@ -255,10 +257,12 @@ const notFound = (id: string, param: string | null) => openAiError(`Response wit
 
 export function registerResponsesRoutes(app: FastifyInstance, deps: OpenAiDeps, store: ResponseStore = new MemoryResponseStore()): void {
   /** The request and its whole conversation (a stored previous response's first), or the reply sent for a bad one. */
-  const conversationOf = (req: FastifyRequest, reply: FastifyReply): { b: ResponsesRequest; conversation: pb.ChatMessage[] } | FastifyReply => {
+  const conversationOf = async (req: FastifyRequest, reply: FastifyReply): Promise<{ b: ResponsesRequest; conversation: pb.ChatMessage[] } | FastifyReply> => {
     const parsed = ResponsesRequest.safeParse(req.body);
     if (!parsed.success) return reply.code(400).send(zodToOpenAi(parsed.error));
-    const b = parsed.data;
+    const model = await requestModel(reply, deps, parsed.data.model);
+    if (model === null) return reply;
+    const b = { ...parsed.data, model };
     let before: pb.ChatMessage[] = [];
     if (b.previous_response_id) {
       const prev = store.get(b.previous_response_id, deps.tenantOf(req));
@@ -269,7 +273,7 @@ export function registerResponsesRoutes(app: FastifyInstance, deps: OpenAiDeps, 
   };
 
   app.post('/v1/responses', async (req, reply) => {
-    const c = conversationOf(req, reply);
+    const c = await conversationOf(req, reply);
     if (!('b' in c)) return c;
     const scheduler = deps.scheduler();
     if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
@@ -278,7 +282,7 @@ export function registerResponsesRoutes(app: FastifyInstance, deps: OpenAiDeps, 
 
   // The tokens the request's input would take (its whole prompt: instructions, conversation, tools).
   app.post('/v1/responses/input_tokens', async (req, reply) => {
-    const c = conversationOf(req, reply);
+    const c = await conversationOf(req, reply);
     if (!('b' in c)) return c;
     const scheduler = deps.scheduler();
     if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));

@@ -206,7 +206,7 @@ export interface OpenAiDeps {
  * answer such a request); null once the reply says why there is none (several served, none
  * loaded, no scheduler).
  */
-async function requestModel(reply: FastifyReply, deps: OpenAiDeps, model: string | undefined): Promise<string | null> {
+export async function requestModel(reply: FastifyReply, deps: OpenAiDeps, model: string | undefined): Promise<string | null> {
   if (model !== undefined) return model;
   const scheduler = deps.scheduler();
   if (!scheduler) {
