@@ -20,7 +20,7 @@
 //
 // The victim is the candidate with the lowest predicted use; an expert the current token has been
 // routed to but not yet asked for is never chosen; recency breaks ties. Predictions are expected
-// uses, so they compare across layers. Cost per routed layer: O(window * horizon * k) for the
+// uses, so they compare across layers. Cost per routed layer: O(window * (horizon + k)) for the
 // estimate plus O(n_expert * features^2) for the model.
 #include "cache/policies.h"
 
@@ -260,13 +260,21 @@ class context_policy final : public dense_policy {
         double total = 0;
         for (int64_t u = lo; u <= hi; u++) {
             const double w = std::exp(o_.beta * (weights_[slot(u)] - mx));
+            weights_[slot(u)] = w;
             total += w;
-            double g = w;
-            for (int64_t d = 1; d <= o_.horizon && u + d < cur_; d++, g *= o_.horizon_decay) {
-                const uint64_t * r = ring_at(u + d, layer);
-                for (size_t wd = 0; wd < words_; wd++)
-                    for (uint64_t bits = r[wd]; bits; bits &= bits - 1) pred[wd * 64 + static_cast<size_t>(__builtin_ctzll(bits))] += g;
-            }
+        }
+        // The sum over (u, d) grouped by the later token v = u + d: v's routing is walked once, with
+        // the weights of the tokens it follows by d = 1..horizon (each times horizon_decay^(d-1)).
+        // O(window * (horizon + k)) rather than O(window * horizon * k).
+        const int64_t v_hi = std::min<int64_t>(hi + o_.horizon, cur_ - 1);
+        for (int64_t v = lo + 1; v <= v_hi; v++) {
+            double c = 0, g = 1;
+            for (int64_t d = 1; d <= o_.horizon && v - d >= lo; d++, g *= o_.horizon_decay)
+                if (v - d <= hi) c += weights_[slot(v - d)] * g;
+            if (c == 0) continue;
+            const uint64_t * r = ring_at(v, layer);
+            for (size_t wd = 0; wd < words_; wd++)
+                for (uint64_t bits = r[wd]; bits; bits &= bits - 1) pred[wd * 64 + static_cast<size_t>(__builtin_ctzll(bits))] += c;
         }
         for (int32_t e = 0; e < n_expert_; e++) pred[e] /= total;
     }
