@@ -280,6 +280,6 @@ describe("kail pull ollama:NAME: a model this machine's Ollama has, brought in w
     const none = await kail({}, 'list', '--ollama-dir', path.join(dir, 'nope'));
     expect([none.status, none.stderr]).toEqual([1, `kail: --ollama-dir ${path.join(dir, 'nope')}: no such directory\n`]);
     const notStore = await kail({}, 'pull', 'ollama:tiny:2b', '--ollama-dir', dir, '--data-dir', dir);
-    expect(notStore.stderr).toContain(`--ollama-dir ${dir} is not an Ollama store (no manifests/ directory in it)`);
+    expect(notStore.stderr).toContain(`--ollama-dir ${dir} is not an Ollama store (no manifests/ or blobs/ directory in it)`);
   }, 60_000);
 });

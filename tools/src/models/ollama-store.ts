@@ -39,7 +39,7 @@ export function ollamaStoreDirs(env: NodeJS.ProcessEnv = process.env): string[] 
 
 /** A model of an Ollama store, with what its Modelfile gave it. */
 /**
- * A store a flag names (`--ollama-dir`): a directory holding Ollama's manifests/ (and blobs/). The
+ * A store a flag names (`--ollama-dir`): a directory holding Ollama's manifests/ or blobs/. The
  * default stores may be missing (no Ollama here); a named one that is not a store is an error, not
  * an empty list. Ollama's own directory (~/.ollama) is a common slip: its store is models/ inside.
  */
@@ -51,10 +51,10 @@ export function checkOllamaStore(dir: string, flag = '--ollama-dir'): void {
     throw new PullError(`${flag} ${dir}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such directory' : (e as Error).message}`);
   }
   if (!st.isDirectory()) throw new PullError(`${flag} ${dir} is not a directory`);
-  if (fs.existsSync(path.join(dir, 'manifests'))) return;
+  if (fs.existsSync(path.join(dir, 'manifests')) || fs.existsSync(path.join(dir, 'blobs'))) return;
   const inner = path.join(dir, 'models');
-  const hint = fs.existsSync(path.join(inner, 'manifests')) ? `; the store is ${inner}` : '';
-  throw new PullError(`${flag} ${dir} is not an Ollama store (no manifests/ directory in it)${hint}`);
+  const hint = fs.existsSync(path.join(inner, 'manifests')) || fs.existsSync(path.join(inner, 'blobs')) ? `; the store is ${inner}` : '';
+  throw new PullError(`${flag} ${dir} is not an Ollama store (no manifests/ or blobs/ directory in it)${hint}`);
 }
 
 export interface OllamaModel {
