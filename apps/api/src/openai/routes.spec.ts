@@ -613,6 +613,7 @@ describe('OpenAI-compatible routes', () => {
     ['negative max_tokens', () => [{ model: 'tiny', messages: msg, max_tokens: -1 }, auth()], 400],
     ['huge max_tokens', () => [{ model: 'tiny', messages: msg, max_tokens: 1e12 }, auth()], 400],
     ['temperature out of range', () => [{ model: 'tiny', messages: msg, temperature: 5 }, auth()], 400],
+    ['top_logprobs without logprobs', () => [{ model: 'tiny', messages: msg, top_logprobs: 3 }, auth()], 400],
     ['empty messages', () => [{ model: 'tiny', messages: [] }, auth()], 400],
     ['prompt longer than the context', () => [{ model: 'tiny', messages: [{ role: 'user', content: 'word '.repeat(CTX + 100) }] }, auth()], 400],
     ['missing key', () => [{ model: 'tiny', messages: msg }, json], 401],

@@ -203,6 +203,8 @@ export const ChatCompletionRequest = z.object({
 }).superRefine((b, ctx) => {
   if (b.continue_final_message && b.add_generation_prompt)
     ctx.addIssue({ code: 'custom', path: ['continue_final_message'], message: 'continue_final_message and add_generation_prompt cannot both be true' });
+  // (OpenAI's rule, and vLLM's: top_logprobs alone would be dropped without a word.)
+  if (b.top_logprobs && !b.logprobs) ctx.addIssue({ code: 'custom', path: ['top_logprobs'], message: 'requires logprobs: true' });
   const choice = b.tool_choice;
   if (choice == null || choice === 'none' || choice === 'auto') return;
   if (!b.tools?.length) ctx.addIssue({ code: 'custom', path: ['tool_choice'], message: 'a tool_choice that requires a call needs tools' });
