@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { dropIgnoredLlamaFlags, llamaFlagAliases } from './main';
@@ -71,6 +72,16 @@ describe('kail CLI', () => {
         [{ ram: '5X' }, '--ram: '],
       ] as const)
         await expect(serve({ ...opts, ...o }, () => undefined)).rejects.toThrow(message);
+      // The address is tried before anything starts: a port in use, an address of another machine.
+      const taken = net.createServer();
+      await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+      const port = (taken.address() as net.AddressInfo).port;
+      try {
+        await expect(serve({ ...opts, port: String(port) }, () => undefined)).rejects.toThrow(`--port ${port}: in use on 127.0.0.1 (EADDRINUSE); give another, or 0 for any free one`);
+      } finally {
+        taken.close();
+      }
+      await expect(serve({ ...opts, host: '192.0.2.1' }, () => undefined)).rejects.toThrow('--host 192.0.2.1: not an address of this machine (EADDRNOTAVAIL)');
       const ps = kail('ps', '--data-dir', file);
       expect(ps.status).toBe(1);
       expect(ps.stderr).toContain(`the data directory ${file} is not a directory`);

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import type { Command } from 'commander';
 
@@ -130,6 +131,27 @@ async function waitHttp(url: string, timeoutMs: number): Promise<void> {
   }
 }
 
+/**
+ * --host and --port as an address this machine can listen on, tried (and closed at once) before any
+ * service starts: a name that does not resolve, an address of another machine or a port in use is
+ * an error naming the flag, not an API that fails once the engine has loaded its models.
+ */
+async function checkListenAddress(host: string, port: number): Promise<void> {
+  const why = await new Promise<string | null>((resolve) => {
+    const probe = net.createServer();
+    probe.once('error', (e: NodeJS.ErrnoException) => {
+      const c = e.code ?? '';
+      if (c === 'ENOTFOUND' || c === 'EAI_AGAIN') resolve(`--host ${host}: no such host name or address (${c})`);
+      else if (c === 'EADDRNOTAVAIL') resolve(`--host ${host}: not an address of this machine (${c})`);
+      else if (c === 'EADDRINUSE') resolve(`--port ${port}: in use on ${host} (${c}); give another, or 0 for any free one`);
+      else if (c === 'EACCES') resolve(`--port ${port}: this user may not listen on it (${c}; ports below 1024 need privileges)`);
+      else resolve(`cannot listen on ${host}:${port}: ${c || e.message}`);
+    });
+    probe.listen(port, host, () => probe.close(() => resolve(null)));
+  });
+  if (why) throw new Error(why);
+}
+
 const isLoopback = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
 
 /** The gRPC bearer token in the data directory (`grpc-token`, mode 0600), created on first use. */
@@ -241,6 +263,7 @@ export async function serve(opts: ServeOptions, log: (l: string) => void = (l) =
   // (A directory flag naming a file is refused here, not as a raw EEXIST or at the first save.)
   for (const [flag, d] of [['--data-dir', opts.dataDir], ['--models-dir', opts.modelsDir], ['--slot-save-path', opts.slotSavePath]] as const)
     if (d !== undefined && fs.existsSync(d) && !fs.statSync(d).isDirectory()) throw new Error(`${flag}: ${d} is a file, not a directory`);
+  await checkListenAddress(opts.host, Number(opts.port));
   const apiKeys = staticApiKeys(opts.apiKey ?? [], opts.apiKeyFile);
   const dir = dataDir(opts.dataDir);
   fs.mkdirSync(dir, { recursive: true });
