@@ -37,7 +37,6 @@ export function ollamaStoreDirs(env: NodeJS.ProcessEnv = process.env): string[] 
   return [path.join(os.homedir(), '.ollama', 'models'), '/usr/share/ollama/.ollama/models'];
 }
 
-/** A model of an Ollama store, with what its Modelfile gave it. */
 /**
  * A store a flag names (`--ollama-dir`): a directory holding Ollama's manifests/ or blobs/. The
  * default stores may be missing (no Ollama here); a named one that is not a store is an error, not
@@ -51,12 +50,13 @@ export function checkOllamaStore(dir: string, flag = '--ollama-dir'): void {
     throw new PullError(`${flag} ${dir}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such directory' : (e as Error).message}`);
   }
   if (!st.isDirectory()) throw new PullError(`${flag} ${dir} is not a directory`);
-  if (fs.existsSync(path.join(dir, 'manifests')) || fs.existsSync(path.join(dir, 'blobs'))) return;
+  const isStore = (d: string) => fs.existsSync(path.join(d, 'manifests')) || fs.existsSync(path.join(d, 'blobs'));
+  if (isStore(dir)) return;
   const inner = path.join(dir, 'models');
-  const hint = fs.existsSync(path.join(inner, 'manifests')) || fs.existsSync(path.join(inner, 'blobs')) ? `; the store is ${inner}` : '';
-  throw new PullError(`${flag} ${dir} is not an Ollama store (no manifests/ or blobs/ directory in it)${hint}`);
+  throw new PullError(`${flag} ${dir} is not an Ollama store (no manifests/ or blobs/ directory in it)${isStore(inner) ? `; the store is ${inner}` : ''}`);
 }
 
+/** A model of an Ollama store, with what its Modelfile gave it. */
 export interface OllamaModel {
   /** The name as Ollama shows it (library models without host and namespace). */
   name: string;
