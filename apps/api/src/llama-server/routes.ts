@@ -191,6 +191,11 @@ export class HttpError extends Error {
   }
 }
 
+/** A failed call's HTTP answer: an HttpError as it is, anything else by its gRPC status (grpcToHttp). */
+export function failureOf(e: unknown): ReturnType<typeof grpcToHttp> {
+  return e instanceof HttpError ? { status: e.status, body: e.body, retryAfter: e.retryAfter } : grpcToHttp(e as grpc.ServiceError);
+}
+
 /** The served models (a failed call as an HttpError). */
 export async function servedModels(scheduler: spb.SchedulerServiceClient): Promise<common.ModelInfo[]> {
   try {
@@ -351,9 +356,7 @@ async function complete(
     model = await resolveModel(scheduler, b.model);
     specs = await prompts(scheduler, model.id);
   } catch (e) {
-    const f = e instanceof HttpError ? e : grpcToHttp(e as grpc.ServiceError);
-    if (f.retryAfter) reply.header('retry-after', String(f.retryAfter));
-    return reply.code(f.status).send(f.body);
+    return sendFailure(reply, e);
   }
   const nProbs = b.n_probs ?? 0;
   const nPredict = predictOf(b, model.contextLength);
@@ -511,16 +514,15 @@ function pieceJson(bytes: Uint8Array): string | number[] {
   }
 }
 
-/** Runs a tokenizer call with the request's model, answering errors in the API's shape. */
-/** A failed whole-body answer: an HttpError as it is, a gRPC error as its HTTP status (none when the client left). */
-function sendFailure(reply: FastifyReply, e: unknown): FastifyReply {
-  if (e instanceof HttpError) return reply.code(e.status).send(e.body);
-  const failed = callFailure(reply, e);
+/** A failed whole-body answer (failureOf), with Retry-After where it has one; nothing when the client left. */
+export function sendFailure(reply: FastifyReply, e: unknown): FastifyReply {
+  const failed = e instanceof HttpError ? failureOf(e) : callFailure(reply, e);
   if (!failed) return reply;
   if (failed.retryAfter) reply.header('retry-after', String(failed.retryAfter));
   return reply.code(failed.status).send(failed.body);
 }
 
+/** Runs a tokenizer call with the request's model, answering errors in the API's shape. */
 async function withModel<T>(reply: FastifyReply, deps: OpenAiDeps, model: string | undefined, fn: (s: spb.SchedulerServiceClient, id: string, info: common.ModelInfo) => Promise<T>) {
   const scheduler = deps.scheduler();
   if (!scheduler) return reply.code(503).send(openAiError('no scheduler is connected', 'server_error', null, 'unavailable'));
@@ -528,9 +530,7 @@ async function withModel<T>(reply: FastifyReply, deps: OpenAiDeps, model: string
     const info = await resolveModel(scheduler, model);
     return reply.send(await fn(scheduler, info.id, info));
   } catch (e) {
-    const f = e instanceof HttpError ? e : grpcToHttp(e as grpc.ServiceError);
-    if (f.retryAfter) reply.header('retry-after', String(f.retryAfter));
-    return reply.code(f.status).send(f.body);
+    return sendFailure(reply, e);
   }
 }
 
@@ -685,9 +685,7 @@ export function registerLlamaServerRoutes(app: FastifyInstance, deps: OpenAiDeps
     try {
       return reply.send(await fn(s));
     } catch (e) {
-      const f = e instanceof HttpError ? e : grpcToHttp(e as grpc.ServiceError);
-      if (f.retryAfter) reply.header('retry-after', String(f.retryAfter));
-      return reply.code(f.status).send(f.body);
+      return sendFailure(reply, e);
     }
   };
   app.get('/models', (_req, reply) =>

@@ -26,8 +26,8 @@ import { z } from 'zod';
 import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
 import { modelFileTime } from '../file-times';
-import { ensureModel, HttpError, servedModels, unloadedModelFiles, unloadModel } from '../llama-server/routes';
-import { callFailure, continuesFinal, functionTool, grpcToHttp, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
+import { ensureModel, failureOf, HttpError, servedModels, unloadedModelFiles, unloadModel } from '../llama-server/routes';
+import { callFailure, continuesFinal, functionTool, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
 import { ollamaOptionDefaults, type SamplingDefaults } from '../sampling-defaults';
@@ -499,8 +499,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
       // (undefined: fn answered itself.)
       return r === undefined ? reply : reply.send(r);
     } catch (e) {
-      if (!(e instanceof HttpError) && callFailure(reply, e) === null) return reply;  // the client went away
-      const f = e instanceof HttpError ? e : grpcToHttp(e as grpc.ServiceError);
+      const f = e instanceof HttpError ? failureOf(e) : callFailure(reply, e);
+      if (!f) return reply;  // the client went away
       if (f.retryAfter) reply.header('retry-after', String(f.retryAfter));
       return reply.code(f.status).send(ollamaError(f.body.error.message));
     }
@@ -825,7 +825,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         await createModel(s, emit);
       } catch (e) {
         if (!opened) throw e;
-        const f = e instanceof HttpError ? e : grpcToHttp(e as grpc.ServiceError);
+        const f = failureOf(e);
         reply.raw.end(JSON.stringify({ error: f.body.error.message }) + '\n');
         return undefined;
       }
