@@ -184,6 +184,11 @@ describe('kail model commands', () => {
     const bad = kail('run', '-m', model, '-n', '1', '--mirostat', '3');
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toMatch(/--mirostat must be an integer in 0\.\.2/);
+    // llama.cpp's -s -1: a random seed (at temperature 0 still the greedy answer); below -1 an error.
+    expect(tokens('--seed', '-1', '--temp', '0')).toEqual(greedy);
+    const badSeed = kail('run', '-m', model, '-n', '1', '--seed', '-2');
+    expect(badSeed.status).not.toBe(0);
+    expect(badSeed.stderr).toContain("--seed must be an integer in -1..4294967295, got '-2'");
     // --samplers orders the chain; adaptive_p in it draws by adaptive-p, reproducibly for a seed.
     const adaptive = ['--temp', '1', '--seed', '7', '--samplers', 'top_k;temperature;adaptive_p', '--adaptive-target', '0.3', '--adaptive-decay', '0.5'];
     expect(tokens(...adaptive)).toEqual(tokens(...adaptive));

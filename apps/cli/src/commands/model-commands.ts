@@ -97,6 +97,16 @@ export function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
     return n;
   };
 }
+/**
+ * --seed: 0..2^32-1, or -1 for a random one (llama.cpp's -s -1), which the command then sees as
+ * no seed (commander turns a parser's undefined into '', so it is cleared before the action).
+ */
+export function addSeedOption(cmd: Command, description: string, defaultValue?: number): Command {
+  cmd.option('-s, --seed <s>', description, int('--seed', -1, 2 ** 32 - 1), defaultValue);
+  return cmd.hook('preAction', (_self, action) => {
+    if (action.getOptionValue('seed') === -1) action.setOptionValue('seed', undefined);
+  });
+}
 /** "1,4,16": sequence counts for `kail bench --parallel`. */
 function intList(name: string, min: number, max: number) {
   return (v: string) => {
@@ -684,7 +694,6 @@ export function registerModelCommands(program: Command): void {
     .option('--top-k <k>', 'top-k (0 = off)', int('--top-k', 0), 40)
     .option('--top-p <p>', 'top-p (1 = off)', num('--top-p', 0, 1), 0.95)
     .option('--min-p <p>', 'min-p (0 = off)', num('--min-p', 0, 1), 0.05)
-    .option('--seed <s>', 'sampling seed', int('--seed', 0, 2 ** 32 - 1))
     .option('-t, --threads <n>', 'compute threads (default: the physical cores this process may run on, at most its cgroup CPU quota)', int('--threads', 1, 1024))
     .option('-c, --ctx <n>', 'context length', int('--ctx', 1, 1 << 20))
     .option('--context-shift', "when prompt and output fill the context, drop half of the cached tokens after --keep and go on (llama-cli's --context-shift)")
@@ -704,6 +713,7 @@ export function registerModelCommands(program: Command): void {
     .option('--demo', 'use the built-in demo model (written on first use into the data directory)')
     .option('--no-usage-history', "neither warm the expert cache from this model's usage history nor update it")
     .option('--data-dir <dir>', 'data directory (hardware profile, usage histories, demo model)');
+  addSeedOption(run, 'sampling seed (-1: a random one, the default)');
   addDiffusionOptions(addSamplerOptions(addSpecOptions(addStreamOptions(run)))).action(async (named: string | undefined, words: string[], o: RunOpts & StreamOpts & SpecOpts & DiffusionOpts & { usageHistory: boolean }, cmd: Command) => {
     const log = (l: string) => process.stderr.write(l + '\n');
     const dir = dataDir(o.dataDir);
@@ -871,7 +881,6 @@ export function registerModelCommands(program: Command): void {
     .option('--pg <pp,tg>', "prompt and generation timed as one test, pp512+tg128 (llama-bench's -pg, also -pg); repeatable", pgPairs)
     .option('-d, --n-depth <list>', "context depth (llama-bench's -d): this many tokens fill the cache first, untimed, so pp and tg are measured at that depth; a list or range as -p, e.g. 0,4096,16384", intRangeList('--n-depth', 0, 1 << 20))
     .option('--temp <t>', 'with --draft/--lookup/--mtp: sampling temperature (0 = greedy)', num('--temp', 0, 100), 0)
-    .option('--seed <s>', 'with --draft/--lookup/--mtp: sampling seed', int('--seed', 0, 2 ** 32 - 1), 1)
     .option('--usage-history', "warm the expert cache from the model's usage history and update it (off by default, so runs compare)")
     .option('--routing-stats', 'after the benchmark, feed 64 random tokens and print how spread the routing is (experts used per layer, shared by consecutive tokens)')
     .option('--data-dir <dir>', 'data directory (hardware profile, usage histories)')
@@ -882,6 +891,7 @@ export function registerModelCommands(program: Command): void {
     )
     .option('-o, --output <format>', `text, md (llama-bench's table), csv, json or jsonl (a test per line, as llama-bench's)`, 'text')
     .option('--json', 'print one JSON object (-o json)');
+  addSeedOption(bench, 'with --draft/--lookup/--mtp: sampling seed (-1: a random one)', 1);
   addSpecOptions(addStreamOptions(bench)).action(
     async (
       o: {

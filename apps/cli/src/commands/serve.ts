@@ -10,7 +10,7 @@ import { dataDir, modelsDirOf, REPO_ROOT, SERVICE_ENTRIES } from '../paths';
 import type { Supervisor } from '../supervisor';
 import { parseKvOverrides, parseLoraFlags, parseRamBudget, parseRopeFlags, parseVramBudget, parseChatTemplateKwargsFlag, readChatTemplateFlags, type RopeFlag } from '@kailstream/engine/core';
 import { pullOrLocal } from './pull';
-import { addCacheTypeOptions, addRopeOptions, budget, CACHE_TYPE_HELP, int, num, OVERRIDE_KV_HELP, ropeFlagValues, type RopeFlagOpts } from './model-commands';
+import { addCacheTypeOptions, addRopeOptions, budget, CACHE_TYPE_HELP, int, num, addSeedOption, OVERRIDE_KV_HELP, ropeFlagValues, type RopeFlagOpts } from './model-commands';
 
 export interface ServeOptions {
   /** GGUF files to load at start (`id=path` names the model). */
@@ -411,6 +411,7 @@ export function registerServe(program: Command): void {
     .option('--hf-token <token>', "Hugging Face access token for -hf and the API's pulls (llama.cpp's -hft; default $HF_TOKEN, which keeps it off the command line)")
     .option('--offline', "-hf takes the file of the models directory the pick finds, with no network (llama.cpp's --offline)")
     .option('-c, --ctx <n>', 'context length per sequence', '4096');
+  addSeedOption(cmd, 'default sampling seed of requests that set none (-1, the default: a random one each)');
   addRopeOptions(addCacheTypeOptions(cmd, `${CACHE_TYPE_HELP}, for the models`), '; for every model the engine loads')
     .option('--lora <files>', 'LoRA adapter for the -m models (comma-separated for several), scale 1; repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--lora-scaled <file:scale>', 'LoRA adapter with its default scale, FNAME:SCALE; repeatable', (v: string, acc: string[]) => {
@@ -448,7 +449,6 @@ export function registerServe(program: Command): void {
       return p;
     })
     .option('--min-p <p>', 'default min-p of requests that set none (0 = off)', num('--min-p', 0, 1))
-    .option('-s, --seed <s>', 'default sampling seed of requests that set none', int('--seed', 0, 2 ** 32 - 1))
     .option('--repeat-penalty <p>', 'default repetition penalty of requests that set none (1 = off)', num('--repeat-penalty', 0, 100))
     .option('--repeat-last-n <n>', 'default window of the penalties of requests that set none (-1 = the whole context)', int('--repeat-last-n', -1))
     .option('--presence-penalty <p>', 'default presence penalty of requests that set none', num('--presence-penalty', -2, 2))
