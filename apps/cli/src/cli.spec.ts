@@ -102,6 +102,9 @@ describe('kail CLI', () => {
     expect(llamaFlagAliases(['run', '--control-vector-scaled', 'a.gguf:-1.5', '-n', '3'])).toEqual(['run', '--control-vector-scaled', 'a.gguf:-1.5', '-n', '3']);
     // llama-server's names for the draft model and the drafted tokens per pass.
     expect(llamaFlagAliases(['serve', '-md', 'd.gguf', '--draft-max', '8', '--model-draft', 'e.gguf', '--draft-n', '2'])).toEqual(['serve', '--draft', 'd.gguf', '--spec-k', '8', '--draft', 'e.gguf', '--spec-k', '2']);
+    // llama-cli's --ctx-size (also with =) and --predict; -no-cnv and -st; a command's own flag of that name stays.
+    expect(llamaFlagAliases(['run', '--ctx-size', '512', '--ctx-size=256', '--predict', '8', '-no-cnv', '-st'])).toEqual(['run', '--ctx', '512', '--ctx=256', '--n-predict', '8', '--no-conversation', '--single-turn']);
+    expect(llamaFlagAliases(['embed', '--ctx-size', '512', '--ctx-size=256'], new Set(['--ctx-size']))).toEqual(['embed', '--ctx-size', '512', '--ctx-size=256']);
   });
 
   it("runs a llama.cpp guide's command line: GPU placement flags and what is always on here are dropped, each with a line saying why", () => {
@@ -128,6 +131,10 @@ describe('kail CLI', () => {
     // llama-server's always-on endpoints and its other spellings.
     expect(dropIgnoredLlamaFlags(['serve', '--embeddings', '--rerank', '--port', '0'], new Set(['-m'])).argv).toEqual(['serve', '--port', '0']);
     expect(llamaFlagAliases(['serve', '-to', '30', '--no-webui'])).toEqual(['serve', '--timeout', '30', '--no-web']);
+    // llama-cli's switches for what this CLI does not have: dropped, -co/-fit with their on/off.
+    const more = dropIgnoredLlamaFlags(['run', '--mlock', '--no-warmup', '-fit', 'off', '-co', 'on', '--color', '--log-disable', '--simple-io', '-n', '4'], known);
+    expect(more.argv).toEqual(['run', '-n', '4']);
+    expect(more.notes.map((n) => n.slice(0, n.indexOf(' ignored')))).toEqual(['kail: --mlock', 'kail: --no-warmup', 'kail: -fit off', 'kail: -co on', 'kail: --color', 'kail: --log-disable', 'kail: --simple-io']);
   });
 
   it('reads a model name as a file of the models directory: NAME, NAME.gguf, NAME:latest, or the first split of a model pulled as NAME', () => {

@@ -62,12 +62,13 @@ export function buildProgram(): Command {
 /**
  * llama.cpp's multi-letter short flags, which commander cannot declare, and its other names for
  * flags we spell otherwise, as our long ones (-ctk q8_0 is --cache-type-k q8_0, -md D.gguf --draft
- * D.gguf, --draft-max 8 --spec-k 8). Nothing after `--` is touched.
+ * D.gguf, --draft-max 8 --spec-k 8, --ctx-size=512 --ctx=512), except where the command (`own`:
+ * its flags) defines the name itself. Nothing after `--` is touched.
  */
-const LLAMA_SHORT_FLAGS: Record<string, string> = { '-hf': '--hf-repo', '-hff': '--hf-file', '-cnv': '--conversation', '-sys': '--system-prompt', '-sysf': '--system-prompt-file', '-ctk': '--cache-type-k', '-ctv': '--cache-type-v', '-ofreq': '--output-frequency', '--from-chunk': '--chunk', '-np': '--parallel', '-pg': '--pg', '-md': '--draft', '--model-draft': '--draft', '--spec-draft-model': '--draft', '--draft-max': '--spec-k', '--draft-n': '--spec-k', '--spec-draft-n-max': '--spec-k', '-to': '--timeout', '-hft': '--hf-token', '--no-webui': '--no-web', '--no-ui': '--no-web' };
+const LLAMA_SHORT_FLAGS: Record<string, string> = { '-hf': '--hf-repo', '-hff': '--hf-file', '-cnv': '--conversation', '-sys': '--system-prompt', '-sysf': '--system-prompt-file', '-ctk': '--cache-type-k', '-ctv': '--cache-type-v', '-ofreq': '--output-frequency', '--from-chunk': '--chunk', '-np': '--parallel', '-pg': '--pg', '-md': '--draft', '--model-draft': '--draft', '--spec-draft-model': '--draft', '--draft-max': '--spec-k', '--draft-n': '--spec-k', '--spec-draft-n-max': '--spec-k', '-to': '--timeout', '-hft': '--hf-token', '--no-webui': '--no-web', '--no-ui': '--no-web', '-no-cnv': '--no-conversation', '-st': '--single-turn', '--ctx-size': '--ctx', '--predict': '--n-predict' };
 /** llama.cpp's flags that take two words (FNAME SCALE, START END), joined as FNAME:SCALE, START:END. */
 const LLAMA_TWO_WORD_FLAGS = new Set(['--control-vector-scaled', '--control-vector-layer-range', '--lora-scaled']);
-export function llamaFlagAliases(argv: string[]): string[] {
+export function llamaFlagAliases(argv: string[], own: ReadonlySet<string> = new Set()): string[] {
   const end = argv.indexOf('--');
   const out: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -77,7 +78,12 @@ export function llamaFlagAliases(argv: string[]): string[] {
     else if (LLAMA_TWO_WORD_FLAGS.has(a) && i + 2 < (end >= 0 ? end : argv.length) && /^-?\d*\.?\d+(e-?\d+)?$/.test(argv[i + 2])) {
       out.push(a, `${argv[i + 1]}:${argv[i + 2]}`);
       i += 2;
-    } else out.push(LLAMA_SHORT_FLAGS[a] ?? a);
+    } else {
+      const eq = a.startsWith('--') ? a.indexOf('=') : -1;
+      const flag = eq > 0 ? a.slice(0, eq) : a;
+      const alias = own.has(flag) ? undefined : LLAMA_SHORT_FLAGS[flag];
+      out.push(alias === undefined ? a : alias + (eq > 0 ? a.slice(eq) : ''));
+    }
   }
   return out;
 }
@@ -104,6 +110,12 @@ const LLAMA_IGNORED_FLAGS: readonly { flags: readonly string[]; value: 0 | 1 | '
   { flags: ['--embedding', '--embeddings', '--rerank', '--reranking'], value: 0, why: 'embeddings (/v1/embeddings) and reranking (/v1/rerank, for a reranker model) are always served here' },
   { flags: ['-b', '--batch-size', '-ub', '--ubatch-size'], value: 1, why: 'batch sizes are the engine\'s own here' },
   { flags: ['--numa'], value: 1, why: 'threads are placed by the operating system here' },
+  { flags: ['--mlock'], value: 0, why: 'memory is not locked here: a RAM budget (--ram) that fits keeps the model out of swap' },
+  { flags: ['--no-warmup'], value: 0, why: 'there is no warmup pass here' },
+  { flags: ['-fit', '--fit'], value: 'onoff', why: 'budgets, threads and I/O depth come from the hardware profile here (kail profile; --ram, --vram and --threads override it)' },
+  { flags: ['-co', '--color'], value: 'onoff', why: "output is not colored here (a reasoning model's thinking is dimmed on a terminal)" },
+  { flags: ['--log-disable'], value: 0, why: "kail's own lines go to stderr (2>/dev/null hides them)" },
+  { flags: ['--simple-io'], value: 0, why: 'input is read line by line here' },
 ];
 
 /**
@@ -144,7 +156,7 @@ export async function runCli(argv: string[]): Promise<number> {
       for (const n of dropped.notes) process.stderr.write(n + '\n');
       argv = dropped.argv;
     }
-    await program.parseAsync(llamaFlagAliases(argv), { from: 'user' });
+    await program.parseAsync(llamaFlagAliases(argv, own), { from: 'user' });
     return 0;
   } catch (e) {
     if (e instanceof CommanderError) return e.exitCode;

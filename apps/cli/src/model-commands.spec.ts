@@ -77,6 +77,13 @@ describe('kail model commands', () => {
     // The second turn's prompt holds the first (the message of two lines joined) and keeps its cache.
     expect(turns[1].prompt_cached).toBeGreaterThanOrEqual(turns[0].prompt_tokens.length);
     expect(turns[1].prompt_tokens.slice(0, turns[1].prompt_cached)).toEqual(turns[0].prompt_tokens.concat(turns[0].tokens).slice(0, turns[1].prompt_cached));
+    // llama-cli's -st: one turn (the first message read, or -p's), then the end; -no-cnv: no conversation.
+    for (const st of [chat('Hi\nmore\n', '-st', '--json'), chat('more\n', '-st', '-p', 'Hi', '--json')]) {
+      expect(st.stdout.trim().split('\n').map((l) => JSON.parse(l).tokens)).toEqual([turns[0].tokens]);
+      expect(st.status).toBe(0);
+    }
+    const plain = spawnSync(process.execPath, [KAIL, 'run', model, '-no-cnv', '-n', '2', '--json'], { encoding: 'utf8', timeout: 120_000, input: 'Hi\n' });
+    expect(JSON.parse(plain.stdout).tokens).toHaveLength(2);
     const text = kail('run', '-m', model, '-cnv', '-n', '1', '--json').stdout; // (no input: no turns)
     expect(text).toBe('');
     // After /clear the same message again: the same prompt and answer, its start kept from before.

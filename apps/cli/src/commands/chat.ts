@@ -120,6 +120,8 @@ export interface ChatLoopOptions {
   banner: string;
   /** A first user message, answered before any input is read (llama-cli's -p in conversation mode). */
   first?: string;
+  /** One answer, then the chat ends (llama-cli's --single-turn): `first`'s, or the first message read. */
+  singleTurn?: boolean;
   /** A reasoning model's thinking is not shown on a terminal either (ollama run's --hidethinking). */
   hideThinking?: boolean;
   /** `/load MODEL` (ollama run's): the answers from then on come from that model; resolves to the line to show. */
@@ -299,9 +301,14 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
   };
   // (Lines that arrive during the first turn wait in the iterator.)
   const lines = rl[Symbol.asyncIterator]();
-  if (o.first) await turn(o.first);
-  prompt();
-  for (let next = await lines.next(); !next.done; next = await lines.next()) {
+  let answered = false;
+  if (o.first) {
+    await turn(o.first);
+    answered = true;
+  }
+  const more = () => !(o.singleTurn && answered);
+  if (more()) prompt();
+  for (let next = more() ? await lines.next() : null; next && !next.done; next = await lines.next()) {
     const raw = next.value;
     const continuing = reader.continuing;
     const line = continuing ? null : raw.trim();
@@ -312,12 +319,16 @@ export async function chatLoop(reply: ChatReply, o: ChatLoopOptions, input: Node
       continue;
     }
     const text = reader.push(raw);
-    if (text !== null && text.trim()) await turn(text);
+    if (text !== null && text.trim()) {
+      await turn(text);
+      answered = true;
+      if (!more()) break;
+    }
     prompt();
   }
   // (The input ended inside a message of several lines: it is still a message.)
   const rest = reader.flush();
-  if (rest !== null && rest.trim()) await turn(rest);
+  if (rest !== null && rest.trim() && more()) await turn(rest);
   rl.close();
   return failures;
 }

@@ -117,7 +117,7 @@ export function conversationLine(t: ConversationTotals): string {
 export async function runConversation(
   model: EngineModel,
   o: ConversationOptions,
-  io: { json?: boolean; systemPrompt?: string; first?: string; name: string; template?: string; hideThinking?: boolean },
+  io: { json?: boolean; systemPrompt?: string; first?: string; singleTurn?: boolean; name: string; template?: string; hideThinking?: boolean },
 ): Promise<void> {
   const { reply, totals } = conversationReply(model, ChatTemplate.fromTokenizer(model.tokenizer, { override: io.template }), o, (r, prompt, turn) => {
     if (io.json)
@@ -135,7 +135,7 @@ export async function runConversation(
   });
   const tty = !!process.stdin.isTTY && !!process.stdout.isTTY;
   const out = io.json ? new Writable({ write: (_c, _e, done) => done() }) : process.stdout;
-  const failures = await chatLoop(reply, { system: io.systemPrompt, first: io.first, banner: `chatting with ${io.name} in this process`, hideThinking: io.hideThinking }, process.stdin, out, process.stderr, tty && !io.json);
+  const failures = await chatLoop(reply, { system: io.systemPrompt, first: io.first, singleTurn: io.singleTurn, banner: `chatting with ${io.name} in this process`, hideThinking: io.hideThinking }, process.stdin, out, process.stderr, tty && !io.json);
   if (!io.json) process.stderr.write(conversationLine(totals) + '\n');
   if (failures > 0) throw new Error(`${failures} turn(s) failed`);
 }

@@ -542,6 +542,7 @@ interface RunOpts extends SamplerOpts {
   nPredict: number;
   chat?: boolean;
   conversation?: boolean;
+  singleTurn?: boolean;
   systemPrompt?: string;
   systemPromptFile?: string;
   reversePrompt: string[];
@@ -681,6 +682,8 @@ export function registerModelCommands(program: Command): void {
       '--conversation',
       "chat with the model in this process (llama-cli's -cnv, also -cnv): each line of stdin is a user message (a trailing \\ or a \"\"\" block continues it), the answer streams, the KV cache keeps the conversation between turns; /clear, /bye",
     )
+    .option('--no-conversation', "no conversation: `kail run MODEL` without a prompt completes -p's default text once (llama-cli's -no-cnv, also -no-cnv)")
+    .option('--single-turn', "a conversation of one turn: answer -p (or, without it, the first message from stdin), then exit (llama-cli's -st, also -st)")
     .option('--system-prompt <text>', 'with --chat or --conversation: the system message (also -sys)')
     .option('--system-prompt-file <file>', 'the system message from a file (also -sysf)')
     .option('--chat-template <jinja>', "with --chat or --conversation: a chat template in place of the model's (llama.cpp's): Jinja source, or chatml")
@@ -728,7 +731,11 @@ export function registerModelCommands(program: Command): void {
         cmd.setOptionValueWithSource('prompt', words.join(' '), 'cli');
         o.prompt = words.join(' ');
         if (!o.conversation) o.chat = true;
-      } else if (cmd.getOptionValueSource('prompt') !== 'cli' && o.file === undefined) o.conversation = true;
+      } else if (cmd.getOptionValueSource('prompt') !== 'cli' && o.file === undefined && o.conversation === undefined) o.conversation = true;
+    }
+    if (o.singleTurn) {
+      if (o.conversation === false) throw new Error('--single-turn is a conversation of one turn: not with --no-conversation');
+      o.conversation = true;
     }
     if ([o.model, o.hfRepo, o.demo].filter((x) => x !== undefined && x !== false).length > 1) throw new Error('give one of -m FILE.gguf, -hf USER/REPO[:QUANT] and --demo');
     for (const [flag, v] of [['--hf-file', o.hfFile], ['--hf-token', o.hfToken], ['--offline', o.offline]] as const) if (v !== undefined && o.hfRepo === undefined) throw new Error(`${flag} goes with --hf-repo`);
@@ -811,7 +818,7 @@ export function registerModelCommands(program: Command): void {
       }
       const options = { speculative: sp.spec ?? undefined, grammar, jsonSchema, contextShift: o.contextShift ? { keep: o.keep ?? 0 } : undefined, stop: reverse.length ? reverse : undefined };
       if (o.conversation)
-        return await runConversation(model, { nPredict, sampling, generate: options, render }, { json: o.json, systemPrompt, first: promptGiven || o.file !== undefined ? userText : undefined, name: path.basename(modelPath), template: templateOverride, hideThinking: o.hidethinking });
+        return await runConversation(model, { nPredict, sampling, generate: options, render }, { json: o.json, systemPrompt, first: promptGiven || o.file !== undefined ? userText : undefined, singleTurn: o.singleTurn, name: path.basename(modelPath), template: templateOverride, hideThinking: o.hidethinking });
       let text = userText;
       if (o.chat) {
         const messages = [...(systemPrompt !== undefined ? [{ role: 'system' as const, content: systemPrompt }] : []), { role: 'user' as const, content: text }];
