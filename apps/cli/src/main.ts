@@ -65,7 +65,7 @@ export function buildProgram(): Command {
  * D.gguf, --draft-max 8 --spec-k 8, --ctx-size=512 --ctx=512), except where the command (`own`:
  * its flags) defines the name itself. Nothing after `--` is touched.
  */
-const LLAMA_SHORT_FLAGS: Record<string, string> = { '-hf': '--hf-repo', '-hff': '--hf-file', '-cnv': '--conversation', '-sys': '--system-prompt', '-sysf': '--system-prompt-file', '-ctk': '--cache-type-k', '-ctv': '--cache-type-v', '-ofreq': '--output-frequency', '--from-chunk': '--chunk', '-np': '--parallel', '-pg': '--pg', '-md': '--draft', '--model-draft': '--draft', '--spec-draft-model': '--draft', '--draft-max': '--spec-k', '--draft-n': '--spec-k', '--spec-draft-n-max': '--spec-k', '-to': '--timeout', '-hft': '--hf-token', '--no-webui': '--no-web', '--no-ui': '--no-web', '-no-cnv': '--no-conversation', '-st': '--single-turn', '--ctx-size': '--ctx', '--predict': '--n-predict' };
+const LLAMA_SHORT_FLAGS: Record<string, string> = { '-hf': '--hf-repo', '-hff': '--hf-file', '-cnv': '--conversation', '-sys': '--system-prompt', '-sysf': '--system-prompt-file', '-ctk': '--cache-type-k', '-ctv': '--cache-type-v', '-ofreq': '--output-frequency', '--from-chunk': '--chunk', '-np': '--parallel', '-pg': '--pg', '-md': '--draft', '--model-draft': '--draft', '--spec-draft-model': '--draft', '--draft-max': '--spec-k', '--draft-n': '--spec-k', '--spec-draft-n-max': '--spec-k', '-to': '--timeout', '-hft': '--hf-token', '--no-webui': '--no-web', '--no-ui': '--no-web', '-no-cnv': '--no-conversation', '-st': '--single-turn', '--ctx-size': '--ctx', '--predict': '--n-predict', '-ctxcp': '--ctx-checkpoints', '--swa-checkpoints': '--ctx-checkpoints' };
 /** llama.cpp's flags that take two words (FNAME SCALE, START END), joined as FNAME:SCALE, START:END. */
 const LLAMA_TWO_WORD_FLAGS = new Set(['--control-vector-scaled', '--control-vector-layer-range', '--lora-scaled']);
 export function llamaFlagAliases(argv: string[], own: ReadonlySet<string> = new Set()): string[] {
@@ -109,12 +109,20 @@ const LLAMA_IGNORED_FLAGS: readonly { flags: readonly string[]; value: 0 | 1 | '
   { flags: ['--metrics', '--slots', '--props'], value: 0, why: '/metrics, /slots and /props are always served here' },
   { flags: ['--embedding', '--embeddings', '--rerank', '--reranking'], value: 0, why: 'embeddings (/v1/embeddings) and reranking (/v1/rerank, for a reranker model) are always served here' },
   { flags: ['-b', '--batch-size', '-ub', '--ubatch-size'], value: 1, why: 'batch sizes are the engine\'s own here' },
-  { flags: ['--numa'], value: 1, why: 'threads are placed by the operating system here' },
+  { flags: ['--numa', '--poll', '--prio'], value: 1, why: 'threads are placed by the operating system here' },
+  { flags: ['-tb', '--threads-batch'], value: 1, why: 'one thread count (-t) computes prompts and generation here' },
+  { flags: ['--threads-http'], value: 1, why: "HTTP requests are served by the API process's event loop here" },
+  { flags: ['-kvu', '--kv-unified', '-no-kvu', '--no-kv-unified'], value: 0, why: 'each slot has a KV cache of its own here (-c tokens)' },
+  { flags: ['--cache-reuse'], value: 1, why: 'a request reuses the start of its prompt that a slot holds here (later chunks are not shifted into place)' },
+  { flags: ['-cram', '--cache-ram'], value: 1, why: "there is no prompt cache in RAM beside the slots' KV caches here" },
   { flags: ['--mlock'], value: 0, why: 'memory is not locked here: a RAM budget (--ram) that fits keeps the model out of swap' },
   { flags: ['--no-warmup'], value: 0, why: 'there is no warmup pass here' },
   { flags: ['-fit', '--fit'], value: 'onoff', why: 'budgets, threads and I/O depth come from the hardware profile here (kail profile; --ram, --vram and --threads override it)' },
   { flags: ['-co', '--color'], value: 'onoff', why: "output is not colored here (a reasoning model's thinking is dimmed on a terminal)" },
   { flags: ['--log-disable'], value: 0, why: "kail's own lines go to stderr (2>/dev/null hides them)" },
+  { flags: ['--log-file'], value: 1, why: "kail's own lines go to stderr (2>FILE keeps them)" },
+  { flags: ['-v', '--verbose', '--log-verbose'], value: 0, why: "there is one log level here: kail's own lines on stderr" },
+  { flags: ['-lv', '--verbosity', '--log-verbosity'], value: 1, why: "there is one log level here: kail's own lines on stderr" },
   { flags: ['--simple-io'], value: 0, why: 'input is read line by line here' },
 ];
 

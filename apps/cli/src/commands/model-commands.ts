@@ -700,6 +700,7 @@ export function registerModelCommands(program: Command): void {
     .option('-t, --threads <n>', 'compute threads (default: the physical cores this process may run on, at most its cgroup CPU quota)', int('--threads', 1, 1024))
     .option('-c, --ctx <n>', 'context length', int('--ctx', 1, 1 << 20))
     .option('--context-shift', "when prompt and output fill the context, drop half of the cached tokens after --keep and go on (llama-cli's --context-shift)")
+    .option('--no-context-shift', 'a generation that fills the context ends there (the default)')
     .option('--keep <n>', 'with --context-shift: prompt tokens kept at the start (-1 = all; a BOS besides)', int('--keep', -1), 0)
     .option('--prompt-cache <file>', "reuse the prompt's KV cache from this file where it holds a start of the prompt, and write the prompt's cache to it (llama-cli's --prompt-cache)")
     .option('--prompt-cache-ro', 'with --prompt-cache: read the file, never write it')

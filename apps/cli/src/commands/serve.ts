@@ -421,6 +421,7 @@ export function registerServe(program: Command): void {
     .option('--lora-init-without-apply', "load the adapters at scale 0: requests' lora or POST /lora-adapters apply them")
     .option('--pooling <type>', "what embeddings pool, over each model's pooling_type: none (every token's row, on /embedding), mean, cls or last (llama-server's --pooling)")
     .option('--context-shift', "a generation that fills the context drops cached tokens after the request's n_keep (half the rest, or n_discard) and goes on, as llama-server's --context-shift")
+    .option('--no-context-shift', 'a generation that fills the context ends there (the default)')
     .option('--control-vector <file>', 'control vector for the -m models at strength 1; repeatable', (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--control-vector-scaled <file:scale>', "control vector with a strength (llama.cpp's FNAME SCALE works too); repeatable", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option('--control-vector-layer-range <start:end>', "layers the control vectors apply to (llama.cpp's START END works too)")
