@@ -5,20 +5,26 @@
 // its id.
 import fs from 'node:fs';
 
+import { setDamagedAside } from '../damaged-file';
+
 export const MODEL_NAMES_FILE = 'ollama-pulled-names.json';
 
 export class PulledNames {
   private names = new Map<string, string>();
 
-  constructor(private readonly file: string | null) {
+  /** `onNote` hears of a damaged file set aside (default: stderr). */
+  constructor(
+    private readonly file: string | null,
+    onNote?: (message: string) => void,
+  ) {
     if (file && fs.existsSync(file)) {
       try {
         const parsed: unknown = JSON.parse(fs.readFileSync(file, 'utf8'));
         if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
           for (const [name, id] of Object.entries(parsed)) if (typeof id === 'string') this.names.set(name, id);
-      } catch {
+      } catch (e) {
         // A damaged file loses the names, not the server: start empty, keep the old one aside.
-        fs.renameSync(file, `${file}.damaged-${Date.now()}`);
+        setDamagedAside(file, e, 'the names models were pulled under; their files are still listed by file name', onNote);
       }
     }
   }

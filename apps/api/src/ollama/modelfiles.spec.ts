@@ -26,8 +26,14 @@ describe("Ollama create's stores", () => {
     b.delete('terse');
     expect(new ModelfileStore(file).get('terse')).toBeUndefined();
     fs.writeFileSync(file, '{ not json');
-    expect(new ModelfileStore(file).get('terse2')).toBeUndefined();
-    expect(fs.readdirSync(dir).some((f) => f.startsWith('m.json.damaged-'))).toBe(true);
+    const notes: string[] = [];
+    expect(new ModelfileStore(file, null, (m) => notes.push(m)).get('terse2')).toBeUndefined();
+    const aside = fs.readdirSync(dir).filter((f) => f.startsWith('m.json.damaged-'));
+    expect(aside).toHaveLength(1);
+    expect(fs.readFileSync(path.join(dir, aside[0]), 'utf8')).toBe('{ not json');
+    expect(notes).toHaveLength(1);
+    expect(notes[0]).toContain(`${file} is damaged (`);
+    expect(notes[0]).toContain(`: moved it to ${path.join(dir, aside[0])}; starting without it`);
   });
 
   it("keeps a models-directory model's settings next to its file (ID.modelfile.json), and moves older entries there", () => {

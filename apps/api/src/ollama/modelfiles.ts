@@ -12,6 +12,8 @@ import path from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
+import { setDamagedAside } from '../damaged-file';
+
 export interface Modelfile {
   system?: string;
   /** Default options (Ollama's names), under the request's own. */
@@ -40,19 +42,23 @@ export function writeJson(file: string, value: unknown): void {
 export class ModelfileStore {
   private readonly entries = new Map<string, Modelfile>();
 
-  /** `file`: the data directory's store (null: in memory); `modelsDir`: the models directory, whose models keep theirs in sidecars. */
+  /**
+   * `file`: the data directory's store (null: in memory); `modelsDir`: the models directory, whose
+   * models keep theirs in sidecars; `onNote` hears of a damaged file set aside (default: stderr).
+   */
   constructor(
     private readonly file: string | null,
     private readonly modelsDir: string | null = null,
+    onNote?: (message: string) => void,
   ) {
     if (file && fs.existsSync(file)) {
       try {
         const parsed: unknown = JSON.parse(fs.readFileSync(file, 'utf8'));
         if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
           for (const [id, m] of Object.entries(parsed)) if (m && typeof m === 'object') this.entries.set(id, m as Modelfile);
-      } catch {
+      } catch (e) {
         // A damaged file loses the defaults, not the server: start empty, keep the old one aside.
-        fs.renameSync(file, `${file}.damaged-${Date.now()}`);
+        setDamagedAside(file, e, "the Modelfile settings of models made by kail create outside the models directory; kail create makes them again", onNote);
       }
     }
     // Entries of models now in the models directory (kept here before the sidecars) move next to their file.
