@@ -47,6 +47,18 @@ describe('kail model commands', () => {
     const viaFlag = JSON.parse(kail('run', '--data-dir', dir, '-m', model, '--chat', '-p', 'Why is the sky blue?', '-n', '-1', ...flags).stdout);
     const viaName = JSON.parse(kail('run', '--data-dir', dir, name, 'Why', 'is', 'the', 'sky', 'blue?', ...flags).stdout);
     expect(viaName.tokens).toEqual(viaFlag.tokens);
+    // As ollama run: a file (or a shell pipe) on stdin is the prompt, before the words after the model.
+    const fromStdin = (text: string, ...args: string[]) => {
+      fs.writeFileSync(path.join(dir, 'stdin.txt'), text);
+      const fd = fs.openSync(path.join(dir, 'stdin.txt'), 'r');
+      try {
+        return JSON.parse(spawnSync(process.execPath, [KAIL, 'run', '--data-dir', dir, name, ...args, ...flags], { encoding: 'utf8', timeout: 120_000, stdio: [fd, 'pipe', 'pipe'] }).stdout);
+      } finally {
+        fs.closeSync(fd);
+      }
+    };
+    expect(fromStdin('Why is the sky blue?').tokens).toEqual(viaName.tokens);
+    expect(fromStdin('Why is the', 'sky', 'blue?').tokens).toEqual(viaName.tokens);
     expect(kail('run', '--data-dir', dir, name, 'Why is the sky blue?', '-n', '3').stdout).not.toContain('<|im_start|>');
     // kail run NAME: a conversation on stdin.
     const conv = spawnSync(process.execPath, [KAIL, 'run', '--data-dir', dir, name, '-n', '2'], { encoding: 'utf8', timeout: 120_000, input: 'Hi\n' });

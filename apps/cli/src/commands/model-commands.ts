@@ -98,6 +98,23 @@ export function int(name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
   };
 }
 /**
+ * All of stdin when it is a shell pipe or a redirected file, as `ollama run` reads it ('' when it
+ * is a terminal, /dev/null, or a socket: a parent process's pipe that may never close).
+ */
+async function pipedStdin(): Promise<string> {
+  let st: fs.Stats;
+  try {
+    st = fs.fstatSync(0);
+  } catch {
+    return '';
+  }
+  if (!st.isFIFO() && !st.isFile()) return '';
+  const chunks: Buffer[] = [];
+  for await (const c of fs.createReadStream('', { fd: 0, autoClose: false })) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
  * --seed: 0..2^32-1, or -1 for a random one (llama.cpp's -s -1), which the command then sees as
  * no seed (commander turns a parser's undefined into '', so it is cleared before the action).
  */
@@ -727,6 +744,9 @@ export function registerModelCommands(program: Command): void {
       // (hf.co/USER/REPO[:QUANT], as `ollama run` takes it: pulled first, as -hf.)
       if (/^(https?:\/\/)?(hf\.co|huggingface\.co)\//i.test(named) && !fs.existsSync(named)) o.hfRepo = named;
       else o.model = resolveModelArg(named, dir);
+      // As ollama run: text piped in (a shell pipe or a file on stdin) goes before the prompt's words.
+      const piped = o.conversation === undefined && !o.singleTurn && cmd.getOptionValueSource('prompt') !== 'cli' && o.file === undefined ? await pipedStdin() : '';
+      if (piped) words.unshift(piped);
       if (words.length) {
         if (cmd.getOptionValueSource('prompt') === 'cli' || o.file !== undefined) throw new Error('give the prompt once: after the model, or with -p or -f');
         cmd.setOptionValueWithSource('prompt', words.join(' '), 'cli');
