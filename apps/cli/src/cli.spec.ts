@@ -132,10 +132,10 @@ describe('kail CLI', () => {
     expect(dropIgnoredLlamaFlags(['serve', '--embeddings', '--rerank', '--port', '0'], new Set(['-m'])).argv).toEqual(['serve', '--port', '0']);
     expect(llamaFlagAliases(['serve', '-to', '30', '--no-webui'])).toEqual(['serve', '--timeout', '30', '--no-web']);
     // llama-cli's switches for what this CLI does not have: dropped, -co/-fit with their on/off.
-    const more = dropIgnoredLlamaFlags(['run', '--mlock', '--no-warmup', '-fit', 'off', '-co', 'on', '--color', '--log-disable', '--simple-io', '-tb', '2', '-kvu', '--cache-reuse', '256', '-v', '-n', '4'], known);
+    const more = dropIgnoredLlamaFlags(['run', '--mlock', '--no-warmup', '-fit', 'off', '-co', 'on', '--color', '--log-disable', '--simple-io', '-tb', '2', '-kvu', '--cache-reuse', '256', '-v', '--nowordwrap', '--keepalive', '5m', '-n', '4'], known);
     expect(more.argv).toEqual(['run', '-n', '4']);
     expect(more.notes.map((n) => n.slice(0, n.indexOf(' ignored')))).toEqual(
-      ['--mlock', '--no-warmup', '-fit off', '-co on', '--color', '--log-disable', '--simple-io', '-tb 2', '-kvu', '--cache-reuse 256', '-v'].map((f) => `kail: ${f}`),
+      ['--mlock', '--no-warmup', '-fit off', '-co on', '--color', '--log-disable', '--simple-io', '-tb 2', '-kvu', '--cache-reuse 256', '-v', '--nowordwrap', '--keepalive 5m'].map((f) => `kail: ${f}`),
     );
     expect(llamaFlagAliases(['serve', '-ctxcp', '2'])).toEqual(['serve', '--ctx-checkpoints', '2']);
   });

@@ -91,7 +91,7 @@ export function llamaFlagAliases(argv: string[], own: ReadonlySet<string> = new 
 /**
  * llama.cpp's flags for where weights and work go on a GPU, and for what is always on here, as
  * the guides for running MoE models with llama.cpp write them (`-ngl 99 -fa on --jinja -ot
- * ".ffn_.*_exps.=CPU"`): accepted and dropped by commands that load a model and do not define
+ * ".ffn_.*_exps.=CPU"`), and ollama run's for what a process of its own needs not: accepted and dropped by commands that load a model and do not define
  * them, with a line saying why, so such a command line runs. `value`: the words each takes
  * ('onoff': an optional on/off/auto).
  */
@@ -121,7 +121,9 @@ const LLAMA_IGNORED_FLAGS: readonly { flags: readonly string[]; value: 0 | 1 | '
   { flags: ['-co', '--color'], value: 'onoff', why: "output is not colored here (a reasoning model's thinking is dimmed on a terminal)" },
   { flags: ['--log-disable'], value: 0, why: "kail's own lines go to stderr (2>/dev/null hides them)" },
   { flags: ['--log-file'], value: 1, why: "kail's own lines go to stderr (2>FILE keeps them)" },
-  { flags: ['-v', '--verbose', '--log-verbose'], value: 0, why: "there is one log level here: kail's own lines on stderr" },
+  { flags: ['-v', '--verbose', '--log-verbose'], value: 0, why: "there is one log level here: kail's own lines, timings included, on stderr" },
+  { flags: ['--nowordwrap'], value: 0, why: 'output is not word-wrapped here' },
+  { flags: ['--keepalive'], value: 1, why: 'the model lives as long as this process here (kail serve keeps models loaded: its --keep-alive)' },
   { flags: ['-lv', '--verbosity', '--log-verbosity'], value: 1, why: "there is one log level here: kail's own lines on stderr" },
   { flags: ['--simple-io'], value: 0, why: 'input is read line by line here' },
 ];
