@@ -82,6 +82,14 @@ describe('deepseek2 nextn: 1 (tiny-deepseek3-mtp)', () => {
     }
   });
 
+  it('expert groups must be fewer than the experts (llama.cpp asserts n_expert_groups < n_expert)', () => {
+    const base = getPreset('tiny-deepseek3').config as Deepseek2Config;
+    const groups = base.moe.nGroup;
+    expect(groups).toBeGreaterThan(1);
+    expect(() => planModel({ ...base, nExperts: groups }, 'F32')).toThrow(`expert groups ${base.moe.nGroupUsed}/${groups} do not fit ${groups} experts`);
+    expect(planModel({ ...base, nExperts: groups * 2 }, 'F32').tensors.length).toBeGreaterThan(0);
+  });
+
   it('tiny-deepseek3 itself carries no NextN metadata or tensors', () => {
     const out = path.join(dir, 'base.gguf');
     writeModel({ config: getPreset('tiny-deepseek3').config, fileType: 'F32', seed: 7, out });

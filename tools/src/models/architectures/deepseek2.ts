@@ -128,7 +128,8 @@ export function checkDeepseekMoe(c: ModelConfig, m: DeepseekMoeOptions | undefin
   if (!m) throw new Error(`${c.arch}: needs moe options (use a preset)`);
   checkExperts(c, true);
   if (m.nDense < 0 || m.nDense > c.nLayers) throw new Error(`${c.arch}: nDense ${m.nDense} out of range`);
-  if (m.nGroup > 1 && (c.nExperts % m.nGroup !== 0 || m.nGroupUsed < 1 || m.nGroupUsed > m.nGroup)) throw new Error(`${c.arch}: expert groups ${m.nGroupUsed}/${m.nGroup} do not fit ${c.nExperts} experts`);
+  // (Fewer groups than experts: llama.cpp's loader asserts n_expert_groups < n_expert.)
+  if (m.nGroup > 1 && (c.nExperts % m.nGroup !== 0 || m.nGroup >= c.nExperts || m.nGroupUsed < 1 || m.nGroupUsed > m.nGroup)) throw new Error(`${c.arch}: expert groups ${m.nGroupUsed}/${m.nGroup} do not fit ${c.nExperts} experts`);
   return m;
 }
 
