@@ -514,9 +514,14 @@ function pieceJson(bytes: Uint8Array): string | number[] {
   }
 }
 
-/** A failed whole-body answer (failureOf), with Retry-After where it has one; nothing when the client left. */
+/** failureOf, or null when a gRPC call was cancelled because the client went away (nothing to answer). */
+export function replyFailure(reply: FastifyReply, e: unknown): ReturnType<typeof grpcToHttp> | null {
+  return e instanceof HttpError ? failureOf(e) : callFailure(reply, e);
+}
+
+/** A failed whole-body answer (replyFailure), with Retry-After where it has one; nothing when the client left. */
 export function sendFailure(reply: FastifyReply, e: unknown): FastifyReply {
-  const failed = e instanceof HttpError ? failureOf(e) : callFailure(reply, e);
+  const failed = replyFailure(reply, e);
   if (!failed) return reply;
   if (failed.retryAfter) reply.header('retry-after', String(failed.retryAfter));
   return reply.code(failed.status).send(failed.body);

@@ -26,7 +26,7 @@ import { z } from 'zod';
 import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
 import { modelFileTime } from '../file-times';
-import { ensureModel, failureOf, HttpError, servedModels, unloadedModelFiles, unloadModel } from '../llama-server/routes';
+import { ensureModel, failureOf, HttpError, replyFailure, servedModels, unloadedModelFiles, unloadModel } from '../llama-server/routes';
 import { callFailure, continuesFinal, functionTool, reasoningBudget, recordFinished, submitAll, unary, withLogitBias, type OpenAiDeps } from '../openai/routes';
 import { ToolCallStream } from '../openai/tool-call-stream';
 import { parseToolCalls, type ToolCall } from '../openai/tool-calls';
@@ -499,7 +499,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
       // (undefined: fn answered itself.)
       return r === undefined ? reply : reply.send(r);
     } catch (e) {
-      const f = e instanceof HttpError ? failureOf(e) : callFailure(reply, e);
+      const f = replyFailure(reply, e);
       if (!f) return reply;  // the client went away
       if (f.retryAfter) reply.header('retry-after', String(f.retryAfter));
       return reply.code(f.status).send(ollamaError(f.body.error.message));
