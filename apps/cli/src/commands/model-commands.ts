@@ -744,15 +744,16 @@ export function registerModelCommands(program: Command): void {
       // (hf.co/USER/REPO[:QUANT], as `ollama run` takes it: pulled first, as -hf.)
       if (/^(https?:\/\/)?(hf\.co|huggingface\.co)\//i.test(named) && !fs.existsSync(named)) o.hfRepo = named;
       else o.model = resolveModelArg(named, dir);
+      const flagged = cmd.getOptionValueSource('prompt') === 'cli' || o.file !== undefined;
       // As ollama run: text piped in (a shell pipe or a file on stdin) goes before the prompt's words.
-      const piped = o.conversation === undefined && !o.singleTurn && cmd.getOptionValueSource('prompt') !== 'cli' && o.file === undefined ? await pipedStdin() : '';
+      const piped = o.conversation === undefined && !o.singleTurn && !flagged ? await pipedStdin() : '';
       if (piped) words.unshift(piped);
       if (words.length) {
-        if (cmd.getOptionValueSource('prompt') === 'cli' || o.file !== undefined) throw new Error('give the prompt once: after the model, or with -p or -f');
+        if (flagged) throw new Error('give the prompt once: after the model, or with -p or -f');
         cmd.setOptionValueWithSource('prompt', words.join(' '), 'cli');
         o.prompt = words.join(' ');
         if (!o.conversation) o.chat = true;
-      } else if (cmd.getOptionValueSource('prompt') !== 'cli' && o.file === undefined && o.conversation === undefined) o.conversation = true;
+      } else if (!flagged && o.conversation === undefined) o.conversation = true;
     }
     if (o.singleTurn) {
       if (o.conversation === false) throw new Error('--single-turn is a conversation of one turn: not with --no-conversation');
