@@ -12,7 +12,7 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
   let ollama: Ollama;
 
   beforeAll(async () => {
-    stack = await startTestStack([{ id: 'tiny' }, { id: 'hermes', template: HERMES_TEMPLATE }, { id: 'think', template: THINK_TEMPLATE }]);
+    stack = await startTestStack([{ id: 'tiny' }, { id: 'hermes', template: HERMES_TEMPLATE }, { id: 'think', template: THINK_TEMPLATE }, { id: 'llama', preset: 'tiny-llama' }]);
     ollama = new Ollama({ host: stack.api.url });
   }, 60_000);
   afterAll(() => stack?.close());
@@ -29,12 +29,12 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
     expect([notJson.status, await notJson.json()]).toEqual([400, { error: 'the body is not valid JSON' }]);
     expect((await ollama.version()).version).toMatch(/^\d+\.\d+\.\d+/);
     const tags = await ollama.list();
-    expect(tags.models.map((m) => m.name).sort()).toEqual(['hermes:latest', 'think:latest', 'tiny:latest']);
+    expect(tags.models.map((m) => m.name).sort()).toEqual(['hermes:latest', 'llama:latest', 'think:latest', 'tiny:latest']);
     const tiny = tags.models.find((m) => m.name === 'tiny:latest')!;
     expect(tiny.details).toMatchObject({ format: 'gguf', family: 'qwen3moe', quantization_level: 'F32' });
     expect(tiny.size).toBeGreaterThan(1000);
     const ps = await ollama.ps();
-    expect(ps.models).toHaveLength(3);
+    expect(ps.models).toHaveLength(4);
     expect(ps.models[0].size).toBeGreaterThan(0);
     const show = await ollama.show({ model: 'hermes:latest' });
     expect(show.template).toBe(HERMES_TEMPLATE);
@@ -118,6 +118,16 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
     const alone = await ollama.generate({ model: 'tiny', prompt: 'And then?', options: greedy });
     expect(next.prompt_eval_count).toBe(first.context.length + alone.prompt_eval_count);
     expect(next.context.slice(0, first.context.length)).toEqual(first.context);
+    // A vocabulary that adds BOS: the chat prompt starts with it (as llama-server's), but going on
+    // from a context adds no second one.
+    const bos = (await stack.post('/tokenize', { model: 'llama', content: '', add_special: true })).body.tokens;
+    expect(bos).toHaveLength(1);
+    const lFirst = await ollama.generate({ model: 'llama', prompt: 'Hi there', options: greedy });
+    expect(lFirst.context[0]).toBe(bos[0]);
+    const lAlone = await ollama.generate({ model: 'llama', prompt: 'And then?', options: greedy });
+    const lNext = await ollama.generate({ model: 'llama', prompt: 'And then?', context: lFirst.context, options: greedy });
+    expect(lNext.context.slice(lFirst.context.length, lFirst.context.length + lAlone.prompt_eval_count - 1)).toEqual(lAlone.context.slice(1, lAlone.prompt_eval_count));
+    expect(lNext.prompt_eval_count).toBe(lFirst.context.length + lAlone.prompt_eval_count - 1);
 
     let streamed = '';
     for await (const part of await ollama.generate({ model: 'tiny', system: 'Be brief.', prompt: 'Hi there', options: greedy, stream: true })) streamed += part.response;

@@ -56,8 +56,8 @@ export function conversationReply(
       messages.map((m) => ({ role: m.role, content: m.content })),
       { ...o.render, addGenerationPrompt: true, ...(set.think !== undefined ? { enableThinking: set.think } : {}) },
     );
-    // The template writes BOS itself where the model wants it.
-    const prompt = model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
+    // BOS where the vocabulary adds it, as llama-cli tokenizes the chat (the template's own was taken off the text).
+    const prompt = model.tokenizer.tokenize(text, { addSpecial: true, parseSpecial: true });
     if (prompt.length >= model.nCtx)
       throw new Error(`the conversation is ${prompt.length} tokens and the context holds ${model.nCtx}: /clear starts over (or load with a larger -c)`);
     const nPredict = set.num_predict ?? o.nPredict;

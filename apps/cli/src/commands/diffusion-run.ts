@@ -66,7 +66,8 @@ export async function runDiffusion(model: EngineModel, o: DiffusionOpts, r: Diff
     const messages = [...(r.systemPrompt !== undefined ? [{ role: 'system' as const, content: r.systemPrompt }] : []), { role: 'user' as const, content: text }];
     text = ChatTemplate.fromTokenizer(model.tokenizer, { override: r.template }).render(messages, { ...r.render, addGenerationPrompt: true });
   }
-  const prompt = model.tokenizer.tokenize(text, { addSpecial: !r.chat, parseSpecial: true });
+  // (BOS where the vocabulary adds it, chat or not, as llama-diffusion-cli.)
+  const prompt = model.tokenizer.tokenize(text, { addSpecial: true, parseSpecial: true });
   // (-1: the rest of a canvas of 512, llama-diffusion-cli's default ubatch, or of one pass if
   // smaller; with the block schedule cut to the most blocks the steps divide, as the server does.)
   const { params, nGen } = resolveDiffusionParams(

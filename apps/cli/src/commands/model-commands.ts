@@ -846,8 +846,8 @@ export function registerModelCommands(program: Command): void {
         const messages = [...(systemPrompt !== undefined ? [{ role: 'system' as const, content: systemPrompt }] : []), { role: 'user' as const, content: text }];
         text = ChatTemplate.fromTokenizer(model.tokenizer, { override: templateOverride }).render(messages, { ...render, addGenerationPrompt: true });
       }
-      // (A chat template writes BOS itself where the model wants it.)
-      const prompt = model.tokenizer.tokenize(text, { addSpecial: !o.chat, parseSpecial: !!o.chat });
+      // (BOS where the vocabulary adds it, chat or not, as llama-cli: the template's own was taken off the text.)
+      const prompt = model.tokenizer.tokenize(text, { addSpecial: true, parseSpecial: !!o.chat });
       // (`kail run MODEL PROMPT` prints the answer alone, as ollama run does.)
       if (!o.json && !words.length) process.stdout.write(text);
       // (`kail run MODEL PROMPT`, as ollama run: a reasoning model's thinking dimmed on a terminal, not in a pipe.)

@@ -401,6 +401,29 @@ describe("LocalModelHost with the engine's --chat-template", () => {
     }
   }, 30_000);
 
+  it('a chat prompt starts with one BOS where the vocabulary adds one, whether the template writes it or not (llama-server tokenizes it with add_special)', async () => {
+    const file = writeTestModel(dir, 'tiny-llama', 'F32');
+    for (const template of ['{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}', '{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}']) {
+      const host = new LocalModelHost({ seqsPerModel: 1, defaultContext: 256, chatTemplate: template });
+      try {
+        await host.loadModel(pb.LoadModelRequest.fromPartial({ path: file, id: 'm' }));
+        const bos = host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'm', text: '', addSpecial: true })).tokens;
+        expect(bos).toHaveLength(1);
+        const r = host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'm', messages: [{ role: 'user', content: 'Hi' }] }));
+        expect(r.prompt).toBe('[user] Hi\n');
+        const plain = host.tokenize(pb.TokenizeRequest.fromPartial({ model: 'm', text: r.prompt, parseSpecial: true })).tokens;
+        expect(r.tokens).toEqual([bos[0], ...plain]);
+        // Generate computes the same prompt.
+        let promptTokens = -1;
+        for await (const msg of host.generate(pb.GenerateRequest.fromPartial({ requestId: `bos-${template.length}`, model: 'm', messages: [{ role: 'user', content: 'Hi' }], maxTokens: 1 }), new AbortController().signal))
+          if (msg.usage) promptTokens = msg.usage.promptTokens;
+        expect(promptTokens).toBe(r.tokens.length);
+      } finally {
+        await host.close();
+      }
+    }
+  });
+
   it("--chat-template-kwargs: variables every chat renders with, under a request's own; checked as llama-server's flag", async () => {
     const { parseChatTemplateKwargsFlag } = require('../tokenizer/chat-template') as typeof import('../tokenizer/chat-template');
     const file = writeTestModel(dir, 'tiny-qwen3moe', 'F32');

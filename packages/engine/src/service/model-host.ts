@@ -851,8 +851,9 @@ export class LocalModelHost implements ModelHost {
     if (req.rerank) return { tokens: this.rerankPrompt(m, req.rerank), reasoningOpen: false, budgetOpen: false };
     if (req.messages.length) {
       const text = this.renderChat(m, req);
-      // The template writes BOS itself where the model wants it.
-      const tokens = m.model.tokenizer.tokenize(text, { addSpecial: false, parseSpecial: true });
+      // BOS (and EOS) where the vocabulary adds them, as llama-server tokenizes a chat prompt (the
+      // template's own BOS was taken off the text, see ChatTemplate.render).
+      const tokens = m.model.tokenizer.tokenize(text, { addSpecial: true, parseSpecial: true });
       // (A <think> block left open; budgetOpen: the block the reasoning budget counts, harmony's analysis channel for gpt-oss.)
       return { tokens, reasoningOpen: opensReasoning(text), budgetOpen: opensReasoning(text, reasoningTags(m)) };
     }
@@ -1055,10 +1056,10 @@ export class LocalModelHost implements ModelHost {
   tokenize(req: pb.TokenizeRequest): pb.TokenizeResponse {
     const m = this.get(req.model);
     const tok = m.model.tokenizer;
-    // Chat messages: the prompt Generate would compute for them (template text, its special tokens parsed, no BOS added).
+    // Chat messages: the prompt Generate would compute for them (template text, its special tokens parsed, BOS where the vocabulary adds it).
     const prompt = req.messages.length ? this.renderChat(m, req) : '';
     const tokens = req.messages.length
-      ? tok.tokenize(prompt, { addSpecial: false, parseSpecial: true })
+      ? tok.tokenize(prompt, { addSpecial: true, parseSpecial: true })
       : tok.tokenize(req.text, { addSpecial: req.addSpecial, parseSpecial: req.parseSpecial });
     // A piece as llama_token_to_piece gives it (special tokens' text included), as llama-server's with_pieces.
     return { tokens, pieces: req.withPieces ? tokens.map((t) => Buffer.from(tok.tokenToPiece(t, { special: true }))) : [], prompt, reasoningOpen: !!prompt && opensReasoning(prompt) };
