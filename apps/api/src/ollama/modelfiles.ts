@@ -16,6 +16,8 @@ import { setDamagedAside } from '../damaged-file';
 
 export interface Modelfile {
   system?: string;
+  /** TEMPLATE: an Ollama template (Go text/template) that renders the model's chats in place of its own. */
+  template?: string;
   /** Default options (Ollama's names), under the request's own. */
   parameters?: Record<string, unknown>;
   messages?: { role: string; content: string }[];

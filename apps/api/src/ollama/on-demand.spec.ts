@@ -225,7 +225,8 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
       [{ model: 'x', files: { 'model.gguf': `sha256:${'0'.repeat(64)}` } }, /blob sha256:0{64} is not on the server: upload it with POST/],
       [{ model: 'x', files: { 'model.safetensors': digest } }, /files must be one GGUF file/],
       [{ model: 'x', from: 'lazy', quantize: 'q4_K_M' }, /quantize needs files: an uploaded F32, F16 or BF16 GGUF/],
-      [{ model: 'x', from: 'lazy', template: '{{ .Prompt }}' }, /template is not supported/],
+      [{ model: 'x', from: 'lazy', template: '{{ .Prompt' }, /template: template: :1: unclosed action/],
+      [{ model: 'x', from: 'lazy', template: '{{ upper .Prompt }}' }, /function "upper" not defined/],
       [{ model: 'x', from: 'lazy', parameters: { temperature: 'hot' } }, /parameters.temperature/],
       [{ model: 'x' }, /give from \(a model\) or files/],
       [{ model: 'x', from: 'nope' }, /nope/],
@@ -234,6 +235,51 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
       expect([JSON.stringify(body), bad.status >= 400 && bad.status < 500]).toEqual([JSON.stringify(body), true]);
       expect(bad.body.error).toMatch(why);
     }
+  }, 60_000);
+
+  it("renders a Modelfile TEMPLATE (Ollama's Go template) as Ollama does: per turn without .Messages, in one pass with them, tools as its JSON; /api/generate's template too", async () => {
+    const greedy = { temperature: 0, num_predict: 4 };
+    // What `tiny` answers to a prompt given raw: the text each template should have made.
+    const raw = async (prompt: string) => (await stack.post('/api/generate', { model: 'tiny', prompt, raw: true, stream: false, options: greedy })).body;
+    const same = (got: Record<string, any>, want: Record<string, any>, text: (b: Record<string, any>) => string) => {
+      expect(got.prompt_eval_count).toBe(want.prompt_eval_count);
+      expect(text(got)).toBe(want.response);
+    };
+
+    // A template without .Messages runs once per turn; the last run stops after .Response.
+    const legacy = '{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}{{ if .Prompt }}<|im_start|>user\n{{ .Prompt }}<|im_end|>\n{{ end }}<|im_start|>assistant\n{{ .Response }}<|im_end|>\n';
+    expect((await stack.post('/api/create', { model: 'go-legacy', from: 'tiny', template: legacy, stream: false })).body).toEqual({ status: 'success' });
+    const chat = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello.' }, { role: 'user', content: 'Why?' }];
+    const turns = '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n';
+    same((await stack.post('/api/chat', { model: 'go-legacy', messages: chat, stream: false, options: greedy })).body, await raw(turns), (b) => b.message.content);
+    // /api/generate renders with it too, and a request's own template wins.
+    same((await stack.post('/api/generate', { model: 'go-legacy', system: 'S', prompt: 'P', stream: false, options: greedy })).body, await raw('<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nP<|im_end|>\n<|im_start|>assistant\n'), (b) => b.response);
+    same((await stack.post('/api/generate', { model: 'tiny', template: '[{{ .System }}|{{ .Prompt }}]', system: 'S', prompt: 'P', stream: false, options: greedy })).body, await raw('[S|P]'), (b) => b.response);
+    const show = (await stack.post('/api/show', { model: 'go-legacy' })).body;
+    expect(show.template).toBe(legacy);
+    expect(show.modelfile).toContain(`TEMPLATE """${legacy}"""`);
+    expect(show.capabilities).toEqual(['completion']);
+
+    // With .Messages: one pass; tools, tool calls and their results as Ollama's types print them.
+    const withTools = '{{ if .Tools }}tools:{{ json .Tools }}\n{{ end }}{{ range $i, $m := .Messages }}<{{ .Role }}>{{ .Content }}{{ range .ToolCalls }}call:{{ .Function.Name }}{{ .Function.Arguments }}{{ end }}{{ if eq .Role "tool" }}({{ .ToolName }}){{ end }}\n{{ end }}<assistant>';
+    expect((await stack.post('/api/create', { model: 'go-tools', from: 'tiny', template: withTools, stream: false })).body).toEqual({ status: 'success' });
+    expect((await stack.post('/api/show', { model: 'go-tools' })).body.capabilities).toEqual(['completion', 'tools']);
+    const tools = [{ type: 'function', function: { name: 'weather', description: 'Weather <now>', parameters: { type: 'object', required: ['city'], properties: { city: { type: 'string', description: 'City', minLength: 1 } } } } }];
+    const calls = [
+      { role: 'user', content: 'Rome?' },
+      { role: 'assistant', content: '', tool_calls: [{ function: { name: 'weather', arguments: { city: 'Rome', days: 2 } } }] },
+      { role: 'tool', content: 'Sunny', tool_name: 'weather' },
+    ];
+    const rendered =
+      'tools:[{"type":"function","function":{"name":"weather","description":"Weather \\u003cnow\\u003e","parameters":{"type":"object","required":["city"],"properties":{"city":{"type":"string","description":"City"}}}}}]\n' +
+      '<user>Rome?\n<assistant>call:weather{"city":"Rome","days":2}\n<tool>Sunny(weather)\n<assistant>';
+    same((await stack.post('/api/chat', { model: 'go-tools', messages: calls, tools, stream: false, options: greedy })).body, await raw(rendered), (b) => b.message.content);
+
+    // A template that fails on the request's values is the request's 400; the server goes on.
+    const failing = await stack.post('/api/generate', { model: 'tiny', template: '{{ index .Prompt 99 }}', prompt: 'P', stream: false });
+    expect(failing.status).toBe(400);
+    expect(failing.body.error).toMatch(/chat template failed: template: :1:3: executing "" at <index .Prompt 99>: error calling index: .*out of range/);
+    for (const m of ['go-legacy', 'go-tools']) expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: m }) })).status).toBe(200);
   }, 60_000);
 
   it('creates a quantized model as `ollama create -q` does: the uploaded F16 file quantized on a worker while the API keeps answering', async () => {

@@ -212,7 +212,7 @@ describe("Ollama's API (/api/chat, /api/generate, /api/embed, /api/tags…), rea
       ['/api/chat', { model: 'tiny', messages: [], keep_alive: 0 }, 400, /outside the models directory, so it could not come back on demand: it stays loaded/],
       ['/api/chat', { model: 'tiny', messages, options: { temperature: -1 } }, 400, /temperature/],
       ['/api/chat', { model: 'tiny', messages, tools: [{ type: 'function', function: { name: 'f' } }] }, 400, /does not show tools/],
-      ['/api/generate', { model: 'tiny', prompt: 'x', template: '{{ .Prompt }}' }, 400, /template is not supported/],
+      ['/api/generate', { model: 'tiny', prompt: 'x', template: '{{ .Prompt }' }, 400, /template: template: :1: unexpected "}" in operand/],
       ['/api/generate', { model: 'tiny', prompt: 'x', suffix: 'y', context: [1, 2] }, 400, /context cannot be combined with suffix/],
       ['/api/embed', { model: 'tiny', input: [] }, 400, /input must not be empty/],
       ['/api/show', {}, 400, /model is required/],

@@ -23,6 +23,7 @@ import * as grpc from '@grpc/grpc-js';
 import { common, engine as pb, parseDurationMs, scheduler as spb } from '@kailstream/proto';
 import type { OllamaModel } from '@kailstream/tools';
 import { z } from 'zod';
+import { OllamaTemplate } from '@kailstream/engine/ollama-template';
 import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
 import { modelFileTime } from '../file-times';
@@ -154,7 +155,8 @@ export const GenerateRequest = z.object({
   prompt: z.string().optional().nullable(),
   suffix: z.string().optional().nullable(),
   system: z.string().optional().nullable(),
-  template: z.string().refine((t) => t === '', 'template is not supported: the model is prompted with its own chat template (or send raw: true)').optional().nullable(),
+  /** An Ollama (Go) template in place of the Modelfile's or the model's, checked to parse. */
+  template: z.string().superRefine(refineGoTemplate).optional().nullable(),
   /** An earlier answer's `context`: its tokens go before this prompt's. */
   context: z.array(z.number().int().min(0).max(2_147_483_647)).max(1_000_000).optional().nullable(),
   raw: z.boolean().optional().nullable(),
@@ -180,6 +182,16 @@ const Message = z.object({ role: z.enum(['system', 'user', 'assistant']), conten
 const PullRequest = z
   .object({ model: z.string().min(1).optional(), name: z.string().min(1).optional(), stream: z.boolean().optional().nullable(), insecure: z.boolean().optional().nullable() })
   .refine((b) => b.model !== undefined || b.name !== undefined, 'model is required');
+/** A template that Ollama's parser would refuse is a 400 naming Go's error. */
+function refineGoTemplate(t: string, ctx: z.RefinementCtx): void {
+  if (!t) return;
+  try {
+    new OllamaTemplate(t);
+  } catch (e) {
+    ctx.addIssue({ code: 'custom', message: (e as Error).message });
+  }
+}
+
 const CreateRequest = z
   .object({
     model: z.string().min(1).optional(),
@@ -190,7 +202,8 @@ const CreateRequest = z
     files: z.record(z.string(), z.string()).optional().nullable(),
     /** File name -> "sha256:<hex>" of an uploaded LoRA adapter blob (the Modelfile's ADAPTER lines). */
     adapters: z.record(z.string(), z.string()).optional().nullable(),
-    template: z.string().refine((t) => t === '', 'template is not supported: the model is prompted with its own (GGUF) chat template').optional().nullable(),
+    /** The Modelfile's TEMPLATE (Go text/template), checked to parse; '' keeps the source's. */
+    template: z.string().superRefine(refineGoTemplate).optional().nullable(),
     license: z.union([z.string(), z.array(z.string())]).optional().nullable(),
     system: z.string().optional().nullable(),
     parameters: options.optional().nullable(),
@@ -241,6 +254,8 @@ function modelfileText(file: string, mf: Modelfile, adapters: readonly { path: s
   for (const [k, v] of Object.entries(mf.parameters ?? {})) for (const x of Array.isArray(v) ? v : [v]) lines.push(`PARAMETER ${k} ${modelfileQuote(String(x))}`);
   for (const m of mf.messages ?? []) lines.push(`MESSAGE ${m.role} ${modelfileQuote(m.content)}`);
   if (mf.license) lines.push(`LICENSE ${modelfileQuote(mf.license)}`);
+  // (Always in """ as Ollama writes it: templates are many lines, with quotes.)
+  if (mf.template) lines.push(`TEMPLATE """${mf.template}"""`);
   return lines.join('\n') + '\n';
 }
 
@@ -348,7 +363,7 @@ export async function fitHistory(scheduler: spb.SchedulerServiceClient, m: commo
     (
       await unary<pb.TokenizeRequest, pb.TokenizeResponse>(
         scheduler.tokenize.bind(scheduler),
-        pb.TokenizeRequest.fromPartial({ model: m.id, messages: keep(i), toolsJson: gen.toolsJson, chatTemplateKwargsJson: gen.chatTemplateKwargsJson, continueFinalMessage: gen.continueFinalMessage }),
+        pb.TokenizeRequest.fromPartial({ model: m.id, messages: keep(i), toolsJson: gen.toolsJson, chatTemplateKwargsJson: gen.chatTemplateKwargsJson, continueFinalMessage: gen.continueFinalMessage, goTemplate: gen.goTemplate }),
       )
     ).tokens.length;
   if ((await count(0)) <= limit) return msgs;
@@ -374,9 +389,17 @@ function details(m: common.ModelInfo) {
   return { parent_model: '', format: 'gguf', family: m.architecture, families: [m.architecture], parameter_size: size, quantization_level: m.fileType || (types[0]?.[0] ?? '') };
 }
 
-/** Ollama's capabilities of a model, as Ollama finds them: by what its template refers to ('embedding' alone for an embedding model). */
-function capabilities(m: common.ModelInfo): string[] {
+/**
+ * Ollama's capabilities of a model, as Ollama finds them: by what its template refers to ('embedding'
+ * alone for an embedding model). A Modelfile's TEMPLATE (Go) by its variables, as Ollama's: .Tools,
+ * .Think.
+ */
+function capabilities(m: common.ModelInfo, goTemplate?: string): string[] {
   if (m.embeddingOnly) return ['embedding'];
+  if (goTemplate) {
+    const vars = new OllamaTemplate(goTemplate).vars;
+    return ['completion', ...(vars.includes('tools') ? ['tools'] : []), ...(vars.includes('think') ? ['thinking'] : [])];
+  }
   const t = m.chatTemplate;
   return ['completion', ...(/\btools\b/.test(t) ? ['tools'] : []), ...(t.includes('<think>') || /enable_thinking|reasoning_content/.test(t) ? ['thinking'] : [])];
 }
@@ -431,6 +454,8 @@ function generationFields(b: ChatRequest | GenerateRequest, m: common.ModelInfo,
 /** `think`: false turns a switchable template's thinking off; a level becomes its reasoning_effort. */
 function thinkKwargs(t: ChatRequest['think']): string {
   if (t === false) return JSON.stringify({ enable_thinking: false });
+  // (Said, so that an Ollama template sees IsThinkSet; a Jinja template's default is on anyway.)
+  if (t === true) return JSON.stringify({ enable_thinking: true });
   if (typeof t === 'string') return JSON.stringify({ reasoning_effort: t });
   return '';
 }
@@ -553,7 +578,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         parameters: Object.entries({ ...OLLAMA_DEFAULTS, ...(mf.parameters ?? {}) })
           .flatMap(([k, v]) => (Array.isArray(v) ? v : [v]).map((x) => `${k.padEnd(30)} ${typeof x === 'string' ? JSON.stringify(x) : x}`))
           .join('\n'),
-        template: m.chatTemplate,
+        template: mf.template ?? m.chatTemplate,
         system: mf.system ?? '',
         ...(mf.messages?.length ? { messages: mf.messages } : {}),
         details: details(m),
@@ -564,7 +589,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
           [`${a}.block_count`]: m.layerCount,
           ...(m.expertCount ? { [`${a}.expert_count`]: m.expertCount, [`${a}.expert_used_count`]: m.expertUsedCount } : {}),
         },
-        capabilities: capabilities(m),
+        capabilities: capabilities(m, mf.template),
         modified_at: modelFileTime(m.path, started).toISOString(),
       };
     });
@@ -593,6 +618,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
         continueFinalMessage: continuesFinal(messages),
         toolsJson: tools ? JSON.stringify(tools) : '',
         chatTemplateKwargsJson: thinkKwargs(b.think),
+        // The Modelfile's TEMPLATE renders the chat, as Ollama's (the model's own template else).
+        goTemplate: mf.template ?? '',
       });
       // A history too long for the context loses its oldest turns, as Ollama's does.
       gen.messages = await fitHistory(s, m, gen);
@@ -631,6 +658,8 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
                 model: m.id,
                 messages: [...(b.system ? [pb.ChatMessage.fromPartial({ role: 'system', content: b.system })] : []), pb.ChatMessage.fromPartial({ role: 'user', content: prompt })],
                 chatTemplateKwargsJson: thinkKwargs(b.think),
+                // The request's template, else the Modelfile's (Go, as Ollama's), else the model's own.
+                goTemplate: b.template || mf.template || '',
               }),
         );
         let fresh = t.tokens;
@@ -906,6 +935,7 @@ export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opt
       const base = blob ? {} : (modelfiles.get(from) ?? {});
       modelfiles.set(id, {
         system: b.system ?? base.system,
+        template: b.template || base.template,
         parameters: { ...(base.parameters ?? {}), ...(b.parameters ?? {}) },
         messages: b.messages ?? base.messages,
         license: b.license == null ? base.license : Array.isArray(b.license) ? b.license.join('\n') : b.license,

@@ -73,6 +73,9 @@ describe('kail create: what a Modelfile asks of /api/create', () => {
     expect(plan('FROM sub\n').file).toBe(path.join(dir, 'sub', 'lora.gguf'));
     expect(plan(`FROM ${gguf}\n`).file).toBe(gguf);
     expect(expandModelfilePath('~/m.gguf', dir)).toBe(path.join(os.homedir(), 'm.gguf'));
+    // TEMPLATE: Ollama's Go template, sent as it is.
+    const t = '{{ if .System }}<|system|>{{ .System }}{{ end }}<|user|>{{ .Prompt }}<|assistant|>';
+    expect(plan(`FROM m\nTEMPLATE """${t}"""\n`).template).toBe(t);
   });
 
   it('refuses, before anything is uploaded, what it cannot make, saying why', () => {
@@ -85,7 +88,8 @@ describe('kail create: what a Modelfile asks of /api/create', () => {
       ['FROM .\n', /FROM .* is a directory with 2 GGUF files \(m-00001-of-00002.gguf, model.gguf\): name the file/],
       ['FROM m\nFROM n\n', /line 2: a second FROM \(the first is on line 1\)/],
       ['FROM m\nADAPTER nope.gguf\n', /line 2: ADAPTER nope.gguf: there is no such file/],
-      ['FROM m\nTEMPLATE {{ .Prompt }}\n', /line 2: TEMPLATE \(a Go template\) is not supported/],
+      ['FROM m\nTEMPLATE "{{ .Prompt }"\n', /line 2: TEMPLATE: template: :1: unexpected "}" in operand/],
+      ['FROM m\nTEMPLATE {{ upper .Prompt }}\n', /line 2: TEMPLATE: template: :1: function "upper" not defined/],
       ['FROM m\nDRAFT ./d.gguf\n', /DRAFT is not supported by kail create: .*kail serve -m MODEL --draft/],
       ['FROM m\nRENDERER qwen3\n', /RENDERER names one of Ollama's built-in Go renderers/],
       ['FROM m\nPARAMETER temprature 1\n', /line 2: unknown parameter 'temprature' \(Ollama's parameters: .*temperature/],

@@ -12,6 +12,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
 
 import { formatBytes } from '@kailstream/engine/core';
+import { OllamaTemplate } from '@kailstream/engine/ollama-template';
 
 import { dataDir } from '../paths';
 import { createProgress, type Progress } from '../progress';
@@ -118,6 +119,8 @@ export interface CreatePlan {
   /** ADAPTER files (GGUF LoRA adapters). */
   adapters: string[];
   system?: string;
+  /** TEMPLATE: an Ollama (Go) template that renders the model's chats. */
+  template?: string;
   parameters: Record<string, unknown>;
   messages: { role: string; content: string }[];
   license: string[];
@@ -199,8 +202,13 @@ export function planCreate(cmds: readonly ModelfileCommand[], relativeDir: strin
         plan.messages.push({ role: c.key!, content: c.args });
         break;
       case 'template':
-        if (c.args.trim())
-          fail('TEMPLATE (a Go template) is not supported: KailStream prompts a model with the chat template of its GGUF file (kail serve --chat-template-file FILE serves another); remove the line');
+        // Ollama's Go template, checked here as Ollama's create checks it ('' keeps the model's).
+        try {
+          if (c.args) new OllamaTemplate(c.args);
+        } catch (e) {
+          fail(`TEMPLATE: ${(e as Error).message}`);
+        }
+        plan.template = c.args || undefined;
         break;
       case 'draft':
         fail('DRAFT is not supported by kail create: a draft model for speculative decoding is given when serving (kail serve -m MODEL --draft DRAFT.gguf)');
@@ -304,6 +312,7 @@ export async function createModel(api: ApiTarget, name: string, plan: CreatePlan
     body.adapters = adapters;
   }
   if (plan.system !== undefined) body.system = plan.system;
+  if (plan.template) body.template = plan.template;
   if (Object.keys(plan.parameters).length) body.parameters = plan.parameters;
   if (plan.messages.length) body.messages = plan.messages;
   if (plan.license.length) body.license = plan.license;

@@ -190,6 +190,8 @@ interface Loaded {
   engine: BatchEngine;
   spec: SpeculativeDecoder | null;
   chat?: ChatTemplate;
+  /** Ollama templates requests named (GoTemplate's text -> parsed), the last few. */
+  goChats?: Map<string, ChatTemplate>;
   /** Control tokens that are tool-call or reasoning markers (rendered into the output of requests with tools). */
   toolMarkerTokens?: ReadonlySet<number>;
   /** Control tokens that are reasoning markers (rendered into the output of chat requests). */
@@ -205,6 +207,8 @@ interface Loaded {
 
 /** llama-server's default n_batch, the window its /infill fits prefix and suffix in. */
 const INFILL_WINDOW = 2048;
+/** Ollama templates (from requests) kept parsed per model. */
+const GO_TEMPLATES_KEPT = 8;
 
 const FINISH: Record<FinishReason, common.FinishReason> = {
   stop: common.FinishReason.FINISH_REASON_STOP,
@@ -867,13 +871,29 @@ export class LocalModelHost implements ModelHost {
     return m.chat;
   }
 
-  /** Chat messages rendered with the model's template, followed by the assistant turn's opening. */
-  private renderChat(m: Loaded, req: Pick<pb.GenerateRequest, 'model' | 'messages' | 'toolsJson' | 'chatTemplateKwargsJson' | 'continueFinalMessage'>): string {
-    const chat = this.chatTemplate(m);
+  /** A request's Ollama template (a Modelfile's TEMPLATE), parsed once for the last few seen (with the model's BOS/EOS rules). */
+  private goChatTemplate(m: Loaded, source: string): ChatTemplate {
+    m.goChats ??= new Map();
+    let chat = m.goChats.get(source);
+    if (!chat) {
+      try {
+        chat = ChatTemplate.fromTokenizer(m.model.tokenizer, { override: source, format: 'go' });
+      } catch (e) {
+        throw new EngineError('KAIL_E_INVALID_ARG', (e as Error).message);
+      }
+      if (m.goChats.size >= GO_TEMPLATES_KEPT) m.goChats.delete(m.goChats.keys().next().value!);
+      m.goChats.set(source, chat);
+    }
+    return chat;
+  }
+
+  /** Chat messages rendered with the model's template (or the request's Ollama template), followed by the assistant turn's opening. */
+  private renderChat(m: Loaded, req: Pick<pb.GenerateRequest, 'model' | 'messages' | 'toolsJson' | 'chatTemplateKwargsJson' | 'continueFinalMessage' | 'goTemplate'>): string {
+    const chat = req.goTemplate ? this.goChatTemplate(m, req.goTemplate) : this.chatTemplate(m);
     // (`strict` is the engine's, not the model's: llama.cpp does not show it either.)
     const tools = req.toolsJson ? parseJsonField<unknown[]>(req.toolsJson, 'tools', Array.isArray).map(withoutStrict) : undefined;
     if (tools?.length && !chat.caps.tools)
-      throw new EngineError('KAIL_E_INVALID_ARG', `the chat template of model '${req.model}' does not show tools to the model, so it cannot call them`);
+      throw new EngineError('KAIL_E_INVALID_ARG', `the ${req.goTemplate ? "request's Ollama template" : `chat template of model '${req.model}'`} does not show tools to the model, so it cannot call them`);
     const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
     const asked = req.chatTemplateKwargsJson ? parseJsonField<Record<string, unknown>>(req.chatTemplateKwargsJson, 'chat_template_kwargs', isObject) : undefined;
     for (const k of Object.keys(asked ?? {}))

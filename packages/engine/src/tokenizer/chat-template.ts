@@ -15,6 +15,7 @@ const { Template, Environment, Interpreter } = require('@huggingface/jinja') as 
 };
 
 import { TokenizerError } from './errors';
+import { OllamaTemplate } from './ollama-template';
 import type { Tokenizer } from './tokenizer';
 
 /** A runtime value of @huggingface/jinja, as far as the patches below touch one. */
@@ -511,21 +512,44 @@ function callRangeBounded(node: unknown, seen = new Set<object>()): void {
   for (const v of Object.values(node)) callRangeBounded(v, seen);
 }
 
+/** The language of a chat template's source. */
+export type ChatTemplateFormat = 'jinja' | 'go';
+
+// Where render() hands an Ollama template its Think and IsThinkSet (not a template variable).
+const GO_THINK = '__kail_go_think';
+
 /**
  * A chat template, rendered the way llama.cpp's Jinja path renders it: the variables it passes,
  * its message workarounds (see `caps`), and its removal of a BOS/EOS the tokenizer adds anyway.
+ * With format 'go' the source is an Ollama template (a Modelfile's TEMPLATE, in Go's
+ * text/template), rendered as Ollama renders it (see OllamaTemplate), with the same workarounds.
  */
 export class ChatTemplate {
   /** The template as given (CHATML_TEMPLATE when none was). */
   readonly source: string;
-  private readonly template: JinjaTemplate;
+  readonly format: ChatTemplateFormat;
+  private readonly template: JinjaTemplate | OllamaTemplate;
   private readonly tokens: Required<ChatTemplateTokens>;
   private capsCache: ChatTemplateCaps | undefined;
 
-  /** Parses a Jinja chat template; an empty source or "chatml" means CHATML_TEMPLATE. */
-  constructor(source: string | undefined, tokens: ChatTemplateTokens = {}) {
-    this.source = source === undefined || source === '' || source === 'chatml' ? CHATML_TEMPLATE : source;
+  /**
+   * Parses a chat template: Jinja, where an empty source or "chatml" means CHATML_TEMPLATE, or
+   * with format 'go' an Ollama template (KAIL_E_INVALID_ARG when it does not parse: it comes
+   * from a request or a Modelfile, not the model file).
+   */
+  constructor(source: string | undefined, tokens: ChatTemplateTokens = {}, format: ChatTemplateFormat = 'jinja') {
+    this.format = format;
     this.tokens = { bosToken: '', eosToken: '', addBos: false, addEos: false, ...tokens };
+    if (format === 'go') {
+      this.source = source ?? '';
+      try {
+        this.template = new OllamaTemplate(this.source);
+      } catch (e) {
+        throw new TokenizerError('KAIL_E_INVALID_ARG', `cannot parse the Ollama template: ${(e as Error).message}`);
+      }
+      return;
+    }
+    this.source = source === undefined || source === '' || source === 'chatml' ? CHATML_TEMPLATE : source;
     let src = this.source;
     for (const [when, from, to] of TEMPLATE_PATCHES) {
       if (when.every((w) => src.includes(w))) src = src.split(from).join(to);
@@ -541,27 +565,26 @@ export class ChatTemplate {
   /**
    * The model's template (`tokenizer.chat_template`, or `tokenizer.chat_template.<name>` for a named
    * one such as "tool_use"), with its BOS/EOS texts. Falls back to ChatML when the model has none.
+   * With format 'go', the override is an Ollama template, rendered with the model's BOS/EOS rules.
    */
-  static fromTokenizer(tokenizer: Tokenizer, options: { name?: string; override?: string } = {}): ChatTemplate {
+  static fromTokenizer(tokenizer: Tokenizer, options: { name?: string; override?: string; format?: ChatTemplateFormat } = {}): ChatTemplate {
     const v = tokenizer.vocab;
     let source = options.override;
-    if (source === undefined) source = options.name ? v.namedChatTemplates.get(options.name) : v.chatTemplate;
-    if ((source === undefined || source === '' || source === 'chatml') && !options.name) {
-      source = v.namedChatTemplates.get('tool_use') ?? source;
+    if (options.format !== 'go') {
+      if (source === undefined) source = options.name ? v.namedChatTemplates.get(options.name) : v.chatTemplate;
+      if ((source === undefined || source === '' || source === 'chatml') && !options.name) {
+        source = v.namedChatTemplates.get('tool_use') ?? source;
+      }
     }
     const text = (id: number | null) =>
       id === null ? '' : new TextDecoder().decode(tokenizer.tokenToPiece(id, { special: true }));
-    return new ChatTemplate(source, {
-      bosToken: text(v.special.bos),
-      eosToken: text(v.special.eos),
-      addBos: v.addBos,
-      addEos: v.addEos,
-    });
+    const tokens = { bosToken: text(v.special.bos), eosToken: text(v.special.eos), addBos: v.addBos, addEos: v.addEos };
+    return new ChatTemplate(source, tokens, options.format);
   }
 
   /** True when rendering with the ChatML fallback. */
   get usesDefault(): boolean {
-    return this.source === CHATML_TEMPLATE;
+    return this.format === 'jinja' && this.source === CHATML_TEMPLATE;
   }
 
   /**
@@ -579,6 +602,12 @@ export class ChatTemplate {
     if (options.tools !== undefined && options.tools.length > 0) vars.tools = options.tools;
     else if (this.caps.needsTools) vars.tools = [];
     Object.assign(vars, options.variables);
+    if (this.format === 'go') {
+      // Ollama's Think and IsThinkSet: a request's think is enable_thinking, or a reasoning effort.
+      const v = options.variables ?? {};
+      const isThinkSet = 'enable_thinking' in v || typeof v.reasoning_effort === 'string';
+      vars[GO_THINK] = { think: 'enable_thinking' in v ? v.enable_thinking === true : isThinkSet, isThinkSet };
+    }
 
     let out: string;
     try {
@@ -595,6 +624,10 @@ export class ChatTemplate {
 
   /** The template rendered with `vars` (and the bounded range() its calls were pointed at). */
   private run(vars: Record<string, unknown>): string {
+    if (this.template instanceof OllamaTemplate) {
+      const think = vars[GO_THINK] as { think: boolean; isThinkSet: boolean } | undefined;
+      return this.template.render({ messages: vars.messages as ChatMessage[], tools: vars.tools as unknown[] | undefined, think: think?.think ?? false, isThinkSet: think?.isThinkSet ?? false });
+    }
     return this.template.render({ ...vars, [BOUNDED_RANGE]: boundedRange });
   }
 
@@ -658,7 +691,7 @@ export class ChatTemplate {
    */
   private normalize(messages: readonly ChatMessage[]): ChatMessage[] {
     let out = messages.map((m) => ({ ...m }));
-    if (!this.source.includes('<|channel|>')) {
+    if (this.format === 'go' || !this.source.includes('<|channel|>')) {
       for (const m of out) if (m.role === 'developer') m.role = 'system';
     } else {
       for (const m of out) {

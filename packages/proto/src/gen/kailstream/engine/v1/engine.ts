@@ -501,7 +501,16 @@ export interface GenerateRequest {
    * fields: kail run's defaults (128 steps, confidence, blocks of 32 for a file without shifted
    * logits, else the timestep schedule with eps 0.001).
    */
-  diffusion: DiffusionOptions | undefined;
+  diffusion:
+    | DiffusionOptions
+    | undefined;
+  /**
+   * An Ollama template (Go text/template: a Modelfile's TEMPLATE, /api/generate's template) that
+   * renders the chat messages in place of the model's chat template, as Ollama renders it (its
+   * .System, .Messages, .Tools, .Prompt, .Response, .Think; a template without .Messages is run
+   * turn by turn). INVALID_ARGUMENT for a template that does not parse or fails.
+   */
+  goTemplate: string;
 }
 
 export interface DiffusionOptions {
@@ -870,6 +879,7 @@ export interface TokenizeRequest {
   chatTemplateKwargsJson: string;
   /** As GenerateRequest's. */
   continueFinalMessage: boolean;
+  goTemplate: string;
 }
 
 export interface TokenizeResponse {
@@ -1607,6 +1617,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     idSlot: 0,
     hasIdSlot: false,
     diffusion: undefined,
+    goTemplate: "",
   };
 }
 
@@ -1760,6 +1771,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.diffusion !== undefined) {
       DiffusionOptions.encode(message.diffusion, writer.uint32(378).fork()).join();
+    }
+    if (message.goTemplate !== "") {
+      writer.uint32(386).string(message.goTemplate);
     }
     return writer;
   },
@@ -2173,6 +2187,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.diffusion = DiffusionOptions.decode(reader, reader.uint32());
             continue;
           }
+          case 48: {
+            if (tag !== 386) {
+              break;
+            }
+
+            message.goTemplate = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2374,6 +2396,11 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
         ? globalThis.Boolean(object.has_id_slot)
         : false,
       diffusion: isSet(object.diffusion) ? DiffusionOptions.fromJSON(object.diffusion) : undefined,
+      goTemplate: isSet(object.goTemplate)
+        ? globalThis.String(object.goTemplate)
+        : isSet(object.go_template)
+        ? globalThis.String(object.go_template)
+        : "",
     };
   },
 
@@ -2520,6 +2547,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     if (message.diffusion !== undefined) {
       obj.diffusion = DiffusionOptions.toJSON(message.diffusion);
     }
+    if (message.goTemplate !== "") {
+      obj.goTemplate = message.goTemplate;
+    }
     return obj;
   },
 
@@ -2583,6 +2613,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.diffusion = (object.diffusion !== undefined && object.diffusion !== null)
       ? DiffusionOptions.fromPartial(object.diffusion)
       : undefined;
+    message.goTemplate = object.goTemplate ?? "";
     return message;
   },
 };
@@ -6693,6 +6724,7 @@ function createBaseTokenizeRequest(): TokenizeRequest {
     toolsJson: "",
     chatTemplateKwargsJson: "",
     continueFinalMessage: false,
+    goTemplate: "",
   };
 }
 
@@ -6724,6 +6756,9 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
     }
     if (message.continueFinalMessage !== false) {
       writer.uint32(72).bool(message.continueFinalMessage);
+    }
+    if (message.goTemplate !== "") {
+      writer.uint32(82).string(message.goTemplate);
     }
     return writer;
   },
@@ -6813,6 +6848,14 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
             message.continueFinalMessage = reader.bool();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.goTemplate = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6862,6 +6905,11 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
         : isSet(object.continue_final_message)
         ? globalThis.Boolean(object.continue_final_message)
         : false,
+      goTemplate: isSet(object.goTemplate)
+        ? globalThis.String(object.goTemplate)
+        : isSet(object.go_template)
+        ? globalThis.String(object.go_template)
+        : "",
     };
   },
 
@@ -6894,6 +6942,9 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
     if (message.continueFinalMessage !== false) {
       obj.continueFinalMessage = message.continueFinalMessage;
     }
+    if (message.goTemplate !== "") {
+      obj.goTemplate = message.goTemplate;
+    }
     return obj;
   },
 
@@ -6911,6 +6962,7 @@ export const TokenizeRequest: MessageFns<TokenizeRequest> = {
     message.toolsJson = object.toolsJson ?? "";
     message.chatTemplateKwargsJson = object.chatTemplateKwargsJson ?? "";
     message.continueFinalMessage = object.continueFinalMessage ?? false;
+    message.goTemplate = object.goTemplate ?? "";
     return message;
   },
 };
