@@ -395,7 +395,7 @@ async function respond(
     maxTokens: b.max_output_tokens ?? 1024,
     sampling: withLogitBias(null, {
       temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: b.top_k ?? 0, minP: b.min_p ?? 0, repetitionPenalty: b.repeat_penalty ?? 1,
-      seed: b.seed ?? 0, hasSeed: b.seed != null,
+      seed: Math.max(0, b.seed ?? 0), hasSeed: b.seed != null && b.seed >= 0,
     }),
     toolChoice: typeof choice === 'object' && choice ? pb.ToolChoice.TOOL_CHOICE_FUNCTION : choice === 'required' ? pb.ToolChoice.TOOL_CHOICE_REQUIRED : pb.ToolChoice.TOOL_CHOICE_AUTO,
     toolChoiceFunction: typeof choice === 'object' && choice ? choice.name : '',

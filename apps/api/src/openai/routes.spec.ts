@@ -128,6 +128,9 @@ describe('OpenAI-compatible routes', () => {
     expect(await ask(7)).toBe(a);
     const others = [await ask(8), await ask(9), await ask(10)];
     expect(new Set([a, ...others]).size).toBeGreaterThan(1);
+    // -1 is llama-server's random seed: a new draw each time (as no seed), not a 400.
+    const random = [await ask(-1), await ask(-1), await ask(-1)];
+    expect(new Set(random).size).toBeGreaterThan(1);
   });
 
   it('takes a top_k beyond int32 as any top_k past the vocabulary (every token kept)', async () => {
@@ -613,6 +616,7 @@ describe('OpenAI-compatible routes', () => {
     ['negative max_tokens', () => [{ model: 'tiny', messages: msg, max_tokens: -1 }, auth()], 400],
     ['huge max_tokens', () => [{ model: 'tiny', messages: msg, max_tokens: 1e12 }, auth()], 400],
     ['temperature out of range', () => [{ model: 'tiny', messages: msg, temperature: 5 }, auth()], 400],
+    ['seed below -1', () => [{ model: 'tiny', messages: msg, seed: -2 }, auth()], 400],
     ['top_logprobs without logprobs', () => [{ model: 'tiny', messages: msg, top_logprobs: 3 }, auth()], 400],
     ['empty messages', () => [{ model: 'tiny', messages: [] }, auth()], 400],
     ['prompt longer than the context', () => [{ model: 'tiny', messages: [{ role: 'user', content: 'word '.repeat(CTX + 100) }] }, auth()], 400],

@@ -103,7 +103,8 @@ export const RESPONSE_FORMATS = {
 } as const;
 
 function commonFields(b: (ChatCompletionRequest | CompletionRequest) & { model: string }, defaultMax: number, logprobs: boolean, topLogprobs: number): Common {
-  const seed = b.seed ?? undefined;
+  // (-1 is llama-server's random seed: as none.)
+  const seed = b.seed != null && b.seed >= 0 ? b.seed : undefined;
   // llama-server's json_schema and vLLM's guided_json / guided_choice (throws StructuredOutputError).
   const structured = structuredOutput(b, !!b.response_format && b.response_format.type !== 'text');
   return {

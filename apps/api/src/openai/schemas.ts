@@ -24,7 +24,8 @@ const vllmFields = {
 export const sampling = {
   temperature: z.number().min(0).max(2).optional().nullable(),
   top_p: z.number().gt(0).max(1).optional().nullable(),
-  seed: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
+  /** -1: a random seed, as llama-server reads it (the default: none). */
+  seed: z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER).optional().nullable(),
   presence_penalty: z.number().min(-2).max(2).optional().nullable(),
   frequency_penalty: z.number().min(-2).max(2).optional().nullable(),
   /** Choices per request, each its own sequence (sampled with seed + index when a seed is given). */
