@@ -38,15 +38,15 @@ describe("an Ollama store's models, used without downloading them again", () => 
   it('imports a model as a hard link to its blob, with its Modelfile settings beside it', async () => {
     const weights = gguf('w.gguf');
     writeOllamaStoreModel(store, 'tiny', weights, { params: { temperature: 0.2, stop: ['<|end|>'] }, system: 'Be brief.', license: 'MIT', template: '{{ .Prompt }}' });
-    writeOllamaStoreModel(store, 'hf.co/Jane/Repo-GGUF:Q8_0', gguf('w2.gguf', '{{ messages }}'), { projector: true });
+    writeOllamaStoreModel(store, 'hf.co/Jane/Repo-GGUF:Q8_0', gguf('w2.gguf', '{{ messages }}'), { projector: true, template: '{{ .Prompt }}' });
     expect(listOllamaModels([store]).map((m) => m.name)).toEqual(['hf.co/Jane/Repo-GGUF:Q8_0', 'tiny:latest']);
     const m = findOllamaModel('TINY', [path.join(dir, 'none'), store]);
-    expect(m).toMatchObject({ name: 'tiny:latest', parameters: { temperature: 0.2, stop: ['<|end|>'] }, system: 'Be brief.', license: 'MIT', skipped: ['template'] });
+    expect(m).toMatchObject({ name: 'tiny:latest', parameters: { temperature: 0.2, stop: ['<|end|>'] }, system: 'Be brief.', license: 'MIT', template: '{{ .Prompt }}', skipped: [] });
     const r = await importOllamaModel(m, models);
     expect(r).toMatchObject({ id: 'tiny', path: path.join(models, 'tiny.gguf'), linked: true });
     expect(fs.statSync(r.path).ino).toBe(fs.statSync(m.model).ino);
-    expect(r.notes).toEqual([expect.stringMatching(/no chat template of its own, and Ollama's Go template is not run here/)]);
-    expect(JSON.parse(fs.readFileSync(path.join(models, 'tiny.modelfile.json'), 'utf8'))).toEqual({ system: 'Be brief.', parameters: { temperature: 0.2, stop: ['<|end|>'] }, license: 'MIT' });
+    expect(r.notes).toEqual([expect.stringMatching(/no chat template of its own: Ollama's Go template, kept with the model, renders its chats on Ollama's/)]);
+    expect(JSON.parse(fs.readFileSync(path.join(models, 'tiny.modelfile.json'), 'utf8'))).toEqual({ system: 'Be brief.', template: '{{ .Prompt }}', parameters: { temperature: 0.2, stop: ['<|end|>'] }, license: 'MIT' });
     await expect(importOllamaModel(m, models)).rejects.toThrow(/model 'tiny' is already in .* \(--force replaces it\)/);
     const hf = await importOllamaModel(findOllamaModel('hf.co/Jane/Repo-GGUF:Q8_0', [store]), models);
     expect(hf.id).toBe('Repo-GGUF:Q8_0');

@@ -69,7 +69,9 @@ export interface OllamaModel {
   system?: string;
   license?: string;
   messages?: { role: string; content: string }[];
-  /** Layers there is no use for here, by kind (template, projector, adapter), to say so. */
+  /** Its Go template (Ollama renders its prompts with it). */
+  template?: string;
+  /** Layers there is no use for here, by kind (projector, adapter), to say so. */
   skipped: string[];
 }
 
@@ -124,6 +126,7 @@ function readManifest(store: string, manifest: string, name: string): OllamaMode
       else if (kind === 'system') out.system = text(l);
       else if (kind === 'license') out.license = [out.license, text(l)].filter(Boolean).join('\n');
       else if (kind === 'messages') out.messages = JSON.parse(text(l)) as { role: string; content: string }[];
+      else if (kind === 'template') out.template = text(l);
       else out.skipped.push(kind);
     } catch (e) {
       throw new PullError(`${name}: its ${kind} layer cannot be read (${(e as Error).message})`);
@@ -186,8 +189,9 @@ export function ollamaModelId(name: string): string {
 /**
  * Brings an Ollama model into the models directory as ID.gguf: a hard link to its blob where the
  * file system allows one (else a copy, which appears under its name only once whole), with its
- * Modelfile settings as ID.modelfile.json. Returns
- * the file, whether it is a link, and notes on what was not brought (a Go template, a projector).
+ * Modelfile settings as ID.modelfile.json: its Go template too when the file has no chat template
+ * of its own (else the file's renders its chats, as in llama.cpp). Returns the file, whether it is
+ * a link, and notes on what was not brought (a projector, adapters) or how its chats render.
  */
 export async function importOllamaModel(m: OllamaModel, modelsDir: string, id: string = ollamaModelId(m.name), o: { force?: boolean } = {}): Promise<{ path: string; id: string; linked: boolean; notes: string[] }> {
   if (!/^[A-Za-z0-9_][A-Za-z0-9._:-]{0,199}$/.test(id)) throw new PullError(`'${id}' cannot be a model id (letters, digits and . _ : -)`);
@@ -213,15 +217,17 @@ export async function importOllamaModel(m: OllamaModel, modelsDir: string, id: s
       throw new PullError(`cannot copy ${m.model} into ${modelsDir}: ${(e as Error).message}`);
     }
   }
+  const ownTemplate = header.kv.has('tokenizer.chat_template');
+  const template = m.template && !ownTemplate ? m.template : undefined;
   const settings = Object.fromEntries(
-    Object.entries({ system: m.system, parameters: m.parameters, messages: m.messages, license: m.license }).filter(([, v]) => v !== undefined && !(typeof v === 'object' && Object.keys(v).length === 0)),
+    Object.entries({ system: m.system, template, parameters: m.parameters, messages: m.messages, license: m.license }).filter(([, v]) => v !== undefined && !(typeof v === 'object' && Object.keys(v).length === 0)),
   );
   const sidecar = path.join(modelsDir, `${id}.modelfile.json`);
   if (Object.keys(settings).length) fs.writeFileSync(sidecar, JSON.stringify(settings, null, 1));
   else fs.rmSync(sidecar, { force: true });
   const notes: string[] = [];
-  if (m.skipped.includes('template') && !header.kv.has('tokenizer.chat_template'))
-    notes.push("the file has no chat template of its own, and Ollama's Go template is not run here: chats use ChatML unless kail serve --chat-template-file gives one");
+  if (template)
+    notes.push("the file has no chat template of its own: Ollama's Go template, kept with the model, renders its chats on Ollama's /api/chat and /api/generate; the other routes use ChatML unless kail serve --chat-template-file gives one");
   if (m.skipped.includes('projector')) notes.push('its vision projector is not brought: images are not supported');
   if (m.skipped.includes('adapter')) notes.push('its LoRA adapter layers are not brought (kail create with ADAPTER lines adds them)');
   return { path: dest, id, linked, notes };
