@@ -3,9 +3,12 @@
 // takes them): a model card's recommended settings given once at start (`--temp 0.6 --top-p 0.95
 // --top-k 20 --min-p 0`) apply to every request that does not set them, on every route, in place
 // of the route's own default. A request's value wins; on Ollama's routes so does the model's
-// Modelfile PARAMETER.
+// Modelfile PARAMETER, which is also the default on the OpenAI routes of a model that has one.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+
+import type { Modelfile } from './ollama/modelfiles';
+import { ChatCompletionRequest, CompletionRequest } from './openai/schemas';
 
 export const SamplingDefaultsSchema = z
   .object({
@@ -58,6 +61,34 @@ const ROUTES: ReadonlyMap<string, RouteFields> = new Map<string, RouteFields>([
 export function ollamaOptionDefaults(d: SamplingDefaults): Record<string, number> {
   const { n_predict, ...rest } = d;
   return { ...rest, ...(n_predict !== undefined ? { num_predict: n_predict } : {}) } as Record<string, number>;
+}
+
+/** The OpenAI routes a model's Modelfile PARAMETERs reach, with their request schemas. */
+const MODELFILE_ROUTES: ReadonlyMap<string, z.ZodObject<z.ZodRawShape>> = new Map<string, z.ZodObject<z.ZodRawShape>>([
+  ['/v1/chat/completions', ChatCompletionRequest],
+  ['/v1/completions', CompletionRequest],
+]);
+
+/**
+ * A model's Modelfile PARAMETERs (kail create, Ollama's create) as defaults of the OpenAI routes'
+ * bodies that name the model, above the server's defaults (registered before them) and under the
+ * request's own, as Ollama's OpenAI routes apply them; num_predict is max_tokens. A value the route
+ * would refuse (a temperature of 3: Ollama takes it, OpenAI's range does not) is left out, as is a
+ * parameter the route has no field for (num_ctx, num_gpu …).
+ */
+export function registerModelfileParameters(app: FastifyInstance, modelfileOf: (model: string) => Modelfile): void {
+  app.addHook('preHandler', async (req) => {
+    const schema = MODELFILE_ROUTES.get(req.url.split('?')[0]);
+    const body = req.body as Record<string, unknown> | undefined;
+    if (!schema || !body || typeof body !== 'object' || Array.isArray(body) || typeof body.model !== 'string') return;
+    const params = modelfileOf(body.model).parameters ?? {};
+    for (const [k, v] of Object.entries(params)) {
+      const field = k === 'num_predict' ? 'max_tokens' : k;
+      if (k === 'num_predict' && (typeof v !== 'number' || v <= 0 || body.max_completion_tokens != null)) continue;
+      const check = schema.shape[field] as z.ZodType | undefined;
+      if (check && body[field] == null && check.safeParse(v).success) body[field] = v;
+    }
+  });
 }
 
 /** Puts the defaults into the bodies of the routes above where the request leaves a field out (or null). */

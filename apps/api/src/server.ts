@@ -7,7 +7,7 @@ import { bearerClientOptions, common, scheduler as spb } from '@kailstream/proto
 
 import { ModelAliases } from './aliases';
 import { registerCors } from './cors';
-import { registerSamplingDefaults } from './sampling-defaults';
+import { registerModelfileParameters, registerSamplingDefaults } from './sampling-defaults';
 import { authRequired, isLoopback, registerAuth, StaticKeys, tenantOf } from './auth/auth';
 import { KEYS_FILE, KeyStore } from './auth/keys';
 import type { ApiConfig } from './env';
@@ -15,6 +15,7 @@ import { ApiMetrics } from './metrics';
 import { registerAnthropicRoutes } from './anthropic/messages';
 import { LLAMA_SERVER_ROUTES, registerLlamaServerRoutes, unloadedModelFiles } from './llama-server/routes';
 import { errorBody } from './error-shape';
+import { MODELFILES_FILE, ModelfileStore } from './ollama/modelfiles';
 import { OLLAMA_ROUTES, registerOllamaRoutes } from './ollama/routes';
 import { registerResponsesRoutes } from './openai/responses';
 import { MemoryResponseStore, RESPONSES_FILE, SqliteResponseStore, type ResponseStore } from './openai/response-store';
@@ -158,6 +159,10 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   // Other names of the loaded models (kail serve --alias): read as their ids before any route's handler.
   const aliases = new ModelAliases(config.aliases);
   aliases.register(app);
+  // Models' Modelfile settings (kail create, Ollama's create): Ollama's routes apply them, and the
+  // OpenAI routes too (PARAMETERs here, above the server's defaults; system prompt and TEMPLATE in the chat route).
+  const modelfiles = new ModelfileStore(config.dataDir ? path.join(config.dataDir, MODELFILES_FILE) : null, modelsDir || null);
+  registerModelfileParameters(app, (model) => modelfiles.of(model));
   // The server's sampling defaults (kail serve --temp …) in bodies that leave them out.
   registerSamplingDefaults(app, config.samplingDefaults);
 
@@ -225,6 +230,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
     reasoningBudget: config.reasoningBudget,
     reasoningFormat: config.reasoningFormat,
     samplingDefaults: config.samplingDefaults,
+    modelfileOf: (model) => modelfiles.of(model),
     onUsage: (req, promptTokens, completionTokens) => {
       // (Keys given at start have no row in the store.)
       if (!req.apiKey || !keys || StaticKeys.isStatic(req.apiKey.id)) return;
@@ -245,7 +251,7 @@ export async function startApi(config: ApiConfig): Promise<RunningApi> {
   // OpenAI's Responses API (/v1/responses), stored responses in this process's memory.
   registerResponsesRoutes(app, deps, responses);
   // Ollama's own API (/api/chat, /api/generate, /api/tags…), for clients written against Ollama.
-  registerOllamaRoutes(app, deps, { dataDir: config.dataDir || undefined, modelsDir: modelsDir || undefined });
+  registerOllamaRoutes(app, deps, { dataDir: config.dataDir || undefined, modelsDir: modelsDir || undefined, modelfiles });
 
   // The console's tRPC router (apps/api/src/trpc), behind the same key check as every route.
   hub = await mountTrpc(app, { scheduler: () => scheduler, keys: () => keys, authRequired: () => authRequired(auth), pulls: new PullJobs(modelsDir || null) });

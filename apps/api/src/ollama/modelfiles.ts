@@ -114,6 +114,11 @@ export class ModelfileStore {
     if (this.entries.delete(id)) this.save();
   }
 
+  /** The settings of the model a request names (its id, or the id without a :latest tag); {} for none. */
+  of(name: string): Modelfile {
+    return (name.endsWith(':latest') ? this.get(name.slice(0, -7)) : undefined) ?? this.get(name) ?? {};
+  }
+
   copy(from: string, to: string): void {
     const m = this.get(from);
     if (m) this.set(to, structuredClone(m));

@@ -282,6 +282,28 @@ describe('models loaded on demand and unloaded with keep_alive 0', () => {
     for (const m of ['go-legacy', 'go-tools']) expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: m }) })).status).toBe(200);
   }, 60_000);
 
+  it("applies a model's Modelfile settings on the OpenAI routes as Ollama's do: system prompt, opening messages, TEMPLATE, PARAMETERs under the request's own", async () => {
+    const system = 'You are terse.';
+    const template = '{{ range .Messages }}[{{ .Role }}] {{ .Content }}\n{{ end }}[assistant] ';
+    const made = await stack.post('/api/create', { model: 'oa', from: 'tiny', system, template, parameters: { temperature: 0, num_predict: 3, top_k: 1, stop: ['zz'], num_ctx: 512 }, messages: [{ role: 'user', content: 'Earlier.' }, { role: 'assistant', content: 'Yes.' }], stream: false });
+    expect(made.body).toEqual({ status: 'success' });
+    const ask = [{ role: 'user', content: 'Hello' }];
+    // The prompt the Modelfile makes, sent raw to the same weights with the same settings.
+    const rendered = `[system] ${system}\n[user] Earlier.\n[assistant] Yes.\n[user] Hello\n[assistant] `;
+    const want = (await stack.post('/v1/completions', { model: 'tiny', prompt: rendered, temperature: 0, max_tokens: 3, stop: ['zz'] })).body;
+    const got = (await stack.post('/v1/chat/completions', { model: 'oa', messages: ask })).body;
+    expect([got.choices[0].message.content, got.usage.prompt_tokens, got.usage.completion_tokens]).toEqual([want.choices[0].text, want.usage.prompt_tokens, 3]);
+    // The request's own system message and max_tokens win.
+    const own = (await stack.post('/v1/chat/completions', { model: 'oa', messages: [{ role: 'system', content: 'Mine.' }, ...ask], max_tokens: 2 })).body;
+    const ownWant = (await stack.post('/v1/completions', { model: 'tiny', prompt: '[system] Mine.\n[user] Earlier.\n[assistant] Yes.\n[user] Hello\n[assistant] ', temperature: 0, max_tokens: 2 })).body;
+    expect([own.choices[0].message.content, own.usage.prompt_tokens]).toEqual([ownWant.choices[0].text, ownWant.usage.prompt_tokens]);
+    // /v1/completions takes the PARAMETERs (its prompt stays raw); a value OpenAI's range refuses is left out, not a 400.
+    expect((await stack.post('/v1/completions', { model: 'oa', prompt: 'Once' })).body.usage.completion_tokens).toBe(3);
+    expect((await stack.post('/api/create', { model: 'hot', from: 'tiny', parameters: { temperature: 3 }, stream: false })).body).toEqual({ status: 'success' });
+    expect((await stack.post('/v1/chat/completions', { model: 'hot', messages: ask, max_tokens: 2 })).status).toBe(200);
+    for (const m of ['oa', 'hot']) expect((await fetch(`${stack.api.url}/api/delete`, { method: 'DELETE', body: JSON.stringify({ model: m }) })).status).toBe(200);
+  }, 60_000);
+
   it('creates a quantized model as `ollama create -q` does: the uploaded F16 file quantized on a worker while the API keeps answering', async () => {
     const f16 = fs.readFileSync(writeTestModel(stack.dir, 'tiny-qwen3moe', 'F16', 11));
     const digest = `sha256:${createHash('sha256').update(f16).digest('hex')}`;

@@ -494,12 +494,12 @@ const ollamaCall = (c: ToolCall) => {
 const nowIso = () => new Date().toISOString();
 const ns = (ms: number) => Math.round(ms * 1e6);
 
-export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opts: { dataDir?: string; modelsDir?: string } = {}): void {
+export function registerOllamaRoutes(app: FastifyInstance, deps: OpenAiDeps, opts: { dataDir?: string; modelsDir?: string; modelfiles?: ModelfileStore } = {}): void {
   // What create keeps besides the weights, and the blobs uploaded for it.
-  const modelfiles = new ModelfileStore(opts.dataDir ? path.join(opts.dataDir, MODELFILES_FILE) : null, opts.modelsDir ?? null);
+  const modelfiles = opts.modelfiles ?? new ModelfileStore(opts.dataDir ? path.join(opts.dataDir, MODELFILES_FILE) : null, opts.modelsDir ?? null);
   const blobs = opts.dataDir ? new BlobStore(path.join(opts.dataDir, 'blobs')) : null;
   const digests = new ModelDigests(opts.dataDir ? path.join(opts.dataDir, DIGESTS_FILE) : null);
-  const modelfileOf = (name: string): Modelfile => modelfiles.get(idsOf(name).at(-1)!) ?? modelfiles.get(name) ?? {};
+  const modelfileOf = (name: string): Modelfile => modelfiles.of(name);
   // Names models were pulled by (hf.co/USER/REPO:QUANT): a request's model (or an Ollama route's
   // name, or a copy's source) given so is read as the model's id, on every route.
   const pulledNames = new PulledNames(opts.dataDir ? path.join(opts.dataDir, MODEL_NAMES_FILE) : null);

@@ -5,6 +5,7 @@ import { common, engine as pb, scheduler as spb } from '@kailstream/proto';
 import type { z } from 'zod';
 import { ReasoningSplitter, splitReasoning } from '@kailstream/engine/reasoning';
 
+import type { Modelfile } from '../ollama/modelfiles';
 import type { SamplingDefaults } from '../sampling-defaults';
 import type { ApiMetrics } from '../metrics';
 import { diffusionRequest, penaltyWindow, samplerExtras, slotRequest } from '../sampler-extras';
@@ -200,6 +201,8 @@ export interface OpenAiDeps {
   reasoningFormat?: 'none' | 'auto' | 'deepseek';
   /** The server's sampling defaults (kail serve --temp …): Ollama's routes put them under a Modelfile's parameters; the others' bodies get them in a hook. */
   samplingDefaults?: SamplingDefaults;
+  /** A model's Modelfile settings (kail create): its system prompt, opening messages and TEMPLATE reach its chats here too. */
+  modelfileOf?: (model: string) => Modelfile;
 }
 
 /**
@@ -231,7 +234,11 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
     const model = await requestModel(reply, deps, parsed.data.model);
     if (model === null) return reply;
     const b = { ...parsed.data, model };
-    const messages = chatMessagesToProto(b.messages);
+    // A Modelfile's system prompt (unless the chat has one) and opening messages, as Ollama's OpenAI route adds them.
+    const mf = deps.modelfileOf?.(model) ?? {};
+    const asked = chatMessagesToProto(b.messages);
+    const opening = [...(mf.system && !asked.some((m) => m.role === 'system' || m.role === 'developer') ? [{ role: 'system', content: mf.system }] : []), ...(mf.messages ?? [])];
+    const messages = [...opening.map((m) => pb.ChatMessage.fromPartial(m)), ...asked];
     let c: Common;
     try {
       c = commonFields(b, 1024, !!b.logprobs, b.top_logprobs ?? 0);
@@ -252,6 +259,7 @@ export function registerOpenAiRoutes(app: FastifyInstance, deps: OpenAiDeps): vo
       chatTemplateKwargsJson: templateKwargs(b.chat_template_kwargs, b.reasoning_effort),
       ...reasoningBudget(deps, b.reasoning_budget_tokens ?? b.thinking_budget_tokens, b.reasoning_budget_message),
       continueFinalMessage: continuesFinal(messages, b.continue_final_message, b.add_generation_prompt),
+      goTemplate: mf.template ?? '',
     });
     return run(req, reply, deps, [gen], c, 'chat');
   });
