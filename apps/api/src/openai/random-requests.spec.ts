@@ -205,7 +205,9 @@ describe('OpenAI routes under random requests', () => {
         [{ role: 'user', content: 'hi' }], [{ role: 'assistant', content: '', tool_calls: [{ function: { name: 'f', arguments: { a: 1 } } }] }, { role: 'tool', content: 'ok', tool_name: 'f' }],
         [{ role: 'user', content: 'x', images: ['aGk='] }], [{ role: 'robot', content: 'x' }], [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
         { type: 'object', properties: { a: { type: 'boolean' } }, required: ['a'] }, { temperature: 0, num_predict: 3 }, { num_predict: -1, top_k: 1 }, { mirostat: 2 }, { stop: ['\n'], seed: 3 },
-        { temperature: -1 }, { repeat_last_n: -1, repeat_penalty: 1.3 }, { num_ctx: 99999, num_thread: 4 }],
+        { temperature: -1 }, { repeat_last_n: -1, repeat_penalty: 1.3 }, { num_ctx: 99999, num_thread: 4 },
+        // Go templates (the template field): good, failing, broken, over the limits.
+        '{{ .Prompt }}', '{{ range .Messages }}<{{ .Role }}>{{ .Content }}{{ end }}{{ json .Tools }}', '{{ index .Messages 9 }}', '{{ .Prompt', '{{ printf "%*d" 99999999 1 }}', '{{ range 2000000 }}{{ end }}'],
       bases: {
         '/api/chat': () => ({ model: 'tiny', messages: [{ role: 'user', content: 'hello' }], stream: false, options: { num_predict: 4, temperature: 0 } }),
         '/api/generate': () => ({ model: 'tiny', prompt: 'hello', stream: false, options: { num_predict: 4, temperature: 0 } }),
