@@ -596,6 +596,15 @@ function lex(src: string): Item[] {
   const count = (a: number, b: number) => {
     for (let k = a; k < b; k++) if (src[k] === '\n') line++;
   };
+  // Moves pos past a "…" or '…' body (escapes skipped) to its closing quote; false at a line's end or the text's.
+  const quoted = (quote: string): boolean => {
+    for (;;) {
+      const ch = src[pos++];
+      if (ch === '\\' && src[pos] !== undefined && src[pos] !== '\n') pos++;
+      else if (ch === undefined || ch === '\n') return false;
+      else if (ch === quote) return true;
+    }
+  };
   const fail = (msg: string) => {
     items.push({ type: 'error', val: msg, pos, line });
     return items;
@@ -683,16 +692,10 @@ function lex(src: string): Item[] {
         case '|':
           emit('pipe', start, pos, line);
           continue;
-        case '"': {
-          for (;;) {
-            const ch = src[pos++];
-            if (ch === '\\' && src[pos] !== undefined && src[pos] !== '\n') pos++;
-            else if (ch === undefined || ch === '\n') return fail('unterminated quoted string');
-            else if (ch === '"') break;
-          }
+        case '"':
+          if (!quoted('"')) return fail('unterminated quoted string');
           emit('string', start, pos, line);
           continue;
-        }
         case '`': {
           const close = src.indexOf('`', pos);
           if (close < 0) return fail('unterminated raw quoted string');
@@ -701,16 +704,10 @@ function lex(src: string): Item[] {
           count(start, pos);
           continue;
         }
-        case "'": {
-          for (;;) {
-            const ch = src[pos++];
-            if (ch === '\\' && src[pos] !== undefined && src[pos] !== '\n') pos++;
-            else if (ch === undefined || ch === '\n') return fail('unterminated character constant');
-            else if (ch === "'") break;
-          }
+        case "'":
+          if (!quoted("'")) return fail('unterminated character constant');
           emit('charConstant', start, pos, line);
           continue;
-        }
         case '(':
           emit('leftParen', start, pos, line);
           parenDepth++;
