@@ -210,10 +210,18 @@ describe('kail serve', () => {
     expect(await run('create', 'luigi', '-f', path.join(src, 'Derived'), '--data-dir', dir)).toMatchObject({ code: 0 });
     expect(((await post('/api/chat', { model: 'luigi', messages: [{ role: 'user', content: 'Hi' }], stream: false })) as { eval_count: number }).eval_count).toBe(2);
     expect((await post('/api/show', { model: 'luigi' })).system).toBe(system);
-    fs.writeFileSync(path.join(src, 'Bad'), 'FROM mario\nTEMPLATE {{ .Prompt }}\n');
+    // TEMPLATE (Ollama's Go template): kept for the model, shown, and read back from kail show --modelfile.
+    const template = '{{ if .System }}<<{{ .System }}>>\n{{ end }}[{{ .Prompt }}]\n';
+    fs.writeFileSync(path.join(src, 'Templated'), `FROM mario\nTEMPLATE "${'""'}${template}"${'""'}\n`);
+    expect(await run('create', 'toad', '-f', path.join(src, 'Templated'), '--data-dir', dir)).toMatchObject({ code: 0 });
+    expect((await post('/api/show', { model: 'toad' })).template).toBe(template);
+    fs.writeFileSync(path.join(src, 'ToadShown'), (await run('show', 'toad', '--modelfile', '--data-dir', dir)).out);
+    expect(await run('create', 'toad2', '-f', path.join(src, 'ToadShown'), '--data-dir', dir)).toMatchObject({ code: 0 });
+    expect((await post('/api/show', { model: 'toad2' })).template).toBe(template);
+    fs.writeFileSync(path.join(src, 'Bad'), 'FROM mario\nTEMPLATE {{ .Prompt }\n');
     const bad = await run('create', 'wario', '-f', path.join(src, 'Bad'), '--data-dir', dir);
     expect(bad.code).not.toBe(0);
-    expect(bad.out).toMatch(/Modelfile line 2: TEMPLATE \(a Go template\) is not supported/);
+    expect(bad.out).toMatch(/Modelfile line 2: TEMPLATE: template: :1: unexpected "}" in operand/);
     const missing = await run('create', 'wario', '-f', path.join(src, 'Derived'), '--url', 'http://127.0.0.1:9', '--data-dir', dir);
     expect(missing.out).toMatch(/cannot reach the API at http:\/\/127\.0\.0\.1:9 .*start kail serve, or give --url/);
     expect(fs.existsSync(path.join(dir, 'models', 'wario.gguf'))).toBe(false);
