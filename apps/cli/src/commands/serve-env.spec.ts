@@ -53,3 +53,30 @@ describe("kail serve reads llama-server's LLAMA_ARG_ variables", () => {
     await expect(serveOptions([], { LLAMA_ARG_CONTEXT_SHIFT: 'maybe' })).rejects.toThrow("LLAMA_ARG_CONTEXT_SHIFT takes on/off, true/false, enabled/disabled or 1/0, got 'maybe'");
   });
 });
+
+describe("kail serve reads ollama serve's OLLAMA_ variables", () => {
+  it('as the settings they stand for, under the command line and KAIL_/LLAMA_ARG_ variables', async () => {
+    const { opts, stderr } = await serveOptions(['--ctx', '2048'], {
+      OLLAMA_HOST: 'http://0.0.0.0:11434', OLLAMA_KEEP_ALIVE: '24h', OLLAMA_NUM_PARALLEL: '4', OLLAMA_CONTEXT_LENGTH: '8192', OLLAMA_MAX_LOADED_MODELS: '2',
+      OLLAMA_ORIGINS: 'https://app.example, chrome-extension://*', OLLAMA_KV_CACHE_TYPE: 'Q8_0', OLLAMA_FLASH_ATTENTION: '1', OLLAMA_MODELS: '/srv/ollama', OLLAMA_SCHED_SPREAD: '1',
+    });
+    expect(opts).toMatchObject({ host: '0.0.0.0', port: '11434', keepAlive: 86_400_000, parallel: '4', ctx: '2048', modelsMax: 2, corsOrigins: 'localhost,https://app.example', cacheType: 'q8_0' });
+    const lines = stderr.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^kail serve: from Ollama's variables: OLLAMA_HOST \(--host\), OLLAMA_HOST \(--port\), OLLAMA_NUM_PARALLEL \(--parallel\), OLLAMA_MAX_LOADED_MODELS \(--models-max\), OLLAMA_KEEP_ALIVE \(--keep-alive\), /);
+    expect(lines[0]).not.toContain('OLLAMA_CONTEXT_LENGTH');
+    expect(lines.slice(1)).toEqual([
+      'kail serve: OLLAMA_ORIGINS: chrome-extension://* left out (origins are matched whole here: list each, or *)',
+      "kail serve: OLLAMA_SCHED_SPREAD not read (ollama serve's, without a kail serve setting)",
+    ]);
+  });
+
+  it("reads OLLAMA_HOST's forms as Ollama does, 0 as Ollama's automatic choice, and names a bad value", async () => {
+    expect((await serveOptions([], { OLLAMA_HOST: '0.0.0.0' })).opts).toMatchObject({ host: '0.0.0.0', port: '8080' });
+    expect((await serveOptions([], { OLLAMA_HOST: ':9000' })).opts).toMatchObject({ host: '127.0.0.1', port: '9000' });
+    expect((await serveOptions([], { OLLAMA_HOST: '[::1]:9001' })).opts).toMatchObject({ host: '::1', port: '9001' });
+    expect((await serveOptions([], { OLLAMA_HOST: '0.0.0.0', LLAMA_ARG_HOST: '10.0.0.2' })).opts).toMatchObject({ host: '10.0.0.2' });
+    expect((await serveOptions([], { OLLAMA_NUM_PARALLEL: '0', OLLAMA_MAX_LOADED_MODELS: '0' })).opts).not.toHaveProperty('parallel');
+    await expect(serveOptions([], { OLLAMA_HOST: 'a:b:c' })).rejects.toThrow("OLLAMA_HOST takes [scheme://]host[:port], got 'a:b:c'");
+    await expect(serveOptions([], { OLLAMA_NUM_PARALLEL: 'many' })).rejects.toThrow(/--parallel must be an integer/);
+  });
+});

@@ -377,6 +377,25 @@ function envSwitch(name: string, v: string): boolean {
 }
 
 /**
+ * Sets `long` from the variable `name` unless the command line or a KAIL_ variable (or an earlier
+ * variable) set it; whether it did.
+ */
+function setFromEnv(c: Command, name: string, long: string, v: string): boolean {
+  const option = c.options.find((o) => o.long === long);
+  if (!option) return false;
+  const key = option.attributeName();
+  if (['cli', 'env'].includes(c.getOptionValueSource(key) ?? '')) return false;
+  let value: unknown;
+  // (A --no- switch holds the positive attribute: LLAMA_ARG_UI=off is --no-web.)
+  if (option.negate) value = envSwitch(name, v);
+  else if (option.isBoolean()) value = envSwitch(name, v);
+  else if (option.variadic && !option.parseArg) value = [v];
+  else value = option.parseArg ? option.parseArg(v, option.defaultValue) : v;
+  c.setOptionValueWithSource(key, value, 'env');
+  return true;
+}
+
+/**
  * Sets the options the LLAMA_ARG_ variables of `env` give (where neither the command line nor a
  * KAIL_ variable did); returns those it applied and the LLAMA_ARG_ variables it does not read, to say so.
  */
@@ -384,20 +403,56 @@ export function applyLlamaArgEnv(c: Command, env: NodeJS.ProcessEnv): { applied:
   const applied: string[] = [];
   for (const [name, long] of Object.entries(LLAMA_ARG_ENV)) {
     const v = env[name];
-    const option = c.options.find((o) => o.long === long);
-    if (v === undefined || !option) continue;
-    const key = option.attributeName();
-    if (['cli', 'env'].includes(c.getOptionValueSource(key) ?? '')) continue;
-    let value: unknown;
-    // (A --no- switch holds the positive attribute: LLAMA_ARG_UI=off is --no-web.)
-    if (option.negate) value = envSwitch(name, v);
-    else if (option.isBoolean()) value = envSwitch(name, v);
-    else if (option.variadic && !option.parseArg) value = [v];
-    else value = option.parseArg ? option.parseArg(v, option.defaultValue) : v;
-    c.setOptionValueWithSource(key, value, 'env');
-    applied.push(`${name} (${long})`);
+    if (v !== undefined && setFromEnv(c, name, long, v)) applied.push(`${name} (${long})`);
   }
   return { applied, unread: Object.keys(env).filter((k) => /^LLAMA_ARG_/.test(k) && !(k in LLAMA_ARG_ENV)).sort() };
+}
+
+/** `ollama serve`'s variables that `kail serve` reads (under the command line, KAIL_ and LLAMA_ARG_ variables). */
+export const OLLAMA_SERVE_ENV = ['OLLAMA_HOST', 'OLLAMA_KEEP_ALIVE', 'OLLAMA_NUM_PARALLEL', 'OLLAMA_CONTEXT_LENGTH', 'OLLAMA_MAX_LOADED_MODELS', 'OLLAMA_ORIGINS', 'OLLAMA_KV_CACHE_TYPE'] as const;
+// (Read elsewhere or of no use to say: the store `kail pull ollama:` reads, switches always on here.)
+const OLLAMA_QUIET = new Set(['OLLAMA_MODELS', 'OLLAMA_FLASH_ATTENTION', 'OLLAMA_DEBUG']);
+
+/**
+ * Sets the options `ollama serve`'s variables give, as Ollama reads them, so a machine set up for
+ * Ollama serves the same way: OLLAMA_HOST ([scheme://]host[:port]; the port stays kail's 8080
+ * when it names none), OLLAMA_KEEP_ALIVE, OLLAMA_NUM_PARALLEL and OLLAMA_MAX_LOADED_MODELS (0:
+ * Ollama's automatic choice, kail's default), OLLAMA_CONTEXT_LENGTH, OLLAMA_ORIGINS (besides this
+ * machine's pages, as Ollama allows them; patterns with `*` inside are left out, said in `notes`),
+ * OLLAMA_KV_CACHE_TYPE (K and V). Returns what it applied, notes, and the OLLAMA_ variables it does
+ * not read.
+ */
+export function applyOllamaEnv(c: Command, env: NodeJS.ProcessEnv): { applied: string[]; notes: string[]; unread: string[] } {
+  const applied: string[] = [];
+  const notes: string[] = [];
+  const set = (name: string, long: string, v: string) => {
+    if (setFromEnv(c, name, long, v)) applied.push(`${name} (${long})`);
+  };
+  const host = env.OLLAMA_HOST?.trim();
+  if (host) {
+    const m = /^(?:[a-z][a-z0-9+.-]*:\/\/)?(\[[^\]]*\]|[^:/]*)(?::(\d*))?\/?$/i.exec(host);
+    if (!m) throw new Error(`OLLAMA_HOST takes [scheme://]host[:port], got '${host}'`);
+    if (m[1]) set('OLLAMA_HOST', '--host', m[1].replace(/^\[(.*)\]$/, '$1'));
+    if (m[2]) set('OLLAMA_HOST', '--port', m[2]);
+  }
+  const positive = (name: string, long: string) => {
+    const v = env[name]?.trim();
+    if (v && v !== '0') set(name, long, v);
+  };
+  positive('OLLAMA_NUM_PARALLEL', '--parallel');
+  positive('OLLAMA_MAX_LOADED_MODELS', '--models-max');
+  positive('OLLAMA_CONTEXT_LENGTH', '--ctx');
+  if (env.OLLAMA_KEEP_ALIVE?.trim()) set('OLLAMA_KEEP_ALIVE', '--keep-alive', env.OLLAMA_KEEP_ALIVE.trim());
+  if (env.OLLAMA_KV_CACHE_TYPE?.trim()) set('OLLAMA_KV_CACHE_TYPE', '--cache-type', env.OLLAMA_KV_CACHE_TYPE.trim().toLowerCase());
+  if (env.OLLAMA_ORIGINS?.trim()) {
+    const all = env.OLLAMA_ORIGINS.split(',').map((o) => o.trim()).filter(Boolean);
+    const patterns = all.filter((o) => o !== '*' && o.includes('*'));
+    if (patterns.length) notes.push(`OLLAMA_ORIGINS: ${patterns.join(', ')} left out (origins are matched whole here: list each, or *)`);
+    const kept = all.filter((o) => !patterns.includes(o));
+    if (kept.length) set('OLLAMA_ORIGINS', '--cors-origins', ['localhost', ...kept].join(','));
+  }
+  const known = new Set<string>(OLLAMA_SERVE_ENV);
+  return { applied, notes, unread: Object.keys(env).filter((k) => /^OLLAMA_/.test(k) && !known.has(k) && !OLLAMA_QUIET.has(k)).sort() };
 }
 
 export function registerServe(program: Command): void {
@@ -535,5 +590,9 @@ export function registerServe(program: Command): void {
     const { applied, unread } = applyLlamaArgEnv(c, process.env);
     if (applied.length) process.stderr.write(`kail serve: from llama-server's variables: ${applied.join(', ')}\n`);
     if (unread.length) process.stderr.write(`kail serve: ${unread.join(', ')} not read (GPU placement, batching and switches that are always on here, or what kail serve does not have)\n`);
+    const ollama = applyOllamaEnv(c, process.env);
+    if (ollama.applied.length) process.stderr.write(`kail serve: from Ollama's variables: ${ollama.applied.join(', ')}\n`);
+    for (const n of ollama.notes) process.stderr.write(`kail serve: ${n}\n`);
+    if (ollama.unread.length) process.stderr.write(`kail serve: ${ollama.unread.join(', ')} not read (ollama serve's, without a kail serve setting)\n`);
   });
 }
