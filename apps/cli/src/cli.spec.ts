@@ -138,6 +138,11 @@ describe('kail CLI', () => {
       ['--mlock', '--no-warmup', '-fit off', '-co on', '--color', '--log-disable', '--simple-io', '-tb 2', '-kvu', '--cache-reuse 256', '-v', '--nowordwrap', '--keepalive 5m'].map((f) => `kail: ${f}`),
     );
     expect(llamaFlagAliases(['serve', '-ctxcp', '2'])).toEqual(['serve', '--ctx-checkpoints', '2']);
+    // -ctxcp: kail serve's own (through its alias), dropped by kail run, which has no such flag.
+    expect(dropIgnoredLlamaFlags(['serve', '-ctxcp', '2', '--ctx-checkpoints', '3'], new Set(['-m', '--ctx-checkpoints'])).argv).toEqual(['serve', '-ctxcp', '2', '--ctx-checkpoints', '3']);
+    const cp = dropIgnoredLlamaFlags(['run', '-cnv', '-ctxcp', '4', '--swa-checkpoints', '2'], known);
+    expect(cp.argv).toEqual(['run', '-cnv']);
+    expect(cp.notes[0]).toBe("kail: -ctxcp 4 ignored: a conversation keeps its model's state as the chat grows here (kail serve --ctx-checkpoints keeps checkpoints per slot)");
   });
 
   it('reads a model name as a file of the models directory: NAME, NAME.gguf, NAME:latest, or the first split of a model pulled as NAME', () => {

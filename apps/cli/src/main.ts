@@ -126,10 +126,12 @@ const LLAMA_IGNORED_FLAGS: readonly { flags: readonly string[]; value: 0 | 1 | '
   { flags: ['--keepalive'], value: 1, why: 'the model lives as long as this process here (kail serve keeps models loaded: its --keep-alive)' },
   { flags: ['-lv', '--verbosity', '--log-verbosity'], value: 1, why: "there is one log level here: kail's own lines on stderr" },
   { flags: ['--simple-io'], value: 0, why: 'input is read line by line here' },
+  { flags: ['-ctxcp', '--ctx-checkpoints', '--swa-checkpoints'], value: 1, why: "a conversation keeps its model's state as the chat grows here (kail serve --ctx-checkpoints keeps checkpoints per slot)" },
 ];
 
 /**
- * Drops the LLAMA_IGNORED_FLAGS that `known` (the command's own flags) does not hold, with their
+ * Drops the LLAMA_IGNORED_FLAGS that `known` (the command's own flags, directly or through
+ * LLAMA_SHORT_FLAGS) does not hold, with their
  * values (`-ngl 99`, `--flash-attn=on`, `-fa` alone or with on/off/auto); returns what is left and
  * a line per flag dropped. Nothing after `--` is touched.
  */
@@ -141,7 +143,7 @@ export function dropIgnoredLlamaFlags(argv: readonly string[], known: ReadonlySe
     const a = argv[i];
     const [flag, inline] = a.startsWith('--') && a.includes('=') ? [a.slice(0, a.indexOf('=')), true] : [a, false];
     const entry = end >= 0 && i >= end ? undefined : LLAMA_IGNORED_FLAGS.find((f) => f.flags.includes(flag));
-    if (!entry || known.has(flag)) {
+    if (!entry || known.has(flag) || known.has(LLAMA_SHORT_FLAGS[flag] ?? '')) {
       out.push(a);
       continue;
     }
